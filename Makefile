@@ -1,0 +1,122 @@
+# plumb: one Makefile. `make` builds ./plumb and libplumb.a; `make demo` runs the shipped
+# example; `make test` runs every Criterion suite and end-to-end test. BUILD=dir puts the
+# objects elsewhere; SAN=1 builds with AddressSanitizer and UBSan.
+
+BUILD   ?= build
+CC      ?= cc
+CFLAGS_BASE := -std=c11 -Wall -Wextra -Werror -O2 -g -D_POSIX_C_SOURCE=200809L -I. -Icore
+ifeq ($(SAN),1)
+  CFLAGS_BASE += -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+  LDSAN := -fsanitize=address,undefined
+endif
+CFLAGS  += $(CFLAGS_BASE)
+LDLIBS  := -lcjson -lopenblas -lncursesw -lz -lpthread -lm
+CUDA_HOME ?= /usr/local/cuda
+
+.DEFAULT_GOAL := all
+.PHONY: all deps demo test test-unit test-e2e test-long bench fuzz clean optional-parts
+
+# --- optional parts: detected by a test compile, one line each --------------------------
+NVCC := $(shell command -v nvcc 2>/dev/null || ls $(CUDA_HOME)/bin/nvcc 2>/dev/null)
+HAVE_CUDA := $(shell [ -n "$(NVCC)" ] && printf '__global__ void k(){}\nint main(){k<<<1,1>>>();return 0;}\n' > /tmp/plumb-nvcc-$$$$.cu && $(NVCC) -c -o /dev/null /tmp/plumb-nvcc-$$$$.cu >/dev/null 2>&1 && echo 1; rm -f /tmp/plumb-nvcc-$$$$.cu)
+HAVE_CUDNN := $(shell [ "$(HAVE_CUDA)" = 1 ] && printf '\#include <cudnn.h>\nint main(void){return (int)cudnnGetVersion()==0;}\n' | $(CC) -x c - -I$(CUDA_HOME)/include -L$(CUDA_HOME)/lib64 -L$(CUDA_HOME)/lib -lcudnn -o /dev/null >/dev/null 2>&1 && echo 1)
+HAVE_NCCL := $(shell [ "$(HAVE_CUDA)" = 1 ] && printf '\#include <nccl.h>\nint main(void){int v;return ncclGetVersion(&v);}\n' | $(CC) -x c - -I$(CUDA_HOME)/include -L$(CUDA_HOME)/lib -L$(CUDA_HOME)/lib64 -lnccl -o /dev/null >/dev/null 2>&1 && echo 1)
+MPICC := $(shell command -v mpicc 2>/dev/null)
+HAVE_MPI := $(shell [ -n "$(MPICC)" ] && printf '\#include <mpi.h>\nint main(void){return MPI_Init(0,0);}\n' | $(MPICC) -x c - -o /dev/null >/dev/null 2>&1 && echo 1)
+
+# --- sources ---------------------------------------------------------------------------
+LIB_SRCS := $(wildcard core/*.c sim/*.c planner/*.c exec/*.c exec/cpu/*.c ui/*.c cli/cmd_*.c)
+CUDA_SRCS := $(wildcard exec/cuda/*.cu)
+CUDA_CSRCS := $(wildcard exec/cuda/*.c)
+MPI_SRCS := $(wildcard exec/mpi/*.c)
+ifeq ($(HAVE_CUDA),1)
+  CFLAGS += -DPLUMB_HAVE_CUDA -I$(CUDA_HOME)/include
+  LIB_SRCS += $(CUDA_CSRCS)
+  LDLIBS += -L$(CUDA_HOME)/lib64 -L$(CUDA_HOME)/lib -Wl,-rpath,$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib -lcublas -lcudart
+  ifeq ($(HAVE_CUDNN),1)
+    CFLAGS += -DPLUMB_HAVE_CUDNN
+    LDLIBS += -lcudnn
+  endif
+  ifeq ($(HAVE_NCCL),1)
+    CFLAGS += -DPLUMB_HAVE_NCCL
+    LDLIBS += -lnccl
+  endif
+endif
+ifeq ($(HAVE_MPI),1)
+  MPI_CFLAGS := $(shell $(MPICC) --showme:compile 2>/dev/null)
+  MPI_LIBS := $(shell $(MPICC) --showme:link 2>/dev/null)
+  CFLAGS += -DPLUMB_HAVE_MPI
+  LDLIBS += $(MPI_LIBS)
+  LIB_OBJS_MPI := $(MPI_SRCS:%.c=$(BUILD)/obj/%.o)
+endif
+NVCCFLAGS ?= -O2 -std=c++17 -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90 -Icore -I. -Xcompiler -Wall
+
+LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/obj/%.o) $(LIB_OBJS_MPI)
+ifeq ($(HAVE_CUDA),1)
+  LIB_OBJS += $(CUDA_SRCS:%.cu=$(BUILD)/obj/%.o)
+endif
+LIB := $(BUILD)/libplumb.a
+BIN := $(BUILD)/plumb
+
+TEST_SRCS := $(wildcard tests/test_*.c)
+TEST_BINS := $(TEST_SRCS:tests/%.c=$(BUILD)/tests/%)
+
+# --- rules -----------------------------------------------------------------------------
+all: deps optional-parts $(BIN) $(LIB)
+ifeq ($(BUILD),build)
+	@cp -f $(BIN) ./plumb && cp -f $(LIB) ./libplumb.a
+endif
+
+deps:
+	@scripts/deps.sh
+
+optional-parts:
+	@echo "plumb: CUDA backend: $(if $(filter 1,$(HAVE_CUDA)),built (nvcc $(NVCC)),not built (nvcc not found or not working))"
+	@echo "plumb: cuDNN convolutions: $(if $(filter 1,$(HAVE_CUDNN)),built,not built (cudnn.h/libcudnn not found))"
+	@echo "plumb: NCCL transport: $(if $(filter 1,$(HAVE_NCCL)),built,not built (nccl.h/libnccl not found))"
+	@echo "plumb: MPI transport: $(if $(filter 1,$(HAVE_MPI)),built,not built (mpicc not found; apt-get install libopenmpi-dev))"
+
+$(BUILD)/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
+
+$(BUILD)/obj/exec/mpi/%.o: exec/mpi/%.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(MPI_CFLAGS) -MMD -MP -c $< -o $@
+
+$(BUILD)/obj/%.o: %.cu
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCCFLAGS) -c $< -o $@
+
+$(LIB): $(LIB_OBJS)
+	@mkdir -p $(dir $@)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(BIN): $(BUILD)/obj/cli/main.o $(LIB)
+	$(CC) $(CFLAGS) $(LDSAN) -o $@ $< $(LIB) $(LDLIBS)
+
+$(BUILD)/tests/%: tests/%.c $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDSAN) -o $@ $< $(LIB) -lcriterion $(LDLIBS)
+
+# Tests: every Criterion suite, then every end-to-end script; non-zero on any failure.
+test: all $(TEST_BINS)
+	@PLUMB_BUILD=$(BUILD) scripts/run-tests.sh $(TEST_BINS)
+
+test-long: all
+	@PLUMB_BUILD=$(BUILD) PLUMB_LONG=1 scripts/run-tests.sh $(TEST_BINS)
+
+demo: all
+	@scripts/demo.sh $(BIN)
+
+bench: all
+	@scripts/bench.sh $(BIN)
+
+fuzz: deps
+	@scripts/fuzz.sh
+
+clean:
+	rm -rf build build-* plumb libplumb.a
+
+-include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)

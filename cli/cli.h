@@ -1,0 +1,37 @@
+/* cli.h: the subcommands of the plumb binary and small helpers they share for options.
+ * Each subcommand lives in cli/cmd_<name>.c, takes argc/argv starting at its own name,
+ * and returns the process exit status (0 ok, 1 failure at run time, 2 bad input). */
+#ifndef PLUMB_CLI_H
+#define PLUMB_CLI_H
+
+#include <getopt.h>
+
+#define PLUMB_VERSION "0.1.0"
+
+int cmd_import(int argc, char **argv);
+int cmd_info(int argc, char **argv);
+int cmd_schedule(int argc, char **argv);
+int cmd_sim(int argc, char **argv);
+int cmd_plan(int argc, char **argv);
+int cmd_sweep(int argc, char **argv);
+int cmd_ui(int argc, char **argv);
+int cmd_train(int argc, char **argv);
+int cmd_profile(int argc, char **argv);
+int cmd_compare(int argc, char **argv);
+
+/* Prints "plumb: CMD: message" on one line to stderr and returns 2. */
+int cli_fail(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Parses an integer option value in [lo, hi]; on failure prints one line naming the option
+ * and returns -1. */
+int cli_int(const char *cmd, const char *opt, const char *s, long lo, long hi, int *out);
+/* Parses a finite number > 0 (when positive) or >= 0; -1 with one line on failure. */
+int cli_num(const char *cmd, const char *opt, const char *s, int positive, double *out);
+
+/* getopt_long with plumb's error messages: returns the option, -1 at the end, or '?' after
+ * printing "plumb: CMD: unknown option ..." or "... needs a value". Resets optind when
+ * called with a new argv. */
+int cli_getopt(const char *cmd, int argc, char **argv, const char *shortopts,
+               const struct option *longopts);
+
+#endif

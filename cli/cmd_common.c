@@ -1,0 +1,64 @@
+/* cmd_common.c: option helpers shared by the subcommands. */
+#include "cli/cli.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int cli_fail(const char *cmd, const char *fmt, ...)
+{
+    va_list ap;
+    fprintf(stderr, "plumb: %s: ", cmd);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+    return 2;
+}
+
+int cli_int(const char *cmd, const char *opt, const char *s, long lo, long hi, int *out)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || end == s || *end || v < lo || v > hi) {
+        cli_fail(cmd, "%s: expected an integer from %ld to %ld (got \"%s\")", opt, lo, hi, s);
+        return -1;
+    }
+    *out = (int)v;
+    return 0;
+}
+
+int cli_num(const char *cmd, const char *opt, const char *s, int positive, double *out)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s || *end || !isfinite(v) || (positive ? !(v > 0) : !(v >= 0))) {
+        cli_fail(cmd, "%s: expected a number %s (got \"%s\")", opt, positive ? "> 0" : ">= 0", s);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+int cli_getopt(const char *cmd, int argc, char **argv, const char *shortopts,
+               const struct option *longopts)
+{
+    opterr = 0;
+    int c = getopt_long(argc, argv, shortopts, longopts, NULL);
+    if (c == '?' || c == ':') {
+        const char *bad = argv[optind - 1 < argc ? optind - 1 : argc - 1];
+        if (optopt && strchr(shortopts, optopt) && c == ':')
+            cli_fail(cmd, "option -%c needs a value; see plumb %s --help", optopt, cmd);
+        else if (optopt && !longopts)
+            cli_fail(cmd, "unknown option -%c; see plumb %s --help", optopt, cmd);
+        else
+            cli_fail(cmd, "unknown option or missing value: %s; see plumb %s --help", bad, cmd);
+        return '?';
+    }
+    return c;
+}

@@ -1,0 +1,57 @@
+/* main.c: the plumb binary: dispatches to subcommands (cli/cmd_*.c). */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/cli.h"
+
+typedef struct subcommand {
+    const char *name;
+    int (*run)(int argc, char **argv);
+    const char *summary;
+} subcommand;
+
+static const subcommand commands[] = {
+    {"import", cmd_import, "convert a PipeDream graph.txt profile into a plumb profile"},
+    {"info", cmd_info, "summarize a profile, cluster or plan file"},
+    {"schedule", cmd_schedule, "print or convert a pipeline schedule's per-rank actions"},
+    {"sim", cmd_sim, "simulate a plan on its cluster: throughput, bubbles, memory, timeline"},
+    {"plan", cmd_plan, "split a profiled model into pipeline stages for a cluster"},
+    {"sweep", cmd_sweep, "capacity planning: best plan per GPU count, cost, target"},
+    {"ui", cmd_ui, "terminal dashboard for what-if planning"},
+    {"train", cmd_train, "train a model for real with a plan (CPU or CUDA backend)"},
+    {"profile", cmd_profile, "measure a model's layers on a backend and write a profile"},
+    {"compare", cmd_compare, "compare a simulated report with a measured trace"},
+};
+#define NCOMMANDS (sizeof commands / sizeof commands[0])
+
+static void usage(FILE *out)
+{
+    fprintf(out,
+            "plumb %s: plan, simulate and run pipeline-parallel training\n\n"
+            "usage: plumb COMMAND [OPTIONS]   (plumb COMMAND --help for its options)\n\n"
+            "commands:\n",
+            PLUMB_VERSION);
+    for (size_t i = 0; i < NCOMMANDS; i++)
+        fprintf(out, "  %-9s %s\n", commands[i].name, commands[i].summary);
+    fprintf(out, "\n  --help     this text\n  --version  print the version\n");
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
+        usage(stdout);
+        return 0;
+    }
+    if (!strcmp(argv[1], "--version") || !strcmp(argv[1], "-V")) {
+        printf("plumb %s\n", PLUMB_VERSION);
+        return 0;
+    }
+    for (size_t i = 0; i < NCOMMANDS; i++)
+        if (!strcmp(argv[1], commands[i].name)) return commands[i].run(argc - 1, argv + 1);
+    fprintf(stderr, "plumb: unknown command \"%s\"; see plumb --help\n", argv[1]);
+    return 2;
+}

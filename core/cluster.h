@@ -1,0 +1,76 @@
+/* cluster.h: a described cluster (plumb-cluster/1): a hierarchy of levels, innermost first
+ * (level 0 joins the devices of one server, level 1 joins servers, ...), each with a member
+ * count, a link bandwidth and a latency; device types with memory and relative speed; and
+ * which device type each server holds (heterogeneous clusters allowed).
+ *
+ * Devices are numbered 0..ndevices-1 in order: device d sits in server d / levels[0].count,
+ * and two devices communicate over the outermost level at which they differ. */
+#ifndef PLUMB_CLUSTER_H
+#define PLUMB_CLUSTER_H
+
+#include "err.h"
+
+#define CLUSTER_FORMAT "plumb-cluster/1"
+#define CLUSTER_MAX_LEVELS 8
+#define CLUSTER_MAX_DEVICES (1 << 20)
+
+typedef struct cluster_level {
+    char *name;              /* e.g. "nvlink", "ethernet" */
+    int count;               /* members per group at this level (level 0: devices per server) */
+    double bandwidth_Bps;    /* bytes/s of one point-to-point transfer crossing this level;
+                                the file gives it as bandwidth_gbit_per_s (10^9 bits/s) */
+    double latency_s;        /* seconds per transfer; the file gives latency_us */
+    double egress_Bps;       /* bytes/s that one group of the level below can send out through
+                                this level at once (its shared port); the file's
+                                egress_gbit_per_s, default = bandwidth */
+} cluster_level;
+
+typedef struct device_type {
+    char *name;              /* e.g. "V100" */
+    double memory_bytes;     /* usable memory per device; the file gives memory_gib */
+    double speed;            /* compute speed relative to the profiled device (2.0 = twice as
+                                fast; layer times are divided by it) */
+    double peak_flops;       /* peak FLOP/s, <= 0 when not given; file: peak_tflops */
+} device_type;
+
+typedef struct cluster {
+    char *name;
+    char *description;       /* may be "" */
+    int nlevels;
+    cluster_level levels[CLUSTER_MAX_LEVELS];
+    int ntypes;
+    device_type *types;
+    int nservers;            /* product of counts of levels 1..nlevels-1 */
+    int *server_type;        /* [nservers]: index into types */
+    int ndevices;            /* product of all level counts */
+} cluster;
+
+/* Loads and validates a cluster file. Returns a new cluster (free with cluster_free) or NULL
+ * with err set. Rejects bad JSON, wrong types, zero/negative counts, bandwidths or memory,
+ * device counts that overflow CLUSTER_MAX_DEVICES, unknown device types, and server lists
+ * whose total does not match the hierarchy. */
+cluster *cluster_load(const char *path, plumb_err *err);
+struct cJSON;
+cluster *cluster_from_json(const struct cJSON *root, const char *file, plumb_err *err);
+struct cJSON *cluster_to_json(const cluster *c);
+int cluster_save(const cluster *c, const char *path, plumb_err *err);
+int cluster_validate(const cluster *c, const char *file, plumb_err *err);
+cluster *cluster_clone(const cluster *c);
+int cluster_equal(const cluster *a, const cluster *b);
+void cluster_free(cluster *c);
+
+/* The device type of device d (0 <= d < ndevices). */
+const device_type *cluster_device_type(const cluster *c, int d);
+
+/* Index of the server (level-0 group) holding device d. */
+int cluster_server_of(const cluster *c, int d);
+
+/* The outermost level index at which devices a and b are in different groups, i.e. the
+ * level a transfer between them crosses; -1 when a == b. */
+int cluster_level_between(const cluster *c, int a, int b);
+
+/* Number of devices in one group of level L (level 0: devices per server; L = nlevels-1:
+ * the whole cluster). */
+int cluster_group_size(const cluster *c, int level);
+
+#endif

@@ -1,0 +1,346 @@
+/* json.c: validated field access with full field paths, and atomic file writes. */
+#define _POSIX_C_SOURCE 200809L
+#include "json.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+char *json_path(char *buf, size_t n, const char *parent, const char *key)
+{
+    if (parent && *parent) snprintf(buf, n, "%s.%s", parent, key);
+    else snprintf(buf, n, "%s", key);
+    return buf;
+}
+
+char *json_path_idx(char *buf, size_t n, const char *parent, const char *key, int i)
+{
+    if (key && *key) {
+        if (parent && *parent) snprintf(buf, n, "%s.%s[%d]", parent, key, i);
+        else snprintf(buf, n, "%s[%d]", key, i);
+    } else {
+        snprintf(buf, n, "%s[%d]", parent ? parent : "", i);
+    }
+    return buf;
+}
+
+char *json_describe(const cJSON *v, char *buf, size_t n)
+{
+    if (!v) { snprintf(buf, n, "nothing"); return buf; }
+    if (cJSON_IsNull(v)) snprintf(buf, n, "null");
+    else if (cJSON_IsBool(v)) snprintf(buf, n, "%s", cJSON_IsTrue(v) ? "true" : "false");
+    else if (cJSON_IsNumber(v)) snprintf(buf, n, "%.17g", v->valuedouble);
+    else if (cJSON_IsString(v)) {
+        if (strlen(v->valuestring) <= 40) snprintf(buf, n, "\"%s\"", v->valuestring);
+        else snprintf(buf, n, "\"%.37s...\"", v->valuestring);
+    } else if (cJSON_IsArray(v)) snprintf(buf, n, "an array");
+    else if (cJSON_IsObject(v)) snprintf(buf, n, "an object");
+    else snprintf(buf, n, "an invalid value");
+    return buf;
+}
+
+static void line_col(const char *text, const char *at, int *line, int *col)
+{
+    *line = 1;
+    *col = 1;
+    for (const char *p = text; p < at && *p; p++) {
+        if (*p == '\n') { (*line)++; *col = 1; }
+        else (*col)++;
+    }
+}
+
+cJSON *json_parse_text(const char *name, const char *text, size_t len, plumb_err *err)
+{
+    const char *end = NULL;
+    cJSON *root = cJSON_ParseWithLengthOpts(text, len, &end, 0);
+    if (!root) {
+        int line, col;
+        line_col(text, end ? end : text, &line, &col);
+        err_set(err, name, NULL, "malformed JSON at line %d, column %d: expected a valid JSON value",
+                line, col);
+        return NULL;
+    }
+    /* nothing but white space may follow the value */
+    for (const char *p = end; p && (size_t)(p - text) < len && *p; p++) {
+        if (*p != ' ' && *p != '\n' && *p != '\r' && *p != '\t') {
+            int line, col;
+            line_col(text, p, &line, &col);
+            cJSON_Delete(root);
+            err_set(err, name, NULL,
+                    "malformed JSON at line %d, column %d: expected end of file after the value",
+                    line, col);
+            return NULL;
+        }
+    }
+    return root;
+}
+
+cJSON *json_load_file(const char *path, plumb_err *err)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        err_set(err, path, NULL, "cannot open: %s", strerror(errno));
+        return NULL;
+    }
+    size_t cap = 1 << 16, len = 0;
+    char *buf = malloc(cap);
+    if (!buf) { fclose(f); err_set(err, path, NULL, "out of memory"); return NULL; }
+    for (;;) {
+        if (len + 1 >= cap) {
+            if (cap > ((size_t)1 << 31)) {
+                free(buf); fclose(f);
+                err_set(err, path, NULL, "file too large: expected at most 2 GiB of JSON");
+                return NULL;
+            }
+            char *nb = realloc(buf, cap * 2);
+            if (!nb) { free(buf); fclose(f); err_set(err, path, NULL, "out of memory"); return NULL; }
+            buf = nb;
+            cap *= 2;
+        }
+        size_t got = fread(buf + len, 1, cap - len - 1, f);
+        len += got;
+        if (got == 0) break;
+    }
+    int rerr = ferror(f);
+    fclose(f);
+    if (rerr) { free(buf); err_set(err, path, NULL, "read error"); return NULL; }
+    buf[len] = '\0';
+    if (memchr(buf, '\0', len)) {
+        free(buf);
+        err_set(err, path, NULL, "malformed JSON: expected text, found a NUL byte");
+        return NULL;
+    }
+    cJSON *root = json_parse_text(path, buf, len, err);
+    free(buf);
+    return root;
+}
+
+int json_check_format(const jctx *c, const cJSON *root, const char *format)
+{
+    char got[96];
+    if (!cJSON_IsObject(root))
+        return err_set(c->err, c->file, NULL, "expected a JSON object (got %s)",
+                       json_describe(root, got, sizeof got));
+    const cJSON *f = cJSON_GetObjectItemCaseSensitive(root, "format");
+    if (!f)
+        return err_set(c->err, c->file, "format", "missing; expected \"%s\"", format);
+    if (!cJSON_IsString(f) || strcmp(f->valuestring, format) != 0)
+        return err_set(c->err, c->file, "format", "expected \"%s\" (got %s)", format,
+                       json_describe(f, got, sizeof got));
+    return 0;
+}
+
+static const cJSON *field(const jctx *c, const cJSON *obj, const char *path, const char *key,
+                          int required, char *fp, size_t fpn, int *rc)
+{
+    json_path(fp, fpn, path, key);
+    *rc = 0;
+    if (!cJSON_IsObject(obj)) {
+        char got[96];
+        *rc = err_set(c->err, c->file, path && *path ? path : "(root)",
+                      "expected an object (got %s)", json_describe(obj, got, sizeof got));
+        return NULL;
+    }
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
+    if (!v && required) *rc = err_set(c->err, c->file, fp, "missing required field");
+    return v;
+}
+
+static int check_num(const jctx *c, const cJSON *v, const char *fp, int constraint, double *out)
+{
+    char got[96];
+    if (!cJSON_IsNumber(v))
+        return err_set(c->err, c->file, fp, "expected a number (got %s)",
+                       json_describe(v, got, sizeof got));
+    double x = v->valuedouble;
+    if (!isfinite(x))
+        return err_set(c->err, c->file, fp, "expected a finite number (got %s)",
+                       json_describe(v, got, sizeof got));
+    if (constraint == J_POS && !(x > 0))
+        return err_set(c->err, c->file, fp, "expected a number > 0 (got %.17g)", x);
+    if (constraint == J_NONNEG && !(x >= 0))
+        return err_set(c->err, c->file, fp, "expected a number >= 0 (got %.17g)", x);
+    *out = x;
+    return 0;
+}
+
+static int check_int(const jctx *c, const cJSON *v, const char *fp, long long lo, long long hi,
+                     long long *out)
+{
+    char got[96];
+    if (!cJSON_IsNumber(v))
+        return err_set(c->err, c->file, fp, "expected an integer (got %s)",
+                       json_describe(v, got, sizeof got));
+    double x = v->valuedouble;
+    if (!isfinite(x) || x != floor(x))
+        return err_set(c->err, c->file, fp, "expected an integer (got %s)",
+                       json_describe(v, got, sizeof got));
+    if (x < (double)lo || x > (double)hi)
+        return err_set(c->err, c->file, fp, "expected an integer from %lld to %lld (got %.17g)",
+                       lo, hi, x);
+    *out = (long long)x;
+    return 0;
+}
+
+int json_get_num(const jctx *c, const cJSON *obj, const char *path, const char *key,
+                 int required, int constraint, double *out)
+{
+    char fp[256];
+    int rc;
+    const cJSON *v = field(c, obj, path, key, required, fp, sizeof fp, &rc);
+    if (rc || !v) return rc;
+    return check_num(c, v, fp, constraint, out);
+}
+
+int json_get_int(const jctx *c, const cJSON *obj, const char *path, const char *key,
+                 int required, long long lo, long long hi, long long *out)
+{
+    char fp[256];
+    int rc;
+    const cJSON *v = field(c, obj, path, key, required, fp, sizeof fp, &rc);
+    if (rc || !v) return rc;
+    return check_int(c, v, fp, lo, hi, out);
+}
+
+int json_get_str(const jctx *c, const cJSON *obj, const char *path, const char *key,
+                 int required, const char **out)
+{
+    char fp[256], got[96];
+    int rc;
+    const cJSON *v = field(c, obj, path, key, required, fp, sizeof fp, &rc);
+    if (rc || !v) return rc;
+    if (!cJSON_IsString(v))
+        return err_set(c->err, c->file, fp, "expected a string (got %s)",
+                       json_describe(v, got, sizeof got));
+    *out = v->valuestring;
+    return 0;
+}
+
+int json_get_bool(const jctx *c, const cJSON *obj, const char *path, const char *key,
+                  int required, int *out)
+{
+    char fp[256], got[96];
+    int rc;
+    const cJSON *v = field(c, obj, path, key, required, fp, sizeof fp, &rc);
+    if (rc || !v) return rc;
+    if (!cJSON_IsBool(v))
+        return err_set(c->err, c->file, fp, "expected true or false (got %s)",
+                       json_describe(v, got, sizeof got));
+    *out = cJSON_IsTrue(v);
+    return 0;
+}
+
+int json_get_arr(const jctx *c, const cJSON *obj, const char *path, const char *key,
+                 int required, const cJSON **out, int *n)
+{
+    char fp[256], got[96];
+    int rc;
+    *out = NULL;
+    *n = 0;
+    const cJSON *v = field(c, obj, path, key, required, fp, sizeof fp, &rc);
+    if (rc || !v) return rc;
+    if (!cJSON_IsArray(v))
+        return err_set(c->err, c->file, fp, "expected an array (got %s)",
+                       json_describe(v, got, sizeof got));
+    *out = v;
+    *n = cJSON_GetArraySize(v);
+    return 0;
+}
+
+int json_get_obj(const jctx *c, const cJSON *obj, const char *path, const char *key,
+                 int required, const cJSON **out)
+{
+    char fp[256], got[96];
+    int rc;
+    *out = NULL;
+    const cJSON *v = field(c, obj, path, key, required, fp, sizeof fp, &rc);
+    if (rc || !v) return rc;
+    if (!cJSON_IsObject(v))
+        return err_set(c->err, c->file, fp, "expected an object (got %s)",
+                       json_describe(v, got, sizeof got));
+    *out = v;
+    return 0;
+}
+
+int json_item_num(const jctx *c, const cJSON *item, const char *path, int i, int constraint,
+                  double *out)
+{
+    char fp[256];
+    json_path_idx(fp, sizeof fp, path, NULL, i);
+    return check_num(c, item, fp, constraint, out);
+}
+
+int json_item_int(const jctx *c, const cJSON *item, const char *path, int i, long long lo,
+                  long long hi, long long *out)
+{
+    char fp[256];
+    json_path_idx(fp, sizeof fp, path, NULL, i);
+    return check_int(c, item, fp, lo, hi, out);
+}
+
+int file_write_atomic(const char *path, const char *data, size_t len, plumb_err *err)
+{
+    size_t pl = strlen(path);
+    char *tmp = malloc(pl + 32);
+    if (!tmp) return err_set(err, path, NULL, "out of memory");
+    snprintf(tmp, pl + 32, "%s.tmp.%ld", path, (long)getpid());
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd < 0) {
+        int e = errno;
+        free(tmp);
+        return err_set(err, path, NULL, "cannot write: %s", strerror(e));
+    }
+    size_t off = 0;
+    while (off < len) {
+        ssize_t w = write(fd, data + off, len - off);
+        if (w < 0) {
+            if (errno == EINTR) continue;
+            int e = errno;
+            close(fd);
+            unlink(tmp);
+            free(tmp);
+            return err_set(err, path, NULL, "cannot write: %s", strerror(e));
+        }
+        off += (size_t)w;
+    }
+    if (fsync(fd) != 0 || close(fd) != 0) {
+        int e = errno;
+        unlink(tmp);
+        free(tmp);
+        return err_set(err, path, NULL, "cannot write: %s", strerror(e));
+    }
+    if (rename(tmp, path) != 0) {
+        int e = errno;
+        unlink(tmp);
+        free(tmp);
+        return err_set(err, path, NULL, "cannot write: %s", strerror(e));
+    }
+    free(tmp);
+    return 0;
+}
+
+int json_save_file(const char *path, const cJSON *root, plumb_err *err)
+{
+    char *text = cJSON_Print(root);
+    if (!text) return err_set(err, path, NULL, "out of memory while formatting JSON");
+    size_t n = strlen(text);
+    char *withnl = realloc(text, n + 2);
+    if (!withnl) { free(text); return err_set(err, path, NULL, "out of memory"); }
+    withnl[n] = '\n';
+    withnl[n + 1] = '\0';
+    int rc = file_write_atomic(path, withnl, n + 1, err);
+    free(withnl);
+    return rc;
+}
+
+cJSON *json_add_num(cJSON *obj, const char *key, double v)
+{
+    /* cJSON prints with %1.15g and retries %1.17g when that does not round-trip, so
+     * values saved by cJSON_Print reload identically. */
+    return cJSON_AddNumberToObject(obj, key, v);
+}

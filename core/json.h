@@ -1,0 +1,76 @@
+/* json.h: validated reading and atomic writing of plumb's JSON files (through cJSON).
+ * Every getter names the field by its full path (e.g. "stages[2].replicas") in the error,
+ * says what was expected and what was found, and returns -1 on failure, 0 on success. */
+#ifndef PLUMB_JSON_H
+#define PLUMB_JSON_H
+
+#include <stddef.h>
+#include <cjson/cJSON.h>
+
+#include "err.h"
+
+/* Where a value is being read from: the file (for messages) and the error sink. */
+typedef struct jctx {
+    const char *file;
+    plumb_err *err;
+} jctx;
+
+/* Number constraints for json_get_num / json_get_int. */
+enum {
+    J_ANY = 0,        /* any finite number */
+    J_NONNEG = 1,     /* >= 0 */
+    J_POS = 2,        /* > 0 */
+};
+
+/* Reads and parses the file at path. Returns a cJSON tree the caller frees with
+ * cJSON_Delete, or NULL with err set (unreadable file, or malformed JSON with line:column). */
+cJSON *json_load_file(const char *path, plumb_err *err);
+
+/* Parses text (for tests and fuzzers); `name` is used as the file name in messages. */
+cJSON *json_parse_text(const char *name, const char *text, size_t len, plumb_err *err);
+
+/* Checks that root is an object whose "format" is exactly `format` (e.g. "plumb-profile/1").
+ * Returns 0, or -1 with a message naming the expected format and what was found. */
+int json_check_format(const jctx *c, const cJSON *root, const char *format);
+
+/* Field getters. obj must be an object; path is obj's own path ("" for the root).
+ * When required is 0 and the field is absent, *out keeps its value and 0 is returned. */
+int json_get_num(const jctx *c, const cJSON *obj, const char *path, const char *key,
+                 int required, int constraint, double *out);
+int json_get_int(const jctx *c, const cJSON *obj, const char *path, const char *key,
+                 int required, long long lo, long long hi, long long *out);
+int json_get_str(const jctx *c, const cJSON *obj, const char *path, const char *key,
+                 int required, const char **out);
+int json_get_bool(const jctx *c, const cJSON *obj, const char *path, const char *key,
+                  int required, int *out);
+/* *out is the array node and *n its length (0 and NULL when absent and not required). */
+int json_get_arr(const jctx *c, const cJSON *obj, const char *path, const char *key,
+                 int required, const cJSON **out, int *n);
+int json_get_obj(const jctx *c, const cJSON *obj, const char *path, const char *key,
+                 int required, const cJSON **out);
+
+/* Element checks for arrays: item is arr[i] and path the array's path. */
+int json_item_num(const jctx *c, const cJSON *item, const char *path, int i, int constraint,
+                  double *out);
+int json_item_int(const jctx *c, const cJSON *item, const char *path, int i, long long lo,
+                  long long hi, long long *out);
+
+/* Path builders: "parent.key" and "parent.key[i]" (parent may be ""). Return buf. */
+char *json_path(char *buf, size_t n, const char *parent, const char *key);
+char *json_path_idx(char *buf, size_t n, const char *parent, const char *key, int i);
+
+/* Describes a node for "(got ...)": its value when short, else its type. Returns buf. */
+char *json_describe(const cJSON *v, char *buf, size_t n);
+
+/* Writes data to path atomically: a temporary file beside it, fsync, rename. On failure
+ * nothing is left behind at path or beside it; returns -1 with err set. */
+int file_write_atomic(const char *path, const char *data, size_t len, plumb_err *err);
+
+/* Prints root (formatted) and writes it atomically to path, with a trailing newline. */
+int json_save_file(const char *path, const cJSON *root, plumb_err *err);
+
+/* Adds a number to obj, rounding-safe: values print with 17 significant digits so that a
+ * load of the saved file gives the identical double. Returns the new node or NULL. */
+cJSON *json_add_num(cJSON *obj, const char *key, double v);
+
+#endif

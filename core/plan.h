@@ -1,0 +1,102 @@
+/* plan.h: the planner's answer and the executor's order (plumb-plan/1). A plan is
+ * self-contained: it embeds the profile and the cluster it was made for (a file may instead
+ * name them by path, relative to the plan file), the schedule kind, the microbatching, and
+ * the stages: contiguous ranges of the profile's layer order, each replicated on a list of
+ * devices. Predicted figures are in seconds and bytes. */
+#ifndef PLUMB_PLAN_H
+#define PLUMB_PLAN_H
+
+#include "cluster.h"
+#include "err.h"
+#include "profile.h"
+
+#define PLAN_FORMAT "plumb-plan/1"
+
+/* Schedule kinds, in the order `plumb` lists them. */
+typedef enum sched_kind {
+    SCHED_GPIPE = 0,
+    SCHED_1F1B_FLUSH,   /* PipeDream-Flush */
+    SCHED_PIPEDREAM,    /* asynchronous 1F1B with weight stashing (1F1B-RR when replicated) */
+    SCHED_2BW,          /* PipeDream-2BW */
+    SCHED_INTERLEAVED,  /* Megatron-LM interleaved 1F1B, `chunks` virtual stages per device */
+    SCHED_ZB_H1,        /* zero-bubble ZB-H1 (B split into I and W) */
+    SCHED_ZB_V,         /* zero-bubble ZB-V (2 chunks per device, V placement) */
+    SCHED_NKINDS
+} sched_kind;
+
+/* "gpipe", "1f1b-flush", "pipedream", "2bw", "interleaved", "zb-h1", "zb-v". */
+const char *sched_kind_name(sched_kind k);
+/* Parses a name; returns -1 when unknown. */
+int sched_kind_parse(const char *name);
+/* 1 when the schedule changes training semantics (pipedream, 2bw: stale weights). */
+int sched_kind_is_async(sched_kind k);
+
+typedef enum optimizer_kind {
+    OPT_SGD = 0,        /* plain SGD: no optimizer state */
+    OPT_MOMENTUM,       /* SGD with momentum: one state tensor per weight */
+    OPT_ADAM,           /* Adam: two state tensors per weight */
+    OPT_NKINDS
+} optimizer_kind;
+const char *optimizer_kind_name(optimizer_kind k);  /* "sgd", "momentum", "adam" */
+int optimizer_kind_parse(const char *name);         /* -1 when unknown */
+
+typedef struct plan_stage {
+    int first_layer, last_layer; /* inclusive range in the profile's layer order */
+    int replicas;                /* number of devices that each hold a copy, >= 1 */
+    int *devices;                /* [replicas] device ids in the cluster */
+    /* predicted figures (seconds; < 0 when not predicted) */
+    double compute_s;            /* forward + backward per minibatch on one replica */
+    double comm_s;               /* time to send its output / receive gradients, per minibatch */
+} plan_stage;
+
+typedef struct plan {
+    profile *prof;               /* owned */
+    cluster *clus;               /* owned */
+    char *profile_ref;           /* path the file named, or NULL when embedded */
+    char *cluster_ref;           /* likewise */
+    sched_kind schedule;
+    int chunks;                  /* virtual stages per device (interleaved, zb-v); else 1 */
+    int microbatch_size;         /* samples per microbatch, > 0 */
+    int microbatches;            /* microbatches per minibatch (per flush), > 0 */
+    int recompute;               /* 1: activations recomputed in backward (not stashed) */
+    optimizer_kind optimizer;
+    int nstages;
+    plan_stage *stages;
+    /* predicted figures; < 0 when not predicted */
+    double pred_iteration_s;     /* time per minibatch (one flush / steady-state round) */
+    double pred_samples_per_s;
+    double pred_speedup_vs_dp;
+    double pred_speedup_vs_1;
+    double *pred_peak_memory_bytes; /* [clus->ndevices] or NULL */
+    char *planner_config;        /* PipeDream configuration string like "15-1", or NULL */
+} plan;
+
+/* Loads and validates a plan. Profiles and clusters named by path are loaded relative to
+ * the plan file's folder. Returns a new plan (free with plan_free) or NULL with err set.
+ * Rejects, besides malformed values: stages that do not cover the layers in order exactly
+ * once, devices out of the cluster's range or used by two stages (unless chunks > 1, where
+ * each device holds `chunks` stages), replica counts that do not match the device lists. */
+plan *plan_load(const char *path, plumb_err *err);
+struct cJSON;
+plan *plan_from_json(const struct cJSON *root, const char *file, plumb_err *err);
+
+/* The plan as JSON, embedding its profile and cluster. Caller frees with cJSON_Delete. */
+struct cJSON *plan_to_json(const plan *pl);
+int plan_save(const plan *pl, const char *path, plumb_err *err);
+int plan_validate(const plan *pl, const char *file, plumb_err *err);
+plan *plan_clone(const plan *pl);
+int plan_equal(const plan *a, const plan *b);
+void plan_free(plan *pl);
+
+/* Allocates an empty plan over copies of prof and clus with n stages (devices arrays NULL,
+ * predicted figures -1, schedule 1f1b-flush, 1 microbatch of the profile's minibatch).
+ * Returns NULL when out of memory. */
+plan *plan_new(const profile *prof, const cluster *clus, int nstages);
+
+/* Sets stage s to layers [first, last] on `replicas` devices copied from devs. 0 or -1. */
+int plan_set_stage(plan *pl, int s, int first, int last, int replicas, const int *devs);
+
+/* Minibatch size in samples per pipeline round: microbatch_size * microbatches. */
+int plan_minibatch(const plan *pl);
+
+#endif

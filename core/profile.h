@@ -1,0 +1,77 @@
+/* profile.h: a model as the planner sees it (plumb-profile/1): per-layer times and sizes
+ * measured on one device at one minibatch size, and the layer graph (a DAG; a chain when
+ * the file has no edges). Times are milliseconds in the file and in this struct. */
+#ifndef PLUMB_PROFILE_H
+#define PLUMB_PROFILE_H
+
+#include "err.h"
+
+#define PROFILE_FORMAT "plumb-profile/1"
+
+typedef struct profile_layer {
+    char *name;            /* unique id, e.g. "node11" for PipeDream imports */
+    char *kind;            /* operator kind, e.g. "Conv2d", "ReLU", "Input", "Add" */
+    char *desc;            /* full description (may be ""), e.g. PipeDream's module string */
+    double forward_ms;     /* forward time per profiled minibatch, ms, >= 0 */
+    double backward_ms;    /* backward time per profiled minibatch, ms, >= 0 */
+    double backward_input_ms;  /* input-gradient part of backward (I), ms; < 0 when not split */
+    double backward_weight_ms; /* weight-gradient part of backward (W), ms; < 0 when not split */
+    double activation_bytes;   /* bytes of this layer's output for the minibatch, >= 0 */
+    double parameter_bytes;    /* bytes of this layer's weights and biases, >= 0 */
+    double flops;              /* forward FLOPs per minibatch; < 0 when unknown */
+} profile_layer;
+
+typedef struct profile_edge {
+    int src, dst; /* layer indices, data flows src -> dst */
+} profile_edge;
+
+typedef struct profile {
+    char *name;        /* model name, e.g. "vgg16" */
+    char *device;      /* the device the times were measured on, e.g. "V100" */
+    char *source;      /* provenance text (may be "") */
+    int minibatch;     /* samples per profiled minibatch, > 0 */
+    int nlayers;
+    profile_layer *layers; /* in a topological order of the graph */
+    int nedges;
+    profile_edge *edges;   /* empty for a chain; otherwise the full DAG */
+} profile;
+
+/* Loads and validates a profile file. Returns a new profile the caller frees with
+ * profile_free, or NULL with err set ("FILE: FIELD.PATH: expected ... (got ...)").
+ * Rejects: malformed JSON, wrong format version, missing fields, wrong types, negative or
+ * non-finite numbers, duplicate layer names, edges naming missing layers, cycles, and layer
+ * order that is not topological. */
+profile *profile_load(const char *path, plumb_err *err);
+
+/* Same as profile_load on an already parsed JSON object (`file` names it in messages). */
+struct cJSON;
+profile *profile_from_json(const struct cJSON *root, const char *file, plumb_err *err);
+
+/* Builds the JSON object of p (caller frees with cJSON_Delete); NULL when out of memory. */
+struct cJSON *profile_to_json(const profile *p);
+
+/* Writes p to path atomically. Returns 0, or -1 with err set; nothing is left on failure. */
+int profile_save(const profile *p, const char *path, plumb_err *err);
+
+/* Checks p's invariants (the same checks as the loader, on an in-memory profile).
+ * Returns 0, or -1 with err set using `file` as the name. */
+int profile_validate(const profile *p, const char *file, plumb_err *err);
+
+/* Deep copy; NULL when out of memory. */
+profile *profile_clone(const profile *p);
+
+/* 1 when a and b are equal field by field (exact doubles), else 0. */
+int profile_equal(const profile *a, const profile *b);
+
+/* Frees p and everything it owns; NULL is allowed. */
+void profile_free(profile *p);
+
+/* 1 when the profile's graph is a chain (no edges, or edges i -> i+1 only). */
+int profile_is_chain(const profile *p);
+
+/* Sums over all layers. */
+double profile_total_forward_ms(const profile *p);
+double profile_total_backward_ms(const profile *p);
+double profile_total_parameter_bytes(const profile *p);
+
+#endif

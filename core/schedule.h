@@ -1,0 +1,100 @@
+/* schedule.h: the action IR, the heart of plumb. For each worker (a device), the ordered
+ * list of actions it performs: forward F, backward B (or its halves I = input gradient and
+ * W = weight gradient), send/receive of activations and gradients, the gradient all-reduce
+ * among a stage's replicas, and the optimizer step. Each action names its stage, microbatch
+ * and weight version. The simulator and the executor both run this IR. */
+#ifndef PLUMB_SCHEDULE_H
+#define PLUMB_SCHEDULE_H
+
+#include <stdio.h>
+
+#include "err.h"
+#include "plan.h"
+
+typedef enum act_kind {
+    ACT_F = 0,        /* forward of (stage, microbatch) */
+    ACT_B,            /* full backward (input and weight gradients) */
+    ACT_I,            /* input-gradient half of backward */
+    ACT_W,            /* weight-gradient half of backward */
+    ACT_SEND_F,       /* send the stage's output activations of microbatch to peer */
+    ACT_RECV_F,       /* receive the stage's input activations of microbatch from peer */
+    ACT_SEND_B,       /* send the gradient of the stage's input to peer (the previous stage) */
+    ACT_RECV_B,       /* receive the gradient of the stage's output from peer (next stage) */
+    ACT_ALLREDUCE,    /* all-reduce the stage's weight gradients among its replicas */
+    ACT_STEP,         /* optimizer step of the stage: produces weight version `version` */
+    ACT_NKINDS
+} act_kind;
+
+typedef struct action {
+    int kind;         /* act_kind */
+    int stage;        /* (virtual) stage index */
+    int microbatch;   /* global microbatch index (iteration * microbatches + m); -1 for
+                         ALLREDUCE and STEP */
+    int version;      /* F/B/I/W: weight version used; STEP: version produced; else -1 */
+    int peer;         /* SEND/RECV: the other worker; ALLREDUCE: -1 */
+    int peer_stage;   /* SEND/RECV: the other stage; else -1 */
+} action;
+
+/* What a generator builds a schedule for. */
+typedef struct sched_spec {
+    sched_kind kind;
+    int nworkers;        /* devices taking part */
+    int nstages;         /* (virtual) stages; for interleaved/zb-v = pipeline ranks x chunks */
+    int chunks;          /* virtual stages per pipeline rank (interleaved, zb-v); else 1 */
+    int microbatches;    /* per iteration (per flush / per minibatch) */
+    int iterations;      /* iterations to lay out, >= 1 */
+    const int *replicas; /* [nstages] replica count per stage; NULL = all 1 */
+    const int *workers;  /* stage s replica j runs on workers[first(s) + j] where first(s) is
+                            the sum of replicas before s; NULL = the default placement
+                            (stage s on rank s % (nstages / chunks), V-shape for zb-v) */
+} sched_spec;
+
+typedef struct schedule {
+    sched_kind kind;
+    int nworkers, nstages, chunks, microbatches, iterations;
+    int *replicas;       /* [nstages] */
+    int *stage_workers;  /* flattened as in sched_spec.workers */
+    int *stage_first;    /* [nstages] offset of stage s in stage_workers */
+    int *len;            /* [nworkers] actions per worker */
+    action **acts;       /* [nworkers][len[w]] */
+} schedule;
+
+/* Builds the schedule for spec. Returns a new schedule (free with schedule_free), or NULL
+ * with err set when the spec is impossible (e.g. interleaved with microbatches not a
+ * multiple of the ranks, zero stages). */
+schedule *schedule_generate(const sched_spec *spec, plumb_err *err);
+
+/* Builds the schedule a plan asks for, with `iterations` iterations. */
+schedule *schedule_from_plan(const plan *pl, int iterations, plumb_err *err);
+
+void schedule_free(schedule *s);
+
+/* Proves the IR deadlock-free and well formed: every send has its receive, B after F,
+ * W after I, each microbatch of each stage forward and backward exactly once per replica
+ * assignment. Returns 0, or -1 with err naming the problem (for a deadlock, the cycle of
+ * waiting workers and the actions they wait on). */
+int schedule_validate(const schedule *s, plumb_err *err);
+
+/* Counts found by the validator's replay: per stage, the most microbatches whose
+ * activations are held at once (forwarded, backward not yet done) and the most weight
+ * versions held at once. Arrays of nstages filled by the caller-provided buffers. */
+int schedule_inflight(const schedule *s, int *max_activations, int *max_versions,
+                      plumb_err *err);
+
+/* Action text in PyTorch's torch.distributed.pipelining form: "0F3", "1B2", "2I0", "2W0",
+ * "0SEND_F3", "1RECV_F3", "1SEND_B2", "0RECV_B2", "0REDUCE_GRAD" (all-reduce), and
+ * "0STEP" (plumb's own, for the optimizer step). Returns buf. */
+char *action_format(const action *a, char *buf, size_t n);
+
+/* Writes one CSV row per rank (PyTorch's format). Returns 0 or -1. */
+int schedule_write_csv(const schedule *s, FILE *out);
+/* Reads PyTorch's CSV; peers of send/receive are resolved from the stage placement given
+ * by spec (kind, nstages, chunks, replicas, workers). Returns NULL with err on bad input. */
+schedule *schedule_read_csv(const char *path, const sched_spec *spec, plumb_err *err);
+
+/* Prints a human-readable per-rank listing. */
+void schedule_print(const schedule *s, FILE *out);
+
+const char *act_kind_name(act_kind k); /* "F", "B", "I", "W", "SEND_F", ... */
+
+#endif

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# run-tests.sh: runs each Criterion suite given as an argument, then every end-to-end
+# script tests/e2e/*.sh with PLUMB set to the built binary; exits non-zero on any failure.
+set -u
+build=${PLUMB_BUILD:-build}
+export PLUMB="$PWD/$build/plumb"
+fails=0
+for t in "$@"; do
+    echo "== $t"
+    if ! "$t" --jobs "${PLUMB_TEST_JOBS:-2}"; then
+        echo "FAILED: $t"
+        fails=$((fails + 1))
+    fi
+done
+for s in tests/e2e/*.sh; do
+    [ -e "$s" ] || continue
+    echo "== $s"
+    if ! bash "$s"; then
+        echo "FAILED: $s"
+        fails=$((fails + 1))
+    fi
+done
+if [ "$fails" -ne 0 ]; then
+    echo "plumb tests: $fails suite(s) failed"
+    exit 1
+fi
+echo "plumb tests: all suites passed"
