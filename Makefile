@@ -58,6 +58,8 @@ endif
 LIB := $(BUILD)/libplumb.a
 BIN := $(BUILD)/plumb
 
+BENCH_SRCS := $(wildcard bench/bench_*.c)
+BENCH_BINS := $(BENCH_SRCS:bench/%.c=$(BUILD)/bench/%)
 TEST_SRCS := $(wildcard tests/test_*.c)
 TEST_BINS := $(TEST_SRCS:tests/%.c=$(BUILD)/tests/%)
 
@@ -100,6 +102,10 @@ $(BUILD)/tests/%: tests/%.c $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDSAN) -o $@ $< $(LIB) -lcriterion $(LDLIBS)
 
+$(BUILD)/bench/%: bench/%.c $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDSAN) -o $@ $< $(LIB) $(LDLIBS)
+
 # Tests: every Criterion suite, then every end-to-end script; non-zero on any failure.
 test: all $(TEST_BINS)
 	@PLUMB_BUILD=$(BUILD) scripts/run-tests.sh $(TEST_BINS)
@@ -110,8 +116,8 @@ test-long: all
 demo: all
 	@scripts/demo.sh $(BIN)
 
-bench: all
-	@scripts/bench.sh $(BIN)
+bench: all $(BENCH_BINS)
+	@PLUMB_BUILD=$(BUILD) scripts/bench.sh
 
 fuzz: deps
 	@scripts/fuzz.sh
