@@ -1,0 +1,26 @@
+/* backend.c: finds a compute backend by name among those built into this binary. */
+#include "exec/backend.h"
+
+#include <string.h>
+
+#ifdef PLUMB_HAVE_CUDA
+const backend *backend_cuda(void); /* exec/cuda/: defined by the CUDA backend */
+#endif
+
+const backend *backend_find(const char *name, plumb_err *err)
+{
+    if (name && !strcmp(name, "cpu")) return backend_cpu();
+#ifdef PLUMB_HAVE_CUDA
+    if (name && !strcmp(name, "cuda")) return backend_cuda();
+    err_set(err, NULL, "--backend", "expected \"cpu\" or \"cuda\" (got \"%s\")",
+            name ? name : "");
+#else
+    if (name && !strcmp(name, "cuda"))
+        err_set(err, NULL, "--backend",
+                "the CUDA backend is not built into this binary (nvcc was not found at build "
+                "time); expected \"cpu\"");
+    else
+        err_set(err, NULL, "--backend", "expected \"cpu\" (got \"%s\")", name ? name : "");
+#endif
+    return NULL;
+}

@@ -1,0 +1,176 @@
+/* backend.h: the compute backend interface of the executor: one table of function pointers
+ * that the CPU backend (exec/cpu/, the reference) and the CUDA backend (exec/cuda/, cuBLAS
+ * and cuDNN behind plain C) both fill in. The layer code in exec/stage.c only calls through
+ * this table, so a model runs unchanged on either backend.
+ *
+ * Conventions every entry follows:
+ * - All float tensors are fp32, dense, row-major (C order); shapes are given in the comments
+ *   as `// (B, C, H, W)`. B is the (micro)batch. Pointers named x, y, w, dx, ... are DEVICE
+ *   buffers from `alloc` of the same context; the host never dereferences them (use upload
+ *   and download). Integer tensors (class labels, next-token targets) are int32 on device.
+ *   Token ids entering an embedding travel as floats (exact below 2^24) so that every
+ *   activation crossing a pipeline stage is a float tensor.
+ * - Forward entries overwrite their outputs. Input-gradient entries (`*_bwd_data`) overwrite
+ *   dx. Weight-gradient entries (`*_bwd_weight`) ACCUMULATE (+=) into dw/db, so microbatch
+ *   gradient accumulation is free; zero them with `zero` before a minibatch.
+ * - Data and weight gradients are separate entries so that zero-bubble schedules (I and W
+ *   actions) can run them at different times.
+ * - Entries are asynchronous on devices that allow it (a CUDA stream per context). They do
+ *   not return errors: a failure is recorded in the context and reported by the next `sync`
+ *   (sticky), like CUDA's own error model. Only create/alloc/sync report failures directly.
+ * - A context (bk_ctx) belongs to one thread at a time. Workers each create their own.
+ *
+ * Weights are always initialized on the host (exec/model.c, from the seed) and uploaded, so
+ * the CPU and CUDA backends start from identical weights. */
+#ifndef PLUMB_BACKEND_H
+#define PLUMB_BACKEND_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "err.h"
+
+typedef struct bk_ctx bk_ctx; /* backend-defined: device, stream, handles, scratch space */
+
+/* 2-D convolution geometry (square kernel, same stride and zero padding on both axes). */
+typedef struct bk_conv {
+    int B, C, H, W;     /* input (B, C, H, W) */
+    int K;              /* output channels: weights (K, C, kernel, kernel), bias (K) */
+    int kernel, stride, pad;
+    int P, Q;           /* output (B, K, P, Q): P = (H + 2 pad - kernel) / stride + 1 */
+} bk_conv;
+
+/* Max pooling geometry (no padding; windows that do not fit are dropped). */
+typedef struct bk_pool {
+    int B, C, H, W;     /* input (B, C, H, W) */
+    int kernel, stride;
+    int P, Q;           /* output (B, C, P, Q): P = (H - kernel) / stride + 1 */
+} bk_pool;
+
+/* Optimizer step parameters. */
+typedef enum bk_opt_kind { BK_SGD = 0, BK_MOMENTUM, BK_ADAM } bk_opt_kind;
+typedef struct bk_opt {
+    int kind;           /* bk_opt_kind (same order as core/plan.h's optimizer_kind) */
+    float lr;           /* learning rate */
+    float momentum;     /* BK_MOMENTUM: m = momentum m + g; w -= lr m */
+    float beta1, beta2, eps; /* BK_ADAM */
+    float weight_decay; /* L2 added to the gradient (SGD, momentum) or decoupled (Adam: AdamW) */
+    long step;          /* 1-based count of steps taken including this one (Adam's bias
+                           correction) */
+} bk_opt;
+
+typedef struct backend {
+    const char *name;   /* "cpu", "cuda" */
+
+    /* --- contexts and memory ------------------------------------------------------------ */
+    /* Opens a context on device `device` (0 for the CPU). NULL with err set on failure
+     * (no such device, driver error). Free with destroy. */
+    bk_ctx *(*create)(int device, plumb_err *err);
+    void (*destroy)(bk_ctx *c);
+    /* Device buffer of `bytes` bytes, zero-filled. NULL with err set when out of memory.
+     * bytes == 0 returns a valid unique pointer. */
+    void *(*alloc)(bk_ctx *c, size_t bytes, plumb_err *err);
+    void (*free)(bk_ctx *c, void *p);                        /* NULL allowed */
+    void (*upload)(bk_ctx *c, void *dst, const void *host_src, size_t bytes);
+    void (*download)(bk_ctx *c, void *host_dst, const void *src, size_t bytes); /* blocks */
+    void (*copy)(bk_ctx *c, void *dst, const void *src, size_t bytes); /* device to device */
+    void (*zero)(bk_ctx *c, void *p, size_t bytes);
+    /* Waits for all work queued on c. Returns 0, or -1 with err set to the first failure
+     * since the last sync (the failure is then cleared). */
+    int (*sync)(bk_ctx *c, plumb_err *err);
+
+    /* --- dense math ----------------------------------------------------------------------- */
+    /* C = alpha op(A) op(B) + beta C, row-major; op(A) (M, K), op(B) (K, N), C (M, N);
+     * lda/ldb/ldc are row strides of A, B, C as stored. */
+    void (*gemm)(bk_ctx *c, int trans_a, int trans_b, int M, int N, int K, float alpha,
+                 const float *A, int lda, const float *B, int ldb, float beta, float *C,
+                 int ldc);
+    void (*axpy)(bk_ctx *c, size_t n, float alpha, const float *x, float *y); /* y += a x */
+    void (*scale)(bk_ctx *c, size_t n, float alpha, float *x);                /* x *= a */
+    void (*add)(bk_ctx *c, size_t n, const float *a, const float *b, float *y); /* y = a+b */
+
+    /* --- layers --------------------------------------------------------------------------- */
+    /* Linear: x (N, in), w (out, in), b (out), y (N, out); y = x w^T + b.
+     * N counts rows: batch times any leading sequence dimension. */
+    void (*linear_fwd)(bk_ctx *c, int N, int in, int out, const float *x, const float *w,
+                       const float *b, float *y);
+    void (*linear_bwd_data)(bk_ctx *c, int N, int in, int out, const float *dy,
+                            const float *w, float *dx);              /* dx = dy w */
+    void (*linear_bwd_weight)(bk_ctx *c, int N, int in, int out, const float *dy,
+                              const float *x, float *dw, float *db); /* dw += dy^T x ... */
+
+    /* Conv2d: x (B, C, H, W), w (K, C, k, k), b (K), y (B, K, P, Q). */
+    void (*conv2d_fwd)(bk_ctx *c, const bk_conv *g, const float *x, const float *w,
+                       const float *b, float *y);
+    void (*conv2d_bwd_data)(bk_ctx *c, const bk_conv *g, const float *dy, const float *w,
+                            float *dx);
+    void (*conv2d_bwd_weight)(bk_ctx *c, const bk_conv *g, const float *dy, const float *x,
+                              float *dw, float *db);
+
+    /* Max pooling: x (B, C, H, W), y (B, C, P, Q). Backward recomputes the arg-max from x
+     * (first maximum in the window wins), so no index tensor is kept; dx is overwritten
+     * (zero where no window picked the element). */
+    void (*maxpool_fwd)(bk_ctx *c, const bk_pool *g, const float *x, float *y);
+    void (*maxpool_bwd)(bk_ctx *c, const bk_pool *g, const float *x, const float *dy,
+                        float *dx);
+
+    /* Element-wise activations over n values. ReLU backward uses the forward INPUT x
+     * (gradient 0 where x <= 0). GELU is the tanh approximation
+     * 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))). */
+    void (*relu_fwd)(bk_ctx *c, size_t n, const float *x, float *y);
+    void (*relu_bwd)(bk_ctx *c, size_t n, const float *x, const float *dy, float *dx);
+    void (*gelu_fwd)(bk_ctx *c, size_t n, const float *x, float *y);
+    void (*gelu_bwd)(bk_ctx *c, size_t n, const float *x, const float *dy, float *dx);
+
+    /* Layer normalization over the last dimension: x (N, D), gamma/beta (D), y (N, D);
+     * forward saves mean (N) and rstd (N) = 1/sqrt(var + 1e-5) for the backward. */
+    void (*layernorm_fwd)(bk_ctx *c, int N, int D, const float *x, const float *gamma,
+                          const float *beta, float *y, float *mean, float *rstd);
+    void (*layernorm_bwd_data)(bk_ctx *c, int N, int D, const float *x, const float *gamma,
+                               const float *mean, const float *rstd, const float *dy,
+                               float *dx);
+    void (*layernorm_bwd_weight)(bk_ctx *c, int N, int D, const float *x, const float *mean,
+                                 const float *rstd, const float *dy, float *dgamma,
+                                 float *dbeta);
+
+    /* Token + position embedding: tokens (B, T) as floats holding ids in [0, V),
+     * wte (V, D), wpe (T, D), y (B, T, D) = wte[token] + wpe[t]. No input gradient. */
+    void (*embedding_fwd)(bk_ctx *c, int B, int T, int V, int D, const float *tokens,
+                          const float *wte, const float *wpe, float *y);
+    void (*embedding_bwd_weight)(bk_ctx *c, int B, int T, int V, int D, const float *tokens,
+                                 const float *dy, float *dwte, float *dwpe);
+
+    /* Causal multi-head self-attention core (no projections; those are linear layers):
+     * qkv (B, T, 3D) laid out as [q | k | v] along the last axis, each split into H heads
+     * of D/H; att (B, H, T, T) saved softmax probabilities (zero above the diagonal);
+     * y (B, T, D). Scores are scaled by 1/sqrt(D/H). */
+    void (*attention_fwd)(bk_ctx *c, int B, int T, int D, int H, const float *qkv,
+                          float *att, float *y);
+    void (*attention_bwd)(bk_ctx *c, int B, int T, int D, int H, const float *qkv,
+                          const float *att, const float *dy, float *dqkv);
+
+    /* Softmax cross-entropy over V classes for N rows: logits (N, V), targets (N) int32 in
+     * [0, V). Forward writes probs (N, V), loss (N) = -log p[target], and correct (N) =
+     * 1.0 where the arg-max equals the target else 0.0 (correct may be NULL).
+     * Backward: dlogits (N, V) = scale (probs - onehot(target)), overwritten; the caller
+     * passes scale = 1 / (rows in the whole minibatch) for a mean loss. */
+    void (*xent_fwd)(bk_ctx *c, int N, int V, const float *logits, const int32_t *targets,
+                     float *probs, float *loss, float *correct);
+    void (*xent_bwd)(bk_ctx *c, int N, int V, const float *probs, const int32_t *targets,
+                     float scale, float *dlogits);
+
+    /* --- optimizer ------------------------------------------------------------------------ */
+    /* Updates n weights w in place from gradients g. State: m (n) for momentum and Adam,
+     * v (n) for Adam; NULL where the optimizer has none. */
+    void (*opt_step)(bk_ctx *c, const bk_opt *o, size_t n, float *w, const float *g,
+                     float *m, float *v);
+} backend;
+
+/* The CPU backend (always built; OpenBLAS GEMMs). */
+const backend *backend_cpu(void);
+
+/* Finds a backend by name ("cpu", "cuda"). Returns NULL with err set when unknown or not
+ * built into this binary (the message says which are). */
+const backend *backend_find(const char *name, plumb_err *err);
+
+#endif

@@ -1,0 +1,175 @@
+/* cpu_backend.c: the CPU backend's table, memory, dense math (OpenBLAS) and optimizers.
+ * Device buffers are plain host memory; every entry runs synchronously. */
+#include "exec/cpu/cpu.h"
+
+#include <cblas.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static bk_ctx *cpu_create(int device, plumb_err *err)
+{
+    if (device != 0) {
+        err_set(err, NULL, "device", "the CPU backend has one device, 0 (got %d)", device);
+        return NULL;
+    }
+    bk_ctx *c = calloc(1, sizeof *c);
+    if (!c) err_set(err, NULL, NULL, "out of memory");
+    return c;
+}
+
+static void cpu_destroy(bk_ctx *c)
+{
+    if (!c) return;
+    free(c->scratch);
+    free(c);
+}
+
+float *cpu_scratch(bk_ctx *c, size_t n)
+{
+    if (n <= c->scratch_n) return c->scratch;
+    float *p = realloc(c->scratch, n * sizeof *p);
+    if (!p) {
+        if (!c->failure.msg[0])
+            err_set(&c->failure, NULL, NULL, "out of memory (%zu bytes of scratch space)",
+                    n * sizeof *p);
+        return NULL;
+    }
+    c->scratch = p;
+    c->scratch_n = n;
+    return p;
+}
+
+static void *cpu_alloc(bk_ctx *c, size_t bytes, plumb_err *err)
+{
+    (void)c;
+    /* 64-byte alignment for vector loads; a whole number of alignment units */
+    size_t n = (bytes + 63) / 64 * 64;
+    if (n == 0) n = 64;
+    void *p = NULL;
+    if (posix_memalign(&p, 64, n) != 0) {
+        err_set(err, NULL, NULL, "out of memory (%zu bytes)", bytes);
+        return NULL;
+    }
+    memset(p, 0, n);
+    return p;
+}
+
+static void cpu_free(bk_ctx *c, void *p) { (void)c; free(p); }
+
+static void cpu_copy(bk_ctx *c, void *dst, const void *src, size_t bytes)
+{
+    (void)c;
+    if (bytes && dst != src) memmove(dst, src, bytes);
+}
+
+static void cpu_zero(bk_ctx *c, void *p, size_t bytes) { (void)c; memset(p, 0, bytes); }
+
+static int cpu_sync(bk_ctx *c, plumb_err *err)
+{
+    if (!c->failure.msg[0]) return 0;
+    err_set(err, NULL, NULL, "%s", c->failure.msg);
+    err_clear(&c->failure);
+    return -1;
+}
+
+static void cpu_gemm(bk_ctx *c, int ta, int tb, int M, int N, int K, float alpha,
+                     const float *A, int lda, const float *B, int ldb, float beta, float *C,
+                     int ldc)
+{
+    (void)c;
+    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
+                M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+static void cpu_axpy(bk_ctx *c, size_t n, float alpha, const float *x, float *y)
+{
+    (void)c;
+    for (size_t i = 0; i < n; i++) y[i] += alpha * x[i];
+}
+
+static void cpu_scale(bk_ctx *c, size_t n, float alpha, float *x)
+{
+    (void)c;
+    for (size_t i = 0; i < n; i++) x[i] *= alpha;
+}
+
+static void cpu_add(bk_ctx *c, size_t n, const float *a, const float *b, float *y)
+{
+    (void)c;
+    for (size_t i = 0; i < n; i++) y[i] = a[i] + b[i];
+}
+
+static void cpu_opt_step(bk_ctx *c, const bk_opt *o, size_t n, float *w, const float *g,
+                         float *m, float *v)
+{
+    (void)c;
+    const float lr = o->lr, wd = o->weight_decay;
+    switch (o->kind) {
+    case BK_SGD:
+        for (size_t i = 0; i < n; i++) w[i] -= lr * (g[i] + wd * w[i]);
+        break;
+    case BK_MOMENTUM:
+        for (size_t i = 0; i < n; i++) {
+            m[i] = o->momentum * m[i] + g[i] + wd * w[i];
+            w[i] -= lr * m[i];
+        }
+        break;
+    case BK_ADAM: {
+        const float b1 = o->beta1, b2 = o->beta2;
+        const float c1 = 1.0f - powf(b1, (float)o->step);
+        const float c2 = 1.0f - powf(b2, (float)o->step);
+        for (size_t i = 0; i < n; i++) {
+            m[i] = b1 * m[i] + (1.0f - b1) * g[i];
+            v[i] = b2 * v[i] + (1.0f - b2) * g[i] * g[i];
+            float mh = m[i] / c1, vh = v[i] / c2;
+            w[i] -= lr * (mh / (sqrtf(vh) + o->eps) + wd * w[i]);
+        }
+        break;
+    }
+    default:
+        if (!c->failure.msg[0])
+            err_set(&c->failure, NULL, NULL, "unknown optimizer kind %d", o->kind);
+    }
+}
+
+static const backend cpu_backend = {
+    .name = "cpu",
+    .create = cpu_create,
+    .destroy = cpu_destroy,
+    .alloc = cpu_alloc,
+    .free = cpu_free,
+    .upload = cpu_copy,
+    .download = cpu_copy,
+    .copy = cpu_copy,
+    .zero = cpu_zero,
+    .sync = cpu_sync,
+    .gemm = cpu_gemm,
+    .axpy = cpu_axpy,
+    .scale = cpu_scale,
+    .add = cpu_add,
+    .linear_fwd = cpu_linear_fwd,
+    .linear_bwd_data = cpu_linear_bwd_data,
+    .linear_bwd_weight = cpu_linear_bwd_weight,
+    .conv2d_fwd = cpu_conv2d_fwd,
+    .conv2d_bwd_data = cpu_conv2d_bwd_data,
+    .conv2d_bwd_weight = cpu_conv2d_bwd_weight,
+    .maxpool_fwd = cpu_maxpool_fwd,
+    .maxpool_bwd = cpu_maxpool_bwd,
+    .relu_fwd = cpu_relu_fwd,
+    .relu_bwd = cpu_relu_bwd,
+    .gelu_fwd = cpu_gelu_fwd,
+    .gelu_bwd = cpu_gelu_bwd,
+    .layernorm_fwd = cpu_layernorm_fwd,
+    .layernorm_bwd_data = cpu_layernorm_bwd_data,
+    .layernorm_bwd_weight = cpu_layernorm_bwd_weight,
+    .embedding_fwd = cpu_embedding_fwd,
+    .embedding_bwd_weight = cpu_embedding_bwd_weight,
+    .attention_fwd = cpu_attention_fwd,
+    .attention_bwd = cpu_attention_bwd,
+    .xent_fwd = cpu_xent_fwd,
+    .xent_bwd = cpu_xent_bwd,
+    .opt_step = cpu_opt_step,
+};
+
+const backend *backend_cpu(void) { return &cpu_backend; }

@@ -1,0 +1,199 @@
+/* cpu_conv.c: 2-D convolution by im2col + OpenBLAS GEMM, over chunks of samples so that
+ * each GEMM is large, and max pooling. */
+#include "exec/cpu/cpu.h"
+
+#include <cblas.h>
+#include <string.h>
+
+/* Scratch budget per GEMM operand, in floats (a chunk of samples fits in it). */
+#define CONV_CHUNK_FLOATS ((size_t)4 << 20)
+
+/* Samples per chunk: as many as fit in the budget, at least 1. */
+static int conv_chunk(const bk_conv *g)
+{
+    size_t per = (size_t)g->C * g->kernel * g->kernel * g->P * g->Q;
+    size_t per_out = (size_t)g->K * g->P * g->Q;
+    if (per_out > per) per = per_out;
+    size_t nb = per ? CONV_CHUNK_FLOATS / per : 1;
+    if (nb < 1) nb = 1;
+    if (nb > (size_t)g->B) nb = (size_t)g->B;
+    return (int)nb;
+}
+
+/* Floats in each of the two scratch operands: the budget, or one sample when larger. */
+static size_t conv_operand(const bk_conv *g)
+{
+    size_t per = (size_t)g->C * g->kernel * g->kernel * g->P * g->Q;
+    size_t per_out = (size_t)g->K * g->P * g->Q;
+    if (per_out > per) per = per_out;
+    return per > CONV_CHUNK_FLOATS ? per : CONV_CHUNK_FLOATS;
+}
+
+/* col (C k k, nb P Q): column j = (sample s, output pixel p) holds the receptive field of
+ * that pixel; x (nb, C, H, W) is the chunk's input. */
+static void im2col(const bk_conv *g, int nb, const float *x, float *col)
+{
+    const int k = g->kernel, PQ = g->P * g->Q, ld = nb * PQ;
+    for (int ch = 0; ch < g->C; ch++)
+        for (int ki = 0; ki < k; ki++)
+            for (int kj = 0; kj < k; kj++) {
+                float *row = col + (size_t)((ch * k + ki) * k + kj) * ld;
+                for (int s = 0; s < nb; s++) {
+                    const float *xs = x + ((size_t)s * g->C + ch) * g->H * g->W;
+                    float *r = row + (size_t)s * PQ;
+                    for (int p = 0; p < g->P; p++) {
+                        int h = p * g->stride - g->pad + ki;
+                        if (h < 0 || h >= g->H) {
+                            memset(r + p * g->Q, 0, sizeof(float) * g->Q);
+                            continue;
+                        }
+                        for (int q = 0; q < g->Q; q++) {
+                            int w = q * g->stride - g->pad + kj;
+                            r[p * g->Q + q] = (w >= 0 && w < g->W) ? xs[h * g->W + w] : 0.0f;
+                        }
+                    }
+                }
+            }
+}
+
+/* The adjoint of im2col: adds col's entries back into dx (nb, C, H, W), which the caller
+ * zeroed. */
+static void col2im(const bk_conv *g, int nb, const float *col, float *dx)
+{
+    const int k = g->kernel, PQ = g->P * g->Q, ld = nb * PQ;
+    for (int ch = 0; ch < g->C; ch++)
+        for (int ki = 0; ki < k; ki++)
+            for (int kj = 0; kj < k; kj++) {
+                const float *row = col + (size_t)((ch * k + ki) * k + kj) * ld;
+                for (int s = 0; s < nb; s++) {
+                    float *xs = dx + ((size_t)s * g->C + ch) * g->H * g->W;
+                    const float *r = row + (size_t)s * PQ;
+                    for (int p = 0; p < g->P; p++) {
+                        int h = p * g->stride - g->pad + ki;
+                        if (h < 0 || h >= g->H) continue;
+                        for (int q = 0; q < g->Q; q++) {
+                            int w = q * g->stride - g->pad + kj;
+                            if (w >= 0 && w < g->W) xs[h * g->W + w] += r[p * g->Q + q];
+                        }
+                    }
+                }
+            }
+}
+
+/* Between y's layout (nb, K, PQ) and the GEMM's (K, nb PQ). */
+static void to_kmajor(const bk_conv *g, int nb, const float *y, float *t)
+{
+    const size_t PQ = (size_t)g->P * g->Q;
+    for (int s = 0; s < nb; s++)
+        for (int k = 0; k < g->K; k++)
+            memcpy(t + (size_t)k * nb * PQ + s * PQ, y + ((size_t)s * g->K + k) * PQ,
+                   PQ * sizeof(float));
+}
+
+void cpu_conv2d_fwd(bk_ctx *c, const bk_conv *g, const float *x, const float *w,
+                    const float *b, float *y)
+{
+    const int nbmax = conv_chunk(g), CKK = g->C * g->kernel * g->kernel;
+    const size_t PQ = (size_t)g->P * g->Q, in_n = (size_t)g->C * g->H * g->W;
+    const size_t opn = conv_operand(g);
+    float *col = cpu_scratch(c, 2 * opn);
+    if (!col) return;
+    float *t = col + opn;
+    for (int s0 = 0; s0 < g->B; s0 += nbmax) {
+        int nb = g->B - s0 < nbmax ? g->B - s0 : nbmax;
+        im2col(g, nb, x + s0 * in_n, col);
+        /* t (K, nb PQ) = w (K, CKK) col (CKK, nb PQ) */
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, g->K, (int)(nb * PQ), CKK, 1.0f,
+                    w, CKK, col, (int)(nb * PQ), 0.0f, t, (int)(nb * PQ));
+        for (int s = 0; s < nb; s++)
+            for (int k = 0; k < g->K; k++) {
+                float *dst = y + ((size_t)(s0 + s) * g->K + k) * PQ;
+                const float *src = t + (size_t)k * nb * PQ + s * PQ;
+                const float bk = b ? b[k] : 0.0f;
+                for (size_t i = 0; i < PQ; i++) dst[i] = src[i] + bk;
+            }
+    }
+}
+
+void cpu_conv2d_bwd_data(bk_ctx *c, const bk_conv *g, const float *dy, const float *w,
+                         float *dx)
+{
+    const int nbmax = conv_chunk(g), CKK = g->C * g->kernel * g->kernel;
+    const size_t PQ = (size_t)g->P * g->Q, in_n = (size_t)g->C * g->H * g->W;
+    const size_t opn = conv_operand(g);
+    float *col = cpu_scratch(c, 2 * opn);
+    if (!col) return;
+    float *t = col + opn;
+    memset(dx, 0, (size_t)g->B * in_n * sizeof(float));
+    for (int s0 = 0; s0 < g->B; s0 += nbmax) {
+        int nb = g->B - s0 < nbmax ? g->B - s0 : nbmax;
+        to_kmajor(g, nb, dy + (size_t)s0 * g->K * PQ, t);
+        /* col (CKK, nb PQ) = w^T (CKK, K) t (K, nb PQ) */
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, CKK, (int)(nb * PQ), g->K, 1.0f,
+                    w, CKK, t, (int)(nb * PQ), 0.0f, col, (int)(nb * PQ));
+        col2im(g, nb, col, dx + s0 * in_n);
+    }
+}
+
+void cpu_conv2d_bwd_weight(bk_ctx *c, const bk_conv *g, const float *dy, const float *x,
+                           float *dw, float *db)
+{
+    const int nbmax = conv_chunk(g), CKK = g->C * g->kernel * g->kernel;
+    const size_t PQ = (size_t)g->P * g->Q, in_n = (size_t)g->C * g->H * g->W;
+    const size_t opn = conv_operand(g);
+    float *col = cpu_scratch(c, 2 * opn);
+    if (!col) return;
+    float *t = col + opn;
+    for (int s0 = 0; s0 < g->B; s0 += nbmax) {
+        int nb = g->B - s0 < nbmax ? g->B - s0 : nbmax;
+        im2col(g, nb, x + s0 * in_n, col);
+        to_kmajor(g, nb, dy + (size_t)s0 * g->K * PQ, t);
+        /* dw (K, CKK) += t (K, nb PQ) col^T (nb PQ, CKK) */
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, g->K, CKK, (int)(nb * PQ), 1.0f,
+                    t, (int)(nb * PQ), col, (int)(nb * PQ), 1.0f, dw, CKK);
+        if (db)
+            for (int k = 0; k < g->K; k++) {
+                const float *r = t + (size_t)k * nb * PQ;
+                double s = 0;
+                for (size_t i = 0; i < nb * PQ; i++) s += r[i];
+                db[k] += (float)s;
+            }
+    }
+}
+
+void cpu_maxpool_fwd(bk_ctx *c, const bk_pool *g, const float *x, float *y)
+{
+    (void)c;
+    for (size_t bc = 0; bc < (size_t)g->B * g->C; bc++) {
+        const float *xs = x + bc * g->H * g->W;
+        float *ys = y + bc * g->P * g->Q;
+        for (int p = 0; p < g->P; p++)
+            for (int q = 0; q < g->Q; q++) {
+                const float *win = xs + (p * g->stride) * g->W + q * g->stride;
+                float m = win[0];
+                for (int i = 0; i < g->kernel; i++)
+                    for (int j = 0; j < g->kernel; j++)
+                        if (win[i * g->W + j] > m) m = win[i * g->W + j];
+                ys[p * g->Q + q] = m;
+            }
+    }
+}
+
+void cpu_maxpool_bwd(bk_ctx *c, const bk_pool *g, const float *x, const float *dy, float *dx)
+{
+    (void)c;
+    memset(dx, 0, (size_t)g->B * g->C * g->H * g->W * sizeof(float));
+    for (size_t bc = 0; bc < (size_t)g->B * g->C; bc++) {
+        const float *xs = x + bc * g->H * g->W;
+        float *dxs = dx + bc * g->H * g->W;
+        const float *dys = dy + bc * g->P * g->Q;
+        for (int p = 0; p < g->P; p++)
+            for (int q = 0; q < g->Q; q++) {
+                int base = (p * g->stride) * g->W + q * g->stride, best = base;
+                for (int i = 0; i < g->kernel; i++)
+                    for (int j = 0; j < g->kernel; j++)
+                        if (xs[base + i * g->W + j] > xs[best]) best = base + i * g->W + j;
+                dxs[best] += dys[p * g->Q + q];
+            }
+    }
+}

@@ -1,0 +1,111 @@
+/* cpu_layers.c: the CPU backend's linear layer (OpenBLAS), element-wise activations and
+ * the softmax cross-entropy loss. */
+#include "exec/cpu/cpu.h"
+
+#include <cblas.h>
+#include <math.h>
+#include <string.h>
+
+void cpu_linear_fwd(bk_ctx *c, int N, int in, int out, const float *x, const float *w,
+                    const float *b, float *y)
+{
+    (void)c;
+    /* y (N, out) = x (N, in) w^T (in, out) */
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, out, in, 1.0f, x, in, w, in, 0.0f,
+                y, out);
+    if (b)
+        for (int i = 0; i < N; i++)
+            for (int j = 0; j < out; j++) y[(size_t)i * out + j] += b[j];
+}
+
+void cpu_linear_bwd_data(bk_ctx *c, int N, int in, int out, const float *dy, const float *w,
+                         float *dx)
+{
+    (void)c;
+    /* dx (N, in) = dy (N, out) w (out, in) */
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, in, out, 1.0f, dy, out, w, in,
+                0.0f, dx, in);
+}
+
+void cpu_linear_bwd_weight(bk_ctx *c, int N, int in, int out, const float *dy,
+                           const float *x, float *dw, float *db)
+{
+    (void)c;
+    /* dw (out, in) += dy^T (out, N) x (N, in) */
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, out, in, N, 1.0f, dy, out, x, in, 1.0f,
+                dw, in);
+    if (db)
+        for (int i = 0; i < N; i++)
+            for (int j = 0; j < out; j++) db[j] += dy[(size_t)i * out + j];
+}
+
+void cpu_relu_fwd(bk_ctx *c, size_t n, const float *x, float *y)
+{
+    (void)c;
+    for (size_t i = 0; i < n; i++) y[i] = x[i] > 0.0f ? x[i] : 0.0f;
+}
+
+void cpu_relu_bwd(bk_ctx *c, size_t n, const float *x, const float *dy, float *dx)
+{
+    (void)c;
+    for (size_t i = 0; i < n; i++) dx[i] = x[i] > 0.0f ? dy[i] : 0.0f;
+}
+
+#define GELU_K 0.7978845608028654f /* sqrt(2 / pi) */
+
+void cpu_gelu_fwd(bk_ctx *c, size_t n, const float *x, float *y)
+{
+    (void)c;
+    for (size_t i = 0; i < n; i++) {
+        float v = x[i];
+        y[i] = 0.5f * v * (1.0f + tanhf(GELU_K * (v + 0.044715f * v * v * v)));
+    }
+}
+
+void cpu_gelu_bwd(bk_ctx *c, size_t n, const float *x, const float *dy, float *dx)
+{
+    (void)c;
+    for (size_t i = 0; i < n; i++) {
+        float v = x[i];
+        float u = GELU_K * (v + 0.044715f * v * v * v);
+        float t = tanhf(u);
+        float du = GELU_K * (1.0f + 3.0f * 0.044715f * v * v);
+        dx[i] = dy[i] * (0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * du);
+    }
+}
+
+void cpu_xent_fwd(bk_ctx *c, int N, int V, const float *logits, const int32_t *targets,
+                  float *probs, float *loss, float *correct)
+{
+    (void)c;
+    for (int i = 0; i < N; i++) {
+        const float *z = logits + (size_t)i * V;
+        float *p = probs + (size_t)i * V;
+        int arg = 0;
+        for (int j = 1; j < V; j++)
+            if (z[j] > z[arg]) arg = j;
+        double sum = 0;
+        for (int j = 0; j < V; j++) {
+            p[j] = expf(z[j] - z[arg]);
+            sum += p[j];
+        }
+        float inv = (float)(1.0 / sum);
+        for (int j = 0; j < V; j++) p[j] *= inv;
+        int t = targets[i];
+        /* log p[t] computed from the logits, accurate even when p[t] underflows */
+        loss[i] = (float)(log(sum) - (double)(z[t] - z[arg]));
+        if (correct) correct[i] = arg == t ? 1.0f : 0.0f;
+    }
+}
+
+void cpu_xent_bwd(bk_ctx *c, int N, int V, const float *probs, const int32_t *targets,
+                  float scale, float *dlogits)
+{
+    (void)c;
+    for (int i = 0; i < N; i++) {
+        const float *p = probs + (size_t)i * V;
+        float *d = dlogits + (size_t)i * V;
+        for (int j = 0; j < V; j++) d[j] = scale * p[j];
+        d[targets[i]] -= scale;
+    }
+}

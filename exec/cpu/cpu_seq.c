@@ -1,0 +1,171 @@
+/* cpu_seq.c: the CPU backend's transformer layers: layer normalization, token + position
+ * embedding, and the causal multi-head attention core. Plain loops with double
+ * accumulators; the heavy GEMMs of a transformer are its linear layers. */
+#include "exec/cpu/cpu.h"
+
+#include <math.h>
+#include <string.h>
+
+#define LN_EPS 1e-5
+
+void cpu_layernorm_fwd(bk_ctx *c, int N, int D, const float *x, const float *gamma,
+                       const float *beta, float *y, float *mean, float *rstd)
+{
+    (void)c;
+    for (int i = 0; i < N; i++) {
+        const float *xi = x + (size_t)i * D;
+        float *yi = y + (size_t)i * D;
+        double m = 0, v = 0;
+        for (int j = 0; j < D; j++) m += xi[j];
+        m /= D;
+        for (int j = 0; j < D; j++) v += (xi[j] - m) * (xi[j] - m);
+        v /= D;
+        double r = 1.0 / sqrt(v + LN_EPS);
+        for (int j = 0; j < D; j++) yi[j] = (float)((xi[j] - m) * r) * gamma[j] + beta[j];
+        mean[i] = (float)m;
+        rstd[i] = (float)r;
+    }
+}
+
+void cpu_layernorm_bwd_data(bk_ctx *c, int N, int D, const float *x, const float *gamma,
+                            const float *mean, const float *rstd, const float *dy, float *dx)
+{
+    (void)c;
+    for (int i = 0; i < N; i++) {
+        const float *xi = x + (size_t)i * D, *dyi = dy + (size_t)i * D;
+        float *dxi = dx + (size_t)i * D;
+        double a = 0, b = 0; /* mean of dy gamma, and of dy gamma xhat */
+        for (int j = 0; j < D; j++) {
+            double g = (double)dyi[j] * gamma[j];
+            a += g;
+            b += g * ((xi[j] - mean[i]) * rstd[i]);
+        }
+        a /= D;
+        b /= D;
+        for (int j = 0; j < D; j++) {
+            double xh = (xi[j] - mean[i]) * rstd[i];
+            dxi[j] = (float)(rstd[i] * ((double)dyi[j] * gamma[j] - a - xh * b));
+        }
+    }
+}
+
+void cpu_layernorm_bwd_weight(bk_ctx *c, int N, int D, const float *x, const float *mean,
+                              const float *rstd, const float *dy, float *dgamma, float *dbeta)
+{
+    (void)c;
+    for (int i = 0; i < N; i++) {
+        const float *xi = x + (size_t)i * D, *dyi = dy + (size_t)i * D;
+        for (int j = 0; j < D; j++) {
+            dgamma[j] += dyi[j] * ((xi[j] - mean[i]) * rstd[i]);
+            dbeta[j] += dyi[j];
+        }
+    }
+}
+
+void cpu_embedding_fwd(bk_ctx *c, int B, int T, int V, int D, const float *tokens,
+                       const float *wte, const float *wpe, float *y)
+{
+    (void)c;
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < T; t++) {
+            int id = (int)tokens[b * T + t];
+            if (id < 0 || id >= V) id = 0; /* the data loader validates ids */
+            const float *e = wte + (size_t)id * D, *p = wpe + (size_t)t * D;
+            float *o = y + ((size_t)b * T + t) * D;
+            for (int j = 0; j < D; j++) o[j] = e[j] + p[j];
+        }
+}
+
+void cpu_embedding_bwd_weight(bk_ctx *c, int B, int T, int V, int D, const float *tokens,
+                              const float *dy, float *dwte, float *dwpe)
+{
+    (void)c;
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < T; t++) {
+            int id = (int)tokens[b * T + t];
+            if (id < 0 || id >= V) id = 0;
+            const float *d = dy + ((size_t)b * T + t) * D;
+            float *e = dwte + (size_t)id * D, *p = dwpe + (size_t)t * D;
+            for (int j = 0; j < D; j++) {
+                e[j] += d[j];
+                p[j] += d[j];
+            }
+        }
+}
+
+void cpu_attention_fwd(bk_ctx *c, int B, int T, int D, int H, const float *qkv, float *att,
+                       float *y)
+{
+    (void)c;
+    const int hs = D / H, D3 = 3 * D;
+    const float scale = 1.0f / sqrtf((float)hs);
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < H; h++)
+            for (int t = 0; t < T; t++) {
+                const float *q = qkv + ((size_t)b * T + t) * D3 + h * hs;
+                float *a = att + (((size_t)b * H + h) * T + t) * T;
+                float mx = -INFINITY;
+                for (int u = 0; u <= t; u++) {
+                    const float *k = qkv + ((size_t)b * T + u) * D3 + D + h * hs;
+                    float s = 0;
+                    for (int i = 0; i < hs; i++) s += q[i] * k[i];
+                    a[u] = s * scale;
+                    if (a[u] > mx) mx = a[u];
+                }
+                double sum = 0;
+                for (int u = 0; u <= t; u++) {
+                    a[u] = expf(a[u] - mx);
+                    sum += a[u];
+                }
+                float inv = (float)(1.0 / sum);
+                for (int u = 0; u <= t; u++) a[u] *= inv;
+                for (int u = t + 1; u < T; u++) a[u] = 0.0f;
+                float *o = y + ((size_t)b * T + t) * D + h * hs;
+                memset(o, 0, hs * sizeof(float));
+                for (int u = 0; u <= t; u++) {
+                    const float *v = qkv + ((size_t)b * T + u) * D3 + 2 * D + h * hs;
+                    for (int i = 0; i < hs; i++) o[i] += a[u] * v[i];
+                }
+            }
+}
+
+void cpu_attention_bwd(bk_ctx *c, int B, int T, int D, int H, const float *qkv,
+                       const float *att, const float *dy, float *dqkv)
+{
+    const int hs = D / H, D3 = 3 * D;
+    const float scale = 1.0f / sqrtf((float)hs);
+    float *da = cpu_scratch(c, (size_t)T);
+    if (!da) return;
+    memset(dqkv, 0, (size_t)B * T * D3 * sizeof(float));
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < H; h++)
+            for (int t = 0; t < T; t++) {
+                const float *a = att + (((size_t)b * H + h) * T + t) * T;
+                const float *d = dy + ((size_t)b * T + t) * D + h * hs;
+                const float *q = qkv + ((size_t)b * T + t) * D3 + h * hs;
+                float *dq = dqkv + ((size_t)b * T + t) * D3 + h * hs;
+                /* through y = sum_u a[u] v[u] */
+                double dot = 0;
+                for (int u = 0; u <= t; u++) {
+                    const float *v = qkv + ((size_t)b * T + u) * D3 + 2 * D + h * hs;
+                    float *dv = dqkv + ((size_t)b * T + u) * D3 + 2 * D + h * hs;
+                    float s = 0;
+                    for (int i = 0; i < hs; i++) {
+                        s += d[i] * v[i];
+                        dv[i] += a[u] * d[i];
+                    }
+                    da[u] = s;
+                    dot += (double)a[u] * s;
+                }
+                /* through the softmax and the scaled scores q . k */
+                for (int u = 0; u <= t; u++) {
+                    float ds = a[u] * (da[u] - (float)dot) * scale;
+                    const float *k = qkv + ((size_t)b * T + u) * D3 + D + h * hs;
+                    float *dk = dqkv + ((size_t)b * T + u) * D3 + D + h * hs;
+                    for (int i = 0; i < hs; i++) {
+                        dq[i] += ds * k[i];
+                        dk[i] += ds * q[i];
+                    }
+                }
+            }
+}
