@@ -324,9 +324,38 @@ int file_write_atomic(const char *path, const char *data, size_t len, plumb_err 
     return 0;
 }
 
+/* cJSON prints a double with 15 digits whenever that reads back within one DBL_EPSILON,
+ * which is not always the same double (0.1 + 0.2 prints as 0.3). Turns each such number
+ * of a (copied) tree into raw text with 17 digits, which always reads back exactly. */
+static int exact_numbers(cJSON *n)
+{
+    for (; n; n = n->next) {
+        if (cJSON_IsNumber(n) && isfinite(n->valuedouble)) {
+            char buf[40];
+            double d = n->valuedouble;
+            snprintf(buf, sizeof buf, "%.15g", d);
+            if (strtod(buf, NULL) != d) {
+                snprintf(buf, sizeof buf, "%.17g", d);
+                char *raw = strdup(buf);
+                if (!raw) return -1;
+                n->type = cJSON_Raw | (n->type & cJSON_StringIsConst);
+                n->valuestring = raw;
+            }
+        }
+        if (n->child && exact_numbers(n->child)) return -1;
+    }
+    return 0;
+}
+
 int json_save_file(const char *path, const cJSON *root, plumb_err *err)
 {
-    char *text = cJSON_Print(root);
+    cJSON *copy = cJSON_Duplicate(root, 1);
+    if (!copy || exact_numbers(copy)) {
+        cJSON_Delete(copy);
+        return err_set(err, path, NULL, "out of memory while formatting JSON");
+    }
+    char *text = cJSON_Print(copy);
+    cJSON_Delete(copy);
     if (!text) return err_set(err, path, NULL, "out of memory while formatting JSON");
     size_t n = strlen(text);
     char *withnl = realloc(text, n + 2);

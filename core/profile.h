@@ -34,7 +34,16 @@ typedef struct profile {
     profile_layer *layers; /* in a topological order of the graph */
     int nedges;
     profile_edge *edges;   /* empty for a chain; otherwise the full DAG */
+    int *stage_ids;        /* NULL, or nlayers entries: the stage a partitioned PipeDream
+                            * graph gave each layer (file field layers[i].stage_id), -1 for
+                            * none. Informational only; the planner makes its own stages. */
 } profile;
+
+/* Allocates a profile with n layers and m edges, everything zero except the optional
+ * numbers (backward_input_ms, backward_weight_ms, flops), which are -1 (absent); strings
+ * are NULL for the caller to fill with malloc'd text (profile_free frees them).
+ * NULL when out of memory or n < 0 or m < 0. */
+profile *profile_alloc(int n, int m);
 
 /* Loads and validates a profile file. Returns a new profile the caller frees with
  * profile_free, or NULL with err set ("FILE: FIELD.PATH: expected ... (got ...)").
@@ -73,5 +82,9 @@ int profile_is_chain(const profile *p);
 double profile_total_forward_ms(const profile *p);
 double profile_total_backward_ms(const profile *p);
 double profile_total_parameter_bytes(const profile *p);
+double profile_total_activation_bytes(const profile *p);
+
+/* Index of the layer named `name`, or -1 (linear search). */
+int profile_find_layer(const profile *p, const char *name);
 
 #endif

@@ -1,0 +1,617 @@
+/* profile.c: the plumb-profile/1 noun: load with full validation, save atomically,
+ * validate in memory, copy, compare, and the small graph queries every part needs.
+ * Validation of the graph (names, edges, cycles, order) is shared by the loader and
+ * profile_validate, so a file and an in-memory profile obey exactly the same rules. */
+#include "profile.h"
+
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "json.h"
+
+/* ---- allocation, copy, compare ------------------------------------------------------ */
+
+profile *profile_alloc(int n, int m)
+{
+    if (n < 0 || m < 0) return NULL;
+    profile *p = calloc(1, sizeof *p);
+    if (!p) return NULL;
+    p->nlayers = n;
+    p->nedges = m;
+    p->layers = calloc(n ? (size_t)n : 1, sizeof *p->layers);
+    p->edges = calloc(m ? (size_t)m : 1, sizeof *p->edges);
+    if (!p->layers || !p->edges) {
+        profile_free(p);
+        return NULL;
+    }
+    for (int i = 0; i < n; i++) {
+        p->layers[i].backward_input_ms = -1;
+        p->layers[i].backward_weight_ms = -1;
+        p->layers[i].flops = -1;
+    }
+    return p;
+}
+
+void profile_free(profile *p)
+{
+    if (!p) return;
+    for (int i = 0; p->layers && i < p->nlayers; i++) {
+        free(p->layers[i].name);
+        free(p->layers[i].kind);
+        free(p->layers[i].desc);
+    }
+    free(p->layers);
+    free(p->edges);
+    free(p->stage_ids);
+    free(p->name);
+    free(p->device);
+    free(p->source);
+    free(p);
+}
+
+/* strdup that keeps NULL as NULL; *ok is cleared when memory runs out. */
+static char *dup_or_null(const char *s, int *ok)
+{
+    if (!s) return NULL;
+    char *d = strdup(s);
+    if (!d) *ok = 0;
+    return d;
+}
+
+profile *profile_clone(const profile *p)
+{
+    if (!p) return NULL;
+    profile *q = profile_alloc(p->nlayers, p->nedges);
+    if (!q) return NULL;
+    int ok = 1;
+    q->name = dup_or_null(p->name, &ok);
+    q->device = dup_or_null(p->device, &ok);
+    q->source = dup_or_null(p->source, &ok);
+    q->minibatch = p->minibatch;
+    for (int i = 0; i < p->nlayers; i++) {
+        profile_layer *d = &q->layers[i];
+        *d = p->layers[i];
+        d->name = dup_or_null(p->layers[i].name, &ok);
+        d->kind = dup_or_null(p->layers[i].kind, &ok);
+        d->desc = dup_or_null(p->layers[i].desc, &ok);
+    }
+    if (p->nedges) memcpy(q->edges, p->edges, (size_t)p->nedges * sizeof *p->edges);
+    if (p->stage_ids) {
+        q->stage_ids = malloc((p->nlayers ? (size_t)p->nlayers : 1) * sizeof(int));
+        if (!q->stage_ids) ok = 0;
+        else if (p->nlayers) memcpy(q->stage_ids, p->stage_ids, (size_t)p->nlayers * sizeof(int));
+    }
+    if (!ok) {
+        profile_free(q);
+        return NULL;
+    }
+    return q;
+}
+
+static int str_eq(const char *a, const char *b)
+{
+    return strcmp(a ? a : "", b ? b : "") == 0;
+}
+
+static int stage_of(const profile *p, int i)
+{
+    return p->stage_ids ? p->stage_ids[i] : -1;
+}
+
+int profile_equal(const profile *a, const profile *b)
+{
+    if (a == b) return 1;
+    if (!a || !b) return 0;
+    if (!str_eq(a->name, b->name) || !str_eq(a->device, b->device) ||
+        !str_eq(a->source, b->source) || a->minibatch != b->minibatch ||
+        a->nlayers != b->nlayers || a->nedges != b->nedges)
+        return 0;
+    for (int i = 0; i < a->nlayers; i++) {
+        const profile_layer *x = &a->layers[i], *y = &b->layers[i];
+        if (!str_eq(x->name, y->name) || !str_eq(x->kind, y->kind) || !str_eq(x->desc, y->desc))
+            return 0;
+        if (x->forward_ms != y->forward_ms || x->backward_ms != y->backward_ms ||
+            x->backward_input_ms != y->backward_input_ms ||
+            x->backward_weight_ms != y->backward_weight_ms ||
+            x->activation_bytes != y->activation_bytes ||
+            x->parameter_bytes != y->parameter_bytes || x->flops != y->flops)
+            return 0;
+        if (stage_of(a, i) != stage_of(b, i)) return 0;
+    }
+    for (int e = 0; e < a->nedges; e++)
+        if (a->edges[e].src != b->edges[e].src || a->edges[e].dst != b->edges[e].dst) return 0;
+    return 1;
+}
+
+/* ---- queries ------------------------------------------------------------------------ */
+
+int profile_is_chain(const profile *p)
+{
+    for (int e = 0; e < p->nedges; e++)
+        if (p->edges[e].dst != p->edges[e].src + 1) return 0;
+    return 1;
+}
+
+double profile_total_forward_ms(const profile *p)
+{
+    double s = 0;
+    for (int i = 0; i < p->nlayers; i++) s += p->layers[i].forward_ms;
+    return s;
+}
+
+double profile_total_backward_ms(const profile *p)
+{
+    double s = 0;
+    for (int i = 0; i < p->nlayers; i++) s += p->layers[i].backward_ms;
+    return s;
+}
+
+double profile_total_parameter_bytes(const profile *p)
+{
+    double s = 0;
+    for (int i = 0; i < p->nlayers; i++) s += p->layers[i].parameter_bytes;
+    return s;
+}
+
+double profile_total_activation_bytes(const profile *p)
+{
+    double s = 0;
+    for (int i = 0; i < p->nlayers; i++) s += p->layers[i].activation_bytes;
+    return s;
+}
+
+int profile_find_layer(const profile *p, const char *name)
+{
+    for (int i = 0; i < p->nlayers; i++)
+        if (p->layers[i].name && !strcmp(p->layers[i].name, name)) return i;
+    return -1;
+}
+
+/* ---- validation --------------------------------------------------------------------- */
+
+/* Sort helpers: layer names by text, edges by (src, dst), keeping the original index. */
+typedef struct name_ref {
+    const char *name;
+    int idx;
+} name_ref;
+
+static int cmp_name_ref(const void *a, const void *b)
+{
+    const name_ref *x = a, *y = b;
+    int c = strcmp(x->name, y->name);
+    return c ? c : (x->idx > y->idx) - (x->idx < y->idx);
+}
+
+typedef struct edge_ref {
+    int src, dst, idx;
+} edge_ref;
+
+static int cmp_edge_ref(const void *a, const void *b)
+{
+    const edge_ref *x = a, *y = b;
+    if (x->src != y->src) return (x->src > y->src) - (x->src < y->src);
+    if (x->dst != y->dst) return (x->dst > y->dst) - (x->dst < y->dst);
+    return (x->idx > y->idx) - (x->idx < y->idx);
+}
+
+/* Checks one number field of layer i: finite and >= 0, or (optional) exactly "absent" (< 0
+ * but finite, which the struct uses for -1). */
+static int check_layer_num(const char *file, plumb_err *err, int i, const char *key, double v,
+                           int optional)
+{
+    char path[96];
+    snprintf(path, sizeof path, "layers[%d].%s", i, key);
+    if (!isfinite(v)) return err_set(err, file, path, "expected a finite number (got %g)", v);
+    if (!optional && v < 0) return err_set(err, file, path, "expected a number >= 0 (got %.17g)", v);
+    return 0;
+}
+
+/* Formats the cycle cyc[0] -> ... -> cyc[k-1] -> cyc[0] of layer names into buf. */
+static void format_cycle(const profile *p, const int *cyc, int k, char *buf, size_t n)
+{
+    size_t used = 0;
+    buf[0] = '\0';
+    for (int j = 0; j <= k; j++) {
+        const char *nm = p->layers[cyc[j % k]].name;
+        int w = snprintf(buf + used, n - used, "%s\"%s\"", j ? " -> " : "", nm);
+        if (w < 0 || (size_t)w >= n - used || used + (size_t)w > n - 80) {
+            buf[used] = '\0';
+            snprintf(buf + used, n - used, " -> ... (%d layers in the cycle)", k);
+            return;
+        }
+        used += (size_t)w;
+    }
+}
+
+/* Finds a directed cycle with an iterative depth-first search. Returns 0 when acyclic,
+ * 1 with the cycle described in buf, or -1 when out of memory. */
+static int find_cycle(const profile *p, char *buf, size_t bufn)
+{
+    int n = p->nlayers, m = p->nedges, rc = -1;
+    int *off = calloc((size_t)n + 1, sizeof(int));
+    int *adj = malloc((m ? (size_t)m : 1) * sizeof(int));
+    int *color = calloc(n ? (size_t)n : 1, sizeof(int));
+    int *stack = malloc((n ? (size_t)n : 1) * sizeof(int));
+    int *pos = malloc((n ? (size_t)n : 1) * sizeof(int));
+    int *next = malloc((n ? (size_t)n : 1) * sizeof(int));
+    if (!off || !adj || !color || !stack || !pos || !next) goto done;
+    for (int e = 0; e < m; e++) off[p->edges[e].src + 1]++;
+    for (int i = 0; i < n; i++) off[i + 1] += off[i];
+    for (int i = 0; i < n; i++) next[i] = off[i];
+    for (int e = 0; e < m; e++) adj[next[p->edges[e].src]++] = p->edges[e].dst;
+    for (int i = 0; i < n; i++) next[i] = off[i];
+    rc = 0;
+    for (int s = 0; s < n && rc == 0; s++) {
+        if (color[s]) continue;
+        int sp = 0;
+        stack[sp] = s;
+        pos[s] = sp++;
+        color[s] = 1;
+        while (sp > 0) {
+            int u = stack[sp - 1];
+            if (next[u] < off[u + 1]) {
+                int v = adj[next[u]++];
+                if (color[v] == 0) {
+                    color[v] = 1;
+                    stack[sp] = v;
+                    pos[v] = sp++;
+                } else if (color[v] == 1) {
+                    format_cycle(p, stack + pos[v], sp - pos[v], buf, bufn);
+                    rc = 1;
+                    break;
+                }
+            } else {
+                color[u] = 2;
+                sp--;
+            }
+        }
+    }
+done:
+    free(off);
+    free(adj);
+    free(color);
+    free(stack);
+    free(pos);
+    free(next);
+    return rc;
+}
+
+/* Graph rules shared by the loader and profile_validate: unique names, edges in range,
+ * no self loops, no duplicate edges, no cycle, and layers listed in topological order. */
+static int check_graph(const profile *p, const char *file, plumb_err *err)
+{
+    int n = p->nlayers, m = p->nedges, rc = -1;
+    name_ref *names = malloc((n ? (size_t)n : 1) * sizeof *names);
+    edge_ref *edges = malloc((m ? (size_t)m : 1) * sizeof *edges);
+    if (!names || !edges) {
+        err_set(err, file, NULL, "out of memory while checking the layer graph");
+        goto done;
+    }
+    for (int i = 0; i < n; i++) names[i] = (name_ref){p->layers[i].name, i};
+    qsort(names, (size_t)n, sizeof *names, cmp_name_ref);
+    for (int i = 1; i < n; i++) {
+        if (strcmp(names[i - 1].name, names[i].name) == 0) {
+            char path[64];
+            snprintf(path, sizeof path, "layers[%d].name", names[i].idx);
+            err_set(err, file, path,
+                    "expected a unique layer name (got \"%s\", already used by layers[%d])",
+                    names[i].name, names[i - 1].idx);
+            goto done;
+        }
+    }
+    for (int e = 0; e < m; e++) {
+        char path[64];
+        int s = p->edges[e].src, d = p->edges[e].dst;
+        snprintf(path, sizeof path, "edges[%d]", e);
+        if (s < 0 || s >= n || d < 0 || d >= n) {
+            err_set(err, file, path, "expected layer indices from 0 to %d (got [%d, %d])", n - 1,
+                    s, d);
+            goto done;
+        }
+        if (s == d) {
+            err_set(err, file, path, "expected an edge between two different layers (got a self "
+                    "loop on layer %d \"%s\")", s, p->layers[s].name);
+            goto done;
+        }
+        edges[e] = (edge_ref){s, d, e};
+    }
+    qsort(edges, (size_t)m, sizeof *edges, cmp_edge_ref);
+    for (int e = 1; e < m; e++) {
+        if (edges[e].src == edges[e - 1].src && edges[e].dst == edges[e - 1].dst) {
+            char path[64];
+            snprintf(path, sizeof path, "edges[%d]", edges[e].idx);
+            err_set(err, file, path, "expected each edge once (got [%d, %d] again, first at "
+                    "edges[%d])", edges[e].src, edges[e].dst, edges[e - 1].idx);
+            goto done;
+        }
+    }
+    char cyc[600];
+    int c = find_cycle(p, cyc, sizeof cyc);
+    if (c < 0) {
+        err_set(err, file, NULL, "out of memory while checking the layer graph");
+        goto done;
+    }
+    if (c > 0) {
+        err_set(err, file, "edges", "expected an acyclic graph (got the cycle %s)", cyc);
+        goto done;
+    }
+    for (int e = 0; e < m; e++) {
+        int s = p->edges[e].src, d = p->edges[e].dst;
+        if (s > d) {
+            char path[64];
+            snprintf(path, sizeof path, "edges[%d]", e);
+            err_set(err, file, path, "expected layers in topological order, each after its "
+                    "inputs (got layer %d \"%s\" feeding the earlier layer %d \"%s\")", s,
+                    p->layers[s].name, d, p->layers[d].name);
+            goto done;
+        }
+    }
+    rc = 0;
+done:
+    free(names);
+    free(edges);
+    return rc;
+}
+
+int profile_validate(const profile *p, const char *file, plumb_err *err)
+{
+    if (!p) return err_set(err, file, NULL, "expected a profile (got nothing)");
+    if (!p->name || !*p->name) return err_set(err, file, "name", "expected a non-empty string");
+    if (!p->device || !*p->device)
+        return err_set(err, file, "device", "expected a non-empty string");
+    if (p->minibatch <= 0)
+        return err_set(err, file, "minibatch", "expected an integer > 0 (got %d)", p->minibatch);
+    if (p->nlayers <= 0 || !p->layers)
+        return err_set(err, file, "layers", "expected at least one layer (got %d)", p->nlayers);
+    if (p->nedges < 0 || (p->nedges > 0 && !p->edges))
+        return err_set(err, file, "edges", "expected an array of edges (got %d)", p->nedges);
+    for (int i = 0; i < p->nlayers; i++) {
+        const profile_layer *l = &p->layers[i];
+        char path[96];
+        snprintf(path, sizeof path, "layers[%d].name", i);
+        if (!l->name || !*l->name) return err_set(err, file, path, "expected a non-empty string");
+        snprintf(path, sizeof path, "layers[%d].kind", i);
+        if (!l->kind || !*l->kind) return err_set(err, file, path, "expected a non-empty string");
+        if (check_layer_num(file, err, i, "forward_ms", l->forward_ms, 0) ||
+            check_layer_num(file, err, i, "backward_ms", l->backward_ms, 0) ||
+            check_layer_num(file, err, i, "backward_input_ms", l->backward_input_ms, 1) ||
+            check_layer_num(file, err, i, "backward_weight_ms", l->backward_weight_ms, 1) ||
+            check_layer_num(file, err, i, "activation_bytes", l->activation_bytes, 0) ||
+            check_layer_num(file, err, i, "parameter_bytes", l->parameter_bytes, 0) ||
+            check_layer_num(file, err, i, "flops", l->flops, 1))
+            return -1;
+        int hi = l->backward_input_ms >= 0, hw = l->backward_weight_ms >= 0;
+        if (hi != hw) {
+            snprintf(path, sizeof path, "layers[%d].%s", i,
+                     hi ? "backward_weight_ms" : "backward_input_ms");
+            return err_set(err, file, path, "missing; expected backward_input_ms and "
+                           "backward_weight_ms together (both or neither)");
+        }
+        if (hi) {
+            double sum = l->backward_input_ms + l->backward_weight_ms;
+            if (fabs(sum - l->backward_ms) > 1e-9 * fmax(fabs(l->backward_ms), fabs(sum))) {
+                snprintf(path, sizeof path, "layers[%d].backward_weight_ms", i);
+                return err_set(err, file, path, "expected backward_input_ms + backward_weight_ms "
+                               "= backward_ms = %.17g (got %.17g + %.17g = %.17g)",
+                               l->backward_ms, l->backward_input_ms, l->backward_weight_ms, sum);
+            }
+        }
+        if (p->stage_ids && p->stage_ids[i] < -1) {
+            snprintf(path, sizeof path, "layers[%d].stage_id", i);
+            return err_set(err, file, path, "expected an integer >= 0 (got %d)", p->stage_ids[i]);
+        }
+    }
+    return check_graph(p, file, err);
+}
+
+/* ---- JSON reading ------------------------------------------------------------------- */
+
+static const char *const ROOT_KEYS[] = {"format", "name", "device", "source", "minibatch",
+                                        "layers", "edges", NULL};
+static const char *const LAYER_KEYS[] = {"name", "kind", "desc", "forward_ms", "backward_ms",
+                                         "backward_input_ms", "backward_weight_ms",
+                                         "activation_bytes", "parameter_bytes", "flops",
+                                         "stage_id", NULL};
+
+/* Rejects keys of obj not in `known` (catches misspelt optional fields). */
+static int check_keys(const jctx *c, const cJSON *obj, const char *path,
+                      const char *const *known)
+{
+    for (const cJSON *it = obj->child; it; it = it->next) {
+        int ok = 0;
+        for (int k = 0; known[k] && !ok; k++) ok = it->string && !strcmp(it->string, known[k]);
+        if (ok) continue;
+        char fp[256], list[512];
+        size_t used = 0;
+        list[0] = '\0';
+        for (int k = 0; known[k]; k++)
+            used += (size_t)snprintf(list + used, sizeof list - used, "%s%s", k ? ", " : "",
+                                     known[k]);
+        json_path(fp, sizeof fp, path, it->string ? it->string : "?");
+        return err_set(c->err, c->file, fp, "unknown field; expected one of %s", list);
+    }
+    return 0;
+}
+
+static int dup_into(const jctx *c, char **dst, const char *s)
+{
+    *dst = strdup(s ? s : "");
+    if (!*dst) return err_set(c->err, c->file, NULL, "out of memory");
+    return 0;
+}
+
+static int layer_from_json(const jctx *c, const cJSON *item, int i, profile *p)
+{
+    char lp[64];
+    json_path_idx(lp, sizeof lp, "", "layers", i);
+    if (!cJSON_IsObject(item)) {
+        char got[96];
+        return err_set(c->err, c->file, lp, "expected a layer object (got %s)",
+                       json_describe(item, got, sizeof got));
+    }
+    if (check_keys(c, item, lp, LAYER_KEYS)) return -1;
+    profile_layer *l = &p->layers[i];
+    const char *name = NULL, *kind = NULL, *desc = "";
+    if (json_get_str(c, item, lp, "name", 1, &name) ||
+        json_get_str(c, item, lp, "kind", 1, &kind) ||
+        json_get_str(c, item, lp, "desc", 0, &desc))
+        return -1;
+    char fp[96];
+    if (!*name)
+        return err_set(c->err, c->file, json_path(fp, sizeof fp, lp, "name"),
+                       "expected a non-empty string (got \"\")");
+    if (!*kind)
+        return err_set(c->err, c->file, json_path(fp, sizeof fp, lp, "kind"),
+                       "expected a non-empty string (got \"\")");
+    if (dup_into(c, &l->name, name) || dup_into(c, &l->kind, kind) || dup_into(c, &l->desc, desc))
+        return -1;
+    if (json_get_num(c, item, lp, "forward_ms", 1, J_NONNEG, &l->forward_ms) ||
+        json_get_num(c, item, lp, "backward_ms", 1, J_NONNEG, &l->backward_ms) ||
+        json_get_num(c, item, lp, "backward_input_ms", 0, J_NONNEG, &l->backward_input_ms) ||
+        json_get_num(c, item, lp, "backward_weight_ms", 0, J_NONNEG, &l->backward_weight_ms) ||
+        json_get_num(c, item, lp, "activation_bytes", 1, J_NONNEG, &l->activation_bytes) ||
+        json_get_num(c, item, lp, "parameter_bytes", 1, J_NONNEG, &l->parameter_bytes) ||
+        json_get_num(c, item, lp, "flops", 0, J_NONNEG, &l->flops))
+        return -1;
+    long long sid = -1;
+    if (json_get_int(c, item, lp, "stage_id", 0, 0, INT_MAX, &sid)) return -1;
+    if (sid >= 0) {
+        if (!p->stage_ids) {
+            p->stage_ids = malloc((size_t)p->nlayers * sizeof(int));
+            if (!p->stage_ids) return err_set(c->err, c->file, NULL, "out of memory");
+            for (int k = 0; k < p->nlayers; k++) p->stage_ids[k] = -1;
+        }
+        p->stage_ids[i] = (int)sid;
+    }
+    return 0;
+}
+
+static int edge_from_json(const jctx *c, const cJSON *item, int e, profile *p)
+{
+    char ep[64], got[96];
+    json_path_idx(ep, sizeof ep, "", "edges", e);
+    if (!cJSON_IsArray(item) || cJSON_GetArraySize(item) != 2)
+        return err_set(c->err, c->file, ep, "expected [src, dst], two layer indices (got %s)",
+                       json_describe(item, got, sizeof got));
+    long long s, d;
+    if (json_item_int(c, cJSON_GetArrayItem(item, 0), ep, 0, 0, p->nlayers - 1, &s) ||
+        json_item_int(c, cJSON_GetArrayItem(item, 1), ep, 1, 0, p->nlayers - 1, &d))
+        return -1;
+    p->edges[e].src = (int)s;
+    p->edges[e].dst = (int)d;
+    return 0;
+}
+
+profile *profile_from_json(const cJSON *root, const char *file, plumb_err *err)
+{
+    jctx c = {file, err};
+    profile *p = NULL;
+    if (json_check_format(&c, root, PROFILE_FORMAT)) return NULL;
+    if (check_keys(&c, root, "", ROOT_KEYS)) return NULL;
+    const char *name, *device, *source = "";
+    long long mb;
+    const cJSON *layers, *edges;
+    int nl, ne;
+    if (json_get_str(&c, root, "", "name", 1, &name) ||
+        json_get_str(&c, root, "", "device", 1, &device) ||
+        json_get_str(&c, root, "", "source", 0, &source) ||
+        json_get_int(&c, root, "", "minibatch", 1, 1, INT_MAX, &mb) ||
+        json_get_arr(&c, root, "", "layers", 1, &layers, &nl) ||
+        json_get_arr(&c, root, "", "edges", 0, &edges, &ne))
+        return NULL;
+    if (!*name) { err_set(err, file, "name", "expected a non-empty string"); return NULL; }
+    if (!*device) { err_set(err, file, "device", "expected a non-empty string"); return NULL; }
+    if (nl == 0) { err_set(err, file, "layers", "expected at least one layer (got [])"); return NULL; }
+    p = profile_alloc(nl, ne);
+    if (!p) { err_set(err, file, NULL, "out of memory"); return NULL; }
+    p->minibatch = (int)mb;
+    if (dup_into(&c, &p->name, name) || dup_into(&c, &p->device, device) ||
+        dup_into(&c, &p->source, source))
+        goto fail;
+    int i = 0;
+    for (const cJSON *it = layers->child; it; it = it->next, i++)
+        if (layer_from_json(&c, it, i, p)) goto fail;
+    int e = 0;
+    for (const cJSON *it = edges ? edges->child : NULL; it; it = it->next, e++)
+        if (edge_from_json(&c, it, e, p)) goto fail;
+    if (profile_validate(p, file, err)) goto fail;
+    return p;
+fail:
+    profile_free(p);
+    return NULL;
+}
+
+profile *profile_load(const char *path, plumb_err *err)
+{
+    cJSON *root = json_load_file(path, err);
+    if (!root) return NULL;
+    profile *p = profile_from_json(root, path, err);
+    cJSON_Delete(root);
+    return p;
+}
+
+/* ---- JSON writing ------------------------------------------------------------------- */
+
+cJSON *profile_to_json(const profile *p)
+{
+    cJSON *root = cJSON_CreateObject();
+    if (!root) return NULL;
+    if (!cJSON_AddStringToObject(root, "format", PROFILE_FORMAT) ||
+        !cJSON_AddStringToObject(root, "name", p->name ? p->name : "") ||
+        !cJSON_AddStringToObject(root, "device", p->device ? p->device : "") ||
+        !cJSON_AddStringToObject(root, "source", p->source ? p->source : "") ||
+        !json_add_num(root, "minibatch", p->minibatch))
+        goto fail;
+    cJSON *layers = cJSON_AddArrayToObject(root, "layers");
+    if (!layers) goto fail;
+    for (int i = 0; i < p->nlayers; i++) {
+        const profile_layer *l = &p->layers[i];
+        cJSON *o = cJSON_CreateObject();
+        if (!o) goto fail;
+        cJSON_AddItemToArray(layers, o);
+        if (!cJSON_AddStringToObject(o, "name", l->name ? l->name : "") ||
+            !cJSON_AddStringToObject(o, "kind", l->kind ? l->kind : "") ||
+            !cJSON_AddStringToObject(o, "desc", l->desc ? l->desc : "") ||
+            !json_add_num(o, "forward_ms", l->forward_ms) ||
+            !json_add_num(o, "backward_ms", l->backward_ms))
+            goto fail;
+        if (l->backward_input_ms >= 0 &&
+            !json_add_num(o, "backward_input_ms", l->backward_input_ms))
+            goto fail;
+        if (l->backward_weight_ms >= 0 &&
+            !json_add_num(o, "backward_weight_ms", l->backward_weight_ms))
+            goto fail;
+        if (!json_add_num(o, "activation_bytes", l->activation_bytes) ||
+            !json_add_num(o, "parameter_bytes", l->parameter_bytes))
+            goto fail;
+        if (l->flops >= 0 && !json_add_num(o, "flops", l->flops)) goto fail;
+        if (stage_of(p, i) >= 0 && !json_add_num(o, "stage_id", stage_of(p, i))) goto fail;
+    }
+    if (p->nedges > 0) {
+        cJSON *edges = cJSON_AddArrayToObject(root, "edges");
+        if (!edges) goto fail;
+        for (int e = 0; e < p->nedges; e++) {
+            int pair[2] = {p->edges[e].src, p->edges[e].dst};
+            cJSON *a = cJSON_CreateIntArray(pair, 2);
+            if (!a) goto fail;
+            cJSON_AddItemToArray(edges, a);
+        }
+    }
+    return root;
+fail:
+    cJSON_Delete(root);
+    return NULL;
+}
+
+int profile_save(const profile *p, const char *path, plumb_err *err)
+{
+    if (profile_validate(p, path, err)) return -1;
+    cJSON *root = profile_to_json(p);
+    if (!root) return err_set(err, path, NULL, "out of memory while building JSON");
+    int rc = json_save_file(path, root, err);
+    cJSON_Delete(root);
+    return rc;
+}
