@@ -1,0 +1,98 @@
+/* timeline.h: timed actions per track, the record that both the simulator and the executor
+ * produce, so that `plumb compare` reads prediction and measurement alike. A track is a
+ * device's compute stream, a device's collective (all-reduce) stream, or a directed link
+ * between two devices. The one writer produces Chrome trace-event JSON (opens in Perfetto
+ * and chrome://tracing: one track per device and per link); the reader takes that same
+ * format back. Times are seconds in memory, microseconds in the file
+ * (docs/formats-sim.md). */
+#ifndef PLUMB_TIMELINE_H
+#define PLUMB_TIMELINE_H
+
+#include <stddef.h>
+
+#include "err.h"
+
+#define TRACE_FORMAT "plumb-trace/1"
+
+typedef enum tl_track_kind {
+    TL_TRACK_DEVICE = 0,      /* a device's compute stream: F, B, I, W, step */
+    TL_TRACK_COLLECTIVE,      /* a device's all-reduce stream */
+    TL_TRACK_LINK,            /* the directed link device -> peer: transfers */
+    TL_TRACK_NKINDS
+} tl_track_kind;
+
+typedef enum tl_kind {
+    TL_F = 0, TL_B, TL_I, TL_W,  /* compute: forward, backward, its input/weight halves */
+    TL_STEP,                     /* optimizer step */
+    TL_SEND_F,                   /* transfer of activations to the next stage */
+    TL_SEND_B,                   /* transfer of gradients to the previous stage */
+    TL_ALLREDUCE,                /* gradient all-reduce among a stage's replicas */
+    TL_NKINDS
+} tl_kind;
+
+typedef struct tl_track {
+    int kind;                 /* tl_track_kind */
+    int device;               /* device id (link: the sender) */
+    int peer;                 /* link: the receiver; else -1 */
+    char *name;               /* shown by trace viewers, e.g. "device 3 (V100)" */
+} tl_track;
+
+typedef struct tl_event {
+    double start_s, dur_s;    /* seconds from the start of the run */
+    double bytes;             /* transfers and all-reduces: bytes moved; else 0 */
+    int track;                /* index into the timeline's tracks */
+    int kind;                 /* tl_kind */
+    int stage;                /* (virtual) stage; transfers: the sending stage */
+    int peer_stage;           /* transfers: the receiving stage; else -1 */
+    int microbatch;           /* global microbatch; -1 for step and all-reduce */
+    int iteration;            /* iteration the action belongs to, >= 0 */
+} tl_event;
+
+typedef struct timeline {
+    char *source;             /* "sim" or "exec" (or what the file said) */
+    int ntracks, cap_tracks;
+    tl_track *tracks;
+    size_t n, cap;
+    tl_event *ev;             /* in the order added (not necessarily by time) */
+} timeline;
+
+/* Returns an empty timeline (free with timeline_free), NULL when out of memory. */
+timeline *timeline_new(const char *source);
+void timeline_free(timeline *tl);
+
+/* Returns the track id of (kind, device, peer), adding it with `name` (copied; NULL = a
+ * default like "device 3" / "link 3->4") when new; -1 when out of memory. */
+int timeline_track(timeline *tl, int kind, int device, int peer, const char *name);
+
+/* Appends a copy of e. Returns 0, or -1 when out of memory. */
+int timeline_add(timeline *tl, const tl_event *e);
+
+/* "F", "B", "I", "W", "step", "send_f", "send_b", "allreduce"; tl_kind_parse: -1 unknown. */
+const char *tl_kind_name(int kind);
+int tl_kind_parse(const char *name);
+const char *tl_track_kind_name(int kind); /* "device", "collective", "link" */
+
+/* The display name of e, e.g. "F3 s1", "B3 s2", "F3 s1>s2" (transfer), "AR s1",
+ * "step s1". Returns buf. */
+char *tl_event_name(const tl_event *e, char *buf, size_t n);
+
+/* Sorts events by (track, start). */
+void timeline_sort(timeline *tl);
+
+/* End of the last event, seconds (0 when empty). */
+double timeline_end(const timeline *tl);
+
+/* The Chrome trace-event JSON text of tl (caller frees), NULL when out of memory. */
+char *timeline_chrome_text(const timeline *tl, size_t *len);
+
+/* Writes tl as Chrome trace-event JSON to path atomically. Returns 0, or -1 with err. */
+int timeline_write_chrome(const timeline *tl, const char *path, plumb_err *err);
+
+/* Reads a trace written by timeline_write_chrome (or by hand in that format). Returns a
+ * new timeline or NULL with err ("FILE: traceEvents[12].args.stage: expected ..."). */
+timeline *timeline_read_chrome(const char *path, plumb_err *err);
+struct cJSON;
+timeline *timeline_from_chrome_json(const struct cJSON *root, const char *file,
+                                    plumb_err *err);
+
+#endif

@@ -1,0 +1,170 @@
+/* sim.h: plumb's pipeline simulator. sim_run takes a plan, builds (or takes) its schedule
+ * IR, prices every action with the cost model (layer times scaled to the microbatch and the
+ * device, transfers over the cluster's levels, ring all-reduce among a stage's replicas),
+ * replays the IR on a discrete-event engine whose resources are each device's compute
+ * stream, each directed link and each server's shared network egress port, and returns a
+ * report: steady-state throughput, iteration time, bubble fraction, per-device busy / idle /
+ * communication time and peak memory (with its breakdown), per-link bytes, and optionally
+ * the timeline of every timed action. docs/sim.md documents the model.
+ *
+ * Units: seconds, bytes, samples/s everywhere in this header. */
+#ifndef PLUMB_SIM_H
+#define PLUMB_SIM_H
+
+#include <stdio.h>
+
+#include "core/cluster.h"
+#include "core/err.h"
+#include "core/plan.h"
+#include "core/schedule.h"
+#include "core/timeline.h"
+
+#define SIM_DEFAULT_ITERATIONS 3
+#define SIM_BUCKET_BYTES (25.0 * 1024 * 1024) /* gradient bucket for the all-reduce overlap */
+
+/* What to simulate besides the plan as written. Fill with sim_options_init, then change. */
+typedef struct sim_options {
+    int schedule;             /* sched_kind to use instead of the plan's; -1 = the plan's */
+    int microbatches;         /* microbatches per iteration instead of the plan's; 0 = plan's */
+    int iterations;           /* iterations to simulate (>= 1); 0 = SIM_DEFAULT_ITERATIONS */
+    int straggler_device;     /* cluster device id whose compute is slowed; -1 = none */
+    double straggler_factor;  /* its compute times are multiplied by this (2 = half speed) */
+    double bandwidth_Bps[CLUSTER_MAX_LEVELS]; /* > 0: replaces level L's bandwidth (its
+                                 egress is scaled by the same ratio); 0 = keep */
+    double memory_limit_bytes; /* > 0: each device's capacity is min(its memory, this) */
+    int timeline;             /* 1: record every timed action in report->tl */
+    const schedule *sched;    /* borrowed: run this IR instead of generating one from the
+                                 plan (its stages must be the plan's); NULL = generate */
+} sim_options;
+
+/* Sets o to "the plan as written": no overrides, default iterations, no timeline. */
+void sim_options_init(sim_options *o);
+
+/* 1 when o asks for any what-if (schedule, microbatches, straggler, bandwidth, memory). */
+int sim_options_has_whatif(const sim_options *o);
+
+/* Memory of one device at its peak, bytes. */
+typedef struct sim_memory {
+    double weights;           /* parameter bytes x weight versions kept, summed over stages */
+    double gradients;         /* one gradient buffer per stage */
+    double optimizer;         /* sgd 0, momentum 1x, adam 2x the parameter bytes */
+    double activations;       /* stashed activations at the peak (in-flight microbatches) */
+    double total;             /* sum of the above */
+    double capacity;          /* device memory (or the memory limit when smaller) */
+    int fits;                 /* total <= capacity */
+} sim_memory;
+
+/* Per device that runs a worker. Times are per steady-state iteration (see iteration_s). */
+typedef struct sim_device_report {
+    int device;               /* cluster device id */
+    int worker;               /* schedule worker id */
+    const char *type;         /* device type name (borrowed from the plan's cluster) */
+    int nstages;              /* stages it holds (chunks, or 1) */
+    int stages[8];            /* the first min(nstages, 8) stage indices */
+    double busy_s;            /* compute (F, B, I, W, step) per iteration */
+    double idle_s;            /* iteration_s - busy_s */
+    double comm_s;            /* time its outgoing transfers and all-reduces take per
+                                 iteration (overlaps compute; not part of idle_s) */
+    double total_busy_s;      /* compute over the whole simulated run */
+    int max_inflight;         /* most microbatches with stashed activations at once */
+    int weight_versions;      /* most weight versions held by one of its stages */
+    sim_memory mem;           /* at the peak */
+} sim_device_report;
+
+/* Per directed link (device pair) that carried data. */
+typedef struct sim_link_report {
+    int src, dst;             /* cluster device ids */
+    int level;                /* outermost cluster level the link crosses */
+    double bytes;             /* bytes over the whole run */
+    double bytes_per_iteration;
+    double busy_s;            /* time the link was transferring, whole run */
+    long long transfers;
+} sim_link_report;
+
+/* Per (virtual) stage: the priced actions, per microbatch, on the stage's first replica. */
+typedef struct sim_stage_report {
+    int first_layer, last_layer, replicas;
+    double forward_s, backward_s;          /* backward includes recompute when on */
+    double input_grad_s, weight_grad_s;    /* the zero-bubble split (I, W) */
+    double send_bytes;                     /* activations sent to the next stage */
+    double parameter_bytes;
+    double activation_bytes;               /* stashed per in-flight microbatch */
+    double allreduce_s;                    /* ring all-reduce time alone (0 when r = 1) */
+    int weight_versions;                   /* from schedule_inflight */
+    int max_inflight;                      /* from schedule_inflight */
+} sim_stage_report;
+
+typedef struct sim_report {
+    sched_kind schedule;
+    int microbatches, microbatch_size, iterations, nstages, chunks, recompute;
+    double samples_per_s;     /* minibatch samples / iteration_s */
+    double iteration_s;       /* steady-state time per iteration: the mean gap between the
+                                 completion times of consecutive iterations, skipping the
+                                 first (pipeline fill); the makespan when iterations == 1 */
+    double bubble_fraction;   /* 1 - compute busy time / (devices x iteration_s) */
+    double makespan_s;        /* end of the last action of the run */
+    double peak_memory_bytes; /* the largest device peak */
+    int fits;                 /* every device fits its capacity */
+    long long events;         /* discrete events processed */
+    long long actions;        /* IR actions replayed */
+    int ndevices;
+    sim_device_report *devices; /* sorted by device id */
+    int nlinks;
+    sim_link_report *links;   /* sorted by (src, dst) */
+    sim_stage_report *stages; /* [nstages] */
+    timeline *tl;             /* the timed actions when options.timeline, else NULL */
+} sim_report;
+
+/* Simulates pl under opt (NULL = sim_options_init defaults). Returns a new report the
+ * caller frees with sim_report_free, or NULL with err set: the plan asks for a schedule
+ * the IR cannot build, the options are out of range (straggler device not in the plan's
+ * cluster, factor <= 0, bad level), or the IR deadlocks. Does not modify pl. */
+sim_report *sim_run(const plan *pl, const sim_options *opt, plumb_err *err);
+
+/* Frees r and everything it owns (its timeline too); NULL is allowed. */
+void sim_report_free(sim_report *r);
+
+/* One figure that a what-if changed: base and what-if values and their ratio. */
+typedef struct sim_change {
+    const char *figure;       /* "samples_per_s", "iteration_s", "bubble_fraction",
+                                 "peak_memory_bytes", "device[3].busy_s", ... (owned) */
+    const char *unit;         /* "samples/s", "s", "fraction", "bytes" (static) */
+    double base, whatif;
+    double ratio;             /* whatif / base; 0 when base is 0 */
+} sim_change;
+
+typedef struct sim_changes {
+    int n;
+    sim_change *c;
+} sim_changes;
+
+/* Compares a what-if report with its base run: the headline figures always, per-device
+ * figures when they moved by more than 0.1 %. Returns 0 or -1 when out of memory; free
+ * with sim_changes_free. */
+int sim_compare(const sim_report *base, const sim_report *whatif, sim_changes *out);
+void sim_changes_free(sim_changes *c);
+
+/* --- writers (sim/report_json.c, sim/svg.c, sim/gantt.c) ------------------------------ */
+
+/* The report as JSON (format "plumb-sim-report/1", docs/formats-sim.md); `changes` may be
+ * NULL; `plan_file` names the plan (may be NULL). Caller frees with cJSON_Delete. */
+struct cJSON;
+struct cJSON *sim_report_to_json(const sim_report *r, const sim_changes *changes,
+                                 const char *plan_file);
+
+/* SVG timeline of r->tl: a row per device, F/B/I/W blocks coloured by microbatch and
+ * shaded by kind, a legend and a time axis. Writes atomically; -1 with err when r has no
+ * timeline or the file cannot be written. */
+int sim_write_svg(const sim_report *r, const char *path, plumb_err *err);
+
+/* The SVG text (caller frees), NULL when r has no timeline or out of memory. */
+char *sim_svg_text(const sim_report *r, size_t *len);
+
+/* Text Gantt of r->tl on `width` columns (>= 20): one row per device, a letter per column
+ * for the action that fills most of it (F, B, I, W, S = step, . = idle), and a time axis. */
+void sim_print_gantt(const sim_report *r, int width, FILE *out);
+
+/* The per-device table, headline figures and link bytes, every figure with its unit. */
+void sim_print_report(const sim_report *r, const sim_changes *changes, FILE *out);
+
+#endif
