@@ -1,0 +1,406 @@
+/* test_profile.c: the plumb-profile/1 loader, validator, writer and graph queries:
+ * every shipped profile round-trips exactly, and each class of bad input is rejected with
+ * the exact field path in its one-line message. */
+#include <criterion/criterion.h>
+
+#include <dirent.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "core/json.h"
+#include "core/profile.h"
+
+/* A 4-layer diamond: in -> a, in -> b, a -> out, b -> out. %s slots let tests inject text. */
+#define LAYER(nm, extra)                                                                     \
+    "{\"name\": \"" nm "\", \"kind\": \"Conv2d\", \"desc\": \"Conv2d(3, 8)\", "                \
+    "\"forward_ms\": 1.5, \"backward_ms\": 3.0, \"activation_bytes\": 1024, "                 \
+    "\"parameter_bytes\": 256" extra "}"
+
+static const char *GOOD =
+    "{\"format\": \"plumb-profile/1\", \"name\": \"tiny\", \"device\": \"V100\", "
+    "\"source\": \"hand-written\", \"minibatch\": 32, \"layers\": ["
+    LAYER("in", "") ", "
+    LAYER("a", ", \"backward_input_ms\": 1.0, \"backward_weight_ms\": 2.0, \"flops\": 1e9") ", "
+    LAYER("b", ", \"stage_id\": 1") ", "
+    LAYER("out", "")
+    "], \"edges\": [[0, 1], [0, 2], [1, 3], [2, 3]]}";
+
+static profile *parse(const char *text, plumb_err *err)
+{
+    cJSON *root = json_parse_text("t.json", text, strlen(text), err);
+    if (!root) return NULL;
+    profile *p = profile_from_json(root, "t.json", err);
+    cJSON_Delete(root);
+    return p;
+}
+
+/* Replaces the first occurrence of `from` in GOOD by `to`, parses, and expects the error
+ * message to be exactly `want`. */
+static void expect_bad(const char *from, const char *to, const char *want)
+{
+    const char *at = strstr(GOOD, from);
+    cr_assert(at, "test bug: \"%s\" not in GOOD", from);
+    size_t n = strlen(GOOD) + strlen(to) + 1;
+    char *text = malloc(n);
+    snprintf(text, n, "%.*s%s%s", (int)(at - GOOD), GOOD, to, at + strlen(from));
+    plumb_err err;
+    err_clear(&err);
+    profile *p = parse(text, &err);
+    cr_assert_null(p, "accepted: %s", text);
+    cr_assert_str_eq(err.msg, want);
+    free(text);
+}
+
+Test(profile, loads_good_file_with_optional_fields)
+{
+    plumb_err err;
+    profile *p = parse(GOOD, &err);
+    cr_assert_not_null(p, "%s", err.msg);
+    cr_assert_str_eq(p->name, "tiny");
+    cr_assert_str_eq(p->device, "V100");
+    cr_assert_str_eq(p->source, "hand-written");
+    cr_assert_eq(p->minibatch, 32);
+    cr_assert_eq(p->nlayers, 4);
+    cr_assert_eq(p->nedges, 4);
+    cr_assert_str_eq(p->layers[1].desc, "Conv2d(3, 8)");
+    cr_assert_eq(p->layers[0].backward_input_ms, -1);
+    cr_assert_eq(p->layers[0].backward_weight_ms, -1);
+    cr_assert_eq(p->layers[0].flops, -1);
+    cr_assert_eq(p->layers[1].backward_input_ms, 1.0);
+    cr_assert_eq(p->layers[1].backward_weight_ms, 2.0);
+    cr_assert_eq(p->layers[1].flops, 1e9);
+    cr_assert_not_null(p->stage_ids);
+    cr_assert_eq(p->stage_ids[0], -1);
+    cr_assert_eq(p->stage_ids[2], 1);
+    cr_assert_eq(p->edges[3].src, 2);
+    cr_assert_eq(p->edges[3].dst, 3);
+    cr_assert_float_eq(profile_total_forward_ms(p), 6.0, 1e-12);
+    cr_assert_float_eq(profile_total_backward_ms(p), 12.0, 1e-12);
+    cr_assert_float_eq(profile_total_parameter_bytes(p), 1024.0, 1e-12);
+    cr_assert_float_eq(profile_total_activation_bytes(p), 4096.0, 1e-12);
+    cr_assert_eq(profile_is_chain(p), 0);
+    cr_assert_eq(profile_find_layer(p, "b"), 2);
+    cr_assert_eq(profile_find_layer(p, "zz"), -1);
+    profile_free(p);
+}
+
+Test(profile, minimal_chain_without_optional_fields)
+{
+    const char *t = "{\"format\": \"plumb-profile/1\", \"name\": \"c\", \"device\": \"cpu\", "
+                    "\"minibatch\": 1, \"layers\": [{\"name\": \"x\", \"kind\": \"Linear\", "
+                    "\"forward_ms\": 0, \"backward_ms\": 0, \"activation_bytes\": 0, "
+                    "\"parameter_bytes\": 0}]}";
+    plumb_err err;
+    profile *p = parse(t, &err);
+    cr_assert_not_null(p, "%s", err.msg);
+    cr_assert_str_eq(p->source, "");
+    cr_assert_str_eq(p->layers[0].desc, "");
+    cr_assert_null(p->stage_ids);
+    cr_assert_eq(p->nedges, 0);
+    cr_assert_eq(profile_is_chain(p), 1);
+    profile_free(p);
+}
+
+Test(profile, json_clone_and_equal_round_trip)
+{
+    plumb_err err;
+    profile *p = parse(GOOD, &err);
+    cr_assert_not_null(p, "%s", err.msg);
+    cJSON *j = profile_to_json(p);
+    cr_assert_not_null(j);
+    profile *q = profile_from_json(j, "mem", &err);
+    cJSON_Delete(j);
+    cr_assert_not_null(q, "%s", err.msg);
+    cr_assert(profile_equal(p, q));
+    profile *r = profile_clone(p);
+    cr_assert(profile_equal(p, r));
+    r->layers[2].parameter_bytes += 1;
+    cr_assert_not(profile_equal(p, r));
+    r->layers[2].parameter_bytes -= 1;
+    r->stage_ids[2] = 0;
+    cr_assert_not(profile_equal(p, r));
+    r->stage_ids[2] = 1;
+    r->edges[0].dst = 2;
+    cr_assert_not(profile_equal(p, r));
+    profile_free(p);
+    profile_free(q);
+    profile_free(r);
+}
+
+Test(profile, save_then_load_is_identical_and_atomic)
+{
+    plumb_err err;
+    profile *p = parse(GOOD, &err);
+    cr_assert_not_null(p);
+    p->layers[0].forward_ms = 0.1 + 0.2; /* not exactly printable with 15 digits */
+    char dir[] = "/tmp/plumb-test-profile-XXXXXX";
+    cr_assert_not_null(mkdtemp(dir));
+    char path[256];
+    snprintf(path, sizeof path, "%s/p.json", dir);
+    cr_assert_eq(profile_save(p, path, &err), 0, "%s", err.msg);
+    profile *q = profile_load(path, &err);
+    cr_assert_not_null(q, "%s", err.msg);
+    cr_assert(profile_equal(p, q));
+    /* an invalid profile is refused and the old file stays as it was */
+    q->layers[1].backward_ms = -1;
+    cr_assert_eq(profile_save(q, path, &err), -1);
+    cr_assert(strstr(err.msg, "layers[1].backward_ms"), "%s", err.msg);
+    profile *r = profile_load(path, &err);
+    cr_assert_not_null(r, "%s", err.msg);
+    cr_assert(profile_equal(p, r));
+    /* a directory that does not exist: error, nothing written */
+    char bad[300];
+    snprintf(bad, sizeof bad, "%s/missing/p.json", dir);
+    cr_assert_eq(profile_save(p, bad, &err), -1);
+    unlink(path);
+    cr_assert_eq(rmdir(dir), 0, "temporary files left in %s", dir);
+    profile_free(p);
+    profile_free(q);
+    profile_free(r);
+}
+
+/* ---- every shipped profile ---------------------------------------------------------- */
+
+static int roundtrip_dir(const char *dir, const char *tmp)
+{
+    DIR *d = opendir(dir);
+    if (!d) return 0;
+    int count = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (e->d_name[0] == '.') continue;
+        char path[1024];
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        struct stat st;
+        if (stat(path, &st) != 0) continue;
+        if (S_ISDIR(st.st_mode)) {
+            count += roundtrip_dir(path, tmp);
+            continue;
+        }
+        size_t n = strlen(e->d_name);
+        if (n < 5 || strcmp(e->d_name + n - 5, ".json")) continue;
+        plumb_err err;
+        /* profiles/ also ships other nouns (clusters): skip files of another plumb format */
+        cJSON *root = json_load_file(path, &err);
+        cr_assert_not_null(root, "%s", err.msg);
+        const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(root, "format");
+        int other = cJSON_IsString(fmt) && !strncmp(fmt->valuestring, "plumb-", 6) &&
+                    strncmp(fmt->valuestring, "plumb-profile/", 14);
+        cJSON_Delete(root);
+        if (other) continue;
+        profile *p = profile_load(path, &err);
+        cr_assert_not_null(p, "%s", err.msg);
+        cr_assert_eq(profile_save(p, tmp, &err), 0, "%s", err.msg);
+        profile *q = profile_load(tmp, &err);
+        cr_assert_not_null(q, "%s", err.msg);
+        cr_assert(profile_equal(p, q), "%s changed in a save/load round trip", path);
+        profile *c = profile_clone(p);
+        cr_assert(profile_equal(p, c));
+        cr_assert_eq(profile_validate(c, path, &err), 0, "%s", err.msg);
+        profile_free(p);
+        profile_free(q);
+        profile_free(c);
+        count++;
+    }
+    closedir(d);
+    return count;
+}
+
+Test(profile, every_shipped_profile_round_trips)
+{
+    char tmp[] = "/tmp/plumb-test-shipped-XXXXXX";
+    int fd = mkstemp(tmp);
+    cr_assert(fd >= 0);
+    close(fd);
+    int n = roundtrip_dir("profiles", tmp);
+    unlink(tmp);
+    cr_assert(n >= 20, "%d profiles found under profiles/, expected at least the 20 PipeDream ones (run the "
+              "tests from the repository root)", n);
+}
+
+/* ---- bad input, one test per class ---------------------------------------------------- */
+
+Test(profile_bad, malformed_json)
+{
+    plumb_err err;
+    cr_assert_null(parse("{\"format\": ", &err));
+    cr_assert(strstr(err.msg, "t.json: malformed JSON at line 1"), "%s", err.msg);
+}
+
+Test(profile_bad, wrong_format)
+{
+    expect_bad("plumb-profile/1", "plumb-plan/1",
+               "t.json: format: expected \"plumb-profile/1\" (got \"plumb-plan/1\")");
+}
+
+Test(profile_bad, missing_field)
+{
+    expect_bad("\"device\": \"V100\", ", "", "t.json: device: missing required field");
+    expect_bad("\"activation_bytes\": 1024, ", "",
+               "t.json: layers[0].activation_bytes: missing required field");
+}
+
+Test(profile_bad, wrong_type)
+{
+    expect_bad("\"minibatch\": 32", "\"minibatch\": \"32\"",
+               "t.json: minibatch: expected an integer (got \"32\")");
+    expect_bad("\"forward_ms\": 1.5", "\"forward_ms\": \"fast\"",
+               "t.json: layers[0].forward_ms: expected a number (got \"fast\")");
+    expect_bad("\"kind\": \"Conv2d\"", "\"kind\": 7",
+               "t.json: layers[0].kind: expected a string (got 7)");
+    expect_bad("\"layers\": [", "\"layers\": [3, ",
+               "t.json: layers[0]: expected a layer object (got 3)");
+    expect_bad("[0, 1]", "[0, 1, 2]",
+               "t.json: edges[0]: expected [src, dst], two layer indices (got an array)");
+    expect_bad("[0, 1]", "[0, 0.5]", "t.json: edges[0][1]: expected an integer (got 0.5)");
+}
+
+Test(profile_bad, negative_and_zero)
+{
+    expect_bad("\"backward_ms\": 3.0", "\"backward_ms\": -3.0",
+               "t.json: layers[0].backward_ms: expected a number >= 0 (got -3)");
+    expect_bad("\"minibatch\": 32", "\"minibatch\": 0",
+               "t.json: minibatch: expected an integer from 1 to 2147483647 (got 0)");
+    expect_bad("\"stage_id\": 1", "\"stage_id\": -1",
+               "t.json: layers[2].stage_id: expected an integer from 0 to 2147483647 (got -1)");
+}
+
+Test(profile_bad, non_finite)
+{
+    expect_bad("\"parameter_bytes\": 256", "\"parameter_bytes\": 1e999",
+               "t.json: layers[0].parameter_bytes: expected a finite number (got inf)");
+    /* the in-memory validator sees NaN, which JSON cannot carry */
+    plumb_err err;
+    profile *p = parse(GOOD, &err);
+    cr_assert_not_null(p);
+    p->layers[3].flops = NAN;
+    cr_assert_eq(profile_validate(p, "mem", &err), -1);
+    cr_assert_str_eq(err.msg, "mem: layers[3].flops: expected a finite number (got nan)");
+    profile_free(p);
+}
+
+Test(profile_bad, empty_strings_and_layers)
+{
+    expect_bad("\"name\": \"tiny\"", "\"name\": \"\"", "t.json: name: expected a non-empty string");
+    expect_bad("\"name\": \"b\"", "\"name\": \"\"",
+               "t.json: layers[2].name: expected a non-empty string (got \"\")");
+    const char *t = "{\"format\": \"plumb-profile/1\", \"name\": \"c\", \"device\": \"cpu\", "
+                    "\"minibatch\": 1, \"layers\": []}";
+    plumb_err err;
+    cr_assert_null(parse(t, &err));
+    cr_assert_str_eq(err.msg, "t.json: layers: expected at least one layer (got [])");
+}
+
+Test(profile_bad, unknown_field)
+{
+    expect_bad("\"flops\": 1e9", "\"flop\": 1e9",
+               "t.json: layers[1].flop: unknown field; expected one of name, kind, desc, "
+               "forward_ms, backward_ms, backward_input_ms, backward_weight_ms, "
+               "activation_bytes, parameter_bytes, flops, stage_id");
+}
+
+Test(profile_bad, split_backward)
+{
+    expect_bad("\"backward_input_ms\": 1.0, ", "",
+               "t.json: layers[1].backward_input_ms: missing; expected backward_input_ms and "
+               "backward_weight_ms together (both or neither)");
+    expect_bad("\"backward_weight_ms\": 2.0", "\"backward_weight_ms\": 2.5",
+               "t.json: layers[1].backward_weight_ms: expected backward_input_ms + "
+               "backward_weight_ms = backward_ms = 3 (got 1 + 2.5 = 3.5)");
+}
+
+Test(profile_bad, duplicate_names)
+{
+    expect_bad("\"name\": \"b\"", "\"name\": \"a\"",
+               "t.json: layers[2].name: expected a unique layer name (got \"a\", already used "
+               "by layers[1])");
+}
+
+Test(profile_bad, edge_out_of_range)
+{
+    expect_bad("[2, 3]", "[2, 4]",
+               "t.json: edges[3][1]: expected an integer from 0 to 3 (got 4)");
+    expect_bad("[0, 1]", "[-1, 1]",
+               "t.json: edges[0][0]: expected an integer from 0 to 3 (got -1)");
+}
+
+Test(profile_bad, self_loop)
+{
+    expect_bad("[1, 3]", "[1, 1]",
+               "t.json: edges[2]: expected an edge between two different layers (got a self "
+               "loop on layer 1 \"a\")");
+}
+
+Test(profile_bad, duplicate_edge)
+{
+    expect_bad("[2, 3]", "[0, 2]",
+               "t.json: edges[3]: expected each edge once (got [0, 2] again, first at edges[1])");
+}
+
+Test(profile_bad, cycle_names_its_layers)
+{
+    /* a -> out -> b -> a closes a cycle through three layers */
+    expect_bad("[2, 3]]", "[3, 2], [2, 1]]",
+               "t.json: edges: expected an acyclic graph (got the cycle \"a\" -> \"out\" -> "
+               "\"b\" -> \"a\")");
+}
+
+Test(profile_bad, order_not_topological)
+{
+    expect_bad("[2, 3]]", "[2, 3], [2, 1]]",
+               "t.json: edges[4]: expected layers in topological order, each after its inputs "
+               "(got layer 2 \"b\" feeding the earlier layer 1 \"a\")");
+}
+
+Test(profile_bad, in_memory_invariants)
+{
+    plumb_err err;
+    profile *p = profile_alloc(2, 1);
+    cr_assert_not_null(p);
+    cr_assert_eq(profile_validate(p, "mem", &err), -1);
+    cr_assert_str_eq(err.msg, "mem: name: expected a non-empty string");
+    p->name = strdup("m");
+    p->device = strdup("d");
+    p->minibatch = 4;
+    p->layers[0].name = strdup("x");
+    p->layers[0].kind = strdup("K");
+    p->layers[1].name = strdup("y");
+    cr_assert_eq(profile_validate(p, "mem", &err), -1);
+    cr_assert_str_eq(err.msg, "mem: layers[1].kind: expected a non-empty string");
+    p->layers[1].kind = strdup("K");
+    p->edges[0] = (profile_edge){0, 2};
+    cr_assert_eq(profile_validate(p, "mem", &err), -1);
+    cr_assert_str_eq(err.msg, "mem: edges[0]: expected layer indices from 0 to 1 (got [0, 2])");
+    p->edges[0] = (profile_edge){0, 1};
+    cr_assert_eq(profile_validate(p, "mem", &err), 0, "%s", err.msg);
+    cr_assert_eq(profile_is_chain(p), 1);
+    profile_free(p);
+}
+
+Test(profile_bad, long_cycle_message_stays_one_bounded_line)
+{
+    /* 200 layers in one cycle: the message is truncated, never overflows */
+    int n = 200;
+    profile *p = profile_alloc(n, n);
+    p->name = strdup("m");
+    p->device = strdup("d");
+    p->minibatch = 1;
+    for (int i = 0; i < n; i++) {
+        char nm[64];
+        snprintf(nm, sizeof nm, "a_rather_long_layer_name_%d", i);
+        p->layers[i].name = strdup(nm);
+        p->layers[i].kind = strdup("K");
+        p->edges[i] = (profile_edge){i, (i + 1) % n};
+    }
+    plumb_err err;
+    cr_assert_eq(profile_validate(p, "mem", &err), -1);
+    cr_assert(strstr(err.msg, "expected an acyclic graph (got the cycle \"a_rather_long_layer_name_0\""),
+              "%s", err.msg);
+    cr_assert(strstr(err.msg, "(200 layers in the cycle)"), "%s", err.msg);
+    cr_assert_null(strchr(err.msg, '\n'));
+    profile_free(p);
+}
