@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# cli.sh: the plumb binary's own manners: --help and --version, every subcommand's --help,
+# one error line and exit 2 for unknown commands and options.
+set -u
+P=${PLUMB:-./plumb}
+fail=0
+check() { # check NAME EXPECTED_RC CMD...
+    local name=$1 want=$2; shift 2
+    "$@" >/tmp/plumb-cli.out 2>/tmp/plumb-cli.err
+    local rc=$?
+    if [ "$rc" != "$want" ]; then
+        echo "FAIL $name: exit $rc, expected $want"; cat /tmp/plumb-cli.err; fail=1
+    fi
+}
+check help 0 "$P" --help
+grep -q "usage: plumb COMMAND" /tmp/plumb-cli.out || { echo "FAIL help text"; fail=1; }
+check version 0 "$P" --version
+grep -Eq '^plumb [0-9]+\.[0-9]+\.[0-9]+$' /tmp/plumb-cli.out || { echo "FAIL version text"; fail=1; }
+check no-args 2 "$P"
+check unknown-cmd 2 "$P" frobnicate
+[ "$(wc -l </tmp/plumb-cli.err)" = 1 ] || { echo "FAIL unknown command: not one line"; fail=1; }
+grep -q 'unknown command "frobnicate"' /tmp/plumb-cli.err || { echo "FAIL unknown command text"; fail=1; }
+for c in $("$P" --help | awk '/^commands:/{f=1;next} f&&/^  [a-z]/{print $1}'); do
+    check "$c --help" 0 "$P" "$c" --help
+    [ -s /tmp/plumb-cli.out ] || { echo "FAIL $c --help printed nothing"; fail=1; }
+    check "$c --bogus" 2 "$P" "$c" --bogus-option
+    [ "$(wc -l </tmp/plumb-cli.err)" = 1 ] || { echo "FAIL $c --bogus: not one line"; cat /tmp/plumb-cli.err; fail=1; }
+done
+rm -f /tmp/plumb-cli.out /tmp/plumb-cli.err
+[ $fail = 0 ] && echo "cli: ok"
+exit $fail
