@@ -4,14 +4,21 @@
 #include <string.h>
 
 #ifdef PLUMB_HAVE_CUDA
-const backend *backend_cuda(void); /* exec/cuda/: defined by the CUDA backend */
+/* exec/cuda/: defined by the CUDA backend; weak so that a build whose CUDA objects lack it
+ * still links and reports the backend as missing. */
+const backend *backend_cuda(void) __attribute__((weak));
 #endif
 
 const backend *backend_find(const char *name, plumb_err *err)
 {
     if (name && !strcmp(name, "cpu")) return backend_cpu();
 #ifdef PLUMB_HAVE_CUDA
-    if (name && !strcmp(name, "cuda")) return backend_cuda();
+    if (name && !strcmp(name, "cuda")) {
+        if (backend_cuda) return backend_cuda();
+        err_set(err, NULL, "--backend", "the CUDA backend is not part of this build; "
+                "expected \"cpu\"");
+        return NULL;
+    }
     err_set(err, NULL, "--backend", "expected \"cpu\" or \"cuda\" (got \"%s\")",
             name ? name : "");
 #else

@@ -1,0 +1,439 @@
+/* stage.c: runs a range of a model's layers forward and backward through a backend's
+ * table: one runtime node per layer (residual blocks hold their children), with per-slot
+ * activations and per-stage input-gradient buffers. */
+#include "exec/stage.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct snode {
+    const layer *L;
+    int nchildren;
+    struct snode *children;
+    size_t in_n, out_n;     /* floats per sample of input and output */
+    float **out;            /* [nslots] (max_batch, out shape); flatten aliases its input */
+    float **aux;            /* [nslots] layernorm: mean | rstd (2 rows); attention:
+                               (B, H, T, T) probabilities; loss: loss | correct (2 rows) */
+    const float **in;       /* [nslots] the input tensor forward used */
+    float **dyst;           /* [nslots] split_bw: the output gradient kept for W */
+    float *dx;              /* (max_batch, in shape) input gradient; NULL when aliased/none */
+} snode;
+
+struct stage {
+    const backend *bk;
+    bk_ctx *ctx;
+    const model *m;
+    int first, last, max_batch, nslots, split_bw;
+    long long nparams, param_base;
+    float *params, *grads, *opt_m, *opt_v; /* device, nparams floats each */
+    int nnodes;
+    snode *nodes;
+    float **input;          /* [nslots] (max_batch, in shape) */
+    int32_t **targets;      /* [nslots] (max_batch, targets per sample) or NULL */
+    const float *input_grad;
+    float loss_scale;
+};
+
+static int has_weights(const layer *L)
+{
+    return L->kind == LK_LINEAR || L->kind == LK_CONV2D || L->kind == LK_LAYERNORM ||
+           L->kind == LK_EMBEDDING;
+}
+
+/* Rows of a row-wise layer (linear, layernorm, loss): all leading dimensions. */
+static int rows_of(const layer *L, int B)
+{
+    return (int)((size_t)B * shape_numel(L->in_ndim - 1, L->in_shape));
+}
+
+static void *dalloc(stage *st, size_t floats, plumb_err *err)
+{
+    return st->bk->alloc(st->ctx, floats * sizeof(float), err);
+}
+
+static float **slot_array(stage *st, size_t floats, plumb_err *err)
+{
+    float **a = calloc((size_t)st->nslots, sizeof *a);
+    if (!a) { err_set(err, NULL, NULL, "out of memory"); return NULL; }
+    for (int s = 0; s < st->nslots; s++)
+        if (!(a[s] = dalloc(st, floats, err))) {
+            for (int j = 0; j < s; j++) st->bk->free(st->ctx, a[j]);
+            free(a);
+            return NULL;
+        }
+    return a;
+}
+
+static void slot_free(stage *st, float **a)
+{
+    if (!a) return;
+    for (int s = 0; s < st->nslots; s++) st->bk->free(st->ctx, a[s]);
+    free(a);
+}
+
+static void node_free(stage *st, snode *n)
+{
+    for (int i = 0; i < n->nchildren; i++) node_free(st, &n->children[i]);
+    free(n->children);
+    if (n->L->kind != LK_FLATTEN) slot_free(st, n->out);
+    else free(n->out);
+    slot_free(st, n->aux);
+    slot_free(st, n->dyst);
+    free(n->in);
+    st->bk->free(st->ctx, n->dx);
+}
+
+static int node_init(stage *st, snode *n, const layer *L, plumb_err *err)
+{
+    const size_t B = (size_t)st->max_batch;
+    n->L = L;
+    n->in_n = shape_numel(L->in_ndim, L->in_shape);
+    n->out_n = shape_numel(L->out_ndim, L->out_shape);
+    n->in = calloc((size_t)st->nslots, sizeof *n->in);
+    if (!n->in) return err_set(err, NULL, NULL, "out of memory");
+    if (L->kind == LK_FLATTEN) {
+        if (!(n->out = calloc((size_t)st->nslots, sizeof *n->out)))
+            return err_set(err, NULL, NULL, "out of memory");
+    } else if (!(n->out = slot_array(st, B * n->out_n, err))) {
+        return -1;
+    }
+    size_t aux = 0;
+    if (L->kind == LK_LAYERNORM) aux = 2 * (size_t)rows_of(L, st->max_batch);
+    if (L->kind == LK_ATTENTION)
+        aux = B * L->heads * (size_t)L->in_shape[0] * L->in_shape[0];
+    if (L->kind == LK_XENT) aux = 2 * (size_t)rows_of(L, st->max_batch);
+    if (aux && !(n->aux = slot_array(st, aux, err))) return -1;
+    if (st->split_bw && has_weights(L) && !(n->dyst = slot_array(st, B * n->out_n, err)))
+        return -1;
+    if (L->kind != LK_FLATTEN && L->kind != LK_EMBEDDING &&
+        !(n->dx = dalloc(st, B * n->in_n, err)))
+        return -1;
+    if (L->kind == LK_RESIDUAL) {
+        n->children = calloc((size_t)L->nchildren, sizeof *n->children);
+        if (!n->children) return err_set(err, NULL, NULL, "out of memory");
+        n->nchildren = L->nchildren;
+        for (int i = 0; i < L->nchildren; i++)
+            if (node_init(st, &n->children[i], &L->children[i], err)) return -1;
+    }
+    return 0;
+}
+
+stage *stage_create(const backend *bk, bk_ctx *ctx, const model *m, int first, int last,
+                    int max_batch, int nslots, int split_bw, plumb_err *err)
+{
+    if (first < 0 || last >= m->nlayers || first > last || max_batch < 1 || nslots < 1) {
+        err_set(err, NULL, NULL, "stage: expected 0 <= first <= last < %d, max_batch >= 1, "
+                "nslots >= 1 (got %d, %d, %d, %d)", m->nlayers, first, last, max_batch, nslots);
+        return NULL;
+    }
+    stage *st = calloc(1, sizeof *st);
+    float *host = NULL;
+    if (!st) { err_set(err, NULL, NULL, "out of memory"); return NULL; }
+    st->bk = bk;
+    st->ctx = ctx;
+    st->m = m;
+    st->first = first;
+    st->last = last;
+    st->max_batch = max_batch;
+    st->nslots = nslots;
+    st->split_bw = split_bw;
+    st->param_base = m->layers[first].param_offset;
+    st->nparams = model_range_params(m, first, last);
+    st->nnodes = last - first + 1;
+    st->nodes = calloc((size_t)st->nnodes, sizeof *st->nodes);
+    if (!st->nodes) { err_set(err, NULL, NULL, "out of memory"); goto fail; }
+    for (int i = 0; i < st->nnodes; i++)
+        if (node_init(st, &st->nodes[i], &m->layers[first + i], err)) goto fail;
+    if (!(st->params = dalloc(st, (size_t)st->nparams, err)) ||
+        !(st->grads = dalloc(st, (size_t)st->nparams, err)))
+        goto fail;
+    if (!(st->input = slot_array(st, (size_t)max_batch * st->nodes[0].in_n, err))) goto fail;
+    if (stage_has_loss(st)) {
+        size_t nt = (size_t)max_batch * model_targets_per_sample(m);
+        st->targets = calloc((size_t)nslots, sizeof *st->targets);
+        if (!st->targets) { err_set(err, NULL, NULL, "out of memory"); goto fail; }
+        for (int s = 0; s < nslots; s++)
+            if (!(st->targets[s] = bk->alloc(ctx, nt * sizeof(int32_t), err))) goto fail;
+    }
+    host = malloc(((size_t)st->nparams + 1) * sizeof *host);
+    if (!host) { err_set(err, NULL, NULL, "out of memory"); goto fail; }
+    model_init_params(m, first, last, host);
+    bk->upload(ctx, st->params, host, (size_t)st->nparams * sizeof(float));
+    free(host);
+    if (bk->sync(ctx, err)) goto fail;
+    return st;
+fail:
+    free(host);
+    stage_free(st);
+    return NULL;
+}
+
+void stage_free(stage *st)
+{
+    if (!st) return;
+    if (st->nodes)
+        for (int i = 0; i < st->nnodes; i++)
+            if (st->nodes[i].L) node_free(st, &st->nodes[i]);
+    free(st->nodes);
+    slot_free(st, st->input);
+    if (st->targets) slot_free(st, (float **)st->targets);
+    st->bk->free(st->ctx, st->params);
+    st->bk->free(st->ctx, st->grads);
+    st->bk->free(st->ctx, st->opt_m);
+    st->bk->free(st->ctx, st->opt_v);
+    free(st);
+}
+
+float *stage_input(stage *st, int slot) { return st->input[slot]; }
+int32_t *stage_targets(stage *st, int slot) { return st->targets ? st->targets[slot] : NULL; }
+const float *stage_output(stage *st, int slot) { return st->nodes[st->nnodes - 1].out[slot]; }
+const float *stage_input_grad(stage *st) { return st->input_grad; }
+long long stage_nparams(const stage *st) { return st->nparams; }
+float *stage_params(stage *st) { return st->params; }
+float *stage_grads(stage *st) { return st->grads; }
+size_t stage_in_numel(const stage *st) { return st->nodes[0].in_n; }
+size_t stage_out_numel(const stage *st) { return st->nodes[st->nnodes - 1].out_n; }
+int stage_has_loss(const stage *st) { return st->last == st->m->nlayers - 1; }
+
+void stage_zero_grads(stage *st)
+{
+    st->bk->zero(st->ctx, st->grads, (size_t)st->nparams * sizeof(float));
+}
+
+static bk_conv conv_geom(const layer *L, int B)
+{
+    bk_conv g = {B, L->in_shape[0], L->in_shape[1], L->in_shape[2], L->out, L->kernel,
+                 L->stride, L->pad, L->out_shape[1], L->out_shape[2]};
+    return g;
+}
+
+static bk_pool pool_geom(const layer *L, int B)
+{
+    bk_pool g = {B, L->in_shape[0], L->in_shape[1], L->in_shape[2], L->kernel, L->stride,
+                 L->out_shape[1], L->out_shape[2]};
+    return g;
+}
+
+/* The layer's weights inside the parameter (or gradient) vector P of the stage. */
+static float *lp(const stage *st, const snode *n, const float *P)
+{
+    return (float *)P + (n->L->param_offset - st->param_base);
+}
+
+static const float *node_fwd(stage *st, snode *n, int slot, int B, const float *P,
+                             const float *x)
+{
+    const backend *bk = st->bk;
+    bk_ctx *c = st->ctx;
+    const layer *L = n->L;
+    float *y = n->out[slot], *w = lp(st, n, P);
+    n->in[slot] = x;
+    switch (L->kind) {
+    case LK_LINEAR: {
+        int in = L->in_shape[L->in_ndim - 1];
+        bk->linear_fwd(c, rows_of(L, B), in, L->out, x, w, w + (size_t)L->out * in, y);
+        break;
+    }
+    case LK_CONV2D: {
+        bk_conv g = conv_geom(L, B);
+        bk->conv2d_fwd(c, &g, x, w, w + (size_t)g.K * g.C * g.kernel * g.kernel, y);
+        break;
+    }
+    case LK_RELU: bk->relu_fwd(c, (size_t)B * n->in_n, x, y); break;
+    case LK_GELU: bk->gelu_fwd(c, (size_t)B * n->in_n, x, y); break;
+    case LK_MAXPOOL2D: {
+        bk_pool g = pool_geom(L, B);
+        bk->maxpool_fwd(c, &g, x, y);
+        break;
+    }
+    case LK_FLATTEN: n->out[slot] = (float *)x; y = (float *)x; break;
+    case LK_LAYERNORM: {
+        int N = rows_of(L, B);
+        bk->layernorm_fwd(c, N, L->dim, x, w, w + L->dim, y, n->aux[slot], n->aux[slot] + N);
+        break;
+    }
+    case LK_EMBEDDING:
+        bk->embedding_fwd(c, B, L->in_shape[0], L->vocab, L->dim, x, w,
+                          w + (size_t)L->vocab * L->dim, y);
+        break;
+    case LK_ATTENTION:
+        bk->attention_fwd(c, B, L->in_shape[0], L->dim, L->heads, x, n->aux[slot], y);
+        break;
+    case LK_RESIDUAL: {
+        const float *h = x;
+        for (int i = 0; i < n->nchildren; i++) h = node_fwd(st, &n->children[i], slot, B, P, h);
+        bk->add(c, (size_t)B * n->out_n, x, h, y);
+        break;
+    }
+    case LK_XENT: {
+        int N = rows_of(L, B);
+        bk->xent_fwd(c, N, L->in_shape[L->in_ndim - 1], x, st->targets[slot], y, n->aux[slot],
+                     n->aux[slot] + N);
+        break;
+    }
+    default: break;
+    }
+    return y;
+}
+
+void stage_forward(stage *st, int slot, int B, const float *params)
+{
+    const float *P = params ? params : st->params;
+    const float *h = st->input[slot];
+    for (int i = 0; i < st->nnodes; i++) h = node_fwd(st, &st->nodes[i], slot, B, P, h);
+}
+
+/* Weight gradient of one layer from its output gradient dy and its forward input. */
+static void node_wgrad(stage *st, snode *n, int slot, int B, const float *dy)
+{
+    const backend *bk = st->bk;
+    bk_ctx *c = st->ctx;
+    const layer *L = n->L;
+    const float *x = n->in[slot];
+    float *g = lp(st, n, st->grads);
+    switch (L->kind) {
+    case LK_LINEAR: {
+        int in = L->in_shape[L->in_ndim - 1];
+        bk->linear_bwd_weight(c, rows_of(L, B), in, L->out, dy, x, g, g + (size_t)L->out * in);
+        break;
+    }
+    case LK_CONV2D: {
+        bk_conv gm = conv_geom(L, B);
+        bk->conv2d_bwd_weight(c, &gm, dy, x, g, g + (size_t)gm.K * gm.C * gm.kernel * gm.kernel);
+        break;
+    }
+    case LK_LAYERNORM: {
+        int N = rows_of(L, B);
+        bk->layernorm_bwd_weight(c, N, L->dim, x, n->aux[slot], n->aux[slot] + N, dy, g,
+                                 g + L->dim);
+        break;
+    }
+    case LK_EMBEDDING:
+        bk->embedding_bwd_weight(c, B, L->in_shape[0], L->vocab, L->dim, x, dy, g,
+                                 g + (size_t)L->vocab * L->dim);
+        break;
+    default: break;
+    }
+}
+
+/* Backward of one node: returns the gradient of its input (NULL for the embedding).
+ * split = 1 keeps dy for a later weight pass instead of computing the weight gradient. */
+static const float *node_bwd(stage *st, snode *n, int slot, int B, const float *P,
+                             const float *dy, int split)
+{
+    const backend *bk = st->bk;
+    bk_ctx *c = st->ctx;
+    const layer *L = n->L;
+    const float *x = n->in[slot], *w = lp(st, n, P);
+    float *dx = n->dx;
+    if (has_weights(L)) {
+        if (split) bk->copy(c, n->dyst[slot], dy, (size_t)B * n->out_n * sizeof(float));
+        else node_wgrad(st, n, slot, B, dy);
+    }
+    switch (L->kind) {
+    case LK_LINEAR:
+        bk->linear_bwd_data(c, rows_of(L, B), L->in_shape[L->in_ndim - 1], L->out, dy, w, dx);
+        break;
+    case LK_CONV2D: {
+        bk_conv g = conv_geom(L, B);
+        bk->conv2d_bwd_data(c, &g, dy, w, dx);
+        break;
+    }
+    case LK_RELU: bk->relu_bwd(c, (size_t)B * n->in_n, x, dy, dx); break;
+    case LK_GELU: bk->gelu_bwd(c, (size_t)B * n->in_n, x, dy, dx); break;
+    case LK_MAXPOOL2D: {
+        bk_pool g = pool_geom(L, B);
+        bk->maxpool_bwd(c, &g, x, dy, dx);
+        break;
+    }
+    case LK_FLATTEN: return dy;
+    case LK_LAYERNORM: {
+        int N = rows_of(L, B);
+        bk->layernorm_bwd_data(c, N, L->dim, x, w, n->aux[slot], n->aux[slot] + N, dy, dx);
+        break;
+    }
+    case LK_EMBEDDING: return NULL;
+    case LK_ATTENTION:
+        bk->attention_bwd(c, B, L->in_shape[0], L->dim, L->heads, x, n->aux[slot], dy, dx);
+        break;
+    case LK_RESIDUAL: {
+        const float *h = dy;
+        for (int i = n->nchildren - 1; i >= 0; i--)
+            h = node_bwd(st, &n->children[i], slot, B, P, h, split);
+        bk->add(c, (size_t)B * n->in_n, dy, h, dx);
+        break;
+    }
+    case LK_XENT:
+        bk->xent_bwd(c, rows_of(L, B), L->in_shape[L->in_ndim - 1], n->out[slot],
+                     st->targets[slot], st->loss_scale, dx);
+        break;
+    default: break;
+    }
+    return dx;
+}
+
+static void backward(stage *st, int slot, int B, const float *params, const float *dout,
+                     float loss_scale, int split)
+{
+    const float *P = params ? params : st->params;
+    st->loss_scale = loss_scale;
+    const float *h = dout;
+    for (int i = st->nnodes - 1; i >= 0; i--)
+        h = node_bwd(st, &st->nodes[i], slot, B, P, h, split);
+    st->input_grad = h;
+}
+
+void stage_backward(stage *st, int slot, int B, const float *params, const float *dout,
+                    float loss_scale)
+{
+    backward(st, slot, B, params, dout, loss_scale, 0);
+}
+
+void stage_backward_input(stage *st, int slot, int B, const float *params, const float *dout,
+                          float loss_scale)
+{
+    backward(st, slot, B, params, dout, loss_scale, st->split_bw);
+}
+
+static void wpass(stage *st, snode *n, int slot, int B)
+{
+    if (has_weights(n->L)) node_wgrad(st, n, slot, B, n->dyst[slot]);
+    for (int i = 0; i < n->nchildren; i++) wpass(st, &n->children[i], slot, B);
+}
+
+void stage_backward_weight(stage *st, int slot, int B)
+{
+    if (!st->split_bw) return; /* the input pass already computed the weight gradients */
+    for (int i = 0; i < st->nnodes; i++) wpass(st, &st->nodes[i], slot, B);
+}
+
+int stage_loss(stage *st, int slot, int B, double *loss_sum, double *correct_sum,
+               plumb_err *err)
+{
+    if (!stage_has_loss(st))
+        return err_set(err, NULL, NULL, "stage_loss: the stage does not hold the loss");
+    snode *n = &st->nodes[st->nnodes - 1];
+    int N = rows_of(n->L, B);
+    float *h = malloc(2 * (size_t)N * sizeof *h);
+    if (!h) return err_set(err, NULL, NULL, "out of memory");
+    st->bk->download(st->ctx, h, n->aux[slot], 2 * (size_t)N * sizeof *h);
+    if (st->bk->sync(st->ctx, err)) { free(h); return -1; }
+    double l = 0, a = 0;
+    for (int i = 0; i < N; i++) {
+        l += h[i];
+        a += h[N + i];
+    }
+    free(h);
+    *loss_sum = l;
+    *correct_sum = a;
+    return 0;
+}
+
+int stage_step(stage *st, const bk_opt *o, plumb_err *err)
+{
+    size_t n = (size_t)st->nparams;
+    if (o->kind != BK_SGD && !st->opt_m && !(st->opt_m = dalloc(st, n, err))) return -1;
+    if (o->kind == BK_ADAM && !st->opt_v && !(st->opt_v = dalloc(st, n, err))) return -1;
+    st->bk->opt_step(st->ctx, o, n, st->params, st->grads, st->opt_m, st->opt_v);
+    return 0;
+}

@@ -1,0 +1,81 @@
+/* stage.h: a contiguous range of a model's top-level layers instantiated on one backend
+ * context: its parameters, gradients and optimizer state on the device, and activation
+ * buffers for `nslots` microbatches in flight at once (a pipeline stage keeps the
+ * activations of every microbatch whose backward has not run yet). The whole model is the
+ * stage [0, nlayers - 1].
+ *
+ * Forward and backward take the parameter vector to use as an argument, so that a caller
+ * keeping several weight versions (weight stashing, 2BW) runs each microbatch on its own
+ * version; gradients always accumulate into the stage's one gradient vector. */
+#ifndef PLUMB_EXEC_STAGE_H
+#define PLUMB_EXEC_STAGE_H
+
+#include <stdint.h>
+
+#include "exec/backend.h"
+#include "exec/model.h"
+
+typedef struct stage stage;
+
+/* Builds the stage of top-level layers [first, last] of m on (bk, ctx), for microbatches of
+ * up to max_batch samples and nslots microbatches in flight. split_bw = 1 also keeps, per
+ * slot, the output gradient of every layer with weights, so that the backward can run as
+ * an input-gradient pass and a later weight-gradient pass (zero-bubble I and W).
+ * Parameters are initialized from m's seed (identical to any other split of the model).
+ * Returns NULL with err set when out of memory or the range is empty. m must outlive the
+ * stage; ctx stays the caller's. */
+stage *stage_create(const backend *bk, bk_ctx *ctx, const model *m, int first, int last,
+                    int max_batch, int nslots, int split_bw, plumb_err *err);
+void stage_free(stage *st);
+
+/* Device buffer the caller fills with slot's input, (B, input shape of layers[first]):
+ * images, features or token ids as floats. */
+float *stage_input(stage *st, int slot);
+/* Device buffer for slot's targets (B * targets per sample, int32) when the stage holds the
+ * loss; NULL otherwise. */
+int32_t *stage_targets(stage *st, int slot);
+/* slot's output after stage_forward, (B, output shape of layers[last]); for the loss
+ * stage, the class probabilities. */
+const float *stage_output(stage *st, int slot);
+/* The gradient of the stage's input after a backward (of the latest microbatch),
+ * (B, input shape); NULL when the stage starts with the embedding. Valid until the next
+ * backward. */
+const float *stage_input_grad(stage *st);
+
+/* Forward of B samples in slot with parameter vector params (device, stage_nparams floats;
+ * NULL = the stage's own). */
+void stage_forward(stage *st, int slot, int B, const float *params);
+
+/* Full backward of slot: dout is the gradient of the stage's output (B, output shape), or
+ * NULL for the loss stage, whose gradient is loss_scale (probs - onehot), loss_scale being
+ * 1 / (targets in the whole minibatch) for a mean loss. Input gradient into
+ * stage_input_grad; weight gradients accumulate into the stage's gradient vector. */
+void stage_backward(stage *st, int slot, int B, const float *params, const float *dout,
+                    float loss_scale);
+/* The two halves (needs split_bw): the input gradient only, then later the weight
+ * gradient of the same slot. */
+void stage_backward_input(stage *st, int slot, int B, const float *params, const float *dout,
+                          float loss_scale);
+void stage_backward_weight(stage *st, int slot, int B);
+
+/* Sums the loss and correct predictions over the B samples' targets of slot (loss stage
+ * only; blocks for the download). Returns 0, or -1 with err set (not the loss stage, or a
+ * backend failure). */
+int stage_loss(stage *st, int slot, int B, double *loss_sum, double *correct_sum,
+               plumb_err *err);
+
+/* Parameters of the stage (floats), and its device vectors. */
+long long stage_nparams(const stage *st);
+float *stage_params(stage *st);
+float *stage_grads(stage *st);
+void stage_zero_grads(stage *st);
+/* One optimizer step on the stage's own parameters with its gradients (state allocated on
+ * first use). Does not zero the gradients. Returns 0, or -1 with err when out of memory. */
+int stage_step(stage *st, const bk_opt *o, plumb_err *err);
+
+/* Targets per sample of the loss, samples' input floats, output floats per sample. */
+size_t stage_in_numel(const stage *st);
+size_t stage_out_numel(const stage *st);
+int stage_has_loss(const stage *st);
+
+#endif
