@@ -1,0 +1,91 @@
+/* test_ui_layout.c: the dashboard layout is a pure function; for every screen size from
+ * 80x24 to 300x100 and a spread of contents, panels lie inside the screen, never overlap,
+ * tile the rows, and leave the timeline room for at least three devices. */
+#include <criterion/criterion.h>
+
+#include "ui/layout.h"
+
+static void check_one(int w, int h, int nst, int ndev, int pinned, int help)
+{
+    ui_layout_in in = { w, h, nst, ndev, pinned, help, 30 };
+    ui_layout L;
+    ui_layout_compute(&in, &L);
+    cr_assert(!L.too_small, "%dx%d reported too small", w, h);
+    ui_rect panels[] = { L.header, L.stages, L.pstages, L.timeline, L.ptimeline, L.status };
+    int np = (int)(sizeof panels / sizeof panels[0]);
+    for (int i = 0; i < np; i++) {
+        cr_assert(ui_rect_inside(panels[i], w, h), "%dx%d: panel %d outside (%d,%d %dx%d)", w,
+                  h, i, panels[i].x, panels[i].y, panels[i].w, panels[i].h);
+        for (int j = i + 1; j < np; j++)
+            cr_assert(!ui_rect_overlap(panels[i], panels[j]), "%dx%d: panels %d and %d overlap",
+                      w, h, i, j);
+    }
+    cr_assert(ui_rect_inside(L.help, w, h), "%dx%d: help outside", w, h);
+    cr_assert_eq(ui_rect_present(L.help), help);
+    /* every cell of the screen belongs to exactly one panel */
+    long cells = 0;
+    for (int i = 0; i < np; i++)
+        if (ui_rect_present(panels[i])) cells += (long)panels[i].w * panels[i].h;
+    cr_assert_eq(cells, (long)w * h, "%dx%d: panels cover %ld of %ld cells", w, h, cells,
+                 (long)w * h);
+    cr_assert_eq(L.status.y, h - 1);
+    cr_assert_eq(L.status.h, 1);
+    cr_assert_eq(L.header.y, 0);
+    cr_assert_eq(L.header.h, ui_layout_header_rows(pinned));
+    cr_assert_geq(L.timeline.h, 6, "%dx%d: timeline too short (%d)", w, h, L.timeline.h);
+    cr_assert_geq(L.stages.h, 4);
+    cr_assert_eq(L.timeline.w, w);
+    if (ui_rect_present(L.ptimeline)) cr_assert_geq(L.ptimeline.h, 6);
+    cr_assert_eq(ui_rect_present(L.pstages), pinned && w >= UI_WIDE_W);
+    cr_assert_eq(ui_rect_present(L.ptimeline), pinned && h >= UI_TALL_H);
+}
+
+Test(ui_layout, every_size_80x24_to_300x100)
+{
+    static const int nst[] = { 0, 1, 4, 16, 64 };
+    static const int ndev[] = { 0, 1, 16, 64, 1024 };
+    for (int w = UI_MIN_W; w <= 300; w++)
+        for (int h = UI_MIN_H; h <= 100; h++)
+            for (int k = 0; k < 5; k++)
+                check_one(w, h, nst[k], ndev[(k + w + h) % 5], (w + h) % 2, (w * h) % 3 == 0);
+}
+
+Test(ui_layout, pinned_and_help_variants_at_the_corners)
+{
+    static const int sizes[][2] = { { 80, 24 }, { 80, 100 }, { 300, 24 }, { 300, 100 },
+                                    { 159, 49 }, { 160, 50 } };
+    for (int i = 0; i < 6; i++)
+        for (int p = 0; p < 2; p++)
+            for (int hp = 0; hp < 2; hp++)
+                for (int n = 0; n <= 40; n += 8) check_one(sizes[i][0], sizes[i][1], n, n, p, hp);
+}
+
+Test(ui_layout, small_stage_tables_give_rows_to_the_timeline)
+{
+    ui_layout_in in = { 120, 40, 2, 16, 0, 0, 0 };
+    ui_layout L;
+    ui_layout_compute(&in, &L);
+    cr_assert_eq(L.stages.h, 5); /* box (2) + column header + 2 stages */
+    cr_assert_eq(L.timeline.h, 40 - 1 - 3 - 5);
+    in.nstages = 100; /* a long table is capped so the timeline keeps most rows */
+    ui_layout_compute(&in, &L);
+    cr_assert_leq(L.stages.h, (40 - 1 - 3) * 2 / 5);
+    cr_assert_geq(L.timeline.h, 19);
+}
+
+Test(ui_layout, too_small_screens_get_one_message)
+{
+    static const int sizes[][2] = { { 79, 24 }, { 80, 23 }, { 10, 5 }, { 1, 1 } };
+    for (int i = 0; i < 4; i++) {
+        ui_layout_in in = { sizes[i][0], sizes[i][1], 4, 4, 1, 1, 10 };
+        ui_layout L;
+        ui_layout_compute(&in, &L);
+        cr_assert(L.too_small);
+        cr_assert(ui_rect_inside(L.message, sizes[i][0], sizes[i][1]));
+        cr_assert(!ui_rect_present(L.header) && !ui_rect_present(L.timeline));
+    }
+    ui_layout_in in = { 0, 0, 4, 4, 0, 0, 0 };
+    ui_layout L;
+    ui_layout_compute(&in, &L);
+    cr_assert(L.too_small && !ui_rect_present(L.message));
+}
