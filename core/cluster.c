@@ -419,6 +419,10 @@ static int load_servers(const jctx *jc, const cJSON *root, cluster *c)
         return err_set(jc->err, jc->file, "servers",
                        "expected at least one {\"device_type\", \"count\"} entry (got an empty "
                        "array)");
+    char why[64];
+    if (c->nlevels == 1) snprintf(why, sizeof why, "a single-level cluster is one server");
+    else if (c->nlevels == 2) snprintf(why, sizeof why, "levels[1].count");
+    else snprintf(why, sizeof why, "the product of levels[1..%d].count", c->nlevels - 1);
     long long total = 0;
     for (int i = 0; i < n; i++) {
         const cJSON *sv = cJSON_GetArrayItem(arr, i);
@@ -432,17 +436,15 @@ static int load_servers(const jctx *jc, const cJSON *root, cluster *c)
         if (json_get_int(jc, sv, p, "count", 1, 1, CLUSTER_MAX_DEVICES, &count)) return -1;
         if (total + count > c->nservers)
             return err_set(jc->err, jc->file, json_path(fp, sizeof fp, p, "count"),
-                           "expected the server counts to total %d servers (the product of "
-                           "the counts of levels[1..%d]) (got %lld by this entry)",
-                           c->nservers, c->nlevels - 1, total + count);
+                           "expected the server counts to total %d servers (%s) (got %lld by "
+                           "this entry)", c->nservers, why, total + count);
         for (long long k = 0; k < count; k++) c->server_type[total + k] = t;
         total += count;
     }
     if (total != c->nservers)
         return err_set(jc->err, jc->file, "servers",
-                       "expected the server counts to total %d servers (the product of the "
-                       "counts of levels[1..%d]) (got %lld)",
-                       c->nservers, c->nlevels - 1, total);
+                       "expected the server counts to total %d servers (%s) (got %lld)",
+                       c->nservers, why, total);
     return 0;
 }
 

@@ -1,0 +1,690 @@
+/* plan.c: plumb-plan/1 files: schedule and optimizer names, loading (profile and cluster
+ * embedded or named by a path relative to the plan file), the structural checks every
+ * consumer relies on (stages cover the layers in order, devices exist and are not shared
+ * unless the schedule interleaves chunks), saving with both nouns embedded, deep copies,
+ * comparison, and the small builders the planner uses. */
+#include "plan.h"
+
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "json.h"
+
+/* ---- names --------------------------------------------------------------------------- */
+
+static const char *const sched_names[SCHED_NKINDS] = {
+    "gpipe", "1f1b-flush", "pipedream", "2bw", "interleaved", "zb-h1", "zb-v",
+};
+
+static const char *const opt_names[OPT_NKINDS] = { "sgd", "momentum", "adam" };
+
+const char *sched_kind_name(sched_kind k)
+{
+    return ((int)k >= 0 && k < SCHED_NKINDS) ? sched_names[k] : "unknown";
+}
+
+int sched_kind_parse(const char *name)
+{
+    for (int k = 0; name && k < SCHED_NKINDS; k++)
+        if (strcmp(name, sched_names[k]) == 0) return k;
+    return -1;
+}
+
+int sched_kind_is_async(sched_kind k)
+{
+    return k == SCHED_PIPEDREAM || k == SCHED_2BW;
+}
+
+const char *optimizer_kind_name(optimizer_kind k)
+{
+    return ((int)k >= 0 && k < OPT_NKINDS) ? opt_names[k] : "unknown";
+}
+
+int optimizer_kind_parse(const char *name)
+{
+    for (int k = 0; name && k < OPT_NKINDS; k++)
+        if (strcmp(name, opt_names[k]) == 0) return k;
+    return -1;
+}
+
+/* ---- lifetime ------------------------------------------------------------------------ */
+
+static char *dup_str(const char *s)
+{
+    if (!s) return NULL;
+    size_t n = strlen(s) + 1;
+    char *d = malloc(n);
+    if (d) memcpy(d, s, n);
+    return d;
+}
+
+void plan_free(plan *pl)
+{
+    if (!pl) return;
+    profile_free(pl->prof);
+    cluster_free(pl->clus);
+    free(pl->profile_ref);
+    free(pl->cluster_ref);
+    if (pl->stages)
+        for (int s = 0; s < pl->nstages; s++) free(pl->stages[s].devices);
+    free(pl->stages);
+    free(pl->pred_peak_memory_bytes);
+    free(pl->planner_config);
+    free(pl);
+}
+
+/* A plan owning nothing yet, with the defaults of plan_new; NULL when out of memory. */
+static plan *plan_blank(int nstages)
+{
+    plan *pl = calloc(1, sizeof *pl);
+    if (!pl) return NULL;
+    pl->stages = calloc((size_t)(nstages > 0 ? nstages : 1), sizeof *pl->stages);
+    if (!pl->stages) { free(pl); return NULL; }
+    pl->nstages = nstages;
+    for (int s = 0; s < nstages; s++) pl->stages[s].compute_s = pl->stages[s].comm_s = -1;
+    pl->schedule = SCHED_1F1B_FLUSH;
+    pl->chunks = 1;
+    pl->microbatch_size = 1;
+    pl->microbatches = 1;
+    pl->optimizer = OPT_SGD;
+    pl->pred_iteration_s = pl->pred_samples_per_s = -1;
+    pl->pred_speedup_vs_dp = pl->pred_speedup_vs_1 = -1;
+    return pl;
+}
+
+plan *plan_new(const profile *prof, const cluster *clus, int nstages)
+{
+    if (!prof || !clus || nstages < 0) return NULL;
+    plan *pl = plan_blank(nstages);
+    if (!pl) return NULL;
+    pl->prof = profile_clone(prof);
+    pl->clus = cluster_clone(clus);
+    if (!pl->prof || !pl->clus) { plan_free(pl); return NULL; }
+    pl->microbatch_size = prof->minibatch > 0 ? prof->minibatch : 1;
+    return pl;
+}
+
+int plan_set_stage(plan *pl, int s, int first, int last, int replicas, const int *devs)
+{
+    if (!pl || s < 0 || s >= pl->nstages || first < 0 || last < first || replicas < 1 || !devs)
+        return -1;
+    int *d = malloc((size_t)replicas * sizeof *d);
+    if (!d) return -1;
+    memcpy(d, devs, (size_t)replicas * sizeof *d);
+    plan_stage *st = &pl->stages[s];
+    free(st->devices);
+    st->devices = d;
+    st->first_layer = first;
+    st->last_layer = last;
+    st->replicas = replicas;
+    return 0;
+}
+
+int plan_minibatch(const plan *pl)
+{
+    if (!pl) return 0;
+    long long m = (long long)pl->microbatch_size * pl->microbatches;
+    return m > INT_MAX ? INT_MAX : (int)m;
+}
+
+plan *plan_clone(const plan *pl)
+{
+    if (!pl || pl->nstages < 0) return NULL;
+    plan *d = plan_blank(pl->nstages);
+    if (!d) return NULL;
+    plan_stage *stages = d->stages;
+    *d = *pl;
+    d->stages = stages;
+    d->prof = NULL;
+    d->clus = NULL;
+    d->profile_ref = d->cluster_ref = d->planner_config = NULL;
+    d->pred_peak_memory_bytes = NULL;
+    for (int s = 0; s < pl->nstages; s++) {
+        d->stages[s] = pl->stages[s];
+        d->stages[s].devices = NULL;
+        if (pl->stages[s].devices && pl->stages[s].replicas > 0) {
+            size_t sz = (size_t)pl->stages[s].replicas * sizeof(int);
+            if (!(d->stages[s].devices = malloc(sz))) goto fail;
+            memcpy(d->stages[s].devices, pl->stages[s].devices, sz);
+        }
+    }
+    if (pl->prof && !(d->prof = profile_clone(pl->prof))) goto fail;
+    if (pl->clus && !(d->clus = cluster_clone(pl->clus))) goto fail;
+    if (pl->profile_ref && !(d->profile_ref = dup_str(pl->profile_ref))) goto fail;
+    if (pl->cluster_ref && !(d->cluster_ref = dup_str(pl->cluster_ref))) goto fail;
+    if (pl->planner_config && !(d->planner_config = dup_str(pl->planner_config))) goto fail;
+    if (pl->pred_peak_memory_bytes && pl->clus && pl->clus->ndevices > 0) {
+        size_t sz = (size_t)pl->clus->ndevices * sizeof(double);
+        if (!(d->pred_peak_memory_bytes = malloc(sz))) goto fail;
+        memcpy(d->pred_peak_memory_bytes, pl->pred_peak_memory_bytes, sz);
+    }
+    return d;
+fail:
+    plan_free(d);
+    return NULL;
+}
+
+/* Equal predicted figures: both absent (< 0) or exactly equal. */
+static int pred_eq(double a, double b)
+{
+    if (a < 0 && b < 0) return 1;
+    return a == b;
+}
+
+int plan_equal(const plan *a, const plan *b)
+{
+    if (a == b) return 1;
+    if (!a || !b) return 0;
+    if (!profile_equal(a->prof, b->prof) || !cluster_equal(a->clus, b->clus)) return 0;
+    if (a->schedule != b->schedule || a->chunks != b->chunks ||
+        a->microbatch_size != b->microbatch_size || a->microbatches != b->microbatches ||
+        a->recompute != b->recompute || a->optimizer != b->optimizer ||
+        a->nstages != b->nstages)
+        return 0;
+    for (int s = 0; s < a->nstages; s++) {
+        const plan_stage *x = &a->stages[s], *y = &b->stages[s];
+        if (x->first_layer != y->first_layer || x->last_layer != y->last_layer ||
+            x->replicas != y->replicas || !pred_eq(x->compute_s, y->compute_s) ||
+            !pred_eq(x->comm_s, y->comm_s))
+            return 0;
+        if (!x->devices != !y->devices) return 0;
+        if (x->devices && memcmp(x->devices, y->devices, (size_t)x->replicas * sizeof(int)))
+            return 0;
+    }
+    if (!pred_eq(a->pred_iteration_s, b->pred_iteration_s) ||
+        !pred_eq(a->pred_samples_per_s, b->pred_samples_per_s) ||
+        !pred_eq(a->pred_speedup_vs_dp, b->pred_speedup_vs_dp) ||
+        !pred_eq(a->pred_speedup_vs_1, b->pred_speedup_vs_1))
+        return 0;
+    if (!a->pred_peak_memory_bytes != !b->pred_peak_memory_bytes) return 0;
+    if (a->pred_peak_memory_bytes)
+        for (int d = 0; d < a->clus->ndevices; d++)
+            if (a->pred_peak_memory_bytes[d] != b->pred_peak_memory_bytes[d]) return 0;
+    if (!a->planner_config != !b->planner_config) return 0;
+    if (a->planner_config && strcmp(a->planner_config, b->planner_config)) return 0;
+    return 1;
+}
+
+/* ---- validation ---------------------------------------------------------------------- */
+
+/* Re-files an error from a nested noun under `prefix` (e.g. "profile"): a message that starts
+ * with a field path gets "prefix." before it, any other gets "prefix: ". */
+static int err_nest(plumb_err *err, const char *file, const char *prefix, const plumb_err *in)
+{
+    const char *m = in->msg;
+    const char *colon = strstr(m, ": ");
+    int is_path = colon && colon > m && memchr(m, ' ', (size_t)(colon - m)) == NULL;
+    return err_set(err, file, NULL, "%s%s%s", prefix, is_path ? "." : ": ", m);
+}
+
+static int check_pred(plumb_err *err, const char *file, const char *path, double v,
+                      const char *unit)
+{
+    if (isnan(v) || isinf(v))
+        return err_set(err, file, path, "expected a finite number of %s, or absent (got %g)",
+                       unit, v);
+    return 0;
+}
+
+/* Cross-checks of stages against the profile and the cluster. `uses` has ndevices slots. */
+static int check_stages(const plan *pl, const char *file, plumb_err *err, int *uses,
+                        int *first_stage)
+{
+    char p[128];
+    int nl = pl->prof->nlayers, nd = pl->clus->ndevices;
+    if (pl->nstages < 1 || !pl->stages)
+        return err_set(err, file, "stages", "expected at least one stage (got %d)", pl->nstages);
+    if (pl->nstages > nl)
+        return err_set(err, file, "stages",
+                       "expected at most %d stages (one per layer of the profile) (got %d)", nl,
+                       pl->nstages);
+    for (int d = 0; d < nd; d++) uses[d] = 0, first_stage[d] = -1;
+    for (int s = 0; s < pl->nstages; s++) {
+        const plan_stage *st = &pl->stages[s];
+        int want = s == 0 ? 0 : pl->stages[s - 1].last_layer + 1;
+        if (st->first_layer != want) {
+            snprintf(p, sizeof p, "stages[%d].first_layer", s);
+            if (s == 0)
+                return err_set(err, file, p, "expected 0, the first layer (got %d)",
+                               st->first_layer);
+            return err_set(err, file, p,
+                           "expected %d, the layer after stages[%d].last_layer; stages must "
+                           "cover the layers in order without %s (got %d)",
+                           want, s - 1, st->first_layer < want ? "overlap" : "gaps",
+                           st->first_layer);
+        }
+        snprintf(p, sizeof p, "stages[%d].last_layer", s);
+        if (st->last_layer < st->first_layer || st->last_layer >= nl)
+            return err_set(err, file, p,
+                           "expected a layer from %d (first_layer) to %d (the profile's last) "
+                           "(got %d)", st->first_layer, nl - 1, st->last_layer);
+        if (s == pl->nstages - 1 && st->last_layer != nl - 1)
+            return err_set(err, file, p,
+                           "expected %d: the last stage must end at the profile's last layer "
+                           "(got %d)", nl - 1, st->last_layer);
+        snprintf(p, sizeof p, "stages[%d].replicas", s);
+        if (st->replicas < 1 || st->replicas > nd)
+            return err_set(err, file, p, "expected an integer from 1 to %d (devices in the "
+                           "cluster) (got %d)", nd, st->replicas);
+        if (!st->devices)
+            return err_set(err, file, p, "expected %d device ids (got none)", st->replicas);
+        for (int r = 0; r < st->replicas; r++) {
+            int d = st->devices[r];
+            snprintf(p, sizeof p, "stages[%d].devices[%d]", s, r);
+            if (d < 0 || d >= nd)
+                return err_set(err, file, p, "expected a device id from 0 to %d (got %d)",
+                               nd - 1, d);
+            for (int q = 0; q < r; q++)
+                if (st->devices[q] == d)
+                    return err_set(err, file, p,
+                                   "expected distinct devices within a stage (device %d is "
+                                   "also stages[%d].devices[%d])", d, s, q);
+            if (pl->chunks == 1 && uses[d] > 0)
+                return err_set(err, file, p,
+                               "expected a device no other stage uses (device %d is also in "
+                               "stages[%d]; only schedules with chunks > 1 share devices)",
+                               d, first_stage[d]);
+            if (uses[d] >= pl->chunks)
+                return err_set(err, file, p,
+                               "expected each device to hold exactly chunks = %d stages "
+                               "(device %d holds more)", pl->chunks, d);
+            if (first_stage[d] < 0) first_stage[d] = s;
+            uses[d]++;
+        }
+        snprintf(p, sizeof p, "stages[%d]", s);
+        if (check_pred(err, file, p, st->compute_s, "seconds (compute_s)") ||
+            check_pred(err, file, p, st->comm_s, "seconds (comm_s)"))
+            return -1;
+    }
+    if (pl->chunks > 1) {
+        if (pl->nstages % pl->chunks)
+            return err_set(err, file, "stages",
+                           "expected a multiple of chunks = %d stages (got %d)", pl->chunks,
+                           pl->nstages);
+        for (int d = 0; d < nd; d++)
+            if (uses[d] != 0 && uses[d] != pl->chunks) {
+                snprintf(p, sizeof p, "stages[%d].devices", first_stage[d]);
+                return err_set(err, file, p,
+                               "expected each device to hold exactly chunks = %d stages "
+                               "(device %d holds %d)", pl->chunks, d, uses[d]);
+            }
+    }
+    return 0;
+}
+
+int plan_validate(const plan *pl, const char *file, plumb_err *err)
+{
+    plumb_err in;
+    if (!pl) return err_set(err, file, NULL, "expected a plan (got nothing)");
+    if (!pl->prof) return err_set(err, file, "profile", "expected a profile (got nothing)");
+    if (!pl->clus) return err_set(err, file, "cluster", "expected a cluster (got nothing)");
+    err_clear(&in);
+    if (profile_validate(pl->prof, "", &in)) return err_nest(err, file, "profile", &in);
+    if (cluster_validate(pl->clus, "", &in)) return err_nest(err, file, "cluster", &in);
+    if ((int)pl->schedule < 0 || pl->schedule >= SCHED_NKINDS)
+        return err_set(err, file, "schedule", "expected a known schedule kind (got %d)",
+                       (int)pl->schedule);
+    if ((int)pl->optimizer < 0 || pl->optimizer >= OPT_NKINDS)
+        return err_set(err, file, "optimizer", "expected a known optimizer (got %d)",
+                       (int)pl->optimizer);
+    if (pl->chunks < 1)
+        return err_set(err, file, "chunks", "expected an integer >= 1 (got %d)", pl->chunks);
+    if (pl->schedule == SCHED_ZB_V && pl->chunks != 2)
+        return err_set(err, file, "chunks", "expected 2 for schedule \"zb-v\" (got %d)",
+                       pl->chunks);
+    if (pl->chunks > 1 && pl->schedule != SCHED_INTERLEAVED && pl->schedule != SCHED_ZB_V)
+        return err_set(err, file, "chunks",
+                       "expected 1 for schedule \"%s\"; only \"interleaved\" and \"zb-v\" place "
+                       "several stages on a device (got %d)", sched_kind_name(pl->schedule),
+                       pl->chunks);
+    if (pl->microbatch_size < 1)
+        return err_set(err, file, "microbatch_size", "expected an integer >= 1 (got %d)",
+                       pl->microbatch_size);
+    if (pl->microbatches < 1)
+        return err_set(err, file, "microbatches", "expected an integer >= 1 (got %d)",
+                       pl->microbatches);
+    if ((long long)pl->microbatch_size * pl->microbatches > INT_MAX)
+        return err_set(err, file, "microbatches",
+                       "expected microbatch_size * microbatches <= %d samples (got %lld)",
+                       INT_MAX, (long long)pl->microbatch_size * pl->microbatches);
+    int nd = pl->clus->ndevices;
+    int *uses = malloc((size_t)(nd > 0 ? nd : 1) * 2 * sizeof *uses);
+    if (!uses) return err_set(err, file, NULL, "out of memory");
+    int rc = check_stages(pl, file, err, uses, uses + nd);
+    free(uses);
+    if (rc) return rc;
+    if (check_pred(err, file, "predicted.iteration_s", pl->pred_iteration_s, "seconds") ||
+        check_pred(err, file, "predicted.samples_per_s", pl->pred_samples_per_s, "samples/s") ||
+        check_pred(err, file, "predicted.speedup_vs_dp", pl->pred_speedup_vs_dp, "x") ||
+        check_pred(err, file, "predicted.speedup_vs_1", pl->pred_speedup_vs_1, "x"))
+        return -1;
+    if (pl->pred_peak_memory_bytes)
+        for (int d = 0; d < nd; d++) {
+            double v = pl->pred_peak_memory_bytes[d];
+            if (!isfinite(v) || v < 0) {
+                char p[96];
+                snprintf(p, sizeof p, "predicted.peak_memory_bytes[%d]", d);
+                return err_set(err, file, p, "expected a finite number of bytes >= 0 (got %g)",
+                               v);
+            }
+        }
+    return 0;
+}
+
+/* ---- loading ------------------------------------------------------------------------- */
+
+static const char *const ROOT_KEYS[] = { "format", "profile", "cluster", "schedule", "chunks",
+                                         "microbatch_size", "microbatches", "recompute",
+                                         "optimizer", "stages", "predicted", "planner_config",
+                                         NULL };
+static const char *const STAGE_KEYS[] = { "first_layer", "last_layer", "replicas", "devices",
+                                          "compute_s", "comm_s", NULL };
+static const char *const PRED_KEYS[] = { "iteration_s", "samples_per_s", "speedup_vs_dp",
+                                         "speedup_vs_1", "peak_memory_bytes", NULL };
+
+/* Rejects keys of obj not in `known` (catches misspelt optional fields). obj is an object. */
+static int check_keys(const jctx *jc, const cJSON *obj, const char *path,
+                      const char *const *known)
+{
+    if (!cJSON_IsObject(obj)) return 0; /* the getters report the type */
+    for (const cJSON *it = obj->child; it; it = it->next) {
+        int ok = 0;
+        for (int k = 0; known[k] && !ok; k++) ok = it->string && !strcmp(it->string, known[k]);
+        if (ok) continue;
+        char fp[256], list[400];
+        size_t used = 0;
+        list[0] = '\0';
+        for (int k = 0; known[k] && used < sizeof list; k++)
+            used += (size_t)snprintf(list + used, sizeof list - used, "%s%s", k ? ", " : "",
+                                     known[k]);
+        json_path(fp, sizeof fp, path, it->string ? it->string : "?");
+        return err_set(jc->err, jc->file, fp, "unknown field; expected one of %s", list);
+    }
+    return 0;
+}
+
+/* path of `ref` relative to the folder of `file`; malloc'd, NULL when out of memory. */
+static char *resolve_ref(const char *file, const char *ref)
+{
+    const char *slash = file ? strrchr(file, '/') : NULL;
+    if (ref[0] == '/' || !slash) return dup_str(ref);
+    size_t dl = (size_t)(slash - file) + 1, rl = strlen(ref);
+    char *p = malloc(dl + rl + 1);
+    if (!p) return NULL;
+    memcpy(p, file, dl);
+    memcpy(p + dl, ref, rl + 1);
+    return p;
+}
+
+/* Loads the noun at root[key]: an embedded object or a path string. Sets *out (a profile or
+ * a cluster) and *ref (the path, or NULL). */
+static int load_noun(const jctx *jc, const cJSON *root, const char *key, int is_profile,
+                     void **out, char **ref)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, key);
+    char got[96];
+    plumb_err in;
+    err_clear(&in);
+    if (!v)
+        return err_set(jc->err, jc->file, key,
+                       "missing; expected the embedded %s object or a path to its file", key);
+    if (cJSON_IsObject(v)) {
+        *out = is_profile ? (void *)profile_from_json(v, "", &in)
+                          : (void *)cluster_from_json(v, "", &in);
+        if (!*out) return err_nest(jc->err, jc->file, key, &in);
+        return 0;
+    }
+    if (!cJSON_IsString(v) || !*v->valuestring)
+        return err_set(jc->err, jc->file, key,
+                       "expected an embedded %s object or a file path string (got %s)", key,
+                       json_describe(v, got, sizeof got));
+    if (!(*ref = dup_str(v->valuestring))) return err_set(jc->err, jc->file, key, "out of memory");
+    char *path = resolve_ref(jc->file, v->valuestring);
+    if (!path) return err_set(jc->err, jc->file, key, "out of memory");
+    *out = is_profile ? (void *)profile_load(path, jc->err) : (void *)cluster_load(path, jc->err);
+    free(path);
+    return *out ? 0 : -1;
+}
+
+/* Index of a layer given by index or by name at stage.key. */
+static int get_layer(const jctx *jc, const cJSON *st, const char *path, const char *key,
+                     const profile *prof, int *out)
+{
+    char fp[160], got[96];
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(st, key);
+    json_path(fp, sizeof fp, path, key);
+    if (cJSON_IsString(v)) {
+        for (int i = 0; i < prof->nlayers; i++)
+            if (prof->layers[i].name && strcmp(prof->layers[i].name, v->valuestring) == 0) {
+                *out = i;
+                return 0;
+            }
+        return err_set(jc->err, jc->file, fp,
+                       "expected a layer index or the name of a layer of the profile (got %s)",
+                       json_describe(v, got, sizeof got));
+    }
+    long long x = 0;
+    if (json_get_int(jc, st, path, key, 1, 0, prof->nlayers - 1, &x)) return -1;
+    *out = (int)x;
+    return 0;
+}
+
+static int load_stages(const jctx *jc, const cJSON *root, plan *pl)
+{
+    const cJSON *arr, *devs;
+    int n, nd;
+    char p[96], fp[160];
+    if (json_get_arr(jc, root, "", "stages", 1, &arr, &n)) return -1;
+    if (n < 1 || n > pl->prof->nlayers)
+        return err_set(jc->err, jc->file, "stages",
+                       "expected 1 to %d stages (at most one per layer) (got %d)",
+                       pl->prof->nlayers, n);
+    pl->stages = calloc((size_t)n, sizeof *pl->stages);
+    if (!pl->stages) return err_set(jc->err, jc->file, "stages", "out of memory");
+    pl->nstages = n;
+    for (int s = 0; s < n; s++) pl->stages[s].compute_s = pl->stages[s].comm_s = -1;
+    for (int s = 0; s < n; s++) {
+        const cJSON *sv = cJSON_GetArrayItem(arr, s);
+        plan_stage *st = &pl->stages[s];
+        long long r = 0;
+        json_path_idx(p, sizeof p, "stages", "", s);
+        if (!cJSON_IsObject(sv)) {
+            char got[96];
+            return err_set(jc->err, jc->file, p, "expected an object (got %s)",
+                           json_describe(sv, got, sizeof got));
+        }
+        if (check_keys(jc, sv, p, STAGE_KEYS) ||
+            get_layer(jc, sv, p, "first_layer", pl->prof, &st->first_layer) ||
+            get_layer(jc, sv, p, "last_layer", pl->prof, &st->last_layer) ||
+            json_get_int(jc, sv, p, "replicas", 1, 1, pl->clus->ndevices, &r) ||
+            json_get_arr(jc, sv, p, "devices", 1, &devs, &nd))
+            return -1;
+        if (nd != r)
+            return err_set(jc->err, jc->file, json_path(fp, sizeof fp, p, "devices"),
+                           "expected %lld device ids, one per replica (got %d)", r, nd);
+        st->replicas = (int)r;
+        if (!(st->devices = malloc((size_t)r * sizeof *st->devices)))
+            return err_set(jc->err, jc->file, p, "out of memory");
+        json_path(fp, sizeof fp, p, "devices");
+        for (int i = 0; i < nd; i++) {
+            long long d = 0;
+            if (json_item_int(jc, cJSON_GetArrayItem(devs, i), fp, i, 0,
+                              pl->clus->ndevices - 1, &d))
+                return -1;
+            st->devices[i] = (int)d;
+        }
+        if (json_get_num(jc, sv, p, "compute_s", 0, J_NONNEG, &st->compute_s) ||
+            json_get_num(jc, sv, p, "comm_s", 0, J_NONNEG, &st->comm_s))
+            return -1;
+    }
+    return 0;
+}
+
+static int load_predicted(const jctx *jc, const cJSON *root, plan *pl)
+{
+    const cJSON *pr, *arr;
+    int n;
+    if (json_get_obj(jc, root, "", "predicted", 0, &pr)) return -1;
+    if (!pr) return 0;
+    const char *pp = "predicted";
+    if (check_keys(jc, pr, pp, PRED_KEYS)) return -1;
+    if (json_get_num(jc, pr, pp, "iteration_s", 0, J_NONNEG, &pl->pred_iteration_s) ||
+        json_get_num(jc, pr, pp, "samples_per_s", 0, J_NONNEG, &pl->pred_samples_per_s) ||
+        json_get_num(jc, pr, pp, "speedup_vs_dp", 0, J_NONNEG, &pl->pred_speedup_vs_dp) ||
+        json_get_num(jc, pr, pp, "speedup_vs_1", 0, J_NONNEG, &pl->pred_speedup_vs_1) ||
+        json_get_arr(jc, pr, pp, "peak_memory_bytes", 0, &arr, &n))
+        return -1;
+    if (!arr) return 0;
+    if (n != pl->clus->ndevices)
+        return err_set(jc->err, jc->file, "predicted.peak_memory_bytes",
+                       "expected %d numbers, one per device of the cluster (got %d)",
+                       pl->clus->ndevices, n);
+    pl->pred_peak_memory_bytes = malloc((size_t)(n > 0 ? n : 1) * sizeof(double));
+    if (!pl->pred_peak_memory_bytes)
+        return err_set(jc->err, jc->file, "predicted.peak_memory_bytes", "out of memory");
+    for (int d = 0; d < n; d++)
+        if (json_item_num(jc, cJSON_GetArrayItem(arr, d), "predicted.peak_memory_bytes", d,
+                          J_NONNEG, &pl->pred_peak_memory_bytes[d]))
+            return -1;
+    return 0;
+}
+
+plan *plan_from_json(const cJSON *root, const char *file, plumb_err *err)
+{
+    jctx jc = { file, err };
+    const char *s = NULL;
+    long long x = 0;
+    char got[96];
+    if (json_check_format(&jc, root, PLAN_FORMAT) || check_keys(&jc, root, "", ROOT_KEYS))
+        return NULL;
+    plan *pl = plan_blank(0);
+    if (!pl) { err_set(err, file, NULL, "out of memory"); return NULL; }
+    free(pl->stages);
+    pl->stages = NULL;
+    if (load_noun(&jc, root, "profile", 1, (void **)&pl->prof, &pl->profile_ref) ||
+        load_noun(&jc, root, "cluster", 0, (void **)&pl->clus, &pl->cluster_ref))
+        goto fail;
+    if (json_get_str(&jc, root, "", "schedule", 1, &s)) goto fail;
+    if (sched_kind_parse(s) < 0) {
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, "schedule");
+        err_set(err, file, "schedule",
+                "expected one of gpipe, 1f1b-flush, pipedream, 2bw, interleaved, zb-h1, zb-v "
+                "(got %s)", json_describe(v, got, sizeof got));
+        goto fail;
+    }
+    pl->schedule = (sched_kind)sched_kind_parse(s);
+    x = 1;
+    if (json_get_int(&jc, root, "", "chunks", 0, 1, pl->prof->nlayers, &x)) goto fail;
+    pl->chunks = (int)x;
+    if (json_get_int(&jc, root, "", "microbatch_size", 1, 1, INT_MAX, &x)) goto fail;
+    pl->microbatch_size = (int)x;
+    if (json_get_int(&jc, root, "", "microbatches", 1, 1, INT_MAX, &x)) goto fail;
+    pl->microbatches = (int)x;
+    if (json_get_bool(&jc, root, "", "recompute", 0, &pl->recompute)) goto fail;
+    s = "sgd";
+    if (json_get_str(&jc, root, "", "optimizer", 0, &s)) goto fail;
+    if (optimizer_kind_parse(s) < 0) {
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, "optimizer");
+        err_set(err, file, "optimizer", "expected one of sgd, momentum, adam (got %s)",
+                json_describe(v, got, sizeof got));
+        goto fail;
+    }
+    pl->optimizer = (optimizer_kind)optimizer_kind_parse(s);
+    if (load_stages(&jc, root, pl) || load_predicted(&jc, root, pl)) goto fail;
+    s = NULL;
+    if (json_get_str(&jc, root, "", "planner_config", 0, &s)) goto fail;
+    if (s && !(pl->planner_config = dup_str(s))) {
+        err_set(err, file, NULL, "out of memory");
+        goto fail;
+    }
+    if (plan_validate(pl, file, err)) goto fail;
+    return pl;
+fail:
+    plan_free(pl);
+    return NULL;
+}
+
+plan *plan_load(const char *path, plumb_err *err)
+{
+    cJSON *root = json_load_file(path, err);
+    if (!root) return NULL;
+    plan *pl = plan_from_json(root, path, err);
+    cJSON_Delete(root);
+    return pl;
+}
+
+/* ---- saving -------------------------------------------------------------------------- */
+
+cJSON *plan_to_json(const plan *pl)
+{
+    if (!pl || !pl->prof || !pl->clus) return NULL;
+    cJSON *root = cJSON_CreateObject(), *arr, *o, *sub;
+    if (!root) return NULL;
+    if (!cJSON_AddStringToObject(root, "format", PLAN_FORMAT)) goto fail;
+    if (!(sub = profile_to_json(pl->prof))) goto fail;
+    cJSON_AddItemToObject(root, "profile", sub);
+    if (!(sub = cluster_to_json(pl->clus))) goto fail;
+    cJSON_AddItemToObject(root, "cluster", sub);
+    if (!cJSON_AddStringToObject(root, "schedule", sched_kind_name(pl->schedule)) ||
+        !json_add_num(root, "chunks", pl->chunks) ||
+        !json_add_num(root, "microbatch_size", pl->microbatch_size) ||
+        !json_add_num(root, "microbatches", pl->microbatches) ||
+        !cJSON_AddBoolToObject(root, "recompute", pl->recompute != 0) ||
+        !cJSON_AddStringToObject(root, "optimizer", optimizer_kind_name(pl->optimizer)))
+        goto fail;
+    if (!(arr = cJSON_AddArrayToObject(root, "stages"))) goto fail;
+    for (int s = 0; s < pl->nstages; s++) {
+        const plan_stage *st = &pl->stages[s];
+        if (!(o = cJSON_CreateObject())) goto fail;
+        cJSON_AddItemToArray(arr, o);
+        if (!json_add_num(o, "first_layer", st->first_layer) ||
+            !json_add_num(o, "last_layer", st->last_layer) ||
+            !json_add_num(o, "replicas", st->replicas))
+            goto fail;
+        cJSON *devs = st->devices ? cJSON_CreateIntArray(st->devices, st->replicas)
+                                  : cJSON_CreateArray();
+        if (!devs) goto fail;
+        cJSON_AddItemToObject(o, "devices", devs);
+        if ((st->compute_s >= 0 && !json_add_num(o, "compute_s", st->compute_s)) ||
+            (st->comm_s >= 0 && !json_add_num(o, "comm_s", st->comm_s)))
+            goto fail;
+    }
+    if (pl->pred_iteration_s >= 0 || pl->pred_samples_per_s >= 0 ||
+        pl->pred_speedup_vs_dp >= 0 || pl->pred_speedup_vs_1 >= 0 ||
+        pl->pred_peak_memory_bytes) {
+        if (!(o = cJSON_AddObjectToObject(root, "predicted"))) goto fail;
+        if ((pl->pred_iteration_s >= 0 && !json_add_num(o, "iteration_s", pl->pred_iteration_s)) ||
+            (pl->pred_samples_per_s >= 0 &&
+             !json_add_num(o, "samples_per_s", pl->pred_samples_per_s)) ||
+            (pl->pred_speedup_vs_dp >= 0 &&
+             !json_add_num(o, "speedup_vs_dp", pl->pred_speedup_vs_dp)) ||
+            (pl->pred_speedup_vs_1 >= 0 &&
+             !json_add_num(o, "speedup_vs_1", pl->pred_speedup_vs_1)))
+            goto fail;
+        if (pl->pred_peak_memory_bytes) {
+            cJSON *m = cJSON_CreateDoubleArray(pl->pred_peak_memory_bytes, pl->clus->ndevices);
+            if (!m) goto fail;
+            cJSON_AddItemToObject(o, "peak_memory_bytes", m);
+        }
+    }
+    if (pl->planner_config &&
+        !cJSON_AddStringToObject(root, "planner_config", pl->planner_config))
+        goto fail;
+    return root;
+fail:
+    cJSON_Delete(root);
+    return NULL;
+}
+
+int plan_save(const plan *pl, const char *path, plumb_err *err)
+{
+    if (plan_validate(pl, path, err)) return -1;
+    cJSON *root = plan_to_json(pl);
+    if (!root) return err_set(err, path, NULL, "out of memory while building JSON");
+    int rc = json_save_file(path, root, err);
+    cJSON_Delete(root);
+    return rc;
+}

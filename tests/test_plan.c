@@ -1,0 +1,550 @@
+/* test_plan.c: plumb-plan/1: schedule and optimizer names, plans built with plan_new over a
+ * small in-memory profile round-trip through files (embedded and by relative path), and each
+ * class of bad input is rejected with the exact field path, leaving no file on a failed save. */
+#include <criterion/criterion.h>
+#include <dirent.h>
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/json.h"
+#include "core/plan.h"
+
+/* ---- fixtures ------------------------------------------------------------------------ */
+
+/* A chain of n layers "l0".."l{n-1}" profiled at minibatch 32. */
+static profile *small_profile(int n)
+{
+    profile *p = profile_alloc(n, 0);
+    cr_assert_not_null(p);
+    p->name = strdup("tiny");
+    p->device = strdup("V100");
+    p->source = strdup("test");
+    p->minibatch = 32;
+    for (int i = 0; i < n; i++) {
+        char nm[16];
+        snprintf(nm, sizeof nm, "l%d", i);
+        p->layers[i].name = strdup(nm);
+        p->layers[i].kind = strdup("Linear");
+        p->layers[i].desc = strdup("");
+        p->layers[i].forward_ms = 1.25 + i;
+        p->layers[i].backward_ms = 2.5 + 2 * i;
+        p->layers[i].activation_bytes = 4096.0 * (i + 1);
+        p->layers[i].parameter_bytes = 1e6 / 3 * (i + 1);
+    }
+    plumb_err err;
+    cr_assert_eq(profile_validate(p, "tiny", &err), 0, "%s", err.msg);
+    return p;
+}
+
+/* 2 servers of 4 devices. */
+static cluster *small_cluster(void)
+{
+    const char *t = "{\"format\":\"plumb-cluster/1\",\"name\":\"c\",\"levels\":["
+                    "{\"name\":\"nvlink\",\"count\":4,\"bandwidth_gbit_per_s\":200,\"latency_us\":3},"
+                    "{\"name\":\"eth\",\"count\":2,\"bandwidth_gbit_per_s\":25,\"latency_us\":50}],"
+                    "\"device_types\":[{\"name\":\"V100\",\"memory_gib\":16,\"speed\":1}],"
+                    "\"device_type\":\"V100\"}";
+    plumb_err err;
+    cJSON *root = json_parse_text("c.json", t, strlen(t), &err);
+    cr_assert_not_null(root, "%s", err.msg);
+    cluster *c = cluster_from_json(root, "c.json", &err);
+    cr_assert_not_null(c, "%s", err.msg);
+    cJSON_Delete(root);
+    return c;
+}
+
+/* 6 layers on 8 devices: [0,1] x2 on {0,1}, [2,3] x1 on {2}, [4,5] x1 on {3}. */
+static plan *good_plan(void)
+{
+    profile *p = small_profile(6);
+    cluster *c = small_cluster();
+    plan *pl = plan_new(p, c, 3);
+    cr_assert_not_null(pl);
+    profile_free(p);
+    cluster_free(c);
+    int d0[] = {0, 1}, d1[] = {2}, d2[] = {3};
+    cr_assert_eq(plan_set_stage(pl, 0, 0, 1, 2, d0), 0);
+    cr_assert_eq(plan_set_stage(pl, 1, 2, 3, 1, d1), 0);
+    cr_assert_eq(plan_set_stage(pl, 2, 4, 5, 1, d2), 0);
+    return pl;
+}
+
+static char *make_tmpdir(void)
+{
+    char *d = strdup("/tmp/plumb-test-plan-XXXXXX");
+    cr_assert_not_null(mkdtemp(d));
+    return d;
+}
+
+static int count_files(const char *dir)
+{
+    DIR *d = opendir(dir);
+    int n = 0;
+    if (!d) return -1;
+    for (struct dirent *e; (e = readdir(d));)
+        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) n++;
+    closedir(d);
+    return n;
+}
+
+static void rm_tree(char *dir)
+{
+    DIR *d = opendir(dir);
+    if (d) {
+        for (struct dirent *e; (e = readdir(d));) {
+            if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+            char p[512];
+            snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+            unlink(p);
+        }
+        closedir(d);
+    }
+    rmdir(dir);
+    free(dir);
+}
+
+static void round_trip(const plan *pl)
+{
+    char *tmp = make_tmpdir();
+    char path[512];
+    plumb_err err;
+    snprintf(path, sizeof path, "%s/plan.json", tmp);
+    cr_assert_eq(plan_save(pl, path, &err), 0, "%s", err.msg);
+    plan *b = plan_load(path, &err);
+    cr_assert_not_null(b, "%s", err.msg);
+    cr_assert(plan_equal(pl, b), "reloaded plan differs");
+    cr_assert_null(b->profile_ref);
+    cr_assert_null(b->cluster_ref);
+    plan *k = plan_clone(b);
+    cr_assert(plan_equal(k, pl));
+    plan_free(k);
+    plan_free(b);
+    rm_tree(tmp);
+}
+
+/* ---- names --------------------------------------------------------------------------- */
+
+Test(plan, schedule_and_optimizer_names)
+{
+    const char *want[] = {"gpipe", "1f1b-flush", "pipedream", "2bw", "interleaved", "zb-h1",
+                          "zb-v"};
+    for (int k = 0; k < SCHED_NKINDS; k++) {
+        cr_assert_str_eq(sched_kind_name((sched_kind)k), want[k]);
+        cr_assert_eq(sched_kind_parse(want[k]), k);
+        cr_assert_eq(sched_kind_is_async((sched_kind)k), k == SCHED_PIPEDREAM || k == SCHED_2BW);
+    }
+    cr_assert_eq(sched_kind_parse("1F1B"), -1);
+    cr_assert_eq(sched_kind_parse(""), -1);
+    cr_assert_str_eq(sched_kind_name(SCHED_NKINDS), "unknown");
+    const char *opt[] = {"sgd", "momentum", "adam"};
+    for (int k = 0; k < OPT_NKINDS; k++) {
+        cr_assert_str_eq(optimizer_kind_name((optimizer_kind)k), opt[k]);
+        cr_assert_eq(optimizer_kind_parse(opt[k]), k);
+    }
+    cr_assert_eq(optimizer_kind_parse("lamb"), -1);
+}
+
+/* ---- building and round trips -------------------------------------------------------- */
+
+Test(plan, plan_new_defaults)
+{
+    plan *pl = good_plan();
+    cr_assert_eq(pl->schedule, SCHED_1F1B_FLUSH);
+    cr_assert_eq(pl->chunks, 1);
+    cr_assert_eq(pl->microbatch_size, 32);
+    cr_assert_eq(pl->microbatches, 1);
+    cr_assert_eq(plan_minibatch(pl), 32);
+    cr_assert_lt(pl->pred_iteration_s, 0);
+    cr_assert_lt(pl->stages[0].compute_s, 0);
+    cr_assert_null(pl->pred_peak_memory_bytes);
+    plumb_err err;
+    cr_assert_eq(plan_validate(pl, "p", &err), 0, "%s", err.msg);
+    cr_assert_eq(plan_set_stage(pl, 3, 0, 0, 1, (int[]){0}), -1);
+    cr_assert_eq(plan_set_stage(pl, 0, 2, 1, 1, (int[]){0}), -1);
+    cr_assert_eq(plan_set_stage(pl, 0, 0, 1, 0, (int[]){0}), -1);
+    pl->microbatches = 4;
+    cr_assert_eq(plan_minibatch(pl), 128);
+    plan_free(pl);
+}
+
+Test(plan, round_trip_every_schedule)
+{
+    for (int k = 0; k < SCHED_NKINDS; k++) {
+        plan *pl = good_plan();
+        pl->schedule = (sched_kind)k;
+        pl->microbatch_size = 8;
+        pl->microbatches = 4 + k;
+        pl->recompute = k % 2;
+        pl->optimizer = (optimizer_kind)(k % OPT_NKINDS);
+        if (k == SCHED_INTERLEAVED || k == SCHED_ZB_V) {
+            /* 6 stages of one layer, 2 per device on devices 4..6 */
+            plan_free(pl);
+            profile *p = small_profile(6);
+            cluster *c = small_cluster();
+            pl = plan_new(p, c, 6);
+            profile_free(p);
+            cluster_free(c);
+            pl->schedule = (sched_kind)k;
+            pl->chunks = 2;
+            int dev[] = {4, 5, 6, 6, 5, 4}; /* V placement */
+            for (int s = 0; s < 6; s++) cr_assert_eq(plan_set_stage(pl, s, s, s, 1, &dev[s]), 0);
+        }
+        plumb_err err;
+        cr_assert_eq(plan_validate(pl, "p", &err), 0, "%s: %s", sched_kind_name(k), err.msg);
+        round_trip(pl);
+        plan_free(pl);
+    }
+}
+
+Test(plan, round_trip_with_predictions)
+{
+    plan *pl = good_plan();
+    pl->pred_iteration_s = 0.1234567890123;
+    pl->pred_samples_per_s = 259.2;
+    pl->pred_speedup_vs_dp = 1.0 / 3;
+    pl->pred_speedup_vs_1 = 2.9;
+    pl->pred_peak_memory_bytes = calloc(8, sizeof(double));
+    for (int d = 0; d < 8; d++) pl->pred_peak_memory_bytes[d] = d < 4 ? 1e9 / 7 * (d + 1) : 0;
+    pl->stages[0].compute_s = 0.01 / 3;
+    pl->stages[2].comm_s = 0;
+    pl->planner_config = strdup("2-1-1");
+    round_trip(pl);
+    /* equality sees the predictions */
+    plan *b = plan_clone(pl);
+    b->pred_peak_memory_bytes[3] += 1;
+    cr_assert_not(plan_equal(pl, b));
+    plan_free(b);
+    b = plan_clone(pl);
+    b->stages[1].devices[0] = 7;
+    cr_assert_not(plan_equal(pl, b));
+    plan_free(b);
+    plan_free(pl);
+}
+
+/* A plan file that names its profile and cluster by paths relative to its own folder. */
+Test(plan, profile_and_cluster_by_relative_path)
+{
+    plan *pl = good_plan();
+    char *tmp = make_tmpdir();
+    char path[512];
+    plumb_err err;
+    snprintf(path, sizeof path, "%s/prof.json", tmp);
+    cr_assert_eq(profile_save(pl->prof, path, &err), 0, "%s", err.msg);
+    snprintf(path, sizeof path, "%s/clus.json", tmp);
+    cr_assert_eq(cluster_save(pl->clus, path, &err), 0, "%s", err.msg);
+    cJSON *j = plan_to_json(pl);
+    cJSON_ReplaceItemInObject(j, "profile", cJSON_CreateString("prof.json"));
+    cJSON_ReplaceItemInObject(j, "cluster", cJSON_CreateString("clus.json"));
+    snprintf(path, sizeof path, "%s/plan.json", tmp);
+    cr_assert_eq(json_save_file(path, j, &err), 0, "%s", err.msg);
+    cJSON_Delete(j);
+    plan *b = plan_load(path, &err);
+    cr_assert_not_null(b, "%s", err.msg);
+    cr_assert_str_eq(b->profile_ref, "prof.json");
+    cr_assert_str_eq(b->cluster_ref, "clus.json");
+    cr_assert(plan_equal(pl, b));
+    /* saving embeds both */
+    snprintf(path, sizeof path, "%s/plan2.json", tmp);
+    cr_assert_eq(plan_save(b, path, &err), 0, "%s", err.msg);
+    cJSON *j2 = json_load_file(path, &err);
+    cr_assert(cJSON_IsObject(cJSON_GetObjectItem(j2, "profile")));
+    cr_assert(cJSON_IsObject(cJSON_GetObjectItem(j2, "cluster")));
+    cJSON_Delete(j2);
+    /* a missing referenced file is named in the message */
+    unlink(path);
+    snprintf(path, sizeof path, "%s/clus.json", tmp);
+    unlink(path);
+    snprintf(path, sizeof path, "%s/plan.json", tmp);
+    cr_assert_null(plan_load(path, &err));
+    cr_assert(strstr(err.msg, "clus.json: cannot open") != NULL, "%s", err.msg);
+    plan_free(b);
+    plan_free(pl);
+    rm_tree(tmp);
+}
+
+Test(plan, layers_by_name)
+{
+    plan *pl = good_plan();
+    cJSON *j = plan_to_json(pl);
+    cJSON *st = cJSON_GetArrayItem(cJSON_GetObjectItem(j, "stages"), 1);
+    cJSON_ReplaceItemInObject(st, "first_layer", cJSON_CreateString("l2"));
+    cJSON_ReplaceItemInObject(st, "last_layer", cJSON_CreateString("l3"));
+    plumb_err err;
+    plan *b = plan_from_json(j, "p.json", &err);
+    cr_assert_not_null(b, "%s", err.msg);
+    cr_assert(plan_equal(pl, b));
+    plan_free(b);
+    cJSON_Delete(j);
+    plan_free(pl);
+}
+
+/* ---- bad input: mutate a good plan's JSON and expect the exact path ------------------- */
+
+typedef void (*mutator)(cJSON *root);
+
+static void expect_bad(mutator m, const char *path, const char *word)
+{
+    plan *pl = good_plan();
+    cJSON *j = plan_to_json(pl);
+    plan_free(pl);
+    cr_assert_not_null(j);
+    m(j);
+    plumb_err err;
+    err_clear(&err);
+    plan *b = plan_from_json(j, "p.json", &err);
+    cJSON_Delete(j);
+    cr_assert_null(b, "accepted bad input, wanted error at %s", path);
+    char want[256];
+    snprintf(want, sizeof want, "p.json: %s: ", path);
+    cr_assert(strstr(err.msg, want) != NULL, "message \"%s\" lacks \"%s\"", err.msg, want);
+    if (word) cr_assert(strstr(err.msg, word) != NULL, "message \"%s\" lacks \"%s\"", err.msg, word);
+}
+
+static cJSON *stage(cJSON *r, int s) { return cJSON_GetArrayItem(cJSON_GetObjectItem(r, "stages"), s); }
+static void set(cJSON *o, const char *k, cJSON *v)
+{
+    if (cJSON_GetObjectItem(o, k)) cJSON_ReplaceItemInObject(o, k, v);
+    else cJSON_AddItemToObject(o, k, v);
+}
+
+static void m_format(cJSON *r) { set(r, "format", cJSON_CreateString("plumb-plan/2")); }
+static void m_type_mb(cJSON *r) { set(r, "microbatches", cJSON_CreateString("4")); }
+static void m_type_recompute(cJSON *r) { set(r, "recompute", cJSON_CreateNumber(1)); }
+static void m_type_devices(cJSON *r) { set(stage(r, 0), "devices", cJSON_CreateNumber(0)); }
+static void m_type_profile(cJSON *r) { set(r, "profile", cJSON_CreateNumber(3)); }
+static void m_miss_sched(cJSON *r) { cJSON_DeleteItemFromObject(r, "schedule"); }
+static void m_miss_replicas(cJSON *r) { cJSON_DeleteItemFromObject(stage(r, 2), "replicas"); }
+static void m_miss_cluster(cJSON *r) { cJSON_DeleteItemFromObject(r, "cluster"); }
+static void m_neg_mbs(cJSON *r) { set(r, "microbatch_size", cJSON_CreateNumber(-8)); }
+static void m_neg_compute(cJSON *r) { set(stage(r, 1), "compute_s", cJSON_CreateNumber(-1)); }
+static void m_zero_mb(cJSON *r) { set(r, "microbatches", cJSON_CreateNumber(0)); }
+static void m_zero_replicas(cJSON *r) { set(stage(r, 1), "replicas", cJSON_CreateNumber(0)); }
+static void m_inf_iter(cJSON *r)
+{
+    cJSON *p = cJSON_CreateObject();
+    cJSON_AddItemToObject(p, "iteration_s", cJSON_CreateNumber(INFINITY));
+    set(r, "predicted", p);
+}
+static void m_inf_mbs(cJSON *r) { set(r, "microbatch_size", cJSON_CreateNumber(INFINITY)); }
+static void m_big_mbs(cJSON *r) { set(r, "microbatch_size", cJSON_CreateNumber(4294967296.0)); }
+static void m_product(cJSON *r)
+{
+    set(r, "microbatch_size", cJSON_CreateNumber(65536));
+    set(r, "microbatches", cJSON_CreateNumber(65536));
+}
+static void m_sched_unknown(cJSON *r) { set(r, "schedule", cJSON_CreateString("1f1b")); }
+static void m_opt_unknown(cJSON *r) { set(r, "optimizer", cJSON_CreateString("lamb")); }
+static void m_layer_range(cJSON *r) { set(stage(r, 2), "last_layer", cJSON_CreateNumber(6)); }
+static void m_layer_name(cJSON *r) { set(stage(r, 1), "first_layer", cJSON_CreateString("conv9")); }
+static void m_device_range(cJSON *r)
+{
+    set(stage(r, 0), "devices", cJSON_CreateIntArray((int[]){0, 8}, 2));
+}
+static void m_device_neg(cJSON *r) { set(stage(r, 2), "devices", cJSON_CreateIntArray((int[]){-1}, 1)); }
+static void m_device_shared(cJSON *r) { set(stage(r, 2), "devices", cJSON_CreateIntArray((int[]){1}, 1)); }
+static void m_device_dup(cJSON *r) { set(stage(r, 0), "devices", cJSON_CreateIntArray((int[]){1, 1}, 2)); }
+static void m_replica_count(cJSON *r) { set(stage(r, 1), "replicas", cJSON_CreateNumber(2)); }
+static void m_overlap(cJSON *r) { set(stage(r, 1), "first_layer", cJSON_CreateNumber(1)); }
+static void m_gap(cJSON *r) { set(stage(r, 2), "first_layer", cJSON_CreateNumber(5)); }
+static void m_not_first(cJSON *r) { set(stage(r, 0), "first_layer", cJSON_CreateNumber(1)); }
+static void m_short(cJSON *r) { set(stage(r, 2), "last_layer", cJSON_CreateNumber(4)); }
+static void m_backwards(cJSON *r) { set(stage(r, 1), "last_layer", cJSON_CreateNumber(1)); }
+static void m_no_stages(cJSON *r) { set(r, "stages", cJSON_CreateArray()); }
+static void m_chunks_sync(cJSON *r) { set(r, "chunks", cJSON_CreateNumber(2)); }
+static void m_zbv_chunks(cJSON *r) { set(r, "schedule", cJSON_CreateString("zb-v")); }
+static void m_interleaved_uneven(cJSON *r)
+{
+    set(r, "schedule", cJSON_CreateString("interleaved"));
+    set(r, "chunks", cJSON_CreateNumber(2));
+}
+static void m_peak_len(cJSON *r)
+{
+    cJSON *p = cJSON_CreateObject();
+    cJSON_AddItemToObject(p, "peak_memory_bytes", cJSON_CreateDoubleArray((double[]){1, 2}, 2));
+    set(r, "predicted", p);
+}
+static void m_peak_neg(cJSON *r)
+{
+    double v[8] = {1, 2, 3, -4, 5, 6, 7, 8};
+    cJSON *p = cJSON_CreateObject();
+    cJSON_AddItemToObject(p, "peak_memory_bytes", cJSON_CreateDoubleArray(v, 8));
+    set(r, "predicted", p);
+}
+static void m_unknown_key(cJSON *r) { set(stage(r, 0), "replica", cJSON_CreateNumber(2)); }
+static void m_embedded_profile(cJSON *r)
+{
+    cJSON *l = cJSON_GetArrayItem(cJSON_GetObjectItem(cJSON_GetObjectItem(r, "profile"), "layers"), 3);
+    set(l, "forward_ms", cJSON_CreateNumber(-2));
+}
+static void m_embedded_cluster(cJSON *r)
+{
+    cJSON *l = cJSON_GetArrayItem(cJSON_GetObjectItem(cJSON_GetObjectItem(r, "cluster"), "levels"), 1);
+    set(l, "count", cJSON_CreateNumber(0));
+}
+static void m_embedded_format(cJSON *r)
+{
+    set(cJSON_GetObjectItem(r, "cluster"), "format", cJSON_CreateString("plumb-cluster/9"));
+}
+
+Test(plan_bad, malformed_json)
+{
+    plumb_err err;
+    const char *t = "{\"format\":\"plumb-plan/1\",\"stages\":[1,2,}";
+    cr_assert_null(json_parse_text("p.json", t, strlen(t), &err));
+    cr_assert(strstr(err.msg, "p.json: malformed JSON at line 1") != NULL, "%s", err.msg);
+    char *tmp = make_tmpdir();
+    char path[512];
+    snprintf(path, sizeof path, "%s/p.json", tmp);
+    FILE *f = fopen(path, "w");
+    fputs(t, f);
+    fclose(f);
+    cr_assert_null(plan_load(path, &err));
+    cr_assert(strstr(err.msg, "malformed JSON") != NULL, "%s", err.msg);
+    rm_tree(tmp);
+}
+
+Test(plan_bad, unknown_format_version) { expect_bad(m_format, "format", "plumb-plan/1"); }
+
+Test(plan_bad, wrong_type)
+{
+    expect_bad(m_type_mb, "microbatches", "integer");
+    expect_bad(m_type_recompute, "recompute", "true or false");
+    expect_bad(m_type_devices, "stages[0].devices", "array");
+    expect_bad(m_type_profile, "profile", "object or a file path");
+}
+
+Test(plan_bad, missing_field)
+{
+    expect_bad(m_miss_sched, "schedule", "missing");
+    expect_bad(m_miss_replicas, "stages[2].replicas", "missing");
+    expect_bad(m_miss_cluster, "cluster", "missing");
+}
+
+Test(plan_bad, negative)
+{
+    expect_bad(m_neg_mbs, "microbatch_size", NULL);
+    expect_bad(m_neg_compute, "stages[1].compute_s", ">= 0");
+    expect_bad(m_peak_neg, "predicted.peak_memory_bytes[3]", ">= 0");
+}
+
+Test(plan_bad, zero_where_impossible)
+{
+    expect_bad(m_zero_mb, "microbatches", NULL);
+    expect_bad(m_zero_replicas, "stages[1].replicas", NULL);
+    expect_bad(m_no_stages, "stages", NULL);
+}
+
+Test(plan_bad, non_finite)
+{
+    expect_bad(m_inf_iter, "predicted.iteration_s", "finite");
+    expect_bad(m_inf_mbs, "microbatch_size", "integer");
+}
+
+Test(plan_bad, sizes_that_overflow)
+{
+    expect_bad(m_big_mbs, "microbatch_size", "2147483647");
+    expect_bad(m_product, "microbatches", "microbatch_size * microbatches");
+    expect_bad(m_peak_len, "predicted.peak_memory_bytes", "8 numbers");
+}
+
+Test(plan_bad, unknown_names)
+{
+    expect_bad(m_sched_unknown, "schedule", "\"1f1b\"");
+    expect_bad(m_opt_unknown, "optimizer", "\"lamb\"");
+    expect_bad(m_unknown_key, "stages[0].replica", "unknown field");
+}
+
+Test(plan_bad, layers_that_do_not_exist)
+{
+    expect_bad(m_layer_range, "stages[2].last_layer", "0 to 5");
+    expect_bad(m_layer_name, "stages[1].first_layer", "\"conv9\"");
+}
+
+Test(plan_bad, devices_that_do_not_exist)
+{
+    expect_bad(m_device_range, "stages[0].devices[1]", "0 to 7");
+    expect_bad(m_device_neg, "stages[2].devices[0]", NULL);
+}
+
+Test(plan_bad, devices_shared_or_miscounted)
+{
+    expect_bad(m_device_shared, "stages[2].devices[0]", "also in stages[0]");
+    expect_bad(m_device_dup, "stages[0].devices[1]", "distinct");
+    expect_bad(m_replica_count, "stages[1].devices", "2 device ids");
+}
+
+Test(plan_bad, stages_overlapping_or_leaving_gaps)
+{
+    expect_bad(m_overlap, "stages[1].first_layer", "overlap");
+    expect_bad(m_gap, "stages[2].first_layer", "gaps");
+    expect_bad(m_not_first, "stages[0].first_layer", "expected 0");
+    expect_bad(m_short, "stages[2].last_layer", "last layer");
+    expect_bad(m_backwards, "stages[1].last_layer", NULL);
+}
+
+Test(plan_bad, chunks_only_for_interleaving_schedules)
+{
+    expect_bad(m_chunks_sync, "chunks", "1f1b-flush");
+    expect_bad(m_zbv_chunks, "chunks", "zb-v");
+    expect_bad(m_interleaved_uneven, "stages", "multiple of chunks");
+}
+
+Test(plan_bad, embedded_nouns_name_their_path)
+{
+    expect_bad(m_embedded_profile, "profile.layers[3].forward_ms", NULL);
+    expect_bad(m_embedded_cluster, "cluster.levels[1].count", NULL);
+    expect_bad(m_embedded_format, "cluster.format", "plumb-cluster/1");
+}
+
+Test(plan_bad, interleaved_device_holding_wrong_count)
+{
+    profile *p = small_profile(4);
+    cluster *c = small_cluster();
+    plan *pl = plan_new(p, c, 4);
+    profile_free(p);
+    cluster_free(c);
+    pl->schedule = SCHED_INTERLEAVED;
+    pl->chunks = 2;
+    int dev[] = {0, 1, 0, 2};
+    for (int s = 0; s < 4; s++) plan_set_stage(pl, s, s, s, 1, &dev[s]);
+    plumb_err err;
+    cr_assert_eq(plan_validate(pl, "p.json", &err), -1);
+    cr_assert(strstr(err.msg, "p.json: stages[1].devices: ") != NULL, "%s", err.msg);
+    cr_assert(strstr(err.msg, "exactly chunks = 2") != NULL, "%s", err.msg);
+    int three[] = {0, 0, 0, 1};
+    for (int s = 0; s < 4; s++) plan_set_stage(pl, s, s, s, 1, &three[s]);
+    cr_assert_eq(plan_validate(pl, "p.json", &err), -1);
+    cr_assert(strstr(err.msg, "p.json: stages[2].devices[0]: ") != NULL, "%s", err.msg);
+    plan_free(pl);
+}
+
+Test(plan_bad, failed_save_leaves_no_file)
+{
+    plan *pl = good_plan();
+    char *tmp = make_tmpdir();
+    char path[512];
+    plumb_err err;
+    snprintf(path, sizeof path, "%s/plan.json", tmp);
+    pl->stages[2].first_layer = 5; /* gap */
+    cr_assert_eq(plan_save(pl, path, &err), -1);
+    cr_assert(strstr(err.msg, "stages[2].first_layer") != NULL, "%s", err.msg);
+    cr_assert_eq(count_files(tmp), 0);
+    pl->stages[2].first_layer = 4;
+    pl->pred_samples_per_s = NAN;
+    cr_assert_eq(plan_save(pl, path, &err), -1);
+    cr_assert(strstr(err.msg, "predicted.samples_per_s") != NULL, "%s", err.msg);
+    cr_assert_eq(count_files(tmp), 0);
+    pl->pred_samples_per_s = -1;
+    char bad[600];
+    snprintf(bad, sizeof bad, "%s/missing/plan.json", tmp);
+    cr_assert_eq(plan_save(pl, bad, &err), -1);
+    cr_assert_eq(count_files(tmp), 0);
+    cr_assert_eq(plan_save(pl, path, &err), 0, "%s", err.msg);
+    cr_assert_eq(count_files(tmp), 1);
+    plan_free(pl);
+    rm_tree(tmp);
+}
