@@ -366,12 +366,6 @@ model *model_from_json(const cJSON *root, const char *file, plumb_err *err)
     const cJSON *in, *arr;
     int nin, n;
     long long classes = 0, seed = 1;
-    if (json_get_str(&c, root, "", "name", 0, &name) ||
-        json_get_arr(&c, root, "", "input", 1, &in, &nin) ||
-        json_get_int(&c, root, "", "classes", 1, 2, 1 << 24, &classes) ||
-        json_get_int(&c, root, "", "seed", 0, 0, 9007199254740991LL, &seed) ||
-        json_get_arr(&c, root, "", "layers", 1, &arr, &n))
-        goto fail;
     {
         const cJSON *f;
         cJSON_ArrayForEach(f, root)
@@ -389,6 +383,12 @@ model *model_from_json(const cJSON *root, const char *file, plumb_err *err)
             }
         }
     }
+    if (json_get_str(&c, root, "", "name", 0, &name) ||
+        json_get_arr(&c, root, "", "input", 1, &in, &nin) ||
+        json_get_int(&c, root, "", "classes", 1, 2, 1 << 24, &classes) ||
+        json_get_int(&c, root, "", "seed", 0, 0, 9007199254740991LL, &seed) ||
+        json_get_arr(&c, root, "", "layers", 1, &arr, &n))
+        goto fail;
     m->name = strdup(name);
     m->classes = (int)classes;
     m->seed = (unsigned long long)seed;
