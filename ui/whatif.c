@@ -1,0 +1,274 @@
+/* whatif.c: the dashboard's state machine: what-if keys with undo/redo, pinning, and view
+ * keys. Pure data; the caller re-plans, re-simulates and draws as the returned flags say. */
+#include "ui/whatif.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "core/plan.h"
+
+void ui_state_init(ui_state *st, const ui_whatif *initial, int nlevels, int per_server,
+                   double device_memory)
+{
+    memset(st, 0, sizeof *st);
+    st->cur = *initial;
+    st->nlevels = nlevels < 1 ? 1 : nlevels > CLUSTER_MAX_LEVELS ? CLUSTER_MAX_LEVELS : nlevels;
+    st->per_server = per_server < 1 ? 1 : per_server;
+    st->device_memory = device_memory;
+    st->view.level = st->nlevels - 1; /* the slowest level is the interesting one */
+}
+
+int ui_whatif_equal(const ui_whatif *a, const ui_whatif *b)
+{
+    if (a->ngpus != b->ngpus || a->schedule != b->schedule ||
+        a->microbatches != b->microbatches || a->mem_limit_bytes != b->mem_limit_bytes ||
+        a->straggler != b->straggler || a->recompute != b->recompute)
+        return 0;
+    if (a->straggler >= 0 && a->straggler_factor != b->straggler_factor) return 0;
+    for (int l = 0; l < CLUSTER_MAX_LEVELS; l++)
+        if (a->bw_exp[l] != b->bw_exp[l]) return 0;
+    return 1;
+}
+
+static int gpu_valid(int n, int per_server)
+{
+    if (n < 1 || n > UI_MAX_GPUS) return 0;
+    return per_server % n == 0 || n % per_server == 0;
+}
+
+int ui_gpu_step(int n, int per_server, int dir)
+{
+    if (per_server < 1) per_server = 1;
+    if (dir > 0) {
+        for (int k = 2 * n; k <= UI_MAX_GPUS; k++)
+            if (gpu_valid(k, per_server)) return k;
+    } else {
+        for (int k = n / 2; k >= 1; k--)
+            if (gpu_valid(k, per_server)) return k;
+    }
+    return n;
+}
+
+static const double MEM_STEPS_GIB[] = { 1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192 };
+#define NMEM (int)(sizeof MEM_STEPS_GIB / sizeof MEM_STEPS_GIB[0])
+
+double ui_mem_step(double cur, double device_memory, int dir)
+{
+    const double gib = 1024.0 * 1024.0 * 1024.0;
+    int top = -1; /* the largest step below the device memory */
+    for (int i = 0; i < NMEM; i++)
+        if (MEM_STEPS_GIB[i] * gib < device_memory) top = i;
+    if (top < 0) return cur; /* devices smaller than 1 GiB: no steps */
+    if (dir < 0) {
+        if (cur <= 0) return MEM_STEPS_GIB[top] * gib;
+        for (int i = NMEM - 1; i >= 0; i--)
+            if (MEM_STEPS_GIB[i] * gib < cur) return MEM_STEPS_GIB[i] * gib;
+        return cur; /* already at the tightest step */
+    }
+    if (cur <= 0) return 0;
+    for (int i = 0; i <= top; i++)
+        if (MEM_STEPS_GIB[i] * gib > cur) return MEM_STEPS_GIB[i] * gib;
+    return 0; /* looser than the largest step: off */
+}
+
+double ui_straggler_next(double f)
+{
+    static const double F[] = { 1.5, 2, 3, 4 };
+    for (int i = 0; i < 4; i++)
+        if (F[i] > f + 1e-9) return F[i];
+    return F[0];
+}
+
+static ui_snap snap_of(const ui_state *st)
+{
+    ui_snap s;
+    memset(&s, 0, sizeof s);
+    s.cur = st->cur;
+    s.pinned = st->pinned;
+    s.pin = st->pin;
+    return s;
+}
+
+static void push(ui_snap *stack, int *n, ui_snap s)
+{
+    if (*n == UI_UNDO_MAX) {
+        memmove(stack, stack + 1, (UI_UNDO_MAX - 1) * sizeof *stack);
+        (*n)--;
+    }
+    stack[(*n)++] = s;
+}
+
+/* Flags for going from snapshot `a` to the state now. */
+static int diff_flags(const ui_snap *a, const ui_state *st)
+{
+    int f = UI_DO_REDRAW;
+    if (!ui_whatif_equal(&a->cur, &st->cur)) f |= UI_DO_EVAL;
+    if (a->pinned != st->pinned || (st->pinned && !ui_whatif_equal(&a->pin, &st->pin)))
+        f |= UI_DO_EVAL_PIN;
+    return f;
+}
+
+static void restore(ui_state *st, const ui_snap *s)
+{
+    st->cur = s->cur;
+    st->pinned = s->pinned;
+    st->pin = s->pin;
+}
+
+/* Records `before` for undo when the state really changed; returns the flags. */
+static int commit(ui_state *st, const ui_snap *before)
+{
+    int f = diff_flags(before, st);
+    if (f == UI_DO_REDRAW) return 0; /* nothing changed (e.g. at a limit) */
+    push(st->undo, &st->undo_n, *before);
+    st->redo_n = 0;
+    return f;
+}
+
+static int whatif_key(ui_state *st, int key)
+{
+    ui_snap before = snap_of(st);
+    ui_whatif *w = &st->cur;
+    int l = st->view.level;
+    switch (key) {
+    case '+': case '=':
+        w->ngpus = ui_gpu_step(w->ngpus, st->per_server, +1);
+        break;
+    case '-': case '_':
+        w->ngpus = ui_gpu_step(w->ngpus, st->per_server, -1);
+        if (w->straggler >= w->ngpus) w->straggler = -1;
+        break;
+    case 'b':
+        if (w->bw_exp[l] < UI_MAX_BW_EXP) w->bw_exp[l]++;
+        break;
+    case 'B':
+        if (w->bw_exp[l] > -UI_MAX_BW_EXP) w->bw_exp[l]--;
+        break;
+    case 'c':
+        w->schedule = (w->schedule + 1) % SCHED_NKINDS;
+        break;
+    case 'C':
+        w->schedule = (w->schedule + SCHED_NKINDS - 1) % SCHED_NKINDS;
+        break;
+    case 'm':
+        if (w->microbatches * 2 <= UI_MAX_MICROBATCHES) w->microbatches *= 2;
+        break;
+    case 'M':
+        if (w->microbatches > 1) w->microbatches /= 2;
+        break;
+    case 'x':
+        w->mem_limit_bytes = ui_mem_step(w->mem_limit_bytes, st->device_memory, -1);
+        break;
+    case 'X':
+        w->mem_limit_bytes = ui_mem_step(w->mem_limit_bytes, st->device_memory, +1);
+        break;
+    case 't':
+        if (w->straggler == st->view.device) w->straggler = -1;
+        else if (st->view.device < w->ngpus) w->straggler = st->view.device;
+        break;
+    case 'T':
+        w->straggler_factor = ui_straggler_next(w->straggler_factor);
+        if (w->straggler < 0 && st->view.device < w->ngpus) w->straggler = st->view.device;
+        break;
+    case 'r':
+        w->recompute = !w->recompute;
+        break;
+    case 'p':
+        st->pinned = 1;
+        st->pin = st->cur;
+        break;
+    case 'P':
+        st->pinned = 0;
+        break;
+    default:
+        return -1;
+    }
+    return commit(st, &before);
+}
+
+static int undo_redo(ui_state *st, int redo)
+{
+    ui_snap *from = redo ? st->redo : st->undo, *to = redo ? st->undo : st->redo;
+    int *nfrom = redo ? &st->redo_n : &st->undo_n, *nto = redo ? &st->undo_n : &st->redo_n;
+    if (*nfrom == 0) return UI_DO_REDRAW | UI_DO_NOTHING_TO_UNDO;
+    ui_snap now = snap_of(st), prev = from[--*nfrom];
+    push(to, nto, now);
+    restore(st, &prev);
+    return diff_flags(&now, st);
+}
+
+static int view_key(ui_state *st, int key)
+{
+    ui_view *v = &st->view;
+    double span = ldexp(1.0, -v->zoom);
+    switch (key) {
+    case UI_KEY_UP: v->device--; break;
+    case UI_KEY_DOWN: v->device++; break;
+    case UI_KEY_PGUP: v->device -= 10; break;
+    case UI_KEY_PGDN: v->device += 10; break;
+    case UI_KEY_LEFT: v->offset -= span / 4; break;
+    case UI_KEY_RIGHT: v->offset += span / 4; break;
+    case UI_KEY_HOME: v->offset = 0; v->zoom = 0; break;
+    case UI_KEY_END: v->offset = 1 - span; break;
+    case 'z':
+        if (v->zoom < UI_MAX_ZOOM) {
+            v->offset += span / 4; /* zoom around the middle of the view */
+            v->zoom++;
+        }
+        break;
+    case 'Z':
+        if (v->zoom > 0) {
+            v->zoom--;
+            v->offset -= span / 2;
+        }
+        break;
+    case 'l': case '\t':
+        v->level = (v->level + 1) % st->nlevels;
+        break;
+    default:
+        if (key >= '1' && key <= '8' && key - '1' < st->nlevels) {
+            v->level = key - '1';
+            break;
+        }
+        return 0;
+    }
+    span = ldexp(1.0, -v->zoom);
+    if (v->offset > 1 - span) v->offset = 1 - span;
+    if (v->offset < 0) v->offset = 0;
+    if (v->device < 0) v->device = 0;
+    if (v->device >= st->cur.ngpus) v->device = st->cur.ngpus - 1;
+    return UI_DO_REDRAW;
+}
+
+int ui_state_key(ui_state *st, int key)
+{
+    if (key == 'q' || key == 'Q' || key == UI_KEY_CTRL_C) return UI_DO_QUIT;
+    if (key == UI_KEY_RESIZE) return UI_DO_REDRAW;
+    if (st->view.help) { /* the overlay takes the next key: ? and Esc close it */
+        st->view.help = 0;
+        return UI_DO_REDRAW;
+    }
+    if (key == '?' || key == 'h') {
+        st->view.help = 1;
+        return UI_DO_REDRAW;
+    }
+    if (key == 's') return UI_DO_SAVE | UI_DO_REDRAW;
+    if (key == 'e') return UI_DO_EXPORT | UI_DO_REDRAW;
+    if (key == 'u') return undo_redo(st, 0);
+    if (key == 'U' || key == UI_KEY_CTRL_R) return undo_redo(st, 1);
+    int f = whatif_key(st, key);
+    if (f >= 0) return f ? f : UI_DO_REDRAW;
+    return view_key(st, key);
+}
+
+void ui_view_follow(ui_view *v, int ndevices, int rows)
+{
+    if (ndevices < 1) ndevices = 1;
+    if (rows < 1) rows = 1;
+    if (v->device >= ndevices) v->device = ndevices - 1;
+    if (v->device < 0) v->device = 0;
+    if (v->device < v->top) v->top = v->device;
+    if (v->device >= v->top + rows) v->top = v->device - rows + 1;
+    if (v->top > ndevices - rows) v->top = ndevices - rows;
+    if (v->top < 0) v->top = 0;
+}

@@ -1,0 +1,110 @@
+/* whatif.h: the dashboard's state machine, apart from any drawing or simulating: the
+ * what-if settings (GPU count, per-level bandwidth, schedule, microbatches, memory limit,
+ * straggler, recomputation), the pinned settings, the undo/redo stacks, and the view
+ * (selected level and device, timeline zoom and scroll, help). Keys go in, and a set of
+ * UI_DO_* flags comes out telling the caller what to do (re-evaluate, save, quit ...).
+ * Key codes are plumb's own (UI_KEY_*), so this module needs no ncurses. */
+#ifndef PLUMB_UI_WHATIF_H
+#define PLUMB_UI_WHATIF_H
+
+#include "core/cluster.h"
+
+/* Keys that are not plain ASCII. */
+enum {
+    UI_KEY_UP = 0x1000, UI_KEY_DOWN, UI_KEY_LEFT, UI_KEY_RIGHT,
+    UI_KEY_PGUP, UI_KEY_PGDN, UI_KEY_HOME, UI_KEY_END,
+    UI_KEY_RESIZE,
+    UI_KEY_ESC = 27,
+    UI_KEY_CTRL_C = 3,
+    UI_KEY_CTRL_R = 18,
+};
+
+#define UI_MAX_GPUS 256
+#define UI_MAX_MICROBATCHES 1024
+#define UI_MAX_BW_EXP 10          /* bandwidth factors from 2^-10 to 2^10 */
+#define UI_MAX_ZOOM 12            /* the timeline shows down to 1/2^12 of the run */
+#define UI_UNDO_MAX 256
+
+/* What the plan and simulation are asked to be. */
+typedef struct ui_whatif {
+    int ngpus;                       /* devices of the (resized) cluster, >= 1 */
+    int bw_exp[CLUSTER_MAX_LEVELS];  /* level L's bandwidth = the base's x 2^bw_exp[L] */
+    int schedule;                    /* sched_kind */
+    int microbatches;                /* per iteration, >= 1 */
+    double mem_limit_bytes;          /* > 0: each device's memory capped here; 0 = off */
+    int straggler;                   /* device whose compute is slowed, or -1 */
+    double straggler_factor;         /* its compute times x this (> 1) */
+    int recompute;                   /* 1: activations recomputed in backward */
+} ui_whatif;
+
+/* How things are shown; not part of undo. */
+typedef struct ui_view {
+    int level;                       /* cluster level the bandwidth keys change */
+    int device;                      /* selected device: timeline cursor, straggler target */
+    int top;                         /* first timeline row shown */
+    int zoom;                        /* the timeline spans makespan / 2^zoom */
+    double offset;                   /* left edge, as a fraction of the makespan, [0, 1) */
+    int help;                        /* 1: the help overlay is open */
+} ui_view;
+
+/* One undo step: everything a what-if key can change. */
+typedef struct ui_snap {
+    ui_whatif cur;
+    int pinned;
+    ui_whatif pin;
+} ui_snap;
+
+typedef struct ui_state {
+    ui_whatif cur;                   /* the live settings */
+    int pinned;                      /* 1: `pin` is shown beside the live plan */
+    ui_whatif pin;
+    ui_view view;
+    /* facts of the base cluster the keys need */
+    int nlevels;                     /* levels of the cluster */
+    int per_server;                  /* its level-0 count: GPU counts are divisors of it or
+                                        multiples of it */
+    double device_memory;            /* largest device memory, bytes (memory-limit steps) */
+    int undo_n, redo_n;
+    ui_snap undo[UI_UNDO_MAX];       /* oldest first; full stacks drop their oldest entry */
+    ui_snap redo[UI_UNDO_MAX];
+} ui_state;
+
+/* What the caller must do after a key (flags). */
+enum {
+    UI_DO_REDRAW = 1,                /* the view changed */
+    UI_DO_EVAL = 2,                  /* the live what-if changed: re-plan and re-simulate */
+    UI_DO_EVAL_PIN = 4,              /* the pinned what-if changed */
+    UI_DO_SAVE = 8,                  /* save the live plan as JSON */
+    UI_DO_EXPORT = 16,               /* export report, trace and SVG */
+    UI_DO_QUIT = 32,
+    UI_DO_NOTHING_TO_UNDO = 64,      /* `u` / redo with an empty stack */
+};
+
+/* Sets st to start from `initial` on a cluster described by the other arguments. */
+void ui_state_init(ui_state *st, const ui_whatif *initial, int nlevels, int per_server,
+                   double device_memory);
+
+/* Applies one key; returns UI_DO_* flags (0: the key means nothing here). */
+int ui_state_key(ui_state *st, int key);
+
+/* The GPU count one step up (dir > 0) or down from n: the smallest valid count >= 2n, or
+ * the largest valid count <= n/2 (valid: divides per_server or is a multiple of it; at most
+ * UI_MAX_GPUS). Returns n itself when there is no step that way. */
+int ui_gpu_step(int n, int per_server, int dir);
+
+/* The memory limit one step tighter (dir < 0) or looser from `cur` (0 = off), over steps of
+ * 1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192 GiB below device_memory; looser
+ * than the largest step is off. */
+double ui_mem_step(double cur, double device_memory, int dir);
+
+/* The straggler factors `T` cycles through. */
+double ui_straggler_next(double f);
+
+/* 1 when the two settings are equal. */
+int ui_whatif_equal(const ui_whatif *a, const ui_whatif *b);
+
+/* Keeps the view inside a timeline of ndevices rows of which `rows` show, and the selected
+ * device visible. */
+void ui_view_follow(ui_view *v, int ndevices, int rows);
+
+#endif
