@@ -57,6 +57,9 @@ typedef struct schedule {
     int *stage_first;    /* [nstages] offset of stage s in stage_workers */
     int *len;            /* [nworkers] actions per worker */
     action **acts;       /* [nworkers][len[w]] */
+    int *worker_device;  /* [nworkers] cluster device id of each worker: the plan's devices
+                            for schedule_from_plan (workers numbered by increasing device
+                            id), else the identity */
 } schedule;
 
 /* Builds the schedule for spec. Returns a new schedule (free with schedule_free), or NULL
@@ -96,5 +99,49 @@ schedule *schedule_read_csv(const char *path, const sched_spec *spec, plumb_err 
 void schedule_print(const schedule *s, FILE *out);
 
 const char *act_kind_name(act_kind k); /* "F", "B", "I", "W", "SEND_F", ... */
+
+/* --- additions (docs/schedules.md describes the semantics) ---------------------------- */
+
+/* Communication semantics a replay assumes. RENDEZVOUS: a SEND blocks until the peer
+ * reaches the matching RECV (the strictest; generators guarantee it, so the IR is also
+ * safe under the weaker one). BUFFERED: a SEND never blocks, a RECV waits for the matching
+ * SEND's data (what the executor and the simulator do). ALLREDUCE is a barrier among the
+ * stage's replicas (the k-th ALLREDUCE of the stage on each replica) in both. */
+typedef enum sched_sem {
+    SCHED_SEM_RENDEZVOUS = 0,
+    SCHED_SEM_BUFFERED
+} sched_sem;
+
+/* schedule_validate under the chosen semantics (schedule_validate = RENDEZVOUS). */
+int schedule_validate_sem(const schedule *s, sched_sem sem, plumb_err *err);
+
+/* The worker that runs (stage, microbatch) under round-robin replica assignment:
+ * replica microbatch % replicas[stage]. -1 when out of range. */
+int schedule_worker_of(const schedule *s, int stage, int microbatch);
+
+/* Parses one action string ("0F3", "1RECV_B2", "0REDUCE_GRAD", "2STEP"): fills kind,
+ * stage, microbatch (-1 when absent), version/peer/peer_stage -1. Returns 0, 1 for an
+ * action plumb ignores (PyTorch's UNSHARD/RESHARD), or -1 when malformed. */
+int action_parse(const char *text, action *a);
+
+/* CSV flags for schedule_write_csv_flags. The default (0) is PyTorch's compute_comms form:
+ * every action but STEP, which PyTorch cannot parse. */
+enum {
+    SCHED_CSV_STEPS = 1,        /* also write plumb's STEP actions ("0STEP") */
+    SCHED_CSV_COMPUTE_ONLY = 2  /* only F, B, I, W (PyTorch's compute_only form) */
+};
+int schedule_write_csv_flags(const schedule *s, FILE *out, unsigned flags);
+
+/* Builds the schedule of spec from per-rank action strings already split into fields
+ * (rows[w][i], nfields[w]; empty strings are empty slots). `file` names the source in
+ * messages. Used by schedule_read_csv; exposed for tests. */
+schedule *schedule_from_rows(const char *file, char ***rows, const int *nfields, int nrows,
+                             const sched_spec *spec, plumb_err *err);
+
+/* 1 when a and b have the same shape and identical action lists. */
+int schedule_equal(const schedule *a, const schedule *b);
+
+/* Actions of one kind in the whole schedule (for reports and tests). */
+long schedule_count(const schedule *s, act_kind k);
 
 #endif

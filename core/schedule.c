@@ -1,0 +1,360 @@
+/* schedule.c: the action IR's plumbing: allocation and placement of stages on workers,
+ * action text (PyTorch's torch.distributed.pipelining spelling), the per-rank listing,
+ * comparison and counting. Generators live in schedule_gen.c, the passes that add
+ * communication, all-reduce, steps and versions in schedule_lower.c, the validator in
+ * schedule_validate.c and the CSV form in schedule_csv.c. */
+#include "schedule_impl.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const kind_names[ACT_NKINDS] = {
+    "F", "B", "I", "W", "SEND_F", "RECV_F", "SEND_B", "RECV_B", "REDUCE_GRAD", "STEP",
+};
+
+static const char *const sched_labels[SCHED_NKINDS] = {
+    "gpipe", "1f1b-flush", "pipedream", "2bw", "interleaved", "zb-h1", "zb-v",
+};
+
+const char *act_kind_name(act_kind k)
+{
+    return (k >= 0 && k < ACT_NKINDS) ? kind_names[k] : "?";
+}
+
+int actvec_push(actvec *v, action a)
+{
+    if (v->n == v->cap) {
+        int cap = v->cap ? 2 * v->cap : 16;
+        action *p = realloc(v->a, (size_t)cap * sizeof *p);
+        if (!p) return -1;
+        v->a = p;
+        v->cap = cap;
+    }
+    v->a[v->n++] = a;
+    return 0;
+}
+
+void actvec_free(actvec *v)
+{
+    free(v->a);
+    v->a = NULL;
+    v->n = v->cap = 0;
+}
+
+action act_make(int kind, int stage, int microbatch)
+{
+    action a = {kind, stage, microbatch, -1, -1, -1};
+    return a;
+}
+
+int act_is_compute(int k) { return k == ACT_F || k == ACT_B || k == ACT_I || k == ACT_W; }
+int act_is_comm(int k) { return k >= ACT_SEND_F && k <= ACT_RECV_B; }
+int act_is_send(int k) { return k == ACT_SEND_F || k == ACT_SEND_B; }
+
+int sched_kind_chunked(sched_kind k) { return k == SCHED_INTERLEAVED || k == SCHED_ZB_V; }
+
+int sched_nranks(const schedule *s) { return s->nstages / s->chunks; }
+int sched_total_mb(const schedule *s) { return s->microbatches * s->iterations; }
+
+int sched_rank_worker(const schedule *s, int r)
+{
+    /* chunk 0 of rank r is stage r in both the interleaved and the V placement */
+    return s->stage_workers[s->stage_first[r]];
+}
+
+int sched_hosts(const schedule *s, int w, int st)
+{
+    for (int j = 0; j < s->replicas[st]; j++)
+        if (s->stage_workers[s->stage_first[st] + j] == w) return 1;
+    return 0;
+}
+
+int schedule_worker_of(const schedule *s, int stage, int microbatch)
+{
+    if (!s || stage < 0 || stage >= s->nstages || microbatch < 0) return -1;
+    return s->stage_workers[s->stage_first[stage] + microbatch % s->replicas[stage]];
+}
+
+/* Default rank of stage st in a chunked layout of p ranks. */
+static int default_rank(sched_kind k, int st, int p)
+{
+    if (k == SCHED_ZB_V) return (st / p) % 2 == 0 ? st % p : p - 1 - st % p;
+    return st % p;
+}
+
+schedule *sched_alloc(const sched_spec *spec, plumb_err *err)
+{
+    if (!spec) return err_set(err, NULL, "spec", "missing"), NULL;
+    if ((int)spec->kind < 0 || spec->kind >= SCHED_NKINDS)
+        return err_set(err, NULL, "kind", "expected a schedule kind (got %d)", (int)spec->kind),
+               NULL;
+    const char *kn = sched_labels[spec->kind];
+    if (spec->nstages < 1 || spec->nstages > 4096)
+        return err_set(err, NULL, "stages", "expected 1 to 4096 (got %d)", spec->nstages), NULL;
+    if (spec->microbatches < 1 || spec->microbatches > 1000000)
+        return err_set(err, NULL, "microbatches", "expected 1 to 1000000 (got %d)",
+                       spec->microbatches),
+               NULL;
+    if (spec->iterations < 1 || spec->iterations > 100000)
+        return err_set(err, NULL, "iterations", "expected 1 to 100000 (got %d)",
+                       spec->iterations),
+               NULL;
+    if ((long long)spec->microbatches * spec->iterations > 10000000)
+        return err_set(err, NULL, "microbatches", "microbatches x iterations above 10000000 "
+                       "(got %d x %d)", spec->microbatches, spec->iterations),
+               NULL;
+    int chunked = sched_kind_chunked(spec->kind);
+    if (spec->chunks < 1 || spec->chunks > 64)
+        return err_set(err, NULL, "chunks", "expected 1 to 64 (got %d)", spec->chunks), NULL;
+    if (!chunked && spec->chunks != 1)
+        return err_set(err, NULL, "chunks", "%s runs one stage per rank: expected 1 (got %d)",
+                       kn, spec->chunks),
+               NULL;
+    if (spec->kind == SCHED_ZB_V && spec->chunks != 2)
+        return err_set(err, NULL, "chunks", "zb-v needs exactly 2 chunks per rank (got %d)",
+                       spec->chunks),
+               NULL;
+    if (spec->nstages % spec->chunks)
+        return err_set(err, NULL, "stages", "%s: %d virtual stages do not split into %d chunks "
+                       "per rank", kn, spec->nstages, spec->chunks),
+               NULL;
+
+    schedule *s = calloc(1, sizeof *s);
+    if (!s) return err_set(err, NULL, NULL, "out of memory"), NULL;
+    s->kind = spec->kind;
+    s->nstages = spec->nstages;
+    s->chunks = spec->chunks;
+    s->microbatches = spec->microbatches;
+    s->iterations = spec->iterations;
+    s->replicas = malloc((size_t)s->nstages * sizeof *s->replicas);
+    s->stage_first = malloc((size_t)s->nstages * sizeof *s->stage_first);
+    if (!s->replicas || !s->stage_first) goto oom;
+    int total = 0;
+    for (int st = 0; st < s->nstages; st++) {
+        int r = spec->replicas ? spec->replicas[st] : 1;
+        if (r < 1 || r > 1024) {
+            err_set(err, NULL, "replicas", "stage %d: expected 1 to 1024 replicas (got %d)", st,
+                    r);
+            goto fail;
+        }
+        if (chunked && r != 1) {
+            err_set(err, NULL, "replicas", "%s does not replicate stages: stage %d expected 1 "
+                    "replica (got %d)", kn, st, r);
+            goto fail;
+        }
+        s->replicas[st] = r;
+        s->stage_first[st] = total;
+        total += r;
+    }
+    s->stage_workers = malloc((size_t)total * sizeof *s->stage_workers);
+    if (!s->stage_workers) goto oom;
+    int p = s->nstages / s->chunks, maxw = -1;
+    for (int st = 0; st < s->nstages; st++)
+        for (int j = 0; j < s->replicas[st]; j++) {
+            int i = s->stage_first[st] + j;
+            int w = spec->workers ? spec->workers[i]
+                                  : (chunked ? default_rank(s->kind, st, p) : i);
+            if (w < 0 || w > 65535) {
+                err_set(err, NULL, "workers", "stage %d replica %d: expected a worker id from 0 "
+                        "to 65535 (got %d)", st, j, w);
+                goto fail;
+            }
+            for (int k = 0; k < j; k++)
+                if (s->stage_workers[s->stage_first[st] + k] == w) {
+                    err_set(err, NULL, "workers", "stage %d has two replicas on worker %d", st,
+                            w);
+                    goto fail;
+                }
+            s->stage_workers[i] = w;
+            if (w > maxw) maxw = w;
+        }
+    s->nworkers = spec->nworkers > 0 ? spec->nworkers : maxw + 1;
+    if (maxw >= s->nworkers) {
+        err_set(err, NULL, "workers", "worker %d is out of range for %d workers", maxw,
+                s->nworkers);
+        goto fail;
+    }
+    /* placement rules: one stage per worker, or a whole rank's chunks per worker */
+    for (int a = 0; a < s->nstages; a++)
+        for (int b = a + 1; b < s->nstages; b++)
+            for (int ja = 0; ja < s->replicas[a]; ja++)
+                for (int jb = 0; jb < s->replicas[b]; jb++) {
+                    int wa = s->stage_workers[s->stage_first[a] + ja];
+                    int wb = s->stage_workers[s->stage_first[b] + jb];
+                    int same_rank = chunked && default_rank(s->kind, a, p) ==
+                                                   default_rank(s->kind, b, p);
+                    if ((wa == wb) != same_rank) {
+                        if (same_rank)
+                            err_set(err, NULL, "workers", "%s: stages %d and %d are chunks of "
+                                    "one rank and must share a worker (got %d and %d)", kn, a, b,
+                                    wa, wb);
+                        else
+                            err_set(err, NULL, "workers", "%s: stages %d and %d both on worker "
+                                    "%d", kn, a, b, wa);
+                        goto fail;
+                    }
+                }
+    s->len = calloc((size_t)s->nworkers, sizeof *s->len);
+    s->acts = calloc((size_t)s->nworkers, sizeof *s->acts);
+    s->worker_device = malloc((size_t)s->nworkers * sizeof *s->worker_device);
+    if (!s->len || !s->acts || !s->worker_device) goto oom;
+    for (int w = 0; w < s->nworkers; w++) s->worker_device[w] = w;
+    return s;
+oom:
+    err_set(err, NULL, NULL, "out of memory");
+fail:
+    schedule_free(s);
+    return NULL;
+}
+
+void schedule_free(schedule *s)
+{
+    if (!s) return;
+    if (s->acts)
+        for (int w = 0; w < s->nworkers; w++) free(s->acts[w]);
+    free(s->acts);
+    free(s->len);
+    free(s->replicas);
+    free(s->stage_workers);
+    free(s->stage_first);
+    free(s->worker_device);
+    free(s);
+}
+
+int sched_adopt(schedule *s, actvec *lists, plumb_err *err)
+{
+    (void)err;
+    for (int w = 0; w < s->nworkers; w++) {
+        free(s->acts[w]);
+        s->acts[w] = lists[w].a;
+        s->len[w] = lists[w].n;
+        lists[w].a = NULL;
+        lists[w].n = lists[w].cap = 0;
+    }
+    return 0;
+}
+
+int sched_export(const schedule *s, actvec *lists, plumb_err *err)
+{
+    for (int w = 0; w < s->nworkers; w++)
+        for (int i = 0; i < s->len[w]; i++)
+            if (actvec_push(&lists[w], s->acts[w][i]))
+                return err_set(err, NULL, NULL, "out of memory");
+    return 0;
+}
+
+char *action_format(const action *a, char *buf, size_t n)
+{
+    if (!buf || n == 0) return buf;
+    if (!a || a->kind < 0 || a->kind >= ACT_NKINDS) {
+        snprintf(buf, n, "?");
+        return buf;
+    }
+    if (a->microbatch >= 0 && a->kind != ACT_ALLREDUCE && a->kind != ACT_STEP)
+        snprintf(buf, n, "%d%s%d", a->stage, kind_names[a->kind], a->microbatch);
+    else
+        snprintf(buf, n, "%d%s", a->stage, kind_names[a->kind]);
+    return buf;
+}
+
+long schedule_count(const schedule *s, act_kind k)
+{
+    long c = 0;
+    for (int w = 0; s && w < s->nworkers; w++)
+        for (int i = 0; i < s->len[w]; i++) c += s->acts[w][i].kind == (int)k;
+    return c;
+}
+
+int schedule_equal(const schedule *a, const schedule *b)
+{
+    if (!a || !b) return a == b;
+    if (a->kind != b->kind || a->nworkers != b->nworkers || a->nstages != b->nstages ||
+        a->chunks != b->chunks || a->microbatches != b->microbatches ||
+        a->iterations != b->iterations)
+        return 0;
+    for (int st = 0; st < a->nstages; st++)
+        if (a->replicas[st] != b->replicas[st] || a->stage_first[st] != b->stage_first[st])
+            return 0;
+    int total = a->stage_first[a->nstages - 1] + a->replicas[a->nstages - 1];
+    if (memcmp(a->stage_workers, b->stage_workers, (size_t)total * sizeof(int))) return 0;
+    for (int w = 0; w < a->nworkers; w++) {
+        if (a->len[w] != b->len[w] || a->worker_device[w] != b->worker_device[w]) return 0;
+        for (int i = 0; i < a->len[w]; i++) {
+            const action *x = &a->acts[w][i], *y = &b->acts[w][i];
+            if (x->kind != y->kind || x->stage != y->stage || x->microbatch != y->microbatch ||
+                x->version != y->version || x->peer != y->peer ||
+                x->peer_stage != y->peer_stage)
+                return 0;
+        }
+    }
+    return 1;
+}
+
+/* Cell text for the listing: the action, with its weight version for the kinds whose
+ * versions differ within an iteration. */
+static void cell_text(const schedule *s, const action *a, char *buf, size_t n)
+{
+    char t[48];
+    action_format(a, t, sizeof t);
+    int show = (s->kind == SCHED_PIPEDREAM || s->kind == SCHED_2BW) &&
+               (act_is_compute(a->kind) || a->kind == ACT_STEP) && a->version >= 0;
+    if (show)
+        snprintf(buf, n, "%s/v%d", t, a->version);
+    else
+        snprintf(buf, n, "%s", t);
+}
+
+void schedule_print(const schedule *s, FILE *out)
+{
+    if (!s || !out) return;
+    int maxlen = 0;
+    long nact = 0;
+    for (int w = 0; w < s->nworkers; w++) {
+        if (s->len[w] > maxlen) maxlen = s->len[w];
+        nact += s->len[w];
+    }
+    fprintf(out, "%s: %d stage%s on %d worker%s (%d chunk%s per rank), %d microbatch%s x %d "
+            "iteration%s, %ld actions\n",
+            sched_labels[s->kind], s->nstages, s->nstages == 1 ? "" : "s", s->nworkers,
+            s->nworkers == 1 ? "" : "s", s->chunks, s->chunks == 1 ? "" : "s",
+            s->microbatches, s->microbatches == 1 ? "" : "es", s->iterations,
+            s->iterations == 1 ? "" : "s", nact);
+    int *width = calloc((size_t)s->nworkers, sizeof *width);
+    if (!width) return;
+    char cell[64], label[32];
+    for (int w = 0; w < s->nworkers; w++) {
+        width[w] = snprintf(label, sizeof label, "Rank %d", w);
+        for (int i = 0; i < s->len[w]; i++) {
+            cell_text(s, &s->acts[w][i], cell, sizeof cell);
+            int l = (int)strlen(cell);
+            if (l > width[w]) width[w] = l;
+        }
+    }
+    int digits = snprintf(label, sizeof label, "%d", maxlen > 0 ? maxlen - 1 : 0);
+    int lw = 5 + digits; /* "Step " + digits */
+    size_t cap = (size_t)lw + 3;
+    for (int w = 0; w < s->nworkers; w++) cap += (size_t)width[w] + 1;
+    char *line = malloc(cap + 64);
+    if (!line) {
+        free(width);
+        return;
+    }
+    for (int i = -1; i < maxlen; i++) {
+        size_t off = i < 0 ? (size_t)snprintf(line, cap, "%*s", lw + 2, "")
+                           : (size_t)snprintf(line, cap, "Step %0*d: ", digits, i);
+        for (int w = 0; w < s->nworkers; w++) {
+            if (i < 0)
+                snprintf(cell, sizeof cell, "Rank %d", w);
+            else if (i < s->len[w])
+                cell_text(s, &s->acts[w][i], cell, sizeof cell);
+            else
+                cell[0] = '\0';
+            off += (size_t)snprintf(line + off, cap + 64 - off, "%-*s ", width[w], cell);
+        }
+        while (off > 0 && line[off - 1] == ' ') off--;
+        line[off] = '\0';
+        fprintf(out, "%s\n", line);
+    }
+    free(line);
+    free(width);
+}

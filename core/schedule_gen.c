@@ -1,0 +1,289 @@
+/* schedule_gen.c: the generators. Each lays out, per worker, the order of forward and
+ * backward work of one pipeline schedule; schedule_lower.c then adds the replicas'
+ * all-reduce, the sends and receives, the optimizer steps and the weight versions.
+ *
+ * Microbatch g (global index: iteration * microbatches + m) of a stage with r replicas
+ * runs on replica g % r (PipeDream's 1F1B-RR). A replica of stage s keeps at most
+ * ceil(W_s / r_s) microbatches in flight under the 1F1B kinds, W_s being the workers of
+ * stages s..p-1: p - s without replication, PipeDream's NOAM for the input stage. */
+#include "schedule_impl.h"
+
+#include <stdlib.h>
+
+/* Most microbatches a replica of stage st holds under 1F1B. */
+static int inflight_of(const schedule *s, int st)
+{
+    int w = 0;
+    for (int t = st; t < s->nstages; t++) w += s->replicas[t];
+    return (w + s->replicas[st] - 1) / s->replicas[st];
+}
+
+/* Microbatches in [lo, hi) of replica j of stage st, into out; returns the count. */
+static int replica_mbs(const schedule *s, int st, int j, int lo, int hi, int *out)
+{
+    int n = 0, r = s->replicas[st];
+    for (int g = lo; g < hi; g++)
+        if (g % r == j) out[n++] = g;
+    return n;
+}
+
+static int emit(actvec *v, int kind, int st, int m) { return actvec_push(v, act_make(kind, st, m)); }
+
+/* Warmup of k forwards, then one forward and one backward in turn, then the remaining
+ * backwards. zb: the backward is split into I and W, and W of the oldest pending
+ * microbatch follows each I from the d-th on (the rest come last). */
+static int emit_1f1b(actvec *v, int st, const int *mbs, int n, int k, int zb, int d)
+{
+    if (k > n) k = n;
+    if (k < 0) k = 0;
+    for (int i = 0; i < k; i++)
+        if (emit(v, ACT_F, st, mbs[i])) return -1;
+    int wn = 0;
+    for (int t = 0; t < n; t++) {
+        if (t + k < n && emit(v, ACT_F, st, mbs[t + k])) return -1;
+        if (!zb) {
+            if (emit(v, ACT_B, st, mbs[t])) return -1;
+            continue;
+        }
+        if (emit(v, ACT_I, st, mbs[t])) return -1;
+        if (t >= d && emit(v, ACT_W, st, mbs[wn++])) return -1;
+    }
+    while (zb && wn < n)
+        if (emit(v, ACT_W, st, mbs[wn++])) return -1;
+    return 0;
+}
+
+/* gpipe, 1f1b-flush, zb-h1: per iteration, then a flush. pipedream, 2bw: one continuous
+ * 1F1B over every microbatch of every iteration. */
+static int gen_single(const schedule *s, actvec *lists)
+{
+    int M = s->microbatches, T = sched_total_mb(s), kmax = 0;
+    int *mbs = malloc((size_t)T * sizeof *mbs);
+    if (!mbs) return -1;
+    for (int st = 0; st < s->nstages; st++)
+        if (inflight_of(s, st) - 1 > kmax) kmax = inflight_of(s, st) - 1;
+    int async = s->kind == SCHED_PIPEDREAM || s->kind == SCHED_2BW;
+    for (int st = 0; st < s->nstages; st++) {
+        int k = inflight_of(s, st) - 1;
+        for (int j = 0; j < s->replicas[st]; j++) {
+            actvec *v = &lists[s->stage_workers[s->stage_first[st] + j]];
+            for (int it = 0; it < (async ? 1 : s->iterations); it++) {
+                int n = async ? replica_mbs(s, st, j, 0, T, mbs)
+                              : replica_mbs(s, st, j, it * M, it * M + M, mbs);
+                int rc = 0;
+                if (s->kind == SCHED_GPIPE) {
+                    for (int i = 0; i < n && !rc; i++) rc = emit(v, ACT_F, st, mbs[i]);
+                    for (int i = 0; i < n && !rc; i++) rc = emit(v, ACT_B, st, mbs[i]);
+                } else if (s->kind == SCHED_ZB_H1) {
+                    rc = emit_1f1b(v, st, mbs, n, k, 1, kmax - k);
+                } else {
+                    rc = emit_1f1b(v, st, mbs, n, k, 0, 0);
+                }
+                if (rc) {
+                    free(mbs);
+                    return -1;
+                }
+            }
+        }
+    }
+    free(mbs);
+    return 0;
+}
+
+/* Megatron-LM's interleaved 1F1B on rank r: microbatches in groups of p (the last group
+ * may be smaller), each group through chunk 0, then chunk 1, ...; backwards in the same
+ * order with the chunks reversed; 2 (p - r - 1) + (V - 1) p warmup forwards. */
+static int gen_interleaved(const schedule *s, actvec *lists)
+{
+    int p = sched_nranks(s), V = s->chunks, M = s->microbatches, total = M * V;
+    int *tm = malloc((size_t)total * sizeof *tm), *tc = malloc((size_t)total * sizeof *tc);
+    if (!tm || !tc) {
+        free(tm), free(tc);
+        return -1;
+    }
+    /* rounds of at least p microbatches each (one round when M < p), sizes as even as
+     * possible, the larger first */
+    int rounds = M / p > 0 ? M / p : 1, n = 0, g0 = 0, G = (M + rounds - 1) / rounds;
+    for (int q = 0; q < rounds; q++) {
+        int size = M / rounds + (q < M % rounds);
+        for (int c = 0; c < V; c++)
+            for (int m = g0; m < g0 + size; m++) tm[n] = m, tc[n] = c, n++;
+        g0 += size;
+    }
+    for (int r = 0; r < p; r++) {
+        actvec *v = &lists[sched_rank_worker(s, r)];
+        int k = 2 * (p - r - 1) + (V - 1) * G;
+        if (k > total) k = total;
+        for (int it = 0; it < s->iterations; it++) {
+            int base = it * M, rc = 0;
+            for (int i = 0; i < k && !rc; i++) rc = emit(v, ACT_F, tc[i] * p + r, base + tm[i]);
+            for (int t = 0; t < total && !rc; t++) {
+                if (t + k < total) rc = emit(v, ACT_F, tc[t + k] * p + r, base + tm[t + k]);
+                if (!rc) rc = emit(v, ACT_B, (V - 1 - tc[t]) * p + r, base + tm[t]);
+            }
+            if (rc) {
+                free(tm), free(tc);
+                return -1;
+            }
+        }
+    }
+    free(tm), free(tc);
+    return 0;
+}
+
+typedef struct zbv_ctx {
+    actvec *v;
+    int M, base, rc;
+} zbv_ctx;
+
+static void zbv_emit(zbv_ctx *z, int kind, int st, int m)
+{
+    if (!z->rc && m < z->M) z->rc = emit(z->v, kind, st, z->base + m);
+}
+
+/* ZB-V (Qi et al. 2023, section 6) on rank r with the V placement: chunk 0 is stage r,
+ * chunk 1 stage 2p - 1 - r. Laid out for max(2p - 1, M) microbatches, the ones past M
+ * dropped, as PyTorch's ScheduleZBVZeroBubble does. */
+static int gen_zbv(const schedule *s, actvec *lists)
+{
+    int p = sched_nranks(s), M = s->microbatches, n = M > 2 * p - 1 ? M : 2 * p - 1;
+    for (int r = 0; r < p; r++) {
+        int c0 = r, c1 = 2 * p - 1 - r;
+        for (int it = 0; it < s->iterations; it++) {
+            zbv_ctx z = {&lists[sched_rank_worker(s, r)], M, it * M, 0};
+            int f0 = 0, f1 = 0, b0 = 0, b1 = 0;
+            for (int i = 0; i < 2 * (p - r) - 1; i++) zbv_emit(&z, ACT_F, c0, f0++);
+            for (int i = 0; i < r; i++) {
+                zbv_emit(&z, ACT_F, c1, f1++);
+                zbv_emit(&z, ACT_F, c0, f0++);
+            }
+            for (int i = 0; i < p - r; i++) {
+                zbv_emit(&z, ACT_F, c1, f1++);
+                zbv_emit(&z, ACT_I, c1, b1);
+                zbv_emit(&z, ACT_W, c1, b1++);
+            }
+            while (f1 < f0 || f0 < n) {
+                if (f0 < n) zbv_emit(&z, ACT_F, c0, f0++);
+                zbv_emit(&z, ACT_I, c0, b0);
+                zbv_emit(&z, ACT_W, c0, b0++);
+                zbv_emit(&z, ACT_F, c1, f1++);
+                zbv_emit(&z, ACT_I, c1, b1);
+                zbv_emit(&z, ACT_W, c1, b1++);
+            }
+            int w0 = b0, w1 = b1;
+            for (int i = 0; i < r; i++) {
+                zbv_emit(&z, ACT_I, c0, b0++);
+                zbv_emit(&z, ACT_I, c1, b1++);
+            }
+            for (int i = 0; i < p - r; i++) {
+                zbv_emit(&z, ACT_I, c0, b0++);
+                zbv_emit(&z, ACT_W, c0, w0++);
+            }
+            while (w1 < b1) zbv_emit(&z, ACT_W, c1, w1++);
+            while (w0 < b0) zbv_emit(&z, ACT_W, c0, w0++);
+            if (z.rc) return -1;
+        }
+    }
+    return 0;
+}
+
+/* Constraints of the kinds beyond sched_alloc's. */
+static int check_kind(const schedule *s, plumb_err *err)
+{
+    int M = s->microbatches;
+    if (s->kind == SCHED_PIPEDREAM || s->kind == SCHED_2BW)
+        for (int st = 0; st < s->nstages; st++)
+            if (M % s->replicas[st])
+                return err_set(err, NULL, "microbatches", "%s with stage %d on %d replicas "
+                               "needs a multiple of %d (got %d)",
+                               s->kind == SCHED_2BW ? "2bw" : "pipedream", st, s->replicas[st],
+                               s->replicas[st], M);
+    if (s->kind == SCHED_2BW)
+        for (int st = 0; st < s->nstages; st++) {
+            int need = (inflight_of(s, st) - 1) * s->replicas[st];
+            if (M < need)
+                return err_set(err, NULL, "microbatches", "2bw keeps 2 weight versions only "
+                               "when a minibatch covers the microbatches in flight: stage %d "
+                               "needs at least %d (got %d)", st, need, M);
+        }
+    return 0;
+}
+
+schedule *schedule_generate(const sched_spec *spec, plumb_err *err)
+{
+    schedule *s = sched_alloc(spec, err);
+    if (!s) return NULL;
+    actvec *lists = NULL;
+    if (check_kind(s, err)) goto fail;
+    lists = calloc((size_t)s->nworkers, sizeof *lists);
+    if (!lists) goto oom;
+    int rc;
+    switch (s->kind) {
+    case SCHED_INTERLEAVED: rc = gen_interleaved(s, lists); break;
+    case SCHED_ZB_V: rc = gen_zbv(s, lists); break;
+    default: rc = gen_single(s, lists); break;
+    }
+    if (rc) goto oom;
+    if (sched_finish(s, lists, err)) goto fail;
+    free(lists);
+    return s;
+oom:
+    err_set(err, NULL, NULL, "out of memory");
+fail:
+    if (lists)
+        for (int w = 0; w < s->nworkers; w++) actvec_free(&lists[w]);
+    free(lists);
+    schedule_free(s);
+    return NULL;
+}
+
+static int cmp_int(const void *a, const void *b)
+{
+    int x = *(const int *)a, y = *(const int *)b;
+    return (x > y) - (x < y);
+}
+
+schedule *schedule_from_plan(const plan *pl, int iterations, plumb_err *err)
+{
+    if (!pl || pl->nstages < 1 || !pl->stages)
+        return err_set(err, NULL, "stages", "the plan has no stages"), NULL;
+    int total = 0;
+    for (int st = 0; st < pl->nstages; st++) {
+        if (pl->stages[st].replicas < 1 || !pl->stages[st].devices)
+            return err_set(err, NULL, "stages", "stage %d has no devices", st), NULL;
+        total += pl->stages[st].replicas;
+    }
+    int *reps = malloc((size_t)pl->nstages * sizeof *reps);
+    int *devs = malloc((size_t)total * sizeof *devs), *sorted = malloc((size_t)total * sizeof *sorted);
+    int *workers = malloc((size_t)total * sizeof *workers);
+    schedule *s = NULL;
+    if (!reps || !devs || !sorted || !workers) {
+        err_set(err, NULL, NULL, "out of memory");
+        goto done;
+    }
+    int n = 0;
+    for (int st = 0; st < pl->nstages; st++) {
+        reps[st] = pl->stages[st].replicas;
+        for (int j = 0; j < reps[st]; j++) devs[n] = sorted[n] = pl->stages[st].devices[j], n++;
+    }
+    qsort(sorted, (size_t)total, sizeof *sorted, cmp_int);
+    int nd = 0;
+    for (int i = 0; i < total; i++)
+        if (i == 0 || sorted[i] != sorted[i - 1]) sorted[nd++] = sorted[i];
+    for (int i = 0; i < total; i++) {
+        int lo = 0, hi = nd - 1;
+        while (lo < hi) {
+            int mid = (lo + hi) / 2;
+            if (sorted[mid] < devs[i]) lo = mid + 1; else hi = mid;
+        }
+        workers[i] = lo;
+    }
+    sched_spec spec = {pl->schedule, nd, pl->nstages, pl->chunks > 0 ? pl->chunks : 1,
+                       pl->microbatches, iterations, reps, workers};
+    s = schedule_generate(&spec, err);
+    if (s)
+        for (int w = 0; w < s->nworkers; w++) s->worker_device[w] = sorted[w];
+done:
+    free(reps), free(devs), free(sorted), free(workers);
+    return s;
+}

@@ -1,0 +1,62 @@
+/* schedule_impl.h: private helpers shared by core/schedule*.c (not part of plumb's API).
+ * A schedule is built in passes over growable per-worker action lists: a generator lays
+ * out the compute order (F, B, I, W), sched_add_allreduce adds the replicas' gradient
+ * all-reduce, sched_lower adds the sends and receives, sched_place_steps adds the optimizer
+ * steps and sched_assign_versions fills the weight versions. */
+#ifndef PLUMB_SCHEDULE_IMPL_H
+#define PLUMB_SCHEDULE_IMPL_H
+
+#include "schedule.h"
+
+typedef struct actvec {
+    action *a;
+    int n, cap;
+} actvec;
+
+/* Appends a; 0 or -1 when out of memory. */
+int actvec_push(actvec *v, action a);
+void actvec_free(actvec *v);
+
+/* An action with kind, stage and microbatch set and every other field -1. */
+action act_make(int kind, int stage, int microbatch);
+
+/* 1 for F, B, I, W. */
+int act_is_compute(int kind);
+/* 1 for the four send/receive kinds. */
+int act_is_comm(int kind);
+/* 1 for SEND_F, SEND_B. */
+int act_is_send(int kind);
+
+/* 1 when k lays out chunks > 1 virtual stages per rank (interleaved, zb-v). */
+int sched_kind_chunked(sched_kind k);
+
+/* Validates spec and allocates a schedule with its placement filled and every worker's
+ * list empty. NULL with err naming the bad field. */
+schedule *sched_alloc(const sched_spec *spec, plumb_err *err);
+
+/* Pipeline ranks of a chunked schedule: nstages / chunks. */
+int sched_nranks(const schedule *s);
+/* The worker of pipeline rank r (chunked kinds). */
+int sched_rank_worker(const schedule *s, int r);
+/* Total microbatches laid out: microbatches * iterations. */
+int sched_total_mb(const schedule *s);
+/* 1 when worker w hosts a replica of stage st. */
+int sched_hosts(const schedule *s, int w, int st);
+
+/* Moves lists[0..nworkers) into s (replacing its lists); the vectors are left empty. */
+int sched_adopt(schedule *s, actvec *lists, plumb_err *err);
+
+/* Copies s's lists into fresh vectors (lists must hold nworkers zeroed entries). */
+int sched_export(const schedule *s, actvec *lists, plumb_err *err);
+
+/* The passes. Each works on lists[nworkers] in place and returns 0 or -1 with err. */
+int sched_add_allreduce(const schedule *s, actvec *lists, plumb_err *err);
+int sched_lower(const schedule *s, actvec *lists, plumb_err *err);
+int sched_place_steps(const schedule *s, actvec *lists, plumb_err *err);
+void sched_assign_versions(const schedule *s, actvec *lists);
+
+/* Runs the passes a compute-only layout needs (allreduce when any stage is replicated,
+ * lowering, steps, versions) and adopts the lists into s. */
+int sched_finish(schedule *s, actvec *lists, plumb_err *err);
+
+#endif
