@@ -548,3 +548,41 @@ Test(plan_bad, failed_save_leaves_no_file)
     plan_free(pl);
     rm_tree(tmp);
 }
+
+/* Every ```json example in docs/formats-core.md is a valid cluster or plan. */
+Test(plan, documented_examples_load)
+{
+    plumb_err err;
+    FILE *f = fopen("docs/formats-core.md", "r");
+    cr_assert_not_null(f, "run from the project root (docs/formats-core.md missing)");
+    static char text[1 << 17];
+    size_t n = fread(text, 1, sizeof text - 1, f);
+    fclose(f);
+    text[n] = '\0';
+    int nclusters = 0, nplans = 0;
+    for (char *p = text; (p = strstr(p, "```json\n"));) {
+        p += 8;
+        char *end = strstr(p, "```");
+        cr_assert_not_null(end);
+        cJSON *j = json_parse_text("doc", p, (size_t)(end - p), &err);
+        cr_assert_not_null(j, "%s", err.msg);
+        const char *fmt = cJSON_GetStringValue(cJSON_GetObjectItem(j, "format"));
+        cr_assert_not_null(fmt);
+        if (!strcmp(fmt, CLUSTER_FORMAT)) {
+            cluster *c = cluster_from_json(j, "doc", &err);
+            cr_assert_not_null(c, "%s", err.msg);
+            cluster_free(c);
+            nclusters++;
+        } else {
+            cr_assert_str_eq(fmt, PLAN_FORMAT);
+            plan *pl = plan_from_json(j, "doc", &err);
+            cr_assert_not_null(pl, "%s", err.msg);
+            plan_free(pl);
+            nplans++;
+        }
+        cJSON_Delete(j);
+        p = end + 3;
+    }
+    cr_assert_geq(nclusters, 1);
+    cr_assert_geq(nplans, 1);
+}
