@@ -416,14 +416,24 @@ static const char *const LAYER_KEYS[] = {"name", "kind", "desc", "forward_ms", "
                                          "activation_bytes", "parameter_bytes", "flops",
                                          "stage_id", NULL};
 
-/* Rejects keys of obj not in `known` (catches misspelt optional fields). */
+/* Rejects keys of obj not in `known` (catches misspelt optional fields) and repeated keys. */
 static int check_keys(const jctx *c, const cJSON *obj, const char *path,
                       const char *const *known)
 {
     for (const cJSON *it = obj->child; it; it = it->next) {
         int ok = 0;
         for (int k = 0; known[k] && !ok; k++) ok = it->string && !strcmp(it->string, known[k]);
-        if (ok) continue;
+        if (ok) {
+            for (const cJSON *prev = obj->child; prev != it; prev = prev->next) {
+                if (prev->string && !strcmp(prev->string, it->string)) {
+                    char fp[256];
+                    json_path(fp, sizeof fp, path, it->string);
+                    return err_set(c->err, c->file, fp, "expected each field once (got it "
+                                   "twice)");
+                }
+            }
+            continue;
+        }
         char fp[256], list[512];
         size_t used = 0;
         list[0] = '\0';

@@ -303,6 +303,14 @@ Test(profile_bad, unknown_field)
                "activation_bytes, parameter_bytes, flops, stage_id");
 }
 
+Test(profile_bad, repeated_field)
+{
+    expect_bad("\"minibatch\": 32", "\"minibatch\": 32, \"minibatch\": 64",
+               "t.json: minibatch: expected each field once (got it twice)");
+    expect_bad("\"flops\": 1e9", "\"flops\": 1e9, \"flops\": 2e9",
+               "t.json: layers[1].flops: expected each field once (got it twice)");
+}
+
 Test(profile_bad, split_backward)
 {
     expect_bad("\"backward_input_ms\": 1.0, ", "",
