@@ -66,10 +66,9 @@ int cmd_import(int argc, char **argv)
     if (npos > 2)
         return cli_fail("import", "unexpected argument \"%s\"; see plumb import --help",
                         pos[2]);
-    if (npos == 0) {
-        import_usage(stderr);
-        return 2;
-    }
+    if (npos == 0)
+        return cli_fail("import", "expected \"pipedream GRAPH.txt -o PROFILE.json\"; see plumb "
+                        "import --help");
     if (strcmp(pos[0], "pipedream") != 0)
         return cli_fail("import", "expected the source format \"pipedream\" (got \"%s\"); see "
                         "plumb import --help", pos[0]);
