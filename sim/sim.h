@@ -127,7 +127,7 @@ void sim_report_free(sim_report *r);
 /* One figure that a what-if changed: base and what-if values and their ratio. */
 typedef struct sim_change {
     const char *figure;       /* "samples_per_s", "iteration_s", "bubble_fraction",
-                                 "peak_memory_bytes", "device[3].busy_s", ... (owned) */
+                                 "peak_memory_bytes", "devices[3].busy_s", ... (owned) */
     const char *unit;         /* "samples/s", "s", "fraction", "bytes" (static) */
     double base, whatif;
     double ratio;             /* whatif / base; 0 when base is 0 */

@@ -1,0 +1,535 @@
+/* timeline.c: timed actions per track, and the one Chrome trace-event JSON writer and reader
+ * that the simulator and the executor share (format in docs/formats-sim.md).
+ *
+ * Layout of the trace: process 1 "devices" holds one thread (track) per device compute
+ * stream (tid = device id), process 2 "collectives" one per device all-reduce stream
+ * (tid = device id), process 3 "links" one per directed link (tid = 1 + link number). Every
+ * track gets thread_name and thread_sort_index metadata so Perfetto shows one named row per
+ * device and per link. Each action is a complete event (ph "X", ts/dur in microseconds). */
+#include "timeline.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "json.h"
+
+enum { PID_DEVICES = 1, PID_COLLECTIVES = 2, PID_LINKS = 3 };
+
+static const char *const kind_names[TL_NKINDS] = {
+    "F", "B", "I", "W", "step", "send_f", "send_b", "allreduce",
+};
+static const char *const track_kind_names[TL_TRACK_NKINDS] = {"device", "collective", "link"};
+
+const char *tl_kind_name(int kind)
+{
+    return kind >= 0 && kind < TL_NKINDS ? kind_names[kind] : "?";
+}
+
+int tl_kind_parse(const char *name)
+{
+    for (int k = 0; k < TL_NKINDS; k++)
+        if (strcmp(name, kind_names[k]) == 0)
+            return k;
+    return -1;
+}
+
+const char *tl_track_kind_name(int kind)
+{
+    return kind >= 0 && kind < TL_TRACK_NKINDS ? track_kind_names[kind] : "?";
+}
+
+static char *xstrdup(const char *s)
+{
+    size_t n = strlen(s) + 1;
+    char *d = malloc(n);
+    if (d)
+        memcpy(d, s, n);
+    return d;
+}
+
+timeline *timeline_new(const char *source)
+{
+    timeline *tl = calloc(1, sizeof *tl);
+    if (!tl)
+        return NULL;
+    tl->source = xstrdup(source ? source : "");
+    if (!tl->source) {
+        free(tl);
+        return NULL;
+    }
+    return tl;
+}
+
+void timeline_free(timeline *tl)
+{
+    if (!tl)
+        return;
+    for (int i = 0; i < tl->ntracks; i++)
+        free(tl->tracks[i].name);
+    free(tl->tracks);
+    free(tl->ev);
+    free(tl->source);
+    free(tl);
+}
+
+int timeline_track(timeline *tl, int kind, int device, int peer, const char *name)
+{
+    if (kind != TL_TRACK_LINK)
+        peer = -1;
+    for (int i = 0; i < tl->ntracks; i++) {
+        const tl_track *t = &tl->tracks[i];
+        if (t->kind == kind && t->device == device && t->peer == peer)
+            return i;
+    }
+    if (tl->ntracks == tl->cap_tracks) {
+        int nc = tl->cap_tracks ? 2 * tl->cap_tracks : 16;
+        tl_track *nt = realloc(tl->tracks, (size_t)nc * sizeof *nt);
+        if (!nt)
+            return -1;
+        tl->tracks = nt;
+        tl->cap_tracks = nc;
+    }
+    char dflt[64];
+    if (!name) {
+        if (kind == TL_TRACK_LINK)
+            snprintf(dflt, sizeof dflt, "link %d->%d", device, peer);
+        else if (kind == TL_TRACK_COLLECTIVE)
+            snprintf(dflt, sizeof dflt, "device %d all-reduce", device);
+        else
+            snprintf(dflt, sizeof dflt, "device %d", device);
+        name = dflt;
+    }
+    char *nm = xstrdup(name);
+    if (!nm)
+        return -1;
+    tl->tracks[tl->ntracks] = (tl_track){.kind = kind, .device = device, .peer = peer,
+                                         .name = nm};
+    return tl->ntracks++;
+}
+
+int timeline_add(timeline *tl, const tl_event *e)
+{
+    if (tl->n == tl->cap) {
+        size_t nc = tl->cap ? 2 * tl->cap : 1024;
+        tl_event *ne = realloc(tl->ev, nc * sizeof *ne);
+        if (!ne)
+            return -1;
+        tl->ev = ne;
+        tl->cap = nc;
+    }
+    tl->ev[tl->n++] = *e;
+    return 0;
+}
+
+char *tl_event_name(const tl_event *e, char *buf, size_t n)
+{
+    switch (e->kind) {
+    case TL_F: case TL_B: case TL_I: case TL_W:
+        snprintf(buf, n, "%s%d s%d", kind_names[e->kind], e->microbatch, e->stage);
+        break;
+    case TL_SEND_F: case TL_SEND_B:
+        snprintf(buf, n, "%s%d s%d>s%d", e->kind == TL_SEND_F ? "F" : "B", e->microbatch,
+                 e->stage, e->peer_stage);
+        break;
+    case TL_ALLREDUCE:
+        snprintf(buf, n, "AR s%d", e->stage);
+        break;
+    case TL_STEP:
+        snprintf(buf, n, "step s%d", e->stage);
+        break;
+    default:
+        snprintf(buf, n, "? s%d", e->stage);
+    }
+    return buf;
+}
+
+static int cmp_event(const void *a, const void *b)
+{
+    const tl_event *x = a, *y = b;
+    if (x->track != y->track)
+        return x->track < y->track ? -1 : 1;
+    if (x->start_s != y->start_s)
+        return x->start_s < y->start_s ? -1 : 1;
+    return 0;
+}
+
+void timeline_sort(timeline *tl)
+{
+    if (tl->n > 1)
+        qsort(tl->ev, tl->n, sizeof *tl->ev, cmp_event);
+}
+
+double timeline_end(const timeline *tl)
+{
+    double end = 0;
+    for (size_t i = 0; i < tl->n; i++)
+        if (tl->ev[i].start_s + tl->ev[i].dur_s > end)
+            end = tl->ev[i].start_s + tl->ev[i].dur_s;
+    return end;
+}
+
+/* --- writer ---------------------------------------------------------------------------- */
+
+typedef struct sbuf {
+    char *p;
+    size_t n, cap;
+    int oom;
+} sbuf;
+
+static void sb_printf(sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void sb_printf(sbuf *b, const char *fmt, ...)
+{
+    if (b->oom)
+        return;
+    for (;;) {
+        va_list ap;
+        va_start(ap, fmt);
+        int k = vsnprintf(b->p + b->n, b->cap - b->n, fmt, ap);
+        va_end(ap);
+        if (k < 0) {
+            b->oom = 1;
+            return;
+        }
+        if ((size_t)k < b->cap - b->n) {
+            b->n += (size_t)k;
+            return;
+        }
+        size_t nc = b->cap * 2 + (size_t)k + 1;
+        char *np = realloc(b->p, nc);
+        if (!np) {
+            b->oom = 1;
+            return;
+        }
+        b->p = np;
+        b->cap = nc;
+    }
+}
+
+/* Writes s as a JSON string literal. */
+static void sb_str(sbuf *b, const char *s)
+{
+    sb_printf(b, "\"");
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\')
+            sb_printf(b, "\\%c", c);
+        else if (c < 0x20)
+            sb_printf(b, "\\u%04x", c);
+        else
+            sb_printf(b, "%c", c);
+    }
+    sb_printf(b, "\"");
+}
+
+static int track_pid(const tl_track *t)
+{
+    return t->kind == TL_TRACK_LINK ? PID_LINKS
+         : t->kind == TL_TRACK_COLLECTIVE ? PID_COLLECTIVES : PID_DEVICES;
+}
+
+/* tids: device and collective tracks use the device id; links 1 + their rank among links. */
+static int *track_tids(const timeline *tl)
+{
+    int *tid = malloc(((size_t)tl->ntracks + 1) * sizeof *tid);
+    if (!tid)
+        return NULL;
+    int nl = 0;
+    for (int i = 0; i < tl->ntracks; i++)
+        tid[i] = tl->tracks[i].kind == TL_TRACK_LINK ? 1 + nl++ : tl->tracks[i].device;
+    return tid;
+}
+
+char *timeline_chrome_text(const timeline *tl, size_t *len)
+{
+    sbuf b = {.cap = 4096 + tl->n * 200};
+    b.p = malloc(b.cap);
+    int *tid = track_tids(tl);
+    if (!b.p || !tid) {
+        free(b.p);
+        free(tid);
+        return NULL;
+    }
+    sb_printf(&b, "{\"displayTimeUnit\": \"ms\",\n\"otherData\": {\"format\": ");
+    sb_str(&b, TRACE_FORMAT);
+    sb_printf(&b, ", \"source\": ");
+    sb_str(&b, tl->source);
+    sb_printf(&b, ", \"time_unit\": \"us\"},\n\"traceEvents\": [\n");
+    static const char *const pnames[] = {"", "devices", "collectives", "links"};
+    int used[4] = {0};
+    for (int i = 0; i < tl->ntracks; i++)
+        used[track_pid(&tl->tracks[i])] = 1;
+    const char *sep = "";
+    for (int p = 1; p <= 3; p++) {
+        if (!used[p])
+            continue;
+        sb_printf(&b, "%s{\"name\": \"process_name\", \"ph\": \"M\", \"pid\": %d, \"tid\": 0, "
+                  "\"args\": {\"name\": \"%s\"}},\n", sep, p, pnames[p]);
+        sb_printf(&b, "{\"name\": \"process_sort_index\", \"ph\": \"M\", \"pid\": %d, "
+                  "\"tid\": 0, \"args\": {\"sort_index\": %d}}", p, p);
+        sep = ",\n";
+    }
+    for (int i = 0; i < tl->ntracks; i++) {
+        const tl_track *t = &tl->tracks[i];
+        int pid = track_pid(t);
+        sb_printf(&b, "%s{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": %d, \"tid\": %d, "
+                  "\"args\": {\"name\": ", sep, pid, tid[i]);
+        sb_str(&b, t->name);
+        sb_printf(&b, ", \"track\": \"%s\", \"device\": %d, \"peer\": %d}},\n",
+                  track_kind_names[t->kind], t->device, t->peer);
+        sb_printf(&b, "{\"name\": \"thread_sort_index\", \"ph\": \"M\", \"pid\": %d, "
+                  "\"tid\": %d, \"args\": {\"sort_index\": %d}}", pid, tid[i], i);
+        sep = ",\n";
+    }
+    char name[96];
+    for (size_t i = 0; i < tl->n; i++) {
+        const tl_event *e = &tl->ev[i];
+        const tl_track *t = &tl->tracks[e->track];
+        sb_printf(&b, "%s{\"name\": \"%s\", \"cat\": \"%s\", \"ph\": \"X\", \"ts\": %.3f, "
+                  "\"dur\": %.3f, \"pid\": %d, \"tid\": %d, \"args\": {\"stage\": %d, "
+                  "\"microbatch\": %d, \"kind\": \"%s\", \"iteration\": %d, "
+                  "\"bytes\": %.17g",
+                  sep, tl_event_name(e, name, sizeof name), tl_kind_name(e->kind),
+                  e->start_s * 1e6, e->dur_s * 1e6, track_pid(t), tid[e->track], e->stage,
+                  e->microbatch, tl_kind_name(e->kind), e->iteration, e->bytes);
+        if (e->peer_stage >= 0)
+            sb_printf(&b, ", \"peer_stage\": %d", e->peer_stage);
+        if (t->kind == TL_TRACK_LINK)
+            sb_printf(&b, ", \"src\": %d, \"dst\": %d", t->device, t->peer);
+        sb_printf(&b, "}}");
+        sep = ",\n";
+    }
+    sb_printf(&b, "\n]}\n");
+    free(tid);
+    if (b.oom) {
+        free(b.p);
+        return NULL;
+    }
+    if (len)
+        *len = b.n;
+    return b.p;
+}
+
+int timeline_write_chrome(const timeline *tl, const char *path, plumb_err *err)
+{
+    size_t n;
+    char *text = timeline_chrome_text(tl, &n);
+    if (!text)
+        return err_set(err, path, NULL, "out of memory writing the trace");
+    int rc = file_write_atomic(path, text, n, err);
+    free(text);
+    return rc;
+}
+
+/* --- reader ---------------------------------------------------------------------------- */
+
+/* (pid, tid) -> track id, filled from metadata and from events. */
+typedef struct tkey {
+    int pid, tid, track;
+} tkey;
+
+static int find_key(const tkey *k, int n, int pid, int tid)
+{
+    for (int i = 0; i < n; i++)
+        if (k[i].pid == pid && k[i].tid == tid)
+            return i;
+    return -1;
+}
+
+static int int_arg(const jctx *c, const cJSON *args, const char *path, const char *key,
+                   int required, long long lo, int *out)
+{
+    long long v = *out;
+    if (json_get_int(c, args, path, key, required, lo, 2147483647LL, &v))
+        return -1;
+    *out = (int)v;
+    return 0;
+}
+
+/* Reads one thread_name record into a track (kind/device/peer from its args when given,
+ * else from pid and tid). Returns 0 or -1 with err. */
+static int read_thread_name(const jctx *c, timeline *tl, tkey **keys, int *nkeys, int *cap,
+                            const cJSON *ev, const char *path, int pid, int tid)
+{
+    const cJSON *args;
+    char p[160];
+    json_path(p, sizeof p, path, "args");
+    if (json_get_obj(c, ev, path, "args", 1, &args))
+        return -1;
+    const char *name, *tk = NULL;
+    if (json_get_str(c, args, p, "name", 1, &name) || json_get_str(c, args, p, "track", 0, &tk))
+        return -1;
+    int kind = pid == PID_LINKS ? TL_TRACK_LINK
+             : pid == PID_COLLECTIVES ? TL_TRACK_COLLECTIVE : TL_TRACK_DEVICE;
+    if (tk) {
+        kind = -1;
+        for (int k = 0; k < TL_TRACK_NKINDS; k++)
+            if (strcmp(tk, track_kind_names[k]) == 0)
+                kind = k;
+        if (kind < 0) {
+            char pk[200];
+            return err_set(c->err, c->file, json_path(pk, sizeof pk, p, "track"),
+                           "expected \"device\", \"collective\" or \"link\" (got \"%s\")", tk);
+        }
+    }
+    int device = tid, peer = -1;
+    if (int_arg(c, args, p, "device", kind == TL_TRACK_LINK, 0, &device) ||
+        int_arg(c, args, p, "peer", kind == TL_TRACK_LINK, -1, &peer))
+        return -1;
+    int id = timeline_track(tl, kind, device, peer, name);
+    if (id < 0)
+        return err_set(c->err, c->file, NULL, "out of memory");
+    if (find_key(*keys, *nkeys, pid, tid) >= 0)
+        return 0;
+    if (*nkeys == *cap) {
+        int nc = *cap ? 2 * *cap : 16;
+        tkey *nk = realloc(*keys, (size_t)nc * sizeof *nk);
+        if (!nk)
+            return err_set(c->err, c->file, NULL, "out of memory");
+        *keys = nk;
+        *cap = nc;
+    }
+    (*keys)[(*nkeys)++] = (tkey){pid, tid, id};
+    return 0;
+}
+
+static int read_event(const jctx *c, timeline *tl, tkey **keys, int *nkeys, int *cap,
+                      const cJSON *ev, const char *path, int pid, int tid)
+{
+    double ts, dur;
+    const cJSON *args;
+    char p[160];
+    json_path(p, sizeof p, path, "args");
+    if (json_get_num(c, ev, path, "ts", 1, J_NONNEG, &ts) ||
+        json_get_num(c, ev, path, "dur", 1, J_NONNEG, &dur) ||
+        json_get_obj(c, ev, path, "args", 1, &args))
+        return -1;
+    const char *kname;
+    if (json_get_str(c, args, p, "kind", 1, &kname))
+        return -1;
+    int kind = tl_kind_parse(kname);
+    if (kind < 0) {
+        char pk[200];
+        return err_set(c->err, c->file, json_path(pk, sizeof pk, p, "kind"),
+                       "expected F, B, I, W, step, send_f, send_b or allreduce (got \"%s\")",
+                       kname);
+    }
+    tl_event e = {.start_s = ts * 1e-6, .dur_s = dur * 1e-6, .kind = kind, .microbatch = -1,
+                  .peer_stage = -1};
+    if (int_arg(c, args, p, "stage", 1, 0, &e.stage) ||
+        int_arg(c, args, p, "microbatch", 0, -1, &e.microbatch) ||
+        int_arg(c, args, p, "iteration", 0, 0, &e.iteration) ||
+        int_arg(c, args, p, "peer_stage", 0, -1, &e.peer_stage) ||
+        json_get_num(c, args, p, "bytes", 0, J_NONNEG, &e.bytes))
+        return -1;
+    int k = find_key(*keys, *nkeys, pid, tid);
+    if (k < 0) {
+        /* no metadata for this thread: derive the track from pid/tid (links need src/dst) */
+        int tk = pid == PID_LINKS ? TL_TRACK_LINK
+               : pid == PID_COLLECTIVES ? TL_TRACK_COLLECTIVE : TL_TRACK_DEVICE;
+        int dev = tid, peer = -1;
+        if (tk == TL_TRACK_LINK &&
+            (int_arg(c, args, p, "src", 1, 0, &dev) || int_arg(c, args, p, "dst", 1, 0, &peer)))
+            return -1;
+        int id = timeline_track(tl, tk, dev, peer, NULL);
+        if (id < 0)
+            return err_set(c->err, c->file, NULL, "out of memory");
+        if (*nkeys == *cap) {
+            int nc = *cap ? 2 * *cap : 16;
+            tkey *nk = realloc(*keys, (size_t)nc * sizeof *nk);
+            if (!nk)
+                return err_set(c->err, c->file, NULL, "out of memory");
+            *keys = nk;
+            *cap = nc;
+        }
+        (*keys)[*nkeys] = (tkey){pid, tid, id};
+        k = (*nkeys)++;
+    }
+    e.track = (*keys)[k].track;
+    if (timeline_add(tl, &e))
+        return err_set(c->err, c->file, NULL, "out of memory");
+    return 0;
+}
+
+timeline *timeline_from_chrome_json(const cJSON *root, const char *file, plumb_err *err)
+{
+    jctx c = {file, err};
+    const cJSON *evs, *other = NULL;
+    int n;
+    const char *source = "";
+    if (!cJSON_IsObject(root)) {
+        char got[64];
+        err_set(err, file, NULL, "expected a JSON object with traceEvents (got %s)",
+                json_describe(root, got, sizeof got));
+        return NULL;
+    }
+    if (json_get_obj(&c, root, "", "otherData", 0, &other))
+        return NULL;
+    if (other) {
+        const char *fmt = NULL;
+        if (json_get_str(&c, other, "otherData", "format", 0, &fmt) ||
+            json_get_str(&c, other, "otherData", "source", 0, &source))
+            return NULL;
+        if (fmt && strcmp(fmt, TRACE_FORMAT) != 0) {
+            err_set(err, file, "otherData.format", "expected \"%s\" (got \"%s\")",
+                    TRACE_FORMAT, fmt);
+            return NULL;
+        }
+    }
+    if (json_get_arr(&c, root, "", "traceEvents", 1, &evs, &n))
+        return NULL;
+    timeline *tl = timeline_new(source);
+    tkey *keys = NULL;
+    int nkeys = 0, cap = 0;
+    if (!tl) {
+        err_set(err, file, NULL, "out of memory");
+        return NULL;
+    }
+    /* two passes: metadata first (it may follow the events), then the events */
+    for (int pass = 0; pass < 2; pass++) {
+        int i = 0;
+        for (const cJSON *ev = evs->child; ev; ev = ev->next, i++) {
+            char path[64];
+            json_path_idx(path, sizeof path, "", "traceEvents", i);
+            if (!cJSON_IsObject(ev)) {
+                char got[64];
+                err_set(err, file, path, "expected an object (got %s)",
+                        json_describe(ev, got, sizeof got));
+                goto fail;
+            }
+            const char *ph, *name;
+            long long pid, tid = 0;
+            if (json_get_str(&c, ev, path, "ph", 1, &ph) ||
+                json_get_str(&c, ev, path, "name", 1, &name) ||
+                json_get_int(&c, ev, path, "pid", 1, 0, 1 << 30, &pid) ||
+                json_get_int(&c, ev, path, "tid", 0, 0, 1 << 30, &tid))
+                goto fail;
+            if (pass == 0 && strcmp(ph, "M") == 0 && strcmp(name, "thread_name") == 0) {
+                if (read_thread_name(&c, tl, &keys, &nkeys, &cap, ev, path, (int)pid,
+                                     (int)tid))
+                    goto fail;
+            } else if (pass == 1 && strcmp(ph, "X") == 0) {
+                if (read_event(&c, tl, &keys, &nkeys, &cap, ev, path, (int)pid, (int)tid))
+                    goto fail;
+            }
+        }
+    }
+    free(keys);
+    return tl;
+fail:
+    free(keys);
+    timeline_free(tl);
+    return NULL;
+}
+
+timeline *timeline_read_chrome(const char *path, plumb_err *err)
+{
+    cJSON *root = json_load_file(path, err);
+    if (!root)
+        return NULL;
+    timeline *tl = timeline_from_chrome_json(root, path, err);
+    cJSON_Delete(root);
+    return tl;
+}

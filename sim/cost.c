@@ -1,0 +1,167 @@
+/* cost.c: the simulator's cost model: turns a plan (its profile, cluster and stages) and the
+ * schedule built for it into a priced sim_model (docs/sim.md, "Cost model").
+ *
+ *  - compute: a stage's F (B) time is the sum of its layers' forward (backward) times,
+ *    scaled linearly from the profiled minibatch to the plan's microbatch
+ *    (x microbatch_size / profile.minibatch) and divided by the device type's speed;
+ *  - zero-bubble halves: I and W from backward_input_ms / backward_weight_ms where a layer
+ *    has them, else half of its backward each;
+ *  - recompute: the forward runs again before the backward (added to B and to I);
+ *  - transfers: the activation bytes crossing the cut after a stage (for a chain, the last
+ *    layer's output; for a DAG every tensor with a consumer beyond the cut), scaled the same;
+ *  - all-reduce: ring over the stage's replicas (sim_net_allreduce_s) of its parameter bytes;
+ *  - memory: stashed bytes per in-flight microbatch (stage input + every layer's output, or
+ *    the stage input alone with recompute, plus the recomputed outputs while backward runs). */
+#include "sim/cost.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int sim_cost_build(sim_model *m, const plan *pl, const schedule *s, const sim_net *net,
+                   int straggler_device, double straggler_factor, plumb_err *err)
+{
+    const profile *p = pl->prof;
+    const cluster *c = pl->clus;
+    if (s->nstages != pl->nstages)
+        return err_set(err, NULL, NULL, "schedule has %d stages but the plan has %d",
+                       s->nstages, pl->nstages);
+    if (sim_model_alloc(m, s))
+        return err_set(err, NULL, NULL, "out of memory");
+    m->net = *net;
+    for (int w = 0; w < s->nworkers; w++)
+        m->worker_device[w] = -1;
+    /* workers -> devices, from the stage placement of both */
+    for (int st = 0; st < s->nstages; st++) {
+        const plan_stage *ps = &pl->stages[st];
+        if (s->replicas[st] != ps->replicas)
+            return err_set(err, NULL, NULL, "schedule stage %d has %d replicas but the plan "
+                           "stage has %d", st, s->replicas[st], ps->replicas);
+        for (int j = 0; j < ps->replicas; j++) {
+            int w = s->stage_workers[s->stage_first[st] + j], d = ps->devices[j];
+            if (w < 0 || w >= s->nworkers || d < 0 || d >= c->ndevices)
+                return err_set(err, NULL, NULL, "stage %d replica %d: worker %d / device %d "
+                               "out of range", st, j, w, d);
+            if (m->worker_device[w] >= 0 && m->worker_device[w] != d)
+                return err_set(err, NULL, NULL, "worker %d runs on two devices (%d and %d)",
+                               w, m->worker_device[w], d);
+            m->worker_device[w] = d;
+        }
+    }
+    for (int w = 0; w < s->nworkers; w++) {
+        if (m->worker_device[w] < 0)
+            return err_set(err, NULL, NULL, "worker %d holds no stage of the plan", w);
+        const device_type *t = cluster_device_type(c, m->worker_device[w]);
+        double speed = t && t->speed > 0 ? t->speed : 1;
+        m->worker_scale[w] = 1.0 / speed;
+        if (m->worker_device[w] == straggler_device)
+            m->worker_scale[w] *= straggler_factor;
+    }
+
+    /* bytes crossing the boundary after each layer: a difference array over the order */
+    int n = p->nlayers;
+    double scale = (double)pl->microbatch_size / (p->minibatch > 0 ? p->minibatch : 1);
+    double *cross = calloc((size_t)n + 1, sizeof *cross);
+    int *far = malloc(((size_t)n + 1) * sizeof *far);
+    if (!cross || !far) {
+        free(cross);
+        free(far);
+        return err_set(err, NULL, NULL, "out of memory");
+    }
+    for (int i = 0; i < n; i++)
+        far[i] = p->nedges ? i : i + 1;  /* a chain: each output feeds the next layer */
+    for (int e = 0; e < p->nedges; e++) {
+        int a = p->edges[e].src, b = p->edges[e].dst;
+        if (a >= 0 && a < n && b > far[a] && b < n)
+            far[a] = b;
+    }
+    for (int i = 0; i < n; i++)
+        if (far[i] > i && far[i] <= n) {
+            cross[i] += p->layers[i].activation_bytes;
+            cross[far[i] < n ? far[i] : n] -= p->layers[i].activation_bytes;
+        }
+    for (int i = 1; i <= n; i++)
+        cross[i] += cross[i - 1];
+
+    for (int st = 0; st < s->nstages; st++) {
+        const plan_stage *ps = &pl->stages[st];
+        double f = 0, b = 0, in = 0, wt = 0, params = 0, acts = 0;
+        for (int l = ps->first_layer; l <= ps->last_layer && l < n; l++) {
+            const profile_layer *L = &p->layers[l];
+            f += L->forward_ms;
+            b += L->backward_ms;
+            if (L->backward_input_ms >= 0 && L->backward_weight_ms >= 0) {
+                in += L->backward_input_ms;
+                wt += L->backward_weight_ms;
+            } else {
+                in += L->backward_ms / 2;
+                wt += L->backward_ms / 2;
+            }
+            params += L->parameter_bytes;
+            acts += L->activation_bytes;
+        }
+        double *a = &m->act_s[(size_t)st * SIM_NC];
+        a[SIM_C_F] = f * scale / 1e3;
+        a[SIM_C_B] = b * scale / 1e3;
+        a[SIM_C_I] = in * scale / 1e3;
+        a[SIM_C_W] = wt * scale / 1e3;
+        a[SIM_C_STEP] = 0;
+        if (pl->recompute) {
+            a[SIM_C_B] += a[SIM_C_F];
+            a[SIM_C_I] += a[SIM_C_F];
+        }
+        int last = ps->last_layer < n ? ps->last_layer : n - 1;
+        m->cut_bytes[st] = st + 1 < s->nstages && last >= 0 ? cross[last] * scale : 0;
+        double input = st > 0 && ps->first_layer > 0 ? cross[ps->first_layer - 1] * scale : 0;
+        m->grad_bytes[st] = params;
+        m->allreduce_s[st] = sim_net_allreduce_s(net, ps->devices, ps->replicas, params);
+        if (pl->recompute) {
+            m->stash_bytes[st] = input;
+            m->transient_bytes[st] = acts * scale;
+        } else {
+            m->stash_bytes[st] = input + acts * scale;
+            m->transient_bytes[st] = 0;
+        }
+    }
+    free(cross);
+    free(far);
+    return 0;
+}
+
+int sim_model_alloc(sim_model *m, const schedule *s)
+{
+    memset(m, 0, sizeof *m);
+    m->sched = s;
+    size_t nw = (size_t)s->nworkers + 1, ns = (size_t)s->nstages + 1;
+    m->worker_device = calloc(nw, sizeof *m->worker_device);
+    m->worker_scale = malloc(nw * sizeof *m->worker_scale);
+    m->act_s = calloc(ns * SIM_NC, sizeof *m->act_s);
+    m->cut_bytes = calloc(ns, sizeof *m->cut_bytes);
+    m->allreduce_s = calloc(ns, sizeof *m->allreduce_s);
+    m->grad_bytes = calloc(ns, sizeof *m->grad_bytes);
+    m->stash_bytes = calloc(ns, sizeof *m->stash_bytes);
+    m->transient_bytes = calloc(ns, sizeof *m->transient_bytes);
+    if (!m->worker_device || !m->worker_scale || !m->act_s || !m->cut_bytes ||
+        !m->allreduce_s || !m->grad_bytes || !m->stash_bytes || !m->transient_bytes) {
+        sim_model_release(m);
+        return -1;
+    }
+    for (int w = 0; w < s->nworkers; w++) {
+        m->worker_device[w] = w;
+        m->worker_scale[w] = 1;
+    }
+    return 0;
+}
+
+void sim_model_release(sim_model *m)
+{
+    free(m->worker_device);
+    free(m->worker_scale);
+    free(m->act_s);
+    free(m->cut_bytes);
+    free(m->allreduce_s);
+    free(m->grad_bytes);
+    free(m->stash_bytes);
+    free(m->transient_bytes);
+    memset(m, 0, sizeof *m);
+}

@@ -1,0 +1,96 @@
+/* engine.h: the simulator's discrete-event engine and the priced model it replays. The cost
+ * model (sim/cost.c) turns a plan into a sim_model: per-stage action times, per-worker
+ * device and slowdown, transfer bytes and the network; the engine replays a schedule IR on
+ * it and measures. Tests may build a sim_model by hand (with a hand-built schedule).
+ *
+ * Engine semantics (docs/sim.md): each worker runs its actions in order on its device's
+ * compute stream; SEND is asynchronous (queued on the directed link, the worker goes on);
+ * RECV blocks until the matching transfer has arrived; ALLREDUCE blocks until the ring
+ * all-reduce of every replica of the stage is done, its buckets overlapped with the last
+ * backward; F/B/I/W/STEP occupy the compute stream for their priced time. A transfer holds
+ * its directed link for bytes / bandwidth and a lane of every egress port it leaves through
+ * (a port has floor(egress / bandwidth) lanes, at least 1); it arrives latency later. */
+#ifndef PLUMB_SIM_ENGINE_H
+#define PLUMB_SIM_ENGINE_H
+
+#include "core/cluster.h"
+#include "core/err.h"
+#include "core/schedule.h"
+#include "core/timeline.h"
+
+/* Compute-kind slots of sim_model.act_s. */
+enum { SIM_C_F = 0, SIM_C_B, SIM_C_I, SIM_C_W, SIM_C_STEP, SIM_NC };
+
+/* The network as the engine sees it (a copy of the cluster's levels after overrides). */
+typedef struct sim_net {
+    int nlevels;
+    long long gsize[CLUSTER_MAX_LEVELS]; /* devices per group of level l (prefix products) */
+    double bw[CLUSTER_MAX_LEVELS];       /* bytes/s of one transfer crossing level l */
+    double lat[CLUSTER_MAX_LEVELS];      /* seconds */
+    double egress[CLUSTER_MAX_LEVELS];   /* bytes/s of a level-(l-1) group's port into l */
+} sim_net;
+
+/* Fills n from c, with bw_override[l] > 0 replacing level l's bandwidth (egress scaled by
+ * the same ratio); bw_override may be NULL. */
+void sim_net_from_cluster(sim_net *n, const cluster *c, const double *bw_override);
+
+/* Level crossed between devices a and b (-1 when a == b), and the path's rate (bytes/s,
+ * the slowest of bandwidth and egress over the levels crossed: level 0 alone inside a
+ * server, else levels 1..L) and latency (sum over the levels crossed). */
+int sim_net_path(const sim_net *n, int a, int b, double *rate, double *latency);
+
+/* Ring all-reduce of `bytes` among the devices devs[0..r-1] (ring in the given order):
+ * 2(r-1)/r * bytes / rate + 2(r-1) * latency, where rate and latency are those of the
+ * slowest hop of the ring. 0 when r <= 1. */
+double sim_net_allreduce_s(const sim_net *n, const int *devs, int r, double bytes);
+
+typedef struct sim_model {
+    const schedule *sched;    /* borrowed */
+    int *worker_device;       /* [nworkers] cluster device of each worker */
+    double *worker_scale;     /* [nworkers] multiplies compute times (1 / speed x straggler) */
+    double *act_s;            /* [nstages * SIM_NC] seconds per microbatch at scale 1 */
+    double *cut_bytes;        /* [nstages] bytes crossing the cut after stage s, per
+                                 microbatch (sent s -> s+1 forward, s+1 -> s backward) */
+    double *allreduce_s;      /* [nstages] ring all-reduce time of the stage's gradients */
+    double *grad_bytes;       /* [nstages] gradient bytes all-reduced */
+    double *stash_bytes;      /* [nstages] activation bytes kept per in-flight microbatch */
+    double *transient_bytes;  /* [nstages] extra bytes during a backward (recompute) */
+    sim_net net;
+    int record;               /* 1: fill the result's timeline */
+    const char **device_names; /* [nworkers] track names, or NULL for defaults */
+} sim_model;
+
+/* Allocates the arrays of a model for s (zeroed; worker_scale 1; worker_device = worker id);
+ * the caller fills them. Returns 0 or -1 when out of memory. */
+int sim_model_alloc(sim_model *m, const schedule *s);
+void sim_model_release(sim_model *m);
+
+typedef struct sim_link_stat {
+    int src, dst, level;
+    double bytes, bytes_window, busy_s;
+    long long transfers;
+} sim_link_stat;
+
+typedef struct sim_result {
+    int nworkers, iterations;
+    double makespan_s;
+    double *iter_end;         /* [iterations] completion time of each iteration's actions */
+    double iteration_s;       /* steady state, see sim.h */
+    double *busy_window;      /* [nworkers] compute per iteration in the steady window */
+    double *comm_window;      /* [nworkers] transfers sent + all-reduce per iteration */
+    double *busy_total;       /* [nworkers] compute over the run */
+    double *peak_act_bytes;   /* [nworkers] most stashed activation bytes at once */
+    int *max_inflight;        /* [nworkers] most in-flight microbatches at once */
+    int nlinks;
+    sim_link_stat *links;     /* in order of first use */
+    long long events, actions;
+    timeline *tl;             /* when model.record */
+} sim_result;
+
+/* Replays m->sched on m. Returns 0 and fills r (free with sim_result_free), or -1 with err
+ * when the IR is malformed (a RECV without its SEND, a SEND to a worker out of range) or
+ * deadlocks (the message names a blocked worker and the action it waits on). */
+int sim_engine_run(const sim_model *m, sim_result *r, plumb_err *err);
+void sim_result_free(sim_result *r);
+
+#endif

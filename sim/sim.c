@@ -1,0 +1,358 @@
+/* sim.c: sim_run, the simulator's entry point: options -> schedule IR -> cost model ->
+ * discrete-event engine -> memory model -> report; and the comparison of a what-if run with
+ * its base run. */
+#include "sim/sim.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sim/cost.h"
+#include "sim/engine.h"
+#include "sim/memory.h"
+
+void sim_options_init(sim_options *o)
+{
+    memset(o, 0, sizeof *o);
+    o->schedule = -1;
+    o->straggler_device = -1;
+    o->straggler_factor = 1;
+}
+
+int sim_options_has_whatif(const sim_options *o)
+{
+    if (o->schedule >= 0 || o->microbatches > 0 || o->memory_limit_bytes > 0 ||
+        (o->straggler_device >= 0 && o->straggler_factor != 1))
+        return 1;
+    for (int l = 0; l < CLUSTER_MAX_LEVELS; l++)
+        if (o->bandwidth_Bps[l] > 0)
+            return 1;
+    return 0;
+}
+
+static int check_options(const plan *pl, const sim_options *o, plumb_err *err)
+{
+    if (o->schedule < -1 || o->schedule >= SCHED_NKINDS)
+        return err_set(err, NULL, "schedule", "expected a schedule kind (got %d)", o->schedule);
+    if (o->microbatches < 0 || o->iterations < 0)
+        return err_set(err, NULL, o->microbatches < 0 ? "microbatches" : "iterations",
+                       "expected a count >= 1 (got %d)",
+                       o->microbatches < 0 ? o->microbatches : o->iterations);
+    if (o->straggler_device < -1 || o->straggler_device >= pl->clus->ndevices)
+        return err_set(err, NULL, "straggler", "expected a device id from 0 to %d (got %d)",
+                       pl->clus->ndevices - 1, o->straggler_device);
+    if (o->straggler_device >= 0 && !(o->straggler_factor > 0 && isfinite(o->straggler_factor)))
+        return err_set(err, NULL, "straggler", "expected a slowdown factor > 0 (got %g)",
+                       o->straggler_factor);
+    for (int l = 0; l < CLUSTER_MAX_LEVELS; l++) {
+        if (!(o->bandwidth_Bps[l] >= 0 && isfinite(o->bandwidth_Bps[l])))
+            return err_set(err, NULL, "bandwidth", "expected a bandwidth >= 0 (got %g)",
+                           o->bandwidth_Bps[l]);
+        if (o->bandwidth_Bps[l] > 0 && l >= pl->clus->nlevels)
+            return err_set(err, NULL, "bandwidth", "level %d does not exist (the cluster has "
+                           "%d levels)", l, pl->clus->nlevels);
+    }
+    if (!(o->memory_limit_bytes >= 0 && isfinite(o->memory_limit_bytes)))
+        return err_set(err, NULL, "memory_limit", "expected bytes >= 0 (got %g)",
+                       o->memory_limit_bytes);
+    return 0;
+}
+
+void sim_report_free(sim_report *r)
+{
+    if (!r)
+        return;
+    free(r->devices);
+    free(r->links);
+    free(r->stages);
+    timeline_free(r->tl);
+    free(r);
+}
+
+static int cmp_link(const void *a, const void *b)
+{
+    const sim_link_report *x = a, *y = b;
+    if (x->src != y->src)
+        return x->src < y->src ? -1 : 1;
+    return (x->dst > y->dst) - (x->dst < y->dst);
+}
+
+/* Fills the report from the engine's result and the model. */
+static int fill_report(sim_report *rep, const plan *pl, const sim_model *m, const sim_result *res,
+                       const int *versions, const int *inflight, double mem_limit)
+{
+    const schedule *s = m->sched;
+    int nw = s->nworkers;
+    rep->ndevices = nw;
+    rep->devices = calloc((size_t)nw + 1, sizeof *rep->devices);
+    rep->nlinks = res->nlinks;
+    rep->links = calloc((size_t)res->nlinks + 1, sizeof *rep->links);
+    rep->stages = calloc((size_t)s->nstages + 1, sizeof *rep->stages);
+    int *order = malloc(((size_t)nw + 1) * sizeof *order);
+    if (!rep->devices || !rep->links || !rep->stages || !order) {
+        free(order);
+        return -1;
+    }
+    /* devices sorted by id (insertion sort on the worker order, usually already sorted) */
+    for (int w = 0; w < nw; w++) {
+        int j = w;
+        while (j > 0 && m->worker_device[order[j - 1]] > m->worker_device[w]) {
+            order[j] = order[j - 1];
+            j--;
+        }
+        order[j] = w;
+    }
+    double busy_sum = 0;
+    rep->fits = 1;
+    for (int i = 0; i < nw; i++) {
+        int w = order[i];
+        sim_device_report *d = &rep->devices[i];
+        const device_type *t = cluster_device_type(pl->clus, m->worker_device[w]);
+        d->device = m->worker_device[w];
+        d->worker = w;
+        d->type = t ? t->name : "";
+        for (int st = 0; st < s->nstages; st++)
+            for (int j = 0; j < s->replicas[st]; j++)
+                if (s->stage_workers[s->stage_first[st] + j] == w) {
+                    if (d->nstages < 8)
+                        d->stages[d->nstages] = st;
+                    d->nstages++;
+                    if (versions[st] > d->weight_versions)
+                        d->weight_versions = versions[st];
+                    break;
+                }
+        d->busy_s = res->busy_window[w];
+        d->idle_s = rep->iteration_s > d->busy_s ? rep->iteration_s - d->busy_s : 0;
+        d->comm_s = res->comm_window[w];
+        d->total_busy_s = res->busy_total[w];
+        d->max_inflight = res->max_inflight[w];
+        double cap = t ? t->memory_bytes : 0;
+        if (mem_limit > 0 && (cap <= 0 || mem_limit < cap))
+            cap = mem_limit;
+        sim_memory_of(m, w, versions, pl->optimizer, res->peak_act_bytes[w], cap, &d->mem);
+        if (!d->mem.fits)
+            rep->fits = 0;
+        if (d->mem.total > rep->peak_memory_bytes)
+            rep->peak_memory_bytes = d->mem.total;
+        busy_sum += d->busy_s;
+    }
+    free(order);
+    double b = rep->iteration_s > 0 ? 1 - busy_sum / (nw * rep->iteration_s) : 0;
+    rep->bubble_fraction = b < 0 ? 0 : b > 1 ? 1 : b;
+    for (int i = 0; i < res->nlinks; i++) {
+        const sim_link_stat *l = &res->links[i];
+        rep->links[i] = (sim_link_report){.src = l->src, .dst = l->dst, .level = l->level,
+                                          .bytes = l->bytes,
+                                          .bytes_per_iteration = l->bytes_window,
+                                          .busy_s = l->busy_s, .transfers = l->transfers};
+    }
+    qsort(rep->links, (size_t)rep->nlinks, sizeof *rep->links, cmp_link);
+    for (int st = 0; st < s->nstages; st++) {
+        sim_stage_report *g = &rep->stages[st];
+        const plan_stage *ps = &pl->stages[st];
+        int w0 = s->stage_workers[s->stage_first[st]];
+        const double *a = &m->act_s[(size_t)st * SIM_NC];
+        double sc = m->worker_scale[w0];
+        *g = (sim_stage_report){.first_layer = ps->first_layer, .last_layer = ps->last_layer,
+                                .replicas = ps->replicas, .forward_s = a[SIM_C_F] * sc,
+                                .backward_s = a[SIM_C_B] * sc, .input_grad_s = a[SIM_C_I] * sc,
+                                .weight_grad_s = a[SIM_C_W] * sc,
+                                .send_bytes = m->cut_bytes[st],
+                                .parameter_bytes = m->grad_bytes[st],
+                                .activation_bytes = m->stash_bytes[st],
+                                .allreduce_s = m->allreduce_s[st],
+                                .weight_versions = versions[st] > 0 ? versions[st] : 1,
+                                .max_inflight = inflight[st]};
+    }
+    return 0;
+}
+
+sim_report *sim_run(const plan *pl, const sim_options *opt, plumb_err *err)
+{
+    sim_options dflt;
+    if (!opt) {
+        sim_options_init(&dflt);
+        opt = &dflt;
+    }
+    if (!pl || !pl->prof || !pl->clus || pl->nstages < 1) {
+        err_set(err, NULL, NULL, "the plan has no stages");
+        return NULL;
+    }
+    if (check_options(pl, opt, err))
+        return NULL;
+    plan view = *pl; /* shallow: only scalar fields change */
+    if (opt->schedule >= 0)
+        view.schedule = (sched_kind)opt->schedule;
+    if (opt->microbatches > 0)
+        view.microbatches = opt->microbatches;
+    int iters = opt->iterations > 0 ? opt->iterations : SIM_DEFAULT_ITERATIONS;
+
+    sim_report *rep = calloc(1, sizeof *rep);
+    schedule *own = NULL;
+    const schedule *s = opt->sched;
+    sim_model m = {0};
+    sim_result res = {0};
+    int have_res = 0;
+    int *versions = NULL, *inflight = NULL;
+    char *names = NULL;
+    const char **nameptr = NULL;
+    if (!rep) {
+        err_set(err, NULL, NULL, "out of memory");
+        return NULL;
+    }
+    if (!s) {
+        own = schedule_from_plan(&view, iters, err);
+        if (!own)
+            goto fail;
+        s = own;
+    }
+    sim_net net;
+    sim_net_from_cluster(&net, pl->clus, opt->bandwidth_Bps);
+    if (sim_cost_build(&m, &view, s, &net, opt->straggler_device,
+                       opt->straggler_device >= 0 ? opt->straggler_factor : 1, err))
+        goto fail;
+    m.record = opt->timeline;
+    if (m.record) {
+        names = malloc((size_t)s->nworkers * 64 + 1);
+        nameptr = malloc(((size_t)s->nworkers + 1) * sizeof *nameptr);
+        if (!names || !nameptr) {
+            err_set(err, NULL, NULL, "out of memory");
+            goto fail;
+        }
+        for (int w = 0; w < s->nworkers; w++) {
+            const device_type *t = cluster_device_type(pl->clus, m.worker_device[w]);
+            snprintf(names + (size_t)w * 64, 64, "device %d (%s)", m.worker_device[w],
+                     t ? t->name : "?");
+            nameptr[w] = names + (size_t)w * 64;
+        }
+        m.device_names = nameptr;
+    }
+    if (sim_engine_run(&m, &res, err))
+        goto fail;
+    have_res = 1;
+    versions = calloc((size_t)s->nstages + 1, sizeof *versions);
+    inflight = calloc((size_t)s->nstages + 1, sizeof *inflight);
+    if (!versions || !inflight) {
+        err_set(err, NULL, NULL, "out of memory");
+        goto fail;
+    }
+    if (schedule_inflight(s, inflight, versions, err))
+        goto fail;
+    rep->schedule = s->kind;
+    rep->microbatches = s->microbatches;
+    rep->microbatch_size = view.microbatch_size;
+    rep->iterations = res.iterations;
+    rep->nstages = s->nstages;
+    rep->chunks = s->chunks;
+    rep->recompute = view.recompute;
+    rep->iteration_s = res.iteration_s;
+    rep->samples_per_s = res.iteration_s > 0
+        ? (double)view.microbatch_size * s->microbatches / res.iteration_s : 0;
+    rep->makespan_s = res.makespan_s;
+    rep->events = res.events;
+    rep->actions = res.actions;
+    if (fill_report(rep, &view, &m, &res, versions, inflight, opt->memory_limit_bytes)) {
+        err_set(err, NULL, NULL, "out of memory");
+        goto fail;
+    }
+    rep->tl = res.tl;
+    res.tl = NULL;
+    sim_result_free(&res);
+    sim_model_release(&m);
+    schedule_free(own);
+    free(versions);
+    free(inflight);
+    free(names);
+    free(nameptr);
+    return rep;
+fail:
+    if (have_res)
+        sim_result_free(&res);
+    sim_model_release(&m);
+    schedule_free(own);
+    free(versions);
+    free(inflight);
+    free(names);
+    free(nameptr);
+    sim_report_free(rep);
+    return NULL;
+}
+
+/* --- what-if comparison ------------------------------------------------------------------- */
+
+static int add_change(sim_changes *c, const char *figure, const char *unit, double base,
+                      double whatif)
+{
+    sim_change *nc = realloc(c->c, ((size_t)c->n + 1) * sizeof *nc);
+    if (!nc)
+        return -1;
+    c->c = nc;
+    size_t n = strlen(figure) + 1;
+    char *f = malloc(n);
+    if (!f)
+        return -1;
+    memcpy(f, figure, n);
+    c->c[c->n++] = (sim_change){.figure = f, .unit = unit, .base = base, .whatif = whatif,
+                                .ratio = base != 0 ? whatif / base : 0};
+    return 0;
+}
+
+static int moved(double a, double b)
+{
+    double m = fabs(a) > fabs(b) ? fabs(a) : fabs(b);
+    return fabs(a - b) > 1e-3 * m && m > 0;
+}
+
+int sim_compare(const sim_report *base, const sim_report *whatif, sim_changes *out)
+{
+    out->n = 0;
+    out->c = NULL;
+    if (add_change(out, "samples_per_s", "samples/s", base->samples_per_s,
+                   whatif->samples_per_s) ||
+        add_change(out, "iteration_s", "s", base->iteration_s, whatif->iteration_s) ||
+        add_change(out, "bubble_fraction", "fraction", base->bubble_fraction,
+                   whatif->bubble_fraction) ||
+        add_change(out, "peak_memory_bytes", "bytes", base->peak_memory_bytes,
+                   whatif->peak_memory_bytes) ||
+        add_change(out, "fits", "bool", base->fits, whatif->fits))
+        goto oom;
+    for (int i = 0; i < whatif->ndevices; i++) {
+        const sim_device_report *w = &whatif->devices[i], *b = NULL;
+        for (int j = 0; j < base->ndevices && !b; j++)
+            if (base->devices[j].device == w->device)
+                b = &base->devices[j];
+        if (!b)
+            continue;
+        char f[96];
+        struct { const char *name, *unit; double x, y; } figs[] = {
+            {"busy_s", "s", b->busy_s, w->busy_s},
+            {"idle_s", "s", b->idle_s, w->idle_s},
+            {"comm_s", "s", b->comm_s, w->comm_s},
+            {"peak_memory_bytes", "bytes", b->mem.total, w->mem.total},
+            {"memory_capacity_bytes", "bytes", b->mem.capacity, w->mem.capacity},
+        };
+        for (size_t k = 0; k < sizeof figs / sizeof figs[0]; k++) {
+            if (!moved(figs[k].x, figs[k].y))
+                continue;
+            snprintf(f, sizeof f, "devices[%d].%s", w->device, figs[k].name);
+            if (add_change(out, f, figs[k].unit, figs[k].x, figs[k].y))
+                goto oom;
+        }
+    }
+    return 0;
+oom:
+    sim_changes_free(out);
+    return -1;
+}
+
+void sim_changes_free(sim_changes *c)
+{
+    if (!c)
+        return;
+    for (int i = 0; i < c->n; i++)
+        free((char *)c->c[i].figure);
+    free(c->c);
+    c->c = NULL;
+    c->n = 0;
+}

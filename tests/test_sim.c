@@ -1,0 +1,429 @@
+/* test_sim.c: the simulator against closed-form pipeline results. Each test states its
+ * formula; plans are synthetic (sim/synth.h): a chain of equal layers cut into equal stages,
+ * F = forward and B = backward time of one stage for one microbatch. "Free communication"
+ * means zero activation bytes and zero latency. */
+#include <criterion/criterion.h>
+#include <math.h>
+
+#include "sim/sim.h"
+#include "sim/synth.h"
+
+static plan *make(const sim_synth *s)
+{
+    plumb_err e;
+    err_clear(&e);
+    plan *pl = sim_synth_plan(s, &e);
+    cr_assert_not_null(pl, "synthetic plan: %s", e.msg);
+    return pl;
+}
+
+static sim_report *run(const plan *pl, const sim_options *o)
+{
+    plumb_err e;
+    err_clear(&e);
+    sim_report *r = sim_run(pl, o, &e);
+    cr_assert_not_null(r, "sim_run: %s", e.msg);
+    return r;
+}
+
+static void free_comm(sim_synth *s)
+{
+    s->activation_bytes = 0;
+    s->latency_us[0] = s->latency_us[1] = 0;
+}
+
+/* |a - b| within a relative tolerance (absolute when b is about 0). */
+static int near(double a, double b, double tol)
+{
+    return fabs(a - b) <= tol * (fabs(b) > 1e-12 ? fabs(b) : 1);
+}
+#define NEAR(a, b, tol) near((a), (b), (tol))
+
+/* GPipe, p equal stages, m microbatches, free communication:
+ * iteration = (m + p - 1)(F + B), bubble = (p - 1) / (m + p - 1). */
+Test(sim, gpipe_bubble)
+{
+    sim_synth s;
+    sim_synth_init(&s);
+    free_comm(&s);
+    s.schedule = SCHED_GPIPE;
+    int cases[][2] = {{4, 8}, {4, 4}, {8, 16}, {2, 1}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        s.nstages = cases[i][0];
+        s.microbatches = cases[i][1];
+        plan *pl = make(&s);
+        sim_report *r = run(pl, NULL);
+        double p = s.nstages, m = s.microbatches;
+        cr_expect(NEAR(r->iteration_s, (m + p - 1) * 3e-3, 1e-9), "p=%g m=%g: %g s", p, m,
+                  r->iteration_s);
+        cr_expect(NEAR(r->bubble_fraction, (p - 1) / (m + p - 1), 1e-9),
+                  "p=%g m=%g: bubble %g", p, m, r->bubble_fraction);
+        cr_expect(NEAR(r->samples_per_s, m * 32 / ((m + p - 1) * 3e-3), 1e-9));
+        sim_report_free(r);
+        plan_free(pl);
+    }
+}
+
+/* 1F1B with flush (PipeDream-Flush): the same bubble (p - 1) / (m + p - 1); peak in-flight
+ * activations at stage 0 are p (GPipe: m). */
+Test(sim, one_f_one_b_bubble_and_inflight)
+{
+    sim_synth s;
+    sim_synth_init(&s);
+    free_comm(&s);
+    s.nstages = 4;
+    s.microbatches = 12;
+    plan *pl = make(&s);
+    sim_report *r = run(pl, NULL);
+    cr_expect(NEAR(r->bubble_fraction, 3.0 / 15, 1e-9), "bubble %g", r->bubble_fraction);
+    cr_expect(NEAR(r->iteration_s, 15 * 3e-3, 1e-9), "iteration %g", r->iteration_s);
+    cr_expect_eq(r->devices[0].max_inflight, 4);
+    cr_expect_eq(r->devices[3].max_inflight, 1);
+    sim_report_free(r);
+
+    sim_options o;
+    sim_options_init(&o);
+    o.schedule = SCHED_GPIPE;
+    r = run(pl, &o);
+    cr_expect_eq(r->devices[0].max_inflight, 12);
+    cr_expect_eq(r->devices[3].max_inflight, 12);
+    sim_report_free(r);
+    plan_free(pl);
+}
+
+/* Interleaved 1F1B, v chunks per device, p devices, m microbatches (m a multiple of p):
+ * idle time / compute time = (p - 1) / (v m) (Narayanan et al. 2021, eq. for t_pb / t_id),
+ * i.e. bubble_fraction = x / (1 + x) with x = (p - 1) / (v m). */
+Test(sim, interleaved_bubble)
+{
+    sim_synth s;
+    sim_synth_init(&s);
+    free_comm(&s);
+    s.schedule = SCHED_INTERLEAVED;
+    int cases[][3] = {{4, 2, 8}, {4, 2, 16}, {2, 3, 4}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        int p = cases[i][0], v = cases[i][1], m = cases[i][2];
+        s.nstages = p * v;
+        s.chunks = v;
+        s.microbatches = m;
+        plan *pl = make(&s);
+        sim_report *r = run(pl, NULL);
+        double x = (double)(p - 1) / (v * m);
+        cr_expect(NEAR(r->bubble_fraction, x / (1 + x), 1e-6), "p=%d v=%d m=%d: %g vs %g", p,
+                  v, m, r->bubble_fraction, x / (1 + x));
+        sim_report_free(r);
+        plan_free(pl);
+    }
+}
+
+/* ZB-H1 with F = I = W (B = I + W): its bubble time is (p - 1)(F + I - W) = (p - 1) F
+ * against 1F1B's (p - 1)(F + B) = 3 (p - 1) F: about a third. */
+Test(sim, zb_h1_third_of_1f1b)
+{
+    sim_synth s;
+    sim_synth_init(&s);
+    free_comm(&s);
+    s.nstages = 4;
+    s.microbatches = 8;
+    s.forward_ms = 1;
+    s.backward_ms = 2;
+    s.input_ms = s.weight_ms = 1;
+    plan *pl = make(&s);
+    sim_report *flush = run(pl, NULL);
+    sim_options o;
+    sim_options_init(&o);
+    o.schedule = SCHED_ZB_H1;
+    sim_report *zb = run(pl, &o);
+    double idle_1f1b = flush->iteration_s - 8 * 3e-3, idle_zb = zb->iteration_s - 8 * 3e-3;
+    cr_expect(NEAR(idle_1f1b, 3 * 3e-3, 1e-9), "1f1b bubble time %g", idle_1f1b);
+    cr_expect(idle_zb > 0.25 * idle_1f1b && idle_zb < 0.45 * idle_1f1b,
+              "zb-h1 bubble time %g vs 1f1b %g", idle_zb, idle_1f1b);
+    cr_expect(zb->bubble_fraction < flush->bubble_fraction);
+    sim_report_free(flush);
+    sim_report_free(zb);
+    plan_free(pl);
+}
+
+/* PipeDream (asynchronous 1F1B with weight stashing): in steady state one microbatch
+ * leaves every max_s(F_s + B_s); so an iteration of m microbatches takes m x max stage
+ * time. Stage s (of p) keeps p - s weight versions; 2BW at most 2. */
+Test(sim, pipedream_steady_state_and_versions)
+{
+    sim_synth s;
+    sim_synth_init(&s);
+    free_comm(&s);
+    s.schedule = SCHED_PIPEDREAM;
+    s.nstages = 4;
+    s.microbatches = 16;
+    s.parameter_bytes = 1e6;
+    plan *pl = make(&s);
+    /* make stage 2 the slowest: F = 2 ms, B = 4 ms, max stage time 6 ms */
+    pl->prof->layers[2].forward_ms = 2;
+    pl->prof->layers[2].backward_ms = 4;
+    sim_options o;
+    sim_options_init(&o);
+    o.iterations = 4;
+    sim_report *r = run(pl, &o);
+    cr_expect(NEAR(r->iteration_s, 16 * 6e-3, 1e-6), "iteration %g s", r->iteration_s);
+    cr_expect(NEAR(r->samples_per_s, 32 / 6e-3, 1e-6), "%g samples/s", r->samples_per_s);
+    for (int st = 0; st < 4; st++) {
+        cr_expect_eq(r->stages[st].weight_versions, 4 - st, "stage %d: %d versions", st,
+                     r->stages[st].weight_versions);
+        cr_expect(NEAR(r->devices[st].mem.weights, (4 - st) * 1e6, 1e-12));
+    }
+    sim_report_free(r);
+    o.schedule = SCHED_2BW;
+    r = run(pl, &o);
+    for (int st = 0; st < 4; st++)
+        cr_expect(r->stages[st].weight_versions <= 2 && r->stages[st].weight_versions >= 1,
+                  "2bw stage %d: %d versions", st, r->stages[st].weight_versions);
+    cr_expect(r->devices[0].mem.weights <= 2e6 + 1);
+    sim_report_free(r);
+    plan_free(pl);
+}
+
+/* One stage on one device: an iteration is m x sum over layers of (F + B), scaled from the
+ * profiled minibatch to the microbatch and divided by the device speed. */
+Test(sim, one_stage_sums_layers)
+{
+    sim_synth s;
+    sim_synth_init(&s);
+    s.nstages = 1;
+    s.layers_per_stage = 3;
+    s.microbatches = 5;
+    s.microbatch_size = 16; /* half the profiled minibatch of 32 */
+    s.speed = 2;
+    plan *pl = make(&s);
+    double f[3] = {1, 2, 3}, b[3] = {2, 5, 7}, sum = 0;
+    for (int i = 0; i < 3; i++) {
+        pl->prof->layers[i].forward_ms = f[i];
+        pl->prof->layers[i].backward_ms = b[i];
+        sum += f[i] + b[i];
+    }
+    sim_report *r = run(pl, NULL);
+    double want = 5 * sum * 1e-3 * (16.0 / 32) / 2;
+    cr_expect(NEAR(r->iteration_s, want, 1e-9), "%g vs %g", r->iteration_s, want);
+    cr_expect(NEAR(r->bubble_fraction, 0, 1e-9) || r->bubble_fraction < 1e-9);
+    cr_expect(NEAR(r->stages[0].forward_s, 6e-3 * 0.25, 1e-9));
+    cr_expect_eq(r->nlinks, 0);
+    sim_report_free(r);
+    plan_free(pl);
+}
+
+/* Ring all-reduce of P bytes among r replicas over links of bandwidth W (one device per
+ * server, zero latency): 2 (r - 1) / r x P / W. One stage replicated r times, m = r
+ * microbatches (one per replica, round robin); one gradient bucket: the all-reduce cannot
+ * overlap, so iteration = F + B + 2 (r - 1) / r x P / W. */
+Test(sim, ring_allreduce)
+{
+    sim_synth s;
+    sim_synth_init(&s);
+    s.nstages = 1;
+    s.devices_per_server = 1;
+    s.bw_gbit[1] = 8;                 /* 1e9 bytes/s */
+    s.parameter_bytes = 10e6;         /* below one 25 MiB bucket */
+    int rs[] = {2, 4, 8};
+    for (size_t i = 0; i < 3; i++) {
+        int r = rs[i];
+        s.replicas = r;
+        s.microbatches = r;
+        plan *pl = make(&s);
+        sim_report *rep = run(pl, NULL);
+        double ar = 2.0 * (r - 1) / r * 10e6 / 1e9;
+        cr_expect(NEAR(rep->stages[0].allreduce_s, ar, 1e-9), "r=%d: %g vs %g", r,
+                  rep->stages[0].allreduce_s, ar);
+        cr_expect(NEAR(rep->iteration_s, 3e-3 + ar, 1e-9), "r=%d: iteration %g vs %g", r,
+                  rep->iteration_s, 3e-3 + ar);
+        cr_expect(NEAR(rep->devices[0].comm_s, ar, 1e-9));
+        sim_report_free(rep);
+        plan_free(pl);
+    }
+}
+
+/* Bucketed overlap: with K buckets ready evenly through the last backward (time b) and a
+ * ring time T, the all-reduce ends max(b / K + T, b + T / K) after that backward starts. */
+Test(sim, allreduce_overlaps_backward)
+{
+    sim_synth s;
+    sim_synth_init(&s);
+    s.nstages = 1;
+    s.devices_per_server = 1;
+    s.bw_gbit[1] = 8;
+    s.replicas = 2;
+    s.microbatches = 2;
+    s.backward_ms = 40;
+    s.parameter_bytes = 4 * 25.0 * 1024 * 1024; /* exactly K = 4 buckets */
+    plan *pl = make(&s);
+    sim_report *rep = run(pl, NULL);
+    double T = 2.0 * 1 / 2 * s.parameter_bytes / 1e9, b = 40e-3, K = 4;
+    double tail = fmax(b / K + T, b + T / K);
+    cr_expect(NEAR(rep->iteration_s, 1e-3 + tail, 1e-9), "%g vs %g", rep->iteration_s,
+              1e-3 + tail);
+    cr_expect(rep->iteration_s < 1e-3 + b + T);
+    sim_report_free(rep);
+    plan_free(pl);
+}
+
+/* Straggler: device d slowed by factor k does k x its compute; with pipedream's steady
+ * state the iteration becomes m x k x (F + B) when that stage becomes the slowest. */
+Test(sim, straggler_whatif)
+{
+    sim_synth s;
+    sim_synth_init(&s);
+    free_comm(&s);
+    s.schedule = SCHED_PIPEDREAM;
+    s.nstages = 4;
+    s.microbatches = 8;
+    plan *pl = make(&s);
+    sim_options o;
+    sim_options_init(&o);
+    o.iterations = 4;
+    sim_report *base = run(pl, &o);
+    o.straggler_device = 1;
+    o.straggler_factor = 2;
+    sim_report *slow = run(pl, &o);
+    cr_expect(NEAR(base->iteration_s, 8 * 3e-3, 1e-6));
+    cr_expect(NEAR(slow->iteration_s, 8 * 6e-3, 1e-6), "%g", slow->iteration_s);
+    cr_expect(NEAR(slow->devices[1].busy_s, 2 * base->devices[1].busy_s, 1e-9));
+    cr_expect(NEAR(slow->devices[0].busy_s, base->devices[0].busy_s, 1e-9));
+    sim_changes ch;
+    cr_assert_eq(sim_compare(base, slow, &ch), 0);
+    int found = 0;
+    for (int i = 0; i < ch.n; i++)
+        if (strcmp(ch.c[i].figure, "samples_per_s") == 0) {
+            found = 1;
+            cr_expect(NEAR(ch.c[i].ratio, 0.5, 1e-6), "ratio %g", ch.c[i].ratio);
+        }
+    cr_expect(found);
+    sim_changes_free(&ch);
+    sim_report_free(base);
+    sim_report_free(slow);
+    plan_free(pl);
+}
+
+/* Bandwidth what-if: transfer time = latency + bytes / bandwidth of the level crossed, so
+ * halving the inter-server bandwidth doubles the link time of every cross-server transfer
+ * and leaves the bytes alone; the iteration grows when communication is exposed. */
+Test(sim, bandwidth_whatif)
+{
+    sim_synth s;
+    sim_synth_init(&s);
+    s.nstages = 2;
+    s.devices_per_server = 1;         /* stage 0 and 1 on different servers */
+    s.bw_gbit[1] = 8;                 /* 1e9 bytes/s */
+    s.activation_bytes = 2e6;         /* 2 ms per transfer */
+    s.latency_us[1] = 10;
+    plan *pl = make(&s);
+    sim_report *base = run(pl, NULL);
+    sim_options o;
+    sim_options_init(&o);
+    o.bandwidth_Bps[1] = 0.5e9;
+    sim_report *slow = run(pl, &o);
+    cr_assert_eq(base->nlinks, 2);
+    for (int i = 0; i < 2; i++) {
+        cr_expect(NEAR(slow->links[i].bytes, base->links[i].bytes, 1e-12));
+        cr_expect(NEAR(slow->links[i].busy_s, 2 * base->links[i].busy_s, 1e-9));
+        /* 8 microbatches x 3 iterations x 2 MB each way */
+        cr_expect(NEAR(base->links[i].bytes, 8 * 3 * 2e6, 1e-12));
+        cr_expect(NEAR(base->links[i].busy_s, 8 * 3 * 2e-3, 1e-9));
+    }
+    cr_expect(slow->iteration_s > base->iteration_s);
+    cr_expect(NEAR(slow->devices[0].comm_s, 2 * base->devices[0].comm_s, 1e-9));
+    sim_report_free(base);
+    sim_report_free(slow);
+    plan_free(pl);
+}
+
+/* Memory: weights x versions + gradients + optimizer state (sgd 0, momentum 1x, adam 2x)
+ * + stashed activations; recompute keeps only the stage input per in-flight microbatch
+ * plus one microbatch's outputs during its backward. */
+Test(sim, memory_model)
+{
+    sim_synth s;
+    sim_synth_init(&s);
+    s.nstages = 4;
+    s.microbatches = 8;
+    s.layers_per_stage = 2;
+    s.parameter_bytes = 1e6;   /* 2 MB per stage */
+    s.activation_bytes = 1e6;
+    s.optimizer = OPT_ADAM;
+    plan *pl = make(&s);
+    sim_report *r = run(pl, NULL);
+    const sim_memory *m = &r->devices[1].mem; /* stage 1: 3 in flight under 1f1b */
+    cr_expect(NEAR(m->weights, 2e6, 1e-12));
+    cr_expect(NEAR(m->gradients, 2e6, 1e-12));
+    cr_expect(NEAR(m->optimizer, 4e6, 1e-12));
+    cr_expect_eq(r->devices[1].max_inflight, 3);
+    cr_expect(NEAR(m->activations, 3 * 3e6, 1e-12), "%g", m->activations); /* in + 2 out */
+    cr_expect(NEAR(m->total, 2e6 + 2e6 + 4e6 + 9e6, 1e-12));
+    cr_expect(m->fits);
+    sim_report_free(r);
+
+    pl->recompute = 1;
+    r = run(pl, NULL);
+    m = &r->devices[1].mem;
+    cr_expect(NEAR(m->activations, 3 * 1e6 + 2e6, 1e-12), "%g", m->activations);
+    /* recompute: B = F + B */
+    cr_expect(NEAR(r->stages[1].backward_s, 2 * 1e-3 + 2 * 2e-3, 1e-12));
+    sim_report_free(r);
+
+    sim_options o;
+    sim_options_init(&o);
+    o.memory_limit_bytes = 5e6;
+    r = run(pl, &o);
+    cr_expect(!r->fits);
+    cr_expect(NEAR(r->devices[0].mem.capacity, 5e6, 1e-12));
+    sim_report_free(r);
+    plan_free(pl);
+}
+
+Test(sim, rejects_bad_options)
+{
+    sim_synth s;
+    sim_synth_init(&s);
+    plan *pl = make(&s);
+    sim_options o;
+    plumb_err e;
+    sim_options_init(&o);
+    o.straggler_device = 99;
+    cr_expect_null(sim_run(pl, &o, &e));
+    cr_expect(strstr(e.msg, "straggler") != NULL, "%s", e.msg);
+    sim_options_init(&o);
+    o.bandwidth_Bps[5] = 1e9;
+    cr_expect_null(sim_run(pl, &o, &e));
+    cr_expect(strstr(e.msg, "level 5") != NULL, "%s", e.msg);
+    sim_options_init(&o);
+    o.straggler_device = 0;
+    o.straggler_factor = 0;
+    cr_expect_null(sim_run(pl, &o, &e));
+    plan_free(pl);
+}
+
+/* The timeline holds one compute event per F and B, and transfers on link tracks. */
+Test(sim, timeline_recorded)
+{
+    sim_synth s;
+    sim_synth_init(&s);
+    s.nstages = 3;
+    s.microbatches = 4;
+    plan *pl = make(&s);
+    sim_options o;
+    sim_options_init(&o);
+    o.timeline = 1;
+    o.iterations = 2;
+    sim_report *r = run(pl, &o);
+    cr_assert_not_null(r->tl);
+    size_t nf = 0, nb = 0, nx = 0;
+    for (size_t i = 0; i < r->tl->n; i++) {
+        const tl_event *e = &r->tl->ev[i];
+        nf += e->kind == TL_F;
+        nb += e->kind == TL_B;
+        nx += e->kind == TL_SEND_F || e->kind == TL_SEND_B;
+        cr_expect(e->start_s >= 0 && e->start_s + e->dur_s <= r->makespan_s + 1e-12);
+    }
+    cr_expect_eq(nf, 3 * 4 * 2);
+    cr_expect_eq(nb, 3 * 4 * 2);
+    cr_expect_eq(nx, 2 * 2 * 4 * 2);
+    sim_report_free(r);
+    plan_free(pl);
+}

@@ -1,0 +1,181 @@
+/* test_timeline.c: the shared timeline and its Chrome trace-event JSON writer and reader:
+ * a round trip keeps every event (times to the written microsecond precision), the writer
+ * names one track per device and per link, and the reader rejects malformed traces with
+ * the field path. */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/json.h"
+#include "core/timeline.h"
+
+static timeline *sample(void)
+{
+    timeline *tl = timeline_new("sim");
+    cr_assert_not_null(tl);
+    int d0 = timeline_track(tl, TL_TRACK_DEVICE, 0, -1, "device 0 (V100)");
+    int d1 = timeline_track(tl, TL_TRACK_DEVICE, 1, -1, NULL);
+    int l01 = timeline_track(tl, TL_TRACK_LINK, 0, 1, "link 0->1 \"eth\"");
+    int c0 = timeline_track(tl, TL_TRACK_COLLECTIVE, 0, -1, NULL);
+    cr_assert(d0 == 0 && d1 == 1 && l01 == 2 && c0 == 3);
+    cr_assert_eq(timeline_track(tl, TL_TRACK_DEVICE, 1, -1, "other name"), d1);
+    tl_event e[] = {
+        {.start_s = 0, .dur_s = 1e-3, .track = d0, .kind = TL_F, .stage = 0, .microbatch = 0,
+         .peer_stage = -1},
+        {.start_s = 1e-3, .dur_s = 0.5e-3, .bytes = 4096, .track = l01, .kind = TL_SEND_F,
+         .stage = 0, .peer_stage = 1, .microbatch = 0},
+        {.start_s = 1.5e-3, .dur_s = 1e-3, .track = d1, .kind = TL_F, .stage = 1,
+         .microbatch = 0, .peer_stage = -1},
+        {.start_s = 2.5e-3, .dur_s = 2e-3, .track = d1, .kind = TL_B, .stage = 1,
+         .microbatch = 0, .peer_stage = -1, .iteration = 2},
+        {.start_s = 5e-3, .dur_s = 3e-3, .bytes = 1e8, .track = c0, .kind = TL_ALLREDUCE,
+         .stage = 0, .microbatch = -1, .peer_stage = -1},
+        {.start_s = 8.123456e-3, .dur_s = 0, .track = d0, .kind = TL_STEP, .stage = 0,
+         .microbatch = -1, .peer_stage = -1},
+    };
+    for (size_t i = 0; i < sizeof e / sizeof e[0]; i++)
+        cr_assert_eq(timeline_add(tl, &e[i]), 0);
+    return tl;
+}
+
+Test(timeline, names)
+{
+    char b[64];
+    tl_event f = {.kind = TL_F, .stage = 1, .microbatch = 3};
+    cr_expect_str_eq(tl_event_name(&f, b, sizeof b), "F3 s1");
+    tl_event x = {.kind = TL_SEND_B, .stage = 2, .peer_stage = 1, .microbatch = 7};
+    cr_expect_str_eq(tl_event_name(&x, b, sizeof b), "B7 s2>s1");
+    for (int k = 0; k < TL_NKINDS; k++)
+        cr_expect_eq(tl_kind_parse(tl_kind_name(k)), k);
+    cr_expect_eq(tl_kind_parse("X"), -1);
+}
+
+Test(timeline, chrome_round_trip)
+{
+    timeline *tl = sample();
+    char path[] = "/tmp/plumb-test-trace-XXXXXX";
+    int fd = mkstemp(path);
+    cr_assert(fd >= 0);
+    close(fd);
+    plumb_err e;
+    cr_assert_eq(timeline_write_chrome(tl, path, &e), 0, "%s", e.msg);
+    timeline *back = timeline_read_chrome(path, &e);
+    cr_assert_not_null(back, "%s", e.msg);
+    cr_expect_str_eq(back->source, "sim");
+    cr_assert_eq(back->ntracks, tl->ntracks);
+    for (int i = 0; i < tl->ntracks; i++) {
+        cr_expect_eq(back->tracks[i].kind, tl->tracks[i].kind);
+        cr_expect_eq(back->tracks[i].device, tl->tracks[i].device);
+        cr_expect_eq(back->tracks[i].peer, tl->tracks[i].peer);
+        cr_expect_str_eq(back->tracks[i].name, tl->tracks[i].name);
+    }
+    cr_assert_eq(back->n, tl->n);
+    for (size_t i = 0; i < tl->n; i++) {
+        const tl_event *a = &tl->ev[i], *b = &back->ev[i];
+        cr_expect(fabs(a->start_s - b->start_s) < 1e-9, "event %zu start", i);
+        cr_expect(fabs(a->dur_s - b->dur_s) < 1e-9, "event %zu dur", i);
+        cr_expect_eq(a->bytes, b->bytes);
+        cr_expect_eq(a->track, b->track);
+        cr_expect_eq(a->kind, b->kind);
+        cr_expect_eq(a->stage, b->stage);
+        cr_expect_eq(a->peer_stage, b->peer_stage);
+        cr_expect_eq(a->microbatch, b->microbatch);
+        cr_expect_eq(a->iteration, b->iteration);
+    }
+    cr_expect(fabs(timeline_end(back) - 8.123456e-3) < 1e-9);
+    timeline_free(back);
+    unlink(path);
+    timeline_free(tl);
+}
+
+/* The text is valid JSON with thread_name metadata for each track and "X" events. */
+Test(timeline, chrome_layout)
+{
+    timeline *tl = sample();
+    size_t n;
+    char *text = timeline_chrome_text(tl, &n);
+    cr_assert_not_null(text);
+    cr_expect_eq(strlen(text), n);
+    cJSON *root = cJSON_Parse(text);
+    cr_assert_not_null(root);
+    const cJSON *evs = cJSON_GetObjectItem(root, "traceEvents");
+    int names = 0, xs = 0;
+    for (const cJSON *ev = evs->child; ev; ev = ev->next) {
+        const char *ph = cJSON_GetObjectItem(ev, "ph")->valuestring;
+        const char *nm = cJSON_GetObjectItem(ev, "name")->valuestring;
+        if (strcmp(ph, "M") == 0 && strcmp(nm, "thread_name") == 0)
+            names++;
+        if (strcmp(ph, "X") == 0) {
+            xs++;
+            if (strcmp(nm, "F0 s0") == 0) {
+                cr_expect_eq(cJSON_GetObjectItem(ev, "pid")->valueint, 1);
+                cr_expect_eq(cJSON_GetObjectItem(ev, "dur")->valuedouble, 1000.0);
+            }
+            if (strcmp(nm, "F0 s0>s1") == 0)
+                cr_expect_eq(cJSON_GetObjectItem(ev, "pid")->valueint, 3);
+        }
+    }
+    cr_expect_eq(names, 4);
+    cr_expect_eq(xs, 6);
+    cJSON_Delete(root);
+    free(text);
+    timeline_free(tl);
+}
+
+static void expect_reject(const char *text, const char *needle)
+{
+    plumb_err e;
+    err_clear(&e);
+    cJSON *root = cJSON_Parse(text);
+    cr_assert_not_null(root, "test JSON: %s", text);
+    timeline *tl = timeline_from_chrome_json(root, "t.json", &e);
+    cr_expect_null(tl, "accepted: %s", text);
+    cr_expect(strstr(e.msg, needle) != NULL, "message \"%s\" lacks \"%s\"", e.msg, needle);
+    timeline_free(tl);
+    cJSON_Delete(root);
+}
+
+Test(timeline, reader_rejects)
+{
+    expect_reject("[]", "traceEvents");
+    expect_reject("{}", "traceEvents");
+    expect_reject("{\"traceEvents\": 3}", "traceEvents");
+    expect_reject("{\"otherData\": {\"format\": \"x/9\"}, \"traceEvents\": []}",
+                  "otherData.format");
+    expect_reject("{\"traceEvents\": [{\"ph\": \"X\", \"name\": \"F0 s0\", \"pid\": 1, "
+                  "\"tid\": 0, \"ts\": 0, \"dur\": 1, \"args\": {\"stage\": 0}}]}",
+                  "traceEvents[0].args.kind");
+    expect_reject("{\"traceEvents\": [{\"ph\": \"X\", \"name\": \"F0 s0\", \"pid\": 1, "
+                  "\"tid\": 0, \"ts\": -5, \"dur\": 1, \"args\": {\"stage\": 0, "
+                  "\"kind\": \"F\"}}]}", "traceEvents[0].ts");
+    expect_reject("{\"traceEvents\": [{\"ph\": \"X\", \"name\": \"F0 s0\", \"pid\": 1, "
+                  "\"tid\": 0, \"ts\": 0, \"dur\": 1, \"args\": {\"stage\": 0, "
+                  "\"kind\": \"Q\"}}]}", "traceEvents[0].args.kind");
+    expect_reject("{\"traceEvents\": [{\"ph\": \"X\", \"name\": \"x\", \"pid\": 3, "
+                  "\"tid\": 1, \"ts\": 0, \"dur\": 1, \"args\": {\"stage\": 0, "
+                  "\"kind\": \"send_f\"}}]}", "traceEvents[0].args.src");
+    expect_reject("{\"traceEvents\": [7]}", "traceEvents[0]");
+}
+
+/* A hand-written trace without metadata still reads: tracks come from pid and tid. */
+Test(timeline, reader_minimal)
+{
+    const char *text = "{\"traceEvents\": [{\"ph\": \"X\", \"name\": \"B1 s0\", \"pid\": 1, "
+                       "\"tid\": 4, \"ts\": 10, \"dur\": 20.5, \"args\": {\"stage\": 0, "
+                       "\"kind\": \"B\", \"microbatch\": 1}}, {\"ph\": \"i\", \"name\": "
+                       "\"marker\", \"pid\": 1, \"tid\": 4, \"ts\": 3}]}";
+    plumb_err e;
+    cJSON *root = cJSON_Parse(text);
+    timeline *tl = timeline_from_chrome_json(root, "t.json", &e);
+    cr_assert_not_null(tl, "%s", e.msg);
+    cr_expect_eq(tl->ntracks, 1);
+    cr_expect_eq(tl->tracks[0].device, 4);
+    cr_expect_eq(tl->n, 1);
+    cr_expect(fabs(tl->ev[0].dur_s - 20.5e-6) < 1e-12);
+    cr_expect_eq(tl->ev[0].microbatch, 1);
+    timeline_free(tl);
+    cJSON_Delete(root);
+}
