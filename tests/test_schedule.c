@@ -1,0 +1,470 @@
+/* test_schedule.c: the schedule generators and the validator: every generator's output
+ * validates over a grid of shapes, the theory of each schedule holds (in-flight activations
+ * and weight versions per stage), and each class of broken IR is caught with its message. */
+#include <criterion/criterion.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/schedule.h"
+
+static schedule *gen(sched_kind k, int ranks, int chunks, int m, int iters, const int *reps)
+{
+    plumb_err e = {{0}};
+    sched_spec sp = {k, 0, ranks * chunks, chunks, m, iters, reps, NULL};
+    schedule *s = schedule_generate(&sp, &e);
+    cr_assert(s, "generate %d p=%d v=%d m=%d: %s", k, ranks, chunks, m, e.msg);
+    return s;
+}
+
+/* Generates spec (NULL when rejected, with the reason in e). */
+static schedule *try_gen(sched_kind k, int ranks, int chunks, int m, int iters, const int *reps,
+                         plumb_err *e)
+{
+    sched_spec sp = {k, 0, ranks * chunks, chunks, m, iters, reps, NULL};
+    return schedule_generate(&sp, e);
+}
+
+Test(schedule_grid, every_generator_validates)
+{
+    /* replica patterns over up to 8 stages; -1 = unreplicated */
+    static const int pats[3][8] = {
+        {1, 2, 1, 1, 1, 1, 1, 1}, {2, 1, 1, 3, 1, 1, 1, 1}, {1, 1, 1, 1, 1, 1, 1, 2}};
+    long built = 0;
+    for (int k = 0; k < SCHED_NKINDS; k++)
+        for (int p = 1; p <= 8; p++)
+            for (int m = 1; m <= 16; m++)
+                for (int v = 1; v <= 3; v++)
+                    for (int pi = -1; pi < 3; pi++) {
+                        int chunked = k == SCHED_INTERLEAVED || k == SCHED_ZB_V;
+                        if (!chunked && v != 1) continue;
+                        if (k == SCHED_ZB_V && v != 2) continue;
+                        if (chunked && pi >= 0) continue;
+                        const int *reps = pi >= 0 ? pats[pi] : NULL;
+                        plumb_err e = {{0}};
+                        int iters = 1 + (m + p) % 2;
+                        schedule *s = try_gen(k, p, v, m, iters, reps, &e);
+                        if (!s) {
+                            /* the only rejections: async kinds whose microbatches do not
+                             * split over a stage's replicas, and 2bw below its minimum */
+                            int async = k == SCHED_PIPEDREAM || k == SCHED_2BW;
+                            cr_assert(async, "kind %d p=%d m=%d v=%d pat %d rejected: %s", k, p,
+                                      m, v, pi, e.msg);
+                            cr_assert(strstr(e.msg, "microbatches"), "%s", e.msg);
+                            continue;
+                        }
+                        cr_assert_eq(schedule_validate(s, &e), 0,
+                                     "kind %d p=%d m=%d v=%d pat %d: %s", k, p, m, v, pi, e.msg);
+                        cr_assert_eq(schedule_validate_sem(s, SCHED_SEM_BUFFERED, &e), 0, "%s",
+                                     e.msg);
+                        long T = (long)m * iters;
+                        cr_assert_eq(schedule_count(s, ACT_F), T * s->nstages);
+                        cr_assert_eq(schedule_count(s, ACT_B) + schedule_count(s, ACT_I),
+                                     T * s->nstages);
+                        for (int st = 0; st < s->nstages; st++)
+                            if (s->replicas[st] > 1) cr_assert(schedule_count(s, ACT_ALLREDUCE));
+                        built++;
+                        schedule_free(s);
+                    }
+    cr_assert_gt(built, 2000, "built %ld", built);
+}
+
+Test(schedule_grid, interleaved_any_microbatches)
+{
+    for (int p = 2; p <= 8; p++)
+        for (int m = 1; m <= 40; m++)
+            for (int v = 2; v <= 4; v++) {
+                schedule *s = gen(SCHED_INTERLEAVED, p, v, m, 2, NULL);
+                plumb_err e = {{0}};
+                cr_assert_eq(schedule_validate(s, &e), 0, "p=%d m=%d v=%d: %s", p, m, v, e.msg);
+                schedule_free(s);
+            }
+}
+
+Test(schedule_grid, placement_and_fields)
+{
+    int reps[3] = {1, 2, 1};
+    schedule *s = gen(SCHED_1F1B_FLUSH, 3, 1, 4, 1, reps);
+    cr_assert_eq(s->nworkers, 4);
+    cr_assert_eq(schedule_worker_of(s, 1, 0), 1);
+    cr_assert_eq(schedule_worker_of(s, 1, 3), 2);
+    cr_assert_eq(schedule_worker_of(s, 2, 3), 3);
+    /* microbatch 3 goes 0 -> replica 1 (worker 2) -> 3 */
+    int found = 0;
+    for (int i = 0; i < s->len[0]; i++) {
+        action *a = &s->acts[0][i];
+        if (a->kind == ACT_SEND_F && a->microbatch == 3) {
+            cr_assert_eq(a->peer, 2);
+            cr_assert_eq(a->peer_stage, 1);
+            found = 1;
+        }
+    }
+    cr_assert(found);
+    schedule_free(s);
+    /* zb-v: V placement, no transfer between the two stages at the bottom of the V */
+    s = gen(SCHED_ZB_V, 4, 2, 8, 1, NULL);
+    cr_assert_eq(s->nworkers, 4);
+    cr_assert_eq(s->stage_workers[s->stage_first[3]], 3);
+    cr_assert_eq(s->stage_workers[s->stage_first[4]], 3);
+    cr_assert_eq(s->stage_workers[s->stage_first[7]], 0);
+    for (int w = 0; w < s->nworkers; w++)
+        for (int i = 0; i < s->len[w]; i++)
+            if (s->acts[w][i].kind == ACT_SEND_F) cr_assert_neq(s->acts[w][i].stage, 3);
+    schedule_free(s);
+}
+
+Test(schedule_grid, bad_specs_rejected)
+{
+    plumb_err e = {{0}};
+    cr_assert_null(try_gen(SCHED_ZB_V, 4, 3, 8, 1, NULL, &e));
+    cr_assert(strstr(e.msg, "chunks"), "%s", e.msg);
+    cr_assert_null(try_gen(SCHED_GPIPE, 4, 2, 8, 1, NULL, &e));
+    cr_assert(strstr(e.msg, "chunks"), "%s", e.msg);
+    cr_assert_null(try_gen(SCHED_1F1B_FLUSH, 4, 1, 0, 1, NULL, &e));
+    cr_assert(strstr(e.msg, "microbatches"), "%s", e.msg);
+    cr_assert_null(try_gen(SCHED_2BW, 4, 1, 2, 1, NULL, &e));
+    cr_assert(strstr(e.msg, "2bw"), "%s", e.msg);
+    int reps[2] = {2, 1};
+    cr_assert_null(try_gen(SCHED_PIPEDREAM, 2, 1, 3, 1, reps, &e));
+    cr_assert(strstr(e.msg, "multiple of 2"), "%s", e.msg);
+    int zero[2] = {1, 0};
+    cr_assert_null(try_gen(SCHED_GPIPE, 2, 1, 3, 1, zero, &e));
+    cr_assert(strstr(e.msg, "replicas"), "%s", e.msg);
+    int shared[2] = {0, 0};
+    sched_spec sp = {SCHED_GPIPE, 0, 2, 1, 4, 1, NULL, shared};
+    cr_assert_null(schedule_generate(&sp, &e));
+    cr_assert(strstr(e.msg, "both on worker 0"), "%s", e.msg);
+}
+
+/* --- theory ---------------------------------------------------------------------------- */
+
+static void inflight(const schedule *s, int *act, int *ver)
+{
+    plumb_err e = {{0}};
+    cr_assert_eq(schedule_inflight(s, act, ver, &e), 0, "%s", e.msg);
+}
+
+Test(schedule_theory, one_f_one_b_flush_holds_p_minus_s)
+{
+    for (int p = 1; p <= 8; p++)
+        for (int m = 1; m <= 12; m++) {
+            schedule *s = gen(SCHED_1F1B_FLUSH, p, 1, m, 2, NULL);
+            int act[8], ver[8];
+            inflight(s, act, ver);
+            for (int st = 0; st < p; st++) {
+                int want = p - st < m ? p - st : m;
+                cr_assert_eq(act[st], want, "p=%d m=%d stage %d: %d in flight, want %d", p, m,
+                             st, act[st], want);
+                cr_assert_eq(ver[st], 1);
+            }
+            schedule_free(s);
+        }
+}
+
+Test(schedule_theory, gpipe_holds_all_microbatches)
+{
+    for (int p = 1; p <= 6; p++)
+        for (int m = 1; m <= 12; m++) {
+            schedule *s = gen(SCHED_GPIPE, p, 1, m, 2, NULL);
+            int act[8], ver[8];
+            inflight(s, act, ver);
+            for (int st = 0; st < p; st++) {
+                cr_assert_eq(act[st], m);
+                cr_assert_eq(ver[st], 1);
+            }
+            schedule_free(s);
+        }
+}
+
+Test(schedule_theory, pipedream_keeps_p_minus_s_versions)
+{
+    for (int p = 1; p <= 8; p++) {
+        schedule *s = gen(SCHED_PIPEDREAM, p, 1, 16, 2, NULL);
+        int act[8], ver[8];
+        inflight(s, act, ver);
+        for (int st = 0; st < p; st++) {
+            cr_assert_eq(ver[st], p - st, "p=%d stage %d: %d versions", p, st, ver[st]);
+            cr_assert_eq(act[st], p - st);
+        }
+        /* each microbatch is a minibatch: one step per backward at every stage */
+        cr_assert_eq(schedule_count(s, ACT_STEP), (long)p * 32);
+        schedule_free(s);
+    }
+}
+
+Test(schedule_theory, pipedream_rr_input_stage_noam)
+{
+    /* 1F1B-RR: stage 0 on 2 replicas in front of 3 single stages: NOAM = ceil(5 / 2) = 3 */
+    int reps[4] = {2, 1, 1, 1};
+    schedule *s = gen(SCHED_PIPEDREAM, 4, 1, 16, 1, reps);
+    int act[4], ver[4];
+    inflight(s, act, ver);
+    cr_assert_eq(act[0], 3);
+    cr_assert_eq(act[1], 3);
+    cr_assert_eq(act[3], 1);
+    /* microbatch m at stage 0 runs on replica m % 2 */
+    for (int i = 0; i < s->len[1]; i++)
+        if (s->acts[1][i].kind == ACT_F) cr_assert_eq(s->acts[1][i].microbatch % 2, 1);
+    /* the replicas all-reduce before each step */
+    cr_assert_eq(schedule_count(s, ACT_ALLREDUCE), 16);
+    schedule_free(s);
+}
+
+Test(schedule_theory, twobw_at_most_two_versions)
+{
+    for (int p = 2; p <= 8; p++)
+        for (int m = p; m <= 16; m += 3) {
+            schedule *s = gen(SCHED_2BW, p, 1, m, 3, NULL);
+            int act[8], ver[8];
+            inflight(s, act, ver);
+            for (int st = 0; st < p; st++) cr_assert_leq(ver[st], 2, "p=%d m=%d st=%d", p, m, st);
+            cr_assert_eq(ver[0], 2, "p=%d m=%d", p, m);
+            /* one step per minibatch of m microbatches */
+            cr_assert_eq(schedule_count(s, ACT_STEP), (long)p * 3);
+            schedule_free(s);
+        }
+}
+
+Test(schedule_theory, twobw_backward_uses_forward_version)
+{
+    schedule *s = gen(SCHED_2BW, 4, 1, 4, 3, NULL);
+    /* stage 0 (worker 0): microbatch 4 (2nd minibatch) was forwarded before the first step
+     * produced version 1, so its backward uses version 0 after that step */
+    int fv = -1, bv = -1, stepped = 0, b_after_step = 0;
+    for (int i = 0; i < s->len[0]; i++) {
+        action *a = &s->acts[0][i];
+        if (a->kind == ACT_F && a->microbatch == 4) fv = a->version;
+        if (a->kind == ACT_STEP && a->version == 1) stepped = 1;
+        if (a->kind == ACT_B && a->microbatch == 4) bv = a->version, b_after_step = stepped;
+    }
+    cr_assert_eq(fv, 0);
+    cr_assert_eq(bv, 0);
+    cr_assert(b_after_step);
+    schedule_free(s);
+}
+
+Test(schedule_theory, zb_h1_memory_of_1f1b)
+{
+    for (int p = 2; p <= 8; p++)
+        for (int m = 1; m <= 16; m++) {
+            schedule *z = gen(SCHED_ZB_H1, p, 1, m, 1, NULL);
+            schedule *f = gen(SCHED_1F1B_FLUSH, p, 1, m, 1, NULL);
+            int za[8], zv[8], fa[8], fv[8], zmax = 0, fmax = 0;
+            inflight(z, za, zv);
+            inflight(f, fa, fv);
+            for (int st = 0; st < p; st++) {
+                if (za[st] > zmax) zmax = za[st];
+                if (fa[st] > fmax) fmax = fa[st];
+            }
+            cr_assert_eq(zmax, fmax, "p=%d m=%d: zb-h1 peak %d, 1f1b peak %d", p, m, zmax, fmax);
+            cr_assert_eq(schedule_count(z, ACT_B), 0);
+            cr_assert_eq(schedule_count(z, ACT_W), (long)p * m);
+            schedule_free(z);
+            schedule_free(f);
+        }
+}
+
+Test(schedule_theory, interleaved_orders_like_megatron)
+{
+    /* 2 ranks, 2 chunks, 4 microbatches: rank 0 warms up with 2 (2 - 0 - 1) + (2 - 1) 2 = 4
+     * forwards: microbatches 0, 1 of chunk 0 (stage 0), then 0, 1 of chunk 1 (stage 2) */
+    schedule *s = gen(SCHED_INTERLEAVED, 2, 2, 4, 1, NULL);
+    char want[][8] = {"0F0", "0F1", "2F0", "2F1", "0F2", "2B0"};
+    int n = 0;
+    char t[48];
+    for (int i = 0; i < s->len[0] && n < 6; i++) {
+        action *a = &s->acts[0][i];
+        if (a->kind != ACT_F && a->kind != ACT_B) continue;
+        cr_assert_str_eq(action_format(a, t, sizeof t), want[n], "op %d", n);
+        n++;
+    }
+    cr_assert_eq(n, 6);
+    schedule_free(s);
+}
+
+/* --- the validator's failure classes --------------------------------------------------- */
+
+static void del_at(schedule *s, int w, int i)
+{
+    memmove(&s->acts[w][i], &s->acts[w][i + 1], (size_t)(s->len[w] - i - 1) * sizeof(action));
+    s->len[w]--;
+}
+
+static int find(const schedule *s, int w, int kind, int stage, int mb)
+{
+    for (int i = 0; i < s->len[w]; i++) {
+        const action *a = &s->acts[w][i];
+        if (a->kind == kind && a->stage == stage && (mb < 0 || a->microbatch == mb)) return i;
+    }
+    return -1;
+}
+
+static void expect_invalid(const schedule *s, const char *needle)
+{
+    plumb_err e = {{0}};
+    cr_assert_eq(schedule_validate(s, &e), -1, "expected \"%s\"", needle);
+    cr_assert(strstr(e.msg, needle), "got \"%s\", expected \"%s\"", e.msg, needle);
+}
+
+/* A schedule from CSV text rows for 2 stages x 2 microbatches of 1f1b-flush. */
+static schedule *from_text(sched_kind k, int stages, int m, const char *r0, const char *r1)
+{
+    char *rows_txt[2] = {strdup(r0), strdup(r1)};
+    char **rows[2];
+    int nf[2];
+    for (int r = 0; r < 2; r++) {
+        rows[r] = calloc(64, sizeof(char *));
+        nf[r] = 0;
+        for (char *tok = strtok(rows_txt[r], ","); tok; tok = strtok(NULL, ","))
+            rows[r][nf[r]++] = tok;
+    }
+    sched_spec sp = {k, 0, stages, 1, m, 1, NULL, NULL};
+    plumb_err e = {{0}};
+    schedule *s = schedule_from_rows("t.csv", rows, nf, 2, &sp, &e);
+    cr_assert(s, "%s", e.msg);
+    for (int r = 0; r < 2; r++) free(rows[r]), free(rows_txt[r]);
+    return s;
+}
+
+Test(schedule_validate, deadlock_under_rendezvous_names_the_cycle)
+{
+    schedule *s = from_text(SCHED_1F1B_FLUSH, 2, 2,
+                            "0F0,0SEND_F0,0F1,0SEND_F1,0RECV_B0,0B0,0RECV_B1,0B1",
+                            "1RECV_F0,1F0,1B0,1SEND_B0,1RECV_F1,1F1,1B1,1SEND_B1");
+    expect_invalid(s, "deadlock: worker 0 waits at action 3 (0SEND_F1) for worker 1, worker 1 "
+                      "waits at action 3 (1SEND_B0) for worker 0");
+    /* with buffered sends the same lists run */
+    plumb_err e = {{0}};
+    cr_assert_eq(schedule_validate_sem(s, SCHED_SEM_BUFFERED, &e), 0, "%s", e.msg);
+    schedule_free(s);
+}
+
+Test(schedule_validate, deadlock_both_receive_first)
+{
+    schedule *s = from_text(SCHED_GPIPE, 2, 1, "0F0,0RECV_B0,0SEND_F0,0B0",
+                            "1RECV_F0,1F0,1B0,1SEND_B0");
+    expect_invalid(s, "deadlock: worker 0 waits at action 1 (0RECV_B0) for worker 1, worker 1 "
+                      "waits at action 0 (1RECV_F0) for worker 0");
+    plumb_err e = {{0}};
+    cr_assert_eq(schedule_validate_sem(s, SCHED_SEM_BUFFERED, &e), -1);
+    cr_assert(strstr(e.msg, "deadlock"), "%s", e.msg);
+    schedule_free(s);
+}
+
+Test(schedule_validate, send_without_receive)
+{
+    schedule *s = gen(SCHED_1F1B_FLUSH, 3, 1, 4, 1, NULL);
+    del_at(s, 1, find(s, 1, ACT_RECV_F, 1, 2));
+    expect_invalid(s, "(0SEND_F2): send without its receive: worker 1 has no 1RECV_F2");
+    schedule_free(s);
+    s = gen(SCHED_1F1B_FLUSH, 3, 1, 4, 1, NULL);
+    del_at(s, 2, find(s, 2, ACT_SEND_B, 2, 1));
+    expect_invalid(s, "(1RECV_B1): receive without its send: worker 2 has no 2SEND_B1");
+    schedule_free(s);
+}
+
+Test(schedule_validate, backward_before_forward)
+{
+    schedule *s = from_text(SCHED_GPIPE, 2, 1, "0F0,0SEND_F0,0RECV_B0,0B0",
+                            "1B0,1RECV_F0,1F0,1SEND_B0");
+    expect_invalid(s, "worker 1 action 0 (1B0): B before its F");
+    schedule_free(s);
+}
+
+Test(schedule_validate, forward_before_its_input)
+{
+    schedule *s = from_text(SCHED_GPIPE, 2, 1, "0F0,0SEND_F0,0RECV_B0,0B0",
+                            "1F0,1RECV_F0,1B0,1SEND_B0");
+    expect_invalid(s, "worker 1 action 0 (1F0): forward before its input (RECV_F)");
+    schedule_free(s);
+}
+
+Test(schedule_validate, w_before_i)
+{
+    schedule *s = gen(SCHED_ZB_H1, 2, 1, 2, 1, NULL);
+    int i = find(s, 1, ACT_I, 1, 0), w = find(s, 1, ACT_W, 1, 0);
+    cr_assert(i >= 0 && w > i);
+    action t = s->acts[1][i];
+    s->acts[1][i] = s->acts[1][w];
+    s->acts[1][w] = t;
+    expect_invalid(s, "(1W0): W before its I");
+    schedule_free(s);
+}
+
+Test(schedule_validate, forward_missing_and_duplicated)
+{
+    schedule *s = gen(SCHED_GPIPE, 1, 1, 3, 1, NULL);
+    del_at(s, 0, find(s, 0, ACT_F, 0, 1));
+    expect_invalid(s, "stage 0 microbatch 1: forward missing");
+    schedule_free(s);
+    s = gen(SCHED_GPIPE, 1, 1, 3, 1, NULL);
+    s->acts[0][find(s, 0, ACT_F, 0, 2)].microbatch = 1;
+    expect_invalid(s, "stage 0 microbatch 1: forward duplicated");
+    schedule_free(s);
+    s = gen(SCHED_GPIPE, 1, 1, 3, 1, NULL);
+    del_at(s, 0, find(s, 0, ACT_B, 0, 2));
+    expect_invalid(s, "stage 0 microbatch 2: backward missing");
+    schedule_free(s);
+}
+
+Test(schedule_validate, step_version_order)
+{
+    schedule *s = gen(SCHED_PIPEDREAM, 2, 1, 4, 1, NULL);
+    int i = find(s, 0, ACT_STEP, 0, -1);
+    s->acts[0][i].version = 2;
+    expect_invalid(s, "STEP version order: produces version 2 after version 0");
+    schedule_free(s);
+}
+
+Test(schedule_validate, weight_versions)
+{
+    schedule *s = gen(SCHED_PIPEDREAM, 2, 1, 4, 1, NULL);
+    int i = find(s, 0, ACT_B, 0, 2);
+    s->acts[0][i].version++;
+    expect_invalid(s, "backward uses weight version");
+    schedule_free(s);
+    s = gen(SCHED_PIPEDREAM, 2, 1, 4, 1, NULL);
+    i = find(s, 0, ACT_F, 0, 3);
+    s->acts[0][i].version = 0;
+    expect_invalid(s, "forward uses weight version 0 but the newest is");
+    schedule_free(s);
+}
+
+Test(schedule_validate, sync_step_inside_the_flush)
+{
+    schedule *s = gen(SCHED_GPIPE, 1, 1, 2, 1, NULL);
+    /* F0 F1 B0 B1 STEP -> F0 F1 B0 STEP B1 */
+    int i = find(s, 0, ACT_STEP, 0, -1);
+    action t = s->acts[0][i];
+    s->acts[0][i] = s->acts[0][i - 1];
+    s->acts[0][i - 1] = t;
+    expect_invalid(s, "still in flight at the step");
+    schedule_free(s);
+}
+
+Test(schedule_validate, replicated_step_needs_allreduce)
+{
+    int reps[2] = {2, 1};
+    schedule *s = gen(SCHED_1F1B_FLUSH, 2, 1, 4, 1, reps);
+    del_at(s, 0, find(s, 0, ACT_ALLREDUCE, 0, -1));
+    expect_invalid(s, "its replicas hold 0 and 1 REDUCE_GRAD");
+    del_at(s, 1, find(s, 1, ACT_ALLREDUCE, 0, -1));
+    expect_invalid(s, "stage 0 has 2 replicas but no REDUCE_GRAD before this step");
+    schedule_free(s);
+}
+
+Test(schedule_validate, fields)
+{
+    schedule *s = gen(SCHED_1F1B_FLUSH, 3, 1, 2, 1, NULL);
+    int i = find(s, 0, ACT_SEND_F, 0, 0);
+    s->acts[0][i].peer = 2;
+    expect_invalid(s, "peer worker 2 does not hold stage 1");
+    schedule_free(s);
+    s = gen(SCHED_1F1B_FLUSH, 3, 1, 2, 1, NULL);
+    s->acts[1][find(s, 1, ACT_F, 1, 0)].stage = 2;
+    expect_invalid(s, "stage 2 is not placed on worker 1");
+    schedule_free(s);
+    s = gen(SCHED_1F1B_FLUSH, 3, 1, 2, 1, NULL);
+    s->acts[1][find(s, 1, ACT_F, 1, 0)].microbatch = 9;
+    expect_invalid(s, "microbatch out of range 0..1");
+    schedule_free(s);
+}
