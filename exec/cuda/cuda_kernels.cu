@@ -1,0 +1,441 @@
+/* cuda_kernels.cu: plumb's own CUDA kernels for the element-wise layers, biases, im2col,
+ * max pooling, the softmax cross-entropy loss and the optimizers. Every reduction runs in a
+ * fixed order, so results are bit-for-bit reproducible from run to run. */
+#include <cuda_runtime.h>
+#include <math.h>
+#include <stdint.h>
+
+#include "exec/cuda/cuda_common.cuh"
+#include "exec/cuda/cuda_kernels.h"
+
+/* ---------------------------------------------------------------- element-wise */
+
+__global__ void k_axpy(size_t n, float a, const float *x, float *y)
+{
+    FOR_EACH(i, n) y[i] += a * x[i];
+}
+
+__global__ void k_scale(size_t n, float a, float *x)
+{
+    FOR_EACH(i, n) x[i] *= a;
+}
+
+__global__ void k_add(size_t n, const float *a, const float *b, float *y)
+{
+    FOR_EACH(i, n) y[i] = a[i] + b[i];
+}
+
+__global__ void k_relu_fwd(size_t n, const float *x, float *y)
+{
+    FOR_EACH(i, n) y[i] = x[i] > 0.0f ? x[i] : 0.0f;
+}
+
+__global__ void k_relu_bwd(size_t n, const float *x, const float *dy, float *dx)
+{
+    FOR_EACH(i, n) dx[i] = x[i] > 0.0f ? dy[i] : 0.0f;
+}
+
+#define GELU_K 0.7978845608028654f /* sqrt(2 / pi) */
+
+__global__ void k_gelu_fwd(size_t n, const float *x, float *y)
+{
+    FOR_EACH(i, n)
+    {
+        float v = x[i];
+        y[i] = 0.5f * v * (1.0f + tanhf(GELU_K * (v + 0.044715f * v * v * v)));
+    }
+}
+
+__global__ void k_gelu_bwd(size_t n, const float *x, const float *dy, float *dx)
+{
+    FOR_EACH(i, n)
+    {
+        float v = x[i];
+        float t = tanhf(GELU_K * (v + 0.044715f * v * v * v));
+        float du = GELU_K * (1.0f + 3.0f * 0.044715f * v * v);
+        dx[i] = dy[i] * (0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * du);
+    }
+}
+
+__global__ void k_to_bf16(size_t n, const float *x, uint16_t *y)
+{
+    FOR_EACH(i, n)
+    {
+        uint32_t u = __float_as_uint(x[i]);
+        if ((u & 0x7f800000u) == 0x7f800000u && (u & 0x007fffffu)) {
+            y[i] = (uint16_t)((u >> 16) | 0x40u); /* NaN stays a quiet NaN */
+        } else {
+            u += 0x7fffu + ((u >> 16) & 1u); /* round to nearest even */
+            y[i] = (uint16_t)(u >> 16);
+        }
+    }
+}
+
+__global__ void k_from_bf16(size_t n, const uint16_t *x, float *y)
+{
+    FOR_EACH(i, n) y[i] = __uint_as_float((uint32_t)x[i] << 16);
+}
+
+extern "C" cudaError_t ck_axpy(cudaStream_t s, size_t n, float a, const float *x, float *y)
+{
+    if (n) k_axpy<<<grid_for(n), THREADS, 0, s>>>(n, a, x, y);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t ck_scale(cudaStream_t s, size_t n, float a, float *x)
+{
+    if (n) k_scale<<<grid_for(n), THREADS, 0, s>>>(n, a, x);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t ck_add(cudaStream_t s, size_t n, const float *a, const float *b, float *y)
+{
+    if (n) k_add<<<grid_for(n), THREADS, 0, s>>>(n, a, b, y);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t ck_relu_fwd(cudaStream_t s, size_t n, const float *x, float *y)
+{
+    if (n) k_relu_fwd<<<grid_for(n), THREADS, 0, s>>>(n, x, y);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t ck_relu_bwd(cudaStream_t s, size_t n, const float *x, const float *dy,
+                                   float *dx)
+{
+    if (n) k_relu_bwd<<<grid_for(n), THREADS, 0, s>>>(n, x, dy, dx);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t ck_gelu_fwd(cudaStream_t s, size_t n, const float *x, float *y)
+{
+    if (n) k_gelu_fwd<<<grid_for(n), THREADS, 0, s>>>(n, x, y);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t ck_gelu_bwd(cudaStream_t s, size_t n, const float *x, const float *dy,
+                                   float *dx)
+{
+    if (n) k_gelu_bwd<<<grid_for(n), THREADS, 0, s>>>(n, x, dy, dx);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t ck_to_bf16(cudaStream_t s, size_t n, const float *x, uint16_t *y)
+{
+    if (n) k_to_bf16<<<grid_for(n), THREADS, 0, s>>>(n, x, y);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t ck_from_bf16(cudaStream_t s, size_t n, const uint16_t *x, float *y)
+{
+    if (n) k_from_bf16<<<grid_for(n), THREADS, 0, s>>>(n, x, y);
+    return cudaGetLastError();
+}
+
+/* ---------------------------------------------------------------- biases */
+
+__global__ void k_bias_rows(int rows, int cols, const float *b, float *y)
+{
+    FOR_EACH(i, (size_t)rows * cols) y[i] += b[i % cols];
+}
+
+/* One thread per column, rows summed in order (coalesced across the warp). */
+__global__ void k_colsum_acc(int rows, int cols, const float *dy, float *db)
+{
+    int j = blockIdx.x * blockDim.x + threadIdx.x;
+    if (j >= cols) return;
+    float s = 0.0f;
+    for (int i = 0; i < rows; i++) s += dy[(size_t)i * cols + j];
+    db[j] += s;
+}
+
+__global__ void k_bias_chw(int B, int K, int PQ, const float *b, float *y)
+{
+    FOR_EACH(i, (size_t)B * K * PQ) y[i] += b[(i / PQ) % K];
+}
+
+/* One block per output channel k. */
+__global__ void k_bias_chw_bwd(int B, int K, int PQ, const float *dy, float *db)
+{
+    __shared__ float sh[THREADS];
+    int k = blockIdx.x;
+    float s = 0.0f;
+    for (int b = 0; b < B; b++) {
+        const float *r = dy + ((size_t)b * K + k) * PQ;
+        for (int i = threadIdx.x; i < PQ; i += THREADS) s += r[i];
+    }
+    s = block_sum(s, sh);
+    if (threadIdx.x == 0) db[k] += s;
+}
+
+extern "C" cudaError_t ck_bias_rows(cudaStream_t s, int rows, int cols, const float *b, float *y)
+{
+    size_t n = (size_t)rows * cols;
+    if (n) k_bias_rows<<<grid_for(n), THREADS, 0, s>>>(rows, cols, b, y);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t ck_colsum_acc(cudaStream_t s, int rows, int cols, const float *dy,
+                                     float *db)
+{
+    if (cols > 0) k_colsum_acc<<<(cols + THREADS - 1) / THREADS, THREADS, 0, s>>>(rows, cols, dy, db);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t ck_bias_chw(cudaStream_t s, int B, int K, int PQ, const float *b, float *y)
+{
+    size_t n = (size_t)B * K * PQ;
+    if (n) k_bias_chw<<<grid_for(n), THREADS, 0, s>>>(B, K, PQ, b, y);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t ck_bias_chw_bwd(cudaStream_t s, int B, int K, int PQ, const float *dy,
+                                       float *db)
+{
+    if (K > 0) k_bias_chw_bwd<<<K, THREADS, 0, s>>>(B, K, PQ, dy, db);
+    return cudaGetLastError();
+}
+
+/* ---------------------------------------------------------------- im2col, pooling */
+
+/* col (C k k, P Q): one thread per entry. */
+__global__ void k_im2col(bk_conv g, const float *x, float *col)
+{
+    const int k = g.kernel, PQ = g.P * g.Q;
+    FOR_EACH(i, (size_t)g.C * k * k * PQ)
+    {
+        int pix = (int)(i % PQ), row = (int)(i / PQ);
+        int kj = row % k, ki = (row / k) % k, ch = row / (k * k);
+        int p = pix / g.Q, q = pix % g.Q;
+        int h = p * g.stride - g.pad + ki, w = q * g.stride - g.pad + kj;
+        col[i] = (h >= 0 && h < g.H && w >= 0 && w < g.W) ? x[((size_t)ch * g.H + h) * g.W + w]
+                                                           : 0.0f;
+    }
+}
+
+/* dx (C, H, W): one thread per input element, gathering the col entries that read it. */
+__global__ void k_col2im(bk_conv g, const float *col, float *dx)
+{
+    const int k = g.kernel, PQ = g.P * g.Q;
+    FOR_EACH(i, (size_t)g.C * g.H * g.W)
+    {
+        int w = (int)(i % g.W), h = (int)((i / g.W) % g.H), ch = (int)(i / ((size_t)g.W * g.H));
+        float s = 0.0f;
+        for (int ki = 0; ki < k; ki++) {
+            int ph = h + g.pad - ki;
+            if (ph < 0 || ph % g.stride) continue;
+            int p = ph / g.stride;
+            if (p >= g.P) continue;
+            for (int kj = 0; kj < k; kj++) {
+                int qw = w + g.pad - kj;
+                if (qw < 0 || qw % g.stride) continue;
+                int q = qw / g.stride;
+                if (q >= g.Q) continue;
+                s += col[(size_t)((ch * k + ki) * k + kj) * PQ + p * g.Q + q];
+            }
+        }
+        dx[i] = s;
+    }
+}
+
+/* The offset of the first maximum of window (p, q) in one (H, W) plane. */
+__device__ int pool_argmax(const bk_pool &g, const float *xs, int p, int q)
+{
+    int base = (p * g.stride) * g.W + q * g.stride, best = base;
+    for (int i = 0; i < g.kernel; i++)
+        for (int j = 0; j < g.kernel; j++)
+            if (xs[base + i * g.W + j] > xs[best]) best = base + i * g.W + j;
+    return best;
+}
+
+__global__ void k_maxpool_fwd(bk_pool g, const float *x, float *y)
+{
+    FOR_EACH(i, (size_t)g.B * g.C * g.P * g.Q)
+    {
+        int q = (int)(i % g.Q), p = (int)((i / g.Q) % g.P);
+        size_t bc = i / ((size_t)g.P * g.Q);
+        const float *xs = x + bc * g.H * g.W;
+        y[i] = xs[pool_argmax(g, xs, p, q)];
+    }
+}
+
+__global__ void k_maxpool_bwd(bk_pool g, const float *x, const float *dy, float *dx)
+{
+    FOR_EACH(i, (size_t)g.B * g.C * g.H * g.W)
+    {
+        int w = (int)(i % g.W), h = (int)((i / g.W) % g.H);
+        size_t bc = i / ((size_t)g.H * g.W);
+        const float *xs = x + bc * g.H * g.W;
+        const float *dys = dy + bc * g.P * g.Q;
+        int off = h * g.W + w;
+        /* windows p with p s <= h < p s + kernel, likewise q */
+        int p0 = h - g.kernel + 1 > 0 ? (h - g.kernel + g.stride) / g.stride : 0;
+        int q0 = w - g.kernel + 1 > 0 ? (w - g.kernel + g.stride) / g.stride : 0;
+        int p1 = h / g.stride < g.P - 1 ? h / g.stride : g.P - 1;
+        int q1 = w / g.stride < g.Q - 1 ? w / g.stride : g.Q - 1;
+        float s = 0.0f;
+        for (int p = p0; p <= p1; p++)
+            for (int q = q0; q <= q1; q++)
+                if (pool_argmax(g, xs, p, q) == off) s += dys[p * g.Q + q];
+        dx[i] = s;
+    }
+}
+
+extern "C" cudaError_t ck_im2col(cudaStream_t s, bk_conv g, const float *x, float *col)
+{
+    size_t n = (size_t)g.C * g.kernel * g.kernel * g.P * g.Q;
+    if (n) k_im2col<<<grid_for(n), THREADS, 0, s>>>(g, x, col);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t ck_col2im(cudaStream_t s, bk_conv g, const float *col, float *dx)
+{
+    size_t n = (size_t)g.C * g.H * g.W;
+    if (n) k_col2im<<<grid_for(n), THREADS, 0, s>>>(g, col, dx);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t ck_maxpool_fwd(cudaStream_t s, bk_pool g, const float *x, float *y)
+{
+    size_t n = (size_t)g.B * g.C * g.P * g.Q;
+    if (n) k_maxpool_fwd<<<grid_for(n), THREADS, 0, s>>>(g, x, y);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t ck_maxpool_bwd(cudaStream_t s, bk_pool g, const float *x, const float *dy,
+                                      float *dx)
+{
+    size_t n = (size_t)g.B * g.C * g.H * g.W;
+    if (n) k_maxpool_bwd<<<grid_for(n), THREADS, 0, s>>>(g, x, dy, dx);
+    return cudaGetLastError();
+}
+
+/* ---------------------------------------------------------------- loss */
+
+/* One block per row: arg-max (first maximum wins, as on the CPU), sum of exponentials,
+ * probabilities, loss and correctness. */
+__global__ void k_xent_fwd(int V, const float *logits, const int32_t *targets, float *probs,
+                           float *loss, float *correct)
+{
+    __shared__ float shv[THREADS];
+    __shared__ int shi[THREADS];
+    const size_t row = blockIdx.x;
+    const float *z = logits + row * V;
+    float *p = probs + row * V;
+    float best = -INFINITY;
+    int arg = V; /* sentinel larger than every index */
+    for (int j = threadIdx.x; j < V; j += THREADS)
+        if (z[j] > best || (z[j] == best && j < arg)) best = z[j], arg = j;
+    shv[threadIdx.x] = best;
+    shi[threadIdx.x] = arg;
+    __syncthreads();
+    for (int w = THREADS / 2; w > 0; w >>= 1) {
+        if ((int)threadIdx.x < w) {
+            float ov = shv[threadIdx.x + w];
+            int oi = shi[threadIdx.x + w];
+            if (ov > shv[threadIdx.x] || (ov == shv[threadIdx.x] && oi < shi[threadIdx.x]))
+                shv[threadIdx.x] = ov, shi[threadIdx.x] = oi;
+        }
+        __syncthreads();
+    }
+    const float mx = shv[0];
+    const int am = shi[0] < V ? shi[0] : 0; /* NaN logits: report class 0 */
+    __syncthreads();
+    float s = 0.0f;
+    for (int j = threadIdx.x; j < V; j += THREADS) {
+        float e = expf(z[j] - mx);
+        p[j] = e;
+        s += e;
+    }
+    __shared__ float sh[THREADS];
+    s = block_sum(s, sh);
+    const float inv = 1.0f / s;
+    for (int j = threadIdx.x; j < V; j += THREADS) p[j] *= inv;
+    if (threadIdx.x == 0) {
+        int t = targets[row];
+        if (t < 0 || t >= V) t = 0; /* the data loader validates targets */
+        loss[row] = logf(s) - (z[t] - mx);
+        if (correct) correct[row] = am == t ? 1.0f : 0.0f;
+    }
+}
+
+__global__ void k_xent_bwd(int N, int V, const float *probs, const int32_t *targets, float scale,
+                           float *dlogits)
+{
+    FOR_EACH(i, (size_t)N * V)
+    {
+        int j = (int)(i % V);
+        int t = targets[i / V];
+        dlogits[i] = scale * probs[i] - (j == t ? scale : 0.0f);
+    }
+}
+
+extern "C" cudaError_t ck_xent_fwd(cudaStream_t s, int N, int V, const float *logits,
+                                   const int32_t *targets, float *probs, float *loss,
+                                   float *correct)
+{
+    if (N > 0 && V > 0) k_xent_fwd<<<N, THREADS, 0, s>>>(V, logits, targets, probs, loss, correct);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t ck_xent_bwd(cudaStream_t s, int N, int V, const float *probs,
+                                   const int32_t *targets, float scale, float *dlogits)
+{
+    size_t n = (size_t)N * V;
+    if (n) k_xent_bwd<<<grid_for(n), THREADS, 0, s>>>(N, V, probs, targets, scale, dlogits);
+    return cudaGetLastError();
+}
+
+/* ---------------------------------------------------------------- optimizers */
+
+__global__ void k_sgd(size_t n, float lr, float wd, float *w, const float *g)
+{
+    FOR_EACH(i, n) w[i] -= lr * (g[i] + wd * w[i]);
+}
+
+__global__ void k_momentum(size_t n, float lr, float mu, float wd, float *w, const float *g,
+                           float *m)
+{
+    FOR_EACH(i, n)
+    {
+        float mi = mu * m[i] + g[i] + wd * w[i];
+        m[i] = mi;
+        w[i] -= lr * mi;
+    }
+}
+
+__global__ void k_adam(size_t n, float lr, float b1, float b2, float eps, float wd, float c1,
+                       float c2, float *w, const float *g, float *m, float *v)
+{
+    FOR_EACH(i, n)
+    {
+        float gi = g[i];
+        float mi = b1 * m[i] + (1.0f - b1) * gi;
+        float vi = b2 * v[i] + (1.0f - b2) * gi * gi;
+        m[i] = mi;
+        v[i] = vi;
+        float mh = mi / c1, vh = vi / c2;
+        w[i] -= lr * (mh / (sqrtf(vh) + eps) + wd * w[i]);
+    }
+}
+
+extern "C" cudaError_t ck_opt_step(cudaStream_t s, bk_opt o, float c1, float c2, size_t n,
+                                   float *w, const float *g, float *m, float *v)
+{
+    if (!n) return cudaGetLastError();
+    switch (o.kind) {
+    case BK_SGD:
+        k_sgd<<<grid_for(n), THREADS, 0, s>>>(n, o.lr, o.weight_decay, w, g);
+        break;
+    case BK_MOMENTUM:
+        k_momentum<<<grid_for(n), THREADS, 0, s>>>(n, o.lr, o.momentum, o.weight_decay, w, g, m);
+        break;
+    case BK_ADAM:
+        k_adam<<<grid_for(n), THREADS, 0, s>>>(n, o.lr, o.beta1, o.beta2, o.eps, o.weight_decay,
+                                                c1, c2, w, g, m, v);
+        break;
+    default:
+        return cudaErrorInvalidValue;
+    }
+    return cudaGetLastError();
+}

@@ -1,0 +1,612 @@
+/* test_cuda.c: the CUDA backend against the CPU backend (the reference), layer by layer,
+ * on identical inputs; the error messages; hand-offs between contexts. Where no GPU is
+ * present (or plumb was built without nvcc) the GPU tests skip with a message saying so,
+ * and the tests that need no GPU (probing, messages, names) still run.
+ *
+ * Agreement is measured as the normalized maximum error
+ *     err = max_i |cuda_i - cpu_i| / max(max_i |cpu_i|, 1e-30)
+ * with these tolerances:
+ *   TOL_FP32 1e-4: TF32 off, so the two backends differ only in summation order (cuBLAS,
+ *     cuDNN and the kernels' reductions against OpenBLAS and loops); a sum of K fp32 terms
+ *     may move by about K 2^-24 of its largest term, under 1e-4 for the K <= 1600 here;
+ *   TOL_TF32 1e-2: TF32 rounds GEMM and convolution inputs to 10 mantissa bits (2^-11 =
+ *     4.9e-4 each); errors of random sign over K terms grow to a few 1e-3;
+ *   TOL_BF16 3e-2: bf16 keeps 7 mantissa bits (2^-8 = 3.9e-3 per input); a product of two
+ *     rounded inputs summed over K terms stays around 1e-2.
+ * When PLUMB_CUDA_REPORT names a file, each comparison appends one line
+ * "check<TAB>precision<TAB>err<TAB>tol<TAB>ok|FAIL" to it (bench/gpu-check.sh prints them). */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "exec/backend.h"
+
+#define TOL_FP32 1e-4
+#define TOL_TF32 1e-2
+#define TOL_BF16 3e-2
+
+#ifndef PLUMB_HAVE_CUDA
+
+Test(cuda, not_built)
+{
+    plumb_err e = {{0}};
+    cr_assert_null(backend_find("cuda", &e));
+    cr_assert(strstr(e.msg, "not built"), "%s", e.msg);
+    cr_skip_test("CUDA tests skipped: plumb was built without nvcc, so there is no CUDA backend");
+}
+
+#else
+
+#include "exec/cuda/cuda_backend.h"
+#include "exec/cuda/cuda_internal.h"
+
+/* Skips the calling test unless a GPU is present. */
+static void need_gpu(void)
+{
+    plumb_err e = {{0}};
+    if (cuda_device_count(&e) < 0) cr_skip_test("CUDA test skipped: %s", e.msg);
+}
+
+/* ------------------------------------------------------------------ tests without a GPU */
+
+Test(cuda, names_and_precisions)
+{
+    plumb_err e = {{0}};
+    const backend *b = backend_find("cuda", &e);
+    cr_assert_not_null(b, "%s", e.msg);
+    cr_assert_str_eq(b->name, "cuda");
+    cr_assert_eq(b, backend_cuda());
+    cr_assert_str_eq(backend_cuda_precision(CUDA_TF32)->name, "cuda-tf32");
+    cr_assert_str_eq(backend_cuda_precision(CUDA_BF16)->name, "cuda-bf16");
+    cr_assert_null(backend_cuda_precision(CUDA_NPRECISIONS));
+    cuda_precision p = CUDA_FP32;
+    cr_assert_eq(cuda_precision_parse("bf16", &p, &e), 0);
+    cr_assert_eq(p, CUDA_BF16);
+    cr_assert_eq(cuda_precision_parse("fp16", &p, &e), -1);
+    cr_assert_str_eq(e.msg, "--precision: expected fp32, tf32 or bf16 (got \"fp16\")");
+    /* every entry is filled in */
+    const void *const *fn = (const void *const *)&b->create;
+    size_t nfn = (sizeof *b - offsetof(backend, create)) / sizeof(void *);
+    for (size_t i = 0; i < nfn; i++) cr_assert_not_null(fn[i], "entry %zu is NULL", i);
+}
+
+Test(cuda, check_messages_name_call_place_and_hint)
+{
+    plumb_err e = {{0}};
+    cr_assert_eq(CUDA_CHECK_E(&e, cudaSuccess), 0);
+    cr_assert_str_eq(e.msg, "");
+    cr_assert_neq(cuda_check_rt(&e, cudaErrorMemoryAllocation, "cudaMalloc(&p, n)", "f.c", 12),
+                  0);
+    cr_assert(strstr(e.msg, "CUDA error: cudaMalloc(&p, n) at f.c:12: "), "%s", e.msg);
+    cr_assert(strstr(e.msg, "cudaErrorMemoryAllocation"), "%s", e.msg);
+    cr_assert(strstr(e.msg, "hint: the GPU is out of memory"), "%s", e.msg);
+    cr_assert_neq(cuda_check_blas(&e, CUBLAS_STATUS_INVALID_VALUE, "cublasGemmEx(...)", "g.c",
+                                  3), 0);
+    cr_assert(strstr(e.msg, "cuBLAS error: cublasGemmEx(...) at g.c:3: "), "%s", e.msg);
+    cr_assert(strstr(e.msg, "CUBLAS_STATUS_INVALID_VALUE"), "%s", e.msg);
+    cr_assert_neq(cuda_check_dnn(&e, 3, "cudnnX()", "h.c", 4), 0);
+    cr_assert(strstr(e.msg, "cuDNN error: cudnnX() at h.c:4: "), "%s", e.msg);
+    cr_assert_neq(cuda_check_nccl(&e, 2, "ncclSend()", "n.c", 5), 0);
+    cr_assert(strstr(e.msg, "NCCL error: ncclSend() at n.c:5: "), "%s", e.msg);
+}
+
+/* Without a GPU, create fails cleanly with the reason; with one, it succeeds. */
+Test(cuda, create_fails_cleanly_without_gpu)
+{
+    plumb_err e = {{0}};
+    int n = cuda_device_count(&e);
+    bk_ctx *c = backend_cuda()->create(0, &e);
+    if (n < 0) {
+        cr_assert_null(c);
+        cr_assert(!strncmp(e.msg, "no CUDA GPU found (cudaGetDeviceCount: ", 39), "%s", e.msg);
+    } else {
+        cr_assert_not_null(c, "%s", e.msg);
+        backend_cuda()->destroy(c);
+        cr_assert_null(backend_cuda()->create(n, &e));
+        cr_assert(strstr(e.msg, "expected a CUDA device index"), "%s", e.msg);
+    }
+}
+
+/* ------------------------------------------------------------------ harness */
+
+typedef struct side {
+    const backend *b;
+    bk_ctx *c;
+} side;
+
+static side open_side(const backend *b)
+{
+    plumb_err e = {{0}};
+    side s = {b, b->create(0, &e)};
+    cr_assert_not_null(s.c, "%s: %s", b->name, e.msg);
+    return s;
+}
+
+static void close_side(side *s)
+{
+    plumb_err e = {{0}};
+    cr_assert_eq(s->b->sync(s->c, &e), 0, "%s: %s", s->b->name, e.msg);
+    s->b->destroy(s->c);
+}
+
+static void *put(side *s, const void *h, size_t bytes)
+{
+    plumb_err e = {{0}};
+    void *d = s->b->alloc(s->c, bytes, &e);
+    cr_assert_not_null(d, "%s", e.msg);
+    if (h) s->b->upload(s->c, d, h, bytes);
+    return d;
+}
+
+static void get(side *s, void *h, const void *d, size_t bytes)
+{
+    plumb_err e = {{0}};
+    s->b->download(s->c, h, d, bytes);
+    cr_assert_eq(s->b->sync(s->c, &e), 0, "%s: %s", s->b->name, e.msg);
+}
+
+static float *host_rand(size_t n, unsigned long long seed, float lo, float hi)
+{
+    float *h = malloc(n * sizeof *h + 1);
+    unsigned long long s = seed * 0x9E3779B97F4A7C15ULL + 1;
+    for (size_t i = 0; i < n; i++) {
+        s ^= s << 13, s ^= s >> 7, s ^= s << 17;
+        h[i] = lo + (hi - lo) * (float)((s >> 11) * (1.0 / 9007199254740992.0));
+    }
+    return h;
+}
+
+static double tol_of(cuda_precision p)
+{
+    return p == CUDA_FP32 ? TOL_FP32 : p == CUDA_TF32 ? TOL_TF32 : TOL_BF16;
+}
+
+/* Compares n floats of the CUDA result `got` with the CPU's `ref`; logs to the report. */
+static void expect_close(const char *what, cuda_precision p, const float *got, const float *ref,
+                         size_t n)
+{
+    double mx = 0, diff = 0;
+    size_t at = 0;
+    for (size_t i = 0; i < n; i++) {
+        mx = fmax(mx, fabs(ref[i]));
+        double d = fabs((double)got[i] - ref[i]);
+        if (!(d <= diff)) diff = d, at = i; /* NaN counts as the worst */
+    }
+    double err = diff / fmax(mx, 1e-30), tol = tol_of(p);
+    int ok = err <= tol;
+    const char *rep = getenv("PLUMB_CUDA_REPORT");
+    if (rep && *rep) {
+        FILE *f = fopen(rep, "a");
+        if (f) {
+            fprintf(f, "%s\t%s\t%.3g\t%.0e\t%s\n", what, cuda_precision_name(p), err, tol,
+                    ok ? "ok" : "FAIL");
+            fclose(f);
+        }
+    }
+    cr_expect(ok, "%s (%s): normalized max error %.3g > tolerance %.0e (at %zu: cuda %.8g, cpu "
+                  "%.8g)", what, cuda_precision_name(p), err, tol, at, got[at], ref[at]);
+}
+
+/* ------------------------------------------------------------------ dense math */
+
+static void gemm_case(cuda_precision p, int ta, int tb)
+{
+    const int M = 33, N = 47, K = 65, lda = (ta ? M : K) + 3, ldb = (tb ? K : N) + 2, ldc = N + 5;
+    const size_t na = (size_t)(ta ? K : M) * lda, nb = (size_t)(tb ? N : K) * ldb,
+                 nc = (size_t)M * ldc;
+    float *A = host_rand(na, 1, -1, 1), *B = host_rand(nb, 2, -1, 1), *C = host_rand(nc, 3, -1, 1);
+    float *out[2];
+    const backend *bs[2] = {backend_cpu(), backend_cuda_precision(p)};
+    for (int k = 0; k < 2; k++) {
+        side s = open_side(bs[k]);
+        float *a = put(&s, A, na * 4), *b = put(&s, B, nb * 4), *c = put(&s, C, nc * 4);
+        s.b->gemm(s.c, ta, tb, M, N, K, 0.75f, a, lda, b, ldb, 0.5f, c, ldc);
+        out[k] = malloc(nc * 4);
+        get(&s, out[k], c, nc * 4);
+        s.b->free(s.c, a), s.b->free(s.c, b), s.b->free(s.c, c);
+        close_side(&s);
+    }
+    char what[32];
+    snprintf(what, sizeof what, "gemm %c%c", ta ? 'T' : 'N', tb ? 'T' : 'N');
+    expect_close(what, p, out[1], out[0], nc);
+    free(A), free(B), free(C), free(out[0]), free(out[1]);
+}
+
+Test(cuda, gemm_all_transposes)
+{
+    need_gpu();
+    for (int t = 0; t < 4; t++) gemm_case(CUDA_FP32, t & 1, t >> 1);
+    gemm_case(CUDA_TF32, 0, 1);
+    gemm_case(CUDA_BF16, 1, 0);
+}
+
+Test(cuda, axpy_scale_add)
+{
+    need_gpu();
+    const size_t n = 100003;
+    float *X = host_rand(n, 4, -2, 2), *Y = host_rand(n, 5, -2, 2), *out[2];
+    const backend *bs[2] = {backend_cpu(), backend_cuda()};
+    for (int k = 0; k < 2; k++) {
+        side s = open_side(bs[k]);
+        float *x = put(&s, X, n * 4), *y = put(&s, Y, n * 4), *z = put(&s, NULL, n * 4);
+        s.b->axpy(s.c, n, -0.3f, x, y);
+        s.b->scale(s.c, n, 1.7f, y);
+        s.b->add(s.c, n, x, y, z);
+        out[k] = malloc(n * 4);
+        get(&s, out[k], z, n * 4);
+        close_side(&s);
+    }
+    expect_close("axpy+scale+add", CUDA_FP32, out[1], out[0], n);
+    free(X), free(Y), free(out[0]), free(out[1]);
+}
+
+/* ------------------------------------------------------------------ linear */
+
+static void linear_case(cuda_precision p)
+{
+    const int N = 64, in = 300, out = 70;
+    float *X = host_rand((size_t)N * in, 6, -1, 1), *W = host_rand((size_t)out * in, 7, -.1f, .1f);
+    float *Bb = host_rand(out, 8, -1, 1), *DY = host_rand((size_t)N * out, 9, -1, 1);
+    float *DW0 = host_rand((size_t)out * in, 10, -1, 1), *DB0 = host_rand(out, 11, -1, 1);
+    float *y[2], *dx[2], *dw[2], *db[2];
+    const backend *bs[2] = {backend_cpu(), backend_cuda_precision(p)};
+    for (int k = 0; k < 2; k++) {
+        side s = open_side(bs[k]);
+        float *x = put(&s, X, (size_t)N * in * 4), *w = put(&s, W, (size_t)out * in * 4);
+        float *b = put(&s, Bb, out * 4), *d = put(&s, DY, (size_t)N * out * 4);
+        float *yy = put(&s, NULL, (size_t)N * out * 4), *ddx = put(&s, NULL, (size_t)N * in * 4);
+        float *ddw = put(&s, DW0, (size_t)out * in * 4), *ddb = put(&s, DB0, out * 4);
+        s.b->linear_fwd(s.c, N, in, out, x, w, b, yy);
+        s.b->linear_bwd_data(s.c, N, in, out, d, w, ddx);
+        s.b->linear_bwd_weight(s.c, N, in, out, d, x, ddw, ddb); /* accumulates */
+        y[k] = malloc((size_t)N * out * 4), dx[k] = malloc((size_t)N * in * 4);
+        dw[k] = malloc((size_t)out * in * 4), db[k] = malloc(out * 4);
+        get(&s, y[k], yy, (size_t)N * out * 4);
+        get(&s, dx[k], ddx, (size_t)N * in * 4);
+        get(&s, dw[k], ddw, (size_t)out * in * 4);
+        get(&s, db[k], ddb, out * 4);
+        close_side(&s);
+    }
+    expect_close("linear fwd", p, y[1], y[0], (size_t)N * out);
+    expect_close("linear bwd data", p, dx[1], dx[0], (size_t)N * in);
+    expect_close("linear bwd weight", p, dw[1], dw[0], (size_t)out * in);
+    expect_close("linear bwd bias", p, db[1], db[0], out);
+    for (int k = 0; k < 2; k++) free(y[k]), free(dx[k]), free(dw[k]), free(db[k]);
+    free(X), free(W), free(Bb), free(DY), free(DW0), free(DB0);
+}
+
+Test(cuda, linear)
+{
+    need_gpu();
+    linear_case(CUDA_FP32);
+    linear_case(CUDA_TF32);
+    linear_case(CUDA_BF16);
+}
+
+/* ------------------------------------------------------------------ convolution, pooling */
+
+static void conv_case(cuda_precision p, bk_conv g)
+{
+    g.P = (g.H + 2 * g.pad - g.kernel) / g.stride + 1;
+    g.Q = (g.W + 2 * g.pad - g.kernel) / g.stride + 1;
+    const size_t nx = (size_t)g.B * g.C * g.H * g.W, ny = (size_t)g.B * g.K * g.P * g.Q;
+    const size_t nw = (size_t)g.K * g.C * g.kernel * g.kernel;
+    float *X = host_rand(nx, 12, -1, 1), *W = host_rand(nw, 13, -.3f, .3f);
+    float *Bb = host_rand(g.K, 14, -1, 1), *DY = host_rand(ny, 15, -1, 1);
+    float *DW0 = host_rand(nw, 16, -1, 1), *DB0 = host_rand(g.K, 17, -1, 1);
+    float *y[2], *dx[2], *dw[2], *db[2];
+    const backend *bs[2] = {backend_cpu(), backend_cuda_precision(p)};
+    for (int k = 0; k < 2; k++) {
+        side s = open_side(bs[k]);
+        float *x = put(&s, X, nx * 4), *w = put(&s, W, nw * 4), *b = put(&s, Bb, g.K * 4);
+        float *d = put(&s, DY, ny * 4), *yy = put(&s, NULL, ny * 4), *ddx = put(&s, NULL, nx * 4);
+        float *ddw = put(&s, DW0, nw * 4), *ddb = put(&s, DB0, g.K * 4);
+        for (int rep = 0; rep < 2; rep++) { /* the second pass runs on the cached plan */
+            s.b->conv2d_fwd(s.c, &g, x, w, b, yy);
+            s.b->conv2d_bwd_data(s.c, &g, d, w, ddx);
+        }
+        s.b->conv2d_bwd_weight(s.c, &g, d, x, ddw, ddb);
+        y[k] = malloc(ny * 4), dx[k] = malloc(nx * 4), dw[k] = malloc(nw * 4);
+        db[k] = malloc(g.K * 4);
+        get(&s, y[k], yy, ny * 4);
+        get(&s, dx[k], ddx, nx * 4);
+        get(&s, dw[k], ddw, nw * 4);
+        get(&s, db[k], ddb, g.K * 4);
+        close_side(&s);
+    }
+    char what[96];
+    const char *part[4] = {"fwd", "bwd data", "bwd filter", "bwd bias"};
+    float **got[4] = {y, dx, dw, db};
+    size_t n[4] = {ny, nx, nw, (size_t)g.K};
+    for (int i = 0; i < 4; i++) {
+        snprintf(what, sizeof what, "conv %dx%d/%d p%d C%d K%d %s", g.kernel, g.kernel, g.stride,
+                 g.pad, g.C, g.K, part[i]);
+        expect_close(what, p, got[i][1], got[i][0], n[i]);
+    }
+    for (int k = 0; k < 2; k++) free(y[k]), free(dx[k]), free(dw[k]), free(db[k]);
+    free(X), free(W), free(Bb), free(DY), free(DW0), free(DB0);
+}
+
+Test(cuda, conv2d)
+{
+    need_gpu();
+    const bk_conv gs[] = {
+        {.B = 4, .C = 3, .H = 17, .W = 17, .K = 8, .kernel = 3, .stride = 1, .pad = 1},
+        {.B = 2, .C = 5, .H = 12, .W = 12, .K = 6, .kernel = 5, .stride = 2, .pad = 2},
+        {.B = 3, .C = 16, .H = 8, .W = 8, .K = 32, .kernel = 1, .stride = 1, .pad = 0},
+        {.B = 8, .C = 64, .H = 14, .W = 14, .K = 64, .kernel = 3, .stride = 1, .pad = 1},
+    };
+    for (size_t i = 0; i < sizeof gs / sizeof gs[0]; i++) conv_case(CUDA_FP32, gs[i]);
+    conv_case(CUDA_TF32, gs[3]);
+    conv_case(CUDA_BF16, gs[3]);
+    conv_case(CUDA_BF16, gs[1]);
+}
+
+static void pool_case(bk_pool g)
+{
+    g.P = (g.H - g.kernel) / g.stride + 1;
+    g.Q = (g.W - g.kernel) / g.stride + 1;
+    const size_t nx = (size_t)g.B * g.C * g.H * g.W, ny = (size_t)g.B * g.C * g.P * g.Q;
+    float *X = host_rand(nx, 18, -1, 1), *DY = host_rand(ny, 19, -1, 1), *y[2], *dx[2];
+    const backend *bs[2] = {backend_cpu(), backend_cuda()};
+    for (int k = 0; k < 2; k++) {
+        side s = open_side(bs[k]);
+        float *x = put(&s, X, nx * 4), *d = put(&s, DY, ny * 4);
+        float *yy = put(&s, NULL, ny * 4), *ddx = put(&s, NULL, nx * 4);
+        s.b->maxpool_fwd(s.c, &g, x, yy);
+        s.b->maxpool_bwd(s.c, &g, x, d, ddx);
+        y[k] = malloc(ny * 4), dx[k] = malloc(nx * 4);
+        get(&s, y[k], yy, ny * 4);
+        get(&s, dx[k], ddx, nx * 4);
+        close_side(&s);
+    }
+    char what[64];
+    snprintf(what, sizeof what, "maxpool %d/%d fwd", g.kernel, g.stride);
+    expect_close(what, CUDA_FP32, y[1], y[0], ny);
+    snprintf(what, sizeof what, "maxpool %d/%d bwd", g.kernel, g.stride);
+    expect_close(what, CUDA_FP32, dx[1], dx[0], nx);
+    for (int k = 0; k < 2; k++) free(y[k]), free(dx[k]);
+    free(X), free(DY);
+}
+
+Test(cuda, maxpool)
+{
+    need_gpu();
+    pool_case((bk_pool){.B = 3, .C = 4, .H = 10, .W = 11, .kernel = 2, .stride = 2});
+    pool_case((bk_pool){.B = 2, .C = 3, .H = 13, .W = 13, .kernel = 3, .stride = 2});
+}
+
+/* ------------------------------------------------------------------ element-wise, loss */
+
+Test(cuda, relu_gelu)
+{
+    need_gpu();
+    const size_t n = 50001;
+    float *X = host_rand(n, 20, -4, 4), *DY = host_rand(n, 21, -1, 1), *o[2][4];
+    const backend *bs[2] = {backend_cpu(), backend_cuda()};
+    for (int k = 0; k < 2; k++) {
+        side s = open_side(bs[k]);
+        float *x = put(&s, X, n * 4), *d = put(&s, DY, n * 4), *r[4];
+        for (int i = 0; i < 4; i++) r[i] = put(&s, NULL, n * 4);
+        s.b->relu_fwd(s.c, n, x, r[0]);
+        s.b->relu_bwd(s.c, n, x, d, r[1]);
+        s.b->gelu_fwd(s.c, n, x, r[2]);
+        s.b->gelu_bwd(s.c, n, x, d, r[3]);
+        for (int i = 0; i < 4; i++) {
+            o[k][i] = malloc(n * 4);
+            get(&s, o[k][i], r[i], n * 4);
+        }
+        close_side(&s);
+    }
+    const char *names[4] = {"relu fwd", "relu bwd", "gelu fwd", "gelu bwd"};
+    for (int i = 0; i < 4; i++) expect_close(names[i], CUDA_FP32, o[1][i], o[0][i], n);
+    for (int k = 0; k < 2; k++)
+        for (int i = 0; i < 4; i++) free(o[k][i]);
+    free(X), free(DY);
+}
+
+Test(cuda, softmax_cross_entropy)
+{
+    need_gpu();
+    const int N = 37, V = 1000;
+    float *Z = host_rand((size_t)N * V, 22, -5, 5), *o[2][4];
+    int32_t T[37];
+    for (int i = 0; i < N; i++) T[i] = (i * 7919) % V;
+    const backend *bs[2] = {backend_cpu(), backend_cuda()};
+    size_t n[4] = {(size_t)N * V, (size_t)N, (size_t)N, (size_t)N * V};
+    for (int k = 0; k < 2; k++) {
+        side s = open_side(bs[k]);
+        float *z = put(&s, Z, (size_t)N * V * 4);
+        int32_t *t = put(&s, T, sizeof T);
+        float *r[4];
+        for (int i = 0; i < 4; i++) r[i] = put(&s, NULL, n[i] * 4);
+        s.b->xent_fwd(s.c, N, V, z, t, r[0], r[1], r[2]);
+        s.b->xent_bwd(s.c, N, V, r[0], t, 1.0f / N, r[3]);
+        for (int i = 0; i < 4; i++) {
+            o[k][i] = malloc(n[i] * 4);
+            get(&s, o[k][i], r[i], n[i] * 4);
+        }
+        close_side(&s);
+    }
+    const char *names[4] = {"xent probs", "xent loss", "xent correct", "xent bwd"};
+    for (int i = 0; i < 4; i++) expect_close(names[i], CUDA_FP32, o[1][i], o[0][i], n[i]);
+    for (int k = 0; k < 2; k++)
+        for (int i = 0; i < 4; i++) free(o[k][i]);
+    free(Z);
+}
+
+/* ------------------------------------------------------------------ transformer layers */
+
+Test(cuda, layernorm)
+{
+    need_gpu();
+    const int N = 50, D = 300;
+    const size_t nd = (size_t)N * D;
+    float *X = host_rand(nd, 23, -2, 3), *G = host_rand(D, 24, .5f, 1.5f);
+    float *Bt = host_rand(D, 25, -1, 1), *DY = host_rand(nd, 26, -1, 1), *o[2][6];
+    size_t n[6] = {nd, (size_t)N, (size_t)N, nd, (size_t)D, (size_t)D};
+    const backend *bs[2] = {backend_cpu(), backend_cuda()};
+    for (int k = 0; k < 2; k++) {
+        side s = open_side(bs[k]);
+        float *x = put(&s, X, nd * 4), *g = put(&s, G, D * 4), *b = put(&s, Bt, D * 4);
+        float *d = put(&s, DY, nd * 4), *r[6];
+        for (int i = 0; i < 6; i++) r[i] = put(&s, NULL, n[i] * 4);
+        s.b->layernorm_fwd(s.c, N, D, x, g, b, r[0], r[1], r[2]);
+        s.b->layernorm_bwd_data(s.c, N, D, x, g, r[1], r[2], d, r[3]);
+        s.b->layernorm_bwd_weight(s.c, N, D, x, r[1], r[2], d, r[4], r[5]);
+        for (int i = 0; i < 6; i++) {
+            o[k][i] = malloc(n[i] * 4);
+            get(&s, o[k][i], r[i], n[i] * 4);
+        }
+        close_side(&s);
+    }
+    const char *names[6] = {"layernorm fwd", "layernorm mean", "layernorm rstd",
+                            "layernorm bwd data", "layernorm bwd gamma", "layernorm bwd beta"};
+    for (int i = 0; i < 6; i++) expect_close(names[i], CUDA_FP32, o[1][i], o[0][i], n[i]);
+    for (int k = 0; k < 2; k++)
+        for (int i = 0; i < 6; i++) free(o[k][i]);
+    free(X), free(G), free(Bt), free(DY);
+}
+
+Test(cuda, embedding)
+{
+    need_gpu();
+    const int B = 3, T = 20, V = 50, D = 40;
+    float tok[60];
+    for (int i = 0; i < B * T; i++) tok[i] = (float)((i * 13) % 17); /* repeated ids */
+    float *WTE = host_rand((size_t)V * D, 27, -1, 1), *WPE = host_rand((size_t)T * D, 28, -1, 1);
+    float *DY = host_rand((size_t)B * T * D, 29, -1, 1), *o[2][3];
+    size_t n[3] = {(size_t)B * T * D, (size_t)V * D, (size_t)T * D};
+    const backend *bs[2] = {backend_cpu(), backend_cuda()};
+    for (int k = 0; k < 2; k++) {
+        side s = open_side(bs[k]);
+        float *t = put(&s, tok, sizeof tok), *wte = put(&s, WTE, n[1] * 4);
+        float *wpe = put(&s, WPE, n[2] * 4), *d = put(&s, DY, n[0] * 4), *r[3];
+        for (int i = 0; i < 3; i++) r[i] = put(&s, NULL, n[i] * 4);
+        s.b->embedding_fwd(s.c, B, T, V, D, t, wte, wpe, r[0]);
+        s.b->embedding_bwd_weight(s.c, B, T, V, D, t, d, r[1], r[2]);
+        for (int i = 0; i < 3; i++) {
+            o[k][i] = malloc(n[i] * 4);
+            get(&s, o[k][i], r[i], n[i] * 4);
+        }
+        close_side(&s);
+    }
+    const char *names[3] = {"embedding fwd", "embedding bwd wte", "embedding bwd wpe"};
+    for (int i = 0; i < 3; i++) expect_close(names[i], CUDA_FP32, o[1][i], o[0][i], n[i]);
+    for (int k = 0; k < 2; k++)
+        for (int i = 0; i < 3; i++) free(o[k][i]);
+    free(WTE), free(WPE), free(DY);
+}
+
+static void attention_case(cuda_precision p)
+{
+    const int B = 3, T = 24, D = 48, H = 4;
+    size_t n[4] = {(size_t)B * T * 3 * D, (size_t)B * H * T * T, (size_t)B * T * D,
+                   (size_t)B * T * 3 * D};
+    float *QKV = host_rand(n[0], 30, -1, 1), *DY = host_rand(n[2], 31, -1, 1), *o[2][3];
+    const backend *bs[2] = {backend_cpu(), backend_cuda_precision(p)};
+    for (int k = 0; k < 2; k++) {
+        side s = open_side(bs[k]);
+        float *qkv = put(&s, QKV, n[0] * 4), *d = put(&s, DY, n[2] * 4);
+        float *att = put(&s, NULL, n[1] * 4), *y = put(&s, NULL, n[2] * 4);
+        float *dq = put(&s, NULL, n[3] * 4);
+        s.b->attention_fwd(s.c, B, T, D, H, qkv, att, y);
+        s.b->attention_bwd(s.c, B, T, D, H, qkv, att, d, dq);
+        float *r[3] = {att, y, dq};
+        for (int i = 0; i < 3; i++) {
+            o[k][i] = malloc(n[i + 1] * 4);
+            get(&s, o[k][i], r[i], n[i + 1] * 4);
+        }
+        close_side(&s);
+    }
+    const char *names[3] = {"attention probs", "attention fwd", "attention bwd"};
+    for (int i = 0; i < 3; i++) expect_close(names[i], p, o[1][i], o[0][i], n[i + 1]);
+    for (int k = 0; k < 2; k++)
+        for (int i = 0; i < 3; i++) free(o[k][i]);
+    free(QKV), free(DY);
+}
+
+Test(cuda, attention)
+{
+    need_gpu();
+    attention_case(CUDA_FP32);
+    attention_case(CUDA_BF16);
+}
+
+/* ------------------------------------------------------------------ optimizers */
+
+Test(cuda, optimizers)
+{
+    need_gpu();
+    const size_t n = 4099;
+    const char *names[3] = {"sgd", "momentum", "adam"};
+    for (int kind = 0; kind < 3; kind++) {
+        float *W = host_rand(n, 32, -1, 1), *out[2];
+        const backend *bs[2] = {backend_cpu(), backend_cuda()};
+        for (int k = 0; k < 2; k++) {
+            side s = open_side(bs[k]);
+            float *w = put(&s, W, n * 4), *m = put(&s, NULL, n * 4), *v = put(&s, NULL, n * 4);
+            for (int step = 1; step <= 5; step++) {
+                float *G = host_rand(n, 40 + step, -1, 1);
+                float *g = put(&s, G, n * 4);
+                bk_opt o = {.kind = kind, .lr = 0.01f, .momentum = 0.9f, .beta1 = 0.9f,
+                            .beta2 = 0.999f, .eps = 1e-8f, .weight_decay = 0.01f, .step = step};
+                s.b->opt_step(s.c, &o, n, w, g, kind ? m : NULL, kind == 2 ? v : NULL);
+                get(&s, G, g, 4); /* waits before g is freed */
+                s.b->free(s.c, g);
+                free(G);
+            }
+            out[k] = malloc(n * 4);
+            get(&s, out[k], w, n * 4);
+            close_side(&s);
+        }
+        char what[32];
+        snprintf(what, sizeof what, "optimizer %s x5", names[kind]);
+        expect_close(what, CUDA_FP32, out[1], out[0], n);
+        free(W), free(out[0]), free(out[1]);
+    }
+}
+
+/* ------------------------------------------------------------------ hand-offs, errors */
+
+Test(cuda, handoff_between_contexts)
+{
+    need_gpu();
+    const size_t n = 1 << 20;
+    float *X = host_rand(n, 50, -1, 1), *back = malloc(n * 4);
+    side a = open_side(backend_cuda()), b = open_side(backend_cuda());
+    plumb_err e = {{0}};
+    cuda_mark *sent = cuda_mark_new(a.c, &e), *done = cuda_mark_new(b.c, &e);
+    cr_assert(sent && done, "%s", e.msg);
+    float *src = put(&a, X, n * 4), *y = put(&a, NULL, n * 4), *dst = put(&b, NULL, n * 4);
+    get(&a, back, src, 4); /* X is on the device */
+    a.b->relu_fwd(a.c, n, src, y); /* the producer's work, queued on a's stream */
+    cuda_mark_record(a.c, sent);
+    cuda_mark_wait(b.c, sent);
+    cuda_copy_peer(b.c, dst, a.c, y, n * 4);
+    cuda_mark_record(b.c, done);
+    cuda_mark_wait(a.c, done);
+    a.b->zero(a.c, y, n * 4); /* ordered after the copy by `done` */
+    get(&b, back, dst, n * 4);
+    for (size_t i = 0; i < n; i++) X[i] = X[i] > 0 ? X[i] : 0;
+    expect_close("handoff copy", CUDA_FP32, back, X, n);
+    cuda_mark_free(sent), cuda_mark_free(done);
+    close_side(&a), close_side(&b);
+    free(X), free(back);
+}
+
+Test(cuda, out_of_memory_is_reported_with_a_hint)
+{
+    need_gpu();
+    side s = open_side(backend_cuda());
+    plumb_err e = {{0}};
+    cr_assert_null(s.b->alloc(s.c, (size_t)1 << 50, &e));
+    cr_assert(strstr(e.msg, "CUDA error: cudaMalloc("), "%s", e.msg);
+    cr_assert(strstr(e.msg, "hint: the GPU is out of memory"), "%s", e.msg);
+    close_side(&s);
+}
+
+#endif
