@@ -1,0 +1,80 @@
+/* train.h: sequential training on one device, the reference that pipelined runs are
+ * compared against: minibatch SGD (or momentum, Adam) where each minibatch is split into
+ * microbatches whose gradients accumulate before one optimizer step. Also the whole
+ * training run behind `plumb train` (epochs or steps, progress lines, final evaluation). */
+#ifndef PLUMB_EXEC_TRAIN_H
+#define PLUMB_EXEC_TRAIN_H
+
+#include <stdio.h>
+
+#include "exec/backend.h"
+#include "exec/data.h"
+#include "exec/model.h"
+#include "exec/stage.h"
+
+typedef struct train_cfg {
+    int microbatch;      /* samples per microbatch, >= 1 */
+    int microbatches;    /* microbatches per minibatch (gradient accumulation), >= 1 */
+    bk_opt opt;          /* optimizer and its hyper-parameters; `step` is managed here */
+} train_cfg;
+
+/* Default hyper-parameters of an optimizer: lr 0.05 (sgd), 0.01 with momentum 0.9,
+ * 1e-3 with betas 0.9/0.999 and eps 1e-8 (adam); no weight decay. */
+bk_opt train_default_opt(int kind);
+
+typedef struct seq_trainer seq_trainer;
+
+/* A trainer of m on (bk, ctx): the whole model as one stage, weights from m's seed.
+ * Returns NULL with err set (out of memory, bad configuration). */
+seq_trainer *seqtrain_create(const backend *bk, bk_ctx *ctx, const model *m,
+                             const train_cfg *cfg, plumb_err *err);
+void seqtrain_free(seq_trainer *t);
+
+/* One minibatch: x (microbatches * microbatch, sample) and y (same samples' targets) on the
+ * host. Zeroes the gradients, runs forward and backward per microbatch (loss scaled by
+ * 1 / targets in the minibatch so the accumulated gradient is the minibatch mean), then one
+ * optimizer step. *loss and *acc (may be NULL) get the minibatch's mean loss (nats) and
+ * accuracy (fraction) measured before the step. Returns 0, or -1 with err set. */
+int seqtrain_step(seq_trainer *t, const float *x, const int32_t *y, double *loss,
+                  double *acc, plumb_err *err);
+
+/* Forward-only evaluation over the first `limit` samples of d (all when limit <= 0):
+ * mean loss and accuracy. Returns 0 or -1. */
+int seqtrain_evaluate(seq_trainer *t, const dataset *d, int limit, double *loss, double *acc,
+                      plumb_err *err);
+
+/* Copies the current parameters (m->nparams floats) to host. Returns 0 or -1. */
+int seqtrain_get_params(seq_trainer *t, float *host, plumb_err *err);
+stage *seqtrain_stage(seq_trainer *t);
+
+/* A whole run as `plumb train` does it. */
+typedef struct train_run_cfg {
+    const backend *bk;
+    int device;
+    const model *m;
+    const dataset *train, *test;  /* test may be NULL */
+    train_cfg cfg;
+    int epochs;               /* used when steps <= 0 */
+    long steps;               /* total optimizer steps; <= 0: epochs * (n / minibatch) */
+    unsigned long long seed;  /* shuffling */
+    long log_every;           /* steps between progress lines; <= 0: about 20 lines */
+    FILE *log;                /* progress lines; NULL for none */
+} train_run_cfg;
+
+typedef struct train_result {
+    long steps;
+    double first_loss, last_loss;   /* mean loss of the first and the last minibatch */
+    double train_loss, train_acc;   /* means over the last logging interval */
+    double test_loss, test_acc;     /* < 0 when there is no test set */
+    double samples_per_s;           /* training throughput, excluding evaluation */
+    double seconds;                 /* training wall time */
+} train_result;
+
+/* Runs the training. Returns 0 with *res filled, or -1 with err set (the data do not fit
+ * the model, the minibatch is larger than the data set, a backend failure). */
+int train_run(const train_run_cfg *rc, train_result *res, plumb_err *err);
+
+/* Monotonic wall clock in seconds. */
+double train_now(void);
+
+#endif

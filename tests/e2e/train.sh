@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# train.sh: end-to-end checks of `plumb train` on the CPU backend: the Fashion-MNIST MLP
+# trains a few hundred steps and its loss falls; a tiny transformer learns generated text;
+# synthetic data and gradient accumulation run; bad input fails with one line and status 2.
+set -u
+PLUMB=${PLUMB:-./plumb}
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail() { echo "train.sh: FAIL: $*" >&2; exit 1; }
+
+# loss of the first and the last progress line: "step N/M  epoch E  loss X ..."
+first_loss() { awk '/^step /{for(i=1;i<=NF;i++) if($i=="loss"){print $(i+1); exit}}' "$1"; }
+last_loss() { awk '/^step /{for(i=1;i<=NF;i++) if($i=="loss") l=$(i+1)} END{print l}' "$1"; }
+falls() { # $1 log, $2 factor: last loss < factor * first loss
+    local a b
+    a=$(first_loss "$1"); b=$(last_loss "$1")
+    [ -n "$a" ] && [ -n "$b" ] || fail "no progress lines in $1: $(cat "$1")"
+    awk -v a="$a" -v b="$b" -v f="$2" 'BEGIN{exit !(b < f * a)}' ||
+        fail "loss did not fall enough: first $a, last $b (want last < $2 x first)"
+    echo "  loss $a -> $b"
+}
+
+echo "fmnist-mlp, 300 steps of 64"
+"$PLUMB" train examples/models/fmnist-mlp.json --steps 300 --log-every 20 --seed 3 \
+    > "$tmp/mlp.log" 2>&1 || fail "fmnist-mlp run failed: $(cat "$tmp/mlp.log")"
+falls "$tmp/mlp.log" 0.6
+acc=$(awk '/^test:/{print $5}' "$tmp/mlp.log" | tr -d '%')
+awk -v a="$acc" 'BEGIN{exit !(a > 70)}' || fail "test accuracy $acc% (want > 70%)"
+echo "  test accuracy $acc%"
+
+echo "same seed, same result (deterministic)"
+"$PLUMB" train examples/models/fmnist-mlp.json --steps 300 --log-every 20 --seed 3 \
+    > "$tmp/mlp2.log" 2>&1 || fail "second run failed"
+# OpenBLAS may change summation order with its thread count; compare 3 decimals
+[ "$(last_loss "$tmp/mlp.log" | cut -c1-5)" = "$(last_loss "$tmp/mlp2.log" | cut -c1-5)" ] ||
+    fail "two runs with --seed 3 differ: $(last_loss "$tmp/mlp.log") vs $(last_loss "$tmp/mlp2.log")"
+
+echo "tiny transformer on generated text, adam"
+cat > "$tmp/gpt.json" <<'JSON'
+{"format": "plumb-model/1", "name": "gpt-tiny", "input": [16], "classes": 256, "seed": 1,
+ "layers": [
+  {"type": "embedding", "vocab": 256, "dim": 32},
+  {"type": "residual", "layers": [{"type": "layernorm"}, {"type": "linear", "out": 96},
+                                  {"type": "attention", "heads": 2}, {"type": "linear", "out": 32}]},
+  {"type": "residual", "layers": [{"type": "layernorm"}, {"type": "linear", "out": 128},
+                                  {"type": "gelu"}, {"type": "linear", "out": 32}]},
+  {"type": "layernorm"}, {"type": "linear", "out": 256}, {"type": "softmax_cross_entropy"}]}
+JSON
+"$PLUMB" train "$tmp/gpt.json" --optimizer adam --lr 0.003 --batch 16 --steps 150 \
+    --samples 2048 --log-every 25 > "$tmp/gpt.log" 2>&1 || fail "gpt-tiny failed: $(cat "$tmp/gpt.log")"
+falls "$tmp/gpt.log" 0.5
+
+echo "synthetic data, momentum, gradient accumulation over 4 microbatches"
+"$PLUMB" train examples/models/fmnist-cnn.json --data synthetic --samples 512 --batch 32 \
+    --microbatches 4 --optimizer momentum --steps 4 > "$tmp/syn.log" 2>&1 ||
+    fail "synthetic run failed: $(cat "$tmp/syn.log")"
+grep -q "minibatch 32 = 4 x 8" "$tmp/syn.log" || fail "microbatching not reported: $(cat "$tmp/syn.log")"
+
+echo "bad input: one line, status 2"
+expect2() { # $1 expected text, rest: command
+    local want=$1; shift
+    "$@" > "$tmp/out" 2> "$tmp/err"; local rc=$?
+    [ $rc -eq 2 ] || fail "$* exited $rc (want 2)"
+    [ "$(wc -l < "$tmp/err")" -eq 1 ] || fail "$*: expected one line, got: $(cat "$tmp/err")"
+    grep -qF -- "$want" "$tmp/err" || fail "$*: message lacks \"$want\": $(cat "$tmp/err")"
+    [ ! -s "$tmp/out" ] || fail "$*: printed output on stdout: $(cat "$tmp/out")"
+}
+expect2 "unknown option" "$PLUMB" train examples/models/fmnist-mlp.json --bogus
+expect2 "--lr: expected a number > 0" "$PLUMB" train examples/models/fmnist-mlp.json --lr -1
+expect2 "--optimizer: expected sgd, momentum or adam" "$PLUMB" train examples/models/fmnist-mlp.json --optimizer lion
+expect2 "expected MODEL.json" "$PLUMB" train
+echo '{"format":"plumb-model/1","input":[1,28,28],"classes":10,"layers":[{"type":"flatten"},{"type":"linear","out":10,"in_features":512},{"type":"softmax_cross_entropy"}]}' > "$tmp/bad.json"
+expect2 "$tmp/bad.json: layers[1].in_features: expected 784 (the flattened output of layers[0]) (got 512)" \
+    "$PLUMB" train "$tmp/bad.json"
+expect2 "$tmp/nowhere/train-images-idx3-ubyte.gz: cannot open" \
+    "$PLUMB" train examples/models/fmnist-mlp.json --data-dir "$tmp/nowhere"
+expect2 "--batch: expected at most the 100 samples" \
+    "$PLUMB" train examples/models/fmnist-mlp.json --data synthetic --samples 100 --batch 128
+expect2 "--batch: expected a multiple of the 3 microbatches" \
+    "$PLUMB" train examples/models/fmnist-mlp.json --batch 64 --microbatches 3
+"$PLUMB" train --help | grep -q "usage: plumb train" || fail "--help"
+echo "train.sh: all passed"
