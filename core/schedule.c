@@ -12,10 +12,6 @@ static const char *const kind_names[ACT_NKINDS] = {
     "F", "B", "I", "W", "SEND_F", "RECV_F", "SEND_B", "RECV_B", "REDUCE_GRAD", "STEP",
 };
 
-static const char *const sched_labels[SCHED_NKINDS] = {
-    "gpipe", "1f1b-flush", "pipedream", "2bw", "interleaved", "zb-h1", "zb-v",
-};
-
 const char *act_kind_name(act_kind k)
 {
     return (k >= 0 && k < ACT_NKINDS) ? kind_names[k] : "?";
@@ -88,7 +84,7 @@ schedule *sched_alloc(const sched_spec *spec, plumb_err *err)
     if ((int)spec->kind < 0 || spec->kind >= SCHED_NKINDS)
         return err_set(err, NULL, "kind", "expected a schedule kind (got %d)", (int)spec->kind),
                NULL;
-    const char *kn = sched_labels[spec->kind];
+    const char *kn = sched_kind_name(spec->kind);
     if (spec->nstages < 1 || spec->nstages > 4096)
         return err_set(err, NULL, "stages", "expected 1 to 4096 (got %d)", spec->nstages), NULL;
     if (spec->microbatches < 1 || spec->microbatches > 1000000)
@@ -315,7 +311,7 @@ void schedule_print(const schedule *s, FILE *out)
     }
     fprintf(out, "%s: %d stage%s on %d worker%s (%d chunk%s per rank), %d microbatch%s x %d "
             "iteration%s, %ld actions\n",
-            sched_labels[s->kind], s->nstages, s->nstages == 1 ? "" : "s", s->nworkers,
+            sched_kind_name(s->kind), s->nstages, s->nstages == 1 ? "" : "s", s->nworkers,
             s->nworkers == 1 ? "" : "s", s->chunks, s->chunks == 1 ? "" : "s",
             s->microbatches, s->microbatches == 1 ? "" : "es", s->iterations,
             s->iterations == 1 ? "" : "s", nact);

@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# schedule.sh: end-to-end test of `plumb schedule`: every kind generates and validates,
+# the table reports in-flight activations and versions, the CSV is PyTorch's byte for byte
+# and round-trips through --import, and bad options and files fail with one line, exit 2.
+set -u
+PLUMB=${PLUMB:-./plumb}
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fails=0
+fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+
+# expect_bad NEEDLE ARGS...: exit 2, nothing on stdout, one stderr line containing NEEDLE
+expect_bad() {
+    local needle=$1; shift
+    "$PLUMB" schedule "$@" >"$tmp/out" 2>"$tmp/err"
+    local rc=$?
+    [ "$rc" -eq 2 ] || fail "schedule $*: exit $rc, expected 2"
+    [ -s "$tmp/out" ] && fail "schedule $*: wrote to stdout"
+    [ "$(wc -l <"$tmp/err")" -eq 1 ] || fail "schedule $*: stderr is not one line: $(cat "$tmp/err")"
+    grep -qF -- "$needle" "$tmp/err" || fail "schedule $*: stderr lacks '$needle': $(cat "$tmp/err")"
+}
+
+for k in gpipe 1f1b-flush pipedream 2bw interleaved zb-h1 zb-v; do
+    extra=""
+    [ "$k" = interleaved ] && extra="--chunks 2"
+    "$PLUMB" schedule --kind "$k" --stages 4 --microbatches 8 --iterations 2 $extra --validate \
+        >"$tmp/t" 2>"$tmp/err" || fail "$k: exit $?: $(cat "$tmp/err")"
+    grep -q '^valid: ' "$tmp/t" || fail "$k: no validation line"
+    grep -q 'Rank 3' "$tmp/t" || fail "$k: no rank 3 column"
+done
+
+# 1F1B with flush: stage s of p holds p - s activations; pipedream p - s weight versions
+"$PLUMB" schedule --kind 1f1b-flush --stages 4 --microbatches 8 >"$tmp/t" || fail "1f1b table"
+grep -qE '^0 +0 +4 microbatches +1 version$' "$tmp/t" || fail "1f1b stage 0: $(tail -4 "$tmp/t")"
+grep -qE '^3 +3 +1 microbatch +1 version$' "$tmp/t" || fail "1f1b stage 3: $(tail -4 "$tmp/t")"
+"$PLUMB" schedule --kind pipedream --stages 4 --microbatches 8 >"$tmp/t" || fail "pipedream table"
+grep -qE '^1 +1 +3 microbatches +3 versions$' "$tmp/t" || fail "pipedream stage 1: $(tail -4 "$tmp/t")"
+grep -q '0F0/v0' "$tmp/t" || fail "pipedream table shows no versions"
+
+# the CSV is PyTorch's: one row per rank, \r\n line ends
+printf '0F0,0SEND_F0,0F1,0SEND_F1,0RECV_B0,0B0,0RECV_B1,0B1\r\n1RECV_F0,1F0,1RECV_F1,1B0,1SEND_B0,1F1,1B1,1SEND_B1\r\n' >"$tmp/want.csv"
+"$PLUMB" schedule --kind 1f1b-flush --stages 2 --microbatches 2 --csv >"$tmp/got.csv" || fail "csv"
+cmp -s "$tmp/want.csv" "$tmp/got.csv" || fail "1f1b csv bytes differ: $(cat -A "$tmp/got.csv")"
+
+# round trips through --import, in the three forms, replicated stages too
+for form in "" "--steps" "--compute-only"; do
+    "$PLUMB" schedule --kind 1f1b-flush --stages 3 --replicas 1,2,1 --microbatches 4 \
+        --iterations 2 --csv $form >"$tmp/a.csv" || fail "export $form"
+    "$PLUMB" schedule --kind 1f1b-flush --stages 3 --replicas 1,2,1 --microbatches 4 \
+        --import "$tmp/a.csv" --validate --csv $form >"$tmp/b.csv" 2>"$tmp/err" ||
+        fail "import $form: $(cat "$tmp/err")"
+    cmp -s "$tmp/a.csv" "$tmp/b.csv" || fail "round trip $form differs"
+done
+"$PLUMB" schedule --kind zb-v --stages 3 --microbatches 5 --csv >"$tmp/v.csv" || fail "zb-v csv"
+"$PLUMB" schedule --kind zb-v --stages 3 --microbatches 5 --import "$tmp/v.csv" --validate \
+    >"$tmp/t" 2>"$tmp/err" || fail "zb-v import: $(cat "$tmp/err")"
+
+# a schedule that deadlocks when sends block: named cycle, exit 2
+printf '0F0,0SEND_F0,0F1,0SEND_F1,0RECV_B0,0B0,0RECV_B1,0B1\n1RECV_F0,1F0,1B0,1SEND_B0,1RECV_F1,1F1,1B1,1SEND_B1\n' >"$tmp/dl.csv"
+expect_bad "deadlock: worker 0 waits at action 3 (0SEND_F1) for worker 1, worker 1 waits at action 3 (1SEND_B0) for worker 0" \
+    --kind 1f1b-flush --stages 2 --microbatches 2 --import "$tmp/dl.csv" --validate
+printf '0F0,0F1,0Q0\n1F0\n' >"$tmp/bad.csv"
+expect_bad "bad.csv: row 1, field 3: expected an action" \
+    --kind 1f1b-flush --stages 2 --microbatches 2 --import "$tmp/bad.csv"
+expect_bad "cannot read" --kind gpipe --stages 2 --microbatches 2 --import "$tmp/none.csv"
+
+# bad options
+expect_bad "--kind: expected gpipe" --kind nope --stages 2 --microbatches 2
+expect_bad "--stages: expected an integer" --kind gpipe --stages 0 --microbatches 2
+expect_bad "--microbatches is required" --kind gpipe --stages 2
+expect_bad "--replicas: expected 3 comma-separated" --kind gpipe --stages 3 --microbatches 2 --replicas 1,2
+expect_bad "zb-v needs exactly 2 chunks" --kind zb-v --stages 3 --microbatches 2 --chunks 3
+expect_bad "2bw keeps 2 weight versions" --kind 2bw --stages 4 --microbatches 2
+expect_bad "unknown option" --kind gpipe --stages 2 --microbatches 2 --frobnicate
+expect_bad "--steps and --compute-only go with --csv" --kind gpipe --stages 2 --microbatches 2 --steps
+"$PLUMB" schedule --help | grep -q -- '--import FILE.csv' || fail "--help"
+
+if [ "$fails" -ne 0 ]; then
+    echo "schedule.sh: $fails failure(s)"
+    exit 1
+fi
+echo "schedule.sh: all passed"
