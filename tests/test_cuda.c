@@ -42,6 +42,7 @@ Test(cuda, not_built)
 
 #include "exec/cuda/cuda_backend.h"
 #include "exec/cuda/cuda_internal.h"
+#include "exec/cuda/cuda_nccl.h"
 
 /* Skips the calling test unless a GPU is present. */
 static void need_gpu(void)
@@ -595,6 +596,42 @@ Test(cuda, handoff_between_contexts)
     expect_close("handoff copy", CUDA_FP32, back, X, n);
     cuda_mark_free(sent), cuda_mark_free(done);
     close_side(&a), close_side(&b);
+    free(X), free(back);
+}
+
+/* A one-rank communicator: a grouped send to itself and receive from itself, then an
+ * all-reduce (the mean over one rank leaves the data unchanged). */
+Test(cuda, nccl_one_rank_send_recv_allreduce)
+{
+    plumb_err e = {{0}};
+    if (!nccl_available(&e)) {
+        cr_assert(strstr(e.msg, "not built"), "%s", e.msg);
+        cr_skip_test("NCCL test skipped: %s", e.msg);
+    }
+    need_gpu();
+    const size_t n = 300001;
+    float *X = host_rand(n, 60, -1, 1), *back = malloc(n * 4);
+    side s = open_side(backend_cuda());
+    unsigned char id[NCCL_ID_BYTES];
+    cr_assert_eq(nccl_make_id(id, &e), 0, "%s", e.msg);
+    nccl_comm *nc = nccl_open(s.c, id, 1, 0, 60.0, &e);
+    cr_assert_not_null(nc, "%s", e.msg);
+    cr_assert_eq(nccl_rank(nc), 0);
+    cr_assert_eq(nccl_size(nc), 1);
+    float *a = put(&s, X, n * 4), *b = put(&s, NULL, n * 4);
+    nccl_group_begin(nc);
+    nccl_send(nc, a, n * 4, 0);
+    nccl_recv(nc, b, n * 4, 0);
+    cr_assert_eq(nccl_group_end(nc, 60.0, &e), 0, "%s", e.msg);
+    cr_assert_eq(nccl_wait(nc, 60.0, &e), 0, "%s", e.msg);
+    get(&s, back, b, n * 4);
+    expect_close("nccl self send/recv", CUDA_FP32, back, X, n);
+    nccl_allreduce_start(nc, b, n);
+    cr_assert_eq(nccl_allreduce_finish(nc, &e), 0, "%s", e.msg);
+    get(&s, back, b, n * 4);
+    expect_close("nccl 1-rank all-reduce", CUDA_FP32, back, X, n);
+    nccl_close(nc);
+    close_side(&s);
     free(X), free(back);
 }
 
