@@ -200,6 +200,7 @@ int plan_equal(const plan *a, const plan *b)
         !pred_eq(a->pred_speedup_vs_1, b->pred_speedup_vs_1))
         return 0;
     if (!a->pred_peak_memory_bytes != !b->pred_peak_memory_bytes) return 0;
+    if (a->pred_peak_memory_bytes && !a->clus) return 0;
     if (a->pred_peak_memory_bytes)
         for (int d = 0; d < a->clus->ndevices; d++)
             if (a->pred_peak_memory_bytes[d] != b->pred_peak_memory_bytes[d]) return 0;
