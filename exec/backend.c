@@ -4,9 +4,9 @@
 #include <string.h>
 
 #ifdef PLUMB_HAVE_CUDA
-/* exec/cuda/: defined by the CUDA backend; weak so that a build whose CUDA objects lack it
- * still links and reports the backend as missing. */
-const backend *backend_cuda(void) __attribute__((weak));
+/* A strong reference: it pulls the CUDA backend's objects out of libplumb.a (a weak one
+ * would not, and the backend would look missing). */
+#include "exec/cuda/cuda_backend.h"
 #endif
 
 const backend *backend_find(const char *name, plumb_err *err)
@@ -14,10 +14,7 @@ const backend *backend_find(const char *name, plumb_err *err)
     if (name && !strcmp(name, "cpu")) return backend_cpu();
 #ifdef PLUMB_HAVE_CUDA
     if (name && !strcmp(name, "cuda")) {
-        if (backend_cuda) return backend_cuda();
-        err_set(err, NULL, "--backend", "the CUDA backend is not part of this build; "
-                "expected \"cpu\"");
-        return NULL;
+        return backend_cuda();
     }
     err_set(err, NULL, "--backend", "expected \"cpu\" or \"cuda\" (got \"%s\")",
             name ? name : "");

@@ -141,7 +141,9 @@ static void *cuda_alloc(bk_ctx *c, size_t bytes, plumb_err *err)
     size_t n = bytes ? (bytes + 255) / 256 * 256 : 256; /* aligned and unique when 0 */
     if (CUDA_CHECK_E(err, cudaSetDevice(c->device))) return NULL;
     if (CUDA_CHECK_E(err, cudaMalloc(&p, n))) return NULL;
-    if (CUDA_CHECK_E(err, cudaMemsetAsync(p, 0, n, c->stream))) {
+    /* zeroed before return, so that another context's stream may use it at once */
+    if (CUDA_CHECK_E(err, cudaMemsetAsync(p, 0, n, c->stream)) ||
+        CUDA_CHECK_E(err, cudaStreamSynchronize(c->stream))) {
         cudaFree(p);
         return NULL;
     }
