@@ -1,0 +1,127 @@
+/* native.h: plumb's own planner (the default of `plumb plan`). Beside PipeDream's
+ * partitioner (planner.h, compatible mode) it prices stages with plumb's native cost model:
+ * gradient all-reduce overlapped with the backward pass (and, for flushing schedules, paid
+ * once per iteration, not per microbatch), activation transfers always counted (on their
+ * own links, overlapped with compute), the pipeline fill and drain of flushing schedules,
+ * heterogeneous device speeds, and the simulator's memory model (weight versions, stashed
+ * activations, gradients, optimizer state) as a hard constraint. A dynamic program over
+ * contiguous ranges of the profile's topological order, with per-stage replication on
+ * contiguous device ranges (so stages follow the cluster's hierarchy), proposes candidates;
+ * the simulator (sim/sim.h) scores the best of them. planner_auto searches schedules,
+ * microbatch counts, microbatch sizes and recomputation the same way and ranks by
+ * simulated throughput. docs/planner-native.md explains every difference with PipeDream.
+ *
+ * Units: seconds, bytes, samples/s. Memory: returned plans and results are owned by the
+ * caller (plan_free, native_result_free). No global state: safe to call from any thread
+ * on distinct arguments. */
+#ifndef PLUMB_PLANNER_NATIVE_H
+#define PLUMB_PLANNER_NATIVE_H
+
+#include <stdio.h>
+
+#include "core/cluster.h"
+#include "core/err.h"
+#include "core/plan.h"
+#include "core/profile.h"
+
+#define NATIVE_SCHED_AUTO (-1)     /* native_options.schedule: search every schedule */
+#define NATIVE_RECOMPUTE_AUTO (-1) /* native_options.recompute: try both */
+#define NATIVE_TOP 5               /* candidates `plumb plan --schedule auto` prints */
+
+/* What to plan. Fill with native_options_init, then change. */
+typedef struct native_options {
+    int schedule;               /* sched_kind, or NATIVE_SCHED_AUTO. Default 1f1b-flush */
+    int microbatches;           /* per iteration (per optimizer step of the flushing kinds);
+                                   0 = choose (2 x stages, rounded to the replicas) */
+    int microbatch_size;        /* samples per microbatch; 0 = the profile's minibatch (the
+                                   size it was measured at); auto also tries halving it when
+                                   memory is short */
+    int recompute;              /* 0 off, 1 on, NATIVE_RECOMPUTE_AUTO: on only when it helps */
+    int chunks;                 /* virtual stages per device for interleaved; 0 = 2 */
+    double memory_limit_bytes;  /* > 0: each device's capacity is min(its memory, this) */
+    optimizer_kind optimizer;   /* its state counts in memory; default OPT_MOMENTUM */
+    int max_devices;            /* > 0: plan on devices 0..max_devices-1 only; 0 = all */
+    int sim_top;                /* candidates scored by the simulator; 0 = default (3 for
+                                   one schedule, 8 for auto); -1 = none (estimates only) */
+    int sim_iterations;         /* iterations per scoring simulation; 0 = 2 */
+    int no_suggest;             /* 1: when nothing fits, do not search what would fit */
+} native_options;
+
+/* Sets o to the defaults above. */
+void native_options_init(native_options *o);
+
+/* One evaluated candidate (a schedule, a microbatching, a recomputation choice and the
+ * best partition the dynamic program found for them). */
+typedef struct native_candidate {
+    plan *pl;                   /* owned; its predicted figures are the simulator's when
+                                   simulated, else the cost model's */
+    sched_kind schedule;
+    int microbatches, microbatch_size, recompute, chunks, nstages, ndevices_used;
+    int async;                  /* 1: the schedule changes training semantics (stale weights) */
+    double est_iteration_s;     /* native cost model */
+    double est_samples_per_s;
+    double est_peak_memory_bytes; /* largest device, native memory model */
+    int simulated;              /* 1: the sim_* figures below are set */
+    double sim_iteration_s;
+    double sim_samples_per_s;
+    double sim_bubble_fraction;
+    double sim_peak_memory_bytes; /* largest device peak, simulator's memory model */
+    double capacity_bytes;      /* smallest capacity among the devices used */
+    int fits;                   /* the simulator (or, when not simulated, the model) says
+                                   every device fits */
+    char config[96];            /* replicas per stage joined by '-', e.g. "4-2-1-1" */
+    char reason[320];           /* why it wins or loses (auto ranking), with units */
+} native_candidate;
+
+typedef struct native_result {
+    int ncand;
+    native_candidate *cand;     /* ranked: fitting candidates by simulated (else estimated)
+                                   throughput, best first; then those that do not fit */
+    int nsimulated;             /* simulator runs made */
+    int dp_runs;                /* dynamic programs solved */
+    double single_samples_per_s; /* whole model on the fastest device, compute only */
+    double capacity_bytes;      /* smallest device capacity considered (after the limit) */
+    int nothing_fits;           /* 1: no candidate fits memory */
+    char suggestion[640];       /* when nothing fits: what would ("recomputation (peak 9.1
+                                   GiB)", "microbatches of 32 samples", "24 devices") */
+    double plan_ms;             /* wall time of the call */
+} native_result;
+
+void native_result_free(native_result *r);
+
+/* Checks that profile p and cluster c can work together at all (bad input, exit 2): the
+ * cluster has devices, every level a bandwidth > 0, every device memory > 0; the profile
+ * has layers and some compute; the model's weights, gradients and optimizer state (the
+ * least any plan needs) fit in the memory of all devices together. Returns 0, or -1 with
+ * err set to one line naming the profile and cluster and what is wrong. */
+int planner_native_check(const profile *p, const cluster *c, const native_options *o,
+                         plumb_err *err);
+
+/* Plans p on c with the native cost model for o->schedule (or every schedule when it is
+ * NATIVE_SCHED_AUTO). Returns the best plan that fits memory (caller frees with plan_free)
+ * with its predicted figures, and fills *res when res is not NULL (ranked candidates).
+ * Returns NULL with err set when the inputs are bad (planner_native_check's message) or
+ * when nothing fits: then err says so and names what would fit (res->nothing_fits = 1 and
+ * res->suggestion hold the same). */
+plan *planner_native(const profile *p, const cluster *c, const native_options *o,
+                     native_result *res, plumb_err *err);
+
+/* Auto search: every schedule (pipedream, 1f1b-flush, 2bw, gpipe, interleaved, zb-h1) x
+ * microbatch counts x recomputation (x smaller microbatches when memory is short), each
+ * partitioned by the dynamic program and estimated by the cost model; the best are
+ * simulated and everything is ranked by simulated throughput with a reason per candidate.
+ * o->schedule is ignored. Returns 0 and fills *res (at least one candidate), or -1 with err
+ * on bad input. res->nothing_fits tells whether any candidate fits. */
+int planner_auto(const profile *p, const cluster *c, const native_options *o,
+                 native_result *res, plumb_err *err);
+
+/* Prints the top `top` candidates of res as a table (rank, schedule, sync/async mark,
+ * microbatches x size, recompute, stages, throughput, peak memory, reason), every figure
+ * with its unit. */
+void native_result_print(const native_result *res, int top, FILE *out);
+
+/* The JSON of res's top `top` candidates (an array of objects; caller frees). */
+struct cJSON;
+struct cJSON *native_result_to_json(const native_result *res, int top);
+
+#endif

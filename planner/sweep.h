@@ -1,0 +1,77 @@
+/* sweep.h: capacity planning (`plumb sweep`). For each GPU count in a range, the cluster is
+ * resized (fewer devices in one server, or whole servers added or removed at the outer
+ * levels, device types repeating the cluster's server pattern), the native planner finds
+ * the best plan, and the sweep reports its simulated throughput, its scaling efficiency
+ * against linear (thr(n) / (n x thr(1)), thr(1) being the whole model on device 0 with
+ * memory ignored), its cost per million samples (price x n / 3600 / thr x 1e6), and the
+ * fewest GPUs that reach a target throughput. Writers: text table, JSON, SVG plot.
+ *
+ * Units: samples/s, USD, bytes. Memory: results are owned by the caller. */
+#ifndef PLUMB_PLANNER_SWEEP_H
+#define PLUMB_PLANNER_SWEEP_H
+
+#include <stdio.h>
+
+#include "core/cluster.h"
+#include "core/err.h"
+#include "core/profile.h"
+#include "planner/native.h"
+
+#define SWEEP_MAX_GPUS 4096
+
+typedef struct sweep_point {
+    int gpus;
+    int ok;                     /* 1: a plan fits on this many GPUs */
+    double samples_per_s;       /* simulated throughput of the best plan; 0 when !ok */
+    double efficiency;          /* samples_per_s / (gpus x thr1) */
+    double usd_per_million;     /* price x gpus / 3600 / samples_per_s x 1e6; < 0 when no
+                                   price was given or !ok */
+    double peak_memory_bytes;   /* largest device peak of the best plan */
+    sched_kind schedule;
+    int microbatches, microbatch_size, recompute, nstages;
+    char config[96];            /* replicas per stage, e.g. "8-8" */
+    char why[PLUMB_ERR_MAX];    /* when !ok: why nothing fits (and what would) */
+} sweep_point;
+
+typedef struct sweep_result {
+    int n;
+    sweep_point *pts;           /* [n], gpus ascending */
+    double thr1;                /* linear baseline: samples/s of one device (device 0) */
+    double target;              /* samples/s asked for; <= 0 when none */
+    int target_gpus;            /* fewest GPUs whose best plan reaches target; -1 when none
+                                   in the range (or no target) */
+    double price;               /* USD per GPU-hour; <= 0 when none */
+    char profile_name[64], cluster_name[64];
+} sweep_result;
+
+void sweep_result_free(sweep_result *r);
+
+/* The cluster c resized to n devices (1 <= n <= SWEEP_MAX_GPUS): within one server, a
+ * server of n devices; beyond, ceil(n / per_server) servers (the inner levels kept up to
+ * their original counts, the outermost taking the rest) with server types repeating c's
+ * pattern; when n is not a multiple of the server size, the last server is full and the
+ * planner is asked to use the first n devices (*use_devices = n). Returns a new cluster or
+ * NULL with err set. */
+cluster *sweep_cluster_resize(const cluster *c, int n, int *use_devices, plumb_err *err);
+
+/* Runs the sweep over gmin..gmax GPUs (1 <= gmin <= gmax <= SWEEP_MAX_GPUS) with the
+ * planner options o (schedule, memory limit ...; max_devices is set per point). target and
+ * price may be <= 0 (not given). Returns 0 and fills *res, or -1 with err on bad input
+ * (planner_native_check on the largest count). */
+int planner_sweep(const profile *p, const cluster *c, int gmin, int gmax,
+                  const native_options *o, double target, double price, sweep_result *res,
+                  plumb_err *err);
+
+/* Text table and the target line, every figure with its unit. */
+void sweep_print(const sweep_result *r, FILE *out);
+
+/* JSON document "plumb-sweep/1" (docs/planner-native.md); caller frees. */
+struct cJSON;
+struct cJSON *sweep_to_json(const sweep_result *r);
+
+/* SVG plot of throughput (left axis) and cost per million samples (right axis, when a
+ * price was given) against GPUs, with the linear-scaling line and the target. Returns the
+ * text (caller frees) or NULL when out of memory. */
+char *sweep_svg(const sweep_result *r, size_t *len);
+
+#endif
