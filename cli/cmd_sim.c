@@ -1,9 +1,276 @@
-/* cmd_sim.c: `plumb sim` (placeholder until its part lands; it refuses to run). */
+/* cmd_sim.c: `plumb sim PLAN.json`: simulates a plan and prints its report (per-device
+ * busy / idle / communication time and peak memory against capacity, throughput,
+ * iteration time, bubble, bytes per link), optionally as JSON, a Chrome trace, an SVG
+ * timeline or a text Gantt; with what-ifs (schedule, microbatches, straggler, bandwidth,
+ * memory limit) it also runs the plan as written and shows what changed. */
+#include <cjson/cJSON.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
 #include "cli/cli.h"
+#include "core/json.h"
+#include "core/plan.h"
+#include "sim/sim.h"
+
+static const char *const usage =
+    "usage: plumb sim PLAN.json [options]\n"
+    "Simulates the plan on its cluster and prints the report.\n"
+    "  --schedule K           schedule instead of the plan's: gpipe, 1f1b-flush, pipedream,\n"
+    "                         2bw, interleaved, zb-h1, zb-v\n"
+    "  --microbatches M       microbatches per iteration instead of the plan's\n"
+    "  --iterations N         iterations to simulate (default 3; the steady state is\n"
+    "                         measured between the first and the last)\n"
+    "  --straggler DEV=FACTOR device DEV computes FACTOR times slower (e.g. 3=2)\n"
+    "  --bandwidth LEVEL=GBPS level LEVEL (index or name) at GBPS gigabits/s; repeatable\n"
+    "  --memory-limit GIB     device memory capacity at most GIB GiB\n"
+    "  --json                 print the report as JSON (plumb-sim-report/1) instead\n"
+    "  --trace T.json         write the timeline as Chrome trace-event JSON (Perfetto)\n"
+    "  --svg T.svg            write the timeline as an SVG picture\n"
+    "  --gantt                print a text Gantt chart of the timeline\n"
+    "  --width N              Gantt width in columns (default 100)\n"
+    "  -h, --help             this help\n"
+    "Exit status: 0 ok, 2 bad input (nothing written).\n";
+
+enum { O_SCHED = 1000, O_MB, O_IT, O_STRAG, O_BW, O_MEM, O_JSON, O_TRACE, O_SVG, O_GANTT,
+       O_WIDTH };
+
+/* Splits "A=B" into a (copied to buf) and b. Returns 0 or -1. */
+static int split_eq(const char *s, char *buf, size_t n, const char **b)
+{
+    const char *eq = strchr(s, '=');
+    if (!eq || eq == s || !eq[1] || (size_t)(eq - s) >= n)
+        return -1;
+    memcpy(buf, s, (size_t)(eq - s));
+    buf[eq - s] = 0;
+    *b = eq + 1;
+    return 0;
+}
+
+/* Writes each (path, text) pair atomically; on failure removes those already written so
+ * that no partial set of outputs is left. */
+static int write_all(const char **paths, char **texts, const size_t *lens, int n,
+                     plumb_err *err)
+{
+    for (int i = 0; i < n; i++) {
+        if (!paths[i])
+            continue;
+        if (file_write_atomic(paths[i], texts[i], lens[i], err)) {
+            for (int j = 0; j < i; j++)
+                if (paths[j])
+                    unlink(paths[j]);
+            return -1;
+        }
+    }
+    return 0;
+}
 
 int cmd_sim(int argc, char **argv)
 {
-    (void)argc;
-    (void)argv;
-    return cli_fail("sim", "this command is not built yet");
+    static const struct option longopts[] = {
+        {"schedule", required_argument, 0, O_SCHED},
+        {"microbatches", required_argument, 0, O_MB},
+        {"iterations", required_argument, 0, O_IT},
+        {"straggler", required_argument, 0, O_STRAG},
+        {"bandwidth", required_argument, 0, O_BW},
+        {"memory-limit", required_argument, 0, O_MEM},
+        {"json", no_argument, 0, O_JSON},
+        {"trace", required_argument, 0, O_TRACE},
+        {"svg", required_argument, 0, O_SVG},
+        {"gantt", no_argument, 0, O_GANTT},
+        {"width", required_argument, 0, O_WIDTH},
+        {"help", no_argument, 0, 'h'},
+        {0, 0, 0, 0},
+    };
+    sim_options o;
+    sim_options_init(&o);
+    const char *trace = NULL, *svg = NULL;
+    const char *strag = NULL, *bws[CLUSTER_MAX_LEVELS * 4];
+    int nbw = 0, json = 0, gantt = 0, width = 100;
+    double gib = 0;
+    optind = 0;
+    int c;
+    while ((c = cli_getopt("sim", argc, argv, "h", longopts)) != -1) {
+        switch (c) {
+        case 'h':
+            fputs(usage, stdout);
+            return 0;
+        case O_SCHED:
+            if ((o.schedule = sched_kind_parse(optarg)) < 0)
+                return cli_fail("sim", "--schedule: expected gpipe, 1f1b-flush, pipedream, "
+                                "2bw, interleaved, zb-h1 or zb-v (got \"%s\")", optarg);
+            break;
+        case O_MB:
+            if (cli_int("sim", "--microbatches", optarg, 1, 1 << 24, &o.microbatches))
+                return 2;
+            break;
+        case O_IT:
+            if (cli_int("sim", "--iterations", optarg, 1, 100000, &o.iterations))
+                return 2;
+            break;
+        case O_STRAG:
+            strag = optarg;
+            break;
+        case O_BW:
+            if (nbw == (int)(sizeof bws / sizeof bws[0]))
+                return cli_fail("sim", "--bandwidth: too many (at most %d)", nbw);
+            bws[nbw++] = optarg;
+            break;
+        case O_MEM:
+            if (cli_num("sim", "--memory-limit", optarg, 1, &gib))
+                return 2;
+            o.memory_limit_bytes = gib * 1073741824.0;
+            break;
+        case O_JSON:
+            json = 1;
+            break;
+        case O_TRACE:
+            trace = optarg;
+            break;
+        case O_SVG:
+            svg = optarg;
+            break;
+        case O_GANTT:
+            gantt = 1;
+            break;
+        case O_WIDTH:
+            if (cli_int("sim", "--width", optarg, 20, 10000, &width))
+                return 2;
+            break;
+        default:
+            return 2;
+        }
+    }
+    if (optind + 1 != argc)
+        return cli_fail("sim", "expected one plan file (got %d arguments); see plumb sim "
+                        "--help", argc - optind);
+    const char *path = argv[optind];
+    plumb_err err;
+    err_clear(&err);
+    plan *pl = plan_load(path, &err);
+    if (!pl) {
+        err_print(&err);
+        return 2;
+    }
+    int rc = 2;
+    sim_report *base = NULL, *rep = NULL;
+    sim_changes ch = {0};
+    char *texts[2] = {NULL, NULL};
+    size_t lens[2] = {0, 0};
+    char name[256];
+    const char *v;
+    if (strag) {
+        int dev;
+        double f;
+        if (split_eq(strag, name, sizeof name, &v) ||
+            cli_int("sim", "--straggler DEV", name, 0, pl->clus->ndevices - 1, &dev) ||
+            cli_num("sim", "--straggler FACTOR", v, 1, &f)) {
+            if (!strchr(strag, '='))
+                cli_fail("sim", "--straggler: expected DEV=FACTOR, e.g. 3=2 (got \"%s\")",
+                         strag);
+            goto out;
+        }
+        o.straggler_device = dev;
+        o.straggler_factor = f;
+    }
+    for (int i = 0; i < nbw; i++) {
+        double g;
+        if (split_eq(bws[i], name, sizeof name, &v)) {
+            cli_fail("sim", "--bandwidth: expected LEVEL=GBPS, e.g. 1=25 or ethernet=25 "
+                     "(got \"%s\")", bws[i]);
+            goto out;
+        }
+        int lv = -1;
+        for (int l = 0; l < pl->clus->nlevels; l++)
+            if (strcmp(pl->clus->levels[l].name, name) == 0)
+                lv = l;
+        if (lv < 0) {
+            char *end;
+            long x = strtol(name, &end, 10);
+            if (*end || end == name || x < 0 || x >= pl->clus->nlevels) {
+                cli_fail("sim", "--bandwidth: expected a level index 0..%d or a level name "
+                         "of cluster \"%s\" (got \"%s\")", pl->clus->nlevels - 1,
+                         pl->clus->name, name);
+                goto out;
+            }
+            lv = (int)x;
+        }
+        if (cli_num("sim", "--bandwidth GBPS", v, 1, &g))
+            goto out;
+        o.bandwidth_Bps[lv] = g * 1e9 / 8;
+    }
+    o.timeline = trace || svg || gantt;
+    rep = sim_run(pl, &o, &err);
+    if (!rep) {
+        fprintf(stderr, "plumb: %s: %s\n", path, err.msg);
+        goto out;
+    }
+    if (sim_options_has_whatif(&o)) {
+        sim_options b;
+        sim_options_init(&b);
+        b.iterations = o.iterations;
+        base = sim_run(pl, &b, &err);
+        if (!base) {
+            fprintf(stderr, "plumb: %s: base run: %s\n", path, err.msg);
+            goto out;
+        }
+        if (sim_compare(base, rep, &ch)) {
+            fprintf(stderr, "plumb: sim: out of memory\n");
+            rc = 1;
+            goto out;
+        }
+    }
+    /* every output is built in memory first; files are written only when all are ready */
+    if ((trace && !(texts[0] = timeline_chrome_text(rep->tl, &lens[0]))) ||
+        (svg && !(texts[1] = sim_svg_text(rep, &lens[1])))) {
+        fprintf(stderr, "plumb: sim: out of memory\n");
+        rc = 1;
+        goto out;
+    }
+    char *jtext = NULL;
+    if (json) {
+        cJSON *j = sim_report_to_json(rep, base ? &ch : NULL, path);
+        if (j && base)
+            cJSON_AddItemToObject(j, "whatif", sim_options_to_json(&o, pl->clus));
+        jtext = j ? cJSON_Print(j) : NULL;
+        cJSON_Delete(j);
+        if (!jtext) {
+            fprintf(stderr, "plumb: sim: out of memory\n");
+            rc = 1;
+            goto out;
+        }
+    }
+    const char *paths[2] = {trace, svg};
+    if (write_all(paths, texts, lens, 2, &err)) {
+        err_print(&err);
+        free(jtext);
+        goto out;
+    }
+    if (json) {
+        fputs(jtext, stdout);
+        fputc('\n', stdout);
+        free(jtext);
+    } else {
+        printf("plumb sim: %s\n", path);
+        sim_print_report(rep, base ? &ch : NULL, stdout);
+        if (trace)
+            printf("\ntrace written to %s (open in https://ui.perfetto.dev)\n", trace);
+        if (svg)
+            printf("timeline written to %s\n", svg);
+    }
+    if (gantt) {
+        FILE *g = json ? stderr : stdout;
+        fputc('\n', g);
+        sim_print_gantt(rep, width, g);
+    }
+    rc = 0;
+out:
+    free(texts[0]);
+    free(texts[1]);
+    sim_changes_free(&ch);
+    sim_report_free(base);
+    sim_report_free(rep);
+    plan_free(pl);
+    return rc;
 }

@@ -19,6 +19,7 @@
 #include "core/schedule.h"
 #include "core/timeline.h"
 
+#define SIM_REPORT_FORMAT "plumb-sim-report/1"
 #define SIM_DEFAULT_ITERATIONS 3
 #define SIM_BUCKET_BYTES (25.0 * 1024 * 1024) /* gradient bucket for the all-reduce overlap */
 
@@ -151,6 +152,10 @@ void sim_changes_free(sim_changes *c);
 struct cJSON;
 struct cJSON *sim_report_to_json(const sim_report *r, const sim_changes *changes,
                                  const char *plan_file);
+
+/* The what-ifs of o as JSON ({"straggler": {...}, "bandwidth": [...], ...}; {} when none);
+ * c (may be NULL) names the levels. Caller frees with cJSON_Delete. */
+struct cJSON *sim_options_to_json(const sim_options *o, const cluster *c);
 
 /* SVG timeline of r->tl: a row per device, F/B/I/W blocks coloured by microbatch and
  * shaded by kind, a legend and a time axis. Writes atomically; -1 with err when r has no

@@ -1,0 +1,163 @@
+/* report_json.c: the simulator's report as JSON (plumb-sim-report/1, docs/formats-sim.md).
+ * Times in seconds, memory and traffic in bytes, throughput in samples/s. */
+#include <cjson/cJSON.h>
+
+#include "core/json.h"
+#include "sim/sim.h"
+
+static cJSON *add_int(cJSON *o, const char *k, double v)
+{
+    return cJSON_AddNumberToObject(o, k, v);
+}
+
+cJSON *sim_options_to_json(const sim_options *o, const cluster *c)
+{
+    cJSON *j = cJSON_CreateObject();
+    if (!j)
+        return NULL;
+    if (o->schedule >= 0)
+        cJSON_AddStringToObject(j, "schedule", sched_kind_name((sched_kind)o->schedule));
+    if (o->microbatches > 0)
+        add_int(j, "microbatches", o->microbatches);
+    if (o->straggler_device >= 0) {
+        cJSON *s = cJSON_AddObjectToObject(j, "straggler");
+        if (s) {
+            add_int(s, "device", o->straggler_device);
+            json_add_num(s, "factor", o->straggler_factor);
+        }
+    }
+    cJSON *bw = NULL;
+    for (int l = 0; l < CLUSTER_MAX_LEVELS; l++) {
+        if (o->bandwidth_Bps[l] <= 0)
+            continue;
+        if (!bw && !(bw = cJSON_AddArrayToObject(j, "bandwidth")))
+            break;
+        cJSON *e = cJSON_CreateObject();
+        if (!e)
+            break;
+        add_int(e, "level", l);
+        if (c && l < c->nlevels)
+            cJSON_AddStringToObject(e, "name", c->levels[l].name);
+        json_add_num(e, "gbit_per_s", o->bandwidth_Bps[l] * 8 / 1e9);
+        cJSON_AddItemToArray(bw, e);
+    }
+    if (o->memory_limit_bytes > 0)
+        json_add_num(j, "memory_limit_bytes", o->memory_limit_bytes);
+    return j;
+}
+
+static cJSON *device_json(const sim_device_report *d)
+{
+    cJSON *o = cJSON_CreateObject();
+    if (!o)
+        return NULL;
+    add_int(o, "device", d->device);
+    add_int(o, "worker", d->worker);
+    cJSON_AddStringToObject(o, "type", d->type ? d->type : "");
+    cJSON *st = cJSON_AddArrayToObject(o, "stages");
+    for (int i = 0; st && i < d->nstages && i < 8; i++)
+        cJSON_AddItemToArray(st, cJSON_CreateNumber(d->stages[i]));
+    json_add_num(o, "busy_s", d->busy_s);
+    json_add_num(o, "idle_s", d->idle_s);
+    json_add_num(o, "comm_s", d->comm_s);
+    json_add_num(o, "total_busy_s", d->total_busy_s);
+    add_int(o, "max_inflight_microbatches", d->max_inflight);
+    add_int(o, "weight_versions", d->weight_versions);
+    json_add_num(o, "peak_memory_bytes", d->mem.total);
+    json_add_num(o, "memory_capacity_bytes", d->mem.capacity);
+    cJSON_AddBoolToObject(o, "fits", d->mem.fits);
+    cJSON *m = cJSON_AddObjectToObject(o, "memory");
+    if (m) {
+        json_add_num(m, "weights_bytes", d->mem.weights);
+        json_add_num(m, "gradients_bytes", d->mem.gradients);
+        json_add_num(m, "optimizer_bytes", d->mem.optimizer);
+        json_add_num(m, "activations_bytes", d->mem.activations);
+    }
+    return o;
+}
+
+static cJSON *stage_json(const sim_stage_report *s, int i)
+{
+    cJSON *o = cJSON_CreateObject();
+    if (!o)
+        return NULL;
+    add_int(o, "stage", i);
+    add_int(o, "first_layer", s->first_layer);
+    add_int(o, "last_layer", s->last_layer);
+    add_int(o, "replicas", s->replicas);
+    json_add_num(o, "forward_s", s->forward_s);
+    json_add_num(o, "backward_s", s->backward_s);
+    json_add_num(o, "input_grad_s", s->input_grad_s);
+    json_add_num(o, "weight_grad_s", s->weight_grad_s);
+    json_add_num(o, "send_bytes", s->send_bytes);
+    json_add_num(o, "parameter_bytes", s->parameter_bytes);
+    json_add_num(o, "stash_bytes_per_microbatch", s->activation_bytes);
+    json_add_num(o, "allreduce_s", s->allreduce_s);
+    add_int(o, "weight_versions", s->weight_versions);
+    add_int(o, "max_inflight_microbatches", s->max_inflight);
+    return o;
+}
+
+cJSON *sim_report_to_json(const sim_report *r, const sim_changes *changes,
+                          const char *plan_file)
+{
+    cJSON *o = cJSON_CreateObject();
+    if (!o)
+        return NULL;
+    cJSON_AddStringToObject(o, "format", SIM_REPORT_FORMAT);
+    if (plan_file)
+        cJSON_AddStringToObject(o, "plan", plan_file);
+    cJSON_AddStringToObject(o, "schedule", sched_kind_name(r->schedule));
+    add_int(o, "nstages", r->nstages);
+    add_int(o, "chunks", r->chunks);
+    add_int(o, "microbatches", r->microbatches);
+    add_int(o, "microbatch_size", r->microbatch_size);
+    add_int(o, "minibatch", (double)r->microbatches * r->microbatch_size);
+    add_int(o, "iterations", r->iterations);
+    cJSON_AddBoolToObject(o, "recompute", r->recompute);
+    json_add_num(o, "samples_per_s", r->samples_per_s);
+    json_add_num(o, "iteration_s", r->iteration_s);
+    json_add_num(o, "bubble_fraction", r->bubble_fraction);
+    json_add_num(o, "makespan_s", r->makespan_s);
+    json_add_num(o, "peak_memory_bytes", r->peak_memory_bytes);
+    cJSON_AddBoolToObject(o, "fits", r->fits);
+    add_int(o, "events", (double)r->events);
+    add_int(o, "actions", (double)r->actions);
+    cJSON *devs = cJSON_AddArrayToObject(o, "devices");
+    for (int i = 0; devs && i < r->ndevices; i++)
+        cJSON_AddItemToArray(devs, device_json(&r->devices[i]));
+    cJSON *links = cJSON_AddArrayToObject(o, "links");
+    for (int i = 0; links && i < r->nlinks; i++) {
+        const sim_link_report *l = &r->links[i];
+        cJSON *e = cJSON_CreateObject();
+        if (!e)
+            break;
+        add_int(e, "src", l->src);
+        add_int(e, "dst", l->dst);
+        add_int(e, "level", l->level);
+        json_add_num(e, "bytes", l->bytes);
+        json_add_num(e, "bytes_per_iteration", l->bytes_per_iteration);
+        json_add_num(e, "busy_s", l->busy_s);
+        add_int(e, "transfers", (double)l->transfers);
+        cJSON_AddItemToArray(links, e);
+    }
+    cJSON *st = cJSON_AddArrayToObject(o, "stages");
+    for (int i = 0; st && r->stages && i < r->nstages; i++)
+        cJSON_AddItemToArray(st, stage_json(&r->stages[i], i));
+    if (changes) {
+        cJSON *ch = cJSON_AddArrayToObject(o, "changes");
+        for (int i = 0; ch && i < changes->n; i++) {
+            const sim_change *c = &changes->c[i];
+            cJSON *e = cJSON_CreateObject();
+            if (!e)
+                break;
+            cJSON_AddStringToObject(e, "figure", c->figure);
+            cJSON_AddStringToObject(e, "unit", c->unit);
+            json_add_num(e, "base", c->base);
+            json_add_num(e, "whatif", c->whatif);
+            json_add_num(e, "ratio", c->ratio);
+            cJSON_AddItemToArray(ch, e);
+        }
+    }
+    return o;
+}

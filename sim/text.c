@@ -1,0 +1,207 @@
+/* text.c: the simulator's terminal output: the report table (every figure with its unit),
+ * the what-if changes, and a text Gantt chart of the timeline. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sim/sim.h"
+
+/* "12.3 ms", "4.56 s", "789 us". */
+static char *fmt_time(double s, char *buf, size_t n)
+{
+    double a = fabs(s);
+    if (a == 0)
+        snprintf(buf, n, "0 s");
+    else if (a < 1e-3)
+        snprintf(buf, n, "%.1f us", s * 1e6);
+    else if (a < 1)
+        snprintf(buf, n, "%.3f ms", s * 1e3);
+    else
+        snprintf(buf, n, "%.3f s", s);
+    return buf;
+}
+
+/* "1.50 GiB", "12.0 MiB", "512 B". */
+static char *fmt_bytes(double b, char *buf, size_t n)
+{
+    static const char *const u[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    int i = 0;
+    double v = b;
+    while (fabs(v) >= 1024 && i < 4) {
+        v /= 1024;
+        i++;
+    }
+    snprintf(buf, n, i == 0 ? "%.0f %s" : "%.2f %s", v, u[i]);
+    return buf;
+}
+
+static char *fmt_value(double v, const char *unit, char *buf, size_t n)
+{
+    if (strcmp(unit, "s") == 0)
+        return fmt_time(v, buf, n);
+    if (strcmp(unit, "bytes") == 0)
+        return fmt_bytes(v, buf, n);
+    if (strcmp(unit, "fraction") == 0)
+        snprintf(buf, n, "%.2f %%", 100 * v);
+    else if (strcmp(unit, "bool") == 0)
+        snprintf(buf, n, "%s", v != 0 ? "yes" : "no");
+    else
+        snprintf(buf, n, "%.1f %s", v, unit);
+    return buf;
+}
+
+void sim_print_report(const sim_report *r, const sim_changes *changes, FILE *out)
+{
+    char a[32], b[32], c[32], d[32], e[32];
+    fprintf(out, "schedule        %s, %d stages%s, %d microbatches x %d samples "
+            "(minibatch %d samples), %d iterations simulated%s\n",
+            sched_kind_name(r->schedule), r->nstages,
+            r->chunks > 1 ? " (virtual)" : "", r->microbatches, r->microbatch_size,
+            r->microbatches * r->microbatch_size, r->iterations,
+            r->recompute ? ", recompute" : "");
+    fprintf(out, "throughput      %.1f samples/s\n", r->samples_per_s);
+    fprintf(out, "iteration time  %s (steady state)\n", fmt_time(r->iteration_s, a, sizeof a));
+    fprintf(out, "bubble          %.2f %% of device time idle\n", 100 * r->bubble_fraction);
+    fprintf(out, "makespan        %s for the whole run\n", fmt_time(r->makespan_s, a, sizeof a));
+    fprintf(out, "peak memory     %s on the fullest device (%s)\n",
+            fmt_bytes(r->peak_memory_bytes, a, sizeof a),
+            r->fits ? "every device fits" : "DOES NOT FIT");
+    fprintf(out, "\nper device, per iteration:\n");
+    fprintf(out, "%-7s %-16s %-8s %12s %12s %12s %12s %12s %5s\n", "device", "type", "stages",
+            "busy", "idle", "comm", "peak memory", "capacity", "fits");
+    for (int i = 0; i < r->ndevices; i++) {
+        const sim_device_report *dv = &r->devices[i];
+        char st[32] = "";
+        size_t k = 0;
+        for (int j = 0; j < dv->nstages && j < 8 && k + 4 < sizeof st; j++)
+            k += (size_t)snprintf(st + k, sizeof st - k, j ? ",%d" : "%d", dv->stages[j]);
+        fprintf(out, "%-7d %-16.16s %-8s %12s %12s %12s %12s %12s %5s\n", dv->device,
+                dv->type, st, fmt_time(dv->busy_s, a, sizeof a),
+                fmt_time(dv->idle_s, b, sizeof b), fmt_time(dv->comm_s, c, sizeof c),
+                fmt_bytes(dv->mem.total, d, sizeof d), fmt_bytes(dv->mem.capacity, e, sizeof e),
+                dv->mem.fits ? "yes" : "NO");
+    }
+    fprintf(out, "\nmemory at the peak (weights x versions + gradients + optimizer + "
+            "activations):\n");
+    for (int i = 0; i < r->ndevices; i++) {
+        const sim_device_report *dv = &r->devices[i];
+        fprintf(out, "  device %-4d %s x %d + %s + %s + %s (%d microbatches in flight)\n",
+                dv->device, fmt_bytes(dv->weight_versions > 0 ? dv->mem.weights /
+                                      dv->weight_versions : dv->mem.weights, a, sizeof a),
+                dv->weight_versions > 0 ? dv->weight_versions : 1,
+                fmt_bytes(dv->mem.gradients, b, sizeof b),
+                fmt_bytes(dv->mem.optimizer, c, sizeof c),
+                fmt_bytes(dv->mem.activations, d, sizeof d), dv->max_inflight);
+    }
+    if (r->nlinks) {
+        fprintf(out, "\nlinks:\n%-12s %5s %14s %14s %12s %10s\n", "link", "level",
+                "per iteration", "whole run", "busy", "transfers");
+        for (int i = 0; i < r->nlinks; i++) {
+            const sim_link_report *l = &r->links[i];
+            char nm[32];
+            snprintf(nm, sizeof nm, "%d->%d", l->src, l->dst);
+            fprintf(out, "%-12s %5d %14s %14s %12s %10lld\n", nm, l->level,
+                    fmt_bytes(l->bytes_per_iteration, a, sizeof a),
+                    fmt_bytes(l->bytes, b, sizeof b), fmt_time(l->busy_s, c, sizeof c),
+                    l->transfers);
+        }
+    } else {
+        fprintf(out, "\nlinks: none carried data\n");
+    }
+    if (changes && changes->n) {
+        fprintf(out, "\nwhat changed (what-if against the base run):\n%-32s %16s %16s %10s\n",
+                "figure", "base", "what-if", "ratio");
+        for (int i = 0; i < changes->n; i++) {
+            const sim_change *ch = &changes->c[i];
+            char ratio[24];
+            if (ch->base != 0)
+                snprintf(ratio, sizeof ratio, "x%.3f", ch->ratio);
+            else
+                snprintf(ratio, sizeof ratio, "-");
+            fprintf(out, "%-32s %16s %16s %10s\n", ch->figure,
+                    fmt_value(ch->base, ch->unit, a, sizeof a),
+                    fmt_value(ch->whatif, ch->unit, b, sizeof b), ratio);
+        }
+    }
+}
+
+/* --- Gantt ------------------------------------------------------------------------------ */
+
+static const char kind_char[TL_NKINDS] = {'F', 'B', 'I', 'W', 'S', '>', '<', 'A'};
+
+void sim_print_gantt(const sim_report *r, int width, FILE *out)
+{
+    const timeline *tl = r->tl;
+    if (!tl) {
+        fprintf(out, "(no timeline recorded)\n");
+        return;
+    }
+    if (width < 20)
+        width = 20;
+    double T = timeline_end(tl);
+    if (T <= 0) {
+        fprintf(out, "(empty timeline)\n");
+        return;
+    }
+    int nt = tl->ntracks;
+    /* cover[track][col][kind]: seconds of each kind in each column */
+    double *cover = calloc((size_t)nt * width * TL_NKINDS, sizeof *cover);
+    if (!cover) {
+        fprintf(out, "(out of memory)\n");
+        return;
+    }
+    double col = T / width;
+    for (size_t i = 0; i < tl->n; i++) {
+        const tl_event *e = &tl->ev[i];
+        double s = e->start_s, f = e->start_s + e->dur_s;
+        int c0 = (int)(s / col), c1 = (int)(f / col);
+        if (c1 >= width)
+            c1 = width - 1;
+        for (int c = c0 < 0 ? 0 : c0; c <= c1; c++) {
+            double lo = fmax(s, c * col), hi = fmin(f, (c + 1) * col);
+            if (hi > lo)
+                cover[((size_t)e->track * width + c) * TL_NKINDS + e->kind] += hi - lo;
+            else if (e->dur_s == 0 && e->kind == TL_STEP)
+                cover[((size_t)e->track * width + c) * TL_NKINDS + e->kind] += 0.5 * col;
+        }
+    }
+    char a[32];
+    fprintf(out, "timeline: %s per column; F forward, B backward, I input grad, W weight "
+            "grad, S step, A all-reduce, > activations, < gradients, . idle\n",
+            fmt_time(col, a, sizeof a));
+    char *line = malloc((size_t)width + 1);
+    for (int pass = 0; line && pass < 3; pass++) {
+        int want = pass == 0 ? TL_TRACK_DEVICE : pass == 1 ? TL_TRACK_COLLECTIVE : TL_TRACK_LINK;
+        for (int t = 0; t < nt; t++) {
+            if (tl->tracks[t].kind != want)
+                continue;
+            for (int c = 0; c < width; c++) {
+                const double *cv = &cover[((size_t)t * width + c) * TL_NKINDS];
+                int best = -1;
+                double bv = 0, sum = 0;
+                for (int k = 0; k < TL_NKINDS; k++) {
+                    sum += cv[k];
+                    if (cv[k] > bv) {
+                        bv = cv[k];
+                        best = k;
+                    }
+                }
+                line[c] = best >= 0 && sum >= 0.3 * col ? kind_char[best] : '.';
+            }
+            line[width] = 0;
+            fprintf(out, "%-22.22s |%s|\n", tl->tracks[t].name, line);
+        }
+    }
+    free(line);
+    /* the axis: ticks every 10 columns, labelled at the ends */
+    fprintf(out, "%-22s  ", "");
+    for (int c = 0; c < width; c++)
+        fputc(c % 10 == 0 || c == width - 1 ? '+' : '-', out);
+    fprintf(out, "\n%-22s  0", "");
+    char endl[32];
+    fmt_time(T, endl, sizeof endl);
+    int pad = width - 1 - (int)strlen(endl);
+    fprintf(out, "%*s%s\n", pad > 0 ? pad : 1, "", endl);
+    free(cover);
+}

@@ -1,0 +1,243 @@
+/* test_sim_engine.c: the discrete-event engine on hand-built schedules and models: egress
+ * port contention, link FIFO order, latency, and the errors for malformed or deadlocking
+ * IR. Times are seconds; a "unit" transfer of 1e7 bytes at 1e9 bytes/s takes 10 ms. */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <string.h>
+
+#include "sim/engine.h"
+#include "sim/synth.h"
+
+#define MAXA 8
+
+/* A schedule of up to 4 workers with literal action lists. */
+typedef struct hand {
+    schedule s;
+    int replicas[4], stage_workers[8], stage_first[4], len[4], wdev[4];
+    action a[4][MAXA];
+    action *rows[4];
+} hand;
+
+static action A(int kind, int stage, int mb, int peer, int peer_stage)
+{
+    return (action){.kind = kind, .stage = stage, .microbatch = mb, .version = -1,
+                    .peer = peer, .peer_stage = peer_stage};
+}
+
+static void hand_init(hand *h, int nworkers, int nstages)
+{
+    memset(h, 0, sizeof *h);
+    h->s.kind = SCHED_GPIPE;
+    h->s.nworkers = nworkers;
+    h->s.nstages = nstages;
+    h->s.chunks = 1;
+    h->s.microbatches = 2;
+    h->s.iterations = 1;
+    h->s.replicas = h->replicas;
+    h->s.stage_workers = h->stage_workers;
+    h->s.stage_first = h->stage_first;
+    h->s.len = h->len;
+    h->s.acts = h->rows;
+    h->s.worker_device = h->wdev;
+    for (int w = 0; w < 4; w++) {
+        h->rows[w] = h->a[w];
+        h->wdev[w] = w;
+    }
+}
+
+static void push(hand *h, int w, action a)
+{
+    h->a[w][h->len[w]++] = a;
+}
+
+/* Two senders on server 0 (devices 0, 1) each send one unit transfer to server 1
+ * (devices 2, 3) after a 1 ms forward; receivers then run a 1 ms forward.
+ * One egress lane (egress = bandwidth): the transfers queue, makespan 1 + 10 + 10 + 1 ms.
+ * Two lanes (egress = 2 x bandwidth): they overlap, makespan 1 + 10 + 1 ms. */
+static double contention_makespan(double egress_gbit, sim_result *out)
+{
+    hand h;
+    hand_init(&h, 4, 2);
+    h.replicas[0] = h.replicas[1] = 2;
+    h.stage_first[1] = 2;
+    for (int i = 0; i < 4; i++)
+        h.stage_workers[i] = i;
+    for (int w = 0; w < 2; w++) {
+        push(&h, w, A(ACT_F, 0, w, -1, -1));
+        push(&h, w, A(ACT_SEND_F, 0, w, w + 2, 1));
+        push(&h, w + 2, A(ACT_RECV_F, 1, w, w, 0));
+        push(&h, w + 2, A(ACT_F, 1, w, -1, -1));
+    }
+    sim_synth sp;
+    sim_synth_init(&sp);
+    sp.devices_per_server = 2;
+    sp.servers = 2;
+    sp.bw_gbit[1] = 8; /* 1e9 bytes/s */
+    sp.egress_gbit[1] = egress_gbit;
+    plumb_err e;
+    cluster *c = sim_synth_cluster(&sp, &e);
+    cr_assert_not_null(c, "%s", e.msg);
+    sim_model m;
+    cr_assert_eq(sim_model_alloc(&m, &h.s), 0);
+    sim_net_from_cluster(&m.net, c, NULL);
+    for (int st = 0; st < 2; st++)
+        m.act_s[st * SIM_NC + SIM_C_F] = 1e-3;
+    m.cut_bytes[0] = 1e7;
+    cr_assert_eq(sim_engine_run(&m, out, &e), 0, "%s", e.msg);
+    sim_model_release(&m);
+    cluster_free(c);
+    return out->makespan_s;
+}
+
+Test(sim_engine, egress_contention)
+{
+    sim_result r;
+    double one = contention_makespan(8, &r);
+    cr_expect(fabs(one - 22e-3) < 1e-12, "one lane: %g s", one);
+    cr_expect_eq(r.nlinks, 2);
+    cr_expect(fabs(r.links[0].busy_s - 10e-3) < 1e-12);
+    sim_result_free(&r);
+    double two = contention_makespan(16, &r);
+    cr_expect(fabs(two - 12e-3) < 1e-12, "two lanes: %g s", two);
+    sim_result_free(&r);
+    /* egress below bandwidth: one transfer alone runs at the egress rate (0.5e9 B/s) */
+    double slow = contention_makespan(4, &r);
+    cr_expect(fabs(slow - (1e-3 + 20e-3 + 20e-3 + 1e-3)) < 1e-12, "half egress: %g s", slow);
+    sim_result_free(&r);
+}
+
+/* One link carries transfers in the order they were issued; latency delays the arrival but
+ * does not hold the link: two back-to-back sends of 10 ms with 5 ms latency arrive at
+ * 1 + 10 + 5 and 1 + 20 + 5 ms (the receiver's forwards then end at 17 and 27 ms). */
+Test(sim_engine, link_fifo_and_latency)
+{
+    hand h;
+    hand_init(&h, 2, 2);
+    h.replicas[0] = h.replicas[1] = 1;
+    h.stage_workers[0] = 0;
+    h.stage_workers[1] = 1;
+    h.stage_first[1] = 1;
+    push(&h, 0, A(ACT_F, 0, 0, -1, -1));
+    push(&h, 0, A(ACT_SEND_F, 0, 0, 1, 1));
+    push(&h, 0, A(ACT_F, 0, 1, -1, -1));
+    push(&h, 0, A(ACT_SEND_F, 0, 1, 1, 1));
+    push(&h, 1, A(ACT_RECV_F, 1, 0, 0, 0));
+    push(&h, 1, A(ACT_F, 1, 0, -1, -1));
+    push(&h, 1, A(ACT_RECV_F, 1, 1, 0, 0));
+    push(&h, 1, A(ACT_F, 1, 1, -1, -1));
+    sim_synth sp;
+    sim_synth_init(&sp);
+    sp.devices_per_server = 1;
+    sp.servers = 2;
+    sp.bw_gbit[1] = 8;
+    sp.latency_us[1] = 5000;
+    plumb_err e;
+    cluster *c = sim_synth_cluster(&sp, &e);
+    cr_assert_not_null(c, "%s", e.msg);
+    sim_model m;
+    cr_assert_eq(sim_model_alloc(&m, &h.s), 0);
+    sim_net_from_cluster(&m.net, c, NULL);
+    m.act_s[0 * SIM_NC + SIM_C_F] = 1e-3;
+    m.act_s[1 * SIM_NC + SIM_C_F] = 1e-3;
+    m.cut_bytes[0] = 1e7;
+    m.record = 1;
+    sim_result r;
+    cr_assert_eq(sim_engine_run(&m, &r, &e), 0, "%s", e.msg);
+    /* first transfer occupies 1..11 ms, the second waits for the link: 11..21 ms (the
+     * sender's second forward ran 1..2 ms) */
+    double f1_end = -1;
+    for (size_t i = 0; i < r.tl->n; i++) {
+        const tl_event *ev = &r.tl->ev[i];
+        if (ev->kind == TL_F && ev->stage == 1 && ev->microbatch == 1)
+            f1_end = ev->start_s + ev->dur_s;
+        if (ev->kind == TL_SEND_F && ev->microbatch == 1)
+            cr_expect(fabs(ev->start_s - 11e-3) < 1e-12, "second transfer at %g", ev->start_s);
+    }
+    cr_expect(fabs(f1_end - 27e-3) < 1e-12, "%g", f1_end);
+    cr_expect(fabs(r.makespan_s - 27e-3) < 1e-12, "%g", r.makespan_s);
+    cr_expect_eq(r.events > 0, 1);
+    sim_result_free(&r);
+    sim_model_release(&m);
+    cluster_free(c);
+}
+
+static int run_expect_error(hand *h, const char *needle)
+{
+    sim_model m;
+    cr_assert_eq(sim_model_alloc(&m, &h->s), 0);
+    m.net.nlevels = 1;
+    m.net.gsize[0] = 1000;
+    m.net.bw[0] = m.net.egress[0] = 1e9;
+    m.act_s[SIM_C_F] = 1e-3;
+    sim_result r;
+    plumb_err e;
+    err_clear(&e);
+    int rc = sim_engine_run(&m, &r, &e);
+    cr_expect_neq(rc, 0);
+    cr_expect(strstr(e.msg, needle) != NULL, "message \"%s\" lacks \"%s\"", e.msg, needle);
+    sim_model_release(&m);
+    return rc;
+}
+
+/* Both workers receive before they send: a cycle, reported with the waiting action. */
+Test(sim_engine, deadlock_reported)
+{
+    hand h;
+    hand_init(&h, 2, 2);
+    h.replicas[0] = h.replicas[1] = 1;
+    h.stage_workers[1] = 1;
+    h.stage_first[1] = 1;
+    push(&h, 0, A(ACT_RECV_B, 0, 0, 1, 1));
+    push(&h, 0, A(ACT_SEND_F, 0, 0, 1, 1));
+    push(&h, 1, A(ACT_RECV_F, 1, 0, 0, 0));
+    push(&h, 1, A(ACT_SEND_B, 1, 0, 0, 0));
+    run_expect_error(&h, "deadlocks");
+}
+
+Test(sim_engine, unmatched_receive)
+{
+    hand h;
+    hand_init(&h, 2, 2);
+    h.replicas[0] = h.replicas[1] = 1;
+    h.stage_workers[1] = 1;
+    h.stage_first[1] = 1;
+    push(&h, 1, A(ACT_RECV_F, 1, 0, 0, 0));
+    run_expect_error(&h, "no matching send");
+}
+
+Test(sim_engine, net_path_levels)
+{
+    sim_synth sp;
+    sim_synth_init(&sp);
+    sp.devices_per_server = 4;
+    sp.servers = 2;
+    sp.bw_gbit[0] = 800;
+    sp.bw_gbit[1] = 80;
+    sp.latency_us[0] = 1;
+    sp.latency_us[1] = 20;
+    plumb_err e;
+    cluster *c = sim_synth_cluster(&sp, &e);
+    cr_assert_not_null(c, "%s", e.msg);
+    sim_net n;
+    sim_net_from_cluster(&n, c, NULL);
+    double rate, lat;
+    cr_expect_eq(sim_net_path(&n, 0, 3, &rate, &lat), 0);
+    cr_expect(fabs(rate - 1e11) < 1 && fabs(lat - 1e-6) < 1e-15);
+    cr_expect_eq(sim_net_path(&n, 3, 4, &rate, &lat), 1);
+    cr_expect(fabs(rate - 1e10) < 1 && fabs(lat - 20e-6) < 1e-15);
+    cr_expect_eq(sim_net_path(&n, 2, 2, &rate, &lat), -1);
+    /* ring of 0, 1, 4, 5: slowest hop crosses servers; one hop leaves each server */
+    int devs[] = {0, 1, 4, 5};
+    double t = sim_net_allreduce_s(&n, devs, 4, 1e9);
+    cr_expect(fabs(t - (2.0 * 3 / 4 * 1e9 / 1e10 + 2.0 * 3 * 20e-6)) < 1e-12, "%g", t);
+    /* ring 0, 4, 1, 5: two hops leave each server through one port: half the rate */
+    int devs2[] = {0, 4, 1, 5};
+    double t2 = sim_net_allreduce_s(&n, devs2, 4, 1e9);
+    cr_expect(fabs(t2 - (2.0 * 3 / 4 * 1e9 / 0.5e10 + 2.0 * 3 * 20e-6)) < 1e-12, "%g", t2);
+    /* a bandwidth override on level 1 */
+    double ov[CLUSTER_MAX_LEVELS] = {0, 4e9};
+    sim_net_from_cluster(&n, c, ov);
+    sim_net_path(&n, 0, 4, &rate, &lat);
+    cr_expect(fabs(rate - 4e9) < 1);
+    cluster_free(c);
+}
