@@ -1,0 +1,205 @@
+/* app.c: the dashboard object: opening files (errors shown, not fatal), keys -> state ->
+ * re-plan and re-simulate, save and export, the --keys parser and the snapshot frame. */
+#include "ui/app.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <cjson/cJSON.h>
+
+#include "core/json.h"
+#include "ui/draw.h"
+
+static double now_ms(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
+}
+
+static void set_msg(ui_app *a, int is_err, const char *fmt, const char *arg)
+{
+    snprintf(a->msg, sizeof a->msg, fmt, arg);
+    a->msg_err = is_err;
+}
+
+/* Evaluates the pinned settings (or drops the pinned result when unpinned). */
+static void eval_pin(ui_app *a)
+{
+    if (a->st->pinned) ui_evaluate(&a->base, &a->st->pin, &a->pin);
+    else ui_result_free(&a->pin);
+}
+
+int ui_app_open(ui_app *a, const char *profile_path, const char *cluster_path,
+                const char *plan_path, const char *out_dir)
+{
+    memset(a, 0, sizeof *a);
+    snprintf(a->out_dir, sizeof a->out_dir, "%s", out_dir && *out_dir ? out_dir : ".");
+    a->st = calloc(1, sizeof *a->st);
+    if (!a->st) return -1;
+    plumb_err e;
+    err_clear(&e);
+    if (ui_base_load(&a->base, profile_path, cluster_path, plan_path, &e)) {
+        snprintf(a->load_err, sizeof a->load_err, "%s", e.msg);
+        ui_whatif w;
+        memset(&w, 0, sizeof w);
+        w.ngpus = 1;
+        w.straggler = -1;
+        ui_state_init(a->st, &w, 1, 1, 0);
+        return 0;
+    }
+    a->loaded = 1;
+    ui_whatif w;
+    ui_base_whatif(&a->base, &w);
+    double mem = 0;
+    for (int i = 0; i < a->base.clus->ntypes; i++)
+        if (a->base.clus->types[i].memory_bytes > mem) mem = a->base.clus->types[i].memory_bytes;
+    ui_state_init(a->st, &w, a->base.clus->nlevels, a->base.clus->levels[0].count, mem);
+    double t0 = now_ms();
+    ui_evaluate(&a->base, &a->st->cur, &a->cur);
+    a->key_ms = now_ms() - t0;
+    return 0;
+}
+
+void ui_app_free(ui_app *a)
+{
+    ui_result_free(&a->cur);
+    ui_result_free(&a->pin);
+    ui_base_free(&a->base);
+    free(a->st);
+    memset(a, 0, sizeof *a);
+}
+
+void ui_app_stem(const ui_app *a, char *buf, size_t n)
+{
+    const char *model = a->loaded && a->base.prof->name && *a->base.prof->name
+                            ? a->base.prof->name : "plan";
+    char safe[128];
+    size_t k = 0;
+    for (const char *s = model; *s && k + 1 < sizeof safe; s++)
+        safe[k++] = (*s == '/' || *s == ' ') ? '_' : *s;
+    safe[k] = 0;
+    snprintf(buf, n, "%s/%s-%dgpu-%s", a->out_dir, safe, a->st->cur.ngpus,
+             sched_kind_name((sched_kind)a->st->cur.schedule));
+}
+
+static void do_save(ui_app *a)
+{
+    char stem[700], path[800];
+    plumb_err e;
+    err_clear(&e);
+    if (!a->cur.pl) {
+        set_msg(a, 1, "save: %s", "no plan to save");
+        return;
+    }
+    ui_app_stem(a, stem, sizeof stem);
+    snprintf(path, sizeof path, "%s.plan.json", stem);
+    if (plan_save(a->cur.pl, path, &e)) set_msg(a, 1, "save failed: %s", e.msg);
+    else set_msg(a, 0, "saved %s", path);
+}
+
+static void do_export(ui_app *a)
+{
+    char stem[700], p1[800], p2[800], p3[800];
+    plumb_err e;
+    err_clear(&e);
+    if (!a->cur.rep) {
+        set_msg(a, 1, "export: %s", "no simulation to export");
+        return;
+    }
+    ui_app_stem(a, stem, sizeof stem);
+    snprintf(p1, sizeof p1, "%s.report.json", stem);
+    snprintf(p2, sizeof p2, "%s.trace.json", stem);
+    snprintf(p3, sizeof p3, "%s.svg", stem);
+    cJSON *j = sim_report_to_json(a->cur.rep, NULL, NULL);
+    if (!j) {
+        set_msg(a, 1, "export failed: %s", "out of memory");
+        return;
+    }
+    int rc = json_save_file(p1, j, &e);
+    cJSON_Delete(j);
+    if (!rc) rc = timeline_write_chrome(a->cur.rep->tl, p2, &e);
+    if (!rc) rc = sim_write_svg(a->cur.rep, p3, &e);
+    if (rc) {
+        set_msg(a, 1, "export failed: %s", e.msg);
+        return;
+    }
+    char m[900];
+    snprintf(m, sizeof m, "%s.{report.json,trace.json,svg}", stem);
+    set_msg(a, 0, "exported %s", m);
+}
+
+int ui_app_key(ui_app *a, int key)
+{
+    double t0 = now_ms();
+    a->msg[0] = 0;
+    a->msg_err = 0;
+    int f = ui_state_key(a->st, key);
+    if (!a->loaded) return f & (UI_DO_QUIT | UI_DO_REDRAW);
+    if (f & UI_DO_EVAL) ui_evaluate(&a->base, &a->st->cur, &a->cur);
+    if (f & UI_DO_EVAL_PIN) eval_pin(a);
+    if (f & UI_DO_SAVE) do_save(a);
+    if (f & UI_DO_EXPORT) do_export(a);
+    if (f & UI_DO_NOTHING_TO_UNDO) set_msg(a, 1, "%s", "nothing to undo or redo");
+    if ((f & UI_DO_EVAL) && !a->cur.rep) set_msg(a, 1, "%s", "this what-if has no plan (u undoes it)");
+    a->key_ms = now_ms() - t0;
+    return f;
+}
+
+void ui_app_draw(ui_app *a, ui_fb *fb)
+{
+    ui_layout L;
+    ui_app_layout(a, fb->w, fb->h, &L);
+    ui_draw(a, &L, fb);
+}
+
+static const struct {
+    const char *name;
+    int key;
+} KEYNAMES[] = {
+    { "up", UI_KEY_UP }, { "down", UI_KEY_DOWN }, { "left", UI_KEY_LEFT },
+    { "right", UI_KEY_RIGHT }, { "pgup", UI_KEY_PGUP }, { "pgdn", UI_KEY_PGDN },
+    { "home", UI_KEY_HOME }, { "end", UI_KEY_END }, { "esc", UI_KEY_ESC }, { "tab", '\t' },
+    { "enter", '\n' }, { "space", ' ' }, { "lt", '<' }, { "C-c", UI_KEY_CTRL_C },
+    { "C-r", UI_KEY_CTRL_R }, { "resize", UI_KEY_RESIZE },
+};
+
+int ui_keys_parse(const char *spec, int *keys, int max, plumb_err *err)
+{
+    int n = 0;
+    for (const char *s = spec; s && *s;) {
+        int k;
+        if (*s == '<') {
+            const char *e = strchr(s, '>');
+            size_t len = e ? (size_t)(e - s - 1) : 0;
+            k = -1;
+            for (size_t i = 0; e && i < sizeof KEYNAMES / sizeof KEYNAMES[0]; i++)
+                if (strlen(KEYNAMES[i].name) == len && !strncmp(KEYNAMES[i].name, s + 1, len))
+                    k = KEYNAMES[i].key;
+            if (k < 0)
+                return err_set(err, NULL, "--keys",
+                               "expected a key name like <up>, <left>, <esc>, <lt> after '<' "
+                               "(got \"%.20s\")", s);
+            s = e + 1;
+        } else {
+            k = (unsigned char)*s++;
+        }
+        if (n >= max) return err_set(err, NULL, "--keys", "expected at most %d keys", max);
+        keys[n++] = k;
+    }
+    return n;
+}
+
+char *ui_app_snapshot(ui_app *a, int w, int h, const int *keys, int nkeys)
+{
+    for (int i = 0; i < nkeys; i++)
+        if (ui_app_key(a, keys[i]) & UI_DO_QUIT) break;
+    ui_fb fb = { 0, 0, NULL };
+    if (ui_fb_resize(&fb, w, h)) return NULL;
+    ui_app_draw(a, &fb);
+    char *s = ui_fb_text_dump(&fb, 0);
+    ui_fb_free(&fb);
+    return s;
+}

@@ -1,0 +1,32 @@
+/* draw.h: the dashboard's panels drawn into a frame buffer: header figures (live, pinned,
+ * their difference), the stage table with load-balance bars, the pipeline timeline (one
+ * row per device, F/B/I/W blocks coloured by microbatch), the status line, the help overlay.
+ * Pure functions of the app's state apart from keeping the timeline cursor in view. */
+#ifndef PLUMB_UI_DRAW_H
+#define PLUMB_UI_DRAW_H
+
+#include <stddef.h>
+
+#include "ui/fb.h"
+#include "ui/layout.h"
+
+struct ui_app;
+
+/* Lines of help text (what the layout sizes the overlay by). */
+int ui_help_rows(void);
+
+/* The layout for the app on a w x h screen. */
+void ui_app_layout(const struct ui_app *a, int w, int h, ui_layout *L);
+
+/* Draws every panel of L into fb. */
+void ui_draw(struct ui_app *a, const ui_layout *L, ui_fb *fb);
+
+/* Figure formatting shared with tests: "10.916 s" / "12.34 ms" / "56.7 us"; GiB with two
+ * decimals. Return buf. */
+char *ui_fmt_time(double s, char *buf, size_t n);
+char *ui_fmt_gib(double bytes, char *buf, size_t n);
+
+/* Compresses a device list: "0-3,8,10-11", at most n-1 characters, ending in '+' when cut. */
+char *ui_fmt_devices(const int *devs, int k, char *buf, size_t n);
+
+#endif

@@ -1,0 +1,405 @@
+/* eval.c: from what was loaded and the what-if settings to the figures the dashboard
+ * shows: cluster what-ifs, re-planning, simulation with timeline, and the data-parallel
+ * baseline for the speedup. */
+#include "ui/eval.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "planner/planner.h"
+#include "ui/split.h"
+
+/* Planner answers remembered by the what-ifs that shape them. */
+#define UI_CACHE_SLOTS 32
+
+typedef struct cache_slot {
+    int used;
+    long long stamp;                 /* last use, for replacement */
+    int ngpus;
+    int bw_exp[CLUSTER_MAX_LEVELS];
+    double mem_limit_bytes;
+    plan *pl;                        /* NULL: the planner failed with `err` */
+    char err[PLUMB_ERR_MAX];
+} cache_slot;
+
+struct ui_plan_cache {
+    long long clock;
+    cache_slot slot[UI_CACHE_SLOTS];
+};
+
+static void cache_free(struct ui_plan_cache *c)
+{
+    if (!c) return;
+    for (int i = 0; i < UI_CACHE_SLOTS; i++) plan_free(c->slot[i].pl);
+    free(c);
+}
+
+static cache_slot *cache_find(struct ui_plan_cache *c, const ui_whatif *w)
+{
+    for (int i = 0; c && i < UI_CACHE_SLOTS; i++) {
+        cache_slot *s = &c->slot[i];
+        if (s->used && s->ngpus == w->ngpus && s->mem_limit_bytes == w->mem_limit_bytes &&
+            !memcmp(s->bw_exp, w->bw_exp, sizeof s->bw_exp)) {
+            s->stamp = ++c->clock;
+            return s;
+        }
+    }
+    return NULL;
+}
+
+/* Takes ownership of pl (may be NULL with err). */
+static void cache_put(struct ui_plan_cache *c, const ui_whatif *w, plan *pl, const char *err)
+{
+    if (!c) {
+        plan_free(pl);
+        return;
+    }
+    cache_slot *s = &c->slot[0];
+    for (int i = 0; i < UI_CACHE_SLOTS; i++) {
+        if (!c->slot[i].used) {
+            s = &c->slot[i];
+            break;
+        }
+        if (c->slot[i].stamp < s->stamp) s = &c->slot[i];
+    }
+    plan_free(s->pl);
+    memset(s, 0, sizeof *s);
+    s->used = 1;
+    s->stamp = ++c->clock;
+    s->ngpus = w->ngpus;
+    memcpy(s->bw_exp, w->bw_exp, sizeof s->bw_exp);
+    s->mem_limit_bytes = w->mem_limit_bytes;
+    s->pl = pl;
+    snprintf(s->err, sizeof s->err, "%s", err ? err : "");
+}
+
+static char *dup_str(const char *s)
+{
+    size_t n = strlen(s) + 1;
+    char *d = malloc(n);
+    if (d) memcpy(d, s, n);
+    return d;
+}
+
+static const char *base_name(const char *p)
+{
+    const char *s = strrchr(p, '/');
+    return s ? s + 1 : p;
+}
+
+void ui_base_free(ui_base *b)
+{
+    profile_free(b->prof);
+    cluster_free(b->clus);
+    plan_free(b->loaded);
+    free(b->source);
+    cache_free(b->cache);
+    memset(b, 0, sizeof *b);
+}
+
+int ui_base_load(ui_base *b, const char *profile_path, const char *cluster_path,
+                 const char *plan_path, plumb_err *err)
+{
+    char src[512];
+    memset(b, 0, sizeof *b);
+    if (plan_path) {
+        if (!(b->loaded = plan_load(plan_path, err))) goto fail;
+        b->prof = profile_clone(b->loaded->prof);
+        b->clus = cluster_clone(b->loaded->clus);
+        snprintf(src, sizeof src, "%s", base_name(plan_path));
+    } else {
+        if (!profile_path || !cluster_path) {
+            err_set(err, NULL, NULL, "expected a plan file, or a profile (-p) and a cluster (-c)");
+            goto fail;
+        }
+        if (!(b->prof = profile_load(profile_path, err))) goto fail;
+        if (!(b->clus = cluster_load(cluster_path, err))) goto fail;
+        snprintf(src, sizeof src, "%s + %s", base_name(profile_path), base_name(cluster_path));
+    }
+    b->source = dup_str(src);
+    b->use_planner = 1;
+    b->cache = calloc(1, sizeof *b->cache);
+    if (!b->prof || !b->clus || !b->source || !b->cache) {
+        err_set(err, NULL, NULL, "out of memory");
+        goto fail;
+    }
+    return 0;
+fail:
+    ui_base_free(b);
+    return -1;
+}
+
+static int pow2_ceil(int n)
+{
+    int p = 1;
+    while (p < n && p < (1 << 20)) p *= 2;
+    return p;
+}
+
+void ui_base_whatif(const ui_base *b, ui_whatif *w)
+{
+    memset(w, 0, sizeof *w);
+    w->ngpus = b->clus->ndevices;
+    w->straggler = -1;
+    w->straggler_factor = 2;
+    if (b->loaded) {
+        w->schedule = b->loaded->schedule;
+        w->microbatches = b->loaded->microbatches;
+        w->recompute = b->loaded->recompute;
+    } else {
+        int depth = b->clus->ndevices < b->prof->nlayers ? b->clus->ndevices : b->prof->nlayers;
+        w->schedule = b->use_planner ? SCHED_PIPEDREAM : SCHED_1F1B_FLUSH;
+        w->microbatches = pow2_ceil(2 * depth);
+        if (w->microbatches > 64) w->microbatches = 64;
+    }
+    if (w->ngpus > UI_MAX_GPUS) w->ngpus = UI_MAX_GPUS;
+}
+
+/* Largest divisor of n that is <= cap (>= 1). */
+static int divisor_upto(int n, int cap)
+{
+    for (int d = cap < n ? cap : n; d > 1; d--)
+        if (n % d == 0) return d;
+    return 1;
+}
+
+cluster *ui_cluster_whatif(const cluster *base, const ui_whatif *w, plumb_err *err)
+{
+    int n = w->ngpus, L = base->nlevels, per = base->levels[0].count;
+    if (n < 1 || (L > 1 && n > per && n % per)) {
+        err_set(err, NULL, "gpus", "%d GPUs do not fill whole servers of %d", n, per);
+        return NULL;
+    }
+    cluster *c = cluster_clone(base);
+    if (!c) goto oom;
+    if (L == 1 || n <= per) {
+        c->levels[0].count = n;
+        for (int l = 1; l < L; l++) c->levels[l].count = 1;
+    } else {
+        int rest = n / per;
+        for (int l = 1; l < L - 1; l++) {
+            c->levels[l].count = divisor_upto(rest, base->levels[l].count);
+            rest /= c->levels[l].count;
+        }
+        c->levels[L - 1].count = rest;
+    }
+    int nservers = 1;
+    for (int l = 1; l < L; l++) nservers *= c->levels[l].count;
+    int *types = malloc((size_t)nservers * sizeof *types);
+    if (!types) goto oom;
+    for (int s = 0; s < nservers; s++)
+        types[s] = base->server_type ? base->server_type[s % base->nservers] : 0;
+    free(c->server_type);
+    c->server_type = types;
+    c->nservers = nservers;
+    c->ndevices = n;
+    for (int l = 0; l < L; l++) {
+        double f = ldexp(1.0, w->bw_exp[l]);
+        c->levels[l].bandwidth_Bps *= f;
+        c->levels[l].egress_Bps *= f;
+    }
+    if (cluster_validate(c, NULL, err)) {
+        cluster_free(c);
+        return NULL;
+    }
+    return c;
+oom:
+    cluster_free(c);
+    err_set(err, NULL, NULL, "out of memory");
+    return NULL;
+}
+
+static int chunked(int kind) { return kind == SCHED_INTERLEAVED || kind == SCHED_ZB_V; }
+
+/* PipeDream's partitioner on clus, remembered in b's cache. Returns a new plan, or NULL
+ * with err. */
+static plan *planned(const ui_base *b, const cluster *clus, const ui_whatif *w, plumb_err *err)
+{
+    cache_slot *hit = cache_find(b->cache, w);
+    if (!hit) {
+        pd_options o;
+        pd_options_default(&o);
+        pd_options_from_cluster(&o, clus);
+        if (w->mem_limit_bytes > 0) {
+            if (w->mem_limit_bytes < o.memory_bytes) o.memory_bytes = w->mem_limit_bytes;
+            o.use_memory_constraint = 1;
+        }
+        pd_result res;
+        plumb_err e;
+        err_clear(&e);
+        plan *pl = NULL;
+        if (!planner_pipedream_run(b->prof, NULL, &o, &res, &e)) {
+            pl = planner_pipedream_plan(b->prof, clus, &res, &e);
+            pd_result_free(&res);
+        }
+        cache_put(b->cache, w, pl, e.msg);
+        hit = cache_find(b->cache, w);
+        if (!hit) { /* no cache (out of memory): answer once */
+            if (!pl) err_set(err, NULL, "planner", "%s", e.msg);
+            return pl;
+        }
+    }
+    if (!hit->pl) {
+        err_set(err, NULL, "planner", "%s", hit->err);
+        return NULL;
+    }
+    plan *pl = plan_clone(hit->pl);
+    if (!pl) {
+        err_set(err, NULL, NULL, "out of memory");
+        return NULL;
+    }
+    cluster *cc = cluster_clone(clus); /* same devices; the bandwidths are this what-if's */
+    if (!cc) {
+        plan_free(pl);
+        err_set(err, NULL, NULL, "out of memory");
+        return NULL;
+    }
+    cluster_free(pl->clus);
+    pl->clus = cc;
+    return pl;
+}
+
+static int gcd(int a, int b) { return b ? gcd(b, a % b) : a; }
+
+plan *ui_replan(const ui_base *b, const cluster *clus, const ui_whatif *w, const char **origin,
+                plumb_err *err)
+{
+    const plan *L = b->loaded;
+    plan *pl = NULL;
+    int keep = L && w->ngpus == L->clus->ndevices &&
+               (chunked(w->schedule) ? (int)L->schedule == w->schedule : L->chunks == 1);
+    if (keep) {
+        cluster *cc = cluster_clone(clus);
+        pl = plan_clone(L);
+        if (!pl || !cc) {
+            cluster_free(cc);
+            plan_free(pl);
+            err_set(err, NULL, NULL, "out of memory");
+            return NULL;
+        }
+        cluster_free(pl->clus);
+        pl->clus = cc;
+        *origin = "plan file";
+    } else {
+        plumb_err pe;
+        err_clear(&pe);
+        if (b->use_planner && !chunked(w->schedule)) {
+            pl = planned(b, clus, w, &pe);
+            *origin = "pipedream planner";
+        }
+        if (!pl) {
+            pl = ui_split_plan(b->prof, clus, (sched_kind)w->schedule, err);
+            if (!pl) return NULL;
+            *origin = pe.msg[0] ? "even split; the planner found none" : "even split";
+        }
+        pl->microbatch_size = L ? L->microbatch_size : b->prof->minibatch;
+        if (L) pl->optimizer = L->optimizer;
+    }
+    pl->schedule = (sched_kind)w->schedule;
+    pl->microbatches = w->microbatches;
+    if (w->schedule == SCHED_PIPEDREAM || w->schedule == SCHED_2BW) {
+        long long l = 1;
+        for (int s = 0; s < pl->nstages && l <= UI_MAX_MICROBATCHES; s++)
+            l = l / gcd((int)l, pl->stages[s].replicas) * pl->stages[s].replicas;
+        if (l <= UI_MAX_MICROBATCHES && pl->microbatches % l)
+            pl->microbatches = (int)((pl->microbatches + l - 1) / l * l);
+    }
+    pl->recompute = w->recompute;
+    pl->pred_iteration_s = pl->pred_samples_per_s = pl->pred_speedup_vs_dp = -1;
+    pl->pred_speedup_vs_1 = -1;
+    free(pl->pred_peak_memory_bytes);
+    pl->pred_peak_memory_bytes = NULL;
+    for (int s = 0; s < pl->nstages; s++) pl->stages[s].compute_s = pl->stages[s].comm_s = -1;
+    if (plan_validate(pl, NULL, err)) {
+        plan_free(pl);
+        return NULL;
+    }
+    return pl;
+}
+
+double ui_dp_samples_per_s(const plan *pl, const sim_options *opt)
+{
+    int nd = pl->clus->ndevices;
+    int *devs = malloc((size_t)nd * sizeof *devs);
+    plan *dp = plan_new(pl->prof, pl->clus, 1);
+    double v = -1;
+    if (!devs || !dp) goto done;
+    for (int d = 0; d < nd; d++) devs[d] = d;
+    if (plan_set_stage(dp, 0, 0, pl->prof->nlayers - 1, nd, devs)) goto done;
+    dp->schedule = SCHED_1F1B_FLUSH;
+    dp->microbatch_size = pl->microbatch_size;
+    dp->microbatches = (pl->microbatches + nd - 1) / nd * nd;
+    dp->recompute = pl->recompute;
+    dp->optimizer = pl->optimizer;
+    sim_options o = *opt;
+    o.schedule = -1;
+    o.microbatches = 0;
+    o.timeline = 0;
+    o.sched = NULL;
+    plumb_err e;
+    err_clear(&e);
+    sim_report *r = sim_run(dp, &o, &e);
+    if (r) v = r->samples_per_s;
+    sim_report_free(r);
+done:
+    plan_free(dp);
+    free(devs);
+    return v;
+}
+
+void ui_result_free(ui_result *r)
+{
+    plan_free(r->pl);
+    sim_report_free(r->rep);
+    memset(r, 0, sizeof *r);
+}
+
+static double now_ms(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
+}
+
+/* Copies the simulated figures into the plan's predictions, so a saved plan carries them. */
+static void predict(plan *pl, const sim_report *r, double dp)
+{
+    pl->pred_iteration_s = r->iteration_s;
+    pl->pred_samples_per_s = r->samples_per_s;
+    pl->pred_speedup_vs_dp = dp > 0 ? r->samples_per_s / dp : -1;
+    int nd = pl->clus->ndevices;
+    pl->pred_peak_memory_bytes = calloc((size_t)nd, sizeof *pl->pred_peak_memory_bytes);
+    if (pl->pred_peak_memory_bytes)
+        for (int i = 0; i < r->ndevices; i++)
+            if (r->devices[i].device >= 0 && r->devices[i].device < nd)
+                pl->pred_peak_memory_bytes[r->devices[i].device] = r->devices[i].mem.total;
+}
+
+int ui_evaluate(const ui_base *b, const ui_whatif *w, ui_result *r)
+{
+    plumb_err e;
+    err_clear(&e);
+    ui_result_free(r);
+    double t0 = now_ms();
+    sim_options_init(&r->opt);
+    r->opt.timeline = 1;
+    r->opt.memory_limit_bytes = w->mem_limit_bytes;
+    if (w->straggler >= 0 && w->straggler < w->ngpus) {
+        r->opt.straggler_device = w->straggler;
+        r->opt.straggler_factor = w->straggler_factor;
+    }
+    cluster *c = ui_cluster_whatif(b->clus, w, &e);
+    if (c) r->pl = ui_replan(b, c, w, &r->origin, &e);
+    cluster_free(c);
+    if (r->pl) r->rep = sim_run(r->pl, &r->opt, &e);
+    if (r->rep) {
+        r->dp_samples_per_s = ui_dp_samples_per_s(r->pl, &r->opt);
+        predict(r->pl, r->rep, r->dp_samples_per_s);
+    }
+    r->eval_ms = now_ms() - t0;
+    snprintf(r->err, sizeof r->err, "%s", e.msg);
+    return r->rep ? 0 : -1;
+}

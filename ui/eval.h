@@ -1,0 +1,82 @@
+/* eval.h: what the dashboard shows, computed from what the user loaded (a profile and a
+ * cluster, or a plan file) and the what-if settings: the resized and re-rated cluster, the
+ * re-planned plan, and its simulation (with timeline) and the data-parallel baseline.
+ * One call per keypress; no drawing, no terminal. */
+#ifndef PLUMB_UI_EVAL_H
+#define PLUMB_UI_EVAL_H
+
+#include "core/cluster.h"
+#include "core/err.h"
+#include "core/plan.h"
+#include "core/profile.h"
+#include "sim/sim.h"
+#include "ui/whatif.h"
+
+/* What was loaded. Exactly one of (prof and clus) or (loaded) came from the user; when a
+ * plan was loaded, prof and clus are copies of its own. */
+struct ui_plan_cache;
+
+typedef struct ui_base {
+    profile *prof;                 /* owned */
+    cluster *clus;                 /* owned: the cluster as loaded (before what-ifs) */
+    plan *loaded;                  /* owned, or NULL: the plan file opened; its stages are
+                                      kept while the GPU count and the schedule's chunking
+                                      stay as written */
+    char *source;                  /* what the title shows: "vgg16.json + cluster-a.json" */
+    int use_planner;               /* 1 (default): re-plan with PipeDream's partitioner;
+                                      0: with the even split (ui/split.h) */
+    struct ui_plan_cache *cache;   /* owned: planner answers by (GPUs, bandwidths, memory
+                                      limit), so undo and schedule keys never re-plan */
+} ui_base;
+
+/* Loads the base: a plan file (plan_path != NULL), or a profile and a cluster. Returns 0,
+ * or -1 with err set ("FILE: FIELD.PATH: ..."); b is then empty (safe to free). */
+int ui_base_load(ui_base *b, const char *profile_path, const char *cluster_path,
+                 const char *plan_path, plumb_err *err);
+void ui_base_free(ui_base *b);
+
+/* The settings the base starts from: its GPU count, the plan's schedule, microbatches and
+ * recomputation (or, from a profile, 1f1b-flush with 2 x depth microbatches rounded to a
+ * power of two, at most 64), bandwidths as given, no memory limit, no straggler. */
+void ui_base_whatif(const ui_base *b, ui_whatif *w);
+
+/* The base cluster resized to w->ngpus devices and with each level's bandwidth (and egress)
+ * scaled by 2^bw_exp. Up to one server: fewer devices in the server; beyond: whole servers,
+ * filling the inner levels up to their original counts first, the outermost taking the
+ * rest; servers keep their device types in a repeating pattern. NULL with err when the
+ * count does not fit the hierarchy. */
+cluster *ui_cluster_whatif(const cluster *base, const ui_whatif *w, plumb_err *err);
+
+/* A computed frame of figures. */
+typedef struct ui_result {
+    plan *pl;                      /* the plan evaluated, or NULL (see err) */
+    sim_report *rep;               /* its simulation with timeline, or NULL */
+    sim_options opt;               /* the options it was simulated with */
+    double dp_samples_per_s;       /* data parallelism on the same devices; <= 0: unknown */
+    const char *origin;            /* "plan file", "planner", "even split" */
+    double eval_ms;                /* wall time of plan + simulation */
+    char err[PLUMB_ERR_MAX];       /* why pl or rep is missing ("" when both are there) */
+} ui_result;
+
+/* Re-plans and re-simulates. Always fills r (freeing what it held first); returns 0, or -1
+ * when the plan or the simulation failed (r->err says why, and what did succeed stays). */
+int ui_evaluate(const ui_base *b, const ui_whatif *w, ui_result *r);
+void ui_result_free(ui_result *r);
+
+/* The plan for w on clus (already what-if'ed): the loaded plan as written while the GPU
+ * count and the schedule's chunking stay as the file has them; else PipeDream's
+ * partitioner (planner/planner.h) for one-stage-per-device schedules, with the memory limit
+ * as its memory constraint, falling back to the even split (ui/split.h) when it finds no
+ * plan; and the even split for schedules with virtual stages (interleaved, zb-v), which the
+ * partitioner does not make. Schedule, microbatches and recomputation come from w; for
+ * pipedream and 2bw the microbatches are rounded up to a multiple of every stage's replica
+ * count (the schedule needs it). *origin says where the stages came from. NULL with err. */
+plan *ui_replan(const ui_base *b, const cluster *clus, const ui_whatif *w, const char **origin,
+                plumb_err *err);
+
+/* Samples/s of plain data parallelism on pl's cluster: one stage holding every layer,
+ * replicated on every device, 1f1b-flush, the plan's microbatch size, microbatches rounded
+ * up to a multiple of the devices; same straggler and memory options. -1 on failure. */
+double ui_dp_samples_per_s(const plan *pl, const sim_options *opt);
+
+#endif
