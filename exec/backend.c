@@ -13,10 +13,13 @@ const backend *backend_find(const char *name, plumb_err *err)
 {
     if (name && !strcmp(name, "cpu")) return backend_cpu();
 #ifdef PLUMB_HAVE_CUDA
-    if (name && !strcmp(name, "cuda")) {
-        return backend_cuda();
-    }
-    err_set(err, NULL, "--backend", "expected \"cpu\" or \"cuda\" (got \"%s\")",
+    if (name && !strcmp(name, "cuda")) return backend_cuda();
+    /* "cuda-tf32", "cuda-bf16": the CUDA backend with TF32 or bf16 arithmetic */
+    for (int p = 0; p < CUDA_NPRECISIONS; p++)
+        if (name && !strcmp(name, backend_cuda_precision((cuda_precision)p)->name))
+            return backend_cuda_precision((cuda_precision)p);
+    err_set(err, NULL, "--backend",
+            "expected \"cpu\", \"cuda\", \"cuda-tf32\" or \"cuda-bf16\" (got \"%s\")",
             name ? name : "");
 #else
     if (name && !strcmp(name, "cuda"))

@@ -63,6 +63,10 @@ Test(cuda, names_and_precisions)
     cr_assert_str_eq(backend_cuda_precision(CUDA_TF32)->name, "cuda-tf32");
     cr_assert_str_eq(backend_cuda_precision(CUDA_BF16)->name, "cuda-bf16");
     cr_assert_null(backend_cuda_precision(CUDA_NPRECISIONS));
+    cr_assert_eq(backend_find("cuda-bf16", &e), backend_cuda_precision(CUDA_BF16));
+    cr_assert_eq(backend_find("cuda-tf32", &e), backend_cuda_precision(CUDA_TF32));
+    cr_assert_null(backend_find("cuda-fp8", &e));
+    cr_assert(strstr(e.msg, "\"cuda-bf16\""), "%s", e.msg);
     cuda_precision p = CUDA_FP32;
     cr_assert_eq(cuda_precision_parse("bf16", &p, &e), 0);
     cr_assert_eq(p, CUDA_BF16);
