@@ -468,3 +468,33 @@ Test(schedule_validate, fields)
     expect_invalid(s, "microbatch out of range 0..1");
     schedule_free(s);
 }
+
+Test(schedule_plan, from_plan_maps_devices_to_workers)
+{
+    /* three stages on devices {9}, {6, 5}, {4}: workers are numbered by device id */
+    int d0[1] = {9}, d1[2] = {6, 5}, d2[1] = {4};
+    plan_stage st[3] = {{0, 1, 1, d0, -1, -1}, {2, 3, 2, d1, -1, -1}, {4, 5, 1, d2, -1, -1}};
+    plan pl;
+    memset(&pl, 0, sizeof pl);
+    pl.schedule = SCHED_PIPEDREAM;
+    pl.chunks = 1;
+    pl.microbatches = 4;
+    pl.nstages = 3;
+    pl.stages = st;
+    plumb_err e = {{0}};
+    schedule *s = schedule_from_plan(&pl, 2, &e);
+    cr_assert(s, "%s", e.msg);
+    cr_assert_eq(s->nworkers, 4);
+    int want_dev[4] = {4, 5, 6, 9};
+    for (int w = 0; w < 4; w++) cr_assert_eq(s->worker_device[w], want_dev[w]);
+    cr_assert_eq(s->stage_workers[s->stage_first[0]], 3);
+    cr_assert_eq(s->stage_workers[s->stage_first[1]], 2);
+    cr_assert_eq(s->stage_workers[s->stage_first[1] + 1], 1);
+    cr_assert_eq(s->stage_workers[s->stage_first[2]], 0);
+    cr_assert_eq(s->iterations, 2);
+    cr_assert_eq(schedule_validate(s, &e), 0, "%s", e.msg);
+    schedule_free(s);
+    pl.schedule = SCHED_INTERLEAVED; /* a device per stage is not a chunked placement */
+    pl.chunks = 3;
+    cr_assert_null(schedule_from_plan(&pl, 1, &e));
+}
