@@ -75,12 +75,17 @@ void schedule_free(schedule *s);
 /* Proves the IR deadlock-free and well formed: every send has its receive, B after F,
  * W after I, each microbatch of each stage forward and backward exactly once per replica
  * assignment. Returns 0, or -1 with err naming the problem (for a deadlock, the cycle of
- * waiting workers and the actions they wait on). */
+ * waiting workers and the actions they wait on). Replays under SCHED_SEM_RENDEZVOUS (a
+ * send blocks until its receive is reached), the strictest semantics; an IR that passes
+ * also runs with buffered sends. docs/schedules.md lists every check. */
 int schedule_validate(const schedule *s, plumb_err *err);
 
 /* Counts found by the validator's replay: per stage, the most microbatches whose
- * activations are held at once (forwarded, backward not yet done) and the most weight
- * versions held at once. Arrays of nstages filled by the caller-provided buffers. */
+ * activations are held at once (forwarded, backward not yet done: B, or W when the
+ * backward is split) and the most weight versions held at once (the newest plus those
+ * stashed by in-flight microbatches), each the maximum over the stage's replicas (per
+ * device). Arrays of nstages filled by the caller-provided buffers (either may be NULL).
+ * Counts even an IR that fails validation; -1 with err only for out-of-range fields. */
 int schedule_inflight(const schedule *s, int *max_activations, int *max_versions,
                       plumb_err *err);
 
@@ -89,13 +94,20 @@ int schedule_inflight(const schedule *s, int *max_activations, int *max_versions
  * "0STEP" (plumb's own, for the optimizer step). Returns buf. */
 char *action_format(const action *a, char *buf, size_t n);
 
-/* Writes one CSV row per rank (PyTorch's format). Returns 0 or -1. */
+/* Writes one CSV row per rank (PyTorch's format: actions comma-separated, "\r\n" line
+ * ends, no STEP; see schedule_write_csv_flags). Returns 0 or -1 on a write error. */
 int schedule_write_csv(const schedule *s, FILE *out);
 /* Reads PyTorch's CSV; peers of send/receive are resolved from the stage placement given
- * by spec (kind, nstages, chunks, replicas, workers). Returns NULL with err on bad input. */
+ * by spec (kind, nstages, chunks, replicas, workers). Empty fields are empty slots; a file
+ * without sends/receives (compute_only) gets them added; steps, all-reduces of replicated
+ * stages and versions are recomputed from spec->kind unless the file has them. When
+ * spec->iterations < 1 it is derived from the largest microbatch. Returns NULL with err
+ * ("FILE: row R, field F: ...") on bad input. */
 schedule *schedule_read_csv(const char *path, const sched_spec *spec, plumb_err *err);
 
-/* Prints a human-readable per-rank listing. */
+/* Prints a human-readable per-rank listing: a header line, then one row per position and
+ * one column per worker ("Rank w"), like PyTorch's _format_pipeline_order; F/B/I/W/STEP
+ * show their weight version ("0F3/v1") for pipedream and 2bw. */
 void schedule_print(const schedule *s, FILE *out);
 
 const char *act_kind_name(act_kind k); /* "F", "B", "I", "W", "SEND_F", ... */
@@ -128,7 +140,8 @@ int action_parse(const char *text, action *a);
  * every action but STEP, which PyTorch cannot parse. */
 enum {
     SCHED_CSV_STEPS = 1,        /* also write plumb's STEP actions ("0STEP") */
-    SCHED_CSV_COMPUTE_ONLY = 2  /* only F, B, I, W (PyTorch's compute_only form) */
+    SCHED_CSV_COMPUTE_ONLY = 2  /* only F, B, I, W (PyTorch's compute_only form), and STEP
+                                   with SCHED_CSV_STEPS */
 };
 int schedule_write_csv_flags(const schedule *s, FILE *out, unsigned flags);
 

@@ -73,7 +73,9 @@ int schedule_write_csv_flags(const schedule *s, FILE *out, unsigned flags)
         for (int i = 0; i < s->len[w]; i++) {
             const action *a = &s->acts[w][i];
             if (a->kind == ACT_STEP && !(flags & SCHED_CSV_STEPS)) continue;
-            if ((flags & SCHED_CSV_COMPUTE_ONLY) && !act_is_compute(a->kind)) continue;
+            if ((flags & SCHED_CSV_COMPUTE_ONLY) && !act_is_compute(a->kind) &&
+                a->kind != ACT_STEP)
+                continue;
             fprintf(out, "%s%s", first ? "" : ",", action_format(a, t, sizeof t));
             first = 0;
         }

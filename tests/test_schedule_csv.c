@@ -113,12 +113,15 @@ Test(schedule_csv, round_trip_every_kind, .init = setup, .fini = teardown)
 {
     int reps[3] = {1, 2, 1};
     for (int k = 0; k < SCHED_NKINDS; k++)
-        for (int form = 0; form < 3; form++) {
+        for (int form = 0; form < 4; form++) {
             int chunks = k == SCHED_INTERLEAVED ? 3 : k == SCHED_ZB_V ? 2 : 1;
             int ranks = 3, m = 6, iters = 2;
             const int *r = (chunks == 1) ? reps : NULL;
             schedule *s = gen(k, ranks, chunks, m, iters, r);
-            unsigned flags = form == 0 ? 0 : form == 1 ? SCHED_CSV_STEPS : SCHED_CSV_COMPUTE_ONLY;
+            unsigned flags = form == 0   ? 0
+                             : form == 1 ? SCHED_CSV_STEPS
+                             : form == 2 ? SCHED_CSV_COMPUTE_ONLY
+                                         : SCHED_CSV_STEPS | SCHED_CSV_COMPUTE_ONLY;
             char *t = csv_text(s, flags);
             const char *path = write_file("rt.csv", t);
             sched_spec sp = {k, 0, ranks * chunks, chunks, m, 0, r, NULL};
