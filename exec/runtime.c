@@ -1,0 +1,617 @@
+/* runtime.c: executes a schedule's action lists with one thread per worker: per hosted
+ * stage, activation slots for in-flight microbatches, received output gradients, saved
+ * input gradients until they are sent, and stashed weight versions; then merges the
+ * workers' losses, final weights and timed actions. */
+#include "exec/runtime.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "exec/stage.h"
+#include "exec/train.h"
+
+typedef struct slotinfo {
+    int mb;                  /* global microbatch held, -1 when free */
+    int bwd_done, dx_sent;
+    int have_dout;           /* the output gradient arrived (RECV_B) */
+} slotinfo;
+
+typedef struct rstage {
+    int s, replica;
+    int first, last;         /* holds the model input / the loss */
+    stage *st;
+    int nslots;
+    slotinfo *slots;
+    float **dout;            /* [nslots] received output gradients (not the loss stage) */
+    float **dxst;            /* [nslots] input gradients awaiting SEND_B (not stage 0) */
+    int cur;                 /* version of the weights in stage_params */
+    int nver;
+    int *last_use;           /* [nver] last list index using version v, -1 */
+    float **stash;           /* [nver] kept copies of older versions */
+    float **pool;            /* free stash buffers */
+    int npool;
+    long steps;
+    int ar_round;
+    int last_it;
+} rstage;
+
+typedef struct rec {
+    int kind, stage, mb, peer, peer_stage, it;
+    double t0, t1, bytes;
+} rec;
+
+typedef struct shared {
+    pthread_mutex_t mu;
+    plumb_err first;         /* the first failure of any worker */
+} shared;
+
+typedef struct worker {
+    const rt_cfg *cfg;
+    shared *sh;
+    transport *tr;
+    int w;
+    bk_ctx *ctx;
+    int nst;
+    rstage *st;
+    float *hx;
+    int32_t *hy;
+    rec *ev;
+    int nev, cap;
+    double *loss, *corr, *rows; /* [iterations] */
+    float *params_out;
+    double t_origin;
+    plumb_err err;
+    int failed;
+} worker;
+
+double runtime_loss_scale(const schedule *s, int microbatch, int tps)
+{
+    double per = s->kind == SCHED_PIPEDREAM ? (double)s->replicas[s->nstages - 1]
+                                            : (double)s->microbatches;
+    return 1.0 / (per * microbatch * tps);
+}
+
+static rstage *find_stage(worker *wk, int s)
+{
+    for (int i = 0; i < wk->nst; i++)
+        if (wk->st[i].s == s) return &wk->st[i];
+    return NULL;
+}
+
+static int slot_of(rstage *rs, int mb)
+{
+    for (int i = 0; i < rs->nslots; i++)
+        if (rs->slots[i].mb == mb) return i;
+    return -1;
+}
+
+static int slot_open(rstage *rs, int mb)
+{
+    for (int i = 0; i < rs->nslots; i++)
+        if (rs->slots[i].mb < 0) {
+            rs->slots[i].mb = mb;
+            rs->slots[i].bwd_done = 0;
+            rs->slots[i].dx_sent = rs->first;
+            rs->slots[i].have_dout = 0;
+            return i;
+        }
+    return -1;
+}
+
+static void slot_maybe_close(rstage *rs, int i)
+{
+    if (rs->slots[i].bwd_done && rs->slots[i].dx_sent) rs->slots[i].mb = -1;
+}
+
+/* Most microbatches of stage s open at once in list (same rules as the run): a slot opens
+ * at RECV_F or at the first F; it closes once its backward is done (B or W) and its input
+ * gradient is gone (SEND_B, or taken by stage s - 1's B or I on the same worker). */
+static int count_slots(const action *list, int n, int s, int first)
+{
+    int open = 0, best = 0, cap = 16, used = 0;
+    int *mb = malloc((size_t)cap * 3 * sizeof *mb); /* (microbatch, bwd_done, dx_gone) */
+    if (!mb) return n; /* pessimistic */
+    for (int i = 0; i < n; i++) {
+        const action *a = &list[i];
+        int local_take = a->stage == s - 1 && (a->kind == ACT_B || a->kind == ACT_I);
+        if (a->stage != s && !local_take) continue;
+        int k = -1;
+        for (int j = 0; j < used; j++)
+            if (mb[3 * j] == a->microbatch) k = j;
+        if (local_take) {
+            if (k >= 0) mb[3 * k + 2] = 1;
+        } else if (k < 0 && (a->kind == ACT_RECV_F || a->kind == ACT_F)) {
+            if (used == cap) {
+                int *nm = realloc(mb, (size_t)cap * 6 * sizeof *nm);
+                if (!nm) { free(mb); return n; }
+                mb = nm;
+                cap *= 2;
+            }
+            mb[3 * used] = a->microbatch;
+            mb[3 * used + 1] = 0;
+            mb[3 * used + 2] = first;
+            k = used++;
+            if (++open > best) best = open;
+        } else if (k >= 0) {
+            if (a->kind == ACT_B || a->kind == ACT_W) mb[3 * k + 1] = 1;
+            if (a->kind == ACT_SEND_B) mb[3 * k + 2] = 1;
+        }
+        if (k >= 0 && mb[3 * k + 1] && mb[3 * k + 2]) {
+            mb[3 * k] = mb[3 * (used - 1)];
+            mb[3 * k + 1] = mb[3 * (used - 1) + 1];
+            mb[3 * k + 2] = mb[3 * (used - 1) + 2];
+            used--;
+            open--;
+        }
+    }
+    free(mb);
+    return best > 0 ? best : 1;
+}
+
+static int is_compute(int k) { return k == ACT_F || k == ACT_B || k == ACT_I || k == ACT_W; }
+
+static int stage_init(worker *wk, rstage *rs, int s, int replica)
+{
+    const rt_cfg *c = wk->cfg;
+    const schedule *sc = c->sched;
+    const action *list = sc->acts[wk->w];
+    int n = sc->len[wk->w], split = 0, maxv = 0;
+    rs->s = s;
+    rs->replica = replica;
+    rs->first = c->stage_first[s] == 0;
+    rs->last = c->stage_last[s] == c->m->nlayers - 1;
+    for (int i = 0; i < n; i++)
+        if (list[i].stage == s) {
+            split |= list[i].kind == ACT_I || list[i].kind == ACT_W;
+            if (list[i].version > maxv) maxv = list[i].version;
+        }
+    rs->nslots = count_slots(list, n, s, rs->first);
+    rs->st = stage_create(c->bk, wk->ctx, c->m, c->stage_first[s], c->stage_last[s],
+                          c->microbatch, rs->nslots, split, &wk->err);
+    if (!rs->st) return -1;
+    rs->slots = calloc((size_t)rs->nslots, sizeof *rs->slots);
+    rs->nver = maxv + 2;
+    rs->last_use = malloc((size_t)rs->nver * sizeof *rs->last_use);
+    rs->stash = calloc((size_t)rs->nver, sizeof *rs->stash);
+    rs->pool = calloc((size_t)rs->nver, sizeof *rs->pool);
+    rs->dout = calloc((size_t)rs->nslots, sizeof *rs->dout);
+    rs->dxst = calloc((size_t)rs->nslots, sizeof *rs->dxst);
+    if (!rs->slots || !rs->last_use || !rs->stash || !rs->pool || !rs->dout || !rs->dxst)
+        return err_set(&wk->err, NULL, NULL, "out of memory");
+    for (int i = 0; i < rs->nslots; i++) rs->slots[i].mb = -1;
+    for (int v = 0; v < rs->nver; v++) rs->last_use[v] = -1;
+    for (int i = 0; i < n; i++)
+        if (list[i].stage == s && is_compute(list[i].kind) && list[i].version >= 0)
+            rs->last_use[list[i].version] = i;
+    size_t ob = (size_t)c->microbatch * stage_out_numel(rs->st) * sizeof(float);
+    size_t ib = (size_t)c->microbatch * stage_in_numel(rs->st) * sizeof(float);
+    for (int i = 0; i < rs->nslots; i++) {
+        if (!rs->last && !(rs->dout[i] = c->bk->alloc(wk->ctx, ob, &wk->err))) return -1;
+        if (!rs->first && !(rs->dxst[i] = c->bk->alloc(wk->ctx, ib, &wk->err))) return -1;
+    }
+    return 0;
+}
+
+static void stage_fini(worker *wk, rstage *rs)
+{
+    const backend *bk = wk->cfg->bk;
+    for (int i = 0; rs->dout && i < rs->nslots; i++) bk->free(wk->ctx, rs->dout[i]);
+    for (int i = 0; rs->dxst && i < rs->nslots; i++) bk->free(wk->ctx, rs->dxst[i]);
+    for (int v = 0; rs->stash && v < rs->nver; v++) bk->free(wk->ctx, rs->stash[v]);
+    for (int i = 0; rs->pool && i < rs->npool; i++) bk->free(wk->ctx, rs->pool[i]);
+    free(rs->dout);
+    free(rs->dxst);
+    free(rs->stash);
+    free(rs->pool);
+    free(rs->last_use);
+    free(rs->slots);
+    stage_free(rs->st);
+}
+
+static const float *params_of(worker *wk, rstage *rs, int v)
+{
+    if (v == rs->cur || v < 0) return stage_params(rs->st);
+    if (v < rs->nver && rs->stash[v]) return rs->stash[v];
+    err_set(&wk->err, NULL, NULL, "worker %d: stage %d: weight version %d is not kept "
+            "(current %d)", wk->w, rs->s, v, rs->cur);
+    return NULL;
+}
+
+/* After the list's i-th action used version v: drop its stash when no longer needed. */
+static void release_version(worker *wk, rstage *rs, int v, int i)
+{
+    if (v < 0 || v >= rs->nver || v == rs->cur || rs->last_use[v] != i || !rs->stash[v])
+        return;
+    rs->pool[rs->npool++] = rs->stash[v];
+    rs->stash[v] = NULL;
+    (void)wk;
+}
+
+static int do_step(worker *wk, rstage *rs, const action *a, int i)
+{
+    const rt_cfg *c = wk->cfg;
+    size_t bytes = (size_t)stage_nparams(rs->st) * sizeof(float);
+    if (rs->cur < rs->nver && rs->last_use[rs->cur] > i) {
+        float *buf = rs->npool ? rs->pool[--rs->npool] : c->bk->alloc(wk->ctx, bytes, &wk->err);
+        if (!buf) return -1;
+        c->bk->copy(wk->ctx, buf, stage_params(rs->st), bytes);
+        rs->stash[rs->cur] = buf;
+    }
+    bk_opt o = c->opt;
+    o.step = ++rs->steps;
+    if (stage_step(rs->st, &o, &wk->err)) return -1;
+    stage_zero_grads(rs->st);
+    rs->cur = a->version >= 0 ? a->version : rs->cur + 1;
+    return 0;
+}
+
+static long msg_tag(const schedule *s, int mb, int recv_stage, int grad)
+{
+    return ((long)mb * s->nstages + recv_stage) * 2 + grad;
+}
+
+static int record(worker *wk, const action *a, int it, double t0, double t1, double bytes)
+{
+    if (wk->nev == wk->cap) {
+        int nc = wk->cap ? 2 * wk->cap : 256;
+        rec *ne = realloc(wk->ev, (size_t)nc * sizeof *ne);
+        if (!ne) return err_set(&wk->err, NULL, NULL, "out of memory");
+        wk->ev = ne;
+        wk->cap = nc;
+    }
+    wk->ev[wk->nev++] = (rec){a->kind, a->stage, a->microbatch, a->peer, a->peer_stage, it,
+                                t0, t1, bytes};
+    return 0;
+}
+
+static int run_action(worker *wk, const action *a, int i)
+{
+    const rt_cfg *c = wk->cfg;
+    const schedule *sc = c->sched;
+    const backend *bk = c->bk;
+    const int mb = c->microbatch, tps = model_targets_per_sample(c->m);
+    rstage *rs = find_stage(wk, a->stage);
+    if (!rs)
+        return err_set(&wk->err, NULL, NULL, "worker %d: action on stage %d, which it does "
+                       "not host", wk->w, a->stage);
+    int g = a->microbatch, slot = g >= 0 ? slot_of(rs, g) : -1;
+    if (g >= 0) rs->last_it = g / sc->microbatches;
+    double bytes = 0, t0 = train_now();
+    switch (a->kind) {
+    case ACT_RECV_F:
+        if (slot < 0) slot = slot_open(rs, g);
+        if (slot < 0) goto noslot;
+        if (c->tr->recv(c->tr, bk, wk->ctx, wk->w, a->peer, msg_tag(sc, g, a->stage, 0),
+                        stage_input(rs->st, slot),
+                        (size_t)mb * stage_in_numel(rs->st) * sizeof(float), &wk->err))
+            return -1;
+        break;
+    case ACT_F: {
+        if (slot < 0 && rs->first) slot = slot_open(rs, g);
+        if (slot < 0 && !rs->first) {
+            /* the previous stage on this same worker hands its output over directly */
+            rstage *prev = find_stage(wk, a->stage - 1);
+            int ps = prev ? slot_of(prev, g) : -1;
+            if (ps >= 0 && (slot = slot_open(rs, g)) >= 0)
+                bk->copy(wk->ctx, stage_input(rs->st, slot), stage_output(prev->st, ps),
+                         (size_t)mb * stage_in_numel(rs->st) * sizeof(float));
+        }
+        if (slot < 0) goto noslot;
+        if (rs->first || rs->last) {
+            if (c->batch(c->batch_user, g, wk->hx, wk->hy, &wk->err)) return -1;
+            if (rs->first)
+                bk->upload(wk->ctx, stage_input(rs->st, slot), wk->hx,
+                           (size_t)mb * stage_in_numel(rs->st) * sizeof(float));
+            if (rs->last)
+                bk->upload(wk->ctx, stage_targets(rs->st, slot), wk->hy,
+                           (size_t)mb * tps * sizeof(int32_t));
+        }
+        const float *P = params_of(wk, rs, a->version);
+        if (!P) return -1;
+        stage_forward(rs->st, slot, mb, P);
+        if (rs->last) {
+            double l, k;
+            if (stage_loss(rs->st, slot, mb, &l, &k, &wk->err)) return -1;
+            int it = g / sc->microbatches;
+            wk->loss[it] += l;
+            wk->corr[it] += k;
+            wk->rows[it] += (double)mb * tps;
+        }
+        break;
+    }
+    case ACT_SEND_F:
+        if (slot < 0) goto noslot;
+        bytes = (double)mb * stage_out_numel(rs->st) * sizeof(float);
+        if (c->tr->send(c->tr, bk, wk->ctx, wk->w, a->peer, msg_tag(sc, g, a->peer_stage, 0),
+                        stage_output(rs->st, slot), (size_t)bytes, &wk->err))
+            return -1;
+        break;
+    case ACT_RECV_B:
+        if (slot < 0) goto noslot;
+        if (c->tr->recv(c->tr, bk, wk->ctx, wk->w, a->peer, msg_tag(sc, g, a->stage, 1),
+                        rs->dout[slot], (size_t)mb * stage_out_numel(rs->st) * sizeof(float),
+                        &wk->err))
+            return -1;
+        rs->slots[slot].have_dout = 1;
+        break;
+    case ACT_B:
+    case ACT_I: {
+        if (slot < 0) goto noslot;
+        const float *P = params_of(wk, rs, a->version);
+        if (!P) return -1;
+        float scale = (float)runtime_loss_scale(sc, mb, tps);
+        if (!rs->last && !rs->slots[slot].have_dout) {
+            /* the next stage on this same worker hands its input gradient over directly */
+            rstage *next = find_stage(wk, a->stage + 1);
+            int ns = next ? slot_of(next, g) : -1;
+            if (ns < 0)
+                return err_set(&wk->err, NULL, NULL, "worker %d: %s of stage %d, microbatch "
+                               "%d, before its output gradient arrived", wk->w,
+                               act_kind_name((act_kind)a->kind), a->stage, g);
+            bk->copy(wk->ctx, rs->dout[slot], next->dxst[ns],
+                     (size_t)mb * stage_out_numel(rs->st) * sizeof(float));
+            rs->slots[slot].have_dout = 1;
+            next->slots[ns].dx_sent = 1;
+            slot_maybe_close(next, ns);
+        }
+        const float *dout = rs->last ? NULL : rs->dout[slot];
+        if (a->kind == ACT_B) stage_backward(rs->st, slot, mb, P, dout, scale);
+        else stage_backward_input(rs->st, slot, mb, P, dout, scale);
+        if (!rs->first)
+            bk->copy(wk->ctx, rs->dxst[slot], stage_input_grad(rs->st),
+                     (size_t)mb * stage_in_numel(rs->st) * sizeof(float));
+        if (a->kind == ACT_B) rs->slots[slot].bwd_done = 1;
+        release_version(wk, rs, a->version, i);
+        slot_maybe_close(rs, slot);
+        break;
+    }
+    case ACT_W:
+        if (slot < 0) goto noslot;
+        stage_backward_weight(rs->st, slot, mb);
+        rs->slots[slot].bwd_done = 1;
+        release_version(wk, rs, a->version, i);
+        slot_maybe_close(rs, slot);
+        break;
+    case ACT_SEND_B:
+        if (slot < 0) goto noslot;
+        bytes = (double)mb * stage_in_numel(rs->st) * sizeof(float);
+        if (c->tr->send(c->tr, bk, wk->ctx, wk->w, a->peer, msg_tag(sc, g, a->peer_stage, 1),
+                        rs->dxst[slot], (size_t)bytes, &wk->err))
+            return -1;
+        rs->slots[slot].dx_sent = 1;
+        slot_maybe_close(rs, slot);
+        break;
+    case ACT_ALLREDUCE: {
+        const int *grp = sc->stage_workers + sc->stage_first[a->stage];
+        bytes = (double)stage_nparams(rs->st) * sizeof(float);
+        if (c->tr->allreduce(c->tr, bk, wk->ctx, wk->w, grp, sc->replicas[a->stage],
+                             (long)a->stage * 1000003L + rs->ar_round++, stage_grads(rs->st),
+                             (size_t)stage_nparams(rs->st), &wk->err))
+            return -1;
+        break;
+    }
+    case ACT_STEP:
+        if (do_step(wk, rs, a, i)) return -1;
+        break;
+    default:
+        return err_set(&wk->err, NULL, NULL, "worker %d: unknown action kind %d", wk->w,
+                       a->kind);
+    }
+    if (bk->sync(wk->ctx, &wk->err)) return -1;
+    if (a->kind != ACT_RECV_F && a->kind != ACT_RECV_B)
+        return record(wk, a, rs->last_it, t0 - wk->t_origin, train_now() - wk->t_origin, bytes);
+    return 0;
+noslot:
+    return err_set(&wk->err, NULL, NULL, "worker %d: action %d (kind %s, stage %d, "
+                   "microbatch %d) has no activation slot: the schedule is not well formed",
+                   wk->w, i, act_kind_name((act_kind)a->kind), a->stage, g);
+}
+
+static void fail(worker *wk)
+{
+    wk->failed = 1;
+    pthread_mutex_lock(&wk->sh->mu);
+    if (!wk->sh->first.msg[0]) wk->sh->first = wk->err;
+    pthread_mutex_unlock(&wk->sh->mu);
+    wk->cfg->tr->abort(wk->cfg->tr, wk->err.msg);
+}
+
+static void *worker_main(void *arg)
+{
+    worker *wk = arg;
+    const rt_cfg *c = wk->cfg;
+    const schedule *sc = c->sched;
+    int dev = c->worker_device ? c->worker_device[wk->w] : 0;
+    if (!(wk->ctx = c->bk->create(dev, &wk->err))) { fail(wk); return NULL; }
+    int n = 0;
+    for (int s = 0; s < sc->nstages; s++)
+        for (int j = 0; j < sc->replicas[s]; j++)
+            if (sc->stage_workers[sc->stage_first[s] + j] == wk->w) n++;
+    wk->st = calloc((size_t)(n ? n : 1), sizeof *wk->st);
+    size_t numel = shape_numel(c->m->in_ndim, c->m->in_shape);
+    int tps = model_targets_per_sample(c->m);
+    wk->hx = malloc((size_t)c->microbatch * numel * sizeof *wk->hx);
+    wk->hy = malloc((size_t)c->microbatch * tps * sizeof *wk->hy);
+    if (!wk->st || !wk->hx || !wk->hy) {
+        err_set(&wk->err, NULL, NULL, "out of memory");
+        fail(wk);
+        return NULL;
+    }
+    for (int s = 0; s < sc->nstages; s++)
+        for (int j = 0; j < sc->replicas[s]; j++)
+            if (sc->stage_workers[sc->stage_first[s] + j] == wk->w) {
+                if (stage_init(wk, &wk->st[wk->nst++], s, j)) { fail(wk); return NULL; }
+            }
+    for (int i = 0; i < sc->len[wk->w]; i++)
+        if (run_action(wk, &sc->acts[wk->w][i], i)) { fail(wk); return NULL; }
+    for (int k = 0; k < wk->nst; k++) {
+        rstage *rs = &wk->st[k];
+        if (rs->replica != 0) continue;
+        long long off = c->m->layers[c->stage_first[rs->s]].param_offset;
+        c->bk->download(wk->ctx, wk->params_out + off, stage_params(rs->st),
+                        (size_t)stage_nparams(rs->st) * sizeof(float));
+    }
+    if (c->bk->sync(wk->ctx, &wk->err)) fail(wk);
+    return NULL;
+}
+
+static int check_cfg(const rt_cfg *c, plumb_err *err)
+{
+    const schedule *s = c->sched;
+    if (c->microbatch < 1)
+        return err_set(err, NULL, NULL, "runtime: expected a microbatch of at least 1 sample");
+    int expect = 0;
+    for (int i = 0; i < s->nstages; i++) {
+        if (c->stage_first[i] != expect || c->stage_last[i] < c->stage_first[i] ||
+            c->stage_last[i] >= c->m->nlayers)
+            return err_set(err, NULL, "stages",
+                           "stage %d: expected layers starting at %d, ending before %d "
+                           "(got %d..%d)",
+                           i, expect, c->m->nlayers, c->stage_first[i], c->stage_last[i]);
+        expect = c->stage_last[i] + 1;
+    }
+    if (expect != c->m->nlayers)
+        return err_set(err, NULL, "stages", "expected the stages to cover all %d layers "
+                       "(they end at layer %d)", c->m->nlayers, expect - 1);
+    return 0;
+}
+
+static int tl_kind_of(int k)
+{
+    switch (k) {
+    case ACT_F: return TL_F;
+    case ACT_B: return TL_B;
+    case ACT_I: return TL_I;
+    case ACT_W: return TL_W;
+    case ACT_STEP: return TL_STEP;
+    case ACT_SEND_F: return TL_SEND_F;
+    case ACT_SEND_B: return TL_SEND_B;
+    default: return TL_ALLREDUCE;
+    }
+}
+
+static int build_trace(const rt_cfg *c, worker *wks, timeline *tl)
+{
+    const schedule *s = c->sched;
+    for (int w = 0; w < s->nworkers; w++) {
+        int dev = c->trace_device ? c->trace_device[w] : w;
+        for (int k = 0; k < wks[w].nev; k++) {
+            const rec *r = &wks[w].ev[k];
+            int tk = TL_TRACK_DEVICE, peer = -1;
+            if (r->kind == ACT_SEND_F || r->kind == ACT_SEND_B) {
+                tk = TL_TRACK_LINK;
+                peer = c->trace_device ? c->trace_device[r->peer] : r->peer;
+            } else if (r->kind == ACT_ALLREDUCE) {
+                tk = TL_TRACK_COLLECTIVE;
+            }
+            int track = timeline_track(tl, tk, dev, peer, NULL);
+            if (track < 0) return -1;
+            tl_event e = {r->t0, r->t1 - r->t0, r->bytes, track, tl_kind_of(r->kind), r->stage,
+                          -1, r->mb, r->it};
+            if (tk == TL_TRACK_LINK) e.peer_stage = r->peer_stage;
+            if (r->kind == ACT_STEP || r->kind == ACT_ALLREDUCE) e.microbatch = -1;
+            if (timeline_add(tl, &e)) return -1;
+        }
+    }
+    timeline_sort(tl);
+    return 0;
+}
+
+int runtime_run(const rt_cfg *cfg, rt_result *res, plumb_err *err)
+{
+    memset(res, 0, sizeof *res);
+    if (check_cfg(cfg, err)) return -1;
+    const schedule *s = cfg->sched;
+    rt_cfg c = *cfg;
+    transport *own = NULL;
+    if (!c.tr && !(own = c.tr = transport_local_create(s->nworkers, c.timeout_s, err)))
+        return -1;
+    int W = s->nworkers, T = s->iterations, rc = -1;
+    shared sh;
+    memset(&sh, 0, sizeof sh);
+    pthread_mutex_init(&sh.mu, NULL);
+    worker *wks = calloc((size_t)W, sizeof *wks);
+    pthread_t *th = calloc((size_t)W, sizeof *th);
+    int *started = calloc((size_t)W, sizeof *started);
+    res->iterations = T;
+    res->loss = calloc((size_t)T, sizeof *res->loss);
+    res->acc = calloc((size_t)T, sizeof *res->acc);
+    res->params = calloc((size_t)c.m->nparams + 1, sizeof *res->params);
+    res->trace = timeline_new("exec");
+    if (!wks || !th || !started || !res->loss || !res->acc || !res->params || !res->trace) {
+        err_set(err, NULL, NULL, "out of memory");
+        goto done;
+    }
+    double t0 = train_now();
+    for (int w = 0; w < W; w++) {
+        wks[w] = (worker){.cfg = &c, .sh = &sh, .w = w, .params_out = res->params,
+                          .t_origin = t0};
+        wks[w].loss = calloc((size_t)T, sizeof(double));
+        wks[w].corr = calloc((size_t)T, sizeof(double));
+        wks[w].rows = calloc((size_t)T, sizeof(double));
+        if (!wks[w].loss || !wks[w].corr || !wks[w].rows) {
+            err_set(err, NULL, NULL, "out of memory");
+            c.tr->abort(c.tr, "out of memory");
+            break;
+        }
+        if (pthread_create(&th[w], NULL, worker_main, &wks[w]) != 0) {
+            err_set(err, NULL, NULL, "cannot start worker thread %d", w);
+            c.tr->abort(c.tr, "a worker thread could not start");
+            break;
+        }
+        started[w] = 1;
+    }
+    for (int w = 0; w < W; w++)
+        if (started[w]) pthread_join(th[w], NULL);
+    res->seconds = train_now() - t0;
+    if (err->msg[0]) goto done;
+    if (sh.first.msg[0]) {
+        err_set(err, NULL, NULL, "%s", sh.first.msg);
+        goto done;
+    }
+    for (int it = 0; it < T; it++) {
+        double l = 0, k = 0, r = 0;
+        for (int w = 0; w < W; w++) {
+            l += wks[w].loss[it];
+            k += wks[w].corr[it];
+            r += wks[w].rows[it];
+        }
+        res->loss[it] = r > 0 ? l / r : 0;
+        res->acc[it] = r > 0 ? k / r : 0;
+    }
+    if (build_trace(&c, wks, res->trace)) {
+        err_set(err, NULL, NULL, "out of memory");
+        goto done;
+    }
+    rc = 0;
+done:
+    for (int w = 0; wks && w < W; w++) {
+        for (int k = 0; k < wks[w].nst; k++) stage_fini(&wks[w], &wks[w].st[k]);
+        free(wks[w].st);
+        free(wks[w].hx);
+        free(wks[w].hy);
+        free(wks[w].ev);
+        free(wks[w].loss);
+        free(wks[w].corr);
+        free(wks[w].rows);
+        if (wks[w].ctx) c.bk->destroy(wks[w].ctx);
+    }
+    free(wks);
+    free(th);
+    free(started);
+    pthread_mutex_destroy(&sh.mu);
+    if (own) own->destroy(own);
+    if (rc) rt_result_free(res);
+    return rc;
+}
+
+void rt_result_free(rt_result *r)
+{
+    if (!r) return;
+    free(r->loss);
+    free(r->acc);
+    free(r->params);
+    timeline_free(r->trace);
+    memset(r, 0, sizeof *r);
+}

@@ -1,0 +1,62 @@
+/* runtime.h: the pipeline runtime: executes a schedule (core/schedule.h action IR) for
+ * real. Each worker is a thread with its own backend context; it builds the stages it
+ * hosts and runs its action list in order: forward and backward (or their I/W halves) on
+ * the weight version each action names, sends and receives through a transport, gradient
+ * all-reduce among a stage's replicas, optimizer steps. Weight versions still needed by
+ * in-flight microbatches are stashed (PipeDream's weight stashing, 2BW's two versions).
+ * Every action is timed into a measured trace in the simulator's timeline format. */
+#ifndef PLUMB_EXEC_RUNTIME_H
+#define PLUMB_EXEC_RUNTIME_H
+
+#include <stdint.h>
+
+#include "core/schedule.h"
+#include "core/timeline.h"
+#include "exec/backend.h"
+#include "exec/model.h"
+#include "exec/transport.h"
+
+/* Fills host x (microbatch, sample) and y (microbatch, targets per sample) with global
+ * microbatch g's samples. Called from several worker threads at once; returns 0 or -1
+ * with err set. */
+typedef int (*rt_batch_fn)(void *user, int g, float *x, int32_t *y, plumb_err *err);
+
+typedef struct rt_cfg {
+    const backend *bk;
+    const model *m;
+    const schedule *sched;
+    const int *stage_first;    /* [nstages] first top-level layer of each (virtual) stage */
+    const int *stage_last;     /* [nstages] last one (inclusive); ranges cover the model in
+                                  order */
+    const int *worker_device;  /* [nworkers] backend device of each worker; NULL: all 0 */
+    const int *trace_device;   /* [nworkers] device id written to the trace; NULL: worker */
+    int microbatch;            /* samples per microbatch */
+    bk_opt opt;                /* optimizer (step counts are kept per stage) */
+    rt_batch_fn batch;
+    void *batch_user;
+    transport *tr;             /* NULL: a local transport made for the run */
+    double timeout_s;          /* local transport's receive timeout; <= 0: 120 s */
+} rt_cfg;
+
+typedef struct rt_result {
+    int iterations;
+    double *loss;              /* [iterations] mean loss of each iteration's microbatches */
+    double *acc;               /* [iterations] accuracy (fraction) */
+    double seconds;            /* wall time of the run (workers started to all joined) */
+    float *params;             /* [m->nparams] final weights (first replica of each stage) */
+    timeline *trace;           /* measured trace ("exec"): compute, transfers, all-reduces */
+} rt_result;
+
+/* Runs the schedule to its end. Returns 0 with *res filled (free with rt_result_free), or
+ * -1 with err set to the first failure (a worker's backend error, a transport timeout that
+ * reveals a deadlock, a stage range that does not cover the model, an action naming a
+ * weight version that is no longer kept). */
+int runtime_run(const rt_cfg *cfg, rt_result *res, plumb_err *err);
+void rt_result_free(rt_result *r);
+
+/* Loss scale of one microbatch: 1 / (targets per optimizer step), where a step covers an
+ * iteration's microbatches (synchronous kinds, 2bw) or one microbatch per replica of the
+ * last stage (pipedream). */
+double runtime_loss_scale(const schedule *s, int microbatch, int targets_per_sample);
+
+#endif

@@ -1,0 +1,46 @@
+/* transport.h: how pipeline workers exchange activations and gradients and all-reduce
+ * weight gradients: one table of function pointers per transport. `local` (workers as
+ * threads of one process) is always built; `mpi` and `nccl` implement the same table.
+ *
+ * Buffers are DEVICE buffers of the calling worker's backend context (a transport moves
+ * them through the host or directly, as it can). Messages are matched by (from, to, tag);
+ * sends may return before the receive happens (buffered), and a receive blocks until its
+ * message arrives. Any failure of a worker aborts the transport so that every worker
+ * blocked in it returns an error instead of hanging. */
+#ifndef PLUMB_EXEC_TRANSPORT_H
+#define PLUMB_EXEC_TRANSPORT_H
+
+#include <stddef.h>
+
+#include "err.h"
+#include "exec/backend.h"
+
+typedef struct transport transport;
+
+struct transport {
+    const char *name;       /* "local", "mpi", "nccl" */
+    void *impl;             /* the transport's own state */
+    /* Sends bytes of buf (device, ctx's) from worker `from` to worker `to` under tag.
+     * Returns 0, or -1 with err set (aborted, out of memory). */
+    int (*send)(transport *t, const backend *bk, bk_ctx *ctx, int from, int to, long tag,
+                const void *buf, size_t bytes, plumb_err *err);
+    /* Receives the message (from, to, tag) into buf, which must be `bytes` long. Blocks.
+     * Returns 0, or -1 with err set (aborted, size mismatch, no message within the
+     * transport's timeout: a deadlock). */
+    int (*recv)(transport *t, const backend *bk, bk_ctx *ctx, int to, int from, long tag,
+                void *buf, size_t bytes, plumb_err *err);
+    /* Sums buf (count floats) over the n workers of group (self among them) in place;
+     * every member calls it with the same group order and tag. Returns 0 or -1. */
+    int (*allreduce)(transport *t, const backend *bk, bk_ctx *ctx, int self, const int *group,
+                     int n, long tag, float *buf, size_t count, plumb_err *err);
+    /* Makes every pending and later call fail with `why` (first reason kept). */
+    void (*abort)(transport *t, const char *why);
+    void (*destroy)(transport *t);
+};
+
+/* The in-process transport for nworkers threads: a mailbox guarded by a mutex; messages
+ * are host copies. A receive that waits longer than timeout_s seconds fails as a deadlock
+ * (timeout_s <= 0: 120 s). NULL with err when out of memory. */
+transport *transport_local_create(int nworkers, double timeout_s, plumb_err *err);
+
+#endif

@@ -1,0 +1,245 @@
+/* test_train_pipeline.c: the pipeline runtime executing schedule IRs with worker threads
+ * and the local transport. Synchronous schedules (gpipe, 1f1b-flush, zb-h1, interleaved,
+ * zb-v, replicated stages) must give the same weights as sequential training with
+ * gradient accumulation; the asynchronous ones (pipedream, 2bw) must train; a one-stage
+ * pipedream equals per-microbatch SGD; a broken IR fails instead of hanging. */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/schedule.h"
+#include "exec/data.h"
+#include "exec/runtime.h"
+#include "exec/train.h"
+
+static const char *spec =
+    "{\"format\":\"plumb-model/1\",\"input\":[2,4,4],\"classes\":4,\"seed\":5,\"layers\":["
+    "{\"type\":\"conv2d\",\"out_channels\":3,\"kernel\":3,\"padding\":1},{\"type\":\"relu\"},"
+    "{\"type\":\"flatten\"},{\"type\":\"linear\",\"out\":16},{\"type\":\"gelu\"},"
+    "{\"type\":\"linear\",\"out\":12},{\"type\":\"relu\"},"
+    "{\"type\":\"linear\",\"out\":4},{\"type\":\"softmax_cross_entropy\"}]}";
+#define MB 3
+
+typedef struct fixture {
+    model *m;
+    dataset *d;
+} fixture;
+
+/* Microbatch g = samples [g MB, (g + 1) MB) of the data set, in order. */
+static int batch(void *user, int g, float *x, int32_t *y, plumb_err *err)
+{
+    const fixture *f = user;
+    int idx[MB];
+    for (int b = 0; b < MB; b++) idx[b] = (g * MB + b) % f->d->n;
+    (void)err;
+    data_gather(f->d, idx, MB, x, y);
+    return 0;
+}
+
+static fixture setup(void)
+{
+    plumb_err e = {{0}};
+    fixture f;
+    f.m = model_parse("m", spec, &e);
+    cr_assert(f.m, "%s", e.msg);
+    f.d = data_synthetic(f.m, 4096, 1, &e);
+    cr_assert(f.d);
+    return f;
+}
+
+static void teardown_f(fixture *f)
+{
+    data_free(f->d);
+    model_free(f->m);
+}
+
+/* Sequential reference: `iters` minibatches of M microbatches of MB. */
+static float *sequential(fixture *f, int M, int iters, int kind)
+{
+    plumb_err e = {{0}};
+    const backend *bk = backend_cpu();
+    bk_ctx *c = bk->create(0, &e);
+    train_cfg cfg = {MB, M, train_default_opt(kind)};
+    seq_trainer *t = seqtrain_create(bk, c, f->m, &cfg, &e);
+    cr_assert(t, "%s", e.msg);
+    for (int it = 0; it < iters; it++) {
+        size_t off = (size_t)it * M * MB;
+        cr_assert_eq(seqtrain_step(t, f->d->x + off * f->d->sample_numel, f->d->y + off, NULL,
+                                   NULL, &e), 0, "%s", e.msg);
+    }
+    float *w = malloc((size_t)f->m->nparams * sizeof *w);
+    seqtrain_get_params(t, w, &e);
+    seqtrain_free(t);
+    bk->destroy(c);
+    return w;
+}
+
+/* Runs the schedule of `kind` over stage boundaries `cuts` (first layer of each stage). */
+static int pipeline(fixture *f, sched_kind kind, int nstages, const int *firsts, int chunks,
+                    const int *replicas, int M, int iters, int opt, rt_result *res,
+                    plumb_err *e)
+{
+    int nranks = nstages / chunks, nworkers = 0;
+    for (int s = 0; s < nranks; s++) nworkers += replicas ? replicas[s] : 1;
+    sched_spec sp = {kind, nworkers, nstages, chunks, M, iters, replicas, NULL};
+    schedule *s = schedule_generate(&sp, e);
+    cr_assert(s, "%s: %s", sched_kind_name(kind), e->msg);
+    cr_assert_eq(schedule_validate(s, e), 0, "%s", e->msg);
+    int first[8], last[8];
+    for (int i = 0; i < nstages; i++) {
+        first[i] = firsts[i];
+        last[i] = i + 1 < nstages ? firsts[i + 1] - 1 : f->m->nlayers - 1;
+    }
+    rt_cfg cfg = {.bk = backend_cpu(), .m = f->m, .sched = s, .stage_first = first,
+                  .stage_last = last, .microbatch = MB, .opt = train_default_opt(opt),
+                  .batch = batch, .batch_user = f, .timeout_s = 20};
+    int rc = runtime_run(&cfg, res, e);
+    schedule_free(s);
+    return rc;
+}
+
+static void expect_same(const fixture *f, const float *a, const float *b, const char *what)
+{
+    int bad = 0;
+    for (long long i = 0; i < f->m->nparams && bad < 5; i++)
+        if (!(fabsf(a[i] - b[i]) <= 2e-5f * (1 + fabsf(a[i])))) {
+            cr_expect(0, "%s: w[%lld] pipeline %g, sequential %g", what, i, b[i], a[i]);
+            bad++;
+        }
+}
+
+static void sync_case(sched_kind kind, int nstages, const int *firsts, int chunks, int M,
+                      int opt)
+{
+    fixture f = setup();
+    plumb_err e = {{0}};
+    float *ref = sequential(&f, M, 3, opt);
+    rt_result r;
+    cr_assert_eq(pipeline(&f, kind, nstages, firsts, chunks, NULL, M, 3, opt, &r, &e), 0,
+                 "%s", e.msg);
+    expect_same(&f, ref, r.params, sched_kind_name(kind));
+    cr_expect(r.loss[0] > 0 && isfinite(r.loss[2]));
+    cr_expect(r.trace && r.trace->n > 0, "a measured trace");
+    free(ref);
+    rt_result_free(&r);
+    teardown_f(&f);
+}
+
+Test(pipeline, gpipe_equals_sequential)
+{
+    int f2[] = {0, 4}, f3[] = {0, 3, 6};
+    sync_case(SCHED_GPIPE, 2, f2, 1, 4, BK_SGD);
+    sync_case(SCHED_GPIPE, 3, f3, 1, 4, BK_ADAM);
+}
+
+Test(pipeline, flush_1f1b_equals_sequential)
+{
+    int f2[] = {0, 4}, f4[] = {0, 2, 4, 7};
+    sync_case(SCHED_1F1B_FLUSH, 2, f2, 1, 4, BK_MOMENTUM);
+    sync_case(SCHED_1F1B_FLUSH, 4, f4, 1, 6, BK_SGD);
+}
+
+Test(pipeline, zero_bubble_equals_sequential)
+{
+    int f3[] = {0, 3, 6}, f4[] = {0, 2, 4, 7};
+    sync_case(SCHED_ZB_H1, 3, f3, 1, 4, BK_SGD);
+    sync_case(SCHED_ZB_V, 4, f4, 2, 4, BK_SGD);
+}
+
+Test(pipeline, interleaved_equals_sequential)
+{
+    int f4[] = {0, 2, 4, 7};
+    sync_case(SCHED_INTERLEAVED, 4, f4, 2, 4, BK_ADAM);
+}
+
+Test(pipeline, replicated_stage_equals_sequential)
+{
+    fixture f = setup();
+    plumb_err e = {{0}};
+    int firsts[] = {0, 4}, reps[] = {2, 1};
+    float *ref = sequential(&f, 4, 3, BK_SGD);
+    rt_result r;
+    cr_assert_eq(pipeline(&f, SCHED_1F1B_FLUSH, 2, firsts, 1, reps, 4, 3, BK_SGD, &r, &e), 0,
+                 "%s", e.msg);
+    expect_same(&f, ref, r.params, "1f1b-flush with stage 0 on 2 replicas");
+    free(ref);
+    rt_result_free(&r);
+    teardown_f(&f);
+}
+
+/* One stage under pipedream: one optimizer step per microbatch, i.e. SGD on MB samples. */
+Test(pipeline, pipedream_one_stage_is_per_microbatch_sgd)
+{
+    fixture f = setup();
+    plumb_err e = {{0}};
+    int firsts[] = {0};
+    float *ref = sequential(&f, 1, 8, BK_SGD);
+    rt_result r;
+    cr_assert_eq(pipeline(&f, SCHED_PIPEDREAM, 1, firsts, 1, NULL, 4, 2, BK_SGD, &r, &e), 0,
+                 "%s", e.msg);
+    expect_same(&f, ref, r.params, "pipedream, 1 stage");
+    free(ref);
+    rt_result_free(&r);
+    teardown_f(&f);
+}
+
+/* The asynchronous schedules keep stashed versions and still learn: their loss over the
+ * last iterations comes close to that of the synchronous gpipe on the same data. */
+Test(pipeline, async_schedules_train)
+{
+    sched_kind kinds[] = {SCHED_GPIPE, SCHED_PIPEDREAM, SCHED_2BW};
+    double tail[3];
+    for (int k = 0; k < 3; k++) {
+        fixture f = setup();
+        plumb_err e = {{0}};
+        int firsts[] = {0, 3, 6};
+        rt_result r;
+        cr_assert_eq(pipeline(&f, kinds[k], 3, firsts, 1, NULL, 4, 60, BK_MOMENTUM, &r, &e), 0,
+                     "%s: %s", sched_kind_name(kinds[k]), e.msg);
+        double a = 0, b = 0;
+        for (int i = 0; i < 10; i++) {
+            a += r.loss[i] / 10;
+            b += r.loss[50 + i] / 10;
+        }
+        tail[k] = b;
+        cr_expect(b < 0.97 * a, "%s: loss %g -> %g", sched_kind_name(kinds[k]), a, b);
+        rt_result_free(&r);
+        teardown_f(&f);
+    }
+    /* pipedream steps once per microbatch (4 x more steps): at least as good as gpipe */
+    cr_expect(tail[1] < tail[0], "pipedream %g vs gpipe %g", tail[1], tail[0]);
+    /* 2bw: one step per iteration with one step of delay: near gpipe */
+    cr_expect(tail[2] < tail[0] + 0.05, "2bw %g vs gpipe %g", tail[2], tail[0]);
+}
+
+/* A schedule whose send was removed: the receiver times out with a clear error. */
+Test(pipeline, broken_schedule_fails_not_hangs)
+{
+    fixture f = setup();
+    plumb_err e = {{0}};
+    sched_spec sp = {SCHED_GPIPE, 2, 2, 1, 2, 1, NULL, NULL};
+    schedule *s = schedule_generate(&sp, &e);
+    cr_assert(s, "%s", e.msg);
+    for (int i = 0; i < s->len[0]; i++)
+        if (s->acts[0][i].kind == ACT_SEND_F) {
+            memmove(&s->acts[0][i], &s->acts[0][i + 1],
+                    (size_t)(s->len[0] - i - 1) * sizeof(action));
+            s->len[0]--;
+            break;
+        }
+    int first[] = {0, 4}, last[] = {3, 8};
+    rt_cfg cfg = {.bk = backend_cpu(), .m = f.m, .sched = s, .stage_first = first,
+                  .stage_last = last, .microbatch = MB, .opt = train_default_opt(BK_SGD),
+                  .batch = batch, .batch_user = &f, .timeout_s = 1};
+    rt_result r;
+    cr_expect_eq(runtime_run(&cfg, &r, &e), -1);
+    cr_expect(strstr(e.msg, "deadlock") != NULL, "%s", e.msg);
+    /* stage ranges that do not cover the model */
+    int bad_last[] = {3, 7};
+    cfg.stage_last = bad_last;
+    cr_expect_eq(runtime_run(&cfg, &r, &e), -1);
+    cr_expect(strstr(e.msg, "expected the stages to cover all 9 layers") != NULL, "%s", e.msg);
+    schedule_free(s);
+    teardown_f(&f);
+}
