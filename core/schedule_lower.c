@@ -238,7 +238,7 @@ static int evvec_push(evvec *v, ev e)
     return 0;
 }
 
-int sched_lower(const schedule *s, actvec *lists, plumb_err *err)
+static int lower_compute(const schedule *s, actvec *lists, plumb_err *err)
 {
     int S = s->nstages, T = sched_total_mb(s), W = s->nworkers, rc = -1;
     size_t ST = (size_t)S * (size_t)T;
@@ -440,6 +440,61 @@ done:
     if (evs)
         for (int w = 0; w < W; w++) free(evs[w].e);
     free(evs);
+    return rc;
+}
+
+/* STEPs already in the order (an imported file's) are taken out while the transfers are
+ * timed and put back after the same compute action, past the sends that follow it, as
+ * sched_place_steps would place them. */
+int sched_lower(const schedule *s, actvec *lists, plumb_err *err)
+{
+    int W = s->nworkers, rc = -1;
+    actvec *steps = calloc((size_t)W, sizeof *steps);
+    if (!steps) return err_set(err, NULL, NULL, "out of memory");
+    for (int w = 0; w < W; w++) {
+        int n = 0, kept = 0;
+        for (int i = 0; i < lists[w].n; i++) {
+            action a = lists[w].a[i];
+            if (a.kind == ACT_STEP) {
+                a.microbatch = kept; /* the anchor: compute actions before it */
+                if (actvec_push(&steps[w], a)) goto oom;
+            } else {
+                lists[w].a[n++] = a;
+                kept++;
+            }
+        }
+        lists[w].n = n;
+    }
+    if (lower_compute(s, lists, err)) goto done;
+    for (int w = 0; w < W; w++) {
+        if (!steps[w].n) continue;
+        int *after = malloc((size_t)steps[w].n * sizeof *after);
+        if (!after) goto oom;
+        int k = 0, seen = 0;
+        for (int i = -1; i < lists[w].n && k < steps[w].n; i++) {
+            if (i >= 0 && !act_is_comm(lists[w].a[i].kind)) seen++;
+            while (k < steps[w].n && steps[w].a[k].microbatch == seen) {
+                int j = i;
+                while (j + 1 < lists[w].n && act_is_send(lists[w].a[j + 1].kind)) j++;
+                after[k++] = j;
+            }
+        }
+        while (k < steps[w].n) after[k++] = lists[w].n - 1;
+        for (int q = 0; q < steps[w].n; q++) {
+            steps[w].a[q].microbatch = -1;
+            if (q && after[q] < after[q - 1]) after[q] = after[q - 1];
+        }
+        int bad = insert_after(&lists[w], after, steps[w].a, steps[w].n);
+        free(after);
+        if (bad) goto oom;
+    }
+    rc = 0;
+    goto done;
+oom:
+    err_set(err, NULL, NULL, "out of memory");
+done:
+    for (int w = 0; w < W; w++) actvec_free(&steps[w]);
+    free(steps);
     return rc;
 }
 
