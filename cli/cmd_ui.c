@@ -1,7 +1,8 @@
 /* cmd_ui.c: `plumb ui`: the terminal dashboard for what-if planning, or with --snapshot
  * one frame of it as plain text (no terminal needed). Without files it opens the shipped
- * default example (profiles/pipedream/vgg16.json on profiles/clusters/cluster-a-4x4.json),
- * looked for beside the binary, one folder up, and in the current folder. */
+ * default example, examples/plans/vgg16-hybrid-pipedream.json (PipeDream's own 15-1 plan
+ * for VGG-16 on its 16-GPU Cluster-A), looked for beside the binary, one folder up, and in
+ * the current folder. */
 #include "cli/cli.h"
 
 #include <stdio.h>
@@ -12,8 +13,7 @@
 #include "ui/app.h"
 #include "ui/tui.h"
 
-#define UI_DEFAULT_PROFILE "profiles/pipedream/vgg16.json"
-#define UI_DEFAULT_CLUSTER "profiles/clusters/cluster-a-4x4.json"
+#define UI_DEFAULT_PLAN "examples/plans/vgg16-hybrid-pipedream.json"
 #define UI_MAX_KEYS 4096
 
 static void usage(FILE *out)
@@ -24,7 +24,7 @@ static void usage(FILE *out)
             "timeline and the figures; keys change the GPU count, bandwidths, schedule,\n"
             "microbatches, memory limit, straggler and recomputation, and re-plan and\n"
             "re-simulate at once (? in the dashboard lists the keys). Without files it\n"
-            "opens the shipped example (%s on %s).\n\n"
+            "opens the shipped example %s.\n\n"
             "options:\n"
             "  -p, --profile FILE    a profile (plumb-profile/1), with -c\n"
             "  -c, --cluster FILE    a cluster (plumb-cluster/1), with -p\n"
@@ -35,12 +35,13 @@ static void usage(FILE *out)
             "                        <right> <pgup> <pgdn> <home> <end> <esc> <tab> <lt>\n"
             "      --mono            no colours (also with NO_COLOR or a colourless TERM)\n"
             "  -h, --help            this text\n",
-            UI_DEFAULT_PROFILE, UI_DEFAULT_CLUSTER);
+            UI_DEFAULT_PLAN);
 }
 
-/* Finds the default example: beside the executable, one folder up, or in the current
- * folder. Writes the two paths and returns 0, or -1 when it is nowhere. */
-static int find_default(char *prof, char *clus, size_t n)
+/* Finds the default example beside the executable, one folder up, or in the current
+ * folder; writes its path (the plain relative path when it is nowhere, so that the UI shows
+ * the load error). */
+static void find_default(char *path, size_t n)
 {
     char exe[4000];
     ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
@@ -58,13 +59,10 @@ static int find_default(char *prof, char *clus, size_t n)
     }
     dirs[nd++] = ".";
     for (int i = 0; i < nd; i++) {
-        snprintf(prof, n, "%s/%s", dirs[i], UI_DEFAULT_PROFILE);
-        snprintf(clus, n, "%s/%s", dirs[i], UI_DEFAULT_CLUSTER);
-        if (access(prof, R_OK) == 0 && access(clus, R_OK) == 0) return 0;
+        snprintf(path, n, "%s/%s", dirs[i], UI_DEFAULT_PLAN);
+        if (access(path, R_OK) == 0) return;
     }
-    snprintf(prof, n, "%s", UI_DEFAULT_PROFILE);
-    snprintf(clus, n, "%s", UI_DEFAULT_CLUSTER);
-    return -1;
+    snprintf(path, n, "%s", UI_DEFAULT_PLAN);
 }
 
 static int parse_size(const char *s, int *w, int *h)
@@ -126,11 +124,10 @@ int cmd_ui(int argc, char **argv)
             return cli_fail("ui", "%s", e.msg);
         }
     }
-    char dprof[4200], dclus[4200];
+    char dplan[4400];
     if (!planf && !prof) {
-        find_default(dprof, dclus, sizeof dprof);
-        prof = dprof;
-        clus = dclus;
+        find_default(dplan, sizeof dplan);
+        planf = dplan;
     }
     ui_app *a = malloc(sizeof *a);
     if (!a || ui_app_open(a, prof, clus, planf, out)) {

@@ -1,0 +1,126 @@
+#!/usr/bin/env bash
+# ui.sh: the dashboard in a real terminal. tmux runs `plumb ui` in a 120x40 pane;
+# send-keys presses what-if keys and capture-pane checks the screen after each; a resize
+# reflows it; s saves a plan; q (and, in a second run, Ctrl-C) quits with status 0 and the
+# terminal's modes (echo, icanon) restored; TERM=vt100 and NO_COLOR run in monochrome.
+# Skips with a note when tmux is not installed.
+set -u
+P=${PLUMB:-./plumb}
+case $P in /*) ;; *) P=$PWD/$P ;; esac
+if ! command -v tmux >/dev/null 2>&1; then
+    echo "ui: SKIP (tmux is not installed)"
+    exit 0
+fi
+dir=$(mktemp -d /tmp/plumb-ui-e2e.XXXXXX)
+run=0
+sock=plumb-ui-e2e-$$-0
+T() { tmux -L "$sock" -f /dev/null "$@"; }
+cleanup() {
+    for i in 0 1 2 3; do tmux -L "plumb-ui-e2e-$$-$i" kill-server >/dev/null 2>&1; done
+    rm -rf "$dir"
+}
+trap cleanup EXIT
+fail=0
+bad() { echo "FAIL ui: $*"; fail=1; }
+
+# wait_for PATTERN [SECONDS]: polls the pane until grep -E finds PATTERN. (capture-pane
+# shows line-drawing cells by their VT100 alternate-charset letters, so patterns avoid
+# the borders.)
+wait_for() {
+    local pat=$1 t=${2:-15} i=0
+    while [ $i -lt $((t * 10)) ]; do
+        T capture-pane -p -t ui > "$dir/screen" 2>/dev/null
+        grep -Eq -- "$pat" "$dir/screen" && return 0
+        sleep 0.1
+        i=$((i + 1))
+    done
+    bad "screen never showed /$pat/; last screen:"
+    sed 's/^/    | /' "$dir/screen"
+    return 1
+}
+# wait_file FILE [SECONDS]
+wait_file() {
+    local i=0
+    while [ ! -s "$1" ] && [ $i -lt $((${2:-15} * 10)) ]; do sleep 0.1; i=$((i + 1)); done
+    [ -s "$1" ]
+}
+# start ENV...: runs plumb ui in a fresh session; records exit status and stty after it.
+# Each run gets its own tmux server (socket), so no run waits on the last one's exit.
+start() {
+    rm -f "$dir/rc" "$dir/stty"
+    T kill-server >/dev/null 2>&1
+    run=$((run + 1))
+    sock=plumb-ui-e2e-$$-$run
+    T new-session -d -x 120 -y 40 -s ui \
+        "env $* '$P' ui -o '$dir'; echo \$? > '$dir/rc'; stty -a > '$dir/stty' 2>&1; sleep 5"
+}
+check_restored() { # check_restored NAME
+    wait_file "$dir/rc" || { bad "$1: plumb ui did not exit"; return; }
+    [ "$(cat "$dir/rc")" = 0 ] || bad "$1: exit status $(cat "$dir/rc")"
+    wait_file "$dir/stty" 5
+    grep -Eq '(^|[ ;])echo([ ;]|$)' "$dir/stty" || bad "$1: echo not restored: $(head -c 300 "$dir/stty")"
+    grep -Eq '(^|[ ;])icanon([ ;]|$)' "$dir/stty" || bad "$1: icanon not restored"
+}
+
+# 1. the default example, what-if keys, pin, help, resize, save, q
+start TERM=xterm-256color
+wait_for 'samples/s [0-9.]+ +iter [0-9.]+ (s|ms)' || { echo "ui: giving up"; exit 1; }
+wait_for 'vgg16 on cluster-a-4x4 +pipedream'
+wait_for 'GPUs 16 '
+wait_for ' 0 0-31 +15 0-14 '
+wait_for 'time \|0 s'
+T send-keys -t ui '+'
+wait_for 'GPUs 32 '
+wait_for 'pipedream planner'
+T send-keys -t ui 'p'
+wait_for '^pin +samples/s'
+T send-keys -t ui 'b'
+wait_for 'ethernet 20 Gb/s x2'
+wait_for '^diff +samples/s'
+T send-keys -t ui 'r'
+wait_for 'recompute on'
+T send-keys -t ui 'c'
+wait_for ' 2bw '
+T send-keys -t ui 'u'
+wait_for ' pipedream +mb '
+T send-keys -t ui Down Down 't'
+wait_for 'straggler d2 x2'
+wait_for '>d2!'
+T send-keys -t ui '?'
+wait_for 'this help \(any key closes it\)'
+T send-keys -t ui Escape
+sleep 0.3
+wait_for 'straggler d2 x2'
+T capture-pane -p -t ui | grep -q 'this help' && bad "help still open after a key"
+T resize-window -t ui -x 80 -y 24 2>/dev/null || T resize-pane -t ui -x 80 -y 24
+wait_for 'samples/s'
+T capture-pane -p -t ui | awk 'length($0) > 80 { exit 1 }' || bad "lines wider than 80 after resize"
+T resize-window -t ui -x 60 -y 20 2>/dev/null || T resize-pane -t ui -x 60 -y 20
+wait_for 'terminal too small'
+T resize-window -t ui -x 120 -y 40 2>/dev/null || T resize-pane -t ui -x 120 -y 40
+wait_for 'samples/s'
+T send-keys -t ui 's'
+wait_for 'saved '
+ls "$dir"/*.plan.json >/dev/null 2>&1 || bad "s wrote no plan file"
+T send-keys -t ui 'q'
+check_restored "q"
+
+# 2. Ctrl-C quits too and restores the terminal; monochrome on a vt100
+start TERM=vt100 NO_COLOR=1
+wait_for 'samples/s [0-9.]+'
+T send-keys -t ui '-'
+wait_for 'GPUs 8 '
+T send-keys -t ui C-c
+check_restored "Ctrl-C"
+
+# 3. a file that fails to load is shown in the UI, not a crash
+rm -f "$dir/rc"
+T kill-server >/dev/null 2>&1
+sock=plumb-ui-e2e-$$-3
+T new-session -d -x 100 -y 30 -s ui "'$P' ui /nonexistent/plan.json; echo \$? > '$dir/rc'; sleep 5"
+wait_for 'error: /nonexistent/plan.json: '
+T send-keys -t ui 'q'
+wait_file "$dir/rc" && [ "$(cat "$dir/rc")" = 0 ] || bad "load error: bad exit"
+
+[ $fail = 0 ] && echo "ui: ok"
+exit $fail

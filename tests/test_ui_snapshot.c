@@ -1,0 +1,363 @@
+/* test_ui_snapshot.c: frames of the dashboard rendered as text (the --snapshot path) after
+ * key sequences: their content, their size at every screen size, the figures against
+ * `plumb sim --json` of the very plan the UI saves, load errors shown in the frame, the
+ * help overlay, save and export. Runs from the repository root (make test does). */
+#include <criterion/criterion.h>
+
+#include <cjson/cJSON.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cli/cli.h"
+#include "core/json.h"
+#include "ui/app.h"
+
+#define PROFILE "profiles/pipedream/vgg16.json"
+#define CLUSTER "profiles/clusters/cluster-a-4x4.json"
+#define PLAN "examples/plans/vgg16-hybrid-pipedream.json"
+
+static char tmpdir[64];
+
+static void make_tmp(void)
+{
+    snprintf(tmpdir, sizeof tmpdir, "/tmp/plumb-ui-test-XXXXXX");
+    cr_assert_not_null(mkdtemp(tmpdir));
+}
+
+static char *snap(ui_app *a, int w, int h, const char *keys)
+{
+    int k[256];
+    plumb_err e;
+    err_clear(&e);
+    int n = ui_keys_parse(keys ? keys : "", k, 256, &e);
+    cr_assert_geq(n, 0, "%s", e.msg);
+    char *s = ui_app_snapshot(a, w, h, k, n);
+    cr_assert_not_null(s);
+    return s;
+}
+
+/* The line of text starting with `prefix` (after any leading blanks), or NULL. */
+static const char *line_with(const char *text, const char *prefix)
+{
+    for (const char *l = text; l && *l;) {
+        const char *p = l;
+        while (*p == ' ') p++;
+        if (!strncmp(p, prefix, strlen(prefix))) return p;
+        l = strchr(l, '\n');
+        if (l) l++;
+    }
+    return NULL;
+}
+
+/* Reads the live figures from a frame: samples/s, iteration (s), bubble (fraction),
+ * peak memory and capacity (GiB). */
+typedef struct figs {
+    double sps, iter_s, bubble, mem_gib, cap_gib, vs_dp;
+} figs;
+
+static figs read_figs(const char *frame)
+{
+    figs f;
+    memset(&f, 0, sizeof f);
+    const char *l = line_with(frame, "samples/s ");
+    if (!l) l = line_with(frame, "live  samples/s ");
+    cr_assert_not_null(l, "no figures line in\n%s", frame);
+    l = strstr(l, "samples/s ");
+    char unit[8];
+    double it;
+    int n = sscanf(l, "samples/s %lf iter %lf %7s bubble %lf%% vs DP %lfx mem %lf/%lf GiB",
+                   &f.sps, &it, unit, &f.bubble, &f.vs_dp, &f.mem_gib, &f.cap_gib);
+    cr_assert_eq(n, 7, "figures line not understood (%d fields): %.120s", n, l);
+    f.iter_s = !strcmp(unit, "s") ? it : !strcmp(unit, "ms") ? it / 1e3 : it / 1e6;
+    f.bubble /= 100;
+    return f;
+}
+
+/* Runs `plumb sim PLAN --json ARGS...` in this process, returns the parsed report. */
+static cJSON *sim_json(const char *plan_path, const char *a1, const char *a2)
+{
+    char out[128];
+    snprintf(out, sizeof out, "%s/sim.json", tmpdir);
+    fflush(stdout);
+    int saved = dup(1), fd = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    cr_assert(saved >= 0 && fd >= 0);
+    dup2(fd, 1);
+    close(fd);
+    char *argv[8] = { "sim", (char *)plan_path, "--json", NULL, NULL, NULL, NULL, NULL };
+    int argc = 3;
+    if (a1) argv[argc++] = (char *)a1;
+    if (a2) argv[argc++] = (char *)a2;
+    int rc = cmd_sim(argc, argv);
+    fflush(stdout);
+    dup2(saved, 1);
+    close(saved);
+    cr_assert_eq(rc, 0, "plumb sim failed");
+    plumb_err e;
+    err_clear(&e);
+    cJSON *j = json_load_file(out, &e);
+    cr_assert_not_null(j, "%s", e.msg);
+    return j;
+}
+
+static double jnum(const cJSON *o, const char *k)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
+    cr_assert(cJSON_IsNumber(v), "report has no number %s", k);
+    return v->valuedouble;
+}
+
+/* The frame's figures equal the report's to the precision the frame prints. */
+static void assert_same_figures(const figs *f, const cJSON *rep)
+{
+    double sps = jnum(rep, "samples_per_s"), it = jnum(rep, "iteration_s");
+    double bub = jnum(rep, "bubble_fraction"), peak = jnum(rep, "peak_memory_bytes");
+    cr_assert(fabs(f->sps - sps) <= (sps >= 1000 ? 0.5 : 0.05) + 1e-9, "samples/s %g vs %g",
+              f->sps, sps);
+    cr_assert(fabs(f->iter_s - it) <= 0.0006 * it, "iteration %g vs %g s", f->iter_s, it);
+    cr_assert(fabs(f->bubble - bub) <= 0.0005 + 1e-12, "bubble %g vs %g", f->bubble, bub);
+    double gib = peak / (1024.0 * 1024.0 * 1024.0);
+    cr_assert(fabs(f->mem_gib - gib) <= 0.005 + 1e-12, "memory %g vs %g GiB", f->mem_gib, gib);
+}
+
+static char *saved_plan_path(const char *frame)
+{
+    const char *m = strstr(frame, "saved ");
+    cr_assert_not_null(m, "no 'saved' message in\n%s", frame);
+    static char path[512];
+    sscanf(m + 6, "%511s", path);
+    return path;
+}
+
+Test(ui_snapshot, default_frame_80x24_shows_every_panel)
+{
+    make_tmp();
+    ui_app a;
+    cr_assert_eq(ui_app_open(&a, NULL, NULL, PLAN, tmpdir), 0);
+    cr_assert(a.loaded, "%s", a.load_err);
+    char *s = snap(&a, 80, 24, NULL);
+    cr_assert(strstr(s, "plumb ui  vgg16 on cluster-a-4x4  pipedream  mb 15x64  2 stages"), "%s", s);
+    figs f = read_figs(s);
+    cr_assert_gt(f.sps, 0);
+    cr_assert_eq(f.cap_gib, 15.0);
+    cr_assert(line_with(s, "GPUs 16 bw 1:pcie 128 Gb/s [2:ethernet 10 Gb/s]"), "%s", s);
+    cr_assert(strstr(s, "+ stages -"));
+    cr_assert(strstr(s, "|  0 0-31       15 0-14"), "%s", s);
+    cr_assert(strstr(s, "|  1 32-40       1 15"), "%s", s);
+    cr_assert(strstr(s, "+ timeline: 3 iterations"));
+    cr_assert(strstr(s, "|>d0 "), "the selected device is marked:\n%s", s);
+    cr_assert(strstr(s, "| time |0 s"));
+    const char *last = strrchr(s, '\n');
+    while (last > s && last[-1] != '\n') last--;
+    cr_assert(!strncmp(last, "q quit  ? help", 14), "status line: %s", last);
+    free(s);
+    ui_app_free(&a);
+}
+
+Test(ui_snapshot, frames_fit_every_screen_size)
+{
+    make_tmp();
+    ui_app a;
+    ui_app_open(&a, NULL, NULL, PLAN, tmpdir);
+    int kk[] = { 'p', '+' };
+    for (int i = 0; i < 2; i++) ui_app_key(&a, kk[i]); /* pinned: every panel shows */
+    for (int w = 80; w <= 300; w += 11)
+        for (int h = 24; h <= 100; h += 7) {
+            char *s = ui_app_snapshot(&a, w, h, NULL, 0);
+            cr_assert_not_null(s);
+            int lines = 0;
+            for (const char *l = s; *l;) {
+                const char *e = strchr(l, '\n');
+                cr_assert_not_null(e);
+                cr_assert_leq(e - l, w, "%dx%d: line %d is %d wide", w, h, lines, (int)(e - l));
+                lines++;
+                l = e + 1;
+            }
+            cr_assert_eq(lines, h, "%dx%d: %d lines", w, h, lines);
+            cr_assert(strstr(s, "pin   samples/s"), "%dx%d: no pinned figures", w, h);
+            if (w >= 160) cr_assert(strstr(s, "stages (pinned)"), "%dx%d", w, h);
+            if (h >= 50) cr_assert(strstr(s, "timeline (pinned)"), "%dx%d", w, h);
+            free(s);
+        }
+    ui_app_free(&a);
+}
+
+Test(ui_snapshot, figures_equal_plumb_sim_json_for_the_saved_plan)
+{
+    make_tmp();
+    ui_app a;
+    ui_app_open(&a, NULL, NULL, PLAN, tmpdir);
+    /* 1f1b-flush, 30 microbatches, ethernet doubled, recompute on, then save */
+    char *s = snap(&a, 120, 40, "Cmbrs");
+    cr_assert(strstr(s, "1f1b-flush  mb 30x64"), "%s", s);
+    cr_assert(strstr(s, "[2:ethernet 20 Gb/s x2]"), "%s", s);
+    figs f = read_figs(s);
+    cJSON *rep = sim_json(saved_plan_path(s), NULL, NULL);
+    assert_same_figures(&f, rep);
+    cr_assert_str_eq(cJSON_GetObjectItem(rep, "schedule")->valuestring, "1f1b-flush");
+    cJSON_Delete(rep);
+    free(s);
+    ui_app_free(&a);
+}
+
+Test(ui_snapshot, straggler_and_memory_limit_match_plumb_sim_options)
+{
+    make_tmp();
+    ui_app a;
+    ui_app_open(&a, NULL, NULL, PLAN, tmpdir);
+    char *s = snap(&a, 120, 40, "<down><down><down>tTxs");
+    cr_assert(strstr(s, "straggler d3 x3"), "%s", s);
+    cr_assert(strstr(s, "mem limit 12 GiB"), "%s", s);
+    cr_assert(strstr(s, ">d3!"), "the selected straggler is marked:\n%s", s);
+    figs f = read_figs(s);
+    cr_assert_eq(f.cap_gib, 12.0);
+    cJSON *rep = sim_json(saved_plan_path(s), "--straggler=3=3", "--memory-limit=12");
+    assert_same_figures(&f, rep);
+    cJSON_Delete(rep);
+    free(s);
+    ui_app_free(&a);
+}
+
+Test(ui_snapshot, replanning_on_gpu_changes_matches_plumb_sim)
+{
+    make_tmp();
+    ui_app a;
+    ui_app_open(&a, PROFILE, CLUSTER, NULL, tmpdir);
+    cr_assert(a.loaded, "%s", a.load_err);
+    char *s = snap(&a, 100, 30, "-s");
+    cr_assert(strstr(s, "GPUs 8"), "%s", s);
+    cr_assert(strstr(s, "(pipedream planner)") || strstr(s, "(even split"), "%s", s);
+    figs f = read_figs(s);
+    cJSON *rep = sim_json(saved_plan_path(s), NULL, NULL);
+    assert_same_figures(&f, rep);
+    cJSON_Delete(rep);
+    free(s);
+    s = snap(&a, 100, 30, "cc"); /* interleaved: virtual stages from the even split */
+    cr_assert(strstr(s, "interleaved"), "%s", s);
+    cr_assert(strstr(s, "(even split)"), "%s", s);
+    free(s);
+    ui_app_free(&a);
+}
+
+Test(ui_snapshot, what_if_keys_undo_and_pin)
+{
+    make_tmp();
+    ui_app a;
+    ui_app_open(&a, NULL, NULL, PLAN, tmpdir);
+    char *s0 = snap(&a, 100, 30, NULL);
+    figs f0 = read_figs(s0);
+    char *s = snap(&a, 100, 30, "+");
+    cr_assert(strstr(s, "GPUs 32"), "%s", s);
+    free(s);
+    s = snap(&a, 100, 30, "r");
+    cr_assert(strstr(s, "recompute on"), "%s", s);
+    free(s);
+    s = snap(&a, 100, 30, "uu");
+    figs f1 = read_figs(s);
+    cr_assert(f0.sps == f1.sps && f0.iter_s == f1.iter_s && f0.mem_gib == f1.mem_gib,
+              "undo restores the figures");
+    cr_assert(strstr(s, "GPUs 16"));
+    free(s);
+    s = snap(&a, 100, 30, "u");
+    cr_assert(strstr(s, "nothing to undo"), "%s", s);
+    free(s);
+    s = snap(&a, 100, 30, "pB"); /* pin, then halve the ethernet */
+    cr_assert(strstr(s, "live  samples/s"), "%s", s);
+    cr_assert(strstr(s, "pin   samples/s"), "%s", s);
+    cr_assert(strstr(s, "diff  samples/s -"), "slower network, fewer samples/s:\n%s", s);
+    free(s);
+    free(s0);
+    ui_app_free(&a);
+}
+
+Test(ui_snapshot, help_overlay_and_too_small)
+{
+    make_tmp();
+    ui_app a;
+    ui_app_open(&a, NULL, NULL, PLAN, tmpdir);
+    char *s = snap(&a, 80, 24, "?");
+    cr_assert(strstr(s, "+ help -"), "%s", s);
+    cr_assert(strstr(s, "q  ^C         quit"), "%s", s);
+    free(s);
+    s = snap(&a, 80, 24, "x"); /* the key closes help and does nothing else */
+    cr_assert(!strstr(s, "+ help -"));
+    cr_assert(strstr(s, "mem limit off"), "%s", s);
+    free(s);
+    s = snap(&a, 60, 20, NULL);
+    cr_assert(strstr(s, "terminal too small: 60x20"), "%s", s);
+    free(s);
+    ui_app_free(&a);
+}
+
+Test(ui_snapshot, load_errors_are_shown_not_fatal)
+{
+    make_tmp();
+    ui_app a;
+    cr_assert_eq(ui_app_open(&a, NULL, NULL, "/nonexistent/plan.json", tmpdir), 0);
+    cr_assert(!a.loaded);
+    char *s = snap(&a, 80, 24, "+bcms");
+    cr_assert(strstr(s, "nothing loaded"), "%s", s);
+    cr_assert(strstr(s, "error: /nonexistent/plan.json: "), "%s", s);
+    free(s);
+    ui_app_free(&a);
+
+    char bad[128];
+    snprintf(bad, sizeof bad, "%s/bad.json", tmpdir);
+    FILE *f = fopen(bad, "w");
+    fputs("{\"format\": \"plumb-profile/1\", \"name\": 3}", f);
+    fclose(f);
+    ui_app_open(&a, bad, CLUSTER, NULL, tmpdir);
+    s = snap(&a, 100, 24, NULL);
+    cr_assert(strstr(s, "error: ") && strstr(s, "bad.json: "), "%s", s);
+    free(s);
+    ui_app_free(&a);
+}
+
+Test(ui_snapshot, save_and_export_write_files)
+{
+    make_tmp();
+    ui_app a;
+    ui_app_open(&a, NULL, NULL, PLAN, tmpdir);
+    char *s = snap(&a, 200, 30, "e");
+    cr_assert(strstr(s, "exported "), "%s", s);
+    free(s);
+    const char *ext[] = { "report.json", "trace.json", "svg" };
+    for (int i = 0; i < 3; i++) {
+        char p[256];
+        snprintf(p, sizeof p, "%s/vgg16-16gpu-pipedream.%s", tmpdir, ext[i]);
+        struct stat st;
+        cr_assert_eq(stat(p, &st), 0, "%s missing", p);
+        cr_assert_gt(st.st_size, 100);
+    }
+    s = snap(&a, 200, 30, "s");
+    char p[256];
+    snprintf(p, sizeof p, "%s/vgg16-16gpu-pipedream.plan.json", tmpdir);
+    cr_assert(strstr(s, p), "%s", s);
+    plumb_err e;
+    err_clear(&e);
+    plan *pl = plan_load(p, &e);
+    cr_assert_not_null(pl, "%s", e.msg);
+    cr_assert_eq(pl->nstages, 2);
+    cr_assert_gt(pl->pred_samples_per_s, 0);
+    plan_free(pl);
+    free(s);
+    ui_app_free(&a);
+}
+
+Test(ui_snapshot, keys_parser)
+{
+    int k[16];
+    plumb_err e;
+    err_clear(&e);
+    cr_assert_eq(ui_keys_parse("a<up><lt>b<C-c>", k, 16, &e), 5);
+    cr_assert(k[0] == 'a' && k[1] == UI_KEY_UP && k[2] == '<' && k[3] == 'b' &&
+              k[4] == UI_KEY_CTRL_C);
+    cr_assert_eq(ui_keys_parse("<bogus>", k, 16, &e), -1);
+    cr_assert(strstr(e.msg, "--keys"));
+    cr_assert_eq(ui_keys_parse("<up", k, 16, &e), -1);
+    cr_assert_eq(ui_keys_parse("aaaa", k, 2, &e), -1);
+}
