@@ -1,9 +1,540 @@
-/* cmd_plan.c: `plumb plan` (placeholder until its part lands; it refuses to run). */
+/* cmd_plan.c: `plumb plan`: PipeDream's hierarchical partitioner.
+ *   plumb plan -p PROFILE.json -c CLUSTER.json [-o PLAN.json] [--json] [options]
+ *   plumb plan --pipedream ARGS...   (the arguments of PipeDream's optimizer, same meaning
+ *                                     and defaults, plus --json and -o PLAN.json)
+ * Prints the plan (stages with layers, replicas, devices, times) or one JSON object. */
 #include "cli/cli.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/cluster.h"
+#include "core/import_pipedream.h"
+#include "core/json.h"
+#include "core/plan.h"
+#include "core/profile.h"
+#include "planner/planner.h"
+
+static void plan_usage(FILE *out)
+{
+    fprintf(out,
+        "usage: plumb plan -p PROFILE.json -c CLUSTER.json [-o PLAN.json] [--json] [options]\n"
+        "       plumb plan --pipedream -f GRAPH.txt -n N... [-b BYTES_PER_S...] [options]\n\n"
+        "Splits the model into stages, each replicated over some devices, minimising the\n"
+        "slowest stage's time, level by level up the cluster's hierarchy: PipeDream's\n"
+        "hierarchical dynamic program (SOSP 2019), with the same optimum as its optimizer.\n"
+        "DAG profiles are planned over antichain states; ties are broken by a fixed rule\n"
+        "(docs/planner.md), so the same input always gives the same plan.\n\n"
+        "options:\n"
+        "  -p, --profile FILE        plumb profile (plumb-profile/1)\n"
+        "  -c, --cluster FILE        plumb cluster (plumb-cluster/1): machines and bandwidth\n"
+        "                            per level, memory = smallest device memory, compute\n"
+        "                            times divided by the slowest device's speed\n"
+        "  -o, --output FILE         write the plan (plumb-plan/1), atomically\n"
+        "      --json                print one JSON object instead of text\n"
+        "      --straight            no replication (straight pipeline)\n"
+        "      --memory-constraint   enforce PipeDream's memory constraint per device\n"
+        "      --memory-size BYTES   memory per device for it (default: the cluster's)\n"
+        "      --fewer-machines      allow using fewer devices when that is faster\n"
+        "      --compression RATIO   count activation transfers, divided by RATIO\n"
+        "      --max-states N        antichain states before branches are compressed\n"
+        "                            (default %d)\n"
+        "  -h, --help                this text\n\n"
+        "PipeDream drop-in: `plumb plan --pipedream` takes optimizer_graph_hierarchical.py's\n"
+        "arguments: -f/--profile_filename GRAPH.txt, -n/--all_num_machines N..., \n"
+        "-b/--network_bandwidths B... (bytes/s, default 1e9), -m/--num_machines_in_first_level,\n"
+        "-s/--memory_size (default 16e9), --straight_pipeline, --use_memory_constraint,\n"
+        "--use_fewer_machines, --activation_compression_ratio R, -o/--output_directory DIR\n"
+        "(writes DIR/gpus=N.txt, the graph with stage ids; a path ending in .json gets a plumb\n"
+        "plan instead), plus --json.\n",
+        PD_DEFAULT_MAX_STATES);
+}
+
+/* ---- output ----------------------------------------------------------------------- */
+
+static cJSON *result_json(const profile *p, const pd_result *r, const pd_options *o)
+{
+    cJSON *j = cJSON_CreateObject();
+    if (!j) return NULL;
+    cJSON_AddStringToObject(j, "model", p->name ? p->name : "");
+    cJSON_AddStringToObject(j, "config", r->config);
+    json_add_num(j, "time_per_stage_s", r->time_per_stage_s);
+    json_add_num(j, "speedup_vs_1", r->speedup_vs_1);
+    json_add_num(j, "speedup_vs_dp", r->speedup_vs_dp);
+    json_add_num(j, "single_stage_s", r->single_stage_s);
+    json_add_num(j, "data_parallel_s", r->data_parallel_s);
+    cJSON_AddNumberToObject(j, "states", r->nstates);
+    cJSON_AddStringToObject(j, "graph", r->compressed == 0   ? "exact"
+                                        : r->compressed == 1 ? "branches compressed"
+                                                             : "blocks merged");
+    cJSON_AddNumberToObject(j, "devices_used", r->machines_used);
+    cJSON *lv = cJSON_AddArrayToObject(j, "levels");
+    for (int L = 0; lv && L < o->nlevels; L++) {
+        cJSON *e = cJSON_CreateObject();
+        cJSON_AddNumberToObject(e, "machines", o->machines[L]);
+        json_add_num(e, "bandwidth_Bps", o->bandwidth_Bps[L]);
+        cJSON_AddItemToArray(lv, e);
+    }
+    cJSON *st = cJSON_AddArrayToObject(j, "stages");
+    int first = 0;
+    for (int t = 0; st && t < r->nstages; t++) {
+        const pd_stage *S = &r->stages[t];
+        cJSON *e = cJSON_CreateObject();
+        cJSON_AddNumberToObject(e, "start", S->first_state + 1);
+        cJSON_AddNumberToObject(e, "end", S->last_state + 1);
+        cJSON_AddNumberToObject(e, "replicas", S->replicas);
+        cJSON_AddNumberToObject(e, "first_layer", first);
+        cJSON_AddNumberToObject(e, "last_layer", first + S->nlayers - 1);
+        first += S->nlayers;
+        cJSON *lr = cJSON_AddArrayToObject(e, "level_replicas");
+        for (int L = 0; lr && L < o->nlevels; L++)
+            cJSON_AddItemToArray(lr, cJSON_CreateNumber(S->level_replicas[L]));
+        cJSON *dv = cJSON_AddArrayToObject(e, "devices");
+        for (int q = 0; dv && q < S->replicas; q++)
+            cJSON_AddItemToArray(dv, cJSON_CreateNumber(S->devices[q]));
+        cJSON *ly = cJSON_AddArrayToObject(e, "layers");
+        for (int q = 0; ly && q < S->nlayers; q++)
+            cJSON_AddItemToArray(ly, cJSON_CreateString(p->layers[S->layers[q]].name));
+        json_add_num(e, "compute_s", S->compute_s);
+        json_add_num(e, "dp_sync_s", S->dp_sync_s);
+        json_add_num(e, "activation_s", S->activation_s);
+        cJSON_AddItemToArray(st, e);
+    }
+    return j;
+}
+
+static void print_devices(const pd_stage *S)
+{
+    for (int q = 0; q < S->replicas;) {
+        int a = S->devices[q], b = a;
+        while (q + 1 < S->replicas && S->devices[q + 1] == b + 1) {
+            b++;
+            q++;
+        }
+        q++;
+        if (a == b) printf("%s%d", a == S->devices[0] ? "" : ",", a);
+        else printf("%s%d-%d", a == S->devices[0] ? "" : ",", a, b);
+    }
+}
+
+static void result_print(const profile *p, const char *cname, const pd_result *r,
+                         const pd_options *o)
+{
+    printf("plumb plan: %s on %s (PipeDream-compatible; %d antichain states%s)\n",
+           p->name ? p->name : "model", cname, r->nstates,
+           r->compressed == 1 ? ", branches compressed"
+           : r->compressed == 2 ? ", blocks merged" : "");
+    printf("levels (innermost first):");
+    for (int L = 0; L < o->nlevels; L++)
+        printf(" %d x %.3g GB/s", o->machines[L], o->bandwidth_Bps[L] / 1e9);
+    printf("\n");
+    for (int t = 0; t < r->nstages; t++) {
+        const pd_stage *S = &r->stages[t];
+        printf("stage %d: %d layers (%s .. %s), %d replica%s on devices ", t, S->nlayers,
+               p->layers[S->layers[0]].name, p->layers[S->layers[S->nlayers - 1]].name,
+               S->replicas, S->replicas == 1 ? "" : "s");
+        print_devices(S);
+        printf(", compute %.3f ms, weight sync %.3f ms, activations %.3f ms\n",
+               S->compute_s * 1e3, S->dp_sync_s * 1e3, S->activation_s * 1e3);
+    }
+    printf("config: %s (%d devices used)\n", r->config, r->machines_used);
+    printf("time per stage: %.9g s\n", r->time_per_stage_s);
+    printf("single device: %.9g s per minibatch; data parallel: %.9g s\n", r->single_stage_s,
+           r->data_parallel_s);
+    printf("speedup over one device: %.6gx; over data parallelism: %.6gx\n", r->speedup_vs_1,
+           r->speedup_vs_dp);
+}
+
+/* ---- PipeDream's argument syntax (argparse, nargs='+' for -n and -b) ---------------- */
+
+typedef struct pd_args {
+    const char *graph, *outdir;
+    int json;
+    pd_options o;
+    int nn, nb;
+} pd_args;
+
+static const char *const PD_LONG[] = {
+    "--all_num_machines", "--profile_filename", "--network_bandwidths",
+    "--num_machines_in_first_level", "--memory_size", "--straight_pipeline",
+    "--output_directory", "--use_memory_constraint", "--use_fewer_machines",
+    "--activation_compression_ratio", "--json", "--help", "--max_states", NULL};
+static const char PD_SHORT[] = "nfbmsXoXXXXhX"; /* short form of each, X = none */
+
+static int looks_like_option(const char *s)
+{
+    if (s[0] != '-' || s[1] == 0) return 0;
+    char *end;
+    strtod(s, &end); /* a negative number is a value, as in argparse */
+    return *end != 0;
+}
+
+/* Which PD_LONG entry an argument names (argparse accepts unique prefixes); -1 unknown,
+ * -2 ambiguous. *val receives the text after '=' or an attached short value. */
+static int pd_which(const char *a, const char **val)
+{
+    *val = NULL;
+    if (a[0] == '-' && a[1] != '-') {
+        for (int i = 0; PD_LONG[i]; i++)
+            if (PD_SHORT[i] != 'X' && a[1] == PD_SHORT[i]) {
+                if (a[2]) *val = a + 2;
+                return i;
+            }
+        return -1;
+    }
+    size_t n = strcspn(a, "=");
+    int hit = -1;
+    for (int i = 0; PD_LONG[i]; i++) {
+        if (strncmp(PD_LONG[i], a, n) != 0) continue;
+        if (strlen(PD_LONG[i]) == n) {
+            hit = i;
+            break;
+        }
+        if (hit >= 0) return -2;
+        hit = i;
+    }
+    if (hit >= 0 && a[n] == '=') *val = a + n + 1;
+    return hit;
+}
+
+static int pd_parse(int argc, char **argv, pd_args *A)
+{
+    const char *cmd = "plan --pipedream";
+    memset(A, 0, sizeof *A);
+    pd_options_default(&A->o);
+    A->o.nlevels = 0;
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i], *val;
+        if (!looks_like_option(a))
+            return cli_fail(cmd, "unexpected argument \"%s\"; see plumb plan --help", a);
+        int w = pd_which(a, &val);
+        if (w == -2) return cli_fail(cmd, "ambiguous option %s; see plumb plan --help", a);
+        if (w < 0) return cli_fail(cmd, "unknown option %s; see plumb plan --help", a);
+        const char *name = PD_LONG[w];
+        int is_flag = w == 5 || w == 7 || w == 8 || w == 10 || w == 11;
+        if (is_flag) {
+            if (val) return cli_fail(cmd, "%s takes no value", name);
+            if (w == 5) A->o.straight = 1;
+            if (w == 7) A->o.use_memory_constraint = 1;
+            if (w == 8) A->o.use_fewer_machines = 1;
+            if (w == 10) A->json = 1;
+            if (w == 11) {
+                plan_usage(stdout);
+                return 1;
+            }
+            continue;
+        }
+        if (w == 0 || w == 2) { /* nargs='+' */
+            int cnt = 0;
+            const char *vals[PD_MAX_LEVELS + 1];
+            if (val) vals[cnt++] = val;
+            while (i + 1 < argc && !looks_like_option(argv[i + 1])) {
+                if (cnt == PD_MAX_LEVELS)
+                    return cli_fail(cmd, "%s: expected at most %d values", name, PD_MAX_LEVELS);
+                vals[cnt++] = argv[++i];
+            }
+            if (cnt == 0) return cli_fail(cmd, "%s: expected one or more values", name);
+            for (int k = 0; k < cnt; k++) {
+                if (w == 0) {
+                    if (cli_int(cmd, name, vals[k], 1, 4096, &A->o.machines[k])) return 2;
+                } else if (cli_num(cmd, name, vals[k], 1, &A->o.bandwidth_Bps[k])) {
+                    return 2;
+                }
+            }
+            if (w == 0) A->nn = cnt;
+            else A->nb = cnt;
+            continue;
+        }
+        if (!val) {
+            if (i + 1 >= argc || looks_like_option(argv[i + 1]))
+                return cli_fail(cmd, "%s: expected one value", name);
+            val = argv[++i];
+        }
+        switch (w) {
+        case 1: A->graph = val; break;
+        case 3:
+            if (cli_int(cmd, name, val, 1, 4096, &A->o.machines_in_first_level)) return 2;
+            break;
+        case 4:
+            if (cli_num(cmd, name, val, 1, &A->o.memory_bytes)) return 2;
+            break;
+        case 6: A->outdir = val; break;
+        case 9:
+            if (cli_num(cmd, name, val, 1, &A->o.activation_compression_ratio)) return 2;
+            break;
+        case 12:
+            if (cli_int(cmd, name, val, 1, 1 << 24, &A->o.max_states)) return 2;
+            break;
+        }
+    }
+    if (!A->graph) return cli_fail(cmd, "the following argument is required: -f/--profile_filename");
+    if (A->nn == 0)
+        return cli_fail(cmd, "expected -n/--all_num_machines (machines per level, innermost first)");
+    if (A->nb == 0) {
+        A->nb = 1;
+        A->o.bandwidth_Bps[0] = 1e9;
+    }
+    if (A->nn != A->nb)
+        return cli_fail(cmd, "expected as many -n values as -b values (got %d and %d), as "
+                        "PipeDream asserts", A->nn, A->nb);
+    A->o.nlevels = A->nn;
+    return 0;
+}
+
+/* A plumb cluster for PipeDream's levels: one device type of memory_size bytes. */
+static cluster *pd_cluster(const pd_options *o, plumb_err *err)
+{
+    cJSON *r = cJSON_CreateObject();
+    if (!r) return NULL;
+    cJSON_AddStringToObject(r, "format", CLUSTER_FORMAT);
+    cJSON_AddStringToObject(r, "name", "pipedream-levels");
+    cJSON_AddStringToObject(r, "description", "levels given to plumb plan --pipedream (-n, -b)");
+    cJSON *lv = cJSON_AddArrayToObject(r, "levels");
+    for (int L = 0; L < o->nlevels; L++) {
+        cJSON *e = cJSON_CreateObject();
+        char name[32];
+        snprintf(name, sizeof name, "level%d", L);
+        cJSON_AddStringToObject(e, "name", name);
+        cJSON_AddNumberToObject(e, "count", o->machines[L]);
+        json_add_num(e, "bandwidth_gbit_per_s", o->bandwidth_Bps[L] * 8.0 / 1e9);
+        cJSON_AddNumberToObject(e, "latency_us", 0);
+        cJSON_AddItemToArray(lv, e);
+    }
+    cJSON *ty = cJSON_AddArrayToObject(r, "device_types");
+    cJSON *t = cJSON_CreateObject();
+    cJSON_AddStringToObject(t, "name", "pipedream-device");
+    json_add_num(t, "memory_gib", o->memory_bytes / (1024.0 * 1024.0 * 1024.0));
+    cJSON_AddNumberToObject(t, "speed", 1);
+    cJSON_AddItemToArray(ty, t);
+    cJSON_AddStringToObject(r, "device_type", "pipedream-device");
+    cluster *c = cluster_from_json(r, "(pipedream levels)", err);
+    cJSON_Delete(r);
+    return c;
+}
+
+static int ends_with(const char *s, const char *suf)
+{
+    size_t a = strlen(s), b = strlen(suf);
+    return a >= b && strcmp(s + a - b, suf) == 0;
+}
+
+/* Writes DIR/gpus=N.txt: the graph with each node's stage_id, in PipeDream's format. */
+static int write_partitioned_graph(const char *dir, const pd_graph *g, const int *order,
+                                   const pd_result *r, int total, plumb_err *err)
+{
+    int *stage = malloc(((size_t)g->nnodes + 1) * sizeof *stage);
+    if (!stage) return err_set(err, dir, NULL, "out of memory");
+    for (int t = 0; t < r->nstages; t++)
+        for (int q = 0; q < r->stages[t].nlayers; q++) stage[order[r->stages[t].layers[q]]] = t;
+    size_t cap = 4096, len = 0;
+    char *buf = malloc(cap);
+    int rc = -1;
+    for (int pass = 0; buf && pass < 2; pass++) {
+        int cnt = pass == 0 ? g->nnodes : g->nedges;
+        for (int i = 0; i < cnt; i++) {
+            char line[8192];
+            int k;
+            if (pass == 0) {
+                const pd_node *nd = &g->nodes[i];
+                k = snprintf(line, sizeof line,
+                             "%s -- %s -- forward_compute_time=%.3f, backward_compute_time=%.3f, "
+                             "activation_size=%.1f, parameter_size=%.3f -- stage_id=%d\n",
+                             nd->id, nd->desc, nd->forward_ms, nd->backward_ms,
+                             nd->activation_bytes, nd->parameter_bytes, stage[i]);
+            } else {
+                k = snprintf(line, sizeof line, "\t%s -- %s\n", g->nodes[g->edges[i].src].id,
+                             g->nodes[g->edges[i].dst].id);
+            }
+            if (k < 0 || (size_t)k >= sizeof line) k = (int)strlen(line);
+            if (len + (size_t)k + 1 > cap) {
+                while (len + (size_t)k + 1 > cap) cap *= 2;
+                char *nb = realloc(buf, cap);
+                if (!nb) {
+                    free(buf);
+                    buf = NULL;
+                    break;
+                }
+                buf = nb;
+            }
+            memcpy(buf + len, line, (size_t)k);
+            len += (size_t)k;
+        }
+    }
+    if (!buf) {
+        err_set(err, dir, NULL, "out of memory");
+    } else {
+        char path[4096];
+        snprintf(path, sizeof path, "%s/gpus=%d.txt", dir, total);
+        rc = file_write_atomic(path, buf, len, err);
+    }
+    free(buf);
+    free(stage);
+    return rc;
+}
+
+static int run_pipedream(int argc, char **argv)
+{
+    pd_args A;
+    int rc = pd_parse(argc, argv, &A);
+    if (rc == 1) return 0;
+    if (rc) return 2;
+    plumb_err err;
+    err_clear(&err);
+    pd_graph *g = pd_graph_read(A.graph, &err);
+    profile *p = NULL;
+    int *order = NULL, *start = NULL;
+    pd_result res = {0};
+    int have_res = 0, status = 2;
+    if (!g) goto bad;
+    p = pd_graph_to_profile(g, A.graph, NULL, &err);
+    if (!p) goto bad;
+    order = malloc(((size_t)g->nnodes + 1) * sizeof *order);
+    start = malloc(((size_t)g->nnodes + 1) * sizeof *start);
+    if (!order || !start) goto bad;
+    if (pd_graph_topo_order(g, A.graph, order, &err)) goto bad;
+    for (int i = 0; i < g->nnodes; i++) start[order[i]] = i; /* file node -> layer */
+    if (planner_pipedream_run(p, start, &A.o, &res, &err)) {
+        status = 1;
+        goto bad;
+    }
+    have_res = 1;
+    if (A.outdir) {
+        int total = 1;
+        for (int L = 0; L < A.o.nlevels; L++) total *= A.o.machines[L];
+        if (ends_with(A.outdir, ".json")) {
+            cluster *c = pd_cluster(&A.o, &err);
+            plan *pl = c ? planner_pipedream_plan(p, c, &res, &err) : NULL;
+            int bad = !pl || plan_save(pl, A.outdir, &err);
+            plan_free(pl);
+            cluster_free(c);
+            if (bad) goto bad;
+        } else if (write_partitioned_graph(A.outdir, g, order, &res, total, &err)) {
+            goto bad;
+        }
+    }
+    if (A.json) {
+        cJSON *j = result_json(p, &res, &A.o);
+        char *s = j ? cJSON_Print(j) : NULL;
+        if (s) printf("%s\n", s);
+        free(s);
+        cJSON_Delete(j);
+    } else {
+        result_print(p, "PipeDream levels", &res, &A.o);
+    }
+    status = 0;
+    goto done;
+bad:
+    if (err.msg[0]) err_print(&err);
+    else fprintf(stderr, "plumb: plan: out of memory\n");
+done:
+    if (have_res) pd_result_free(&res);
+    free(order);
+    free(start);
+    profile_free(p);
+    pd_graph_free(g);
+    return status;
+}
 
 int cmd_plan(int argc, char **argv)
 {
-    (void)argc;
-    (void)argv;
-    return cli_fail("plan", "this command is not built yet");
+    for (int i = 1; i < argc; i++)
+        if (strcmp(argv[i], "--pipedream") == 0) {
+            if (i != 1)
+                return cli_fail("plan", "--pipedream must come first: plumb plan --pipedream "
+                                "ARGS...");
+            return run_pipedream(argc - 2, argv + 2);
+        }
+    static const struct option longopts[] = {
+        {"profile", required_argument, NULL, 'p'},
+        {"cluster", required_argument, NULL, 'c'},
+        {"output", required_argument, NULL, 'o'},
+        {"json", no_argument, NULL, 'j'},
+        {"straight", no_argument, NULL, 'S'},
+        {"memory-constraint", no_argument, NULL, 'M'},
+        {"memory-size", required_argument, NULL, 'z'},
+        {"fewer-machines", no_argument, NULL, 'F'},
+        {"compression", required_argument, NULL, 'r'},
+        {"max-states", required_argument, NULL, 'x'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    const char *ppath = NULL, *cpath = NULL, *out = NULL;
+    int json = 0, c;
+    double memsize = 0;
+    pd_options o;
+    pd_options_default(&o);
+    optind = 0;
+    while ((c = cli_getopt("plan", argc, argv, "p:c:o:h", longopts)) != -1) {
+        switch (c) {
+        case 'p': ppath = optarg; break;
+        case 'c': cpath = optarg; break;
+        case 'o': out = optarg; break;
+        case 'j': json = 1; break;
+        case 'S': o.straight = 1; break;
+        case 'M': o.use_memory_constraint = 1; break;
+        case 'z':
+            if (cli_num("plan", "--memory-size", optarg, 1, &memsize)) return 2;
+            break;
+        case 'F': o.use_fewer_machines = 1; break;
+        case 'r':
+            if (cli_num("plan", "--compression", optarg, 1, &o.activation_compression_ratio))
+                return 2;
+            break;
+        case 'x':
+            if (cli_int("plan", "--max-states", optarg, 1, 1 << 24, &o.max_states)) return 2;
+            break;
+        case 'h': plan_usage(stdout); return 0;
+        default: return 2;
+        }
+    }
+    if (optind < argc)
+        return cli_fail("plan", "unexpected argument \"%s\"; see plumb plan --help", argv[optind]);
+    if (!ppath) return cli_fail("plan", "expected -p PROFILE.json; see plumb plan --help");
+    if (!cpath) return cli_fail("plan", "expected -c CLUSTER.json; see plumb plan --help");
+    plumb_err err;
+    err_clear(&err);
+    profile *p = profile_load(ppath, &err);
+    cluster *cl = p ? cluster_load(cpath, &err) : NULL;
+    pd_result res = {0};
+    plan *pl = NULL;
+    int status = 2;
+    if (!p || !cl) goto bad;
+    pd_options_from_cluster(&o, cl);
+    if (memsize > 0) o.memory_bytes = memsize;
+    if (planner_pipedream_run(p, NULL, &o, &res, &err)) {
+        status = 1;
+        goto bad;
+    }
+    if (out) {
+        pl = planner_pipedream_plan(p, cl, &res, &err);
+        if (!pl || plan_save(pl, out, &err)) {
+            status = 1;
+            pd_result_free(&res);
+            goto bad;
+        }
+    }
+    if (json) {
+        cJSON *j = result_json(p, &res, &o);
+        if (j) cJSON_AddStringToObject(j, "cluster", cl->name ? cl->name : "");
+        char *s = j ? cJSON_Print(j) : NULL;
+        if (s) printf("%s\n", s);
+        free(s);
+        cJSON_Delete(j);
+    } else {
+        result_print(p, cl->name ? cl->name : cpath, &res, &o);
+        if (out) printf("plan written to %s\n", out);
+    }
+    pd_result_free(&res);
+    plan_free(pl);
+    profile_free(p);
+    cluster_free(cl);
+    return 0;
+bad:
+    err_print(&err);
+    plan_free(pl);
+    profile_free(p);
+    cluster_free(cl);
+    return status;
 }

@@ -1,0 +1,377 @@
+/* pd_dp.c: PipeDream's hierarchical dynamic program (compute_partitioning in
+ * optimizer_graph_hierarchical.py), over the antichain states of pd_lattice.
+ *
+ * One row = one start s: for every end state j containing s and every machine count m it
+ * holds the best slowest-stage time f[j][m], from a single stage (the base case) or from a
+ * split at a state k (s < k < j) whose last stage (k, j] runs on r machines:
+ *     max(f[k][m - r], last(k, j, r)),
+ * with last() = (inner time + 4 (r-1) P / (B r)) / r, the inner time being the compute
+ * time at level 0 and the best time one level down above it. Ties keep the first
+ * candidate in this order: the base case (or the use_fewer_machines copy), then k in
+ * ascending state order, then r ascending. None in PipeDream is +INFINITY here. */
+#include "pd_dp.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct choice {
+    int k;      /* split state, -1 for the base case */
+    int mprev;  /* machine index of the prefix */
+    int r;      /* machines of the last stage */
+} choice;
+
+struct pd_dp {
+    const pd_lattice *l;
+    const pd_options *o;
+    const pd_cost *cost;
+    int n, top;
+    double *mat[PD_MAX_LEVELS];   /* L < top: mat[L][j * (n+1) + s+1] = T_L(s, j, M_L - 1) */
+    char *done[PD_MAX_LEVELS];    /* done[L][s+1]: row s of level L computed */
+    double bound[PD_MAX_LEVELS];  /* values above it cannot matter (see pd_dp_solve) */
+    double scale[PD_MAX_LEVELS];  /* machines at and below L: T_L(s, j) >= C(s, j) / scale */
+    double *toprow;               /* T_top(-1, j, M - 1) */
+    choice *topch;                /* choices of the top row, [n * M_top] */
+    double *f[PD_MAX_LEVELS];     /* scratch [n * M_L] per level */
+    choice *ch[PD_MAX_LEVELS];    /* scratch choices [n * M_L] */
+};
+
+static double pd_base(const void *ctx, int level, double inner, double P, int r, double B,
+                      int W)
+{
+    (void)ctx;
+    (void)level;
+    int m = r - 1;
+    double dp = ((double)(4 * m) * P) / (B * (double)(m + 1));
+    dp /= (double)W;
+    return (inner + dp) / (double)(m + 1);
+}
+
+static double pd_split_cost(const void *ctx, int level, double inner, double P, int r,
+                            double B, int W)
+{
+    (void)ctx;
+    (void)level;
+    (void)W; /* PipeDream's split does not divide by the machines below */
+    double t = inner + ((double)(4 * (r - 1)) * P) / (B * (double)r);
+    return t / (double)r;
+}
+
+const pd_cost pd_cost_pipedream = {pd_base, pd_split_cost, NULL};
+
+/* Python's math.ceil(a / b) for non-negative ints a and positive b. */
+static double ceil_div(int a, int b)
+{
+    return (double)((a + b - 1) / b);
+}
+
+pd_dp *pd_dp_new(const pd_lattice *l, const pd_options *o)
+{
+    pd_dp *d = calloc(1, sizeof *d);
+    if (!d) return NULL;
+    d->l = l;
+    d->o = o;
+    d->cost = o->cost ? o->cost : &pd_cost_pipedream;
+    d->n = l->n;
+    d->top = o->nlevels - 1;
+    for (int L = 0; L < o->nlevels; L++) {
+        size_t sz = (size_t)d->n * (size_t)o->machines[L];
+        d->f[L] = malloc(sz * sizeof(double));
+        d->ch[L] = malloc(sz * sizeof(choice));
+        if (!d->f[L] || !d->ch[L]) goto oom;
+        d->bound[L] = INFINITY;
+        d->scale[L] = (L ? d->scale[L - 1] : 1.0) * o->machines[L];
+        if (L < d->top) {
+            d->mat[L] = malloc((size_t)d->n * ((size_t)d->n + 1) * sizeof(double));
+            d->done[L] = calloc((size_t)d->n + 1, 1);
+            if (!d->mat[L] || !d->done[L]) goto oom;
+        }
+    }
+    return d;
+oom:
+    pd_dp_free(d);
+    return NULL;
+}
+
+void pd_dp_free(pd_dp *d)
+{
+    if (!d) return;
+    for (int L = 0; L < PD_MAX_LEVELS; L++) {
+        free(d->mat[L]);
+        free(d->done[L]);
+        free(d->f[L]);
+        free(d->ch[L]);
+    }
+    free(d->toprow);
+    free(d->topch);
+    free(d);
+}
+
+static int row_compute(pd_dp *d, int L, int s, double *out, int ostride, choice *keep);
+
+/* Makes sure row (L, s) is in mat[L] (column storage: entry j at j * (n+1) + s+1). */
+static int need_row(pd_dp *d, int L, int s)
+{
+    if (d->done[L][s + 1]) return 0;
+    if (row_compute(d, L, s, d->mat[L] + s + 1, d->n + 1, NULL)) return -1;
+    d->done[L][s + 1] = 1;
+    return 0;
+}
+
+/* Is j in row s: s = -1, or s is a strict ancestor of j. */
+static int in_row(const pd_lattice *l, int s, int j)
+{
+    return s < 0 || pd_bit(l->anc + (size_t)j * l->swords, s);
+}
+
+/* Computes row (L, s): out[j * ostride] = T_L(s, j, M - 1) (+INFINITY when None, when j
+ * is not in the row, or when above d->bound[L]); when keep is not NULL the choices are
+ * copied there ([n * M]). Lower rows are computed on first use, and never for a split
+ * state whose every prefix time is above the bound. 0 or -1. */
+static int row_compute(pd_dp *d, int L, int s, double *out, int ostride, choice *keep)
+{
+    const pd_lattice *l = d->l;
+    const pd_options *o = d->o;
+    const int n = d->n, M = o->machines[L], sw = l->swords;
+    const double B = o->bandwidth_Bps[L];
+    const int W = L == 0 ? 1 : o->machines[L - 1];
+    const int first = o->machines_in_first_level;
+    const int min_machines = first > 0 ? first : 1;
+    const int maxm = o->straight ? 1 : M;
+    const int rmax = o->straight ? 1 : M - 1;
+    const int mem = o->use_memory_constraint;
+    const double memsize = o->memory_bytes;
+    const double ratio = o->activation_compression_ratio;
+    const int do_dp = !(L == d->top && s >= 0);
+    const pd_cost *cost = d->cost;
+    const int native = cost == &pd_cost_pipedream;
+    double *f = d->f[L];
+    choice *ch = d->ch[L];
+    const double bnd = d->bound[L];
+    const double scale = d->scale[L];
+    const double *lowmat = L > 0 ? d->mat[L - 1] : NULL;
+    const int ld = n + 1;
+    double base[64], split[64], last[64];
+    choice splitch[64];
+    double *bigbuf = NULL;
+    choice *bigch = NULL;
+    if (M > 64) {
+        bigbuf = malloc((size_t)M * 3 * sizeof *bigbuf);
+        bigch = malloc((size_t)M * sizeof *bigch);
+        if (!bigbuf || !bigch) goto oom;
+    }
+    double *bs = M > 64 ? bigbuf : base;
+    double *sp = M > 64 ? bigbuf + M : split;
+    double *ls = M > 64 ? bigbuf + 2 * M : last;
+    choice *spc = M > 64 ? bigch : splitch;
+
+    if (L > 0 && need_row(d, L - 1, s)) goto oom;
+    for (int j = 0; j < n; j++) {
+        out[(size_t)j * ostride] = INFINITY;
+        if (!in_row(l, s, j)) continue;
+        double *fj = f + (size_t)j * M;
+        choice *cj = ch + (size_t)j * M;
+        double Csj = s < 0 ? l->C[j] : l->C[j] - l->C[s];
+        if (Csj / scale > bnd) { /* every plan of (s, j] is slower than the bound */
+            for (int m = 0; m < M; m++) {
+                fj[m] = INFINITY;
+                cj[m] = (choice){-1, -1, m + 1};
+            }
+            continue;
+        }
+        double inner = L == 0 ? Csj : lowmat[(size_t)j * ld + s + 1];
+        double Psj = s < 0 ? l->P[j] : l->P[j] - l->P[s];
+        double Asj = s < 0 ? l->Act[j] : l->Act[j] - l->Act[s];
+        for (int m = 0; m < M; m++) {
+            bs[m] = INFINITY;
+            sp[m] = INFINITY;
+        }
+        for (int m = 0; m < maxm; m++) {
+            double stash = ceil_div(M - (m + 1), m + 1) * (Asj + Psj);
+            if (mem && stash > memsize) continue;
+            if (first > 0 && m != first - 1) continue;
+            if (isinf(inner)) continue;
+            bs[m] = native ? pd_base(NULL, L, inner, Psj, m + 1, B, W)
+                           : cost->base(cost->ctx, L, inner, Psj, m + 1, B, W);
+        }
+        if (do_dp && M > min_machines) {
+            const uint64_t *aj = l->anc + (size_t)j * sw;
+            const uint64_t *ds = s < 0 ? NULL : l->desc + (size_t)s * sw;
+            for (int w = 0; w < sw; w++) {
+                uint64_t bits = aj[w] & (ds ? ds[w] : ~0ull);
+                while (bits) {
+                    int k = w * 64 + __builtin_ctzll(bits);
+                    bits &= bits - 1;
+                    const double *fk = f + (size_t)k * M;
+                    double ikj;
+                    if (L == 0) {
+                        ikj = l->C[j] - l->C[k];
+                    } else {
+                        if (!d->done[L - 1][k + 1]) {
+                            double lo = INFINITY;
+                            for (int m = 0; m < M; m++)
+                                if (fk[m] < lo) lo = fk[m];
+                            if (lo > bnd) continue; /* no prefix at k can matter */
+                            if (need_row(d, L - 1, k)) goto oom;
+                        }
+                        ikj = lowmat[(size_t)j * ld + k + 1];
+                    }
+                    double Pkj = l->P[j] - l->P[k];
+                    double Akj = l->Act[j] - l->Act[k];
+                    for (int r = 1; r <= rmax; r++)
+                        ls[r] = native ? pd_split_cost(NULL, L, ikj, Pkj, r, B, W)
+                                       : cost->split(cost->ctx, L, ikj, Pkj, r, B, W);
+                    if (!mem && !(ratio > 0)) { /* the common case, kept tight */
+                        for (int m = min_machines; m < M; m++) {
+                            int rm = m < rmax ? m : rmax;
+                            double best = sp[m];
+                            int br = 0;
+                            for (int r = 1; r <= rm; r++) {
+                                double pre = fk[m - r];
+                                double pt = pre > ls[r] ? pre : ls[r];
+                                if (pt < best) {
+                                    best = pt;
+                                    br = r;
+                                }
+                            }
+                            if (br) {
+                                sp[m] = best;
+                                spc[m] = (choice){k, m - br, br};
+                            }
+                        }
+                        continue;
+                    }
+                    for (int m = min_machines; m < M; m++) {
+                        int rm = m < rmax ? m : rmax;
+                        for (int r = 1; r <= rm; r++) {
+                            double pre = fk[m - r];
+                            if (isinf(pre)) continue;
+                            if (mem && (Akj + Pkj) * ceil_div(M - (m + 1), r) > memsize)
+                                continue;
+                            double pt = pre > ls[r] ? pre : ls[r];
+                            if (ratio > 0) {
+                                double tin = (2.0 * l->OAS[k]) / (B * (double)r) / ratio;
+                                if (tin > pt) pt = tin;
+                                if (j < n - 1) {
+                                    double tout = (2.0 * l->OAS[j]) / (B * (double)r) / ratio;
+                                    if (tout > pt) pt = tout;
+                                }
+                            }
+                            if (pt < sp[m]) {
+                                sp[m] = pt;
+                                spc[m] = (choice){k, m - r, r};
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        for (int m = 0; m < M; m++) {
+            double v = bs[m];
+            choice c = {-1, -1, m + 1};
+            if (do_dp && m >= min_machines) {
+                if (o->use_fewer_machines && m > 0 && (isinf(bs[m]) || fj[m - 1] < bs[m])) {
+                    v = fj[m - 1];
+                    c = cj[m - 1];
+                }
+                if (sp[m] < v) {
+                    v = sp[m];
+                    c = spc[m];
+                }
+            }
+            if (v > bnd) v = INFINITY;
+            fj[m] = v;
+            cj[m] = c;
+        }
+        out[(size_t)j * ostride] = fj[M - 1];
+    }
+    if (keep) memcpy(keep, ch, (size_t)n * M * sizeof *keep);
+    free(bigbuf);
+    free(bigch);
+    return 0;
+oom:
+    free(bigbuf);
+    free(bigch);
+    return -1;
+}
+
+double pd_dp_solve(pd_dp *d)
+{
+    int M = d->o->machines[d->top];
+    if (!d->toprow) {
+        d->toprow = malloc((size_t)d->n * sizeof *d->toprow);
+        d->topch = malloc((size_t)d->n * M * sizeof *d->topch);
+        if (!d->toprow || !d->topch) return NAN;
+        if (d->top > 0) {
+            /* An upper bound on the optimum: the whole model as one stage replicated on
+             * every machine of the top level (when allowed). Values above it cannot be
+             * part of an optimal plan; one level down, a stage on r top machines needs
+             * T <= r * bound, so that level gets M_top times the bound. */
+            int T = d->top;
+            const pd_options *o = d->o;
+            if (need_row(d, T - 1, -1)) return NAN;
+            double inner = d->mat[T - 1][(size_t)(d->n - 1) * (d->n + 1)];
+            int Mt = o->machines[T];
+            double P = d->l->P[d->n - 1], A = d->l->Act[d->n - 1];
+            int ok = !(o->straight && Mt > 1) && !isinf(inner) &&
+                     !(o->machines_in_first_level > 0 && o->machines_in_first_level != Mt) &&
+                     !(o->use_memory_constraint && A + P < 0);
+            if (ok) {
+                double ub = d->cost->base(d->cost->ctx, T, inner, P, Mt, o->bandwidth_Bps[T],
+                                          o->machines[T - 1]);
+                d->bound[T] = ub;
+                d->bound[T - 1] = ub * Mt;
+            }
+        }
+        if (row_compute(d, d->top, -1, d->toprow, 1, d->topch)) return NAN;
+    }
+    return d->toprow[d->n - 1];
+}
+
+int pd_dp_split(pd_dp *d, int level, int s, int e, pd_split *out)
+{
+    int M = d->o->machines[level];
+    choice *ch;
+    const double *row;
+    choice *owned = NULL;
+    double *orow = NULL;
+    if (level == d->top && s < 0) {
+        if (isnan(pd_dp_solve(d))) return -1;
+        ch = d->topch;
+        row = d->toprow;
+    } else {
+        owned = malloc((size_t)d->n * M * sizeof *owned);
+        orow = malloc((size_t)d->n * sizeof *orow);
+        if (!owned || !orow || row_compute(d, level, s, orow, 1, owned)) {
+            free(owned);
+            free(orow);
+            return -1;
+        }
+        ch = owned;
+        row = orow;
+    }
+    int cnt = 0;
+    if (isinf(row[e])) {
+        cnt = -1;
+    } else {
+        int j = e, m = M - 1;
+        for (;;) {
+            choice c = ch[(size_t)j * M + m];
+            if (c.k < 0) {
+                out[cnt++] = (pd_split){s, j, c.r};
+                break;
+            }
+            out[cnt++] = (pd_split){c.k, j, c.r};
+            j = c.k;
+            m = c.mprev;
+        }
+        for (int a = 0, b = cnt - 1; a < b; a++, b--) {
+            pd_split t = out[a];
+            out[a] = out[b];
+            out[b] = t;
+        }
+    }
+    free(owned);
+    free(orow);
+    return cnt;
+}
