@@ -1,0 +1,554 @@
+/* nccl_transport.c: the nccl transport (see nccl_transport.h): a two-rank NCCL communicator
+ * per ordered pair of ranks, buffered sends through staging buffers, tag-matched receives,
+ * all-reduce on group communicators made on first use, every wait polled for NCCL's
+ * asynchronous errors and bounded by a timeout. */
+#include "exec/mpi/nccl_transport.h"
+
+#if defined(PLUMB_HAVE_NCCL) && defined(PLUMB_HAVE_CUDA)
+
+#include <mpi.h>
+#include <nccl.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "exec/cuda/cuda_internal.h"
+
+#define HDR 16          /* header bytes: int64 tag, int64 payload bytes */
+#define MPI_TAG_ID 7301 /* MPI tag of group-communicator ids */
+
+typedef struct slot {   /* a staging buffer of a send: header then payload */
+    char *p;
+    size_t cap;
+    cudaEvent_t done;   /* recorded on the pair stream after the send */
+    int used;           /* done has been recorded at least once */
+} slot;
+
+typedef struct held {   /* a message received ahead of its receive */
+    long tag;
+    size_t bytes;
+    void *p;
+} held;
+
+typedef struct pair_link {   /* this rank and one peer */
+    ncclComm_t out, in; /* this -> peer (we are rank 0), peer -> this (we are rank 1) */
+    cudaStream_t s_out, s_in;
+    slot *slots;
+    int nslots;
+    held *held;
+    int nheld, capheld;
+} pair_link;
+
+typedef struct group {  /* an all-reduce group */
+    int n;
+    int *members;
+    ncclComm_t comm;
+    cudaStream_t s;
+} group;
+
+typedef struct nt {
+    int self, n, device;
+    double timeout_s;
+    pair_link *links;        /* [n], links[self] unused */
+    group *groups;
+    int ngroups;
+    int64_t *hdr_dev;   /* receive header (device) */
+    cudaEvent_t ev;     /* ordering between the worker's stream and the pair streams */
+    atomic_int aborted;
+    char why[512];
+} nt;
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void nap(void)
+{
+    struct timespec ts = {0, 50000};
+    nanosleep(&ts, NULL);
+}
+
+/* ------------------------------------------------------------------ failure */
+
+static void abort_comms(nt *x)
+{
+    for (int j = 0; j < x->n; j++) {
+        if (j == x->self) continue;
+        if (x->links[j].out) ncclCommAbort(x->links[j].out);
+        if (x->links[j].in) ncclCommAbort(x->links[j].in);
+        x->links[j].out = x->links[j].in = NULL;
+    }
+    for (int g = 0; g < x->ngroups; g++) {
+        if (x->groups[g].comm) ncclCommAbort(x->groups[g].comm);
+        x->groups[g].comm = NULL;
+    }
+}
+
+/* Records the first failure, aborts every communicator; returns -1 with err set. */
+static int fail(nt *x, plumb_err *err, const char *msg)
+{
+    if (!atomic_load(&x->aborted)) {
+        snprintf(x->why, sizeof x->why, "%s", msg);
+        atomic_store(&x->aborted, 1);
+        abort_comms(x);
+    }
+    return err_set(err, NULL, NULL, "%s", x->why);
+}
+
+static int fail_nccl(nt *x, plumb_err *err, ncclResult_t rc, const char *call, int line)
+{
+    plumb_err e = {{0}};
+    cuda_check_nccl(&e, (int)rc, call, __FILE__, line);
+    return fail(x, err, e.msg);
+}
+
+static int fail_cuda(nt *x, plumb_err *err, cudaError_t rc, const char *call, int line)
+{
+    plumb_err e = {{0}};
+    cuda_check_rt(&e, (int)rc, call, __FILE__, line);
+    return fail(x, err, e.msg);
+}
+
+#define NQ(x, err, call)                                                                   \
+    do {                                                                                   \
+        ncclResult_t rc_ = (call);                                                         \
+        if (rc_ != ncclSuccess && rc_ != ncclInProgress)                                   \
+            return fail_nccl((x), (err), rc_, #call, __LINE__);                            \
+    } while (0)
+#define CQ(x, err, call)                                                                   \
+    do {                                                                                   \
+        cudaError_t rc_ = (call);                                                          \
+        if (rc_ != cudaSuccess) return fail_cuda((x), (err), rc_, #call, __LINE__);        \
+    } while (0)
+
+/* Polls comm until it is no longer in progress (an enqueue or an init has finished). */
+static int settle(nt *x, ncclComm_t comm, const char *what, plumb_err *err)
+{
+    const double t0 = now_s();
+    for (;;) {
+        if (atomic_load(&x->aborted)) return err_set(err, NULL, NULL, "%s", x->why);
+        ncclResult_t st = ncclInProgress, rc = ncclCommGetAsyncError(comm, &st);
+        if (rc != ncclSuccess) st = rc;
+        if (st == ncclSuccess) return 0;
+        if (st != ncclInProgress) return fail_nccl(x, err, st, what, __LINE__);
+        if (now_s() - t0 > x->timeout_s) break;
+        nap();
+    }
+    char msg[300];
+    snprintf(msg, sizeof msg, "nccl transport: rank %d: %s made no progress for %.0f s (a peer "
+             "rank died or never joined?); the communicators were aborted", x->self, what,
+             x->timeout_s);
+    return fail(x, err, msg);
+}
+
+/* Waits (host) for stream s, polling comm's asynchronous errors; what names the wait. */
+static int wait_stream(nt *x, cudaStream_t s, ncclComm_t comm, const char *what, plumb_err *err)
+{
+    const double t0 = now_s();
+    for (;;) {
+        if (atomic_load(&x->aborted)) return err_set(err, NULL, NULL, "%s", x->why);
+        ncclResult_t st = ncclSuccess, rc = ncclCommGetAsyncError(comm, &st);
+        if (rc != ncclSuccess) st = rc;
+        if (st != ncclSuccess && st != ncclInProgress) return fail_nccl(x, err, st, what, __LINE__);
+        cudaError_t q = cudaStreamQuery(s);
+        if (q == cudaSuccess) return 0;
+        if (q != cudaErrorNotReady) return fail_cuda(x, err, q, what, __LINE__);
+        if (now_s() - t0 > x->timeout_s) break;
+        nap();
+    }
+    char msg[300];
+    snprintf(msg, sizeof msg, "nccl transport: rank %d waited %.0f s for %s: deadlock or a dead "
+             "peer; the communicators were aborted", x->self, x->timeout_s, what);
+    return fail(x, err, msg);
+}
+
+/* The transport moves CUDA device buffers: the worker must run the CUDA backend. */
+static int need_cuda(const backend *bk, plumb_err *err)
+{
+    if (bk && !strncmp(bk->name, "cuda", 4)) return 0;
+    return err_set(err, NULL, NULL, "the nccl transport needs --backend cuda (got %s)",
+                   bk ? bk->name : "none");
+}
+
+/* ------------------------------------------------------------------ send */
+
+/* A staging buffer of at least `bytes` whose previous send has completed. */
+static slot *slot_get(nt *x, pair_link *l, size_t bytes, plumb_err *err)
+{
+    slot *free_one = NULL;
+    for (int i = 0; i < l->nslots; i++) {
+        slot *s = &l->slots[i];
+        if (s->used && cudaEventQuery(s->done) != cudaSuccess) continue; /* in flight */
+        if (s->cap >= bytes) return s;
+        if (!free_one) free_one = s;
+    }
+    if (free_one) { /* idle but small: grow it */
+        cudaFree(free_one->p);
+        free_one->p = NULL;
+        free_one->cap = 0;
+        if (cudaMalloc((void **)&free_one->p, bytes) != cudaSuccess) goto oom;
+        free_one->cap = bytes;
+        return free_one;
+    }
+    slot *ns = realloc(l->slots, (size_t)(l->nslots + 1) * sizeof *ns);
+    if (!ns) goto oom;
+    l->slots = ns;
+    slot *s = &l->slots[l->nslots];
+    memset(s, 0, sizeof *s);
+    if (cudaEventCreateWithFlags(&s->done, cudaEventDisableTiming) != cudaSuccess) goto oom;
+    if (cudaMalloc((void **)&s->p, bytes) != cudaSuccess) {
+        cudaEventDestroy(s->done);
+        goto oom;
+    }
+    s->cap = bytes;
+    l->nslots++;
+    return s;
+oom:
+    cudaGetLastError();
+    fail(x, err, "nccl transport: out of GPU memory for a send's staging buffer");
+    return NULL;
+}
+
+static int nt_send(transport *t, const backend *bk, bk_ctx *ctx, int from, int to, long tag,
+                   const void *buf, size_t bytes, plumb_err *err)
+{
+    nt *x = t->impl;
+    if (need_cuda(bk, err)) return -1;
+    if (atomic_load(&x->aborted)) return err_set(err, NULL, NULL, "%s", x->why);
+    if (from != x->self || to < 0 || to >= x->n || to == x->self)
+        return err_set(err, NULL, NULL, "nccl transport: rank %d cannot send as worker %d to "
+                       "worker %d (one worker per rank, 0 to %d)", x->self, from, to, x->n - 1);
+    pair_link *l = &x->links[to];
+    CQ(x, err, cudaSetDevice(x->device));
+    slot *s = slot_get(x, l, HDR + bytes, err);
+    if (!s) return -1;
+    int64_t h[2] = {(int64_t)tag, (int64_t)bytes};
+    /* pageable source: returns once h is staged, so h may go out of scope */
+    CQ(x, err, cudaMemcpyAsync(s->p, h, HDR, cudaMemcpyHostToDevice, ctx->stream));
+    if (bytes)
+        CQ(x, err, cudaMemcpyAsync(s->p + HDR, buf, bytes, cudaMemcpyDeviceToDevice, ctx->stream));
+    CQ(x, err, cudaEventRecord(x->ev, ctx->stream));
+    CQ(x, err, cudaStreamWaitEvent(l->s_out, x->ev, 0));
+    NQ(x, err, ncclGroupStart());
+    NQ(x, err, ncclSend(s->p, HDR, ncclUint8, 1, l->out, l->s_out));
+    if (bytes) NQ(x, err, ncclSend(s->p + HDR, bytes, ncclUint8, 1, l->out, l->s_out));
+    NQ(x, err, ncclGroupEnd());
+    if (settle(x, l->out, "ncclSend", err)) return -1;
+    CQ(x, err, cudaEventRecord(s->done, l->s_out));
+    s->used = 1;
+    return 0;
+}
+
+/* ------------------------------------------------------------------ receive */
+
+static int nt_recv(transport *t, const backend *bk, bk_ctx *ctx, int to, int from, long tag,
+                   void *buf, size_t bytes, plumb_err *err)
+{
+    nt *x = t->impl;
+    if (need_cuda(bk, err)) return -1;
+    if (atomic_load(&x->aborted)) return err_set(err, NULL, NULL, "%s", x->why);
+    if (to != x->self || from < 0 || from >= x->n || from == x->self)
+        return err_set(err, NULL, NULL, "nccl transport: rank %d cannot receive as worker %d "
+                       "from worker %d (one worker per rank, 0 to %d)", x->self, to, from,
+                       x->n - 1);
+    pair_link *l = &x->links[from];
+    CQ(x, err, cudaSetDevice(x->device));
+    char what[96];
+    snprintf(what, sizeof what, "message %ld from rank %d", tag, from);
+    for (int i = 0; i < l->nheld; i++) { /* arrived earlier? */
+        if (l->held[i].tag != tag) continue;
+        held hd = l->held[i];
+        l->held[i] = l->held[--l->nheld];
+        int rc = 0;
+        if (hd.bytes != bytes)
+            rc = err_set(err, NULL, NULL, "nccl transport: rank %d: %s has %zu bytes, expected "
+                         "%zu", x->self, what, hd.bytes, bytes);
+        else if (bytes) {
+            CQ(x, err, cudaMemcpyAsync(buf, hd.p, bytes, cudaMemcpyDeviceToDevice, ctx->stream));
+            CQ(x, err, cudaStreamSynchronize(ctx->stream));
+        }
+        cudaFree(hd.p);
+        return rc;
+    }
+    for (;;) {
+        /* the next header of this pair */
+        NQ(x, err, ncclRecv(x->hdr_dev, HDR, ncclUint8, 0, l->in, l->s_in));
+        if (settle(x, l->in, "ncclRecv", err)) return -1;
+        int64_t h[2];
+        CQ(x, err, cudaMemcpyAsync(h, x->hdr_dev, HDR, cudaMemcpyDeviceToHost, l->s_in));
+        if (wait_stream(x, l->s_in, l->in, what, err)) return -1;
+        size_t nb = (size_t)h[1];
+        if (h[0] == tag) {
+            if (nb != bytes) {
+                char msg[200];
+                snprintf(msg, sizeof msg, "nccl transport: rank %d: %s has %zu bytes, expected "
+                         "%zu", x->self, what, nb, bytes);
+                return fail(x, err, msg); /* the payload is still in the pipe: unrecoverable */
+            }
+            if (!bytes) return 0;
+            /* buf may still be read by work queued on the worker's stream */
+            CQ(x, err, cudaEventRecord(x->ev, ctx->stream));
+            CQ(x, err, cudaStreamWaitEvent(l->s_in, x->ev, 0));
+            NQ(x, err, ncclRecv(buf, bytes, ncclUint8, 0, l->in, l->s_in));
+            if (settle(x, l->in, "ncclRecv", err)) return -1;
+            return wait_stream(x, l->s_in, l->in, what, err);
+        }
+        /* another message: set it aside until its receive comes */
+        if (l->nheld == l->capheld) {
+            int cap = l->capheld ? 2 * l->capheld : 8;
+            held *nh = realloc(l->held, (size_t)cap * sizeof *nh);
+            if (!nh) return fail(x, err, "nccl transport: out of memory");
+            l->held = nh;
+            l->capheld = cap;
+        }
+        held *hd = &l->held[l->nheld];
+        hd->tag = (long)h[0];
+        hd->bytes = nb;
+        hd->p = NULL;
+        if (cudaMalloc(&hd->p, nb ? nb : 1) != cudaSuccess) {
+            cudaGetLastError();
+            return fail(x, err, "nccl transport: out of GPU memory for an early message");
+        }
+        l->nheld++;
+        if (nb) {
+            NQ(x, err, ncclRecv(hd->p, nb, ncclUint8, 0, l->in, l->s_in));
+            if (settle(x, l->in, "ncclRecv", err)) return -1;
+            if (wait_stream(x, l->s_in, l->in, what, err)) return -1;
+        }
+    }
+}
+
+/* ------------------------------------------------------------------ all-reduce */
+
+/* The communicator of group (made on first use: the first member makes the id and sends
+ * it to the others with MPI; only members take part). NULL after a failure. */
+static group *group_get(nt *x, const int *members, int n, plumb_err *err)
+{
+    for (int g = 0; g < x->ngroups; g++)
+        if (x->groups[g].n == n && !memcmp(x->groups[g].members, members, n * sizeof(int)))
+            return &x->groups[g];
+    int me = -1;
+    for (int i = 0; i < n; i++)
+        if (members[i] == x->self) me = i;
+    if (me < 0) {
+        err_set(err, NULL, NULL, "nccl transport: rank %d is not in its all-reduce group",
+                x->self);
+        return NULL;
+    }
+    group *ng = realloc(x->groups, (size_t)(x->ngroups + 1) * sizeof *ng);
+    if (!ng) {
+        fail(x, err, "nccl transport: out of memory");
+        return NULL;
+    }
+    x->groups = ng;
+    group *gr = &x->groups[x->ngroups];
+    memset(gr, 0, sizeof *gr);
+    gr->members = malloc((size_t)n * sizeof(int));
+    if (!gr->members) {
+        fail(x, err, "nccl transport: out of memory");
+        return NULL;
+    }
+    memcpy(gr->members, members, (size_t)n * sizeof(int));
+    gr->n = n;
+    ncclUniqueId id;
+    if (me == 0) {
+        ncclResult_t rc = ncclGetUniqueId(&id);
+        if (rc != ncclSuccess) {
+            fail_nccl(x, err, rc, "ncclGetUniqueId(&id)", __LINE__);
+            free(gr->members);
+            return NULL;
+        }
+        for (int i = 1; i < n; i++)
+            MPI_Send(&id, (int)sizeof id, MPI_BYTE, members[i], MPI_TAG_ID, MPI_COMM_WORLD);
+    } else {
+        MPI_Recv(&id, (int)sizeof id, MPI_BYTE, members[0], MPI_TAG_ID, MPI_COMM_WORLD,
+                 MPI_STATUS_IGNORE);
+    }
+    ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+    cfg.blocking = 0;
+    ncclResult_t rc = ncclCommInitRankConfig(&gr->comm, n, id, me, &cfg);
+    if ((rc != ncclSuccess && rc != ncclInProgress) ||
+        cudaStreamCreateWithFlags(&gr->s, cudaStreamNonBlocking) != cudaSuccess) {
+        if (rc != ncclSuccess && rc != ncclInProgress)
+            fail_nccl(x, err, rc, "ncclCommInitRankConfig(group)", __LINE__);
+        else
+            fail(x, err, "nccl transport: cannot create a CUDA stream");
+        free(gr->members);
+        return NULL;
+    }
+    x->ngroups++;
+    if (settle(x, gr->comm, "the all-reduce group's ncclCommInitRank", err)) return NULL;
+    return gr;
+}
+
+static int nt_allreduce(transport *t, const backend *bk, bk_ctx *ctx, int self,
+                        const int *members, int n, long tag, float *buf, size_t count,
+                        plumb_err *err)
+{
+    (void)tag;
+    nt *x = t->impl;
+    if (need_cuda(bk, err)) return -1;
+    if (atomic_load(&x->aborted)) return err_set(err, NULL, NULL, "%s", x->why);
+    if (n <= 1) return 0;
+    if (self != x->self)
+        return err_set(err, NULL, NULL, "nccl transport: rank %d cannot all-reduce as worker "
+                       "%d", x->self, self);
+    CQ(x, err, cudaSetDevice(x->device));
+    group *g = group_get(x, members, n, err);
+    if (!g) return -1;
+    CQ(x, err, cudaEventRecord(x->ev, ctx->stream));
+    CQ(x, err, cudaStreamWaitEvent(g->s, x->ev, 0));
+    NQ(x, err, ncclAllReduce(buf, buf, count, ncclFloat, ncclSum, g->comm, g->s));
+    if (settle(x, g->comm, "ncclAllReduce", err)) return -1;
+    CQ(x, err, cudaEventRecord(x->ev, g->s));
+    CQ(x, err, cudaStreamWaitEvent(ctx->stream, x->ev, 0));
+    return wait_stream(x, g->s, g->comm, "the gradient all-reduce", err);
+}
+
+/* ------------------------------------------------------------------ life cycle */
+
+static void nt_abort(transport *t, const char *why)
+{
+    nt *x = t->impl;
+    if (atomic_load(&x->aborted)) return;
+    snprintf(x->why, sizeof x->why, "%s", why ? why : "transport aborted");
+    atomic_store(&x->aborted, 1); /* the worker's polling sees it and aborts the comms */
+}
+
+static void nt_destroy(transport *t)
+{
+    if (!t) return;
+    nt *x = t->impl;
+    cudaSetDevice(x->device);
+    int ok = !atomic_load(&x->aborted);
+    plumb_err e = {{0}};
+    for (int j = 0; j < x->n && ok; j++) /* deliver the last sends */
+        if (j != x->self && wait_stream(x, x->links[j].s_out, x->links[j].out,
+                                        "the last sends", &e))
+            ok = 0;
+    if (!ok) abort_comms(x);
+    for (int j = 0; j < x->n; j++) {
+        if (j == x->self || !x->links) continue;
+        pair_link *l = &x->links[j];
+        if (l->out) ncclCommDestroy(l->out);
+        if (l->in) ncclCommDestroy(l->in);
+        for (int i = 0; i < l->nslots; i++) {
+            cudaFree(l->slots[i].p);
+            cudaEventDestroy(l->slots[i].done);
+        }
+        for (int i = 0; i < l->nheld; i++) cudaFree(l->held[i].p);
+        free(l->slots);
+        free(l->held);
+        if (l->s_out) cudaStreamDestroy(l->s_out);
+        if (l->s_in) cudaStreamDestroy(l->s_in);
+    }
+    for (int g = 0; g < x->ngroups; g++) {
+        if (x->groups[g].comm) ncclCommDestroy(x->groups[g].comm);
+        if (x->groups[g].s) cudaStreamDestroy(x->groups[g].s);
+        free(x->groups[g].members);
+    }
+    free(x->groups);
+    free(x->links);
+    cudaFree(x->hdr_dev);
+    if (x->ev) cudaEventDestroy(x->ev);
+    free(x);
+    free(t);
+}
+
+transport *transport_nccl_create(bk_ctx *c, double timeout_s, plumb_err *err)
+{
+    transport *t = calloc(1, sizeof *t);
+    nt *x = calloc(1, sizeof *x);
+    ncclUniqueId *ids_out = NULL, *ids_in = NULL;
+    if (!t || !x) goto oom;
+    t->name = "nccl";
+    t->impl = x;
+    t->send = nt_send;
+    t->recv = nt_recv;
+    t->allreduce = nt_allreduce;
+    t->abort = nt_abort;
+    t->destroy = nt_destroy;
+    MPI_Comm_rank(MPI_COMM_WORLD, &x->self);
+    MPI_Comm_size(MPI_COMM_WORLD, &x->n);
+    x->device = cuda_ctx_device(c);
+    x->timeout_s = timeout_s > 0 ? timeout_s : 120;
+    atomic_init(&x->aborted, 0);
+    x->links = calloc((size_t)x->n, sizeof *x->links);
+    ids_out = calloc((size_t)x->n, sizeof *ids_out);
+    ids_in = calloc((size_t)x->n, sizeof *ids_in);
+    if (!x->links || !ids_out || !ids_in) goto oom;
+    if (CUDA_CHECK_E(err, cudaSetDevice(x->device)) ||
+        CUDA_CHECK_E(err, cudaMalloc((void **)&x->hdr_dev, HDR)) ||
+        CUDA_CHECK_E(err, cudaEventCreateWithFlags(&x->ev, cudaEventDisableTiming)))
+        goto fail;
+    /* ids_out[j]: the id of this -> j; after the exchange ids_in[j]: the id of j -> this */
+    for (int j = 0; j < x->n; j++)
+        if (j != x->self && NCCL_CHECK_E(err, ncclGetUniqueId(&ids_out[j]))) goto fail;
+    if (MPI_Alltoall(ids_out, (int)sizeof(ncclUniqueId), MPI_BYTE, ids_in,
+                     (int)sizeof(ncclUniqueId), MPI_BYTE, MPI_COMM_WORLD) != MPI_SUCCESS) {
+        err_set(err, NULL, NULL, "nccl transport: MPI_Alltoall of the NCCL ids failed");
+        goto fail;
+    }
+    ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+    cfg.blocking = 0;
+    ncclResult_t rc = ncclGroupStart();
+    for (int j = 0; j < x->n && (rc == ncclSuccess || rc == ncclInProgress); j++) {
+        if (j == x->self) continue;
+        pair_link *l = &x->links[j];
+        if (CUDA_CHECK_E(err, cudaStreamCreateWithFlags(&l->s_out, cudaStreamNonBlocking)) ||
+            CUDA_CHECK_E(err, cudaStreamCreateWithFlags(&l->s_in, cudaStreamNonBlocking))) {
+            ncclGroupEnd();
+            goto fail;
+        }
+        ncclConfig_t c1 = cfg, c2 = cfg;
+        rc = ncclCommInitRankConfig(&l->out, 2, ids_out[j], 0, &c1);
+        if (rc == ncclSuccess || rc == ncclInProgress)
+            rc = ncclCommInitRankConfig(&l->in, 2, ids_in[j], 1, &c2);
+    }
+    ncclResult_t rc2 = ncclGroupEnd();
+    if (rc != ncclSuccess && rc != ncclInProgress) rc2 = rc;
+    if (rc2 != ncclSuccess && rc2 != ncclInProgress) {
+        NCCL_CHECK_E(err, rc2);
+        goto fail;
+    }
+    for (int j = 0; j < x->n; j++) {
+        if (j == x->self) continue;
+        if (settle(x, x->links[j].out, "ncclCommInitRank (pair)", err) ||
+            settle(x, x->links[j].in, "ncclCommInitRank (pair)", err))
+            goto fail;
+    }
+    free(ids_out);
+    free(ids_in);
+    return t;
+oom:
+    err_set(err, NULL, NULL, "out of memory");
+fail:
+    free(ids_out);
+    free(ids_in);
+    if (x && !atomic_load(&x->aborted) && x->links) {
+        atomic_store(&x->aborted, 1);
+        abort_comms(x);
+    }
+    if (t && x) nt_destroy(t);
+    else free(t), free(x);
+    return NULL;
+}
+
+#else /* without CUDA, NCCL or MPI */
+
+transport *transport_nccl_create(bk_ctx *c, double timeout_s, plumb_err *err)
+{
+    (void)c, (void)timeout_s;
+    err_set(err, NULL, NULL,
+            "the nccl transport is not built into this binary (it needs CUDA, NCCL and MPI "
+            "at build time)");
+    return NULL;
+}
+
+#endif
