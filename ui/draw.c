@@ -492,9 +492,10 @@ static void draw_timeline(ui_fb *fb, ui_rect r, const char *title, const ui_resu
             if (ev->kind == TL_B || ev->kind == TL_I) style |= UI_A_REVERSE;
             if (ev->kind == TL_W || ev->kind == TL_I) style |= UI_A_BOLD;
             int tl_len = (int)strlen(txt);
+            /* wide enough: "F12" then blanks; else the letter repeated */
             for (int j = 0; j < run; j++)
-                ui_fb_put(fb, x + labw + c + j, yy, j < tl_len && run >= tl_len ? txt[j]
-                                                  : j == 0 ? txt[0] : ' ', style);
+                ui_fb_put(fb, x + labw + c + j, yy,
+                          run < tl_len ? txt[0] : j < tl_len ? txt[j] : ' ', style);
             c += run;
         }
     }

@@ -216,10 +216,19 @@ static int chunked(int kind) { return kind == SCHED_INTERLEAVED || kind == SCHED
 
 /* PipeDream's partitioner on clus, remembered in b's cache. Returns a new plan, or NULL
  * with err. */
-static plan *planned(const ui_base *b, const cluster *clus, const ui_whatif *w, plumb_err *err)
+static double now_ms(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
+}
+
+static plan *planned(const ui_base *b, const cluster *clus, const ui_whatif *w,
+                     double *plan_ms, plumb_err *err)
 {
     cache_slot *hit = cache_find(b->cache, w);
     if (!hit) {
+        double t0 = now_ms();
         pd_options o;
         pd_options_default(&o);
         pd_options_from_cluster(&o, clus);
@@ -235,6 +244,7 @@ static plan *planned(const ui_base *b, const cluster *clus, const ui_whatif *w, 
             pl = planner_pipedream_plan(b->prof, clus, &res, &e);
             pd_result_free(&res);
         }
+        *plan_ms += now_ms() - t0;
         cache_put(b->cache, w, pl, e.msg);
         hit = cache_find(b->cache, w);
         if (!hit) { /* no cache (out of memory): answer once */
@@ -265,7 +275,7 @@ static plan *planned(const ui_base *b, const cluster *clus, const ui_whatif *w, 
 static int gcd(int a, int b) { return b ? gcd(b, a % b) : a; }
 
 plan *ui_replan(const ui_base *b, const cluster *clus, const ui_whatif *w, const char **origin,
-                plumb_err *err)
+                double *plan_ms, plumb_err *err)
 {
     const plan *L = b->loaded;
     plan *pl = NULL;
@@ -287,7 +297,7 @@ plan *ui_replan(const ui_base *b, const cluster *clus, const ui_whatif *w, const
         plumb_err pe;
         err_clear(&pe);
         if (b->use_planner && !chunked(w->schedule)) {
-            pl = planned(b, clus, w, &pe);
+            pl = planned(b, clus, w, plan_ms, &pe);
             *origin = "pipedream planner";
         }
         if (!pl) {
@@ -357,13 +367,6 @@ void ui_result_free(ui_result *r)
     memset(r, 0, sizeof *r);
 }
 
-static double now_ms(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
-}
-
 /* Copies the simulated figures into the plan's predictions, so a saved plan carries them. */
 static void predict(plan *pl, const sim_report *r, double dp)
 {
@@ -392,7 +395,7 @@ int ui_evaluate(const ui_base *b, const ui_whatif *w, ui_result *r)
         r->opt.straggler_factor = w->straggler_factor;
     }
     cluster *c = ui_cluster_whatif(b->clus, w, &e);
-    if (c) r->pl = ui_replan(b, c, w, &r->origin, &e);
+    if (c) r->pl = ui_replan(b, c, w, &r->origin, &r->plan_ms, &e);
     cluster_free(c);
     if (r->pl) r->rep = sim_run(r->pl, &r->opt, &e);
     if (r->rep) {

@@ -55,6 +55,7 @@ typedef struct ui_result {
     double dp_samples_per_s;       /* data parallelism on the same devices; <= 0: unknown */
     const char *origin;            /* "plan file", "planner", "even split" */
     double eval_ms;                /* wall time of plan + simulation */
+    double plan_ms;                /* of which the partitioner ran (0 when cached) */
     char err[PLUMB_ERR_MAX];       /* why pl or rep is missing ("" when both are there) */
 } ui_result;
 
@@ -70,9 +71,10 @@ void ui_result_free(ui_result *r);
  * plan; and the even split for schedules with virtual stages (interleaved, zb-v), which the
  * partitioner does not make. Schedule, microbatches and recomputation come from w; for
  * pipedream and 2bw the microbatches are rounded up to a multiple of every stage's replica
- * count (the schedule needs it). *origin says where the stages came from. NULL with err. */
+ * count (the schedule needs it). *origin says where the stages came from; the time the
+ * partitioner ran is added to *plan_ms. NULL with err. */
 plan *ui_replan(const ui_base *b, const cluster *clus, const ui_whatif *w, const char **origin,
-                plumb_err *err);
+                double *plan_ms, plumb_err *err);
 
 /* Samples/s of plain data parallelism on pl's cluster: one stage holding every layer,
  * replicated on every device, 1f1b-flush, the plan's microbatch size, microbatches rounded
