@@ -7,6 +7,8 @@
 
 #include "cli/cli.h"
 #include "core/plan.h"
+#include "core/schedule.h"
+#include "core/timeline.h"
 #include "exec/backend.h"
 #include "exec/data.h"
 #include "exec/model.h"
@@ -33,16 +35,96 @@ static const char *const usage_text =
     "  --momentum X       momentum coefficient (default 0.9)\n"
     "  --weight-decay X   L2 weight decay (default 0)\n"
     "  --seed S           seed for the weights and the data order (default: the model's)\n"
+    "  --schedule KIND    run pipelined without a plan: gpipe, 1f1b-flush, pipedream, 2bw,\n"
+    "                     interleaved, zb-h1 or zb-v (layers split by FLOPs)\n"
+    "  --stages N         pipeline stages for --schedule (default 2; virtual stages for\n"
+    "                     interleaved and zb-v, 2 per worker)\n"
+    "  --trace FILE       write the measured trace (Chrome trace JSON, as plumb sim's)\n"
     "  --backend NAME     cpu or cuda (default cpu)\n"
     "  --device N         device index for the backend (default 0)\n"
+    "  --devices N        pipelined: spread the workers over N backend devices (default 1)\n"
     "  --log-every N      steps between progress lines (default: about 20 lines)\n"
     "  --quiet            print only the final lines\n"
     "  --help             this text\n";
 
 enum {
     O_DATA = 1000, O_DATADIR, O_TEXT, O_SAMPLES, O_EPOCHS, O_STEPS, O_BATCH, O_MICRO, O_OPT,
-    O_LR, O_MOM, O_WD, O_SEED, O_BACKEND, O_DEVICE, O_LOG, O_QUIET, O_HELP
+    O_LR, O_MOM, O_WD, O_SEED, O_BACKEND, O_DEVICE, O_LOG, O_QUIET, O_HELP, O_SCHED,
+    O_STAGES, O_TRACE, O_DEVICES
 };
+
+/* Splits m's top-level layers into n contiguous stages of about equal forward FLOPs
+ * (each at least one layer). */
+static void split_by_flops(const model *m, int n, int *first, int *last)
+{
+    double total = 0, acc = 0;
+    for (int i = 0; i < m->nlayers; i++) total += m->layers[i].flops + 1;
+    int s = 0;
+    first[0] = 0;
+    for (int i = 0; i < m->nlayers && s < n - 1; i++) {
+        acc += m->layers[i].flops + 1;
+        int left = m->nlayers - 1 - i; /* layers after i */
+        if ((acc >= total * (s + 1) / n && left >= n - 1 - s) || left == n - 1 - s) {
+            last[s] = i;
+            first[++s] = i + 1;
+        }
+    }
+    last[n - 1] = m->nlayers - 1;
+}
+
+/* A pipelined (or traced) run: the plan's schedule and stages, or `schedname` over
+ * nstages stages split by FLOPs, or one stage. Returns the exit status (0, 1 at run time,
+ * 2 for bad input) with err set on failure. */
+static int run_pipelined(const train_run_cfg *cfg, const plan *pl, const char *schedname,
+                         int nstages, int nmicro, int ndevices, const char *tracepath,
+                         train_result *res, plumb_err *err)
+{
+    const model *m = cfg->m;
+    long per_epoch = cfg->train->n / (cfg->cfg.microbatch * nmicro);
+    long iters = cfg->steps > 0 ? cfg->steps : (long)cfg->epochs * (per_epoch > 0 ? per_epoch : 1);
+    if (iters > 1000000)
+        return err_set(err, NULL, "--steps", "expected at most 1000000 pipelined steps "
+                       "(got %ld)", iters), 2;
+    int n = pl ? pl->nstages : schedname ? (nstages ? nstages : 2) : 1;
+    if (n > m->nlayers)
+        return err_set(err, NULL, "--stages", "expected at most the model's %d layers (got %d)",
+                       m->nlayers, n), 2;
+    int *first = calloc((size_t)n, sizeof *first), *last = calloc((size_t)n, sizeof *last);
+    schedule *s = NULL;
+    timeline *tl = NULL;
+    int rc = 1;
+    if (!first || !last) { err_set(err, NULL, NULL, "out of memory"); goto done; }
+    if (pl) {
+        for (int i = 0; i < n; i++) {
+            first[i] = pl->stages[i].first_layer;
+            last[i] = pl->stages[i].last_layer;
+        }
+        s = schedule_from_plan(pl, (int)iters, err);
+    } else {
+        split_by_flops(m, n, first, last);
+        int kind = schedname ? sched_kind_parse(schedname) : SCHED_1F1B_FLUSH;
+        int chunks = (kind == SCHED_INTERLEAVED || kind == SCHED_ZB_V) ? 2 : 1;
+        if (n % chunks) {
+            err_set(err, NULL, "--stages", "expected a multiple of %d for %s (got %d)", chunks,
+                    schedname, n);
+            rc = 2;
+            goto done;
+        }
+        sched_spec sp = {kind, n / chunks, n, chunks, nmicro, (int)iters, NULL, NULL};
+        s = schedule_generate(&sp, err);
+    }
+    if (!s) { rc = 2; goto done; }
+    if (train_run_pipeline(cfg, s, first, last, ndevices, res, tracepath ? &tl : NULL, err))
+        goto done;
+    if (tracepath && timeline_write_chrome(tl, tracepath, err)) goto done;
+    rc = 0;
+done:
+    timeline_free(tl);
+    schedule_free(s);
+    free(first);
+    free(last);
+    return rc;
+}
 
 int cmd_train(int argc, char **argv)
 {
@@ -56,10 +138,13 @@ int cmd_train(int argc, char **argv)
         {"seed", required_argument, 0, O_SEED},       {"backend", required_argument, 0, O_BACKEND},
         {"device", required_argument, 0, O_DEVICE},   {"log-every", required_argument, 0, O_LOG},
         {"quiet", no_argument, 0, O_QUIET},           {"help", no_argument, 0, O_HELP},
+        {"schedule", required_argument, 0, O_SCHED},  {"stages", required_argument, 0, O_STAGES},
+        {"trace", required_argument, 0, O_TRACE},     {"devices", required_argument, 0, O_DEVICES},
         {0, 0, 0, 0}};
     const char *data = NULL, *datadir = NULL, *textfile = NULL, *bkname = "cpu", *optname = NULL;
     int samples = 8192, epochs = 1, steps = 0, batch = 0, micro = 0, device = 0, logevery = 0;
-    int quiet = 0, have_seed = 0, seed = 0;
+    int quiet = 0, have_seed = 0, seed = 0, nstages = 0, ndevices = 1;
+    const char *schedname = NULL, *tracepath = NULL;
     double lr = -1, mom = -1, wd = 0;
     int c;
     optind = 1;
@@ -83,6 +168,10 @@ int cmd_train(int argc, char **argv)
         case O_DEVICE: if (cli_int("train", "--device", optarg, 0, 1023, &device)) return 2; break;
         case O_LOG: if (cli_int("train", "--log-every", optarg, 1, 1 << 30, &logevery)) return 2; break;
         case O_QUIET: quiet = 1; break;
+        case O_SCHED: schedname = optarg; break;
+        case O_STAGES: if (cli_int("train", "--stages", optarg, 1, 1024, &nstages)) return 2; break;
+        case O_TRACE: tracepath = optarg; break;
+        case O_DEVICES: if (cli_int("train", "--devices", optarg, 1, 1024, &ndevices)) return 2; break;
         case O_HELP: fputs(usage_text, stdout); return 0;
         default: return 2;
         }
@@ -94,6 +183,13 @@ int cmd_train(int argc, char **argv)
     if (optname && optimizer_kind_parse(optname) < 0)
         return cli_fail("train", "--optimizer: expected sgd, momentum or adam (got \"%s\")",
                         optname);
+    if (schedname && sched_kind_parse(schedname) < 0)
+        return cli_fail("train", "--schedule: expected gpipe, 1f1b-flush, pipedream, 2bw, "
+                        "interleaved, zb-h1 or zb-v (got \"%s\")", schedname);
+    if (schedname && npos == 2)
+        return cli_fail("train", "--schedule: not with a plan (the plan names its schedule)");
+    if (nstages && !schedname)
+        return cli_fail("train", "--stages: needs --schedule");
     if (data && strcmp(data, "fashion-mnist") && strcmp(data, "synthetic") && strcmp(data, "text"))
         return cli_fail("train", "--data: expected fashion-mnist, synthetic or text (got \"%s\")",
                         data);
@@ -120,15 +216,6 @@ int cmd_train(int argc, char **argv)
         if (!optname) okind = (int)pl->optimizer;
         if (!micro) nmicro = pl->microbatches;
         mbsize = pl->microbatch_size;
-        int replicated = 0;
-        for (int s = 0; s < pl->nstages; s++) replicated |= pl->stages[s].replicas > 1;
-        if (pl->nstages > 1 || replicated) {
-            err_set(&err, argv[optind + 1], "stages",
-                    "pipelined and replicated execution is not available in this build yet; "
-                    "expected a plan with one unreplicated stage (got %d stages)", pl->nstages);
-            rc = 1;
-            goto fail;
-        }
     }
     if (batch) {
         if (batch % nmicro) {
@@ -170,10 +257,16 @@ int cmd_train(int argc, char **argv)
     if (mom >= 0) cfg.cfg.opt.momentum = (float)mom;
     cfg.cfg.opt.weight_decay = (float)wd;
     train_result res;
-    if (train_run(&cfg, &res, &err)) {
-        /* bad sizes are the user's; backend failures are run-time failures */
-        rc = strstr(err.msg, "--batch") ? 2 : 1;
-        goto fail;
+    if (!pl && !schedname && !tracepath) {
+        if (train_run(&cfg, &res, &err)) {
+            /* bad sizes are the user's; backend failures are run-time failures */
+            rc = strstr(err.msg, "--batch") ? 2 : 1;
+            goto fail;
+        }
+    } else {
+        rc = run_pipelined(&cfg, pl, schedname, nstages, nmicro, ndevices, tracepath, &res,
+                           &err);
+        if (rc) goto fail;
     }
     if (quiet)
         printf("final: train loss %.4f, test loss %.4f, test accuracy %.2f%%, %.0f samples/s\n",

@@ -164,6 +164,12 @@ typedef struct backend {
      * v (n) for Adam; NULL where the optimizer has none. */
     void (*opt_step)(bk_ctx *c, const bk_opt *o, size_t n, float *w, const float *g,
                      float *m, float *v);
+
+    /* --- optional ------------------------------------------------------------------------- */
+    /* Hint: `workers` threads of this process will use the backend at once (the pipeline
+     * runtime's workers); 1 again when they are done. The CPU backend divides the BLAS
+     * threads among them (a process-wide setting). NULL: no effect. */
+    void (*hint_workers)(int workers);
 } backend;
 
 /* The CPU backend (always built; OpenBLAS GEMMs). */

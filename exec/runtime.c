@@ -543,6 +543,7 @@ int runtime_run(const rt_cfg *cfg, rt_result *res, plumb_err *err)
         err_set(err, NULL, NULL, "out of memory");
         goto done;
     }
+    if (c.bk->hint_workers) c.bk->hint_workers(W);
     double t0 = train_now();
     for (int w = 0; w < W; w++) {
         wks[w] = (worker){.cfg = &c, .sh = &sh, .w = w, .params_out = res->params,
@@ -565,6 +566,7 @@ int runtime_run(const rt_cfg *cfg, rt_result *res, plumb_err *err)
     for (int w = 0; w < W; w++)
         if (started[w]) pthread_join(th[w], NULL);
     res->seconds = train_now() - t0;
+    if (c.bk->hint_workers) c.bk->hint_workers(1);
     if (err->msg[0]) goto done;
     if (sh.first.msg[0]) {
         err_set(err, NULL, NULL, "%s", sh.first.msg);

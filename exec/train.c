@@ -120,6 +120,13 @@ int seqtrain_evaluate(seq_trainer *t, const dataset *d, int limit, double *loss,
     return 0;
 }
 
+int seqtrain_set_params(seq_trainer *t, const float *host, plumb_err *err)
+{
+    t->bk->upload(t->ctx, stage_params(t->st), host,
+                  (size_t)stage_nparams(t->st) * sizeof(float));
+    return t->bk->sync(t->ctx, err);
+}
+
 int seqtrain_get_params(seq_trainer *t, float *host, plumb_err *err)
 {
     t->bk->download(t->ctx, host, stage_params(t->st),

@@ -43,6 +43,9 @@ int seqtrain_step(seq_trainer *t, const float *x, const int32_t *y, double *loss
 int seqtrain_evaluate(seq_trainer *t, const dataset *d, int limit, double *loss, double *acc,
                       plumb_err *err);
 
+/* Replaces the parameters with host's (m->nparams floats). Returns 0 or -1. */
+int seqtrain_set_params(seq_trainer *t, const float *host, plumb_err *err);
+
 /* Copies the current parameters (m->nparams floats) to host. Returns 0 or -1. */
 int seqtrain_get_params(seq_trainer *t, float *host, plumb_err *err);
 stage *seqtrain_stage(seq_trainer *t);
@@ -73,6 +76,18 @@ typedef struct train_result {
 /* Runs the training. Returns 0 with *res filled, or -1 with err set (the data do not fit
  * the model, the minibatch is larger than the data set, a backend failure). */
 int train_run(const train_run_cfg *rc, train_result *res, plumb_err *err);
+
+/* The same run executed by the pipeline runtime (exec/runtime.h) on schedule s, whose
+ * stage s covers top-level layers [first[s], last[s]]; s->iterations minibatches of
+ * s->microbatches microbatches of rc->cfg.microbatch samples, in the same sample order as
+ * train_run. Workers use backend devices (w % ndevices). Progress lines are printed after
+ * the run, one per logging interval; *trace (may be NULL) receives the measured trace
+ * (caller frees). Returns 0 or -1 with err set. */
+struct schedule;
+struct timeline;
+int train_run_pipeline(const train_run_cfg *rc, const struct schedule *s, const int *first,
+                       const int *last, int ndevices, train_result *res,
+                       struct timeline **trace, plumb_err *err);
 
 /* Monotonic wall clock in seconds. */
 double train_now(void);

@@ -133,6 +133,15 @@ static void cpu_opt_step(bk_ctx *c, const bk_opt *o, size_t n, float *w, const f
     }
 }
 
+static void cpu_hint_workers(int workers)
+{
+    /* one BLAS pool per process: with several workers calling at once, oversubscribed
+     * pools spin against each other; give each worker its share of the cores */
+    int cores = openblas_get_num_procs();
+    int per = workers > 0 ? cores / workers : cores;
+    openblas_set_num_threads(per > 0 ? per : 1);
+}
+
 static const backend cpu_backend = {
     .name = "cpu",
     .create = cpu_create,
@@ -170,6 +179,7 @@ static const backend cpu_backend = {
     .xent_fwd = cpu_xent_fwd,
     .xent_bwd = cpu_xent_bwd,
     .opt_step = cpu_opt_step,
+    .hint_workers = cpu_hint_workers,
 };
 
 const backend *backend_cpu(void) { return &cpu_backend; }

@@ -56,6 +56,23 @@ echo "synthetic data, momentum, gradient accumulation over 4 microbatches"
     fail "synthetic run failed: $(cat "$tmp/syn.log")"
 grep -q "minibatch 32 = 4 x 8" "$tmp/syn.log" || fail "microbatching not reported: $(cat "$tmp/syn.log")"
 
+echo "pipelined: 1f1b-flush on 3 stages matches sequential training; trace written"
+"$PLUMB" train examples/models/fmnist-mlp.json --steps 60 --microbatches 4 --quiet --seed 2 \
+    > "$tmp/seq.out" 2>&1 || fail "sequential run failed: $(cat "$tmp/seq.out")"
+"$PLUMB" train examples/models/fmnist-mlp.json --steps 60 --microbatches 4 --quiet --seed 2 \
+    --schedule 1f1b-flush --stages 3 --trace "$tmp/trace.json" > "$tmp/pipe.out" 2>&1 ||
+    fail "pipelined run failed: $(cat "$tmp/pipe.out")"
+tl() { sed -n 's/.*test loss \([0-9.]*\).*/\1/p' "$1"; }
+[ -n "$(tl "$tmp/seq.out")" ] && [ "$(tl "$tmp/seq.out" | cut -c1-5)" = "$(tl "$tmp/pipe.out" | cut -c1-5)" ] ||
+    fail "test loss differs: sequential $(cat "$tmp/seq.out"), pipelined $(cat "$tmp/pipe.out")"
+echo "  test loss $(tl "$tmp/seq.out") both"
+nev=$(grep -o '"ph": *"X"' "$tmp/trace.json" | wc -l)
+[ "$nev" -ge 480 ] || fail "trace has $nev timed events (want >= 480: F and B of 60 x 4 microbatches)"
+grep -q '"format": *"plumb-trace/1"' "$tmp/trace.json" || fail "trace lacks its format"
+echo "  trace: $nev timed events"
+"$PLUMB" train examples/models/fmnist-mlp.json --steps 20 --microbatches 4 --quiet \
+    --schedule pipedream --stages 2 > "$tmp/pd.out" 2>&1 || fail "pipedream run failed: $(cat "$tmp/pd.out")"
+
 echo "bad input: one line, status 2"
 expect2() { # $1 expected text, rest: command
     local want=$1; shift
@@ -78,5 +95,8 @@ expect2 "--batch: expected at most the 100 samples" \
     "$PLUMB" train examples/models/fmnist-mlp.json --data synthetic --samples 100 --batch 128
 expect2 "--batch: expected a multiple of the 3 microbatches" \
     "$PLUMB" train examples/models/fmnist-mlp.json --batch 64 --microbatches 3
+expect2 "--schedule: expected gpipe" "$PLUMB" train examples/models/fmnist-mlp.json --schedule fast
+expect2 "--stages: expected at most the model's 7 layers" \
+    "$PLUMB" train examples/models/fmnist-mlp.json --schedule gpipe --stages 9
 "$PLUMB" train --help | grep -q "usage: plumb train" || fail "--help"
 echo "train.sh: all passed"
