@@ -3,9 +3,16 @@
  * Events live in a binary min-heap ordered by (time, insertion number), so equal times run
  * in the order they were posted and a run is deterministic. Two event kinds: "worker w may
  * go on" (its compute finished, its data arrived, its all-reduce finished) and "transfer x
- * released its link and ports". Everything else is looked up in arrays prepared once:
- * each RECV knows its SEND, each SEND its link and egress ports, each ALLREDUCE its group.
- * Cost per event: O(log events-in-heap); memory: O(actions). */
+ * released its link and egress ports".
+ *
+ * The engine reads the IR in place and keeps state only for what is in flight, so a run
+ * costs O(log heap) per event and its memory does not grow with the schedule's length:
+ * a SEND creates a transfer record (recycled once it is received and off its link) and
+ * queues it on its channel (sender, receiver, direction); a RECV takes the matching
+ * transfer from its channel (the head, for IR that keeps each channel in order; otherwise
+ * a search of the channel's few unreceived transfers) or waits for it; an ALLREDUCE joins
+ * the group of the k-th all-reduce of its stage. Links, egress ports, channels and groups
+ * are created on first use and looked up by hash. */
 #include "sim/engine.h"
 
 #include <math.h>
@@ -16,71 +23,83 @@
 
 #include "sim/sim.h"
 
-/* --- a tiny open-addressing hash from fixed-width int keys to ints --------------------- */
+/* --- a small open-addressing hash from (uint64, uint64) keys to ints ------------------- */
+
+typedef struct hslot {
+    uint64_t a, b;
+    int v;           /* -1 = empty */
+} hslot;
 
 typedef struct htab {
-    int kw;          /* ints per key */
-    size_t cap;      /* power of two */
-    int *keys;       /* [cap * kw] */
-    int *vals;       /* [cap], -1 = empty */
+    size_t cap, n;   /* cap: a power of two, kept at least 4 n */
+    hslot *s;
 } htab;
 
-static int ht_init(htab *h, int kw, size_t n)
+static int ht_init(htab *h, size_t n)
 {
     size_t cap = 16;
-    while (cap < 2 * n + 2)
+    while (cap < 4 * n)
         cap *= 2;
-    h->kw = kw;
     h->cap = cap;
-    h->keys = malloc(cap * (size_t)kw * sizeof *h->keys);
-    h->vals = malloc(cap * sizeof *h->vals);
-    if (!h->keys || !h->vals)
+    h->n = 0;
+    h->s = malloc(cap * sizeof *h->s);
+    if (!h->s)
         return -1;
-    memset(h->vals, 0xff, cap * sizeof *h->vals);
+    for (size_t i = 0; i < cap; i++)
+        h->s[i].v = -1;
     return 0;
 }
 
 static void ht_free(htab *h)
 {
-    free(h->keys);
-    free(h->vals);
+    free(h->s);
+    h->s = NULL;
 }
 
-static size_t ht_hash(const int *k, int kw)
+static inline size_t ht_hash(uint64_t a, uint64_t b)
 {
-    uint64_t x = 0x9e3779b97f4a7c15ULL;
-    for (int i = 0; i < kw; i++) {
-        x ^= (uint32_t)k[i];
-        x *= 0xbf58476d1ce4e5b9ULL;
-        x ^= x >> 29;
-    }
+    uint64_t x = a * 0x9e3779b97f4a7c15ULL ^ (b + 0x632be59bd9b4e019ULL);
+    x ^= x >> 31;
+    x *= 0xbf58476d1ce4e5b9ULL;
+    x ^= x >> 29;
     return (size_t)x;
 }
 
-/* Returns the slot of key k: found (vals >= 0) or the empty slot where it would go. */
-static size_t ht_slot(const htab *h, const int *k)
+static inline hslot *ht_slot(const htab *h, uint64_t a, uint64_t b)
 {
-    size_t i = ht_hash(k, h->kw) & (h->cap - 1);
-    while (h->vals[i] >= 0 && memcmp(&h->keys[i * (size_t)h->kw], k,
-                                     (size_t)h->kw * sizeof *k) != 0)
+    size_t i = ht_hash(a, b) & (h->cap - 1);
+    while (h->s[i].v >= 0 && (h->s[i].a != a || h->s[i].b != b))
         i = (i + 1) & (h->cap - 1);
-    return i;
+    return &h->s[i];
 }
 
-/* Value of k, inserting `v` when absent (the table must have room: sized at init). */
-static int ht_get_or_put(htab *h, const int *k, int v)
+static int ht_find(const htab *h, uint64_t a, uint64_t b)
 {
-    size_t i = ht_slot(h, k);
-    if (h->vals[i] < 0) {
-        memcpy(&h->keys[i * (size_t)h->kw], k, (size_t)h->kw * sizeof *k);
-        h->vals[i] = v;
+    return ht_slot(h, a, b)->v;
+}
+
+/* Inserts (a, b) -> v (the key must be absent), growing the table. 0 or -1 (memory). */
+static int ht_put(htab *h, uint64_t a, uint64_t b, int v)
+{
+    if (4 * (h->n + 1) > h->cap) {
+        htab g;
+        if (ht_init(&g, 2 * (h->n + 1)))
+            return -1;
+        for (size_t i = 0; i < h->cap; i++)
+            if (h->s[i].v >= 0)
+                *ht_slot(&g, h->s[i].a, h->s[i].b) = h->s[i];
+        g.n = h->n;
+        ht_free(h);
+        *h = g;
     }
-    return h->vals[i];
+    *ht_slot(h, a, b) = (hslot){a, b, v};
+    h->n++;
+    return 0;
 }
 
-static int ht_find(const htab *h, const int *k)
+static uint64_t pair(int x, int y)
 {
-    return h->vals[ht_slot(h, k)];
+    return (uint64_t)(uint32_t)x << 32 | (uint32_t)y;
 }
 
 /* --- the event heap -------------------------------------------------------------------- */
@@ -147,23 +166,20 @@ static event heap_pop(heap *h)
 
 /* --- engine state ---------------------------------------------------------------------- */
 
-typedef struct aslot {       /* one IR action, prepared */
-    double dur;              /* compute: seconds on this worker */
-    int kind;                /* act_kind */
-    int arg;                 /* SEND/RECV: transfer index; ALLREDUCE: group index */
-    int iter;                /* iteration the action belongs to */
-    int ws;                  /* worker-stage slot (stash accounting, last backward) */
-} aslot;
-
 typedef struct xfer {
-    double occ, lat, bytes, arrival; /* arrival < 0 until it starts */
-    int link, port_off, nports, waiter, lnext, pnext, iter, src_w, stage, peer_stage, mb;
-    int kind;                /* TL_SEND_F or TL_SEND_B */
-    int recvs;               /* matched receives (must end as 1) */
+    double bytes, arrival;   /* arrival < 0 until it starts */
+    const action *a;         /* its SEND */
+    int link;                /* -1: both ends on one device */
+    int waiter;              /* worker whose RECV took it before it started, or -1 */
+    int lnext, pnext, cnext; /* link queue, port wait queue, channel list / free list */
+    int iter, src_w;
+    unsigned char received, done;
 } xfer;
 
 typedef struct link {
-    int busy, head, tail, track;
+    int busy, head, tail, track, nports;
+    int ports[CLUSTER_MAX_LEVELS];   /* egress ports it leaves through */
+    double rate, lat;
     sim_link_stat st;
 } link;
 
@@ -171,10 +187,23 @@ typedef struct port {
     int lanes, busy, whead, wtail;
 } port;
 
-typedef struct group {       /* one all-reduce of one stage among its replicas */
+typedef struct chan {        /* transfers from one worker to another in one direction */
+    int head, tail;          /* issued, not yet received, in issue order */
+    int blocked;             /* the receiver, waiting for a send here; or -1 */
+} chan;
+
+typedef struct group {       /* the k-th all-reduce of one stage among its replicas */
     int stage, need, count, mem_off, iter;
     double maxreach;
 } group;
+
+typedef struct wstate {      /* per worker */
+    int cursor, iter, inflight;
+    int lpeer, link;         /* the last peer sent to and its link */
+    int speer[2], schan[2];  /* the last peer sent to per direction and the channel */
+    int rpeer[2], rchan[2];  /* the last peer received from per direction and the channel */
+    double cur_act;          /* stashed activation bytes now */
+} wstate;
 
 typedef struct eng {
     const sim_model *m;
@@ -182,36 +211,27 @@ typedef struct eng {
     sim_result *r;
     int nw, ns, niter;
     int k0, k1;              /* the steady-state window of iterations */
-    size_t *off;             /* [nw + 1] action offsets */
-    aslot *as;
-    int *cursor;
+    wstate *ws;
     xfer *x;
-    int nx;
+    int nx, capx, xfree;     /* pool and free list of transfer records */
     link *lk;
-    int nlk;
+    int nlk, caplk;
     port *pt;
-    int npt;
-    int *port_ids;           /* flattened per transfer */
+    int npt, cappt;
+    chan *ch;
+    int nch, capch;
     group *gr;
-    int ngr;
-    int *gmem;               /* group members' worker ids */
-    int *ws_of;              /* [nw * ns] worker-stage slot or -1 */
-    int nws;
-    int *ws_stage;           /* [nws] */
-    double *lastb_start, *lastb_dur; /* [nws] last B/W of the slot */
-    double *cur_act;         /* [nw] stashed bytes now */
-    int *inflight;           /* [nw] */
+    int ngr, capgr;
+    int *gmem, ngmem, capgmem;  /* group members' worker ids */
+    htab lh, ph, chh, gh;    /* links, ports, channels, groups */
+    int *ar_occ;             /* [nw * ns] all-reduces of the stage seen by the worker */
+    double *lastb_start, *lastb_dur; /* [nw * ns] last B/W of the stage on the worker */
     double *busy_it, *comm_it; /* [nw * niter] */
     int *dev_track, *coll_track; /* [nw] timeline tracks */
     heap h;
     int finished;
     plumb_err *err;
 } eng;
-
-static int is_compute(int k)
-{
-    return k == ACT_F || k == ACT_B || k == ACT_I || k == ACT_W || k == ACT_STEP;
-}
 
 static int comp_slot(int k)
 {
@@ -231,8 +251,36 @@ static int tl_of_act(int k)
     case ACT_B: return TL_B;
     case ACT_I: return TL_I;
     case ACT_W: return TL_W;
+    case ACT_SEND_F: return TL_SEND_F;
+    case ACT_SEND_B: return TL_SEND_B;
     default: return TL_STEP;
     }
+}
+
+static int oom(eng *E)
+{
+    return err_set(E->err, NULL, NULL, "out of memory");
+}
+
+static int bad_action(eng *E, int w, int i, const char *what)
+{
+    char buf[64];
+    return err_set(E->err, NULL, NULL, "schedule: worker %d action %d (%s): %s", w, i,
+                   action_format(&E->s->acts[w][i], buf, sizeof buf), what);
+}
+
+/* Makes room for one more element in a growable array. 0 or -1. */
+static int grow(void **p, int n, int *cap, size_t size)
+{
+    if (n < *cap)
+        return 0;
+    int nc = *cap ? 2 * *cap : 64;
+    void *np = realloc(*p, (size_t)nc * size);
+    if (!np)
+        return -1;
+    *p = np;
+    *cap = nc;
+    return 0;
 }
 
 static int record(eng *E, int track, int kind, double start, double dur, double bytes,
@@ -241,12 +289,10 @@ static int record(eng *E, int track, int kind, double start, double dur, double 
     tl_event e = {.start_s = start, .dur_s = dur, .bytes = bytes, .track = track,
                   .kind = kind, .stage = stage, .peer_stage = peer_stage, .microbatch = mb,
                   .iteration = iter};
-    if (timeline_add(E->r->tl, &e))
-        return err_set(E->err, NULL, NULL, "out of memory recording the timeline");
-    return 0;
+    return timeline_add(E->r->tl, &e) ? oom(E) : 0;
 }
 
-static void note_end(eng *E, int iter, double t)
+static inline void note_end(eng *E, int iter, double t)
 {
     if (t > E->r->iter_end[iter])
         E->r->iter_end[iter] = t;
@@ -254,14 +300,90 @@ static void note_end(eng *E, int iter, double t)
         E->r->makespan_s = t;
 }
 
+/* --- links, ports, channels ------------------------------------------------------------- */
+
+/* The link a_dev -> b_dev, created on first use with its rate, latency and egress ports:
+ * its index, or -1 when out of memory. */
+static int link_of(eng *E, int a_dev, int b_dev)
+{
+    int li = ht_find(&E->lh, (uint64_t)(uint32_t)a_dev, (uint64_t)(uint32_t)b_dev);
+    if (li >= 0)
+        return li;
+    if (grow((void **)&E->lk, E->nlk, &E->caplk, sizeof *E->lk))
+        return -1;
+    const sim_net *n = &E->m->net;
+    li = E->nlk++;
+    link *l = &E->lk[li];
+    memset(l, 0, sizeof *l);
+    l->head = l->tail = l->track = -1;
+    int L = sim_net_path(n, a_dev, b_dev, &l->rate, &l->lat);
+    if (!(l->rate > 0) || !isfinite(l->rate))
+        l->rate = INFINITY;
+    l->st.src = a_dev;
+    l->st.dst = b_dev;
+    l->st.level = L;
+    if (ht_put(&E->lh, (uint64_t)(uint32_t)a_dev, (uint64_t)(uint32_t)b_dev, li))
+        return -1;
+    if (E->m->record) {
+        char nm[96];
+        snprintf(nm, sizeof nm, "link %d->%d (level %d)", a_dev, b_dev, L);
+        l->track = timeline_track(E->r->tl, TL_TRACK_LINK, a_dev, b_dev, nm);
+        if (l->track < 0)
+            return -1;
+    }
+    /* the egress ports of the sender's groups at levels 1..L; a port has
+     * floor(egress / rate) lanes: that many transfers leave at full speed at once */
+    for (int lv = 1; lv <= L; lv++) {
+        uint64_t grp = (uint64_t)(a_dev / n->gsize[lv - 1]);
+        int pi = ht_find(&E->ph, (uint64_t)lv, grp);
+        if (pi < 0) {
+            if (grow((void **)&E->pt, E->npt, &E->cappt, sizeof *E->pt))
+                return -1;
+            pi = E->npt++;
+            port *p = &E->pt[pi];
+            double r1 = n->bw[lv] < n->egress[lv] ? n->bw[lv] : n->egress[lv];
+            double lanes = r1 > 0 ? floor(n->egress[lv] / r1 + 1e-9) : 1;
+            p->lanes = lanes < 1 ? 1 : lanes > 1e6 ? 1000000 : (int)lanes;
+            p->busy = 0;
+            p->whead = p->wtail = -1;
+            if (ht_put(&E->ph, (uint64_t)lv, grp, pi))
+                return -1;
+        }
+        E->lk[li].ports[E->lk[li].nports++] = pi;
+    }
+    return li;
+}
+
+/* The channel src -> dst in direction fwd (created empty when new), or -1 (memory). */
+static int chan_of(eng *E, int src, int dst, int fwd)
+{
+    int ci = ht_find(&E->chh, pair(src, dst), (uint64_t)fwd);
+    if (ci >= 0)
+        return ci;
+    if (grow((void **)&E->ch, E->nch, &E->capch, sizeof *E->ch))
+        return -1;
+    ci = E->nch++;
+    E->ch[ci] = (chan){-1, -1, -1};
+    return ht_put(&E->chh, pair(src, dst), (uint64_t)fwd, ci) ? -1 : ci;
+}
+
+static void xfer_release(eng *E, int xi)
+{
+    E->x[xi].cnext = E->xfree;
+    E->xfree = xi;
+}
+
 /* --- transfers --------------------------------------------------------------------------- */
 
+/* Starts transfer xi (the head of its idle link) at t when every egress port it needs has
+ * a free lane; otherwise queues it at the first full port. */
 static int xfer_try_start(eng *E, int xi, double t)
 {
     xfer *x = &E->x[xi];
-    for (int i = 0; i < x->nports; i++) {
-        port *p = &E->pt[E->port_ids[x->port_off + i]];
-        if (p->busy >= p->lanes) {  /* wait in this port's FIFO */
+    link *l = &E->lk[x->link];
+    for (int i = 0; i < l->nports; i++) {
+        port *p = &E->pt[l->ports[i]];
+        if (p->busy >= p->lanes) {
             x->pnext = -1;
             if (p->wtail >= 0)
                 E->x[p->wtail].pnext = xi;
@@ -271,63 +393,43 @@ static int xfer_try_start(eng *E, int xi, double t)
             return 0;
         }
     }
-    link *l = &E->lk[x->link];
     l->head = x->lnext;
     if (l->head < 0)
         l->tail = -1;
     l->busy = 1;
-    for (int i = 0; i < x->nports; i++)
-        E->pt[E->port_ids[x->port_off + i]].busy++;
-    double end = t + x->occ;
-    x->arrival = end + x->lat;
+    for (int i = 0; i < l->nports; i++)
+        E->pt[l->ports[i]].busy++;
+    double occ = x->bytes / l->rate, end = t + occ;
+    x->arrival = end + l->lat;
     if (heap_push(&E->h, end, -(xi + 1)))
-        return err_set(E->err, NULL, NULL, "out of memory");
+        return oom(E);
     if (x->waiter >= 0 && heap_push(&E->h, x->arrival, x->waiter))
-        return err_set(E->err, NULL, NULL, "out of memory");
+        return oom(E);
     l->st.bytes += x->bytes;
-    l->st.busy_s += x->occ;
+    l->st.busy_s += occ;
     l->st.transfers++;
     if (x->iter >= E->k0 && x->iter <= E->k1)
         l->st.bytes_window += x->bytes;
-    E->comm_it[(size_t)x->src_w * E->niter + x->iter] += x->occ;
+    E->comm_it[(size_t)x->src_w * E->niter + x->iter] += occ;
     note_end(E, x->iter, x->arrival);
     if (E->m->record)
-        return record(E, l->track, x->kind, t, x->occ, x->bytes, x->stage, x->peer_stage,
-                      x->mb, x->iter);
-    return 0;
-}
-
-static int xfer_issue(eng *E, int xi, double t)
-{
-    xfer *x = &E->x[xi];
-    if (x->link < 0) {  /* same device: no transfer */
-        x->arrival = t;
-        if (x->waiter >= 0 && heap_push(&E->h, t, x->waiter))
-            return err_set(E->err, NULL, NULL, "out of memory");
-        return 0;
-    }
-    link *l = &E->lk[x->link];
-    x->lnext = -1;
-    if (l->tail >= 0)
-        E->x[l->tail].lnext = xi;
-    else
-        l->head = xi;
-    l->tail = xi;
-    if (!l->busy && l->head == xi)
-        return xfer_try_start(E, xi, t);
+        return record(E, l->track, tl_of_act(x->a->kind), t, occ, x->bytes, x->a->stage,
+                      x->a->peer_stage, x->a->microbatch, x->iter);
     return 0;
 }
 
 static int xfer_done(eng *E, int xi, double t)
 {
-    xfer *x = &E->x[xi];
-    link *l = &E->lk[x->link];
-    for (int i = 0; i < x->nports; i++)
-        E->pt[E->port_ids[x->port_off + i]].busy--;
+    link *l = &E->lk[E->x[xi].link];
+    for (int i = 0; i < l->nports; i++)
+        E->pt[l->ports[i]].busy--;
     l->busy = 0;
+    E->x[xi].done = 1;
+    if (E->x[xi].received)
+        xfer_release(E, xi);
     /* waiters of the freed ports first (FIFO), then the next transfer on this link */
-    for (int i = 0; i < x->nports; i++) {
-        port *p = &E->pt[E->port_ids[x->port_off + i]];
+    for (int i = 0; i < l->nports; i++) {
+        port *p = &E->pt[l->ports[i]];
         while (p->busy < p->lanes && p->whead >= 0) {
             int y = p->whead;
             p->whead = E->x[y].pnext;
@@ -339,6 +441,116 @@ static int xfer_done(eng *E, int xi, double t)
     }
     if (!l->busy && l->head >= 0)
         return xfer_try_start(E, l->head, t);
+    return 0;
+}
+
+/* SEND at t by worker w (action index c): a transfer record, queued on its channel (waking
+ * a receiver that waits there) and on its link. */
+static int do_send(eng *E, int w, int c, int iter, double t)
+{
+    const action *a = &E->s->acts[w][c];
+    wstate *ws = &E->ws[w];
+    int fwd = a->kind == ACT_SEND_F;
+    if (a->peer < 0 || a->peer >= E->nw || a->peer_stage < 0 || a->peer_stage >= E->ns)
+        return bad_action(E, w, c, "peer worker or stage out of range");
+    int xi = E->xfree;
+    if (xi >= 0) {
+        E->xfree = E->x[xi].cnext;
+    } else {
+        if (grow((void **)&E->x, E->nx, &E->capx, sizeof *E->x))
+            return oom(E);
+        xi = E->nx++;
+    }
+    if (a->peer != ws->lpeer) {
+        int d0 = E->m->worker_device[w], d1 = E->m->worker_device[a->peer];
+        ws->link = d0 == d1 ? -1 : link_of(E, d0, d1);
+        if (d0 != d1 && ws->link < 0)
+            return oom(E);
+        ws->lpeer = a->peer;
+    }
+    if (a->peer != ws->speer[fwd]) {
+        if ((ws->schan[fwd] = chan_of(E, w, a->peer, fwd)) < 0)
+            return oom(E);
+        ws->speer[fwd] = a->peer;
+    }
+    int lo = a->stage < a->peer_stage ? a->stage : a->peer_stage;
+    xfer *x = &E->x[xi];
+    *x = (xfer){.bytes = E->m->cut_bytes[lo], .arrival = -1, .a = a, .link = ws->link,
+                .waiter = -1, .lnext = -1, .pnext = -1, .cnext = -1, .iter = iter,
+                .src_w = w};
+    chan *ch = &E->ch[ws->schan[fwd]];
+    if (ch->tail >= 0)
+        E->x[ch->tail].cnext = xi;
+    else
+        ch->head = xi;
+    ch->tail = xi;
+    if (ch->blocked >= 0) {
+        if (heap_push(&E->h, t, ch->blocked))
+            return oom(E);
+        ch->blocked = -1;
+    }
+    if (x->link < 0) {  /* same device: nothing moves */
+        x->arrival = t;
+        x->done = 1;
+        return 0;
+    }
+    link *l = &E->lk[x->link];
+    if (l->tail >= 0)
+        E->x[l->tail].lnext = xi;
+    else
+        l->head = xi;
+    l->tail = xi;
+    if (!l->busy && l->head == xi)
+        return xfer_try_start(E, xi, t);
+    return 0;
+}
+
+/* RECV at t by worker w (action index c): the matching transfer from its channel. Returns
+ * 1 when the worker must wait (woken by the send or the arrival), 0 to go on, -1 on error. */
+static int do_recv(eng *E, int w, int c, double t)
+{
+    const action *a = &E->s->acts[w][c];
+    wstate *ws = &E->ws[w];
+    int fwd = a->kind == ACT_RECV_F;
+    if (a->peer < 0 || a->peer >= E->nw)
+        return bad_action(E, w, c, "peer worker out of range");
+    if (a->peer != ws->rpeer[fwd]) {
+        if ((ws->rchan[fwd] = chan_of(E, a->peer, w, fwd)) < 0)
+            return oom(E);
+        ws->rpeer[fwd] = a->peer;
+    }
+    chan *ch = &E->ch[ws->rchan[fwd]];
+    int prev = -1, xi = ch->head;
+    while (xi >= 0) {
+        const action *sa = E->x[xi].a;
+        if (sa->stage == a->peer_stage && sa->peer_stage == a->stage &&
+            sa->microbatch == a->microbatch)
+            break;
+        prev = xi;
+        xi = E->x[xi].cnext;
+    }
+    if (xi < 0) {  /* not sent yet */
+        ch->blocked = w;
+        return 1;
+    }
+    xfer *x = &E->x[xi];
+    if (prev < 0)
+        ch->head = x->cnext;
+    else
+        E->x[prev].cnext = x->cnext;
+    if (ch->tail == xi)
+        ch->tail = prev;
+    x->received = 1;
+    ws->cursor = c + 1;
+    if (x->arrival < 0) {  /* queued on its link: its start posts our wake-up */
+        x->waiter = w;
+        return 1;
+    }
+    double arr = x->arrival;
+    if (x->done)
+        xfer_release(E, xi);
+    if (arr > t)
+        return heap_push(&E->h, arr, w) ? oom(E) : 1;
     return 0;
 }
 
@@ -358,9 +570,8 @@ static double group_finish(eng *E, group *g)
     for (int k = 0; k < K; k++) {
         double ready = -INFINITY;
         for (int j = 0; j < g->need; j++) {
-            int w = E->gmem[g->mem_off + j];
-            int ws = E->ws_of[(size_t)w * E->ns + s];
-            double st = E->lastb_start[ws], du = E->lastb_dur[ws];
+            size_t i = (size_t)E->gmem[g->mem_off + j] * E->ns + s;
+            double st = E->lastb_start[i], du = E->lastb_dur[i];
             double rk = st < 0 ? g->maxreach : st + du * (k + 1) / K;
             if (rk > ready)
                 ready = rk;
@@ -370,387 +581,231 @@ static double group_finish(eng *E, group *g)
     return f > g->maxreach ? f : g->maxreach;
 }
 
-static int group_arrive(eng *E, int gi, int w, double t)
+static int do_allreduce(eng *E, int w, int c, int iter, double t)
 {
+    const action *a = &E->s->acts[w][c];
+    int s = a->stage;
+    int occ = E->ar_occ[(size_t)w * E->ns + s]++;
+    int gi = ht_find(&E->gh, (uint64_t)s, (uint64_t)occ);
+    if (gi < 0) {
+        int need = E->s->replicas[s] > 0 ? E->s->replicas[s] : 1;
+        if (grow((void **)&E->gr, E->ngr, &E->capgr, sizeof *E->gr))
+            return oom(E);
+        while (E->ngmem + need > E->capgmem)
+            if (grow((void **)&E->gmem, E->capgmem, &E->capgmem, sizeof *E->gmem))
+                return oom(E);
+        gi = E->ngr++;
+        E->gr[gi] = (group){.stage = s, .need = need, .mem_off = E->ngmem, .iter = iter,
+                            .maxreach = -INFINITY};
+        E->ngmem += need;
+        if (ht_put(&E->gh, (uint64_t)s, (uint64_t)occ, gi))
+            return oom(E);
+    }
     group *g = &E->gr[gi];
+    if (g->count >= g->need)
+        return bad_action(E, w, c, "more workers join this all-reduce than the stage has "
+                          "replicas");
     E->gmem[g->mem_off + g->count++] = w;
     if (t > g->maxreach)
         g->maxreach = t;
     if (g->count < g->need)
         return 0;
-    double fin = group_finish(E, g), tar = E->m->allreduce_s[g->stage];
+    double fin = group_finish(E, g), tar = E->m->allreduce_s[s];
     int comm = g->need > 1 && tar > 0;
     note_end(E, g->iter, fin);
     for (int j = 0; j < g->need; j++) {
         int mw = E->gmem[g->mem_off + j];
-        E->cursor[mw]++;
+        E->ws[mw].cursor++;
         if (heap_push(&E->h, fin, mw))
-            return err_set(E->err, NULL, NULL, "out of memory");
-        if (comm) {
-            E->comm_it[(size_t)mw * E->niter + g->iter] += tar;
-            if (E->m->record &&
-                record(E, E->coll_track[mw], TL_ALLREDUCE, fin - tar, tar,
-                       E->m->grad_bytes[g->stage], g->stage, -1, -1, g->iter))
-                return -1;
+            return oom(E);
+        if (!comm)
+            continue;
+        E->comm_it[(size_t)mw * E->niter + g->iter] += tar;
+        if (!E->m->record)
+            continue;
+        if (E->coll_track[mw] < 0) {
+            char nm[96];
+            snprintf(nm, sizeof nm, "device %d all-reduce", E->m->worker_device[mw]);
+            E->coll_track[mw] = timeline_track(E->r->tl, TL_TRACK_COLLECTIVE,
+                                               E->m->worker_device[mw], -1, nm);
+            if (E->coll_track[mw] < 0)
+                return oom(E);
         }
+        if (record(E, E->coll_track[mw], TL_ALLREDUCE, fin - tar, tar, E->m->grad_bytes[s],
+                   s, -1, -1, g->iter))
+            return -1;
     }
     return 0;
 }
 
 /* --- workers ------------------------------------------------------------------------------- */
 
+/* Runs worker w from its cursor at time t until it computes (an event marks the end),
+ * blocks (a send, an arrival or an all-reduce wakes it) or finishes. */
 static int worker_run(eng *E, int w, double t)
 {
     const sim_model *m = E->m;
-    const aslot *base = E->as + E->off[w];
-    int len = E->s->len[w];
+    const action *acts = E->s->acts[w];
+    wstate *ws = &E->ws[w];
+    const double *act_s = m->act_s, scale = m->worker_scale[w];
+    int len = E->s->len[w], nmb = E->s->microbatches;
     for (;;) {
-        int c = E->cursor[w];
+        int c = ws->cursor;
         if (c == len) {
             E->finished++;
             return 0;
         }
-        const aslot *a = &base[c];
+        const action *a = &acts[c];
+        if ((unsigned)a->stage >= (unsigned)E->ns)  /* everything below indexes by it */
+            return bad_action(E, w, c, "stage out of range");
+        if (a->microbatch >= 0 && nmb > 0) {
+            int it = a->microbatch / nmb;
+            ws->iter = it >= E->niter ? E->niter - 1 : it;
+        }
+        int iter = ws->iter, rc;
         E->r->actions++;
         switch (a->kind) {
         case ACT_F: case ACT_B: case ACT_I: case ACT_W: case ACT_STEP: {
-            int s = E->s->acts[w][c].stage;
+            int s = a->stage;
+            double dur = act_s[(size_t)s * SIM_NC + comp_slot(a->kind)] * scale;
             if (a->kind == ACT_F) {
-                E->cur_act[w] += m->stash_bytes[s];
-                if (++E->inflight[w] > E->r->max_inflight[w])
-                    E->r->max_inflight[w] = E->inflight[w];
+                ws->cur_act += m->stash_bytes[s];
+                if (++ws->inflight > E->r->max_inflight[w])
+                    E->r->max_inflight[w] = ws->inflight;
             } else if (a->kind == ACT_B || a->kind == ACT_I) {
-                E->cur_act[w] += m->transient_bytes[s];
+                ws->cur_act += m->transient_bytes[s];
             }
-            if (E->cur_act[w] > E->r->peak_act_bytes[w])
-                E->r->peak_act_bytes[w] = E->cur_act[w];
+            if (ws->cur_act > E->r->peak_act_bytes[w])
+                E->r->peak_act_bytes[w] = ws->cur_act;
             if (a->kind == ACT_B || a->kind == ACT_W) {
-                E->cur_act[w] -= m->stash_bytes[s] + m->transient_bytes[s];
-                E->inflight[w]--;
-                E->lastb_start[a->ws] = t;
-                E->lastb_dur[a->ws] = a->dur;
+                ws->cur_act -= m->stash_bytes[s] + m->transient_bytes[s];
+                ws->inflight--;
+                E->lastb_start[(size_t)w * E->ns + s] = t;
+                E->lastb_dur[(size_t)w * E->ns + s] = dur;
             }
-            E->busy_it[(size_t)w * E->niter + a->iter] += a->dur;
-            E->r->busy_total[w] += a->dur;
-            note_end(E, a->iter, t + a->dur);
+            E->busy_it[(size_t)w * E->niter + iter] += dur;
+            E->r->busy_total[w] += dur;
+            note_end(E, iter, t + dur);
             if (m->record &&
-                record(E, E->dev_track[w], tl_of_act(a->kind), t, a->dur, 0, s, -1,
-                       E->s->acts[w][c].microbatch, a->iter))
+                record(E, E->dev_track[w], tl_of_act(a->kind), t, dur, 0, s, -1,
+                       a->microbatch, iter))
                 return -1;
-            E->cursor[w] = c + 1;
-            if (a->dur > 0)
-                return heap_push(&E->h, t + a->dur, w) ? err_set(E->err, NULL, NULL,
-                                                                 "out of memory") : 0;
+            ws->cursor = c + 1;
+            if (dur > 0)
+                return heap_push(&E->h, t + dur, w) ? oom(E) : 0;
             break;
         }
         case ACT_SEND_F: case ACT_SEND_B:
-            E->cursor[w] = c + 1;
-            if (xfer_issue(E, a->arg, t))
+            ws->cursor = c + 1;
+            if (do_send(E, w, c, iter, t))
                 return -1;
             break;
-        case ACT_RECV_F: case ACT_RECV_B: {
-            xfer *x = &E->x[a->arg];
-            if (x->arrival < 0) {  /* not started yet: its start wakes us */
-                x->waiter = w;
-                E->r->actions--;
-                return 0;
+        case ACT_RECV_F: case ACT_RECV_B:
+            rc = do_recv(E, w, c, t);
+            if (rc) {
+                if (ws->cursor == c)
+                    E->r->actions--;  /* not taken yet: counted again when it is */
+                return rc < 0 ? -1 : 0;
             }
-            E->cursor[w] = c + 1;
-            if (x->arrival > t)
-                return heap_push(&E->h, x->arrival, w) ? err_set(E->err, NULL, NULL,
-                                                                 "out of memory") : 0;
             break;
-        }
         case ACT_ALLREDUCE:
-            return group_arrive(E, a->arg, w, t);
+            return do_allreduce(E, w, c, iter, t);
         default:
-            E->cursor[w] = c + 1;  /* unknown kinds take no time */
+            ws->cursor = c + 1;  /* kinds without cost */
         }
     }
 }
 
-/* --- preparation ----------------------------------------------------------------------------- */
-
-static int prepare_links(eng *E, htab *lh, htab *ph, int xi, int a_dev, int b_dev)
-{
-    xfer *x = &E->x[xi];
-    const sim_net *n = &E->m->net;
-    double rate, lat;
-    int L = sim_net_path(n, a_dev, b_dev, &rate, &lat);
-    if (L < 0) {
-        x->link = -1;
-        return 0;
-    }
-    x->occ = rate > 0 && isfinite(rate) ? x->bytes / rate : 0;
-    x->lat = lat;
-    int key[2] = {a_dev, b_dev};
-    int li = ht_get_or_put(lh, key, E->nlk);
-    if (li == E->nlk) {
-        link *l = &E->lk[E->nlk++];
-        memset(l, 0, sizeof *l);
-        l->head = l->tail = -1;
-        l->st.src = a_dev;
-        l->st.dst = b_dev;
-        l->st.level = L;
-        l->track = -1;
-        if (E->m->record) {
-            char nm[96];
-            snprintf(nm, sizeof nm, "link %d->%d (level %d)", a_dev, b_dev, L);
-            l->track = timeline_track(E->r->tl, TL_TRACK_LINK, a_dev, b_dev, nm);
-            if (l->track < 0)
-                return err_set(E->err, NULL, NULL, "out of memory");
-        }
-    }
-    x->link = li;
-    /* egress ports of the sender's groups at levels 1..L */
-    x->nports = 0;
-    for (int lv = 1; lv <= L; lv++) {
-        int pk[2] = {lv, (int)(a_dev / n->gsize[lv - 1])};
-        int pi = ht_get_or_put(ph, pk, E->npt);
-        if (pi == E->npt) {
-            port *p = &E->pt[E->npt++];
-            double r1 = n->bw[lv] < n->egress[lv] ? n->bw[lv] : n->egress[lv];
-            double lanes = floor(n->egress[lv] / r1 + 1e-9);
-            p->lanes = lanes < 1 ? 1 : lanes > 1e6 ? 1000000 : (int)lanes;
-            p->busy = 0;
-            p->whead = p->wtail = -1;
-        }
-        E->port_ids[x->port_off + x->nports++] = pi;
-    }
-    return 0;
-}
-
-static int prepare(eng *E)
-{
-    const schedule *s = E->s;
-    const sim_model *m = E->m;
-    int nw = E->nw, ns = E->ns;
-    size_t total = 0;
-    E->off = malloc(((size_t)nw + 1) * sizeof *E->off);
-    if (!E->off)
-        return err_set(E->err, NULL, NULL, "out of memory");
-    int nsend = 0, nar = 0;
-    for (int w = 0; w < nw; w++) {
-        E->off[w] = total;
-        total += (size_t)s->len[w];
-        for (int i = 0; i < s->len[w]; i++) {
-            int k = s->acts[w][i].kind;
-            nsend += k == ACT_SEND_F || k == ACT_SEND_B;
-            nar += k == ACT_ALLREDUCE;
-        }
-    }
-    E->off[nw] = total;
-    E->as = malloc((total ? total : 1) * sizeof *E->as);
-    E->cursor = calloc((size_t)nw, sizeof *E->cursor);
-    E->x = malloc(((size_t)nsend + 1) * sizeof *E->x);
-    E->lk = malloc(((size_t)nsend + 1) * sizeof *E->lk);
-    E->pt = malloc(((size_t)nsend * CLUSTER_MAX_LEVELS + 1) * sizeof *E->pt);
-    E->port_ids = malloc(((size_t)nsend * CLUSTER_MAX_LEVELS + 1) * sizeof *E->port_ids);
-    E->gr = malloc(((size_t)nar + 1) * sizeof *E->gr);
-    E->gmem = malloc(((size_t)nar + 1) * sizeof *E->gmem);
-    E->ws_of = malloc((size_t)nw * ns * sizeof *E->ws_of);
-    E->cur_act = calloc((size_t)nw, sizeof *E->cur_act);
-    E->inflight = calloc((size_t)nw, sizeof *E->inflight);
-    E->busy_it = calloc((size_t)nw * E->niter, sizeof *E->busy_it);
-    E->comm_it = calloc((size_t)nw * E->niter, sizeof *E->comm_it);
-    E->dev_track = malloc((size_t)nw * sizeof *E->dev_track);
-    E->coll_track = malloc((size_t)nw * sizeof *E->coll_track);
-    if (!E->as || !E->cursor || !E->x || !E->lk || !E->pt || !E->port_ids || !E->gr ||
-        !E->gmem || !E->ws_of || !E->cur_act || !E->inflight || !E->busy_it ||
-        !E->comm_it || !E->dev_track || !E->coll_track)
-        return err_set(E->err, NULL, NULL, "out of memory");
-    memset(E->ws_of, 0xff, (size_t)nw * ns * sizeof *E->ws_of);
-
-    /* worker-stage slots */
-    E->nws = 0;
-    for (int w = 0; w < nw; w++)
-        for (int i = 0; i < s->len[w]; i++) {
-            int st = s->acts[w][i].stage;
-            if (st < 0 || st >= ns) {
-                char buf[64];
-                return err_set(E->err, NULL, NULL, "schedule: worker %d action %d (%s): "
-                               "stage %d out of range 0..%d", w, i,
-                               action_format(&s->acts[w][i], buf, sizeof buf), st, ns - 1);
-            }
-            if (E->ws_of[(size_t)w * ns + st] < 0)
-                E->ws_of[(size_t)w * ns + st] = E->nws++;
-        }
-    E->ws_stage = malloc(((size_t)E->nws + 1) * sizeof *E->ws_stage);
-    E->lastb_start = malloc(((size_t)E->nws + 1) * sizeof *E->lastb_start);
-    E->lastb_dur = calloc((size_t)E->nws + 1, sizeof *E->lastb_dur);
-    if (!E->ws_stage || !E->lastb_start || !E->lastb_dur)
-        return err_set(E->err, NULL, NULL, "out of memory");
-    for (int i = 0; i < E->nws; i++)
-        E->lastb_start[i] = -1;
-
-    /* timeline tracks */
-    for (int w = 0; w < nw; w++) {
-        E->dev_track[w] = E->coll_track[w] = -1;
-        if (!m->record)
-            continue;
-        char nm[96];
-        const char *dn = m->device_names ? m->device_names[w] : NULL;
-        if (dn)
-            snprintf(nm, sizeof nm, "%s", dn);
-        else
-            snprintf(nm, sizeof nm, "device %d", m->worker_device[w]);
-        E->dev_track[w] = timeline_track(E->r->tl, TL_TRACK_DEVICE, m->worker_device[w], -1,
-                                         nm);
-        if (E->dev_track[w] < 0)
-            return err_set(E->err, NULL, NULL, "out of memory");
-    }
-
-    htab sh = {0}, lh = {0}, ph = {0}, gh = {0};
-    int rc = -1;
-    int *ar_occ = calloc((size_t)E->nws + 1, sizeof *ar_occ);
-    if (!ar_occ || ht_init(&sh, 6, (size_t)nsend) || ht_init(&lh, 2, (size_t)nsend) ||
-        ht_init(&ph, 2, (size_t)nsend * CLUSTER_MAX_LEVELS) || ht_init(&gh, 2, (size_t)nar)) {
-        err_set(E->err, NULL, NULL, "out of memory");
-        goto out;
-    }
-    E->nx = E->nlk = E->npt = E->ngr = 0;
-    int port_used = 0;
-    /* pass 1: compute times, iterations, sends, all-reduce groups */
-    for (int w = 0; w < nw; w++) {
-        int last_iter = 0;
-        for (int i = 0; i < s->len[w]; i++) {
-            const action *a = &s->acts[w][i];
-            aslot *o = &E->as[E->off[w] + i];
-            o->kind = a->kind;
-            o->arg = -1;
-            o->dur = 0;
-            o->ws = E->ws_of[(size_t)w * ns + a->stage];
-            E->ws_stage[o->ws] = a->stage;
-            if (a->microbatch >= 0 && s->microbatches > 0) {
-                int it = a->microbatch / s->microbatches;
-                last_iter = it < 0 ? 0 : it >= E->niter ? E->niter - 1 : it;
-            }
-            o->iter = last_iter;
-            if (is_compute(a->kind)) {
-                o->dur = m->act_s[(size_t)a->stage * SIM_NC + comp_slot(a->kind)] *
-                         m->worker_scale[w];
-            } else if (a->kind == ACT_SEND_F || a->kind == ACT_SEND_B) {
-                if (a->peer < 0 || a->peer >= nw || a->peer_stage < 0 || a->peer_stage >= ns) {
-                    char buf[64];
-                    err_set(E->err, NULL, NULL, "schedule: worker %d action %d (%s): peer "
-                            "worker %d / stage %d out of range", w, i,
-                            action_format(a, buf, sizeof buf), a->peer, a->peer_stage);
-                    goto out;
-                }
-                int xi = E->nx++;
-                xfer *x = &E->x[xi];
-                memset(x, 0, sizeof *x);
-                int lo = a->stage < a->peer_stage ? a->stage : a->peer_stage;
-                x->bytes = m->cut_bytes[lo];
-                x->arrival = -1;
-                x->waiter = x->lnext = x->pnext = -1;
-                x->iter = o->iter;
-                x->src_w = w;
-                x->stage = a->stage;
-                x->peer_stage = a->peer_stage;
-                x->mb = a->microbatch;
-                x->kind = a->kind == ACT_SEND_F ? TL_SEND_F : TL_SEND_B;
-                x->port_off = port_used;
-                if (prepare_links(E, &lh, &ph, xi, m->worker_device[w],
-                                  m->worker_device[a->peer]))
-                    goto out;
-                port_used += x->nports;
-                int key[6] = {w, a->peer, a->kind == ACT_SEND_F, a->stage, a->peer_stage,
-                              a->microbatch};
-                if (ht_get_or_put(&sh, key, xi) != xi) {
-                    char buf[64];
-                    err_set(E->err, NULL, NULL, "schedule: worker %d action %d (%s): the "
-                            "same transfer is sent twice", w, i,
-                            action_format(a, buf, sizeof buf));
-                    goto out;
-                }
-                o->arg = xi;
-            } else if (a->kind == ACT_ALLREDUCE) {
-                int key[2] = {a->stage, ar_occ[o->ws]++};
-                int gi = ht_get_or_put(&gh, key, E->ngr);
-                if (gi == E->ngr) {
-                    E->ngr++;
-                    E->gr[gi] = (group){.stage = a->stage, .iter = o->iter,
-                                        .maxreach = -INFINITY};
-                }
-                E->gr[gi].need++;
-                o->arg = gi;
-                if (m->record && E->coll_track[w] < 0) {
-                    char nm[96];
-                    snprintf(nm, sizeof nm, "device %d all-reduce", m->worker_device[w]);
-                    E->coll_track[w] = timeline_track(E->r->tl, TL_TRACK_COLLECTIVE,
-                                                      m->worker_device[w], -1, nm);
-                    if (E->coll_track[w] < 0) {
-                        err_set(E->err, NULL, NULL, "out of memory");
-                        goto out;
-                    }
-                }
-            }
-        }
-    }
-    int moff = 0;
-    for (int g = 0; g < E->ngr; g++) {
-        E->gr[g].mem_off = moff;
-        moff += E->gr[g].need;
-    }
-    /* pass 2: match every RECV with its SEND */
-    for (int w = 0; w < nw; w++)
-        for (int i = 0; i < s->len[w]; i++) {
-            const action *a = &s->acts[w][i];
-            if (a->kind != ACT_RECV_F && a->kind != ACT_RECV_B)
-                continue;
-            int key[6] = {a->peer, w, a->kind == ACT_RECV_F, a->peer_stage, a->stage,
-                          a->microbatch};
-            int xi = a->peer >= 0 && a->peer < nw ? ht_find(&sh, key) : -1;
-            if (xi < 0 || E->x[xi].recvs++ > 0) {
-                char buf[64];
-                err_set(E->err, NULL, NULL, "schedule: worker %d action %d (%s): %s", w, i,
-                        action_format(a, buf, sizeof buf),
-                        xi < 0 ? "no matching send" : "received twice");
-                goto out;
-            }
-            E->as[E->off[w] + i].arg = xi;
-        }
-    for (int xi = 0; xi < E->nx; xi++)
-        if (E->x[xi].recvs != 1) {
-            err_set(E->err, NULL, NULL, "schedule: worker %d sends %s of stage %d "
-                    "microbatch %d to stage %d but nobody receives it", E->x[xi].src_w,
-                    E->x[xi].kind == TL_SEND_F ? "activations" : "gradients",
-                    E->x[xi].stage, E->x[xi].mb, E->x[xi].peer_stage);
-            goto out;
-        }
-    rc = 0;
-out:
-    free(ar_occ);
-    ht_free(&sh);
-    ht_free(&lh);
-    ht_free(&ph);
-    ht_free(&gh);
-    return rc;
-}
+/* --- setup, run, results ------------------------------------------------------------------ */
 
 static void eng_free(eng *E)
 {
-    free(E->off);
-    free(E->as);
-    free(E->cursor);
+    free(E->ws);
     free(E->x);
     free(E->lk);
     free(E->pt);
-    free(E->port_ids);
+    free(E->ch);
     free(E->gr);
     free(E->gmem);
-    free(E->ws_of);
-    free(E->ws_stage);
+    ht_free(&E->lh);
+    ht_free(&E->ph);
+    ht_free(&E->chh);
+    ht_free(&E->gh);
+    free(E->ar_occ);
     free(E->lastb_start);
     free(E->lastb_dur);
-    free(E->cur_act);
-    free(E->inflight);
     free(E->busy_it);
     free(E->comm_it);
     free(E->dev_track);
     free(E->coll_track);
     free(E->h.a);
+}
+
+static int setup(eng *E)
+{
+    int nw = E->nw, ns = E->ns;
+    size_t nws = (size_t)nw * ns;
+    E->ws = calloc((size_t)nw, sizeof *E->ws);
+    E->ar_occ = calloc(nws, sizeof *E->ar_occ);
+    E->lastb_start = malloc(nws * sizeof *E->lastb_start);
+    E->lastb_dur = calloc(nws, sizeof *E->lastb_dur);
+    E->busy_it = calloc((size_t)nw * E->niter, sizeof *E->busy_it);
+    E->comm_it = calloc((size_t)nw * E->niter, sizeof *E->comm_it);
+    E->dev_track = malloc((size_t)nw * sizeof *E->dev_track);
+    E->coll_track = malloc((size_t)nw * sizeof *E->coll_track);
+    if (!E->ws || !E->ar_occ || !E->lastb_start || !E->lastb_dur || !E->busy_it ||
+        !E->comm_it || !E->dev_track || !E->coll_track || ht_init(&E->lh, 16) ||
+        ht_init(&E->ph, 16) || ht_init(&E->chh, 16) || ht_init(&E->gh, 16))
+        return oom(E);
+    for (size_t i = 0; i < nws; i++)
+        E->lastb_start[i] = -1;
+    E->xfree = -1;
+    for (int w = 0; w < nw; w++) {
+        wstate *ws = &E->ws[w];
+        ws->lpeer = ws->speer[0] = ws->speer[1] = ws->rpeer[0] = ws->rpeer[1] = -1;
+        E->dev_track[w] = E->coll_track[w] = -1;
+        if (!E->m->record)
+            continue;
+        const char *dn = E->m->device_names ? E->m->device_names[w] : NULL;
+        E->dev_track[w] = timeline_track(E->r->tl, TL_TRACK_DEVICE, E->m->worker_device[w],
+                                         -1, dn);
+        if (E->dev_track[w] < 0)
+            return oom(E);
+    }
+    return 0;
+}
+
+/* Names the first blocked worker and what it waits on. */
+static int deadlock(eng *E)
+{
+    for (int w = 0; w < E->nw; w++) {
+        int c = E->ws[w].cursor;
+        if (c < E->s->len[w]) {
+            char buf[64];
+            int k = E->s->acts[w][c].kind;
+            return err_set(E->err, NULL, NULL, "schedule deadlocks: worker %d waits forever "
+                           "at action %d (%s)%s; %d of %d workers finished", w, c,
+                           action_format(&E->s->acts[w][c], buf, sizeof buf),
+                           k == ACT_RECV_F || k == ACT_RECV_B
+                               ? ": no matching send reaches it" : "",
+                           E->finished, E->nw);
+        }
+    }
+    return err_set(E->err, NULL, NULL, "schedule deadlocks");
+}
+
+/* After the run: every transfer sent must have been received. */
+static int check_channels(eng *E)
+{
+    for (int ci = 0; ci < E->nch; ci++)
+        if (E->ch[ci].head >= 0) {
+            const xfer *x = &E->x[E->ch[ci].head];
+            return err_set(E->err, NULL, NULL, "schedule: worker %d sends %s of stage %d "
+                           "microbatch %d to worker %d but nobody receives them", x->src_w,
+                           x->a->kind == ACT_SEND_F ? "activations" : "gradients",
+                           x->a->stage, x->a->microbatch, x->a->peer);
+        }
+    return 0;
 }
 
 void sim_result_free(sim_result *r)
@@ -766,22 +821,6 @@ void sim_result_free(sim_result *r)
     free(r->links);
     timeline_free(r->tl);
     memset(r, 0, sizeof *r);
-}
-
-/* Names the first blocked worker and what it waits on. */
-static int deadlock(eng *E)
-{
-    for (int w = 0; w < E->nw; w++) {
-        int c = E->cursor[w];
-        if (c < E->s->len[w]) {
-            char buf[64];
-            return err_set(E->err, NULL, NULL, "schedule deadlocks: worker %d waits forever "
-                           "at action %d (%s); %d of %d workers finished", w, c,
-                           action_format(&E->s->acts[w][c], buf, sizeof buf), E->finished,
-                           E->nw);
-        }
-    }
-    return err_set(E->err, NULL, NULL, "schedule deadlocks");
 }
 
 int sim_engine_run(const sim_model *m, sim_result *r, plumb_err *err)
@@ -803,7 +842,7 @@ int sim_engine_run(const sim_model *m, sim_result *r, plumb_err *err)
     r->max_inflight = calloc((size_t)E.nw + 1, sizeof *r->max_inflight);
     if (!r->iter_end || !r->busy_window || !r->comm_window || !r->busy_total ||
         !r->peak_act_bytes || !r->max_inflight) {
-        err_set(err, NULL, NULL, "out of memory");
+        oom(&E);
         goto out;
     }
     if (E.nw <= 0 || E.ns <= 0) {
@@ -811,14 +850,14 @@ int sim_engine_run(const sim_model *m, sim_result *r, plumb_err *err)
         goto out;
     }
     if (m->record && !(r->tl = timeline_new("sim"))) {
-        err_set(err, NULL, NULL, "out of memory");
+        oom(&E);
         goto out;
     }
-    if (prepare(&E))
+    if (setup(&E))
         goto out;
     for (int w = 0; w < E.nw; w++)
         if (heap_push(&E.h, 0.0, w)) {
-            err_set(err, NULL, NULL, "out of memory");
+            oom(&E);
             goto out;
         }
     while (E.h.n) {
@@ -831,6 +870,8 @@ int sim_engine_run(const sim_model *m, sim_result *r, plumb_err *err)
         deadlock(&E);
         goto out;
     }
+    if (check_channels(&E))
+        goto out;
     /* steady state: iterations k0..k1, leaving out the first (pipeline fill) and, with 3 or
      * more, the last (the drain, faster for asynchronous schedules); all of a 1-iteration
      * run */
@@ -849,7 +890,7 @@ int sim_engine_run(const sim_model *m, sim_result *r, plumb_err *err)
     r->nlinks = E.nlk;
     r->links = malloc(((size_t)E.nlk + 1) * sizeof *r->links);
     if (!r->links) {
-        err_set(err, NULL, NULL, "out of memory");
+        oom(&E);
         goto out;
     }
     for (int i = 0; i < E.nlk; i++) {
