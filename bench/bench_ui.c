@@ -5,7 +5,8 @@
  * line per profile: layers, the open time, the median and largest time per key, the
  * largest among keys that ran the partitioner and among keys that did not (schedule,
  * microbatches, straggler, recomputation, cached plans), and the slowest key. Wall time in
- * ms (what a user waits). Usage: bench_ui CLUSTER PROFILE... [-k KEYS] */
+ * ms (what a user waits). Usage: bench_ui [-P native|pipedream|even] [-k KEYS] CLUSTER
+ * PROFILE... */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,16 +43,20 @@ static const char *key_name(int k, char *buf)
 int main(int argc, char **argv)
 {
     const char *keyspec = DEFAULT_KEYS;
-    int first = 2;
-    if (argc < 3) {
-        fprintf(stderr, "usage: bench_ui CLUSTER PROFILE... [-k KEYS]\n");
+    int planner = UI_PLANNER_NATIVE, i = 1;
+    for (; i + 1 < argc && argv[i][0] == '-'; i += 2) {
+        if (!strcmp(argv[i], "-k")) keyspec = argv[i + 1];
+        else if (!strcmp(argv[i], "-P") && ui_planner_parse(argv[i + 1]) >= 0)
+            planner = ui_planner_parse(argv[i + 1]);
+        else break;
+    }
+    if (argc - i < 2) {
+        fprintf(stderr, "usage: bench_ui [-P native|pipedream|even] [-k KEYS] CLUSTER "
+                        "PROFILE...\n");
         return 2;
     }
-    int nprof = argc - 2;
-    if (argc >= 5 && !strcmp(argv[argc - 2], "-k")) {
-        keyspec = argv[argc - 1];
-        nprof -= 2;
-    }
+    const char *clusterf = argv[i];
+    int first = i + 1, nprof = argc - first;
     int keys[256];
     plumb_err e;
     err_clear(&e);
@@ -63,14 +68,15 @@ int main(int argc, char **argv)
     ui_fb fb = { 0, 0, NULL };
     if (ui_fb_resize(&fb, 160, 50)) return 1;
     int rc = 0;
-    printf("bench_ui: %d keys \"%s\" per profile on %s; per key: re-plan + re-simulate + redraw "
-           "(160x50), wall ms\n", nk, keyspec, argv[1]);
+    printf("bench_ui: %s planner, %d keys \"%s\" per profile on %s; per key: re-plan + "
+           "re-simulate + redraw (160x50), wall ms\n", ui_planner_name(planner), nk, keyspec,
+           clusterf);
     printf("%-16s %6s %8s %8s %8s %10s %10s  %s\n", "profile", "layers", "open", "median",
            "max", "max-plan", "max-noplan", "slowest key");
     for (int p = first; p < first + nprof; p++) {
         ui_app *a = malloc(sizeof *a);
         double t0 = now_ms();
-        if (!a || ui_app_open(a, argv[p], argv[1], NULL, ".")) return 1;
+        if (!a || ui_app_open(a, argv[p], clusterf, NULL, ".", planner)) return 1;
         ui_app_draw(a, &fb);
         double open_ms = now_ms() - t0;
         if (!a->loaded) {

@@ -29,6 +29,9 @@ static void usage(FILE *out)
             "  -p, --profile FILE    a profile (plumb-profile/1), with -c\n"
             "  -c, --cluster FILE    a cluster (plumb-cluster/1), with -p\n"
             "  -o, --out DIR         where s (save plan) and e (export) write (default .)\n"
+            "      --planner NAME    who re-plans after a what-if: native (plumb's own,\n"
+            "                        default), pipedream (PipeDream's partitioner) or even\n"
+            "                        (equal compute per stage)\n"
             "      --snapshot WxH    print the frame after --keys as plain text and exit\n"
             "                        (W >= 1, H >= 1; the full layout needs 80x24)\n"
             "      --keys KEYS       keys to press first: characters, and <up> <down> <left>\n"
@@ -84,10 +87,11 @@ int cmd_ui(int argc, char **argv)
         { "profile", required_argument, NULL, 'p' }, { "cluster", required_argument, NULL, 'c' },
         { "out", required_argument, NULL, 'o' },     { "snapshot", required_argument, NULL, 'S' },
         { "keys", required_argument, NULL, 'K' },    { "mono", no_argument, NULL, 'M' },
+        { "planner", required_argument, NULL, 'P' },
         { "help", no_argument, NULL, 'h' },          { NULL, 0, NULL, 0 },
     };
     const char *prof = NULL, *clus = NULL, *out = ".", *snap = NULL, *keyspec = NULL;
-    int mono = 0, c;
+    int mono = 0, planner = UI_PLANNER_NATIVE, c;
     optind = 0;
     while ((c = cli_getopt("ui", argc, argv, "p:c:o:h", longopts)) != -1) {
         switch (c) {
@@ -97,6 +101,12 @@ int cmd_ui(int argc, char **argv)
         case 'S': snap = optarg; break;
         case 'K': keyspec = optarg; break;
         case 'M': mono = 1; break;
+        case 'P':
+            planner = ui_planner_parse(optarg);
+            if (planner < 0)
+                return cli_fail("ui", "--planner: expected native, pipedream or even (got \"%s\")",
+                                optarg);
+            break;
         case 'h': usage(stdout); return 0;
         default: return 2;
         }
@@ -130,7 +140,7 @@ int cmd_ui(int argc, char **argv)
         planf = dplan;
     }
     ui_app *a = malloc(sizeof *a);
-    if (!a || ui_app_open(a, prof, clus, planf, out)) {
+    if (!a || ui_app_open(a, prof, clus, planf, out, planner)) {
         free(a);
         free(keys);
         return cli_fail("ui", "out of memory");

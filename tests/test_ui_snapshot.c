@@ -137,7 +137,7 @@ Test(ui_snapshot, default_frame_80x24_shows_every_panel)
 {
     make_tmp();
     ui_app a;
-    cr_assert_eq(ui_app_open(&a, NULL, NULL, PLAN, tmpdir), 0);
+    cr_assert_eq(ui_app_open(&a, NULL, NULL, PLAN, tmpdir, UI_PLANNER_NATIVE), 0);
     cr_assert(a.loaded, "%s", a.load_err);
     char *s = snap(&a, 80, 24, NULL);
     cr_assert(strstr(s, "plumb ui  vgg16 on cluster-a-4x4  pipedream  mb 15x64  2 stages"), "%s", s);
@@ -162,7 +162,7 @@ Test(ui_snapshot, frames_fit_every_screen_size)
 {
     make_tmp();
     ui_app a;
-    ui_app_open(&a, NULL, NULL, PLAN, tmpdir);
+    ui_app_open(&a, NULL, NULL, PLAN, tmpdir, UI_PLANNER_NATIVE);
     int kk[] = { 'p', '+' };
     for (int i = 0; i < 2; i++) ui_app_key(&a, kk[i]); /* pinned: every panel shows */
     for (int w = 80; w <= 300; w += 11)
@@ -190,7 +190,7 @@ Test(ui_snapshot, figures_equal_plumb_sim_json_for_the_saved_plan)
 {
     make_tmp();
     ui_app a;
-    ui_app_open(&a, NULL, NULL, PLAN, tmpdir);
+    ui_app_open(&a, NULL, NULL, PLAN, tmpdir, UI_PLANNER_NATIVE);
     /* 1f1b-flush, 30 microbatches, ethernet doubled, recompute on, then save */
     char *s = snap(&a, 120, 40, "Cmbrs");
     cr_assert(strstr(s, "1f1b-flush  mb 30x64"), "%s", s);
@@ -208,7 +208,7 @@ Test(ui_snapshot, straggler_and_memory_limit_match_plumb_sim_options)
 {
     make_tmp();
     ui_app a;
-    ui_app_open(&a, NULL, NULL, PLAN, tmpdir);
+    ui_app_open(&a, NULL, NULL, PLAN, tmpdir, UI_PLANNER_NATIVE);
     char *s = snap(&a, 120, 40, "<down><down><down>tTxs");
     cr_assert(strstr(s, "straggler d3 x3"), "%s", s);
     cr_assert(strstr(s, "mem limit 12 GiB"), "%s", s);
@@ -226,19 +226,27 @@ Test(ui_snapshot, replanning_on_gpu_changes_matches_plumb_sim)
 {
     make_tmp();
     ui_app a;
-    ui_app_open(&a, PROFILE, CLUSTER, NULL, tmpdir);
+    ui_app_open(&a, PROFILE, CLUSTER, NULL, tmpdir, UI_PLANNER_NATIVE);
     cr_assert(a.loaded, "%s", a.load_err);
     char *s = snap(&a, 100, 30, "-s");
     cr_assert(strstr(s, "GPUs 8"), "%s", s);
-    cr_assert(strstr(s, "(pipedream planner)") || strstr(s, "(even split"), "%s", s);
+    cr_assert(strstr(s, "(native planner)"), "%s", s);
     figs f = read_figs(s);
     cJSON *rep = sim_json(saved_plan_path(s), NULL, NULL);
     assert_same_figures(&f, rep);
     cJSON_Delete(rep);
     free(s);
-    s = snap(&a, 100, 30, "cc"); /* interleaved: virtual stages from the even split */
-    cr_assert(strstr(s, "interleaved"), "%s", s);
+    s = snap(&a, 100, 30, "CC"); /* zb-v: the planner does not make V placements */
+    cr_assert(strstr(s, "zb-v"), "%s", s);
     cr_assert(strstr(s, "(even split)"), "%s", s);
+    free(s);
+    s = snap(&a, 100, 30, "CCs"); /* interleaved: the native planner's virtual stages */
+    cr_assert(strstr(s, "interleaved"), "%s", s);
+    cr_assert(strstr(s, "(native planner)") || strstr(s, "(even split: no plan"), "%s", s);
+    figs f2 = read_figs(s);
+    rep = sim_json(saved_plan_path(s), NULL, NULL);
+    assert_same_figures(&f2, rep);
+    cJSON_Delete(rep);
     free(s);
     ui_app_free(&a);
 }
@@ -247,7 +255,7 @@ Test(ui_snapshot, what_if_keys_undo_and_pin)
 {
     make_tmp();
     ui_app a;
-    ui_app_open(&a, NULL, NULL, PLAN, tmpdir);
+    ui_app_open(&a, NULL, NULL, PLAN, tmpdir, UI_PLANNER_NATIVE);
     char *s0 = snap(&a, 100, 30, NULL);
     figs f0 = read_figs(s0);
     char *s = snap(&a, 100, 30, "+");
@@ -278,7 +286,7 @@ Test(ui_snapshot, help_overlay_and_too_small)
 {
     make_tmp();
     ui_app a;
-    ui_app_open(&a, NULL, NULL, PLAN, tmpdir);
+    ui_app_open(&a, NULL, NULL, PLAN, tmpdir, UI_PLANNER_NATIVE);
     char *s = snap(&a, 80, 24, "?");
     cr_assert(strstr(s, "+ help -"), "%s", s);
     cr_assert(strstr(s, "q  ^C         quit"), "%s", s);
@@ -297,7 +305,7 @@ Test(ui_snapshot, load_errors_are_shown_not_fatal)
 {
     make_tmp();
     ui_app a;
-    cr_assert_eq(ui_app_open(&a, NULL, NULL, "/nonexistent/plan.json", tmpdir), 0);
+    cr_assert_eq(ui_app_open(&a, NULL, NULL, "/nonexistent/plan.json", tmpdir, UI_PLANNER_NATIVE), 0);
     cr_assert(!a.loaded);
     char *s = snap(&a, 80, 24, "+bcms");
     cr_assert(strstr(s, "nothing loaded"), "%s", s);
@@ -310,7 +318,7 @@ Test(ui_snapshot, load_errors_are_shown_not_fatal)
     FILE *f = fopen(bad, "w");
     fputs("{\"format\": \"plumb-profile/1\", \"name\": 3}", f);
     fclose(f);
-    ui_app_open(&a, bad, CLUSTER, NULL, tmpdir);
+    ui_app_open(&a, bad, CLUSTER, NULL, tmpdir, UI_PLANNER_NATIVE);
     s = snap(&a, 100, 24, NULL);
     cr_assert(strstr(s, "error: ") && strstr(s, "bad.json: "), "%s", s);
     free(s);
@@ -321,7 +329,7 @@ Test(ui_snapshot, save_and_export_write_files)
 {
     make_tmp();
     ui_app a;
-    ui_app_open(&a, NULL, NULL, PLAN, tmpdir);
+    ui_app_open(&a, NULL, NULL, PLAN, tmpdir, UI_PLANNER_NATIVE);
     char *s = snap(&a, 200, 30, "e");
     cr_assert(strstr(s, "exported "), "%s", s);
     free(s);

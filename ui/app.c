@@ -32,8 +32,14 @@ static void eval_pin(ui_app *a)
     else ui_result_free(&a->pin);
 }
 
+/* After an evaluation: the planner's note (why its answer was not used) as the message. */
+static void note_msg(ui_app *a)
+{
+    if (a->cur.note[0]) set_msg(a, 1, "%s", a->cur.note);
+}
+
 int ui_app_open(ui_app *a, const char *profile_path, const char *cluster_path,
-                const char *plan_path, const char *out_dir)
+                const char *plan_path, const char *out_dir, int planner)
 {
     memset(a, 0, sizeof *a);
     snprintf(a->out_dir, sizeof a->out_dir, "%s", out_dir && *out_dir ? out_dir : ".");
@@ -51,6 +57,7 @@ int ui_app_open(ui_app *a, const char *profile_path, const char *cluster_path,
         return 0;
     }
     a->loaded = 1;
+    if (planner >= 0 && planner < UI_PLANNER_N) a->base.planner = planner;
     ui_whatif w;
     ui_base_whatif(&a->base, &w);
     double mem = 0;
@@ -59,6 +66,13 @@ int ui_app_open(ui_app *a, const char *profile_path, const char *cluster_path,
     ui_state_init(a->st, &w, a->base.clus->nlevels, a->base.clus->levels[0].count, mem);
     double t0 = now_ms();
     ui_evaluate(&a->base, &a->st->cur, &a->cur);
+    if (a->st->cur.microbatches == 0) {
+        /* the planner chose the microbatches: adopt them, so that every state the keys
+         * reach (and undo returns to) names its microbatches */
+        a->st->cur.microbatches = a->cur.pl ? a->cur.pl->microbatches : 1;
+        ui_evaluate(&a->base, &a->st->cur, &a->cur);
+    }
+    note_msg(a);
     a->key_ms = now_ms() - t0;
     return 0;
 }
@@ -143,6 +157,7 @@ int ui_app_key(ui_app *a, int key)
     if (f & UI_DO_SAVE) do_save(a);
     if (f & UI_DO_EXPORT) do_export(a);
     if (f & UI_DO_NOTHING_TO_UNDO) set_msg(a, 1, "%s", "nothing to undo or redo");
+    if (f & UI_DO_EVAL) note_msg(a);
     if ((f & UI_DO_EVAL) && !a->cur.rep) set_msg(a, 1, "%s", "this what-if has no plan (u undoes it)");
     a->key_ms = now_ms() - t0;
     return f;

@@ -23,11 +23,12 @@ typedef struct ui_app {
     double key_ms;                 /* wall time of the last key: re-plan, re-sim, redraw */
 } ui_app;
 
-/* Opens the dashboard on a plan file (plan_path) or a profile and cluster. A file that
- * fails to load is not fatal: the UI shows load_err. out_dir (NULL = ".") receives saved
- * plans and exports. Returns 0, or -1 when out of memory. */
+/* Opens the dashboard on a plan file (plan_path) or a profile and cluster, re-planning
+ * with `planner` (ui_planner). A file that fails to load is not fatal: the UI shows
+ * load_err. out_dir (NULL = ".") receives saved plans and exports. Returns 0, or -1 when
+ * out of memory. */
 int ui_app_open(ui_app *a, const char *profile_path, const char *cluster_path,
-                const char *plan_path, const char *out_dir);
+                const char *plan_path, const char *out_dir, int planner);
 void ui_app_free(ui_app *a);
 
 /* Feeds one key (UI_KEY_* or ASCII): updates the state, re-plans and re-simulates the live

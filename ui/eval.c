@@ -9,8 +9,22 @@
 #include <string.h>
 #include <time.h>
 
+#include "planner/native.h"
 #include "planner/planner.h"
 #include "ui/split.h"
+
+const char *ui_planner_name(int p)
+{
+    static const char *const N[UI_PLANNER_N] = { "native", "pipedream", "even" };
+    return p >= 0 && p < UI_PLANNER_N ? N[p] : "?";
+}
+
+int ui_planner_parse(const char *name)
+{
+    for (int p = 0; p < UI_PLANNER_N; p++)
+        if (!strcmp(name, ui_planner_name(p))) return p;
+    return -1;
+}
 
 /* Planner answers remembered by the what-ifs that shape them. */
 #define UI_CACHE_SLOTS 32
@@ -18,9 +32,7 @@
 typedef struct cache_slot {
     int used;
     long long stamp;                 /* last use, for replacement */
-    int ngpus;
-    int bw_exp[CLUSTER_MAX_LEVELS];
-    double mem_limit_bytes;
+    ui_whatif w;                     /* the key (straggler fields unused) */
     plan *pl;                        /* NULL: the planner failed with `err` */
     char err[PLUMB_ERR_MAX];
 } cache_slot;
@@ -37,12 +49,19 @@ static void cache_free(struct ui_plan_cache *c)
     free(c);
 }
 
+/* Planner answers depend on everything but the straggler (the simulator's what-if). */
+static int same_key(const ui_whatif *a, const ui_whatif *b)
+{
+    return a->ngpus == b->ngpus && a->mem_limit_bytes == b->mem_limit_bytes &&
+           a->schedule == b->schedule && a->microbatches == b->microbatches &&
+           a->recompute == b->recompute && !memcmp(a->bw_exp, b->bw_exp, sizeof a->bw_exp);
+}
+
 static cache_slot *cache_find(struct ui_plan_cache *c, const ui_whatif *w)
 {
     for (int i = 0; c && i < UI_CACHE_SLOTS; i++) {
         cache_slot *s = &c->slot[i];
-        if (s->used && s->ngpus == w->ngpus && s->mem_limit_bytes == w->mem_limit_bytes &&
-            !memcmp(s->bw_exp, w->bw_exp, sizeof s->bw_exp)) {
+        if (s->used && same_key(&s->w, w)) {
             s->stamp = ++c->clock;
             return s;
         }
@@ -69,9 +88,7 @@ static void cache_put(struct ui_plan_cache *c, const ui_whatif *w, plan *pl, con
     memset(s, 0, sizeof *s);
     s->used = 1;
     s->stamp = ++c->clock;
-    s->ngpus = w->ngpus;
-    memcpy(s->bw_exp, w->bw_exp, sizeof s->bw_exp);
-    s->mem_limit_bytes = w->mem_limit_bytes;
+    s->w = *w;
     s->pl = pl;
     snprintf(s->err, sizeof s->err, "%s", err ? err : "");
 }
@@ -120,7 +137,7 @@ int ui_base_load(ui_base *b, const char *profile_path, const char *cluster_path,
         snprintf(src, sizeof src, "%s + %s", base_name(profile_path), base_name(cluster_path));
     }
     b->source = dup_str(src);
-    b->use_planner = 1;
+    b->planner = UI_PLANNER_NATIVE;
     b->cache = calloc(1, sizeof *b->cache);
     if (!b->prof || !b->clus || !b->source || !b->cache) {
         err_set(err, NULL, NULL, "out of memory");
@@ -150,10 +167,8 @@ void ui_base_whatif(const ui_base *b, ui_whatif *w)
         w->microbatches = b->loaded->microbatches;
         w->recompute = b->loaded->recompute;
     } else {
-        int depth = b->clus->ndevices < b->prof->nlayers ? b->clus->ndevices : b->prof->nlayers;
-        w->schedule = b->use_planner ? SCHED_PIPEDREAM : SCHED_1F1B_FLUSH;
-        w->microbatches = pow2_ceil(2 * depth);
-        if (w->microbatches > 64) w->microbatches = 64;
+        w->schedule = b->planner == UI_PLANNER_PIPEDREAM ? SCHED_PIPEDREAM : SCHED_1F1B_FLUSH;
+        w->microbatches = 0; /* the planner chooses; the app adopts its choice */
     }
     if (w->ngpus > UI_MAX_GPUS) w->ngpus = UI_MAX_GPUS;
 }
@@ -229,31 +244,45 @@ static plan *planned(const ui_base *b, const cluster *clus, const ui_whatif *w,
     cache_slot *hit = cache_find(b->cache, w);
     if (!hit) {
         double t0 = now_ms();
-        pd_options o;
-        pd_options_default(&o);
-        pd_options_from_cluster(&o, clus);
-        if (w->mem_limit_bytes > 0) {
-            if (w->mem_limit_bytes < o.memory_bytes) o.memory_bytes = w->mem_limit_bytes;
-            o.use_memory_constraint = 1;
-        }
-        pd_result res;
         plumb_err e;
         err_clear(&e);
         plan *pl = NULL;
-        if (!planner_pipedream_run(b->prof, NULL, &o, &res, &e)) {
-            pl = planner_pipedream_plan(b->prof, clus, &res, &e);
-            pd_result_free(&res);
+        if (b->planner == UI_PLANNER_NATIVE) {
+            native_options o;
+            native_options_init(&o);
+            o.schedule = w->schedule;
+            o.microbatches = w->microbatches;
+            o.recompute = w->recompute;
+            o.memory_limit_bytes = w->mem_limit_bytes;
+            if (b->loaded) {
+                o.microbatch_size = b->loaded->microbatch_size;
+                o.optimizer = b->loaded->optimizer;
+            }
+            pl = planner_native(b->prof, clus, &o, NULL, &e);
+        } else {
+            pd_options o;
+            pd_options_default(&o);
+            pd_options_from_cluster(&o, clus);
+            if (w->mem_limit_bytes > 0) {
+                if (w->mem_limit_bytes < o.memory_bytes) o.memory_bytes = w->mem_limit_bytes;
+                o.use_memory_constraint = 1;
+            }
+            pd_result res;
+            if (!planner_pipedream_run(b->prof, NULL, &o, &res, &e)) {
+                pl = planner_pipedream_plan(b->prof, clus, &res, &e);
+                pd_result_free(&res);
+            }
         }
         *plan_ms += now_ms() - t0;
         cache_put(b->cache, w, pl, e.msg);
         hit = cache_find(b->cache, w);
         if (!hit) { /* no cache (out of memory): answer once */
-            if (!pl) err_set(err, NULL, "planner", "%s", e.msg);
+            if (!pl) err_set(err, NULL, NULL, "%s", e.msg);
             return pl;
         }
     }
     if (!hit->pl) {
-        err_set(err, NULL, "planner", "%s", hit->err);
+        err_set(err, NULL, NULL, "%s", hit->err);
         return NULL;
     }
     plan *pl = plan_clone(hit->pl);
@@ -275,10 +304,11 @@ static plan *planned(const ui_base *b, const cluster *clus, const ui_whatif *w,
 static int gcd(int a, int b) { return b ? gcd(b, a % b) : a; }
 
 plan *ui_replan(const ui_base *b, const cluster *clus, const ui_whatif *w, const char **origin,
-                double *plan_ms, plumb_err *err)
+                double *plan_ms, char *note, size_t note_n, plumb_err *err)
 {
     const plan *L = b->loaded;
     plan *pl = NULL;
+    if (note_n) note[0] = 0;
     int keep = L && w->ngpus == L->clus->ndevices &&
                (chunked(w->schedule) ? (int)L->schedule == w->schedule : L->chunks == 1);
     if (keep) {
@@ -294,22 +324,30 @@ plan *ui_replan(const ui_base *b, const cluster *clus, const ui_whatif *w, const
         pl->clus = cc;
         *origin = "plan file";
     } else {
-        plumb_err pe;
-        err_clear(&pe);
-        if (b->use_planner && !chunked(w->schedule)) {
+        int can = b->planner == UI_PLANNER_NATIVE ? w->schedule != SCHED_ZB_V
+                  : b->planner == UI_PLANNER_PIPEDREAM ? !chunked(w->schedule) : 0;
+        if (can) {
+            plumb_err pe;
+            err_clear(&pe);
             pl = planned(b, clus, w, plan_ms, &pe);
-            *origin = "pipedream planner";
+            *origin = b->planner == UI_PLANNER_NATIVE ? "native planner" : "pipedream planner";
+            if (!pl) snprintf(note, note_n, "planner: %s", pe.msg);
         }
         if (!pl) {
             pl = ui_split_plan(b->prof, clus, (sched_kind)w->schedule, err);
             if (!pl) return NULL;
-            *origin = pe.msg[0] ? "even split; the planner found none" : "even split";
+            *origin = can ? "even split: no plan from the planner" : "even split";
+            pl->microbatch_size = L ? L->microbatch_size : b->prof->minibatch;
+            if (L) pl->optimizer = L->optimizer;
         }
-        pl->microbatch_size = L ? L->microbatch_size : b->prof->minibatch;
-        if (L) pl->optimizer = L->optimizer;
     }
     pl->schedule = (sched_kind)w->schedule;
-    pl->microbatches = w->microbatches;
+    if (w->microbatches > 0) {
+        pl->microbatches = w->microbatches;
+    } else if (strcmp(*origin, "native planner")) { /* nobody chose yet: 2 x depth */
+        int depth = pl->nstages / (pl->chunks > 0 ? pl->chunks : 1);
+        pl->microbatches = pow2_ceil(2 * depth) > 64 ? 64 : pow2_ceil(2 * depth);
+    }
     if (w->schedule == SCHED_PIPEDREAM || w->schedule == SCHED_2BW) {
         long long l = 1;
         for (int s = 0; s < pl->nstages && l <= UI_MAX_MICROBATCHES; s++)
@@ -395,7 +433,7 @@ int ui_evaluate(const ui_base *b, const ui_whatif *w, ui_result *r)
         r->opt.straggler_factor = w->straggler_factor;
     }
     cluster *c = ui_cluster_whatif(b->clus, w, &e);
-    if (c) r->pl = ui_replan(b, c, w, &r->origin, &r->plan_ms, &e);
+    if (c) r->pl = ui_replan(b, c, w, &r->origin, &r->plan_ms, r->note, sizeof r->note, &e);
     cluster_free(c);
     if (r->pl) r->rep = sim_run(r->pl, &r->opt, &e);
     if (r->rep) {

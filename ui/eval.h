@@ -16,6 +16,19 @@
  * plan was loaded, prof and clus are copies of its own. */
 struct ui_plan_cache;
 
+/* Which planner re-plans after a what-if. */
+typedef enum ui_planner {
+    UI_PLANNER_NATIVE = 0,         /* plumb's own (planner/native.h), the default: schedule-
+                                      and memory-aware, simulator in the loop */
+    UI_PLANNER_PIPEDREAM,          /* PipeDream's partitioner (planner/planner.h) */
+    UI_PLANNER_EVEN,               /* the even split (ui/split.h) */
+    UI_PLANNER_N
+} ui_planner;
+
+/* "native", "pipedream", "even"; ui_planner_parse returns -1 for an unknown name. */
+const char *ui_planner_name(int p);
+int ui_planner_parse(const char *name);
+
 typedef struct ui_base {
     profile *prof;                 /* owned */
     cluster *clus;                 /* owned: the cluster as loaded (before what-ifs) */
@@ -23,10 +36,9 @@ typedef struct ui_base {
                                       kept while the GPU count and the schedule's chunking
                                       stay as written */
     char *source;                  /* what the title shows: "vgg16.json + cluster-a.json" */
-    int use_planner;               /* 1 (default): re-plan with PipeDream's partitioner;
-                                      0: with the even split (ui/split.h) */
-    struct ui_plan_cache *cache;   /* owned: planner answers by (GPUs, bandwidths, memory
-                                      limit), so undo and schedule keys never re-plan */
+    int planner;                   /* ui_planner (default native) */
+    struct ui_plan_cache *cache;   /* owned: planner answers by the what-ifs that shape
+                                      them, so undo and repeated keys never re-plan */
 } ui_base;
 
 /* Loads the base: a plan file (plan_path != NULL), or a profile and a cluster. Returns 0,
@@ -36,8 +48,9 @@ int ui_base_load(ui_base *b, const char *profile_path, const char *cluster_path,
 void ui_base_free(ui_base *b);
 
 /* The settings the base starts from: its GPU count, the plan's schedule, microbatches and
- * recomputation (or, from a profile, 1f1b-flush with 2 x depth microbatches rounded to a
- * power of two, at most 64), bandwidths as given, no memory limit, no straggler. */
+ * recomputation (or, from a profile: 1f1b-flush, pipedream for PipeDream's partitioner,
+ * and microbatches 0 = "the planner chooses"; the app adopts the planner's choice),
+ * bandwidths as given, no memory limit, no straggler. */
 void ui_base_whatif(const ui_base *b, ui_whatif *w);
 
 /* The base cluster resized to w->ngpus devices and with each level's bandwidth (and egress)
@@ -56,6 +69,7 @@ typedef struct ui_result {
     const char *origin;            /* "plan file", "planner", "even split" */
     double eval_ms;                /* wall time of plan + simulation */
     double plan_ms;                /* of which the partitioner ran (0 when cached) */
+    char note[PLUMB_ERR_MAX];      /* why the planner's answer was not used ("" = it was) */
     char err[PLUMB_ERR_MAX];       /* why pl or rep is missing ("" when both are there) */
 } ui_result;
 
@@ -65,16 +79,17 @@ int ui_evaluate(const ui_base *b, const ui_whatif *w, ui_result *r);
 void ui_result_free(ui_result *r);
 
 /* The plan for w on clus (already what-if'ed): the loaded plan as written while the GPU
- * count and the schedule's chunking stay as the file has them; else PipeDream's
- * partitioner (planner/planner.h) for one-stage-per-device schedules, with the memory limit
- * as its memory constraint, falling back to the even split (ui/split.h) when it finds no
- * plan; and the even split for schedules with virtual stages (interleaved, zb-v), which the
- * partitioner does not make. Schedule, microbatches and recomputation come from w; for
- * pipedream and 2bw the microbatches are rounded up to a multiple of every stage's replica
- * count (the schedule needs it). *origin says where the stages came from; the time the
- * partitioner ran is added to *plan_ms. NULL with err. */
+ * count and the schedule's chunking stay as the file has them; else a new plan from b's
+ * planner: the native planner (planner_native with w's schedule, microbatches,
+ * recomputation and memory limit; zb-v, which it does not plan, gets the even split),
+ * PipeDream's partitioner (memory limit as its memory constraint; one stage per device, so
+ * interleaved and zb-v get the even split), or the even split. When the planner finds no
+ * plan (nothing fits memory), the even split stands in and *note says why (the planner's
+ * message, with what would fit); *note is "" otherwise. For pipedream and 2bw the
+ * microbatches are rounded up to a multiple of every stage's replica count. *origin says
+ * where the stages came from; the partitioner's time is added to *plan_ms. NULL with err. */
 plan *ui_replan(const ui_base *b, const cluster *clus, const ui_whatif *w, const char **origin,
-                double *plan_ms, plumb_err *err);
+                double *plan_ms, char *note, size_t note_n, plumb_err *err);
 
 /* Samples/s of plain data parallelism on pl's cluster: one stage holding every layer,
  * replicated on every device, 1f1b-flush, the plan's microbatch size, microbatches rounded
