@@ -1,0 +1,114 @@
+#!/usr/bin/env bash
+# sim.sh: end-to-end test of `plumb sim` on the example plans: the report table with units,
+# JSON, Chrome trace, SVG and Gantt outputs, what-ifs that report their changes, and bad
+# input that fails with one line, exit 2 and no files written.
+set -u
+PLUMB=${PLUMB:-./plumb}
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fails=0
+fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+E=examples/plans/vgg16-4stage-1f1b.json
+
+# expect_bad NEEDLE ARGS...: exit 2, nothing on stdout, one stderr line containing NEEDLE,
+# and neither output file written
+expect_bad() {
+    local needle=$1; shift
+    rm -f "$tmp/t.json" "$tmp/t.svg"
+    "$PLUMB" sim "$@" --trace "$tmp/t.json" --svg "$tmp/t.svg" >"$tmp/out" 2>"$tmp/err"
+    local rc=$?
+    [ "$rc" -eq 2 ] || fail "sim $*: exit $rc, expected 2"
+    [ -s "$tmp/out" ] && fail "sim $*: wrote to stdout"
+    [ "$(wc -l <"$tmp/err")" -eq 1 ] || fail "sim $*: stderr is not one line: $(cat "$tmp/err")"
+    grep -qF -- "$needle" "$tmp/err" || fail "sim $*: stderr lacks '$needle': $(cat "$tmp/err")"
+    [ -e "$tmp/t.json" ] && fail "sim $*: wrote the trace"
+    [ -e "$tmp/t.svg" ] && fail "sim $*: wrote the SVG"
+}
+
+# every example plan simulates; the table names each figure's unit
+for p in examples/plans/*.json; do
+    "$PLUMB" sim "$p" >"$tmp/out" 2>"$tmp/err" || fail "$p: exit $?: $(cat "$tmp/err")"
+    for want in "samples/s" "iteration time" "bubble" "peak memory" "capacity"; do
+        grep -q "$want" "$tmp/out" || fail "$p: report lacks '$want'"
+    done
+done
+"$PLUMB" sim "$E" >"$tmp/out"
+grep -Eq '^throughput +[0-9.]+ samples/s$' "$tmp/out" || fail "throughput line"
+grep -Eq '^iteration time +[0-9.]+ (ms|s|us) ' "$tmp/out" || fail "iteration line"
+grep -Eq '^bubble +[0-9.]+ %' "$tmp/out" || fail "bubble line"
+[ "$(grep -Ec '^[0-3] +V100' "$tmp/out")" = 4 ] || fail "device table: 4 rows expected"
+grep -Eq '^0->1 +0 +[0-9.]+ (GiB|MiB)' "$tmp/out" || fail "link bytes with units"
+
+# JSON report
+"$PLUMB" sim "$E" --json >"$tmp/r.json" || fail "--json: exit $?"
+grep -Eq '"format":[[:space:]]*"plumb-sim-report/1"' "$tmp/r.json" || fail "--json: format"
+for k in '"samples_per_s"' '"iteration_s"' \
+         '"bubble_fraction"' '"devices"' '"busy_s"' '"idle_s"' '"comm_s"' \
+         '"peak_memory_bytes"' '"memory_capacity_bytes"' '"links"' '"bytes"'; do
+    grep -qF "$k" "$tmp/r.json" || fail "--json lacks $k"
+done
+if command -v python3 >/dev/null; then
+    python3 - "$tmp/r.json" <<'EOF' || fail "--json: figures inconsistent"
+import json, sys
+r = json.load(open(sys.argv[1]))
+assert abs(r["samples_per_s"] * r["iteration_s"] - r["minibatch"]) < 1e-6 * r["minibatch"]
+assert 0 <= r["bubble_fraction"] < 1
+for d in r["devices"]:
+    assert abs(d["busy_s"] + d["idle_s"] - r["iteration_s"]) < 1e-9
+    assert d["peak_memory_bytes"] <= d["memory_capacity_bytes"]
+assert len(r["links"]) == 6 and all(l["bytes"] > 0 for l in r["links"])
+EOF
+fi
+
+# trace, SVG and Gantt
+"$PLUMB" sim "$E" --iterations 2 --trace "$tmp/t.json" --svg "$tmp/t.svg" --gantt >"$tmp/out" \
+    || fail "outputs: exit $?"
+grep -qF '"traceEvents"' "$tmp/t.json" || fail "trace lacks traceEvents"
+grep -qF '"thread_name"' "$tmp/t.json" || fail "trace lacks track names"
+grep -qF '"name": "F3 s1"' "$tmp/t.json" || fail "trace lacks F3 s1"
+[ "$(grep -c '"ph": "X"' "$tmp/t.json")" -gt 100 ] || fail "trace has too few events"
+head -c 5 "$tmp/t.svg" | grep -q '<?xml' || fail "SVG header"
+grep -q 'time (ms)' "$tmp/t.svg" || fail "SVG time axis"
+grep -q 'F forward' "$tmp/t.svg" || fail "SVG legend"
+grep -Eq '^device 0 .*\|[FB.S]+\|$' "$tmp/out" || fail "Gantt row for device 0"
+if command -v rsvg-convert >/dev/null; then
+    rsvg-convert -o "$tmp/t.png" "$tmp/t.svg" 2>"$tmp/err" && [ -s "$tmp/t.png" ] \
+        || fail "SVG does not render: $(cat "$tmp/err")"
+fi
+
+# what-ifs: the straggler slows throughput; changes carry base, what-if and ratio
+"$PLUMB" sim "$E" --straggler 1=2 >"$tmp/out" || fail "straggler: exit $?"
+grep -q 'what changed' "$tmp/out" || fail "straggler: no changes section"
+grep -Eq '^samples_per_s +[0-9.]+ samples/s +[0-9.]+ samples/s +x0\.' "$tmp/out" \
+    || fail "straggler: samples/s should drop: $(grep samples_per_s "$tmp/out")"
+grep -Eq '^devices\[1\]\.busy_s .* x2\.000$' "$tmp/out" || fail "straggler: device 1 busy x2"
+"$PLUMB" sim "$E" --bandwidth pcie=32 --json >"$tmp/bw.json" || fail "bandwidth: exit $?"
+grep -qF '"changes"' "$tmp/bw.json" || fail "bandwidth: no changes in JSON"
+grep -Eq '"gbit_per_s":[[:space:]]*32' "$tmp/bw.json" || fail "bandwidth: what-if not recorded"
+"$PLUMB" sim "$E" --bandwidth 0=32 >/dev/null || fail "bandwidth by index"
+"$PLUMB" sim "$E" --memory-limit 2 >"$tmp/out" || fail "memory limit: exit $?"
+grep -q 'DOES NOT FIT' "$tmp/out" || fail "memory limit: should not fit in 2 GiB"
+for k in gpipe pipedream 2bw zb-h1; do
+    "$PLUMB" sim "$E" --schedule "$k" --microbatches 4 >"$tmp/out" 2>"$tmp/err" \
+        || fail "--schedule $k: exit $?: $(cat "$tmp/err")"
+    grep -q "^schedule  *$k," "$tmp/out" || fail "--schedule $k not applied"
+done
+
+# bad input
+expect_bad "cannot open" /nonexistent/plan.json
+echo '{"format": "plumb-plan/1"' >"$tmp/bad.json"
+expect_bad "malformed JSON" "$tmp/bad.json"
+expect_bad "--schedule" "$E" --schedule nope
+expect_bad "--straggler" "$E" --straggler 99=2
+expect_bad "--straggler" "$E" --straggler 2
+expect_bad "--straggler" "$E" --straggler 1=0
+expect_bad "--bandwidth" "$E" --bandwidth bogus=3
+expect_bad "--bandwidth" "$E" --bandwidth 7=3
+expect_bad "--bandwidth" "$E" --bandwidth 1=-3
+expect_bad "--memory-limit" "$E" --memory-limit 0
+expect_bad "--iterations" "$E" --iterations 0
+expect_bad "one plan file" "$E" "$E"
+expect_bad "unknown option" "$E" --frobnicate
+
+[ $fails = 0 ] && echo "sim: ok"
+exit $fails
