@@ -99,6 +99,11 @@ schedule *sched_alloc(const sched_spec *spec, plumb_err *err)
         return err_set(err, NULL, "microbatches", "microbatches x iterations above 10000000 "
                        "(got %d x %d)", spec->microbatches, spec->iterations),
                NULL;
+    if ((long long)spec->nstages * spec->microbatches * spec->iterations > 1000000)
+        return err_set(err, NULL, "microbatches", "stages x microbatches x iterations above "
+                       "1000000 (got %d x %d x %d)", spec->nstages, spec->microbatches,
+                       spec->iterations),
+               NULL;
     int chunked = sched_kind_chunked(spec->kind);
     if (spec->chunks < 1 || spec->chunks > 64)
         return err_set(err, NULL, "chunks", "expected 1 to 64 (got %d)", spec->chunks), NULL;

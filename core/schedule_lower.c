@@ -423,7 +423,7 @@ static int lower_compute(const schedule *s, actvec *lists, plumb_err *err)
             }
         }
     for (int w = 0; w < W; w++) {
-        qsort(evs[w].e, (size_t)evs[w].n, sizeof *evs[w].e, ev_cmp);
+        if (evs[w].n > 1) qsort(evs[w].e, (size_t)evs[w].n, sizeof *evs[w].e, ev_cmp);
         lists[w].n = 0;
         for (int i = 0; i < evs[w].n; i++)
             if (actvec_push(&lists[w], evs[w].e[i].a)) goto oom;

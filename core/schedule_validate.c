@@ -234,11 +234,15 @@ static int check_order(vctx *c, int w, int strict, int *act, int *ver, plumb_err
     const schedule *s = c->s;
     int S = c->S, T = c->T, ret = -1;
     char t[48];
-    int vmax = T + s->iterations + 2;
+    int vmax = T + s->iterations + 2, nloc = 0;
     int *cur = calloc((size_t)S, sizeof *cur), *infl = calloc((size_t)S, sizeof *infl);
     int *held = calloc((size_t)S, sizeof *held), *ar = calloc((size_t)S, sizeof *ar);
-    int *vref = calloc((size_t)S * vmax, sizeof *vref);
-    if (!cur || !infl || !held || !vref || !ar) {
+    int *loc = malloc((size_t)S * sizeof *loc), *vref = NULL;
+    if (loc)
+        for (int st = 0; st < S; st++) loc[st] = sched_hosts(s, w, st) ? nloc++ : -1;
+    /* reference counts of the versions in use, for this worker's own stages only */
+    if (loc) vref = calloc((size_t)(nloc > 0 ? nloc : 1) * vmax, sizeof *vref);
+    if (!cur || !infl || !held || !vref || !ar || !loc) {
         err_set(err, NULL, NULL, "out of memory");
         goto done;
     }
@@ -253,8 +257,9 @@ static int check_order(vctx *c, int w, int strict, int *act, int *ver, plumb_err
     for (int i = 0; i < s->len[w]; i++) {
         const action *a = &s->acts[w][i];
         int st = a->stage, m = a->microbatch;
-        if (st < 0 || st >= S) continue;
+        if (st < 0 || st >= S || loc[st] < 0) continue;
         size_t k = (size_t)st * T + (m >= 0 && m < T ? m : 0);
+        int *vr = vref + (size_t)loc[st] * vmax;
         switch (a->kind) {
         case ACT_F:
             if (st > 0) {
@@ -270,7 +275,7 @@ static int check_order(vctx *c, int w, int strict, int *act, int *ver, plumb_err
             c->fdone[k] = 1;
             c->fver[k] = a->version;
             infl[st]++;
-            if (a->version >= 0 && a->version < vmax && vref[(size_t)st * vmax + a->version]++ == 0 &&
+            if (a->version >= 0 && a->version < vmax && vr[a->version]++ == 0 &&
                 a->version != cur[st])
                 held[st]++;
             break;
@@ -305,7 +310,7 @@ static int check_order(vctx *c, int w, int strict, int *act, int *ver, plumb_err
             if (infl[st] > 0) infl[st]--;
             {
                 int v = c->fver[k];
-                if (v >= 0 && v < vmax && --vref[(size_t)st * vmax + v] == 0 && v != cur[st])
+                if (v >= 0 && v < vmax && --vr[v] == 0 && v != cur[st])
                     held[st]--;
             }
             break;
@@ -335,7 +340,7 @@ static int check_order(vctx *c, int w, int strict, int *act, int *ver, plumb_err
                 int old = cur[st];
                 cur[st]++;
                 held[st]++;
-                if (old >= 0 && old < vmax && vref[(size_t)st * vmax + old] == 0) held[st]--;
+                if (old >= 0 && old < vmax && vr[old] == 0) held[st]--;
             }
             break;
         default: break;
@@ -346,7 +351,7 @@ static int check_order(vctx *c, int w, int strict, int *act, int *ver, plumb_err
 #undef FAIL
     ret = 0;
 done:
-    free(cur), free(infl), free(held), free(vref), free(ar);
+    free(cur), free(infl), free(held), free(vref), free(ar), free(loc);
     return ret;
 }
 
