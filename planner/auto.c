@@ -1,0 +1,239 @@
+/* auto.c: `--schedule auto`: the search over schedules, microbatch counts, microbatch sizes
+ * and recomputation (each candidate partitioned by the native dynamic program and priced by
+ * the native cost model, the best simulated), the reason each ranked candidate wins or
+ * loses, and the ranking's text and JSON forms. */
+#include "planner/native_impl.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "core/json.h"
+
+static const sched_kind AUTO_KINDS[] = {SCHED_PIPEDREAM, SCHED_1F1B_FLUSH, SCHED_2BW,
+                                        SCHED_GPIPE, SCHED_INTERLEAVED, SCHED_ZB_H1};
+#define AUTO_NKINDS (int)(sizeof AUTO_KINDS / sizeof AUTO_KINDS[0])
+#define AUTO_MAX_M 1024
+
+static int flushing(sched_kind k) { return k != SCHED_PIPEDREAM && k != SCHED_2BW; }
+
+/* Adds, for the fitting candidates cs->v[from..], the same partitions with 2x and 4x the
+ * microbatches (flushing kinds only: more microbatches per flush shrink the bubble, at the
+ * price of a larger minibatch and, for gpipe, memory). */
+static int add_m_variants(const nm_models *ms, nm_cands *cs, int from)
+{
+    int end = cs->n;
+    for (int i = from; i < end; i++) {
+        if (!flushing(cs->v[i].s.kind)) continue;
+        for (int f = 2; f <= 4; f *= 2) {
+            nm_cand c = cs->v[i];
+            c.s.M *= f;
+            if (c.s.M > AUTO_MAX_M) break;
+            nm_price(&ms->m[c.mod], &c.s, &c.pt);
+            if (!c.pt.fits) break;
+            if (cs->n == cs->cap) {
+                int nc = cs->cap ? 2 * cs->cap : 16;
+                nm_cand *v = realloc(cs->v, (size_t)nc * sizeof *v);
+                if (!v) return -1;
+                cs->v = v;
+                cs->cap = nc;
+            }
+            cs->v[cs->n++] = c;
+        }
+    }
+    return 0;
+}
+
+int planner_auto(const profile *p, const cluster *c, const native_options *o,
+                 native_result *res, plumb_err *err)
+{
+    native_options dflt;
+    if (!o) {
+        native_options_init(&dflt);
+        o = &dflt;
+    }
+    double t0 = nm_now_ms();
+    nm_models ms;
+    if (nm_begin(p, c, o, res, &ms, err)) return -1;
+    nm_cands cs = {0};
+    int mb0 = o->microbatch_size > 0 ? o->microbatch_size : p->minibatch;
+    int fixedM = o->microbatches > 0;
+    /* zb-h1 reuses 1f1b-flush's partitions and 2bw pipedream's (re-priced: their memory
+     * differs a little); each gets its own program only when none of those fits */
+    for (int k = 0; k < AUTO_NKINDS; k++) {
+        sched_kind kind = AUTO_KINDS[k];
+        /* the profiled microbatch size first; smaller ones only when nothing fits */
+        for (int mb = mb0; mb >= 1; mb /= 2) {
+            int before = cs.n, fit = 0;
+            for (int rc = o->recompute == 1 ? 1 : 0; rc <= 1; rc++) {
+                nm_setting s = {kind, o->microbatches, mb, rc, o->chunks > 1 ? o->chunks : 2,
+                                o->optimizer, rc};
+                int n = 0;
+                sched_kind base = kind == SCHED_ZB_H1 ? SCHED_1F1B_FLUSH
+                                  : kind == SCHED_2BW ? SCHED_PIPEDREAM : kind;
+                if (base != kind) {
+                    int from = -1, to = -1;
+                    for (int i = 0; i < cs.n; i++)
+                        if (cs.v[i].s.kind == base && cs.v[i].s.mbsize == mb &&
+                            cs.v[i].s.recompute == rc) {
+                            if (from < 0) from = i;
+                            to = i + 1;
+                        }
+                    if (from >= 0) n = nm_reprice(&ms, &cs, from, to, kind, fixedM);
+                }
+                if (n == 0) n = nm_gather(&ms, &s, fixedM, &cs, &res->dp_runs);
+                if (n < 0) goto oom;
+                fit += n;
+            }
+            if (!fixedM && add_m_variants(&ms, &cs, before)) goto oom;
+            if (fit || o->microbatch_size > 0) break;
+        }
+    }
+    int nsim = o->sim_top > 0 ? o->sim_top : o->sim_top < 0 ? 0 : 6;
+    if (nm_finish(&ms, &cs, o, nsim, res, err)) {
+        nm_cands_free(&cs);
+        nm_models_free(&ms);
+        return -1;
+    }
+    nm_cands_free(&cs);
+    nm_models_free(&ms);
+    res->plan_ms = nm_now_ms() - t0;
+    return 0;
+oom:
+    nm_cands_free(&cs);
+    nm_models_free(&ms);
+    return err_set(err, NULL, NULL, "out of memory");
+}
+
+/* --- reasons ------------------------------------------------------------------------------ */
+
+static double thr_of(const native_candidate *c)
+{
+    return c->simulated ? c->sim_samples_per_s : c->est_samples_per_s;
+}
+
+static double peak_of(const native_candidate *c)
+{
+    return c->simulated ? c->sim_peak_memory_bytes : c->est_peak_memory_bytes;
+}
+
+static const char *semantics(const native_candidate *c)
+{
+    if (c->schedule == SCHED_PIPEDREAM)
+        return "asynchronous: weight stashing, each microbatch updates stale weights";
+    if (c->schedule == SCHED_2BW)
+        return "asynchronous: 2 weight versions, gradients applied one step late";
+    return "synchronous: the same updates as data parallelism";
+}
+
+void nm_reasons(native_result *res)
+{
+    const native_candidate *top = NULL;
+    for (int i = 0; i < res->ncand && !top; i++)
+        if (res->cand[i].fits) top = &res->cand[i];
+    for (int i = 0; i < res->ncand; i++) {
+        native_candidate *c = &res->cand[i];
+        char *r = c->reason;
+        size_t n = sizeof c->reason, o = 0;
+        double peak = peak_of(c);
+        if (!c->fits) {
+            snprintf(r, n, "rejected: peak %.1f GiB > %.1f GiB per device%s", nm_gib(peak),
+                     nm_gib(c->capacity_bytes),
+                     c->simulated ? " (simulated)" : "");
+            continue;
+        }
+        if (c == top) {
+            o += (size_t)snprintf(r + o, n - o, "wins: highest %s throughput",
+                                  c->simulated ? "simulated" : "estimated");
+        } else {
+            double t = thr_of(c), t0 = thr_of(top);
+            o += (size_t)snprintf(r + o, n - o, "loses: %.1f%% below #1", t0 > 0 ?
+                                  100 * (1 - t / t0) : 0);
+            if (c->simulated && top->simulated &&
+                c->sim_bubble_fraction > top->sim_bubble_fraction + 0.02)
+                o += (size_t)snprintf(r + o, n - o, ", bubble %.0f%% vs %.0f%%",
+                                      100 * c->sim_bubble_fraction,
+                                      100 * top->sim_bubble_fraction);
+            if (c->recompute && !top->recompute && o < n)
+                o += (size_t)snprintf(r + o, n - o, ", recomputation repeats the forward");
+            if (!c->simulated && o < n)
+                o += (size_t)snprintf(r + o, n - o, " (estimated, not simulated)");
+        }
+        if (o < n && c->simulated && c->schedule != SCHED_PIPEDREAM &&
+            c->schedule != SCHED_2BW)
+            o += (size_t)snprintf(r + o, n - o, "; bubble %.0f%%", 100 * c->sim_bubble_fraction);
+        if (o < n)
+            o += (size_t)snprintf(r + o, n - o, "; peak %.1f of %.1f GiB", nm_gib(peak),
+                                  nm_gib(c->capacity_bytes));
+        if (o < n) snprintf(r + o, n - o, "; %s", semantics(c));
+    }
+}
+
+/* --- output ------------------------------------------------------------------------------- */
+
+void native_result_print(const native_result *res, int top, FILE *out)
+{
+    fprintf(out, "%-4s %-11s %-5s %-16s %-9s %-6s %-14s %-16s %-7s %-16s %s\n", "rank",
+            "schedule", "mode", "microbatches", "recompute", "stages", "replicas",
+            "throughput", "bubble", "peak memory", "reason");
+    int shown = 0;
+    for (int i = 0; i < res->ncand && shown < top; i++, shown++) {
+        const native_candidate *c = &res->cand[i];
+        char mbs[32], thr[32], bub[16], mem[32], cfg[16];
+        snprintf(mbs, sizeof mbs, "%d x %d smp", c->microbatches, c->microbatch_size);
+        snprintf(thr, sizeof thr, "%.1f smp/s%s", thr_of(c), c->simulated ? "" : "*");
+        if (c->simulated)
+            snprintf(bub, sizeof bub, "%.0f %%", 100 * c->sim_bubble_fraction);
+        else
+            snprintf(bub, sizeof bub, "-");
+        snprintf(mem, sizeof mem, "%.1f/%.1f GiB", nm_gib(peak_of(c)),
+                 nm_gib(c->capacity_bytes));
+        snprintf(cfg, sizeof cfg, "%.13s%s", c->config, strlen(c->config) > 13 ? ".." : "");
+        fprintf(out, "%-4d %-11s %-5s %-16s %-9s %-6d %-14s %-16s %-7s %-16s %s\n", i + 1,
+                sched_kind_name(c->schedule), c->async ? "ASYNC" : "sync", mbs,
+                c->recompute ? "yes" : "no", c->nstages, cfg, thr, bub, mem, c->reason);
+    }
+    fprintf(out, "(smp = samples; * = cost-model estimate, not simulated; ASYNC = the schedule "
+            "changes training semantics; %d candidates, %d simulated, %d dynamic programs, "
+            "%.1f ms)\n", res->ncand, res->nsimulated, res->dp_runs, res->plan_ms);
+}
+
+cJSON *native_result_to_json(const native_result *res, int top)
+{
+    cJSON *arr = cJSON_CreateArray();
+    if (!arr) return NULL;
+    for (int i = 0; i < res->ncand && i < top; i++) {
+        const native_candidate *c = &res->cand[i];
+        cJSON *o = cJSON_CreateObject();
+        if (!o || !cJSON_AddItemToArray(arr, o)) {
+            cJSON_Delete(o);
+            cJSON_Delete(arr);
+            return NULL;
+        }
+        if (!json_add_num(o, "rank", i + 1) ||
+            !cJSON_AddStringToObject(o, "schedule", sched_kind_name(c->schedule)) ||
+            !cJSON_AddBoolToObject(o, "async", c->async) ||
+            !json_add_num(o, "microbatches", c->microbatches) ||
+            !json_add_num(o, "microbatch_size", c->microbatch_size) ||
+            !cJSON_AddBoolToObject(o, "recompute", c->recompute) ||
+            !json_add_num(o, "stages", c->nstages) ||
+            !json_add_num(o, "chunks", c->chunks) ||
+            !cJSON_AddStringToObject(o, "replicas", c->config) ||
+            !cJSON_AddBoolToObject(o, "simulated", c->simulated) ||
+            !json_add_num(o, "samples_per_s", thr_of(c)) ||
+            !json_add_num(o, "estimated_samples_per_s", c->est_samples_per_s) ||
+            !json_add_num(o, "iteration_s", c->simulated ? c->sim_iteration_s
+                                                         : c->est_iteration_s) ||
+            !json_add_num(o, "bubble_fraction", c->simulated ? c->sim_bubble_fraction : -1) ||
+            !json_add_num(o, "peak_memory_bytes", peak_of(c)) ||
+            !json_add_num(o, "capacity_bytes", c->capacity_bytes) ||
+            !cJSON_AddBoolToObject(o, "fits", c->fits) ||
+            !cJSON_AddStringToObject(o, "reason", c->reason)) {
+            cJSON_Delete(arr);
+            return NULL;
+        }
+    }
+    return arr;
+}

@@ -1,0 +1,577 @@
+/* native.c: plumb's native planner: input checks, candidate gathering over device orders,
+ * simulator-in-the-loop ranking, the "what would fit" search, and planner_native itself
+ * (one schedule; NATIVE_SCHED_AUTO goes to planner_auto in auto.c). The cost model and
+ * the dynamic program are in native_model.c. */
+#include "planner/native_impl.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "planner/sweep.h"
+#include "sim/sim.h"
+
+void native_options_init(native_options *o)
+{
+    memset(o, 0, sizeof *o);
+    o->schedule = SCHED_1F1B_FLUSH;
+    o->optimizer = OPT_MOMENTUM;
+}
+
+void native_result_free(native_result *r)
+{
+    if (!r) return;
+    for (int i = 0; i < r->ncand; i++) plan_free(r->cand[i].pl);
+    free(r->cand);
+    memset(r, 0, sizeof *r);
+}
+
+double nm_now_ms(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
+}
+
+static double optmul_of(optimizer_kind k) { return k == OPT_ADAM ? 2 : k == OPT_MOMENTUM ? 1 : 0; }
+
+static int used_devices(const cluster *c, const native_options *o)
+{
+    return o && o->max_devices > 0 && o->max_devices < c->ndevices ? o->max_devices
+                                                                    : c->ndevices;
+}
+
+int planner_native_check(const profile *p, const cluster *c, const native_options *o,
+                         plumb_err *err)
+{
+    const char *pn = p && p->name ? p->name : "?", *cn = c && c->name ? c->name : "?";
+    if (!p || p->nlayers < 1)
+        return err_set(err, NULL, NULL, "profile %s has no layers: nothing to plan", pn);
+    if (!c || c->ndevices < 1 || c->nlevels < 1)
+        return err_set(err, NULL, NULL, "cluster %s has no devices: nothing to plan on", cn);
+    if (p->minibatch < 1)
+        return err_set(err, NULL, NULL, "profile %s: minibatch: expected >= 1 sample (got %d)",
+                       pn, p->minibatch);
+    for (int l = 0; l < c->nlevels; l++)
+        if (!(c->levels[l].bandwidth_Bps > 0) || !isfinite(c->levels[l].bandwidth_Bps))
+            return err_set(err, NULL, NULL, "cluster %s: level %d (%s) has bandwidth %g "
+                           "Gbit/s: no data could cross it (expected > 0)", cn, l,
+                           c->levels[l].name ? c->levels[l].name : "?",
+                           c->levels[l].bandwidth_Bps * 8 / 1e9);
+    int nd = used_devices(c, o);
+    double total_cap = 0, max_cap = 0;
+    double lim = o ? o->memory_limit_bytes : 0;
+    for (int d = 0; d < nd; d++) {
+        const device_type *t = cluster_device_type(c, d);
+        if (!t || !(t->memory_bytes > 0) || !(t->speed > 0))
+            return err_set(err, NULL, NULL, "cluster %s: device %d (%s) has %s 0: it can hold "
+                           "or compute nothing", cn, d, t && t->name ? t->name : "?",
+                           t && !(t->speed > 0) ? "speed" : "memory");
+        double cap = lim > 0 && lim < t->memory_bytes ? lim : t->memory_bytes;
+        total_cap += cap;
+        if (cap > max_cap) max_cap = cap;
+    }
+    if (!(profile_total_forward_ms(p) + profile_total_backward_ms(p) > 0))
+        return err_set(err, NULL, NULL, "profile %s: every layer takes 0 ms: nothing to pipeline",
+                       pn);
+    double per = 2 + optmul_of(o ? o->optimizer : OPT_MOMENTUM);
+    double need = profile_total_parameter_bytes(p) * per;
+    if (need > total_cap)
+        return err_set(err, NULL, NULL, "profile %s does not fit cluster %s: its weights, "
+                       "gradients and %s state need %.2f GiB but the %d devices hold %.2f GiB "
+                       "in all%s", pn, cn, optimizer_kind_name(o ? o->optimizer : OPT_MOMENTUM),
+                       nm_gib(need), nd, nm_gib(total_cap),
+                       lim > 0 ? " under the memory limit" : "");
+    for (int i = 0; i < p->nlayers; i++)
+        if (p->layers[i].parameter_bytes * per > max_cap)
+            return err_set(err, NULL, NULL, "profile %s does not fit cluster %s: layer %s alone "
+                           "needs %.2f GiB for its weights, gradients and optimizer state but "
+                           "the largest device holds %.2f GiB", pn, cn, p->layers[i].name,
+                           nm_gib(p->layers[i].parameter_bytes * per), nm_gib(max_cap));
+    return 0;
+}
+
+/* --- models and candidates -------------------------------------------------------------- */
+
+int nm_models_build(nm_models *ms, const profile *p, const cluster *c, int ndev,
+                    double mem_limit, plumb_err *err)
+{
+    memset(ms, 0, sizeof *ms);
+    int *orders = malloc(2 * (size_t)ndev * sizeof *orders);
+    if (!orders) return err_set(err, NULL, NULL, "out of memory");
+    int no = nm_orders(c, ndev, orders);
+    ms->ndev = ndev;
+    for (int k = 0; k < no; k++) {
+        if (nm_model_build(&ms->m[k], p, c, ndev, orders + (size_t)k * ndev, mem_limit, err)) {
+            free(orders);
+            nm_models_free(ms);
+            return -1;
+        }
+        ms->n++;
+    }
+    free(orders);
+    return 0;
+}
+
+void nm_models_free(nm_models *ms)
+{
+    for (int k = 0; k < ms->n; k++) nm_model_free(&ms->m[k]);
+    ms->n = 0;
+}
+
+void nm_cands_free(nm_cands *cs)
+{
+    for (int i = 0; i < cs->n; i++) free(cs->v[i].sim_dev_peak);
+    free(cs->v);
+    memset(cs, 0, sizeof *cs);
+}
+
+static int cands_push(nm_cands *cs, const nm_cand *c)
+{
+    if (cs->n == cs->cap) {
+        int nc = cs->cap ? 2 * cs->cap : 16;
+        nm_cand *v = realloc(cs->v, (size_t)nc * sizeof *v);
+        if (!v) return -1;
+        cs->v = v;
+        cs->cap = nc;
+    }
+    cs->v[cs->n++] = *c;
+    return 0;
+}
+
+#define NM_PARTS 8
+
+int nm_gather(const nm_models *ms, const nm_setting *s, int fixedM, nm_cands *out,
+              int *dp_runs)
+{
+    nm_part *parts = malloc(NM_PARTS * sizeof *parts);
+    if (!parts) return -1;
+    int added = 0;
+    for (int k = 0; k < ms->n; k++) {
+        const nm_model *m = &ms->m[k];
+        nm_setting g = *s;
+        if (!fixedM) g.M = 2 * m->ndev; /* a guess for the program's memory bound */
+        int n = nm_partitions(m, &g, parts, NM_PARTS, dp_runs);
+        for (int i = 0; i < n; i++) {
+            nm_cand c = {.mod = k, .s = g, .pt = parts[i]};
+            if (!fixedM) {
+                c.s.M = nm_default_microbatches(m, g.kind, &parts[i]);
+                nm_price(m, &c.s, &c.pt);
+            }
+            if (!c.pt.fits) continue;
+            if (cands_push(out, &c)) {
+                free(parts);
+                return -1;
+            }
+            added++;
+        }
+    }
+    free(parts);
+    return added;
+}
+
+int nm_reprice(const nm_models *ms, nm_cands *cs, int from, int to, sched_kind kind,
+               int fixedM)
+{
+    int added = 0;
+    for (int i = from; i < to; i++) {
+        nm_cand c = cs->v[i];
+        c.s.kind = kind;
+        if (!fixedM) c.s.M = nm_default_microbatches(&ms->m[c.mod], kind, &c.pt);
+        nm_price(&ms->m[c.mod], &c.s, &c.pt);
+        if (!c.pt.fits) continue;
+        if (cands_push(cs, &c)) return -1;
+        added++;
+    }
+    return added;
+}
+
+/* Ranking keys: 0 simulated and fits, 1 estimated and fits, 2 does not fit. */
+static int cand_class(const nm_cand *c)
+{
+    if (c->simulated) return c->sim_fits ? 0 : 2;
+    return c->pt.fits ? 1 : 2;
+}
+
+static double cand_thr(const nm_cand *c) { return c->simulated ? c->sim_thr : c->pt.thr; }
+
+static int cmp_est(const void *a, const void *b)
+{
+    const nm_cand *x = a, *y = b;
+    if (x->pt.fits != y->pt.fits) return y->pt.fits - x->pt.fits;
+    return (y->pt.thr > x->pt.thr) - (y->pt.thr < x->pt.thr);
+}
+
+static int cmp_rank(const void *a, const void *b)
+{
+    const nm_cand *x = a, *y = b;
+    int cx = cand_class(x), cy = cand_class(y);
+    if (cx != cy) return cx - cy;
+    if (cx == 2) {
+        double px = x->simulated ? x->sim_peak : x->pt.peak_mem;
+        double py = y->simulated ? y->sim_peak : y->pt.peak_mem;
+        return (px > py) - (px < py);
+    }
+    double tx = cand_thr(x), ty = cand_thr(y);
+    return (ty > tx) - (ty < tx);
+}
+
+static int same_cand(const nm_models *ms, const nm_cand *a, const nm_cand *b)
+{
+    if (a->s.kind != b->s.kind || a->s.M != b->s.M || a->s.mbsize != b->s.mbsize ||
+        a->s.recompute != b->s.recompute || a->pt.nst != b->pt.nst)
+        return 0;
+    const nm_model *ma = &ms->m[a->mod], *mb = &ms->m[b->mod];
+    for (int i = 0; i < a->pt.nst; i++) {
+        const nm_stage *x = &a->pt.st[i], *y = &b->pt.st[i];
+        if (x->b0 != y->b0 || x->b1 != y->b1 || x->r != y->r ||
+            ma->order[x->u * ma->g] != mb->order[y->u * mb->g])
+            return 0;
+    }
+    return 1;
+}
+
+/* Simulates c; fills its sim_* figures. 0, or -1 when the simulator refused the plan. */
+static int simulate(const nm_models *ms, nm_cand *c, const native_options *o, plan **out,
+                    plumb_err *err)
+{
+    plan *pl = nm_plan(&ms->m[c->mod], &c->s, &c->pt, err);
+    if (!pl) return -1;
+    sim_options so;
+    sim_options_init(&so);
+    so.iterations = o->sim_iterations > 0 ? o->sim_iterations : 2;
+    so.memory_limit_bytes = o->memory_limit_bytes;
+    sim_report *r = sim_run(pl, &so, err);
+    if (!r) {
+        plan_free(pl);
+        return -1;
+    }
+    c->simulated = 1;
+    c->sim_thr = r->samples_per_s;
+    c->sim_iter = r->iteration_s;
+    c->sim_bubble = r->bubble_fraction;
+    c->sim_peak = r->peak_memory_bytes;
+    c->sim_fits = r->fits;
+    pl->pred_iteration_s = r->iteration_s;
+    pl->pred_samples_per_s = r->samples_per_s;
+    free(pl->pred_peak_memory_bytes);
+    pl->pred_peak_memory_bytes = calloc((size_t)pl->clus->ndevices, sizeof(double));
+    if (pl->pred_peak_memory_bytes)
+        for (int i = 0; i < r->ndevices; i++)
+            if (r->devices[i].device >= 0 && r->devices[i].device < pl->clus->ndevices)
+                pl->pred_peak_memory_bytes[r->devices[i].device] = r->devices[i].mem.total;
+    sim_report_free(r);
+    *out = pl;
+    return 0;
+}
+
+#define NM_MAX_RESULT 16
+
+int nm_finish(const nm_models *ms, nm_cands *cs, const native_options *o, int nsim,
+              native_result *res, plumb_err *err)
+{
+    qsort(cs->v, (size_t)cs->n, sizeof *cs->v, cmp_est);
+    /* drop duplicates (the same plan from two orders or two thresholds) */
+    int k = 0;
+    for (int i = 0; i < cs->n; i++) {
+        int dup = 0;
+        for (int j = 0; j < k && !dup; j++) dup = same_cand(ms, &cs->v[j], &cs->v[i]);
+        if (!dup) cs->v[k++] = cs->v[i];
+    }
+    cs->n = k;
+    /* the best estimate of every schedule first, so each is kept and simulated */
+    nm_cand *ord = malloc(((size_t)cs->n + 1) * sizeof *ord);
+    char *lead = calloc((size_t)cs->n + 1, 1);
+    if (!ord || !lead) {
+        free(ord);
+        free(lead);
+        return err_set(err, NULL, NULL, "out of memory");
+    }
+    k = 0;
+    for (int i = 0; i < cs->n; i++) {
+        int first = 1;
+        for (int j = 0; j < i && first; j++) first = cs->v[j].s.kind != cs->v[i].s.kind;
+        if (first) {
+            ord[k++] = cs->v[i];
+            lead[i] = 1;
+        }
+    }
+    for (int i = 0; i < cs->n; i++)
+        if (!lead[i]) ord[k++] = cs->v[i];
+    memcpy(cs->v, ord, (size_t)cs->n * sizeof *ord);
+    free(ord);
+    free(lead);
+    int keep = cs->n < NM_MAX_RESULT ? cs->n : NM_MAX_RESULT;
+    plan **plans = calloc((size_t)keep + 1, sizeof *plans);
+    if (!plans) return err_set(err, NULL, NULL, "out of memory");
+    /* simulate in that order: each schedule's best, then the next best estimates */
+    int simulated = 0;
+    for (int i = 0; i < keep && simulated < nsim; i++) {
+        plumb_err e;
+        err_clear(&e);
+        if (simulate(ms, &cs->v[i], o, &plans[i], &e)) {
+            cs->v[i].simulated = 1; /* refused: ranked with those that do not fit */
+            cs->v[i].sim_fits = 0;
+            cs->v[i].sim_peak = cs->v[i].pt.peak_mem;
+        }
+        simulated++;
+        res->nsimulated++;
+    }
+    /* rank the kept candidates, carrying their plans along */
+    nm_cand *tmp = malloc((size_t)(keep + 1) * sizeof *tmp);
+    int *idx = malloc((size_t)(keep + 1) * sizeof *idx);
+    if (!tmp || !idx) goto oom;
+    for (int i = 0; i < keep; i++) {
+        tmp[i] = cs->v[i];
+        tmp[i].pt.M = i; /* remember the original index through the sort */
+    }
+    qsort(tmp, (size_t)keep, sizeof *tmp, cmp_rank);
+    for (int i = 0; i < keep; i++) {
+        idx[i] = tmp[i].pt.M;
+        tmp[i].pt.M = tmp[i].s.M;
+    }
+    res->cand = calloc((size_t)keep + 1, sizeof *res->cand);
+    if (!res->cand) goto oom;
+    res->nothing_fits = 1;
+    for (int i = 0; i < keep; i++) {
+        const nm_cand *c = &tmp[i];
+        const nm_model *m = &ms->m[c->mod];
+        native_candidate *nc = &res->cand[i];
+        nc->pl = plans[idx[i]];
+        plans[idx[i]] = NULL;
+        if (!nc->pl) {
+            plumb_err e;
+            nc->pl = nm_plan(m, &c->s, &c->pt, &e);
+        }
+        nc->schedule = c->s.kind;
+        nc->microbatches = c->s.M;
+        nc->microbatch_size = c->s.mbsize;
+        nc->recompute = c->s.recompute;
+        nc->chunks = c->s.kind == SCHED_INTERLEAVED ? c->pt.nst / c->pt.ranks : 1;
+        nc->nstages = c->pt.nst;
+        nc->ndevices_used = 0;
+        for (int s = 0; s < c->pt.nst; s++)
+            nc->ndevices_used += c->s.kind == SCHED_INTERLEAVED ? (s < c->pt.ranks) : c->pt.st[s].r * m->g;
+        nc->async = sched_kind_is_async(c->s.kind);
+        nc->est_iteration_s = c->pt.iter_s;
+        nc->est_samples_per_s = c->pt.thr;
+        nc->est_peak_memory_bytes = c->pt.peak_mem;
+        nc->simulated = c->simulated && c->sim_thr > 0;
+        nc->sim_iteration_s = c->sim_iter;
+        nc->sim_samples_per_s = c->sim_thr;
+        nc->sim_bubble_fraction = c->sim_bubble;
+        nc->sim_peak_memory_bytes = c->sim_peak;
+        nc->capacity_bytes = c->pt.cap;
+        nc->fits = cand_class(c) < 2;
+        nm_config(m, &c->pt, nc->config, sizeof nc->config);
+        if (nc->fits) res->nothing_fits = 0;
+        if (nc->pl && res->single_samples_per_s > 0 && nc->pl->pred_samples_per_s > 0)
+            nc->pl->pred_speedup_vs_1 = nc->pl->pred_samples_per_s / res->single_samples_per_s;
+        res->ncand++;
+    }
+    if (keep == 0) res->nothing_fits = 1;
+    nm_reasons(res);
+    for (int i = 0; i < keep; i++) plan_free(plans[i]);
+    free(plans);
+    free(tmp);
+    free(idx);
+    return 0;
+oom:
+    for (int i = 0; i < keep; i++) plan_free(plans[i]);
+    free(plans);
+    free(tmp);
+    free(idx);
+    return err_set(err, NULL, NULL, "out of memory");
+}
+
+/* --- what would fit ---------------------------------------------------------------------- */
+
+/* 1 when some partition for s fits p on c's first ndev devices; *peak its estimated peak. */
+static int try_fit(const profile *p, const cluster *c, int ndev, const native_options *o,
+                   const nm_setting *s, double *peak)
+{
+    nm_models ms;
+    plumb_err e;
+    if (nm_models_build(&ms, p, c, ndev, o->memory_limit_bytes, &e)) return 0;
+    nm_cands cs = {0};
+    int dp = 0, fit = nm_gather(&ms, s, o->microbatches > 0, &cs, &dp) > 0;
+    if (fit) {
+        *peak = INFINITY;
+        for (int i = 0; i < cs.n; i++)
+            if (cs.v[i].pt.peak_mem < *peak) *peak = cs.v[i].pt.peak_mem;
+    }
+    nm_cands_free(&cs);
+    nm_models_free(&ms);
+    return fit;
+}
+
+static void add_part(char *buf, size_t n, const char *text)
+{
+    size_t o = strlen(buf);
+    if (o + 4 < n) snprintf(buf + o, n - o, "%s%s", o ? "; " : "", text);
+}
+
+void nm_suggest(const profile *p, const cluster *c, const native_options *o,
+                const nm_setting *s, native_result *res, plumb_err *err)
+{
+    char sug[sizeof res->suggestion] = "";
+    int ndev = used_devices(c, o);
+    double peak, cap = res->capacity_bytes;
+    nm_setting t;
+    char part[160];
+    if (!o->no_suggest) {
+        if (!s->recompute) {
+            t = *s;
+            t.recompute = 1;
+            if (try_fit(p, c, ndev, o, &t, &peak)) {
+                snprintf(part, sizeof part, "recomputation (--recompute, peak %.1f GiB)",
+                         nm_gib(peak));
+                add_part(sug, sizeof sug, part);
+            }
+        }
+        for (int mb = s->mbsize / 2; mb >= 1; mb /= 2) {
+            t = *s;
+            t.mbsize = mb;
+            if (try_fit(p, c, ndev, o, &t, &peak)) {
+                snprintf(part, sizeof part, "microbatches of %d samples (--microbatch-size %d, "
+                         "peak %.1f GiB)", mb, mb, nm_gib(peak));
+                add_part(sug, sizeof sug, part);
+                break;
+            }
+        }
+        if (s->kind == SCHED_GPIPE || s->kind == SCHED_PIPEDREAM || s->kind == SCHED_2BW) {
+            t = *s;
+            t.kind = SCHED_1F1B_FLUSH;
+            if (try_fit(p, c, ndev, o, &t, &peak)) {
+                snprintf(part, sizeof part, "schedule 1f1b-flush (fewer stashed activations, "
+                         "peak %.1f GiB)", nm_gib(peak));
+                add_part(sug, sizeof sug, part);
+            }
+        }
+        for (int f = 2; f <= 16 && ndev * f <= SWEEP_MAX_GPUS; f *= 2) {
+            int use = 0;
+            plumb_err e;
+            cluster *big = sweep_cluster_resize(c, ndev * f, &use, &e);
+            if (!big) break;
+            int ok = try_fit(p, big, use, o, s, &peak);
+            cluster_free(big);
+            if (ok) {
+                snprintf(part, sizeof part, "%d devices (peak %.1f GiB)", ndev * f,
+                         nm_gib(peak));
+                add_part(sug, sizeof sug, part);
+                break;
+            }
+        }
+    }
+    snprintf(res->suggestion, sizeof res->suggestion, "%s",
+             sug[0] ? sug : "nothing found (tried recomputation, microbatches down to 1 "
+                            "sample and up to 16x the devices)");
+    err_set(err, NULL, NULL, "%s on %s: nothing fits in %.1f GiB per device (%s, microbatches "
+            "of %d samples%s, %d devices); would fit: %s", p->name ? p->name : "?",
+            c->name ? c->name : "?", nm_gib(cap), sched_kind_name(s->kind), s->mbsize,
+            s->recompute ? ", recomputation" : "", ndev, res->suggestion);
+}
+
+/* --- planner_native ---------------------------------------------------------------------- */
+
+static double single_thr(const profile *p, const cluster *c, int ndev)
+{
+    double best = 0, t = (profile_total_forward_ms(p) + profile_total_backward_ms(p)) * 1e-3;
+    for (int d = 0; d < ndev; d++) {
+        const device_type *ty = cluster_device_type(c, d);
+        double sp = ty && ty->speed > 0 ? ty->speed : 1;
+        if (t > 0 && p->minibatch / t * sp > best) best = p->minibatch / t * sp;
+    }
+    return best;
+}
+
+/* Shared start of planner_native and planner_auto: checks, result reset, models. */
+int nm_begin(const profile *p, const cluster *c, const native_options *o, native_result *res,
+             nm_models *ms, plumb_err *err)
+{
+    memset(res, 0, sizeof *res);
+    if (planner_native_check(p, c, o, err)) return -1;
+    if (o->microbatch_size < 0 || o->microbatches < 0 || o->chunks < 0 ||
+        !(o->memory_limit_bytes >= 0))
+        return err_set(err, NULL, NULL, "planner options: expected counts >= 0");
+    int ndev = used_devices(c, o);
+    if (nm_models_build(ms, p, c, ndev, o->memory_limit_bytes, err)) return -1;
+    res->single_samples_per_s = single_thr(p, c, ndev);
+    res->capacity_bytes = ms->m[0].rg[ms->m[0].U].cap;
+    return 0;
+}
+
+static plan *best_plan(const native_result *res, plumb_err *err)
+{
+    for (int i = 0; i < res->ncand; i++)
+        if (res->cand[i].fits && res->cand[i].pl) {
+            plan *pl = plan_clone(res->cand[i].pl);
+            if (!pl) err_set(err, NULL, NULL, "out of memory");
+            return pl;
+        }
+    err_set(err, NULL, NULL, "no plan");
+    return NULL;
+}
+
+plan *planner_native(const profile *p, const cluster *c, const native_options *o,
+                     native_result *res, plumb_err *err)
+{
+    native_options dflt;
+    native_result local;
+    if (!o) {
+        native_options_init(&dflt);
+        o = &dflt;
+    }
+    if (!res) res = &local;
+    double t0 = nm_now_ms();
+    plan *best = NULL;
+    if (o->schedule == NATIVE_SCHED_AUTO) {
+        if (planner_auto(p, c, o, res, err)) goto done;
+        if (res->nothing_fits) {
+            nm_setting s = {SCHED_1F1B_FLUSH, o->microbatches,
+                            o->microbatch_size > 0 ? o->microbatch_size : p->minibatch, 0,
+                            o->chunks > 1 ? o->chunks : 2, o->optimizer, 0};
+            nm_suggest(p, c, o, &s, res, err);
+            goto done;
+        }
+        best = best_plan(res, err);
+        goto done;
+    }
+    if (o->schedule < 0 || o->schedule >= SCHED_NKINDS || o->schedule == SCHED_ZB_V) {
+        memset(res, 0, sizeof *res);
+        err_set(err, NULL, NULL, "the native planner plans gpipe, 1f1b-flush, pipedream, 2bw, "
+                "interleaved and zb-h1 (got %s)", o->schedule >= 0 && o->schedule < SCHED_NKINDS
+                ? sched_kind_name((sched_kind)o->schedule) : "an unknown schedule");
+        goto done;
+    }
+    nm_models ms;
+    if (nm_begin(p, c, o, res, &ms, err)) goto done;
+    nm_setting s = {(sched_kind)o->schedule, o->microbatches,
+                    o->microbatch_size > 0 ? o->microbatch_size : p->minibatch,
+                    o->recompute == 1, o->chunks > 1 ? o->chunks : 2, o->optimizer, 0};
+    nm_cands cs = {0};
+    int n = nm_gather(&ms, &s, o->microbatches > 0, &cs, &res->dp_runs);
+    if (n == 0 && o->recompute == NATIVE_RECOMPUTE_AUTO) {
+        s.recompute = 1;
+        n = nm_gather(&ms, &s, o->microbatches > 0, &cs, &res->dp_runs);
+    }
+    int nsim = o->sim_top > 0 ? o->sim_top : o->sim_top < 0 ? 0 : 3;
+    if (n < 0 || nm_finish(&ms, &cs, o, nsim, res, err)) {
+        if (n < 0) err_set(err, NULL, NULL, "out of memory");
+        nm_cands_free(&cs);
+        nm_models_free(&ms);
+        goto done;
+    }
+    nm_cands_free(&cs);
+    nm_models_free(&ms);
+    if (res->nothing_fits) {
+        nm_suggest(p, c, o, &s, res, err);
+        goto done;
+    }
+    best = best_plan(res, err);
+done:
+    res->plan_ms = nm_now_ms() - t0;
+    if (res == &local) native_result_free(&local);
+    return best;
+}

@@ -1,0 +1,187 @@
+/* native_impl.h: internals of plumb's native planner (planner/native_model.c, native.c,
+ * auto.c, sweep.c): the coarsened layer chain, the cost model of a stage, the dynamic
+ * program over (first block, first device unit), and candidate partitions. Not a public
+ * API: the rest of plumb calls planner/native.h. Units: seconds, bytes. */
+#ifndef PLUMB_PLANNER_NATIVE_IMPL_H
+#define PLUMB_PLANNER_NATIVE_IMPL_H
+
+#include "planner/native.h"
+
+#define NM_MAX_BLOCKS 48        /* the chain is coarsened to at most this many blocks */
+#define NM_MAX_UNITS 32         /* devices are grouped into at most this many units */
+#define NM_MAX_STAGES 128
+#define NM_BUCKET_BYTES (25.0 * 1024 * 1024) /* all-reduce bucket (the last is exposed) */
+
+/* The network, a copy of the cluster's levels. */
+typedef struct nm_net {
+    int nlevels;
+    long long gsize[CLUSTER_MAX_LEVELS]; /* devices per group of level l */
+    double bw[CLUSTER_MAX_LEVELS], lat[CLUSTER_MAX_LEVELS], egress[CLUSTER_MAX_LEVELS];
+} nm_net;
+
+/* Per (first unit u, units r): facts of the device range [u g, (u + r) g) in the order. */
+typedef struct nm_range {
+    int ok;           /* 1: inside one server, or whole servers (the hierarchy is kept) */
+    double speed;     /* slowest device's speed */
+    double cap;       /* smallest capacity, bytes */
+    double ar_a, ar_b; /* ring all-reduce of X bytes takes ar_a X + ar_b seconds */
+    double out_rate;  /* bytes/s of one transfer to the next unit's first device */
+    double out_total; /* bytes/s of all the range's transfers to the next stage at once */
+    double out_lat;   /* seconds per transfer to the next unit */
+    double in_total;  /* bytes/s of all the range's transfers back to the previous stage
+                         (over the level between the previous device and the range's end) */
+} nm_range;
+
+/* The model of one placement order of the devices. */
+typedef struct nm_model {
+    const profile *p;
+    const cluster *c;
+    int ndev;         /* devices used (max_devices or all) */
+    int g;            /* devices per unit */
+    int U;            /* units: ndev / g */
+    int *order;       /* [ndev] device ids in placement order */
+    int nb;           /* blocks */
+    int *bfirst;      /* [nb + 1] first layer of each block; bfirst[nb] = nlayers */
+    double *cF, *cB, *cA, *cP; /* [nb + 1] prefix sums at the profile's minibatch: forward
+                                  ms, backward ms, activation bytes, parameter bytes */
+    double *cut;      /* [nb + 1] bytes crossing the boundary before block b; 0 at 0, nb */
+    nm_range *rg;     /* [U * (U + 1)]: rg[u * (U + 1) + r] */
+    int nr;
+    int rlist[NM_MAX_UNITS]; /* replica counts (in units) the program tries */
+    nm_net net;
+} nm_model;
+
+/* What a partition is priced for. */
+typedef struct nm_setting {
+    sched_kind kind;
+    int M;            /* microbatches per iteration */
+    int mbsize;       /* samples per microbatch */
+    int recompute;
+    int chunks;       /* interleaved */
+    optimizer_kind opt;
+    int quick;        /* 1: the min-max program and one fill threshold only */
+} nm_setting;
+
+typedef struct nm_stage {
+    int b0, b1;       /* blocks [b0, b1) */
+    int u, r;         /* units [u, u + r) */
+} nm_stage;
+
+/* A priced partition. */
+typedef struct nm_part {
+    int nst;
+    nm_stage st[NM_MAX_STAGES];
+    int ranks;        /* interleaved: pipeline ranks (nst = ranks x chunks); else nst */
+    double period;    /* the slowest stage's seconds per microbatch */
+    double fill;      /* fill and drain, seconds */
+    double ar;        /* exposed all-reduce per iteration, seconds */
+    double iter_s;    /* estimated iteration time */
+    double thr;       /* estimated samples/s */
+    double peak_mem;  /* largest device, bytes */
+    double cap;       /* smallest capacity used */
+    int fits;
+    int M;            /* microbatches it was priced with */
+} nm_part;
+
+/* Builds the model of p on c over devices order[0..ndev-1] (NULL = 0..ndev-1), memory
+ * capped at mem_limit (> 0). Returns 0 or -1 with err (out of memory). */
+int nm_model_build(nm_model *m, const profile *p, const cluster *c, int ndev,
+                   const int *order, double mem_limit, plumb_err *err);
+void nm_model_free(nm_model *m);
+
+/* Prices part (its stages set) under s: fills period, fill, ar, iter_s, thr, peak_mem,
+ * cap, fits, M = s->M. */
+void nm_price(const nm_model *m, const nm_setting *s, nm_part *part);
+
+/* The dynamic program for s: the partitions it proposes (min-max period, then least fill
+ * under a few period thresholds), priced, distinct, at most `max` of them into out.
+ * Returns how many (0 when no partition fits memory); *dp_runs counts programs solved. */
+int nm_partitions(const nm_model *m, const nm_setting *s, nm_part *out, int max,
+                  int *dp_runs);
+
+/* The interleaved partitions (ranks x chunks stages, no replication). Same contract. */
+int nm_partitions_interleaved(const nm_model *m, const nm_setting *s, nm_part *out, int max);
+
+/* The default microbatch count of a partition for kind k: 2 x stages, at least the largest
+ * replica count, a multiple of the replica counts' lcm (or of the largest when the lcm
+ * exceeds 64); for 2bw at least what its two weight versions need. */
+int nm_default_microbatches(const nm_model *m, sched_kind k, const nm_part *part);
+
+/* Builds the plan of part under s (devices from m's order). NULL with err. */
+plan *nm_plan(const nm_model *m, const nm_setting *s, const nm_part *part, plumb_err *err);
+
+/* "4-2-1-1": replicas (devices) per stage. */
+void nm_config(const nm_model *m, const nm_part *part, char *buf, size_t n);
+
+/* The placement orders worth trying on c's first ndev devices: the cluster order, and for
+ * heterogeneous clusters the servers in reverse order too. Fills orders[k][ndev] (caller
+ * allocates 2 x ndev) and returns the count. */
+int nm_orders(const cluster *c, int ndev, int *orders);
+
+/* --- candidates (native.c, shared with auto.c and sweep.c) ---------------------------- */
+
+/* The placement models of one planning call: one per device order. */
+typedef struct nm_models {
+    int n;
+    nm_model m[2];
+    int ndev;
+} nm_models;
+
+/* Builds the models of p on c's first ndev devices. 0 or -1 with err. */
+int nm_models_build(nm_models *ms, const profile *p, const cluster *c, int ndev,
+                    double mem_limit, plumb_err *err);
+void nm_models_free(nm_models *ms);
+
+typedef struct nm_cand {
+    int mod;          /* which model (device order) */
+    nm_setting s;     /* M settled */
+    nm_part pt;
+    int simulated, sim_fits;
+    double sim_thr, sim_iter, sim_bubble, sim_peak;
+    double *sim_dev_peak; /* [c->ndevices] or NULL */
+} nm_cand;
+
+typedef struct nm_cands {
+    int n, cap;
+    nm_cand *v;
+} nm_cands;
+
+void nm_cands_free(nm_cands *cs);
+
+/* Adds the partitions the program finds for s on every model (M: s->M when fixedM, else
+ * each partition's default count), priced; only fitting ones. Returns how many were added,
+ * or -1 when out of memory. */
+int nm_gather(const nm_models *ms, const nm_setting *s, int fixedM, nm_cands *out,
+              int *dp_runs);
+
+/* Adds the fitting candidates of cs->v[from..to) re-priced for schedule `kind` (the same
+ * partitions; zb-h1 from 1f1b-flush, 2bw from pipedream). Returns how many, -1 on OOM. */
+int nm_reprice(const nm_models *ms, nm_cands *cs, int from, int to, sched_kind kind,
+               int fixedM);
+
+/* Sorts cs by estimated throughput (fitting first), simulates the first nsim distinct ones
+ * (iterations, memory limit from o), and fills res with every candidate ranked (simulated
+ * and fitting by simulated throughput first). 0 or -1 with err (out of memory). */
+int nm_finish(const nm_models *ms, nm_cands *cs, const native_options *o, int nsim,
+              native_result *res, plumb_err *err);
+
+/* Fills res->suggestion (and err) with what would fit when nothing does for the setting s
+ * on c: recomputation, smaller microbatches, a leaner schedule, more devices. */
+void nm_suggest(const profile *p, const cluster *c, const native_options *o,
+                const nm_setting *s, native_result *res, plumb_err *err);
+
+/* The start of planner_native and planner_auto: checks the inputs, clears res, builds the
+ * models, fills res->single_samples_per_s and capacity_bytes. 0 or -1 with err. */
+int nm_begin(const profile *p, const cluster *c, const native_options *o, native_result *res,
+             nm_models *ms, plumb_err *err);
+
+/* Writes each ranked candidate's reason (auto.c). */
+void nm_reasons(native_result *res);
+
+/* Milliseconds on a monotonic clock. */
+double nm_now_ms(void);
+
+/* GiB from bytes, for messages. */
+static inline double nm_gib(double b) { return b / (1024.0 * 1024.0 * 1024.0); }
+
+#endif

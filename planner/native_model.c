@@ -1,0 +1,760 @@
+/* native_model.c: plumb's native cost model and partitioner (docs/planner-native.md).
+ *
+ * The profile's topological order is coarsened into at most NM_MAX_BLOCKS blocks (cuts
+ * placed near equal-work points, at the boundary in a small window that the fewest
+ * activation bytes cross); the devices, in a placement order that follows the cluster's
+ * hierarchy, into at most NM_MAX_UNITS units. A stage is a block range on a unit range:
+ * its replicas are the range's devices, its speed the slowest of them. Per microbatch a
+ * stage costs
+ *   compute  c = (F + B [+ F with recompute]) x microbatch / profiled minibatch / speed,
+ *   period   max(c / replicas [+ exposed all-reduce / replicas for pipedream],
+ *                output bytes / the range's outgoing transfer rate)   (links overlap compute)
+ *   latency  c + 2 (link latency + bytes / rate)   (the fill and drain of flushing kinds)
+ * and the all-reduce of its gradients is overlapped with the backward: only
+ * max(all-reduce - backward, last bucket) is exposed, once per iteration for the flushing
+ * kinds and 2bw, once per microbatch round for pipedream. Memory (the simulator's model):
+ * parameters x (weight versions + 1 gradient + optimizer state) + in-flight microbatches x
+ * stashed bytes (+ one microbatch's activations with recompute).
+ *
+ * The dynamic program runs over suffixes: V(b, u) is the best way to place blocks b.. on
+ * units u.. (trailing units may stay idle). A first pass minimises the slowest period; then,
+ * for a few thresholds above that optimum, a second pass minimises the summed latency (the
+ * fill) among partitions whose every period stays under the threshold. The priced
+ * candidates go to the simulator (native.c). */
+#include "planner/native_impl.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* --- the network ----------------------------------------------------------------------- */
+
+static void net_from_cluster(nm_net *n, const cluster *c)
+{
+    n->nlevels = c->nlevels;
+    long long g = 1;
+    for (int l = 0; l < c->nlevels; l++) {
+        g *= c->levels[l].count > 0 ? c->levels[l].count : 1;
+        n->gsize[l] = g;
+        n->bw[l] = c->levels[l].bandwidth_Bps;
+        n->lat[l] = c->levels[l].latency_s;
+        n->egress[l] = c->levels[l].egress_Bps > 0 ? c->levels[l].egress_Bps
+                                                   : c->levels[l].bandwidth_Bps;
+    }
+}
+
+/* Level crossed between devices a and b (-1 when equal), the path's rate and latency: level
+ * 0 alone inside a server, else levels 1..L, each limited by its bandwidth and egress. */
+static int net_path(const nm_net *n, int a, int b, double *rate, double *lat)
+{
+    *rate = INFINITY;
+    *lat = 0;
+    if (a == b) return -1;
+    int L = n->nlevels - 1;
+    for (int l = 0; l < n->nlevels; l++)
+        if (a / n->gsize[l] == b / n->gsize[l]) {
+            L = l;
+            break;
+        }
+    for (int l = L == 0 ? 0 : 1; l <= L; l++) {
+        double r = l > 0 && n->egress[l] < n->bw[l] ? n->egress[l] : n->bw[l];
+        if (r < *rate) *rate = r;
+        *lat += n->lat[l];
+    }
+    return L;
+}
+
+/* --- the model ------------------------------------------------------------------------- */
+
+void nm_model_free(nm_model *m)
+{
+    if (!m) return;
+    free(m->order);
+    free(m->bfirst);
+    free(m->cF);
+    free(m->cB);
+    free(m->cA);
+    free(m->cP);
+    free(m->cut);
+    free(m->rg);
+    memset(m, 0, sizeof *m);
+}
+
+/* Bytes crossing the boundary after each layer (cross[i]: between i and i + 1): a layer's
+ * output crosses every boundary up to its last consumer (the next layer for a chain). */
+static double *cross_bytes(const profile *p)
+{
+    int n = p->nlayers;
+    double *cross = calloc((size_t)n + 1, sizeof *cross);
+    int *far = malloc(((size_t)n + 1) * sizeof *far);
+    if (!cross || !far) {
+        free(cross);
+        free(far);
+        return NULL;
+    }
+    for (int i = 0; i < n; i++) far[i] = p->nedges ? i : i + 1;
+    for (int e = 0; e < p->nedges; e++) {
+        int a = p->edges[e].src, b = p->edges[e].dst;
+        if (a >= 0 && a < n && b > far[a] && b < n) far[a] = b;
+    }
+    for (int i = 0; i < n; i++)
+        if (far[i] > i) {
+            cross[i] += p->layers[i].activation_bytes;
+            cross[far[i] < n ? far[i] : n] -= p->layers[i].activation_bytes;
+        }
+    for (int i = 1; i <= n; i++) cross[i] += cross[i - 1];
+    free(far);
+    return cross;
+}
+
+/* Block cuts: near each equal-work point, the boundary in a window of +-h layers that the
+ * fewest bytes cross (ties: the closest). Fills bfirst and returns the block count. */
+static int make_blocks(const profile *p, const double *cross, int *bfirst)
+{
+    int n = p->nlayers;
+    if (n <= NM_MAX_BLOCKS) {
+        for (int i = 0; i <= n; i++) bfirst[i] = i;
+        return n;
+    }
+    double total = 0;
+    for (int i = 0; i < n; i++) total += p->layers[i].forward_ms + p->layers[i].backward_ms;
+    int nb = 0, h = n / (2 * NM_MAX_BLOCKS) > 1 ? n / (2 * NM_MAX_BLOCKS) : 1, prev = -1;
+    bfirst[nb++] = 0;
+    double acc = 0;
+    int x = 0;
+    for (int k = 1; k < NM_MAX_BLOCKS; k++) {
+        double target = total * k / NM_MAX_BLOCKS;
+        while (x < n - 1 && acc + p->layers[x].forward_ms + p->layers[x].backward_ms < target) {
+            acc += p->layers[x].forward_ms + p->layers[x].backward_ms;
+            x++;
+        }
+        /* boundary after layer i, i in [x - h, x + h], i > prev, i <= n - 2 */
+        int best = -1;
+        for (int i = x - h; i <= x + h; i++) {
+            if (i <= prev || i < 0 || i > n - 2) continue;
+            if (best < 0 || cross[i] < cross[best] ||
+                (cross[i] == cross[best] && abs(i - x) < abs(best - x)))
+                best = i;
+        }
+        if (best < 0) continue;
+        bfirst[nb++] = best + 1;
+        prev = best;
+    }
+    bfirst[nb] = n;
+    return nb;
+}
+
+static int is_pow2(int x) { return x > 0 && (x & (x - 1)) == 0; }
+
+int nm_orders(const cluster *c, int ndev, int *orders)
+{
+    for (int d = 0; d < ndev; d++) orders[d] = d;
+    int per = c->nlevels > 0 && c->levels[0].count > 0 ? c->levels[0].count : 1;
+    int ns = (ndev + per - 1) / per, hetero = 0;
+    for (int s = 1; s < ns && s < c->nservers; s++)
+        if (c->server_type[s] != c->server_type[0]) hetero = 1;
+    if (!hetero) return 1;
+    int k = 0;
+    for (int s = ns - 1; s >= 0; s--)
+        for (int d = s * per; d < (s + 1) * per && d < ndev; d++) orders[ndev + k++] = d;
+    return 2;
+}
+
+/* Bytes/s that the devices [d0, d1) of the order send at once over level L at `rate`
+ * each: every device has its own link inside a server; across servers, each server's
+ * traffic shares its egress port. */
+static double range_total(const nm_model *m, const cluster *c, int d0, int d1, int L,
+                          double rate)
+{
+    double total = rate * (d1 - d0);
+    if (L > 0) {
+        int nserv = 0, last = -1;
+        double eg = INFINITY;
+        for (int d = d0; d < d1; d++) {
+            int s = cluster_server_of(c, m->order[d]);
+            if (s != last) nserv++;
+            last = s;
+        }
+        for (int l = 1; l <= L; l++)
+            if (m->net.egress[l] < eg) eg = m->net.egress[l];
+        if (eg * nserv < total) total = eg * nserv;
+    }
+    return total;
+}
+
+int nm_model_build(nm_model *m, const profile *p, const cluster *c, int ndev,
+                   const int *order, double mem_limit, plumb_err *err)
+{
+    memset(m, 0, sizeof *m);
+    m->p = p;
+    m->c = c;
+    m->ndev = ndev;
+    m->g = (ndev + NM_MAX_UNITS - 1) / NM_MAX_UNITS;
+    m->U = ndev / m->g;
+    int n = p->nlayers, U = m->U;
+    double *cross = cross_bytes(p);
+    m->order = malloc((size_t)ndev * sizeof *m->order);
+    m->bfirst = malloc(((size_t)n + 2) * sizeof *m->bfirst);
+    m->rg = calloc((size_t)U * (U + 1), sizeof *m->rg);
+    if (!cross || !m->order || !m->bfirst || !m->rg) goto oom;
+    for (int d = 0; d < ndev; d++) m->order[d] = order ? order[d] : d;
+    m->nb = make_blocks(p, cross, m->bfirst);
+    int nb = m->nb;
+    m->cF = calloc((size_t)nb + 1, sizeof(double));
+    m->cB = calloc((size_t)nb + 1, sizeof(double));
+    m->cA = calloc((size_t)nb + 1, sizeof(double));
+    m->cP = calloc((size_t)nb + 1, sizeof(double));
+    m->cut = calloc((size_t)nb + 1, sizeof(double));
+    if (!m->cF || !m->cB || !m->cA || !m->cP || !m->cut) goto oom;
+    for (int b = 0; b < nb; b++) {
+        double f = 0, bw = 0, a = 0, pr = 0;
+        for (int i = m->bfirst[b]; i < m->bfirst[b + 1]; i++) {
+            f += p->layers[i].forward_ms;
+            bw += p->layers[i].backward_ms;
+            a += p->layers[i].activation_bytes;
+            pr += p->layers[i].parameter_bytes;
+        }
+        m->cF[b + 1] = m->cF[b] + f;
+        m->cB[b + 1] = m->cB[b] + bw;
+        m->cA[b + 1] = m->cA[b] + a;
+        m->cP[b + 1] = m->cP[b] + pr;
+        m->cut[b] = b > 0 ? cross[m->bfirst[b] - 1] : 0;
+    }
+    m->cut[nb] = 0;
+    free(cross);
+    cross = NULL;
+
+    /* replica counts (units): 1..8, powers of two, whole servers, everything */
+    int per = c->levels[0].count > 0 ? c->levels[0].count : 1;
+    for (int r = 1; r <= U && m->nr < NM_MAX_UNITS; r++)
+        if (r <= 8 || is_pow2(r) || (r * m->g) % per == 0 || r == U) m->rlist[m->nr++] = r;
+
+    net_from_cluster(&m->net, c);
+    for (int u = 0; u < U; u++) {
+        double sp = INFINITY, cap = INFINITY;
+        for (int r = 1; u + r <= U; r++) {
+            nm_range *R = &m->rg[u * (U + 1) + r];
+            int d0 = u * m->g, d1 = (u + r) * m->g; /* devices [d0, d1) of the order */
+            for (int d = (u + r - 1) * m->g; d < d1; d++) {
+                const device_type *t = cluster_device_type(c, m->order[d]);
+                double s = t && t->speed > 0 ? t->speed : 1;
+                double mc = t ? t->memory_bytes : 0;
+                if (mem_limit > 0 && mem_limit < mc) mc = mem_limit;
+                if (s < sp) sp = s;
+                if (mc < cap) cap = mc;
+            }
+            R->speed = sp;
+            R->cap = cap;
+            {
+                int s0 = cluster_server_of(c, m->order[d0]);
+                int s1 = cluster_server_of(c, m->order[d1 - 1]);
+                int a0 = d0 == 0 || cluster_server_of(c, m->order[d0 - 1]) != s0;
+                int a1 = d1 == ndev || cluster_server_of(c, m->order[d1]) != s1;
+                R->ok = s0 == s1 || (a0 && a1);
+            }
+            int nd = d1 - d0;
+            if (nd > 1) {
+                double rate = INFINITY, lat = 0;
+                for (int d = d0; d < d1; d++) {
+                    double hr, hl;
+                    int a = m->order[d], b = m->order[d + 1 < d1 ? d + 1 : d0];
+                    if (net_path(&m->net, a, b, &hr, &hl) < 0) continue;
+                    if (hr < rate) rate = hr;
+                    if (hl > lat) lat = hl;
+                }
+                if (isfinite(rate) && rate > 0) {
+                    R->ar_a = 2.0 * (nd - 1) / nd / rate;
+                    R->ar_b = 2.0 * (nd - 1) * lat;
+                }
+            }
+            if (d0 > 0) {
+                double rate, lat;
+                int L = net_path(&m->net, m->order[d0 - 1], m->order[d1 - 1], &rate, &lat);
+                R->in_total = range_total(m, c, d0, d1, L, rate);
+            }
+            if (d1 < ndev) {
+                /* microbatches go round-robin from every replica to the next stage: the
+                 * transfers cross the outermost level between the range and its successor */
+                double rate, lat;
+                int L = net_path(&m->net, m->order[d0], m->order[d1], &rate, &lat);
+                R->out_rate = rate;
+                R->out_lat = lat;
+                R->out_total = range_total(m, c, d0, d1, L, rate);
+            }
+        }
+    }
+    return 0;
+oom:
+    free(cross);
+    nm_model_free(m);
+    return err_set(err, NULL, NULL, "out of memory");
+}
+
+/* --- pricing one stage ------------------------------------------------------------------ */
+
+typedef struct nm_cost {
+    double c, b;      /* compute and backward per microbatch on one replica */
+    double per;       /* period */
+    double lat;       /* latency per microbatch through the stage and its output link */
+    double arx;       /* exposed all-reduce */
+    double mem;       /* bytes per device */
+    double cap;
+} nm_cost;
+
+static int ceil_div(int a, int b) { return (a + b - 1) / b; }
+
+/* W: devices of this stage and every later one. Returns 1 when it fits memory. */
+static int stage_cost(const nm_model *m, const nm_setting *s, int b0, int b1, int u, int r,
+                      int W, nm_cost *o)
+{
+    const nm_range *R = &m->rg[u * (m->U + 1) + r];
+    int n = r * m->g;
+    double scale = (double)s->mbsize / m->p->minibatch * 1e-3 / R->speed;
+    double F = (m->cF[b1] - m->cF[b0]) * scale, B = (m->cB[b1] - m->cB[b0]) * scale;
+    if (s->recompute) B += F;
+    double c = F + B, P = m->cP[b1] - m->cP[b0];
+    double ar = n > 1 && P > 0 ? R->ar_a * P + R->ar_b : 0, arx = 0;
+    if (ar > 0) {
+        double tail = ar * (NM_BUCKET_BYTES < P ? NM_BUCKET_BYTES / P : 1);
+        arx = ar - B > tail ? ar - B : tail;
+    }
+    double bscale = (double)s->mbsize / m->p->minibatch;
+    double out = b1 < m->nb ? m->cut[b1] * bscale : 0;
+    double comm = 0, lat = c;
+    if (out > 0) {
+        if (!(R->out_total > 0)) return 0; /* no next unit */
+        comm = out / R->out_total;
+        lat += 2 * (R->out_lat + out / R->out_rate);
+    }
+    double in = b0 > 0 ? m->cut[b0] * bscale : 0;
+    if (in > 0 && R->in_total > 0 && in / R->in_total > comm) comm = in / R->in_total;
+    double per = s->kind == SCHED_PIPEDREAM ? (c + arx) / n : c / n;
+    if (comm > per) per = comm;
+    int k, ver = 1;
+    switch (s->kind) {
+    case SCHED_GPIPE: k = ceil_div(s->M, n); break;
+    case SCHED_1F1B_FLUSH: k = ceil_div(W, n) < ceil_div(s->M, n) ? ceil_div(W, n)
+                                                                  : ceil_div(s->M, n); break;
+    case SCHED_ZB_H1: {
+        int a = ceil_div(W, n) + 1, b = ceil_div(s->M, n);
+        k = a < b ? a : b;
+        break;
+    }
+    case SCHED_PIPEDREAM: k = ceil_div(W, n); ver = k; break;
+    case SCHED_2BW: k = ceil_div(W, n); ver = 2; break;
+    default: k = ceil_div(W, n); break;
+    }
+    double acts = (m->cA[b1] - m->cA[b0]) * bscale;
+    double optmul = s->opt == OPT_ADAM ? 2 : s->opt == OPT_MOMENTUM ? 1 : 0;
+    double mem = P * (ver + 1 + optmul) + k * (s->recompute ? in : in + acts) +
+                 (s->recompute ? acts : 0);
+    o->c = c;
+    o->b = B;
+    o->per = per;
+    o->lat = lat;
+    o->arx = arx;
+    o->mem = mem;
+    o->cap = R->cap;
+    if ((s->kind == SCHED_PIPEDREAM || s->kind == SCHED_2BW) && s->M > 0 && s->M % n)
+        return 0; /* a fixed microbatch count must split evenly over the replicas */
+    return mem <= R->cap;
+}
+
+/* Seconds per microbatch that the busiest server port spends on activations and gradients
+ * leaving its server, all stages together (the program prices stages one by one; this is
+ * where stages sharing a server's port meet). Microbatches go round-robin, so a cut's bytes
+ * spread evenly over the pairs of sending and receiving replicas. */
+static double port_time(const nm_model *m, const nm_setting *s, const nm_part *pt)
+{
+    const cluster *c = m->c;
+    if (c->nlevels < 2 || c->nservers < 2) return 0;
+    double eg = m->net.egress[1] > m->net.bw[1] ? m->net.egress[1] : m->net.bw[1];
+    double *load = calloc((size_t)c->nservers, sizeof *load);
+    int *ca = calloc((size_t)c->nservers, sizeof *ca), *cb = calloc((size_t)c->nservers, sizeof *cb);
+    double worst = 0;
+    if (!load || !ca || !cb) goto done;
+    double bscale = (double)s->mbsize / m->p->minibatch;
+    for (int i = 0; i + 1 < pt->nst; i++) {
+        const nm_stage *A = &pt->st[i], *B = &pt->st[i + 1];
+        double x = m->cut[A->b1] * bscale;
+        int na = A->r * m->g, nb = B->r * m->g;
+        if (x <= 0) continue;
+        for (int d = 0; d < na; d++) ca[cluster_server_of(c, m->order[A->u * m->g + d])]++;
+        for (int d = 0; d < nb; d++) cb[cluster_server_of(c, m->order[B->u * m->g + d])]++;
+        for (int d = 0; d < na; d++) {
+            int sv = cluster_server_of(c, m->order[A->u * m->g + d]);
+            if (ca[sv]) load[sv] += x * ca[sv] * (nb - cb[sv]) / ((double)na * nb);
+            ca[sv] = -ca[sv]; /* counted */
+        }
+        for (int d = 0; d < nb; d++) {
+            int sv = cluster_server_of(c, m->order[B->u * m->g + d]);
+            int k = ca[sv] < 0 ? -ca[sv] : ca[sv];
+            if (cb[sv] > 0) load[sv] += x * cb[sv] * (na - k) / ((double)na * nb);
+            cb[sv] = -cb[sv];
+        }
+        for (int d = 0; d < na; d++) ca[cluster_server_of(c, m->order[A->u * m->g + d])] = 0;
+        for (int d = 0; d < nb; d++) cb[cluster_server_of(c, m->order[B->u * m->g + d])] = 0;
+    }
+    for (int sv = 0; sv < c->nservers; sv++)
+        if (load[sv] / eg > worst) worst = load[sv] / eg;
+done:
+    free(load);
+    free(ca);
+    free(cb);
+    return worst;
+}
+
+void nm_price(const nm_model *m, const nm_setting *s, nm_part *pt)
+{
+    double per = 0, sumlat = 0, botlat = 0, ar = 0, peak = 0, cap = INFINITY;
+    int fits = 1;
+    if (s->kind == SCHED_INTERLEAVED) {
+        /* per device: its chunks' compute; links per stage */
+        int p = pt->ranks, v = pt->nst / (p > 0 ? p : 1);
+        double devper[NM_MAX_UNITS] = {0}, devmem[NM_MAX_UNITS] = {0};
+        double stash[NM_MAX_UNITS] = {0};
+        double bscale = (double)s->mbsize / m->p->minibatch;
+        double optmul = s->opt == OPT_ADAM ? 2 : s->opt == OPT_MOMENTUM ? 1 : 0;
+        for (int i = 0; i < pt->nst; i++) {
+            const nm_stage *st = &pt->st[i];
+            nm_cost o;
+            nm_setting one = *s;
+            one.kind = SCHED_1F1B_FLUSH;
+            stage_cost(m, &one, st->b0, st->b1, st->u, 1, m->ndev, &o);
+            int rk = i % p;
+            devper[rk] += o.c;
+            double comm = i + 1 < pt->nst && o.lat > o.c ? (o.lat - o.c) / 2 : 0;
+            if (comm > per) per = comm;
+            sumlat += o.lat - o.c;
+            double P = m->cP[st->b1] - m->cP[st->b0];
+            double in = st->b0 > 0 ? m->cut[st->b0] * bscale : 0;
+            double acts = (m->cA[st->b1] - m->cA[st->b0]) * bscale;
+            devmem[rk] += P * (2 + optmul) + (s->recompute ? acts / pt->nst : 0);
+            stash[rk] += (s->recompute ? in : in + acts) / v;
+            if (o.cap < cap) cap = o.cap;
+        }
+        double dmax = 0;
+        for (int rk = 0; rk < p; rk++) {
+            if (devper[rk] > dmax) dmax = devper[rk];
+            int k = (p - rk - 1) * 2 + (v - 1) * p + 1;
+            if (k > s->M * v) k = s->M * v;
+            double mem = devmem[rk] + k * stash[rk];
+            if (mem > peak) peak = mem;
+            if (mem > m->rg[pt->st[rk].u * (m->U + 1) + 1].cap) fits = 0;
+        }
+        if (dmax > per) per = dmax;
+        pt->period = per;
+        pt->fill = (p - 1) * dmax / v + sumlat;
+        pt->ar = 0;
+    } else {
+        int W = 0;
+        for (int i = 0; i < pt->nst; i++) W += pt->st[i].r * m->g;
+        for (int i = 0; i < pt->nst; i++) {
+            const nm_stage *st = &pt->st[i];
+            nm_cost o;
+            if (!stage_cost(m, s, st->b0, st->b1, st->u, st->r, W, &o)) fits = 0;
+            W -= st->r * m->g;
+            if (o.per > per) {
+                per = o.per;
+                botlat = o.lat;
+            }
+            sumlat += o.lat;
+            if (o.arx > ar) ar = o.arx;
+            if (o.mem > peak) peak = o.mem;
+            if (o.cap < cap) cap = o.cap;
+        }
+        double port = port_time(m, s, pt);
+        if (port > per) per = port;
+        pt->period = per;
+        pt->fill = sumlat - botlat;
+        pt->ar = s->kind == SCHED_PIPEDREAM ? 0 : ar;
+    }
+    double fillfac = 1;
+    switch (s->kind) {
+    case SCHED_PIPEDREAM:
+    case SCHED_2BW: fillfac = 0; break;
+    case SCHED_ZB_H1: fillfac = 0.4; break;
+    default: break;
+    }
+    pt->M = s->M;
+    pt->iter_s = s->M * pt->period + fillfac * pt->fill + pt->ar;
+    pt->thr = pt->iter_s > 0 ? (double)s->M * s->mbsize / pt->iter_s : 0;
+    pt->peak_mem = peak;
+    pt->cap = cap;
+    pt->fits = fits;
+}
+
+/* --- the dynamic program ---------------------------------------------------------------- */
+
+typedef struct nm_dp {
+    int nb, U;
+    double *val;      /* [(nb + 1) * (U + 1)] */
+    int *cj, *cr;     /* choice: next block, units */
+} nm_dp;
+
+/* mode 0: V = min max period; mode 1: V = min sum latency with every period <= tau.
+ * The inner loop is stage_cost specialised: what depends on the unit range only is hoisted
+ * out of the loop over the stage's last block. */
+static void dp_solve(const nm_model *m, const nm_setting *s, nm_dp *d, int mode, double tau)
+{
+    int nb = m->nb, U = m->U, W1 = U + 1, rc = s->recompute;
+    double bscale = (double)s->mbsize / m->p->minibatch, kscale = bscale * 1e-3;
+    double optmul = s->opt == OPT_ADAM ? 2 : s->opt == OPT_MOMENTUM ? 1 : 0;
+    int evenM = (s->kind == SCHED_PIPEDREAM || s->kind == SCHED_2BW) && s->M > 0;
+    for (int u = 0; u <= U; u++) d->val[nb * W1 + u] = 0;
+    for (int b = 0; b < nb; b++) d->val[b * W1 + U] = INFINITY;
+    for (int b = nb - 1; b >= 0; b--) {
+        double in = b > 0 ? m->cut[b] * bscale : 0;
+        for (int u = U - 1; u >= 0; u--) {
+            double best = INFINITY;
+            int bj = -1, br = -1, W = m->ndev - u * m->g;
+            for (int ri = 0; ri < m->nr; ri++) {
+                int r = m->rlist[ri];
+                if (u + r > U) break;
+                const nm_range *R = &m->rg[u * W1 + r];
+                if (!R->ok) continue;
+                int n = r * m->g;
+                if (evenM && s->M % n) continue;
+                int k, ver = 1, kw = ceil_div(W, n), km = ceil_div(s->M, n);
+                switch (s->kind) {
+                case SCHED_GPIPE: k = km; break;
+                case SCHED_1F1B_FLUSH: k = kw < km ? kw : km; break;
+                case SCHED_ZB_H1: k = kw + 1 < km ? kw + 1 : km; break;
+                case SCHED_PIPEDREAM: k = kw; ver = kw; break;
+                case SCHED_2BW: k = kw; ver = 2; break;
+                default: k = kw; break;
+                }
+                double sc = kscale / R->speed, pcoef = ver + 1 + optmul;
+                double incomm = in > 0 && R->in_total > 0 ? in / R->in_total : 0;
+                double inmem = k * in;
+                /* the last units can only hold the last stage */
+                for (int j = u + r == U ? nb : b + 1; j <= nb; j++) {
+                    double next = d->val[j * W1 + u + r];
+                    if (!(next < best)) continue;
+                    double P = m->cP[j] - m->cP[b], acts = (m->cA[j] - m->cA[b]) * bscale;
+                    double mem = P * pcoef + inmem + (rc ? acts : k * acts);
+                    if (mem > R->cap) break; /* memory grows with j */
+                    double F = (m->cF[j] - m->cF[b]) * sc, B = (m->cB[j] - m->cB[b]) * sc;
+                    if (rc) B += F;
+                    double c = F + B, per = c / n;
+                    if (mode == 0 && per >= best) break; /* compute grows with j */
+                    if (mode == 1 && per > tau) break;
+                    if (s->kind == SCHED_PIPEDREAM && n > 1 && P > 0) {
+                        double ar = R->ar_a * P + R->ar_b;
+                        double tail = ar * (NM_BUCKET_BYTES < P ? NM_BUCKET_BYTES / P : 1);
+                        per += (ar - B > tail ? ar - B : tail) / n;
+                    }
+                    double out = j < nb ? m->cut[j] * bscale : 0, comm = incomm, lat = c;
+                    if (out > 0) {
+                        if (!(R->out_total > 0)) continue;
+                        if (out / R->out_total > comm) comm = out / R->out_total;
+                        lat += 2 * (R->out_lat + out / R->out_rate);
+                    }
+                    if (comm > per) per = comm;
+                    double v;
+                    if (mode == 0) {
+                        v = per > next ? per : next;
+                    } else {
+                        if (per > tau) continue;
+                        v = lat + next;
+                    }
+                    if (v < best) {
+                        best = v;
+                        bj = j;
+                        br = r;
+                    }
+                }
+            }
+            d->val[b * W1 + u] = best;
+            d->cj[b * W1 + u] = bj;
+            d->cr[b * W1 + u] = br;
+        }
+    }
+}
+
+static int dp_extract(const nm_model *m, const nm_dp *d, nm_part *pt)
+{
+    int b = 0, u = 0, W1 = m->U + 1;
+    pt->nst = 0;
+    while (b < m->nb) {
+        int j = d->cj[b * W1 + u], r = d->cr[b * W1 + u];
+        if (j < 0 || pt->nst >= NM_MAX_STAGES) return -1;
+        pt->st[pt->nst++] = (nm_stage){b, j, u, r};
+        b = j;
+        u += r;
+    }
+    pt->ranks = pt->nst;
+    return 0;
+}
+
+static int same_part(const nm_part *a, const nm_part *b)
+{
+    if (a->nst != b->nst) return 0;
+    for (int i = 0; i < a->nst; i++)
+        if (memcmp(&a->st[i], &b->st[i], sizeof a->st[i])) return 0;
+    return 1;
+}
+
+int nm_partitions(const nm_model *m, const nm_setting *s, nm_part *out, int max, int *dp_runs)
+{
+    if (s->kind == SCHED_INTERLEAVED) return nm_partitions_interleaved(m, s, out, max);
+    size_t ns = (size_t)(m->nb + 1) * (m->U + 1);
+    nm_dp d = {m->nb, m->U, malloc(ns * sizeof(double)), malloc(ns * sizeof(int)),
+               malloc(ns * sizeof(int))};
+    int n = 0;
+    if (!d.val || !d.cj || !d.cr || max < 1) goto done;
+    dp_solve(m, s, &d, 0, 0);
+    (*dp_runs)++;
+    double tau = d.val[0];
+    if (!isfinite(tau)) goto done;
+    nm_part pt;
+    if (dp_extract(m, &d, &pt) == 0) {
+        nm_price(m, s, &pt);
+        out[n++] = pt;
+    }
+    static const double fac_sync[] = {1.000001, 1.15, 1.4, 2.0};
+    int nf = s->kind == SCHED_PIPEDREAM || s->kind == SCHED_2BW || s->quick ? 1 : 4;
+    for (int f = 0; f < nf && n < max; f++) {
+        dp_solve(m, s, &d, 1, tau * fac_sync[f]);
+        (*dp_runs)++;
+        if (!isfinite(d.val[0]) || dp_extract(m, &d, &pt)) continue;
+        nm_price(m, s, &pt);
+        int dup = 0;
+        for (int i = 0; i < n; i++) dup |= same_part(&out[i], &pt);
+        if (!dup) out[n++] = pt;
+    }
+done:
+    free(d.val);
+    free(d.cj);
+    free(d.cr);
+    return n;
+}
+
+/* Splits blocks into S parts whose work follows the targets share[s] (summing to 1). */
+static int split_shares(const nm_model *m, int S, const double *share, nm_part *pt)
+{
+    if (S > m->nb || S > NM_MAX_STAGES) return -1;
+    double total = m->cF[m->nb] + m->cB[m->nb], acc = 0;
+    int b = 0;
+    for (int s = 0; s < S; s++) {
+        acc += share[s] * total;
+        int j = b + 1;
+        int maxj = m->nb - (S - s - 1);
+        while (j < maxj && m->cF[j + 1] + m->cB[j + 1] <= acc) j++;
+        if (j < maxj && fabs(m->cF[j + 1] + m->cB[j + 1] - acc) < fabs(m->cF[j] + m->cB[j] - acc))
+            j++;
+        if (s == S - 1) j = m->nb;
+        pt->st[s] = (nm_stage){b, j, 0, 1};
+        b = j;
+    }
+    pt->nst = S;
+    return 0;
+}
+
+int nm_partitions_interleaved(const nm_model *m, const nm_setting *s, nm_part *out, int max)
+{
+    int v = s->chunks > 1 ? s->chunks : 2, n = 0;
+    if (m->g != 1) return 0; /* chunked schedules do not replicate: one device per rank */
+    for (int p = m->U; p >= 2 && n < max; p /= 2) {
+        int S = p * v;
+        if (S > m->nb || S > NM_MAX_STAGES) continue;
+        double share[NM_MAX_STAGES], sum = 0;
+        for (int i = 0; i < S; i++) sum += m->rg[(i % p) * (m->U + 1) + 1].speed;
+        for (int i = 0; i < S; i++) share[i] = m->rg[(i % p) * (m->U + 1) + 1].speed / sum;
+        nm_part pt;
+        if (split_shares(m, S, share, &pt)) continue;
+        for (int i = 0; i < S; i++) pt.st[i].u = i % p;
+        pt.ranks = p;
+        nm_setting one = *s;
+        one.chunks = v;
+        nm_price(m, &one, &pt);
+        if (pt.fits) out[n++] = pt;
+    }
+    return n;
+}
+
+/* --- plans ------------------------------------------------------------------------------ */
+
+static long long gcd_ll(long long a, long long b)
+{
+    while (b) {
+        long long t = a % b;
+        a = b;
+        b = t;
+    }
+    return a;
+}
+
+int nm_default_microbatches(const nm_model *m, sched_kind k, const nm_part *pt)
+{
+    if (k == SCHED_INTERLEAVED) return 2 * (pt->ranks > 0 ? pt->ranks : 1);
+    long long L = 1;
+    int maxr = 1;
+    for (int i = 0; i < pt->nst; i++) {
+        int n = pt->st[i].r * m->g;
+        if (n > maxr) maxr = n;
+        L = L / gcd_ll(L, n) * n;
+        if (L > 4096) L = 4097;
+    }
+    int base = 2 * pt->nst > maxr ? 2 * pt->nst : maxr;
+    if (k == SCHED_2BW) {
+        int W = 0;
+        for (int i = 0; i < pt->nst; i++) W += pt->st[i].r * m->g;
+        for (int i = 0; i < pt->nst; i++) {
+            int n = pt->st[i].r * m->g, need = (ceil_div(W, n) - 1) * n;
+            if (need > base) base = need;
+            W -= n;
+        }
+    }
+    int unit = L <= 64 ? (int)L : maxr;
+    if ((k == SCHED_PIPEDREAM || k == SCHED_2BW) && L <= 4096) unit = (int)L;
+    return ceil_div(base, unit) * unit;
+}
+
+void nm_config(const nm_model *m, const nm_part *pt, char *buf, size_t n)
+{
+    size_t o = 0;
+    buf[0] = 0;
+    for (int i = 0; i < pt->nst && o + 8 < n; i++)
+        o += (size_t)snprintf(buf + o, n - o, "%s%d", i ? "-" : "", pt->st[i].r * m->g);
+    if (o + 8 >= n && n > 4) snprintf(buf + n - 4, 4, "...");
+}
+
+plan *nm_plan(const nm_model *m, const nm_setting *s, const nm_part *pt, plumb_err *err)
+{
+    plan *pl = plan_new(m->p, m->c, pt->nst);
+    int *devs = malloc(((size_t)m->ndev + 1) * sizeof *devs);
+    if (!pl || !devs) goto oom;
+    for (int i = 0; i < pt->nst; i++) {
+        const nm_stage *st = &pt->st[i];
+        int nd = st->r * m->g;
+        for (int k = 0; k < nd; k++) devs[k] = m->order[st->u * m->g + k];
+        if (plan_set_stage(pl, i, m->bfirst[st->b0], m->bfirst[st->b1] - 1, nd, devs)) goto oom;
+        nm_cost o;
+        nm_setting one = *s;
+        if (one.kind == SCHED_INTERLEAVED) one.kind = SCHED_1F1B_FLUSH;
+        stage_cost(m, &one, st->b0, st->b1, st->u, st->r, m->ndev, &o);
+        pl->stages[i].compute_s = o.c;
+        pl->stages[i].comm_s = o.lat - o.c;
+    }
+    pl->schedule = s->kind;
+    pl->chunks = s->kind == SCHED_INTERLEAVED ? pt->nst / (pt->ranks > 0 ? pt->ranks : 1) : 1;
+    pl->microbatch_size = s->mbsize;
+    pl->microbatches = s->M;
+    pl->recompute = s->recompute;
+    pl->optimizer = s->opt;
+    pl->pred_iteration_s = pt->iter_s;
+    pl->pred_samples_per_s = pt->thr;
+    char cfg[96];
+    nm_config(m, pt, cfg, sizeof cfg);
+    pl->planner_config = strdup(cfg);
+    free(devs);
+    if (!pl->planner_config) goto oom2;
+    return pl;
+oom:
+    free(devs);
+oom2:
+    plan_free(pl);
+    err_set(err, NULL, NULL, "out of memory");
+    return NULL;
+}

@@ -1,0 +1,414 @@
+/* sweep.c: capacity planning: the cluster resized to each GPU count of a range, the native
+ * planner's best plan for each, scaling efficiency, cost per million samples, the fewest
+ * GPUs for a target, and the text, JSON ("plumb-sweep/1") and SVG forms of the result. */
+#include "planner/sweep.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "core/json.h"
+#include "planner/native_impl.h"
+
+void sweep_result_free(sweep_result *r)
+{
+    if (!r) return;
+    free(r->pts);
+    memset(r, 0, sizeof *r);
+}
+
+cluster *sweep_cluster_resize(const cluster *c, int n, int *use_devices, plumb_err *err)
+{
+    if (!c || c->nlevels < 1 || c->ndevices < 1) {
+        err_set(err, NULL, NULL, "the cluster has no devices");
+        return NULL;
+    }
+    if (n < 1 || n > SWEEP_MAX_GPUS) {
+        err_set(err, NULL, NULL, "GPU count: expected 1 to %d (got %d)", SWEEP_MAX_GPUS, n);
+        return NULL;
+    }
+    cluster *r = cluster_clone(c);
+    if (!r) {
+        err_set(err, NULL, NULL, "out of memory");
+        return NULL;
+    }
+    int per = c->levels[0].count;
+    long long nserv = 1;
+    if (n <= per || c->nlevels == 1) {
+        r->levels[0].count = n;
+        for (int l = 1; l < r->nlevels; l++) r->levels[l].count = 1;
+    } else {
+        int need = (n + per - 1) / per;
+        for (int l = 1; l < r->nlevels; l++) {
+            int cnt = l == r->nlevels - 1 ? need
+                      : (c->levels[l].count < need ? c->levels[l].count : need);
+            r->levels[l].count = cnt;
+            need = (need + cnt - 1) / cnt;
+            nserv *= cnt;
+        }
+    }
+    int *st = malloc((size_t)nserv * sizeof *st);
+    if (!st) {
+        cluster_free(r);
+        err_set(err, NULL, NULL, "out of memory");
+        return NULL;
+    }
+    for (long long s = 0; s < nserv; s++) st[s] = c->server_type[s % c->nservers];
+    free(r->server_type);
+    r->server_type = st;
+    r->nservers = (int)nserv;
+    r->ndevices = (int)(nserv * r->levels[0].count);
+    if (cluster_validate(r, NULL, err)) {
+        cluster_free(r);
+        return NULL;
+    }
+    *use_devices = n < r->ndevices ? n : r->ndevices;
+    return r;
+}
+
+int planner_sweep(const profile *p, const cluster *c, int gmin, int gmax,
+                  const native_options *o, double target, double price, sweep_result *res,
+                  plumb_err *err)
+{
+    memset(res, 0, sizeof *res);
+    if (gmin < 1 || gmax < gmin || gmax > SWEEP_MAX_GPUS)
+        return err_set(err, NULL, "--gpus", "expected A..B with 1 <= A <= B <= %d (got %d..%d)",
+                       SWEEP_MAX_GPUS, gmin, gmax);
+    native_options dflt;
+    if (!o) {
+        native_options_init(&dflt);
+        o = &dflt;
+    }
+    /* inputs that cannot work at any size in the range */
+    {
+        int use;
+        cluster *big = sweep_cluster_resize(c, gmax, &use, err);
+        if (!big) return -1;
+        native_options oc = *o;
+        oc.max_devices = use;
+        int bad = planner_native_check(p, big, &oc, err);
+        cluster_free(big);
+        if (bad) return -1;
+    }
+    snprintf(res->profile_name, sizeof res->profile_name, "%s", p->name ? p->name : "?");
+    snprintf(res->cluster_name, sizeof res->cluster_name, "%s", c->name ? c->name : "?");
+    res->target = target;
+    res->price = price;
+    res->target_gpus = -1;
+    const device_type *t0 = cluster_device_type(c, 0);
+    double work = (profile_total_forward_ms(p) + profile_total_backward_ms(p)) * 1e-3;
+    res->thr1 = work > 0 ? p->minibatch * (t0 && t0->speed > 0 ? t0->speed : 1) / work : 0;
+    res->pts = calloc((size_t)(gmax - gmin + 1), sizeof *res->pts);
+    if (!res->pts) return err_set(err, NULL, NULL, "out of memory");
+    for (int g = gmin; g <= gmax; g++) {
+        sweep_point *pt = &res->pts[res->n++];
+        pt->gpus = g;
+        pt->usd_per_million = -1;
+        int use;
+        plumb_err e;
+        err_clear(&e);
+        cluster *cl = sweep_cluster_resize(c, g, &use, &e);
+        if (!cl) {
+            snprintf(pt->why, sizeof pt->why, "%s", e.msg);
+            continue;
+        }
+        native_options oc = *o;
+        oc.max_devices = use;
+        oc.no_suggest = 1;
+        native_result nr;
+        plan *pl = planner_native(p, cl, &oc, &nr, &e);
+        if (!pl) {
+            snprintf(pt->why, sizeof pt->why, "%s", e.msg);
+        } else {
+            const native_candidate *b = NULL;
+            for (int i = 0; i < nr.ncand && !b; i++)
+                if (nr.cand[i].fits) b = &nr.cand[i];
+            pt->ok = 1;
+            pt->samples_per_s = pl->pred_samples_per_s;
+            pt->efficiency = res->thr1 > 0 ? pt->samples_per_s / (g * res->thr1) : 0;
+            if (price > 0 && pt->samples_per_s > 0)
+                pt->usd_per_million = price * g / 3600.0 / pt->samples_per_s * 1e6;
+            pt->schedule = pl->schedule;
+            pt->microbatches = pl->microbatches;
+            pt->microbatch_size = pl->microbatch_size;
+            pt->recompute = pl->recompute;
+            pt->nstages = pl->nstages;
+            if (b) {
+                pt->peak_memory_bytes = b->simulated ? b->sim_peak_memory_bytes
+                                                     : b->est_peak_memory_bytes;
+                snprintf(pt->config, sizeof pt->config, "%s", b->config);
+            }
+            if (target > 0 && res->target_gpus < 0 && pt->samples_per_s >= target)
+                res->target_gpus = g;
+        }
+        plan_free(pl);
+        native_result_free(&nr);
+        cluster_free(cl);
+    }
+    return 0;
+}
+
+void sweep_print(const sweep_result *r, FILE *out)
+{
+    fprintf(out, "%s on %s (resized); linear baseline: one device %.1f samples/s\n",
+            r->profile_name, r->cluster_name, r->thr1);
+    fprintf(out, "%5s %-20s %-11s %-13s %-11s %-16s %-10s %s\n", "GPUs", "throughput",
+            "efficiency", "cost", "peak memory", "schedule", "microbatch", "replicas");
+    for (int i = 0; i < r->n; i++) {
+        const sweep_point *p = &r->pts[i];
+        if (!p->ok) {
+            fprintf(out, "%5d no plan: %s\n", p->gpus, p->why);
+            continue;
+        }
+        char thr[32], eff[16], cost[32], mem[24], sch[32], mb[24];
+        snprintf(thr, sizeof thr, "%.1f samples/s", p->samples_per_s);
+        snprintf(eff, sizeof eff, "%.1f %%", 100 * p->efficiency);
+        if (p->usd_per_million >= 0)
+            snprintf(cost, sizeof cost, "%.2f USD/M", p->usd_per_million);
+        else
+            snprintf(cost, sizeof cost, "-");
+        snprintf(mem, sizeof mem, "%.1f GiB", nm_gib(p->peak_memory_bytes));
+        snprintf(sch, sizeof sch, "%s%s", sched_kind_name(p->schedule),
+                 p->recompute ? "+rc" : "");
+        snprintf(mb, sizeof mb, "%dx%d", p->microbatches, p->microbatch_size);
+        fprintf(out, "%5d %-20s %-11s %-13s %-11s %-16s %-10s %s\n", p->gpus, thr, eff, cost,
+                mem, sch, mb, p->config);
+    }
+    if (r->target > 0) {
+        if (r->target_gpus > 0)
+            fprintf(out, "target %.1f samples/s: reached with %d GPUs\n", r->target,
+                    r->target_gpus);
+        else
+            fprintf(out, "target %.1f samples/s: not reached in %d..%d GPUs\n", r->target,
+                    r->n ? r->pts[0].gpus : 0, r->n ? r->pts[r->n - 1].gpus : 0);
+    }
+    fprintf(out, "(efficiency = throughput / (GPUs x one-device throughput); cost = price x GPUs "
+            "/ 3600 / throughput x 1e6, USD per million samples; +rc = recomputation)\n");
+}
+
+cJSON *sweep_to_json(const sweep_result *r)
+{
+    cJSON *root = cJSON_CreateObject(), *pts = NULL;
+    if (!root) return NULL;
+    if (!cJSON_AddStringToObject(root, "format", "plumb-sweep/1") ||
+        !cJSON_AddStringToObject(root, "profile", r->profile_name) ||
+        !cJSON_AddStringToObject(root, "cluster", r->cluster_name) ||
+        !json_add_num(root, "one_device_samples_per_s", r->thr1) ||
+        !(r->target > 0 ? json_add_num(root, "target_samples_per_s", r->target)
+                        : cJSON_AddNullToObject(root, "target_samples_per_s")) ||
+        !(r->target_gpus > 0 ? json_add_num(root, "target_gpus", r->target_gpus)
+                             : cJSON_AddNullToObject(root, "target_gpus")) ||
+        !(r->price > 0 ? json_add_num(root, "price_usd_per_gpu_hour", r->price)
+                       : cJSON_AddNullToObject(root, "price_usd_per_gpu_hour")) ||
+        !(pts = cJSON_AddArrayToObject(root, "points")))
+        goto fail;
+    for (int i = 0; i < r->n; i++) {
+        const sweep_point *p = &r->pts[i];
+        cJSON *o = cJSON_CreateObject();
+        if (!o || !cJSON_AddItemToArray(pts, o)) {
+            cJSON_Delete(o);
+            goto fail;
+        }
+        if (!json_add_num(o, "gpus", p->gpus) || !cJSON_AddBoolToObject(o, "ok", p->ok))
+            goto fail;
+        if (!p->ok) {
+            if (!cJSON_AddStringToObject(o, "why", p->why)) goto fail;
+            continue;
+        }
+        if (!json_add_num(o, "samples_per_s", p->samples_per_s) ||
+            !json_add_num(o, "efficiency", p->efficiency) ||
+            !(p->usd_per_million >= 0
+                  ? json_add_num(o, "usd_per_million_samples", p->usd_per_million)
+                  : cJSON_AddNullToObject(o, "usd_per_million_samples")) ||
+            !json_add_num(o, "peak_memory_bytes", p->peak_memory_bytes) ||
+            !cJSON_AddStringToObject(o, "schedule", sched_kind_name(p->schedule)) ||
+            !json_add_num(o, "microbatches", p->microbatches) ||
+            !json_add_num(o, "microbatch_size", p->microbatch_size) ||
+            !cJSON_AddBoolToObject(o, "recompute", p->recompute) ||
+            !json_add_num(o, "stages", p->nstages) ||
+            !cJSON_AddStringToObject(o, "replicas", p->config))
+            goto fail;
+    }
+    return root;
+fail:
+    cJSON_Delete(root);
+    return NULL;
+}
+
+/* --- SVG ------------------------------------------------------------------------------------ */
+
+typedef struct sbuf {
+    char *s;
+    size_t n, cap;
+    int oom;
+} sbuf;
+
+static void sb_printf(sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+#include <stdarg.h>
+static void sb_printf(sbuf *b, const char *fmt, ...)
+{
+    if (b->oom) return;
+    for (;;) {
+        va_list ap;
+        va_start(ap, fmt);
+        int k = vsnprintf(b->s ? b->s + b->n : NULL, b->s ? b->cap - b->n : 0, fmt, ap);
+        va_end(ap);
+        if (k < 0) {
+            b->oom = 1;
+            return;
+        }
+        if (b->s && b->n + (size_t)k < b->cap) {
+            b->n += (size_t)k;
+            return;
+        }
+        size_t nc = b->cap ? b->cap * 2 : 8192;
+        while (nc <= b->n + (size_t)k) nc *= 2;
+        char *ns = realloc(b->s, nc);
+        if (!ns) {
+            b->oom = 1;
+            return;
+        }
+        b->s = ns;
+        b->cap = nc;
+    }
+}
+
+/* A "nice" tick step for a range of `span` with about `n` ticks. */
+static double nice_step(double span, int n)
+{
+    if (!(span > 0)) return 1;
+    double raw = span / n, mag = pow(10, floor(log10(raw))), f = raw / mag;
+    return (f < 1.5 ? 1 : f < 3.5 ? 2 : f < 7.5 ? 5 : 10) * mag;
+}
+
+char *sweep_svg(const sweep_result *r, size_t *len)
+{
+    const double W = 760, H = 440, L = 80, R = 90, T = 50, B = 60;
+    const double pw = W - L - R, ph = H - T - B;
+    int g0 = r->n ? r->pts[0].gpus : 1, g1 = r->n ? r->pts[r->n - 1].gpus : 1;
+    if (g1 == g0) g1 = g0 + 1;
+    double tmax = r->target > 0 ? r->target : 0, cmax = 0;
+    int havecost = 0;
+    for (int i = 0; i < r->n; i++) {
+        if (r->pts[i].ok && r->pts[i].samples_per_s > tmax) tmax = r->pts[i].samples_per_s;
+        if (r->pts[i].ok && r->pts[i].usd_per_million > cmax) cmax = r->pts[i].usd_per_million;
+        if (r->pts[i].ok && r->pts[i].usd_per_million >= 0) havecost = 1;
+    }
+    double tstep = nice_step(tmax > 0 ? tmax : 1, 5);
+    tmax = tstep * ceil((tmax > 0 ? tmax * 1.05 : 1) / tstep);
+    double cstep = nice_step(cmax > 0 ? cmax : 1, 5);
+    cmax = cstep * ceil((cmax > 0 ? cmax * 1.05 : 1) / cstep);
+#define X(g) (L + pw * ((g) - g0) / (double)(g1 - g0))
+#define YT(v) (T + ph * (1 - (v) / tmax))
+#define YC(v) (T + ph * (1 - (v) / cmax))
+    sbuf b = {0};
+    sb_printf(&b, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+              "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" "
+              "viewBox=\"0 0 %.0f %.0f\" font-family=\"sans-serif\" font-size=\"12\">\n"
+              "<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n", W, H, W, H);
+    sb_printf(&b, "<text x=\"%.0f\" y=\"24\" font-size=\"15\" text-anchor=\"middle\">plumb sweep: "
+              "%s on %s</text>\n", W / 2, r->profile_name, r->cluster_name);
+    /* grid and axes */
+    for (double v = 0; v <= tmax + 1e-9 * tmax; v += tstep) {
+        sb_printf(&b, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#ddd\"/>\n",
+                  L, YT(v), L + pw, YT(v));
+        sb_printf(&b, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\" fill=\"#1f5fbf\">%g</text>\n",
+                  L - 6, YT(v) + 4, v);
+    }
+    if (havecost)
+        for (double v = 0; v <= cmax + 1e-9 * cmax; v += cstep)
+            sb_printf(&b, "<text x=\"%.1f\" y=\"%.1f\" fill=\"#c0501f\">%g</text>\n", L + pw + 6,
+                      YC(v) + 4, v);
+    int xstep = (int)ceil((g1 - g0) / 12.0);
+    if (xstep < 1) xstep = 1;
+    for (int g = g0; g <= g1; g += xstep)
+        sb_printf(&b, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#888\"/>"
+                  "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%d</text>\n",
+                  X(g), T + ph, X(g), T + ph + 5, X(g), T + ph + 19, g);
+    sb_printf(&b, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"none\" "
+              "stroke=\"#444\"/>\n", L, T, pw, ph);
+    sb_printf(&b, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">GPUs</text>\n", L + pw / 2,
+              H - 18);
+    sb_printf(&b, "<text transform=\"translate(20 %.1f) rotate(-90)\" text-anchor=\"middle\" "
+              "fill=\"#1f5fbf\">throughput (samples/s)</text>\n", T + ph / 2);
+    if (havecost)
+        sb_printf(&b, "<text transform=\"translate(%.1f %.1f) rotate(90)\" "
+                  "text-anchor=\"middle\" fill=\"#c0501f\">cost (USD per million samples)"
+                  "</text>\n", W - 18, T + ph / 2);
+    /* linear scaling, clipped to the plot */
+    if (r->thr1 > 0) {
+        double ge = g1, ye = r->thr1 * g1;
+        if (ye > tmax) {
+            ge = tmax / r->thr1;
+            ye = tmax;
+        }
+        if (ge > g0)
+            sb_printf(&b, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#999\" "
+                      "stroke-dasharray=\"4 4\"/>\n", X(g0), YT(r->thr1 * g0 < tmax ?
+                                                             r->thr1 * g0 : tmax), X(ge), YT(ye));
+    }
+    if (r->target > 0)
+        sb_printf(&b, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#c02020\" "
+                  "stroke-dasharray=\"8 3\"/><text x=\"%.1f\" y=\"%.1f\" fill=\"#c02020\">"
+                  "target %g samples/s</text>\n", L, YT(r->target), L + pw, YT(r->target),
+                  L + 6, YT(r->target) - 5, r->target);
+    /* series */
+    for (int series = 0; series < 2; series++) {
+        if (series == 1 && !havecost) break;
+        const char *col = series ? "#c0501f" : "#1f5fbf";
+        sb_printf(&b, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"2\"%s points=\"",
+                  col, series ? " stroke-dasharray=\"6 3\"" : "");
+        for (int i = 0; i < r->n; i++) {
+            const sweep_point *p = &r->pts[i];
+            if (!p->ok || (series && p->usd_per_million < 0)) continue;
+            sb_printf(&b, "%.1f,%.1f ", X(p->gpus),
+                      series ? YC(p->usd_per_million) : YT(p->samples_per_s));
+        }
+        sb_printf(&b, "\"/>\n");
+        for (int i = 0; i < r->n; i++) {
+            const sweep_point *p = &r->pts[i];
+            if (!p->ok || (series && p->usd_per_million < 0)) continue;
+            if (series)
+                sb_printf(&b, "<rect x=\"%.1f\" y=\"%.1f\" width=\"6\" height=\"6\" fill=\"%s\"/>\n",
+                          X(p->gpus) - 3, YC(p->usd_per_million) - 3, col);
+            else
+                sb_printf(&b, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3.5\" fill=\"%s\"/>\n",
+                          X(p->gpus), YT(p->samples_per_s), col);
+        }
+    }
+    for (int i = 0; i < r->n; i++)
+        if (!r->pts[i].ok)
+            sb_printf(&b, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" fill=\"#c02020\">"
+                      "x</text>\n", X(r->pts[i].gpus), T + ph - 4);
+    if (r->target_gpus > 0)
+        sb_printf(&b, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#c02020\"/>"
+                  "<text x=\"%.1f\" y=\"%.1f\" fill=\"#c02020\">%d GPUs reach the target</text>\n",
+                  X(r->target_gpus), T, X(r->target_gpus), T + ph, X(r->target_gpus) + 4, T + 14,
+                  r->target_gpus);
+    /* legend */
+    double lx = L + 10, ly = T - 42; /* the legend sits between the title and the plot */
+    sb_printf(&b, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#1f5fbf\" "
+              "stroke-width=\"2\"/><text x=\"%.1f\" y=\"%.1f\">throughput</text>\n", lx, ly + 30,
+              lx + 24, ly + 30, lx + 30, ly + 34);
+    sb_printf(&b, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#999\" "
+              "stroke-dasharray=\"4 4\"/><text x=\"%.1f\" y=\"%.1f\">linear scaling</text>\n",
+              lx + 110, ly + 30, lx + 134, ly + 30, lx + 140, ly + 34);
+    if (havecost)
+        sb_printf(&b, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#c0501f\" "
+                  "stroke-width=\"2\" stroke-dasharray=\"6 3\"/><text x=\"%.1f\" y=\"%.1f\">cost "
+                  "per million samples</text>\n", lx + 250, ly + 30, lx + 274, ly + 30, lx + 280,
+                  ly + 34);
+    sb_printf(&b, "</svg>\n");
+#undef X
+#undef YT
+#undef YC
+    if (b.oom) {
+        free(b.s);
+        return NULL;
+    }
+    if (len) *len = b.n;
+    return b.s;
+}
