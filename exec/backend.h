@@ -170,6 +170,9 @@ typedef struct backend {
      * runtime's workers); 1 again when they are done. The CPU backend divides the BLAS
      * threads among them (a process-wide setting). NULL: no effect. */
     void (*hint_workers)(int workers);
+    /* A line worth telling the user about the backend's setup (e.g. a misdetected BLAS
+     * core), or NULL. NULL entry: nothing to say. */
+    const char *(*note)(void);
 } backend;
 
 /* The CPU backend (always built; OpenBLAS GEMMs). */

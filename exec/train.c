@@ -178,6 +178,7 @@ int train_run(const train_run_cfg *rc, train_result *res, plumb_err *err)
                 rc->cfg.opt.kind == BK_SGD ? "sgd" : rc->cfg.opt.kind == BK_MOMENTUM ? "momentum"
                                                                                  : "adam",
                 (double)rc->cfg.opt.lr, total);
+    if (rc->log && rc->bk->note && rc->bk->note()) fprintf(rc->log, "%s\n", rc->bk->note());
     double t0 = train_now(), tlast = t0, lwin = 0, awin = 0;
     long nwin = 0;
     for (long s = 0; s < total; s++) {

@@ -67,6 +67,7 @@ int train_run_pipeline(const train_run_cfg *rc, const schedule *s, const int *fi
                 rc->m->name, rc->m->nparams, rc->bk->name, d->name, d->n,
                 sched_kind_name(s->kind), s->nstages, s->nworkers, mbs, s->microbatches,
                 rc->cfg.microbatch, s->iterations);
+    if (rc->log && rc->bk->note && rc->bk->note()) fprintf(rc->log, "%s\n", rc->bk->note());
     rt_cfg cfg = {.bk = rc->bk, .m = rc->m, .sched = s, .stage_first = first,
                   .stage_last = last, .worker_device = devs, .trace_device = s->worker_device,
                   .microbatch = rc->cfg.microbatch, .opt = rc->cfg.opt, .batch = batcher_fn,

@@ -142,6 +142,21 @@ static void cpu_hint_workers(int workers)
     openblas_set_num_threads(per > 0 ? per : 1);
 }
 
+static const char *cpu_note(void)
+{
+#if defined(__x86_64__) && defined(__GNUC__)
+    /* some OpenBLAS builds fall back to their SSE3 kernels on CPUs they do not know */
+    const char *core = openblas_get_corename();
+    if (core && !strcmp(core, "Prescott") && __builtin_cpu_supports("avx2"))
+        return __builtin_cpu_supports("avx512f")
+                   ? "note: OpenBLAS runs its generic Prescott kernels on this AVX-512 CPU; "
+                     "OPENBLAS_CORETYPE=SkylakeX makes GEMMs about 4x faster"
+                   : "note: OpenBLAS runs its generic Prescott kernels on this AVX2 CPU; "
+                     "OPENBLAS_CORETYPE=Haswell makes GEMMs faster";
+#endif
+    return NULL;
+}
+
 static const backend cpu_backend = {
     .name = "cpu",
     .create = cpu_create,
@@ -180,6 +195,7 @@ static const backend cpu_backend = {
     .xent_bwd = cpu_xent_bwd,
     .opt_step = cpu_opt_step,
     .hint_workers = cpu_hint_workers,
+    .note = cpu_note,
 };
 
 const backend *backend_cpu(void) { return &cpu_backend; }
