@@ -4,8 +4,8 @@
 #   1. every layer, CUDA against CPU: fp32 with TF32 off (tolerance 1e-4), TF32 (1e-2) and
 #      bf16 (3e-2) (tests/test_cuda.c says why), plus a 1-rank NCCL communicator doing a
 #      grouped send/receive to itself and an all-reduce;
-#   2. 20 training steps of fmnist-cnn with 1 stage (and 4 stages on one GPU, local
-#      transport, where `plumb train` has --stages) whose losses match the CPU backend's;
+#   2. 20 training steps of fmnist-cnn with 1 stage and with 4 stages on one GPU (1F1B with a
+#      flush, local transport) whose losses match the CPU backend's;
 #   3. `plumb profile` of vgg16 at batch 64 on the GPU;
 #   4. training throughput of vgg16 and gpt-mini (samples/s) in fp32 and bf16, and where
 #      PyTorch is importable the same models timed in PyTorch with the same shapes and
@@ -262,10 +262,11 @@ train_match() {
     row "fmnist-cnn 20 steps, $name" "$(cut -f1 "$RES/.row")" "$(cut -f2 "$RES/.row")"
 }
 train_match "1 stage"
-if "$PLUMB" train --help 2>&1 | grep -q -- '--stages'; then
-    train_match "4 stages, 1 GPU" --stages 4
+if "$PLUMB" train --help 2>&1 | grep -q -- '--schedule'; then
+    # 1F1B with a flush over 4 microbatches: the same arithmetic on both backends
+    train_match "4 stages, 1 GPU" --schedule 1f1b-flush --stages 4 --microbatches 4
 else
-    row "fmnist-cnn 20 steps, 4 stages, 1 GPU" SKIP "plumb train has no --stages option in this build"
+    row "fmnist-cnn 20 steps, 4 stages, 1 GPU" SKIP "plumb train has no --schedule/--stages in this build"
 fi
 
 # ------------------------------------------------------------------ 5. plumb profile vgg16

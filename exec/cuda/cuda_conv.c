@@ -243,7 +243,8 @@ static int dnn_run(bk_ctx *c, cuda_conv_plan *p, int d, const float *in1, const 
     size_t n1 = d == DIR_BWD_DATA ? nw : nx, n2 = d == DIR_FWD ? nw : ny;
     size_t no = d == DIR_FWD ? ny : d == DIR_BWD_DATA ? nx : nw;
     size_t bytes = ALIGN(a->ws);
-    if (a->bf16) bytes += ALIGN(n1 * 2) + ALIGN(n2 * 2) + ALIGN(no * 2) + ALIGN(no * 4);
+    if (a->bf16) /* bf16 inputs and output, and an fp32 staging area when accumulating */
+        bytes += ALIGN(n1 * 2) + ALIGN(n2 * 2) + ALIGN(no * 2) + (beta != 0.0f ? ALIGN(no * 4) : 0);
     char *ws = cuda_workspace(c, bytes);
     if (!ws) return -1;
     const int i = a->bf16;
