@@ -88,7 +88,12 @@ int planner_auto(const profile *p, const cluster *c, const native_options *o,
                 fit += n;
             }
             if (!fixedM && add_m_variants(&ms, &cs, before)) goto oom;
-            if (fit || o->microbatch_size > 0) break;
+            if (o->microbatch_size > 0) break;
+            /* halving the microbatch frees activation memory (other partitions, fewer
+             * stages, more replicas); tried down to a quarter of the profiled size, where
+             * the linear scaling of layer times is still plausible, further only when
+             * nothing fits */
+            if (fit && mb * 4 <= mb0) break;
         }
     }
     int nsim = o->sim_top > 0 ? o->sim_top : o->sim_top < 0 ? 0 : 6;

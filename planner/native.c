@@ -465,12 +465,13 @@ void nm_suggest(const profile *p, const cluster *c, const native_options *o,
         }
     }
     snprintf(res->suggestion, sizeof res->suggestion, "%s",
-             sug[0] ? sug : "nothing found (tried recomputation, microbatches down to 1 "
-                            "sample and up to 16x the devices)");
+             o->no_suggest ? "" : sug[0] ? sug : "nothing found (tried recomputation, "
+             "microbatches down to 1 sample and up to 16x the devices)");
     err_set(err, NULL, NULL, "%s on %s: nothing fits in %.1f GiB per device (%s, microbatches "
-            "of %d samples%s, %d devices); would fit: %s", p->name ? p->name : "?",
+            "of %d samples%s, %d devices)%s%s", p->name ? p->name : "?",
             c->name ? c->name : "?", nm_gib(cap), sched_kind_name(s->kind), s->mbsize,
-            s->recompute ? ", recomputation" : "", ndev, res->suggestion);
+            s->recompute ? ", recomputation" : "", ndev, o->no_suggest ? "" : "; would fit: ",
+            res->suggestion);
 }
 
 /* --- planner_native ---------------------------------------------------------------------- */
