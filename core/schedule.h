@@ -67,10 +67,26 @@ typedef struct schedule {
  * multiple of the ranks, zero stages). */
 schedule *schedule_generate(const sched_spec *spec, plumb_err *err);
 
-/* Builds the schedule a plan asks for, with `iterations` iterations. */
+/* schedule_generate with the stages' costs (addition): stage_cost[3 * s + 0..2] is the time
+ * of the forward, input-gradient and weight-gradient work of one microbatch on stage s
+ * (B = I + W), in any unit, each > 0. Costs change no action, only where each SEND/RECV
+ * pair lands among the computations: at the moment the data is produced when the stages
+ * run at these speeds, so that a replay with these times never waits at a RECV longer
+ * than the data dependency requires. NULL = unit costs (what schedule_generate uses). */
+schedule *schedule_generate_costed(const sched_spec *spec, const double *stage_cost,
+                                   plumb_err *err);
+
+/* Builds the schedule a plan asks for, with `iterations` iterations; its transfers are
+ * placed with the stage costs of the plan's profile and devices (schedule_plan_costs). */
 schedule *schedule_from_plan(const plan *pl, int iterations, plumb_err *err);
 
 void schedule_free(schedule *s);
+
+/* Fills cost[3 * nstages] for pl: per stage the forward, input-gradient and weight-gradient
+ * time of its layers (ms, profiled minibatch; the backward split in half where the profile
+ * does not split it; recomputation adds a forward to I) divided by the speed of the stage's
+ * slowest device. Returns 0, or -1 when the plan's profile or cluster is missing. */
+int schedule_plan_costs(const plan *pl, double *cost);
 
 /* Proves the IR deadlock-free and well formed: every send has its receive, B after F,
  * W after I, each microbatch of each stage forward and backward exactly once per replica

@@ -205,7 +205,7 @@ schedule *schedule_from_rows(const char *file, char ***rows, const int *nfields,
         }
     free(fw);
     if (sched_add_allreduce(s, lists, err)) goto fail_file;
-    if (!has_comm && sched_lower(s, lists, err)) goto fail_file;
+    if (!has_comm && sched_lower(s, lists, NULL, err)) goto fail_file;
     if (sched_place_steps(s, lists, err)) goto fail_file;
     sched_assign_versions(s, lists);
     sched_adopt(s, lists, err);

@@ -211,6 +211,12 @@ static int check_kind(const schedule *s, plumb_err *err)
 
 schedule *schedule_generate(const sched_spec *spec, plumb_err *err)
 {
+    return schedule_generate_costed(spec, NULL, err);
+}
+
+schedule *schedule_generate_costed(const sched_spec *spec, const double *stage_cost,
+                                   plumb_err *err)
+{
     schedule *s = sched_alloc(spec, err);
     if (!s) return NULL;
     actvec *lists = NULL;
@@ -224,7 +230,7 @@ schedule *schedule_generate(const sched_spec *spec, plumb_err *err)
     default: rc = gen_single(s, lists); break;
     }
     if (rc) goto oom;
-    if (sched_finish(s, lists, err)) goto fail;
+    if (sched_finish(s, lists, stage_cost, err)) goto fail;
     free(lists);
     return s;
 oom:
@@ -235,6 +241,39 @@ fail:
     free(lists);
     schedule_free(s);
     return NULL;
+}
+
+int schedule_plan_costs(const plan *pl, double *cost)
+{
+    if (!pl || !pl->prof || !pl->clus || !cost) return -1;
+    for (int st = 0; st < pl->nstages; st++) {
+        const plan_stage *ps = &pl->stages[st];
+        double f = 0, i = 0, w = 0, speed = 0;
+        for (int l = ps->first_layer; l <= ps->last_layer; l++) {
+            if (l < 0 || l >= pl->prof->nlayers) return -1;
+            const profile_layer *ly = &pl->prof->layers[l];
+            f += ly->forward_ms;
+            if (ly->backward_input_ms >= 0 && ly->backward_weight_ms >= 0) {
+                i += ly->backward_input_ms;
+                w += ly->backward_weight_ms;
+            } else {
+                i += ly->backward_ms / 2;
+                w += ly->backward_ms / 2;
+            }
+        }
+        if (pl->recompute) i += f;
+        for (int j = 0; j < ps->replicas; j++) {
+            const device_type *t = ps->devices ? cluster_device_type(pl->clus, ps->devices[j])
+                                               : NULL;
+            double sp = t && t->speed > 0 ? t->speed : 1;
+            if (j == 0 || sp < speed) speed = sp;
+        }
+        if (!(speed > 0)) speed = 1;
+        cost[3 * st] = f / speed > 1e-9 ? f / speed : 1e-9;
+        cost[3 * st + 1] = i / speed > 1e-9 ? i / speed : 1e-9;
+        cost[3 * st + 2] = w / speed > 1e-9 ? w / speed : 1e-9;
+    }
+    return 0;
 }
 
 static int cmp_int(const void *a, const void *b)
@@ -256,6 +295,7 @@ schedule *schedule_from_plan(const plan *pl, int iterations, plumb_err *err)
     int *reps = malloc((size_t)pl->nstages * sizeof *reps);
     int *devs = malloc((size_t)total * sizeof *devs), *sorted = malloc((size_t)total * sizeof *sorted);
     int *workers = malloc((size_t)total * sizeof *workers);
+    double *cost = NULL;
     schedule *s = NULL;
     if (!reps || !devs || !sorted || !workers) {
         err_set(err, NULL, NULL, "out of memory");
@@ -280,10 +320,15 @@ schedule *schedule_from_plan(const plan *pl, int iterations, plumb_err *err)
     }
     sched_spec spec = {pl->schedule, nd, pl->nstages, pl->chunks > 0 ? pl->chunks : 1,
                        pl->microbatches, iterations, reps, workers};
-    s = schedule_generate(&spec, err);
+    cost = malloc((size_t)pl->nstages * 3 * sizeof *cost);
+    if (!cost) {
+        err_set(err, NULL, NULL, "out of memory");
+        goto done;
+    }
+    s = schedule_generate_costed(&spec, schedule_plan_costs(pl, cost) ? NULL : cost, err);
     if (s)
         for (int w = 0; w < s->nworkers; w++) s->worker_device[w] = sorted[w];
 done:
-    free(reps), free(devs), free(sorted), free(workers);
+    free(reps), free(devs), free(sorted), free(workers), free(cost);
     return s;
 }

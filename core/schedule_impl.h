@@ -51,12 +51,13 @@ int sched_export(const schedule *s, actvec *lists, plumb_err *err);
 
 /* The passes. Each works on lists[nworkers] in place and returns 0 or -1 with err. */
 int sched_add_allreduce(const schedule *s, actvec *lists, plumb_err *err);
-int sched_lower(const schedule *s, actvec *lists, plumb_err *err);
+/* cost: [nstages * 3] F, I, W time per stage (NULL = unit costs). */
+int sched_lower(const schedule *s, actvec *lists, const double *cost, plumb_err *err);
 int sched_place_steps(const schedule *s, actvec *lists, plumb_err *err);
 void sched_assign_versions(const schedule *s, actvec *lists);
 
 /* Runs the passes a compute-only layout needs (allreduce when any stage is replicated,
  * lowering, steps, versions) and adopts the lists into s. */
-int sched_finish(schedule *s, actvec *lists, plumb_err *err);
+int sched_finish(schedule *s, actvec *lists, const double *cost, plumb_err *err);
 
 #endif

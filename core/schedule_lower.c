@@ -1,8 +1,9 @@
 /* schedule_lower.c: the passes that turn a compute order into a complete action IR.
  *
  * sched_add_allreduce puts one ALLREDUCE of a replicated stage after the last backward of
- * each of its groups; sched_lower times the compute order with unit costs (F 2, I 2, W 2,
- * B 4, ALLREDUCE 1, STEP 1) and inserts every SEND/RECV pair at the moment the data is
+ * each of its groups; sched_lower times the compute order (with the stages' costs when
+ * given, else F 1, I 1, W 1, B 2; all-reduce and step 1/1000 of the cheapest stage) and
+ * inserts every SEND/RECV pair at the moment the data is
  * produced, so that all workers' lists are restrictions of one global order in which each
  * pair is adjacent: the IR then cannot deadlock even when a send blocks until its receive
  * is reached (and so neither with buffered sends). sched_place_steps puts the optimizer
@@ -195,7 +196,7 @@ void sched_assign_versions(const schedule *s, actvec *lists)
 /* --- lowering ------------------------------------------------------------------------ */
 
 typedef struct ev {
-    long t;       /* time */
+    double t;     /* time */
     int cls;      /* 0 communication, 1 compute */
     long id;      /* pair id, or the index in the compute order */
     action a;
@@ -209,14 +210,20 @@ static int ev_cmp(const void *pa, const void *pb)
     return (x->id > y->id) - (x->id < y->id);
 }
 
-static long dur_of(int kind)
+/* Duration of a of stage st under cost ([S*3] F, I, W; NULL = unit costs); tiny is the
+ * duration of an all-reduce or a step. */
+static double dur_of(const action *a, const double *cost, double tiny)
 {
-    switch (kind) {
-    case ACT_F: return 2;
-    case ACT_B: return 4;
-    case ACT_I: return 2;
-    case ACT_W: return 2;
-    default: return 1;
+    double f = 1, i = 1, w = 1;
+    if (cost && a->stage >= 0) {
+        f = cost[3 * a->stage], i = cost[3 * a->stage + 1], w = cost[3 * a->stage + 2];
+    }
+    switch (a->kind) {
+    case ACT_F: return f;
+    case ACT_B: return i + w;
+    case ACT_I: return i;
+    case ACT_W: return w;
+    default: return tiny;
     }
 }
 
@@ -238,21 +245,34 @@ static int evvec_push(evvec *v, ev e)
     return 0;
 }
 
-static int lower_compute(const schedule *s, actvec *lists, plumb_err *err)
+static int lower_compute(const schedule *s, actvec *lists, const double *cost, plumb_err *err)
 {
     int S = s->nstages, T = sched_total_mb(s), W = s->nworkers, rc = -1;
     size_t ST = (size_t)S * (size_t)T;
     char a_txt[48];
     int *fw = malloc(ST * sizeof *fw), *bw = malloc(ST * sizeof *bw);
-    long *fend = malloc(ST * sizeof *fend), *bend = malloc(ST * sizeof *bend);
-    long *iend = malloc(ST * sizeof *iend);
+    double *fend = malloc(ST * sizeof *fend), *bend = malloc(ST * sizeof *bend);
+    double *iend = malloc(ST * sizeof *iend);
     int *pc = calloc((size_t)W, sizeof *pc), *arcnt = calloc((size_t)W * S, sizeof *arcnt);
-    long *freet = calloc((size_t)W, sizeof *freet);
-    long **start = calloc((size_t)W, sizeof *start);
+    double *freet = calloc((size_t)W, sizeof *freet);
+    double **start = calloc((size_t)W, sizeof *start);
     evvec *evs = calloc((size_t)W, sizeof *evs);
+    double tiny = 1e-3;
     if (!fw || !bw || !fend || !bend || !iend || !pc || !arcnt || !freet || !start || !evs) {
         err_set(err, NULL, NULL, "out of memory");
         goto done;
+    }
+    if (cost) {
+        tiny = -1;
+        for (int i = 0; i < 3 * S; i++)
+            if (!(cost[i] > 0) || cost[i] > 1e300) {
+                err_set(err, NULL, "stage_cost", "stage %d: expected times > 0 (got %g)", i / 3,
+                        cost[i]);
+                goto done;
+            }
+        for (int i = 0; i < 3 * S; i++)
+            if (tiny < 0 || cost[i] < tiny) tiny = cost[i];
+        tiny *= 1e-3;
     }
     for (size_t i = 0; i < ST; i++) fw[i] = bw[i] = -1, fend[i] = bend[i] = iend[i] = -1;
     long total = 0;
@@ -302,7 +322,7 @@ static int lower_compute(const schedule *s, actvec *lists, plumb_err *err)
                 const action *a = &lists[w].a[pc[w]];
                 int st = a->stage, m = a->microbatch;
                 size_t k = (size_t)(st >= 0 ? st : 0) * T + (m >= 0 ? m : 0);
-                long ready = freet[w];
+                double ready = freet[w];
                 if (a->kind == ACT_F && st > 0) {
                     size_t kp = k - (size_t)T;
                     if (fend[kp] < 0) {
@@ -365,7 +385,7 @@ static int lower_compute(const schedule *s, actvec *lists, plumb_err *err)
                     for (int j = 0; j < s->replicas[st]; j++) {
                         int w2 = s->stage_workers[s->stage_first[st] + j];
                         start[w2][pc[w2]] = ready;
-                        freet[w2] = ready + dur_of(ACT_ALLREDUCE);
+                        freet[w2] = ready + tiny;
                         arcnt[(size_t)w2 * S + st]++;
                         pc[w2]++;
                         done_n++;
@@ -373,7 +393,7 @@ static int lower_compute(const schedule *s, actvec *lists, plumb_err *err)
                     progress = 1;
                     continue;
                 }
-                long end = ready + dur_of(a->kind);
+                double end = ready + dur_of(a, cost, tiny);
                 start[w][pc[w]] = ready;
                 freet[w] = end;
                 if (a->kind == ACT_F) fend[k] = end;
@@ -446,7 +466,7 @@ done:
 /* STEPs already in the order (an imported file's) are taken out while the transfers are
  * timed and put back after the same compute action, past the sends that follow it, as
  * sched_place_steps would place them. */
-int sched_lower(const schedule *s, actvec *lists, plumb_err *err)
+int sched_lower(const schedule *s, actvec *lists, const double *cost, plumb_err *err)
 {
     int W = s->nworkers, rc = -1;
     actvec *steps = calloc((size_t)W, sizeof *steps);
@@ -465,7 +485,7 @@ int sched_lower(const schedule *s, actvec *lists, plumb_err *err)
         }
         lists[w].n = n;
     }
-    if (lower_compute(s, lists, err)) goto done;
+    if (lower_compute(s, lists, cost, err)) goto done;
     for (int w = 0; w < W; w++) {
         if (!steps[w].n) continue;
         int *after = malloc((size_t)steps[w].n * sizeof *after);
@@ -498,10 +518,10 @@ done:
     return rc;
 }
 
-int sched_finish(schedule *s, actvec *lists, plumb_err *err)
+int sched_finish(schedule *s, actvec *lists, const double *cost, plumb_err *err)
 {
     if (sched_add_allreduce(s, lists, err)) return -1;
-    if (sched_lower(s, lists, err)) return -1;
+    if (sched_lower(s, lists, cost, err)) return -1;
     if (sched_place_steps(s, lists, err)) return -1;
     sched_assign_versions(s, lists);
     return sched_adopt(s, lists, err);

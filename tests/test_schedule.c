@@ -498,3 +498,144 @@ Test(schedule_plan, from_plan_maps_devices_to_workers)
     pl.chunks = 3;
     cr_assert_null(schedule_from_plan(&pl, 1, &e));
 }
+
+/* --- costed transfer placement --------------------------------------------------------- */
+
+/* Makespan of s replayed with buffered sends and RECVs that block in list order; F takes
+ * cost[3s], I cost[3s+1], W cost[3s+2], B their sum; transfers are instantaneous. */
+static double replay_makespan(const schedule *s, const double *cost)
+{
+    int W = s->nworkers, S = s->nstages, T = s->microbatches * s->iterations;
+    double *sent = malloc(sizeof(double) * 2 * S * T), *t = calloc(W, sizeof(double));
+    int *pc = calloc(W, sizeof(int));
+    for (int i = 0; i < 2 * S * T; i++) sent[i] = -1;
+    for (int left = 1; left;) {
+        int progress = 0;
+        left = 0;
+        for (int w = 0; w < W; w++)
+            while (pc[w] < s->len[w]) {
+                const action *a = &s->acts[w][pc[w]];
+                const double *c = &cost[3 * a->stage];
+                if (a->kind == ACT_SEND_F || a->kind == ACT_SEND_B) {
+                    sent[(a->kind == ACT_SEND_B) * S * T + a->stage * T + a->microbatch] = t[w];
+                } else if (a->kind == ACT_RECV_F || a->kind == ACT_RECV_B) {
+                    double x = sent[(a->kind == ACT_RECV_B) * S * T + a->peer_stage * T +
+                                    a->microbatch];
+                    if (x < 0) break;
+                    if (x > t[w]) t[w] = x;
+                } else {
+                    t[w] += a->kind == ACT_F ? c[0] : a->kind == ACT_I ? c[1]
+                          : a->kind == ACT_W ? c[2] : a->kind == ACT_B ? c[1] + c[2] : 0;
+                }
+                pc[w]++;
+                progress = 1;
+            }
+        for (int w = 0; w < W; w++) left |= pc[w] < s->len[w];
+        cr_assert(!left || progress, "replay stuck");
+    }
+    double m = 0;
+    for (int w = 0; w < W; w++) m = t[w] > m ? t[w] : m;
+    free(sent), free(t), free(pc);
+    return m;
+}
+
+/* Moves every RECV right before the computation that consumes it: the order that waits only
+ * for data dependencies (valid with buffered sends, not with blocking ones). */
+static void recv_just_in_time(schedule *s)
+{
+    for (int w = 0; w < s->nworkers; w++) {
+        action *L = s->acts[w];
+        int n = s->len[w];
+        for (int i = n - 1; i >= 0; i--) {
+            if (L[i].kind != ACT_RECV_F && L[i].kind != ACT_RECV_B) continue;
+            int j = i + 1;
+            while (j < n && !(L[j].stage == L[i].stage && L[j].microbatch == L[i].microbatch &&
+                              (L[i].kind == ACT_RECV_F ? L[j].kind == ACT_F
+                                                       : L[j].kind == ACT_B || L[j].kind == ACT_I)))
+                j++;
+            action r = L[i];
+            memmove(&L[i], &L[i + 1], sizeof(action) * (size_t)(j - 1 - i));
+            L[j - 1] = r;
+        }
+    }
+}
+
+Test(schedule_costed, transfers_wait_only_for_data)
+{
+    static const sched_kind kinds[] = {SCHED_GPIPE, SCHED_1F1B_FLUSH, SCHED_PIPEDREAM,
+                                       SCHED_ZB_H1, SCHED_INTERLEAVED, SCHED_ZB_V};
+    double worst_unit = 1;
+    for (size_t ki = 0; ki < sizeof kinds / sizeof kinds[0]; ki++)
+        for (int slow = 0; slow < 4; slow++) {
+            sched_kind k = kinds[ki];
+            int chunks = k == SCHED_INTERLEAVED || k == SCHED_ZB_V ? 2 : 1, S = 4 * chunks;
+            double cost[24];
+            for (int st = 0; st < S; st++) {
+                double f = st == slow ? 2.5 : 1;
+                cost[3 * st] = f, cost[3 * st + 1] = 1.2 * f, cost[3 * st + 2] = 0.8 * f;
+            }
+            sched_spec sp = {k, 0, S, chunks, 8, 2, NULL, NULL};
+            plumb_err e = {{0}};
+            schedule *c = schedule_generate_costed(&sp, cost, &e);
+            cr_assert(c, "%s", e.msg);
+            cr_assert_eq(schedule_validate(c, &e), 0, "kind %d: %s", k, e.msg);
+            schedule *u = schedule_generate(&sp, &e);
+            double mc = replay_makespan(c, cost), mu = replay_makespan(u, cost);
+            recv_just_in_time(c);
+            double ideal = replay_makespan(c, cost);
+            cr_assert_float_eq(mc, ideal, 1e-9, "kind %d slow %d: costed %g, ideal %g", k, slow,
+                               mc, ideal);
+            cr_assert_geq(mu, ideal - 1e-9);
+            if (mu / ideal > worst_unit) worst_unit = mu / ideal;
+            schedule_free(c);
+            schedule_free(u);
+        }
+    /* the unit-cost order does lose time on imbalanced stages: the costs matter */
+    cr_assert_gt(worst_unit, 1.01);
+    plumb_err e = {{0}};
+    double bad[6] = {1, 1, 1, 1, 0, 1};
+    sched_spec sp = {SCHED_GPIPE, 0, 2, 1, 2, 1, NULL, NULL};
+    cr_assert_null(schedule_generate_costed(&sp, bad, &e));
+    cr_assert(strstr(e.msg, "stage 1: expected times > 0"), "%s", e.msg);
+}
+
+Test(schedule_costed, plan_costs_from_profile_and_devices)
+{
+    profile_layer ly[4];
+    memset(ly, 0, sizeof ly);
+    double fw[4] = {1, 2, 3, 4}, bw[4] = {2, 4, 6, 8};
+    for (int i = 0; i < 4; i++) {
+        ly[i].forward_ms = fw[i], ly[i].backward_ms = bw[i];
+        ly[i].backward_input_ms = ly[i].backward_weight_ms = -1;
+    }
+    ly[3].backward_input_ms = 5, ly[3].backward_weight_ms = 3;
+    profile prof;
+    memset(&prof, 0, sizeof prof);
+    prof.nlayers = 4, prof.layers = ly, prof.minibatch = 8;
+    device_type types[2] = {{"slow", 1e9, 1.0, 0}, {"fast", 1e9, 2.0, 0}};
+    int server_type[2] = {0, 1};
+    cluster clus;
+    memset(&clus, 0, sizeof clus);
+    clus.nlevels = 2, clus.levels[0].count = 2, clus.levels[1].count = 2;
+    clus.ntypes = 2, clus.types = types, clus.nservers = 2, clus.server_type = server_type;
+    clus.ndevices = 4;
+    int d0[1] = {0}, d1[1] = {2};
+    plan_stage st[2] = {{0, 1, 1, d0, -1, -1}, {2, 3, 1, d1, -1, -1}};
+    plan pl;
+    memset(&pl, 0, sizeof pl);
+    pl.prof = &prof, pl.clus = &clus, pl.schedule = SCHED_ZB_H1, pl.chunks = 1;
+    pl.microbatches = 4, pl.nstages = 2, pl.stages = st;
+    double cost[6];
+    cr_assert_eq(schedule_plan_costs(&pl, cost), 0);
+    double want[6] = {3, 3, 3, 3.5, 4, 3}; /* stage 1 on a device twice as fast */
+    for (int i = 0; i < 6; i++) cr_assert_float_eq(cost[i], want[i], 1e-12, "cost[%d] %g", i, cost[i]);
+    pl.recompute = 1;
+    cr_assert_eq(schedule_plan_costs(&pl, cost), 0);
+    cr_assert_float_eq(cost[1], 6, 1e-12);
+    plumb_err e = {{0}};
+    schedule *s = schedule_from_plan(&pl, 2, &e);
+    cr_assert(s, "%s", e.msg);
+    cr_assert_eq(schedule_validate(s, &e), 0, "%s", e.msg);
+    cr_assert_eq(s->worker_device[1], 2);
+    schedule_free(s);
+}
