@@ -151,6 +151,26 @@ Test(ui_state, pinning_keeps_a_copy_and_is_undoable)
     cr_assert(!st->pinned);
 }
 
+Test(ui_state, cursor_moves_between_the_devices_the_timeline_shows)
+{
+    ui_state *st = fresh();
+    int ids[] = { 0, 1, 2, 8, 15 };
+    ui_state_set_rows(st, ids, 5);
+    for (int i = 0; i < 3; i++) ui_state_key(st, UI_KEY_DOWN);
+    cr_assert_eq(st->view.device, 8);
+    ui_state_key(st, 't');
+    cr_assert_eq(st->cur.straggler, 8);
+    ui_state_key(st, UI_KEY_PGDN);
+    cr_assert_eq(st->view.device, 15);
+    ui_state_key(st, UI_KEY_UP);
+    cr_assert_eq(st->view.device, 8);
+    int two[] = { 4, 5 };
+    ui_state_set_rows(st, two, 2); /* the selected device is not shown any more: snaps */
+    cr_assert_eq(st->view.device, 5);
+    cr_assert_eq(ui_row_of(ids, 5, 9), 3);
+    cr_assert_eq(ui_row_of(ids, 5, -1), 0);
+}
+
 Test(ui_state, io_quit_and_help_keys)
 {
     ui_state *st = fresh();
@@ -180,14 +200,16 @@ Test(ui_state, zoom_and_scroll_stay_inside_the_run)
     ui_state_key(st, UI_KEY_HOME);
     cr_assert_eq(st->view.zoom, 0);
     cr_assert_eq(st->view.offset, 0);
+    int ids[64];
+    for (int i = 0; i < 64; i++) ids[i] = i;
     ui_view v = { 0, 40, 0, 0, 0, 0 };
-    ui_view_follow(&v, 64, 10);
+    ui_view_follow(&v, ids, 64, 10);
     cr_assert_eq(v.top, 31);
     v.device = 3;
-    ui_view_follow(&v, 64, 10);
+    ui_view_follow(&v, ids, 64, 10);
     cr_assert_eq(v.top, 3);
     v.device = 100;
-    ui_view_follow(&v, 8, 10);
+    ui_view_follow(&v, ids, 8, 10);
     cr_assert_eq(v.device, 7);
     cr_assert_eq(v.top, 0);
 }

@@ -32,10 +32,16 @@ static void eval_pin(ui_app *a)
     else ui_result_free(&a->pin);
 }
 
-/* After an evaluation: the planner's note (why its answer was not used) as the message. */
+/* After an evaluation: the planner's note (why its answer was not used) as the message,
+ * and the devices of the timeline rows for the cursor keys. */
 static void note_msg(ui_app *a)
 {
     if (a->cur.note[0]) set_msg(a, 1, "%s", a->cur.note);
+    int ids[UI_MAX_GPUS], n = 0;
+    if (a->cur.rep)
+        for (int i = 0; i < a->cur.rep->ndevices && n < UI_MAX_GPUS; i++)
+            ids[n++] = a->cur.rep->devices[i].device;
+    ui_state_set_rows(a->st, ids, n);
 }
 
 int ui_app_open(ui_app *a, const char *profile_path, const char *cluster_path,

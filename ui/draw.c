@@ -409,7 +409,11 @@ static void draw_timeline(ui_fb *fb, ui_rect r, const char *title, const ui_resu
     int nd = rep->ndevices;
     ui_view local = *v;
     ui_view *vv = follow ? v : &local;
-    ui_view_follow(vv, nd, rows);
+    int *ids = malloc(((size_t)nd + 1) * sizeof *ids);
+    if (!ids) return;
+    for (int i = 0; i < nd; i++) ids[i] = rep->devices[i].device;
+    ui_view_follow(vv, ids, nd, rows);
+    free(ids);
     int labw = 1;
     for (int m = rep->ndevices > 0 ? rep->devices[nd - 1].device : 0; m > 0; m /= 10) labw++;
     labw += 3; /* marker, 'd', digits, mark, space */

@@ -197,15 +197,48 @@ static int undo_redo(ui_state *st, int redo)
     return diff_flags(&now, st);
 }
 
+int ui_row_of(const int *ids, int n, int dev)
+{
+    int r = 0;
+    for (int i = 0; i < n; i++)
+        if (ids[i] <= dev) r = i;
+    return r;
+}
+
+void ui_state_set_rows(ui_state *st, const int *ids, int n)
+{
+    if (n > UI_MAX_GPUS) n = UI_MAX_GPUS;
+    if (n < 0) n = 0;
+    for (int i = 0; i < n; i++) st->row_device[i] = ids[i];
+    st->nrows = n;
+    if (n > 0) st->view.device = ids[ui_row_of(ids, n, st->view.device)];
+}
+
+/* Moves the selected device by `d` rows. */
+static void move_rows(ui_state *st, int d)
+{
+    ui_view *v = &st->view;
+    if (st->nrows > 0) {
+        int r = ui_row_of(st->row_device, st->nrows, v->device) + d;
+        if (r < 0) r = 0;
+        if (r >= st->nrows) r = st->nrows - 1;
+        v->device = st->row_device[r];
+    } else {
+        v->device += d;
+        if (v->device >= st->cur.ngpus) v->device = st->cur.ngpus - 1;
+        if (v->device < 0) v->device = 0;
+    }
+}
+
 static int view_key(ui_state *st, int key)
 {
     ui_view *v = &st->view;
     double span = ldexp(1.0, -v->zoom);
     switch (key) {
-    case UI_KEY_UP: v->device--; break;
-    case UI_KEY_DOWN: v->device++; break;
-    case UI_KEY_PGUP: v->device -= 10; break;
-    case UI_KEY_PGDN: v->device += 10; break;
+    case UI_KEY_UP: move_rows(st, -1); break;
+    case UI_KEY_DOWN: move_rows(st, 1); break;
+    case UI_KEY_PGUP: move_rows(st, -10); break;
+    case UI_KEY_PGDN: move_rows(st, 10); break;
     case UI_KEY_LEFT: v->offset -= span / 4; break;
     case UI_KEY_RIGHT: v->offset += span / 4; break;
     case UI_KEY_HOME: v->offset = 0; v->zoom = 0; break;
@@ -235,8 +268,6 @@ static int view_key(ui_state *st, int key)
     span = ldexp(1.0, -v->zoom);
     if (v->offset > 1 - span) v->offset = 1 - span;
     if (v->offset < 0) v->offset = 0;
-    if (v->device < 0) v->device = 0;
-    if (v->device >= st->cur.ngpus) v->device = st->cur.ngpus - 1;
     return UI_DO_REDRAW;
 }
 
@@ -261,14 +292,17 @@ int ui_state_key(ui_state *st, int key)
     return view_key(st, key);
 }
 
-void ui_view_follow(ui_view *v, int ndevices, int rows)
+void ui_view_follow(ui_view *v, const int *ids, int n, int rows)
 {
-    if (ndevices < 1) ndevices = 1;
     if (rows < 1) rows = 1;
-    if (v->device >= ndevices) v->device = ndevices - 1;
-    if (v->device < 0) v->device = 0;
-    if (v->device < v->top) v->top = v->device;
-    if (v->device >= v->top + rows) v->top = v->device - rows + 1;
-    if (v->top > ndevices - rows) v->top = ndevices - rows;
+    if (n < 1) {
+        v->top = 0;
+        return;
+    }
+    int r = ui_row_of(ids, n, v->device);
+    v->device = ids[r];
+    if (r < v->top) v->top = r;
+    if (r >= v->top + rows) v->top = r - rows + 1;
+    if (v->top > n - rows) v->top = n - rows;
     if (v->top < 0) v->top = 0;
 }

@@ -40,8 +40,9 @@ typedef struct ui_whatif {
 /* How things are shown; not part of undo. */
 typedef struct ui_view {
     int level;                       /* cluster level the bandwidth keys change */
-    int device;                      /* selected device: timeline cursor, straggler target */
-    int top;                         /* first timeline row shown */
+    int device;                      /* selected device id: timeline cursor, straggler
+                                        target */
+    int top;                         /* first timeline row shown (a row index) */
     int zoom;                        /* the timeline spans makespan / 2^zoom */
     double offset;                   /* left edge, as a fraction of the makespan, [0, 1) */
     int help;                        /* 1: the help overlay is open */
@@ -64,6 +65,8 @@ typedef struct ui_state {
     int per_server;                  /* its level-0 count: GPU counts are divisors of it or
                                         multiples of it */
     double device_memory;            /* largest device memory, bytes (memory-limit steps) */
+    int nrows;                       /* timeline rows: the devices the live plan uses ... */
+    int row_device[UI_MAX_GPUS];     /* ... their ids, ascending (0 rows: 0..ngpus-1) */
     int undo_n, redo_n;
     ui_snap undo[UI_UNDO_MAX];       /* oldest first; full stacks drop their oldest entry */
     ui_snap redo[UI_UNDO_MAX];
@@ -103,8 +106,16 @@ double ui_straggler_next(double f);
 /* 1 when the two settings are equal. */
 int ui_whatif_equal(const ui_whatif *a, const ui_whatif *b);
 
-/* Keeps the view inside a timeline of ndevices rows of which `rows` show, and the selected
- * device visible. */
-void ui_view_follow(ui_view *v, int ndevices, int rows);
+/* Tells the state which devices the timeline rows show (ids ascending, n <= UI_MAX_GPUS),
+ * so that Up and Down move between them; the selected device snaps to a shown one. */
+void ui_state_set_rows(ui_state *st, const int *ids, int n);
+
+/* The row of device id `dev` among ids[0..n-1] (ascending): its index, or the nearest
+ * row below it (0 when none). */
+int ui_row_of(const int *ids, int n, int dev);
+
+/* Keeps the view inside a timeline of n rows (device ids ascending) of which `rows` show:
+ * the selected device snaps to a shown one and its row stays visible. */
+void ui_view_follow(ui_view *v, const int *ids, int n, int rows);
 
 #endif

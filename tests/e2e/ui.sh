@@ -16,7 +16,7 @@ run=0
 sock=plumb-ui-e2e-$$-0
 T() { tmux -L "$sock" -f /dev/null "$@"; }
 cleanup() {
-    for i in 0 1 2 3; do tmux -L "plumb-ui-e2e-$$-$i" kill-server >/dev/null 2>&1; done
+    for i in 0 1 2 3 4 9; do tmux -L "plumb-ui-e2e-$$-$i" kill-server >/dev/null 2>&1; done
     rm -rf "$dir"
 }
 trap cleanup EXIT
@@ -54,6 +54,15 @@ start() {
     T new-session -d -x 120 -y 40 -s ui \
         "env $* '$P' ui -o '$dir'; echo \$? > '$dir/rc'; stty -a > '$dir/stty' 2>&1; sleep 5"
 }
+# colours NAME yes|no: whether the pane shows colour (SGR 30-37 / 40-47) attributes.
+colours() {
+    T capture-pane -e -p -t ui > "$dir/screen-e" 2>/dev/null
+    if grep -Eq $'\e\\[([0-9;]*;)?[34][0-7](;[0-9;]*)?m' "$dir/screen-e"; then
+        [ "$2" = yes ] || bad "$1: colours shown in monochrome mode"
+    else
+        [ "$2" = no ] || bad "$1: no colours shown"
+    fi
+}
 check_restored() { # check_restored NAME
     wait_file "$dir/rc" || { bad "$1: plumb ui did not exit"; return; }
     [ "$(cat "$dir/rc")" = 0 ] || bad "$1: exit status $(cat "$dir/rc")"
@@ -69,6 +78,7 @@ wait_for 'vgg16 on cluster-a-4x4 +pipedream'
 wait_for 'GPUs 16 '
 wait_for ' 0 0-31 +15 0-14 '
 wait_for 'time \|0 s'
+colours xterm-256color yes
 T send-keys -t ui '+'
 wait_for 'GPUs 32 '
 wait_for '(native planner|even split)'
@@ -106,17 +116,25 @@ T send-keys -t ui 'q'
 check_restored "q"
 
 # 2. Ctrl-C quits too and restores the terminal; monochrome on a vt100
-start TERM=vt100 NO_COLOR=1
+start TERM=vt100
 wait_for 'samples/s [0-9.]+'
+colours vt100 no
 T send-keys -t ui '-'
 wait_for 'GPUs 8 '
 T send-keys -t ui C-c
 check_restored "Ctrl-C"
 
-# 3. a file that fails to load is shown in the UI, not a crash
+# 3. NO_COLOR on a colour terminal
+start TERM=xterm-256color NO_COLOR=1
+wait_for 'samples/s [0-9.]+'
+colours NO_COLOR no
+T send-keys -t ui 'q'
+check_restored "NO_COLOR"
+
+# 4. a file that fails to load is shown in the UI, not a crash
 rm -f "$dir/rc"
 T kill-server >/dev/null 2>&1
-sock=plumb-ui-e2e-$$-3
+sock=plumb-ui-e2e-$$-9
 T new-session -d -x 100 -y 30 -s ui "'$P' ui /nonexistent/plan.json; echo \$? > '$dir/rc'; sleep 5"
 wait_for 'error: /nonexistent/plan.json: '
 T send-keys -t ui 'q'
