@@ -233,6 +233,8 @@ elif [ -d "$PREFIX/usr/share/datasets/fashion-mnist" ]; then
     DATA=(--data-dir "$PREFIX/usr/share/datasets/fashion-mnist")
 else DATA=(--data synthetic --samples 4096)
 fi
+# the first "plumb: ..." error line of a log, else its last line
+why() { grep -m1 '^plumb: ' "$1" 2>/dev/null || tail -1 "$1"; }
 # losses "step 1 x" ... from progress lines "step N/M ... loss X ..."
 losses() { sed -n 's/^step \([0-9]*\)\/[0-9]* .* loss \([0-9.eE+-]*\) .*/\1 \2/p' "$1"; }
 # train_match NAME EXTRA...: 20 steps on the CPU and on CUDA, per-step losses compared
@@ -246,7 +248,7 @@ train_match() {
     run_t 60 "$PLUMB" "${args[@]}" --backend cuda >"$RES/$name-cuda.log" 2>&1
     local r2=$?
     if [ $r1 -ne 0 ] || [ $r2 -ne 0 ]; then
-        row "fmnist-cnn 20 steps, $name" FAIL "exit cpu $r1, cuda $r2: $(tail -1 "$RES/$name-cuda.log" | cut -c1-120)"
+        row "fmnist-cnn 20 steps, $name" FAIL "exit cpu $r1, cuda $r2: $(why "$RES/$name-cuda.log" | cut -c1-120)"
         return
     fi
     losses "$RES/$name-cpu.log" >"$RES/.a"
@@ -284,7 +286,7 @@ if echo "$phelp" | grep -q -- '--backend'; then
         sum=$(python3 -c "import json,sys; p=json.load(open(sys.argv[1])); L=p['layers']; print('%d layers, forward %.1f ms + backward %.1f ms per minibatch of %s' % (len(L), sum(l.get('forward_ms',0) for l in L), sum(l.get('backward_ms',0) for l in L), p.get('minibatch','?')))" "$f" 2>/dev/null)
         row "plumb profile vgg16, batch 64" PASS "$(($(date +%s) - t0)) s; ${sum:-written}"
     else
-        row "plumb profile vgg16, batch 64" FAIL "$(tail -1 "$RES/profile.log" | cut -c1-140)"
+        row "plumb profile vgg16, batch 64" FAIL "$(why "$RES/profile.log" | cut -c1-140)"
     fi
 else
     row "plumb profile vgg16, batch 64" SKIP "plumb profile has no --backend option in this build ($(echo "$phelp" | head -1 | cut -c1-80))"
@@ -305,7 +307,7 @@ bench_plumb() { # MODEL BATCH STEPS BACKEND
         printf '%s\t%s\t%s\n' "$name" "$4" "$sps" >>"$RES/plumb.tsv"
         row "plumb $name batch $2, $4" "${sps:-?} samples/s" "training, synthetic data; log: $(basename "$log")"
     else
-        row "plumb $name batch $2, $4" FAIL "$(tail -1 "$log" | cut -c1-140)"
+        row "plumb $name batch $2, $4" FAIL "$(why "$log" | cut -c1-140)"
     fi
 }
 bench_plumb examples/models/vgg16.json 64 12 cuda
