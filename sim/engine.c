@@ -331,10 +331,11 @@ static int link_of(eng *E, int a_dev, int b_dev)
         if (l->track < 0)
             return -1;
     }
-    /* the egress ports of the sender's groups at levels 1..L; a port has
+    /* the egress ports on the path (level 0 alone inside a server, else levels 1..L) of
+     * the sender's level-(l-1) group, for level 0 the device itself; a port has
      * floor(egress / rate) lanes: that many transfers leave at full speed at once */
-    for (int lv = 1; lv <= L; lv++) {
-        uint64_t grp = (uint64_t)(a_dev / n->gsize[lv - 1]);
+    for (int lv = L == 0 ? 0 : 1; lv <= L; lv++) {
+        uint64_t grp = (uint64_t)(lv ? a_dev / n->gsize[lv - 1] : a_dev);
         int pi = ht_find(&E->ph, (uint64_t)lv, grp);
         if (pi < 0) {
             if (grow((void **)&E->pt, E->npt, &E->cappt, sizeof *E->pt))

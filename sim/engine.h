@@ -8,8 +8,10 @@
  * RECV blocks until the matching transfer has arrived; ALLREDUCE blocks until the ring
  * all-reduce of every replica of the stage is done, its buckets overlapped with the last
  * backward; F/B/I/W/STEP occupy the compute stream for their priced time. A transfer holds
- * its directed link for bytes / bandwidth and a lane of every egress port it leaves through
- * (a port has floor(egress / bandwidth) lanes, at least 1); it arrives latency later. */
+ * its directed link for bytes / rate and a lane of every egress port it leaves through
+ * (level 0: the device's own port; level l >= 1: the port of the sender's level-(l-1)
+ * group; a port has floor(egress / bandwidth) lanes, at least 1); it arrives latency
+ * later. */
 #ifndef PLUMB_SIM_ENGINE_H
 #define PLUMB_SIM_ENGINE_H
 

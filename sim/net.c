@@ -23,7 +23,9 @@ void sim_net_from_cluster(sim_net *n, const cluster *c, const double *bw_overrid
 }
 
 /* Levels of a transfer crossing level L: level 0 alone inside a server, else 1..L (the
- * server's own fabric is not on the way out: the NIC reads the device's memory). */
+ * server's own fabric is not on the way out: the NIC reads the device's memory). The
+ * transfer leaves through the egress port of level l of the sender's level-(l-1) group
+ * (for l = 0, of the device itself). */
 static int path_first(int L)
 {
     return L == 0 ? 0 : 1;
@@ -42,9 +44,7 @@ int sim_net_path(const sim_net *n, int a, int b, double *rate, double *latency)
             break;
         }
     for (int l = path_first(L); l <= L; l++) {
-        double r = n->bw[l];
-        if (l > 0 && n->egress[l] < r)
-            r = n->egress[l];
+        double r = n->bw[l] < n->egress[l] ? n->bw[l] : n->egress[l];
         if (r < *rate)
             *rate = r;
         *latency += n->lat[l];
@@ -76,8 +76,8 @@ double sim_net_allreduce_s(const sim_net *n, const int *devs, int r, double byte
             rate = hr;
         if (hl > lat)
             lat = hl;
-        for (int l = 1; ports && l <= L; l++)
-            ports[np++] = (long long)l << 40 | (a / n->gsize[l - 1]);
+        for (int l = path_first(L); ports && l <= L; l++)
+            ports[np++] = (long long)l << 40 | (l ? a / n->gsize[l - 1] : a);
     }
     if (ports && np > 1) {
         qsort(ports, (size_t)np, sizeof *ports, cmp_ll);

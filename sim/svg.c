@@ -168,9 +168,9 @@ char *sim_svg_text(const sim_report *r, size_t *len)
     double unit = T < 2e-3 ? 1e-6 : T < 2 ? 1e-3 : 1;
     const char *uname = unit == 1e-6 ? "us" : unit == 1e-3 ? "ms" : "s";
     sb(&b, "<text x=\"%d\" y=\"22\" font-size=\"15\" font-weight=\"bold\">plumb sim: %s, "
-       "%d stages, %d microbatches x %d samples, %d iterations</text>\n", LM,
+       "%d stages, %d microbatches x %d samples, %d iteration%s</text>\n", LM,
        sched_kind_name(r->schedule), r->nstages, r->microbatches, r->microbatch_size,
-       r->iterations);
+       r->iterations, r->iterations == 1 ? "" : "s");
     sb(&b, "<text x=\"%d\" y=\"42\" font-size=\"12\">%.1f samples/s, iteration %.4g %s "
        "(steady state), bubble %.1f %%, peak memory %.3g GiB</text>\n", LM, r->samples_per_s,
        r->iteration_s / unit, uname, 100 * r->bubble_fraction,

@@ -106,6 +106,55 @@ Test(sim_engine, egress_contention)
     sim_result_free(&r);
 }
 
+/* A device's own egress port (level 0): device 0 sends one unit transfer to each of devices
+ * 1 and 2 (same server) at once after a 1 ms forward. Egress = bandwidth: one lane, the
+ * second transfer waits: 1 + 10 + 10 + 1 ms. Egress = 2 x bandwidth: 1 + 10 + 1 ms. */
+static double fanout_makespan(double egress_gbit)
+{
+    hand h;
+    hand_init(&h, 3, 2);
+    h.replicas[0] = 1;
+    h.replicas[1] = 2;
+    h.stage_first[1] = 1;
+    for (int i = 0; i < 3; i++)
+        h.stage_workers[i] = i;
+    push(&h, 0, A(ACT_F, 0, 0, -1, -1));
+    push(&h, 0, A(ACT_SEND_F, 0, 0, 1, 1));
+    push(&h, 0, A(ACT_SEND_F, 0, 1, 2, 1));
+    for (int w = 1; w < 3; w++) {
+        push(&h, w, A(ACT_RECV_F, 1, w - 1, 0, 0));
+        push(&h, w, A(ACT_F, 1, w - 1, -1, -1));
+    }
+    sim_synth sp;
+    sim_synth_init(&sp);
+    sp.devices_per_server = 4;
+    sp.servers = 1;
+    sp.bw_gbit[0] = 8;
+    sp.egress_gbit[0] = egress_gbit;
+    plumb_err e;
+    cluster *c = sim_synth_cluster(&sp, &e);
+    cr_assert_not_null(c, "%s", e.msg);
+    sim_model m;
+    cr_assert_eq(sim_model_alloc(&m, &h.s), 0);
+    sim_net_from_cluster(&m.net, c, NULL);
+    m.act_s[0 * SIM_NC + SIM_C_F] = m.act_s[1 * SIM_NC + SIM_C_F] = 1e-3;
+    m.cut_bytes[0] = 1e7;
+    sim_result r;
+    cr_assert_eq(sim_engine_run(&m, &r, &e), 0, "%s", e.msg);
+    double t = r.makespan_s;
+    sim_result_free(&r);
+    sim_model_release(&m);
+    cluster_free(c);
+    return t;
+}
+
+Test(sim_engine, device_egress_port)
+{
+    double one = fanout_makespan(8), two = fanout_makespan(16);
+    cr_expect(fabs(one - 22e-3) < 1e-12, "one lane: %g s", one);
+    cr_expect(fabs(two - 12e-3) < 1e-12, "two lanes: %g s", two);
+}
+
 /* One link carries transfers in the order they were issued; latency delays the arrival but
  * does not hold the link: two back-to-back sends of 10 ms with 5 ms latency arrive at
  * 1 + 10 + 5 and 1 + 20 + 5 ms (the receiver's forwards then end at 17 and 27 ms). */

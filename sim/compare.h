@@ -1,0 +1,110 @@
+/* compare.h: prediction against measurement (`plumb compare`). Each side is a run summary:
+ * per (stage, action kind) the number of actions and their total time, per stage the
+ * compute time per iteration, and the steady-state time per iteration. A summary is built
+ * from a timeline (core/timeline.h: the simulator's `plumb sim --trace` and the executor's
+ * `plumb train --trace` are the same Chrome trace format, read by the same reader), or,
+ * for a prediction, from a simulator report (`plumb sim --json`, plumb-sim-report/1),
+ * whose per-stage action times and iteration time stand in for a trace. The two sides are
+ * aligned by (stage, kind): the simulator and the executor run the same schedule IR, so
+ * stage s's F in one is stage s's F in the other.
+ *
+ * Error convention everywhere: error = (predicted - measured) / measured, a fraction
+ * (> 0: the prediction is too slow). Units: seconds in these structs, ms when printed. */
+#ifndef PLUMB_SIM_COMPARE_H
+#define PLUMB_SIM_COMPARE_H
+
+#include <stdio.h>
+
+#include "core/err.h"
+#include "core/timeline.h"
+
+#define COMPARE_FORMAT "plumb-compare/1"
+
+/* Totals of one kind of action on one stage. */
+typedef struct compare_cell {
+    long long n;          /* actions counted (0: the side has none of this kind) */
+    double total_s;       /* their summed duration, seconds */
+} compare_cell;
+
+/* One side (a run) summarised. */
+typedef struct compare_side {
+    char *file;           /* where it was read from (owned; may be "") */
+    char *what;           /* "sim trace", "exec trace", "sim report", ... (owned) */
+    int nstages;
+    compare_cell *cells;  /* [nstages * TL_NKINDS], cell of (stage s, kind k) at
+                             s * TL_NKINDS + k */
+    double *busy_s;       /* [nstages] compute time (F, B, I, W, step) per iteration, per
+                             replica of the stage; < 0 when unknown */
+    int iterations;       /* iterations in the run */
+    int used;             /* iterations counted in the cells (the last `used` ones) */
+    double iteration_s;   /* steady-state time per iteration; < 0 when unknown */
+} compare_side;
+
+/* Summarises a timeline, skipping its first `skip` iterations (warm-up, pipeline fill)
+ * in the per-action cells and the per-stage busy time while at least one iteration is
+ * left (skip is lowered otherwise). The iteration time is the mean gap between the
+ * completion times of consecutive iterations from the end of iteration max(skip, 1) - 1
+ * to the end of the last (the simulator's definition for skip = 1), or the end of the run
+ * when there is one iteration. `file` and `what` are copied. Returns 0, or -1 with err
+ * when the timeline is empty or out of memory. Free with compare_side_free. */
+struct cJSON;
+int compare_side_from_timeline(const timeline *tl, int skip, const char *file,
+                               const char *what, compare_side *out, plumb_err *err);
+
+/* Summarises a simulator report object (plumb-sim-report/1): per stage, one action of
+ * each kind the schedule runs (F, and B, or I and W for zero-bubble schedules, and
+ * allreduce when replicated) with the report's per-microbatch time; busy time =
+ * microbatches / replicas x (F + B); iteration time = iteration_s. Transfers and steps are
+ * absent (a report does not price them per stage). Returns 0, or -1 with err naming the
+ * field ("FILE: stages[1].forward_s: expected ..."). */
+int compare_side_from_report(const struct cJSON *root, const char *file, compare_side *out,
+                             plumb_err *err);
+
+/* Reads path: a plumb-sim-report/1 report or a Chrome trace (anything with traceEvents),
+ * and summarises it as above. Returns 0, or -1 with err set for an unreadable or
+ * malformed file, or one that is neither. */
+int compare_side_load(const char *path, int skip, compare_side *out, plumb_err *err);
+
+void compare_side_free(compare_side *s);
+
+/* One aligned figure. */
+typedef struct compare_row {
+    int stage;            /* -1 for a row over all stages */
+    int kind;             /* tl_kind; -1 for a busy-time or iteration row */
+    double pred_s, meas_s;    /* mean seconds per action (or per iteration); < 0: absent */
+    long long pred_n, meas_n; /* actions behind each mean */
+    double error;         /* (pred - meas) / meas; NAN when either is absent or meas is 0 */
+} compare_row;
+
+typedef struct compare_result {
+    const compare_side *pred, *meas;  /* borrowed */
+    int nrows;
+    compare_row *rows;    /* per (stage, kind) present on either side, by stage then kind */
+    int nkinds;
+    compare_row *kinds;   /* per kind over all stages (stage = -1) */
+    int nstages;
+    compare_row *stages;  /* per stage compute time per iteration (kind = -1) */
+    compare_row iteration;/* time per iteration (stage = kind = -1) */
+    double mean_abs_error;/* mean |error| over the per-(stage, kind) compute rows
+                             (F, B, I, W) that both sides have; NAN when none */
+} compare_result;
+
+/* (pred - meas) / meas; NAN when either is < 0 (absent) or meas is 0. */
+double compare_error(double pred, double meas);
+
+/* Aligns pred and meas (both must outlive the result). Returns 0, or -1 with err when the
+ * two runs have different numbers of stages (they are not runs of the same plan) or out
+ * of memory. Free with compare_result_free. */
+int compare_sides(const compare_side *pred, const compare_side *meas, compare_result *out,
+                  plumb_err *err);
+void compare_result_free(compare_result *r);
+
+/* The tables: per stage and kind, per kind, per stage busy time, per iteration, every
+ * figure with its unit (ms, %, actions). */
+void compare_print(const compare_result *r, FILE *out);
+
+/* The result as JSON (format plumb-compare/1, docs/loop.md); NULL when out of memory.
+ * Caller frees with cJSON_Delete. */
+struct cJSON *compare_to_json(const compare_result *r);
+
+#endif

@@ -1,0 +1,154 @@
+/* test_sim_cost.c: the simulator's cost model: transfer bytes across a DAG's cut, the
+ * zero-bubble split (from the profile, or half and half), per-device speed on a
+ * heterogeneous cluster, and the linear scaling from the profiled minibatch. */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <string.h>
+
+#include "core/json.h"
+#include "sim/cost.h"
+#include "sim/sim.h"
+#include "sim/synth.h"
+
+static int near(double a, double b)
+{
+    return fabs(a - b) <= 1e-9 * (fabs(b) > 1 ? fabs(b) : 1);
+}
+
+/* A 4-layer DAG with a skip connection 0 -> 2 (0 -> 1 -> 2 -> 3): cut after layer 1 carries
+ * the outputs of layers 1 and 0 (layer 0 has a consumer beyond the cut), each once; the cut
+ * after layer 2 carries layer 2's output only. Layer i's output is (i + 1) MB. */
+Test(sim_cost, dag_cut_bytes)
+{
+    sim_synth s;
+    sim_synth_init(&s);
+    s.nstages = 4;
+    plan *pl = sim_synth_plan(&s, NULL);
+    cr_assert_not_null(pl);
+    profile *p = pl->prof;
+    for (int i = 0; i < 4; i++)
+        p->layers[i].activation_bytes = (i + 1) * 1e6;
+    profile_edge edges[] = {{0, 1}, {1, 2}, {0, 2}, {2, 3}};
+    p->edges = malloc(sizeof edges);
+    memcpy(p->edges, edges, sizeof edges);
+    p->nedges = 4;
+    /* stages: [0, 1] and [2, 3] */
+    int d0 = 0, d1 = 1;
+    plan_set_stage(pl, 0, 0, 1, 1, &d0);
+    plan_set_stage(pl, 1, 2, 3, 1, &d1);
+    pl->nstages = 2;
+    plumb_err e;
+    sim_report *r = sim_run(pl, NULL, &e);
+    cr_assert_not_null(r, "%s", e.msg);
+    cr_expect(near(r->stages[0].send_bytes, 2e6 + 1e6), "%g", r->stages[0].send_bytes);
+    cr_expect(near(r->stages[1].send_bytes, 0));
+    /* stage 1 stashes its input (3 MB) and its outputs (3 + 4 MB) per microbatch */
+    cr_expect(near(r->stages[1].activation_bytes, 3e6 + 7e6), "%g",
+              r->stages[1].activation_bytes);
+    sim_report_free(r);
+    /* stages [0..2] and [3]: layer 0's skip ends inside the first stage */
+    plan_set_stage(pl, 0, 0, 2, 1, &d0);
+    plan_set_stage(pl, 1, 3, 3, 1, &d1);
+    r = sim_run(pl, NULL, &e);
+    cr_assert_not_null(r, "%s", e.msg);
+    cr_expect(near(r->stages[0].send_bytes, 3e6), "%g", r->stages[0].send_bytes);
+    sim_report_free(r);
+    pl->nstages = 4; /* plan_free frees every allocated stage */
+    plan_free(pl);
+}
+
+/* I and W: from backward_input_ms / backward_weight_ms when the layer has them, else half of
+ * its backward each; scaled by microbatch / minibatch like everything else. */
+Test(sim_cost, zero_bubble_split)
+{
+    sim_synth s;
+    sim_synth_init(&s);
+    s.nstages = 1;
+    s.layers_per_stage = 2;
+    s.microbatch_size = 64; /* twice the profiled 32 */
+    plan *pl = sim_synth_plan(&s, NULL);
+    cr_assert_not_null(pl);
+    pl->prof->layers[0].backward_ms = 3;
+    pl->prof->layers[0].backward_input_ms = 1;
+    pl->prof->layers[0].backward_weight_ms = 2;
+    pl->prof->layers[1].backward_ms = 4; /* no split: 2 + 2 */
+    plumb_err e;
+    sim_report *r = sim_run(pl, NULL, &e);
+    cr_assert_not_null(r, "%s", e.msg);
+    cr_expect(near(r->stages[0].input_grad_s, 2 * (1 + 2) * 1e-3), "%g",
+              r->stages[0].input_grad_s);
+    cr_expect(near(r->stages[0].weight_grad_s, 2 * (2 + 2) * 1e-3));
+    cr_expect(near(r->stages[0].backward_s, 2 * 7e-3));
+    cr_expect(near(r->stages[0].forward_s, 2 * 2e-3));
+    sim_report_free(r);
+    plan_free(pl);
+}
+
+/* Two device types, speeds 4 and 1: the same stage takes a quarter of the time on the fast
+ * one; a 2-stage pipeline (fast, slow) under pipedream runs at the slow stage's pace. */
+Test(sim_cost, heterogeneous_speed)
+{
+    const char *text =
+        "{\"format\": \"plumb-cluster/1\", \"name\": \"het\", \"levels\": ["
+        "{\"name\": \"l0\", \"count\": 1, \"bandwidth_gbit_per_s\": 100, \"latency_us\": 0},"
+        "{\"name\": \"l1\", \"count\": 2, \"bandwidth_gbit_per_s\": 100, \"latency_us\": 0}],"
+        "\"device_types\": [{\"name\": \"fast\", \"memory_gib\": 80, \"speed\": 4},"
+        "{\"name\": \"slow\", \"memory_gib\": 16, \"speed\": 1}],"
+        "\"servers\": [{\"device_type\": \"fast\", \"count\": 1},"
+        "{\"device_type\": \"slow\", \"count\": 1}]}";
+    plumb_err e;
+    cJSON *root = json_parse_text("het", text, strlen(text), &e);
+    cr_assert_not_null(root, "%s", e.msg);
+    cluster *c = cluster_from_json(root, "het", &e);
+    cJSON_Delete(root);
+    cr_assert_not_null(c, "%s", e.msg);
+    sim_synth s;
+    sim_synth_init(&s);
+    s.nstages = 2;
+    s.activation_bytes = 0;
+    s.schedule = SCHED_PIPEDREAM;
+    s.microbatches = 8;
+    plan *syn = sim_synth_plan(&s, &e);
+    cr_assert_not_null(syn, "%s", e.msg);
+    plan *pl = plan_new(syn->prof, c, 2);
+    int d0 = 0, d1 = 1;
+    plan_set_stage(pl, 0, 0, 0, 1, &d0);
+    plan_set_stage(pl, 1, 1, 1, 1, &d1);
+    pl->schedule = SCHED_PIPEDREAM;
+    pl->microbatches = 8;
+    sim_options o;
+    sim_options_init(&o);
+    o.iterations = 4;
+    sim_report *r = sim_run(pl, &o, &e);
+    cr_assert_not_null(r, "%s", e.msg);
+    cr_expect(near(r->stages[0].forward_s, 1e-3 / 4));
+    cr_expect(near(r->stages[1].forward_s, 1e-3));
+    cr_expect_str_eq(r->devices[0].type, "fast");
+    cr_expect(near(r->devices[1].mem.capacity, 16.0 * 1073741824));
+    cr_expect(near(r->iteration_s, 8 * 3e-3), "%g", r->iteration_s);
+    sim_report_free(r);
+    plan_free(pl);
+    plan_free(syn);
+    cluster_free(c);
+}
+
+/* sim_cost_build refuses a schedule whose stages do not match the plan's. */
+Test(sim_cost, schedule_must_match_plan)
+{
+    sim_synth s;
+    sim_synth_init(&s);
+    plan *pl = sim_synth_plan(&s, NULL);
+    s.nstages = 3;
+    plan *other = sim_synth_plan(&s, NULL);
+    plumb_err e;
+    schedule *sch = schedule_from_plan(other, 1, &e);
+    cr_assert_not_null(sch, "%s", e.msg);
+    sim_options o;
+    sim_options_init(&o);
+    o.sched = sch;
+    cr_expect_null(sim_run(pl, &o, &e));
+    cr_expect(strstr(e.msg, "stages") != NULL, "%s", e.msg);
+    schedule_free(sch);
+    plan_free(pl);
+    plan_free(other);
+}

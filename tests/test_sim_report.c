@@ -1,0 +1,153 @@
+/* test_sim_report.c: the simulator's writers: the JSON report carries the figures of the
+ * report struct (and the what-if changes), the SVG has a row per device, a legend and a
+ * time axis, the Gantt a row per device whose letters add up to the busy time, and the
+ * table prints every figure with its unit. */
+#include <cjson/cJSON.h>
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sim/sim.h"
+#include "sim/synth.h"
+
+static sim_report *sample(sim_options *o, plan **out)
+{
+    sim_synth s;
+    sim_synth_init(&s);
+    s.nstages = 3;
+    s.microbatches = 4;
+    s.input_ms = s.weight_ms = 1;
+    plumb_err e;
+    plan *pl = sim_synth_plan(&s, &e);
+    cr_assert_not_null(pl, "%s", e.msg);
+    sim_report *r = sim_run(pl, o, &e);
+    cr_assert_not_null(r, "%s", e.msg);
+    *out = pl;
+    return r;
+}
+
+static double num(const cJSON *o, const char *k)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
+    cr_assert(cJSON_IsNumber(v), "field %s missing", k);
+    return v->valuedouble;
+}
+
+Test(sim_report, json_fields)
+{
+    sim_options o;
+    sim_options_init(&o);
+    plan *pl;
+    sim_report *base = sample(&o, &pl);
+    o.straggler_device = 2;
+    o.straggler_factor = 3;
+    sim_report *r = sim_run(pl, &o, NULL);
+    cr_assert_not_null(r);
+    sim_changes ch;
+    cr_assert_eq(sim_compare(base, r, &ch), 0);
+    cJSON *j = sim_report_to_json(r, &ch, "p.json");
+    cr_assert_not_null(j);
+    cr_expect_str_eq(cJSON_GetObjectItem(j, "format")->valuestring, SIM_REPORT_FORMAT);
+    cr_expect_eq(num(j, "samples_per_s"), r->samples_per_s);
+    cr_expect_eq(num(j, "iteration_s"), r->iteration_s);
+    cr_expect_eq(num(j, "bubble_fraction"), r->bubble_fraction);
+    const cJSON *devs = cJSON_GetObjectItem(j, "devices");
+    cr_assert_eq(cJSON_GetArraySize(devs), 3);
+    const cJSON *d2 = cJSON_GetArrayItem(devs, 2);
+    cr_expect_eq(num(d2, "busy_s"), r->devices[2].busy_s);
+    cr_expect_eq(num(d2, "idle_s"), r->devices[2].idle_s);
+    cr_expect_eq(num(d2, "comm_s"), r->devices[2].comm_s);
+    cr_expect_eq(num(d2, "peak_memory_bytes"), r->devices[2].mem.total);
+    cr_expect_eq(num(d2, "memory_capacity_bytes"), r->devices[2].mem.capacity);
+    const cJSON *mem = cJSON_GetObjectItem(d2, "memory");
+    cr_expect_eq(num(mem, "activations_bytes"), r->devices[2].mem.activations);
+    cr_assert_eq(cJSON_GetArraySize(cJSON_GetObjectItem(j, "links")), 4);
+    cr_expect_eq(num(cJSON_GetArrayItem(cJSON_GetObjectItem(j, "links"), 0), "bytes"),
+                 r->links[0].bytes);
+    const cJSON *changes = cJSON_GetObjectItem(j, "changes");
+    cr_assert(cJSON_GetArraySize(changes) >= 5);
+    const cJSON *c0 = cJSON_GetArrayItem(changes, 0);
+    cr_expect_str_eq(cJSON_GetObjectItem(c0, "figure")->valuestring, "samples_per_s");
+    cr_expect(num(c0, "ratio") < 1);
+    cr_expect_eq(num(c0, "base"), base->samples_per_s);
+    cJSON *w = sim_options_to_json(&o, pl->clus);
+    cr_expect_eq(num(cJSON_GetObjectItem(w, "straggler"), "factor"), 3);
+    cJSON_Delete(w);
+    cJSON_Delete(j);
+    sim_changes_free(&ch);
+    sim_report_free(r);
+    sim_report_free(base);
+    plan_free(pl);
+}
+
+Test(sim_report, svg)
+{
+    sim_options o;
+    sim_options_init(&o);
+    o.timeline = 1;
+    o.schedule = SCHED_ZB_H1;
+    plan *pl;
+    sim_report *r = sample(&o, &pl);
+    size_t n;
+    char *svg = sim_svg_text(r, &n);
+    cr_assert_not_null(svg);
+    cr_expect_eq(strlen(svg), n);
+    cr_expect(strncmp(svg, "<?xml", 5) == 0);
+    cr_expect(strstr(svg, "</svg>") != NULL);
+    for (int d = 0; d < 3; d++) {
+        char row[64];
+        snprintf(row, sizeof row, ">device %d (synth)</text>", d);
+        cr_expect(strstr(svg, row) != NULL, "no row for device %d", d);
+    }
+    cr_expect(strstr(svg, "time (ms)") != NULL);
+    cr_expect(strstr(svg, "F forward") && strstr(svg, "W weight gradient"));
+    cr_expect(strstr(svg, "url(#hatch)") != NULL, "W blocks are hatched");
+    cr_expect(strstr(svg, ">I2</text>") != NULL, "blocks are labelled");
+    free(svg);
+    plumb_err e;
+    sim_report *nt = sim_run(pl, NULL, &e);
+    cr_expect_null(sim_svg_text(nt, NULL));
+    cr_expect_neq(sim_write_svg(nt, "/tmp/never-written.svg", &e), 0);
+    sim_report_free(nt);
+    sim_report_free(r);
+    plan_free(pl);
+}
+
+/* The Gantt letters of a device row times the column width approximate its busy time. */
+Test(sim_report, gantt_and_table)
+{
+    sim_options o;
+    sim_options_init(&o);
+    o.timeline = 1;
+    o.iterations = 1;
+    plan *pl;
+    sim_report *r = sample(&o, &pl);
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    sim_print_gantt(r, 200, f);
+    fclose(f);
+    char *row = strstr(buf, "device 0");
+    cr_assert_not_null(row);
+    char *bar = strchr(row, '|');
+    cr_assert_not_null(bar);
+    int busy = 0, cols = 0;
+    for (char *p = bar + 1; *p && *p != '|'; p++, cols++)
+        busy += *p == 'F' || *p == 'B';
+    cr_expect_eq(cols, 200);
+    double col = r->makespan_s / 200;
+    cr_expect(fabs(busy * col - r->devices[0].total_busy_s) <= 2 * 8 * col,
+              "%d columns of %g s vs %g s", busy, col, r->devices[0].total_busy_s);
+    free(buf);
+    buf = NULL;
+    f = open_memstream(&buf, &len);
+    sim_print_report(r, NULL, f);
+    fclose(f);
+    cr_expect(strstr(buf, "samples/s") && strstr(buf, " ms") && strstr(buf, "MiB") &&
+              strstr(buf, "GiB") && strstr(buf, " %"));
+    free(buf);
+    sim_report_free(r);
+    plan_free(pl);
+}
