@@ -22,6 +22,7 @@
 
 typedef struct slot {   /* a staging buffer of a send: header then payload */
     char *p;
+    int64_t *hh;        /* the header in pinned host memory (copied asynchronously) */
     size_t cap;
     cudaEvent_t done;   /* recorded on the pair stream after the send */
     int used;           /* done has been recorded at least once */
@@ -56,6 +57,7 @@ typedef struct nt {
     group *groups;
     int ngroups;
     int64_t *hdr_dev;   /* receive header (device) */
+    int64_t *hdr_host;  /* and its pinned host copy (so waiting for it can be polled) */
     cudaEvent_t ev;     /* ordering between the worker's stream and the pair streams */
     atomic_int aborted;
     char why[512];
@@ -202,7 +204,12 @@ static slot *slot_get(nt *x, pair_link *l, size_t bytes, plumb_err *err)
     slot *s = &l->slots[l->nslots];
     memset(s, 0, sizeof *s);
     if (cudaEventCreateWithFlags(&s->done, cudaEventDisableTiming) != cudaSuccess) goto oom;
+    if (cudaMallocHost((void **)&s->hh, HDR) != cudaSuccess) {
+        cudaEventDestroy(s->done);
+        goto oom;
+    }
     if (cudaMalloc((void **)&s->p, bytes) != cudaSuccess) {
+        cudaFreeHost(s->hh);
         cudaEventDestroy(s->done);
         goto oom;
     }
@@ -228,9 +235,10 @@ static int nt_send(transport *t, const backend *bk, bk_ctx *ctx, int from, int t
     CQ(x, err, cudaSetDevice(x->device));
     slot *s = slot_get(x, l, HDR + bytes, err);
     if (!s) return -1;
-    int64_t h[2] = {(int64_t)tag, (int64_t)bytes};
-    /* pageable source: returns once h is staged, so h may go out of scope */
-    CQ(x, err, cudaMemcpyAsync(s->p, h, HDR, cudaMemcpyHostToDevice, ctx->stream));
+    /* pinned source: the copy is asynchronous; hh is not rewritten before s->done */
+    s->hh[0] = (int64_t)tag;
+    s->hh[1] = (int64_t)bytes;
+    CQ(x, err, cudaMemcpyAsync(s->p, s->hh, HDR, cudaMemcpyHostToDevice, ctx->stream));
     if (bytes)
         CQ(x, err, cudaMemcpyAsync(s->p + HDR, buf, bytes, cudaMemcpyDeviceToDevice, ctx->stream));
     CQ(x, err, cudaEventRecord(x->ev, ctx->stream));
@@ -280,9 +288,11 @@ static int nt_recv(transport *t, const backend *bk, bk_ctx *ctx, int to, int fro
         /* the next header of this pair */
         NQ(x, err, ncclRecv(x->hdr_dev, HDR, ncclUint8, 0, l->in, l->s_in));
         if (settle(x, l->in, "ncclRecv", err)) return -1;
-        int64_t h[2];
-        CQ(x, err, cudaMemcpyAsync(h, x->hdr_dev, HDR, cudaMemcpyDeviceToHost, l->s_in));
+        /* into pinned memory, so the host polls instead of blocking in the copy */
+        CQ(x, err, cudaMemcpyAsync(x->hdr_host, x->hdr_dev, HDR, cudaMemcpyDeviceToHost,
+                                   l->s_in));
         if (wait_stream(x, l->s_in, l->in, what, err)) return -1;
+        const int64_t h[2] = {x->hdr_host[0], x->hdr_host[1]};
         size_t nb = (size_t)h[1];
         if (h[0] == tag) {
             if (nb != bytes) {
@@ -440,6 +450,7 @@ static void nt_destroy(transport *t)
         if (l->in) ncclCommDestroy(l->in);
         for (int i = 0; i < l->nslots; i++) {
             cudaFree(l->slots[i].p);
+            cudaFreeHost(l->slots[i].hh);
             cudaEventDestroy(l->slots[i].done);
         }
         for (int i = 0; i < l->nheld; i++) cudaFree(l->held[i].p);
@@ -456,6 +467,7 @@ static void nt_destroy(transport *t)
     free(x->groups);
     free(x->links);
     cudaFree(x->hdr_dev);
+    cudaFreeHost(x->hdr_host);
     if (x->ev) cudaEventDestroy(x->ev);
     free(x);
     free(t);
@@ -485,6 +497,7 @@ transport *transport_nccl_create(bk_ctx *c, double timeout_s, plumb_err *err)
     if (!x->links || !ids_out || !ids_in) goto oom;
     if (CUDA_CHECK_E(err, cudaSetDevice(x->device)) ||
         CUDA_CHECK_E(err, cudaMalloc((void **)&x->hdr_dev, HDR)) ||
+        CUDA_CHECK_E(err, cudaMallocHost((void **)&x->hdr_host, HDR)) ||
         CUDA_CHECK_E(err, cudaEventCreateWithFlags(&x->ev, cudaEventDisableTiming)))
         goto fail;
     /* ids_out[j]: the id of this -> j; after the exchange ids_in[j]: the id of j -> this */
