@@ -68,7 +68,7 @@ static cJSON *result_json(const profile *p, const pd_result *r, const pd_options
     cJSON_AddNumberToObject(j, "states", r->nstates);
     cJSON_AddStringToObject(j, "graph", r->compressed == 0   ? "exact"
                                         : r->compressed == 1 ? "branches compressed"
-                                                             : "blocks merged");
+                                                             : "topological prefixes");
     cJSON_AddNumberToObject(j, "devices_used", r->machines_used);
     cJSON *lv = cJSON_AddArrayToObject(j, "levels");
     for (int L = 0; lv && L < o->nlevels; L++) {
@@ -125,7 +125,7 @@ static void result_print(const profile *p, const char *cname, const pd_result *r
     printf("plumb plan: %s on %s (PipeDream-compatible; %d antichain states%s)\n",
            p->name ? p->name : "model", cname, r->nstates,
            r->compressed == 1 ? ", branches compressed"
-           : r->compressed == 2 ? ", blocks merged" : "");
+           : r->compressed == 2 ? ", topological prefixes" : "");
     printf("levels (innermost first):");
     for (int L = 0; L < o->nlevels; L++)
         printf(" %d x %.3g GB/s", o->machines[L], o->bandwidth_Bps[L] / 1e9);

@@ -28,6 +28,7 @@ struct pd_dp {
     int n, top;
     double *mat[PD_MAX_LEVELS];   /* L < top: mat[L][j * (n+1) + s+1] = T_L(s, j, M_L - 1) */
     char *done[PD_MAX_LEVELS];    /* done[L][s+1]: row s of level L computed */
+    double *rowbound[PD_MAX_LEVELS]; /* the bound row s of level L was computed with */
     double bound[PD_MAX_LEVELS];  /* values above it cannot matter (see pd_dp_solve) */
     double scale[PD_MAX_LEVELS];  /* machines at and below L: T_L(s, j) >= C(s, j) / scale */
     double *toprow;               /* T_top(-1, j, M - 1) */
@@ -84,7 +85,8 @@ pd_dp *pd_dp_new(const pd_lattice *l, const pd_options *o)
         if (L < d->top) {
             d->mat[L] = malloc((size_t)d->n * ((size_t)d->n + 1) * sizeof(double));
             d->done[L] = calloc((size_t)d->n + 1, 1);
-            if (!d->mat[L] || !d->done[L]) goto oom;
+            d->rowbound[L] = malloc(((size_t)d->n + 1) * sizeof(double));
+            if (!d->mat[L] || !d->done[L] || !d->rowbound[L]) goto oom;
         }
     }
     return d;
@@ -99,6 +101,7 @@ void pd_dp_free(pd_dp *d)
     for (int L = 0; L < PD_MAX_LEVELS; L++) {
         free(d->mat[L]);
         free(d->done[L]);
+        free(d->rowbound[L]);
         free(d->f[L]);
         free(d->ch[L]);
     }
@@ -107,14 +110,17 @@ void pd_dp_free(pd_dp *d)
     free(d);
 }
 
-static int row_compute(pd_dp *d, int L, int s, double *out, int ostride, choice *keep);
+static int row_compute(pd_dp *d, int L, int s, double bnd, double *out, int ostride,
+                       choice *keep);
 
-/* Makes sure row (L, s) is in mat[L] (column storage: entry j at j * (n+1) + s+1). */
-static int need_row(pd_dp *d, int L, int s)
+/* Makes sure row (L, s) is in mat[L] (column storage: entry j at j * (n+1) + s+1), exact
+ * up to bnd (entries above it may read +INFINITY). */
+static int need_row(pd_dp *d, int L, int s, double bnd)
 {
     if (d->done[L][s + 1]) return 0;
-    if (row_compute(d, L, s, d->mat[L] + s + 1, d->n + 1, NULL)) return -1;
+    if (row_compute(d, L, s, bnd, d->mat[L] + s + 1, d->n + 1, NULL)) return -1;
     d->done[L][s + 1] = 1;
+    d->rowbound[L][s + 1] = bnd;
     return 0;
 }
 
@@ -128,7 +134,8 @@ static int in_row(const pd_lattice *l, int s, int j)
  * is not in the row, or when above d->bound[L]); when keep is not NULL the choices are
  * copied there ([n * M]). Lower rows are computed on first use, and never for a split
  * state whose every prefix time is above the bound. 0 or -1. */
-static int row_compute(pd_dp *d, int L, int s, double *out, int ostride, choice *keep)
+static int row_compute(pd_dp *d, int L, int s, double bnd, double *out, int ostride,
+                       choice *keep)
 {
     const pd_lattice *l = d->l;
     const pd_options *o = d->o;
@@ -147,7 +154,6 @@ static int row_compute(pd_dp *d, int L, int s, double *out, int ostride, choice 
     const int native = cost == &pd_cost_pipedream;
     double *f = d->f[L];
     choice *ch = d->ch[L];
-    const double bnd = d->bound[L];
     const double scale = d->scale[L];
     const double *lowmat = L > 0 ? d->mat[L - 1] : NULL;
     const int ld = n + 1;
@@ -165,7 +171,7 @@ static int row_compute(pd_dp *d, int L, int s, double *out, int ostride, choice 
     double *ls = M > 64 ? bigbuf + 2 * M : last;
     choice *spc = M > 64 ? bigch : splitch;
 
-    if (L > 0 && need_row(d, L - 1, s)) goto oom;
+    if (L > 0 && need_row(d, L - 1, s, L == d->top ? bnd * M : INFINITY)) goto oom;
     for (int j = 0; j < n; j++) {
         out[(size_t)j * ostride] = INFINITY;
         if (!in_row(l, s, j)) continue;
@@ -208,11 +214,14 @@ static int row_compute(pd_dp *d, int L, int s, double *out, int ostride, choice 
                         ikj = l->C[j] - l->C[k];
                     } else {
                         if (!d->done[L - 1][k + 1]) {
-                            double lo = INFINITY;
-                            for (int m = 0; m < M; m++)
-                                if (fk[m] < lo) lo = fk[m];
-                            if (lo > bnd) continue; /* no prefix at k can matter */
-                            if (need_row(d, L - 1, k)) goto oom;
+                            /* a prefix at k on m' + 1 machines leaves at most M-1-m' for
+                             * the last stage, whose time is at least T_{L-1}(k, j) / r */
+                            int mmin = -1;
+                            for (int m = 0; m < M && mmin < 0; m++)
+                                if (fk[m] <= bnd) mmin = m;
+                            if (mmin < 0 || mmin == M - 1) continue; /* cannot matter */
+                            double rb = L == d->top ? bnd * (M - 1 - mmin) : INFINITY;
+                            if (need_row(d, L - 1, k, rb)) goto oom;
                         }
                         ikj = lowmat[(size_t)j * ld + k + 1];
                     }
@@ -295,6 +304,76 @@ oom:
     return -1;
 }
 
+/* Upper bounds on the top level's optimum, to prune what cannot matter: values above the
+ * optimum can never be part of an optimal plan, and one level down a stage on r top
+ * machines needs T <= r * bound. Both are plans PipeDream's program itself considers. */
+
+/* The whole model as one stage on every top machine. +INFINITY when not allowed. */
+static double bound_dp(pd_dp *d)
+{
+    const pd_options *o = d->o;
+    int T = d->top, Mt = o->machines[T];
+    if (need_row(d, T - 1, -1, INFINITY)) return NAN;
+    double inner = d->mat[T - 1][(size_t)(d->n - 1) * (d->n + 1)];
+    if ((o->straight && Mt > 1) || isinf(inner) ||
+        (o->machines_in_first_level > 0 && o->machines_in_first_level != Mt))
+        return INFINITY;
+    return d->cost->base(d->cost->ctx, T, inner, d->l->P[d->n - 1], Mt, o->bandwidth_Bps[T],
+                         o->machines[T - 1]);
+}
+
+/* A straight split of the top level into M_top stages of about equal compute, each on one
+ * top machine. +INFINITY when not allowed. */
+static double bound_chain(pd_dp *d)
+{
+    const pd_options *o = d->o;
+    const pd_lattice *l = d->l;
+    int T = d->top, Mt = o->machines[T], n = d->n;
+    double B = o->bandwidth_Bps[T], ratio = o->activation_compression_ratio;
+    if (Mt < 2 || Mt > n || (o->machines_in_first_level > 0 && o->machines_in_first_level != 1))
+        return INFINITY;
+    int cut[4097];
+    cut[0] = -1;
+    for (int t = 1; t < Mt; t++) {
+        double target = l->C[n - 1] * t / Mt;
+        int best = -1;
+        for (int k = 0; k < n - 1; k++) {
+            if (cut[t - 1] >= 0 && !pd_bit(l->anc + (size_t)k * l->swords, cut[t - 1])) continue;
+            if (cut[t - 1] == k) continue;
+            if (best < 0 || fabs(l->C[k] - target) < fabs(l->C[best] - target)) best = k;
+        }
+        if (best < 0) return INFINITY;
+        cut[t] = best;
+    }
+    cut[Mt] = n - 1;
+    double worst = 0;
+    for (int t = 1; t <= Mt; t++) {
+        int a = cut[t - 1], b = cut[t];
+        if (need_row(d, T - 1, a, INFINITY)) return NAN;
+        double v = d->mat[T - 1][(size_t)b * (n + 1) + a + 1];
+        double Pab = a < 0 ? l->P[b] : l->P[b] - l->P[a];
+        double Aab = a < 0 ? l->Act[b] : l->Act[b] - l->Act[a];
+        if (isinf(v)) return INFINITY;
+        if (o->use_memory_constraint && (Aab + Pab) * (double)(Mt - t) > o->memory_bytes)
+            return INFINITY;
+        if (t == 1) {
+            v = d->cost->base(d->cost->ctx, T, v, Pab, 1, B, o->machines[T - 1]);
+        } else {
+            v = d->cost->split(d->cost->ctx, T, v, Pab, 1, B, o->machines[T - 1]);
+            if (ratio > 0) {
+                double tin = (2.0 * l->OAS[a]) / B / ratio;
+                if (tin > v) v = tin;
+                if (b < n - 1) {
+                    double tout = (2.0 * l->OAS[b]) / B / ratio;
+                    if (tout > v) v = tout;
+                }
+            }
+        }
+        if (v > worst) worst = v;
+    }
+    return worst;
+}
+
 double pd_dp_solve(pd_dp *d)
 {
     int M = d->o->machines[d->top];
@@ -302,28 +381,16 @@ double pd_dp_solve(pd_dp *d)
         d->toprow = malloc((size_t)d->n * sizeof *d->toprow);
         d->topch = malloc((size_t)d->n * M * sizeof *d->topch);
         if (!d->toprow || !d->topch) return NAN;
+        double ub = INFINITY;
         if (d->top > 0) {
-            /* An upper bound on the optimum: the whole model as one stage replicated on
-             * every machine of the top level (when allowed). Values above it cannot be
-             * part of an optimal plan; one level down, a stage on r top machines needs
-             * T <= r * bound, so that level gets M_top times the bound. */
-            int T = d->top;
-            const pd_options *o = d->o;
-            if (need_row(d, T - 1, -1)) return NAN;
-            double inner = d->mat[T - 1][(size_t)(d->n - 1) * (d->n + 1)];
-            int Mt = o->machines[T];
-            double P = d->l->P[d->n - 1], A = d->l->Act[d->n - 1];
-            int ok = !(o->straight && Mt > 1) && !isinf(inner) &&
-                     !(o->machines_in_first_level > 0 && o->machines_in_first_level != Mt) &&
-                     !(o->use_memory_constraint && A + P < 0);
-            if (ok) {
-                double ub = d->cost->base(d->cost->ctx, T, inner, P, Mt, o->bandwidth_Bps[T],
-                                          o->machines[T - 1]);
-                d->bound[T] = ub;
-                d->bound[T - 1] = ub * Mt;
-            }
+            double u0 = bound_dp(d), u1;
+            if (isnan(u0)) return NAN;
+            u1 = getenv("PD_NOCHAIN") ? INFINITY : bound_chain(d);
+            if (isnan(u1)) return NAN;
+            ub = u0 < u1 ? u0 : u1;
         }
-        if (row_compute(d, d->top, -1, d->toprow, 1, d->topch)) return NAN;
+        d->bound[d->top] = ub;
+        if (row_compute(d, d->top, -1, ub, d->toprow, 1, d->topch)) return NAN;
     }
     return d->toprow[d->n - 1];
 }
@@ -342,7 +409,10 @@ int pd_dp_split(pd_dp *d, int level, int s, int e, pd_split *out)
     } else {
         owned = malloc((size_t)d->n * M * sizeof *owned);
         orow = malloc((size_t)d->n * sizeof *orow);
-        if (!owned || !orow || row_compute(d, level, s, orow, 1, owned)) {
+        double rb = level == d->top ? d->bound[level]
+                : d->done[level] && d->done[level][s + 1] ? d->rowbound[level][s + 1]
+                                                          : INFINITY;
+        if (!owned || !orow || row_compute(d, level, s, rb, orow, 1, owned)) {
             free(owned);
             free(orow);
             return -1;

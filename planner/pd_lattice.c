@@ -2,7 +2,8 @@
  * antichain states (down-closed node sets) the way Graph.antichain_dag() does: from the
  * first source, a state I leads to I + down(y) for every node y outside I that has an
  * in-neighbour inside I. Too many states: branches are compressed (chains inside parallel
- * regions become one node), then whole blocks between cut nodes are merged. */
+ * regions become one node), and if still too many, the prefixes of the topological order
+ * become the states. */
 #include "pd_lattice.h"
 
 #include <stdlib.h>
@@ -221,7 +222,8 @@ static void merge_sort(int *a, int *tmp, int n, const order_ctx *c)
 
 /* Enumerates the states of g from node `start` into l. Returns 0, 1 when more than
  * max_states appear, -1 when out of memory. */
-static int enumerate(const graph *g, int start, int max_states, int want_oas, pd_lattice *l)
+static int enumerate(const graph *g, int start, int max_states, int want_oas, int prefixes,
+                     pd_lattice *l)
 {
     int nw = (g->n + 63) / 64;
     if (nw == 0) nw = 1;
@@ -232,8 +234,20 @@ static int enumerate(const graph *g, int start, int max_states, int want_oas, pd
     int rc = -1, added;
     int *pop = NULL, *perm = NULL, *tmp = NULL, *rank = NULL, *cnt = NULL, *byto = NULL;
     if (!down || !J) goto done;
-    if (sset_add(&S, down + (size_t)start * nw, &added) < 0) goto done;
-    for (int q = 0; q < S.n; q++) { /* BFS: S grows while we walk it */
+    if (prefixes) { /* the prefixes of the node order, each leading to the next */
+        for (int t = 0; t < g->n; t++) {
+            J[t >> 6] |= 1ull << (t & 63);
+            int id = sset_add(&S, J, &added);
+            if (id < 0) goto done;
+            if (t == 0) continue;
+            if (push_int(&tfrom, &nt, &tcap, id - 1)) goto done;
+            nt--;
+            if (push_int(&tto, &nt, &tcap2, id)) goto done;
+        }
+    } else if (sset_add(&S, down + (size_t)start * nw, &added) < 0) {
+        goto done;
+    }
+    for (int q = 0; !prefixes && q < S.n; q++) { /* BFS: S grows while we walk it */
         for (int u = 0; u < g->n; u++) {
             if (!pd_bit(S.sets + (size_t)q * nw, u)) continue;
             for (int e = 0; e < g->nodes[u].nout; e++) {
@@ -472,8 +486,9 @@ done:
     return rc;
 }
 
-/* Level 1: chains inside parallel regions become one node. Level 2: every run of non-cut
- * nodes between two cut nodes becomes one node. */
+/* Level 1: chains inside parallel regions become one node. (Level 2, every run of non-cut
+ * nodes between two cut nodes as one node, is kept for reference; the builder uses the
+ * prefixes of the topological order instead.) */
 static int compress(const graph *g, int level, graph *out, int *map)
 {
     int *cut = malloc(((size_t)g->n + 1) * sizeof *cut);
@@ -571,14 +586,15 @@ pd_lattice *pd_lattice_build(const profile *p, const int *start_order, double sp
         if (kept[i] >= 0 && g.nodes[kept[i]].nin == 0) start = kept[i];
     }
     for (int level = 0; level <= 2; level++) {
-        if (level > 0) {
+        if (level == 1) {
             if (compress(&g, level, &g2, map)) goto oom;
             nodes_free(g.nodes, g.n);
             g = g2;
             g2.nodes = NULL;
             start = map[start];
         }
-        int rc = enumerate(&g, start, level == 2 ? 1 << 30 : max_states, want_oas, l);
+        int rc = enumerate(&g, start, level == 2 ? 1 << 30 : max_states, want_oas,
+                           level == 2, l);
         if (rc < 0) goto oom;
         if (rc == 0) {
             l->compressed = level;

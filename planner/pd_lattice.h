@@ -29,7 +29,7 @@ typedef struct pd_lattice {
     int start;          /* node the enumeration starts from */
     int *removed_src;   /* profile layers removed as Input sources (-1 terminated) */
     int *removed_sink;  /* profile layers removed as __getitem__ sinks (-1 terminated) */
-    int compressed;     /* 0, 1 (branches compressed), 2 (blocks merged) */
+    int compressed;     /* 0, 1 (branches compressed), 2 (topological prefixes) */
     int n;              /* states */
     uint64_t *ideal;    /* [n * nwords]: nodes of each state */
     double *C, *Act, *P, *OAS; /* [n] sums over the state's nodes; OAS over its augmented
@@ -43,7 +43,8 @@ typedef struct pd_lattice {
  * enumerates the antichain states from the first remaining source in start_order (NULL:
  * layer order), sorted by size then by their sorted layer lists (the last state is the
  * whole graph). When more than max_states states appear, compresses branches and tries
- * again, then merges whole blocks between cut nodes. speed divides compute times.
+ * again, then plans over the prefixes of the topological order. speed divides compute
+ * times.
  * Returns a new lattice or NULL with err set. */
 pd_lattice *pd_lattice_build(const profile *p, const int *start_order, double speed,
                              int max_states, int want_oas, plumb_err *err);

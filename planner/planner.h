@@ -84,7 +84,7 @@ typedef struct pd_result {
     double speedup_vs_1;       /* single_stage_s / time_per_stage_s */
     double speedup_vs_dp;      /* data_parallel_s / time_per_stage_s */
     int nstates;               /* antichain states the program ran over */
-    int compressed;            /* 0: exact graph; 1: branches compressed; 2: blocks merged */
+    int compressed;            /* 0: exact graph; 1: branches compressed; 2: prefixes of a topological order */
     int machines_used;         /* devices used (less than all with use_fewer_machines) */
     char *config;              /* GPUs per stage joined by '-', e.g. "15-1" */
     int nstages;
