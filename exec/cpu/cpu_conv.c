@@ -29,28 +29,45 @@ static size_t conv_operand(const bk_conv *g)
     return per > CONV_CHUNK_FLOATS ? per : CONV_CHUNK_FLOATS;
 }
 
+/* Output columns q whose input column q stride - pad + kj lies inside [0, W): [*q0, *q1). */
+static void valid_q(const bk_conv *g, int kj, int *q0, int *q1)
+{
+    int lo = g->pad - kj, hi = g->W + g->pad - kj; /* need lo <= q stride < hi */
+    int a = lo <= 0 ? 0 : (lo + g->stride - 1) / g->stride;
+    int b = hi <= 0 ? 0 : (hi + g->stride - 1) / g->stride;
+    *q0 = a < g->Q ? a : g->Q;
+    *q1 = b < g->Q ? b : g->Q;
+    if (*q1 < *q0) *q1 = *q0;
+}
+
 /* col (C k k, nb P Q): column j = (sample s, output pixel p) holds the receptive field of
- * that pixel; x (nb, C, H, W) is the chunk's input. */
+ * that pixel; x (nb, C, H, W) is the chunk's input. Rows are filled in runs: zeros where
+ * the window leaves the image, a copy (stride 1) or a strided gather in between. */
 static void im2col(const bk_conv *g, int nb, const float *x, float *col)
 {
-    const int k = g->kernel, PQ = g->P * g->Q, ld = nb * PQ;
+    const int k = g->kernel, PQ = g->P * g->Q, ld = nb * PQ, st = g->stride;
     for (int ch = 0; ch < g->C; ch++)
         for (int ki = 0; ki < k; ki++)
             for (int kj = 0; kj < k; kj++) {
                 float *row = col + (size_t)((ch * k + ki) * k + kj) * ld;
+                int q0, q1;
+                valid_q(g, kj, &q0, &q1);
                 for (int s = 0; s < nb; s++) {
                     const float *xs = x + ((size_t)s * g->C + ch) * g->H * g->W;
                     float *r = row + (size_t)s * PQ;
                     for (int p = 0; p < g->P; p++) {
-                        int h = p * g->stride - g->pad + ki;
+                        float *o = r + p * g->Q;
+                        int h = p * st - g->pad + ki;
                         if (h < 0 || h >= g->H) {
-                            memset(r + p * g->Q, 0, sizeof(float) * g->Q);
+                            memset(o, 0, sizeof(float) * g->Q);
                             continue;
                         }
-                        for (int q = 0; q < g->Q; q++) {
-                            int w = q * g->stride - g->pad + kj;
-                            r[p * g->Q + q] = (w >= 0 && w < g->W) ? xs[h * g->W + w] : 0.0f;
-                        }
+                        const float *xr = xs + h * g->W - g->pad + kj;
+                        if (q0 > 0) memset(o, 0, sizeof(float) * q0);
+                        if (st == 1) memcpy(o + q0, xr + q0, sizeof(float) * (q1 - q0));
+                        else
+                            for (int q = q0; q < q1; q++) o[q] = xr[q * st];
+                        if (q1 < g->Q) memset(o + q1, 0, sizeof(float) * (g->Q - q1));
                     }
                 }
             }
@@ -60,21 +77,22 @@ static void im2col(const bk_conv *g, int nb, const float *x, float *col)
  * zeroed. */
 static void col2im(const bk_conv *g, int nb, const float *col, float *dx)
 {
-    const int k = g->kernel, PQ = g->P * g->Q, ld = nb * PQ;
+    const int k = g->kernel, PQ = g->P * g->Q, ld = nb * PQ, st = g->stride;
     for (int ch = 0; ch < g->C; ch++)
         for (int ki = 0; ki < k; ki++)
             for (int kj = 0; kj < k; kj++) {
                 const float *row = col + (size_t)((ch * k + ki) * k + kj) * ld;
+                int q0, q1;
+                valid_q(g, kj, &q0, &q1);
                 for (int s = 0; s < nb; s++) {
                     float *xs = dx + ((size_t)s * g->C + ch) * g->H * g->W;
                     const float *r = row + (size_t)s * PQ;
                     for (int p = 0; p < g->P; p++) {
-                        int h = p * g->stride - g->pad + ki;
+                        int h = p * st - g->pad + ki;
                         if (h < 0 || h >= g->H) continue;
-                        for (int q = 0; q < g->Q; q++) {
-                            int w = q * g->stride - g->pad + kj;
-                            if (w >= 0 && w < g->W) xs[h * g->W + w] += r[p * g->Q + q];
-                        }
+                        float *xr = xs + h * g->W - g->pad + kj;
+                        const float *o = r + p * g->Q;
+                        for (int q = q0; q < q1; q++) xr[q * st] += o[q];
                     }
                 }
             }
