@@ -240,7 +240,10 @@ static int simulate(const nm_models *ms, nm_cand *c, const native_options *o, pl
     if (!pl) return -1;
     sim_options so;
     sim_options_init(&so);
-    so.iterations = o->sim_iterations > 0 ? o->sim_iterations : 2;
+    /* flushing schedules repeat exactly from the second iteration on; the asynchronous
+     * ones need a few iterations before the gap between iteration ends is steady */
+    so.iterations = o->sim_iterations > 0 ? o->sim_iterations
+                    : sched_kind_is_async(c->s.kind) ? 4 : 2;
     so.memory_limit_bytes = o->memory_limit_bytes;
     sim_report *r = sim_run(pl, &so, err);
     if (!r) {
