@@ -235,15 +235,6 @@ int sched_adopt(schedule *s, actvec *lists, plumb_err *err)
     return 0;
 }
 
-int sched_export(const schedule *s, actvec *lists, plumb_err *err)
-{
-    for (int w = 0; w < s->nworkers; w++)
-        for (int i = 0; i < s->len[w]; i++)
-            if (actvec_push(&lists[w], s->acts[w][i]))
-                return err_set(err, NULL, NULL, "out of memory");
-    return 0;
-}
-
 char *action_format(const action *a, char *buf, size_t n)
 {
     if (!buf || n == 0) return buf;

@@ -38,7 +38,7 @@ typedef struct action {
 /* What a generator builds a schedule for. */
 typedef struct sched_spec {
     sched_kind kind;
-    int nworkers;        /* devices taking part */
+    int nworkers;        /* devices taking part; 0 = one more than the largest worker used */
     int nstages;         /* (virtual) stages; for interleaved/zb-v = pipeline ranks x chunks */
     int chunks;          /* virtual stages per pipeline rank (interleaved, zb-v); else 1 */
     int microbatches;    /* per iteration (per flush / per minibatch) */
@@ -63,8 +63,11 @@ typedef struct schedule {
 } schedule;
 
 /* Builds the schedule for spec. Returns a new schedule (free with schedule_free), or NULL
- * with err set when the spec is impossible (e.g. interleaved with microbatches not a
- * multiple of the ranks, zero stages). */
+ * with err ("FIELD: what was expected (got ...)") when the spec is impossible: counts out of
+ * range, chunks != 1 for a one-stage-per-rank kind or != 2 for zb-v, replicated stages
+ * with chunks, placements that put two stages on a worker (or split a rank's chunks),
+ * pipedream/2bw microbatches not a multiple of a stage's replicas, 2bw microbatches too few
+ * for 2 weight versions. Any microbatch count works for interleaved (docs/schedules.md). */
 schedule *schedule_generate(const sched_spec *spec, plumb_err *err);
 
 /* schedule_generate with the stages' costs (addition): stage_cost[3 * s + 0..2] is the time

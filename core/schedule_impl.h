@@ -46,9 +46,6 @@ int sched_hosts(const schedule *s, int w, int st);
 /* Moves lists[0..nworkers) into s (replacing its lists); the vectors are left empty. */
 int sched_adopt(schedule *s, actvec *lists, plumb_err *err);
 
-/* Copies s's lists into fresh vectors (lists must hold nworkers zeroed entries). */
-int sched_export(const schedule *s, actvec *lists, plumb_err *err);
-
 /* The passes. Each works on lists[nworkers] in place and returns 0 or -1 with err. */
 int sched_add_allreduce(const schedule *s, actvec *lists, plumb_err *err);
 /* cost: [nstages * 3] F, I, W time per stage (NULL = unit costs). */
