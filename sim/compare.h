@@ -24,6 +24,7 @@
 typedef struct compare_cell {
     long long n;          /* actions counted (0: the side has none of this kind) */
     double total_s;       /* their summed duration, seconds */
+    double median_s;      /* their median duration, seconds (a report: its one figure) */
 } compare_cell;
 
 /* One side (a run) summarised. */
@@ -74,6 +75,9 @@ typedef struct compare_row {
     double pred_s, meas_s;    /* mean seconds per action (or per iteration); < 0: absent */
     long long pred_n, meas_n; /* actions behind each mean */
     double error;         /* (pred - meas) / meas; NAN when either is absent or meas is 0 */
+    double pred_med_s, meas_med_s; /* median seconds per action; < 0: absent (and for
+                                      the busy-time and iteration rows, which are sums) */
+    double error_med;     /* the error of the medians; NAN when absent */
 } compare_row;
 
 typedef struct compare_result {
@@ -87,6 +91,7 @@ typedef struct compare_result {
     compare_row iteration;/* time per iteration (stage = kind = -1) */
     double mean_abs_error;/* mean |error| over the per-(stage, kind) compute rows
                              (F, B, I, W) that both sides have; NAN when none */
+    double mean_abs_error_med; /* the same over the medians' errors */
 } compare_result;
 
 /* (pred - meas) / meas; NAN when either is < 0 (absent) or meas is 0. */
@@ -100,8 +105,10 @@ int compare_sides(const compare_side *pred, const compare_side *meas, compare_re
 void compare_result_free(compare_result *r);
 
 /* The tables: per stage and kind, per kind, per stage busy time, per iteration, every
- * figure with its unit (ms, %, actions). */
-void compare_print(const compare_result *r, FILE *out);
+ * figure with its unit (ms, %, actions). median = 1 shows the medians per action instead
+ * of the means (robust to a loaded machine's long tail; the per-kind rows over all stages
+ * and the sums stay means). */
+void compare_print(const compare_result *r, int median, FILE *out);
 
 /* The result as JSON (format plumb-compare/1, docs/loop.md); NULL when out of memory.
  * Caller frees with cJSON_Delete. */
