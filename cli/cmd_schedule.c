@@ -27,7 +27,10 @@ static void usage(FILE *out)
             "  --plan FILE         take kind, stages, replicas and devices from a plan\n"
             "  --import FILE.csv   read the actions from PyTorch's CSV (one row per rank)\n"
             "                      instead of generating them; the options give the placement\n"
-            "  --validate          prove the IR deadlock-free and well formed\n"
+            "  --validate          prove the IR deadlock-free and well formed, even when a\n"
+            "                      send blocks until its receive is reached\n"
+            "  --buffered          with --validate: sends never block (the executor's and the\n"
+            "                      simulator's semantics), for imported files\n"
             "  --csv               print PyTorch's CSV instead of the table\n"
             "  --steps             with --csv: also write plumb's STEP actions\n"
             "  --compute-only      with --csv: only F/B/I/W (PyTorch's compute_only form)\n"
@@ -73,7 +76,7 @@ static void print_inflight(const schedule *s, const int *act, const int *ver, FI
 int cmd_schedule(int argc, char **argv)
 {
     enum { O_KIND = 1000, O_STAGES, O_MB, O_CHUNKS, O_ITERS, O_REPS, O_PLAN, O_IMPORT,
-           O_VALIDATE, O_CSV, O_STEPS, O_COMPUTE };
+           O_VALIDATE, O_CSV, O_STEPS, O_COMPUTE, O_BUFFERED };
     static const struct option longopts[] = {
         {"kind", required_argument, NULL, O_KIND},
         {"stages", required_argument, NULL, O_STAGES},
@@ -84,12 +87,13 @@ int cmd_schedule(int argc, char **argv)
         {"plan", required_argument, NULL, O_PLAN},
         {"import", required_argument, NULL, O_IMPORT},
         {"validate", no_argument, NULL, O_VALIDATE},
+        {"buffered", no_argument, NULL, O_BUFFERED},
         {"csv", no_argument, NULL, O_CSV},
         {"steps", no_argument, NULL, O_STEPS},
         {"compute-only", no_argument, NULL, O_COMPUTE},
         {"help", no_argument, NULL, 'h'},
         {0, 0, 0, 0}};
-    int kind = -1, ranks = 0, mb = 0, chunks = 0, iters = 1, validate = 0, csv = 0;
+    int kind = -1, ranks = 0, mb = 0, chunks = 0, iters = 1, validate = 0, csv = 0, buffered = 0;
     unsigned flags = 0;
     const char *reps_arg = NULL, *plan_path = NULL, *import_path = NULL;
     int c;
@@ -119,6 +123,7 @@ int cmd_schedule(int argc, char **argv)
         case O_PLAN: plan_path = optarg; break;
         case O_IMPORT: import_path = optarg; break;
         case O_VALIDATE: validate = 1; break;
+        case O_BUFFERED: buffered = 1; break;
         case O_CSV: csv = 1; break;
         case O_STEPS: flags |= SCHED_CSV_STEPS; break;
         case O_COMPUTE: flags |= SCHED_CSV_COMPUTE_ONLY; break;
@@ -130,6 +135,7 @@ int cmd_schedule(int argc, char **argv)
                         argv[optind]);
     if (flags && !csv)
         return cli_fail("schedule", "--steps and --compute-only go with --csv");
+    if (buffered && !validate) return cli_fail("schedule", "--buffered goes with --validate");
     if (plan_path && (kind >= 0 || ranks || mb || chunks || reps_arg || import_path))
         return cli_fail("schedule", "--plan gives the kind, stages, microbatches and replicas; "
                         "use it with --iterations, --validate and --csv only");
@@ -179,7 +185,8 @@ int cmd_schedule(int argc, char **argv)
             }
         }
     }
-    if (validate && schedule_validate(s, &err)) {
+    if (validate &&
+        schedule_validate_sem(s, buffered ? SCHED_SEM_BUFFERED : SCHED_SEM_RENDEZVOUS, &err)) {
         /* an imported file is bad input; a generated IR that fails is plumb's bug */
         if (import_path)
             fprintf(stderr, "plumb: %s: %s\n", import_path, err.msg);
@@ -208,7 +215,8 @@ int cmd_schedule(int argc, char **argv)
         print_inflight(s, act, ver, stdout);
         if (validate)
             printf("\nvalid: every send has its receive, F before B, I before W, weight "
-                   "versions in order, deadlock-free even with blocking sends\n");
+                   "versions in order, deadlock-free %s\n",
+                   buffered ? "with buffered sends" : "even with blocking sends");
     }
     free(act), free(ver);
     status = fflush(stdout) ? 1 : 0;

@@ -59,6 +59,9 @@ done
 printf '0F0,0SEND_F0,0F1,0SEND_F1,0RECV_B0,0B0,0RECV_B1,0B1\n1RECV_F0,1F0,1B0,1SEND_B0,1RECV_F1,1F1,1B1,1SEND_B1\n' >"$tmp/dl.csv"
 expect_bad "deadlock: worker 0 waits at action 3 (0SEND_F1) for worker 1, worker 1 waits at action 3 (1SEND_B0) for worker 0" \
     --kind 1f1b-flush --stages 2 --microbatches 2 --import "$tmp/dl.csv" --validate
+"$PLUMB" schedule --kind 1f1b-flush --stages 2 --microbatches 2 --import "$tmp/dl.csv" --validate \
+    --buffered >"$tmp/t" 2>"$tmp/err" || fail "buffered validation of dl.csv: $(cat "$tmp/err")"
+grep -q 'deadlock-free with buffered sends' "$tmp/t" || fail "buffered validation line"
 printf '0F0,0F1,0Q0\n1F0\n' >"$tmp/bad.csv"
 expect_bad "bad.csv: row 1, field 3: expected an action" \
     --kind 1f1b-flush --stages 2 --microbatches 2 --import "$tmp/bad.csv"
@@ -73,6 +76,7 @@ expect_bad "zb-v needs exactly 2 chunks" --kind zb-v --stages 3 --microbatches 2
 expect_bad "2bw keeps 2 weight versions" --kind 2bw --stages 4 --microbatches 2
 expect_bad "unknown option" --kind gpipe --stages 2 --microbatches 2 --frobnicate
 expect_bad "--steps and --compute-only go with --csv" --kind gpipe --stages 2 --microbatches 2 --steps
+expect_bad "--buffered goes with --validate" --kind gpipe --stages 2 --microbatches 2 --buffered
 "$PLUMB" schedule --help | grep -q -- '--import FILE.csv' || fail "--help"
 
 if [ "$fails" -ne 0 ]; then
