@@ -639,3 +639,41 @@ Test(schedule_costed, plan_costs_from_profile_and_devices)
     cr_assert_eq(s->worker_device[1], 2);
     schedule_free(s);
 }
+
+Test(schedule_validate, deadlock_through_an_allreduce)
+{
+    /* stage 0 on workers 0 and 1, stage 1 on worker 2: worker 0 all-reduces before taking
+     * its last gradient, so worker 2 blocks sending it while worker 1 waits for its own */
+    int reps[2] = {2, 1};
+    schedule *s = gen(SCHED_GPIPE, 2, 1, 4, 1, reps);
+    int ar = find(s, 0, ACT_ALLREDUCE, 0, -1), rb = find(s, 0, ACT_RECV_B, 0, 2);
+    cr_assert(rb >= 0 && ar > rb);
+    action a = s->acts[0][ar];
+    memmove(&s->acts[0][rb + 1], &s->acts[0][rb], (size_t)(ar - rb) * sizeof(action));
+    s->acts[0][rb] = a;
+    plumb_err e = {{0}};
+    cr_assert_eq(schedule_validate(s, &e), -1);
+    cr_assert(strstr(e.msg, "deadlock:"), "%s", e.msg);
+    cr_assert(strstr(e.msg, "(0REDUCE_GRAD) for worker 1"), "%s", e.msg);
+    schedule_free(s);
+}
+
+Test(schedule_text, listing)
+{
+    schedule *s = gen(SCHED_GPIPE, 2, 1, 1, 1, NULL);
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    schedule_print(s, f);
+    fclose(f);
+    cr_assert_str_eq(buf, "gpipe: 2 stages on 2 workers (1 chunk per rank), 1 microbatch x 1 "
+                          "iteration, 10 actions\n"
+                          "        Rank 0   Rank 1\n"
+                          "Step 0: 0F0      1RECV_F0\n"
+                          "Step 1: 0SEND_F0 1F0\n"
+                          "Step 2: 0RECV_B0 1B0\n"
+                          "Step 3: 0B0      1SEND_B0\n"
+                          "Step 4: 0STEP    1STEP\n");
+    free(buf);
+    schedule_free(s);
+}
