@@ -73,6 +73,24 @@ echo "  trace: $nev timed events"
 "$PLUMB" train examples/models/fmnist-mlp.json --steps 20 --microbatches 4 --quiet \
     --schedule pipedream --stages 2 > "$tmp/pd.out" 2>&1 || fail "pipedream run failed: $(cat "$tmp/pd.out")"
 
+echo "with a plan: 2 stages, the first on 2 replicas, 1f1b-flush: matches sequential"
+layer() { printf '{"name": "l%d", "kind": "%s", "forward_ms": 1, "backward_ms": 1, "activation_bytes": 1024, "parameter_bytes": %d}' "$@"; }
+cat > "$tmp/plan.json" <<JSON
+{"format": "plumb-plan/1",
+ "profile": {"format": "plumb-profile/1", "name": "fmnist-mlp", "device": "cpu", "minibatch": 64,
+   "layers": [$(layer 0 Flatten 0), $(layer 1 Linear 803840), $(layer 2 ReLU 0), $(layer 3 Linear 131584),
+              $(layer 4 ReLU 0), $(layer 5 Linear 5160), $(layer 6 Loss 0)]},
+ "cluster": "$PWD/profiles/clusters/cluster-c-4x1.json",
+ "schedule": "1f1b-flush", "microbatch_size": 16, "microbatches": 4, "optimizer": "sgd",
+ "stages": [{"first_layer": 0, "last_layer": 3, "replicas": 2, "devices": [0, 1]},
+            {"first_layer": 4, "last_layer": 6, "replicas": 1, "devices": [2]}]}
+JSON
+"$PLUMB" train examples/models/fmnist-mlp.json "$tmp/plan.json" --steps 60 --quiet --seed 2 \
+    > "$tmp/plan.out" 2>&1 || fail "run with a plan failed: $(cat "$tmp/plan.out")"
+[ "$(tl "$tmp/seq.out" | cut -c1-5)" = "$(tl "$tmp/plan.out" | cut -c1-5)" ] ||
+    fail "test loss differs: sequential $(cat "$tmp/seq.out"), with the plan $(cat "$tmp/plan.out")"
+echo "  test loss $(tl "$tmp/plan.out")"
+
 echo "bad input: one line, status 2"
 expect2() { # $1 expected text, rest: command
     local want=$1; shift
@@ -98,5 +116,7 @@ expect2 "--batch: expected a multiple of the 3 microbatches" \
 expect2 "--schedule: expected gpipe" "$PLUMB" train examples/models/fmnist-mlp.json --schedule fast
 expect2 "--stages: expected at most the model's 7 layers" \
     "$PLUMB" train examples/models/fmnist-mlp.json --schedule gpipe --stages 9
+expect2 "expected 7 layers, one per top-level layer" \
+    "$PLUMB" train examples/models/fmnist-mlp.json examples/plans/vgg16-4stage-1f1b.json
 "$PLUMB" train --help | grep -q "usage: plumb train" || fail "--help"
 echo "train.sh: all passed"
