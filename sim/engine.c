@@ -324,13 +324,6 @@ static int link_of(eng *E, int a_dev, int b_dev)
     l->st.level = L;
     if (ht_put(&E->lh, (uint64_t)(uint32_t)a_dev, (uint64_t)(uint32_t)b_dev, li))
         return -1;
-    if (E->m->record) {
-        char nm[96];
-        snprintf(nm, sizeof nm, "link %d->%d (level %d)", a_dev, b_dev, L);
-        l->track = timeline_track(E->r->tl, TL_TRACK_LINK, a_dev, b_dev, nm);
-        if (l->track < 0)
-            return -1;
-    }
     /* the egress ports on the path (level 0 alone inside a server, else levels 1..L) of
      * the sender's level-(l-1) group, for level 0 the device itself; a port has
      * floor(egress / rate) lanes: that many transfers leave at full speed at once */
@@ -413,9 +406,18 @@ static int xfer_try_start(eng *E, int xi, double t)
         l->st.bytes_window += x->bytes;
     E->comm_it[(size_t)x->src_w * E->niter + x->iter] += occ;
     note_end(E, x->iter, x->arrival);
-    if (E->m->record)
+    if (E->m->record) {
+        if (l->track < 0) {  /* a track for links that carry point-to-point transfers */
+            char nm[96];
+            snprintf(nm, sizeof nm, "link %d->%d (level %d)", l->st.src, l->st.dst,
+                     l->st.level);
+            l->track = timeline_track(E->r->tl, TL_TRACK_LINK, l->st.src, l->st.dst, nm);
+            if (l->track < 0)
+                return oom(E);
+        }
         return record(E, l->track, tl_of_act(x->a->kind), t, occ, x->bytes, x->a->stage,
                       x->a->peer_stage, x->a->microbatch, x->iter);
+    }
     return 0;
 }
 
@@ -582,6 +584,32 @@ static double group_finish(eng *E, group *g)
     return f > g->maxreach ? f : g->maxreach;
 }
 
+/* Counts a ring all-reduce's traffic on the links of the ring (the stage's replicas in
+ * placement order): 2 (r - 1) / r x the gradient bytes leave each replica for the next. */
+static int ring_traffic(eng *E, int s, int iter)
+{
+    const schedule *sc = E->s;
+    int r = sc->replicas[s];
+    double bytes = 2.0 * (r - 1) / r * E->m->grad_bytes[s];
+    for (int j = 0; j < r; j++) {
+        int a = sc->stage_workers[sc->stage_first[s] + j];
+        int b = sc->stage_workers[sc->stage_first[s] + (j + 1) % r];
+        int da = E->m->worker_device[a], db = E->m->worker_device[b];
+        if (da == db)
+            continue;
+        int li = link_of(E, da, db);
+        if (li < 0)
+            return -1;
+        link *l = &E->lk[li];
+        l->st.bytes += bytes;
+        l->st.busy_s += bytes / l->rate;
+        l->st.transfers++;
+        if (iter >= E->k0 && iter <= E->k1)
+            l->st.bytes_window += bytes;
+    }
+    return 0;
+}
+
 static int do_allreduce(eng *E, int w, int c, int iter, double t)
 {
     const action *a = &E->s->acts[w][c];
@@ -614,6 +642,8 @@ static int do_allreduce(eng *E, int w, int c, int iter, double t)
     double fin = group_finish(E, g), tar = E->m->allreduce_s[s];
     int comm = g->need > 1 && tar > 0;
     note_end(E, g->iter, fin);
+    if (comm && ring_traffic(E, s, g->iter))
+        return oom(E);
     for (int j = 0; j < g->need; j++) {
         int mw = E->gmem[g->mem_off + j];
         E->ws[mw].cursor++;

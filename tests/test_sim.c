@@ -213,7 +213,8 @@ Test(sim, one_stage_sums_layers)
 /* Ring all-reduce of P bytes among r replicas over links of bandwidth W (one device per
  * server, zero latency): 2 (r - 1) / r x P / W. One stage replicated r times, m = r
  * microbatches (one per replica, round robin); one gradient bucket: the all-reduce cannot
- * overlap, so iteration = F + B + 2 (r - 1) / r x P / W. */
+ * overlap, so iteration = F + B + 2 (r - 1) / r x P / W. Each replica sends 2 (r - 1) / r x P
+ * to the next in the ring per iteration. */
 Test(sim, ring_allreduce)
 {
     sim_synth s;
@@ -235,6 +236,14 @@ Test(sim, ring_allreduce)
         cr_expect(NEAR(rep->iteration_s, 3e-3 + ar, 1e-9), "r=%d: iteration %g vs %g", r,
                   rep->iteration_s, 3e-3 + ar);
         cr_expect(NEAR(rep->devices[0].comm_s, ar, 1e-9));
+        /* the ring's traffic: 2 (r - 1) / r x P leave each replica per iteration */
+        cr_assert_eq(rep->nlinks, r == 2 ? 2 : r);
+        for (int l = 0; l < rep->nlinks; l++) {
+            cr_expect_eq(rep->links[l].dst, (rep->links[l].src + 1) % r);
+            cr_expect(NEAR(rep->links[l].bytes, 3 * 2.0 * (r - 1) / r * 10e6, 1e-9));
+            cr_expect(NEAR(rep->links[l].bytes_per_iteration, 2.0 * (r - 1) / r * 10e6,
+                           1e-9));
+        }
         sim_report_free(rep);
         plan_free(pl);
     }
