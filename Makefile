@@ -32,7 +32,7 @@ MPI_SRCS := $(wildcard exec/mpi/*.c)
 ifeq ($(HAVE_CUDA),1)
   CFLAGS += -DPLUMB_HAVE_CUDA -I$(CUDA_HOME)/include
   LIB_SRCS += $(CUDA_CSRCS)
-  LDLIBS += -L$(CUDA_HOME)/lib64 -L$(CUDA_HOME)/lib -Wl,-rpath,$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib -lcublas -lcudart
+  LDLIBS += -L$(CUDA_HOME)/lib64 -L$(CUDA_HOME)/lib -Wl,-rpath,$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib -lcublas -lcudart -lstdc++
   ifeq ($(HAVE_CUDNN),1)
     CFLAGS += -DPLUMB_HAVE_CUDNN
     LDLIBS += -lcudnn
