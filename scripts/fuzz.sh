@@ -4,7 +4,7 @@
 # corpus from the files plumb ships; runs each target for FUZZ_SECONDS (default 60) seconds;
 # prints executions and findings per target. Exits 1 when any target found a crash, leak,
 # undefined behaviour or round-trip mismatch (the input is kept in build-fuzz/findings/).
-# Usage: scripts/fuzz.sh [target ...]      (targets: profile cluster plan; default all)
+# Usage: scripts/fuzz.sh [target ...]   (targets: profile cluster plan schedule_csv; default all)
 # Environment: FUZZ_SECONDS, FUZZ_CC (default clang), FUZZ_MAX_LEN (default 65536 bytes).
 set -u
 cd "$(dirname "$0")/.." || exit 2
@@ -14,14 +14,15 @@ cc=${FUZZ_CC:-clang}
 max_len=${FUZZ_MAX_LEN:-65536}
 out=build-fuzz
 targets=("$@")
-[ ${#targets[@]} -eq 0 ] && targets=(profile cluster plan)
+[ ${#targets[@]} -eq 0 ] && targets=(profile cluster plan schedule_csv)
 
 if ! command -v "$cc" >/dev/null 2>&1; then
     echo "plumb: fuzz: $cc not found; install clang (apt-get install clang)" >&2
     exit 2
 fi
 
-core_srcs=(core/err.c core/json.c core/profile.c core/cluster.c core/plan.c)
+core_srcs=(core/err.c core/json.c core/profile.c core/cluster.c core/plan.c core/schedule.c
+           core/schedule_gen.c core/schedule_lower.c core/schedule_validate.c core/schedule_csv.c)
 cflags=(-std=c11 -g -O1 -fno-omit-frame-pointer -D_POSIX_C_SOURCE=200809L -I. -Icore
         -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined)
 
@@ -41,7 +42,7 @@ summary=()
 for t in "${targets[@]}"; do
     src=tests/fuzz/fuzz_$t.c
     if [ ! -f "$src" ]; then
-        echo "plumb: fuzz: unknown target '$t' (expected profile, cluster or plan)" >&2
+        echo "plumb: fuzz: unknown target '$t' (expected profile, cluster, plan or schedule_csv)" >&2
         exit 2
     fi
     bin=$out/fuzz_$t
