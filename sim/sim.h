@@ -72,14 +72,15 @@ typedef struct sim_device_report {
     sim_memory mem;           /* at the peak */
 } sim_device_report;
 
-/* Per directed link (device pair) that carried data. */
+/* Per directed link (device pair) that carried data: point-to-point transfers and the
+ * ring all-reduce's traffic (2 (r - 1) / r x gradient bytes per replica and iteration). */
 typedef struct sim_link_report {
     int src, dst;             /* cluster device ids */
     int level;                /* outermost cluster level the link crosses */
     double bytes;             /* bytes over the whole run */
     double bytes_per_iteration;
-    double busy_s;            /* time the link was transferring, whole run */
-    long long transfers;
+    double busy_s;            /* time the link was transferring (bytes / rate), whole run */
+    long long transfers;      /* point-to-point transfers and all-reduce ring hops */
 } sim_link_report;
 
 /* Per (virtual) stage: the priced actions, per microbatch, on the stage's first replica. */
@@ -100,8 +101,9 @@ typedef struct sim_report {
     int microbatches, microbatch_size, iterations, nstages, chunks, recompute;
     double samples_per_s;     /* minibatch samples / iteration_s */
     double iteration_s;       /* steady-state time per iteration: the mean gap between the
-                                 completion times of consecutive iterations, skipping the
-                                 first (pipeline fill); the makespan when iterations == 1 */
+                                 completion times of consecutive iterations, leaving out
+                                 the first (pipeline fill) and, with 3 or more, the last
+                                 (drain); the makespan when iterations == 1 */
     double bubble_fraction;   /* 1 - compute busy time / (devices x iteration_s) */
     double makespan_s;        /* end of the last action of the run */
     double peak_memory_bytes; /* the largest device peak */
