@@ -388,7 +388,15 @@ static int run_pipedream(int argc, char **argv)
     pd_result res = {0};
     int have_res = 0, status = 2;
     if (!g) goto bad;
-    p = pd_graph_to_profile(g, A.graph, NULL, &err);
+    {
+        /* PipeDream's optimizer needs no minibatch size; plumb's plan records one. When the
+         * Input node does not tell it, use 1 (figures stay per minibatch). */
+        pd_import_opts io = {0};
+        const char *how;
+        plumb_err ignore;
+        if (pd_graph_infer_minibatch(g, A.graph, &how, &ignore) < 0) io.minibatch = 1;
+        p = pd_graph_to_profile(g, A.graph, &io, &err);
+    }
     if (!p) goto bad;
     order = malloc(((size_t)g->nnodes + 1) * sizeof *order);
     start = malloc(((size_t)g->nnodes + 1) * sizeof *start);

@@ -344,7 +344,26 @@ plan *planner_pipedream_plan(const profile *p, const cluster *c, const pd_result
         for (int i = 0; i < p->nlayers; i++) q->stage_ids[i] = p->stage_ids[order[i]];
     pl = plan_new(q, c, res->nstages);
     if (!pl) goto oom;
+    /* PipeDream's 1F1B with weight stashing, one profiled minibatch per microbatch; replicated
+     * stages take microbatches round-robin, so a round holds a multiple of every replica
+     * count (their least common multiple) */
     pl->schedule = SCHED_PIPEDREAM;
+    pl->microbatch_size = p->minibatch > 0 ? p->minibatch : 1;
+    long long lcm = 1;
+    for (int t = 0; t < res->nstages && lcm <= (1 << 20); t++) {
+        long long a = lcm, b = res->stages[t].replicas;
+        while (b) {
+            long long r = a % b;
+            a = b;
+            b = r;
+        }
+        lcm = lcm / a * res->stages[t].replicas;
+    }
+    if (lcm > (1 << 20)) { /* too many to simulate: flush-based 1F1B instead */
+        pl->schedule = SCHED_1F1B_FLUSH;
+        lcm = res->nstages;
+    }
+    pl->microbatches = (int)lcm;
     int first = 0;
     for (int t = 0; t < res->nstages; t++) {
         const pd_stage *S = &res->stages[t];

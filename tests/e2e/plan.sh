@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# plan.sh: end-to-end checks of `plumb plan` and `plumb plan --pipedream`: figures against
+# PipeDream's optimizer on a small DAG (tests/data/pipedream_tiny_graph.txt; expected values
+# produced by that optimizer), plan files, determinism, PipeDream's output directory, and
+# bad input (one line, exit status 2, nothing written).
+set -u
+PLUMB=${PLUMB:-./build/plumb}
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fails=0
+fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+graph=tests/data/pipedream_tiny_graph.txt
+
+# value of a top-level JSON number field
+field() { sed -n "s/^\t\"$2\":[[:space:]]*\([-0-9.eE+]*\),*$/\1/p" "$1" | head -1; }
+close() { awk -v a="$1" -v b="$2" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= 1e-9 * b) }'; }
+
+# 1. PipeDream drop-in: same optimum as PipeDream's optimizer
+"$PLUMB" plan --pipedream -f "$graph" -n 4 -b 1e9 --json > "$tmp/a.json" || fail "pipedream -n 4"
+close "$(field "$tmp/a.json" time_per_stage_s)" 0.013999999999999995 || fail "time per stage (got $(field "$tmp/a.json" time_per_stage_s))"
+close "$(field "$tmp/a.json" speedup_vs_1)" 3.1428571428571437 || fail "speedup vs 1"
+close "$(field "$tmp/a.json" speedup_vs_dp)" 3.4644839285714295 || fail "speedup vs dp"
+grep -q '"config":[[:space:]]*"3-1"' "$tmp/a.json" || fail "config 3-1"
+grep -q '"replicas"' "$tmp/a.json" && grep -q '"start"' "$tmp/a.json" && grep -q '"end"' "$tmp/a.json" || fail "stages fields"
+
+"$PLUMB" plan --pipedream -f "$graph" -n 2 2 -b 1e10 1e9 --use_fewer_machines --json > "$tmp/b.json" || fail "two levels"
+close "$(field "$tmp/b.json" time_per_stage_s)" 0.01350037 || fail "two-level time (got $(field "$tmp/b.json" time_per_stage_s))"
+close "$(field "$tmp/b.json" speedup_vs_dp)" 2.851924428737879 || fail "two-level speedup vs dp"
+# argparse-style prefixes and = forms are accepted
+"$PLUMB" plan --pipedream --profile_filename="$graph" --all_num_machines 2 2 --network_bandwidths 1e10 1e9 --use_fewer --json > "$tmp/c.json" || fail "long options"
+cmp -s "$tmp/b.json" "$tmp/c.json" || fail "long options give another plan"
+
+# 2. text output names the figures with units
+"$PLUMB" plan --pipedream -f "$graph" -n 4 -b 1e9 > "$tmp/t.txt" || fail "text"
+grep -q "time per stage: .* s" "$tmp/t.txt" || fail "text: time per stage"
+grep -q "config: 3-1" "$tmp/t.txt" || fail "text: config"
+grep -q "compute .* ms" "$tmp/t.txt" || fail "text: stage compute"
+
+# 3. plumb plan with a profile and a cluster, plan file, determinism. (--max-states is a
+# PipeDream-mode option: it selects PipeDream's partitioner where another mode is the default.)
+prof=profiles/pipedream/vgg16.json
+clus=profiles/clusters/cluster-b-2x8.json
+PD="--max-states 4000"
+"$PLUMB" plan -p "$prof" -c "$clus" $PD -o "$tmp/p1.json" --json > "$tmp/p1.out" || fail "plan -p -c"
+"$PLUMB" plan -p "$prof" -c "$clus" $PD -o "$tmp/p2.json" --json > "$tmp/p2.out" || fail "plan -p -c again"
+cmp -s "$tmp/p1.json" "$tmp/p2.json" || fail "same input gave different plan files"
+cmp -s "$tmp/p1.out" "$tmp/p2.out" || fail "same input gave different output"
+grep -q '"format":[[:space:]]*"plumb-plan/1"' "$tmp/p1.json" || fail "plan format"
+grep -q '"config":[[:space:]]*"8-7-1"' "$tmp/p1.out" || fail "vgg16 on cluster-b: config"
+grep -q '"planner_config"' "$tmp/p1.json" || fail "plan config"
+"$PLUMB" info "$tmp/p1.json" > /dev/null 2>&1 || true
+if "$PLUMB" sim --help > /dev/null 2>&1; then
+    "$PLUMB" sim "$tmp/p1.json" > "$tmp/sim.txt" 2>&1 || fail "the simulator rejects the plan: $(head -1 "$tmp/sim.txt")"
+fi
+"$PLUMB" plan --pipedream -f "$graph" -n 2 2 -b 1e10 1e9 -o "$tmp/pd.json" > /dev/null || fail "pipedream -o plan"
+grep -q '"format":[[:space:]]*"plumb-plan/1"' "$tmp/pd.json" || fail "pipedream -o plan format"
+
+# 4. PipeDream's output directory: the graph with stage ids
+mkdir "$tmp/outdir"
+"$PLUMB" plan --pipedream -f "$graph" -n 4 -b 1e9 -o "$tmp/outdir" > /dev/null || fail "output directory"
+[ -f "$tmp/outdir/gpus=4.txt" ] || fail "gpus=4.txt not written"
+grep -q "stage_id=1" "$tmp/outdir/gpus=4.txt" || fail "stage ids"
+
+# 5. options
+"$PLUMB" plan -p "$prof" -c "$clus" --straight --json > "$tmp/s.json" || fail "straight"
+grep -q '"config":[[:space:]]*"1-1-1-1-1-1-1-1-1-1-1-1-1-1-1-1"' "$tmp/s.json" || fail "straight config"
+"$PLUMB" plan -p profiles/pipedream/nasnetamobile.json -c profiles/clusters/cluster-a-4x4.json $PD --json > "$tmp/n.json" || fail "nasnet"
+grep -q '"graph":[[:space:]]*"\(branches compressed\|topological prefixes\)"' "$tmp/n.json" || fail "nasnet compression not reported"
+
+# 6. bad input: one line, exit 2, nothing written
+expect2() {
+    local what=$1; shift
+    "$@" > "$tmp/out" 2> "$tmp/err"
+    local rc=$?
+    [ "$rc" -eq 2 ] || fail "$what: exit $rc (expected 2)"
+    [ "$(wc -l < "$tmp/err")" -eq 1 ] || fail "$what: expected one line on stderr, got: $(cat "$tmp/err")"
+    grep -q '^plumb: ' "$tmp/err" || fail "$what: message should start with plumb:"
+}
+expect2 "no profile" "$PLUMB" plan -c "$clus"
+expect2 "unknown option" "$PLUMB" plan -p "$prof" -c "$clus" --bogus
+expect2 "missing profile file" "$PLUMB" plan -p "$tmp/none.json" -c "$clus"
+echo '{"format": "plumb-profile/1"' > "$tmp/bad.json"
+expect2 "malformed profile" "$PLUMB" plan -p "$tmp/bad.json" -c "$clus" -o "$tmp/never.json"
+[ -e "$tmp/never.json" ] && fail "a plan was written for bad input"
+expect2 "pipedream without -f" "$PLUMB" plan --pipedream -n 4
+expect2 "pipedream -n/-b mismatch" "$PLUMB" plan --pipedream -f "$graph" -n 4 4 -b 1e9
+expect2 "pipedream bad -n" "$PLUMB" plan --pipedream -f "$graph" -n four
+expect2 "pipedream unknown" "$PLUMB" plan --pipedream -f "$graph" -n 4 --frobnicate
+expect2 "pipedream missing graph" "$PLUMB" plan --pipedream -f "$tmp/none.txt" -n 4
+"$PLUMB" plan --help | grep -q -- "--pipedream" || fail "help"
+
+if [ "$fails" -ne 0 ]; then
+    echo "plan.sh: $fails failure(s)"
+    exit 1
+fi
+echo "plan.sh: ok"
