@@ -34,6 +34,7 @@ typedef struct compare_side {
     int nstages;
     compare_cell *cells;  /* [nstages * TL_NKINDS], cell of (stage s, kind k) at
                              s * TL_NKINDS + k */
+    compare_cell kinds[TL_NKINDS]; /* per kind over all stages */
     double *busy_s;       /* [nstages] compute time (F, B, I, W, step) per iteration, per
                              replica of the stage; < 0 when unknown */
     int iterations;       /* iterations in the run */
@@ -106,8 +107,8 @@ void compare_result_free(compare_result *r);
 
 /* The tables: per stage and kind, per kind, per stage busy time, per iteration, every
  * figure with its unit (ms, %, actions). median = 1 shows the medians per action instead
- * of the means (robust to a loaded machine's long tail; the per-kind rows over all stages
- * and the sums stay means). */
+ * of the means (robust to a loaded machine's long tail; the busy-time and iteration rows
+ * stay sums). */
 void compare_print(const compare_result *r, int median, FILE *out);
 
 /* The result as JSON (format plumb-compare/1, docs/loop.md); NULL when out of memory.

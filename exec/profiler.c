@@ -1,0 +1,262 @@
+/* profiler.c: per-layer measurement of a model on a backend (exec/profiler.h): one
+ * one-layer stage per top-level layer, random inputs, warm-up, then timed forward, fused
+ * backward and I/W halves, each between two backend syncs, medians into a profile. */
+#include "exec/profiler.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "exec/stage.h"
+#include "exec/train.h"
+
+void profiler_cfg_init(prof_cfg *c)
+{
+    memset(c, 0, sizeof *c);
+    c->bk = backend_cpu();
+    c->batch = 64;
+    c->warmup = 3;
+    c->runs = 20;
+    c->workers = 1;
+    c->seed = 1;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+double profiler_median(double *v, int n)
+{
+    if (n < 1) return 0;
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+static char *dupstr(const char *s)
+{
+    size_t n = strlen(s) + 1;
+    char *d = malloc(n);
+    if (d) memcpy(d, s, n);
+    return d;
+}
+
+profile *profiler_skeleton(const model *m, int batch, const char *device, const char *source,
+                           plumb_err *err)
+{
+    if (batch < 1) {
+        err_set(err, NULL, "batch", "expected at least 1 sample (got %d)", batch);
+        return NULL;
+    }
+    profile *p = profile_alloc(m->nlayers, 0);
+    if (!p) goto oom;
+    p->minibatch = batch;
+    if (!(p->name = dupstr(m->name ? m->name : "model")) ||
+        !(p->device = dupstr(device ? device : "")) ||
+        !(p->source = dupstr(source ? source : "")))
+        goto oom;
+    for (int i = 0; i < m->nlayers; i++) {
+        const layer *L = &m->layers[i];
+        profile_layer *pl = &p->layers[i];
+        char name[160], shape[64];
+        snprintf(name, sizeof name, "%s", L->name);
+        for (int j = 0; j < i; j++)
+            if (!strcmp(m->layers[j].name, L->name)) {
+                snprintf(name, sizeof name, "%s_%d", L->name, i);
+                break;
+            }
+        shape_format(L->out_ndim, L->out_shape, shape, sizeof shape);
+        char desc[96];
+        snprintf(desc, sizeof desc, "output %s per sample", shape);
+        if (!(pl->name = dupstr(name)) || !(pl->kind = dupstr(layer_kind_name(L->kind))) ||
+            !(pl->desc = dupstr(desc)))
+            goto oom;
+        pl->activation_bytes =
+            (double)batch * (double)shape_numel(L->out_ndim, L->out_shape) * sizeof(float);
+        pl->parameter_bytes = (double)L->nparams * sizeof(float);
+        pl->flops = L->flops >= 0 ? (double)batch * L->flops : -1;
+    }
+    return p;
+oom:
+    profile_free(p);
+    err_set(err, NULL, NULL, "out of memory");
+    return NULL;
+}
+
+/* Buffers for timing one layer: the one-layer stage and an output gradient. */
+typedef struct probe {
+    stage *st;
+    float *dout;            /* device (batch, output shape); NULL for the loss layer */
+    float loss_scale;
+} probe;
+
+static void probe_free(const backend *bk, bk_ctx *ctx, probe *pr)
+{
+    stage_free(pr->st);
+    if (pr->dout) bk->free(ctx, pr->dout);
+    memset(pr, 0, sizeof *pr);
+}
+
+/* Builds the stage of layer i and fills its input, targets and output gradient with
+ * random values (token ids for an embedding, class ids for targets). */
+static int probe_init(const model *m, int i, const prof_cfg *cfg, bk_ctx *ctx, probe *pr,
+                      plumb_err *err)
+{
+    const backend *bk = cfg->bk;
+    const int B = cfg->batch;
+    unsigned long long rs = cfg->seed * 0x9E3779B97F4A7C15ULL + (unsigned long long)i;
+    float *h = NULL;
+    int32_t *t = NULL;
+    memset(pr, 0, sizeof *pr);
+    if (!(pr->st = stage_create(bk, ctx, m, i, i, B, 1, 1, err))) return -1;
+    size_t nin = (size_t)B * stage_in_numel(pr->st), nout = (size_t)B * stage_out_numel(pr->st);
+    size_t nmax = nin > nout ? nin : nout;
+    if (!(h = malloc((nmax + 1) * sizeof *h))) goto oom;
+    const layer *L = &m->layers[i];
+    for (size_t k = 0; k < nin; k++)
+        h[k] = L->kind == LK_EMBEDDING
+                   ? (float)(int)(rng_uniform(&rs) * L->vocab)
+                   : (float)(2 * rng_uniform(&rs) - 1);
+    bk->upload(ctx, stage_input(pr->st, 0), h, nin * sizeof(float));
+    if (stage_has_loss(pr->st)) {
+        int tps = model_targets_per_sample(m);
+        int V = L->in_shape[L->in_ndim - 1];
+        size_t nt = (size_t)B * (size_t)tps;
+        if (!(t = malloc((nt + 1) * sizeof *t))) goto oom;
+        for (size_t k = 0; k < nt; k++) t[k] = (int32_t)(rng_uniform(&rs) * V);
+        bk->upload(ctx, stage_targets(pr->st, 0), t, nt * sizeof(int32_t));
+        pr->loss_scale = (float)(1.0 / ((double)B * tps));
+    } else {
+        if (!(pr->dout = bk->alloc(ctx, nout * sizeof(float), err))) goto fail;
+        for (size_t k = 0; k < nout; k++) h[k] = (float)(0.02 * rng_uniform(&rs) - 0.01);
+        bk->upload(ctx, pr->dout, h, nout * sizeof(float));
+    }
+    free(h);
+    free(t);
+    return bk->sync(ctx, err);
+oom:
+    err_set(err, NULL, NULL, "out of memory");
+fail:
+    free(h);
+    free(t);
+    probe_free(bk, ctx, pr);
+    return -1;
+}
+
+enum { PASS_F = 0, PASS_B, PASS_I, PASS_W, NPASS };
+
+/* Runs one pass of the probe; the backend queues it (the caller syncs). */
+static void probe_pass(probe *pr, int pass, int B)
+{
+    switch (pass) {
+    case PASS_F: stage_forward(pr->st, 0, B, NULL); break;
+    case PASS_B: stage_backward(pr->st, 0, B, NULL, pr->dout, pr->loss_scale); break;
+    case PASS_I: stage_backward_input(pr->st, 0, B, NULL, pr->dout, pr->loss_scale); break;
+    default: stage_backward_weight(pr->st, 0, B); break;
+    }
+}
+
+/* Times every pass of layer i: warm-up runs, then cfg->runs timed runs of F, B, I, W in
+ * turn (the backward passes reuse the forward's saved activations). times is
+ * [NPASS][runs], ms. */
+static int time_layer(const model *m, int i, const prof_cfg *cfg, bk_ctx *ctx, double *times,
+                      plumb_err *err)
+{
+    const backend *bk = cfg->bk;
+    probe pr;
+    if (probe_init(m, i, cfg, ctx, &pr, err)) return -1;
+    int rc = -1;
+    for (int r = 0; r < cfg->warmup + cfg->runs; r++) {
+        for (int p = 0; p < NPASS; p++) {
+            if (bk->sync(ctx, err)) goto done;
+            double t0 = train_now();
+            probe_pass(&pr, p, cfg->batch);
+            if (bk->sync(ctx, err)) goto done;
+            double t1 = train_now();
+            if (r >= cfg->warmup)
+                times[(size_t)p * cfg->runs + (r - cfg->warmup)] = (t1 - t0) * 1e3;
+        }
+        /* the weight gradients accumulate run after run; keep them bounded */
+        stage_zero_grads(pr.st);
+    }
+    rc = bk->sync(ctx, err);
+done:
+    probe_free(bk, ctx, &pr);
+    return rc;
+}
+
+static double vmin(const double *v, int n)
+{
+    double x = v[0];
+    for (int i = 1; i < n; i++) x = v[i] < x ? v[i] : x;
+    return x;
+}
+
+static double vmax(const double *v, int n)
+{
+    double x = v[0];
+    for (int i = 1; i < n; i++) x = v[i] > x ? v[i] : x;
+    return x;
+}
+
+profile *profiler_run(const model *m, const prof_cfg *cfg, prof_stats **stats, plumb_err *err)
+{
+    if (stats) *stats = NULL;
+    if (!cfg->bk || cfg->batch < 1 || cfg->warmup < 0 || cfg->runs < 1 || cfg->workers < 1) {
+        err_set(err, NULL, NULL, "profiler: expected a backend, batch >= 1, warmup >= 0, "
+                "runs >= 1, workers >= 1 (got batch %d, warmup %d, runs %d, workers %d)",
+                cfg->batch, cfg->warmup, cfg->runs, cfg->workers);
+        return NULL;
+    }
+    const backend *bk = cfg->bk;
+    char device[64], source[256];
+    snprintf(device, sizeof device, "%s:%d", bk->name, cfg->device);
+    snprintf(source, sizeof source,
+             "plumb profile: %s device %d, median of %d runs after %d warm-up, as 1 of %d "
+             "workers", bk->name, cfg->device, cfg->runs, cfg->warmup, cfg->workers);
+    profile *p = profiler_skeleton(m, cfg->batch, device, source, err);
+    prof_stats *st = calloc((size_t)m->nlayers + 1, sizeof *st);
+    double *times = malloc((size_t)NPASS * cfg->runs * sizeof *times);
+    bk_ctx *ctx = NULL;
+    int ok = 0;
+    if (!p) goto done;
+    if (!st || !times) { err_set(err, NULL, NULL, "out of memory"); goto done; }
+    if (!(ctx = bk->create(cfg->device, err))) goto done;
+    if (bk->hint_workers) bk->hint_workers(cfg->workers);
+    for (int i = 0; i < m->nlayers; i++) {
+        if (time_layer(m, i, cfg, ctx, times, err)) goto done;
+        double *tf = times, *tb = times + cfg->runs, *ti = times + 2 * (size_t)cfg->runs,
+               *tw = times + 3 * (size_t)cfg->runs;
+        prof_stats *s = &st[i];
+        s->forward_min_ms = vmin(tf, cfg->runs);
+        s->forward_max_ms = vmax(tf, cfg->runs);
+        s->backward_min_ms = vmin(tb, cfg->runs);
+        s->backward_max_ms = vmax(tb, cfg->runs);
+        s->forward_ms = profiler_median(tf, cfg->runs);
+        s->backward_ms = profiler_median(tb, cfg->runs);
+        s->input_ms = profiler_median(ti, cfg->runs);
+        s->weight_ms = profiler_median(tw, cfg->runs);
+        profile_layer *L = &p->layers[i];
+        L->forward_ms = s->forward_ms;
+        L->backward_ms = s->backward_ms;
+        double sum = s->input_ms + s->weight_ms;
+        L->backward_input_ms = sum > 0 ? s->backward_ms * (s->input_ms / sum) : s->backward_ms;
+        L->backward_weight_ms = L->backward_ms - L->backward_input_ms;
+        if (L->backward_weight_ms < 0) L->backward_weight_ms = 0;
+    }
+    if (profile_validate(p, "profile", err)) goto done;
+    ok = 1;
+done:
+    if (bk->hint_workers) bk->hint_workers(1);
+    if (ctx) bk->destroy(ctx);
+    free(times);
+    if (!ok) {
+        free(st);
+        profile_free(p);
+        return NULL;
+    }
+    if (stats) *stats = st;
+    else free(st);
+    return p;
+}

@@ -1,0 +1,386 @@
+/* test_compare.c: plumb compare's alignment and error maths on small hand-built timelines
+ * and reports: per (stage, kind) means and medians, skipped warm-up iterations, per-replica
+ * busy time, steady-state iteration time, the error convention, report summaries (B, or
+ * I and W for zero-bubble), JSON output, and bad inputs (unreadable, neither a trace nor a
+ * report, malformed, different plans) refused with exit status 2. */
+#include <criterion/criterion.h>
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli/cli.h"
+#include "core/json.h"
+#include "core/timeline.h"
+#include "sim/compare.h"
+
+#define MS 1e-3
+
+static void add(timeline *tl, int track, int kind, int stage, int mb, int it, double t0_ms,
+                double dur_ms)
+{
+    tl_event e = {t0_ms * MS, dur_ms * MS, 0, track, kind, stage, -1, mb, it};
+    if (kind == TL_SEND_F) e.peer_stage = stage + 1;
+    if (kind == TL_SEND_B) e.peer_stage = stage - 1;
+    cr_assert_eq(timeline_add(tl, &e), 0);
+}
+
+/* Two stages on devices 0 and 1, `iters` iterations of one microbatch each, every F of
+ * stage s lasting f[s] ms and every B b[s] ms, a 0.5 ms transfer each way; iteration i
+ * starts at i * period_ms. Iteration 0 is slowed by `warm` (x). */
+static timeline *pipe2(const char *src, int iters, const double *f, const double *b,
+                       double period_ms, double warm)
+{
+    timeline *tl = timeline_new(src);
+    cr_assert_not_null(tl);
+    int d0 = timeline_track(tl, TL_TRACK_DEVICE, 0, -1, NULL);
+    int d1 = timeline_track(tl, TL_TRACK_DEVICE, 1, -1, NULL);
+    int l01 = timeline_track(tl, TL_TRACK_LINK, 0, 1, NULL);
+    int l10 = timeline_track(tl, TL_TRACK_LINK, 1, 0, NULL);
+    for (int i = 0; i < iters; i++) {
+        double x = i == 0 ? warm : 1, t = i * period_ms;
+        add(tl, d0, TL_F, 0, i, i, t, f[0] * x);
+        t += f[0] * x;
+        add(tl, l01, TL_SEND_F, 0, i, i, t, 0.5);
+        t += 0.5;
+        add(tl, d1, TL_F, 1, i, i, t, f[1] * x);
+        t += f[1] * x;
+        add(tl, d1, TL_B, 1, i, i, t, b[1] * x);
+        t += b[1] * x;
+        add(tl, l10, TL_SEND_B, 1, i, i, t, 0.5);
+        t += 0.5;
+        add(tl, d0, TL_B, 0, i, i, t, b[0] * x);
+        t += b[0] * x;
+        add(tl, d0, TL_STEP, 0, -1, i, t, 0.1);
+        add(tl, d1, TL_STEP, 1, -1, i, t, 0.1);
+    }
+    return tl;
+}
+
+static const compare_row *find_row(const compare_result *r, int stage, int kind)
+{
+    for (int i = 0; i < r->nrows; i++)
+        if (r->rows[i].stage == stage && r->rows[i].kind == kind) return &r->rows[i];
+    return NULL;
+}
+
+static void near(double got, double want, const char *what)
+{
+    cr_assert(fabs(got - want) <= 1e-9 * fmax(1, fabs(want)), "%s: got %.12g, want %.12g", what,
+              got, want);
+}
+
+Test(compare, error_convention)
+{
+    near(compare_error(1.0, 1.25), -0.2, "faster prediction");
+    near(compare_error(3.0, 2.0), 0.5, "slower prediction");
+    cr_assert(isnan(compare_error(1.0, 0)));
+    cr_assert(isnan(compare_error(-1, 2.0)));
+    near(compare_error(0, 2.0), -1, "zero prediction");
+}
+
+Test(compare, aligns_stages_and_kinds)
+{
+    double pf[] = {1.0, 2.0}, pb[] = {2.0, 4.0}, mf[] = {1.25, 2.0}, mb[] = {2.5, 3.2};
+    timeline *pt = pipe2("sim", 3, pf, pb, 20, 1);
+    timeline *mt = pipe2("exec", 5, mf, mb, 25, 2); /* a slow first iteration */
+    plumb_err err = {{0}};
+    compare_side p, m;
+    cr_assert_eq(compare_side_from_timeline(pt, 1, "pred.json", "sim trace", &p, &err), 0,
+                 "%s", err.msg);
+    /* skip 2: the slow iteration 0 also moves the end of iteration 0, where the
+     * steady-state period would otherwise start */
+    cr_assert_eq(compare_side_from_timeline(mt, 2, "meas.json", "exec trace", &m, &err), 0,
+                 "%s", err.msg);
+    cr_assert_eq(p.nstages, 2);
+    cr_assert_eq(p.iterations, 3);
+    cr_assert_eq(p.used, 2);
+    cr_assert_eq(m.iterations, 5);
+    cr_assert_eq(m.used, 3);
+    compare_result r;
+    cr_assert_eq(compare_sides(&p, &m, &r, &err), 0, "%s", err.msg);
+    /* per (stage, kind): the skipped warm-up iteration does not count */
+    const compare_row *f0 = find_row(&r, 0, TL_F), *b1 = find_row(&r, 1, TL_B);
+    cr_assert_not_null(f0);
+    cr_assert_not_null(b1);
+    near(f0->pred_s, 1.0 * MS, "pred F s0");
+    near(f0->meas_s, 1.25 * MS, "meas F s0");
+    near(f0->error, -0.2, "F s0 error");
+    cr_assert_eq(f0->pred_n, 2);
+    cr_assert_eq(f0->meas_n, 3);
+    near(b1->error, 4.0 / 3.2 - 1, "B s1 error");
+    near(b1->error_med, 4.0 / 3.2 - 1, "B s1 median error");
+    const compare_row *sf = find_row(&r, 0, TL_SEND_F), *sb = find_row(&r, 1, TL_SEND_B);
+    cr_assert(sf && sb);
+    near(sf->error, 0, "send_f");
+    cr_assert_null(find_row(&r, 1, TL_SEND_F));
+    cr_assert_null(find_row(&r, 0, TL_ALLREDUCE));
+    /* per kind over all stages: F means (1 + 2) / 2 against (1.25 + 2) / 2 */
+    int fk = -1;
+    for (int i = 0; i < r.nkinds; i++)
+        if (r.kinds[i].kind == TL_F) fk = i;
+    cr_assert(fk >= 0);
+    near(r.kinds[fk].pred_s, 1.5 * MS, "kind F pred");
+    near(r.kinds[fk].meas_s, 1.625 * MS, "kind F meas");
+    /* per stage compute per iteration: F + B + step */
+    cr_assert_eq(r.nstages, 2);
+    near(r.stages[0].pred_s, (1.0 + 2.0 + 0.1) * MS, "busy s0 pred");
+    near(r.stages[0].meas_s, (1.25 + 2.5 + 0.1) * MS, "busy s0 meas");
+    /* iteration: the period of the steady state */
+    near(r.iteration.pred_s, 20 * MS, "pred iteration");
+    near(r.iteration.meas_s, 25 * MS, "meas iteration");
+    near(r.iteration.error, -0.2, "iteration error");
+    /* mean |error| of F/B: s0 F -0.2, s0 B -0.2, s1 F 0, s1 B +0.25 */
+    near(r.mean_abs_error, (0.2 + 0.2 + 0 + 0.25) / 4, "mean |error|");
+    compare_result_free(&r);
+    compare_side_free(&p);
+    compare_side_free(&m);
+    timeline_free(pt);
+    timeline_free(mt);
+}
+
+Test(compare, skip_zero_counts_the_warm_up_and_skip_is_clamped)
+{
+    double f[] = {1.0, 1.0}, b[] = {1.0, 1.0};
+    timeline *t = pipe2("exec", 2, f, b, 10, 3);
+    plumb_err err = {{0}};
+    compare_side s;
+    cr_assert_eq(compare_side_from_timeline(t, 0, "t", "exec trace", &s, &err), 0);
+    cr_assert_eq(s.used, 2);
+    near(s.cells[0 * TL_NKINDS + TL_F].total_s, (3.0 + 1.0) * MS, "F s0 total");
+    near(s.cells[0 * TL_NKINDS + TL_F].median_s, 2.0 * MS, "F s0 median of 3 and 1");
+    compare_side_free(&s);
+    cr_assert_eq(compare_side_from_timeline(t, 99, "t", "exec trace", &s, &err), 0);
+    cr_assert_eq(s.used, 1); /* at least the last iteration is kept */
+    near(s.cells[0 * TL_NKINDS + TL_F].total_s, 1.0 * MS, "F s0 last only");
+    compare_side_free(&s);
+    timeline_free(t);
+}
+
+Test(compare, medians_resist_a_long_tail)
+{
+    timeline *t = timeline_new("exec");
+    int d = timeline_track(t, TL_TRACK_DEVICE, 0, -1, NULL);
+    double durs[] = {1, 2, 30, 2, 1.5}; /* one preempted action */
+    for (int i = 0; i < 5; i++) add(t, d, TL_F, 0, i, 1, 100.0 * i, durs[i]);
+    add(t, d, TL_F, 0, 9, 0, 0, 500); /* iteration 0, skipped */
+    plumb_err err = {{0}};
+    compare_side s;
+    cr_assert_eq(compare_side_from_timeline(t, 1, "t", "exec trace", &s, &err), 0);
+    near(s.cells[TL_F].total_s / s.cells[TL_F].n, 36.5 / 5 * MS, "mean");
+    near(s.cells[TL_F].median_s, 2 * MS, "median");
+    near(s.kinds[TL_F].median_s, 2 * MS, "kind median");
+    near(s.busy_s[0], 36.5 * MS, "busy per iteration (one counted)");
+    compare_side_free(&s);
+    timeline_free(t);
+}
+
+Test(compare, busy_time_is_per_replica)
+{
+    timeline *t = timeline_new("exec");
+    int d0 = timeline_track(t, TL_TRACK_DEVICE, 0, -1, NULL);
+    int d1 = timeline_track(t, TL_TRACK_DEVICE, 1, -1, NULL);
+    int c0 = timeline_track(t, TL_TRACK_COLLECTIVE, 0, -1, NULL);
+    int c1 = timeline_track(t, TL_TRACK_COLLECTIVE, 1, -1, NULL);
+    for (int it = 0; it < 3; it++) {
+        add(t, d0, TL_F, 0, 2 * it, it, 10.0 * it, 1);
+        add(t, d1, TL_F, 0, 2 * it + 1, it, 10.0 * it, 3);
+        add(t, c0, TL_ALLREDUCE, 0, -1, it, 10.0 * it + 4, 2);
+        add(t, c1, TL_ALLREDUCE, 0, -1, it, 10.0 * it + 4, 2);
+    }
+    plumb_err err = {{0}};
+    compare_side s;
+    cr_assert_eq(compare_side_from_timeline(t, 1, "t", "exec trace", &s, &err), 0);
+    near(s.busy_s[0], 2 * MS, "(1 + 3) ms over 2 replicas");
+    cr_assert_eq(s.cells[TL_ALLREDUCE].n, 4);
+    near(s.iteration_s, 10 * MS, "iteration");
+    compare_side_free(&s);
+    timeline_free(t);
+}
+
+static const char *const report_text =
+    "{\"format\": \"plumb-sim-report/1\", \"schedule\": \"%s\", \"microbatches\": 4,"
+    " \"iterations\": 3, \"iteration_s\": 0.02, \"stages\": ["
+    " {\"stage\": 0, \"replicas\": 1, \"forward_s\": 0.001, \"backward_s\": 0.002,"
+    "  \"input_grad_s\": 0.0012, \"weight_grad_s\": 0.0008, \"allreduce_s\": 0},"
+    " {\"stage\": 1, \"replicas\": 2, \"forward_s\": 0.002, \"backward_s\": 0.004,"
+    "  \"input_grad_s\": 0.003, \"weight_grad_s\": 0.001, \"allreduce_s\": 0.005}]}";
+
+static cJSON *report(const char *sched)
+{
+    char text[1024];
+    snprintf(text, sizeof text, report_text, sched);
+    plumb_err err = {{0}};
+    cJSON *j = json_parse_text("r.json", text, strlen(text), &err);
+    cr_assert_not_null(j, "%s", err.msg);
+    return j;
+}
+
+Test(compare, report_side)
+{
+    cJSON *j = report("1f1b-flush");
+    plumb_err err = {{0}};
+    compare_side s;
+    cr_assert_eq(compare_side_from_report(j, "r.json", &s, &err), 0, "%s", err.msg);
+    cr_assert_eq(s.nstages, 2);
+    cr_assert_str_eq(s.what, "sim report");
+    cr_assert_eq(s.cells[TL_F].n, 4);
+    near(s.cells[TL_F].total_s / 4, 0.001, "F s0");
+    near(s.cells[TL_B].median_s, 0.002, "B s0");
+    cr_assert_eq(s.cells[TL_I].n, 0); /* 1F1B runs fused backwards */
+    cr_assert_eq(s.cells[TL_ALLREDUCE].n, 0);
+    cr_assert_eq(s.cells[TL_NKINDS + TL_ALLREDUCE].n, 2);
+    near(s.busy_s[0], 4 * 0.003, "busy s0");
+    near(s.busy_s[1], 4.0 / 2 * 0.006, "busy s1 per replica");
+    near(s.iteration_s, 0.02, "iteration");
+    compare_side_free(&s);
+    cJSON_Delete(j);
+
+    j = report("zb-h1");
+    cr_assert_eq(compare_side_from_report(j, "r.json", &s, &err), 0, "%s", err.msg);
+    cr_assert_eq(s.cells[TL_B].n, 0);
+    near(s.cells[TL_I].median_s, 0.0012, "I s0");
+    near(s.cells[TL_W].median_s, 0.0008, "W s0");
+    near(s.busy_s[0], 4 * 0.003, "busy s0 (F + I + W)");
+    compare_side_free(&s);
+    cJSON_Delete(j);
+}
+
+Test(compare, report_field_errors_name_the_path)
+{
+    const char *text = "{\"format\": \"plumb-sim-report/1\", \"schedule\": \"gpipe\","
+                       " \"microbatches\": 2, \"iterations\": 1, \"iteration_s\": 1,"
+                       " \"stages\": [{\"replicas\": 1, \"forward_s\": -1}]}";
+    plumb_err err = {{0}};
+    cJSON *j = json_parse_text("r.json", text, strlen(text), &err);
+    cr_assert_not_null(j);
+    compare_side s;
+    cr_assert_eq(compare_side_from_report(j, "r.json", &s, &err), -1);
+    cr_assert(strstr(err.msg, "r.json: stages[0].forward_s"), "%s", err.msg);
+    cJSON_Delete(j);
+}
+
+Test(compare, different_plans_are_refused)
+{
+    double f[] = {1, 1}, b[] = {1, 1};
+    timeline *t2 = pipe2("sim", 2, f, b, 10, 1);
+    timeline *t1 = timeline_new("exec");
+    int d = timeline_track(t1, TL_TRACK_DEVICE, 0, -1, NULL);
+    add(t1, d, TL_F, 0, 0, 0, 0, 1);
+    plumb_err err = {{0}};
+    compare_side a, c;
+    compare_result r;
+    cr_assert_eq(compare_side_from_timeline(t2, 1, "p.json", "sim trace", &a, &err), 0);
+    cr_assert_eq(compare_side_from_timeline(t1, 1, "m.json", "exec trace", &c, &err), 0);
+    cr_assert_eq(c.used, 1);
+    cr_assert_eq(compare_sides(&a, &c, &r, &err), -1);
+    cr_assert(strstr(err.msg, "m.json: stages: expected the 2 stages"), "%s", err.msg);
+    compare_side_free(&a);
+    compare_side_free(&c);
+    timeline_free(t1);
+    timeline_free(t2);
+    timeline *t0 = timeline_new("exec");
+    cr_assert_eq(compare_side_from_timeline(t0, 1, "e.json", "exec trace", &a, &err), -1);
+    cr_assert(strstr(err.msg, "e.json: traceEvents: expected timed actions"), "%s", err.msg);
+    timeline_free(t0);
+}
+
+/* Writes text to a new temporary file; returns its path (static buffer per slot). */
+static const char *tmpfile_with(int slot, const char *text)
+{
+    static char paths[4][64];
+    snprintf(paths[slot], sizeof paths[slot], "/tmp/plumb-test-compare-%d-XXXXXX", slot);
+    int fd = mkstemp(paths[slot]);
+    cr_assert(fd >= 0);
+    size_t n = strlen(text);
+    cr_assert_eq(write(fd, text, n), (ssize_t)n);
+    close(fd);
+    return paths[slot];
+}
+
+Test(compare, files_round_trip_and_json_output)
+{
+    double pf[] = {1.0, 2.0}, pb[] = {2.0, 4.0}, mf[] = {1.25, 2.0}, mb[] = {2.5, 3.2};
+    timeline *pt = pipe2("sim", 3, pf, pb, 20, 1), *mt = pipe2("exec", 4, mf, mb, 25, 1);
+    size_t n;
+    char *ptext = timeline_chrome_text(pt, &n), *mtext = timeline_chrome_text(mt, &n);
+    const char *pp = tmpfile_with(0, ptext), *mp = tmpfile_with(1, mtext);
+    free(ptext);
+    free(mtext);
+    plumb_err err = {{0}};
+    compare_side p, m;
+    cr_assert_eq(compare_side_load(pp, 1, &p, &err), 0, "%s", err.msg);
+    cr_assert_eq(compare_side_load(mp, 1, &m, &err), 0, "%s", err.msg);
+    cr_assert_str_eq(p.what, "sim trace");
+    cr_assert_str_eq(m.what, "exec trace");
+    compare_result r;
+    cr_assert_eq(compare_sides(&p, &m, &r, &err), 0);
+    const compare_row *f0 = find_row(&r, 0, TL_F);
+    near(f0->error, -0.2, "F s0 error through the files");
+    cJSON *j = compare_to_json(&r);
+    cr_assert_not_null(j);
+    cr_assert_str_eq(cJSON_GetObjectItem(j, "format")->valuestring, COMPARE_FORMAT);
+    cJSON *acts = cJSON_GetObjectItem(j, "actions");
+    cr_assert_eq(cJSON_GetArraySize(acts), r.nrows);
+    cJSON *a0 = cJSON_GetArrayItem(acts, 0);
+    cr_assert_str_eq(cJSON_GetObjectItem(a0, "kind")->valuestring, "F");
+    near(cJSON_GetObjectItem(a0, "predicted_ms")->valuedouble, 1.0, "json predicted_ms");
+    near(cJSON_GetObjectItem(a0, "error")->valuedouble, -0.2, "json error");
+    near(cJSON_GetObjectItem(cJSON_GetObjectItem(j, "iteration"), "measured_ms")->valuedouble,
+         25, "json iteration");
+    cJSON_Delete(j);
+
+    /* CLI: both forms succeed; the printed table carries units */
+    char *ok[] = {"compare", (char *)pp, (char *)mp, NULL};
+    cr_assert_eq(cmd_compare(3, ok), 0);
+    char *okj[] = {"compare", "--json", "--median", (char *)pp, (char *)mp, NULL};
+    cr_assert_eq(cmd_compare(5, okj), 0);
+    compare_result_free(&r);
+    compare_side_free(&p);
+    compare_side_free(&m);
+    unlink(pp);
+    unlink(mp);
+    timeline_free(pt);
+    timeline_free(mt);
+}
+
+Test(compare, bad_files_exit_2)
+{
+    const char *notjson = tmpfile_with(0, "{ not json");
+    const char *neither = tmpfile_with(1, "{\"format\": \"plumb-plan/1\"}");
+    const char *badev = tmpfile_with(2, "{\"traceEvents\": [{\"name\": \"a\", \"ph\": \"X\","
+                                        " \"ts\": 0, \"dur\": 1,"
+                                        " \"pid\": 1, \"tid\": 0, \"args\": {\"kind\": \"Q\","
+                                        " \"stage\": 0}}]}");
+    const char *good = tmpfile_with(3, "{\"traceEvents\": [{\"name\": \"a\", \"ph\": \"X\","
+                                       " \"ts\": 0, \"dur\": 1,"
+                                       " \"pid\": 1, \"tid\": 0, \"args\": {\"kind\": \"F\","
+                                       " \"stage\": 0}}]}");
+    plumb_err err = {{0}};
+    compare_side s;
+    cr_assert_eq(compare_side_load(neither, 1, &s, &err), -1);
+    cr_assert(strstr(err.msg, "expected a simulator report"), "%s", err.msg);
+    cr_assert_eq(compare_side_load(badev, 1, &s, &err), -1);
+    cr_assert(strstr(err.msg, "kind"), "%s", err.msg);
+    cr_assert_eq(compare_side_load(good, 1, &s, &err), 0, "%s", err.msg);
+    compare_side_free(&s);
+
+    const char *cases[][2] = {{notjson, good}, {good, neither}, {badev, good},
+                              {"/nonexistent/plumb.json", good}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char *argv[] = {"compare", (char *)cases[i][0], (char *)cases[i][1], NULL};
+        cr_assert_eq(cmd_compare(3, argv), 2, "case %zu", i);
+    }
+    char *one[] = {"compare", (char *)good, NULL};
+    cr_assert_eq(cmd_compare(2, one), 2);
+    char *unknown[] = {"compare", "--frobnicate", (char *)good, (char *)good, NULL};
+    cr_assert_eq(cmd_compare(4, unknown), 2);
+    char *skip[] = {"compare", "--skip", "-1", (char *)good, (char *)good, NULL};
+    cr_assert_eq(cmd_compare(5, skip), 2);
+    unlink(notjson);
+    unlink(neither);
+    unlink(badev);
+    unlink(good);
+}

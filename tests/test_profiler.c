@@ -1,0 +1,243 @@
+/* test_profiler.c: plumb profile's measurement on the CPU backend: the profile written is
+ * valid and loads back identical, has one layer per top-level model layer with the spec's
+ * kinds, positive times whose I/W split sums to the backward, and activation / parameter
+ * bytes and FLOPs that equal the model's shapes exactly; bad settings are refused. */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/profile.h"
+#include "exec/backend.h"
+#include "exec/model.h"
+#include "exec/profiler.h"
+
+static const char *const mlp_spec =
+    "{\"format\": \"plumb-model/1\", \"name\": \"tiny-mlp\", \"input\": [1, 6, 6],"
+    " \"classes\": 5, \"seed\": 3, \"layers\": ["
+    " {\"type\": \"flatten\"},"
+    " {\"name\": \"fc\", \"type\": \"linear\", \"out\": 24},"
+    " {\"type\": \"relu\"},"
+    " {\"name\": \"fc\", \"type\": \"linear\", \"out\": 5},"
+    " {\"type\": \"softmax_cross_entropy\"}]}";
+
+static const char *const cnn_spec =
+    "{\"format\": \"plumb-model/1\", \"name\": \"tiny-cnn\", \"input\": [2, 8, 8],"
+    " \"classes\": 3, \"layers\": ["
+    " {\"type\": \"conv2d\", \"out_channels\": 4, \"kernel\": 3, \"padding\": 1},"
+    " {\"type\": \"relu\"},"
+    " {\"type\": \"maxpool2d\", \"kernel\": 2},"
+    " {\"type\": \"flatten\"},"
+    " {\"type\": \"linear\", \"out\": 3},"
+    " {\"type\": \"softmax_cross_entropy\"}]}";
+
+static const char *const lm_spec =
+    "{\"format\": \"plumb-model/1\", \"name\": \"tiny-lm\", \"input\": [8],"
+    " \"classes\": 16, \"layers\": ["
+    " {\"type\": \"embedding\", \"vocab\": 16, \"dim\": 12},"
+    " {\"type\": \"residual\", \"layers\": [{\"type\": \"layernorm\"},"
+    "   {\"type\": \"linear\", \"out\": 36}, {\"type\": \"attention\", \"heads\": 2},"
+    "   {\"type\": \"linear\", \"out\": 12}]},"
+    " {\"type\": \"layernorm\"}, {\"type\": \"gelu\"},"
+    " {\"type\": \"linear\", \"out\": 16},"
+    " {\"type\": \"softmax_cross_entropy\"}]}";
+
+static model *parse(const char *spec)
+{
+    plumb_err err = {{0}};
+    model *m = model_parse("spec.json", spec, &err);
+    cr_assert_not_null(m, "%s", err.msg);
+    return m;
+}
+
+static prof_cfg quick(int batch)
+{
+    prof_cfg c;
+    profiler_cfg_init(&c);
+    c.batch = batch;
+    c.warmup = 1;
+    c.runs = 3;
+    return c;
+}
+
+/* Everything a measured profile of m must satisfy, whatever the timings. */
+static void check_profile(const model *m, const profile *p, int batch)
+{
+    plumb_err err = {{0}};
+    cr_assert_eq(profile_validate(p, "p", &err), 0, "%s", err.msg);
+    cr_assert_eq(p->nlayers, m->nlayers);
+    cr_assert_eq(p->minibatch, batch);
+    cr_assert(profile_is_chain(p));
+    cr_assert_str_eq(p->name, m->name);
+    cr_assert_str_eq(p->device, "cpu:0");
+    for (int i = 0; i < m->nlayers; i++) {
+        const layer *L = &m->layers[i];
+        const profile_layer *pl = &p->layers[i];
+        cr_assert_str_eq(pl->kind, layer_kind_name(L->kind), "layer %d", i);
+        double act = (double)batch * (double)shape_numel(L->out_ndim, L->out_shape) * 4;
+        cr_assert_eq(pl->activation_bytes, act, "layer %d: %g bytes, expected %g", i,
+                     pl->activation_bytes, act);
+        cr_assert_eq(pl->parameter_bytes, (double)L->nparams * 4, "layer %d", i);
+        cr_assert_eq(pl->flops, (double)batch * L->flops, "layer %d", i);
+        cr_assert(pl->forward_ms > 0 && isfinite(pl->forward_ms), "layer %d: forward %g ms",
+                  i, pl->forward_ms);
+        cr_assert(pl->backward_ms > 0 && isfinite(pl->backward_ms), "layer %d: backward %g",
+                  i, pl->backward_ms);
+        cr_assert(pl->backward_input_ms >= 0 && pl->backward_weight_ms >= 0);
+        cr_assert(fabs(pl->backward_input_ms + pl->backward_weight_ms - pl->backward_ms) <=
+                      1e-12 * pl->backward_ms,
+                  "layer %d: I + W != B", i);
+        for (int j = 0; j < i; j++)
+            cr_assert_str_neq(p->layers[j].name, pl->name, "layers %d and %d share a name", j,
+                              i);
+    }
+}
+
+Test(profiler, mlp_profile_matches_the_model_and_loads_back)
+{
+    model *m = parse(mlp_spec);
+    prof_cfg c = quick(16);
+    plumb_err err = {{0}};
+    prof_stats *st = NULL;
+    profile *p = profiler_run(m, &c, &st, &err);
+    cr_assert_not_null(p, "%s", err.msg);
+    cr_assert_not_null(st);
+    check_profile(m, p, 16);
+    /* exact numbers of the spec: 36 inputs, 24 hidden, 5 classes, 16 samples */
+    cr_assert_eq(p->layers[0].activation_bytes, 16 * 36 * 4);
+    cr_assert_eq(p->layers[1].parameter_bytes, (36 * 24 + 24) * 4);
+    cr_assert_eq(p->layers[3].parameter_bytes, (24 * 5 + 5) * 4);
+    cr_assert_eq(p->layers[4].activation_bytes, 16 * 5 * 4);
+    cr_assert_str_eq(p->layers[1].name, "fc");
+    cr_assert_str_eq(p->layers[3].name, "fc_3");
+    for (int i = 0; i < m->nlayers; i++) {
+        cr_assert_eq(st[i].forward_ms, p->layers[i].forward_ms);
+        cr_assert_eq(st[i].backward_ms, p->layers[i].backward_ms);
+        cr_assert(st[i].forward_min_ms <= st[i].forward_ms &&
+                  st[i].forward_ms <= st[i].forward_max_ms);
+    }
+    /* a weightless layer's W pass does nothing: its share is at most its I share */
+    cr_assert(p->layers[2].backward_weight_ms <= p->layers[2].backward_input_ms);
+
+    char path[] = "/tmp/plumb-test-profiler-XXXXXX";
+    int fd = mkstemp(path);
+    cr_assert(fd >= 0);
+    close(fd);
+    cr_assert_eq(profile_save(p, path, &err), 0, "%s", err.msg);
+    profile *q = profile_load(path, &err);
+    unlink(path);
+    cr_assert_not_null(q, "%s", err.msg);
+    cr_assert(profile_equal(p, q));
+    profile_free(q);
+    profile_free(p);
+    free(st);
+    model_free(m);
+}
+
+Test(profiler, conv_and_token_models)
+{
+    const char *specs[] = {cnn_spec, lm_spec};
+    for (int k = 0; k < 2; k++) {
+        model *m = parse(specs[k]);
+        prof_cfg c = quick(4);
+        plumb_err err = {{0}};
+        profile *p = profiler_run(m, &c, NULL, &err);
+        cr_assert_not_null(p, "%s: %s", m->name, err.msg);
+        check_profile(m, p, 4);
+        profile_free(p);
+        model_free(m);
+    }
+}
+
+Test(profiler, workers_hint_is_recorded_and_restored)
+{
+    model *m = parse(mlp_spec);
+    prof_cfg c = quick(8);
+    c.workers = 2;
+    plumb_err err = {{0}};
+    profile *p = profiler_run(m, &c, NULL, &err);
+    cr_assert_not_null(p, "%s", err.msg);
+    cr_assert(strstr(p->source, "1 of 2 workers"), "%s", p->source);
+    profile_free(p);
+    model_free(m);
+}
+
+Test(profiler, skeleton_sizes_without_timing)
+{
+    model *m = parse(cnn_spec);
+    plumb_err err = {{0}};
+    profile *p = profiler_skeleton(m, 10, "dev", NULL, &err);
+    cr_assert_not_null(p, "%s", err.msg);
+    /* conv: 4 x 8 x 8 outputs, (4 * 2 * 3 * 3 + 4) parameters */
+    cr_assert_eq(p->layers[0].activation_bytes, 10.0 * 4 * 8 * 8 * 4);
+    cr_assert_eq(p->layers[0].parameter_bytes, (4.0 * 2 * 9 + 4) * 4);
+    cr_assert_eq(p->layers[2].activation_bytes, 10.0 * 4 * 4 * 4 * 4); /* pooled 4x4 */
+    cr_assert_eq(p->layers[4].parameter_bytes, (64.0 * 3 + 3) * 4);
+    cr_assert_eq(p->layers[0].forward_ms, 0);
+    cr_assert_lt(p->layers[0].backward_input_ms, 0); /* no split in a skeleton */
+    cr_assert_str_eq(p->source, "");
+    profile_free(p);
+    cr_assert_null(profiler_skeleton(m, 0, "dev", "", &err));
+    cr_assert(strstr(err.msg, "batch"), "%s", err.msg);
+    model_free(m);
+}
+
+Test(profiler, bad_settings_are_refused)
+{
+    model *m = parse(mlp_spec);
+    int bad[][4] = {{0, 1, 3, 1}, {8, -1, 3, 1}, {8, 1, 0, 1}, {8, 1, 3, 0}};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        prof_cfg c = quick(bad[i][0]);
+        c.warmup = bad[i][1];
+        c.runs = bad[i][2];
+        c.workers = bad[i][3];
+        plumb_err err = {{0}};
+        prof_stats *st = (prof_stats *)&err; /* must be reset to NULL */
+        cr_assert_null(profiler_run(m, &c, &st, &err), "case %zu", i);
+        cr_assert_null(st);
+        cr_assert(strstr(err.msg, "profiler: expected"), "%s", err.msg);
+    }
+    model_free(m);
+}
+
+Test(profiler, cuda_without_a_device_fails_cleanly)
+{
+    plumb_err err = {{0}};
+    const backend *bk = backend_find("cuda", &err);
+    if (!bk) {
+        cr_assert(err.msg[0]); /* not built: says so */
+        return;
+    }
+    bk_ctx *ctx = bk->create(0, &err);
+    if (ctx) { /* a GPU is here: the profile must work on it too */
+        bk->destroy(ctx);
+        model *m = parse(mlp_spec);
+        prof_cfg c = quick(8);
+        c.bk = bk;
+        profile *p = profiler_run(m, &c, NULL, &err);
+        cr_assert_not_null(p, "%s", err.msg);
+        cr_assert_str_eq(p->device, "cuda:0");
+        profile_free(p);
+        model_free(m);
+        return;
+    }
+    model *m = parse(mlp_spec);
+    prof_cfg c = quick(8);
+    c.bk = bk;
+    cr_assert_null(profiler_run(m, &c, NULL, &err));
+    cr_assert(err.msg[0]);
+    model_free(m);
+}
+
+Test(profiler, median)
+{
+    double a[] = {5, 1, 3};
+    cr_assert_eq(profiler_median(a, 3), 3);
+    double b[] = {4, 1, 3, 2};
+    cr_assert_eq(profiler_median(b, 4), 2.5);
+    double c[] = {7};
+    cr_assert_eq(profiler_median(c, 1), 7);
+    cr_assert_eq(profiler_median(c, 0), 0);
+}
