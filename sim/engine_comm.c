@@ -1,0 +1,379 @@
+/* engine_comm.c: the engine's communication: directed links and egress ports (created on
+ * first use, with the path's rate, latency and port lanes), channels that match each RECV
+ * with its SEND, transfer records (recycled once received and off their link), and the
+ * replicas' ring all-reduce with its bucketed overlap (docs/sim.md, "Cost model"). */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "sim/engine_impl.h"
+#include "sim/sim.h"
+
+/* --- links, ports, channels ------------------------------------------------------------- */
+
+/* The link a_dev -> b_dev, created on first use with its rate, latency and egress ports:
+ * its index, or -1 when out of memory. */
+static int link_of(eng *E, int a_dev, int b_dev)
+{
+    int li = ht_find(&E->lh, (uint64_t)(uint32_t)a_dev, (uint64_t)(uint32_t)b_dev);
+    if (li >= 0)
+        return li;
+    if (eng_grow((void **)&E->lk, E->nlk, &E->caplk, sizeof *E->lk))
+        return -1;
+    const sim_net *n = &E->m->net;
+    li = E->nlk++;
+    link *l = &E->lk[li];
+    memset(l, 0, sizeof *l);
+    l->head = l->tail = l->track = -1;
+    int L = sim_net_path(n, a_dev, b_dev, &l->rate, &l->lat);
+    if (!(l->rate > 0) || !isfinite(l->rate))
+        l->rate = INFINITY;
+    l->st.src = a_dev;
+    l->st.dst = b_dev;
+    l->st.level = L;
+    if (ht_put(&E->lh, (uint64_t)(uint32_t)a_dev, (uint64_t)(uint32_t)b_dev, li))
+        return -1;
+    /* the egress ports on the path (level 0 alone inside a server, else levels 1..L) of
+     * the sender's level-(l-1) group, for level 0 the device itself; a port has
+     * floor(egress / rate) lanes: that many transfers leave at full speed at once */
+    for (int lv = L == 0 ? 0 : 1; lv <= L; lv++) {
+        uint64_t grp = (uint64_t)(lv ? a_dev / n->gsize[lv - 1] : a_dev);
+        int pi = ht_find(&E->ph, (uint64_t)lv, grp);
+        if (pi < 0) {
+            if (eng_grow((void **)&E->pt, E->npt, &E->cappt, sizeof *E->pt))
+                return -1;
+            pi = E->npt++;
+            port *p = &E->pt[pi];
+            double r1 = n->bw[lv] < n->egress[lv] ? n->bw[lv] : n->egress[lv];
+            double lanes = r1 > 0 ? floor(n->egress[lv] / r1 + 1e-9) : 1;
+            p->lanes = lanes < 1 ? 1 : lanes > 1e6 ? 1000000 : (int)lanes;
+            p->busy = 0;
+            p->whead = p->wtail = -1;
+            if (ht_put(&E->ph, (uint64_t)lv, grp, pi))
+                return -1;
+        }
+        E->lk[li].ports[E->lk[li].nports++] = pi;
+    }
+    return li;
+}
+
+/* The channel src -> dst in direction fwd (created empty when new), or -1 (memory). */
+static int chan_of(eng *E, int src, int dst, int fwd)
+{
+    int ci = ht_find(&E->chh, pair(src, dst), (uint64_t)fwd);
+    if (ci >= 0)
+        return ci;
+    if (eng_grow((void **)&E->ch, E->nch, &E->capch, sizeof *E->ch))
+        return -1;
+    ci = E->nch++;
+    E->ch[ci] = (chan){-1, -1, -1};
+    return ht_put(&E->chh, pair(src, dst), (uint64_t)fwd, ci) ? -1 : ci;
+}
+
+static void xfer_release(eng *E, int xi)
+{
+    E->x[xi].cnext = E->xfree;
+    E->xfree = xi;
+}
+
+/* --- transfers --------------------------------------------------------------------------- */
+
+/* Starts transfer xi (the head of its idle link) at t when every egress port it needs has
+ * a free lane; otherwise queues it at the first full port. */
+static int xfer_try_start(eng *E, int xi, double t)
+{
+    xfer *x = &E->x[xi];
+    link *l = &E->lk[x->link];
+    for (int i = 0; i < l->nports; i++) {
+        port *p = &E->pt[l->ports[i]];
+        if (p->busy >= p->lanes) {
+            x->pnext = -1;
+            if (p->wtail >= 0)
+                E->x[p->wtail].pnext = xi;
+            else
+                p->whead = xi;
+            p->wtail = xi;
+            return 0;
+        }
+    }
+    l->head = x->lnext;
+    if (l->head < 0)
+        l->tail = -1;
+    l->busy = 1;
+    for (int i = 0; i < l->nports; i++)
+        E->pt[l->ports[i]].busy++;
+    double occ = x->bytes / l->rate, end = t + occ;
+    x->arrival = end + l->lat;
+    if (heap_push(&E->h, end, -(xi + 1)))
+        return eng_oom(E);
+    if (x->waiter >= 0 && heap_push(&E->h, x->arrival, x->waiter))
+        return eng_oom(E);
+    l->st.bytes += x->bytes;
+    l->st.busy_s += occ;
+    l->st.transfers++;
+    if (x->iter >= E->k0 && x->iter <= E->k1)
+        l->st.bytes_window += x->bytes;
+    E->comm_it[(size_t)x->src_w * E->niter + x->iter] += occ;
+    note_end(E, x->iter, x->arrival);
+    if (E->m->record) {
+        if (l->track < 0) {  /* a track for links that carry point-to-point transfers */
+            char nm[96];
+            snprintf(nm, sizeof nm, "link %d->%d (level %d)", l->st.src, l->st.dst,
+                     l->st.level);
+            l->track = timeline_track(E->r->tl, TL_TRACK_LINK, l->st.src, l->st.dst, nm);
+            if (l->track < 0)
+                return eng_oom(E);
+        }
+        return eng_record(E, l->track, tl_of_act(x->a->kind), t, occ, x->bytes, x->a->stage,
+                      x->a->peer_stage, x->a->microbatch, x->iter);
+    }
+    return 0;
+}
+
+int eng_xfer_done(eng *E, int xi, double t)
+{
+    link *l = &E->lk[E->x[xi].link];
+    for (int i = 0; i < l->nports; i++)
+        E->pt[l->ports[i]].busy--;
+    l->busy = 0;
+    E->x[xi].done = 1;
+    if (E->x[xi].received)
+        xfer_release(E, xi);
+    /* waiters of the freed ports first (FIFO), then the next transfer on this link */
+    for (int i = 0; i < l->nports; i++) {
+        port *p = &E->pt[l->ports[i]];
+        while (p->busy < p->lanes && p->whead >= 0) {
+            int y = p->whead;
+            p->whead = E->x[y].pnext;
+            if (p->whead < 0)
+                p->wtail = -1;
+            if (xfer_try_start(E, y, t))
+                return -1;
+        }
+    }
+    if (!l->busy && l->head >= 0)
+        return xfer_try_start(E, l->head, t);
+    return 0;
+}
+
+/* SEND at t by worker w (action index c): a transfer record, queued on its channel (waking
+ * a receiver that waits there) and on its link. */
+int eng_send(eng *E, int w, int c, int iter, double t)
+{
+    const action *a = &E->s->acts[w][c];
+    wstate *ws = &E->ws[w];
+    int fwd = a->kind == ACT_SEND_F;
+    if (a->peer < 0 || a->peer >= E->nw || a->peer_stage < 0 || a->peer_stage >= E->ns)
+        return eng_bad_action(E, w, c, "peer worker or stage out of range");
+    int xi = E->xfree;
+    if (xi >= 0) {
+        E->xfree = E->x[xi].cnext;
+    } else {
+        if (eng_grow((void **)&E->x, E->nx, &E->capx, sizeof *E->x))
+            return eng_oom(E);
+        xi = E->nx++;
+    }
+    if (a->peer != ws->lpeer) {
+        int d0 = E->m->worker_device[w], d1 = E->m->worker_device[a->peer];
+        ws->link = d0 == d1 ? -1 : link_of(E, d0, d1);
+        if (d0 != d1 && ws->link < 0)
+            return eng_oom(E);
+        ws->lpeer = a->peer;
+    }
+    if (a->peer != ws->speer[fwd]) {
+        if ((ws->schan[fwd] = chan_of(E, w, a->peer, fwd)) < 0)
+            return eng_oom(E);
+        ws->speer[fwd] = a->peer;
+    }
+    int lo = a->stage < a->peer_stage ? a->stage : a->peer_stage;
+    xfer *x = &E->x[xi];
+    *x = (xfer){.bytes = E->m->cut_bytes[lo], .arrival = -1, .a = a, .link = ws->link,
+                .waiter = -1, .lnext = -1, .pnext = -1, .cnext = -1, .iter = iter,
+                .src_w = w};
+    chan *ch = &E->ch[ws->schan[fwd]];
+    if (ch->tail >= 0)
+        E->x[ch->tail].cnext = xi;
+    else
+        ch->head = xi;
+    ch->tail = xi;
+    if (ch->blocked >= 0) {
+        if (heap_push(&E->h, t, ch->blocked))
+            return eng_oom(E);
+        ch->blocked = -1;
+    }
+    if (x->link < 0) {  /* same device: nothing moves */
+        x->arrival = t;
+        x->done = 1;
+        return 0;
+    }
+    link *l = &E->lk[x->link];
+    if (l->tail >= 0)
+        E->x[l->tail].lnext = xi;
+    else
+        l->head = xi;
+    l->tail = xi;
+    if (!l->busy && l->head == xi)
+        return xfer_try_start(E, xi, t);
+    return 0;
+}
+
+/* RECV at t by worker w (action index c): the matching transfer from its channel. Returns
+ * 1 when the worker must wait (woken by the send or the arrival), 0 to go on, -1 on error. */
+int eng_recv(eng *E, int w, int c, double t)
+{
+    const action *a = &E->s->acts[w][c];
+    wstate *ws = &E->ws[w];
+    int fwd = a->kind == ACT_RECV_F;
+    if (a->peer < 0 || a->peer >= E->nw)
+        return eng_bad_action(E, w, c, "peer worker out of range");
+    if (a->peer != ws->rpeer[fwd]) {
+        if ((ws->rchan[fwd] = chan_of(E, a->peer, w, fwd)) < 0)
+            return eng_oom(E);
+        ws->rpeer[fwd] = a->peer;
+    }
+    chan *ch = &E->ch[ws->rchan[fwd]];
+    int prev = -1, xi = ch->head;
+    while (xi >= 0) {
+        const action *sa = E->x[xi].a;
+        if (sa->stage == a->peer_stage && sa->peer_stage == a->stage &&
+            sa->microbatch == a->microbatch)
+            break;
+        prev = xi;
+        xi = E->x[xi].cnext;
+    }
+    if (xi < 0) {  /* not sent yet */
+        ch->blocked = w;
+        return 1;
+    }
+    xfer *x = &E->x[xi];
+    if (prev < 0)
+        ch->head = x->cnext;
+    else
+        E->x[prev].cnext = x->cnext;
+    if (ch->tail == xi)
+        ch->tail = prev;
+    x->received = 1;
+    ws->cursor = c + 1;
+    if (x->arrival < 0) {  /* queued on its link: its start posts our wake-up */
+        x->waiter = w;
+        return 1;
+    }
+    double arr = x->arrival;
+    if (x->done)
+        xfer_release(E, xi);
+    if (arr > t)
+        return heap_push(&E->h, arr, w) ? eng_oom(E) : 1;
+    return 0;
+}
+
+/* --- all-reduce ---------------------------------------------------------------------------- */
+
+/* Finish time of a group whose members all reached it: gradient buckets become ready
+ * evenly through each replica's last backward, the ring reduces them one after another. */
+static double group_finish(eng *E, group *g)
+{
+    int s = g->stage;
+    double tar = E->m->allreduce_s[s];
+    if (g->need <= 1 || tar <= 0)
+        return g->maxreach;
+    double kb = ceil(E->m->grad_bytes[s] / SIM_BUCKET_BYTES);
+    int K = kb < 1 ? 1 : kb > 4096 ? 4096 : (int)kb;
+    double c = tar / K, f = -INFINITY;
+    for (int k = 0; k < K; k++) {
+        double ready = -INFINITY;
+        for (int j = 0; j < g->need; j++) {
+            size_t i = (size_t)E->gmem[g->mem_off + j] * E->ns + s;
+            double st = E->lastb_start[i], du = E->lastb_dur[i];
+            double rk = st < 0 ? g->maxreach : st + du * (k + 1) / K;
+            if (rk > ready)
+                ready = rk;
+        }
+        f = (f > ready ? f : ready) + c;
+    }
+    return f > g->maxreach ? f : g->maxreach;
+}
+
+/* Counts a ring all-reduce's traffic on the links of the ring (the stage's replicas in
+ * placement order): 2 (r - 1) / r x the gradient bytes leave each replica for the next. */
+static int ring_traffic(eng *E, int s, int iter)
+{
+    const schedule *sc = E->s;
+    int r = sc->replicas[s];
+    double bytes = 2.0 * (r - 1) / r * E->m->grad_bytes[s];
+    for (int j = 0; j < r; j++) {
+        int a = sc->stage_workers[sc->stage_first[s] + j];
+        int b = sc->stage_workers[sc->stage_first[s] + (j + 1) % r];
+        int da = E->m->worker_device[a], db = E->m->worker_device[b];
+        if (da == db)
+            continue;
+        int li = link_of(E, da, db);
+        if (li < 0)
+            return -1;
+        link *l = &E->lk[li];
+        l->st.bytes += bytes;
+        l->st.busy_s += bytes / l->rate;
+        l->st.transfers++;
+        if (iter >= E->k0 && iter <= E->k1)
+            l->st.bytes_window += bytes;
+    }
+    return 0;
+}
+
+int eng_allreduce(eng *E, int w, int c, int iter, double t)
+{
+    const action *a = &E->s->acts[w][c];
+    int s = a->stage;
+    int occ = E->ar_occ[(size_t)w * E->ns + s]++;
+    int gi = ht_find(&E->gh, (uint64_t)s, (uint64_t)occ);
+    if (gi < 0) {
+        int need = E->s->replicas[s] > 0 ? E->s->replicas[s] : 1;
+        if (eng_grow((void **)&E->gr, E->ngr, &E->capgr, sizeof *E->gr))
+            return eng_oom(E);
+        while (E->ngmem + need > E->capgmem)
+            if (eng_grow((void **)&E->gmem, E->capgmem, &E->capgmem, sizeof *E->gmem))
+                return eng_oom(E);
+        gi = E->ngr++;
+        E->gr[gi] = (group){.stage = s, .need = need, .mem_off = E->ngmem, .iter = iter,
+                            .maxreach = -INFINITY};
+        E->ngmem += need;
+        if (ht_put(&E->gh, (uint64_t)s, (uint64_t)occ, gi))
+            return eng_oom(E);
+    }
+    group *g = &E->gr[gi];
+    if (g->count >= g->need)
+        return eng_bad_action(E, w, c, "more workers join this all-reduce than the stage has "
+                          "replicas");
+    E->gmem[g->mem_off + g->count++] = w;
+    if (t > g->maxreach)
+        g->maxreach = t;
+    if (g->count < g->need)
+        return 0;
+    double fin = group_finish(E, g), tar = E->m->allreduce_s[s];
+    int comm = g->need > 1 && tar > 0;
+    note_end(E, g->iter, fin);
+    if (comm && ring_traffic(E, s, g->iter))
+        return eng_oom(E);
+    for (int j = 0; j < g->need; j++) {
+        int mw = E->gmem[g->mem_off + j];
+        E->ws[mw].cursor++;
+        if (heap_push(&E->h, fin, mw))
+            return eng_oom(E);
+        if (!comm)
+            continue;
+        E->comm_it[(size_t)mw * E->niter + g->iter] += tar;
+        if (!E->m->record)
+            continue;
+        if (E->coll_track[mw] < 0) {
+            char nm[96];
+            snprintf(nm, sizeof nm, "device %d all-reduce", E->m->worker_device[mw]);
+            E->coll_track[mw] = timeline_track(E->r->tl, TL_TRACK_COLLECTIVE,
+                                               E->m->worker_device[mw], -1, nm);
+            if (E->coll_track[mw] < 0)
+                return eng_oom(E);
+        }
+        if (eng_record(E, E->coll_track[mw], TL_ALLREDUCE, fin - tar, tar, E->m->grad_bytes[s],
+                   s, -1, -1, g->iter))
+            return -1;
+    }
+    return 0;
+}

@@ -1,0 +1,134 @@
+/* engine_impl.h: the engine's private state, shared by sim/engine.c (workers, the run) and
+ * sim/engine_comm.c (links, egress ports, channels, transfers, all-reduce groups). Internal
+ * to the engine. */
+#ifndef PLUMB_SIM_ENGINE_IMPL_H
+#define PLUMB_SIM_ENGINE_IMPL_H
+
+#include "sim/engine.h"
+#include "sim/eventq.h"
+
+typedef struct xfer {
+    double bytes, arrival;   /* arrival < 0 until it starts */
+    const action *a;         /* its SEND */
+    int link;                /* -1: both ends on one device */
+    int waiter;              /* worker whose RECV took it before it started, or -1 */
+    int lnext, pnext, cnext; /* link queue, port wait queue, channel list / free list */
+    int iter, src_w;
+    unsigned char received, done;
+} xfer;
+
+typedef struct link {
+    int busy, head, tail, track, nports;
+    int ports[CLUSTER_MAX_LEVELS];   /* egress ports it leaves through */
+    double rate, lat;
+    sim_link_stat st;
+} link;
+
+typedef struct port {
+    int lanes, busy, whead, wtail;
+} port;
+
+typedef struct chan {        /* transfers from one worker to another in one direction */
+    int head, tail;          /* issued, not yet received, in issue order */
+    int blocked;             /* the receiver, waiting for a send here; or -1 */
+} chan;
+
+typedef struct group {       /* the k-th all-reduce of one stage among its replicas */
+    int stage, need, count, mem_off, iter;
+    double maxreach;
+} group;
+
+typedef struct wstate {      /* per worker */
+    int cursor, iter, inflight;
+    int lpeer, link;         /* the last peer sent to and its link */
+    int speer[2], schan[2];  /* the last peer sent to per direction and the channel */
+    int rpeer[2], rchan[2];  /* the last peer received from per direction and the channel */
+    double cur_act;          /* stashed activation bytes now */
+} wstate;
+
+typedef struct eng {
+    const sim_model *m;
+    const schedule *s;
+    sim_result *r;
+    int nw, ns, niter;
+    int k0, k1;              /* the steady-state window of iterations */
+    wstate *ws;
+    xfer *x;
+    int nx, capx, xfree;     /* pool and free list of transfer records */
+    link *lk;
+    int nlk, caplk;
+    port *pt;
+    int npt, cappt;
+    chan *ch;
+    int nch, capch;
+    group *gr;
+    int ngr, capgr;
+    int *gmem, ngmem, capgmem;  /* group members' worker ids */
+    htab lh, ph, chh, gh;    /* links, ports, channels, groups */
+    int *ar_occ;             /* [nw * ns] all-reduces of the stage seen by the worker */
+    double *lastb_start, *lastb_dur; /* [nw * ns] last B/W of the stage on the worker */
+    double *busy_it, *comm_it; /* [nw * niter] */
+    int *dev_track, *coll_track; /* [nw] timeline tracks */
+    heap h;
+    int finished;
+    plumb_err *err;
+} eng;
+
+static inline int comp_slot(int k)
+{
+    switch (k) {
+    case ACT_F: return SIM_C_F;
+    case ACT_B: return SIM_C_B;
+    case ACT_I: return SIM_C_I;
+    case ACT_W: return SIM_C_W;
+    default: return SIM_C_STEP;
+    }
+}
+
+static inline int tl_of_act(int k)
+{
+    switch (k) {
+    case ACT_F: return TL_F;
+    case ACT_B: return TL_B;
+    case ACT_I: return TL_I;
+    case ACT_W: return TL_W;
+    case ACT_SEND_F: return TL_SEND_F;
+    case ACT_SEND_B: return TL_SEND_B;
+    default: return TL_STEP;
+    }
+}
+
+
+
+
+
+static inline void note_end(eng *E, int iter, double t)
+{
+    if (t > E->r->iter_end[iter])
+        E->r->iter_end[iter] = t;
+    if (t > E->r->makespan_s)
+        E->r->makespan_s = t;
+}
+
+/* Shared helpers (engine.c). Each error helper fills E->err and returns -1. */
+int eng_oom(eng *E);
+int eng_bad_action(eng *E, int w, int i, const char *what);
+/* Makes room for one more element in a growable array of *cap elements. 0 or -1. */
+int eng_grow(void **p, int n, int *cap, size_t size);
+/* Appends a timed action to the result's timeline; 0 or -1. */
+int eng_record(eng *E, int track, int kind, double start, double dur, double bytes,
+               int stage, int peer_stage, int mb, int iter);
+
+/* Communication (engine_comm.c). Each returns 0, or -1 with E->err set. */
+
+/* SEND at t by worker w (its action c, of iteration iter). */
+int eng_send(eng *E, int w, int c, int iter, double t);
+/* RECV at t by worker w (its action c): 0 to go on, 1 when the worker must wait (a send or
+ * an arrival wakes it), -1 on error. */
+int eng_recv(eng *E, int w, int c, double t);
+/* Transfer xi released its link and ports at t. */
+int eng_xfer_done(eng *E, int xi, double t);
+/* ALLREDUCE at t by worker w (its action c): joins its group; the last member ends it. */
+int eng_allreduce(eng *E, int w, int c, int iter, double t);
+
+#endif

@@ -1,0 +1,151 @@
+/* eventq.h: the data structures of the simulator's engine, header-only so that the hot
+ * loop inlines them: a binary min-heap of events ordered by (time, insertion number), and
+ * a small open-addressing hash table from (uint64, uint64) keys to ints. Internal to sim/. */
+#ifndef PLUMB_SIM_EVENTQ_H
+#define PLUMB_SIM_EVENTQ_H
+
+#include <stdint.h>
+#include <stdlib.h>
+
+/* --- a small open-addressing hash from (uint64, uint64) keys to ints ------------------- */
+
+typedef struct hslot {
+    uint64_t a, b;
+    int v;           /* -1 = empty */
+} hslot;
+
+typedef struct htab {
+    size_t cap, n;   /* cap: a power of two, kept at least 4 n */
+    hslot *s;
+} htab;
+
+static inline int ht_init(htab *h, size_t n)
+{
+    size_t cap = 16;
+    while (cap < 4 * n)
+        cap *= 2;
+    h->cap = cap;
+    h->n = 0;
+    h->s = malloc(cap * sizeof *h->s);
+    if (!h->s)
+        return -1;
+    for (size_t i = 0; i < cap; i++)
+        h->s[i].v = -1;
+    return 0;
+}
+
+static inline void ht_free(htab *h)
+{
+    free(h->s);
+    h->s = NULL;
+}
+
+static inline size_t ht_hash(uint64_t a, uint64_t b)
+{
+    uint64_t x = a * 0x9e3779b97f4a7c15ULL ^ (b + 0x632be59bd9b4e019ULL);
+    x ^= x >> 31;
+    x *= 0xbf58476d1ce4e5b9ULL;
+    x ^= x >> 29;
+    return (size_t)x;
+}
+
+static inline hslot *ht_slot(const htab *h, uint64_t a, uint64_t b)
+{
+    size_t i = ht_hash(a, b) & (h->cap - 1);
+    while (h->s[i].v >= 0 && (h->s[i].a != a || h->s[i].b != b))
+        i = (i + 1) & (h->cap - 1);
+    return &h->s[i];
+}
+
+static inline int ht_find(const htab *h, uint64_t a, uint64_t b)
+{
+    return ht_slot(h, a, b)->v;
+}
+
+/* Inserts (a, b) -> v (the key must be absent), growing the table. 0 or -1 (memory). */
+static inline int ht_put(htab *h, uint64_t a, uint64_t b, int v)
+{
+    if (4 * (h->n + 1) > h->cap) {
+        htab g;
+        if (ht_init(&g, 2 * (h->n + 1)))
+            return -1;
+        for (size_t i = 0; i < h->cap; i++)
+            if (h->s[i].v >= 0)
+                *ht_slot(&g, h->s[i].a, h->s[i].b) = h->s[i];
+        g.n = h->n;
+        ht_free(h);
+        *h = g;
+    }
+    *ht_slot(h, a, b) = (hslot){a, b, v};
+    h->n++;
+    return 0;
+}
+
+static inline uint64_t pair(int x, int y)
+{
+    return (uint64_t)(uint32_t)x << 32 | (uint32_t)y;
+}
+
+/* --- the event heap -------------------------------------------------------------------- */
+
+typedef struct event {
+    double t;
+    uint32_t seq;
+    int32_t id;      /* >= 0: worker id resumes; < 0: transfer -(id+1) releases resources */
+} event;
+
+typedef struct heap {
+    event *a;
+    size_t n, cap;
+    uint32_t seq;
+} heap;
+
+static inline int ev_less(const event *x, const event *y)
+{
+    return x->t < y->t || (x->t == y->t && x->seq < y->seq);
+}
+
+static inline int heap_push(heap *h, double t, int id)
+{
+    if (h->n == h->cap) {
+        size_t nc = h->cap ? 2 * h->cap : 256;
+        event *na = realloc(h->a, nc * sizeof *na);
+        if (!na)
+            return -1;
+        h->a = na;
+        h->cap = nc;
+    }
+    event e = {t, h->seq++, id};
+    size_t i = h->n++;
+    while (i > 0) {
+        size_t p = (i - 1) / 2;
+        if (!ev_less(&e, &h->a[p]))
+            break;
+        h->a[i] = h->a[p];
+        i = p;
+    }
+    h->a[i] = e;
+    return 0;
+}
+
+static inline event heap_pop(heap *h)
+{
+    event top = h->a[0], last = h->a[--h->n];
+    size_t i = 0, n = h->n;
+    for (;;) {
+        size_t c = 2 * i + 1;
+        if (c >= n)
+            break;
+        if (c + 1 < n && ev_less(&h->a[c + 1], &h->a[c]))
+            c++;
+        if (!ev_less(&h->a[c], &last))
+            break;
+        h->a[i] = h->a[c];
+        i = c;
+    }
+    if (n)
+        h->a[i] = last;
+    return top;
+}
+
+#endif
