@@ -16,6 +16,11 @@
 #include "core/plan.h"
 #include "core/profile.h"
 #include "planner/planner.h"
+#include "planner/native.h"
+
+/* The native mode (cli/cmd_plan_native.c). */
+int cmd_plan_native(const profile *p, const cluster *c, const native_options *o,
+                    const char *ppath, const char *cpath, const char *out, int json);
 
 static void plan_usage(FILE *out)
 {
@@ -41,6 +46,16 @@ static void plan_usage(FILE *out)
         "      --compression RATIO   count activation transfers, divided by RATIO\n"
         "      --max-states N        antichain states before branches are compressed\n"
         "                            (default %d)\n"
+        "      --mode native|pipedream  native (the default): plumb's own cost model and\n"
+        "                            partitioner: memory-checked against each device, ranked\n"
+        "                            by the simulator (docs/planner-native.md); pipedream:\n"
+        "                            PipeDream's partitioner (implied by the options above)\n"
+        "      --schedule K|auto     native: gpipe, 1f1b-flush (default), pipedream, 2bw,\n"
+        "                            interleaved, zb-h1, or auto: rank them all (top five)\n"
+        "      --microbatches M      native: microbatches per iteration (default 4 x stages)\n"
+        "      --microbatch-size N   native: samples per microbatch (default: the profile's)\n"
+        "      --memory-limit GIB    native: device memory at most GIB GiB\n"
+        "      --recompute           native: recompute activations in the backward pass\n"
         "  -h, --help                this text\n\n"
         "PipeDream drop-in: `plumb plan --pipedream` takes optimizer_graph_hierarchical.py's\n"
         "arguments: -f/--profile_filename GRAPH.txt, -n/--all_num_machines N..., \n"
@@ -465,6 +480,12 @@ int cmd_plan(int argc, char **argv)
         {"fewer-machines", no_argument, NULL, 'F'},
         {"compression", required_argument, NULL, 'r'},
         {"max-states", required_argument, NULL, 'x'},
+        {"mode", required_argument, NULL, 1001},
+        {"schedule", required_argument, NULL, 1002},
+        {"microbatches", required_argument, NULL, 1003},
+        {"microbatch-size", required_argument, NULL, 1004},
+        {"memory-limit", required_argument, NULL, 1005},
+        {"recompute", no_argument, NULL, 1006},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -473,9 +494,46 @@ int cmd_plan(int argc, char **argv)
     double memsize = 0;
     pd_options o;
     pd_options_default(&o);
+    native_options no; /* native mode: 0 unset, 1 native, 2 pipedream; pd_only / nat_only:
+                          an option of one mode was given */
+    native_options_init(&no);
+    int mode = 0, pd_only = 0, nat_only = 0, k;
+    double gib = 0;
     optind = 0;
     while ((c = cli_getopt("plan", argc, argv, "p:c:o:h", longopts)) != -1) {
+        if (c == 'S' || c == 'M' || c == 'z' || c == 'F' || c == 'r' || c == 'x') pd_only = 1;
+        if (c >= 1002 && c <= 1006) nat_only = 1;
         switch (c) {
+        case 1001:
+            if (strcmp(optarg, "native") && strcmp(optarg, "pipedream"))
+                return cli_fail("plan", "--mode: expected native or pipedream (got \"%s\")",
+                                optarg);
+            mode = strcmp(optarg, "native") ? 2 : 1;
+            break;
+        case 1002:
+            if (!strcmp(optarg, "auto")) {
+                no.schedule = NATIVE_SCHED_AUTO;
+                break;
+            }
+            k = sched_kind_parse(optarg);
+            if (k < 0 || k == SCHED_ZB_V)
+                return cli_fail("plan", "--schedule: expected gpipe, 1f1b-flush, pipedream, "
+                                "2bw, interleaved, zb-h1 or auto (got \"%s\")", optarg);
+            no.schedule = k;
+            break;
+        case 1003:
+            if (cli_int("plan", "--microbatches", optarg, 1, 1 << 20, &no.microbatches))
+                return 2;
+            break;
+        case 1004:
+            if (cli_int("plan", "--microbatch-size", optarg, 1, 1 << 24, &no.microbatch_size))
+                return 2;
+            break;
+        case 1005:
+            if (cli_num("plan", "--memory-limit", optarg, 1, &gib)) return 2;
+            no.memory_limit_bytes = gib * 1073741824.0;
+            break;
+        case 1006: no.recompute = 1; break;
         case 'p': ppath = optarg; break;
         case 'c': cpath = optarg; break;
         case 'o': out = optarg; break;
@@ -501,6 +559,14 @@ int cmd_plan(int argc, char **argv)
         return cli_fail("plan", "unexpected argument \"%s\"; see plumb plan --help", argv[optind]);
     if (!ppath) return cli_fail("plan", "expected -p PROFILE.json; see plumb plan --help");
     if (!cpath) return cli_fail("plan", "expected -c CLUSTER.json; see plumb plan --help");
+    if (mode == 0) mode = pd_only ? 2 : 1;
+    if (mode == 1 && pd_only)
+        return cli_fail("plan", "--straight, --memory-constraint, --memory-size, "
+                        "--fewer-machines, --compression and --max-states belong to --mode "
+                        "pipedream");
+    if (mode == 2 && nat_only)
+        return cli_fail("plan", "--schedule, --microbatches, --microbatch-size, --memory-limit "
+                        "and --recompute belong to --mode native");
     plumb_err err;
     err_clear(&err);
     profile *p = profile_load(ppath, &err);
@@ -509,6 +575,12 @@ int cmd_plan(int argc, char **argv)
     plan *pl = NULL;
     int status = 2;
     if (!p || !cl) goto bad;
+    if (mode == 1) {
+        status = cmd_plan_native(p, cl, &no, ppath, cpath, out, json);
+        profile_free(p);
+        cluster_free(cl);
+        return status;
+    }
     pd_options_from_cluster(&o, cl);
     if (memsize > 0) o.memory_bytes = memsize;
     if (planner_pipedream_run(p, NULL, &o, &res, &err)) {

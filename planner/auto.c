@@ -19,7 +19,7 @@ static const sched_kind AUTO_KINDS[] = {SCHED_PIPEDREAM, SCHED_1F1B_FLUSH, SCHED
 
 static int flushing(sched_kind k) { return k != SCHED_PIPEDREAM && k != SCHED_2BW; }
 
-/* Adds, for the fitting candidates cs->v[from..], the same partitions with 2x and 4x the
+/* Adds, for the fitting candidates cs->v[from..], the same partitions with 2x the
  * microbatches (flushing kinds only: more microbatches per flush shrink the bubble, at the
  * price of a larger minibatch and, for gpipe, memory). */
 static int add_m_variants(const nm_models *ms, nm_cands *cs, int from)
@@ -27,7 +27,7 @@ static int add_m_variants(const nm_models *ms, nm_cands *cs, int from)
     int end = cs->n;
     for (int i = from; i < end; i++) {
         if (!flushing(cs->v[i].s.kind)) continue;
-        for (int f = 2; f <= 4; f *= 2) {
+        for (int f = 2; f <= 2; f *= 2) {
             nm_cand c = cs->v[i];
             c.s.M *= f;
             if (c.s.M > AUTO_MAX_M) break;

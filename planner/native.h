@@ -32,7 +32,7 @@
 typedef struct native_options {
     int schedule;               /* sched_kind, or NATIVE_SCHED_AUTO. Default 1f1b-flush */
     int microbatches;           /* per iteration (per optimizer step of the flushing kinds);
-                                   0 = choose (2 x stages, rounded to the replicas) */
+                                   0 = choose (4 x stages, rounded to the replicas) */
     int microbatch_size;        /* samples per microbatch; 0 = the profile's minibatch (the
                                    size it was measured at); auto also tries halving it when
                                    memory is short */

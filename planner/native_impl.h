@@ -21,7 +21,8 @@ typedef struct nm_net {
 
 /* Per (first unit u, units r): facts of the device range [u g, (u + r) g) in the order. */
 typedef struct nm_range {
-    int ok;           /* 1: inside one server, or whole servers (the hierarchy is kept) */
+    int ok;           /* 1: inside one server, or starting or ending at a server's edge
+                         (the hierarchy is kept: no range cuts two servers in the middle) */
     double speed;     /* slowest device's speed */
     double cap;       /* smallest capacity, bytes */
     double ar_a, ar_b; /* ring all-reduce of X bytes takes ar_a X + ar_b seconds */
@@ -102,7 +103,7 @@ int nm_partitions(const nm_model *m, const nm_setting *s, nm_part *out, int max,
 /* The interleaved partitions (ranks x chunks stages, no replication). Same contract. */
 int nm_partitions_interleaved(const nm_model *m, const nm_setting *s, nm_part *out, int max);
 
-/* The default microbatch count of a partition for kind k: 2 x stages, at least the largest
+/* The default microbatch count of a partition for kind k: 4 x stages, at least the largest
  * replica count, a multiple of the replica counts' lcm (or of the largest when the lcm
  * exceeds 64); for 2bw at least what its two weight versions need. */
 int nm_default_microbatches(const nm_model *m, sched_kind k, const nm_part *part);

@@ -109,12 +109,23 @@ static double *cross_bytes(const profile *p)
 
 /* Block cuts: near each equal-work point, the boundary in a window of +-h layers that the
  * fewest bytes cross (ties: the closest). Fills bfirst and returns the block count. */
+/* 1 when no stage may end after layer i: an Input layer (PipeDream's data-loading node)
+ * stays with the layer that consumes it. */
+static int no_cut_after(const profile *p, int i)
+{
+    return p->layers[i].kind && !strcmp(p->layers[i].kind, "Input");
+}
+
 static int make_blocks(const profile *p, const double *cross, int *bfirst)
 {
     int n = p->nlayers;
     if (n <= NM_MAX_BLOCKS) {
-        for (int i = 0; i <= n; i++) bfirst[i] = i;
-        return n;
+        int nb = 0;
+        bfirst[nb++] = 0;
+        for (int i = 0; i + 1 < n; i++)
+            if (!no_cut_after(p, i)) bfirst[nb++] = i + 1;
+        bfirst[nb] = n;
+        return nb;
     }
     double total = 0;
     for (int i = 0; i < n; i++) total += p->layers[i].forward_ms + p->layers[i].backward_ms;
@@ -131,7 +142,7 @@ static int make_blocks(const profile *p, const double *cross, int *bfirst)
         /* boundary after layer i, i in [x - h, x + h], i > prev, i <= n - 2 */
         int best = -1;
         for (int i = x - h; i <= x + h; i++) {
-            if (i <= prev || i < 0 || i > n - 2) continue;
+            if (i <= prev || i < 0 || i > n - 2 || no_cut_after(p, i)) continue;
             if (best < 0 || cross[i] < cross[best] ||
                 (cross[i] == cross[best] && abs(i - x) < abs(best - x)))
                 best = i;
@@ -250,7 +261,7 @@ int nm_model_build(nm_model *m, const profile *p, const cluster *c, int ndev,
                 int s1 = cluster_server_of(c, m->order[d1 - 1]);
                 int a0 = d0 == 0 || cluster_server_of(c, m->order[d0 - 1]) != s0;
                 int a1 = d1 == ndev || cluster_server_of(c, m->order[d1]) != s1;
-                R->ok = s0 == s1 || (a0 && a1);
+                R->ok = s0 == s1 || a0 || a1;
             }
             int nd = d1 - d0;
             if (nd > 1) {
@@ -687,7 +698,7 @@ static long long gcd_ll(long long a, long long b)
 
 int nm_default_microbatches(const nm_model *m, sched_kind k, const nm_part *pt)
 {
-    if (k == SCHED_INTERLEAVED) return 2 * (pt->ranks > 0 ? pt->ranks : 1);
+    if (k == SCHED_INTERLEAVED) return 4 * (pt->ranks > 0 ? pt->ranks : 1);
     long long L = 1;
     int maxr = 1;
     for (int i = 0; i < pt->nst; i++) {
@@ -696,7 +707,7 @@ int nm_default_microbatches(const nm_model *m, sched_kind k, const nm_part *pt)
         L = L / gcd_ll(L, n) * n;
         if (L > 4096) L = 4097;
     }
-    int base = 2 * pt->nst > maxr ? 2 * pt->nst : maxr;
+    int base = 4 * pt->nst > maxr ? 4 * pt->nst : maxr;
     if (k == SCHED_2BW) {
         int W = 0;
         for (int i = 0; i < pt->nst; i++) W += pt->st[i].r * m->g;

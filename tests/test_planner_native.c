@@ -1,0 +1,450 @@
+/* test_planner_native.c: plumb's native planner (planner/native.h): memory rejection and
+ * the "what would fit" suggestion, the auto ranking's order and marks, heterogeneous
+ * placement (faster devices get more layers), bad input combinations, and the native
+ * partition against PipeDream's under the simulator. Synthetic profiles and clusters are
+ * built here so that the expected answers follow from their numbers. */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "planner/native.h"
+#include "planner/planner.h"
+#include "sim/sim.h"
+
+#define GiB (1024.0 * 1024.0 * 1024.0)
+
+static char *dup(const char *s)
+{
+    char *d = malloc(strlen(s) + 1);
+    cr_assert(d);
+    strcpy(d, s);
+    return d;
+}
+
+/* A chain of n equal layers: fwd/bwd ms per minibatch, activation and parameter bytes. */
+static profile *chain(int n, int minibatch, double fwd, double bwd, double act, double par)
+{
+    profile *p = profile_alloc(n, 0);
+    cr_assert(p);
+    p->name = dup("chain");
+    p->device = dup("V100");
+    p->source = dup("");
+    p->minibatch = minibatch;
+    for (int i = 0; i < n; i++) {
+        char nm[32];
+        snprintf(nm, sizeof nm, "l%d", i);
+        p->layers[i].name = dup(nm);
+        p->layers[i].kind = dup("Linear");
+        p->layers[i].desc = dup("");
+        p->layers[i].forward_ms = fwd;
+        p->layers[i].backward_ms = bwd;
+        p->layers[i].activation_bytes = act;
+        p->layers[i].parameter_bytes = par;
+    }
+    plumb_err e;
+    cr_assert_eq(profile_validate(p, "chain", &e), 0, "%s", e.msg);
+    return p;
+}
+
+/* One level-0 group of `per` devices per server, `servers` servers; each server's type
+ * from types ("f" fast: speed 4, "s" slow: speed 1), memory in GiB, bandwidths Gbit/s. */
+static cluster *mkcluster(int per, const char *types, double mem_gib, double bw0, double bw1)
+{
+    char buf[2048];
+    int ns = (int)strlen(types), o = 0;
+    o += snprintf(buf + o, sizeof buf - o,
+                  "{\"format\":\"plumb-cluster/1\",\"name\":\"test\",\"levels\":["
+                  "{\"name\":\"l0\",\"count\":%d,\"bandwidth_gbit_per_s\":%g,\"latency_us\":1},"
+                  "{\"name\":\"l1\",\"count\":%d,\"bandwidth_gbit_per_s\":%g,\"latency_us\":5}],"
+                  "\"device_types\":[{\"name\":\"fast\",\"memory_gib\":%g,\"speed\":4},"
+                  "{\"name\":\"slow\",\"memory_gib\":%g,\"speed\":1}],\"servers\":[",
+                  per, bw0, ns, bw1, mem_gib, mem_gib);
+    for (int i = 0; i < ns; i++)
+        o += snprintf(buf + o, sizeof buf - o, "%s{\"device_type\":\"%s\",\"count\":1}",
+                      i ? "," : "", types[i] == 'f' ? "fast" : "slow");
+    snprintf(buf + o, sizeof buf - o, "]}");
+    plumb_err e;
+    cJSON *j = cJSON_Parse(buf);
+    cr_assert(j, "bad test JSON %s", buf);
+    cluster *c = cluster_from_json(j, "test", &e);
+    cJSON_Delete(j);
+    cr_assert(c, "%s", e.msg);
+    return c;
+}
+
+/* Simulates pl with a memory limit; asserts every device fits. */
+static void assert_fits(const plan *pl, double limit)
+{
+    sim_options so;
+    sim_options_init(&so);
+    so.memory_limit_bytes = limit;
+    so.iterations = 2;
+    plumb_err e;
+    sim_report *r = sim_run(pl, &so, &e);
+    cr_assert(r, "%s", e.msg);
+    cr_assert(r->fits, "peak %.2f GiB over the limit %.2f GiB", r->peak_memory_bytes / GiB,
+              limit / GiB);
+    for (int i = 0; i < r->ndevices; i++)
+        cr_assert_leq(r->devices[i].mem.total, limit);
+    sim_report_free(r);
+}
+
+Test(memory, rejects_and_names_smaller_microbatches)
+{
+    /* 8 layers of 1 GiB activations: a stage stashes at least 1 GiB per microbatch in
+     * flight; under 1.5 GiB nothing fits at the profiled size */
+    profile *p = chain(8, 64, 10, 20, 1 * GiB, 1 << 20);
+    cluster *c = mkcluster(4, "s", 32, 100, 100);
+    native_options o;
+    native_options_init(&o);
+    o.memory_limit_bytes = 1.5 * GiB;
+    native_result r;
+    plumb_err e;
+    plan *pl = planner_native(p, c, &o, &r, &e);
+    cr_assert_null(pl);
+    cr_assert(r.nothing_fits);
+    cr_assert(strstr(e.msg, "nothing fits in 1.5 GiB per device"), "%s", e.msg);
+    cr_assert(strstr(e.msg, "would fit: "), "%s", e.msg);
+    const char *mb = strstr(r.suggestion, "microbatches of ");
+    cr_assert(mb, "no smaller-microbatch suggestion: %s", r.suggestion);
+    int n = 0;
+    cr_assert_eq(sscanf(mb, "microbatches of %d samples", &n), 1);
+    cr_assert(n >= 1 && n < 64);
+    native_result_free(&r);
+    /* the suggestion holds: that microbatch size plans and fits under the simulator */
+    o.microbatch_size = n;
+    pl = planner_native(p, c, &o, &r, &e);
+    cr_assert(pl, "%s", e.msg);
+    assert_fits(pl, o.memory_limit_bytes);
+    plan_free(pl);
+    native_result_free(&r);
+    profile_free(p);
+    cluster_free(c);
+}
+
+Test(memory, names_more_devices_when_only_they_help)
+{
+    /* 5 layers of 1 GiB weights, SGD: 2 GiB per layer (weights + gradients); 3 GiB devices
+     * hold one layer each, so 4 devices cannot hold 5 layers, although 12 GiB >= 10 GiB.
+     * Recomputation and smaller microbatches free activations only: no help. */
+    profile *p = chain(5, 32, 1, 2, 1024, 1 * GiB);
+    cluster *c = mkcluster(4, "s", 3, 100, 100);
+    native_options o;
+    native_options_init(&o);
+    o.optimizer = OPT_SGD;
+    native_result r;
+    plumb_err e;
+    cr_assert_eq(planner_native_check(p, c, &o, &e), 0, "%s", e.msg);
+    plan *pl = planner_native(p, c, &o, &r, &e);
+    cr_assert_null(pl);
+    cr_assert(r.nothing_fits);
+    cr_assert(strstr(r.suggestion, "8 devices"), "%s", r.suggestion);
+    cr_assert_null(strstr(r.suggestion, "recomputation"), "%s", r.suggestion);
+    cr_assert_null(strstr(r.suggestion, "microbatches of"), "%s", r.suggestion);
+    native_result_free(&r);
+    profile_free(p);
+    cluster_free(c);
+}
+
+Test(memory, chosen_plan_fits_per_simulator)
+{
+    plumb_err e;
+    profile *p = profile_load("profiles/pipedream/vgg16.json", &e);
+    cr_assert(p, "%s", e.msg);
+    cluster *c = cluster_load("profiles/clusters/cluster-b-2x8.json", &e);
+    cr_assert(c, "%s", e.msg);
+    static const int kinds[] = {SCHED_1F1B_FLUSH, SCHED_PIPEDREAM, SCHED_GPIPE};
+    for (int k = 0; k < 3; k++) {
+        native_options o;
+        native_options_init(&o);
+        o.schedule = kinds[k];
+        o.memory_limit_bytes = 12 * GiB;
+        o.microbatch_size = 32;
+        native_result r;
+        plan *pl = planner_native(p, c, &o, &r, &e);
+        cr_assert(pl, "%s: %s", sched_kind_name(kinds[k]), e.msg);
+        cr_assert_eq(pl->schedule, kinds[k]);
+        assert_fits(pl, o.memory_limit_bytes);
+        /* every candidate marked as fitting was checked: simulated ones by the simulator */
+        for (int i = 0; i < r.ncand; i++)
+            if (r.cand[i].simulated && r.cand[i].fits)
+                cr_assert_leq(r.cand[i].sim_peak_memory_bytes, o.memory_limit_bytes);
+        plan_free(pl);
+        native_result_free(&r);
+    }
+    profile_free(p);
+    cluster_free(c);
+}
+
+static double thr_of(const native_candidate *c)
+{
+    return c->simulated ? c->sim_samples_per_s : c->est_samples_per_s;
+}
+
+Test(auto_, ranking_order_and_marks)
+{
+    plumb_err e;
+    profile *p = profile_load("profiles/pipedream/gnmt.json", &e);
+    cr_assert(p, "%s", e.msg);
+    cluster *c = cluster_load("profiles/clusters/cluster-a-4x4.json", &e);
+    cr_assert(c, "%s", e.msg);
+    native_options o;
+    native_options_init(&o);
+    native_result r;
+    cr_assert_eq(planner_auto(p, c, &o, &r, &e), 0, "%s", e.msg);
+    cr_assert_geq(r.ncand, NATIVE_TOP);
+    cr_assert_eq(r.nothing_fits, 0);
+    int kinds = 0;
+    for (int k = 0; k < SCHED_NKINDS; k++)
+        for (int i = 0; i < r.ncand; i++)
+            if ((int)r.cand[i].schedule == k) {
+                kinds++;
+                break;
+            }
+    cr_assert_geq(kinds, 4, "auto looked at %d schedules only", kinds);
+    /* classes in order: simulated and fitting, estimated and fitting, not fitting; within
+     * the first two by throughput, best first */
+    int cls_prev = 0;
+    for (int i = 0; i < r.ncand; i++) {
+        const native_candidate *x = &r.cand[i];
+        int cls = !x->fits ? 2 : x->simulated ? 0 : 1;
+        cr_assert_geq(cls, cls_prev, "candidate %d out of class order", i);
+        if (i > 0 && cls == cls_prev && cls < 2)
+            cr_assert_geq(thr_of(&r.cand[i - 1]), thr_of(x), "candidate %d out of order", i);
+        cls_prev = cls;
+        cr_assert_eq(x->async, x->schedule == SCHED_PIPEDREAM || x->schedule == SCHED_2BW);
+        if (x->async) cr_assert(strstr(x->reason, "asynchronous"), "%s", x->reason);
+        else if (x->fits) cr_assert(strstr(x->reason, "synchronous"), "%s", x->reason);
+        if (i == 0) cr_assert(!strncmp(x->reason, "wins", 4), "%s", x->reason);
+        else cr_assert(!strncmp(x->reason, x->fits ? "loses" : "rejected", 4), "%s", x->reason);
+    }
+    cr_assert(r.cand[0].simulated);
+    /* the printed top five carry the marks */
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    native_result_print(&r, NATIVE_TOP, f);
+    fclose(f);
+    int nasync = 0;
+    for (int i = 0; i < NATIVE_TOP; i++) nasync += r.cand[i].async;
+    cr_assert_eq(strstr(buf, "ASYNC") != NULL, nasync > 0, "%s", buf);
+    cr_assert(strstr(buf, "samples/s") || strstr(buf, "smp/s"), "%s", buf);
+    free(buf);
+    /* the JSON form ranks the same way */
+    cJSON *j = native_result_to_json(&r, NATIVE_TOP);
+    cr_assert(j);
+    cr_assert_eq(cJSON_GetArraySize(j), NATIVE_TOP);
+    cr_assert_str_eq(cJSON_GetObjectItem(cJSON_GetArrayItem(j, 0), "schedule")->valuestring,
+                     sched_kind_name(r.cand[0].schedule));
+    cJSON_Delete(j);
+    native_result_free(&r);
+    /* planner_native with auto returns the winner */
+    o.schedule = NATIVE_SCHED_AUTO;
+    plan *pl = planner_native(p, c, &o, &r, &e);
+    cr_assert(pl, "%s", e.msg);
+    cr_assert_eq(pl->schedule, r.cand[0].schedule);
+    cr_assert_float_eq(pl->pred_samples_per_s, r.cand[0].sim_samples_per_s, 1e-9);
+    plan_free(pl);
+    native_result_free(&r);
+    profile_free(p);
+    cluster_free(c);
+}
+
+/* Layers per device of the fast and the slow type in pl. */
+static void layers_by_type(const plan *pl, double *fast, double *slow)
+{
+    *fast = *slow = 0;
+    for (int s = 0; s < pl->nstages; s++) {
+        const plan_stage *st = &pl->stages[s];
+        const device_type *t = cluster_device_type(pl->clus, st->devices[0]);
+        for (int q = 1; q < st->replicas; q++)
+            cr_assert_eq(cluster_device_type(pl->clus, st->devices[q]), t,
+                         "stage %d mixes device types", s);
+        double n = st->last_layer - st->first_layer + 1;
+        if (t->speed > 2) *fast += n;
+        else *slow += n;
+    }
+}
+
+Test(hetero, faster_devices_get_more_layers)
+{
+    /* 40 equal layers on one speed-4 server and one speed-1 server (1 device each), fast
+     * network: the fast device should take about 4/5 of the layers, whichever comes first */
+    profile *p = chain(40, 32, 1, 2, 1024, 1024);
+    static const char *const orders[] = {"fs", "sf"};
+    for (int k = 0; k < 2; k++) {
+        cluster *c = mkcluster(1, orders[k], 16, 1000, 1000);
+        native_options o;
+        native_options_init(&o);
+        o.microbatches = 16; /* enough to make a two-stage pipeline worth its fill */
+        plumb_err e;
+        plan *pl = planner_native(p, c, &o, NULL, &e);
+        cr_assert(pl, "%s", e.msg);
+        double fast, slow;
+        layers_by_type(pl, &fast, &slow);
+        cr_assert_eq(fast + slow, 40);
+        cr_assert_geq(fast, 3 * slow, "%s: fast %g layers, slow %g", orders[k], fast, slow);
+        cr_assert_gt(slow, 0, "%s: the slow device is left idle", orders[k]);
+        plan_free(pl);
+        cluster_free(c);
+    }
+    /* 2 fast + 2 slow devices per kind: per device, the fast ones still carry more */
+    cluster *c = mkcluster(2, "sf", 16, 1000, 1000);
+    plumb_err e;
+    plan *pl = planner_native(p, c, NULL, NULL, &e);
+    cr_assert(pl, "%s", e.msg);
+    double fast = 0, slow = 0;
+    for (int s = 0; s < pl->nstages; s++) {
+        const plan_stage *st = &pl->stages[s];
+        double per = (double)(st->last_layer - st->first_layer + 1) / st->replicas;
+        if (cluster_device_type(pl->clus, st->devices[0])->speed > 2) fast += per * st->replicas;
+        else slow += per * st->replicas;
+    }
+    cr_assert_gt(fast, slow, "fast %g layer-replicas, slow %g", fast, slow);
+    plan_free(pl);
+    cluster_free(c);
+    profile_free(p);
+}
+
+Test(badinput, combinations_that_cannot_work)
+{
+    plumb_err e;
+    native_result r;
+    profile *p = chain(4, 32, 1, 2, 1024, 1024);
+    cluster *c = mkcluster(2, "ss", 16, 100, 10);
+    cr_assert_eq(planner_native_check(p, c, NULL, &e), 0, "%s", e.msg);
+
+    /* a cluster of no devices */
+    cluster *z = cluster_clone(c);
+    z->ndevices = 0;
+    cr_assert_neq(planner_native_check(p, z, NULL, &e), 0);
+    cr_assert(strstr(e.msg, "no devices"), "%s", e.msg);
+    cr_assert_null(planner_native(p, z, NULL, &r, &e));
+    cr_assert_eq(r.nothing_fits, 0);
+    native_result_free(&r);
+    cluster_free(z);
+
+    /* zero bandwidth */
+    z = cluster_clone(c);
+    z->levels[1].bandwidth_Bps = 0;
+    cr_assert_null(planner_native(p, z, NULL, &r, &e));
+    cr_assert(strstr(e.msg, "bandwidth"), "%s", e.msg);
+    cr_assert(strstr(e.msg, "l1"), "%s", e.msg);
+    cr_assert_eq(r.nothing_fits, 0);
+    native_result_free(&r);
+    cluster_free(z);
+
+    /* a model larger than all memory: 4 layers x 40 GiB of weights on 4 x 16 GiB */
+    profile *big = chain(4, 32, 1, 2, 1024, 40 * GiB);
+    cr_assert_null(planner_native(big, c, NULL, &r, &e));
+    cr_assert(strstr(e.msg, "does not fit"), "%s", e.msg);
+    cr_assert(strstr(e.msg, "GiB"), "%s", e.msg);
+    cr_assert_eq(r.nothing_fits, 0);
+    native_result_free(&r);
+    cr_assert_neq(planner_auto(big, c, NULL, &r, &e), 0);
+    native_result_free(&r);
+    profile_free(big);
+
+    /* a memory limit that leaves less than the weights */
+    native_options o;
+    native_options_init(&o);
+    o.memory_limit_bytes = 1024;
+    cr_assert_neq(planner_native_check(p, c, &o, &e), 0);
+    cr_assert(strstr(e.msg, "memory limit"), "%s", e.msg);
+
+    /* a profile with no compute */
+    profile *idle = chain(4, 32, 0, 0, 1024, 1024);
+    cr_assert_neq(planner_native_check(idle, c, NULL, &e), 0);
+    cr_assert(strstr(e.msg, "0 ms"), "%s", e.msg);
+    profile_free(idle);
+
+    /* a schedule the native planner does not plan */
+    o.memory_limit_bytes = 0;
+    o.schedule = SCHED_ZB_V;
+    cr_assert_null(planner_native(p, c, &o, &r, &e));
+    cr_assert(strstr(e.msg, "zb-v"), "%s", e.msg);
+    native_result_free(&r);
+    profile_free(p);
+    cluster_free(c);
+}
+
+/* Microbatches that suit pl's replicas for the pipedream schedule. */
+static double sim_pipedream(const plan *pl)
+{
+    int M = 1;
+    for (int s = 0; s < pl->nstages; s++) {
+        int a = M, b = pl->stages[s].replicas;
+        while (b) {
+            int t = a % b;
+            a = b;
+            b = t;
+        }
+        M = M / a * pl->stages[s].replicas;
+    }
+    int L = M;
+    while (M < 2 * pl->nstages) M += L;
+    sim_options so;
+    sim_options_init(&so);
+    so.schedule = SCHED_PIPEDREAM;
+    so.microbatches = M;
+    so.iterations = 4;
+    plumb_err e;
+    sim_report *r = sim_run(pl, &so, &e);
+    cr_assert(r, "%s", e.msg);
+    double t = r->samples_per_s;
+    cr_assert(r->fits);
+    sim_report_free(r);
+    return t;
+}
+
+Test(quality, native_partition_beats_pipedream_under_the_simulator)
+{
+    /* gnmt on Cluster-B: both plans fit; PipeDream's formulas ignore the activation
+     * transfers over 25 Gb/s Ethernet and charge the weight synchronisation in full */
+    plumb_err e;
+    profile *p = profile_load("profiles/pipedream/gnmt.json", &e);
+    cr_assert(p, "%s", e.msg);
+    cluster *c = cluster_load("profiles/clusters/cluster-b-2x8.json", &e);
+    cr_assert(c, "%s", e.msg);
+    native_options o;
+    native_options_init(&o);
+    o.schedule = SCHED_PIPEDREAM;
+    plan *nat = planner_native(p, c, &o, NULL, &e);
+    cr_assert(nat, "%s", e.msg);
+    plan *pd = planner_pipedream(p, c, NULL, NULL, &e);
+    cr_assert(pd, "%s", e.msg);
+    double tn = sim_pipedream(nat), tp = sim_pipedream(pd);
+    cr_assert_gt(tn, 1.2 * tp, "native %.1f samples/s, PipeDream's partition %.1f", tn, tp);
+    plan_free(nat);
+    plan_free(pd);
+    profile_free(p);
+    cluster_free(c);
+}
+
+Test(result, accounts_for_its_work)
+{
+    /* a shipped profile on 16 GPUs, as the dashboard plans it (timing: bench/native.sh) */
+    plumb_err e;
+    profile *p = profile_load("profiles/pipedream/resnet50.json", &e);
+    cr_assert(p, "%s", e.msg);
+    cluster *c = cluster_load("profiles/clusters/cluster-b-2x8.json", &e);
+    cr_assert(c, "%s", e.msg);
+    native_result r;
+    plan *pl = planner_native(p, c, NULL, &r, &e);
+    cr_assert(pl, "%s", e.msg);
+    cr_assert_eq(pl->schedule, SCHED_1F1B_FLUSH);
+    cr_assert_gt(r.dp_runs, 0);
+    cr_assert_gt(r.nsimulated, 0);
+    cr_assert_geq(r.plan_ms, 0);
+    cr_assert_eq(plan_validate(pl, NULL, &e), 0, "%s", e.msg);
+    cr_assert_gt(pl->pred_samples_per_s, 0);
+    cr_assert(pl->pred_peak_memory_bytes);
+    plan_free(pl);
+    native_result_free(&r);
+    profile_free(p);
+    cluster_free(c);
+}

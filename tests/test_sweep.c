@@ -1,0 +1,151 @@
+/* test_sweep.c: capacity planning (planner/sweep.h): cluster resizing, the sweep's figures
+ * (efficiency = thr(n) / (n thr(1)), cost per million samples = price n / 3600 / thr 1e6,
+ * the fewest GPUs for a target), and its JSON and SVG forms. */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "planner/sweep.h"
+
+static cluster *load_cluster(const char *path)
+{
+    plumb_err e;
+    cluster *c = cluster_load(path, &e);
+    cr_assert(c, "%s", e.msg);
+    return c;
+}
+
+Test(resize, counts_servers_and_types)
+{
+    cluster *b = load_cluster("profiles/clusters/cluster-b-2x8.json");
+    plumb_err e;
+    int use = 0;
+    cluster *r = sweep_cluster_resize(b, 3, &use, &e);
+    cr_assert(r, "%s", e.msg);
+    cr_assert_eq(r->ndevices, 3);
+    cr_assert_eq(r->nservers, 1);
+    cr_assert_eq(use, 3);
+    cluster_free(r);
+    r = sweep_cluster_resize(b, 12, &use, &e);
+    cr_assert(r, "%s", e.msg);
+    cr_assert_eq(r->ndevices, 16);
+    cr_assert_eq(r->nservers, 2);
+    cr_assert_eq(use, 12);
+    cluster_free(r);
+    r = sweep_cluster_resize(b, 40, &use, &e);
+    cr_assert(r, "%s", e.msg);
+    cr_assert_eq(r->ndevices, 40);
+    cr_assert_eq(r->nservers, 5);
+    cr_assert_eq(r->levels[0].count, 8);
+    cr_assert_eq(use, 40);
+    cluster_free(r);
+    cr_assert_null(sweep_cluster_resize(b, 0, &use, &e));
+    cr_assert(strstr(e.msg, "GPU count"), "%s", e.msg);
+    cr_assert_null(sweep_cluster_resize(b, SWEEP_MAX_GPUS + 1, &use, &e));
+    cluster_free(b);
+
+    /* heterogeneous: server types repeat the pattern H200, H200, V100, V100 */
+    cluster *h = load_cluster("profiles/clusters/hetero-2xh200-2xv100.json");
+    r = sweep_cluster_resize(h, 48, &use, &e);
+    cr_assert(r, "%s", e.msg);
+    cr_assert_eq(r->nservers, 6);
+    for (int s = 0; s < 6; s++) cr_assert_eq(r->server_type[s], h->server_type[s % 4]);
+    cr_assert_str_eq(cluster_device_type(r, 47)->name, "H200-SXM-141GB");
+    cluster_free(r);
+    cluster_free(h);
+}
+
+Test(figures, efficiency_cost_and_target)
+{
+    plumb_err e;
+    profile *p = profile_load("profiles/pipedream/resnet18.json", &e);
+    cr_assert(p, "%s", e.msg);
+    cluster *c = load_cluster("profiles/clusters/cluster-a-4x4.json");
+    native_options o;
+    native_options_init(&o);
+    o.microbatch_size = 64;
+    sweep_result r;
+    const double price = 2.5;
+    cr_assert_eq(planner_sweep(p, c, 1, 6, &o, 0, price, &r, &e), 0, "%s", e.msg);
+    cr_assert_eq(r.n, 6);
+    double work = (profile_total_forward_ms(p) + profile_total_backward_ms(p)) / 1e3;
+    cr_assert_float_eq(r.thr1, p->minibatch / work, 1e-9 * r.thr1);
+    for (int i = 0; i < r.n; i++) {
+        const sweep_point *x = &r.pts[i];
+        cr_assert_eq(x->gpus, i + 1);
+        cr_assert(x->ok, "%d GPUs: %s", x->gpus, x->why);
+        cr_assert_gt(x->samples_per_s, 0);
+        cr_assert_float_eq(x->efficiency, x->samples_per_s / (x->gpus * r.thr1), 1e-12);
+        cr_assert_float_eq(x->usd_per_million, price * x->gpus / 3600.0 / x->samples_per_s * 1e6,
+                           1e-9 * x->usd_per_million);
+        cr_assert_leq(x->efficiency, 1.0 + 1e-9, "%d GPUs beat linear scaling", x->gpus);
+    }
+    cr_assert_eq(r.target_gpus, -1);
+    /* a target between the 3- and the best higher count: the fewest GPUs that reach it */
+    double target = r.pts[2].samples_per_s * 1.0001;
+    int expect = -1;
+    for (int i = 0; i < r.n && expect < 0; i++)
+        if (r.pts[i].samples_per_s >= target) expect = r.pts[i].gpus;
+    sweep_result_free(&r);
+    cr_assert_eq(planner_sweep(p, c, 1, 6, &o, target, 0, &r, &e), 0, "%s", e.msg);
+    cr_assert_eq(r.target_gpus, expect);
+    for (int i = 0; i < r.n; i++) cr_assert_lt(r.pts[i].usd_per_million, 0); /* no price */
+
+    /* the JSON document */
+    cJSON *j = sweep_to_json(&r);
+    cr_assert(j);
+    cr_assert_str_eq(cJSON_GetObjectItem(j, "format")->valuestring, "plumb-sweep/1");
+    cJSON *pts = cJSON_GetObjectItem(j, "points");
+    cr_assert_eq(cJSON_GetArraySize(pts), 6);
+    cr_assert_float_eq(cJSON_GetObjectItem(cJSON_GetArrayItem(pts, 1), "samples_per_s")->valuedouble,
+                       r.pts[1].samples_per_s, 1e-9);
+    if (expect > 0) cr_assert_eq(cJSON_GetObjectItem(j, "target_gpus")->valueint, expect);
+    cJSON_Delete(j);
+
+    /* the SVG plot */
+    size_t len = 0;
+    char *svg = sweep_svg(&r, &len);
+    cr_assert(svg);
+    cr_assert_eq(strlen(svg), len);
+    cr_assert(strstr(svg, "<svg") && strstr(svg, "</svg>"));
+    cr_assert(strstr(svg, "<polyline"));
+    cr_assert(strstr(svg, "throughput (samples/s)"));
+    cr_assert(strstr(svg, "GPUs"));
+    cr_assert(strstr(svg, "target"));
+    free(svg);
+    sweep_result_free(&r);
+    profile_free(p);
+    cluster_free(c);
+}
+
+Test(figures, points_that_do_not_fit_say_why)
+{
+    plumb_err e;
+    profile *p = profile_load("profiles/pipedream/vgg16.json", &e);
+    cr_assert(p, "%s", e.msg);
+    cluster *c = load_cluster("profiles/clusters/cluster-c-4x1.json");
+    native_options o;
+    native_options_init(&o);
+    o.memory_limit_bytes = 3.0 * 1024 * 1024 * 1024; /* vgg16's weights + state need 1.5 GiB */
+    sweep_result r;
+    cr_assert_eq(planner_sweep(p, c, 1, 2, &o, 0, 1, &r, &e), 0, "%s", e.msg);
+    cr_assert_eq(r.n, 2);
+    cr_assert_eq(r.pts[0].ok, 0);
+    cr_assert(strstr(r.pts[0].why, "nothing fits"), "%s", r.pts[0].why);
+    char *svg = sweep_svg(&r, NULL);
+    cr_assert(svg);
+    free(svg);
+    sweep_result_free(&r);
+
+    /* bad input: a model larger than all the memory of the largest count */
+    o.memory_limit_bytes = 0.1 * 1024 * 1024 * 1024;
+    cr_assert_neq(planner_sweep(p, c, 1, 2, &o, 0, 1, &r, &e), 0);
+    cr_assert(strstr(e.msg, "does not fit"), "%s", e.msg);
+    cr_assert_neq(planner_sweep(p, c, 3, 2, &o, 0, 1, &r, &e), 0);
+    cr_assert(strstr(e.msg, "--gpus"), "%s", e.msg);
+    profile_free(p);
+    cluster_free(c);
+}
