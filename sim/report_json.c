@@ -53,7 +53,7 @@ static cJSON *device_json(const sim_device_report *d)
         return NULL;
     add_int(o, "device", d->device);
     add_int(o, "worker", d->worker);
-    cJSON_AddStringToObject(o, "type", d->type ? d->type : "");
+    cJSON_AddStringToObject(o, "type", d->type);
     cJSON *st = cJSON_AddArrayToObject(o, "stages");
     for (int i = 0; st && i < d->nstages && i < 8; i++)
         cJSON_AddItemToArray(st, cJSON_CreateNumber(d->stages[i]));

@@ -111,7 +111,7 @@ static int fill_report(sim_report *rep, const plan *pl, const sim_model *m, cons
         const device_type *t = cluster_device_type(pl->clus, m->worker_device[w]);
         d->device = m->worker_device[w];
         d->worker = w;
-        d->type = t ? t->name : "";
+        snprintf(d->type, sizeof d->type, "%s", t && t->name ? t->name : "");
         for (int st = 0; st < s->nstages; st++)
             for (int j = 0; j < s->replicas[st]; j++)
                 if (s->stage_workers[s->stage_first[st] + j] == w) {

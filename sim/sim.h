@@ -59,7 +59,7 @@ typedef struct sim_memory {
 typedef struct sim_device_report {
     int device;               /* cluster device id */
     int worker;               /* schedule worker id */
-    const char *type;         /* device type name (borrowed from the plan's cluster) */
+    char type[48];            /* device type name (cut to 47 characters) */
     int nstages;              /* stages it holds (chunks, or 1) */
     int stages[8];            /* the first min(nstages, 8) stage indices */
     double busy_s;            /* compute (F, B, I, W, step) per iteration */
