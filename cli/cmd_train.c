@@ -247,6 +247,16 @@ int cmd_train(int argc, char **argv)
             !(te = data_synthetic(m, ntest, m->seed + 1000003, &err)))
             goto fail;
     }
+    if (data_check_model(tr, m, &err) || data_check_model(te, m, &err)) {
+        plumb_err e2 = err; /* name the model file in front of the field */
+        err_set(&err, argv[optind], NULL, "%s", e2.msg);
+        goto fail;
+    }
+    if (mbsize * nmicro > tr->n) {
+        rc = cli_fail("train", "--batch: expected at most the %d samples of the %s data (got a "
+                      "minibatch of %d)", tr->n, tr->name, mbsize * nmicro);
+        goto out;
+    }
     train_run_cfg cfg = {
         .bk = bk, .device = device, .m = m, .train = tr, .test = te,
         .cfg = {.microbatch = mbsize, .microbatches = nmicro, .opt = train_default_opt(okind)},
@@ -259,8 +269,7 @@ int cmd_train(int argc, char **argv)
     train_result res;
     if (!pl && !schedname && !tracepath) {
         if (train_run(&cfg, &res, &err)) {
-            /* bad sizes are the user's; backend failures are run-time failures */
-            rc = strstr(err.msg, "--batch") ? 2 : 1;
+            rc = 1; /* inputs were checked above: a failure at run time */
             goto fail;
         }
     } else {

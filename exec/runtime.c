@@ -317,6 +317,7 @@ static int run_action(worker *wk, const action *a, int i)
             wk->loss[it] += l;
             wk->corr[it] += k;
             wk->rows[it] += (double)mb * tps;
+            if (c->on_loss) c->on_loss(c->on_loss_user, it, l, k, (double)mb * tps);
         }
         break;
     }

@@ -34,6 +34,11 @@ typedef struct rt_cfg {
     bk_opt opt;                /* optimizer (step counts are kept per stage) */
     rt_batch_fn batch;
     void *batch_user;
+    /* Called by each worker holding the loss after every forward (from several threads
+     * at once: the callee synchronizes): iteration, summed loss, correct predictions and
+     * targets of that microbatch. NULL: none. */
+    void (*on_loss)(void *user, int iteration, double loss, double correct, double rows);
+    void *on_loss_user;
     transport *tr;             /* NULL: a local transport made for the run */
     double timeout_s;          /* local transport's receive timeout; <= 0: 120 s */
 } rt_cfg;

@@ -1,6 +1,7 @@
 /* train_pipe.c: `plumb train` with a multi-stage plan: the training run of train.c
  * executed by the pipeline runtime, with the same sample order, then the final weights
  * evaluated on the test set by a sequential trainer. */
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -26,6 +27,57 @@ static int batcher_fn(void *user, int g, float *x, int32_t *y, plumb_err *err)
     long pos = it % b->per_epoch;
     data_gather(b->d, b->perm[e] + pos * b->mb * b->M + (long)(g % b->M) * b->mb, b->mb, x, y);
     return 0;
+}
+
+/* Live progress: microbatch losses arrive from the loss workers in any order; an
+ * iteration is complete when all its targets are counted, and lines are printed for
+ * complete iterations in order, one per logging interval. */
+typedef struct progress {
+    pthread_mutex_t mu;
+    FILE *log;
+    double *l, *c, *r;      /* [iterations] sums */
+    double want;            /* targets per iteration */
+    int n, next;            /* iterations, first not yet complete */
+    long every, per_epoch;
+    int mbs;
+    double t0, tlast, lw, aw;
+    long nw;
+    train_result *res;
+} progress;
+
+static void on_loss(void *user, int it, double loss, double correct, double rows)
+{
+    progress *p = user;
+    pthread_mutex_lock(&p->mu);
+    if (it >= 0 && it < p->n) {
+        p->l[it] += loss;
+        p->c[it] += correct;
+        p->r[it] += rows;
+    }
+    while (p->next < p->n && p->r[p->next] >= p->want) {
+        int i = p->next++;
+        p->lw += p->l[i] / p->r[i];
+        p->aw += p->c[i] / p->r[i];
+        p->nw++;
+        if ((i + 1) % p->every == 0 || i + 1 == p->n) {
+            double now = train_now();
+            p->res->train_loss = p->lw / p->nw;
+            p->res->train_acc = p->aw / p->nw;
+            if (p->log) {
+                double el = now - p->t0, eta = el / (i + 1) * (p->n - i - 1);
+                fprintf(p->log,
+                        "step %d/%d  epoch %ld  loss %.4f  accuracy %.1f%%  %.0f samples/s  "
+                        "ETA %.0f s\n",
+                        i + 1, p->n, i / p->per_epoch + 1, p->res->train_loss,
+                        100 * p->res->train_acc, (double)p->nw * p->mbs / (now - p->tlast), eta);
+                fflush(p->log);
+            }
+            p->tlast = now;
+            p->lw = p->aw = 0;
+            p->nw = 0;
+        }
+    }
+    pthread_mutex_unlock(&p->mu);
 }
 
 int train_run_pipeline(const train_run_cfg *rc, const schedule *s, const int *first,
@@ -68,30 +120,28 @@ int train_run_pipeline(const train_run_cfg *rc, const schedule *s, const int *fi
                 sched_kind_name(s->kind), s->nstages, s->nworkers, mbs, s->microbatches,
                 rc->cfg.microbatch, s->iterations);
     if (rc->log && rc->bk->note && rc->bk->note()) fprintf(rc->log, "%s\n", rc->bk->note());
+    long every = rc->log_every > 0 ? rc->log_every : (s->iterations + 19) / 20;
+    progress pg = {.log = rc->log, .want = (double)mbs * model_targets_per_sample(rc->m),
+                   .n = s->iterations, .every = every < 1 ? 1 : every,
+                   .per_epoch = b.per_epoch, .mbs = mbs, .res = res};
+    pg.l = calloc((size_t)s->iterations, sizeof(double));
+    pg.c = calloc((size_t)s->iterations, sizeof(double));
+    pg.r = calloc((size_t)s->iterations, sizeof(double));
+    if (!pg.l || !pg.c || !pg.r) {
+        free(pg.l), free(pg.c), free(pg.r);
+        err_set(err, NULL, NULL, "out of memory");
+        goto done;
+    }
+    pthread_mutex_init(&pg.mu, NULL);
+    pg.t0 = pg.tlast = train_now();
     rt_cfg cfg = {.bk = rc->bk, .m = rc->m, .sched = s, .stage_first = first,
                   .stage_last = last, .worker_device = devs, .trace_device = s->worker_device,
                   .microbatch = rc->cfg.microbatch, .opt = rc->cfg.opt, .batch = batcher_fn,
-                  .batch_user = &b};
-    if (runtime_run(&cfg, &rr, err)) goto done;
-    long every = rc->log_every > 0 ? rc->log_every : (s->iterations + 19) / 20;
-    if (every < 1) every = 1;
-    double lw = 0, aw = 0;
-    long nw = 0;
-    for (int it = 0; it < rr.iterations; it++) {
-        lw += rr.loss[it];
-        aw += rr.acc[it];
-        nw++;
-        if ((it + 1) % every == 0 || it + 1 == rr.iterations) {
-            res->train_loss = lw / nw;
-            res->train_acc = aw / nw;
-            if (rc->log)
-                fprintf(rc->log, "step %d/%d  epoch %ld  loss %.4f  accuracy %.1f%%\n", it + 1,
-                        rr.iterations, it / b.per_epoch + 1, res->train_loss,
-                        100 * res->train_acc);
-            lw = aw = 0;
-            nw = 0;
-        }
-    }
+                  .batch_user = &b, .on_loss = on_loss, .on_loss_user = &pg};
+    int failed = runtime_run(&cfg, &rr, err);
+    pthread_mutex_destroy(&pg.mu);
+    free(pg.l), free(pg.c), free(pg.r);
+    if (failed) goto done;
     res->steps = rr.iterations;
     res->first_loss = rr.loss[0];
     res->last_loss = rr.loss[rr.iterations - 1];

@@ -116,6 +116,8 @@ expect2 "--batch: expected a multiple of the 3 microbatches" \
 expect2 "--schedule: expected gpipe" "$PLUMB" train examples/models/fmnist-mlp.json --schedule fast
 expect2 "--stages: expected at most the model's 7 layers" \
     "$PLUMB" train examples/models/fmnist-mlp.json --schedule gpipe --stages 9
+expect2 "examples/models/gpt-mini.json: input: the model expects 64 values per sample [64], but the fashion-mnist" \
+    "$PLUMB" train examples/models/gpt-mini.json --data fashion-mnist
 expect2 "expected 7 layers, one per top-level layer" \
     "$PLUMB" train examples/models/fmnist-mlp.json examples/plans/vgg16-4stage-1f1b.json
 "$PLUMB" train --help | grep -q "usage: plumb train" || fail "--help"
