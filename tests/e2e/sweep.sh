@@ -1,0 +1,114 @@
+#!/usr/bin/env bash
+# sweep.sh: end-to-end test of `plumb sweep` (capacity planning: table, JSON, SVG, target,
+# figures that follow their formulas) and of `plumb plan`'s native mode (the default plan,
+# --schedule auto's ranked top five with marks, nothing fits -> what would fit, exit 1),
+# and bad input to both: one line on stderr, exit 2, nothing written.
+set -u
+PLUMB=${PLUMB:-./plumb}
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fails=0
+fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+PR=profiles/pipedream
+CL=profiles/clusters
+
+# expect_bad NEEDLE ARGS...: exit 2, nothing on stdout, one stderr line with NEEDLE, no SVG
+expect_bad() {
+    local needle=$1; shift
+    rm -f "$tmp/bad.svg"
+    "$PLUMB" "$@" >"$tmp/out" 2>"$tmp/err"
+    local rc=$?
+    [ "$rc" -eq 2 ] || fail "$*: exit $rc, expected 2"
+    [ -s "$tmp/out" ] && fail "$*: wrote to stdout"
+    [ "$(wc -l <"$tmp/err")" -eq 1 ] || fail "$*: stderr is not one line: $(cat "$tmp/err")"
+    grep -qF -- "$needle" "$tmp/err" || fail "$*: stderr lacks '$needle': $(cat "$tmp/err")"
+    [ -e "$tmp/bad.svg" ] && fail "$*: wrote the SVG"
+}
+
+# --- sweep: table, JSON, SVG ------------------------------------------------------------
+"$PLUMB" sweep -p $PR/resnet18.json -c $CL/cluster-a-4x4.json --gpus 1..6 --price 3 \
+    --target 2000 --svg "$tmp/s.svg" >"$tmp/table" 2>"$tmp/err" || fail "sweep: exit $?: $(cat "$tmp/err")"
+grep -q "samples/s" "$tmp/table" || fail "sweep table has no samples/s"
+grep -q "USD/M" "$tmp/table" || fail "sweep table has no cost unit"
+grep -q "^target 2000.0 samples/s: " "$tmp/table" || fail "sweep has no target line"
+[ "$(grep -cE '^ +[0-9]+ ' "$tmp/table")" -eq 6 ] || fail "sweep table does not have 6 rows"
+grep -q "</svg>" "$tmp/s.svg" || fail "sweep SVG is not complete"
+if command -v rsvg-convert >/dev/null; then
+    rsvg-convert "$tmp/s.svg" -o "$tmp/s.png" 2>"$tmp/err" || fail "SVG does not render: $(cat "$tmp/err")"
+fi
+
+"$PLUMB" sweep -p $PR/resnet18.json -c $CL/cluster-a-4x4.json --gpus 1..6 --price 3 \
+    --target 2000 --json >"$tmp/s.json" 2>"$tmp/err" || fail "sweep --json: exit $?"
+if command -v python3 >/dev/null; then
+    python3 - "$tmp/s.json" <<'EOF' || fail "sweep JSON figures do not follow their formulas"
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["format"] == "plumb-sweep/1"
+t1, price, target = d["one_device_samples_per_s"], d["price_usd_per_gpu_hour"], d["target_samples_per_s"]
+pts = d["points"]
+assert [p["gpus"] for p in pts] == list(range(1, 7))
+first = None
+for p in pts:
+    assert p["ok"], p
+    n, thr = p["gpus"], p["samples_per_s"]
+    assert abs(p["efficiency"] - thr / (n * t1)) <= 1e-9 * p["efficiency"], p
+    cost = price * n / 3600 / thr * 1e6
+    assert abs(p["usd_per_million_samples"] - cost) <= 1e-9 * cost, p
+    if first is None and thr >= target:
+        first = n
+assert d["target_gpus"] == first, (d["target_gpus"], first)
+EOF
+fi
+
+# --- plan, native mode -------------------------------------------------------------------
+"$PLUMB" plan -p $PR/gnmt.json -c $CL/cluster-b-2x8.json -o "$tmp/p.json" >"$tmp/out" 2>"$tmp/err" \
+    || fail "plan: exit $?: $(cat "$tmp/err")"
+grep -q "native cost model" "$tmp/out" || fail "plan's default is not the native mode"
+grep -q "samples/s simulated" "$tmp/out" || fail "plan does not report simulated throughput"
+grep -q "GiB" "$tmp/out" || fail "plan does not report memory"
+"$PLUMB" sim "$tmp/p.json" >/dev/null 2>"$tmp/err" || fail "the native plan does not simulate: $(cat "$tmp/err")"
+
+"$PLUMB" plan -p $PR/gnmt.json -c $CL/cluster-b-2x8.json --schedule auto >"$tmp/out" 2>"$tmp/err" \
+    || fail "plan --schedule auto: exit $?: $(cat "$tmp/err")"
+[ "$(grep -cE '^[1-5] ' "$tmp/out")" -eq 5 ] || fail "auto does not print a top five"
+grep -qE '^1 .* wins: ' "$tmp/out" || fail "auto's first candidate does not say why it wins"
+grep -qE '^2 .* (loses|rejected): ' "$tmp/out" || fail "auto's second candidate does not say why it loses"
+grep -E '^[1-5] +(pipedream|2bw) ' "$tmp/out" | grep -vq ASYNC && fail "an async schedule is not marked ASYNC"
+"$PLUMB" plan -p $PR/gnmt.json -c $CL/cluster-b-2x8.json --schedule auto --json >"$tmp/a.json" \
+    || fail "plan --schedule auto --json: exit $?"
+grep -q '"candidates"' "$tmp/a.json" || fail "auto JSON has no candidates"
+
+"$PLUMB" plan -p $PR/gnmt.json -c $CL/cluster-b-2x8.json --mode pipedream >"$tmp/out" \
+    || fail "plan --mode pipedream: exit $?"
+grep -q "PipeDream-compatible" "$tmp/out" || fail "--mode pipedream is not PipeDream's planner"
+
+# nothing fits: one line that names what would fit, exit 1, no plan written
+rm -f "$tmp/n.json"
+"$PLUMB" plan -p $PR/resnet50.json -c $CL/cluster-c-4x1.json --memory-limit 4 -o "$tmp/n.json" \
+    >"$tmp/out" 2>"$tmp/err"
+rc=$?
+[ "$rc" -eq 1 ] || fail "nothing fits: exit $rc, expected 1"
+[ "$(wc -l <"$tmp/err")" -eq 1 ] || fail "nothing fits: not one line: $(cat "$tmp/err")"
+grep -q "nothing fits in 4.0 GiB per device" "$tmp/err" || fail "nothing fits: $(cat "$tmp/err")"
+grep -q "would fit: " "$tmp/err" || fail "nothing fits: no suggestion: $(cat "$tmp/err")"
+[ -e "$tmp/n.json" ] && fail "nothing fits: a plan was written"
+
+# --- bad input ----------------------------------------------------------------------------
+expect_bad "does not fit" sweep -p $PR/vgg16.json -c $CL/cluster-c-4x1.json --gpus 1..2 \
+    --memory-limit 0.1 --svg "$tmp/bad.svg"
+expect_bad "--gpus" sweep -p $PR/vgg16.json -c $CL/cluster-c-4x1.json --gpus 3..2 --svg "$tmp/bad.svg"
+expect_bad "--gpus" sweep -p $PR/vgg16.json -c $CL/cluster-c-4x1.json --gpus 0..2
+expect_bad "expected -p PROFILE" sweep -c $CL/cluster-c-4x1.json --gpus 1..2
+expect_bad "unknown option" sweep -p $PR/vgg16.json -c $CL/cluster-c-4x1.json --gpus 1 --frobnicate
+expect_bad "--price" sweep -p $PR/vgg16.json -c $CL/cluster-c-4x1.json --gpus 1 --price -3
+expect_bad "does not fit" plan -p $PR/vgg16.json -c $CL/cluster-c-4x1.json --memory-limit 0.1
+expect_bad "--schedule" plan -p $PR/vgg16.json -c $CL/cluster-c-4x1.json --schedule fast
+expect_bad "--mode" plan -p $PR/vgg16.json -c $CL/cluster-c-4x1.json --mode quick
+expect_bad "belong to --mode pipedream" plan -p $PR/vgg16.json -c $CL/cluster-c-4x1.json \
+    --mode native --straight
+printf '{"format":"plumb-cluster/1","name":"nil","levels":[{"name":"l0","count":2,"bandwidth_gbit_per_s":0,"latency_us":1}],"device_types":[{"name":"d","memory_gib":8,"speed":1}],"device_type":"d"}\n' >"$tmp/zero.json"
+expect_bad "bandwidth" plan -p $PR/vgg16.json -c "$tmp/zero.json"
+expect_bad "bandwidth" sweep -p $PR/vgg16.json -c "$tmp/zero.json" --gpus 1..2
+
+[ "$fails" -eq 0 ] || { echo "sweep.sh: $fails failure(s)"; exit 1; }
+echo "sweep.sh: all passed"
