@@ -79,10 +79,13 @@ int timeline_track(timeline *tl, int kind, int device, int peer, const char *nam
 {
     if (kind != TL_TRACK_LINK)
         peer = -1;
-    for (int i = 0; i < tl->ntracks; i++) {
+    for (int k = -1; k < tl->ntracks; k++) {  /* the last answer first: callers repeat */
+        int i = k < 0 ? tl->hint : k;
+        if (i < 0 || i >= tl->ntracks)
+            continue;
         const tl_track *t = &tl->tracks[i];
         if (t->kind == kind && t->device == device && t->peer == peer)
-            return i;
+            return tl->hint = i;
     }
     if (tl->ntracks == tl->cap_tracks) {
         int nc = tl->cap_tracks ? 2 * tl->cap_tracks : 16;
@@ -107,7 +110,7 @@ int timeline_track(timeline *tl, int kind, int device, int peer, const char *nam
         return -1;
     tl->tracks[tl->ntracks] = (tl_track){.kind = kind, .device = device, .peer = peer,
                                          .name = nm};
-    return tl->ntracks++;
+    return tl->hint = tl->ntracks++;
 }
 
 int timeline_add(timeline *tl, const tl_event *e)

@@ -52,6 +52,7 @@ typedef struct timeline {
     char *source;             /* "sim" or "exec" (or what the file said) */
     int ntracks, cap_tracks;
     tl_track *tracks;
+    int hint;                 /* the track timeline_track returned last (a lookup cache) */
     size_t n, cap;
     tl_event *ev;             /* in the order added (not necessarily by time) */
 } timeline;
