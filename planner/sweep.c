@@ -140,9 +140,24 @@ int planner_sweep(const profile *p, const cluster *c, int gmin, int gmax,
                                                      : b->est_peak_memory_bytes;
                 snprintf(pt->config, sizeof pt->config, "%s", b->config);
             }
-            if (target > 0 && res->target_gpus < 0 && pt->samples_per_s >= target)
-                res->target_gpus = g;
+            pt->gpus_used = g;
         }
+        /* a smaller count planned faster: keep its plan, idle GPUs and all */
+        const sweep_point *best = NULL;
+        for (int i = 0; i + 1 < res->n; i++)
+            if (res->pts[i].ok && (!best || res->pts[i].samples_per_s > best->samples_per_s))
+                best = &res->pts[i];
+        if (best && (!pt->ok || best->samples_per_s > pt->samples_per_s)) {
+            sweep_point keep = *best;
+            keep.gpus = g;
+            keep.efficiency = res->thr1 > 0 ? keep.samples_per_s / (g * res->thr1) : 0;
+            keep.usd_per_million = price > 0 && keep.samples_per_s > 0
+                                       ? price * g / 3600.0 / keep.samples_per_s * 1e6 : -1;
+            keep.why[0] = 0;
+            *pt = keep;
+        }
+        if (pt->ok && target > 0 && res->target_gpus < 0 && pt->samples_per_s >= target)
+            res->target_gpus = g;
         plan_free(pl);
         native_result_free(&nr);
         cluster_free(cl);
@@ -173,8 +188,11 @@ void sweep_print(const sweep_result *r, FILE *out)
         snprintf(sch, sizeof sch, "%s%s", sched_kind_name(p->schedule),
                  p->recompute ? "+rc" : "");
         snprintf(mb, sizeof mb, "%dx%d", p->microbatches, p->microbatch_size);
-        fprintf(out, "%5d %-20s %-11s %-13s %-11s %-16s %-10s %s\n", p->gpus, thr, eff, cost,
-                mem, sch, mb, p->config);
+        char used[48] = "";
+        if (p->gpus_used < p->gpus)
+            snprintf(used, sizeof used, " (uses %d of %d GPUs)", p->gpus_used, p->gpus);
+        fprintf(out, "%5d %-20s %-11s %-13s %-11s %-16s %-10s %s%s\n", p->gpus, thr, eff, cost,
+                mem, sch, mb, p->config, used);
     }
     if (r->target > 0) {
         if (r->target_gpus > 0)
@@ -217,7 +235,8 @@ cJSON *sweep_to_json(const sweep_result *r)
             if (!cJSON_AddStringToObject(o, "why", p->why)) goto fail;
             continue;
         }
-        if (!json_add_num(o, "samples_per_s", p->samples_per_s) ||
+        if (!json_add_num(o, "gpus_used", p->gpus_used) ||
+            !json_add_num(o, "samples_per_s", p->samples_per_s) ||
             !json_add_num(o, "efficiency", p->efficiency) ||
             !(p->usd_per_million >= 0
                   ? json_add_num(o, "usd_per_million_samples", p->usd_per_million)

@@ -4,7 +4,9 @@
  * the best plan, and the sweep reports its simulated throughput, its scaling efficiency
  * against linear (thr(n) / (n x thr(1)), thr(1) being the whole model on device 0 with
  * memory ignored), its cost per million samples (price x n / 3600 / thr x 1e6), and the
- * fewest GPUs that reach a target throughput. Writers: text table, JSON, SVG plot.
+ * fewest GPUs that reach a target throughput. Throughput never falls as GPUs are added:
+ * when n GPUs plan slower than a smaller count m, the m-GPU plan is reported for n (it
+ * leaves n - m GPUs idle, and they still cost). Writers: text table, JSON, SVG plot.
  *
  * Units: samples/s, USD, bytes. Memory: results are owned by the caller. */
 #ifndef PLUMB_PLANNER_SWEEP_H
@@ -29,6 +31,8 @@ typedef struct sweep_point {
     double peak_memory_bytes;   /* largest device peak of the best plan */
     sched_kind schedule;
     int microbatches, microbatch_size, recompute, nstages;
+    int gpus_used;              /* devices the plan uses: the best plan of a smaller count
+                                   is kept (the rest idle) when more GPUs plan no faster */
     char config[96];            /* replicas per stage, e.g. "8-8" */
     char why[PLUMB_ERR_MAX];    /* when !ok: why nothing fits (and what would) */
 } sweep_point;

@@ -82,6 +82,8 @@ Test(figures, efficiency_cost_and_target)
         cr_assert_float_eq(x->usd_per_million, price * x->gpus / 3600.0 / x->samples_per_s * 1e6,
                            1e-9 * x->usd_per_million);
         cr_assert_leq(x->efficiency, 1.0 + 1e-9, "%d GPUs beat linear scaling", x->gpus);
+        cr_assert(x->gpus_used >= 1 && x->gpus_used <= x->gpus);
+        if (i > 0) cr_assert_geq(x->samples_per_s, r.pts[i - 1].samples_per_s);
     }
     cr_assert_eq(r.target_gpus, -1);
     /* a target between the 3- and the best higher count: the fewest GPUs that reach it */
