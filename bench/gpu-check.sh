@@ -277,6 +277,7 @@ if echo "$phelp" | grep -q -- '--backend'; then
     pargs=(profile examples/models/vgg16.json --backend cuda)
     if echo "$phelp" | grep -q -- '--batch'; then pargs+=(--batch 64)
     elif echo "$phelp" | grep -q -- '--minibatch'; then pargs+=(--minibatch 64); fi
+    echo "$phelp" | grep -q -- '--runs' && pargs+=(--runs 10 --warmup 2)
     if echo "$phelp" | grep -q -- '--output'; then pargs+=(--output "$RES/vgg16-profile.json")
     elif echo "$phelp" | grep -q -- ' -o '; then pargs+=(-o "$RES/vgg16-profile.json"); fi
     t0=$(date +%s)
