@@ -12,17 +12,18 @@ endif
 CFLAGS  += $(CFLAGS_BASE)
 LDLIBS  := -lcjson -lopenblas -lncursesw -lz -lpthread -lm
 CUDA_HOME ?= /usr/local/cuda
+HASH := \#
 
 .DEFAULT_GOAL := all
-.PHONY: all deps demo test test-unit test-e2e test-long bench fuzz clean optional-parts
+.PHONY: all deps demo test test-unit test-e2e test-long bench fuzz clean optional-parts gpu-bundle
 
 # --- optional parts: detected by a test compile, one line each --------------------------
 NVCC := $(shell command -v nvcc 2>/dev/null || ls $(CUDA_HOME)/bin/nvcc 2>/dev/null)
 HAVE_CUDA := $(shell [ -n "$(NVCC)" ] && printf '__global__ void k(){}\nint main(){k<<<1,1>>>();return 0;}\n' > /tmp/plumb-nvcc-$$$$.cu && $(NVCC) -c -o /dev/null /tmp/plumb-nvcc-$$$$.cu >/dev/null 2>&1 && echo 1; rm -f /tmp/plumb-nvcc-$$$$.cu)
-HAVE_CUDNN := $(shell [ "$(HAVE_CUDA)" = 1 ] && printf '\#include <cudnn.h>\nint main(void){return (int)cudnnGetVersion()==0;}\n' | $(CC) -x c - -I$(CUDA_HOME)/include -L$(CUDA_HOME)/lib64 -L$(CUDA_HOME)/lib -lcudnn -o /dev/null >/dev/null 2>&1 && echo 1)
-HAVE_NCCL := $(shell [ "$(HAVE_CUDA)" = 1 ] && printf '\#include <nccl.h>\nint main(void){int v;return ncclGetVersion(&v);}\n' | $(CC) -x c - -I$(CUDA_HOME)/include -L$(CUDA_HOME)/lib -L$(CUDA_HOME)/lib64 -lnccl -o /dev/null >/dev/null 2>&1 && echo 1)
+HAVE_CUDNN := $(shell [ "$(HAVE_CUDA)" = 1 ] && printf '$(HASH)include <cudnn.h>\nint main(void){return (int)cudnnGetVersion()==0;}\n' | $(CC) -x c - -I$(CUDA_HOME)/include -L$(CUDA_HOME)/lib64 -L$(CUDA_HOME)/lib -lcudnn -o /dev/null >/dev/null 2>&1 && echo 1)
+HAVE_NCCL := $(shell [ "$(HAVE_CUDA)" = 1 ] && printf '$(HASH)include <nccl.h>\nint main(void){int v;return ncclGetVersion(&v);}\n' | $(CC) -x c - -I$(CUDA_HOME)/include -L$(CUDA_HOME)/lib -L$(CUDA_HOME)/lib64 -lnccl -o /dev/null >/dev/null 2>&1 && echo 1)
 MPICC := $(shell command -v mpicc 2>/dev/null)
-HAVE_MPI := $(shell [ -n "$(MPICC)" ] && printf '\#include <mpi.h>\nint main(void){return MPI_Init(0,0);}\n' | $(MPICC) -x c - -o /dev/null >/dev/null 2>&1 && echo 1)
+HAVE_MPI := $(shell [ -n "$(MPICC)" ] && printf '$(HASH)include <mpi.h>\nint main(void){return MPI_Init(0,0);}\n' | $(MPICC) -x c - -o /dev/null >/dev/null 2>&1 && echo 1)
 
 # --- sources ---------------------------------------------------------------------------
 LIB_SRCS := $(wildcard core/*.c sim/*.c planner/*.c exec/*.c exec/cpu/*.c ui/*.c cli/cmd_*.c)
@@ -121,6 +122,10 @@ bench: all $(BENCH_BINS)
 
 fuzz: deps
 	@scripts/fuzz.sh
+
+# Debian packages for an offline GPU machine (bench/gpu-check.sh unpacks them there).
+gpu-bundle:
+	@scripts/gpu-bundle.sh
 
 clean:
 	rm -rf build build-* plumb libplumb.a
