@@ -157,32 +157,43 @@ static void probe_pass(probe *pr, int pass, int B)
     }
 }
 
-/* Times every pass of layer i: warm-up runs, then cfg->runs timed runs of F, B, I, W in
- * turn (the backward passes reuse the forward's saved activations). times is
- * [NPASS][runs], ms. */
-static int time_layer(const model *m, int i, const prof_cfg *cfg, bk_ctx *ctx, double *times,
-                      plumb_err *err)
+/* Times every pass of every layer: cfg->warmup untimed rounds, then cfg->runs timed
+ * rounds, each round running F, B, I, W of layer 0, then of layer 1, and so on. Taking the
+ * layers in turn, as training does, spreads every layer's samples over the whole
+ * measurement (a burst of load elsewhere on the machine touches all layers alike instead
+ * of one) and times each layer with the caches the other layers leave, not hot from its
+ * own previous run. The backward passes reuse the forward's saved activations. times is
+ * [nlayers][NPASS][runs], ms. */
+static int time_layers(const model *m, const prof_cfg *cfg, bk_ctx *ctx, double *times,
+                       plumb_err *err)
 {
     const backend *bk = cfg->bk;
-    probe pr;
-    if (probe_init(m, i, cfg, ctx, &pr, err)) return -1;
+    const int n = m->nlayers;
+    probe *pr = calloc((size_t)n, sizeof *pr);
+    if (!pr) return err_set(err, NULL, NULL, "out of memory");
     int rc = -1;
+    for (int i = 0; i < n; i++)
+        if (probe_init(m, i, cfg, ctx, &pr[i], err)) goto done;
     for (int r = 0; r < cfg->warmup + cfg->runs; r++) {
-        for (int p = 0; p < NPASS; p++) {
-            if (bk->sync(ctx, err)) goto done;
-            double t0 = train_now();
-            probe_pass(&pr, p, cfg->batch);
-            if (bk->sync(ctx, err)) goto done;
-            double t1 = train_now();
-            if (r >= cfg->warmup)
-                times[(size_t)p * cfg->runs + (r - cfg->warmup)] = (t1 - t0) * 1e3;
+        for (int i = 0; i < n; i++) {
+            for (int p = 0; p < NPASS; p++) {
+                if (bk->sync(ctx, err)) goto done;
+                double t0 = train_now();
+                probe_pass(&pr[i], p, cfg->batch);
+                if (bk->sync(ctx, err)) goto done;
+                double t1 = train_now();
+                if (r >= cfg->warmup)
+                    times[((size_t)i * NPASS + p) * cfg->runs + (r - cfg->warmup)] =
+                        (t1 - t0) * 1e3;
+            }
+            /* the weight gradients accumulate run after run; keep them bounded */
+            stage_zero_grads(pr[i].st);
         }
-        /* the weight gradients accumulate run after run; keep them bounded */
-        stage_zero_grads(pr.st);
     }
     rc = bk->sync(ctx, err);
 done:
-    probe_free(bk, ctx, &pr);
+    for (int i = 0; i < n; i++) probe_free(bk, ctx, &pr[i]);
+    free(pr);
     return rc;
 }
 
@@ -217,17 +228,17 @@ profile *profiler_run(const model *m, const prof_cfg *cfg, prof_stats **stats, p
              "workers", bk->name, cfg->device, cfg->runs, cfg->warmup, cfg->workers);
     profile *p = profiler_skeleton(m, cfg->batch, device, source, err);
     prof_stats *st = calloc((size_t)m->nlayers + 1, sizeof *st);
-    double *times = malloc((size_t)NPASS * cfg->runs * sizeof *times);
+    double *times = malloc((size_t)m->nlayers * NPASS * cfg->runs * sizeof *times);
     bk_ctx *ctx = NULL;
     int ok = 0;
     if (!p) goto done;
     if (!st || !times) { err_set(err, NULL, NULL, "out of memory"); goto done; }
     if (!(ctx = bk->create(cfg->device, err))) goto done;
     if (bk->hint_workers) bk->hint_workers(cfg->workers);
+    if (time_layers(m, cfg, ctx, times, err)) goto done;
     for (int i = 0; i < m->nlayers; i++) {
-        if (time_layer(m, i, cfg, ctx, times, err)) goto done;
-        double *tf = times, *tb = times + cfg->runs, *ti = times + 2 * (size_t)cfg->runs,
-               *tw = times + 3 * (size_t)cfg->runs;
+        double *tf = times + (size_t)i * NPASS * cfg->runs, *tb = tf + cfg->runs,
+               *ti = tf + 2 * (size_t)cfg->runs, *tw = tf + 3 * (size_t)cfg->runs;
         prof_stats *s = &st[i];
         s->forward_min_ms = vmin(tf, cfg->runs);
         s->forward_max_ms = vmax(tf, cfg->runs);

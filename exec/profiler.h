@@ -3,7 +3,9 @@
  * run. Each layer is built alone as a one-layer stage (exec/stage.h) on the backend and
  * timed after a warm-up: forward, the fused backward that 1F1B-style schedules run, and
  * the input-gradient (I) and weight-gradient (W) halves that zero-bubble schedules run,
- * each bracketed by a backend sync; the median of the timed runs is kept. Sizes come from
+ * each bracketed by a backend sync; the median of the timed runs is kept. The layers are
+ * timed in turn, round after round (as training runs them), so that a burst of load on a
+ * shared machine does not land on one layer's samples only. Sizes come from
  * the model's inferred shapes: activation bytes = the layer's output for the whole
  * profiled minibatch in fp32, parameter bytes = its weights and biases in fp32.
  *

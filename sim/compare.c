@@ -275,7 +275,15 @@ void compare_result_free(compare_result *r)
     free(r->rows);
     free(r->kinds);
     free(r->stages);
+    free(r->idle);
     memset(r, 0, sizeof *r);
+}
+
+/* Iteration time less stage s's compute time (>= 0), or -1 when either is unknown. */
+static double idle_of(const compare_side *x, int s)
+{
+    if (x->iteration_s < 0 || x->busy_s[s] < 0) return -1;
+    return x->iteration_s > x->busy_s[s] ? x->iteration_s - x->busy_s[s] : 0;
 }
 
 int compare_sides(const compare_side *pred, const compare_side *meas, compare_result *out,
@@ -292,7 +300,8 @@ int compare_sides(const compare_side *pred, const compare_side *meas, compare_re
     out->rows = calloc((size_t)n * TL_NKINDS + 1, sizeof *out->rows);
     out->kinds = calloc(TL_NKINDS, sizeof *out->kinds);
     out->stages = calloc((size_t)n + 1, sizeof *out->stages);
-    if (!out->rows || !out->kinds || !out->stages) {
+    out->idle = calloc((size_t)n + 1, sizeof *out->idle);
+    if (!out->rows || !out->kinds || !out->stages || !out->idle) {
         compare_result_free(out);
         return err_set(err, NULL, NULL, "out of memory");
     }
@@ -317,9 +326,11 @@ int compare_sides(const compare_side *pred, const compare_side *meas, compare_re
     for (int k = 0; k < TL_NKINDS; k++)
         if (pred->kinds[k].n || meas->kinds[k].n)
             out->kinds[out->nkinds++] = make_row(-1, k, pred->kinds[k], meas->kinds[k]);
-    for (int s = 0; s < n; s++)
+    for (int s = 0; s < n; s++) {
+        out->idle[s] = sum_row(s, idle_of(pred, s), idle_of(meas, s), pred->used, meas->used);
         out->stages[out->nstages++] =
             sum_row(s, pred->busy_s[s], meas->busy_s[s], pred->used, meas->used);
+    }
     out->iteration = sum_row(-1, pred->iteration_s, meas->iteration_s, pred->iterations,
                              meas->iterations);
     out->mean_abs_error = nabs ? sum_abs / nabs : NAN;
@@ -380,6 +391,12 @@ void compare_print(const compare_result *r, int median, FILE *out)
     for (int i = 0; i < r->nstages; i++) {
         snprintf(label, sizeof label, "stage %d", r->stages[i].stage);
         print_row(out, label, &r->stages[i], 0, 0);
+    }
+    fprintf(out, "\nper stage, idle time per iteration (iteration - compute; measured: blocking "
+            "sends,\nwaits for data and for a CPU):\n");
+    for (int i = 0; i < r->nstages; i++) {
+        snprintf(label, sizeof label, "stage %d", r->idle[i].stage);
+        print_row(out, label, &r->idle[i], 0, 0);
     }
     fprintf(out, "\nper iteration (steady state):\n");
     print_row(out, "iteration", &r->iteration, 0, 0);
@@ -464,7 +481,8 @@ cJSON *compare_to_json(const compare_result *r)
     cJSON_AddItemToObject(o, "measured", m);
     if (add_rows(o, "actions", r->rows, r->nrows, 1) ||
         add_rows(o, "kinds", r->kinds, r->nkinds, 1) ||
-        add_rows(o, "stages", r->stages, r->nstages, 0)) {
+        add_rows(o, "stages", r->stages, r->nstages, 0) ||
+        add_rows(o, "idle", r->idle, r->nstages, 0)) {
         cJSON_Delete(it);
         cJSON_Delete(o);
         return NULL;

@@ -89,6 +89,8 @@ typedef struct compare_result {
     compare_row *kinds;   /* per kind over all stages (stage = -1) */
     int nstages;
     compare_row *stages;  /* per stage compute time per iteration (kind = -1) */
+    compare_row *idle;    /* [nstages] per stage iteration time - compute time: on the
+                             executor blocking sends, waits for data and for a CPU */
     compare_row iteration;/* time per iteration (stage = kind = -1) */
     double mean_abs_error;/* mean |error| over the per-(stage, kind) compute rows
                              (F, B, I, W) that both sides have; NAN when none */

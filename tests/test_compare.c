@@ -128,6 +128,8 @@ Test(compare, aligns_stages_and_kinds)
     cr_assert_eq(r.nstages, 2);
     near(r.stages[0].pred_s, (1.0 + 2.0 + 0.1) * MS, "busy s0 pred");
     near(r.stages[0].meas_s, (1.25 + 2.5 + 0.1) * MS, "busy s0 meas");
+    near(r.idle[0].pred_s, (20 - 3.1) * MS, "idle s0 pred");
+    near(r.idle[1].meas_s, (25 - (2.0 + 3.2 + 0.1)) * MS, "idle s1 meas");
     /* iteration: the period of the steady state */
     near(r.iteration.pred_s, 20 * MS, "pred iteration");
     near(r.iteration.meas_s, 25 * MS, "meas iteration");
