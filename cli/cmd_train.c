@@ -10,6 +10,7 @@
 #include "core/schedule.h"
 #include "core/timeline.h"
 #include "exec/backend.h"
+#include "exec/checkpoint.h"
 #include "exec/data.h"
 #include "exec/model.h"
 #include "exec/train.h"
@@ -40,6 +41,9 @@ static const char *const usage_text =
     "  --stages N         pipeline stages for --schedule (default 2; virtual stages for\n"
     "                     interleaved and zb-v, 2 per worker)\n"
     "  --trace FILE       write the measured trace (Chrome trace JSON, as plumb sim's)\n"
+    "  --save FILE        write a checkpoint (weights, optimizer state, steps) at the end\n"
+    "  --resume FILE      start from a checkpoint; its steps count toward --steps/--epochs\n"
+    "                     and the data order continues (sequential runs)\n"
     "  --backend NAME     cpu or cuda (default cpu)\n"
     "  --device N         device index for the backend (default 0)\n"
     "  --devices N        pipelined: spread the workers over N backend devices (default 1)\n"
@@ -50,7 +54,7 @@ static const char *const usage_text =
 enum {
     O_DATA = 1000, O_DATADIR, O_TEXT, O_SAMPLES, O_EPOCHS, O_STEPS, O_BATCH, O_MICRO, O_OPT,
     O_LR, O_MOM, O_WD, O_SEED, O_BACKEND, O_DEVICE, O_LOG, O_QUIET, O_HELP, O_SCHED,
-    O_STAGES, O_TRACE, O_DEVICES
+    O_STAGES, O_TRACE, O_DEVICES, O_SAVE, O_RESUME
 };
 
 /* Splits m's top-level layers into n contiguous stages of about equal forward FLOPs
@@ -140,11 +144,12 @@ int cmd_train(int argc, char **argv)
         {"quiet", no_argument, 0, O_QUIET},           {"help", no_argument, 0, O_HELP},
         {"schedule", required_argument, 0, O_SCHED},  {"stages", required_argument, 0, O_STAGES},
         {"trace", required_argument, 0, O_TRACE},     {"devices", required_argument, 0, O_DEVICES},
+        {"save", required_argument, 0, O_SAVE},       {"resume", required_argument, 0, O_RESUME},
         {0, 0, 0, 0}};
     const char *data = NULL, *datadir = NULL, *textfile = NULL, *bkname = "cpu", *optname = NULL;
     int samples = 8192, epochs = 1, steps = 0, batch = 0, micro = 0, device = 0, logevery = 0;
     int quiet = 0, have_seed = 0, seed = 0, nstages = 0, ndevices = 1;
-    const char *schedname = NULL, *tracepath = NULL;
+    const char *schedname = NULL, *tracepath = NULL, *savepath = NULL, *resumepath = NULL;
     double lr = -1, mom = -1, wd = 0;
     int c;
     optind = 1;
@@ -171,6 +176,8 @@ int cmd_train(int argc, char **argv)
         case O_SCHED: schedname = optarg; break;
         case O_STAGES: if (cli_int("train", "--stages", optarg, 1, 1024, &nstages)) return 2; break;
         case O_TRACE: tracepath = optarg; break;
+        case O_SAVE: savepath = optarg; break;
+        case O_RESUME: resumepath = optarg; break;
         case O_DEVICES: if (cli_int("train", "--devices", optarg, 1, 1024, &ndevices)) return 2; break;
         case O_HELP: fputs(usage_text, stdout); return 0;
         default: return 2;
@@ -188,6 +195,9 @@ int cmd_train(int argc, char **argv)
                         "interleaved, zb-h1 or zb-v (got \"%s\")", schedname);
     if (schedname && npos == 2)
         return cli_fail("train", "--schedule: not with a plan (the plan names its schedule)");
+    if ((savepath || resumepath) && (schedname || tracepath || npos == 2))
+        return cli_fail("train", "%s: checkpoints are for sequential runs (no plan, --schedule "
+                        "or --trace)", savepath ? "--save" : "--resume");
     if (nstages && !schedname)
         return cli_fail("train", "--stages: needs --schedule");
     if (data && strcmp(data, "fashion-mnist") && strcmp(data, "synthetic") && strcmp(data, "text"))
@@ -227,6 +237,18 @@ int cmd_train(int argc, char **argv)
     } else if (!mbsize) {
         mbsize = 64 / nmicro > 0 ? 64 / nmicro : 1;
     }
+    if (resumepath) {
+        int ck_kind;
+        long ck_step;
+        if (ckpt_peek(resumepath, m, &ck_kind, &ck_step, &err)) goto fail;
+        if (ck_kind != okind) {
+            static const char *const names[] = {"sgd", "momentum", "adam"};
+            err_set(&err, resumepath, NULL, "expected a checkpoint of the %s optimizer (got "
+                    "%s); resume with --optimizer %s", names[okind], names[ck_kind],
+                    names[ck_kind]);
+            goto fail;
+        }
+    }
     if (!data)
         data = m->tokens ? "text"
                : (shape_numel(m->in_ndim, m->in_shape) == 784 && m->classes == 10)
@@ -261,7 +283,7 @@ int cmd_train(int argc, char **argv)
         .bk = bk, .device = device, .m = m, .train = tr, .test = te,
         .cfg = {.microbatch = mbsize, .microbatches = nmicro, .opt = train_default_opt(okind)},
         .epochs = epochs, .steps = steps, .seed = m->seed, .log_every = logevery,
-        .log = quiet ? NULL : stdout,
+        .log = quiet ? NULL : stdout, .resume = resumepath, .save = savepath,
     };
     if (lr > 0) cfg.cfg.opt.lr = (float)lr;
     if (mom >= 0) cfg.cfg.opt.momentum = (float)mom;

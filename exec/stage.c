@@ -429,6 +429,16 @@ int stage_loss(stage *st, int slot, int B, double *loss_sum, double *correct_sum
     return 0;
 }
 
+int stage_opt_state(stage *st, int kind, float **m, float **v, plumb_err *err)
+{
+    size_t n = (size_t)st->nparams;
+    if (kind != BK_SGD && !st->opt_m && !(st->opt_m = dalloc(st, n, err))) return -1;
+    if (kind == BK_ADAM && !st->opt_v && !(st->opt_v = dalloc(st, n, err))) return -1;
+    *m = kind != BK_SGD ? st->opt_m : NULL;
+    *v = kind == BK_ADAM ? st->opt_v : NULL;
+    return 0;
+}
+
 int stage_step(stage *st, const bk_opt *o, plumb_err *err)
 {
     size_t n = (size_t)st->nparams;

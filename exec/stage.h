@@ -73,6 +73,11 @@ void stage_zero_grads(stage *st);
  * first use). Does not zero the gradients. Returns 0, or -1 with err when out of memory. */
 int stage_step(stage *st, const bk_opt *o, plumb_err *err);
 
+/* The optimizer state vectors (device, stage_nparams floats), allocated zeroed for `kind`
+ * when missing: *m for momentum and Adam, *v for Adam; NULL where the optimizer has none.
+ * Returns 0, or -1 with err when out of memory. */
+int stage_opt_state(stage *st, int kind, float **m, float **v, plumb_err *err);
+
 /* Targets per sample of the loss, samples' input floats, output floats per sample. */
 size_t stage_in_numel(const stage *st);
 size_t stage_out_numel(const stage *st);

@@ -2,6 +2,8 @@
  * (the reference for pipelined runs), evaluation, and the run loop of `plumb train`. */
 #include "exec/train.h"
 
+#include "exec/checkpoint.h"
+
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -65,6 +67,56 @@ void seqtrain_free(seq_trainer *t)
 }
 
 stage *seqtrain_stage(seq_trainer *t) { return t->st; }
+long seqtrain_steps(const seq_trainer *t) { return t->steps; }
+
+static const char *const opt_names[] = {"sgd", "momentum", "adam"};
+
+int seqtrain_save(seq_trainer *t, const char *path, plumb_err *err)
+{
+    size_t n = (size_t)stage_nparams(t->st), bytes = n * sizeof(float);
+    ckpt c = {t->cfg.opt.kind, t->steps, malloc(bytes + 1), NULL, NULL};
+    float *dm, *dv;
+    int rc = -1;
+    if (stage_opt_state(t->st, c.opt_kind, &dm, &dv, err)) goto done;
+    if (dm) c.m = malloc(bytes + 1);
+    if (dv) c.v = malloc(bytes + 1);
+    if (!c.w || (dm && !c.m) || (dv && !c.v)) {
+        err_set(err, path, NULL, "out of memory");
+        goto done;
+    }
+    t->bk->download(t->ctx, c.w, stage_params(t->st), bytes);
+    if (dm) t->bk->download(t->ctx, c.m, dm, bytes);
+    if (dv) t->bk->download(t->ctx, c.v, dv, bytes);
+    if (t->bk->sync(t->ctx, err)) goto done;
+    rc = ckpt_save(path, t->m, &c, err);
+done:
+    ckpt_free(&c);
+    return rc;
+}
+
+int seqtrain_load(seq_trainer *t, const char *path, plumb_err *err)
+{
+    ckpt c;
+    if (ckpt_load(path, t->m, &c, err)) return -1;
+    int rc = -1;
+    float *dm, *dv;
+    size_t bytes = (size_t)stage_nparams(t->st) * sizeof(float);
+    if (c.opt_kind != t->cfg.opt.kind) {
+        err_set(err, path, NULL, "expected a checkpoint of the %s optimizer (got %s); resume "
+                "with --optimizer %s", opt_names[t->cfg.opt.kind], opt_names[c.opt_kind],
+                opt_names[c.opt_kind]);
+        goto done;
+    }
+    if (stage_opt_state(t->st, c.opt_kind, &dm, &dv, err)) goto done;
+    t->bk->upload(t->ctx, stage_params(t->st), c.w, bytes);
+    if (dm) t->bk->upload(t->ctx, dm, c.m, bytes);
+    if (dv) t->bk->upload(t->ctx, dv, c.v, bytes);
+    t->steps = c.step;
+    rc = t->bk->sync(t->ctx, err);
+done:
+    ckpt_free(&c);
+    return rc;
+}
 
 int seqtrain_step(seq_trainer *t, const float *x, const int32_t *y, double *loss,
                   double *acc, plumb_err *err)
@@ -165,6 +217,9 @@ int train_run(const train_run_cfg *rc, train_result *res, plumb_err *err)
     if (every < 1) every = 1;
     if (!(ctx = rc->bk->create(rc->device, err))) goto done;
     if (!(t = seqtrain_create(rc->bk, ctx, m, &rc->cfg, err))) goto done;
+    if (rc->resume && seqtrain_load(t, rc->resume, err)) goto done;
+    long start = seqtrain_steps(t);
+    if (start > total) start = total;
     perm = malloc((size_t)d->n * sizeof *perm);
     x = malloc((size_t)mbs * d->sample_numel * sizeof *x);
     y = malloc((size_t)mbs * d->targets_per_sample * sizeof *y);
@@ -181,13 +236,15 @@ int train_run(const train_run_cfg *rc, train_result *res, plumb_err *err)
     if (rc->log && rc->bk->note && rc->bk->note()) fprintf(rc->log, "%s\n", rc->bk->note());
     double t0 = train_now(), tlast = t0, lwin = 0, awin = 0;
     long nwin = 0;
-    for (long s = 0; s < total; s++) {
+    if (rc->log && start > 0)
+        fprintf(rc->log, "resumed from %s at step %ld\n", rc->resume, start);
+    for (long s = start; s < total; s++) {
         long e = s / per_epoch, pos = s % per_epoch;
-        if (pos == 0) data_shuffle(perm, d->n, rc->seed, (int)e);
+        if (pos == 0 || s == start) data_shuffle(perm, d->n, rc->seed, (int)e);
         data_gather(d, perm + pos * mbs, mbs, x, y);
         double l, a;
         if (seqtrain_step(t, x, y, &l, &a, err)) goto done;
-        if (s == 0) res->first_loss = l;
+        if (s == start) res->first_loss = l;
         res->last_loss = l;
         lwin += l;
         awin += a;
@@ -198,7 +255,7 @@ int train_run(const train_run_cfg *rc, train_result *res, plumb_err *err)
             res->train_acc = awin / nwin;
             if (rc->log) {
                 char eta[32];
-                fmt_eta(el / (double)(s + 1) * (double)(total - s - 1), eta, sizeof eta);
+                fmt_eta(el / (double)(s + 1 - start) * (double)(total - s - 1), eta, sizeof eta);
                 fprintf(rc->log,
                         "step %ld/%ld  epoch %ld  loss %.4f  accuracy %.1f%%  %.0f samples/s  "
                         "ETA %s\n",
@@ -213,7 +270,8 @@ int train_run(const train_run_cfg *rc, train_result *res, plumb_err *err)
     }
     res->steps = total;
     res->seconds = train_now() - t0;
-    res->samples_per_s = res->seconds > 0 ? (double)total * mbs / res->seconds : 0;
+    res->samples_per_s = res->seconds > 0 ? (double)(total - start) * mbs / res->seconds : 0;
+    if (rc->save && seqtrain_save(t, rc->save, err)) goto done;
     if (rc->test) {
         if (seqtrain_evaluate(t, rc->test, 0, &res->test_loss, &res->test_acc, err)) goto done;
         if (rc->log)
@@ -221,8 +279,8 @@ int train_run(const train_run_cfg *rc, train_result *res, plumb_err *err)
                     100 * res->test_acc, rc->test->n);
     }
     if (rc->log)
-        fprintf(rc->log, "trained %ld steps in %.1f s: %.0f samples/s\n", total, res->seconds,
-                res->samples_per_s);
+        fprintf(rc->log, "trained %ld steps in %.1f s: %.0f samples/s\n", total - start,
+                res->seconds, res->samples_per_s);
     rcode = 0;
 done:
     free(perm);

@@ -50,6 +50,13 @@ int seqtrain_set_params(seq_trainer *t, const float *host, plumb_err *err);
 int seqtrain_get_params(seq_trainer *t, float *host, plumb_err *err);
 stage *seqtrain_stage(seq_trainer *t);
 
+/* Optimizer steps taken so far. */
+long seqtrain_steps(const seq_trainer *t);
+/* Writes the trainer's weights, optimizer state and step count to path (exec/checkpoint.h),
+ * or restores them from it (the checkpoint's optimizer must be the trainer's). 0 or -1. */
+int seqtrain_save(seq_trainer *t, const char *path, plumb_err *err);
+int seqtrain_load(seq_trainer *t, const char *path, plumb_err *err);
+
 /* A whole run as `plumb train` does it. */
 typedef struct train_run_cfg {
     const backend *bk;
@@ -62,6 +69,9 @@ typedef struct train_run_cfg {
     unsigned long long seed;  /* shuffling */
     long log_every;           /* steps between progress lines; <= 0: about 20 lines */
     FILE *log;                /* progress lines; NULL for none */
+    const char *resume;       /* checkpoint to start from (its steps count toward the
+                                 total, the data order continues), or NULL */
+    const char *save;         /* checkpoint written at the end, or NULL */
 } train_run_cfg;
 
 typedef struct train_result {

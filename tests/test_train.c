@@ -1,10 +1,13 @@
 /* test_train.c: sequential training: gradient accumulation over microbatches equals one
- * big batch, the loss falls on learnable data with each optimizer, evaluation counts. */
+ * big batch, the loss falls on learnable data with each optimizer, evaluation counts,
+ * checkpoints resume exactly and refuse other models and optimizers. */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "exec/checkpoint.h"
 #include "exec/data.h"
 #include "exec/train.h"
 
@@ -110,6 +113,63 @@ Test(train, run_rejects_too_big_batch)
     train_result r;
     cr_expect_eq(train_run(&rc, &r, &e), -1);
     cr_expect(strstr(e.msg, "--batch: expected at most the 10 samples") != NULL, "%s", e.msg);
+    data_free(d);
+    model_free(m);
+}
+
+/* A run stopped after 3 steps and resumed from its checkpoint ends with the weights of an
+ * uninterrupted run (Adam: moments and the step count are part of the state). */
+Test(train, checkpoint_resume_is_exact)
+{
+    plumb_err e = {{0}};
+    model *m = model_parse("m", mlp, &e);
+    dataset *d = data_synthetic(m, 96, 1, &e);
+    float *straight = run(m, d, 4, 2, BK_ADAM, 6, NULL);
+    const backend *bk = backend_cpu();
+    bk_ctx *c = bk->create(0, &e);
+    train_cfg cfg = {4, 2, train_default_opt(BK_ADAM)};
+    char path[] = "/tmp/plumb-ckpt-XXXXXX";
+    int fd = mkstemp(path);
+    cr_assert(fd >= 0);
+    close(fd);
+    seq_trainer *a = seqtrain_create(bk, c, m, &cfg, &e);
+    for (int s = 0; s < 3; s++)
+        cr_assert_eq(seqtrain_step(a, d->x + (size_t)s * 8 * 32, d->y + s * 8, NULL, NULL, &e), 0);
+    cr_assert_eq(seqtrain_save(a, path, &e), 0, "%s", e.msg);
+    seqtrain_free(a);
+    seq_trainer *b = seqtrain_create(bk, c, m, &cfg, &e);
+    cr_assert_eq(seqtrain_load(b, path, &e), 0, "%s", e.msg);
+    cr_expect_eq(seqtrain_steps(b), 3);
+    for (int s = 3; s < 6; s++)
+        cr_assert_eq(seqtrain_step(b, d->x + (size_t)s * 8 * 32, d->y + s * 8, NULL, NULL, &e), 0);
+    float *w = malloc((size_t)m->nparams * sizeof *w);
+    seqtrain_get_params(b, w, &e);
+    for (long long i = 0; i < m->nparams; i++)
+        cr_expect_eq(w[i], straight[i], "w[%lld]: resumed %g, straight %g", i, w[i], straight[i]);
+    /* the wrong optimizer and another model are refused */
+    train_cfg sgd = {4, 2, train_default_opt(BK_SGD)};
+    seq_trainer *s2 = seqtrain_create(bk, c, m, &sgd, &e);
+    cr_expect_eq(seqtrain_load(s2, path, &e), -1);
+    cr_expect(strstr(e.msg, "expected a checkpoint of the sgd optimizer (got adam)"), "%s", e.msg);
+    model *other = model_parse("o", "{\"format\":\"plumb-model/1\",\"input\":[32],\"classes\":4,"
+                               "\"layers\":[{\"type\":\"linear\",\"out\":4},"
+                               "{\"type\":\"softmax_cross_entropy\"}]}", &e);
+    int kind;
+    long step;
+    cr_expect_eq(ckpt_peek(path, other, &kind, &step, &e), -1);
+    cr_expect(strstr(e.msg, "expected a checkpoint of model") != NULL, "%s", e.msg);
+    cr_expect_eq(ckpt_peek(path, m, &kind, &step, &e), 0, "%s", e.msg);
+    cr_expect(kind == BK_ADAM && step == 3);
+    cr_assert_eq(truncate(path, 100), 0);
+    cr_expect_eq(ckpt_peek(path, m, &kind, &step, &e), -1);
+    cr_expect(strstr(e.msg, "truncated") != NULL, "%s", e.msg);
+    unlink(path);
+    seqtrain_free(s2);
+    seqtrain_free(b);
+    model_free(other);
+    free(w);
+    free(straight);
+    bk->destroy(c);
     data_free(d);
     model_free(m);
 }

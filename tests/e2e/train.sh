@@ -91,6 +91,17 @@ JSON
     fail "test loss differs: sequential $(cat "$tmp/seq.out"), with the plan $(cat "$tmp/plan.out")"
 echo "  test loss $(tl "$tmp/plan.out")"
 
+echo "checkpoint after 20 steps, resume to 40: the same as 40 straight"
+"$PLUMB" train examples/models/fmnist-mlp.json --steps 20 --optimizer momentum --quiet \
+    --save "$tmp/ck.bin" > /dev/null 2>&1 || fail "--save run failed"
+"$PLUMB" train examples/models/fmnist-mlp.json --steps 40 --optimizer momentum --quiet \
+    --resume "$tmp/ck.bin" > "$tmp/res.out" 2>&1 || fail "--resume run failed: $(cat "$tmp/res.out")"
+"$PLUMB" train examples/models/fmnist-mlp.json --steps 40 --optimizer momentum --quiet \
+    > "$tmp/str.out" 2>&1 || fail "straight run failed"
+[ "$(tl "$tmp/res.out")" = "$(tl "$tmp/str.out")" ] ||
+    fail "resumed $(cat "$tmp/res.out") vs straight $(cat "$tmp/str.out")"
+echo "  test loss $(tl "$tmp/res.out") both"
+
 echo "bad input: one line, status 2"
 expect2() { # $1 expected text, rest: command
     local want=$1; shift
@@ -120,5 +131,11 @@ expect2 "examples/models/gpt-mini.json: input: the model expects 64 values per s
     "$PLUMB" train examples/models/gpt-mini.json --data fashion-mnist
 expect2 "expected 7 layers, one per top-level layer" \
     "$PLUMB" train examples/models/fmnist-mlp.json examples/plans/vgg16-4stage-1f1b.json
+expect2 "expected a checkpoint of the sgd optimizer (got momentum)" \
+    "$PLUMB" train examples/models/fmnist-mlp.json --resume "$tmp/ck.bin"
+expect2 "expected a checkpoint of model fmnist-cnn" \
+    "$PLUMB" train examples/models/fmnist-cnn.json --optimizer momentum --resume "$tmp/ck.bin"
+expect2 "--save: checkpoints are for sequential runs" \
+    "$PLUMB" train examples/models/fmnist-mlp.json --schedule gpipe --save "$tmp/x.bin"
 "$PLUMB" train --help | grep -q "usage: plumb train" || fail "--help"
 echo "train.sh: all passed"

@@ -1,0 +1,194 @@
+/* checkpoint.c: saving and loading training state (weights, optimizer state, steps).
+ * Layout: "PLUMBCK1" | u32 version 1 | u32 optimizer kind | u64 parameters | u64 steps |
+ * u64 model fingerprint | weights | m (momentum, adam) | v (adam), all little-endian. */
+#include "exec/checkpoint.h"
+
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "json.h"
+
+#define CK_MAGIC "PLUMBCK1"
+#define CK_HEADER 40
+
+static void fnv(unsigned long long *h, long long v)
+{
+    for (int i = 0; i < 8; i++) {
+        *h ^= (unsigned long long)(v >> (8 * i)) & 0xff;
+        *h *= 0x100000001b3ULL;
+    }
+}
+
+static void fp_layers(unsigned long long *h, const layer *ls, int n)
+{
+    for (int i = 0; i < n; i++) {
+        const layer *L = &ls[i];
+        fnv(h, L->kind);
+        fnv(h, L->nparams);
+        for (int d = 0; d < L->out_ndim; d++) fnv(h, L->out_shape[d]);
+        fnv(h, L->nchildren);
+        fp_layers(h, L->children, L->nchildren);
+    }
+}
+
+unsigned long long model_fingerprint(const model *m)
+{
+    unsigned long long h = 0xcbf29ce484222325ULL;
+    for (int d = 0; d < m->in_ndim; d++) fnv(&h, m->in_shape[d]);
+    fnv(&h, m->classes);
+    fp_layers(&h, m->layers, m->nlayers);
+    return h;
+}
+
+static void put64(unsigned char *p, unsigned long long v)
+{
+    for (int i = 0; i < 8; i++) p[i] = (unsigned char)(v >> (8 * i));
+}
+
+static unsigned long long get64(const unsigned char *p)
+{
+    unsigned long long v = 0;
+    for (int i = 0; i < 8; i++) v |= (unsigned long long)p[i] << (8 * i);
+    return v;
+}
+
+static int nstate(int kind) { return kind == 2 ? 2 : kind == 1 ? 1 : 0; }
+
+/* fp32 values as little-endian bytes (the host order on every platform plumb targets;
+ * a big-endian host swaps). */
+static void put_floats(unsigned char *p, const float *x, size_t n)
+{
+    const uint16_t one = 1;
+    if (*(const unsigned char *)&one) {
+        memcpy(p, x, n * sizeof(float));
+        return;
+    }
+    for (size_t i = 0; i < n; i++) {
+        uint32_t u;
+        memcpy(&u, &x[i], 4);
+        for (int b = 0; b < 4; b++) p[4 * i + b] = (unsigned char)(u >> (8 * b));
+    }
+}
+
+static void get_floats(float *x, const unsigned char *p, size_t n)
+{
+    const uint16_t one = 1;
+    if (*(const unsigned char *)&one) {
+        memcpy(x, p, n * sizeof(float));
+        return;
+    }
+    for (size_t i = 0; i < n; i++) {
+        uint32_t u = 0;
+        for (int b = 0; b < 4; b++) u |= (uint32_t)p[4 * i + b] << (8 * b);
+        memcpy(&x[i], &u, 4);
+    }
+}
+
+int ckpt_save(const char *path, const model *m, const ckpt *c, plumb_err *err)
+{
+    size_t n = (size_t)m->nparams, k = (size_t)nstate(c->opt_kind);
+    size_t len = CK_HEADER + (1 + k) * n * sizeof(float);
+    unsigned char *buf = malloc(len);
+    if (!buf) return err_set(err, path, NULL, "out of memory for a %zu-byte checkpoint", len);
+    memcpy(buf, CK_MAGIC, 8);
+    buf[8] = 1, buf[9] = buf[10] = buf[11] = 0;
+    buf[12] = (unsigned char)c->opt_kind, buf[13] = buf[14] = buf[15] = 0;
+    put64(buf + 16, n);
+    put64(buf + 24, (unsigned long long)c->step);
+    put64(buf + 32, model_fingerprint(m));
+    put_floats(buf + CK_HEADER, c->w, n);
+    if (k >= 1) put_floats(buf + CK_HEADER + n * 4, c->m, n);
+    if (k >= 2) put_floats(buf + CK_HEADER + 2 * n * 4, c->v, n);
+    int rc = file_write_atomic(path, (const char *)buf, len, err);
+    free(buf);
+    return rc;
+}
+
+/* Reads and checks the header of f; fills kind and step. 0 or -1 with err. */
+static int check_header(FILE *f, const char *path, const model *m, int *kind, long *step,
+                        plumb_err *err)
+{
+    unsigned char h[CK_HEADER];
+    size_t n = (size_t)m->nparams;
+    if (fread(h, 1, CK_HEADER, f) != CK_HEADER)
+        return err_set(err, path, NULL, "truncated checkpoint header: expected %d bytes",
+                       CK_HEADER);
+    if (memcmp(h, CK_MAGIC, 8) || h[8] != 1)
+        return err_set(err, path, NULL, "not a plumb checkpoint: expected the magic \"%s\" "
+                       "and version 1", CK_MAGIC);
+    if (h[12] > 2)
+        return err_set(err, path, NULL, "optimizer kind: expected 0 (sgd), 1 (momentum) or 2 "
+                       "(adam) (got %u)", h[12]);
+    if (get64(h + 16) != n || get64(h + 32) != model_fingerprint(m))
+        return err_set(err, path, NULL, "expected a checkpoint of model %s (%zu parameters) "
+                       "(got one of another model, %llu parameters)", m->name, n,
+                       get64(h + 16));
+    *kind = h[12];
+    *step = (long)get64(h + 24);
+    return 0;
+}
+
+int ckpt_peek(const char *path, const model *m, int *opt_kind, long *step, plumb_err *err)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return err_set(err, path, NULL, "cannot open: %s", strerror(errno));
+    int rc = check_header(f, path, m, opt_kind, step, err);
+    if (!rc) {
+        size_t want = CK_HEADER + (1 + (size_t)nstate(*opt_kind)) * (size_t)m->nparams * 4;
+        long len = fseek(f, 0, SEEK_END) == 0 ? ftell(f) : -1;
+        if (len < 0 || (size_t)len != want)
+            rc = err_set(err, path, NULL, "expected %zu bytes of checkpoint (got %ld)%s", want,
+                         len, len >= 0 && (size_t)len < want ? ": truncated" : "");
+    }
+    fclose(f);
+    return rc;
+}
+
+int ckpt_load(const char *path, const model *m, ckpt *c, plumb_err *err)
+{
+    memset(c, 0, sizeof *c);
+    FILE *f = fopen(path, "rb");
+    if (!f) return err_set(err, path, NULL, "cannot open: %s", strerror(errno));
+    int rc = -1;
+    size_t n = (size_t)m->nparams;
+    if (check_header(f, path, m, &c->opt_kind, &c->step, err)) goto done;
+    size_t k = (size_t)nstate(c->opt_kind);
+    unsigned char *body = malloc((1 + k) * n * 4 + 1);
+    c->w = malloc(n * sizeof(float) + 1);
+    if (k >= 1) c->m = malloc(n * sizeof(float) + 1);
+    if (k >= 2) c->v = malloc(n * sizeof(float) + 1);
+    if (!body || !c->w || (k >= 1 && !c->m) || (k >= 2 && !c->v)) {
+        free(body);
+        err_set(err, path, NULL, "out of memory");
+        goto done;
+    }
+    size_t got = fread(body, 1, (1 + k) * n * 4, f);
+    int extra = fgetc(f) != EOF;
+    if (got != (1 + k) * n * 4 || extra) {
+        free(body);
+        err_set(err, path, NULL, "expected %zu bytes of weights and optimizer state (got %s)",
+                (1 + k) * n * 4, extra ? "more" : "fewer: truncated");
+        goto done;
+    }
+    get_floats(c->w, body, n);
+    if (k >= 1) get_floats(c->m, body + n * 4, n);
+    if (k >= 2) get_floats(c->v, body + 2 * n * 4, n);
+    free(body);
+    rc = 0;
+done:
+    fclose(f);
+    if (rc) ckpt_free(c);
+    return rc;
+}
+
+void ckpt_free(ckpt *c)
+{
+    if (!c) return;
+    free(c->w);
+    free(c->m);
+    free(c->v);
+    memset(c, 0, sizeof *c);
+}

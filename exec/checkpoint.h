@@ -1,0 +1,36 @@
+/* checkpoint.h: training state on disk: a model's weights, its optimizer state and the
+ * number of steps taken, so that a run can stop and resume where it was (docs/exec.md,
+ * "Checkpoints"). Binary, little-endian fp32; the header identifies the model by a hash of
+ * its layer kinds, shapes and parameter count, so a checkpoint cannot load into another
+ * model. Files are written atomically. */
+#ifndef PLUMB_EXEC_CHECKPOINT_H
+#define PLUMB_EXEC_CHECKPOINT_H
+
+#include "err.h"
+#include "exec/model.h"
+
+typedef struct ckpt {
+    int opt_kind;          /* bk_opt_kind of the state: 0 sgd (none), 1 momentum (m), 2 adam */
+    long step;             /* optimizer steps taken */
+    float *w;              /* [nparams] weights */
+    float *m;              /* [nparams] first moment / momentum, or NULL (sgd) */
+    float *v;              /* [nparams] second moment, or NULL (not adam) */
+} ckpt;
+
+/* A hash of m's architecture (kinds, shapes, parameter counts; not names or seed). */
+unsigned long long model_fingerprint(const model *m);
+
+/* Writes c (arrays of m->nparams floats) to path atomically. 0 or -1 with err. */
+int ckpt_save(const char *path, const model *m, const ckpt *c, plumb_err *err);
+
+/* Reads path into c, allocating its arrays (free with ckpt_free). Fails with err naming
+ * the file on a bad magic number, another model, a truncated or oversized file. */
+int ckpt_load(const char *path, const model *m, ckpt *c, plumb_err *err);
+
+/* Checks path's header and size against m without reading the weights; gives the
+ * optimizer kind and steps. 0, or -1 with err as ckpt_load would fail. */
+int ckpt_peek(const char *path, const model *m, int *opt_kind, long *step, plumb_err *err);
+
+void ckpt_free(ckpt *c);
+
+#endif
