@@ -230,20 +230,24 @@ static void draw_whatifs(ui_app *a, int x, int y, int w, ui_fb *fb)
         if (e > 0) snprintf(f, sizeof f, " x%d", 1 << (e > 20 ? 20 : e));
         if (e < 0) snprintf(f, sizeof f, " /%d", 1 << (-e > 20 ? 20 : -e));
         int sel = l == st->view.level;
-        snprintf(v, sizeof v, "%s%d:%s %g Gb/s%s%s", sel ? "[" : " ", l + 1, c->levels[l].name,
-                 gb, f, sel ? "]" : " ");
+        snprintf(v, sizeof v, " %s%d:%s %g Gb/s%s%s", sel ? "[" : "", l + 1, c->levels[l].name,
+                 gb, f, sel ? "]" : "");
         if ((int)strlen(v) > pen_room(&p)) break;
         pen_text(&p, v, sel ? UI_ST_SELECT | UI_A_BOLD : e ? UI_ST_VALUE | UI_A_BOLD : UI_ST_VALUE);
     }
-    pen_text(&p, "  ", UI_ST_NORMAL);
+    pen_text(&p, p.gap > 1 ? "  " : " ", UI_ST_NORMAL);
+    int narrow = w < 100; /* short labels keep every what-if on an 80-column row */
     if (wi->mem_limit_bytes > 0) snprintf(v, sizeof v, "%g GiB", gib(wi->mem_limit_bytes));
     else snprintf(v, sizeof v, "off");
-    pen_field(&p, "mem limit", v, wi->mem_limit_bytes > 0 ? UI_ST_VALUE | UI_A_BOLD : UI_ST_VALUE);
+    pen_field(&p, narrow ? "limit" : "mem limit", v,
+              wi->mem_limit_bytes > 0 ? UI_ST_VALUE | UI_A_BOLD : UI_ST_VALUE);
     if (wi->straggler >= 0) snprintf(v, sizeof v, "d%d x%g", wi->straggler, wi->straggler_factor);
     else snprintf(v, sizeof v, "off");
-    pen_field(&p, "straggler", v, wi->straggler >= 0 ? UI_ST_BAD | UI_A_BOLD : UI_ST_VALUE);
-    pen_field(&p, "recompute", wi->recompute ? "on" : "off",
-              wi->recompute ? UI_ST_VALUE | UI_A_BOLD : UI_ST_VALUE);
+    pen_field(&p, narrow ? "strag" : "straggler", v,
+              wi->straggler >= 0 ? UI_ST_BAD | UI_A_BOLD : UI_ST_VALUE);
+    if (!pen_field(&p, narrow ? "recomp" : "recompute", wi->recompute ? "on" : "off",
+                   wi->recompute ? UI_ST_VALUE | UI_A_BOLD : UI_ST_VALUE))
+        return;
     snprintf(v, sizeof v, "%d", st->undo_n);
     pen_field(&p, "undo", v, UI_ST_DIM);
 }
