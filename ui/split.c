@@ -7,8 +7,9 @@
 /* Cost of layers [a, b] from prefix sums. */
 static double range_cost(const double *pre, int a, int b) { return pre[b + 1] - pre[a]; }
 
-/* Greedy cut under cap T: the fewest ranges (each with at least one layer) whose costs stay
- * <= T, leaving enough layers for `k` ranges. Returns the count, or n + 1 if impossible. */
+/* Greedy cut under cap T: the number of ranges (each with at least one layer) a left-to-
+ * right cut needs so that every range costs <= T. Returns the count, or n + 1 when one
+ * layer alone costs more than T. */
 static int ranges_needed(const double *pre, int n, double T)
 {
     int count = 0, a = 0;

@@ -1,0 +1,170 @@
+/* test_ui_eval.c: the dashboard's evaluation helpers: the even split (balanced, covering,
+ * valid plans for every schedule), the cluster what-ifs (resizing along the hierarchy,
+ * bandwidth factors, heterogeneous servers), and the evaluation of a what-if on a profile
+ * and cluster (the plan validates, the report is there, the cache answers repeats). */
+#include <criterion/criterion.h>
+#include <string.h>
+
+#include "ui/eval.h"
+#include "ui/split.h"
+
+#define PROFILE "profiles/pipedream/vgg16.json"
+#define CLUSTER "profiles/clusters/cluster-a-4x4.json"
+#define HETERO "profiles/clusters/hetero-2xh200-2xv100.json"
+
+static profile *load_prof(void)
+{
+    plumb_err e;
+    err_clear(&e);
+    profile *p = profile_load(PROFILE, &e);
+    cr_assert_not_null(p, "%s", e.msg);
+    return p;
+}
+
+static cluster *load_clus(const char *path)
+{
+    plumb_err e;
+    err_clear(&e);
+    cluster *c = cluster_load(path, &e);
+    cr_assert_not_null(c, "%s", e.msg);
+    return c;
+}
+
+static double cost(const profile *p, int a, int b)
+{
+    double s = 0;
+    for (int i = a; i <= b; i++) s += p->layers[i].forward_ms + p->layers[i].backward_ms;
+    return s;
+}
+
+Test(ui_eval, even_split_covers_and_balances)
+{
+    profile *p = load_prof();
+    int first[64], last[64];
+    for (int k = 1; k <= p->nlayers; k++) {
+        cr_assert_eq(ui_split_ranges(p, k, first, last), 0);
+        double worst = 0, maxl = 0;
+        for (int s = 0; s < k; s++) {
+            cr_assert_eq(first[s], s ? last[s - 1] + 1 : 0);
+            cr_assert_geq(last[s], first[s]);
+            double c = cost(p, first[s], last[s]);
+            if (c > worst) worst = c;
+        }
+        cr_assert_eq(last[k - 1], p->nlayers - 1);
+        for (int i = 0; i < p->nlayers; i++)
+            if (cost(p, i, i) > maxl) maxl = cost(p, i, i);
+        /* no range exceeds the even share by more than one layer */
+        cr_assert_leq(worst, cost(p, 0, p->nlayers - 1) / k + maxl + 1e-9, "k=%d", k);
+    }
+    cr_assert_eq(ui_split_ranges(p, 0, first, last), -1);
+    cr_assert_eq(ui_split_ranges(p, p->nlayers + 1, first, last), -1);
+    profile_free(p);
+}
+
+Test(ui_eval, even_split_plans_validate_for_every_schedule)
+{
+    profile *p = load_prof();
+    cluster *c = load_clus(CLUSTER);
+    plumb_err e;
+    for (int k = 0; k < SCHED_NKINDS; k++) {
+        err_clear(&e);
+        plan *pl = ui_split_plan(p, c, (sched_kind)k, &e);
+        cr_assert_not_null(pl, "%s: %s", sched_kind_name((sched_kind)k), e.msg);
+        cr_assert_eq(plan_validate(pl, NULL, &e), 0, "%s", e.msg);
+        if (k == SCHED_INTERLEAVED || k == SCHED_ZB_V) cr_assert_eq(pl->chunks, 2);
+        else cr_assert_eq(pl->nstages * pl->stages[0].replicas, 16);
+        plan_free(pl);
+    }
+    cluster_free(c);
+    profile_free(p);
+}
+
+static ui_whatif whatif(int ngpus)
+{
+    ui_whatif w;
+    memset(&w, 0, sizeof w);
+    w.ngpus = ngpus;
+    w.schedule = SCHED_1F1B_FLUSH;
+    w.microbatches = 8;
+    w.straggler = -1;
+    w.straggler_factor = 2;
+    return w;
+}
+
+Test(ui_eval, cluster_whatifs_follow_the_hierarchy)
+{
+    cluster *base = load_clus(CLUSTER); /* 4 per server x 4 servers */
+    plumb_err e;
+    err_clear(&e);
+    static const int n[] = { 1, 2, 4, 8, 16, 64 };
+    static const int per[] = { 1, 2, 4, 4, 4, 4 }, servers[] = { 1, 1, 1, 2, 4, 16 };
+    for (int i = 0; i < 6; i++) {
+        ui_whatif w = whatif(n[i]);
+        cluster *c = ui_cluster_whatif(base, &w, &e);
+        cr_assert_not_null(c, "%d: %s", n[i], e.msg);
+        cr_assert_eq(c->ndevices, n[i]);
+        cr_assert_eq(c->levels[0].count, per[i]);
+        cr_assert_eq(c->nservers, servers[i]);
+        cluster_free(c);
+    }
+    ui_whatif w = whatif(6); /* not whole servers */
+    cr_assert_null(ui_cluster_whatif(base, &w, &e));
+    cr_assert(strstr(e.msg, "whole servers"));
+    w = whatif(16);
+    w.bw_exp[1] = 2;
+    w.bw_exp[0] = -1;
+    cluster *c = ui_cluster_whatif(base, &w, &e);
+    cr_assert_float_eq(c->levels[1].bandwidth_Bps, 4 * base->levels[1].bandwidth_Bps, 1e-6);
+    cr_assert_float_eq(c->levels[1].egress_Bps, 4 * base->levels[1].egress_Bps, 1e-6);
+    cr_assert_float_eq(c->levels[0].bandwidth_Bps, base->levels[0].bandwidth_Bps / 2, 1e-6);
+    cluster_free(c);
+    cluster_free(base);
+
+    cluster *h = load_clus(HETERO); /* 8 per server; servers H200, H200, V100, V100 */
+    w = whatif(64);
+    c = ui_cluster_whatif(h, &w, &e);
+    cr_assert_not_null(c, "%s", e.msg);
+    cr_assert_eq(c->nservers, 8);
+    for (int s = 0; s < 8; s++) cr_assert_eq(c->server_type[s], h->server_type[s % 4]);
+    cluster_free(c);
+    cluster_free(h);
+}
+
+Test(ui_eval, evaluate_plans_simulates_and_caches)
+{
+    ui_base b;
+    plumb_err e;
+    err_clear(&e);
+    cr_assert_eq(ui_base_load(&b, PROFILE, CLUSTER, NULL, &e), 0, "%s", e.msg);
+    ui_whatif w;
+    ui_base_whatif(&b, &w);
+    cr_assert_eq(w.ngpus, 16);
+    cr_assert_eq(w.microbatches, 0); /* the planner chooses */
+    ui_result r;
+    memset(&r, 0, sizeof r);
+    w.microbatches = 16;
+    cr_assert_eq(ui_evaluate(&b, &w, &r), 0, "%s", r.err);
+    cr_assert_eq(plan_validate(r.pl, NULL, &e), 0, "%s", e.msg);
+    cr_assert_not_null(r.rep->tl);
+    cr_assert_gt(r.rep->samples_per_s, 0);
+    cr_assert_gt(r.dp_samples_per_s, 0);
+    cr_assert_eq(r.pl->pred_samples_per_s, r.rep->samples_per_s);
+    cr_assert_str_eq(r.origin, "native planner");
+    cr_assert_gt(r.plan_ms, 0);
+    w.straggler = 3; /* a simulator what-if: the cached plan answers */
+    cr_assert_eq(ui_evaluate(&b, &w, &r), 0, "%s", r.err);
+    cr_assert_eq(r.plan_ms, 0);
+    cr_assert_eq(r.opt.straggler_device, 3);
+    w.schedule = SCHED_ZB_V; /* not planned by the native planner: the even split */
+    cr_assert_eq(ui_evaluate(&b, &w, &r), 0, "%s", r.err);
+    cr_assert_str_eq(r.origin, "even split");
+    b.planner = UI_PLANNER_EVEN;
+    w.schedule = SCHED_GPIPE;
+    cr_assert_eq(ui_evaluate(&b, &w, &r), 0, "%s", r.err);
+    cr_assert_str_eq(r.origin, "even split");
+    cr_assert_eq(r.pl->nstages, 16);
+    ui_result_free(&r);
+    ui_base_free(&b);
+    cr_assert_eq(ui_planner_parse("pipedream"), UI_PLANNER_PIPEDREAM);
+    cr_assert_eq(ui_planner_parse("nope"), -1);
+}
