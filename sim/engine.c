@@ -253,7 +253,8 @@ int sim_engine_run(const sim_model *m, sim_result *r, plumb_err *err)
     memset(r, 0, sizeof *r);
     eng E = {.m = m, .s = s, .r = r, .nw = s->nworkers, .ns = s->nstages,
              .niter = s->iterations > 0 ? s->iterations : 1, .err = err};
-    E.k0 = E.niter > 1 ? 1 : 0;
+    /* the steady window: iterations 1..N-2 (see below); all of a run shorter than 3 */
+    E.k0 = E.niter > 2 ? 1 : 0;
     E.k1 = E.niter > 2 ? E.niter - 2 : E.niter - 1;
     int rc = -1;
     r->nworkers = E.nw;
@@ -296,12 +297,13 @@ int sim_engine_run(const sim_model *m, sim_result *r, plumb_err *err)
     }
     if (check_channels(&E))
         goto out;
-    /* steady state: iterations k0..k1, leaving out the first (pipeline fill) and, with 3 or
-     * more, the last (the drain, faster for asynchronous schedules); all of a 1-iteration
-     * run */
+    /* steady state: with 3 or more iterations, iterations 1..N-2: the first holds the
+     * pipeline fill and the last the drain (faster than steady state for asynchronous
+     * schedules, whose iterations overlap); shorter runs: the whole run, fill and drain
+     * included (exact for flushing schedules, pessimistic for asynchronous ones) */
     int n = E.niter, k0 = E.k0, k1 = E.k1;
-    r->iteration_s = n > 1 ? (r->iter_end[k1] - r->iter_end[0]) / (k1 - k0 + 1)
-                           : r->iter_end[0];
+    r->iteration_s = n > 2 ? (r->iter_end[k1] - r->iter_end[0]) / (k1 - k0 + 1)
+                           : r->makespan_s / n;
     for (int w = 0; w < E.nw; w++) {
         double b = 0, c = 0;
         for (int k = k0; k <= k1; k++) {

@@ -102,8 +102,8 @@ typedef struct sim_report {
     double samples_per_s;     /* minibatch samples / iteration_s */
     double iteration_s;       /* steady-state time per iteration: the mean gap between the
                                  completion times of consecutive iterations, leaving out
-                                 the first (pipeline fill) and, with 3 or more, the last
-                                 (drain); the makespan when iterations == 1 */
+                                 the first (pipeline fill) and the last (drain); with
+                                 fewer than 3 iterations, makespan / iterations */
     double bubble_fraction;   /* 1 - compute busy time / (devices x iteration_s) */
     double makespan_s;        /* end of the last action of the run */
     double peak_memory_bytes; /* the largest device peak */

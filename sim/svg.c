@@ -172,8 +172,9 @@ char *sim_svg_text(const sim_report *r, size_t *len)
        sched_kind_name(r->schedule), r->nstages, r->microbatches, r->microbatch_size,
        r->iterations, r->iterations == 1 ? "" : "s");
     sb(&b, "<text x=\"%d\" y=\"42\" font-size=\"12\">%.1f samples/s, iteration %.4g %s "
-       "(steady state), bubble %.1f %%, peak memory %.3g GiB</text>\n", LM, r->samples_per_s,
-       r->iteration_s / unit, uname, 100 * r->bubble_fraction,
+       "(%s), bubble %.1f %%, peak memory %.3g GiB</text>\n", LM, r->samples_per_s,
+       r->iteration_s / unit, uname, r->iterations >= 3 ? "steady state" : "whole run / N",
+       100 * r->bubble_fraction,
        r->peak_memory_bytes / 1073741824.0);
     /* row labels and backgrounds */
     for (int j = 0; j < nrows; j++) {

@@ -61,7 +61,12 @@ void sim_print_report(const sim_report *r, const sim_changes *changes, FILE *out
             r->microbatches * r->microbatch_size, r->iterations,
             r->recompute ? ", recompute" : "");
     fprintf(out, "throughput      %.1f samples/s\n", r->samples_per_s);
-    fprintf(out, "iteration time  %s (steady state)\n", fmt_time(r->iteration_s, a, sizeof a));
+    if (r->iterations >= 3)
+        fprintf(out, "iteration time  %s (steady state)\n", fmt_time(r->iteration_s, a, sizeof a));
+    else
+        fprintf(out, "iteration time  %s (whole run / %d, pipeline fill and drain included; "
+                "3 or more iterations give the steady state)\n",
+                fmt_time(r->iteration_s, a, sizeof a), r->iterations);
     fprintf(out, "bubble          %.2f %% of device time idle\n", 100 * r->bubble_fraction);
     fprintf(out, "makespan        %s for the whole run\n", fmt_time(r->makespan_s, a, sizeof a));
     fprintf(out, "peak memory     %s on the fullest device (%s)\n",
