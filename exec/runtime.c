@@ -544,11 +544,19 @@ int runtime_run(const rt_cfg *cfg, rt_result *res, plumb_err *err)
         err_set(err, NULL, NULL, "out of memory");
         goto done;
     }
-    if (c.bk->hint_workers) c.bk->hint_workers(W);
+    if (c.bk->hint_workers) c.bk->hint_workers(c.local_workers ? c.nlocal : W);
     double t0 = train_now();
-    for (int w = 0; w < W; w++) {
-        wks[w] = (worker){.cfg = &c, .sh = &sh, .w = w, .params_out = res->params,
-                          .t_origin = t0};
+    for (int w = 0; w < W; w++) wks[w] = (worker){.cfg = &c, .sh = &sh, .w = w};
+    for (int li = 0; li < (c.local_workers ? c.nlocal : W); li++) {
+        int w = c.local_workers ? c.local_workers[li] : li;
+        if (w < 0 || w >= W || started[w]) {
+            err_set(err, NULL, NULL, "runtime: local worker %d: expected a distinct worker "
+                    "from 0 to %d", w, W - 1);
+            c.tr->abort(c.tr, err->msg);
+            break;
+        }
+        wks[w].params_out = res->params;
+        wks[w].t_origin = t0;
         wks[w].loss = calloc((size_t)T, sizeof(double));
         wks[w].corr = calloc((size_t)T, sizeof(double));
         wks[w].rows = calloc((size_t)T, sizeof(double));
@@ -576,6 +584,7 @@ int runtime_run(const rt_cfg *cfg, rt_result *res, plumb_err *err)
     for (int it = 0; it < T; it++) {
         double l = 0, k = 0, r = 0;
         for (int w = 0; w < W; w++) {
+            if (!started[w]) continue;
             l += wks[w].loss[it];
             k += wks[w].corr[it];
             r += wks[w].rows[it];

@@ -40,6 +40,9 @@ typedef struct rt_cfg {
     void (*on_loss)(void *user, int iteration, double loss, double correct, double rows);
     void *on_loss_user;
     transport *tr;             /* NULL: a local transport made for the run */
+    const int *local_workers;  /* the workers this process runs (one process per rank under
+                                  mpirun: {rank}); NULL: all of them, as threads */
+    int nlocal;
     double timeout_s;          /* local transport's receive timeout; <= 0: 120 s */
 } rt_cfg;
 
@@ -52,7 +55,10 @@ typedef struct rt_result {
     timeline *trace;           /* measured trace ("exec"): compute, transfers, all-reduces */
 } rt_result;
 
-/* Runs the schedule to its end. Returns 0 with *res filled (free with rt_result_free), or
+/* Runs the schedule to its end (this process's workers: all, or cfg->local_workers; then
+ * the results hold what those workers own: the losses of the iterations whose loss they
+ * computed, the weights of the stages whose first replica they are (zeros elsewhere), and
+ * their timed actions). Returns 0 with *res filled (free with rt_result_free), or
  * -1 with err set to the first failure (a worker's backend error, a transport timeout that
  * reveals a deadlock, a stage range that does not cover the model, an action naming a
  * weight version that is no longer kept). */

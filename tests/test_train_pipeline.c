@@ -5,6 +5,7 @@
  * pipedream equals per-microbatch SGD; a broken IR fails instead of hanging. */
 #include <criterion/criterion.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -240,6 +241,59 @@ Test(pipeline, broken_schedule_fails_not_hangs)
     cfg.stage_last = bad_last;
     cr_expect_eq(runtime_run(&cfg, &r, &e), -1);
     cr_expect(strstr(e.msg, "expected the stages to cover all 9 layers") != NULL, "%s", e.msg);
+    schedule_free(s);
+    teardown_f(&f);
+}
+
+/* One process per rank, emulated: two runtime_run calls in two threads, each running one
+ * worker, joined by one shared transport; together they give the sequential weights. */
+typedef struct rank_arg {
+    rt_cfg cfg;
+    rt_result res;
+    plumb_err err;
+    int rc;
+} rank_arg;
+
+static void *rank_main(void *p)
+{
+    rank_arg *a = p;
+    a->rc = runtime_run(&a->cfg, &a->res, &a->err);
+    return NULL;
+}
+
+Test(pipeline, one_process_per_rank)
+{
+    fixture f = setup();
+    plumb_err e = {{0}};
+    float *ref = sequential(&f, 4, 3, BK_MOMENTUM);
+    sched_spec sp = {SCHED_1F1B_FLUSH, 2, 2, 1, 4, 3, NULL, NULL};
+    schedule *s = schedule_generate(&sp, &e);
+    cr_assert(s, "%s", e.msg);
+    transport *tr = transport_local_create(2, 20, &e);
+    int first[] = {0, 4}, last[] = {3, 8}, me[2] = {0, 1};
+    rank_arg ra[2];
+    pthread_t th[2];
+    for (int r = 0; r < 2; r++) {
+        memset(&ra[r], 0, sizeof ra[r]);
+        ra[r].cfg = (rt_cfg){.bk = backend_cpu(), .m = f.m, .sched = s, .stage_first = first,
+                             .stage_last = last, .microbatch = MB,
+                             .opt = train_default_opt(BK_MOMENTUM), .batch = batch,
+                             .batch_user = &f, .tr = tr, .local_workers = &me[r], .nlocal = 1};
+        cr_assert_eq(pthread_create(&th[r], NULL, rank_main, &ra[r]), 0);
+    }
+    for (int r = 0; r < 2; r++) pthread_join(th[r], NULL);
+    for (int r = 0; r < 2; r++) cr_assert_eq(ra[r].rc, 0, "rank %d: %s", r, ra[r].err.msg);
+    /* rank 0 owns stage 0's weights, rank 1 stage 1's and the loss */
+    long long split = f.m->layers[4].param_offset;
+    float *w = malloc((size_t)f.m->nparams * sizeof *w);
+    memcpy(w, ra[0].res.params, (size_t)split * sizeof *w);
+    memcpy(w + split, ra[1].res.params + split, (size_t)(f.m->nparams - split) * sizeof *w);
+    expect_same(&f, ref, w, "two ranks");
+    cr_expect(ra[1].res.loss[0] > 0 && ra[0].res.loss[0] == 0, "the loss lives on rank 1");
+    for (int r = 0; r < 2; r++) rt_result_free(&ra[r].res);
+    free(w);
+    free(ref);
+    tr->destroy(tr);
     schedule_free(s);
     teardown_f(&f);
 }
