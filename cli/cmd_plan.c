@@ -51,7 +51,7 @@ static void plan_usage(FILE *out)
         "                            by the simulator (docs/planner-native.md); pipedream:\n"
         "                            PipeDream's partitioner (implied by the options above)\n"
         "      --schedule K|auto     native: gpipe, 1f1b-flush (default), pipedream, 2bw,\n"
-        "                            interleaved, zb-h1, or auto: rank them all (top five)\n"
+        "                            interleaved, zb-h1, zb-v, or auto: rank them (top five)\n"
         "      --microbatches M      native: microbatches per iteration (default 4 x stages)\n"
         "      --microbatch-size N   native: samples per microbatch (default: the profile's)\n"
         "      --memory-limit GIB    native: device memory at most GIB GiB\n"
@@ -516,9 +516,9 @@ int cmd_plan(int argc, char **argv)
                 break;
             }
             k = sched_kind_parse(optarg);
-            if (k < 0 || k == SCHED_ZB_V)
+            if (k < 0)
                 return cli_fail("plan", "--schedule: expected gpipe, 1f1b-flush, pipedream, "
-                                "2bw, interleaved, zb-h1 or auto (got \"%s\")", optarg);
+                                "2bw, interleaved, zb-h1, zb-v or auto (got \"%s\")", optarg);
             no.schedule = k;
             break;
         case 1003:

@@ -24,7 +24,7 @@ static const char *const usage =
     "  --target SAMPLES_PER_S  report the fewest GPUs that reach this throughput\n"
     "  --price USD_PER_GPU_HOUR  cost per GPU-hour: adds USD per million samples\n"
     "  --schedule K|auto       schedule of every plan (default 1f1b-flush); auto ranks all\n"
-    "  --microbatches M        microbatches per iteration (default: 2 x stages)\n"
+    "  --microbatches M        microbatches per iteration (default: 4 x stages)\n"
     "  --microbatch-size N     samples per microbatch (default: the profile's minibatch)\n"
     "  --recompute             always recompute activations in the backward pass (default:\n"
     "                          only where nothing fits without)\n"
@@ -114,9 +114,9 @@ int cmd_sweep(int argc, char **argv)
                 break;
             }
             k = sched_kind_parse(optarg);
-            if (k < 0 || k == SCHED_ZB_V)
+            if (k < 0)
                 return cli_fail("sweep", "--schedule: expected gpipe, 1f1b-flush, pipedream, "
-                                "2bw, interleaved, zb-h1 or auto (got \"%s\")", optarg);
+                                "2bw, interleaved, zb-h1, zb-v or auto (got \"%s\")", optarg);
             o.schedule = k;
             break;
         case O_MB:

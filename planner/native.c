@@ -351,11 +351,12 @@ int nm_finish(const nm_models *ms, nm_cands *cs, const native_options *o, int ns
         nc->microbatches = c->s.M;
         nc->microbatch_size = c->s.mbsize;
         nc->recompute = c->s.recompute;
-        nc->chunks = c->s.kind == SCHED_INTERLEAVED ? c->pt.nst / c->pt.ranks : 1;
+        int ch = c->s.kind == SCHED_INTERLEAVED || c->s.kind == SCHED_ZB_V;
+        nc->chunks = ch ? c->pt.nst / c->pt.ranks : 1;
         nc->nstages = c->pt.nst;
         nc->ndevices_used = 0;
         for (int s = 0; s < c->pt.nst; s++)
-            nc->ndevices_used += c->s.kind == SCHED_INTERLEAVED ? (s < c->pt.ranks) : c->pt.st[s].r * m->g;
+            nc->ndevices_used += ch ? (s < c->pt.ranks) : c->pt.st[s].r * m->g;
         nc->async = sched_kind_is_async(c->s.kind);
         nc->est_iteration_s = c->pt.iter_s;
         nc->est_samples_per_s = c->pt.thr;
@@ -542,11 +543,9 @@ plan *planner_native(const profile *p, const cluster *c, const native_options *o
         best = best_plan(res, err);
         goto done;
     }
-    if (o->schedule < 0 || o->schedule >= SCHED_NKINDS || o->schedule == SCHED_ZB_V) {
+    if (o->schedule < 0 || o->schedule >= SCHED_NKINDS) {
         memset(res, 0, sizeof *res);
-        err_set(err, NULL, NULL, "the native planner plans gpipe, 1f1b-flush, pipedream, 2bw, "
-                "interleaved and zb-h1 (got %s)", o->schedule >= 0 && o->schedule < SCHED_NKINDS
-                ? sched_kind_name((sched_kind)o->schedule) : "an unknown schedule");
+        err_set(err, NULL, NULL, "schedule: expected a schedule kind (got %d)", o->schedule);
         goto done;
     }
     nm_models ms;

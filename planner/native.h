@@ -30,14 +30,16 @@
 
 /* What to plan. Fill with native_options_init, then change. */
 typedef struct native_options {
-    int schedule;               /* sched_kind, or NATIVE_SCHED_AUTO. Default 1f1b-flush */
+    int schedule;               /* sched_kind (any, zb-v included), or NATIVE_SCHED_AUTO.
+                                   Default 1f1b-flush */
     int microbatches;           /* per iteration (per optimizer step of the flushing kinds);
                                    0 = choose (4 x stages, rounded to the replicas) */
     int microbatch_size;        /* samples per microbatch; 0 = the profile's minibatch (the
                                    size it was measured at); auto also tries halving it when
                                    memory is short */
     int recompute;              /* 0 off, 1 on, NATIVE_RECOMPUTE_AUTO: on only when it helps */
-    int chunks;                 /* virtual stages per device for interleaved; 0 = 2 */
+    int chunks;                 /* virtual stages per device for interleaved; 0 = 2 (zb-v
+                                   always has 2) */
     double memory_limit_bytes;  /* > 0: each device's capacity is min(its memory, this) */
     optimizer_kind optimizer;   /* its state counts in memory; default OPT_MOMENTUM */
     int max_devices;            /* > 0: plan on devices 0..max_devices-1 only; 0 = all */

@@ -314,6 +314,16 @@ typedef struct nm_cost {
 
 static int ceil_div(int a, int b) { return (a + b - 1) / b; }
 
+/* Chunked schedules hold several stages per device: interleaved (stage i on rank i % p)
+ * and zb-v (2 chunks in a V: ranks 0..p-1, then p-1..0). */
+static int chunked(sched_kind k) { return k == SCHED_INTERLEAVED || k == SCHED_ZB_V; }
+
+static int chunk_rank(sched_kind k, int i, int p)
+{
+    if (k == SCHED_ZB_V) return (i / p) % 2 == 0 ? i % p : p - 1 - i % p;
+    return i % p;
+}
+
 /* W: devices of this stage and every later one. Returns 1 when it fits memory. */
 static int stage_cost(const nm_model *m, const nm_setting *s, int b0, int b1, int u, int r,
                       int W, nm_cost *o)
@@ -419,7 +429,7 @@ void nm_price(const nm_model *m, const nm_setting *s, nm_part *pt)
 {
     double per = 0, sumlat = 0, botlat = 0, ar = 0, peak = 0, cap = INFINITY;
     int fits = 1;
-    if (s->kind == SCHED_INTERLEAVED) {
+    if (chunked(s->kind)) {
         /* per device: its chunks' compute; links per stage */
         int p = pt->ranks, v = pt->nst / (p > 0 ? p : 1);
         double devper[NM_MAX_UNITS] = {0}, devmem[NM_MAX_UNITS] = {0};
@@ -432,7 +442,7 @@ void nm_price(const nm_model *m, const nm_setting *s, nm_part *pt)
             nm_setting one = *s;
             one.kind = SCHED_1F1B_FLUSH;
             stage_cost(m, &one, st->b0, st->b1, st->u, 1, m->ndev, &o);
-            int rk = i % p;
+            int rk = chunk_rank(s->kind, i, p);
             devper[rk] += o.c;
             double comm = i + 1 < pt->nst && o.lat > o.c ? (o.lat - o.c) / 2 : 0;
             if (comm > per) per = comm;
@@ -484,7 +494,8 @@ void nm_price(const nm_model *m, const nm_setting *s, nm_part *pt)
     switch (s->kind) {
     case SCHED_PIPEDREAM:
     case SCHED_2BW: fillfac = 0; break;
-    case SCHED_ZB_H1: fillfac = 0.4; break;
+    case SCHED_ZB_H1:
+    case SCHED_ZB_V: fillfac = 0.4; break;
     default: break;
     }
     pt->M = s->M;
@@ -608,7 +619,7 @@ static int same_part(const nm_part *a, const nm_part *b)
 
 int nm_partitions(const nm_model *m, const nm_setting *s, nm_part *out, int max, int *dp_runs)
 {
-    if (s->kind == SCHED_INTERLEAVED) return nm_partitions_interleaved(m, s, out, max);
+    if (chunked(s->kind)) return nm_partitions_interleaved(m, s, out, max);
     size_t ns = (size_t)(m->nb + 1) * (m->U + 1);
     nm_dp d = {m->nb, m->U, malloc(ns * sizeof(double)), malloc(ns * sizeof(int)),
                malloc(ns * sizeof(int))};
@@ -664,17 +675,19 @@ static int split_shares(const nm_model *m, int S, const double *share, nm_part *
 
 int nm_partitions_interleaved(const nm_model *m, const nm_setting *s, nm_part *out, int max)
 {
-    int v = s->chunks > 1 ? s->chunks : 2, n = 0;
+    int v = s->kind == SCHED_ZB_V ? 2 : s->chunks > 1 ? s->chunks : 2, n = 0;
     if (m->g != 1) return 0; /* chunked schedules do not replicate: one device per rank */
     for (int p = m->U; p >= 2 && n < max; p /= 2) {
         int S = p * v;
         if (S > m->nb || S > NM_MAX_STAGES) continue;
         double share[NM_MAX_STAGES], sum = 0;
-        for (int i = 0; i < S; i++) sum += m->rg[(i % p) * (m->U + 1) + 1].speed;
-        for (int i = 0; i < S; i++) share[i] = m->rg[(i % p) * (m->U + 1) + 1].speed / sum;
+        for (int i = 0; i < S; i++)
+            sum += m->rg[chunk_rank(s->kind, i, p) * (m->U + 1) + 1].speed;
+        for (int i = 0; i < S; i++)
+            share[i] = m->rg[chunk_rank(s->kind, i, p) * (m->U + 1) + 1].speed / sum;
         nm_part pt;
         if (split_shares(m, S, share, &pt)) continue;
-        for (int i = 0; i < S; i++) pt.st[i].u = i % p;
+        for (int i = 0; i < S; i++) pt.st[i].u = chunk_rank(s->kind, i, p);
         pt.ranks = p;
         nm_setting one = *s;
         one.chunks = v;
@@ -698,7 +711,7 @@ static long long gcd_ll(long long a, long long b)
 
 int nm_default_microbatches(const nm_model *m, sched_kind k, const nm_part *pt)
 {
-    if (k == SCHED_INTERLEAVED) return 4 * (pt->ranks > 0 ? pt->ranks : 1);
+    if (chunked(k)) return 4 * (pt->ranks > 0 ? pt->ranks : 1);
     long long L = 1;
     int maxr = 1;
     for (int i = 0; i < pt->nst; i++) {
@@ -743,13 +756,13 @@ plan *nm_plan(const nm_model *m, const nm_setting *s, const nm_part *pt, plumb_e
         if (plan_set_stage(pl, i, m->bfirst[st->b0], m->bfirst[st->b1] - 1, nd, devs)) goto oom;
         nm_cost o;
         nm_setting one = *s;
-        if (one.kind == SCHED_INTERLEAVED) one.kind = SCHED_1F1B_FLUSH;
+        if (chunked(one.kind)) one.kind = SCHED_1F1B_FLUSH;
         stage_cost(m, &one, st->b0, st->b1, st->u, st->r, m->ndev, &o);
         pl->stages[i].compute_s = o.c;
         pl->stages[i].comm_s = o.lat - o.c;
     }
     pl->schedule = s->kind;
-    pl->chunks = s->kind == SCHED_INTERLEAVED ? pt->nst / (pt->ranks > 0 ? pt->ranks : 1) : 1;
+    pl->chunks = chunked(s->kind) ? pt->nst / (pt->ranks > 0 ? pt->ranks : 1) : 1;
     pl->microbatch_size = s->mbsize;
     pl->microbatches = s->M;
     pl->recompute = s->recompute;

@@ -362,11 +362,11 @@ Test(badinput, combinations_that_cannot_work)
     cr_assert(strstr(e.msg, "0 ms"), "%s", e.msg);
     profile_free(idle);
 
-    /* a schedule the native planner does not plan */
+    /* a schedule kind that does not exist */
     o.memory_limit_bytes = 0;
-    o.schedule = SCHED_ZB_V;
+    o.schedule = SCHED_NKINDS;
     cr_assert_null(planner_native(p, c, &o, &r, &e));
-    cr_assert(strstr(e.msg, "zb-v"), "%s", e.msg);
+    cr_assert(strstr(e.msg, "schedule"), "%s", e.msg);
     native_result_free(&r);
     profile_free(p);
     cluster_free(c);
@@ -421,6 +421,36 @@ Test(quality, native_partition_beats_pipedream_under_the_simulator)
     cr_assert_gt(tn, 1.2 * tp, "native %.1f samples/s, PipeDream's partition %.1f", tn, tp);
     plan_free(nat);
     plan_free(pd);
+    profile_free(p);
+    cluster_free(c);
+}
+
+Test(chunked, interleaved_and_zb_v_place_chunks_per_device)
+{
+    profile *p = chain(32, 32, 1, 2, 1 << 20, 1 << 20);
+    cluster *c = mkcluster(4, "s", 16, 100, 100);
+    static const int kinds[] = {SCHED_INTERLEAVED, SCHED_ZB_V};
+    for (int k = 0; k < 2; k++) {
+        native_options o;
+        native_options_init(&o);
+        o.schedule = kinds[k];
+        plumb_err e;
+        plan *pl = planner_native(p, c, &o, NULL, &e);
+        cr_assert(pl, "%s: %s", sched_kind_name(kinds[k]), e.msg);
+        cr_assert_eq(pl->chunks, 2);
+        cr_assert_eq(pl->nstages % 2, 0);
+        int ranks = pl->nstages / 2;
+        for (int s = 0; s < pl->nstages; s++) {
+            int want = kinds[k] == SCHED_ZB_V && s >= ranks ? 2 * ranks - 1 - s : s % ranks;
+            cr_assert_eq(pl->stages[s].replicas, 1);
+            cr_assert_eq(pl->stages[s].devices[0], pl->stages[want].devices[0],
+                         "%s: stage %d not on rank %d's device", sched_kind_name(kinds[k]), s,
+                         want);
+        }
+        cr_assert_eq(plan_validate(pl, NULL, &e), 0, "%s", e.msg);
+        assert_fits(pl, 16 * GiB);
+        plan_free(pl);
+    }
     profile_free(p);
     cluster_free(c);
 }
