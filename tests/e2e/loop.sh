@@ -15,7 +15,7 @@ model=examples/models/fmnist-mlp.json
 cluster=$PWD/examples/clusters/cpu-1x2.json
 
 echo "profile: 7 layers of fmnist-mlp on the cpu backend, as 1 of 2 workers"
-"$PLUMB" profile "$model" --backend cpu --batch 32 --workers 2 -o "$tmp/p.json" \
+"$PLUMB" profile "$model" --backend cpu --batch 32 --workers 2 --runs 100 -o "$tmp/p.json" \
     > "$tmp/profile.log" 2>&1 || fail "plumb profile failed: $(cat "$tmp/profile.log")"
 [ "$(grep -c '"forward_ms"' "$tmp/p.json")" = 7 ] || fail "profile has not 7 layers"
 [ "$(grep -c '"backward_input_ms"' "$tmp/p.json")" = 7 ] || fail "profile lacks the I/W split"
