@@ -151,7 +151,7 @@ static int row_compute(pd_dp *d, int L, int s, double bnd, double *out, int ostr
     const double ratio = o->activation_compression_ratio;
     const int do_dp = !(L == d->top && s >= 0);
     const pd_cost *cost = d->cost;
-    const int native = cost == &pd_cost_pipedream;
+    const int native = cost == &pd_cost_pipedream && M <= 64;
     double *f = d->f[L];
     choice *ch = d->ch[L];
     const double scale = d->scale[L];
@@ -159,6 +159,13 @@ static int row_compute(pd_dp *d, int L, int s, double bnd, double *out, int ostr
     const int ld = n + 1;
     double base[64], split[64], last[64];
     choice splitch[64];
+    double sync_r[65], inv_r[65];
+    for (int r = 1; r <= 64 && r <= rmax; r++) {
+        sync_r[r] = (double)(4 * (r - 1)) / (B * (double)r);
+        inv_r[r] = 1.0 / (double)r;
+    }
+    double *fmin = malloc((size_t)n * sizeof *fmin);
+    if (!fmin) return -1;
     double *bigbuf = NULL;
     choice *bigch = NULL;
     if (M > 64) {
@@ -183,9 +190,19 @@ static int row_compute(pd_dp *d, int L, int s, double bnd, double *out, int ostr
                 fj[m] = INFINITY;
                 cj[m] = (choice){-1, -1, m + 1};
             }
+            fmin[j] = INFINITY;
             continue;
         }
         double inner = L == 0 ? Csj : lowmat[(size_t)j * ld + s + 1];
+        /* On the top level with a finite bound, the rest of the model (j, end] needs at
+         * least suf machines: each stage on r machines takes at least its compute divided
+         * by r and by every machine below, and must stay within the bound. An entry on
+         * m + 1 machines with m + 1 + suf > M cannot be part of a plan within the bound. */
+        int suf = 0;
+        if (L == d->top && isfinite(bnd) && j < n - 1) {
+            double need = (l->C[n - 1] - l->C[j]) / ((L ? d->scale[L - 1] : 1.0) * bnd);
+            suf = need > 1e-9 ? (int)ceil(need - 1e-9) : 0;
+        }
         double Psj = s < 0 ? l->P[j] : l->P[j] - l->P[s];
         double Asj = s < 0 ? l->Act[j] : l->Act[j] - l->Act[s];
         for (int m = 0; m < M; m++) {
@@ -209,6 +226,7 @@ static int row_compute(pd_dp *d, int L, int s, double bnd, double *out, int ostr
                     int k = w * 64 + __builtin_ctzll(bits);
                     bits &= bits - 1;
                     const double *fk = f + (size_t)k * M;
+                    if (fmin[k] > bnd) continue; /* every prefix at k is out of bounds */
                     double ikj;
                     if (L == 0) {
                         ikj = l->C[j] - l->C[k];
@@ -227,9 +245,13 @@ static int row_compute(pd_dp *d, int L, int s, double bnd, double *out, int ostr
                     }
                     double Pkj = l->P[j] - l->P[k];
                     double Akj = l->Act[j] - l->Act[k];
-                    for (int r = 1; r <= rmax; r++)
-                        ls[r] = native ? pd_split_cost(NULL, L, ikj, Pkj, r, B, W)
-                                       : cost->split(cost->ctx, L, ikj, Pkj, r, B, W);
+                    if (native) /* PipeDream's split cost with the divisions hoisted (the
+                                   results differ from it by at most a few ulps) */
+                        for (int r = 1; r <= rmax; r++)
+                            ls[r] = (ikj + Pkj * sync_r[r]) * inv_r[r];
+                    else
+                        for (int r = 1; r <= rmax; r++)
+                            ls[r] = cost->split(cost->ctx, L, ikj, Pkj, r, B, W);
                     if (!mem && !(ratio > 0)) { /* the common case, kept tight */
                         for (int m = min_machines; m < M; m++) {
                             int rm = m < rmax ? m : rmax;
@@ -288,17 +310,23 @@ static int row_compute(pd_dp *d, int L, int s, double bnd, double *out, int ostr
                     c = spc[m];
                 }
             }
-            if (v > bnd) v = INFINITY;
+            if (v > bnd || m + 1 + suf > M) v = INFINITY;
             fj[m] = v;
             cj[m] = c;
         }
         out[(size_t)j * ostride] = fj[M - 1];
+        double lo = INFINITY;
+        for (int m = 0; m < M; m++)
+            if (fj[m] < lo) lo = fj[m];
+        fmin[j] = lo;
     }
     if (keep) memcpy(keep, ch, (size_t)n * M * sizeof *keep);
+    free(fmin);
     free(bigbuf);
     free(bigch);
     return 0;
 oom:
+    free(fmin);
     free(bigbuf);
     free(bigch);
     return -1;
@@ -385,7 +413,7 @@ double pd_dp_solve(pd_dp *d)
         if (d->top > 0) {
             double u0 = bound_dp(d), u1;
             if (isnan(u0)) return NAN;
-            u1 = getenv("PD_NOCHAIN") ? INFINITY : bound_chain(d);
+            u1 = bound_chain(d);
             if (isnan(u1)) return NAN;
             ub = u0 < u1 ? u0 : u1;
         }
