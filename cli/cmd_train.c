@@ -40,6 +40,8 @@ static const char *const usage_text =
     "                     interleaved, zb-h1 or zb-v (layers split by FLOPs)\n"
     "  --stages N         pipeline stages for --schedule (default 2; virtual stages for\n"
     "                     interleaved and zb-v, 2 per worker)\n"
+    "  --recompute        pipelined: keep stage inputs only and recompute activations in\n"
+    "                     the backward (default: the plan's choice)\n"
     "  --trace FILE       write the measured trace (Chrome trace JSON, as plumb sim's)\n"
     "  --save FILE        write a checkpoint (weights, optimizer state, steps) at the end\n"
     "  --resume FILE      start from a checkpoint; its steps count toward --steps/--epochs\n"
@@ -54,7 +56,7 @@ static const char *const usage_text =
 enum {
     O_DATA = 1000, O_DATADIR, O_TEXT, O_SAMPLES, O_EPOCHS, O_STEPS, O_BATCH, O_MICRO, O_OPT,
     O_LR, O_MOM, O_WD, O_SEED, O_BACKEND, O_DEVICE, O_LOG, O_QUIET, O_HELP, O_SCHED,
-    O_STAGES, O_TRACE, O_DEVICES, O_SAVE, O_RESUME
+    O_STAGES, O_TRACE, O_DEVICES, O_SAVE, O_RESUME, O_RECOMPUTE
 };
 
 /* Splits m's top-level layers into n contiguous stages of about equal forward FLOPs
@@ -145,10 +147,11 @@ int cmd_train(int argc, char **argv)
         {"schedule", required_argument, 0, O_SCHED},  {"stages", required_argument, 0, O_STAGES},
         {"trace", required_argument, 0, O_TRACE},     {"devices", required_argument, 0, O_DEVICES},
         {"save", required_argument, 0, O_SAVE},       {"resume", required_argument, 0, O_RESUME},
+        {"recompute", no_argument, 0, O_RECOMPUTE},
         {0, 0, 0, 0}};
     const char *data = NULL, *datadir = NULL, *textfile = NULL, *bkname = "cpu", *optname = NULL;
     int samples = 8192, epochs = 1, steps = 0, batch = 0, micro = 0, device = 0, logevery = 0;
-    int quiet = 0, have_seed = 0, seed = 0, nstages = 0, ndevices = 1;
+    int quiet = 0, have_seed = 0, seed = 0, nstages = 0, ndevices = 1, recompute = 0;
     const char *schedname = NULL, *tracepath = NULL, *savepath = NULL, *resumepath = NULL;
     double lr = -1, mom = -1, wd = 0;
     int c;
@@ -177,6 +180,7 @@ int cmd_train(int argc, char **argv)
         case O_STAGES: if (cli_int("train", "--stages", optarg, 1, 1024, &nstages)) return 2; break;
         case O_TRACE: tracepath = optarg; break;
         case O_SAVE: savepath = optarg; break;
+        case O_RECOMPUTE: recompute = 1; break;
         case O_RESUME: resumepath = optarg; break;
         case O_DEVICES: if (cli_int("train", "--devices", optarg, 1, 1024, &ndevices)) return 2; break;
         case O_HELP: fputs(usage_text, stdout); return 0;
@@ -198,6 +202,8 @@ int cmd_train(int argc, char **argv)
     if ((savepath || resumepath) && (schedname || tracepath || npos == 2))
         return cli_fail("train", "%s: checkpoints are for sequential runs (no plan, --schedule "
                         "or --trace)", savepath ? "--save" : "--resume");
+    if (recompute && !schedname && npos != 2)
+        return cli_fail("train", "--recompute: for pipelined runs (a plan or --schedule)");
     if (nstages && !schedname)
         return cli_fail("train", "--stages: needs --schedule");
     if (data && strcmp(data, "fashion-mnist") && strcmp(data, "synthetic") && strcmp(data, "text"))
@@ -284,6 +290,7 @@ int cmd_train(int argc, char **argv)
         .cfg = {.microbatch = mbsize, .microbatches = nmicro, .opt = train_default_opt(okind)},
         .epochs = epochs, .steps = steps, .seed = m->seed, .log_every = logevery,
         .log = quiet ? NULL : stdout, .resume = resumepath, .save = savepath,
+        .recompute = recompute || (pl && pl->recompute),
     };
     if (lr > 0) cfg.cfg.opt.lr = (float)lr;
     if (mom >= 0) cfg.cfg.opt.momentum = (float)mom;

@@ -167,8 +167,9 @@ static int stage_init(worker *wk, rstage *rs, int s, int replica)
             if (list[i].version > maxv) maxv = list[i].version;
         }
     rs->nslots = count_slots(list, n, s, rs->first);
-    rs->st = stage_create(c->bk, wk->ctx, c->m, c->stage_first[s], c->stage_last[s],
-                          c->microbatch, rs->nslots, split, &wk->err);
+    stage_opts so = {split, c->recompute};
+    rs->st = stage_create_opts(c->bk, wk->ctx, c->m, c->stage_first[s], c->stage_last[s],
+                               c->microbatch, rs->nslots, &so, &wk->err);
     if (!rs->st) return -1;
     rs->slots = calloc((size_t)rs->nslots, sizeof *rs->slots);
     rs->nver = maxv + 2;

@@ -31,6 +31,8 @@ typedef struct rt_cfg {
     const int *worker_device;  /* [nworkers] backend device of each worker; NULL: all 0 */
     const int *trace_device;   /* [nworkers] device id written to the trace; NULL: worker */
     int microbatch;            /* samples per microbatch */
+    int recompute;             /* 1: keep stage inputs only, recompute activations in the
+                                  backward (the plan's recompute) */
     bk_opt opt;                /* optimizer (step counts are kept per stage) */
     rt_batch_fn batch;
     void *batch_user;

@@ -11,10 +11,10 @@ typedef struct snode {
     int nchildren;
     struct snode *children;
     size_t in_n, out_n;     /* floats per sample of input and output */
-    float **out;            /* [nslots] (max_batch, out shape); flatten aliases its input */
-    float **aux;            /* [nslots] layernorm: mean | rstd (2 rows); attention:
+    float **out;            /* [act_slots] (max_batch, out shape); flatten aliases its input */
+    float **aux;            /* [act_slots] layernorm: mean | rstd (2 rows); attention:
                                (B, H, T, T) probabilities; loss: loss | correct (2 rows) */
-    const float **in;       /* [nslots] the input tensor forward used */
+    const float **in;       /* [act_slots] the input tensor forward used */
     float **dyst;           /* [nslots] split_bw: the output gradient kept for W */
     float *dx;              /* (max_batch, in shape) input gradient; NULL when aliased/none */
 } snode;
@@ -24,6 +24,12 @@ struct stage {
     bk_ctx *ctx;
     const model *m;
     int first, last, max_batch, nslots, split_bw;
+    int recompute;          /* activations of one slot only, recomputed before backward */
+    int act_slots;          /* slots of layer activations: nslots, or 1 with recompute */
+    int xslot;              /* the caller's slot being processed (targets, dyst) */
+    float **outcopy;        /* recompute: [nslots] each slot's output, kept */
+    float **auxcopy;        /* recompute, loss stage: [nslots] each slot's loss | correct */
+    const float **ipass_params; /* recompute + split_bw: [nslots] weights of the I pass */
     long long nparams, param_base;
     float *params, *grads, *opt_m, *opt_v; /* device, nparams floats each */
     int nnodes;
@@ -51,17 +57,27 @@ static void *dalloc(stage *st, size_t floats, plumb_err *err)
     return st->bk->alloc(st->ctx, floats * sizeof(float), err);
 }
 
-static float **slot_array(stage *st, size_t floats, plumb_err *err)
+static float **slot_array_n(stage *st, int count, size_t floats, plumb_err *err)
 {
-    float **a = calloc((size_t)st->nslots, sizeof *a);
+    float **a = calloc((size_t)st->nslots, sizeof *a); /* nslots >= count: frees by nslots */
     if (!a) { err_set(err, NULL, NULL, "out of memory"); return NULL; }
-    for (int s = 0; s < st->nslots; s++)
+    for (int s = 0; s < count; s++)
         if (!(a[s] = dalloc(st, floats, err))) {
             for (int j = 0; j < s; j++) st->bk->free(st->ctx, a[j]);
             free(a);
             return NULL;
         }
     return a;
+}
+
+static float **slot_array(stage *st, size_t floats, plumb_err *err)
+{
+    return slot_array_n(st, st->nslots, floats, err);
+}
+
+static float **act_array(stage *st, size_t floats, plumb_err *err)
+{
+    return slot_array_n(st, st->act_slots, floats, err);
 }
 
 static void slot_free(stage *st, float **a)
@@ -89,12 +105,12 @@ static int node_init(stage *st, snode *n, const layer *L, plumb_err *err)
     n->L = L;
     n->in_n = shape_numel(L->in_ndim, L->in_shape);
     n->out_n = shape_numel(L->out_ndim, L->out_shape);
-    n->in = calloc((size_t)st->nslots, sizeof *n->in);
+    n->in = calloc((size_t)st->act_slots, sizeof *n->in);
     if (!n->in) return err_set(err, NULL, NULL, "out of memory");
     if (L->kind == LK_FLATTEN) {
         if (!(n->out = calloc((size_t)st->nslots, sizeof *n->out)))
             return err_set(err, NULL, NULL, "out of memory");
-    } else if (!(n->out = slot_array(st, B * n->out_n, err))) {
+    } else if (!(n->out = act_array(st, B * n->out_n, err))) {
         return -1;
     }
     size_t aux = 0;
@@ -102,7 +118,7 @@ static int node_init(stage *st, snode *n, const layer *L, plumb_err *err)
     if (L->kind == LK_ATTENTION)
         aux = B * L->heads * (size_t)L->in_shape[0] * L->in_shape[0];
     if (L->kind == LK_XENT) aux = 2 * (size_t)rows_of(L, st->max_batch);
-    if (aux && !(n->aux = slot_array(st, aux, err))) return -1;
+    if (aux && !(n->aux = act_array(st, aux, err))) return -1;
     if (st->split_bw && has_weights(L) && !(n->dyst = slot_array(st, B * n->out_n, err)))
         return -1;
     if (L->kind != LK_FLATTEN && L->kind != LK_EMBEDDING &&
@@ -121,6 +137,13 @@ static int node_init(stage *st, snode *n, const layer *L, plumb_err *err)
 stage *stage_create(const backend *bk, bk_ctx *ctx, const model *m, int first, int last,
                     int max_batch, int nslots, int split_bw, plumb_err *err)
 {
+    stage_opts o = {split_bw, 0};
+    return stage_create_opts(bk, ctx, m, first, last, max_batch, nslots, &o, err);
+}
+
+stage *stage_create_opts(const backend *bk, bk_ctx *ctx, const model *m, int first, int last,
+                         int max_batch, int nslots, const stage_opts *o, plumb_err *err)
+{
     if (first < 0 || last >= m->nlayers || first > last || max_batch < 1 || nslots < 1) {
         err_set(err, NULL, NULL, "stage: expected 0 <= first <= last < %d, max_batch >= 1, "
                 "nslots >= 1 (got %d, %d, %d, %d)", m->nlayers, first, last, max_batch, nslots);
@@ -136,7 +159,13 @@ stage *stage_create(const backend *bk, bk_ctx *ctx, const model *m, int first, i
     st->last = last;
     st->max_batch = max_batch;
     st->nslots = nslots;
-    st->split_bw = split_bw;
+    st->split_bw = o->split_bw;
+    st->recompute = o->recompute;
+    st->act_slots = o->recompute ? 1 : nslots;
+    if (!(st->ipass_params = calloc((size_t)nslots, sizeof *st->ipass_params))) {
+        err_set(err, NULL, NULL, "out of memory");
+        goto fail;
+    }
     st->param_base = m->layers[first].param_offset;
     st->nparams = model_range_params(m, first, last);
     st->nnodes = last - first + 1;
@@ -148,12 +177,19 @@ stage *stage_create(const backend *bk, bk_ctx *ctx, const model *m, int first, i
         !(st->grads = dalloc(st, (size_t)st->nparams, err)))
         goto fail;
     if (!(st->input = slot_array(st, (size_t)max_batch * st->nodes[0].in_n, err))) goto fail;
+    if (st->recompute &&
+        !(st->outcopy = slot_array(st, (size_t)max_batch * st->nodes[st->nnodes - 1].out_n, err)))
+        goto fail;
     if (stage_has_loss(st)) {
         size_t nt = (size_t)max_batch * model_targets_per_sample(m);
         st->targets = calloc((size_t)nslots, sizeof *st->targets);
         if (!st->targets) { err_set(err, NULL, NULL, "out of memory"); goto fail; }
         for (int s = 0; s < nslots; s++)
             if (!(st->targets[s] = bk->alloc(ctx, nt * sizeof(int32_t), err))) goto fail;
+        if (st->recompute &&
+            !(st->auxcopy = slot_array(st, 2 * (size_t)max_batch * model_targets_per_sample(m),
+                                       err)))
+            goto fail;
     }
     host = malloc(((size_t)st->nparams + 1) * sizeof *host);
     if (!host) { err_set(err, NULL, NULL, "out of memory"); goto fail; }
@@ -176,6 +212,9 @@ void stage_free(stage *st)
             if (st->nodes[i].L) node_free(st, &st->nodes[i]);
     free(st->nodes);
     slot_free(st, st->input);
+    slot_free(st, st->outcopy);
+    free(st->ipass_params);
+    slot_free(st, st->auxcopy);
     if (st->targets) slot_free(st, (float **)st->targets);
     st->bk->free(st->ctx, st->params);
     st->bk->free(st->ctx, st->grads);
@@ -186,7 +225,10 @@ void stage_free(stage *st)
 
 float *stage_input(stage *st, int slot) { return st->input[slot]; }
 int32_t *stage_targets(stage *st, int slot) { return st->targets ? st->targets[slot] : NULL; }
-const float *stage_output(stage *st, int slot) { return st->nodes[st->nnodes - 1].out[slot]; }
+const float *stage_output(stage *st, int slot)
+{
+    return st->recompute ? st->outcopy[slot] : st->nodes[st->nnodes - 1].out[slot];
+}
 const float *stage_input_grad(stage *st) { return st->input_grad; }
 long long stage_nparams(const stage *st) { return st->nparams; }
 float *stage_params(stage *st) { return st->params; }
@@ -267,7 +309,7 @@ static const float *node_fwd(stage *st, snode *n, int slot, int B, const float *
     }
     case LK_XENT: {
         int N = rows_of(L, B);
-        bk->xent_fwd(c, N, L->in_shape[L->in_ndim - 1], x, st->targets[slot], y, n->aux[slot],
+        bk->xent_fwd(c, N, L->in_shape[L->in_ndim - 1], x, st->targets[st->xslot], y, n->aux[slot],
                      n->aux[slot] + N);
         break;
     }
@@ -276,11 +318,28 @@ static const float *node_fwd(stage *st, snode *n, int slot, int B, const float *
     return y;
 }
 
+/* Forward of the caller's slot into activation slot as (returns as). */
+static int forward_into(stage *st, int slot, int B, const float *P)
+{
+    int as = st->recompute ? 0 : slot;
+    st->xslot = slot;
+    const float *h = st->input[slot];
+    for (int i = 0; i < st->nnodes; i++) h = node_fwd(st, &st->nodes[i], as, B, P, h);
+    return as;
+}
+
 void stage_forward(stage *st, int slot, int B, const float *params)
 {
     const float *P = params ? params : st->params;
-    const float *h = st->input[slot];
-    for (int i = 0; i < st->nnodes; i++) h = node_fwd(st, &st->nodes[i], slot, B, P, h);
+    forward_into(st, slot, B, P);
+    if (st->recompute) {
+        const snode *n = &st->nodes[st->nnodes - 1];
+        st->bk->copy(st->ctx, st->outcopy[slot], n->out[0],
+                     (size_t)B * n->out_n * sizeof(float));
+        if (stage_has_loss(st))
+            st->bk->copy(st->ctx, st->auxcopy[slot], n->aux[0],
+                         2 * (size_t)rows_of(n->L, B) * sizeof(float));
+    }
 }
 
 /* Weight gradient of one layer from its output gradient dy and its forward input. */
@@ -327,7 +386,7 @@ static const float *node_bwd(stage *st, snode *n, int slot, int B, const float *
     const float *x = n->in[slot], *w = lp(st, n, P);
     float *dx = n->dx;
     if (has_weights(L)) {
-        if (split) bk->copy(c, n->dyst[slot], dy, (size_t)B * n->out_n * sizeof(float));
+        if (split) bk->copy(c, n->dyst[st->xslot], dy, (size_t)B * n->out_n * sizeof(float));
         else node_wgrad(st, n, slot, B, dy);
     }
     switch (L->kind) {
@@ -365,7 +424,7 @@ static const float *node_bwd(stage *st, snode *n, int slot, int B, const float *
     }
     case LK_XENT:
         bk->xent_bwd(c, rows_of(L, B), L->in_shape[L->in_ndim - 1], n->out[slot],
-                     st->targets[slot], st->loss_scale, dx);
+                     st->targets[st->xslot], st->loss_scale, dx);
         break;
     default: break;
     }
@@ -377,9 +436,13 @@ static void backward(stage *st, int slot, int B, const float *params, const floa
 {
     const float *P = params ? params : st->params;
     st->loss_scale = loss_scale;
+    /* recompute: the activations are rebuilt from the kept input first */
+    int as = st->recompute ? forward_into(st, slot, B, P) : slot;
+    st->xslot = slot;
+    st->ipass_params[slot] = P;
     const float *h = dout;
     for (int i = st->nnodes - 1; i >= 0; i--)
-        h = node_bwd(st, &st->nodes[i], slot, B, P, h, split);
+        h = node_bwd(st, &st->nodes[i], as, B, P, h, split);
     st->input_grad = h;
 }
 
@@ -397,14 +460,16 @@ void stage_backward_input(stage *st, int slot, int B, const float *params, const
 
 static void wpass(stage *st, snode *n, int slot, int B)
 {
-    if (has_weights(n->L)) node_wgrad(st, n, slot, B, n->dyst[slot]);
+    if (has_weights(n->L)) node_wgrad(st, n, slot, B, n->dyst[st->xslot]);
     for (int i = 0; i < n->nchildren; i++) wpass(st, &n->children[i], slot, B);
 }
 
 void stage_backward_weight(stage *st, int slot, int B)
 {
     if (!st->split_bw) return; /* the input pass already computed the weight gradients */
-    for (int i = 0; i < st->nnodes; i++) wpass(st, &st->nodes[i], slot, B);
+    int as = st->recompute ? forward_into(st, slot, B, st->ipass_params[slot]) : slot;
+    st->xslot = slot;
+    for (int i = 0; i < st->nnodes; i++) wpass(st, &st->nodes[i], as, B);
 }
 
 int stage_loss(stage *st, int slot, int B, double *loss_sum, double *correct_sum,
@@ -416,7 +481,8 @@ int stage_loss(stage *st, int slot, int B, double *loss_sum, double *correct_sum
     int N = rows_of(n->L, B);
     float *h = malloc(2 * (size_t)N * sizeof *h);
     if (!h) return err_set(err, NULL, NULL, "out of memory");
-    st->bk->download(st->ctx, h, n->aux[slot], 2 * (size_t)N * sizeof *h);
+    st->bk->download(st->ctx, h, st->recompute ? st->auxcopy[slot] : n->aux[slot],
+                     2 * (size_t)N * sizeof *h);
     if (st->bk->sync(st->ctx, err)) { free(h); return -1; }
     double l = 0, a = 0;
     for (int i = 0; i < N; i++) {

@@ -26,6 +26,17 @@ typedef struct stage stage;
  * stage; ctx stays the caller's. */
 stage *stage_create(const backend *bk, bk_ctx *ctx, const model *m, int first, int last,
                     int max_batch, int nslots, int split_bw, plumb_err *err);
+/* Options beyond stage_create's: split_bw as there; recompute = 1 keeps only each slot's
+ * input and output (and the loss) between forward and backward, and recomputes the
+ * activations from the input before the backward (and again before a split weight pass):
+ * one slot of activations instead of nslots, for about one more forward per backward. */
+typedef struct stage_opts {
+    int split_bw;
+    int recompute;
+} stage_opts;
+stage *stage_create_opts(const backend *bk, bk_ctx *ctx, const model *m, int first, int last,
+                         int max_batch, int nslots, const stage_opts *o, plumb_err *err);
+
 void stage_free(stage *st);
 
 /* Device buffer the caller fills with slot's input, (B, input shape of layers[first]):

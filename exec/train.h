@@ -72,6 +72,7 @@ typedef struct train_run_cfg {
     const char *resume;       /* checkpoint to start from (its steps count toward the
                                  total, the data order continues), or NULL */
     const char *save;         /* checkpoint written at the end, or NULL */
+    int recompute;            /* pipelined runs: recompute activations in the backward */
 } train_run_cfg;
 
 typedef struct train_result {

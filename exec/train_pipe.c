@@ -115,10 +115,11 @@ int train_run_pipeline(const train_run_cfg *rc, const schedule *s, const int *fi
     if (rc->log)
         fprintf(rc->log,
                 "plumb train: %s (%lld parameters) on %s, %s data (%d samples), %s schedule: "
-                "%d stages on %d workers, minibatch %d = %d x %d, %d steps\n",
+                "%d stages on %d workers, minibatch %d = %d x %d, %d steps%s\n",
                 rc->m->name, rc->m->nparams, rc->bk->name, d->name, d->n,
                 sched_kind_name(s->kind), s->nstages, s->nworkers, mbs, s->microbatches,
-                rc->cfg.microbatch, s->iterations);
+                rc->cfg.microbatch, s->iterations,
+                rc->recompute ? ", activations recomputed" : "");
     if (rc->log && rc->bk->note && rc->bk->note()) fprintf(rc->log, "%s\n", rc->bk->note());
     long every = rc->log_every > 0 ? rc->log_every : (s->iterations + 19) / 20;
     progress pg = {.log = rc->log, .want = (double)mbs * model_targets_per_sample(rc->m),
@@ -136,7 +137,8 @@ int train_run_pipeline(const train_run_cfg *rc, const schedule *s, const int *fi
     pg.t0 = pg.tlast = train_now();
     rt_cfg cfg = {.bk = rc->bk, .m = rc->m, .sched = s, .stage_first = first,
                   .stage_last = last, .worker_device = devs, .trace_device = s->worker_device,
-                  .microbatch = rc->cfg.microbatch, .opt = rc->cfg.opt, .batch = batcher_fn,
+                  .microbatch = rc->cfg.microbatch, .recompute = rc->recompute,
+                  .opt = rc->cfg.opt, .batch = batcher_fn,
                   .batch_user = &b, .on_loss = on_loss, .on_loss_user = &pg};
     int failed = runtime_run(&cfg, &rr, err);
     pthread_mutex_destroy(&pg.mu);

@@ -77,9 +77,9 @@ static float *sequential(fixture *f, int M, int iters, int kind)
 }
 
 /* Runs the schedule of `kind` over stage boundaries `cuts` (first layer of each stage). */
-static int pipeline(fixture *f, sched_kind kind, int nstages, const int *firsts, int chunks,
-                    const int *replicas, int M, int iters, int opt, rt_result *res,
-                    plumb_err *e)
+static int pipeline_rc(fixture *f, sched_kind kind, int nstages, const int *firsts,
+                       int chunks, const int *replicas, int M, int iters, int opt,
+                       int recompute, rt_result *res, plumb_err *e)
 {
     int nranks = nstages / chunks, nworkers = 0;
     for (int s = 0; s < nranks; s++) nworkers += replicas ? replicas[s] : 1;
@@ -94,10 +94,17 @@ static int pipeline(fixture *f, sched_kind kind, int nstages, const int *firsts,
     }
     rt_cfg cfg = {.bk = backend_cpu(), .m = f->m, .sched = s, .stage_first = first,
                   .stage_last = last, .microbatch = MB, .opt = train_default_opt(opt),
-                  .batch = batch, .batch_user = f, .timeout_s = 20};
+                  .batch = batch, .batch_user = f, .timeout_s = 20, .recompute = recompute};
     int rc = runtime_run(&cfg, res, e);
     schedule_free(s);
     return rc;
+}
+
+static int pipeline(fixture *f, sched_kind kind, int nstages, const int *firsts, int chunks,
+                    const int *replicas, int M, int iters, int opt, rt_result *res,
+                    plumb_err *e)
+{
+    return pipeline_rc(f, kind, nstages, firsts, chunks, replicas, M, iters, opt, 0, res, e);
 }
 
 static void expect_same(const fixture *f, const float *a, const float *b, const char *what)
@@ -166,6 +173,36 @@ Test(pipeline, replicated_stage_equals_sequential)
     expect_same(&f, ref, r.params, "1f1b-flush with stage 0 on 2 replicas");
     free(ref);
     rt_result_free(&r);
+    teardown_f(&f);
+}
+
+/* Recomputed activations (plan "recompute"): the same weights as sequential training,
+ * also with split I/W passes and with stashed versions. */
+Test(pipeline, recompute_equals_sequential)
+{
+    int f3[] = {0, 3, 6};
+    sched_kind kinds[] = {SCHED_1F1B_FLUSH, SCHED_ZB_H1};
+    for (int k = 0; k < 2; k++) {
+        fixture f = setup();
+        plumb_err e = {{0}};
+        float *ref = sequential(&f, 4, 3, BK_ADAM);
+        rt_result r;
+        cr_assert_eq(pipeline_rc(&f, kinds[k], 3, f3, 1, NULL, 4, 3, BK_ADAM, 1, &r, &e), 0,
+                     "%s", e.msg);
+        expect_same(&f, ref, r.params, sched_kind_name(kinds[k]));
+        free(ref);
+        rt_result_free(&r);
+        teardown_f(&f);
+    }
+    /* pipedream with recompute equals pipedream without (stashed versions recompute) */
+    fixture f = setup();
+    plumb_err e = {{0}};
+    rt_result a, b;
+    cr_assert_eq(pipeline_rc(&f, SCHED_PIPEDREAM, 3, f3, 1, NULL, 4, 3, BK_SGD, 0, &a, &e), 0);
+    cr_assert_eq(pipeline_rc(&f, SCHED_PIPEDREAM, 3, f3, 1, NULL, 4, 3, BK_SGD, 1, &b, &e), 0);
+    expect_same(&f, a.params, b.params, "pipedream recompute");
+    rt_result_free(&a);
+    rt_result_free(&b);
     teardown_f(&f);
 }
 

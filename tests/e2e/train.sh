@@ -56,7 +56,7 @@ echo "synthetic data, momentum, gradient accumulation over 4 microbatches"
     fail "synthetic run failed: $(cat "$tmp/syn.log")"
 grep -q "minibatch 32 = 4 x 8" "$tmp/syn.log" || fail "microbatching not reported: $(cat "$tmp/syn.log")"
 
-echo "pipelined: 1f1b-flush on 3 stages matches sequential training; trace written"
+echo "pipelined: 1f1b-flush on 3 stages and zb-h1 with recomputation match sequential training"
 "$PLUMB" train examples/models/fmnist-mlp.json --steps 60 --microbatches 4 --quiet --seed 2 \
     > "$tmp/seq.out" 2>&1 || fail "sequential run failed: $(cat "$tmp/seq.out")"
 "$PLUMB" train examples/models/fmnist-mlp.json --steps 60 --microbatches 4 --quiet --seed 2 \
@@ -70,6 +70,11 @@ nev=$(grep -o '"ph": *"X"' "$tmp/trace.json" | wc -l)
 [ "$nev" -ge 480 ] || fail "trace has $nev timed events (want >= 480: F and B of 60 x 4 microbatches)"
 grep -q '"format": *"plumb-trace/1"' "$tmp/trace.json" || fail "trace lacks its format"
 echo "  trace: $nev timed events"
+"$PLUMB" train examples/models/fmnist-mlp.json --steps 60 --microbatches 4 --quiet --seed 2 \
+    --schedule zb-h1 --stages 3 --recompute > "$tmp/rec.out" 2>&1 ||
+    fail "recompute run failed: $(cat "$tmp/rec.out")"
+[ "$(tl "$tmp/seq.out" | cut -c1-5)" = "$(tl "$tmp/rec.out" | cut -c1-5)" ] ||
+    fail "zb-h1 with --recompute: $(cat "$tmp/rec.out") vs sequential $(cat "$tmp/seq.out")"
 "$PLUMB" train examples/models/fmnist-mlp.json --steps 20 --microbatches 4 --quiet \
     --schedule pipedream --stages 2 > "$tmp/pd.out" 2>&1 || fail "pipedream run failed: $(cat "$tmp/pd.out")"
 
