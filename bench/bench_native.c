@@ -4,8 +4,9 @@
  * `--schedule auto`; the simulated throughput of the native plan for the pipedream
  * schedule and of PipeDream's own partition (compatible mode) under the same schedule and
  * microbatch count, their ratio, and whether each fits device memory. Exits 1 when a
- * native or auto plan takes 100 ms or more, or a 16-GPU native plan 50 ms or more (the
- * dashboard re-plans on every keypress). CPU time: the machine may be shared. */
+ * native or auto plan takes 100 ms or more, or a plan of any schedule on a 16-GPU cluster 50
+ * ms or more (the dashboard re-plans on every keypress). CPU time: the machine may be
+ * shared. */
 #include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -119,7 +120,7 @@ int main(int argc, char **argv)
     if (reps < 1) reps = 1;
     char **pp, **cc;
     int np = list_json(argv[1], &pp), nc = list_json(argv[2], &cc), rc = 0;
-    double worst = 0, worst_auto = 0;
+    double worst = 0, worst_auto = 0, worst_ui = 0;
     printf("%-20s %-22s %9s %9s %13s %13s %7s %5s\n", "profile", "cluster", "native", "auto",
            "native-pd", "pipedream-pd", "ratio", "fits");
     for (int i = 0; i < np; i++) {
@@ -131,6 +132,13 @@ int main(int argc, char **argv)
             if (!c) continue;
             double thr, thra, thrp;
             double tn = time_native(p, c, SCHED_1F1B_FLUSH, reps, &thr, NULL);
+            /* the dashboard may ask for any schedule: on 16 GPUs, the slowest of them */
+            double tui = 0;
+            for (int k = 0; c->ndevices == 16 && k < SCHED_NKINDS; k++) {
+                double t = time_native(p, c, k, reps, &thra, NULL);
+                if (t > tui) tui = t;
+            }
+            if (tui > worst_ui) worst_ui = tui;
             double ta = time_native(p, c, NATIVE_SCHED_AUTO, reps, &thra, NULL);
             plan *np_ = NULL;
             time_native(p, c, SCHED_PIPEDREAM, 1, &thrp, &np_);
@@ -145,15 +153,15 @@ int main(int argc, char **argv)
             if (tn > worst) worst = tn;
             if (ta > worst_auto) worst_auto = ta;
             if (tn >= 100 || ta >= 100) rc = 1;
-            if (c->ndevices == 16 && tn >= 50) rc = 1;
+            if (c->ndevices == 16 && tui >= 50) rc = 1;
             plan_free(np_);
             plan_free(pd);
             cluster_free(c);
         }
         profile_free(p);
     }
-    printf("slowest: native %.1f ms, auto %.1f ms (CPU, best of %d); bound 100 ms "
-           "(50 ms for a 16-GPU native plan)\n", worst, worst_auto, reps);
+    printf("slowest: native %.1f ms, auto %.1f ms, any schedule on 16 GPUs %.1f ms (CPU, best "
+           "of %d); bounds 100 ms, 50 ms on 16 GPUs\n", worst, worst_auto, worst_ui, reps);
     printf("(native-pd / pipedream-pd: simulated samples/s of the pipedream schedule on the "
            "native partition and on PipeDream's; fits: native/PipeDream plan fits memory)\n");
     for (int i = 0; i < np; i++) free(pp[i]);

@@ -274,7 +274,7 @@ static int simulate(const nm_models *ms, nm_cand *c, const native_options *o, pl
 int nm_finish(const nm_models *ms, nm_cands *cs, const native_options *o, int nsim,
               native_result *res, plumb_err *err)
 {
-    qsort(cs->v, (size_t)cs->n, sizeof *cs->v, cmp_est);
+    if (cs->n > 0) qsort(cs->v, (size_t)cs->n, sizeof *cs->v, cmp_est);
     /* drop duplicates (the same plan from two orders or two thresholds) */
     int k = 0;
     for (int i = 0; i < cs->n; i++) {
@@ -302,7 +302,7 @@ int nm_finish(const nm_models *ms, nm_cands *cs, const native_options *o, int ns
     }
     for (int i = 0; i < cs->n; i++)
         if (!lead[i]) ord[k++] = cs->v[i];
-    memcpy(cs->v, ord, (size_t)cs->n * sizeof *ord);
+    if (cs->n > 0) memcpy(cs->v, ord, (size_t)cs->n * sizeof *ord);
     free(ord);
     free(lead);
     int keep = cs->n < NM_MAX_RESULT ? cs->n : NM_MAX_RESULT;
@@ -329,7 +329,7 @@ int nm_finish(const nm_models *ms, nm_cands *cs, const native_options *o, int ns
         tmp[i] = cs->v[i];
         tmp[i].pt.M = i; /* remember the original index through the sort */
     }
-    qsort(tmp, (size_t)keep, sizeof *tmp, cmp_rank);
+    if (keep > 0) qsort(tmp, (size_t)keep, sizeof *tmp, cmp_rank);
     for (int i = 0; i < keep; i++) {
         idx[i] = tmp[i].pt.M;
         tmp[i].pt.M = tmp[i].s.M;
@@ -559,7 +559,9 @@ plan *planner_native(const profile *p, const cluster *c, const native_options *o
         s.recompute = 1;
         n = nm_gather(&ms, &s, o->microbatches > 0, &cs, &res->dp_runs);
     }
-    int nsim = o->sim_top > 0 ? o->sim_top : o->sim_top < 0 ? 0 : 3;
+    /* chunked schedules simulate slowly (ranks x chunks stages): two of them */
+    int nsim = o->sim_top > 0 ? o->sim_top : o->sim_top < 0 ? 0
+               : s.kind == SCHED_INTERLEAVED || s.kind == SCHED_ZB_V ? 2 : 3;
     if (n < 0 || nm_finish(&ms, &cs, o, nsim, res, err)) {
         if (n < 0) err_set(err, NULL, NULL, "out of memory");
         nm_cands_free(&cs);

@@ -711,7 +711,7 @@ static long long gcd_ll(long long a, long long b)
 
 int nm_default_microbatches(const nm_model *m, sched_kind k, const nm_part *pt)
 {
-    if (chunked(k)) return 4 * (pt->ranks > 0 ? pt->ranks : 1);
+    if (chunked(k)) return 2 * (pt->ranks > 0 ? pt->ranks : 1); /* chunks shrink the bubble */
     long long L = 1;
     int maxr = 1;
     for (int i = 0; i < pt->nst; i++) {
