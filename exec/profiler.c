@@ -157,23 +157,26 @@ static void probe_pass(probe *pr, int pass, int B)
     }
 }
 
-/* Times every pass of every layer: cfg->warmup untimed rounds, then cfg->runs timed
- * rounds, each round running F, B, I, W of layer 0, then of layer 1, and so on. Taking the
- * layers in turn, as training does, spreads every layer's samples over the whole
- * measurement (a burst of load elsewhere on the machine touches all layers alike instead
- * of one) and times each layer with the caches the other layers leave, not hot from its
- * own previous run. The backward passes reuse the forward's saved activations. times is
- * [nlayers][NPASS][runs], ms. */
-static int time_layers(const model *m, const prof_cfg *cfg, bk_ctx *ctx, double *times,
-                       plumb_err *err)
+/* Times every pass of layers [first, last]: cfg->warmup untimed rounds, then cfg->runs
+ * timed rounds, each round running F, B, I, W of the first layer, then of the next, and so
+ * on. Taking the layers in turn, as training does, spreads every layer's samples over the
+ * whole measurement (a burst of load elsewhere on the machine touches all layers alike
+ * instead of one) and times each layer with the caches the other layers leave, not hot
+ * from its own previous run. The backward passes reuse the forward's saved activations.
+ * times is [nlayers][NPASS][runs], ms. Returns 0; -2 with err set when the layers' stages
+ * could not all be built (out of device memory: the caller may go one layer at a time);
+ * -1 with err set on a backend failure. */
+static int time_layers(const model *m, int first, int last, const prof_cfg *cfg, bk_ctx *ctx,
+                       double *times, plumb_err *err)
 {
     const backend *bk = cfg->bk;
-    const int n = m->nlayers;
+    const int n = last - first + 1;
     probe *pr = calloc((size_t)n, sizeof *pr);
-    if (!pr) return err_set(err, NULL, NULL, "out of memory");
-    int rc = -1;
+    if (!pr) return err_set(err, NULL, NULL, "out of memory"), -2;
+    int rc = -2;
     for (int i = 0; i < n; i++)
-        if (probe_init(m, i, cfg, ctx, &pr[i], err)) goto done;
+        if (probe_init(m, first + i, cfg, ctx, &pr[i], err)) goto done;
+    rc = -1;
     for (int r = 0; r < cfg->warmup + cfg->runs; r++) {
         for (int i = 0; i < n; i++) {
             for (int p = 0; p < NPASS; p++) {
@@ -183,7 +186,7 @@ static int time_layers(const model *m, const prof_cfg *cfg, bk_ctx *ctx, double 
                 if (bk->sync(ctx, err)) goto done;
                 double t1 = train_now();
                 if (r >= cfg->warmup)
-                    times[((size_t)i * NPASS + p) * cfg->runs + (r - cfg->warmup)] =
+                    times[((size_t)(first + i) * NPASS + p) * cfg->runs + (r - cfg->warmup)] =
                         (t1 - t0) * 1e3;
             }
             /* the weight gradients accumulate run after run; keep them bounded */
@@ -235,7 +238,20 @@ profile *profiler_run(const model *m, const prof_cfg *cfg, prof_stats **stats, p
     if (!st || !times) { err_set(err, NULL, NULL, "out of memory"); goto done; }
     if (!(ctx = bk->create(cfg->device, err))) goto done;
     if (bk->hint_workers) bk->hint_workers(cfg->workers);
-    if (time_layers(m, cfg, ctx, times, err)) goto done;
+    int trc = time_layers(m, 0, m->nlayers - 1, cfg, ctx, times, err);
+    if (trc == -2 && m->nlayers > 1) {
+        /* all the layers at once do not fit in the device's memory: one at a time */
+        err_clear(err);
+        char *src = malloc(strlen(p->source) + 64);
+        if (!src) { err_set(err, NULL, NULL, "out of memory"); goto done; }
+        sprintf(src, "%s; layers timed one at a time (memory)", p->source);
+        free(p->source);
+        p->source = src;
+        for (int i = 0; i < m->nlayers; i++)
+            if (time_layers(m, i, i, cfg, ctx, times, err)) goto done;
+        trc = 0;
+    }
+    if (trc) goto done;
     for (int i = 0; i < m->nlayers; i++) {
         double *tf = times + (size_t)i * NPASS * cfg->runs, *tb = tf + cfg->runs,
                *ti = tf + 2 * (size_t)cfg->runs, *tw = tf + 3 * (size_t)cfg->runs;

@@ -5,7 +5,8 @@
  * the input-gradient (I) and weight-gradient (W) halves that zero-bubble schedules run,
  * each bracketed by a backend sync; the median of the timed runs is kept. The layers are
  * timed in turn, round after round (as training runs them), so that a burst of load on a
- * shared machine does not land on one layer's samples only. Sizes come from
+ * shared machine does not land on one layer's samples only; when the device cannot hold
+ * every layer's stage at once, they are timed one layer at a time. Sizes come from
  * the model's inferred shapes: activation bytes = the layer's output for the whole
  * profiled minibatch in fp32, parameter bytes = its weights and biases in fp32.
  *
@@ -54,7 +55,8 @@ profile *profiler_skeleton(const model *m, int batch, const char *device, const 
 /* Measures every top-level layer of m as cfg says and returns the filled profile (times
  * from the medians; backward_ms = the fused backward, backward_input_ms and
  * backward_weight_ms = the measured I/W halves rescaled to sum to it, which keeps the
- * measured split). device = "<backend>:<device>", source names the settings. *stats (may be
+ * measured split). device = "<backend>:<device>", source names the settings (and says
+ * "layers timed one at a time (memory)" after the fallback). *stats (may be
  * NULL) receives a malloc'd array of m->nlayers raw timings the caller frees. Returns NULL
  * with err set: bad cfg, the backend cannot open the device, out of device memory, or a
  * backend failure reported by a sync. Restores the backend's worker hint to 1. */

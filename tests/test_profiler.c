@@ -241,3 +241,72 @@ Test(profiler, median)
     cr_assert_eq(profiler_median(c, 1), 7);
     cr_assert_eq(profiler_median(c, 0), 0);
 }
+
+/* A CPU backend whose device memory is capped, to drive the profiler's fallback: when all
+ * the one-layer stages do not fit at once it times the layers one at a time. Each block
+ * carries its size in a 16-byte header. Test-only state (each Criterion test is its own
+ * process). */
+static size_t cap_live, cap_peak, cap_limit;
+
+static void *cap_alloc(bk_ctx *c, size_t bytes, plumb_err *err)
+{
+    if (cap_live + bytes > cap_limit) {
+        err_set(err, NULL, NULL, "out of device memory (test cap %zu bytes)", cap_limit);
+        return NULL;
+    }
+    unsigned char *p = backend_cpu()->alloc(c, bytes + 16, err);
+    if (!p) return NULL;
+    memcpy(p, &bytes, sizeof bytes);
+    cap_live += bytes;
+    if (cap_live > cap_peak) cap_peak = cap_live;
+    return p + 16;
+}
+
+static void cap_free(bk_ctx *c, void *q)
+{
+    if (!q) return;
+    unsigned char *p = (unsigned char *)q - 16;
+    size_t bytes;
+    memcpy(&bytes, p, sizeof bytes);
+    cap_live -= bytes;
+    backend_cpu()->free(c, p);
+}
+
+Test(profiler, falls_back_to_one_layer_at_a_time_when_memory_is_short)
+{
+    static const char *const spec =
+        "{\"format\": \"plumb-model/1\", \"name\": \"even\", \"input\": [64],"
+        " \"classes\": 64, \"layers\": ["
+        " {\"type\": \"linear\", \"out\": 64}, {\"type\": \"relu\"},"
+        " {\"type\": \"linear\", \"out\": 64}, {\"type\": \"relu\"},"
+        " {\"type\": \"linear\", \"out\": 64}, {\"type\": \"relu\"},"
+        " {\"type\": \"linear\", \"out\": 64}, {\"type\": \"softmax_cross_entropy\"}]}";
+    model *m = parse(spec);
+    backend capped = *backend_cpu();
+    capped.alloc = cap_alloc;
+    capped.free = cap_free;
+    prof_cfg c = quick(16);
+    c.bk = &capped;
+    plumb_err err = {{0}};
+    cap_limit = (size_t)-1 / 2;
+    profile *p = profiler_run(m, &c, NULL, &err);
+    cr_assert_not_null(p, "%s", err.msg);
+    cr_assert_null(strstr(p->source, "one at a time"));
+    size_t all = cap_peak;
+    profile_free(p);
+    /* room for the largest single layer (a linear layer: well under a third of all) */
+    cap_peak = 0;
+    cap_limit = all / 3;
+    p = profiler_run(m, &c, NULL, &err);
+    cr_assert_not_null(p, "%s", err.msg);
+    cr_assert(strstr(p->source, "layers timed one at a time (memory)"), "%s", p->source);
+    cr_assert_leq(cap_peak, all / 3);
+    check_profile(m, p, 16);
+    profile_free(p);
+    /* not even one layer fits: a clean failure */
+    cap_limit = 64;
+    cr_assert_null(profiler_run(m, &c, NULL, &err));
+    cr_assert(strstr(err.msg, "out of device memory"), "%s", err.msg);
+    cr_assert_eq(cap_live, 0, "device memory leaked: %zu bytes", cap_live);
+    model_free(m);
+}
