@@ -97,6 +97,15 @@ int compare_side_from_timeline(const timeline *tl, int skip, const char *file,
     int itmax = 0, smax = 0;
     for (size_t i = 0; i < tl->n; i++) {
         const tl_event *e = &tl->ev[i];
+        if (e->stage > COMPARE_MAX_STAGES || e->peer_stage > COMPARE_MAX_STAGES ||
+            e->iteration > COMPARE_MAX_ITERATIONS) {
+            char ev[96];
+            return err_set(err, file, "traceEvents",
+                           "expected stages below %d and iterations below %d (got stage %d, "
+                           "peer stage %d, iteration %d in \"%s\")", COMPARE_MAX_STAGES,
+                           COMPARE_MAX_ITERATIONS, e->stage, e->peer_stage, e->iteration,
+                           tl_event_name(e, ev, sizeof ev));
+        }
         if (e->iteration > itmax) itmax = e->iteration;
         if (e->stage > smax) smax = e->stage;
         if (e->peer_stage > smax) smax = e->peer_stage;
@@ -165,8 +174,8 @@ int compare_side_from_report(const cJSON *root, const char *file, compare_side *
     memset(out, 0, sizeof *out);
     if (json_check_format(&c, root, SIM_REPORT_FORMAT) ||
         json_get_str(&c, root, "", "schedule", 1, &sched) ||
-        json_get_int(&c, root, "", "microbatches", 1, 1, 1LL << 31, &micro) ||
-        json_get_int(&c, root, "", "iterations", 1, 1, 1LL << 31, &iters) ||
+        json_get_int(&c, root, "", "microbatches", 1, 1, 2147483647LL, &micro) ||
+        json_get_int(&c, root, "", "iterations", 1, 1, 2147483647LL, &iters) ||
         json_get_num(&c, root, "", "iteration_s", 1, J_NONNEG, &it_s) ||
         json_get_arr(&c, root, "", "stages", 1, &stages, &n))
         return -1;

@@ -19,6 +19,8 @@
 #include "core/timeline.h"
 
 #define COMPARE_FORMAT "plumb-compare/1"
+#define COMPARE_MAX_STAGES (1 << 20)      /* a trace naming more is not a plan's run */
+#define COMPARE_MAX_ITERATIONS (1 << 26)
 
 /* Totals of one kind of action on one stage. */
 typedef struct compare_cell {
@@ -48,7 +50,8 @@ typedef struct compare_side {
  * completion times of consecutive iterations from the end of iteration max(skip, 1) - 1
  * to the end of the last (the simulator's definition for skip = 1), or the end of the run
  * when there is one iteration. `file` and `what` are copied. Returns 0, or -1 with err
- * when the timeline is empty or out of memory. Free with compare_side_free. */
+ * when the timeline is empty, names a stage or iteration beyond COMPARE_MAX_STAGES /
+ * COMPARE_MAX_ITERATIONS, or out of memory. Free with compare_side_free. */
 struct cJSON;
 int compare_side_from_timeline(const timeline *tl, int skip, const char *file,
                                const char *what, compare_side *out, plumb_err *err);

@@ -286,6 +286,14 @@ Test(compare, different_plans_are_refused)
     timeline *t0 = timeline_new("exec");
     cr_assert_eq(compare_side_from_timeline(t0, 1, "e.json", "exec trace", &a, &err), -1);
     cr_assert(strstr(err.msg, "e.json: traceEvents: expected timed actions"), "%s", err.msg);
+    /* absurd stage or iteration numbers (a hand-edited file) are refused, not allocated */
+    d = timeline_track(t0, TL_TRACK_DEVICE, 0, -1, NULL);
+    add(t0, d, TL_F, 2147483647, 0, 0, 0, 1);
+    cr_assert_eq(compare_side_from_timeline(t0, 1, "e.json", "exec trace", &a, &err), -1);
+    cr_assert(strstr(err.msg, "expected stages below"), "%s", err.msg);
+    t0->ev[0].stage = 0;
+    t0->ev[0].iteration = 2147483647;
+    cr_assert_eq(compare_side_from_timeline(t0, 1, "e.json", "exec trace", &a, &err), -1);
     timeline_free(t0);
 }
 
