@@ -31,6 +31,9 @@ struct pd_dp {
     double *rowbound[PD_MAX_LEVELS]; /* the bound row s of level L was computed with */
     double bound[PD_MAX_LEVELS];  /* values above it cannot matter (see pd_dp_solve) */
     double scale[PD_MAX_LEVELS];  /* machines at and below L: T_L(s, j) >= C(s, j) / scale */
+    int colmode;                  /* level 0 below a two-level top is filled by columns */
+    char *coldone;                /* coldone[j]: column j of level 0 computed */
+    double *G, *Gp;               /* column scratch [(n+1) * M_0] */
     double *toprow;               /* T_top(-1, j, M - 1) */
     choice *topch;                /* choices of the top row, [n * M_top] */
     double *f[PD_MAX_LEVELS];     /* scratch [n * M_L] per level */
@@ -89,6 +92,22 @@ pd_dp *pd_dp_new(const pd_lattice *l, const pd_options *o)
             if (!d->mat[L] || !d->done[L] || !d->rowbound[L]) goto oom;
         }
     }
+    /* Columns: with two levels, the top level needs T_0(k, j) for the pairs it meets; a
+     * column (one end j, every start k) comes from the recursion on the first stage, which
+     * runs over the same partitions with the same stage formulas, so its values are the
+     * rows' values. Not with the memory constraint or -m, whose checks depend on the
+     * machines before a stage. Used when the top level has 2 machines: then only plans
+     * that end at the last state can split, and one column replaces a row per split state
+     * (with more top machines, many columns cost more than the rows the bounds leave). */
+    if (o->nlevels == 2 && o->machines[1] == 2 && !o->use_memory_constraint &&
+        o->machines_in_first_level <= 0 &&
+        d->cost == &pd_cost_pipedream && o->machines[0] <= 64) {
+        d->colmode = 1;
+        d->coldone = calloc((size_t)d->n + 1, 1);
+        d->G = malloc(((size_t)d->n + 1) * o->machines[0] * sizeof(double));
+        d->Gp = malloc(((size_t)d->n + 1) * o->machines[0] * sizeof(double));
+        if (!d->coldone || !d->G || !d->Gp) goto oom;
+    }
     return d;
 oom:
     pd_dp_free(d);
@@ -105,6 +124,9 @@ void pd_dp_free(pd_dp *d)
         free(d->f[L]);
         free(d->ch[L]);
     }
+    free(d->coldone);
+    free(d->G);
+    free(d->Gp);
     free(d->toprow);
     free(d->topch);
     free(d);
@@ -122,6 +144,96 @@ static int need_row(pd_dp *d, int L, int s, double bnd)
     d->done[L][s + 1] = 1;
     d->rowbound[L][s + 1] = bnd;
     return 0;
+}
+
+/* Column j of level 0 into mat[0]: T_0(k, j, M-1) for k = -1 and every ancestor k of j.
+ * G[k][m]: the best time for (k, j] on m+1 machines (at most, with use_fewer_machines)
+ * whose first stage is a single stage (PipeDream's base case, no transfer terms); Gp[k][m]:
+ * the same where the first stage follows a split (split formula and, with a compression
+ * ratio, its input and output transfers). Starts are taken from the end backwards. */
+static void col_compute(pd_dp *d, int j)
+{
+    const pd_lattice *l = d->l;
+    const pd_options *o = d->o;
+    const int n = d->n, M = o->machines[0], sw = l->swords, ld = n + 1;
+    const double B = o->bandwidth_Bps[0], ratio = o->activation_compression_ratio;
+    const int straight = o->straight, fewer = o->use_fewer_machines;
+    double sync_r[65], inv_r[65];
+    for (int r = 1; r <= M && r <= 64; r++) {
+        sync_r[r] = (double)(4 * (r - 1)) / (B * (double)r);
+        inv_r[r] = 1.0 / (double)r;
+    }
+    const uint64_t *aj = l->anc + (size_t)j * sw;
+    for (int k = j - 1; k >= -1; k--) {
+        if (k >= 0 && !pd_bit(aj, k)) continue;
+        double *g = d->G + (size_t)(k + 1) * M, *gp = d->Gp + (size_t)(k + 1) * M;
+        double Ckj = k < 0 ? l->C[j] : l->C[j] - l->C[k];
+        double Pkj = k < 0 ? l->P[j] : l->P[j] - l->P[k];
+        double tin = 0, toutj = 0;
+        for (int m = 0; m < M; m++) {
+            g[m] = INFINITY;
+            gp[m] = INFINITY;
+        }
+        for (int m = 0; m < (straight ? 1 : M); m++) {
+            g[m] = pd_base(NULL, 0, Ckj, Pkj, m + 1, B, 1);
+            if (k >= 0) {
+                double v = (Ckj + Pkj * sync_r[m + 1]) * inv_r[m + 1];
+                if (ratio > 0) {
+                    tin = (2.0 * l->OAS[k]) / (B * (double)(m + 1)) / ratio;
+                    if (tin > v) v = tin;
+                    if (j < n - 1) {
+                        toutj = (2.0 * l->OAS[j]) / (B * (double)(m + 1)) / ratio;
+                        if (toutj > v) v = toutj;
+                    }
+                }
+                gp[m] = v;
+            }
+        }
+        if (M > 1) {
+            const uint64_t *dk = k < 0 ? NULL : l->desc + (size_t)k * sw;
+            for (int w = 0; w < sw; w++) {
+                uint64_t bits = aj[w] & (dk ? dk[w] : ~0ull);
+                while (bits) {
+                    int k2 = w * 64 + __builtin_ctzll(bits);
+                    bits &= bits - 1;
+                    const double *rest = d->Gp + (size_t)(k2 + 1) * M;
+                    double C1 = k < 0 ? l->C[k2] : l->C[k2] - l->C[k];
+                    double P1 = k < 0 ? l->P[k2] : l->P[k2] - l->P[k];
+                    for (int r = 1; r < M && (!straight || r == 1); r++) {
+                        double first = pd_base(NULL, 0, C1, P1, r, B, 1);
+                        double firstp = INFINITY;
+                        if (k >= 0) {
+                            firstp = (C1 + P1 * sync_r[r]) * inv_r[r];
+                            if (ratio > 0) {
+                                double a = (2.0 * l->OAS[k]) / (B * (double)r) / ratio;
+                                if (a > firstp) firstp = a;
+                                if (k2 < n - 1) {
+                                    double b = (2.0 * l->OAS[k2]) / (B * (double)r) / ratio;
+                                    if (b > firstp) firstp = b;
+                                }
+                            }
+                        }
+                        for (int m = r; m < M; m++) {
+                            double rv = rest[m - r];
+                            double v = first > rv ? first : rv;
+                            if (v < g[m]) g[m] = v;
+                            if (k >= 0) {
+                                double vp = firstp > rv ? firstp : rv;
+                                if (vp < gp[m]) gp[m] = vp;
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        if (fewer)
+            for (int m = 1; m < M; m++) {
+                if (g[m - 1] < g[m]) g[m] = g[m - 1];
+                if (gp[m - 1] < gp[m]) gp[m] = gp[m - 1];
+            }
+        d->mat[0][(size_t)j * ld + k + 1] = g[M - 1];
+    }
+    d->coldone[j] = 1;
 }
 
 /* Is j in row s: s = -1, or s is a strict ancestor of j. */
@@ -217,7 +329,11 @@ static int row_compute(pd_dp *d, int L, int s, double bnd, double *out, int ostr
             bs[m] = native ? pd_base(NULL, L, inner, Psj, m + 1, B, W)
                            : cost->base(cost->ctx, L, inner, Psj, m + 1, B, W);
         }
-        if (do_dp && M > min_machines) {
+        int any = 0; /* some entry of j on several machines can still be in a plan */
+        for (int m = min_machines; m < M; m++) any |= m + 1 + suf <= M;
+        if (do_dp && M > min_machines && any && L == d->top && d->colmode && !d->coldone[j])
+            col_compute(d, j);
+        if (do_dp && M > min_machines && any) {
             const uint64_t *aj = l->anc + (size_t)j * sw;
             const uint64_t *ds = s < 0 ? NULL : l->desc + (size_t)s * sw;
             for (int w = 0; w < sw; w++) {
@@ -230,6 +346,8 @@ static int row_compute(pd_dp *d, int L, int s, double bnd, double *out, int ostr
                     double ikj;
                     if (L == 0) {
                         ikj = l->C[j] - l->C[k];
+                    } else if (d->colmode && L == d->top) {
+                        ikj = lowmat[(size_t)j * ld + k + 1];
                     } else {
                         if (!d->done[L - 1][k + 1]) {
                             /* a prefix at k on m' + 1 machines leaves at most M-1-m' for
