@@ -173,6 +173,9 @@ typedef struct backend {
     /* A line worth telling the user about the backend's setup (e.g. a misdetected BLAS
      * core), or NULL. NULL entry: nothing to say. */
     const char *(*note)(void);
+    /* Most bytes of device memory allocated through c at once so far (buffers and scratch
+     * space). NULL entry: not measured. */
+    size_t (*mem_peak)(bk_ctx *c);
 } backend;
 
 /* The CPU backend (always built; OpenBLAS GEMMs). */

@@ -61,6 +61,7 @@ typedef struct worker {
     double *loss, *corr, *rows; /* [iterations] */
     float *params_out;
     double t_origin;
+    double peak;             /* the context's most allocated bytes; < 0 unknown */
     plumb_err err;
     int failed;
 } worker;
@@ -455,6 +456,7 @@ static void *worker_main(void *arg)
                         (size_t)stage_nparams(rs->st) * sizeof(float));
     }
     if (c->bk->sync(wk->ctx, &wk->err)) fail(wk);
+    if (c->bk->mem_peak) wk->peak = (double)c->bk->mem_peak(wk->ctx);
     return NULL;
 }
 
@@ -541,13 +543,15 @@ int runtime_run(const rt_cfg *cfg, rt_result *res, plumb_err *err)
     res->acc = calloc((size_t)T, sizeof *res->acc);
     res->params = calloc((size_t)c.m->nparams + 1, sizeof *res->params);
     res->trace = timeline_new("exec");
-    if (!wks || !th || !started || !res->loss || !res->acc || !res->params || !res->trace) {
+    res->peak_bytes = malloc((size_t)W * sizeof *res->peak_bytes);
+    if (!wks || !th || !started || !res->loss || !res->acc || !res->params || !res->trace ||
+        !res->peak_bytes) {
         err_set(err, NULL, NULL, "out of memory");
         goto done;
     }
     if (c.bk->hint_workers) c.bk->hint_workers(c.local_workers ? c.nlocal : W);
     double t0 = train_now();
-    for (int w = 0; w < W; w++) wks[w] = (worker){.cfg = &c, .sh = &sh, .w = w};
+    for (int w = 0; w < W; w++) wks[w] = (worker){.cfg = &c, .sh = &sh, .w = w, .peak = -1};
     for (int li = 0; li < (c.local_workers ? c.nlocal : W); li++) {
         int w = c.local_workers ? c.local_workers[li] : li;
         if (w < 0 || w >= W || started[w]) {
@@ -593,6 +597,7 @@ int runtime_run(const rt_cfg *cfg, rt_result *res, plumb_err *err)
         res->loss[it] = r > 0 ? l / r : 0;
         res->acc[it] = r > 0 ? k / r : 0;
     }
+    for (int w = 0; w < W; w++) res->peak_bytes[w] = wks[w].peak;
     if (build_trace(&c, wks, res->trace)) {
         err_set(err, NULL, NULL, "out of memory");
         goto done;
@@ -625,6 +630,7 @@ void rt_result_free(rt_result *r)
     free(r->loss);
     free(r->acc);
     free(r->params);
+    free(r->peak_bytes);
     timeline_free(r->trace);
     memset(r, 0, sizeof *r);
 }

@@ -55,6 +55,8 @@ typedef struct rt_result {
     double seconds;            /* wall time of the run (workers started to all joined) */
     float *params;             /* [m->nparams] final weights (first replica of each stage) */
     timeline *trace;           /* measured trace ("exec"): compute, transfers, all-reduces */
+    double *peak_bytes;        /* [nworkers] most device memory each worker's context held
+                                  (< 0: not measured by the backend or not run here) */
 } rt_result;
 
 /* Runs the schedule to its end (this process's workers: all, or cfg->local_workers; then

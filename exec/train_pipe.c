@@ -159,9 +159,15 @@ int train_run_pipeline(const train_run_cfg *rc, const schedule *s, const int *fi
             fprintf(rc->log, "test: loss %.4f  accuracy %.2f%% (%d samples)\n", res->test_loss,
                     100 * res->test_acc, rc->test->n);
     }
-    if (rc->log)
+    if (rc->log) {
         fprintf(rc->log, "trained %d steps in %.1f s: %.0f samples/s\n", rr.iterations,
                 res->seconds, res->samples_per_s);
+        for (int w = 0; w < s->nworkers; w++)
+            if (rr.peak_bytes[w] >= 0)
+                fprintf(rc->log, "worker %d (device %d): peak memory %.2f MiB\n", w,
+                        s->worker_device ? s->worker_device[w] : w,
+                        rr.peak_bytes[w] / 1048576.0);
+    }
     if (trace) {
         *trace = rr.trace;
         rr.trace = NULL;

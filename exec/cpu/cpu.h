@@ -8,6 +8,7 @@
 struct bk_ctx {
     float *scratch;       /* im2col and transposition space, grown by cpu_scratch */
     size_t scratch_n;     /* floats in scratch */
+    size_t live, peak;    /* bytes allocated through the context now / at the most */
     plumb_err failure;    /* first failure since the last sync ("" when none) */
 };
 

@@ -35,27 +35,44 @@ float *cpu_scratch(bk_ctx *c, size_t n)
                     n * sizeof *p);
         return NULL;
     }
+    c->live += (n - c->scratch_n) * sizeof *p;
+    if (c->live > c->peak) c->peak = c->live;
     c->scratch = p;
     c->scratch_n = n;
     return p;
 }
 
+/* Buffers carry a 64-byte header in front holding their size, for the memory count. */
+#define CPU_HDR 64
+
 static void *cpu_alloc(bk_ctx *c, size_t bytes, plumb_err *err)
 {
-    (void)c;
     /* 64-byte alignment for vector loads; a whole number of alignment units */
     size_t n = (bytes + 63) / 64 * 64;
     if (n == 0) n = 64;
     void *p = NULL;
-    if (posix_memalign(&p, 64, n) != 0) {
+    if (posix_memalign(&p, 64, n + CPU_HDR) != 0) {
         err_set(err, NULL, NULL, "out of memory (%zu bytes)", bytes);
         return NULL;
     }
-    memset(p, 0, n);
-    return p;
+    memset(p, 0, n + CPU_HDR);
+    memcpy(p, &n, sizeof n);
+    c->live += n;
+    if (c->live > c->peak) c->peak = c->live;
+    return (char *)p + CPU_HDR;
 }
 
-static void cpu_free(bk_ctx *c, void *p) { (void)c; free(p); }
+static void cpu_free(bk_ctx *c, void *p)
+{
+    if (!p) return;
+    char *base = (char *)p - CPU_HDR;
+    size_t n;
+    memcpy(&n, base, sizeof n);
+    c->live -= n;
+    free(base);
+}
+
+static size_t cpu_mem_peak(bk_ctx *c) { return c->peak; }
 
 static void cpu_copy(bk_ctx *c, void *dst, const void *src, size_t bytes)
 {
@@ -196,6 +213,7 @@ static const backend cpu_backend = {
     .opt_step = cpu_opt_step,
     .hint_workers = cpu_hint_workers,
     .note = cpu_note,
+    .mem_peak = cpu_mem_peak,
 };
 
 const backend *backend_cpu(void) { return &cpu_backend; }
