@@ -29,6 +29,7 @@ Test(sim_cost, dag_cut_bytes)
     for (int i = 0; i < 4; i++)
         p->layers[i].activation_bytes = (i + 1) * 1e6;
     profile_edge edges[] = {{0, 1}, {1, 2}, {0, 2}, {2, 3}};
+    free(p->edges); /* profile_alloc left a placeholder */
     p->edges = malloc(sizeof edges);
     memcpy(p->edges, edges, sizeof edges);
     p->nedges = 4;
