@@ -11,12 +11,16 @@ mkdir -p "$out"
 echo "== the model and the cluster"
 "$P" info "$prof" "$clus"
 echo
-echo "== plumb plan: PipeDream's partitioner on $clus"
+echo "== plumb plan: plumb's planner (native cost model, simulator in the loop)"
 "$P" plan -p "$prof" -c "$clus" -o "$out/vgg16-plan.json"
 echo
+echo "== plumb plan --mode pipedream: PipeDream's own partitioner, for comparison"
+"$P" plan --mode pipedream -p "$prof" -c "$clus" -o "$out/vgg16-plan-pipedream.json"
+echo
 echo "== plumb sim: the plan under its schedule"
-"$P" sim "$out/vgg16-plan.json" --json "$out/vgg16-report.json" \
-    --trace "$out/vgg16-trace.json" --svg "$out/vgg16-timeline.svg"
+"$P" sim "$out/vgg16-plan.json" --trace "$out/vgg16-trace.json" --svg "$out/vgg16-timeline.svg"
+"$P" sim "$out/vgg16-plan.json" --json > "$out/vgg16-report.json.tmp"
+mv "$out/vgg16-report.json.tmp" "$out/vgg16-report.json"
 echo
 echo "== what if the network between servers were 4x faster?"
 "$P" sim "$out/vgg16-plan.json" --bandwidth 1=40
