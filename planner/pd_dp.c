@@ -277,7 +277,12 @@ static int row_compute(pd_dp *d, int L, int s, double bnd, double *out, int ostr
         inv_r[r] = 1.0 / (double)r;
     }
     double *fmin = malloc((size_t)n * sizeof *fmin);
-    if (!fmin) return -1;
+    double *pmin = malloc((size_t)n * M * sizeof *pmin); /* prefix minima of f[k][0..m] */
+    if (!fmin || !pmin) {
+        free(fmin);
+        free(pmin);
+        return -1;
+    }
     double *bigbuf = NULL;
     choice *bigch = NULL;
     if (M > 64) {
@@ -303,6 +308,7 @@ static int row_compute(pd_dp *d, int L, int s, double bnd, double *out, int ostr
                 cj[m] = (choice){-1, -1, m + 1};
             }
             fmin[j] = INFINITY;
+            for (int m = 0; m < M; m++) pmin[(size_t)j * M + m] = INFINITY;
             continue;
         }
         double inner = L == 0 ? Csj : lowmat[(size_t)j * ld + s + 1];
@@ -360,6 +366,21 @@ static int row_compute(pd_dp *d, int L, int s, double bnd, double *out, int ostr
                             if (need_row(d, L - 1, k, rb)) goto oom;
                         }
                         ikj = lowmat[(size_t)j * ld + k + 1];
+                    }
+                    if (native && !mem && !(ratio > 0)) {
+                        /* a candidate is at least the best prefix on fewer machines and at
+                         * least the last stage's compute over its machines; when that cannot
+                         * beat any current best, skip the pair (ties keep the earlier) */
+                        const double *pk = pmin + (size_t)k * M;
+                        int useful = 0;
+                        for (int m = min_machines; m < M && !useful; m++) {
+                            int rm = m < rmax ? m : rmax;
+                            double lb = o->straight ? fk[m - 1] : pk[m - 1];
+                            double lc = ikj * inv_r[rm];
+                            if (lc > lb) lb = lc;
+                            useful = lb < sp[m];
+                        }
+                        if (!useful) continue;
                     }
                     double Pkj = l->P[j] - l->P[k];
                     double Akj = l->Act[j] - l->Act[k];
@@ -434,17 +455,21 @@ static int row_compute(pd_dp *d, int L, int s, double bnd, double *out, int ostr
         }
         out[(size_t)j * ostride] = fj[M - 1];
         double lo = INFINITY;
-        for (int m = 0; m < M; m++)
+        for (int m = 0; m < M; m++) {
             if (fj[m] < lo) lo = fj[m];
+            pmin[(size_t)j * M + m] = lo;
+        }
         fmin[j] = lo;
     }
     if (keep) memcpy(keep, ch, (size_t)n * M * sizeof *keep);
     free(fmin);
+    free(pmin);
     free(bigbuf);
     free(bigch);
     return 0;
 oom:
     free(fmin);
+    free(pmin);
     free(bigbuf);
     free(bigch);
     return -1;
