@@ -150,8 +150,9 @@ static int need_row(pd_dp *d, int L, int s, double bnd)
  * G[k][m]: the best time for (k, j] on m+1 machines (at most, with use_fewer_machines)
  * whose first stage is a single stage (PipeDream's base case, no transfer terms); Gp[k][m]:
  * the same where the first stage follows a split (split formula and, with a compression
- * ratio, its input and output transfers). Starts are taken from the end backwards. */
-static void col_compute(pd_dp *d, int j)
+ * ratio, its input and output transfers). Starts are taken from the end backwards.
+ * Values above bnd cannot matter to the caller and read +INFINITY. */
+static void col_compute(pd_dp *d, int j, double bnd)
 {
     const pd_lattice *l = d->l;
     const pd_options *o = d->o;
@@ -173,6 +174,10 @@ static void col_compute(pd_dp *d, int j)
         for (int m = 0; m < M; m++) {
             g[m] = INFINITY;
             gp[m] = INFINITY;
+        }
+        if (Ckj / M > bnd) { /* every plan of (k, j] is slower than the bound */
+            d->mat[0][(size_t)j * ld + k + 1] = INFINITY;
+            continue;
         }
         for (int m = 0; m < (straight ? 1 : M); m++) {
             g[m] = pd_base(NULL, 0, Ckj, Pkj, m + 1, B, 1);
@@ -231,6 +236,10 @@ static void col_compute(pd_dp *d, int j)
                 if (g[m - 1] < g[m]) g[m] = g[m - 1];
                 if (gp[m - 1] < gp[m]) gp[m] = gp[m - 1];
             }
+        for (int m = 0; m < M; m++) {
+            if (g[m] > bnd) g[m] = INFINITY;
+            if (gp[m] > bnd) gp[m] = INFINITY;
+        }
         d->mat[0][(size_t)j * ld + k + 1] = g[M - 1];
     }
     d->coldone[j] = 1;
@@ -338,7 +347,7 @@ static int row_compute(pd_dp *d, int L, int s, double bnd, double *out, int ostr
         int any = 0; /* some entry of j on several machines can still be in a plan */
         for (int m = min_machines; m < M; m++) any |= m + 1 + suf <= M;
         if (do_dp && M > min_machines && any && L == d->top && d->colmode && !d->coldone[j])
-            col_compute(d, j);
+            col_compute(d, j, bnd * (M - 1)); /* a last stage on r <= M-1 top machines */
         if (do_dp && M > min_machines && any) {
             const uint64_t *aj = l->anc + (size_t)j * sw;
             const uint64_t *ds = s < 0 ? NULL : l->desc + (size_t)s * sw;
