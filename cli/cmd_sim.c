@@ -20,8 +20,8 @@ static const char *const usage =
     "  --schedule K           schedule instead of the plan's: gpipe, 1f1b-flush, pipedream,\n"
     "                         2bw, interleaved, zb-h1, zb-v\n"
     "  --microbatches M       microbatches per iteration instead of the plan's\n"
-    "  --iterations N         iterations to simulate (default 3; the steady state is\n"
-    "                         measured between the first and the last)\n"
+    "  --iterations N         iterations to simulate (default 3; raised to what the\n"
+    "                         steady state needs: the fill and drain are left out)\n"
     "  --straggler DEV=FACTOR device DEV computes FACTOR times slower (e.g. 3=2)\n"
     "  --bandwidth LEVEL=GBPS level LEVEL (index or name) at GBPS gigabits/s; repeatable\n"
     "  --memory-limit GIB     device memory capacity at most GIB GiB\n"
@@ -201,6 +201,12 @@ int cmd_sim(int argc, char **argv)
         o.bandwidth_Bps[lv] = g * 1e9 / 8;
     }
     o.timeline = trace || svg || gantt;
+    if (o.schedule == SCHED_INTERLEAVED && pl->chunks < 2) {
+        cli_fail("sim", "--schedule: interleaved needs a plan with 2 or more chunks (stages) "
+                 "per device (the plan has %d; with one stage per device use 1f1b-flush)",
+                 pl->chunks);
+        goto out;
+    }
     rep = sim_run(pl, &o, &err);
     if (!rep) {
         fprintf(stderr, "plumb: %s: %s\n", path, err.msg);

@@ -247,16 +247,74 @@ void sim_result_free(sim_result *r)
     memset(r, 0, sizeof *r);
 }
 
+int sim_steady_window(const schedule *s, int *k0, int *k1)
+{
+    int n = s->iterations > 0 ? s->iterations : 1, nmb = s->microbatches;
+    int *cnt = calloc((size_t)n, sizeof *cnt);
+    if (!cnt)
+        return -1;
+    int overlap = 0, D = 0;
+    for (int w = 0; w < s->nworkers; w++) {
+        memset(cnt, 0, (size_t)n * sizeof *cnt);
+        int oldest = 0, inflight = 0, most = 0;
+        long nf = 0;
+        for (int i = 0; i < s->len[w]; i++) {
+            const action *a = &s->acts[w][i];
+            if (a->kind != ACT_F && a->kind != ACT_B && a->kind != ACT_W)
+                continue;
+            int it = a->microbatch >= 0 && nmb > 0 ? a->microbatch / nmb : 0;
+            it = it >= n ? n - 1 : it;
+            if (a->kind == ACT_F) {
+                while (oldest < it && cnt[oldest] == 0)
+                    oldest++;
+                if (inflight > 0 && oldest < it)
+                    overlap = 1;  /* a forward of a later iteration while one is held */
+                cnt[it]++;
+                nf++;
+                if (++inflight > most)
+                    most = inflight;
+            } else if (cnt[it] > 0) {
+                cnt[it]--;
+                inflight--;
+            }
+        }
+        if (nf > 0) {
+            double per = (double)nf / n;
+            int d = (int)ceil(most / per - 1e-9);
+            if (d > D)
+                D = d;
+        }
+    }
+    free(cnt);
+    if (!overlap) {
+        *k0 = 1;
+        *k1 = n - 1;
+        return 2;
+    }
+    *k0 = D + 1;
+    *k1 = n - 1 - D;
+    return 2 * D + 2;
+}
+
 int sim_engine_run(const sim_model *m, sim_result *r, plumb_err *err)
 {
     const schedule *s = m->sched;
     memset(r, 0, sizeof *r);
     eng E = {.m = m, .s = s, .r = r, .nw = s->nworkers, .ns = s->nstages,
              .niter = s->iterations > 0 ? s->iterations : 1, .err = err};
-    /* the steady window: iterations 1..N-2 (see below); all of a run shorter than 3 */
-    E.k0 = E.niter > 2 ? 1 : 0;
-    E.k1 = E.niter > 2 ? E.niter - 2 : E.niter - 1;
     int rc = -1;
+    /* the steady window (sim_steady_window); the whole run when the IR is too short */
+    if (sim_steady_window(s, &E.k0, &E.k1) < 0) {
+        eng_oom(&E);
+        return -1;
+    }
+    r->steady = E.k1 >= E.k0;
+    if (!r->steady) {
+        E.k0 = 0;
+        E.k1 = E.niter - 1;
+    }
+    r->k0 = E.k0;
+    r->k1 = E.k1;
     r->nworkers = E.nw;
     r->iterations = E.niter;
     r->iter_end = calloc((size_t)E.niter, sizeof *r->iter_end);
@@ -297,13 +355,12 @@ int sim_engine_run(const sim_model *m, sim_result *r, plumb_err *err)
     }
     if (check_channels(&E))
         goto out;
-    /* steady state: with 3 or more iterations, iterations 1..N-2: the first holds the
-     * pipeline fill and the last the drain (faster than steady state for asynchronous
-     * schedules, whose iterations overlap); shorter runs: the whole run, fill and drain
-     * included (exact for flushing schedules, pessimistic for asynchronous ones) */
+    /* steady state: the gaps between the ends of the window's iterations and the end of
+     * the one before it; a run too short for a window: makespan / N (fill and drain
+     * included) */
     int n = E.niter, k0 = E.k0, k1 = E.k1;
-    r->iteration_s = n > 2 ? (r->iter_end[k1] - r->iter_end[0]) / (k1 - k0 + 1)
-                           : r->makespan_s / n;
+    r->iteration_s = r->steady ? (r->iter_end[k1] - r->iter_end[k0 - 1]) / (k1 - k0 + 1)
+                               : r->makespan_s / n;
     for (int w = 0; w < E.nw; w++) {
         double b = 0, c = 0;
         for (int k = k0; k <= k1; k++) {

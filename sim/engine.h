@@ -75,6 +75,10 @@ typedef struct sim_link_stat {
 
 typedef struct sim_result {
     int nworkers, iterations;
+    int k0, k1;               /* the steady window of iterations (sim_steady_window); when
+                                 steady is 0, the whole run */
+    int steady;               /* 1: iteration_s comes from a steady window; 0: the run was
+                                 too short for one and iteration_s = makespan / iterations */
     double makespan_s;
     double *iter_end;         /* [iterations] completion time of each iteration's actions */
     double iteration_s;       /* steady state, see sim.h */
@@ -88,6 +92,19 @@ typedef struct sim_result {
     long long events, actions;
     timeline *tl;             /* when model.record */
 } sim_result;
+
+/* The iterations of s whose completion gaps measure the steady state (docs/sim.md, "What
+ * is measured"). A replay of s measures iteration_s = (end[k1] - end[k0 - 1]) /
+ * (k1 - k0 + 1), where end[k] is when the last action of iteration k ends. Found from the
+ * IR alone: when no worker ever holds microbatches of two iterations at once (the
+ * flushing schedules), every iteration after the first repeats exactly: k0 = 1,
+ * k1 = N - 1. Otherwise (pipedream, 2bw) let D = max over workers of ceil(W / f), W the
+ * most microbatches the worker holds at once and f its forwards per iteration: the first
+ * D iterations end while the pipeline fills and the last D while it drains, so k0 = D + 1,
+ * k1 = N - 1 - D. Sets *k0, *k1 (k1 < k0 when s has too few iterations) and returns the
+ * fewest iterations that give a window (2 for flushing schedules, 2 D + 2 otherwise; a
+ * larger IR of the same kind has at least the same W / f), or -1 when out of memory. */
+int sim_steady_window(const schedule *s, int *k0, int *k1);
 
 /* Replays m->sched on m. Returns 0 and fills r (free with sim_result_free), or -1 with err
  * when the IR is malformed (a RECV without its SEND, a SEND to a worker out of range) or

@@ -114,6 +114,10 @@ cJSON *sim_report_to_json(const sim_report *r, const sim_changes *changes,
     add_int(o, "microbatch_size", r->microbatch_size);
     add_int(o, "minibatch", (double)r->microbatches * r->microbatch_size);
     add_int(o, "iterations", r->iterations);
+    add_int(o, "iterations_requested", r->iterations_requested);
+    cJSON_AddBoolToObject(o, "steady", r->steady);
+    add_int(o, "steady_first_iteration", r->steady_first);
+    add_int(o, "steady_last_iteration", r->steady_last);
     cJSON_AddBoolToObject(o, "recompute", r->recompute);
     json_add_num(o, "samples_per_s", r->samples_per_s);
     json_add_num(o, "iteration_s", r->iteration_s);

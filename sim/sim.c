@@ -53,6 +53,11 @@ static int check_options(const plan *pl, const sim_options *o, plumb_err *err)
             return err_set(err, NULL, "bandwidth", "level %d does not exist (the cluster has "
                            "%d levels)", l, pl->clus->nlevels);
     }
+    int kind = o->schedule >= 0 ? o->schedule : (int)pl->schedule;
+    if (kind == SCHED_INTERLEAVED && pl->chunks < 2)
+        return err_set(err, NULL, "schedule", "interleaved needs a plan with 2 or more chunks "
+                       "(stages) per device (got %d; with one stage per device use "
+                       "1f1b-flush)", pl->chunks);
     if (!(o->memory_limit_bytes >= 0 && isfinite(o->memory_limit_bytes)))
         return err_set(err, NULL, "memory_limit", "expected bytes >= 0 (got %g)",
                        o->memory_limit_bytes);
@@ -201,10 +206,25 @@ sim_report *sim_run(const plan *pl, const sim_options *opt, plumb_err *err)
         err_set(err, NULL, NULL, "out of memory");
         return NULL;
     }
+    int requested = iters;
     if (!s) {
-        own = schedule_from_plan(&view, iters, err);
-        if (!own)
-            goto fail;
+        /* raise the iterations until the IR holds a steady window (the in-flight depth it
+         * needs grows with the run only until the pipeline is full: a few rounds at most) */
+        for (int round = 0;; round++) {
+            own = schedule_from_plan(&view, iters, err);
+            if (!own)
+                goto fail;
+            int k0, k1, need = sim_steady_window(own, &k0, &k1);
+            if (need < 0) {
+                err_set(err, NULL, NULL, "out of memory");
+                goto fail;
+            }
+            if (need <= iters || round == 8)
+                break;
+            schedule_free(own);
+            own = NULL;
+            iters = need;
+        }
         s = own;
     }
     sim_net net;
@@ -243,6 +263,10 @@ sim_report *sim_run(const plan *pl, const sim_options *opt, plumb_err *err)
     rep->microbatches = s->microbatches;
     rep->microbatch_size = view.microbatch_size;
     rep->iterations = res.iterations;
+    rep->iterations_requested = requested;
+    rep->steady = res.steady;
+    rep->steady_first = res.k0;
+    rep->steady_last = res.k1;
     rep->nstages = s->nstages;
     rep->chunks = s->chunks;
     rep->recompute = view.recompute;

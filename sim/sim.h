@@ -27,7 +27,10 @@
 typedef struct sim_options {
     int schedule;             /* sched_kind to use instead of the plan's; -1 = the plan's */
     int microbatches;         /* microbatches per iteration instead of the plan's; 0 = plan's */
-    int iterations;           /* iterations to simulate (>= 1); 0 = SIM_DEFAULT_ITERATIONS */
+    int iterations;           /* iterations to simulate (>= 1); 0 = SIM_DEFAULT_ITERATIONS.
+                                 sim_run raises it to the fewest that hold a steady window
+                                 (sim_steady_window: 2 for flushing schedules, more for
+                                 asynchronous ones) unless `sched` is given */
     int straggler_device;     /* cluster device id whose compute is slowed; -1 = none */
     double straggler_factor;  /* its compute times are multiplied by this (2 = half speed) */
     double bandwidth_Bps[CLUSTER_MAX_LEVELS]; /* > 0: replaces level L's bandwidth (its
@@ -99,11 +102,17 @@ typedef struct sim_stage_report {
 typedef struct sim_report {
     sched_kind schedule;
     int microbatches, microbatch_size, iterations, nstages, chunks, recompute;
+    int iterations_requested; /* options.iterations (or the default); `iterations` is what
+                                 was simulated, more when the steady state needed more */
+    int steady;               /* 1: iteration_s is measured on steady iterations
+                                 steady_first..steady_last; 0: only with a prebuilt IR too
+                                 short for that (then makespan / iterations) */
+    int steady_first, steady_last;
     double samples_per_s;     /* minibatch samples / iteration_s */
     double iteration_s;       /* steady-state time per iteration: the mean gap between the
                                  completion times of consecutive iterations, leaving out
-                                 the first (pipeline fill) and the last (drain); with
-                                 fewer than 3 iterations, makespan / iterations */
+                                 those that end while the pipeline fills or drains
+                                 (sim_steady_window in sim/engine.h) */
     double bubble_fraction;   /* 1 - compute busy time / (devices x iteration_s) */
     double makespan_s;        /* end of the last action of the run */
     double peak_memory_bytes; /* the largest device peak */

@@ -55,17 +55,20 @@ void sim_print_report(const sim_report *r, const sim_changes *changes, FILE *out
 {
     char a[32], b[32], c[32], d[32], e[32];
     fprintf(out, "schedule        %s, %d stages%s, %d microbatches x %d samples "
-            "(minibatch %d samples), %d iterations simulated%s\n",
+            "(minibatch %d samples), %d iterations simulated%s%s\n",
             sched_kind_name(r->schedule), r->nstages,
             r->chunks > 1 ? " (virtual)" : "", r->microbatches, r->microbatch_size,
             r->microbatches * r->microbatch_size, r->iterations,
+            r->iterations > r->iterations_requested && r->iterations_requested > 0
+                ? " (raised: the pipeline needs them to reach its steady state)" : "",
             r->recompute ? ", recompute" : "");
     fprintf(out, "throughput      %.1f samples/s\n", r->samples_per_s);
-    if (r->iterations >= 3)
-        fprintf(out, "iteration time  %s (steady state)\n", fmt_time(r->iteration_s, a, sizeof a));
+    if (r->steady)
+        fprintf(out, "iteration time  %s (steady state, iterations %d to %d)\n",
+                fmt_time(r->iteration_s, a, sizeof a), r->steady_first, r->steady_last);
     else
-        fprintf(out, "iteration time  %s (whole run / %d, pipeline fill and drain included; "
-                "3 or more iterations give the steady state)\n",
+        fprintf(out, "iteration time  %s (whole run / %d, pipeline fill and drain included: "
+                "the schedule is too short for a steady state)\n",
                 fmt_time(r->iteration_s, a, sizeof a), r->iterations);
     fprintf(out, "bubble          %.2f %% of device time idle\n", 100 * r->bubble_fraction);
     fprintf(out, "makespan        %s for the whole run\n", fmt_time(r->makespan_s, a, sizeof a));

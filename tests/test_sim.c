@@ -405,6 +405,14 @@ Test(sim, rejects_bad_options)
     o.straggler_device = 0;
     o.straggler_factor = 0;
     cr_expect_null(sim_run(pl, &o, &e));
+    /* interleaved on a plan with one stage per device: refused (the generator would lay
+     * out PyTorch's one-chunk Interleaved1F1B, 2 (p - 1) forwards in flight at rank 0,
+     * not the plan's 1F1B) */
+    sim_options_init(&o);
+    o.schedule = SCHED_INTERLEAVED;
+    cr_expect_null(sim_run(pl, &o, &e));
+    cr_expect(strstr(e.msg, "interleaved needs a plan with 2 or more chunks") != NULL, "%s",
+              e.msg);
     plan_free(pl);
 }
 
@@ -435,4 +443,58 @@ Test(sim, timeline_recorded)
     cr_expect_eq(nx, 2 * 2 * 4 * 2);
     sim_report_free(r);
     plan_free(pl);
+}
+
+/* Steady state whatever the iteration count: samples/s of every schedule on a few plans
+ * (balanced, one slow stage, replicated stages, a slow network) stays within 1 % of a long
+ * run's for 1 to 8 requested iterations (sim_run raises the count where the pipeline needs
+ * more to fill; before, pipedream with 2 iterations measured up to 10x off). */
+Test(sim, steady_state_any_iterations)
+{
+    static const sched_kind kinds[] = {SCHED_GPIPE, SCHED_1F1B_FLUSH, SCHED_PIPEDREAM,
+                                       SCHED_2BW, SCHED_INTERLEAVED, SCHED_ZB_H1, SCHED_ZB_V};
+    for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++)
+        for (int variant = 0; variant < 4; variant++) {
+            sim_synth s;
+            sim_synth_init(&s);
+            s.schedule = kinds[k];
+            int chunked = kinds[k] == SCHED_INTERLEAVED || kinds[k] == SCHED_ZB_V;
+            s.chunks = chunked ? 2 : 1;
+            s.nstages = chunked ? 8 : 4;
+            s.microbatches = 8;
+            s.layers_per_stage = 2;
+            if (variant == 2 && !chunked) {
+                s.replicas = 2;       /* two replicas per stage, 4 microbatches each */
+                s.parameter_bytes = 20e6;
+            }
+            if (variant == 3) {
+                s.devices_per_server = 2;   /* stages cross a slow network */
+                s.bw_gbit[1] = 4;
+                s.activation_bytes = 2e6;
+                s.microbatches = 4;
+            }
+            plan *pl = make(&s);
+            if (variant == 1)   /* stage 1 twice as slow */
+                for (int l = 2; l < 4; l++) {
+                    pl->prof->layers[l].forward_ms *= 2;
+                    pl->prof->layers[l].backward_ms *= 2;
+                }
+            sim_options o;
+            sim_options_init(&o);
+            o.iterations = 24;
+            sim_report *ref = run(pl, &o);
+            cr_assert(ref->steady);
+            for (int n = 1; n <= 8; n++) {
+                o.iterations = n;
+                sim_report *r = run(pl, &o);
+                cr_expect(NEAR(r->samples_per_s, ref->samples_per_s, 0.01),
+                          "%s variant %d, %d iterations (%d simulated): %g vs %g samples/s",
+                          sched_kind_name(kinds[k]), variant, n, r->iterations,
+                          r->samples_per_s, ref->samples_per_s);
+                cr_expect(r->iterations >= n && r->iterations_requested == n && r->steady);
+                sim_report_free(r);
+            }
+            sim_report_free(ref);
+            plan_free(pl);
+        }
 }

@@ -99,6 +99,7 @@ expect_bad "cannot open" /nonexistent/plan.json
 echo '{"format": "plumb-plan/1"' >"$tmp/bad.json"
 expect_bad "malformed JSON" "$tmp/bad.json"
 expect_bad "--schedule" "$E" --schedule nope
+expect_bad "--schedule: interleaved needs a plan with 2 or more chunks" "$E" --schedule interleaved
 expect_bad "--straggler" "$E" --straggler 99=2
 expect_bad "--straggler" "$E" --straggler 2
 expect_bad "--straggler" "$E" --straggler 1=0
