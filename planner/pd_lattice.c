@@ -486,45 +486,27 @@ done:
     return rc;
 }
 
-/* Level 1: chains inside parallel regions become one node. (Level 2, every run of non-cut
- * nodes between two cut nodes as one node, is kept for reference; the builder uses the
- * prefixes of the topological order instead.) */
-static int compress(const graph *g, int level, graph *out, int *map)
+/* Branch compression: every chain of nodes inside a parallel region (nodes not comparable
+ * with every other node), each with one successor whose only predecessor it is, becomes
+ * one node (activation: the chain's last node's). */
+static int compress(const graph *g, graph *out, int *map)
 {
     int *cut = malloc(((size_t)g->n + 1) * sizeof *cut);
     int *group = malloc(((size_t)g->n + 1) * sizeof *group);
     int rc = -1, ng = 0;
     if (!cut || !group || cut_nodes(g, cut)) goto done;
-    if (level == 1) {
-        for (int v = 0; v < g->n; v++) group[v] = -1;
-        for (int v = 0; v < g->n; v++) {
-            if (group[v] >= 0) continue;
-            group[v] = ng;
-            int x = v; /* follow the chain forward */
-            while (!cut[x] && g->nodes[x].nout == 1) {
-                int u = g->nodes[x].out[0];
-                if (cut[u] || g->nodes[u].nin != 1 || group[u] >= 0) break;
-                group[u] = ng;
-                x = u;
-            }
-            ng++;
+    for (int v = 0; v < g->n; v++) group[v] = -1;
+    for (int v = 0; v < g->n; v++) {
+        if (group[v] >= 0) continue;
+        group[v] = ng;
+        int x = v; /* follow the chain forward */
+        while (!cut[x] && g->nodes[x].nout == 1) {
+            int u = g->nodes[x].out[0];
+            if (cut[u] || g->nodes[u].nin != 1 || group[u] >= 0) break;
+            group[u] = ng;
+            x = u;
         }
-    } else {
-        int ncut_before = 0, gid_of_gap = -1, last_gap = -1;
-        /* nodes are in topological order; a non-cut node's gap is the number of cut nodes
-         * among its ancestors, which is the number of cut nodes before it in this order */
-        for (int v = 0; v < g->n; v++) {
-            if (cut[v]) {
-                group[v] = ng++;
-                ncut_before++;
-                continue;
-            }
-            if (last_gap != ncut_before) {
-                gid_of_gap = ng++;
-                last_gap = ncut_before;
-            }
-            group[v] = gid_of_gap;
-        }
+        ng++;
     }
     rc = contract(g, group, ng, out, map);
 done:
@@ -587,7 +569,7 @@ pd_lattice *pd_lattice_build(const profile *p, const int *start_order, double sp
     }
     for (int level = 0; level <= 2; level++) {
         if (level == 1) {
-            if (compress(&g, level, &g2, map)) goto oom;
+            if (compress(&g, &g2, map)) goto oom;
             nodes_free(g.nodes, g.n);
             g = g2;
             g2.nodes = NULL;
