@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "cli/cli.h"
 #include "core/plan.h"
@@ -14,6 +15,11 @@
 #include "exec/data.h"
 #include "exec/model.h"
 #include "exec/train.h"
+#ifdef PLUMB_HAVE_MPI
+#include "exec/mpi/mpi_transport.h"
+#include "exec/mpi/nccl_mpi.h"
+#include "exec/mpi/nccl_transport.h"
+#endif
 
 static const char *const usage_text =
     "usage: plumb train MODEL.json [PLAN.json] [OPTIONS]\n"
@@ -44,8 +50,16 @@ static const char *const usage_text =
     "                     the backward (default: the plan's choice)\n"
     "  --trace FILE       write the measured trace (Chrome trace JSON, as plumb sim's)\n"
     "  --save FILE        write a checkpoint (weights, optimizer state, steps) at the end\n"
-    "  --resume FILE      start from a checkpoint; its steps count toward --steps/--epochs\n"
-    "                     and the data order continues (sequential runs)\n"
+    "  --checkpoint DIR   with --checkpoint-every N: a checkpoint every N steps and at the\n"
+    "                     end in DIR (ckpt-STEP.ckpt, the 2 newest kept; pipelined runs are\n"
+    "                     drained at each one)\n"
+    "  --checkpoint-every N  steps between checkpoints\n"
+    "  --resume PATH      start from a checkpoint file, or the newest in a folder; its steps\n"
+    "                     count toward --steps/--epochs and the data order continues\n"
+    "  --transport NAME   pipelined: local (workers as threads, default), mpi (one CPU\n"
+    "                     worker per rank) or nccl (one GPU worker per rank); mpi and nccl\n"
+    "                     run under mpirun -np WORKERS, rank 0 printing and writing files\n"
+    "  --timeout S        seconds a worker waits for a message before failing (default 120)\n"
     "  --backend NAME     cpu or cuda (default cpu)\n"
     "  --device N         device index for the backend (default 0)\n"
     "  --devices N        pipelined: spread the workers over N backend devices (default 1)\n"
@@ -56,8 +70,31 @@ static const char *const usage_text =
 enum {
     O_DATA = 1000, O_DATADIR, O_TEXT, O_SAMPLES, O_EPOCHS, O_STEPS, O_BATCH, O_MICRO, O_OPT,
     O_LR, O_MOM, O_WD, O_SEED, O_BACKEND, O_DEVICE, O_LOG, O_QUIET, O_HELP, O_SCHED,
-    O_STAGES, O_TRACE, O_DEVICES, O_SAVE, O_RESUME, O_RECOMPUTE
+    O_STAGES, O_TRACE, O_DEVICES, O_SAVE, O_RESUME, O_RECOMPUTE, O_CKDIR, O_CKEVERY,
+    O_TRANSPORT, O_TIMEOUT
 };
+
+/* Segments of a pipelined run (checkpoints, resume): the plan's schedule, or the generated
+ * one, over a given number of iterations. */
+typedef struct sched_maker {
+    const plan *pl;
+    sched_spec sp;
+} sched_maker;
+
+static schedule *make_sched(void *user, int iterations, plumb_err *err)
+{
+    sched_maker *mk = user;
+    if (mk->pl) return schedule_from_plan(mk->pl, iterations, err);
+    sched_spec sp = mk->sp;
+    sp.iterations = iterations;
+    return schedule_generate(&sp, err);
+}
+
+/* How a pipelined run spans processes: the transport (NULL: local), this rank, the size. */
+typedef struct procs {
+    transport *tr;
+    int rank, size;
+} procs;
 
 /* Splits m's top-level layers into n contiguous stages of about equal forward FLOPs
  * (each at least one layer). */
@@ -81,10 +118,11 @@ static void split_by_flops(const model *m, int n, int *first, int *last)
 /* A pipelined (or traced) run: the plan's schedule and stages, or `schedname` over
  * nstages stages split by FLOPs, or one stage. Returns the exit status (0, 1 at run time,
  * 2 for bad input) with err set on failure. */
-static int run_pipelined(const train_run_cfg *cfg, const plan *pl, const char *schedname,
+static int run_pipelined(const train_run_cfg *cfg_in, const plan *pl, const char *schedname,
                          int nstages, int nmicro, int ndevices, const char *tracepath,
-                         train_result *res, plumb_err *err)
+                         const procs *pr, train_result *res, plumb_err *err)
 {
+    train_run_cfg cfgv = *cfg_in, *cfg = &cfgv;
     const model *m = cfg->m;
     long per_epoch = cfg->train->n / (cfg->cfg.microbatch * nmicro);
     long iters = cfg->steps > 0 ? cfg->steps : (long)cfg->epochs * (per_epoch > 0 ? per_epoch : 1);
@@ -99,6 +137,7 @@ static int run_pipelined(const train_run_cfg *cfg, const plan *pl, const char *s
     schedule *s = NULL;
     timeline *tl = NULL;
     int rc = 1;
+    sched_maker mk = {pl, {0}};
     if (!first || !last) { err_set(err, NULL, NULL, "out of memory"); goto done; }
     if (pl) {
         for (int i = 0; i < n; i++) {
@@ -117,9 +156,25 @@ static int run_pipelined(const train_run_cfg *cfg, const plan *pl, const char *s
             goto done;
         }
         sched_spec sp = {kind, n / chunks, n, chunks, nmicro, (int)iters, NULL, NULL};
+        mk.sp = sp;
         s = schedule_generate(&sp, err);
     }
     if (!s) { rc = 2; goto done; }
+    cfg->make_sched = make_sched;
+    cfg->make_sched_user = &mk;
+    int me = pr->rank;
+    if (pr->tr) {
+        if (s->nworkers != pr->size) {
+            err_set(err, NULL, "--transport", "expected mpirun -np %d, one rank per worker of "
+                    "the schedule (got %d ranks)", s->nworkers, pr->size);
+            rc = 2;
+            goto done;
+        }
+        cfg->tr = pr->tr;
+        cfg->local_workers = &me;
+        cfg->nlocal = 1;
+        cfg->rank = pr->rank;
+    }
     if (train_run_pipeline(cfg, s, first, last, ndevices, res, tracepath ? &tl : NULL, err))
         goto done;
     if (tracepath && timeline_write_chrome(tl, tracepath, err)) goto done;
@@ -147,13 +202,18 @@ int cmd_train(int argc, char **argv)
         {"schedule", required_argument, 0, O_SCHED},  {"stages", required_argument, 0, O_STAGES},
         {"trace", required_argument, 0, O_TRACE},     {"devices", required_argument, 0, O_DEVICES},
         {"save", required_argument, 0, O_SAVE},       {"resume", required_argument, 0, O_RESUME},
-        {"recompute", no_argument, 0, O_RECOMPUTE},
+        {"recompute", no_argument, 0, O_RECOMPUTE},   {"checkpoint", required_argument, 0, O_CKDIR},
+        {"checkpoint-every", required_argument, 0, O_CKEVERY},
+        {"transport", required_argument, 0, O_TRANSPORT},
+        {"timeout", required_argument, 0, O_TIMEOUT},
         {0, 0, 0, 0}};
     const char *data = NULL, *datadir = NULL, *textfile = NULL, *bkname = "cpu", *optname = NULL;
     int samples = 8192, epochs = 1, steps = 0, batch = 0, micro = 0, device = 0, logevery = 0;
     int quiet = 0, have_seed = 0, seed = 0, nstages = 0, ndevices = 1, recompute = 0;
     const char *schedname = NULL, *tracepath = NULL, *savepath = NULL, *resumepath = NULL;
-    double lr = -1, mom = -1, wd = 0;
+    const char *ckdir = NULL, *trname = "local";
+    int ckevery = 0;
+    double lr = -1, mom = -1, wd = 0, timeout = 0;
     int c;
     optind = 1;
     while ((c = cli_getopt("train", argc, argv, "", longopts)) != -1) {
@@ -182,6 +242,10 @@ int cmd_train(int argc, char **argv)
         case O_SAVE: savepath = optarg; break;
         case O_RECOMPUTE: recompute = 1; break;
         case O_RESUME: resumepath = optarg; break;
+        case O_CKDIR: ckdir = optarg; break;
+        case O_CKEVERY: if (cli_int("train", "--checkpoint-every", optarg, 1, 1 << 30, &ckevery)) return 2; break;
+        case O_TRANSPORT: trname = optarg; break;
+        case O_TIMEOUT: if (cli_num("train", "--timeout", optarg, 1, &timeout)) return 2; break;
         case O_DEVICES: if (cli_int("train", "--devices", optarg, 1, 1024, &ndevices)) return 2; break;
         case O_HELP: fputs(usage_text, stdout); return 0;
         default: return 2;
@@ -199,9 +263,29 @@ int cmd_train(int argc, char **argv)
                         "interleaved, zb-h1 or zb-v (got \"%s\")", schedname);
     if (schedname && npos == 2)
         return cli_fail("train", "--schedule: not with a plan (the plan names its schedule)");
-    if ((savepath || resumepath) && (schedname || tracepath || npos == 2))
-        return cli_fail("train", "%s: checkpoints are for sequential runs (no plan, --schedule "
-                        "or --trace)", savepath ? "--save" : "--resume");
+    int tkind = !strcmp(trname, "local") ? 0 : !strcmp(trname, "mpi") ? 1
+                : !strcmp(trname, "nccl") ? 2 : -1;
+    if (tkind < 0)
+        return cli_fail("train", "--transport: expected local, mpi or nccl (got \"%s\")", trname);
+    if (tkind && !schedname && npos != 2)
+        return cli_fail("train", "--transport: for pipelined runs (a plan or --schedule)");
+    if (!ckdir != !ckevery)
+        return cli_fail("train", "%s: needs %s", ckdir ? "--checkpoint" : "--checkpoint-every",
+                        ckdir ? "--checkpoint-every N" : "--checkpoint DIR");
+    if (tracepath && (savepath || resumepath || ckdir || tkind))
+        return cli_fail("train", "--trace: not with checkpoints, --resume or --transport "
+                        "%s (a trace covers one uninterrupted run in one process)", trname);
+#ifndef PLUMB_HAVE_MPI
+    if (tkind)
+        return cli_fail("train", "--transport %s: not built into this binary (MPI was not "
+                        "found at build time: apt-get install libopenmpi-dev and rebuild)",
+                        trname);
+#endif
+    if (tkind == 2 && strcmp(bkname, "cuda"))
+        return cli_fail("train", "--transport nccl: needs --backend cuda");
+    rt_fault fault;
+    plumb_err ferr = {{0}};
+    if (rt_fault_parse(getenv("PLUMB_FAULT"), &fault, &ferr)) { err_print(&ferr); return 2; }
     if (recompute && !schedname && npos != 2)
         return cli_fail("train", "--recompute: for pipelined runs (a plan or --schedule)");
     if (nstages && !schedname)
@@ -212,11 +296,20 @@ int cmd_train(int argc, char **argv)
 
     plumb_err err = {{0}};
     int rc = 2;
+    procs pr = {NULL, 0, 1};
+    bk_ctx *nccl_ctx = NULL;
+    int mpi_on = 0;
     model *m = NULL;
     plan *pl = NULL;
     dataset *tr = NULL, *te = NULL;
     const backend *bk = backend_find(bkname, &err);
     if (!bk) { err_print(&err); return 2; }
+    char *resume_found = NULL;
+    if (tkind != 2) { /* the device must exist (a GPU for cuda): one line, status 2 */
+        bk_ctx *probe = bk->create(device, &err);
+        if (!probe) { err_print(&err); return 2; }
+        bk->destroy(probe);
+    }
     if (!(m = model_load(argv[optind], &err))) goto fail;
     if (have_seed) m->seed = (unsigned long long)seed;
     int okind = optname ? optimizer_kind_parse(optname) : OPT_SGD;
@@ -228,6 +321,16 @@ int cmd_train(int argc, char **argv)
                     "expected %d layers, one per top-level layer of %s (got %d)", m->nlayers,
                     argv[optind], pl->prof->nlayers);
             goto fail;
+        }
+        for (int i = 0; i < m->nlayers; i++) {
+            double want = (double)m->layers[i].nparams * sizeof(float),
+                   got = pl->prof->layers[i].parameter_bytes;
+            if (got != want) {
+                err_set(&err, argv[optind + 1], NULL, "profile.layers[%d].parameter_bytes: "
+                        "expected %.0f, the weights of layer %d of %s (got %.0f): the plan "
+                        "was made for another model", i, want, i, argv[optind], got);
+                goto fail;
+            }
         }
         if (!optname) okind = (int)pl->optimizer;
         if (!micro) nmicro = pl->microbatches;
@@ -244,6 +347,11 @@ int cmd_train(int argc, char **argv)
         mbsize = 64 / nmicro > 0 ? 64 / nmicro : 1;
     }
     if (resumepath) {
+        struct stat sb;
+        if (stat(resumepath, &sb) == 0 && S_ISDIR(sb.st_mode)) {
+            if (!(resume_found = ckpt_find_latest(resumepath, m, &err))) goto fail;
+            resumepath = resume_found;
+        }
         int ck_kind;
         long ck_step;
         if (ckpt_peek(resumepath, m, &ck_kind, &ck_step, &err)) goto fail;
@@ -290,30 +398,54 @@ int cmd_train(int argc, char **argv)
         .cfg = {.microbatch = mbsize, .microbatches = nmicro, .opt = train_default_opt(okind)},
         .epochs = epochs, .steps = steps, .seed = m->seed, .log_every = logevery,
         .log = quiet ? NULL : stdout, .resume = resumepath, .save = savepath,
-        .recompute = recompute || (pl && pl->recompute),
+        .checkpoint_dir = ckdir, .checkpoint_every = ckevery,
+        .recompute = recompute || (pl && pl->recompute), .fault = fault, .timeout_s = timeout,
     };
     if (lr > 0) cfg.cfg.opt.lr = (float)lr;
     if (mom >= 0) cfg.cfg.opt.momentum = (float)mom;
     cfg.cfg.opt.weight_decay = (float)wd;
     train_result res;
+#ifdef PLUMB_HAVE_MPI
+    if (tkind) {
+        if (mpi_session_begin(&pr.rank, &pr.size, &err)) goto fail;
+        mpi_on = 1;
+        if (tkind == 1) {
+            pr.tr = transport_mpi_create(timeout, &err);
+        } else {
+            int dev = nccl_mpi_local_device(0, &err);
+            if (dev < 0 || !(nccl_ctx = bk->create(dev, &err))) goto fail;
+            cfg.device = dev;
+            pr.tr = transport_nccl_create(nccl_ctx, timeout, &err);
+        }
+        if (!pr.tr) goto fail;
+        if (pr.rank != 0 && quiet) cfg.log = NULL;
+    }
+#endif
     if (!pl && !schedname && !tracepath) {
         if (train_run(&cfg, &res, &err)) {
             rc = 1; /* inputs were checked above: a failure at run time */
             goto fail;
         }
     } else {
-        rc = run_pipelined(&cfg, pl, schedname, nstages, nmicro, ndevices, tracepath, &res,
-                           &err);
+        rc = run_pipelined(&cfg, pl, schedname, nstages, nmicro, ndevices, tracepath, &pr,
+                           &res, &err);
         if (rc) goto fail;
     }
-    if (quiet)
+    if (quiet && pr.rank == 0)
         printf("final: train loss %.4f, test loss %.4f, test accuracy %.2f%%, %.0f samples/s\n",
                res.train_loss, res.test_loss, 100 * res.test_acc, res.samples_per_s);
     rc = 0;
     goto out;
 fail:
+    if (mpi_on && pr.size > 1) fprintf(stderr, "[rank %d] ", pr.rank);
     err_print(&err);
 out:
+    if (pr.tr) pr.tr->destroy(pr.tr);
+    if (nccl_ctx) bk->destroy(nccl_ctx);
+#ifdef PLUMB_HAVE_MPI
+    if (mpi_on) mpi_session_end(rc);
+#endif
+    free(resume_found);
     data_free(tr);
     data_free(te);
     plan_free(pl);

@@ -3,7 +3,9 @@
  * u64 model fingerprint | weights | m (momentum, adam) | v (adam), all little-endian. */
 #include "exec/checkpoint.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <sys/stat.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -191,4 +193,106 @@ void ckpt_free(ckpt *c)
     free(c->m);
     free(c->v);
     memset(c, 0, sizeof *c);
+}
+
+/* Step of a file name "ckpt-SSSSSSSS.ckpt", or -1. */
+static long name_step(const char *name)
+{
+    long st = -1;
+    int used = 0;
+    if (strncmp(name, "ckpt-", 5) || sscanf(name + 5, "%ld%n", &st, &used) != 1 || st < 0 ||
+        strcmp(name + 5 + used, ".ckpt"))
+        return -1;
+    return st;
+}
+
+static char *join(const char *dir, const char *name)
+{
+    size_t n = strlen(dir) + strlen(name) + 2;
+    char *p = malloc(n);
+    if (p) snprintf(p, n, "%s/%s", dir, name);
+    return p;
+}
+
+/* The steps of dir's checkpoint files, sorted descending (malloc'd; *n of them), or NULL
+ * with *n = 0 (none, or dir unreadable: errno kept). */
+static long *list_steps(const char *dir, int *n)
+{
+    *n = 0;
+    DIR *d = opendir(dir);
+    if (!d) return NULL;
+    long *st = NULL;
+    int cap = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        long s = name_step(e->d_name);
+        if (s < 0) continue;
+        if (*n == cap) {
+            int nc = cap ? 2 * cap : 16;
+            long *ns = realloc(st, (size_t)nc * sizeof *ns);
+            if (!ns) break;
+            st = ns;
+            cap = nc;
+        }
+        st[(*n)++] = s;
+    }
+    closedir(d);
+    for (int i = 1; i < *n; i++) /* insertion sort, newest first */
+        for (int j = i; j > 0 && st[j] > st[j - 1]; j--) {
+            long t = st[j];
+            st[j] = st[j - 1];
+            st[j - 1] = t;
+        }
+    return st;
+}
+
+int ckpt_save_dir(const char *dir, const model *m, const ckpt *c, int keep, plumb_err *err)
+{
+    if (mkdir(dir, 0755) != 0 && errno != EEXIST)
+        return err_set(err, dir, NULL, "cannot create the checkpoint folder: %s",
+                       strerror(errno));
+    char name[40];
+    snprintf(name, sizeof name, "ckpt-%08ld.ckpt", c->step);
+    char *path = join(dir, name);
+    if (!path) return err_set(err, dir, NULL, "out of memory");
+    int rc = ckpt_save(path, m, c, err);
+    free(path);
+    if (rc) return -1;
+    int n;
+    long *st = list_steps(dir, &n);
+    for (int i = keep < 1 ? 1 : keep; i < n; i++) {
+        if (st[i] >= c->step) continue;
+        snprintf(name, sizeof name, "ckpt-%08ld.ckpt", st[i]);
+        char *old = join(dir, name);
+        if (old) remove(old);
+        free(old);
+    }
+    free(st);
+    return 0;
+}
+
+char *ckpt_find_latest(const char *dir, const model *m, plumb_err *err)
+{
+    int n;
+    errno = 0;
+    long *st = list_steps(dir, &n);
+    if (!st && errno)
+        return err_set(err, dir, NULL, "cannot read the checkpoint folder: %s",
+                       strerror(errno)), NULL;
+    char *found = NULL;
+    for (int i = 0; i < n && !found; i++) {
+        char name[40];
+        snprintf(name, sizeof name, "ckpt-%08ld.ckpt", st[i]);
+        char *p = join(dir, name);
+        int kind;
+        long step;
+        plumb_err e2 = {{0}};
+        if (p && !ckpt_peek(p, m, &kind, &step, &e2)) found = p;
+        else free(p);
+    }
+    free(st);
+    if (!found)
+        err_set(err, dir, NULL, "expected a checkpoint of model %s (ckpt-STEP.ckpt) in this "
+                "folder (found none)", m->name);
+    return found;
 }

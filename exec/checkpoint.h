@@ -33,4 +33,18 @@ int ckpt_peek(const char *path, const model *m, int *opt_kind, long *step, plumb
 
 void ckpt_free(ckpt *c);
 
+/* Checkpoint folders (`plumb train --checkpoint DIR --checkpoint-every N`): DIR holds
+ * ckpt-SSSSSSSS.ckpt files named by their step (8 digits, zero-padded).
+ *
+ * ckpt_save_dir writes c as its step's file in dir (creating dir, mode 0755, when missing;
+ * the file itself atomically: temporary file, fsync, rename), then removes that folder's
+ * older checkpoints beyond the `keep` newest (keep >= 1). Returns 0, or -1 with err set
+ * (nothing is removed then). */
+int ckpt_save_dir(const char *dir, const model *m, const ckpt *c, int keep, plumb_err *err);
+
+/* The path (malloc'd, caller frees) of the newest checkpoint in dir that is complete and
+ * of model m (by step; unreadable or foreign files are skipped). NULL with err set when dir
+ * holds none. */
+char *ckpt_find_latest(const char *dir, const model *m, plumb_err *err);
+
 #endif

@@ -5,6 +5,8 @@
 #include "exec/runtime.h"
 
 #include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -60,6 +62,7 @@ typedef struct worker {
     int nev, cap;
     double *loss, *corr, *rows; /* [iterations] */
     float *params_out;
+    float *m_out, *v_out;    /* optimizer state out (want_state) */
     double t_origin;
     double peak;             /* the context's most allocated bytes; < 0 unknown */
     plumb_err err;
@@ -152,6 +155,29 @@ static int count_slots(const action *list, int n, int s, int first)
 
 static int is_compute(int k) { return k == ACT_F || k == ACT_B || k == ACT_I || k == ACT_W; }
 
+/* Resuming: uploads the stage's range of the starting weights and optimizer state, and
+ * sets its optimizer step count to start_iteration iterations' worth of its STEP actions
+ * (every iteration of a drained schedule has the same number). */
+static int stage_load_state(worker *wk, rstage *rs, const action *list, int n)
+{
+    const rt_cfg *c = wk->cfg;
+    long long off = c->m->layers[c->stage_first[rs->s]].param_offset;
+    size_t bytes = (size_t)stage_nparams(rs->st) * sizeof(float);
+    long nsteps = 0;
+    for (int i = 0; i < n; i++)
+        if (list[i].stage == rs->s && list[i].kind == ACT_STEP) nsteps++;
+    rs->steps = c->sched->iterations > 0 ? nsteps * c->start_iteration / c->sched->iterations
+                                         : 0;
+    if (c->init_params) c->bk->upload(wk->ctx, stage_params(rs->st), c->init_params + off, bytes);
+    if ((c->init_m || c->init_v) && c->opt.kind != BK_SGD) {
+        float *m = NULL, *v = NULL;
+        if (stage_opt_state(rs->st, c->opt.kind, &m, &v, &wk->err)) return -1;
+        if (m && c->init_m) c->bk->upload(wk->ctx, m, c->init_m + off, bytes);
+        if (v && c->init_v) c->bk->upload(wk->ctx, v, c->init_v + off, bytes);
+    }
+    return 0;
+}
+
 static int stage_init(worker *wk, rstage *rs, int s, int replica)
 {
     const rt_cfg *c = wk->cfg;
@@ -172,6 +198,7 @@ static int stage_init(worker *wk, rstage *rs, int s, int replica)
     rs->st = stage_create_opts(c->bk, wk->ctx, c->m, c->stage_first[s], c->stage_last[s],
                                c->microbatch, rs->nslots, &so, &wk->err);
     if (!rs->st) return -1;
+    if (stage_load_state(wk, rs, list, n)) return -1;
     rs->slots = calloc((size_t)rs->nslots, sizeof *rs->slots);
     rs->nver = maxv + 2;
     rs->last_use = malloc((size_t)rs->nver * sizeof *rs->last_use);
@@ -279,6 +306,18 @@ static int run_action(worker *wk, const action *a, int i)
                        "not host", wk->w, a->stage);
     int g = a->microbatch, slot = g >= 0 ? slot_of(rs, g) : -1;
     if (g >= 0) rs->last_it = g / sc->microbatches;
+    if (c->fault.worker == wk->w && c->fault.step > 0 && g >= 0 &&
+        c->start_iteration + g / sc->microbatches + 1 == c->fault.step) {
+        if (c->fault.kill) {
+            fprintf(stderr, "plumb: worker %d: injected fault: SIGKILL at step %ld "
+                    "(PLUMB_FAULT)\n", wk->w, c->fault.step);
+            fflush(stderr);
+            raise(SIGKILL);
+        }
+        return err_set(&wk->err, NULL, NULL, "worker %d: injected fault at step %ld "
+                       "(PLUMB_FAULT)", wk->w, c->fault.step);
+    }
+    const long gbase = c->start_iteration * sc->microbatches; /* global microbatch of g = 0 */
     double bytes = 0, t0 = train_now();
     switch (a->kind) {
     case ACT_RECV_F:
@@ -301,7 +340,8 @@ static int run_action(worker *wk, const action *a, int i)
         }
         if (slot < 0) goto noslot;
         if (rs->first || rs->last) {
-            if (c->batch(c->batch_user, g, wk->hx, wk->hy, &wk->err)) return -1;
+            if (c->batch(c->batch_user, (int)(gbase + g), wk->hx, wk->hy, &wk->err))
+                return -1;
             if (rs->first)
                 bk->upload(wk->ctx, stage_input(rs->st, slot), wk->hx,
                            (size_t)mb * stage_in_numel(rs->st) * sizeof(float));
@@ -319,7 +359,9 @@ static int run_action(worker *wk, const action *a, int i)
             wk->loss[it] += l;
             wk->corr[it] += k;
             wk->rows[it] += (double)mb * tps;
-            if (c->on_loss) c->on_loss(c->on_loss_user, it, l, k, (double)mb * tps);
+            if (c->on_loss)
+                c->on_loss(c->on_loss_user, (int)(c->start_iteration + it), l, k,
+                           (double)mb * tps);
         }
         break;
     }
@@ -452,8 +494,14 @@ static void *worker_main(void *arg)
         rstage *rs = &wk->st[k];
         if (rs->replica != 0) continue;
         long long off = c->m->layers[c->stage_first[rs->s]].param_offset;
-        c->bk->download(wk->ctx, wk->params_out + off, stage_params(rs->st),
-                        (size_t)stage_nparams(rs->st) * sizeof(float));
+        size_t bytes = (size_t)stage_nparams(rs->st) * sizeof(float);
+        c->bk->download(wk->ctx, wk->params_out + off, stage_params(rs->st), bytes);
+        if (c->want_state && c->opt.kind != BK_SGD) {
+            float *m = NULL, *v = NULL;
+            if (stage_opt_state(rs->st, c->opt.kind, &m, &v, &wk->err)) { fail(wk); return NULL; }
+            if (m) c->bk->download(wk->ctx, wk->m_out + off, m, bytes);
+            if (v) c->bk->download(wk->ctx, wk->v_out + off, v, bytes);
+        }
     }
     if (c->bk->sync(wk->ctx, &wk->err)) fail(wk);
     if (c->bk->mem_peak) wk->peak = (double)c->bk->mem_peak(wk->ctx);
@@ -544,8 +592,13 @@ int runtime_run(const rt_cfg *cfg, rt_result *res, plumb_err *err)
     res->params = calloc((size_t)c.m->nparams + 1, sizeof *res->params);
     res->trace = timeline_new("exec");
     res->peak_bytes = malloc((size_t)W * sizeof *res->peak_bytes);
+    if (c.want_state && c.opt.kind != BK_SGD) {
+        res->opt_m = calloc((size_t)c.m->nparams + 1, sizeof *res->opt_m);
+        if (c.opt.kind == BK_ADAM) res->opt_v = calloc((size_t)c.m->nparams + 1, sizeof(float));
+    }
     if (!wks || !th || !started || !res->loss || !res->acc || !res->params || !res->trace ||
-        !res->peak_bytes) {
+        !res->peak_bytes || (c.want_state && c.opt.kind != BK_SGD && !res->opt_m) ||
+        (c.want_state && c.opt.kind == BK_ADAM && !res->opt_v)) {
         err_set(err, NULL, NULL, "out of memory");
         goto done;
     }
@@ -561,6 +614,8 @@ int runtime_run(const rt_cfg *cfg, rt_result *res, plumb_err *err)
             break;
         }
         wks[w].params_out = res->params;
+        wks[w].m_out = res->opt_m;
+        wks[w].v_out = res->opt_v;
         wks[w].t_origin = t0;
         wks[w].loss = calloc((size_t)T, sizeof(double));
         wks[w].corr = calloc((size_t)T, sizeof(double));
@@ -630,7 +685,29 @@ void rt_result_free(rt_result *r)
     free(r->loss);
     free(r->acc);
     free(r->params);
+    free(r->opt_m);
+    free(r->opt_v);
     free(r->peak_bytes);
     timeline_free(r->trace);
     memset(r, 0, sizeof *r);
+}
+
+int rt_fault_parse(const char *spec, rt_fault *f, plumb_err *err)
+{
+    f->worker = -1;
+    f->step = 0;
+    f->kill = 0;
+    if (!spec || !*spec) return 0;
+    int w = -1, used = 0;
+    long st = 0;
+    char tail[8] = "";
+    if (sscanf(spec, "worker:%d:step:%ld%n", &w, &st, &used) == 2 && w >= 0 && st >= 1 &&
+        (spec[used] == 0 || (sscanf(spec + used, ":%7s", tail) == 1 && !strcmp(tail, "kill")))) {
+        f->worker = w;
+        f->step = st;
+        f->kill = spec[used] != 0;
+        return 0;
+    }
+    return err_set(err, NULL, "PLUMB_FAULT", "expected worker:W:step:S or worker:W:step:S:kill "
+                   "with W >= 0 and S >= 1 (got \"%s\")", spec);
 }

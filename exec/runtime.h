@@ -21,6 +21,19 @@
  * with err set. */
 typedef int (*rt_batch_fn)(void *user, int g, float *x, int32_t *y, plumb_err *err);
 
+/* An injected failure (tests of failure handling; `PLUMB_FAULT=worker:W:step:S[:kill]`):
+ * worker W fails as it starts step S (1-based, counted from the start of training, resumed
+ * steps included): with an error that aborts the run, or by SIGKILL of its whole process. */
+typedef struct rt_fault {
+    int worker;                /* < 0: none */
+    long step;
+    int kill;
+} rt_fault;
+
+/* Parses spec ("worker:W:step:S" or "worker:W:step:S:kill"; NULL or "" = none) into *f.
+ * Returns 0, or -1 with err naming PLUMB_FAULT and what was expected. */
+int rt_fault_parse(const char *spec, rt_fault *f, plumb_err *err);
+
 typedef struct rt_cfg {
     const backend *bk;
     const model *m;
@@ -46,6 +59,15 @@ typedef struct rt_cfg {
                                   mpirun: {rank}); NULL: all of them, as threads */
     int nlocal;
     double timeout_s;          /* local transport's receive timeout; <= 0: 120 s */
+    /* Resuming (checkpoints): the starting weights and optimizer state (host, m->nparams
+     * floats each; NULL: weights from the model's seed, zero state), and the iterations
+     * already done: the schedule's microbatch g is global microbatch
+     * start_iteration * microbatches + g for the batch and loss callbacks, and each stage's
+     * optimizer step count continues from start_iteration iterations' worth of steps. */
+    const float *init_params, *init_m, *init_v;
+    long start_iteration;
+    int want_state;            /* 1: fill rt_result.opt_m / opt_v */
+    rt_fault fault;            /* injected failure; worker < 0 (or all zero with step 0): none */
 } rt_cfg;
 
 typedef struct rt_result {
@@ -54,6 +76,8 @@ typedef struct rt_result {
     double *acc;               /* [iterations] accuracy (fraction) */
     double seconds;            /* wall time of the run (workers started to all joined) */
     float *params;             /* [m->nparams] final weights (first replica of each stage) */
+    float *opt_m, *opt_v;      /* [m->nparams] final optimizer state when want_state (as
+                                  params; NULL where the optimizer has none) */
     timeline *trace;           /* measured trace ("exec"): compute, transfers, all-reduces */
     double *peak_bytes;        /* [nworkers] most device memory each worker's context held
                                   (< 0: not measured by the backend or not run here) */

@@ -5,6 +5,8 @@
 #include "exec/checkpoint.h"
 
 #include <math.h>
+#include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -71,25 +73,36 @@ long seqtrain_steps(const seq_trainer *t) { return t->steps; }
 
 static const char *const opt_names[] = {"sgd", "momentum", "adam"};
 
-int seqtrain_save(seq_trainer *t, const char *path, plumb_err *err)
+/* The trainer's state as a checkpoint c (host copies; free with ckpt_free). 0 or -1. */
+static int seqtrain_state(seq_trainer *t, ckpt *c, plumb_err *err)
 {
     size_t n = (size_t)stage_nparams(t->st), bytes = n * sizeof(float);
-    ckpt c = {t->cfg.opt.kind, t->steps, malloc(bytes + 1), NULL, NULL};
+    *c = (ckpt){t->cfg.opt.kind, t->steps, malloc(bytes + 1), NULL, NULL};
     float *dm, *dv;
-    int rc = -1;
-    if (stage_opt_state(t->st, c.opt_kind, &dm, &dv, err)) goto done;
-    if (dm) c.m = malloc(bytes + 1);
-    if (dv) c.v = malloc(bytes + 1);
-    if (!c.w || (dm && !c.m) || (dv && !c.v)) {
-        err_set(err, path, NULL, "out of memory");
-        goto done;
-    }
-    t->bk->download(t->ctx, c.w, stage_params(t->st), bytes);
-    if (dm) t->bk->download(t->ctx, c.m, dm, bytes);
-    if (dv) t->bk->download(t->ctx, c.v, dv, bytes);
-    if (t->bk->sync(t->ctx, err)) goto done;
-    rc = ckpt_save(path, t->m, &c, err);
-done:
+    if (stage_opt_state(t->st, c->opt_kind, &dm, &dv, err)) return -1;
+    if (dm) c->m = malloc(bytes + 1);
+    if (dv) c->v = malloc(bytes + 1);
+    if (!c->w || (dm && !c->m) || (dv && !c->v))
+        return err_set(err, NULL, NULL, "out of memory for a checkpoint");
+    t->bk->download(t->ctx, c->w, stage_params(t->st), bytes);
+    if (dm) t->bk->download(t->ctx, c->m, dm, bytes);
+    if (dv) t->bk->download(t->ctx, c->v, dv, bytes);
+    return t->bk->sync(t->ctx, err);
+}
+
+int seqtrain_save(seq_trainer *t, const char *path, plumb_err *err)
+{
+    ckpt c;
+    int rc = seqtrain_state(t, &c, err) ? -1 : ckpt_save(path, t->m, &c, err);
+    ckpt_free(&c);
+    return rc;
+}
+
+/* seqtrain_save into a checkpoint folder (ckpt_save_dir, the 2 newest kept). */
+static int seqtrain_save_dir(seq_trainer *t, const char *dir, plumb_err *err)
+{
+    ckpt c;
+    int rc = seqtrain_state(t, &c, err) ? -1 : ckpt_save_dir(dir, t->m, &c, 2, err);
     ckpt_free(&c);
     return rc;
 }
@@ -240,12 +253,27 @@ int train_run(const train_run_cfg *rc, train_result *res, plumb_err *err)
         fprintf(rc->log, "resumed from %s at step %ld\n", rc->resume, start);
     for (long s = start; s < total; s++) {
         long e = s / per_epoch, pos = s % per_epoch;
+        if (rc->fault.worker == 0 && rc->fault.step == s + 1) {
+            if (rc->fault.kill) {
+                fprintf(stderr, "plumb: worker 0: injected fault: SIGKILL at step %ld "
+                        "(PLUMB_FAULT)\n", s + 1);
+                fflush(stderr);
+                raise(SIGKILL);
+            }
+            err_set(err, NULL, NULL, "worker 0: injected fault at step %ld (PLUMB_FAULT)",
+                    s + 1);
+            goto done;
+        }
         if (pos == 0 || s == start) data_shuffle(perm, d->n, rc->seed, (int)e);
         data_gather(d, perm + pos * mbs, mbs, x, y);
         double l, a;
         if (seqtrain_step(t, x, y, &l, &a, err)) goto done;
         if (s == start) res->first_loss = l;
         res->last_loss = l;
+        if (rc->checkpoint_every > 0 && rc->checkpoint_dir &&
+            ((s + 1) % rc->checkpoint_every == 0 || s + 1 == total) &&
+            seqtrain_save_dir(t, rc->checkpoint_dir, err))
+            goto done;
         lwin += l;
         awin += a;
         nwin++;

@@ -10,7 +10,15 @@
 #include "exec/backend.h"
 #include "exec/data.h"
 #include "exec/model.h"
+#include "exec/runtime.h"
 #include "exec/stage.h"
+#include "exec/transport.h"
+
+struct schedule;
+struct timeline;
+/* Makes the schedule of a pipelined run's segment of `iterations` iterations (the same
+ * kind, stages and workers as the whole run's). NULL with err set on failure. */
+typedef struct schedule *(*train_sched_fn)(void *user, int iterations, plumb_err *err);
 
 typedef struct train_cfg {
     int microbatch;      /* samples per microbatch, >= 1 */
@@ -69,10 +77,26 @@ typedef struct train_run_cfg {
     unsigned long long seed;  /* shuffling */
     long log_every;           /* steps between progress lines; <= 0: about 20 lines */
     FILE *log;                /* progress lines; NULL for none */
-    const char *resume;       /* checkpoint to start from (its steps count toward the
+    const char *resume;       /* checkpoint file to start from (its steps count toward the
                                  total, the data order continues), or NULL */
     const char *save;         /* checkpoint written at the end, or NULL */
+    const char *checkpoint_dir; /* with checkpoint_every > 0: a checkpoint every that many
+                                   steps (and at the end) in this folder (ckpt_save_dir,
+                                   the 2 newest kept) */
+    long checkpoint_every;
     int recompute;            /* pipelined runs: recompute activations in the backward */
+    rt_fault fault;           /* injected failure (PLUMB_FAULT); worker < 0: none */
+    /* Pipelined runs only. */
+    train_sched_fn make_sched; /* segments (checkpoints, resume): schedule of a segment;
+                                  NULL: the schedule is run whole (no checkpoint, no resume) */
+    void *make_sched_user;
+    transport *tr;            /* NULL: an in-process transport for all workers */
+    const int *local_workers; /* mpirun: the workers of this process ({rank}); NULL: all */
+    int nlocal;
+    int rank;                 /* this process: 0 prints the header and final lines,
+                                 evaluates and writes files; losses are printed by the
+                                 process holding the loss stage */
+    double timeout_s;         /* receive timeout of the transport (<= 0: 120 s) */
 } train_run_cfg;
 
 typedef struct train_result {
@@ -91,11 +115,18 @@ int train_run(const train_run_cfg *rc, train_result *res, plumb_err *err);
 /* The same run executed by the pipeline runtime (exec/runtime.h) on schedule s, whose
  * stage s covers top-level layers [first[s], last[s]]; s->iterations minibatches of
  * s->microbatches microbatches of rc->cfg.microbatch samples, in the same sample order as
- * train_run. Workers use backend devices (w % ndevices). Progress lines are printed after
- * the run, one per logging interval; *trace (may be NULL) receives the measured trace
- * (caller frees). Returns 0 or -1 with err set. */
-struct schedule;
-struct timeline;
+ * train_run. Workers use backend devices (w % ndevices). Progress lines are printed as
+ * iterations complete, one per logging interval; *trace (may be NULL) receives the
+ * measured trace (caller frees).
+ *
+ * With rc->checkpoint_every = N or rc->resume the run is cut into segments at the multiples
+ * of N (and at the resumed step), each a whole schedule from rc->make_sched that ends with
+ * the pipeline drained; every segment starts from the weights and optimizer state the
+ * previous one ended with. Synchronous schedules give the same weights however they are
+ * cut; PipeDream and 2BW are flushed at each cut, so a run resumed from step k N continues
+ * exactly a run made with the same N. Under mpirun (rc->tr spanning processes), weights
+ * and losses are summed over the processes after each segment (transport allsum).
+ * Returns 0 or -1 with err set. */
 int train_run_pipeline(const train_run_cfg *rc, const struct schedule *s, const int *first,
                        const int *last, int ndevices, train_result *res,
                        struct timeline **trace, plumb_err *err);

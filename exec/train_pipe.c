@@ -2,10 +2,12 @@
  * executed by the pipeline runtime, with the same sample order, then the final weights
  * evaluated on the test set by a sequential trainer. */
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/schedule.h"
+#include "exec/checkpoint.h"
 #include "exec/runtime.h"
 #include "exec/train.h"
 
@@ -80,22 +82,48 @@ static void on_loss(void *user, int it, double loss, double correct, double rows
     pthread_mutex_unlock(&p->mu);
 }
 
+/* Sums a process's share of weights, optimizer state and losses over all processes of a
+ * transport that spans several (each holds zeros for what it does not own). */
+static int gather(transport *tr, const model *m, rt_result *rr, plumb_err *err)
+{
+    if (!tr || !tr->allsum_float) return 0;
+    size_t n = (size_t)m->nparams;
+    if (tr->allsum_float(tr, rr->params, n, err)) return -1;
+    if (rr->opt_m && tr->allsum_float(tr, rr->opt_m, n, err)) return -1;
+    if (rr->opt_v && tr->allsum_float(tr, rr->opt_v, n, err)) return -1;
+    if (tr->allsum_double(tr, rr->loss, (size_t)rr->iterations, err)) return -1;
+    return tr->allsum_double(tr, rr->acc, (size_t)rr->iterations, err);
+}
+
+/* Moves (steals) a float array out of *src into *dst, freeing what dst held. */
+static void take(float **dst, float **src)
+{
+    free(*dst);
+    *dst = *src;
+    *src = NULL;
+}
+
 int train_run_pipeline(const train_run_cfg *rc, const schedule *s, const int *first,
                        const int *last, int ndevices, train_result *res, timeline **trace,
                        plumb_err *err)
 {
     const dataset *d = rc->train;
+    const model *m = rc->m;
     const int mbs = rc->cfg.microbatch * s->microbatches;
+    FILE *log0 = rc->rank == 0 ? rc->log : NULL; /* header and final lines */
     memset(res, 0, sizeof *res);
     res->test_loss = res->test_acc = -1;
     if (trace) *trace = NULL;
-    if (data_check_model(d, rc->m, err) || (rc->test && data_check_model(rc->test, rc->m, err)))
+    if (data_check_model(d, m, err) || (rc->test && data_check_model(rc->test, m, err)))
         return -1;
     if (mbs > d->n)
         return err_set(err, NULL, "--batch", "expected at most the %d samples of the %s data "
                        "(got a minibatch of %d)", d->n, d->name, mbs);
+    const long total = s->iterations, every_ck = rc->checkpoint_every;
+    if ((every_ck > 0 || rc->resume) && !rc->make_sched)
+        return err_set(err, NULL, NULL, "pipelined checkpoints need a schedule maker");
     batcher b = {d, rc->cfg.microbatch, s->microbatches, 0, d->n / mbs, NULL};
-    b.epochs = (int)((s->iterations + b.per_epoch - 1) / b.per_epoch);
+    b.epochs = (int)((total + b.per_epoch - 1) / b.per_epoch);
     int rcode = -1;
     int *devs = calloc((size_t)s->nworkers, sizeof *devs);
     b.perm = calloc((size_t)b.epochs, sizeof *b.perm);
@@ -103,6 +131,12 @@ int train_run_pipeline(const train_run_cfg *rc, const schedule *s, const int *fi
     memset(&rr, 0, sizeof rr);
     bk_ctx *ctx = NULL;
     seq_trainer *t = NULL;
+    ckpt ck = {0, 0, NULL, NULL, NULL};
+    float *cur_w = NULL, *cur_m = NULL, *cur_v = NULL;
+    schedule *seg_s = NULL;
+    progress pg = {.log = rc->log, .want = (double)mbs * model_targets_per_sample(m),
+                   .n = (int)total, .per_epoch = b.per_epoch, .mbs = mbs, .res = res};
+    int pg_inited = 0;
     if (!devs || !b.perm) { err_set(err, NULL, NULL, "out of memory"); goto done; }
     for (int e = 0; e < b.epochs; e++) {
         if (!(b.perm[e] = malloc((size_t)d->n * sizeof(int)))) {
@@ -112,68 +146,121 @@ int train_run_pipeline(const train_run_cfg *rc, const schedule *s, const int *fi
         data_shuffle(b.perm[e], d->n, rc->seed, e);
     }
     for (int w = 0; w < s->nworkers; w++) devs[w] = ndevices > 0 ? w % ndevices : 0;
-    if (rc->log)
-        fprintf(rc->log,
-                "plumb train: %s (%lld parameters) on %s, %s data (%d samples), %s schedule: "
-                "%d stages on %d workers, minibatch %d = %d x %d, %d steps%s\n",
-                rc->m->name, rc->m->nparams, rc->bk->name, d->name, d->n,
-                sched_kind_name(s->kind), s->nstages, s->nworkers, mbs, s->microbatches,
-                rc->cfg.microbatch, s->iterations,
-                rc->recompute ? ", activations recomputed" : "");
-    if (rc->log && rc->bk->note && rc->bk->note()) fprintf(rc->log, "%s\n", rc->bk->note());
-    long every = rc->log_every > 0 ? rc->log_every : (s->iterations + 19) / 20;
-    progress pg = {.log = rc->log, .want = (double)mbs * model_targets_per_sample(rc->m),
-                   .n = s->iterations, .every = every < 1 ? 1 : every,
-                   .per_epoch = b.per_epoch, .mbs = mbs, .res = res};
-    pg.l = calloc((size_t)s->iterations, sizeof(double));
-    pg.c = calloc((size_t)s->iterations, sizeof(double));
-    pg.r = calloc((size_t)s->iterations, sizeof(double));
-    if (!pg.l || !pg.c || !pg.r) {
-        free(pg.l), free(pg.c), free(pg.r);
-        err_set(err, NULL, NULL, "out of memory");
-        goto done;
+    for (int i = 0; rc->local_workers && i < rc->nlocal; i++) /* one process per rank */
+        if (rc->local_workers[i] >= 0 && rc->local_workers[i] < s->nworkers)
+            devs[rc->local_workers[i]] = rc->device;
+    long start = 0;
+    if (rc->resume) {
+        if (ckpt_load(rc->resume, m, &ck, err)) goto done;
+        if (ck.opt_kind != (int)rc->cfg.opt.kind) {
+            err_set(err, rc->resume, NULL, "expected a checkpoint of the run's optimizer "
+                    "(kind %d, got %d)", (int)rc->cfg.opt.kind, ck.opt_kind);
+            goto done;
+        }
+        start = ck.step < total ? ck.step : total;
     }
+    if (log0)
+        fprintf(log0,
+                "plumb train: %s (%lld parameters) on %s, %s data (%d samples), %s schedule: "
+                "%d stages on %d workers, minibatch %d = %d x %d, %ld steps%s%s%s\n",
+                m->name, m->nparams, rc->bk->name, d->name, d->n, sched_kind_name(s->kind),
+                s->nstages, s->nworkers, mbs, s->microbatches, rc->cfg.microbatch, total,
+                rc->recompute ? ", activations recomputed" : "",
+                rc->tr ? ", transport " : "", rc->tr ? rc->tr->name : "");
+    if (log0 && rc->bk->note && rc->bk->note()) fprintf(log0, "%s\n", rc->bk->note());
+    if (log0 && start > 0) fprintf(log0, "resumed from %s at step %ld\n", rc->resume, start);
+    long every = rc->log_every > 0 ? rc->log_every : (total + 19) / 20;
+    pg.every = every < 1 ? 1 : every;
+    pg.next = (int)start;
+    pg.l = calloc((size_t)total + 1, sizeof(double));
+    pg.c = calloc((size_t)total + 1, sizeof(double));
+    pg.r = calloc((size_t)total + 1, sizeof(double));
+    if (!pg.l || !pg.c || !pg.r) { err_set(err, NULL, NULL, "out of memory"); goto done; }
     pthread_mutex_init(&pg.mu, NULL);
+    pg_inited = 1;
     pg.t0 = pg.tlast = train_now();
-    rt_cfg cfg = {.bk = rc->bk, .m = rc->m, .sched = s, .stage_first = first,
-                  .stage_last = last, .worker_device = devs, .trace_device = s->worker_device,
-                  .microbatch = rc->cfg.microbatch, .recompute = rc->recompute,
-                  .opt = rc->cfg.opt, .batch = batcher_fn,
-                  .batch_user = &b, .on_loss = on_loss, .on_loss_user = &pg};
-    int failed = runtime_run(&cfg, &rr, err);
-    pthread_mutex_destroy(&pg.mu);
-    free(pg.l), free(pg.c), free(pg.r);
-    if (failed) goto done;
-    res->steps = rr.iterations;
-    res->first_loss = rr.loss[0];
-    res->last_loss = rr.loss[rr.iterations - 1];
-    res->seconds = rr.seconds;
-    res->samples_per_s = rr.seconds > 0 ? (double)rr.iterations * mbs / rr.seconds : 0;
-    if (rc->test) {
+    cur_w = ck.w, cur_m = ck.m, cur_v = ck.v; /* the state each segment starts from */
+    ck.w = ck.m = ck.v = NULL;
+    int want_state = every_ck > 0 || rc->save;
+    double seconds = 0;
+    for (long it0 = start; it0 < total;) {
+        long it1 = total;
+        if (every_ck > 0 && (it0 / every_ck + 1) * every_ck < total)
+            it1 = (it0 / every_ck + 1) * every_ck;
+        const schedule *run_s = s;
+        if (it0 != 0 || it1 != total) {
+            schedule_free(seg_s);
+            if (!(seg_s = rc->make_sched(rc->make_sched_user, (int)(it1 - it0), err))) goto done;
+            run_s = seg_s;
+        }
+        rt_result_free(&rr);
+        rt_cfg cfg = {.bk = rc->bk, .m = m, .sched = run_s, .stage_first = first,
+                      .stage_last = last, .worker_device = devs,
+                      .trace_device = run_s->worker_device, .microbatch = rc->cfg.microbatch,
+                      .recompute = rc->recompute, .opt = rc->cfg.opt, .batch = batcher_fn,
+                      .batch_user = &b, .on_loss = on_loss, .on_loss_user = &pg, .tr = rc->tr,
+                      .local_workers = rc->local_workers, .nlocal = rc->nlocal,
+                      .timeout_s = rc->timeout_s, .init_params = cur_w, .init_m = cur_m,
+                      .init_v = cur_v, .start_iteration = it0, .want_state = want_state,
+                      .fault = rc->fault};
+        if (runtime_run(&cfg, &rr, err) || gather(rc->tr, m, &rr, err)) goto done;
+        seconds += rr.seconds;
+        if (it0 == start && rr.iterations > 0) res->first_loss = rr.loss[0];
+        if (rr.iterations > 0) res->last_loss = rr.loss[rr.iterations - 1];
+        take(&cur_w, &rr.params);
+        take(&cur_m, &rr.opt_m);
+        take(&cur_v, &rr.opt_v);
+        if (every_ck > 0 && rc->checkpoint_dir && rc->rank == 0) {
+            ckpt c = {(int)rc->cfg.opt.kind, it1, cur_w, cur_m, cur_v};
+            if (ckpt_save_dir(rc->checkpoint_dir, m, &c, 2, err)) goto done;
+        }
+        it0 = it1;
+    }
+    if (rc->tr && rc->tr->allsum_double) { /* the loss holder's progress figures */
+        double tr2[2] = {res->train_loss, res->train_acc};
+        if (rc->tr->allsum_double(rc->tr, tr2, 2, err)) goto done;
+        res->train_loss = tr2[0];
+        res->train_acc = tr2[1];
+    }
+    res->steps = total;
+    res->seconds = seconds;
+    res->samples_per_s = seconds > 0 ? (double)(total - start) * mbs / seconds : 0;
+    if (rc->save && rc->rank == 0) {
+        ckpt c = {(int)rc->cfg.opt.kind, total, cur_w, cur_m, cur_v};
+        if (ckpt_save(rc->save, m, &c, err)) goto done;
+    }
+    if (rc->test && rc->rank == 0) {
         if (!(ctx = rc->bk->create(rc->device, err))) goto done;
-        if (!(t = seqtrain_create(rc->bk, ctx, rc->m, &rc->cfg, err)) ||
-            seqtrain_set_params(t, rr.params, err) ||
+        if (!(t = seqtrain_create(rc->bk, ctx, m, &rc->cfg, err)) ||
+            seqtrain_set_params(t, cur_w, err) ||
             seqtrain_evaluate(t, rc->test, 0, &res->test_loss, &res->test_acc, err))
             goto done;
-        if (rc->log)
-            fprintf(rc->log, "test: loss %.4f  accuracy %.2f%% (%d samples)\n", res->test_loss,
+        if (log0)
+            fprintf(log0, "test: loss %.4f  accuracy %.2f%% (%d samples)\n", res->test_loss,
                     100 * res->test_acc, rc->test->n);
     }
-    if (rc->log) {
-        fprintf(rc->log, "trained %d steps in %.1f s: %.0f samples/s\n", rr.iterations,
+    if (log0)
+        fprintf(log0, "trained %ld steps in %.1f s: %.0f samples/s\n", total - start,
                 res->seconds, res->samples_per_s);
+    if (rc->log && rr.peak_bytes)
         for (int w = 0; w < s->nworkers; w++)
             if (rr.peak_bytes[w] >= 0)
                 fprintf(rc->log, "worker %d (device %d): peak memory %.2f MiB\n", w,
                         s->worker_device ? s->worker_device[w] : w,
                         rr.peak_bytes[w] / 1048576.0);
-    }
     if (trace) {
         *trace = rr.trace;
         rr.trace = NULL;
     }
     rcode = 0;
 done:
+    free(cur_w);
+    free(cur_m);
+    free(cur_v);
+    if (pg_inited) pthread_mutex_destroy(&pg.mu);
+    free(pg.l), free(pg.c), free(pg.r);
+    ckpt_free(&ck);
+    schedule_free(seg_s);
     seqtrain_free(t);
     if (ctx) rc->bk->destroy(ctx);
     rt_result_free(&rr);

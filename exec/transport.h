@@ -36,6 +36,13 @@ struct transport {
     /* Makes every pending and later call fail with `why` (first reason kept). */
     void (*abort)(transport *t, const char *why);
     void (*destroy)(transport *t);
+    /* Optional, for transports spanning processes (NULL in-process): sums count floats /
+     * doubles in place over all processes (each holds zeros for what it does not own), so
+     * that every process gets the whole weights or losses. Collective: every process calls
+     * it with the same count, between runs of the pipeline. Returns 0, or -1 with err set
+     * (aborted, a peer stalled past the timeout). */
+    int (*allsum_float)(transport *t, float *buf, size_t count, plumb_err *err);
+    int (*allsum_double)(transport *t, double *buf, size_t count, plumb_err *err);
 };
 
 /* The in-process transport for nworkers threads: a mailbox guarded by a mutex; messages

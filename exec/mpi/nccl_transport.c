@@ -16,6 +16,7 @@
 #include <time.h>
 
 #include "exec/cuda/cuda_internal.h"
+#include "exec/mpi/mpi_transport.h"
 
 #define HDR 16          /* header bytes: int64 tag, int64 payload bytes */
 #define MPI_TAG_ID 7301 /* MPI tag of group-communicator ids */
@@ -473,6 +474,17 @@ static void nt_destroy(transport *t)
     free(t);
 }
 
+/* The allsum entries: host buffers summed over all ranks through MPI. */
+static int nt_allsum_f(transport *t, float *buf, size_t count, plumb_err *err)
+{
+    return mpi_allsum_float(buf, count, ((nt *)t->impl)->timeout_s, err);
+}
+
+static int nt_allsum_d(transport *t, double *buf, size_t count, plumb_err *err)
+{
+    return mpi_allsum_double(buf, count, ((nt *)t->impl)->timeout_s, err);
+}
+
 transport *transport_nccl_create(bk_ctx *c, double timeout_s, plumb_err *err)
 {
     transport *t = calloc(1, sizeof *t);
@@ -486,6 +498,8 @@ transport *transport_nccl_create(bk_ctx *c, double timeout_s, plumb_err *err)
     t->allreduce = nt_allreduce;
     t->abort = nt_abort;
     t->destroy = nt_destroy;
+    t->allsum_float = nt_allsum_f;
+    t->allsum_double = nt_allsum_d;
     MPI_Comm_rank(MPI_COMM_WORLD, &x->self);
     MPI_Comm_size(MPI_COMM_WORLD, &x->n);
     x->device = cuda_ctx_device(c);

@@ -140,7 +140,21 @@ expect2 "expected a checkpoint of the sgd optimizer (got momentum)" \
     "$PLUMB" train examples/models/fmnist-mlp.json --resume "$tmp/ck.bin"
 expect2 "expected a checkpoint of model fmnist-cnn" \
     "$PLUMB" train examples/models/fmnist-cnn.json --optimizer momentum --resume "$tmp/ck.bin"
-expect2 "--save: checkpoints are for sequential runs" \
-    "$PLUMB" train examples/models/fmnist-mlp.json --schedule gpipe --save "$tmp/x.bin"
+expect2 "--trace: not with checkpoints" \
+    "$PLUMB" train examples/models/fmnist-mlp.json --schedule gpipe --save "$tmp/x.bin" --trace "$tmp/t.json"
+expect2 "--checkpoint: needs --checkpoint-every N" \
+    "$PLUMB" train examples/models/fmnist-mlp.json --checkpoint "$tmp/ckd"
+expect2 "--transport: expected local, mpi or nccl" \
+    "$PLUMB" train examples/models/fmnist-mlp.json --schedule gpipe --transport tcp
+expect2 "--transport: for pipelined runs" \
+    "$PLUMB" train examples/models/fmnist-mlp.json --transport mpi
+expect2 "PLUMB_FAULT: expected worker:W:step:S" \
+    env PLUMB_FAULT=worker:x "$PLUMB" train examples/models/fmnist-mlp.json
+sed 's/"parameter_bytes": 803840/"parameter_bytes": 803844/' "$tmp/plan.json" > "$tmp/plan-other.json"
+expect2 "profile.layers[1].parameter_bytes: expected 803840, the weights of layer 1" \
+    "$PLUMB" train examples/models/fmnist-mlp.json "$tmp/plan-other.json"
+if ! nvidia-smi -L > /dev/null 2>&1; then # no GPU here: cuda must say so in one line, status 2
+    expect2 "plumb:" "$PLUMB" train examples/models/fmnist-mlp.json --backend cuda --steps 1
+fi
 "$PLUMB" train --help | grep -q "usage: plumb train" || fail "--help"
 echo "train.sh: all passed"
