@@ -90,9 +90,23 @@ static int gather(transport *tr, const model *m, rt_result *rr, plumb_err *err)
     size_t n = (size_t)m->nparams;
     if (tr->allsum_float(tr, rr->params, n, err)) return -1;
     if (rr->opt_m && tr->allsum_float(tr, rr->opt_m, n, err)) return -1;
-    if (rr->opt_v && tr->allsum_float(tr, rr->opt_v, n, err)) return -1;
-    if (tr->allsum_double(tr, rr->loss, (size_t)rr->iterations, err)) return -1;
-    return tr->allsum_double(tr, rr->acc, (size_t)rr->iterations, err);
+    return rr->opt_v ? tr->allsum_float(tr, rr->opt_v, n, err) : 0;
+}
+
+/* The run's loss figures from the per-iteration sums of iterations [start, n): the first
+ * and last iteration's mean loss, and the means over the last logging interval. */
+static void loss_figures(const progress *p, long start, train_result *res)
+{
+    if (p->n <= start) return;
+    long lo = (long)(p->n - 1) / p->every * p->every;
+    if (lo < start) lo = start;
+    double lw = 0, aw = 0;
+    for (long i = lo; i < p->n; i++)
+        if (p->r[i] > 0) lw += p->l[i] / p->r[i], aw += p->c[i] / p->r[i];
+    res->train_loss = lw / (double)(p->n - lo);
+    res->train_acc = aw / (double)(p->n - lo);
+    if (p->r[start] > 0) res->first_loss = p->l[start] / p->r[start];
+    if (p->r[p->n - 1] > 0) res->last_loss = p->l[p->n - 1] / p->r[p->n - 1];
 }
 
 /* Moves (steals) a float array out of *src into *dst, freeing what dst held. */
@@ -205,8 +219,6 @@ int train_run_pipeline(const train_run_cfg *rc, const schedule *s, const int *fi
                       .fault = rc->fault};
         if (runtime_run(&cfg, &rr, err) || gather(rc->tr, m, &rr, err)) goto done;
         seconds += rr.seconds;
-        if (it0 == start && rr.iterations > 0) res->first_loss = rr.loss[0];
-        if (rr.iterations > 0) res->last_loss = rr.loss[rr.iterations - 1];
         take(&cur_w, &rr.params);
         take(&cur_m, &rr.opt_m);
         take(&cur_v, &rr.opt_v);
@@ -216,12 +228,15 @@ int train_run_pipeline(const train_run_cfg *rc, const schedule *s, const int *fi
         }
         it0 = it1;
     }
-    if (rc->tr && rc->tr->allsum_double) { /* the loss holder's progress figures */
-        double tr2[2] = {res->train_loss, res->train_acc};
-        if (rc->tr->allsum_double(rc->tr, tr2, 2, err)) goto done;
-        res->train_loss = tr2[0];
-        res->train_acc = tr2[1];
+    if (rc->tr && rc->tr->allsum_double) { /* the loss sums of every process */
+        pthread_mutex_lock(&pg.mu);
+        int bad = rc->tr->allsum_double(rc->tr, pg.l, (size_t)total, err) ||
+                  rc->tr->allsum_double(rc->tr, pg.c, (size_t)total, err) ||
+                  rc->tr->allsum_double(rc->tr, pg.r, (size_t)total, err);
+        pthread_mutex_unlock(&pg.mu);
+        if (bad) goto done;
     }
+    loss_figures(&pg, start, res);
     res->steps = total;
     res->seconds = seconds;
     res->samples_per_s = seconds > 0 ? (double)(total - start) * mbs / seconds : 0;

@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# train-mpi.sh: `plumb train --transport mpi` under mpirun (2 ranks, as root on 2 cores as CI
+# runs it) gives the same final weights as the in-process local transport: a 2-stage GPipe
+# and a 2-stage PipeDream pipeline, and a stage on 2 replicas (gradient all-reduce on a
+# sub-communicator). A rank that fails (PLUMB_FAULT) stops the other with a clear error; a
+# rank killed outright ends the job; neither hangs. Skipped when mpirun is missing or the
+# binary was built without MPI.
+set -u
+PLUMB=${PLUMB:-./plumb}
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail() { echo "train-mpi.sh: FAIL: $*" >&2; exit 1; }
+if ! command -v mpirun > /dev/null 2>&1; then
+    echo "train-mpi.sh: SKIP: mpirun not found (apt-get install openmpi-bin)"
+    exit 0
+fi
+if "$PLUMB" train examples/models/fmnist-mlp.json --schedule gpipe --transport mpi --steps 1 \
+        2>&1 | grep -q "not built into this binary"; then
+    echo "train-mpi.sh: SKIP: this plumb was built without MPI"
+    exit 0
+fi
+export OPENBLAS_NUM_THREADS=1 # the same GEMM summation order in both runs
+MPIRUN="mpirun --allow-run-as-root --oversubscribe -np 2"
+model=examples/models/fmnist-mlp.json
+common="--data synthetic --samples 1024 --steps 12 --microbatches 4 --optimizer momentum --lr 0.05 --quiet"
+
+same() { # $1 label, rest: plumb train arguments; local vs mpi final checkpoints, byte for byte
+    local label=$1; shift
+    timeout 120 "$PLUMB" train "$@" $common --save "$tmp/local.ck" > "$tmp/local.out" 2>&1 ||
+        fail "$label: local run failed: $(cat "$tmp/local.out")"
+    timeout 120 $MPIRUN "$PLUMB" train "$@" $common --transport mpi --save "$tmp/mpi.ck" \
+        > "$tmp/mpi.out" 2>&1 || fail "$label: mpi run failed: $(cat "$tmp/mpi.out")"
+    [ -s "$tmp/mpi.ck" ] || fail "$label: rank 0 wrote no checkpoint: $(cat "$tmp/mpi.out")"
+    cmp -s "$tmp/local.ck" "$tmp/mpi.ck" ||
+        fail "$label: final weights differ between local and mpi: $(cat "$tmp/local.out") / $(cat "$tmp/mpi.out")"
+    [ "$(grep -c '^final:' "$tmp/mpi.out")" -eq 1 ] ||
+        fail "$label: expected one final line (rank 0's): $(cat "$tmp/mpi.out")"
+    echo "  $label: identical weights ($(grep '^final:' "$tmp/mpi.out"))"
+}
+echo "local vs mpi transport, 2 ranks"
+same "gpipe, 2 stages" "$model" --schedule gpipe --stages 2
+same "pipedream, 2 stages" "$model" --schedule pipedream --stages 2
+layer() { printf '{"name": "l%d", "kind": "%s", "forward_ms": 1, "backward_ms": 1, "activation_bytes": 1024, "parameter_bytes": %d}' "$@"; }
+cat > "$tmp/plan.json" <<JSON
+{"format": "plumb-plan/1",
+ "profile": {"format": "plumb-profile/1", "name": "fmnist-mlp", "device": "cpu", "minibatch": 64,
+   "layers": [$(layer 0 Flatten 0), $(layer 1 Linear 803840), $(layer 2 ReLU 0), $(layer 3 Linear 131584),
+              $(layer 4 ReLU 0), $(layer 5 Linear 5160), $(layer 6 Loss 0)]},
+ "cluster": "$PWD/profiles/clusters/cluster-c-4x1.json",
+ "schedule": "gpipe", "microbatch_size": 16, "microbatches": 4, "optimizer": "momentum",
+ "stages": [{"first_layer": 0, "last_layer": 6, "replicas": 2, "devices": [0, 1]}]}
+JSON
+same "one stage on 2 replicas (all-reduce)" "$model" "$tmp/plan.json"
+
+echo "wrong rank count: status 2 with the expected -np"
+timeout 60 mpirun --allow-run-as-root --oversubscribe -np 2 "$PLUMB" train "$model" $common \
+    --schedule gpipe --stages 3 --transport mpi > "$tmp/np.out" 2>&1
+rc=$?
+[ $rc -ne 0 ] && [ $rc -ne 124 ] || fail "3 workers on 2 ranks: exit $rc: $(cat "$tmp/np.out")"
+grep -q "expected mpirun -np 3" "$tmp/np.out" || fail "no -np hint: $(cat "$tmp/np.out")"
+
+echo "a failing rank stops the other (no hang)"
+t0=$(date +%s)
+PLUMB_FAULT=worker:1:step:3 timeout 90 $MPIRUN -x PLUMB_FAULT "$PLUMB" train "$model" $common \
+    --schedule gpipe --stages 2 --transport mpi --timeout 30 > "$tmp/f.out" 2>&1
+rc=$?
+[ $rc -ne 0 ] && [ $rc -ne 124 ] || fail "fault run: exit $rc (want a failure, not a hang): $(cat "$tmp/f.out")"
+grep -q "worker 1: injected fault at step 3" "$tmp/f.out" || fail "no fault message: $(cat "$tmp/f.out")"
+echo "  stopped in $(( $(date +%s) - t0 )) s, exit $rc"
+
+echo "a rank killed by SIGKILL ends the job (no hang)"
+t0=$(date +%s)
+PLUMB_FAULT=worker:0:step:3:kill timeout 90 $MPIRUN -x PLUMB_FAULT "$PLUMB" train "$model" \
+    $common --schedule gpipe --stages 2 --transport mpi --timeout 30 > "$tmp/k.out" 2>&1
+rc=$?
+[ $rc -ne 0 ] && [ $rc -ne 124 ] || fail "killed rank: exit $rc (want a failure, not a hang): $(cat "$tmp/k.out")"
+echo "  ended in $(( $(date +%s) - t0 )) s, exit $rc"
+echo "train-mpi.sh: all passed"
