@@ -10,13 +10,54 @@
  *  - transfers: the activation bytes crossing the cut after a stage (for a chain, the last
  *    layer's output; for a DAG every tensor with a consumer beyond the cut), scaled the same;
  *  - all-reduce: ring over the stage's replicas (sim_net_allreduce_s) of its parameter bytes;
+ *  - optimizer step: memory-bound, (3 sgd, 5 momentum, 7 adam) x the parameter bytes read
+ *    and written at the device's memory bandwidth (sim_device_mem_Bps);
  *  - memory: stashed bytes per in-flight microbatch (stage input + every layer's output, or
  *    the stage input alone with recompute, plus the recomputed outputs while backward runs). */
 #include "sim/cost.h"
 
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* Memory bandwidths of known devices (bytes/s; vendors' data sheets), matched as a
+ * case-insensitive part of the device type's name, first match wins. */
+static const struct { const char *part; double Bps; } known_mem[] = {
+    {"h200", 4.8e12}, {"h100", 3.35e12}, {"a100", 2.0e12}, {"v100", 0.9e12},
+    {"p100", 0.732e12}, {"titanx", 0.48e12}, {"titan x", 0.48e12}, {"cpu", 10e9},
+};
+
+/* 1 when `part` occurs in `name`, ignoring case. */
+static int has_part(const char *name, const char *part)
+{
+    size_t n = strlen(part);
+    for (const char *p = name; *p; p++) {
+        size_t i = 0;
+        while (i < n && p[i] && tolower((unsigned char)p[i]) == part[i])
+            i++;
+        if (i == n)
+            return 1;
+    }
+    return 0;
+}
+
+double sim_device_mem_Bps(const device_type *t)
+{
+    if (t && t->name)
+        for (size_t i = 0; i < sizeof known_mem / sizeof known_mem[0]; i++)
+            if (has_part(t->name, known_mem[i].part))
+                return known_mem[i].Bps;
+    if (t && t->peak_flops > 0)
+        return SIM_MEM_BYTES_PER_FLOP * t->peak_flops;
+    return SIM_MEM_DEFAULT_BPS * (t && t->speed > 0 ? t->speed : 1);
+}
+
+double sim_step_bytes_per_param(optimizer_kind opt)
+{
+    /* read weights and gradients, write weights; each state tensor read and written */
+    return opt == OPT_ADAM ? 7 : opt == OPT_MOMENTUM ? 5 : 3;
+}
 
 int sim_cost_build(sim_model *m, const plan *pl, const schedule *s, const sim_net *net,
                    int straggler_device, double straggler_factor, plumb_err *err)
@@ -54,8 +95,11 @@ int sim_cost_build(sim_model *m, const plan *pl, const schedule *s, const sim_ne
         const device_type *t = cluster_device_type(c, m->worker_device[w]);
         double speed = t && t->speed > 0 ? t->speed : 1;
         m->worker_scale[w] = 1.0 / speed;
-        if (m->worker_device[w] == straggler_device)
+        m->worker_mem_Bps[w] = sim_device_mem_Bps(t);
+        if (m->worker_device[w] == straggler_device) {
             m->worker_scale[w] *= straggler_factor;
+            m->worker_mem_Bps[w] /= straggler_factor;
+        }
     }
 
     /* bytes crossing the boundary after each layer: a difference array over the order */
@@ -114,6 +158,7 @@ int sim_cost_build(sim_model *m, const plan *pl, const schedule *s, const sim_ne
         m->cut_bytes[st] = st + 1 < s->nstages && last >= 0 ? cross[last] * scale : 0;
         double input = st > 0 && ps->first_layer > 0 ? cross[ps->first_layer - 1] * scale : 0;
         m->grad_bytes[st] = params;
+        m->step_bytes[st] = sim_step_bytes_per_param(pl->optimizer) * params;
         m->allreduce_s[st] = sim_net_allreduce_s(net, ps->devices, ps->replicas, params);
         if (pl->recompute) {
             m->stash_bytes[st] = input;
@@ -141,8 +186,11 @@ int sim_model_alloc(sim_model *m, const schedule *s)
     m->grad_bytes = calloc(ns, sizeof *m->grad_bytes);
     m->stash_bytes = calloc(ns, sizeof *m->stash_bytes);
     m->transient_bytes = calloc(ns, sizeof *m->transient_bytes);
+    m->step_bytes = calloc(ns, sizeof *m->step_bytes);
+    m->worker_mem_Bps = calloc(nw, sizeof *m->worker_mem_Bps);
     if (!m->worker_device || !m->worker_scale || !m->act_s || !m->cut_bytes ||
-        !m->allreduce_s || !m->grad_bytes || !m->stash_bytes || !m->transient_bytes) {
+        !m->allreduce_s || !m->grad_bytes || !m->stash_bytes || !m->transient_bytes ||
+        !m->step_bytes || !m->worker_mem_Bps) {
         sim_model_release(m);
         return -1;
     }
@@ -163,5 +211,7 @@ void sim_model_release(sim_model *m)
     free(m->grad_bytes);
     free(m->stash_bytes);
     free(m->transient_bytes);
+    free(m->step_bytes);
+    free(m->worker_mem_Bps);
     memset(m, 0, sizeof *m);
 }

@@ -14,4 +14,17 @@
 int sim_cost_build(sim_model *m, const plan *pl, const schedule *s, const sim_net *net,
                    int straggler_device, double straggler_factor, plumb_err *err);
 
+/* Memory bandwidth (bytes/s) the optimizer step of a device of type t runs at: a known
+ * device's (matched by name: H200 4.8 TB/s, H100 3.35, A100 2.0, V100 0.9, P100 0.73,
+ * Titan X 0.48, "cpu" 10 GB/s), else SIM_MEM_BYTES_PER_FLOP x its peak FLOP/s, else
+ * SIM_MEM_DEFAULT_BPS x its speed (the profiled device taken as V100-class). t may be
+ * NULL. */
+#define SIM_MEM_BYTES_PER_FLOP 0.07   /* H200: 4.8 TB/s / 67 TFLOP/s; A100, V100 alike */
+#define SIM_MEM_DEFAULT_BPS 0.9e12
+double sim_device_mem_Bps(const device_type *t);
+
+/* Bytes an optimizer step moves per parameter byte: sgd 3 (read weights and gradients,
+ * write weights), momentum 5, adam 7 (each state tensor read and written too). */
+double sim_step_bytes_per_param(optimizer_kind opt);
+
 #endif

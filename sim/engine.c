@@ -92,6 +92,8 @@ static int worker_run(eng *E, int w, double t)
         case ACT_F: case ACT_B: case ACT_I: case ACT_W: case ACT_STEP: {
             int s = a->stage;
             double dur = act_s[(size_t)s * SIM_NC + comp_slot(a->kind)] * scale;
+            if (a->kind == ACT_STEP && m->worker_mem_Bps[w] > 0)
+                dur += m->step_bytes[s] / m->worker_mem_Bps[w];
             if (a->kind == ACT_F) {
                 ws->cur_act += m->stash_bytes[s];
                 if (++ws->inflight > E->r->max_inflight[w])

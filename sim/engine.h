@@ -57,6 +57,10 @@ typedef struct sim_model {
     double *grad_bytes;       /* [nstages] gradient bytes all-reduced */
     double *stash_bytes;      /* [nstages] activation bytes kept per in-flight microbatch */
     double *transient_bytes;  /* [nstages] extra bytes during a backward (recompute) */
+    double *step_bytes;       /* [nstages] bytes one optimizer STEP reads and writes */
+    double *worker_mem_Bps;   /* [nworkers] memory bandwidth its STEPs run at (bytes/s,
+                                 divided by any straggler factor); 0 = steps cost only
+                                 act_s[SIM_C_STEP] */
     sim_net net;
     int record;               /* 1: fill the result's timeline */
     const char **device_names; /* [nworkers] track names, or NULL for defaults */

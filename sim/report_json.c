@@ -89,6 +89,7 @@ static cJSON *stage_json(const sim_stage_report *s, int i)
     json_add_num(o, "backward_s", s->backward_s);
     json_add_num(o, "input_grad_s", s->input_grad_s);
     json_add_num(o, "weight_grad_s", s->weight_grad_s);
+    json_add_num(o, "step_s", s->step_s);
     json_add_num(o, "send_bytes", s->send_bytes);
     json_add_num(o, "parameter_bytes", s->parameter_bytes);
     json_add_num(o, "stash_bytes_per_microbatch", s->activation_bytes);

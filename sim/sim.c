@@ -163,6 +163,10 @@ static int fill_report(sim_report *rep, const plan *pl, const sim_model *m, cons
                                 .replicas = ps->replicas, .forward_s = a[SIM_C_F] * sc,
                                 .backward_s = a[SIM_C_B] * sc, .input_grad_s = a[SIM_C_I] * sc,
                                 .weight_grad_s = a[SIM_C_W] * sc,
+                                .step_s = a[SIM_C_STEP] * sc +
+                                          (m->worker_mem_Bps[w0] > 0
+                                               ? m->step_bytes[st] / m->worker_mem_Bps[w0]
+                                               : 0),
                                 .send_bytes = m->cut_bytes[st],
                                 .parameter_bytes = m->grad_bytes[st],
                                 .activation_bytes = m->stash_bytes[st],

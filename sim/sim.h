@@ -91,6 +91,7 @@ typedef struct sim_stage_report {
     int first_layer, last_layer, replicas;
     double forward_s, backward_s;          /* backward includes recompute when on */
     double input_grad_s, weight_grad_s;    /* the zero-bubble split (I, W) */
+    double step_s;                         /* one optimizer step (memory-bound) */
     double send_bytes;                     /* activations sent to the next stage */
     double parameter_bytes;
     double activation_bytes;               /* stashed per in-flight microbatch */

@@ -26,10 +26,13 @@ static sim_report *run(const plan *pl, const sim_options *o)
     return r;
 }
 
+/* Free communication, and no parameters (so a free optimizer step): the closed forms of
+ * the pipeline papers. Tests that set parameters add the step, stages[].step_s. */
 static void free_comm(sim_synth *s)
 {
     s->activation_bytes = 0;
     s->latency_us[0] = s->latency_us[1] = 0;
+    s->parameter_bytes = 0;
 }
 
 /* |a - b| within a relative tolerance (absolute when b is about 0). */
@@ -164,8 +167,14 @@ Test(sim, pipedream_steady_state_and_versions)
     sim_options_init(&o);
     o.iterations = 4;
     sim_report *r = run(pl, &o);
-    cr_expect(NEAR(r->iteration_s, 16 * 6e-3, 1e-6), "iteration %g s", r->iteration_s);
-    cr_expect(NEAR(r->samples_per_s, 32 / 6e-3, 1e-6), "%g samples/s", r->samples_per_s);
+    /* PipeDream steps after every backward: stage 2's cycle is F + B + its step, the
+     * step sgd's 3 x 1 MB at the default 0.9 TB/s */
+    double step = r->stages[2].step_s;
+    cr_expect(NEAR(step, 3e6 / 0.9e12, 1e-9), "step %g s", step);
+    cr_expect(NEAR(r->iteration_s, 16 * (6e-3 + step), 1e-6), "iteration %g s",
+              r->iteration_s);
+    cr_expect(NEAR(r->samples_per_s, 32 / (6e-3 + step), 1e-6), "%g samples/s",
+              r->samples_per_s);
     for (int st = 0; st < 4; st++) {
         cr_expect_eq(r->stages[st].weight_versions, 4 - st, "stage %d: %d versions", st,
                      r->stages[st].weight_versions);
@@ -193,6 +202,7 @@ Test(sim, one_stage_sums_layers)
     s.microbatches = 5;
     s.microbatch_size = 16; /* half the profiled minibatch of 32 */
     s.speed = 2;
+    s.parameter_bytes = 0;  /* no optimizer step */
     plan *pl = make(&s);
     double f[3] = {1, 2, 3}, b[3] = {2, 5, 7}, sum = 0;
     for (int i = 0; i < 3; i++) {
@@ -233,8 +243,10 @@ Test(sim, ring_allreduce)
         double ar = 2.0 * (r - 1) / r * 10e6 / 1e9;
         cr_expect(NEAR(rep->stages[0].allreduce_s, ar, 1e-9), "r=%d: %g vs %g", r,
                   rep->stages[0].allreduce_s, ar);
-        cr_expect(NEAR(rep->iteration_s, 3e-3 + ar, 1e-9), "r=%d: iteration %g vs %g", r,
-                  rep->iteration_s, 3e-3 + ar);
+        double step = rep->stages[0].step_s;  /* after the all-reduce */
+        cr_expect(NEAR(step, 3 * 10e6 / 0.9e12, 1e-9));
+        cr_expect(NEAR(rep->iteration_s, 3e-3 + ar + step, 1e-9), "r=%d: iteration %g vs %g",
+                  r, rep->iteration_s, 3e-3 + ar + step);
         cr_expect(NEAR(rep->devices[0].comm_s, ar, 1e-9));
         /* the ring's traffic: 2 (r - 1) / r x P leave each replica per iteration */
         cr_assert_eq(rep->nlinks, r == 2 ? 2 : r);
@@ -265,7 +277,7 @@ Test(sim, allreduce_overlaps_backward)
     plan *pl = make(&s);
     sim_report *rep = run(pl, NULL);
     double T = 2.0 * 1 / 2 * s.parameter_bytes / 1e9, b = 40e-3, K = 4;
-    double tail = fmax(b / K + T, b + T / K);
+    double tail = fmax(b / K + T, b + T / K) + rep->stages[0].step_s;
     cr_expect(NEAR(rep->iteration_s, 1e-3 + tail, 1e-9), "%g vs %g", rep->iteration_s,
               1e-3 + tail);
     cr_expect(rep->iteration_s < 1e-3 + b + T);

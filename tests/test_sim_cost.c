@@ -1,6 +1,7 @@
 /* test_sim_cost.c: the simulator's cost model: transfer bytes across a DAG's cut, the
  * zero-bubble split (from the profile, or half and half), per-device speed on a
- * heterogeneous cluster, and the linear scaling from the profiled minibatch. */
+ * heterogeneous cluster, the linear scaling from the profiled minibatch, and the optimizer
+ * step's memory-bound cost. */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <string.h>
@@ -126,7 +127,9 @@ Test(sim_cost, heterogeneous_speed)
     cr_expect(near(r->stages[1].forward_s, 1e-3));
     cr_expect_str_eq(r->devices[0].type, "fast");
     cr_expect(near(r->devices[1].mem.capacity, 16.0 * 1073741824));
-    cr_expect(near(r->iteration_s, 8 * 3e-3), "%g", r->iteration_s);
+    /* the slow stage steps after each backward: 3 x 4 MB at its default 0.9 TB/s */
+    cr_expect(near(r->stages[1].step_s, 12e6 / 0.9e12));
+    cr_expect(near(r->iteration_s, 8 * (3e-3 + r->stages[1].step_s)), "%g", r->iteration_s);
     sim_report_free(r);
     plan_free(pl);
     plan_free(syn);
@@ -152,4 +155,74 @@ Test(sim_cost, schedule_must_match_plan)
     schedule_free(sch);
     plan_free(pl);
     plan_free(other);
+}
+
+/* Memory bandwidth of a device type: known names, else 0.07 B/FLOP of its peak, else
+ * 0.9 TB/s x its speed. */
+Test(sim_cost, device_memory_bandwidth)
+{
+    device_type t = {.name = "H200-SXM-141GB", .speed = 4, .peak_flops = 67e12};
+    cr_expect(near(sim_device_mem_Bps(&t), 4.8e12));
+    t.name = "V100-PCIe-16GB";
+    cr_expect(near(sim_device_mem_Bps(&t), 0.9e12));
+    t.name = "cpu-worker";
+    cr_expect(near(sim_device_mem_Bps(&t), 10e9));
+    t.name = "mystery";
+    t.peak_flops = 10e12;
+    cr_expect(near(sim_device_mem_Bps(&t), 0.7e12));
+    t.peak_flops = 0;
+    t.speed = 2;
+    cr_expect(near(sim_device_mem_Bps(&t), 1.8e12));
+    cr_expect(near(sim_device_mem_Bps(NULL), 0.9e12));
+    cr_expect(near(sim_step_bytes_per_param(OPT_SGD), 3));
+    cr_expect(near(sim_step_bytes_per_param(OPT_MOMENTUM), 5));
+    cr_expect(near(sim_step_bytes_per_param(OPT_ADAM), 7));
+}
+
+/* The optimizer step is memory-bound: one stage on one device (no pipeline), 4 layers of
+ * 100 MB parameters: the step moves k x 400 MB (k = 3 sgd, 5 momentum, 7 adam) at the
+ * synthetic device's 0.9 TB/s, after the iteration's compute m (F + B); a straggler
+ * slows it like the compute. */
+Test(sim_cost, optimizer_step_time)
+{
+    sim_synth s;
+    sim_synth_init(&s);
+    s.nstages = 1;
+    s.layers_per_stage = 4;
+    s.microbatches = 2;
+    s.activation_bytes = 0;
+    s.parameter_bytes = 100e6;
+    static const optimizer_kind opts[] = {OPT_SGD, OPT_MOMENTUM, OPT_ADAM};
+    static const double k[] = {3, 5, 7};
+    for (int i = 0; i < 3; i++) {
+        s.optimizer = opts[i];
+        plumb_err e;
+        plan *pl = sim_synth_plan(&s, &e);
+        cr_assert_not_null(pl, "%s", e.msg);
+        sim_options o;
+        sim_options_init(&o);
+        o.timeline = 1;
+        sim_report *r = sim_run(pl, &o, &e);
+        cr_assert_not_null(r, "%s", e.msg);
+        double step = k[i] * 400e6 / 0.9e12;
+        cr_expect(near(r->stages[0].step_s, step), "%g vs %g", r->stages[0].step_s, step);
+        cr_expect(near(r->iteration_s, 2 * 4 * 3e-3 + step), "%g", r->iteration_s);
+        cr_expect(near(r->devices[0].busy_s, r->iteration_s));
+        int steps = 0;  /* the timeline shows each step with its time */
+        for (size_t j = 0; j < r->tl->n; j++)
+            if (r->tl->ev[j].kind == TL_STEP) {
+                steps++;
+                cr_expect(near(r->tl->ev[j].dur_s, step));
+            }
+        cr_expect_eq(steps, r->iterations);
+        o.timeline = 0;
+        o.straggler_device = 0;
+        o.straggler_factor = 2;
+        sim_report *slow = sim_run(pl, &o, &e);
+        cr_assert_not_null(slow, "%s", e.msg);
+        cr_expect(near(slow->iteration_s, 2 * r->iteration_s), "%g", slow->iteration_s);
+        sim_report_free(slow);
+        sim_report_free(r);
+        plan_free(pl);
+    }
 }
