@@ -604,6 +604,7 @@ int runtime_run(const rt_cfg *cfg, rt_result *res, plumb_err *err)
     }
     if (c.bk->hint_workers) c.bk->hint_workers(c.local_workers ? c.nlocal : W);
     double t0 = train_now();
+    int start_failed = 0;
     for (int w = 0; w < W; w++) wks[w] = (worker){.cfg = &c, .sh = &sh, .w = w, .peak = -1};
     for (int li = 0; li < (c.local_workers ? c.nlocal : W); li++) {
         int w = c.local_workers ? c.local_workers[li] : li;
@@ -611,6 +612,7 @@ int runtime_run(const rt_cfg *cfg, rt_result *res, plumb_err *err)
             err_set(err, NULL, NULL, "runtime: local worker %d: expected a distinct worker "
                     "from 0 to %d", w, W - 1);
             c.tr->abort(c.tr, err->msg);
+            start_failed = 1;
             break;
         }
         wks[w].params_out = res->params;
@@ -623,11 +625,13 @@ int runtime_run(const rt_cfg *cfg, rt_result *res, plumb_err *err)
         if (!wks[w].loss || !wks[w].corr || !wks[w].rows) {
             err_set(err, NULL, NULL, "out of memory");
             c.tr->abort(c.tr, "out of memory");
+            start_failed = 1;
             break;
         }
         if (pthread_create(&th[w], NULL, worker_main, &wks[w]) != 0) {
             err_set(err, NULL, NULL, "cannot start worker thread %d", w);
             c.tr->abort(c.tr, "a worker thread could not start");
+            start_failed = 1;
             break;
         }
         started[w] = 1;
@@ -636,7 +640,7 @@ int runtime_run(const rt_cfg *cfg, rt_result *res, plumb_err *err)
         if (started[w]) pthread_join(th[w], NULL);
     res->seconds = train_now() - t0;
     if (c.bk->hint_workers) c.bk->hint_workers(1);
-    if (err->msg[0]) goto done;
+    if (start_failed) goto done;
     if (sh.first.msg[0]) {
         err_set(err, NULL, NULL, "%s", sh.first.msg);
         goto done;
