@@ -80,34 +80,20 @@ static double time_native(const profile *p, const cluster *c, int k, int reps, d
     return best;
 }
 
-/* Simulates pl with schedule k and a microbatch count that suits its replicas. */
-static double sim_as(const plan *pl, sched_kind k, int *fits)
+/* pl's partition scored as the planner scores its own (native_sim_as, default options:
+ * 1f1b-flush, profiled microbatch size, default microbatch count, recomputation when it
+ * helps). -1 when it does not fit (or the simulator refused it). */
+static double as_native(const plan *pl)
 {
-    long long L = 1;
-    for (int s = 0; s < pl->nstages; s++) {
-        long long a = L, b = pl->stages[s].replicas;
-        while (b) {
-            long long t = a % b;
-            a = b;
-            b = t;
-        }
-        L = L / a * pl->stages[s].replicas;
-        if (L > 4096) return -1;
-    }
-    int M = (int)L;
-    while (M < 2 * pl->nstages) M += (int)L;
-    sim_options so;
-    sim_options_init(&so);
-    so.schedule = k;
-    so.microbatches = M;
-    so.iterations = 4; /* the asynchronous schedule needs a few to reach steady state */
-    plumb_err e;
-    sim_report *r = sim_run(pl, &so, &e);
-    if (!r) return -1;
-    double t = r->samples_per_s;
-    *fits = r->fits;
-    sim_report_free(r);
-    return t;
+    int fits = 0;
+    double t = pl ? native_sim_as(pl, NULL, NULL, &fits) : -1;
+    return fits ? t : -1;
+}
+
+static void show(double t)
+{
+    if (t > 0) printf(" %8.1f smp/s", t);
+    else printf(" %14s", "no fit");
 }
 
 int main(int argc, char **argv)
@@ -121,8 +107,9 @@ int main(int argc, char **argv)
     char **pp, **cc;
     int np = list_json(argv[1], &pp), nc = list_json(argv[2], &cc), rc = 0;
     double worst = 0, worst_auto = 0, worst_ui = 0;
-    printf("%-20s %-22s %9s %9s %13s %13s %7s %5s\n", "profile", "cluster", "native", "auto",
-           "native-pd", "pipedream-pd", "ratio", "fits");
+    int worse = 0, pairs = 0;
+    printf("%-15s %-22s %9s %9s %14s %14s %14s %14s %s\n", "profile", "cluster", "native",
+           "auto", "native plan", "data-parallel", "pipedream-part", "no recompute", "");
     for (int i = 0; i < np; i++) {
         plumb_err e;
         profile *p = profile_load(pp[i], &e);
@@ -130,8 +117,9 @@ int main(int argc, char **argv)
         for (int j = 0; j < nc; j++) {
             cluster *c = cluster_load(cc[j], &e);
             if (!c) continue;
-            double thr, thra, thrp;
-            double tn = time_native(p, c, SCHED_1F1B_FLUSH, reps, &thr, NULL);
+            double thr, thra;
+            plan *nat = NULL;
+            double tn = time_native(p, c, SCHED_1F1B_FLUSH, reps, &thr, &nat);
             /* the dashboard may ask for any schedule: on 16 GPUs, the slowest of them */
             double tui = 0;
             for (int k = 0; c->ndevices == 16 && k < SCHED_NKINDS; k++) {
@@ -140,30 +128,51 @@ int main(int argc, char **argv)
             }
             if (tui > worst_ui) worst_ui = tui;
             double ta = time_native(p, c, NATIVE_SCHED_AUTO, reps, &thra, NULL);
-            plan *np_ = NULL;
-            time_native(p, c, SCHED_PIPEDREAM, 1, &thrp, &np_);
-            double native_pd = -1, pipedream_pd = -1;
-            int fn = 0, fp = 0;
-            if (np_) native_pd = sim_as(np_, SCHED_PIPEDREAM, &fn);
+            /* quality: the native plan (as simulated by the planner) against data
+             * parallelism and PipeDream's partition, scored the same way */
+            double tnat = nat ? nat->pred_samples_per_s : -1;
+            plan *dp = native_dp_plan(p, c, 0, &e);
+            double tdp = as_native(dp);
             plan *pd = planner_pipedream(p, c, NULL, NULL, &e);
-            if (pd) pipedream_pd = sim_as(pd, SCHED_PIPEDREAM, &fp);
-            printf("%-20s %-22s %6.1f ms %6.1f ms %7.1f smp/s %7.1f smp/s %6.2fx %d/%d\n",
-                   p->name, c->name, tn, ta, native_pd, pipedream_pd,
-                   native_pd > 0 && pipedream_pd > 0 ? native_pd / pipedream_pd : 0, fn, fp);
+            double tpd = as_native(pd);
+            /* the same planner with recomputation off */
+            double th9 = -1;
+            {
+                native_options o;
+                native_options_init(&o);
+                o.recompute = 0;
+                plan *old = planner_native(p, c, &o, NULL, &e);
+                if (old) th9 = old->pred_samples_per_s;
+                plan_free(old);
+            }
+            int bad = (tdp > 0 && tnat < 0.995 * tdp) || (tpd > 0 && tnat < 0.995 * tpd);
+            pairs++;
+            worse += bad;
+            printf("%-15s %-22s %6.1f ms %6.1f ms", p->name, c->name, tn, ta);
+            show(tnat);
+            show(tdp);
+            show(tpd);
+            show(th9);
+            printf("%s\n", bad ? "  WORSE" : "");
+            fflush(stdout);
             if (tn > worst) worst = tn;
             if (ta > worst_auto) worst_auto = ta;
             if (tn >= 100 || ta >= 100) rc = 1;
             if (c->ndevices == 16 && tui >= 50) rc = 1;
-            plan_free(np_);
+            plan_free(nat);
+            plan_free(dp);
             plan_free(pd);
             cluster_free(c);
         }
         profile_free(p);
     }
+    printf("native plan slower than data parallelism or PipeDream's partition (both scored "
+           "like the plan): %d of %d pairs\n", worse, pairs);
+    if (worse) rc = 1;
     printf("slowest: native %.1f ms, auto %.1f ms, any schedule on 16 GPUs %.1f ms (CPU, best "
            "of %d); bounds 100 ms, 50 ms on 16 GPUs\n", worst, worst_auto, worst_ui, reps);
-    printf("(native-pd / pipedream-pd: simulated samples/s of the pipedream schedule on the "
-           "native partition and on PipeDream's; fits: native/PipeDream plan fits memory)\n");
+    printf("(simulated samples/s, 1f1b-flush, profiled microbatch size, default microbatch "
+           "count, recomputation when it helps; no recompute: the planner with --recompute off)\n");
     for (int i = 0; i < np; i++) free(pp[i]);
     for (int j = 0; j < nc; j++) free(cc[j]);
     free(pp);

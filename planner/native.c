@@ -16,6 +16,7 @@ void native_options_init(native_options *o)
 {
     memset(o, 0, sizeof *o);
     o->schedule = SCHED_1F1B_FLUSH;
+    o->recompute = NATIVE_RECOMPUTE_AUTO;
     o->optimizer = OPT_MOMENTUM;
 }
 
@@ -92,6 +93,21 @@ int planner_native_check(const profile *p, const cluster *c, const native_option
     return 0;
 }
 
+int native_default_microbatches(const plan *pl, sched_kind k)
+{
+    if (!pl || pl->nstages < 1) return 1;
+    if (k == SCHED_INTERLEAVED || k == SCHED_ZB_V) {
+        int ranks = pl->nstages / (pl->chunks > 0 ? pl->chunks : 1);
+        return 2 * (ranks > 0 ? ranks : 1);
+    }
+    int *reps = malloc((size_t)pl->nstages * sizeof *reps);
+    if (!reps) return 4 * pl->nstages;
+    for (int i = 0; i < pl->nstages; i++) reps[i] = pl->stages[i].replicas;
+    int M = nm_policy_microbatches(k, pl->nstages, reps);
+    free(reps);
+    return M;
+}
+
 /* --- models and candidates -------------------------------------------------------------- */
 
 int nm_models_build(nm_models *ms, const profile *p, const cluster *c, int ndev,
@@ -142,6 +158,53 @@ static int cands_push(nm_cands *cs, const nm_cand *c)
 
 #define NM_PARTS 8
 
+/* Sets c's microbatch count to the default of its partition and prices it; when that does
+ * not fit memory (gpipe stashes every microbatch), the smaller fallback count. */
+static void settle_m(const nm_model *m, nm_cand *c)
+{
+    c->s.M = nm_default_microbatches(m, c->s.kind, &c->pt);
+    nm_price(m, &c->s, &c->pt);
+    if (c->pt.fits) return;
+    int lm = nm_legacy_microbatches(m, c->s.kind, &c->pt);
+    if (lm >= c->s.M) return;
+    c->s.M = lm;
+    nm_price(m, &c->s, &c->pt);
+}
+
+int nm_baselines(const nm_models *ms, const nm_setting *s, int fixedM, nm_cands *out,
+                 int *dp_runs, int *have)
+{
+    if (ms->n < 1 || s->kind == SCHED_INTERLEAVED || s->kind == SCHED_ZB_V) return 0;
+    const nm_model *m = &ms->m[0];
+    nm_part parts[3];
+    int n = 0;
+    /* data parallelism: every block on every unit */
+    memset(&parts[0], 0, sizeof parts[0]);
+    parts[0].nst = parts[0].ranks = 1;
+    parts[0].st[0] = (nm_stage){0, m->nb, 0, m->U};
+    n = *have & 1 ? 0 : 1;
+    /* straight pipelines: the program with one unit per stage */
+    if (m->g == 1 && !(*have & 2)) {
+        nm_model one = *m;
+        one.nr = 1;
+        one.rlist[0] = 1;
+        nm_setting g = *s;
+        if (!fixedM) g.M = 2 * m->ndev;
+        n += nm_partitions(&one, &g, parts + 1, 2, dp_runs);
+    }
+    int added = 0;
+    for (int i = 0; i < n; i++) {
+        nm_cand c = {.mod = 0, .s = *s, .pt = parts[i], .must = 1};
+        if (fixedM) nm_price(m, &c.s, &c.pt);
+        else settle_m(m, &c);
+        if (!c.pt.fits) continue;
+        if (cands_push(out, &c)) return -1;
+        *have |= c.pt.nst == 1 && c.pt.st[0].r == m->U ? 1 : 2;
+        added++;
+    }
+    return added;
+}
+
 int nm_gather(const nm_models *ms, const nm_setting *s, int fixedM, nm_cands *out,
               int *dp_runs)
 {
@@ -155,10 +218,7 @@ int nm_gather(const nm_models *ms, const nm_setting *s, int fixedM, nm_cands *ou
         int n = nm_partitions(m, &g, parts, NM_PARTS, dp_runs);
         for (int i = 0; i < n; i++) {
             nm_cand c = {.mod = k, .s = g, .pt = parts[i]};
-            if (!fixedM) {
-                c.s.M = nm_default_microbatches(m, g.kind, &parts[i]);
-                nm_price(m, &c.s, &c.pt);
-            }
+            if (!fixedM) settle_m(m, &c);
             if (!c.pt.fits) continue;
             if (cands_push(out, &c)) {
                 free(parts);
@@ -178,8 +238,9 @@ int nm_reprice(const nm_models *ms, nm_cands *cs, int from, int to, sched_kind k
     for (int i = from; i < to; i++) {
         nm_cand c = cs->v[i];
         c.s.kind = kind;
-        if (!fixedM) c.s.M = nm_default_microbatches(&ms->m[c.mod], kind, &c.pt);
-        nm_price(&ms->m[c.mod], &c.s, &c.pt);
+        c.must = 0;
+        if (!fixedM) settle_m(&ms->m[c.mod], &c);
+        else nm_price(&ms->m[c.mod], &c.s, &c.pt);
         if (!c.pt.fits) continue;
         if (cands_push(cs, &c)) return -1;
         added++;
@@ -217,10 +278,11 @@ static int cmp_rank(const void *a, const void *b)
     return (ty > tx) - (ty < tx);
 }
 
-static int same_cand(const nm_models *ms, const nm_cand *a, const nm_cand *b)
+/* 1 when a and b are the same plan; any_rc: whatever their recomputation. */
+static int same_plan(const nm_models *ms, const nm_cand *a, const nm_cand *b, int any_rc)
 {
     if (a->s.kind != b->s.kind || a->s.M != b->s.M || a->s.mbsize != b->s.mbsize ||
-        a->s.recompute != b->s.recompute || a->pt.nst != b->pt.nst)
+        (!any_rc && a->s.recompute != b->s.recompute) || a->pt.nst != b->pt.nst)
         return 0;
     const nm_model *ma = &ms->m[a->mod], *mb = &ms->m[b->mod];
     for (int i = 0; i < a->pt.nst; i++) {
@@ -230,6 +292,26 @@ static int same_cand(const nm_models *ms, const nm_cand *a, const nm_cand *b)
             return 0;
     }
     return 1;
+}
+
+static int same_cand(const nm_models *ms, const nm_cand *a, const nm_cand *b)
+{
+    return same_plan(ms, a, b, 0);
+}
+
+/* 1 when c recomputes although the same plan without recomputation fits with a margin
+ * (5 % of the capacity, for what the cost model's memory may miss): recomputation then
+ * only adds a forward pass per microbatch. */
+static int needless_rc(const nm_models *ms, const nm_cands *cs, int n, const nm_cand *c)
+{
+    if (!c->s.recompute) return 0;
+    for (int j = 0; j < n; j++) {
+        const nm_cand *d = &cs->v[j];
+        if (!d->s.recompute && d->pt.fits && d->pt.peak_mem <= 0.95 * d->pt.cap &&
+            same_plan(ms, c, d, 1))
+            return 1;
+    }
+    return 0;
 }
 
 /* Simulates c; fills its sim_* figures. 0, or -1 when the simulator refused the plan. */
@@ -278,9 +360,12 @@ int nm_finish(const nm_models *ms, nm_cands *cs, const native_options *o, int ns
     /* drop duplicates (the same plan from two orders or two thresholds) */
     int k = 0;
     for (int i = 0; i < cs->n; i++) {
-        int dup = 0;
-        for (int j = 0; j < k && !dup; j++) dup = same_cand(ms, &cs->v[j], &cs->v[i]);
-        if (!dup) cs->v[k++] = cs->v[i];
+        if (needless_rc(ms, cs, cs->n, &cs->v[i])) continue;
+        int dup = -1;
+        for (int j = 0; j < k && dup < 0; j++)
+            if (same_cand(ms, &cs->v[j], &cs->v[i])) dup = j;
+        if (dup < 0) cs->v[k++] = cs->v[i];
+        else if (cs->v[i].must) cs->v[dup].must = 1;
     }
     cs->n = k;
     /* the best estimate of every schedule first, so each is kept and simulated */
@@ -291,10 +376,19 @@ int nm_finish(const nm_models *ms, nm_cands *cs, const native_options *o, int ns
         free(lead);
         return err_set(err, NULL, NULL, "out of memory");
     }
+    /* the baselines first (always simulated), then the best estimate of each schedule */
     k = 0;
+    int nmust = 0;
+    for (int i = 0; i < cs->n; i++)
+        if (cs->v[i].must && nmust < NM_MAX_RESULT / 2) {
+            ord[k++] = cs->v[i];
+            lead[i] = 1;
+            nmust++;
+        }
     for (int i = 0; i < cs->n; i++) {
-        int first = 1;
-        for (int j = 0; j < i && first; j++) first = cs->v[j].s.kind != cs->v[i].s.kind;
+        int first = !lead[i];
+        for (int j = 0; j < i && first; j++)
+            first = cs->v[j].s.kind != cs->v[i].s.kind || (lead[j] && cs->v[j].must);
         if (first) {
             ord[k++] = cs->v[i];
             lead[i] = 1;
@@ -310,6 +404,7 @@ int nm_finish(const nm_models *ms, nm_cands *cs, const native_options *o, int ns
     if (!plans) return err_set(err, NULL, NULL, "out of memory");
     /* simulate in that order: each schedule's best, then the next best estimates */
     int simulated = 0;
+    if (o->sim_top >= 0) nsim += nmust;
     for (int i = 0; i < keep && simulated < nsim; i++) {
         plumb_err e;
         err_clear(&e);
@@ -554,14 +649,21 @@ plan *planner_native(const profile *p, const cluster *c, const native_options *o
                     o->microbatch_size > 0 ? o->microbatch_size : p->minibatch,
                     o->recompute == 1, o->chunks > 1 ? o->chunks : 2, o->optimizer, 0};
     nm_cands cs = {0};
-    int n = nm_gather(&ms, &s, o->microbatches > 0, &cs, &res->dp_runs);
-    if (n == 0 && o->recompute == NATIVE_RECOMPUTE_AUTO) {
-        s.recompute = 1;
-        n = nm_gather(&ms, &s, o->microbatches > 0, &cs, &res->dp_runs);
+    int n = 0, fixedM = o->microbatches > 0;
+    /* recomputation off, on, or (auto, the default) both, ranked by the simulator: it costs
+     * a forward per microbatch but may let a better partition fit */
+    int rc0 = o->recompute == 1 ? 1 : 0, rc1 = o->recompute == 0 ? 0 : 1;
+    int have = 0; /* baselines that fit without recomputation need no recomputing twin */
+    for (int rc = rc0; rc <= rc1 && n >= 0; rc++) {
+        s.recompute = rc;
+        int a = nm_gather(&ms, &s, fixedM, &cs, &res->dp_runs);
+        int b = a < 0 ? 0 : nm_baselines(&ms, &s, fixedM, &cs, &res->dp_runs, &have);
+        n = a < 0 || b < 0 ? -1 : n + a + b;
     }
+    if (n == 0) s.recompute = rc1; /* what the suggestions start from */
     /* chunked schedules simulate slowly (ranks x chunks stages): two of them */
     int nsim = o->sim_top > 0 ? o->sim_top : o->sim_top < 0 ? 0
-               : s.kind == SCHED_INTERLEAVED || s.kind == SCHED_ZB_V ? 2 : 3;
+               : s.kind == SCHED_INTERLEAVED || s.kind == SCHED_ZB_V ? 2 : 4;
     if (n < 0 || nm_finish(&ms, &cs, o, nsim, res, err)) {
         if (n < 0) err_set(err, NULL, NULL, "out of memory");
         nm_cands_free(&cs);

@@ -33,11 +33,12 @@ typedef struct native_options {
     int schedule;               /* sched_kind (any, zb-v included), or NATIVE_SCHED_AUTO.
                                    Default 1f1b-flush */
     int microbatches;           /* per iteration (per optimizer step of the flushing kinds);
-                                   0 = choose (4 x stages, rounded to the replicas) */
+                                   0 = choose (native_default_microbatches) */
     int microbatch_size;        /* samples per microbatch; 0 = the profile's minibatch (the
                                    size it was measured at); auto also tries halving it when
                                    memory is short */
-    int recompute;              /* 0 off, 1 on, NATIVE_RECOMPUTE_AUTO: on only when it helps */
+    int recompute;              /* 0 off, 1 on, NATIVE_RECOMPUTE_AUTO (the default): both
+                                   tried, the simulator ranks them */
     int chunks;                 /* virtual stages per device for interleaved; 0 = 2 (zb-v
                                    always has 2) */
     double memory_limit_bytes;  /* > 0: each device's capacity is min(its memory, this) */
@@ -53,6 +54,16 @@ typedef struct native_options {
 
 /* Sets o to the defaults above. */
 void native_options_init(native_options *o);
+
+/* The microbatch count the native planner gives pl's stages under schedule k when none is
+ * asked for: a multiple of every stage's replica count (of the largest when their lcm
+ * exceeds 64; always of the lcm for pipedream and 2bw), at least 4 x stages and the
+ * largest replica count; for the flushing kinds also 2 x stages microbatches per replica
+ * of the most replicated stage, up to 4 x the devices used (2bw: what its weight
+ * versions need; interleaved and zb-v: 2 x ranks). The planner
+ * falls back to 4 x stages when that does not fit memory (gpipe). Baselines compared
+ * with the planner (tests, bench) use it too. */
+int native_default_microbatches(const plan *pl, sched_kind k);
 
 /* One evaluated candidate (a schedule, a microbatching, a recomputation choice and the
  * best partition the dynamic program found for them). */
@@ -118,6 +129,18 @@ plan *planner_native(const profile *p, const cluster *c, const native_options *o
  * on bad input. res->nothing_fits tells whether any candidate fits. */
 int planner_auto(const profile *p, const cluster *c, const native_options *o,
                  native_result *res, plumb_err *err);
+
+/* Plain data parallelism: one stage of every layer on devices 0..ndev-1 (ndev <= 0: all),
+ * schedule 1f1b-flush, the profile's minibatch. NULL with err when out of memory. */
+plan *native_dp_plan(const profile *p, const cluster *c, int ndev, plumb_err *err);
+
+/* Simulates pl's partition as planner_native would score it under o (NULL = defaults):
+ * o's schedule (NATIVE_SCHED_AUTO: 1f1b-flush), microbatch size (0: the profile's),
+ * microbatches (0: native_default_microbatches), optimizer, memory limit and iterations;
+ * recomputation off, on, or both (o->recompute), keeping the run that fits, then the
+ * faster. Returns its samples/s (-1 when the simulator refused every run) and sets
+ * *recompute and *fits (either may be NULL). Does not modify pl. */
+double native_sim_as(const plan *pl, const native_options *o, int *recompute, int *fits);
 
 /* Prints the top `top` candidates of res as a table (rank, schedule, sync/async mark,
  * microbatches x size, recompute, stages, throughput, peak memory, reason), every figure

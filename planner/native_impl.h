@@ -103,10 +103,20 @@ int nm_partitions(const nm_model *m, const nm_setting *s, nm_part *out, int max,
 /* The interleaved partitions (ranks x chunks stages, no replication). Same contract. */
 int nm_partitions_interleaved(const nm_model *m, const nm_setting *s, nm_part *out, int max);
 
-/* The default microbatch count of a partition for kind k: 4 x stages, at least the largest
- * replica count, a multiple of the replica counts' lcm (or of the largest when the lcm
- * exceeds 64); for 2bw at least what its two weight versions need. */
+/* The default microbatch count of nst stages of reps[i] devices for kind k: 4 x stages,
+ * and for the flushing kinds 2 x stages per replica of the most replicated stage (at most
+ * 4 x the devices used), at least the largest replica count, a multiple of the
+ * replica counts' lcm (or of the largest when the lcm exceeds 64; always the lcm for
+ * pipedream and 2bw); for 2bw at least what its two weight versions need. */
+int nm_policy_microbatches(sched_kind k, int nst, const int *reps);
+
+/* nm_policy_microbatches of a partition (chunked kinds: 2 x ranks). */
 int nm_default_microbatches(const nm_model *m, sched_kind k, const nm_part *part);
+
+/* The fallback when the default count does not fit memory (gpipe stashes every
+ * microbatch): the smaller 4 x stages rule (at least the largest replica count, same
+ * rounding). Never more than nm_default_microbatches. */
+int nm_legacy_microbatches(const nm_model *m, sched_kind k, const nm_part *part);
 
 /* Builds the plan of part under s (devices from m's order). NULL with err. */
 plan *nm_plan(const nm_model *m, const nm_setting *s, const nm_part *part, plumb_err *err);
@@ -140,6 +150,7 @@ typedef struct nm_cand {
     int simulated, sim_fits;
     double sim_thr, sim_iter, sim_bubble, sim_peak;
     double *sim_dev_peak; /* [c->ndevices] or NULL */
+    int must;         /* a baseline (data parallelism, straight pipeline): always simulated */
 } nm_cand;
 
 typedef struct nm_cands {
@@ -154,6 +165,15 @@ void nm_cands_free(nm_cands *cs);
  * or -1 when out of memory. */
 int nm_gather(const nm_models *ms, const nm_setting *s, int fixedM, nm_cands *out,
               int *dp_runs);
+
+/* Adds the baselines for s, marked `must` (always simulated, so the plan returned is never
+ * slower, as simulated, than they are): plain data parallelism (one stage on every device)
+ * and the best straight pipelines (one device per stage) the program finds, on the first
+ * model, M as in nm_gather. *have (in and out): bit 0 data parallelism, bit 1 a straight
+ * pipeline already added (skipped here), set for those added. Returns how many fit, or -1
+ * when out of memory. */
+int nm_baselines(const nm_models *ms, const nm_setting *s, int fixedM, nm_cands *out,
+                 int *dp_runs, int *have);
 
 /* Adds the fitting candidates of cs->v[from..to) re-priced for schedule `kind` (the same
  * partitions; zb-h1 from 1f1b-flush, 2bw from pipedream). Returns how many, -1 on OOM. */

@@ -235,10 +235,13 @@ int nm_model_build(nm_model *m, const profile *p, const cluster *c, int ndev,
     free(cross);
     cross = NULL;
 
-    /* replica counts (units): 1..8, powers of two, whole servers, everything */
+    /* replica counts (units): 1..8, powers of two, whole servers, everything, and all
+     * but 1..8 units (PipeDream's typical "15-1": one big replicated stage beside a few
+     * small ones) */
     int per = c->levels[0].count > 0 ? c->levels[0].count : 1;
     for (int r = 1; r <= U && m->nr < NM_MAX_UNITS; r++)
-        if (r <= 8 || is_pow2(r) || (r * m->g) % per == 0 || r == U) m->rlist[m->nr++] = r;
+        if (r <= 8 || is_pow2(r) || (r * m->g) % per == 0 || r >= U - 8)
+            m->rlist[m->nr++] = r;
 
     net_from_cluster(&m->net, c);
     for (int u = 0; u < U; u++) {
@@ -709,9 +712,50 @@ static long long gcd_ll(long long a, long long b)
     return a;
 }
 
+int nm_policy_microbatches(sched_kind k, int nst, const int *reps)
+{
+    if (nst < 1) return 1;
+    long long L = 1;
+    int maxr = 1, W = 0;
+    for (int i = 0; i < nst; i++) {
+        int n = reps[i] > 0 ? reps[i] : 1;
+        if (n > maxr) maxr = n;
+        W += n;
+        L = L / gcd_ll(L, n) * n;
+        if (L > 4096) L = 4097;
+    }
+    /* flushing kinds: every replica of every stage gets 2 x depth microbatches per flush
+     * (a replicated stage with one microbatch per replica idles through the whole fill
+     * and drain), at most 4 per device used; the asynchronous kinds never drain: 4 x
+     * stages, at least the largest replica count */
+    int base = 2 * nst * maxr;
+    if (base > 4 * W) base = 4 * W;
+    if (k == SCHED_PIPEDREAM || k == SCHED_2BW) base = maxr;
+    if (base < 4 * nst) base = 4 * nst;
+    if (k == SCHED_2BW) {
+        for (int i = 0; i < nst; i++) {
+            int n = reps[i] > 0 ? reps[i] : 1, need = (ceil_div(W, n) - 1) * n;
+            if (need > base) base = need;
+            W -= n;
+        }
+    }
+    int unit = L <= 64 ? (int)L : maxr;
+    if ((k == SCHED_PIPEDREAM || k == SCHED_2BW) && L <= 4096) unit = (int)L;
+    return ceil_div(base, unit) * unit;
+}
+
 int nm_default_microbatches(const nm_model *m, sched_kind k, const nm_part *pt)
 {
     if (chunked(k)) return 2 * (pt->ranks > 0 ? pt->ranks : 1); /* chunks shrink the bubble */
+    int reps[NM_MAX_STAGES];
+    for (int i = 0; i < pt->nst; i++) reps[i] = pt->st[i].r * m->g;
+    return nm_policy_microbatches(k, pt->nst, reps);
+}
+
+int nm_legacy_microbatches(const nm_model *m, sched_kind k, const nm_part *pt)
+{
+    int M = nm_default_microbatches(m, k, pt);
+    if (chunked(k) || k == SCHED_PIPEDREAM || k == SCHED_2BW) return M; /* M-free memory */
     long long L = 1;
     int maxr = 1;
     for (int i = 0; i < pt->nst; i++) {
@@ -721,18 +765,10 @@ int nm_default_microbatches(const nm_model *m, sched_kind k, const nm_part *pt)
         if (L > 4096) L = 4097;
     }
     int base = 4 * pt->nst > maxr ? 4 * pt->nst : maxr;
-    if (k == SCHED_2BW) {
-        int W = 0;
-        for (int i = 0; i < pt->nst; i++) W += pt->st[i].r * m->g;
-        for (int i = 0; i < pt->nst; i++) {
-            int n = pt->st[i].r * m->g, need = (ceil_div(W, n) - 1) * n;
-            if (need > base) base = need;
-            W -= n;
-        }
-    }
     int unit = L <= 64 ? (int)L : maxr;
     if ((k == SCHED_PIPEDREAM || k == SCHED_2BW) && L <= 4096) unit = (int)L;
-    return ceil_div(base, unit) * unit;
+    int lm = ceil_div(base, unit) * unit;
+    return lm < M ? lm : M;
 }
 
 void nm_config(const nm_model *m, const nm_part *pt, char *buf, size_t n)

@@ -1,9 +1,12 @@
 /* test_planner_native.c: plumb's native planner (planner/native.h): memory rejection and
  * the "what would fit" suggestion, the auto ranking's order and marks, heterogeneous
  * placement (faster devices get more layers), bad input combinations, and the native
- * partition against PipeDream's under the simulator. Synthetic profiles and clusters are
+ * partition against PipeDream's under the simulator, and the default plan of every shipped
+ * profile on every shipped cluster against data parallelism, straight pipelines and
+ * PipeDream's partition scored the same way (native_sim_as). Synthetic profiles and clusters are
  * built here so that the expected answers follow from their numbers. */
 #include <criterion/criterion.h>
+#include <dirent.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -421,6 +424,132 @@ Test(quality, native_partition_beats_pipedream_under_the_simulator)
     cr_assert_gt(tn, 1.2 * tp, "native %.1f samples/s, PipeDream's partition %.1f", tn, tp);
     plan_free(nat);
     plan_free(pd);
+    profile_free(p);
+    cluster_free(c);
+}
+
+/* Sorted *.json paths under dir (at most max); returns the count. */
+static int list_json(const char *dir, char out[][256], int max)
+{
+    DIR *d = opendir(dir);
+    cr_assert(d, "cannot open %s", dir);
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) && n < max) {
+        size_t l = strlen(e->d_name);
+        if (l > 5 && !strcmp(e->d_name + l - 5, ".json"))
+            snprintf(out[n++], 256, "%s/%s", dir, e->d_name);
+    }
+    closedir(d);
+    qsort(out, (size_t)n, sizeof out[0], (int (*)(const void *, const void *))strcmp);
+    return n;
+}
+
+/* The default plan's simulated samples/s must reach the baseline's (scored by
+ * native_sim_as with the same options) unless the baseline does not fit. */
+static void assert_not_below(const plan *nat, const plan *base, const char *what,
+                             const profile *p, const cluster *c)
+{
+    int fits = 0, rc = 0;
+    double t = native_sim_as(base, NULL, &rc, &fits);
+    if (!fits) return;
+    cr_assert_geq(nat->pred_samples_per_s, 0.995 * t,
+                  "%s on %s: native plan %.1f samples/s (%s) < %s %.1f samples/s "
+                  "(recompute %d)", p->name, c->name, nat->pred_samples_per_s,
+                  nat->planner_config ? nat->planner_config : "?", what, t, rc);
+}
+
+Test(quality, never_below_data_parallelism_on_shipped_profiles, .timeout = 120)
+{
+    static char pf[64][256], cf[16][256];
+    int np = list_json("profiles/pipedream", pf, 64), nc = list_json("profiles/clusters", cf, 16);
+    cr_assert_geq(np, 10);
+    cr_assert_geq(nc, 3);
+    int pairs = 0;
+    for (int i = 0; i < np; i++) {
+        plumb_err e;
+        profile *p = profile_load(pf[i], &e);
+        cr_assert(p, "%s", e.msg);
+        for (int j = 0; j < nc; j++) {
+            cluster *c = cluster_load(cf[j], &e);
+            cr_assert(c, "%s", e.msg);
+            plan *nat = planner_native(p, c, NULL, NULL, &e);
+            if (nat) {
+                cr_assert_gt(nat->pred_samples_per_s, 0);
+                plan *dp = native_dp_plan(p, c, 0, &e);
+                cr_assert(dp, "%s", e.msg);
+                assert_not_below(nat, dp, "data parallelism", p, c);
+                plan_free(dp);
+                pairs++;
+            }
+            plan_free(nat);
+            cluster_free(c);
+        }
+        profile_free(p);
+    }
+    cr_assert_geq(pairs, np * nc - 3, "only %d of %d pairs planned", pairs, np * nc);
+}
+
+Test(quality, never_below_pipedream_partitions, .timeout = 120)
+{
+    /* a representative subset (PipeDream's program takes up to 2 s on the larger DAGs;
+     * bench/native.sh checks every pair): the lead's VGG-16 case, chains and DAGs, one
+     * and two levels, homogeneous and not */
+    static const char *pairs[][2] = {
+        {"vgg16", "cluster-a-4x4"},    {"vgg16", "cluster-b-2x8"},
+        {"vgg16", "cluster-c-4x1"},    {"gnmt", "cluster-b-2x8"},
+        {"gnmt", "cluster-a-4x4"},     {"resnet50", "cluster-b-2x8"},
+        {"alexnet", "hetero-2xh200-2xv100"}, {"squeezenet1_0", "cluster-b-2x8"},
+        {"resnet18", "h200-4x8"},      {"resnext50", "cluster-a-4x4"},
+    };
+    for (size_t i = 0; i < sizeof pairs / sizeof pairs[0]; i++) {
+        char pp[256], cp[256];
+        snprintf(pp, sizeof pp, "profiles/pipedream/%s.json", pairs[i][0]);
+        snprintf(cp, sizeof cp, "profiles/clusters/%s.json", pairs[i][1]);
+        plumb_err e;
+        profile *p = profile_load(pp, &e);
+        cr_assert(p, "%s", e.msg);
+        cluster *c = cluster_load(cp, &e);
+        cr_assert(c, "%s", e.msg);
+        plan *nat = planner_native(p, c, NULL, NULL, &e);
+        cr_assert(nat, "%s", e.msg);
+        plan *pd = planner_pipedream(p, c, NULL, NULL, &e);
+        cr_assert(pd, "%s", e.msg);
+        assert_not_below(nat, pd, "PipeDream's partition", p, c);
+        pd_options so;
+        pd_options_default(&so);
+        so.straight = 1;
+        plan *st = planner_pipedream(p, c, &so, NULL, &e); /* NULL: no straight split */
+        if (st) assert_not_below(nat, st, "PipeDream's straight pipeline", p, c);
+        plan_free(st);
+        plan_free(pd);
+        plan_free(nat);
+        profile_free(p);
+        cluster_free(c);
+    }
+}
+
+Test(quality, vgg16_cluster_a_beats_the_old_default)
+{
+    /* the lead's case: H9's default gave 2 stages x 8 replicas, 8 microbatches of 128
+     * samples, 436.6 samples/s simulated (1 microbatch per replica, bubble 85 %) */
+    plumb_err e;
+    profile *p = profile_load("profiles/pipedream/vgg16.json", &e);
+    cr_assert(p, "%s", e.msg);
+    cluster *c = cluster_load("profiles/clusters/cluster-a-4x4.json", &e);
+    cr_assert(c, "%s", e.msg);
+    plan *nat = planner_native(p, c, NULL, NULL, &e);
+    cr_assert(nat, "%s", e.msg);
+    cr_assert_gt(nat->pred_samples_per_s, 3 * 436.6, "%.1f samples/s",
+                 nat->pred_samples_per_s);
+    for (int s = 0; s < nat->nstages; s++)
+        cr_assert_eq(nat->microbatches % nat->stages[s].replicas, 0);
+    int maxr = 1;
+    for (int s = 0; s < nat->nstages; s++)
+        if (nat->stages[s].replicas > maxr) maxr = nat->stages[s].replicas;
+    cr_assert_geq(nat->microbatches / maxr, 2 * nat->nstages, "%d microbatches, %d replicas",
+                  nat->microbatches, maxr);
+    plan_free(nat);
     profile_free(p);
     cluster_free(c);
 }
