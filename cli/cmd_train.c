@@ -305,7 +305,7 @@ int cmd_train(int argc, char **argv)
     const backend *bk = backend_find(bkname, &err);
     if (!bk) { err_print(&err); return 2; }
     char *resume_found = NULL;
-    if (tkind != 2) { /* the device must exist (a GPU for cuda): one line, status 2 */
+    { /* the device must exist (a GPU for cuda): one line, status 2, before MPI starts */
         bk_ctx *probe = bk->create(device, &err);
         if (!probe) { err_print(&err); return 2; }
         bk->destroy(probe);

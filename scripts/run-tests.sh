@@ -20,6 +20,16 @@ for s in tests/e2e/*.sh; do
         fails=$((fails + 1))
     fi
 done
+if [ "${PLUMB_LONG:-0}" = 1 ]; then # make test-long: the slow end-to-end checks too
+    for s in tests/e2e/long/*.sh; do
+        [ -e "$s" ] || continue
+        echo "== $s"
+        if ! bash "$s"; then
+            echo "FAILED: $s"
+            fails=$((fails + 1))
+        fi
+    done
+fi
 if [ "$fails" -ne 0 ]; then
     echo "plumb tests: $fails suite(s) failed"
     exit 1
