@@ -68,6 +68,8 @@ static int run_cases(int want_slow, int *failures)
         o.use_fewer_machines = cJSON_IsTrue(cJSON_GetObjectItem(c, "use_fewer_machines"));
         cJSON *r = cJSON_GetObjectItem(c, "activation_compression_ratio");
         if (cJSON_IsNumber(r)) o.activation_compression_ratio = r->valuedouble;
+        cJSON *fm = cJSON_GetObjectItem(c, "num_machines_in_first_level");
+        if (cJSON_IsNumber(fm)) o.machines_in_first_level = fm->valueint;
         const char *args = cJSON_GetObjectItem(c, "pipedream_args")->valuestring;
         pd_result res;
         err_clear(&e);
