@@ -252,9 +252,10 @@ static int in_row(const pd_lattice *l, int s, int j)
 }
 
 /* Computes row (L, s): out[j * ostride] = T_L(s, j, M - 1) (+INFINITY when None, when j
- * is not in the row, or when above d->bound[L]); when keep is not NULL the choices are
- * copied there ([n * M]). Lower rows are computed on first use, and never for a split
- * state whose every prefix time is above the bound. 0 or -1. */
+ * is not in the row, or when above bnd, a value no caller can use); when keep is not NULL
+ * the choices are copied there ([n * M]). Lower rows (or, in column mode, level-0 columns)
+ * are computed on first use, and never for a split state whose every prefix time is above
+ * the bound. 0 or -1 (out of memory). */
 static int row_compute(pd_dp *d, int L, int s, double bnd, double *out, int ostride,
                        choice *keep)
 {
