@@ -106,8 +106,8 @@ static int worker_run(eng *E, int w, double t)
             if (a->kind == ACT_B || a->kind == ACT_W) {
                 ws->cur_act -= m->stash_bytes[s] + m->transient_bytes[s];
                 ws->inflight--;
-                E->lastb_start[(size_t)w * E->ns + s] = t;
-                E->lastb_dur[(size_t)w * E->ns + s] = dur;
+                if (E->s->replicas[s] > 1 && eng_backward(E, w, c, s, t, dur))
+                    return -1;
             }
             E->busy_it[(size_t)w * E->niter + iter] += dur;
             E->r->busy_total[w] += dur;
@@ -158,8 +158,9 @@ static void eng_free(eng *E)
     ht_free(&E->chh);
     ht_free(&E->gh);
     free(E->ar_occ);
-    free(E->lastb_start);
-    free(E->lastb_dur);
+    free(E->reg_occ);
+    free(E->gst);
+    free(E->gdu);
     free(E->busy_it);
     free(E->comm_it);
     free(E->dev_track);
@@ -173,18 +174,15 @@ static int setup(eng *E)
     size_t nws = (size_t)nw * ns;
     E->ws = calloc((size_t)nw, sizeof *E->ws);
     E->ar_occ = calloc(nws, sizeof *E->ar_occ);
-    E->lastb_start = malloc(nws * sizeof *E->lastb_start);
-    E->lastb_dur = calloc(nws, sizeof *E->lastb_dur);
+    E->reg_occ = calloc(nws, sizeof *E->reg_occ);
     E->busy_it = calloc((size_t)nw * E->niter, sizeof *E->busy_it);
     E->comm_it = calloc((size_t)nw * E->niter, sizeof *E->comm_it);
     E->dev_track = malloc((size_t)nw * sizeof *E->dev_track);
     E->coll_track = malloc((size_t)nw * sizeof *E->coll_track);
-    if (!E->ws || !E->ar_occ || !E->lastb_start || !E->lastb_dur || !E->busy_it ||
+    if (!E->ws || !E->ar_occ || !E->reg_occ || !E->busy_it ||
         !E->comm_it || !E->dev_track || !E->coll_track || ht_init(&E->lh, 16) ||
         ht_init(&E->ph, 16) || ht_init(&E->chh, 16) || ht_init(&E->gh, 16))
         return eng_oom(E);
-    for (size_t i = 0; i < nws; i++)
-        E->lastb_start[i] = -1;
     E->xfree = -1;
     for (int w = 0; w < nw; w++) {
         wstate *ws = &E->ws[w];
@@ -291,11 +289,11 @@ int sim_steady_window(const schedule *s, int *k0, int *k1)
     if (!overlap) {
         *k0 = 1;
         *k1 = n - 1;
-        return 2;
+        return 3;
     }
     *k0 = D + 1;
     *k1 = n - 1 - D;
-    return 2 * D + 2;
+    return 2 * D + 3;
 }
 
 int sim_engine_run(const sim_model *m, sim_result *r, plumb_err *err)
@@ -348,7 +346,9 @@ int sim_engine_run(const sim_model *m, sim_result *r, plumb_err *err)
     while (E.h.n) {
         event e = heap_pop(&E.h);
         r->events++;
-        if ((e.id >= 0 ? worker_run(&E, e.id, e.t) : eng_xfer_done(&E, -e.id - 1, e.t)))
+        if (e.id < 0 ? eng_xfer_done(&E, -e.id - 1, e.t)
+            : e.id < E.nw ? worker_run(&E, e.id, e.t)
+                          : eng_group_event(&E, e.id - E.nw, e.t))
             goto out;
     }
     if (E.finished < E.nw) {
@@ -363,6 +363,23 @@ int sim_engine_run(const sim_model *m, sim_result *r, plumb_err *err)
     int n = E.niter, k0 = E.k0, k1 = E.k1;
     r->iteration_s = r->steady ? (r->iter_end[k1] - r->iter_end[k0 - 1]) / (k1 - k0 + 1)
                                : r->makespan_s / n;
+    if (r->steady) {
+        /* settled: every gap of the window alike (the usual exact repetition), or a run of
+         * at least SIM_SETTLE_RUN alike gaps ending the window and covering half of it
+         * (a slower transient: contention can hold a pipeline in a nearly periodic
+         * pattern for several iterations before it settles); then measure on that run */
+        const double *e = r->iter_end;
+        double last = e[k1] - e[k1 - 1];
+        int j = k1;
+        while (j > k0 && fabs(e[j - 1] - e[j - 2] - last) <= SIM_SETTLE_TOL * last)
+            j--;
+        int run = k1 - j + 1, nw = k1 - k0 + 1;
+        r->settled = (run == nw && nw >= 2) || (run >= SIM_SETTLE_RUN && 2 * run >= nw);
+        if (r->settled && j > k0) {
+            r->iteration_s = (e[k1] - e[j - 1]) / run;
+            r->k0 = k0 = j;
+        }
+    }
     for (int w = 0; w < E.nw; w++) {
         double b = 0, c = 0;
         for (int k = k0; k <= k1; k++) {
@@ -380,7 +397,7 @@ int sim_engine_run(const sim_model *m, sim_result *r, plumb_err *err)
     }
     for (int i = 0; i < E.nlk; i++) {
         r->links[i] = E.lk[i].st;
-        r->links[i].bytes_window /= (k1 - k0 + 1);
+        r->links[i].bytes_window /= (E.k1 - E.k0 + 1);  /* counted on the first window */
     }
     rc = 0;
 out:

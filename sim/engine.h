@@ -83,6 +83,9 @@ typedef struct sim_result {
                                  steady is 0, the whole run */
     int steady;               /* 1: iteration_s comes from a steady window; 0: the run was
                                  too short for one and iteration_s = makespan / iterations */
+    int settled;              /* 1: the window's gaps show the repetition settled (all
+                                 alike, or a long enough run of alike gaps ending it, which
+                                 k0..k1 then is); 0: a longer run may measure otherwise */
     double makespan_s;
     double *iter_end;         /* [iterations] completion time of each iteration's actions */
     double iteration_s;       /* steady state, see sim.h */
@@ -106,9 +109,13 @@ typedef struct sim_result {
  * most microbatches the worker holds at once and f its forwards per iteration: the first
  * D iterations end while the pipeline fills and the last D while it drains, so k0 = D + 1,
  * k1 = N - 1 - D. Sets *k0, *k1 (k1 < k0 when s has too few iterations) and returns the
- * fewest iterations that give a window (2 for flushing schedules, 2 D + 2 otherwise; a
- * larger IR of the same kind has at least the same W / f), or -1 when out of memory. */
+ * fewest iterations that give a window of 2 (to see whether it settled: 3 for flushing
+ * schedules, 2 D + 3 otherwise; a larger IR of the same kind has at least the same
+ * W / f), or -1 when out of memory. */
 int sim_steady_window(const schedule *s, int *k0, int *k1);
+#define SIM_SETTLE_TOL 1e-3   /* relative: gaps this close count as alike */
+#define SIM_SETTLE_RUN 8      /* alike gaps that show a settled repetition after a change */
+#define SIM_MAX_ITERATIONS 64 /* sim_run doubles the iterations up to this until settled */
 
 /* Replays m->sched on m. Returns 0 and fills r (free with sim_result_free), or -1 with err
  * when the IR is malformed (a RECV without its SEND, a SEND to a worker out of range) or

@@ -1,7 +1,8 @@
 /* engine_comm.c: the engine's communication: directed links and egress ports (created on
  * first use, with the path's rate, latency and port lanes), channels that match each RECV
  * with its SEND, transfer records (recycled once received and off their link), and the
- * replicas' ring all-reduce with its bucketed overlap (docs/sim.md, "Cost model"). */
+ * replicas' ring all-reduce with its bucketed overlap, whose hops are transfers on the same
+ * links and egress ports as the point-to-point ones (docs/sim.md, "Cost model"). */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -103,7 +104,7 @@ static int xfer_try_start(eng *E, int xi, double t)
     for (int i = 0; i < l->nports; i++)
         E->pt[l->ports[i]].busy++;
     double occ = x->bytes / l->rate, end = t + occ;
-    x->arrival = end + l->lat;
+    x->arrival = x->a ? end + l->lat : end;  /* a ring's latency counts per bucket */
     if (heap_push(&E->h, end, -(xi + 1)))
         return eng_oom(E);
     if (x->waiter >= 0 && heap_push(&E->h, x->arrival, x->waiter))
@@ -124,15 +125,21 @@ static int xfer_try_start(eng *E, int xi, double t)
             if (l->track < 0)
                 return eng_oom(E);
         }
+        if (!x->a)
+            return eng_record(E, l->track, TL_ALLREDUCE, t, occ, x->bytes,
+                              E->gr[x->group].stage, -1, -1, x->iter);
         return eng_record(E, l->track, tl_of_act(x->a->kind), t, occ, x->bytes, x->a->stage,
                       x->a->peer_stage, x->a->microbatch, x->iter);
     }
     return 0;
 }
 
+static int hop_done(eng *E, int gi, double t);
+
 int eng_xfer_done(eng *E, int xi, double t)
 {
     link *l = &E->lk[E->x[xi].link];
+    int gi = E->x[xi].group;
     for (int i = 0; i < l->nports; i++)
         E->pt[l->ports[i]].busy--;
     l->busy = 0;
@@ -151,9 +158,9 @@ int eng_xfer_done(eng *E, int xi, double t)
                 return -1;
         }
     }
-    if (!l->busy && l->head >= 0)
-        return xfer_try_start(E, l->head, t);
-    return 0;
+    if (!l->busy && l->head >= 0 && xfer_try_start(E, l->head, t))
+        return -1;
+    return gi >= 0 ? hop_done(E, gi, t) : 0;
 }
 
 /* SEND at t by worker w (action index c): a transfer record, queued on its channel (waking
@@ -188,7 +195,7 @@ int eng_send(eng *E, int w, int c, int iter, double t)
     int lo = a->stage < a->peer_stage ? a->stage : a->peer_stage;
     xfer *x = &E->x[xi];
     *x = (xfer){.bytes = E->m->cut_bytes[lo], .arrival = -1, .a = a, .link = ws->link,
-                .waiter = -1, .lnext = -1, .pnext = -1, .cnext = -1, .iter = iter,
+                .group = -1, .waiter = -1, .lnext = -1, .pnext = -1, .cnext = -1, .iter = iter,
                 .src_w = w};
     chan *ch = &E->ch[ws->schan[fwd]];
     if (ch->tail >= 0)
@@ -268,100 +275,65 @@ int eng_recv(eng *E, int w, int c, double t)
 
 /* --- all-reduce ---------------------------------------------------------------------------- */
 
-/* Finish time of a group whose members all reached it: gradient buckets become ready
- * evenly through each replica's last backward, the ring reduces them one after another. */
-static double group_finish(eng *E, group *g)
+/* The group of the occ-th all-reduce of stage s, created on first use; -1 when out of
+ * memory. */
+static int group_of(eng *E, int s, int occ, int iter)
 {
-    int s = g->stage;
-    double tar = E->m->allreduce_s[s];
-    if (g->need <= 1 || tar <= 0)
-        return g->maxreach;
-    double kb = ceil(E->m->grad_bytes[s] / SIM_BUCKET_BYTES);
-    int K = kb < 1 ? 1 : kb > 4096 ? 4096 : (int)kb;
-    double c = tar / K, f = -INFINITY;
-    for (int k = 0; k < K; k++) {
-        double ready = -INFINITY;
-        for (int j = 0; j < g->need; j++) {
-            size_t i = (size_t)E->gmem[g->mem_off + j] * E->ns + s;
-            double st = E->lastb_start[i], du = E->lastb_dur[i];
-            double rk = st < 0 ? g->maxreach : st + du * (k + 1) / K;
-            if (rk > ready)
-                ready = rk;
-        }
-        f = (f > ready ? f : ready) + c;
-    }
-    return f > g->maxreach ? f : g->maxreach;
-}
-
-/* Counts a ring all-reduce's traffic on the links of the ring (the stage's replicas in
- * placement order): 2 (r - 1) / r x the gradient bytes leave each replica for the next. */
-static int ring_traffic(eng *E, int s, int iter)
-{
-    const schedule *sc = E->s;
-    int r = sc->replicas[s];
-    double bytes = 2.0 * (r - 1) / r * E->m->grad_bytes[s];
-    for (int j = 0; j < r; j++) {
-        int a = sc->stage_workers[sc->stage_first[s] + j];
-        int b = sc->stage_workers[sc->stage_first[s] + (j + 1) % r];
-        int da = E->m->worker_device[a], db = E->m->worker_device[b];
-        if (da == db)
-            continue;
-        int li = link_of(E, da, db);
-        if (li < 0)
-            return -1;
-        link *l = &E->lk[li];
-        l->st.bytes += bytes;
-        l->st.busy_s += bytes / l->rate;
-        l->st.transfers++;
-        if (iter >= E->k0 && iter <= E->k1)
-            l->st.bytes_window += bytes;
-    }
-    return 0;
-}
-
-int eng_allreduce(eng *E, int w, int c, int iter, double t)
-{
-    const action *a = &E->s->acts[w][c];
-    int s = a->stage;
-    int occ = E->ar_occ[(size_t)w * E->ns + s]++;
     int gi = ht_find(&E->gh, (uint64_t)s, (uint64_t)occ);
-    if (gi < 0) {
-        int need = E->s->replicas[s] > 0 ? E->s->replicas[s] : 1;
-        if (eng_grow((void **)&E->gr, E->ngr, &E->capgr, sizeof *E->gr))
-            return eng_oom(E);
-        while (E->ngmem + need > E->capgmem)
-            if (eng_grow((void **)&E->gmem, E->capgmem, &E->capgmem, sizeof *E->gmem))
-                return eng_oom(E);
-        gi = E->ngr++;
-        E->gr[gi] = (group){.stage = s, .need = need, .mem_off = E->ngmem, .iter = iter,
-                            .maxreach = -INFINITY};
-        E->ngmem += need;
-        if (ht_put(&E->gh, (uint64_t)s, (uint64_t)occ, gi))
-            return eng_oom(E);
+    if (gi >= 0)
+        return gi;
+    int need = E->s->replicas[s] > 0 ? E->s->replicas[s] : 1;
+    if (eng_grow((void **)&E->gr, E->ngr, &E->capgr, sizeof *E->gr))
+        return -1;
+    while (E->ngmem + need > E->capgmem) {
+        int cap = E->capgmem;
+        if (eng_grow((void **)&E->gmem, E->capgmem, &cap, sizeof *E->gmem))
+            return -1;
+        double *a = realloc(E->gst, (size_t)cap * sizeof *a);
+        if (a)
+            E->gst = a;
+        double *b = a ? realloc(E->gdu, (size_t)cap * sizeof *b) : NULL;
+        if (b)
+            E->gdu = b;
+        if (!a || !b)
+            return -1;
+        E->capgmem = cap;
     }
+    gi = E->ngr++;
+    double kb = ceil(E->m->grad_bytes[s] / SIM_BUCKET_BYTES);
+    E->gr[gi] = (group){.stage = s, .need = need, .mem_off = E->ngmem, .iter = iter,
+                        .comm = need > 1 && E->m->grad_bytes[s] > 0 &&
+                                E->m->allreduce_s[s] > 0,
+                        .K = kb < 1 ? 1 : kb > 4096 ? 4096 : (int)kb,
+                        .maxreach = -INFINITY, .start = -1};
+    E->ngmem += need;
+    return ht_put(&E->gh, (uint64_t)s, (uint64_t)occ, gi) ? -1 : gi;
+}
+
+/* When bucket k of group g is ready: the gradient buckets become ready evenly through each
+ * registered member's last backward, so the latest member decides. */
+static double bucket_ready(const eng *E, const group *g, int k)
+{
+    double r = -INFINITY;
+    for (int j = 0; j < g->nreg; j++) {
+        double t = E->gst[g->mem_off + j] + E->gdu[g->mem_off + j] * (k + 1) / g->K;
+        if (t > r)
+            r = t;
+    }
+    return r;
+}
+
+/* Releases the members of a finished group at t (all have arrived). */
+static int group_release(eng *E, int gi, double t)
+{
     group *g = &E->gr[gi];
-    if (g->count >= g->need)
-        return eng_bad_action(E, w, c, "more workers join this all-reduce than the stage has "
-                          "replicas");
-    E->gmem[g->mem_off + g->count++] = w;
-    if (t > g->maxreach)
-        g->maxreach = t;
-    if (g->count < g->need)
-        return 0;
-    double fin = group_finish(E, g), tar = E->m->allreduce_s[s];
-    int comm = g->need > 1 && tar > 0;
-    note_end(E, g->iter, fin);
-    if (comm && ring_traffic(E, s, g->iter))
-        return eng_oom(E);
+    note_end(E, g->iter, t);
     for (int j = 0; j < g->need; j++) {
         int mw = E->gmem[g->mem_off + j];
         E->ws[mw].cursor++;
-        if (heap_push(&E->h, fin, mw))
+        if (heap_push(&E->h, t, mw))
             return eng_oom(E);
-        if (!comm)
-            continue;
-        E->comm_it[(size_t)mw * E->niter + g->iter] += tar;
-        if (!E->m->record)
+        if (!g->comm || !E->m->record)
             continue;
         if (E->coll_track[mw] < 0) {
             char nm[96];
@@ -371,9 +343,161 @@ int eng_allreduce(eng *E, int w, int c, int iter, double t)
             if (E->coll_track[mw] < 0)
                 return eng_oom(E);
         }
-        if (eng_record(E, E->coll_track[mw], TL_ALLREDUCE, fin - tar, tar, E->m->grad_bytes[s],
-                   s, -1, -1, g->iter))
+        if (eng_record(E, E->coll_track[mw], TL_ALLREDUCE, g->start, g->fin - g->start,
+                       E->m->grad_bytes[g->stage], g->stage, -1, -1, g->iter))
             return -1;
     }
     return 0;
+}
+
+/* Registers worker w (its backward of stage s from st for du) in group gi; the last
+ * member to register sets the first bucket going. */
+static int group_register(eng *E, int gi, double st, double du)
+{
+    group *g = &E->gr[gi];
+    E->gst[g->mem_off + g->nreg] = st;
+    E->gdu[g->mem_off + g->nreg] = du;
+    if (++g->nreg < g->need || !g->comm)
+        return 0;
+    return heap_push(&E->h, bucket_ready(E, g, 0), E->nw + gi) ? eng_oom(E) : 0;
+}
+
+int eng_backward(eng *E, int w, int c, int s, double t, double dur)
+{
+    const schedule *sc = E->s;
+    if (E->m->allreduce_s[s] <= 0)
+        return 0;
+    /* the last backward of s before its next ALLREDUCE? (a few actions ahead) */
+    int last = 0;
+    for (int i = c + 1; i < sc->len[w] && !last; i++) {
+        const action *a = &sc->acts[w][i];
+        if (a->stage != s)
+            continue;
+        if (a->kind == ACT_ALLREDUCE)
+            last = 1;
+        else if (a->kind == ACT_F || a->kind == ACT_B || a->kind == ACT_I || a->kind == ACT_W)
+            return 0;
+    }
+    if (!last)
+        return 0;
+    size_t k = (size_t)w * E->ns + s;
+    if (E->reg_occ[k] != E->ar_occ[k])
+        return 0;  /* already registered */
+    int gi = group_of(E, s, E->ar_occ[k], E->ws[w].iter);
+    if (gi < 0)
+        return eng_oom(E);
+    E->reg_occ[k]++;
+    return group_register(E, gi, t, dur);
+}
+
+/* Starts the current step of the group's current bucket at t: a transfer of 1 / r of the
+ * bucket on every hop of the ring (the stage's replicas in placement order), each queued
+ * on its link and egress ports like a point-to-point transfer. A bucket takes 2 (r - 1)
+ * such steps (reduce-scatter, then all-gather), one after another. */
+int eng_group_event(eng *E, int gi, double t)
+{
+    group *g = &E->gr[gi];
+    const schedule *sc = E->s;
+    int s = g->stage, r = g->need;
+    if (g->start < 0) {
+        g->start = t;
+        for (int j = 0; j < r; j++) {  /* the slowest hop's latency, once */
+            int a = E->m->worker_device[sc->stage_workers[sc->stage_first[s] + j]];
+            int b = E->m->worker_device[sc->stage_workers[sc->stage_first[s] + (j + 1) % r]];
+            double rate, l;
+            if (sim_net_path(&E->m->net, a, b, &rate, &l) >= 0 && l > g->lat)
+                g->lat = l;
+        }
+    }
+    double bytes = E->m->grad_bytes[s] / g->K / r;
+    g->pending = 1;  /* held until every hop is queued */
+    for (int j = 0; j < r; j++) {
+        int a = sc->stage_workers[sc->stage_first[s] + j];
+        int b = sc->stage_workers[sc->stage_first[s] + (j + 1) % r];
+        int da = E->m->worker_device[a], db = E->m->worker_device[b];
+        if (da == db)
+            continue;
+        int li = link_of(E, da, db);
+        if (li < 0)
+            return eng_oom(E);
+        int xi = E->xfree;
+        if (xi >= 0) {
+            E->xfree = E->x[xi].cnext;
+        } else {
+            if (eng_grow((void **)&E->x, E->nx, &E->capx, sizeof *E->x))
+                return eng_oom(E);
+            xi = E->nx++;
+        }
+        E->x[xi] = (xfer){.bytes = bytes, .arrival = -1, .a = NULL, .group = gi, .link = li,
+                          .waiter = -1, .lnext = -1, .pnext = -1, .cnext = -1,
+                          .iter = g->iter, .src_w = a, .received = 1};
+        g->pending++;
+        link *l = &E->lk[li];
+        if (l->tail >= 0)
+            E->x[l->tail].lnext = xi;
+        else
+            l->head = xi;
+        l->tail = xi;
+        if (!l->busy && l->head == xi && xfer_try_start(E, xi, t))
+            return -1;
+    }
+    return hop_done(E, gi, t);  /* drops the hold */
+}
+
+/* A hop of group gi's current step left its link at t. The step ends when its last hop
+ * does, plus the slowest hop's latency (over K: the ring's 2 (r - 1) latencies are paid
+ * once per all-reduce, as in sim_net_allreduce_s); then the next step starts, or the next
+ * bucket when it is ready, or the group finishes. */
+static int hop_done(eng *E, int gi, double t)
+{
+    group *g = &E->gr[gi];
+    if (--g->pending > 0)
+        return 0;
+    double end = t + g->lat / g->K;
+    if (++g->step < 2 * (g->need - 1))
+        return heap_push(&E->h, end, E->nw + gi) ? eng_oom(E) : 0;
+    g->step = 0;
+    if (++g->bucket < g->K) {
+        double ready = bucket_ready(E, g, g->bucket);
+        return heap_push(&E->h, ready > end ? ready : end, E->nw + gi) ? eng_oom(E) : 0;
+    }
+    g->done = 1;
+    g->fin = end;
+    note_end(E, g->iter, end);
+    if (g->count == g->need)
+        return group_release(E, gi, end > g->maxreach ? end : g->maxreach);
+    return 0;
+}
+
+int eng_allreduce(eng *E, int w, int c, int iter, double t)
+{
+    const action *a = &E->s->acts[w][c];
+    int s = a->stage;
+    size_t k = (size_t)w * E->ns + s;
+    int occ = E->ar_occ[k]++;
+    int gi = group_of(E, s, occ, iter);
+    if (gi < 0)
+        return eng_oom(E);
+    group *g = &E->gr[gi];
+    if (g->count >= g->need)
+        return eng_bad_action(E, w, c, "more workers join this all-reduce than the stage has "
+                          "replicas");
+    if (E->reg_occ[k] == occ) {  /* no backward registered it: its buckets are ready now */
+        E->reg_occ[k]++;
+        if (group_register(E, gi, t, 0))
+            return -1;
+        g = &E->gr[gi];
+    }
+    E->gmem[g->mem_off + g->count++] = w;
+    if (t > g->maxreach)
+        g->maxreach = t;
+    if (g->count < g->need)
+        return 0;
+    if (!g->comm) {
+        g->start = g->fin = g->maxreach;
+        return group_release(E, gi, g->maxreach);
+    }
+    if (g->done)
+        return group_release(E, gi, g->fin > g->maxreach ? g->fin : g->maxreach);
+    return 0;  /* the ring's last bucket releases the members */
 }

@@ -9,7 +9,8 @@
 
 typedef struct xfer {
     double bytes, arrival;   /* arrival < 0 until it starts */
-    const action *a;         /* its SEND */
+    const action *a;         /* its SEND; NULL for a hop of a ring all-reduce */
+    int group;               /* the all-reduce group of a ring hop, else -1 */
     int link;                /* -1: both ends on one device */
     int waiter;              /* worker whose RECV took it before it started, or -1 */
     int lnext, pnext, cnext; /* link queue, port wait queue, channel list / free list */
@@ -35,7 +36,15 @@ typedef struct chan {        /* transfers from one worker to another in one dire
 
 typedef struct group {       /* the k-th all-reduce of one stage among its replicas */
     int stage, need, count, mem_off, iter;
-    double maxreach;
+    int comm;                /* 1: its ring moves data (r > 1, gradient bytes > 0) */
+    int nreg;                /* members whose last backward has started (registered) */
+    int K, bucket, step;     /* buckets; the one on the ring and its ring step (of
+                                2 (r - 1): r - 1 reduce-scatter, r - 1 all-gather) */
+    int pending;             /* hops of that step still moving */
+    double lat;              /* the ring's slowest hop latency */
+    int done;                /* every bucket reduced: fin is known */
+    double maxreach;         /* latest arrival of a member at its ALLREDUCE */
+    double start, fin;       /* first bucket's start, last bucket's end */
 } group;
 
 typedef struct wstate {      /* per worker */
@@ -63,10 +72,12 @@ typedef struct eng {
     int nch, capch;
     group *gr;
     int ngr, capgr;
-    int *gmem, ngmem, capgmem;  /* group members' worker ids */
+    int *gmem, ngmem, capgmem;  /* group members' worker ids (in arrival order) */
+    double *gst, *gdu;       /* [capgmem] registered members' last backward start and
+                                duration (in registration order, same offsets) */
     htab lh, ph, chh, gh;    /* links, ports, channels, groups */
     int *ar_occ;             /* [nw * ns] all-reduces of the stage seen by the worker */
-    double *lastb_start, *lastb_dur; /* [nw * ns] last B/W of the stage on the worker */
+    int *reg_occ;            /* [nw * ns] all-reduce groups of the stage it registered in */
     double *busy_it, *comm_it; /* [nw * niter] */
     int *dev_track, *coll_track; /* [nw] timeline tracks */
     heap h;
@@ -128,7 +139,14 @@ int eng_send(eng *E, int w, int c, int iter, double t);
 int eng_recv(eng *E, int w, int c, double t);
 /* Transfer xi released its link and ports at t. */
 int eng_xfer_done(eng *E, int xi, double t);
-/* ALLREDUCE at t by worker w (its action c): joins its group; the last member ends it. */
+/* ALLREDUCE at t by worker w (its action c): joins its group; the worker goes on when
+ * every member has arrived and the ring has reduced every bucket. */
 int eng_allreduce(eng *E, int w, int c, int iter, double t);
+/* Worker w starts a backward (B or W, action c, duration dur) of stage s at t: when it is
+ * the last before the stage's next ALLREDUCE, registers w in that all-reduce's group (its
+ * gradient buckets become ready through this backward). */
+int eng_backward(eng *E, int w, int c, int s, double t, double dur);
+/* Event of group gi at t: its next bucket starts on the ring. */
+int eng_group_event(eng *E, int gi, double t);
 
 #endif

@@ -211,10 +211,12 @@ sim_report *sim_run(const plan *pl, const sim_options *opt, plumb_err *err)
         return NULL;
     }
     int requested = iters;
-    if (!s) {
-        /* raise the iterations until the IR holds a steady window (the in-flight depth it
-         * needs grows with the run only until the pipeline is full: a few rounds at most) */
-        for (int round = 0;; round++) {
+    /* Generate, price and replay; while the IR is too short for a steady window, or the
+     * window's gaps have not settled, regenerate with more iterations (the window's need
+     * grows with the run only until the pipeline is full; settling doubles the run, up to
+     * SIM_MAX_ITERATIONS). A prebuilt IR is replayed once as it is. */
+    for (int round = 0;; round++) {
+        if (!opt->sched) {
             own = schedule_from_plan(&view, iters, err);
             if (!own)
                 goto fail;
@@ -223,38 +225,51 @@ sim_report *sim_run(const plan *pl, const sim_options *opt, plumb_err *err)
                 err_set(err, NULL, NULL, "out of memory");
                 goto fail;
             }
-            if (need <= iters || round == 8)
-                break;
-            schedule_free(own);
-            own = NULL;
-            iters = need;
+            if (need > iters && round < 8) {
+                schedule_free(own);
+                own = NULL;
+                iters = need;
+                continue;
+            }
+            s = own;
         }
-        s = own;
-    }
-    sim_net net;
-    sim_net_from_cluster(&net, pl->clus, opt->bandwidth_Bps);
-    if (sim_cost_build(&m, &view, s, &net, opt->straggler_device,
-                       opt->straggler_device >= 0 ? opt->straggler_factor : 1, err))
-        goto fail;
-    m.record = opt->timeline;
-    if (m.record) {
-        names = malloc((size_t)s->nworkers * 64 + 1);
-        nameptr = malloc(((size_t)s->nworkers + 1) * sizeof *nameptr);
-        if (!names || !nameptr) {
-            err_set(err, NULL, NULL, "out of memory");
+        sim_net net;
+        sim_net_from_cluster(&net, pl->clus, opt->bandwidth_Bps);
+        if (sim_cost_build(&m, &view, s, &net, opt->straggler_device,
+                           opt->straggler_device >= 0 ? opt->straggler_factor : 1, err))
             goto fail;
+        m.record = opt->timeline;
+        if (m.record) {
+            names = malloc((size_t)s->nworkers * 64 + 1);
+            nameptr = malloc(((size_t)s->nworkers + 1) * sizeof *nameptr);
+            if (!names || !nameptr) {
+                err_set(err, NULL, NULL, "out of memory");
+                goto fail;
+            }
+            for (int w = 0; w < s->nworkers; w++) {
+                const device_type *t = cluster_device_type(pl->clus, m.worker_device[w]);
+                snprintf(names + (size_t)w * 64, 64, "device %d (%s)", m.worker_device[w],
+                         t ? t->name : "?");
+                nameptr[w] = names + (size_t)w * 64;
+            }
+            m.device_names = nameptr;
         }
-        for (int w = 0; w < s->nworkers; w++) {
-            const device_type *t = cluster_device_type(pl->clus, m.worker_device[w]);
-            snprintf(names + (size_t)w * 64, 64, "device %d (%s)", m.worker_device[w],
-                     t ? t->name : "?");
-            nameptr[w] = names + (size_t)w * 64;
-        }
-        m.device_names = nameptr;
+        if (sim_engine_run(&m, &res, err))
+            goto fail;
+        have_res = 1;
+        if (opt->sched || res.settled || !res.steady || iters >= SIM_MAX_ITERATIONS)
+            break;
+        sim_result_free(&res);
+        have_res = 0;
+        sim_model_release(&m);
+        schedule_free(own);
+        own = NULL;
+        free(names);
+        free(nameptr);
+        names = NULL;
+        nameptr = NULL;
+        iters = 2 * iters < SIM_MAX_ITERATIONS ? 2 * iters : SIM_MAX_ITERATIONS;
     }
-    if (sim_engine_run(&m, &res, err))
-        goto fail;
-    have_res = 1;
     versions = calloc((size_t)s->nstages + 1, sizeof *versions);
     inflight = calloc((size_t)s->nstages + 1, sizeof *inflight);
     if (!versions || !inflight) {

@@ -450,9 +450,11 @@ Test(sim, timeline_recorded)
         nx += e->kind == TL_SEND_F || e->kind == TL_SEND_B;
         cr_expect(e->start_s >= 0 && e->start_s + e->dur_s <= r->makespan_s + 1e-12);
     }
-    cr_expect_eq(nf, 3 * 4 * 2);
-    cr_expect_eq(nb, 3 * 4 * 2);
-    cr_expect_eq(nx, 2 * 2 * 4 * 2);
+    int n = r->iterations;  /* 3: 2 raised to what the steady window needs */
+    cr_expect_eq(n, 3);
+    cr_expect_eq(nf, 3 * 4 * n);
+    cr_expect_eq(nb, 3 * 4 * n);
+    cr_expect_eq(nx, 2 * 2 * 4 * n);
     sim_report_free(r);
     plan_free(pl);
 }
@@ -509,4 +511,47 @@ Test(sim, steady_state_any_iterations)
             sim_report_free(ref);
             plan_free(pl);
         }
+}
+
+/* The ring all-reduce shares links and egress ports with point-to-point transfers. Two
+ * stages of 2 replicas, a device per server, GPipe: stage 1 all-reduces 40 MB (2 buckets)
+ * from its last backward on, while its gradients go back to stage 0 through the same
+ * server ports. With one lane per port (egress = bandwidth) a gradient transfer waits for
+ * the ring step ahead of it (and the ring for it); with two lanes nothing waits, and the
+ * iteration is what it was before the ring took link time. Without parameters the lanes
+ * make no difference at all. */
+Test(sim, allreduce_contends_with_transfers)
+{
+    double it[2][2];
+    for (int params = 0; params < 2; params++)
+        for (int lanes = 1; lanes <= 2; lanes++) {
+            sim_synth s;
+            sim_synth_init(&s);
+            s.schedule = SCHED_GPIPE;
+            s.nstages = 2;
+            s.replicas = 2;
+            s.microbatches = 4;
+            s.devices_per_server = 1;
+            s.bw_gbit[1] = 80;              /* 10 GB/s */
+            s.egress_gbit[1] = 80.0 * lanes;
+            s.activation_bytes = 20e6;      /* 2 ms per transfer */
+            s.parameter_bytes = params ? 20e6 : 0;
+            s.backward_ms = 4;
+            plan *pl = make(&s);
+            sim_report *r = run(pl, NULL);
+            it[params][lanes - 1] = r->iteration_s;
+            if (params && lanes == 1) {
+                /* the ring's bytes: 2 (r - 1) / r x 20 MB per replica per iteration */
+                for (int l = 0; l < r->nlinks; l++)
+                    if (r->links[l].src / 2 == r->links[l].dst / 2)
+                        cr_expect(NEAR(r->links[l].bytes_per_iteration, 20e6, 1e-9),
+                                  "%d->%d: %g", r->links[l].src, r->links[l].dst,
+                                  r->links[l].bytes_per_iteration);
+            }
+            sim_report_free(r);
+            plan_free(pl);
+        }
+    cr_expect(NEAR(it[0][0], it[0][1], 1e-12), "no ring: %g vs %g s", it[0][0], it[0][1]);
+    cr_expect(it[1][0] > it[1][1] * 1.02, "contention: %g s with one lane vs %g s with two",
+              it[1][0], it[1][1]);
 }

@@ -68,7 +68,7 @@ grep -qF '"thread_name"' "$tmp/t.json" || fail "trace lacks track names"
 grep -qF '"name": "F3 s1"' "$tmp/t.json" || fail "trace lacks F3 s1"
 [ "$(grep -c '"ph": "X"' "$tmp/t.json")" -gt 100 ] || fail "trace has too few events"
 head -c 5 "$tmp/t.svg" | grep -q '<?xml' || fail "SVG header"
-grep -q 'time (ms)' "$tmp/t.svg" || fail "SVG time axis"
+grep -Eq 'time \((ms|s)\)' "$tmp/t.svg" || fail "SVG time axis"
 grep -q 'F forward' "$tmp/t.svg" || fail "SVG legend"
 grep -Eq '^device 0 .*\|[FB.S]+\|$' "$tmp/out" || fail "Gantt row for device 0"
 if command -v rsvg-convert >/dev/null; then
