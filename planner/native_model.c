@@ -564,10 +564,15 @@ static void dp_solve(const nm_model *m, const nm_setting *s, nm_dp *d, int mode,
                     double c = F + B, per = c / n;
                     if (mode == 0 && per >= best) break; /* compute grows with j */
                     if (mode == 1 && per > tau) break;
-                    if (s->kind == SCHED_PIPEDREAM && n > 1 && P > 0) {
+                    if (n > 1 && P > 0 && (s->kind == SCHED_PIPEDREAM || s->M > 0)) {
+                        /* the exposed all-reduce: per microbatch round for pipedream; once
+                         * per iteration for the others, M microbatches sharing it (without
+                         * this share the program would always find data parallelism the
+                         * fastest, however slow its all-reduce) */
                         double ar = R->ar_a * P + R->ar_b;
                         double tail = ar * (NM_BUCKET_BYTES < P ? NM_BUCKET_BYTES / P : 1);
-                        per += (ar - B > tail ? ar - B : tail) / n;
+                        double x = ar - B > tail ? ar - B : tail;
+                        per += s->kind == SCHED_PIPEDREAM ? x / n : x / s->M;
                     }
                     double out = j < nb ? m->cut[j] * bscale : 0, comm = incomm, lat = c;
                     if (out > 0) {
