@@ -239,26 +239,6 @@ static const char *const LEVEL_KEYS[] = { "name", "count", "bandwidth_gbit_per_s
 static const char *const TYPE_KEYS[] = { "name", "memory_gib", "speed", "peak_tflops", NULL };
 static const char *const SERVER_KEYS[] = { "device_type", "count", NULL };
 
-/* Rejects keys of obj not in `known` (catches misspelt optional fields). obj is an object. */
-static int check_keys(const jctx *jc, const cJSON *obj, const char *path,
-                      const char *const *known)
-{
-    if (!cJSON_IsObject(obj)) return 0; /* the getters report the type */
-    for (const cJSON *it = obj->child; it; it = it->next) {
-        int ok = 0;
-        for (int k = 0; known[k] && !ok; k++) ok = it->string && !strcmp(it->string, known[k]);
-        if (ok) continue;
-        char fp[256], list[400];
-        size_t used = 0;
-        list[0] = '\0';
-        for (int k = 0; known[k] && used < sizeof list; k++)
-            used += (size_t)snprintf(list + used, sizeof list - used, "%s%s", k ? ", " : "",
-                                     known[k]);
-        json_path(fp, sizeof fp, path, it->string ? it->string : "?");
-        return err_set(jc->err, jc->file, fp, "unknown field; expected one of %s", list);
-    }
-    return 0;
-}
 
 /* Reads a number in file units at obj.key and stores conv(x) in *out, checking that the
  * converted value stays finite (and > 0 when the file value must be > 0). */
@@ -317,7 +297,7 @@ static int load_levels(const jctx *jc, const cJSON *root, cluster *c)
         const char *name = NULL;
         long long count = 0;
         json_path_idx(p, sizeof p, "levels", "", i);
-        if (check_keys(jc, lv, p, LEVEL_KEYS) || json_get_str(jc, lv, p, "name", 1, &name))
+        if (json_check_keys(jc, lv, p, LEVEL_KEYS) || json_get_str(jc, lv, p, "name", 1, &name))
             return -1;
         if (!*name) {
             char fp[160];
@@ -366,7 +346,7 @@ static int load_types(const jctx *jc, const cJSON *root, cluster *c)
         device_type *t = &c->types[i];
         const char *name = NULL;
         json_path_idx(p, sizeof p, "device_types", "", i);
-        if (check_keys(jc, tv, p, TYPE_KEYS) || json_get_str(jc, tv, p, "name", 1, &name))
+        if (json_check_keys(jc, tv, p, TYPE_KEYS) || json_get_str(jc, tv, p, "name", 1, &name))
             return -1;
         json_path(fp, sizeof fp, p, "name");
         if (!*name)
@@ -429,7 +409,7 @@ static int load_servers(const jctx *jc, const cJSON *root, cluster *c)
         const char *name = NULL;
         long long count = 0;
         json_path_idx(p, sizeof p, "servers", "", i);
-        if (check_keys(jc, sv, p, SERVER_KEYS) || json_get_str(jc, sv, p, "device_type", 1, &name))
+        if (json_check_keys(jc, sv, p, SERVER_KEYS) || json_get_str(jc, sv, p, "device_type", 1, &name))
             return -1;
         int t = type_index(c, name);
         if (t < 0) return unknown_type(jc, c, json_path(fp, sizeof fp, p, "device_type"), name);
@@ -452,7 +432,7 @@ cluster *cluster_from_json(const cJSON *root, const char *file, plumb_err *err)
 {
     jctx jc = { file, err };
     const char *s = NULL;
-    if (json_check_format(&jc, root, CLUSTER_FORMAT) || check_keys(&jc, root, "", ROOT_KEYS))
+    if (json_check_format(&jc, root, CLUSTER_FORMAT) || json_check_keys(&jc, root, "", ROOT_KEYS))
         return NULL;
     cluster *c = calloc(1, sizeof *c);
     if (!c) { err_set(err, file, NULL, "out of memory"); return NULL; }

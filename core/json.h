@@ -33,6 +33,12 @@ cJSON *json_parse_text(const char *name, const char *text, size_t len, plumb_err
  * Returns 0, or -1 with a message naming the expected format and what was found. */
 int json_check_format(const jctx *c, const cJSON *root, const char *format);
 
+/* Rejects a key of obj that is not in `known` (a NULL-terminated list; catches misspelt
+ * optional fields) and a key given twice. Returns 0, or -1 with err naming the field path
+ * and the expected keys. A non-object obj passes (the getters report its type). */
+int json_check_keys(const jctx *c, const cJSON *obj, const char *path,
+                    const char *const *known);
+
 /* Field getters. obj must be an object; path is obj's own path ("" for the root).
  * When required is 0 and the field is absent, *out keeps its value and 0 is returned. */
 int json_get_num(const jctx *c, const cJSON *obj, const char *path, const char *key,

@@ -386,26 +386,6 @@ static const char *const STAGE_KEYS[] = { "first_layer", "last_layer", "replicas
 static const char *const PRED_KEYS[] = { "iteration_s", "samples_per_s", "speedup_vs_dp",
                                          "speedup_vs_1", "peak_memory_bytes", NULL };
 
-/* Rejects keys of obj not in `known` (catches misspelt optional fields). obj is an object. */
-static int check_keys(const jctx *jc, const cJSON *obj, const char *path,
-                      const char *const *known)
-{
-    if (!cJSON_IsObject(obj)) return 0; /* the getters report the type */
-    for (const cJSON *it = obj->child; it; it = it->next) {
-        int ok = 0;
-        for (int k = 0; known[k] && !ok; k++) ok = it->string && !strcmp(it->string, known[k]);
-        if (ok) continue;
-        char fp[256], list[400];
-        size_t used = 0;
-        list[0] = '\0';
-        for (int k = 0; known[k] && used < sizeof list; k++)
-            used += (size_t)snprintf(list + used, sizeof list - used, "%s%s", k ? ", " : "",
-                                     known[k]);
-        json_path(fp, sizeof fp, path, it->string ? it->string : "?");
-        return err_set(jc->err, jc->file, fp, "unknown field; expected one of %s", list);
-    }
-    return 0;
-}
 
 /* path of `ref` relative to the folder of `file`; malloc'd, NULL when out of memory. */
 static char *resolve_ref(const char *file, const char *ref)
@@ -497,7 +477,7 @@ static int load_stages(const jctx *jc, const cJSON *root, plan *pl)
             return err_set(jc->err, jc->file, p, "expected an object (got %s)",
                            json_describe(sv, got, sizeof got));
         }
-        if (check_keys(jc, sv, p, STAGE_KEYS) ||
+        if (json_check_keys(jc, sv, p, STAGE_KEYS) ||
             get_layer(jc, sv, p, "first_layer", pl->prof, &st->first_layer) ||
             get_layer(jc, sv, p, "last_layer", pl->prof, &st->last_layer) ||
             json_get_int(jc, sv, p, "replicas", 1, 1, pl->clus->ndevices, &r) ||
@@ -531,7 +511,7 @@ static int load_predicted(const jctx *jc, const cJSON *root, plan *pl)
     if (json_get_obj(jc, root, "", "predicted", 0, &pr)) return -1;
     if (!pr) return 0;
     const char *pp = "predicted";
-    if (check_keys(jc, pr, pp, PRED_KEYS)) return -1;
+    if (json_check_keys(jc, pr, pp, PRED_KEYS)) return -1;
     if (json_get_num(jc, pr, pp, "iteration_s", 0, J_NONNEG, &pl->pred_iteration_s) ||
         json_get_num(jc, pr, pp, "samples_per_s", 0, J_NONNEG, &pl->pred_samples_per_s) ||
         json_get_num(jc, pr, pp, "speedup_vs_dp", 0, J_NONNEG, &pl->pred_speedup_vs_dp) ||
@@ -559,7 +539,7 @@ plan *plan_from_json(const cJSON *root, const char *file, plumb_err *err)
     const char *s = NULL;
     long long x = 0;
     char got[96];
-    if (json_check_format(&jc, root, PLAN_FORMAT) || check_keys(&jc, root, "", ROOT_KEYS))
+    if (json_check_format(&jc, root, PLAN_FORMAT) || json_check_keys(&jc, root, "", ROOT_KEYS))
         return NULL;
     plan *pl = plan_blank(0);
     if (!pl) { err_set(err, file, NULL, "out of memory"); return NULL; }

@@ -416,35 +416,6 @@ static const char *const LAYER_KEYS[] = {"name", "kind", "desc", "forward_ms", "
                                          "activation_bytes", "parameter_bytes", "flops",
                                          "stage_id", NULL};
 
-/* Rejects keys of obj not in `known` (catches misspelt optional fields) and repeated keys. */
-static int check_keys(const jctx *c, const cJSON *obj, const char *path,
-                      const char *const *known)
-{
-    for (const cJSON *it = obj->child; it; it = it->next) {
-        int ok = 0;
-        for (int k = 0; known[k] && !ok; k++) ok = it->string && !strcmp(it->string, known[k]);
-        if (ok) {
-            for (const cJSON *prev = obj->child; prev != it; prev = prev->next) {
-                if (prev->string && !strcmp(prev->string, it->string)) {
-                    char fp[256];
-                    json_path(fp, sizeof fp, path, it->string);
-                    return err_set(c->err, c->file, fp, "expected each field once (got it "
-                                   "twice)");
-                }
-            }
-            continue;
-        }
-        char fp[256], list[512];
-        size_t used = 0;
-        list[0] = '\0';
-        for (int k = 0; known[k]; k++)
-            used += (size_t)snprintf(list + used, sizeof list - used, "%s%s", k ? ", " : "",
-                                     known[k]);
-        json_path(fp, sizeof fp, path, it->string ? it->string : "?");
-        return err_set(c->err, c->file, fp, "unknown field; expected one of %s", list);
-    }
-    return 0;
-}
 
 static int dup_into(const jctx *c, char **dst, const char *s)
 {
@@ -462,7 +433,7 @@ static int layer_from_json(const jctx *c, const cJSON *item, int i, profile *p)
         return err_set(c->err, c->file, lp, "expected a layer object (got %s)",
                        json_describe(item, got, sizeof got));
     }
-    if (check_keys(c, item, lp, LAYER_KEYS)) return -1;
+    if (json_check_keys(c, item, lp, LAYER_KEYS)) return -1;
     profile_layer *l = &p->layers[i];
     const char *name = NULL, *kind = NULL, *desc = "";
     if (json_get_str(c, item, lp, "name", 1, &name) ||
@@ -520,7 +491,7 @@ profile *profile_from_json(const cJSON *root, const char *file, plumb_err *err)
     jctx c = {file, err};
     profile *p = NULL;
     if (json_check_format(&c, root, PROFILE_FORMAT)) return NULL;
-    if (check_keys(&c, root, "", ROOT_KEYS)) return NULL;
+    if (json_check_keys(&c, root, "", ROOT_KEYS)) return NULL;
     const char *name, *device, *source = "";
     long long mb;
     const cJSON *layers, *edges;
