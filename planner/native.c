@@ -158,6 +158,15 @@ static int cands_push(nm_cands *cs, const nm_cand *c)
 
 #define NM_PARTS 8
 
+/* The microbatch count the program prices with when none is given: a guess for the
+ * memory bound and the all-reduce share (2 per device); 0 for pipedream and 2bw, whose
+ * memory does not depend on it and whose fixed counts must split evenly over the replicas
+ * (a guess would rule out every replica count that does not divide it). */
+static int program_m(const nm_model *m, sched_kind k)
+{
+    return k == SCHED_PIPEDREAM || k == SCHED_2BW ? 0 : 2 * m->ndev;
+}
+
 /* Sets c's microbatch count to the default of its partition and prices it; when that does
  * not fit memory (gpipe stashes every microbatch), the smaller fallback count. */
 static void settle_m(const nm_model *m, nm_cand *c)
@@ -189,7 +198,7 @@ int nm_baselines(const nm_models *ms, const nm_setting *s, int fixedM, nm_cands 
         one.nr = 1;
         one.rlist[0] = 1;
         nm_setting g = *s;
-        if (!fixedM) g.M = 2 * m->ndev;
+        if (!fixedM) g.M = program_m(m, s->kind);
         n += nm_partitions(&one, &g, parts + 1, 2, dp_runs);
     }
     int added = 0;
@@ -211,10 +220,15 @@ int nm_gather(const nm_models *ms, const nm_setting *s, int fixedM, nm_cands *ou
     nm_part *parts = malloc(NM_PARTS * sizeof *parts);
     if (!parts) return -1;
     int added = 0;
+    int async = s->kind == SCHED_PIPEDREAM || s->kind == SCHED_2BW;
+    for (int pass = 0; pass < (async && !fixedM ? 2 : 1); pass++)
     for (int k = 0; k < ms->n; k++) {
         const nm_model *m = &ms->m[k];
         nm_setting g = *s;
-        if (!fixedM) g.M = 2 * m->ndev; /* a guess for the program's memory bound */
+        /* pipedream and 2bw: partitions for any replica counts, then for those dividing
+         * 2 per device (the cost model ranks them less well than the others; both go
+         * to the simulator) */
+        if (!fixedM) g.M = pass ? 2 * m->ndev : program_m(m, s->kind);
         int n = nm_partitions(m, &g, parts, NM_PARTS, dp_runs);
         for (int i = 0; i < n; i++) {
             nm_cand c = {.mod = k, .s = g, .pt = parts[i]};

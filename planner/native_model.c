@@ -328,8 +328,8 @@ static int chunk_rank(sched_kind k, int i, int p)
 }
 
 /* W: devices of this stage and every later one. Returns 1 when it fits memory. */
-static int stage_cost(const nm_model *m, const nm_setting *s, int b0, int b1, int u, int r,
-                      int W, nm_cost *o)
+static int stage_cost_k(const nm_model *m, const nm_setting *s, int b0, int b1, int u,
+                        int r, int W, int kzb, nm_cost *o)
 {
     const nm_range *R = &m->rg[u * (m->U + 1) + r];
     int n = r * m->g;
@@ -360,7 +360,10 @@ static int stage_cost(const nm_model *m, const nm_setting *s, int b0, int b1, in
     case SCHED_1F1B_FLUSH: k = ceil_div(W, n) < ceil_div(s->M, n) ? ceil_div(W, n)
                                                                   : ceil_div(s->M, n); break;
     case SCHED_ZB_H1: {
-        int a = ceil_div(W, n) + 1, b = ceil_div(s->M, n);
+        /* every stage holds the first stage's warmup plus the deferred weight gradients:
+         * the largest ceil(devices from a stage on / its replicas) of the pipeline (kzb),
+         * at most its microbatches per flush; unknown (kzb 0): this stage's + 1 */
+        int a = kzb > 0 ? kzb : ceil_div(W, n) + 1, b = ceil_div(s->M, n);
         k = a < b ? a : b;
         break;
     }
@@ -382,6 +385,12 @@ static int stage_cost(const nm_model *m, const nm_setting *s, int b0, int b1, in
     if ((s->kind == SCHED_PIPEDREAM || s->kind == SCHED_2BW) && s->M > 0 && s->M % n)
         return 0; /* a fixed microbatch count must split evenly over the replicas */
     return mem <= R->cap;
+}
+
+static int stage_cost(const nm_model *m, const nm_setting *s, int b0, int b1, int u, int r,
+                      int W, nm_cost *o)
+{
+    return stage_cost_k(m, s, b0, b1, u, r, W, 0, o);
 }
 
 /* Seconds per microbatch that the busiest server port spends on activations and gradients
@@ -471,12 +480,17 @@ void nm_price(const nm_model *m, const nm_setting *s, nm_part *pt)
         pt->fill = (p - 1) * dmax / v + sumlat;
         pt->ar = 0;
     } else {
-        int W = 0;
+        int W = 0, kzb = 0;
         for (int i = 0; i < pt->nst; i++) W += pt->st[i].r * m->g;
+        for (int i = 0, w = W; i < pt->nst; i++) {
+            int k = ceil_div(w, pt->st[i].r * m->g);
+            if (k > kzb) kzb = k;
+            w -= pt->st[i].r * m->g;
+        }
         for (int i = 0; i < pt->nst; i++) {
             const nm_stage *st = &pt->st[i];
             nm_cost o;
-            if (!stage_cost(m, s, st->b0, st->b1, st->u, st->r, W, &o)) fits = 0;
+            if (!stage_cost_k(m, s, st->b0, st->b1, st->u, st->r, W, kzb, &o)) fits = 0;
             W -= st->r * m->g;
             if (o.per > per) {
                 per = o.per;
@@ -544,7 +558,8 @@ static void dp_solve(const nm_model *m, const nm_setting *s, nm_dp *d, int mode,
                 switch (s->kind) {
                 case SCHED_GPIPE: k = km; break;
                 case SCHED_1F1B_FLUSH: k = kw < km ? kw : km; break;
-                case SCHED_ZB_H1: k = kw + 1 < km ? kw + 1 : km; break;
+                /* the first stage's warmup is usually the pipeline's largest */
+                case SCHED_ZB_H1: k = (b ? kw + 1 : kw) < km ? (b ? kw + 1 : kw) : km; break;
                 case SCHED_PIPEDREAM: k = kw; ver = kw; break;
                 case SCHED_2BW: k = kw; ver = 2; break;
                 default: k = kw; break;
