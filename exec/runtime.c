@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "exec/stage.h"
 #include "exec/train.h"
@@ -308,11 +309,20 @@ static int run_action(worker *wk, const action *a, int i)
     if (g >= 0) rs->last_it = g / sc->microbatches;
     if (c->fault.worker == wk->w && c->fault.step > 0 && g >= 0 &&
         c->start_iteration + g / sc->microbatches + 1 == c->fault.step) {
-        if (c->fault.kill) {
+        if (c->fault.mode == RT_FAULT_KILL) {
             fprintf(stderr, "plumb: worker %d: injected fault: SIGKILL at step %ld "
                     "(PLUMB_FAULT)\n", wk->w, c->fault.step);
             fflush(stderr);
             raise(SIGKILL);
+        }
+        if (c->fault.mode == RT_FAULT_STALL) {
+            double lim = (c->timeout_s > 0 ? c->timeout_s : 120) + 5, t0 = train_now();
+            while (train_now() - t0 < lim) {
+                struct timespec ts = {0, 100000000L};
+                nanosleep(&ts, NULL);
+            }
+            return err_set(&wk->err, NULL, NULL, "worker %d: injected stall at step %ld "
+                           "(PLUMB_FAULT)", wk->w, c->fault.step);
         }
         return err_set(&wk->err, NULL, NULL, "worker %d: injected fault at step %ld "
                        "(PLUMB_FAULT)", wk->w, c->fault.step);
@@ -700,18 +710,20 @@ int rt_fault_parse(const char *spec, rt_fault *f, plumb_err *err)
 {
     f->worker = -1;
     f->step = 0;
-    f->kill = 0;
+    f->mode = RT_FAULT_ERROR;
     if (!spec || !*spec) return 0;
     int w = -1, used = 0;
     long st = 0;
     char tail[8] = "";
     if (sscanf(spec, "worker:%d:step:%ld%n", &w, &st, &used) == 2 && w >= 0 && st >= 1 &&
-        (spec[used] == 0 || (sscanf(spec + used, ":%7s", tail) == 1 && !strcmp(tail, "kill")))) {
+        (spec[used] == 0 || (sscanf(spec + used, ":%7s", tail) == 1 &&
+                             (!strcmp(tail, "kill") || !strcmp(tail, "stall"))))) {
         f->worker = w;
         f->step = st;
-        f->kill = spec[used] != 0;
+        f->mode = !spec[used] ? RT_FAULT_ERROR : !strcmp(tail, "kill") ? RT_FAULT_KILL
+                                                                        : RT_FAULT_STALL;
         return 0;
     }
-    return err_set(err, NULL, "PLUMB_FAULT", "expected worker:W:step:S or worker:W:step:S:kill "
+    return err_set(err, NULL, "PLUMB_FAULT", "expected worker:W:step:S, optionally :kill or :stall, "
                    "with W >= 0 and S >= 1 (got \"%s\")", spec);
 }

@@ -21,17 +21,21 @@
  * with err set. */
 typedef int (*rt_batch_fn)(void *user, int g, float *x, int32_t *y, plumb_err *err);
 
-/* An injected failure (tests of failure handling; `PLUMB_FAULT=worker:W:step:S[:kill]`):
+/* An injected failure (tests of failure handling; `PLUMB_FAULT=worker:W:step:S[:MODE]`):
  * worker W fails as it starts step S (1-based, counted from the start of training, resumed
- * steps included): with an error that aborts the run, or by SIGKILL of its whole process. */
+ * steps included): with an error that aborts the run (RT_FAULT_ERROR), by SIGKILL of its
+ * whole process (RT_FAULT_KILL), or by going silent (RT_FAULT_STALL: it sleeps for the
+ * receive timeout plus 5 s, so that its peers' timeouts are what ends the run, then fails;
+ * bounded, so a run of threads still ends). */
+enum { RT_FAULT_ERROR = 0, RT_FAULT_KILL = 1, RT_FAULT_STALL = 2 };
 typedef struct rt_fault {
     int worker;                /* < 0: none */
     long step;
-    int kill;
+    int mode;                  /* RT_FAULT_* */
 } rt_fault;
 
-/* Parses spec ("worker:W:step:S" or "worker:W:step:S:kill"; NULL or "" = none) into *f.
- * Returns 0, or -1 with err naming PLUMB_FAULT and what was expected. */
+/* Parses spec ("worker:W:step:S", optionally followed by ":kill" or ":stall"; NULL or "" =
+ * none) into *f. Returns 0, or -1 with err naming PLUMB_FAULT and what was expected. */
 int rt_fault_parse(const char *spec, rt_fault *f, plumb_err *err);
 
 typedef struct rt_cfg {

@@ -254,7 +254,7 @@ int train_run(const train_run_cfg *rc, train_result *res, plumb_err *err)
     for (long s = start; s < total; s++) {
         long e = s / per_epoch, pos = s % per_epoch;
         if (rc->fault.worker == 0 && rc->fault.step == s + 1) {
-            if (rc->fault.kill) {
+            if (rc->fault.mode == RT_FAULT_KILL) {
                 fprintf(stderr, "plumb: worker 0: injected fault: SIGKILL at step %ld "
                         "(PLUMB_FAULT)\n", s + 1);
                 fflush(stderr);

@@ -40,6 +40,7 @@ typedef struct progress {
     double *l, *c, *r;      /* [iterations] sums */
     double want;            /* targets per iteration */
     int n, next;            /* iterations, first not yet complete */
+    int start;              /* first iteration of this run (resumed) */
     long every, per_epoch;
     int mbs;
     double t0, tlast, lw, aw;
@@ -66,7 +67,7 @@ static void on_loss(void *user, int it, double loss, double correct, double rows
             p->res->train_loss = p->lw / p->nw;
             p->res->train_acc = p->aw / p->nw;
             if (p->log) {
-                double el = now - p->t0, eta = el / (i + 1) * (p->n - i - 1);
+                double el = now - p->t0, eta = el / (i + 1 - p->start) * (p->n - i - 1);
                 fprintf(p->log,
                         "step %d/%d  epoch %ld  loss %.4f  accuracy %.1f%%  %.0f samples/s  "
                         "ETA %.0f s\n",
@@ -185,7 +186,7 @@ int train_run_pipeline(const train_run_cfg *rc, const schedule *s, const int *fi
     if (log0 && start > 0) fprintf(log0, "resumed from %s at step %ld\n", rc->resume, start);
     long every = rc->log_every > 0 ? rc->log_every : (total + 19) / 20;
     pg.every = every < 1 ? 1 : every;
-    pg.next = (int)start;
+    pg.next = pg.start = (int)start;
     pg.l = calloc((size_t)total + 1, sizeof(double));
     pg.c = calloc((size_t)total + 1, sizeof(double));
     pg.r = calloc((size_t)total + 1, sizeof(double));

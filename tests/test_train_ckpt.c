@@ -87,9 +87,11 @@ Test(fault, spec_parsing)
     cr_expect_eq(rt_fault_parse(NULL, &f, &e), 0);
     cr_expect_eq(f.worker, -1);
     cr_expect_eq(rt_fault_parse("worker:2:step:7", &f, &e), 0);
-    cr_expect(f.worker == 2 && f.step == 7 && !f.kill);
+    cr_expect(f.worker == 2 && f.step == 7 && f.mode == RT_FAULT_ERROR);
     cr_expect_eq(rt_fault_parse("worker:0:step:1:kill", &f, &e), 0);
-    cr_expect(f.worker == 0 && f.step == 1 && f.kill);
+    cr_expect(f.worker == 0 && f.step == 1 && f.mode == RT_FAULT_KILL);
+    cr_expect_eq(rt_fault_parse("worker:1:step:2:stall", &f, &e), 0);
+    cr_expect(f.worker == 1 && f.step == 2 && f.mode == RT_FAULT_STALL);
     const char *bad[] = {"worker:1", "worker:-1:step:3", "worker:1:step:0", "worker:1:step:3:x",
                          "step:3", "worker:1:step:3:killer"};
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {

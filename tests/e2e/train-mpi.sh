@@ -3,7 +3,7 @@
 # runs it) gives the same final weights as the in-process local transport: a 2-stage GPipe
 # and a 2-stage PipeDream pipeline, and a stage on 2 replicas (gradient all-reduce on a
 # sub-communicator). A rank that fails (PLUMB_FAULT) stops the other with a clear error; a
-# rank killed outright ends the job; neither hangs. Skipped when mpirun is missing or the
+# rank killed outright ends the job; a silent rank makes the other time out; none hangs. Skipped when mpirun is missing or the
 # binary was built without MPI.
 set -u
 PLUMB=${PLUMB:-./plumb}
@@ -78,5 +78,15 @@ PLUMB_FAULT=worker:0:step:3:kill timeout 90 $MPIRUN -x PLUMB_FAULT "$PLUMB" trai
     $common --schedule gpipe --stages 2 --transport mpi --timeout 30 > "$tmp/k.out" 2>&1
 rc=$?
 [ $rc -ne 0 ] && [ $rc -ne 124 ] || fail "killed rank: exit $rc (want a failure, not a hang): $(cat "$tmp/k.out")"
+echo "  ended in $(( $(date +%s) - t0 )) s, exit $rc"
+
+echo "a silent rank: the other times out (--timeout 3) and the job ends"
+t0=$(date +%s)
+PLUMB_FAULT=worker:1:step:3:stall timeout 90 $MPIRUN -x PLUMB_FAULT "$PLUMB" train "$model" \
+    $common --schedule gpipe --stages 2 --transport mpi --timeout 3 > "$tmp/s.out" 2>&1
+rc=$?
+[ $rc -ne 0 ] && [ $rc -ne 124 ] || fail "silent rank: exit $rc (want a failure, not a hang): $(cat "$tmp/s.out")"
+grep -q "worker 0 waited 3 s for message .* from worker 1" "$tmp/s.out" ||
+    fail "silent rank: no timeout message: $(cat "$tmp/s.out")"
 echo "  ended in $(( $(date +%s) - t0 )) s, exit $rc"
 echo "train-mpi.sh: all passed"

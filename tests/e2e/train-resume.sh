@@ -4,7 +4,8 @@
 # weights, byte for byte, as an uninterrupted run: a 2-stage PipeDream pipeline (momentum),
 # sequential Adam, and 1F1B-flush resumed without further checkpoints (synchronous
 # schedules give the same weights however the run is cut). A worker thread that fails
-# stops the whole run with its error, quickly (no hang).
+# stops the whole run with its error, quickly; one that goes silent makes its peers time
+# out (no hang).
 set -u
 PLUMB=${PLUMB:-./plumb}
 tmp=$(mktemp -d)
@@ -65,4 +66,14 @@ rc=$?
 [ "$(wc -l < "$tmp/f.err")" -eq 1 ] && grep -q "worker 1: injected fault at step 3" "$tmp/f.err" ||
     fail "fault: expected one line naming worker 1: $(cat "$tmp/f.err")"
 echo "  $(cat "$tmp/f.err") (after $(( $(date +%s) - t0 )) s)"
+
+echo "a silent worker: its peers time out (--timeout 2) and the run ends (local transport)"
+t0=$(date +%s)
+PLUMB_FAULT=worker:1:step:3:stall timeout 60 "$PLUMB" train "$model" --steps 10 --microbatches 4 \
+    --schedule 1f1b-flush --stages 3 --quiet --timeout 2 > "$tmp/s.out" 2> "$tmp/s.err"
+rc=$?
+[ $rc -eq 1 ] || fail "stall: exit $rc (want 1): $(cat "$tmp/s.err")"
+grep -q "waited 2 s for message .* from worker 1: deadlock or a stalled peer" "$tmp/s.err" ||
+    fail "stall: expected a timeout naming worker 1: $(cat "$tmp/s.err")"
+echo "  $(cat "$tmp/s.err") (after $(( $(date +%s) - t0 )) s)"
 echo "train-resume.sh: all passed"
