@@ -30,6 +30,7 @@ static int add_m_variants(const nm_models *ms, nm_cands *cs, int from)
         for (int f = 2; f <= 2; f *= 2) {
             nm_cand c = cs->v[i];
             c.s.M *= f;
+            c.must = 0; /* the baseline itself is simulated; its variant competes */
             if (c.s.M > AUTO_MAX_M) break;
             nm_price(&ms->m[c.mod], &c.s, &c.pt);
             if (!c.pt.fits) break;
@@ -59,7 +60,9 @@ int planner_auto(const profile *p, const cluster *c, const native_options *o,
     if (nm_begin(p, c, o, res, &ms, err)) return -1;
     nm_cands cs = {0};
     int mb0 = o->microbatch_size > 0 ? o->microbatch_size : p->minibatch;
-    int fixedM = o->microbatches > 0;
+    /* baselines: data parallelism only (have bit 1 set: a 32-stage straight pipeline
+     * takes ~10 ms to simulate, and auto's own 1f1b-flush candidates include pipelines) */
+    int fixedM = o->microbatches > 0, have = 2;
     /* zb-h1 reuses 1f1b-flush's partitions and 2bw pipedream's (re-priced: their memory
      * differs a little); each gets its own program only when none of those fits */
     for (int k = 0; k < AUTO_NKINDS; k++) {
@@ -84,6 +87,12 @@ int planner_auto(const profile *p, const cluster *c, const native_options *o,
                     if (from >= 0) n = nm_reprice(&ms, &cs, from, to, kind, fixedM);
                 }
                 if (n == 0) n = nm_gather(&ms, &s, fixedM, &cs, &res->dp_runs);
+                /* the default schedule's data parallelism, always simulated, so auto
+                 * never ranks below it */
+                if (n >= 0 && kind == SCHED_1F1B_FLUSH && mb == mb0) {
+                    int b = nm_baselines(&ms, &s, fixedM, &cs, &res->dp_runs, &have);
+                    n = b < 0 ? -1 : n + b;
+                }
                 if (n < 0) goto oom;
                 fit += n;
             }

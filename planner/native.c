@@ -221,7 +221,7 @@ int nm_gather(const nm_models *ms, const nm_setting *s, int fixedM, nm_cands *ou
     if (!parts) return -1;
     int added = 0;
     int async = s->kind == SCHED_PIPEDREAM || s->kind == SCHED_2BW;
-    for (int pass = 0; pass < (async && !fixedM ? 2 : 1); pass++)
+    for (int pass = 0; pass < (async && !fixedM && !s->quick ? 2 : 1); pass++)
     for (int k = 0; k < ms->n; k++) {
         const nm_model *m = &ms->m[k];
         nm_setting g = *s;

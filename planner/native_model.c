@@ -236,11 +236,11 @@ int nm_model_build(nm_model *m, const profile *p, const cluster *c, int ndev,
     cross = NULL;
 
     /* replica counts (units): 1..8, powers of two, whole servers, everything, and all
-     * but 1..8 units (PipeDream's typical "15-1": one big replicated stage beside a few
+     * but 1..4 units (PipeDream's typical "15-1": one big replicated stage beside a few
      * small ones) */
     int per = c->levels[0].count > 0 ? c->levels[0].count : 1;
     for (int r = 1; r <= U && m->nr < NM_MAX_UNITS; r++)
-        if (r <= 8 || is_pow2(r) || (r * m->g) % per == 0 || r >= U - 8)
+        if (r <= 8 || is_pow2(r) || (r * m->g) % per == 0 || r >= U - 4)
             m->rlist[m->nr++] = r;
 
     net_from_cluster(&m->net, c);
