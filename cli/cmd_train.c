@@ -93,7 +93,7 @@ static schedule *make_sched(void *user, int iterations, plumb_err *err)
 /* How a pipelined run spans processes: the transport (NULL: local), this rank, the size. */
 typedef struct procs {
     transport *tr;
-    int rank, size;
+    int rank, size, node_size;
 } procs;
 
 /* Splits m's top-level layers into n contiguous stages of about equal forward FLOPs
@@ -173,6 +173,7 @@ static int run_pipelined(const train_run_cfg *cfg_in, const plan *pl, const char
         cfg->tr = pr->tr;
         cfg->local_workers = &me;
         cfg->nlocal = 1;
+        cfg->node_procs = pr->node_size;
         cfg->rank = pr->rank;
     }
     if (train_run_pipeline(cfg, s, first, last, ndevices, res, tracepath ? &tl : NULL, err))
@@ -296,7 +297,7 @@ int cmd_train(int argc, char **argv)
 
     plumb_err err = {{0}};
     int rc = 2;
-    procs pr = {NULL, 0, 1};
+    procs pr = {NULL, 0, 1, 1};
     bk_ctx *nccl_ctx = NULL;
     int mpi_on = 0;
     model *m = NULL;
@@ -407,7 +408,7 @@ int cmd_train(int argc, char **argv)
     train_result res;
 #ifdef PLUMB_HAVE_MPI
     if (tkind) {
-        if (mpi_session_begin(&pr.rank, &pr.size, &err)) goto fail;
+        if (mpi_session_begin(&pr.rank, &pr.size, &pr.node_size, &err)) goto fail;
         mpi_on = 1;
         if (tkind == 1) {
             pr.tr = transport_mpi_create(timeout, &err);

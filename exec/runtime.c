@@ -612,7 +612,9 @@ int runtime_run(const rt_cfg *cfg, rt_result *res, plumb_err *err)
         err_set(err, NULL, NULL, "out of memory");
         goto done;
     }
-    if (c.bk->hint_workers) c.bk->hint_workers(c.local_workers ? c.nlocal : W);
+    if (c.bk->hint_workers)
+        c.bk->hint_workers((c.local_workers ? c.nlocal : W) *
+                           (c.node_procs > 1 ? c.node_procs : 1));
     double t0 = train_now();
     int start_failed = 0;
     for (int w = 0; w < W; w++) wks[w] = (worker){.cfg = &c, .sh = &sh, .w = w, .peak = -1};

@@ -62,6 +62,8 @@ typedef struct rt_cfg {
     const int *local_workers;  /* the workers this process runs (one process per rank under
                                   mpirun: {rank}); NULL: all of them, as threads */
     int nlocal;
+    int node_procs;            /* processes sharing this machine's cores (mpirun ranks on the
+                                  node); <= 1: this one only */
     double timeout_s;          /* local transport's receive timeout; <= 0: 120 s */
     /* Resuming (checkpoints): the starting weights and optimizer state (host, m->nparams
      * floats each; NULL: weights from the model's seed, zero state), and the iterations

@@ -93,6 +93,7 @@ typedef struct train_run_cfg {
     transport *tr;            /* NULL: an in-process transport for all workers */
     const int *local_workers; /* mpirun: the workers of this process ({rank}); NULL: all */
     int nlocal;
+    int node_procs;           /* processes sharing this machine's cores (BLAS threads) */
     int rank;                 /* this process: 0 prints the header and final lines,
                                  evaluates and writes files; losses are printed by the
                                  process holding the loss stage */

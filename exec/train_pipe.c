@@ -215,6 +215,7 @@ int train_run_pipeline(const train_run_cfg *rc, const schedule *s, const int *fi
                       .recompute = rc->recompute, .opt = rc->cfg.opt, .batch = batcher_fn,
                       .batch_user = &b, .on_loss = on_loss, .on_loss_user = &pg, .tr = rc->tr,
                       .local_workers = rc->local_workers, .nlocal = rc->nlocal,
+                      .node_procs = rc->node_procs,
                       .timeout_s = rc->timeout_s, .init_params = cur_w, .init_m = cur_m,
                       .init_v = cur_v, .start_iteration = it0, .want_state = want_state,
                       .fault = rc->fault};

@@ -44,12 +44,12 @@ static double now_s(void)
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-/* Sleeps a little more each time a wait finds nothing: spin first, then up to 1 ms. */
+/* Sleeps a little more each time a wait finds nothing: spin first, then up to 0.2 ms. */
 static void backoff(int *round)
 {
     if (*round < 64) { (*round)++; return; }
     long ns = 20000L << (*round - 64 < 6 ? *round - 64 : 6);
-    if (ns > 1000000L) ns = 1000000L;
+    if (ns > 200000L) ns = 200000L;
     struct timespec ts = {0, ns};
     nanosleep(&ts, NULL);
     (*round)++;
@@ -410,7 +410,7 @@ transport *transport_mpi_create(double timeout_s, plumb_err *err)
     return t;
 }
 
-int mpi_session_begin(int *rank, int *size, plumb_err *err)
+int mpi_session_begin(int *rank, int *size, int *node_size, plumb_err *err)
 {
     int inited = 0, provided = 0;
     MPI_Initialized(&inited);
@@ -425,6 +425,13 @@ int mpi_session_begin(int *rank, int *size, plumb_err *err)
                        "workers need at least MPI_THREAD_SERIALIZED", provided);
     MPI_Comm_rank(MPI_COMM_WORLD, rank);
     MPI_Comm_size(MPI_COMM_WORLD, size);
+    MPI_Comm node;
+    *node_size = 1;
+    if (MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, *rank, MPI_INFO_NULL,
+                            &node) == MPI_SUCCESS) {
+        MPI_Comm_size(node, node_size);
+        MPI_Comm_free(&node);
+    }
     return 0;
 }
 

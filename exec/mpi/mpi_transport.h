@@ -30,10 +30,10 @@
 #include "exec/transport.h"
 
 /* Initializes MPI for plumb (MPI_Init_thread asking for MPI_THREAD_MULTIPLE: the worker
- * runs in a thread of its own) unless already initialized, and gives this process's rank
- * and the number of ranks. Returns 0, or -1 with err set (the MPI library offers less than
- * MPI_THREAD_SERIALIZED). */
-int mpi_session_begin(int *rank, int *size, plumb_err *err);
+ * runs in a thread of its own) unless already initialized, and gives this process's rank,
+ * the number of ranks, and the number of ranks on this node (they share its cores).
+ * Returns 0, or -1 with err set (the MPI library offers less than MPI_THREAD_SERIALIZED). */
+int mpi_session_begin(int *rank, int *size, int *node_size, plumb_err *err);
 
 /* Ends the MPI session: MPI_Finalize when status is 0; otherwise MPI_Abort with status, which
  * ends every rank of the job (a failed rank must not leave the others waiting). */
