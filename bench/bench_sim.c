@@ -3,7 +3,8 @@
  * ITERATIONS [REPEATS]. Prints one line: actions, events, the engine's CPU time (best of
  * REPEATS; its wall time beside it) and events per CPU second, the CPU time of schedule
  * generation and of the whole sim_run (generation, the validator's in-flight replay, cost
- * model, engine, report), and the process's peak resident memory. CPU time because the
+ * model, engine, report; with the iterations it ran: more than asked when the steady state
+ * needs them), and the process's peak resident memory. CPU time because the
  * machine may be shared: wall time then measures the neighbours. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -113,10 +114,10 @@ int main(int argc, char **argv)
     getrusage(RUSAGE_SELF, &ru);
     printf("%-11s stages=%-3d microbatches=%-5d iterations=%d actions=%lld events=%lld "
            "engine=%.4f s (wall %.4f s) events/s=%.1fM generate=%.4f s sim_run=%.4f s "
-           "peak_rss=%.1f MiB (simulated iteration %.4f s, bubble %.3f)\n",
+           "(%d iterations) peak_rss=%.1f MiB (simulated iteration %.4f s, bubble %.3f)\n",
            argv[1], stages, mb, iters, actions, events, best, best_wall, events / best / 1e6,
-           t_gen,
-           t_run, ru.ru_maxrss / 1024.0, iteration_s, rep->bubble_fraction);
+           t_gen, t_run, rep->iterations, ru.ru_maxrss / 1024.0, iteration_s,
+           rep->bubble_fraction);
     sim_report_free(rep);
     plan_free(pl);
     return 0;

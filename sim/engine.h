@@ -7,7 +7,9 @@
  * compute stream; SEND is asynchronous (queued on the directed link, the worker goes on);
  * RECV blocks until the matching transfer has arrived; ALLREDUCE blocks until the ring
  * all-reduce of every replica of the stage is done, its buckets overlapped with the last
- * backward; F/B/I/W/STEP occupy the compute stream for their priced time. A transfer holds
+ * backward and each of their ring steps a transfer per hop on the same links and ports as
+ * the sends; F/B/I/W/STEP occupy the compute stream for their priced time (a STEP also
+ * step_bytes / worker_mem_Bps). A transfer holds
  * its directed link for bytes / rate and a lane of every egress port it leaves through
  * (level 0: the device's own port; level l >= 1: the port of the sender's level-(l-1)
  * group; a port has floor(egress / bandwidth) lanes, at least 1); it arrives latency
