@@ -72,7 +72,10 @@ int planner_auto(const profile *p, const cluster *c, const native_options *o,
             int before = cs.n, fit = 0;
             for (int rc = o->recompute == 1 ? 1 : 0; rc <= 1; rc++) {
                 nm_setting s = {kind, o->microbatches, mb, rc, o->chunks > 1 ? o->chunks : 2,
-                                o->optimizer, rc};
+                                o->optimizer, rc || mb != mb0};
+                /* quick (min-max and one threshold) for recomputation and the smaller
+                 * microbatches: they matter when memory is short, where the min-max
+                 * partition is what fits */
                 int n = 0;
                 sched_kind base = kind == SCHED_ZB_H1 ? SCHED_1F1B_FLUSH
                                   : kind == SCHED_2BW ? SCHED_PIPEDREAM : kind;
@@ -89,8 +92,10 @@ int planner_auto(const profile *p, const cluster *c, const native_options *o,
                 if (n == 0) n = nm_gather(&ms, &s, fixedM, &cs, &res->dp_runs);
                 /* the default schedule's data parallelism, always simulated, so auto
                  * never ranks below it */
-                if (n >= 0 && kind == SCHED_1F1B_FLUSH && mb == mb0) {
-                    int b = nm_baselines(&ms, &s, fixedM, &cs, &res->dp_runs, &have);
+                if (n >= 0 && kind == SCHED_1F1B_FLUSH) {
+                    int hv = have & ~1; /* data parallelism at every microbatch size */
+                    int b = nm_baselines(&ms, &s, fixedM, &cs, &res->dp_runs, &hv);
+                    have |= hv & 2;
                     n = b < 0 ? -1 : n + b;
                 }
                 if (n < 0) goto oom;

@@ -366,6 +366,7 @@ static int simulate(const nm_models *ms, nm_cand *c, const native_options *o, pl
 }
 
 #define NM_MAX_RESULT 16
+#define NM_EXTRA_ACTIONS 10000.0 /* simulated actions (F, B, sends) beyond the first nsim */
 
 int nm_finish(const nm_models *ms, nm_cands *cs, const native_options *o, int nsim,
               native_result *res, plumb_err *err)
@@ -419,7 +420,19 @@ int nm_finish(const nm_models *ms, nm_cands *cs, const native_options *o, int ns
     /* simulate in that order: each schedule's best, then the next best estimates */
     int simulated = 0;
     if (o->sim_top >= 0) nsim += nmust;
-    for (int i = 0; i < keep && simulated < nsim; i++) {
+    /* past nsim, when the count was not fixed, the next ones while they are cheap: the
+     * cost model is optimistic for complicated hybrids, so a few more simulations of small
+     * plans are worth their time (NM_EXTRA_ACTIONS actions, a few ms) */
+    double extra = o->sim_top == 0 ? NM_EXTRA_ACTIONS : 0;
+    for (int i = 0; i < keep; i++) {
+        if (simulated >= nsim) {
+            const nm_cand *c = &cs->v[i];
+            int iters = o->sim_iterations > 0 ? o->sim_iterations
+                        : sched_kind_is_async(c->s.kind) ? 4 : 2;
+            double acts = 3.0 * c->s.M * c->pt.nst * iters;
+            if (acts > extra) break;
+            extra -= acts;
+        }
         plumb_err e;
         err_clear(&e);
         if (simulate(ms, &cs->v[i], o, &plans[i], &e)) {
