@@ -328,20 +328,29 @@ static int needless_rc(const nm_models *ms, const nm_cands *cs, int n, const nm_
     return 0;
 }
 
+/* Roughly the events simulating c takes: forwards, backwards and transfers of every
+ * microbatch on every stage, and the all-reduce ring's steps (2 (r - 1) per replica and
+ * gradient bucket), per iteration of the first steady window. */
+static double sim_actions(const nm_models *ms, const nm_cand *c, const native_options *o)
+{
+    const nm_model *m = &ms->m[c->mod];
+    int iters = o->sim_iterations > 0 ? o->sim_iterations
+                : sched_kind_is_async(c->s.kind) ? 6 : 3;
+    double acts = 3.0 * c->s.M * c->pt.nst;
+    for (int i = 0; i < c->pt.nst; i++) {
+        double r = c->pt.st[i].r * m->g, P = m->cP[c->pt.st[i].b1] - m->cP[c->pt.st[i].b0];
+        if (r > 1 && P > 0) acts += r * 2 * (r - 1) * ceil(P / NM_BUCKET_BYTES);
+    }
+    return acts * iters;
+}
+
 /* Simulates c; fills its sim_* figures. 0, or -1 when the simulator refused the plan. */
 static int simulate(const nm_models *ms, nm_cand *c, const native_options *o, plan **out,
                     plumb_err *err)
 {
     plan *pl = nm_plan(&ms->m[c->mod], &c->s, &c->pt, err);
     if (!pl) return -1;
-    sim_options so;
-    sim_options_init(&so);
-    /* flushing schedules repeat exactly from the second iteration on; the asynchronous
-     * ones need a few iterations before the gap between iteration ends is steady */
-    so.iterations = o->sim_iterations > 0 ? o->sim_iterations
-                    : sched_kind_is_async(c->s.kind) ? 4 : 2;
-    so.memory_limit_bytes = o->memory_limit_bytes;
-    sim_report *r = sim_run(pl, &so, err);
+    sim_report *r = nm_sim_score(pl, o, err);
     if (!r) {
         plan_free(pl);
         return -1;
@@ -417,32 +426,34 @@ int nm_finish(const nm_models *ms, nm_cands *cs, const native_options *o, int ns
     int keep = cs->n < NM_MAX_RESULT ? cs->n : NM_MAX_RESULT;
     plan **plans = calloc((size_t)keep + 1, sizeof *plans);
     if (!plans) return err_set(err, NULL, NULL, "out of memory");
-    /* simulate in that order: each schedule's best, then the next best estimates */
-    int simulated = 0;
-    if (o->sim_top >= 0) nsim += nmust;
-    /* past nsim, when the count was not fixed, the next ones while they are cheap: the
-     * cost model is optimistic for complicated hybrids, so a few more simulations of small
-     * plans are worth their time (NM_EXTRA_ACTIONS actions, a few ms) */
-    double extra = o->sim_top == 0 ? NM_EXTRA_ACTIONS : 0;
-    for (int i = 0; i < keep; i++) {
-        if (simulated >= nsim) {
-            const nm_cand *c = &cs->v[i];
-            int iters = o->sim_iterations > 0 ? o->sim_iterations
-                        : sched_kind_is_async(c->s.kind) ? 4 : 2;
-            double acts = 3.0 * c->s.M * c->pt.nst * iters;
-            if (acts > extra) break;
-            extra -= acts;
+    /* simulate in that order: each schedule's best, then the next best estimates; past
+     * nsim, when the count was not fixed, the next ones while they are cheap (the cost
+     * model is optimistic for complicated hybrids; NM_EXTRA_ACTIONS simulated actions, a
+     * few ms). The baselines last, each unless its estimate is already 5 % below the best
+     * simulated plan that fits: the cost model is never that pessimistic for a single
+     * stage or a straight pipeline (one replica per stage, no waves), so it would lose */
+    double extra = o->sim_top == 0 ? NM_EXTRA_ACTIONS : 0, best = 0;
+    for (int pass = 0; pass < 2; pass++)
+        for (int i = 0, simulated = 0; i < keep; i++) {
+            nm_cand *c = &cs->v[i];
+            if (c->must != pass || o->sim_top < 0) continue;
+            if (pass == 0 && simulated >= nsim) {
+                double acts = sim_actions(ms, c, o);
+                if (acts > extra) continue;
+                extra -= acts;
+            }
+            if (pass == 1 && best > 0 && c->pt.thr < 0.95 * best) continue;
+            plumb_err e;
+            err_clear(&e);
+            if (simulate(ms, c, o, &plans[i], &e)) {
+                c->simulated = 1; /* refused: ranked with those that do not fit */
+                c->sim_fits = 0;
+                c->sim_peak = c->pt.peak_mem;
+            }
+            if (c->sim_fits && c->sim_thr > best) best = c->sim_thr;
+            simulated++;
+            res->nsimulated++;
         }
-        plumb_err e;
-        err_clear(&e);
-        if (simulate(ms, &cs->v[i], o, &plans[i], &e)) {
-            cs->v[i].simulated = 1; /* refused: ranked with those that do not fit */
-            cs->v[i].sim_fits = 0;
-            cs->v[i].sim_peak = cs->v[i].pt.peak_mem;
-        }
-        simulated++;
-        res->nsimulated++;
-    }
     /* rank the kept candidates, carrying their plans along */
     nm_cand *tmp = malloc((size_t)(keep + 1) * sizeof *tmp);
     int *idx = malloc((size_t)(keep + 1) * sizeof *idx);

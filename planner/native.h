@@ -46,9 +46,9 @@ typedef struct native_options {
     int max_devices;            /* > 0: plan on devices 0..max_devices-1 only; 0 = all */
     int sim_top;                /* candidates scored by the simulator; 0 = default (3 for
                                    one schedule, 8 for auto); -1 = none (estimates only) */
-    int sim_iterations;         /* iterations per scoring simulation; 0 = 2 for the flushing
-                                   schedules, 4 for pipedream and 2bw (whose steady state
-                                   takes longer to show) */
+    int sim_iterations;         /* iterations per scoring simulation; 0 = the first steady
+                                   window (3 for the flushing schedules, what the window
+                                   needs for pipedream and 2bw, at most 32) */
     int no_suggest;             /* 1: when nothing fits, do not search what would fit */
 } native_options;
 

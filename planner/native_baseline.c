@@ -2,12 +2,39 @@
  * scored: plain data parallelism (one stage on every device) and any given plan (a
  * straight pipeline, PipeDream's partition) simulated under the same settings the planner
  * uses (schedule, microbatch size, default microbatch count, recomputation when allowed,
- * memory limit, iterations). Tests and bench/native.sh compare the planner with these. */
+ * memory limit, iterations), and that scoring itself (nm_sim_score). Tests and
+ * bench/native.sh compare the planner with these. */
 #include "planner/native_impl.h"
 
 #include <stdlib.h>
 
+#include "core/schedule.h"
+#include "sim/engine.h" /* sim_steady_window */
 #include "sim/sim.h"
+
+sim_report *nm_sim_score(const plan *pl, const native_options *o, plumb_err *err)
+{
+    /* the first steady window: 3 iterations for the flushing schedules (their iterations
+     * repeat), what the window needs for pipedream and 2bw (the fill and drain left out);
+     * o->sim_iterations when given */
+    int iters = o->sim_iterations > 0 ? o->sim_iterations : 3;
+    schedule *sc = schedule_from_plan(pl, iters, err);
+    if (!sc) return NULL;
+    int k0, k1, need = sim_steady_window(sc, &k0, &k1);
+    if (o->sim_iterations <= 0 && need > iters) {
+        schedule_free(sc);
+        sc = schedule_from_plan(pl, need < NM_SCORE_MAX_ITERATIONS ? need
+                                        : NM_SCORE_MAX_ITERATIONS, err);
+        if (!sc) return NULL;
+    }
+    sim_options so;
+    sim_options_init(&so);
+    so.memory_limit_bytes = o->memory_limit_bytes;
+    so.sched = sc;
+    sim_report *r = sim_run(pl, &so, err);
+    schedule_free(sc);
+    return r;
+}
 
 plan *native_dp_plan(const profile *p, const cluster *c, int ndev, plumb_err *err)
 {
@@ -48,13 +75,8 @@ double native_sim_as(const plan *pl, const native_options *o, int *recompute, in
         q->recompute = rc;
         q->optimizer = o->optimizer;
         if (k != SCHED_INTERLEAVED && k != SCHED_ZB_V) q->chunks = 1;
-        sim_options so;
-        sim_options_init(&so);
-        so.iterations = o->sim_iterations > 0 ? o->sim_iterations
-                        : sched_kind_is_async(k) ? 4 : 2;
-        so.memory_limit_bytes = o->memory_limit_bytes;
         plumb_err e;
-        sim_report *r = sim_run(q, &so, &e);
+        sim_report *r = nm_sim_score(q, o, &e);
         plan_free(q);
         if (!r) continue;
         /* the fitting run wins over one that does not; then the faster */

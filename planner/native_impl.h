@@ -199,6 +199,17 @@ int nm_begin(const profile *p, const cluster *c, const native_options *o, native
 /* Writes each ranked candidate's reason (auto.c). */
 void nm_reasons(native_result *res);
 
+/* How the planner simulates a candidate plan pl (its schedule, microbatches and
+ * recomputation as set in pl): one steady window, without sim_run's settling rounds (which
+ * double the run up to 64 iterations and cost 10-40 ms on 32 devices): an IR of 3
+ * iterations for the flushing schedules, of what the steady window needs (at most
+ * NM_SCORE_MAX_ITERATIONS) for pipedream and 2bw, o->sim_iterations when > 0; o's memory
+ * limit. Where the run settles at once (most plans) the figures are `plumb sim`'s exactly.
+ * Returns the report (caller frees) or NULL with err. */
+#define NM_SCORE_MAX_ITERATIONS 32
+struct sim_report;
+struct sim_report *nm_sim_score(const plan *pl, const native_options *o, plumb_err *err);
+
 /* Milliseconds on a monotonic clock. */
 double nm_now_ms(void);
 
