@@ -29,6 +29,8 @@ struct pd_dp {
     double *mat[PD_MAX_LEVELS];   /* L < top: mat[L][j * (n+1) + s+1] = T_L(s, j, M_L - 1) */
     char *done[PD_MAX_LEVELS];    /* done[L][s+1]: row s of level L computed */
     double *rowbound[PD_MAX_LEVELS]; /* the bound row s of level L was computed with */
+    int *rowmm[PD_MAX_LEVELS];    /* level top-1: the top prefix's fewest machines behind
+                                     the request of row s (see top_need), -1 for none */
     double bound[PD_MAX_LEVELS];  /* values above it cannot matter (see pd_dp_solve) */
     double scale[PD_MAX_LEVELS];  /* machines at and below L: T_L(s, j) >= C(s, j) / scale */
     int colmode;                  /* level 0 below a two-level top is filled by columns */
@@ -89,7 +91,9 @@ pd_dp *pd_dp_new(const pd_lattice *l, const pd_options *o)
             d->mat[L] = malloc((size_t)d->n * ((size_t)d->n + 1) * sizeof(double));
             d->done[L] = calloc((size_t)d->n + 1, 1);
             d->rowbound[L] = malloc(((size_t)d->n + 1) * sizeof(double));
-            if (!d->mat[L] || !d->done[L] || !d->rowbound[L]) goto oom;
+            d->rowmm[L] = malloc(((size_t)d->n + 1) * sizeof(int));
+            if (!d->mat[L] || !d->done[L] || !d->rowbound[L] || !d->rowmm[L]) goto oom;
+            for (int s = 0; s <= d->n; s++) d->rowmm[L][s] = -1;
         }
     }
     /* Columns: with two levels, the top level needs T_0(k, j) for the pairs it meets; a
@@ -121,6 +125,7 @@ void pd_dp_free(pd_dp *d)
         free(d->mat[L]);
         free(d->done[L]);
         free(d->rowbound[L]);
+        free(d->rowmm[L]);
         free(d->f[L]);
         free(d->ch[L]);
     }
@@ -136,10 +141,17 @@ static int row_compute(pd_dp *d, int L, int s, double bnd, double *out, int ostr
                        choice *keep);
 
 /* Makes sure row (L, s) is in mat[L] (column storage: entry j at j * (n+1) + s+1), exact
- * up to bnd (entries above it may read +INFINITY). */
-static int need_row(pd_dp *d, int L, int s, double bnd)
+ * up to bnd (entries above it may read +INFINITY); mm >= 0 (level top-1 only): the row
+ * serves top-level stages after a prefix on at least mm + 1 top machines, and its entries
+ * are exact up to top_need's smaller bounds. A row computed before with a smaller bound
+ * or for fewer prefix machines is computed again. The choices of pd_dp_split come from
+ * the same computation (same bound and mm), so they are the same. */
+static int need_row(pd_dp *d, int L, int s, double bnd, int mm)
 {
-    if (d->done[L][s + 1]) return 0;
+    int pm = d->rowmm[L][s + 1];
+    if (d->done[L][s + 1] && d->rowbound[L][s + 1] >= bnd && (pm < 0 || (mm >= 0 && pm <= mm)))
+        return 0;
+    d->rowmm[L][s + 1] = mm;
     if (row_compute(d, L, s, bnd, d->mat[L] + s + 1, d->n + 1, NULL)) return -1;
     d->done[L][s + 1] = 1;
     d->rowbound[L][s + 1] = bnd;
@@ -245,6 +257,81 @@ static void col_compute(pd_dp *d, int j, double bnd)
     d->coldone[j] = 1;
 }
 
+/* On the top level L with a finite bound, the machines of level L that the rest of the
+ * model (j, end] needs at least: each stage on r machines takes at least its compute
+ * divided by r and by every machine below, and must stay within bnd. 0 otherwise. */
+static int top_suf(const pd_dp *d, int L, double bnd, int j)
+{
+    const pd_lattice *l = d->l;
+    if (!isfinite(bnd) || j >= d->n - 1) return 0;
+    double need = (l->C[d->n - 1] - l->C[j]) / ((L ? d->scale[L - 1] : 1.0) * bnd);
+    return need > 1e-9 ? (int)ceil(need - 1e-9) : 0;
+}
+
+/* On the top level L (> 0) with a finite bound bnd, the most top machines r that a last
+ * stage (k, j] can use in a plan within bnd, over every end j: 0 when none can. The
+ * prefix at k needs at least mmin + 1 machines (its entries on fewer are above bnd), the
+ * rest after j needs top_suf(j), so r <= M - 1 - mmin - suf(j); and the stage takes at
+ * least C(k, j) / (r x scale below), so C(k, j) <= r x scale x bnd (with a relative
+ * 1e-9 of slack for the rounding of differences of sums). A candidate with more
+ * machines, or at an end whose every r fails, is above bnd or lands in an entry that
+ * top_suf sets to +INFINITY, so the lower row of k is needed only up to rmax x bnd: every
+ * value T_{L-1}(k, j) with T/r <= bnd for a usable r is at most that, hence exact. */
+static int top_rmax(const pd_dp *d, int L, double bnd, int k, int mmin)
+{
+    const pd_lattice *l = d->l;
+    const int M = d->o->machines[L], sw = l->swords;
+    const double unit = d->scale[L - 1] * bnd * (1.0 + 1e-9);
+    const uint64_t *dk = l->desc + (size_t)k * sw;
+    int best = 0;
+    for (int w = 0; w < sw; w++) {
+        uint64_t bits = dk[w];
+        while (bits) {
+            int j = w * 64 + __builtin_ctzll(bits);
+            bits &= bits - 1;
+            int r = M - 1 - mmin - top_suf(d, L, bnd, j);
+            if (r > best && l->C[j] - l->C[k] <= unit * r) best = r;
+        }
+    }
+    return best;
+}
+
+/* Row s of level L = top-1, requested by the top level for stages after a prefix on at
+ * least mm + 1 top machines, with the top's bound bt: lowers eps[m] (the bound up to which
+ * entry (j, m) must be exact) to what some output can use. An output T_L(s, o) (entry
+ * (o, M-1)) is used by a top stage (s, o] on r <= R(o) = Mt - 1 - mm - top_suf(o) top
+ * machines and only when T_L(s, o) <= r bt, so it matters up to R(o) bt. An entry (j, m)
+ * with value v lies on a plan of such an output only if v <= R(o) bt, the rest (j, o] on
+ * the other M-1-m machines fits, C(j, o) <= (M-1-m) x unit x R(o) bt (unit: the machines
+ * below L), and the output is reachable, C(s, o) <= M x unit x R(o) bt. For each rho the
+ * largest C(o) allowed by the last two is hi, where top_suf is smallest; if even there
+ * R < rho, no output o >= j can use rho, and eps[m] = bt x the largest usable rho (with
+ * 1e-9 of relative slack on the compute sums). Entries above it are on no plan of any
+ * output within what the top level can use, so setting them to +INFINITY changes no
+ * used output nor its choice. No usable rho: -INFINITY (the entry is never needed). */
+static void top_need(const pd_dp *d, int L, int s, int j, int mm, double *eps)
+{
+    const pd_lattice *l = d->l;
+    const int T = d->top, Mt = d->o->machines[T], M = d->o->machines[L];
+    const double bt = d->bound[T], unitT = d->scale[L], unit = L ? d->scale[L - 1] : 1.0;
+    const double Cs = s < 0 ? 0.0 : l->C[s], Cj = l->C[j], Call = l->C[d->n - 1];
+    const double slack = 1.0 + 1e-9;
+    for (int m = 0; m < M; m++) {
+        int best = 0;
+        for (int rho = Mt - 1 - mm; rho > best && rho >= 1; rho--) {
+            double hi = Cs + unitT * rho * bt * slack;
+            double hj = Cj + (double)(M - 1 - m) * unit * rho * bt * slack;
+            if (hj < hi) hi = hj;
+            if (hi < Cj) continue;
+            double need = (Call - hi) / (unitT * bt);
+            int suf = need > 1e-9 ? (int)ceil(need - 1e-9) : 0;
+            if (Mt - 1 - mm - suf >= rho) best = rho;
+        }
+        double e = best > 0 ? bt * best : -INFINITY;
+        if (e < eps[m]) eps[m] = e;
+    }
+}
+
 /* Is j in row s: s = -1, or s is a strict ancestor of j. */
 static int in_row(const pd_lattice *l, int s, int j)
 {
@@ -279,7 +366,7 @@ static int row_compute(pd_dp *d, int L, int s, double bnd, double *out, int ostr
     const double scale = d->scale[L];
     const double *lowmat = L > 0 ? d->mat[L - 1] : NULL;
     const int ld = n + 1;
-    double base[64], split[64], last[64];
+    double base[64], split[64], last[64], capv[64], epsv[64];
     choice splitch[64];
     double sync_r[65], inv_r[65];
     for (int r = 1; r <= 64 && r <= rmax; r++) {
@@ -288,24 +375,33 @@ static int row_compute(pd_dp *d, int L, int s, double bnd, double *out, int ostr
     }
     double *fmin = malloc((size_t)n * sizeof *fmin);
     double *pmin = malloc((size_t)n * M * sizeof *pmin); /* prefix minima of f[k][0..m] */
-    if (!fmin || !pmin) {
+    /* top level: the bound its lower row k is needed to, -1 for none, -2 not yet known */
+    double *rbk = malloc((size_t)n * sizeof *rbk);
+    int *rmm = malloc((size_t)n * sizeof *rmm); /* and the prefix's fewest machines */
+    if (!fmin || !pmin || !rbk || !rmm) {
         free(fmin);
         free(pmin);
+        free(rbk);
+        free(rmm);
         return -1;
     }
+    for (int k = 0; k < n; k++) rbk[k] = -2;
     double *bigbuf = NULL;
     choice *bigch = NULL;
     if (M > 64) {
-        bigbuf = malloc((size_t)M * 3 * sizeof *bigbuf);
+        bigbuf = malloc((size_t)M * 5 * sizeof *bigbuf);
         bigch = malloc((size_t)M * sizeof *bigch);
         if (!bigbuf || !bigch) goto oom;
     }
     double *bs = M > 64 ? bigbuf : base;
     double *sp = M > 64 ? bigbuf + M : split;
     double *ls = M > 64 ? bigbuf + 2 * M : last;
+    double *cap = M > 64 ? bigbuf + 3 * M : capv;
+    double *eps = M > 64 ? bigbuf + 4 * M : epsv;
+    const int mm = L + 1 == d->top ? d->rowmm[L][s + 1] : -1;
     choice *spc = M > 64 ? bigch : splitch;
 
-    if (L > 0 && need_row(d, L - 1, s, L == d->top ? bnd * M : INFINITY)) goto oom;
+    if (L > 0 && need_row(d, L - 1, s, L == d->top ? bnd * M : INFINITY, -1)) goto oom;
     for (int j = 0; j < n; j++) {
         out[(size_t)j * ostride] = INFINITY;
         if (!in_row(l, s, j)) continue;
@@ -326,11 +422,7 @@ static int row_compute(pd_dp *d, int L, int s, double bnd, double *out, int ostr
          * least suf machines: each stage on r machines takes at least its compute divided
          * by r and by every machine below, and must stay within the bound. An entry on
          * m + 1 machines with m + 1 + suf > M cannot be part of a plan within the bound. */
-        int suf = 0;
-        if (L == d->top && isfinite(bnd) && j < n - 1) {
-            double need = (l->C[n - 1] - l->C[j]) / ((L ? d->scale[L - 1] : 1.0) * bnd);
-            suf = need > 1e-9 ? (int)ceil(need - 1e-9) : 0;
-        }
+        int suf = L == d->top ? top_suf(d, L, bnd, j) : 0;
         double Psj = s < 0 ? l->P[j] : l->P[j] - l->P[s];
         double Asj = s < 0 ? l->Act[j] : l->Act[j] - l->Act[s];
         for (int m = 0; m < M; m++) {
@@ -345,8 +437,28 @@ static int row_compute(pd_dp *d, int L, int s, double bnd, double *out, int ostr
             bs[m] = native ? pd_base(NULL, L, inner, Psj, m + 1, B, W)
                            : cost->base(cost->ctx, L, inner, Psj, m + 1, B, W);
         }
+        /* cap[m]: a split of (s, j] on m + 1 machines matters only below it, -INFINITY
+         * when none can. A split wins only when strictly below the single stage (or the
+         * use_fewer_machines copy, itself at most the single stage), and an entry above
+         * bnd reads +INFINITY; when the split's lower bound (every stage takes at least its
+         * compute over its machines and over the machines below, so the slowest at least
+         * C(s, j) over all of them, less a slack for the rounding of sums) is not below
+         * the single stage, or is above bnd, or the rest of the model cannot fit (suf), no
+         * split can change the entry or its choice and none is tried. */
+        /* eps[m]: entry (j, m) matters only up to it (the bound, or top_need's) */
+        for (int m = 0; m < M; m++) eps[m] = bnd;
+        if (mm >= 0) top_need(d, L, s, j, mm, eps);
         int any = 0; /* some entry of j on several machines can still be in a plan */
-        for (int m = min_machines; m < M; m++) any |= m + 1 + suf <= M;
+        {
+            const double unit = L ? d->scale[L - 1] : 1.0;
+            const double cl = Csj * (1.0 - 1e-9) - 1e-12 * l->C[n - 1];
+            for (int m = 0; m < M; m++) {
+                double lbm = cl / ((double)(m + 1) * unit);
+                int live = m >= min_machines && m + 1 + suf <= M && lbm < bs[m] && lbm <= eps[m];
+                cap[m] = live ? bs[m] : -INFINITY;
+                any |= live;
+            }
+        }
         if (do_dp && M > min_machines && any && L == d->top && d->colmode && !d->coldone[j])
             col_compute(d, j, bnd * (M - 1)); /* a last stage on r <= M-1 top machines */
         if (do_dp && M > min_machines && any) {
@@ -365,15 +477,31 @@ static int row_compute(pd_dp *d, int L, int s, double bnd, double *out, int ostr
                     } else if (d->colmode && L == d->top) {
                         ikj = lowmat[(size_t)j * ld + k + 1];
                     } else {
-                        if (!d->done[L - 1][k + 1]) {
-                            /* a prefix at k on m' + 1 machines leaves at most M-1-m' for
-                             * the last stage, whose time is at least T_{L-1}(k, j) / r */
+                        if (L == d->top) {
+                            /* once per k: a prefix at k on m' + 1 machines leaves at most
+                             * M-1-m' for the last stage, whose time is at least
+                             * T_{L-1}(k, j) / r (and top_rmax with a finite bound). When
+                             * no r can give a candidate within the bound, every candidate
+                             * of k is above it or in an entry set to +INFINITY: skipping
+                             * them changes no finite entry and no choice behind one. */
+                            if (rbk[k] == -2) {
+                                int mmin = -1;
+                                for (int m = 0; m < M && mmin < 0; m++)
+                                    if (fk[m] <= bnd) mmin = m;
+                                int rm = mmin < 0 ? 0
+                                       : isfinite(bnd) ? top_rmax(d, L, bnd, k, mmin)
+                                                       : M - 1 - mmin;
+                                rbk[k] = rm > 0 ? bnd * rm : -1;
+                                rmm[k] = isfinite(bnd) ? mmin : -1;
+                            }
+                            if (rbk[k] < 0) continue; /* cannot matter */
+                            if (need_row(d, L - 1, k, rbk[k], rmm[k])) goto oom;
+                        } else if (!d->done[L - 1][k + 1]) {
                             int mmin = -1;
                             for (int m = 0; m < M && mmin < 0; m++)
                                 if (fk[m] <= bnd) mmin = m;
                             if (mmin < 0 || mmin == M - 1) continue; /* cannot matter */
-                            double rb = L == d->top ? bnd * (M - 1 - mmin) : INFINITY;
-                            if (need_row(d, L - 1, k, rb)) goto oom;
+                            if (need_row(d, L - 1, k, INFINITY, -1)) goto oom;
                         }
                         ikj = lowmat[(size_t)j * ld + k + 1];
                     }
@@ -388,7 +516,7 @@ static int row_compute(pd_dp *d, int L, int s, double bnd, double *out, int ostr
                             double lb = o->straight ? fk[m - 1] : pk[m - 1];
                             double lc = ikj * inv_r[rm];
                             if (lc > lb) lb = lc;
-                            useful = lb < sp[m];
+                            useful = lb < sp[m] && lb < cap[m] && lb <= eps[m];
                         }
                         if (!useful) continue;
                     }
@@ -403,6 +531,7 @@ static int row_compute(pd_dp *d, int L, int s, double bnd, double *out, int ostr
                             ls[r] = cost->split(cost->ctx, L, ikj, Pkj, r, B, W);
                     if (!mem && !(ratio > 0)) { /* the common case, kept tight */
                         for (int m = min_machines; m < M; m++) {
+                            if (cap[m] == -INFINITY) continue;
                             int rm = m < rmax ? m : rmax;
                             double best = sp[m];
                             int br = 0;
@@ -422,6 +551,7 @@ static int row_compute(pd_dp *d, int L, int s, double bnd, double *out, int ostr
                         continue;
                     }
                     for (int m = min_machines; m < M; m++) {
+                        if (cap[m] == -INFINITY) continue;
                         int rm = m < rmax ? m : rmax;
                         for (int r = 1; r <= rm; r++) {
                             double pre = fk[m - r];
@@ -459,7 +589,7 @@ static int row_compute(pd_dp *d, int L, int s, double bnd, double *out, int ostr
                     c = spc[m];
                 }
             }
-            if (v > bnd || m + 1 + suf > M) v = INFINITY;
+            if (v > bnd || v > eps[m] || m + 1 + suf > M) v = INFINITY;
             fj[m] = v;
             cj[m] = c;
         }
@@ -474,12 +604,16 @@ static int row_compute(pd_dp *d, int L, int s, double bnd, double *out, int ostr
     if (keep) memcpy(keep, ch, (size_t)n * M * sizeof *keep);
     free(fmin);
     free(pmin);
+    free(rbk);
+    free(rmm);
     free(bigbuf);
     free(bigch);
     return 0;
 oom:
     free(fmin);
     free(pmin);
+    free(rbk);
+    free(rmm);
     free(bigbuf);
     free(bigch);
     return -1;
@@ -494,7 +628,7 @@ static double bound_dp(pd_dp *d)
 {
     const pd_options *o = d->o;
     int T = d->top, Mt = o->machines[T];
-    if (need_row(d, T - 1, -1, INFINITY)) return NAN;
+    if (need_row(d, T - 1, -1, INFINITY, -1)) return NAN;
     double inner = d->mat[T - 1][(size_t)(d->n - 1) * (d->n + 1)];
     if ((o->straight && Mt > 1) || isinf(inner) ||
         (o->machines_in_first_level > 0 && o->machines_in_first_level != Mt))
@@ -530,7 +664,7 @@ static double bound_chain(pd_dp *d)
     double worst = 0;
     for (int t = 1; t <= Mt; t++) {
         int a = cut[t - 1], b = cut[t];
-        if (need_row(d, T - 1, a, INFINITY)) return NAN;
+        if (need_row(d, T - 1, a, INFINITY, -1)) return NAN;
         double v = d->mat[T - 1][(size_t)b * (n + 1) + a + 1];
         double Pab = a < 0 ? l->P[b] : l->P[b] - l->P[a];
         double Aab = a < 0 ? l->Act[b] : l->Act[b] - l->Act[a];
