@@ -131,6 +131,10 @@ int compare_side_from_timeline(const timeline *tl, int skip, const char *file,
         double fin = e->start_s + e->dur_s;
         if (e->iteration >= 0 && fin > end[e->iteration]) end[e->iteration] = fin;
         if (e->stage < 0 || e->kind < 0 || e->kind >= TL_NKINDS) continue;
+        /* the simulator's ring steps on link tracks: the collective track holds the whole
+         * all-reduce, the figure compared */
+        if (e->kind == TL_ALLREDUCE && e->track >= 0 && e->track < tl->ntracks &&
+            tl->tracks[e->track].kind == TL_TRACK_LINK) continue;
         if (is_compute(e->kind) && e->track >= 0 && e->track < nt)
             holds[(size_t)e->stage * nt + e->track] = 1;
         if (e->iteration < from) continue;

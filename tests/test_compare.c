@@ -15,6 +15,8 @@
 #include "core/json.h"
 #include "core/timeline.h"
 #include "sim/compare.h"
+#include "sim/sim.h"
+#include "sim/synth.h"
 
 #define MS 1e-3
 
@@ -393,4 +395,41 @@ Test(compare, bad_files_exit_2)
     unlink(neither);
     unlink(badev);
     unlink(good);
+}
+
+/* The simulator's trace of a replicated stage: its ring steps on link tracks (kind
+ * all-reduce) are traffic, not all-reduces: compare counts the collective track's one
+ * all-reduce per replica and iteration, with the whole all-reduce's time. */
+Test(compare, ring_steps_are_not_allreduces)
+{
+    sim_synth s;
+    sim_synth_init(&s);
+    s.nstages = 1;
+    s.replicas = 4;
+    s.microbatches = 4;
+    s.devices_per_server = 1;
+    s.parameter_bytes = 10e6;
+    plumb_err e;
+    plan *pl = sim_synth_plan(&s, &e);
+    cr_assert_not_null(pl, "%s", e.msg);
+    sim_options o;
+    sim_options_init(&o);
+    o.timeline = 1;
+    sim_report *r = sim_run(pl, &o, &e);
+    cr_assert_not_null(r, "%s", e.msg);
+    size_t on_links = 0;
+    for (size_t i = 0; i < r->tl->n; i++)
+        on_links += r->tl->ev[i].kind == TL_ALLREDUCE &&
+                    r->tl->tracks[r->tl->ev[i].track].kind == TL_TRACK_LINK;
+    cr_expect_gt(on_links, 0);  /* 2 (r - 1) steps x r hops per iteration */
+    compare_side side;
+    cr_assert_eq(compare_side_from_timeline(r->tl, 0, "sim", "trace", &side, &e), 0, "%s",
+                 e.msg);
+    cr_expect_eq(side.kinds[TL_ALLREDUCE].n, 4 * r->iterations);
+    cr_expect(fabs(side.kinds[TL_ALLREDUCE].median_s - r->stages[0].allreduce_s) <
+              1e-9 + 1e-6 * r->stages[0].allreduce_s, "%g vs %g s",
+              side.kinds[TL_ALLREDUCE].median_s, r->stages[0].allreduce_s);
+    compare_side_free(&side);
+    sim_report_free(r);
+    plan_free(pl);
 }
