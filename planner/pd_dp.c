@@ -15,6 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#define PD_NO_MM (-2) /* a lower row computed without top_need */
+
 typedef struct choice {
     int k;      /* split state, -1 for the base case */
     int mprev;  /* machine index of the prefix */
@@ -29,8 +31,9 @@ struct pd_dp {
     double *mat[PD_MAX_LEVELS];   /* L < top: mat[L][j * (n+1) + s+1] = T_L(s, j, M_L - 1) */
     char *done[PD_MAX_LEVELS];    /* done[L][s+1]: row s of level L computed */
     double *rowbound[PD_MAX_LEVELS]; /* the bound row s of level L was computed with */
-    int *rowmm[PD_MAX_LEVELS];    /* level top-1: the top prefix's fewest machines behind
-                                     the request of row s (see top_need), -1 for none */
+    int *rowmm[PD_MAX_LEVELS];    /* level top-1: the top prefix's fewest machines - 1
+                                     behind the request of row s (see top_need): -1 for
+                                     the top's row (no prefix), PD_NO_MM for none */
     double bound[PD_MAX_LEVELS];  /* values above it cannot matter (see pd_dp_solve) */
     double scale[PD_MAX_LEVELS];  /* machines at and below L: T_L(s, j) >= C(s, j) / scale */
     int colmode;                  /* level 0 below a two-level top is filled by columns */
@@ -93,7 +96,7 @@ pd_dp *pd_dp_new(const pd_lattice *l, const pd_options *o)
             d->rowbound[L] = malloc(((size_t)d->n + 1) * sizeof(double));
             d->rowmm[L] = malloc(((size_t)d->n + 1) * sizeof(int));
             if (!d->mat[L] || !d->done[L] || !d->rowbound[L] || !d->rowmm[L]) goto oom;
-            for (int s = 0; s <= d->n; s++) d->rowmm[L][s] = -1;
+            for (int s = 0; s <= d->n; s++) d->rowmm[L][s] = PD_NO_MM;
         }
     }
     /* Columns: with two levels, the top level needs T_0(k, j) for the pairs it meets; a
@@ -141,15 +144,16 @@ static int row_compute(pd_dp *d, int L, int s, double bnd, double *out, int ostr
                        choice *keep);
 
 /* Makes sure row (L, s) is in mat[L] (column storage: entry j at j * (n+1) + s+1), exact
- * up to bnd (entries above it may read +INFINITY); mm >= 0 (level top-1 only): the row
- * serves top-level stages after a prefix on at least mm + 1 top machines, and its entries
- * are exact up to top_need's smaller bounds. A row computed before with a smaller bound
+ * up to bnd (entries above it may read +INFINITY); mm != PD_NO_MM (level top-1 only): the
+ * row serves top-level stages after a prefix on at least mm + 1 top machines (mm = -1:
+ * the top row's first stage), and its entries are exact up to top_need's smaller bounds. A row computed before with a smaller bound
  * or for fewer prefix machines is computed again. The choices of pd_dp_split come from
  * the same computation (same bound and mm), so they are the same. */
 static int need_row(pd_dp *d, int L, int s, double bnd, int mm)
 {
     int pm = d->rowmm[L][s + 1];
-    if (d->done[L][s + 1] && d->rowbound[L][s + 1] >= bnd && (pm < 0 || (mm >= 0 && pm <= mm)))
+    if (d->done[L][s + 1] && d->rowbound[L][s + 1] >= bnd &&
+        (pm == PD_NO_MM || (mm != PD_NO_MM && pm <= mm)))
         return 0;
     d->rowmm[L][s + 1] = mm;
     if (row_compute(d, L, s, bnd, d->mat[L] + s + 1, d->n + 1, NULL)) return -1;
@@ -398,10 +402,14 @@ static int row_compute(pd_dp *d, int L, int s, double bnd, double *out, int ostr
     double *ls = M > 64 ? bigbuf + 2 * M : last;
     double *cap = M > 64 ? bigbuf + 3 * M : capv;
     double *eps = M > 64 ? bigbuf + 4 * M : epsv;
-    const int mm = L + 1 == d->top ? d->rowmm[L][s + 1] : -1;
+    const int mm = L + 1 == d->top ? d->rowmm[L][s + 1] : PD_NO_MM;
     choice *spc = M > 64 ? bigch : splitch;
 
-    if (L > 0 && need_row(d, L - 1, s, L == d->top ? bnd * M : INFINITY, -1)) goto oom;
+    /* the top row's single stages (-1, j] on m + 1 <= M - top_suf(j) machines use
+     * T_{L-1}(-1, j) <= (m + 1) bnd: top_need with mm = -1 */
+    if (L > 0 && need_row(d, L - 1, s, L == d->top ? bnd * M : INFINITY,
+                          L == d->top && s < 0 && isfinite(bnd) ? -1 : PD_NO_MM))
+        goto oom;
     for (int j = 0; j < n; j++) {
         out[(size_t)j * ostride] = INFINITY;
         if (!in_row(l, s, j)) continue;
@@ -447,7 +455,7 @@ static int row_compute(pd_dp *d, int L, int s, double bnd, double *out, int ostr
          * split can change the entry or its choice and none is tried. */
         /* eps[m]: entry (j, m) matters only up to it (the bound, or top_need's) */
         for (int m = 0; m < M; m++) eps[m] = bnd;
-        if (mm >= 0) top_need(d, L, s, j, mm, eps);
+        if (mm != PD_NO_MM) top_need(d, L, s, j, mm, eps);
         int any = 0; /* some entry of j on several machines can still be in a plan */
         {
             const double unit = L ? d->scale[L - 1] : 1.0;
@@ -492,7 +500,7 @@ static int row_compute(pd_dp *d, int L, int s, double bnd, double *out, int ostr
                                        : isfinite(bnd) ? top_rmax(d, L, bnd, k, mmin)
                                                        : M - 1 - mmin;
                                 rbk[k] = rm > 0 ? bnd * rm : -1;
-                                rmm[k] = isfinite(bnd) ? mmin : -1;
+                                rmm[k] = isfinite(bnd) ? mmin : PD_NO_MM;
                             }
                             if (rbk[k] < 0) continue; /* cannot matter */
                             if (need_row(d, L - 1, k, rbk[k], rmm[k])) goto oom;
@@ -501,7 +509,7 @@ static int row_compute(pd_dp *d, int L, int s, double bnd, double *out, int ostr
                             for (int m = 0; m < M && mmin < 0; m++)
                                 if (fk[m] <= bnd) mmin = m;
                             if (mmin < 0 || mmin == M - 1) continue; /* cannot matter */
-                            if (need_row(d, L - 1, k, INFINITY, -1)) goto oom;
+                            if (need_row(d, L - 1, k, INFINITY, PD_NO_MM)) goto oom;
                         }
                         ikj = lowmat[(size_t)j * ld + k + 1];
                     }
@@ -530,12 +538,27 @@ static int row_compute(pd_dp *d, int L, int s, double bnd, double *out, int ostr
                         for (int r = 1; r <= rmax; r++)
                             ls[r] = cost->split(cost->ctx, L, ikj, Pkj, r, B, W);
                     if (!mem && !(ratio > 0)) { /* the common case, kept tight */
+                        /* Only candidates below min(sp[m], cap[m]) and at most eps[m]
+                         * can change the entry or its choice (see cap). The last stage
+                         * takes at least ikj / r (PipeDream's formula adds a non-negative
+                         * term before the division, also in rounding), falling with r;
+                         * the prefix at least pmin[k][m - r], its best on m - r + 1 or
+                         * fewer machines, rising with r: so the r worth trying form one
+                         * range, entered past the first and left at the second. */
+                        const double *pk = pmin + (size_t)k * M;
                         for (int m = min_machines; m < M; m++) {
                             if (cap[m] == -INFINITY) continue;
                             int rm = m < rmax ? m : rmax;
                             double best = sp[m];
-                            int br = 0;
-                            for (int r = 1; r <= rm; r++) {
+                            const double cp = cap[m], e = eps[m];
+                            int br = 0, r = 1;
+                            if (native)
+                                while (r <= rm && (ikj * inv_r[r] >= best ||
+                                                   ikj * inv_r[r] >= cp || ikj * inv_r[r] > e))
+                                    r++;
+                            for (; r <= rm; r++) {
+                                double pl = pk[m - r];
+                                if (pl >= best || pl >= cp || pl > e) break;
                                 double pre = fk[m - r];
                                 double pt = pre > ls[r] ? pre : ls[r];
                                 if (pt < best) {
@@ -624,12 +647,44 @@ oom:
  * machines needs T <= r * bound. Both are plans PipeDream's program itself considers. */
 
 /* The whole model as one stage on every top machine. +INFINITY when not allowed. */
-static double bound_dp(pd_dp *d)
+/* Can est_single stand for T_L (every level plain PipeDream, single stages on all
+ * machines allowed)? */
+static int est_ok(const pd_dp *d)
+{
+    return d->cost == &pd_cost_pipedream && !d->o->straight &&
+           d->o->machines_in_first_level <= 0;
+}
+
+/* An upper bound on T_L(a, b, M_L - 1): the plan with one stage on all machines at level L
+ * and at every level below (PipeDream's base case at m = M - 1, which every option of
+ * est_ok allows; the memory constraint never drops it, its stash count being 0). The
+ * base formula grows with the inner time, and T_{L-1} is at most its own estimate. */
+static double est_single(const pd_dp *d, int L, int a, int b)
+{
+    const pd_lattice *l = d->l;
+    double C = a < 0 ? l->C[b] : l->C[b] - l->C[a];
+    double P = a < 0 ? l->P[b] : l->P[b] - l->P[a];
+    double inner = L == 0 ? C : est_single(d, L - 1, a, b);
+    return pd_base(NULL, L, inner, P, d->o->machines[L], d->o->bandwidth_Bps[L],
+                   L ? d->o->machines[L - 1] : 1);
+}
+
+/* The inner time T_{top-1}(a, b) for the bounds: est_single when est, else from row a
+ * computed up to rb (+INFINITY above it). NAN when out of memory. */
+static double bound_inner(pd_dp *d, int a, int b, int est, double rb)
+{
+    int T = d->top;
+    if (est) return est_single(d, T - 1, a, b);
+    if (need_row(d, T - 1, a, rb, PD_NO_MM)) return NAN;
+    return d->mat[T - 1][(size_t)b * (d->n + 1) + a + 1];
+}
+
+static double bound_dp(pd_dp *d, int est, double rb)
 {
     const pd_options *o = d->o;
     int T = d->top, Mt = o->machines[T];
-    if (need_row(d, T - 1, -1, INFINITY, -1)) return NAN;
-    double inner = d->mat[T - 1][(size_t)(d->n - 1) * (d->n + 1)];
+    double inner = bound_inner(d, -1, d->n - 1, est, rb);
+    if (isnan(inner)) return NAN;
     if ((o->straight && Mt > 1) || isinf(inner) ||
         (o->machines_in_first_level > 0 && o->machines_in_first_level != Mt))
         return INFINITY;
@@ -639,7 +694,7 @@ static double bound_dp(pd_dp *d)
 
 /* A straight split of the top level into M_top stages of about equal compute, each on one
  * top machine. +INFINITY when not allowed. */
-static double bound_chain(pd_dp *d)
+static double bound_chain(pd_dp *d, int est, double rb)
 {
     const pd_options *o = d->o;
     const pd_lattice *l = d->l;
@@ -664,8 +719,8 @@ static double bound_chain(pd_dp *d)
     double worst = 0;
     for (int t = 1; t <= Mt; t++) {
         int a = cut[t - 1], b = cut[t];
-        if (need_row(d, T - 1, a, INFINITY, -1)) return NAN;
-        double v = d->mat[T - 1][(size_t)b * (n + 1) + a + 1];
+        double v = bound_inner(d, a, b, est, rb);
+        if (isnan(v)) return NAN;
         double Pab = a < 0 ? l->P[b] : l->P[b] - l->P[a];
         double Aab = a < 0 ? l->Act[b] : l->Act[b] - l->Act[a];
         if (isinf(v)) return INFINITY;
@@ -698,11 +753,25 @@ double pd_dp_solve(pd_dp *d)
         if (!d->toprow || !d->topch) return NAN;
         double ub = INFINITY;
         if (d->top > 0) {
-            double u0 = bound_dp(d), u1;
+            /* First the two plans with estimated lower levels (est_single), an upper
+             * bound e on the optimum; then the same plans with the lower rows computed up
+             * to what can still come under e: the whole model's inner time up to M_top x
+             * e, a chain stage's (on one top machine, at least its inner time) up to e.
+             * Any bound at or above the optimum gives the same plan. */
+            double e = INFINITY, e0 = INFINITY, e1 = INFINITY;
+            if (est_ok(d)) {
+                e0 = bound_dp(d, 1, INFINITY);
+                e1 = bound_chain(d, 1, INFINITY);
+                e = e0 < e1 ? e0 : e1;
+            }
+            /* The whole-model plan needs the top row's lower row without top_need's
+             * bounds (unknown yet): computed only when its estimate is the better one. */
+            double u0 = e0 <= e1 ? bound_dp(d, 0, e * M) : INFINITY, u1;
             if (isnan(u0)) return NAN;
-            u1 = bound_chain(d);
+            u1 = bound_chain(d, 0, e);
             if (isnan(u1)) return NAN;
             ub = u0 < u1 ? u0 : u1;
+            if (e < ub) ub = e;
         }
         d->bound[d->top] = ub;
         if (row_compute(d, d->top, -1, ub, d->toprow, 1, d->topch)) return NAN;
