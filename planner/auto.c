@@ -90,12 +90,11 @@ int planner_auto(const profile *p, const cluster *c, const native_options *o,
                     if (from >= 0) n = nm_reprice(&ms, &cs, from, to, kind, fixedM);
                 }
                 if (n == 0) n = nm_gather(&ms, &s, fixedM, &cs, &res->dp_runs);
-                /* the default schedule's data parallelism, always simulated, so auto
-                 * never ranks below it */
+                /* the default schedule's data parallelism, simulated (unless clearly
+                 * slower), so auto never ranks below it */
+                /* (at the largest microbatch size where it fits) */
                 if (n >= 0 && kind == SCHED_1F1B_FLUSH) {
-                    int hv = have & ~1; /* data parallelism at every microbatch size */
-                    int b = nm_baselines(&ms, &s, fixedM, &cs, &res->dp_runs, &hv);
-                    have |= hv & 2;
+                    int b = nm_baselines(&ms, &s, fixedM, &cs, &res->dp_runs, &have);
                     n = b < 0 ? -1 : n + b;
                 }
                 if (n < 0) goto oom;
