@@ -438,8 +438,12 @@ int cmd_train(int argc, char **argv)
     rc = 0;
     goto out;
 fail:
-    if (mpi_on && pr.size > 1) fprintf(stderr, "[rank %d] ", pr.rank);
-    err_print(&err);
+    /* bad input (status 2) is found alike on every rank: rank 0 says it; a failure at run
+     * time is the failing rank's own, and names it */
+    if (!mpi_on || pr.size == 1 || rc != 2 || pr.rank == 0) {
+        if (mpi_on && pr.size > 1 && rc != 2) fprintf(stderr, "[rank %d] ", pr.rank);
+        err_print(&err);
+    }
 out:
     if (pr.tr) pr.tr->destroy(pr.tr);
     if (nccl_ctx) bk->destroy(nccl_ctx);

@@ -441,7 +441,7 @@ void mpi_session_end(int status)
     MPI_Initialized(&inited);
     MPI_Finalized(&fin);
     if (!inited || fin) return;
-    if (status) MPI_Abort(MPI_COMM_WORLD, status);
+    if (status && status != 2) MPI_Abort(MPI_COMM_WORLD, status);
     else MPI_Finalize();
 }
 

@@ -35,8 +35,9 @@
  * Returns 0, or -1 with err set (the MPI library offers less than MPI_THREAD_SERIALIZED). */
 int mpi_session_begin(int *rank, int *size, int *node_size, plumb_err *err);
 
-/* Ends the MPI session: MPI_Finalize when status is 0; otherwise MPI_Abort with status, which
- * ends every rank of the job (a failed rank must not leave the others waiting). */
+/* Ends the MPI session: MPI_Finalize when status is 0, or 2 (bad input, which every rank
+ * finds alike before any message is exchanged); otherwise MPI_Abort with status, which ends
+ * every rank of the job (a failed rank must not leave the others waiting). */
 void mpi_session_end(int status);
 
 /* Creates this rank's transport: nworkers = MPI size, self = MPI rank; collective over
