@@ -56,6 +56,24 @@ cat > "$tmp/plan.json" <<JSON
 JSON
 same "one stage on 2 replicas (all-reduce)" "$model" "$tmp/plan.json"
 
+echo "checkpoints under mpirun: rank 0 writes them; a rank killed mid-run, resumed: same weights"
+rm -rf "$tmp/ck"
+(exec 2> /dev/null; PLUMB_FAULT=worker:1:step:10:kill timeout 90 $MPIRUN -x PLUMB_FAULT "$PLUMB" train \
+    "$model" $common --schedule pipedream --stages 2 --transport mpi --checkpoint "$tmp/ck" \
+    --checkpoint-every 4 > "$tmp/ck1.out" 2>&1)
+[ -s "$tmp/ck/ckpt-00000008.ckpt" ] || fail "no checkpoint of step 8: $(ls "$tmp/ck"; cat "$tmp/ck1.out")"
+[ ! -e "$tmp/ck/ckpt-00000012.ckpt" ] && ! grep -q '^final:' "$tmp/ck1.out" ||
+    fail "the killed job ran to its end: $(cat "$tmp/ck1.out")"
+timeout 120 $MPIRUN "$PLUMB" train "$model" $common --schedule pipedream --stages 2 --transport mpi \
+    --checkpoint "$tmp/ck" --checkpoint-every 4 --resume "$tmp/ck" --save "$tmp/mpi-res.ck" \
+    > "$tmp/ck2.out" 2>&1 || fail "resume under mpirun failed: $(cat "$tmp/ck2.out")"
+timeout 120 "$PLUMB" train "$model" $common --schedule pipedream --stages 2 \
+    --checkpoint "$tmp/ck-local" --checkpoint-every 4 --save "$tmp/local-ck.ck" \
+    > "$tmp/ck3.out" 2>&1 || fail "local checkpointed run failed: $(cat "$tmp/ck3.out")"
+cmp -s "$tmp/mpi-res.ck" "$tmp/local-ck.ck" ||
+    fail "mpi killed + resumed differs from an uninterrupted local run (checkpoint every 4)"
+echo "  identical"
+
 echo "wrong rank count: status 2 with the expected -np"
 timeout 60 mpirun --allow-run-as-root --oversubscribe -np 2 "$PLUMB" train "$model" $common \
     --schedule gpipe --stages 3 --transport mpi > "$tmp/np.out" 2>&1
