@@ -370,7 +370,8 @@ static int row_compute(pd_dp *d, int L, int s, double bnd, double *out, int ostr
     const double scale = d->scale[L];
     const double *lowmat = L > 0 ? d->mat[L - 1] : NULL;
     const int ld = n + 1;
-    double base[64], split[64], last[64], capv[64], epsv[64];
+    double base[64], split[64], last[64], capv[64], epsv[64], ubv[64];
+    int hint[64], nhint = 0; /* split states to try first (level 0, common case) */
     choice splitch[64];
     double sync_r[65], inv_r[65];
     for (int r = 1; r <= 64 && r <= rmax; r++) {
@@ -393,7 +394,7 @@ static int row_compute(pd_dp *d, int L, int s, double bnd, double *out, int ostr
     double *bigbuf = NULL;
     choice *bigch = NULL;
     if (M > 64) {
-        bigbuf = malloc((size_t)M * 5 * sizeof *bigbuf);
+        bigbuf = malloc((size_t)M * 6 * sizeof *bigbuf);
         bigch = malloc((size_t)M * sizeof *bigch);
         if (!bigbuf || !bigch) goto oom;
     }
@@ -402,6 +403,8 @@ static int row_compute(pd_dp *d, int L, int s, double bnd, double *out, int ostr
     double *ls = M > 64 ? bigbuf + 2 * M : last;
     double *cap = M > 64 ? bigbuf + 3 * M : capv;
     double *eps = M > 64 ? bigbuf + 4 * M : epsv;
+    double *ub = M > 64 ? bigbuf + 5 * M : ubv;
+    const int hintok = native && !mem && !(ratio > 0) && L == 0;
     const int mm = L + 1 == d->top ? d->rowmm[L][s + 1] : PD_NO_MM;
     choice *spc = M > 64 ? bigch : splitch;
 
@@ -469,6 +472,31 @@ static int row_compute(pd_dp *d, int L, int s, double bnd, double *out, int ostr
         }
         if (do_dp && M > min_machines && any && L == d->top && d->colmode && !d->coldone[j])
             col_compute(d, j, bnd * (M - 1)); /* a last stage on r <= M-1 top machines */
+        for (int m = 0; m < M; m++) ub[m] = INFINITY;
+        if (do_dp && M > min_machines && any && hintok) {
+            /* ub[m]: the value of some split candidate of (j, m), at least the best one:
+             * a candidate whose lower bound is above it can be neither the minimum nor
+             * equal to it, so it cannot be chosen. Tried first: the split states chosen
+             * for the previous end (neighbouring states often split alike), with the
+             * same arithmetic as below. */
+            const uint64_t *aj = l->anc + (size_t)j * sw;
+            const uint64_t *ds = s < 0 ? NULL : l->desc + (size_t)s * sw;
+            for (int h = 0; h < nhint; h++) {
+                int k = hint[h];
+                if (!pd_bit(aj, k) || (ds && !pd_bit(ds, k)) || fmin[k] > bnd) continue;
+                const double *fk = f + (size_t)k * M;
+                double ikj = l->C[j] - l->C[k], Pkj = l->P[j] - l->P[k];
+                for (int r = 1; r <= rmax; r++) ls[r] = (ikj + Pkj * sync_r[r]) * inv_r[r];
+                for (int m = min_machines; m < M; m++) {
+                    int rm = m < rmax ? m : rmax;
+                    for (int r = 1; r <= rm; r++) {
+                        double pre = fk[m - r];
+                        double pt = pre > ls[r] ? pre : ls[r];
+                        if (pt < ub[m]) ub[m] = pt;
+                    }
+                }
+            }
+        }
         if (do_dp && M > min_machines && any) {
             const uint64_t *aj = l->anc + (size_t)j * sw;
             const uint64_t *ds = s < 0 ? NULL : l->desc + (size_t)s * sw;
@@ -514,17 +542,35 @@ static int row_compute(pd_dp *d, int L, int s, double bnd, double *out, int ostr
                         ikj = lowmat[(size_t)j * ld + k + 1];
                     }
                     if (native && !mem && !(ratio > 0)) {
-                        /* a candidate is at least the best prefix on fewer machines and at
-                         * least the last stage's compute over its machines; when that cannot
-                         * beat any current best, skip the pair (ties keep the earlier) */
+                        /* A candidate (m, r) is at least pmin[k][m - r] (the prefix's
+                         * best on m - r + 1 or fewer machines, rising with r) and at least
+                         * ikj / r (falling with r); it matters only below min(sp, cap) and
+                         * at most min(eps, ub). The smallest r whose last-stage bound
+                         * passes gives the smallest prefix bound among those that do, so
+                         * testing it alone decides whether any r of m can matter (ties
+                         * keep the earlier candidate, so equal to sp is not enough). */
                         const double *pk = pmin + (size_t)k * M;
-                        int useful = 0;
+                        int useful = ikj < 0; /* rounding: no monotonicity, try all */
                         for (int m = min_machines; m < M && !useful; m++) {
+                            if (cap[m] == -INFINITY) continue;
                             int rm = m < rmax ? m : rmax;
-                            double lb = o->straight ? fk[m - 1] : pk[m - 1];
-                            double lc = ikj * inv_r[rm];
-                            if (lc > lb) lb = lc;
-                            useful = lb < sp[m] && lb < cap[m] && lb <= eps[m];
+                            double thr = sp[m] < cap[m] ? sp[m] : cap[m];
+                            double e2 = eps[m] < ub[m] ? eps[m] : ub[m];
+                            double t = thr < e2 ? thr : e2;
+                            if (!(t > 0)) continue;
+                            int r = 1;
+                            if (!isinf(t)) {
+                                double q = ikj / t;
+                                r = q < (double)rm ? (int)q : rm;
+                                if (r < 1) r = 1;
+                            }
+#define PD_LAST_OK(x) (ikj * inv_r[x] < thr && ikj * inv_r[x] <= e2)
+                            while (r > 1 && PD_LAST_OK(r - 1)) r--;
+                            while (r <= rm && !PD_LAST_OK(r)) r++;
+#undef PD_LAST_OK
+                            if (r > rm) continue;
+                            double pl = pk[m - r];
+                            useful = pl < thr && pl <= e2;
                         }
                         if (!useful) continue;
                     }
@@ -617,6 +663,16 @@ static int row_compute(pd_dp *d, int L, int s, double bnd, double *out, int ostr
             cj[m] = c;
         }
         out[(size_t)j * ostride] = fj[M - 1];
+        if (hintok) { /* this end's split states, for the next end */
+            int nh = 0;
+            for (int m = min_machines; m < M; m++) {
+                int k = spc[m].k, seen = 0;
+                if (!(sp[m] < INFINITY) || k < 0) continue;
+                for (int h = 0; h < nh; h++) seen |= hint[h] == k;
+                if (!seen) hint[nh++] = k;
+            }
+            if (nh) nhint = nh;
+        }
         double lo = INFINITY;
         for (int m = 0; m < M; m++) {
             if (fj[m] < lo) lo = fj[m];
