@@ -500,13 +500,25 @@ static int row_compute(pd_dp *d, int L, int s, double bnd, double *out, int ostr
         if (do_dp && M > min_machines && any) {
             const uint64_t *aj = l->anc + (size_t)j * sw;
             const uint64_t *ds = s < 0 ? NULL : l->desc + (size_t)s * sw;
+            /* tmax: no candidate above it can matter for any m (see cap, eps, ub); a
+             * candidate is at least its prefix's best (fmin) and, with PipeDream's
+             * formula, its last stage's ikj / rmax */
+            double tmax = -INFINITY;
+            for (int m = 0; m < M; m++) {
+                if (cap[m] == -INFINITY) continue;
+                double t = cap[m] < eps[m] ? cap[m] : eps[m];
+                if (ub[m] < t) t = ub[m];
+                if (t > tmax) tmax = t;
+            }
             for (int w = 0; w < sw; w++) {
                 uint64_t bits = aj[w] & (ds ? ds[w] : ~0ull);
                 while (bits) {
                     int k = w * 64 + __builtin_ctzll(bits);
                     bits &= bits - 1;
                     const double *fk = f + (size_t)k * M;
-                    if (fmin[k] > bnd) continue; /* every prefix at k is out of bounds */
+                    if (fmin[k] > bnd || fmin[k] > tmax) continue; /* every prefix at k is
+                                                                      out of bounds */
+                    if (L == 0 && native && (l->C[j] - l->C[k]) * inv_r[rmax] > tmax) continue;
                     double ikj;
                     if (L == 0) {
                         ikj = l->C[j] - l->C[k];
