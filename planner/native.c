@@ -400,7 +400,12 @@ int nm_finish(const nm_models *ms, nm_cands *cs, const native_options *o, int ns
         free(lead);
         return err_set(err, NULL, NULL, "out of memory");
     }
-    /* the baselines first (always simulated), then the best estimate of each schedule */
+    /* the baselines first (always kept), then the best estimate of each schedule (of each
+     * recomputation choice when there is one schedule: the model's error differs between
+     * them, up to 3x pessimistic without recomputation where the all-reduce of a large
+     * stage is barely hidden, so each gets its best simulated) */
+    int one_kind = 1;
+    for (int i = 1; i < cs->n; i++) one_kind &= cs->v[i].s.kind == cs->v[0].s.kind;
     k = 0;
     int nmust = 0;
     for (int i = 0; i < cs->n; i++)
@@ -412,7 +417,8 @@ int nm_finish(const nm_models *ms, nm_cands *cs, const native_options *o, int ns
     for (int i = 0; i < cs->n; i++) {
         int first = !lead[i];
         for (int j = 0; j < i && first; j++)
-            first = cs->v[j].s.kind != cs->v[i].s.kind || (lead[j] && cs->v[j].must);
+            first = cs->v[j].s.kind != cs->v[i].s.kind || (lead[j] && cs->v[j].must) ||
+                    (one_kind && cs->v[j].s.recompute != cs->v[i].s.recompute);
         if (first) {
             ord[k++] = cs->v[i];
             lead[i] = 1;
