@@ -1,5 +1,5 @@
 /* timeline.c: timed actions per track, and the one Chrome trace-event JSON writer and reader
- * that the simulator and the executor share (format in docs/formats-sim.md).
+ * that the simulator and the executor share (format in docs/formats.md).
  *
  * Layout of the trace: process 1 "devices" holds one thread (track) per device compute
  * stream (tid = device id), process 2 "collectives" one per device all-reduce stream

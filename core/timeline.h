@@ -4,7 +4,7 @@
  * between two devices. The one writer produces Chrome trace-event JSON (opens in Perfetto
  * and chrome://tracing: one track per device and per link); the reader takes that same
  * format back. Times are seconds in memory, microseconds in the file
- * (docs/formats-sim.md). */
+ * (docs/formats.md). */
 #ifndef PLUMB_TIMELINE_H
 #define PLUMB_TIMELINE_H
 

@@ -1,4 +1,4 @@
-/* report_json.c: the simulator's report as JSON (plumb-sim-report/1, docs/formats-sim.md).
+/* report_json.c: the simulator's report as JSON (plumb-sim-report/1, docs/formats.md).
  * Times in seconds, memory and traffic in bytes, throughput in samples/s. */
 #include <cjson/cJSON.h>
 

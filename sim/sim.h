@@ -159,7 +159,7 @@ void sim_changes_free(sim_changes *c);
 
 /* --- writers (sim/report_json.c, sim/svg.c, sim/gantt.c) ------------------------------ */
 
-/* The report as JSON (format "plumb-sim-report/1", docs/formats-sim.md); `changes` may be
+/* The report as JSON (format "plumb-sim-report/1", docs/formats.md); `changes` may be
  * NULL; `plan_file` names the plan (may be NULL). Caller frees with cJSON_Delete. */
 struct cJSON;
 struct cJSON *sim_report_to_json(const sim_report *r, const sim_changes *changes,
