@@ -1,4 +1,5 @@
 /* native.c: plumb's native planner: input checks, candidate gathering over device orders,
+ * the baselines every plan is ranked against (data parallelism, straight pipelines),
  * simulator-in-the-loop ranking, the "what would fit" search, and planner_native itself
  * (one schedule; NATIVE_SCHED_AUTO goes to planner_auto in auto.c). The cost model and
  * the dynamic program are in native_model.c. */

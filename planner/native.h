@@ -7,7 +7,8 @@
  * activations, gradients, optimizer state) as a hard constraint. A dynamic program over
  * contiguous ranges of the profile's topological order, with per-stage replication on
  * contiguous device ranges (so stages follow the cluster's hierarchy), proposes candidates;
- * the simulator (sim/sim.h) scores the best of them. planner_auto searches schedules,
+ * the simulator (sim/sim.h) scores the best of them, and plain data parallelism and a
+ * straight pipeline, so the plan returned is never slower than those (as simulated). planner_auto searches schedules,
  * microbatch counts, microbatch sizes and recomputation the same way and ranks by
  * simulated throughput. docs/planner-native.md explains every difference with PipeDream.
  *
