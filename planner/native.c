@@ -290,7 +290,43 @@ static int cmp_rank(const void *a, const void *b)
         return (px > py) - (px < py);
     }
     double tx = cand_thr(x), ty = cand_thr(y);
+    if (tx == ty) return x->copied - y->copied; /* a simulated plan before its copy */
     return (ty > tx) - (ty < tx);
+}
+
+static int same_plan(const nm_models *ms, const nm_cand *a, const nm_cand *b, int any_rc);
+
+/* Timing class of a schedule on one stage: gpipe and 1f1b-flush run the same forwards and
+ * backwards back to back (the order differs, not the time), as do pipedream and 2bw. */
+static int one_stage_class(sched_kind k)
+{
+    return k == SCHED_GPIPE ? SCHED_1F1B_FLUSH : k == SCHED_2BW ? SCHED_PIPEDREAM : (int)k;
+}
+
+/* Copies into c the simulated timing of an earlier single-stage twin in cs->v[0..n) (same
+ * devices, layers, microbatches and recomputation, a schedule of the same timing); its
+ * memory stays the model's. 1 when copied. */
+static int copy_twin(const nm_models *ms, nm_cands *cs, int n, nm_cand *c)
+{
+    if (c->pt.nst != 1) return 0;
+    for (int j = 0; j < n; j++) {
+        const nm_cand *d = &cs->v[j];
+        if (!d->simulated || d->copied || !(d->sim_thr > 0) || d->pt.nst != 1 ||
+            one_stage_class(d->s.kind) != one_stage_class(c->s.kind) ||
+            d->s.kind == c->s.kind)
+            continue;
+        nm_cand t = *d;
+        t.s.kind = c->s.kind;
+        if (!same_plan(ms, &t, c, 0)) continue;
+        c->simulated = c->copied = 1;
+        c->sim_thr = d->sim_thr;
+        c->sim_iter = d->sim_iter;
+        c->sim_bubble = d->sim_bubble;
+        c->sim_peak = c->pt.peak_mem;
+        c->sim_fits = c->pt.fits;
+        return 1;
+    }
+    return 0;
 }
 
 /* 1 when a and b are the same plan; any_rc: whatever their recomputation. */
@@ -450,6 +486,11 @@ int nm_finish(const nm_models *ms, nm_cands *cs, const native_options *o, int ns
                 extra -= acts;
             }
             if (pass == 1 && best > 0 && c->pt.thr < 0.95 * best) continue;
+            if (copy_twin(ms, cs, keep, c)) { /* takes its place among the nsim */
+                if (c->sim_fits && c->sim_thr > best) best = c->sim_thr;
+                simulated++;
+                continue;
+            }
             plumb_err e;
             err_clear(&e);
             if (simulate(ms, c, o, &plans[i], &e)) {
@@ -486,6 +527,10 @@ int nm_finish(const nm_models *ms, nm_cands *cs, const native_options *o, int ns
         if (!nc->pl) {
             plumb_err e;
             nc->pl = nm_plan(m, &c->s, &c->pt, &e);
+            if (nc->pl && c->copied) {
+                nc->pl->pred_iteration_s = c->sim_iter;
+                nc->pl->pred_samples_per_s = c->sim_thr;
+            }
         }
         nc->schedule = c->s.kind;
         nc->microbatches = c->s.M;

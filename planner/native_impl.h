@@ -151,6 +151,8 @@ typedef struct nm_cand {
     double sim_thr, sim_iter, sim_bubble, sim_peak;
     double *sim_dev_peak; /* [c->ndevices] or NULL */
     int must;         /* a baseline (data parallelism, straight pipeline): always simulated */
+    int copied;       /* its sim_* timing copied from a single-stage twin of the same timing
+                         (1f1b-flush and gpipe; pipedream and 2bw); memory is the model's */
 } nm_cand;
 
 typedef struct nm_cands {
