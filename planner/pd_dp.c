@@ -31,12 +31,16 @@ struct pd_dp {
     double *mat[PD_MAX_LEVELS];   /* L < top: mat[L][j * (n+1) + s+1] = T_L(s, j, M_L - 1) */
     char *done[PD_MAX_LEVELS];    /* done[L][s+1]: row s of level L computed */
     double *rowbound[PD_MAX_LEVELS]; /* the bound row s of level L was computed with */
+    char *rownl[PD_MAX_LEVELS];   /* level top-1: row s computed without the last state */
+    double cmax2;                 /* the largest compute of a state other than the last */
     int *rowmm[PD_MAX_LEVELS];    /* level top-1: the top prefix's fewest machines - 1
                                      behind the request of row s (see top_need): -1 for
                                      the top's row (no prefix), PD_NO_MM for none */
     double bound[PD_MAX_LEVELS];  /* values above it cannot matter (see pd_dp_solve) */
     double scale[PD_MAX_LEVELS];  /* machines at and below L: T_L(s, j) >= C(s, j) / scale */
     int colmode;                  /* level 0 below a two-level top is filled by columns */
+    int lastcol;                  /* two levels, more top machines: level 0's rows are
+                                     computed without the last state, its column instead */
     char *coldone;                /* coldone[j]: column j of level 0 computed */
     double *G, *Gp;               /* column scratch [(n+1) * M_0] */
     double *toprow;               /* T_top(-1, j, M - 1) */
@@ -83,6 +87,9 @@ pd_dp *pd_dp_new(const pd_lattice *l, const pd_options *o)
     d->cost = o->cost ? o->cost : &pd_cost_pipedream;
     d->n = l->n;
     d->top = o->nlevels - 1;
+    d->cmax2 = -INFINITY;
+    for (int j = 0; j + 1 < d->n; j++)
+        if (l->C[j] > d->cmax2) d->cmax2 = l->C[j];
     for (int L = 0; L < o->nlevels; L++) {
         size_t sz = (size_t)d->n * (size_t)o->machines[L];
         d->f[L] = malloc(sz * sizeof(double));
@@ -95,7 +102,9 @@ pd_dp *pd_dp_new(const pd_lattice *l, const pd_options *o)
             d->done[L] = calloc((size_t)d->n + 1, 1);
             d->rowbound[L] = malloc(((size_t)d->n + 1) * sizeof(double));
             d->rowmm[L] = malloc(((size_t)d->n + 1) * sizeof(int));
-            if (!d->mat[L] || !d->done[L] || !d->rowbound[L] || !d->rowmm[L]) goto oom;
+            d->rownl[L] = calloc((size_t)d->n + 1, 1);
+            if (!d->mat[L] || !d->done[L] || !d->rowbound[L] || !d->rowmm[L] || !d->rownl[L])
+                goto oom;
             for (int s = 0; s <= d->n; s++) d->rowmm[L][s] = PD_NO_MM;
         }
     }
@@ -110,6 +119,18 @@ pd_dp *pd_dp_new(const pd_lattice *l, const pd_options *o)
         o->machines_in_first_level <= 0 &&
         d->cost == &pd_cost_pipedream && o->machines[0] <= 64) {
         d->colmode = 1;
+        d->coldone = calloc((size_t)d->n + 1, 1);
+        d->G = malloc(((size_t)d->n + 1) * o->machines[0] * sizeof(double));
+        d->Gp = malloc(((size_t)d->n + 1) * o->machines[0] * sizeof(double));
+        if (!d->coldone || !d->G || !d->Gp) goto oom;
+    } else if (o->nlevels == 2 && !o->use_memory_constraint && o->machines_in_first_level <= 0 &&
+               !(o->activation_compression_ratio > 0) && !o->use_fewer_machines &&
+               d->cost == &pd_cost_pipedream && o->machines[0] <= 64 && o->machines[1] <= 64) {
+        /* The last state's entry of a level-0 row is needed only for the top row's last
+         * entry, and almost every row is: one column (as in colmode, the same values)
+         * gives T_0(k, last) for every k, so the rows skip the last state and top_need
+         * leaves out everything that only leads there. */
+        d->lastcol = 1;
         d->coldone = calloc((size_t)d->n + 1, 1);
         d->G = malloc(((size_t)d->n + 1) * o->machines[0] * sizeof(double));
         d->Gp = malloc(((size_t)d->n + 1) * o->machines[0] * sizeof(double));
@@ -129,6 +150,7 @@ void pd_dp_free(pd_dp *d)
         free(d->done[L]);
         free(d->rowbound[L]);
         free(d->rowmm[L]);
+        free(d->rownl[L]);
         free(d->f[L]);
         free(d->ch[L]);
     }
@@ -146,16 +168,19 @@ static int row_compute(pd_dp *d, int L, int s, double bnd, double *out, int ostr
 /* Makes sure row (L, s) is in mat[L] (column storage: entry j at j * (n+1) + s+1), exact
  * up to bnd (entries above it may read +INFINITY); mm != PD_NO_MM (level top-1 only): the
  * row serves top-level stages after a prefix on at least mm + 1 top machines (mm = -1:
- * the top row's first stage), and its entries are exact up to top_need's smaller bounds. A row computed before with a smaller bound
- * or for fewer prefix machines is computed again. The choices of pd_dp_split come from
- * the same computation (same bound and mm), so they are the same. */
-static int need_row(pd_dp *d, int L, int s, double bnd, int mm)
+ * the top row's first stage), and its entries are exact up to top_need's smaller bounds;
+ * nl (with mm): not for the last state (its entry reads +INFINITY). A row computed before
+ * with a smaller bound, for fewer prefix machines or without the last state is computed
+ * again. pd_dp_split recomputes a row with the flags of its last computation, so its
+ * choices are the ones behind the values the level above used. */
+static int need_row(pd_dp *d, int L, int s, double bnd, int mm, int nl)
 {
     int pm = d->rowmm[L][s + 1];
     if (d->done[L][s + 1] && d->rowbound[L][s + 1] >= bnd &&
-        (pm == PD_NO_MM || (mm != PD_NO_MM && pm <= mm)))
+        (pm == PD_NO_MM || (mm != PD_NO_MM && pm <= mm)) && (!d->rownl[L][s + 1] || nl))
         return 0;
     d->rowmm[L][s + 1] = mm;
+    d->rownl[L][s + 1] = (char)(mm != PD_NO_MM && nl);
     if (row_compute(d, L, s, bnd, d->mat[L] + s + 1, d->n + 1, NULL)) return -1;
     d->done[L][s + 1] = 1;
     d->rowbound[L][s + 1] = bnd;
@@ -312,8 +337,9 @@ static int top_rmax(const pd_dp *d, int L, double bnd, int k, int mmin)
  * R < rho, no output o >= j can use rho, and eps[m] = bt x the largest usable rho (with
  * 1e-9 of relative slack on the compute sums). Entries above it are on no plan of any
  * output within what the top level can use, so setting them to +INFINITY changes no
- * used output nor its choice. No usable rho: -INFINITY (the entry is never needed). */
-static void top_need(const pd_dp *d, int L, int s, int j, int mm, double *eps)
+ * used output nor its choice. No usable rho: -INFINITY (the entry is never needed). With
+ * nl the last state is no output: the others have C(o) <= cmax2. */
+static void top_need(const pd_dp *d, int L, int s, int j, int mm, int nl, double *eps)
 {
     const pd_lattice *l = d->l;
     const int T = d->top, Mt = d->o->machines[T], M = d->o->machines[L];
@@ -326,6 +352,7 @@ static void top_need(const pd_dp *d, int L, int s, int j, int mm, double *eps)
             double hi = Cs + unitT * rho * bt * slack;
             double hj = Cj + (double)(M - 1 - m) * unit * rho * bt * slack;
             if (hj < hi) hi = hj;
+            if (nl && d->cmax2 < hi) hi = d->cmax2; /* outputs other than the last */
             if (hi < Cj) continue;
             double need = (Call - hi) / (unitT * bt);
             int suf = need > 1e-9 ? (int)ceil(need - 1e-9) : 0;
@@ -334,6 +361,58 @@ static void top_need(const pd_dp *d, int L, int s, int j, int mm, double *eps)
         double e = best > 0 ? bt * best : -INFINITY;
         if (e < eps[m]) eps[m] = e;
     }
+}
+
+/* Can split state k give a candidate of some m that matters, with PipeDream's split
+ * formula (see row_compute: sp, cap, eps, ub)? pk: the prefix minima of k's entries, ikj:
+ * the last stage's inner time. A candidate (m, r) is at least pk[m - r] (the prefix's best
+ * on m - r + 1 or fewer machines, rising with r) and at least ikj / r (falling with r; the
+ * formula adds a non-negative term before dividing, also in rounding); it matters only
+ * below min(sp, cap) and at most min(eps, ub). The smallest r whose last-stage bound passes
+ * gives the smallest prefix bound among those that do, so testing it alone decides whether
+ * any r of m can matter (ties keep the earlier candidate, so equal to sp is not enough). */
+static int pair_useful(double ikj, const double *pk, const double *sp, const double *cap,
+                       const double *eps, const double *ub, const double *inv_r,
+                       int min_machines, int M, int rmax)
+{
+    int useful = ikj < 0; /* rounding: no monotonicity, try all */
+    for (int m = min_machines; m < M && !useful; m++) {
+        if (cap[m] == -INFINITY) continue;
+        int rm = m < rmax ? m : rmax;
+        double thr = sp[m] < cap[m] ? sp[m] : cap[m];
+        double e2 = eps[m] < ub[m] ? eps[m] : ub[m];
+        double t = thr < e2 ? thr : e2;
+        if (!(t > 0)) continue;
+        int r = 1;
+        if (!isinf(t)) {
+            double q = ikj / t;
+            r = q < (double)rm ? (int)q : rm;
+            if (r < 1) r = 1;
+        }
+#define PD_LAST_OK(x) (ikj * inv_r[x] < thr && ikj * inv_r[x] <= e2)
+        while (r > 1 && PD_LAST_OK(r - 1)) r--;
+        while (r <= rm && !PD_LAST_OK(r)) r++;
+#undef PD_LAST_OK
+        if (r > rm) continue;
+        double pl = pk[m - r];
+        useful = pl < thr && pl <= e2;
+    }
+    return useful;
+}
+
+/* Top level L: the bound rbk[k] up to which the lower row of split state k is needed (-1:
+ * not at all) and the fewest machines - 1 of a prefix at k within bnd, rmm[k] (see the
+ * pair loop of row_compute). fk: the top entries of k. */
+static void top_rbk(const pd_dp *d, int L, double bnd, int k, const double *fk, double *rbk,
+                    int *rmm)
+{
+    const int M = d->o->machines[L];
+    int mmin = -1;
+    for (int m = 0; m < M && mmin < 0; m++)
+        if (fk[m] <= bnd) mmin = m;
+    int rm = mmin < 0 ? 0 : isfinite(bnd) ? top_rmax(d, L, bnd, k, mmin) : M - 1 - mmin;
+    rbk[k] = rm > 0 ? bnd * rm : -1;
+    rmm[k] = isfinite(bnd) ? mmin : PD_NO_MM;
 }
 
 /* Is j in row s: s = -1, or s is a strict ancestor of j. */
@@ -405,15 +484,20 @@ static int row_compute(pd_dp *d, int L, int s, double bnd, double *out, int ostr
     double *eps = M > 64 ? bigbuf + 4 * M : epsv;
     double *ub = M > 64 ? bigbuf + 5 * M : ubv;
     const int hintok = native && !mem && !(ratio > 0) && L == 0;
+    /* lastmode (see lastcol): the top row computes its lower rows without the last state;
+     * at the last state the inner times come from one level-0 column */
+    const int lastmode = L == d->top && s < 0 && d->lastcol && isfinite(bnd);
     const int mm = L + 1 == d->top ? d->rowmm[L][s + 1] : PD_NO_MM;
+    const int nl = L + 1 == d->top ? d->rownl[L][s + 1] : 0;
     choice *spc = M > 64 ? bigch : splitch;
 
     /* the top row's single stages (-1, j] on m + 1 <= M - top_suf(j) machines use
      * T_{L-1}(-1, j) <= (m + 1) bnd: top_need with mm = -1 */
     if (L > 0 && need_row(d, L - 1, s, L == d->top ? bnd * M : INFINITY,
-                          L == d->top && s < 0 && isfinite(bnd) ? -1 : PD_NO_MM))
+                          L == d->top && s < 0 && isfinite(bnd) ? -1 : PD_NO_MM, 0))
         goto oom;
     for (int j = 0; j < n; j++) {
+        if (nl && j == n - 1) continue; /* its column's value stays */
         out[(size_t)j * ostride] = INFINITY;
         if (!in_row(l, s, j)) continue;
         double *fj = f + (size_t)j * M;
@@ -458,7 +542,7 @@ static int row_compute(pd_dp *d, int L, int s, double bnd, double *out, int ostr
          * split can change the entry or its choice and none is tried. */
         /* eps[m]: entry (j, m) matters only up to it (the bound, or top_need's) */
         for (int m = 0; m < M; m++) eps[m] = bnd;
-        if (mm != PD_NO_MM) top_need(d, L, s, j, mm, eps);
+        if (mm != PD_NO_MM) top_need(d, L, s, j, mm, nl, eps);
         int any = 0; /* some entry of j on several machines can still be in a plan */
         {
             const double unit = L ? d->scale[L - 1] : 1.0;
@@ -469,9 +553,17 @@ static int row_compute(pd_dp *d, int L, int s, double bnd, double *out, int ostr
                 cap[m] = live ? bs[m] : -INFINITY;
                 any |= live;
             }
+            if (lastmode && j == n - 1) { /* only the answer's entry is ever read (no
+                                            use_fewer_machines copy in lastcol) */
+                any = 0;
+                for (int m = 0; m < M - 1; m++) cap[m] = -INFINITY;
+                any = cap[M - 1] != -INFINITY;
+            }
         }
         if (do_dp && M > min_machines && any && L == d->top && d->colmode && !d->coldone[j])
             col_compute(d, j, bnd * (M - 1)); /* a last stage on r <= M-1 top machines */
+        if (do_dp && M > min_machines && any && lastmode && j == n - 1 && !d->coldone[j])
+            col_compute(d, j, bnd * (M - 1));
         for (int m = 0; m < M; m++) ub[m] = INFINITY;
         if (do_dp && M > min_machines && any && hintok) {
             /* ub[m]: the value of some split candidate of (j, m), at least the best one:
@@ -522,7 +614,7 @@ static int row_compute(pd_dp *d, int L, int s, double bnd, double *out, int ostr
                     double ikj;
                     if (L == 0) {
                         ikj = l->C[j] - l->C[k];
-                    } else if (d->colmode && L == d->top) {
+                    } else if ((d->colmode && L == d->top) || (lastmode && j == n - 1)) {
                         ikj = lowmat[(size_t)j * ld + k + 1];
                     } else {
                         if (L == d->top) {
@@ -532,60 +624,23 @@ static int row_compute(pd_dp *d, int L, int s, double bnd, double *out, int ostr
                              * no r can give a candidate within the bound, every candidate
                              * of k is above it or in an entry set to +INFINITY: skipping
                              * them changes no finite entry and no choice behind one. */
-                            if (rbk[k] == -2) {
-                                int mmin = -1;
-                                for (int m = 0; m < M && mmin < 0; m++)
-                                    if (fk[m] <= bnd) mmin = m;
-                                int rm = mmin < 0 ? 0
-                                       : isfinite(bnd) ? top_rmax(d, L, bnd, k, mmin)
-                                                       : M - 1 - mmin;
-                                rbk[k] = rm > 0 ? bnd * rm : -1;
-                                rmm[k] = isfinite(bnd) ? mmin : PD_NO_MM;
-                            }
+                            if (rbk[k] == -2) top_rbk(d, L, bnd, k, fk, rbk, rmm);
                             if (rbk[k] < 0) continue; /* cannot matter */
-                            if (need_row(d, L - 1, k, rbk[k], rmm[k])) goto oom;
+                            /* with lastmode, without the last state (see there) */
+                            if (need_row(d, L - 1, k, rbk[k], rmm[k], lastmode)) goto oom;
                         } else if (!d->done[L - 1][k + 1]) {
                             int mmin = -1;
                             for (int m = 0; m < M && mmin < 0; m++)
                                 if (fk[m] <= bnd) mmin = m;
                             if (mmin < 0 || mmin == M - 1) continue; /* cannot matter */
-                            if (need_row(d, L - 1, k, INFINITY, PD_NO_MM)) goto oom;
+                            if (need_row(d, L - 1, k, INFINITY, PD_NO_MM, 0)) goto oom;
                         }
                         ikj = lowmat[(size_t)j * ld + k + 1];
                     }
-                    if (native && !mem && !(ratio > 0)) {
-                        /* A candidate (m, r) is at least pmin[k][m - r] (the prefix's
-                         * best on m - r + 1 or fewer machines, rising with r) and at least
-                         * ikj / r (falling with r); it matters only below min(sp, cap) and
-                         * at most min(eps, ub). The smallest r whose last-stage bound
-                         * passes gives the smallest prefix bound among those that do, so
-                         * testing it alone decides whether any r of m can matter (ties
-                         * keep the earlier candidate, so equal to sp is not enough). */
-                        const double *pk = pmin + (size_t)k * M;
-                        int useful = ikj < 0; /* rounding: no monotonicity, try all */
-                        for (int m = min_machines; m < M && !useful; m++) {
-                            if (cap[m] == -INFINITY) continue;
-                            int rm = m < rmax ? m : rmax;
-                            double thr = sp[m] < cap[m] ? sp[m] : cap[m];
-                            double e2 = eps[m] < ub[m] ? eps[m] : ub[m];
-                            double t = thr < e2 ? thr : e2;
-                            if (!(t > 0)) continue;
-                            int r = 1;
-                            if (!isinf(t)) {
-                                double q = ikj / t;
-                                r = q < (double)rm ? (int)q : rm;
-                                if (r < 1) r = 1;
-                            }
-#define PD_LAST_OK(x) (ikj * inv_r[x] < thr && ikj * inv_r[x] <= e2)
-                            while (r > 1 && PD_LAST_OK(r - 1)) r--;
-                            while (r <= rm && !PD_LAST_OK(r)) r++;
-#undef PD_LAST_OK
-                            if (r > rm) continue;
-                            double pl = pk[m - r];
-                            useful = pl < thr && pl <= e2;
-                        }
-                        if (!useful) continue;
-                    }
+                    if (native && !mem && !(ratio > 0) &&
+                        !pair_useful(ikj, pmin + (size_t)k * M, sp, cap, eps, ub, inv_r,
+                                     min_machines, M, rmax))
+                        continue; /* no candidate of k can matter */
                     double Pkj = l->P[j] - l->P[k];
                     double Akj = l->Act[j] - l->Act[k];
                     if (native) /* PipeDream's split cost with the divisions hoisted (the
@@ -743,7 +798,7 @@ static double bound_inner(pd_dp *d, int a, int b, int est, double rb)
 {
     int T = d->top;
     if (est) return est_single(d, T - 1, a, b);
-    if (need_row(d, T - 1, a, rb, PD_NO_MM)) return NAN;
+    if (need_row(d, T - 1, a, rb, PD_NO_MM, 0)) return NAN;
     return d->mat[T - 1][(size_t)b * (d->n + 1) + a + 1];
 }
 
@@ -864,7 +919,14 @@ int pd_dp_split(pd_dp *d, int level, int s, int e, pd_split *out)
         double rb = level == d->top ? d->bound[level]
                 : d->done[level] && d->done[level][s + 1] ? d->rowbound[level][s + 1]
                                                           : INFINITY;
-        if (!owned || !orow || row_compute(d, level, s, rb, orow, 1, owned)) {
+        /* a row computed without the last state (lastcol), for a stage ending there: the
+         * same row with it (its bounds cover the stage the top level chose) */
+        char *nlp = level + 1 == d->top && d->rownl[level] ? &d->rownl[level][s + 1] : NULL;
+        char nl0 = nlp ? *nlp : 0;
+        if (nlp && e == d->n - 1) *nlp = 0;
+        int rc = owned && orow ? row_compute(d, level, s, rb, orow, 1, owned) : -1;
+        if (nlp) *nlp = nl0;
+        if (rc) {
             free(owned);
             free(orow);
             return -1;
