@@ -383,6 +383,10 @@ static int pair_useful(double ikj, const double *pk, const double *sp, const dou
         double e2 = eps[m] < ub[m] ? eps[m] : ub[m];
         double t = thr < e2 ? thr : e2;
         if (!(t > 0)) continue;
+        /* the weakest bound first (prefix on m, last stage on rm machines), cheap */
+        double w = ikj * inv_r[rm];
+        if (pk[m - 1] > w) w = pk[m - 1];
+        if (!(w < thr && w <= e2)) continue;
         int r = 1;
         if (!isinf(t)) {
             double q = ikj / t;
