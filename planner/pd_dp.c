@@ -346,18 +346,27 @@ static void top_need(const pd_dp *d, int L, int s, int j, int mm, int nl, double
     const double bt = d->bound[T], unitT = d->scale[L], unit = L ? d->scale[L - 1] : 1.0;
     const double Cs = s < 0 ? 0.0 : l->C[s], Cj = l->C[j], Call = l->C[d->n - 1];
     const double slack = 1.0 + 1e-9;
+    /* need by a product: its rounding is far inside the 1e-12 taken off, so this suf is
+     * never above top_suf's for an output at hi (a smaller suf only keeps more) */
+    const double inv = 1.0 / (unitT * bt) * (1.0 - 1e-12);
+    /* hi falls as m grows, so the largest usable rho does too: start from the last one */
+    int prev = Mt - 1 - mm;
     for (int m = 0; m < M; m++) {
         int best = 0;
-        for (int rho = Mt - 1 - mm; rho > best && rho >= 1; rho--) {
+        for (int rho = prev; rho >= 1; rho--) {
             double hi = Cs + unitT * rho * bt * slack;
             double hj = Cj + (double)(M - 1 - m) * unit * rho * bt * slack;
             if (hj < hi) hi = hj;
             if (nl && d->cmax2 < hi) hi = d->cmax2; /* outputs other than the last */
             if (hi < Cj) continue;
-            double need = (Call - hi) / (unitT * bt);
+            double need = (Call - hi) * inv;
             int suf = need > 1e-9 ? (int)ceil(need - 1e-9) : 0;
-            if (Mt - 1 - mm - suf >= rho) best = rho;
+            if (Mt - 1 - mm - suf >= rho) {
+                best = rho;
+                break;
+            }
         }
+        prev = best;
         double e = best > 0 ? bt * best : -INFINITY;
         if (e < eps[m]) eps[m] = e;
     }
