@@ -516,7 +516,16 @@ static int row_compute(pd_dp *d, int L, int s, double bnd, double *out, int ostr
         double *fj = f + (size_t)j * M;
         choice *cj = ch + (size_t)j * M;
         double Csj = s < 0 ? l->C[j] : l->C[j] - l->C[s];
-        if (Csj / scale > bnd) { /* every plan of (s, j] is slower than the bound */
+        /* eps[m]: entry (j, m) matters only up to it (the bound, or top_need's); when no
+         * entry of j matters, all read +INFINITY, as the full computation would give */
+        for (int m = 0; m < M; m++) eps[m] = bnd;
+        int dead = 0;
+        if (mm != PD_NO_MM) {
+            top_need(d, L, s, j, mm, nl, eps);
+            dead = 1;
+            for (int m = 0; m < M; m++) dead &= eps[m] == -INFINITY;
+        }
+        if (dead || Csj / scale > bnd) { /* every plan of (s, j] is slower than the bound */
             for (int m = 0; m < M; m++) {
                 fj[m] = INFINITY;
                 cj[m] = (choice){-1, -1, m + 1};
@@ -553,9 +562,6 @@ static int row_compute(pd_dp *d, int L, int s, double bnd, double *out, int ostr
          * C(s, j) over all of them, less a slack for the rounding of sums) is not below
          * the single stage, or is above bnd, or the rest of the model cannot fit (suf), no
          * split can change the entry or its choice and none is tried. */
-        /* eps[m]: entry (j, m) matters only up to it (the bound, or top_need's) */
-        for (int m = 0; m < M; m++) eps[m] = bnd;
-        if (mm != PD_NO_MM) top_need(d, L, s, j, mm, nl, eps);
         int any = 0; /* some entry of j on several machines can still be in a plan */
         {
             const double unit = L ? d->scale[L - 1] : 1.0;
