@@ -27,11 +27,13 @@ static void plan_usage(FILE *out)
     fprintf(out,
         "usage: plumb plan -p PROFILE.json -c CLUSTER.json [-o PLAN.json] [--json] [options]\n"
         "       plumb plan --pipedream -f GRAPH.txt -n N... [-b BYTES_PER_S...] [options]\n\n"
-        "Splits the model into stages, each replicated over some devices, minimising the\n"
-        "slowest stage's time, level by level up the cluster's hierarchy: PipeDream's\n"
-        "hierarchical dynamic program (SOSP 2019), with the same optimum as its optimizer.\n"
-        "DAG profiles are planned over antichain states; ties are broken by a fixed rule\n"
-        "(docs/planner.md), so the same input always gives the same plan.\n\n"
+        "Splits the model into stages, each replicated over some devices. By default with\n"
+        "plumb's own cost model (memory-checked, candidates ranked by the simulator, the\n"
+        "schedule chosen or given); with --mode pipedream (or any PipeDream option below)\n"
+        "PipeDream's hierarchical dynamic program (SOSP 2019), level by level up the\n"
+        "cluster's hierarchy, with the same optimum as its optimizer: DAG profiles are\n"
+        "planned over antichain states; ties are broken by a fixed rule (docs/planner.md),\n"
+        "so the same input always gives the same plan.\n\n"
         "options:\n"
         "  -p, --profile FILE        plumb profile (plumb-profile/1)\n"
         "  -c, --cluster FILE        plumb cluster (plumb-cluster/1): machines and bandwidth\n"
@@ -52,10 +54,13 @@ static void plan_usage(FILE *out)
         "                            PipeDream's partitioner (implied by the options above)\n"
         "      --schedule K|auto     native: gpipe, 1f1b-flush (default), pipedream, 2bw,\n"
         "                            interleaved, zb-h1, zb-v, or auto: rank them (top five)\n"
-        "      --microbatches M      native: microbatches per iteration (default 4 x stages)\n"
+        "      --microbatches M      native: microbatches per iteration (default: at least\n"
+        "                            2 x stages per replica, a multiple of the replica counts)\n"
         "      --microbatch-size N   native: samples per microbatch (default: the profile's)\n"
         "      --memory-limit GIB    native: device memory at most GIB GiB\n"
-        "      --recompute           native: recompute activations in the backward pass\n"
+        "      --recompute           native: always recompute activations in the backward\n"
+        "      --no-recompute        native: never recompute (default: both tried, the\n"
+        "                            simulator picks)\n"
         "  -h, --help                this text\n\n"
         "PipeDream drop-in: `plumb plan --pipedream` takes optimizer_graph_hierarchical.py's\n"
         "arguments: -f/--profile_filename GRAPH.txt, -n/--all_num_machines N..., \n"
@@ -486,6 +491,7 @@ int cmd_plan(int argc, char **argv)
         {"microbatch-size", required_argument, NULL, 1004},
         {"memory-limit", required_argument, NULL, 1005},
         {"recompute", no_argument, NULL, 1006},
+        {"no-recompute", no_argument, NULL, 1007},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -502,7 +508,7 @@ int cmd_plan(int argc, char **argv)
     optind = 0;
     while ((c = cli_getopt("plan", argc, argv, "p:c:o:h", longopts)) != -1) {
         if (c == 'S' || c == 'M' || c == 'z' || c == 'F' || c == 'r' || c == 'x') pd_only = 1;
-        if (c >= 1002 && c <= 1006) nat_only = 1;
+        if (c >= 1002 && c <= 1007) nat_only = 1;
         switch (c) {
         case 1001:
             if (strcmp(optarg, "native") && strcmp(optarg, "pipedream"))
@@ -534,6 +540,7 @@ int cmd_plan(int argc, char **argv)
             no.memory_limit_bytes = gib * 1073741824.0;
             break;
         case 1006: no.recompute = 1; break;
+        case 1007: no.recompute = 0; break;
         case 'p': ppath = optarg; break;
         case 'c': cpath = optarg; break;
         case 'o': out = optarg; break;
@@ -566,7 +573,7 @@ int cmd_plan(int argc, char **argv)
                         "pipedream");
     if (mode == 2 && nat_only)
         return cli_fail("plan", "--schedule, --microbatches, --microbatch-size, --memory-limit "
-                        "and --recompute belong to --mode native");
+                        "and --recompute/--no-recompute belong to --mode native");
     plumb_err err;
     err_clear(&err);
     profile *p = profile_load(ppath, &err);

@@ -135,6 +135,29 @@ int profile_is_chain(const profile *p)
     return 1;
 }
 
+int profile_layer_is_input(const profile_layer *L)
+{
+    return L->kind && !strcmp(L->kind, "Input");
+}
+
+double profile_layer_forward_ms(const profile_layer *L)
+{
+    return profile_layer_is_input(L) ? 0 : L->forward_ms;
+}
+
+double profile_layer_backward_ms(const profile_layer *L)
+{
+    return profile_layer_is_input(L) ? 0 : L->backward_ms;
+}
+
+double profile_compute_ms(const profile *p)
+{
+    double t = 0;
+    for (int i = 0; i < p->nlayers; i++)
+        t += profile_layer_forward_ms(&p->layers[i]) + profile_layer_backward_ms(&p->layers[i]);
+    return t;
+}
+
 double profile_total_forward_ms(const profile *p)
 {
     double s = 0;

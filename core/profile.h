@@ -78,7 +78,20 @@ void profile_free(profile *p);
 /* 1 when the profile's graph is a chain (no edges, or edges i -> i+1 only). */
 int profile_is_chain(const profile *p);
 
-/* Sums over all layers. */
+/* 1 when L is an input node (kind "Input"): PipeDream's profiles time the data loader
+ * there. plumb's cost models charge such a layer no device time, as the data loader runs
+ * beside the device and PipeDream's planner drops these nodes too. */
+int profile_layer_is_input(const profile_layer *L);
+
+/* Device time of L's forward and backward, ms: its times, or 0 for an input node. */
+double profile_layer_forward_ms(const profile_layer *L);
+double profile_layer_backward_ms(const profile_layer *L);
+
+/* Device compute of the whole model per minibatch, ms: the sum over layers of
+ * profile_layer_forward_ms + profile_layer_backward_ms. */
+double profile_compute_ms(const profile *p);
+
+/* Sums over all layers (input nodes included: the file's own totals). */
 double profile_total_forward_ms(const profile *p);
 double profile_total_backward_ms(const profile *p);
 double profile_total_parameter_bytes(const profile *p);

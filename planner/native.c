@@ -74,7 +74,7 @@ int planner_native_check(const profile *p, const cluster *c, const native_option
         total_cap += cap;
         if (cap > max_cap) max_cap = cap;
     }
-    if (!(profile_total_forward_ms(p) + profile_total_backward_ms(p) > 0))
+    if (!(profile_compute_ms(p) > 0))
         return err_set(err, NULL, NULL, "profile %s: every layer takes 0 ms: nothing to pipeline",
                        pn);
     double per = 2 + optmul_of(o ? o->optimizer : OPT_MOMENTUM);
@@ -667,7 +667,7 @@ void nm_suggest(const profile *p, const cluster *c, const native_options *o,
 
 static double single_thr(const profile *p, const cluster *c, int ndev)
 {
-    double best = 0, t = (profile_total_forward_ms(p) + profile_total_backward_ms(p)) * 1e-3;
+    double best = 0, t = profile_compute_ms(p) * 1e-3;
     for (int d = 0; d < ndev; d++) {
         const device_type *ty = cluster_device_type(c, d);
         double sp = ty && ty->speed > 0 ? ty->speed : 1;

@@ -128,15 +128,17 @@ static int make_blocks(const profile *p, const double *cross, int *bfirst)
         return nb;
     }
     double total = 0;
-    for (int i = 0; i < n; i++) total += p->layers[i].forward_ms + p->layers[i].backward_ms;
+    for (int i = 0; i < n; i++)
+        total += profile_layer_forward_ms(&p->layers[i]) + profile_layer_backward_ms(&p->layers[i]);
     int nb = 0, h = n / (2 * NM_MAX_BLOCKS) > 1 ? n / (2 * NM_MAX_BLOCKS) : 1, prev = -1;
     bfirst[nb++] = 0;
     double acc = 0;
     int x = 0;
     for (int k = 1; k < NM_MAX_BLOCKS; k++) {
         double target = total * k / NM_MAX_BLOCKS;
-        while (x < n - 1 && acc + p->layers[x].forward_ms + p->layers[x].backward_ms < target) {
-            acc += p->layers[x].forward_ms + p->layers[x].backward_ms;
+        while (x < n - 1 && acc + profile_layer_forward_ms(&p->layers[x]) +
+                                    profile_layer_backward_ms(&p->layers[x]) < target) {
+            acc += profile_layer_forward_ms(&p->layers[x]) + profile_layer_backward_ms(&p->layers[x]);
             x++;
         }
         /* boundary after layer i, i in [x - h, x + h], i > prev, i <= n - 2 */
@@ -220,8 +222,8 @@ int nm_model_build(nm_model *m, const profile *p, const cluster *c, int ndev,
     for (int b = 0; b < nb; b++) {
         double f = 0, bw = 0, a = 0, pr = 0;
         for (int i = m->bfirst[b]; i < m->bfirst[b + 1]; i++) {
-            f += p->layers[i].forward_ms;
-            bw += p->layers[i].backward_ms;
+            f += profile_layer_forward_ms(&p->layers[i]);
+            bw += profile_layer_backward_ms(&p->layers[i]);
             a += p->layers[i].activation_bytes;
             pr += p->layers[i].parameter_bytes;
         }

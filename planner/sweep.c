@@ -98,7 +98,7 @@ int planner_sweep(const profile *p, const cluster *c, int gmin, int gmax,
     res->price = price;
     res->target_gpus = -1;
     const device_type *t0 = cluster_device_type(c, 0);
-    double work = (profile_total_forward_ms(p) + profile_total_backward_ms(p)) * 1e-3;
+    double work = profile_compute_ms(p) * 1e-3;
     res->thr1 = work > 0 ? p->minibatch * (t0 && t0->speed > 0 ? t0->speed : 1) / work : 0;
     res->pts = calloc((size_t)(gmax - gmin + 1), sizeof *res->pts);
     if (!res->pts) return err_set(err, NULL, NULL, "out of memory");

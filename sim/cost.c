@@ -132,6 +132,11 @@ int sim_cost_build(sim_model *m, const plan *pl, const schedule *s, const sim_ne
         double f = 0, b = 0, in = 0, wt = 0, params = 0, acts = 0;
         for (int l = ps->first_layer; l <= ps->last_layer && l < n; l++) {
             const profile_layer *L = &p->layers[l];
+            if (profile_layer_is_input(L)) { /* the data loader's time, not the device's */
+                params += L->parameter_bytes;
+                acts += L->activation_bytes;
+                continue;
+            }
             f += L->forward_ms;
             b += L->backward_ms;
             if (L->backward_input_ms >= 0 && L->backward_weight_ms >= 0) {

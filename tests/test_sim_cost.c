@@ -226,3 +226,30 @@ Test(sim_cost, optimizer_step_time)
         plan_free(pl);
     }
 }
+
+/* An input node (kind "Input": PipeDream's data-loading time) costs the device nothing:
+ * stage 0 of 3 one-ms layers, the first an Input of 500 ms, takes 2 ms of forward, scaled
+ * to the microbatch as the other layers are. */
+Test(sim_cost, input_layer_costs_no_device_time)
+{
+    sim_synth s;
+    sim_synth_init(&s);
+    s.nstages = 2;
+    s.layers_per_stage = 3;
+    plumb_err e;
+    plan *pl = sim_synth_plan(&s, &e);
+    cr_assert_not_null(pl, "%s", e.msg);
+    sim_report *base = sim_run(pl, NULL, &e);
+    cr_assert_not_null(base, "%s", e.msg);
+    free(pl->prof->layers[0].kind);
+    pl->prof->layers[0].kind = strdup("Input");
+    pl->prof->layers[0].forward_ms = 500;
+    sim_report *r = sim_run(pl, NULL, &e);
+    cr_assert_not_null(r, "%s", e.msg);
+    cr_expect(near(r->stages[0].forward_s, base->stages[0].forward_s * 2 / 3), "%g vs %g",
+              r->stages[0].forward_s, base->stages[0].forward_s);
+    cr_expect(near(r->stages[1].forward_s, base->stages[1].forward_s));
+    sim_report_free(r);
+    sim_report_free(base);
+    plan_free(pl);
+}

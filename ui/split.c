@@ -32,7 +32,8 @@ int ui_split_ranges(const profile *prof, int nstages, int *first, int *last)
     pre[0] = 0;
     double maxl = 0;
     for (int i = 0; i < n; i++) {
-        double c = prof->layers[i].forward_ms + prof->layers[i].backward_ms;
+        double c = profile_layer_forward_ms(&prof->layers[i]) +
+                   profile_layer_backward_ms(&prof->layers[i]);
         pre[i + 1] = pre[i] + c;
         if (c > maxl) maxl = c;
     }
