@@ -428,10 +428,21 @@ static void top_rbk(const pd_dp *d, int L, double bnd, int k, const double *fk, 
     rmm[k] = isfinite(bnd) ? mmin : PD_NO_MM;
 }
 
-/* Is j in row s: s = -1, or s is a strict ancestor of j. */
-static int in_row(const pd_lattice *l, int s, int j)
+/* The next end after j in row s (every state for s = -1, else s's strict descendants,
+ * ascending); n when none. */
+static int next_in_row(const pd_lattice *l, int s, int j)
 {
-    return s < 0 || pd_bit(l->anc + (size_t)j * l->swords, s);
+    int i = j + 1;
+    if (s < 0 || i >= l->n) return i < l->n ? i : l->n;
+    const uint64_t *ds = l->desc + (size_t)s * l->swords;
+    int w = i >> 6;
+    uint64_t bits = ds[w] & (~0ull << (i & 63));
+    while (!bits) {
+        if (++w >= l->swords) return l->n;
+        bits = ds[w];
+    }
+    int k = w * 64 + __builtin_ctzll(bits);
+    return k < l->n ? k : l->n;
 }
 
 /* Computes row (L, s): out[j * ostride] = T_L(s, j, M - 1) (+INFINITY when None, when j
@@ -509,10 +520,10 @@ static int row_compute(pd_dp *d, int L, int s, double bnd, double *out, int ostr
     if (L > 0 && need_row(d, L - 1, s, L == d->top ? bnd * M : INFINITY,
                           L == d->top && s < 0 && isfinite(bnd) ? -1 : PD_NO_MM, 0))
         goto oom;
-    for (int j = 0; j < n; j++) {
+    for (int j = 0; j < n; j++)
+        if (!(nl && j == n - 1)) out[(size_t)j * ostride] = INFINITY; /* (nl: the column's) */
+    for (int j = next_in_row(l, s, -1); j < n; j = next_in_row(l, s, j)) {
         if (nl && j == n - 1) continue; /* its column's value stays */
-        out[(size_t)j * ostride] = INFINITY;
-        if (!in_row(l, s, j)) continue;
         double *fj = f + (size_t)j * M;
         choice *cj = ch + (size_t)j * M;
         double Csj = s < 0 ? l->C[j] : l->C[j] - l->C[s];
