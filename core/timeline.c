@@ -6,6 +6,7 @@
  * (tid = device id), process 3 "links" one per directed link (tid = 1 + link number). Every
  * track gets thread_name and thread_sort_index metadata so Perfetto shows one named row per
  * device and per link. Each action is a complete event (ph "X", ts/dur in microseconds). */
+#include "core/strbuf.h"
 #include "timeline.h"
 
 #include <math.h>
@@ -176,55 +177,20 @@ double timeline_end(const timeline *tl)
 
 /* --- writer ---------------------------------------------------------------------------- */
 
-typedef struct sbuf {
-    char *p;
-    size_t n, cap;
-    int oom;
-} sbuf;
-
-static void sb_printf(sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void sb_printf(sbuf *b, const char *fmt, ...)
-{
-    if (b->oom)
-        return;
-    for (;;) {
-        va_list ap;
-        va_start(ap, fmt);
-        int k = vsnprintf(b->p + b->n, b->cap - b->n, fmt, ap);
-        va_end(ap);
-        if (k < 0) {
-            b->oom = 1;
-            return;
-        }
-        if ((size_t)k < b->cap - b->n) {
-            b->n += (size_t)k;
-            return;
-        }
-        size_t nc = b->cap * 2 + (size_t)k + 1;
-        char *np = realloc(b->p, nc);
-        if (!np) {
-            b->oom = 1;
-            return;
-        }
-        b->p = np;
-        b->cap = nc;
-    }
-}
-
 /* Writes s as a JSON string literal. */
 static void sb_str(sbuf *b, const char *s)
 {
-    sb_printf(b, "\"");
+    sbuf_printf(b, "\"");
     for (; *s; s++) {
         unsigned char c = (unsigned char)*s;
         if (c == '"' || c == '\\')
-            sb_printf(b, "\\%c", c);
+            sbuf_printf(b, "\\%c", c);
         else if (c < 0x20)
-            sb_printf(b, "\\u%04x", c);
+            sbuf_printf(b, "\\u%04x", c);
         else
-            sb_printf(b, "%c", c);
+            sbuf_printf(b, "%c", c);
     }
-    sb_printf(b, "\"");
+    sbuf_printf(b, "\"");
 }
 
 static int track_pid(const tl_track *t)
@@ -255,11 +221,11 @@ char *timeline_chrome_text(const timeline *tl, size_t *len)
         free(tid);
         return NULL;
     }
-    sb_printf(&b, "{\"displayTimeUnit\": \"ms\",\n\"otherData\": {\"format\": ");
+    sbuf_printf(&b, "{\"displayTimeUnit\": \"ms\",\n\"otherData\": {\"format\": ");
     sb_str(&b, TRACE_FORMAT);
-    sb_printf(&b, ", \"source\": ");
+    sbuf_printf(&b, ", \"source\": ");
     sb_str(&b, tl->source);
-    sb_printf(&b, ", \"time_unit\": \"us\"},\n\"traceEvents\": [\n");
+    sbuf_printf(&b, ", \"time_unit\": \"us\"},\n\"traceEvents\": [\n");
     static const char *const pnames[] = {"", "devices", "collectives", "links"};
     int used[4] = {0};
     for (int i = 0; i < tl->ntracks; i++)
@@ -268,21 +234,21 @@ char *timeline_chrome_text(const timeline *tl, size_t *len)
     for (int p = 1; p <= 3; p++) {
         if (!used[p])
             continue;
-        sb_printf(&b, "%s{\"name\": \"process_name\", \"ph\": \"M\", \"pid\": %d, \"tid\": 0, "
+        sbuf_printf(&b, "%s{\"name\": \"process_name\", \"ph\": \"M\", \"pid\": %d, \"tid\": 0, "
                   "\"args\": {\"name\": \"%s\"}},\n", sep, p, pnames[p]);
-        sb_printf(&b, "{\"name\": \"process_sort_index\", \"ph\": \"M\", \"pid\": %d, "
+        sbuf_printf(&b, "{\"name\": \"process_sort_index\", \"ph\": \"M\", \"pid\": %d, "
                   "\"tid\": 0, \"args\": {\"sort_index\": %d}}", p, p);
         sep = ",\n";
     }
     for (int i = 0; i < tl->ntracks; i++) {
         const tl_track *t = &tl->tracks[i];
         int pid = track_pid(t);
-        sb_printf(&b, "%s{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": %d, \"tid\": %d, "
+        sbuf_printf(&b, "%s{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": %d, \"tid\": %d, "
                   "\"args\": {\"name\": ", sep, pid, tid[i]);
         sb_str(&b, t->name);
-        sb_printf(&b, ", \"track\": \"%s\", \"device\": %d, \"peer\": %d}},\n",
+        sbuf_printf(&b, ", \"track\": \"%s\", \"device\": %d, \"peer\": %d}},\n",
                   track_kind_names[t->kind], t->device, t->peer);
-        sb_printf(&b, "{\"name\": \"thread_sort_index\", \"ph\": \"M\", \"pid\": %d, "
+        sbuf_printf(&b, "{\"name\": \"thread_sort_index\", \"ph\": \"M\", \"pid\": %d, "
                   "\"tid\": %d, \"args\": {\"sort_index\": %d}}", pid, tid[i], i);
         sep = ",\n";
     }
@@ -290,7 +256,7 @@ char *timeline_chrome_text(const timeline *tl, size_t *len)
     for (size_t i = 0; i < tl->n; i++) {
         const tl_event *e = &tl->ev[i];
         const tl_track *t = &tl->tracks[e->track];
-        sb_printf(&b, "%s{\"name\": \"%s\", \"cat\": \"%s\", \"ph\": \"X\", \"ts\": %.3f, "
+        sbuf_printf(&b, "%s{\"name\": \"%s\", \"cat\": \"%s\", \"ph\": \"X\", \"ts\": %.3f, "
                   "\"dur\": %.3f, \"pid\": %d, \"tid\": %d, \"args\": {\"stage\": %d, "
                   "\"microbatch\": %d, \"kind\": \"%s\", \"iteration\": %d, "
                   "\"bytes\": %.17g",
@@ -298,13 +264,13 @@ char *timeline_chrome_text(const timeline *tl, size_t *len)
                   e->start_s * 1e6, e->dur_s * 1e6, track_pid(t), tid[e->track], e->stage,
                   e->microbatch, tl_kind_name(e->kind), e->iteration, e->bytes);
         if (e->peer_stage >= 0)
-            sb_printf(&b, ", \"peer_stage\": %d", e->peer_stage);
+            sbuf_printf(&b, ", \"peer_stage\": %d", e->peer_stage);
         if (t->kind == TL_TRACK_LINK)
-            sb_printf(&b, ", \"src\": %d, \"dst\": %d", t->device, t->peer);
-        sb_printf(&b, "}}");
+            sbuf_printf(&b, ", \"src\": %d, \"dst\": %d", t->device, t->peer);
+        sbuf_printf(&b, "}}");
         sep = ",\n";
     }
-    sb_printf(&b, "\n]}\n");
+    sbuf_printf(&b, "\n]}\n");
     free(tid);
     if (b.oom) {
         free(b.p);

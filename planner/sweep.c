@@ -1,6 +1,7 @@
 /* sweep.c: capacity planning: the cluster resized to each GPU count of a range, the native
  * planner's best plan for each, scaling efficiency, cost per million samples, the fewest
  * GPUs for a target, and the text, JSON ("plumb-sweep/1") and SVG forms of the result. */
+#include "core/strbuf.h"
 #include "planner/sweep.h"
 
 #include <math.h>
@@ -258,43 +259,6 @@ fail:
 
 /* --- SVG ------------------------------------------------------------------------------------ */
 
-typedef struct sbuf {
-    char *s;
-    size_t n, cap;
-    int oom;
-} sbuf;
-
-static void sb_printf(sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-#include <stdarg.h>
-static void sb_printf(sbuf *b, const char *fmt, ...)
-{
-    if (b->oom) return;
-    for (;;) {
-        va_list ap;
-        va_start(ap, fmt);
-        int k = vsnprintf(b->s ? b->s + b->n : NULL, b->s ? b->cap - b->n : 0, fmt, ap);
-        va_end(ap);
-        if (k < 0) {
-            b->oom = 1;
-            return;
-        }
-        if (b->s && b->n + (size_t)k < b->cap) {
-            b->n += (size_t)k;
-            return;
-        }
-        size_t nc = b->cap ? b->cap * 2 : 8192;
-        while (nc <= b->n + (size_t)k) nc *= 2;
-        char *ns = realloc(b->s, nc);
-        if (!ns) {
-            b->oom = 1;
-            return;
-        }
-        b->s = ns;
-        b->cap = nc;
-    }
-}
-
 /* A "nice" tick step for a range of `span` with about `n` ticks. */
 static double nice_step(double span, int n)
 {
@@ -324,37 +288,37 @@ char *sweep_svg(const sweep_result *r, size_t *len)
 #define YT(v) (T + ph * (1 - (v) / tmax))
 #define YC(v) (T + ph * (1 - (v) / cmax))
     sbuf b = {0};
-    sb_printf(&b, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+    sbuf_printf(&b, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
               "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" "
               "viewBox=\"0 0 %.0f %.0f\" font-family=\"sans-serif\" font-size=\"12\">\n"
               "<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n", W, H, W, H);
-    sb_printf(&b, "<text x=\"%.0f\" y=\"24\" font-size=\"15\" text-anchor=\"middle\">plumb sweep: "
+    sbuf_printf(&b, "<text x=\"%.0f\" y=\"24\" font-size=\"15\" text-anchor=\"middle\">plumb sweep: "
               "%s on %s</text>\n", W / 2, r->profile_name, r->cluster_name);
     /* grid and axes */
     for (double v = 0; v <= tmax + 1e-9 * tmax; v += tstep) {
-        sb_printf(&b, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#ddd\"/>\n",
+        sbuf_printf(&b, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#ddd\"/>\n",
                   L, YT(v), L + pw, YT(v));
-        sb_printf(&b, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\" fill=\"#1f5fbf\">%g</text>\n",
+        sbuf_printf(&b, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\" fill=\"#1f5fbf\">%g</text>\n",
                   L - 6, YT(v) + 4, v);
     }
     if (havecost)
         for (double v = 0; v <= cmax + 1e-9 * cmax; v += cstep)
-            sb_printf(&b, "<text x=\"%.1f\" y=\"%.1f\" fill=\"#c0501f\">%g</text>\n", L + pw + 6,
+            sbuf_printf(&b, "<text x=\"%.1f\" y=\"%.1f\" fill=\"#c0501f\">%g</text>\n", L + pw + 6,
                       YC(v) + 4, v);
     int xstep = (int)ceil((g1 - g0) / 12.0);
     if (xstep < 1) xstep = 1;
     for (int g = g0; g <= g1; g += xstep)
-        sb_printf(&b, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#888\"/>"
+        sbuf_printf(&b, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#888\"/>"
                   "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%d</text>\n",
                   X(g), T + ph, X(g), T + ph + 5, X(g), T + ph + 19, g);
-    sb_printf(&b, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"none\" "
+    sbuf_printf(&b, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"none\" "
               "stroke=\"#444\"/>\n", L, T, pw, ph);
-    sb_printf(&b, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">GPUs</text>\n", L + pw / 2,
+    sbuf_printf(&b, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">GPUs</text>\n", L + pw / 2,
               H - 18);
-    sb_printf(&b, "<text transform=\"translate(20 %.1f) rotate(-90)\" text-anchor=\"middle\" "
+    sbuf_printf(&b, "<text transform=\"translate(20 %.1f) rotate(-90)\" text-anchor=\"middle\" "
               "fill=\"#1f5fbf\">throughput (samples/s)</text>\n", T + ph / 2);
     if (havecost)
-        sb_printf(&b, "<text transform=\"translate(%.1f %.1f) rotate(90)\" "
+        sbuf_printf(&b, "<text transform=\"translate(%.1f %.1f) rotate(90)\" "
                   "text-anchor=\"middle\" fill=\"#c0501f\">cost (USD per million samples)"
                   "</text>\n", W - 18, T + ph / 2);
     /* linear scaling, clipped to the plot */
@@ -365,12 +329,12 @@ char *sweep_svg(const sweep_result *r, size_t *len)
             ye = tmax;
         }
         if (ge > g0)
-            sb_printf(&b, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#999\" "
+            sbuf_printf(&b, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#999\" "
                       "stroke-dasharray=\"4 4\"/>\n", X(g0), YT(r->thr1 * g0 < tmax ?
                                                              r->thr1 * g0 : tmax), X(ge), YT(ye));
     }
     if (r->target > 0)
-        sb_printf(&b, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#c02020\" "
+        sbuf_printf(&b, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#c02020\" "
                   "stroke-dasharray=\"8 3\"/><text x=\"%.1f\" y=\"%.1f\" fill=\"#c02020\">"
                   "target %g samples/s</text>\n", L, YT(r->target), L + pw, YT(r->target),
                   L + 6, YT(r->target) - 5, r->target);
@@ -378,56 +342,56 @@ char *sweep_svg(const sweep_result *r, size_t *len)
     for (int series = 0; series < 2; series++) {
         if (series == 1 && !havecost) break;
         const char *col = series ? "#c0501f" : "#1f5fbf";
-        sb_printf(&b, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"2\"%s points=\"",
+        sbuf_printf(&b, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"2\"%s points=\"",
                   col, series ? " stroke-dasharray=\"6 3\"" : "");
         for (int i = 0; i < r->n; i++) {
             const sweep_point *p = &r->pts[i];
             if (!p->ok || (series && p->usd_per_million < 0)) continue;
-            sb_printf(&b, "%.1f,%.1f ", X(p->gpus),
+            sbuf_printf(&b, "%.1f,%.1f ", X(p->gpus),
                       series ? YC(p->usd_per_million) : YT(p->samples_per_s));
         }
-        sb_printf(&b, "\"/>\n");
+        sbuf_printf(&b, "\"/>\n");
         for (int i = 0; i < r->n; i++) {
             const sweep_point *p = &r->pts[i];
             if (!p->ok || (series && p->usd_per_million < 0)) continue;
             if (series)
-                sb_printf(&b, "<rect x=\"%.1f\" y=\"%.1f\" width=\"6\" height=\"6\" fill=\"%s\"/>\n",
+                sbuf_printf(&b, "<rect x=\"%.1f\" y=\"%.1f\" width=\"6\" height=\"6\" fill=\"%s\"/>\n",
                           X(p->gpus) - 3, YC(p->usd_per_million) - 3, col);
             else
-                sb_printf(&b, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3.5\" fill=\"%s\"/>\n",
+                sbuf_printf(&b, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3.5\" fill=\"%s\"/>\n",
                           X(p->gpus), YT(p->samples_per_s), col);
         }
     }
     for (int i = 0; i < r->n; i++)
         if (!r->pts[i].ok)
-            sb_printf(&b, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" fill=\"#c02020\">"
+            sbuf_printf(&b, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" fill=\"#c02020\">"
                       "x</text>\n", X(r->pts[i].gpus), T + ph - 4);
     if (r->target_gpus > 0)
-        sb_printf(&b, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#c02020\"/>"
+        sbuf_printf(&b, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#c02020\"/>"
                   "<text x=\"%.1f\" y=\"%.1f\" fill=\"#c02020\">%d GPUs reach the target</text>\n",
                   X(r->target_gpus), T, X(r->target_gpus), T + ph, X(r->target_gpus) + 4, T + 14,
                   r->target_gpus);
     /* legend */
     double lx = L + 10, ly = T - 42; /* the legend sits between the title and the plot */
-    sb_printf(&b, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#1f5fbf\" "
+    sbuf_printf(&b, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#1f5fbf\" "
               "stroke-width=\"2\"/><text x=\"%.1f\" y=\"%.1f\">throughput</text>\n", lx, ly + 30,
               lx + 24, ly + 30, lx + 30, ly + 34);
-    sb_printf(&b, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#999\" "
+    sbuf_printf(&b, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#999\" "
               "stroke-dasharray=\"4 4\"/><text x=\"%.1f\" y=\"%.1f\">linear scaling</text>\n",
               lx + 110, ly + 30, lx + 134, ly + 30, lx + 140, ly + 34);
     if (havecost)
-        sb_printf(&b, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#c0501f\" "
+        sbuf_printf(&b, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#c0501f\" "
                   "stroke-width=\"2\" stroke-dasharray=\"6 3\"/><text x=\"%.1f\" y=\"%.1f\">cost "
                   "per million samples</text>\n", lx + 250, ly + 30, lx + 274, ly + 30, lx + 280,
                   ly + 34);
-    sb_printf(&b, "</svg>\n");
+    sbuf_printf(&b, "</svg>\n");
 #undef X
 #undef YT
 #undef YC
     if (b.oom) {
-        free(b.s);
+        free(b.p);
         return NULL;
     }
     if (len) *len = b.n;
-    return b.s;
+    return b.p;
 }

@@ -9,53 +9,19 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/strbuf.h"
 #include "core/json.h"
 #include "sim/sim.h"
-
-typedef struct sbuf {
-    char *p;
-    size_t n, cap;
-    int oom;
-} sbuf;
-
-static void sb(sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void sb(sbuf *b, const char *fmt, ...)
-{
-    if (b->oom)
-        return;
-    for (;;) {
-        va_list ap;
-        va_start(ap, fmt);
-        int k = vsnprintf(b->p ? b->p + b->n : NULL, b->p ? b->cap - b->n : 0, fmt, ap);
-        va_end(ap);
-        if (k < 0) {
-            b->oom = 1;
-            return;
-        }
-        if (b->p && (size_t)k < b->cap - b->n) {
-            b->n += (size_t)k;
-            return;
-        }
-        size_t nc = (b->cap ? b->cap * 2 : 65536) + (size_t)k + 1;
-        char *np = realloc(b->p, nc);
-        if (!np) {
-            b->oom = 1;
-            return;
-        }
-        b->p = np;
-        b->cap = nc;
-    }
-}
 
 static void sb_text(sbuf *b, const char *s)
 {
     for (; *s; s++) {
         switch (*s) {
-        case '<': sb(b, "&lt;"); break;
-        case '>': sb(b, "&gt;"); break;
-        case '&': sb(b, "&amp;"); break;
-        case '"': sb(b, "&quot;"); break;
-        default: sb(b, "%c", *s);
+        case '<': sbuf_printf(b, "&lt;"); break;
+        case '>': sbuf_printf(b, "&gt;"); break;
+        case '&': sbuf_printf(b, "&amp;"); break;
+        case '"': sbuf_printf(b, "&quot;"); break;
+        default: sbuf_printf(b, "%c", *s);
         }
     }
 }
@@ -154,24 +120,24 @@ char *sim_svg_text(const sim_report *r, size_t *len)
     double axis_y = y + 4, height = axis_y + 110;
     int width = LM + PW + RM;
     sbuf b = {0};
-    sb(&b, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+    sbuf_printf(&b, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%.0f\" "
        "viewBox=\"0 0 %d %.0f\" font-family=\"DejaVu Sans, Helvetica, Arial, sans-serif\">\n",
        width, height, width, height);
-    sb(&b, "<defs><pattern id=\"hatch\" width=\"6\" height=\"6\" "
+    sbuf_printf(&b, "<defs><pattern id=\"hatch\" width=\"6\" height=\"6\" "
        "patternUnits=\"userSpaceOnUse\" patternTransform=\"rotate(45)\">"
        "<rect width=\"2\" height=\"6\" fill=\"#ffffff\" fill-opacity=\"0.6\"/></pattern>"
        "<pattern id=\"hatchdark\" width=\"5\" height=\"5\" patternUnits=\"userSpaceOnUse\" "
        "patternTransform=\"rotate(45)\"><rect width=\"2\" height=\"5\" fill=\"#333333\"/>"
        "</pattern></defs>\n");
-    sb(&b, "<rect width=\"100%%\" height=\"100%%\" fill=\"#ffffff\"/>\n");
+    sbuf_printf(&b, "<rect width=\"100%%\" height=\"100%%\" fill=\"#ffffff\"/>\n");
     double unit = T < 2e-3 ? 1e-6 : T < 2 ? 1e-3 : 1;
     const char *uname = unit == 1e-6 ? "us" : unit == 1e-3 ? "ms" : "s";
-    sb(&b, "<text x=\"%d\" y=\"22\" font-size=\"15\" font-weight=\"bold\">plumb sim: %s, "
+    sbuf_printf(&b, "<text x=\"%d\" y=\"22\" font-size=\"15\" font-weight=\"bold\">plumb sim: %s, "
        "%d stages, %d microbatches x %d samples, %d iteration%s</text>\n", LM,
        sched_kind_name(r->schedule), r->nstages, r->microbatches, r->microbatch_size,
        r->iterations, r->iterations == 1 ? "" : "s");
-    sb(&b, "<text x=\"%d\" y=\"42\" font-size=\"12\">%.1f samples/s, iteration %.4g %s "
+    sbuf_printf(&b, "<text x=\"%d\" y=\"42\" font-size=\"12\">%.1f samples/s, iteration %.4g %s "
        "(%s), bubble %.1f %%, peak memory %.3g GiB</text>\n", LM, r->samples_per_s,
        r->iteration_s / unit, uname, r->iterations >= 3 ? "steady state" : "whole run / N",
        100 * r->bubble_fraction,
@@ -180,12 +146,12 @@ char *sim_svg_text(const sim_report *r, size_t *len)
     for (int j = 0; j < nrows; j++) {
         const tl_track *t = &tl->tracks[order[j]];
         double h = j < ndev ? RH : LH;
-        sb(&b, "<rect x=\"%d\" y=\"%.1f\" width=\"%d\" height=\"%.0f\" fill=\"%s\"/>\n", LM,
+        sbuf_printf(&b, "<rect x=\"%d\" y=\"%.1f\" width=\"%d\" height=\"%.0f\" fill=\"%s\"/>\n", LM,
            ry[j], PW, h, j < ndev ? "#f3f3f3" : "#f8f8fb");
-        sb(&b, "<text x=\"%d\" y=\"%.1f\" font-size=\"%d\" text-anchor=\"end\">", LM - 8,
+        sbuf_printf(&b, "<text x=\"%d\" y=\"%.1f\" font-size=\"%d\" text-anchor=\"end\">", LM - 8,
            ry[j] + h / 2 + 4, j < ndev ? 12 : 10);
         sb_text(&b, t->name);
-        sb(&b, "</text>\n");
+        sbuf_printf(&b, "</text>\n");
     }
     char fill[16], label[32];
     for (size_t i = 0; i < tl->n; i++) {
@@ -196,13 +162,13 @@ char *sim_svg_text(const sim_report *r, size_t *len)
         double x = LM + e->start_s / T * PW, w = e->dur_s / T * PW;
         const tl_track *t = &tl->tracks[e->track];
         if (t->kind == TL_TRACK_COLLECTIVE) {
-            sb(&b, "<rect x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" height=\"6\" "
+            sbuf_printf(&b, "<rect x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" height=\"6\" "
                "fill=\"url(#hatchdark)\" stroke=\"#333333\" stroke-width=\"0.5\"/>\n", x,
                ry[j] + RH - 6, w < 0.5 ? 0.5 : w);
             continue;
         }
         if (e->kind == TL_STEP) {
-            sb(&b, "<rect x=\"%.2f\" y=\"%.1f\" width=\"1.5\" height=\"%d\" "
+            sbuf_printf(&b, "<rect x=\"%.2f\" y=\"%.1f\" width=\"1.5\" height=\"%d\" "
                "fill=\"#000000\"/>\n", x, ry[j], RH);
             continue;
         }
@@ -210,70 +176,70 @@ char *sim_svg_text(const sim_report *r, size_t *len)
         fill_of(e->kind == TL_SEND_F ? TL_F : e->kind == TL_SEND_B ? TL_B : e->kind,
                 e->microbatch, fill, sizeof fill, &dark);
         double h = t->kind == TL_TRACK_LINK ? LH : RH - (j < ndev ? 7 : 0);
-        sb(&b, "<rect x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" height=\"%.0f\" fill=\"%s\" "
+        sbuf_printf(&b, "<rect x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" height=\"%.0f\" fill=\"%s\" "
            "stroke=\"#ffffff\" stroke-width=\"0.4\"/>\n", x, ry[j], w < 0.3 ? 0.3 : w, h,
            fill);
         if (e->kind == TL_W)
-            sb(&b, "<rect x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" height=\"%.0f\" "
+            sbuf_printf(&b, "<rect x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" height=\"%.0f\" "
                "fill=\"url(#hatch)\"/>\n", x, ry[j], w, h);
         if (t->kind == TL_TRACK_DEVICE && w >= 18) {
             snprintf(label, sizeof label, "%s%d", tl_kind_name(e->kind), e->microbatch);
-            sb(&b, "<text x=\"%.2f\" y=\"%.1f\" font-size=\"10\" text-anchor=\"middle\" "
+            sbuf_printf(&b, "<text x=\"%.2f\" y=\"%.1f\" font-size=\"10\" text-anchor=\"middle\" "
                "fill=\"%s\">%s</text>\n", x + w / 2, ry[j] + h / 2 + 3.5,
                dark ? "#ffffff" : "#000000", label);
         }
     }
     /* time axis */
-    sb(&b, "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" stroke=\"#000000\"/>\n", LM,
+    sbuf_printf(&b, "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" stroke=\"#000000\"/>\n", LM,
        axis_y, LM + PW, axis_y);
     double step = nice_step(T / unit, 10);
     for (double v = 0; v <= T / unit + 1e-9 * step; v += step) {
         double x = LM + v * unit / T * PW;
-        sb(&b, "<line x1=\"%.2f\" y1=\"%.1f\" x2=\"%.2f\" y2=\"%.1f\" stroke=\"#000000\"/>\n"
+        sbuf_printf(&b, "<line x1=\"%.2f\" y1=\"%.1f\" x2=\"%.2f\" y2=\"%.1f\" stroke=\"#000000\"/>\n"
            "<line x1=\"%.2f\" y1=\"%d\" x2=\"%.2f\" y2=\"%.1f\" stroke=\"#000000\" "
            "stroke-opacity=\"0.08\"/>\n"
            "<text x=\"%.2f\" y=\"%.1f\" font-size=\"11\" text-anchor=\"middle\">%g</text>\n",
            x, axis_y, x, axis_y + 5, x, TOP, x, axis_y, x, axis_y + 18, v);
     }
-    sb(&b, "<text x=\"%d\" y=\"%.1f\" font-size=\"12\" text-anchor=\"middle\">time (%s)"
+    sbuf_printf(&b, "<text x=\"%d\" y=\"%.1f\" font-size=\"12\" text-anchor=\"middle\">time (%s)"
        "</text>\n", LM + PW / 2, axis_y + 36, uname);
     /* legend: kinds (shown in microbatch 0's hue) and the microbatch hues */
     double ly = axis_y + 56, lx = LM;
     for (int k = TL_F; k <= TL_W; k++) {
         int dark;
         fill_of(k, 0, fill, sizeof fill, &dark);
-        sb(&b, "<rect x=\"%.1f\" y=\"%.1f\" width=\"22\" height=\"14\" fill=\"%s\"/>\n", lx,
+        sbuf_printf(&b, "<rect x=\"%.1f\" y=\"%.1f\" width=\"22\" height=\"14\" fill=\"%s\"/>\n", lx,
            ly - 11, fill);
         if (k == TL_W)
-            sb(&b, "<rect x=\"%.1f\" y=\"%.1f\" width=\"22\" height=\"14\" "
+            sbuf_printf(&b, "<rect x=\"%.1f\" y=\"%.1f\" width=\"22\" height=\"14\" "
                "fill=\"url(#hatch)\"/>\n", lx, ly - 11);
-        sb(&b, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"12\">%s</text>\n", lx + 28, ly,
+        sbuf_printf(&b, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"12\">%s</text>\n", lx + 28, ly,
            kind_label[k]);
         lx += 160;
     }
-    sb(&b, "<rect x=\"%.1f\" y=\"%.1f\" width=\"3\" height=\"14\" fill=\"#000000\"/>"
+    sbuf_printf(&b, "<rect x=\"%.1f\" y=\"%.1f\" width=\"3\" height=\"14\" fill=\"#000000\"/>"
        "<text x=\"%.1f\" y=\"%.1f\" font-size=\"12\">optimizer step</text>\n", lx, ly - 11,
        lx + 10, ly);
     lx += 130;
-    sb(&b, "<rect x=\"%.1f\" y=\"%.1f\" width=\"22\" height=\"6\" fill=\"url(#hatchdark)\" "
+    sbuf_printf(&b, "<rect x=\"%.1f\" y=\"%.1f\" width=\"22\" height=\"6\" fill=\"url(#hatchdark)\" "
        "stroke=\"#333333\" stroke-width=\"0.5\"/><text x=\"%.1f\" y=\"%.1f\" "
        "font-size=\"12\">all-reduce</text>\n", lx, ly - 6, lx + 28, ly);
     ly += 26;
-    sb(&b, "<text x=\"%d\" y=\"%.1f\" font-size=\"12\">colour = microbatch mod 10:</text>\n",
+    sbuf_printf(&b, "<text x=\"%d\" y=\"%.1f\" font-size=\"12\">colour = microbatch mod 10:</text>\n",
        LM, ly);
     for (int m = 0; m < 10; m++) {
         int dark;
         fill_of(TL_I, m, fill, sizeof fill, &dark);
         double x = LM + 200 + m * 34;
-        sb(&b, "<rect x=\"%.1f\" y=\"%.1f\" width=\"28\" height=\"15\" fill=\"%s\"/>"
+        sbuf_printf(&b, "<rect x=\"%.1f\" y=\"%.1f\" width=\"28\" height=\"15\" fill=\"%s\"/>"
            "<text x=\"%.1f\" y=\"%.1f\" font-size=\"10\" text-anchor=\"middle\" "
            "fill=\"%s\">%d</text>\n", x, ly - 12, fill, x + 14, ly - 1,
            dark ? "#ffffff" : "#000000", m);
     }
-    sb(&b, "<text x=\"%d\" y=\"%.1f\" font-size=\"11\" fill=\"#555555\">links: transfers "
+    sbuf_printf(&b, "<text x=\"%d\" y=\"%.1f\" font-size=\"11\" fill=\"#555555\">links: transfers "
        "(activations light, gradients dark) hold the link for bytes / bandwidth</text>\n",
        LM + 560, ly);
-    sb(&b, "</svg>\n");
+    sbuf_printf(&b, "</svg>\n");
     free(row);
     free(order);
     free(ry);
