@@ -11,45 +11,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "tests/tmpdir.h"
 #include "core/cluster.h"
 #include "core/json.h"
 
 #define CLUSTER_DIR "profiles/clusters"
 
-/* A temporary folder for one test; removed (with its files) by rm_tree. */
-static char *make_tmpdir(void)
-{
-    char *d = strdup("/tmp/plumb-test-cluster-XXXXXX");
-    cr_assert_not_null(mkdtemp(d));
-    return d;
-}
-
-static int count_files(const char *dir)
-{
-    DIR *d = opendir(dir);
-    int n = 0;
-    if (!d) return -1;
-    for (struct dirent *e; (e = readdir(d));)
-        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) n++;
-    closedir(d);
-    return n;
-}
-
-static void rm_tree(char *dir)
-{
-    DIR *d = opendir(dir);
-    if (d) {
-        for (struct dirent *e; (e = readdir(d));) {
-            if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
-            char p[512];
-            snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
-            unlink(p);
-        }
-        closedir(d);
-    }
-    rmdir(dir);
-    free(dir);
-}
+static char *make_tmpdir(void) { return make_tmpdir_named("cluster"); }
 
 static cluster *from_text(const char *text, plumb_err *err)
 {

@@ -1,0 +1,54 @@
+/* tmpdir.h: temporary folders for tests that check what a save leaves on disk (a failed
+ * atomic write must leave nothing). Header-only: each test file is its own binary. */
+#ifndef PLUMB_TESTS_TMPDIR_H
+#define PLUMB_TESTS_TMPDIR_H
+
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <criterion/criterion.h>
+
+/* A new folder /tmp/plumb-test-NAME-XXXXXX; the caller removes it with rm_tree. */
+static inline char *make_tmpdir_named(const char *name)
+{
+    char tmpl[128];
+    snprintf(tmpl, sizeof tmpl, "/tmp/plumb-test-%s-XXXXXX", name);
+    char *d = strdup(tmpl);
+    cr_assert_not_null(d);
+    cr_assert_not_null(mkdtemp(d));
+    return d;
+}
+
+/* Entries of dir other than . and ..; -1 when it cannot be opened. */
+static inline int count_files(const char *dir)
+{
+    DIR *d = opendir(dir);
+    int n = 0;
+    if (!d) return -1;
+    for (struct dirent *e; (e = readdir(d));)
+        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) n++;
+    closedir(d);
+    return n;
+}
+
+/* Removes dir's files and dir itself, and frees the name (from make_tmpdir_named). */
+static inline void rm_tree(char *dir)
+{
+    DIR *d = opendir(dir);
+    if (d) {
+        for (struct dirent *e; (e = readdir(d));) {
+            if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+            char p[512];
+            snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+            unlink(p);
+        }
+        closedir(d);
+    }
+    rmdir(dir);
+    free(dir);
+}
+
+#endif
