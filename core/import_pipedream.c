@@ -2,6 +2,7 @@
  * plumb profiles (layers in a deterministic topological order). Every malformed line gets
  * one message "FILE:LINE: what was expected (got ...)". */
 #include "import_pipedream.h"
+#include "json.h"
 
 #include <errno.h>
 #include <math.h>
@@ -404,43 +405,10 @@ fail:
 
 pd_graph *pd_graph_read(const char *path, plumb_err *err)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        err_set(err, path, NULL, "cannot open: %s", strerror(errno));
-        return NULL;
-    }
-    size_t cap = 1 << 16, len = 0;
-    char *buf = malloc(cap);
-    for (;;) {
-        if (!buf) {
-            fclose(f);
-            err_set(err, path, NULL, "out of memory");
-            return NULL;
-        }
-        if (len == cap) {
-            if (cap >= ((size_t)1 << 30)) {
-                free(buf);
-                fclose(f);
-                err_set(err, path, NULL, "expected a graph.txt of at most 1 GiB");
-                return NULL;
-            }
-            char *nb = realloc(buf, cap * 2);
-            if (!nb) free(buf);
-            buf = nb;
-            cap *= 2;
-            continue;
-        }
-        size_t got = fread(buf + len, 1, cap - len, f);
-        len += got;
-        if (got == 0) break;
-    }
-    int rerr = ferror(f);
-    fclose(f);
-    if (rerr) {
-        free(buf);
-        err_set(err, path, NULL, "read error");
-        return NULL;
-    }
+    size_t len;
+    char *buf = file_read_all(path, (size_t)1 << 30, "expected a graph.txt of at most 1 GiB",
+                              &len, err);
+    if (!buf) return NULL;
     pd_graph *g = pd_graph_parse(path, buf, len, err);
     free(buf);
     return g;

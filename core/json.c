@@ -80,36 +80,57 @@ cJSON *json_parse_text(const char *name, const char *text, size_t len, plumb_err
     return root;
 }
 
-cJSON *json_load_file(const char *path, plumb_err *err)
+char *file_read_all(const char *path, size_t max_bytes, const char *too_large, size_t *len,
+                    plumb_err *err)
 {
     FILE *f = fopen(path, "rb");
     if (!f) {
         err_set(err, path, NULL, "cannot open: %s", strerror(errno));
         return NULL;
     }
-    size_t cap = 1 << 16, len = 0;
+    size_t cap = 1 << 16, n = 0;
     char *buf = malloc(cap);
-    if (!buf) { fclose(f); err_set(err, path, NULL, "out of memory"); return NULL; }
     for (;;) {
-        if (len + 1 >= cap) {
-            if (cap > ((size_t)1 << 31)) {
-                free(buf); fclose(f);
-                err_set(err, path, NULL, "file too large: expected at most 2 GiB of JSON");
-                return NULL;
-            }
+        if (!buf) {
+            fclose(f);
+            err_set(err, path, NULL, "out of memory");
+            return NULL;
+        }
+        if (n > max_bytes) {
+            free(buf);
+            fclose(f);
+            err_set(err, path, NULL, "%s", too_large);
+            return NULL;
+        }
+        if (n + 1 >= cap) {
             char *nb = realloc(buf, cap * 2);
-            if (!nb) { free(buf); fclose(f); err_set(err, path, NULL, "out of memory"); return NULL; }
+            if (!nb) free(buf);
             buf = nb;
             cap *= 2;
+            continue;
         }
-        size_t got = fread(buf + len, 1, cap - len - 1, f);
-        len += got;
+        size_t got = fread(buf + n, 1, cap - n - 1, f);
+        n += got;
         if (got == 0) break;
     }
     int rerr = ferror(f);
     fclose(f);
-    if (rerr) { free(buf); err_set(err, path, NULL, "read error"); return NULL; }
-    buf[len] = '\0';
+    if (rerr) {
+        free(buf);
+        err_set(err, path, NULL, "read error");
+        return NULL;
+    }
+    buf[n] = '\0';
+    *len = n;
+    return buf;
+}
+
+cJSON *json_load_file(const char *path, plumb_err *err)
+{
+    size_t len;
+    char *buf = file_read_all(path, (size_t)1 << 31,
+                              "file too large: expected at most 2 GiB of JSON", &len, err);
+    if (!buf) return NULL;
     if (memchr(buf, '\0', len)) {
         free(buf);
         err_set(err, path, NULL, "malformed JSON: expected text, found a NUL byte");

@@ -68,6 +68,12 @@ char *json_path_idx(char *buf, size_t n, const char *parent, const char *key, in
 /* Describes a node for "(got ...)": its value when short, else its type. Returns buf. */
 char *json_describe(const cJSON *v, char *buf, size_t n);
 
+/* Reads the whole file at path into a new NUL-terminated buffer (the caller frees it) and
+ * sets *len to its size. NULL with err set when it cannot be opened or read, when memory
+ * runs out, or when it is larger than max_bytes (err then says `too_large`). */
+char *file_read_all(const char *path, size_t max_bytes, const char *too_large, size_t *len,
+                    plumb_err *err);
+
 /* Writes data to path atomically: a temporary file beside it, fsync, rename. On failure
  * nothing is left behind at path or beside it; returns -1 with err set. */
 int file_write_atomic(const char *path, const char *data, size_t len, plumb_err *err);
