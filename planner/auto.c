@@ -34,14 +34,7 @@ static int add_m_variants(const nm_models *ms, nm_cands *cs, int from)
             if (c.s.M > AUTO_MAX_M) break;
             nm_price(&ms->m[c.mod], &c.s, &c.pt);
             if (!c.pt.fits) break;
-            if (cs->n == cs->cap) {
-                int nc = cs->cap ? 2 * cs->cap : 16;
-                nm_cand *v = realloc(cs->v, (size_t)nc * sizeof *v);
-                if (!v) return -1;
-                cs->v = v;
-                cs->cap = nc;
-            }
-            cs->v[cs->n++] = c;
+            if (nm_cands_push(cs, &c)) return -1;
         }
     }
     return 0;

@@ -144,7 +144,7 @@ void nm_cands_free(nm_cands *cs)
     memset(cs, 0, sizeof *cs);
 }
 
-static int cands_push(nm_cands *cs, const nm_cand *c)
+int nm_cands_push(nm_cands *cs, const nm_cand *c)
 {
     if (cs->n == cs->cap) {
         int nc = cs->cap ? 2 * cs->cap : 16;
@@ -208,7 +208,7 @@ int nm_baselines(const nm_models *ms, const nm_setting *s, int fixedM, nm_cands 
         if (fixedM) nm_price(m, &c.s, &c.pt);
         else settle_m(m, &c);
         if (!c.pt.fits) continue;
-        if (cands_push(out, &c)) return -1;
+        if (nm_cands_push(out, &c)) return -1;
         *have |= c.pt.nst == 1 && c.pt.st[0].r == m->U ? 1 : 2;
         added++;
     }
@@ -235,7 +235,7 @@ int nm_gather(const nm_models *ms, const nm_setting *s, int fixedM, nm_cands *ou
             nm_cand c = {.mod = k, .s = g, .pt = parts[i]};
             if (!fixedM) settle_m(m, &c);
             if (!c.pt.fits) continue;
-            if (cands_push(out, &c)) {
+            if (nm_cands_push(out, &c)) {
                 free(parts);
                 return -1;
             }
@@ -257,7 +257,7 @@ int nm_reprice(const nm_models *ms, nm_cands *cs, int from, int to, sched_kind k
         if (!fixedM) settle_m(&ms->m[c.mod], &c);
         else nm_price(&ms->m[c.mod], &c.s, &c.pt);
         if (!c.pt.fits) continue;
-        if (cands_push(cs, &c)) return -1;
+        if (nm_cands_push(cs, &c)) return -1;
         added++;
     }
     return added;

@@ -161,6 +161,8 @@ typedef struct nm_cands {
 } nm_cands;
 
 void nm_cands_free(nm_cands *cs);
+/* Appends a copy of *c, growing cs. Returns 0, or -1 when out of memory. */
+int nm_cands_push(nm_cands *cs, const nm_cand *c);
 
 /* Adds the partitions the program finds for s on every model (M: s->M when fixedM, else
  * each partition's default count), priced; only fitting ones. Returns how many were added,
