@@ -43,6 +43,11 @@ struct pd_dp {
                                      computed without the last state, its column instead */
     char *coldone;                /* coldone[j]: column j of level 0 computed */
     double *G, *Gp;               /* column scratch [(n+1) * M_0] */
+    int *sn;                      /* two levels with lastcol and a finite bound: the fewest
+                                     top machines the rest (j, end] can need (suffix_prepare) */
+    double *minc;                 /* [n * M_top]: minc[j][q] = the least C(o) over o = j or
+                                     a descendant of j whose rest needs at most q machines */
+    double *mincnl;               /* the same without the last state */
     double *toprow;               /* T_top(-1, j, M - 1) */
     choice *topch;                /* choices of the top row, [n * M_top] */
     double *f[PD_MAX_LEVELS];     /* scratch [n * M_L] per level */
@@ -157,6 +162,9 @@ void pd_dp_free(pd_dp *d)
     free(d->coldone);
     free(d->G);
     free(d->Gp);
+    free(d->sn);
+    free(d->minc);
+    free(d->mincnl);
     free(d->toprow);
     free(d->topch);
     free(d);
@@ -192,7 +200,8 @@ static int need_row(pd_dp *d, int L, int s, double bnd, int mm, int nl)
  * whose first stage is a single stage (PipeDream's base case, no transfer terms); Gp[k][m]:
  * the same where the first stage follows a split (split formula and, with a compression
  * ratio, its input and output transfers). Starts are taken from the end backwards.
- * Values above bnd cannot matter to the caller and read +INFINITY. */
+ * Values above bnd cannot matter to the caller and read +INFINITY. Entries of rows computed
+ * before are overwritten with the same values up to bnd. */
 static void col_compute(pd_dp *d, int j, double bnd)
 {
     const pd_lattice *l = d->l;
@@ -217,7 +226,7 @@ static void col_compute(pd_dp *d, int j, double bnd)
             gp[m] = INFINITY;
         }
         if (Ckj / M > bnd) { /* every plan of (k, j] is slower than the bound */
-            d->mat[0][(size_t)j * ld + k + 1] = INFINITY;
+            if (k >= 0) d->mat[0][(size_t)j * ld + k + 1] = INFINITY;
             continue;
         }
         for (int m = 0; m < (straight ? 1 : M); m++) {
@@ -281,7 +290,9 @@ static void col_compute(pd_dp *d, int j, double bnd)
             if (g[m] > bnd) g[m] = INFINITY;
             if (gp[m] > bnd) gp[m] = INFINITY;
         }
-        d->mat[0][(size_t)j * ld + k + 1] = g[M - 1];
+        /* not k = -1: row -1's entry, needed up to a larger bound (the whole model on
+         * every top machine) and read before any column is computed */
+        if (k >= 0) d->mat[0][(size_t)j * ld + k + 1] = g[M - 1];
     }
     d->coldone[j] = 1;
 }
@@ -294,7 +305,9 @@ static int top_suf(const pd_dp *d, int L, double bnd, int j)
     const pd_lattice *l = d->l;
     if (!isfinite(bnd) || j >= d->n - 1) return 0;
     double need = (l->C[d->n - 1] - l->C[j]) / ((L ? d->scale[L - 1] : 1.0) * bnd);
-    return need > 1e-9 ? (int)ceil(need - 1e-9) : 0;
+    int suf = need > 1e-9 ? (int)ceil(need - 1e-9) : 0;
+    if (d->sn && bnd == d->bound[d->top] && d->sn[j] > suf) suf = d->sn[j];
+    return suf;
 }
 
 /* On the top level L (> 0) with a finite bound bnd, the most top machines r that a last
@@ -349,25 +362,45 @@ static void top_need(const pd_dp *d, int L, int s, int j, int mm, int nl, double
     /* need by a product: its rounding is far inside the 1e-12 taken off, so this suf is
      * never above top_suf's for an output at hi (a smaller suf only keeps more) */
     const double inv = 1.0 / (unitT * bt) * (1.0 - 1e-12);
+    /* With PipeDream's formulas a top stage (s, o] on rho machines takes (T_L(s, o) +
+     * sync) / rho, the synchronization term 4 (rho-1) P(s, o) / (B rho), divided by the
+     * machines below in the first stage (s = -1); P(s, o) >= P(s, j) for every output o
+     * that j leads to, so only T_L(s, o) <= rho bt - sync(P(s, j)) can be within bt, and
+     * the entry (j, m), at most its output, matters up to that. */
+    double syncP = 0.0;
+    if (d->cost == &pd_cost_pipedream) {
+        double Psj = s < 0 ? l->P[j] : l->P[j] - l->P[s];
+        syncP = 4.0 * Psj / d->o->bandwidth_Bps[T] * (1.0 - 1e-9);
+        if (s < 0) syncP /= (double)d->o->machines[L];
+    }
     /* hi falls as m grows, so the largest usable rho does too: start from the last one */
     int prev = Mt - 1 - mm;
     for (int m = 0; m < M; m++) {
         int best = 0;
+        double e = -INFINITY;
         for (int rho = prev; rho >= 1; rho--) {
             double hi = Cs + unitT * rho * bt * slack;
             double hj = Cj + (double)(M - 1 - m) * unit * rho * bt * slack;
             if (hj < hi) hi = hj;
             if (nl && d->cmax2 < hi) hi = d->cmax2; /* outputs other than the last */
             if (hi < Cj) continue;
-            double need = (Call - hi) * inv;
-            int suf = need > 1e-9 ? (int)ceil(need - 1e-9) : 0;
-            if (Mt - 1 - mm - suf >= rho) {
-                best = rho;
-                break;
+            int ok;
+            if (d->minc) { /* some output at most hi whose rest fits beside rho */
+                const double *mc = (nl ? d->mincnl : d->minc) + (size_t)j * Mt;
+                ok = mc[Mt - 1 - mm - rho] <= hi;
+            } else {
+                double need = (Call - hi) * inv;
+                int suf = need > 1e-9 ? (int)ceil(need - 1e-9) : 0;
+                ok = Mt - 1 - mm - suf >= rho;
+            }
+            if (ok) {
+                if (!best) best = rho;
+                double er = bt * rho * slack - syncP * (double)(rho - 1) / (double)rho;
+                if (er > e) e = er;
             }
         }
         prev = best;
-        double e = best > 0 ? bt * best : -INFINITY;
+        if (!(e > 0)) e = -INFINITY;
         if (e < eps[m]) eps[m] = e;
     }
 }
@@ -520,8 +553,7 @@ static int row_compute(pd_dp *d, int L, int s, double bnd, double *out, int ostr
     if (L > 0 && need_row(d, L - 1, s, L == d->top ? bnd * M : INFINITY,
                           L == d->top && s < 0 && isfinite(bnd) ? -1 : PD_NO_MM, 0))
         goto oom;
-    for (int j = 0; j < n; j++)
-        if (!(nl && j == n - 1)) out[(size_t)j * ostride] = INFINITY; /* (nl: the column's) */
+    /* only the row's own entries (s's descendants) are ever read: each is written below */
     for (int j = next_in_row(l, s, -1); j < n; j = next_in_row(l, s, j)) {
         if (nl && j == n - 1) continue; /* its column's value stays */
         double *fj = f + (size_t)j * M;
@@ -537,6 +569,7 @@ static int row_compute(pd_dp *d, int L, int s, double bnd, double *out, int ostr
             for (int m = 0; m < M; m++) dead &= eps[m] == -INFINITY;
         }
         if (dead || Csj / scale > bnd) { /* every plan of (s, j] is slower than the bound */
+            out[(size_t)j * ostride] = INFINITY;
             for (int m = 0; m < M; m++) {
                 fj[m] = INFINITY;
                 cj[m] = (choice){-1, -1, m + 1};
@@ -795,6 +828,76 @@ oom:
     return -1;
 }
 
+/* Two levels with lastcol and a finite top bound bt: the fewest top machines sn[o] that
+ * the rest of the model (o, end] can take within bt, and the minc tables of top_need.
+ * The rest's stages are split stages, each (inner + 4 (r-1) P / (B r)) / r on r top
+ * machines. Its last stage (o, end] has the exact inner time T_0(o, end) from the last
+ * state's column (computed here, exact up to bt (M-1), enough for r <= M-1); any other
+ * stage (o, c] has at least C(o, c) over the machines below as inner time. So a stage
+ * needs at least the fewest r whose formula, with those, is within bt (with a relative
+ * 1e-9 of slack for rounding), and sn[o] = the least over first stages (o, c] of that r +
+ * sn[c] is at most the machines of any plan of the rest within bt. M_top + 1: none. */
+static int suffix_prepare(pd_dp *d)
+{
+    const pd_lattice *l = d->l;
+    const int n = d->n, Mt = d->o->machines[1], sw = l->swords, ld = n + 1;
+    const double bt = d->bound[1], B = d->o->bandwidth_Bps[1], unit = d->scale[0];
+    const double lim = bt * (1.0 + 1e-9), lo = 1.0 - 1e-9;
+    d->sn = malloc((size_t)n * sizeof *d->sn);
+    d->minc = malloc((size_t)n * Mt * sizeof *d->minc);
+    d->mincnl = malloc((size_t)n * Mt * sizeof *d->mincnl);
+    if (!d->sn || !d->minc || !d->mincnl) return -1;
+    if (!d->coldone[n - 1]) col_compute(d, n - 1, bt * (Mt - 1));
+    d->sn[n - 1] = 0;
+    for (int o = n - 2; o >= 0; o--) {
+        int best = Mt + 1;
+        double Pol = l->P[n - 1] - l->P[o];
+        double tol = d->mat[0][(size_t)(n - 1) * ld + o + 1];
+        for (int r = 1; r < Mt && r < best; r++)
+            if ((tol + 4.0 * (r - 1) * Pol / (B * r) * lo) / r <= lim) best = r;
+        const uint64_t *dk = l->desc + (size_t)o * sw;
+        for (int w = 0; w < sw; w++) {
+            uint64_t bits = dk[w];
+            while (bits) {
+                int c = w * 64 + __builtin_ctzll(bits);
+                bits &= bits - 1;
+                if (c == n - 1 || d->sn[c] + 1 >= best) continue;
+                double inner = (l->C[c] - l->C[o]) / unit * lo;
+                double P = (l->P[c] - l->P[o]) * lo;
+                for (int r = 1; r + d->sn[c] < best; r++)
+                    if ((inner + 4.0 * (r - 1) * P / (B * r)) / r <= lim) {
+                        best = r + d->sn[c];
+                        break;
+                    }
+            }
+        }
+        d->sn[o] = best;
+    }
+    /* minc from the end backwards: o itself, then every strict descendant's */
+    for (int o = n - 1; o >= 0; o--) {
+        double *mc = d->minc + (size_t)o * Mt, *mn = d->mincnl + (size_t)o * Mt;
+        int suf = top_suf(d, 1, bt, o); /* max of sn and the compute bound */
+        for (int q = 0; q < Mt; q++) {
+            mc[q] = suf <= q ? l->C[o] : INFINITY;
+            mn[q] = suf <= q && o < n - 1 ? l->C[o] : INFINITY;
+        }
+        const uint64_t *dk = l->desc + (size_t)o * sw;
+        for (int w = 0; w < sw; w++) {
+            uint64_t bits = dk[w];
+            while (bits) {
+                int c = w * 64 + __builtin_ctzll(bits);
+                bits &= bits - 1;
+                const double *cc = d->minc + (size_t)c * Mt, *cn = d->mincnl + (size_t)c * Mt;
+                for (int q = 0; q < Mt; q++) {
+                    if (cc[q] < mc[q]) mc[q] = cc[q];
+                    if (cn[q] < mn[q]) mn[q] = cn[q];
+                }
+            }
+        }
+    }
+    return 0;
+}
+
 /* Upper bounds on the top level's optimum, to prune what cannot matter: values above the
  * optimum can never be part of an optimal plan, and one level down a stage on r top
  * machines needs T <= r * bound. Both are plans PipeDream's program itself considers. */
@@ -927,6 +1030,7 @@ double pd_dp_solve(pd_dp *d)
             if (e < ub) ub = e;
         }
         d->bound[d->top] = ub;
+        if (d->lastcol && d->top == 1 && isfinite(ub) && suffix_prepare(d)) return NAN;
         if (row_compute(d, d->top, -1, ub, d->toprow, 1, d->topch)) return NAN;
     }
     return d->toprow[d->n - 1];
