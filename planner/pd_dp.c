@@ -31,7 +31,8 @@ struct pd_dp {
     double *mat[PD_MAX_LEVELS];   /* L < top: mat[L][j * (n+1) + s+1] = T_L(s, j, M_L - 1) */
     char *done[PD_MAX_LEVELS];    /* done[L][s+1]: row s of level L computed */
     double *rowbound[PD_MAX_LEVELS]; /* the bound row s of level L was computed with */
-    char *rownl[PD_MAX_LEVELS];   /* level top-1: row s computed without the last state */
+    char *rownl[PD_MAX_LEVELS];   /* level top-1: row s computed without the column ends
+                                     (iscol; before suffix_prepare, the last state) */
     double cmax2;                 /* the largest compute of a state other than the last */
     int *rowmm[PD_MAX_LEVELS];    /* level top-1: the top prefix's fewest machines - 1
                                      behind the request of row s (see top_need): -1 for
@@ -43,11 +44,17 @@ struct pd_dp {
                                      computed without the last state, its column instead */
     char *coldone;                /* coldone[j]: column j of level 0 computed */
     double *G, *Gp;               /* column scratch [(n+1) * M_0] */
+    double *Gmin;                 /* [n]: the least of each start's Gp entries */
+    int *Gfirst;                  /* [n]: the first finite one (M_0: none) */
+    double *colkb;                /* [n]: per-start bounds of a column (col_bounds) */
     int *sn;                      /* two levels with lastcol and a finite bound: the fewest
                                      top machines the rest (j, end] can need (suffix_prepare) */
     double *minc;                 /* [n * M_top]: minc[j][q] = the least C(o) over o = j or
                                      a descendant of j whose rest needs at most q machines */
-    double *mincnl;               /* the same without the last state */
+    double *mincnl;               /* the same over the ends that are not columns */
+    char *iscol;                  /* iscol[j]: in lastmode the top level takes T_0(k, j)
+                                     from column j: the last state and every j whose rest
+                                     fits on one top machine (sn[j] <= 1) */
     double *toprow;               /* T_top(-1, j, M - 1) */
     choice *topch;                /* choices of the top row, [n * M_top] */
     double *f[PD_MAX_LEVELS];     /* scratch [n * M_L] per level */
@@ -127,7 +134,10 @@ pd_dp *pd_dp_new(const pd_lattice *l, const pd_options *o)
         d->coldone = calloc((size_t)d->n + 1, 1);
         d->G = malloc(((size_t)d->n + 1) * o->machines[0] * sizeof(double));
         d->Gp = malloc(((size_t)d->n + 1) * o->machines[0] * sizeof(double));
-        if (!d->coldone || !d->G || !d->Gp) goto oom;
+        d->Gmin = malloc(((size_t)d->n + 1) * sizeof(double));
+        d->colkb = malloc(((size_t)d->n + 1) * sizeof(double));
+        d->Gfirst = malloc(((size_t)d->n + 1) * sizeof(int));
+        if (!d->coldone || !d->G || !d->Gp || !d->Gmin || !d->colkb || !d->Gfirst) goto oom;
     } else if (o->nlevels == 2 && !o->use_memory_constraint && o->machines_in_first_level <= 0 &&
                !(o->activation_compression_ratio > 0) && !o->use_fewer_machines &&
                d->cost == &pd_cost_pipedream && o->machines[0] <= 64 && o->machines[1] <= 64) {
@@ -139,7 +149,10 @@ pd_dp *pd_dp_new(const pd_lattice *l, const pd_options *o)
         d->coldone = calloc((size_t)d->n + 1, 1);
         d->G = malloc(((size_t)d->n + 1) * o->machines[0] * sizeof(double));
         d->Gp = malloc(((size_t)d->n + 1) * o->machines[0] * sizeof(double));
-        if (!d->coldone || !d->G || !d->Gp) goto oom;
+        d->Gmin = malloc(((size_t)d->n + 1) * sizeof(double));
+        d->colkb = malloc(((size_t)d->n + 1) * sizeof(double));
+        d->Gfirst = malloc(((size_t)d->n + 1) * sizeof(int));
+        if (!d->coldone || !d->G || !d->Gp || !d->Gmin || !d->colkb || !d->Gfirst) goto oom;
     }
     return d;
 oom:
@@ -162,9 +175,13 @@ void pd_dp_free(pd_dp *d)
     free(d->coldone);
     free(d->G);
     free(d->Gp);
+    free(d->Gmin);
+    free(d->Gfirst);
+    free(d->colkb);
     free(d->sn);
     free(d->minc);
     free(d->mincnl);
+    free(d->iscol);
     free(d->toprow);
     free(d->topch);
     free(d);
@@ -201,8 +218,10 @@ static int need_row(pd_dp *d, int L, int s, double bnd, int mm, int nl)
  * the same where the first stage follows a split (split formula and, with a compression
  * ratio, its input and output transfers). Starts are taken from the end backwards.
  * Values above bnd cannot matter to the caller and read +INFINITY. Entries of rows computed
- * before are overwritten with the same values up to bnd. */
-static void col_compute(pd_dp *d, int j, double bnd)
+ * before are overwritten with the same values up to bnd. With kb, start k's bound is
+ * kb[k] instead, at least that of every ancestor of k (so each rest (k2, j] a plan of (k, j]
+ * within its bound uses is exact up to it); -INFINITY: no value of k is needed. */
+static void col_compute(pd_dp *d, int j, double bnd, const double *kb)
 {
     const pd_lattice *l = d->l;
     const pd_options *o = d->o;
@@ -215,68 +234,87 @@ static void col_compute(pd_dp *d, int j, double bnd)
         inv_r[r] = 1.0 / (double)r;
     }
     const uint64_t *aj = l->anc + (size_t)j * sw;
-    for (int k = j - 1; k >= -1; k--) {
-        if (k >= 0 && !pd_bit(aj, k)) continue;
+    double *gpmin = d->Gmin; /* gpmin[k2]: the least rest value of k2, all m */
+    int *rfirst = d->Gfirst; /* rfirst[k2]: its first finite rest entry (M: none) */
+    /* k = -1 is no rest and its entry is row -1's: the starts stop at 0 */
+    for (int k = j - 1; k >= 0; k--) {
+        if (!pd_bit(aj, k)) continue;
+        if (kb) bnd = kb[k];
         double *g = d->G + (size_t)(k + 1) * M, *gp = d->Gp + (size_t)(k + 1) * M;
-        double Ckj = k < 0 ? l->C[j] : l->C[j] - l->C[k];
-        double Pkj = k < 0 ? l->P[j] : l->P[j] - l->P[k];
+        double Ckj = l->C[j] - l->C[k];
+        double Pkj = l->P[j] - l->P[k];
         double tin = 0, toutj = 0;
         for (int m = 0; m < M; m++) {
             g[m] = INFINITY;
             gp[m] = INFINITY;
         }
+        gpmin[k] = INFINITY;
+        rfirst[k] = M;
         if (Ckj / M > bnd) { /* every plan of (k, j] is slower than the bound */
-            if (k >= 0) d->mat[0][(size_t)j * ld + k + 1] = INFINITY;
+            d->mat[0][(size_t)j * ld + k + 1] = INFINITY;
             continue;
         }
         for (int m = 0; m < (straight ? 1 : M); m++) {
             g[m] = pd_base(NULL, 0, Ckj, Pkj, m + 1, B, 1);
-            if (k >= 0) {
-                double v = (Ckj + Pkj * sync_r[m + 1]) * inv_r[m + 1];
-                if (ratio > 0) {
-                    tin = (2.0 * l->OAS[k]) / (B * (double)(m + 1)) / ratio;
-                    if (tin > v) v = tin;
-                    if (j < n - 1) {
-                        toutj = (2.0 * l->OAS[j]) / (B * (double)(m + 1)) / ratio;
-                        if (toutj > v) v = toutj;
-                    }
+            double v = (Ckj + Pkj * sync_r[m + 1]) * inv_r[m + 1];
+            if (ratio > 0) {
+                tin = (2.0 * l->OAS[k]) / (B * (double)(m + 1)) / ratio;
+                if (tin > v) v = tin;
+                if (j < n - 1) {
+                    toutj = (2.0 * l->OAS[j]) / (B * (double)(m + 1)) / ratio;
+                    if (toutj > v) v = toutj;
                 }
-                gp[m] = v;
             }
+            gp[m] = v;
         }
         if (M > 1) {
-            const uint64_t *dk = k < 0 ? NULL : l->desc + (size_t)k * sw;
+            /* a first stage (k, k2] on r <= M-1 machines takes at least C(k, k2) / (M-1)
+             * (rounding is monotone), and the rest at least gpmin[k2]: a candidate above
+             * bnd ends in an entry that reads +INFINITY, so none of k2 is tried when either
+             * is above it */
+            const double c1max = bnd * (double)(M - 1), blim = bnd * (1.0 + 1e-9);
+            const uint64_t *dk = l->desc + (size_t)k * sw;
             for (int w = 0; w < sw; w++) {
-                uint64_t bits = aj[w] & (dk ? dk[w] : ~0ull);
+                uint64_t bits = aj[w] & dk[w];
                 while (bits) {
                     int k2 = w * 64 + __builtin_ctzll(bits);
                     bits &= bits - 1;
+                    double C1 = l->C[k2] - l->C[k];
+                    if (gpmin[k2] > bnd || C1 > c1max) continue;
                     const double *rest = d->Gp + (size_t)(k2 + 1) * M;
-                    double C1 = k < 0 ? l->C[k2] : l->C[k2] - l->C[k];
-                    double P1 = k < 0 ? l->P[k2] : l->P[k2] - l->P[k];
-                    for (int r = 1; r < M && (!straight || r == 1); r++) {
-                        double first = pd_base(NULL, 0, C1, P1, r, B, 1);
-                        double firstp = INFINITY;
-                        if (k >= 0) {
-                            firstp = (C1 + P1 * sync_r[r]) * inv_r[r];
-                            if (ratio > 0) {
-                                double a = (2.0 * l->OAS[k]) / (B * (double)r) / ratio;
-                                if (a > firstp) firstp = a;
-                                if (k2 < n - 1) {
-                                    double b = (2.0 * l->OAS[k2]) / (B * (double)r) / ratio;
-                                    if (b > firstp) firstp = b;
-                                }
+                    double P1 = l->P[k2] - l->P[k];
+                    /* both first-stage formulas take at least C1 / r: the r below the
+                     * first that brings it within bnd give only candidates above it */
+                    int r0 = (int)(C1 / bnd);
+                    if (r0 < 1) r0 = 1;
+                    while (r0 > 1 && !(C1 * inv_r[r0 - 1] > blim)) r0--;
+                    while (r0 < M - 1 && C1 * inv_r[r0] > blim) r0++;
+                    if (straight && r0 > 1) continue;
+                    const int rlast = straight ? 1 : M - 1;
+                    for (int r = r0; r <= rlast; r++) {
+                        double firstp = (C1 + P1 * sync_r[r]) * inv_r[r];
+                        if (ratio > 0) {
+                            double a = (2.0 * l->OAS[k]) / (B * (double)r) / ratio;
+                            if (a > firstp) firstp = a;
+                            if (k2 < n - 1) {
+                                double b = (2.0 * l->OAS[k2]) / (B * (double)r) / ratio;
+                                if (b > firstp) firstp = b;
                             }
                         }
-                        for (int m = r; m < M; m++) {
-                            double rv = rest[m - r];
-                            double v = first > rv ? first : rv;
-                            if (v < g[m]) g[m] = v;
-                            if (k >= 0) {
-                                double vp = firstp > rv ? firstp : rv;
-                                if (vp < gp[m]) gp[m] = vp;
-                            }
+                        const double *rr = rest - r; /* rr[m] = rest[m - r] */
+                        for (int m = r + rfirst[k2]; m < M; m++) {
+                            double vp = firstp > rr[m] ? firstp : rr[m];
+                            if (vp < gp[m]) gp[m] = vp;
                         }
+                        /* g (first stage PipeDream's base case) is read only at M - 1,
+                         * except with use_fewer_machines; a rest not below it gives
+                         * no better candidate */
+                        for (int m = fewer ? r : M - 1; m < M; m++)
+                            if (rr[m] < g[m]) {
+                                double first = pd_base(NULL, 0, C1, P1, r, B, 1);
+                                if (first > rr[m] ? first < g[m] : 1)
+                                    g[m] = first > rr[m] ? first : rr[m];
+                            }
                     }
                 }
             }
@@ -289,12 +327,67 @@ static void col_compute(pd_dp *d, int j, double bnd)
         for (int m = 0; m < M; m++) {
             if (g[m] > bnd) g[m] = INFINITY;
             if (gp[m] > bnd) gp[m] = INFINITY;
+            if (gp[m] < gpmin[k]) gpmin[k] = gp[m];
+            if (gp[m] < INFINITY && rfirst[k] == M) rfirst[k] = m;
         }
-        /* not k = -1: row -1's entry, needed up to a larger bound (the whole model on
-         * every top machine) and read before any column is computed */
-        if (k >= 0) d->mat[0][(size_t)j * ld + k + 1] = g[M - 1];
+        d->mat[0][(size_t)j * ld + k + 1] = g[M - 1];
     }
     d->coldone[j] = 1;
+}
+
+static int top_suf(const pd_dp *d, int L, double bnd, int j);
+
+/* lastmode, top row at column end j (top bound bt, the top entries of j's ancestors f
+ * final): the bound of each start k of column j into d->colkb. A top stage (k, j] on r
+ * machines is within bt only when the prefix at k is (on at least mmin(k) + 1 machines)
+ * and the rest after j fits (top_suf(j) machines), so r <= R(k) = M - 1 - top_suf(j) -
+ * mmin(k), and only when T_0(k, j) <= r bt - 4 (r-1) P(k, j) / (B r): nb(k), the largest
+ * of those (with a relative 1e-9 of slack), is what start k needs as an output. As a
+ * rest, k serves its ancestors: kb[k] = the largest nb over k and its ancestors, at least
+ * bt (every r = 1 stage's). The ancestors that need more than bt are listed, and when
+ * there are many, all of them count for every k (a larger bound is still exact). f NULL:
+ * before the top row, every prefix taken as fitting on one machine (mmin = 0); then nb
+ * only grows along descendants (P(k2, j) <= P(k, j)) and is its own ancestors' bound. */
+static void col_bounds(pd_dp *d, int j, double bt, const double *f)
+{
+    const pd_lattice *l = d->l;
+    const int M = d->o->machines[1], sw = l->swords;
+    const double base = bt * (1.0 + 1e-9);
+    const double psync = 4.0 / d->o->bandwidth_Bps[1] * (1.0 - 1e-9);
+    const uint64_t *aj = l->anc + (size_t)j * sw;
+    const int suf = top_suf(d, 1, bt, j);
+    enum { NSPECIAL = 128 };
+    int special[NSPECIAL], ns = 0, many = 0;
+    double allmax = base;
+    for (int k = 0; k < j; k++) {
+        if (!pd_bit(aj, k)) continue;
+        int mmin = f ? -1 : 0;
+        for (int m = 0; f && m < M && mmin < 0; m++)
+            if (f[(size_t)k * M + m] <= bt) mmin = m;
+        double nb = base;
+        int R = mmin < 0 ? 0 : M - 1 - suf - mmin;
+        for (int r = 2; r <= R; r++) {
+            double b = base * r - psync * (l->P[j] - l->P[k]) * (double)(r - 1) / (double)r;
+            if (b > nb) nb = b;
+        }
+        d->colkb[k] = nb;
+        if (nb > base) {
+            if (nb > allmax) allmax = nb;
+            if (ns < NSPECIAL) special[ns++] = k;
+            else many = 1;
+        }
+    }
+    for (int k = 0; k < j && f; k++) {
+        if (!pd_bit(aj, k)) continue;
+        if (many) {
+            d->colkb[k] = allmax;
+            continue;
+        }
+        const uint64_t *ak = l->anc + (size_t)k * sw;
+        for (int i = 0; i < ns && special[i] < k; i++)
+            if (pd_bit(ak, special[i]) && d->colkb[special[i]] > d->colkb[k])
+                d->colkb[k] = d->colkb[special[i]];
+    }
 }
 
 /* On the top level L with a finite bound, the machines of level L that the rest of the
@@ -319,11 +412,15 @@ static int top_suf(const pd_dp *d, int L, double bnd, int j)
  * machines, or at an end whose every r fails, is above bnd or lands in an entry that
  * top_suf sets to +INFINITY, so the lower row of k is needed only up to rmax x bnd: every
  * value T_{L-1}(k, j) with T/r <= bnd for a usable r is at most that, hence exact. */
-static int top_rmax(const pd_dp *d, int L, double bnd, int k, int mmin)
+static int top_rmax(const pd_dp *d, int L, double bnd, int k, int mmin, int nocol)
 {
     const pd_lattice *l = d->l;
     const int M = d->o->machines[L], sw = l->swords;
-    const double unit = d->scale[L - 1] * bnd * (1.0 + 1e-9);
+    const double unit = d->scale[L - 1] * bnd * (1.0 + 1e-9), lim = bnd * (1.0 + 1e-9);
+    /* PipeDream's split formula: (inner + 4 (r-1) P / (B r)) / r, inner >= C / scale */
+    const double sync = d->cost == &pd_cost_pipedream
+                            ? 4.0 / d->o->bandwidth_Bps[L] * (1.0 - 1e-9) * (1.0 - 1e-9)
+                            : 0.0;
     const uint64_t *dk = l->desc + (size_t)k * sw;
     int best = 0;
     for (int w = 0; w < sw; w++) {
@@ -331,8 +428,18 @@ static int top_rmax(const pd_dp *d, int L, double bnd, int k, int mmin)
         while (bits) {
             int j = w * 64 + __builtin_ctzll(bits);
             bits &= bits - 1;
+            if (nocol && d->iscol[j]) continue; /* read from its column, not the row */
             int r = M - 1 - mmin - top_suf(d, L, bnd, j);
-            if (r > best && l->C[j] - l->C[k] <= unit * r) best = r;
+            if (r <= best) continue;
+            double Ckj = l->C[j] - l->C[k];
+            if (sync > 0) { /* the largest r whose formula can be within bnd */
+                double lb = Ckj / d->scale[L - 1], P = (l->P[j] - l->P[k]) * sync;
+                for (; r > best; r--)
+                    if (lb + P * (double)(r - 1) / (double)r <= lim * r) break;
+                best = r;
+            } else if (Ckj <= unit * r) {
+                best = r;
+            }
         }
     }
     return best;
@@ -449,14 +556,14 @@ static int pair_useful(double ikj, const double *pk, const double *sp, const dou
 /* Top level L: the bound rbk[k] up to which the lower row of split state k is needed (-1:
  * not at all) and the fewest machines - 1 of a prefix at k within bnd, rmm[k] (see the
  * pair loop of row_compute). fk: the top entries of k. */
-static void top_rbk(const pd_dp *d, int L, double bnd, int k, const double *fk, double *rbk,
-                    int *rmm)
+static void top_rbk(const pd_dp *d, int L, double bnd, int k, const double *fk, int nocol,
+                    double *rbk, int *rmm)
 {
     const int M = d->o->machines[L];
     int mmin = -1;
     for (int m = 0; m < M && mmin < 0; m++)
         if (fk[m] <= bnd) mmin = m;
-    int rm = mmin < 0 ? 0 : isfinite(bnd) ? top_rmax(d, L, bnd, k, mmin) : M - 1 - mmin;
+    int rm = mmin < 0 ? 0 : isfinite(bnd) ? top_rmax(d, L, bnd, k, mmin, nocol) : M - 1 - mmin;
     rbk[k] = rm > 0 ? bnd * rm : -1;
     rmm[k] = isfinite(bnd) ? mmin : PD_NO_MM;
 }
@@ -556,6 +663,9 @@ static int row_compute(pd_dp *d, int L, int s, double bnd, double *out, int ostr
     /* only the row's own entries (s's descendants) are ever read: each is written below */
     for (int j = next_in_row(l, s, -1); j < n; j = next_in_row(l, s, j)) {
         if (nl && j == n - 1) continue; /* its column's value stays */
+        /* nl: a column end's entry stays the column's (the row's is bounded for the other
+         * ends); its f entries are still the prefixes of later ends */
+        const int keepout = !(nl && d->iscol && d->iscol[j]);
         double *fj = f + (size_t)j * M;
         choice *cj = ch + (size_t)j * M;
         double Csj = s < 0 ? l->C[j] : l->C[j] - l->C[s];
@@ -569,7 +679,7 @@ static int row_compute(pd_dp *d, int L, int s, double bnd, double *out, int ostr
             for (int m = 0; m < M; m++) dead &= eps[m] == -INFINITY;
         }
         if (dead || Csj / scale > bnd) { /* every plan of (s, j] is slower than the bound */
-            out[(size_t)j * ostride] = INFINITY;
+            if (keepout) out[(size_t)j * ostride] = INFINITY;
             for (int m = 0; m < M; m++) {
                 fj[m] = INFINITY;
                 cj[m] = (choice){-1, -1, m + 1};
@@ -624,9 +734,13 @@ static int row_compute(pd_dp *d, int L, int s, double bnd, double *out, int ostr
             }
         }
         if (do_dp && M > min_machines && any && L == d->top && d->colmode && !d->coldone[j])
-            col_compute(d, j, bnd * (M - 1)); /* a last stage on r <= M-1 top machines */
+            col_compute(d, j, bnd * (M - 1), NULL); /* a last stage on r <= M-1 top machines */
         if (do_dp && M > min_machines && any && lastmode && j == n - 1 && !d->coldone[j])
-            col_compute(d, j, bnd * (M - 1));
+            col_compute(d, j, bnd * (M - 1), NULL);
+        if (do_dp && M > min_machines && any && lastmode && d->iscol[j] && !d->coldone[j]) {
+            col_bounds(d, j, bnd, f);
+            col_compute(d, j, bnd, d->colkb);
+        }
         for (int m = 0; m < M; m++) ub[m] = INFINITY;
         if (do_dp && M > min_machines && any && hintok) {
             /* ub[m]: the value of some split candidate of (j, m), at least the best one:
@@ -677,7 +791,7 @@ static int row_compute(pd_dp *d, int L, int s, double bnd, double *out, int ostr
                     double ikj;
                     if (L == 0) {
                         ikj = l->C[j] - l->C[k];
-                    } else if ((d->colmode && L == d->top) || (lastmode && j == n - 1)) {
+                    } else if ((d->colmode && L == d->top) || (lastmode && d->iscol[j])) {
                         ikj = lowmat[(size_t)j * ld + k + 1];
                     } else {
                         if (L == d->top) {
@@ -687,7 +801,7 @@ static int row_compute(pd_dp *d, int L, int s, double bnd, double *out, int ostr
                              * no r can give a candidate within the bound, every candidate
                              * of k is above it or in an entry set to +INFINITY: skipping
                              * them changes no finite entry and no choice behind one. */
-                            if (rbk[k] == -2) top_rbk(d, L, bnd, k, fk, rbk, rmm);
+                            if (rbk[k] == -2) top_rbk(d, L, bnd, k, fk, lastmode, rbk, rmm);
                             if (rbk[k] < 0) continue; /* cannot matter */
                             /* with lastmode, without the last state (see there) */
                             if (need_row(d, L - 1, k, rbk[k], rmm[k], lastmode)) goto oom;
@@ -792,7 +906,7 @@ static int row_compute(pd_dp *d, int L, int s, double bnd, double *out, int ostr
             fj[m] = v;
             cj[m] = c;
         }
-        out[(size_t)j * ostride] = fj[M - 1];
+        if (keepout) out[(size_t)j * ostride] = fj[M - 1];
         if (hintok) { /* this end's split states, for the next end */
             int nh = 0;
             for (int m = min_machines; m < M; m++) {
@@ -832,11 +946,12 @@ oom:
  * the rest of the model (o, end] can take within bt, and the minc tables of top_need.
  * The rest's stages are split stages, each (inner + 4 (r-1) P / (B r)) / r on r top
  * machines. Its last stage (o, end] has the exact inner time T_0(o, end) from the last
- * state's column (computed here, exact up to bt (M-1), enough for r <= M-1); any other
+ * state's column (computed here, exact as far as a stage on r <= M-1 machines needs); any other
  * stage (o, c] has at least C(o, c) over the machines below as inner time. So a stage
  * needs at least the fewest r whose formula, with those, is within bt (with a relative
  * 1e-9 of slack for rounding), and sn[o] = the least over first stages (o, c] of that r +
- * sn[c] is at most the machines of any plan of the rest within bt. M_top + 1: none. */
+ * sn[c] is at most the machines of any plan of the rest within bt. M_top + 1: none.
+ * The column's bounds (col_bounds) also cover the top row's use of it at the last state. */
 static int suffix_prepare(pd_dp *d)
 {
     const pd_lattice *l = d->l;
@@ -846,8 +961,12 @@ static int suffix_prepare(pd_dp *d)
     d->sn = malloc((size_t)n * sizeof *d->sn);
     d->minc = malloc((size_t)n * Mt * sizeof *d->minc);
     d->mincnl = malloc((size_t)n * Mt * sizeof *d->mincnl);
-    if (!d->sn || !d->minc || !d->mincnl) return -1;
-    if (!d->coldone[n - 1]) col_compute(d, n - 1, bt * (Mt - 1));
+    d->iscol = calloc((size_t)n, 1);
+    if (!d->sn || !d->minc || !d->mincnl || !d->iscol) return -1;
+    if (!d->coldone[n - 1]) {
+        col_bounds(d, n - 1, bt, NULL);
+        col_compute(d, n - 1, bt, d->colkb);
+    }
     d->sn[n - 1] = 0;
     for (int o = n - 2; o >= 0; o--) {
         int best = Mt + 1;
@@ -873,13 +992,14 @@ static int suffix_prepare(pd_dp *d)
         }
         d->sn[o] = best;
     }
+    for (int o = 0; o < n; o++) d->iscol[o] = (char)(d->sn[o] <= 1);
     /* minc from the end backwards: o itself, then every strict descendant's */
     for (int o = n - 1; o >= 0; o--) {
         double *mc = d->minc + (size_t)o * Mt, *mn = d->mincnl + (size_t)o * Mt;
         int suf = top_suf(d, 1, bt, o); /* max of sn and the compute bound */
         for (int q = 0; q < Mt; q++) {
             mc[q] = suf <= q ? l->C[o] : INFINITY;
-            mn[q] = suf <= q && o < n - 1 ? l->C[o] : INFINITY;
+            mn[q] = suf <= q && !d->iscol[o] ? l->C[o] : INFINITY;
         }
         const uint64_t *dk = l->desc + (size_t)o * sw;
         for (int w = 0; w < sw; w++) {
@@ -1053,13 +1173,23 @@ int pd_dp_split(pd_dp *d, int level, int s, int e, pd_split *out)
         double rb = level == d->top ? d->bound[level]
                 : d->done[level] && d->done[level][s + 1] ? d->rowbound[level][s + 1]
                                                           : INFINITY;
-        /* a row computed without the last state (lastcol), for a stage ending there: the
-         * same row with it (its bounds cover the stage the top level chose) */
+        /* a stage ending at a column end (lastcol: the last state, or iscol) took its
+         * time from the column, and the row's bounds, if it was computed at all, did not
+         * count that end: the whole row, exact and unbounded, gives its split */
         char *nlp = level + 1 == d->top && d->rownl[level] ? &d->rownl[level][s + 1] : NULL;
+        int *mmp = nlp ? &d->rowmm[level][s + 1] : NULL;
         char nl0 = nlp ? *nlp : 0;
-        if (nlp && e == d->n - 1) *nlp = 0;
+        int mm0 = mmp ? *mmp : PD_NO_MM;
+        if (nlp && (e == d->n - 1 || (d->iscol && d->iscol[e]))) {
+            *nlp = 0;
+            *mmp = PD_NO_MM;
+            rb = INFINITY;
+        }
         int rc = owned && orow ? row_compute(d, level, s, rb, orow, 1, owned) : -1;
-        if (nlp) *nlp = nl0;
+        if (nlp) {
+            *nlp = nl0;
+            *mmp = mm0;
+        }
         if (rc) {
             free(owned);
             free(orow);
