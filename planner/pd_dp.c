@@ -188,7 +188,7 @@ void pd_dp_free(pd_dp *d)
 }
 
 static int row_compute(pd_dp *d, int L, int s, double bnd, double *out, int ostride,
-                       choice *keep);
+                       choice *keep, int target);
 
 /* Makes sure row (L, s) is in mat[L] (column storage: entry j at j * (n+1) + s+1), exact
  * up to bnd (entries above it may read +INFINITY); mm != PD_NO_MM (level top-1 only): the
@@ -206,7 +206,7 @@ static int need_row(pd_dp *d, int L, int s, double bnd, int mm, int nl)
         return 0;
     d->rowmm[L][s + 1] = mm;
     d->rownl[L][s + 1] = (char)(mm != PD_NO_MM && nl);
-    if (row_compute(d, L, s, bnd, d->mat[L] + s + 1, d->n + 1, NULL)) return -1;
+    if (row_compute(d, L, s, bnd, d->mat[L] + s + 1, d->n + 1, NULL, -1)) return -1;
     d->done[L][s + 1] = 1;
     d->rowbound[L][s + 1] = bnd;
     return 0;
@@ -589,9 +589,11 @@ static int next_in_row(const pd_lattice *l, int s, int j)
  * is not in the row, or when above bnd, a value no caller can use); when keep is not NULL
  * the choices are copied there ([n * M]). Lower rows (or, in column mode, level-0 columns)
  * are computed on first use, and never for a split state whose every prefix time is above
- * the bound. 0 or -1 (out of memory). */
+ * the bound. target >= 0: only the entries of target and its ancestors are computed (the
+ * others, out and choices alike, are left as they were), enough for target's value and
+ * split. 0 or -1 (out of memory). */
 static int row_compute(pd_dp *d, int L, int s, double bnd, double *out, int ostride,
-                       choice *keep)
+                       choice *keep, int target)
 {
     const pd_lattice *l = d->l;
     const pd_options *o = d->o;
@@ -662,6 +664,10 @@ static int row_compute(pd_dp *d, int L, int s, double bnd, double *out, int ostr
         goto oom;
     /* only the row's own entries (s's descendants) are ever read: each is written below */
     for (int j = next_in_row(l, s, -1); j < n; j = next_in_row(l, s, j)) {
+        if (target >= 0 && j != target) { /* only what target's plans use */
+            if (j > target) break;
+            if (!pd_bit(l->anc + (size_t)target * sw, j)) continue;
+        }
         if (nl && j == n - 1) continue; /* its column's value stays */
         /* nl: a column end's entry stays the column's (the row's is bounded for the other
          * ends); its f entries are still the prefixes of later ends */
@@ -1151,7 +1157,7 @@ double pd_dp_solve(pd_dp *d)
         }
         d->bound[d->top] = ub;
         if (d->lastcol && d->top == 1 && isfinite(ub) && suffix_prepare(d)) return NAN;
-        if (row_compute(d, d->top, -1, ub, d->toprow, 1, d->topch)) return NAN;
+        if (row_compute(d, d->top, -1, ub, d->toprow, 1, d->topch, -1)) return NAN;
     }
     return d->toprow[d->n - 1];
 }
@@ -1174,8 +1180,9 @@ int pd_dp_split(pd_dp *d, int level, int s, int e, pd_split *out)
                 : d->done[level] && d->done[level][s + 1] ? d->rowbound[level][s + 1]
                                                           : INFINITY;
         /* a stage ending at a column end (lastcol: the last state, or iscol) took its
-         * time from the column, and the row's bounds, if it was computed at all, did not
-         * count that end: the whole row, exact and unbounded, gives its split */
+         * time T from the column, and the row's bounds, if it was computed at all, did not
+         * count that end: the row without top_need's bounds, exact up to T (every
+         * candidate as good as T has its entries within it), gives its split */
         char *nlp = level + 1 == d->top && d->rownl[level] ? &d->rownl[level][s + 1] : NULL;
         int *mmp = nlp ? &d->rowmm[level][s + 1] : NULL;
         char nl0 = nlp ? *nlp : 0;
@@ -1183,9 +1190,10 @@ int pd_dp_split(pd_dp *d, int level, int s, int e, pd_split *out)
         if (nlp && (e == d->n - 1 || (d->iscol && d->iscol[e]))) {
             *nlp = 0;
             *mmp = PD_NO_MM;
-            rb = INFINITY;
+            rb = d->mat[level][(size_t)e * (d->n + 1) + s + 1] * (1.0 + 1e-9);
+            if (!(rb < INFINITY)) rb = INFINITY;
         }
-        int rc = owned && orow ? row_compute(d, level, s, rb, orow, 1, owned) : -1;
+        int rc = owned && orow ? row_compute(d, level, s, rb, orow, 1, owned, e) : -1;
         if (nlp) {
             *nlp = nl0;
             *mmp = mm0;
