@@ -16,6 +16,7 @@
 #include <string.h>
 
 #define PD_NO_MM (-2) /* a lower row computed without top_need */
+#define PD_EAGER_COLUMNS 128 /* suffix_prepare: at most this many columns before the top row */
 
 typedef struct choice {
     int k;      /* split state, -1 for the base case */
@@ -342,7 +343,8 @@ static int top_suf(const pd_dp *d, int L, double bnd, int j);
  * machines is within bt only when the prefix at k is (on at least mmin(k) + 1 machines)
  * and the rest after j fits (top_suf(j) machines), so r <= R(k) = M - 1 - top_suf(j) -
  * mmin(k), and only when T_0(k, j) <= r bt - 4 (r-1) P(k, j) / (B r): nb(k), the largest
- * of those (with a relative 1e-9 of slack), is what start k needs as an output. As a
+ * of those (with a relative 1e-9 of slack) that T_0(k, j) >= C(k, j) / M_0 does not rule
+ * out, is what start k needs as an output. As a
  * rest, k serves its ancestors: kb[k] = the largest nb over k and its ancestors, at least
  * bt (every r = 1 stage's). The ancestors that need more than bt are listed, and when
  * there are many, all of them count for every k (a larger bound is still exact). f NULL:
@@ -366,9 +368,10 @@ static void col_bounds(pd_dp *d, int j, double bt, const double *f)
             if (f[(size_t)k * M + m] <= bt) mmin = m;
         double nb = base;
         int R = mmin < 0 ? 0 : M - 1 - suf - mmin;
+        const double lb = (l->C[j] - l->C[k]) / d->scale[0]; /* T_0(k, j) >= lb */
         for (int r = 2; r <= R; r++) {
             double b = base * r - psync * (l->P[j] - l->P[k]) * (double)(r - 1) / (double)r;
-            if (b > nb) nb = b;
+            if (b > nb && lb <= b) nb = b;
         }
         d->colkb[k] = nb;
         if (nb > base) {
@@ -958,21 +961,15 @@ oom:
  * 1e-9 of slack for rounding), and sn[o] = the least over first stages (o, c] of that r +
  * sn[c] is at most the machines of any plan of the rest within bt. M_top + 1: none.
  * The column's bounds (col_bounds) also cover the top row's use of it at the last state. */
-static int suffix_prepare(pd_dp *d)
+/* sn (see suffix_prepare) from the end backwards; exact: a stage ending at a column end
+ * other than the last state takes its exact inner time from that column (+INFINITY there:
+ * above what any stage on r <= M-1 top machines can use, see col_bounds). */
+static void suffix_need(pd_dp *d, int exact)
 {
     const pd_lattice *l = d->l;
     const int n = d->n, Mt = d->o->machines[1], sw = l->swords, ld = n + 1;
     const double bt = d->bound[1], B = d->o->bandwidth_Bps[1], unit = d->scale[0];
     const double lim = bt * (1.0 + 1e-9), lo = 1.0 - 1e-9;
-    d->sn = malloc((size_t)n * sizeof *d->sn);
-    d->minc = malloc((size_t)n * Mt * sizeof *d->minc);
-    d->mincnl = malloc((size_t)n * Mt * sizeof *d->mincnl);
-    d->iscol = calloc((size_t)n, 1);
-    if (!d->sn || !d->minc || !d->mincnl || !d->iscol) return -1;
-    if (!d->coldone[n - 1]) {
-        col_bounds(d, n - 1, bt, NULL);
-        col_compute(d, n - 1, bt, d->colkb);
-    }
     d->sn[n - 1] = 0;
     for (int o = n - 2; o >= 0; o--) {
         int best = Mt + 1;
@@ -987,7 +984,8 @@ static int suffix_prepare(pd_dp *d)
                 int c = w * 64 + __builtin_ctzll(bits);
                 bits &= bits - 1;
                 if (c == n - 1 || d->sn[c] + 1 >= best) continue;
-                double inner = (l->C[c] - l->C[o]) / unit * lo;
+                double inner = exact && d->iscol[c] ? d->mat[0][(size_t)c * ld + o + 1]
+                                                    : (l->C[c] - l->C[o]) / unit * lo;
                 double P = (l->P[c] - l->P[o]) * lo;
                 for (int r = 1; r + d->sn[c] < best; r++)
                     if ((inner + 4.0 * (r - 1) * P / (B * r)) / r <= lim) {
@@ -998,7 +996,37 @@ static int suffix_prepare(pd_dp *d)
         }
         d->sn[o] = best;
     }
+}
+
+static int suffix_prepare(pd_dp *d)
+{
+    const pd_lattice *l = d->l;
+    const int n = d->n, Mt = d->o->machines[1], sw = l->swords;
+    const double bt = d->bound[1];
+    d->sn = malloc((size_t)n * sizeof *d->sn);
+    d->minc = malloc((size_t)n * Mt * sizeof *d->minc);
+    d->mincnl = malloc((size_t)n * Mt * sizeof *d->mincnl);
+    d->iscol = calloc((size_t)n, 1);
+    if (!d->sn || !d->minc || !d->mincnl || !d->iscol) return -1;
+    if (!d->coldone[n - 1]) {
+        col_bounds(d, n - 1, bt, NULL);
+        col_compute(d, n - 1, bt, d->colkb);
+    }
+    suffix_need(d, 0);
     for (int o = 0; o < n; o++) d->iscol[o] = (char)(d->sn[o] <= 1);
+    /* the columns of the ends whose rest fits on one machine, now when they are few
+     * (else the top row computes the ones it meets): their exact times make sn tighter
+     * (sn[c] <= 1 stays: it comes from the last column alone) */
+    int ncol = 0;
+    for (int c = 0; c + 1 < n; c++) ncol += d->iscol[c];
+    if (ncol <= PD_EAGER_COLUMNS) {
+        for (int c = 0; c + 1 < n; c++)
+            if (d->iscol[c] && !d->coldone[c]) {
+                col_bounds(d, c, bt, NULL);
+                col_compute(d, c, bt, d->colkb);
+            }
+        suffix_need(d, 1);
+    }
     /* minc from the end backwards: o itself, then every strict descendant's */
     for (int o = n - 1; o >= 0; o--) {
         double *mc = d->minc + (size_t)o * Mt, *mn = d->mincnl + (size_t)o * Mt;
