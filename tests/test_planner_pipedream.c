@@ -350,3 +350,75 @@ Test(planner_pipedream, gnmt16_two_levels, .timeout = 300)
     pd_result_free(&r);
     profile_free(p);
 }
+
+/* Every shipped profile on every shipped cluster with each of PipeDream's options keeps the
+ * plan recorded in tests/data/pipedream_plans.json (taken before the exactness-preserving
+ * pruning of planner/pd_dp.c): the same configuration, the same stages (states and
+ * replicas) and the same optimum. Values are PipeDream's (matches_pipedream_optimizer);
+ * this guards the fixed tie rule and the read-back of the split against any pruning that
+ * would drop a candidate that ties or a stage's bounds. */
+Test(planner_pipedream, shipped_pairs_keep_their_plans, .timeout = 600)
+{
+    plumb_err e;
+    err_clear(&e);
+    cJSON *doc = json_load_file("tests/data/pipedream_plans.json", &e);
+    cr_assert(doc, "%s", e.msg);
+    cJSON *cases = cJSON_GetObjectItem(doc, "cases"), *c;
+    int checked = 0, failures = 0;
+    profile *p = NULL;
+    char cur[512] = "";
+    cJSON_ArrayForEach(c, cases) {
+        const char *ppath = cJSON_GetObjectItem(c, "profile")->valuestring;
+        const char *cpath = cJSON_GetObjectItem(c, "cluster")->valuestring;
+        const char *opt = cJSON_GetObjectItem(c, "options")->valuestring;
+        if (strcmp(cur, ppath) != 0) {
+            profile_free(p);
+            p = load(ppath);
+            snprintf(cur, sizeof cur, "%s", ppath);
+        }
+        cluster *cl = cluster_load(cpath, &e);
+        cr_assert(cl, "%s: %s", cpath, e.msg);
+        pd_options o;
+        pd_options_default(&o);
+        o.straight = strcmp(opt, "--straight") == 0;
+        o.use_fewer_machines = strcmp(opt, "--fewer-machines") == 0;
+        o.use_memory_constraint = strcmp(opt, "--memory-constraint") == 0;
+        if (strcmp(opt, "--compression 10") == 0) o.activation_compression_ratio = 10;
+        pd_options_from_cluster(&o, cl);
+        cluster_free(cl);
+        pd_result r;
+        err_clear(&e);
+        int rc = planner_pipedream_run(p, NULL, &o, &r, &e);
+        checked++;
+        if (cJSON_IsTrue(cJSON_GetObjectItem(c, "no_plan"))) {
+            cr_expect(rc != 0, "%s %s %s: a plan where there was none", ppath, cpath, opt);
+            failures += rc == 0;
+            if (rc == 0) pd_result_free(&r);
+            continue;
+        }
+        cr_expect(rc == 0, "%s %s %s: %s", ppath, cpath, opt, e.msg);
+        if (rc) {
+            failures++;
+            continue;
+        }
+        const char *config = cJSON_GetObjectItem(c, "config")->valuestring;
+        double t = cJSON_GetObjectItem(c, "time_per_stage_s")->valuedouble;
+        cJSON *st = cJSON_GetObjectItem(c, "stages");
+        int bad = strcmp(r.config, config) != 0 || rel(r.time_per_stage_s, t) > 1e-12 ||
+                  r.nstages != cJSON_GetArraySize(st);
+        for (int s = 0; !bad && s < r.nstages; s++) {
+            cJSON *se = cJSON_GetArrayItem(st, s);
+            bad |= r.stages[s].first_state + 1 != cJSON_GetArrayItem(se, 0)->valueint ||
+                   r.stages[s].last_state + 1 != cJSON_GetArrayItem(se, 1)->valueint ||
+                   r.stages[s].replicas != cJSON_GetArrayItem(se, 2)->valueint;
+        }
+        cr_expect(!bad, "%s %s %s: %s (%.17g s) where it was %s (%.17g s)", ppath, cpath, opt,
+                  r.config, r.time_per_stage_s, config, t);
+        failures += bad;
+        pd_result_free(&r);
+    }
+    profile_free(p);
+    cJSON_Delete(doc);
+    cr_assert(checked == 375, "%d cases", checked);
+    cr_assert(failures == 0, "%d of %d plans changed", failures, checked);
+}
