@@ -16,7 +16,10 @@
 #include <string.h>
 
 #define PD_NO_MM (-2) /* a lower row computed without top_need */
-#define PD_EAGER_COLUMNS 128 /* suffix_prepare: at most this many columns before the top row */
+/* suffix_prepare computes the columns where the rest fits on one machine before the top
+ * row only when they are at most 1/PD_EAGER_SHARE of the states: a column costs about as
+ * much as a row, and the top row computes the ones it meets anyway */
+#define PD_EAGER_SHARE 16
 
 typedef struct choice {
     int k;      /* split state, -1 for the base case */
@@ -1019,7 +1022,7 @@ static int suffix_prepare(pd_dp *d)
      * (sn[c] <= 1 stays: it comes from the last column alone) */
     int ncol = 0;
     for (int c = 0; c + 1 < n; c++) ncol += d->iscol[c];
-    if (ncol <= PD_EAGER_COLUMNS) {
+    if (ncol * PD_EAGER_SHARE <= n) {
         for (int c = 0; c + 1 < n; c++)
             if (d->iscol[c] && !d->coldone[c]) {
                 col_bounds(d, c, bt, NULL);
