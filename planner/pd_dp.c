@@ -9,72 +9,11 @@
  * time at level 0 and the best time one level down above it. Ties keep the first
  * candidate in this order: the base case (or the use_fewer_machines copy), then k in
  * ascending state order, then r ascending. None in PipeDream is +INFINITY here. */
-#include "pd_dp.h"
+#include "pd_dp_impl.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-
-#define PD_NO_MM (-2) /* a lower row computed without top_need */
-/* suffix_prepare computes the columns where the rest fits on one machine before the top
- * row only when they are at most 1/PD_EAGER_SHARE of the states: a column costs about as
- * much as a row, and the top row computes the ones it meets anyway */
-#define PD_EAGER_SHARE 16
-
-typedef struct choice {
-    int k;      /* split state, -1 for the base case */
-    int mprev;  /* machine index of the prefix */
-    int r;      /* machines of the last stage */
-} choice;
-
-struct pd_dp {
-    const pd_lattice *l;
-    const pd_options *o;
-    const pd_cost *cost;
-    int n, top;
-    double *mat[PD_MAX_LEVELS];   /* L < top: mat[L][j * (n+1) + s+1] = T_L(s, j, M_L - 1) */
-    char *done[PD_MAX_LEVELS];    /* done[L][s+1]: row s of level L computed */
-    double *rowbound[PD_MAX_LEVELS]; /* the bound row s of level L was computed with */
-    char *rownl[PD_MAX_LEVELS];   /* level top-1: row s computed without the column ends
-                                     (iscol; before suffix_prepare, the last state) */
-    double cmax2;                 /* the largest compute of a state other than the last */
-    int *rowmm[PD_MAX_LEVELS];    /* level top-1: the top prefix's fewest machines - 1
-                                     behind the request of row s (see top_need): -1 for
-                                     the top's row (no prefix), PD_NO_MM for none */
-    double bound[PD_MAX_LEVELS];  /* values above it cannot matter (see pd_dp_solve) */
-    double scale[PD_MAX_LEVELS];  /* machines at and below L: T_L(s, j) >= C(s, j) / scale */
-    int colmode;                  /* level 0 below a two-level top is filled by columns */
-    int lastcol;                  /* two levels, more top machines: level 0's rows are
-                                     computed without the last state, its column instead */
-    char *coldone;                /* coldone[j]: column j of level 0 computed */
-    double *G, *Gp;               /* column scratch [(n+1) * M_0] */
-    double *Gmin;                 /* [n]: the least of each start's Gp entries */
-    int *Gfirst;                  /* [n]: the first finite one (M_0: none) */
-    double *colkb;                /* [n]: per-start bounds of a column (col_bounds) */
-    int *sn;                      /* two levels with lastcol and a finite bound: the fewest
-                                     top machines the rest (j, end] can need (suffix_prepare) */
-    double *minc;                 /* [n * M_top]: minc[j][q] = the least C(o) over o = j or
-                                     a descendant of j whose rest needs at most q machines */
-    double *mincnl;               /* the same over the ends that are not columns */
-    char *iscol;                  /* iscol[j]: in lastmode the top level takes T_0(k, j)
-                                     from column j: the last state and every j whose rest
-                                     fits on one top machine (sn[j] <= 1) */
-    double *toprow;               /* T_top(-1, j, M - 1) */
-    choice *topch;                /* choices of the top row, [n * M_top] */
-    double *f[PD_MAX_LEVELS];     /* scratch [n * M_L] per level */
-    choice *ch[PD_MAX_LEVELS];    /* scratch choices [n * M_L] */
-};
-
-static double pd_base(const void *ctx, int level, double inner, double P, int r, double B,
-                      int W)
-{
-    (void)ctx;
-    (void)level;
-    int m = r - 1;
-    double dp = ((double)(4 * m) * P) / (B * (double)(m + 1));
-    dp /= (double)W;
-    return (inner + dp) / (double)(m + 1);
-}
 
 static double pd_split_cost(const void *ctx, int level, double inner, double P, int r,
                             double B, int W)
@@ -141,13 +80,15 @@ pd_dp *pd_dp_new(const pd_lattice *l, const pd_options *o)
         d->Gmin = malloc(((size_t)d->n + 1) * sizeof(double));
         d->colkb = malloc(((size_t)d->n + 1) * sizeof(double));
         d->Gfirst = malloc(((size_t)d->n + 1) * sizeof(int));
-        if (!d->coldone || !d->G || !d->Gp || !d->Gmin || !d->colkb || !d->Gfirst) goto oom;
+        d->Gpm = malloc(((size_t)d->n + 1) * o->machines[0] * sizeof(double));
+        if (!d->coldone || !d->G || !d->Gp || !d->Gmin || !d->colkb || !d->Gfirst || !d->Gpm)
+            goto oom;
     } else if (o->nlevels == 2 && !o->use_memory_constraint && o->machines_in_first_level <= 0 &&
                !(o->activation_compression_ratio > 0) && !o->use_fewer_machines &&
                d->cost == &pd_cost_pipedream && o->machines[0] <= 64 && o->machines[1] <= 64) {
         /* The last state's entry of a level-0 row is needed only for the top row's last
          * entry, and almost every row is: one column (as in colmode, the same values)
-         * gives T_0(k, last) for every k, so the rows skip the last state and top_need
+         * gives T_0(k, last) for every k, so the rows skip the last state and pd_dp_top_need
          * leaves out everything that only leads there. */
         d->lastcol = 1;
         d->coldone = calloc((size_t)d->n + 1, 1);
@@ -156,7 +97,9 @@ pd_dp *pd_dp_new(const pd_lattice *l, const pd_options *o)
         d->Gmin = malloc(((size_t)d->n + 1) * sizeof(double));
         d->colkb = malloc(((size_t)d->n + 1) * sizeof(double));
         d->Gfirst = malloc(((size_t)d->n + 1) * sizeof(int));
-        if (!d->coldone || !d->G || !d->Gp || !d->Gmin || !d->colkb || !d->Gfirst) goto oom;
+        d->Gpm = malloc(((size_t)d->n + 1) * o->machines[0] * sizeof(double));
+        if (!d->coldone || !d->G || !d->Gp || !d->Gmin || !d->colkb || !d->Gfirst || !d->Gpm)
+            goto oom;
     }
     return d;
 oom:
@@ -181,6 +124,7 @@ void pd_dp_free(pd_dp *d)
     free(d->Gp);
     free(d->Gmin);
     free(d->Gfirst);
+    free(d->Gpm);
     free(d->colkb);
     free(d->sn);
     free(d->minc);
@@ -197,12 +141,12 @@ static int row_compute(pd_dp *d, int L, int s, double bnd, double *out, int ostr
 /* Makes sure row (L, s) is in mat[L] (column storage: entry j at j * (n+1) + s+1), exact
  * up to bnd (entries above it may read +INFINITY); mm != PD_NO_MM (level top-1 only): the
  * row serves top-level stages after a prefix on at least mm + 1 top machines (mm = -1:
- * the top row's first stage), and its entries are exact up to top_need's smaller bounds;
+ * the top row's first stage), and its entries are exact up to pd_dp_top_need's smaller bounds;
  * nl (with mm): not for the last state (its entry reads +INFINITY). A row computed before
  * with a smaller bound, for fewer prefix machines or without the last state is computed
  * again. pd_dp_split recomputes a row with the flags of its last computation, so its
  * choices are the ones behind the values the level above used. */
-static int need_row(pd_dp *d, int L, int s, double bnd, int mm, int nl)
+int pd_dp_need_row(pd_dp *d, int L, int s, double bnd, int mm, int nl)
 {
     int pm = d->rowmm[L][s + 1];
     if (d->done[L][s + 1] && d->rowbound[L][s + 1] >= bnd &&
@@ -214,308 +158,6 @@ static int need_row(pd_dp *d, int L, int s, double bnd, int mm, int nl)
     d->done[L][s + 1] = 1;
     d->rowbound[L][s + 1] = bnd;
     return 0;
-}
-
-/* Column j of level 0 into mat[0]: T_0(k, j, M-1) for k = -1 and every ancestor k of j.
- * G[k][m]: the best time for (k, j] on m+1 machines (at most, with use_fewer_machines)
- * whose first stage is a single stage (PipeDream's base case, no transfer terms); Gp[k][m]:
- * the same where the first stage follows a split (split formula and, with a compression
- * ratio, its input and output transfers). Starts are taken from the end backwards.
- * Values above bnd cannot matter to the caller and read +INFINITY. Entries of rows computed
- * before are overwritten with the same values up to bnd. With kb, start k's bound is
- * kb[k] instead, at least that of every ancestor of k (so each rest (k2, j] a plan of (k, j]
- * within its bound uses is exact up to it); -INFINITY: no value of k is needed. */
-static void col_compute(pd_dp *d, int j, double bnd, const double *kb)
-{
-    const pd_lattice *l = d->l;
-    const pd_options *o = d->o;
-    const int n = d->n, M = o->machines[0], sw = l->swords, ld = n + 1;
-    const double B = o->bandwidth_Bps[0], ratio = o->activation_compression_ratio;
-    const int straight = o->straight, fewer = o->use_fewer_machines;
-    double sync_r[65], inv_r[65];
-    for (int r = 1; r <= M && r <= 64; r++) {
-        sync_r[r] = (double)(4 * (r - 1)) / (B * (double)r);
-        inv_r[r] = 1.0 / (double)r;
-    }
-    const uint64_t *aj = l->anc + (size_t)j * sw;
-    double *gpmin = d->Gmin; /* gpmin[k2]: the least rest value of k2, all m */
-    int *rfirst = d->Gfirst; /* rfirst[k2]: its first finite rest entry (M: none) */
-    /* k = -1 is no rest and its entry is row -1's: the starts stop at 0 */
-    for (int k = j - 1; k >= 0; k--) {
-        if (!pd_bit(aj, k)) continue;
-        if (kb) bnd = kb[k];
-        double *g = d->G + (size_t)(k + 1) * M, *gp = d->Gp + (size_t)(k + 1) * M;
-        double Ckj = l->C[j] - l->C[k];
-        double Pkj = l->P[j] - l->P[k];
-        double tin = 0, toutj = 0;
-        for (int m = 0; m < M; m++) {
-            g[m] = INFINITY;
-            gp[m] = INFINITY;
-        }
-        gpmin[k] = INFINITY;
-        rfirst[k] = M;
-        if (Ckj / M > bnd) { /* every plan of (k, j] is slower than the bound */
-            d->mat[0][(size_t)j * ld + k + 1] = INFINITY;
-            continue;
-        }
-        for (int m = 0; m < (straight ? 1 : M); m++) {
-            g[m] = pd_base(NULL, 0, Ckj, Pkj, m + 1, B, 1);
-            double v = (Ckj + Pkj * sync_r[m + 1]) * inv_r[m + 1];
-            if (ratio > 0) {
-                tin = (2.0 * l->OAS[k]) / (B * (double)(m + 1)) / ratio;
-                if (tin > v) v = tin;
-                if (j < n - 1) {
-                    toutj = (2.0 * l->OAS[j]) / (B * (double)(m + 1)) / ratio;
-                    if (toutj > v) v = toutj;
-                }
-            }
-            gp[m] = v;
-        }
-        if (M > 1) {
-            /* a first stage (k, k2] on r <= M-1 machines takes at least C(k, k2) / (M-1)
-             * (rounding is monotone), and the rest at least gpmin[k2]: a candidate above
-             * bnd ends in an entry that reads +INFINITY, so none of k2 is tried when either
-             * is above it */
-            const double c1max = bnd * (double)(M - 1), blim = bnd * (1.0 + 1e-9);
-            const uint64_t *dk = l->desc + (size_t)k * sw;
-            for (int w = 0; w < sw; w++) {
-                uint64_t bits = aj[w] & dk[w];
-                while (bits) {
-                    int k2 = w * 64 + __builtin_ctzll(bits);
-                    bits &= bits - 1;
-                    double C1 = l->C[k2] - l->C[k];
-                    if (gpmin[k2] > bnd || C1 > c1max) continue;
-                    const double *rest = d->Gp + (size_t)(k2 + 1) * M;
-                    double P1 = l->P[k2] - l->P[k];
-                    /* both first-stage formulas take at least C1 / r: the r below the
-                     * first that brings it within bnd give only candidates above it */
-                    int r0 = (int)(C1 / bnd);
-                    if (r0 < 1) r0 = 1;
-                    while (r0 > 1 && !(C1 * inv_r[r0 - 1] > blim)) r0--;
-                    while (r0 < M - 1 && C1 * inv_r[r0] > blim) r0++;
-                    if (straight && r0 > 1) continue;
-                    const int rlast = straight ? 1 : M - 1;
-                    for (int r = r0; r <= rlast; r++) {
-                        double firstp = (C1 + P1 * sync_r[r]) * inv_r[r];
-                        if (ratio > 0) {
-                            double a = (2.0 * l->OAS[k]) / (B * (double)r) / ratio;
-                            if (a > firstp) firstp = a;
-                            if (k2 < n - 1) {
-                                double b = (2.0 * l->OAS[k2]) / (B * (double)r) / ratio;
-                                if (b > firstp) firstp = b;
-                            }
-                        }
-                        const double *rr = rest - r; /* rr[m] = rest[m - r] */
-                        for (int m = r + rfirst[k2]; m < M; m++) {
-                            double vp = firstp > rr[m] ? firstp : rr[m];
-                            if (vp < gp[m]) gp[m] = vp;
-                        }
-                        /* g (first stage PipeDream's base case) is read only at M - 1,
-                         * except with use_fewer_machines; a rest not below it gives
-                         * no better candidate */
-                        for (int m = fewer ? r : M - 1; m < M; m++)
-                            if (rr[m] < g[m]) {
-                                double first = pd_base(NULL, 0, C1, P1, r, B, 1);
-                                if (first > rr[m] ? first < g[m] : 1)
-                                    g[m] = first > rr[m] ? first : rr[m];
-                            }
-                    }
-                }
-            }
-        }
-        if (fewer)
-            for (int m = 1; m < M; m++) {
-                if (g[m - 1] < g[m]) g[m] = g[m - 1];
-                if (gp[m - 1] < gp[m]) gp[m] = gp[m - 1];
-            }
-        for (int m = 0; m < M; m++) {
-            if (g[m] > bnd) g[m] = INFINITY;
-            if (gp[m] > bnd) gp[m] = INFINITY;
-            if (gp[m] < gpmin[k]) gpmin[k] = gp[m];
-            if (gp[m] < INFINITY && rfirst[k] == M) rfirst[k] = m;
-        }
-        d->mat[0][(size_t)j * ld + k + 1] = g[M - 1];
-    }
-    d->coldone[j] = 1;
-}
-
-static int top_suf(const pd_dp *d, int L, double bnd, int j);
-
-/* lastmode, top row at column end j (top bound bt, the top entries of j's ancestors f
- * final): the bound of each start k of column j into d->colkb. A top stage (k, j] on r
- * machines is within bt only when the prefix at k is (on at least mmin(k) + 1 machines)
- * and the rest after j fits (top_suf(j) machines), so r <= R(k) = M - 1 - top_suf(j) -
- * mmin(k), and only when T_0(k, j) <= r bt - 4 (r-1) P(k, j) / (B r): nb(k), the largest
- * of those (with a relative 1e-9 of slack) that T_0(k, j) >= C(k, j) / M_0 does not rule
- * out, is what start k needs as an output. As a
- * rest, k serves its ancestors: kb[k] = the largest nb over k and its ancestors, at least
- * bt (every r = 1 stage's). The ancestors that need more than bt are listed, and when
- * there are many, all of them count for every k (a larger bound is still exact). f NULL:
- * before the top row, every prefix taken as fitting on one machine (mmin = 0); then nb
- * only grows along descendants (P(k2, j) <= P(k, j)) and is its own ancestors' bound. */
-static void col_bounds(pd_dp *d, int j, double bt, const double *f)
-{
-    const pd_lattice *l = d->l;
-    const int M = d->o->machines[1], sw = l->swords;
-    const double base = bt * (1.0 + 1e-9);
-    const double psync = 4.0 / d->o->bandwidth_Bps[1] * (1.0 - 1e-9);
-    const uint64_t *aj = l->anc + (size_t)j * sw;
-    const int suf = top_suf(d, 1, bt, j);
-    enum { NSPECIAL = 128 };
-    int special[NSPECIAL], ns = 0, many = 0;
-    double allmax = base;
-    for (int k = 0; k < j; k++) {
-        if (!pd_bit(aj, k)) continue;
-        int mmin = f ? -1 : 0;
-        for (int m = 0; f && m < M && mmin < 0; m++)
-            if (f[(size_t)k * M + m] <= bt) mmin = m;
-        double nb = base;
-        int R = mmin < 0 ? 0 : M - 1 - suf - mmin;
-        const double lb = (l->C[j] - l->C[k]) / d->scale[0]; /* T_0(k, j) >= lb */
-        for (int r = 2; r <= R; r++) {
-            double b = base * r - psync * (l->P[j] - l->P[k]) * (double)(r - 1) / (double)r;
-            if (b > nb && lb <= b) nb = b;
-        }
-        d->colkb[k] = nb;
-        if (nb > base) {
-            if (nb > allmax) allmax = nb;
-            if (ns < NSPECIAL) special[ns++] = k;
-            else many = 1;
-        }
-    }
-    for (int k = 0; k < j && f; k++) {
-        if (!pd_bit(aj, k)) continue;
-        if (many) {
-            d->colkb[k] = allmax;
-            continue;
-        }
-        const uint64_t *ak = l->anc + (size_t)k * sw;
-        for (int i = 0; i < ns && special[i] < k; i++)
-            if (pd_bit(ak, special[i]) && d->colkb[special[i]] > d->colkb[k])
-                d->colkb[k] = d->colkb[special[i]];
-    }
-}
-
-/* On the top level L with a finite bound, the machines of level L that the rest of the
- * model (j, end] needs at least: each stage on r machines takes at least its compute
- * divided by r and by every machine below, and must stay within bnd. 0 otherwise. */
-static int top_suf(const pd_dp *d, int L, double bnd, int j)
-{
-    const pd_lattice *l = d->l;
-    if (!isfinite(bnd) || j >= d->n - 1) return 0;
-    double need = (l->C[d->n - 1] - l->C[j]) / ((L ? d->scale[L - 1] : 1.0) * bnd);
-    int suf = need > 1e-9 ? (int)ceil(need - 1e-9) : 0;
-    if (d->sn && bnd == d->bound[d->top] && d->sn[j] > suf) suf = d->sn[j];
-    return suf;
-}
-
-/* On the top level L (> 0) with a finite bound bnd, the most top machines r that a last
- * stage (k, j] can use in a plan within bnd, over every end j: 0 when none can. The
- * prefix at k needs at least mmin + 1 machines (its entries on fewer are above bnd), the
- * rest after j needs top_suf(j), so r <= M - 1 - mmin - suf(j); and the stage takes at
- * least C(k, j) / (r x scale below), so C(k, j) <= r x scale x bnd (with a relative
- * 1e-9 of slack for the rounding of differences of sums). A candidate with more
- * machines, or at an end whose every r fails, is above bnd or lands in an entry that
- * top_suf sets to +INFINITY, so the lower row of k is needed only up to rmax x bnd: every
- * value T_{L-1}(k, j) with T/r <= bnd for a usable r is at most that, hence exact. */
-static int top_rmax(const pd_dp *d, int L, double bnd, int k, int mmin, int nocol)
-{
-    const pd_lattice *l = d->l;
-    const int M = d->o->machines[L], sw = l->swords;
-    const double unit = d->scale[L - 1] * bnd * (1.0 + 1e-9), lim = bnd * (1.0 + 1e-9);
-    /* PipeDream's split formula: (inner + 4 (r-1) P / (B r)) / r, inner >= C / scale */
-    const double sync = d->cost == &pd_cost_pipedream
-                            ? 4.0 / d->o->bandwidth_Bps[L] * (1.0 - 1e-9) * (1.0 - 1e-9)
-                            : 0.0;
-    const uint64_t *dk = l->desc + (size_t)k * sw;
-    int best = 0;
-    for (int w = 0; w < sw; w++) {
-        uint64_t bits = dk[w];
-        while (bits) {
-            int j = w * 64 + __builtin_ctzll(bits);
-            bits &= bits - 1;
-            if (nocol && d->iscol[j]) continue; /* read from its column, not the row */
-            int r = M - 1 - mmin - top_suf(d, L, bnd, j);
-            if (r <= best) continue;
-            double Ckj = l->C[j] - l->C[k];
-            if (sync > 0) { /* the largest r whose formula can be within bnd */
-                double lb = Ckj / d->scale[L - 1], P = (l->P[j] - l->P[k]) * sync;
-                for (; r > best; r--)
-                    if (lb + P * (double)(r - 1) / (double)r <= lim * r) break;
-                best = r;
-            } else if (Ckj <= unit * r) {
-                best = r;
-            }
-        }
-    }
-    return best;
-}
-
-/* Row s of level L = top-1, requested by the top level for stages after a prefix on at
- * least mm + 1 top machines, with the top's bound bt: lowers eps[m] (the bound up to which
- * entry (j, m) must be exact) to what some output can use. An output T_L(s, o) (entry
- * (o, M-1)) is used by a top stage (s, o] on r <= R(o) = Mt - 1 - mm - top_suf(o) top
- * machines and only when T_L(s, o) <= r bt, so it matters up to R(o) bt. An entry (j, m)
- * with value v lies on a plan of such an output only if v <= R(o) bt, the rest (j, o] on
- * the other M-1-m machines fits, C(j, o) <= (M-1-m) x unit x R(o) bt (unit: the machines
- * below L), and the output is reachable, C(s, o) <= M x unit x R(o) bt. For each rho the
- * largest C(o) allowed by the last two is hi, where top_suf is smallest; if even there
- * R < rho, no output o >= j can use rho, and eps[m] = bt x the largest usable rho (with
- * 1e-9 of relative slack on the compute sums). Entries above it are on no plan of any
- * output within what the top level can use, so setting them to +INFINITY changes no
- * used output nor its choice. No usable rho: -INFINITY (the entry is never needed). With
- * nl the last state is no output: the others have C(o) <= cmax2. */
-static void top_need(const pd_dp *d, int L, int s, int j, int mm, int nl, double *eps)
-{
-    const pd_lattice *l = d->l;
-    const int T = d->top, Mt = d->o->machines[T], M = d->o->machines[L];
-    const double bt = d->bound[T], unitT = d->scale[L], unit = L ? d->scale[L - 1] : 1.0;
-    const double Cs = s < 0 ? 0.0 : l->C[s], Cj = l->C[j], Call = l->C[d->n - 1];
-    const double slack = 1.0 + 1e-9;
-    /* need by a product: its rounding is far inside the 1e-12 taken off, so this suf is
-     * never above top_suf's for an output at hi (a smaller suf only keeps more) */
-    const double inv = 1.0 / (unitT * bt) * (1.0 - 1e-12);
-    /* With PipeDream's formulas a top stage (s, o] on rho machines takes (T_L(s, o) +
-     * sync) / rho, the synchronization term 4 (rho-1) P(s, o) / (B rho), divided by the
-     * machines below in the first stage (s = -1); P(s, o) >= P(s, j) for every output o
-     * that j leads to, so only T_L(s, o) <= rho bt - sync(P(s, j)) can be within bt, and
-     * the entry (j, m), at most its output, matters up to that. */
-    double syncP = 0.0;
-    if (d->cost == &pd_cost_pipedream) {
-        double Psj = s < 0 ? l->P[j] : l->P[j] - l->P[s];
-        syncP = 4.0 * Psj / d->o->bandwidth_Bps[T] * (1.0 - 1e-9);
-        if (s < 0) syncP /= (double)d->o->machines[L];
-    }
-    /* hi falls as m grows, so the largest usable rho does too: start from the last one */
-    int prev = Mt - 1 - mm;
-    for (int m = 0; m < M; m++) {
-        int best = 0;
-        double e = -INFINITY;
-        for (int rho = prev; rho >= 1; rho--) {
-            double hi = Cs + unitT * rho * bt * slack;
-            double hj = Cj + (double)(M - 1 - m) * unit * rho * bt * slack;
-            if (hj < hi) hi = hj;
-            if (nl && d->cmax2 < hi) hi = d->cmax2; /* outputs other than the last */
-            if (hi < Cj) continue;
-            int ok;
-            if (d->minc) { /* some output at most hi whose rest fits beside rho */
-                const double *mc = (nl ? d->mincnl : d->minc) + (size_t)j * Mt;
-                ok = mc[Mt - 1 - mm - rho] <= hi;
-            } else {
-                double need = (Call - hi) * inv;
-                int suf = need > 1e-9 ? (int)ceil(need - 1e-9) : 0;
-                ok = Mt - 1 - mm - suf >= rho;
-            }
-            if (ok) {
-                if (!best) best = rho;
-                double er = bt * rho * slack - syncP * (double)(rho - 1) / (double)rho;
-                if (er > e) e = er;
-            }
-        }
-        prev = best;
-        if (!(e > 0)) e = -INFINITY;
-        if (e < eps[m]) eps[m] = e;
-    }
 }
 
 /* Can split state k give a candidate of some m that matters, with PipeDream's split
@@ -557,21 +199,6 @@ static int pair_useful(double ikj, const double *pk, const double *sp, const dou
         useful = pl < thr && pl <= e2;
     }
     return useful;
-}
-
-/* Top level L: the bound rbk[k] up to which the lower row of split state k is needed (-1:
- * not at all) and the fewest machines - 1 of a prefix at k within bnd, rmm[k] (see the
- * pair loop of row_compute). fk: the top entries of k. */
-static void top_rbk(const pd_dp *d, int L, double bnd, int k, const double *fk, int nocol,
-                    double *rbk, int *rmm)
-{
-    const int M = d->o->machines[L];
-    int mmin = -1;
-    for (int m = 0; m < M && mmin < 0; m++)
-        if (fk[m] <= bnd) mmin = m;
-    int rm = mmin < 0 ? 0 : isfinite(bnd) ? top_rmax(d, L, bnd, k, mmin, nocol) : M - 1 - mmin;
-    rbk[k] = rm > 0 ? bnd * rm : -1;
-    rmm[k] = isfinite(bnd) ? mmin : PD_NO_MM;
 }
 
 /* The next end after j in row s (every state for s = -1, else s's strict descendants,
@@ -663,9 +290,9 @@ static int row_compute(pd_dp *d, int L, int s, double bnd, double *out, int ostr
     const int nl = L + 1 == d->top ? d->rownl[L][s + 1] : 0;
     choice *spc = M > 64 ? bigch : splitch;
 
-    /* the top row's single stages (-1, j] on m + 1 <= M - top_suf(j) machines use
-     * T_{L-1}(-1, j) <= (m + 1) bnd: top_need with mm = -1 */
-    if (L > 0 && need_row(d, L - 1, s, L == d->top ? bnd * M : INFINITY,
+    /* the top row's single stages (-1, j] on m + 1 <= M - pd_dp_top_suf(j) machines use
+     * T_{L-1}(-1, j) <= (m + 1) bnd: pd_dp_top_need with mm = -1 */
+    if (L > 0 && pd_dp_need_row(d, L - 1, s, L == d->top ? bnd * M : INFINITY,
                           L == d->top && s < 0 && isfinite(bnd) ? -1 : PD_NO_MM, 0))
         goto oom;
     /* only the row's own entries (s's descendants) are ever read: each is written below */
@@ -681,12 +308,12 @@ static int row_compute(pd_dp *d, int L, int s, double bnd, double *out, int ostr
         double *fj = f + (size_t)j * M;
         choice *cj = ch + (size_t)j * M;
         double Csj = s < 0 ? l->C[j] : l->C[j] - l->C[s];
-        /* eps[m]: entry (j, m) matters only up to it (the bound, or top_need's); when no
+        /* eps[m]: entry (j, m) matters only up to it (the bound, or pd_dp_top_need's); when no
          * entry of j matters, all read +INFINITY, as the full computation would give */
         for (int m = 0; m < M; m++) eps[m] = bnd;
         int dead = 0;
         if (mm != PD_NO_MM) {
-            top_need(d, L, s, j, mm, nl, eps);
+            pd_dp_top_need(d, L, s, j, mm, nl, eps);
             dead = 1;
             for (int m = 0; m < M; m++) dead &= eps[m] == -INFINITY;
         }
@@ -705,7 +332,7 @@ static int row_compute(pd_dp *d, int L, int s, double bnd, double *out, int ostr
          * least suf machines: each stage on r machines takes at least its compute divided
          * by r and by every machine below, and must stay within the bound. An entry on
          * m + 1 machines with m + 1 + suf > M cannot be part of a plan within the bound. */
-        int suf = L == d->top ? top_suf(d, L, bnd, j) : 0;
+        int suf = L == d->top ? pd_dp_top_suf(d, L, bnd, j) : 0;
         double Psj = s < 0 ? l->P[j] : l->P[j] - l->P[s];
         double Asj = s < 0 ? l->Act[j] : l->Act[j] - l->Act[s];
         for (int m = 0; m < M; m++) {
@@ -746,12 +373,12 @@ static int row_compute(pd_dp *d, int L, int s, double bnd, double *out, int ostr
             }
         }
         if (do_dp && M > min_machines && any && L == d->top && d->colmode && !d->coldone[j])
-            col_compute(d, j, bnd * (M - 1), NULL); /* a last stage on r <= M-1 top machines */
+            pd_dp_col(d, j, bnd * (M - 1), NULL); /* a last stage on r <= M-1 top machines */
         if (do_dp && M > min_machines && any && lastmode && j == n - 1 && !d->coldone[j])
-            col_compute(d, j, bnd * (M - 1), NULL);
+            pd_dp_col(d, j, bnd * (M - 1), NULL);
         if (do_dp && M > min_machines && any && lastmode && d->iscol[j] && !d->coldone[j]) {
-            col_bounds(d, j, bnd, f);
-            col_compute(d, j, bnd, d->colkb);
+            pd_dp_col_bounds(d, j, bnd, f);
+            pd_dp_col(d, j, bnd, d->colkb);
         }
         for (int m = 0; m < M; m++) ub[m] = INFINITY;
         if (do_dp && M > min_machines && any && hintok) {
@@ -813,16 +440,16 @@ static int row_compute(pd_dp *d, int L, int s, double bnd, double *out, int ostr
                              * no r can give a candidate within the bound, every candidate
                              * of k is above it or in an entry set to +INFINITY: skipping
                              * them changes no finite entry and no choice behind one. */
-                            if (rbk[k] == -2) top_rbk(d, L, bnd, k, fk, lastmode, rbk, rmm);
+                            if (rbk[k] == -2) pd_dp_top_rbk(d, L, bnd, k, fk, lastmode, rbk, rmm);
                             if (rbk[k] < 0) continue; /* cannot matter */
                             /* with lastmode, without the last state (see there) */
-                            if (need_row(d, L - 1, k, rbk[k], rmm[k], lastmode)) goto oom;
+                            if (pd_dp_need_row(d, L - 1, k, rbk[k], rmm[k], lastmode)) goto oom;
                         } else if (!d->done[L - 1][k + 1]) {
                             int mmin = -1;
                             for (int m = 0; m < M && mmin < 0; m++)
                                 if (fk[m] <= bnd) mmin = m;
                             if (mmin < 0 || mmin == M - 1) continue; /* cannot matter */
-                            if (need_row(d, L - 1, k, INFINITY, PD_NO_MM, 0)) goto oom;
+                            if (pd_dp_need_row(d, L - 1, k, INFINITY, PD_NO_MM, 0)) goto oom;
                         }
                         ikj = lowmat[(size_t)j * ld + k + 1];
                     }
@@ -954,209 +581,6 @@ oom:
     return -1;
 }
 
-/* Two levels with lastcol and a finite top bound bt: the fewest top machines sn[o] that
- * the rest of the model (o, end] can take within bt, and the minc tables of top_need.
- * The rest's stages are split stages, each (inner + 4 (r-1) P / (B r)) / r on r top
- * machines. Its last stage (o, end] has the exact inner time T_0(o, end) from the last
- * state's column (computed here, exact as far as a stage on r <= M-1 machines needs); any other
- * stage (o, c] has at least C(o, c) over the machines below as inner time. So a stage
- * needs at least the fewest r whose formula, with those, is within bt (with a relative
- * 1e-9 of slack for rounding), and sn[o] = the least over first stages (o, c] of that r +
- * sn[c] is at most the machines of any plan of the rest within bt. M_top + 1: none.
- * The column's bounds (col_bounds) also cover the top row's use of it at the last state. */
-/* sn (see suffix_prepare) from the end backwards; exact: a stage ending at a column end
- * other than the last state takes its exact inner time from that column (+INFINITY there:
- * above what any stage on r <= M-1 top machines can use, see col_bounds). */
-static void suffix_need(pd_dp *d, int exact)
-{
-    const pd_lattice *l = d->l;
-    const int n = d->n, Mt = d->o->machines[1], sw = l->swords, ld = n + 1;
-    const double bt = d->bound[1], B = d->o->bandwidth_Bps[1], unit = d->scale[0];
-    const double lim = bt * (1.0 + 1e-9), lo = 1.0 - 1e-9;
-    d->sn[n - 1] = 0;
-    for (int o = n - 2; o >= 0; o--) {
-        int best = Mt + 1;
-        double Pol = l->P[n - 1] - l->P[o];
-        double tol = d->mat[0][(size_t)(n - 1) * ld + o + 1];
-        for (int r = 1; r < Mt && r < best; r++)
-            if ((tol + 4.0 * (r - 1) * Pol / (B * r) * lo) / r <= lim) best = r;
-        const uint64_t *dk = l->desc + (size_t)o * sw;
-        for (int w = 0; w < sw; w++) {
-            uint64_t bits = dk[w];
-            while (bits) {
-                int c = w * 64 + __builtin_ctzll(bits);
-                bits &= bits - 1;
-                if (c == n - 1 || d->sn[c] + 1 >= best) continue;
-                double inner = exact && d->iscol[c] ? d->mat[0][(size_t)c * ld + o + 1]
-                                                    : (l->C[c] - l->C[o]) / unit * lo;
-                double P = (l->P[c] - l->P[o]) * lo;
-                for (int r = 1; r + d->sn[c] < best; r++)
-                    if ((inner + 4.0 * (r - 1) * P / (B * r)) / r <= lim) {
-                        best = r + d->sn[c];
-                        break;
-                    }
-            }
-        }
-        d->sn[o] = best;
-    }
-}
-
-static int suffix_prepare(pd_dp *d)
-{
-    const pd_lattice *l = d->l;
-    const int n = d->n, Mt = d->o->machines[1], sw = l->swords;
-    const double bt = d->bound[1];
-    d->sn = malloc((size_t)n * sizeof *d->sn);
-    d->minc = malloc((size_t)n * Mt * sizeof *d->minc);
-    d->mincnl = malloc((size_t)n * Mt * sizeof *d->mincnl);
-    d->iscol = calloc((size_t)n, 1);
-    if (!d->sn || !d->minc || !d->mincnl || !d->iscol) return -1;
-    if (!d->coldone[n - 1]) {
-        col_bounds(d, n - 1, bt, NULL);
-        col_compute(d, n - 1, bt, d->colkb);
-    }
-    suffix_need(d, 0);
-    for (int o = 0; o < n; o++) d->iscol[o] = (char)(d->sn[o] <= 1);
-    /* the columns of the ends whose rest fits on one machine, now when they are few
-     * (else the top row computes the ones it meets): their exact times make sn tighter
-     * (sn[c] <= 1 stays: it comes from the last column alone) */
-    int ncol = 0;
-    for (int c = 0; c + 1 < n; c++) ncol += d->iscol[c];
-    if (ncol * PD_EAGER_SHARE <= n) {
-        for (int c = 0; c + 1 < n; c++)
-            if (d->iscol[c] && !d->coldone[c]) {
-                col_bounds(d, c, bt, NULL);
-                col_compute(d, c, bt, d->colkb);
-            }
-        suffix_need(d, 1);
-    }
-    /* minc from the end backwards: o itself, then every strict descendant's */
-    for (int o = n - 1; o >= 0; o--) {
-        double *mc = d->minc + (size_t)o * Mt, *mn = d->mincnl + (size_t)o * Mt;
-        int suf = top_suf(d, 1, bt, o); /* max of sn and the compute bound */
-        for (int q = 0; q < Mt; q++) {
-            mc[q] = suf <= q ? l->C[o] : INFINITY;
-            mn[q] = suf <= q && !d->iscol[o] ? l->C[o] : INFINITY;
-        }
-        const uint64_t *dk = l->desc + (size_t)o * sw;
-        for (int w = 0; w < sw; w++) {
-            uint64_t bits = dk[w];
-            while (bits) {
-                int c = w * 64 + __builtin_ctzll(bits);
-                bits &= bits - 1;
-                const double *cc = d->minc + (size_t)c * Mt, *cn = d->mincnl + (size_t)c * Mt;
-                for (int q = 0; q < Mt; q++) {
-                    if (cc[q] < mc[q]) mc[q] = cc[q];
-                    if (cn[q] < mn[q]) mn[q] = cn[q];
-                }
-            }
-        }
-    }
-    return 0;
-}
-
-/* Upper bounds on the top level's optimum, to prune what cannot matter: values above the
- * optimum can never be part of an optimal plan, and one level down a stage on r top
- * machines needs T <= r * bound. Both are plans PipeDream's program itself considers. */
-
-/* The whole model as one stage on every top machine. +INFINITY when not allowed. */
-/* Can est_single stand for T_L (every level plain PipeDream, single stages on all
- * machines allowed)? */
-static int est_ok(const pd_dp *d)
-{
-    return d->cost == &pd_cost_pipedream && !d->o->straight &&
-           d->o->machines_in_first_level <= 0;
-}
-
-/* An upper bound on T_L(a, b, M_L - 1): the plan with one stage on all machines at level L
- * and at every level below (PipeDream's base case at m = M - 1, which every option of
- * est_ok allows; the memory constraint never drops it, its stash count being 0). The
- * base formula grows with the inner time, and T_{L-1} is at most its own estimate. */
-static double est_single(const pd_dp *d, int L, int a, int b)
-{
-    const pd_lattice *l = d->l;
-    double C = a < 0 ? l->C[b] : l->C[b] - l->C[a];
-    double P = a < 0 ? l->P[b] : l->P[b] - l->P[a];
-    double inner = L == 0 ? C : est_single(d, L - 1, a, b);
-    return pd_base(NULL, L, inner, P, d->o->machines[L], d->o->bandwidth_Bps[L],
-                   L ? d->o->machines[L - 1] : 1);
-}
-
-/* The inner time T_{top-1}(a, b) for the bounds: est_single when est, else from row a
- * computed up to rb (+INFINITY above it). NAN when out of memory. */
-static double bound_inner(pd_dp *d, int a, int b, int est, double rb)
-{
-    int T = d->top;
-    if (est) return est_single(d, T - 1, a, b);
-    if (need_row(d, T - 1, a, rb, PD_NO_MM, 0)) return NAN;
-    return d->mat[T - 1][(size_t)b * (d->n + 1) + a + 1];
-}
-
-static double bound_dp(pd_dp *d, int est, double rb)
-{
-    const pd_options *o = d->o;
-    int T = d->top, Mt = o->machines[T];
-    double inner = bound_inner(d, -1, d->n - 1, est, rb);
-    if (isnan(inner)) return NAN;
-    if ((o->straight && Mt > 1) || isinf(inner) ||
-        (o->machines_in_first_level > 0 && o->machines_in_first_level != Mt))
-        return INFINITY;
-    return d->cost->base(d->cost->ctx, T, inner, d->l->P[d->n - 1], Mt, o->bandwidth_Bps[T],
-                         o->machines[T - 1]);
-}
-
-/* A straight split of the top level into M_top stages of about equal compute, each on one
- * top machine. +INFINITY when not allowed. */
-static double bound_chain(pd_dp *d, int est, double rb)
-{
-    const pd_options *o = d->o;
-    const pd_lattice *l = d->l;
-    int T = d->top, Mt = o->machines[T], n = d->n;
-    double B = o->bandwidth_Bps[T], ratio = o->activation_compression_ratio;
-    if (Mt < 2 || Mt > n || (o->machines_in_first_level > 0 && o->machines_in_first_level != 1))
-        return INFINITY;
-    int cut[4097];
-    cut[0] = -1;
-    for (int t = 1; t < Mt; t++) {
-        double target = l->C[n - 1] * t / Mt;
-        int best = -1;
-        for (int k = 0; k < n - 1; k++) {
-            if (cut[t - 1] >= 0 && !pd_bit(l->anc + (size_t)k * l->swords, cut[t - 1])) continue;
-            if (cut[t - 1] == k) continue;
-            if (best < 0 || fabs(l->C[k] - target) < fabs(l->C[best] - target)) best = k;
-        }
-        if (best < 0) return INFINITY;
-        cut[t] = best;
-    }
-    cut[Mt] = n - 1;
-    double worst = 0;
-    for (int t = 1; t <= Mt; t++) {
-        int a = cut[t - 1], b = cut[t];
-        double v = bound_inner(d, a, b, est, rb);
-        if (isnan(v)) return NAN;
-        double Pab = a < 0 ? l->P[b] : l->P[b] - l->P[a];
-        double Aab = a < 0 ? l->Act[b] : l->Act[b] - l->Act[a];
-        if (isinf(v)) return INFINITY;
-        if (o->use_memory_constraint && (Aab + Pab) * (double)(Mt - t) > o->memory_bytes)
-            return INFINITY;
-        if (t == 1) {
-            v = d->cost->base(d->cost->ctx, T, v, Pab, 1, B, o->machines[T - 1]);
-        } else {
-            v = d->cost->split(d->cost->ctx, T, v, Pab, 1, B, o->machines[T - 1]);
-            if (ratio > 0) {
-                double tin = (2.0 * l->OAS[a]) / B / ratio;
-                if (tin > v) v = tin;
-                if (b < n - 1) {
-                    double tout = (2.0 * l->OAS[b]) / B / ratio;
-                    if (tout > v) v = tout;
-                }
-            }
-        }
-        if (v > worst) worst = v;
-    }
-    return worst;
-}
-
 double pd_dp_solve(pd_dp *d)
 {
     int M = d->o->machines[d->top];
@@ -1164,30 +588,10 @@ double pd_dp_solve(pd_dp *d)
         d->toprow = malloc((size_t)d->n * sizeof *d->toprow);
         d->topch = malloc((size_t)d->n * M * sizeof *d->topch);
         if (!d->toprow || !d->topch) return NAN;
-        double ub = INFINITY;
-        if (d->top > 0) {
-            /* First the two plans with estimated lower levels (est_single), an upper
-             * bound e on the optimum; then the same plans with the lower rows computed up
-             * to what can still come under e: the whole model's inner time up to M_top x
-             * e, a chain stage's (on one top machine, at least its inner time) up to e.
-             * Any bound at or above the optimum gives the same plan. */
-            double e = INFINITY, e0 = INFINITY, e1 = INFINITY;
-            if (est_ok(d)) {
-                e0 = bound_dp(d, 1, INFINITY);
-                e1 = bound_chain(d, 1, INFINITY);
-                e = e0 < e1 ? e0 : e1;
-            }
-            /* The whole-model plan needs the top row's lower row without top_need's
-             * bounds (unknown yet): computed only when its estimate is the better one. */
-            double u0 = e0 <= e1 ? bound_dp(d, 0, e * M) : INFINITY, u1;
-            if (isnan(u0)) return NAN;
-            u1 = bound_chain(d, 0, e);
-            if (isnan(u1)) return NAN;
-            ub = u0 < u1 ? u0 : u1;
-            if (e < ub) ub = e;
-        }
+        double ub = pd_dp_upper_bound(d);
+        if (isnan(ub)) return NAN;
         d->bound[d->top] = ub;
-        if (d->lastcol && d->top == 1 && isfinite(ub) && suffix_prepare(d)) return NAN;
+        if (d->lastcol && d->top == 1 && isfinite(ub) && pd_dp_suffix_prepare(d)) return NAN;
         if (row_compute(d, d->top, -1, ub, d->toprow, 1, d->topch, -1)) return NAN;
     }
     return d->toprow[d->n - 1];
@@ -1212,7 +616,7 @@ int pd_dp_split(pd_dp *d, int level, int s, int e, pd_split *out)
                                                           : INFINITY;
         /* a stage ending at a column end (lastcol: the last state, or iscol) took its
          * time T from the column, and the row's bounds, if it was computed at all, did not
-         * count that end: the row without top_need's bounds, exact up to T (every
+         * count that end: the row without pd_dp_top_need's bounds, exact up to T (every
          * candidate as good as T has its entries within it), gives its split */
         char *nlp = level + 1 == d->top && d->rownl[level] ? &d->rownl[level][s + 1] : NULL;
         int *mmp = nlp ? &d->rowmm[level][s + 1] : NULL;
