@@ -597,6 +597,29 @@ double pd_dp_solve(pd_dp *d)
     return d->toprow[d->n - 1];
 }
 
+double pd_dp_row_value(pd_dp *d, int L, int s, int e, double bnd)
+{
+    double *row = malloc((size_t)d->n * sizeof *row);
+    if (!row) return NAN;
+    row[e] = INFINITY;
+    /* without top_need's bounds, whatever row s was computed with before */
+    int *mmp = L + 1 == d->top ? &d->rowmm[L][s + 1] : NULL;
+    char *nlp = L + 1 == d->top ? &d->rownl[L][s + 1] : NULL;
+    int mm0 = mmp ? *mmp : PD_NO_MM;
+    char nl0 = nlp ? *nlp : 0;
+    if (mmp) {
+        *mmp = PD_NO_MM;
+        *nlp = 0;
+    }
+    double v = row_compute(d, L, s, bnd, row, 1, NULL, e) ? NAN : row[e];
+    if (mmp) {
+        *mmp = mm0;
+        *nlp = nl0;
+    }
+    free(row);
+    return v;
+}
+
 int pd_dp_split(pd_dp *d, int level, int s, int e, pd_split *out)
 {
     int M = d->o->machines[level];

@@ -270,12 +270,14 @@ static double est_single(const pd_dp *d, int L, int a, int b)
 }
 
 /* The inner time T_{top-1}(a, b) for the bounds: est_single when est, else from row a
- * computed up to rb (+INFINITY above it). NAN when out of memory. */
+ * computed up to rb (+INFINITY above it): the whole row for a = -1 (the top row needs it
+ * later), only b's ancestors otherwise. NAN when out of memory. */
 static double bound_inner(pd_dp *d, int a, int b, int est, double rb)
 {
     int T = d->top;
     if (est) return est_single(d, T - 1, a, b);
-    if (pd_dp_need_row(d, T - 1, a, rb, PD_NO_MM, 0)) return NAN;
+    if (a >= 0) return pd_dp_row_value(d, T - 1, a, b, rb); /* a chain stage: one end */
+    if (pd_dp_need_row(d, T - 1, a, rb, PD_NO_MM, 0)) return NAN; /* the top row's too */
     return d->mat[T - 1][(size_t)b * (d->n + 1) + a + 1];
 }
 

@@ -79,6 +79,10 @@ static inline double pd_base(const void *ctx, int level, double inner, double P,
  * memory. */
 int pd_dp_need_row(pd_dp *d, int L, int s, double bnd, int mm, int nl);
 
+/* T_L(s, e, M_L - 1) exact up to bnd (+INFINITY above it), from the entries of row s that
+ * lead to e only, computed aside (mat is left as it was). NAN when out of memory. */
+double pd_dp_row_value(pd_dp *d, int L, int s, int e, double bnd);
+
 /* Column j of level 0 into mat[0] (pd_dp_col.c): T_0(k, j, M-1) for every ancestor k,
  * exact up to bnd, or up to kb[k] for each k when kb is not NULL. */
 void pd_dp_col(pd_dp *d, int j, double bnd, const double *kb);
