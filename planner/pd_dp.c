@@ -33,6 +33,21 @@ static double ceil_div(int a, int b)
     return (double)((a + b - 1) / b);
 }
 
+/* The columns' scratch (colmode, lastcol). 0, or -1 when out of memory (pd_dp_free frees
+ * what was allocated). */
+static int col_alloc(pd_dp *d)
+{
+    const size_t n1 = (size_t)d->n + 1, M0 = (size_t)d->o->machines[0];
+    d->coldone = calloc(n1, 1);
+    d->G = malloc(n1 * M0 * sizeof(double));
+    d->Gp = malloc(n1 * M0 * sizeof(double));
+    d->Gpm = malloc(n1 * M0 * sizeof(double));
+    d->Gmin = malloc(n1 * sizeof(double));
+    d->colkb = malloc(n1 * sizeof(double));
+    d->Gfirst = malloc(n1 * sizeof(int));
+    return d->coldone && d->G && d->Gp && d->Gpm && d->Gmin && d->colkb && d->Gfirst ? 0 : -1;
+}
+
 pd_dp *pd_dp_new(const pd_lattice *l, const pd_options *o)
 {
     pd_dp *d = calloc(1, sizeof *d);
@@ -74,15 +89,7 @@ pd_dp *pd_dp_new(const pd_lattice *l, const pd_options *o)
         o->machines_in_first_level <= 0 &&
         d->cost == &pd_cost_pipedream && o->machines[0] <= 64) {
         d->colmode = 1;
-        d->coldone = calloc((size_t)d->n + 1, 1);
-        d->G = malloc(((size_t)d->n + 1) * o->machines[0] * sizeof(double));
-        d->Gp = malloc(((size_t)d->n + 1) * o->machines[0] * sizeof(double));
-        d->Gmin = malloc(((size_t)d->n + 1) * sizeof(double));
-        d->colkb = malloc(((size_t)d->n + 1) * sizeof(double));
-        d->Gfirst = malloc(((size_t)d->n + 1) * sizeof(int));
-        d->Gpm = malloc(((size_t)d->n + 1) * o->machines[0] * sizeof(double));
-        if (!d->coldone || !d->G || !d->Gp || !d->Gmin || !d->colkb || !d->Gfirst || !d->Gpm)
-            goto oom;
+        if (col_alloc(d)) goto oom;
     } else if (o->nlevels == 2 && !o->use_memory_constraint && o->machines_in_first_level <= 0 &&
                !(o->activation_compression_ratio > 0) && !o->use_fewer_machines &&
                d->cost == &pd_cost_pipedream && o->machines[0] <= 64 && o->machines[1] <= 64) {
@@ -91,15 +98,7 @@ pd_dp *pd_dp_new(const pd_lattice *l, const pd_options *o)
          * gives T_0(k, last) for every k, so the rows skip the last state and pd_dp_top_need
          * leaves out everything that only leads there. */
         d->lastcol = 1;
-        d->coldone = calloc((size_t)d->n + 1, 1);
-        d->G = malloc(((size_t)d->n + 1) * o->machines[0] * sizeof(double));
-        d->Gp = malloc(((size_t)d->n + 1) * o->machines[0] * sizeof(double));
-        d->Gmin = malloc(((size_t)d->n + 1) * sizeof(double));
-        d->colkb = malloc(((size_t)d->n + 1) * sizeof(double));
-        d->Gfirst = malloc(((size_t)d->n + 1) * sizeof(int));
-        d->Gpm = malloc(((size_t)d->n + 1) * o->machines[0] * sizeof(double));
-        if (!d->coldone || !d->G || !d->Gp || !d->Gmin || !d->colkb || !d->Gfirst || !d->Gpm)
-            goto oom;
+        if (col_alloc(d)) goto oom;
     }
     return d;
 oom:
