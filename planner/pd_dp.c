@@ -39,13 +39,11 @@ static int col_alloc(pd_dp *d)
 {
     const size_t n1 = (size_t)d->n + 1, M0 = (size_t)d->o->machines[0];
     d->coldone = calloc(n1, 1);
-    d->G = malloc(n1 * M0 * sizeof(double));
     d->Gp = malloc(n1 * M0 * sizeof(double));
     d->Gpm = malloc(n1 * M0 * sizeof(double));
-    d->Gmin = malloc(n1 * sizeof(double));
     d->colkb = malloc(n1 * sizeof(double));
     d->Gfirst = malloc(n1 * sizeof(int));
-    return d->coldone && d->G && d->Gp && d->Gpm && d->Gmin && d->colkb && d->Gfirst ? 0 : -1;
+    return d->coldone && d->Gp && d->Gpm && d->colkb && d->Gfirst ? 0 : -1;
 }
 
 pd_dp *pd_dp_new(const pd_lattice *l, const pd_options *o)
@@ -119,9 +117,7 @@ void pd_dp_free(pd_dp *d)
         free(d->ch[L]);
     }
     free(d->coldone);
-    free(d->G);
     free(d->Gp);
-    free(d->Gmin);
     free(d->Gfirst);
     free(d->Gpm);
     free(d->colkb);
@@ -134,17 +130,18 @@ void pd_dp_free(pd_dp *d)
     free(d);
 }
 
-static int row_compute(pd_dp *d, int L, int s, double bnd, double *out, int ostride,
-                       choice *keep, int target);
+static int row_compute(pd_dp *d, int L, int s, double bnd, int mm, int nl, double *out,
+                       int ostride, choice *keep, int target);
 
 /* Makes sure row (L, s) is in mat[L] (column storage: entry j at j * (n+1) + s+1), exact
  * up to bnd (entries above it may read +INFINITY); mm != PD_NO_MM (level top-1 only): the
  * row serves top-level stages after a prefix on at least mm + 1 top machines (mm = -1:
  * the top row's first stage), and its entries are exact up to pd_dp_top_need's smaller bounds;
- * nl (with mm): not for the last state (its entry reads +INFINITY). A row computed before
- * with a smaller bound, for fewer prefix machines or without the last state is computed
- * again. pd_dp_split recomputes a row with the flags of its last computation, so its
- * choices are the ones behind the values the level above used. */
+ * nl (with mm): not for the column ends (d->iscol: their entries stay the columns'). A row
+ * computed before with a smaller bound, for fewer prefix machines or without the column
+ * ends is computed again. The flags are kept (rowmm, rownl): pd_dp_split recomputes a row
+ * with those of its last computation, so its choices are the ones behind the values the
+ * level above used. */
 int pd_dp_need_row(pd_dp *d, int L, int s, double bnd, int mm, int nl)
 {
     int pm = d->rowmm[L][s + 1];
@@ -153,7 +150,9 @@ int pd_dp_need_row(pd_dp *d, int L, int s, double bnd, int mm, int nl)
         return 0;
     d->rowmm[L][s + 1] = mm;
     d->rownl[L][s + 1] = (char)(mm != PD_NO_MM && nl);
-    if (row_compute(d, L, s, bnd, d->mat[L] + s + 1, d->n + 1, NULL, -1)) return -1;
+    if (row_compute(d, L, s, bnd, d->rowmm[L][s + 1], d->rownl[L][s + 1], d->mat[L] + s + 1,
+                    d->n + 1, NULL, -1))
+        return -1;
     d->done[L][s + 1] = 1;
     d->rowbound[L][s + 1] = bnd;
     return 0;
@@ -221,11 +220,12 @@ static int next_in_row(const pd_lattice *l, int s, int j)
  * is not in the row, or when above bnd, a value no caller can use); when keep is not NULL
  * the choices are copied there ([n * M]). Lower rows (or, in column mode, level-0 columns)
  * are computed on first use, and never for a split state whose every prefix time is above
- * the bound. target >= 0: only the entries of target and its ancestors are computed (the
+ * the bound. mm, nl: as for pd_dp_need_row (PD_NO_MM, 0: no pd_dp_top_need bounds, every
+ * end). target >= 0: only the entries of target and its ancestors are computed (the
  * others, out and choices alike, are left as they were), enough for target's value and
  * split. 0 or -1 (out of memory). */
-static int row_compute(pd_dp *d, int L, int s, double bnd, double *out, int ostride,
-                       choice *keep, int target)
+static int row_compute(pd_dp *d, int L, int s, double bnd, int mm, int nl, double *out,
+                       int ostride, choice *keep, int target)
 {
     const pd_lattice *l = d->l;
     const pd_options *o = d->o;
@@ -285,8 +285,6 @@ static int row_compute(pd_dp *d, int L, int s, double bnd, double *out, int ostr
     /* lastmode (see lastcol): the top row computes its lower rows without the last state;
      * at the last state the inner times come from one level-0 column */
     const int lastmode = L == d->top && s < 0 && d->lastcol && isfinite(bnd);
-    const int mm = L + 1 == d->top ? d->rowmm[L][s + 1] : PD_NO_MM;
-    const int nl = L + 1 == d->top ? d->rownl[L][s + 1] : 0;
     choice *spc = M > 64 ? bigch : splitch;
 
     /* the top row's single stages (-1, j] on m + 1 <= M - pd_dp_top_suf(j) machines use
@@ -591,7 +589,8 @@ double pd_dp_solve(pd_dp *d)
         if (isnan(ub)) return NAN;
         d->bound[d->top] = ub;
         if (d->lastcol && d->top == 1 && isfinite(ub) && pd_dp_suffix_prepare(d)) return NAN;
-        if (row_compute(d, d->top, -1, ub, d->toprow, 1, d->topch, -1)) return NAN;
+        if (row_compute(d, d->top, -1, ub, PD_NO_MM, 0, d->toprow, 1, d->topch, -1))
+            return NAN;
     }
     return d->toprow[d->n - 1];
 }
@@ -601,20 +600,7 @@ double pd_dp_row_value(pd_dp *d, int L, int s, int e, double bnd)
     double *row = malloc((size_t)d->n * sizeof *row);
     if (!row) return NAN;
     row[e] = INFINITY;
-    /* without top_need's bounds, whatever row s was computed with before */
-    int *mmp = L + 1 == d->top ? &d->rowmm[L][s + 1] : NULL;
-    char *nlp = L + 1 == d->top ? &d->rownl[L][s + 1] : NULL;
-    int mm0 = mmp ? *mmp : PD_NO_MM;
-    char nl0 = nlp ? *nlp : 0;
-    if (mmp) {
-        *mmp = PD_NO_MM;
-        *nlp = 0;
-    }
-    double v = row_compute(d, L, s, bnd, row, 1, NULL, e) ? NAN : row[e];
-    if (mmp) {
-        *mmp = mm0;
-        *nlp = nl0;
-    }
+    double v = row_compute(d, L, s, bnd, PD_NO_MM, 0, row, 1, NULL, e) ? NAN : row[e];
     free(row);
     return v;
 }
@@ -636,25 +622,20 @@ int pd_dp_split(pd_dp *d, int level, int s, int e, pd_split *out)
         double rb = level == d->top ? d->bound[level]
                 : d->done[level] && d->done[level][s + 1] ? d->rowbound[level][s + 1]
                                                           : INFINITY;
-        /* a stage ending at a column end (lastcol: the last state, or iscol) took its
-         * time T from the column, and the row's bounds, if it was computed at all, did not
-         * count that end: the row without pd_dp_top_need's bounds, exact up to T (every
-         * candidate as good as T has its entries within it), gives its split */
-        char *nlp = level + 1 == d->top && d->rownl[level] ? &d->rownl[level][s + 1] : NULL;
-        int *mmp = nlp ? &d->rowmm[level][s + 1] : NULL;
-        char nl0 = nlp ? *nlp : 0;
-        int mm0 = mmp ? *mmp : PD_NO_MM;
-        if (nlp && (e == d->n - 1 || (d->iscol && d->iscol[e]))) {
-            *nlp = 0;
-            *mmp = PD_NO_MM;
+        /* the flags of the row's last computation (none for a row never computed) */
+        int mm = level < d->top ? d->rowmm[level][s + 1] : PD_NO_MM;
+        int nl = level < d->top ? d->rownl[level][s + 1] : 0;
+        /* a row computed without the column ends, for a stage ending at one: that stage
+         * took its time T from the column, and the row's bounds did not count its end; the
+         * row without pd_dp_top_need's bounds, exact up to T (every candidate as good as T
+         * has its entries within it), gives its split */
+        if (nl && d->iscol[e]) {
+            mm = PD_NO_MM;
+            nl = 0;
             rb = d->mat[level][(size_t)e * (d->n + 1) + s + 1] * (1.0 + 1e-9);
             if (!(rb < INFINITY)) rb = INFINITY;
         }
-        int rc = owned && orow ? row_compute(d, level, s, rb, orow, 1, owned, e) : -1;
-        if (nlp) {
-            *nlp = nl0;
-            *mmp = mm0;
-        }
+        int rc = owned && orow ? row_compute(d, level, s, rb, mm, nl, orow, 1, owned, e) : -1;
         if (rc) {
             free(owned);
             free(orow);

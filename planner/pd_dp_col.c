@@ -69,30 +69,30 @@ typedef struct col_ctx {
     int n, M, straight, fewer;
     double B, ratio;
     double sync_r[65], inv_r[65];
-    const double *Gp, *Gpm, *gpmin; /* every later start's rest values (see pd_dp_col) */
+    const double *Gp, *Gpm; /* every later start's rest values and their prefix minima */
     const int *rfirst;
 } col_ctx;
 
 /* The candidates of start k whose first stage ends at k2: (k, k2] on r machines, the rest
- * (k2, j] on m - r, into g and gp (bound bnd, blim with its slack). Returns 1 when some
- * gp[m] fell (its best split state is then k2: bk2[m]). */
-static int col_pair(const col_ctx *c, int k, int k2, double bnd, double *g, double *gp,
-                    int *bk2)
+ * (k2, j] on m - r, into g and gp (bound bnd, blim with its slack); bk2[m] = k2 where gp[m]
+ * fell. */
+static void col_pair(const col_ctx *c, int k, int k2, double bnd, double *g, double *gp,
+                     int *bk2)
 {
     const pd_lattice *l = c->l;
     const int M = c->M, fewer = c->fewer;
     const double blim = bnd * (1.0 + 1e-9);
     double C1 = l->C[k2] - l->C[k];
-    /* the first stage on r <= M-1 machines takes at least C1 / (M-1) (rounding is
-     * monotone), the rest at least gpmin[k2]: a candidate above bnd ends in an entry that
-     * reads +INFINITY */
-    if (c->gpmin[k2] > bnd || C1 > bnd * (double)(M - 1)) return 0;
     const double *rest = c->Gp + (size_t)(k2 + 1) * M;
+    const double *rpm = c->Gpm + (size_t)(k2 + 1) * M; /* rpm[m]: best on m + 1 or fewer */
+    /* the first stage on r <= M-1 machines takes at least C1 / (M-1) (rounding is
+     * monotone), the rest at least rpm[M-1]: a candidate above bnd ends in an entry that
+     * reads +INFINITY */
+    if (rpm[M - 1] > bnd || C1 > bnd * (double)(M - 1)) return;
     const int rf = c->rfirst[k2];
     /* a candidate for m is at least C1 / r with r <= m - rf and at least the rest's best on
-     * m - 1 or fewer machines (rpm); it changes nothing unless below gp[m] (or g[m] where
-     * g is kept) and within bnd: none of k2 is tried when no m passes */
-    const double *rpm = c->Gpm + (size_t)(k2 + 1) * M;
+     * m - 1 or fewer machines; it changes nothing unless below gp[m] (or g[m] where g is
+     * kept) and within bnd: none of k2 is tried when no m passes */
     int any = 0;
     for (int m = 1 + rf; m < M && !any; m++) {
         double t = gp[m];
@@ -102,7 +102,7 @@ static int col_pair(const col_ctx *c, int k, int k2, double bnd, double *g, doub
         if (rpm[m - 1] > lo) lo = rpm[m - 1];
         any = lo < t || (lo <= t && t == blim);
     }
-    if (!any) return 0;
+    if (!any) return;
     double P1 = l->P[k2] - l->P[k];
     /* both first-stage formulas take at least C1 / r: the r below the first that brings
      * it within bnd give only candidates above it */
@@ -110,9 +110,8 @@ static int col_pair(const col_ctx *c, int k, int k2, double bnd, double *g, doub
     if (r0 < 1) r0 = 1;
     while (r0 > 1 && !(C1 * c->inv_r[r0 - 1] > blim)) r0--;
     while (r0 < M - 1 && C1 * c->inv_r[r0] > blim) r0++;
-    if (c->straight && r0 > 1) return 0;
+    if (c->straight && r0 > 1) return;
     const int rlast = c->straight ? 1 : M - 1;
-    int fell = 0;
     for (int r = r0; r <= rlast; r++) {
         double firstp = (C1 + P1 * c->sync_r[r]) * c->inv_r[r];
         if (c->ratio > 0) {
@@ -129,7 +128,6 @@ static int col_pair(const col_ctx *c, int k, int k2, double bnd, double *g, doub
             if (vp < gp[m]) {
                 gp[m] = vp;
                 bk2[m] = k2;
-                fell = 1;
             }
         }
         /* g (first stage PipeDream's base case) is read only at M - 1, except with
@@ -140,40 +138,38 @@ static int col_pair(const col_ctx *c, int k, int k2, double bnd, double *g, doub
                 if (first > rr[m] ? first < g[m] : 1) g[m] = first > rr[m] ? first : rr[m];
             }
     }
-    return fell;
 }
 
-/* Column j of level 0 into mat[0]: T_0(k, j, M-1) for k = -1 and every ancestor k of j.
- * G[k][m]: the best time for (k, j] on m+1 machines (at most, with use_fewer_machines)
- * whose first stage is a single stage (PipeDream's base case, no transfer terms); Gp[k][m]:
- * the same where the first stage follows a split (split formula and, with a compression
- * ratio, its input and output transfers). Starts are taken from the end backwards.
- * Values above bnd cannot matter to the caller and read +INFINITY. Entries of rows computed
- * before are overwritten with the same values up to bnd. With kb, start k's bound is
- * kb[k] instead, at least that of every ancestor of k (so each rest (k2, j] a plan of (k, j]
- * within its bound uses is exact up to it); -INFINITY: no value of k is needed. */
+/* Column j of level 0 into mat[0]: T_0(k, j, M-1) for every ancestor k >= 0 of j (k = -1
+ * is row -1's). g[m]: the best time for (k, j] on m+1 machines (at most, with
+ * use_fewer_machines) whose first stage is a single stage (PipeDream's base case, no
+ * transfer terms), for the current start only; Gp[k][m]: the same where the first stage
+ * follows a split (split formula and, with a compression ratio, its input and output
+ * transfers), kept for every start as the rest of earlier ones. Starts are taken from the
+ * end backwards. Values above bnd cannot matter to the caller and read +INFINITY. Entries
+ * of rows computed before are overwritten with the same values up to bnd. With kb, start
+ * k's bound is kb[k] instead, at least that of every ancestor of k (so each rest (k2, j]
+ * a plan of (k, j] within its bound uses is exact up to it). */
 void pd_dp_col(pd_dp *d, int j, double bnd, const double *kb)
 {
     const pd_lattice *l = d->l;
     const pd_options *o = d->o;
     const int n = d->n, M = o->machines[0], sw = l->swords, ld = n + 1;
     col_ctx c = {l, n, M, o->straight, o->use_fewer_machines, o->bandwidth_Bps[0],
-                 o->activation_compression_ratio, {0}, {0}, d->Gp, d->Gpm, d->Gmin,
-                 d->Gfirst};
+                 o->activation_compression_ratio, {0}, {0}, d->Gp, d->Gpm, d->Gfirst};
     for (int r = 1; r <= M && r <= 64; r++) {
         c.sync_r[r] = (double)(4 * (r - 1)) / (c.B * (double)r);
         c.inv_r[r] = 1.0 / (double)r;
     }
     const uint64_t *aj = l->anc + (size_t)j * sw;
-    double *gpmin = d->Gmin; /* gpmin[k]: the least rest value of k, all m */
-    int *rfirst = d->Gfirst; /* rfirst[k]: its first finite rest entry (M: none) */
+    int *rfirst = d->Gfirst; /* rfirst[k]: k's first finite rest entry (M: none) */
+    double g[64];            /* columns have M <= 64 (pd_dp_new) */
     int hint[64], nh = 0;    /* the split states behind the previous start's gp */
     /* k = -1 is no rest and its entry is row -1's: the starts stop at 0 */
     for (int k = j - 1; k >= 0; k--) {
         if (!pd_bit(aj, k)) continue;
         if (kb) bnd = kb[k];
-        double *g = d->G + (size_t)(k + 1) * M, *gp = d->Gp + (size_t)(k + 1) * M;
-        double *pm = d->Gpm + (size_t)(k + 1) * M;
+        double *gp = d->Gp + (size_t)(k + 1) * M, *pm = d->Gpm + (size_t)(k + 1) * M;
         double Ckj = l->C[j] - l->C[k];
         double Pkj = l->P[j] - l->P[k];
         for (int m = 0; m < M; m++) {
@@ -181,7 +177,6 @@ void pd_dp_col(pd_dp *d, int j, double bnd, const double *kb)
             gp[m] = INFINITY;
             pm[m] = INFINITY;
         }
-        gpmin[k] = INFINITY;
         rfirst[k] = M;
         if (Ckj / M > bnd) { /* every plan of (k, j] is slower than the bound */
             d->mat[0][(size_t)j * ld + k + 1] = INFINITY;
@@ -234,8 +229,7 @@ void pd_dp_col(pd_dp *d, int j, double bnd, const double *kb)
         for (int m = 0; m < M; m++) {
             if (g[m] > bnd) g[m] = INFINITY;
             if (gp[m] > bnd) gp[m] = INFINITY;
-            if (gp[m] < gpmin[k]) gpmin[k] = gp[m];
-            pm[m] = gpmin[k]; /* the best on m + 1 or fewer machines */
+            pm[m] = m > 0 && pm[m - 1] < gp[m] ? pm[m - 1] : gp[m]; /* on m + 1 or fewer */
             if (gp[m] < INFINITY && rfirst[k] == M) rfirst[k] = m;
         }
         d->mat[0][(size_t)j * ld + k + 1] = g[M - 1];

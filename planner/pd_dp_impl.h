@@ -42,10 +42,9 @@ struct pd_dp {
     int lastcol;                  /* two levels, more top machines: level 0's rows are
                                      computed without the last state, its column instead */
     char *coldone;                /* coldone[j]: column j of level 0 computed */
-    double *G, *Gp;               /* column scratch [(n+1) * M_0] */
-    double *Gmin;                 /* [n]: the least of each start's Gp entries */
-    int *Gfirst;                  /* [n]: the first finite one (M_0: none) */
-    double *Gpm;                  /* [(n+1) * M_0]: prefix minima of each start's Gp */
+    double *Gp;                   /* column scratch [(n+1) * M_0]: each start's rest values */
+    double *Gpm;                  /* [(n+1) * M_0]: their prefix minima */
+    int *Gfirst;                  /* [n]: each start's first finite one (M_0: none) */
     double *colkb;                /* [n]: per-start bounds of a column (pd_dp_col_bounds) */
     int *sn;                      /* two levels with lastcol and a finite bound: the fewest
                                      top machines the rest (j, end] can need (see
