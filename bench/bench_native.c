@@ -18,13 +18,7 @@
 #include "planner/native.h"
 #include "planner/planner.h"
 #include "sim/sim.h"
-
-static double cpu_ms(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
-    return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
-}
+#include "bench/clock.h"
 
 static int cmp_str(const void *a, const void *b)
 {
@@ -71,9 +65,9 @@ static double time_native(const profile *p, const cluster *c, int k, int reps, d
         native_options_init(&o);
         o.schedule = k;
         plumb_err e;
-        double t0 = cpu_ms();
+        double t0 = 1e3 * bench_clock_s(CLOCK_PROCESS_CPUTIME_ID);
         plan *pl = planner_native(p, c, &o, NULL, &e);
-        double t = cpu_ms() - t0;
+        double t = 1e3 * bench_clock_s(CLOCK_PROCESS_CPUTIME_ID) - t0;
         if (t < best) best = t;
         if (pl) *thr = pl->pred_samples_per_s;
         if (keep && i == reps - 1) *keep = pl;

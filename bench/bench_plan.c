@@ -14,13 +14,7 @@
 #include "core/cluster.h"
 #include "core/profile.h"
 #include "planner/planner.h"
-
-static double clock_s(clockid_t id)
-{
-    struct timespec t;
-    clock_gettime(id, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
+#include "bench/clock.h"
 
 static int cmp_str(const void *a, const void *b)
 {
@@ -95,10 +89,11 @@ int main(int argc, char **argv)
             int ok = 1;
             for (int k = 0; k < repeat && ok; k++) {
                 pd_result_free(&r);
-                double t0 = clock_s(CLOCK_MONOTONIC), c0 = clock_s(CLOCK_PROCESS_CPUTIME_ID);
+                double t0 = bench_clock_s(CLOCK_MONOTONIC);
+                double c0 = bench_clock_s(CLOCK_PROCESS_CPUTIME_ID);
                 ok = planner_pipedream_run(p, NULL, &o, &r, &e) == 0;
-                double t = clock_s(CLOCK_MONOTONIC) - t0;
-                double tc = clock_s(CLOCK_PROCESS_CPUTIME_ID) - c0;
+                double t = bench_clock_s(CLOCK_MONOTONIC) - t0;
+                double tc = bench_clock_s(CLOCK_PROCESS_CPUTIME_ID) - c0;
                 if (t < best) best = t;
                 if (tc < bestcpu) bestcpu = tc;
                 if (t > 1.0) break; /* slow cases: once is enough */

@@ -26,13 +26,7 @@
 #include "planner/native.h"
 #include "planner/planner.h"
 #include "sim/synth.h"
-
-static double now_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
+#include "bench/clock.h"
 
 /* A synthetic model of n layers. Chain: layer i feeds i+1. DAG: blocks of 6 layers, a
  * fork layer feeding two branches (of 2 layers and of 1) that meet in a join layer, then
@@ -150,7 +144,7 @@ static int measure(int n, int dag, int g, int native, int limit_s, case_out *out
     int fd[2];
     memset(out, 0, sizeof *out);
     if (pipe(fd)) return -1;
-    double t0 = now_s();
+    double t0 = bench_clock_s(CLOCK_MONOTONIC);
     pid_t pid = fork();
     if (pid < 0) return -1;
     if (pid == 0) {
@@ -169,7 +163,7 @@ static int measure(int n, int dag, int g, int native, int limit_s, case_out *out
     int status = 0;
     struct rusage ru;
     while (wait4(pid, &status, 0, &ru) < 0 && errno == EINTR) {}
-    *wall = now_s() - t0;
+    *wall = bench_clock_s(CLOCK_MONOTONIC) - t0;
     *cpu = (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec * 1e-6 +
            (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec * 1e-6;
     *rss_kib = ru.ru_maxrss;

@@ -14,23 +14,17 @@
 #include "sim/cost.h"
 #include "sim/sim.h"
 #include "sim/synth.h"
-
-static double clock_s(clockid_t id)
-{
-    struct timespec t;
-    clock_gettime(id, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
+#include "bench/clock.h"
 
 static double now_s(void)
 {
-    return clock_s(CLOCK_MONOTONIC);
+    return bench_clock_s(CLOCK_MONOTONIC);
 }
 
 /* CPU time of this thread: the machine may be shared, wall time then overstates */
 static double cpu_s(void)
 {
-    return clock_s(CLOCK_THREAD_CPUTIME_ID);
+    return bench_clock_s(CLOCK_THREAD_CPUTIME_ID);
 }
 
 int main(int argc, char **argv)

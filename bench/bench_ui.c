@@ -14,22 +14,9 @@
 #include <time.h>
 
 #include "ui/app.h"
+#include "bench/clock.h"
 
 #define DEFAULT_KEYS "cCmMrTtbB+-xXpPuuuuUU<left>zZ-+"
-
-static double now_ms(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
-}
-
-static double cpu_ms(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
-    return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
-}
 
 static int cmp_d(const void *a, const void *b)
 {
@@ -83,10 +70,10 @@ int main(int argc, char **argv)
            "max", "max-plan", "max-noplan", "max-cpu", "slowest key");
     for (int p = first; p < first + nprof; p++) {
         ui_app *a = malloc(sizeof *a);
-        double t0 = now_ms();
+        double t0 = 1e3 * bench_clock_s(CLOCK_MONOTONIC);
         if (!a || ui_app_open(a, argv[p], clusterf, NULL, ".", planner)) return 1;
         ui_app_draw(a, &fb);
-        double open_ms = now_ms() - t0;
+        double open_ms = 1e3 * bench_clock_s(CLOCK_MONOTONIC) - t0;
         if (!a->loaded) {
             printf("%-16s load failed: %s\n", argv[p], a->load_err);
             rc = 1;
@@ -97,11 +84,12 @@ int main(int argc, char **argv)
         double t[256], maxp = 0, maxn = 0, worst = -1, maxcpu = 0;
         int worst_k = 0;
         for (int i = 0; i < nk; i++) {
-            double s = now_ms(), c = cpu_ms();
+            double s = 1e3 * bench_clock_s(CLOCK_MONOTONIC);
+            double c = 1e3 * bench_clock_s(CLOCK_PROCESS_CPUTIME_ID);
             ui_app_key(a, keys[i]);
             ui_app_draw(a, &fb);
-            t[i] = now_ms() - s;
-            c = cpu_ms() - c;
+            t[i] = 1e3 * bench_clock_s(CLOCK_MONOTONIC) - s;
+            c = 1e3 * bench_clock_s(CLOCK_PROCESS_CPUTIME_ID) - c;
             if (c > maxcpu) maxcpu = c;
             int planned = a->cur.plan_ms > 0 || a->pin.plan_ms > 0;
             if (planned && t[i] > maxp) maxp = t[i];
