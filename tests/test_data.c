@@ -9,6 +9,7 @@
 #include <zlib.h>
 
 #include "exec/data.h"
+#include "tests/tmpdir.h"
 
 Test(data, fashion_mnist_real)
 {
@@ -73,8 +74,7 @@ static void expect_fail(const char *dir, const char *want)
 
 Test(data, fashion_mnist_broken_files)
 {
-    char dir[] = "/tmp/plumb-data-XXXXXX";
-    cr_assert(mkdtemp(dir));
+    char *dir = make_tmpdir_named("data");
     expect_fail(dir, "t10k-images-idx3-ubyte.gz: cannot open");
     make_pair(dir, 0x803, 3, 28, 0, 3, 1);
     plumb_err e = {{0}};
@@ -96,8 +96,7 @@ Test(data, fashion_mnist_broken_files)
     snprintf(p, sizeof p, "%s/t10k-images-idx3-ubyte.gz", dir);
     write_gz(p, (const unsigned char *)"\0\0", 2);
     expect_fail(dir, "truncated IDX header");
-    snprintf(p, sizeof p, "rm -rf %s", dir);
-    cr_assert_eq(system(p), 0);
+    cr_assert_eq(rm_tree(dir), 0);
 }
 
 static model *mk(const char *text)

@@ -8,20 +8,18 @@
 #include <unistd.h>
 
 #include "core/schedule.h"
+#include "tests/tmpdir.h"
 
-static char tmpdir[64];
+static char *tmpdir;
 
 static void setup(void)
 {
-    snprintf(tmpdir, sizeof tmpdir, "/tmp/plumb-sched-csv-XXXXXX");
-    cr_assert(mkdtemp(tmpdir));
+    tmpdir = make_tmpdir_named("sched-csv");
 }
 
 static void teardown(void)
 {
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
-    cr_assert_eq(system(cmd), 0);
+    cr_assert_eq(rm_tree(tmpdir), 0);
 }
 
 static const char *write_file(const char *name, const char *text)

@@ -25,6 +25,7 @@
 #include "exec/runtime.h"
 #include "exec/stage.h"
 #include "exec/train.h"
+#include "tests/batches.h"
 
 /* A small MLP, 10 top-level layers so that 4 ranks x 2 chunks can split it. */
 static const char *spec =
@@ -46,11 +47,8 @@ typedef struct fixture {
 /* Global microbatch g = samples [g MB, (g + 1) MB) of the data set, in order. */
 static int batch(void *user, int g, float *x, int32_t *y, plumb_err *err)
 {
-    const fixture *f = user;
-    int idx[MB];
-    for (int b = 0; b < MB; b++) idx[b] = (g * MB + b) % f->d->n;
     (void)err;
-    data_gather(f->d, idx, MB, x, y);
+    gather_in_order(((const fixture *)user)->d, MB, g, x, y);
     return 0;
 }
 

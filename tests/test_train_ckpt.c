@@ -15,6 +15,8 @@
 #include "exec/data.h"
 #include "exec/runtime.h"
 #include "exec/train.h"
+#include "tests/batches.h"
+#include "tests/tmpdir.h"
 
 static const char *spec =
     "{\"format\":\"plumb-model/1\",\"input\":[12],\"classes\":4,\"seed\":3,\"layers\":["
@@ -24,19 +26,9 @@ static const char *spec =
 
 static int batch(void *user, int g, float *x, int32_t *y, plumb_err *err)
 {
-    const dataset *d = user;
-    int idx[MB];
-    for (int b = 0; b < MB; b++) idx[b] = (g * MB + b) % d->n;
     (void)err;
-    data_gather(d, idx, MB, x, y);
+    gather_in_order(user, MB, g, x, y);
     return 0;
-}
-
-static char *tmpdir(void)
-{
-    char *t = strdup("/tmp/plumb-ckpt-XXXXXX");
-    cr_assert(mkdtemp(t));
-    return t;
 }
 
 Test(ckpt, folder_keeps_newest_and_finds_latest_valid)
@@ -44,7 +36,7 @@ Test(ckpt, folder_keeps_newest_and_finds_latest_valid)
     plumb_err e = {{0}};
     model *m = model_parse("m", spec, &e);
     cr_assert(m, "%s", e.msg);
-    char *dir = tmpdir(), path[256];
+    char *dir = make_tmpdir_named("ckpt"), path[256];
     float *w = calloc((size_t)m->nparams, sizeof *w);
     for (long st = 5; st <= 20; st += 5) {
         w[0] = (float)st;
@@ -68,14 +60,11 @@ Test(ckpt, folder_keeps_newest_and_finds_latest_valid)
     ckpt_free(&c);
     free(latest);
     /* an empty folder: an error naming it */
-    char *empty = tmpdir();
+    char *empty = make_tmpdir_named("ckpt-empty");
     cr_expect_null(ckpt_find_latest(empty, m, &e));
     cr_expect(strstr(e.msg, "found none") != NULL, "%s", e.msg);
-    char cmd[600];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s' '%s'", dir, empty);
-    cr_expect_eq(system(cmd), 0);
-    free(dir);
-    free(empty);
+    cr_expect_eq(rm_tree(dir), 0);
+    cr_expect_eq(rm_tree(empty), 0);
     free(w);
     model_free(m);
 }

@@ -13,6 +13,7 @@
 #include "exec/data.h"
 #include "exec/runtime.h"
 #include "exec/train.h"
+#include "tests/batches.h"
 
 static const char *spec =
     "{\"format\":\"plumb-model/1\",\"input\":[2,4,4],\"classes\":4,\"seed\":5,\"layers\":["
@@ -30,11 +31,8 @@ typedef struct fixture {
 /* Microbatch g = samples [g MB, (g + 1) MB) of the data set, in order. */
 static int batch(void *user, int g, float *x, int32_t *y, plumb_err *err)
 {
-    const fixture *f = user;
-    int idx[MB];
-    for (int b = 0; b < MB; b++) idx[b] = (g * MB + b) % f->d->n;
     (void)err;
-    data_gather(f->d, idx, MB, x, y);
+    gather_in_order(((const fixture *)user)->d, MB, g, x, y);
     return 0;
 }
 

@@ -15,19 +15,27 @@
 
 #include "cli/cli.h"
 #include "core/json.h"
+#include "tests/tmpdir.h"
 #include "ui/app.h"
 
 #define PROFILE "profiles/pipedream/vgg16.json"
 #define CLUSTER "profiles/clusters/cluster-a-4x4.json"
 #define PLAN "examples/plans/vgg16-hybrid-pipedream.json"
 
-static char tmpdir[64];
+/* each test's own folder for what the dashboard saves and exports, removed after it */
+static char *tmpdir;
 
 static void make_tmp(void)
 {
-    snprintf(tmpdir, sizeof tmpdir, "/tmp/plumb-ui-test-XXXXXX");
-    cr_assert_not_null(mkdtemp(tmpdir));
+    tmpdir = make_tmpdir_named("ui");
 }
+
+static void remove_tmp(void)
+{
+    cr_expect_eq(rm_tree(tmpdir), 0, "a folder left in the test's temporary folder");
+}
+
+TestSuite(ui_snapshot, .init = make_tmp, .fini = remove_tmp);
 
 static char *snap(ui_app *a, int w, int h, const char *keys)
 {
@@ -135,7 +143,6 @@ static char *saved_plan_path(const char *frame)
 
 Test(ui_snapshot, default_frame_80x24_shows_every_panel)
 {
-    make_tmp();
     ui_app a;
     cr_assert_eq(ui_app_open(&a, NULL, NULL, PLAN, tmpdir, UI_PLANNER_NATIVE), 0);
     cr_assert(a.loaded, "%s", a.load_err);
@@ -163,7 +170,6 @@ Test(ui_snapshot, default_frame_80x24_shows_every_panel)
 
 Test(ui_snapshot, frames_fit_every_screen_size)
 {
-    make_tmp();
     ui_app a;
     ui_app_open(&a, NULL, NULL, PLAN, tmpdir, UI_PLANNER_NATIVE);
     int kk[] = { 'p', '+' };
@@ -191,7 +197,6 @@ Test(ui_snapshot, frames_fit_every_screen_size)
 
 Test(ui_snapshot, figures_equal_plumb_sim_json_for_the_saved_plan)
 {
-    make_tmp();
     ui_app a;
     ui_app_open(&a, NULL, NULL, PLAN, tmpdir, UI_PLANNER_NATIVE);
     /* 1f1b-flush, 30 microbatches, ethernet doubled, recompute on, then save */
@@ -209,7 +214,6 @@ Test(ui_snapshot, figures_equal_plumb_sim_json_for_the_saved_plan)
 
 Test(ui_snapshot, straggler_and_memory_limit_match_plumb_sim_options)
 {
-    make_tmp();
     ui_app a;
     ui_app_open(&a, NULL, NULL, PLAN, tmpdir, UI_PLANNER_NATIVE);
     char *s = snap(&a, 120, 40, "<down><down><down>tTxs");
@@ -227,7 +231,6 @@ Test(ui_snapshot, straggler_and_memory_limit_match_plumb_sim_options)
 
 Test(ui_snapshot, replanning_on_gpu_changes_matches_plumb_sim)
 {
-    make_tmp();
     ui_app a;
     ui_app_open(&a, PROFILE, CLUSTER, NULL, tmpdir, UI_PLANNER_NATIVE);
     cr_assert(a.loaded, "%s", a.load_err);
@@ -256,7 +259,6 @@ Test(ui_snapshot, replanning_on_gpu_changes_matches_plumb_sim)
 
 Test(ui_snapshot, what_if_keys_undo_and_pin)
 {
-    make_tmp();
     ui_app a;
     ui_app_open(&a, NULL, NULL, PLAN, tmpdir, UI_PLANNER_NATIVE);
     char *s0 = snap(&a, 100, 30, NULL);
@@ -287,7 +289,6 @@ Test(ui_snapshot, what_if_keys_undo_and_pin)
 
 Test(ui_snapshot, help_overlay_and_too_small)
 {
-    make_tmp();
     ui_app a;
     ui_app_open(&a, NULL, NULL, PLAN, tmpdir, UI_PLANNER_NATIVE);
     char *s = snap(&a, 80, 24, "?");
@@ -306,7 +307,6 @@ Test(ui_snapshot, help_overlay_and_too_small)
 
 Test(ui_snapshot, load_errors_are_shown_not_fatal)
 {
-    make_tmp();
     ui_app a;
     cr_assert_eq(ui_app_open(&a, NULL, NULL, "/nonexistent/plan.json", tmpdir, UI_PLANNER_NATIVE), 0);
     cr_assert(!a.loaded);
@@ -330,7 +330,6 @@ Test(ui_snapshot, load_errors_are_shown_not_fatal)
 
 Test(ui_snapshot, save_and_export_write_files)
 {
-    make_tmp();
     ui_app a;
     ui_app_open(&a, NULL, NULL, PLAN, tmpdir, UI_PLANNER_NATIVE);
     char *s = snap(&a, 200, 30, "e");

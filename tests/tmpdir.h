@@ -1,5 +1,6 @@
-/* tmpdir.h: temporary folders for tests that check what a save leaves on disk (a failed
- * atomic write must leave nothing). Header-only: each test file is its own binary. */
+/* tmpdir.h: temporary folders for tests: files written for a test, and what a save leaves
+ * on disk (a failed atomic write must leave nothing). Header-only: each test file is its
+ * own binary. */
 #ifndef PLUMB_TESTS_TMPDIR_H
 #define PLUMB_TESTS_TMPDIR_H
 
@@ -34,8 +35,9 @@ static inline int count_files(const char *dir)
     return n;
 }
 
-/* Removes dir's files and dir itself, and frees the name (from make_tmpdir_named). */
-static inline void rm_tree(char *dir)
+/* Removes dir's files and dir itself, and frees the name (from make_tmpdir_named). Returns
+ * 0, or -1 when dir could not be removed (it held a folder, or was not there). */
+static inline int rm_tree(char *dir)
 {
     DIR *d = opendir(dir);
     if (d) {
@@ -47,8 +49,9 @@ static inline void rm_tree(char *dir)
         }
         closedir(d);
     }
-    rmdir(dir);
+    int rc = rmdir(dir);
     free(dir);
+    return rc;
 }
 
 #endif
