@@ -260,20 +260,15 @@ static int row_compute(pd_dp *d, int L, int s, double bnd, int mm, int nl, doubl
     /* top level: the bound its lower row k is needed to, -1 for none, -2 not yet known */
     double *rbk = malloc((size_t)n * sizeof *rbk);
     int *rmm = malloc((size_t)n * sizeof *rmm); /* and the prefix's fewest machines */
-    if (!fmin || !pmin || !rbk || !rmm) {
-        free(fmin);
-        free(pmin);
-        free(rbk);
-        free(rmm);
-        return -1;
-    }
-    for (int k = 0; k < n; k++) rbk[k] = -2;
     double *bigbuf = NULL;
     choice *bigch = NULL;
+    int rc = -1; /* out of memory until the row is done */
+    if (!fmin || !pmin || !rbk || !rmm) goto done;
+    for (int k = 0; k < n; k++) rbk[k] = -2;
     if (M > 64) {
         bigbuf = malloc((size_t)M * 6 * sizeof *bigbuf);
         bigch = malloc((size_t)M * sizeof *bigch);
-        if (!bigbuf || !bigch) goto oom;
+        if (!bigbuf || !bigch) goto done;
     }
     double *bs = M > 64 ? bigbuf : base;
     double *sp = M > 64 ? bigbuf + M : split;
@@ -291,7 +286,7 @@ static int row_compute(pd_dp *d, int L, int s, double bnd, int mm, int nl, doubl
      * T_{L-1}(-1, j) <= (m + 1) bnd: pd_dp_top_need with mm = -1 */
     if (L > 0 && pd_dp_need_row(d, L - 1, s, L == d->top ? bnd * M : INFINITY,
                           L == d->top && s < 0 && isfinite(bnd) ? -1 : PD_NO_MM, 0))
-        goto oom;
+        goto done;
     /* only the row's own entries (s's descendants) are ever read: each is written below */
     for (int j = next_in_row(l, s, -1); j < n; j = next_in_row(l, s, j)) {
         if (target >= 0 && j != target) { /* only what target's plans use */
@@ -440,13 +435,13 @@ static int row_compute(pd_dp *d, int L, int s, double bnd, int mm, int nl, doubl
                             if (rbk[k] == -2) pd_dp_top_rbk(d, L, bnd, k, fk, lastmode, rbk, rmm);
                             if (rbk[k] < 0) continue; /* cannot matter */
                             /* with lastmode, without the last state (see there) */
-                            if (pd_dp_need_row(d, L - 1, k, rbk[k], rmm[k], lastmode)) goto oom;
+                            if (pd_dp_need_row(d, L - 1, k, rbk[k], rmm[k], lastmode)) goto done;
                         } else if (!d->done[L - 1][k + 1]) {
                             int mmin = -1;
                             for (int m = 0; m < M && mmin < 0; m++)
                                 if (fk[m] <= bnd) mmin = m;
                             if (mmin < 0 || mmin == M - 1) continue; /* cannot matter */
-                            if (pd_dp_need_row(d, L - 1, k, INFINITY, PD_NO_MM, 0)) goto oom;
+                            if (pd_dp_need_row(d, L - 1, k, INFINITY, PD_NO_MM, 0)) goto done;
                         }
                         ikj = lowmat[(size_t)j * ld + k + 1];
                     }
@@ -561,21 +556,15 @@ static int row_compute(pd_dp *d, int L, int s, double bnd, int mm, int nl, doubl
         fmin[j] = lo;
     }
     if (keep) memcpy(keep, ch, (size_t)n * M * sizeof *keep);
+    rc = 0;
+done:
     free(fmin);
     free(pmin);
     free(rbk);
     free(rmm);
     free(bigbuf);
     free(bigch);
-    return 0;
-oom:
-    free(fmin);
-    free(pmin);
-    free(rbk);
-    free(rmm);
-    free(bigbuf);
-    free(bigch);
-    return -1;
+    return rc;
 }
 
 double pd_dp_solve(pd_dp *d)
