@@ -24,12 +24,9 @@ static void nodes_free(pd_node *v, int n)
     free(v);
 }
 
-void pd_lattice_free(pd_lattice *l)
+/* Frees the states' arrays and empties them (a lattice enumerated again reuses l). */
+static void states_free(pd_lattice *l)
 {
-    if (!l) return;
-    nodes_free(l->nodes, l->nnodes);
-    free(l->removed_src);
-    free(l->removed_sink);
     free(l->ideal);
     free(l->C);
     free(l->Act);
@@ -37,6 +34,18 @@ void pd_lattice_free(pd_lattice *l)
     free(l->OAS);
     free(l->anc);
     free(l->desc);
+    l->ideal = NULL;
+    l->C = l->Act = l->P = l->OAS = NULL;
+    l->anc = l->desc = NULL;
+}
+
+void pd_lattice_free(pd_lattice *l)
+{
+    if (!l) return;
+    nodes_free(l->nodes, l->nnodes);
+    free(l->removed_src);
+    free(l->removed_sink);
+    states_free(l);
     free(l);
 }
 
@@ -586,16 +595,7 @@ pd_lattice *pd_lattice_build(const profile *p, const int *start_order, double sp
             g.nodes = NULL;
             break;
         }
-        free(l->ideal);
-        free(l->C);
-        free(l->Act);
-        free(l->P);
-        free(l->OAS);
-        free(l->anc);
-        free(l->desc);
-        l->ideal = NULL;
-        l->C = l->Act = l->P = l->OAS = NULL;
-        l->anc = l->desc = NULL;
+        states_free(l);
     }
     if (!l->nodes) goto oom;
     free(indeg);
