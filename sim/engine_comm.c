@@ -71,6 +71,20 @@ static int chan_of(eng *E, int src, int dst, int fwd)
     return ht_put(&E->chh, pair(src, dst), (uint64_t)fwd, ci) ? -1 : ci;
 }
 
+/* A transfer record's index, reused from the free list or grown; -1 when out of memory.
+ * The caller fills the record. */
+static int xfer_alloc(eng *E)
+{
+    int xi = E->xfree;
+    if (xi >= 0) {
+        E->xfree = E->x[xi].cnext;
+        return xi;
+    }
+    if (eng_grow((void **)&E->x, E->nx, &E->capx, sizeof *E->x))
+        return -1;
+    return E->nx++;
+}
+
 static void xfer_release(eng *E, int xi)
 {
     E->x[xi].cnext = E->xfree;
@@ -172,14 +186,9 @@ int eng_send(eng *E, int w, int c, int iter, double t)
     int fwd = a->kind == ACT_SEND_F;
     if (a->peer < 0 || a->peer >= E->nw || a->peer_stage < 0 || a->peer_stage >= E->ns)
         return eng_bad_action(E, w, c, "peer worker or stage out of range");
-    int xi = E->xfree;
-    if (xi >= 0) {
-        E->xfree = E->x[xi].cnext;
-    } else {
-        if (eng_grow((void **)&E->x, E->nx, &E->capx, sizeof *E->x))
-            return eng_oom(E);
-        xi = E->nx++;
-    }
+    int xi = xfer_alloc(E);
+    if (xi < 0)
+        return eng_oom(E);
     if (a->peer != ws->lpeer) {
         int d0 = E->m->worker_device[w], d1 = E->m->worker_device[a->peer];
         ws->link = d0 == d1 ? -1 : link_of(E, d0, d1);
@@ -418,16 +427,9 @@ int eng_group_event(eng *E, int gi, double t)
         if (da == db)
             continue;
         int li = link_of(E, da, db);
-        if (li < 0)
+        int xi = li < 0 ? -1 : xfer_alloc(E);
+        if (xi < 0)
             return eng_oom(E);
-        int xi = E->xfree;
-        if (xi >= 0) {
-            E->xfree = E->x[xi].cnext;
-        } else {
-            if (eng_grow((void **)&E->x, E->nx, &E->capx, sizeof *E->x))
-                return eng_oom(E);
-            xi = E->nx++;
-        }
         E->x[xi] = (xfer){.bytes = bytes, .arrival = -1, .a = NULL, .group = gi, .link = li,
                           .waiter = -1, .lnext = -1, .pnext = -1, .cnext = -1,
                           .iter = g->iter, .src_w = a, .received = 1};
