@@ -12,16 +12,9 @@ for t in "$@"; do
         fails=$((fails + 1))
     fi
 done
-for s in tests/e2e/*.sh; do
-    [ -e "$s" ] || continue
-    echo "== $s"
-    if ! bash "$s"; then
-        echo "FAILED: $s"
-        fails=$((fails + 1))
-    fi
-done
-if [ "${PLUMB_LONG:-0}" = 1 ]; then # make test-long: the slow end-to-end checks too
-    for s in tests/e2e/long/*.sh; do
+# the end-to-end scripts in folder $1
+run_scripts() {
+    for s in "$1"/*.sh; do
         [ -e "$s" ] || continue
         echo "== $s"
         if ! bash "$s"; then
@@ -29,6 +22,10 @@ if [ "${PLUMB_LONG:-0}" = 1 ]; then # make test-long: the slow end-to-end checks
             fails=$((fails + 1))
         fi
     done
+}
+run_scripts tests/e2e
+if [ "${PLUMB_LONG:-0}" = 1 ]; then # make test-long: the slow end-to-end checks too
+    run_scripts tests/e2e/long
 fi
 if [ "$fails" -ne 0 ]; then
     echo "plumb tests: $fails suite(s) failed"
