@@ -31,6 +31,7 @@
 #include "err.h"
 
 typedef struct bk_ctx bk_ctx; /* backend-defined: device, stream, handles, scratch space */
+typedef struct bk_mark bk_mark; /* backend-defined: a point in a context's queue (an event) */
 
 /* 2-D convolution geometry (square kernel, same stride and zero padding on both axes). */
 typedef struct bk_conv {
@@ -176,6 +177,26 @@ typedef struct backend {
     /* Most bytes of device memory allocated through c at once so far (buffers and scratch
      * space). NULL entry: not measured. */
     size_t (*mem_peak)(bk_ctx *c);
+
+    /* --- optional: hand-offs between contexts ---------------------------------------------
+     * For backends whose entries run asynchronously on per-context device queues (CUDA
+     * streams). With all five set, the local transport moves a message from one worker's
+     * context to another's by device copies ordered with marks, and no host thread waits
+     * for the copy (exec/transport_local.c); left NULL, it moves messages through host
+     * memory with download and upload. A mark belongs to the device of the context that
+     * made it; it may be waited on from any context. */
+    /* A new mark on c's device; NULL with err set on failure. Free with mark_free. */
+    bk_mark *(*mark_new)(bk_ctx *c, plumb_err *err);
+    void (*mark_free)(bk_mark *m);                 /* NULL allowed; any thread */
+    /* Records m after all the work queued so far on c (c must be on m's device). */
+    void (*mark_record)(bk_ctx *c, bk_mark *m);
+    /* Makes c's later work wait for m's last record (the host does not block). The record
+     * must have been issued before the wait; waiting on a mark never recorded is a no-op. */
+    void (*mark_wait)(bk_ctx *c, bk_mark *m);
+    /* Copies bytes from src (a buffer of context `from`) to dst (a buffer of `to`), queued
+     * on to, possibly across devices. Failures are reported by to's next sync. */
+    void (*copy_peer)(bk_ctx *to, void *dst, const bk_ctx *from, const void *src,
+                      size_t bytes);
 } backend;
 
 /* The CPU backend (always built; OpenBLAS GEMMs). */

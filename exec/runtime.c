@@ -675,6 +675,9 @@ int runtime_run(const rt_cfg *cfg, rt_result *res, plumb_err *err)
     }
     rc = 0;
 done:
+    /* a transport shared with other runs may still deliver our workers' messages */
+    for (int w = 0; wks && w < W; w++)
+        if (wks[w].ctx && c.tr->release) c.tr->release(c.tr, c.bk, wks[w].ctx, w, !own);
     for (int w = 0; wks && w < W; w++) {
         for (int k = 0; k < wks[w].nst; k++) stage_fini(&wks[w], &wks[w].st[k]);
         free(wks[w].st);

@@ -35,6 +35,14 @@ struct transport {
                      int n, long tag, float *buf, size_t count, plumb_err *err);
     /* Makes every pending and later call fail with `why` (first reason kept). */
     void (*abort)(transport *t, const char *why);
+    /* Optional (NULL: nothing to release): frees what the transport holds in ctx, worker
+     * `worker`'s context, such as device staging buffers of messages it sent. The runtime
+     * calls it for each of its workers after they stopped and before destroying their
+     * contexts. With `wait` set (the transport is shared with workers still running), it
+     * first waits until the messages the worker sent were received, or the transport was
+     * aborted, or its timeout passed (those messages are then dropped: their receives fail
+     * as stalls). */
+    void (*release)(transport *t, const backend *bk, bk_ctx *ctx, int worker, int wait);
     void (*destroy)(transport *t);
     /* Optional, for transports spanning processes (NULL in-process): sums count floats /
      * doubles in place over all processes (each holds zeros for what it does not own), so
@@ -45,8 +53,11 @@ struct transport {
     int (*allsum_double)(transport *t, double *buf, size_t count, plumb_err *err);
 };
 
-/* The in-process transport for nworkers threads: a mailbox guarded by a mutex; messages
- * are host copies. A receive that waits longer than timeout_s seconds fails as a deadlock
+/* The in-process transport for nworkers threads: a mailbox guarded by a mutex. Messages
+ * travel as host copies, or, where the backend has the hand-off entries (mark_new ...
+ * copy_peer), as device staging buffers of the sender's context that the receiver copies
+ * from on its own queue; all-reduce sums with the backend's axpy on the group's first
+ * member. A receive that waits longer than timeout_s seconds fails as a deadlock
  * (timeout_s <= 0: 120 s). NULL with err when out of memory. */
 transport *transport_local_create(int nworkers, double timeout_s, plumb_err *err);
 

@@ -1,7 +1,11 @@
-/* transport_local.c: the in-process transport: workers are threads of one process and
- * exchange host copies of their buffers through one mailbox (a list guarded by a mutex and
- * a condition variable). All-reduce gathers to the group's first member, sums and sends
- * the result back. A receive that waits too long reports a deadlock. */
+/* transport_local.c: the in-process transport: workers are threads of one process and post
+ * messages to one mailbox (a list guarded by a mutex and a condition variable), matched by
+ * (from, to, tag). A message is a host copy of the sender's buffer, or, where the backend
+ * has the hand-off entries (CUDA), a staging buffer on the sender's device that the
+ * receiver copies from on its own queue, ordered by marks, so that no host thread waits
+ * for a device copy. All-reduce gathers to the group's first member, which sums with the
+ * backend's axpy and sends the result back. A receive that waits too long reports a
+ * deadlock. */
 #include "exec/transport.h"
 
 #include <errno.h>
@@ -10,11 +14,25 @@
 #include <string.h>
 #include <time.h>
 
+/* A device buffer of the sending worker's context that carries one message at a time.
+ * After the receiver has queued its copy out, it goes back to its (from, to) pair's spare
+ * list, and the sender's next message of that pair reuses it once `done` has passed. */
+typedef struct hand {
+    struct hand *next;      /* in a spare list */
+    void *dev;              /* cap bytes of the sender's context */
+    size_t cap;
+    bk_mark *sent;          /* recorded by the sender after filling dev (sender's device) */
+    bk_mark *done;          /* recorded by the receiver after copying out (its device;
+                               made on its first use, NULL before) */
+} hand;
+
 typedef struct msg {
     struct msg *next;
     int from, to;
     long tag;
     size_t bytes;
+    hand *h;                /* device path: the staging buffer; NULL: data holds the bytes */
+    const bk_ctx *src;      /* device path: the sender's context */
     unsigned char data[];
 } msg;
 
@@ -26,31 +44,100 @@ typedef struct local {
     double timeout_s;
     int aborted;
     char why[512];
+    hand **spare;           /* (from, to): nworkers x nworkers spare lists */
+    int *held;              /* per sender: its hands a receiver is copying out of now */
 } local;
+
+/* 1 when messages move device to device with this backend. */
+static int device_path(const backend *bk)
+{
+    return bk->mark_new && bk->mark_free && bk->mark_record && bk->mark_wait && bk->copy_peer;
+}
 
 static int aborted_err(local *l, plumb_err *err)
 {
     return err_set(err, NULL, NULL, "%s", l->why[0] ? l->why : "transport aborted");
 }
 
+static void deadline_in(struct timespec *dl, double s)
+{
+    clock_gettime(CLOCK_REALTIME, dl);
+    dl->tv_sec += (time_t)s;
+}
+
+static void hand_free(const backend *bk, bk_ctx *owner, hand *h)
+{
+    bk->free(owner, h->dev);
+    bk->mark_free(h->sent);
+    bk->mark_free(h->done);
+    free(h);
+}
+
+/* A staging buffer of at least `bytes` for (from, to) in ctx (from's context): the smallest
+ * spare one that fits, ordered after its last receiver's copy, else a new one. NULL with
+ * err set when out of device memory. */
+static hand *hand_take(local *l, const backend *bk, bk_ctx *ctx, int from, int to,
+                       size_t bytes, plumb_err *err)
+{
+    hand **best = NULL;
+    pthread_mutex_lock(&l->mu);
+    for (hand **p = &l->spare[from * l->nworkers + to]; *p; p = &(*p)->next)
+        if ((*p)->cap >= bytes && (!best || (*p)->cap < (*best)->cap)) best = p;
+    hand *h = best ? *best : NULL;
+    if (best) *best = h->next;
+    pthread_mutex_unlock(&l->mu);
+    if (h) {
+        if (h->done) bk->mark_wait(ctx, h->done);
+        return h;
+    }
+    if (!(h = calloc(1, sizeof *h))) {
+        err_set(err, NULL, NULL, "out of memory");
+        return NULL;
+    }
+    h->cap = bytes;
+    if (!(h->dev = bk->alloc(ctx, bytes, err)) || !(h->sent = bk->mark_new(ctx, err))) {
+        hand_free(bk, ctx, h);
+        return NULL;
+    }
+    return h;
+}
+
+/* Puts h on (from, to)'s spare list; `held` says a receiver had it. */
+static void hand_return(local *l, int from, int to, hand *h, int held)
+{
+    pthread_mutex_lock(&l->mu);
+    h->next = l->spare[from * l->nworkers + to];
+    l->spare[from * l->nworkers + to] = h;
+    if (held) l->held[from]--;
+    pthread_cond_broadcast(&l->cv);
+    pthread_mutex_unlock(&l->mu);
+}
+
 static int local_send(transport *t, const backend *bk, bk_ctx *ctx, int from, int to, long tag,
                       const void *buf, size_t bytes, plumb_err *err)
 {
     local *l = t->impl;
-    if (to < 0 || to >= l->nworkers)
-        return err_set(err, NULL, NULL, "send to worker %d: expected 0 to %d", to,
-                       l->nworkers - 1);
-    msg *m = malloc(sizeof *m + bytes + 1);
+    if (to < 0 || to >= l->nworkers || from < 0 || from >= l->nworkers)
+        return err_set(err, NULL, NULL, "send from worker %d to worker %d: expected 0 to %d",
+                       from, to, l->nworkers - 1);
+    const int dev = device_path(bk);
+    msg *m = malloc(sizeof *m + (dev ? 0 : bytes) + 1);
     if (!m) return err_set(err, NULL, NULL, "out of memory for a %zu-byte message", bytes);
-    m->next = NULL;
-    m->from = from;
-    m->to = to;
-    m->tag = tag;
-    m->bytes = bytes;
-    if (bytes) bk->download(ctx, m->data, buf, bytes);
+    *m = (msg){.from = from, .to = to, .tag = tag, .bytes = bytes, .src = ctx};
+    if (dev) {
+        if (!(m->h = hand_take(l, bk, ctx, from, to, bytes, err))) {
+            free(m);
+            return -1;
+        }
+        bk->copy(ctx, m->h->dev, buf, bytes);
+        bk->mark_record(ctx, m->h->sent);
+    } else if (bytes) {
+        bk->download(ctx, m->data, buf, bytes);
+    }
     pthread_mutex_lock(&l->mu);
     if (l->aborted) {
         pthread_mutex_unlock(&l->mu);
+        if (m->h) hand_return(l, from, to, m->h, 0);
         free(m);
         return aborted_err(l, err);
     }
@@ -62,13 +149,36 @@ static int local_send(transport *t, const backend *bk, bk_ctx *ctx, int from, in
     return 0;
 }
 
+/* Copies m's payload into buf (bytes long, ctx's) and disposes of m. */
+static int deliver(local *l, const backend *bk, bk_ctx *ctx, msg *m, void *buf, size_t bytes,
+                   plumb_err *err)
+{
+    int rc = 0;
+    if (m->bytes != bytes)
+        rc = err_set(err, NULL, NULL, "worker %d: message %ld from worker %d has %zu bytes, "
+                     "expected %zu", m->to, m->tag, m->from, m->bytes, bytes);
+    if (m->h) {
+        hand *h = m->h;
+        if (!rc && !h->done && !(h->done = bk->mark_new(ctx, err))) rc = -1;
+        if (!rc) {
+            bk->mark_wait(ctx, h->sent);
+            bk->copy_peer(ctx, buf, m->src, h->dev, bytes);
+            bk->mark_record(ctx, h->done);
+        }
+        hand_return(l, m->from, m->to, h, 1);
+    } else if (!rc && bytes) {
+        bk->upload(ctx, buf, m->data, bytes);
+    }
+    free(m);
+    return rc;
+}
+
 static int local_recv(transport *t, const backend *bk, bk_ctx *ctx, int to, int from, long tag,
                       void *buf, size_t bytes, plumb_err *err)
 {
     local *l = t->impl;
     struct timespec dl;
-    clock_gettime(CLOCK_REALTIME, &dl);
-    dl.tv_sec += (time_t)l->timeout_s;
+    deadline_in(&dl, l->timeout_s);
     pthread_mutex_lock(&l->mu);
     for (;;) {
         if (l->aborted) {
@@ -84,15 +194,9 @@ static int local_recv(transport *t, const backend *bk, bk_ctx *ctx, int to, int 
             if (prev) prev->next = m->next;
             else l->head = m->next;
             if (l->tail == m) l->tail = prev;
+            if (m->h) l->held[m->from]++;
             pthread_mutex_unlock(&l->mu);
-            int rc = 0;
-            if (m->bytes != bytes)
-                rc = err_set(err, NULL, NULL, "worker %d: message %ld from worker %d has %zu "
-                             "bytes, expected %zu", to, tag, from, m->bytes, bytes);
-            else if (bytes)
-                bk->upload(ctx, buf, m->data, bytes);
-            free(m);
-            return rc;
+            return deliver(l, bk, ctx, m, buf, bytes, err);
         }
         int w = pthread_cond_timedwait(&l->cv, &l->mu, &dl);
         if (w == ETIMEDOUT) {
@@ -103,6 +207,8 @@ static int local_recv(transport *t, const backend *bk, bk_ctx *ctx, int to, int 
     }
 }
 
+/* Gathers to group[0], which sums in place with the backend's axpy (on the device where
+ * there is one), then sends the sum back. Every member's buf ends bit-identical. */
 static int local_allreduce(transport *t, const backend *bk, bk_ctx *ctx, int self,
                            const int *group, int n, long tag, float *buf, size_t count,
                            plumb_err *err)
@@ -115,27 +221,18 @@ static int local_allreduce(transport *t, const backend *bk, bk_ctx *ctx, int sel
         if (local_send(t, bk, ctx, self, root, up, buf, bytes, err)) return -1;
         return local_recv(t, bk, ctx, self, root, down, buf, bytes, err);
     }
-    float *sum = malloc(bytes + sizeof(float)), *part = malloc(bytes + sizeof(float));
-    void *tmp = bk->alloc(ctx, bytes, err);
+    float *part = bk->alloc(ctx, bytes, err); // (count)
+    if (!part) return -1;
     int rc = -1;
-    if (!sum || !part || !tmp) {
-        if (sum && part) err_set(err, NULL, NULL, "out of memory");
-        goto done;
-    }
-    bk->download(ctx, sum, buf, bytes);
     for (int i = 1; i < n; i++) {
-        if (local_recv(t, bk, ctx, self, group[i], up, tmp, bytes, err)) goto done;
-        bk->download(ctx, part, tmp, bytes);
-        for (size_t k = 0; k < count; k++) sum[k] += part[k];
+        if (local_recv(t, bk, ctx, self, group[i], up, part, bytes, err)) goto done;
+        bk->axpy(ctx, count, 1.0f, part, buf);
     }
-    bk->upload(ctx, buf, sum, bytes);
     for (int i = 1; i < n; i++)
         if (local_send(t, bk, ctx, self, group[i], down, buf, bytes, err)) goto done;
     rc = 0;
 done:
-    free(sum);
-    free(part);
-    if (tmp) bk->free(ctx, tmp);
+    bk->free(ctx, part);
     return rc;
 }
 
@@ -151,6 +248,61 @@ static void local_abort(transport *t, const char *why)
     pthread_mutex_unlock(&l->mu);
 }
 
+/* 1 when the mailbox holds a message from worker w. Called with the lock held. */
+static int has_unread(const local *l, int w)
+{
+    for (const msg *m = l->head; m; m = m->next)
+        if (m->from == w) return 1;
+    return 0;
+}
+
+static void local_release(transport *t, const backend *bk, bk_ctx *ctx, int worker, int wait)
+{
+    local *l = t->impl;
+    if (worker < 0 || worker >= l->nworkers || !device_path(bk)) return;
+    struct timespec dl;
+    deadline_in(&dl, l->timeout_s);
+    hand *mine = NULL;
+    pthread_mutex_lock(&l->mu);
+    while (wait && !l->aborted && has_unread(l, worker))
+        if (pthread_cond_timedwait(&l->cv, &l->mu, &dl) == ETIMEDOUT) break;
+    /* what is still unread will never be: drop it (its receive fails as a stall) */
+    for (msg **p = &l->head, *m; (m = *p);) {
+        if (m->from != worker) {
+            p = &m->next;
+            continue;
+        }
+        *p = m->next;
+        if (m->h) {
+            m->h->next = mine;
+            mine = m->h;
+        }
+        free(m);
+    }
+    l->tail = NULL;
+    for (msg *m = l->head; m; m = m->next) l->tail = m;
+    /* a receiver copying out of our buffers returns them at once: never blocked */
+    while (l->held[worker] > 0) pthread_cond_wait(&l->cv, &l->mu);
+    for (int to = 0; to < l->nworkers; to++) {
+        hand **sp = &l->spare[worker * l->nworkers + to];
+        while (*sp) {
+            hand *h = *sp;
+            *sp = h->next;
+            h->next = mine;
+            mine = h;
+        }
+    }
+    pthread_mutex_unlock(&l->mu);
+    /* the receivers' copies out of our buffers come before freeing them */
+    for (hand *h = mine; h; h = h->next)
+        if (h->done) bk->mark_wait(ctx, h->done);
+    while (mine) {
+        hand *n = mine->next;
+        hand_free(bk, ctx, mine);
+        mine = n;
+    }
+}
+
 static void local_destroy(transport *t)
 {
     if (!t) return;
@@ -158,11 +310,19 @@ static void local_destroy(transport *t)
     msg *m = l->head;
     while (m) {
         msg *n = m->next;
+        free(m->h); /* device buffers were freed by release, or leaked with their context */
         free(m);
         m = n;
     }
+    for (int i = 0; i < l->nworkers * l->nworkers; i++)
+        for (hand *h = l->spare[i], *n; h; h = n) {
+            n = h->next;
+            free(h);
+        }
     pthread_cond_destroy(&l->cv);
     pthread_mutex_destroy(&l->mu);
+    free(l->spare);
+    free(l->held);
     free(l);
     free(t);
 }
@@ -171,9 +331,14 @@ transport *transport_local_create(int nworkers, double timeout_s, plumb_err *err
 {
     transport *t = calloc(1, sizeof *t);
     local *l = calloc(1, sizeof *l);
-    if (!t || !l) {
+    if (nworkers < 1) nworkers = 1;
+    hand **spare = calloc((size_t)nworkers * (size_t)nworkers, sizeof *spare);
+    int *held = calloc((size_t)nworkers, sizeof *held);
+    if (!t || !l || !spare || !held) {
         free(t);
         free(l);
+        free(spare);
+        free(held);
         err_set(err, NULL, NULL, "out of memory");
         return NULL;
     }
@@ -181,12 +346,15 @@ transport *transport_local_create(int nworkers, double timeout_s, plumb_err *err
     pthread_cond_init(&l->cv, NULL);
     l->nworkers = nworkers;
     l->timeout_s = timeout_s > 0 ? timeout_s : 120;
+    l->spare = spare;
+    l->held = held;
     t->name = "local";
     t->impl = l;
     t->send = local_send;
     t->recv = local_recv;
     t->allreduce = local_allreduce;
     t->abort = local_abort;
+    t->release = local_release;
     t->destroy = local_destroy;
     return t;
 }

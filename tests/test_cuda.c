@@ -1,5 +1,6 @@
 /* test_cuda.c: the CUDA backend against the CPU backend (the reference), layer by layer,
- * on identical inputs; the error messages; hand-offs between contexts. Where no GPU is
+ * on identical inputs; the error messages; hand-offs between contexts, also through the
+ * local transport. Where no GPU is
  * present (or plumb was built without nvcc) the GPU tests skip with a message saying so,
  * and the tests that need no GPU (probing, messages, names) still run.
  *
@@ -17,6 +18,7 @@
  * "check<TAB>precision<TAB>err<TAB>tol<TAB>ok|FAIL" to it (bench/gpu-check.sh prints them). */
 #include <criterion/criterion.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -43,6 +45,7 @@ Test(cuda, not_built)
 #include "exec/cuda/cuda_backend.h"
 #include "exec/cuda/cuda_internal.h"
 #include "exec/cuda/cuda_nccl.h"
+#include "exec/transport.h"
 
 /* Skips the calling test unless a GPU is present. */
 static void need_gpu(void)
@@ -584,7 +587,7 @@ Test(cuda, handoff_between_contexts)
     float *X = host_rand(n, 50, -1, 1), *back = malloc(n * 4);
     side a = open_side(backend_cuda()), b = open_side(backend_cuda());
     plumb_err e = {{0}};
-    cuda_mark *sent = cuda_mark_new(a.c, &e), *done = cuda_mark_new(b.c, &e);
+    bk_mark *sent = cuda_mark_new(a.c, &e), *done = cuda_mark_new(b.c, &e);
     cr_assert(sent && done, "%s", e.msg);
     float *src = put(&a, X, n * 4), *y = put(&a, NULL, n * 4), *dst = put(&b, NULL, n * 4);
     get(&a, back, src, 4); /* X is on the device */
@@ -601,6 +604,68 @@ Test(cuda, handoff_between_contexts)
     cuda_mark_free(sent), cuda_mark_free(done);
     close_side(&a), close_side(&b);
     free(X), free(back);
+}
+
+typedef struct ar_peer {
+    transport *t;
+    side s;
+    int self;
+    float *buf;
+    size_t n;
+    int rc;
+    plumb_err err;
+} ar_peer;
+
+static void *ar_main(void *p)
+{
+    ar_peer *q = p;
+    int group[2] = {0, 1};
+    q->rc = q->t->allreduce(q->t, q->s.b, q->s.c, q->self, group, 2, 5, q->buf, q->n,
+                            &q->err);
+    if (!q->rc) q->rc = q->s.b->sync(q->s.c, &q->err);
+    return NULL;
+}
+
+/* The local transport between two CUDA contexts moves messages by device copies (the
+ * backend's hand-off entries): the sender may overwrite its buffer at once, and an
+ * all-reduce sums on the GPU; release frees the staging buffers before the contexts go. */
+Test(cuda, local_transport_between_contexts)
+{
+    need_gpu();
+    const size_t n = 1 << 18;
+    float *X = host_rand(n, 51, -1, 1), *Y = host_rand(n, 52, -1, 1), *back = malloc(n * 4);
+    side a = open_side(backend_cuda()), b = open_side(backend_cuda());
+    plumb_err e = {{0}};
+    transport *t = transport_local_create(2, 30, &e);
+    cr_assert(t, "%s", e.msg);
+    float *src = put(&a, X, n * 4), *y = put(&a, NULL, n * 4), *dst = put(&b, NULL, n * 4);
+    a.b->relu_fwd(a.c, n, src, y);
+    cr_assert_eq(t->send(t, a.b, a.c, 0, 1, 3, y, n * 4, &e), 0, "%s", e.msg);
+    a.b->zero(a.c, y, n * 4); /* the message holds its own copy */
+    cr_assert_eq(t->recv(t, b.b, b.c, 1, 0, 3, dst, n * 4, &e), 0, "%s", e.msg);
+    get(&b, back, dst, n * 4);
+    for (size_t i = 0; i < n; i++)
+        cr_assert_eq(back[i], X[i] > 0 ? X[i] : 0, "sent [%zu]", i);
+    /* all-reduce of X (on a) and Y (on b): both end with X + Y */
+    float *bx = put(&a, X, n * 4), *by = put(&b, Y, n * 4);
+    ar_peer p[2] = {{t, a, 0, bx, n, 0, {{0}}}, {t, b, 1, by, n, 0, {{0}}}};
+    pthread_t th;
+    cr_assert_eq(pthread_create(&th, NULL, ar_main, &p[1]), 0);
+    ar_main(&p[0]);
+    pthread_join(th, NULL);
+    for (int k = 0; k < 2; k++) cr_assert_eq(p[k].rc, 0, "member %d: %s", k, p[k].err.msg);
+    for (int k = 0; k < 2; k++) {
+        get(k ? &b : &a, back, k ? by : bx, n * 4);
+        for (size_t i = 0; i < n; i++)
+            cr_assert_eq(back[i], X[i] + Y[i], "member %d [%zu]", k, i);
+    }
+    t->release(t, a.b, a.c, 0, 0);
+    t->release(t, b.b, b.c, 1, 0);
+    a.b->free(a.c, src), a.b->free(a.c, y), a.b->free(a.c, bx);
+    b.b->free(b.c, dst), b.b->free(b.c, by);
+    close_side(&a), close_side(&b);
+    t->destroy(t);
+    free(X), free(Y), free(back);
 }
 
 /* A one-rank communicator: a grouped send to itself and receive from itself, then an

@@ -2,7 +2,9 @@
  * and the local transport. Synchronous schedules (gpipe, 1f1b-flush, zb-h1, interleaved,
  * zb-v, replicated stages) must give the same weights as sequential training with
  * gradient accumulation; the asynchronous ones (pipedream, 2bw) must train; a one-stage
- * pipedream equals per-microbatch SGD; a broken IR fails instead of hanging. */
+ * pipedream equals per-microbatch SGD; a broken IR fails instead of hanging. Moving
+ * activations, gradients and all-reduce sums by device hand-offs (a backend with marks,
+ * tests/markbk.h) gives the same bits as host copies. */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <pthread.h>
@@ -14,6 +16,7 @@
 #include "exec/runtime.h"
 #include "exec/train.h"
 #include "tests/batches.h"
+#include "tests/markbk.h"
 
 static const char *spec =
     "{\"format\":\"plumb-model/1\",\"input\":[2,4,4],\"classes\":4,\"seed\":5,\"layers\":["
@@ -22,6 +25,9 @@ static const char *spec =
     "{\"type\":\"linear\",\"out\":12},{\"type\":\"relu\"},"
     "{\"type\":\"linear\",\"out\":4},{\"type\":\"softmax_cross_entropy\"}]}";
 #define MB 3
+
+/* The backend the pipelines run on (NULL: the CPU's). */
+static const backend *run_bk;
 
 typedef struct fixture {
     model *m;
@@ -90,8 +96,9 @@ static int pipeline_rc(fixture *f, sched_kind kind, int nstages, const int *firs
         first[i] = firsts[i];
         last[i] = i + 1 < nstages ? firsts[i + 1] - 1 : f->m->nlayers - 1;
     }
-    rt_cfg cfg = {.bk = backend_cpu(), .m = f->m, .sched = s, .stage_first = first,
-                  .stage_last = last, .microbatch = MB, .opt = train_default_opt(opt),
+    rt_cfg cfg = {.bk = run_bk ? run_bk : backend_cpu(), .m = f->m, .sched = s,
+                  .stage_first = first, .stage_last = last, .microbatch = MB,
+                  .opt = train_default_opt(opt),
                   .batch = batch, .batch_user = f, .timeout_s = 20, .recompute = recompute};
     int rc = runtime_run(&cfg, res, e);
     schedule_free(s);
@@ -172,6 +179,46 @@ Test(pipeline, replicated_stage_equals_sequential)
     free(ref);
     rt_result_free(&r);
     teardown_f(&f);
+}
+
+/* Runs one schedule on the CPU backend and on the CPU backend with hand-off entries: the
+ * weights and losses must be the same bits, and nothing may be left allocated. */
+static void handoff_case(sched_kind kind, int nstages, const int *firsts, int chunks,
+                         const int *replicas, int opt)
+{
+    fixture f = setup();
+    plumb_err e = {{0}};
+    rt_result host, dev;
+    run_bk = NULL;
+    cr_assert_eq(pipeline(&f, kind, nstages, firsts, chunks, replicas, 4, 3, opt, &host, &e),
+                 0, "%s", e.msg);
+    long copies = markbk_peer_copies;
+    run_bk = markbk();
+    cr_assert_eq(pipeline(&f, kind, nstages, firsts, chunks, replicas, 4, 3, opt, &dev, &e),
+                 0, "%s", e.msg);
+    run_bk = NULL;
+    const char *what = sched_kind_name(kind);
+    cr_expect_gt(markbk_peer_copies, copies, "%s: messages moved by device copies", what);
+    cr_expect_eq(memcmp(host.params, dev.params, (size_t)f.m->nparams * sizeof(float)), 0,
+                 "%s: the same weights", what);
+    cr_expect_eq(memcmp(host.loss, dev.loss, 3 * sizeof(double)), 0, "%s: the same losses",
+                 what);
+    cr_expect_eq(markbk_violations, 0, "%s: marks recorded by their maker, before any wait",
+                 what);
+    cr_expect_eq(markbk_bufs_live, 0, "%s: every buffer freed", what);
+    cr_expect_eq(markbk_marks_live, 0, "%s: every mark freed", what);
+    rt_result_free(&host);
+    rt_result_free(&dev);
+    teardown_f(&f);
+}
+
+Test(pipeline, device_handoffs_equal_host_copies)
+{
+    int f2[] = {0, 4}, f4[] = {0, 2, 4, 7}, reps[] = {2, 3};
+    handoff_case(SCHED_1F1B_FLUSH, 4, f4, 1, NULL, BK_MOMENTUM);
+    handoff_case(SCHED_ZB_V, 4, f4, 2, NULL, BK_SGD);
+    handoff_case(SCHED_1F1B_FLUSH, 2, f2, 1, reps, BK_ADAM); /* all-reduces of 2 and 3 */
+    handoff_case(SCHED_PIPEDREAM, 2, f2, 1, NULL, BK_SGD);
 }
 
 /* Recomputed activations (plan "recompute"): the same weights as sequential training,
@@ -296,7 +343,7 @@ static void *rank_main(void *p)
     return NULL;
 }
 
-Test(pipeline, one_process_per_rank)
+static void one_process_per_rank(const backend *bk)
 {
     fixture f = setup();
     plumb_err e = {{0}};
@@ -310,7 +357,7 @@ Test(pipeline, one_process_per_rank)
     pthread_t th[2];
     for (int r = 0; r < 2; r++) {
         memset(&ra[r], 0, sizeof ra[r]);
-        ra[r].cfg = (rt_cfg){.bk = backend_cpu(), .m = f.m, .sched = s, .stage_first = first,
+        ra[r].cfg = (rt_cfg){.bk = bk, .m = f.m, .sched = s, .stage_first = first,
                              .stage_last = last, .microbatch = MB,
                              .opt = train_default_opt(BK_MOMENTUM), .batch = batch,
                              .batch_user = &f, .tr = tr, .local_workers = &me[r], .nlocal = 1};
@@ -331,4 +378,20 @@ Test(pipeline, one_process_per_rank)
     tr->destroy(tr);
     schedule_free(s);
     teardown_f(&f);
+}
+
+Test(pipeline, one_process_per_rank)
+{
+    one_process_per_rank(backend_cpu());
+}
+
+/* Rank 0 may finish (and release its staging buffers) before rank 1 has received its
+ * last activations: release waits for them. */
+Test(pipeline, one_process_per_rank_device_handoffs)
+{
+    one_process_per_rank(markbk());
+    cr_expect_gt(markbk_peer_copies, 0);
+    cr_expect_eq(markbk_violations, 0);
+    cr_expect_eq(markbk_bufs_live, 0);
+    cr_expect_eq(markbk_marks_live, 0);
 }

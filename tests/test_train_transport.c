@@ -1,11 +1,15 @@
 /* test_train_transport.c: the local transport on its own: messages match by (from, to,
  * tag) in any order, sizes are checked, all-reduce sums over a group of threads, a missing
- * message times out, and an abort wakes every waiting receiver. */
+ * message times out, and an abort wakes every waiting receiver. With a backend that has
+ * the hand-off entries (tests/markbk.h), messages move through staging buffers that are
+ * reused, ordered by marks, and freed by release, also while a shared receiver lags. */
 #include <criterion/criterion.h>
 #include <pthread.h>
 #include <string.h>
+#include <time.h>
 
 #include "exec/transport.h"
+#include "tests/markbk.h"
 
 typedef struct peer {
     transport *tr;
@@ -52,10 +56,9 @@ static void *reduce_main(void *p)
     return NULL;
 }
 
-Test(transport, allreduce_three_workers)
+static void allreduce_three_workers(const backend *bk)
 {
     plumb_err e = {{0}};
-    const backend *bk = backend_cpu();
     transport *t = transport_local_create(3, 5, &e);
     peer p[3];
     pthread_t th[3];
@@ -73,9 +76,26 @@ Test(transport, allreduce_three_workers)
         cr_expect_eq(p[i].rc, 0, "%s", p[i].err.msg);
         for (int k = 0; k < 4; k++)
             cr_expect_float_eq(p[i].buf[k], (float)(30 + 3 * k), 1e-6, "worker %d [%d]", i, k);
+    }
+    for (int i = 0; i < 3; i++) {
+        if (t->release) t->release(t, bk, p[i].ctx, i, 0);
         bk->destroy(p[i].ctx);
     }
     t->destroy(t);
+}
+
+Test(transport, allreduce_three_workers)
+{
+    allreduce_three_workers(backend_cpu());
+}
+
+Test(transport, allreduce_three_workers_device_path)
+{
+    allreduce_three_workers(markbk());
+    cr_expect_gt(markbk_peer_copies, 0, "the sums travelled by device copies");
+    cr_expect_eq(markbk_violations, 0, "marks recorded by their maker, before any wait");
+    cr_expect_eq(markbk_bufs_live, 0, "staging and scratch buffers all freed");
+    cr_expect_eq(markbk_marks_live, 0);
 }
 
 static void *wait_main(void *p)
@@ -112,4 +132,110 @@ Test(transport, abort_wakes_waiters)
     cr_expect_eq(t->send(t, bk, c, 0, 1, 2, &x, 4, &e), -1, "sends fail after an abort");
     bk->destroy(c);
     t->destroy(t);
+}
+
+/* Sends n floats of value v from worker 0 (ctx a, buffer src) to worker 1 under tag. */
+static void send_val(transport *t, const backend *bk, bk_ctx *a, float *src, int n, float v,
+                     long tag)
+{
+    plumb_err e = {{0}};
+    float h[8];
+    for (int k = 0; k < n; k++) h[k] = v + (float)k;
+    bk->upload(a, src, h, (size_t)n * sizeof(float));
+    cr_assert_eq(t->send(t, bk, a, 0, 1, tag, src, (size_t)n * sizeof(float), &e), 0, "%s",
+                 e.msg);
+}
+
+static void expect_val(transport *t, const backend *bk, bk_ctx *b, float *dst, int n, float v,
+                       long tag)
+{
+    plumb_err e = {{0}};
+    float h[8];
+    cr_assert_eq(t->recv(t, bk, b, 1, 0, tag, dst, (size_t)n * sizeof(float), &e), 0, "%s",
+                 e.msg);
+    bk->download(b, h, dst, (size_t)n * sizeof(float));
+    for (int k = 0; k < n; k++) cr_expect_eq(h[k], v + (float)k, "tag %ld [%d]", tag, k);
+}
+
+Test(transport, device_handoffs_reuse_staging_and_release_it)
+{
+    plumb_err e = {{0}};
+    const backend *bk = markbk();
+    bk_ctx *a = bk->create(0, &e), *b = bk->create(0, &e);
+    transport *t = transport_local_create(2, 1, &e);
+    float *src = bk->alloc(a, 8 * sizeof(float), &e), *dst = bk->alloc(b, 8 * sizeof(float), &e);
+    const long base = markbk_bufs_live;
+    /* the sender overwrites its buffer after each send: the message keeps its own copy */
+    for (int i = 0; i < 5; i++) {
+        send_val(t, bk, a, src, 3, 10.0f * (float)i, 100 + i);
+        bk->zero(a, src, 8 * sizeof(float));
+        expect_val(t, bk, b, dst, 3, 10.0f * (float)i, 100 + i);
+    }
+    cr_expect_eq(markbk_bufs_live, base + 1, "one staging buffer, reused five times");
+    cr_expect_eq(markbk_peer_copies, 5);
+    /* two in flight need two; received in the other order */
+    send_val(t, bk, a, src, 3, 1, 7);
+    send_val(t, bk, a, src, 2, 2, 8);
+    expect_val(t, bk, b, dst, 2, 2, 8);
+    expect_val(t, bk, b, dst, 3, 1, 7);
+    cr_expect_eq(markbk_bufs_live, base + 2);
+    /* a larger message cannot use them */
+    send_val(t, bk, a, src, 8, 3, 9);
+    expect_val(t, bk, b, dst, 8, 3, 9);
+    cr_expect_eq(markbk_bufs_live, base + 3);
+    /* one left unread: release (not shared) drops it and frees every staging buffer */
+    send_val(t, bk, a, src, 4, 4, 10);
+    t->release(t, bk, b, 1, 0); /* worker 1 sent nothing: nothing to free */
+    cr_expect_eq(markbk_bufs_live, base + 3);
+    t->release(t, bk, a, 0, 0);
+    cr_expect_eq(markbk_bufs_live, base, "staging buffers freed by release");
+    cr_expect_eq(markbk_marks_live, 0, "their marks too");
+    cr_expect_eq(markbk_violations, 0);
+    float out[4];
+    cr_expect_eq(t->recv(t, bk, b, 1, 0, 10, dst, sizeof out, &e), -1, "dropped: a stall");
+    bk->free(a, src);
+    bk->free(b, dst);
+    t->destroy(t);
+    bk->destroy(a);
+    bk->destroy(b);
+}
+
+typedef struct lagger {
+    transport *t;
+    const backend *bk;
+    bk_ctx *b;
+    float *dst;
+} lagger;
+
+static void *lag_main(void *p)
+{
+    lagger *g = p;
+    nanosleep(&(struct timespec){0, 300 * 1000 * 1000}, NULL);
+    expect_val(g->t, g->bk, g->b, g->dst, 4, 5, 1);
+    return NULL;
+}
+
+Test(transport, release_of_a_shared_transport_waits_for_the_receiver)
+{
+    plumb_err e = {{0}};
+    const backend *bk = markbk();
+    bk_ctx *a = bk->create(0, &e), *b = bk->create(0, &e);
+    transport *t = transport_local_create(2, 20, &e);
+    float *src = bk->alloc(a, 8 * sizeof(float), &e), *dst = bk->alloc(b, 8 * sizeof(float), &e);
+    lagger g = {t, bk, b, dst};
+    pthread_t th;
+    send_val(t, bk, a, src, 4, 5, 1);
+    cr_assert_eq(pthread_create(&th, NULL, lag_main, &g), 0);
+    t->release(t, bk, a, 0, 1);
+    /* the receiver's copy out of the staging buffer came before release freed it */
+    cr_expect_eq(markbk_peer_copies, 1, "release returned before the message was received");
+    pthread_join(th, NULL);
+    cr_expect_eq(markbk_violations, 0);
+    bk->free(a, src);
+    bk->free(b, dst);
+    t->destroy(t);
+    bk->destroy(a);
+    bk->destroy(b);
+    cr_expect_eq(markbk_bufs_live, 0);
+    cr_expect_eq(markbk_marks_live, 0);
 }

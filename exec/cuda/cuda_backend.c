@@ -264,14 +264,14 @@ static void cuda_add(bk_ctx *c, size_t n, const float *a, const float *b, float 
 
 /* ------------------------------------------------------------------ hand-off marks */
 
-struct cuda_mark {
+struct bk_mark {
     int device;
     cudaEvent_t ev;
 };
 
-cuda_mark *cuda_mark_new(bk_ctx *c, plumb_err *err)
+bk_mark *cuda_mark_new(bk_ctx *c, plumb_err *err)
 {
-    cuda_mark *m = calloc(1, sizeof *m);
+    bk_mark *m = calloc(1, sizeof *m);
     if (!m) {
         err_set(err, NULL, NULL, "out of memory");
         return NULL;
@@ -285,7 +285,7 @@ cuda_mark *cuda_mark_new(bk_ctx *c, plumb_err *err)
     return m;
 }
 
-void cuda_mark_free(cuda_mark *m)
+void cuda_mark_free(bk_mark *m)
 {
     if (!m) return;
     cudaSetDevice(m->device);
@@ -293,13 +293,13 @@ void cuda_mark_free(cuda_mark *m)
     free(m);
 }
 
-void cuda_mark_record(bk_ctx *c, cuda_mark *m)
+void cuda_mark_record(bk_ctx *c, bk_mark *m)
 {
     cuda_enter(c);
     CUDA_CHECK(c, cudaEventRecord(m->ev, c->stream));
 }
 
-void cuda_mark_wait(bk_ctx *c, cuda_mark *m)
+void cuda_mark_wait(bk_ctx *c, bk_mark *m)
 {
     cuda_enter(c);
     CUDA_CHECK(c, cudaStreamWaitEvent(c->stream, m->ev, 0));
@@ -342,6 +342,9 @@ void cuda_copy_peer(bk_ctx *to, void *dst, const bk_ctx *from, const void *src, 
         .embedding_bwd_weight = cuda_embedding_bwd_weight,                                \
         .attention_fwd = cuda_attention_fwd, .attention_bwd = cuda_attention_bwd,         \
         .xent_fwd = cuda_xent_fwd, .xent_bwd = cuda_xent_bwd, .opt_step = cuda_opt_step,  \
+        .mark_new = cuda_mark_new, .mark_free = cuda_mark_free,                           \
+        .mark_record = cuda_mark_record, .mark_wait = cuda_mark_wait,                     \
+        .copy_peer = cuda_copy_peer,                                                      \
     }
 
 static const backend cuda_tables[CUDA_NPRECISIONS] = {

@@ -50,25 +50,24 @@ int cuda_device_describe(int device, char *buf, size_t n, plumb_err *err);
 int cuda_ctx_device(const bk_ctx *c);
 
 /* --- hand-offs between contexts (the local transport on GPUs) ------------------------------
- * A mark is a CUDA event. The local transport moves an activation from stage s (context
- * `from`, possibly on another GPU) to stage s+1 (context `to`) without blocking any host
- * thread:
- *     sender:   cuda_mark_record(from, sent);         then posts the buffer to the receiver
+ * A mark (backend.h's bk_mark) is a CUDA event. These five are the backend table's mark_new,
+ * mark_free, mark_record, mark_wait and copy_peer entries, with which the local transport
+ * moves an activation from stage s (context `from`, possibly on another GPU) to stage s+1
+ * (context `to`) without blocking any host thread:
+ *     sender:   copy into a staging buffer, cuda_mark_record(from, sent), post it
  *     receiver: cuda_mark_wait(to, sent);             orders the copy after the producer
- *               cuda_copy_peer(to, dst, from, src, bytes);
- *               cuda_mark_record(to, done);           then posts "done" to the sender
- *     sender:   cuda_mark_wait(from, done);           before overwriting src
+ *               cuda_copy_peer(to, dst, from, staging, bytes);
+ *               cuda_mark_record(to, done);           then returns the staging buffer
+ *     sender:   cuda_mark_wait(from, done);           before filling it again
  * A wait must be queued after the record it waits for (the transport's host-side hand-shake
  * guarantees that); waiting on a mark never recorded is a no-op. */
-typedef struct cuda_mark cuda_mark;
-
 /* A new mark on c's device; NULL with err set on failure. Free with cuda_mark_free. */
-cuda_mark *cuda_mark_new(bk_ctx *c, plumb_err *err);
-void cuda_mark_free(cuda_mark *m); /* NULL allowed */
+bk_mark *cuda_mark_new(bk_ctx *c, plumb_err *err);
+void cuda_mark_free(bk_mark *m); /* NULL allowed */
 /* Records m after all work queued so far on c's stream. */
-void cuda_mark_record(bk_ctx *c, cuda_mark *m);
+void cuda_mark_record(bk_ctx *c, bk_mark *m);
 /* Makes c's stream wait (on the device, the host does not block) for m's last record. */
-void cuda_mark_wait(bk_ctx *c, cuda_mark *m);
+void cuda_mark_wait(bk_ctx *c, bk_mark *m);
 /* Copies bytes from src (a buffer of context `from`) to dst (a buffer of context `to`) on
  * to's stream, directly over NVLink/PCIe where peer access is possible, else staged by the
  * driver. Asynchronous; failures are recorded in `to` (reported by its next sync). */
