@@ -21,7 +21,7 @@ static const char *const usage_text =
     "parameter bytes and forward FLOPs from the model's shapes.\n"
     "\n"
     "  -o, --output FILE  the profile to write (atomically); without it, only the table\n"
-    "  --backend NAME     cpu or cuda (default cpu)\n"
+    "  --backend NAME     cpu, cpu-bf16, cuda, cuda-tf32 or cuda-bf16 (default cpu)\n"
     "  --device N         backend device index (default 0)\n"
     "  --batch N          samples per profiled minibatch (default 64); profile at the\n"
     "                     microbatch size you will train with, times scale linearly\n"

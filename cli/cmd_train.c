@@ -60,7 +60,7 @@ static const char *const usage_text =
     "                     worker per rank) or nccl (one GPU worker per rank); mpi and nccl\n"
     "                     run under mpirun -np WORKERS, rank 0 printing and writing files\n"
     "  --timeout S        seconds a worker waits for a message before failing (default 120)\n"
-    "  --backend NAME     cpu or cuda (default cpu)\n"
+    "  --backend NAME     cpu, cpu-bf16, cuda, cuda-tf32 or cuda-bf16 (default cpu)\n"
     "  --device N         device index for the backend (default 0)\n"
     "  --devices N        pipelined: spread the workers over N backend devices (default 1)\n"
     "  --log-every N      steps between progress lines (default: about 20 lines)\n"
@@ -282,8 +282,9 @@ int cmd_train(int argc, char **argv)
                         "found at build time: apt-get install libopenmpi-dev and rebuild)",
                         trname);
 #endif
-    if (tkind == 2 && strcmp(bkname, "cuda"))
-        return cli_fail("train", "--transport nccl: needs --backend cuda");
+    if (tkind == 2 && strncmp(bkname, "cuda", 4))
+        return cli_fail("train", "--transport nccl: needs a CUDA backend (--backend cuda, "
+                        "cuda-tf32 or cuda-bf16)");
     rt_fault fault;
     plumb_err ferr = {{0}};
     if (rt_fault_parse(getenv("PLUMB_FAULT"), &fault, &ferr)) { err_print(&ferr); return 2; }

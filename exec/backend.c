@@ -12,6 +12,7 @@
 const backend *backend_find(const char *name, plumb_err *err)
 {
     if (name && !strcmp(name, "cpu")) return backend_cpu();
+    if (name && !strcmp(name, "cpu-bf16")) return backend_cpu_bf16();
 #ifdef PLUMB_HAVE_CUDA
     if (name && !strcmp(name, "cuda")) return backend_cuda();
     /* "cuda-tf32", "cuda-bf16": the CUDA backend with TF32 or bf16 arithmetic */
@@ -19,15 +20,16 @@ const backend *backend_find(const char *name, plumb_err *err)
         if (name && !strcmp(name, backend_cuda_precision((cuda_precision)p)->name))
             return backend_cuda_precision((cuda_precision)p);
     err_set(err, NULL, "--backend",
-            "expected \"cpu\", \"cuda\", \"cuda-tf32\" or \"cuda-bf16\" (got \"%s\")",
-            name ? name : "");
+            "expected \"cpu\", \"cpu-bf16\", \"cuda\", \"cuda-tf32\" or \"cuda-bf16\" "
+            "(got \"%s\")", name ? name : "");
 #else
     if (name && !strcmp(name, "cuda"))
         err_set(err, NULL, "--backend",
                 "the CUDA backend is not built into this binary (nvcc was not found at build "
-                "time); expected \"cpu\"");
+                "time); expected \"cpu\" or \"cpu-bf16\"");
     else
-        err_set(err, NULL, "--backend", "expected \"cpu\" (got \"%s\")", name ? name : "");
+        err_set(err, NULL, "--backend", "expected \"cpu\" or \"cpu-bf16\" (got \"%s\")",
+                name ? name : "");
 #endif
     return NULL;
 }

@@ -201,9 +201,14 @@ typedef struct backend {
 
 /* The CPU backend (always built; OpenBLAS GEMMs). */
 const backend *backend_cpu(void);
+/* The CPU backend with the inputs of GEMMs, convolutions and attention's products rounded
+ * to bf16 and fp32 accumulation ("cpu-bf16"): the reference for "cuda-bf16". Slower than
+ * "cpu" (it copies operands to round them); for checking mixed precision, not for speed. */
+const backend *backend_cpu_bf16(void);
 
-/* Finds a backend by name ("cpu", "cuda"). Returns NULL with err set when unknown or not
- * built into this binary (the message says which are). */
+/* Finds a backend by name ("cpu", "cpu-bf16", "cuda", "cuda-tf32", "cuda-bf16"). Returns
+ * NULL with err set when unknown or not built into this binary (the message says which
+ * are). */
 const backend *backend_find(const char *name, plumb_err *err);
 
 #endif

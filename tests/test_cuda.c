@@ -13,7 +13,9 @@
  *   TOL_TF32 1e-2: TF32 rounds GEMM and convolution inputs to 10 mantissa bits (2^-11 =
  *     4.9e-4 each); errors of random sign over K terms grow to a few 1e-3;
  *   TOL_BF16 3e-2: bf16 keeps 7 mantissa bits (2^-8 = 3.9e-3 per input); a product of two
- *     rounded inputs summed over K terms stays around 1e-2.
+ *     rounded inputs summed over K terms stays around 1e-2 (the bound of cpu-bf16 against
+ *     fp32, tests/test_cpu_bf16.c). bf16 results are compared with cpu-bf16, which rounds
+ *     the same inputs: far below the bound unless cuDNN falls back to TF32 for a shape.
  * When PLUMB_CUDA_REPORT names a file, each comparison appends one line
  * "check<TAB>precision<TAB>err<TAB>tol<TAB>ok|FAIL" to it (bench/gpu-check.sh prints them). */
 #include <criterion/criterion.h>
@@ -167,6 +169,14 @@ static float *host_rand(size_t n, unsigned long long seed, float lo, float hi)
     return h;
 }
 
+/* The CPU reference of a precision: cpu-bf16 (inputs rounded to bf16 the same way, fp32
+ * accumulation) for bf16, so that the error left is summation order and any TF32 fallback
+ * of cuDNN; the fp32 CPU backend otherwise (TF32 has no CPU twin). */
+static const backend *cpu_ref(cuda_precision p)
+{
+    return p == CUDA_BF16 ? backend_cpu_bf16() : backend_cpu();
+}
+
 static double tol_of(cuda_precision p)
 {
     return p == CUDA_FP32 ? TOL_FP32 : p == CUDA_TF32 ? TOL_TF32 : TOL_BF16;
@@ -207,7 +217,7 @@ static void gemm_case(cuda_precision p, int ta, int tb)
                  nc = (size_t)M * ldc;
     float *A = host_rand(na, 1, -1, 1), *B = host_rand(nb, 2, -1, 1), *C = host_rand(nc, 3, -1, 1);
     float *out[2];
-    const backend *bs[2] = {backend_cpu(), backend_cuda_precision(p)};
+    const backend *bs[2] = {cpu_ref(p), backend_cuda_precision(p)};
     for (int k = 0; k < 2; k++) {
         side s = open_side(bs[k]);
         float *a = put(&s, A, na * 4), *b = put(&s, B, nb * 4), *c = put(&s, C, nc * 4);
@@ -260,7 +270,7 @@ static void linear_case(cuda_precision p)
     float *Bb = host_rand(out, 8, -1, 1), *DY = host_rand((size_t)N * out, 9, -1, 1);
     float *DW0 = host_rand((size_t)out * in, 10, -1, 1), *DB0 = host_rand(out, 11, -1, 1);
     float *y[2], *dx[2], *dw[2], *db[2];
-    const backend *bs[2] = {backend_cpu(), backend_cuda_precision(p)};
+    const backend *bs[2] = {cpu_ref(p), backend_cuda_precision(p)};
     for (int k = 0; k < 2; k++) {
         side s = open_side(bs[k]);
         float *x = put(&s, X, (size_t)N * in * 4), *w = put(&s, W, (size_t)out * in * 4);
@@ -306,7 +316,7 @@ static void conv_case(cuda_precision p, bk_conv g)
     float *Bb = host_rand(g.K, 14, -1, 1), *DY = host_rand(ny, 15, -1, 1);
     float *DW0 = host_rand(nw, 16, -1, 1), *DB0 = host_rand(g.K, 17, -1, 1);
     float *y[2], *dx[2], *dw[2], *db[2];
-    const backend *bs[2] = {backend_cpu(), backend_cuda_precision(p)};
+    const backend *bs[2] = {cpu_ref(p), backend_cuda_precision(p)};
     for (int k = 0; k < 2; k++) {
         side s = open_side(bs[k]);
         float *x = put(&s, X, nx * 4), *w = put(&s, W, nw * 4), *b = put(&s, Bb, g.K * 4);
@@ -515,7 +525,7 @@ static void attention_case(cuda_precision p)
     size_t n[4] = {(size_t)B * T * 3 * D, (size_t)B * H * T * T, (size_t)B * T * D,
                    (size_t)B * T * 3 * D};
     float *QKV = host_rand(n[0], 30, -1, 1), *DY = host_rand(n[2], 31, -1, 1), *o[2][3];
-    const backend *bs[2] = {backend_cpu(), backend_cuda_precision(p)};
+    const backend *bs[2] = {cpu_ref(p), backend_cuda_precision(p)};
     for (int k = 0; k < 2; k++) {
         side s = open_side(bs[k]);
         float *qkv = put(&s, QKV, n[0] * 4), *d = put(&s, DY, n[2] * 4);

@@ -1,13 +1,20 @@
 /* cpu.h: internals shared by the CPU backend's files: the context (a scratch area that
- * grows on demand and the sticky error) and the entries each file defines. */
+ * grows on demand, the precision and the sticky error), bf16 rounding, and the entries
+ * each file defines. */
 #ifndef PLUMB_EXEC_CPU_H
 #define PLUMB_EXEC_CPU_H
+
+#include <stdint.h>
+#include <string.h>
 
 #include "exec/backend.h"
 
 struct bk_ctx {
     float *scratch;       /* im2col and transposition space, grown by cpu_scratch */
     size_t scratch_n;     /* floats in scratch */
+    float *rnd[2];        /* "cpu-bf16": the rounded copies of a GEMM's two operands */
+    size_t rnd_n[2];      /* floats in rnd[i] */
+    int bf16;             /* "cpu-bf16": GEMM and convolution inputs rounded to bf16 */
     size_t live, peak;    /* bytes allocated through the context now / at the most */
     plumb_err failure;    /* first failure since the last sync ("" when none) */
 };
@@ -15,6 +22,31 @@ struct bk_ctx {
 /* Returns scratch space of at least n floats (contents undefined), or NULL after recording
  * "out of memory" in the context. */
 float *cpu_scratch(bk_ctx *c, size_t n);
+
+/* x rounded to the nearest bf16 value (8 significant bits), ties to even, as a float;
+ * infinities stay, NaNs stay NaN, values beyond bf16's range round to infinity. */
+static inline float cpu_bf16(float x)
+{
+    uint32_t u;
+    memcpy(&u, &x, sizeof u);
+    if ((u & 0x7f800000u) == 0x7f800000u) {
+        if (u & 0x007fffffu) u |= 0x00400000u; /* a NaN keeps a mantissa bit: stays NaN */
+    } else {
+        u += 0x7fffu + ((u >> 16) & 1u);
+    }
+    u &= 0xffff0000u;
+    memcpy(&x, &u, sizeof x);
+    return x;
+}
+
+/* A GEMM operand as the context's precision sees it: x itself, or (cpu-bf16) x rounded. */
+static inline float cpu_in(const bk_ctx *c, float x) { return c->bf16 ? cpu_bf16(x) : x; }
+
+/* Row-major C = alpha op(A) op(B) + beta C through OpenBLAS, as the backend's gemm entry;
+ * in a cpu-bf16 context A and B are first copied rounded to bf16 (fp32 accumulation, as
+ * cuBLAS's bf16 compute type). Records "out of memory" in c when the copies do not fit. */
+void cpu_sgemm(bk_ctx *c, int trans_a, int trans_b, int M, int N, int K, float alpha,
+               const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc);
 
 /* cpu_conv.c */
 void cpu_conv2d_fwd(bk_ctx *c, const bk_conv *g, const float *x, const float *w,

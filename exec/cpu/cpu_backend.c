@@ -18,10 +18,19 @@ static bk_ctx *cpu_create(int device, plumb_err *err)
     return c;
 }
 
+static bk_ctx *cpu_create_bf16(int device, plumb_err *err)
+{
+    bk_ctx *c = cpu_create(device, err);
+    if (c) c->bf16 = 1;
+    return c;
+}
+
 static void cpu_destroy(bk_ctx *c)
 {
     if (!c) return;
     free(c->scratch);
+    free(c->rnd[0]);
+    free(c->rnd[1]);
     free(c);
 }
 
@@ -90,11 +99,36 @@ static int cpu_sync(bk_ctx *c, plumb_err *err)
     return -1;
 }
 
-static void cpu_gemm(bk_ctx *c, int ta, int tb, int M, int N, int K, float alpha,
-                     const float *A, int lda, const float *B, int ldb, float beta, float *C,
-                     int ldc)
+/* The n floats from x rounded to bf16, in the context's operand copy `slot`; NULL after
+ * recording "out of memory". */
+static const float *rounded(bk_ctx *c, int slot, const float *x, size_t n)
 {
-    (void)c;
+    if (n > c->rnd_n[slot]) {
+        float *p = realloc(c->rnd[slot], n * sizeof *p);
+        if (!p) {
+            if (!c->failure.msg[0])
+                err_set(&c->failure, NULL, NULL, "out of memory (%zu bytes of bf16 operand "
+                        "space)", n * sizeof *p);
+            return NULL;
+        }
+        c->live += (n - c->rnd_n[slot]) * sizeof *p;
+        if (c->live > c->peak) c->peak = c->live;
+        c->rnd[slot] = p;
+        c->rnd_n[slot] = n;
+    }
+    for (size_t i = 0; i < n; i++) c->rnd[slot][i] = cpu_bf16(x[i]);
+    return c->rnd[slot];
+}
+
+void cpu_sgemm(bk_ctx *c, int ta, int tb, int M, int N, int K, float alpha, const float *A,
+               int lda, const float *B, int ldb, float beta, float *C, int ldc)
+{
+    if (c->bf16 && M > 0 && N > 0 && K > 0) {
+        /* the extent of each operand as stored: rows of ld, the last one only its columns */
+        size_t na = (size_t)((ta ? K : M) - 1) * lda + (size_t)(ta ? M : K);
+        size_t nb = (size_t)((tb ? N : K) - 1) * ldb + (size_t)(tb ? K : N);
+        if (!(A = rounded(c, 0, A, na)) || !(B = rounded(c, 1, B, nb))) return;
+    }
     cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
                 M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
@@ -174,46 +208,54 @@ static const char *cpu_note(void)
     return NULL;
 }
 
-static const backend cpu_backend = {
-    .name = "cpu",
-    .create = cpu_create,
-    .destroy = cpu_destroy,
-    .alloc = cpu_alloc,
-    .free = cpu_free,
-    .upload = cpu_copy,
-    .download = cpu_copy,
-    .copy = cpu_copy,
-    .zero = cpu_zero,
-    .sync = cpu_sync,
-    .gemm = cpu_gemm,
-    .axpy = cpu_axpy,
-    .scale = cpu_scale,
-    .add = cpu_add,
-    .linear_fwd = cpu_linear_fwd,
-    .linear_bwd_data = cpu_linear_bwd_data,
-    .linear_bwd_weight = cpu_linear_bwd_weight,
-    .conv2d_fwd = cpu_conv2d_fwd,
-    .conv2d_bwd_data = cpu_conv2d_bwd_data,
-    .conv2d_bwd_weight = cpu_conv2d_bwd_weight,
-    .maxpool_fwd = cpu_maxpool_fwd,
-    .maxpool_bwd = cpu_maxpool_bwd,
-    .relu_fwd = cpu_relu_fwd,
-    .relu_bwd = cpu_relu_bwd,
-    .gelu_fwd = cpu_gelu_fwd,
-    .gelu_bwd = cpu_gelu_bwd,
-    .layernorm_fwd = cpu_layernorm_fwd,
-    .layernorm_bwd_data = cpu_layernorm_bwd_data,
-    .layernorm_bwd_weight = cpu_layernorm_bwd_weight,
-    .embedding_fwd = cpu_embedding_fwd,
-    .embedding_bwd_weight = cpu_embedding_bwd_weight,
-    .attention_fwd = cpu_attention_fwd,
-    .attention_bwd = cpu_attention_bwd,
-    .xent_fwd = cpu_xent_fwd,
-    .xent_bwd = cpu_xent_bwd,
-    .opt_step = cpu_opt_step,
-    .hint_workers = cpu_hint_workers,
-    .note = cpu_note,
-    .mem_peak = cpu_mem_peak,
-};
+/* One table per precision: "cpu" (fp32) and "cpu-bf16", whose contexts round the inputs of
+ * GEMMs and convolutions to bf16 and accumulate in fp32, a reference for mixed precision
+ * on GPUs (all tensors, so the master weights too, stay fp32). */
+#define CPU_TABLE(NAME, CREATE)                                                          \
+    {                                                                                    \
+        .name = NAME, .create = CREATE,                                                  \
+        .destroy = cpu_destroy,                                                          \
+        .alloc = cpu_alloc,                                                              \
+        .free = cpu_free,                                                                \
+        .upload = cpu_copy,                                                              \
+        .download = cpu_copy,                                                            \
+        .copy = cpu_copy,                                                                \
+        .zero = cpu_zero,                                                                \
+        .sync = cpu_sync,                                                                \
+        .gemm = cpu_sgemm,                                                               \
+        .axpy = cpu_axpy,                                                                \
+        .scale = cpu_scale,                                                              \
+        .add = cpu_add,                                                                  \
+        .linear_fwd = cpu_linear_fwd,                                                    \
+        .linear_bwd_data = cpu_linear_bwd_data,                                          \
+        .linear_bwd_weight = cpu_linear_bwd_weight,                                      \
+        .conv2d_fwd = cpu_conv2d_fwd,                                                    \
+        .conv2d_bwd_data = cpu_conv2d_bwd_data,                                          \
+        .conv2d_bwd_weight = cpu_conv2d_bwd_weight,                                      \
+        .maxpool_fwd = cpu_maxpool_fwd,                                                  \
+        .maxpool_bwd = cpu_maxpool_bwd,                                                  \
+        .relu_fwd = cpu_relu_fwd,                                                        \
+        .relu_bwd = cpu_relu_bwd,                                                        \
+        .gelu_fwd = cpu_gelu_fwd,                                                        \
+        .gelu_bwd = cpu_gelu_bwd,                                                        \
+        .layernorm_fwd = cpu_layernorm_fwd,                                              \
+        .layernorm_bwd_data = cpu_layernorm_bwd_data,                                    \
+        .layernorm_bwd_weight = cpu_layernorm_bwd_weight,                                \
+        .embedding_fwd = cpu_embedding_fwd,                                              \
+        .embedding_bwd_weight = cpu_embedding_bwd_weight,                                \
+        .attention_fwd = cpu_attention_fwd,                                              \
+        .attention_bwd = cpu_attention_bwd,                                              \
+        .xent_fwd = cpu_xent_fwd,                                                        \
+        .xent_bwd = cpu_xent_bwd,                                                        \
+        .opt_step = cpu_opt_step,                                                        \
+        .hint_workers = cpu_hint_workers,                                                \
+        .note = cpu_note,                                                                \
+        .mem_peak = cpu_mem_peak,                                                        \
+    }
+
+static const backend cpu_backend = CPU_TABLE("cpu", cpu_create);
+static const backend cpu_bf16_backend = CPU_TABLE("cpu-bf16", cpu_create_bf16);
 
 const backend *backend_cpu(void) { return &cpu_backend; }
+
+const backend *backend_cpu_bf16(void) { return &cpu_bf16_backend; }

@@ -2,7 +2,6 @@
  * each GEMM is large, and max pooling. */
 #include "exec/cpu/cpu.h"
 
-#include <cblas.h>
 #include <string.h>
 
 /* Scratch budget per GEMM operand, in floats (a chunk of samples fits in it). */
@@ -121,8 +120,8 @@ void cpu_conv2d_fwd(bk_ctx *c, const bk_conv *g, const float *x, const float *w,
         int nb = g->B - s0 < nbmax ? g->B - s0 : nbmax;
         im2col(g, nb, x + s0 * in_n, col);
         /* t (K, nb PQ) = w (K, CKK) col (CKK, nb PQ) */
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, g->K, (int)(nb * PQ), CKK, 1.0f,
-                    w, CKK, col, (int)(nb * PQ), 0.0f, t, (int)(nb * PQ));
+        cpu_sgemm(c, 0, 0, g->K, (int)(nb * PQ), CKK, 1.0f, w, CKK, col, (int)(nb * PQ), 0.0f,
+                  t, (int)(nb * PQ));
         for (int s = 0; s < nb; s++)
             for (int k = 0; k < g->K; k++) {
                 float *dst = y + ((size_t)(s0 + s) * g->K + k) * PQ;
@@ -147,8 +146,8 @@ void cpu_conv2d_bwd_data(bk_ctx *c, const bk_conv *g, const float *dy, const flo
         int nb = g->B - s0 < nbmax ? g->B - s0 : nbmax;
         to_kmajor(g, nb, dy + (size_t)s0 * g->K * PQ, t);
         /* col (CKK, nb PQ) = w^T (CKK, K) t (K, nb PQ) */
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, CKK, (int)(nb * PQ), g->K, 1.0f,
-                    w, CKK, t, (int)(nb * PQ), 0.0f, col, (int)(nb * PQ));
+        cpu_sgemm(c, 1, 0, CKK, (int)(nb * PQ), g->K, 1.0f, w, CKK, t, (int)(nb * PQ), 0.0f,
+                  col, (int)(nb * PQ));
         col2im(g, nb, col, dx + s0 * in_n);
     }
 }
@@ -167,8 +166,8 @@ void cpu_conv2d_bwd_weight(bk_ctx *c, const bk_conv *g, const float *dy, const f
         im2col(g, nb, x + s0 * in_n, col);
         to_kmajor(g, nb, dy + (size_t)s0 * g->K * PQ, t);
         /* dw (K, CKK) += t (K, nb PQ) col^T (nb PQ, CKK) */
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, g->K, CKK, (int)(nb * PQ), 1.0f,
-                    t, (int)(nb * PQ), col, (int)(nb * PQ), 1.0f, dw, CKK);
+        cpu_sgemm(c, 0, 1, g->K, CKK, (int)(nb * PQ), 1.0f, t, (int)(nb * PQ), col,
+                  (int)(nb * PQ), 1.0f, dw, CKK);
         if (db)
             for (int k = 0; k < g->K; k++) {
                 const float *r = t + (size_t)k * nb * PQ;

@@ -1,18 +1,15 @@
-/* cpu_layers.c: the CPU backend's linear layer (OpenBLAS), element-wise activations and
- * the softmax cross-entropy loss. */
+/* cpu_layers.c: the CPU backend's linear layer (OpenBLAS, through cpu_sgemm), element-wise
+ * activations and the softmax cross-entropy loss. */
 #include "exec/cpu/cpu.h"
 
-#include <cblas.h>
 #include <math.h>
 #include <string.h>
 
 void cpu_linear_fwd(bk_ctx *c, int N, int in, int out, const float *x, const float *w,
                     const float *b, float *y)
 {
-    (void)c;
     /* y (N, out) = x (N, in) w^T (in, out) */
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, out, in, 1.0f, x, in, w, in, 0.0f,
-                y, out);
+    cpu_sgemm(c, 0, 1, N, out, in, 1.0f, x, in, w, in, 0.0f, y, out);
     if (b)
         for (int i = 0; i < N; i++)
             for (int j = 0; j < out; j++) y[(size_t)i * out + j] += b[j];
@@ -21,19 +18,15 @@ void cpu_linear_fwd(bk_ctx *c, int N, int in, int out, const float *x, const flo
 void cpu_linear_bwd_data(bk_ctx *c, int N, int in, int out, const float *dy, const float *w,
                          float *dx)
 {
-    (void)c;
     /* dx (N, in) = dy (N, out) w (out, in) */
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, in, out, 1.0f, dy, out, w, in,
-                0.0f, dx, in);
+    cpu_sgemm(c, 0, 0, N, in, out, 1.0f, dy, out, w, in, 0.0f, dx, in);
 }
 
 void cpu_linear_bwd_weight(bk_ctx *c, int N, int in, int out, const float *dy,
                            const float *x, float *dw, float *db)
 {
-    (void)c;
     /* dw (out, in) += dy^T (out, N) x (N, in) */
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, out, in, N, 1.0f, dy, out, x, in, 1.0f,
-                dw, in);
+    cpu_sgemm(c, 1, 0, out, in, N, 1.0f, dy, out, x, in, 1.0f, dw, in);
     if (db)
         for (int i = 0; i < N; i++)
             for (int j = 0; j < out; j++) db[j] += dy[(size_t)i * out + j];

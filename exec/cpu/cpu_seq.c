@@ -1,6 +1,7 @@
 /* cpu_seq.c: the CPU backend's transformer layers: layer normalization, token + position
  * embedding, and the causal multi-head attention core. Plain loops with double
- * accumulators; the heavy GEMMs of a transformer are its linear layers. */
+ * accumulators; the heavy GEMMs of a transformer are its linear layers. In a cpu-bf16
+ * context the attention's products take bf16-rounded inputs (cpu_in), as cuBLAS's. */
 #include "exec/cpu/cpu.h"
 
 #include <math.h>
@@ -96,7 +97,6 @@ void cpu_embedding_bwd_weight(bk_ctx *c, int B, int T, int V, int D, const float
 void cpu_attention_fwd(bk_ctx *c, int B, int T, int D, int H, const float *qkv, float *att,
                        float *y)
 {
-    (void)c;
     const int hs = D / H, D3 = 3 * D;
     const float scale = 1.0f / sqrtf((float)hs);
     for (int b = 0; b < B; b++)
@@ -108,7 +108,7 @@ void cpu_attention_fwd(bk_ctx *c, int B, int T, int D, int H, const float *qkv, 
                 for (int u = 0; u <= t; u++) {
                     const float *k = qkv + ((size_t)b * T + u) * D3 + D + h * hs;
                     float s = 0;
-                    for (int i = 0; i < hs; i++) s += q[i] * k[i];
+                    for (int i = 0; i < hs; i++) s += cpu_in(c, q[i]) * cpu_in(c, k[i]);
                     a[u] = s * scale;
                     if (a[u] > mx) mx = a[u];
                 }
@@ -124,7 +124,8 @@ void cpu_attention_fwd(bk_ctx *c, int B, int T, int D, int H, const float *qkv, 
                 memset(o, 0, hs * sizeof(float));
                 for (int u = 0; u <= t; u++) {
                     const float *v = qkv + ((size_t)b * T + u) * D3 + 2 * D + h * hs;
-                    for (int i = 0; i < hs; i++) o[i] += a[u] * v[i];
+                    const float au = cpu_in(c, a[u]);
+                    for (int i = 0; i < hs; i++) o[i] += au * cpu_in(c, v[i]);
                 }
             }
 }
@@ -149,22 +150,25 @@ void cpu_attention_bwd(bk_ctx *c, int B, int T, int D, int H, const float *qkv,
                 for (int u = 0; u <= t; u++) {
                     const float *v = qkv + ((size_t)b * T + u) * D3 + 2 * D + h * hs;
                     float *dv = dqkv + ((size_t)b * T + u) * D3 + 2 * D + h * hs;
+                    const float au = cpu_in(c, a[u]);
                     float s = 0;
                     for (int i = 0; i < hs; i++) {
-                        s += d[i] * v[i];
-                        dv[i] += a[u] * d[i];
+                        const float di = cpu_in(c, d[i]);
+                        s += di * cpu_in(c, v[i]);
+                        dv[i] += au * di;
                     }
                     da[u] = s;
                     dot += (double)a[u] * s;
                 }
                 /* through the softmax and the scaled scores q . k */
                 for (int u = 0; u <= t; u++) {
-                    float ds = a[u] * (da[u] - (float)dot) * scale;
+                    /* cpu-bf16: the unscaled score gradient is the product's input */
+                    float ds = cpu_in(c, a[u] * (da[u] - (float)dot)) * scale;
                     const float *k = qkv + ((size_t)b * T + u) * D3 + D + h * hs;
                     float *dk = dqkv + ((size_t)b * T + u) * D3 + D + h * hs;
                     for (int i = 0; i < hs; i++) {
-                        dq[i] += ds * k[i];
-                        dk[i] += ds * q[i];
+                        dq[i] += ds * cpu_in(c, k[i]);
+                        dk[i] += ds * cpu_in(c, q[i]);
                     }
                 }
             }

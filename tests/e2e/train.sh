@@ -156,5 +156,19 @@ expect2 "profile.layers[1].parameter_bytes: expected 803840, the weights of laye
 if ! nvidia-smi -L > /dev/null 2>&1; then # no GPU here: cuda must say so in one line, status 2
     expect2 "plumb:" "$PLUMB" train examples/models/fmnist-mlp.json --backend cuda --steps 1
 fi
+# nccl wants one of the CUDA backends (said before any GPU is looked for), where built
+out=$("$PLUMB" train examples/models/fmnist-mlp.json --schedule gpipe --transport nccl \
+    --backend cpu-bf16 --steps 1 2>&1)
+case "$out" in
+*"not built into this binary"*) ;;
+*) expect2 "--transport nccl: needs a CUDA backend (--backend cuda, cuda-tf32 or cuda-bf16)" \
+       "$PLUMB" train examples/models/fmnist-mlp.json --schedule gpipe --transport nccl \
+       --backend cpu-bf16 --steps 1 ;;
+esac
+# the CPU's bf16 reference trains (GEMM and convolution inputs rounded to bf16)
+"$PLUMB" train examples/models/fmnist-cnn.json --backend cpu-bf16 --data synthetic \
+    --samples 256 --steps 2 --batch 32 --quiet > "$tmp/bf16.out" 2>&1 ||
+    fail "--backend cpu-bf16: $(cat "$tmp/bf16.out")"
+expect2 "--backend: expected \"cpu\"" "$PLUMB" train examples/models/fmnist-mlp.json --backend tpu
 "$PLUMB" train --help | grep -q "usage: plumb train" || fail "--help"
 echo "train.sh: all passed"
