@@ -28,6 +28,11 @@ int cli_int(const char *cmd, const char *opt, const char *s, long lo, long hi, i
 /* Parses a finite number > 0 (when positive) or >= 0; -1 with one line on failure. */
 int cli_num(const char *cmd, const char *opt, const char *s, int positive, double *out);
 
+/* Parses a planner's `--schedule K|auto`: a schedule kind (core/plan.h) into *out, or -1
+ * (NATIVE_SCHED_AUTO) for "auto". On failure prints one line listing the kinds and returns
+ * -1. */
+int cli_schedule(const char *cmd, const char *s, int *out);
+
 /* getopt_long with plumb's error messages: returns the option, -1 at the end, or '?' after
  * printing "plumb: CMD: unknown option ..." or "... needs a value". Resets optind when
  * called with a new argv. */

@@ -1,5 +1,7 @@
 /* cmd_common.c: option helpers shared by the subcommands. */
 #include "cli/cli.h"
+#include "core/plan.h"
+#include "planner/native.h"
 
 #include <errno.h>
 #include <math.h>
@@ -42,6 +44,22 @@ int cli_num(const char *cmd, const char *opt, const char *s, int positive, doubl
         return -1;
     }
     *out = v;
+    return 0;
+}
+
+int cli_schedule(const char *cmd, const char *s, int *out)
+{
+    if (!strcmp(s, "auto")) {
+        *out = NATIVE_SCHED_AUTO;
+        return 0;
+    }
+    int k = sched_kind_parse(s);
+    if (k < 0) {
+        cli_fail(cmd, "--schedule: expected gpipe, 1f1b-flush, pipedream, 2bw, interleaved, "
+                 "zb-h1, zb-v or auto (got \"%s\")", s);
+        return -1;
+    }
+    *out = k;
     return 0;
 }
 

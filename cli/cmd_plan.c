@@ -503,7 +503,7 @@ int cmd_plan(int argc, char **argv)
     native_options no; /* native mode: 0 unset, 1 native, 2 pipedream; pd_only / nat_only:
                           an option of one mode was given */
     native_options_init(&no);
-    int mode = 0, pd_only = 0, nat_only = 0, k;
+    int mode = 0, pd_only = 0, nat_only = 0;
     double gib = 0;
     optind = 0;
     while ((c = cli_getopt("plan", argc, argv, "p:c:o:h", longopts)) != -1) {
@@ -517,15 +517,7 @@ int cmd_plan(int argc, char **argv)
             mode = strcmp(optarg, "native") ? 2 : 1;
             break;
         case 1002:
-            if (!strcmp(optarg, "auto")) {
-                no.schedule = NATIVE_SCHED_AUTO;
-                break;
-            }
-            k = sched_kind_parse(optarg);
-            if (k < 0)
-                return cli_fail("plan", "--schedule: expected gpipe, 1f1b-flush, pipedream, "
-                                "2bw, interleaved, zb-h1, zb-v or auto (got \"%s\")", optarg);
-            no.schedule = k;
+            if (cli_schedule("plan", optarg, &no.schedule)) return 2;
             break;
         case 1003:
             if (cli_int("plan", "--microbatches", optarg, 1, 1 << 20, &no.microbatches))

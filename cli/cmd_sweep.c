@@ -110,15 +110,7 @@ int cmd_sweep(int argc, char **argv)
             if (cli_num("sweep", "--price", optarg, 1, &price)) return 2;
             break;
         case O_SCHED:
-            if (!strcmp(optarg, "auto")) {
-                o.schedule = NATIVE_SCHED_AUTO;
-                break;
-            }
-            k = sched_kind_parse(optarg);
-            if (k < 0)
-                return cli_fail("sweep", "--schedule: expected gpipe, 1f1b-flush, pipedream, "
-                                "2bw, interleaved, zb-h1, zb-v or auto (got \"%s\")", optarg);
-            o.schedule = k;
+            if (cli_schedule("sweep", optarg, &o.schedule)) return 2;
             break;
         case O_MB:
             if (cli_int("sweep", "--microbatches", optarg, 1, 1 << 20, &o.microbatches))

@@ -102,7 +102,10 @@ expect_bad "expected -p PROFILE" sweep -c $CL/cluster-c-4x1.json --gpus 1..2
 expect_bad "unknown option" sweep -p $PR/vgg16.json -c $CL/cluster-c-4x1.json --gpus 1 --frobnicate
 expect_bad "--price" sweep -p $PR/vgg16.json -c $CL/cluster-c-4x1.json --gpus 1 --price -3
 expect_bad "does not fit" plan -p $PR/vgg16.json -c $CL/cluster-c-4x1.json --memory-limit 0.1
-expect_bad "--schedule" plan -p $PR/vgg16.json -c $CL/cluster-c-4x1.json --schedule fast
+expect_bad "--schedule: expected gpipe, 1f1b-flush, pipedream, 2bw, interleaved, zb-h1, zb-v or auto (got \"fast\")" \
+    plan -p $PR/vgg16.json -c $CL/cluster-c-4x1.json --schedule fast
+expect_bad "plumb: sweep: --schedule: expected gpipe" sweep -p $PR/vgg16.json \
+    -c $CL/cluster-c-4x1.json --gpus 1..2 --schedule 1f1b
 expect_bad "--mode" plan -p $PR/vgg16.json -c $CL/cluster-c-4x1.json --mode quick
 expect_bad "belong to --mode pipedream" plan -p $PR/vgg16.json -c $CL/cluster-c-4x1.json \
     --mode native --straight
