@@ -67,8 +67,12 @@ Test(ui_state, what_if_keys_change_the_settings)
     cr_assert_eq(st->cur.microbatches, 16);
     keys(st, "MMMMMM");
     cr_assert_eq(st->cur.microbatches, 1);
+    ui_state_key(st, 'r'); /* off -> auto -> on -> off */
+    cr_assert_eq(st->cur.recompute, UI_RECOMPUTE_AUTO);
     ui_state_key(st, 'r');
     cr_assert_eq(st->cur.recompute, 1);
+    ui_state_key(st, 'r');
+    cr_assert_eq(st->cur.recompute, 0);
 }
 
 Test(ui_state, memory_limit_steps)

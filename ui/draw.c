@@ -20,7 +20,7 @@ static const char *const HELP[] = {
     "  x  X          tighten / loosen the per-device memory limit",
     "  Up  Down      select a device (PgUp PgDn: 10 at a time)",
     "  t  T          straggler on the selected device / slowdown 1.5 2 3 4x",
-    "  r             recomputation on / off",
+    "  r             recomputation auto (the planner's) / on / off",
     "  p  P          pin the live plan (shown beside it) / unpin",
     "  u  U  ^R      undo / redo",
     "  Left  Right   scroll the timeline; z Z zoom in / out; Home whole run",
@@ -245,8 +245,12 @@ static void draw_whatifs(ui_app *a, int x, int y, int w, ui_fb *fb)
     else snprintf(v, sizeof v, "off");
     pen_field(&p, narrow ? "strag" : "straggler", v,
               wi->straggler >= 0 ? UI_ST_BAD | UI_A_BOLD : UI_ST_VALUE);
-    if (!pen_field(&p, narrow ? "recomp" : "recompute", wi->recompute ? "on" : "off",
-                   wi->recompute ? UI_ST_VALUE | UI_A_BOLD : UI_ST_VALUE))
+    if (wi->recompute == UI_RECOMPUTE_AUTO) /* the plan's own choice */
+        snprintf(v, sizeof v, "auto (%s)", a->cur.pl && a->cur.pl->recompute ? "on" : "off");
+    else
+        snprintf(v, sizeof v, "%s", wi->recompute ? "on" : "off");
+    if (!pen_field(&p, narrow ? "recomp" : "recompute", v,
+                   wi->recompute == 1 ? UI_ST_VALUE | UI_A_BOLD : UI_ST_VALUE))
         return;
     snprintf(v, sizeof v, "%d", st->undo_n);
     pen_field(&p, "undo", v, UI_ST_DIM);

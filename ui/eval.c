@@ -169,6 +169,7 @@ void ui_base_whatif(const ui_base *b, ui_whatif *w)
     } else {
         w->schedule = b->planner == UI_PLANNER_PIPEDREAM ? SCHED_PIPEDREAM : SCHED_1F1B_FLUSH;
         w->microbatches = 0; /* the planner chooses; the app adopts its choice */
+        w->recompute = UI_RECOMPUTE_AUTO;
     }
     if (w->ngpus > UI_MAX_GPUS) w->ngpus = UI_MAX_GPUS;
 }
@@ -252,7 +253,8 @@ static plan *planned(const ui_base *b, const cluster *clus, const ui_whatif *w,
             native_options_init(&o);
             o.schedule = w->schedule;
             o.microbatches = w->microbatches;
-            o.recompute = w->recompute;
+            o.recompute = w->recompute == UI_RECOMPUTE_AUTO ? NATIVE_RECOMPUTE_AUTO
+                                                             : w->recompute;
             o.memory_limit_bytes = w->mem_limit_bytes;
             if (b->loaded) {
                 o.microbatch_size = b->loaded->microbatch_size;
@@ -355,7 +357,7 @@ plan *ui_replan(const ui_base *b, const cluster *clus, const ui_whatif *w, const
         if (l <= UI_MAX_MICROBATCHES && pl->microbatches % l)
             pl->microbatches = (int)((pl->microbatches + l - 1) / l * l);
     }
-    pl->recompute = w->recompute;
+    if (w->recompute != UI_RECOMPUTE_AUTO) pl->recompute = w->recompute;
     pl->pred_iteration_s = pl->pred_samples_per_s = pl->pred_speedup_vs_dp = -1;
     pl->pred_speedup_vs_1 = -1;
     free(pl->pred_peak_memory_bytes);

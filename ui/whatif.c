@@ -170,8 +170,10 @@ static int whatif_key(ui_state *st, int key)
         w->straggler_factor = ui_straggler_next(w->straggler_factor);
         if (w->straggler < 0 && st->view.device < w->ngpus) w->straggler = st->view.device;
         break;
-    case 'r':
-        w->recompute = !w->recompute;
+    case 'r': /* auto -> on -> off -> auto */
+        w->recompute = w->recompute == UI_RECOMPUTE_AUTO ? 1
+                       : w->recompute == 1               ? 0
+                                                         : UI_RECOMPUTE_AUTO;
         break;
     case 'p':
         st->pinned = 1;

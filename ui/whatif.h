@@ -24,6 +24,7 @@ enum {
 #define UI_MAX_BW_EXP 10          /* bandwidth factors from 2^-10 to 2^10 */
 #define UI_MAX_ZOOM 12            /* the timeline shows down to 1/2^12 of the run */
 #define UI_UNDO_MAX 256
+#define UI_RECOMPUTE_AUTO (-1)
 
 /* What the plan and simulation are asked to be. */
 typedef struct ui_whatif {
@@ -34,7 +35,9 @@ typedef struct ui_whatif {
     double mem_limit_bytes;          /* > 0: each device's memory capped here; 0 = off */
     int straggler;                   /* device whose compute is slowed, or -1 */
     double straggler_factor;         /* its compute times x this (> 1) */
-    int recompute;                   /* 1: activations recomputed in backward */
+    int recompute;                   /* 1: activations recomputed in backward; 0: kept;
+                                        UI_RECOMPUTE_AUTO: the native planner tries both
+                                        (other plans keep theirs, else off) */
 } ui_whatif;
 
 /* How things are shown; not part of undo. */
