@@ -148,11 +148,29 @@ fi
 
 PREFIX="$ROOT/$BUILD/gpu-root" # outside gpu-bundle/, which is carried to the machine
 ML=x86_64-linux-gnu
-add_paths() { # the unpacked prefix joins the compiler's and the loader's search paths
+# add_paths: the unpacked prefix joins the compiler's search paths; the loader's path gets
+# only the bundle's libraries that the machine lacks (a folder of links, $PREFIX/ld), so
+# that no program here loads an older copy of a library the machine has (libz, libtinfo...)
+add_paths() {
     export CPATH="$PREFIX/usr/include:$PREFIX/usr/include/$ML:$PREFIX/usr/include/$ML/openblas-pthread${CPATH:+:$CPATH}"
     local libs="$PREFIX/usr/lib/$ML:$PREFIX/lib/$ML:$PREFIX/usr/lib/$ML/openblas-pthread"
     export LIBRARY_PATH="$libs${LIBRARY_PATH:+:$LIBRARY_PATH}"
-    export LD_LIBRARY_PATH="$libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    local ldc cache d f n
+    ldc=$(command -v ldconfig || echo /sbin/ldconfig)
+    cache=$("$ldc" -p 2>/dev/null | awk '/x86-64/ { print $1, $NF }')
+    rm -rf "$PREFIX/ld"
+    mkdir -p "$PREFIX/ld"
+    for d in ${libs//:/ }; do
+        for f in "$d"/lib*.so.*; do
+            [ -e "$f" ] || continue
+            n=${f##*/}
+            # the machine's own copy, where its loader cache names one that exists
+            [ -e "$(awk -v n="$n" '$1 == n { print $2; exit }' <<<"$cache")" ] && continue
+            ln -sfn "$f" "$PREFIX/ld/$n"
+        done
+    done
+    export LD_LIBRARY_PATH="$PREFIX/ld${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    say "the bundle's libraries the machine lacks: $(find "$PREFIX/ld" -regex '.*\.so\.[0-9]+' -printf '%f ')"
 }
 unpack_deb() { # dpkg -x, or ar + tar where dpkg is missing
     if command -v dpkg-deb >/dev/null 2>&1; then
@@ -215,29 +233,43 @@ else
     row "build deps" PASS "cJSON, OpenBLAS, Criterion, ncurses, zlib, make$([ -e "$PREFIX/.unpacked" ] && echo ' (some from gpu-bundle/)')"
 fi
 
-# cuDNN and NCCL: the toolkit's, else PyTorch's wheels (nvidia.cudnn, nvidia.nccl)
+# cuBLAS and the CUDA runtime, cuDNN and NCCL: the toolkit's, else PyTorch's wheels
+# (nvidia/cu13, nvidia/cudnn, nvidia/nccl: include/ and lib/ with .so.N files only)
 EXTRA="$ROOT/$BUILD/cuda-extra"
 wheel_dir() { py 60 -c "import nvidia.$1 as m; print(list(m.__path__)[0])" 2>/dev/null; }
-# have_cuda_lib HEADER LIB: compiles and links against the toolkit plus what is found so far
+# have_cuda_lib HEADER LIB...: compiles and links against the toolkit plus what is found so far
 have_cuda_lib() {
-    printf '#include <%s>\nint main(void){return 0;}\n' "$1" |
+    local h=$1 l=()
+    shift
+    for x in "$@"; do l+=(-l"$x"); done
+    printf '#include <%s>\nint main(void){return 0;}\n' "$h" |
         timeout 60 "$CC" -x c - -o /dev/null -I"$CUDA_HOME/include" -L"$CUDA_HOME/lib64" \
-            -L"$CUDA_HOME/lib" -l"$2" >/dev/null 2>&1
+            -L"$CUDA_HOME/lib" "${l[@]}" >/dev/null 2>&1
 }
-use_wheel() { # use_wheel NAME HEADER LIB: links nvidia/NAME's headers and .so.N into EXTRA
-    local d
-    d=$(wheel_dir "$1") || return 1
-    [ -n "$d" ] && [ -e "$d/include/$2" ] || return 1
-    local so
-    so=$(ls "$d"/lib/lib"$3".so* 2>/dev/null | head -1)
-    [ -n "$so" ] || return 1
+use_wheel() { # use_wheel NAME HEADER LIB...: nvidia/NAME's headers, and its .so.N linked into EXTRA
+    local d n=$1 h=$2 so x
+    shift 2
+    d=$(wheel_dir "$n") || return 1
+    [ -n "$d" ] && [ -e "$d/include/$h" ] || return 1
     mkdir -p "$EXTRA/lib"
-    ln -sfn "$so" "$EXTRA/lib/lib$3.so"
+    for x in "$@"; do
+        so=$(ls "$d"/lib/lib"$x".so* 2>/dev/null | head -1)
+        [ -n "$so" ] || return 1
+        ln -sfn "$so" "$EXTRA/lib/lib$x.so"
+    done
     export CPATH="$d/include${CPATH:+:$CPATH}"
     export LIBRARY_PATH="$EXTRA/lib${LIBRARY_PATH:+:$LIBRARY_PATH}"
     export LD_LIBRARY_PATH="$d/lib:$EXTRA/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-    say "using $1 from PyTorch's wheel: $d"
+    say "using $n from PyTorch's wheel: $d"
 }
+if ! have_cuda_lib cublas_v2.h cublas cudart; then
+    if use_wheel cu13 cublas_v2.h cublas cudart && have_cuda_lib cublas_v2.h cublas cudart; then
+        row "cuBLAS / CUDA runtime" PASS "not in $CUDA_HOME: from PyTorch's wheel (nvidia/cu13)"
+    else
+        row "cuBLAS / CUDA runtime" FAIL "cublas_v2.h, libcublas or libcudart missing in $CUDA_HOME and in PyTorch's nvidia/cu13"
+        exit 1
+    fi
+fi
 HC=""
 HN=""
 CN="the toolkit"
@@ -313,8 +345,16 @@ elif [ -d "$PREFIX/usr/share/datasets/fashion-mnist" ]; then
     DATA=(--data-dir "$PREFIX/usr/share/datasets/fashion-mnist")
 else DATA=(--data synthetic --samples 4096)
 fi
-# the first "plumb: ..." error line of a log, else its last line
-why() { grep -m1 '^plumb: ' "$1" 2>/dev/null || tail -1 "$1" 2>/dev/null; }
+# why LOG [EXIT]: a time-out, else the first "plumb: ..." error line of the log, else its
+# last line
+why() {
+    case ${2:-} in
+        124 | 137) if [ $(($(elapsed) + 5)) -ge "$BUDGET" ]; then echo "stopped: the budget ($BUDGET s) is spent"
+                   else echo "timed out"; fi
+                   return ;;
+    esac
+    grep -m1 '^plumb: ' "$1" 2>/dev/null || tail -1 "$1" 2>/dev/null
+}
 # losses "step 1 x" ... from progress lines "step N/M ... loss X ..."
 losses() { sed -n 's/^step \([0-9]*\)\/[0-9]* .* loss \([0-9.eE+-]*\) .*/\1 \2/p' "$1"; }
 # train_match TAG TITLE EXTRA...: 20 steps on the CPU and on CUDA, per-step losses compared
@@ -328,7 +368,9 @@ train_match() {
     run_t 60 "$PLUMB" "${args[@]}" --backend $DEV >"$W/train-$tag-$DEV.log" 2>&1
     local r2=$?
     if [ $r1 -ne 0 ] || [ $r2 -ne 0 ]; then
-        row "fmnist-cnn 20 steps, $title" FAIL "exit cpu $r1, $DEV $r2: $(why "$W/train-$tag-$DEV.log" | cut -c1-120)"
+        local lg="$W/train-$tag-$DEV.log" rc=$r2
+        [ $r1 -ne 0 ] && lg="$W/train-$tag-ref-cpu.log" rc=$r1
+        row "fmnist-cnn 20 steps, $title" FAIL "exit cpu $r1, $DEV $r2: $(why "$lg" $rc | cut -c1-120)"
         return
     fi
     losses "$W/train-$tag-ref-cpu.log" >"$T/a"
@@ -365,14 +407,16 @@ if echo "$phelp" | grep -q -- '--backend'; then
     if echo "$phelp" | grep -q -- '--output'; then pargs+=(--output "$W/vgg16-profile.json")
     elif echo "$phelp" | grep -q -- ' -o '; then pargs+=(-o "$W/vgg16-profile.json"); fi
     t0=$(date +%s)
-    if run_t 120 "$PLUMB" "${pargs[@]}" >"$W/profile.log" 2>&1; then
+    run_t 120 "$PLUMB" "${pargs[@]}" >"$W/profile.log" 2>&1
+    prc=$?
+    if [ $prc -eq 0 ]; then
         f="$W/vgg16-profile.json"
         [ -s "$f" ] || { grep -q plumb-profile "$W/profile.log" && cp "$W/profile.log" "$f"; }
         [ -s "$f" ] && cp "$f" "$RES/vgg16-profile.json"
         sum=$(py 60 -c "import json,sys; p=json.load(open(sys.argv[1])); L=p['layers']; print('%d layers, forward %.1f ms + backward %.1f ms per minibatch of %s' % (len(L), sum(l.get('forward_ms',0) for l in L), sum(l.get('backward_ms',0) for l in L), p.get('minibatch','?')))" "$f" 2>/dev/null)
         row "plumb profile vgg16, batch $PB, $DEV" PASS "$(($(date +%s) - t0)) s; ${sum:-written}"
     else
-        row "plumb profile vgg16, batch $PB, $DEV" FAIL "$(why "$W/profile.log" | cut -c1-140)"
+        row "plumb profile vgg16, batch $PB, $DEV" FAIL "$(why "$W/profile.log" $prc | cut -c1-140)"
     fi
 else
     row "plumb profile vgg16, batch $PB" SKIP "plumb profile has no --backend option in this build ($(echo "$phelp" | head -1 | cut -c1-80))"
@@ -391,15 +435,17 @@ bench_plumb() { # MODEL BATCH STEPS PRECISION
     [ $DEV = cuda ] && [ "$prec" = bf16 ] && bk=cuda-bf16
     local log="$W/tput-$name-$prec.log" every=$(($3 / 3))
     [ $every -ge 1 ] || every=1
-    if run_t 120 "$PLUMB" train "$1" --backend $bk --data synthetic --samples $((b * 4)) \
-        --batch "$b" --steps "$3" --log-every $every >"$log" 2>&1; then
+    run_t 120 "$PLUMB" train "$1" --backend $bk --data synthetic --samples $((b * 4)) \
+        --batch "$b" --steps "$3" --log-every $every >"$log" 2>&1
+    local rc=$?
+    if [ $rc -eq 0 ]; then
         local sps params
         sps=$(grep '^step ' "$log" | tail -1 | sed -n 's/.*  \([0-9.]*\) samples\/s.*/\1/p')
         params=$(sed -n 's/^plumb train: .* (\([0-9]*\) parameters).*/\1/p' "$log" | head -1)
         printf 'plumb\t%s\t%s\t%s\t%s\t%s\n' "$name" "$prec" "$b" "${sps:-?}" "${params:-?}" >>"$TP"
         row "plumb $name batch $b, $bk" "${sps:-?} samples/s" "training, synthetic data; ${params:-?} parameters; $(basename "$log")"
     else
-        row "plumb $name batch $b, $bk" FAIL "$(why "$log" | cut -c1-140)"
+        row "plumb $name batch $b, $bk" FAIL "$(why "$log" $rc | cut -c1-140)"
     fi
 }
 # the same batches and steps as PyTorch's runs below
@@ -496,7 +542,8 @@ def main(path, batch, steps, dev, precs):
 main(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5])
 PY
 if [ $DEV = cuda ]; then
-    tcheck='import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)'
+    tcheck='import torch, sys
+if not torch.cuda.is_available(): sys.exit("torch " + torch.__version__ + " imports but sees no CUDA device")'
 else
     tcheck='import torch'
 fi
@@ -509,10 +556,15 @@ if [ -n "$tver" ]; then
     else
         runs=("examples/models/vgg16.json 1 1 fp32,bf16" "examples/models/gpt-mini.json 2 2 fp32,bf16")
     fi
+    declare -A tstat=()
     for r in "${runs[@]}"; do
         read -r m b s precs <<<"$r"
-        py 150 "$W/torch_bench.py" "$m" "$b" "$s" $DEV "$precs" >>"$W/torch.tsv" \
-            2>>"$W/torch.log" || say "PyTorch $m $precs failed (torch.log: $(grep -v -i warn "$W/torch.log" | tail -1 | cut -c1-120))"
+        py 150 "$W/torch_bench.py" "$m" "$b" "$s" $DEV "$precs" >>"$W/torch.tsv" 2>>"$W/torch.log"
+        trc=$?
+        if [ $trc -ne 0 ]; then
+            tstat[$(basename "$m" .json)]="exit $trc: $(why "$W/torch.log" $trc | cut -c1-100)"
+            say "PyTorch $m $precs: ${tstat[$(basename "$m" .json)]}"
+        fi
     done
     while IFS=$'\t' read -r name prec b sps tparams; do
         printf 'torch\t%s\t%s\t%s\t%s\t%s\n' "$name" "$prec" "$b" "$sps" "$tparams" >>"$TP"
@@ -526,7 +578,7 @@ if [ -n "$tver" ]; then
         pp=$(awk -F'\t' -v n="$name" '$1 == "plumb" && $2 == n && $6 != "?" { print $6; exit }' "$TP")
         tp=$(awk -F'\t' -v n="$name" '$1 == "torch" && $2 == n { print $6; exit }' "$TP")
         if [ -z "$tp" ]; then
-            row "PyTorch $name: same parameter count" FAIL "PyTorch's run wrote no line (torch.log)"
+            row "PyTorch $name: same parameter count" FAIL "PyTorch's run wrote no line (${tstat[$name]:-torch.log})"
         elif [ -z "$pp" ]; then
             row "PyTorch $name: same parameter count" SKIP "plumb's count unknown (its run failed); PyTorch $tp"
         else

@@ -96,6 +96,9 @@ unshare -m -n --propagation private bash -c '
     set -e
     mount -t overlay overlay -o "lowerdir=/usr,upperdir=$D/ov/up,workdir=$D/ov/wk" /usr
     while read -r f; do rm -rf "$f"; done <"$D/hide.txt"
+    # a loader cache that knows they are gone, in place of /etc/ld.so.cache (in here only)
+    ldconfig -X -C "$D/ld.so.cache"
+    mount --bind "$D/ld.so.cache" /etc/ld.so.cache
     if [ -n "$SP" ]; then
         mount -t overlay overlay -o "lowerdir=$SP,upperdir=$D/ovs/up,workdir=$D/ovs/wk" "$SP"
         mkdir -p "$SP/nvidia"
