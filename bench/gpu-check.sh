@@ -10,7 +10,9 @@
 #   3. `plumb profile` of vgg16 at batch 64 on the GPU;
 #   4. training throughput of vgg16 and gpt-mini (samples/s) in fp32 and bf16, and where
 #      PyTorch is importable the same models timed in PyTorch with the same shapes (the
-#      parameter counts are compared) and precision, with the ratio plumb / PyTorch.
+#      parameter counts are compared) and precision, with the ratio plumb / PyTorch;
+#   5. with what is left of the budget, PipeDream's loop (bench/gpu-loop.sh: profile, plan,
+#      sim, measured training, compare) for fmnist-cnn and vgg16.
 # Then it prints one table. Every command has a time limit; a failing or missing piece is
 # one row saying why, never the end of the run.
 #
@@ -590,6 +592,23 @@ elif [ $(($(elapsed) + 30)) -ge "$BUDGET" ]; then
     row "PyTorch comparison" SKIP "no time left in the budget ($BUDGET s)"
 else
     row "PyTorch comparison" SKIP "torch$([ $DEV = cuda ] && echo ' with CUDA') is not importable by $PY ($(tail -1 "$W/torch-import.log" 2>/dev/null | cut -c1-100))"
+fi
+
+# ------------------------------------------------------------------ 8. PipeDream's loop
+# bench/gpu-loop.sh (profile, plan, sim, train with a trace, compare) on what is left of the
+# budget, at most 150 s; its rows join the table, its files go into logs.tgz (loop/)
+if [ -f bench/gpu-loop.sh ]; then
+    lm=${GPU_LOOP_MODELS:-}
+    [ $DEV = cpu ] && [ -z "$lm" ] && lm="fmnist-cnn:8:4" # a dry run: one small model
+    GPU_LOOP_MODELS=$lm run_t 150 bash bench/gpu-loop.sh "$PLUMB" "$W/loop" $DEV \
+        >"$W/loop.tsv" 2>"$W/loop.log"
+    lrc=$?
+    while IFS=$'\t' read -r a b c; do [ -n "$a" ] && row "$a" "$b" "$c"; done <"$W/loop.tsv"
+    if [ $lrc -ne 0 ]; then
+        row "PipeDream's loop (bench/gpu-loop.sh)" FAIL "exit $lrc: $(why "$W/loop.log" $lrc | cut -c1-120)"
+    elif [ ! -s "$W/loop.tsv" ]; then
+        row "PipeDream's loop (bench/gpu-loop.sh)" FAIL "no rows (loop.log)"
+    fi
 fi
 
 say "done"
