@@ -7,20 +7,32 @@
 # mean |error| of the F/B medians), as bench/gpu-check.sh's table wants, and keeps every
 # file in OUTDIR.
 #
-#   bench/gpu-loop.sh PLUMB OUTDIR [BACKEND]        (BACKEND: cuda by default)
+#   bench/gpu-loop.sh [PLUMB [OUTDIR [BACKEND]]]     (BACKEND: cuda by default)
+#
+# Without arguments (as `make bench` runs it) PLUMB comes from the environment and the files
+# go to a temporary folder; with a CUDA backend and no GPU it prints one SKIP row, exit 0.
 #
 # GPU_LOOP_MODELS="name:batch:steps ..." picks the models (default fmnist-cnn and vgg16 at
 # batch 64); with BACKEND=cpu and a small model the script runs without a GPU, which is how
 # it is tried before a GPU is at hand. Every command has a time limit; a failing step makes
 # that model's row a FAIL saying why, and the script goes on.
 set -u
-PLUMB=${1:?usage: bench/gpu-loop.sh PLUMB OUTDIR [BACKEND]}
-OUTDIR=${2:?usage: bench/gpu-loop.sh PLUMB OUTDIR [BACKEND]}
+PLUMB=${1:-${PLUMB:-./plumb}}
+OUTDIR=${2:-}
 BK=${3:-cuda}
 MODELS=${GPU_LOOP_MODELS:-fmnist-cnn:64:40 vgg16:64:20}
-mkdir -p "$OUTDIR" || exit 1
 
 row() { printf '%s\t%s\t%s\n' "$1" "$2" "$3"; }
+if [ "${BK%%-*}" = cuda ] && ! timeout 20 nvidia-smi -L > /dev/null 2>&1 &&
+    [ ! -e /dev/nvidia0 ]; then
+    row "loop on one GPU" SKIP "no NVIDIA GPU (nvidia-smi -L failed, no /dev/nvidia0)"
+    exit 0
+fi
+if [ -z "$OUTDIR" ]; then
+    OUTDIR=$(mktemp -d)
+    trap 'rm -rf "$OUTDIR"' EXIT
+fi
+mkdir -p "$OUTDIR" || exit 1
 # the last line of a log that says something, for a FAIL row
 why() { grep -v '^[[:space:]]*$' "$1" 2>/dev/null | tail -1 | cut -c1-140; }
 
