@@ -30,7 +30,8 @@ static const char *const HELP[] = {
     "  q  ^C         quit",
     "",
     "samples/s and iteration time are steady state; bubble is the idle share",
-    "of compute; vs DP is the speedup over data parallelism on the same GPUs;",
+    "of compute; vs DP is the speedup over data parallelism on the same GPUs",
+    "(no-fit: data parallelism does not fit their memory);",
     "memory is the largest device peak against its capacity or the limit.",
     "Timeline: F forward, B backward, I/W its input/weight halves, S step,",
     ". idle, a lower-case letter a mostly idle column; blocks are coloured",
@@ -170,8 +171,8 @@ static void draw_figures(ui_fb *fb, int x, int y, int w, const char *label,
     pen_field(&p, "bubble", v, UI_ST_VALUE);
     if (res->dp_samples_per_s > 0)
         snprintf(v, sizeof v, "%.2fx", r->samples_per_s / res->dp_samples_per_s);
-    else
-        snprintf(v, sizeof v, "n/a");
+    else /* data parallelism does not fit memory, or could not be simulated */
+        snprintf(v, sizeof v, "%s", res->dp_samples_per_s == 0 ? "no-fit" : "n/a");
     pen_field(&p, "vs DP", v, UI_ST_VALUE);
     const sim_device_report *d = peak_device(r);
     if (d) {

@@ -392,7 +392,7 @@ double ui_dp_samples_per_s(const plan *pl, const sim_options *opt)
     plumb_err e;
     err_clear(&e);
     sim_report *r = sim_run(dp, &o, &e);
-    if (r) v = r->samples_per_s;
+    if (r) v = r->fits ? r->samples_per_s : 0; /* over memory: no baseline to beat */
     sim_report_free(r);
 done:
     plan_free(dp);

@@ -65,7 +65,8 @@ typedef struct ui_result {
     plan *pl;                      /* the plan evaluated, or NULL (see err) */
     sim_report *rep;               /* its simulation with timeline, or NULL */
     sim_options opt;               /* the options it was simulated with */
-    double dp_samples_per_s;       /* data parallelism on the same devices; <= 0: unknown */
+    double dp_samples_per_s;       /* data parallelism on the same devices; 0: it does not
+                                      fit memory; < 0: unknown */
     const char *origin;            /* "plan file", "planner", "even split" */
     double eval_ms;                /* wall time of plan + simulation */
     double plan_ms;                /* of which the partitioner ran (0 when cached) */
@@ -93,7 +94,8 @@ plan *ui_replan(const ui_base *b, const cluster *clus, const ui_whatif *w, const
 
 /* Samples/s of plain data parallelism on pl's cluster: one stage holding every layer,
  * replicated on every device, 1f1b-flush, the plan's microbatch size, microbatches rounded
- * up to a multiple of the devices; same straggler and memory options. -1 on failure. */
+ * up to a multiple of the devices; same straggler and memory options. 0 when that does not
+ * fit the devices' memory (or the limit), -1 on failure. */
 double ui_dp_samples_per_s(const plan *pl, const sim_options *opt);
 
 #endif
