@@ -33,6 +33,13 @@ int cli_num(const char *cmd, const char *opt, const char *s, int positive, doubl
  * -1. */
 int cli_schedule(const char *cmd, const char *s, int *out);
 
+/* The compute backend of `--backend NAME` and `--precision P` (fp32, tf32 or bf16; NULL:
+ * the name's own): cuda with bf16 is "cuda-bf16", cpu with bf16 "cpu-bf16". NULL after
+ * printing one line when the name is unknown or not built, the precision is unknown, the
+ * two disagree (cuda-tf32 with bf16), or the backend lacks the precision (cpu and tf32). */
+struct backend;
+const struct backend *cli_backend(const char *cmd, const char *name, const char *precision);
+
 /* getopt_long with plumb's error messages: returns the option, -1 at the end, or '?' after
  * printing "plumb: CMD: unknown option ..." or "... needs a value". Resets optind when
  * called with a new argv. */

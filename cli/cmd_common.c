@@ -1,6 +1,7 @@
 /* cmd_common.c: option helpers shared by the subcommands. */
 #include "cli/cli.h"
 #include "core/plan.h"
+#include "exec/backend.h"
 #include "planner/native.h"
 
 #include <errno.h>
@@ -61,6 +62,47 @@ int cli_schedule(const char *cmd, const char *s, int *out)
     }
     *out = k;
     return 0;
+}
+
+const backend *cli_backend(const char *cmd, const char *name, const char *precision)
+{
+    static const char *const precs[] = {"fp32", "tf32", "bf16"};
+    plumb_err e = {{0}};
+    if (!precision) {
+        const backend *b = backend_find(name, &e);
+        if (!b) cli_fail(cmd, "%s", e.msg);
+        return b;
+    }
+    int p = -1;
+    for (int i = 0; i < 3; i++)
+        if (!strcmp(precision, precs[i])) p = i;
+    if (p < 0) {
+        cli_fail(cmd, "--precision: expected fp32, tf32 or bf16 (got \"%s\")", precision);
+        return NULL;
+    }
+    /* the name's own precision, from its suffix: it must agree with --precision */
+    char base[64];
+    snprintf(base, sizeof base, "%s", name);
+    int own = 0;
+    size_t n = strlen(base);
+    for (int i = 1; i < 3; i++)
+        if (n > 5 && base[n - 5] == '-' && !strcmp(base + n - 4, precs[i])) {
+            own = i;
+            base[n - 5] = 0;
+        }
+    if (own && own != p) {
+        cli_fail(cmd, "--precision %s disagrees with --backend %s; give one of them",
+                 precision, name);
+        return NULL;
+    }
+    char full[80];
+    snprintf(full, sizeof full, p ? "%s-%s" : "%s", base, precs[p]);
+    const backend *b = backend_find(full, &e);
+    if (!b && !strcmp(base, "cpu"))
+        cli_fail(cmd, "--precision %s: the CPU backend computes in fp32 or bf16", precision);
+    else if (!b)
+        cli_fail(cmd, "%s", e.msg);
+    return b;
 }
 
 int cli_getopt(const char *cmd, int argc, char **argv, const char *shortopts,

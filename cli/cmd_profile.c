@@ -22,6 +22,7 @@ static const char *const usage_text =
     "\n"
     "  -o, --output FILE  the profile to write (atomically); without it, only the table\n"
     "  --backend NAME     cpu, cpu-bf16, cuda, cuda-tf32 or cuda-bf16 (default cpu)\n"
+    "  --precision P      fp32, tf32 or bf16 (--backend cuda --precision bf16 is cuda-bf16)\n"
     "  --device N         backend device index (default 0)\n"
     "  --batch N          samples per profiled minibatch (default 64); profile at the\n"
     "                     microbatch size you will train with, times scale linearly\n"
@@ -37,7 +38,10 @@ static const char *const usage_text =
     "Exit status: 0 ok, 1 backend failure while measuring, 2 bad input or no such device\n"
     "(nothing written).\n";
 
-enum { O_BACKEND = 1000, O_DEVICE, O_BATCH, O_WARMUP, O_RUNS, O_WORKERS, O_SEED, O_QUIET };
+enum {
+    O_BACKEND = 1000, O_DEVICE, O_BATCH, O_WARMUP, O_RUNS, O_WORKERS, O_SEED, O_QUIET,
+    O_PRECISION
+};
 
 static void print_table(const model *m, const profile *p, const prof_stats *st,
                         const prof_cfg *cfg)
@@ -75,16 +79,18 @@ int cmd_profile(int argc, char **argv)
         {"warmup", required_argument, 0, O_WARMUP}, {"runs", required_argument, 0, O_RUNS},
         {"workers", required_argument, 0, O_WORKERS}, {"seed", required_argument, 0, O_SEED},
         {"quiet", no_argument, 0, O_QUIET},        {"help", no_argument, 0, 'h'},
+        {"precision", required_argument, 0, O_PRECISION},
         {0, 0, 0, 0}};
     prof_cfg cfg;
     profiler_cfg_init(&cfg);
-    const char *out = NULL, *bkname = "cpu";
+    const char *out = NULL, *bkname = "cpu", *precision = NULL;
     int quiet = 0, seed = 1, c;
     optind = 1;
     while ((c = cli_getopt("profile", argc, argv, "o:h", longopts)) != -1) {
         switch (c) {
         case 'o': out = optarg; break;
         case O_BACKEND: bkname = optarg; break;
+        case O_PRECISION: precision = optarg; break;
         case O_DEVICE:
             if (cli_int("profile", "--device", optarg, 0, 1023, &cfg.device)) return 2;
             break;
@@ -113,11 +119,8 @@ int cmd_profile(int argc, char **argv)
         return cli_fail("profile", "expected one MODEL.json (got %d file arguments); see plumb "
                         "profile --help", argc - optind);
     plumb_err err = {{0}};
-    const backend *bk = backend_find(bkname, &err);
-    if (!bk) {
-        err_print(&err);
-        return 2;
-    }
+    const backend *bk = cli_backend("profile", bkname, precision);
+    if (!bk) return 2;
     cfg.bk = bk;
     model *m = model_load(argv[optind], &err);
     if (!m) {

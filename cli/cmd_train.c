@@ -61,6 +61,9 @@ static const char *const usage_text =
     "                     run under mpirun -np WORKERS, rank 0 printing and writing files\n"
     "  --timeout S        seconds a worker waits for a message before failing (default 120)\n"
     "  --backend NAME     cpu, cpu-bf16, cuda, cuda-tf32 or cuda-bf16 (default cpu)\n"
+    "  --precision P      fp32, tf32 or bf16: the arithmetic of GEMMs and convolutions\n"
+    "                     (bf16: inputs rounded to bf16, fp32 accumulation and master\n"
+    "                     weights); --backend cuda --precision bf16 is cuda-bf16\n"
     "  --device N         device index for the backend (default 0)\n"
     "  --devices N        pipelined: spread the workers over N backend devices (default 1)\n"
     "  --log-every N      steps between progress lines (default: about 20 lines)\n"
@@ -71,7 +74,7 @@ enum {
     O_DATA = 1000, O_DATADIR, O_TEXT, O_SAMPLES, O_EPOCHS, O_STEPS, O_BATCH, O_MICRO, O_OPT,
     O_LR, O_MOM, O_WD, O_SEED, O_BACKEND, O_DEVICE, O_LOG, O_QUIET, O_HELP, O_SCHED,
     O_STAGES, O_TRACE, O_DEVICES, O_SAVE, O_RESUME, O_RECOMPUTE, O_CKDIR, O_CKEVERY,
-    O_TRANSPORT, O_TIMEOUT
+    O_TRANSPORT, O_TIMEOUT, O_PRECISION
 };
 
 /* Segments of a pipelined run (checkpoints, resume): the plan's schedule, or the generated
@@ -207,12 +210,13 @@ int cmd_train(int argc, char **argv)
         {"checkpoint-every", required_argument, 0, O_CKEVERY},
         {"transport", required_argument, 0, O_TRANSPORT},
         {"timeout", required_argument, 0, O_TIMEOUT},
+        {"precision", required_argument, 0, O_PRECISION},
         {0, 0, 0, 0}};
     const char *data = NULL, *datadir = NULL, *textfile = NULL, *bkname = "cpu", *optname = NULL;
     int samples = 8192, epochs = 1, steps = 0, batch = 0, micro = 0, device = 0, logevery = 0;
     int quiet = 0, have_seed = 0, seed = 0, nstages = 0, ndevices = 1, recompute = 0;
     const char *schedname = NULL, *tracepath = NULL, *savepath = NULL, *resumepath = NULL;
-    const char *ckdir = NULL, *trname = "local";
+    const char *ckdir = NULL, *trname = "local", *precision = NULL;
     int ckevery = 0;
     double lr = -1, mom = -1, wd = 0, timeout = 0;
     int c;
@@ -234,6 +238,7 @@ int cmd_train(int argc, char **argv)
         case O_SEED: if (cli_int("train", "--seed", optarg, 0, 2147483647, &seed)) return 2;
             have_seed = 1; break;
         case O_BACKEND: bkname = optarg; break;
+        case O_PRECISION: precision = optarg; break;
         case O_DEVICE: if (cli_int("train", "--device", optarg, 0, 1023, &device)) return 2; break;
         case O_LOG: if (cli_int("train", "--log-every", optarg, 1, 1 << 30, &logevery)) return 2; break;
         case O_QUIET: quiet = 1; break;
@@ -304,8 +309,8 @@ int cmd_train(int argc, char **argv)
     model *m = NULL;
     plan *pl = NULL;
     dataset *tr = NULL, *te = NULL;
-    const backend *bk = backend_find(bkname, &err);
-    if (!bk) { err_print(&err); return 2; }
+    const backend *bk = cli_backend("train", bkname, precision);
+    if (!bk) return 2;
     char *resume_found = NULL;
     { /* the device must exist (a GPU for cuda): one line, status 2, before MPI starts */
         bk_ctx *probe = bk->create(device, &err);

@@ -169,6 +169,20 @@ esac
 "$PLUMB" train examples/models/fmnist-cnn.json --backend cpu-bf16 --data synthetic \
     --samples 256 --steps 2 --batch 32 --quiet > "$tmp/bf16.out" 2>&1 ||
     fail "--backend cpu-bf16: $(cat "$tmp/bf16.out")"
+# --precision bf16 on the CPU is cpu-bf16: the same run, bit for bit
+"$PLUMB" train examples/models/fmnist-cnn.json --precision bf16 --data synthetic \
+    --samples 256 --steps 2 --batch 32 --quiet > "$tmp/bf16p.out" 2>&1 ||
+    fail "--precision bf16: $(cat "$tmp/bf16p.out")"
+[ "$(grep final "$tmp/bf16.out" | cut -d, -f1-3)" = "$(grep final "$tmp/bf16p.out" | cut -d, -f1-3)" ] ||
+    fail "--precision bf16 differs from --backend cpu-bf16: $(cat "$tmp/bf16.out" "$tmp/bf16p.out")"
 expect2 "--backend: expected \"cpu\"" "$PLUMB" train examples/models/fmnist-mlp.json --backend tpu
+expect2 "--precision tf32: the CPU backend computes in fp32 or bf16" \
+    "$PLUMB" train examples/models/fmnist-mlp.json --precision tf32
+expect2 "--precision: expected fp32, tf32 or bf16 (got \"fp16\")" \
+    "$PLUMB" train examples/models/fmnist-mlp.json --precision fp16
+expect2 "--precision fp32 disagrees with --backend cpu-bf16" \
+    "$PLUMB" train examples/models/fmnist-mlp.json --backend cpu-bf16 --precision fp32
+expect2 "--precision bf16 disagrees with --backend cuda-tf32" \
+    "$PLUMB" profile examples/models/fmnist-mlp.json --backend cuda-tf32 --precision bf16
 "$PLUMB" train --help | grep -q "usage: plumb train" || fail "--help"
 echo "train.sh: all passed"
