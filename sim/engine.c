@@ -2,9 +2,10 @@
  * workers and the run; communication is in engine_comm.c, the heap in eventq.h.
  *
  * Events live in a binary min-heap ordered by (time, insertion number), so equal times run
- * in the order they were posted and a run is deterministic. Two event kinds: "worker w may
- * go on" (its compute finished, its data arrived, its all-reduce finished) and "transfer x
- * released its link and egress ports".
+ * in the order they were posted and a run is deterministic. Three event kinds: "worker w
+ * may go on" (its compute finished, its data arrived, its all-reduce finished), "transfer
+ * x released its link and egress ports" and "all-reduce group g: its next bucket or ring
+ * step starts, or its grouped ring step ends" (engine_comm.c, engine_ring.c).
  *
  * The engine reads the IR in place and keeps state only for what is in flight, so a run
  * costs O(log heap) per event and its memory does not grow with the schedule's length:
@@ -165,6 +166,9 @@ static void eng_free(eng *E)
     free(E->comm_it);
     free(E->dev_track);
     free(E->coll_track);
+    free(E->rg);
+    free(E->hop);
+    free(E->shop);
     free(E->h.a);
 }
 
@@ -187,6 +191,7 @@ static int setup(eng *E)
     for (int w = 0; w < nw; w++) {
         wstate *ws = &E->ws[w];
         ws->lpeer = ws->speer[0] = ws->speer[1] = ws->rpeer[0] = ws->rpeer[1] = -1;
+        ws->ring_g = -1;
         E->dev_track[w] = E->coll_track[w] = -1;
         if (!E->m->record)
             continue;
@@ -336,7 +341,7 @@ int sim_engine_run(const sim_model *m, sim_result *r, plumb_err *err)
         eng_oom(&E);
         goto out;
     }
-    if (setup(&E))
+    if (setup(&E) || eng_ring_analyse(&E))
         goto out;
     for (int w = 0; w < E.nw; w++)
         if (heap_push(&E.h, 0.0, w)) {

@@ -13,7 +13,8 @@
  * its directed link for bytes / rate and a lane of every egress port it leaves through
  * (level 0: the device's own port; level l >= 1: the port of the sender's level-(l-1)
  * group; a port has floor(egress / bandwidth) lanes, at least 1); it arrives latency
- * later. */
+ * later. The hops of a ring step whose links and ports nothing else contends for run as
+ * one event instead of a transfer each, with the same results (sim/engine_ring.c). */
 #ifndef PLUMB_SIM_ENGINE_H
 #define PLUMB_SIM_ENGINE_H
 
@@ -65,6 +66,10 @@ typedef struct sim_model {
                                  act_s[SIM_C_STEP] */
     sim_net net;
     int record;               /* 1: fill the result's timeline */
+    int ring_per_hop;         /* 1: run every hop of a ring step as a transfer, even hops
+                                 whose links and ports nothing else uses (the grouped
+                                 steps' reference, for tests); 0 (default): such hops run
+                                 as one grouped event per step (same results) */
     const char **device_names; /* [nworkers] track names, or NULL for defaults */
 } sim_model;
 
@@ -99,6 +104,8 @@ typedef struct sim_result {
     int nlinks;
     sim_link_stat *links;     /* in order of first use */
     long long events, actions;
+    long long ring_steps_grouped; /* ring steps whose private hops ran as one grouped
+                                 event (docs/sim.md) */
     timeline *tl;             /* when model.record */
 } sim_result;
 

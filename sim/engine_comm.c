@@ -2,7 +2,8 @@
  * first use, with the path's rate, latency and port lanes), channels that match each RECV
  * with its SEND, transfer records (recycled once received and off their link), and the
  * replicas' ring all-reduce with its bucketed overlap, whose hops are transfers on the same
- * links and egress ports as the point-to-point ones (docs/sim.md, "Cost model"). */
+ * links and egress ports as the point-to-point ones (docs/sim.md, "Cost model"); a private
+ * ring's steps run grouped instead (engine_ring.c). */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -12,9 +13,27 @@
 
 /* --- links, ports, channels ------------------------------------------------------------- */
 
-/* The link a_dev -> b_dev, created on first use with its rate, latency and egress ports:
- * its index, or -1 when out of memory. */
-static int link_of(eng *E, int a_dev, int b_dev)
+int eng_path_ports(const sim_net *n, int a, int L, int *lv, uint64_t *grp)
+{
+    /* level 0 alone inside a server, else levels 1..L; the port of level l belongs to the
+     * sender's level-(l-1) group, for level 0 the device itself */
+    int k = 0;
+    for (int l = L == 0 ? 0 : 1; l <= L; l++) {
+        lv[k] = l;
+        grp[k++] = (uint64_t)(l ? a / n->gsize[l - 1] : a);
+    }
+    return k;
+}
+
+int eng_port_lanes(const sim_net *n, int lv)
+{
+    /* floor(egress / rate): that many transfers leave at full speed at once */
+    double r1 = n->bw[lv] < n->egress[lv] ? n->bw[lv] : n->egress[lv];
+    double lanes = r1 > 0 ? floor(n->egress[lv] / r1 + 1e-9) : 1;
+    return lanes < 1 ? 1 : lanes > 1e6 ? 1000000 : (int)lanes;
+}
+
+int eng_link_of(eng *E, int a_dev, int b_dev)
 {
     int li = ht_find(&E->lh, (uint64_t)(uint32_t)a_dev, (uint64_t)(uint32_t)b_dev);
     if (li >= 0)
@@ -34,28 +53,36 @@ static int link_of(eng *E, int a_dev, int b_dev)
     l->st.level = L;
     if (ht_put(&E->lh, (uint64_t)(uint32_t)a_dev, (uint64_t)(uint32_t)b_dev, li))
         return -1;
-    /* the egress ports on the path (level 0 alone inside a server, else levels 1..L) of
-     * the sender's level-(l-1) group, for level 0 the device itself; a port has
-     * floor(egress / rate) lanes: that many transfers leave at full speed at once */
-    for (int lv = L == 0 ? 0 : 1; lv <= L; lv++) {
-        uint64_t grp = (uint64_t)(lv ? a_dev / n->gsize[lv - 1] : a_dev);
-        int pi = ht_find(&E->ph, (uint64_t)lv, grp);
+    int lv[CLUSTER_MAX_LEVELS];
+    uint64_t grp[CLUSTER_MAX_LEVELS];
+    int np = eng_path_ports(n, a_dev, L, lv, grp);
+    for (int i = 0; i < np; i++) {
+        int pi = ht_find(&E->ph, (uint64_t)lv[i], grp[i]);
         if (pi < 0) {
             if (eng_grow((void **)&E->pt, E->npt, &E->cappt, sizeof *E->pt))
                 return -1;
             pi = E->npt++;
             port *p = &E->pt[pi];
-            double r1 = n->bw[lv] < n->egress[lv] ? n->bw[lv] : n->egress[lv];
-            double lanes = r1 > 0 ? floor(n->egress[lv] / r1 + 1e-9) : 1;
-            p->lanes = lanes < 1 ? 1 : lanes > 1e6 ? 1000000 : (int)lanes;
+            p->lanes = eng_port_lanes(n, lv[i]);
             p->busy = 0;
             p->whead = p->wtail = -1;
-            if (ht_put(&E->ph, (uint64_t)lv, grp, pi))
+            if (ht_put(&E->ph, (uint64_t)lv[i], grp[i], pi))
                 return -1;
         }
         E->lk[li].ports[E->lk[li].nports++] = pi;
     }
     return li;
+}
+
+int eng_link_track(eng *E, int li)
+{
+    link *l = &E->lk[li];
+    if (l->track < 0) {
+        char nm[96];
+        snprintf(nm, sizeof nm, "link %d->%d (level %d)", l->st.src, l->st.dst, l->st.level);
+        l->track = timeline_track(E->r->tl, TL_TRACK_LINK, l->st.src, l->st.dst, nm);
+    }
+    return l->track;
 }
 
 /* The channel src -> dst in direction fwd (created empty when new), or -1 (memory). */
@@ -128,17 +155,13 @@ static int xfer_try_start(eng *E, int xi, double t)
     l->st.transfers++;
     if (x->iter >= E->k0 && x->iter <= E->k1)
         l->st.bytes_window += x->bytes;
+    if (E->ws[x->src_w].ring_g >= 0)  /* its grouped ring steps' link time first */
+        eng_ring_flush(E, x->src_w);
     E->comm_it[(size_t)x->src_w * E->niter + x->iter] += occ;
     note_end(E, x->iter, x->arrival);
     if (E->m->record) {
-        if (l->track < 0) {  /* a track for links that carry point-to-point transfers */
-            char nm[96];
-            snprintf(nm, sizeof nm, "link %d->%d (level %d)", l->st.src, l->st.dst,
-                     l->st.level);
-            l->track = timeline_track(E->r->tl, TL_TRACK_LINK, l->st.src, l->st.dst, nm);
-            if (l->track < 0)
-                return eng_oom(E);
-        }
+        if (eng_link_track(E, x->link) < 0)
+            return eng_oom(E);
         if (!x->a)
             return eng_record(E, l->track, TL_ALLREDUCE, t, occ, x->bytes,
                               E->gr[x->group].stage, -1, -1, x->iter);
@@ -191,7 +214,7 @@ int eng_send(eng *E, int w, int c, int iter, double t)
         return eng_oom(E);
     if (a->peer != ws->lpeer) {
         int d0 = E->m->worker_device[w], d1 = E->m->worker_device[a->peer];
-        ws->link = d0 == d1 ? -1 : link_of(E, d0, d1);
+        ws->link = d0 == d1 ? -1 : eng_link_of(E, d0, d1);
         if (d0 != d1 && ws->link < 0)
             return eng_oom(E);
         ws->lpeer = a->peer;
@@ -284,6 +307,11 @@ int eng_recv(eng *E, int w, int c, double t)
 
 /* --- all-reduce ---------------------------------------------------------------------------- */
 
+int eng_ring_moves(const eng *E, int s)
+{
+    return E->s->replicas[s] > 1 && E->m->grad_bytes[s] > 0 && E->m->allreduce_s[s] > 0;
+}
+
 /* The group of the occ-th all-reduce of stage s, created on first use; -1 when out of
  * memory. */
 static int group_of(eng *E, int s, int occ, int iter)
@@ -311,8 +339,7 @@ static int group_of(eng *E, int s, int occ, int iter)
     gi = E->ngr++;
     double kb = ceil(E->m->grad_bytes[s] / SIM_BUCKET_BYTES);
     E->gr[gi] = (group){.stage = s, .need = need, .mem_off = E->ngmem, .iter = iter,
-                        .comm = need > 1 && E->m->grad_bytes[s] > 0 &&
-                                E->m->allreduce_s[s] > 0,
+                        .comm = eng_ring_moves(E, s),
                         .K = kb < 1 ? 1 : kb > 4096 ? 4096 : (int)kb,
                         .maxreach = -INFINITY, .start = -1};
     E->ngmem += need;
@@ -399,15 +426,41 @@ int eng_backward(eng *E, int w, int c, int s, double t, double dur)
     return group_register(E, gi, t, dur);
 }
 
+int eng_hop_start(eng *E, int gi, int li, int src_w, double bytes, double t)
+{
+    int xi = xfer_alloc(E);
+    if (xi < 0)
+        return eng_oom(E);
+    E->x[xi] = (xfer){.bytes = bytes, .arrival = -1, .a = NULL, .group = gi, .link = li,
+                      .waiter = -1, .lnext = -1, .pnext = -1, .cnext = -1,
+                      .iter = E->gr[gi].iter, .src_w = src_w, .received = 1};
+    E->gr[gi].pending++;
+    link *l = &E->lk[li];
+    if (l->tail >= 0)
+        E->x[l->tail].lnext = xi;
+    else
+        l->head = xi;
+    l->tail = xi;
+    if (!l->busy && l->head == xi)
+        return xfer_try_start(E, xi, t);
+    return 0;
+}
+
 /* Starts the current step of the group's current bucket at t: a transfer of 1 / r of the
  * bucket on every hop of the ring (the stage's replicas in placement order), each queued
  * on its link and egress ports like a point-to-point transfer. A bucket takes 2 (r - 1)
- * such steps (reduce-scatter, then all-gather), one after another. */
+ * such steps (reduce-scatter, then all-gather), one after another. A ring with private
+ * hops (engine_ring.c) runs those as one event, their slowest one's end, and the others
+ * as transfers; this event then ends its part of the step. */
 int eng_group_event(eng *E, int gi, double t)
 {
     group *g = &E->gr[gi];
     const schedule *sc = E->s;
     int s = g->stage, r = g->need;
+    if (g->inflight) {  /* the grouped hops' end: as their slowest one's would be */
+        g->inflight = 0;
+        return hop_done(E, gi, t);
+    }
     if (g->start < 0) {
         g->start = t;
         for (int j = 0; j < r; j++) {  /* the slowest hop's latency, once */
@@ -420,27 +473,21 @@ int eng_group_event(eng *E, int gi, double t)
     }
     double bytes = E->m->grad_bytes[s] / g->K / r;
     g->pending = 1;  /* held until every hop is queued */
+    if (E->rg && E->rg[s].priv) {
+        if (eng_ring_step(E, gi, t))
+            return -1;
+        return hop_done(E, gi, t);  /* drops the hold */
+    }
     for (int j = 0; j < r; j++) {
         int a = sc->stage_workers[sc->stage_first[s] + j];
         int b = sc->stage_workers[sc->stage_first[s] + (j + 1) % r];
         int da = E->m->worker_device[a], db = E->m->worker_device[b];
         if (da == db)
             continue;
-        int li = link_of(E, da, db);
-        int xi = li < 0 ? -1 : xfer_alloc(E);
-        if (xi < 0)
+        int li = eng_link_of(E, da, db);
+        if (li < 0)
             return eng_oom(E);
-        E->x[xi] = (xfer){.bytes = bytes, .arrival = -1, .a = NULL, .group = gi, .link = li,
-                          .waiter = -1, .lnext = -1, .pnext = -1, .cnext = -1,
-                          .iter = g->iter, .src_w = a, .received = 1};
-        g->pending++;
-        link *l = &E->lk[li];
-        if (l->tail >= 0)
-            E->x[l->tail].lnext = xi;
-        else
-            l->head = xi;
-        l->tail = xi;
-        if (!l->busy && l->head == xi && xfer_try_start(E, xi, t))
+        if (eng_hop_start(E, gi, li, a, bytes, t))
             return -1;
     }
     return hop_done(E, gi, t);  /* drops the hold */
@@ -465,6 +512,8 @@ static int hop_done(eng *E, int gi, double t)
     }
     g->done = 1;
     g->fin = end;
+    if (E->rg && E->rg[g->stage].priv)
+        eng_ring_finish(E, gi);
     note_end(E, g->iter, end);
     if (g->count == g->need)
         return group_release(E, gi, end > g->maxreach ? end : g->maxreach);

@@ -43,6 +43,9 @@ typedef struct group {       /* the k-th all-reduce of one stage among its repli
     int pending;             /* hops of that step still moving */
     double lat;              /* the ring's slowest hop latency */
     int done;                /* every bucket reduced: fin is known */
+    int inflight;            /* the step's private hops are moving as one: the group's
+                                next event is their end (engine_ring.c) */
+    long long gsteps;        /* steps started with grouped private hops */
     double maxreach;         /* latest arrival of a member at its ALLREDUCE */
     double start, fin;       /* first bucket's start, last bucket's end */
 } group;
@@ -53,7 +56,30 @@ typedef struct wstate {      /* per worker */
     int speer[2], schan[2];  /* the last peer sent to per direction and the channel */
     int rpeer[2], rchan[2];  /* the last peer received from per direction and the channel */
     double cur_act;          /* stashed activation bytes now */
+    int ring_g;              /* the group whose grouped ring steps have not yet added
+                                their hop's link time to comm_it, or -1 */
+    long long ring_base;     /* that group's steps already added */
+    double ring_occ;         /* its hop's link time per step */
 } wstate;
+
+typedef struct ring {        /* a replicated stage's ring all-reduce (engine_ring.c) */
+    int priv;                /* 1: some hops are private; their part of each step runs as
+                                one grouped event */
+    int off, n;              /* its hops in eng.hop[off .. off + n), same-device hops
+                                left out */
+    int soff, nshared;       /* its shared hops' indices in eng.shop[soff ..] */
+    int ready;               /* links created and hop times known */
+    double bytes;            /* bytes per hop and step */
+    double maxocc;           /* the slowest private hop's link time per step */
+} ring;
+
+typedef struct ringhop {     /* one hop of a ring */
+    int w, da, db;           /* sending worker, its device, the next replica's device */
+    int priv;                /* 1: nothing else uses its link, nor its ports beyond their
+                                lanes, and its worker sends in no other ring */
+    int link;                /* -1 until the ring's first step */
+    double occ;              /* link time per step */
+} ringhop;
 
 typedef struct eng {
     const sim_model *m;
@@ -80,6 +106,9 @@ typedef struct eng {
     int *reg_occ;            /* [nw * ns] all-reduce groups of the stage it registered in */
     double *busy_it, *comm_it; /* [nw * niter] */
     int *dev_track, *coll_track; /* [nw] timeline tracks */
+    ring *rg;                /* [ns] rings, or NULL: every ring runs hop by hop */
+    ringhop *hop;            /* the rings' hops */
+    int *shop;               /* the rings' shared hops (indices into hop) */
     heap h;
     int finished;
     plumb_err *err;
@@ -146,7 +175,49 @@ int eng_allreduce(eng *E, int w, int c, int iter, double t);
  * the last before the stage's next ALLREDUCE, registers w in that all-reduce's group (its
  * gradient buckets become ready through this backward). */
 int eng_backward(eng *E, int w, int c, int s, double t, double dur);
-/* Event of group gi at t: its next bucket starts on the ring. */
+/* Event of group gi at t: its next bucket or ring step starts on the ring, or its grouped
+ * ring step ends. */
 int eng_group_event(eng *E, int gi, double t);
+/* The link a_dev -> b_dev (devices differ), created on first use: its index, or -1 when out
+ * of memory. */
+int eng_link_of(eng *E, int a_dev, int b_dev);
+/* Queues a hop of group gi's ring step on link li at t (a transfer of `bytes` from worker
+ * src_w), started at once when the link is free; counts it in the step's pending hops.
+ * 0 or -1. */
+int eng_hop_start(eng *E, int gi, int li, int src_w, double bytes, double t);
+/* Link li's timeline track, created on first use; -1 when out of memory. */
+int eng_link_track(eng *E, int li);
+/* The egress ports of a transfer from device a crossing level L (sim_net_path): fills
+ * lv[] and grp[] (their level and the sender's group at that level) and returns how
+ * many. */
+int eng_path_ports(const sim_net *n, int a, int L, int *lv, uint64_t *grp);
+/* Lanes of a level-lv egress port: floor(egress / rate), at least 1. */
+int eng_port_lanes(const sim_net *n, int lv);
+/* 1 when stage s's all-reduce moves data (replicas, gradient bytes and ring time). */
+int eng_ring_moves(const eng *E, int s);
+
+/* Grouped ring all-reduce (engine_ring.c). */
+
+/* Decides which hops of the stages' rings are private (E->rg; left NULL when no stage
+ * all-reduces or the model asks for per-hop rings): no point-to-point transfer and no
+ * other hop uses its link, each of its ports has no more users (links) than lanes, and its
+ * worker sends in no other ring. Such a hop starts with its step, never waits and never
+ * delays anything, so a step's private hops can run as one event. 0 or -1 (memory). */
+int eng_ring_analyse(eng *E);
+/* Starts the current step of group gi, whose ring has private hops, at t (the step's
+ * pending count held by the caller): its shared hops as transfers (eng_hop_start), its
+ * private hops as one event at the slowest one's end, counted as one pending hop, whose
+ * link statistics and link time are deferred (eng_ring_flush, eng_ring_finish). Records
+ * every hop on its link track as the per-hop ring would. 0 or -1. */
+int eng_ring_step(eng *E, int gi, double t);
+/* Adds worker w's deferred ring link time to comm_it (before any other addition there,
+ * keeping the per-hop ring's order of additions). */
+void eng_ring_flush(eng *E, int w);
+/* Group gi, whose ring has private hops, finished: adds their deferred link time and link
+ * statistics. */
+void eng_ring_finish(eng *E, int gi);
+/* s after n additions s = s + v in double precision (round to nearest even), computed in
+ * O(log) steps instead of n: bit for bit what the loop gives. */
+double eng_add_repeated(double s, double v, long long n);
 
 #endif

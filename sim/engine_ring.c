@@ -1,0 +1,365 @@
+/* engine_ring.c: the grouped ring all-reduce. The engine runs a replicated stage's ring
+ * all-reduce as 2 (r - 1) steps per gradient bucket, each a transfer on every one of the r
+ * hops (engine_comm.c), so r^2 transfers per bucket. A hop is private when no
+ * point-to-point transfer and no other hop uses its link, each egress port it leaves
+ * through has no more users (links) than lanes, and its worker sends in no other ring:
+ * it then always starts with its step and never waits nor delays anything else, and
+ * nothing but its step's end sees it. A step's private hops run as one event, the
+ * slowest one's end, and only its shared hops as transfers, so a bucket of a ring that
+ * shares nothing costs O(r) instead of O(r^2), with the same results bit for bit:
+ *
+ * - the private hops' end is t + the slowest one's link time, which in floating point is
+ *   the latest of their t + link time (rounding is monotonic), posted when the step
+ *   starts just as the hops' ends are (so it keeps their place among equal-time events;
+ *   among the step's own ends, posted together, the order does not matter: a private
+ *   hop's end does nothing but count, and the step ends at the last one either way); the
+ *   step ends when that event and every shared hop have ended, as before;
+ * - what the private hops add to their link's statistics and to their worker's link time
+ *   (comm_it) is deferred and added later as the same sequence of additions
+ *   (eng_add_repeated): a worker's before any other addition to its link time
+ *   (eng_ring_flush, called by every transfer start), the rest when the all-reduce ends
+ *   (eng_ring_finish); nothing reads them meanwhile and only this hop adds to its link;
+ * - with a timeline, every hop is still recorded on its link track, in the same order.
+ *
+ * Only the event count differs: 2 events per step and one per shared hop, instead of one
+ * per hop and one per step. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sim/engine_impl.h"
+#include "sim/sim.h"
+
+/* --- exact repeated addition --------------------------------------------------------------- */
+
+double eng_add_repeated(double s, double v, long long n)
+{
+    /* Inside one binade [2^(e-1), 2^e) of s, with ulp u = 2^(e-53), s = S u for an integer
+     * S and s + v rounds to (S + d) u with d = v / u rounded to nearest, the same d at
+     * every step (on a tie d is the even one of its neighbours once S is even, and S stays
+     * even): k steps add k d u at once, as long as S + k d stays inside the binade. The
+     * step that leaves it, a tie with S odd, zero or a subnormal s, a v near s or anything
+     * unusual is one real addition. */
+    while (n > 0) {
+        if (!(v > 0) || !(s >= 0) || !isfinite(s) || !isfinite(v) || v < 0x1p-1000) {
+            for (; n > 0; n--)
+                s += v;
+            return s;
+        }
+        if (s < 0x1p-1000) {
+            s += v;
+            n--;
+            continue;
+        }
+        int e;
+        frexp(s, &e);
+        double S = ldexp(s, 53 - e), x = ldexp(v, 53 - e);
+        if (x >= 0x1p51) {
+            s += v;
+            n--;
+            continue;
+        }
+        double q = floor(x), f = x - q;
+        unsigned long long Si = (unsigned long long)S, d = (unsigned long long)q;
+        if (f == 0.5) {
+            if (Si & 1) {
+                s += v;
+                n--;
+                continue;
+            }
+            d += d & 1;
+        } else if (f > 0.5) {
+            d++;
+        }
+        if (d == 0)
+            return s;  /* v is below half an ulp of s: nothing changes, ever */
+        unsigned long long room = ((1ULL << 53) - 1 - Si) / d;
+        unsigned long long k = (unsigned long long)n < room ? (unsigned long long)n : room;
+        if (k > 0) {
+            s = ldexp((double)(Si + k * d), e - 53);
+            n -= (long long)k;
+        }
+        if (n > 0) {
+            s += v;
+            n--;
+        }
+    }
+    return s;
+}
+
+/* --- which rings are private --------------------------------------------------------------- */
+
+typedef struct pairs {       /* directed device pairs used by transfers */
+    htab h;
+    int n, cap;
+    int *a, *b, *ring;       /* devices; ring hops on the pair */
+    unsigned char *p2p;      /* 1: point-to-point transfers use it */
+} pairs;
+
+/* The index of pair (a, b), added when new; -1 when out of memory. */
+static int pair_of(pairs *P, int a, int b)
+{
+    int i = ht_find(&P->h, (uint64_t)(uint32_t)a, (uint64_t)(uint32_t)b);
+    if (i >= 0)
+        return i;
+    if (P->n == P->cap) {
+        int nc = P->cap ? 2 * P->cap : 64;
+        int *na = realloc(P->a, (size_t)nc * sizeof *na);
+        if (na)
+            P->a = na;
+        int *nb = na ? realloc(P->b, (size_t)nc * sizeof *nb) : NULL;
+        if (nb)
+            P->b = nb;
+        int *nr = nb ? realloc(P->ring, (size_t)nc * sizeof *nr) : NULL;
+        if (nr)
+            P->ring = nr;
+        unsigned char *np = nr ? realloc(P->p2p, (size_t)nc) : NULL;
+        if (np)
+            P->p2p = np;
+        if (!np)
+            return -1;
+        P->cap = nc;
+    }
+    i = P->n++;
+    P->a[i] = a;
+    P->b[i] = b;
+    P->ring[i] = 0;
+    P->p2p[i] = 0;
+    return ht_put(&P->h, (uint64_t)(uint32_t)a, (uint64_t)(uint32_t)b, i) ? -1 : i;
+}
+
+/* Fills pc[] with how many pairs use each egress port (ports indexed through ph, pc of
+ * capacity 4 x pairs x levels); for each pair its ports' indices go to pp[pair * L ..],
+ * their count to np[pair]. 0 or -1. */
+static int count_ports(const sim_net *net, const pairs *P, htab *ph, int *pc, int *pp, int *np)
+{
+    int nports = 0;
+    for (int i = 0; i < P->n; i++) {
+        double rate, lat;
+        int L = sim_net_path(net, P->a[i], P->b[i], &rate, &lat);
+        int lv[CLUSTER_MAX_LEVELS];
+        uint64_t grp[CLUSTER_MAX_LEVELS];
+        np[i] = L < 0 ? 0 : eng_path_ports(net, P->a[i], L, lv, grp);
+        for (int k = 0; k < np[i]; k++) {
+            int pi = ht_find(ph, (uint64_t)lv[k], grp[k]);
+            if (pi < 0) {
+                pi = nports++;
+                pc[pi] = 0;
+                if (ht_put(ph, (uint64_t)lv[k], grp[k], pi))
+                    return -1;
+            }
+            pc[pi]++;
+            pp[(size_t)i * CLUSTER_MAX_LEVELS + k] = pi;
+        }
+    }
+    return 0;
+}
+
+/* Marks the private hops among those in E->hop, and lists each ring's shared hops. */
+static int mark_private(eng *E, pairs *P, const int *wring)
+{
+    const sim_net *net = &E->m->net;
+    size_t cap = (size_t)P->n * CLUSTER_MAX_LEVELS + 1;
+    int *pc = malloc(cap * sizeof *pc), *pp = malloc(cap * sizeof *pp);
+    int *np = malloc(((size_t)P->n + 1) * sizeof *np);
+    int *lanes = malloc(cap * sizeof *lanes);
+    htab ph = {0};
+    int rc = -1, nshop = 0;
+    if (!pc || !pp || !np || !lanes || ht_init(&ph, cap) || count_ports(net, P, &ph, pc, pp, np))
+        goto out;
+    for (size_t i = 0; i < ph.cap; i++)  /* each port's lanes, from its level */
+        if (ph.s[i].v >= 0)
+            lanes[ph.s[i].v] = eng_port_lanes(net, (int)ph.s[i].a);
+    for (int s = 0; s < E->ns; s++) {
+        ring *R = &E->rg[s];
+        R->soff = nshop;
+        for (int j = 0; j < R->n; j++) {
+            ringhop *h = &E->hop[R->off + j];
+            int pi = ht_find(&P->h, (uint64_t)(uint32_t)h->da, (uint64_t)(uint32_t)h->db);
+            h->priv = P->ring[pi] == 1 && !P->p2p[pi] && wring[h->w] == 1;
+            for (int k = 0; k < np[pi] && h->priv; k++) {
+                int port = pp[(size_t)pi * CLUSTER_MAX_LEVELS + k];
+                h->priv = pc[port] <= lanes[port];
+            }
+            if (h->priv)
+                R->priv = 1;
+            else
+                E->shop[nshop++] = R->off + j;
+        }
+        R->nshared = nshop - R->soff;
+    }
+    rc = 0;
+out:
+    free(pc);
+    free(pp);
+    free(np);
+    free(lanes);
+    ht_free(&ph);
+    return rc;
+}
+
+int eng_ring_analyse(eng *E)
+{
+    const schedule *sc = E->s;
+    int nhop = 0;
+    for (int s = 0; s < E->ns; s++)
+        if (eng_ring_moves(E, s))
+            nhop += sc->replicas[s];
+    if (nhop == 0 || E->m->ring_per_hop)
+        return 0;
+    pairs P = {0};
+    int *wring = calloc((size_t)E->nw, sizeof *wring);
+    E->rg = calloc((size_t)E->ns, sizeof *E->rg);
+    E->hop = malloc((size_t)nhop * sizeof *E->hop);
+    E->shop = malloc((size_t)nhop * sizeof *E->shop);
+    int rc = -1;
+    if (!wring || !E->rg || !E->hop || !E->shop || ht_init(&P.h, 64))
+        goto out;
+    /* the rings' hops (same-device hops move nothing) */
+    nhop = 0;
+    for (int s = 0; s < E->ns; s++) {
+        if (!eng_ring_moves(E, s))
+            continue;
+        int r = sc->replicas[s];
+        const int *sw = &sc->stage_workers[sc->stage_first[s]];
+        E->rg[s].off = nhop;
+        for (int j = 0; j < r; j++) {
+            int da = E->m->worker_device[sw[j]], db = E->m->worker_device[sw[(j + 1) % r]];
+            if (da == db)
+                continue;
+            int pi = pair_of(&P, da, db);
+            if (pi < 0)
+                goto out;
+            P.ring[pi]++;
+            wring[sw[j]]++;
+            E->hop[nhop++] = (ringhop){.w = sw[j], .da = da, .db = db, .link = -1};
+        }
+        E->rg[s].n = nhop - E->rg[s].off;
+    }
+    /* the point-to-point transfers' pairs */
+    for (int w = 0; w < E->nw; w++) {
+        int last = -1;
+        for (int i = 0; i < sc->len[w]; i++) {
+            const action *a = &sc->acts[w][i];
+            if ((a->kind != ACT_SEND_F && a->kind != ACT_SEND_B) || a->peer == last)
+                continue;
+            if (a->peer < 0 || a->peer >= E->nw)
+                continue;  /* the run reports it */
+            last = a->peer;
+            int da = E->m->worker_device[w], db = E->m->worker_device[a->peer];
+            if (da == db)
+                continue;
+            int pi = pair_of(&P, da, db);
+            if (pi < 0)
+                goto out;
+            P.p2p[pi] = 1;
+        }
+    }
+    rc = mark_private(E, &P, wring);
+out:
+    free(wring);
+    ht_free(&P.h);
+    free(P.a);
+    free(P.b);
+    free(P.ring);
+    free(P.p2p);
+    return rc ? eng_oom(E) : 0;
+}
+
+/* --- grouped steps ------------------------------------------------------------------------- */
+
+/* The ring's links (created in hop order, as the per-hop ring's first step creates them)
+ * and hop times, at its first step; bytes per hop as the per-hop ring computes them. */
+static int ring_ready(eng *E, ring *R, const group *g)
+{
+    R->bytes = E->m->grad_bytes[g->stage] / g->K / g->need;
+    R->maxocc = 0;
+    for (int j = 0; j < R->n; j++) {
+        ringhop *h = &E->hop[R->off + j];
+        h->link = eng_link_of(E, h->da, h->db);
+        if (h->link < 0)
+            return eng_oom(E);
+        h->occ = R->bytes / E->lk[h->link].rate;
+        if (h->priv && h->occ > R->maxocc)
+            R->maxocc = h->occ;
+    }
+    R->ready = 1;
+    return 0;
+}
+
+int eng_ring_step(eng *E, int gi, double t)
+{
+    group *g = &E->gr[gi];
+    ring *R = &E->rg[g->stage];
+    if (!R->ready && ring_ready(E, R, g))
+        return -1;
+    if (g->gsteps == 0)  /* the all-reduce's first step: private hops' link time defers */
+        for (int j = 0; j < R->n; j++) {
+            const ringhop *h = &E->hop[R->off + j];
+            if (!h->priv)
+                continue;
+            wstate *ws = &E->ws[h->w];
+            ws->ring_g = gi;
+            ws->ring_base = 0;
+            ws->ring_occ = h->occ;
+        }
+    g->gsteps++;
+    E->r->ring_steps_grouped++;
+    if (E->m->record) {  /* every hop in ring order, as the per-hop ring records them */
+        for (int j = 0; j < R->n; j++) {
+            const ringhop *h = &E->hop[R->off + j];
+            if (!h->priv) {
+                if (eng_hop_start(E, gi, h->link, h->w, R->bytes, t))
+                    return -1;
+                continue;
+            }
+            int track = eng_link_track(E, h->link);
+            if (track < 0)
+                return eng_oom(E);
+            if (eng_record(E, track, TL_ALLREDUCE, t, h->occ, R->bytes, g->stage, -1, -1,
+                           g->iter))
+                return -1;
+        }
+    } else {
+        for (int j = 0; j < R->nshared; j++) {
+            const ringhop *h = &E->hop[E->shop[R->soff + j]];
+            if (eng_hop_start(E, gi, h->link, h->w, R->bytes, t))
+                return -1;
+        }
+    }
+    double end = t + R->maxocc;
+    note_end(E, g->iter, end);
+    g = &E->gr[gi];
+    g->inflight = 1;
+    g->pending++;
+    return heap_push(&E->h, end, E->nw + gi) ? eng_oom(E) : 0;
+}
+
+void eng_ring_flush(eng *E, int w)
+{
+    wstate *ws = &E->ws[w];
+    const group *g = &E->gr[ws->ring_g];
+    double *c = &E->comm_it[(size_t)w * E->niter + g->iter];
+    *c = eng_add_repeated(*c, ws->ring_occ, g->gsteps - ws->ring_base);
+    ws->ring_base = g->gsteps;
+}
+
+void eng_ring_finish(eng *E, int gi)
+{
+    const group *g = &E->gr[gi];
+    const ring *R = &E->rg[g->stage];
+    int window = g->iter >= E->k0 && g->iter <= E->k1;
+    for (int j = 0; j < R->n; j++) {
+        const ringhop *h = &E->hop[R->off + j];
+        if (!h->priv)
+            continue;
+        eng_ring_flush(E, h->w);
+        E->ws[h->w].ring_g = -1;
+        sim_link_stat *st = &E->lk[h->link].st;
+        st->bytes = eng_add_repeated(st->bytes, R->bytes, g->gsteps);
+        st->busy_s = eng_add_repeated(st->busy_s, h->occ, g->gsteps);
+        st->transfers += g->gsteps;
+        if (window)
+            st->bytes_window = eng_add_repeated(st->bytes_window, R->bytes, g->gsteps);
+    }
+}

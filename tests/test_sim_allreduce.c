@@ -1,0 +1,364 @@
+/* test_sim_allreduce.c: the engine's grouped ring all-reduce (sim/engine_ring.c). The hops
+ * of a ring step whose links and ports nothing else uses run as one event; these tests run
+ * the same plans with every step as per-hop transfers (sim_model.ring_per_hop) and require
+ * the same results bit for bit (times, per-device figures, link statistics, the
+ * timeline), check that hops sharing a port or a worker run as transfers, that
+ * the grouped ring's cost grows linearly in the replicas, and that the exact repeated
+ * addition behind the deferred statistics matches the loop it replaces. */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "core/schedule.h"
+#include "sim/cost.h"
+#include "sim/engine.h"
+#include "sim/engine_impl.h"
+#include "sim/synth.h"
+
+/* Runs plan s for iters iterations with grouped steps allowed (per_hop 0) or not. */
+static void run_engine(const sim_synth *sp, int iters, int per_hop, int record, sim_result *r)
+{
+    plumb_err e;
+    err_clear(&e);
+    plan *pl = sim_synth_plan(sp, &e);
+    cr_assert_not_null(pl, "plan: %s", e.msg);
+    schedule *s = schedule_from_plan(pl, iters, &e);
+    cr_assert_not_null(s, "schedule: %s", e.msg);
+    sim_net net;
+    sim_net_from_cluster(&net, pl->clus, NULL);
+    sim_model m;
+    cr_assert_eq(sim_cost_build(&m, pl, s, &net, -1, 1, &e), 0, "%s", e.msg);
+    m.record = record;
+    m.ring_per_hop = per_hop;
+    cr_assert_eq(sim_engine_run(&m, r, &e), 0, "%s", e.msg);
+    sim_model_release(&m);
+    schedule_free(s);
+    plan_free(pl);
+}
+
+static int same_bits(double a, double b)
+{
+    return memcmp(&a, &b, sizeof a) == 0;
+}
+
+/* Every figure of two results alike, bit for bit (the event counts aside). */
+static void expect_same(const sim_result *a, const sim_result *b, const char *what)
+{
+    cr_assert_eq(a->iterations, b->iterations, "%s", what);
+    cr_expect_eq(a->k0, b->k0, "%s", what);
+    cr_expect_eq(a->k1, b->k1, "%s", what);
+    cr_expect_eq(a->settled, b->settled, "%s", what);
+    cr_expect_eq(a->actions, b->actions, "%s", what);
+    cr_expect(same_bits(a->makespan_s, b->makespan_s), "%s: makespan %.17g vs %.17g", what,
+              a->makespan_s, b->makespan_s);
+    cr_expect(same_bits(a->iteration_s, b->iteration_s), "%s: iteration %.17g vs %.17g",
+              what, a->iteration_s, b->iteration_s);
+    for (int k = 0; k < a->iterations; k++)
+        cr_expect(same_bits(a->iter_end[k], b->iter_end[k]), "%s: end of iteration %d", what,
+                  k);
+    for (int w = 0; w < a->nworkers; w++) {
+        cr_expect(same_bits(a->busy_window[w], b->busy_window[w]), "%s: busy %d", what, w);
+        cr_expect(same_bits(a->comm_window[w], b->comm_window[w]),
+                  "%s: comm of worker %d %.17g vs %.17g", what, w, a->comm_window[w],
+                  b->comm_window[w]);
+        cr_expect(same_bits(a->peak_act_bytes[w], b->peak_act_bytes[w]), "%s", what);
+    }
+    cr_assert_eq(a->nlinks, b->nlinks, "%s", what);
+    for (int i = 0; i < a->nlinks; i++) {
+        const sim_link_stat *x = &a->links[i], *y = &b->links[i];
+        cr_expect(x->src == y->src && x->dst == y->dst && x->level == y->level, "%s", what);
+        cr_expect(same_bits(x->bytes, y->bytes) && same_bits(x->bytes_window, y->bytes_window),
+                  "%s: link %d->%d bytes %.17g vs %.17g", what, x->src, x->dst, x->bytes,
+                  y->bytes);
+        cr_expect(same_bits(x->busy_s, y->busy_s), "%s: link %d->%d busy %.17g vs %.17g",
+                  what, x->src, x->dst, x->busy_s, y->busy_s);
+        cr_expect_eq(x->transfers, y->transfers, "%s", what);
+    }
+    cr_assert_eq(!a->tl, !b->tl, "%s", what);
+    if (!a->tl)
+        return;
+    cr_assert_eq(a->tl->ntracks, b->tl->ntracks, "%s", what);
+    for (int t = 0; t < a->tl->ntracks; t++)
+        cr_expect_str_eq(a->tl->tracks[t].name, b->tl->tracks[t].name, "%s", what);
+    cr_assert_eq(a->tl->n, b->tl->n, "%s", what);
+    for (size_t i = 0; i < a->tl->n; i++) {
+        const tl_event *x = &a->tl->ev[i], *y = &b->tl->ev[i];
+        cr_expect(same_bits(x->start_s, y->start_s) && same_bits(x->dur_s, y->dur_s) &&
+                      same_bits(x->bytes, y->bytes) && x->track == y->track &&
+                      x->kind == y->kind && x->stage == y->stage &&
+                      x->peer_stage == y->peer_stage && x->microbatch == y->microbatch &&
+                      x->iteration == y->iteration,
+                  "%s: timeline event %zu", what, i);
+    }
+}
+
+/* Runs sp both ways, with and without a timeline; returns the grouped run's grouped steps
+ * (and its events through *events, the per-hop run's through *events_hop). */
+static long long both_ways(const sim_synth *sp, int iters, const char *what, long long *events,
+                           long long *events_hop)
+{
+    long long grouped = 0;
+    for (int record = 0; record < 2; record++) {
+        sim_result g, h;
+        run_engine(sp, iters, 0, record, &g);
+        run_engine(sp, iters, 1, record, &h);
+        expect_same(&g, &h, what);
+        cr_expect_eq(h.ring_steps_grouped, 0, "%s", what);
+        grouped = g.ring_steps_grouped;
+        if (events)
+            *events = g.events;
+        if (events_hop)
+            *events_hop = h.events;
+        sim_result_free(&g);
+        sim_result_free(&h);
+    }
+    return grouped;
+}
+
+/* Pure data parallelism, 16 replicas on servers of 4 (hops inside servers and between
+ * them, each on its own ports), 3 gradient buckets overlapping the backward, latencies on
+ * both levels: every step runs grouped, 3 buckets x 2 x 15 steps per iteration. */
+Test(sim_allreduce, data_parallel_grouped_like_per_hop)
+{
+    sim_synth s;
+    sim_synth_init(&s);
+    s.nstages = 1;
+    s.replicas = 16;
+    s.microbatches = 16;
+    s.devices_per_server = 4;
+    s.bw_gbit[0] = 1200;
+    s.bw_gbit[1] = 100;
+    s.latency_us[0] = 3;
+    s.latency_us[1] = 7;
+    s.parameter_bytes = 2.5 * 25.0 * 1024 * 1024; /* K = 3 buckets */
+    s.backward_ms = 5;
+    long long ev, ev_hop;
+    long long grouped = both_ways(&s, 3, "data parallel", &ev, &ev_hop);
+    cr_expect_eq(grouped, 3 * 3 * 2 * 15, "grouped steps %lld", grouped);
+    cr_expect(ev < ev_hop / 4, "events: %lld grouped, %lld per hop", ev, ev_hop);
+}
+
+/* Two stages of 4 replicas, a server each: the rings stay inside their servers (level-0
+ * device ports) while activations and gradients cross between the servers (level-1
+ * ports), so the rings are private even though their workers send point-to-point too
+ * (their link time then adds to comm_s in between the ring's: the deferred additions
+ * must keep that order). 1F1B, GPipe and PipeDream (asynchronous, rings of different
+ * iterations in flight). */
+Test(sim_allreduce, pipeline_rings_inside_servers)
+{
+    sched_kind kinds[] = {SCHED_1F1B_FLUSH, SCHED_GPIPE, SCHED_PIPEDREAM};
+    for (size_t i = 0; i < sizeof kinds / sizeof *kinds; i++) {
+        sim_synth s;
+        sim_synth_init(&s);
+        s.schedule = kinds[i];
+        s.nstages = 2;
+        s.replicas = 4;
+        s.microbatches = 8;
+        s.devices_per_server = 4;
+        s.bw_gbit[0] = 300;
+        s.bw_gbit[1] = 25;
+        s.latency_us[0] = 2;
+        s.latency_us[1] = 11;
+        s.activation_bytes = 3e6;
+        s.parameter_bytes = 30e6; /* 2 buckets */
+        char what[64];
+        snprintf(what, sizeof what, "pipeline, %s", sched_kind_name(kinds[i]));
+        long long grouped = both_ways(&s, 5, what, NULL, NULL);
+        cr_expect(grouped > 0, "%s: no grouped step", what);
+    }
+}
+
+/* Rings that share a server's single egress lane with gradient transfers (one device per
+ * server, as in sim::allreduce_contends_with_transfers) run per hop: those transfers and
+ * the ring's hops wait for each other. With two lanes nothing waits, and the rings group
+ * again, with the same results as per hop. */
+Test(sim_allreduce, contended_ring_runs_per_hop)
+{
+    for (int lanes = 1; lanes <= 2; lanes++) {
+        sim_synth s;
+        sim_synth_init(&s);
+        s.schedule = SCHED_GPIPE;
+        s.nstages = 2;
+        s.replicas = 2;
+        s.microbatches = 4;
+        s.devices_per_server = 1;
+        s.bw_gbit[1] = 80;
+        s.egress_gbit[1] = 80.0 * lanes;
+        s.activation_bytes = 20e6;
+        s.parameter_bytes = 20e6;
+        s.backward_ms = 4;
+        long long grouped = both_ways(&s, 3, lanes == 1 ? "one lane" : "two lanes", NULL,
+                                      NULL);
+        if (lanes == 1)
+            cr_expect_eq(grouped, 0, "one lane: %lld grouped steps", grouped);
+        else
+            cr_expect(grouped > 0, "two lanes: no grouped step");
+    }
+}
+
+/* Rings over two servers of 2 devices each, per stage: the hops inside a server are
+ * private, the two that cross servers share the servers' single egress lane with the
+ * activations and gradients between the stages and run as transfers, waiting for them.
+ * Each step then runs its private hops as one event and the crossing ones as transfers,
+ * with the per-hop results. */
+Test(sim_allreduce, partly_private_rings)
+{
+    sched_kind kinds[] = {SCHED_GPIPE, SCHED_1F1B_FLUSH};
+    for (size_t i = 0; i < sizeof kinds / sizeof *kinds; i++) {
+        sim_synth s;
+        sim_synth_init(&s);
+        s.schedule = kinds[i];
+        s.nstages = 2;
+        s.replicas = 4;
+        s.microbatches = 8;
+        s.devices_per_server = 2;
+        s.bw_gbit[0] = 400;
+        s.bw_gbit[1] = 40;
+        s.latency_us[1] = 5;
+        s.activation_bytes = 6e6;
+        s.parameter_bytes = 40e6; /* 2 buckets */
+        s.backward_ms = 3;
+        char what[64];
+        snprintf(what, sizeof what, "partly private, %s", sched_kind_name(kinds[i]));
+        long long grouped = both_ways(&s, 4, what, NULL, NULL);
+        cr_expect(grouped > 0, "%s: no grouped step", what);
+    }
+}
+
+/* A worker in two rings adds both rings' link time to its comm_s, so neither ring groups
+ * (their deferred additions would interleave). A hand-built IR: 3 workers, one per server
+ * (two egress lanes each), holding both stages; stage 0's ring runs 0 -> 1 -> 2, stage 1's
+ * 0 -> 2 -> 1, so the rings share no link and no port beyond its lanes, only workers. */
+static void two_rings(int per_hop, sim_result *r)
+{
+    int replicas[2] = {3, 3}, first[2] = {0, 3}, sw[6] = {0, 1, 2, 0, 2, 1};
+    int len[3], wdev[3] = {0, 1, 2};
+    action acts[3][6], *rows[3];
+    for (int w = 0; w < 3; w++) {
+        int k = 0;
+        acts[w][k++] = (action){.kind = ACT_F, .stage = 0, .microbatch = w, .peer = -1};
+        acts[w][k++] = (action){.kind = ACT_F, .stage = 1, .microbatch = w, .peer = -1};
+        acts[w][k++] = (action){.kind = ACT_B, .stage = 1, .microbatch = w, .peer = -1};
+        acts[w][k++] = (action){.kind = ACT_B, .stage = 0, .microbatch = w, .peer = -1};
+        acts[w][k++] = (action){.kind = ACT_ALLREDUCE, .stage = 1, .microbatch = -1,
+                                .peer = -1};
+        acts[w][k++] = (action){.kind = ACT_ALLREDUCE, .stage = 0, .microbatch = -1,
+                                .peer = -1};
+        len[w] = k;
+        rows[w] = acts[w];
+    }
+    schedule s = {.kind = SCHED_GPIPE, .nworkers = 3, .nstages = 2, .chunks = 1,
+                  .microbatches = 3, .iterations = 1, .replicas = replicas,
+                  .stage_workers = sw, .stage_first = first, .len = len, .acts = rows,
+                  .worker_device = wdev};
+    sim_synth sp;
+    sim_synth_init(&sp);
+    sp.devices_per_server = 1;
+    sp.servers = 3;
+    sp.bw_gbit[1] = 80;
+    sp.egress_gbit[1] = 160;
+    plumb_err e;
+    cluster *c = sim_synth_cluster(&sp, &e);
+    cr_assert_not_null(c, "%s", e.msg);
+    sim_model m;
+    cr_assert_eq(sim_model_alloc(&m, &s), 0);
+    sim_net_from_cluster(&m.net, c, NULL);
+    for (int st = 0; st < 2; st++) {
+        m.act_s[st * SIM_NC + SIM_C_F] = 1e-3;
+        m.act_s[st * SIM_NC + SIM_C_B] = 2e-3;
+        m.grad_bytes[st] = st ? 17e6 : 30e6;
+        m.allreduce_s[st] = 1e-3;  /* only its sign matters to the engine */
+    }
+    m.ring_per_hop = per_hop;
+    cr_assert_eq(sim_engine_run(&m, r, &e), 0, "%s", e.msg);
+    sim_model_release(&m);
+    cluster_free(c);
+}
+
+Test(sim_allreduce, worker_in_two_rings_runs_per_hop)
+{
+    sim_result g, h;
+    two_rings(0, &g);
+    two_rings(1, &h);
+    expect_same(&g, &h, "two rings");
+    cr_expect_eq(g.ring_steps_grouped, 0, "%lld grouped steps", g.ring_steps_grouped);
+    cr_expect(g.comm_window[0] > 0);
+    sim_result_free(&g);
+    sim_result_free(&h);
+}
+
+/* Cost: a grouped bucket takes 2 events per ring step, so the events of a pure
+ * data-parallel run grow linearly with the replicas (per hop: with their square). */
+Test(sim_allreduce, events_grow_linearly)
+{
+    long long ev[2], ev_hop[2];
+    int rs[2] = {32, 64};
+    for (int i = 0; i < 2; i++) {
+        sim_synth s;
+        sim_synth_init(&s);
+        s.nstages = 1;
+        s.replicas = rs[i];
+        s.microbatches = rs[i];
+        s.devices_per_server = 8;
+        s.parameter_bytes = 10e6;
+        sim_result g, h;
+        run_engine(&s, 3, 0, 0, &g);
+        run_engine(&s, 3, 1, 0, &h);
+        expect_same(&g, &h, "scaling");
+        ev[i] = g.events;
+        ev_hop[i] = h.events;
+        sim_result_free(&g);
+        sim_result_free(&h);
+    }
+    cr_expect(ev[1] < 2.2 * ev[0], "grouped: %lld events at 32 replicas, %lld at 64", ev[0],
+              ev[1]);
+    cr_expect(ev_hop[1] > 3.5 * ev_hop[0], "per hop: %lld events at 32, %lld at 64",
+              ev_hop[0], ev_hop[1]);
+}
+
+static double loop_add(double s, double v, long long n)
+{
+    for (long long i = 0; i < n; i++)
+        s += v;
+    return s;
+}
+
+static uint64_t rng_next(uint64_t *x)
+{
+    *x ^= *x << 13;
+    *x ^= *x >> 7;
+    *x ^= *x << 17;
+    return *x;
+}
+
+/* eng_add_repeated against the loop, bit for bit: random starts and steps over many
+ * orders of magnitude, exact ties (a step of q + 1/2 ulps, from odd and even starts), a
+ * step below half an ulp, zero starts, steps larger than the start. */
+Test(sim_allreduce, add_repeated_matches_loop)
+{
+    uint64_t x = 88172645463325252ULL;
+    for (int i = 0; i < 3000; i++) {
+        double s = (rng_next(&x) % 4 == 0) ? 0
+                   : ldexp((double)(rng_next(&x) >> 11), (int)(rng_next(&x) % 80) - 90);
+        double v = ldexp((double)(rng_next(&x) >> 11), (int)(rng_next(&x) % 80) - 100);
+        long long n = (long long)(rng_next(&x) % 5000);
+        double a = eng_add_repeated(s, v, n), b = loop_add(s, v, n);
+        cr_assert(same_bits(a, b), "s %a v %a n %lld: %a vs %a", s, v, n, a, b);
+    }
+    for (int q = 0; q < 6; q++)
+        for (int odd = 0; odd < 2; odd++) {
+            double s = ldexp((double)((1ULL << 52) + 2 * 12345 + (unsigned)odd), -52);
+            double u = ldexp(1, -52), v = (q + 0.5) * u;
+            for (long long n = 0; n < 40; n += 3) {
+                double a = eng_add_repeated(s, v, n), b = loop_add(s, v, n);
+                cr_assert(same_bits(a, b), "tie q %d odd %d n %lld: %a vs %a", q, odd, n, a, b);
+            }
+            double a = eng_add_repeated(s, v, 3000000), b = loop_add(s, v, 3000000);
+            cr_assert(same_bits(a, b), "tie q %d odd %d: %a vs %a", q, odd, a, b);
+        }
+    cr_expect(same_bits(eng_add_repeated(1e9, 1e-9, 1000000), 1e9));
+    cr_expect(same_bits(eng_add_repeated(0.0, 0.1, 1000000), loop_add(0.0, 0.1, 1000000)));
+    cr_expect(same_bits(eng_add_repeated(1e-3, 3.7, 777777), loop_add(1e-3, 3.7, 777777)));
+    cr_expect(same_bits(eng_add_repeated(5.0, 0.0, 10), 5.0));
+}
