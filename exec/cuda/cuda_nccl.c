@@ -13,11 +13,14 @@
 #include <string.h>
 #include <time.h>
 
+_Static_assert(sizeof(ncclUniqueId) == NCCL_ID_BYTES, "NCCL_ID_BYTES must match ncclUniqueId");
+
 struct nccl_comm {
     bk_ctx *c;
     ncclComm_t comm;
     int rank, size;
     int failed;                /* aborted: no further NCCL calls */
+    double timeout_s;          /* for waits that take no timeout (the all-reduce's enqueue) */
     cudaStream_t ar_stream;    /* all-reduce */
     cudaEvent_t ev_in, ev_out; /* compute -> all-reduce, all-reduce -> compute */
     plumb_err failure;         /* first failure since the last report */
@@ -101,6 +104,19 @@ static int settle(nccl_comm *nc, double timeout_s, plumb_err *err)
     }
 }
 
+/* After a queuing call outside a group: waits until NCCL has put it on its stream. A
+ * non-blocking communicator may return ncclInProgress and finish queuing in the background;
+ * until its state is ncclSuccess no other NCCL call may be made on it and nothing may be
+ * queued after the operation on its stream. A failure (or a timeout, which aborts the
+ * communicator) is recorded for the next report. Returns 0 or -1. */
+static int enqueued(nccl_comm *nc)
+{
+    plumb_err e = {{0}};
+    if (!settle(nc, nc->timeout_s, &e)) return 0;
+    if (!nc->failure.msg[0]) err_set(&nc->failure, NULL, NULL, "%s", e.msg);
+    return -1;
+}
+
 int nccl_available(plumb_err *err)
 {
     (void)err;
@@ -171,6 +187,7 @@ nccl_comm *nccl_open(bk_ctx *c, const unsigned char id[NCCL_ID_BYTES], int nrank
     }
     nc->rank = rank;
     nc->size = nranks;
+    nc->timeout_s = timeout_s;
     return nc;
 }
 
@@ -180,6 +197,7 @@ int nccl_split(nccl_comm *parent, int color, int key, double timeout_s, nccl_com
     *out = NULL;
     nccl_comm *nc = comm_alloc(parent->c, err);
     if (!nc) return -1;
+    nc->timeout_s = timeout_s;
     ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
     cfg.blocking = 0;
     NCCL_Q(parent, ncclCommSplit(parent->comm, color < 0 ? NCCL_SPLIT_NOCOLOR : color, key,
@@ -256,6 +274,9 @@ void nccl_allreduce_start(nccl_comm *nc, float *buf, size_t n)
         CUDA_CHECK_E(sticky(nc), cudaStreamWaitEvent(nc->ar_stream, nc->ev_in, 0)))
         return;
     NCCL_Q(nc, ncclAllReduce(buf, buf, n, ncclFloat, ncclAvg, nc->comm, nc->ar_stream));
+    /* a non-blocking communicator may still be queuing the all-reduce (ncclInProgress):
+     * recording ev_out before it is on ar_stream would let the compute stream run ahead */
+    if (enqueued(nc)) return;
     CUDA_CHECK_E(sticky(nc), cudaEventRecord(nc->ev_out, nc->ar_stream));
 }
 

@@ -63,7 +63,8 @@ int nccl_group_end(nccl_comm *nc, double timeout_s, plumb_err *err);
 /* Averages n floats of buf over the communicator (gradient all-reduce of replicas) on the
  * communicator's own stream: it starts after the work queued so far on the context's stream
  * and runs alongside later work; nccl_allreduce_finish makes the context's stream wait for
- * it (before the optimizer step). */
+ * it (before the optimizer step). The host waits (at most the timeout given to nccl_open or
+ * nccl_split) until NCCL has queued the all-reduce, not for it to run. */
 void nccl_allreduce_start(nccl_comm *nc, float *buf, size_t n);
 int nccl_allreduce_finish(nccl_comm *nc, plumb_err *err);
 
