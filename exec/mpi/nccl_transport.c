@@ -81,7 +81,7 @@ static void nap(void)
 
 static void abort_comms(nt *x)
 {
-    for (int j = 0; j < x->n; j++) {
+    for (int j = 0; j < x->n && x->links; j++) {
         if (j == x->self) continue;
         if (x->links[j].out) ncclCommAbort(x->links[j].out);
         if (x->links[j].in) ncclCommAbort(x->links[j].in);
@@ -282,7 +282,9 @@ static int nt_recv(transport *t, const backend *bk, bk_ctx *ctx, int to, int fro
             CQ(x, err, cudaMemcpyAsync(buf, hd.p, bytes, cudaMemcpyDeviceToDevice, ctx->stream));
             CQ(x, err, cudaStreamSynchronize(ctx->stream));
         }
-        cudaFree(hd.p);
+        /* stream-ordered: cudaFree would wait for the whole device, including our own send
+         * kernels blocked until their peer receives, while the peer may be doing the same */
+        cudaFreeAsync(hd.p, ctx->stream);
         return rc;
     }
     for (;;) {
@@ -322,7 +324,7 @@ static int nt_recv(transport *t, const backend *bk, bk_ctx *ctx, int to, int fro
         hd->tag = (long)h[0];
         hd->bytes = nb;
         hd->p = NULL;
-        if (cudaMalloc(&hd->p, nb ? nb : 1) != cudaSuccess) {
+        if (cudaMallocAsync(&hd->p, nb ? nb : 1, l->s_in) != cudaSuccess) { /* see above */
             cudaGetLastError();
             return fail(x, err, "nccl transport: out of GPU memory for an early message");
         }
@@ -432,18 +434,45 @@ static void nt_abort(transport *t, const char *why)
     atomic_store(&x->aborted, 1); /* the worker's polling sees it and aborts the comms */
 }
 
+/* Finalizes every communicator (each flushes its operations with its peers) before any is
+ * destroyed: all finalizations are queued first (non-blocking), then each is polled, so the
+ * order in which ranks list their communicators cannot deadlock. A failure or a timeout
+ * aborts them all (their handles become NULL). */
+static void finalize_comms(nt *x, plumb_err *err)
+{
+    ncclComm_t all[2 * x->n + x->ngroups];
+    int k = 0;
+    for (int j = 0; j < x->n; j++) {
+        if (j == x->self) continue;
+        if (x->links[j].out) all[k++] = x->links[j].out;
+        if (x->links[j].in) all[k++] = x->links[j].in;
+    }
+    for (int g = 0; g < x->ngroups; g++)
+        if (x->groups[g].comm) all[k++] = x->groups[g].comm;
+    for (int i = 0; i < k; i++) {
+        ncclResult_t rc = ncclCommFinalize(all[i]);
+        if (rc != ncclSuccess && rc != ncclInProgress) {
+            fail_nccl(x, err, rc, "ncclCommFinalize(comm)", __LINE__);
+            return;
+        }
+    }
+    for (int i = 0; i < k; i++)
+        if (settle(x, all[i], "ncclCommFinalize", err)) return;
+}
+
 static void nt_destroy(transport *t)
 {
     if (!t) return;
     nt *x = t->impl;
     cudaSetDevice(x->device);
-    int ok = !atomic_load(&x->aborted);
+    int ok = !atomic_load(&x->aborted) && x->links; /* no links: create ran out of memory */
     plumb_err e = {{0}};
     for (int j = 0; j < x->n && ok; j++) /* deliver the last sends */
         if (j != x->self && wait_stream(x, x->links[j].s_out, x->links[j].out,
                                         "the last sends", &e))
             ok = 0;
     if (!ok) abort_comms(x);
+    else finalize_comms(x, &e);
     for (int j = 0; j < x->n; j++) {
         if (j == x->self || !x->links) continue;
         pair_link *l = &x->links[j];
