@@ -363,12 +363,15 @@ Test(cuda, conv2d)
     conv_case(CUDA_BF16, gs[1]);
 }
 
-static void pool_case(bk_pool g)
+/* ties: inputs rounded to multiples of 1/2, so most windows hold several maxima and the
+ * backward checks the first-maximum rule (the CPU's) element by element. */
+static void pool_case(bk_pool g, int ties)
 {
     g.P = (g.H - g.kernel) / g.stride + 1;
     g.Q = (g.W - g.kernel) / g.stride + 1;
     const size_t nx = (size_t)g.B * g.C * g.H * g.W, ny = (size_t)g.B * g.C * g.P * g.Q;
     float *X = host_rand(nx, 18, -1, 1), *DY = host_rand(ny, 19, -1, 1), *y[2], *dx[2];
+    for (size_t i = 0; ties && i < nx; i++) X[i] = roundf(X[i] * 2.0f) / 2.0f;
     const backend *bs[2] = {backend_cpu(), backend_cuda()};
     for (int k = 0; k < 2; k++) {
         side s = open_side(bs[k]);
@@ -382,10 +385,15 @@ static void pool_case(bk_pool g)
         close_side(&s);
     }
     char what[64];
-    snprintf(what, sizeof what, "maxpool %d/%d fwd", g.kernel, g.stride);
+    snprintf(what, sizeof what, "maxpool %d/%d%s fwd", g.kernel, g.stride, ties ? " ties" : "");
     expect_close(what, CUDA_FP32, y[1], y[0], ny);
-    snprintf(what, sizeof what, "maxpool %d/%d bwd", g.kernel, g.stride);
+    snprintf(what, sizeof what, "maxpool %d/%d%s bwd", g.kernel, g.stride, ties ? " ties" : "");
     expect_close(what, CUDA_FP32, dx[1], dx[0], nx);
+    /* each dx element is a sum of the same dy values in the same order on both backends */
+    if (ties)
+        for (size_t i = 0; i < nx; i++)
+            cr_expect_eq(dx[1][i], dx[0][i], "%s [%zu]: cuda %.8g, cpu %.8g", what, i,
+                         dx[1][i], dx[0][i]);
     for (int k = 0; k < 2; k++) free(y[k]), free(dx[k]);
     free(X), free(DY);
 }
@@ -393,8 +401,9 @@ static void pool_case(bk_pool g)
 Test(cuda, maxpool)
 {
     need_gpu();
-    pool_case((bk_pool){.B = 3, .C = 4, .H = 10, .W = 11, .kernel = 2, .stride = 2});
-    pool_case((bk_pool){.B = 2, .C = 3, .H = 13, .W = 13, .kernel = 3, .stride = 2});
+    pool_case((bk_pool){.B = 3, .C = 4, .H = 10, .W = 11, .kernel = 2, .stride = 2}, 0);
+    pool_case((bk_pool){.B = 2, .C = 3, .H = 13, .W = 13, .kernel = 3, .stride = 2}, 0);
+    pool_case((bk_pool){.B = 2, .C = 3, .H = 13, .W = 13, .kernel = 3, .stride = 2}, 1);
 }
 
 /* ------------------------------------------------------------------ element-wise, loss */
