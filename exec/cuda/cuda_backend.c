@@ -162,8 +162,9 @@ static void cuda_upload(bk_ctx *c, void *dst, const void *src, size_t bytes)
 {
     if (!bytes) return;
     cuda_enter(c);
-    /* From pageable memory the call returns once src has been staged, so the caller may
-     * reuse src at once (CUDA's documented behaviour). */
+    /* From pageable memory the driver stages src into pinned memory within the call (the
+     * "API synchronization behavior" page: it may synchronize with the stream to do so), so
+     * the caller may reuse src at once; the page states that plainly only for cudaMemcpy. */
     CUDA_CHECK(c, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, c->stream));
 }
 
