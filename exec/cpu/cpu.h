@@ -41,6 +41,10 @@ static inline float cpu_bf16(float x)
 
 /* A GEMM operand as the context's precision sees it: x itself, or (cpu-bf16) x rounded. */
 static inline float cpu_in(const bk_ctx *c, float x) { return c->bf16 ? cpu_bf16(x) : x; }
+/* A convolution's result as the context's precision leaves it: cuDNN's bf16 convolutions
+ * write bf16 tensors, so cpu-bf16 rounds convolution outputs (not GEMM outputs: cuBLAS
+ * writes fp32) the same way. */
+static inline float cpu_out(const bk_ctx *c, float x) { return c->bf16 ? cpu_bf16(x) : x; }
 
 /* Row-major C = alpha op(A) op(B) + beta C through OpenBLAS, as the backend's gemm entry;
  * in a cpu-bf16 context A and B are first copied rounded to bf16 (fp32 accumulation, as

@@ -1,5 +1,6 @@
 /* cpu_conv.c: 2-D convolution by im2col + OpenBLAS GEMM, over chunks of samples so that
- * each GEMM is large, and max pooling. */
+ * each GEMM is large, and max pooling. In a cpu-bf16 context the GEMMs take bf16-rounded
+ * inputs and each direction's result is rounded to bf16 once (cuDNN's bf16 tensors). */
 #include "exec/cpu/cpu.h"
 
 #include <string.h>
@@ -127,7 +128,7 @@ void cpu_conv2d_fwd(bk_ctx *c, const bk_conv *g, const float *x, const float *w,
                 float *dst = y + ((size_t)(s0 + s) * g->K + k) * PQ;
                 const float *src = t + (size_t)k * nb * PQ + s * PQ;
                 const float bk = b ? b[k] : 0.0f;
-                for (size_t i = 0; i < PQ; i++) dst[i] = src[i] + bk;
+                for (size_t i = 0; i < PQ; i++) dst[i] = cpu_out(c, src[i]) + bk;
             }
     }
 }
@@ -149,6 +150,9 @@ void cpu_conv2d_bwd_data(bk_ctx *c, const bk_conv *g, const float *dy, const flo
         cpu_sgemm(c, 1, 0, CKK, (int)(nb * PQ), g->K, 1.0f, w, CKK, t, (int)(nb * PQ), 0.0f,
                   col, (int)(nb * PQ));
         col2im(g, nb, col, dx + s0 * in_n);
+        if (c->bf16)
+            for (size_t i = 0; i < (size_t)nb * in_n; i++)
+                dx[s0 * in_n + i] = cpu_bf16(dx[s0 * in_n + i]);
     }
 }
 
@@ -157,17 +161,18 @@ void cpu_conv2d_bwd_weight(bk_ctx *c, const bk_conv *g, const float *dy, const f
 {
     const int nbmax = conv_chunk(g), CKK = g->C * g->kernel * g->kernel;
     const size_t PQ = (size_t)g->P * g->Q, in_n = (size_t)g->C * g->H * g->W;
-    const size_t opn = conv_operand(g);
-    float *col = cpu_scratch(c, 2 * opn);
+    const size_t opn = conv_operand(g), nw = (size_t)g->K * CKK;
+    /* cpu-bf16: the whole batch's gradient is summed apart, then rounded and added */
+    float *col = cpu_scratch(c, 2 * opn + (c->bf16 ? nw : 0));
     if (!col) return;
-    float *t = col + opn;
+    float *t = col + opn, *acc = c->bf16 ? t + opn : dw; // (K, CKK)
     for (int s0 = 0; s0 < g->B; s0 += nbmax) {
         int nb = g->B - s0 < nbmax ? g->B - s0 : nbmax;
         im2col(g, nb, x + s0 * in_n, col);
         to_kmajor(g, nb, dy + (size_t)s0 * g->K * PQ, t);
-        /* dw (K, CKK) += t (K, nb PQ) col^T (nb PQ, CKK) */
+        /* acc (K, CKK) += t (K, nb PQ) col^T (nb PQ, CKK) */
         cpu_sgemm(c, 0, 1, g->K, CKK, (int)(nb * PQ), 1.0f, t, (int)(nb * PQ), col,
-                  (int)(nb * PQ), 1.0f, dw, CKK);
+                  (int)(nb * PQ), acc == dw || s0 > 0 ? 1.0f : 0.0f, acc, CKK);
         if (db)
             for (int k = 0; k < g->K; k++) {
                 const float *r = t + (size_t)k * nb * PQ;
@@ -176,6 +181,8 @@ void cpu_conv2d_bwd_weight(bk_ctx *c, const bk_conv *g, const float *dy, const f
                 db[k] += (float)s;
             }
     }
+    if (acc != dw)
+        for (size_t i = 0; i < nw; i++) dw[i] += cpu_bf16(acc[i]);
 }
 
 void cpu_maxpool_fwd(bk_ctx *c, const bk_pool *g, const float *x, float *y)
