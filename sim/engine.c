@@ -351,6 +351,8 @@ int sim_engine_run(const sim_model *m, sim_result *r, plumb_err *err)
     while (E.h.n) {
         event e = heap_pop(&E.h);
         r->events++;
+        E.now_t = e.t;
+        E.now_seq = e.seq;
         if (e.id < 0 ? eng_xfer_done(&E, -e.id - 1, e.t)
             : e.id < E.nw ? worker_run(&E, e.id, e.t)
                           : eng_group_event(&E, e.id - E.nw, e.t))

@@ -104,8 +104,10 @@ typedef struct sim_result {
     int nlinks;
     sim_link_stat *links;     /* in order of first use */
     long long events, actions;
-    long long ring_steps_grouped; /* ring steps whose private hops ran as one grouped
-                                 event (docs/sim.md) */
+    long long ring_steps_grouped; /* ring steps run grouped (docs/sim.md) */
+    long long ring_hops_virtual;  /* shared hops started without a transfer of their own */
+    long long ring_hops_split;    /* of those, hops made transfers again mid-step (something
+                                     queued behind them) */
     timeline *tl;             /* when model.record */
 } sim_result;
 

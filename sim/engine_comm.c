@@ -2,8 +2,9 @@
  * first use, with the path's rate, latency and port lanes), channels that match each RECV
  * with its SEND, transfer records (recycled once received and off their link), and the
  * replicas' ring all-reduce with its bucketed overlap, whose hops are transfers on the same
- * links and egress ports as the point-to-point ones (docs/sim.md, "Cost model"); a private
- * ring's steps run grouped instead (engine_ring.c). */
+ * links and egress ports as the point-to-point ones (docs/sim.md, "Cost model"); the
+ * engine runs the steps grouped instead, a hop as a transfer only when it may wait or
+ * delay something (engine_ring.c). */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -44,7 +45,7 @@ int eng_link_of(eng *E, int a_dev, int b_dev)
     li = E->nlk++;
     link *l = &E->lk[li];
     memset(l, 0, sizeof *l);
-    l->head = l->tail = l->track = -1;
+    l->head = l->tail = l->track = l->vg = -1;
     int L = sim_net_path(n, a_dev, b_dev, &l->rate, &l->lat);
     if (!(l->rate > 0) || !isfinite(l->rate))
         l->rate = INFINITY;
@@ -65,7 +66,8 @@ int eng_link_of(eng *E, int a_dev, int b_dev)
             port *p = &E->pt[pi];
             p->lanes = eng_port_lanes(n, lv[i]);
             p->busy = 0;
-            p->whead = p->wtail = -1;
+            p->whead = p->wtail = p->vhead = -1;
+            p->nvirt = 0;
             if (ht_put(&E->ph, (uint64_t)lv[i], grp[i], pi))
                 return -1;
         }
@@ -98,9 +100,7 @@ static int chan_of(eng *E, int src, int dst, int fwd)
     return ht_put(&E->chh, pair(src, dst), (uint64_t)fwd, ci) ? -1 : ci;
 }
 
-/* A transfer record's index, reused from the free list or grown; -1 when out of memory.
- * The caller fills the record. */
-static int xfer_alloc(eng *E)
+int eng_xfer_alloc(eng *E)
 {
     int xi = E->xfree;
     if (xi >= 0) {
@@ -124,12 +124,15 @@ static void xfer_release(eng *E, int xi)
  * a free lane; otherwise queues it at the first full port. */
 static int xfer_try_start(eng *E, int xi, double t)
 {
-    xfer *x = &E->x[xi];
-    link *l = &E->lk[x->link];
+    link *l = &E->lk[E->x[xi].link];
     for (int i = 0; i < l->nports; i++) {
         port *p = &E->pt[l->ports[i]];
+        if (p->nvirt)
+            eng_vport_expire(E, l->ports[i]);
         if (p->busy >= p->lanes) {
-            x->pnext = -1;
+            if (p->nvirt && eng_vport_materialize(E, l->ports[i]))
+                return -1;
+            E->x[xi].pnext = -1;
             if (p->wtail >= 0)
                 E->x[p->wtail].pnext = xi;
             else
@@ -138,6 +141,7 @@ static int xfer_try_start(eng *E, int xi, double t)
             return 0;
         }
     }
+    xfer *x = &E->x[xi];
     l->head = x->lnext;
     if (l->head < 0)
         l->tail = -1;
@@ -209,7 +213,7 @@ int eng_send(eng *E, int w, int c, int iter, double t)
     int fwd = a->kind == ACT_SEND_F;
     if (a->peer < 0 || a->peer >= E->nw || a->peer_stage < 0 || a->peer_stage >= E->ns)
         return eng_bad_action(E, w, c, "peer worker or stage out of range");
-    int xi = xfer_alloc(E);
+    int xi = eng_xfer_alloc(E);
     if (xi < 0)
         return eng_oom(E);
     if (a->peer != ws->lpeer) {
@@ -245,7 +249,9 @@ int eng_send(eng *E, int w, int c, int iter, double t)
         x->done = 1;
         return 0;
     }
-    link *l = &E->lk[x->link];
+    if (E->lk[x->link].vg >= 0 && eng_vlink_touch(E, x->link))
+        return -1;
+    link *l = &E->lk[E->x[xi].link];
     if (l->tail >= 0)
         E->x[l->tail].lnext = xi;
     else
@@ -428,13 +434,15 @@ int eng_backward(eng *E, int w, int c, int s, double t, double dur)
 
 int eng_hop_start(eng *E, int gi, int li, int src_w, double bytes, double t)
 {
-    int xi = xfer_alloc(E);
+    int xi = eng_xfer_alloc(E);
     if (xi < 0)
         return eng_oom(E);
     E->x[xi] = (xfer){.bytes = bytes, .arrival = -1, .a = NULL, .group = gi, .link = li,
                       .waiter = -1, .lnext = -1, .pnext = -1, .cnext = -1,
                       .iter = E->gr[gi].iter, .src_w = src_w, .received = 1};
     E->gr[gi].pending++;
+    if (E->lk[li].vg >= 0 && eng_vlink_touch(E, li))
+        return -1;
     link *l = &E->lk[li];
     if (l->tail >= 0)
         E->x[l->tail].lnext = xi;
@@ -449,9 +457,10 @@ int eng_hop_start(eng *E, int gi, int li, int src_w, double bytes, double t)
 /* Starts the current step of the group's current bucket at t: a transfer of 1 / r of the
  * bucket on every hop of the ring (the stage's replicas in placement order), each queued
  * on its link and egress ports like a point-to-point transfer. A bucket takes 2 (r - 1)
- * such steps (reduce-scatter, then all-gather), one after another. A ring with private
- * hops (engine_ring.c) runs those as one event, their slowest one's end, and the others
- * as transfers; this event then ends its part of the step. */
+ * such steps (reduce-scatter, then all-gather), one after another. Unless the model asks
+ * for per-hop rings, the step runs grouped (engine_ring.c): its private hops and the
+ * shared ones that start at once end as one event, the slowest one's end, and this event
+ * then ends their part of the step. */
 int eng_group_event(eng *E, int gi, double t)
 {
     group *g = &E->gr[gi];
@@ -473,7 +482,7 @@ int eng_group_event(eng *E, int gi, double t)
     }
     double bytes = E->m->grad_bytes[s] / g->K / r;
     g->pending = 1;  /* held until every hop is queued */
-    if (E->rg && E->rg[s].priv) {
+    if (E->rg && E->rg[s].n > 0) {
         if (eng_ring_step(E, gi, t))
             return -1;
         return hop_done(E, gi, t);  /* drops the hold */

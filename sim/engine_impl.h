@@ -23,10 +23,19 @@ typedef struct link {
     int ports[CLUSTER_MAX_LEVELS];   /* egress ports it leaves through */
     double rate, lat;
     sim_link_stat st;
+    /* a ring hop moving here without a transfer record or event of its own (a "virtual"
+     * hop, engine_ring.c): it holds the link and a lane of each port as a transfer would,
+     * until its end event's key (vend, vseq), or until something queues behind it */
+    int vg;                          /* its group, or -1: none */
+    int vh;                          /* its index in eng.hop */
+    double vend;
+    uint32_t vseq;
+    int vnext[CLUSTER_MAX_LEVELS];   /* next link with a virtual hop on ports[k] */
 } link;
 
 typedef struct port {
     int lanes, busy, whead, wtail;
+    int vhead, nvirt;                /* links with a virtual hop holding a lane here */
 } port;
 
 typedef struct chan {        /* transfers from one worker to another in one direction */
@@ -63,8 +72,8 @@ typedef struct wstate {      /* per worker */
 } wstate;
 
 typedef struct ring {        /* a replicated stage's ring all-reduce (engine_ring.c) */
-    int priv;                /* 1: some hops are private; their part of each step runs as
-                                one grouped event */
+    int priv;                /* 1: some hops are private; they end with the step's grouped
+                                event */
     int off, n;              /* its hops in eng.hop[off .. off + n), same-device hops
                                 left out */
     int soff, nshared;       /* its shared hops' indices in eng.shop[soff ..] */
@@ -110,6 +119,8 @@ typedef struct eng {
     ringhop *hop;            /* the rings' hops */
     int *shop;               /* the rings' shared hops (indices into hop) */
     heap h;
+    double now_t;            /* the key (time, sequence number) of the event being run */
+    uint32_t now_seq;
     int finished;
     plumb_err *err;
 } eng;
@@ -204,12 +215,28 @@ int eng_ring_moves(const eng *E, int s);
  * worker sends in no other ring. Such a hop starts with its step, never waits and never
  * delays anything, so a step's private hops can run as one event. 0 or -1 (memory). */
 int eng_ring_analyse(eng *E);
-/* Starts the current step of group gi, whose ring has private hops, at t (the step's
- * pending count held by the caller): its shared hops as transfers (eng_hop_start), its
- * private hops as one event at the slowest one's end, counted as one pending hop, whose
- * link statistics and link time are deferred (eng_ring_flush, eng_ring_finish). Records
- * every hop on its link track as the per-hop ring would. 0 or -1. */
+/* Starts the current step of group gi at t (the step's pending count held by the caller):
+ * each shared hop that would start at once (its link idle with nothing queued, a free
+ * lane on each of its ports) as a virtual hop (link.vg), the other shared hops as
+ * transfers (eng_hop_start); the private and the virtual hops end as one event at the
+ * slowest one's end, counted as one pending hop. The private hops' link statistics and
+ * link time are deferred (eng_ring_flush, eng_ring_finish); the virtual hops' are added
+ * at once, as a transfer start adds them. Records every hop on its link track as the
+ * per-hop ring would. 0 or -1. */
 int eng_ring_step(eng *E, int gi, double t);
+/* Before anything reads link li's busy state to queue a transfer on it: a virtual hop on
+ * it whose end has passed (its key at most the running event's) is released; one still
+ * moving becomes a transfer with its own end event (the queued transfer will start at
+ * that end). 0 or -1. */
+int eng_vlink_touch(eng *E, int li);
+/* Releases the virtual hops on port pi whose end has passed. */
+void eng_vport_expire(eng *E, int pi);
+/* A transfer queues at port pi: its virtual hops (all still moving after
+ * eng_vport_expire) become transfers with their own end events. 0 or -1. */
+int eng_vport_materialize(eng *E, int pi);
+/* A transfer record's index (the free list or a new one; the caller fills it), or -1 when
+ * out of memory. */
+int eng_xfer_alloc(eng *E);
 /* Adds worker w's deferred ring link time to comm_it (before any other addition there,
  * keeping the per-hop ring's order of additions). */
 void eng_ring_flush(eng *E, int w);

@@ -21,8 +21,20 @@
  *   (eng_ring_finish); nothing reads them meanwhile and only this hop adds to its link;
  * - with a timeline, every hop is still recorded on its link track, in the same order.
  *
- * Only the event count differs: 2 events per step and one per shared hop, instead of one
- * per hop and one per step. */
+ *
+ * A shared hop that would start at once when its step starts (link idle, nothing queued,
+ * a free lane on each port) runs as a virtual hop: it holds its link and lanes and adds
+ * its statistics as a transfer's start would, but has no record nor event and ends with
+ * the step's grouped event. Every check of its link or ports first releases it when its
+ * end event's key (time, sequence number reserved at the step's start, in ring order)
+ * is at most the running event's; when something queues behind it while it moves, it is
+ * split back into a transfer whose end event takes that reserved key, so it ends, and
+ * starts what waits, exactly where the per-hop ring's hop would. The grouped event takes
+ * the key after the step's hops: among the step's ends at its time it comes last, as the
+ * per-hop ring's last end does, and only the last end does anything but count.
+ *
+ * Only the event count differs: 2 events per step and one per shared hop that waits or is
+ * split, instead of one per hop and one per step. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -287,6 +299,154 @@ static int ring_ready(eng *E, ring *R, const group *g)
     return 0;
 }
 
+/* --- virtual hops --------------------------------------------------------------------- */
+
+/* The slot holding the next link after li in port pi's list of virtual hops. */
+static int *vnext_of(eng *E, int li, int pi)
+{
+    link *l = &E->lk[li];
+    for (int k = 0; k < l->nports; k++)
+        if (l->ports[k] == pi)
+            return &l->vnext[k];
+    return NULL;  /* not reached: li is on pi's list only when it leaves through pi */
+}
+
+/* Takes link li off its ports' lists of virtual hops and marks it without one (its link
+ * and port lanes stay held). */
+static void vunlink(eng *E, int li)
+{
+    link *l = &E->lk[li];
+    for (int k = 0; k < l->nports; k++) {
+        int pi = l->ports[k];
+        port *p = &E->pt[pi];
+        int *slot = &p->vhead;
+        while (*slot != li)
+            slot = vnext_of(E, *slot, pi);
+        *slot = l->vnext[k];
+        p->nvirt--;
+    }
+    l->vg = -1;
+}
+
+/* 1 when link li's virtual hop has ended: its end event's key is at most the running
+ * event's (time, sequence number), so the per-hop ring would have run that end. */
+static int vpast(const eng *E, const link *l)
+{
+    return l->vend < E->now_t || (l->vend == E->now_t && l->vseq <= E->now_seq);
+}
+
+/* Link li's virtual hop has ended: releases the link and its port lanes, as the hop's end
+ * would (nothing waits on them: a waiter would have made it a transfer). */
+static void vexpire(eng *E, int li)
+{
+    vunlink(E, li);
+    link *l = &E->lk[li];
+    l->busy = 0;
+    for (int k = 0; k < l->nports; k++)
+        E->pt[l->ports[k]].busy--;
+}
+
+/* Link li's virtual hop, still moving, becomes a transfer whose end event has the key the
+ * per-hop ring's would have (posted with its reserved sequence number); it counts as a
+ * pending hop of its step on its own. */
+static int vmaterialize(eng *E, int li)
+{
+    int xi = eng_xfer_alloc(E);
+    if (xi < 0)
+        return eng_oom(E);
+    link *l = &E->lk[li];
+    group *g = &E->gr[l->vg];
+    E->x[xi] = (xfer){.bytes = E->rg[g->stage].bytes, .arrival = l->vend, .a = NULL,
+                      .group = l->vg, .link = li, .waiter = -1, .lnext = -1, .pnext = -1,
+                      .cnext = -1, .iter = g->iter, .src_w = E->hop[l->vh].w, .received = 1};
+    g->pending++;
+    E->r->ring_hops_split++;
+    vunlink(E, li);
+    return heap_push_seq(&E->h, l->vend, -(xi + 1), l->vseq) ? eng_oom(E) : 0;
+}
+
+int eng_vlink_touch(eng *E, int li)
+{
+    if (vpast(E, &E->lk[li])) {
+        vexpire(E, li);
+        return 0;
+    }
+    return vmaterialize(E, li);
+}
+
+void eng_vport_expire(eng *E, int pi)
+{
+    for (int li = E->pt[pi].vhead; li >= 0;) {
+        int next = *vnext_of(E, li, pi);
+        if (vpast(E, &E->lk[li]))
+            vexpire(E, li);
+        li = next;
+    }
+}
+
+int eng_vport_materialize(eng *E, int pi)
+{
+    while (E->pt[pi].vhead >= 0)
+        if (vmaterialize(E, E->pt[pi].vhead))
+            return -1;
+    return 0;
+}
+
+/* Shared hop hj of group gi's step starting at t, whose end event would take sequence
+ * number seq: when it would start at once (its link idle with nothing queued, a free lane
+ * on each port), starts it as a virtual hop, adding what a transfer start adds (link
+ * statistics, link time, iteration end, timeline) in the same order, and returns 1;
+ * else 0 (it is to be a transfer); -1 on error. */
+static int vstart(eng *E, int gi, int hj, double t, uint32_t seq)
+{
+    const ringhop *h = &E->hop[hj];
+    int li = h->link;
+    link *l = &E->lk[li];
+    if (l->vg >= 0 && vpast(E, l))
+        vexpire(E, li);
+    if (l->busy || l->head >= 0)
+        return 0;
+    for (int k = 0; k < l->nports; k++) {
+        port *p = &E->pt[l->ports[k]];
+        if (p->nvirt)
+            eng_vport_expire(E, l->ports[k]);
+        if (p->busy >= p->lanes)
+            return 0;
+    }
+    const group *g = &E->gr[gi];
+    double bytes = E->rg[g->stage].bytes;
+    l->busy = 1;
+    l->vg = gi;
+    l->vh = hj;
+    l->vend = t + h->occ;
+    l->vseq = seq;
+    for (int k = 0; k < l->nports; k++) {
+        port *p = &E->pt[l->ports[k]];
+        p->busy++;
+        p->nvirt++;
+        l->vnext[k] = p->vhead;
+        p->vhead = li;
+    }
+    E->r->ring_hops_virtual++;
+    l->st.bytes += bytes;
+    l->st.busy_s += h->occ;
+    l->st.transfers++;
+    if (g->iter >= E->k0 && g->iter <= E->k1)
+        l->st.bytes_window += bytes;
+    if (E->ws[h->w].ring_g >= 0)
+        eng_ring_flush(E, h->w);
+    E->comm_it[(size_t)h->w * E->niter + g->iter] += h->occ;
+    note_end(E, g->iter, l->vend);
+    if (E->m->record) {
+        if (eng_link_track(E, li) < 0)
+            return eng_oom(E);
+        if (eng_record(E, E->lk[li].track, TL_ALLREDUCE, t, h->occ, bytes, g->stage, -1, -1,
+                       g->iter))
+            return -1;
+    }
+    return 1;
+}
+
 int eng_ring_step(eng *E, int gi, double t)
 {
     group *g = &E->gr[gi];
@@ -305,34 +465,45 @@ int eng_ring_step(eng *E, int gi, double t)
         }
     g->gsteps++;
     E->r->ring_steps_grouped++;
-    if (E->m->record) {  /* every hop in ring order, as the per-hop ring records them */
-        for (int j = 0; j < R->n; j++) {
-            const ringhop *h = &E->hop[R->off + j];
-            if (!h->priv) {
-                if (eng_hop_start(E, gi, h->link, h->w, R->bytes, t))
-                    return -1;
-                continue;
-            }
+    /* sequence numbers for the hops' ends, in ring order, and one after them for the
+     * grouped end: the per-hop ring posts its hops' ends one after another here */
+    uint32_t base = E->h.seq;
+    E->h.seq += (uint32_t)R->n + 1;
+    int fold = R->priv;
+    double end = R->priv ? t + R->maxocc : -INFINITY;
+    int all = E->m->record, n = all ? R->n : R->nshared;
+    for (int k = 0; k < n; k++) {  /* with a timeline every hop, in ring order */
+        int hj = all ? R->off + k : E->shop[R->soff + k];
+        const ringhop *h = &E->hop[hj];
+        if (h->priv) {
             int track = eng_link_track(E, h->link);
             if (track < 0)
                 return eng_oom(E);
             if (eng_record(E, track, TL_ALLREDUCE, t, h->occ, R->bytes, g->stage, -1, -1,
                            g->iter))
                 return -1;
+            continue;
         }
-    } else {
-        for (int j = 0; j < R->nshared; j++) {
-            const ringhop *h = &E->hop[E->shop[R->soff + j]];
+        int v = vstart(E, gi, hj, t, base + (uint32_t)(hj - R->off));
+        if (v < 0)
+            return -1;
+        if (v == 0) {
             if (eng_hop_start(E, gi, h->link, h->w, R->bytes, t))
                 return -1;
+            continue;
         }
+        fold = 1;
+        if (E->lk[h->link].vend > end)
+            end = E->lk[h->link].vend;
     }
-    double end = t + R->maxocc;
-    note_end(E, g->iter, end);
+    if (!fold)
+        return 0;
+    if (R->priv)
+        note_end(E, g->iter, t + R->maxocc);
     g = &E->gr[gi];
     g->inflight = 1;
     g->pending++;
-    return heap_push(&E->h, end, E->nw + gi) ? eng_oom(E) : 0;
+    return heap_push_seq(&E->h, end, E->nw + gi, base + (uint32_t)R->n) ? eng_oom(E) : 0;
 }
 
 void eng_ring_flush(eng *E, int w)

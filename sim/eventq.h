@@ -128,6 +128,18 @@ static inline int heap_push(heap *h, double t, int id)
     return 0;
 }
 
+/* Inserts an event with a sequence number reserved earlier (h->seq advanced past it), so
+ * that it takes the place among equal-time events that a push at reservation time would
+ * have: the grouped ring steps (sim/engine_ring.c) post a hop's end late with it. */
+static inline int heap_push_seq(heap *h, double t, int id, uint32_t seq)
+{
+    uint32_t keep = h->seq;
+    h->seq = seq;
+    int rc = heap_push(h, t, id);
+    h->seq = keep;
+    return rc;
+}
+
 static inline event heap_pop(heap *h)
 {
     event top = h->a[0], last = h->a[--h->n];

@@ -1,10 +1,12 @@
 /* test_sim_allreduce.c: the engine's grouped ring all-reduce (sim/engine_ring.c). The hops
- * of a ring step whose links and ports nothing else uses run as one event; these tests run
- * the same plans with every step as per-hop transfers (sim_model.ring_per_hop) and require
- * the same results bit for bit (times, per-device figures, link statistics, the
- * timeline), check that hops sharing a port or a worker run as transfers, that
- * the grouped ring's cost grows linearly in the replicas, and that the exact repeated
- * addition behind the deferred statistics matches the loop it replaces. */
+ * of a ring step whose links and ports nothing else uses run as one event, and so do the
+ * shared hops that find their link and ports free when the step starts, until something
+ * queues behind them; these tests run the same plans with every step as per-hop transfers
+ * (sim_model.ring_per_hop) and require the same results bit for bit (times, per-device
+ * figures, link statistics, the timeline), check that contended hops are split back into
+ * transfers mid-step (on a shared port, on a link two rings use), that the grouped ring's
+ * cost grows linearly in the replicas, and that the exact repeated addition behind the
+ * deferred statistics matches the loop it replaces. */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdint.h>
@@ -93,8 +95,11 @@ static void expect_same(const sim_result *a, const sim_result *b, const char *wh
     }
 }
 
+static long long last_virtual, last_split;  /* the last both_ways grouped run's */
+
 /* Runs sp both ways, with and without a timeline; returns the grouped run's grouped steps
- * (and its events through *events, the per-hop run's through *events_hop). */
+ * (and its events through *events, the per-hop run's through *events_hop; its virtual and
+ * split hops in last_virtual, last_split). */
 static long long both_ways(const sim_synth *sp, int iters, const char *what, long long *events,
                            long long *events_hop)
 {
@@ -105,7 +110,10 @@ static long long both_ways(const sim_synth *sp, int iters, const char *what, lon
         run_engine(sp, iters, 1, record, &h);
         expect_same(&g, &h, what);
         cr_expect_eq(h.ring_steps_grouped, 0, "%s", what);
+        cr_expect_eq(h.ring_hops_virtual, 0, "%s", what);
         grouped = g.ring_steps_grouped;
+        last_virtual = g.ring_hops_virtual;
+        last_split = g.ring_hops_split;
         if (events)
             *events = g.events;
         if (events_hop)
@@ -170,10 +178,12 @@ Test(sim_allreduce, pipeline_rings_inside_servers)
 }
 
 /* Rings that share a server's single egress lane with gradient transfers (one device per
- * server, as in sim::allreduce_contends_with_transfers) run per hop: those transfers and
- * the ring's hops wait for each other. With two lanes nothing waits, and the rings group
- * again, with the same results as per hop. */
-Test(sim_allreduce, contended_ring_runs_per_hop)
+ * server, as in sim::allreduce_contends_with_transfers): those transfers and the ring's
+ * hops wait for each other. A hop that finds the lane free starts without a transfer of
+ * its own and becomes one when a transfer queues behind it, mid-step; a hop that finds it
+ * taken is a transfer from the start. With two lanes nothing waits: every hop is private.
+ * Both give the per-hop results. */
+Test(sim_allreduce, contended_ring_splits_hops)
 {
     for (int lanes = 1; lanes <= 2; lanes++) {
         sim_synth s;
@@ -190,10 +200,13 @@ Test(sim_allreduce, contended_ring_runs_per_hop)
         s.backward_ms = 4;
         long long grouped = both_ways(&s, 3, lanes == 1 ? "one lane" : "two lanes", NULL,
                                       NULL);
-        if (lanes == 1)
-            cr_expect_eq(grouped, 0, "one lane: %lld grouped steps", grouped);
-        else
-            cr_expect(grouped > 0, "two lanes: no grouped step");
+        cr_expect(grouped > 0, "no grouped step");
+        if (lanes == 1) {
+            cr_expect(last_virtual > 0, "one lane: no virtual hop");
+            cr_expect(last_split > 0, "one lane: no hop split");
+        } else {  /* every hop private */
+            cr_expect_eq(last_virtual, 0, "two lanes: %lld virtual hops", last_virtual);
+        }
     }
 }
 
@@ -226,13 +239,20 @@ Test(sim_allreduce, partly_private_rings)
     }
 }
 
-/* A worker in two rings adds both rings' link time to its comm_s, so neither ring groups
- * (their deferred additions would interleave). A hand-built IR: 3 workers, one per server
- * (two egress lanes each), holding both stages; stage 0's ring runs 0 -> 1 -> 2, stage 1's
- * 0 -> 2 -> 1, so the rings share no link and no port beyond its lanes, only workers. */
-static void two_rings(int per_hop, sim_result *r)
+/* A worker in two rings adds both rings' link time to its comm_s, so neither ring's hops
+ * are private (their deferred additions would interleave); they run as virtual hops,
+ * whose link time is added when they start. A hand-built IR: 3 workers, one per server
+ * (two egress lanes each), holding both stages; stage 0's ring runs 0 -> 1 -> 2; stage
+ * 1's 0 -> 2 -> 1 (same_links 0: the rings share no link and no port beyond its lanes,
+ * only workers) or 0 -> 1 -> 2 (same_links 1: both rings on the same links, stage 1's
+ * all-reduce still moving when stage 0's starts, so hops queue behind virtual ones). */
+static void two_rings(int per_hop, int same_links, sim_result *r)
 {
     int replicas[2] = {3, 3}, first[2] = {0, 3}, sw[6] = {0, 1, 2, 0, 2, 1};
+    if (same_links) {
+        sw[4] = 1;
+        sw[5] = 2;
+    }
     int len[3], wdev[3] = {0, 1, 2};
     action acts[3][6], *rows[3];
     for (int w = 0; w < 3; w++) {
@@ -276,16 +296,63 @@ static void two_rings(int per_hop, sim_result *r)
     cluster_free(c);
 }
 
-Test(sim_allreduce, worker_in_two_rings_runs_per_hop)
+Test(sim_allreduce, worker_in_two_rings)
 {
-    sim_result g, h;
-    two_rings(0, &g);
-    two_rings(1, &h);
-    expect_same(&g, &h, "two rings");
-    cr_expect_eq(g.ring_steps_grouped, 0, "%lld grouped steps", g.ring_steps_grouped);
-    cr_expect(g.comm_window[0] > 0);
-    sim_result_free(&g);
-    sim_result_free(&h);
+    for (int same = 0; same < 2; same++) {
+        sim_result g, h;
+        two_rings(0, same, &g);
+        two_rings(1, same, &h);
+        const char *what = same ? "two rings, same links" : "two rings";
+        expect_same(&g, &h, what);
+        cr_expect(g.ring_hops_virtual > 0, "%s: no virtual hop", what);
+        if (same)
+            cr_expect(g.ring_hops_split > 0, "%s: no hop split", what);
+        else
+            cr_expect_eq(g.ring_hops_split, 0, "%s", what);
+        cr_expect(g.comm_window[0] > 0);
+        sim_result_free(&g);
+        sim_result_free(&h);
+    }
+}
+
+/* A sweep of small pipelines whose rings cross servers through the ports their
+ * activations and gradients use: every schedule that replicates stages, one or two devices per server, one or
+ * two egress lanes (with two, hops are private), 2 or 3 replicas, with and without latency, one or several buckets.
+ * Contention arrives at every point of a step (at its start, mid-step, at a hop's end);
+ * every run gives the per-hop results, and some hops split. */
+Test(sim_allreduce, shared_port_sweep)
+{
+    sched_kind kinds[] = {SCHED_GPIPE, SCHED_1F1B_FLUSH, SCHED_PIPEDREAM, SCHED_2BW,
+                          SCHED_ZB_H1};
+    long long split = 0, virt = 0;
+    for (size_t i = 0; i < sizeof kinds / sizeof *kinds; i++)
+        for (int v = 0; v < 16; v++) {
+            sim_synth s;
+            sim_synth_init(&s);
+            s.schedule = kinds[i];
+            s.nstages = 2;
+            s.replicas = 2 + (v & 1);
+            s.devices_per_server = 1 + (v >> 1 & 1);
+            s.microbatches = 6;
+            s.bw_gbit[0] = 400;
+            s.bw_gbit[1] = 40;
+            s.egress_gbit[1] = 40.0 * (1 + (v >> 2 & 1));
+            s.latency_us[1] = v >> 3 & 1 ? 7 : 0;
+            s.activation_bytes = 3e6 + 1e6 * v;
+            s.parameter_bytes = v & 4 ? 30e6 : 9e6; /* 2 buckets, or 1 */
+            s.backward_ms = 2 + 0.25 * v;
+            if (kinds[i] == SCHED_ZB_H1) {
+                s.input_ms = s.backward_ms / 2;
+                s.weight_ms = s.backward_ms / 2;
+            }
+            char what[80];
+            snprintf(what, sizeof what, "%s, variant %d", sched_kind_name(kinds[i]), v);
+            both_ways(&s, 4, what, NULL, NULL);
+            split += last_split;
+            virt += last_virtual;
+        }
+    cr_expect(virt > 0, "no virtual hop");
+    cr_expect(split > 0, "no hop split");
 }
 
 /* Cost: a grouped bucket takes 2 events per ring step, so the events of a pure
