@@ -366,8 +366,10 @@ static int needless_rc(const nm_models *ms, const nm_cands *cs, int n, const nm_
 }
 
 /* Roughly the events simulating c takes: forwards, backwards and transfers of every
- * microbatch on every stage, and the all-reduce ring's steps (2 (r - 1) per replica and
- * gradient bucket), per iteration of the first steady window. */
+ * microbatch on every stage, and the all-reduce ring's 2 (r - 1) steps per gradient bucket,
+ * per iteration of the first steady window. A step whose hops share no busy link is about
+ * two events (docs/sim.md, "Grouped ring steps"), plus a visit of each hop, counted as an
+ * eighth of an event; it was r events before the simulator grouped them. */
 static double sim_actions(const nm_models *ms, const nm_cand *c, const native_options *o)
 {
     const nm_model *m = &ms->m[c->mod];
@@ -376,7 +378,7 @@ static double sim_actions(const nm_models *ms, const nm_cand *c, const native_op
     double acts = 3.0 * c->s.M * c->pt.nst;
     for (int i = 0; i < c->pt.nst; i++) {
         double r = c->pt.st[i].r * m->g, P = m->cP[c->pt.st[i].b1] - m->cP[c->pt.st[i].b0];
-        if (r > 1 && P > 0) acts += r * 2 * (r - 1) * ceil(P / NM_BUCKET_BYTES);
+        if (r > 1 && P > 0) acts += 2 * (r - 1) * (2 + r / 8.0) * ceil(P / NM_BUCKET_BYTES);
     }
     return acts * iters;
 }
