@@ -175,6 +175,23 @@ static int xfer_try_start(eng *E, int xi, double t)
     return 0;
 }
 
+/* Queues transfer xi at the tail of link li at t (a virtual ring hop holding li becomes a
+ * transfer first) and starts it when the link is free. 0, or -1 when out of memory. */
+static int xfer_enqueue(eng *E, int xi, int li, double t)
+{
+    if (E->lk[li].vg >= 0 && eng_vlink_touch(E, li))
+        return -1;
+    link *l = &E->lk[li];
+    if (l->tail >= 0)
+        E->x[l->tail].lnext = xi;
+    else
+        l->head = xi;
+    l->tail = xi;
+    if (!l->busy && l->head == xi)
+        return xfer_try_start(E, xi, t);
+    return 0;
+}
+
 static int hop_done(eng *E, int gi, double t);
 
 int eng_xfer_done(eng *E, int xi, double t)
@@ -249,17 +266,7 @@ int eng_send(eng *E, int w, int c, int iter, double t)
         x->done = 1;
         return 0;
     }
-    if (E->lk[x->link].vg >= 0 && eng_vlink_touch(E, x->link))
-        return -1;
-    link *l = &E->lk[E->x[xi].link];
-    if (l->tail >= 0)
-        E->x[l->tail].lnext = xi;
-    else
-        l->head = xi;
-    l->tail = xi;
-    if (!l->busy && l->head == xi)
-        return xfer_try_start(E, xi, t);
-    return 0;
+    return xfer_enqueue(E, xi, x->link, t);
 }
 
 /* RECV at t by worker w (action index c): the matching transfer from its channel. Returns
@@ -441,17 +448,7 @@ int eng_hop_start(eng *E, int gi, int li, int src_w, double bytes, double t)
                       .waiter = -1, .lnext = -1, .pnext = -1, .cnext = -1,
                       .iter = E->gr[gi].iter, .src_w = src_w, .received = 1};
     E->gr[gi].pending++;
-    if (E->lk[li].vg >= 0 && eng_vlink_touch(E, li))
-        return -1;
-    link *l = &E->lk[li];
-    if (l->tail >= 0)
-        E->x[l->tail].lnext = xi;
-    else
-        l->head = xi;
-    l->tail = xi;
-    if (!l->busy && l->head == xi)
-        return xfer_try_start(E, xi, t);
-    return 0;
+    return xfer_enqueue(E, xi, li, t);
 }
 
 /* Starts the current step of the group's current bucket at t: a transfer of 1 / r of the
