@@ -114,24 +114,14 @@ static int pair_of(pairs *P, int a, int b)
     int i = ht_find(&P->h, (uint64_t)(uint32_t)a, (uint64_t)(uint32_t)b);
     if (i >= 0)
         return i;
-    if (P->n == P->cap) {
-        int nc = P->cap ? 2 * P->cap : 64;
-        int *na = realloc(P->a, (size_t)nc * sizeof *na);
-        if (na)
-            P->a = na;
-        int *nb = na ? realloc(P->b, (size_t)nc * sizeof *nb) : NULL;
-        if (nb)
-            P->b = nb;
-        int *nr = nb ? realloc(P->ring, (size_t)nc * sizeof *nr) : NULL;
-        if (nr)
-            P->ring = nr;
-        unsigned char *np = nr ? realloc(P->p2p, (size_t)nc) : NULL;
-        if (np)
-            P->p2p = np;
-        if (!np)
-            return -1;
-        P->cap = nc;
-    }
+    /* the four arrays grow alike; P->cap moves only once all four have */
+    int ca = P->cap, cb = P->cap, cr = P->cap, cp = P->cap;
+    if (eng_grow((void **)&P->a, P->n, &ca, sizeof *P->a) ||
+        eng_grow((void **)&P->b, P->n, &cb, sizeof *P->b) ||
+        eng_grow((void **)&P->ring, P->n, &cr, sizeof *P->ring) ||
+        eng_grow((void **)&P->p2p, P->n, &cp, sizeof *P->p2p))
+        return -1;
+    P->cap = ca;
     i = P->n++;
     P->a[i] = a;
     P->b[i] = b;
