@@ -34,21 +34,28 @@ static void cpu_destroy(bk_ctx *c)
     free(c);
 }
 
-float *cpu_scratch(bk_ctx *c, size_t n)
+/* Grows *buf (of *have floats) to at least n floats, counting the growth in the context's
+ * memory; NULL after recording "out of memory (... bytes of <what>)". */
+static float *grow_space(bk_ctx *c, float **buf, size_t *have, size_t n, const char *what)
 {
-    if (n <= c->scratch_n) return c->scratch;
-    float *p = realloc(c->scratch, n * sizeof *p);
+    if (n <= *have) return *buf;
+    float *p = realloc(*buf, n * sizeof *p);
     if (!p) {
         if (!c->failure.msg[0])
-            err_set(&c->failure, NULL, NULL, "out of memory (%zu bytes of scratch space)",
-                    n * sizeof *p);
+            err_set(&c->failure, NULL, NULL, "out of memory (%zu bytes of %s)", n * sizeof *p,
+                    what);
         return NULL;
     }
-    c->live += (n - c->scratch_n) * sizeof *p;
+    c->live += (n - *have) * sizeof *p;
     if (c->live > c->peak) c->peak = c->live;
-    c->scratch = p;
-    c->scratch_n = n;
+    *buf = p;
+    *have = n;
     return p;
+}
+
+float *cpu_scratch(bk_ctx *c, size_t n)
+{
+    return grow_space(c, &c->scratch, &c->scratch_n, n, "scratch space");
 }
 
 /* Buffers carry a 64-byte header in front holding their size, for the memory count. */
@@ -103,21 +110,10 @@ static int cpu_sync(bk_ctx *c, plumb_err *err)
  * recording "out of memory". */
 static const float *rounded(bk_ctx *c, int slot, const float *x, size_t n)
 {
-    if (n > c->rnd_n[slot]) {
-        float *p = realloc(c->rnd[slot], n * sizeof *p);
-        if (!p) {
-            if (!c->failure.msg[0])
-                err_set(&c->failure, NULL, NULL, "out of memory (%zu bytes of bf16 operand "
-                        "space)", n * sizeof *p);
-            return NULL;
-        }
-        c->live += (n - c->rnd_n[slot]) * sizeof *p;
-        if (c->live > c->peak) c->peak = c->live;
-        c->rnd[slot] = p;
-        c->rnd_n[slot] = n;
-    }
-    for (size_t i = 0; i < n; i++) c->rnd[slot][i] = cpu_bf16(x[i]);
-    return c->rnd[slot];
+    float *r = grow_space(c, &c->rnd[slot], &c->rnd_n[slot], n, "bf16 operand space");
+    if (r)
+        for (size_t i = 0; i < n; i++) r[i] = cpu_bf16(x[i]);
+    return r;
 }
 
 void cpu_sgemm(bk_ctx *c, int ta, int tb, int M, int N, int K, float alpha, const float *A,
