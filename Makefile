@@ -58,11 +58,18 @@ ifeq ($(HAVE_CUDA),1)
 endif
 LIB := $(BUILD)/libplumb.a
 BIN := $(BUILD)/plumb
+ifeq ($(HAVE_CUDA),1)
+  include tests/cuemu/cuemu.mk
+endif
 
 BENCH_SRCS := $(wildcard bench/bench_*.c)
 BENCH_BINS := $(BENCH_SRCS:bench/%.c=$(BUILD)/bench/%)
 TEST_SRCS := $(wildcard tests/test_*.c)
 TEST_BINS := $(TEST_SRCS:tests/%.c=$(BUILD)/tests/%)
+ifeq ($(HAVE_CUDA),1) # the CUDA backend on cuemu (tests/cuemu/cuemu.mk)
+  TEST_BINS += $(EMU_TEST) $(EMU_SELFTEST)
+  TEST_EXTRA := $(EMU_BIN)
+endif
 
 # --- rules -----------------------------------------------------------------------------
 all: deps optional-parts $(BIN) $(LIB)
@@ -108,10 +115,10 @@ $(BUILD)/bench/%: bench/%.c $(LIB)
 	$(CC) $(CFLAGS) $(LDSAN) -o $@ $< $(LIB) $(LDLIBS)
 
 # Tests: every Criterion suite, then every end-to-end script; non-zero on any failure.
-test: all $(TEST_BINS)
+test: all $(TEST_BINS) $(TEST_EXTRA)
 	@PLUMB_BUILD=$(BUILD) scripts/run-tests.sh $(TEST_BINS)
 
-test-long: all
+test-long: all $(TEST_BINS) $(TEST_EXTRA)
 	@PLUMB_BUILD=$(BUILD) PLUMB_LONG=1 scripts/run-tests.sh $(TEST_BINS)
 
 demo: all

@@ -122,33 +122,54 @@ Test(cuda, create_fails_cleanly_without_gpu)
 
 /* ------------------------------------------------------------------ harness */
 
+/* A backend context and the buffers put() gave it (close_side frees them). */
 typedef struct side {
     const backend *b;
     bk_ctx *c;
+    void *bufs[16];
+    int nbufs;
 } side;
 
-static side open_side(const backend *b)
+static side open_side_on(const backend *b, int device)
 {
     plumb_err e = {{0}};
-    side s = {b, b->create(0, &e)};
+    side s = {b, b->create(device, &e), {0}, 0};
     cr_assert_not_null(s.c, "%s: %s", b->name, e.msg);
     return s;
 }
+
+static side open_side(const backend *b) { return open_side_on(b, 0); }
 
 static void close_side(side *s)
 {
     plumb_err e = {{0}};
     cr_assert_eq(s->b->sync(s->c, &e), 0, "%s: %s", s->b->name, e.msg);
+    for (int i = 0; i < s->nbufs; i++) s->b->free(s->c, s->bufs[i]);
     s->b->destroy(s->c);
 }
 
+/* A buffer of `bytes` on the side, holding h's bytes (h NULL: zeros); freed by close_side. */
 static void *put(side *s, const void *h, size_t bytes)
 {
     plumb_err e = {{0}};
+    cr_assert_lt(s->nbufs, 16, "test_cuda: more than 16 buffers on one side");
     void *d = s->b->alloc(s->c, bytes, &e);
     cr_assert_not_null(d, "%s", e.msg);
     if (h) s->b->upload(s->c, d, h, bytes);
+    s->bufs[s->nbufs++] = d;
     return d;
+}
+
+/* Frees the side's buffer d now (before close_side). */
+static void drop(side *s, void *d)
+{
+    for (int i = 0; i < s->nbufs; i++)
+        if (s->bufs[i] == d) {
+            s->b->free(s->c, d);
+            s->bufs[i] = s->bufs[--s->nbufs];
+            return;
+        }
+    cr_assert_fail("test_cuda: drop of a buffer the side does not hold");
 }
 
 static void get(side *s, void *h, const void *d, size_t bytes)
@@ -224,7 +245,6 @@ static void gemm_case(cuda_precision p, int ta, int tb)
         s.b->gemm(s.c, ta, tb, M, N, K, 0.75f, a, lda, b, ldb, 0.5f, c, ldc);
         out[k] = malloc(nc * 4);
         get(&s, out[k], c, nc * 4);
-        s.b->free(s.c, a), s.b->free(s.c, b), s.b->free(s.c, c);
         close_side(&s);
     }
     char what[32];
@@ -583,7 +603,7 @@ Test(cuda, optimizers)
                             .beta2 = 0.999f, .eps = 1e-8f, .weight_decay = 0.01f, .step = step};
                 s.b->opt_step(s.c, &o, n, w, g, kind ? m : NULL, kind == 2 ? v : NULL);
                 get(&s, G, g, 4); /* waits before g is freed */
-                s.b->free(s.c, g);
+                drop(&s, g);
                 free(G);
             }
             out[k] = malloc(n * 4);
@@ -620,6 +640,34 @@ Test(cuda, handoff_between_contexts)
     get(&b, back, dst, n * 4);
     for (size_t i = 0; i < n; i++) X[i] = X[i] > 0 ? X[i] : 0;
     expect_close("handoff copy", CUDA_FP32, back, X, n);
+    cuda_mark_free(sent), cuda_mark_free(done);
+    close_side(&a), close_side(&b);
+    free(X), free(back);
+}
+
+/* The same hand-off between two GPUs (peer copy, events of two devices); skipped with one. */
+Test(cuda, handoff_between_devices)
+{
+    need_gpu();
+    plumb_err e = {{0}};
+    if (cuda_device_count(&e) < 2) cr_skip_test("CUDA test skipped: it needs 2 GPUs");
+    const size_t n = 100003;
+    float *X = host_rand(n, 53, -1, 1), *back = malloc(n * 4);
+    side a = open_side(backend_cuda()), b = open_side_on(backend_cuda(), 1);
+    cr_assert_eq(cuda_ctx_device(b.c), 1);
+    bk_mark *sent = cuda_mark_new(a.c, &e), *done = cuda_mark_new(b.c, &e);
+    cr_assert(sent && done, "%s", e.msg);
+    float *src = put(&a, X, n * 4), *y = put(&a, NULL, n * 4), *dst = put(&b, NULL, n * 4);
+    a.b->relu_fwd(a.c, n, src, y);
+    cuda_mark_record(a.c, sent);
+    cuda_mark_wait(b.c, sent);
+    cuda_copy_peer(b.c, dst, a.c, y, n * 4);
+    cuda_mark_record(b.c, done);
+    cuda_mark_wait(a.c, done);
+    a.b->zero(a.c, y, n * 4);
+    b.b->scale(b.c, n, 2.0f, dst); /* device 1 works on its copy */
+    get(&b, back, dst, n * 4);
+    for (size_t i = 0; i < n; i++) cr_assert_eq(back[i], 2 * (X[i] > 0 ? X[i] : 0), "[%zu]", i);
     cuda_mark_free(sent), cuda_mark_free(done);
     close_side(&a), close_side(&b);
     free(X), free(back);
@@ -680,8 +728,6 @@ Test(cuda, local_transport_between_contexts)
     }
     t->release(t, a.b, a.c, 0, 0);
     t->release(t, b.b, b.c, 1, 0);
-    a.b->free(a.c, src), a.b->free(a.c, y), a.b->free(a.c, bx);
-    b.b->free(b.c, dst), b.b->free(b.c, by);
     close_side(&a), close_side(&b);
     t->destroy(t);
     free(X), free(Y), free(back);
