@@ -237,7 +237,12 @@ void cuda_gemm_rm_batched(bk_ctx *c, int ta, int tb, int M, int N, int K, float 
                           const float *A, int lda, long long sA, const float *B, int ldb,
                           long long sB, float beta, float *C, int ldc, long long sC, int batch)
 {
-    if (M <= 0 || N <= 0 || K <= 0 || batch <= 0) return;
+    if (M <= 0 || N <= 0 || batch <= 0) return;
+    if (K <= 0) { /* C = beta C for each product, as cuda_gemm_rm does */
+        for (int i = 0; i < batch; i++)
+            cuda_gemm_rm(c, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C + i * sC, ldc);
+        return;
+    }
     cuda_enter(c);
     CUBLAS_CHECK(c, cublasGemmStridedBatchedEx(
                         c->blas, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N,

@@ -123,9 +123,13 @@ static int plan_find(bk_ctx *c, cuda_conv_plan *p, int d, int bf16, cudnnMathTyp
     cudaGetLastError(); /* a failed search leaves nothing to report: the next option runs */
     for (int k = 0; k < nr; k++) {
         if (r[k].status != CUDNN_STATUS_SUCCESS || r[k].memory > WS_LIMIT) continue;
-        /* strict fp32: FMA kernels only (CUDNN_DEFAULT_MATH may use TF32 on sm_80+) */
-        if (math == CUDNN_FMA_MATH && r[k].math != CUDNN_FMA_MATH) continue;
-        p->a[d] = (conv_algo){.ok = 1, .bf16 = bf16, .algo = r[k].algo, .math = r[k].math,
+        /* strict fp32: no tensor-core result, and the algorithm runs under CUDNN_FMA_MATH
+         * whatever math type the result names (CUDNN_DEFAULT_MATH may use TF32 on sm_80+) */
+        if (math == CUDNN_FMA_MATH && (r[k].math == CUDNN_TENSOR_OP_MATH ||
+                                       r[k].math == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION))
+            continue;
+        p->a[d] = (conv_algo){.ok = 1, .bf16 = bf16, .algo = r[k].algo,
+                              .math = math == CUDNN_FMA_MATH ? CUDNN_FMA_MATH : r[k].math,
                               .ws = r[k].memory};
         return 1;
     }

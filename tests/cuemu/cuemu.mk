@@ -75,6 +75,8 @@ $(EMU_SELFTEST): $(EMU)/tests/test_cuemu.o $(EMU_RT_OBJS)
 	@mkdir -p $(dir $@)
 	$(CXX) $(EMU_CXXFLAGS) -o $@ $^ -lcriterion -lpthread
 
+.PRECIOUS: $(EMU)/kernels/%.cc $(EMU)/tests/%.cc
+
 .PHONY: cuemu
 cuemu: $(EMU_BIN) $(EMU_TEST) $(EMU_SELFTEST)
 

@@ -18,6 +18,7 @@
 #include <limits.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <algorithm>
@@ -220,6 +221,18 @@ std::vector<perf_entry> find_results(direction d, const conv_shape &g)
     std::stable_sort(ok.begin(), ok.end(), [](const perf_entry &a, const perf_entry &b) {
         return a.time_ms < b.time_ms;
     });
+    /* CUEMU_CUDNN_FIND tries the caller's other paths: "none", no algorithm succeeds (as
+     * when cuDNN lacks one for the shape); "default-math", the results name
+     * CUDNN_DEFAULT_MATH instead of CUDNN_FMA_MATH */
+    static const char *mode = getenv("CUEMU_CUDNN_FIND");
+    if (mode && !strcmp(mode, "none")) {
+        for (perf_entry &e : ok) e.status = CUDNN_STATUS_NOT_SUPPORTED, e.time_ms = -1.0f;
+    } else if (mode && !strcmp(mode, "default-math")) {
+        for (perf_entry &e : ok)
+            if (e.math == CUDNN_FMA_MATH) e.math = CUDNN_DEFAULT_MATH;
+    } else if (mode && *mode) {
+        cuemu::fail("CUEMU_CUDNN_FIND=%s: expected none or default-math", mode);
+    }
     ok.insert(ok.end(), failed.begin(), failed.end());
     return ok;
 }

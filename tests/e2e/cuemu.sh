@@ -73,6 +73,17 @@ match "tiny transformer, adam, 2 stages (zero-bubble V)" 1e-3 cpu cuda train "$t
     --data text --samples 256 --steps $STEPS --log-every 1 --batch 8 --optimizer adam --seed 5 \
     --schedule zb-v --stages 2 --microbatches 2
 
+# the convolution paths cuDNN's search does not pick here: im2col + cuBLAS when cuDNN finds
+# no algorithm, and results that name CUDNN_DEFAULT_MATH (strict fp32 must still hold)
+TC=$(dirname "$PLUMB")/tests/test_cuda_emu
+for mode in none default-math; do
+    echo "convolutions with CUEMU_CUDNN_FIND=$mode"
+    CUEMU_CUDNN_FIND=$mode "$TC" --filter 'cuda/conv2d' > "$tmp/conv.log" 2>&1 ||
+        fail "conv2d with CUEMU_CUDNN_FIND=$mode: $(tail -5 "$tmp/conv.log")"
+done
+EMU_ARGS=()
+CUEMU_CUDNN_FIND=none match "fmnist-cnn, 1 stage, im2col convolutions" 1e-3 cpu cuda "${CNN[@]}"
+
 echo "plumb profile --backend cuda, then plan on it"
 "$EMU" profile examples/models/fmnist-cnn.json --backend cuda --batch 8 --runs 1 --warmup 1 \
     -o "$tmp/profile.json" > "$tmp/profile.log" 2>&1 ||
