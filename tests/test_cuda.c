@@ -285,7 +285,7 @@ Test(cuda, axpy_scale_add)
 
 static void linear_case(cuda_precision p)
 {
-    const int N = 64, in = 300, out = 70;
+    const int N = 300, in = 300, out = 70; /* N: three row chunks of the bias reduction */
     float *X = host_rand((size_t)N * in, 6, -1, 1), *W = host_rand((size_t)out * in, 7, -.1f, .1f);
     float *Bb = host_rand(out, 8, -1, 1), *DY = host_rand((size_t)N * out, 9, -1, 1);
     float *DW0 = host_rand((size_t)out * in, 10, -1, 1), *DB0 = host_rand(out, 11, -1, 1);
@@ -490,7 +490,7 @@ Test(cuda, softmax_cross_entropy)
 Test(cuda, layernorm)
 {
     need_gpu();
-    const int N = 50, D = 300;
+    const int N = 333, D = 300; /* three row chunks of the weight reductions */
     const size_t nd = (size_t)N * D;
     float *X = host_rand(nd, 23, -2, 3), *G = host_rand(D, 24, .5f, 1.5f);
     float *Bt = host_rand(D, 25, -1, 1), *DY = host_rand(nd, 26, -1, 1), *o[2][6];

@@ -36,4 +36,38 @@ static __device__ inline float block_sum(float v, float *sh)
     return r;
 }
 
+/* Column reductions over many rows (bias and layer-norm weight gradients) run in two
+ * passes, in a fixed order: blocks of COL_BLOCK columns x COL_LANES row lanes each sum one
+ * chunk of col_chunk_rows(rows) rows into a partial (lane l takes rows l, l + COL_LANES, ...,
+ * then the lanes are added in order), and one thread per column adds the chunks' partials
+ * in order. A few thousand rows then spread over many blocks instead of one thread per
+ * column walking every row. */
+#define COL_BLOCK 32
+#define COL_LANES 8
+
+static inline int col_chunk_rows(int rows)
+{
+    int c = 128;
+    while ((rows + c - 1) / c > 65535) c *= 2; /* the grid's y dimension */
+    return c;
+}
+
+static inline int col_chunks(int rows)
+{
+    return rows > 0 ? (rows + col_chunk_rows(rows) - 1) / col_chunk_rows(rows) : 0;
+}
+
+/* The sum over the block's row lanes of v, in lane order, returned to lane 0 (threadIdx.y
+ * 0); every thread of the block must call it. sh: COL_LANES x COL_BLOCK floats. */
+static __device__ inline float lane_sum(float v, float *sh)
+{
+    sh[threadIdx.y * COL_BLOCK + threadIdx.x] = v;
+    __syncthreads();
+    float t = 0.0f;
+    if (threadIdx.y == 0)
+        for (int l = 0; l < COL_LANES; l++) t += sh[l * COL_BLOCK + threadIdx.x];
+    __syncthreads();
+    return t;
+}
+
 #endif

@@ -139,14 +139,28 @@ __global__ void k_bias_rows(int rows, int cols, const float *b, float *y)
     FOR_EACH(i, (size_t)rows * cols) y[i] += b[i % cols];
 }
 
-/* One thread per column, rows summed in order (coalesced across the warp). */
-__global__ void k_colsum_acc(int rows, int cols, const float *dy, float *db)
+/* part (chunks, cols): column sums of each chunk of rows of dy (see cuda_common.cuh). */
+__global__ void k_colsum_part(int rows, int cols, int chunk, const float *dy, float *part)
 {
-    int j = blockIdx.x * blockDim.x + threadIdx.x;
-    if (j >= cols) return;
+    __shared__ float sh[COL_LANES * COL_BLOCK];
+    const int j = blockIdx.x * COL_BLOCK + threadIdx.x;
+    const int r0 = blockIdx.y * chunk, r1 = r0 + chunk < rows ? r0 + chunk : rows;
     float s = 0.0f;
-    for (int i = 0; i < rows; i++) s += dy[(size_t)i * cols + j];
-    db[j] += s;
+    if (j < cols)
+        for (int i = r0 + (int)threadIdx.y; i < r1; i += COL_LANES) s += dy[(size_t)i * cols + j];
+    s = lane_sum(s, sh);
+    if (threadIdx.y == 0 && j < cols) part[(size_t)blockIdx.y * cols + j] = s;
+}
+
+/* db (cols) += the chunks' partials (chunks, cols), added in chunk order. */
+__global__ void k_colsum_finish(int chunks, int cols, const float *part, float *db)
+{
+    FOR_EACH(j, (size_t)cols)
+    {
+        float s = 0.0f;
+        for (int c = 0; c < chunks; c++) s += part[(size_t)c * cols + j];
+        db[j] += s;
+    }
 }
 
 __global__ void k_bias_chw(int B, int K, int PQ, const float *b, float *y)
@@ -175,10 +189,18 @@ extern "C" cudaError_t ck_bias_rows(cudaStream_t s, int rows, int cols, const fl
     return cudaGetLastError();
 }
 
-extern "C" cudaError_t ck_colsum_acc(cudaStream_t s, int rows, int cols, const float *dy,
-                                     float *db)
+extern "C" size_t ck_col_scratch(int rows, int cols)
 {
-    if (cols > 0) k_colsum_acc<<<(cols + THREADS - 1) / THREADS, THREADS, 0, s>>>(rows, cols, dy, db);
+    return cols > 0 ? (size_t)col_chunks(rows) * cols : 0;
+}
+
+extern "C" cudaError_t ck_colsum_acc(cudaStream_t s, int rows, int cols, const float *dy,
+                                     float *db, float *part)
+{
+    if (rows <= 0 || cols <= 0) return cudaGetLastError();
+    const dim3 grid((cols + COL_BLOCK - 1) / COL_BLOCK, col_chunks(rows));
+    k_colsum_part<<<grid, dim3(COL_BLOCK, COL_LANES), 0, s>>>(rows, cols, col_chunk_rows(rows), dy, part);
+    k_colsum_finish<<<grid_for(cols), THREADS, 0, s>>>(col_chunks(rows), cols, part, db);
     return cudaGetLastError();
 }
 

@@ -31,8 +31,13 @@ cudaError_t ck_from_bf16(cudaStream_t s, size_t n, const uint16_t *x, float *y);
 /* --- biases ------------------------------------------------------------------------------ */
 /* y (rows, cols) += b (cols) broadcast over rows. */
 cudaError_t ck_bias_rows(cudaStream_t s, int rows, int cols, const float *b, float *y);
-/* db (cols) += column sums of dy (rows, cols). */
-cudaError_t ck_colsum_acc(cudaStream_t s, int rows, int cols, const float *dy, float *db);
+/* Floats of scratch that one column reduction of a (rows, cols) matrix needs (the partial
+ * sums of ck_colsum_acc; ck_layernorm_bwd_weight needs twice this). */
+size_t ck_col_scratch(int rows, int cols);
+/* db (cols) += column sums of dy (rows, cols); part: ck_col_scratch(rows, cols) floats of
+ * device scratch, free once the reduction has run (stream order). */
+cudaError_t ck_colsum_acc(cudaStream_t s, int rows, int cols, const float *dy, float *db,
+                          float *part);
 /* y (B, K, PQ) += b (K) broadcast over B and PQ. */
 cudaError_t ck_bias_chw(cudaStream_t s, int B, int K, int PQ, const float *b, float *y);
 /* db (K) += sums of dy (B, K, PQ) over B and PQ. */
@@ -64,9 +69,11 @@ cudaError_t ck_layernorm_fwd(cudaStream_t s, int N, int D, const float *x, const
 cudaError_t ck_layernorm_bwd_data(cudaStream_t s, int N, int D, const float *x,
                                   const float *gamma, const float *mean, const float *rstd,
                                   const float *dy, float *dx);
+/* dgamma, dbeta (D) += sums over the N rows; part: 2 ck_col_scratch(N, D) floats of
+ * device scratch. */
 cudaError_t ck_layernorm_bwd_weight(cudaStream_t s, int N, int D, const float *x,
                                     const float *mean, const float *rstd, const float *dy,
-                                    float *dgamma, float *dbeta);
+                                    float *dgamma, float *dbeta, float *part);
 cudaError_t ck_embedding_fwd(cudaStream_t s, int B, int T, int V, int D, const float *tokens,
                              const float *wte, const float *wpe, float *y);
 cudaError_t ck_embedding_bwd_weight(cudaStream_t s, int B, int T, int V, int D,

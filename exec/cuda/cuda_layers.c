@@ -29,7 +29,10 @@ void cuda_linear_bwd_weight(bk_ctx *c, int N, int in, int out, const float *dy,
 {
     /* dw (out, in) += dy^T (out, N) x (N, in); db (out) += column sums of dy */
     cuda_gemm_rm(c, 1, 0, out, in, N, 1.0f, dy, out, x, in, 1.0f, dw, in);
-    if (db) KERNEL_CHECK(c, ck_colsum_acc(c->stream, N, out, dy, db));
+    if (!db || N <= 0 || out <= 0) return;
+    cuda_enter(c);
+    float *part = cuda_workspace(c, sizeof(float) * ck_col_scratch(N, out));
+    if (part) KERNEL_CHECK(c, ck_colsum_acc(c->stream, N, out, dy, db, part));
 }
 
 /* ------------------------------------------------------------------ element-wise, pooling */
@@ -91,7 +94,11 @@ void cuda_layernorm_bwd_weight(bk_ctx *c, int N, int D, const float *x, const fl
                                float *dbeta)
 {
     cuda_enter(c);
-    KERNEL_CHECK(c, ck_layernorm_bwd_weight(c->stream, N, D, x, mean, rstd, dy, dgamma, dbeta));
+    if (N <= 0 || D <= 0) return;
+    float *part = cuda_workspace(c, 2 * sizeof(float) * ck_col_scratch(N, D));
+    if (part)
+        KERNEL_CHECK(c, ck_layernorm_bwd_weight(c->stream, N, D, x, mean, rstd, dy, dgamma, dbeta,
+                                                part));
 }
 
 void cuda_embedding_fwd(bk_ctx *c, int B, int T, int V, int D, const float *tokens,

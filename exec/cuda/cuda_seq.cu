@@ -72,20 +72,43 @@ __global__ void k_ln_bwd_data(int D, const float *x, const float *gamma, const f
     }
 }
 
-/* One thread per column, rows in order. */
-__global__ void k_ln_bwd_weight(int N, int D, const float *x, const float *mean,
-                                const float *rstd, const float *dy, float *dgamma, float *dbeta)
+/* pg, pb (chunks, D): per chunk of rows, the sums of dy xhat and of dy for each column
+ * (the two-pass column reduction of cuda_common.cuh). */
+__global__ void k_ln_bwd_weight_part(int N, int D, int chunk, const float *x, const float *mean,
+                                     const float *rstd, const float *dy, float *pg, float *pb)
 {
-    int j = blockIdx.x * blockDim.x + threadIdx.x;
-    if (j >= D) return;
+    __shared__ float sh[COL_LANES * COL_BLOCK];
+    const int j = blockIdx.x * COL_BLOCK + threadIdx.x;
+    const int r0 = blockIdx.y * chunk, r1 = r0 + chunk < N ? r0 + chunk : N;
     float sg = 0.0f, sb = 0.0f;
-    for (int i = 0; i < N; i++) {
-        float d = dy[(size_t)i * D + j];
-        sg += d * ((x[(size_t)i * D + j] - mean[i]) * rstd[i]);
-        sb += d;
+    if (j < D)
+        for (int i = r0 + (int)threadIdx.y; i < r1; i += COL_LANES) {
+            float d = dy[(size_t)i * D + j];
+            sg += d * ((x[(size_t)i * D + j] - mean[i]) * rstd[i]);
+            sb += d;
+        }
+    sg = lane_sum(sg, sh);
+    sb = lane_sum(sb, sh);
+    if (threadIdx.y == 0 && j < D) {
+        pg[(size_t)blockIdx.y * D + j] = sg;
+        pb[(size_t)blockIdx.y * D + j] = sb;
     }
-    dgamma[j] += sg;
-    dbeta[j] += sb;
+}
+
+/* dgamma, dbeta (D) += the chunks' partials, in chunk order. */
+__global__ void k_ln_bwd_weight_finish(int chunks, int D, const float *pg, const float *pb,
+                                       float *dgamma, float *dbeta)
+{
+    FOR_EACH(j, (size_t)D)
+    {
+        float sg = 0.0f, sb = 0.0f;
+        for (int c = 0; c < chunks; c++) {
+            sg += pg[(size_t)c * D + j];
+            sb += pb[(size_t)c * D + j];
+        }
+        dgamma[j] += sg;
+        dbeta[j] += sb;
+    }
 }
 
 extern "C" cudaError_t ck_layernorm_fwd(cudaStream_t s, int N, int D, const float *x,
@@ -106,11 +129,15 @@ extern "C" cudaError_t ck_layernorm_bwd_data(cudaStream_t s, int N, int D, const
 
 extern "C" cudaError_t ck_layernorm_bwd_weight(cudaStream_t s, int N, int D, const float *x,
                                                const float *mean, const float *rstd,
-                                               const float *dy, float *dgamma, float *dbeta)
+                                               const float *dy, float *dgamma, float *dbeta,
+                                               float *part)
 {
-    if (D > 0)
-        k_ln_bwd_weight<<<(D + THREADS - 1) / THREADS, THREADS, 0, s>>>(N, D, x, mean, rstd, dy,
-                                                                        dgamma, dbeta);
+    if (N <= 0 || D <= 0) return cudaGetLastError();
+    const int chunks = col_chunks(N);
+    float *pg = part, *pb = part + (size_t)chunks * D;
+    const dim3 grid((D + COL_BLOCK - 1) / COL_BLOCK, chunks);
+    k_ln_bwd_weight_part<<<grid, dim3(COL_BLOCK, COL_LANES), 0, s>>>(N, D, col_chunk_rows(N), x, mean, rstd, dy, pg, pb);
+    k_ln_bwd_weight_finish<<<grid_for(D), THREADS, 0, s>>>(chunks, D, pg, pb, dgamma, dbeta);
     return cudaGetLastError();
 }
 
@@ -135,14 +162,19 @@ __global__ void k_emb_fwd(int B, int T, int V, int D, const float *tokens, const
     }
 }
 
-/* dwte: one thread per column j walks every token in order (no two threads touch the same
- * element, so no atomics and a fixed summation order). */
-__global__ void k_emb_bwd_wte(int BT, int V, int D, const float *tokens, const float *dy,
-                              float *dwte)
+/* dwte: thread (j, p) owns column j of the vocabulary rows whose id % parts == p and walks
+ * every token in order, adding the rows it owns (no two threads touch the same element, so
+ * no atomics, and each element sums its tokens in order: the result does not depend on
+ * `parts`). */
+__global__ void k_emb_bwd_wte(int BT, int V, int D, int parts, const float *tokens,
+                              const float *dy, float *dwte)
 {
-    int j = blockIdx.x * blockDim.x + threadIdx.x;
+    const int j = blockIdx.x * blockDim.x + threadIdx.x, p = blockIdx.y;
     if (j >= D) return;
-    for (int i = 0; i < BT; i++) dwte[(size_t)token_id(tokens[i], V) * D + j] += dy[(size_t)i * D + j];
+    for (int i = 0; i < BT; i++) {
+        int id = token_id(tokens[i], V);
+        if (id % parts == p) dwte[(size_t)id * D + j] += dy[(size_t)i * D + j];
+    }
 }
 
 /* dwpe (T, D): one thread per element, sums over the batch. */
@@ -170,7 +202,8 @@ extern "C" cudaError_t ck_embedding_bwd_weight(cudaStream_t s, int B, int T, int
                                                float *dwte, float *dwpe)
 {
     if (D <= 0 || B <= 0 || T <= 0) return cudaGetLastError();
-    k_emb_bwd_wte<<<(D + 63) / 64, 64, 0, s>>>(B * T, V, D, tokens, dy, dwte);
+    const int parts = V < 64 ? V : 64; /* vocabulary partitions: 64x the threads */
+    k_emb_bwd_wte<<<dim3((D + 63) / 64, parts), 64, 0, s>>>(B * T, V, D, parts, tokens, dy, dwte);
     size_t n = (size_t)T * D;
     k_emb_bwd_wpe<<<grid_for(n), THREADS, 0, s>>>(B, T, D, dy, dwpe);
     return cudaGetLastError();
