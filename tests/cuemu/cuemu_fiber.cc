@@ -116,6 +116,7 @@ struct block_run {
     const std::function<void()> *body = nullptr;
     std::vector<fiber> fibers; /* grows to the largest block seen; stacks are kept */
     int nthreads = 0, current = -1;
+    int done = 0, at_barrier = 0, at_shfl = 0; /* threads returned / waiting at each */
     context sched;
 #if CUEMU_ASAN
     const void *sched_bottom = nullptr;
@@ -157,6 +158,7 @@ void fiber_entry()
 #endif
     (*r->body)();
     r->fibers[r->current].state = F_DONE;
+    r->done++;
 #if CUEMU_ASAN
     __sanitizer_start_switch_fiber(nullptr, r->sched_bottom, r->sched_size);
 #endif
@@ -201,7 +203,7 @@ const char *state_name(fiber_state s)
 }
 
 /* Completes the shuffles of warp w when every lane its masks name is waiting at one.
- * Returns 1 when the warp's lanes were released. */
+ * Returns the number of lanes released (0: none). */
 int resolve_warp(block_run *r, int w)
 {
     int lo = w * WARP, hi = lo + WARP < r->nthreads ? lo + WARP : r->nthreads;
@@ -239,7 +241,7 @@ int resolve_warp(block_run *r, int w)
     }
     for (int i = lo; i < hi; i++)
         if (r->fibers[i].state == F_SHFL) r->fibers[i].state = F_RUN;
-    return 1;
+    return waiting;
 }
 
 void run_block(block_run *r)
@@ -256,36 +258,34 @@ void run_block(block_run *r)
          * stack) never returned: forget its redzones (the kernel's frames below unwound) */
         ASAN_UNPOISON_MEMORY_REGION(f.stack + STACK_BYTES - 16384, 16384);
 #endif
-        ctx_make(&f.ctx, f.stack, STACK_BYTES);
+        /* stack tops 64 bytes apart modulo 4 KiB: equal offsets would share cache sets */
+        ctx_make(&f.ctx, f.stack, STACK_BYTES - (size_t)(i % 64) * 64);
         f.state = F_RUN;
     }
+    r->done = r->at_barrier = r->at_shfl = 0;
     for (;;) {
-        int alive = 0;
         for (int i = 0; i < n; i++)
             if (r->fibers[i].state == F_RUN) resume(r, i);
-        int barrier = 0, shfl = 0;
-        for (int i = 0; i < n; i++) {
-            fiber_state s = r->fibers[i].state;
-            alive += s != F_DONE;
-            barrier += s == F_BARRIER;
-            shfl += s == F_SHFL;
-        }
+        const int alive = n - r->done;
         if (!alive) return;
-        int progressed = 0;
-        if (shfl)
-            for (int w = 0; w * WARP < n; w++) progressed |= resolve_warp(r, w);
-        if (progressed) continue;
-        if (barrier == alive && alive == n) {
+        if (r->at_shfl) {
+            int released = 0;
+            for (int w = 0; w * WARP < n; w++) released += resolve_warp(r, w);
+            r->at_shfl -= released;
+            if (released) continue;
+        }
+        if (r->at_barrier == alive && alive == n) {
             for (int i = 0; i < n; i++) r->fibers[i].state = F_RUN;
+            r->at_barrier = 0;
             continue;
         }
-        if (barrier == alive)
+        if (r->at_barrier == alive)
             fail("kernel %s, block (%u,%u,%u): __syncthreads reached by %d of the block's %d "
                  "threads; the others returned (undefined on the GPU)",
                  r->name, t_block_idx.x, t_block_idx.y, t_block_idx.z, alive, n);
         fail("kernel %s, block (%u,%u,%u): %d threads wait at __syncthreads while %d wait at a "
              "warp shuffle that cannot complete (a hang on the GPU)",
-             r->name, t_block_idx.x, t_block_idx.y, t_block_idx.z, barrier, shfl);
+             r->name, t_block_idx.x, t_block_idx.y, t_block_idx.z, r->at_barrier, r->at_shfl);
     }
 }
 
@@ -296,6 +296,7 @@ void sync_block()
     block_run *r = t_run;
     if (!r || r->current < 0) fail("__syncthreads called outside a kernel");
     r->fibers[r->current].state = F_BARRIER;
+    r->at_barrier++;
     int self = r->current;
     fiber_yield(r);
     set_thread_idx(r, self);
@@ -318,6 +319,7 @@ uint32_t shfl_xor_bits(unsigned mask, uint32_t v, int lane_mask, int width)
     f.width = width;
     f.value = v;
     f.state = F_SHFL;
+    r->at_shfl++;
     fiber_yield(r);
     set_thread_idx(r, self);
     return r->fibers[self].result;
