@@ -29,6 +29,9 @@
 #   GPU_CHECK_TORCH_DEVICE=cpu (a dry-run aid, with GPU_CHECK_FORCE=1): the training
 #     comparison, the profile and both throughput parts run on the CPU at batch 1-2 for a
 #     step or two, so that the parsing and PyTorch's model code run without a GPU;
+#   GPU_CHECK_EMU=1 (a rehearsal without a GPU): the CUDA steps run on cuemu, plumb's CPU
+#     emulator of CUDA (tests/cuemu/): test_cuda_emu for the layers, build/emu/plumb for the
+#     rest, at the small sizes of the CPU dry run;
 #   GPU_CHECK_PYTHON (default python3), GPU_CHECK_BUILD (default build-gpu).
 # Results: at most 8 files in $OUT/gpu-check/ (else out/gpu-check/): table.tsv (the final
 #   table), log.txt, nvidia-smi.txt, layers.tsv, throughput.tsv, vgg16-profile.json and
@@ -52,6 +55,15 @@ PLUMB="$ROOT/$BUILD/plumb"
 PY=${GPU_CHECK_PYTHON:-python3}
 DEV=cuda # where the training, profile and throughput steps run
 [ "${GPU_CHECK_TORCH_DEVICE:-}" = cpu ] && DEV=cpu
+EMU=${GPU_CHECK_EMU:-} # CUDA on cuemu: the backend's code runs, on the CPU, slowly
+TEST_CUDA="$ROOT/$BUILD/tests/test_cuda"
+if [ -n "$EMU" ]; then
+    DEV=cuda
+    PLUMB="$ROOT/$BUILD/emu/plumb"
+    TEST_CUDA="$ROOT/$BUILD/tests/test_cuda_emu"
+fi
+SMALL="" # the steps' sizes: a GPU's, or a CPU's (a step or two at batch 1-2)
+[ $DEV = cpu ] || [ -n "$EMU" ] && SMALL=1
 LD0=${LD_LIBRARY_PATH-} # Python runs with the machine's own library path
 FAILS=0
 
@@ -111,6 +123,8 @@ if command -v nvidia-smi >/dev/null 2>&1 && timeout -k 5 30 nvidia-smi -L >/dev/
 elif [ -e /dev/nvidia0 ]; then
     GPU_NAME="a GPU (/dev/nvidia0; nvidia-smi missing or not answering)"
     REAL_GPU=1
+elif [ -n "$EMU" ]; then # a rehearsal of the CUDA steps on the CPU
+    GPU_NAME="cuemu (GPU_CHECK_EMU: CUDA emulated on the CPU, small sizes)"
 elif [ -n "${GPU_CHECK_FORCE:-}" ]; then # a dry run of the script's logic without a GPU
     GPU_NAME="none (GPU_CHECK_FORCE dry run$([ $DEV = cpu ] && echo ', steps on the CPU'))"
 else
@@ -298,7 +312,8 @@ say "building plumb in $BUILD ($MAKE -j$JOBS, sm_90 + compute_90 PTX)"
 t0=$(date +%s)
 if run_t 300 "$MAKE" -j"$JOBS" BUILD="$BUILD" CC="$CC" CUDA_HOME="$CUDA_HOME" HAVE_CUDA=1 \
     HAVE_CUDNN="$HC" HAVE_NCCL="$HN" HAVE_MPI= ${CFB:+CFLAGS_BASE="$CFB"} NVCCFLAGS="$NVF" \
-    "$BUILD/plumb" "$BUILD/tests/test_cuda" >"$W/build.log" 2>&1; then
+    "$BUILD/plumb" "$BUILD/tests/test_cuda" ${EMU:+"$BUILD/emu/plumb" "$BUILD/tests/test_cuda_emu"} \
+    >"$W/build.log" 2>&1; then
     nw=$(grep -c 'warning:' "$W/build.log")
     row "build (sm_90)" PASS "$(($(date +%s) - t0)) s with $MAKE -j$JOBS; $nw compiler warnings (build.log)"
 else
@@ -309,7 +324,7 @@ fi
 # ------------------------------------------------------------------ 3. layers CUDA vs CPU
 LAYERS="$RES/layers.tsv"
 : >"$LAYERS"
-PLUMB_CUDA_REPORT="$LAYERS" run_t 150 "$BUILD/tests/test_cuda" --jobs 4 --verbose \
+PLUMB_CUDA_REPORT="$LAYERS" run_t 150 "$TEST_CUDA" --jobs 4 --verbose \
     >"$W/test_cuda.log" 2>&1
 trc=$?
 for p in fp32 tf32 bf16; do
@@ -405,14 +420,14 @@ fi
 
 # ------------------------------------------------------------------ 5. plumb profile vgg16
 PB=64 # the profile's batch
-[ $DEV = cpu ] && PB=1
+[ -n "$SMALL" ] && PB=1
 phelp=$(timeout 30 "$PLUMB" profile --help 2>&1)
 if echo "$phelp" | grep -q -- '--backend'; then
     pargs=(profile examples/models/vgg16.json --backend "$DEV")
     if echo "$phelp" | grep -q -- '--batch'; then pargs+=(--batch "$PB")
     elif echo "$phelp" | grep -q -- '--minibatch'; then pargs+=(--minibatch "$PB"); fi
     if echo "$phelp" | grep -q -- '--runs'; then
-        if [ $DEV = cpu ]; then pargs+=(--runs 1 --warmup 1); else pargs+=(--runs 10 --warmup 2); fi
+        if [ -n "$SMALL" ]; then pargs+=(--runs 1 --warmup 1); else pargs+=(--runs 10 --warmup 2); fi
     fi
     if echo "$phelp" | grep -q -- '--output'; then pargs+=(--output "$W/vgg16-profile.json")
     elif echo "$phelp" | grep -q -- ' -o '; then pargs+=(-o "$W/vgg16-profile.json"); fi
@@ -459,7 +474,10 @@ bench_plumb() { # MODEL BATCH STEPS PRECISION
     fi
 }
 # the same batches and steps as PyTorch's runs below
-if [ $DEV = cuda ]; then
+if [ -n "$EMU" ]; then # cuemu: minutes per vgg16 step; gpt-mini's bf16 path too
+    bench_plumb examples/models/gpt-mini.json 2 6 fp32
+    bench_plumb examples/models/gpt-mini.json 2 6 bf16
+elif [ $DEV = cuda ]; then
     bench_plumb examples/models/vgg16.json 64 12 fp32
     bench_plumb examples/models/gpt-mini.json 64 60 fp32
     bench_plumb examples/models/vgg16.json 64 12 bf16
@@ -561,7 +579,7 @@ tver=""
 [ $(($(elapsed) + 30)) -lt "$BUDGET" ] && tver=$(py 90 -c "$tcheck; print(torch.__version__)" 2>"$W/torch-import.log")
 if [ -n "$tver" ]; then
     : >"$W/torch.tsv"
-    if [ $DEV = cuda ]; then
+    if [ -z "$SMALL" ]; then
         runs=("examples/models/vgg16.json 64 10 fp32,bf16" "examples/models/gpt-mini.json 64 40 fp32,bf16")
     else
         runs=("examples/models/vgg16.json 1 1 fp32,bf16" "examples/models/gpt-mini.json 2 2 fp32,bf16")
@@ -607,7 +625,7 @@ fi
 # budget, at most 150 s; its rows join the table, its files go into logs.tgz (loop/)
 if [ -f bench/gpu-loop.sh ]; then
     lm=${GPU_LOOP_MODELS:-}
-    [ $DEV = cpu ] && [ -z "$lm" ] && lm="fmnist-cnn:8:4" # a dry run: one small model
+    [ -n "$SMALL" ] && [ -z "$lm" ] && lm="fmnist-cnn:8:4" # a dry run: one small model
     GPU_LOOP_MODELS=$lm run_t 150 bash bench/gpu-loop.sh "$PLUMB" "$W/loop" $DEV \
         >"$W/loop.tsv" 2>"$W/loop.log"
     lrc=$?

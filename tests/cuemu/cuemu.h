@@ -57,6 +57,12 @@ void check_device_range(const char *what, const char *arg, int dev, const void *
 /* The same as a query: 1 if the range is device memory that dev may touch, else 0. */
 int is_device_range(int dev, const void *p, size_t bytes);
 
+/* The device a library call (cuBLAS, cuDNN) runs on: its stream's, which must be the
+ * device of the handle (`handle_device`), and its scaling factors alpha and beta must be host
+ * memory (host pointer mode); else fail() naming `what`. */
+int library_device(const char *what, int handle_device, cudaStream_t s, const void *alpha,
+                   const void *beta);
+
 /* Rounding used by the emulated tensor cores: fp32 to bf16 (to nearest, ties to even; NaN
  * stays NaN) and to TF32 (10 mantissa bits, to nearest, ties away from zero). Return the
  * rounded value as a float. */

@@ -217,13 +217,7 @@ cublasStatus_t gemm(const char *what, cublasHandle_t handle, cublasOperation_t t
         return CUBLAS_STATUS_NOT_SUPPORTED;
     if (m == 0 || n == 0 || batchCount == 0) return CUBLAS_STATUS_SUCCESS;
 
-    const int dev = cuemu::stream_device(handle->stream);
-    if (dev != handle->device)
-        cuemu::fail("%s: the handle belongs to device %d but its stream (%p) to device %d", what,
-                    handle->device, (void *)handle->stream, dev);
-    if (cuemu::is_device_range(dev, alpha, sizeof(float)) ||
-        cuemu::is_device_range(dev, beta, sizeof(float)))
-        cuemu::fail("%s: alpha or beta is device memory, but the pointer mode is host", what);
+    const int dev = cuemu::library_device(what, handle->device, handle->stream, alpha, beta);
 
     gemm_job j;
     j.trans_a = ta, j.trans_b = tb;

@@ -534,13 +534,7 @@ cudnnStatus_t convolve(const char *what, direction d, cudnnHandle_t handle,
     const size_t need = workspace_bytes(d, g, algo);
     if (workSpaceSizeInBytes < need || (need && !workSpace)) return CUDNN_STATUS_BAD_PARAM;
 
-    const int dev = cuemu::stream_device(handle->stream);
-    if (dev != handle->device)
-        cuemu::fail("%s: the handle belongs to device %d but its stream (%p) to device %d", what,
-                    handle->device, (void *)handle->stream, dev);
-    if (cuemu::is_device_range(dev, alpha, sizeof(float)) ||
-        cuemu::is_device_range(dev, beta, sizeof(float)))
-        cuemu::fail("%s: alpha and beta must be host memory", what);
+    const int dev = cuemu::library_device(what, handle->device, handle->stream, alpha, beta);
 
     conv_job j;
     j.dir = d;

@@ -281,6 +281,19 @@ void check_device_range(const char *what, const char *arg, int dev, const void *
          what, arg, p, bytes, (size_t)((uintptr_t)p + bytes - base - a->bytes), a->bytes);
 }
 
+int library_device(const char *what, int handle_device, cudaStream_t s, const void *alpha,
+                   const void *beta)
+{
+    lock l;
+    const int dev = resolve(s)->device;
+    if (dev != handle_device)
+        fail("%s: the handle belongs to device %d but its stream (%p) to device %d", what,
+             handle_device, (void *)s, dev);
+    if (is_device_range(dev, alpha, sizeof(float)) || is_device_range(dev, beta, sizeof(float)))
+        fail("%s: alpha or beta is device memory, but the pointer mode is host", what);
+    return dev;
+}
+
 float bf16_to_float(uint16_t h)
 {
     uint32_t u = (uint32_t)h << 16;

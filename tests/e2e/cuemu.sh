@@ -59,17 +59,7 @@ EMU_ARGS=()
 # bf16 against its CPU twin: the same inputs rounded the same way (tests/test_cpu_bf16.c)
 match "fmnist-cnn, 1 stage, bf16" 5e-3 cpu-bf16 cuda-bf16 "${CNN[@]}"
 
-cat > "$tmp/gpt.json" <<'JSON'
-{"format": "plumb-model/1", "name": "gpt-tiny", "input": [16], "classes": 256, "seed": 1,
- "layers": [
-  {"type": "embedding", "vocab": 256, "dim": 32},
-  {"type": "residual", "layers": [{"type": "layernorm"}, {"type": "linear", "out": 96},
-                                  {"type": "attention", "heads": 2}, {"type": "linear", "out": 32}]},
-  {"type": "residual", "layers": [{"type": "layernorm"}, {"type": "linear", "out": 128},
-                                  {"type": "gelu"}, {"type": "linear", "out": 32}]},
-  {"type": "layernorm"}, {"type": "linear", "out": 256}, {"type": "softmax_cross_entropy"}]}
-JSON
-match "tiny transformer, adam, 2 stages (zero-bubble V)" 1e-3 cpu cuda train "$tmp/gpt.json" \
+match "tiny transformer, adam, 2 stages (zero-bubble V)" 1e-3 cpu cuda train tests/data/gpt-tiny.json \
     --data text --samples 256 --steps $STEPS --log-every 1 --batch 8 --optimizer adam --seed 5 \
     --schedule zb-v --stages 2 --microbatches 2
 

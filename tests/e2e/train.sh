@@ -36,17 +36,7 @@ echo "same seed, same result (deterministic)"
     fail "two runs with --seed 3 differ: $(last_loss "$tmp/mlp.log") vs $(last_loss "$tmp/mlp2.log")"
 
 echo "tiny transformer on generated text, adam"
-cat > "$tmp/gpt.json" <<'JSON'
-{"format": "plumb-model/1", "name": "gpt-tiny", "input": [16], "classes": 256, "seed": 1,
- "layers": [
-  {"type": "embedding", "vocab": 256, "dim": 32},
-  {"type": "residual", "layers": [{"type": "layernorm"}, {"type": "linear", "out": 96},
-                                  {"type": "attention", "heads": 2}, {"type": "linear", "out": 32}]},
-  {"type": "residual", "layers": [{"type": "layernorm"}, {"type": "linear", "out": 128},
-                                  {"type": "gelu"}, {"type": "linear", "out": 32}]},
-  {"type": "layernorm"}, {"type": "linear", "out": 256}, {"type": "softmax_cross_entropy"}]}
-JSON
-"$PLUMB" train "$tmp/gpt.json" --optimizer adam --lr 0.003 --batch 16 --steps 150 \
+"$PLUMB" train tests/data/gpt-tiny.json --optimizer adam --lr 0.003 --batch 16 --steps 150 \
     --samples 2048 --log-every 25 > "$tmp/gpt.log" 2>&1 || fail "gpt-tiny failed: $(cat "$tmp/gpt.log")"
 falls "$tmp/gpt.log" 0.5
 
