@@ -358,7 +358,8 @@ tres=PASS
 row "tests/test_cuda" "$tres" "${tsum:-exit $trc}; $nskip skipped; test_cuda.log"
 
 # ------------------------------------------------------------------ 4. training vs CPU
-if [ -d /usr/share/datasets/fashion-mnist ]; then DATA=()
+if [ -n "$EMU" ]; then DATA=(--data synthetic --samples 512) # cuemu: a 10,000-sample test pass takes minutes
+elif [ -d /usr/share/datasets/fashion-mnist ]; then DATA=()
 elif [ -d "$PREFIX/usr/share/datasets/fashion-mnist" ]; then
     DATA=(--data-dir "$PREFIX/usr/share/datasets/fashion-mnist")
 else DATA=(--data synthetic --samples 4096)
@@ -375,16 +376,18 @@ why() {
 }
 # losses "step 1 x" ... from progress lines "step N/M ... loss X ..."
 losses() { sed -n 's/^step \([0-9]*\)\/[0-9]* .* loss \([0-9.eE+-]*\) .*/\1 \2/p' "$1"; }
+TB=64 # the batch of the training comparisons (cuemu: 16, a few seconds a run)
+[ -n "$EMU" ] && TB=16
 # train_match TAG TITLE REF DEVBK TOL EXTRA...: 20 steps on the CPU backend REF and on the
 # backend DEVBK, per-step losses compared, relative tolerance TOL
 train_match() {
     local tag=$1 title=$2 ref=$3 dbk=$4 tol=$5
     shift 5
-    local args=(train examples/models/fmnist-cnn.json --steps 20 --log-every 1 --batch 64
+    local args=(train examples/models/fmnist-cnn.json --steps 20 --log-every 1 --batch $TB
         --seed 7 "${DATA[@]}" "$@")
     run_t 120 "$PLUMB" "${args[@]}" --backend "$ref" >"$W/train-$tag-ref-cpu.log" 2>&1
     local r1=$?
-    run_t 60 "$PLUMB" "${args[@]}" --backend "$dbk" >"$W/train-$tag-$DEV.log" 2>&1
+    run_t "$([ -n "$EMU" ] && echo 120 || echo 60)" "$PLUMB" "${args[@]}" --backend "$dbk" >"$W/train-$tag-$DEV.log" 2>&1
     local r2=$?
     if [ $r1 -ne 0 ] || [ $r2 -ne 0 ]; then
         local lg="$W/train-$tag-$DEV.log" rc=$r2
@@ -626,7 +629,7 @@ fi
 if [ -f bench/gpu-loop.sh ]; then
     lm=${GPU_LOOP_MODELS:-}
     [ -n "$SMALL" ] && [ -z "$lm" ] && lm="fmnist-cnn:8:4" # a dry run: one small model
-    GPU_LOOP_MODELS=$lm run_t 150 bash bench/gpu-loop.sh "$PLUMB" "$W/loop" $DEV \
+    GPU_LOOP_FORCE=$EMU GPU_LOOP_MODELS=$lm run_t 150 bash bench/gpu-loop.sh "$PLUMB" "$W/loop" $DEV \
         >"$W/loop.tsv" 2>"$W/loop.log"
     lrc=$?
     while IFS=$'\t' read -r a b c; do [ -n "$a" ] && row "$a" "$b" "$c"; done <"$W/loop.tsv"

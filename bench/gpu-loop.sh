@@ -14,7 +14,8 @@
 #
 # GPU_LOOP_MODELS="name:batch:steps ..." picks the models (default fmnist-cnn and vgg16 at
 # batch 64); with BACKEND=cpu and a small model the script runs without a GPU, which is how
-# it is tried before a GPU is at hand. Every command has a time limit; a failing step makes
+# it is tried before a GPU is at hand (GPU_LOOP_FORCE=1 runs a CUDA backend without a GPU,
+# as bench/gpu-check.sh does on cuemu). Every command has a time limit; a failing step makes
 # that model's row a FAIL saying why, and the script goes on.
 set -u
 PLUMB=${1:-${PLUMB:-./plumb}}
@@ -23,8 +24,8 @@ BK=${3:-cuda}
 MODELS=${GPU_LOOP_MODELS:-fmnist-cnn:64:40 vgg16:64:20}
 
 row() { printf '%s\t%s\t%s\n' "$1" "$2" "$3"; }
-if [ "${BK%%-*}" = cuda ] && ! timeout 20 nvidia-smi -L > /dev/null 2>&1 &&
-    [ ! -e /dev/nvidia0 ]; then
+if [ -z "${GPU_LOOP_FORCE:-}" ] && [ "${BK%%-*}" = cuda ] &&
+    ! timeout 20 nvidia-smi -L > /dev/null 2>&1 && [ ! -e /dev/nvidia0 ]; then
     row "loop on one GPU" SKIP "no NVIDIA GPU (nvidia-smi -L failed, no /dev/nvidia0)"
     exit 0
 fi

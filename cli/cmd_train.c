@@ -414,6 +414,9 @@ int cmd_train(int argc, char **argv)
     train_result res;
 #ifdef PLUMB_HAVE_MPI
     if (tkind) {
+        /* from here a failure is this rank's own (status 1): the others may be waiting for
+         * it in a collective, so the job must end with MPI_Abort, not MPI_Finalize */
+        rc = 1;
         if (mpi_session_begin(&pr.rank, &pr.size, &pr.node_size, &err)) goto fail;
         mpi_on = 1;
         if (tkind == 1) {
@@ -426,6 +429,7 @@ int cmd_train(int argc, char **argv)
         }
         if (!pr.tr) goto fail;
         if (pr.rank != 0 && quiet) cfg.log = NULL;
+        rc = 2;
     }
 #endif
     if (!pl && !schedname && !tracepath) {

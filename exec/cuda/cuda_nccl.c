@@ -203,6 +203,7 @@ int nccl_split(nccl_comm *parent, int color, int key, double timeout_s, nccl_com
     NCCL_Q(parent, ncclCommSplit(parent->comm, color < 0 ? NCCL_SPLIT_NOCOLOR : color, key,
                                  &nc->comm, &cfg));
     if (settle(parent, timeout_s, err)) {
+        if (nc->comm) ncclCommAbort(nc->comm); /* the split may have made it */
         comm_free(nc);
         return -1;
     }

@@ -181,8 +181,11 @@ static int need_cuda(const backend *bk, plumb_err *err)
 
 /* ------------------------------------------------------------------ send */
 
-/* A staging buffer of at least `bytes` whose previous send has completed. */
-static slot *slot_get(nt *x, pair_link *l, size_t bytes, plumb_err *err)
+/* A staging buffer of at least `bytes` whose previous send has completed. Buffers are
+ * allocated and freed in the order of the worker's stream cs (cudaFree would wait for the
+ * whole device, including this rank's sends blocked until their peer receives, while the
+ * peer may be doing the same). */
+static slot *slot_get(nt *x, pair_link *l, size_t bytes, cudaStream_t cs, plumb_err *err)
 {
     slot *free_one = NULL;
     for (int i = 0; i < l->nslots; i++) {
@@ -192,10 +195,10 @@ static slot *slot_get(nt *x, pair_link *l, size_t bytes, plumb_err *err)
         if (!free_one) free_one = s;
     }
     if (free_one) { /* idle but small: grow it */
-        cudaFree(free_one->p);
+        cudaFreeAsync(free_one->p, cs);
         free_one->p = NULL;
         free_one->cap = 0;
-        if (cudaMalloc((void **)&free_one->p, bytes) != cudaSuccess) goto oom;
+        if (cudaMallocAsync((void **)&free_one->p, bytes, cs) != cudaSuccess) goto oom;
         free_one->cap = bytes;
         return free_one;
     }
@@ -209,7 +212,7 @@ static slot *slot_get(nt *x, pair_link *l, size_t bytes, plumb_err *err)
         cudaEventDestroy(s->done);
         goto oom;
     }
-    if (cudaMalloc((void **)&s->p, bytes) != cudaSuccess) {
+    if (cudaMallocAsync((void **)&s->p, bytes, cs) != cudaSuccess) {
         cudaFreeHost(s->hh);
         cudaEventDestroy(s->done);
         goto oom;
@@ -234,7 +237,7 @@ static int nt_send(transport *t, const backend *bk, bk_ctx *ctx, int from, int t
                        "worker %d (one worker per rank, 0 to %d)", x->self, from, to, x->n - 1);
     pair_link *l = &x->links[to];
     CQ(x, err, cudaSetDevice(x->device));
-    slot *s = slot_get(x, l, HDR + bytes, err);
+    slot *s = slot_get(x, l, HDR + bytes, ctx->stream, err);
     if (!s) return -1;
     /* pinned source: the copy is asynchronous; hh is not rewritten before s->done */
     s->hh[0] = (int64_t)tag;

@@ -1,5 +1,6 @@
 # cuemu.mk: builds the CUDA backend against cuemu, the CPU emulator of the CUDA runtime,
-# cuBLAS and cuDNN (tests/cuemu/), so CI runs the backend's code and kernels without a GPU.
+# cuBLAS, cuDNN and NCCL (tests/cuemu/), so CI runs the backend's code and kernels, and the
+# nccl transport under mpirun, without a GPU.
 # Included by the Makefile when nvcc works (the CUDA headers give the API's types).
 #
 # What it builds, under $(BUILD)/emu/:
@@ -7,7 +8,8 @@
 #                   launch is rewritten to CUEMU_LAUNCH(k, ...)( (and the build fails if a
 #                   launch is left over), with tests/cuemu/cuemu_kernel.h force-included
 #   obj/exec/       the backend's C files and the NCCL transport's, as the normal build
-#                   compiles them, with cuDNN and without NCCL (cuemu has no communicator)
+#                   compiles them, with cuDNN, and with NCCL when the normal build has it
+#                   (cuemu_nccl.cc, communicators between processes through files)
 #   libplumb-emu.a  libplumb's other objects from the normal build, plus the above and cuemu
 #   plumb           the plumb binary on cuemu (`--backend cuda` runs on the CPU)
 # and $(BUILD)/tests/test_cuda_emu (tests/test_cuda.c linked against it) and
@@ -19,10 +21,13 @@ EMU_CXXFLAGS := -std=c++17 -O2 -g -Wall -Wextra -Werror -I. -Icore -Itests/cuemu
 ifeq ($(SAN),1)
   EMU_CXXFLAGS += -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 endif
-EMU_CFLAGS := $(filter-out -DPLUMB_HAVE_NCCL,$(CFLAGS)) -DPLUMB_HAVE_CUDNN -DPLUMB_CUEMU
+EMU_CFLAGS := $(CFLAGS) -DPLUMB_HAVE_CUDNN -DPLUMB_CUEMU
 EMU_LDLIBS := $(filter-out -lcublas -lcudart -lcudnn -lnccl,$(LDLIBS)) -lstdc++
 
 EMU_RT_SRCS := $(wildcard tests/cuemu/cuemu_*.cc)
+ifneq ($(HAVE_NCCL),1) # no nccl.h: the emulated build has no NCCL either
+  EMU_RT_SRCS := $(filter-out tests/cuemu/cuemu_nccl.cc,$(EMU_RT_SRCS))
+endif
 EMU_RT_OBJS := $(EMU_RT_SRCS:tests/cuemu/%.cc=$(EMU)/rt/%.o)
 EMU_KERNEL_OBJS := $(CUDA_SRCS:exec/cuda/%.cu=$(EMU)/kernels/%.o)
 # the C files that call CUDA libraries or NCCL directly, compiled again for cuemu
@@ -59,6 +64,9 @@ $(EMU)/%.o: $(EMU)/%.cc tests/cuemu/cuemu_kernel.h
 $(EMU)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(EMU_CFLAGS) $(MPI_CFLAGS) -MMD -MP -c $< -o $@
+
+# their flags are set here: a change of them (NCCL on) recompiles them
+$(EMU_C_OBJS): tests/cuemu/cuemu.mk
 
 $(EMU_LIB): $(EMU_LIB_OBJS)
 	@rm -f $@
