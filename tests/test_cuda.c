@@ -769,6 +769,79 @@ Test(cuda, nccl_one_rank_send_recv_allreduce)
     free(X), free(back);
 }
 
+/* Two ranks as threads of one process, one GPU each: a grouped exchange (each receives the
+ * other's buffer), an all-reduce (mean), and a split that reverses the ranks by key. */
+typedef struct nccl_rank_run {
+    const unsigned char *id;
+    int rank, ok;
+    char why[1400];
+} nccl_rank_run;
+
+#define RANK_CHECK(q, cond, ...)                                                          \
+    do {                                                                                  \
+        if (!(cond)) {                                                                    \
+            snprintf((q)->why, sizeof (q)->why, __VA_ARGS__);                             \
+            return NULL;                                                                  \
+        }                                                                                 \
+    } while (0)
+
+static void *nccl_rank_main(void *arg)
+{
+    nccl_rank_run *q = arg;
+    const int r = q->rank, n = 40001;
+    plumb_err e = {{0}};
+    side s = open_side_on(backend_cuda(), r);
+    float *h = host_rand(n, 70 + r, -1, 1), *peer = host_rand(n, 71 - r, -1, 1);
+    float *back = malloc(n * 4);
+    nccl_comm *nc = nccl_open(s.c, q->id, 2, r, 60.0, &e);
+    RANK_CHECK(q, nc, "rank %d: open: %s", r, e.msg);
+    float *a = put(&s, h, n * 4), *x = put(&s, NULL, n * 4);
+    nccl_group_begin(nc);
+    nccl_recv(nc, x, n * 4, 1 - r);
+    nccl_send(nc, a, n * 4, 1 - r);
+    RANK_CHECK(q, !nccl_group_end(nc, 60.0, &e) && !nccl_wait(nc, 60.0, &e), "rank %d: %s", r,
+               e.msg);
+    get(&s, back, x, n * 4);
+    for (int i = 0; i < n; i++)
+        RANK_CHECK(q, back[i] == peer[i], "rank %d: received [%d] %g, sent %g", r, i, back[i],
+                   peer[i]);
+    nccl_allreduce_start(nc, a, n);
+    RANK_CHECK(q, !nccl_allreduce_finish(nc, &e) && !nccl_wait(nc, 60.0, &e), "rank %d: %s", r,
+               e.msg);
+    get(&s, back, a, n * 4);
+    for (int i = 0; i < n; i++) {
+        float want = (r ? peer[i] + h[i] : h[i] + peer[i]) / 2; /* rank 0's term first */
+        RANK_CHECK(q, fabsf(back[i] - want) <= 1e-6f * fabsf(want) + 1e-7f,
+                   "rank %d: mean [%d] %g, want %g", r, i, back[i], want);
+    }
+    nccl_comm *rev = NULL;
+    RANK_CHECK(q, !nccl_split(nc, 3, -r, 60.0, &rev, &e) && rev, "rank %d: split: %s", r, e.msg);
+    RANK_CHECK(q, nccl_size(rev) == 2 && nccl_rank(rev) == 1 - r, "rank %d: split gave %d of %d",
+               r, nccl_rank(rev), nccl_size(rev));
+    nccl_close(rev);
+    nccl_close(nc);
+    close_side(&s);
+    free(h), free(peer), free(back);
+    q->ok = 1;
+    return NULL;
+}
+
+Test(cuda, nccl_two_ranks_as_threads)
+{
+    plumb_err e = {{0}};
+    if (!nccl_available(&e)) cr_skip_test("NCCL test skipped: %s", e.msg);
+    need_gpu();
+    if (cuda_device_count(&e) < 2) cr_skip_test("NCCL test skipped: it needs 2 GPUs");
+    unsigned char id[NCCL_ID_BYTES];
+    cr_assert_eq(nccl_make_id(id, &e), 0, "%s", e.msg);
+    nccl_rank_run q[2] = {{id, 0, 0, ""}, {id, 1, 0, ""}};
+    pthread_t th;
+    cr_assert_eq(pthread_create(&th, NULL, nccl_rank_main, &q[1]), 0);
+    nccl_rank_main(&q[0]);
+    pthread_join(th, NULL);
+    for (int k = 0; k < 2; k++) cr_assert(q[k].ok, "%s", q[k].why);
+}
+
 Test(cuda, out_of_memory_is_reported_with_a_hint)
 {
     need_gpu();
