@@ -77,6 +77,10 @@ ifeq ($(BUILD),build)
 	@cp -f $(BIN) ./plumb && cp -f $(LIB) ./libplumb.a
 endif
 
+# With -j, a compile must not start before the headers deps.sh installs are there: objects
+# wait for deps (order only) when a goal that runs it was asked for; a build of named files
+# (as bench/gpu-check.sh makes on an offline GPU machine) does not run deps.sh
+DEPS_FIRST := $(if $(filter deps all test test-long demo bench,$(or $(MAKECMDGOALS),all)),deps)
 deps:
 	@scripts/deps.sh
 
@@ -86,15 +90,15 @@ optional-parts:
 	@echo "plumb: NCCL transport: $(if $(filter 1,$(HAVE_NCCL)),built,not built (nccl.h/libnccl not found))"
 	@echo "plumb: MPI transport: $(if $(filter 1,$(HAVE_MPI)),built,not built (mpicc not found; apt-get install libopenmpi-dev))"
 
-$(BUILD)/obj/%.o: %.c
+$(BUILD)/obj/%.o: %.c | $(DEPS_FIRST)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
 
-$(BUILD)/obj/exec/mpi/%.o: exec/mpi/%.c
+$(BUILD)/obj/exec/mpi/%.o: exec/mpi/%.c | $(DEPS_FIRST)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(MPI_CFLAGS) -MMD -MP -c $< -o $@
 
-$(BUILD)/obj/%.o: %.cu
+$(BUILD)/obj/%.o: %.cu | $(DEPS_FIRST)
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) -c $< -o $@
 
