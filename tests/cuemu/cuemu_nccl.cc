@@ -319,8 +319,8 @@ ncclResult_t hopeless(ncclComm *c, int peer, double t0, const char *what)
                                  "aborted it)", what));
         long pid = peer_pid(c, peer);
         if (pid > 0 && !alive(pid))
-            return set_error(c, ncclRemoteError,
-                             fmt("%s: rank %d (process %ld) has died", what, peer, pid));
+            return set_error(c, ncclRemoteError, fmt("%s: the communicator's rank %d (process "
+                                                     "%ld) has died", what, peer, pid));
     }
     if (t - t0 > timeout_s())
         return set_error(c, ncclRemoteError,

@@ -114,7 +114,7 @@ echo "a rank killed by SIGKILL: the other notices (or mpirun ends it), no hang"
 for w in 0 1; do
     fault worker:$w:step:3:kill "killed rank $w"
     if grep -q "has died\|directory is gone" "$tmp/f.out"; then
-        how="the survivor: $(grep -m1 -o "rank [0-9]* (process [0-9]*) has died\|the communicator's directory is gone" "$tmp/f.out")"
+        how="the survivor: $(grep -m1 -o "communicator's rank [0-9]* (process [0-9]*) has died\|the communicator's directory is gone" "$tmp/f.out")"
     else
         grep -q "exited on signal 9" "$tmp/f.out" || fail "killed rank $w: neither rank nor mpirun said why: $(cat "$tmp/f.out")"
         how="mpirun ended the job"
