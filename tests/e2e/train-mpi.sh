@@ -44,17 +44,8 @@ same() { # $1 label, rest: plumb train arguments; local vs mpi final checkpoints
 echo "local vs mpi transport, 2 ranks"
 same "gpipe, 2 stages" "$model" --schedule gpipe --stages 2
 same "pipedream, 2 stages" "$model" --schedule pipedream --stages 2
-layer() { printf '{"name": "l%d", "kind": "%s", "forward_ms": 1, "backward_ms": 1, "activation_bytes": 1024, "parameter_bytes": %d}' "$@"; }
-cat > "$tmp/plan.json" <<JSON
-{"format": "plumb-plan/1",
- "profile": {"format": "plumb-profile/1", "name": "fmnist-mlp", "device": "cpu", "minibatch": 64,
-   "layers": [$(layer 0 Flatten 0), $(layer 1 Linear 803840), $(layer 2 ReLU 0), $(layer 3 Linear 131584),
-              $(layer 4 ReLU 0), $(layer 5 Linear 5160), $(layer 6 Loss 0)]},
- "cluster": "$PWD/profiles/clusters/cluster-c-4x1.json",
- "schedule": "gpipe", "microbatch_size": 16, "microbatches": 4, "optimizer": "momentum",
- "stages": [{"first_layer": 0, "last_layer": 6, "replicas": 2, "devices": [0, 1]}]}
-JSON
-same "one stage on 2 replicas (all-reduce)" "$model" "$tmp/plan.json"
+# one stage of the whole model on 2 replicas: the gradient all-reduce
+same "one stage on 2 replicas (all-reduce)" "$model" tests/data/fmnist-mlp-2-replicas.json
 
 echo "checkpoints under mpirun: rank 0 writes them; a rank killed mid-run, resumed: same weights"
 rm -rf "$tmp/ck"
