@@ -54,7 +54,16 @@ static inline int col_chunk_rows(int rows)
 
 static inline int col_chunks(int rows)
 {
-    return rows > 0 ? (rows + col_chunk_rows(rows) - 1) / col_chunk_rows(rows) : 0;
+    const int c = col_chunk_rows(rows);
+    return rows > 0 ? (rows + c - 1) / c : 0;
+}
+
+/* The second pass: column j of part (chunks, cols) summed in chunk order. */
+static __device__ inline float chunk_sum(const float *part, int chunks, int cols, size_t j)
+{
+    float s = 0.0f;
+    for (int c = 0; c < chunks; c++) s += part[(size_t)c * cols + j];
+    return s;
 }
 
 /* The sum over the block's row lanes of v, in lane order, returned to lane 0 (threadIdx.y

@@ -155,12 +155,7 @@ __global__ void k_colsum_part(int rows, int cols, int chunk, const float *dy, fl
 /* db (cols) += the chunks' partials (chunks, cols), added in chunk order. */
 __global__ void k_colsum_finish(int chunks, int cols, const float *part, float *db)
 {
-    FOR_EACH(j, (size_t)cols)
-    {
-        float s = 0.0f;
-        for (int c = 0; c < chunks; c++) s += part[(size_t)c * cols + j];
-        db[j] += s;
-    }
+    FOR_EACH(j, (size_t)cols) db[j] += chunk_sum(part, chunks, cols, j);
 }
 
 __global__ void k_bias_chw(int B, int K, int PQ, const float *b, float *y)
@@ -198,9 +193,10 @@ extern "C" cudaError_t ck_colsum_acc(cudaStream_t s, int rows, int cols, const f
                                      float *db, float *part)
 {
     if (rows <= 0 || cols <= 0) return cudaGetLastError();
-    const dim3 grid((cols + COL_BLOCK - 1) / COL_BLOCK, col_chunks(rows));
+    const int chunks = col_chunks(rows);
+    const dim3 grid((cols + COL_BLOCK - 1) / COL_BLOCK, chunks);
     k_colsum_part<<<grid, dim3(COL_BLOCK, COL_LANES), 0, s>>>(rows, cols, col_chunk_rows(rows), dy, part);
-    k_colsum_finish<<<grid_for(cols), THREADS, 0, s>>>(col_chunks(rows), cols, part, db);
+    k_colsum_finish<<<grid_for(cols), THREADS, 0, s>>>(chunks, cols, part, db);
     return cudaGetLastError();
 }
 

@@ -101,13 +101,8 @@ __global__ void k_ln_bwd_weight_finish(int chunks, int D, const float *pg, const
 {
     FOR_EACH(j, (size_t)D)
     {
-        float sg = 0.0f, sb = 0.0f;
-        for (int c = 0; c < chunks; c++) {
-            sg += pg[(size_t)c * D + j];
-            sb += pb[(size_t)c * D + j];
-        }
-        dgamma[j] += sg;
-        dbeta[j] += sb;
+        dgamma[j] += chunk_sum(pg, chunks, D, j);
+        dbeta[j] += chunk_sum(pb, chunks, D, j);
     }
 }
 
