@@ -3,6 +3,7 @@
 # objects elsewhere; SAN=1 builds with AddressSanitizer and UBSan.
 
 BUILD   ?= build
+CONFIG  := $(BUILD)/config
 CC      ?= cc
 CFLAGS_BASE := -std=c11 -Wall -Wextra -Werror -O2 -g -D_POSIX_C_SOURCE=200809L -I. -Icore
 ifeq ($(SAN),1)
@@ -16,6 +17,20 @@ HASH := \#
 
 .DEFAULT_GOAL := all
 .PHONY: all deps demo test test-unit test-e2e test-long bench fuzz clean optional-parts gpu-bundle
+
+# --- Debian packages first -------------------------------------------------------------
+# For the goals that install what is missing, deps.sh runs while this Makefile is read, so
+# the optional parts below are detected after it (a fresh machine's first build has MPI).
+# Sub-makes and builds of named files (bench/gpu-check.sh on an offline GPU machine) skip it.
+DEPS_GOALS := deps all test test-long demo bench fuzz
+ifneq ($(filter $(DEPS_GOALS),$(or $(MAKECMDGOALS),all)),)
+  ifndef PLUMB_DEPS_DONE
+    ifneq ($(shell scripts/deps.sh >&2; echo $$?),0)
+      $(error plumb: the Debian packages above are missing; install them and run make again)
+    endif
+    export PLUMB_DEPS_DONE := 1
+  endif
+endif
 
 # --- optional parts: detected by a test compile, one line each --------------------------
 NVCC := $(shell command -v nvcc 2>/dev/null || ls $(CUDA_HOME)/bin/nvcc 2>/dev/null)
@@ -62,6 +77,16 @@ ifeq ($(HAVE_CUDA),1)
   include tests/cuemu/cuemu.mk
 endif
 
+# The flags every object is built with, kept in $(CONFIG): when they change (an optional
+# part found, SAN, CFLAGS on the command line) every object is rebuilt
+CONFIG_TEXT := $(CC) $(CFLAGS) $(MPI_CFLAGS) | $(NVCC) $(NVCCFLAGS) | $(LDLIBS) | $(EMU_CXXFLAGS)
+ifneq ($(MAKECMDGOALS),clean)
+  ifneq ($(file <$(CONFIG)),$(CONFIG_TEXT))
+    $(shell mkdir -p $(BUILD))
+    $(file >$(CONFIG),$(CONFIG_TEXT))
+  endif
+endif
+
 BENCH_SRCS := $(wildcard bench/bench_*.c)
 BENCH_BINS := $(BENCH_SRCS:bench/%.c=$(BUILD)/bench/%)
 TEST_SRCS := $(wildcard tests/test_*.c)
@@ -72,17 +97,13 @@ ifeq ($(HAVE_CUDA),1) # the CUDA backend on cuemu (tests/cuemu/cuemu.mk)
 endif
 
 # --- rules -----------------------------------------------------------------------------
-all: deps optional-parts $(BIN) $(LIB)
+all: optional-parts $(BIN) $(LIB)
 ifeq ($(BUILD),build)
 	@cp -f $(BIN) ./plumb && cp -f $(LIB) ./libplumb.a
 endif
 
-# With -j, a compile must not start before the headers deps.sh installs are there: objects
-# wait for deps (order only) when a goal that runs it was asked for; a build of named files
-# (as bench/gpu-check.sh makes on an offline GPU machine) does not run deps.sh
-DEPS_FIRST := $(if $(filter deps all test test-long demo bench,$(or $(MAKECMDGOALS),all)),deps)
-deps:
-	@scripts/deps.sh
+deps: # deps.sh ran while the Makefile was read
+	@:
 
 optional-parts:
 	@echo "plumb: CUDA backend: $(if $(filter 1,$(HAVE_CUDA)),built (nvcc $(NVCC)),not built (nvcc not found or not working))"
@@ -90,15 +111,15 @@ optional-parts:
 	@echo "plumb: NCCL transport: $(if $(filter 1,$(HAVE_NCCL)),built,not built (nccl.h/libnccl not found))"
 	@echo "plumb: MPI transport: $(if $(filter 1,$(HAVE_MPI)),built,not built (mpicc not found; apt-get install libopenmpi-dev))"
 
-$(BUILD)/obj/%.o: %.c | $(DEPS_FIRST)
+$(BUILD)/obj/%.o: %.c $(CONFIG)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
 
-$(BUILD)/obj/exec/mpi/%.o: exec/mpi/%.c | $(DEPS_FIRST)
+$(BUILD)/obj/exec/mpi/%.o: exec/mpi/%.c $(CONFIG)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(MPI_CFLAGS) -MMD -MP -c $< -o $@
 
-$(BUILD)/obj/%.o: %.cu | $(DEPS_FIRST)
+$(BUILD)/obj/%.o: %.cu $(CONFIG)
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) -c $< -o $@
 
@@ -107,14 +128,14 @@ $(LIB): $(LIB_OBJS)
 	@rm -f $@
 	ar rcs $@ $^
 
-$(BIN): $(BUILD)/obj/cli/main.o $(LIB)
+$(BIN): $(BUILD)/obj/cli/main.o $(LIB) $(CONFIG)
 	$(CC) $(CFLAGS) $(LDSAN) -o $@ $< $(LIB) $(LDLIBS)
 
-$(BUILD)/tests/%: tests/%.c $(LIB)
+$(BUILD)/tests/%: tests/%.c $(LIB) $(CONFIG)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDSAN) -o $@ $< $(LIB) -lcriterion $(LDLIBS)
 
-$(BUILD)/bench/%: bench/%.c $(LIB)
+$(BUILD)/bench/%: bench/%.c $(LIB) $(CONFIG)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDSAN) -o $@ $< $(LIB) $(LDLIBS)
 
@@ -131,7 +152,7 @@ demo: all
 bench: all $(BENCH_BINS)
 	@PLUMB_BUILD=$(BUILD) scripts/bench.sh
 
-fuzz: deps
+fuzz:
 	@scripts/fuzz.sh
 
 # Debian packages for an offline GPU machine (bench/gpu-check.sh unpacks them there).

@@ -40,7 +40,7 @@ EMU_BIN := $(EMU)/plumb
 EMU_TEST := $(BUILD)/tests/test_cuda_emu
 EMU_SELFTEST := $(BUILD)/tests/test_cuemu
 
-$(EMU)/rt/%.o: tests/cuemu/%.cc tests/cuemu/cuemu.h tests/cuemu/cuemu_kernel.h
+$(EMU)/rt/%.o: tests/cuemu/%.cc tests/cuemu/cuemu.h tests/cuemu/cuemu_kernel.h $(CONFIG)
 	@mkdir -p $(dir $@)
 	$(CXX) $(EMU_CXXFLAGS) -c $< -o $@
 
@@ -58,10 +58,10 @@ $(EMU)/kernels/%.cc: exec/cuda/%.cu
 $(EMU)/tests/%.cc: tests/cuemu/%.cu
 	$(emu_rewrite)
 
-$(EMU)/%.o: $(EMU)/%.cc tests/cuemu/cuemu_kernel.h
+$(EMU)/%.o: $(EMU)/%.cc tests/cuemu/cuemu_kernel.h $(CONFIG)
 	$(CXX) $(EMU_CXXFLAGS) -MMD -MP -include tests/cuemu/cuemu_kernel.h -c $< -o $@
 
-$(EMU)/obj/%.o: %.c
+$(EMU)/obj/%.o: %.c $(CONFIG)
 	@mkdir -p $(dir $@)
 	$(CC) $(EMU_CFLAGS) $(MPI_CFLAGS) -MMD -MP -c $< -o $@
 
@@ -72,10 +72,10 @@ $(EMU_LIB): $(EMU_LIB_OBJS)
 	@rm -f $@
 	ar rcs $@ $^
 
-$(EMU_BIN): $(BUILD)/obj/cli/main.o $(EMU_LIB)
+$(EMU_BIN): $(BUILD)/obj/cli/main.o $(EMU_LIB) $(CONFIG)
 	$(CC) $(CFLAGS) $(LDSAN) -o $@ $< $(EMU_LIB) $(EMU_LDLIBS)
 
-$(EMU_TEST): tests/test_cuda.c $(EMU_LIB)
+$(EMU_TEST): tests/test_cuda.c $(EMU_LIB) $(CONFIG)
 	@mkdir -p $(dir $@)
 	$(CC) $(EMU_CFLAGS) $(LDSAN) -o $@ $< $(EMU_LIB) -lcriterion $(EMU_LDLIBS)
 
