@@ -91,9 +91,12 @@ BENCH_SRCS := $(wildcard bench/bench_*.c)
 BENCH_BINS := $(BENCH_SRCS:bench/%.c=$(BUILD)/bench/%)
 TEST_SRCS := $(wildcard tests/test_*.c)
 TEST_BINS := $(TEST_SRCS:tests/%.c=$(BUILD)/tests/%)
+# each fuzz target, without libFuzzer, replayed over its seeds (tests/e2e/fuzz-replay.sh)
+FUZZ_SRCS := $(wildcard tests/fuzz/fuzz_*.c)
+TEST_EXTRA := $(FUZZ_SRCS:tests/fuzz/fuzz_%.c=$(BUILD)/fuzz/replay_%)
 ifeq ($(HAVE_CUDA),1) # the CUDA backend on cuemu (tests/cuemu/cuemu.mk)
   TEST_BINS += $(EMU_TEST) $(EMU_SELFTEST)
-  TEST_EXTRA := $(EMU_BIN)
+  TEST_EXTRA += $(EMU_BIN)
 endif
 
 # --- rules -----------------------------------------------------------------------------
@@ -134,6 +137,10 @@ $(BIN): $(BUILD)/obj/cli/main.o $(LIB) $(CONFIG)
 $(BUILD)/tests/%: tests/%.c $(LIB) $(CONFIG)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDSAN) -o $@ $< $(LIB) -lcriterion $(LDLIBS)
+
+$(BUILD)/fuzz/replay_%: tests/fuzz/fuzz_%.c tests/fuzz/replay.c $(LIB) $(CONFIG)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDSAN) -o $@ $< tests/fuzz/replay.c $(LIB) $(LDLIBS)
 
 $(BUILD)/bench/%: bench/%.c $(LIB) $(CONFIG)
 	@mkdir -p $(dir $@)

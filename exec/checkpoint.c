@@ -5,6 +5,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <limits.h>
 #include <sys/stat.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -118,9 +119,12 @@ static int check_header(FILE *f, const char *path, const model *m, int *kind, lo
     if (fread(h, 1, CK_HEADER, f) != CK_HEADER)
         return err_set(err, path, NULL, "truncated checkpoint header: expected %d bytes",
                        CK_HEADER);
-    if (memcmp(h, CK_MAGIC, 8) || h[8] != 1)
+    if (memcmp(h, CK_MAGIC, 8) || h[8] != 1 || h[9] || h[10] || h[11])
         return err_set(err, path, NULL, "not a plumb checkpoint: expected the magic \"%s\" "
                        "and version 1", CK_MAGIC);
+    if (h[13] || h[14] || h[15])
+        return err_set(err, path, NULL, "optimizer kind: expected a 32-bit 0, 1 or 2 at byte "
+                       "12 (got bytes %02x %02x %02x %02x)", h[12], h[13], h[14], h[15]);
     if (h[12] > 2)
         return err_set(err, path, NULL, "optimizer kind: expected 0 (sgd), 1 (momentum) or 2 "
                        "(adam) (got %u)", h[12]);
@@ -128,6 +132,9 @@ static int check_header(FILE *f, const char *path, const model *m, int *kind, lo
         return err_set(err, path, NULL, "expected a checkpoint of model %s (%zu parameters) "
                        "(got one of another model, %llu parameters)", m->name, n,
                        get64(h + 16));
+    if (get64(h + 24) > (unsigned long long)LONG_MAX)
+        return err_set(err, path, NULL, "steps: expected at most %ld (got %llu)", LONG_MAX,
+                       get64(h + 24));
     *kind = h[12];
     *step = (long)get64(h + 24);
     return 0;

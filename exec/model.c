@@ -98,7 +98,7 @@ static int check_fields(const jctx *c, const cJSON *obj, const char *lpath, laye
         size_t kl = strlen(key);
         const char *p = list;
         int ok = 0;
-        while ((p = strstr(p, key)) != NULL) {
+        while (kl && (p = strstr(p, key)) != NULL) { /* an empty key matches nothing */
             int start = p == list || p[-1] == ' ';
             int end = p[kl] == '\0' || p[kl] == ',';
             if (start && end) { ok = 1; break; }

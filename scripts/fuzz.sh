@@ -4,7 +4,8 @@
 # corpus from the files plumb ships; runs each target for FUZZ_SECONDS (default 60) seconds;
 # prints executions and findings per target. Exits 1 when any target found a crash, leak,
 # undefined behaviour or round-trip mismatch (the input is kept in build-fuzz/findings/).
-# Usage: scripts/fuzz.sh [target ...]   (targets: profile cluster plan schedule_csv; default all)
+# Usage: scripts/fuzz.sh [target ...]   (targets: profile cluster plan schedule_csv model
+#        pipedream trace checkpoint; default all)
 # Environment: FUZZ_SECONDS, FUZZ_CC (default clang), FUZZ_MAX_LEN (default 65536 bytes).
 set -u
 cd "$(dirname "$0")/.." || exit 2
@@ -14,7 +15,7 @@ cc=${FUZZ_CC:-clang}
 max_len=${FUZZ_MAX_LEN:-65536}
 out=build-fuzz
 targets=("$@")
-[ ${#targets[@]} -eq 0 ] && targets=(profile cluster plan schedule_csv)
+[ ${#targets[@]} -eq 0 ] && targets=(profile cluster plan schedule_csv model pipedream trace checkpoint)
 
 if ! command -v "$cc" >/dev/null 2>&1; then
     echo "plumb: fuzz: $cc not found; install clang (apt-get install clang)" >&2
@@ -23,18 +24,14 @@ fi
 
 core_srcs=(core/err.c core/json.c core/profile.c core/cluster.c core/plan.c core/schedule.c
            core/schedule_gen.c core/schedule_lower.c core/schedule_validate.c core/schedule_csv.c)
+# the sources each target needs beyond core_srcs
+declare -A extra_srcs=(
+    [model]="exec/model.c exec/checkpoint.c"
+    [checkpoint]="exec/model.c exec/checkpoint.c"
+    [pipedream]="core/import_pipedream.c"
+    [trace]="core/timeline.c core/strbuf.c sim/compare.c")
 cflags=(-std=c11 -g -O1 -fno-omit-frame-pointer -D_POSIX_C_SOURCE=200809L -I. -Icore
         -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined)
-
-# seed_files TARGET: the shipped files whose "format" matches the target.
-seed_files() {
-    local fmt="plumb-$1/1"
-    grep -rlF --include='*.json' "\"$fmt\"" profiles examples tests/fuzz/seeds 2>/dev/null |
-        while read -r f; do
-            # a plan embeds a profile and a cluster: keep only files whose top-level format is ours
-            if head -c 200 "$f" | tr -d ' \n\t\r' | grep -qF "{\"format\":\"$fmt\""; then echo "$f"; fi
-        done
-}
 
 mkdir -p "$out/findings"
 status=0
@@ -42,12 +39,12 @@ summary=()
 for t in "${targets[@]}"; do
     src=tests/fuzz/fuzz_$t.c
     if [ ! -f "$src" ]; then
-        echo "plumb: fuzz: unknown target '$t' (expected profile, cluster, plan or schedule_csv)" >&2
+        echo "plumb: fuzz: unknown target '$t' (expected profile, cluster, plan, schedule_csv, model, pipedream, trace or checkpoint)" >&2
         exit 2
     fi
     bin=$out/fuzz_$t
     echo "== building $bin"
-    if ! "$cc" "${cflags[@]}" -o "$bin" "$src" "${core_srcs[@]}" -lcjson -lm; then
+    if ! "$cc" "${cflags[@]}" -o "$bin" "$src" "${core_srcs[@]}" ${extra_srcs[$t]:-} -lcjson -lm; then
         echo "plumb: fuzz: build of $t failed" >&2
         exit 1
     fi
@@ -58,11 +55,9 @@ for t in "${targets[@]}"; do
     nseed=0
     while read -r f; do
         [ -n "$f" ] || continue
-        if [ "$(stat -c %s "$f")" -le "$max_len" ]; then
-            cp "$f" "$seeds/$(echo "$f" | tr '/' '_')"
-            nseed=$((nseed + 1))
-        fi
-    done < <(seed_files "$t")
+        cp "$f" "$seeds/$(echo "$f" | tr '/' '_')"
+        nseed=$((nseed + 1))
+    done < <(scripts/fuzz-seeds.sh "$t" "$max_len")
     log=$out/fuzz_$t.log
     echo "== fuzzing $t for $secs s ($nseed seed files, corpus $corpus)"
     before=$(find "$out/findings" -name "$t-*" | wc -l)
@@ -83,7 +78,7 @@ for t in "${targets[@]}"; do
         echo "plumb: fuzz: $t: FINDING (exit $rc); see $log and $out/findings/$t-*"
         grep -m3 -E 'ERROR|runtime error|SUMMARY' "$log"
     fi
-    summary+=("$(printf '%-8s %12s executions in %s s  coverage %6s edges  corpus %5s files  findings %d' \
+    summary+=("$(printf '%-12s %10s executions in %s s  coverage %6s edges  corpus %5s files  findings %d' \
         "$t" "${execs:-?}" "$secs" "${cov:-?}" "$(find "$corpus" -type f | wc -l)" "$findings")")
 done
 echo "== plumb fuzz summary"

@@ -125,6 +125,9 @@ Test(model, validation_errors)
         "layers[0].kernel: missing required field");
     bad(HEAD "{\"type\":\"conv2d\",\"out_channels\":4,\"kernal\":3}," TAIL,
         "layers[0].kernal: unknown field for conv2d");
+    bad(HEAD "{\"type\":\"conv2d\",\"out_channels\":4,\"kernel\":3,\"\":3}," TAIL,
+        "unknown field for conv2d"); /* an empty key (once an endless loop) */
+    bad(HEAD "{\"type\":\"relu\",\"\":1}," TAIL, "unknown field for relu");
     bad(HEAD "{\"type\":\"conv2d\",\"out_channels\":4,\"kernel\":9}," TAIL,
         "layers[0].kernel: expected at most 8");
     bad(HEAD "{\"type\":\"conv2d\",\"out_channels\":4,\"kernel\":3,\"in_channels\":3}," TAIL,

@@ -69,6 +69,54 @@ Test(ckpt, folder_keeps_newest_and_finds_latest_valid)
     model_free(m);
 }
 
+/* Sets `n` bytes of path at offset `at` to `val`. */
+static void patch(const char *path, long at, const unsigned char *val, size_t n)
+{
+    FILE *f = fopen(path, "r+b");
+    cr_assert(f);
+    cr_assert_eq(fseek(f, at, SEEK_SET), 0);
+    cr_assert_eq(fwrite(val, 1, n, f), n);
+    cr_assert_eq(fclose(f), 0);
+}
+
+/* A header whose reserved bytes are set, or whose step count does not fit a long, is
+ * refused with a message (both were read silently before the checkpoint fuzzer). */
+Test(ckpt, corrupt_headers_are_refused)
+{
+    plumb_err e = {{0}};
+    model *m = model_parse("m", spec, &e);
+    cr_assert(m, "%s", e.msg);
+    char *dir = make_tmpdir_named("ckpt-hdr"), path[256];
+    snprintf(path, sizeof path, "%s/x.ckpt", dir);
+    float *w = calloc((size_t)m->nparams, sizeof *w);
+    ckpt c = {0, 7, w, NULL, NULL}, back;
+    static const struct {
+        long at;
+        unsigned char val[8];
+        size_t n;
+        const char *want;
+    } cases[] = {
+        {10, {1}, 1, "not a plumb checkpoint"},
+        {14, {1}, 1, "optimizer kind: expected a 32-bit 0, 1 or 2"},
+        {24, {0, 0, 0, 0, 0, 0, 0, 0x80}, 8, "steps: expected at most"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        cr_assert_eq(ckpt_save(path, m, &c, &e), 0, "%s", e.msg);
+        cr_assert_eq(ckpt_load(path, m, &back, &e), 0, "%s", e.msg);
+        ckpt_free(&back);
+        patch(path, cases[i].at, cases[i].val, cases[i].n);
+        int kind;
+        long step;
+        cr_expect_eq(ckpt_peek(path, m, &kind, &step, &e), -1, "case %zu", i);
+        cr_expect_eq(ckpt_load(path, m, &back, &e), -1, "case %zu", i);
+        cr_expect(strstr(e.msg, cases[i].want) && strstr(e.msg, path), "case %zu: %s", i,
+                  e.msg);
+    }
+    cr_expect_eq(rm_tree(dir), 0);
+    free(w);
+    model_free(m);
+}
+
 Test(fault, spec_parsing)
 {
     plumb_err e = {{0}};
