@@ -28,6 +28,13 @@ int cli_int(const char *cmd, const char *opt, const char *s, long lo, long hi, i
 /* Parses a finite number > 0 (when positive) or >= 0; -1 with one line on failure. */
 int cli_num(const char *cmd, const char *opt, const char *s, int positive, double *out);
 
+/* Checks, before any work, that `path` (the value of option opt) can be written: its folder
+ * exists and is writable, it is not a folder, and it is not the same file as any of the
+ * `ninputs` paths in inputs (NULL entries are skipped), which writing it would destroy.
+ * 0, or 2 after printing one line naming the option and the path. */
+int cli_output_ok(const char *cmd, const char *opt, const char *path, const char *const *inputs,
+                  int ninputs);
+
 /* Parses a planner's `--schedule K|auto`: a schedule kind (core/plan.h) into *out, or -1
  * (NATIVE_SCHED_AUTO) for "auto". On failure prints one line listing the kinds and returns
  * -1. */

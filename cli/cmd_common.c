@@ -10,6 +10,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 int cli_fail(const char *cmd, const char *fmt, ...)
 {
@@ -20,6 +22,32 @@ int cli_fail(const char *cmd, const char *fmt, ...)
     va_end(ap);
     fputc('\n', stderr);
     return 2;
+}
+
+int cli_output_ok(const char *cmd, const char *opt, const char *path, const char *const *inputs,
+                  int ninputs)
+{
+    struct stat out, in;
+    int exists = stat(path, &out) == 0;
+    if (exists && S_ISDIR(out.st_mode))
+        return cli_fail(cmd, "%s %s: is a folder; expected a file name", opt, path);
+    for (int i = 0; exists && i < ninputs; i++)
+        if (inputs[i] && stat(inputs[i], &in) == 0 && in.st_dev == out.st_dev &&
+            in.st_ino == out.st_ino)
+            return cli_fail(cmd, "%s %s: is the input %s; expected another file (writing it "
+                            "would destroy the input)", opt, path, inputs[i]);
+    char dir[4096];
+    const char *slash = strrchr(path, '/');
+    if (!slash) snprintf(dir, sizeof dir, ".");
+    else if (slash == path) snprintf(dir, sizeof dir, "/");
+    else snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
+    struct stat d;
+    if (stat(dir, &d) != 0 || !S_ISDIR(d.st_mode))
+        return cli_fail(cmd, "%s %s: folder %s does not exist; expected an existing folder", opt,
+                        path, dir);
+    if (access(dir, W_OK) != 0)
+        return cli_fail(cmd, "%s %s: folder %s is not writable", opt, path, dir);
+    return 0;
 }
 
 int cli_int(const char *cmd, const char *opt, const char *s, long lo, long hi, int *out)

@@ -566,6 +566,8 @@ int cmd_plan(int argc, char **argv)
     if (mode == 2 && nat_only)
         return cli_fail("plan", "--schedule, --microbatches, --microbatch-size, --memory-limit "
                         "and --recompute/--no-recompute belong to --mode native");
+    const char *inputs[2] = {ppath, cpath};
+    if (out && cli_output_ok("plan", "-o", out, inputs, 2)) return 2;
     plumb_err err;
     err_clear(&err);
     profile *p = profile_load(ppath, &err);

@@ -118,6 +118,8 @@ int cmd_profile(int argc, char **argv)
     if (argc - optind != 1)
         return cli_fail("profile", "expected one MODEL.json (got %d file arguments); see plumb "
                         "profile --help", argc - optind);
+    const char *input = argv[optind];
+    if (out && cli_output_ok("profile", "-o", out, &input, 1)) return 2;
     plumb_err err = {{0}};
     const backend *bk = cli_backend("profile", bkname, precision);
     if (!bk) return 2;

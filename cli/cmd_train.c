@@ -281,6 +281,10 @@ int cmd_train(int argc, char **argv)
     if (tracepath && (savepath || resumepath || ckdir || tkind))
         return cli_fail("train", "--trace: not with checkpoints, --resume or --transport "
                         "%s (a trace covers one uninterrupted run in one process)", trname);
+    /* outputs are checked before the run, so that a bad path costs no training */
+    const char *inputs[2] = {argv[optind], npos == 2 ? argv[optind + 1] : NULL};
+    if (savepath && cli_output_ok("train", "--save", savepath, inputs, 2)) return 2;
+    if (tracepath && cli_output_ok("train", "--trace", tracepath, inputs, 2)) return 2;
 #ifndef PLUMB_HAVE_MPI
     if (tkind)
         return cli_fail("train", "--transport %s: not built into this binary (MPI was not "

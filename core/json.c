@@ -113,11 +113,11 @@ char *file_read_all(const char *path, size_t max_bytes, const char *too_large, s
         n += got;
         if (got == 0) break;
     }
-    int rerr = ferror(f);
+    int rerr = ferror(f), rerrno = errno;
     fclose(f);
-    if (rerr) {
+    if (rerr) { /* a folder given for a file fails here, with EISDIR */
         free(buf);
-        err_set(err, path, NULL, "read error");
+        err_set(err, path, NULL, "cannot read: %s (expected a file)", strerror(rerrno));
         return NULL;
     }
     buf[n] = '\0';

@@ -361,11 +361,12 @@ schedule *schedule_read_csv(const char *path, const sched_spec *spec, plumb_err 
         len += got;
         if (got == 0) break;
     }
-    int bad = ferror(f);
+    int bad = ferror(f), rerrno = errno;
     fclose(f);
-    if (bad) {
+    if (bad) { /* a folder given for a file fails here, with EISDIR */
         free(buf);
-        return err_set(err, path, NULL, "read error"), NULL;
+        return err_set(err, path, NULL, "cannot read: %s (expected a CSV file)",
+                       strerror(rerrno)), NULL;
     }
     if (memchr(buf, '\0', len)) {
         free(buf);

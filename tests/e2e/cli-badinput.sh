@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# cli-badinput.sh: bad flags and bad output paths given to the real binary: one line naming
+# the option and the path, exit status 2, no work done first, and no file written or
+# destroyed (an output path that is an input, a folder, or in a missing folder is refused
+# before the command reads or trains anything).
+set -u
+P=${PLUMB:-./plumb}
+d=$(mktemp -d)
+trap 'rm -rf "$d"' EXIT
+fail=0
+expect_bad() { # expect_bad NAME PATTERN CMD...
+    local name=$1 pat=$2; shift 2
+    "$@" >"$d/out" 2>"$d/err"
+    local rc=$?
+    if [ $rc != 2 ]; then echo "FAIL $name: exit $rc, expected 2"; fail=1; fi
+    if [ "$(wc -l <"$d/err")" != 1 ]; then echo "FAIL $name: expected one error line:"; cat "$d/err"; fail=1; fi
+    if ! grep -q -- "$pat" "$d/err"; then echo "FAIL $name: message lacks '$pat':"; cat "$d/err"; fail=1; fi
+}
+M=examples/models/fmnist-mlp.json
+cp profiles/pipedream/alexnet.json "$d/prof.json"
+cp profiles/clusters/cluster-a-4x4.json "$d/cluster.json"
+cp "$M" "$d/model.json"
+sum() { cksum "$d/prof.json" "$d/cluster.json" "$d/model.json"; }
+before=$(sum)
+
+expect_bad plan-out-is-profile '-o .*prof.json: is the input' \
+    "$P" plan -p "$d/prof.json" -c "$d/cluster.json" -o "$d/prof.json"
+expect_bad plan-out-is-cluster '-o .*cluster.json: is the input' \
+    "$P" plan -p "$d/prof.json" -c "$d/cluster.json" -o "$d/cluster.json"
+expect_bad plan-out-folder '-o .*: is a folder; expected a file name' \
+    "$P" plan -p "$d/prof.json" -c "$d/cluster.json" -o "$d"
+expect_bad plan-out-missing-folder 'folder .*/nope does not exist' \
+    "$P" plan -p "$d/prof.json" -c "$d/cluster.json" -o "$d/nope/plan.json"
+expect_bad profile-out-is-model '-o .*model.json: is the input' \
+    "$P" profile "$d/model.json" --batch 4 -o "$d/model.json"
+expect_bad profile-out-missing-folder 'profile: -o .*: folder .* does not exist' \
+    "$P" profile "$d/model.json" --batch 4 -o "$d/nope/p.json"
+expect_bad train-save-missing-folder 'train: --save .*: folder .* does not exist' \
+    "$P" train "$d/model.json" --steps 1 --save "$d/nope/x.ckpt"
+expect_bad train-save-is-model '--save .*model.json: is the input' \
+    "$P" train "$d/model.json" --steps 1 --save "$d/model.json"
+expect_bad train-trace-folder '--trace .*: is a folder' \
+    "$P" train "$d/model.json" --steps 1 --schedule gpipe --stages 2 --trace "$d"
+if [ "$(id -u)" != 0 ]; then # root writes anywhere
+    mkdir "$d/ro" && chmod 555 "$d/ro"
+    expect_bad train-save-read-only 'folder .*/ro is not writable' \
+        "$P" train "$d/model.json" --steps 1 --save "$d/ro/x.ckpt"
+fi
+expect_bad info-folder 'cannot read: Is a directory (expected a file)' "$P" info "$d"
+expect_bad sim-folder 'cannot read: Is a directory' "$P" sim "$d"
+expect_bad schedule-import-folder 'cannot read: Is a directory (expected a CSV file)' \
+    "$P" schedule --kind gpipe --stages 2 --microbatches 2 --import "$d"
+expect_bad sim-iterations-garbage '--iterations: expected an integer from 1 to' \
+    "$P" sim examples/plans/vgg16-4stage-1f1b.json --iterations 4x
+expect_bad train-lr-nan '--lr: expected a number > 0' "$P" train "$d/model.json" --lr nan
+
+[ "$(sum)" = "$before" ] || { echo "FAIL: an input file changed"; fail=1; }
+left=$(find "$d" -mindepth 1 ! -name prof.json ! -name cluster.json ! -name model.json \
+       ! -name out ! -name err ! -name ro)
+[ -z "$left" ] || { echo "FAIL: files left behind: $left"; fail=1; }
+[ $fail = 0 ] && echo "cli-badinput.sh: all passed"
+exit $fail
