@@ -25,8 +25,10 @@ int cli_fail(const char *cmd, const char *fmt, ...) __attribute__((format(printf
 /* Parses an integer option value in [lo, hi]; on failure prints one line naming the option
  * and returns -1. */
 int cli_int(const char *cmd, const char *opt, const char *s, long lo, long hi, int *out);
-/* Parses a finite number > 0 (when positive) or >= 0; -1 with one line on failure. */
-int cli_num(const char *cmd, const char *opt, const char *s, int positive, double *out);
+/* Parses a finite number > 0 (when positive) or >= 0, and at most hi; -1 with one line on
+ * failure. */
+int cli_num(const char *cmd, const char *opt, const char *s, int positive, double hi,
+            double *out);
 
 /* Checks, before any work, that `path` (the value of option opt) can be written: its folder
  * exists and is writable, it is not a folder, and it is not the same file as any of the
@@ -34,6 +36,10 @@ int cli_num(const char *cmd, const char *opt, const char *s, int positive, doubl
  * 0, or 2 after printing one line naming the option and the path. */
 int cli_output_ok(const char *cmd, const char *opt, const char *path, const char *const *inputs,
                   int ninputs);
+/* Checks, before any work, that `dir` (the value of option opt) is a writable folder, or,
+ * with create, that it can be made (it does not exist and its parent is a writable folder).
+ * 0, or 2 after printing one line naming the option and the folder. */
+int cli_folder_ok(const char *cmd, const char *opt, const char *dir, int create);
 
 /* Parses a planner's `--schedule K|auto`: a schedule kind (core/plan.h) into *out, or -1
  * (NATIVE_SCHED_AUTO) for "auto". On failure prints one line listing the kinds and returns
@@ -48,8 +54,8 @@ struct backend;
 const struct backend *cli_backend(const char *cmd, const char *name, const char *precision);
 
 /* getopt_long with plumb's error messages: returns the option, -1 at the end, or '?' after
- * printing "plumb: CMD: unknown option ..." or "... needs a value". Resets optind when
- * called with a new argv. */
+ * printing "plumb: CMD: unknown option ...", "... needs a value", "... takes no value" or
+ * "ambiguous option ...". Resets optind when called with a new argv. */
 int cli_getopt(const char *cmd, int argc, char **argv, const char *shortopts,
                const struct option *longopts);
 

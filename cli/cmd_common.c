@@ -24,10 +24,32 @@ int cli_fail(const char *cmd, const char *fmt, ...)
     return 2;
 }
 
+/* The folder of path (".", "/" or the part before the last slash) into dir. */
+static void parent_of(const char *path, char *dir, size_t n)
+{
+    const char *slash = strrchr(path, '/');
+    if (!slash) snprintf(dir, n, ".");
+    else if (slash == path) snprintf(dir, n, "/");
+    else snprintf(dir, n, "%.*s", (int)(slash - path), path);
+}
+
+/* 0 when dir is a writable folder, else 2 after one line about opt's value path. */
+static int writable_folder(const char *cmd, const char *opt, const char *path, const char *dir)
+{
+    struct stat d;
+    if (stat(dir, &d) != 0 || !S_ISDIR(d.st_mode))
+        return cli_fail(cmd, "%s %s: folder %s does not exist; expected an existing folder", opt,
+                        path, dir);
+    if (access(dir, W_OK) != 0)
+        return cli_fail(cmd, "%s %s: folder %s is not writable", opt, path, dir);
+    return 0;
+}
+
 int cli_output_ok(const char *cmd, const char *opt, const char *path, const char *const *inputs,
                   int ninputs)
 {
     struct stat out, in;
+    if (!*path) return cli_fail(cmd, "%s: expected a file name (got \"\")", opt);
     int exists = stat(path, &out) == 0;
     if (exists && S_ISDIR(out.st_mode))
         return cli_fail(cmd, "%s %s: is a folder; expected a file name", opt, path);
@@ -37,17 +59,25 @@ int cli_output_ok(const char *cmd, const char *opt, const char *path, const char
             return cli_fail(cmd, "%s %s: is the input %s; expected another file (writing it "
                             "would destroy the input)", opt, path, inputs[i]);
     char dir[4096];
-    const char *slash = strrchr(path, '/');
-    if (!slash) snprintf(dir, sizeof dir, ".");
-    else if (slash == path) snprintf(dir, sizeof dir, "/");
-    else snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
+    parent_of(path, dir, sizeof dir);
+    return writable_folder(cmd, opt, path, dir);
+}
+
+int cli_folder_ok(const char *cmd, const char *opt, const char *dir, int create)
+{
     struct stat d;
-    if (stat(dir, &d) != 0 || !S_ISDIR(d.st_mode))
-        return cli_fail(cmd, "%s %s: folder %s does not exist; expected an existing folder", opt,
-                        path, dir);
-    if (access(dir, W_OK) != 0)
-        return cli_fail(cmd, "%s %s: folder %s is not writable", opt, path, dir);
-    return 0;
+    if (!*dir) return cli_fail(cmd, "%s: expected a folder (got \"\")", opt);
+    if (stat(dir, &d) == 0) {
+        if (!S_ISDIR(d.st_mode))
+            return cli_fail(cmd, "%s %s: is not a folder; expected a folder", opt, dir);
+        return writable_folder(cmd, opt, dir, dir);
+    }
+    if (!create)
+        return cli_fail(cmd, "%s %s: folder does not exist; expected an existing folder", opt,
+                        dir);
+    char parent[4096];
+    parent_of(dir, parent, sizeof parent);
+    return writable_folder(cmd, opt, dir, parent);
 }
 
 int cli_int(const char *cmd, const char *opt, const char *s, long lo, long hi, int *out)
@@ -63,13 +93,16 @@ int cli_int(const char *cmd, const char *opt, const char *s, long lo, long hi, i
     return 0;
 }
 
-int cli_num(const char *cmd, const char *opt, const char *s, int positive, double *out)
+int cli_num(const char *cmd, const char *opt, const char *s, int positive, double hi,
+            double *out)
 {
     char *end;
     errno = 0;
     double v = strtod(s, &end);
-    if (errno || end == s || *end || !isfinite(v) || (positive ? !(v > 0) : !(v >= 0))) {
-        cli_fail(cmd, "%s: expected a number %s (got \"%s\")", opt, positive ? "> 0" : ">= 0", s);
+    if (errno || end == s || *end || !isfinite(v) || (positive ? !(v > 0) : !(v >= 0)) ||
+        v > hi) {
+        cli_fail(cmd, "%s: expected a number %s and at most %.15g (got \"%s\")", opt,
+                 positive ? "> 0" : ">= 0", hi, s);
         return -1;
     }
     *out = v;
@@ -133,20 +166,42 @@ const backend *cli_backend(const char *cmd, const char *name, const char *precis
     return b;
 }
 
+/* How many of longopts a "--name" or "--name=value" argument is a prefix of. */
+static int long_matches(const char *arg, const struct option *longopts)
+{
+    size_t n = strcspn(arg + 2, "=");
+    int hits = 0;
+    for (int i = 0; longopts && longopts[i].name; i++) {
+        if (strncmp(longopts[i].name, arg + 2, n)) continue;
+        if (strlen(longopts[i].name) == n) return 1;
+        hits++;
+    }
+    return hits;
+}
+
 int cli_getopt(const char *cmd, int argc, char **argv, const char *shortopts,
                const struct option *longopts)
 {
+    char so[64];
+    snprintf(so, sizeof so, ":%s", shortopts); /* ':' for a missing value */
     opterr = 0;
-    int c = getopt_long(argc, argv, shortopts, longopts, NULL);
-    if (c == '?' || c == ':') {
-        const char *bad = argv[optind - 1 < argc ? optind - 1 : argc - 1];
-        if (optopt && strchr(shortopts, optopt) && c == ':')
-            cli_fail(cmd, "option -%c needs a value; see plumb %s --help", optopt, cmd);
-        else if (optopt && !longopts)
-            cli_fail(cmd, "unknown option -%c; see plumb %s --help", optopt, cmd);
-        else
-            cli_fail(cmd, "unknown option or missing value: %s; see plumb %s --help", bad, cmd);
-        return '?';
-    }
-    return c;
+    int c = getopt_long(argc, argv, so, longopts, NULL);
+    if (c != '?' && c != ':') return c;
+    const char *bad = argv[optind - 1 < argc ? optind - 1 : argc - 1];
+    int is_long = bad[0] == '-' && bad[1] == '-';
+    if (c == ':' && is_long)
+        cli_fail(cmd, "option %s needs a value; see plumb %s --help", bad, cmd);
+    else if (c == ':')
+        cli_fail(cmd, "option -%c needs a value; see plumb %s --help", optopt, cmd);
+    else if (!is_long)
+        cli_fail(cmd, "unknown option -%c; see plumb %s --help", optopt, cmd);
+    else if (optopt)
+        cli_fail(cmd, "option %.*s takes no value (got \"%s\"); see plumb %s --help",
+                 (int)strcspn(bad, "="), bad, bad, cmd);
+    else if (long_matches(bad, longopts) > 1)
+        cli_fail(cmd, "ambiguous option %s (the prefix of several); see plumb %s --help", bad,
+                 cmd);
+    else
+        cli_fail(cmd, "unknown option %s; see plumb %s --help", bad, cmd);
+    return '?';
 }

@@ -259,7 +259,7 @@ static int pd_parse(int argc, char **argv, pd_args *A)
             for (int k = 0; k < cnt; k++) {
                 if (w == 0) {
                     if (cli_int(cmd, name, vals[k], 1, 4096, &A->o.machines[k])) return 2;
-                } else if (cli_num(cmd, name, vals[k], 1, &A->o.bandwidth_Bps[k])) {
+                } else if (cli_num(cmd, name, vals[k], 1, 1e15, &A->o.bandwidth_Bps[k])) {
                     return 2;
                 }
             }
@@ -278,11 +278,11 @@ static int pd_parse(int argc, char **argv, pd_args *A)
             if (cli_int(cmd, name, val, 1, 4096, &A->o.machines_in_first_level)) return 2;
             break;
         case 4:
-            if (cli_num(cmd, name, val, 1, &A->o.memory_bytes)) return 2;
+            if (cli_num(cmd, name, val, 1, 1e18, &A->o.memory_bytes)) return 2;
             break;
         case 6: A->outdir = val; break;
         case 9:
-            if (cli_num(cmd, name, val, 1, &A->o.activation_compression_ratio)) return 2;
+            if (cli_num(cmd, name, val, 1, 1e6, &A->o.activation_compression_ratio)) return 2;
             break;
         case 12:
             if (cli_int(cmd, name, val, 1, 1 << 24, &A->o.max_states)) return 2;
@@ -400,6 +400,13 @@ static int run_pipedream(int argc, char **argv)
     int rc = pd_parse(argc, argv, &A);
     if (rc == 1) return 0;
     if (rc) return 2;
+    /* the output is checked before the search, which can take minutes on deep graphs */
+    if (A.outdir) {
+        const char *inputs[1] = {A.graph}, *opt = "--output_directory";
+        if (ends_with(A.outdir, ".json") ? cli_output_ok("plan", opt, A.outdir, inputs, 1)
+                                         : cli_folder_ok("plan", opt, A.outdir, 0))
+            return 2;
+    }
     plumb_err err;
     err_clear(&err);
     pd_graph *g = pd_graph_read(A.graph, &err);
@@ -528,7 +535,7 @@ int cmd_plan(int argc, char **argv)
                 return 2;
             break;
         case 1005:
-            if (cli_num("plan", "--memory-limit", optarg, 1, &gib)) return 2;
+            if (cli_num("plan", "--memory-limit", optarg, 1, 1e6, &gib)) return 2;
             no.memory_limit_bytes = gib * 1073741824.0;
             break;
         case 1006: no.recompute = 1; break;
@@ -540,11 +547,12 @@ int cmd_plan(int argc, char **argv)
         case 'S': o.straight = 1; break;
         case 'M': o.use_memory_constraint = 1; break;
         case 'z':
-            if (cli_num("plan", "--memory-size", optarg, 1, &memsize)) return 2;
+            if (cli_num("plan", "--memory-size", optarg, 1, 1e18, &memsize)) return 2;
             break;
         case 'F': o.use_fewer_machines = 1; break;
         case 'r':
-            if (cli_num("plan", "--compression", optarg, 1, &o.activation_compression_ratio))
+            if (cli_num("plan", "--compression", optarg, 1, 1e6,
+                        &o.activation_compression_ratio))
                 return 2;
             break;
         case 'x':

@@ -118,7 +118,7 @@ int cmd_sim(int argc, char **argv)
             bws[nbw++] = optarg;
             break;
         case O_MEM:
-            if (cli_num("sim", "--memory-limit", optarg, 1, &gib))
+            if (cli_num("sim", "--memory-limit", optarg, 1, 1e6, &gib))
                 return 2;
             o.memory_limit_bytes = gib * 1073741824.0;
             break;
@@ -165,7 +165,7 @@ int cmd_sim(int argc, char **argv)
         double f;
         if (split_eq(strag, name, sizeof name, &v) ||
             cli_int("sim", "--straggler DEV", name, 0, pl->clus->ndevices - 1, &dev) ||
-            cli_num("sim", "--straggler FACTOR", v, 1, &f)) {
+            cli_num("sim", "--straggler FACTOR", v, 1, 1e6, &f)) {
             if (!strchr(strag, '='))
                 cli_fail("sim", "--straggler: expected DEV=FACTOR, e.g. 3=2 (got \"%s\")",
                          strag);
@@ -196,7 +196,7 @@ int cmd_sim(int argc, char **argv)
             }
             lv = (int)x;
         }
-        if (cli_num("sim", "--bandwidth GBPS", v, 1, &g))
+        if (cli_num("sim", "--bandwidth GBPS", v, 1, 1e9, &g))
             goto out;
         o.bandwidth_Bps[lv] = g * 1e9 / 8;
     }

@@ -104,10 +104,10 @@ int cmd_sweep(int argc, char **argv)
             if (parse_range(optarg, &lo, &hi)) return 2;
             break;
         case O_TARGET:
-            if (cli_num("sweep", "--target", optarg, 1, &target)) return 2;
+            if (cli_num("sweep", "--target", optarg, 1, 1e12, &target)) return 2;
             break;
         case O_PRICE:
-            if (cli_num("sweep", "--price", optarg, 1, &price)) return 2;
+            if (cli_num("sweep", "--price", optarg, 1, 1e6, &price)) return 2;
             break;
         case O_SCHED:
             if (cli_schedule("sweep", optarg, &o.schedule)) return 2;
@@ -122,7 +122,7 @@ int cmd_sweep(int argc, char **argv)
             break;
         case O_RC: o.recompute = 1; break;
         case O_MEM:
-            if (cli_num("sweep", "--memory-limit", optarg, 1, &gib)) return 2;
+            if (cli_num("sweep", "--memory-limit", optarg, 1, 1e6, &gib)) return 2;
             o.memory_limit_bytes = gib * 1073741824.0;
             break;
         case O_OPT:

@@ -232,9 +232,9 @@ int cmd_train(int argc, char **argv)
         case O_BATCH: if (cli_int("train", "--batch", optarg, 1, 1 << 20, &batch)) return 2; break;
         case O_MICRO: if (cli_int("train", "--microbatches", optarg, 1, 1 << 16, &micro)) return 2; break;
         case O_OPT: optname = optarg; break;
-        case O_LR: if (cli_num("train", "--lr", optarg, 1, &lr)) return 2; break;
-        case O_MOM: if (cli_num("train", "--momentum", optarg, 0, &mom)) return 2; break;
-        case O_WD: if (cli_num("train", "--weight-decay", optarg, 0, &wd)) return 2; break;
+        case O_LR: if (cli_num("train", "--lr", optarg, 1, 1e3, &lr)) return 2; break;
+        case O_MOM: if (cli_num("train", "--momentum", optarg, 0, 1, &mom)) return 2; break;
+        case O_WD: if (cli_num("train", "--weight-decay", optarg, 0, 1e3, &wd)) return 2; break;
         case O_SEED: if (cli_int("train", "--seed", optarg, 0, 2147483647, &seed)) return 2;
             have_seed = 1; break;
         case O_BACKEND: bkname = optarg; break;
@@ -251,7 +251,7 @@ int cmd_train(int argc, char **argv)
         case O_CKDIR: ckdir = optarg; break;
         case O_CKEVERY: if (cli_int("train", "--checkpoint-every", optarg, 1, 1 << 30, &ckevery)) return 2; break;
         case O_TRANSPORT: trname = optarg; break;
-        case O_TIMEOUT: if (cli_num("train", "--timeout", optarg, 1, &timeout)) return 2; break;
+        case O_TIMEOUT: if (cli_num("train", "--timeout", optarg, 1, 1e6, &timeout)) return 2; break;
         case O_DEVICES: if (cli_int("train", "--devices", optarg, 1, 1024, &ndevices)) return 2; break;
         case O_HELP: fputs(usage_text, stdout); return 0;
         default: return 2;
@@ -285,6 +285,7 @@ int cmd_train(int argc, char **argv)
     const char *inputs[2] = {argv[optind], npos == 2 ? argv[optind + 1] : NULL};
     if (savepath && cli_output_ok("train", "--save", savepath, inputs, 2)) return 2;
     if (tracepath && cli_output_ok("train", "--trace", tracepath, inputs, 2)) return 2;
+    if (ckdir && cli_folder_ok("train", "--checkpoint", ckdir, 1)) return 2;
 #ifndef PLUMB_HAVE_MPI
     if (tkind)
         return cli_fail("train", "--transport %s: not built into this binary (MPI was not "

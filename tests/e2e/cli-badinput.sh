@@ -20,7 +20,8 @@ M=examples/models/fmnist-mlp.json
 cp profiles/pipedream/alexnet.json "$d/prof.json"
 cp profiles/clusters/cluster-a-4x4.json "$d/cluster.json"
 cp "$M" "$d/model.json"
-sum() { cksum "$d/prof.json" "$d/cluster.json" "$d/model.json"; }
+cp tests/data/pipedream_tiny_graph.txt "$d/graph.txt"
+sum() { cksum "$d/prof.json" "$d/cluster.json" "$d/model.json" "$d/graph.txt"; }
 before=$(sum)
 
 expect_bad plan-out-is-profile '-o .*prof.json: is the input' \
@@ -53,10 +54,29 @@ expect_bad schedule-import-folder 'cannot read: Is a directory (expected a CSV f
 expect_bad sim-iterations-garbage '--iterations: expected an integer from 1 to' \
     "$P" sim examples/plans/vgg16-4stage-1f1b.json --iterations 4x
 expect_bad train-lr-nan '--lr: expected a number > 0' "$P" train "$d/model.json" --lr nan
+expect_bad train-lr-huge '--lr: expected a number > 0 and at most 1000' \
+    "$P" train "$d/model.json" --lr 1e300
+expect_bad train-momentum-over-1 '--momentum: expected a number >= 0 and at most 1' \
+    "$P" train "$d/model.json" --momentum 1.5
+expect_bad train-checkpoint-missing-parent 'train: --checkpoint .*: folder .*/nope does not exist' \
+    "$P" train "$d/model.json" --steps 1 --checkpoint "$d/nope/ck" --checkpoint-every 1
+expect_bad train-checkpoint-is-file '--checkpoint .*model.json: is not a folder' \
+    "$P" train "$d/model.json" --steps 1 --checkpoint "$d/model.json" --checkpoint-every 1
+expect_bad train-missing-value 'option --steps needs a value' "$P" train "$d/model.json" --steps
+expect_bad train-flag-with-value 'option --help takes no value' "$P" train "$d/model.json" --help=1
+expect_bad train-ambiguous 'ambiguous option --s ' "$P" train "$d/model.json" --s 3
+expect_bad train-unknown 'unknown option --frob;' "$P" train "$d/model.json" --frob
+expect_bad plan-short-missing-value 'option -p needs a value' "$P" plan -p
+expect_bad pipedream-outdir-missing '--output_directory .*/nope: folder does not exist' \
+    "$P" plan --pipedream -f "$d/graph.txt" -n 4 -b 1e9 -o "$d/nope"
+expect_bad pipedream-outdir-is-file '--output_directory .*graph.txt: is not a folder' \
+    "$P" plan --pipedream -f "$d/graph.txt" -n 4 -b 1e9 -o "$d/graph.txt"
+expect_bad pipedream-json-out-missing-folder '--output_directory .*: folder .*/nope does not' \
+    "$P" plan --pipedream -f "$d/graph.txt" -n 4 -b 1e9 -o "$d/nope/plan.json"
 
 [ "$(sum)" = "$before" ] || { echo "FAIL: an input file changed"; fail=1; }
 left=$(find "$d" -mindepth 1 ! -name prof.json ! -name cluster.json ! -name model.json \
-       ! -name out ! -name err ! -name ro)
+       ! -name out ! -name err ! -name ro ! -name graph.txt)
 [ -z "$left" ] || { echo "FAIL: files left behind: $left"; fail=1; }
 [ $fail = 0 ] && echo "cli-badinput.sh: all passed"
 exit $fail
