@@ -4,7 +4,16 @@
  * barrier are seen after it, as on the GPU. The scheduler also checks the rules the GPU
  * leaves undefined and stops with a message when a kernel breaks them: a __syncthreads that
  * not every thread of the block reaches, a shuffle whose mask names lanes that exited or do
- * not exist, threads of one warp waiting at different places (a hang on the GPU). */
+ * not exist, threads of one warp waiting at different places (a hang on the GPU).
+ *
+ * Two things make a kernel's hidden assumptions fail here rather than pass by luck:
+ * - Shared memory is filled with NaN bytes (0xff) when each block starts, as it holds
+ *   garbage on the GPU, so a read before the block wrote it shows.
+ * - CUEMU_ORDER chooses the order in which blocks run and, between two barriers, the order
+ *   in which a block's threads run: forward (the default), reverse, or shuffle[:SEED] (a new
+ *   permutation each time, from SEED, default 1). A thread that reads what another wrote
+ *   without a barrier between them sees the write in one order and not in the other, so
+ *   the same tests run in each order catch a missing __syncthreads. */
 #include "cuemu_kernel.h" /* first: it defines __shared__ and friends */
 #include "cuemu.h"
 
@@ -16,8 +25,14 @@
 #include <ucontext.h>
 #include <unistd.h>
 
+#include <stdlib.h>
+
 #include <vector>
 
+/* Every __shared__ variable lies in this section (cuemu_kernel.h); the linker defines these
+ * bounds when some object has one. */
+extern "C" char __start_cuemu_shared[] __attribute__((weak));
+extern "C" char __stop_cuemu_shared[] __attribute__((weak));
 
 #if defined(__SANITIZE_ADDRESS__)
 #include <sanitizer/asan_interface.h>
@@ -126,6 +141,94 @@ struct block_run {
 };
 
 block_run *t_run = nullptr; /* kernels run one at a time, under the lock */
+
+/* ---- the order of blocks and threads (CUEMU_ORDER) */
+
+enum order_kind { ORDER_FORWARD, ORDER_REVERSE, ORDER_SHUFFLE };
+
+order_kind g_order = ORDER_FORWARD;
+uint64_t g_rng = 1; /* shuffle's state: launches continue one sequence */
+
+/* Reads CUEMU_ORDER (each launch, so a test may set it); fail() on a value it does not know. */
+void order_read()
+{
+    static const char *seen = nullptr; /* the value last parsed */
+    const char *v = getenv("CUEMU_ORDER");
+    if (!v || !*v) v = "forward";
+    if (seen && !strcmp(seen, v)) return;
+    static char keep[64];
+    snprintf(keep, sizeof keep, "%s", v);
+    seen = keep;
+    if (!strcmp(v, "forward")) {
+        g_order = ORDER_FORWARD;
+    } else if (!strcmp(v, "reverse")) {
+        g_order = ORDER_REVERSE;
+    } else if (!strncmp(v, "shuffle", 7) && (!v[7] || v[7] == ':')) {
+        char *end = nullptr;
+        unsigned long long seed = v[7] ? strtoull(v + 8, &end, 10) : 1;
+        if (v[7] && (end == v + 8 || *end))
+            fail("CUEMU_ORDER=%s: expected shuffle:SEED with SEED a number", v);
+        g_order = ORDER_SHUFFLE;
+        g_rng = seed * 0x9e3779b97f4a7c15ull + 1; /* never 0 */
+    } else {
+        fail("CUEMU_ORDER=%s: expected forward, reverse, shuffle or shuffle:SEED", v);
+    }
+}
+
+uint64_t rng_next()
+{
+    g_rng ^= g_rng << 13, g_rng ^= g_rng >> 7, g_rng ^= g_rng << 17; /* xorshift64 */
+    return g_rng;
+}
+
+/* Fills order[0, n) with 0 .. n-1 in the order CUEMU_ORDER asks for. */
+void order_fill(std::vector<int> &order, int n)
+{
+    order.resize((size_t)n);
+    for (int i = 0; i < n; i++) order[(size_t)i] = g_order == ORDER_REVERSE ? n - 1 - i : i;
+    if (g_order != ORDER_SHUFFLE) return;
+    for (int i = n - 1; i > 0; i--) {
+        int j = (int)(rng_next() % (uint64_t)(i + 1));
+        int t = order[(size_t)i];
+        order[(size_t)i] = order[(size_t)j], order[(size_t)j] = t;
+    }
+}
+
+/* ---- shared memory: NaN bytes when a block starts */
+
+struct span {
+    char *p;
+    size_t n;
+};
+
+/* The writable parts of the shared-memory section: all of it, or under AddressSanitizer the
+ * variables without the redzones it puts between them. Computed once. */
+const std::vector<span> &shared_spans()
+{
+    static std::vector<span> spans;
+    static bool done = false;
+    if (done) return spans;
+    done = true;
+    char *a = __start_cuemu_shared, *b = __stop_cuemu_shared;
+    if (!a || !b || b <= a) return spans;
+#if CUEMU_ASAN
+    for (char *p = a; p < b;) {
+        while (p < b && __asan_address_is_poisoned(p)) p++;
+        char *q = p;
+        while (q < b && !__asan_address_is_poisoned(q)) q++;
+        if (q > p) spans.push_back(span{p, (size_t)(q - p)});
+        p = q;
+    }
+#else
+    spans.push_back(span{a, (size_t)(b - a)});
+#endif
+    return spans;
+}
+
+void shared_poison()
+{
+    for (const span &s : shared_spans()) memset(s.p, 0xff, s.n);
+}
 
 char *stack_new()
 {
@@ -263,9 +366,14 @@ void run_block(block_run *r)
         f.state = F_RUN;
     }
     r->done = r->at_barrier = r->at_shfl = 0;
+    shared_poison();
+    static std::vector<int> order;
     for (;;) {
-        for (int i = 0; i < n; i++)
+        order_fill(order, n);
+        for (int k = 0; k < n; k++) {
+            int i = order[(size_t)k];
             if (r->fibers[i].state == F_RUN) resume(r, i);
+        }
         const int alive = n - r->done;
         if (!alive) return;
         if (r->at_shfl) {
@@ -338,12 +446,25 @@ void run_grid(const char *name, dim3 grid, dim3 block, const std::function<void(
     run.nthreads = (int)(block.x * block.y * block.z);
     t_block_dim = uint3{block.x, block.y, block.z};
     t_grid_dim = uint3{grid.x, grid.y, grid.z};
-    for (unsigned z = 0; z < grid.z; z++)
-        for (unsigned y = 0; y < grid.y; y++)
-            for (unsigned x = 0; x < grid.x; x++) {
-                t_block_idx.x = x, t_block_idx.y = y, t_block_idx.z = z;
-                run_block(&run);
-            }
+    order_read();
+    const long long nblocks = (long long)grid.x * grid.y * grid.z;
+    if (g_order == ORDER_FORWARD || nblocks > (1 << 26)) { /* a huge grid runs forward */
+        for (unsigned z = 0; z < grid.z; z++)
+            for (unsigned y = 0; y < grid.y; y++)
+                for (unsigned x = 0; x < grid.x; x++) {
+                    t_block_idx.x = x, t_block_idx.y = y, t_block_idx.z = z;
+                    run_block(&run);
+                }
+    } else {
+        static std::vector<int> blocks;
+        order_fill(blocks, (int)nblocks);
+        for (int b : blocks) {
+            t_block_idx.x = (unsigned)b % grid.x;
+            t_block_idx.y = (unsigned)b / grid.x % grid.y;
+            t_block_idx.z = (unsigned)b / grid.x / grid.y;
+            run_block(&run);
+        }
+    }
     t_run = saved;
 }
 

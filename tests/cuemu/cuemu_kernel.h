@@ -8,7 +8,8 @@
  *
  * Device built-ins provided: threadIdx, blockIdx, blockDim, gridDim, __syncthreads,
  * __shfl_xor_sync (32-bit types), __float_as_uint, __uint_as_float; __shared__ variables are
- * static, which is per block since blocks run one at a time. */
+ * static, which is per block since blocks run one at a time, and hold NaN bytes when each
+ * block starts. */
 #ifndef PLUMB_CUEMU_KERNEL_H
 #define PLUMB_CUEMU_KERNEL_H
 
@@ -18,7 +19,9 @@
 #define __global__
 #define __device__
 #define __host__
-#define __shared__ static /* kernels run one at a time, under cuemu's lock */
+/* kernels run one at a time, under cuemu's lock, so a static serves every block; the
+ * section lets the scheduler fill all of them with NaN bytes when a block starts */
+#define __shared__ __attribute__((section("cuemu_shared"))) static
 #define __forceinline__ inline
 
 #include <cuda_runtime.h>

@@ -44,6 +44,30 @@ __global__ void k_barrier_after_return(int n, float *x)
     __syncthreads();
 }
 
+/* out[t] = in[t - 1] through shared memory, without the barrier that makes it correct: each
+ * thread reads a neighbour's slot right after writing its own. */
+__global__ void k_shift_without_barrier(const float *in, float *out)
+{
+    __shared__ float sh[N_BLOCK];
+    const int t = (int)threadIdx.x;
+    sh[t] = in[t];
+    out[t] = sh[t > 0 ? t - 1 : 0];
+}
+
+/* out[block] = the shared slot before this block writes it, then writes it. */
+__global__ void k_read_shared_first(float *out)
+{
+    __shared__ float sh[1];
+    out[blockIdx.x] = sh[0];
+    sh[0] = 1.0f;
+}
+
+/* out[block] += 1 for every (x, y) block of the grid. */
+__global__ void k_count_blocks(float *out)
+{
+    if (threadIdx.x == 0) out[blockIdx.y * gridDim.x + blockIdx.x] += 1.0f;
+}
+
 __global__ void k_fill(size_t n, float v, float *x)
 {
     for (size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
@@ -90,6 +114,67 @@ Test(cuemu, barriers_and_shuffles_compute_what_the_gpu_does)
     }
     cudaStreamDestroy(s);
     cudaFree(in), cudaFree(out);
+}
+
+/* The shift races: it is right only when every thread runs after its left neighbour. Run
+ * in reverse (or shuffled) the race shows; the barrier-correct block sum stays right. */
+static int shift_mismatches(const char *order)
+{
+    setenv("CUEMU_ORDER", order, 1);
+    float h[N_BLOCK], r[N_BLOCK], sum = 0;
+    for (int i = 0; i < N_BLOCK; i++) h[i] = (float)i;
+    float *in = dev_floats(N_BLOCK), *out = dev_floats(N_BLOCK);
+    cudaMemcpy(in, h, sizeof h, cudaMemcpyHostToDevice);
+    k_shift_without_barrier<<<1, N_BLOCK>>>(in, out);
+    cudaMemcpy(r, out, sizeof r, cudaMemcpyDeviceToHost);
+    int bad = 0;
+    for (int i = 0; i < N_BLOCK; i++) bad += r[i] != h[i > 0 ? i - 1 : 0];
+    k_block_sum<<<1, N_BLOCK>>>(in, out);
+    cudaMemcpy(&sum, out, 4, cudaMemcpyDeviceToHost);
+    cr_assert_eq(sum, N_BLOCK * (N_BLOCK - 1) / 2.0f, "%s: block sum %g", order, sum);
+    cudaFree(in), cudaFree(out);
+    return bad;
+}
+
+Test(cuemu, a_missing_barrier_shows_in_reverse_order)
+{
+    cr_assert_eq(shift_mismatches("forward"), 0, "forward order hides the race");
+    cr_assert_eq(shift_mismatches("reverse"), N_BLOCK - 1,
+                 "in reverse every thread but 0 reads its neighbour's slot unwritten (NaN)");
+    cr_assert_gt(shift_mismatches("shuffle:7"), N_BLOCK / 4);
+}
+
+Test(cuemu, shared_memory_holds_garbage_when_a_block_starts)
+{
+    float *out = dev_floats(2), r[2];
+    k_read_shared_first<<<2, 1>>>(out);
+    cudaMemcpy(r, out, sizeof r, cudaMemcpyDeviceToHost);
+    cr_assert(r[0] != r[0] && r[1] != r[1],
+              "each block reads NaN, not zero or the previous block's 1 (got %g, %g)", r[0], r[1]);
+    cudaFree(out);
+}
+
+Test(cuemu, every_block_runs_once_in_every_order)
+{
+    const char *orders[] = {"forward", "reverse", "shuffle", "shuffle:12345"};
+    for (int o = 0; o < 4; o++) {
+        setenv("CUEMU_ORDER", orders[o], 1);
+        float *out = dev_floats(7 * 5), r[7 * 5];
+        cudaMemset(out, 0, sizeof r);
+        k_count_blocks<<<dim3(7, 5), 32>>>(out);
+        cudaMemcpy(r, out, sizeof r, cudaMemcpyDeviceToHost);
+        for (int i = 0; i < 7 * 5; i++) cr_assert_eq(r[i], 1.0f, "%s: block %d ran %g times",
+                                                      orders[o], i, r[i]);
+        cudaFree(out);
+    }
+}
+
+Test(cuemu, an_unknown_order_stops_the_run, .signal = SIGABRT)
+{
+    setenv("CUEMU_ORDER", "backwards", 1);
+    float *x = dev_floats(4);
+    k_fill<<<1, 4>>>(4, 1.0f, x);
+    cudaDeviceSynchronize();
 }
 
 Test(cuemu, bad_launch_configuration_is_an_error_not_a_launch)
