@@ -46,6 +46,9 @@ typedef struct local {
     char why[512];
     hand **spare;           /* (from, to): nworkers x nworkers spare lists */
     int *held;              /* per sender: its hands a receiver is copying out of now */
+    float **part;           /* per worker: the all-reduce root's receive buffer, kept between
+                               calls (an allocation per call would stall a GPU's streams) */
+    size_t *part_cap;       /* its bytes */
 } local;
 
 /* 1 when messages move device to device with this backend. */
@@ -221,19 +224,21 @@ static int local_allreduce(transport *t, const backend *bk, bk_ctx *ctx, int sel
         if (local_send(t, bk, ctx, self, root, up, buf, bytes, err)) return -1;
         return local_recv(t, bk, ctx, self, root, down, buf, bytes, err);
     }
-    float *part = bk->alloc(ctx, bytes, err); // (count)
-    if (!part) return -1;
-    int rc = -1;
+    local *l = t->impl;
+    if (l->part_cap[self] < bytes) {
+        bk->free(ctx, l->part[self]);
+        l->part_cap[self] = 0;
+        if (!(l->part[self] = bk->alloc(ctx, bytes, err))) return -1;
+        l->part_cap[self] = bytes;
+    }
+    float *part = l->part[self]; // (count)
     for (int i = 1; i < n; i++) {
-        if (local_recv(t, bk, ctx, self, group[i], up, part, bytes, err)) goto done;
+        if (local_recv(t, bk, ctx, self, group[i], up, part, bytes, err)) return -1;
         bk->axpy(ctx, count, 1.0f, part, buf);
     }
     for (int i = 1; i < n; i++)
-        if (local_send(t, bk, ctx, self, group[i], down, buf, bytes, err)) goto done;
-    rc = 0;
-done:
-    bk->free(ctx, part);
-    return rc;
+        if (local_send(t, bk, ctx, self, group[i], down, buf, bytes, err)) return -1;
+    return 0;
 }
 
 static void local_abort(transport *t, const char *why)
@@ -259,7 +264,11 @@ static int has_unread(const local *l, int w)
 static void local_release(transport *t, const backend *bk, bk_ctx *ctx, int worker, int wait)
 {
     local *l = t->impl;
-    if (worker < 0 || worker >= l->nworkers || !device_path(bk)) return;
+    if (worker < 0 || worker >= l->nworkers) return;
+    bk->free(ctx, l->part[worker]); /* the backend waits for its queue first */
+    l->part[worker] = NULL;
+    l->part_cap[worker] = 0;
+    if (!device_path(bk)) return;
     struct timespec dl;
     deadline_in(&dl, l->timeout_s);
     hand *mine = NULL;
@@ -323,6 +332,8 @@ static void local_destroy(transport *t)
     pthread_mutex_destroy(&l->mu);
     free(l->spare);
     free(l->held);
+    free(l->part); /* their buffers were freed by release, or leaked with their context */
+    free(l->part_cap);
     free(l);
     free(t);
 }
@@ -334,11 +345,15 @@ transport *transport_local_create(int nworkers, double timeout_s, plumb_err *err
     if (nworkers < 1) nworkers = 1;
     hand **spare = calloc((size_t)nworkers * (size_t)nworkers, sizeof *spare);
     int *held = calloc((size_t)nworkers, sizeof *held);
-    if (!t || !l || !spare || !held) {
+    float **part = calloc((size_t)nworkers, sizeof *part);
+    size_t *part_cap = calloc((size_t)nworkers, sizeof *part_cap);
+    if (!t || !l || !spare || !held || !part || !part_cap) {
         free(t);
         free(l);
         free(spare);
         free(held);
+        free(part);
+        free(part_cap);
         err_set(err, NULL, NULL, "out of memory");
         return NULL;
     }
@@ -348,6 +363,8 @@ transport *transport_local_create(int nworkers, double timeout_s, plumb_err *err
     l->timeout_s = timeout_s > 0 ? timeout_s : 120;
     l->spare = spare;
     l->held = held;
+    l->part = part;
+    l->part_cap = part_cap;
     t->name = "local";
     t->impl = l;
     t->send = local_send;

@@ -19,7 +19,8 @@ struct bk_mark {
     atomic_long records;
 };
 
-static atomic_long markbk_violations, markbk_marks_live, markbk_bufs_live, markbk_peer_copies;
+static atomic_long markbk_violations, markbk_marks_live, markbk_bufs_live, markbk_peer_copies,
+    markbk_allocs;
 
 static bk_mark *markbk_mark_new(bk_ctx *c, plumb_err *err)
 {
@@ -64,7 +65,10 @@ static void markbk_copy_peer(bk_ctx *to, void *dst, const bk_ctx *from, const vo
 static void *markbk_alloc(bk_ctx *c, size_t bytes, plumb_err *err)
 {
     void *p = backend_cpu()->alloc(c, bytes, err);
-    if (p) markbk_bufs_live++;
+    if (p) {
+        markbk_bufs_live++;
+        markbk_allocs++;
+    }
     return p;
 }
 

@@ -1,6 +1,7 @@
 /* test_train_transport.c: the local transport on its own: messages match by (from, to,
  * tag) in any order, sizes are checked, all-reduce sums over a group of threads, a missing
- * message times out, and an abort wakes every waiting receiver. With a backend that has
+ * message times out, and an abort wakes every waiting receiver; repeated all-reduces
+ * allocate nothing after the first. With a backend that has
  * the hand-off entries (tests/markbk.h), messages move through staging buffers that are
  * reused, ordered by marks, and freed by release, also while a shared receiver lags. */
 #include <criterion/criterion.h>
@@ -52,8 +53,27 @@ static void *reduce_main(void *p)
 {
     peer *q = p;
     int group[3] = {2, 0, 1}; /* the first member gathers */
-    q->rc = q->tr->allreduce(q->tr, q->bk, q->ctx, q->self, group, 3, 11, q->buf, 4, &q->err);
+    q->rc = q->tr->allreduce(q->tr, q->bk, q->ctx, q->self, group, 3, 11 + q->n, q->buf, 4,
+                             &q->err);
     return NULL;
+}
+
+/* One all-reduce over three threads (round r: tag 11 + r); every buffer must be the sum. */
+static void allreduce_round(peer *p, int r)
+{
+    pthread_t th[3];
+    for (int i = 0; i < 3; i++) {
+        p[i].n = r;
+        for (int k = 0; k < 4; k++) p[i].buf[k] = (float)(10 * i + k + r);
+        pthread_create(&th[i], NULL, reduce_main, &p[i]);
+    }
+    for (int i = 0; i < 3; i++) pthread_join(th[i], NULL);
+    for (int i = 0; i < 3; i++) {
+        cr_expect_eq(p[i].rc, 0, "%s", p[i].err.msg);
+        for (int k = 0; k < 4; k++)
+            cr_expect_float_eq(p[i].buf[k], (float)(30 + 3 * k + 3 * r), 1e-6,
+                               "round %d, worker %d [%d]", r, i, k);
+    }
 }
 
 static void allreduce_three_workers(const backend *bk)
@@ -61,22 +81,20 @@ static void allreduce_three_workers(const backend *bk)
     plumb_err e = {{0}};
     transport *t = transport_local_create(3, 5, &e);
     peer p[3];
-    pthread_t th[3];
     for (int i = 0; i < 3; i++) {
         memset(&p[i], 0, sizeof p[i]);
         p[i].tr = t;
         p[i].bk = bk;
         p[i].ctx = bk->create(0, &e);
         p[i].self = i;
-        for (int k = 0; k < 4; k++) p[i].buf[k] = (float)(10 * i + k);
-        pthread_create(&th[i], NULL, reduce_main, &p[i]);
     }
-    for (int i = 0; i < 3; i++) pthread_join(th[i], NULL);
-    for (int i = 0; i < 3; i++) {
-        cr_expect_eq(p[i].rc, 0, "%s", p[i].err.msg);
-        for (int k = 0; k < 4; k++)
-            cr_expect_float_eq(p[i].buf[k], (float)(30 + 3 * k), 1e-6, "worker %d [%d]", i, k);
-    }
+    allreduce_round(p, 0);
+    long first = markbk_allocs;
+    /* later rounds reuse the root's receive buffer and the staging buffers: on a GPU an
+     * allocation per round would stall every stream of the device */
+    for (int r = 1; r < 5; r++) allreduce_round(p, r);
+    cr_expect_eq(markbk_allocs, first, "rounds 2 to 5 allocated %ld more buffers",
+                 (long)markbk_allocs - first);
     for (int i = 0; i < 3; i++) {
         if (t->release) t->release(t, bk, p[i].ctx, i, 0);
         bk->destroy(p[i].ctx);
