@@ -221,6 +221,42 @@ Test(pipeline, device_handoffs_equal_host_copies)
     handoff_case(SCHED_PIPEDREAM, 2, f2, 1, NULL, BK_SGD);
 }
 
+/* Buffers allocated by a run of `iters` iterations on the counting backend (the runtime's
+ * and the stages', not the transport's staging buffers: see countbk). */
+static long allocs_for(fixture *f, sched_kind kind, int nstages, const int *firsts, int chunks,
+                       const int *replicas, int iters)
+{
+    plumb_err e = {{0}};
+    rt_result r;
+    long before = markbk_allocs;
+    run_bk = countbk();
+    cr_assert_eq(pipeline(f, kind, nstages, firsts, chunks, replicas, 4, iters, BK_ADAM, &r, &e),
+                 0, "%s", e.msg);
+    run_bk = NULL;
+    rt_result_free(&r);
+    return markbk_allocs - before;
+}
+
+/* Every buffer a run needs is allocated in its first iterations: six more iterations allocate
+ * nothing (on a GPU each cudaMalloc and cudaFree in the loop would synchronize the device). */
+Test(pipeline, steady_iterations_allocate_nothing)
+{
+    int f2[] = {0, 4}, f4[] = {0, 2, 4, 7}, reps[] = {2, 3};
+    struct { sched_kind kind; int nstages, chunks; const int *firsts, *reps; } c[] = {
+        {SCHED_1F1B_FLUSH, 4, 1, f4, NULL}, {SCHED_ZB_V, 4, 2, f4, NULL},
+        {SCHED_1F1B_FLUSH, 2, 1, f2, reps}, {SCHED_PIPEDREAM, 2, 1, f2, NULL},
+        {SCHED_GPIPE, 4, 1, f4, NULL}};
+    for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
+        fixture f = setup();
+        long a = allocs_for(&f, c[i].kind, c[i].nstages, c[i].firsts, c[i].chunks, c[i].reps, 3);
+        long b = allocs_for(&f, c[i].kind, c[i].nstages, c[i].firsts, c[i].chunks, c[i].reps, 9);
+        cr_expect_eq(a, b, "%s%s: 3 iterations allocate %ld buffers, 9 allocate %ld",
+                     sched_kind_name(c[i].kind), c[i].reps ? " (replicated)" : "", a, b);
+        cr_expect_eq(markbk_bufs_live, 0, "every buffer freed");
+        teardown_f(&f);
+    }
+}
+
 /* Recomputed activations (plan "recompute"): the same weights as sequential training,
  * also with split I/W passes and with stashed versions. */
 Test(pipeline, recompute_equals_sequential)
