@@ -65,7 +65,11 @@ ifeq ($(HAVE_MPI),1)
   LDLIBS += $(MPI_LIBS)
   LIB_OBJS_MPI := $(MPI_SRCS:%.c=$(BUILD)/obj/%.o)
 endif
-NVCCFLAGS ?= -O2 -std=c++17 -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90 -Icore -I. -Xcompiler -Wall
+# machine code for Hopper (sm_90) and Ampere/Ada (sm_80, which sm_86 and sm_89 run), and
+# compute_75 PTX (CUDA 13's oldest target) that any other GPU JIT-compiles at load
+NVCC_ARCH ?= -gencode arch=compute_90,code=sm_90 -gencode arch=compute_80,code=sm_80 \
+             -gencode arch=compute_75,code=compute_75
+NVCCFLAGS ?= -O2 -std=c++17 $(NVCC_ARCH) -Icore -I. -Xcompiler -Wall
 
 LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/obj/%.o) $(LIB_OBJS_MPI)
 ifeq ($(HAVE_CUDA),1)

@@ -120,6 +120,30 @@ Test(cuda, create_fails_cleanly_without_gpu)
     }
 }
 
+#ifdef PLUMB_CUEMU
+/* TF32 and bf16 need Ampere or newer: on an emulated Turing GPU (sm_75) those precisions
+ * are refused with one line naming the device, and fp32 still runs. */
+Test(cuda, reduced_precision_needs_ampere)
+{
+    setenv("CUEMU_CC", "7.5", 1);
+    plumb_err e = {{0}};
+    for (int p = CUDA_TF32; p <= CUDA_BF16; p++) {
+        cr_assert_null(backend_cuda_precision((cuda_precision)p)->create(0, &e));
+        cr_assert(strstr(e.msg, "needs a GPU of compute capability 8.0 or newer") &&
+                      strstr(e.msg, "is sm_75: use --backend cuda (fp32)") &&
+                      strstr(e.msg, cuda_precision_name((cuda_precision)p)),
+                  "%s", e.msg);
+    }
+    bk_ctx *c = backend_cuda()->create(0, &e);
+    cr_assert_not_null(c, "fp32 runs on sm_75: %s", e.msg);
+    backend_cuda()->destroy(c);
+    setenv("CUEMU_CC", "8.6", 1);
+    c = backend_cuda_precision(CUDA_BF16)->create(0, &e);
+    cr_assert_not_null(c, "bf16 runs on sm_86: %s", e.msg);
+    backend_cuda_precision(CUDA_BF16)->destroy(c);
+}
+#endif
+
 /* ------------------------------------------------------------------ harness */
 
 /* A backend context and the buffers put() gave it (close_side frees them). */

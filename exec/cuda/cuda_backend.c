@@ -64,6 +64,19 @@ static bk_ctx *create_with(int device, cuda_precision prec, plumb_err *err)
                 device);
         return NULL;
     }
+    if (prec != CUDA_FP32) {
+        /* TF32 and bf16 tensor cores start with Ampere; older GPUs would fail in cuBLAS
+         * (bf16) or silently compute in fp32 (TF32) */
+        struct cudaDeviceProp p;
+        if (CUDA_CHECK_E(err, cudaGetDeviceProperties(&p, device))) return NULL;
+        if (p.major < 8) {
+            err_set(err, NULL, "--precision",
+                    "%s needs a GPU of compute capability 8.0 or newer (Ampere); device %d "
+                    "(%s) is sm_%d%d: use --backend cuda (fp32)", cuda_precision_name(prec),
+                    device, p.name, p.major, p.minor);
+            return NULL;
+        }
+    }
     bk_ctx *c = calloc(1, sizeof *c);
     if (!c) {
         err_set(err, NULL, NULL, "out of memory");

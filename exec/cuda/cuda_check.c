@@ -32,8 +32,9 @@ const char *cuda_hint_rt(int code)
         return "too many registers or threads for this kernel on this GPU";
     case cudaErrorNoKernelImageForDevice:
     case cudaErrorUnsupportedPtxVersion:
-        return "plumb was built for sm_90 with compute_90 PTX; rebuild with NVCCFLAGS "
-               "naming this GPU's architecture (-gencode arch=compute_XX,code=sm_XX)";
+        return "plumb's kernels are built for sm_90 and sm_80 with compute_75 PTX, which "
+               "this GPU or its driver cannot load; update the driver, or rebuild with "
+               "NVCC_ARCH naming this GPU's architecture (-gencode arch=compute_XX,code=sm_XX)";
     case cudaErrorPeerAccessUnsupported:
         return "these GPUs cannot reach each other directly; copies are staged through "
                "host memory";

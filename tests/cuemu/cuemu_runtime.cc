@@ -1,5 +1,6 @@
 /* cuemu_runtime.cc: the CUDA runtime API as cuemu emulates it on the CPU: devices (count
- * and memory from CUEMU_DEVICES, default 2, and CUEMU_DEVICE_MB, default 4096), device
+ * and memory from CUEMU_DEVICES, default 2, and CUEMU_DEVICE_MB, default 4096; compute
+ * capability from CUEMU_CC, default 9.0), device
  * memory (host memory in a registry, filled with NaN bytes on allocation as a GPU's is
  * undefined), streams as queues of deferred work, events as points in those queues, peer
  * access, and the per-thread last error. Work runs only when CUDA would let the host see its
@@ -384,8 +385,18 @@ cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *p, int device)
     if (device < 0 || device >= st().ndevices) return ret(cudaErrorInvalidDevice);
     memset(p, 0, sizeof *p);
     snprintf(p->name, sizeof p->name, "cuemu %d (CUDA emulated on the CPU)", device);
+    /* CUEMU_CC=MAJOR.MINOR: the compute capability the devices report (default 9.0) */
+    const char *cc = getenv("CUEMU_CC");
     p->major = 9;
     p->minor = 0;
+    if (cc && *cc) {
+        int major = 0, minor = 0, k = 0;
+        if (sscanf(cc, "%d.%d%n", &major, &minor, &k) != 2 || cc[k] || major < 1 || major > 99 ||
+            minor < 0 || minor > 9)
+            fail("CUEMU_CC=%s: expected a compute capability MAJOR.MINOR, e.g. 7.5", cc);
+        p->major = major;
+        p->minor = minor;
+    }
     p->totalGlobalMem = st().device_bytes;
     p->multiProcessorCount = 1;
     p->warpSize = 32;
