@@ -97,7 +97,7 @@ static const backend *markbk(void)
 /* The CPU backend with counted buffers only: messages travel as host copies, so what it
  * counts is what the runtime and the stages allocate, not the transport's staging buffers
  * (whose number follows how far senders run ahead, which timing decides). */
-static const backend *countbk(void)
+static inline const backend *countbk(void)
 {
     static backend b;
     b = *backend_cpu();
