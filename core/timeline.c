@@ -110,7 +110,7 @@ int timeline_track(timeline *tl, int kind, int device, int peer, const char *nam
     if (!nm)
         return -1;
     tl->tracks[tl->ntracks] = (tl_track){.kind = kind, .device = device, .peer = peer,
-                                         .name = nm};
+                                         .name = nm, .peak_bytes = -1};
     return tl->hint = tl->ntracks++;
 }
 
@@ -246,8 +246,11 @@ char *timeline_chrome_text(const timeline *tl, size_t *len)
         sbuf_printf(&b, "%s{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": %d, \"tid\": %d, "
                   "\"args\": {\"name\": ", sep, pid, tid[i]);
         sb_str(&b, t->name);
-        sbuf_printf(&b, ", \"track\": \"%s\", \"device\": %d, \"peer\": %d}},\n",
+        sbuf_printf(&b, ", \"track\": \"%s\", \"device\": %d, \"peer\": %d",
                   track_kind_names[t->kind], t->device, t->peer);
+        if (t->kind == TL_TRACK_DEVICE && t->peak_bytes >= 0)
+            sbuf_printf(&b, ", \"peak_memory_bytes\": %.17g", t->peak_bytes);
+        sbuf_printf(&b, "}},\n");
         sbuf_printf(&b, "{\"name\": \"thread_sort_index\", \"ph\": \"M\", \"pid\": %d, "
                   "\"tid\": %d, \"args\": {\"sort_index\": %d}}", pid, tid[i], i);
         sep = ",\n";
@@ -347,9 +350,15 @@ static int read_thread_name(const jctx *c, timeline *tl, tkey **keys, int *nkeys
     if (int_arg(c, args, p, "device", kind == TL_TRACK_LINK, 0, &device) ||
         int_arg(c, args, p, "peer", kind == TL_TRACK_LINK, -1, &peer))
         return -1;
+    double peak = -1;
+    if (kind == TL_TRACK_DEVICE && json_get_num(c, args, p, "peak_memory_bytes", 0, J_NONNEG,
+                                                &peak))
+        return -1;
     int id = timeline_track(tl, kind, device, peer, name);
     if (id < 0)
         return err_set(c->err, c->file, NULL, "out of memory");
+    if (peak >= 0)
+        tl->tracks[id].peak_bytes = peak;
     if (find_key(*keys, *nkeys, pid, tid) >= 0)
         return 0;
     if (*nkeys == *cap) {

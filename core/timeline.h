@@ -35,6 +35,8 @@ typedef struct tl_track {
     int device;               /* device id (link: the sender) */
     int peer;                 /* link: the receiver; else -1 */
     char *name;               /* shown by trace viewers, e.g. "device 3 (V100)" */
+    double peak_bytes;        /* device tracks: the most memory the device held over the
+                                 run (predicted or measured), bytes; < 0 unknown */
 } tl_track;
 
 typedef struct tl_event {
@@ -62,7 +64,8 @@ timeline *timeline_new(const char *source);
 void timeline_free(timeline *tl);
 
 /* Returns the track id of (kind, device, peer), adding it with `name` (copied; NULL = a
- * default like "device 3" / "link 3->4") when new; -1 when out of memory. */
+ * default like "device 3" / "link 3->4") and peak_bytes -1 when new; -1 when out of
+ * memory. */
 int timeline_track(timeline *tl, int kind, int device, int peer, const char *name);
 
 /* Appends a copy of e. Returns 0, or -1 when out of memory. */

@@ -557,7 +557,7 @@ static int build_trace(const rt_cfg *c, worker *wks, timeline *tl)
 {
     const schedule *s = c->sched;
     for (int w = 0; w < s->nworkers; w++) {
-        int dev = c->trace_device ? c->trace_device[w] : w;
+        int dev = c->trace_device ? c->trace_device[w] : w, counted = 0;
         for (int k = 0; k < wks[w].nev; k++) {
             const rec *r = &wks[w].ev[k];
             int tk = TL_TRACK_DEVICE, peer = -1;
@@ -569,6 +569,12 @@ static int build_trace(const rt_cfg *c, worker *wks, timeline *tl)
             }
             int track = timeline_track(tl, tk, dev, peer, NULL);
             if (track < 0) return -1;
+            if (!counted && tk == TL_TRACK_DEVICE && wks[w].peak >= 0) {
+                /* workers that share a device add up on it */
+                tl_track *t = &tl->tracks[track];
+                t->peak_bytes = (t->peak_bytes > 0 ? t->peak_bytes : 0) + wks[w].peak;
+                counted = 1;
+            }
             tl_event e = {r->t0, r->t1 - r->t0, r->bytes, track, tl_kind_of(r->kind), r->stage,
                           -1, r->mb, r->it};
             if (tk == TL_TRACK_LINK) e.peer_stage = r->peer_stage;

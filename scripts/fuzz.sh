@@ -29,7 +29,7 @@ declare -A extra_srcs=(
     [model]="exec/model.c exec/checkpoint.c"
     [checkpoint]="exec/model.c exec/checkpoint.c"
     [pipedream]="core/import_pipedream.c"
-    [trace]="core/timeline.c core/strbuf.c sim/compare.c")
+    [trace]="core/timeline.c core/strbuf.c sim/compare.c sim/compare_mem.c")
 cflags=(-std=c11 -g -O1 -fno-omit-frame-pointer -D_POSIX_C_SOURCE=200809L -I. -Icore
         -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined)
 

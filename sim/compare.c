@@ -1,5 +1,6 @@
 /* compare.c: run summaries from timelines and simulator reports, their alignment by
- * (stage, action kind), and the tables and JSON of `plumb compare` (sim/compare.h). */
+ * (stage, action kind), and the tables and JSON of `plumb compare` (sim/compare.h); the
+ * peak-memory figures are compare_mem.c's. */
 #include "sim/compare.h"
 
 #include <cjson/cJSON.h>
@@ -30,6 +31,7 @@ void compare_side_free(compare_side *s)
     free(s->what);
     free(s->cells);
     free(s->busy_s);
+    free(s->mem);
     memset(s, 0, sizeof *s);
 }
 
@@ -163,6 +165,10 @@ int compare_side_from_timeline(const timeline *tl, int skip, const char *file,
     free(busy);
     free(end);
     free(holds);
+    if (compare_mem_from_timeline(tl, file, out, err)) {
+        compare_side_free(out);
+        return -1;
+    }
     return 0;
 }
 
@@ -227,6 +233,10 @@ int compare_side_from_report(const cJSON *root, const char *file, compare_side *
         if (out->kinds[k].n) out->kinds[k].median_s = out->kinds[k].total_s / out->kinds[k].n;
     out->iterations = out->used = (int)iters;
     out->iteration_s = it_s;
+    if (compare_mem_from_report(root, file, out, err)) {
+        compare_side_free(out);
+        return -1;
+    }
     return 0;
 }
 
@@ -289,6 +299,7 @@ void compare_result_free(compare_result *r)
     free(r->kinds);
     free(r->stages);
     free(r->idle);
+    free(r->mem);
     memset(r, 0, sizeof *r);
 }
 
@@ -348,6 +359,10 @@ int compare_sides(const compare_side *pred, const compare_side *meas, compare_re
                              meas->iterations);
     out->mean_abs_error = nabs ? sum_abs / nabs : NAN;
     out->mean_abs_error_med = nmed ? sum_med / nmed : NAN;
+    if (compare_mem_align(out)) {
+        compare_result_free(out);
+        return err_set(err, NULL, NULL, "out of memory");
+    }
     return 0;
 }
 
@@ -420,6 +435,7 @@ void compare_print(const compare_result *r, int median, FILE *out)
     else
         fprintf(out, "\nmean |error| of the per-stage F/B/I/W %s times: %.1f %%\n", stat,
                 100 * mae);
+    compare_mem_print(r, out);
 }
 
 /* Adds key = v, or null when v is NAN (absent). */
@@ -503,5 +519,9 @@ cJSON *compare_to_json(const compare_result *r)
     cJSON_AddItemToObject(o, "iteration", it);
     add_opt(o, "mean_abs_error", r->mean_abs_error);
     add_opt(o, "mean_abs_error_median", r->mean_abs_error_med);
+    if (compare_mem_json(r, o)) {
+        cJSON_Delete(o);
+        return NULL;
+    }
     return o;
 }

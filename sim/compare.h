@@ -29,6 +29,16 @@ typedef struct compare_cell {
     double median_s;      /* their median duration, seconds (a report: its one figure) */
 } compare_cell;
 
+/* Peak memory of the devices that run one set of stages (sim/compare_mem.c). Devices are
+ * matched across the two sides by the stages they run, not by their ids: a measured trace
+ * may number workers where the prediction numbers the plan's devices. */
+typedef struct compare_mem {
+    char stages[64];      /* the (virtual) stages, "0" or "1,5" (cut with "..." when long) */
+    int first_stage;      /* the lowest of them: the order of the rows */
+    int ndevices;         /* devices that run this set */
+    double peak_bytes;    /* the largest peak among them, bytes */
+} compare_mem;
+
 /* One side (a run) summarised. */
 typedef struct compare_side {
     char *file;           /* where it was read from (owned; may be "") */
@@ -42,6 +52,9 @@ typedef struct compare_side {
     int iterations;       /* iterations in the run */
     int used;             /* iterations counted in the cells (the last `used` ones) */
     double iteration_s;   /* steady-state time per iteration; < 0 when unknown */
+    int nmem;             /* peak memory by stage set, ordered by first stage; 0 when the
+                             side carries no memory figures (an older trace) */
+    compare_mem *mem;
 } compare_side;
 
 /* Summarises a timeline, skipping its first `skip` iterations (warm-up, pipeline fill)
@@ -65,12 +78,29 @@ int compare_side_from_timeline(const timeline *tl, int skip, const char *file,
 int compare_side_from_report(const struct cJSON *root, const char *file, compare_side *out,
                              plumb_err *err);
 
+/* Memory figures of a side (sim/compare_mem.c): from a timeline, each device track's
+ * peak_bytes grouped by the stages its compute actions ran; from a report, its "devices"
+ * array (stages, peak_memory_bytes; absent: no figures). Set s->mem and s->nmem. Return 0,
+ * or -1 with err when out of memory or (report) a malformed device entry. */
+int compare_mem_from_timeline(const timeline *tl, const char *file, compare_side *s,
+                              plumb_err *err);
+int compare_mem_from_report(const struct cJSON *root, const char *file, compare_side *s,
+                            plumb_err *err);
+
 /* Reads path: a plumb-sim-report/1 report or a Chrome trace (anything with traceEvents),
  * and summarises it as above. Returns 0, or -1 with err set for an unreadable or
  * malformed file, or one that is neither. */
 int compare_side_load(const char *path, int skip, compare_side *out, plumb_err *err);
 
 void compare_side_free(compare_side *s);
+
+/* One stage set's peak memory on both sides. */
+typedef struct compare_mem_row {
+    char stages[64];
+    double pred_bytes, meas_bytes; /* < 0: absent on that side */
+    int pred_devices, meas_devices;
+    double error;         /* (pred - meas) / meas; NAN when either is absent */
+} compare_mem_row;
 
 /* One aligned figure. */
 typedef struct compare_row {
@@ -98,6 +128,10 @@ typedef struct compare_result {
     double mean_abs_error;/* mean |error| over the per-(stage, kind) compute rows
                              (F, B, I, W) that both sides have; NAN when none */
     double mean_abs_error_med; /* the same over the medians' errors */
+    int nmem;
+    compare_mem_row *mem; /* peak memory per stage set present on either side; none when
+                             neither side has memory figures */
+    double mem_mean_abs_error; /* mean |error| over the memory rows both sides have */
 } compare_result;
 
 /* (pred - meas) / meas; NAN when either is < 0 (absent) or meas is 0. */
@@ -119,5 +153,11 @@ void compare_print(const compare_result *r, int median, FILE *out);
 /* The result as JSON (format plumb-compare/1, docs/loop.md); NULL when out of memory.
  * Caller frees with cJSON_Delete. */
 struct cJSON *compare_to_json(const compare_result *r);
+
+/* Aligns the memory figures of r->pred and r->meas into r->mem; 0, or -1 out of memory. */
+int compare_mem_align(compare_result *r);
+/* The memory table (nothing when r has no memory rows) and its JSON array "memory". */
+void compare_mem_print(const compare_result *r, FILE *out);
+int compare_mem_json(const compare_result *r, struct cJSON *o);
 
 #endif

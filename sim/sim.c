@@ -301,6 +301,13 @@ sim_report *sim_run(const plan *pl, const sim_options *opt, plumb_err *err)
     }
     rep->tl = res.tl;
     res.tl = NULL;
+    /* the trace carries each device's predicted peak memory, for plumb compare */
+    for (int i = 0; rep->tl && i < rep->ndevices; i++)
+        for (int k = 0; k < rep->tl->ntracks; k++) {
+            tl_track *t = &rep->tl->tracks[k];
+            if (t->kind == TL_TRACK_DEVICE && t->device == rep->devices[i].device)
+                t->peak_bytes = rep->devices[i].mem.total;
+        }
     sim_result_free(&res);
     sim_model_release(&m);
     schedule_free(own);

@@ -433,3 +433,127 @@ Test(compare, ring_steps_are_not_allreduces)
     sim_report_free(r);
     plan_free(pl);
 }
+
+/* Peak memory: devices are grouped by the stages they run (replicas of a stage merge, the
+ * largest peak kept), matched across sides by those stages whatever their device ids, and a
+ * stage set on one side only is a row with the other side absent. */
+Test(compare, peak_memory_by_stage_set)
+{
+    /* predicted: devices 4 and 5 are stage 0's replicas, device 6 runs stages 1 and 2,
+     * device 7 stage 3 without a peak */
+    timeline *p = timeline_new("sim");
+    int p4 = timeline_track(p, TL_TRACK_DEVICE, 4, -1, NULL);
+    int p5 = timeline_track(p, TL_TRACK_DEVICE, 5, -1, NULL);
+    int p6 = timeline_track(p, TL_TRACK_DEVICE, 6, -1, NULL);
+    int p7 = timeline_track(p, TL_TRACK_DEVICE, 7, -1, NULL); /* stage 3, peak unknown */
+    add(p, p7, TL_F, 3, 0, 0, 4, 1);
+    add(p, p4, TL_F, 0, 0, 0, 0, 1);
+    add(p, p5, TL_F, 0, 1, 0, 0, 1);
+    add(p, p6, TL_F, 2, 0, 0, 2, 1);
+    add(p, p6, TL_F, 1, 0, 0, 1, 1);
+    add(p, p6, TL_B, 2, 0, 0, 3, 1);
+    p->tracks[p4].peak_bytes = 100;
+    p->tracks[p5].peak_bytes = 300;
+    p->tracks[p6].peak_bytes = 1000;
+    /* measured: workers 0 and 1 run stage 0, worker 2 stages 1 and 2, worker 3 stage 3
+     * (whose peak the prediction lacks); worker 1's peak is unknown */
+    timeline *m = timeline_new("exec");
+    int m0 = timeline_track(m, TL_TRACK_DEVICE, 0, -1, NULL);
+    int m1 = timeline_track(m, TL_TRACK_DEVICE, 1, -1, NULL);
+    int m2 = timeline_track(m, TL_TRACK_DEVICE, 2, -1, NULL);
+    int m3 = timeline_track(m, TL_TRACK_DEVICE, 3, -1, NULL);
+    add(m, m0, TL_F, 0, 0, 0, 0, 1);
+    add(m, m1, TL_F, 0, 1, 0, 0, 1);
+    add(m, m2, TL_F, 1, 0, 0, 1, 1);
+    add(m, m2, TL_F, 2, 0, 0, 2, 1);
+    add(m, m3, TL_F, 3, 0, 0, 3, 1);
+    m->tracks[m0].peak_bytes = 400;
+    m->tracks[m2].peak_bytes = 800;
+    m->tracks[m3].peak_bytes = 50;
+    plumb_err err = {{0}};
+    compare_side ps, ms;
+    cr_assert_eq(compare_side_from_timeline(p, 0, "p", "sim trace", &ps, &err), 0, "%s", err.msg);
+    cr_assert_eq(compare_side_from_timeline(m, 0, "m", "exec trace", &ms, &err), 0, "%s", err.msg);
+    cr_assert_eq(ps.nmem, 2);
+    cr_assert_str_eq(ps.mem[0].stages, "0");
+    cr_assert_eq(ps.mem[0].ndevices, 2);
+    near(ps.mem[0].peak_bytes, 300, "the largest replica");
+    cr_assert_str_eq(ps.mem[1].stages, "1,2");
+    cr_assert_eq(ms.nmem, 3, "worker 1 (no peak) is left out");
+    compare_result r;
+    cr_assert_eq(compare_sides(&ps, &ms, &r, &err), 0, "%s", err.msg);
+    cr_assert_eq(r.nmem, 3);
+    cr_assert_str_eq(r.mem[0].stages, "0");
+    near(r.mem[0].error, (300.0 - 400) / 400, "stage 0");
+    cr_assert_eq(r.mem[0].meas_devices, 1);
+    cr_assert_str_eq(r.mem[1].stages, "1,2");
+    near(r.mem[1].error, (1000.0 - 800) / 800, "stages 1 and 2");
+    cr_assert_str_eq(r.mem[2].stages, "3");
+    cr_assert(r.mem[2].pred_bytes < 0 && isnan(r.mem[2].error), "stage 3: predicted absent");
+    near(r.mem_mean_abs_error, (0.25 + 0.25) / 2, "mean over the rows both sides have");
+    cJSON *j = compare_to_json(&r);
+    cJSON *mem = cJSON_GetObjectItem(j, "memory");
+    cr_assert_eq(cJSON_GetArraySize(mem), 3);
+    cJSON *m1j = cJSON_GetArrayItem(mem, 1);
+    cr_assert_str_eq(cJSON_GetObjectItem(m1j, "stages")->valuestring, "1,2");
+    near(cJSON_GetObjectItem(m1j, "measured_bytes")->valuedouble, 800, "json measured_bytes");
+    cr_assert(cJSON_IsNull(cJSON_GetObjectItem(cJSON_GetArrayItem(mem, 2), "predicted_bytes")));
+    cJSON_Delete(j);
+    compare_result_free(&r);
+    compare_side_free(&ps);
+    compare_side_free(&ms);
+    timeline_free(p);
+    timeline_free(m);
+}
+
+/* Without peaks (an older trace) there are no memory rows and the JSON array is empty. */
+Test(compare, no_memory_figures_no_rows)
+{
+    double f[] = {1, 2}, b[] = {2, 4};
+    timeline *t = pipe2("sim", 2, f, b, 20, 1);
+    plumb_err err = {{0}};
+    compare_side a, c;
+    cr_assert_eq(compare_side_from_timeline(t, 0, "t", "sim trace", &a, &err), 0);
+    cr_assert_eq(compare_side_from_timeline(t, 0, "t", "sim trace", &c, &err), 0);
+    cr_assert_eq(a.nmem, 0);
+    compare_result r;
+    cr_assert_eq(compare_sides(&a, &c, &r, &err), 0);
+    cr_assert_eq(r.nmem, 0);
+    cJSON *j = compare_to_json(&r);
+    cr_assert_eq(cJSON_GetArraySize(cJSON_GetObjectItem(j, "memory")), 0);
+    cr_assert(cJSON_IsNull(cJSON_GetObjectItem(j, "memory_mean_abs_error")));
+    cJSON_Delete(j);
+    compare_result_free(&r);
+    compare_side_free(&a);
+    compare_side_free(&c);
+    timeline_free(t);
+}
+
+/* A report's devices give its memory figures; a malformed entry names its path. */
+Test(compare, report_memory)
+{
+    const char *text =
+        "{\"format\": \"plumb-sim-report/1\", \"schedule\": \"gpipe\", \"microbatches\": 2,"
+        " \"iterations\": 1, \"iteration_s\": 1, \"stages\": [{\"replicas\": 2, \"forward_s\": 1,"
+        " \"backward_s\": 1, \"input_grad_s\": 0.5, \"weight_grad_s\": 0.5, \"allreduce_s\": 0}],"
+        " \"devices\": [{\"stages\": [0], \"peak_memory_bytes\": 5},"
+        "  {\"stages\": [0], \"peak_memory_bytes\": 7}, {\"stages\": [], \"peak_memory_bytes\": 0}]}";
+    plumb_err err = {{0}};
+    cJSON *j = json_parse_text("r.json", text, strlen(text), &err);
+    compare_side s;
+    cr_assert_eq(compare_side_from_report(j, "r.json", &s, &err), 0, "%s", err.msg);
+    cr_assert_eq(s.nmem, 1);
+    cr_assert_eq(s.mem[0].ndevices, 2);
+    near(s.mem[0].peak_bytes, 7, "report peak");
+    compare_side_free(&s);
+    cJSON_Delete(j);
+    const char *bad =
+        "{\"format\": \"plumb-sim-report/1\", \"schedule\": \"gpipe\", \"microbatches\": 2,"
+        " \"iterations\": 1, \"iteration_s\": 1, \"stages\": [{\"replicas\": 1, \"forward_s\": 1,"
+        " \"backward_s\": 1, \"input_grad_s\": 0.5, \"weight_grad_s\": 0.5, \"allreduce_s\": 0}],"
+        " \"devices\": [{\"stages\": [0.5], \"peak_memory_bytes\": 5}]}";
+    j = json_parse_text("r.json", bad, strlen(bad), &err);
+    cr_assert_eq(compare_side_from_report(j, "r.json", &s, &err), -1);
+    cr_assert(strstr(err.msg, "devices[0].stages[0]"), "%s", err.msg);
+    cJSON_Delete(j);
+}

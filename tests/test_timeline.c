@@ -1,7 +1,7 @@
 /* test_timeline.c: the shared timeline and its Chrome trace-event JSON writer and reader:
  * a round trip keeps every event (times to the written microsecond precision), the writer
- * names one track per device and per link, and the reader rejects malformed traces with
- * the field path. */
+ * names one track per device and per link (a device's peak memory with it), and the
+ * reader rejects malformed traces with the field path. */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdio.h>
@@ -22,6 +22,8 @@ static timeline *sample(void)
     int c0 = timeline_track(tl, TL_TRACK_COLLECTIVE, 0, -1, NULL);
     cr_assert(d0 == 0 && d1 == 1 && l01 == 2 && c0 == 3);
     cr_assert_eq(timeline_track(tl, TL_TRACK_DEVICE, 1, -1, "other name"), d1);
+    cr_assert_eq(tl->tracks[d0].peak_bytes, -1, "a new track's peak is unknown");
+    tl->tracks[d0].peak_bytes = 123456789012.0; /* device 1's stays unknown */
     tl_event e[] = {
         {.start_s = 0, .dur_s = 1e-3, .track = d0, .kind = TL_F, .stage = 0, .microbatch = 0,
          .peer_stage = -1},
@@ -71,6 +73,7 @@ Test(timeline, chrome_round_trip)
         cr_expect_eq(back->tracks[i].device, tl->tracks[i].device);
         cr_expect_eq(back->tracks[i].peer, tl->tracks[i].peer);
         cr_expect_str_eq(back->tracks[i].name, tl->tracks[i].name);
+        cr_expect_eq(back->tracks[i].peak_bytes, tl->tracks[i].peak_bytes, "track %d peak", i);
     }
     cr_assert_eq(back->n, tl->n);
     for (size_t i = 0; i < tl->n; i++) {
@@ -158,6 +161,9 @@ Test(timeline, reader_rejects)
                   "\"tid\": 1, \"ts\": 0, \"dur\": 1, \"args\": {\"stage\": 0, "
                   "\"kind\": \"send_f\"}}]}", "traceEvents[0].args.src");
     expect_reject("{\"traceEvents\": [7]}", "traceEvents[0]");
+    expect_reject("{\"traceEvents\": [{\"ph\": \"M\", \"name\": \"thread_name\", \"pid\": 1, "
+                  "\"tid\": 0, \"args\": {\"name\": \"device 0\", \"peak_memory_bytes\": -1}}]}",
+                  "traceEvents[0].args.peak_memory_bytes");
 }
 
 /* A hand-written trace without metadata still reads: tracks come from pid and tid. */

@@ -134,6 +134,15 @@ static void sync_case(sched_kind kind, int nstages, const int *firsts, int chunk
     expect_same(&f, ref, r.params, sched_kind_name(kind));
     cr_expect(r.loss[0] > 0 && isfinite(r.loss[2]));
     cr_expect(r.trace && r.trace->n > 0, "a measured trace");
+    /* every device track carries its worker's peak memory (weights and gradients at least) */
+    size_t wbytes = (size_t)f.m->nparams * sizeof(float);
+    double sum = 0;
+    for (int t = 0; r.trace && t < r.trace->ntracks; t++)
+        if (r.trace->tracks[t].kind == TL_TRACK_DEVICE) {
+            cr_expect_gt(r.trace->tracks[t].peak_bytes, 0, "track %d has a peak", t);
+            sum += r.trace->tracks[t].peak_bytes;
+        }
+    cr_expect_gt(sum, 2.0 * wbytes, "the workers' peaks hold all weights and gradients");
     free(ref);
     rt_result_free(&r);
     teardown_f(&f);

@@ -70,6 +70,13 @@ done
 for row in "0     F" "0     B" "0     send_f" "1     F" "1     B" "1     send_b"; do
     grep -q "^$row " "$tmp/cmp.txt" || fail "compare output lacks the row '$row'"
 done
+# peak memory of each stage's device: predicted and measured, in MiB, within 1/10 .. 10
+sed -n '/^peak memory per device/,/^mean |error| of the peak/p' "$tmp/cmp.txt" > "$tmp/mem.txt"
+awk '$1 == "0" || $1 == "1" { if ($3 != "MiB" || $5 != "MiB" || !($2 > 0) || !($4 > 0)) bad = 1
+       r = $2 / $4; if (r < 0.1 || r > 10) bad = 1; n++ }
+     END { exit !(n == 2 && !bad) }' "$tmp/mem.txt" ||
+    fail "compare lacks per-stage peak memory in MiB, or they are far apart: $(cat "$tmp/mem.txt")"
+sed 's/^/  /' "$tmp/mem.txt"
 "$PLUMB" compare "$tmp/pred.json" "$tmp/meas.json" --median > "$tmp/cmp-med.txt" 2>&1 ||
     fail "plumb compare --median failed"
 # F and B medians of both stages: predicted / measured within 1/30 .. 30
@@ -93,6 +100,8 @@ grep -q "mean |error| of the per-stage F/B/I/W mean times: 0.0 %" "$tmp/cmp-self
     fail "the simulator's report and trace disagree: $(cat "$tmp/cmp-self.txt")"
 awk '/^iteration / { if ($6 != "+0.0") exit 1; ok = 1 } END { exit !ok }' \
     "$tmp/cmp-self.txt" || fail "report and trace iteration times differ"
+grep -q "mean |error| of the peak memory: 0.0 %" "$tmp/cmp-self.txt" ||
+    fail "the simulator's report and trace disagree on memory: $(cat "$tmp/cmp-self.txt")"
 
 echo "the planner's own plan, when the simulator and the executor run it"
 if "$PLUMB" sim "$tmp/planner.json" --trace "$tmp/pred2.json" > "$tmp/sim2.log" 2>&1; then
