@@ -4,8 +4,8 @@
 # here, plumb sim predicts the plan as a trace, plumb train runs the plan on the GPU with a
 # measured trace, and plumb compare sets one against the other. Prints one tab-separated
 # row per model (name, result, detail: predicted and measured iteration, their error, the
-# mean |error| of the F/B medians), as bench/gpu-check.sh's table wants, and keeps every
-# file in OUTDIR.
+# mean |error| of the F/B medians and of the peak memory), as bench/gpu-check.sh's table
+# wants, and keeps every file in OUTDIR.
 #
 #   bench/gpu-loop.sh [PLUMB [OUTDIR [BACKEND]]]     (BACKEND: cuda by default)
 #
@@ -89,10 +89,11 @@ for spec in $MODELS; do
     fi
     # "iteration   408.1698 ms   568.1229 ms   -28.2 %"
     it=$(awk '$1 == "iteration" && $3 == "ms" { print $2 " ms predicted, " $4 " ms measured, error " $6 " %"; exit }' "$d/compare.txt")
-    fb=$(awk '/^mean \|error\|/ { print $(NF - 1) " %" }' "$d/compare.txt")
+    fb=$(awk '/^mean \|error\| of the per-stage/ { print $(NF - 1) " %"; exit }' "$d/compare.txt")
+    mem=$(awk '/^mean \|error\| of the peak memory/ { print $(NF - 1) " %"; exit }' "$d/compare.txt")
     plan=$(grep -m1 -o 'microbatches: .*' "$d/plan.log" | cut -c1-60)
     if [ -n "$it" ]; then
-        row "$title" "$it" "F/B medians mean |error| ${fb:-?}; ${plan:-plan?}; $name/compare.txt"
+        row "$title" "$it" "F/B medians mean |error| ${fb:-?}; peak memory mean |error| ${mem:--}; ${plan:-plan?}; $name/compare.txt"
     else
         row "$title" FAIL "no per-iteration line in $name/compare.txt"
     fi
