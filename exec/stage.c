@@ -1,6 +1,7 @@
 /* stage.c: runs a range of a model's layers forward and backward through a backend's
  * table: one runtime node per layer (residual blocks hold their children), with per-slot
- * activations and per-stage input-gradient buffers. */
+ * activations and two input-gradient buffers that the stage's layers take turns in (a
+ * layer's backward reads the one its successor wrote and writes the other). */
 #include "exec/stage.h"
 
 #include <stdlib.h>
@@ -17,6 +18,7 @@ typedef struct snode {
     const float **in;       /* [act_slots] the input tensor forward used */
     float **dyst;           /* [nslots] split_bw: the output gradient kept for W */
     float *dx;              /* (max_batch, in shape) input gradient; NULL when aliased/none */
+    int dx_shared;          /* dx is one of the stage's two shared buffers (not owned) */
 } snode;
 
 struct stage {
@@ -38,6 +40,7 @@ struct stage {
     int32_t **targets;      /* [nslots] (max_batch, targets per sample) or NULL */
     const float *input_grad;
     float loss_scale;
+    float *dxbuf[2];        /* the top-level layers' input gradients, taken in turns */
 };
 
 static int has_weights(const layer *L)
@@ -96,10 +99,12 @@ static void node_free(stage *st, snode *n)
     slot_free(st, n->aux);
     slot_free(st, n->dyst);
     free(n->in);
-    st->bk->free(st->ctx, n->dx);
+    if (!n->dx_shared) st->bk->free(st->ctx, n->dx);
 }
 
-static int node_init(stage *st, snode *n, const layer *L, plumb_err *err)
+/* top = 1: a layer of the stage itself, whose input gradient goes in a shared buffer
+ * (share_dx assigns it); a residual block's children own theirs. */
+static int node_init(stage *st, snode *n, const layer *L, int top, plumb_err *err)
 {
     const size_t B = (size_t)st->max_batch;
     n->L = L;
@@ -121,7 +126,7 @@ static int node_init(stage *st, snode *n, const layer *L, plumb_err *err)
     if (aux && !(n->aux = act_array(st, aux, err))) return -1;
     if (st->split_bw && has_weights(L) && !(n->dyst = slot_array(st, B * n->out_n, err)))
         return -1;
-    if (L->kind != LK_FLATTEN && L->kind != LK_EMBEDDING &&
+    if (L->kind != LK_FLATTEN && L->kind != LK_EMBEDDING && !top &&
         !(n->dx = dalloc(st, B * n->in_n, err)))
         return -1;
     if (L->kind == LK_RESIDUAL) {
@@ -129,8 +134,46 @@ static int node_init(stage *st, snode *n, const layer *L, plumb_err *err)
         if (!n->children) return err_set(err, NULL, NULL, "out of memory");
         n->nchildren = L->nchildren;
         for (int i = 0; i < L->nchildren; i++)
-            if (node_init(st, &n->children[i], &L->children[i], err)) return -1;
+            if (node_init(st, &n->children[i], &L->children[i], 0, err)) return -1;
     }
+    return 0;
+}
+
+/* Gives each top-level layer that has an input gradient one of two shared buffers, walking
+ * in backward order: the buffer that does not hold the layer's output gradient (a flatten
+ * passes its output gradient through, the embedding ends the chain). Activation memory
+ * for input gradients is then 2 x the largest instead of the sum over the stage's layers.
+ * Their contents live until the next backward, as stage_input_grad promises. */
+static int share_dx(stage *st, plumb_err *err)
+{
+    size_t need[2] = {0, 0};
+    int hold = -1; /* the buffer holding the output gradient; -1: the caller's */
+    int *pick = malloc(((size_t)st->nnodes + 1) * sizeof *pick);
+    if (!pick) return err_set(err, NULL, NULL, "out of memory");
+    for (int i = st->nnodes - 1; i >= 0; i--) {
+        const snode *n = &st->nodes[i];
+        pick[i] = -1;
+        if (n->L->kind == LK_FLATTEN) continue;
+        if (n->L->kind == LK_EMBEDDING) {
+            hold = -1;
+            continue;
+        }
+        pick[i] = hold == 0 ? 1 : 0;
+        size_t f = (size_t)st->max_batch * n->in_n;
+        if (f > need[pick[i]]) need[pick[i]] = f;
+        hold = pick[i];
+    }
+    for (int b = 0; b < 2; b++)
+        if (need[b] && !(st->dxbuf[b] = dalloc(st, need[b], err))) {
+            free(pick);
+            return -1;
+        }
+    for (int i = 0; i < st->nnodes; i++)
+        if (pick[i] >= 0) {
+            st->nodes[i].dx = st->dxbuf[pick[i]];
+            st->nodes[i].dx_shared = 1;
+        }
+    free(pick);
     return 0;
 }
 
@@ -172,7 +215,8 @@ stage *stage_create_opts(const backend *bk, bk_ctx *ctx, const model *m, int fir
     st->nodes = calloc((size_t)st->nnodes, sizeof *st->nodes);
     if (!st->nodes) { err_set(err, NULL, NULL, "out of memory"); goto fail; }
     for (int i = 0; i < st->nnodes; i++)
-        if (node_init(st, &st->nodes[i], &m->layers[first + i], err)) goto fail;
+        if (node_init(st, &st->nodes[i], &m->layers[first + i], 1, err)) goto fail;
+    if (share_dx(st, err)) goto fail;
     if (!(st->params = dalloc(st, (size_t)st->nparams, err)) ||
         !(st->grads = dalloc(st, (size_t)st->nparams, err)))
         goto fail;
@@ -211,6 +255,8 @@ void stage_free(stage *st)
         for (int i = 0; i < st->nnodes; i++)
             if (st->nodes[i].L) node_free(st, &st->nodes[i]);
     free(st->nodes);
+    st->bk->free(st->ctx, st->dxbuf[0]);
+    st->bk->free(st->ctx, st->dxbuf[1]);
     slot_free(st, st->input);
     slot_free(st, st->outcopy);
     free(st->ipass_params);

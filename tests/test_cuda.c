@@ -866,6 +866,28 @@ Test(cuda, nccl_two_ranks_as_threads)
     for (int k = 0; k < 2; k++) cr_assert(q[k].ok, "%s", q[k].why);
 }
 
+/* The context counts its buffers (rounded to 256 bytes) and its workspace: the peak is the
+ * most held at once, so that traces carry the measured peak memory of each device. */
+Test(cuda, memory_peak_counts_buffers_and_workspace)
+{
+    need_gpu();
+    side s = open_side(backend_cuda());
+    plumb_err e = {{0}};
+    cr_assert_not_null(s.b->mem_peak, "the CUDA backend measures its memory");
+    size_t base = s.b->mem_peak(s.c);
+    void *a = s.b->alloc(s.c, 1 << 20, &e), *b = s.b->alloc(s.c, (3 << 20) - 100, &e);
+    cr_assert(a && b, "%s", e.msg);
+    cr_assert_eq(s.b->mem_peak(s.c) - base, 4u << 20, "1 MiB + 3 MiB (rounded up)");
+    s.b->free(s.c, a);
+    void *c = s.b->alloc(s.c, 512 << 10, &e);
+    cr_assert_eq(s.b->mem_peak(s.c) - base, 4u << 20, "a freed buffer no longer counts");
+    s.b->free(s.c, b);
+    s.b->free(s.c, c);
+    cr_assert_not_null(cuda_workspace(s.c, 8u << 20));
+    cr_assert_eq(s.b->mem_peak(s.c) - base, 8u << 20, "the workspace counts");
+    close_side(&s);
+}
+
 Test(cuda, out_of_memory_is_reported_with_a_hint)
 {
     need_gpu();

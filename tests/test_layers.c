@@ -383,3 +383,33 @@ Test(layers, optimizers)
     (void)v;
     bk->destroy(c);
 }
+
+/* Bytes a stage of `k` linear layers (256 -> 256, batch 16, one slot) holds on the CPU. */
+static size_t chain_bytes(int k)
+{
+    char layers[1024] = "";
+    for (int i = 0; i < k; i++)
+        strcat(layers, i ? ",{\"type\":\"linear\",\"out\":256}" : "{\"type\":\"linear\",\"out\":256}");
+    plumb_err e = {{0}};
+    const backend *bk = backend_cpu();
+    bk_ctx *c = bk->create(0, &e);
+    model *m = model_parse("chain", spec("[256]", layers, 4), &e);
+    cr_assert(m, "%s", e.msg);
+    stage *st = stage_create(bk, c, m, 0, k - 1, 16, 1, 0, &e);
+    cr_assert(st, "%s", e.msg);
+    size_t bytes = bk->mem_peak(c);
+    stage_free(st);
+    model_free(m);
+    bk->destroy(c);
+    return bytes;
+}
+
+/* The layers' input gradients share two buffers: each layer more costs its weights, their
+ * gradients and its output, and no input gradient of its own. */
+Test(layers, input_gradients_share_two_buffers)
+{
+    size_t two = chain_bytes(2), six = chain_bytes(6);
+    size_t per_layer = 2 * (256 * 256 + 256) * sizeof(float) + 16 * 256 * sizeof(float);
+    cr_assert_eq(six - two, 4 * per_layer, "4 more layers cost %zu bytes, expected %zu",
+                 six - two, 4 * per_layer);
+}

@@ -20,13 +20,14 @@ static int conv_chunk(const bk_conv *g)
     return (int)nb;
 }
 
-/* Floats in each of the two scratch operands: the budget, or one sample when larger. */
+/* Floats in each of the two scratch operands: what one chunk needs (within the budget, or
+ * one sample when that is larger), so that a small convolution holds little scratch. */
 static size_t conv_operand(const bk_conv *g)
 {
     size_t per = (size_t)g->C * g->kernel * g->kernel * g->P * g->Q;
     size_t per_out = (size_t)g->K * g->P * g->Q;
     if (per_out > per) per = per_out;
-    return per > CONV_CHUNK_FLOATS ? per : CONV_CHUNK_FLOATS;
+    return per * (size_t)conv_chunk(g);
 }
 
 /* Output columns q whose input column q stride - pad + kj lies inside [0, W): [*q0, *q1). */

@@ -119,6 +119,7 @@ static void cuda_destroy(bk_ctx *c)
     cudaStreamSynchronize(c->stream);
     cuda_conv_plans_free(c);
     cudaFree(c->ws);
+    free(c->bufs); /* the table only: every buffer is its owner's to free */
 #ifdef PLUMB_HAVE_CUDNN
     cudnnDestroy(c->dnn);
 #endif
@@ -129,6 +130,13 @@ static void cuda_destroy(bk_ctx *c)
 
 int cuda_ctx_device(const bk_ctx *c) { return c->device; }
 
+/* Adds bytes to the context's live count and its peak. */
+static void count_bytes(bk_ctx *c, size_t bytes)
+{
+    c->live += bytes;
+    if (c->live > c->peak) c->peak = c->live;
+}
+
 void *cuda_workspace(bk_ctx *c, size_t bytes)
 {
     if (bytes <= c->ws_bytes && c->ws) return c->ws;
@@ -136,6 +144,7 @@ void *cuda_workspace(bk_ctx *c, size_t bytes)
     cuda_enter(c);
     if (CUDA_CHECK(c, cudaStreamSynchronize(c->stream))) return NULL;
     cudaFree(c->ws);
+    c->live -= c->ws_bytes;
     c->ws = NULL;
     c->ws_bytes = 0;
     if (CUDA_CHECK(c, cudaMalloc(&c->ws, want))) {
@@ -143,6 +152,7 @@ void *cuda_workspace(bk_ctx *c, size_t bytes)
         return NULL;
     }
     c->ws_bytes = want;
+    count_bytes(c, want);
     return c->ws;
 }
 
@@ -160,6 +170,19 @@ static void *cuda_alloc(bk_ctx *c, size_t bytes, plumb_err *err)
         cudaFree(p);
         return NULL;
     }
+    if (c->nbufs == c->cap_bufs) {
+        int nc = c->cap_bufs ? 2 * c->cap_bufs : 64;
+        cuda_buf *nb = realloc(c->bufs, (size_t)nc * sizeof *nb);
+        if (!nb) {
+            cudaFree(p);
+            err_set(err, NULL, NULL, "out of memory");
+            return NULL;
+        }
+        c->bufs = nb;
+        c->cap_bufs = nc;
+    }
+    c->bufs[c->nbufs++] = (cuda_buf){p, n};
+    count_bytes(c, n);
     return p;
 }
 
@@ -169,7 +192,15 @@ static void cuda_free_buf(bk_ctx *c, void *p)
     cuda_enter(c);
     CUDA_CHECK(c, cudaStreamSynchronize(c->stream)); /* p may still be in use */
     CUDA_CHECK(c, cudaFree(p));
+    for (int i = c->nbufs - 1; i >= 0; i--) /* frees come mostly in reverse order */
+        if (c->bufs[i].p == p) {
+            c->live -= c->bufs[i].bytes;
+            c->bufs[i] = c->bufs[--c->nbufs];
+            break;
+        }
 }
+
+static size_t cuda_mem_peak(bk_ctx *c) { return c->peak; }
 
 static void cuda_upload(bk_ctx *c, void *dst, const void *src, size_t bytes)
 {
@@ -346,7 +377,8 @@ void cuda_copy_peer(bk_ctx *to, void *dst, const bk_ctx *from, const void *src, 
 #define CUDA_TABLE(NAME, CREATE)                                                          \
     {                                                                                     \
         .name = NAME, .create = CREATE, .destroy = cuda_destroy, .alloc = cuda_alloc,     \
-        .free = cuda_free_buf, .upload = cuda_upload, .download = cuda_download,          \
+        .free = cuda_free_buf, .mem_peak = cuda_mem_peak, .upload = cuda_upload,          \
+        .download = cuda_download,                                                        \
         .copy = cuda_copy, .zero = cuda_zero, .sync = cuda_sync, .gemm = cuda_gemm_rm,    \
         .axpy = cuda_axpy, .scale = cuda_scale, .add = cuda_add,                          \
         .linear_fwd = cuda_linear_fwd, .linear_bwd_data = cuda_linear_bwd_data,           \

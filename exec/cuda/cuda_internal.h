@@ -14,6 +14,12 @@
 
 typedef struct cuda_conv_plan cuda_conv_plan; /* cuda_conv.c: one cached shape */
 
+/* A buffer of the context, for the memory count. */
+typedef struct cuda_buf {
+    void *p;
+    size_t bytes;
+} cuda_buf;
+
 struct bk_ctx {
     int device;
     cuda_precision prec;
@@ -26,6 +32,9 @@ struct bk_ctx {
     size_t ws_bytes;
     cuda_conv_plan *plans;     /* cached convolution algorithms, one per shape */
     int nplans, cap_plans;
+    cuda_buf *bufs;            /* live buffers of cuda_alloc, with their sizes */
+    int nbufs, cap_bufs;
+    size_t live, peak;         /* bytes of those buffers and the workspace: now, at most */
     plumb_err failure;         /* first failure since the last sync ("" when none) */
     plumb_err discard;         /* later failures land here (see cuda_sticky) */
 };
