@@ -176,8 +176,10 @@ int main(int argc, char **argv)
     if (worse) rc = 1;
     printf("slowest: native %.1f ms, auto %.1f ms, any schedule on 16 GPUs %.1f ms (CPU, best "
            "of %d); bounds 100 ms, 50 ms on 16 GPUs\n", worst, worst_auto, worst_ui, reps);
-    printf("(simulated samples/s, 1f1b-flush, profiled microbatch size, default microbatch "
-           "count, recomputation when it helps; no recompute: the planner with --recompute off)\n");
+    printf("(simulated samples/s, 1f1b-flush, default microbatch count; the native plan: the "
+           "profiled microbatch size or a half or a quarter of it, recomputation when it "
+           "helps; the baselines: the profiled size; no recompute: the planner with "
+           "--recompute off)\n");
     for (int i = 0; i < np; i++) free(pp[i]);
     for (int j = 0; j < nc; j++) free(cc[j]);
     free(pp);

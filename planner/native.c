@@ -440,9 +440,9 @@ int nm_finish(const nm_models *ms, nm_cands *cs, const native_options *o, int ns
         return err_set(err, NULL, NULL, "out of memory");
     }
     /* the baselines first (always kept), then the best estimate of each schedule (of each
-     * recomputation choice when there is one schedule: the model's error differs between
-     * them, up to 3x pessimistic without recomputation where the all-reduce of a large
-     * stage is barely hidden, so each gets its best simulated) */
+     * recomputation choice and microbatch size when there is one schedule: the model's
+     * error differs between them, up to 3x pessimistic without recomputation where the
+     * all-reduce of a large stage is barely hidden, so each gets its best simulated) */
     int one_kind = 1;
     for (int i = 1; i < cs->n; i++) one_kind &= cs->v[i].s.kind == cs->v[0].s.kind;
     k = 0;
@@ -453,16 +453,23 @@ int nm_finish(const nm_models *ms, nm_cands *cs, const native_options *o, int ns
             lead[i] = 1;
             nmust++;
         }
+    /* with one schedule, the two best of each (recomputation, microbatch size): the pool
+     * of three sizes x two choices would otherwise crowd out a partition the model
+     * misjudges (gnmt on the heterogeneous cluster: 26475 estimated, 36637 simulated) */
+    const int per_group = one_kind ? 2 : 1;
     for (int i = 0; i < cs->n; i++) {
-        int first = !lead[i];
-        for (int j = 0; j < i && first; j++)
-            first = cs->v[j].s.kind != cs->v[i].s.kind || (lead[j] && cs->v[j].must) ||
-                    (one_kind && cs->v[j].s.recompute != cs->v[i].s.recompute);
-        if (first) {
+        if (lead[i]) continue;
+        int ahead = 0;
+        for (int j = 0; j < i; j++)
+            ahead += lead[j] && !cs->v[j].must && cs->v[j].s.kind == cs->v[i].s.kind &&
+                     (!one_kind || (cs->v[j].s.recompute == cs->v[i].s.recompute &&
+                                    cs->v[j].s.mbsize == cs->v[i].s.mbsize));
+        if (ahead < per_group) {
             ord[k++] = cs->v[i];
             lead[i] = 1;
         }
     }
+    const int nlead = k; /* simulated whatever nsim says */
     for (int i = 0; i < cs->n; i++)
         if (!lead[i]) ord[k++] = cs->v[i];
     if (cs->n > 0) memcpy(cs->v, ord, (size_t)cs->n * sizeof *ord);
@@ -482,7 +489,7 @@ int nm_finish(const nm_models *ms, nm_cands *cs, const native_options *o, int ns
         for (int i = 0, simulated = 0; i < keep; i++) {
             nm_cand *c = &cs->v[i];
             if (c->must != pass || o->sim_top < 0) continue;
-            if (pass == 0 && simulated >= nsim) {
+            if (pass == 0 && simulated >= nsim && i >= nlead) {
                 double acts = sim_actions(ms, c, o);
                 if (acts > extra) continue;
                 extra -= acts;
@@ -746,12 +753,22 @@ plan *planner_native(const profile *p, const cluster *c, const native_options *o
      * a forward per microbatch but may let a better partition fit */
     int rc0 = o->recompute == 1 ? 1 : 0, rc1 = o->recompute == 0 ? 0 : 1;
     int have = 0; /* baselines that fit without recomputation need no recomputing twin */
-    for (int rc = rc0; rc <= rc1 && n >= 0; rc++) {
-        s.recompute = rc;
-        int a = nm_gather(&ms, &s, fixedM, &cs, &res->dp_runs);
-        int b = a < 0 ? 0 : nm_baselines(&ms, &s, fixedM, &cs, &res->dp_runs, &have);
-        n = a < 0 || b < 0 ? -1 : n + a + b;
+    /* microbatches of the profiled size, and (unless --microbatch-size fixes it) of a half
+     * and a quarter of it, as auto does: smaller ones free activation memory for other
+     * partitions, fewer stages or more replicas; quarter and below only when nothing fits */
+    const int mb0 = s.mbsize;
+    for (int mb = mb0; mb >= 1 && n >= 0; mb /= 2) {
+        int before = n;
+        s.mbsize = mb;
+        for (int rc = rc0; rc <= rc1 && n >= 0; rc++) {
+            s.recompute = rc;
+            int a = nm_gather(&ms, &s, fixedM, &cs, &res->dp_runs);
+            int b = a < 0 ? 0 : nm_baselines(&ms, &s, fixedM, &cs, &res->dp_runs, &have);
+            n = a < 0 || b < 0 ? -1 : n + a + b;
+        }
+        if (o->microbatch_size > 0 || (n > before && mb * 4 <= mb0)) break;
     }
+    s.mbsize = mb0;
     if (n == 0) s.recompute = rc1; /* what the suggestions start from */
     /* chunked schedules simulate slowly (ranks x chunks stages): two of them */
     int nsim = o->sim_top > 0 ? o->sim_top : o->sim_top < 0 ? 0

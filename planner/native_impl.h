@@ -46,6 +46,7 @@ typedef struct nm_model {
     double *cF, *cB, *cA, *cP; /* [nb + 1] prefix sums at the profile's minibatch: forward
                                   ms, backward ms, activation bytes, parameter bytes */
     double *cut;      /* [nb + 1] bytes crossing the boundary before block b; 0 at 0, nb */
+    double *maxA;     /* [nb + 1] the largest layer activation in block b (gradient buffers) */
     nm_range *rg;     /* [U * (U + 1)]: rg[u * (U + 1) + r] */
     int nr;
     int rlist[NM_MAX_UNITS]; /* replica counts (in units) the program tries */

@@ -76,6 +76,7 @@ void nm_model_free(nm_model *m)
     free(m->cA);
     free(m->cP);
     free(m->cut);
+    free(m->maxA);
     free(m->rg);
     memset(m, 0, sizeof *m);
 }
@@ -218,7 +219,8 @@ int nm_model_build(nm_model *m, const profile *p, const cluster *c, int ndev,
     m->cA = calloc((size_t)nb + 1, sizeof(double));
     m->cP = calloc((size_t)nb + 1, sizeof(double));
     m->cut = calloc((size_t)nb + 1, sizeof(double));
-    if (!m->cF || !m->cB || !m->cA || !m->cP || !m->cut) goto oom;
+    m->maxA = calloc((size_t)nb + 1, sizeof(double));
+    if (!m->cF || !m->cB || !m->cA || !m->cP || !m->cut || !m->maxA) goto oom;
     for (int b = 0; b < nb; b++) {
         double f = 0, bw = 0, a = 0, pr = 0;
         for (int i = m->bfirst[b]; i < m->bfirst[b + 1]; i++) {
@@ -226,6 +228,7 @@ int nm_model_build(nm_model *m, const profile *p, const cluster *c, int ndev,
             bw += profile_layer_backward_ms(&p->layers[i]);
             a += p->layers[i].activation_bytes;
             pr += p->layers[i].parameter_bytes;
+            if (p->layers[i].activation_bytes > m->maxA[b]) m->maxA[b] = p->layers[i].activation_bytes;
         }
         m->cF[b + 1] = m->cF[b] + f;
         m->cB[b + 1] = m->cB[b] + bw;
@@ -329,6 +332,17 @@ static int chunk_rank(sched_kind k, int i, int p)
     return i % p;
 }
 
+/* The backward's input-gradient buffers of blocks [b0, b1) at the profile's minibatch: 2 x
+ * the largest of the stage input `in` and the blocks' activations (the simulator takes
+ * the largest layer input: never more than this). */
+static double gradbuf(const nm_model *m, int b0, int b1, double in)
+{
+    double x = in;
+    for (int b = b0; b < b1; b++)
+        if (m->maxA[b] > x) x = m->maxA[b];
+    return 2 * x;
+}
+
 /* W: devices of this stage and every later one. Returns 1 when it fits memory. */
 static int stage_cost_k(const nm_model *m, const nm_setting *s, int b0, int b1, int u,
                         int r, int W, int kzb, nm_cost *o)
@@ -376,7 +390,8 @@ static int stage_cost_k(const nm_model *m, const nm_setting *s, int b0, int b1, 
     double acts = (m->cA[b1] - m->cA[b0]) * bscale;
     double optmul = s->opt == OPT_ADAM ? 2 : s->opt == OPT_MOMENTUM ? 1 : 0;
     double mem = P * (ver + 1 + optmul) + k * (s->recompute ? in : in + acts) +
-                 (s->recompute ? acts : 0);
+                 (s->recompute ? acts : 0) + gradbuf(m, b0, b1, in / bscale) * bscale +
+                 k * (in + out);
     o->c = c;
     o->b = B;
     o->per = per;
@@ -464,8 +479,10 @@ void nm_price(const nm_model *m, const nm_setting *s, nm_part *pt)
             double P = m->cP[st->b1] - m->cP[st->b0];
             double in = st->b0 > 0 ? m->cut[st->b0] * bscale : 0;
             double acts = (m->cA[st->b1] - m->cA[st->b0]) * bscale;
-            devmem[rk] += P * (2 + optmul) + (s->recompute ? acts / pt->nst : 0);
-            stash[rk] += (s->recompute ? in : in + acts) / v;
+            double out = st->b1 < m->nb ? m->cut[st->b1] * bscale : 0;
+            devmem[rk] += P * (2 + optmul) + (s->recompute ? acts / pt->nst : 0) +
+                          gradbuf(m, st->b0, st->b1, in / bscale) * bscale;
+            stash[rk] += (s->recompute ? in + out : in + out + acts) / v;
             if (o.cap < cap) cap = o.cap;
         }
         double dmax = 0;
@@ -568,14 +585,20 @@ static void dp_solve(const nm_model *m, const nm_setting *s, nm_dp *d, int mode,
                 }
                 double sc = kscale / R->speed, pcoef = ver + 1 + optmul;
                 double incomm = in > 0 && R->in_total > 0 ? in / R->in_total : 0;
-                double inmem = k * in;
+                double inmem = 2 * k * in; /* stashed input, input gradient to send */
+                double maxa = in; /* the largest of the stage's input and activations */
+                for (int i = b; i < (u + r == U ? nb : b + 1) - 1; i++)
+                    if (m->maxA[i] * bscale > maxa) maxa = m->maxA[i] * bscale;
                 /* the last units can only hold the last stage */
                 for (int j = u + r == U ? nb : b + 1; j <= nb; j++) {
+                    if (m->maxA[j - 1] * bscale > maxa) maxa = m->maxA[j - 1] * bscale;
                     double next = d->val[j * W1 + u + r];
                     if (!(next < best)) continue;
                     double P = m->cP[j] - m->cP[b], acts = (m->cA[j] - m->cA[b]) * bscale;
-                    double mem = P * pcoef + inmem + (rc ? acts : k * acts);
+                    double mem = P * pcoef + inmem + (rc ? acts : k * acts) + 2 * maxa;
                     if (mem > R->cap) break; /* memory grows with j */
+                    if (mem + k * (j < nb ? m->cut[j] * bscale : 0) > R->cap)
+                        continue; /* the received gradients: not monotone in j */
                     double F = (m->cF[j] - m->cF[b]) * sc, B = (m->cB[j] - m->cB[b]) * sc;
                     if (rc) B += F;
                     double c = F + B, per = c / n;

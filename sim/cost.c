@@ -129,9 +129,13 @@ int sim_cost_build(sim_model *m, const plan *pl, const schedule *s, const sim_ne
 
     for (int st = 0; st < s->nstages; st++) {
         const plan_stage *ps = &pl->stages[st];
-        double f = 0, b = 0, in = 0, wt = 0, params = 0, acts = 0;
+        double f = 0, b = 0, in = 0, wt = 0, params = 0, acts = 0, maxact = 0;
+        int nl = 0;
         for (int l = ps->first_layer; l <= ps->last_layer && l < n; l++) {
             const profile_layer *L = &p->layers[l];
+            nl++;
+            if (l < ps->last_layer && L->activation_bytes > maxact) /* the next one's input */
+                maxact = L->activation_bytes;
             if (profile_layer_is_input(L)) { /* the data loader's time, not the device's */
                 params += L->parameter_bytes;
                 acts += L->activation_bytes;
@@ -165,6 +169,9 @@ int sim_cost_build(sim_model *m, const plan *pl, const schedule *s, const sim_ne
         m->grad_bytes[st] = params;
         m->step_bytes[st] = sim_step_bytes_per_param(pl->optimizer) * params;
         m->allreduce_s[st] = sim_net_allreduce_s(net, ps->devices, ps->replicas, params);
+        double maxin = maxact * scale > input ? maxact * scale : input;
+        m->gradbuf_bytes[st] = (nl > 1 ? 2 : 1) * maxin;
+        m->slotbuf_bytes[st] = m->cut_bytes[st] + input;
         if (pl->recompute) {
             m->stash_bytes[st] = input;
             m->transient_bytes[st] = acts * scale;
@@ -191,11 +198,13 @@ int sim_model_alloc(sim_model *m, const schedule *s)
     m->grad_bytes = calloc(ns, sizeof *m->grad_bytes);
     m->stash_bytes = calloc(ns, sizeof *m->stash_bytes);
     m->transient_bytes = calloc(ns, sizeof *m->transient_bytes);
+    m->gradbuf_bytes = calloc(ns, sizeof *m->gradbuf_bytes);
+    m->slotbuf_bytes = calloc(ns, sizeof *m->slotbuf_bytes);
     m->step_bytes = calloc(ns, sizeof *m->step_bytes);
     m->worker_mem_Bps = calloc(nw, sizeof *m->worker_mem_Bps);
     if (!m->worker_device || !m->worker_scale || !m->act_s || !m->cut_bytes ||
         !m->allreduce_s || !m->grad_bytes || !m->stash_bytes || !m->transient_bytes ||
-        !m->step_bytes || !m->worker_mem_Bps) {
+        !m->gradbuf_bytes || !m->slotbuf_bytes || !m->step_bytes || !m->worker_mem_Bps) {
         sim_model_release(m);
         return -1;
     }
@@ -216,6 +225,8 @@ void sim_model_release(sim_model *m)
     free(m->grad_bytes);
     free(m->stash_bytes);
     free(m->transient_bytes);
+    free(m->gradbuf_bytes);
+    free(m->slotbuf_bytes);
     free(m->step_bytes);
     free(m->worker_mem_Bps);
     memset(m, 0, sizeof *m);

@@ -60,6 +60,11 @@ typedef struct sim_model {
     double *grad_bytes;       /* [nstages] gradient bytes all-reduced */
     double *stash_bytes;      /* [nstages] activation bytes kept per in-flight microbatch */
     double *transient_bytes;  /* [nstages] extra bytes during a backward (recompute) */
+    double *gradbuf_bytes;    /* [nstages] the backward's input-gradient buffers: 2 (1 for a
+                                 one-layer stage) x the largest input of the stage's layers */
+    double *slotbuf_bytes;    /* [nstages] per in-flight microbatch: the received output
+                                 gradient (not the last stage) and the input gradient
+                                 waiting to be sent (not the first) */
     double *step_bytes;       /* [nstages] bytes one optimizer STEP reads and writes */
     double *worker_mem_Bps;   /* [nworkers] memory bandwidth its STEPs run at (bytes/s,
                                  divided by any straggler factor); 0 = steps cost only

@@ -72,6 +72,7 @@ static cJSON *device_json(const sim_device_report *d)
         json_add_num(m, "gradients_bytes", d->mem.gradients);
         json_add_num(m, "optimizer_bytes", d->mem.optimizer);
         json_add_num(m, "activations_bytes", d->mem.activations);
+        json_add_num(m, "buffers_bytes", d->mem.buffers);
     }
     return o;
 }

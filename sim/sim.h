@@ -53,6 +53,8 @@ typedef struct sim_memory {
     double gradients;         /* one gradient buffer per stage */
     double optimizer;         /* sgd 0, momentum 1x, adam 2x the parameter bytes */
     double activations;       /* stashed activations at the peak (in-flight microbatches) */
+    double buffers;           /* gradient buffers: the backward's input gradients, and per
+                                 in-flight microbatch the received and the sent gradient */
     double total;             /* sum of the above */
     double capacity;          /* device memory (or the memory limit when smaller) */
     int fits;                 /* total <= capacity */

@@ -107,7 +107,16 @@ Test(memory, rejects_and_names_smaller_microbatches)
     o.memory_limit_bytes = 1.5 * GiB;
     native_result r;
     plumb_err e;
+    /* on its own the planner tries half and a quarter of the profiled microbatch too */
     plan *pl = planner_native(p, c, &o, &r, &e);
+    cr_assert(pl, "%s", e.msg);
+    cr_assert_lt(pl->microbatch_size, 64, "a smaller microbatch fits: %d", pl->microbatch_size);
+    assert_fits(pl, o.memory_limit_bytes);
+    plan_free(pl);
+    native_result_free(&r);
+    /* the profiled size given: nothing fits, and the message names what would */
+    o.microbatch_size = 64;
+    pl = planner_native(p, c, &o, &r, &e);
     cr_assert_null(pl);
     cr_assert(r.nothing_fits);
     cr_assert(strstr(e.msg, "nothing fits in 1.5 GiB per device"), "%s", e.msg);

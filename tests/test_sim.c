@@ -356,8 +356,8 @@ Test(sim, bandwidth_whatif)
 }
 
 /* Memory: weights x versions + gradients + optimizer state (sgd 0, momentum 1x, adam 2x)
- * + stashed activations; recompute keeps only the stage input per in-flight microbatch
- * plus one microbatch's outputs during its backward. */
+ * + stashed activations + gradient buffers; recompute keeps only the stage input per
+ * in-flight microbatch plus one microbatch's outputs during its backward. */
 Test(sim, memory_model)
 {
     sim_synth s;
@@ -376,7 +376,12 @@ Test(sim, memory_model)
     cr_expect(NEAR(m->optimizer, 4e6, 1e-12));
     cr_expect_eq(r->devices[1].max_inflight, 3);
     cr_expect(NEAR(m->activations, 3 * 3e6, 1e-12), "%g", m->activations); /* in + 2 out */
-    cr_expect(NEAR(m->total, 2e6 + 2e6 + 4e6 + 9e6, 1e-12));
+    /* gradient buffers: 2 x the largest layer input (1 MB), and per microbatch in flight
+     * the received output gradient (1 MB) and the input gradient to send (1 MB) */
+    cr_expect(NEAR(m->buffers, 2 * 1e6 + 3 * 2e6, 1e-12), "%g", m->buffers);
+    cr_expect(NEAR(r->devices[3].mem.buffers, 2 * 1e6 + 1 * 1e6, 1e-12),
+              "the last stage sends but receives no gradient: %g", r->devices[3].mem.buffers);
+    cr_expect(NEAR(m->total, 2e6 + 2e6 + 4e6 + 9e6 + 8e6, 1e-12));
     cr_expect(m->fits);
     sim_report_free(r);
 

@@ -260,27 +260,34 @@ Test(ui_snapshot, replanning_on_gpu_changes_matches_plumb_sim)
     ui_app_free(&a);
 }
 
-/* Without a plan file recomputation starts on auto: the native planner tries both, as
- * `plumb plan` does (VGG-16 on cluster-a needs it: 1985 samples/s with, 630 without). */
+/* Without a plan file recomputation starts on auto: the native planner tries both (and
+ * half and a quarter of the profiled microbatch), as `plumb plan` does, and keeps the
+ * faster: VGG-16 on cluster-a runs 32-sample microbatches without recomputation at 2588
+ * samples/s, and 1968 with it. */
 Test(ui_snapshot, fresh_session_lets_the_planner_choose_recompute)
 {
     ui_app a;
     ui_app_open(&a, PROFILE, CLUSTER, NULL, tmpdir, UI_PLANNER_NATIVE);
     cr_assert(a.loaded, "%s", a.load_err);
     char *s = snap(&a, 120, 40, "s");
-    cr_assert(strstr(s, "recompute auto (on)"), "%s", s);
-    /* with momentum, data parallelism needs 16.4 GB of the V100s' 16.1: no ratio to it */
-    cr_assert(strstr(s, "vs DP no-fit"), "%s", s);
-    figs on = read_figs(s);
+    cr_assert(strstr(s, "recompute auto (on)") || strstr(s, "recompute auto (off)"), "%s", s);
+    cr_assert(strstr(s, "vs DP "), "%s", s);
+    figs aut = read_figs(s);
     cJSON *rep = sim_json(saved_plan_path(s), NULL, NULL);
-    assert_same_figures(&on, rep);
+    assert_same_figures(&aut, rep);
     cJSON_Delete(rep);
     free(s);
-    s = snap(&a, 120, 40, "rr"); /* auto -> on -> off: the planner must do without */
+    s = snap(&a, 120, 40, "r"); /* auto -> on */
+    cr_assert(strstr(s, "recompute on"), "%s", s);
+    figs on = read_figs(s);
+    free(s);
+    s = snap(&a, 120, 40, "r"); /* on -> off: the planner must do without */
     cr_assert(strstr(s, "recompute off"), "%s", s);
     figs off = read_figs(s);
-    cr_assert_gt(on.sps, off.sps, "auto picked the slower plan (%g <= %g samples/s)", on.sps,
-                 off.sps);
+    cr_assert_geq(aut.sps, on.sps, "auto picked the slower plan (%g < %g samples/s with)",
+                  aut.sps, on.sps);
+    cr_assert_geq(aut.sps, off.sps, "auto picked the slower plan (%g < %g samples/s without)",
+                  aut.sps, off.sps);
     free(s);
     ui_app_free(&a);
 }

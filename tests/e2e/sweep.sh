@@ -82,10 +82,15 @@ grep -q '"candidates"' "$tmp/a.json" || fail "auto JSON has no candidates"
     || fail "plan --mode pipedream: exit $?"
 grep -q "PipeDream-compatible" "$tmp/out" || fail "--mode pipedream is not PipeDream's planner"
 
-# nothing fits: one line that names what would fit, exit 1, no plan written
+# nothing fits at the profiled 128 samples per microbatch: one line that names what would
+# fit, exit 1, no plan written; left to itself the planner takes smaller microbatches
 rm -f "$tmp/n.json"
-"$PLUMB" plan -p $PR/resnet50.json -c $CL/cluster-c-4x1.json --memory-limit 4 -o "$tmp/n.json" \
-    >"$tmp/out" 2>"$tmp/err"
+"$PLUMB" plan -p $PR/resnet50.json -c $CL/cluster-c-4x1.json --memory-limit 4 -o "$tmp/m.json" \
+    >"$tmp/out" 2>"$tmp/err" || fail "plan in 4 GiB with smaller microbatches: $(cat "$tmp/err")"
+grep -q '^microbatches: [0-9]* x \(64\|32\) samples' "$tmp/out" ||
+    fail "plan in 4 GiB: not of 64 or 32 samples per microbatch: $(cat "$tmp/out")"
+"$PLUMB" plan -p $PR/resnet50.json -c $CL/cluster-c-4x1.json --memory-limit 4 \
+    --microbatch-size 128 -o "$tmp/n.json" >"$tmp/out" 2>"$tmp/err"
 rc=$?
 [ "$rc" -eq 1 ] || fail "nothing fits: exit $rc, expected 1"
 [ "$(wc -l <"$tmp/err")" -eq 1 ] || fail "nothing fits: not one line: $(cat "$tmp/err")"
