@@ -29,6 +29,11 @@ const char *tl_kind_name(int kind)
     return kind >= 0 && kind < TL_NKINDS ? kind_names[kind] : "?";
 }
 
+int tl_kind_is_compute(int k)
+{
+    return k == TL_F || k == TL_B || k == TL_I || k == TL_W || k == TL_STEP;
+}
+
 int tl_kind_parse(const char *name)
 {
     for (int k = 0; k < TL_NKINDS; k++)

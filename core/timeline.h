@@ -74,6 +74,8 @@ int timeline_add(timeline *tl, const tl_event *e);
 /* "F", "B", "I", "W", "step", "send_f", "send_b", "allreduce"; tl_kind_parse: -1 unknown. */
 const char *tl_kind_name(int kind);
 int tl_kind_parse(const char *name);
+/* 1 for the kinds that run on a device's compute stream (F, B, I, W, step), else 0. */
+int tl_kind_is_compute(int kind);
 const char *tl_track_kind_name(int kind); /* "device", "collective", "link" */
 
 /* The display name of e, e.g. "F3 s1", "B3 s2", "F3 s1>s2" (transfer), "AR s1",

@@ -228,7 +228,8 @@ int nm_model_build(nm_model *m, const profile *p, const cluster *c, int ndev,
             bw += profile_layer_backward_ms(&p->layers[i]);
             a += p->layers[i].activation_bytes;
             pr += p->layers[i].parameter_bytes;
-            if (p->layers[i].activation_bytes > m->maxA[b]) m->maxA[b] = p->layers[i].activation_bytes;
+            if (p->layers[i].activation_bytes > m->maxA[b])
+                m->maxA[b] = p->layers[i].activation_bytes;
         }
         m->cF[b + 1] = m->cF[b] + f;
         m->cB[b + 1] = m->cB[b] + bw;
@@ -586,11 +587,12 @@ static void dp_solve(const nm_model *m, const nm_setting *s, nm_dp *d, int mode,
                 double sc = kscale / R->speed, pcoef = ver + 1 + optmul;
                 double incomm = in > 0 && R->in_total > 0 ? in / R->in_total : 0;
                 double inmem = 2 * k * in; /* stashed input, input gradient to send */
-                double maxa = in; /* the largest of the stage's input and activations */
-                for (int i = b; i < (u + r == U ? nb : b + 1) - 1; i++)
-                    if (m->maxA[i] * bscale > maxa) maxa = m->maxA[i] * bscale;
                 /* the last units can only hold the last stage */
-                for (int j = u + r == U ? nb : b + 1; j <= nb; j++) {
+                const int j0 = u + r == U ? nb : b + 1;
+                double maxa = in; /* the largest of the stage's input and activations */
+                for (int i = b; i < j0 - 1; i++)
+                    if (m->maxA[i] * bscale > maxa) maxa = m->maxA[i] * bscale;
+                for (int j = j0; j <= nb; j++) {
                     if (m->maxA[j - 1] * bscale > maxa) maxa = m->maxA[j - 1] * bscale;
                     double next = d->val[j * W1 + u + r];
                     if (!(next < best)) continue;

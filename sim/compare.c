@@ -19,11 +19,6 @@ static char *dupstr(const char *s)
     return d;
 }
 
-static int is_compute(int k)
-{
-    return k == TL_F || k == TL_B || k == TL_I || k == TL_W || k == TL_STEP;
-}
-
 void compare_side_free(compare_side *s)
 {
     if (!s) return;
@@ -137,7 +132,7 @@ int compare_side_from_timeline(const timeline *tl, int skip, const char *file,
          * all-reduce, the figure compared */
         if (e->kind == TL_ALLREDUCE && e->track >= 0 && e->track < tl->ntracks &&
             tl->tracks[e->track].kind == TL_TRACK_LINK) continue;
-        if (is_compute(e->kind) && e->track >= 0 && e->track < nt)
+        if (tl_kind_is_compute(e->kind) && e->track >= 0 && e->track < nt)
             holds[(size_t)e->stage * nt + e->track] = 1;
         if (e->iteration < from) continue;
         compare_cell *c = &out->cells[(size_t)e->stage * TL_NKINDS + e->kind];
@@ -146,7 +141,7 @@ int compare_side_from_timeline(const timeline *tl, int skip, const char *file,
         out->kinds[e->kind].n++;
         out->kinds[e->kind].total_s += e->dur_s;
         keys[nk++] = (evkey){e->stage, e->kind, e->dur_s};
-        if (is_compute(e->kind)) busy[e->stage] += e->dur_s;
+        if (tl_kind_is_compute(e->kind)) busy[e->stage] += e->dur_s;
     }
     set_medians(out, keys, nk, 1);
     set_medians(out, keys, nk, 0);
@@ -338,11 +333,11 @@ int compare_sides(const compare_side *pred, const compare_side *meas, compare_re
             if (!p.n && !m.n) continue;
             compare_row r = make_row(s, k, p, m);
             out->rows[out->nrows++] = r;
-            if (k != TL_STEP && is_compute(k) && !isnan(r.error)) {
+            if (k != TL_STEP && tl_kind_is_compute(k) && !isnan(r.error)) {
                 sum_abs += fabs(r.error);
                 nabs++;
             }
-            if (k != TL_STEP && is_compute(k) && !isnan(r.error_med)) {
+            if (k != TL_STEP && tl_kind_is_compute(k) && !isnan(r.error_med)) {
                 sum_med += fabs(r.error_med);
                 nmed++;
             }
@@ -374,7 +369,7 @@ static const char *fmt_ms(double s, char *buf, size_t n)
     return buf;
 }
 
-static const char *fmt_err(double e, char *buf, size_t n)
+const char *compare_fmt_error(double e, char *buf, size_t n)
 {
     if (isnan(e)) snprintf(buf, n, "%9s", "-");
     else snprintf(buf, n, "%+7.1f %%", fabs(e) < 5e-4 ? 0.0 : 100 * e);
@@ -388,7 +383,7 @@ static void print_row(FILE *out, const char *label, const compare_row *r, int co
     median = median && counts;
     fprintf(out, "%-14s %s  %s  %s", label, fmt_ms(median ? r->pred_med_s : r->pred_s, a, sizeof a),
             fmt_ms(median ? r->meas_med_s : r->meas_s, b, sizeof b),
-            fmt_err(median ? r->error_med : r->error, e, sizeof e));
+            compare_fmt_error(median ? r->error_med : r->error, e, sizeof e));
     if (counts) fprintf(out, "  %6lld / %-6lld", r->pred_n, r->meas_n);
     fputc('\n', out);
 }
@@ -438,8 +433,7 @@ void compare_print(const compare_result *r, int median, FILE *out)
     compare_mem_print(r, out);
 }
 
-/* Adds key = v, or null when v is NAN (absent). */
-static void add_opt(cJSON *o, const char *key, double v)
+void compare_json_opt(cJSON *o, const char *key, double v)
 {
     if (isnan(v)) cJSON_AddNullToObject(o, key);
     else json_add_num(o, key, v);
@@ -455,13 +449,13 @@ static cJSON *row_json(const compare_row *r, int counts)
     else cJSON_AddNullToObject(o, "predicted_ms");
     if (r->meas_s >= 0) json_add_num(o, "measured_ms", r->meas_s * 1e3);
     else cJSON_AddNullToObject(o, "measured_ms");
-    add_opt(o, "error", r->error);
+    compare_json_opt(o, "error", r->error);
     if (counts) {
         if (r->pred_med_s >= 0) json_add_num(o, "predicted_median_ms", r->pred_med_s * 1e3);
         else cJSON_AddNullToObject(o, "predicted_median_ms");
         if (r->meas_med_s >= 0) json_add_num(o, "measured_median_ms", r->meas_med_s * 1e3);
         else cJSON_AddNullToObject(o, "measured_median_ms");
-        add_opt(o, "error_median", r->error_med);
+        compare_json_opt(o, "error_median", r->error_med);
         cJSON_AddNumberToObject(o, "predicted_actions", (double)r->pred_n);
         cJSON_AddNumberToObject(o, "measured_actions", (double)r->meas_n);
     }
@@ -517,8 +511,8 @@ cJSON *compare_to_json(const compare_result *r)
         return NULL;
     }
     cJSON_AddItemToObject(o, "iteration", it);
-    add_opt(o, "mean_abs_error", r->mean_abs_error);
-    add_opt(o, "mean_abs_error_median", r->mean_abs_error_med);
+    compare_json_opt(o, "mean_abs_error", r->mean_abs_error);
+    compare_json_opt(o, "mean_abs_error_median", r->mean_abs_error_med);
     if (compare_mem_json(r, o)) {
         cJSON_Delete(o);
         return NULL;

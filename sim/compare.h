@@ -154,6 +154,11 @@ void compare_print(const compare_result *r, int median, FILE *out);
  * Caller frees with cJSON_Delete. */
 struct cJSON *compare_to_json(const compare_result *r);
 
+/* Shared by the tables and JSON of compare.c and compare_mem.c: an error as "  +12.3 %"
+ * (or "-" when NAN) into buf, returning buf; key = v on o, or null when v is NAN. */
+const char *compare_fmt_error(double e, char *buf, size_t n);
+void compare_json_opt(struct cJSON *o, const char *key, double v);
+
 /* Aligns the memory figures of r->pred and r->meas into r->mem; 0, or -1 out of memory. */
 int compare_mem_align(compare_result *r);
 /* The memory table (nothing when r has no memory rows) and its JSON array "memory". */

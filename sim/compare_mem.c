@@ -11,11 +11,6 @@
 
 #include "core/json.h"
 
-static int is_compute(int k)
-{
-    return k == TL_F || k == TL_B || k == TL_I || k == TL_W || k == TL_STEP;
-}
-
 /* Appends stage to the key text ("0,4"), ending it with "..." when it no longer fits. */
 static void key_add(char *key, size_t n, int stage)
 {
@@ -84,7 +79,8 @@ int compare_mem_from_timeline(const timeline *tl, const char *file, compare_side
     size_t n = 0;
     for (size_t i = 0; i < tl->n; i++) {
         const tl_event *e = &tl->ev[i];
-        if (e->track < 0 || e->track >= tl->ntracks || e->stage < 0 || !is_compute(e->kind))
+        if (e->track < 0 || e->track >= tl->ntracks || e->stage < 0 ||
+            !tl_kind_is_compute(e->kind))
             continue;
         const tl_track *t = &tl->tracks[e->track];
         if (t->kind == TL_TRACK_DEVICE && t->peak_bytes >= 0)
@@ -202,11 +198,9 @@ void compare_mem_print(const compare_result *r, FILE *out)
     for (int i = 0; i < r->nmem; i++) {
         const compare_mem_row *m = &r->mem[i];
         char a[32], b[32], e[32];
-        if (isnan(m->error)) snprintf(e, sizeof e, "%9s", "-");
-        else snprintf(e, sizeof e, "%+7.1f %%", fabs(m->error) < 5e-4 ? 0.0 : 100 * m->error);
         fprintf(out, "%-14s %s  %s  %s  %6d / %-6d\n", m->stages,
-                fmt_mib(m->pred_bytes, a, sizeof a), fmt_mib(m->meas_bytes, b, sizeof b), e,
-                m->pred_devices, m->meas_devices);
+                fmt_mib(m->pred_bytes, a, sizeof a), fmt_mib(m->meas_bytes, b, sizeof b),
+                compare_fmt_error(m->error, e, sizeof e), m->pred_devices, m->meas_devices);
     }
     if (!isnan(r->mem_mean_abs_error))
         fprintf(out, "mean |error| of the peak memory: %.1f %%\n", 100 * r->mem_mean_abs_error);
@@ -222,16 +216,12 @@ int compare_mem_json(const compare_result *r, cJSON *o)
         if (!x) return -1;
         cJSON_AddItemToArray(a, x);
         cJSON_AddStringToObject(x, "stages", m->stages);
-        if (m->pred_bytes >= 0) json_add_num(x, "predicted_bytes", m->pred_bytes);
-        else cJSON_AddNullToObject(x, "predicted_bytes");
-        if (m->meas_bytes >= 0) json_add_num(x, "measured_bytes", m->meas_bytes);
-        else cJSON_AddNullToObject(x, "measured_bytes");
-        if (isnan(m->error)) cJSON_AddNullToObject(x, "error");
-        else json_add_num(x, "error", m->error);
+        compare_json_opt(x, "predicted_bytes", m->pred_bytes >= 0 ? m->pred_bytes : NAN);
+        compare_json_opt(x, "measured_bytes", m->meas_bytes >= 0 ? m->meas_bytes : NAN);
+        compare_json_opt(x, "error", m->error);
         cJSON_AddNumberToObject(x, "predicted_devices", m->pred_devices);
         cJSON_AddNumberToObject(x, "measured_devices", m->meas_devices);
     }
-    if (isnan(r->mem_mean_abs_error)) cJSON_AddNullToObject(o, "memory_mean_abs_error");
-    else json_add_num(o, "memory_mean_abs_error", r->mem_mean_abs_error);
+    compare_json_opt(o, "memory_mean_abs_error", r->mem_mean_abs_error);
     return 0;
 }
