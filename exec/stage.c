@@ -17,8 +17,8 @@ typedef struct snode {
                                (B, H, T, T) probabilities; loss: loss | correct (2 rows) */
     const float **in;       /* [act_slots] the input tensor forward used */
     float **dyst;           /* [nslots] split_bw: the output gradient kept for W */
-    float *dx;              /* (max_batch, in shape) input gradient; NULL when aliased/none */
-    int dx_shared;          /* dx is one of the stage's two shared buffers (not owned) */
+    float *dx;              /* (max_batch, in shape) input gradient; NULL when aliased/none;
+                               top-level layers: one of the stage's dxbuf (not owned) */
 } snode;
 
 struct stage {
@@ -99,7 +99,7 @@ static void node_free(stage *st, snode *n)
     slot_free(st, n->aux);
     slot_free(st, n->dyst);
     free(n->in);
-    if (!n->dx_shared) st->bk->free(st->ctx, n->dx);
+    if (n->dx != st->dxbuf[0] && n->dx != st->dxbuf[1]) st->bk->free(st->ctx, n->dx);
 }
 
 /* top = 1: a layer of the stage itself, whose input gradient goes in a shared buffer
@@ -169,10 +169,7 @@ static int share_dx(stage *st, plumb_err *err)
             return -1;
         }
     for (int i = 0; i < st->nnodes; i++)
-        if (pick[i] >= 0) {
-            st->nodes[i].dx = st->dxbuf[pick[i]];
-            st->nodes[i].dx_shared = 1;
-        }
+        if (pick[i] >= 0) st->nodes[i].dx = st->dxbuf[pick[i]];
     free(pick);
     return 0;
 }
