@@ -71,6 +71,7 @@ profile *profile_clone(const profile *p)
     q->device = dup_or_null(p->device, &ok);
     q->source = dup_or_null(p->source, &ok);
     q->minibatch = p->minibatch;
+    q->input_bytes = p->input_bytes;
     for (int i = 0; i < p->nlayers; i++) {
         profile_layer *d = &q->layers[i];
         *d = p->layers[i];
@@ -107,7 +108,8 @@ int profile_equal(const profile *a, const profile *b)
     if (!a || !b) return 0;
     if (!str_eq(a->name, b->name) || !str_eq(a->device, b->device) ||
         !str_eq(a->source, b->source) || a->minibatch != b->minibatch ||
-        a->nlayers != b->nlayers || a->nedges != b->nedges)
+        a->input_bytes != b->input_bytes || a->nlayers != b->nlayers ||
+        a->nedges != b->nedges)
         return 0;
     for (int i = 0; i < a->nlayers; i++) {
         const profile_layer *x = &a->layers[i], *y = &b->layers[i];
@@ -117,7 +119,10 @@ int profile_equal(const profile *a, const profile *b)
             x->backward_input_ms != y->backward_input_ms ||
             x->backward_weight_ms != y->backward_weight_ms ||
             x->activation_bytes != y->activation_bytes ||
-            x->parameter_bytes != y->parameter_bytes || x->flops != y->flops)
+            x->parameter_bytes != y->parameter_bytes || x->flops != y->flops ||
+            x->saved_bytes != y->saved_bytes || x->split_saved_bytes != y->split_saved_bytes ||
+            x->grad_buffer_bytes != y->grad_buffer_bytes ||
+            x->workspace_bytes != y->workspace_bytes)
             return 0;
         if (stage_of(a, i) != stage_of(b, i)) return 0;
     }
@@ -387,6 +392,9 @@ int profile_validate(const profile *p, const char *file, plumb_err *err)
         return err_set(err, file, "device", "expected a non-empty string");
     if (p->minibatch <= 0)
         return err_set(err, file, "minibatch", "expected an integer > 0 (got %d)", p->minibatch);
+    if (!isfinite(p->input_bytes) || p->input_bytes < 0)
+        return err_set(err, file, "input_bytes", "expected a number >= 0 (got %g)",
+                       p->input_bytes);
     if (p->nlayers <= 0 || !p->layers)
         return err_set(err, file, "layers", "expected at least one layer (got %d)", p->nlayers);
     if (p->nedges < 0 || (p->nedges > 0 && !p->edges))
@@ -404,7 +412,11 @@ int profile_validate(const profile *p, const char *file, plumb_err *err)
             check_layer_num(file, err, i, "backward_weight_ms", l->backward_weight_ms, 1) ||
             check_layer_num(file, err, i, "activation_bytes", l->activation_bytes, 0) ||
             check_layer_num(file, err, i, "parameter_bytes", l->parameter_bytes, 0) ||
-            check_layer_num(file, err, i, "flops", l->flops, 1))
+            check_layer_num(file, err, i, "flops", l->flops, 1) ||
+            check_layer_num(file, err, i, "saved_bytes", l->saved_bytes, 0) ||
+            check_layer_num(file, err, i, "split_saved_bytes", l->split_saved_bytes, 0) ||
+            check_layer_num(file, err, i, "grad_buffer_bytes", l->grad_buffer_bytes, 0) ||
+            check_layer_num(file, err, i, "workspace_bytes", l->workspace_bytes, 0))
             return -1;
         int hi = l->backward_input_ms >= 0, hw = l->backward_weight_ms >= 0;
         if (hi != hw) {
@@ -433,11 +445,13 @@ int profile_validate(const profile *p, const char *file, plumb_err *err)
 /* ---- JSON reading ------------------------------------------------------------------- */
 
 static const char *const ROOT_KEYS[] = {"format", "name", "device", "source", "minibatch",
-                                        "layers", "edges", NULL};
+                                        "input_bytes", "layers", "edges", NULL};
 static const char *const LAYER_KEYS[] = {"name", "kind", "desc", "forward_ms", "backward_ms",
                                          "backward_input_ms", "backward_weight_ms",
                                          "activation_bytes", "parameter_bytes", "flops",
-                                         "stage_id", NULL};
+                                         "saved_bytes", "split_saved_bytes",
+                                         "grad_buffer_bytes", "workspace_bytes", "stage_id",
+                                         NULL};
 
 
 static int dup_into(const jctx *c, char **dst, const char *s)
@@ -478,7 +492,11 @@ static int layer_from_json(const jctx *c, const cJSON *item, int i, profile *p)
         json_get_num(c, item, lp, "backward_weight_ms", 0, J_NONNEG, &l->backward_weight_ms) ||
         json_get_num(c, item, lp, "activation_bytes", 1, J_NONNEG, &l->activation_bytes) ||
         json_get_num(c, item, lp, "parameter_bytes", 1, J_NONNEG, &l->parameter_bytes) ||
-        json_get_num(c, item, lp, "flops", 0, J_NONNEG, &l->flops))
+        json_get_num(c, item, lp, "flops", 0, J_NONNEG, &l->flops) ||
+        json_get_num(c, item, lp, "saved_bytes", 0, J_NONNEG, &l->saved_bytes) ||
+        json_get_num(c, item, lp, "split_saved_bytes", 0, J_NONNEG, &l->split_saved_bytes) ||
+        json_get_num(c, item, lp, "grad_buffer_bytes", 0, J_NONNEG, &l->grad_buffer_bytes) ||
+        json_get_num(c, item, lp, "workspace_bytes", 0, J_NONNEG, &l->workspace_bytes))
         return -1;
     long long sid = -1;
     if (json_get_int(c, item, lp, "stage_id", 0, 0, INT_MAX, &sid)) return -1;
@@ -517,12 +535,14 @@ profile *profile_from_json(const cJSON *root, const char *file, plumb_err *err)
     if (json_check_keys(&c, root, "", ROOT_KEYS)) return NULL;
     const char *name, *device, *source = "";
     long long mb;
+    double inb = 0;
     const cJSON *layers, *edges;
     int nl, ne;
     if (json_get_str(&c, root, "", "name", 1, &name) ||
         json_get_str(&c, root, "", "device", 1, &device) ||
         json_get_str(&c, root, "", "source", 0, &source) ||
         json_get_int(&c, root, "", "minibatch", 1, 1, INT_MAX, &mb) ||
+        json_get_num(&c, root, "", "input_bytes", 0, J_NONNEG, &inb) ||
         json_get_arr(&c, root, "", "layers", 1, &layers, &nl) ||
         json_get_arr(&c, root, "", "edges", 0, &edges, &ne))
         return NULL;
@@ -532,6 +552,7 @@ profile *profile_from_json(const cJSON *root, const char *file, plumb_err *err)
     p = profile_alloc(nl, ne);
     if (!p) { err_set(err, file, NULL, "out of memory"); return NULL; }
     p->minibatch = (int)mb;
+    p->input_bytes = inb;
     if (dup_into(&c, &p->name, name) || dup_into(&c, &p->device, device) ||
         dup_into(&c, &p->source, source))
         goto fail;
@@ -567,7 +588,8 @@ cJSON *profile_to_json(const profile *p)
         !cJSON_AddStringToObject(root, "name", p->name ? p->name : "") ||
         !cJSON_AddStringToObject(root, "device", p->device ? p->device : "") ||
         !cJSON_AddStringToObject(root, "source", p->source ? p->source : "") ||
-        !json_add_num(root, "minibatch", p->minibatch))
+        !json_add_num(root, "minibatch", p->minibatch) ||
+        (p->input_bytes > 0 && !json_add_num(root, "input_bytes", p->input_bytes)))
         goto fail;
     cJSON *layers = cJSON_AddArrayToObject(root, "layers");
     if (!layers) goto fail;
@@ -592,6 +614,13 @@ cJSON *profile_to_json(const profile *p)
             !json_add_num(o, "parameter_bytes", l->parameter_bytes))
             goto fail;
         if (l->flops >= 0 && !json_add_num(o, "flops", l->flops)) goto fail;
+        if ((l->saved_bytes > 0 && !json_add_num(o, "saved_bytes", l->saved_bytes)) ||
+            (l->split_saved_bytes > 0 &&
+             !json_add_num(o, "split_saved_bytes", l->split_saved_bytes)) ||
+            (l->grad_buffer_bytes > 0 &&
+             !json_add_num(o, "grad_buffer_bytes", l->grad_buffer_bytes)) ||
+            (l->workspace_bytes > 0 && !json_add_num(o, "workspace_bytes", l->workspace_bytes)))
+            goto fail;
         if (stage_of(p, i) >= 0 && !json_add_num(o, "stage_id", stage_of(p, i))) goto fail;
     }
     if (p->nedges > 0) {

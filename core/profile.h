@@ -19,6 +19,18 @@ typedef struct profile_layer {
     double activation_bytes;   /* bytes of this layer's output for the minibatch, >= 0 */
     double parameter_bytes;    /* bytes of this layer's weights and biases, >= 0 */
     double flops;              /* forward FLOPs per minibatch; < 0 when unknown */
+    /* What the executor holds besides outputs and weights (0 when the profile does not
+     * say, as in PipeDream's), bytes at the minibatch: */
+    double saved_bytes;        /* kept for the backward per microbatch in flight beyond the
+                                  output: a block's inner outputs, normalization statistics,
+                                  attention probabilities, the loss's rows and targets */
+    double split_saved_bytes;  /* kept per microbatch between the I and W passes of zero-bubble
+                                  schedules: the output gradients of the layers with weights */
+    double grad_buffer_bytes;  /* input-gradient buffers of a block's inner layers, once per
+                                  stage */
+    double workspace_bytes;    /* the backend's scratch during the layer's passes (im2col,
+                                  cuDNN workspace); a device's layers share it: the largest
+                                  counts, and it is not scaled with the microbatch */
 } profile_layer;
 
 typedef struct profile_edge {
@@ -30,6 +42,8 @@ typedef struct profile {
     char *device;      /* the device the times were measured on, e.g. "V100" */
     char *source;      /* provenance text (may be "") */
     int minibatch;     /* samples per profiled minibatch, > 0 */
+    double input_bytes; /* the model's input for the minibatch as the executor holds it, >= 0
+                           (0: not said) */
     int nlayers;
     profile_layer *layers; /* in a topological order of the graph */
     int nedges;

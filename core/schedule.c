@@ -350,3 +350,45 @@ void schedule_print(const schedule *s, FILE *out)
     free(line);
     free(width);
 }
+
+int schedule_slots(const schedule *s, int w, int stage)
+{
+    if (!s || w < 0 || w >= s->nworkers) return 1;
+    const action *list = s->acts[w];
+    int n = s->len[w], open = 0, best = 0, cap = 16, used = 0;
+    struct open_mb { int mb, bwd_done, dx_gone; } *o = malloc((size_t)cap * sizeof *o);
+    if (!o) return n > 0 ? n : 1; /* pessimistic */
+    for (int i = 0; i < n; i++) {
+        const action *a = &list[i];
+        int local_take = a->stage == stage - 1 && (a->kind == ACT_B || a->kind == ACT_I);
+        if (a->stage != stage && !local_take) continue;
+        int k = -1;
+        for (int j = 0; j < used; j++)
+            if (o[j].mb == a->microbatch) k = j;
+        if (local_take) {
+            if (k >= 0) o[k].dx_gone = 1;
+        } else if (k < 0 && (a->kind == ACT_RECV_F || a->kind == ACT_F)) {
+            if (used == cap) {
+                struct open_mb *no = realloc(o, (size_t)cap * 2 * sizeof *no);
+                if (!no) {
+                    free(o);
+                    return n;
+                }
+                o = no;
+                cap *= 2;
+            }
+            o[used] = (struct open_mb){a->microbatch, 0, stage == 0};
+            k = used++;
+            if (++open > best) best = open;
+        } else if (k >= 0) {
+            if (a->kind == ACT_B || a->kind == ACT_W) o[k].bwd_done = 1;
+            if (a->kind == ACT_SEND_B) o[k].dx_gone = 1;
+        }
+        if (k >= 0 && o[k].bwd_done && o[k].dx_gone) {
+            o[k] = o[--used];
+            open--;
+        }
+    }
+    free(o);
+    return best > 0 ? best : 1;
+}

@@ -108,6 +108,15 @@ int schedule_validate(const schedule *s, plumb_err *err);
 int schedule_inflight(const schedule *s, int *max_activations, int *max_versions,
                       plumb_err *err);
 
+/* The buffer slots the executor gives stage `stage` on worker w: the most of its
+ * microbatches open at once in w's list. A slot opens at RECV_F (posted before the compute
+ * that comes first in the list) or at the first F, and closes once the backward is done (B,
+ * or W when split) and its input gradient is gone (SEND_B, or taken by stage - 1's B or I
+ * on the same worker; stage 0 has none to send). At least 1. The executor allocates, per
+ * slot, the stage's input, activations and gradient buffers; the simulator's memory model
+ * counts the same. */
+int schedule_slots(const schedule *s, int w, int stage);
+
 /* Action text in PyTorch's torch.distributed.pipelining form: "0F3", "1B2", "2I0", "2W0",
  * "0SEND_F3", "1RECV_F3", "1SEND_B2", "0RECV_B2", "0REDUCE_GRAD" (all-reduce), and
  * "0STEP" (plumb's own, for the optimizer step). Returns buf. */

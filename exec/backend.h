@@ -177,6 +177,11 @@ typedef struct backend {
     /* Most bytes of device memory allocated through c at once so far (buffers and scratch
      * space). NULL entry: not measured. */
     size_t (*mem_peak)(bk_ctx *c);
+    /* Bytes of scratch space c holds now (grown on demand by the layers that need it: the
+     * CPU's im2col and bf16 operands, the GPU's cuDNN and kernel workspace), which it then
+     * waits for and releases, so that the next layer's passes grow it from nothing: how the
+     * profiler measures each layer's scratch. NULL entry: not measured. */
+    size_t (*scratch_take)(bk_ctx *c);
 
     /* --- optional: hand-offs between contexts ---------------------------------------------
      * For backends whose entries run asynchronously on per-context device queues (CUDA

@@ -76,7 +76,13 @@ profile *profiler_skeleton(const model *m, int batch, const char *device, const 
             (double)batch * (double)shape_numel(L->out_ndim, L->out_shape) * sizeof(float);
         pl->parameter_bytes = (double)L->nparams * sizeof(float);
         pl->flops = L->flops >= 0 ? (double)batch * L->flops : -1;
+        stage_lbytes lb;
+        stage_layer_bytes(m, i, batch, &lb);
+        pl->saved_bytes = (double)lb.saved;
+        pl->split_saved_bytes = (double)lb.split;
+        pl->grad_buffer_bytes = (double)lb.grad_buffers;
     }
+    p->input_bytes = (double)batch * (double)shape_numel(m->in_ndim, m->in_shape) * sizeof(float);
     return p;
 oom:
     profile_free(p);
@@ -163,11 +169,13 @@ static void probe_pass(probe *pr, int pass, int B)
  * whole measurement (a burst of load elsewhere on the machine touches all layers alike
  * instead of one) and times each layer with the caches the other layers leave, not hot
  * from its own previous run. The backward passes reuse the forward's saved activations.
- * times is [nlayers][NPASS][runs], ms. Returns 0; -2 with err set when the layers' stages
+ * times is [nlayers][NPASS][runs], ms. Then, where the backend measures its scratch, one
+ * more round runs each layer's passes from no scratch at all: ws[layer] is the scratch they
+ * grew (bytes). Returns 0; -2 with err set when the layers' stages
  * could not all be built (out of device memory: the caller may go one layer at a time);
  * -1 with err set on a backend failure. */
 static int time_layers(const model *m, int first, int last, const prof_cfg *cfg, bk_ctx *ctx,
-                       double *times, plumb_err *err)
+                       double *times, double *ws, plumb_err *err)
 {
     const backend *bk = cfg->bk;
     const int n = last - first + 1;
@@ -192,6 +200,14 @@ static int time_layers(const model *m, int first, int last, const prof_cfg *cfg,
             /* the weight gradients accumulate run after run; keep them bounded */
             stage_zero_grads(pr[i].st);
         }
+    }
+    for (int i = 0; bk->scratch_take && i < n; i++) {
+        if (bk->sync(ctx, err)) goto done;
+        bk->scratch_take(ctx);
+        for (int p = 0; p < NPASS; p++) probe_pass(&pr[i], p, cfg->batch);
+        if (bk->sync(ctx, err)) goto done;
+        ws[first + i] = (double)bk->scratch_take(ctx);
+        stage_zero_grads(pr[i].st);
     }
     rc = bk->sync(ctx, err);
 done:
@@ -232,13 +248,14 @@ profile *profiler_run(const model *m, const prof_cfg *cfg, prof_stats **stats, p
     profile *p = profiler_skeleton(m, cfg->batch, device, source, err);
     prof_stats *st = calloc((size_t)m->nlayers + 1, sizeof *st);
     double *times = malloc((size_t)m->nlayers * NPASS * cfg->runs * sizeof *times);
+    double *ws = calloc((size_t)m->nlayers + 1, sizeof *ws);
     bk_ctx *ctx = NULL;
     int ok = 0;
     if (!p) goto done;
-    if (!st || !times) { err_set(err, NULL, NULL, "out of memory"); goto done; }
+    if (!st || !times || !ws) { err_set(err, NULL, NULL, "out of memory"); goto done; }
     if (!(ctx = bk->create(cfg->device, err))) goto done;
     if (bk->hint_workers) bk->hint_workers(cfg->workers);
-    int trc = time_layers(m, 0, m->nlayers - 1, cfg, ctx, times, err);
+    int trc = time_layers(m, 0, m->nlayers - 1, cfg, ctx, times, ws, err);
     if (trc == -2 && m->nlayers > 1) {
         /* all the layers at once do not fit in the device's memory: one at a time */
         err_clear(err);
@@ -248,7 +265,7 @@ profile *profiler_run(const model *m, const prof_cfg *cfg, prof_stats **stats, p
         free(p->source);
         p->source = src;
         for (int i = 0; i < m->nlayers; i++)
-            if (time_layers(m, i, i, cfg, ctx, times, err)) goto done;
+            if (time_layers(m, i, i, cfg, ctx, times, ws, err)) goto done;
         trc = 0;
     }
     if (trc) goto done;
@@ -271,6 +288,7 @@ profile *profiler_run(const model *m, const prof_cfg *cfg, prof_stats **stats, p
         L->backward_input_ms = sum > 0 ? s->backward_ms * (s->input_ms / sum) : s->backward_ms;
         L->backward_weight_ms = L->backward_ms - L->backward_input_ms;
         if (L->backward_weight_ms < 0) L->backward_weight_ms = 0;
+        L->workspace_bytes = ws[i];
     }
     if (profile_validate(p, "profile", err)) goto done;
     ok = 1;
@@ -278,6 +296,7 @@ done:
     if (bk->hint_workers) bk->hint_workers(1);
     if (ctx) bk->destroy(ctx);
     free(times);
+    free(ws);
     if (!ok) {
         free(st);
         profile_free(p);

@@ -109,51 +109,6 @@ static void slot_maybe_close(rstage *rs, int i)
     if (rs->slots[i].bwd_done && rs->slots[i].dx_sent) rs->slots[i].mb = -1;
 }
 
-/* Most microbatches of stage s open at once in list (same rules as the run): a slot opens
- * at RECV_F or at the first F; it closes once its backward is done (B or W) and its input
- * gradient is gone (SEND_B, or taken by stage s - 1's B or I on the same worker). */
-static int count_slots(const action *list, int n, int s, int first)
-{
-    int open = 0, best = 0, cap = 16, used = 0;
-    int *mb = malloc((size_t)cap * 3 * sizeof *mb); /* (microbatch, bwd_done, dx_gone) */
-    if (!mb) return n; /* pessimistic */
-    for (int i = 0; i < n; i++) {
-        const action *a = &list[i];
-        int local_take = a->stage == s - 1 && (a->kind == ACT_B || a->kind == ACT_I);
-        if (a->stage != s && !local_take) continue;
-        int k = -1;
-        for (int j = 0; j < used; j++)
-            if (mb[3 * j] == a->microbatch) k = j;
-        if (local_take) {
-            if (k >= 0) mb[3 * k + 2] = 1;
-        } else if (k < 0 && (a->kind == ACT_RECV_F || a->kind == ACT_F)) {
-            if (used == cap) {
-                int *nm = realloc(mb, (size_t)cap * 6 * sizeof *nm);
-                if (!nm) { free(mb); return n; }
-                mb = nm;
-                cap *= 2;
-            }
-            mb[3 * used] = a->microbatch;
-            mb[3 * used + 1] = 0;
-            mb[3 * used + 2] = first;
-            k = used++;
-            if (++open > best) best = open;
-        } else if (k >= 0) {
-            if (a->kind == ACT_B || a->kind == ACT_W) mb[3 * k + 1] = 1;
-            if (a->kind == ACT_SEND_B) mb[3 * k + 2] = 1;
-        }
-        if (k >= 0 && mb[3 * k + 1] && mb[3 * k + 2]) {
-            mb[3 * k] = mb[3 * (used - 1)];
-            mb[3 * k + 1] = mb[3 * (used - 1) + 1];
-            mb[3 * k + 2] = mb[3 * (used - 1) + 2];
-            used--;
-            open--;
-        }
-    }
-    free(mb);
-    return best > 0 ? best : 1;
-}
-
 static int is_compute(int k) { return k == ACT_F || k == ACT_B || k == ACT_I || k == ACT_W; }
 
 /* Resuming: uploads the stage's range of the starting weights and optimizer state, and
@@ -194,7 +149,7 @@ static int stage_init(worker *wk, rstage *rs, int s, int replica)
             split |= list[i].kind == ACT_I || list[i].kind == ACT_W;
             if (list[i].version > maxv) maxv = list[i].version;
         }
-    rs->nslots = count_slots(list, n, s, rs->first);
+    rs->nslots = schedule_slots(sc, wk->w, s);
     stage_opts so = {split, c->recompute};
     rs->st = stage_create_opts(c->bk, wk->ctx, c->m, c->stage_first[s], c->stage_last[s],
                                c->microbatch, rs->nslots, &so, &wk->err);

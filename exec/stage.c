@@ -102,6 +102,38 @@ static void node_free(stage *st, snode *n)
     if (n->dx != st->dxbuf[0] && n->dx != st->dxbuf[1]) st->bk->free(st->ctx, n->dx);
 }
 
+/* Floats a layer keeps for its backward per slot beyond its output (B samples): layernorm's
+ * mean | rstd, attention's (B, H, T, T) probabilities, the loss's loss | correct rows. */
+static size_t aux_floats(const layer *L, int B)
+{
+    if (L->kind == LK_LAYERNORM || L->kind == LK_XENT) return 2 * (size_t)rows_of(L, B);
+    if (L->kind == LK_ATTENTION)
+        return (size_t)B * L->heads * (size_t)L->in_shape[0] * L->in_shape[0];
+    return 0;
+}
+
+/* Adds to o what node_init allocates for L at B samples (top: a layer of the stage itself,
+ * whose own output is o->out and whose input gradient is the stage's shared buffer). */
+static void layer_bytes_add(const layer *L, const model *m, int B, int top, stage_lbytes *o)
+{
+    const size_t f = sizeof(float);
+    size_t out = L->kind == LK_FLATTEN ? 0 : (size_t)B * shape_numel(L->out_ndim, L->out_shape) * f;
+    if (top) o->out += out;
+    else o->saved += out;
+    o->saved += aux_floats(L, B) * f;
+    if (L->kind == LK_XENT) o->saved += (size_t)B * model_targets_per_sample(m) * sizeof(int32_t);
+    if (has_weights(L)) o->split += (size_t)B * shape_numel(L->out_ndim, L->out_shape) * f;
+    if (!top && L->kind != LK_FLATTEN && L->kind != LK_EMBEDDING)
+        o->grad_buffers += (size_t)B * shape_numel(L->in_ndim, L->in_shape) * f;
+    for (int i = 0; i < L->nchildren; i++) layer_bytes_add(&L->children[i], m, B, 0, o);
+}
+
+void stage_layer_bytes(const model *m, int i, int B, stage_lbytes *out)
+{
+    memset(out, 0, sizeof *out);
+    layer_bytes_add(&m->layers[i], m, B, 1, out);
+}
+
 /* top = 1: a layer of the stage itself, whose input gradient goes in a shared buffer
  * (share_dx assigns it); a residual block's children own theirs. */
 static int node_init(stage *st, snode *n, const layer *L, int top, plumb_err *err)
@@ -118,11 +150,7 @@ static int node_init(stage *st, snode *n, const layer *L, int top, plumb_err *er
     } else if (!(n->out = act_array(st, B * n->out_n, err))) {
         return -1;
     }
-    size_t aux = 0;
-    if (L->kind == LK_LAYERNORM) aux = 2 * (size_t)rows_of(L, st->max_batch);
-    if (L->kind == LK_ATTENTION)
-        aux = B * L->heads * (size_t)L->in_shape[0] * L->in_shape[0];
-    if (L->kind == LK_XENT) aux = 2 * (size_t)rows_of(L, st->max_batch);
+    size_t aux = aux_floats(L, st->max_batch);
     if (aux && !(n->aux = act_array(st, aux, err))) return -1;
     if (st->split_bw && has_weights(L) && !(n->dyst = slot_array(st, B * n->out_n, err)))
         return -1;

@@ -39,6 +39,19 @@ stage *stage_create_opts(const backend *bk, bk_ctx *ctx, const model *m, int fir
 
 void stage_free(stage *st);
 
+/* What a stage holds for top-level layer i of m at B samples per microbatch, in bytes, by
+ * what it scales with (the simulator's memory model reads these from the profile):
+ * out: the layer's output, per activation slot (0 for a flatten, which aliases its input);
+ * saved: kept for the backward beyond the output, per activation slot: a block's inner
+ * outputs, normalization statistics, attention probabilities, the loss's rows, and the
+ * targets; split: per slot with split_bw, the output gradients of the layers with weights
+ * kept for the W pass; grad_buffers: input-gradient buffers of a block's inner layers,
+ * once per stage (the top-level layers share the stage's two). */
+typedef struct stage_lbytes {
+    size_t out, saved, split, grad_buffers;
+} stage_lbytes;
+void stage_layer_bytes(const model *m, int i, int B, stage_lbytes *out);
+
 /* Device buffer the caller fills with slot's input, (B, input shape of layers[first]):
  * images, features or token ids as floats. */
 float *stage_input(stage *st, int slot);

@@ -43,8 +43,10 @@ typedef struct nm_model {
     int *order;       /* [ndev] device ids in placement order */
     int nb;           /* blocks */
     int *bfirst;      /* [nb + 1] first layer of each block; bfirst[nb] = nlayers */
-    double *cF, *cB, *cA, *cP; /* [nb + 1] prefix sums at the profile's minibatch: forward
-                                  ms, backward ms, activation bytes, parameter bytes */
+    double *cF, *cB, *cA, *cP, *cG; /* [nb + 1] prefix sums at the profile's minibatch:
+                                  forward ms, backward ms, bytes kept per microbatch (outputs
+                                  and saved tensors), parameter bytes, inner input-gradient
+                                  buffers (once per stage) */
     double *cut;      /* [nb + 1] bytes crossing the boundary before block b; 0 at 0, nb */
     double *maxA;     /* [nb + 1] the largest layer activation in block b (gradient buffers) */
     nm_range *rg;     /* [U * (U + 1)]: rg[u * (U + 1) + r] */

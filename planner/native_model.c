@@ -74,6 +74,7 @@ void nm_model_free(nm_model *m)
     free(m->cF);
     free(m->cB);
     free(m->cA);
+    free(m->cG);
     free(m->cP);
     free(m->cut);
     free(m->maxA);
@@ -217,16 +218,18 @@ int nm_model_build(nm_model *m, const profile *p, const cluster *c, int ndev,
     m->cF = calloc((size_t)nb + 1, sizeof(double));
     m->cB = calloc((size_t)nb + 1, sizeof(double));
     m->cA = calloc((size_t)nb + 1, sizeof(double));
+    m->cG = calloc((size_t)nb + 1, sizeof(double));
     m->cP = calloc((size_t)nb + 1, sizeof(double));
     m->cut = calloc((size_t)nb + 1, sizeof(double));
     m->maxA = calloc((size_t)nb + 1, sizeof(double));
-    if (!m->cF || !m->cB || !m->cA || !m->cP || !m->cut || !m->maxA) goto oom;
+    if (!m->cF || !m->cB || !m->cA || !m->cG || !m->cP || !m->cut || !m->maxA) goto oom;
     for (int b = 0; b < nb; b++) {
-        double f = 0, bw = 0, a = 0, pr = 0;
+        double f = 0, bw = 0, a = 0, pr = 0, gb = 0;
         for (int i = m->bfirst[b]; i < m->bfirst[b + 1]; i++) {
             f += profile_layer_forward_ms(&p->layers[i]);
             bw += profile_layer_backward_ms(&p->layers[i]);
-            a += p->layers[i].activation_bytes;
+            a += p->layers[i].activation_bytes + p->layers[i].saved_bytes;
+            gb += p->layers[i].grad_buffer_bytes;
             pr += p->layers[i].parameter_bytes;
             if (p->layers[i].activation_bytes > m->maxA[b])
                 m->maxA[b] = p->layers[i].activation_bytes;
@@ -234,6 +237,7 @@ int nm_model_build(nm_model *m, const profile *p, const cluster *c, int ndev,
         m->cF[b + 1] = m->cF[b] + f;
         m->cB[b + 1] = m->cB[b] + bw;
         m->cA[b + 1] = m->cA[b] + a;
+        m->cG[b + 1] = m->cG[b] + gb;
         m->cP[b + 1] = m->cP[b] + pr;
         m->cut[b] = b > 0 ? cross[m->bfirst[b] - 1] : 0;
     }
@@ -392,7 +396,7 @@ static int stage_cost_k(const nm_model *m, const nm_setting *s, int b0, int b1, 
     double optmul = s->opt == OPT_ADAM ? 2 : s->opt == OPT_MOMENTUM ? 1 : 0;
     double mem = P * (ver + 1 + optmul) + k * (s->recompute ? in : in + acts) +
                  (s->recompute ? acts : 0) + gradbuf(m, b0, b1, in / bscale) * bscale +
-                 k * (in + out);
+                 k * (in + out) + (m->cG[b1] - m->cG[b0]) * bscale;
     o->c = c;
     o->b = B;
     o->per = per;
@@ -482,7 +486,8 @@ void nm_price(const nm_model *m, const nm_setting *s, nm_part *pt)
             double acts = (m->cA[st->b1] - m->cA[st->b0]) * bscale;
             double out = st->b1 < m->nb ? m->cut[st->b1] * bscale : 0;
             devmem[rk] += P * (2 + optmul) + (s->recompute ? acts / pt->nst : 0) +
-                          gradbuf(m, st->b0, st->b1, in / bscale) * bscale;
+                          gradbuf(m, st->b0, st->b1, in / bscale) * bscale +
+                          (m->cG[st->b1] - m->cG[st->b0]) * bscale;
             stash[rk] += (s->recompute ? in + out : in + out + acts) / v;
             if (o.cap < cap) cap = o.cap;
         }
@@ -597,7 +602,8 @@ static void dp_solve(const nm_model *m, const nm_setting *s, nm_dp *d, int mode,
                     double next = d->val[j * W1 + u + r];
                     if (!(next < best)) continue;
                     double P = m->cP[j] - m->cP[b], acts = (m->cA[j] - m->cA[b]) * bscale;
-                    double mem = P * pcoef + inmem + (rc ? acts : k * acts) + 2 * maxa;
+                    double mem = P * pcoef + inmem + (rc ? acts : k * acts) + 2 * maxa +
+                                 (m->cG[j] - m->cG[b]) * bscale;
                     if (mem > R->cap) break; /* memory grows with j */
                     if (mem + k * (j < nb ? m->cut[j] * bscale : 0) > R->cap)
                         continue; /* the received gradients: not monotone in j */

@@ -59,6 +59,30 @@ double sim_step_bytes_per_param(optimizer_kind opt)
     return opt == OPT_ADAM ? 7 : opt == OPT_MOMENTUM ? 5 : 3;
 }
 
+/* The two input-gradient buffers the executor gives the top-level layers [first, last] of
+ * a chain, at the profile's minibatch: walking backward, each layer writes its input
+ * gradient into the buffer that does not hold its output gradient, a flatten passes its
+ * gradient through and an embedding has none; each buffer is as large as the largest
+ * input written into it. */
+static double chain_gradbuf(const profile *p, int first, int last)
+{
+    double need[2] = {0, 0};
+    int hold = -1;
+    for (int l = last < p->nlayers ? last : p->nlayers - 1; l >= first; l--) {
+        const char *k = p->layers[l].kind;
+        if (!strcmp(k, "flatten")) continue;
+        if (!strcmp(k, "embedding")) {
+            hold = -1;
+            continue;
+        }
+        int b = hold == 0 ? 1 : 0;
+        double in = l > 0 ? p->layers[l - 1].activation_bytes : p->input_bytes;
+        if (in > need[b]) need[b] = in;
+        hold = b;
+    }
+    return need[0] + need[1];
+}
+
 int sim_cost_build(sim_model *m, const plan *pl, const schedule *s, const sim_net *net,
                    int straggler_device, double straggler_factor, plumb_err *err)
 {
@@ -127,18 +151,30 @@ int sim_cost_build(sim_model *m, const plan *pl, const schedule *s, const sim_ne
     for (int i = 1; i <= n; i++)
         cross[i] += cross[i - 1];
 
+    int splits = 0; /* a zero-bubble schedule: backwards run as I and W */
+    for (int w = 0; w < s->nworkers && !splits; w++)
+        for (int i = 0; i < s->len[w]; i++)
+            if (s->acts[w][i].kind == ACT_I) { splits = 1; break; }
     for (int st = 0; st < s->nstages; st++) {
         const plan_stage *ps = &pl->stages[st];
         double f = 0, b = 0, in = 0, wt = 0, params = 0, acts = 0, maxact = 0;
+        double saved = 0, split = 0, inner = 0, ws = 0, lastact = 0;
         int nl = 0;
         for (int l = ps->first_layer; l <= ps->last_layer && l < n; l++) {
             const profile_layer *L = &p->layers[l];
             nl++;
             if (l < ps->last_layer && L->activation_bytes > maxact) /* the next one's input */
                 maxact = L->activation_bytes;
+            saved += L->saved_bytes;
+            split += L->split_saved_bytes;
+            inner += L->grad_buffer_bytes;
+            if (L->workspace_bytes > ws) ws = L->workspace_bytes;
+            lastact = L->activation_bytes;
+            /* the executor's flatten hands on its input's buffer: nothing more is held */
+            double held = !p->nedges && !strcmp(L->kind, "flatten") ? 0 : L->activation_bytes;
             if (profile_layer_is_input(L)) { /* the data loader's time, not the device's */
                 params += L->parameter_bytes;
-                acts += L->activation_bytes;
+                acts += held;
                 continue;
             }
             f += L->forward_ms;
@@ -151,7 +187,7 @@ int sim_cost_build(sim_model *m, const plan *pl, const schedule *s, const sim_ne
                 wt += L->backward_ms / 2;
             }
             params += L->parameter_bytes;
-            acts += L->activation_bytes;
+            acts += held;
         }
         double *a = &m->act_s[(size_t)st * SIM_NC];
         a[SIM_C_F] = f * scale / 1e3;
@@ -166,17 +202,25 @@ int sim_cost_build(sim_model *m, const plan *pl, const schedule *s, const sim_ne
         int last = ps->last_layer < n ? ps->last_layer : n - 1;
         m->cut_bytes[st] = st + 1 < s->nstages && last >= 0 ? cross[last] * scale : 0;
         double input = st > 0 && ps->first_layer > 0 ? cross[ps->first_layer - 1] * scale : 0;
+        /* the executor's slots also hold the first stage's input (the data) */
+        double held_in = ps->first_layer == 0 ? p->input_bytes * scale : input;
         m->grad_bytes[st] = params;
         m->step_bytes[st] = sim_step_bytes_per_param(pl->optimizer) * params;
         m->allreduce_s[st] = sim_net_allreduce_s(net, ps->devices, ps->replicas, params);
         double maxin = maxact * scale > input ? maxact * scale : input;
-        m->gradbuf_bytes[st] = (nl > 1 ? 2 : 1) * maxin;
+        m->gradbuf_bytes[st] = (p->nedges ? (nl > 1 ? 2 : 1) * maxin
+                                          : chain_gradbuf(p, ps->first_layer, ps->last_layer) *
+                                                scale) +
+                               inner * scale;
         m->slotbuf_bytes[st] = m->cut_bytes[st] + input;
+        m->workspace_bytes[st] = ws;
+        double keep = splits ? split * scale : 0; /* output gradients kept for W */
         if (pl->recompute) {
-            m->stash_bytes[st] = input;
-            m->transient_bytes[st] = acts * scale;
+            /* per microbatch the input and the output; one microbatch's activations */
+            m->stash_bytes[st] = held_in + lastact * scale + keep;
+            m->transient_bytes[st] = (acts + saved) * scale;
         } else {
-            m->stash_bytes[st] = input + acts * scale;
+            m->stash_bytes[st] = held_in + (acts + saved) * scale + keep;
             m->transient_bytes[st] = 0;
         }
     }
@@ -200,11 +244,12 @@ int sim_model_alloc(sim_model *m, const schedule *s)
     m->transient_bytes = calloc(ns, sizeof *m->transient_bytes);
     m->gradbuf_bytes = calloc(ns, sizeof *m->gradbuf_bytes);
     m->slotbuf_bytes = calloc(ns, sizeof *m->slotbuf_bytes);
+    m->workspace_bytes = calloc(ns, sizeof *m->workspace_bytes);
     m->step_bytes = calloc(ns, sizeof *m->step_bytes);
     m->worker_mem_Bps = calloc(nw, sizeof *m->worker_mem_Bps);
     if (!m->worker_device || !m->worker_scale || !m->act_s || !m->cut_bytes ||
         !m->allreduce_s || !m->grad_bytes || !m->stash_bytes || !m->transient_bytes ||
-        !m->gradbuf_bytes || !m->slotbuf_bytes || !m->step_bytes || !m->worker_mem_Bps) {
+        !m->gradbuf_bytes || !m->slotbuf_bytes || !m->workspace_bytes || !m->step_bytes || !m->worker_mem_Bps) {
         sim_model_release(m);
         return -1;
     }
@@ -227,6 +272,7 @@ void sim_model_release(sim_model *m)
     free(m->transient_bytes);
     free(m->gradbuf_bytes);
     free(m->slotbuf_bytes);
+    free(m->workspace_bytes);
     free(m->step_bytes);
     free(m->worker_mem_Bps);
     memset(m, 0, sizeof *m);

@@ -58,13 +58,17 @@ typedef struct sim_model {
                                  microbatch (sent s -> s+1 forward, s+1 -> s backward) */
     double *allreduce_s;      /* [nstages] ring all-reduce time of the stage's gradients */
     double *grad_bytes;       /* [nstages] gradient bytes all-reduced */
-    double *stash_bytes;      /* [nstages] activation bytes kept per in-flight microbatch */
+    double *stash_bytes;      /* [nstages] bytes kept per in-flight microbatch: the stage
+                                 input, every layer's output and saved tensors (with
+                                 recompute the input and output), the W pass's gradients */
     double *transient_bytes;  /* [nstages] extra bytes during a backward (recompute) */
     double *gradbuf_bytes;    /* [nstages] the backward's input-gradient buffers: 2 (1 for a
                                  one-layer stage) x the largest input of the stage's layers */
     double *slotbuf_bytes;    /* [nstages] per in-flight microbatch: the received output
                                  gradient (not the last stage) and the input gradient
                                  waiting to be sent (not the first) */
+    double *workspace_bytes;  /* [nstages] the backend scratch its layers need (the largest;
+                                 a device's stages share one) */
     double *step_bytes;       /* [nstages] bytes one optimizer STEP reads and writes */
     double *worker_mem_Bps;   /* [nworkers] memory bandwidth its STEPs run at (bytes/s,
                                  divided by any straggler factor); 0 = steps cost only

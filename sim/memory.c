@@ -1,38 +1,49 @@
-/* memory.c: the simulator's memory model for one device at its peak (docs/sim.md,
- * "Memory model"): for every stage the device holds, its parameter bytes times the weight
- * versions the schedule keeps (schedule_inflight: 1 for flushing schedules, p - s for
- * PipeDream's stashing, at most 2 for 2BW), one gradient buffer, the optimizer state (sgd 0,
- * momentum 1x, adam 2x the parameters); plus the most activation bytes the engine saw
- * stashed at once on the device (per in-flight microbatch: the stage input and every layer
- * output, or with recompute the stage input, plus one microbatch's recomputed outputs while
- * its backward runs); plus gradient buffers: the backward's two input-gradient buffers
- * (each layer reads the one its successor wrote and writes the other: 2 x the largest
- * layer input) and, per in-flight microbatch, the received output gradient and the input
- * gradient waiting to be sent. */
+/* memory.c: the simulator's memory model for one device (docs/sim.md, "Memory model"):
+ * what plumb's executor allocates for the stages the device holds, which does not depend
+ * on timing. Per stage: its parameter bytes times the weight versions the schedule keeps
+ * (schedule_inflight: 1 for flushing schedules, p - s for PipeDream's stashing, at most 2
+ * for 2BW), one gradient buffer, the optimizer state (sgd 0, momentum 1x, adam 2x the
+ * parameters); per buffer slot (schedule_slots: the most microbatches the device's list
+ * holds open at once) the stage input, every layer's output and saved tensors (with
+ * recompute the input and output, plus one microbatch's activations), the received output
+ * gradient and the input gradient waiting to be sent; the backward's two input-gradient
+ * buffers. Per device: where it holds a replicated stage's first replica, the in-process
+ * all-reduce's receive buffer, sized to the largest such stage (NCCL's all-reduce works in
+ * place, so there this is an upper bound); the backend's scratch, which the device's
+ * layers share (the largest any of them needs). What a layer keeps besides its output (a
+ * block's inner tensors, attention probabilities) and its scratch come from the profile
+ * (saved_bytes and the other fields plumb's profiler writes; 0 where it does not say). */
 #include "sim/memory.h"
 
 void sim_memory_of(const sim_model *m, int w, const int *versions, optimizer_kind opt,
-                   double peak_act_bytes, int inflight, double capacity, sim_memory *out)
+                   double capacity, sim_memory *out)
 {
     const schedule *s = m->sched;
-    double weights = 0, params = 0, buffers = 0;
+    double weights = 0, params = 0, acts = 0, buffers = 0, ws = 0;
+    double root = 0; /* the in-process all-reduce's receive buffer, kept for the largest */
     for (int st = 0; st < s->nstages; st++)
         for (int j = 0; j < s->replicas[st]; j++)
             if (s->stage_workers[s->stage_first[st] + j] == w) {
                 int v = versions && versions[st] > 0 ? versions[st] : 1;
+                double slots = schedule_slots(s, w, st);
                 weights += m->grad_bytes[st] * v;
                 params += m->grad_bytes[st];
-                buffers += m->gradbuf_bytes[st] + (inflight > 1 ? inflight : 1) *
-                                                      m->slotbuf_bytes[st];
+                acts += slots * m->stash_bytes[st] + m->transient_bytes[st];
+                buffers += m->gradbuf_bytes[st] + slots * m->slotbuf_bytes[st];
+                if (j == 0 && s->replicas[st] > 1 && m->grad_bytes[st] > root)
+                    root = m->grad_bytes[st];
+                if (m->workspace_bytes[st] > ws) ws = m->workspace_bytes[st];
                 break;
             }
     double optmul = opt == OPT_ADAM ? 2 : opt == OPT_MOMENTUM ? 1 : 0;
     out->weights = weights;
     out->gradients = params;
     out->optimizer = optmul * params;
-    out->activations = peak_act_bytes;
-    out->buffers = buffers;
-    out->total = out->weights + out->gradients + out->optimizer + out->activations + buffers;
+    out->activations = acts;
+    out->buffers = buffers + root;
+    out->workspace = ws;
+    out->total = out->weights + out->gradients + out->optimizer + out->activations + out->buffers +
+                 ws;
     out->capacity = capacity;
     out->fits = out->total <= capacity;
 }

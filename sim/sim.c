@@ -135,8 +135,7 @@ static int fill_report(sim_report *rep, const plan *pl, const sim_model *m, cons
         double cap = t ? t->memory_bytes : 0;
         if (mem_limit > 0 && (cap <= 0 || mem_limit < cap))
             cap = mem_limit;
-        sim_memory_of(m, w, versions, pl->optimizer, res->peak_act_bytes[w],
-                      res->max_inflight[w], cap, &d->mem);
+        sim_memory_of(m, w, versions, pl->optimizer, cap, &d->mem);
         if (!d->mem.fits)
             rep->fits = 0;
         if (d->mem.total > rep->peak_memory_bytes)

@@ -54,7 +54,9 @@ typedef struct sim_memory {
     double optimizer;         /* sgd 0, momentum 1x, adam 2x the parameter bytes */
     double activations;       /* stashed activations at the peak (in-flight microbatches) */
     double buffers;           /* gradient buffers: the backward's input gradients, and per
-                                 in-flight microbatch the received and the sent gradient */
+                                 in-flight microbatch the received and the sent gradient,
+                                 and a block's inner input gradients */
+    double workspace;         /* the backend's scratch: the most any layer on it needs */
     double total;             /* sum of the above */
     double capacity;          /* device memory (or the memory limit when smaller) */
     int fits;                 /* total <= capacity */

@@ -91,17 +91,19 @@ void sim_print_report(const sim_report *r, const sim_changes *changes, FILE *out
                 dv->mem.fits ? "yes" : "NO");
     }
     fprintf(out, "\nmemory at the peak (weights x versions + gradients + optimizer + "
-            "activations + gradient buffers):\n");
+            "activations + gradient buffers + scratch):\n");
     for (int i = 0; i < r->ndevices; i++) {
         const sim_device_report *dv = &r->devices[i];
-        fprintf(out, "  device %-4d %s x %d + %s + %s + %s + %s (%d microbatches in flight)\n",
+        char f[32];
+        fprintf(out, "  device %-4d %s x %d + %s + %s + %s + %s + %s (%d microbatches in flight)\n",
                 dv->device, fmt_bytes(dv->weight_versions > 0 ? dv->mem.weights /
                                       dv->weight_versions : dv->mem.weights, a, sizeof a),
                 dv->weight_versions > 0 ? dv->weight_versions : 1,
                 fmt_bytes(dv->mem.gradients, b, sizeof b),
                 fmt_bytes(dv->mem.optimizer, c, sizeof c),
                 fmt_bytes(dv->mem.activations, d, sizeof d),
-                fmt_bytes(dv->mem.buffers, e, sizeof e), dv->max_inflight);
+                fmt_bytes(dv->mem.buffers, e, sizeof e),
+                fmt_bytes(dv->mem.workspace, f, sizeof f), dv->max_inflight);
     }
     if (r->nlinks) {
         fprintf(out, "\nlinks:\n%-12s %5s %14s %14s %12s %10s\n", "link", "level",

@@ -22,10 +22,11 @@
 
 static const char *GOOD =
     "{\"format\": \"plumb-profile/1\", \"name\": \"tiny\", \"device\": \"V100\", "
-    "\"source\": \"hand-written\", \"minibatch\": 32, \"layers\": ["
+    "\"source\": \"hand-written\", \"minibatch\": 32, \"input_bytes\": 2048, \"layers\": ["
     LAYER("in", "") ", "
     LAYER("a", ", \"backward_input_ms\": 1.0, \"backward_weight_ms\": 2.0, \"flops\": 1e9") ", "
-    LAYER("b", ", \"stage_id\": 1") ", "
+    LAYER("b", ", \"stage_id\": 1, \"saved_bytes\": 512, \"split_saved_bytes\": 128, "
+             "\"grad_buffer_bytes\": 64, \"workspace_bytes\": 4096") ", "
     LAYER("out", "")
     "], \"edges\": [[0, 1], [0, 2], [1, 3], [2, 3]]}";
 
@@ -76,6 +77,12 @@ Test(profile, loads_good_file_with_optional_fields)
     cr_assert_not_null(p->stage_ids);
     cr_assert_eq(p->stage_ids[0], -1);
     cr_assert_eq(p->stage_ids[2], 1);
+    cr_assert_eq(p->input_bytes, 2048);
+    cr_assert_eq(p->layers[0].saved_bytes, 0, "absent: 0");
+    cr_assert_eq(p->layers[2].saved_bytes, 512);
+    cr_assert_eq(p->layers[2].split_saved_bytes, 128);
+    cr_assert_eq(p->layers[2].grad_buffer_bytes, 64);
+    cr_assert_eq(p->layers[2].workspace_bytes, 4096);
     cr_assert_eq(p->edges[3].src, 2);
     cr_assert_eq(p->edges[3].dst, 3);
     cr_assert_float_eq(profile_total_forward_ms(p), 6.0, 1e-12);
@@ -121,6 +128,13 @@ Test(profile, json_clone_and_equal_round_trip)
     r->layers[2].parameter_bytes += 1;
     cr_assert_not(profile_equal(p, r));
     r->layers[2].parameter_bytes -= 1;
+    r->layers[2].workspace_bytes = 0;
+    cr_assert_not(profile_equal(p, r));
+    r->layers[2].workspace_bytes = 4096;
+    r->input_bytes = 0;
+    cr_assert_not(profile_equal(p, r));
+    r->input_bytes = 2048;
+    cr_assert(profile_equal(p, r));
     r->stage_ids[2] = 0;
     cr_assert_not(profile_equal(p, r));
     r->stage_ids[2] = 1;
@@ -269,6 +283,16 @@ Test(profile_bad, negative_and_zero)
                "t.json: layers[2].stage_id: expected an integer from 0 to 2147483647 (got -1)");
 }
 
+Test(profile_bad, negative_memory_fields)
+{
+    expect_bad("\"saved_bytes\": 512", "\"saved_bytes\": -512",
+               "t.json: layers[2].saved_bytes: expected a number >= 0 (got -512)");
+    expect_bad("\"workspace_bytes\": 4096", "\"workspace_bytes\": \"big\"",
+               "t.json: layers[2].workspace_bytes: expected a number (got \"big\")");
+    expect_bad("\"input_bytes\": 2048", "\"input_bytes\": -1",
+               "t.json: input_bytes: expected a number >= 0 (got -1)");
+}
+
 Test(profile_bad, non_finite)
 {
     expect_bad("\"parameter_bytes\": 256", "\"parameter_bytes\": 1e999",
@@ -300,7 +324,8 @@ Test(profile_bad, unknown_field)
     expect_bad("\"flops\": 1e9", "\"flop\": 1e9",
                "t.json: layers[1].flop: unknown field; expected one of name, kind, desc, "
                "forward_ms, backward_ms, backward_input_ms, backward_weight_ms, "
-               "activation_bytes, parameter_bytes, flops, stage_id");
+               "activation_bytes, parameter_bytes, flops, saved_bytes, split_saved_bytes, "
+               "grad_buffer_bytes, workspace_bytes, stage_id");
 }
 
 Test(profile_bad, repeated_field)

@@ -13,6 +13,7 @@
 #include "exec/backend.h"
 #include "exec/model.h"
 #include "exec/profiler.h"
+#include "exec/stage.h"
 
 static const char *const mlp_spec =
     "{\"format\": \"plumb-model/1\", \"name\": \"tiny-mlp\", \"input\": [1, 6, 6],"
@@ -181,6 +182,80 @@ Test(profiler, skeleton_sizes_without_timing)
     profile_free(p);
     cr_assert_null(profiler_skeleton(m, 0, "dev", "", &err));
     cr_assert(strstr(err.msg, "batch"), "%s", err.msg);
+    model_free(m);
+}
+
+/* Bytes the CPU backend allocated for stage [i, i] of m at B samples with nslots slots. */
+static size_t stage_bytes(const model *m, int i, int B, int nslots, int split)
+{
+    const backend *bk = backend_cpu();
+    plumb_err err = {{0}};
+    bk_ctx *ctx = bk->create(0, &err);
+    cr_assert_not_null(ctx, "%s", err.msg);
+    stage *st = stage_create(bk, ctx, m, i, i, B, nslots, split, &err);
+    cr_assert_not_null(st, "%s", err.msg);
+    size_t n = bk->mem_peak(ctx);
+    stage_free(st);
+    bk->destroy(ctx);
+    return n;
+}
+
+/* The memory fields of a profile are what the executor's stages allocate: per slot the
+ * input, the output and saved_bytes; per slot with a split backward split_saved_bytes; once
+ * the weights, their gradients, the input gradient and grad_buffer_bytes. 16 samples keep
+ * every buffer but the weights' a whole number of the CPU backend's 64-byte units, so the
+ * sums are exact. */
+Test(profiler, memory_fields_are_what_the_stages_allocate)
+{
+    const char *specs[] = {mlp_spec, cnn_spec, lm_spec};
+    const int B = 16;
+    for (int k = 0; k < 3; k++) {
+        model *m = parse(specs[k]);
+        plumb_err err = {{0}};
+        profile *p = profiler_skeleton(m, B, "dev", NULL, &err);
+        cr_assert_not_null(p, "%s", err.msg);
+        cr_assert_eq(p->input_bytes, (double)B * shape_numel(m->in_ndim, m->in_shape) * 4);
+        for (int i = 0; i < m->nlayers; i++) {
+            const layer *L = &m->layers[i];
+            const profile_layer *pl = &p->layers[i];
+            double in = (double)B * shape_numel(L->in_ndim, L->in_shape) * 4;
+            double out = L->kind == LK_FLATTEN ? 0 : pl->activation_bytes;
+            double one = (double)stage_bytes(m, i, B, 1, 0);
+            double two = (double)stage_bytes(m, i, B, 2, 0);
+            double split = (double)stage_bytes(m, i, B, 2, 1);
+            cr_expect_eq(two - one, in + out + pl->saved_bytes, "%s layer %d (%s): a slot "
+                         "takes %g bytes, the profile says %g", m->name, i, pl->kind,
+                         two - one, in + out + pl->saved_bytes);
+            cr_expect_eq(split - two, 2 * pl->split_saved_bytes, "%s layer %d", m->name, i);
+            double dx = L->kind == LK_FLATTEN || L->kind == LK_EMBEDDING ? 0 : in;
+            /* the weight buffers: whole 64-byte units, at least one */
+            double wb = pl->parameter_bytes > 0 ? ceil(pl->parameter_bytes / 64) * 64 : 64;
+            cr_expect_eq(one, 2 * wb + dx + pl->grad_buffer_bytes + in + out + pl->saved_bytes,
+                         "%s layer %d (%s): %g bytes", m->name, i, pl->kind, one);
+        }
+        /* hand-computed: the lm's block keeps layernorm's output and 2 x 8 statistics, the
+         * 36-wide projection, attention's output and 2 x 8 x 8 probabilities, and the last
+         * linear's output */
+        if (m->layers[1].kind == LK_RESIDUAL)
+            cr_expect_eq(p->layers[1].saved_bytes,
+                         (double)B * 4 * (8 * 12 + 2 * 8 + 8 * 36 + 8 * 12 + 2 * 8 * 8 + 8 * 12));
+        profile_free(p);
+        model_free(m);
+    }
+}
+
+Test(profiler, workspace_is_measured_per_layer)
+{
+    model *m = parse(cnn_spec);
+    prof_cfg c = quick(4);
+    plumb_err err = {{0}};
+    profile *p = profiler_run(m, &c, NULL, &err);
+    cr_assert_not_null(p, "%s", err.msg);
+    /* the convolution's im2col operands: at least one sample's (2*3*3) x (8*8) floats */
+    cr_expect_geq(p->layers[0].workspace_bytes, 18.0 * 64 * 4, "%g",
+                  p->layers[0].workspace_bytes);
+    cr_expect_eq(p->layers[1].workspace_bytes, 0, "relu needs no scratch");
+    profile_free(p);
     model_free(m);
 }
 

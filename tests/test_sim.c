@@ -5,6 +5,7 @@
 #include <criterion/criterion.h>
 #include <math.h>
 
+#include "core/schedule.h"
 #include "sim/sim.h"
 #include "sim/synth.h"
 
@@ -355,9 +356,12 @@ Test(sim, bandwidth_whatif)
     plan_free(pl);
 }
 
-/* Memory: weights x versions + gradients + optimizer state (sgd 0, momentum 1x, adam 2x)
- * + stashed activations + gradient buffers; recompute keeps only the stage input per
- * in-flight microbatch plus one microbatch's outputs during its backward. */
+/* Memory: what the executor allocates. Weights x versions + gradients + optimizer state
+ * (sgd 0, momentum 1x, adam 2x) + per buffer slot the stage input and the layer outputs +
+ * gradient buffers. The executor's slots (schedule_slots) are the in-flight microbatches
+ * plus, on a stage that receives, the one whose RECV_F is posted before the compute ahead
+ * of it. Recompute keeps only the stage input and output per slot plus one microbatch's
+ * outputs. */
 Test(sim, memory_model)
 {
     sim_synth s;
@@ -375,20 +379,30 @@ Test(sim, memory_model)
     cr_expect(NEAR(m->gradients, 2e6, 1e-12));
     cr_expect(NEAR(m->optimizer, 4e6, 1e-12));
     cr_expect_eq(r->devices[1].max_inflight, 3);
-    cr_expect(NEAR(m->activations, 3 * 3e6, 1e-12), "%g", m->activations); /* in + 2 out */
-    /* gradient buffers: 2 x the largest layer input (1 MB), and per microbatch in flight
-     * the received output gradient (1 MB) and the input gradient to send (1 MB) */
-    cr_expect(NEAR(m->buffers, 2 * 1e6 + 3 * 2e6, 1e-12), "%g", m->buffers);
-    cr_expect(NEAR(r->devices[3].mem.buffers, 2 * 1e6 + 1 * 1e6, 1e-12),
+    cr_expect_eq(r->devices[3].max_inflight, 1);
+    plumb_err e;
+    schedule *sc = schedule_from_plan(pl, 1, &e);
+    cr_assert_not_null(sc, "%s", e.msg);
+    cr_expect_eq(schedule_slots(sc, 0, 0), 4, "stage 0 receives nothing: 4 in flight");
+    cr_expect_eq(schedule_slots(sc, 1, 1), 4);
+    cr_expect_eq(schedule_slots(sc, 3, 3), 2);
+    schedule_free(sc);
+    cr_expect(NEAR(m->activations, 4 * 3e6, 1e-12), "%g", m->activations); /* in + 2 out */
+    /* gradient buffers: the two input-gradient buffers (each layer's input, 1 MB), and per
+     * slot the received output gradient (1 MB) and the input gradient to send (1 MB) */
+    cr_expect(NEAR(m->buffers, 2 * 1e6 + 4 * 2e6, 1e-12), "%g", m->buffers);
+    cr_expect(NEAR(r->devices[3].mem.buffers, 2 * 1e6 + 2 * 1e6, 1e-12),
               "the last stage sends but receives no gradient: %g", r->devices[3].mem.buffers);
-    cr_expect(NEAR(m->total, 2e6 + 2e6 + 4e6 + 9e6 + 8e6, 1e-12));
+    cr_expect(NEAR(r->devices[0].mem.activations, 4 * 2e6, 1e-12),
+              "the profile gives no input bytes: %g", r->devices[0].mem.activations);
+    cr_expect(NEAR(m->total, 2e6 + 2e6 + 4e6 + 12e6 + 10e6, 1e-12));
     cr_expect(m->fits);
     sim_report_free(r);
 
     pl->recompute = 1;
     r = run(pl, NULL);
     m = &r->devices[1].mem;
-    cr_expect(NEAR(m->activations, 3 * 1e6 + 2e6, 1e-12), "%g", m->activations);
+    cr_expect(NEAR(m->activations, 4 * 2e6 + 2e6, 1e-12), "%g", m->activations);
     /* recompute: B = F + B */
     cr_expect(NEAR(r->stages[1].backward_s, 2 * 1e-3 + 2 * 2e-3, 1e-12));
     sim_report_free(r);

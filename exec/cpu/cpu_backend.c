@@ -90,6 +90,18 @@ static void cpu_free(bk_ctx *c, void *p)
 
 static size_t cpu_mem_peak(bk_ctx *c) { return c->peak; }
 
+static size_t cpu_scratch_take(bk_ctx *c)
+{
+    size_t n = c->scratch_n + c->rnd_n[0] + c->rnd_n[1];
+    free(c->scratch);
+    free(c->rnd[0]);
+    free(c->rnd[1]);
+    c->scratch = c->rnd[0] = c->rnd[1] = NULL;
+    c->scratch_n = c->rnd_n[0] = c->rnd_n[1] = 0;
+    c->live -= n * sizeof(float);
+    return n * sizeof(float);
+}
+
 static void cpu_copy(bk_ctx *c, void *dst, const void *src, size_t bytes)
 {
     (void)c;
@@ -247,6 +259,7 @@ static const char *cpu_note(void)
         .hint_workers = cpu_hint_workers,                                                \
         .note = cpu_note,                                                                \
         .mem_peak = cpu_mem_peak,                                                        \
+        .scratch_take = cpu_scratch_take,                                                \
     }
 
 static const backend cpu_backend = CPU_TABLE("cpu", cpu_create);

@@ -156,6 +156,19 @@ void *cuda_workspace(bk_ctx *c, size_t bytes)
     return c->ws;
 }
 
+static size_t cuda_scratch_take(bk_ctx *c)
+{
+    size_t n = c->ws_bytes;
+    if (!c->ws) return 0;
+    cuda_enter(c);
+    CUDA_CHECK(c, cudaStreamSynchronize(c->stream));
+    cudaFree(c->ws);
+    c->live -= n;
+    c->ws = NULL;
+    c->ws_bytes = 0;
+    return n;
+}
+
 /* ------------------------------------------------------------------ memory */
 
 static void *cuda_alloc(bk_ctx *c, size_t bytes, plumb_err *err)
@@ -378,6 +391,7 @@ void cuda_copy_peer(bk_ctx *to, void *dst, const bk_ctx *from, const void *src, 
     {                                                                                     \
         .name = NAME, .create = CREATE, .destroy = cuda_destroy, .alloc = cuda_alloc,     \
         .free = cuda_free_buf, .mem_peak = cuda_mem_peak, .upload = cuda_upload,          \
+        .scratch_take = cuda_scratch_take,                                                \
         .download = cuda_download,                                                        \
         .copy = cuda_copy, .zero = cuda_zero, .sync = cuda_sync, .gemm = cuda_gemm_rm,    \
         .axpy = cuda_axpy, .scale = cuda_scale, .add = cuda_add,                          \
