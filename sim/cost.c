@@ -216,8 +216,10 @@ int sim_cost_build(sim_model *m, const plan *pl, const schedule *s, const sim_ne
         m->workspace_bytes[st] = ws;
         double keep = splits ? split * scale : 0; /* output gradients kept for W */
         if (pl->recompute) {
-            /* per microbatch the input and the output; one microbatch's activations */
-            m->stash_bytes[st] = held_in + lastact * scale + keep;
+            /* per microbatch the input and the output (the loss stage: also its loss rows
+             * and targets, the loss layer's saved bytes); one microbatch's activations */
+            double loss = ps->last_layer >= n - 1 ? p->layers[n - 1].saved_bytes : 0;
+            m->stash_bytes[st] = held_in + (lastact + loss) * scale + keep;
             m->transient_bytes[st] = (acts + saved) * scale;
         } else {
             m->stash_bytes[st] = held_in + (acts + saved) * scale + keep;
