@@ -55,7 +55,7 @@ static cJSON *device_json(const sim_device_report *d)
     add_int(o, "worker", d->worker);
     cJSON_AddStringToObject(o, "type", d->type);
     cJSON *st = cJSON_AddArrayToObject(o, "stages");
-    for (int i = 0; st && i < d->nstages && i < 8; i++)
+    for (int i = 0; st && i < d->nstages && i < SIM_DEVICE_STAGES; i++)
         cJSON_AddItemToArray(st, cJSON_CreateNumber(d->stages[i]));
     json_add_num(o, "busy_s", d->busy_s);
     json_add_num(o, "idle_s", d->idle_s);

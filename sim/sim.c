@@ -120,7 +120,7 @@ static int fill_report(sim_report *rep, const plan *pl, const sim_model *m, cons
         for (int st = 0; st < s->nstages; st++)
             for (int j = 0; j < s->replicas[st]; j++)
                 if (s->stage_workers[s->stage_first[st] + j] == w) {
-                    if (d->nstages < 8)
+                    if (d->nstages < SIM_DEVICE_STAGES)
                         d->stages[d->nstages] = st;
                     d->nstages++;
                     if (versions[st] > d->weight_versions)

@@ -63,12 +63,15 @@ typedef struct sim_memory {
 } sim_memory;
 
 /* Per device that runs a worker. Times are per steady-state iteration (see iteration_s). */
+#define SIM_DEVICE_STAGES 64 /* the most stages a device's report lists */
+
 typedef struct sim_device_report {
     int device;               /* cluster device id */
     int worker;               /* schedule worker id */
     char type[48];            /* device type name (cut to 47 characters) */
     int nstages;              /* stages it holds (chunks, or 1) */
-    int stages[8];            /* the first min(nstages, 8) stage indices */
+    int stages[SIM_DEVICE_STAGES]; /* the stage indices (all: a device holds one stage per
+                                      chunk, and schedules have at most 64 chunks) */
     double busy_s;            /* compute (F, B, I, W, step) per iteration */
     double idle_s;            /* iteration_s - busy_s */
     double comm_s;            /* time its outgoing transfers and all-reduces take per

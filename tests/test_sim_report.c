@@ -151,3 +151,32 @@ Test(sim_report, gantt_and_table)
     sim_report_free(r);
     plan_free(pl);
 }
+
+/* A device holding more than 8 stages (interleaved, 10 chunks on 2 devices) lists them all,
+ * in the struct and in the JSON, so that compare's memory rows of a report find them. */
+Test(sim_report, every_stage_of_a_device_is_listed)
+{
+    sim_synth s;
+    sim_synth_init(&s);
+    s.nstages = 20;
+    s.chunks = 10;
+    s.schedule = SCHED_INTERLEAVED;
+    s.microbatches = 4;
+    plumb_err e;
+    plan *pl = sim_synth_plan(&s, &e);
+    cr_assert_not_null(pl, "%s", e.msg);
+    sim_report *r = sim_run(pl, NULL, &e);
+    cr_assert_not_null(r, "%s", e.msg);
+    cr_assert_eq(r->ndevices, 2);
+    cr_assert_eq(r->devices[1].nstages, 10);
+    for (int j = 0; j < 10; j++) cr_expect_eq(r->devices[1].stages[j], 2 * j + 1);
+    cJSON *js = sim_report_to_json(r, NULL, NULL);
+    cr_assert_not_null(js);
+    const cJSON *st = cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(js, "devices"), 1),
+                                          "stages");
+    cr_assert_eq(cJSON_GetArraySize(st), 10);
+    cr_expect_eq(cJSON_GetArrayItem(st, 9)->valueint, 19);
+    cJSON_Delete(js);
+    sim_report_free(r);
+    plan_free(pl);
+}
