@@ -49,6 +49,7 @@ typedef struct nm_model {
                                   buffers (once per stage) */
     double *cut;      /* [nb + 1] bytes crossing the boundary before block b; 0 at 0, nb */
     double *maxA;     /* [nb + 1] the largest layer activation in block b (gradient buffers) */
+    double ws_max;    /* the largest layer scratch (workspace_bytes): every stage's bound */
     nm_range *rg;     /* [U * (U + 1)]: rg[u * (U + 1) + r] */
     int nr;
     int rlist[NM_MAX_UNITS]; /* replica counts (in units) the program tries */

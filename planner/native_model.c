@@ -230,6 +230,7 @@ int nm_model_build(nm_model *m, const profile *p, const cluster *c, int ndev,
             bw += profile_layer_backward_ms(&p->layers[i]);
             a += p->layers[i].activation_bytes + p->layers[i].saved_bytes;
             gb += p->layers[i].grad_buffer_bytes;
+            if (p->layers[i].workspace_bytes > m->ws_max) m->ws_max = p->layers[i].workspace_bytes;
             pr += p->layers[i].parameter_bytes;
             if (p->layers[i].activation_bytes > m->maxA[b])
                 m->maxA[b] = p->layers[i].activation_bytes;
@@ -396,7 +397,8 @@ static int stage_cost_k(const nm_model *m, const nm_setting *s, int b0, int b1, 
     double optmul = s->opt == OPT_ADAM ? 2 : s->opt == OPT_MOMENTUM ? 1 : 0;
     double mem = P * (ver + 1 + optmul) + k * (s->recompute ? in : in + acts) +
                  (s->recompute ? acts : 0) + gradbuf(m, b0, b1, in / bscale) * bscale +
-                 k * (in + out) + (m->cG[b1] - m->cG[b0]) * bscale;
+                 k * (in + out) + (m->cG[b1] - m->cG[b0]) * bscale + m->ws_max +
+                 (b0 == 0 ? k * m->p->input_bytes * bscale : 0);
     o->c = c;
     o->b = B;
     o->per = per;
@@ -488,6 +490,8 @@ void nm_price(const nm_model *m, const nm_setting *s, nm_part *pt)
             devmem[rk] += P * (2 + optmul) + (s->recompute ? acts / pt->nst : 0) +
                           gradbuf(m, st->b0, st->b1, in / bscale) * bscale +
                           (m->cG[st->b1] - m->cG[st->b0]) * bscale;
+            if (i < p) devmem[rk] += m->ws_max; /* the scratch, once per device */
+            if (st->b0 == 0) in = m->p->input_bytes * bscale; /* the data, held per slot */
             stash[rk] += (s->recompute ? in + out : in + out + acts) / v;
             if (o.cap < cap) cap = o.cap;
         }
@@ -603,7 +607,8 @@ static void dp_solve(const nm_model *m, const nm_setting *s, nm_dp *d, int mode,
                     if (!(next < best)) continue;
                     double P = m->cP[j] - m->cP[b], acts = (m->cA[j] - m->cA[b]) * bscale;
                     double mem = P * pcoef + inmem + (rc ? acts : k * acts) + 2 * maxa +
-                                 (m->cG[j] - m->cG[b]) * bscale;
+                                 (m->cG[j] - m->cG[b]) * bscale + m->ws_max +
+                                 (b == 0 ? k * m->p->input_bytes * bscale : 0);
                     if (mem > R->cap) break; /* memory grows with j */
                     if (mem + k * (j < nb ? m->cut[j] * bscale : 0) > R->cap)
                         continue; /* the received gradients: not monotone in j */

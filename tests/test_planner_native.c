@@ -192,6 +192,44 @@ Test(memory, chosen_plan_fits_per_simulator)
     cluster_free(c);
 }
 
+/* What a layer keeps besides its output (saved_bytes: a transformer block keeps several
+ * times its output) and its scratch count in the program's estimate, as in the
+ * simulator's: with 8 layers of 64 MiB outputs that keep 512 MiB more each, the estimate of
+ * every candidate is at least the kept bytes of its fullest stage, and the chosen plan fits
+ * per the simulator. */
+Test(memory, saved_tensors_and_scratch_count)
+{
+    profile *p = chain(8, 32, 10, 20, 64.0 * (1 << 20), 1 << 20);
+    for (int i = 0; i < 8; i++) {
+        p->layers[i].saved_bytes = 512.0 * (1 << 20);
+        p->layers[i].grad_buffer_bytes = 64.0 * (1 << 20);
+    }
+    p->layers[3].workspace_bytes = 256.0 * (1 << 20);
+    cluster *c = mkcluster(4, "s", 32, 100, 100);
+    native_options o;
+    native_options_init(&o);
+    o.memory_limit_bytes = 3 * GiB;
+    o.microbatch_size = 32;
+    native_result r;
+    plumb_err e;
+    plan *pl = planner_native(p, c, &o, &r, &e);
+    cr_assert(pl, "%s", e.msg);
+    assert_fits(pl, o.memory_limit_bytes);
+    for (int i = 0; i < r.ncand; i++) {
+        const native_candidate *k = &r.cand[i];
+        /* the fullest of nstages stages holds at least ceil(8 / nstages) layers' saved
+         * bytes and grad buffers, plus the scratch */
+        int layers = (8 + k->nstages - 1) / k->nstages;
+        cr_assert_geq(k->est_peak_memory_bytes, layers * 576.0 * (1 << 20) + 256.0 * (1 << 20),
+                      "candidate %d: %d stages, estimate %.2f GiB", i, k->nstages,
+                      k->est_peak_memory_bytes / GiB);
+    }
+    plan_free(pl);
+    native_result_free(&r);
+    profile_free(p);
+    cluster_free(c);
+}
+
 static double thr_of(const native_candidate *c)
 {
     return c->simulated ? c->sim_samples_per_s : c->est_samples_per_s;
