@@ -251,7 +251,8 @@ int sim_model_alloc(sim_model *m, const schedule *s)
     m->worker_mem_Bps = calloc(nw, sizeof *m->worker_mem_Bps);
     if (!m->worker_device || !m->worker_scale || !m->act_s || !m->cut_bytes ||
         !m->allreduce_s || !m->grad_bytes || !m->stash_bytes || !m->transient_bytes ||
-        !m->gradbuf_bytes || !m->slotbuf_bytes || !m->workspace_bytes || !m->step_bytes || !m->worker_mem_Bps) {
+        !m->gradbuf_bytes || !m->slotbuf_bytes || !m->workspace_bytes || !m->step_bytes ||
+        !m->worker_mem_Bps) {
         sim_model_release(m);
         return -1;
     }
