@@ -116,13 +116,13 @@ static size_t aux_floats(const layer *L, int B)
  * whose own output is o->out and whose input gradient is the stage's shared buffer). */
 static void layer_bytes_add(const layer *L, const model *m, int B, int top, stage_lbytes *o)
 {
-    const size_t f = sizeof(float);
-    size_t out = L->kind == LK_FLATTEN ? 0 : (size_t)B * shape_numel(L->out_ndim, L->out_shape) * f;
+    const size_t f = sizeof(float), outb = (size_t)B * shape_numel(L->out_ndim, L->out_shape) * f;
+    size_t out = L->kind == LK_FLATTEN ? 0 : outb; /* a flatten aliases its input */
     if (top) o->out += out;
     else o->saved += out;
     o->saved += aux_floats(L, B) * f;
     if (L->kind == LK_XENT) o->saved += (size_t)B * model_targets_per_sample(m) * sizeof(int32_t);
-    if (has_weights(L)) o->split += (size_t)B * shape_numel(L->out_ndim, L->out_shape) * f;
+    if (has_weights(L)) o->split += outb;
     if (!top && L->kind != LK_FLATTEN && L->kind != LK_EMBEDDING)
         o->grad_buffers += (size_t)B * shape_numel(L->in_ndim, L->in_shape) * f;
     for (int i = 0; i < L->nchildren; i++) layer_bytes_add(&L->children[i], m, B, 0, o);

@@ -95,17 +95,9 @@ static int worker_run(eng *E, int w, double t)
             double dur = act_s[(size_t)s * SIM_NC + comp_slot(a->kind)] * scale;
             if (a->kind == ACT_STEP && m->worker_mem_Bps[w] > 0)
                 dur += m->step_bytes[s] / m->worker_mem_Bps[w];
-            if (a->kind == ACT_F) {
-                ws->cur_act += m->stash_bytes[s];
-                if (++ws->inflight > E->r->max_inflight[w])
-                    E->r->max_inflight[w] = ws->inflight;
-            } else if (a->kind == ACT_B || a->kind == ACT_I) {
-                ws->cur_act += m->transient_bytes[s];
-            }
-            if (ws->cur_act > E->r->peak_act_bytes[w])
-                E->r->peak_act_bytes[w] = ws->cur_act;
+            if (a->kind == ACT_F && ++ws->inflight > E->r->max_inflight[w])
+                E->r->max_inflight[w] = ws->inflight;
             if (a->kind == ACT_B || a->kind == ACT_W) {
-                ws->cur_act -= m->stash_bytes[s] + m->transient_bytes[s];
                 ws->inflight--;
                 if (E->s->replicas[s] > 1 && eng_backward(E, w, c, s, t, dur))
                     return -1;
@@ -245,7 +237,6 @@ void sim_result_free(sim_result *r)
     free(r->busy_window);
     free(r->comm_window);
     free(r->busy_total);
-    free(r->peak_act_bytes);
     free(r->max_inflight);
     free(r->links);
     timeline_free(r->tl);
@@ -326,10 +317,9 @@ int sim_engine_run(const sim_model *m, sim_result *r, plumb_err *err)
     r->busy_window = calloc((size_t)E.nw + 1, sizeof *r->busy_window);
     r->comm_window = calloc((size_t)E.nw + 1, sizeof *r->comm_window);
     r->busy_total = calloc((size_t)E.nw + 1, sizeof *r->busy_total);
-    r->peak_act_bytes = calloc((size_t)E.nw + 1, sizeof *r->peak_act_bytes);
     r->max_inflight = calloc((size_t)E.nw + 1, sizeof *r->max_inflight);
     if (!r->iter_end || !r->busy_window || !r->comm_window || !r->busy_total ||
-        !r->peak_act_bytes || !r->max_inflight) {
+        !r->max_inflight) {
         eng_oom(&E);
         goto out;
     }

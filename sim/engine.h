@@ -58,15 +58,16 @@ typedef struct sim_model {
                                  microbatch (sent s -> s+1 forward, s+1 -> s backward) */
     double *allreduce_s;      /* [nstages] ring all-reduce time of the stage's gradients */
     double *grad_bytes;       /* [nstages] gradient bytes all-reduced */
-    double *stash_bytes;      /* [nstages] bytes kept per in-flight microbatch: the stage
+    double *stash_bytes;      /* [nstages] bytes kept per buffer slot: the stage
                                  input, every layer's output and saved tensors (with
                                  recompute the input and output), the W pass's gradients */
-    double *transient_bytes;  /* [nstages] extra bytes during a backward (recompute) */
-    double *gradbuf_bytes;    /* [nstages] the backward's input-gradient buffers: 2 (1 for a
-                                 one-layer stage) x the largest input of the stage's layers */
-    double *slotbuf_bytes;    /* [nstages] per in-flight microbatch: the received output
-                                 gradient (not the last stage) and the input gradient
-                                 waiting to be sent (not the first) */
+    double *transient_bytes;  /* [nstages] once per stage with recompute: one microbatch's
+                                 outputs and saved tensors */
+    double *gradbuf_bytes;    /* [nstages] once per stage: the backward's two input-gradient
+                                 buffers and the blocks' inner ones */
+    double *slotbuf_bytes;    /* [nstages] per buffer slot: the received output gradient
+                                 (not the last stage) and the input gradient waiting to be
+                                 sent (not the first) */
     double *workspace_bytes;  /* [nstages] the backend scratch its layers need (the largest;
                                  a device's stages share one) */
     double *step_bytes;       /* [nstages] bytes one optimizer STEP reads and writes */
@@ -108,7 +109,6 @@ typedef struct sim_result {
     double *busy_window;      /* [nworkers] compute per iteration in the steady window */
     double *comm_window;      /* [nworkers] transfers sent + all-reduce per iteration */
     double *busy_total;       /* [nworkers] compute over the run */
-    double *peak_act_bytes;   /* [nworkers] most stashed activation bytes at once */
     int *max_inflight;        /* [nworkers] most in-flight microbatches at once */
     int nlinks;
     sim_link_stat *links;     /* in order of first use */

@@ -64,7 +64,6 @@ typedef struct wstate {      /* per worker */
     int lpeer, link;         /* the last peer sent to and its link */
     int speer[2], schan[2];  /* the last peer sent to per direction and the channel */
     int rpeer[2], rchan[2];  /* the last peer received from per direction and the channel */
-    double cur_act;          /* stashed activation bytes now */
     int ring_g;              /* the group whose grouped ring steps have not yet added
                                 their hop's link time to comm_it, or -1 */
     long long ring_base;     /* that group's steps already added */

@@ -42,8 +42,8 @@ void sim_memory_of(const sim_model *m, int w, const int *versions, optimizer_kin
     out->activations = acts;
     out->buffers = buffers + root;
     out->workspace = ws;
-    out->total = out->weights + out->gradients + out->optimizer + out->activations + out->buffers +
-                 ws;
+    out->total = out->weights + out->gradients + out->optimizer + out->activations +
+                 out->buffers + ws;
     out->capacity = capacity;
     out->fits = out->total <= capacity;
 }
