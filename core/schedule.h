@@ -117,6 +117,17 @@ int schedule_inflight(const schedule *s, int *max_activations, int *max_versions
  * counts the same. */
 int schedule_slots(const schedule *s, int w, int stage);
 
+/* The staging a pair of workers needs: bound[from * nworkers + to] is the most messages of
+ * the kinds in `sends` (a mask of 1u << ACT_SEND_F and 1u << ACT_SEND_B; all-reduce traffic
+ * is never counted) that `from` can have sent to `to` and `to` not yet received at once,
+ * over every timing of the schedule with buffered sends. Each is reached by some timing
+ * (the receiver as late as the schedule's dependencies let it be). The executor's local
+ * transport sets aside that many staging buffers per pair for the gradients (activations
+ * are lent, not staged), and the simulator's memory model counts them. bound has
+ * nworkers^2 entries, filled by the caller-provided buffer. Returns 0, or -1 with err (out
+ * of memory, or an IR that deadlocks with buffered sends). */
+int schedule_send_bound(const schedule *s, unsigned sends, int *bound, plumb_err *err);
+
 /* Action text in PyTorch's torch.distributed.pipelining form: "0F3", "1B2", "2I0", "2W0",
  * "0SEND_F3", "1RECV_F3", "1SEND_B2", "0RECV_B2", "0REDUCE_GRAD" (all-reduce), and
  * "0STEP" (plumb's own, for the optimizer step). Returns buf. */

@@ -184,12 +184,13 @@ typedef struct backend {
     size_t (*scratch_take)(bk_ctx *c);
 
     /* --- optional: hand-offs between contexts ---------------------------------------------
-     * For backends whose entries run asynchronously on per-context device queues (CUDA
-     * streams). With all five set, the local transport moves a message from one worker's
-     * context to another's by device copies ordered with marks, and no host thread waits
-     * for the copy (exec/transport_local.c); left NULL, it moves messages through host
-     * memory with download and upload. A mark belongs to the device of the context that
-     * made it; it may be waited on from any context. */
+     * With all five set, the local transport moves a message from one worker's context to
+     * another's through a staging buffer of the sender's context, by copies ordered with
+     * marks, so that no host thread waits for an asynchronous copy (CUDA streams), and the
+     * staging counts in the sender's memory (exec/transport_local.c); left NULL, it moves
+     * messages through host memory with download and upload. A mark belongs to the device
+     * of the context that made it; it may be waited on from any context. The CPU backend's
+     * marks order nothing (its entries are synchronous) and its copy_peer is a memcpy. */
     /* A new mark on c's device; NULL with err set on failure. Free with mark_free. */
     bk_mark *(*mark_new)(bk_ctx *c, plumb_err *err);
     void (*mark_free)(bk_mark *m);                 /* NULL allowed; any thread */

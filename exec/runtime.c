@@ -47,6 +47,8 @@ typedef struct rec {
 typedef struct shared {
     pthread_mutex_t mu;
     plumb_err first;         /* the first failure of any worker */
+    int *send_bound;         /* [W x W] schedule_send_bound; NULL: the transport reserves
+                                nothing */
 } shared;
 
 typedef struct worker {
@@ -333,8 +335,11 @@ static int run_action(worker *wk, const action *a, int i)
     case ACT_SEND_F:
         if (slot < 0) goto noslot;
         bytes = (double)mb * stage_out_numel(rs->st) * sizeof(float);
-        if (c->tr->send(c->tr, bk, wk->ctx, wk->w, a->peer, msg_tag(sc, g, a->peer_stage, 0),
-                        stage_output(rs->st, slot), (size_t)bytes, &wk->err))
+        /* the output stays in its slot until this microbatch's gradient is back from the
+         * peer, which received it first: the transport may copy straight out of it */
+        if ((c->tr->send_lent ? c->tr->send_lent : c->tr->send)(
+                c->tr, bk, wk->ctx, wk->w, a->peer, msg_tag(sc, g, a->peer_stage, 0),
+                stage_output(rs->st, slot), (size_t)bytes, &wk->err))
             return -1;
         break;
     case ACT_RECV_B:
@@ -427,6 +432,35 @@ static void fail(worker *wk)
     wk->cfg->tr->abort(wk->cfg->tr, wk->err.msg);
 }
 
+/* Has the transport set aside the staging of every pair wk sends on: as many messages as
+ * can be in flight on it (schedule_send_bound), each the size of the pair's largest; lent
+ * activations need none. */
+static int reserve_staging(worker *wk)
+{
+    const rt_cfg *c = wk->cfg;
+    const schedule *sc = c->sched;
+    const int W = sc->nworkers;
+    if (!wk->sh->send_bound || !c->tr->reserve) return 0;
+    for (int to = 0; to < W; to++) {
+        int count = wk->sh->send_bound[wk->w * W + to];
+        size_t bytes = 0;
+        for (int i = 0; count > 0 && i < sc->len[wk->w]; i++) {
+            const action *a = &sc->acts[wk->w][i];
+            if (a->peer != to || !(a->kind == ACT_SEND_B ||
+                                   (a->kind == ACT_SEND_F && !c->tr->send_lent)))
+                continue;
+            rstage *rs = find_stage(wk, a->stage);
+            if (!rs) continue;
+            size_t n = a->kind == ACT_SEND_F ? stage_out_numel(rs->st) : stage_in_numel(rs->st);
+            if ((size_t)c->microbatch * n * sizeof(float) > bytes)
+                bytes = (size_t)c->microbatch * n * sizeof(float);
+        }
+        if (bytes && c->tr->reserve(c->tr, c->bk, wk->ctx, wk->w, to, count, bytes, &wk->err))
+            return -1;
+    }
+    return 0;
+}
+
 static void *worker_main(void *arg)
 {
     worker *wk = arg;
@@ -453,6 +487,7 @@ static void *worker_main(void *arg)
             if (sc->stage_workers[sc->stage_first[s] + j] == wk->w) {
                 if (stage_init(wk, &wk->st[wk->nst++], s, j)) { fail(wk); return NULL; }
             }
+    if (reserve_staging(wk)) { fail(wk); return NULL; }
     for (int i = 0; i < sc->len[wk->w]; i++)
         if (run_action(wk, &sc->acts[wk->w][i], i)) { fail(wk); return NULL; }
     for (int k = 0; k < wk->nst; k++) {
@@ -554,6 +589,22 @@ int runtime_run(const rt_cfg *cfg, rt_result *res, plumb_err *err)
     shared sh;
     memset(&sh, 0, sizeof sh);
     pthread_mutex_init(&sh.mu, NULL);
+    if (c.tr->reserve) {
+        if (!(sh.send_bound = malloc((size_t)W * W * sizeof *sh.send_bound))) {
+            err_set(err, NULL, NULL, "out of memory");
+            pthread_mutex_destroy(&sh.mu);
+            if (own) own->destroy(own);
+            return -1;
+        }
+        /* activations are lent where the transport can (send_lent): only gradients stage */
+        unsigned kinds = 1u << ACT_SEND_B | (c.tr->send_lent ? 0u : 1u << ACT_SEND_F);
+        if (schedule_send_bound(s, kinds, sh.send_bound, err)) {
+            free(sh.send_bound);
+            pthread_mutex_destroy(&sh.mu);
+            if (own) own->destroy(own);
+            return -1;
+        }
+    }
     worker *wks = calloc((size_t)W, sizeof *wks);
     pthread_t *th = calloc((size_t)W, sizeof *th);
     int *started = calloc((size_t)W, sizeof *started);
@@ -654,6 +705,7 @@ done:
     free(th);
     free(started);
     pthread_mutex_destroy(&sh.mu);
+    free(sh.send_bound);
     if (own) own->destroy(own);
     if (rc) rt_result_free(res);
     return rc;

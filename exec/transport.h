@@ -24,6 +24,13 @@ struct transport {
      * Returns 0, or -1 with err set (aborted, out of memory). */
     int (*send)(transport *t, const backend *bk, bk_ctx *ctx, int from, int to, long tag,
                 const void *buf, size_t bytes, plumb_err *err);
+    /* Optional (NULL: use send): like send, but buf is lent, not copied: the caller keeps
+     * it allocated and unchanged until a message from `to` that `to` sent after receiving
+     * this one has been received (the runtime lends a stage's output activations, which
+     * stay in their slot until the next stage's gradient of the same microbatch is back).
+     * The receiver copies straight out of buf, so the message needs no staging buffer. */
+    int (*send_lent)(transport *t, const backend *bk, bk_ctx *ctx, int from, int to, long tag,
+                     const void *buf, size_t bytes, plumb_err *err);
     /* Receives the message (from, to, tag) into buf, which must be `bytes` long. Blocks.
      * Returns 0, or -1 with err set (aborted, size mismatch, no message within the
      * transport's timeout: a deadlock). */
@@ -33,6 +40,14 @@ struct transport {
      * every member calls it with the same group order and tag. Returns 0 or -1. */
     int (*allreduce)(transport *t, const backend *bk, bk_ctx *ctx, int self, const int *group,
                      int n, long tag, float *buf, size_t count, plumb_err *err);
+    /* Optional (NULL: sends allocate as they go): sets aside in ctx, worker `from`'s
+     * context, what `count` messages of at most `bytes` from `from` to `to` need while in
+     * flight, so that no send of a run allocates. The runtime calls it for each pair its
+     * workers send on, before they start, with schedule_send_bound's count and the pair's
+     * largest message. What is set aside is freed by `release`. Returns 0, or -1 with err
+     * set (out of memory, workers out of range). */
+    int (*reserve)(transport *t, const backend *bk, bk_ctx *ctx, int from, int to, int count,
+                   size_t bytes, plumb_err *err);
     /* Makes every pending and later call fail with `why` (first reason kept). */
     void (*abort)(transport *t, const char *why);
     /* Optional (NULL: nothing to release): frees what the transport holds in ctx, worker
@@ -55,10 +70,13 @@ struct transport {
 
 /* The in-process transport for nworkers threads: a mailbox guarded by a mutex. Messages
  * travel as host copies, or, where the backend has the hand-off entries (mark_new ...
- * copy_peer), as device staging buffers of the sender's context that the receiver copies
- * from on its own queue; all-reduce sums with the backend's axpy on the group's first
- * member. A receive that waits longer than timeout_s seconds fails as a deadlock
- * (timeout_s <= 0: 120 s). NULL with err when out of memory. */
+ * copy_peer: the CPU and CUDA backends), as staging buffers of the sender's context that
+ * the receiver copies from on its own queue, kept per pair for reuse (`reserve` sets them
+ * aside), or straight out of the sender's buffer for `send_lent`. All-reduce sums with
+ * the backend's axpy on the group's first member, lending buffers both ways, so that it
+ * stages nothing besides the root's receive buffer. A receive that waits longer than
+ * timeout_s seconds fails as a deadlock (timeout_s <= 0: 120 s). NULL with err when out
+ * of memory. */
 transport *transport_local_create(int nworkers, double timeout_s, plumb_err *err);
 
 #endif

@@ -1,11 +1,14 @@
 /* transport_local.c: the in-process transport: workers are threads of one process and post
  * messages to one mailbox (a list guarded by a mutex and a condition variable), matched by
  * (from, to, tag). A message is a host copy of the sender's buffer, or, where the backend
- * has the hand-off entries (CUDA), a staging buffer on the sender's device that the
+ * has the hand-off entries (CPU, CUDA), a staging buffer on the sender's device that the
  * receiver copies from on its own queue, ordered by marks, so that no host thread waits
- * for a device copy. All-reduce gathers to the group's first member, which sums with the
- * backend's axpy and sends the result back. A receive that waits too long reports a
- * deadlock. */
+ * for a device copy; a lent send skips the staging buffer, the receiver copying straight
+ * out of the sender's. Each (sender, receiver) pair keeps its staging buffers for reuse;
+ * `reserve` sets them aside before a run (schedule_send_bound says how many), so that
+ * sends allocate nothing while it runs. All-reduce gathers to the group's first member,
+ * which sums with the backend's axpy and sends the result back, both ways lent. A receive
+ * that waits too long reports a deadlock. */
 #include "exec/transport.h"
 
 #include <errno.h>
@@ -14,13 +17,16 @@
 #include <string.h>
 #include <time.h>
 
-/* A device buffer of the sending worker's context that carries one message at a time.
- * After the receiver has queued its copy out, it goes back to its (from, to) pair's spare
- * list, and the sender's next message of that pair reuses it once `done` has passed. */
+/* A device buffer of the sending worker's context that carries one message at a time, or,
+ * for a lent send, the marks that order the receiver's copy out of the sender's own buffer.
+ * After the receiver has queued its copy out, it goes back to the spare list of its pool
+ * (pair and class), and the sender's next message there reuses it once `done` has passed. */
 typedef struct hand {
     struct hand *next;      /* in a spare list */
-    void *dev;              /* cap bytes of the sender's context */
+    void *dev;              /* cap bytes of the sender's context; lent: the sender's buffer */
     size_t cap;
+    int lent;               /* dev belongs to the sender, not to the hand */
+    int busy;               /* out of its pool: posted, its receiver yet to copy out */
     bk_mark *sent;          /* recorded by the sender after filling dev (sender's device) */
     bk_mark *done;          /* recorded by the receiver after copying out (its device;
                                made on its first use, NULL before) */
@@ -30,6 +36,7 @@ typedef struct msg {
     struct msg *next;
     int from, to;
     long tag;
+    int pool;               /* device path: the pool class its hand goes back to */
     size_t bytes;
     hand *h;                /* device path: the staging buffer; NULL: data holds the bytes */
     const bk_ctx *src;      /* device path: the sender's context */
@@ -44,7 +51,7 @@ typedef struct local {
     double timeout_s;
     int aborted;
     char why[512];
-    hand **spare;           /* (from, to): nworkers x nworkers spare lists */
+    hand **spare;           /* pools: spare lists per (from, to, class), pool_of() */
     int *held;              /* per sender: its hands a receiver is copying out of now */
     float **part;           /* per worker: the all-reduce root's receive buffer, kept between
                                calls (an allocation per call would stall a GPU's streams) */
@@ -55,6 +62,16 @@ typedef struct local {
 static int device_path(const backend *bk)
 {
     return bk->mark_new && bk->mark_free && bk->mark_record && bk->mark_wait && bk->copy_peer;
+}
+
+/* Pools of hands: per ordered pair of workers, one of staging buffers (copied sends) and
+ * one of mark pairs for lent sends (no buffer). */
+enum { POOL_STAGED = 0, POOL_LENT, POOL_NCLASSES };
+
+static hand **pool_of(local *l, int from, int to, int cls)
+{
+    return &l->spare[((size_t)from * (size_t)l->nworkers + (size_t)to) * POOL_NCLASSES +
+                     (size_t)cls];
 }
 
 static int aborted_err(local *l, plumb_err *err)
@@ -70,77 +87,99 @@ static void deadline_in(struct timespec *dl, double s)
 
 static void hand_free(const backend *bk, bk_ctx *owner, hand *h)
 {
-    bk->free(owner, h->dev);
+    if (!h->lent) bk->free(owner, h->dev);
     bk->mark_free(h->sent);
     bk->mark_free(h->done);
     free(h);
 }
 
-/* A staging buffer of at least `bytes` for (from, to) in ctx (from's context): the smallest
- * spare one that fits, ordered after its last receiver's copy, else a new one. NULL with
- * err set when out of device memory. */
-static hand *hand_take(local *l, const backend *bk, bk_ctx *ctx, int from, int to,
-                       size_t bytes, plumb_err *err)
+/* A new hand in ctx: a staging buffer of `bytes`, or none when lent. NULL with err set
+ * when out of memory. */
+static hand *hand_new(const backend *bk, bk_ctx *ctx, size_t bytes, int lent, plumb_err *err)
 {
-    hand **best = NULL;
-    pthread_mutex_lock(&l->mu);
-    for (hand **p = &l->spare[from * l->nworkers + to]; *p; p = &(*p)->next)
-        if ((*p)->cap >= bytes && (!best || (*p)->cap < (*best)->cap)) best = p;
-    hand *h = best ? *best : NULL;
-    if (best) *best = h->next;
-    pthread_mutex_unlock(&l->mu);
-    if (h) {
-        if (h->done) bk->mark_wait(ctx, h->done);
-        return h;
-    }
-    if (!(h = calloc(1, sizeof *h))) {
+    hand *h = calloc(1, sizeof *h);
+    if (!h) {
         err_set(err, NULL, NULL, "out of memory");
         return NULL;
     }
-    h->cap = bytes;
-    if (!(h->dev = bk->alloc(ctx, bytes, err)) || !(h->sent = bk->mark_new(ctx, err))) {
+    h->cap = lent ? 0 : bytes;
+    h->lent = lent;
+    if ((!lent && !(h->dev = bk->alloc(ctx, bytes, err))) ||
+        !(h->sent = bk->mark_new(ctx, err))) {
         hand_free(bk, ctx, h);
         return NULL;
     }
     return h;
 }
 
-/* Puts h on (from, to)'s spare list; `held` says a receiver had it. */
-static void hand_return(local *l, int from, int to, hand *h, int held)
+/* A hand of class `cls` for a message of `bytes` from `from` to `to` in ctx (from's
+ * context): the smallest spare one of its pool that fits, ordered after its last
+ * receiver's copy, else a new one. NULL with err set when out of device memory. */
+static hand *hand_take(local *l, const backend *bk, bk_ctx *ctx, int from, int to, int cls,
+                       size_t bytes, plumb_err *err)
+{
+    const size_t need = cls == POOL_LENT ? 0 : bytes;
+    hand **best = NULL;
+    pthread_mutex_lock(&l->mu);
+    for (hand **p = pool_of(l, from, to, cls); *p; p = &(*p)->next)
+        if ((*p)->cap >= need && (!best || (*p)->cap < (*best)->cap)) best = p;
+    hand *h = best ? *best : NULL;
+    if (best) *best = h->next;
+    pthread_mutex_unlock(&l->mu);
+    if (h) {
+        if (h->done) bk->mark_wait(ctx, h->done);
+    } else if (!(h = hand_new(bk, ctx, need, cls == POOL_LENT, err))) {
+        return NULL;
+    }
+    h->busy = 1;
+    return h;
+}
+
+/* Puts h back in pool `cls` of (from, to); `held` says a receiver had it. */
+static void hand_return(local *l, int from, int to, int cls, hand *h, int held)
 {
     pthread_mutex_lock(&l->mu);
-    h->next = l->spare[from * l->nworkers + to];
-    l->spare[from * l->nworkers + to] = h;
+    hand **sp = pool_of(l, from, to, cls);
+    h->next = *sp;
+    *sp = h;
+    h->busy = 0;
     if (held) l->held[from]--;
     pthread_cond_broadcast(&l->cv);
     pthread_mutex_unlock(&l->mu);
 }
 
-static int local_send(transport *t, const backend *bk, bk_ctx *ctx, int from, int to, long tag,
-                      const void *buf, size_t bytes, plumb_err *err)
+/* Posts a message; `lent`: the receiver copies out of buf itself (device path only).
+ * Where `taken` is given it receives the message's hand (NULL on the host path), for
+ * hand_wait. */
+static int post(transport *t, const backend *bk, bk_ctx *ctx, int from, int to, long tag,
+                const void *buf, size_t bytes, int lent, hand **taken, plumb_err *err)
 {
     local *l = t->impl;
     if (to < 0 || to >= l->nworkers || from < 0 || from >= l->nworkers)
         return err_set(err, NULL, NULL, "send from worker %d to worker %d: expected 0 to %d",
                        from, to, l->nworkers - 1);
     const int dev = device_path(bk);
+    lent = lent && dev;
     msg *m = malloc(sizeof *m + (dev ? 0 : bytes) + 1);
     if (!m) return err_set(err, NULL, NULL, "out of memory for a %zu-byte message", bytes);
-    *m = (msg){.from = from, .to = to, .tag = tag, .bytes = bytes, .src = ctx};
+    *m = (msg){.from = from, .to = to, .tag = tag, .bytes = bytes, .src = ctx,
+               .pool = lent ? POOL_LENT : POOL_STAGED};
     if (dev) {
-        if (!(m->h = hand_take(l, bk, ctx, from, to, bytes, err))) {
+        if (!(m->h = hand_take(l, bk, ctx, from, to, m->pool, bytes, err))) {
             free(m);
             return -1;
         }
-        bk->copy(ctx, m->h->dev, buf, bytes);
+        if (lent) m->h->dev = (void *)buf;
+        else bk->copy(ctx, m->h->dev, buf, bytes);
         bk->mark_record(ctx, m->h->sent);
+        if (taken) *taken = m->h;
     } else if (bytes) {
         bk->download(ctx, m->data, buf, bytes);
     }
     pthread_mutex_lock(&l->mu);
     if (l->aborted) {
         pthread_mutex_unlock(&l->mu);
-        if (m->h) hand_return(l, from, to, m->h, 0);
+        if (m->h) hand_return(l, from, to, m->pool, m->h, 0);
         free(m);
         return aborted_err(l, err);
     }
@@ -150,6 +189,18 @@ static int local_send(transport *t, const backend *bk, bk_ctx *ctx, int from, in
     pthread_cond_broadcast(&l->cv);
     pthread_mutex_unlock(&l->mu);
     return 0;
+}
+
+static int local_send(transport *t, const backend *bk, bk_ctx *ctx, int from, int to, long tag,
+                      const void *buf, size_t bytes, plumb_err *err)
+{
+    return post(t, bk, ctx, from, to, tag, buf, bytes, 0, NULL, err);
+}
+
+static int local_send_lent(transport *t, const backend *bk, bk_ctx *ctx, int from, int to,
+                           long tag, const void *buf, size_t bytes, plumb_err *err)
+{
+    return post(t, bk, ctx, from, to, tag, buf, bytes, 1, NULL, err);
 }
 
 /* Copies m's payload into buf (bytes long, ctx's) and disposes of m. */
@@ -168,7 +219,7 @@ static int deliver(local *l, const backend *bk, bk_ctx *ctx, msg *m, void *buf, 
             bk->copy_peer(ctx, buf, m->src, h->dev, bytes);
             bk->mark_record(ctx, h->done);
         }
-        hand_return(l, m->from, m->to, h, 1);
+        hand_return(l, m->from, m->to, m->pool, h, 1);
     } else if (!rc && bytes) {
         bk->upload(ctx, buf, m->data, bytes);
     }
@@ -210,8 +261,33 @@ static int local_recv(transport *t, const backend *bk, bk_ctx *ctx, int to, int 
     }
 }
 
+/* Waits until the receiver of h's message from worker `from` has queued its copy out and
+ * orders ctx's queue after that copy. -1 with err set when the transport aborts or the
+ * receiver does not come within the timeout. */
+static int hand_wait(local *l, const backend *bk, bk_ctx *ctx, int from, int to, hand *h,
+                     plumb_err *err)
+{
+    struct timespec dl;
+    deadline_in(&dl, l->timeout_s);
+    pthread_mutex_lock(&l->mu);
+    while (h->busy && !l->aborted)
+        if (pthread_cond_timedwait(&l->cv, &l->mu, &dl) == ETIMEDOUT) {
+            pthread_mutex_unlock(&l->mu);
+            return err_set(err, NULL, NULL, "worker %d waited %.0f s for worker %d to take "
+                           "its all-reduce result: a stalled peer", from, l->timeout_s, to);
+        }
+    int busy = h->busy;
+    pthread_mutex_unlock(&l->mu);
+    if (busy) return aborted_err(l, err);
+    bk->mark_wait(ctx, h->done);
+    return 0;
+}
+
 /* Gathers to group[0], which sums in place with the backend's axpy (on the device where
- * there is one), then sends the sum back. Every member's buf ends bit-identical. */
+ * there is one), then sends the sum back. Every member's buf ends bit-identical. Both ways
+ * are lent, so that an all-reduce stages nothing: a member's buf is not written until the
+ * sum comes back, which is after the root has copied it out; the root returns once every
+ * member has queued its copy of the sum, its later writes to buf ordered after them. */
 static int local_allreduce(transport *t, const backend *bk, bk_ctx *ctx, int self,
                            const int *group, int n, long tag, float *buf, size_t count,
                            plumb_err *err)
@@ -221,7 +297,7 @@ static int local_allreduce(transport *t, const backend *bk, bk_ctx *ctx, int sel
     const long up = -(2 * tag + 1), down = -(2 * tag + 2);
     int root = group[0];
     if (self != root) {
-        if (local_send(t, bk, ctx, self, root, up, buf, bytes, err)) return -1;
+        if (post(t, bk, ctx, self, root, up, buf, bytes, 1, NULL, err)) return -1;
         return local_recv(t, bk, ctx, self, root, down, buf, bytes, err);
     }
     local *l = t->impl;
@@ -236,8 +312,35 @@ static int local_allreduce(transport *t, const backend *bk, bk_ctx *ctx, int sel
         if (local_recv(t, bk, ctx, self, group[i], up, part, bytes, err)) return -1;
         bk->axpy(ctx, count, 1.0f, part, buf);
     }
-    for (int i = 1; i < n; i++)
-        if (local_send(t, bk, ctx, self, group[i], down, buf, bytes, err)) return -1;
+    /* only this thread takes hands from the (root, member) pools: the ones posted here
+     * stay ours to wait on */
+    hand **out = calloc((size_t)n, sizeof *out);
+    if (!out) return err_set(err, NULL, NULL, "out of memory");
+    int rc = 0;
+    for (int i = 1; i < n && !rc; i++)
+        rc = post(t, bk, ctx, self, group[i], down, buf, bytes, 1, &out[i], err);
+    for (int i = 1; i < n && !rc; i++)
+        if (out[i]) rc = hand_wait(l, bk, ctx, self, group[i], out[i], err);
+    free(out);
+    return rc;
+}
+
+/* Sets aside `count` staging buffers of `bytes` for pipeline messages from `from` to `to`
+ * in ctx, on top of what the pair's pool holds. Without the hand-off entries messages
+ * travel through host memory and nothing is set aside. */
+static int local_reserve(transport *t, const backend *bk, bk_ctx *ctx, int from, int to,
+                         int count, size_t bytes, plumb_err *err)
+{
+    local *l = t->impl;
+    if (to < 0 || to >= l->nworkers || from < 0 || from >= l->nworkers)
+        return err_set(err, NULL, NULL, "reserve from worker %d to worker %d: expected 0 to "
+                       "%d", from, to, l->nworkers - 1);
+    if (!device_path(bk)) return 0;
+    for (int i = 0; i < count; i++) {
+        hand *h = hand_new(bk, ctx, bytes, 0, err);
+        if (!h) return -1;
+        hand_return(l, from, to, POOL_STAGED, h, 0);
+    }
     return 0;
 }
 
@@ -292,8 +395,8 @@ static void local_release(transport *t, const backend *bk, bk_ctx *ctx, int work
     for (msg *m = l->head; m; m = m->next) l->tail = m;
     /* a receiver copying out of our buffers returns them at once: never blocked */
     while (l->held[worker] > 0) pthread_cond_wait(&l->cv, &l->mu);
-    for (int to = 0; to < l->nworkers; to++) {
-        hand **sp = &l->spare[worker * l->nworkers + to];
+    for (int i = 0; i < l->nworkers * POOL_NCLASSES; i++) {
+        hand **sp = &l->spare[(size_t)worker * (size_t)l->nworkers * POOL_NCLASSES + (size_t)i];
         while (*sp) {
             hand *h = *sp;
             *sp = h->next;
@@ -323,7 +426,7 @@ static void local_destroy(transport *t)
         free(m);
         m = n;
     }
-    for (int i = 0; i < l->nworkers * l->nworkers; i++)
+    for (int i = 0; i < l->nworkers * l->nworkers * POOL_NCLASSES; i++)
         for (hand *h = l->spare[i], *n; h; h = n) {
             n = h->next;
             free(h);
@@ -343,7 +446,7 @@ transport *transport_local_create(int nworkers, double timeout_s, plumb_err *err
     transport *t = calloc(1, sizeof *t);
     local *l = calloc(1, sizeof *l);
     if (nworkers < 1) nworkers = 1;
-    hand **spare = calloc((size_t)nworkers * (size_t)nworkers, sizeof *spare);
+    hand **spare = calloc((size_t)nworkers * (size_t)nworkers * POOL_NCLASSES, sizeof *spare);
     int *held = calloc((size_t)nworkers, sizeof *held);
     float **part = calloc((size_t)nworkers, sizeof *part);
     size_t *part_cap = calloc((size_t)nworkers, sizeof *part_cap);
@@ -368,8 +471,10 @@ transport *transport_local_create(int nworkers, double timeout_s, plumb_err *err
     t->name = "local";
     t->impl = l;
     t->send = local_send;
+    t->send_lent = local_send_lent;
     t->recv = local_recv;
     t->allreduce = local_allreduce;
+    t->reserve = local_reserve;
     t->abort = local_abort;
     t->release = local_release;
     t->destroy = local_destroy;

@@ -328,6 +328,16 @@ typedef struct nm_cost {
 
 static int ceil_div(int a, int b) { return (a + b - 1) / b; }
 
+/* The input gradients a stage holding k microbatches (km per flush; 0: no flush) can have
+ * on their way back to the stage before it, each in a staging buffer of the local
+ * transport (schedule_send_bound): all of them under GPipe; else the previous stage's
+ * k + 1 at most, since it holds one microbatch more. */
+static int staged_grads(sched_kind kind, int k, int km)
+{
+    int g = kind == SCHED_GPIPE ? k : k + 1;
+    return km > 0 && g > km ? km : g;
+}
+
 /* Chunked schedules hold several stages per device: interleaved (stage i on rank i % p)
  * and zb-v (2 chunks in a V: ranks 0..p-1, then p-1..0). */
 static int chunked(sched_kind k) { return k == SCHED_INTERLEAVED || k == SCHED_ZB_V; }
@@ -398,7 +408,8 @@ static int stage_cost_k(const nm_model *m, const nm_setting *s, int b0, int b1, 
     double mem = P * (ver + 1 + optmul) + k * (s->recompute ? in : in + acts) +
                  (s->recompute ? acts : 0) + gradbuf(m, b0, b1, in / bscale) * bscale +
                  k * (in + out) + (m->cG[b1] - m->cG[b0]) * bscale + m->ws_max +
-                 (b0 == 0 ? k * m->p->input_bytes * bscale : 0);
+                 (b0 == 0 ? k * m->p->input_bytes * bscale : 0) +
+                 staged_grads(s->kind, k, s->M > 0 ? ceil_div(s->M, n) : 0) * in;
     o->c = c;
     o->b = B;
     o->per = per;
@@ -595,7 +606,8 @@ static void dp_solve(const nm_model *m, const nm_setting *s, nm_dp *d, int mode,
                 }
                 double sc = kscale / R->speed, pcoef = ver + 1 + optmul;
                 double incomm = in > 0 && R->in_total > 0 ? in / R->in_total : 0;
-                double inmem = 2 * k * in; /* stashed input, input gradient to send */
+                /* stashed input, input gradient to send, its staging */
+                double inmem = (2 * k + staged_grads(s->kind, k, s->M > 0 ? km : 0)) * in;
                 /* the last units can only hold the last stage */
                 const int j0 = u + r == U ? nb : b + 1;
                 double maxa = in; /* the largest of the stage's input and activations */

@@ -15,6 +15,7 @@
  *  - memory: stashed bytes per in-flight microbatch (stage input + every layer's output, or
  *    the stage input alone with recompute, plus the recomputed outputs while backward runs). */
 #include "sim/cost.h"
+#include "sim/memory.h"
 
 #include <ctype.h>
 #include <stdio.h>
@@ -228,7 +229,7 @@ int sim_cost_build(sim_model *m, const plan *pl, const schedule *s, const sim_ne
     }
     free(cross);
     free(far);
-    return 0;
+    return sim_memory_staging(m, err);
 }
 
 int sim_model_alloc(sim_model *m, const schedule *s)
@@ -249,7 +250,8 @@ int sim_model_alloc(sim_model *m, const schedule *s)
     m->workspace_bytes = calloc(ns, sizeof *m->workspace_bytes);
     m->step_bytes = calloc(ns, sizeof *m->step_bytes);
     m->worker_mem_Bps = calloc(nw, sizeof *m->worker_mem_Bps);
-    if (!m->worker_device || !m->worker_scale || !m->act_s || !m->cut_bytes ||
+    m->staging_bytes = calloc(nw, sizeof *m->staging_bytes);
+    if (!m->staging_bytes || !m->worker_device || !m->worker_scale || !m->act_s || !m->cut_bytes ||
         !m->allreduce_s || !m->grad_bytes || !m->stash_bytes || !m->transient_bytes ||
         !m->gradbuf_bytes || !m->slotbuf_bytes || !m->workspace_bytes || !m->step_bytes ||
         !m->worker_mem_Bps) {
@@ -278,5 +280,6 @@ void sim_model_release(sim_model *m)
     free(m->workspace_bytes);
     free(m->step_bytes);
     free(m->worker_mem_Bps);
+    free(m->staging_bytes);
     memset(m, 0, sizeof *m);
 }

@@ -71,6 +71,9 @@ typedef struct sim_model {
     double *workspace_bytes;  /* [nstages] the backend scratch its layers need (the largest;
                                  a device's stages share one) */
     double *step_bytes;       /* [nstages] bytes one optimizer STEP reads and writes */
+    double *staging_bytes;    /* [nworkers] the local transport's staging buffers the
+                                 worker sends from (sim_memory_staging; 0 in hand-built
+                                 models unless filled) */
     double *worker_mem_Bps;   /* [nworkers] memory bandwidth its STEPs run at (bytes/s,
                                  divided by any straggler factor); 0 = steps cost only
                                  act_s[SIM_C_STEP] */

@@ -12,8 +12,41 @@
  * place, so there this is an upper bound); the backend's scratch, which the device's
  * layers share (the largest any of them needs). What a layer keeps besides its output (a
  * block's inner tensors, attention probabilities) and its scratch come from the profile
- * (saved_bytes and the other fields plumb's profiler writes; 0 where it does not say). */
+ * (saved_bytes and the other fields plumb's profiler writes; 0 where it does not say).
+ * Besides, the local transport's staging buffers of the gradients the device sends, set
+ * aside before the run for as many as can be in flight per peer (activations and
+ * all-reduce messages are lent: the receiver copies them out of the sender's buffer). */
 #include "sim/memory.h"
+
+#include <stdlib.h>
+
+int sim_memory_staging(sim_model *m, plumb_err *err)
+{
+    const schedule *s = m->sched;
+    const int W = s->nworkers;
+    int *bound = malloc((size_t)W * W * sizeof *bound + 1);
+    if (!bound) return err_set(err, NULL, NULL, "out of memory");
+    if (schedule_send_bound(s, 1u << ACT_SEND_B, bound, err)) {
+        free(bound);
+        return -1;
+    }
+    for (int w = 0; w < W; w++) {
+        double total = 0;
+        for (int to = 0; to < W; to++) {
+            double big = 0;
+            for (int i = 0; bound[w * W + to] > 0 && i < s->len[w]; i++) {
+                const action *a = &s->acts[w][i];
+                double b = a->kind == ACT_SEND_B && a->stage > 0 ? m->cut_bytes[a->stage - 1]
+                                                                 : 0;
+                if (a->peer == to && b > big) big = b;
+            }
+            total += bound[w * W + to] * big;
+        }
+        m->staging_bytes[w] = total;
+    }
+    free(bound);
+    return 0;
+}
 
 void sim_memory_of(const sim_model *m, int w, const int *versions, optimizer_kind opt,
                    double capacity, sim_memory *out)
@@ -42,8 +75,9 @@ void sim_memory_of(const sim_model *m, int w, const int *versions, optimizer_kin
     out->activations = acts;
     out->buffers = buffers + root;
     out->workspace = ws;
+    out->staging = m->staging_bytes ? m->staging_bytes[w] : 0;
     out->total = out->weights + out->gradients + out->optimizer + out->activations +
-                 out->buffers + ws;
+                 out->buffers + ws + out->staging;
     out->capacity = capacity;
     out->fits = out->total <= capacity;
 }

@@ -74,6 +74,7 @@ static cJSON *device_json(const sim_device_report *d)
         json_add_num(m, "activations_bytes", d->mem.activations);
         json_add_num(m, "buffers_bytes", d->mem.buffers);
         json_add_num(m, "workspace_bytes", d->mem.workspace);
+        json_add_num(m, "staging_bytes", d->mem.staging);
     }
     return o;
 }

@@ -57,6 +57,9 @@ typedef struct sim_memory {
                                  in-flight microbatch the received and the sent gradient,
                                  and a block's inner input gradients */
     double workspace;         /* the backend's scratch: the most any layer on it needs */
+    double staging;           /* the in-process transport's staging buffers of the
+                                 gradients the device sends: per peer, the most that can be
+                                 in flight (schedule_send_bound) x the largest */
     double total;             /* sum of the above */
     double capacity;          /* device memory (or the memory limit when smaller) */
     int fits;                 /* total <= capacity */

@@ -654,3 +654,38 @@ Test(result, accounts_for_its_work)
     profile_free(p);
     cluster_free(c);
 }
+
+/* Under GPipe every gradient of the flush can be on its way back at once, each in a staging
+ * buffer of the local transport: the estimate counts them as the simulator does. On a chain
+ * of 64 MiB cuts under a 1.5 GiB limit, every simulated candidate's estimate is within 20 %
+ * of the simulator's peak (measured: the 2-stage candidate -18.3 %, -36.2 % without the
+ * staging). */
+Test(memory, gpipe_gradient_staging_counts)
+{
+    profile *p = chain(8, 32, 10, 20, 64.0 * (1 << 20), 1 << 20);
+    cluster *c = mkcluster(4, "s", 32, 100, 100);
+    native_options o;
+    native_options_init(&o);
+    o.schedule = SCHED_GPIPE;
+    o.microbatch_size = 32;
+    o.memory_limit_bytes = 1.5 * GiB;
+    native_result r;
+    plumb_err e;
+    plan *pl = planner_native(p, c, &o, &r, &e);
+    cr_assert(pl, "%s", e.msg);
+    int multi = 0;
+    for (int i = 0; i < r.ncand; i++) {
+        const native_candidate *k = &r.cand[i];
+        if (!k->simulated) continue;
+        multi += k->nstages > 1;
+        double err = k->est_peak_memory_bytes / k->sim_peak_memory_bytes - 1;
+        cr_expect(err > -0.2 && err < 0.2, "candidate %d: %d stages, estimate %.3f GiB, "
+                  "simulated %.3f GiB", i, k->nstages, k->est_peak_memory_bytes / GiB,
+                  k->sim_peak_memory_bytes / GiB);
+    }
+    cr_expect_gt(multi, 0, "a pipelined candidate was simulated");
+    plan_free(pl);
+    native_result_free(&r);
+    profile_free(p);
+    cluster_free(c);
+}

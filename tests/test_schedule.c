@@ -677,3 +677,164 @@ Test(schedule_text, listing)
     free(buf);
     schedule_free(s);
 }
+
+/* schedule_send_bound. A random replay under buffered sends: at each step one worker whose
+ * next action can run (a receive whose message was posted, an all-reduce whose replicas
+ * have all reached it, anything else) runs it; peak[from * W + to] is the most messages of
+ * the kinds in `sends` that were posted and not yet received. */
+static void random_replay(const schedule *s, unsigned sends, unsigned seed, int *peak)
+{
+    const int W = s->nworkers;
+    int *pc = calloc((size_t)W, sizeof *pc), *now = calloc((size_t)W * W, sizeof *now);
+    int cap = 16, n = 0;
+    action *posted = malloc((size_t)cap * sizeof *posted); /* peer = the sender */
+    int *to = malloc((size_t)cap * sizeof *to);
+    memset(peak, 0, (size_t)W * W * sizeof *peak);
+    for (;;) {
+        int ready[64], nready = 0, left = 0;
+        for (int w = 0; w < W; w++) {
+            if (pc[w] >= s->len[w]) continue;
+            left = 1;
+            const action *a = &s->acts[w][pc[w]];
+            int ok = 1;
+            if (a->kind == ACT_RECV_F || a->kind == ACT_RECV_B) {
+                ok = 0;
+                for (int i = 0; i < n && !ok; i++)
+                    ok = to[i] == w && posted[i].peer == a->peer &&
+                         posted[i].microbatch == a->microbatch &&
+                         posted[i].peer_stage == a->stage &&
+                         posted[i].kind == (a->kind == ACT_RECV_F ? ACT_SEND_F : ACT_SEND_B);
+            } else if (a->kind == ACT_ALLREDUCE) {
+                const int st = a->stage, *g = s->stage_workers + s->stage_first[st];
+                for (int j = 0; j < s->replicas[st]; j++) {
+                    const action *b = pc[g[j]] < s->len[g[j]] ? &s->acts[g[j]][pc[g[j]]] : NULL;
+                    ok = ok && b && b->kind == ACT_ALLREDUCE && b->stage == st;
+                }
+            }
+            if (ok) ready[nready++] = w;
+        }
+        if (!left) break;
+        cr_assert_gt(nready, 0, "the replay is stuck");
+        seed = seed * 1103515245u + 12345u;
+        const int w = ready[(seed >> 16) % (unsigned)nready];
+        const action *a = &s->acts[w][pc[w]];
+        if (a->kind == ACT_SEND_F || a->kind == ACT_SEND_B) {
+            if (n == cap) {
+                cap *= 2;
+                posted = realloc(posted, (size_t)cap * sizeof *posted);
+                to = realloc(to, (size_t)cap * sizeof *to);
+            }
+            posted[n] = *a;
+            posted[n].peer = w;
+            to[n++] = a->peer;
+            if (sends & (1u << a->kind)) {
+                int *c = &now[w * W + a->peer];
+                if (++*c > peak[w * W + a->peer]) peak[w * W + a->peer] = *c;
+            }
+            pc[w]++;
+        } else if (a->kind == ACT_RECV_F || a->kind == ACT_RECV_B) {
+            const int k = a->kind == ACT_RECV_F ? ACT_SEND_F : ACT_SEND_B;
+            for (int i = 0; i < n; i++)
+                if (to[i] == w && posted[i].peer == a->peer &&
+                    posted[i].microbatch == a->microbatch && posted[i].peer_stage == a->stage &&
+                    posted[i].kind == k) {
+                    if (sends & (1u << k)) now[a->peer * W + w]--;
+                    posted[i] = posted[--n];
+                    to[i] = to[n];
+                    break;
+                }
+            pc[w]++;
+        } else if (a->kind == ACT_ALLREDUCE) {
+            const int st = a->stage, *g = s->stage_workers + s->stage_first[st];
+            for (int j = 0; j < s->replicas[st]; j++) pc[g[j]]++;
+        } else {
+            pc[w]++;
+        }
+    }
+    cr_assert_eq(n, 0, "every message was received");
+    free(pc), free(now), free(posted), free(to);
+}
+
+static int *send_bound(const schedule *s, unsigned sends)
+{
+    plumb_err e = {{0}};
+    int *b = malloc((size_t)s->nworkers * s->nworkers * sizeof *b);
+    cr_assert_eq(schedule_send_bound(s, sends, b, &e), 0, "%s", e.msg);
+    return b;
+}
+
+#define SENDS_FB ((1u << ACT_SEND_F) | (1u << ACT_SEND_B))
+
+Test(schedule_bound, gpipe_and_1f1b_in_closed_form)
+{
+    for (int p = 2; p <= 6; p++)
+        for (int m = 1; m <= 10; m++) {
+            schedule *g = gen(SCHED_GPIPE, p, 1, m, 2, NULL);
+            schedule *o = gen(SCHED_1F1B_FLUSH, p, 1, m, 2, NULL);
+            int *bg = send_bound(g, SENDS_FB), *bo = send_bound(o, SENDS_FB);
+            int *bb = send_bound(o, 1u << ACT_SEND_B), *bf = send_bound(o, 1u << ACT_SEND_F);
+            for (int a = 0; a < p; a++)
+                for (int b = 0; b < p; b++) {
+                    const int i = a * p + b, adj = b == a + 1 || a == b + 1;
+                    /* gpipe: every forward goes before any backward comes back */
+                    cr_expect_eq(bg[i], adj ? m : 0, "gpipe p=%d m=%d %d->%d", p, m, a, b);
+                    /* 1f1b: stage s holds p - s microbatches open; the gradients of as many
+                     * can be on their way back to it */
+                    const int s = a < b ? a : b, want = adj ? (m < p - s ? m : p - s) : 0;
+                    cr_expect_eq(bo[i], want, "1f1b p=%d m=%d %d->%d: %d", p, m, a, b, bo[i]);
+                    cr_expect_eq(bb[i], b == a - 1 ? want : 0, "gradients only %d->%d", a, b);
+                    cr_expect_eq(bf[i], b == a + 1 ? want : 0, "activations only %d->%d", a, b);
+                }
+            free(bg), free(bo), free(bb), free(bf);
+            schedule_free(g);
+            schedule_free(o);
+        }
+}
+
+/* No timing of the schedule exceeds the bound, over every generator and replicas. */
+Test(schedule_bound, no_replay_exceeds_it)
+{
+    static const int reps[4] = {2, 1, 3, 1};
+    for (int k = 0; k < SCHED_NKINDS; k++)
+        for (int p = 2; p <= 4; p++)
+            for (int m = 1; m <= 9; m += 4)
+                for (int r = 0; r < 2; r++) {
+                    const int chunked = k == SCHED_INTERLEAVED || k == SCHED_ZB_V;
+                    plumb_err e = {{0}};
+                    schedule *s = try_gen(k, p, chunked ? 2 : 1, m, 2,
+                                          r && !chunked ? reps : NULL, &e);
+                    if (!s) continue; /* a shape this kind does not take */
+                    const int W = s->nworkers;
+                    int *b = send_bound(s, SENDS_FB), *peak = malloc((size_t)W * W * sizeof *peak);
+                    for (unsigned seed = 1; seed <= 40; seed++) {
+                        random_replay(s, SENDS_FB, seed, peak);
+                        for (int i = 0; i < W * W; i++)
+                            cr_assert_leq(peak[i], b[i], "%s p=%d m=%d reps=%d seed %u: %d->%d "
+                                          "had %d in flight, bound %d", sched_kind_name(k), p,
+                                          m, r, seed, i / W, i % W, peak[i], b[i]);
+                    }
+                    free(b), free(peak);
+                    schedule_free(s);
+                }
+}
+
+Test(schedule_bound, replicated_stage_and_deadlock)
+{
+    /* stage 0 on workers 0 and 1 takes alternate microbatches: at most 2 each way per pair */
+    int reps[2] = {2, 1};
+    schedule *s = gen(SCHED_1F1B_FLUSH, 2, 1, 8, 2, reps);
+    int *b = send_bound(s, SENDS_FB);
+    static const int want[9] = {0, 0, 2, 0, 0, 2, 2, 2, 0};
+    for (int i = 0; i < 9; i++) cr_expect_eq(b[i], want[i], "%d->%d: %d", i / 3, i % 3, b[i]);
+    free(b);
+    schedule_free(s);
+    /* a removed send: its receiver waits for ever, and so does worker 0 for the gradient */
+    s = gen(SCHED_GPIPE, 2, 1, 2, 1, NULL);
+    del_at(s, 0, find(s, 0, ACT_SEND_F, 0, 1));
+    plumb_err e = {{0}};
+    int out[4];
+    cr_expect_eq(schedule_send_bound(s, SENDS_FB, out, &e), -1);
+    cr_expect(strstr(e.msg, "schedule: worker 0 waits for ever at action 3 (0RECV_B0) with "
+                            "buffered sends"), "%s", e.msg);
+    schedule_free(s);
+}

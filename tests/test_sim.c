@@ -361,7 +361,8 @@ Test(sim, bandwidth_whatif)
  * gradient buffers. The executor's slots (schedule_slots) are the in-flight microbatches
  * plus, on a stage that receives, the one whose RECV_F is posted before the compute ahead
  * of it. Recompute keeps only the stage input and output per slot plus one microbatch's
- * outputs. */
+ * outputs. The local transport stages the gradients a device sends, as many per peer as
+ * schedule_send_bound says can be in flight. */
 Test(sim, memory_model)
 {
     sim_synth s;
@@ -395,7 +396,11 @@ Test(sim, memory_model)
               "the last stage sends but receives no gradient: %g", r->devices[3].mem.buffers);
     cr_expect(NEAR(r->devices[0].mem.activations, 4 * 2e6, 1e-12),
               "the profile gives no input bytes: %g", r->devices[0].mem.activations);
-    cr_expect(NEAR(m->total, 2e6 + 2e6 + 4e6 + 12e6 + 10e6, 1e-12));
+    /* staging of the gradients sent back: 4 to stage 0 can be in flight (1 MB each) */
+    cr_expect(NEAR(m->staging, 4 * 1e6, 1e-12), "%g", m->staging);
+    cr_expect(NEAR(r->devices[3].mem.staging, 2 * 1e6, 1e-12), "%g", r->devices[3].mem.staging);
+    cr_expect(NEAR(r->devices[0].mem.staging, 0, 1e-12), "stage 0 sends no gradient");
+    cr_expect(NEAR(m->total, 2e6 + 2e6 + 4e6 + 12e6 + 10e6 + 4e6, 1e-12));
     cr_expect(m->fits);
     sim_report_free(r);
 

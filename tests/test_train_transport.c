@@ -76,7 +76,9 @@ static void allreduce_round(peer *p, int r)
     }
 }
 
-static void allreduce_three_workers(const backend *bk)
+/* Runs five all-reduces over three workers; returns the buffers (markbk's count) the
+ * transport held after the first. */
+static long allreduce_three_workers(const backend *bk)
 {
     plumb_err e = {{0}};
     transport *t = transport_local_create(3, 5, &e);
@@ -88,7 +90,9 @@ static void allreduce_three_workers(const backend *bk)
         p[i].ctx = bk->create(0, &e);
         p[i].self = i;
     }
+    const long live = markbk_bufs_live;
     allreduce_round(p, 0);
+    const long held = markbk_bufs_live - live;
     long first = markbk_allocs;
     /* later rounds reuse the root's receive buffer and the staging buffers: on a GPU an
      * allocation per round would stall every stream of the device */
@@ -100,6 +104,7 @@ static void allreduce_three_workers(const backend *bk)
         bk->destroy(p[i].ctx);
     }
     t->destroy(t);
+    return held;
 }
 
 Test(transport, allreduce_three_workers)
@@ -109,7 +114,8 @@ Test(transport, allreduce_three_workers)
 
 Test(transport, allreduce_three_workers_device_path)
 {
-    allreduce_three_workers(markbk());
+    long held = allreduce_three_workers(markbk());
+    cr_expect_eq(held, 1, "lent both ways: only the root's receive buffer, not %ld", held);
     cr_expect_gt(markbk_peer_copies, 0, "the sums travelled by device copies");
     cr_expect_eq(markbk_violations, 0, "marks recorded by their maker, before any wait");
     cr_expect_eq(markbk_bufs_live, 0, "staging and scratch buffers all freed");
@@ -256,4 +262,40 @@ Test(transport, release_of_a_shared_transport_waits_for_the_receiver)
     bk->destroy(b);
     cr_expect_eq(markbk_bufs_live, 0);
     cr_expect_eq(markbk_marks_live, 0);
+}
+
+/* reserve sets staging aside up front, so that as many sends in flight allocate nothing;
+ * a lent send needs no staging buffer at all, the receiver copying out of the sender's. */
+Test(transport, reserve_and_lent_sends_allocate_nothing_while_running)
+{
+    plumb_err e = {{0}};
+    const backend *bk = markbk();
+    bk_ctx *a = bk->create(0, &e), *b = bk->create(0, &e);
+    transport *t = transport_local_create(2, 1, &e);
+    float *src = bk->alloc(a, 8 * sizeof(float), &e), *dst = bk->alloc(b, 8 * sizeof(float), &e);
+    const long base = markbk_bufs_live;
+    cr_assert_eq(t->reserve(t, bk, a, 0, 1, 3, 8 * sizeof(float), &e), 0, "%s", e.msg);
+    cr_expect_eq(markbk_bufs_live, base + 3);
+    cr_expect_eq(t->reserve(t, bk, a, 0, 2, 1, 4, &e), -1, "a worker out of range");
+    const long allocs = markbk_allocs;
+    for (int i = 0; i < 3; i++) send_val(t, bk, a, src, 8 - i, (float)i, 20 + i);
+    for (int i = 2; i >= 0; i--) expect_val(t, bk, b, dst, 8 - i, (float)i, 20 + i);
+    cr_expect_eq(markbk_allocs, allocs, "three in flight fit the reserved buffers");
+    /* lent: what the receiver gets is src as it stands */
+    float h[4] = {7, 8, 9, 10};
+    bk->upload(a, src, h, sizeof h);
+    const long copies = markbk_peer_copies;
+    cr_assert_eq(t->send_lent(t, bk, a, 0, 1, 30, src, sizeof h, &e), 0, "%s", e.msg);
+    expect_val(t, bk, b, dst, 4, 7, 30);
+    cr_expect_eq(markbk_peer_copies, copies + 1, "one copy, straight out of src");
+    cr_expect_eq(markbk_bufs_live, base + 3, "no staging buffer for a lent send");
+    t->release(t, bk, a, 0, 0);
+    cr_expect_eq(markbk_bufs_live, base, "the reserved buffers freed by release");
+    cr_expect_eq(markbk_marks_live, 0);
+    cr_expect_eq(markbk_violations, 0);
+    bk->free(a, src);
+    bk->free(b, dst);
+    t->destroy(t);
+    bk->destroy(a);
+    bk->destroy(b);
 }

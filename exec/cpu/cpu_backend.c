@@ -108,6 +108,28 @@ static void cpu_copy(bk_ctx *c, void *dst, const void *src, size_t bytes)
     if (bytes && dst != src) memmove(dst, src, bytes);
 }
 
+/* Hand-offs: every context's buffers are host memory and every entry has finished when it
+ * returns, so a copy between contexts is a memcpy and a mark has nothing to order. One
+ * static mark stands for all of them (mark_new must not return NULL). */
+static char cpu_mark_token;
+
+static bk_mark *cpu_mark_new(bk_ctx *c, plumb_err *err)
+{
+    (void)c, (void)err;
+    return (bk_mark *)&cpu_mark_token;
+}
+
+static void cpu_mark_free(bk_mark *m) { (void)m; }
+
+static void cpu_mark_note(bk_ctx *c, bk_mark *m) { (void)c, (void)m; }
+
+static void cpu_copy_peer(bk_ctx *to, void *dst, const bk_ctx *from, const void *src,
+                          size_t bytes)
+{
+    (void)from;
+    cpu_copy(to, dst, src, bytes);
+}
+
 static void cpu_zero(bk_ctx *c, void *p, size_t bytes) { (void)c; memset(p, 0, bytes); }
 
 static int cpu_sync(bk_ctx *c, plumb_err *err)
@@ -228,6 +250,11 @@ static const char *cpu_note(void)
         .upload = cpu_copy,                                                              \
         .download = cpu_copy,                                                            \
         .copy = cpu_copy,                                                                \
+        .mark_new = cpu_mark_new,                                                        \
+        .mark_free = cpu_mark_free,                                                      \
+        .mark_record = cpu_mark_note,                                                    \
+        .mark_wait = cpu_mark_note,                                                      \
+        .copy_peer = cpu_copy_peer,                                                      \
         .zero = cpu_zero,                                                                \
         .sync = cpu_sync,                                                                \
         .gemm = cpu_sgemm,                                                               \

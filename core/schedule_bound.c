@@ -1,0 +1,207 @@
+/* schedule_bound.c: how many messages a pair of workers can have in flight at once, over
+ * every timing of a schedule. A replay under buffered sends carries a vector clock per
+ * worker (for each worker, how many of its actions must have happened before this one);
+ * a message carries its sender's clock to the receive, and an all-reduce joins its
+ * replicas' clocks. At each SEND of worker a to worker b, the receives of b from a that
+ * must already have happened are those among b's first clock[b] actions; the sends so far
+ * less those receives is the most messages of the pair that can be waiting at that SEND,
+ * and running exactly the actions before it (with b as late as it may be) reaches it. The
+ * executor's local transport sets aside that many staging buffers per pair for gradients,
+ * and the simulator's memory model counts them. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "schedule.h"
+#include "schedule_impl.h"
+
+typedef struct bctx {
+    int W, S, T;
+    size_t n;          /* S x T: messages of one direction */
+    int *pc;           /* [W] next action of each worker */
+    int *clock;        /* [W x W] clock[w * W + v]: v's actions known to precede w's next */
+    int **msg;         /* [2n] the sender's clock of each posted message; NULL: not posted */
+    int *arc;          /* [W x S] all-reduces of each stage done by each worker */
+    int **rpos;        /* [W x W] rpos[b * W + a]: positions of b's counted receives
+                          from a, in order */
+    int *rcount;       /* [W x W] their count */
+    int *sent;         /* [W x W] sends of each pair so far */
+} bctx;
+
+static void bctx_free(bctx *c)
+{
+    for (size_t i = 0; c->msg && i < 2 * c->n; i++) free(c->msg[i]);
+    for (int i = 0; c->rpos && i < c->W * c->W; i++) free(c->rpos[i]);
+    free(c->pc), free(c->clock), free(c->msg), free(c->arc), free(c->rpos), free(c->rcount);
+    free(c->sent);
+}
+
+/* 1 when x receives a message of a kind in `sends`. */
+static int counted_recv(const action *x, unsigned sends)
+{
+    return (x->kind == ACT_RECV_F && (sends & (1u << ACT_SEND_F))) ||
+           (x->kind == ACT_RECV_B && (sends & (1u << ACT_SEND_B)));
+}
+
+static int bctx_init(bctx *c, const schedule *s, unsigned sends)
+{
+    int W = s->nworkers;
+    c->W = W, c->S = s->nstages, c->T = sched_total_mb(s);
+    c->n = (size_t)c->S * (size_t)c->T;
+    c->pc = calloc((size_t)W, sizeof *c->pc);
+    c->clock = calloc((size_t)W * W, sizeof *c->clock);
+    c->msg = calloc(2 * c->n + 1, sizeof *c->msg);
+    c->arc = calloc((size_t)W * c->S + 1, sizeof *c->arc);
+    c->rpos = calloc((size_t)W * W, sizeof *c->rpos);
+    c->rcount = calloc((size_t)W * W, sizeof *c->rcount);
+    c->sent = calloc((size_t)W * W, sizeof *c->sent);
+    if (!c->pc || !c->clock || !c->msg || !c->arc || !c->rpos || !c->rcount || !c->sent)
+        return -1;
+    for (int b = 0; b < W; b++)
+        for (int i = 0; i < s->len[b]; i++) {
+            const action *x = &s->acts[b][i];
+            if (counted_recv(x, sends) && x->peer >= 0 && x->peer < W)
+                c->rcount[b * W + x->peer]++;
+        }
+    for (int i = 0; i < W * W; i++) {
+        if (c->rcount[i] && !(c->rpos[i] = malloc((size_t)c->rcount[i] * sizeof(int))))
+            return -1;
+        c->rcount[i] = 0;
+    }
+    for (int b = 0; b < W; b++)
+        for (int i = 0; i < s->len[b]; i++) {
+            const action *x = &s->acts[b][i];
+            if (counted_recv(x, sends) && x->peer >= 0 && x->peer < W) {
+                int k = b * W + x->peer;
+                c->rpos[k][c->rcount[k]++] = i;
+            }
+        }
+    return 0;
+}
+
+/* Receives of b from a among b's first k actions. */
+static int recvs_before(const bctx *c, int b, int a, int k)
+{
+    const int *p = c->rpos[b * c->W + a];
+    int lo = 0, hi = c->rcount[b * c->W + a];
+    while (lo < hi) {
+        int mid = (lo + hi) / 2;
+        if (p[mid] < k) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo;
+}
+
+/* The message slot of a SEND or RECV (as the buffered replay of schedule_validate.c). */
+static size_t msg_slot(const bctx *c, const action *a)
+{
+    int grad = a->kind == ACT_SEND_B || a->kind == ACT_RECV_B;
+    int st = act_is_send(a->kind) ? a->stage : a->peer_stage;
+    return (size_t)grad * c->n + (size_t)st * c->T + (size_t)a->microbatch;
+}
+
+/* 1 when every replica of a's stage waits at the same all-reduce of it as worker w. */
+static int allreduce_ready(const bctx *c, const schedule *s, int w, const action *a)
+{
+    int st = a->stage, kth = c->arc[w * c->S + st];
+    for (int j = 0; j < s->replicas[st]; j++) {
+        int v = s->stage_workers[s->stage_first[st] + j];
+        if (!(c->pc[v] < s->len[v] && s->acts[v][c->pc[v]].kind == ACT_ALLREDUCE &&
+              s->acts[v][c->pc[v]].stage == st && c->arc[v * c->S + st] == kth))
+            return 0;
+    }
+    return 1;
+}
+
+static void clock_join(int *into, const int *from, int W)
+{
+    for (int v = 0; v < W; v++)
+        if (from[v] > into[v]) into[v] = from[v];
+}
+
+/* Runs w's next action if it can. Returns 1 when it ran, 0 when it waits, -1 when out of
+ * memory. */
+static int step(bctx *c, const schedule *s, int w, unsigned sends, int *bound)
+{
+    const int W = c->W;
+    const action *a = &s->acts[w][c->pc[w]];
+    int *ck = c->clock + (size_t)w * W;
+    if (act_is_comm(a->kind)) {
+        if (a->peer < 0 || a->peer >= W || a->microbatch < 0 || a->microbatch >= c->T)
+            return 0;
+        size_t d = msg_slot(c, a);
+        if (d >= 2 * c->n) return 0;
+        if (act_is_send(a->kind)) {
+            int b = a->peer, k = w * W + b;
+            if (!c->msg[d] && !(c->msg[d] = malloc((size_t)W * sizeof(int)))) return -1;
+            memcpy(c->msg[d], ck, (size_t)W * sizeof(int));
+            c->msg[d][w]++; /* the send itself precedes its receive */
+            if (sends & (1u << a->kind)) {
+                int waiting = ++c->sent[k] - recvs_before(c, b, w, ck[b]);
+                if (waiting > bound[k]) bound[k] = waiting;
+            }
+        } else {
+            if (!c->msg[d]) return 0;
+            clock_join(ck, c->msg[d], W);
+            free(c->msg[d]);
+            c->msg[d] = NULL;
+        }
+    } else if (a->kind == ACT_ALLREDUCE) {
+        if (a->stage < 0 || a->stage >= c->S || !allreduce_ready(c, s, w, a)) return 0;
+        /* a barrier: each replica's all-reduce precedes every replica's next action */
+        const int *grp = s->stage_workers + s->stage_first[a->stage];
+        int r = s->replicas[a->stage];
+        for (int j = 0; j < r; j++) c->clock[(size_t)grp[j] * W + grp[j]]++;
+        for (int j = 0; j < r; j++) clock_join(ck, c->clock + (size_t)grp[j] * W, W);
+        for (int j = 0; j < r; j++) {
+            int v = grp[j];
+            c->arc[v * c->S + a->stage]++;
+            c->pc[v]++;
+            if (v != w) memcpy(c->clock + (size_t)v * W, ck, (size_t)W * sizeof(int));
+        }
+        return 1;
+    }
+    ck[w]++;
+    c->pc[w]++;
+    return 1;
+}
+
+int schedule_send_bound(const schedule *s, unsigned sends, int *bound, plumb_err *err)
+{
+    if (!s || !bound) return err_set(err, NULL, NULL, "no schedule");
+    int W = s->nworkers;
+    memset(bound, 0, (size_t)W * W * sizeof *bound);
+    bctx c = {0};
+    int rc = -1;
+    if (bctx_init(&c, s, sends)) {
+        err_set(err, NULL, NULL, "out of memory");
+        goto done;
+    }
+    for (;;) {
+        int progress = 0, left = 0;
+        for (int w = 0; w < W; w++)
+            while (c.pc[w] < s->len[w]) {
+                int r = step(&c, s, w, sends, bound);
+                if (r < 0) {
+                    err_set(err, NULL, NULL, "out of memory");
+                    goto done;
+                }
+                if (!r) break;
+                progress = 1;
+            }
+        for (int w = 0; w < W; w++) left += c.pc[w] < s->len[w];
+        if (!left) break;
+        if (!progress) {
+            int w = 0;
+            while (c.pc[w] >= s->len[w]) w++;
+            char t[48];
+            err_set(err, NULL, NULL, "schedule: worker %d waits for ever at action %d (%s) "
+                    "with buffered sends", w, c.pc[w], action_format(&s->acts[w][c.pc[w]], t,
+                                                                    sizeof t));
+            goto done;
+        }
+    }
+    rc = 0;
+done:
+    bctx_free(&c);
+    return rc;
+}
