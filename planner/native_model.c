@@ -338,6 +338,18 @@ static int staged_grads(sched_kind kind, int k, int km)
     return km > 0 && g > km ? km : g;
 }
 
+/* The buffer slots (schedule_slots) of a stage holding k microbatches (km per flush; 0: no
+ * flush): under 1F1B, PipeDream and 2BW a stage that receives posts the next RECV_F ahead
+ * of the compute before it, so it holds one more (exact without replicas; the simulator
+ * counts the rest); under GPipe and the zero-bubble kinds the k already cover it. */
+static int held_slots(sched_kind kind, int k, int km, int receives)
+{
+    if (!receives ||
+        !(kind == SCHED_1F1B_FLUSH || kind == SCHED_PIPEDREAM || kind == SCHED_2BW))
+        return k;
+    return km > 0 && k + 1 > km ? km : k + 1;
+}
+
 /* Chunked schedules hold several stages per device: interleaved (stage i on rank i % p)
  * and zb-v (2 chunks in a V: ranks 0..p-1, then p-1..0). */
 static int chunked(sched_kind k) { return k == SCHED_INTERLEAVED || k == SCHED_ZB_V; }
@@ -405,11 +417,15 @@ static int stage_cost_k(const nm_model *m, const nm_setting *s, int b0, int b1, 
     }
     double acts = (m->cA[b1] - m->cA[b0]) * bscale;
     double optmul = s->opt == OPT_ADAM ? 2 : s->opt == OPT_MOMENTUM ? 1 : 0;
-    double mem = P * (ver + 1 + optmul) + k * (s->recompute ? in : in + acts) +
+    const int km = s->M > 0 ? ceil_div(s->M, n) : 0, ks = held_slots(s->kind, k, km, b0 > 0);
+    /* what recompute keeps per slot besides the input: the stage's output (the last
+     * stage's: its last block's) */
+    double kept = b1 < m->nb ? out : (m->cA[b1] - m->cA[b1 - 1]) * bscale;
+    double mem = P * (ver + 1 + optmul) + ks * (s->recompute ? in + kept : in + acts) +
                  (s->recompute ? acts : 0) + gradbuf(m, b0, b1, in / bscale) * bscale +
-                 k * (in + out) + (m->cG[b1] - m->cG[b0]) * bscale + m->ws_max +
+                 ks * (in + out) + (m->cG[b1] - m->cG[b0]) * bscale + m->ws_max +
                  (b0 == 0 ? k * m->p->input_bytes * bscale : 0) +
-                 staged_grads(s->kind, k, s->M > 0 ? ceil_div(s->M, n) : 0) * in;
+                 staged_grads(s->kind, k, km) * in;
     o->c = c;
     o->b = B;
     o->per = per;
@@ -607,7 +623,8 @@ static void dp_solve(const nm_model *m, const nm_setting *s, nm_dp *d, int mode,
                 double sc = kscale / R->speed, pcoef = ver + 1 + optmul;
                 double incomm = in > 0 && R->in_total > 0 ? in / R->in_total : 0;
                 /* stashed input, input gradient to send, its staging */
-                double inmem = (2 * k + staged_grads(s->kind, k, s->M > 0 ? km : 0)) * in;
+                const int kf = s->M > 0 ? km : 0, ks = held_slots(s->kind, k, kf, b > 0);
+                double inmem = (2 * ks + staged_grads(s->kind, k, kf)) * in;
                 /* the last units can only hold the last stage */
                 const int j0 = u + r == U ? nb : b + 1;
                 double maxa = in; /* the largest of the stage's input and activations */
@@ -618,12 +635,15 @@ static void dp_solve(const nm_model *m, const nm_setting *s, nm_dp *d, int mode,
                     double next = d->val[j * W1 + u + r];
                     if (!(next < best)) continue;
                     double P = m->cP[j] - m->cP[b], acts = (m->cA[j] - m->cA[b]) * bscale;
-                    double mem = P * pcoef + inmem + (rc ? acts : k * acts) + 2 * maxa +
+                    double mem = P * pcoef + inmem + (rc ? acts : ks * acts) + 2 * maxa +
                                  (m->cG[j] - m->cG[b]) * bscale + m->ws_max +
                                  (b == 0 ? k * m->p->input_bytes * bscale : 0);
                     if (mem > R->cap) break; /* memory grows with j */
-                    if (mem + k * (j < nb ? m->cut[j] * bscale : 0) > R->cap)
-                        continue; /* the received gradients: not monotone in j */
+                    /* per slot the received gradient and, with recompute, the output kept
+                     * (the last stage's: its last block's): not monotone in j */
+                    double grad = j < nb ? m->cut[j] * bscale : 0;
+                    double kept = !rc ? 0 : j < nb ? grad : (m->cA[nb] - m->cA[nb - 1]) * bscale;
+                    if (mem + ks * (grad + kept) > R->cap) continue;
                     double F = (m->cF[j] - m->cF[b]) * sc, B = (m->cB[j] - m->cB[b]) * sc;
                     if (rc) B += F;
                     double c = F + B, per = c / n;

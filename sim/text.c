@@ -95,7 +95,7 @@ void sim_print_report(const sim_report *r, const sim_changes *changes, FILE *out
     for (int i = 0; i < r->ndevices; i++) {
         const sim_device_report *dv = &r->devices[i];
         char f[32], g[32];
-        fprintf(out, "  device %-4d %s x %d + %s + %s + %s + %s + %s + %s (%d microbatches in "
+        fprintf(out, "  device %-4d %s x %d + %s + %s + %s + %s + %s + %s (%d microbatch%s in "
                 "flight)\n",
                 dv->device, fmt_bytes(dv->weight_versions > 0 ? dv->mem.weights /
                                       dv->weight_versions : dv->mem.weights, a, sizeof a),
@@ -105,7 +105,7 @@ void sim_print_report(const sim_report *r, const sim_changes *changes, FILE *out
                 fmt_bytes(dv->mem.activations, d, sizeof d),
                 fmt_bytes(dv->mem.buffers, e, sizeof e),
                 fmt_bytes(dv->mem.workspace, f, sizeof f), fmt_bytes(dv->mem.staging, g, sizeof g),
-                dv->max_inflight);
+                dv->max_inflight, dv->max_inflight == 1 ? "" : "es");
     }
     if (r->nlinks) {
         fprintf(out, "\nlinks:\n%-12s %5s %14s %14s %12s %10s\n", "link", "level",

@@ -655,37 +655,59 @@ Test(result, accounts_for_its_work)
     cluster_free(c);
 }
 
-/* Under GPipe every gradient of the flush can be on its way back at once, each in a staging
- * buffer of the local transport: the estimate counts them as the simulator does. On a chain
- * of 64 MiB cuts under a 1.5 GiB limit, every simulated candidate's estimate is within 20 %
- * of the simulator's peak (measured: the 2-stage candidate -18.3 %, -36.2 % without the
- * staging). */
-Test(memory, gpipe_gradient_staging_counts)
+/* 1 when some stage of the candidate follows one with more replicas (config "2-1-1"). */
+static int follows_more_replicas(const native_candidate *k)
 {
-    profile *p = chain(8, 32, 10, 20, 64.0 * (1 << 20), 1 << 20);
-    cluster *c = mkcluster(4, "s", 32, 100, 100);
-    native_options o;
-    native_options_init(&o);
-    o.schedule = SCHED_GPIPE;
-    o.microbatch_size = 32;
-    o.memory_limit_bytes = 1.5 * GiB;
-    native_result r;
-    plumb_err e;
-    plan *pl = planner_native(p, c, &o, &r, &e);
-    cr_assert(pl, "%s", e.msg);
-    int multi = 0;
-    for (int i = 0; i < r.ncand; i++) {
-        const native_candidate *k = &r.cand[i];
-        if (!k->simulated) continue;
-        multi += k->nstages > 1;
-        double err = k->est_peak_memory_bytes / k->sim_peak_memory_bytes - 1;
-        cr_expect(err > -0.2 && err < 0.2, "candidate %d: %d stages, estimate %.3f GiB, "
-                  "simulated %.3f GiB", i, k->nstages, k->est_peak_memory_bytes / GiB,
-                  k->sim_peak_memory_bytes / GiB);
+    int prev = 0;
+    for (const char *c = k->config; *c;) {
+        char *end;
+        int r = (int)strtol(c, &end, 10);
+        if (prev > r) return 1;
+        prev = r;
+        c = *end ? end + 1 : end;
     }
-    cr_expect_gt(multi, 0, "a pipelined candidate was simulated");
-    plan_free(pl);
-    native_result_free(&r);
-    profile_free(p);
-    cluster_free(c);
+    return 0;
+}
+
+/* The estimate counts what the simulator does on a chain of 64 MiB cuts under a 1.5 GiB
+ * limit, within 10 % for every simulated candidate of GPipe and 1F1B whose stages do not
+ * follow a more replicated one (those hold more slots than the estimate's k + 1:
+ * measured -23 % for 1f1b 2-1-1). It takes: the local transport's staging of the gradients
+ * on their way back (GPipe: all of the flush; else k + 1), the extra slot of a 1F1B stage
+ * that receives, and with recompute the output kept per slot (the last stage's too).
+ * Measured: every such candidate within -1.2 % to +5.4 %; before, gpipe's 2-stage
+ * candidate was -36.2 % and its recomputing 1-stage ones -17.0 %. */
+Test(memory, estimate_counts_staging_slots_and_kept_outputs)
+{
+    static const sched_kind kinds[] = {SCHED_GPIPE, SCHED_1F1B_FLUSH};
+    for (int q = 0; q < 2; q++) {
+        profile *p = chain(8, 32, 10, 20, 64.0 * (1 << 20), 1 << 20);
+        cluster *c = mkcluster(4, "s", 32, 100, 100);
+        native_options o;
+        native_options_init(&o);
+        o.schedule = kinds[q];
+        o.microbatch_size = 32;
+        o.memory_limit_bytes = 1.5 * GiB;
+        native_result r;
+        plumb_err e;
+        plan *pl = planner_native(p, c, &o, &r, &e);
+        cr_assert(pl, "%s", e.msg);
+        int multi = 0;
+        for (int i = 0; i < r.ncand; i++) {
+            const native_candidate *k = &r.cand[i];
+            if (!k->simulated || follows_more_replicas(k)) continue;
+            multi += k->nstages > 1;
+            double err = k->est_peak_memory_bytes / k->sim_peak_memory_bytes - 1;
+            cr_expect(err > -0.1 && err < 0.1, "%s candidate %d: %s, recompute %d, estimate "
+                      "%.3f GiB, simulated %.3f GiB", sched_kind_name(kinds[q]), i, k->config,
+                      k->recompute, k->est_peak_memory_bytes / GiB,
+                      k->sim_peak_memory_bytes / GiB);
+        }
+        cr_expect_gt(multi, 0, "%s: a pipelined candidate was simulated",
+                     sched_kind_name(kinds[q]));
+        plan_free(pl);
+        native_result_free(&r);
+        profile_free(p);
+        cluster_free(c);
+    }
 }

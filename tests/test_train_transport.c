@@ -1,9 +1,10 @@
 /* test_train_transport.c: the local transport on its own: messages match by (from, to,
  * tag) in any order, sizes are checked, all-reduce sums over a group of threads, a missing
  * message times out, and an abort wakes every waiting receiver; repeated all-reduces
- * allocate nothing after the first. With a backend that has
- * the hand-off entries (tests/markbk.h), messages move through staging buffers that are
- * reused, ordered by marks, and freed by release, also while a shared receiver lags. */
+ * allocate nothing after the first. With a backend that has the hand-off entries
+ * (tests/markbk.h), messages move through staging buffers that are reused, ordered by
+ * marks, and freed by release, also while a shared receiver lags; reserved buffers serve
+ * as many sends in flight without allocating; lent sends and all-reduces stage nothing. */
 #include <criterion/criterion.h>
 #include <pthread.h>
 #include <string.h>
@@ -181,13 +182,45 @@ static void expect_val(transport *t, const backend *bk, bk_ctx *b, float *dst, i
     for (int k = 0; k < n; k++) cr_expect_eq(h[k], v + (float)k, "tag %ld [%d]", tag, k);
 }
 
+/* Two workers on markbk: worker 0 sends from src (ctx a), worker 1 receives into dst
+ * (ctx b), each 8 floats, over a local transport of the given timeout. */
+typedef struct duo {
+    const backend *bk;
+    bk_ctx *a, *b;
+    transport *t;
+    float *src, *dst;
+} duo;
+
+static duo duo_open(double timeout_s)
+{
+    plumb_err e = {{0}};
+    duo d = {.bk = markbk()};
+    d.a = d.bk->create(0, &e);
+    d.b = d.bk->create(0, &e);
+    d.t = transport_local_create(2, timeout_s, &e);
+    cr_assert(d.a && d.b && d.t, "%s", e.msg);
+    d.src = d.bk->alloc(d.a, 8 * sizeof(float), &e);
+    d.dst = d.bk->alloc(d.b, 8 * sizeof(float), &e);
+    return d;
+}
+
+static void duo_close(duo *d)
+{
+    d->bk->free(d->a, d->src);
+    d->bk->free(d->b, d->dst);
+    d->t->destroy(d->t);
+    d->bk->destroy(d->a);
+    d->bk->destroy(d->b);
+}
+
 Test(transport, device_handoffs_reuse_staging_and_release_it)
 {
     plumb_err e = {{0}};
-    const backend *bk = markbk();
-    bk_ctx *a = bk->create(0, &e), *b = bk->create(0, &e);
-    transport *t = transport_local_create(2, 1, &e);
-    float *src = bk->alloc(a, 8 * sizeof(float), &e), *dst = bk->alloc(b, 8 * sizeof(float), &e);
+    duo d = duo_open(1);
+    const backend *bk = d.bk;
+    bk_ctx *a = d.a, *b = d.b;
+    transport *t = d.t;
+    float *src = d.src, *dst = d.dst;
     const long base = markbk_bufs_live;
     /* the sender overwrites its buffer after each send: the message keeps its own copy */
     for (int i = 0; i < 5; i++) {
@@ -217,11 +250,7 @@ Test(transport, device_handoffs_reuse_staging_and_release_it)
     cr_expect_eq(markbk_violations, 0);
     float out[4];
     cr_expect_eq(t->recv(t, bk, b, 1, 0, 10, dst, sizeof out, &e), -1, "dropped: a stall");
-    bk->free(a, src);
-    bk->free(b, dst);
-    t->destroy(t);
-    bk->destroy(a);
-    bk->destroy(b);
+    duo_close(&d);
 }
 
 typedef struct lagger {
@@ -241,11 +270,11 @@ static void *lag_main(void *p)
 
 Test(transport, release_of_a_shared_transport_waits_for_the_receiver)
 {
-    plumb_err e = {{0}};
-    const backend *bk = markbk();
-    bk_ctx *a = bk->create(0, &e), *b = bk->create(0, &e);
-    transport *t = transport_local_create(2, 20, &e);
-    float *src = bk->alloc(a, 8 * sizeof(float), &e), *dst = bk->alloc(b, 8 * sizeof(float), &e);
+    duo d = duo_open(20);
+    const backend *bk = d.bk;
+    bk_ctx *a = d.a, *b = d.b;
+    transport *t = d.t;
+    float *src = d.src, *dst = d.dst;
     lagger g = {t, bk, b, dst};
     pthread_t th;
     send_val(t, bk, a, src, 4, 5, 1);
@@ -255,11 +284,7 @@ Test(transport, release_of_a_shared_transport_waits_for_the_receiver)
     cr_expect_eq(markbk_peer_copies, 1, "release returned before the message was received");
     pthread_join(th, NULL);
     cr_expect_eq(markbk_violations, 0);
-    bk->free(a, src);
-    bk->free(b, dst);
-    t->destroy(t);
-    bk->destroy(a);
-    bk->destroy(b);
+    duo_close(&d);
     cr_expect_eq(markbk_bufs_live, 0);
     cr_expect_eq(markbk_marks_live, 0);
 }
@@ -269,33 +294,27 @@ Test(transport, release_of_a_shared_transport_waits_for_the_receiver)
 Test(transport, reserve_and_lent_sends_allocate_nothing_while_running)
 {
     plumb_err e = {{0}};
-    const backend *bk = markbk();
-    bk_ctx *a = bk->create(0, &e), *b = bk->create(0, &e);
-    transport *t = transport_local_create(2, 1, &e);
-    float *src = bk->alloc(a, 8 * sizeof(float), &e), *dst = bk->alloc(b, 8 * sizeof(float), &e);
+    duo d = duo_open(1);
+    transport *t = d.t;
     const long base = markbk_bufs_live;
-    cr_assert_eq(t->reserve(t, bk, a, 0, 1, 3, 8 * sizeof(float), &e), 0, "%s", e.msg);
+    cr_assert_eq(t->reserve(t, d.bk, d.a, 0, 1, 3, 8 * sizeof(float), &e), 0, "%s", e.msg);
     cr_expect_eq(markbk_bufs_live, base + 3);
-    cr_expect_eq(t->reserve(t, bk, a, 0, 2, 1, 4, &e), -1, "a worker out of range");
+    cr_expect_eq(t->reserve(t, d.bk, d.a, 0, 2, 1, 4, &e), -1, "a worker out of range");
     const long allocs = markbk_allocs;
-    for (int i = 0; i < 3; i++) send_val(t, bk, a, src, 8 - i, (float)i, 20 + i);
-    for (int i = 2; i >= 0; i--) expect_val(t, bk, b, dst, 8 - i, (float)i, 20 + i);
+    for (int i = 0; i < 3; i++) send_val(t, d.bk, d.a, d.src, 8 - i, (float)i, 20 + i);
+    for (int i = 2; i >= 0; i--) expect_val(t, d.bk, d.b, d.dst, 8 - i, (float)i, 20 + i);
     cr_expect_eq(markbk_allocs, allocs, "three in flight fit the reserved buffers");
     /* lent: what the receiver gets is src as it stands */
     float h[4] = {7, 8, 9, 10};
-    bk->upload(a, src, h, sizeof h);
+    d.bk->upload(d.a, d.src, h, sizeof h);
     const long copies = markbk_peer_copies;
-    cr_assert_eq(t->send_lent(t, bk, a, 0, 1, 30, src, sizeof h, &e), 0, "%s", e.msg);
-    expect_val(t, bk, b, dst, 4, 7, 30);
+    cr_assert_eq(t->send_lent(t, d.bk, d.a, 0, 1, 30, d.src, sizeof h, &e), 0, "%s", e.msg);
+    expect_val(t, d.bk, d.b, d.dst, 4, 7, 30);
     cr_expect_eq(markbk_peer_copies, copies + 1, "one copy, straight out of src");
     cr_expect_eq(markbk_bufs_live, base + 3, "no staging buffer for a lent send");
-    t->release(t, bk, a, 0, 0);
+    t->release(t, d.bk, d.a, 0, 0);
     cr_expect_eq(markbk_bufs_live, base, "the reserved buffers freed by release");
     cr_expect_eq(markbk_marks_live, 0);
     cr_expect_eq(markbk_violations, 0);
-    bk->free(a, src);
-    bk->free(b, dst);
-    t->destroy(t);
-    bk->destroy(a);
-    bk->destroy(b);
+    duo_close(&d);
 }
