@@ -47,8 +47,7 @@ typedef struct rec {
 typedef struct shared {
     pthread_mutex_t mu;
     plumb_err first;         /* the first failure of any worker */
-    int *send_bound;         /* [W x W] schedule_send_bound; NULL: the transport reserves
-                                nothing */
+    int *send_bound;         /* [W x W] schedule_send_bound of the messages that stage */
 } shared;
 
 typedef struct worker {
@@ -440,7 +439,7 @@ static int reserve_staging(worker *wk)
     const rt_cfg *c = wk->cfg;
     const schedule *sc = c->sched;
     const int W = sc->nworkers;
-    if (!wk->sh->send_bound || !c->tr->reserve) return 0;
+    if (!c->tr->reserve) return 0;
     for (int to = 0; to < W; to++) {
         int count = wk->sh->send_bound[wk->w * W + to];
         size_t bytes = 0;
@@ -589,21 +588,17 @@ int runtime_run(const rt_cfg *cfg, rt_result *res, plumb_err *err)
     shared sh;
     memset(&sh, 0, sizeof sh);
     pthread_mutex_init(&sh.mu, NULL);
-    if (c.tr->reserve) {
-        if (!(sh.send_bound = malloc((size_t)W * W * sizeof *sh.send_bound))) {
-            err_set(err, NULL, NULL, "out of memory");
-            pthread_mutex_destroy(&sh.mu);
-            if (own) own->destroy(own);
-            return -1;
-        }
-        /* activations are lent where the transport can (send_lent): only gradients stage */
-        unsigned kinds = 1u << ACT_SEND_B | (c.tr->send_lent ? 0u : 1u << ACT_SEND_F);
-        if (schedule_send_bound(s, kinds, sh.send_bound, err)) {
-            free(sh.send_bound);
-            pthread_mutex_destroy(&sh.mu);
-            if (own) own->destroy(own);
-            return -1;
-        }
+    /* every transport's sends are buffered: lists that would wait for ever even so are
+     * refused before any worker starts; the counts size what `reserve` sets aside
+     * (activations are lent where the transport can: then only gradients stage) */
+    unsigned kinds = 1u << ACT_SEND_B | (c.tr->send_lent ? 0u : 1u << ACT_SEND_F);
+    if (!(sh.send_bound = malloc((size_t)W * W * sizeof *sh.send_bound)) ||
+        schedule_send_bound(s, kinds, sh.send_bound, err)) {
+        if (!sh.send_bound) err_set(err, NULL, NULL, "out of memory");
+        free(sh.send_bound);
+        pthread_mutex_destroy(&sh.mu);
+        if (own) own->destroy(own);
+        return -1;
     }
     worker *wks = calloc((size_t)W, sizeof *wks);
     pthread_t *th = calloc((size_t)W, sizeof *th);

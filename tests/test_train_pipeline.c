@@ -341,8 +341,9 @@ Test(pipeline, async_schedules_train)
     cr_expect(tail[2] < tail[0] + 0.05, "2bw %g vs gpipe %g", tail[2], tail[0]);
 }
 
-/* A schedule whose send was removed: the runtime refuses it before running, since its
- * replay (schedule_send_bound) finds workers that would wait for ever. */
+/* A schedule whose send was removed: the runtime refuses it before running, over any
+ * transport, since its replay (schedule_send_bound) finds workers that would wait for
+ * ever. */
 Test(pipeline, broken_schedule_fails_not_hangs)
 {
     fixture f = setup();
@@ -364,6 +365,16 @@ Test(pipeline, broken_schedule_fails_not_hangs)
     rt_result r;
     cr_expect_eq(runtime_run(&cfg, &r, &e), -1);
     cr_expect(strstr(e.msg, "waits for ever at action 3 (0RECV_B0)") != NULL, "%s", e.msg);
+    /* so is it over a transport that neither reserves nor lends (as mpi and nccl) */
+    transport *t = transport_local_create(2, 1, &e);
+    cr_assert(t, "%s", e.msg);
+    t->reserve = NULL;
+    t->send_lent = NULL;
+    cfg.tr = t;
+    cr_expect_eq(runtime_run(&cfg, &r, &e), -1);
+    cr_expect(strstr(e.msg, "waits for ever at action 3 (0RECV_B0)") != NULL, "%s", e.msg);
+    cfg.tr = NULL;
+    t->destroy(t);
     /* stage ranges that do not cover the model */
     int bad_last[] = {3, 7};
     cfg.stage_last = bad_last;
