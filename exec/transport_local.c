@@ -158,6 +158,10 @@ static int post(transport *t, const backend *bk, bk_ctx *ctx, int from, int to, 
     if (to < 0 || to >= l->nworkers || from < 0 || from >= l->nworkers)
         return err_set(err, NULL, NULL, "send from worker %d to worker %d: expected 0 to %d",
                        from, to, l->nworkers - 1);
+    pthread_mutex_lock(&l->mu);
+    const int aborted = l->aborted;
+    pthread_mutex_unlock(&l->mu);
+    if (aborted) return aborted_err(l, err); /* before allocating anything */
     const int dev = device_path(bk);
     lent = lent && dev;
     msg *m = malloc(sizeof *m + (dev ? 0 : bytes) + 1);

@@ -54,7 +54,12 @@ typedef struct nm_model {
     int nr;
     int rlist[NM_MAX_UNITS]; /* replica counts (in units) the program tries */
     nm_net net;
+    struct nm_sched_memo *memo; /* [NM_MEMO] what chunked schedules' memory needs, by
+                                   (kind, ranks, stages, microbatches); filled as pricing
+                                   asks (the model is otherwise read-only), freed with it */
 } nm_model;
+
+#define NM_MEMO 8
 
 /* What a partition is priced for. */
 typedef struct nm_setting {

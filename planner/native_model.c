@@ -13,8 +13,10 @@
  * and the all-reduce of its gradients is overlapped with the backward: only
  * max(all-reduce - backward, last bucket) is exposed, once per iteration for the flushing
  * kinds and 2bw, once per microbatch round for pipedream. Memory (the simulator's model):
- * parameters x (weight versions + 1 gradient + optimizer state) + in-flight microbatches x
- * stashed bytes (+ one microbatch's activations with recompute).
+ * parameters x (weight versions + 1 gradient + optimizer state) + buffer slots x what a
+ * slot holds (+ one microbatch's activations with recompute) + gradient buffers + the
+ * staging of the gradients sent back; chunked schedules take their slots and staging from
+ * the generated schedule.
  *
  * The dynamic program runs over suffixes: V(b, u) is the best way to place blocks b.. on
  * units u.. (trailing units may stay idle). A first pass minimises the slowest period; then,
@@ -22,6 +24,8 @@
  * fill) among partitions whose every period stays under the threshold. The priced
  * candidates go to the simulator (native.c). */
 #include "planner/native_impl.h"
+
+#include "core/schedule.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -66,9 +70,72 @@ static int net_path(const nm_net *n, int a, int b, double *rate, double *lat)
 
 /* --- the model ------------------------------------------------------------------------- */
 
+/* A chunked schedule's structure as its memory depends on it (not on the partition): the
+ * worker and buffer slots of each stage, and how many gradients each pair can have in
+ * flight. */
+typedef struct nm_sched_memo {
+    sched_kind kind;
+    int p, nst, M;    /* p == 0: unused; -1: the schedule could not be built */
+    int *worker;      /* [nst] */
+    int *slots;       /* [nst] schedule_slots of the stage on its worker */
+    int *bound;       /* [p x p] schedule_send_bound of gradients */
+} nm_sched_memo;
+
+static void memo_clear(nm_sched_memo *e)
+{
+    free(e->worker);
+    free(e->slots);
+    free(e->bound);
+    memset(e, 0, sizeof *e);
+}
+
+/* The memo of (kind, p, nst, M) in m, built on first use (the oldest entry makes room).
+ * NULL when the schedule cannot be built or memory runs out. */
+static const nm_sched_memo *memo_get(const nm_model *m, sched_kind kind, int p, int nst, int M)
+{
+    if (!m->memo) return NULL;
+    int slot = 0;
+    for (int i = 0; i < NM_MEMO; i++) {
+        nm_sched_memo *e = &m->memo[i];
+        if (e->p && e->kind == kind && abs(e->p) == p && e->nst == nst && e->M == M)
+            return e->p > 0 ? e : NULL;
+        if (!e->p) slot = i;
+    }
+    if (m->memo[slot].p) { /* full: shift out the oldest */
+        memo_clear(&m->memo[0]);
+        memmove(&m->memo[0], &m->memo[1], (NM_MEMO - 1) * sizeof m->memo[0]);
+        memset(&m->memo[NM_MEMO - 1], 0, sizeof m->memo[0]);
+        slot = NM_MEMO - 1;
+    }
+    nm_sched_memo *e = &m->memo[slot];
+    *e = (nm_sched_memo){.kind = kind, .p = -p, .nst = nst, .M = M};
+    plumb_err err;
+    sched_spec sp = {kind, p, nst, nst / p, M, 1, NULL, NULL};
+    schedule *sc = schedule_generate(&sp, &err);
+    e->worker = malloc((size_t)nst * sizeof *e->worker);
+    e->slots = malloc((size_t)nst * sizeof *e->slots);
+    e->bound = malloc((size_t)p * p * sizeof *e->bound);
+    if (!sc || !e->worker || !e->slots || !e->bound ||
+        schedule_send_bound(sc, 1u << ACT_SEND_B, e->bound, &err)) {
+        schedule_free(sc);
+        free(e->worker), free(e->slots), free(e->bound);
+        e->worker = e->slots = e->bound = NULL;
+        return NULL; /* remembered as unbuildable (p < 0) */
+    }
+    for (int i = 0; i < nst; i++) {
+        e->worker[i] = sc->stage_workers[sc->stage_first[i]];
+        e->slots[i] = schedule_slots(sc, e->worker[i], i);
+    }
+    schedule_free(sc);
+    e->p = p;
+    return e;
+}
+
 void nm_model_free(nm_model *m)
 {
     if (!m) return;
+    for (int i = 0; m->memo && i < NM_MEMO; i++) memo_clear(&m->memo[i]);
+    free(m->memo);
     free(m->order);
     free(m->bfirst);
     free(m->cF);
@@ -209,6 +276,7 @@ int nm_model_build(nm_model *m, const profile *p, const cluster *c, int ndev,
     int n = p->nlayers, U = m->U;
     double *cross = cross_bytes(p);
     m->order = malloc((size_t)ndev * sizeof *m->order);
+    m->memo = calloc(NM_MEMO, sizeof *m->memo); /* NULL: chunked memory from warmup counts */
     m->bfirst = malloc(((size_t)n + 2) * sizeof *m->bfirst);
     m->rg = calloc((size_t)U * (U + 1), sizeof *m->rg);
     if (!cross || !m->order || !m->bfirst || !m->rg) goto oom;
@@ -488,6 +556,39 @@ done:
     return worst;
 }
 
+/* The slot-dependent memory of each rank of a chunked partition (mem[p], added to), from
+ * its schedule: per stage its buffer slots (schedule_slots, each stage's own most, as the
+ * executor allocates them) x the bytes a slot holds (the input, every output and saved
+ * tensor, or with recompute the input and the output plus one microbatch's; the received
+ * and the sent gradient), and per peer the staging of the gradients sent to it
+ * (schedule_send_bound x the largest: stage i sends them to stage i - 1's worker).
+ * Returns 0, or -1 when the schedule cannot be built (the caller falls back to the warmup
+ * count). */
+static int chunked_slot_memory(const nm_model *m, const nm_setting *s, const nm_part *pt,
+                               int p, double *mem)
+{
+    const nm_sched_memo *e = memo_get(m, s->kind, p, pt->nst, s->M);
+    if (!e) return -1;
+    const double bscale = (double)s->mbsize / m->p->minibatch;
+    double big[NM_MAX_UNITS * NM_MAX_UNITS] = {0}; /* [p x p] largest gradient per pair */
+    for (int i = 0; i < pt->nst; i++) {
+        const nm_stage *st = &pt->st[i];
+        const int w = e->worker[i];
+        double in = st->b0 > 0 ? m->cut[st->b0] * bscale : 0;
+        double out = st->b1 < m->nb ? m->cut[st->b1] * bscale : 0;
+        double acts = (m->cA[st->b1] - m->cA[st->b0]) * bscale;
+        double kept = st->b1 < m->nb ? out : (m->cA[st->b1] - m->cA[st->b1 - 1]) * bscale;
+        double data = st->b0 == 0 ? m->p->input_bytes * bscale : in;
+        mem[w] += e->slots[i] * ((s->recompute ? data + kept : data + acts) + in + out) +
+                  (s->recompute ? acts : 0);
+        double *b = &big[w * p + e->worker[i > 0 ? i - 1 : 0]];
+        if (i > 0 && in > *b) *b = in;
+    }
+    for (int w = 0; w < p; w++)
+        for (int to = 0; to < p; to++) mem[w] += e->bound[w * p + to] * big[w * p + to];
+    return 0;
+}
+
 void nm_price(const nm_model *m, const nm_setting *s, nm_part *pt)
 {
     double per = 0, sumlat = 0, botlat = 0, ar = 0, peak = 0, cap = INFINITY;
@@ -496,7 +597,7 @@ void nm_price(const nm_model *m, const nm_setting *s, nm_part *pt)
         /* per device: its chunks' compute; links per stage */
         int p = pt->ranks, v = pt->nst / (p > 0 ? p : 1);
         double devper[NM_MAX_UNITS] = {0}, devmem[NM_MAX_UNITS] = {0};
-        double stash[NM_MAX_UNITS] = {0};
+        double stash[NM_MAX_UNITS] = {0}, rcmem[NM_MAX_UNITS] = {0};
         double bscale = (double)s->mbsize / m->p->minibatch;
         double optmul = s->opt == OPT_ADAM ? 2 : s->opt == OPT_MOMENTUM ? 1 : 0;
         for (int i = 0; i < pt->nst; i++) {
@@ -514,20 +615,22 @@ void nm_price(const nm_model *m, const nm_setting *s, nm_part *pt)
             double in = st->b0 > 0 ? m->cut[st->b0] * bscale : 0;
             double acts = (m->cA[st->b1] - m->cA[st->b0]) * bscale;
             double out = st->b1 < m->nb ? m->cut[st->b1] * bscale : 0;
-            devmem[rk] += P * (2 + optmul) + (s->recompute ? acts / pt->nst : 0) +
-                          gradbuf(m, st->b0, st->b1, in / bscale) * bscale +
+            devmem[rk] += P * (2 + optmul) + gradbuf(m, st->b0, st->b1, in / bscale) * bscale +
                           (m->cG[st->b1] - m->cG[st->b0]) * bscale;
+            rcmem[rk] += s->recompute ? acts / pt->nst : 0;
             if (i < p) devmem[rk] += m->ws_max; /* the scratch, once per device */
             if (st->b0 == 0) in = m->p->input_bytes * bscale; /* the data, held per slot */
             stash[rk] += (s->recompute ? in + out : in + out + acts) / v;
             if (o.cap < cap) cap = o.cap;
         }
+        /* the slots and staging from the schedule itself; else from its warmup count */
+        const int exact = p <= NM_MAX_UNITS && chunked_slot_memory(m, s, pt, p, devmem) == 0;
         double dmax = 0;
         for (int rk = 0; rk < p; rk++) {
             if (devper[rk] > dmax) dmax = devper[rk];
             int k = (p - rk - 1) * 2 + (v - 1) * p + 1;
             if (k > s->M * v) k = s->M * v;
-            double mem = devmem[rk] + k * stash[rk];
+            double mem = devmem[rk] + (exact ? 0 : rcmem[rk] + k * stash[rk]);
             if (mem > peak) peak = mem;
             if (mem > m->rg[pt->st[rk].u * (m->U + 1) + 1].cap) fits = 0;
         }

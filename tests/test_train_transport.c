@@ -46,6 +46,7 @@ Test(transport, out_of_order_tags_and_sizes)
               e.msg);
     cr_expect_eq(t->send(t, bk, c, 0, 5, 1, a, 4, &e), -1, "a worker out of range");
     t2->destroy(t2);
+    t->release(t, bk, c, 0, 0); /* frees worker 0's staging buffers */
     t->destroy(t);
     bk->destroy(c);
 }
@@ -155,6 +156,7 @@ Test(transport, abort_wakes_waiters)
     float x = 0;
     bk_ctx *c = bk->create(0, &e);
     cr_expect_eq(t->send(t, bk, c, 0, 1, 2, &x, 4, &e), -1, "sends fail after an abort");
+    t->release(t, bk, c, 0, 0);
     bk->destroy(c);
     t->destroy(t);
 }
