@@ -94,9 +94,8 @@ static const backend *markbk(void)
     return &b;
 }
 
-/* The CPU backend with counted buffers only: messages travel as host copies, so what it
- * counts is what the runtime and the stages allocate, not the transport's staging buffers
- * (whose number follows how far senders run ahead, which timing decides). */
+/* The CPU backend with counted buffers: what the runtime, the stages and the transport's
+ * staging (set aside before the run) allocate. */
 static inline const backend *countbk(void)
 {
     static backend b;
@@ -104,6 +103,21 @@ static inline const backend *countbk(void)
     b.name = "cpu-counted";
     b.alloc = markbk_alloc;
     b.free = markbk_free;
+    return &b;
+}
+
+/* The CPU backend without the hand-off entries: the local transport then moves messages
+ * as host copies (download, upload), the path of a backend that has no device queues. */
+static inline const backend *hostbk(void)
+{
+    static backend b;
+    b = *backend_cpu();
+    b.name = "cpu-host-copies";
+    b.mark_new = NULL;
+    b.mark_free = NULL;
+    b.mark_record = NULL;
+    b.mark_wait = NULL;
+    b.copy_peer = NULL;
     return &b;
 }
 

@@ -3,8 +3,8 @@
  * zb-v, replicated stages) must give the same weights as sequential training with
  * gradient accumulation; the asynchronous ones (pipedream, 2bw) must train; a one-stage
  * pipedream equals per-microbatch SGD; a broken IR fails instead of hanging. Moving
- * activations, gradients and all-reduce sums by device hand-offs (a backend with marks,
- * tests/markbk.h) gives the same bits as host copies. */
+ * activations, gradients and all-reduce sums by device hand-offs (the CPU backend's, with
+ * checks: tests/markbk.h) gives the same bits as host copies. */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <pthread.h>
@@ -190,15 +190,16 @@ Test(pipeline, replicated_stage_equals_sequential)
     teardown_f(&f);
 }
 
-/* Runs one schedule on the CPU backend and on the CPU backend with hand-off entries: the
- * weights and losses must be the same bits, and nothing may be left allocated. */
+/* Runs one schedule with host copies (the CPU backend without its hand-off entries) and
+ * with checked device hand-offs (markbk): the weights and losses must be the same bits,
+ * and nothing may be left allocated. */
 static void handoff_case(sched_kind kind, int nstages, const int *firsts, int chunks,
                          const int *replicas, int opt)
 {
     fixture f = setup();
     plumb_err e = {{0}};
     rt_result host, dev;
-    run_bk = NULL;
+    run_bk = hostbk();
     cr_assert_eq(pipeline(&f, kind, nstages, firsts, chunks, replicas, 4, 3, opt, &host, &e),
                  0, "%s", e.msg);
     long copies = markbk_peer_copies;
@@ -230,8 +231,8 @@ Test(pipeline, device_handoffs_equal_host_copies)
     handoff_case(SCHED_PIPEDREAM, 2, f2, 1, NULL, BK_SGD);
 }
 
-/* Buffers allocated by a run of `iters` iterations on the counting backend (the runtime's
- * and the stages', not the transport's staging buffers: see countbk). */
+/* Buffers allocated by a run of `iters` iterations on the counting backend (the runtime's,
+ * the stages' and the transport's staging). */
 static long allocs_for(fixture *f, sched_kind kind, int nstages, const int *firsts, int chunks,
                        const int *replicas, int iters)
 {

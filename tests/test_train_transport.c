@@ -111,7 +111,7 @@ static long allreduce_three_workers(const backend *bk)
 
 Test(transport, allreduce_three_workers)
 {
-    allreduce_three_workers(backend_cpu());
+    allreduce_three_workers(hostbk()); /* host copies */
 }
 
 Test(transport, allreduce_three_workers_device_path)
