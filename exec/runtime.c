@@ -440,24 +440,27 @@ static int reserve_staging(worker *wk)
     const schedule *sc = c->sched;
     const int W = sc->nworkers;
     if (!c->tr->reserve) return 0;
-    for (int to = 0; to < W; to++) {
-        int count = wk->sh->send_bound[wk->w * W + to];
-        size_t bytes = 0;
-        for (int i = 0; count > 0 && i < sc->len[wk->w]; i++) {
-            const action *a = &sc->acts[wk->w][i];
-            if (a->peer != to || !(a->kind == ACT_SEND_B ||
-                                   (a->kind == ACT_SEND_F && !c->tr->send_lent)))
-                continue;
-            rstage *rs = find_stage(wk, a->stage);
-            if (!rs) continue;
-            size_t n = a->kind == ACT_SEND_F ? stage_out_numel(rs->st) : stage_in_numel(rs->st);
-            if ((size_t)c->microbatch * n * sizeof(float) > bytes)
-                bytes = (size_t)c->microbatch * n * sizeof(float);
-        }
-        if (bytes && c->tr->reserve(c->tr, c->bk, wk->ctx, wk->w, to, count, bytes, &wk->err))
-            return -1;
+    size_t *bytes = calloc((size_t)W, sizeof *bytes); /* per peer: the largest message */
+    if (!bytes) return err_set(&wk->err, NULL, NULL, "out of memory");
+    for (int i = 0; i < sc->len[wk->w]; i++) {
+        const action *a = &sc->acts[wk->w][i];
+        if (a->peer < 0 || a->peer >= W ||
+            !(a->kind == ACT_SEND_B || (a->kind == ACT_SEND_F && !c->tr->send_lent)))
+            continue;
+        rstage *rs = find_stage(wk, a->stage);
+        if (!rs) continue;
+        size_t n = a->kind == ACT_SEND_F ? stage_out_numel(rs->st) : stage_in_numel(rs->st);
+        if ((size_t)c->microbatch * n * sizeof(float) > bytes[a->peer])
+            bytes[a->peer] = (size_t)c->microbatch * n * sizeof(float);
     }
-    return 0;
+    int rc = 0;
+    for (int to = 0; to < W && !rc; to++) {
+        int count = wk->sh->send_bound[wk->w * W + to];
+        if (count > 0 && bytes[to])
+            rc = c->tr->reserve(c->tr, c->bk, wk->ctx, wk->w, to, count, bytes[to], &wk->err);
+    }
+    free(bytes);
+    return rc;
 }
 
 static void *worker_main(void *arg)

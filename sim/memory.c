@@ -19,32 +19,35 @@
 #include "sim/memory.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 int sim_memory_staging(sim_model *m, plumb_err *err)
 {
     const schedule *s = m->sched;
     const int W = s->nworkers;
-    int *bound = malloc((size_t)W * W * sizeof *bound + 1);
-    if (!bound) return err_set(err, NULL, NULL, "out of memory");
+    int *bound = malloc((size_t)W * W * sizeof *bound);
+    double *big = calloc((size_t)W, sizeof *big); /* per peer: the largest gradient sent */
+    if (!bound || !big) {
+        free(bound), free(big);
+        return err_set(err, NULL, NULL, "out of memory");
+    }
     if (schedule_send_bound(s, 1u << ACT_SEND_B, bound, err)) {
-        free(bound);
+        free(bound), free(big);
         return -1;
     }
     for (int w = 0; w < W; w++) {
-        double total = 0;
-        for (int to = 0; to < W; to++) {
-            double big = 0;
-            for (int i = 0; bound[w * W + to] > 0 && i < s->len[w]; i++) {
-                const action *a = &s->acts[w][i];
-                double b = a->kind == ACT_SEND_B && a->stage > 0 ? m->cut_bytes[a->stage - 1]
-                                                                 : 0;
-                if (a->peer == to && b > big) big = b;
-            }
-            total += bound[w * W + to] * big;
+        memset(big, 0, (size_t)W * sizeof *big);
+        for (int i = 0; i < s->len[w]; i++) {
+            const action *a = &s->acts[w][i];
+            if (a->kind == ACT_SEND_B && a->stage > 0 && a->peer >= 0 && a->peer < W &&
+                m->cut_bytes[a->stage - 1] > big[a->peer])
+                big[a->peer] = m->cut_bytes[a->stage - 1];
         }
+        double total = 0;
+        for (int to = 0; to < W; to++) total += bound[w * W + to] * big[to];
         m->staging_bytes[w] = total;
     }
-    free(bound);
+    free(bound), free(big);
     return 0;
 }
 
