@@ -1,5 +1,6 @@
 /* nccl_transport.c: the nccl transport (see nccl_transport.h): a two-rank NCCL communicator
- * per ordered pair of ranks, buffered sends through staging buffers, tag-matched receives,
+ * per ordered pair of ranks, buffered sends (through staging buffers, reserved in the
+ * worker's context before a run, or lent straight from the caller's), tag-matched receives,
  * all-reduce on group communicators made on first use, every wait polled for NCCL's
  * asynchronous errors and bounded by a timeout. */
 #include "exec/mpi/nccl_transport.h"
@@ -21,10 +22,18 @@
 #define HDR 16          /* header bytes: int64 tag, int64 payload bytes */
 #define MPI_TAG_ID 7301 /* MPI tag of group-communicator ids */
 
-typedef struct slot {   /* a staging buffer of a send: header then payload */
-    char *p;
-    int64_t *hh;        /* the header in pinned host memory (copied asynchronously) */
-    size_t cap;
+typedef enum slot_kind {
+    SLOT_POOL,          /* payload from the stream-ordered pool, grown as needed */
+    SLOT_RESERVED,      /* payload from the worker's context (reserve), freed by release */
+    SLOT_LENT           /* no payload: the header of a lent send */
+} slot_kind;
+
+typedef struct slot {   /* a send's header and, unless lent, its staged payload */
+    char *p;            /* payload (device), NULL for SLOT_LENT */
+    int64_t *hd;        /* the header (device) */
+    int64_t *hh;        /* and its pinned host copy (copied asynchronously) */
+    size_t cap;         /* payload bytes */
+    slot_kind kind;
     cudaEvent_t done;   /* recorded on the pair stream after the send */
     int used;           /* done has been recorded at least once */
 } slot;
@@ -181,79 +190,164 @@ static int need_cuda(const backend *bk, plumb_err *err)
 
 /* ------------------------------------------------------------------ send */
 
-/* A staging buffer of at least `bytes` whose previous send has completed. Buffers are
- * allocated and freed in the order of the worker's stream cs (cudaFree would wait for the
- * whole device, including this rank's sends blocked until their peer receives, while the
- * peer may be doing the same). */
-static slot *slot_get(nt *x, pair_link *l, size_t bytes, cudaStream_t cs, plumb_err *err)
+/* Appends an idle slot of `kind` with `cap` payload bytes to l: the payload from ctx's
+ * backend for SLOT_RESERVED (counted in the worker's memory), from the stream-ordered pool
+ * on cs for SLOT_POOL (cudaMalloc/cudaFree would wait for the whole device, including this
+ * rank's sends blocked until their peer receives, while the peer may be doing the same),
+ * none for SLOT_LENT. NULL with err set (and the transport aborted) when out of memory. */
+static slot *slot_add(nt *x, pair_link *l, slot_kind kind, size_t cap, const backend *bk,
+                      bk_ctx *ctx, cudaStream_t cs, plumb_err *err)
 {
-    slot *free_one = NULL;
-    for (int i = 0; i < l->nslots; i++) {
-        slot *s = &l->slots[i];
-        if (s->used && cudaEventQuery(s->done) != cudaSuccess) continue; /* in flight */
-        if (s->cap >= bytes) return s;
-        if (!free_one) free_one = s;
-    }
-    if (free_one) { /* idle but small: grow it */
-        cudaFreeAsync(free_one->p, cs);
-        free_one->p = NULL;
-        free_one->cap = 0;
-        if (cudaMallocAsync((void **)&free_one->p, bytes, cs) != cudaSuccess) goto oom;
-        free_one->cap = bytes;
-        return free_one;
-    }
     slot *ns = realloc(l->slots, (size_t)(l->nslots + 1) * sizeof *ns);
-    if (!ns) goto oom;
+    if (!ns) return fail(x, err, "nccl transport: out of memory"), NULL;
     l->slots = ns;
     slot *s = &l->slots[l->nslots];
     memset(s, 0, sizeof *s);
+    s->kind = kind;
     if (cudaEventCreateWithFlags(&s->done, cudaEventDisableTiming) != cudaSuccess) goto oom;
-    if (cudaMallocHost((void **)&s->hh, HDR) != cudaSuccess) {
-        cudaEventDestroy(s->done);
-        goto oom;
+    if (cudaMallocHost((void **)&s->hh, HDR) != cudaSuccess) goto oom_event;
+    if (cudaMallocAsync((void **)&s->hd, HDR, cs) != cudaSuccess) goto oom_host;
+    if (kind == SLOT_RESERVED) {
+        plumb_err e = {{0}};
+        if (!(s->p = bk->alloc(ctx, cap, &e))) {
+            cudaFreeAsync(s->hd, cs);
+            cudaFreeHost(s->hh);
+            cudaEventDestroy(s->done);
+            return fail(x, err, e.msg), NULL;
+        }
+    } else if (kind == SLOT_POOL && cap &&
+               cudaMallocAsync((void **)&s->p, cap, cs) != cudaSuccess) {
+        cudaFreeAsync(s->hd, cs);
+        goto oom_host;
     }
-    if (cudaMallocAsync((void **)&s->p, bytes, cs) != cudaSuccess) {
-        cudaFreeHost(s->hh);
-        cudaEventDestroy(s->done);
-        goto oom;
-    }
-    s->cap = bytes;
+    s->cap = cap;
     l->nslots++;
     return s;
+oom_host:
+    cudaFreeHost(s->hh);
+oom_event:
+    cudaEventDestroy(s->done);
 oom:
     cudaGetLastError();
     fail(x, err, "nccl transport: out of GPU memory for a send's staging buffer");
     return NULL;
 }
 
-static int nt_send(transport *t, const backend *bk, bk_ctx *ctx, int from, int to, long tag,
-                   const void *buf, size_t bytes, plumb_err *err)
+/* An idle slot for a send of `bytes` (lent: a header only) whose previous send has
+ * completed: a lent send takes a header slot, a staged one the smallest idle reserved slot
+ * that fits, else a pool slot (an idle pool slot too small is grown). Reserved slots cover
+ * what can be in flight (schedule_send_bound), so the pool is only drawn on without them.
+ * Frees and allocations are ordered on the worker's stream cs (see slot_add). */
+static slot *slot_get(nt *x, pair_link *l, size_t bytes, int lent, const backend *bk,
+                      bk_ctx *ctx, cudaStream_t cs, plumb_err *err)
 {
-    nt *x = t->impl;
-    if (need_cuda(bk, err)) return -1;
-    if (atomic_load(&x->aborted)) return err_set(err, NULL, NULL, "%s", x->why);
-    if (from != x->self || to < 0 || to >= x->n || to == x->self)
-        return err_set(err, NULL, NULL, "nccl transport: rank %d cannot send as worker %d to "
-                       "worker %d (one worker per rank, 0 to %d)", x->self, from, to, x->n - 1);
-    pair_link *l = &x->links[to];
-    CQ(x, err, cudaSetDevice(x->device));
-    slot *s = slot_get(x, l, HDR + bytes, ctx->stream, err);
-    if (!s) return -1;
+    slot *best = NULL, *small = NULL;
+    for (int i = 0; i < l->nslots; i++) {
+        slot *s = &l->slots[i];
+        if ((s->kind == SLOT_LENT) != lent) continue;
+        if (s->used && cudaEventQuery(s->done) != cudaSuccess) continue; /* in flight */
+        if (lent) return s;
+        if (s->cap >= bytes) {
+            if (!best || (s->kind == SLOT_RESERVED && best->kind != SLOT_RESERVED) ||
+                (s->kind == best->kind && s->cap < best->cap))
+                best = s;
+        } else if (s->kind == SLOT_POOL && !small) {
+            small = s;
+        }
+    }
+    if (best) return best;
+    if (small) { /* idle but too small: grow it */
+        if (small->p) cudaFreeAsync(small->p, cs);
+        small->p = NULL;
+        small->cap = 0;
+        if (cudaMallocAsync((void **)&small->p, bytes, cs) != cudaSuccess) {
+            cudaGetLastError();
+            fail(x, err, "nccl transport: out of GPU memory for a send's staging buffer");
+            return NULL;
+        }
+        small->cap = bytes;
+        return small;
+    }
+    return slot_add(x, l, lent ? SLOT_LENT : SLOT_POOL, lent ? 0 : bytes, bk, ctx, cs, err);
+}
+
+/* The checks every send makes; the pair link to `to`, or NULL with err set. */
+static pair_link *send_link(nt *x, const backend *bk, int from, int to, plumb_err *err)
+{
+    if (need_cuda(bk, err)) return NULL;
+    if (atomic_load(&x->aborted)) return err_set(err, NULL, NULL, "%s", x->why), NULL;
+    if (from != x->self || to < 0 || to >= x->n || to == x->self) {
+        err_set(err, NULL, NULL, "nccl transport: rank %d cannot send as worker %d to worker "
+                "%d (one worker per rank, 0 to %d)", x->self, from, to, x->n - 1);
+        return NULL;
+    }
+    cudaError_t rc = cudaSetDevice(x->device);
+    if (rc != cudaSuccess) {
+        fail_cuda(x, err, rc, "cudaSetDevice(device)", __LINE__);
+        return NULL;
+    }
+    return &x->links[to];
+}
+
+/* Queues slot s's header and the payload at src on the pair's stream, after the work queued
+ * on the worker's stream so far. The host does not wait. */
+static int send_queue(nt *x, pair_link *l, slot *s, bk_ctx *ctx, long tag, const void *src,
+                      size_t bytes, plumb_err *err)
+{
     /* pinned source: the copy is asynchronous; hh is not rewritten before s->done */
     s->hh[0] = (int64_t)tag;
     s->hh[1] = (int64_t)bytes;
-    CQ(x, err, cudaMemcpyAsync(s->p, s->hh, HDR, cudaMemcpyHostToDevice, ctx->stream));
-    if (bytes)
-        CQ(x, err, cudaMemcpyAsync(s->p + HDR, buf, bytes, cudaMemcpyDeviceToDevice, ctx->stream));
+    CQ(x, err, cudaMemcpyAsync(s->hd, s->hh, HDR, cudaMemcpyHostToDevice, ctx->stream));
     CQ(x, err, cudaEventRecord(x->ev, ctx->stream));
     CQ(x, err, cudaStreamWaitEvent(l->s_out, x->ev, 0));
     NQ(x, err, ncclGroupStart());
-    NQ(x, err, ncclSend(s->p, HDR, ncclUint8, 1, l->out, l->s_out));
-    if (bytes) NQ(x, err, ncclSend(s->p + HDR, bytes, ncclUint8, 1, l->out, l->s_out));
+    NQ(x, err, ncclSend(s->hd, HDR, ncclUint8, 1, l->out, l->s_out));
+    if (bytes) NQ(x, err, ncclSend(src, bytes, ncclUint8, 1, l->out, l->s_out));
     NQ(x, err, ncclGroupEnd());
     if (settle(x, l->out, "ncclSend", err)) return -1;
     CQ(x, err, cudaEventRecord(s->done, l->s_out));
     s->used = 1;
+    return 0;
+}
+
+/* A buffered send: the payload is copied into a staging slot on the worker's stream, so
+ * the caller may reuse buf at once. */
+static int nt_send(transport *t, const backend *bk, bk_ctx *ctx, int from, int to, long tag,
+                   const void *buf, size_t bytes, plumb_err *err)
+{
+    nt *x = t->impl;
+    pair_link *l = send_link(x, bk, from, to, err);
+    if (!l) return -1;
+    slot *s = slot_get(x, l, bytes, 0, bk, ctx, ctx->stream, err);
+    if (!s) return -1;
+    if (bytes)
+        CQ(x, err, cudaMemcpyAsync(s->p, buf, bytes, cudaMemcpyDeviceToDevice, ctx->stream));
+    return send_queue(x, l, s, ctx, tag, s->p, bytes, err);
+}
+
+/* A lent send: NCCL reads the payload straight out of buf, which the caller keeps unchanged
+ * until `to` has answered after receiving it (transport.h); only the header is staged. */
+static int nt_send_lent(transport *t, const backend *bk, bk_ctx *ctx, int from, int to,
+                        long tag, const void *buf, size_t bytes, plumb_err *err)
+{
+    nt *x = t->impl;
+    pair_link *l = send_link(x, bk, from, to, err);
+    if (!l) return -1;
+    slot *s = slot_get(x, l, 0, 1, bk, ctx, ctx->stream, err);
+    if (!s) return -1;
+    return send_queue(x, l, s, ctx, tag, buf, bytes, err);
+}
+
+/* Sets aside `count` staging slots of `bytes` for sends to `to`, their payloads allocated
+ * in ctx (this worker's context, so they count in its peak memory); release frees them. */
+static int nt_reserve(transport *t, const backend *bk, bk_ctx *ctx, int from, int to, int count,
+                      size_t bytes, plumb_err *err)
+{
+    nt *x = t->impl;
+    pair_link *l = send_link(x, bk, from, to, err);
+    if (!l) return -1;
+    for (int i = 0; i < count; i++)
+        if (!slot_add(x, l, SLOT_RESERVED, bytes, bk, ctx, ctx->stream, err)) return -1;
     return 0;
 }
 
@@ -437,6 +531,39 @@ static void nt_abort(transport *t, const char *why)
     atomic_store(&x->aborted, 1); /* the worker's polling sees it and aborts the comms */
 }
 
+/* Frees the slots reserve set aside in ctx, once this rank's sends have been delivered
+ * (or the transport aborted: then nothing is left in flight), before the runtime destroys
+ * the context. Other slots stay for later runs. */
+static void nt_release(transport *t, const backend *bk, bk_ctx *ctx, int worker, int wait)
+{
+    (void)wait; /* a reserved buffer is never freed under a send in flight */
+    nt *x = t->impl;
+    if (worker != x->self || !x->links) return;
+    cudaSetDevice(x->device);
+    plumb_err e = {{0}};
+    for (int j = 0; j < x->n && !atomic_load(&x->aborted); j++)
+        if (j != x->self && x->links[j].nslots &&
+            wait_stream(x, x->links[j].s_out, x->links[j].out, "the last sends", &e))
+            break;
+    for (int j = 0; j < x->n; j++) {
+        if (j == x->self) continue;
+        pair_link *l = &x->links[j];
+        int kept = 0;
+        for (int i = 0; i < l->nslots; i++) {
+            slot *s = &l->slots[i];
+            if (s->kind != SLOT_RESERVED) {
+                l->slots[kept++] = *s;
+                continue;
+            }
+            bk->free(ctx, s->p); /* waits for ctx's stream first */
+            cudaFreeAsync(s->hd, ctx->stream);
+            cudaFreeHost(s->hh);
+            cudaEventDestroy(s->done);
+        }
+        l->nslots = kept;
+    }
+}
+
 /* Finalizes every communicator (each flushes its operations with its peers) before any is
  * destroyed: all finalizations are queued first (non-blocking), then each is polled, so the
  * order in which ranks list their communicators cannot deadlock. A failure or a timeout
@@ -481,8 +608,9 @@ static void nt_destroy(transport *t)
         pair_link *l = &x->links[j];
         if (l->out) ncclCommDestroy(l->out);
         if (l->in) ncclCommDestroy(l->in);
-        for (int i = 0; i < l->nslots; i++) {
-            cudaFree(l->slots[i].p);
+        for (int i = 0; i < l->nslots; i++) { /* reserved payloads went with release */
+            if (l->slots[i].kind == SLOT_POOL) cudaFree(l->slots[i].p);
+            cudaFree(l->slots[i].hd);
             cudaFreeHost(l->slots[i].hh);
             cudaEventDestroy(l->slots[i].done);
         }
@@ -526,6 +654,9 @@ transport *transport_nccl_create(bk_ctx *c, double timeout_s, plumb_err *err)
     t->name = "nccl";
     t->impl = x;
     t->send = nt_send;
+    t->send_lent = nt_send_lent;
+    t->reserve = nt_reserve;
+    t->release = nt_release;
     t->recv = nt_recv;
     t->allreduce = nt_allreduce;
     t->abort = nt_abort;

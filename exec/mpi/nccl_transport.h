@@ -7,9 +7,13 @@
  *   channel only ever carries a -> b messages, so the two directions between a and b can
  *   never wait on each other (no send/receive deadlock whatever order the schedule posts
  *   them in);
- * - a send copies the buffer into a staging buffer on the worker's stream (so the caller
- *   may reuse it at once: sends are buffered, as the interface asks), then queues a 16-byte
- *   header (tag, bytes) and the payload on the pair's stream; the host does not wait;
+ * - a send queues a 16-byte header (tag, bytes) and the payload on the pair's stream after
+ *   the worker's queued work; the host does not wait. `send` first copies the buffer into
+ *   a staging buffer (so the caller may reuse it at once: sends are buffered, as the
+ *   interface asks), `send_lent` sends straight from it. `reserve` allocates staging
+ *   buffers in the worker's context before a run (they count in its peak memory) and
+ *   `release` frees them once the rank's sends have been delivered; staging beyond them
+ *   comes from the stream-ordered allocator;
  * - a receive reads headers in arrival order; a message with another tag is set aside in
  *   device memory until its receive comes, so messages match by (from, to, tag) like the
  *   local transport's. The host blocks until the payload is in place;

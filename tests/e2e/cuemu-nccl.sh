@@ -2,7 +2,8 @@
 # cuemu-nccl.sh: the nccl transport under mpirun on cuemu (tests/cuemu/cuemu_nccl.cc: NCCL
 # emulated between processes through files), 2 ranks on the CPU: a 2-stage GPipe and a
 # 2-stage PipeDream pipeline and a stage on 2 replicas (ncclAllReduce) give the same final
-# weights, byte for byte, as the local transport on cuemu; a failing, a killed and a silent
+# weights, byte for byte, as the local transport on cuemu, and 2-stage pipelines the same
+# peak memory per worker; a failing, a killed and a silent
 # rank end the run with an error in bounded time; the communicators leave no files behind
 # (TMPDIR is a fresh folder); a rank that cannot create the transport ends the job.
 # Skipped when build/emu/plumb or mpirun is missing, or the binary lacks NCCL or MPI.
@@ -65,6 +66,26 @@ same() { # $1 label, rest: plumb train arguments; local vs nccl final checkpoint
     echo "  $label: identical weights ($(grep '^final:' "$tmp/nccl.out"))"
 }
 
+# same_peak LABEL ARGS: the NCCL transport lends activations and reserves the gradients'
+# staging in the worker's context, as the local transport does, so each worker's peak
+# memory is the same with either (2 steps: the peak is reached in the first; without
+# --quiet, which leaves the peak lines out; each rank prints its own worker's)
+same_peak() {
+    local label=$1; shift
+    local args="--data synthetic --samples 256 --steps 2 --microbatches 4 --backend cuda"
+    timeout 120 "$EMU" train "$@" $args > "$tmp/local.out" 2>&1 ||
+        fail "$label: local run failed: $(cat "$tmp/local.out")"
+    timeout 120 $MPIRUN "$EMU" train "$@" $args --transport nccl > "$tmp/nccl.out" 2>&1 ||
+        fail "$label: nccl run failed: $(cat "$tmp/nccl.out")"
+    local pl pn
+    pl=$(grep 'peak memory' "$tmp/local.out" | sort)
+    pn=$(grep 'peak memory' "$tmp/nccl.out" | sort)
+    [ "$(echo "$pl" | grep -c peak)" -eq 2 ] && [ "$pl" = "$pn" ] ||
+        fail "$label: peak memory differs between local and nccl: [$pl] / [$pn]"
+    leftovers "$label"
+    echo "  $label:" $pn
+}
+
 echo "one rank: send to itself, receive, all-reduce (test_cuda_emu)"
 TC=$(dirname "$EMU")/../tests/test_cuda_emu
 if [ -x "$TC" ]; then
@@ -80,6 +101,10 @@ same "gpipe, 2 stages" "$model" --schedule gpipe --stages 2
 same "pipedream, 2 stages" "$model" --schedule pipedream --stages 2
 # one stage of the whole model on 2 replicas: the gradient all-reduce
 same "one stage on 2 replicas (ncclAllReduce)" "$model" tests/data/fmnist-mlp-2-replicas.json
+echo "local vs nccl transport: peak memory per worker"
+same_peak "gpipe, 2 stages" "$model" --schedule gpipe --stages 2
+same_peak "1f1b, 2 stages" "$model" --schedule 1f1b-flush --stages 2
+same_peak "pipedream, 2 stages" "$model" --schedule pipedream --stages 2
 
 # fault FAULT LABEL: a 2-stage run with PLUMB_FAULT=FAULT fails (not a timeout) within 60 s;
 # leaves $tmp/f.out and the seconds taken in $took
