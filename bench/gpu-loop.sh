@@ -39,11 +39,17 @@ why() { grep -v '^[[:space:]]*$' "$1" 2>/dev/null | tail -1 | cut -c1-140; }
 
 # One device of this machine: the GPU (its memory from nvidia-smi when it answers) or, for
 # a dry run, the CPU. One level with one device: no links, the plan is one stage.
+# The device type is named after the GPU ("NVIDIA H200"), so that the simulator prices the
+# optimizer step at that GPU's memory bandwidth (sim/cost.c knows H200, H100, A100 ...).
 mem=16
+dtype=$BK
 if [ "${BK%%-*}" = cuda ] && command -v nvidia-smi > /dev/null 2>&1; then
     mib=$(nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits 2>/dev/null |
         head -1 | tr -dc 0-9)
     [ -n "$mib" ] && mem=$((mib / 1024))
+    gname=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1 |
+        tr -dc 'A-Za-z0-9 ._-')
+    [ -n "$gname" ] && dtype=$gname
 fi
 cat > "$OUTDIR/cluster-1.json" <<JSON
 {
@@ -51,8 +57,8 @@ cat > "$OUTDIR/cluster-1.json" <<JSON
   "name": "one-$BK",
   "description": "the one device plumb train runs on in bench/gpu-loop.sh",
   "levels": [{"name": "device", "count": 1, "bandwidth_gbit_per_s": 100, "latency_us": 1}],
-  "device_types": [{"name": "$BK", "memory_gib": $mem, "speed": 1}],
-  "device_type": "$BK"
+  "device_types": [{"name": "$dtype", "memory_gib": $mem, "speed": 1}],
+  "device_type": "$dtype"
 }
 JSON
 

@@ -310,7 +310,7 @@ static int resolve(const char *file, pd_graph *g, const raw_edge *raw, plumb_err
         }
         g->edges[e] = (pd_edge){s, d, raw[e].line};
     }
-    if (m) memcpy(sorted, g->edges, (size_t)m * sizeof *sorted);
+    if (m > 0) memcpy(sorted, g->edges, (size_t)m * sizeof *sorted);
     qsort(sorted, (size_t)m, sizeof *sorted, cmp_edge);
     for (int e = 1; e < m; e++) {
         if (sorted[e].src == sorted[e - 1].src && sorted[e].dst == sorted[e - 1].dst) {

@@ -1,6 +1,8 @@
-/* backend.c: finds a compute backend by name among those built into this binary. */
+/* backend.c: finds a compute backend by name among those built into this binary; host
+ * buffers for uploads. */
 #include "exec/backend.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #ifdef PLUMB_HAVE_CUDA
@@ -32,4 +34,18 @@ const backend *backend_find(const char *name, plumb_err *err)
                 name ? name : "");
 #endif
     return NULL;
+}
+
+void *bk_host_alloc(const backend *bk, bk_ctx *c, size_t bytes, plumb_err *err)
+{
+    if (bk->host_alloc) return bk->host_alloc(c, bytes, err);
+    void *p = malloc(bytes ? bytes : 1);
+    if (!p) err_set(err, NULL, NULL, "out of memory (%zu bytes of host memory)", bytes);
+    return p;
+}
+
+void bk_host_free(const backend *bk, void *p)
+{
+    if (bk->host_free) bk->host_free(p);
+    else free(p);
 }

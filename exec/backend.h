@@ -79,6 +79,13 @@ typedef struct backend {
     /* Waits for all work queued on c. Returns 0, or -1 with err set to the first failure
      * since the last sync (the failure is then cleared). */
     int (*sync)(bk_ctx *c, plumb_err *err);
+    /* Optional (NULL: plain malloc and free, through bk_host_alloc/bk_host_free): host
+     * memory that upload reads at full speed (CUDA: page-locked, so the copy is a DMA with
+     * no staging by the driver), uninitialized; NULL with err set on failure. An upload
+     * from it may return before it has read src: src must stay unchanged until c's next
+     * sync. host_free takes NULL, from any thread. */
+    void *(*host_alloc)(bk_ctx *c, size_t bytes, plumb_err *err);
+    void (*host_free)(void *p);
 
     /* --- dense math ----------------------------------------------------------------------- */
     /* C = alpha op(A) op(B) + beta C, row-major; op(A) (M, K), op(B) (K, N), C (M, N);
@@ -216,5 +223,9 @@ const backend *backend_cpu_bf16(void);
  * NULL with err set when unknown or not built into this binary (the message says which
  * are). */
 const backend *backend_find(const char *name, plumb_err *err);
+/* Host buffers for uploads: bk->host_alloc where the backend has one, else malloc (NULL
+ * with err set when out of memory); free them with bk_host_free on the same backend. */
+void *bk_host_alloc(const backend *bk, bk_ctx *c, size_t bytes, plumb_err *err);
+void bk_host_free(const backend *bk, void *p);
 
 #endif

@@ -477,10 +477,18 @@ static void *worker_main(void *arg)
     wk->st = calloc((size_t)(n ? n : 1), sizeof *wk->st);
     size_t numel = shape_numel(c->m->in_ndim, c->m->in_shape);
     int tps = model_targets_per_sample(c->m);
-    wk->hx = malloc((size_t)c->microbatch * numel * sizeof *wk->hx);
-    wk->hy = malloc((size_t)c->microbatch * tps * sizeof *wk->hy);
-    if (!wk->st || !wk->hx || !wk->hy) {
+    if (!wk->st) {
         err_set(&wk->err, NULL, NULL, "out of memory");
+        fail(wk);
+        return NULL;
+    }
+    /* the microbatch's data, gathered here and uploaded from here (page-locked on a GPU:
+     * the upload is a DMA; the sync that ends each action keeps it unchanged until read) */
+    wk->hx = bk_host_alloc(c->bk, wk->ctx, (size_t)c->microbatch * numel * sizeof *wk->hx,
+                           &wk->err);
+    wk->hy = wk->hx ? bk_host_alloc(c->bk, wk->ctx, (size_t)c->microbatch * tps *
+                                                       sizeof *wk->hy, &wk->err) : NULL;
+    if (!wk->hy) {
         fail(wk);
         return NULL;
     }
@@ -691,8 +699,8 @@ done:
     for (int w = 0; wks && w < W; w++) {
         for (int k = 0; k < wks[w].nst; k++) stage_fini(&wks[w], &wks[w].st[k]);
         free(wks[w].st);
-        free(wks[w].hx);
-        free(wks[w].hy);
+        bk_host_free(c.bk, wks[w].hx);
+        bk_host_free(c.bk, wks[w].hy);
         free(wks[w].ev);
         free(wks[w].loss);
         free(wks[w].corr);

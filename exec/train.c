@@ -234,9 +234,12 @@ int train_run(const train_run_cfg *rc, train_result *res, plumb_err *err)
     long start = seqtrain_steps(t);
     if (start > total) start = total;
     perm = malloc((size_t)d->n * sizeof *perm);
-    x = malloc((size_t)mbs * d->sample_numel * sizeof *x);
-    y = malloc((size_t)mbs * d->targets_per_sample * sizeof *y);
-    if (!perm || !x || !y) { err_set(err, NULL, NULL, "out of memory"); goto done; }
+    if (!perm) { err_set(err, NULL, NULL, "out of memory"); goto done; }
+    /* the minibatch, gathered here and uploaded from here: page-locked on a GPU (each
+     * seqtrain_step ends with a sync, so it stays unchanged until read) */
+    if (!(x = bk_host_alloc(rc->bk, ctx, (size_t)mbs * d->sample_numel * sizeof *x, err)) ||
+        !(y = bk_host_alloc(rc->bk, ctx, (size_t)mbs * d->targets_per_sample * sizeof *y, err)))
+        goto done;
     if (rc->log)
         fprintf(rc->log,
                 "plumb train: %s (%lld parameters) on %s, %s data (%d samples), minibatch %d "
@@ -312,8 +315,8 @@ int train_run(const train_run_cfg *rc, train_result *res, plumb_err *err)
     rcode = 0;
 done:
     free(perm);
-    free(x);
-    free(y);
+    if (x) bk_host_free(rc->bk, x);
+    if (y) bk_host_free(rc->bk, y);
     seqtrain_free(t);
     if (ctx) rc->bk->destroy(ctx);
     return rcode;

@@ -164,7 +164,9 @@ int compare_mem_align(compare_result *r)
         int c = i >= p->nmem ? 1 : j >= m->nmem ? -1 : cmp_mem(&p->mem[i], &m->mem[j]);
         compare_mem_row *row = &r->mem[r->nmem++];
         const compare_mem *a = c <= 0 ? &p->mem[i] : NULL, *b = c >= 0 ? &m->mem[j] : NULL;
-        snprintf(row->stages, sizeof row->stages, "%s", a ? a->stages : b->stages);
+        /* the row's stages from whichever side has it (no null path for the compiler) */
+        snprintf(row->stages, sizeof row->stages, "%s",
+                 (c <= 0 ? &p->mem[i] : &m->mem[j])->stages);
         row->pred_bytes = a ? a->peak_bytes : -1;
         row->meas_bytes = b ? b->peak_bytes : -1;
         row->pred_devices = a ? a->ndevices : 0;

@@ -58,6 +58,29 @@ static void need_gpu(void)
 
 /* ------------------------------------------------------------------ tests without a GPU */
 
+Test(cuda, conv_pick_prefers_less_workspace_among_near_ties)
+{
+    const size_t MiB = 1 << 20;
+    /* as cuDNN lists them, fastest first */
+    cuda_conv_result r[] = {
+        {.ok = 1, .tensor_math = 1, .ms = 0.50f, .ws = 0},       /* TF32: not in strict fp32 */
+        {.ok = 1, .tensor_math = 0, .ms = 1.00f, .ws = 33 * MiB},
+        {.ok = 0, .tensor_math = 0, .ms = 1.01f, .ws = 0},       /* failed */
+        {.ok = 1, .tensor_math = 0, .ms = 1.04f, .ws = 1 * MiB}, /* within 5 %: less memory */
+        {.ok = 1, .tensor_math = 0, .ms = 1.049f, .ws = 1 * MiB},
+        {.ok = 1, .tensor_math = 0, .ms = 1.20f, .ws = 0},       /* 20 % slower */
+    };
+    cr_assert_eq(cuda_conv_pick(r, 6, 1, 1u << 30), 3, "the least workspace within 5 %%, "
+                 "then the faster");
+    cr_assert_eq(cuda_conv_pick(r, 6, 0, 1u << 30), 0, "tensor cores allowed: the fastest");
+    cr_assert_eq(cuda_conv_pick(r, 2, 1, 1u << 30), 1, "alone within 5 %%");
+    cr_assert_eq(cuda_conv_pick(r, 6, 1, 16 * MiB), 3, "over the limit: not a candidate");
+    cr_assert_eq(cuda_conv_pick(r + 1, 1, 1, 16 * MiB), -1, "nothing allowed");
+    cr_assert_eq(cuda_conv_pick(r, 0, 1, 1u << 30), -1, "no results");
+    cuda_conv_result tie[] = {{1, 0, 2.0f, 0}, {1, 0, 2.0f, 0}};
+    cr_assert_eq(cuda_conv_pick(tie, 2, 1, 0), 0, "equal: the first listed");
+}
+
 Test(cuda, names_and_precisions)
 {
     plumb_err e = {{0}};
@@ -885,6 +908,30 @@ Test(cuda, memory_peak_counts_buffers_and_workspace)
     s.b->free(s.c, c);
     cr_assert_not_null(cuda_workspace(s.c, 8u << 20));
     cr_assert_eq(s.b->mem_peak(s.c) - base, 8u << 20, "the workspace counts");
+    close_side(&s);
+}
+
+Test(cuda, page_locked_host_buffers_upload)
+{
+    need_gpu();
+    side s = open_side(backend_cuda());
+    plumb_err e = {{0}};
+    cr_assert(s.b->host_alloc && s.b->host_free, "the CUDA backend has page-locked buffers");
+    enum { N = 1 << 16 };
+    float *h = bk_host_alloc(s.b, s.c, N * sizeof *h, &e), *back = malloc(N * sizeof *back);
+    cr_assert(h && back, "%s", e.msg);
+    for (int i = 0; i < N; i++) h[i] = (float)i - 7.5f;
+    float *d = s.b->alloc(s.c, N * sizeof *d, &e);
+    cr_assert_not_null(d, "%s", e.msg);
+    s.b->upload(s.c, d, h, N * sizeof *h);
+    cr_assert_eq(s.b->sync(s.c, &e), 0, "%s", e.msg);
+    for (int i = 0; i < N; i++) h[i] = -1; /* after the sync: the copy has read it */
+    s.b->download(s.c, back, d, N * sizeof *back);
+    for (int i = 0; i < N; i++) cr_assert_eq(back[i], (float)i - 7.5f, "element %d", i);
+    s.b->free(s.c, d);
+    bk_host_free(s.b, h);
+    bk_host_free(s.b, NULL);
+    free(back);
     close_side(&s);
 }
 

@@ -84,6 +84,8 @@ static bk_ctx *create_with(int device, cuda_precision prec, plumb_err *err)
     }
     c->device = device;
     c->prec = prec;
+    const char *lg = getenv("PLUMB_CUDA_LOG");
+    c->log = lg && *lg && strcmp(lg, "0") != 0;
     if (CUDA_CHECK_E(err, cudaSetDevice(device))) goto fail;
     if (CUDA_CHECK_E(err, cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking)))
         goto fail;
@@ -153,6 +155,9 @@ void *cuda_workspace(bk_ctx *c, size_t bytes)
     }
     c->ws_bytes = want;
     count_bytes(c, want);
+    if (c->log)
+        fprintf(stderr, "plumb cuda: device %d: workspace %zu B (asked for %zu B); %zu B "
+                "allocated, peak %zu B\n", c->device, want, bytes, c->live, c->peak);
     return c->ws;
 }
 
@@ -221,8 +226,26 @@ static void cuda_upload(bk_ctx *c, void *dst, const void *src, size_t bytes)
     cuda_enter(c);
     /* From pageable memory the driver stages src into pinned memory within the call (the
      * "API synchronization behavior" page: it may synchronize with the stream to do so), so
-     * the caller may reuse src at once; the page states that plainly only for cudaMemcpy. */
+     * the caller may reuse src at once; the page states that plainly only for cudaMemcpy.
+     * From page-locked memory (cuda_host_alloc) the copy is queued: src stays unchanged
+     * until the next sync. */
     CUDA_CHECK(c, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, c->stream));
+}
+
+/* Page-locked host memory: uploads from it are DMAs queued on the stream (the caller keeps
+ * it unchanged until the next sync, as backend.h says). */
+static void *cuda_host_alloc(bk_ctx *c, size_t bytes, plumb_err *err)
+{
+    void *p = NULL;
+    if (CUDA_CHECK_E(err, cudaSetDevice(c->device)) ||
+        CUDA_CHECK_E(err, cudaMallocHost(&p, bytes ? bytes : 1)))
+        return NULL;
+    return p;
+}
+
+static void cuda_host_free(void *p)
+{
+    if (p) cudaFreeHost(p);
 }
 
 static void cuda_download(bk_ctx *c, void *dst, const void *src, size_t bytes)
@@ -391,7 +414,8 @@ void cuda_copy_peer(bk_ctx *to, void *dst, const bk_ctx *from, const void *src, 
     {                                                                                     \
         .name = NAME, .create = CREATE, .destroy = cuda_destroy, .alloc = cuda_alloc,     \
         .free = cuda_free_buf, .mem_peak = cuda_mem_peak, .upload = cuda_upload,          \
-        .scratch_take = cuda_scratch_take,                                                \
+        .scratch_take = cuda_scratch_take, .host_alloc = cuda_host_alloc,                 \
+        .host_free = cuda_host_free,                                                      \
         .download = cuda_download,                                                        \
         .copy = cuda_copy, .zero = cuda_zero, .sync = cuda_sync, .gemm = cuda_gemm_rm,    \
         .axpy = cuda_axpy, .scale = cuda_scale, .add = cuda_add,                          \

@@ -7,6 +7,7 @@
 #include "exec/cuda/cuda_internal.h"
 
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -87,6 +88,23 @@ static int plan_describe(bk_ctx *c, cuda_conv_plan *p)
     return 0;
 }
 
+static const char *const dir_names[NDIRS] = {"forward", "backward data", "backward filter"};
+
+/* One "plumb cuda:" line on stderr for the algorithm chosen for direction d: its number,
+ * math, workspace and measured time, and its rank k among the nr results. */
+static void plan_log(const bk_ctx *c, const cuda_conv_plan *p, int d, float ms, int k, int nr)
+{
+    const bk_conv *g = &p->g;
+    const conv_algo *a = &p->a[d];
+    fprintf(stderr, "plumb cuda: device %d: conv (%d, %d, %d, %d) -> %d channels, %dx%d/%d "
+            "pad %d: %s algorithm %d, %s%s math, workspace %zu B, %.4f ms (result %d of %d)\n",
+            c->device, g->B, g->C, g->H, g->W, g->K, g->kernel, g->kernel, g->stride, g->pad,
+            dir_names[d], a->algo, a->bf16 ? "bf16 inputs, " : "",
+            a->math == CUDNN_FMA_MATH ? "fma" : a->math == CUDNN_DEFAULT_MATH ? "default"
+                                                                              : "tensor-op",
+            a->ws, ms, k + 1, nr);
+}
+
 /* Runs cudnnFind* for direction d with tensors of type bf16 (0/1) under `math`, and keeps
  * the fastest successful result whose math type is allowed. Returns 1 when one was found. */
 static int plan_find(bk_ctx *c, cuda_conv_plan *p, int d, int bf16, cudnnMathType_t math)
@@ -96,7 +114,7 @@ static int plan_find(bk_ctx *c, cuda_conv_plan *p, int d, int bf16, cudnnMathTyp
     if (cudnnSetConvolutionMathType(p->conv[i], math) != CUDNN_STATUS_SUCCESS) return 0;
     cudnnStatus_t st;
     /* results come sorted, fastest first; each entry: status, algo, time, memory, mathType */
-    struct { int status, algo; size_t memory; int math; } r[16];
+    struct { int status, algo; size_t memory; int math; float ms; } r[16];
     int nr = 0;
     if (d == DIR_FWD) {
         cudnnConvolutionFwdAlgoPerf_t perf[16];
@@ -104,38 +122,62 @@ static int plan_find(bk_ctx *c, cuda_conv_plan *p, int d, int bf16, cudnnMathTyp
                                                   16, &n, perf);
         for (int k = 0; st == CUDNN_STATUS_SUCCESS && k < n; k++, nr++)
             r[nr].status = perf[k].status, r[nr].algo = perf[k].algo,
-            r[nr].memory = perf[k].memory, r[nr].math = perf[k].mathType;
+            r[nr].memory = perf[k].memory, r[nr].math = perf[k].mathType,
+            r[nr].ms = perf[k].time;
     } else if (d == DIR_BWD_DATA) {
         cudnnConvolutionBwdDataAlgoPerf_t perf[16];
         st = cudnnFindConvolutionBackwardDataAlgorithm(c->dnn, p->w[i], p->y[i], p->conv[i],
                                                        p->x[i], 16, &n, perf);
         for (int k = 0; st == CUDNN_STATUS_SUCCESS && k < n; k++, nr++)
             r[nr].status = perf[k].status, r[nr].algo = perf[k].algo,
-            r[nr].memory = perf[k].memory, r[nr].math = perf[k].mathType;
+            r[nr].memory = perf[k].memory, r[nr].math = perf[k].mathType,
+            r[nr].ms = perf[k].time;
     } else {
         cudnnConvolutionBwdFilterAlgoPerf_t perf[16];
         st = cudnnFindConvolutionBackwardFilterAlgorithm(c->dnn, p->x[i], p->y[i], p->conv[i],
                                                          p->w[i], 16, &n, perf);
         for (int k = 0; st == CUDNN_STATUS_SUCCESS && k < n; k++, nr++)
             r[nr].status = perf[k].status, r[nr].algo = perf[k].algo,
-            r[nr].memory = perf[k].memory, r[nr].math = perf[k].mathType;
+            r[nr].memory = perf[k].memory, r[nr].math = perf[k].mathType,
+            r[nr].ms = perf[k].time;
     }
     cudaGetLastError(); /* a failed search leaves nothing to report: the next option runs */
-    for (int k = 0; k < nr; k++) {
-        if (r[k].status != CUDNN_STATUS_SUCCESS || r[k].memory > WS_LIMIT) continue;
-        /* strict fp32: no tensor-core result, and the algorithm runs under CUDNN_FMA_MATH
-         * whatever math type the result names (CUDNN_DEFAULT_MATH may use TF32 on sm_80+) */
-        if (math == CUDNN_FMA_MATH && (r[k].math == CUDNN_TENSOR_OP_MATH ||
-                                       r[k].math == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION))
-            continue;
-        p->a[d] = (conv_algo){.ok = 1, .bf16 = bf16, .algo = r[k].algo,
-                              .math = math == CUDNN_FMA_MATH ? CUDNN_FMA_MATH : r[k].math,
-                              .ws = r[k].memory};
-        return 1;
-    }
-    return 0;
+    cuda_conv_result cr[16];
+    for (int k = 0; k < nr; k++)
+        cr[k] = (cuda_conv_result){.ok = r[k].status == CUDNN_STATUS_SUCCESS,
+                                   .tensor_math = r[k].math == CUDNN_TENSOR_OP_MATH ||
+                                                  r[k].math == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION,
+                                   .ms = r[k].ms, .ws = r[k].memory};
+    /* strict fp32: no tensor-core result, and the algorithm runs under CUDNN_FMA_MATH
+     * whatever math type the result names (CUDNN_DEFAULT_MATH may use TF32 on sm_80+) */
+    int k = cuda_conv_pick(cr, nr, math == CUDNN_FMA_MATH, WS_LIMIT);
+    if (k < 0) return 0;
+    p->a[d] = (conv_algo){.ok = 1, .bf16 = bf16, .algo = r[k].algo,
+                          .math = math == CUDNN_FMA_MATH ? CUDNN_FMA_MATH : r[k].math,
+                          .ws = r[k].memory};
+    if (c->log) plan_log(c, p, d, r[k].ms, k, nr);
+    return 1;
 }
 #endif
+
+int cuda_conv_pick(const cuda_conv_result *r, int n, int strict_fp32, size_t ws_limit)
+{
+    int fastest = -1, best = -1;
+    for (int k = 0; k < n; k++) {
+        if (!r[k].ok || r[k].ws > ws_limit || (strict_fp32 && r[k].tensor_math)) continue;
+        if (fastest < 0 || r[k].ms < r[fastest].ms) fastest = k;
+    }
+    if (fastest < 0) return -1;
+    const double within = r[fastest].ms * (1 + CUDA_CONV_TIE);
+    for (int k = 0; k < n; k++) {
+        if (!r[k].ok || r[k].ws > ws_limit || (strict_fp32 && r[k].tensor_math) ||
+            r[k].ms > within)
+            continue;
+        if (best < 0 || r[k].ws < r[best].ws || (r[k].ws == r[best].ws && r[k].ms < r[best].ms))
+            best = k;
+    }
+    return best;
+}
 
 /* The plan for g, searching direction d's algorithm on first use; NULL after recording a
  * failure. */
@@ -173,7 +215,10 @@ static cuda_conv_plan *plan_get(bk_ctx *c, const bk_conv *g, int d)
         if (c->prec == CUDA_BF16) found = plan_find(c, p, d, 1, CUDNN_TENSOR_OP_MATH);
         if (!found && c->prec != CUDA_FP32) found = plan_find(c, p, d, 0, CUDNN_TENSOR_OP_MATH);
         if (!found && c->prec == CUDA_FP32) found = plan_find(c, p, d, 0, CUDNN_FMA_MATH);
-        (void)found; /* none: the im2col path */
+        if (!found && c->log) /* none: the im2col path */
+            fprintf(stderr, "plumb cuda: device %d: conv (%d, %d, %d, %d) -> %d channels: %s "
+                    "by im2col + cuBLAS (no cuDNN algorithm allowed)\n", c->device, g->B,
+                    g->C, g->H, g->W, g->K, dir_names[d]);
 #endif
     }
     return p;

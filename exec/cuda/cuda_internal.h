@@ -35,6 +35,8 @@ struct bk_ctx {
     cuda_buf *bufs;            /* live buffers of cuda_alloc, with their sizes */
     int nbufs, cap_bufs;
     size_t live, peak;         /* bytes of those buffers and the workspace: now, at most */
+    int log;                   /* PLUMB_CUDA_LOG set: algorithm choices and workspace growth
+                                * are written to stderr, one "plumb cuda:" line each */
     plumb_err failure;         /* first failure since the last sync ("" when none) */
     plumb_err discard;         /* later failures land here (see cuda_sticky) */
 };
@@ -91,6 +93,21 @@ void cuda_conv2d_bwd_weight(bk_ctx *c, const bk_conv *g, const float *dy, const 
                             float *dw, float *db);
 /* Frees the cached convolution plans (at destroy). */
 void cuda_conv_plans_free(bk_ctx *c);
+/* One result of a cuDNN algorithm search, as cuDNN returns them (fastest first). */
+typedef struct cuda_conv_result {
+    int ok;          /* the search ran it successfully */
+    int tensor_math; /* it ran with tensor-core math (TF32 on fp32 tensors) */
+    float ms;        /* its measured time */
+    size_t ws;       /* its workspace bytes */
+} cuda_conv_result;
+/* Which of the n results to use (an index), or -1 when none is allowed: allowed are those
+ * that ran, need at most ws_limit bytes of workspace and, when strict_fp32, used no tensor
+ * cores. Among the allowed ones within CUDA_CONV_TIE of the fastest, the one with the
+ * least workspace (then the faster): cuDNN's timings of near-equal algorithms vary from
+ * run to run, and picking by time alone let a profile and a training run of the same shape
+ * take workspaces tens of MiB apart (measured on an H200). */
+#define CUDA_CONV_TIE 0.05
+int cuda_conv_pick(const cuda_conv_result *r, int n, int strict_fp32, size_t ws_limit);
 
 /* cuda_layers.c: the entries that are kernel launches or GEMM compositions */
 void cuda_linear_fwd(bk_ctx *c, int N, int in, int out, const float *x, const float *w,
