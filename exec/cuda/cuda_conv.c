@@ -143,11 +143,12 @@ static int plan_find(bk_ctx *c, cuda_conv_plan *p, int d, int bf16, cudnnMathTyp
     }
     cudaGetLastError(); /* a failed search leaves nothing to report: the next option runs */
     cuda_conv_result cr[16];
-    for (int k = 0; k < nr; k++)
+    for (int k = 0; k < nr; k++) {
+        int tensor = r[k].math == CUDNN_TENSOR_OP_MATH ||
+                     r[k].math == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION;
         cr[k] = (cuda_conv_result){.ok = r[k].status == CUDNN_STATUS_SUCCESS,
-                                   .tensor_math = r[k].math == CUDNN_TENSOR_OP_MATH ||
-                                                  r[k].math == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION,
-                                   .ms = r[k].ms, .ws = r[k].memory};
+                                   .tensor_math = tensor, .ms = r[k].ms, .ws = r[k].memory};
+    }
     /* strict fp32: no tensor-core result, and the algorithm runs under CUDNN_FMA_MATH
      * whatever math type the result names (CUDNN_DEFAULT_MATH may use TF32 on sm_80+) */
     int k = cuda_conv_pick(cr, nr, math == CUDNN_FMA_MATH, WS_LIMIT);
@@ -160,19 +161,22 @@ static int plan_find(bk_ctx *c, cuda_conv_plan *p, int d, int bf16, cudnnMathTyp
 }
 #endif
 
+static int pick_allowed(const cuda_conv_result *r, int strict_fp32, size_t ws_limit)
+{
+    return r->ok && r->ws <= ws_limit && !(strict_fp32 && r->tensor_math);
+}
+
 int cuda_conv_pick(const cuda_conv_result *r, int n, int strict_fp32, size_t ws_limit)
 {
     int fastest = -1, best = -1;
-    for (int k = 0; k < n; k++) {
-        if (!r[k].ok || r[k].ws > ws_limit || (strict_fp32 && r[k].tensor_math)) continue;
-        if (fastest < 0 || r[k].ms < r[fastest].ms) fastest = k;
-    }
+    for (int k = 0; k < n; k++)
+        if (pick_allowed(&r[k], strict_fp32, ws_limit) &&
+            (fastest < 0 || r[k].ms < r[fastest].ms))
+            fastest = k;
     if (fastest < 0) return -1;
     const double within = r[fastest].ms * (1 + CUDA_CONV_TIE);
     for (int k = 0; k < n; k++) {
-        if (!r[k].ok || r[k].ws > ws_limit || (strict_fp32 && r[k].tensor_math) ||
-            r[k].ms > within)
-            continue;
+        if (!pick_allowed(&r[k], strict_fp32, ws_limit) || r[k].ms > within) continue;
         if (best < 0 || r[k].ws < r[best].ws || (r[k].ws == r[best].ws && r[k].ms < r[best].ms))
             best = k;
     }
