@@ -315,8 +315,8 @@ int train_run(const train_run_cfg *rc, train_result *res, plumb_err *err)
     rcode = 0;
 done:
     free(perm);
-    if (x) bk_host_free(rc->bk, x);
-    if (y) bk_host_free(rc->bk, y);
+    bk_host_free(rc->bk, x);
+    bk_host_free(rc->bk, y);
     seqtrain_free(t);
     if (ctx) rc->bk->destroy(ctx);
     return rcode;
