@@ -15,6 +15,7 @@
 #include "core/json.h"
 #include "core/plan.h"
 #include "core/profile.h"
+#include "core/units.h"
 #include "planner/planner.h"
 #include "planner/native.h"
 
@@ -146,9 +147,11 @@ static void result_print(const profile *p, const char *cname, const pd_result *r
            p->name ? p->name : "model", cname, r->nstates,
            r->compressed == 1 ? ", branches compressed"
            : r->compressed == 2 ? ", topological prefixes" : "");
+    char bw[32];
     printf("levels (innermost first):");
     for (int L = 0; L < o->nlevels; L++)
-        printf(" %d x %.3g GB/s", o->machines[L], o->bandwidth_Bps[L] / 1e9);
+        printf(" %d x %s (%.3g bytes/s)", o->machines[L],
+               units_gbit(o->bandwidth_Bps[L], bw, sizeof bw), o->bandwidth_Bps[L]);
     printf("\n");
     for (int t = 0; t < r->nstages; t++) {
         const pd_stage *S = &r->stages[t];

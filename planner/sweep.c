@@ -2,6 +2,7 @@
  * planner's best plan for each, scaling efficiency, cost per million samples, the fewest
  * GPUs for a target, and the text, JSON ("plumb-sweep/1") and SVG forms of the result. */
 #include "core/strbuf.h"
+#include "core/units.h"
 #include "planner/sweep.h"
 
 #include <math.h>
@@ -185,7 +186,7 @@ void sweep_print(const sweep_result *r, FILE *out)
             snprintf(cost, sizeof cost, "%.2f USD/M", p->usd_per_million);
         else
             snprintf(cost, sizeof cost, "-");
-        snprintf(mem, sizeof mem, "%.1f GiB", nm_gib(p->peak_memory_bytes));
+        units_bytes(p->peak_memory_bytes, mem, sizeof mem);
         snprintf(sch, sizeof sch, "%s%s", sched_kind_name(p->schedule),
                  p->recompute ? "+rc" : "");
         snprintf(mb, sizeof mb, "%dx%d", p->microbatches, p->microbatch_size);
