@@ -68,7 +68,7 @@ static const char *const usage_text =
     "  --devices N        pipelined: spread the workers over N backend devices (default 1)\n"
     "  --log-every N      steps between progress lines (default: about 20 lines)\n"
     "  --quiet            print only the final lines\n"
-    "  --help             this text\n";
+    "  -h, --help         this text\n";
 
 enum {
     O_DATA = 1000, O_DATADIR, O_TEXT, O_SAMPLES, O_EPOCHS, O_STEPS, O_BATCH, O_MICRO, O_OPT,
@@ -221,7 +221,7 @@ int cmd_train(int argc, char **argv)
     double lr = -1, mom = -1, wd = 0, timeout = 0;
     int c;
     optind = 1;
-    while ((c = cli_getopt("train", argc, argv, "", longopts)) != -1) {
+    while ((c = cli_getopt("train", argc, argv, "h", longopts)) != -1) {
         switch (c) {
         case O_DATA: data = optarg; break;
         case O_DATADIR: datadir = optarg; break;
@@ -253,6 +253,7 @@ int cmd_train(int argc, char **argv)
         case O_TRANSPORT: trname = optarg; break;
         case O_TIMEOUT: if (cli_num("train", "--timeout", optarg, 1, 1e6, &timeout)) return 2; break;
         case O_DEVICES: if (cli_int("train", "--devices", optarg, 1, 1024, &ndevices)) return 2; break;
+        case 'h':
         case O_HELP: fputs(usage_text, stdout); return 0;
         default: return 2;
         }
@@ -450,6 +451,9 @@ int cmd_train(int argc, char **argv)
     if (quiet && pr.rank == 0)
         printf("final: train loss %.4f, test loss %.4f, test accuracy %.2f%%, %.0f samples/s\n",
                res.train_loss, res.test_loss, 100 * res.test_acc, res.samples_per_s);
+    if (tracepath && pr.rank == 0)
+        printf("trace written to %s (plumb compare reads it; open in https://ui.perfetto.dev)\n",
+               tracepath);
     rc = 0;
     goto out;
 fail:
