@@ -240,8 +240,6 @@ int cmd_sim(int argc, char **argv)
     char *jtext = NULL;
     if (json) {
         cJSON *j = sim_report_to_json(rep, base ? &ch : NULL, path);
-        if (j && base)
-            cJSON_AddItemToObject(j, "whatif", sim_options_to_json(&o, pl->clus));
         jtext = j ? cJSON_Print(j) : NULL;
         cJSON_Delete(j);
         if (!jtext) {

@@ -181,6 +181,10 @@ static int run_pipelined(const train_run_cfg *cfg_in, const plan *pl, const char
     }
     if (train_run_pipeline(cfg, s, first, last, ndevices, res, tracepath ? &tl : NULL, err))
         goto done;
+    if (tracepath && timeline_set_model(tl, m->name, n, first, last)) {
+        err_set(err, NULL, NULL, "out of memory");
+        goto done;
+    }
     if (tracepath && timeline_write_chrome(tl, tracepath, err)) goto done;
     rc = 0;
 done:

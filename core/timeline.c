@@ -78,7 +78,34 @@ void timeline_free(timeline *tl)
     free(tl->tracks);
     free(tl->ev);
     free(tl->source);
+    free(tl->model);
+    free(tl->stage_layers);
     free(tl);
+}
+
+int timeline_set_model(timeline *tl, const char *model, int n, const int *first,
+                       const int *last)
+{
+    free(tl->model);
+    free(tl->stage_layers);
+    tl->model = NULL;
+    tl->stage_layers = NULL;
+    tl->nstage_layers = 0;
+    if (model && !(tl->model = xstrdup(model)))
+        return -1;
+    if (n > 0) {
+        if (!(tl->stage_layers = malloc(2 * (size_t)n * sizeof *tl->stage_layers))) {
+            free(tl->model);
+            tl->model = NULL;
+            return -1;
+        }
+        for (int i = 0; i < n; i++) {
+            tl->stage_layers[2 * i] = first[i];
+            tl->stage_layers[2 * i + 1] = last[i];
+        }
+        tl->nstage_layers = n;
+    }
+    return 0;
 }
 
 int timeline_track(timeline *tl, int kind, int device, int peer, const char *name)
@@ -230,6 +257,14 @@ char *timeline_chrome_text(const timeline *tl, size_t *len)
     sb_str(&b, TRACE_FORMAT);
     sbuf_printf(&b, ", \"source\": ");
     sb_str(&b, tl->source);
+    if (tl->model) {
+        sbuf_printf(&b, ", \"model\": ");
+        sb_str(&b, tl->model);
+    }
+    for (int i = 0; i < tl->nstage_layers; i++)
+        sbuf_printf(&b, "%s[%d, %d]%s", i ? ", " : ", \"stage_layers\": [",
+                    tl->stage_layers[2 * i], tl->stage_layers[2 * i + 1],
+                    i == tl->nstage_layers - 1 ? "]" : "");
     sbuf_printf(&b, ", \"time_unit\": \"us\"},\n\"traceEvents\": [\n");
     static const char *const pnames[] = {"", "devices", "collectives", "links"};
     int used[4] = {0};
@@ -436,6 +471,47 @@ static int read_event(const jctx *c, timeline *tl, tkey **keys, int *nkeys, int 
     return 0;
 }
 
+/* otherData's optional "model" and "stage_layers" ([[first, last], ...]) into tl. */
+static int read_model(const jctx *c, const cJSON *other, timeline *tl)
+{
+    const char *model = NULL;
+    const cJSON *sl;
+    int n, i = 0, rc = -1;
+    if (json_get_str(c, other, "otherData", "model", 0, &model) ||
+        json_get_arr(c, other, "otherData", "stage_layers", 0, &sl, &n))
+        return -1;
+    int *first = malloc(((size_t)n + 1) * sizeof *first);
+    int *last = malloc(((size_t)n + 1) * sizeof *last);
+    if (!first || !last) {
+        err_set(c->err, c->file, NULL, "out of memory");
+        goto done;
+    }
+    for (const cJSON *e = sl ? sl->child : NULL; e; e = e->next, i++) {
+        char p[64], got[64];
+        long long a, b;
+        json_path_idx(p, sizeof p, "otherData", "stage_layers", i);
+        if (!cJSON_IsArray(e) || cJSON_GetArraySize(e) != 2) {
+            err_set(c->err, c->file, p, "expected [first layer, last layer] (got %s)",
+                    json_describe(e, got, sizeof got));
+            goto done;
+        }
+        if (json_item_int(c, cJSON_GetArrayItem(e, 0), p, 0, 0, 1 << 30, &a) ||
+            json_item_int(c, cJSON_GetArrayItem(e, 1), p, 1, a, 1 << 30, &b))
+            goto done;
+        first[i] = (int)a;
+        last[i] = (int)b;
+    }
+    if (timeline_set_model(tl, model, n, first, last)) {
+        err_set(c->err, c->file, NULL, "out of memory");
+        goto done;
+    }
+    rc = 0;
+done:
+    free(first);
+    free(last);
+    return rc;
+}
+
 timeline *timeline_from_chrome_json(const cJSON *root, const char *file, plumb_err *err)
 {
     jctx c = {file, err};
@@ -470,6 +546,8 @@ timeline *timeline_from_chrome_json(const cJSON *root, const char *file, plumb_e
         err_set(err, file, NULL, "out of memory");
         return NULL;
     }
+    if (other && read_model(&c, other, tl))
+        goto fail;
     /* two passes: metadata first (it may follow the events), then the events */
     for (int pass = 0; pass < 2; pass++) {
         int i = 0;

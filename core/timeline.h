@@ -52,6 +52,9 @@ typedef struct tl_event {
 
 typedef struct timeline {
     char *source;             /* "sim" or "exec" (or what the file said) */
+    char *model;              /* the model the run trained or simulated; NULL unknown */
+    int nstage_layers;        /* stages in stage_layers; 0 unknown */
+    int *stage_layers;        /* [2 * nstage_layers]: first and last layer of each stage */
     int ntracks, cap_tracks;
     tl_track *tracks;
     int hint;                 /* the track timeline_track returned last (a lookup cache) */
@@ -67,6 +70,13 @@ void timeline_free(timeline *tl);
  * default like "device 3" / "link 3->4") and peak_bytes -1 when new; -1 when out of
  * memory. */
 int timeline_track(timeline *tl, int kind, int device, int peer, const char *name);
+
+/* Names what the run ran, so that plumb compare can refuse two runs of different models
+ * or plans: the model (copied; NULL none) and, for n > 0 stages, the first and last layer
+ * of each (copied). The writer puts them in otherData as "model" and "stage_layers"
+ * ([[first, last], ...]). Returns 0, or -1 when out of memory (tl then names nothing). */
+int timeline_set_model(timeline *tl, const char *model, int n, const int *first,
+                       const int *last);
 
 /* Appends a copy of e. Returns 0, or -1 when out of memory. */
 int timeline_add(timeline *tl, const tl_event *e);

@@ -136,6 +136,12 @@ typedef struct sim_report {
     sim_link_report *links;   /* sorted by (src, dst) */
     sim_stage_report *stages; /* [nstages] */
     timeline *tl;             /* the timed actions when options.timeline, else NULL */
+    char model[128];          /* the profile's model name ("" when it has none) */
+    sim_options whatif;       /* the options this run applied (sched NULL, timeline 0):
+                                 sim_options_has_whatif(&whatif) says whether any what-if
+                                 changed the plan as written; the writers list them */
+    char level_names[CLUSTER_MAX_LEVELS][32]; /* the cluster's level names ("" beyond its
+                                 levels), to name a bandwidth what-if */
 } sim_report;
 
 /* Simulates pl under opt (NULL = sim_options_init defaults). Returns a new report the
@@ -170,13 +176,15 @@ void sim_changes_free(sim_changes *c);
 /* --- writers (sim/report_json.c, sim/svg.c, sim/gantt.c) ------------------------------ */
 
 /* The report as JSON (format "plumb-sim-report/1", docs/formats.md); `changes` may be
- * NULL; `plan_file` names the plan (may be NULL). Caller frees with cJSON_Delete. */
+ * NULL; `plan_file` names the plan (may be NULL). It names the model and, when the run
+ * applied what-ifs, lists them under "whatif". Caller frees with cJSON_Delete. */
 struct cJSON;
 struct cJSON *sim_report_to_json(const sim_report *r, const sim_changes *changes,
                                  const char *plan_file);
 
 /* The what-ifs of o as JSON ({"straggler": {...}, "bandwidth": [...], ...}; {} when none);
- * c (may be NULL) names the levels. Caller frees with cJSON_Delete. */
+ * c (may be NULL) names the levels. Caller frees with cJSON_Delete. sim_report_to_json
+ * adds the what-ifs its run applied this way as "whatif" (when there are any). */
 struct cJSON *sim_options_to_json(const sim_options *o, const cluster *c);
 
 /* SVG timeline of r->tl: a row per device, F/B/I/W blocks coloured by microbatch and

@@ -38,6 +38,41 @@ static char *fmt_value(double v, const char *unit, char *buf, size_t n)
     return buf;
 }
 
+/* One line naming every what-if the run applied, when it applied any. */
+static void print_whatifs(const sim_report *r, FILE *out)
+{
+    const sim_options *o = &r->whatif;
+    if (!sim_options_has_whatif(o))
+        return;
+    char a[32];
+    const char *sep = "";
+    fprintf(out, "what-ifs        ");
+    if (o->schedule >= 0) {
+        fprintf(out, "schedule %s", sched_kind_name((sched_kind)o->schedule));
+        sep = "; ";
+    }
+    if (o->microbatches > 0) {
+        fprintf(out, "%s%d microbatches", sep, o->microbatches);
+        sep = "; ";
+    }
+    if (o->straggler_device >= 0 && o->straggler_factor != 1) {
+        fprintf(out, "%sdevice %d computes x%g slower", sep, o->straggler_device,
+                o->straggler_factor);
+        sep = "; ";
+    }
+    for (int l = 0; l < CLUSTER_MAX_LEVELS; l++)
+        if (o->bandwidth_Bps[l] > 0) {
+            fprintf(out, "%slevel %d%s%s%s at %s", sep, l, r->level_names[l][0] ? " (" : "",
+                    r->level_names[l], r->level_names[l][0] ? ")" : "",
+                    units_gbit(o->bandwidth_Bps[l], a, sizeof a));
+            sep = "; ";
+        }
+    if (o->memory_limit_bytes > 0)
+        fprintf(out, "%smemory at most %s per device", sep,
+                units_bytes(o->memory_limit_bytes, a, sizeof a));
+    fprintf(out, " (instead of the plan as written)\n");
+}
+
 void sim_print_report(const sim_report *r, const sim_changes *changes, FILE *out)
 {
     char a[32], b[32], c[32], d[32], e[32];
@@ -49,6 +84,7 @@ void sim_print_report(const sim_report *r, const sim_changes *changes, FILE *out
             r->iterations > r->iterations_requested && r->iterations_requested > 0
                 ? " (raised: the pipeline needs them to reach its steady state)" : "",
             r->recompute ? ", recompute" : "");
+    print_whatifs(r, out);
     fprintf(out, "throughput      %.1f samples/s\n", r->samples_per_s);
     if (r->steady)
         fprintf(out, "iteration time  %s (steady state, iterations %d to %d)\n",

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/units.h"
 #include "sim/sim.h"
 #include "sim/synth.h"
 
@@ -178,5 +179,79 @@ Test(sim_report, every_stage_of_a_device_is_listed)
     cr_expect_eq(cJSON_GetArrayItem(st, 9)->valueint, 19);
     cJSON_Delete(js);
     sim_report_free(r);
+    plan_free(pl);
+}
+
+/* Byte counts scale to the unit that reads well; bandwidths print in Gbit/s. */
+Test(sim_report, units_scale)
+{
+    char b[32];
+    cr_expect_str_eq(units_bytes(0, b, sizeof b), "0 B");
+    cr_expect_str_eq(units_bytes(512, b, sizeof b), "512 B");
+    cr_expect_str_eq(units_bytes(1536, b, sizeof b), "1.50 KiB");
+    cr_expect_str_eq(units_bytes(4.2 * 1048576, b, sizeof b), "4.20 MiB");
+    cr_expect_str_eq(units_bytes(1.5 * 1073741824.0, b, sizeof b), "1.50 GiB");
+    cr_expect_str_eq(units_bytes(3 * 1099511627776.0, b, sizeof b), "3.00 TiB");
+    cr_expect_str_eq(units_bytes(5000 * 1099511627776.0, b, sizeof b), "5000.00 TiB");
+    cr_expect_str_eq(units_gbit(1.25e9, b, sizeof b), "10 Gbit/s");
+    cr_expect_str_eq(units_gbit(25e9 / 8, b, sizeof b), "25 Gbit/s");
+}
+
+/* The report lists the what-ifs its run applied, in the text and in the JSON; a run of the
+ * plan as written lists none. A small model's memory prints in MiB, not as 0.00 GiB. */
+Test(sim_report, lists_the_whatifs)
+{
+    sim_options o;
+    sim_options_init(&o);
+    plan *pl;
+    sim_report *base = sample(&o, &pl);
+    o.straggler_device = 1;
+    o.straggler_factor = 2.5;
+    o.bandwidth_Bps[0] = 10e9 / 8;
+    o.memory_limit_bytes = 2 * 1073741824.0;
+    o.microbatches = 6;
+    plumb_err e;
+    sim_report *r = sim_run(pl, &o, &e);
+    cr_assert_not_null(r, "%s", e.msg);
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    sim_print_report(r, NULL, f);
+    fclose(f);
+    const char *line = strstr(buf, "\nwhat-ifs ");
+    cr_assert_not_null(line, "no what-ifs line:\n%s", buf);
+    cr_expect(strstr(line, "6 microbatches; device 1 computes x2.5 slower; level 0 (intra) at "
+                     "10 Gbit/s; memory at most 2.00 GiB per device"), "%.200s", line);
+    free(buf);
+    cJSON *j = sim_report_to_json(r, NULL, NULL);
+    const cJSON *w = cJSON_GetObjectItem(j, "whatif");
+    cr_assert_not_null(w, "no whatif in the JSON");
+    cr_expect_eq(num(cJSON_GetObjectItem(w, "straggler"), "device"), 1);
+    cr_expect_eq(num(cJSON_GetObjectItem(w, "straggler"), "factor"), 2.5);
+    cr_expect_eq(num(w, "microbatches"), 6);
+    const cJSON *bw = cJSON_GetArrayItem(cJSON_GetObjectItem(w, "bandwidth"), 0);
+    cr_expect_eq(num(bw, "gbit_per_s"), 10);
+    cr_expect_str_eq(cJSON_GetObjectItem(bw, "name")->valuestring, "intra");
+    cr_expect_str_eq(cJSON_GetObjectItem(j, "model")->valuestring, pl->prof->name);
+    cJSON_Delete(j);
+    /* the plan as written: no what-ifs anywhere; small memory in MiB */
+    buf = NULL;
+    f = open_memstream(&buf, &len);
+    sim_print_report(base, NULL, f);
+    fclose(f);
+    cr_expect_null(strstr(buf, "what-ifs"));
+    cr_assert(base->peak_memory_bytes > 0 && base->peak_memory_bytes < 1073741824.0,
+              "the sample's peak is %g bytes", base->peak_memory_bytes);
+    cr_expect_null(strstr(buf, " 0.00 GiB"), "%s", buf);
+    const char *pk = strstr(buf, "peak memory     ");
+    cr_assert_not_null(pk);
+    cr_expect(strncmp(pk + 16 + strcspn(pk + 16, " "), " MiB", 4) == 0 ||
+              strncmp(pk + 16 + strcspn(pk + 16, " "), " KiB", 4) == 0, "%.60s", pk);
+    free(buf);
+    j = sim_report_to_json(base, NULL, NULL);
+    cr_expect_null(cJSON_GetObjectItem(j, "whatif"));
+    cJSON_Delete(j);
+    sim_report_free(r);
+    sim_report_free(base);
     plan_free(pl);
 }

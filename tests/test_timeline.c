@@ -164,6 +164,43 @@ Test(timeline, reader_rejects)
     expect_reject("{\"traceEvents\": [{\"ph\": \"M\", \"name\": \"thread_name\", \"pid\": 1, "
                   "\"tid\": 0, \"args\": {\"name\": \"device 0\", \"peak_memory_bytes\": -1}}]}",
                   "traceEvents[0].args.peak_memory_bytes");
+    expect_reject("{\"otherData\": {\"model\": 7}, \"traceEvents\": []}", "otherData.model");
+    expect_reject("{\"otherData\": {\"stage_layers\": [[0, 3], [4]]}, \"traceEvents\": []}",
+                  "otherData.stage_layers[1]");
+    expect_reject("{\"otherData\": {\"stage_layers\": [[5, 3]]}, \"traceEvents\": []}",
+                  "otherData.stage_layers[0][1]");
+}
+
+/* The model and the stages' layer ranges a run names go through the file unchanged. */
+Test(timeline, model_round_trip)
+{
+    timeline *tl = sample();
+    int first[3] = {0, 4, 9}, last[3] = {3, 8, 12};
+    cr_assert_eq(timeline_set_model(tl, "vgg \"16\"", 3, first, last), 0);
+    size_t n;
+    char *text = timeline_chrome_text(tl, &n);
+    cr_assert_not_null(text);
+    cJSON *root = cJSON_Parse(text);
+    cr_assert_not_null(root, "the trace is not JSON");
+    plumb_err e;
+    timeline *back = timeline_from_chrome_json(root, "t.json", &e);
+    cr_assert_not_null(back, "%s", e.msg);
+    cr_assert_str_eq(back->model, "vgg \"16\"");
+    cr_assert_eq(back->nstage_layers, 3);
+    for (int i = 0; i < 3; i++) {
+        cr_expect_eq(back->stage_layers[2 * i], first[i]);
+        cr_expect_eq(back->stage_layers[2 * i + 1], last[i]);
+    }
+    timeline_free(back);
+    cJSON_Delete(root);
+    free(text);
+    /* a timeline that names nothing writes neither field */
+    cr_assert_eq(timeline_set_model(tl, NULL, 0, NULL, NULL), 0);
+    text = timeline_chrome_text(tl, &n);
+    cr_expect_null(strstr(text, "\"model\""));
+    cr_expect_null(strstr(text, "stage_layers"));
+    free(text);
+    timeline_free(tl);
 }
 
 /* A hand-written trace without metadata still reads: tracks come from pid and tid. */
