@@ -69,7 +69,9 @@ static void plan_usage(FILE *out)
         "-s/--memory_size (default 16e9), --straight_pipeline, --use_memory_constraint,\n"
         "--use_fewer_machines, --activation_compression_ratio R, -o/--output_directory DIR\n"
         "(writes DIR/gpus=N.txt, the graph with stage ids; a path ending in .json gets a plumb\n"
-        "plan instead), plus --json.\n",
+        "plan instead), plus --json. These flags keep PipeDream's units (-b in bytes/s, -s in\n"
+        "bytes); plumb's own files, flags and printouts give bandwidth in Gbit/s (10^9 bits/s),\n"
+        "and the printed levels show both.\n",
         PD_DEFAULT_MAX_STATES);
 }
 

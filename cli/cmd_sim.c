@@ -51,21 +51,16 @@ static int split_eq(const char *s, char *buf, size_t n, const char **b)
  * the inputs: the plan, the profile and cluster files it names, and each other. 0 or 2. */
 static int outputs_ok(const char *path, const plan *pl, const char *trace, const char *svg)
 {
-    char *prof = pl->profile_ref ? plan_ref_path(path, pl->profile_ref) : NULL;
-    char *clus = pl->cluster_ref ? plan_ref_path(path, pl->cluster_ref) : NULL;
-    const char *inputs[4] = {path, prof, clus, trace};
-    int rc = 0;
-    if ((pl->profile_ref && !prof) || (pl->cluster_ref && !clus))
-        rc = cli_fail("sim", "out of memory");
-    else if (trace && svg && strcmp(trace, svg) == 0)
-        rc = cli_fail("sim", "--svg %s: is the --trace file too; expected another file", svg);
-    else if (trace && cli_output_ok("sim", "--trace", trace, inputs, 3))
-        rc = 2;
-    else if (svg && cli_output_ok("sim", "--svg", svg, inputs, 4))
-        rc = 2;
-    free(prof);
-    free(clus);
-    return rc;
+    const char *inputs[2] = {path, trace};
+    if (trace && svg && strcmp(trace, svg) == 0)
+        return cli_fail("sim", "--svg %s: is the --trace file too; expected another file", svg);
+    if (trace && (cli_output_ok("sim", "--trace", trace, inputs, 1) ||
+                  cli_plan_refs_ok("sim", "--trace", trace, path, pl)))
+        return 2;
+    if (svg && (cli_output_ok("sim", "--svg", svg, inputs, 2) ||
+                cli_plan_refs_ok("sim", "--svg", svg, path, pl)))
+        return 2;
+    return 0;
 }
 
 int cmd_sim(int argc, char **argv)

@@ -333,6 +333,12 @@ int cmd_train(int argc, char **argv)
     int mbsize = 0, nmicro = micro ? micro : 1;
     if (npos == 2) {
         if (!(pl = plan_load(argv[optind + 1], &err))) goto fail;
+        /* nor may an output be the profile or cluster file the plan names */
+        if ((tracepath && cli_plan_refs_ok("train", "--trace", tracepath, argv[optind + 1], pl)) ||
+            (savepath && cli_plan_refs_ok("train", "--save", savepath, argv[optind + 1], pl))) {
+            rc = 2;
+            goto out;
+        }
         if (pl->prof->nlayers != m->nlayers) {
             err_set(&err, argv[optind + 1], "profile.layers",
                     "expected %d layers, one per top-level layer of %s (got %d)", m->nlayers,

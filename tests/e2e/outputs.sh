@@ -136,6 +136,10 @@ mkplan "$tmp/mlp.json" "$tmp/p.json" 1 6
 grep -qF "trace written to $tmp/meas.json" "$tmp/out" ||
     fail "train --trace does not say where it wrote: $(cat "$tmp/out")"
 grep -q '"model": "fmnist-mlp"' "$tmp/meas.json" || fail "measured trace does not name its model"
+cp "$tmp/p.json" "$tmp/p-copy.json"
+expect2 train-trace-profile "--trace $tmp/p.json: is the input" "$PLUMB" train "$model" \
+    "$tmp/mlp.json" --steps 4 --trace "$tmp/p.json" --quiet
+cmp -s "$tmp/p.json" "$tmp/p-copy.json" || fail "train --trace overwrote the plan's profile"
 
 echo "compare: runs of different models or plans are refused"
 "$PLUMB" sim "$tmp/mlp.json" --trace "$tmp/pred.json" > /dev/null 2>&1 || fail "sim mlp"
