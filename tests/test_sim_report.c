@@ -197,19 +197,25 @@ Test(sim_report, units_scale)
     cr_expect_str_eq(units_gbit(25e9 / 8, b, sizeof b), "25 Gbit/s");
 }
 
+/* Every kind of what-if but the schedule, on top of o. */
+static void five_whatifs(sim_options *o)
+{
+    o->straggler_device = 1;
+    o->straggler_factor = 2.5;
+    o->bandwidth_Bps[0] = 10e9 / 8;
+    o->memory_limit_bytes = 2 * 1073741824.0;
+    o->microbatches = 6;
+}
+
 /* The report lists the what-ifs its run applied, in the text and in the JSON; a run of the
  * plan as written lists none. A small model's memory prints in MiB, not as 0.00 GiB. */
 Test(sim_report, lists_the_whatifs)
 {
+    plan *pl;
     sim_options o;
     sim_options_init(&o);
-    plan *pl;
     sim_report *base = sample(&o, &pl);
-    o.straggler_device = 1;
-    o.straggler_factor = 2.5;
-    o.bandwidth_Bps[0] = 10e9 / 8;
-    o.memory_limit_bytes = 2 * 1073741824.0;
-    o.microbatches = 6;
+    five_whatifs(&o);
     plumb_err e;
     sim_report *r = sim_run(pl, &o, &e);
     cr_assert_not_null(r, "%s", e.msg);
