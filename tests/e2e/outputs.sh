@@ -115,6 +115,13 @@ expect2 import-o-folder "is a folder" "$PLUMB" import pipedream "$tmp/graph.txt"
 "$PLUMB" import pipedream "$tmp/graph.txt" -b 1 -o "$tmp/imp.json" > "$tmp/out" 2> "$tmp/err" ||
     fail "import: $(cat "$tmp/err")"
 
+echo "ui: the -o folder is checked before work"
+expect2 ui-o-missing "-o $tmp/nope: folder does not exist" "$PLUMB" ui "$plan" -o "$tmp/nope" \
+    --snapshot 80x24
+expect2 ui-o-file "is not a folder" "$PLUMB" ui "$plan" -o "$tmp/graph.txt" --snapshot 80x24
+"$PLUMB" ui "$plan" -o "$tmp/adir" --snapshot 80x24 > /dev/null 2> "$tmp/err" ||
+    fail "ui -o an existing folder: $(cat "$tmp/err")"
+
 echo "train: -h, and --trace says where it wrote"
 "$PLUMB" train -h > "$tmp/out" 2> "$tmp/err" || fail "train -h: exit $? ($(cat "$tmp/err"))"
 grep -q '^usage: plumb train' "$tmp/out" || fail "train -h prints no usage"
