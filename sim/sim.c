@@ -308,6 +308,9 @@ sim_report *sim_run(const plan *pl, const sim_options *opt, plumb_err *err)
             if (t->kind == TL_TRACK_DEVICE && t->device == rep->devices[i].device)
                 t->peak_bytes = rep->devices[i].mem.total;
         }
+    /* ... and each device's memory over time (Chrome counter events) */
+    if (rep->tl && sim_memory_timeline(&m, rep, rep->tl, err))
+        goto fail;
     sim_result_free(&res);
     sim_model_release(&m);
     schedule_free(own);
