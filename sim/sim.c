@@ -293,6 +293,7 @@ sim_report *sim_run(const plan *pl, const sim_options *opt, plumb_err *err)
     rep->samples_per_s = res.iteration_s > 0
         ? (double)view.microbatch_size * s->microbatches / res.iteration_s : 0;
     rep->makespan_s = res.makespan_s;
+    rep->cluster_devices = pl->clus->ndevices;
     rep->events = res.events;
     rep->actions = res.actions;
     if (fill_report(rep, &view, &m, &res, versions, inflight, opt->memory_limit_bytes)) {
