@@ -50,6 +50,14 @@ typedef struct tl_event {
     int iteration;            /* iteration the action belongs to, >= 0 */
 } tl_event;
 
+/* One sample of a device's memory over time: from t_s on (until its next sample) the
+ * device holds `bytes`. Written as Chrome counter events ("ph": "C"). */
+typedef struct tl_counter {
+    int track;                /* the device's compute track */
+    double t_s;               /* seconds from the start of the run */
+    double bytes;
+} tl_counter;
+
 typedef struct timeline {
     char *source;             /* "sim" or "exec" (or what the file said) */
     char *model;              /* the model the run trained or simulated; NULL unknown */
@@ -60,6 +68,8 @@ typedef struct timeline {
     int hint;                 /* the track timeline_track returned last (a lookup cache) */
     size_t n, cap;
     tl_event *ev;             /* in the order added (not necessarily by time) */
+    size_t ncounters, cap_counters;
+    tl_counter *counters;     /* memory samples per device track, in the order added */
 } timeline;
 
 /* Returns an empty timeline (free with timeline_free), NULL when out of memory. */
@@ -81,6 +91,10 @@ int timeline_set_model(timeline *tl, const char *model, int n, const int *first,
 /* Appends a copy of e. Returns 0, or -1 when out of memory. */
 int timeline_add(timeline *tl, const tl_event *e);
 
+/* Appends a memory sample of device track `track` (see tl_counter). Returns 0, or -1 when
+ * out of memory. */
+int timeline_counter_add(timeline *tl, int track, double t_s, double bytes);
+
 /* "F", "B", "I", "W", "step", "send_f", "send_b", "allreduce"; tl_kind_parse: -1 unknown. */
 const char *tl_kind_name(int kind);
 int tl_kind_parse(const char *name);
@@ -98,7 +112,12 @@ void timeline_sort(timeline *tl);
 /* End of the last event, seconds (0 when empty). */
 double timeline_end(const timeline *tl);
 
-/* The Chrome trace-event JSON text of tl (caller frees), NULL when out of memory. */
+/* The Chrome trace-event JSON text of tl (caller frees), NULL when out of memory. Besides
+ * the metadata and one complete event ("X") per event, it holds a flow ("s" on the
+ * transfer, "f" on the computation that consumes it, one id per pair) from each transfer
+ * (send_f, send_b on a link track) to its receiver's F (activations) or B / I (gradients)
+ * of the same microbatch and receiving stage, when the timeline has that computation, and
+ * a counter event ("C", "memory dN", args {"bytes": ...}) per memory sample. */
 char *timeline_chrome_text(const timeline *tl, size_t *len);
 
 /* Writes tl as Chrome trace-event JSON to path atomically. Returns 0, or -1 with err. */

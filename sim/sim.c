@@ -312,6 +312,7 @@ sim_report *sim_run(const plan *pl, const sim_options *opt, plumb_err *err)
     rep->samples_per_s = res.iteration_s > 0
         ? (double)view.microbatch_size * s->microbatches / res.iteration_s : 0;
     rep->makespan_s = res.makespan_s;
+    rep->cluster_devices = pl->clus->ndevices;
     rep->events = res.events;
     rep->actions = res.actions;
     if (fill_report(rep, &view, &m, &res, versions, inflight, opt->memory_limit_bytes)) {
@@ -338,6 +339,9 @@ sim_report *sim_run(const plan *pl, const sim_options *opt, plumb_err *err)
             if (t->kind == TL_TRACK_DEVICE && t->device == rep->devices[i].device)
                 t->peak_bytes = rep->devices[i].mem.total;
         }
+    /* ... and each device's memory over time (Chrome counter events) */
+    if (rep->tl && sim_memory_timeline(&m, rep, rep->tl, err))
+        goto fail;
     sim_result_free(&res);
     sim_model_release(&m);
     schedule_free(own);

@@ -131,6 +131,7 @@ typedef struct sim_report {
     long long events;         /* discrete events processed */
     long long actions;        /* IR actions replayed */
     int ndevices;
+    int cluster_devices;      /* devices of the plan's cluster (those without a worker idle) */
     sim_device_report *devices; /* sorted by device id */
     int nlinks;
     sim_link_report *links;   /* sorted by (src, dst) */
@@ -187,9 +188,11 @@ struct cJSON *sim_report_to_json(const sim_report *r, const sim_changes *changes
  * adds the what-ifs its run applied this way as "whatif" (when there are any). */
 struct cJSON *sim_options_to_json(const sim_options *o, const cluster *c);
 
-/* SVG timeline of r->tl: a row per device, F/B/I/W blocks coloured by microbatch and
- * shaded by kind, a legend and a time axis. Writes atomically; -1 with err when r has no
- * timeline or the file cannot be written. */
+/* SVG timeline of r->tl: a row per device labelled with its stages (idle devices of the
+ * cluster too, consecutive ones folded into one row), F/B/I/W blocks coloured by
+ * microbatch and shaded by kind, one row per stage boundary that carried transfers, a
+ * time axis, and a legend of the kinds the run has. Writes atomically; -1 with err when
+ * r has no timeline or the file cannot be written. */
 int sim_write_svg(const sim_report *r, const char *path, plumb_err *err);
 
 /* The SVG text (caller frees), NULL when r has no timeline or out of memory. */

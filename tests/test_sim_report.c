@@ -261,3 +261,75 @@ Test(sim_report, lists_the_whatifs)
     sim_report_free(base);
     plan_free(pl);
 }
+
+/* The simulator's Chrome trace: a flow from every transfer to the computation receiving
+ * it, and per device a memory counter that starts at the device's fixed memory, never
+ * exceeds its peak, reaches it where the schedule's list order is its timing (stage 0 of
+ * a flushing 1F1B holds all its slots), and returns to the start once all is done. */
+Test(sim_report, trace_flows_and_memory_counters)
+{
+    const int kinds[] = { SCHED_1F1B_FLUSH, SCHED_ZB_H1, SCHED_GPIPE };
+    for (int q = 0; q < 3; q++) {
+        sim_options o;
+        sim_options_init(&o);
+        o.timeline = 1;
+        o.schedule = kinds[q];
+        plan *pl;
+        sim_report *r = sample(&o, &pl);
+        char *text = timeline_chrome_text(r->tl, NULL);
+        cr_assert_not_null(text);
+        cJSON *root = cJSON_Parse(text);
+        cr_assert_not_null(root, "not JSON");
+        int transfers = 0, ns = 0, nf = 0;
+        int *fin = calloc(100000, sizeof *fin);
+        double first[8], last[8], peak[8];
+        int nc[8] = { 0 };
+        cr_assert_not_null(fin);
+        const cJSON *ev;
+        cJSON_ArrayForEach(ev, cJSON_GetObjectItem(root, "traceEvents"))
+        {
+            const char *ph = cJSON_GetObjectItem(ev, "ph")->valuestring;
+            const cJSON *args = cJSON_GetObjectItem(ev, "args");
+            if (!strcmp(ph, "X") && cJSON_GetObjectItem(ev, "pid")->valueint == 3) {
+                const char *k = cJSON_GetObjectItem(args, "kind")->valuestring;
+                transfers += !strcmp(k, "send_f") || !strcmp(k, "send_b");
+            } else if (!strcmp(ph, "s") || !strcmp(ph, "f")) {
+                int id = cJSON_GetObjectItem(ev, "id")->valueint;
+                cr_assert(id > 0 && id < 100000);
+                if (*ph == 's') ns++, fin[id] |= 1;
+                else nf++, fin[id] |= 2;
+            } else if (!strcmp(ph, "C")) {
+                int d = -1;
+                sscanf(cJSON_GetObjectItem(ev, "name")->valuestring, "memory d%d", &d);
+                cr_assert(d >= 0 && d < r->ndevices && d < 8);
+                double v = cJSON_GetObjectItem(args, "bytes")->valuedouble;
+                if (!nc[d]++) {
+                    first[d] = peak[d] = v;
+                    cr_expect_eq(cJSON_GetObjectItem(ev, "ts")->valuedouble, 0);
+                }
+                last[d] = v;
+                if (v > peak[d]) peak[d] = v;
+            }
+        }
+        cr_expect_gt(transfers, 0);
+        cr_expect_eq(ns, transfers, "%s: a flow per transfer", sched_kind_name(kinds[q]));
+        cr_expect_eq(nf, ns);
+        for (int id = 1; id <= ns; id++) cr_expect_eq(fin[id], 3, "flow %d has both ends", id);
+        for (int i = 0; i < r->ndevices; i++) {
+            int d = r->devices[i].device;
+            double total = r->devices[i].mem.total;
+            cr_assert_gt(nc[d], 2, "device %d has a memory counter", d);
+            cr_expect_leq(peak[d], total * (1 + 1e-12), "device %d", d);
+            cr_expect_lt(first[d], peak[d]);
+            cr_expect(fabs(last[d] - first[d]) <= 1e-6 * total, "device %d drains", d);
+        }
+        if (kinds[q] == SCHED_1F1B_FLUSH)
+            cr_expect(fabs(peak[0] - r->devices[0].mem.total) <= 1e-9 * peak[0],
+                      "stage 0 reaches its peak: %g of %g", peak[0], r->devices[0].mem.total);
+        free(fin);
+        cJSON_Delete(root);
+        free(text);
+        sim_report_free(r);
+        plan_free(pl);
+    }
+}
