@@ -269,15 +269,15 @@ int eng_send(eng *E, int w, int c, int iter, double t)
     return xfer_enqueue(E, xi, x->link, t);
 }
 
-/* RECV at t by worker w (action index c): the matching transfer from its channel. Returns
- * 1 when the worker must wait (woken by the send or the arrival), 0 to go on, -1 on error. */
+/* The data of the RECV at action c of worker w, which its consumer at t needs: the
+ * matching transfer from its channel. Returns 0 when it has arrived, 1 when it is taken
+ * and the worker waits for its arrival (an event wakes it), 2 when it is not sent yet (the
+ * send wakes the worker), -1 on error. */
 int eng_recv(eng *E, int w, int c, double t)
 {
     const action *a = &E->s->acts[w][c];
     wstate *ws = &E->ws[w];
     int fwd = a->kind == ACT_RECV_F;
-    if (a->peer < 0 || a->peer >= E->nw)
-        return eng_bad_action(E, w, c, "peer worker out of range");
     if (a->peer != ws->rpeer[fwd]) {
         if ((ws->rchan[fwd] = chan_of(E, a->peer, w, fwd)) < 0)
             return eng_oom(E);
@@ -295,7 +295,7 @@ int eng_recv(eng *E, int w, int c, double t)
     }
     if (xi < 0) {  /* not sent yet */
         ch->blocked = w;
-        return 1;
+        return 2;
     }
     xfer *x = &E->x[xi];
     if (prev < 0)
@@ -305,7 +305,6 @@ int eng_recv(eng *E, int w, int c, double t)
     if (ch->tail == xi)
         ch->tail = prev;
     x->received = 1;
-    ws->cursor = c + 1;
     if (x->arrival < 0) {  /* queued on its link: its start posts our wake-up */
         x->waiter = w;
         return 1;

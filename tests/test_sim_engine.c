@@ -237,10 +237,29 @@ Test(sim_engine, deadlock_reported)
     h.stage_workers[1] = 1;
     h.stage_first[1] = 1;
     push(&h, 0, A(ACT_RECV_B, 0, 0, 1, 1));
+    push(&h, 0, A(ACT_B, 0, 0, -1, -1));
+    push(&h, 0, A(ACT_SEND_F, 0, 0, 1, 1));
+    push(&h, 1, A(ACT_RECV_F, 1, 0, 0, 0));
+    push(&h, 1, A(ACT_F, 1, 0, -1, -1));
+    push(&h, 1, A(ACT_SEND_B, 1, 0, 0, 0));
+    run_expect_error(&h, "deadlocks: worker 0 waits forever at action 1 (0B0): its data is "
+                     "never sent");
+}
+
+/* Posting a receive never blocks: the same lists without the consumers run, and the
+ * receives left untaken are reported. */
+Test(sim_engine, receive_posted_not_taken)
+{
+    hand h;
+    hand_init(&h, 2, 2);
+    h.replicas[0] = h.replicas[1] = 1;
+    h.stage_workers[1] = 1;
+    h.stage_first[1] = 1;
+    push(&h, 0, A(ACT_RECV_B, 0, 0, 1, 1));
     push(&h, 0, A(ACT_SEND_F, 0, 0, 1, 1));
     push(&h, 1, A(ACT_RECV_F, 1, 0, 0, 0));
     push(&h, 1, A(ACT_SEND_B, 1, 0, 0, 0));
-    run_expect_error(&h, "deadlocks");
+    run_expect_error(&h, "(0RECV_B0): receive posted but no later computation");
 }
 
 Test(sim_engine, unmatched_receive)
@@ -251,7 +270,8 @@ Test(sim_engine, unmatched_receive)
     h.stage_workers[1] = 1;
     h.stage_first[1] = 1;
     push(&h, 1, A(ACT_RECV_F, 1, 0, 0, 0));
-    run_expect_error(&h, "no matching send");
+    push(&h, 1, A(ACT_F, 1, 0, -1, -1));
+    run_expect_error(&h, "(1F0): its data is never sent");
 }
 
 Test(sim_engine, net_path_levels)
