@@ -104,11 +104,16 @@ static int worker_run(eng *E, int w, double t)
         const action *a = &acts[c];
         if ((unsigned)a->stage >= (unsigned)E->ns)  /* everything below indexes by it */
             return eng_bad_action(E, w, c, "stage out of range");
+        /* an action of a microbatch counts in its iteration; an all-reduce or a step in
+         * that of the worker's last computation (a receive of the next iteration posted
+         * before a step does not move the step) */
+        int iter = ws->iter, rc;
         if (a->microbatch >= 0 && nmb > 0) {
             int it = a->microbatch / nmb;
-            ws->iter = it >= E->niter ? E->niter - 1 : it;
+            iter = it >= E->niter ? E->niter - 1 : it;
+            if (a->kind <= ACT_W)
+                ws->iter = iter;
         }
-        int iter = ws->iter, rc;
         E->r->actions++;
         switch (a->kind) {
         case ACT_F: case ACT_B: case ACT_I: case ACT_W: case ACT_STEP: {
