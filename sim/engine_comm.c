@@ -47,8 +47,12 @@ int eng_link_of(eng *E, int a_dev, int b_dev)
     memset(l, 0, sizeof *l);
     l->head = l->tail = l->track = l->vg = -1;
     int L = sim_net_path(n, a_dev, b_dev, &l->rate, &l->lat);
-    if (!(l->rate > 0) || !isfinite(l->rate))
-        l->rate = INFINITY;
+    if (!(l->rate >= CLUSTER_MIN_BANDWIDTH_Bps) || !(l->lat >= 0) || !isfinite(l->lat)) {
+        err_set(E->err, NULL, NULL, "the path from device %d to device %d (level %d) has %g "
+                "bytes/s and %g s latency: its transfers never complete", a_dev, b_dev, L,
+                l->rate, l->lat);
+        return -2;
+    }
     l->st.src = a_dev;
     l->st.dst = b_dev;
     l->st.level = L;
@@ -237,7 +241,7 @@ int eng_send(eng *E, int w, int c, int iter, double t)
         int d0 = E->m->worker_device[w], d1 = E->m->worker_device[a->peer];
         ws->link = d0 == d1 ? -1 : eng_link_of(E, d0, d1);
         if (d0 != d1 && ws->link < 0)
-            return eng_oom(E);
+            return ws->link == -2 ? -1 : eng_oom(E);
         ws->lpeer = a->peer;
     }
     if (a->peer != ws->speer[fwd]) {
@@ -491,7 +495,7 @@ int eng_group_event(eng *E, int gi, double t)
             continue;
         int li = eng_link_of(E, da, db);
         if (li < 0)
-            return eng_oom(E);
+            return li == -2 ? -1 : eng_oom(E);
         if (eng_hop_start(E, gi, li, a, bytes, t))
             return -1;
     }

@@ -192,8 +192,9 @@ int eng_backward(eng *E, int w, int c, int s, double t, double dur);
 /* Event of group gi at t: its next bucket or ring step starts on the ring, or its grouped
  * ring step ends. */
 int eng_group_event(eng *E, int gi, double t);
-/* The link a_dev -> b_dev (devices differ), created on first use: its index, or -1 when out
- * of memory. */
+/* The link a_dev -> b_dev (devices differ), created on first use: its index, -1 when out
+ * of memory, or -2 with E->err set when the path's rate is below CLUSTER_MIN_BANDWIDTH_Bps
+ * or its latency not finite (its transfers would never complete). */
 int eng_link_of(eng *E, int a_dev, int b_dev);
 /* Queues a hop of group gi's ring step on link li at t (a transfer of `bytes` from worker
  * src_w), started at once when the link is free; counts it in the step's pending hops.

@@ -310,3 +310,32 @@ Test(sim_engine, net_path_levels)
     cr_expect(fabs(rate - 4e9) < 1);
     cluster_free(c);
 }
+
+/* A path without bandwidth (a hand-built net the loader would refuse): the run stops with
+ * one error naming the path instead of moving the data for free or never finishing. */
+Test(sim_engine, zero_bandwidth_path)
+{
+    hand h;
+    hand_init(&h, 2, 2);
+    h.replicas[0] = h.replicas[1] = 1;
+    h.stage_workers[1] = 1;
+    h.stage_first[1] = 1;
+    push(&h, 0, A(ACT_F, 0, 0, -1, -1));
+    push(&h, 0, A(ACT_SEND_F, 0, 0, 1, 1));
+    push(&h, 1, A(ACT_RECV_F, 1, 0, 0, 0));
+    push(&h, 1, A(ACT_F, 1, 0, -1, -1));
+    sim_model m;
+    cr_assert_eq(sim_model_alloc(&m, &h.s), 0);
+    m.net.nlevels = 1;
+    m.net.gsize[0] = 1000;
+    m.net.bw[0] = 0, m.net.egress[0] = 1e9;
+    m.act_s[SIM_C_F] = m.act_s[SIM_NC + SIM_C_F] = 1e-3;
+    m.cut_bytes[0] = 1e6;
+    sim_result r;
+    plumb_err e;
+    err_clear(&e);
+    cr_expect_neq(sim_engine_run(&m, &r, &e), 0);
+    cr_expect(strstr(e.msg, "from device 0 to device 1 (level 0) has 0 bytes/s") &&
+              strstr(e.msg, "its transfers never complete"), "%s", e.msg);
+    sim_model_release(&m);
+}
