@@ -10,9 +10,11 @@
  * The engine reads the IR in place and keeps state only for what is in flight, so a run
  * costs O(log heap) per event and its memory does not grow with the schedule's length:
  * a SEND creates a transfer record (recycled once it is received and off its link) and
- * queues it on its channel (sender, receiver, direction); a RECV takes the matching
- * transfer from its channel (the head, for IR that keeps each channel in order; otherwise
- * a search of the channel's few unreceived transfers) or waits for it; an ALLREDUCE joins
+ * queues it on its channel (sender, receiver, direction); a RECV is posted (kept in the
+ * worker's list of posted receives) and the computation that consumes its data takes the
+ * matching transfer from its channel (the head, for IR that keeps each channel in order;
+ * otherwise a search of the channel's few unreceived transfers) or waits for it; an
+ * ALLREDUCE joins
  * the group of the k-th all-reduce of its stage. Links, egress ports, channels and groups
  * are created on first use and looked up by hash. */
 #include "sim/engine.h"
