@@ -50,6 +50,15 @@ static void push(hand *h, int w, action a)
     h->a[w][h->len[w]++] = a;
 }
 
+/* Two workers, stage 0 on worker 0 and stage 1 on worker 1, empty lists. */
+static void hand_pair(hand *h)
+{
+    hand_init(h, 2, 2);
+    h->replicas[0] = h->replicas[1] = 1;
+    h->stage_workers[1] = 1;
+    h->stage_first[1] = 1;
+}
+
 /* Two senders on server 0 (devices 0, 1) each send one unit transfer to server 1
  * (devices 2, 3) after a 1 ms forward; receivers then run a 1 ms forward.
  * One egress lane (egress = bandwidth): the transfers queue, makespan 1 + 10 + 10 + 1 ms.
@@ -232,10 +241,7 @@ static int run_expect_error(hand *h, const char *needle)
 Test(sim_engine, deadlock_reported)
 {
     hand h;
-    hand_init(&h, 2, 2);
-    h.replicas[0] = h.replicas[1] = 1;
-    h.stage_workers[1] = 1;
-    h.stage_first[1] = 1;
+    hand_pair(&h);
     push(&h, 0, A(ACT_RECV_B, 0, 0, 1, 1));
     push(&h, 0, A(ACT_B, 0, 0, -1, -1));
     push(&h, 0, A(ACT_SEND_F, 0, 0, 1, 1));
@@ -251,10 +257,7 @@ Test(sim_engine, deadlock_reported)
 Test(sim_engine, receive_posted_not_taken)
 {
     hand h;
-    hand_init(&h, 2, 2);
-    h.replicas[0] = h.replicas[1] = 1;
-    h.stage_workers[1] = 1;
-    h.stage_first[1] = 1;
+    hand_pair(&h);
     push(&h, 0, A(ACT_RECV_B, 0, 0, 1, 1));
     push(&h, 0, A(ACT_SEND_F, 0, 0, 1, 1));
     push(&h, 1, A(ACT_RECV_F, 1, 0, 0, 0));
@@ -265,10 +268,7 @@ Test(sim_engine, receive_posted_not_taken)
 Test(sim_engine, unmatched_receive)
 {
     hand h;
-    hand_init(&h, 2, 2);
-    h.replicas[0] = h.replicas[1] = 1;
-    h.stage_workers[1] = 1;
-    h.stage_first[1] = 1;
+    hand_pair(&h);
     push(&h, 1, A(ACT_RECV_F, 1, 0, 0, 0));
     push(&h, 1, A(ACT_F, 1, 0, -1, -1));
     run_expect_error(&h, "(1F0): its data is never sent");
@@ -316,10 +316,7 @@ Test(sim_engine, net_path_levels)
 Test(sim_engine, zero_bandwidth_path)
 {
     hand h;
-    hand_init(&h, 2, 2);
-    h.replicas[0] = h.replicas[1] = 1;
-    h.stage_workers[1] = 1;
-    h.stage_first[1] = 1;
+    hand_pair(&h);
     push(&h, 0, A(ACT_F, 0, 0, -1, -1));
     push(&h, 0, A(ACT_SEND_F, 0, 0, 1, 1));
     push(&h, 1, A(ACT_RECV_F, 1, 0, 0, 0));
