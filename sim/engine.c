@@ -78,7 +78,7 @@ static int post_find(const eng *E, int w, const action *a)
              : a->kind == ACT_B || a->kind == ACT_I ? ACT_RECV_B : -1;
     if (want < 0)
         return -1;
-    for (int i = 0; i < ws->npost; i++) {
+    for (int i = ws->p0; i < ws->npost; i++) {
         const action *r = &E->s->acts[w][ws->post[i]];
         if (r->kind == want && r->stage == a->stage && r->microbatch == a->microbatch)
             return i;
@@ -119,14 +119,18 @@ static int worker_run(eng *E, int w, double t)
         E->r->actions++;
         switch (a->kind) {
         case ACT_F: case ACT_B: case ACT_I: case ACT_W: case ACT_STEP: {
-            int s = a->stage, pi = ws->npost ? post_find(E, w, a) : -1;
+            int s = a->stage, pi = ws->npost > ws->p0 ? post_find(E, w, a) : -1;
             if (pi >= 0) {
                 rc = eng_recv(E, w, ws->post[pi], t);
                 if (rc < 0)
                     return -1;
-                if (rc < 2)  /* taken: the post is done */
+                if (rc < 2 && pi == ws->p0)  /* taken: the post is done (usually the oldest) */
+                    ws->p0++;
+                else if (rc < 2)
                     memmove(ws->post + pi, ws->post + pi + 1,
                             (size_t)(--ws->npost - pi) * sizeof *ws->post);
+                if (ws->p0 == ws->npost)
+                    ws->p0 = ws->npost = 0;
                 if (rc > 0) {
                     E->r->actions--;  /* not run yet: counted again when it is */
                     return 0;
@@ -162,6 +166,12 @@ static int worker_run(eng *E, int w, double t)
         case ACT_RECV_F: case ACT_RECV_B:
             if (a->peer < 0 || a->peer >= E->nw)
                 return eng_bad_action(E, w, c, "peer worker out of range");
+            if (ws->npost == ws->cappost && ws->p0 > 0) {  /* reuse the taken front */
+                memmove(ws->post, ws->post + ws->p0,
+                        (size_t)(ws->npost - ws->p0) * sizeof *ws->post);
+                ws->npost -= ws->p0;
+                ws->p0 = 0;
+            }
             if (eng_grow((void **)&ws->post, ws->npost, &ws->cappost, sizeof *ws->post))
                 return eng_oom(E);
             ws->post[ws->npost++] = c;
@@ -261,10 +271,12 @@ static int deadlock(eng *E)
  * received. */
 static int check_channels(eng *E)
 {
-    for (int w = 0; w < E->nw; w++)
-        if (E->ws[w].npost)
-            return eng_bad_action(E, w, E->ws[w].post[0], "receive posted but no later "
+    for (int w = 0; w < E->nw; w++) {
+        const wstate *ws = &E->ws[w];
+        if (ws->npost > ws->p0)
+            return eng_bad_action(E, w, ws->post[ws->p0], "receive posted but no later "
                                   "computation of its stage and microbatch takes its data");
+    }
     for (int ci = 0; ci < E->nch; ci++)
         if (E->ch[ci].head >= 0) {
             const xfer *x = &E->x[E->ch[ci].head];

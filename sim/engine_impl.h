@@ -65,8 +65,8 @@ typedef struct wstate {      /* per worker */
     int speer[2], schan[2];  /* the last peer sent to per direction and the channel */
     int rpeer[2], rchan[2];  /* the last peer received from per direction and the channel */
     int *post;               /* its posted RECVs whose consumer has not run (action
-                                indices, in posting order) */
-    int npost, cappost;
+                                indices, in posting order): post[p0 .. npost) */
+    int p0, npost, cappost;
     int ring_g;              /* the group whose grouped ring steps have not yet added
                                 their hop's link time to comm_it, or -1 */
     long long ring_base;     /* that group's steps already added */
