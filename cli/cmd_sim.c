@@ -194,6 +194,12 @@ int cmd_sim(int argc, char **argv)
         }
         if (cli_num("sim", "--bandwidth GBPS", v, 1, 1e9, &g))
             goto out;
+        if (!(g * 1e9 / 8 >= CLUSTER_MIN_BANDWIDTH_Bps)) {
+            cli_fail("sim", "--bandwidth GBPS: expected at least %g Gb/s, or the level's "
+                     "transfers never complete (got \"%s\")", CLUSTER_MIN_BANDWIDTH_Bps * 8e-9,
+                     v);
+            goto out;
+        }
         o.bandwidth_Bps[lv] = g * 1e9 / 8;
     }
     if (outputs_ok(path, pl, trace, svg))
