@@ -61,7 +61,9 @@ static void plan_usage(FILE *out)
         "      --recompute           native: always recompute activations in the backward\n"
         "      --no-recompute        native: never recompute (default: both tried, the\n"
         "                            simulator picks)\n"
-        "  -h, --help                this text\n\n"
+        "  -h, --help                this text\n"
+        "Exit status: 0 ok; 2 bad input or nothing fits (one line naming what would fit;\n"
+        "nothing written).\n\n"
         "PipeDream drop-in: `plumb plan --pipedream` takes optimizer_graph_hierarchical.py's\n"
         "arguments: -f/--profile_filename GRAPH.txt, -n/--all_num_machines N..., \n"
         "-b/--network_bandwidths B... (bytes/s, default 1e9), -m/--num_machines_in_first_level,\n"
@@ -430,10 +432,7 @@ static int run_pipedream(int argc, char **argv)
     if (!order || !start) goto bad;
     if (pd_graph_topo_order(g, A.graph, order, &err)) goto bad;
     for (int i = 0; i < g->nnodes; i++) start[order[i]] = i; /* file node -> layer */
-    if (planner_pipedream_run(p, start, &A.o, &res, &err)) {
-        status = 1;
-        goto bad;
-    }
+    if (planner_pipedream_run(p, start, &A.o, &res, &err)) goto bad; /* nothing fits: 2 */
     have_res = 1;
     if (A.outdir) {
         int total = 1;
@@ -592,10 +591,7 @@ int cmd_plan(int argc, char **argv)
     }
     pd_options_from_cluster(&o, cl);
     if (memsize > 0) o.memory_bytes = memsize;
-    if (planner_pipedream_run(p, NULL, &o, &res, &err)) {
-        status = 1;
-        goto bad;
-    }
+    if (planner_pipedream_run(p, NULL, &o, &res, &err)) goto bad; /* nothing fits: 2 */
     if (out) {
         pl = planner_pipedream_plan(p, cl, &res, &err);
         if (!pl || plan_save(pl, out, &err)) {

@@ -2,8 +2,9 @@
  * the options and calls cmd_plan_native): runs planner_native (planner/native.h) and prints
  * the chosen plan (stages, microbatching, simulated throughput, memory against capacity),
  * for --schedule auto the ranked top five first, or all of it as one JSON object; writes
- * the plan with -o. Nothing fits: one line naming what would fit, exit 1. Inputs that
- * cannot work together: one line, exit 2. */
+ * the plan with -o. Nothing fits, or inputs that cannot work together: one line (naming
+ * what would fit), exit 2, nothing written: a plan that does not fit is bad input, as
+ * everywhere in plumb (README). */
 #include <cjson/cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -134,9 +135,8 @@ int cmd_plan_native(const profile *p, const cluster *c, const native_options *o,
     int ranking = o->schedule == NATIVE_SCHED_AUTO, status = 0;
     if (!pl) {
         fprintf(stderr, "plumb: %s + %s: %s\n", ppath, cpath, err.msg);
-        status = r.nothing_fits ? 1 : 2;
         native_result_free(&r);
-        return status;
+        return 2;
     }
     const native_candidate *b = chosen(&r);
     if (out && plan_save(pl, out, &err)) {

@@ -82,6 +82,14 @@ expect2 "missing profile file" "$PLUMB" plan -p "$tmp/none.json" -c "$clus"
 echo '{"format": "plumb-profile/1"' > "$tmp/bad.json"
 expect2 "malformed profile" "$PLUMB" plan -p "$tmp/bad.json" -c "$clus" -o "$tmp/never.json"
 [ -e "$tmp/never.json" ] && fail "a plan was written for bad input"
+# nothing fits is bad input too (README): one line naming what would fit, exit 2, no plan
+for sched in 1f1b-flush auto; do
+    expect2 "nothing fits ($sched)" "$PLUMB" plan -p profiles/pipedream/resnet50.json \
+        -c profiles/clusters/cluster-c-4x1.json --memory-limit 1 --microbatch-size 128 \
+        --no-recompute --schedule $sched -o "$tmp/never.json"
+    grep -q "nothing fits.*would fit: " "$tmp/err" || fail "nothing fits ($sched): $(cat "$tmp/err")"
+    [ -e "$tmp/never.json" ] && fail "nothing fits ($sched): a plan was written"
+done
 expect2 "pipedream without -f" "$PLUMB" plan --pipedream -n 4
 expect2 "pipedream -n/-b mismatch" "$PLUMB" plan --pipedream -f "$graph" -n 4 4 -b 1e9
 expect2 "pipedream bad -n" "$PLUMB" plan --pipedream -f "$graph" -n four
