@@ -152,3 +152,36 @@ Test(figures, points_that_do_not_fit_say_why)
     profile_free(p);
     cluster_free(c);
 }
+
+/* a point whose best plan leaves GPUs idle says so: vgg16's plan on 16 devices of
+ * cluster-a-4x4 is 14-1 (15 used) */
+Test(figures, gpus_used_counts_the_plan)
+{
+    plumb_err e;
+    profile *p = profile_load("profiles/pipedream/vgg16.json", &e);
+    cr_assert(p, "%s", e.msg);
+    cluster *c = load_cluster("profiles/clusters/cluster-a-4x4.json");
+    sweep_result r;
+    cr_assert_eq(planner_sweep(p, c, 16, 16, NULL, 0, 0, &r, &e), 0, "%s", e.msg);
+    cr_assert_eq(r.n, 1);
+    cr_assert(r.pts[0].ok);
+    plan *pl = planner_native(p, c, NULL, NULL, &e);
+    cr_assert(pl, "%s", e.msg);
+    int used = 0;
+    for (int s = 0; s < pl->nstages; s++) used += pl->stages[s].replicas;
+    cr_assert_lt(used, 16, "the test expects a plan with idle devices");
+    cr_assert_eq(r.pts[0].gpus_used, used);
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    sweep_print(&r, f);
+    fclose(f);
+    char want[48];
+    snprintf(want, sizeof want, "(uses %d of 16 GPUs)", used);
+    cr_assert(strstr(buf, want), "%s", buf);
+    free(buf);
+    plan_free(pl);
+    sweep_result_free(&r);
+    profile_free(p);
+    cluster_free(c);
+}
