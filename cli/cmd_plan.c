@@ -61,6 +61,9 @@ static void plan_usage(FILE *out)
         "      --recompute           native: always recompute activations in the backward\n"
         "      --no-recompute        native: never recompute (default: both tried, the\n"
         "                            simulator picks)\n"
+        "      --stages N            native: exactly N pipeline stages (ranks for\n"
+        "                            interleaved and zb-v), each replicated as the planner\n"
+        "                            chooses (default: the planner chooses the depth)\n"
         "  -h, --help                this text\n"
         "Exit status: 0 ok; 2 bad input or nothing fits (one line naming what would fit;\n"
         "nothing written).\n\n"
@@ -498,6 +501,7 @@ int cmd_plan(int argc, char **argv)
         {"memory-limit", required_argument, NULL, 1005},
         {"recompute", no_argument, NULL, 1006},
         {"no-recompute", no_argument, NULL, 1007},
+        {"stages", required_argument, NULL, 1008},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -514,7 +518,7 @@ int cmd_plan(int argc, char **argv)
     optind = 0;
     while ((c = cli_getopt("plan", argc, argv, "p:c:o:h", longopts)) != -1) {
         if (c == 'S' || c == 'M' || c == 'z' || c == 'F' || c == 'r' || c == 'x') pd_only = 1;
-        if (c >= 1002 && c <= 1007) nat_only = 1;
+        if (c >= 1002 && c <= 1008) nat_only = 1;
         switch (c) {
         case 1001:
             if (strcmp(optarg, "native") && strcmp(optarg, "pipedream"))
@@ -539,6 +543,9 @@ int cmd_plan(int argc, char **argv)
             break;
         case 1006: no.recompute = 1; break;
         case 1007: no.recompute = 0; break;
+        case 1008:
+            if (cli_int("plan", "--stages", optarg, 1, 4096, &no.nstages)) return 2;
+            break;
         case 'p': ppath = optarg; break;
         case 'c': cpath = optarg; break;
         case 'o': out = optarg; break;
@@ -571,8 +578,8 @@ int cmd_plan(int argc, char **argv)
                         "--fewer-machines, --compression and --max-states belong to --mode "
                         "pipedream");
     if (mode == 2 && nat_only)
-        return cli_fail("plan", "--schedule, --microbatches, --microbatch-size, --memory-limit "
-                        "and --recompute/--no-recompute belong to --mode native");
+        return cli_fail("plan", "--schedule, --microbatches, --microbatch-size, --memory-limit, "
+                        "--recompute/--no-recompute and --stages belong to --mode native");
     const char *inputs[2] = {ppath, cpath};
     if (out && cli_output_ok("plan", "-o", out, inputs, 2)) return 2;
     plumb_err err;

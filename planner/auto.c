@@ -149,7 +149,7 @@ int planner_auto(const profile *p, const cluster *c, const native_options *o,
             /* recomputation off, on, or both (the default), as asked */
             for (int rc = o->recompute == 1 ? 1 : 0; rc <= (o->recompute == 0 ? 0 : 1); rc++) {
                 nm_setting s = {kind, o->microbatches, mb, rc, o->chunks > 1 ? o->chunks : 2,
-                                o->optimizer, rc || mb != mb0};
+                                o->optimizer, rc || mb != mb0, o->nstages};
                 /* quick (min-max and one threshold) for recomputation and the smaller
                  * microbatches: they matter when memory is short, where the min-max
                  * partition is what fits */

@@ -796,3 +796,71 @@ Test(auto_, recompute_choice_is_honoured)
     profile_free(p);
     cluster_free(c);
 }
+
+/* --stages N pins the pipeline depth: the program's plans have exactly N stages (N ranks of
+ * chunks for interleaved), fit, and pinning the depth the planner picks itself changes
+ * nothing; more stages than devices is bad input */
+Test(stages, pinned_depth_is_honoured, .timeout = 120)
+{
+    plumb_err e;
+    profile *p = profile_load("profiles/pipedream/vgg16.json", &e);
+    cr_assert(p, "%s", e.msg);
+    cluster *c = cluster_load("profiles/clusters/cluster-a-4x4.json", &e);
+    cr_assert(c, "%s", e.msg);
+    plan *free_depth = planner_native(p, c, NULL, NULL, &e);
+    cr_assert(free_depth, "%s", e.msg);
+    static const int depths[] = {1, 2, 3, 4, 8, 16};
+    static const int kinds[] = {SCHED_1F1B_FLUSH, SCHED_PIPEDREAM, SCHED_GPIPE};
+    for (int k = 0; k < 3; k++)
+        for (int i = 0; i < 6; i++) {
+            native_options o;
+            native_options_init(&o);
+            o.schedule = kinds[k];
+            o.nstages = depths[i];
+            plan *pl = planner_native(p, c, &o, NULL, &e);
+            cr_assert(pl, "%s, %d stages: %s", sched_kind_name(kinds[k]), depths[i], e.msg);
+            cr_assert_eq(pl->nstages, depths[i], "%s: %d stages asked, %d planned",
+                         sched_kind_name(kinds[k]), depths[i], pl->nstages);
+            int used = 0;
+            for (int s = 0; s < pl->nstages; s++) {
+                used += pl->stages[s].replicas;
+                if (s > 0)
+                    cr_assert_eq(pl->stages[s].first_layer, pl->stages[s - 1].last_layer + 1);
+            }
+            cr_assert_eq(pl->stages[0].first_layer, 0);
+            cr_assert_eq(pl->stages[pl->nstages - 1].last_layer, p->nlayers - 1);
+            cr_assert_leq(used, c->ndevices);
+            assert_fits(pl, 15.0 * GiB);
+            if (kinds[k] == SCHED_1F1B_FLUSH && depths[i] == free_depth->nstages)
+                cr_assert_float_eq(pl->pred_samples_per_s, free_depth->pred_samples_per_s, 1e-6,
+                                   "pinning the planner's own depth changed the plan");
+            plan_free(pl);
+        }
+    /* chunked: the depth is the ranks */
+    native_options o;
+    native_options_init(&o);
+    o.schedule = SCHED_INTERLEAVED;
+    o.nstages = 4;
+    plan *pl = planner_native(p, c, &o, NULL, &e);
+    cr_assert(pl, "%s", e.msg);
+    cr_assert_eq(pl->chunks, 2);
+    cr_assert_eq(pl->nstages, 4 * pl->chunks);
+    plan_free(pl);
+    /* auto: every candidate has the depth */
+    native_options_init(&o);
+    o.nstages = 3;
+    native_result r;
+    cr_assert_eq(planner_auto(p, c, &o, &r, &e), 0, "%s", e.msg);
+    for (int i = 0; i < r.ncand; i++)
+        cr_assert_eq(r.cand[i].nstages / r.cand[i].chunks, 3, "candidate %d: %d stages", i,
+                     r.cand[i].nstages);
+    native_result_free(&r);
+    /* bad input: more stages than devices */
+    native_options_init(&o);
+    o.nstages = 17;
+    cr_assert_null(planner_native(p, c, &o, NULL, &e));
+    cr_assert(strstr(e.msg, "stages: expected at most 16"), "%s", e.msg);
+    plan_free(free_depth);
+    profile_free(p);
+    cluster_free(c);
+}
