@@ -715,6 +715,16 @@ Test(memory, estimate_counts_staging_slots_and_kept_outputs)
     }
 }
 
+/* Loads profile and cluster files (asserts they load). */
+static void load_pair(const char *prof, const char *clus, profile **p, cluster **c)
+{
+    plumb_err e;
+    *p = profile_load(prof, &e);
+    cr_assert(*p, "%s", e.msg);
+    *c = cluster_load(clus, &e);
+    cr_assert(*c, "%s", e.msg);
+}
+
 /* auto ranks the default plan's candidate among its own: its winner is never slower, as
  * simulated, than the plain default plan (vgg16 on cluster-a-4x4 once picked 1f1b-flush
  * 120 x 64 with recomputation at 1982.7 samples/s against the default's 2588.5) */
@@ -736,10 +746,9 @@ static int same_split(const plan *a, const plan *b)
 static void auto_not_below_default(const char *prof, const char *clus, int recompute)
 {
     plumb_err e;
-    profile *p = profile_load(prof, &e);
-    cr_assert(p, "%s", e.msg);
-    cluster *c = cluster_load(clus, &e);
-    cr_assert(c, "%s", e.msg);
+    profile *p;
+    cluster *c;
+    load_pair(prof, clus, &p, &c);
     native_options o;
     native_options_init(&o);
     o.recompute = recompute;
@@ -775,10 +784,9 @@ Test(auto_, never_below_the_default_plan, .timeout = 120)
 Test(auto_, recompute_choice_is_honoured)
 {
     plumb_err e;
-    profile *p = profile_load("profiles/pipedream/vgg16.json", &e);
-    cr_assert(p, "%s", e.msg);
-    cluster *c = cluster_load("profiles/clusters/cluster-a-4x4.json", &e);
-    cr_assert(c, "%s", e.msg);
+    profile *p;
+    cluster *c;
+    load_pair("profiles/pipedream/vgg16.json", "profiles/clusters/cluster-a-4x4.json", &p, &c);
     for (int want = 0; want <= 1; want++) {
         native_options o;
         native_options_init(&o);
@@ -803,10 +811,9 @@ Test(auto_, recompute_choice_is_honoured)
 Test(stages, pinned_depth_is_honoured, .timeout = 120)
 {
     plumb_err e;
-    profile *p = profile_load("profiles/pipedream/vgg16.json", &e);
-    cr_assert(p, "%s", e.msg);
-    cluster *c = cluster_load("profiles/clusters/cluster-a-4x4.json", &e);
-    cr_assert(c, "%s", e.msg);
+    profile *p;
+    cluster *c;
+    load_pair("profiles/pipedream/vgg16.json", "profiles/clusters/cluster-a-4x4.json", &p, &c);
     plan *free_depth = planner_native(p, c, NULL, NULL, &e);
     cr_assert(free_depth, "%s", e.msg);
     static const int depths[] = {1, 2, 3, 4, 8, 16};
