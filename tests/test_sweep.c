@@ -154,7 +154,7 @@ Test(figures, points_that_do_not_fit_say_why)
 }
 
 /* a point whose best plan leaves GPUs idle says so: vgg16's plan on 16 devices of
- * cluster-a-4x4 is 14-1 (15 used) */
+ * cluster-a-4x4 is 14-1 (15 used); the auto sweep is never below the default one */
 Test(figures, gpus_used_counts_the_plan)
 {
     plumb_err e;
@@ -180,6 +180,16 @@ Test(figures, gpus_used_counts_the_plan)
     snprintf(want, sizeof want, "(uses %d of 16 GPUs)", used);
     cr_assert(strstr(buf, want), "%s", buf);
     free(buf);
+    /* --schedule auto ranks the default plan among its own: never below it */
+    native_options o;
+    native_options_init(&o);
+    o.schedule = NATIVE_SCHED_AUTO;
+    sweep_result ra;
+    cr_assert_eq(planner_sweep(p, c, 16, 16, &o, 0, 0, &ra, &e), 0, "%s", e.msg);
+    cr_assert_geq(ra.pts[0].samples_per_s, r.pts[0].samples_per_s * (1 - 1e-9),
+                  "auto %.1f < default %.1f samples/s", ra.pts[0].samples_per_s,
+                  r.pts[0].samples_per_s);
+    sweep_result_free(&ra);
     plan_free(pl);
     sweep_result_free(&r);
     profile_free(p);
