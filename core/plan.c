@@ -130,6 +130,46 @@ int plan_minibatch(const plan *pl)
     return m > INT_MAX ? INT_MAX : (int)m;
 }
 
+int plan_devices_used(const plan *pl, unsigned char *used)
+{
+    int nd = pl && pl->clus ? pl->clus->ndevices : 0, k = 0;
+    if (nd > 0) memset(used, 0, (size_t)nd);
+    for (int s = 0; pl && s < pl->nstages; s++)
+        for (int q = 0; pl->stages[s].devices && q < pl->stages[s].replicas; q++) {
+            int d = pl->stages[s].devices[q];
+            if (d >= 0 && d < nd && !used[d]) {
+                used[d] = 1;
+                k++;
+            }
+        }
+    return k;
+}
+
+int plan_devices_text(const unsigned char *used, int total, char *buf, size_t n)
+{
+    int k = 0, nidle = 0;
+    for (int d = 0; d < total; d++) {
+        k += used[d] != 0;
+        nidle += used[d] == 0;
+    }
+    if (n == 0) return k;
+    size_t o = (size_t)snprintf(buf, n, "%d of %d used", k, total);
+    if (nidle == 0 || o >= n) return k;
+    o += (size_t)snprintf(buf + o, n - o, " (device%s ", nidle > 1 ? "s" : "");
+    for (int d = 0, first = 1; d < total && o < n; d++) {
+        if (used[d]) continue;
+        int e = d;
+        while (e + 1 < total && !used[e + 1]) e++;
+        if (e > d) o += (size_t)snprintf(buf + o, n - o, "%s%d-%d", first ? "" : ", ", d, e);
+        else o += (size_t)snprintf(buf + o, n - o, "%s%d", first ? "" : ", ", d);
+        first = 0;
+        d = e;
+    }
+    if (o < n) o += (size_t)snprintf(buf + o, n - o, " idle)");
+    if (o >= n && n > 4) memcpy(buf + n - 4, "...", 4);
+    return k;
+}
+
 plan *plan_clone(const plan *pl)
 {
     if (!pl || pl->nstages < 0) return NULL;

@@ -6,6 +6,8 @@
 #ifndef PLUMB_PLAN_H
 #define PLUMB_PLAN_H
 
+#include <stddef.h>
+
 #include "cluster.h"
 #include "err.h"
 #include "profile.h"
@@ -102,5 +104,15 @@ int plan_set_stage(plan *pl, int s, int first, int last, int replicas, const int
 
 /* Minibatch size in samples per pipeline round: microbatch_size * microbatches. */
 int plan_minibatch(const plan *pl);
+
+/* Marks in used[0..pl->clus->ndevices - 1] (caller's array, cleared here) the devices pl's
+ * stages run on. Returns how many are used. */
+int plan_devices_used(const plan *pl, unsigned char *used);
+
+/* How many of `total` devices are used, the idle ones listed as ranges: "16 of 16 used",
+ * "15 of 16 used (device 15 idle)", "12 of 16 used (devices 3, 12-14 idle)" (cut short
+ * with "..." when buf is too small; always terminated). used[i] != 0 marks device i.
+ * Returns how many are used. The one wording plan, sim and sweep print. */
+int plan_devices_text(const unsigned char *used, int total, char *buf, size_t n);
 
 #endif

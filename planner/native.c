@@ -187,12 +187,12 @@ int nm_baselines(const nm_models *ms, const nm_setting *s, int fixedM, nm_cands 
     if (ms->n < 1 || s->kind == SCHED_INTERLEAVED || s->kind == SCHED_ZB_V) return 0;
     const nm_model *m = &ms->m[0];
     nm_part parts[3];
-    int n = 0;
-    /* data parallelism: every block on every unit */
+    int n = 1;
+    /* data parallelism: every block on every unit (not when more stages are pinned) */
     memset(&parts[0], 0, sizeof parts[0]);
     parts[0].nst = parts[0].ranks = 1;
     parts[0].st[0] = (nm_stage){0, m->nb, 0, m->U};
-    n = *have & 1 ? 0 : 1;
+    const int i0 = *have & 1 || s->nstages > 1 ? 1 : 0;
     /* straight pipelines: the program with one unit per stage */
     if (m->g == 1 && !(*have & 2)) {
         nm_model one = *m;
@@ -203,7 +203,7 @@ int nm_baselines(const nm_models *ms, const nm_setting *s, int fixedM, nm_cands 
         n += nm_partitions(&one, &g, parts + 1, 2, dp_runs);
     }
     int added = 0;
-    for (int i = 0; i < n; i++) {
+    for (int i = i0; i < n; i++) {
         nm_cand c = {.mod = 0, .s = *s, .pt = parts[i], .must = 1};
         if (fixedM) nm_price(m, &c.s, &c.pt);
         else settle_m(m, &c);
@@ -691,11 +691,18 @@ int nm_begin(const profile *p, const cluster *c, const native_options *o, native
 {
     memset(res, 0, sizeof *res);
     if (planner_native_check(p, c, o, err)) return -1;
-    if (o->microbatch_size < 0 || o->microbatches < 0 || o->chunks < 0 ||
+    if (o->microbatch_size < 0 || o->microbatches < 0 || o->chunks < 0 || o->nstages < 0 ||
         !(o->memory_limit_bytes >= 0))
         return err_set(err, NULL, NULL, "planner options: expected counts >= 0");
     int ndev = used_devices(c, o);
     if (nm_models_build(ms, p, c, ndev, o->memory_limit_bytes, err)) return -1;
+    /* a pinned depth needs a unit of devices and a block of layers per stage */
+    int most = ms->m[0].U < ms->m[0].nb ? ms->m[0].U : ms->m[0].nb;
+    if (o->nstages > most) {
+        nm_models_free(ms);
+        return err_set(err, NULL, NULL, "stages: expected at most %d pipeline stages for %s on "
+                       "%d devices (got %d)", most, p->name ? p->name : "?", ndev, o->nstages);
+    }
     res->single_samples_per_s = single_thr(p, c, ndev);
     res->capacity_bytes = ms->m[0].rg[ms->m[0].U].cap;
     return 0;
@@ -730,7 +737,7 @@ plan *planner_native(const profile *p, const cluster *c, const native_options *o
         if (res->nothing_fits) {
             nm_setting s = {SCHED_1F1B_FLUSH, o->microbatches,
                             o->microbatch_size > 0 ? o->microbatch_size : p->minibatch, 0,
-                            o->chunks > 1 ? o->chunks : 2, o->optimizer, 0};
+                            o->chunks > 1 ? o->chunks : 2, o->optimizer, 0, o->nstages};
             nm_suggest(p, c, o, &s, res, err);
             goto done;
         }
@@ -746,7 +753,8 @@ plan *planner_native(const profile *p, const cluster *c, const native_options *o
     if (nm_begin(p, c, o, res, &ms, err)) goto done;
     nm_setting s = {(sched_kind)o->schedule, o->microbatches,
                     o->microbatch_size > 0 ? o->microbatch_size : p->minibatch,
-                    o->recompute == 1, o->chunks > 1 ? o->chunks : 2, o->optimizer, 0};
+                    o->recompute == 1, o->chunks > 1 ? o->chunks : 2, o->optimizer, 0,
+                    o->nstages};
     nm_cands cs = {0};
     int n = 0, fixedM = o->microbatches > 0;
     /* recomputation off, on, or (auto, the default) both, ranked by the simulator: it costs

@@ -70,6 +70,7 @@ typedef struct nm_setting {
     int chunks;       /* interleaved */
     optimizer_kind opt;
     int quick;        /* 1: the min-max program and one fill threshold only */
+    int nstages;      /* > 0: exactly this many stages (ranks for chunked kinds); 0: any */
 } nm_setting;
 
 typedef struct nm_stage {

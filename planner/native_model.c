@@ -686,21 +686,34 @@ void nm_price(const nm_model *m, const nm_setting *s, nm_part *pt)
 
 typedef struct nm_dp {
     int nb, U;
-    double *val;      /* [(nb + 1) * (U + 1)] */
+    int K;            /* stages pinned (s->nstages), or 0: any count */
+    double *val;      /* [L (nb + 1) (U + 1)], L = K + 1 layers when pinned (layer k: k
+                         stages left), else 1 */
     int *cj, *cr;     /* choice: next block, units */
 } nm_dp;
 
-/* mode 0: V = min max period; mode 1: V = min sum latency with every period <= tau.
- * The inner loop is stage_cost specialised: what depends on the unit range only is hoisted
- * out of the loop over the stage's last block. */
-static void dp_solve(const nm_model *m, const nm_setting *s, nm_dp *d, int mode, double tau)
+/* Index of state (k stages left, first block b, first unit u) in the dp's arrays. */
+static size_t dp_at(const nm_dp *d, int k, int b, int u)
 {
-    int nb = m->nb, U = m->U, W1 = U + 1, rc = s->recompute;
+    return ((size_t)k * (d->nb + 1) + b) * (d->U + 1) + u;
+}
+
+/* One layer of the program: the states with `left` stages left (d->K > 0: stages pinned;
+ * a stage with one left ends at the last block, one with more leaves blocks to the rest),
+ * or, unpinned (left = 0), the only layer, any count. mode 0: V = min max period; mode 1:
+ * V = min sum latency with every period <= tau. The inner loop is stage_cost specialised:
+ * what depends on the unit range only is hoisted out of the loop over the stage's last
+ * block. */
+static void dp_layer(const nm_model *m, const nm_setting *s, nm_dp *d, int mode, double tau,
+                     int left)
+{
+    int nb = m->nb, U = m->U, W1 = U + 1, rc = s->recompute, K = d->K;
     double bscale = (double)s->mbsize / m->p->minibatch, kscale = bscale * 1e-3;
     double optmul = s->opt == OPT_ADAM ? 2 : s->opt == OPT_MOMENTUM ? 1 : 0;
     int evenM = (s->kind == SCHED_PIPEDREAM || s->kind == SCHED_2BW) && s->M > 0;
-    for (int u = 0; u <= U; u++) d->val[nb * W1 + u] = 0;
-    for (int b = 0; b < nb; b++) d->val[b * W1 + U] = INFINITY;
+    const size_t lay = dp_at(d, left, 0, 0), nxt = dp_at(d, K > 0 ? left - 1 : 0, 0, 0);
+    for (int u = 0; u <= U; u++) d->val[lay + nb * W1 + u] = K > 0 ? INFINITY : 0;
+    for (int b = 0; b < nb; b++) d->val[lay + b * W1 + U] = INFINITY;
     for (int b = nb - 1; b >= 0; b--) {
         double in = b > 0 ? m->cut[b] * bscale : 0;
         for (int u = U - 1; u >= 0; u--) {
@@ -728,14 +741,16 @@ static void dp_solve(const nm_model *m, const nm_setting *s, nm_dp *d, int mode,
                 /* stashed input, input gradient to send, its staging */
                 const int kf = s->M > 0 ? km : 0, ks = held_slots(s->kind, k, kf, b > 0);
                 double inmem = (2 * ks + staged_grads(s->kind, k, kf)) * in;
-                /* the last units can only hold the last stage */
-                const int j0 = u + r == U ? nb : b + 1;
+                /* the last units can only hold the last stage; pinned, the last stage
+                 * takes the last blocks and the others leave some */
+                const int j0 = u + r == U || left == 1 ? nb : b + 1;
+                const int j1 = K > 0 && left > 1 ? nb - 1 : nb;
                 double maxa = in; /* the largest of the stage's input and activations */
                 for (int i = b; i < j0 - 1; i++)
                     if (m->maxA[i] * bscale > maxa) maxa = m->maxA[i] * bscale;
-                for (int j = j0; j <= nb; j++) {
+                for (int j = j0; j <= j1; j++) {
                     if (m->maxA[j - 1] * bscale > maxa) maxa = m->maxA[j - 1] * bscale;
-                    double next = d->val[j * W1 + u + r];
+                    double next = d->val[nxt + j * W1 + u + r];
                     if (!(next < best)) continue;
                     double P = m->cP[j] - m->cP[b], acts = (m->cA[j] - m->cA[b]) * bscale;
                     double mem = P * pcoef + inmem + (rc ? acts : ks * acts) + 2 * maxa +
@@ -783,19 +798,33 @@ static void dp_solve(const nm_model *m, const nm_setting *s, nm_dp *d, int mode,
                     }
                 }
             }
-            d->val[b * W1 + u] = best;
-            d->cj[b * W1 + u] = bj;
-            d->cr[b * W1 + u] = br;
+            d->val[lay + b * W1 + u] = best;
+            d->cj[lay + b * W1 + u] = bj;
+            d->cr[lay + b * W1 + u] = br;
         }
     }
 }
 
+/* Solves the program (dp_layer's modes): unpinned one layer; pinned, layer 0 (no stage
+ * left: only the end is reached) and then 1..K. */
+static void dp_solve(const nm_model *m, const nm_setting *s, nm_dp *d, int mode, double tau)
+{
+    if (d->K > 0)
+        for (int b = 0; b <= d->nb; b++)
+            for (int u = 0; u <= d->U; u++)
+                d->val[dp_at(d, 0, b, u)] = b == d->nb ? 0 : INFINITY;
+    for (int k = d->K > 0 ? 1 : 0; k <= d->K; k++) dp_layer(m, s, d, mode, tau, k);
+}
+
 static int dp_extract(const nm_model *m, const nm_dp *d, nm_part *pt)
 {
-    int b = 0, u = 0, W1 = m->U + 1;
+    int b = 0, u = 0, k = d->K;
     pt->nst = 0;
     while (b < m->nb) {
-        int j = d->cj[b * W1 + u], r = d->cr[b * W1 + u];
+        if (d->K > 0 && k < 1) return -1;
+        size_t at = dp_at(d, k, b, u);
+        int j = d->cj[at], r = d->cr[at];
+        if (d->K > 0) k--;
         if (j < 0 || pt->nst >= NM_MAX_STAGES) return -1;
         pt->st[pt->nst++] = (nm_stage){b, j, u, r};
         b = j;
@@ -816,14 +845,17 @@ static int same_part(const nm_part *a, const nm_part *b)
 int nm_partitions(const nm_model *m, const nm_setting *s, nm_part *out, int max, int *dp_runs)
 {
     if (chunked(s->kind)) return nm_partitions_interleaved(m, s, out, max);
-    size_t ns = (size_t)(m->nb + 1) * (m->U + 1);
-    nm_dp d = {m->nb, m->U, malloc(ns * sizeof(double)), malloc(ns * sizeof(int)),
+    int K = s->nstages > 0 ? s->nstages : 0;
+    if (K > m->nb || K > m->U || K > NM_MAX_STAGES) return 0; /* nm_begin says why */
+    size_t ns = (size_t)(K + 1) * (m->nb + 1) * (m->U + 1);
+    nm_dp d = {m->nb, m->U, K, malloc(ns * sizeof(double)), malloc(ns * sizeof(int)),
                malloc(ns * sizeof(int))};
     int n = 0;
     if (!d.val || !d.cj || !d.cr || max < 1) goto done;
+    const size_t top = dp_at(&d, K, 0, 0);
     dp_solve(m, s, &d, 0, 0);
     (*dp_runs)++;
-    double tau = d.val[0];
+    double tau = d.val[top];
     if (!isfinite(tau)) goto done;
     nm_part pt;
     if (dp_extract(m, &d, &pt) == 0) {
@@ -835,7 +867,7 @@ int nm_partitions(const nm_model *m, const nm_setting *s, nm_part *out, int max,
     for (int f = 0; f < nf && n < max; f++) {
         dp_solve(m, s, &d, 1, tau * fac_sync[f]);
         (*dp_runs)++;
-        if (!isfinite(d.val[0]) || dp_extract(m, &d, &pt)) continue;
+        if (!isfinite(d.val[top]) || dp_extract(m, &d, &pt)) continue;
         nm_price(m, s, &pt);
         int dup = 0;
         for (int i = 0; i < n; i++) dup |= same_part(&out[i], &pt);
@@ -873,7 +905,8 @@ int nm_partitions_interleaved(const nm_model *m, const nm_setting *s, nm_part *o
 {
     int v = s->kind == SCHED_ZB_V ? 2 : s->chunks > 1 ? s->chunks : 2, n = 0;
     if (m->g != 1) return 0; /* chunked schedules do not replicate: one device per rank */
-    for (int p = m->U; p >= 2 && n < max; p /= 2) {
+    for (int p = s->nstages > 0 ? s->nstages : m->U; p >= 2 && n < max;
+         p = s->nstages > 0 ? 0 : p / 2) {
         int S = p * v;
         if (S > m->nb || S > NM_MAX_STAGES) continue;
         double share[NM_MAX_STAGES], sum = 0;

@@ -83,6 +83,20 @@ static int cmp_link(const void *a, const void *b)
     return (x->dst > y->dst) - (x->dst < y->dst);
 }
 
+int sim_report_devices_text(const sim_report *r, char *buf, size_t n)
+{
+    int total = r->devices_total > r->ndevices ? r->devices_total : r->ndevices;
+    unsigned char *used = calloc((size_t)total + 1, 1);
+    if (n) buf[0] = 0;
+    if (!used) return -1;
+    for (int i = 0; i < r->ndevices; i++)
+        if (r->devices[i].device >= 0 && r->devices[i].device < total)
+            used[r->devices[i].device] = 1;
+    int k = plan_devices_text(used, total, buf, n);
+    free(used);
+    return k;
+}
+
 /* Fills the report from the engine's result and the model. */
 static int fill_report(sim_report *rep, const plan *pl, const sim_model *m, const sim_result *res,
                        const int *versions, const int *inflight, double mem_limit)
@@ -90,6 +104,7 @@ static int fill_report(sim_report *rep, const plan *pl, const sim_model *m, cons
     const schedule *s = m->sched;
     int nw = s->nworkers;
     rep->ndevices = nw;
+    rep->devices_total = pl->clus->ndevices;
     rep->devices = calloc((size_t)nw + 1, sizeof *rep->devices);
     rep->nlinks = res->nlinks;
     rep->links = calloc((size_t)res->nlinks + 1, sizeof *rep->links);
@@ -312,7 +327,6 @@ sim_report *sim_run(const plan *pl, const sim_options *opt, plumb_err *err)
     rep->samples_per_s = res.iteration_s > 0
         ? (double)view.microbatch_size * s->microbatches / res.iteration_s : 0;
     rep->makespan_s = res.makespan_s;
-    rep->cluster_devices = pl->clus->ndevices;
     rep->events = res.events;
     rep->actions = res.actions;
     if (fill_report(rep, &view, &m, &res, versions, inflight, opt->memory_limit_bytes)) {

@@ -83,7 +83,7 @@ static int cmp_pair(const void *x, const void *y)
 static int build_rows(const sim_report *r, svg_rows *R)
 {
     const timeline *tl = r->tl;
-    int maxdev = r->cluster_devices;
+    int maxdev = r->devices_total;
     for (int i = 0; i < tl->ntracks; i++)
         if (tl->tracks[i].device + 1 > maxdev) maxdev = tl->tracks[i].device + 1;
     int *track_of = malloc(((size_t)maxdev + 1) * sizeof *track_of);

@@ -98,6 +98,9 @@ void sim_print_report(const sim_report *r, const sim_changes *changes, FILE *out
     fprintf(out, "peak memory     %s on the fullest device (%s)\n",
             units_bytes(r->peak_memory_bytes, a, sizeof a),
             r->fits ? "every device fits" : "DOES NOT FIT");
+    char used[160];
+    if (sim_report_devices_text(r, used, sizeof used) >= 0)
+        fprintf(out, "devices         %s\n", used);
     fprintf(out, "\nper device, per iteration:\n");
     fprintf(out, "%-7s %-16s %-8s %12s %12s %12s %12s %12s %5s\n", "device", "type", "stages",
             "busy", "idle", "comm", "peak memory", "capacity", "fits");

@@ -601,3 +601,31 @@ Test(plan, files_write_atomic_all_or_nothing)
     cr_expect_eq(count_files(tmp), 2);
     cr_expect_eq(rm_tree(tmp), 0);
 }
+
+/* devices used: the stages' devices marked, the idle ones named as ranges */
+Test(plan, devices_used_and_idle)
+{
+    plan *pl = good_plan(); /* devices 0-3 of 8 */
+    unsigned char used[8];
+    char buf[128];
+    cr_assert_eq(plan_devices_used(pl, used), 4);
+    cr_assert_eq(plan_devices_text(used, 8, buf, sizeof buf), 4);
+    cr_assert_str_eq(buf, "4 of 8 used (devices 4-7 idle)");
+    used[5] = 1;
+    plan_devices_text(used, 8, buf, sizeof buf);
+    cr_assert_str_eq(buf, "5 of 8 used (devices 4, 6-7 idle)");
+    used[4] = used[6] = 1;
+    plan_devices_text(used, 8, buf, sizeof buf);
+    cr_assert_str_eq(buf, "7 of 8 used (device 7 idle)");
+    used[7] = 1;
+    plan_devices_text(used, 8, buf, sizeof buf);
+    cr_assert_str_eq(buf, "8 of 8 used");
+    /* too small a buffer: cut, terminated */
+    memset(used, 0, sizeof used);
+    used[0] = used[2] = used[4] = used[6] = 1;
+    char small[24];
+    plan_devices_text(used, 8, small, sizeof small);
+    cr_assert_eq(strlen(small), sizeof small - 1);
+    cr_assert(strstr(small, "..."), "%s", small);
+    plan_free(pl);
+}

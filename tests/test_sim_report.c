@@ -333,3 +333,43 @@ Test(sim_report, trace_flows_and_memory_counters)
         plan_free(pl);
     }
 }
+
+/* a plan that leaves devices idle: the report says how many are used and lists the idle
+ * ones (text and JSON), rather than leaving them out */
+Test(sim_report, idle_devices_are_listed)
+{
+    sim_options o;
+    sim_options_init(&o);
+    plan *pl;
+    sim_report *r = sample(&o, &pl);
+    cr_assert_eq(r->devices_total, pl->clus->ndevices);
+    cr_assert_eq(r->ndevices, 3);
+    /* every device of the synthetic cluster runs a stage: none idle */
+    char buf[160];
+    cr_assert_eq(sim_report_devices_text(r, buf, sizeof buf), 3);
+    char want[64];
+    snprintf(want, sizeof want, "3 of %d used", pl->clus->ndevices);
+    cr_assert(!strncmp(buf, want, strlen(want)), "%s", buf);
+    /* pretend the cluster had 5 devices, the last two unused */
+    r->devices_total = 5;
+    cr_assert_eq(sim_report_devices_text(r, buf, sizeof buf), 3);
+    cr_assert_str_eq(buf, "3 of 5 used (devices 3-4 idle)");
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    sim_print_report(r, NULL, f);
+    fclose(f);
+    cr_assert(strstr(text, "devices         3 of 5 used (devices 3-4 idle)"), "%s", text);
+    free(text);
+    cJSON *j = sim_report_to_json(r, NULL, NULL);
+    cr_assert_not_null(j);
+    cr_expect_eq(num(j, "devices_used"), 3);
+    cr_expect_eq(num(j, "devices_total"), 5);
+    const cJSON *idle = cJSON_GetObjectItem(j, "idle_devices");
+    cr_assert_eq(cJSON_GetArraySize(idle), 2);
+    cr_expect_eq(cJSON_GetArrayItem(idle, 0)->valuedouble, 3);
+    cr_expect_eq(cJSON_GetArrayItem(idle, 1)->valuedouble, 4);
+    cJSON_Delete(j);
+    sim_report_free(r);
+    plan_free(pl);
+}

@@ -150,7 +150,7 @@ Test(ui_snapshot, default_frame_80x24_shows_every_panel)
     cr_assert_eq(ui_app_open(&a, NULL, NULL, PLAN, tmpdir, UI_PLANNER_NATIVE), 0);
     cr_assert(a.loaded, "%s", a.load_err);
     char *s = snap(&a, 80, 24, NULL);
-    cr_assert(strstr(s, "plumb ui  vgg16 on cluster-a-4x4  pipedream (async)  mb 15x64  2 stages"),
+    cr_assert(strstr(s, "plumb ui  vgg16 on cluster-a-4x4  pipedream (async)  mb 15x32  2 stages"),
               "%s", s);
     figs f = read_figs(s);
     cr_assert_gt(f.sps, 0);
@@ -178,7 +178,7 @@ Test(ui_snapshot, header_marks_async_schedules_and_labels_the_time)
     ui_app a;
     cr_assert_eq(ui_app_open(&a, NULL, NULL, PLAN, tmpdir, UI_PLANNER_NATIVE), 0);
     char *s = snap(&a, 160, 40, NULL);
-    cr_assert(strstr(s, "pipedream (async: weight stashing)  mb 15x64"), "%s", s);
+    cr_assert(strstr(s, "pipedream (async: weight stashing)  mb 15x32"), "%s", s);
     char *nl = strchr(s, '\n');
     cr_assert(nl && nl - s > 20);
     *nl = 0;
@@ -232,7 +232,7 @@ Test(ui_snapshot, figures_equal_plumb_sim_json_for_the_saved_plan)
     ui_app_open(&a, NULL, NULL, PLAN, tmpdir, UI_PLANNER_NATIVE);
     /* 1f1b-flush, 30 microbatches, ethernet doubled, recompute (off -> auto ->) on, save */
     char *s = snap(&a, 120, 40, "Cmbrrs");
-    cr_assert(strstr(s, "1f1b-flush  mb 30x64"), "%s", s);
+    cr_assert(strstr(s, "1f1b-flush  mb 30x32"), "%s", s);
     cr_assert(strstr(s, "[2:ethernet 20 Gb/s x2]"), "%s", s);
     figs f = read_figs(s);
     cJSON *rep = sim_json(saved_plan_path(s), NULL, NULL);
