@@ -10,6 +10,7 @@
 
 #include "err.h"
 #include "plan.h"
+#include "schedule_traits.h"
 
 typedef enum act_kind {
     ACT_F = 0,        /* forward of (stage, microbatch) */
