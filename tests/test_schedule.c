@@ -562,12 +562,13 @@ static void recv_just_in_time(schedule *s)
 Test(schedule_costed, transfers_wait_only_for_data)
 {
     static const sched_kind kinds[] = {SCHED_GPIPE, SCHED_1F1B_FLUSH, SCHED_PIPEDREAM,
-                                       SCHED_ZB_H1, SCHED_INTERLEAVED, SCHED_ZB_V};
+                                       SCHED_ZB_H1, SCHED_INTERLEAVED, SCHED_ZB_V,
+                                       SCHED_DUALPIPEV};
     double worst_unit = 1;
     for (size_t ki = 0; ki < sizeof kinds / sizeof kinds[0]; ki++)
         for (int slow = 0; slow < 4; slow++) {
             sched_kind k = kinds[ki];
-            int chunks = k == SCHED_INTERLEAVED || k == SCHED_ZB_V ? 2 : 1, S = 4 * chunks;
+            int chunks = sched_kind_chunks(k), S = 4 * chunks;
             double cost[24];
             for (int st = 0; st < S; st++) {
                 double f = st == slow ? 2.5 : 1;

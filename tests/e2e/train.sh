@@ -86,6 +86,23 @@ JSON
     fail "test loss differs: sequential $(cat "$tmp/seq.out"), with the plan $(cat "$tmp/plan.out")"
 echo "  test loss $(tl "$tmp/plan.out")"
 
+echo "with a plan: dualpipev, 4 stages in a V on 2 devices: matches sequential"
+sst() { printf '{"first_layer": %d, "last_layer": %d, "replicas": 1, "devices": [%d]}' "$@"; }
+cat > "$tmp/dpv.json" <<JSON
+{"format": "plumb-plan/1",
+ "profile": {"format": "plumb-profile/1", "name": "fmnist-mlp", "device": "cpu", "minibatch": 64,
+   "layers": [$(layer 0 Flatten 0), $(layer 1 Linear 803840), $(layer 2 ReLU 0), $(layer 3 Linear 131584),
+              $(layer 4 ReLU 0), $(layer 5 Linear 5160), $(layer 6 Loss 0)]},
+ "cluster": "$PWD/profiles/clusters/cluster-c-4x1.json",
+ "schedule": "dualpipev", "chunks": 2, "microbatch_size": 16, "microbatches": 4,
+ "optimizer": "sgd", "stages": [$(sst 0 1 0), $(sst 2 3 1), $(sst 4 5 1), $(sst 6 6 0)]}
+JSON
+"$PLUMB" train examples/models/fmnist-mlp.json "$tmp/dpv.json" --steps 60 --quiet --seed 2 \
+    > "$tmp/dpv.out" 2>&1 || fail "run with a dualpipev plan failed: $(cat "$tmp/dpv.out")"
+[ "$(tl "$tmp/seq.out" | cut -c1-5)" = "$(tl "$tmp/dpv.out" | cut -c1-5)" ] ||
+    fail "test loss differs: sequential $(cat "$tmp/seq.out"), dualpipev plan $(cat "$tmp/dpv.out")"
+echo "  test loss $(tl "$tmp/dpv.out")"
+
 echo "checkpoint after 20 steps, resume to 40: the same as 40 straight"
 "$PLUMB" train examples/models/fmnist-mlp.json --steps 20 --optimizer momentum --quiet \
     --save "$tmp/ck.bin" > /dev/null 2>&1 || fail "--save run failed"
