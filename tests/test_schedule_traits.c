@@ -217,27 +217,36 @@ static double replay(const schedule *s, double f, double i, double w)
     return end;
 }
 
+/* A synthetic DualPipeV plan of 2p stages of one layer (F f ms, I i ms, W w ms) on p
+ * devices, M microbatches, free transfers and steps (no activations, latency, parameters). */
+static plan *dpv_plan(int p, int m, double f, double i, double w)
+{
+    sim_synth s;
+    sim_synth_init(&s);
+    s.activation_bytes = 0;
+    s.latency_us[0] = s.latency_us[1] = 0;
+    s.parameter_bytes = 0;
+    s.schedule = SCHED_DUALPIPEV;
+    s.chunks = 2;
+    s.nstages = 2 * p;
+    s.microbatches = m;
+    s.forward_ms = f;
+    s.backward_ms = i + w;
+    s.input_ms = i;
+    s.weight_ms = w;
+    plumb_err e = {{0}};
+    plan *pl = sim_synth_plan(&s, &e);
+    cr_assert_not_null(pl, "%s", e.msg);
+    return pl;
+}
+
 /* The simulator runs DualPipeV: with free transfers and steps its makespan is the replay's
  * (F = 2 ms, I = 1.5 ms, W = 1 ms per stage). */
 Test(dualpipev, simulator_matches_replay)
 {
     for (int p = 2; p <= 4; p++) {
-        sim_synth s;
-        sim_synth_init(&s);
-        s.activation_bytes = 0;
-        s.latency_us[0] = s.latency_us[1] = 0;
-        s.parameter_bytes = 0;
-        s.schedule = SCHED_DUALPIPEV;
-        s.chunks = 2;
-        s.nstages = 2 * p;
-        s.microbatches = 3 * p;
-        s.forward_ms = 2;
-        s.backward_ms = 2.5;
-        s.input_ms = 1.5;
-        s.weight_ms = 1;
+        plan *pl = dpv_plan(p, 3 * p, 2, 1.5, 1);
         plumb_err e = {{0}};
-        plan *pl = sim_synth_plan(&s, &e);
-        cr_assert_not_null(pl, "%s", e.msg);
         sim_report *r = sim_run(pl, NULL, &e);
         cr_assert_not_null(r, "%s", e.msg);
         schedule *sc = schedule_from_plan(pl, r->iterations, &e);
@@ -258,21 +267,8 @@ Test(dualpipev, simulator_matches_replay)
  * (M + p - 1)(F + B) = 11 x 6 = 66 ms. */
 Test(dualpipev, iteration_between_work_and_1f1b)
 {
-    sim_synth s;
-    sim_synth_init(&s);
-    s.activation_bytes = 0;
-    s.latency_us[0] = s.latency_us[1] = 0;
-    s.parameter_bytes = 0;
-    s.schedule = SCHED_DUALPIPEV;
-    s.chunks = 2;
-    s.nstages = 8;
-    s.microbatches = 8;
-    s.forward_ms = 1;
-    s.backward_ms = 2;
-    s.input_ms = s.weight_ms = 1;
+    plan *pl = dpv_plan(4, 8, 1, 1, 1);
     plumb_err e = {{0}};
-    plan *pl = sim_synth_plan(&s, &e);
-    cr_assert_not_null(pl, "%s", e.msg);
     sim_report *r = sim_run(pl, NULL, &e);
     cr_assert_not_null(r, "%s", e.msg);
     cr_expect(r->iteration_s >= 48e-3 - 1e-12 && r->iteration_s < 66e-3, "iteration %g s",
