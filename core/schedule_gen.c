@@ -53,8 +53,10 @@ static int emit_1f1b(actvec *v, int st, const int *mbs, int n, int k, int zb, in
     return 0;
 }
 
-/* gpipe, 1f1b-flush, zb-h1: per iteration, then a flush. pipedream, 2bw: one continuous
- * 1F1B over every microbatch of every iteration. */
+/* The one-stage-per-rank kinds, shaped by their traits: the flushing ones per iteration,
+ * then a flush (every forward then every backward when the kind holds all microbatches,
+ * gpipe; 1F1B with the backward split and W deferred, zb-h1; else 1F1B); the asynchronous
+ * ones (pipedream, 2bw) one continuous 1F1B over every microbatch of every iteration. */
 static int gen_single(const schedule *s, actvec *lists)
 {
     int M = s->microbatches, T = sched_total_mb(s), kmax = 0;

@@ -64,7 +64,8 @@ int planner_auto(const profile *p, const cluster *c, const native_options *o,
         for (int mb = mb0; mb >= 1; mb /= 2) {
             int before = cs.n, fit = 0;
             for (int rc = o->recompute == 1 ? 1 : 0; rc <= 1; rc++) {
-                nm_setting s = {kind, o->microbatches, mb, rc, o->chunks > 1 ? o->chunks : 2,
+                nm_setting s = {kind, o->microbatches, mb, rc,
+                                o->chunks > 1 ? o->chunks : sched_kind_chunks(kind),
                                 o->optimizer, rc || mb != mb0};
                 /* quick (min-max and one threshold) for recomputation and the smaller
                  * microbatches: they matter when memory is short, where the min-max

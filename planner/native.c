@@ -730,7 +730,8 @@ plan *planner_native(const profile *p, const cluster *c, const native_options *o
         if (res->nothing_fits) {
             nm_setting s = {SCHED_1F1B_FLUSH, o->microbatches,
                             o->microbatch_size > 0 ? o->microbatch_size : p->minibatch, 0,
-                            o->chunks > 1 ? o->chunks : 2, o->optimizer, 0};
+                            o->chunks > 1 ? o->chunks : sched_kind_chunks(SCHED_1F1B_FLUSH),
+                            o->optimizer, 0};
             nm_suggest(p, c, o, &s, res, err);
             goto done;
         }
@@ -746,7 +747,9 @@ plan *planner_native(const profile *p, const cluster *c, const native_options *o
     if (nm_begin(p, c, o, res, &ms, err)) goto done;
     nm_setting s = {(sched_kind)o->schedule, o->microbatches,
                     o->microbatch_size > 0 ? o->microbatch_size : p->minibatch,
-                    o->recompute == 1, o->chunks > 1 ? o->chunks : 2, o->optimizer, 0};
+                    o->recompute == 1,
+                    o->chunks > 1 ? o->chunks : sched_kind_chunks((sched_kind)o->schedule),
+                    o->optimizer, 0};
     nm_cands cs = {0};
     int n = 0, fixedM = o->microbatches > 0;
     /* recomputation off, on, or (auto, the default) both, ranked by the simulator: it costs
