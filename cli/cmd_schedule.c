@@ -18,10 +18,12 @@ static void usage(FILE *out)
             "input/weight halves, SEND/RECV, REDUCE_GRAD, STEP) in PyTorch's\n"
             "torch.distributed.pipelining spelling, and the activations and weight versions\n"
             "each stage holds at most.\n\n"
-            "  --kind K            gpipe, 1f1b-flush, pipedream, 2bw, interleaved, zb-h1, zb-v\n"
+            "  --kind K            gpipe, 1f1b-flush, pipedream, 2bw, interleaved, zb-h1, zb-v,\n"
+            "                      dualpipev\n"
             "  --stages P          pipeline ranks (stages per chunk)\n"
             "  --microbatches M    microbatches per iteration (per flush / minibatch)\n"
-            "  --chunks V          virtual stages per rank (interleaved; zb-v needs 2)\n"
+            "  --chunks V          virtual stages per rank (interleaved, default 2; zb-v and\n"
+            "                      dualpipev need 2)\n"
             "  --iterations N      iterations to lay out (default 1)\n"
             "  --replicas LIST     replicas per stage, e.g. 1,2,1 (not with chunks)\n"
             "  --plan FILE         take kind, stages, replicas and devices from a plan\n"
@@ -103,9 +105,11 @@ int cmd_schedule(int argc, char **argv)
         case 'h': usage(stdout); return 0;
         case O_KIND:
             kind = sched_kind_parse(optarg);
-            if (kind < 0)
-                return cli_fail("schedule", "--kind: expected gpipe, 1f1b-flush, pipedream, 2bw, "
-                                "interleaved, zb-h1 or zb-v (got \"%s\")", optarg);
+            if (kind < 0) {
+                char kinds[160];
+                return cli_fail("schedule", "--kind: expected %s (got \"%s\")",
+                                sched_kind_list(kinds, sizeof kinds, ", "), optarg);
+            }
             break;
         case O_STAGES:
             if (cli_int("schedule", "--stages", optarg, 1, 1024, &ranks)) return 2;
@@ -160,7 +164,7 @@ int cmd_schedule(int argc, char **argv)
         if (!ranks) return cli_fail("schedule", "--stages is required; see plumb schedule --help");
         if (!mb)
             return cli_fail("schedule", "--microbatches is required; see plumb schedule --help");
-        if (!chunks) chunks = kind == SCHED_ZB_V ? 2 : 1;
+        if (!chunks) chunks = sched_kind_chunks((sched_kind)kind);
         int nstages = ranks * chunks;
         if (reps_arg) {
             reps = malloc((size_t)nstages * sizeof *reps);

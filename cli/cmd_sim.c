@@ -11,13 +11,14 @@
 #include "cli/cli.h"
 #include "core/json.h"
 #include "core/plan.h"
+#include "core/schedule_traits.h"
 #include "sim/sim.h"
 
 static const char *const usage =
     "usage: plumb sim PLAN.json [options]\n"
     "Simulates the plan on its cluster and prints the report.\n"
     "  --schedule K           schedule instead of the plan's: gpipe, 1f1b-flush, pipedream,\n"
-    "                         2bw, interleaved, zb-h1, zb-v\n"
+    "                         2bw, interleaved, zb-h1, zb-v, dualpipev\n"
     "  --microbatches M       microbatches per iteration instead of the plan's\n"
     "  --iterations N         iterations to simulate (default 3; raised to what the\n"
     "                         steady state needs: the fill and drain are left out)\n"
@@ -124,9 +125,11 @@ int cmd_sim(int argc, char **argv)
             fputs(usage, stdout);
             return 0;
         case O_SCHED:
-            if ((o.schedule = sched_kind_parse(optarg)) < 0)
-                return cli_fail("sim", "--schedule: expected gpipe, 1f1b-flush, pipedream, "
-                                "2bw, interleaved, zb-h1 or zb-v (got \"%s\")", optarg);
+            if ((o.schedule = sched_kind_parse(optarg)) < 0) {
+                char kinds[160];
+                return cli_fail("sim", "--schedule: expected %s (got \"%s\")",
+                                sched_kind_list(kinds, sizeof kinds, ", "), optarg);
+            }
             break;
         case O_MB:
             if (cli_int("sim", "--microbatches", optarg, 1, 1 << 24, &o.microbatches))
@@ -235,10 +238,10 @@ int cmd_sim(int argc, char **argv)
     if (outputs_ok(path, pl, trace, svg))
         goto out;
     o.timeline = trace || svg || gantt;
-    if (o.schedule == SCHED_INTERLEAVED && pl->chunks < 2) {
-        cli_fail("sim", "--schedule: interleaved needs a plan with 2 or more chunks (stages) "
-                 "per device (the plan has %d; with one stage per device use 1f1b-flush)",
-                 pl->chunks);
+    if (o.schedule >= 0 && sched_kind_chunked((sched_kind)o.schedule) && pl->chunks < 2) {
+        cli_fail("sim", "--schedule: %s needs a plan with 2 or more chunks (stages) per device "
+                 "(the plan has %d; with one stage per device use 1f1b-flush)",
+                 sched_kind_name((sched_kind)o.schedule), pl->chunks);
         goto out;
     }
     rep = sim_run(pl, &o, &err);

@@ -43,9 +43,9 @@ static const char *const usage_text =
     "  --weight-decay X   L2 weight decay (default 0)\n"
     "  --seed S           seed for the weights and the data order (default: the model's)\n"
     "  --schedule KIND    run pipelined without a plan: gpipe, 1f1b-flush, pipedream, 2bw,\n"
-    "                     interleaved, zb-h1 or zb-v (layers split by FLOPs)\n"
+    "                     interleaved, zb-h1, zb-v or dualpipev (layers split by FLOPs)\n"
     "  --stages N         pipeline stages for --schedule (default 2; virtual stages for\n"
-    "                     interleaved and zb-v, 2 per worker)\n"
+    "                     interleaved, zb-v and dualpipev, 2 per worker)\n"
     "  --recompute        pipelined: keep stage inputs only and recompute activations in\n"
     "                     the backward (default: the plan's choice)\n"
     "  --trace FILE       write the measured trace (Chrome trace JSON, as plumb sim's)\n"
@@ -151,7 +151,7 @@ static int run_pipelined(const train_run_cfg *cfg_in, const plan *pl, const char
     } else {
         split_by_flops(m, n, first, last);
         int kind = schedname ? sched_kind_parse(schedname) : SCHED_1F1B_FLUSH;
-        int chunks = (kind == SCHED_INTERLEAVED || kind == SCHED_ZB_V) ? 2 : 1;
+        int chunks = sched_kind_chunks((sched_kind)kind);
         if (n % chunks) {
             err_set(err, NULL, "--stages", "expected a multiple of %d for %s (got %d)", chunks,
                     schedname, n);
@@ -269,9 +269,10 @@ int cmd_train(int argc, char **argv)
     if (optname && optimizer_kind_parse(optname) < 0)
         return cli_fail("train", "--optimizer: expected sgd, momentum or adam (got \"%s\")",
                         optname);
+    char kinds[160];
     if (schedname && sched_kind_parse(schedname) < 0)
-        return cli_fail("train", "--schedule: expected gpipe, 1f1b-flush, pipedream, 2bw, "
-                        "interleaved, zb-h1 or zb-v (got \"%s\")", schedname);
+        return cli_fail("train", "--schedule: expected %s (got \"%s\")",
+                        sched_kind_list(kinds, sizeof kinds, ", "), schedname);
     if (schedname && npos == 2)
         return cli_fail("train", "--schedule: not with a plan (the plan names its schedule)");
     int tkind = !strcmp(trname, "local") ? 0 : !strcmp(trname, "mpi") ? 1

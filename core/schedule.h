@@ -10,6 +10,7 @@
 
 #include "err.h"
 #include "plan.h"
+#include "schedule_traits.h"
 
 typedef enum act_kind {
     ACT_F = 0,        /* forward of (stage, microbatch) */
@@ -39,14 +40,14 @@ typedef struct action {
 typedef struct sched_spec {
     sched_kind kind;
     int nworkers;        /* devices taking part; 0 = one more than the largest worker used */
-    int nstages;         /* (virtual) stages; for interleaved/zb-v = pipeline ranks x chunks */
-    int chunks;          /* virtual stages per pipeline rank (interleaved, zb-v); else 1 */
+    int nstages;         /* (virtual) stages; for the chunked kinds = pipeline ranks x chunks */
+    int chunks;          /* virtual stages per pipeline rank (the chunked kinds); else 1 */
     int microbatches;    /* per iteration (per flush / per minibatch) */
     int iterations;      /* iterations to lay out, >= 1 */
     const int *replicas; /* [nstages] replica count per stage; NULL = all 1 */
     const int *workers;  /* stage s replica j runs on workers[first(s) + j] where first(s) is
                             the sum of replicas before s; NULL = the default placement
-                            (stage s on rank s % (nstages / chunks), V-shape for zb-v) */
+                            (the kind's placement: sched_kind_rank) */
 } sched_spec;
 
 typedef struct schedule {
@@ -64,10 +65,11 @@ typedef struct schedule {
 
 /* Builds the schedule for spec. Returns a new schedule (free with schedule_free), or NULL
  * with err ("FIELD: what was expected (got ...)") when the spec is impossible: counts out of
- * range, chunks != 1 for a one-stage-per-rank kind or != 2 for zb-v, replicated stages
- * with chunks, placements that put two stages on a worker (or split a rank's chunks),
- * pipedream/2bw microbatches not a multiple of a stage's replicas, 2bw microbatches too few
- * for 2 weight versions. Any microbatch count works for interleaved (docs/schedules.md). */
+ * range, chunks outside the kind's (core/schedule_traits.h), replicated stages with chunks,
+ * placements that put two stages on a worker (or split a rank's chunks), microbatches not
+ * a multiple of a stage's replicas where the kind needs it (pipedream, 2bw), or too few to
+ * cover the microbatches in flight (2bw). Any microbatch count works for the synchronous
+ * kinds (docs/schedules.md). */
 schedule *schedule_generate(const sched_spec *spec, plumb_err *err);
 
 /* schedule_generate with the stages' costs (addition): stage_cost[3 * s + 0..2] is the time

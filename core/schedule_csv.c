@@ -162,7 +162,7 @@ schedule *schedule_from_rows(const char *file, char ***rows, const int *nfields,
     }
     if (nrows != s->nworkers) {
         err_set(err, file, NULL, "expected %d rows, one per rank of the %s placement (got %d)",
-                s->nworkers, spec->kind == SCHED_ZB_V ? "V" : "stage", nrows);
+                s->nworkers, sched_place_name(sched_traits_of(spec->kind)->place), nrows);
         goto fail;
     }
     int has_comm = 0;

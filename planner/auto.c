@@ -17,7 +17,7 @@ static const sched_kind AUTO_KINDS[] = {SCHED_PIPEDREAM, SCHED_1F1B_FLUSH, SCHED
 #define AUTO_NKINDS (int)(sizeof AUTO_KINDS / sizeof AUTO_KINDS[0])
 #define AUTO_MAX_M 1024
 
-static int flushing(sched_kind k) { return k != SCHED_PIPEDREAM && k != SCHED_2BW; }
+static int flushing(sched_kind k) { return !sched_traits_of(k)->async; }
 
 /* Adds, for the fitting candidates cs->v[from..], the same partitions with 2x the
  * microbatches (flushing kinds only: more microbatches per flush shrink the bubble, at the
@@ -148,14 +148,14 @@ int planner_auto(const profile *p, const cluster *c, const native_options *o,
             int before = cs.n, fit = 0;
             /* recomputation off, on, or both (the default), as asked */
             for (int rc = o->recompute == 1 ? 1 : 0; rc <= (o->recompute == 0 ? 0 : 1); rc++) {
-                nm_setting s = {kind, o->microbatches, mb, rc, o->chunks > 1 ? o->chunks : 2,
+                nm_setting s = {kind, o->microbatches, mb, rc,
+                                o->chunks > 1 ? o->chunks : sched_kind_chunks(kind),
                                 o->optimizer, rc || mb != mb0, o->nstages};
                 /* quick (min-max and one threshold) for recomputation and the smaller
                  * microbatches: they matter when memory is short, where the min-max
                  * partition is what fits */
                 int n = 0;
-                sched_kind base = kind == SCHED_ZB_H1 ? SCHED_1F1B_FLUSH
-                                  : kind == SCHED_2BW ? SCHED_PIPEDREAM : kind;
+                sched_kind base = sched_traits_of(kind)->partition_twin;
                 if (base != kind) {
                     int from = -1, to = -1;
                     for (int i = 0; i < cs.n; i++)
@@ -217,11 +217,7 @@ static double peak_of(const native_candidate *c)
 
 static const char *semantics(const native_candidate *c)
 {
-    if (c->schedule == SCHED_PIPEDREAM)
-        return "asynchronous: weight stashing, each microbatch updates stale weights";
-    if (c->schedule == SCHED_2BW)
-        return "asynchronous: 2 weight versions, gradients applied one step late";
-    return "synchronous: the same updates as data parallelism";
+    return sched_traits_of(c->schedule)->semantics;
 }
 
 void nm_reasons(native_result *res)
@@ -257,8 +253,7 @@ void nm_reasons(native_result *res)
             if (!c->simulated && o < n)
                 o += (size_t)snprintf(r + o, n - o, " (estimated, not simulated)");
         }
-        if (o < n && c->simulated && c->schedule != SCHED_PIPEDREAM &&
-            c->schedule != SCHED_2BW)
+        if (o < n && c->simulated && !sched_traits_of(c->schedule)->async)
             o += (size_t)snprintf(r + o, n - o, "; bubble %.0f%%", 100 * c->sim_bubble_fraction);
         if (o < n)
             o += (size_t)snprintf(r + o, n - o, "; peak %.1f of %.1f GiB", nm_gib(peak),

@@ -5,6 +5,7 @@
 #ifndef PLUMB_PLANNER_NATIVE_IMPL_H
 #define PLUMB_PLANNER_NATIVE_IMPL_H
 
+#include "core/schedule_traits.h"
 #include "planner/native.h"
 
 #define NM_MAX_BLOCKS 48        /* the chain is coarsened to at most this many blocks */

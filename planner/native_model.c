@@ -402,7 +402,7 @@ static int ceil_div(int a, int b) { return (a + b - 1) / b; }
  * k + 1 at most, since it holds one microbatch more. */
 static int staged_grads(sched_kind kind, int k, int km)
 {
-    int g = kind == SCHED_GPIPE ? k : k + 1;
+    int g = sched_traits_of(kind)->hold == SCHED_HOLD_ALL ? k : k + 1;
     return km > 0 && g > km ? km : g;
 }
 
@@ -412,21 +412,16 @@ static int staged_grads(sched_kind kind, int k, int km)
  * counts the rest); under GPipe and the zero-bubble kinds the k already cover it. */
 static int held_slots(sched_kind kind, int k, int km, int receives)
 {
-    if (!receives ||
-        !(kind == SCHED_1F1B_FLUSH || kind == SCHED_PIPEDREAM || kind == SCHED_2BW))
+    if (!receives || sched_traits_of(kind)->hold != SCHED_HOLD_1F1B)
         return k;
     return km > 0 && k + 1 > km ? km : k + 1;
 }
 
-/* Chunked schedules hold several stages per device: interleaved (stage i on rank i % p)
- * and zb-v (2 chunks in a V: ranks 0..p-1, then p-1..0). */
-static int chunked(sched_kind k) { return k == SCHED_INTERLEAVED || k == SCHED_ZB_V; }
+/* Chunked schedules hold several stages per device, placed as the trait table says
+ * (interleaved: stage i on rank i % p; the V kinds: ranks 0..p-1, then p-1..0). */
+static int chunked(sched_kind k) { return sched_kind_chunked(k); }
 
-static int chunk_rank(sched_kind k, int i, int p)
-{
-    if (k == SCHED_ZB_V) return (i / p) % 2 == 0 ? i % p : p - 1 - i % p;
-    return i % p;
-}
+static int chunk_rank(sched_kind k, int i, int p) { return sched_kind_rank(k, i, p); }
 
 /* The backward's input-gradient buffers of blocks [b0, b1) at the profile's minibatch: 2 x
  * the largest of the stage input `in` and the blocks' activations (the simulator takes
@@ -464,14 +459,17 @@ static int stage_cost_k(const nm_model *m, const nm_setting *s, int b0, int b1, 
     }
     double in = b0 > 0 ? m->cut[b0] * bscale : 0;
     if (in > 0 && R->in_total > 0 && in / R->in_total > comm) comm = in / R->in_total;
-    double per = s->kind == SCHED_PIPEDREAM ? (c + arx) / n : c / n;
+    const sched_traits *tr = sched_traits_of(s->kind);
+    double per = tr->step_each_round ? (c + arx) / n : c / n;
     if (comm > per) per = comm;
-    int k, ver = 1;
-    switch (s->kind) {
-    case SCHED_GPIPE: k = ceil_div(s->M, n); break;
-    case SCHED_1F1B_FLUSH: k = ceil_div(W, n) < ceil_div(s->M, n) ? ceil_div(W, n)
-                                                                  : ceil_div(s->M, n); break;
-    case SCHED_ZB_H1: {
+    int k;
+    switch (tr->hold) {
+    case SCHED_HOLD_ALL: k = ceil_div(s->M, n); break;
+    case SCHED_HOLD_1F1B:
+        k = !tr->async && ceil_div(s->M, n) < ceil_div(W, n) ? ceil_div(s->M, n)
+                                                              : ceil_div(W, n);
+        break;
+    case SCHED_HOLD_ZB: {
         /* every stage holds the first stage's warmup plus the deferred weight gradients:
          * the largest ceil(devices from a stage on / its replicas) of the pipeline (kzb),
          * at most its microbatches per flush; unknown (kzb 0): this stage's + 1 */
@@ -479,10 +477,9 @@ static int stage_cost_k(const nm_model *m, const nm_setting *s, int b0, int b1, 
         k = a < b ? a : b;
         break;
     }
-    case SCHED_PIPEDREAM: k = ceil_div(W, n); ver = k; break;
-    case SCHED_2BW: k = ceil_div(W, n); ver = 2; break;
     default: k = ceil_div(W, n); break;
     }
+    int ver = tr->versions > 0 ? tr->versions : k;
     double acts = (m->cA[b1] - m->cA[b0]) * bscale;
     double optmul = s->opt == OPT_ADAM ? 2 : s->opt == OPT_MOMENTUM ? 1 : 0;
     const int km = s->M > 0 ? ceil_div(s->M, n) : 0, ks = held_slots(s->kind, k, km, b0 > 0);
@@ -501,7 +498,7 @@ static int stage_cost_k(const nm_model *m, const nm_setting *s, int b0, int b1, 
     o->arx = arx;
     o->mem = mem;
     o->cap = R->cap;
-    if ((s->kind == SCHED_PIPEDREAM || s->kind == SCHED_2BW) && s->M > 0 && s->M % n)
+    if (tr->mb_per_replica && s->M > 0 && s->M % n)
         return 0; /* a fixed microbatch count must split evenly over the replicas */
     return mem <= R->cap;
 }
@@ -664,16 +661,11 @@ void nm_price(const nm_model *m, const nm_setting *s, nm_part *pt)
         if (port > per) per = port;
         pt->period = per;
         pt->fill = sumlat - botlat;
-        pt->ar = s->kind == SCHED_PIPEDREAM ? 0 : ar;
+        pt->ar = sched_traits_of(s->kind)->step_each_round ? 0 : ar;
     }
-    double fillfac = 1;
-    switch (s->kind) {
-    case SCHED_PIPEDREAM:
-    case SCHED_2BW: fillfac = 0; break;
-    case SCHED_ZB_H1:
-    case SCHED_ZB_V: fillfac = 0.4; break;
-    default: break;
-    }
+    /* the fill and drain: none without a flush, less where split backwards fill it */
+    const sched_traits *tr = sched_traits_of(s->kind);
+    double fillfac = tr->async ? 0 : tr->split_backward ? 0.4 : 1;
     pt->M = s->M;
     pt->iter_s = s->M * pt->period + fillfac * pt->fill + pt->ar;
     pt->thr = pt->iter_s > 0 ? (double)s->M * s->mbsize / pt->iter_s : 0;
@@ -710,7 +702,8 @@ static void dp_layer(const nm_model *m, const nm_setting *s, nm_dp *d, int mode,
     int nb = m->nb, U = m->U, W1 = U + 1, rc = s->recompute, K = d->K;
     double bscale = (double)s->mbsize / m->p->minibatch, kscale = bscale * 1e-3;
     double optmul = s->opt == OPT_ADAM ? 2 : s->opt == OPT_MOMENTUM ? 1 : 0;
-    int evenM = (s->kind == SCHED_PIPEDREAM || s->kind == SCHED_2BW) && s->M > 0;
+    const sched_traits *tr = sched_traits_of(s->kind);
+    int evenM = tr->mb_per_replica && s->M > 0;
     const size_t lay = dp_at(d, left, 0, 0), nxt = dp_at(d, K > 0 ? left - 1 : 0, 0, 0);
     for (int u = 0; u <= U; u++) d->val[lay + nb * W1 + u] = K > 0 ? INFINITY : 0;
     for (int b = 0; b < nb; b++) d->val[lay + b * W1 + U] = INFINITY;
@@ -726,16 +719,15 @@ static void dp_layer(const nm_model *m, const nm_setting *s, nm_dp *d, int mode,
                 if (!R->ok) continue;
                 int n = r * m->g;
                 if (evenM && s->M % n) continue;
-                int k, ver = 1, kw = ceil_div(W, n), km = ceil_div(s->M, n);
-                switch (s->kind) {
-                case SCHED_GPIPE: k = km; break;
-                case SCHED_1F1B_FLUSH: k = kw < km ? kw : km; break;
+                int k, kw = ceil_div(W, n), km = ceil_div(s->M, n);
+                switch (tr->hold) {
+                case SCHED_HOLD_ALL: k = km; break;
+                case SCHED_HOLD_1F1B: k = !tr->async && km < kw ? km : kw; break;
                 /* the first stage's warmup is usually the pipeline's largest */
-                case SCHED_ZB_H1: k = (b ? kw + 1 : kw) < km ? (b ? kw + 1 : kw) : km; break;
-                case SCHED_PIPEDREAM: k = kw; ver = kw; break;
-                case SCHED_2BW: k = kw; ver = 2; break;
+                case SCHED_HOLD_ZB: k = (b ? kw + 1 : kw) < km ? (b ? kw + 1 : kw) : km; break;
                 default: k = kw; break;
                 }
+                int ver = tr->versions > 0 ? tr->versions : kw;
                 double sc = kscale / R->speed, pcoef = ver + 1 + optmul;
                 double incomm = in > 0 && R->in_total > 0 ? in / R->in_total : 0;
                 /* stashed input, input gradient to send, its staging */
@@ -767,7 +759,7 @@ static void dp_layer(const nm_model *m, const nm_setting *s, nm_dp *d, int mode,
                     double c = F + B, per = c / n;
                     if (mode == 0 && per >= best) break; /* compute grows with j */
                     if (mode == 1 && per > tau) break;
-                    if (n > 1 && P > 0 && (s->kind == SCHED_PIPEDREAM || s->M > 0)) {
+                    if (n > 1 && P > 0 && (tr->step_each_round || s->M > 0)) {
                         /* the exposed all-reduce: per microbatch round for pipedream; once
                          * per iteration for the others, M microbatches sharing it (without
                          * this share the program would always find data parallelism the
@@ -775,7 +767,7 @@ static void dp_layer(const nm_model *m, const nm_setting *s, nm_dp *d, int mode,
                         double ar = R->ar_a * P + R->ar_b;
                         double tail = ar * (NM_BUCKET_BYTES < P ? NM_BUCKET_BYTES / P : 1);
                         double x = ar - B > tail ? ar - B : tail;
-                        per += s->kind == SCHED_PIPEDREAM ? x / n : x / s->M;
+                        per += tr->step_each_round ? x / n : x / s->M;
                     }
                     double out = j < nb ? m->cut[j] * bscale : 0, comm = incomm, lat = c;
                     if (out > 0) {
@@ -863,7 +855,7 @@ int nm_partitions(const nm_model *m, const nm_setting *s, nm_part *out, int max,
         out[n++] = pt;
     }
     static const double fac_sync[] = {1.000001, 1.15, 1.4, 2.0};
-    int nf = s->kind == SCHED_PIPEDREAM || s->kind == SCHED_2BW || s->quick ? 1 : 4;
+    int nf = sched_traits_of(s->kind)->async || s->quick ? 1 : 4;
     for (int f = 0; f < nf && n < max; f++) {
         dp_solve(m, s, &d, 1, tau * fac_sync[f]);
         (*dp_runs)++;
@@ -903,7 +895,9 @@ static int split_shares(const nm_model *m, int S, const double *share, nm_part *
 
 int nm_partitions_interleaved(const nm_model *m, const nm_setting *s, nm_part *out, int max)
 {
-    int v = s->kind == SCHED_ZB_V ? 2 : s->chunks > 1 ? s->chunks : 2, n = 0;
+    const sched_traits *tr = sched_traits_of(s->kind);
+    int v = tr->chunks_min == tr->chunks_max ? tr->chunks_min
+            : s->chunks > 1 ? s->chunks : tr->chunks_default, n = 0;
     if (m->g != 1) return 0; /* chunked schedules do not replicate: one device per rank */
     for (int p = s->nstages > 0 ? s->nstages : m->U; p >= 2 && n < max;
          p = s->nstages > 0 ? 0 : p / 2) {
@@ -954,11 +948,12 @@ int nm_policy_microbatches(sched_kind k, int nst, const int *reps)
      * (a replicated stage with one microbatch per replica idles through the whole fill
      * and drain), at most 4 per device used; the asynchronous kinds never drain: 4 x
      * stages, at least the largest replica count */
+    const sched_traits *tr = sched_traits_of(k);
     int base = 2 * nst * maxr;
     if (base > 4 * W) base = 4 * W;
-    if (k == SCHED_PIPEDREAM || k == SCHED_2BW) base = maxr;
+    if (tr->async) base = maxr;
     if (base < 4 * nst) base = 4 * nst;
-    if (k == SCHED_2BW) {
+    if (tr->mb_cover_inflight) {
         for (int i = 0; i < nst; i++) {
             int n = reps[i] > 0 ? reps[i] : 1, need = (ceil_div(W, n) - 1) * n;
             if (need > base) base = need;
@@ -966,7 +961,7 @@ int nm_policy_microbatches(sched_kind k, int nst, const int *reps)
         }
     }
     int unit = L <= 64 ? (int)L : maxr;
-    if ((k == SCHED_PIPEDREAM || k == SCHED_2BW) && L <= 4096) unit = (int)L;
+    if (tr->mb_per_replica && L <= 4096) unit = (int)L;
     return ceil_div(base, unit) * unit;
 }
 
@@ -981,7 +976,7 @@ int nm_default_microbatches(const nm_model *m, sched_kind k, const nm_part *pt)
 int nm_legacy_microbatches(const nm_model *m, sched_kind k, const nm_part *pt)
 {
     int M = nm_default_microbatches(m, k, pt);
-    if (chunked(k) || k == SCHED_PIPEDREAM || k == SCHED_2BW) return M; /* M-free memory */
+    if (chunked(k) || sched_traits_of(k)->async) return M; /* M-free memory */
     long long L = 1;
     int maxr = 1;
     for (int i = 0; i < pt->nst; i++) {
@@ -992,7 +987,7 @@ int nm_legacy_microbatches(const nm_model *m, sched_kind k, const nm_part *pt)
     }
     int base = 4 * pt->nst > maxr ? 4 * pt->nst : maxr;
     int unit = L <= 64 ? (int)L : maxr;
-    if ((k == SCHED_PIPEDREAM || k == SCHED_2BW) && L <= 4096) unit = (int)L;
+    if (sched_traits_of(k)->mb_per_replica && L <= 4096) unit = (int)L;
     int lm = ceil_div(base, unit) * unit;
     return lm < M ? lm : M;
 }

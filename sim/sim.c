@@ -54,10 +54,10 @@ static int check_options(const plan *pl, const sim_options *o, plumb_err *err)
                            "%d levels)", l, pl->clus->nlevels);
     }
     int kind = o->schedule >= 0 ? o->schedule : (int)pl->schedule;
-    if (kind == SCHED_INTERLEAVED && pl->chunks < 2)
-        return err_set(err, NULL, "schedule", "interleaved needs a plan with 2 or more chunks "
+    if (sched_kind_chunked(kind) && pl->chunks < 2)
+        return err_set(err, NULL, "schedule", "%s needs a plan with 2 or more chunks "
                        "(stages) per device (got %d; with one stage per device use "
-                       "1f1b-flush)", pl->chunks);
+                       "1f1b-flush)", sched_kind_name(kind), pl->chunks);
     if (!(o->memory_limit_bytes >= 0 && isfinite(o->memory_limit_bytes)))
         return err_set(err, NULL, "memory_limit", "expected bytes >= 0 (got %g)",
                        o->memory_limit_bytes);

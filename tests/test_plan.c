@@ -13,6 +13,7 @@
 #include "tests/tmpdir.h"
 #include "core/json.h"
 #include "core/plan.h"
+#include "core/schedule_traits.h"
 
 /* ---- fixtures ------------------------------------------------------------------------ */
 
@@ -100,7 +101,8 @@ static void round_trip(const plan *pl)
 Test(plan, schedule_and_optimizer_names)
 {
     const char *want[] = {"gpipe", "1f1b-flush", "pipedream", "2bw", "interleaved", "zb-h1",
-                          "zb-v"};
+                          "zb-v", "dualpipev"};
+    cr_assert_eq(SCHED_NKINDS, (int)(sizeof want / sizeof want[0]));
     for (int k = 0; k < SCHED_NKINDS; k++) {
         cr_assert_str_eq(sched_kind_name((sched_kind)k), want[k]);
         cr_assert_eq(sched_kind_parse(want[k]), k);
@@ -149,7 +151,7 @@ Test(plan, round_trip_every_schedule)
         pl->microbatches = 4 + k;
         pl->recompute = k % 2;
         pl->optimizer = (optimizer_kind)(k % OPT_NKINDS);
-        if (k == SCHED_INTERLEAVED || k == SCHED_ZB_V) {
+        if (sched_kind_chunked((sched_kind)k)) {
             /* 6 stages of one layer, 2 per device on devices 4..6 */
             plan_free(pl);
             profile *p = small_profile(6);

@@ -605,8 +605,8 @@ Test(chunked, interleaved_and_zb_v_place_chunks_per_device)
 {
     profile *p = chain(32, 32, 1, 2, 1 << 20, 1 << 20);
     cluster *c = mkcluster(4, "s", 16, 100, 100);
-    static const int kinds[] = {SCHED_INTERLEAVED, SCHED_ZB_V};
-    for (int k = 0; k < 2; k++) {
+    static const int kinds[] = {SCHED_INTERLEAVED, SCHED_ZB_V, SCHED_DUALPIPEV};
+    for (int k = 0; k < 3; k++) {
         native_options o;
         native_options_init(&o);
         o.schedule = kinds[k];
@@ -617,7 +617,8 @@ Test(chunked, interleaved_and_zb_v_place_chunks_per_device)
         cr_assert_eq(pl->nstages % 2, 0);
         int ranks = pl->nstages / 2;
         for (int s = 0; s < pl->nstages; s++) {
-            int want = kinds[k] == SCHED_ZB_V && s >= ranks ? 2 * ranks - 1 - s : s % ranks;
+            int vee = kinds[k] != SCHED_INTERLEAVED; /* the others place their chunks in a V */
+            int want = vee && s >= ranks ? 2 * ranks - 1 - s : s % ranks;
             cr_assert_eq(pl->stages[s].replicas, 1);
             cr_assert_eq(pl->stages[s].devices[0], pl->stages[want].devices[0],
                          "%s: stage %d not on rank %d's device", sched_kind_name(kinds[k]), s,

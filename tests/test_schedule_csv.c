@@ -112,7 +112,7 @@ Test(schedule_csv, round_trip_every_kind, .init = setup, .fini = teardown)
     int reps[3] = {1, 2, 1};
     for (int k = 0; k < SCHED_NKINDS; k++)
         for (int form = 0; form < 4; form++) {
-            int chunks = k == SCHED_INTERLEAVED ? 3 : k == SCHED_ZB_V ? 2 : 1;
+            int chunks = k == SCHED_INTERLEAVED ? 3 : sched_kind_chunks((sched_kind)k);
             int ranks = 3, m = 6, iters = 2;
             const int *r = (chunks == 1) ? reps : NULL;
             schedule *s = gen(k, ranks, chunks, m, iters, r);

@@ -273,7 +273,11 @@ Test(ui_snapshot, replanning_on_gpu_changes_matches_plumb_sim)
     assert_same_figures(&f, rep);
     cJSON_Delete(rep);
     free(s);
-    s = snap(&a, 100, 30, "CC"); /* zb-v: the planner does not make V placements */
+    s = snap(&a, 100, 30, "CC"); /* dualpipev, the last kind: a V placement, even split */
+    cr_assert(strstr(s, "dualpipev"), "%s", s);
+    cr_assert(strstr(s, "(even split)"), "%s", s);
+    free(s);
+    s = snap(&a, 100, 30, "C"); /* zb-v: the planner does not make V placements */
     cr_assert(strstr(s, "zb-v"), "%s", s);
     cr_assert(strstr(s, "(even split)"), "%s", s);
     free(s);

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "ui/app.h"
+#include "core/schedule_traits.h"
 
 static const char *const HELP[] = {
     "plumb ui: what-if planning; every change re-plans and re-simulates.",
@@ -261,9 +262,10 @@ static void draw_whatifs(ui_app *a, int x, int y, int w, ui_fb *fb)
  * stale weights), or NULL for a flushing one. Short form for narrow screens. */
 static const char *async_note(int kind, int narrow)
 {
-    if (kind == SCHED_PIPEDREAM) return narrow ? "async" : "async: weight stashing";
-    if (kind == SCHED_2BW) return narrow ? "async" : "async: 2 weight versions";
-    return NULL;
+    const sched_traits *tr = sched_traits_of((sched_kind)kind);
+    if (!tr || !tr->async) return NULL;
+    if (narrow) return "async";
+    return tr->versions == 2 ? "async: 2 weight versions" : "async: weight stashing";
 }
 
 static void draw_header(ui_app *a, ui_rect r, ui_fb *fb)

@@ -20,7 +20,7 @@ expect_bad() {
     grep -qF -- "$needle" "$tmp/err" || fail "schedule $*: stderr lacks '$needle': $(cat "$tmp/err")"
 }
 
-for k in gpipe 1f1b-flush pipedream 2bw interleaved zb-h1 zb-v; do
+for k in gpipe 1f1b-flush pipedream 2bw interleaved zb-h1 zb-v dualpipev; do
     extra=""
     [ "$k" = interleaved ] && extra="--chunks 2"
     "$PLUMB" schedule --kind "$k" --stages 4 --microbatches 8 --iterations 2 $extra --validate \
@@ -54,6 +54,16 @@ done
 "$PLUMB" schedule --kind zb-v --stages 3 --microbatches 5 --csv >"$tmp/v.csv" || fail "zb-v csv"
 "$PLUMB" schedule --kind zb-v --stages 3 --microbatches 5 --import "$tmp/v.csv" --validate \
     >"$tmp/t" 2>"$tmp/err" || fail "zb-v import: $(cat "$tmp/err")"
+# DualPipeV through PyTorch's CSV and back, byte for byte, in every form
+for form in "" "--steps" "--compute-only"; do
+    "$PLUMB" schedule --kind dualpipev --stages 3 --microbatches 7 --iterations 2 --csv $form \
+        >"$tmp/d.csv" || fail "dualpipev csv $form"
+    "$PLUMB" schedule --kind dualpipev --stages 3 --microbatches 7 --import "$tmp/d.csv" \
+        --validate --csv $form >"$tmp/d2.csv" 2>"$tmp/err" ||
+        fail "dualpipev import $form: $(cat "$tmp/err")"
+    cmp -s "$tmp/d.csv" "$tmp/d2.csv" || fail "dualpipev round trip $form differs"
+done
+grep -q '^0F0,' "$tmp/d.csv" || fail "dualpipev rank 0 does not start with 0F0"
 
 # a schedule that deadlocks when sends block: named cycle, exit 2
 printf '0F0,0SEND_F0,0F1,0SEND_F1,0RECV_B0,0B0,0RECV_B1,0B1\n1RECV_F0,1F0,1B0,1SEND_B0,1RECV_F1,1F1,1B1,1SEND_B1\n' >"$tmp/dl.csv"
@@ -73,6 +83,7 @@ expect_bad "--stages: expected an integer" --kind gpipe --stages 0 --microbatche
 expect_bad "--microbatches is required" --kind gpipe --stages 2
 expect_bad "--replicas: expected 3 comma-separated" --kind gpipe --stages 3 --microbatches 2 --replicas 1,2
 expect_bad "zb-v needs exactly 2 chunks" --kind zb-v --stages 3 --microbatches 2 --chunks 3
+expect_bad "dualpipev needs exactly 2 chunks" --kind dualpipev --stages 3 --microbatches 2 --chunks 1
 expect_bad "2bw keeps 2 weight versions" --kind 2bw --stages 4 --microbatches 2
 expect_bad "unknown option" --kind gpipe --stages 2 --microbatches 2 --frobnicate
 expect_bad "--steps and --compute-only go with --csv" --kind gpipe --stages 2 --microbatches 2 --steps

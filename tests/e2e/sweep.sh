@@ -107,7 +107,7 @@ expect_bad "expected -p PROFILE" sweep -c $CL/cluster-c-4x1.json --gpus 1..2
 expect_bad "unknown option" sweep -p $PR/vgg16.json -c $CL/cluster-c-4x1.json --gpus 1 --frobnicate
 expect_bad "--price" sweep -p $PR/vgg16.json -c $CL/cluster-c-4x1.json --gpus 1 --price -3
 expect_bad "does not fit" plan -p $PR/vgg16.json -c $CL/cluster-c-4x1.json --memory-limit 0.1
-expect_bad "--schedule: expected gpipe, 1f1b-flush, pipedream, 2bw, interleaved, zb-h1, zb-v or auto (got \"fast\")" \
+expect_bad "--schedule: expected gpipe, 1f1b-flush, pipedream, 2bw, interleaved, zb-h1, zb-v, dualpipev or auto (got \"fast\")" \
     plan -p $PR/vgg16.json -c $CL/cluster-c-4x1.json --schedule fast
 expect_bad "plumb: sweep: --schedule: expected gpipe" sweep -p $PR/vgg16.json \
     -c $CL/cluster-c-4x1.json --gpus 1..2 --schedule 1f1b
