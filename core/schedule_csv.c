@@ -141,42 +141,12 @@ int schedule_write_csv(const schedule *s, FILE *out)
     return schedule_write_csv_flags(s, out, 0);
 }
 
-/* A PyTorch 2.15 wait read from a row: the action it completes (kind ACT_SEND_F,
- * ACT_SEND_B or ACT_ALLREDUCE, with stage and microbatch), the index in the row's action
- * list it stood before, and its CSV field. */
-typedef struct csv_wait {
-    action on;
-    int pos, field;
-} csv_wait;
-
-typedef struct csv_waits {
-    csv_wait *w;
-    int n, cap;
-} csv_waits;
-
-static int waits_push(csv_waits *v, csv_wait w)
-{
-    if (v->n == v->cap) {
-        int cap = v->cap ? 2 * v->cap : 16;
-        csv_wait *g = realloc(v->w, (size_t)cap * sizeof *g);
-        if (!g) return -1;
-        v->w = g;
-        v->cap = cap;
-    }
-    v->w[v->n++] = w;
-    return 0;
-}
-
-static void waits_free(csv_waits *wv, int nrows)
-{
-    for (int r = 0; wv && r < nrows; r++) free(wv[r].w);
-    free(wv);
-}
-
-/* Parses one field into v (an OVERLAP_F_B container expands to its sub-actions; a wait goes
- * to wv). 0, or -1 with a message. */
+/* Parses one field into v (an OVERLAP_F_B container expands to its sub-actions). A PyTorch
+ * 2.15 wait goes to wv as the action it completes (kind ACT_SEND_F, ACT_SEND_B or
+ * ACT_ALLREDUCE, with stage and microbatch), its version holding the CSV field and its peer
+ * the index in v it stood before. 0, or -1 with a message. */
 static int parse_field(const char *file, int row, int col, const char *f, actvec *v,
-                       csv_waits *wv, plumb_err *err)
+                       actvec *wv, plumb_err *err)
 {
     const char *p = f;
     while (*p == ' ' || *p == '\t') p++;
@@ -204,12 +174,24 @@ static int parse_field(const char *file, int row, int col, const char *f, actvec
     int rc = action_parse(p, &a);
     if (rc < 0) goto bad;
     if (rc == 0 && actvec_push(v, a)) return err_set(err, file, NULL, "out of memory");
-    if (rc == 2 && waits_push(wv, (csv_wait){a, v->n, col}))
-        return err_set(err, file, NULL, "out of memory");
+    if (rc == 2) {
+        a.version = col;
+        a.peer = v->n;
+        if (actvec_push(wv, a)) return err_set(err, file, NULL, "out of memory");
+    }
     return 0;
 bad:
     return err_set(err, file, NULL, "row %d, field %d: expected an action like 0F3, 1RECV_B2, "
                    "0REDUCE_GRAD or 0WAIT_SEND_F3 (got \"%.60s\")", row + 1, col + 1, f);
+}
+
+/* The entry of send a (SEND_F or SEND_B) in slot, two stage x microbatch tables (SEND_F's,
+ * then SEND_B's); NULL when its stage or microbatch is out of range. */
+static int *send_slot(const schedule *s, int *slot, const action *a)
+{
+    long k = st_mb_index(s, a->stage, a->microbatch);
+    if (k < 0) return NULL;
+    return slot + (a->kind == ACT_SEND_F ? 0 : (size_t)s->nstages * sched_total_mb(s)) + k;
 }
 
 /* Checks row r's waits by PyTorch 2.15's rules: a WAIT_SEND_F/B follows its own send (same
@@ -219,36 +201,34 @@ bad:
  * reduction may be pending at a time. slot is a zeroed nstages x total-microbatch table per
  * send kind (2 tables), left zeroed. 0, or -1 with err ("row R, field F: ..."). */
 static int check_row_waits(const char *file, const schedule *s, int r, const actvec *l,
-                           const csv_waits *wv, int sends_waited, int reduces_waited,
+                           const actvec *wv, int sends_waited, int reduces_waited,
                            int *slot, plumb_err *err)
 {
-    int T = sched_total_mb(s), S = s->nstages, rc = -1, pending = -1, pending_field = -1;
+    int rc = -1, pending = -1, pending_field = -1;
     char t[48];
     int j = 0;
     for (int i = 0; i <= l->n; i++) {
-        for (; j < wv->n && wv->w[j].pos == i; j++) {
-            const action *on = &wv->w[j].on;
+        for (; j < wv->n && wv->a[j].peer == i; j++) {
+            const action *on = &wv->a[j];
             if (on->kind == ACT_ALLREDUCE) {
                 if (pending != on->stage) {
                     err_set(err, file, NULL, "row %d, field %d: %dWAIT_REDUCE_GRAD has no "
-                            "pending %s before it on this rank", r + 1, wv->w[j].field + 1,
+                            "pending %s before it on this rank", r + 1, wv->a[j].version + 1,
                             on->stage, action_format(on, t, sizeof t));
                     goto done;
                 }
                 pending = -1;
                 continue;
             }
-            int *tab = slot + (on->kind == ACT_SEND_F ? 0 : (size_t)S * T);
-            long k = (on->stage < S && on->microbatch < T) ? (long)on->stage * T + on->microbatch
-                                                           : -1;
-            if (k < 0 || tab[k] <= 0) {
+            int *e = send_slot(s, slot, on);
+            if (!e || *e <= 0) {
                 err_set(err, file, NULL, "row %d, field %d: %dWAIT_%s%d %s", r + 1,
-                        wv->w[j].field + 1, on->stage, act_kind_name(on->kind),
-                        on->microbatch, k >= 0 && tab[k] < 0 ? "waits a second time"
+                        wv->a[j].version + 1, on->stage, act_kind_name(on->kind),
+                        on->microbatch, e && *e < 0 ? "waits a second time"
                         : "has no send before it on this rank");
                 goto done;
             }
-            tab[k] = -1;
+            *e = -1;
         }
         if (i == l->n) break;
         const action *a = &l->a[i];
@@ -261,9 +241,8 @@ static int check_row_waits(const char *file, const schedule *s, int r, const act
             }
             pending = a->stage;
             pending_field = a->version;
-        } else if (act_is_send(a->kind) && a->stage < S && a->microbatch < T) {
-            slot[(a->kind == ACT_SEND_F ? 0 : (size_t)S * T) + (size_t)a->stage * T +
-                 a->microbatch] = i + 1;
+        } else if (act_is_send(a->kind) && send_slot(s, slot, a)) {
+            *send_slot(s, slot, a) = i + 1;
         }
     }
     if (pending >= 0) {
@@ -273,10 +252,8 @@ static int check_row_waits(const char *file, const schedule *s, int r, const act
     }
     for (int i = 0; i < l->n; i++) {
         const action *a = &l->a[i];
-        if (!act_is_send(a->kind) || a->stage >= S || a->microbatch >= T) continue;
-        int *e = &slot[(a->kind == ACT_SEND_F ? 0 : (size_t)S * T) + (size_t)a->stage * T +
-                       a->microbatch];
-        if (*e > 0 && sends_waited) {
+        int *e = act_is_send(a->kind) ? send_slot(s, slot, a) : NULL;
+        if (e && *e > 0 && sends_waited) {
             err_set(err, file, NULL, "row %d, field %d: %s has no WAIT_%s%d after it (a file "
                     "with waits needs one per send, as PyTorch 2.15 does)", r + 1,
                     a->version + 1, action_format(a, t, sizeof t), act_kind_name(a->kind),
@@ -287,22 +264,20 @@ static int check_row_waits(const char *file, const schedule *s, int r, const act
     rc = 0;
 done:
     for (int i = 0; i < l->n; i++) { /* leave the tables zeroed */
-        const action *a = &l->a[i];
-        if (act_is_send(a->kind) && a->stage < S && a->microbatch < T)
-            slot[(a->kind == ACT_SEND_F ? 0 : (size_t)S * T) + (size_t)a->stage * T +
-                 a->microbatch] = 0;
+        int *e = act_is_send(l->a[i].kind) ? send_slot(s, slot, &l->a[i]) : NULL;
+        if (e) *e = 0;
     }
     return rc;
 }
 
 /* Checks every row's waits (check_row_waits); 0, or -1 with err. */
 static int check_waits(const char *file, const schedule *s, const actvec *lists,
-                       const csv_waits *wv, int nrows, plumb_err *err)
+                       const actvec *wv, int nrows, plumb_err *err)
 {
     int sends_waited = 0, reduces_waited = 0;
     for (int r = 0; r < nrows; r++)
         for (int j = 0; j < wv[r].n; j++) {
-            if (wv[r].w[j].on.kind == ACT_ALLREDUCE) reduces_waited = 1;
+            if (wv[r].a[j].kind == ACT_ALLREDUCE) reduces_waited = 1;
             else sends_waited = 1;
         }
     if (!sends_waited && !reduces_waited) return 0; /* PyTorch 2.11's form */
@@ -323,7 +298,7 @@ schedule *schedule_from_rows(const char *file, char ***rows, const int *nfields,
     /* while parsing, an action's version field holds the CSV field it came from (for
      * messages); sched_assign_versions overwrites it */
     actvec *lists = calloc((size_t)(nrows > 0 ? nrows : 1), sizeof *lists);
-    csv_waits *waits = calloc((size_t)(nrows > 0 ? nrows : 1), sizeof *waits);
+    actvec *waits = calloc((size_t)(nrows > 0 ? nrows : 1), sizeof *waits);
     schedule *s = NULL;
     if (!lists || !waits) goto oom;
     long maxmb = -1;
@@ -402,7 +377,8 @@ schedule *schedule_from_rows(const char *file, char ***rows, const int *nfields,
     sched_assign_versions(s, lists);
     sched_adopt(s, lists, err);
     free(lists);
-    waits_free(waits, nrows);
+    for (int r = 0; r < nrows; r++) actvec_free(&waits[r]);
+    free(waits);
     return s;
 fail_file: {
         char m[PLUMB_ERR_MAX];
@@ -415,7 +391,8 @@ oom:
 fail:
     for (int r = 0; lists && r < nrows; r++) actvec_free(&lists[r]);
     free(lists);
-    waits_free(waits, nrows);
+    for (int r = 0; waits && r < nrows; r++) actvec_free(&waits[r]);
+    free(waits);
     schedule_free(s);
     return NULL;
 }
