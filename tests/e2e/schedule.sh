@@ -61,6 +61,19 @@ done
 "$PLUMB" schedule --kind zb-v --stages 3 --microbatches 5 --import "$tmp/v.csv" --validate \
     >"$tmp/t" 2>"$tmp/err" || fail "zb-v import: $(cat "$tmp/err")"
 
+# files PyTorch 2.11 and 2.15 wrote (tests/data/pytorch-csv/README.md) import and validate;
+# a 2.15 file is written back in 2.15's form with its waits, a wait without its send is refused
+for v in 2.11 2.15; do
+    f=tests/data/pytorch-csv/$v/zbv-p2-m4.compute_comms.csv
+    "$PLUMB" schedule --kind zb-v --stages 2 --microbatches 4 --import "$f" --validate \
+        --buffered --csv --pytorch $v >"$tmp/pt.csv" 2>"$tmp/err" || fail "import $f: $(cat "$tmp/err")"
+    n=$(tr ',' '\n' <"$f" | grep -c WAIT_SEND)
+    [ "$(tr ',' '\n' <"$tmp/pt.csv" | grep -c WAIT_SEND)" -eq "$n" ] || fail "$v: waits written back differ"
+done
+printf '0F0,0WAIT_SEND_F0,0SEND_F0,0F1,0SEND_F1,0RECV_B0,0B0,0RECV_B1,0B1,0WAIT_SEND_F1\n1RECV_F0,1F0,1RECV_F1,1B0,1SEND_B0,1F1,1B1,1SEND_B1,1WAIT_SEND_B0,1WAIT_SEND_B1\n' >"$tmp/w.csv"
+expect_bad "w.csv: row 1, field 2: 0WAIT_SEND_F0 has no send before it on this rank" \
+    --kind 1f1b-flush --stages 2 --microbatches 2 --import "$tmp/w.csv"
+
 # a schedule that deadlocks when sends block: named cycle, exit 2
 printf '0F0,0SEND_F0,0F1,0SEND_F1,0RECV_B0,0B0,0RECV_B1,0B1\n1RECV_F0,1F0,1B0,1SEND_B0,1RECV_F1,1F1,1B1,1SEND_B1\n' >"$tmp/dl.csv"
 expect_bad "deadlock: worker 0 waits at action 3 (0SEND_F1) for worker 1, worker 1 waits at action 3 (1SEND_B0) for worker 0" \
