@@ -43,21 +43,18 @@ def write_rows(path, rows):
             w.writerow(rows[r])
 
 
-# (file stem, class name, ranks, microbatches, chunks, V placement, plumb kind)
-CASES = [
-    ("gpipe-p2-m4", "ScheduleGPipe", 2, 4, 1, False),
-    ("gpipe-p4-m8", "ScheduleGPipe", 4, 8, 1, False),
-    ("1f1b-p2-m4", "Schedule1F1B", 2, 4, 1, False),
-    ("1f1b-p4-m8", "Schedule1F1B", 4, 8, 1, False),
-    ("interleaved1f1b-p2-m4", "ScheduleInterleaved1F1B", 2, 4, 2, False),
-    ("interleaved1f1b-p4-m8", "ScheduleInterleaved1F1B", 4, 8, 2, False),
-    ("interleavedzb-p2-m4", "ScheduleInterleavedZeroBubble", 2, 4, 2, False),
-    ("interleavedzb-p4-m8", "ScheduleInterleavedZeroBubble", 4, 8, 2, False),
-    ("zbv-p2-m4", "ScheduleZBVZeroBubble", 2, 4, 2, True),
-    ("zbv-p4-m8", "ScheduleZBVZeroBubble", 4, 8, 2, True),
-    ("dualpipev-p2-m4", "ScheduleDualPipeV", 2, 4, 2, True),
-    ("dualpipev-p4-m8", "ScheduleDualPipeV", 4, 8, 2, True),
+# (file stem, class name, chunks per rank, V placement), each on 2 ranks x 4 microbatches
+# and 4 ranks x 8
+CLASSES = [
+    ("gpipe", "ScheduleGPipe", 1, False),
+    ("1f1b", "Schedule1F1B", 1, False),
+    ("interleaved1f1b", "ScheduleInterleaved1F1B", 2, False),
+    ("interleavedzb", "ScheduleInterleavedZeroBubble", 2, False),
+    ("zbv", "ScheduleZBVZeroBubble", 2, True),
+    ("dualpipev", "ScheduleDualPipeV", 2, True),
 ]
+CASES = [(f"{stem}-p{p}-m{m}", cls, p, m, chunks, v)
+         for stem, cls, chunks, v in CLASSES for p, m in ((2, 4), (4, 8))]
 
 
 def runtime_for(ranks, chunks, v_shape, mb):
