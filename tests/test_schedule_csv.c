@@ -461,5 +461,16 @@ Test(pytorch_files, pytorch_1f1b_pipeline_order_is_refused)
         cr_assert_null(s);
         cr_assert(strstr(e.msg, "1f1b-p4-m8.compute_only.csv"), "%s", e.msg);
         cr_assert(strstr(e.msg, "3B0"), "%s", e.msg);
+        /* its other ranks are plumb's 1f1b-flush order (the file has no empty slots) */
+        char *orig = slurp(path);
+        schedule *g = gen(SCHED_1F1B_FLUSH, 4, 1, 8, 1, NULL);
+        char *want = csv_text(g, SCHED_CSV_COMPUTE_ONLY);
+        char *last = strstr(want, "\r\n3F0");
+        cr_assert(last);
+        last[2] = '\0';
+        cr_assert(!strncmp(orig, want, strlen(want)), "%s\n%s", orig, want);
+        cr_assert(!strncmp(orig + strlen(want), "3F1,", 4), "%s", orig);
+        free(orig), free(want);
+        schedule_free(g);
     }
 }
