@@ -4,7 +4,7 @@ checks that PyTorch loads the files plumb writes. Not used at build or run time:
 no Python. Run once per installed torch version (see README.md in this folder):
 
     python make.py gen   OUTDIR            # PyTorch's own CSV files, into OUTDIR/<version>/
-    python make.py check PLUMB OUTDIR      # plumb's export, loaded by this torch's _load_csv
+    python make.py check PLUMB             # plumb's export, loaded by this torch's _load_csv
 
 The schedules are built without a process group: each schedule class gets stand-in stage
 objects that carry only the fields its constructor reads (stage index, stage count, group
@@ -101,7 +101,7 @@ CHECKS = [
 ]
 
 
-def check(plumb, outdir):
+def check(plumb):
     """Exports plumb's schedules in both forms and loads each with this torch's
     _PipelineScheduleRuntime._load_csv. Prints one line per file; exit 1 if any fails."""
     bad = 0
@@ -145,7 +145,7 @@ def check(plumb, outdir):
 if __name__ == "__main__":
     if len(sys.argv) == 3 and sys.argv[1] == "gen":
         gen(sys.argv[2])
-    elif len(sys.argv) == 4 and sys.argv[1] == "check":
-        sys.exit(check(sys.argv[2], sys.argv[3]))
+    elif len(sys.argv) == 3 and sys.argv[1] == "check":
+        sys.exit(check(sys.argv[2]))
     else:
         sys.exit(__doc__)
