@@ -138,12 +138,16 @@ int schedule_send_bound(const schedule *s, unsigned sends, int *bound, plumb_err
  * "0STEP" (plumb's own, for the optimizer step). Returns buf. */
 char *action_format(const action *a, char *buf, size_t n);
 
-/* Writes one CSV row per rank (PyTorch's format: actions comma-separated, "\r\n" line
- * ends, no STEP; see schedule_write_csv_flags). Returns 0 or -1 on a write error. */
+/* Writes one CSV row per rank (PyTorch 2.15's compute_comms form: actions comma-separated,
+ * "\r\n" line ends, no STEP; see schedule_write_csv_flags). Returns 0 or -1 on a write
+ * error or when out of memory. */
 int schedule_write_csv(const schedule *s, FILE *out);
-/* Reads PyTorch's CSV; peers of send/receive are resolved from the stage placement given
- * by spec (kind, nstages, chunks, replicas, workers). Empty fields are empty slots; a file
- * without sends/receives (compute_only) gets them added; steps, all-reduces of replicated
+/* Reads PyTorch's CSV (2.11's or 2.15's); peers of send/receive are resolved from the stage
+ * placement given by spec (kind, nstages, chunks, replicas, workers). Empty fields are
+ * empty slots; UNSHARD/RESHARD are skipped; 2.15's waits are checked (each follows its own
+ * send or REDUCE_GRAD on that rank; a file with send waits has one per send, a file with
+ * reduce waits one per REDUCE_GRAD) and dropped; a file without sends/receives
+ * (compute_only) gets them added; steps, all-reduces of replicated
  * stages and versions are recomputed from spec->kind unless the file has them. When
  * spec->iterations < 1 it is derived from the largest microbatch. Returns NULL with err
  * ("FILE: row R, field F: ...") on bad input. */
@@ -182,15 +186,20 @@ int schedule_worker_of(const schedule *s, int stage, int microbatch);
 
 /* Parses one action string ("0F3", "1RECV_B2", "0REDUCE_GRAD", "2STEP"): fills kind,
  * stage, microbatch (-1 when absent), version/peer/peer_stage -1. Returns 0, 1 for an
- * action plumb ignores (PyTorch's UNSHARD/RESHARD), or -1 when malformed. */
+ * action plumb ignores (PyTorch's UNSHARD/RESHARD), 2 for a PyTorch 2.15 wait
+ * ("0WAIT_SEND_F3", "1WAIT_SEND_B2", "0WAIT_REDUCE_GRAD": kind is then the action it
+ * completes, ACT_SEND_F, ACT_SEND_B or ACT_ALLREDUCE), or -1 when malformed. */
 int action_parse(const char *text, action *a);
 
-/* CSV flags for schedule_write_csv_flags. The default (0) is PyTorch's compute_comms form:
- * every action but STEP, which PyTorch cannot parse. */
+/* CSV flags for schedule_write_csv_flags. The default (0) is PyTorch 2.15's compute_comms
+ * form: every action but STEP, which PyTorch cannot parse, with a WAIT_SEND_F/WAIT_SEND_B
+ * per send and a WAIT_REDUCE_GRAD per REDUCE_GRAD where 2.15's lowering puts them. */
 enum {
     SCHED_CSV_STEPS = 1,        /* also write plumb's STEP actions ("0STEP") */
-    SCHED_CSV_COMPUTE_ONLY = 2  /* only F, B, I, W (PyTorch's compute_only form), and STEP
-                                   with SCHED_CSV_STEPS */
+    SCHED_CSV_COMPUTE_ONLY = 2, /* only F, B, I, W (PyTorch's compute_only form, the same in
+                                   2.11 and 2.15), and STEP with SCHED_CSV_STEPS */
+    SCHED_CSV_NO_WAITS = 4      /* PyTorch 2.11's compute_comms form: no WAIT_* actions
+                                   (2.11 misreads "0WAIT_SEND_F3" as "0W") */
 };
 int schedule_write_csv_flags(const schedule *s, FILE *out, unsigned flags);
 
