@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "core/bounds.h"
 #include "core/json.h"
 #include "core/plan.h"
 #include "sim/sim.h"
@@ -196,8 +197,14 @@ int cmd_sim(int argc, char **argv)
             }
             lv = (int)x;
         }
-        if (cli_num("sim", "--bandwidth GBPS", v, 1, 1e9, &g))
+        if (cli_num("sim", "--bandwidth GBPS", v, 1, BOUND_BW_BPS_MAX * 8 / 1e9, &g))
             goto out;
+        if (g < BOUND_BW_BPS_MIN * 8 / 1e9) {
+            cli_fail("sim", "--bandwidth GBPS: expected a number from %g to %g (1 kbit/s to "
+                     "100 Tbit/s) (got \"%s\")", BOUND_BW_BPS_MIN * 8 / 1e9,
+                     BOUND_BW_BPS_MAX * 8 / 1e9, v);
+            goto out;
+        }
         o.bandwidth_Bps[lv] = g * 1e9 / 8;
     }
     o.timeline = trace || svg || gantt;
