@@ -42,6 +42,8 @@ sed '0,/"parameter_bytes":[[:space:]]*[0-9.e+-]*/s//"parameter_bytes": 1e308/' \
     profiles/pipedream/alexnet.json > "$d/huge.json"
 expect_bad parameter-bytes-1e308 'parameter_bytes: expected a number from 0 to 1e+15 (got 1e+308)' \
     "$P" info "$d/huge.json"
+expect_bad pipedream-bandwidth '--network_bandwidths: expected bytes/s from 125 to 1.25e+13' \
+    "$P" plan --pipedream -f tests/fuzz/seeds/pipedream-vgg16.txt -n 4 -b 1e-300
 expect_bad sim-what-if-bandwidth '--bandwidth GBPS: expected a number from 1e-06 to 100000' \
     "$P" sim examples/plans/vgg16-4stage-1f1b.json --bandwidth 1=1e-300
 [ $fail = 0 ] && echo "core-badinput: ok"
