@@ -76,6 +76,15 @@ Test(ckpt, folder_keeps_newest_and_finds_latest_valid)
     model_free(m);
 }
 
+/* The test model of `spec`. */
+static model *spec_model(void)
+{
+    plumb_err e = {{0}};
+    model *m = model_parse("m", spec, &e);
+    cr_assert(m, "%s", e.msg);
+    return m;
+}
+
 /* Every kind of damage to a checkpoint (adam: weights, m and v) is refused by both
  * ckpt_load and ckpt_peek with a line naming the file: each header field flipped, each
  * tensor's byte flipped, a NaN weight, truncation, an extra byte. Before the checksums, 6
@@ -84,8 +93,7 @@ Test(ckpt, folder_keeps_newest_and_finds_latest_valid)
 Test(ckpt, every_corruption_is_refused)
 {
     plumb_err e = {{0}};
-    model *m = model_parse("m", spec, &e);
-    cr_assert(m, "%s", e.msg);
+    model *m = spec_model();
     size_t n = (size_t)m->nparams;
     char *dir = make_tmpdir_named("ckpt-hdr"), path[256];
     snprintf(path, sizeof path, "%s/x.ckpt", dir);
@@ -177,8 +185,7 @@ Test(ckpt, every_corruption_is_refused)
 Test(ckpt, orphaned_temporary_files_are_removed)
 {
     plumb_err e = {{0}};
-    model *m = model_parse("m", spec, &e);
-    cr_assert(m, "%s", e.msg);
+    model *m = spec_model();
     pid_t dead = fork();
     cr_assert(dead >= 0);
     if (dead == 0) _exit(0);
