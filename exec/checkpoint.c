@@ -428,9 +428,9 @@ char *ckpt_find_latest(const char *dir, const model *m, plumb_err *err)
         /* the newest is corrupt: say so rather than silently resume from an older one */
         const char *prev = found ? strrchr(found, '/') + 1 : NULL;
         if (prev)
-            err_set(err, NULL, NULL, "%.700s (the newest checkpoint in %.100s; the one "
-                    "before, %s, is intact: resume from it with --resume, or move the "
-                    "corrupt file away)", bad.msg, dir, prev);
+            err_set(err, NULL, NULL, "%.700s (the newest checkpoint in %.100s; the newest "
+                    "intact one is %s: resume from it with --resume, or move the corrupt "
+                    "file away)", bad.msg, dir, prev);
         else
             err_set(err, NULL, NULL, "%.700s (the newest checkpoint in %.100s; no older one "
                     "is intact)", bad.msg, dir);

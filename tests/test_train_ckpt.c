@@ -58,7 +58,7 @@ Test(ckpt, folder_keeps_newest_and_finds_latest_valid)
     cr_assert_eq(truncate(path, 100), 0);
     cr_expect_null(ckpt_find_latest(dir, m, &e));
     cr_expect(strstr(e.msg, path) && strstr(e.msg, "truncated") &&
-              strstr(e.msg, "the one before, ckpt-00000015.ckpt, is intact"), "%s", e.msg);
+              strstr(e.msg, "the newest intact one is ckpt-00000015.ckpt"), "%s", e.msg);
     cr_expect(strchr(e.msg, '\n') == NULL);
     snprintf(path, sizeof path, "%s/ckpt-00000015.ckpt", dir);
     ckpt c;

@@ -55,7 +55,7 @@ printf '\x55' | dd of="$tmp/cc/ckpt-00000008.ckpt" bs=1 seek=100 conv=notrunc st
 rc=$?
 [ $rc -eq 2 ] || fail "corrupt newest checkpoint: exit $rc, expected 2: $(cat "$tmp/cc.out")"
 [ "$(wc -l < "$tmp/cc.out")" -eq 1 ] && grep -q "ckpt-00000008.ckpt: weights checksum: expected" "$tmp/cc.out" &&
-    grep -q "the one before, ckpt-00000004.ckpt, is intact" "$tmp/cc.out" ||
+    grep -q "the newest intact one is ckpt-00000004.ckpt" "$tmp/cc.out" ||
     fail "corrupt newest checkpoint: not the one expected line: $(cat "$tmp/cc.out")"
 dead=$(sh -c 'echo $$')
 : > "$tmp/cc/ckpt-00000012.ckpt.tmp.$dead"
