@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/bounds.h"
 #include "core/cluster.h"
 #include "core/import_pipedream.h"
 #include "core/json.h"
@@ -270,8 +271,13 @@ static int pd_parse(int argc, char **argv, pd_args *A)
             for (int k = 0; k < cnt; k++) {
                 if (w == 0) {
                     if (cli_int(cmd, name, vals[k], 1, 4096, &A->o.machines[k])) return 2;
-                } else if (cli_num(cmd, name, vals[k], 1, 1e15, &A->o.bandwidth_Bps[k])) {
+                } else if (cli_num(cmd, name, vals[k], 1, BOUND_BW_BPS_MAX,
+                                   &A->o.bandwidth_Bps[k])) {
                     return 2;
+                } else if (A->o.bandwidth_Bps[k] < BOUND_BW_BPS_MIN) {
+                    return cli_fail(cmd, "%s: expected bytes/s from %g to %g (1 kbit/s to 100 "
+                                    "Tbit/s) (got \"%s\")", name, BOUND_BW_BPS_MIN,
+                                    BOUND_BW_BPS_MAX, vals[k]);
                 }
             }
             if (w == 0) A->nn = cnt;

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "core/bounds.h"
 #include "core/json.h"
 #include "core/plan.h"
 #include "core/schedule_traits.h"
@@ -225,12 +226,12 @@ int cmd_sim(int argc, char **argv)
             }
             lv = (int)x;
         }
-        if (cli_num("sim", "--bandwidth GBPS", v, 1, 1e9, &g))
+        if (cli_num("sim", "--bandwidth GBPS", v, 1, BOUND_BW_BPS_MAX * 8 / 1e9, &g))
             goto out;
-        if (!(g * 1e9 / 8 >= CLUSTER_MIN_BANDWIDTH_Bps)) {
-            cli_fail("sim", "--bandwidth GBPS: expected at least %g Gb/s, or the level's "
-                     "transfers never complete (got \"%s\")", CLUSTER_MIN_BANDWIDTH_Bps * 8e-9,
-                     v);
+        if (g < BOUND_BW_BPS_MIN * 8 / 1e9) {
+            cli_fail("sim", "--bandwidth GBPS: expected a number from %g to %g (1 kbit/s to "
+                     "100 Tbit/s) (got \"%s\")", BOUND_BW_BPS_MIN * 8 / 1e9,
+                     BOUND_BW_BPS_MAX * 8 / 1e9, v);
             goto out;
         }
         o.bandwidth_Bps[lv] = g * 1e9 / 8;

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/bounds.h"
 #include "sim/cost.h"
 #include "sim/engine.h"
 #include "sim/memory.h"
@@ -46,9 +47,11 @@ static int check_options(const plan *pl, const sim_options *o, plumb_err *err)
         return err_set(err, NULL, "straggler", "expected a slowdown factor > 0 (got %g)",
                        o->straggler_factor);
     for (int l = 0; l < CLUSTER_MAX_LEVELS; l++) {
-        if (!(o->bandwidth_Bps[l] >= 0 && isfinite(o->bandwidth_Bps[l])))
-            return err_set(err, NULL, "bandwidth", "expected a bandwidth >= 0 (got %g)",
-                           o->bandwidth_Bps[l]);
+        if (!(o->bandwidth_Bps[l] == 0 || (o->bandwidth_Bps[l] >= BOUND_BW_BPS_MIN &&
+                                            o->bandwidth_Bps[l] <= BOUND_BW_BPS_MAX)))
+            return err_set(err, NULL, "bandwidth", "expected 0 (as the cluster says) or a "
+                           "bandwidth from %g to %g bytes/s (got %g)", BOUND_BW_BPS_MIN,
+                           BOUND_BW_BPS_MAX, o->bandwidth_Bps[l]);
         if (o->bandwidth_Bps[l] > 0 && l >= pl->clus->nlevels)
             return err_set(err, NULL, "bandwidth", "level %d does not exist (the cluster has "
                            "%d levels)", l, pl->clus->nlevels);
@@ -291,6 +294,12 @@ sim_report *sim_run(const plan *pl, const sim_options *opt, plumb_err *err)
         if (sim_engine_run(&m, &res, err))
             goto fail;
         have_res = 1;
+        if (!isfinite(res.iteration_s) || !isfinite(res.makespan_s)) { /* defence in depth */
+            err_set(err, NULL, NULL, "the simulated times are not finite (got an iteration of "
+                    "%g s): a time, size or bandwidth is out of the bounds of docs/formats.md",
+                    res.iteration_s);
+            goto fail;
+        }
         if (opt->sched || res.settled || !res.steady || iters >= SIM_MAX_ITERATIONS)
             break;
         sim_result_free(&res);

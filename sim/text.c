@@ -179,7 +179,7 @@ void sim_print_gantt(const sim_report *r, int width, FILE *out)
     if (width < 20)
         width = 20;
     double T = timeline_end(tl);
-    if (T <= 0) {
+    if (!(T > 0) || !isfinite(T)) { /* NaN and Inf too: they never reach a column index */
         fprintf(out, "(empty timeline)\n");
         return;
     }

@@ -441,3 +441,20 @@ Test(ui_snapshot, keys_parser)
     cr_assert_eq(ui_keys_parse("<up", k, 16, &e), -1);
     cr_assert_eq(ui_keys_parse("aaaa", k, 2, &e), -1);
 }
+
+/* Defence in depth: a simulation whose times are not finite (NaN start, infinite
+ * duration: what a 1e-308 Gbit/s link once produced) is drawn without a crash; the
+ * timeline's column indices come only from finite times. */
+Test(ui_snapshot, non_finite_times_draw_without_crash)
+{
+    ui_app a;
+    cr_assert_eq(ui_app_open(&a, NULL, NULL, PLAN, tmpdir, UI_PLANNER_NATIVE), 0);
+    cr_assert(a.loaded && a.cur.rep && a.cur.rep->tl && a.cur.rep->tl->n > 2, "%s", a.load_err);
+    timeline *tl = a.cur.rep->tl;
+    for (size_t i = 0; i < tl->n; i += 2) tl->ev[i].start_s = NAN;
+    tl->ev[1].dur_s = INFINITY;
+    char *s = snap(&a, 120, 40, NULL);
+    cr_expect(strstr(s, "timeline") != NULL, "%s", s);
+    free(s);
+    ui_app_free(&a);
+}

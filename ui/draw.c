@@ -477,7 +477,7 @@ static void draw_timeline(ui_fb *fb, ui_rect r, const char *title, const ui_resu
             }
         if (row < 0) continue;
         double a = (ev->start_s - t0) / col_s, b = (ev->start_s + ev->dur_s - t0) / col_s;
-        if (b <= 0 || a >= tw) continue;
+        if (!(b > 0) || !(a < tw)) continue; /* NaN too: never an index */
         int c0 = a < 0 ? 0 : (int)a, c1 = b > tw ? tw - 1 : (int)ceil(b) - 1;
         for (int c = c0; c <= c1; c++) {
             double lo = a > c ? a : c, hi = b < c + 1 ? b : c + 1, cov = hi - lo;

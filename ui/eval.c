@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "core/schedule_traits.h"
+#include "core/bounds.h"
 #include "planner/native.h"
 #include "planner/planner.h"
 #include "ui/split.h"
@@ -223,9 +224,11 @@ cluster *ui_cluster_whatif(const cluster *base, const ui_whatif *w, plumb_err *e
     c->nservers = nservers;
     c->ndevices = n;
     for (int l = 0; l < L; l++) {
-        double f = ldexp(1.0, w->bw_exp[l]);
-        c->levels[l].bandwidth_Bps *= f;
-        c->levels[l].egress_Bps *= f;
+        double f = ldexp(1.0, w->bw_exp[l]); /* kept within the bounds a file may give */
+        c->levels[l].bandwidth_Bps =
+            fmin(fmax(c->levels[l].bandwidth_Bps * f, BOUND_BW_BPS_MIN), BOUND_BW_BPS_MAX);
+        c->levels[l].egress_Bps =
+            fmin(fmax(c->levels[l].egress_Bps * f, BOUND_BW_BPS_MIN), BOUND_BW_BPS_MAX);
     }
     if (cluster_validate(c, NULL, err)) {
         cluster_free(c);
