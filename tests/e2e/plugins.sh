@@ -54,13 +54,24 @@ if [ -e "$DIR/plumb-nccl.so" ]; then
 fi
 
 if [ -e "$DIR/plumb-cuda.so" ]; then
-    echo "a file that is not a plumb plugin is refused"
+    echo "a file that is not a plumb plugin, or a plugin of another build, is refused"
     mkdir -p "$tmp/other"
     cp "$PLUMB" "$tmp/other/plumb"
     cp "$DIR/plumb-mpi.so" "$tmp/other/plumb-cuda.so" 2> /dev/null ||
         cp "$PLUMB" "$tmp/other/plumb-cuda.so"
     expect2 "plumb-cuda.so" "$tmp/other/plumb" train "$M" --backend cuda "${RUN[@]}"
     echo "  $(cat "$tmp/err")"
+    if command -v "${CC:-cc}" > /dev/null 2>&1; then # a table of another ABI version
+        printf '%s\n' '#include "exec/plugin.h"' 'const plugin_api *plumb_plugin_cuda(void);' \
+            'const plugin_api *plumb_plugin_cuda(void)' \
+            '{ static const plugin_api a = {PLUGIN_API_INIT("cuda"), .abi = PLUGIN_ABI + 1}; return &a; }' \
+            > "$tmp/old.c"
+        "${CC:-cc}" -shared -fPIC -I. -Icore -o "$tmp/other/plumb-cuda.so" "$tmp/old.c" ||
+            fail "could not build the old plugin"
+        expect2 "plumb-cuda.so belongs to another build of plumb" "$tmp/other/plumb" train "$M" \
+            --backend cuda "${RUN[@]}"
+        echo "  $(cat "$tmp/err")"
+    fi
 fi
 
 # the emulated CUDA plugin, copied with its binary elsewhere: --backend cuda trains on cuemu
