@@ -39,8 +39,8 @@ mkdir "$work"
 ln -s "$root/profiles" "$root/examples" "$root/tests" "$work/"
 ln -s "$PLUMB" "$work/plumb"
 
-# a line's shape: numbers replaced, blanks squeezed
-shape() { sed -e 's/[0-9][0-9.eE+-]*/N/g' -e 's/[[:space:]][[:space:]]*/ /g' -e 's/^ //' -e 's/ $//'; }
+# a line's shape: numbers (with their sign) replaced, blanks squeezed
+shape() { sed -e 's/[+-]\{0,1\}[0-9][0-9.eE+-]*/N/g' -e 's/[[:space:]][[:space:]]*/ /g' -e 's/^ //' -e 's/ $//'; }
 
 check() { # $1 command, $2 file of sample lines, $3 actual output
     shape < "$3" > "$tmp/have"
