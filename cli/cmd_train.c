@@ -15,6 +15,7 @@
 #include "exec/data.h"
 #include "exec/model.h"
 #include "exec/train.h"
+#include "planner/policy.h"
 #ifdef PLUMB_HAVE_MPI
 #include "exec/mpi/mpi_transport.h"
 #include "exec/mpi/nccl_mpi.h"
@@ -99,23 +100,17 @@ typedef struct procs {
     int rank, size, node_size;
 } procs;
 
-/* Splits m's top-level layers into n contiguous stages of about equal forward FLOPs
- * (each at least one layer). */
-static void split_by_flops(const model *m, int n, int *first, int *last)
+/* Splits m's top-level layers into n contiguous stages (each at least one layer) by the
+ * planner's even partitioner, the cost of a layer its forward FLOPs (+ 1, so that layers
+ * without FLOPs still count). Returns 0, or -1 out of memory. */
+static int split_by_flops(const model *m, int n, int *first, int *last)
 {
-    double total = 0, acc = 0;
-    for (int i = 0; i < m->nlayers; i++) total += m->layers[i].flops + 1;
-    int s = 0;
-    first[0] = 0;
-    for (int i = 0; i < m->nlayers && s < n - 1; i++) {
-        acc += m->layers[i].flops + 1;
-        int left = m->nlayers - 1 - i; /* layers after i */
-        if ((acc >= total * (s + 1) / n && left >= n - 1 - s) || left == n - 1 - s) {
-            last[s] = i;
-            first[++s] = i + 1;
-        }
-    }
-    last[n - 1] = m->nlayers - 1;
+    double *cost = malloc((size_t)m->nlayers * sizeof *cost);
+    if (!cost) return -1;
+    for (int i = 0; i < m->nlayers; i++) cost[i] = (double)m->layers[i].flops + 1;
+    int rc = planner_split_weights(cost, m->nlayers, n, first, last);
+    free(cost);
+    return rc;
 }
 
 /* A pipelined (or traced) run: the plan's schedule and stages, or `schedname` over
@@ -149,7 +144,10 @@ static int run_pipelined(const train_run_cfg *cfg_in, const plan *pl, const char
         }
         s = schedule_from_plan(pl, (int)iters, err);
     } else {
-        split_by_flops(m, n, first, last);
+        if (split_by_flops(m, n, first, last)) {
+            err_set(err, NULL, NULL, "out of memory");
+            goto done;
+        }
         int kind = schedname ? sched_kind_parse(schedname) : SCHED_1F1B_FLUSH;
         int chunks = sched_kind_chunks((sched_kind)kind);
         if (n % chunks) {
