@@ -11,6 +11,7 @@
 
 #include "pd_dp.h"
 #include "pd_lattice.h"
+#include "core/json.h" /* pd_options_to_cluster */
 
 void pd_options_default(pd_options *o)
 {
@@ -38,6 +39,39 @@ void pd_options_from_cluster(pd_options *o, const cluster *c)
         o->memory_bytes = mem;
         o->speed = speed;
     }
+}
+
+cluster *pd_options_to_cluster(const pd_options *o, plumb_err *err)
+{
+    cJSON *r = cJSON_CreateObject();
+    if (!r) {
+        err_set(err, NULL, NULL, "out of memory");
+        return NULL;
+    }
+    cJSON_AddStringToObject(r, "format", CLUSTER_FORMAT);
+    cJSON_AddStringToObject(r, "name", "pipedream-levels");
+    cJSON_AddStringToObject(r, "description", "levels given to plumb plan --pipedream (-n, -b)");
+    cJSON *lv = cJSON_AddArrayToObject(r, "levels");
+    for (int L = 0; L < o->nlevels; L++) {
+        cJSON *e = cJSON_CreateObject();
+        char name[32];
+        snprintf(name, sizeof name, "level%d", L);
+        cJSON_AddStringToObject(e, "name", name);
+        cJSON_AddNumberToObject(e, "count", o->machines[L]);
+        json_add_num(e, "bandwidth_gbit_per_s", o->bandwidth_Bps[L] * 8.0 / 1e9);
+        cJSON_AddNumberToObject(e, "latency_us", 0);
+        cJSON_AddItemToArray(lv, e);
+    }
+    cJSON *ty = cJSON_AddArrayToObject(r, "device_types");
+    cJSON *t = cJSON_CreateObject();
+    cJSON_AddStringToObject(t, "name", "pipedream-device");
+    json_add_num(t, "memory_gib", o->memory_bytes / (1024.0 * 1024.0 * 1024.0));
+    cJSON_AddNumberToObject(t, "speed", 1);
+    cJSON_AddItemToArray(ty, t);
+    cJSON_AddStringToObject(r, "device_type", "pipedream-device");
+    cluster *c = cluster_from_json(r, "(pipedream levels)", err);
+    cJSON_Delete(r);
+    return c;
 }
 
 void pd_result_free(pd_result *r)
