@@ -12,6 +12,7 @@
 #include "pd_dp.h"
 #include "pd_lattice.h"
 #include "core/json.h" /* pd_options_to_cluster */
+#include "planner/policy.h"
 
 void pd_options_default(pd_options *o)
 {
@@ -378,26 +379,9 @@ plan *planner_pipedream_plan(const profile *p, const cluster *c, const pd_result
         for (int i = 0; i < p->nlayers; i++) q->stage_ids[i] = p->stage_ids[order[i]];
     pl = plan_new(q, c, res->nstages);
     if (!pl) goto oom;
-    /* PipeDream's 1F1B with weight stashing, one profiled minibatch per microbatch; replicated
-     * stages take microbatches round-robin, so a round holds a multiple of every replica
-     * count (their least common multiple) */
+    /* PipeDream's 1F1B with weight stashing, one profiled minibatch per microbatch */
     pl->schedule = SCHED_PIPEDREAM;
     pl->microbatch_size = p->minibatch > 0 ? p->minibatch : 1;
-    long long lcm = 1;
-    for (int t = 0; t < res->nstages && lcm <= (1 << 20); t++) {
-        long long a = lcm, b = res->stages[t].replicas;
-        while (b) {
-            long long r = a % b;
-            a = b;
-            b = r;
-        }
-        lcm = lcm / a * res->stages[t].replicas;
-    }
-    if (lcm > (1 << 20)) { /* too many to simulate: flush-based 1F1B instead */
-        pl->schedule = SCHED_1F1B_FLUSH;
-        lcm = res->nstages;
-    }
-    pl->microbatches = (int)lcm;
     int first = 0;
     for (int t = 0; t < res->nstages; t++) {
         const pd_stage *S = &res->stages[t];
@@ -407,6 +391,11 @@ plan *planner_pipedream_plan(const profile *p, const cluster *c, const pd_result
         pl->stages[t].comm_s = S->dp_sync_s + S->activation_s;
         first += S->nlayers;
     }
+    /* replicated stages take microbatches round-robin, so a round holds a multiple of every
+     * replica count (planner_replica_round); too many to simulate: flush-based 1F1B */
+    int round = planner_replica_round(pl);
+    if (!round) pl->schedule = SCHED_1F1B_FLUSH;
+    pl->microbatches = round ? round : res->nstages;
     pl->pred_iteration_s = res->time_per_stage_s;
     pl->pred_samples_per_s = p->minibatch / res->time_per_stage_s;
     pl->pred_speedup_vs_dp = res->speedup_vs_dp;

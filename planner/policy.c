@@ -60,17 +60,24 @@ cluster *planner_cluster_resize(const cluster *c, int n, int *use_devices, plumb
 
 static long long gcd_ll(long long a, long long b) { return b ? gcd_ll(b, a % b) : a; }
 
+int planner_replica_round(const plan *pl)
+{
+    long long l = 1;
+    for (int s = 0; pl && s < pl->nstages; s++) {
+        int r = pl->stages[s].replicas > 0 ? pl->stages[s].replicas : 1;
+        l = l / gcd_ll(l, r) * r;
+        if (l > PLANNER_MAX_ROUND) return 0;
+    }
+    return (int)l;
+}
+
 int planner_microbatches(const plan *pl, sched_kind k, int requested)
 {
     if (requested <= 0) return native_default_microbatches(pl, k);
-    long long l = 1;
-    if (pl && sched_traits_of(k)->mb_per_replica)
-        for (int s = 0; s < pl->nstages && l <= PLANNER_MAX_GPUS; s++) {
-            int r = pl->stages[s].replicas > 0 ? pl->stages[s].replicas : 1;
-            l = l / gcd_ll(l, r) * r;
-        }
-    if (l > PLANNER_MAX_GPUS) return requested; /* no round that small: as asked */
-    return (int)((requested + l - 1) / l * l);
+    int l = sched_traits_of(k)->mb_per_replica ? planner_replica_round(pl) : 1;
+    if (!l) return requested; /* no round that small: as asked */
+    long long m = ((long long)requested + l - 1) / l * l;
+    return m > PLANNER_MAX_ROUND ? requested : (int)m;
 }
 
 /* Cost of items [a, b] from prefix sums. */

@@ -26,11 +26,19 @@
  * *use_devices = n only. Returns a new cluster or NULL with err set. */
 cluster *planner_cluster_resize(const cluster *c, int n, int *use_devices, plumb_err *err);
 
+/* The most microbatches a round of replicas may take (planner_replica_round). */
+#define PLANNER_MAX_ROUND (1 << 20)
+
+/* The least common multiple of pl's stage replica counts: the microbatches one round of
+ * a round-robin schedule (pipedream, 2bw) deals, one to each replica of every stage.
+ * Returns it, or 0 when it exceeds PLANNER_MAX_ROUND (too many to simulate). */
+int planner_replica_round(const plan *pl);
+
 /* The microbatch count pl runs under schedule k: `requested` (> 0: what the user asked)
- * rounded up to a multiple of every stage's replica count when k deals microbatches to
- * replicas round-robin (pipedream, 2bw); 0 = the native planner's default for pl's stages
- * and replicas (flushing kinds 2 x depth per replica, at least 4 per stage; chunked kinds
- * 2 x ranks). Returns >= 1. */
+ * rounded up to a multiple of planner_replica_round when k deals microbatches to replicas
+ * round-robin (pipedream, 2bw; as asked when that round is too large); 0 = the native
+ * planner's default for pl's stages and replicas (flushing kinds 2 x depth per replica, at
+ * least 4 per stage; chunked kinds 2 x ranks). Returns >= 1. */
 int planner_microbatches(const plan *pl, sched_kind k, int requested);
 
 /* Splits n items of cost[0..n-1] into nstages contiguous ranges (each at least one item)

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "planner/native.h"
+#include "planner/planner.h"
 #include "planner/policy.h"
 #include "ui/eval.h"
 
@@ -157,6 +158,7 @@ Test(policy, microbatch_rule)
     profile *p = load_prof();
     cluster *c = load_clus(CLUSTER);
     plan *pl = two_stages(p, c, 2, 3);
+    cr_assert_eq(planner_replica_round(pl), 6);
     /* round-robin kinds: a multiple of every replica count (lcm 6) */
     cr_assert_eq(planner_microbatches(pl, SCHED_PIPEDREAM, 6), 6);
     cr_assert_eq(planner_microbatches(pl, SCHED_PIPEDREAM, 7), 12);
@@ -170,6 +172,14 @@ Test(policy, microbatch_rule)
         cr_assert_eq(m, native_default_microbatches(pl, (sched_kind)k));
         cr_assert_geq(m, 4 * pl->nstages, "%s", sched_kind_name((sched_kind)k));
     }
+    plan_free(pl);
+
+    /* PipeDream's partitioner deals one round: its 12-3-1 plan of VGG-16 runs 12 */
+    pl = planner_pipedream(p, c, NULL, NULL, &e);
+    cr_assert_not_null(pl, "%s", e.msg);
+    cr_assert_eq(pl->schedule, SCHED_PIPEDREAM);
+    cr_assert_eq(planner_replica_round(pl), 12);
+    cr_assert_eq(pl->microbatches, 12);
     plan_free(pl);
 
     /* the dashboard's even split gets the same default as the planner would give it */
