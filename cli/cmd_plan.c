@@ -320,37 +320,6 @@ static int pd_parse(int argc, char **argv, pd_args *A)
     return 0;
 }
 
-/* A plumb cluster for PipeDream's levels: one device type of memory_size bytes. */
-static cluster *pd_cluster(const pd_options *o, plumb_err *err)
-{
-    cJSON *r = cJSON_CreateObject();
-    if (!r) return NULL;
-    cJSON_AddStringToObject(r, "format", CLUSTER_FORMAT);
-    cJSON_AddStringToObject(r, "name", "pipedream-levels");
-    cJSON_AddStringToObject(r, "description", "levels given to plumb plan --pipedream (-n, -b)");
-    cJSON *lv = cJSON_AddArrayToObject(r, "levels");
-    for (int L = 0; L < o->nlevels; L++) {
-        cJSON *e = cJSON_CreateObject();
-        char name[32];
-        snprintf(name, sizeof name, "level%d", L);
-        cJSON_AddStringToObject(e, "name", name);
-        cJSON_AddNumberToObject(e, "count", o->machines[L]);
-        json_add_num(e, "bandwidth_gbit_per_s", o->bandwidth_Bps[L] * 8.0 / 1e9);
-        cJSON_AddNumberToObject(e, "latency_us", 0);
-        cJSON_AddItemToArray(lv, e);
-    }
-    cJSON *ty = cJSON_AddArrayToObject(r, "device_types");
-    cJSON *t = cJSON_CreateObject();
-    cJSON_AddStringToObject(t, "name", "pipedream-device");
-    json_add_num(t, "memory_gib", o->memory_bytes / (1024.0 * 1024.0 * 1024.0));
-    cJSON_AddNumberToObject(t, "speed", 1);
-    cJSON_AddItemToArray(ty, t);
-    cJSON_AddStringToObject(r, "device_type", "pipedream-device");
-    cluster *c = cluster_from_json(r, "(pipedream levels)", err);
-    cJSON_Delete(r);
-    return c;
-}
-
 static int ends_with(const char *s, const char *suf)
 {
     size_t a = strlen(s), b = strlen(suf);
@@ -453,7 +422,7 @@ static int run_pipedream(int argc, char **argv)
         int total = 1;
         for (int L = 0; L < A.o.nlevels; L++) total *= A.o.machines[L];
         if (ends_with(A.outdir, ".json")) {
-            cluster *c = pd_cluster(&A.o, &err);
+            cluster *c = pd_options_to_cluster(&A.o, &err);
             plan *pl = c ? planner_pipedream_plan(p, c, &res, &err) : NULL;
             int bad = !pl || plan_save(pl, A.outdir, &err);
             plan_free(pl);

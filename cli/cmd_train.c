@@ -16,6 +16,7 @@
 #include "exec/model.h"
 #include "exec/train.h"
 #include "exec/plugin.h"
+#include "exec/train_plan.h"
 
 static const char *const usage_text =
     "usage: plumb train MODEL.json [PLAN.json] [OPTIONS]\n"
@@ -73,99 +74,30 @@ enum {
     O_TRANSPORT, O_TIMEOUT, O_PRECISION
 };
 
-/* Segments of a pipelined run (checkpoints, resume): the plan's schedule, or the generated
- * one, over a given number of iterations. */
-typedef struct sched_maker {
-    const plan *pl;
-    sched_spec sp;
-} sched_maker;
-
-static schedule *make_sched(void *user, int iterations, plumb_err *err)
-{
-    sched_maker *mk = user;
-    if (mk->pl) return schedule_from_plan(mk->pl, iterations, err);
-    sched_spec sp = mk->sp;
-    sp.iterations = iterations;
-    return schedule_generate(&sp, err);
-}
-
 /* How a pipelined run spans processes: the transport (NULL: local), this rank, the size. */
 typedef struct procs {
     transport *tr;
     int rank, size, node_size;
 } procs;
 
-/* Splits m's top-level layers into n contiguous stages of about equal forward FLOPs
- * (each at least one layer). */
-static void split_by_flops(const model *m, int n, int *first, int *last)
-{
-    double total = 0, acc = 0;
-    for (int i = 0; i < m->nlayers; i++) total += m->layers[i].flops + 1;
-    int s = 0;
-    first[0] = 0;
-    for (int i = 0; i < m->nlayers && s < n - 1; i++) {
-        acc += m->layers[i].flops + 1;
-        int left = m->nlayers - 1 - i; /* layers after i */
-        if ((acc >= total * (s + 1) / n && left >= n - 1 - s) || left == n - 1 - s) {
-            last[s] = i;
-            first[++s] = i + 1;
-        }
-    }
-    last[n - 1] = m->nlayers - 1;
-}
-
-/* A pipelined (or traced) run: the plan's schedule and stages, or `schedname` over
- * nstages stages split by FLOPs, or one stage. Returns the exit status (0, 1 at run time,
- * 2 for bad input) with err set on failure. */
+/* A pipelined (or traced) run: the pipeline train_from_plan makes (the plan's stages and
+ * schedule, or `schedname` over nstages stages), over this process's transport. Returns
+ * the exit status (0, 1 at run time, 2 for bad input) with err set on failure. */
 static int run_pipelined(const train_run_cfg *cfg_in, const plan *pl, const char *schedname,
                          int nstages, int nmicro, int ndevices, const char *tracepath,
                          const procs *pr, train_result *res, plumb_err *err)
 {
     train_run_cfg cfgv = *cfg_in, *cfg = &cfgv;
-    const model *m = cfg->m;
-    long per_epoch = cfg->train->n / (cfg->cfg.microbatch * nmicro);
-    long iters = cfg->steps > 0 ? cfg->steps : (long)cfg->epochs * (per_epoch > 0 ? per_epoch : 1);
-    if (iters > 1000000)
-        return err_set(err, NULL, "--steps", "expected at most 1000000 pipelined steps "
-                       "(got %ld)", iters), 2;
-    int n = pl ? pl->nstages : schedname ? (nstages ? nstages : 2) : 1;
-    if (n > m->nlayers)
-        return err_set(err, NULL, "--stages", "expected at most the model's %d layers (got %d)",
-                       m->nlayers, n), 2;
-    int *first = calloc((size_t)n, sizeof *first), *last = calloc((size_t)n, sizeof *last);
-    schedule *s = NULL;
+    train_pipeline tp;
+    int rc = train_from_plan(cfg, pl, schedname, nstages, nmicro, &tp, err);
+    if (rc) return rc;
     timeline *tl = NULL;
-    int rc = 1;
-    sched_maker mk = {pl, {0}};
-    if (!first || !last) { err_set(err, NULL, NULL, "out of memory"); goto done; }
-    if (pl) {
-        for (int i = 0; i < n; i++) {
-            first[i] = pl->stages[i].first_layer;
-            last[i] = pl->stages[i].last_layer;
-        }
-        s = schedule_from_plan(pl, (int)iters, err);
-    } else {
-        split_by_flops(m, n, first, last);
-        int kind = schedname ? sched_kind_parse(schedname) : SCHED_1F1B_FLUSH;
-        int chunks = sched_kind_chunks((sched_kind)kind);
-        if (n % chunks) {
-            err_set(err, NULL, "--stages", "expected a multiple of %d for %s (got %d)", chunks,
-                    schedname, n);
-            rc = 2;
-            goto done;
-        }
-        sched_spec sp = {kind, n / chunks, n, chunks, nmicro, (int)iters, NULL, NULL};
-        mk.sp = sp;
-        s = schedule_generate(&sp, err);
-    }
-    if (!s) { rc = 2; goto done; }
-    cfg->make_sched = make_sched;
-    cfg->make_sched_user = &mk;
+    rc = 1;
     int me = pr->rank;
     if (pr->tr) {
-        if (s->nworkers != pr->size) {
+        if (tp.sched->nworkers != pr->size) {
             err_set(err, NULL, "--transport", "expected mpirun -np %d, one rank per worker of "
-                    "the schedule (got %d ranks)", s->nworkers, pr->size);
+                    "the schedule (got %d ranks)", tp.sched->nworkers, pr->size);
             rc = 2;
             goto done;
         }
@@ -175,9 +107,10 @@ static int run_pipelined(const train_run_cfg *cfg_in, const plan *pl, const char
         cfg->node_procs = pr->node_size;
         cfg->rank = pr->rank;
     }
-    if (train_run_pipeline(cfg, s, first, last, ndevices, res, tracepath ? &tl : NULL, err))
+    if (train_run_pipeline(cfg, tp.sched, tp.first, tp.last, ndevices, res,
+                           tracepath ? &tl : NULL, err))
         goto done;
-    if (tracepath && timeline_set_model(tl, m->name, n, first, last)) {
+    if (tracepath && timeline_set_model(tl, cfg->m->name, tp.nstages, tp.first, tp.last)) {
         err_set(err, NULL, NULL, "out of memory");
         goto done;
     }
@@ -185,9 +118,7 @@ static int run_pipelined(const train_run_cfg *cfg_in, const plan *pl, const char
     rc = 0;
 done:
     timeline_free(tl);
-    schedule_free(s);
-    free(first);
-    free(last);
+    train_pipeline_free(&tp);
     return rc;
 }
 
@@ -338,22 +269,7 @@ int cmd_train(int argc, char **argv)
             rc = 2;
             goto out;
         }
-        if (pl->prof->nlayers != m->nlayers) {
-            err_set(&err, argv[optind + 1], "profile.layers",
-                    "expected %d layers, one per top-level layer of %s (got %d)", m->nlayers,
-                    argv[optind], pl->prof->nlayers);
-            goto fail;
-        }
-        for (int i = 0; i < m->nlayers; i++) {
-            double want = (double)m->layers[i].nparams * sizeof(float),
-                   got = pl->prof->layers[i].parameter_bytes;
-            if (got != want) {
-                err_set(&err, argv[optind + 1], NULL, "profile.layers[%d].parameter_bytes: "
-                        "expected %.0f, the weights of layer %d of %s (got %.0f): the plan "
-                        "was made for another model", i, want, i, argv[optind], got);
-                goto fail;
-            }
-        }
+        if (train_plan_check(m, argv[optind], pl, argv[optind + 1], &err)) goto fail;
         if (!optname) okind = (int)pl->optimizer;
         if (!micro) nmicro = pl->microbatches;
         mbsize = pl->microbatch_size;

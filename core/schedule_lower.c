@@ -246,25 +246,240 @@ static int evvec_push(evvec *v, ev e)
     return 0;
 }
 
+/* The state of lowering one compute order: who computes each (stage, microbatch), when
+ * each compute ends, and each worker's progress through its list. Indexes k = stage * T +
+ * microbatch; -1 = not (yet) known. */
+typedef struct lower_st {
+    const schedule *s;
+    actvec *lists;
+    const double *cost;
+    int S, T, W;
+    int *fw, *bw;                /* [k] the worker of the forward / backward */
+    double *fend, *bend, *iend;  /* [k] end of the forward, backward (B or I), input grad */
+    int *pc, *arcnt;             /* [w] next action; [w * S + st] all-reduces done */
+    double *freet;               /* [w] when the worker is free */
+    double **start;              /* [w][i] start of action i */
+    evvec *evs;                  /* [w] the lowered list, before sorting */
+    double tiny;                 /* duration of an all-reduce or a step */
+    long done;                   /* actions timed so far */
+} lower_st;
+
+/* Fills fw and bw from the compute order, checking that it is compute-only, in range, and
+ * has one forward and one backward per (stage, microbatch). Returns the action count, or
+ * -1 with err set. */
+static long lower_index(lower_st *L, plumb_err *err)
+{
+    char a_txt[48];
+    long total = 0;
+    for (int w = 0; w < L->W; w++) {
+        const actvec *lw = &L->lists[w];
+        L->start[w] = malloc((size_t)(lw->n + 1) * sizeof **L->start);
+        if (!L->start[w]) return err_set(err, NULL, NULL, "out of memory");
+        total += lw->n;
+        for (int i = 0; i < lw->n; i++) {
+            const action *a = &lw->a[i];
+            if (act_is_comm(a->kind))
+                return err_set(err, NULL, NULL, "worker %d action %d (%s): lowering expects "
+                               "a compute-only order", w, i,
+                               action_format(a, a_txt, sizeof a_txt));
+            if (!act_is_compute(a->kind)) continue;
+            if (a->stage < 0 || a->stage >= L->S || a->microbatch < 0 || a->microbatch >= L->T)
+                return err_set(err, NULL, NULL, "worker %d action %d (%s): stage or microbatch "
+                               "out of range", w, i, action_format(a, a_txt, sizeof a_txt));
+            size_t k = (size_t)a->stage * L->T + a->microbatch;
+            if (a->kind == ACT_F) {
+                if (L->fw[k] >= 0)
+                    return err_set(err, NULL, NULL, "stage %d microbatch %d has two forwards "
+                                   "(workers %d and %d)", a->stage, a->microbatch, L->fw[k], w);
+                L->fw[k] = w;
+            } else if (a->kind == ACT_B || a->kind == ACT_I) {
+                if (L->bw[k] >= 0)
+                    return err_set(err, NULL, NULL, "stage %d microbatch %d has two backwards "
+                                   "(workers %d and %d)", a->stage, a->microbatch, L->bw[k], w);
+                L->bw[k] = w;
+            }
+        }
+    }
+    return total;
+}
+
+/* Starts the all-reduce at worker w's pc when every replica of its stage stands at its
+ * matching one: all start when the last is free. Returns 1 started, 0 not yet. */
+static int lower_allreduce(lower_st *L, int w, double ready)
+{
+    const schedule *s = L->s;
+    int st = L->lists[w].a[L->pc[w]].stage, kth = L->arcnt[(size_t)w * L->S + st];
+    for (int j = 0; j < s->replicas[st]; j++) {
+        int w2 = s->stage_workers[s->stage_first[st] + j];
+        if (L->pc[w2] >= L->lists[w2].n) return 0;
+        const action *b = &L->lists[w2].a[L->pc[w2]];
+        if (b->kind != ACT_ALLREDUCE || b->stage != st || L->arcnt[(size_t)w2 * L->S + st] != kth)
+            return 0;
+        if (L->freet[w2] > ready) ready = L->freet[w2];
+    }
+    for (int j = 0; j < s->replicas[st]; j++) {
+        int w2 = s->stage_workers[s->stage_first[st] + j];
+        L->start[w2][L->pc[w2]] = ready;
+        L->freet[w2] = ready + L->tiny;
+        L->arcnt[(size_t)w2 * L->S + st]++;
+        L->pc[w2]++;
+        L->done++;
+    }
+    return 1;
+}
+
+/* Times worker w's next action when its inputs are computed. Returns 1 when it (or an
+ * all-reduce with it) was timed, 0 when it waits for another worker, -1 with err set when
+ * it never can (an input never computed, or computed later on the same worker). */
+static int lower_step(lower_st *L, int w, plumb_err *err)
+{
+    char a_txt[48];
+    const action *a = &L->lists[w].a[L->pc[w]];
+    int st = a->stage, m = a->microbatch, T = L->T;
+    size_t k = (size_t)(st >= 0 ? st : 0) * T + (m >= 0 ? m : 0);
+    double ready = L->freet[w];
+    if (a->kind == ACT_F && st > 0) {
+        size_t kp = k - (size_t)T;
+        if (L->fend[kp] < 0) {
+            if (L->fw[kp] == w || L->fw[kp] < 0)
+                return err_set(err, NULL, NULL, "worker %d action %d (%s): its input (forward "
+                               "of stage %d) is %s", w, L->pc[w],
+                               action_format(a, a_txt, sizeof a_txt), st - 1,
+                               L->fw[kp] < 0 ? "never computed"
+                                             : "computed later on the same worker");
+            return 0;
+        }
+        if (L->fend[kp] > ready) ready = L->fend[kp];
+    } else if (a->kind == ACT_B || a->kind == ACT_I) {
+        if (L->fend[k] < 0 || L->fw[k] != w)
+            return err_set(err, NULL, NULL, "worker %d action %d (%s): backward before its "
+                           "forward on this worker", w, L->pc[w],
+                           action_format(a, a_txt, sizeof a_txt));
+        if (st < L->S - 1) {
+            size_t kn = k + (size_t)T;
+            if (L->bend[kn] < 0) {
+                if (L->bw[kn] == w || L->bw[kn] < 0)
+                    return err_set(err, NULL, NULL, "worker %d action %d (%s): its output "
+                                   "gradient (backward of stage %d) is %s", w, L->pc[w],
+                                   action_format(a, a_txt, sizeof a_txt), st + 1,
+                                   L->bw[kn] < 0 ? "never computed"
+                                                 : "computed later on the same worker");
+                return 0;
+            }
+            if (L->bend[kn] > ready) ready = L->bend[kn];
+        }
+    } else if (a->kind == ACT_W) {
+        if (L->iend[k] < 0)
+            return err_set(err, NULL, NULL, "worker %d action %d (%s): W before its I", w,
+                           L->pc[w], action_format(a, a_txt, sizeof a_txt));
+    } else if (a->kind == ACT_ALLREDUCE) {
+        return lower_allreduce(L, w, ready);
+    }
+    double end = ready + dur_of(a, L->cost, L->tiny);
+    L->start[w][L->pc[w]] = ready;
+    L->freet[w] = end;
+    if (a->kind == ACT_F) L->fend[k] = end;
+    if (a->kind == ACT_B || a->kind == ACT_I) L->bend[k] = end;
+    if (a->kind == ACT_I || a->kind == ACT_B) L->iend[k] = end;
+    L->pc[w]++;
+    L->done++;
+    return 1;
+}
+
+/* Times every action of the order (each as soon as its inputs are computed and its worker
+ * is free). Returns 0, or -1 with err set when the order cannot run. */
+static int lower_time(lower_st *L, long total, plumb_err *err)
+{
+    char a_txt[48];
+    while (L->done < total) {
+        int progress = 0;
+        for (int w = 0; w < L->W; w++) {
+            while (L->pc[w] < L->lists[w].n) {
+                int r = lower_step(L, w, err);
+                if (r < 0) return -1;
+                if (!r) break;
+                progress = 1;
+            }
+        }
+        if (!progress) {
+            for (int w = 0; w < L->W; w++)
+                if (L->pc[w] < L->lists[w].n)
+                    return err_set(err, NULL, NULL, "the compute order cannot run: worker %d "
+                                   "waits forever at action %d (%s)", w, L->pc[w],
+                                   action_format(&L->lists[w].a[L->pc[w]], a_txt,
+                                                 sizeof a_txt));
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* Rewrites each worker's list: its computes at their times, and a SEND/RECV pair wherever
+ * data crosses workers (sent when the producer ends). Returns 0, or -1 out of memory. */
+static int lower_emit(lower_st *L)
+{
+    int S = L->S, T = L->T;
+    const int *fw = L->fw, *bw = L->bw;
+    for (int w = 0; w < L->W; w++)
+        for (int i = 0; i < L->lists[w].n; i++) {
+            ev e = {L->start[w][i], 1, i, L->lists[w].a[i]};
+            if (evvec_push(&L->evs[w], e)) return -1;
+        }
+    for (int st = 0; st < S; st++)
+        for (int m = 0; m < T; m++) {
+            size_t k = (size_t)st * T + m;
+            if (st + 1 < S && fw[k] >= 0 && fw[k + T] >= 0 && fw[k] != fw[k + T]) {
+                long id = (long)k * 2;
+                ev snd = {L->fend[k], 0, id, act_make(ACT_SEND_F, st, m)};
+                snd.a.peer = fw[k + T], snd.a.peer_stage = st + 1;
+                ev rcv = {L->fend[k], 0, id, act_make(ACT_RECV_F, st + 1, m)};
+                rcv.a.peer = fw[k], rcv.a.peer_stage = st;
+                if (evvec_push(&L->evs[fw[k]], snd) || evvec_push(&L->evs[fw[k + T]], rcv))
+                    return -1;
+            }
+            if (st > 0 && bw[k] >= 0 && bw[k - T] >= 0 && bw[k] != bw[k - T]) {
+                long id = (long)k * 2 + 1;
+                ev snd = {L->bend[k], 0, id, act_make(ACT_SEND_B, st, m)};
+                snd.a.peer = bw[k - T], snd.a.peer_stage = st - 1;
+                ev rcv = {L->bend[k], 0, id, act_make(ACT_RECV_B, st - 1, m)};
+                rcv.a.peer = bw[k], rcv.a.peer_stage = st;
+                if (evvec_push(&L->evs[bw[k]], snd) || evvec_push(&L->evs[bw[k - T]], rcv))
+                    return -1;
+            }
+        }
+    for (int w = 0; w < L->W; w++) {
+        evvec *v = &L->evs[w];
+        if (v->n > 1) qsort(v->e, (size_t)v->n, sizeof *v->e, ev_cmp);
+        L->lists[w].n = 0;
+        for (int i = 0; i < v->n; i++)
+            if (actvec_push(&L->lists[w], v->e[i].a)) return -1;
+    }
+    return 0;
+}
+
+/* Lowers each worker's compute-only list (lists[w], rewritten in place): checks it
+ * (lower_index), times it under cost (lower_time) and adds the transfers (lower_emit).
+ * Returns 0, or -1 with err set (an order that cannot run, out of memory). */
 static int lower_compute(const schedule *s, actvec *lists, const double *cost, plumb_err *err)
 {
     int S = s->nstages, T = sched_total_mb(s), W = s->nworkers, rc = -1;
     size_t ST = (size_t)S * (size_t)T;
-    char a_txt[48];
-    int *fw = malloc(ST * sizeof *fw), *bw = malloc(ST * sizeof *bw);
-    double *fend = malloc(ST * sizeof *fend), *bend = malloc(ST * sizeof *bend);
-    double *iend = malloc(ST * sizeof *iend);
-    int *pc = calloc((size_t)W, sizeof *pc), *arcnt = calloc((size_t)W * S, sizeof *arcnt);
-    double *freet = calloc((size_t)W, sizeof *freet);
-    double **start = calloc((size_t)W, sizeof *start);
-    evvec *evs = calloc((size_t)W, sizeof *evs);
-    double tiny = 1e-3;
-    if (!fw || !bw || !fend || !bend || !iend || !pc || !arcnt || !freet || !start || !evs) {
+    lower_st L = {s, lists, cost, S, T, W, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+                  NULL, NULL, 1e-3, 0};
+    L.fw = malloc(ST * sizeof *L.fw), L.bw = malloc(ST * sizeof *L.bw);
+    L.fend = malloc(ST * sizeof *L.fend), L.bend = malloc(ST * sizeof *L.bend);
+    L.iend = malloc(ST * sizeof *L.iend);
+    L.pc = calloc((size_t)W, sizeof *L.pc), L.arcnt = calloc((size_t)W * S, sizeof *L.arcnt);
+    L.freet = calloc((size_t)W, sizeof *L.freet);
+    L.start = calloc((size_t)W, sizeof *L.start);
+    L.evs = calloc((size_t)W, sizeof *L.evs);
+    if (!L.fw || !L.bw || !L.fend || !L.bend || !L.iend || !L.pc || !L.arcnt || !L.freet ||
+        !L.start || !L.evs) {
         err_set(err, NULL, NULL, "out of memory");
         goto done;
     }
     if (cost) {
-        tiny = -1;
+        L.tiny = -1;
         for (int i = 0; i < 3 * S; i++)
             if (!(cost[i] > 0) || cost[i] > 1e300) {
                 err_set(err, NULL, "stage_cost", "stage %d: expected times > 0 (got %g)", i / 3,
@@ -272,195 +487,26 @@ static int lower_compute(const schedule *s, actvec *lists, const double *cost, p
                 goto done;
             }
         for (int i = 0; i < 3 * S; i++)
-            if (tiny < 0 || cost[i] < tiny) tiny = cost[i];
-        tiny *= 1e-3;
+            if (L.tiny < 0 || cost[i] < L.tiny) L.tiny = cost[i];
+        L.tiny *= 1e-3;
     }
-    for (size_t i = 0; i < ST; i++) fw[i] = bw[i] = -1, fend[i] = bend[i] = iend[i] = -1;
-    long total = 0;
-    for (int w = 0; w < W; w++) {
-        start[w] = malloc((size_t)(lists[w].n + 1) * sizeof **start);
-        if (!start[w]) {
-            err_set(err, NULL, NULL, "out of memory");
-            goto done;
-        }
-        total += lists[w].n;
-        for (int i = 0; i < lists[w].n; i++) {
-            const action *a = &lists[w].a[i];
-            if (act_is_comm(a->kind)) {
-                err_set(err, NULL, NULL, "worker %d action %d (%s): lowering expects a "
-                        "compute-only order", w, i, action_format(a, a_txt, sizeof a_txt));
-                goto done;
-            }
-            if (!act_is_compute(a->kind)) continue;
-            if (a->stage < 0 || a->stage >= S || a->microbatch < 0 || a->microbatch >= T) {
-                err_set(err, NULL, NULL, "worker %d action %d (%s): stage or microbatch out of "
-                        "range", w, i, action_format(a, a_txt, sizeof a_txt));
-                goto done;
-            }
-            size_t k = (size_t)a->stage * T + a->microbatch;
-            if (a->kind == ACT_F) {
-                if (fw[k] >= 0) {
-                    err_set(err, NULL, NULL, "stage %d microbatch %d has two forwards (workers "
-                            "%d and %d)", a->stage, a->microbatch, fw[k], w);
-                    goto done;
-                }
-                fw[k] = w;
-            } else if (a->kind == ACT_B || a->kind == ACT_I) {
-                if (bw[k] >= 0) {
-                    err_set(err, NULL, NULL, "stage %d microbatch %d has two backwards (workers "
-                            "%d and %d)", a->stage, a->microbatch, bw[k], w);
-                    goto done;
-                }
-                bw[k] = w;
-            }
-        }
-    }
-    long done_n = 0;
-    while (done_n < total) {
-        int progress = 0;
-        for (int w = 0; w < W; w++) {
-            while (pc[w] < lists[w].n) {
-                const action *a = &lists[w].a[pc[w]];
-                int st = a->stage, m = a->microbatch;
-                size_t k = (size_t)(st >= 0 ? st : 0) * T + (m >= 0 ? m : 0);
-                double ready = freet[w];
-                if (a->kind == ACT_F && st > 0) {
-                    size_t kp = k - (size_t)T;
-                    if (fend[kp] < 0) {
-                        if (fw[kp] == w || fw[kp] < 0) {
-                            err_set(err, NULL, NULL, "worker %d action %d (%s): its input "
-                                    "(forward of stage %d) is %s", w, pc[w],
-                                    action_format(a, a_txt, sizeof a_txt), st - 1,
-                                    fw[kp] < 0 ? "never computed" : "computed later on the "
-                                    "same worker");
-                            goto done;
-                        }
-                        break;
-                    }
-                    if (fend[kp] > ready) ready = fend[kp];
-                } else if (a->kind == ACT_B || a->kind == ACT_I) {
-                    if (fend[k] < 0 || fw[k] != w) {
-                        err_set(err, NULL, NULL, "worker %d action %d (%s): backward before its "
-                                "forward on this worker", w, pc[w],
-                                action_format(a, a_txt, sizeof a_txt));
-                        goto done;
-                    }
-                    if (st < S - 1) {
-                        size_t kn = k + (size_t)T;
-                        if (bend[kn] < 0) {
-                            if (bw[kn] == w || bw[kn] < 0) {
-                                err_set(err, NULL, NULL, "worker %d action %d (%s): its output "
-                                        "gradient (backward of stage %d) is %s", w, pc[w],
-                                        action_format(a, a_txt, sizeof a_txt), st + 1,
-                                        bw[kn] < 0 ? "never computed" : "computed later on the "
-                                        "same worker");
-                                goto done;
-                            }
-                            break;
-                        }
-                        if (bend[kn] > ready) ready = bend[kn];
-                    }
-                } else if (a->kind == ACT_W) {
-                    if (iend[k] < 0) {
-                        err_set(err, NULL, NULL, "worker %d action %d (%s): W before its I", w,
-                                pc[w], action_format(a, a_txt, sizeof a_txt));
-                        goto done;
-                    }
-                } else if (a->kind == ACT_ALLREDUCE) {
-                    /* barrier: every replica at its matching all-reduce of this stage */
-                    int kth = arcnt[(size_t)w * S + st], all = 1;
-                    for (int j = 0; j < s->replicas[st] && all; j++) {
-                        int w2 = s->stage_workers[s->stage_first[st] + j];
-                        if (pc[w2] >= lists[w2].n) {
-                            all = 0;
-                            break;
-                        }
-                        const action *b = &lists[w2].a[pc[w2]];
-                        if (b->kind != ACT_ALLREDUCE || b->stage != st ||
-                            arcnt[(size_t)w2 * S + st] != kth)
-                            all = 0;
-                        else if (freet[w2] > ready)
-                            ready = freet[w2];
-                    }
-                    if (!all) break;
-                    for (int j = 0; j < s->replicas[st]; j++) {
-                        int w2 = s->stage_workers[s->stage_first[st] + j];
-                        start[w2][pc[w2]] = ready;
-                        freet[w2] = ready + tiny;
-                        arcnt[(size_t)w2 * S + st]++;
-                        pc[w2]++;
-                        done_n++;
-                    }
-                    progress = 1;
-                    continue;
-                }
-                double end = ready + dur_of(a, cost, tiny);
-                start[w][pc[w]] = ready;
-                freet[w] = end;
-                if (a->kind == ACT_F) fend[k] = end;
-                if (a->kind == ACT_B || a->kind == ACT_I) bend[k] = end;
-                if (a->kind == ACT_I) iend[k] = end;
-                if (a->kind == ACT_B) iend[k] = end;
-                pc[w]++;
-                done_n++;
-                progress = 1;
-            }
-        }
-        if (!progress) {
-            for (int w = 0; w < W; w++)
-                if (pc[w] < lists[w].n) {
-                    err_set(err, NULL, NULL, "the compute order cannot run: worker %d waits "
-                            "forever at action %d (%s)", w, pc[w],
-                            action_format(&lists[w].a[pc[w]], a_txt, sizeof a_txt));
-                    break;
-                }
-            goto done;
-        }
-    }
-    /* the computes, then a SEND/RECV pair wherever data crosses workers */
-    for (int w = 0; w < W; w++)
-        for (int i = 0; i < lists[w].n; i++) {
-            ev e = {start[w][i], 1, i, lists[w].a[i]};
-            if (evvec_push(&evs[w], e)) goto oom;
-        }
-    for (int st = 0; st < S; st++)
-        for (int m = 0; m < T; m++) {
-            size_t k = (size_t)st * T + m;
-            if (st + 1 < S && fw[k] >= 0 && fw[k + T] >= 0 && fw[k] != fw[k + T]) {
-                long id = (long)k * 2;
-                ev snd = {fend[k], 0, id, act_make(ACT_SEND_F, st, m)};
-                snd.a.peer = fw[k + T], snd.a.peer_stage = st + 1;
-                ev rcv = {fend[k], 0, id, act_make(ACT_RECV_F, st + 1, m)};
-                rcv.a.peer = fw[k], rcv.a.peer_stage = st;
-                if (evvec_push(&evs[fw[k]], snd) || evvec_push(&evs[fw[k + T]], rcv)) goto oom;
-            }
-            if (st > 0 && bw[k] >= 0 && bw[k - T] >= 0 && bw[k] != bw[k - T]) {
-                long id = (long)k * 2 + 1;
-                ev snd = {bend[k], 0, id, act_make(ACT_SEND_B, st, m)};
-                snd.a.peer = bw[k - T], snd.a.peer_stage = st - 1;
-                ev rcv = {bend[k], 0, id, act_make(ACT_RECV_B, st - 1, m)};
-                rcv.a.peer = bw[k], rcv.a.peer_stage = st;
-                if (evvec_push(&evs[bw[k]], snd) || evvec_push(&evs[bw[k - T]], rcv)) goto oom;
-            }
-        }
-    for (int w = 0; w < W; w++) {
-        if (evs[w].n > 1) qsort(evs[w].e, (size_t)evs[w].n, sizeof *evs[w].e, ev_cmp);
-        lists[w].n = 0;
-        for (int i = 0; i < evs[w].n; i++)
-            if (actvec_push(&lists[w], evs[w].e[i].a)) goto oom;
+    for (size_t i = 0; i < ST; i++) L.fw[i] = L.bw[i] = -1, L.fend[i] = L.bend[i] = L.iend[i] = -1;
+    long total = lower_index(&L, err);
+    if (total < 0 || lower_time(&L, total, err)) goto done;
+    if (lower_emit(&L)) {
+        err_set(err, NULL, NULL, "out of memory");
+        goto done;
     }
     rc = 0;
-    goto done;
-oom:
-    err_set(err, NULL, NULL, "out of memory");
 done:
-    free(fw), free(bw), free(fend), free(bend), free(iend), free(pc), free(arcnt), free(freet);
-    if (start)
-        for (int w = 0; w < W; w++) free(start[w]);
-    free(start);
-    if (evs)
-        for (int w = 0; w < W; w++) free(evs[w].e);
-    free(evs);
+    free(L.fw), free(L.bw), free(L.fend), free(L.bend), free(L.iend), free(L.pc);
+    free(L.arcnt), free(L.freet);
+    if (L.start)
+        for (int w = 0; w < W; w++) free(L.start[w]);
+    free(L.start);
+    if (L.evs)
+        for (int w = 0; w < W; w++) free(L.evs[w].e);
+    free(L.evs);
     return rc;
 }
 

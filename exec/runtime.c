@@ -271,12 +271,134 @@ static int take_posted(worker *wk, rstage *rs, int slot, int g, int grad)
     return 0;
 }
 
+/* An injected failure (PLUMB_FAULT) at this worker's step: SIGKILL, a stall past the
+ * receive timeout, or an error. Returns -1 with wk->err set (when it returns at all). */
+static int inject_fault(worker *wk)
+{
+    const rt_cfg *c = wk->cfg;
+    if (c->fault.mode == RT_FAULT_KILL) {
+        fprintf(stderr, "plumb: worker %d: injected fault: SIGKILL at step %ld "
+                "(PLUMB_FAULT)\n", wk->w, c->fault.step);
+        fflush(stderr);
+        raise(SIGKILL);
+    }
+    if (c->fault.mode == RT_FAULT_STALL) {
+        double lim = (c->timeout_s > 0 ? c->timeout_s : 120) + 5, t0 = train_now();
+        while (train_now() - t0 < lim) {
+            struct timespec ts = {0, 100000000L};
+            nanosleep(&ts, NULL);
+        }
+        return err_set(&wk->err, NULL, NULL, "worker %d: injected stall at step %ld "
+                       "(PLUMB_FAULT)", wk->w, c->fault.step);
+    }
+    return err_set(&wk->err, NULL, NULL, "worker %d: injected fault at step %ld "
+                   "(PLUMB_FAULT)", wk->w, c->fault.step);
+}
+
+/* Action F of microbatch a->microbatch (global gbase + g) on stage rs: takes the posted
+ * input, or opens a slot (the first stage; a stage whose predecessor is on this worker
+ * copies its output), loads the batch at the ends, runs the forward and, on the last
+ * stage, adds the loss. *slot is the microbatch's slot (opened here when < 0); *t0 is
+ * moved past a wait for the input. Returns 0, 1 when no slot could be had, -1 with
+ * wk->err set. */
+static int act_forward(worker *wk, rstage *rs, const action *a, long gbase, int *slot,
+                       double *t0)
+{
+    const rt_cfg *c = wk->cfg;
+    const schedule *sc = c->sched;
+    const backend *bk = c->bk;
+    const int mb = c->microbatch, tps = model_targets_per_sample(c->m), g = a->microbatch;
+    if (*slot >= 0 && rs->slots[*slot].in_peer >= 0) {
+        if (take_posted(wk, rs, *slot, g, 0)) return -1;
+        *t0 = train_now();
+    }
+    if (*slot < 0 && rs->first) *slot = slot_open(rs, g);
+    if (*slot < 0 && !rs->first) {
+        /* the previous stage on this same worker hands its output over directly */
+        rstage *prev = find_stage(wk, a->stage - 1);
+        int ps = prev ? slot_of(prev, g) : -1;
+        if (ps >= 0 && (*slot = slot_open(rs, g)) >= 0)
+            bk->copy(wk->ctx, stage_input(rs->st, *slot), stage_output(prev->st, ps),
+                     (size_t)mb * stage_in_numel(rs->st) * sizeof(float));
+    }
+    if (*slot < 0) return 1;
+    if (rs->first || rs->last) {
+        if (c->batch(c->batch_user, (int)(gbase + g), wk->hx, wk->hy, &wk->err))
+            return -1;
+        if (rs->first)
+            bk->upload(wk->ctx, stage_input(rs->st, *slot), wk->hx,
+                       (size_t)mb * stage_in_numel(rs->st) * sizeof(float));
+        if (rs->last)
+            bk->upload(wk->ctx, stage_targets(rs->st, *slot), wk->hy,
+                       (size_t)mb * tps * sizeof(int32_t));
+    }
+    const float *P = params_of(wk, rs, a->version);
+    if (!P) return -1;
+    stage_forward(rs->st, *slot, mb, P);
+    if (rs->last) {
+        double l, k;
+        if (stage_loss(rs->st, *slot, mb, &l, &k, &wk->err)) return -1;
+        int it = g / sc->microbatches;
+        wk->loss[it] += l;
+        wk->corr[it] += k;
+        wk->rows[it] += (double)mb * tps;
+        if (c->on_loss)
+            c->on_loss(c->on_loss_user, (int)(c->start_iteration + it), l, k,
+                       (double)mb * tps);
+    }
+    return 0;
+}
+
+/* Action B (or I, the input gradient only) of microbatch a->microbatch in slot `slot` of
+ * stage rs: takes the posted output gradient (or the next stage's, on this same worker),
+ * runs the backward, keeps the input gradient to send, and releases the weights version
+ * and the slot when done. *t0 is moved past a wait for the gradient. Returns 0 or -1 with
+ * wk->err set. */
+static int act_backward(worker *wk, rstage *rs, const action *a, int i, int slot, double *t0)
+{
+    const rt_cfg *c = wk->cfg;
+    const schedule *sc = c->sched;
+    const backend *bk = c->bk;
+    const int mb = c->microbatch, tps = model_targets_per_sample(c->m), g = a->microbatch;
+    if (rs->slots[slot].dout_peer >= 0) {
+        if (take_posted(wk, rs, slot, g, 1)) return -1;
+        *t0 = train_now();
+    }
+    const float *P = params_of(wk, rs, a->version);
+    if (!P) return -1;
+    float scale = (float)runtime_loss_scale(sc, mb, tps);
+    if (!rs->last && !rs->slots[slot].have_dout) {
+        /* the next stage on this same worker hands its input gradient over directly */
+        rstage *next = find_stage(wk, a->stage + 1);
+        int ns = next ? slot_of(next, g) : -1;
+        if (ns < 0)
+            return err_set(&wk->err, NULL, NULL, "worker %d: %s of stage %d, microbatch "
+                           "%d, before its output gradient arrived", wk->w,
+                           act_kind_name((act_kind)a->kind), a->stage, g);
+        bk->copy(wk->ctx, rs->dout[slot], next->dxst[ns],
+                 (size_t)mb * stage_out_numel(rs->st) * sizeof(float));
+        rs->slots[slot].have_dout = 1;
+        next->slots[ns].dx_sent = 1;
+        slot_maybe_close(next, ns);
+    }
+    const float *dout = rs->last ? NULL : rs->dout[slot];
+    if (a->kind == ACT_B) stage_backward(rs->st, slot, mb, P, dout, scale);
+    else stage_backward_input(rs->st, slot, mb, P, dout, scale);
+    if (!rs->first)
+        bk->copy(wk->ctx, rs->dxst[slot], stage_input_grad(rs->st),
+                 (size_t)mb * stage_in_numel(rs->st) * sizeof(float));
+    if (a->kind == ACT_B) rs->slots[slot].bwd_done = 1;
+    release_version(wk, rs, a->version, i);
+    slot_maybe_close(rs, slot);
+    return 0;
+}
+
 static int run_action(worker *wk, const action *a, int i)
 {
     const rt_cfg *c = wk->cfg;
     const schedule *sc = c->sched;
     const backend *bk = c->bk;
-    const int mb = c->microbatch, tps = model_targets_per_sample(c->m);
+    const int mb = c->microbatch;
     rstage *rs = find_stage(wk, a->stage);
     if (!rs)
         return err_set(&wk->err, NULL, NULL, "worker %d: action on stage %d, which it does "
@@ -284,25 +406,8 @@ static int run_action(worker *wk, const action *a, int i)
     int g = a->microbatch, slot = g >= 0 ? slot_of(rs, g) : -1;
     if (g >= 0) rs->last_it = g / sc->microbatches;
     if (c->fault.worker == wk->w && c->fault.step > 0 && g >= 0 &&
-        c->start_iteration + g / sc->microbatches + 1 == c->fault.step) {
-        if (c->fault.mode == RT_FAULT_KILL) {
-            fprintf(stderr, "plumb: worker %d: injected fault: SIGKILL at step %ld "
-                    "(PLUMB_FAULT)\n", wk->w, c->fault.step);
-            fflush(stderr);
-            raise(SIGKILL);
-        }
-        if (c->fault.mode == RT_FAULT_STALL) {
-            double lim = (c->timeout_s > 0 ? c->timeout_s : 120) + 5, t0 = train_now();
-            while (train_now() - t0 < lim) {
-                struct timespec ts = {0, 100000000L};
-                nanosleep(&ts, NULL);
-            }
-            return err_set(&wk->err, NULL, NULL, "worker %d: injected stall at step %ld "
-                           "(PLUMB_FAULT)", wk->w, c->fault.step);
-        }
-        return err_set(&wk->err, NULL, NULL, "worker %d: injected fault at step %ld "
-                       "(PLUMB_FAULT)", wk->w, c->fault.step);
-    }
+        c->start_iteration + g / sc->microbatches + 1 == c->fault.step)
+        return inject_fault(wk);
     const long gbase = c->start_iteration * sc->microbatches; /* global microbatch of g = 0 */
     double bytes = 0, t0 = train_now();
     switch (a->kind) {
@@ -313,44 +418,9 @@ static int run_action(worker *wk, const action *a, int i)
         rs->slots[slot].in_peer = a->peer;
         break;
     case ACT_F: {
-        if (slot >= 0 && rs->slots[slot].in_peer >= 0) {
-            if (take_posted(wk, rs, slot, g, 0)) return -1;
-            t0 = train_now();
-        }
-        if (slot < 0 && rs->first) slot = slot_open(rs, g);
-        if (slot < 0 && !rs->first) {
-            /* the previous stage on this same worker hands its output over directly */
-            rstage *prev = find_stage(wk, a->stage - 1);
-            int ps = prev ? slot_of(prev, g) : -1;
-            if (ps >= 0 && (slot = slot_open(rs, g)) >= 0)
-                bk->copy(wk->ctx, stage_input(rs->st, slot), stage_output(prev->st, ps),
-                         (size_t)mb * stage_in_numel(rs->st) * sizeof(float));
-        }
-        if (slot < 0) goto noslot;
-        if (rs->first || rs->last) {
-            if (c->batch(c->batch_user, (int)(gbase + g), wk->hx, wk->hy, &wk->err))
-                return -1;
-            if (rs->first)
-                bk->upload(wk->ctx, stage_input(rs->st, slot), wk->hx,
-                           (size_t)mb * stage_in_numel(rs->st) * sizeof(float));
-            if (rs->last)
-                bk->upload(wk->ctx, stage_targets(rs->st, slot), wk->hy,
-                           (size_t)mb * tps * sizeof(int32_t));
-        }
-        const float *P = params_of(wk, rs, a->version);
-        if (!P) return -1;
-        stage_forward(rs->st, slot, mb, P);
-        if (rs->last) {
-            double l, k;
-            if (stage_loss(rs->st, slot, mb, &l, &k, &wk->err)) return -1;
-            int it = g / sc->microbatches;
-            wk->loss[it] += l;
-            wk->corr[it] += k;
-            wk->rows[it] += (double)mb * tps;
-            if (c->on_loss)
-                c->on_loss(c->on_loss_user, (int)(c->start_iteration + it), l, k,
-                           (double)mb * tps);
-        }
+        int rc = act_forward(wk, rs, a, gbase, &slot, &t0);
+        if (rc < 0) return -1;
+        if (rc > 0) goto noslot;
         break;
     }
     case ACT_SEND_F:
@@ -369,40 +439,10 @@ static int run_action(worker *wk, const action *a, int i)
         rs->slots[slot].dout_peer = a->peer;
         break;
     case ACT_B:
-    case ACT_I: {
+    case ACT_I:
         if (slot < 0) goto noslot;
-        if (rs->slots[slot].dout_peer >= 0) {
-            if (take_posted(wk, rs, slot, g, 1)) return -1;
-            t0 = train_now();
-        }
-        const float *P = params_of(wk, rs, a->version);
-        if (!P) return -1;
-        float scale = (float)runtime_loss_scale(sc, mb, tps);
-        if (!rs->last && !rs->slots[slot].have_dout) {
-            /* the next stage on this same worker hands its input gradient over directly */
-            rstage *next = find_stage(wk, a->stage + 1);
-            int ns = next ? slot_of(next, g) : -1;
-            if (ns < 0)
-                return err_set(&wk->err, NULL, NULL, "worker %d: %s of stage %d, microbatch "
-                               "%d, before its output gradient arrived", wk->w,
-                               act_kind_name((act_kind)a->kind), a->stage, g);
-            bk->copy(wk->ctx, rs->dout[slot], next->dxst[ns],
-                     (size_t)mb * stage_out_numel(rs->st) * sizeof(float));
-            rs->slots[slot].have_dout = 1;
-            next->slots[ns].dx_sent = 1;
-            slot_maybe_close(next, ns);
-        }
-        const float *dout = rs->last ? NULL : rs->dout[slot];
-        if (a->kind == ACT_B) stage_backward(rs->st, slot, mb, P, dout, scale);
-        else stage_backward_input(rs->st, slot, mb, P, dout, scale);
-        if (!rs->first)
-            bk->copy(wk->ctx, rs->dxst[slot], stage_input_grad(rs->st),
-                     (size_t)mb * stage_in_numel(rs->st) * sizeof(float));
-        if (a->kind == ACT_B) rs->slots[slot].bwd_done = 1;
-        release_version(wk, rs, a->version, i);
-        slot_maybe_close(rs, slot);
+        if (act_backward(wk, rs, a, i, slot, &t0)) return -1;
         break;
-    }
     case ACT_W:
         if (slot < 0) goto noslot;
         stage_backward_weight(rs->st, slot, mb);

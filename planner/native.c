@@ -10,7 +10,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "planner/sweep.h"
+#include "planner/policy.h"
 #include "sim/sim.h"
 
 void native_options_init(native_options *o)
@@ -647,10 +647,10 @@ void nm_suggest(const profile *p, const cluster *c, const native_options *o,
                 add_part(sug, sizeof sug, part);
             }
         }
-        for (int f = 2; f <= 16 && ndev * f <= SWEEP_MAX_GPUS; f *= 2) {
+        for (int f = 2; f <= 16 && ndev * f <= PLANNER_MAX_GPUS; f *= 2) {
             int use = 0;
             plumb_err e;
-            cluster *big = sweep_cluster_resize(c, ndev * f, &use, &e);
+            cluster *big = planner_cluster_resize(c, ndev * f, &use, &e);
             if (!big) break;
             int ok = try_fit(p, big, use, o, s, &peak);
             cluster_free(big);

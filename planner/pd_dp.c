@@ -216,6 +216,158 @@ static int next_in_row(const pd_lattice *l, int s, int j)
     return k < l->n ? k : l->n;
 }
 
+/* What row_compute knows of the row it computes, shared with its pieces (row_split_inner,
+ * row_split_at): the level's constants, the row's work arrays and, per end j, the
+ * bounds and best splits so far (sp, spc for each machine count m). */
+typedef struct row_ctx {
+    pd_dp *d;
+    const pd_lattice *l;
+    const pd_cost *cost;
+    int L, M, W, ld, min_machines, rmax, mem, native, lastmode;
+    double bnd, B, memsize, ratio;
+    double *f;                         /* d->f[L] */
+    const double *lowmat;              /* the level below's matrix (L > 0) */
+    double *fmin, *pmin, *rbk;
+    int *rmm;
+    double *sp, *ls, *cap, *eps, *ub;
+    choice *spc;
+    const double *sync_r, *inv_r;
+} row_ctx;
+
+/* The inner time of a last stage (k, j] (*ikjp), computing the lower row it comes from
+ * when needed. Returns 1, 0 when no candidate of split state k can matter (every prefix
+ * at k out of bounds, or the last stage too slow), -1 out of memory. */
+static int row_split_inner(const row_ctx *c, int j, int k, const double *fk, double tmax,
+                           double *ikjp)
+{
+    pd_dp *d = c->d;
+    const pd_lattice *l = c->l;
+    const int L = c->L, M = c->M, ld = c->ld, rmax = c->rmax, native = c->native;
+    const int lastmode = c->lastmode;
+    const double bnd = c->bnd, *fmin = c->fmin, *inv_r = c->inv_r, *lowmat = c->lowmat;
+    double *rbk = c->rbk;
+    int *rmm = c->rmm;
+    if (fmin[k] > bnd || fmin[k] > tmax) return 0; /* every prefix at k out of bounds */
+    if (L == 0 && native && (l->C[j] - l->C[k]) * inv_r[rmax] > tmax) return 0;
+    double ikj;
+    if (L == 0) {
+        ikj = l->C[j] - l->C[k];
+    } else if ((d->colmode && L == d->top) || (lastmode && d->iscol[j])) {
+        ikj = lowmat[(size_t)j * ld + k + 1];
+    } else {
+        if (L == d->top) {
+            /* once per k: a prefix at k on m' + 1 machines leaves at most
+             * M-1-m' for the last stage, whose time is at least
+             * T_{L-1}(k, j) / r (and top_rmax with a finite bound). When
+             * no r can give a candidate within the bound, every candidate
+             * of k is above it or in an entry set to +INFINITY: skipping
+             * them changes no finite entry and no choice behind one. */
+            if (rbk[k] == -2)
+                pd_dp_top_rbk(d, L, bnd, k, fk, lastmode, rbk, rmm);
+            if (rbk[k] < 0) return 0; /* cannot matter */
+            /* with lastmode, without the last state (see there) */
+            if (pd_dp_need_row(d, L - 1, k, rbk[k], rmm[k], lastmode)) return -1;
+        } else if (!d->done[L - 1][k + 1]) {
+            int mmin = -1;
+            for (int m = 0; m < M && mmin < 0; m++)
+                if (fk[m] <= bnd) mmin = m;
+            if (mmin < 0 || mmin == M - 1) return 0; /* cannot matter */
+            if (pd_dp_need_row(d, L - 1, k, INFINITY, PD_NO_MM, 0)) return -1;
+        }
+        ikj = lowmat[(size_t)j * ld + k + 1];
+    }
+    *ikjp = ikj;
+    return 1;
+}
+
+/* Tries split state k for end j: every machine count m whose entry it can still change,
+ * the last stage (k, j] (inner time ikj) on r machines after the prefix at k (fk) on
+ * m - r + 1; keeps the best in c->sp and c->spc. */
+static void row_split_at(const row_ctx *c, int j, int k, const double *fk, double ikj)
+{
+    const pd_lattice *l = c->l;
+    const pd_cost *cost = c->cost;
+    const int L = c->L, M = c->M, W = c->W, n = c->d->n, min_machines = c->min_machines;
+    const int rmax = c->rmax, mem = c->mem, native = c->native;
+    const double B = c->B, memsize = c->memsize, ratio = c->ratio;
+    const double *pmin = c->pmin, *cap = c->cap, *eps = c->eps, *ub = c->ub;
+    const double *sync_r = c->sync_r, *inv_r = c->inv_r;
+    double *sp = c->sp, *ls = c->ls;
+    choice *spc = c->spc;
+    if (native && !mem && !(ratio > 0) &&
+        !pair_useful(ikj, pmin + (size_t)k * M, sp, cap, eps, ub, inv_r,
+                     min_machines, M, rmax))
+        return; /* no candidate of k can matter */
+    double Pkj = l->P[j] - l->P[k];
+    double Akj = l->Act[j] - l->Act[k];
+    if (native) /* PipeDream's split cost with the divisions hoisted (the
+                   results differ from it by at most a few ulps) */
+        for (int r = 1; r <= rmax; r++)
+            ls[r] = (ikj + Pkj * sync_r[r]) * inv_r[r];
+    else
+        for (int r = 1; r <= rmax; r++)
+            ls[r] = cost->split(cost->ctx, L, ikj, Pkj, r, B, W);
+    if (!mem && !(ratio > 0)) { /* the common case, kept tight */
+        /* Only candidates below min(sp[m], cap[m]) and at most eps[m]
+         * can change the entry or its choice (see cap). The last stage
+         * takes at least ikj / r (PipeDream's formula adds a non-negative
+         * term before the division, also in rounding), falling with r;
+         * the prefix at least pmin[k][m - r], its best on m - r + 1 or
+         * fewer machines, rising with r: so the r worth trying form one
+         * range, entered past the first and left at the second. */
+        const double *pk = pmin + (size_t)k * M;
+        for (int m = min_machines; m < M; m++) {
+            if (cap[m] == -INFINITY) continue;
+            int rm = m < rmax ? m : rmax;
+            double best = sp[m];
+            const double cp = cap[m], e = eps[m];
+            int br = 0, r = 1;
+            if (native)
+                while (r <= rm && (ikj * inv_r[r] >= best ||
+                                   ikj * inv_r[r] >= cp || ikj * inv_r[r] > e))
+                    r++;
+            for (; r <= rm; r++) {
+                double pl = pk[m - r];
+                if (pl >= best || pl >= cp || pl > e) break;
+                double pre = fk[m - r];
+                double pt = pre > ls[r] ? pre : ls[r];
+                if (pt < best) {
+                    best = pt;
+                    br = r;
+                }
+            }
+            if (br) {
+                sp[m] = best;
+                spc[m] = (choice){k, m - br, br};
+            }
+        }
+        return;
+    }
+    for (int m = min_machines; m < M; m++) {
+        if (cap[m] == -INFINITY) continue;
+        int rm = m < rmax ? m : rmax;
+        for (int r = 1; r <= rm; r++) {
+            double pre = fk[m - r];
+            if (isinf(pre)) continue;
+            if (mem && (Akj + Pkj) * ceil_div(M - (m + 1), r) > memsize)
+                continue;
+            double pt = pre > ls[r] ? pre : ls[r];
+            if (ratio > 0) {
+                double tin = (2.0 * l->OAS[k]) / (B * (double)r) / ratio;
+                if (tin > pt) pt = tin;
+                if (j < n - 1) {
+                    double tout = (2.0 * l->OAS[j]) / (B * (double)r) / ratio;
+                    if (tout > pt) pt = tout;
+                }
+            }
+            if (pt < sp[m]) {
+                sp[m] = pt;
+                spc[m] = (choice){k, m - r, r};
+            }
+        }
+    }
+}
+
 /* Computes row (L, s): out[j * ostride] = T_L(s, j, M - 1) (+INFINITY when None, when j
  * is not in the row, or when above bnd, a value no caller can use); when keep is not NULL
  * the choices are copied there ([n * M]). Lower rows (or, in column mode, level-0 columns)
@@ -281,6 +433,9 @@ static int row_compute(pd_dp *d, int L, int s, double bnd, int mm, int nl, doubl
      * at the last state the inner times come from one level-0 column */
     const int lastmode = L == d->top && s < 0 && d->lastcol && isfinite(bnd);
     choice *spc = M > 64 ? bigch : splitch;
+    const row_ctx rc_ = {d, l, cost, L, M, W, ld, min_machines, rmax, mem, native, lastmode,
+                         bnd, B, memsize, ratio, f, lowmat, fmin, pmin, rbk, rmm,
+                         sp, ls, cap, eps, ub, spc, sync_r, inv_r};
 
     /* the top row's single stages (-1, j] on m + 1 <= M - pd_dp_top_suf(j) machines use
      * T_{L-1}(-1, j) <= (m + 1) bnd: pd_dp_top_need with mm = -1 */
@@ -416,107 +571,10 @@ static int row_compute(pd_dp *d, int L, int s, double bnd, int mm, int nl, doubl
                     int k = w * 64 + __builtin_ctzll(bits);
                     bits &= bits - 1;
                     const double *fk = f + (size_t)k * M;
-                    if (fmin[k] > bnd || fmin[k] > tmax) continue; /* every prefix at k is
-                                                                      out of bounds */
-                    if (L == 0 && native && (l->C[j] - l->C[k]) * inv_r[rmax] > tmax) continue;
                     double ikj;
-                    if (L == 0) {
-                        ikj = l->C[j] - l->C[k];
-                    } else if ((d->colmode && L == d->top) || (lastmode && d->iscol[j])) {
-                        ikj = lowmat[(size_t)j * ld + k + 1];
-                    } else {
-                        if (L == d->top) {
-                            /* once per k: a prefix at k on m' + 1 machines leaves at most
-                             * M-1-m' for the last stage, whose time is at least
-                             * T_{L-1}(k, j) / r (and top_rmax with a finite bound). When
-                             * no r can give a candidate within the bound, every candidate
-                             * of k is above it or in an entry set to +INFINITY: skipping
-                             * them changes no finite entry and no choice behind one. */
-                            if (rbk[k] == -2) pd_dp_top_rbk(d, L, bnd, k, fk, lastmode, rbk, rmm);
-                            if (rbk[k] < 0) continue; /* cannot matter */
-                            /* with lastmode, without the last state (see there) */
-                            if (pd_dp_need_row(d, L - 1, k, rbk[k], rmm[k], lastmode)) goto done;
-                        } else if (!d->done[L - 1][k + 1]) {
-                            int mmin = -1;
-                            for (int m = 0; m < M && mmin < 0; m++)
-                                if (fk[m] <= bnd) mmin = m;
-                            if (mmin < 0 || mmin == M - 1) continue; /* cannot matter */
-                            if (pd_dp_need_row(d, L - 1, k, INFINITY, PD_NO_MM, 0)) goto done;
-                        }
-                        ikj = lowmat[(size_t)j * ld + k + 1];
-                    }
-                    if (native && !mem && !(ratio > 0) &&
-                        !pair_useful(ikj, pmin + (size_t)k * M, sp, cap, eps, ub, inv_r,
-                                     min_machines, M, rmax))
-                        continue; /* no candidate of k can matter */
-                    double Pkj = l->P[j] - l->P[k];
-                    double Akj = l->Act[j] - l->Act[k];
-                    if (native) /* PipeDream's split cost with the divisions hoisted (the
-                                   results differ from it by at most a few ulps) */
-                        for (int r = 1; r <= rmax; r++)
-                            ls[r] = (ikj + Pkj * sync_r[r]) * inv_r[r];
-                    else
-                        for (int r = 1; r <= rmax; r++)
-                            ls[r] = cost->split(cost->ctx, L, ikj, Pkj, r, B, W);
-                    if (!mem && !(ratio > 0)) { /* the common case, kept tight */
-                        /* Only candidates below min(sp[m], cap[m]) and at most eps[m]
-                         * can change the entry or its choice (see cap). The last stage
-                         * takes at least ikj / r (PipeDream's formula adds a non-negative
-                         * term before the division, also in rounding), falling with r;
-                         * the prefix at least pmin[k][m - r], its best on m - r + 1 or
-                         * fewer machines, rising with r: so the r worth trying form one
-                         * range, entered past the first and left at the second. */
-                        const double *pk = pmin + (size_t)k * M;
-                        for (int m = min_machines; m < M; m++) {
-                            if (cap[m] == -INFINITY) continue;
-                            int rm = m < rmax ? m : rmax;
-                            double best = sp[m];
-                            const double cp = cap[m], e = eps[m];
-                            int br = 0, r = 1;
-                            if (native)
-                                while (r <= rm && (ikj * inv_r[r] >= best ||
-                                                   ikj * inv_r[r] >= cp || ikj * inv_r[r] > e))
-                                    r++;
-                            for (; r <= rm; r++) {
-                                double pl = pk[m - r];
-                                if (pl >= best || pl >= cp || pl > e) break;
-                                double pre = fk[m - r];
-                                double pt = pre > ls[r] ? pre : ls[r];
-                                if (pt < best) {
-                                    best = pt;
-                                    br = r;
-                                }
-                            }
-                            if (br) {
-                                sp[m] = best;
-                                spc[m] = (choice){k, m - br, br};
-                            }
-                        }
-                        continue;
-                    }
-                    for (int m = min_machines; m < M; m++) {
-                        if (cap[m] == -INFINITY) continue;
-                        int rm = m < rmax ? m : rmax;
-                        for (int r = 1; r <= rm; r++) {
-                            double pre = fk[m - r];
-                            if (isinf(pre)) continue;
-                            if (mem && (Akj + Pkj) * ceil_div(M - (m + 1), r) > memsize)
-                                continue;
-                            double pt = pre > ls[r] ? pre : ls[r];
-                            if (ratio > 0) {
-                                double tin = (2.0 * l->OAS[k]) / (B * (double)r) / ratio;
-                                if (tin > pt) pt = tin;
-                                if (j < n - 1) {
-                                    double tout = (2.0 * l->OAS[j]) / (B * (double)r) / ratio;
-                                    if (tout > pt) pt = tout;
-                                }
-                            }
-                            if (pt < sp[m]) {
-                                sp[m] = pt;
-                                spc[m] = (choice){k, m - r, r};
-                            }
-                        }
-                    }
+                    int use = row_split_inner(&rc_, j, k, fk, tmax, &ikj);
+                    if (use < 0) goto done;
+                    if (use) row_split_at(&rc_, j, k, fk, ikj);
                 }
             }
         }

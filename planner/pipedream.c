@@ -11,6 +11,8 @@
 
 #include "pd_dp.h"
 #include "pd_lattice.h"
+#include "core/json.h" /* pd_options_to_cluster */
+#include "planner/policy.h"
 
 void pd_options_default(pd_options *o)
 {
@@ -38,6 +40,39 @@ void pd_options_from_cluster(pd_options *o, const cluster *c)
         o->memory_bytes = mem;
         o->speed = speed;
     }
+}
+
+cluster *pd_options_to_cluster(const pd_options *o, plumb_err *err)
+{
+    cJSON *r = cJSON_CreateObject();
+    if (!r) {
+        err_set(err, NULL, NULL, "out of memory");
+        return NULL;
+    }
+    cJSON_AddStringToObject(r, "format", CLUSTER_FORMAT);
+    cJSON_AddStringToObject(r, "name", "pipedream-levels");
+    cJSON_AddStringToObject(r, "description", "levels given to plumb plan --pipedream (-n, -b)");
+    cJSON *lv = cJSON_AddArrayToObject(r, "levels");
+    for (int L = 0; L < o->nlevels; L++) {
+        cJSON *e = cJSON_CreateObject();
+        char name[32];
+        snprintf(name, sizeof name, "level%d", L);
+        cJSON_AddStringToObject(e, "name", name);
+        cJSON_AddNumberToObject(e, "count", o->machines[L]);
+        json_add_num(e, "bandwidth_gbit_per_s", o->bandwidth_Bps[L] * 8.0 / 1e9);
+        cJSON_AddNumberToObject(e, "latency_us", 0);
+        cJSON_AddItemToArray(lv, e);
+    }
+    cJSON *ty = cJSON_AddArrayToObject(r, "device_types");
+    cJSON *t = cJSON_CreateObject();
+    cJSON_AddStringToObject(t, "name", "pipedream-device");
+    json_add_num(t, "memory_gib", o->memory_bytes / (1024.0 * 1024.0 * 1024.0));
+    cJSON_AddNumberToObject(t, "speed", 1);
+    cJSON_AddItemToArray(ty, t);
+    cJSON_AddStringToObject(r, "device_type", "pipedream-device");
+    cluster *c = cluster_from_json(r, "(pipedream levels)", err);
+    cJSON_Delete(r);
+    return c;
 }
 
 void pd_result_free(pd_result *r)
@@ -344,26 +379,9 @@ plan *planner_pipedream_plan(const profile *p, const cluster *c, const pd_result
         for (int i = 0; i < p->nlayers; i++) q->stage_ids[i] = p->stage_ids[order[i]];
     pl = plan_new(q, c, res->nstages);
     if (!pl) goto oom;
-    /* PipeDream's 1F1B with weight stashing, one profiled minibatch per microbatch; replicated
-     * stages take microbatches round-robin, so a round holds a multiple of every replica
-     * count (their least common multiple) */
+    /* PipeDream's 1F1B with weight stashing, one profiled minibatch per microbatch */
     pl->schedule = SCHED_PIPEDREAM;
     pl->microbatch_size = p->minibatch > 0 ? p->minibatch : 1;
-    long long lcm = 1;
-    for (int t = 0; t < res->nstages && lcm <= (1 << 20); t++) {
-        long long a = lcm, b = res->stages[t].replicas;
-        while (b) {
-            long long r = a % b;
-            a = b;
-            b = r;
-        }
-        lcm = lcm / a * res->stages[t].replicas;
-    }
-    if (lcm > (1 << 20)) { /* too many to simulate: flush-based 1F1B instead */
-        pl->schedule = SCHED_1F1B_FLUSH;
-        lcm = res->nstages;
-    }
-    pl->microbatches = (int)lcm;
     int first = 0;
     for (int t = 0; t < res->nstages; t++) {
         const pd_stage *S = &res->stages[t];
@@ -373,6 +391,11 @@ plan *planner_pipedream_plan(const profile *p, const cluster *c, const pd_result
         pl->stages[t].comm_s = S->dp_sync_s + S->activation_s;
         first += S->nlayers;
     }
+    /* replicated stages take microbatches round-robin, so a round holds a multiple of every
+     * replica count (planner_replica_round); too many to simulate: flush-based 1F1B */
+    int round = planner_replica_round(pl);
+    if (!round) pl->schedule = SCHED_1F1B_FLUSH;
+    pl->microbatches = round ? round : res->nstages;
     pl->pred_iteration_s = res->time_per_stage_s;
     pl->pred_samples_per_s = p->minibatch / res->time_per_stage_s;
     pl->pred_speedup_vs_dp = res->speedup_vs_dp;

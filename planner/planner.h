@@ -61,6 +61,13 @@ void pd_options_default(pd_options *o);
  * Leaves the other options as they are. */
 void pd_options_from_cluster(pd_options *o, const cluster *c);
 
+/* The inverse, for PipeDream's own flags (plumb plan --pipedream -n ... -b ...): a plumb
+ * cluster named "pipedream-levels" of o's levels (count o->machines[L], bandwidth
+ * o->bandwidth_Bps[L], no latency) and one device type of o->memory_bytes at speed 1.
+ * Returns a new cluster (cluster_free) or NULL with err set (a level the cluster format
+ * rejects, out of memory). */
+cluster *pd_options_to_cluster(const pd_options *o, plumb_err *err);
+
 typedef struct pd_stage {
     int nlayers;
     int *layers;          /* profile layer indices of this stage, ascending */

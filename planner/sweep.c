@@ -22,55 +22,6 @@ void sweep_result_free(sweep_result *r)
     memset(r, 0, sizeof *r);
 }
 
-cluster *sweep_cluster_resize(const cluster *c, int n, int *use_devices, plumb_err *err)
-{
-    if (!c || c->nlevels < 1 || c->ndevices < 1) {
-        err_set(err, NULL, NULL, "the cluster has no devices");
-        return NULL;
-    }
-    if (n < 1 || n > SWEEP_MAX_GPUS) {
-        err_set(err, NULL, NULL, "GPU count: expected 1 to %d (got %d)", SWEEP_MAX_GPUS, n);
-        return NULL;
-    }
-    cluster *r = cluster_clone(c);
-    if (!r) {
-        err_set(err, NULL, NULL, "out of memory");
-        return NULL;
-    }
-    int per = c->levels[0].count;
-    long long nserv = 1;
-    if (n <= per || c->nlevels == 1) {
-        r->levels[0].count = n;
-        for (int l = 1; l < r->nlevels; l++) r->levels[l].count = 1;
-    } else {
-        int need = (n + per - 1) / per;
-        for (int l = 1; l < r->nlevels; l++) {
-            int cnt = l == r->nlevels - 1 ? need
-                      : (c->levels[l].count < need ? c->levels[l].count : need);
-            r->levels[l].count = cnt;
-            need = (need + cnt - 1) / cnt;
-            nserv *= cnt;
-        }
-    }
-    int *st = malloc((size_t)nserv * sizeof *st);
-    if (!st) {
-        cluster_free(r);
-        err_set(err, NULL, NULL, "out of memory");
-        return NULL;
-    }
-    for (long long s = 0; s < nserv; s++) st[s] = c->server_type[s % c->nservers];
-    free(r->server_type);
-    r->server_type = st;
-    r->nservers = (int)nserv;
-    r->ndevices = (int)(nserv * r->levels[0].count);
-    if (cluster_validate(r, NULL, err)) {
-        cluster_free(r);
-        return NULL;
-    }
-    *use_devices = n < r->ndevices ? n : r->ndevices;
-    return r;
-}
-
 int planner_sweep(const profile *p, const cluster *c, int gmin, int gmax,
                   const native_options *o, double target, double price, sweep_result *res,
                   plumb_err *err)
@@ -87,7 +38,7 @@ int planner_sweep(const profile *p, const cluster *c, int gmin, int gmax,
     /* inputs that cannot work at any size in the range */
     {
         int use;
-        cluster *big = sweep_cluster_resize(c, gmax, &use, err);
+        cluster *big = planner_cluster_resize(c, gmax, &use, err);
         if (!big) return -1;
         native_options oc = *o;
         oc.max_devices = use;
@@ -112,7 +63,7 @@ int planner_sweep(const profile *p, const cluster *c, int gmin, int gmax,
         int use;
         plumb_err e;
         err_clear(&e);
-        cluster *cl = sweep_cluster_resize(c, g, &use, &e);
+        cluster *cl = planner_cluster_resize(c, g, &use, &e);
         if (!cl) {
             snprintf(pt->why, sizeof pt->why, "%s", e.msg);
             continue;

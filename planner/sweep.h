@@ -18,8 +18,9 @@
 #include "core/err.h"
 #include "core/profile.h"
 #include "planner/native.h"
+#include "planner/policy.h" /* planner_cluster_resize: how each count is made */
 
-#define SWEEP_MAX_GPUS 4096
+#define SWEEP_MAX_GPUS PLANNER_MAX_GPUS
 
 typedef struct sweep_point {
     int gpus;
@@ -49,14 +50,6 @@ typedef struct sweep_result {
 } sweep_result;
 
 void sweep_result_free(sweep_result *r);
-
-/* The cluster c resized to n devices (1 <= n <= SWEEP_MAX_GPUS): within one server, a
- * server of n devices; beyond, ceil(n / per_server) servers (the inner levels kept up to
- * their original counts, the outermost taking the rest) with server types repeating c's
- * pattern; when n is not a multiple of the server size, the last server is full and the
- * planner is asked to use the first n devices (*use_devices = n). Returns a new cluster or
- * NULL with err set. */
-cluster *sweep_cluster_resize(const cluster *c, int n, int *use_devices, plumb_err *err);
 
 /* Runs the sweep over gmin..gmax GPUs (1 <= gmin <= gmax <= SWEEP_MAX_GPUS) with the
  * planner options o (schedule, memory limit ...; max_devices is set per point). target and

@@ -422,3 +422,41 @@ Test(planner_pipedream, shipped_pairs_keep_their_plans, .timeout = 600)
     cr_assert(checked == 375, "%d cases", checked);
     cr_assert(failures == 0, "%d of %d plans changed", failures, checked);
 }
+
+Test(planner_pipedream, cluster_from_pipedream_flags)
+{
+    /* plumb plan --pipedream -n 4 2 -b 16e9 1.25e9 --memory_size 8e9 */
+    pd_options o;
+    pd_options_default(&o);
+    o.nlevels = 2;
+    o.machines[0] = 4;
+    o.machines[1] = 2;
+    o.bandwidth_Bps[0] = 16e9;
+    o.bandwidth_Bps[1] = 1.25e9;
+    o.memory_bytes = 8e9;
+    plumb_err e;
+    cluster *c = pd_options_to_cluster(&o, &e);
+    cr_assert_not_null(c, "%s", e.msg);
+    cr_assert_str_eq(c->name, "pipedream-levels");
+    cr_assert_eq(c->ndevices, 8);
+    cr_assert_eq(c->nlevels, 2);
+    cr_assert_eq(c->levels[0].count, 4);
+    cr_assert_eq(c->levels[1].count, 2);
+    cr_assert_float_eq(c->levels[0].bandwidth_Bps, 16e9, 16e9 * 1e-9);
+    cr_assert_float_eq(c->levels[1].bandwidth_Bps, 1.25e9, 1.25e9 * 1e-9);
+    cr_assert_eq(c->ntypes, 1);
+    cr_assert_float_eq(c->types[0].memory_bytes, 8e9, 8e9 * 1e-9);
+    /* and back: the same levels */
+    pd_options back;
+    pd_options_default(&back);
+    pd_options_from_cluster(&back, c);
+    cr_assert_eq(back.nlevels, 2);
+    cr_assert_eq(back.machines[0], 4);
+    cr_assert_eq(back.machines[1], 2);
+    cr_assert_float_eq(back.memory_bytes, 8e9, 8e9 * 1e-9);
+    cluster_free(c);
+    /* a level the cluster format refuses: one line, no cluster */
+    o.machines[1] = 0;
+    cr_assert_null(pd_options_to_cluster(&o, &e));
+    cr_assert(strstr(e.msg, "count"), "%s", e.msg);
+}

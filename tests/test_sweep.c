@@ -1,6 +1,7 @@
-/* test_sweep.c: capacity planning (planner/sweep.h): cluster resizing, the sweep's figures
- * (efficiency = thr(n) / (n thr(1)), cost per million samples = price n / 3600 / thr 1e6,
- * the fewest GPUs for a target), and its JSON and SVG forms. */
+/* test_sweep.c: capacity planning (planner/sweep.h; its cluster resize is tested in
+ * test_planner_policy.c): the sweep's figures (efficiency = thr(n) / (n thr(1)), cost per
+ * million samples = price n / 3600 / thr 1e6, the fewest GPUs for a target), and its JSON
+ * and SVG forms. */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdlib.h>
@@ -16,46 +17,6 @@ static cluster *load_cluster(const char *path)
     cluster *c = cluster_load(path, &e);
     cr_assert(c, "%s", e.msg);
     return c;
-}
-
-Test(resize, counts_servers_and_types)
-{
-    cluster *b = load_cluster("profiles/clusters/cluster-b-2x8.json");
-    plumb_err e;
-    int use = 0;
-    cluster *r = sweep_cluster_resize(b, 3, &use, &e);
-    cr_assert(r, "%s", e.msg);
-    cr_assert_eq(r->ndevices, 3);
-    cr_assert_eq(r->nservers, 1);
-    cr_assert_eq(use, 3);
-    cluster_free(r);
-    r = sweep_cluster_resize(b, 12, &use, &e);
-    cr_assert(r, "%s", e.msg);
-    cr_assert_eq(r->ndevices, 16);
-    cr_assert_eq(r->nservers, 2);
-    cr_assert_eq(use, 12);
-    cluster_free(r);
-    r = sweep_cluster_resize(b, 40, &use, &e);
-    cr_assert(r, "%s", e.msg);
-    cr_assert_eq(r->ndevices, 40);
-    cr_assert_eq(r->nservers, 5);
-    cr_assert_eq(r->levels[0].count, 8);
-    cr_assert_eq(use, 40);
-    cluster_free(r);
-    cr_assert_null(sweep_cluster_resize(b, 0, &use, &e));
-    cr_assert(strstr(e.msg, "GPU count"), "%s", e.msg);
-    cr_assert_null(sweep_cluster_resize(b, SWEEP_MAX_GPUS + 1, &use, &e));
-    cluster_free(b);
-
-    /* heterogeneous: server types repeat the pattern H200, H200, V100, V100 */
-    cluster *h = load_cluster("profiles/clusters/hetero-2xh200-2xv100.json");
-    r = sweep_cluster_resize(h, 48, &use, &e);
-    cr_assert(r, "%s", e.msg);
-    cr_assert_eq(r->nservers, 6);
-    for (int s = 0; s < 6; s++) cr_assert_eq(r->server_type[s], h->server_type[s % 4]);
-    cr_assert_str_eq(cluster_device_type(r, 47)->name, "H200-SXM-141GB");
-    cluster_free(r);
-    cluster_free(h);
 }
 
 Test(figures, efficiency_cost_and_target)

@@ -9,7 +9,7 @@
 
 #include "core/schedule_traits.h"
 #include "ui/eval.h"
-#include "ui/split.h"
+#include "planner/policy.h"
 
 #define PROFILE "profiles/pipedream/vgg16.json"
 #define CLUSTER "profiles/clusters/cluster-a-4x4.json"
@@ -45,7 +45,7 @@ Test(ui_eval, even_split_covers_and_balances)
     profile *p = load_prof();
     int first[64], last[64];
     for (int k = 1; k <= p->nlayers; k++) {
-        cr_assert_eq(ui_split_ranges(p, k, first, last), 0);
+        cr_assert_eq(planner_split_ranges(p, k, first, last), 0);
         double worst = 0, maxl = 0;
         for (int s = 0; s < k; s++) {
             cr_assert_eq(first[s], s ? last[s - 1] + 1 : 0);
@@ -59,8 +59,8 @@ Test(ui_eval, even_split_covers_and_balances)
         /* no range exceeds the even share by more than one layer */
         cr_assert_leq(worst, cost(p, 0, p->nlayers - 1) / k + maxl + 1e-9, "k=%d", k);
     }
-    cr_assert_eq(ui_split_ranges(p, 0, first, last), -1);
-    cr_assert_eq(ui_split_ranges(p, p->nlayers + 1, first, last), -1);
+    cr_assert_eq(planner_split_ranges(p, 0, first, last), -1);
+    cr_assert_eq(planner_split_ranges(p, p->nlayers + 1, first, last), -1);
     profile_free(p);
 }
 
@@ -71,7 +71,7 @@ Test(ui_eval, even_split_plans_validate_for_every_schedule)
     plumb_err e;
     for (int k = 0; k < SCHED_NKINDS; k++) {
         err_clear(&e);
-        plan *pl = ui_split_plan(p, c, (sched_kind)k, &e);
+        plan *pl = planner_split_plan(p, c, 0, (sched_kind)k, &e);
         cr_assert_not_null(pl, "%s: %s", sched_kind_name((sched_kind)k), e.msg);
         cr_assert_eq(plan_validate(pl, NULL, &e), 0, "%s", e.msg);
         if (sched_kind_chunked((sched_kind)k)) cr_assert_eq(pl->chunks, 2);
@@ -110,9 +110,16 @@ Test(ui_eval, cluster_whatifs_follow_the_hierarchy)
         cr_assert_eq(c->nservers, servers[i]);
         cluster_free(c);
     }
-    ui_whatif w = whatif(6); /* not whole servers */
+    /* not whole servers: the sweep's rule, the last server full and its extra devices idle */
+    ui_whatif w = whatif(6);
+    cluster *c6 = ui_cluster_whatif(base, &w, &e);
+    cr_assert_not_null(c6, "%s", e.msg);
+    cr_assert_eq(c6->ndevices, 8);
+    cr_assert_eq(c6->nservers, 2);
+    cluster_free(c6);
+    w = whatif(0);
     cr_assert_null(ui_cluster_whatif(base, &w, &e));
-    cr_assert(strstr(e.msg, "whole servers"));
+    cr_assert(strstr(e.msg, "GPU count"), "%s", e.msg);
     w = whatif(16);
     w.bw_exp[1] = 2;
     w.bw_exp[0] = -1;
@@ -156,11 +163,11 @@ Test(ui_eval, evaluate_plans_simulates_and_caches)
     cr_assert_not_null(dp);
     dp->optimizer = OPT_MOMENTUM;
     dp->microbatch_size = 128;
-    cr_assert_eq(ui_dp_samples_per_s(dp, &r.opt), 0);
+    cr_assert_eq(ui_dp_samples_per_s(dp, 0, &r.opt), 0);
     dp->microbatch_size = 64;
-    cr_assert_gt(ui_dp_samples_per_s(dp, &r.opt), 0);
+    cr_assert_gt(ui_dp_samples_per_s(dp, 0, &r.opt), 0);
     plan_free(dp);
-    cr_assert_eq(r.dp_samples_per_s, ui_dp_samples_per_s(r.pl, &r.opt), "the cached baseline");
+    cr_assert_eq(r.dp_samples_per_s, ui_dp_samples_per_s(r.pl, w.ngpus, &r.opt), "the cached baseline");
     cr_assert_eq(r.pl->pred_samples_per_s, r.rep->samples_per_s);
     cr_assert_str_eq(r.origin, "native planner");
     cr_assert_gt(r.plan_ms, 0);

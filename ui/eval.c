@@ -13,7 +13,7 @@
 #include "core/bounds.h"
 #include "planner/native.h"
 #include "planner/planner.h"
-#include "ui/split.h"
+#include "planner/policy.h"
 
 const char *ui_planner_name(int p)
 {
@@ -151,13 +151,6 @@ fail:
     return -1;
 }
 
-static int pow2_ceil(int n)
-{
-    int p = 1;
-    while (p < n && p < (1 << 20)) p *= 2;
-    return p;
-}
-
 void ui_base_whatif(const ui_base *b, ui_whatif *w)
 {
     memset(w, 0, sizeof *w);
@@ -185,45 +178,12 @@ int ui_base_cut_note(const ui_base *b, char *buf, size_t n)
     return 1;
 }
 
-/* Largest divisor of n that is <= cap (>= 1). */
-static int divisor_upto(int n, int cap)
-{
-    for (int d = cap < n ? cap : n; d > 1; d--)
-        if (n % d == 0) return d;
-    return 1;
-}
-
 cluster *ui_cluster_whatif(const cluster *base, const ui_whatif *w, plumb_err *err)
 {
-    int n = w->ngpus, L = base->nlevels, per = base->levels[0].count;
-    if (n < 1 || (L > 1 && n > per && n % per)) {
-        err_set(err, NULL, "gpus", "%d GPUs do not fill whole servers of %d", n, per);
-        return NULL;
-    }
-    cluster *c = cluster_clone(base);
-    if (!c) goto oom;
-    if (L == 1 || n <= per) {
-        c->levels[0].count = n;
-        for (int l = 1; l < L; l++) c->levels[l].count = 1;
-    } else {
-        int rest = n / per;
-        for (int l = 1; l < L - 1; l++) {
-            c->levels[l].count = divisor_upto(rest, base->levels[l].count);
-            rest /= c->levels[l].count;
-        }
-        c->levels[L - 1].count = rest;
-    }
-    int nservers = 1;
-    for (int l = 1; l < L; l++) nservers *= c->levels[l].count;
-    int *types = malloc((size_t)nservers * sizeof *types);
-    if (!types) goto oom;
-    for (int s = 0; s < nservers; s++)
-        types[s] = base->server_type ? base->server_type[s % base->nservers] : 0;
-    free(c->server_type);
-    c->server_type = types;
-    c->nservers = nservers;
-    c->ndevices = n;
-    for (int l = 0; l < L; l++) {
+    int use;
+    cluster *c = planner_cluster_resize(base, w->ngpus, &use, err);
+    if (!c) return NULL;
+    for (int l = 0; l < c->nlevels; l++) {
         double f = ldexp(1.0, w->bw_exp[l]); /* kept within the bounds a file may give */
         c->levels[l].bandwidth_Bps =
             fmin(fmax(c->levels[l].bandwidth_Bps * f, BOUND_BW_BPS_MIN), BOUND_BW_BPS_MAX);
@@ -235,10 +195,6 @@ cluster *ui_cluster_whatif(const cluster *base, const ui_whatif *w, plumb_err *e
         return NULL;
     }
     return c;
-oom:
-    cluster_free(c);
-    err_set(err, NULL, NULL, "out of memory");
-    return NULL;
 }
 
 static int chunked(int kind) { return sched_kind_chunked((sched_kind)kind); }
@@ -269,6 +225,7 @@ static plan *planned(const ui_base *b, const cluster *clus, const ui_whatif *w,
             o.recompute = w->recompute == UI_RECOMPUTE_AUTO ? NATIVE_RECOMPUTE_AUTO
                                                              : w->recompute;
             o.memory_limit_bytes = w->mem_limit_bytes;
+            o.max_devices = w->ngpus < clus->ndevices ? w->ngpus : 0;
             if (b->loaded) {
                 o.microbatch_size = b->loaded->microbatch_size;
                 o.optimizer = b->loaded->optimizer;
@@ -316,8 +273,6 @@ static plan *planned(const ui_base *b, const cluster *clus, const ui_whatif *w,
     return pl;
 }
 
-static int gcd(int a, int b) { return b ? gcd(b, a % b) : a; }
-
 /* 1 when w leaves the loaded cluster as it was: its GPU count, every level's bandwidth,
  * no memory limit. Any other cluster re-plans, so that the plan shown is made for it. */
 static int cluster_as_loaded(const ui_whatif *w, int ndevices)
@@ -352,7 +307,9 @@ plan *ui_replan(const ui_base *b, const cluster *clus, const ui_whatif *w, const
         /* the dashboard does not ask the native planner for V placements */
         int can = b->planner == UI_PLANNER_NATIVE
                   ? sched_traits_of((sched_kind)w->schedule)->place != SCHED_PLACE_V
-                  : b->planner == UI_PLANNER_PIPEDREAM ? !chunked(w->schedule) : 0;
+                  : b->planner == UI_PLANNER_PIPEDREAM
+                  ? !chunked(w->schedule) && w->ngpus >= clus->ndevices /* whole levels */
+                  : 0;
         if (can) {
             plumb_err pe;
             err_clear(&pe);
@@ -361,7 +318,7 @@ plan *ui_replan(const ui_base *b, const cluster *clus, const ui_whatif *w, const
             if (!pl) snprintf(note, note_n, "planner: %s", pe.msg);
         }
         if (!pl) {
-            pl = ui_split_plan(b->prof, clus, (sched_kind)w->schedule, err);
+            pl = planner_split_plan(b->prof, clus, w->ngpus, (sched_kind)w->schedule, err);
             if (!pl) return NULL;
             *origin = can ? "even split: no plan from the planner" : "even split";
             pl->microbatch_size = L ? L->microbatch_size : b->prof->minibatch;
@@ -369,19 +326,8 @@ plan *ui_replan(const ui_base *b, const cluster *clus, const ui_whatif *w, const
         }
     }
     pl->schedule = (sched_kind)w->schedule;
-    if (w->microbatches > 0) {
-        pl->microbatches = w->microbatches;
-    } else if (strcmp(*origin, "native planner")) { /* nobody chose yet: 2 x depth */
-        int depth = pl->nstages / (pl->chunks > 0 ? pl->chunks : 1);
-        pl->microbatches = pow2_ceil(2 * depth) > 64 ? 64 : pow2_ceil(2 * depth);
-    }
-    if (sched_traits_of((sched_kind)w->schedule)->mb_per_replica) {
-        long long l = 1;
-        for (int s = 0; s < pl->nstages && l <= UI_MAX_MICROBATCHES; s++)
-            l = l / gcd((int)l, pl->stages[s].replicas) * pl->stages[s].replicas;
-        if (l <= UI_MAX_MICROBATCHES && pl->microbatches % l)
-            pl->microbatches = (int)((pl->microbatches + l - 1) / l * l);
-    }
+    if (w->microbatches > 0 || strcmp(*origin, "native planner")) /* else: its choice */
+        pl->microbatches = planner_microbatches(pl, (sched_kind)w->schedule, w->microbatches);
     if (w->recompute != UI_RECOMPUTE_AUTO) pl->recompute = w->recompute;
     pl->pred_iteration_s = pl->pred_samples_per_s = pl->pred_speedup_vs_dp = -1;
     pl->pred_speedup_vs_1 = -1;
@@ -395,33 +341,22 @@ plan *ui_replan(const ui_base *b, const cluster *clus, const ui_whatif *w, const
     return pl;
 }
 
-double ui_dp_samples_per_s(const plan *pl, const sim_options *opt)
+double ui_dp_samples_per_s(const plan *pl, int ndev, const sim_options *opt)
 {
-    int nd = pl->clus->ndevices;
-    int *devs = malloc((size_t)nd * sizeof *devs);
-    plan *dp = plan_new(pl->prof, pl->clus, 1);
-    double v = -1;
-    if (!devs || !dp) goto done;
-    for (int d = 0; d < nd; d++) devs[d] = d;
-    if (plan_set_stage(dp, 0, 0, pl->prof->nlayers - 1, nd, devs)) goto done;
-    dp->schedule = SCHED_1F1B_FLUSH;
-    dp->microbatch_size = pl->microbatch_size;
-    dp->microbatches = (pl->microbatches + nd - 1) / nd * nd;
-    dp->recompute = pl->recompute;
-    dp->optimizer = pl->optimizer;
+    plumb_err e;
+    err_clear(&e);
+    plan *dp = planner_dp_plan(pl, ndev, &e);
+    if (!dp) return -1;
     sim_options o = *opt;
     o.schedule = -1;
     o.microbatches = 0;
     o.timeline = 0;
     o.sched = NULL;
-    plumb_err e;
-    err_clear(&e);
     sim_report *r = sim_run(dp, &o, &e);
+    double v = -1;
     if (r) v = r->fits ? r->samples_per_s : 0; /* over memory: no baseline to beat */
     sim_report_free(r);
-done:
     plan_free(dp);
-    free(devs);
     return v;
 }
 
@@ -464,7 +399,7 @@ int ui_evaluate(const ui_base *b, const ui_whatif *w, ui_result *r)
     cluster_free(c);
     if (r->pl) r->rep = sim_run(r->pl, &r->opt, &e);
     if (r->rep) {
-        r->dp_samples_per_s = ui_dp_samples_per_s(r->pl, &r->opt);
+        r->dp_samples_per_s = ui_dp_samples_per_s(r->pl, w->ngpus, &r->opt);
         predict(r->pl, r->rep, r->dp_samples_per_s);
     }
     r->eval_ms = now_ms() - t0;

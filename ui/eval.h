@@ -21,7 +21,7 @@ typedef enum ui_planner {
     UI_PLANNER_NATIVE = 0,         /* plumb's own (planner/native.h), the default: schedule-
                                       and memory-aware, simulator in the loop */
     UI_PLANNER_PIPEDREAM,          /* PipeDream's partitioner (planner/planner.h) */
-    UI_PLANNER_EVEN,               /* the even split (ui/split.h) */
+    UI_PLANNER_EVEN,               /* the even split (planner_split_plan) */
     UI_PLANNER_N
 } ui_planner;
 
@@ -57,11 +57,10 @@ void ui_base_whatif(const ui_base *b, ui_whatif *w);
  * one sentence saying so into buf and returns 1; else returns 0 and buf is "". */
 int ui_base_cut_note(const ui_base *b, char *buf, size_t n);
 
-/* The base cluster resized to w->ngpus devices and with each level's bandwidth (and egress)
- * scaled by 2^bw_exp. Up to one server: fewer devices in the server; beyond: whole servers,
- * filling the inner levels up to their original counts first, the outermost taking the
- * rest; servers keep their device types in a repeating pattern. NULL with err when the
- * count does not fit the hierarchy. */
+/* The base cluster resized to w->ngpus devices by planner_cluster_resize (the rule
+ * `plumb sweep` uses; devices beyond w->ngpus, if the resize makes any, stay idle: the
+ * dashboard plans on the first w->ngpus) with each level's bandwidth (and egress) scaled by
+ * 2^bw_exp. NULL with err when the count is out of range. */
 cluster *ui_cluster_whatif(const cluster *base, const ui_whatif *w, plumb_err *err);
 
 /* A computed frame of figures. */
@@ -90,16 +89,19 @@ void ui_result_free(ui_result *r);
  * PipeDream's partitioner (memory limit as its memory constraint; one stage per device, so
  * interleaved and zb-v get the even split), or the even split. When the planner finds no
  * plan (nothing fits memory), the even split stands in and *note says why (the planner's
- * message, with what would fit); *note is "" otherwise. For pipedream and 2bw the
- * microbatches are rounded up to a multiple of every stage's replica count. *origin says
+ * message, with what would fit); *note is "" otherwise. The planners and the even split
+ * plan on the first w->ngpus devices (PipeDream's partitioner, which takes whole levels,
+ * only when that is all of clus). The microbatch count is planner_microbatches of
+ * w->microbatches (0: the native planner's own choice, or its default rule for the stages
+ * of any other origin). *origin says
  * where the stages came from; the partitioner's time is added to *plan_ms. NULL with err. */
 plan *ui_replan(const ui_base *b, const cluster *clus, const ui_whatif *w, const char **origin,
                 double *plan_ms, char *note, size_t note_n, plumb_err *err);
 
-/* Samples/s of plain data parallelism on pl's cluster: one stage holding every layer,
- * replicated on every device, 1f1b-flush, the plan's microbatch size, microbatches rounded
- * up to a multiple of the devices; same straggler and memory options. 0 when that does not
- * fit the devices' memory (or the limit), -1 on failure. */
-double ui_dp_samples_per_s(const plan *pl, const sim_options *opt);
+/* Samples/s of plain data parallelism on the first ndev devices of pl's cluster
+ * (planner_dp_plan: one stage holding every layer, 1f1b-flush, pl's microbatch size,
+ * microbatches rounded up to a multiple of the devices), same straggler and memory options.
+ * 0 when that does not fit the devices' memory (or the limit), -1 on failure. */
+double ui_dp_samples_per_s(const plan *pl, int ndev, const sim_options *opt);
 
 #endif
