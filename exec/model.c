@@ -130,6 +130,248 @@ static int get_hp(const jctx *c, const cJSON *obj, const char *lpath, const char
 static int parse_list(parse_st *ps, const cJSON *arr, int n, const char *path, int top,
                       int *ndim, int *shape, origin *org, layer *ls);
 
+/* A hyper-parameter's bound for widths, channels and vocabularies. */
+#define LAYER_MAX_WIDTH (1 << 24)
+
+/* One layer being parsed: where it is, its input shape (which its kind's parser turns into
+ * its output shape) and where that input came from. */
+typedef struct lparse {
+    parse_st *ps;
+    const cJSON *obj;
+    const char *lpath;
+    int top, index, count; /* top-level: its index among count; else 0 */
+    int *ndim, *shape;     /* in: the input shape; out: the output shape */
+    origin *org;           /* where the input came from, for messages */
+    const char *sb;        /* the input shape, formatted */
+} lparse;
+
+/* A linear layer: out features; the input [features] or [T, features]. */
+static int parse_linear(const lparse *p, layer *L)
+{
+    const jctx *c = p->ps->c;
+    char fp[320];
+    if (get_hp(c, p->obj, p->lpath, "out", 1, 1, LAYER_MAX_WIDTH, &L->out)) return -1;
+    if (*p->ndim < 1 || *p->ndim > 2)
+        return err_set(c->err, c->file, p->lpath,
+                       "linear: expected an input of [features] or [T, features] (got %s "
+                       "from %s); add a flatten layer before it",
+                       p->sb, p->org->text);
+    int in = p->shape[*p->ndim - 1], want = in;
+    if (get_hp(c, p->obj, p->lpath, "in_features", 0, 1, LAYER_MAX_WIDTH, &want)) return -1;
+    if (want != in)
+        return err_set(c->err, c->file, json_path(fp, sizeof fp, p->lpath, "in_features"),
+                       "expected %d (%s) (got %d)", in, p->org->text, want);
+    L->nparams = (long long)L->out * in + L->out;
+    size_t rows = shape_numel(*p->ndim - 1, p->shape);
+    L->flops = 2.0 * (double)rows * in * L->out;
+    p->shape[*p->ndim - 1] = L->out;
+    return 0;
+}
+
+/* A convolution: channels, kernel, stride, padding on [C, H, W]. */
+static int parse_conv2d(const lparse *p, layer *L)
+{
+    const jctx *c = p->ps->c;
+    char fp[320];
+    L->stride = 1;
+    if (get_hp(c, p->obj, p->lpath, "out_channels", 1, 1, LAYER_MAX_WIDTH, &L->out) ||
+        get_hp(c, p->obj, p->lpath, "kernel", 1, 1, 4096, &L->kernel) ||
+        get_hp(c, p->obj, p->lpath, "stride", 0, 1, 4096, &L->stride) ||
+        get_hp(c, p->obj, p->lpath, "padding", 0, 0, 4096, &L->pad))
+        return -1;
+    if (*p->ndim != 3)
+        return err_set(c->err, c->file, p->lpath,
+                       "conv2d: expected an input of [channels, height, width] (got %s "
+                       "from %s)",
+                       p->sb, p->org->text);
+    int C = p->shape[0], want = C;
+    if (get_hp(c, p->obj, p->lpath, "in_channels", 0, 1, LAYER_MAX_WIDTH, &want)) return -1;
+    if (want != C)
+        return err_set(c->err, c->file, json_path(fp, sizeof fp, p->lpath, "in_channels"),
+                       "expected %d (the channels of %s) (got %d)", C, p->org->text, want);
+    int H = p->shape[1] + 2 * L->pad, W = p->shape[2] + 2 * L->pad;
+    if (L->kernel > H || L->kernel > W)
+        return err_set(c->err, c->file, json_path(fp, sizeof fp, p->lpath, "kernel"),
+                       "expected at most %d (the padded input %dx%d of %s) (got %d)",
+                       H < W ? H : W, H, W, p->org->text, L->kernel);
+    int P = (H - L->kernel) / L->stride + 1, Q = (W - L->kernel) / L->stride + 1;
+    L->nparams = (long long)L->out * C * L->kernel * L->kernel + L->out;
+    L->flops = 2.0 * L->out * P * Q * (double)C * L->kernel * L->kernel;
+    p->shape[0] = L->out;
+    p->shape[1] = P;
+    p->shape[2] = Q;
+    return 0;
+}
+
+/* Max pooling: kernel, stride on [C, H, W]. */
+static int parse_maxpool2d(const lparse *p, layer *L)
+{
+    const jctx *c = p->ps->c;
+    char fp[320];
+    if (get_hp(c, p->obj, p->lpath, "kernel", 1, 1, 4096, &L->kernel)) return -1;
+    L->stride = L->kernel;
+    if (get_hp(c, p->obj, p->lpath, "stride", 0, 1, 4096, &L->stride)) return -1;
+    if (*p->ndim != 3)
+        return err_set(c->err, c->file, p->lpath,
+                       "maxpool2d: expected an input of [channels, height, width] (got %s "
+                       "from %s)",
+                       p->sb, p->org->text);
+    if (L->kernel > p->shape[1] || L->kernel > p->shape[2])
+        return err_set(c->err, c->file, json_path(fp, sizeof fp, p->lpath, "kernel"),
+                       "expected at most %d (the input %dx%d of %s) (got %d)",
+                       p->shape[1] < p->shape[2] ? p->shape[1] : p->shape[2], p->shape[1],
+                       p->shape[2], p->org->text, L->kernel);
+    p->shape[1] = (p->shape[1] - L->kernel) / L->stride + 1;
+    p->shape[2] = (p->shape[2] - L->kernel) / L->stride + 1;
+    L->flops = (double)shape_numel(3, p->shape) * L->kernel * L->kernel;
+    return 0;
+}
+
+/* An element-wise activation (relu, gelu): same shape. */
+static int parse_activation(const lparse *p, layer *L)
+{
+    L->flops = (double)shape_numel(*p->ndim, p->shape) * (L->kind == LK_GELU ? 8 : 1);
+    return 0;
+}
+
+/* Flatten: [C, H, W] or [T, D] to one dimension. */
+static int parse_flatten(const lparse *p, layer *L)
+{
+    (void)L;
+    size_t n = shape_numel(*p->ndim, p->shape);
+    *p->ndim = 1;
+    p->shape[0] = (int)n;
+    p->shape[1] = p->shape[2] = 0;
+    return 0;
+}
+
+/* Layer normalization over the last dimension: gamma and beta. */
+static int parse_layernorm(const lparse *p, layer *L)
+{
+    L->dim = p->shape[*p->ndim - 1];
+    L->nparams = 2LL * L->dim;
+    L->flops = 8.0 * (double)shape_numel(*p->ndim, p->shape);
+    return 0;
+}
+
+/* Token + position embedding: only first, on [T] token ids. */
+static int parse_embedding(const lparse *p, layer *L)
+{
+    const jctx *c = p->ps->c;
+    if (get_hp(c, p->obj, p->lpath, "vocab", 1, 1, LAYER_MAX_WIDTH, &L->vocab) ||
+        get_hp(c, p->obj, p->lpath, "dim", 1, 1, LAYER_MAX_WIDTH, &L->dim))
+        return -1;
+    if (!p->top || p->index != 0)
+        return err_set(c->err, c->file, p->lpath,
+                       "embedding: expected only as the first layer of the model");
+    if (*p->ndim != 1)
+        return err_set(c->err, c->file, p->lpath,
+                       "embedding: expected the model input to be [T] token ids (got %s)",
+                       p->sb);
+    int T = p->shape[0];
+    L->nparams = (long long)L->vocab * L->dim + (long long)T * L->dim;
+    L->flops = (double)T * L->dim;
+    *p->ndim = 2;
+    p->shape[1] = L->dim;
+    return 0;
+}
+
+/* The causal attention core: [T, 3 D] to [T, D], heads dividing D. */
+static int parse_attention(const lparse *p, layer *L)
+{
+    const jctx *c = p->ps->c;
+    char fp[320];
+    if (get_hp(c, p->obj, p->lpath, "heads", 1, 1, 4096, &L->heads)) return -1;
+    if (*p->ndim != 2 || p->shape[1] % 3 != 0)
+        return err_set(c->err, c->file, p->lpath,
+                       "attention: expected an input of [T, 3 dim] (queries, keys and "
+                       "values; got %s from %s); put a linear layer with out = 3 dim "
+                       "before it",
+                       p->sb, p->org->text);
+    int D = p->shape[1] / 3, T = p->shape[0];
+    if (D % L->heads)
+        return err_set(c->err, c->file, json_path(fp, sizeof fp, p->lpath, "heads"),
+                       "expected a divisor of the model width %d (got %d)", D, L->heads);
+    L->dim = D;
+    L->flops = 2.0 * 2.0 * T * (double)T * D;
+    p->shape[1] = D;
+    return 0;
+}
+
+/* A residual block: its layers, whose output shape must equal the input. */
+static int parse_residual(const lparse *p, layer *L)
+{
+    const jctx *c = p->ps->c;
+    char fp[320];
+    const cJSON *arr;
+    int n;
+    if (json_get_arr(c, p->obj, p->lpath, "layers", 1, &arr, &n)) return -1;
+    if (n == 0)
+        return err_set(c->err, c->file, json_path(fp, sizeof fp, p->lpath, "layers"),
+                       "expected at least one layer (got an empty array)");
+    if (n > MODEL_MAX_LAYERS - p->ps->next_uid)
+        return err_set(c->err, c->file, json_path(fp, sizeof fp, p->lpath, "layers"),
+                       "expected at most %d layers in all, residual blocks' layers "
+                       "included (got %d more here)", MODEL_MAX_LAYERS, n);
+    L->children = calloc((size_t)n, sizeof *L->children);
+    if (!L->children) return err_set(c->err, c->file, p->lpath, "out of memory");
+    L->nchildren = n;
+    int cnd = *p->ndim, csh[MODEL_MAX_DIMS];
+    memcpy(csh, p->shape, sizeof csh);
+    origin corg = *p->org;
+    json_path(fp, sizeof fp, p->lpath, "layers");
+    if (parse_list(p->ps, arr, n, fp, 0, &cnd, csh, &corg, L->children)) return -1;
+    char ob[64];
+    if (cnd != *p->ndim || memcmp(csh, p->shape, sizeof(int) * (size_t)cnd))
+        return err_set(c->err, c->file, fp,
+                       "expected the block's output shape to equal its input %s, so that "
+                       "it can be added (got %s)",
+                       p->sb, shape_format(cnd, csh, ob, sizeof ob));
+    for (int i = 0; i < n; i++) {
+        L->nparams += L->children[i].nparams;
+        L->flops += L->children[i].flops;
+    }
+    L->flops += (double)shape_numel(*p->ndim, p->shape);
+    return 0;
+}
+
+/* The softmax cross-entropy loss: only last, on [classes] or [T, classes]. */
+static int parse_xent(const lparse *p, layer *L)
+{
+    const jctx *c = p->ps->c;
+    if (!p->top || p->index != p->count - 1)
+        return err_set(c->err, c->file, p->lpath,
+                       "softmax_cross_entropy: expected only as the last layer of the "
+                       "model");
+    if (*p->ndim < 1 || *p->ndim > 2 || p->shape[*p->ndim - 1] != p->ps->classes)
+        return err_set(c->err, c->file, p->lpath,
+                       "softmax_cross_entropy: expected an input of [%d] or [T, %d] "
+                       "(classes) (got %s from %s)",
+                       p->ps->classes, p->ps->classes, p->sb, p->org->text);
+    L->flops = 4.0 * (double)shape_numel(*p->ndim, p->shape);
+    return 0;
+}
+
+/* Reads the hyper-parameters of L's kind, checks its input shape and sets its parameter
+ * count, FLOPs and output shape. Returns 0, or -1 with the error set. */
+static int parse_kind(const lparse *p, layer *L)
+{
+    switch (L->kind) {
+    case LK_LINEAR: return parse_linear(p, L);
+    case LK_CONV2D: return parse_conv2d(p, L);
+    case LK_MAXPOOL2D: return parse_maxpool2d(p, L);
+    case LK_RELU: return parse_activation(p, L);
+    case LK_GELU: return parse_activation(p, L);
+    case LK_FLATTEN: return parse_flatten(p, L);
+    case LK_LAYERNORM: return parse_layernorm(p, L);
+    case LK_EMBEDDING: return parse_embedding(p, L);
+    case LK_ATTENTION: return parse_attention(p, L);
+    case LK_RESIDUAL: return parse_residual(p, L);
+    case LK_XENT: return parse_xent(p, L);
+    default: return 0;
+    }
+}
+
 /* Parses one layer at lpath with input shape (ndim, shape) coming from `org`; writes its
  * output shape back into (ndim, shape). */
 static int parse_layer(parse_st *ps, const cJSON *obj, const char *lpath, int top, int index,
@@ -163,175 +405,8 @@ static int parse_layer(parse_st *ps, const cJSON *obj, const char *lpath, int to
     memcpy(L->in_shape, shape, sizeof(int) * MODEL_MAX_DIMS);
     L->param_offset = ps->next_offset;
     shape_format(*ndim, shape, sb, sizeof sb);
-    const int big = 1 << 24;
-
-    switch (L->kind) {
-    case LK_LINEAR: {
-        if (get_hp(c, obj, lpath, "out", 1, 1, big, &L->out)) return -1;
-        if (*ndim < 1 || *ndim > 2)
-            return err_set(c->err, c->file, lpath,
-                           "linear: expected an input of [features] or [T, features] (got %s "
-                           "from %s); add a flatten layer before it",
-                           sb, org->text);
-        int in = shape[*ndim - 1], want = in;
-        if (get_hp(c, obj, lpath, "in_features", 0, 1, big, &want)) return -1;
-        if (want != in)
-            return err_set(c->err, c->file, json_path(fp, sizeof fp, lpath, "in_features"),
-                           "expected %d (%s) (got %d)", in, org->text, want);
-        L->nparams = (long long)L->out * in + L->out;
-        size_t rows = shape_numel(*ndim - 1, shape);
-        L->flops = 2.0 * (double)rows * in * L->out;
-        shape[*ndim - 1] = L->out;
-        break;
-    }
-    case LK_CONV2D: {
-        L->stride = 1;
-        if (get_hp(c, obj, lpath, "out_channels", 1, 1, big, &L->out) ||
-            get_hp(c, obj, lpath, "kernel", 1, 1, 4096, &L->kernel) ||
-            get_hp(c, obj, lpath, "stride", 0, 1, 4096, &L->stride) ||
-            get_hp(c, obj, lpath, "padding", 0, 0, 4096, &L->pad))
-            return -1;
-        if (*ndim != 3)
-            return err_set(c->err, c->file, lpath,
-                           "conv2d: expected an input of [channels, height, width] (got %s "
-                           "from %s)",
-                           sb, org->text);
-        int C = shape[0], want = C;
-        if (get_hp(c, obj, lpath, "in_channels", 0, 1, big, &want)) return -1;
-        if (want != C)
-            return err_set(c->err, c->file, json_path(fp, sizeof fp, lpath, "in_channels"),
-                           "expected %d (the channels of %s) (got %d)", C, org->text, want);
-        int H = shape[1] + 2 * L->pad, W = shape[2] + 2 * L->pad;
-        if (L->kernel > H || L->kernel > W)
-            return err_set(c->err, c->file, json_path(fp, sizeof fp, lpath, "kernel"),
-                           "expected at most %d (the padded input %dx%d of %s) (got %d)",
-                           H < W ? H : W, H, W, org->text, L->kernel);
-        int P = (H - L->kernel) / L->stride + 1, Q = (W - L->kernel) / L->stride + 1;
-        L->nparams = (long long)L->out * C * L->kernel * L->kernel + L->out;
-        L->flops = 2.0 * L->out * P * Q * (double)C * L->kernel * L->kernel;
-        shape[0] = L->out;
-        shape[1] = P;
-        shape[2] = Q;
-        break;
-    }
-    case LK_MAXPOOL2D: {
-        if (get_hp(c, obj, lpath, "kernel", 1, 1, 4096, &L->kernel)) return -1;
-        L->stride = L->kernel;
-        if (get_hp(c, obj, lpath, "stride", 0, 1, 4096, &L->stride)) return -1;
-        if (*ndim != 3)
-            return err_set(c->err, c->file, lpath,
-                           "maxpool2d: expected an input of [channels, height, width] (got %s "
-                           "from %s)",
-                           sb, org->text);
-        if (L->kernel > shape[1] || L->kernel > shape[2])
-            return err_set(c->err, c->file, json_path(fp, sizeof fp, lpath, "kernel"),
-                           "expected at most %d (the input %dx%d of %s) (got %d)",
-                           shape[1] < shape[2] ? shape[1] : shape[2], shape[1], shape[2],
-                           org->text, L->kernel);
-        shape[1] = (shape[1] - L->kernel) / L->stride + 1;
-        shape[2] = (shape[2] - L->kernel) / L->stride + 1;
-        L->flops = (double)shape_numel(3, shape) * L->kernel * L->kernel;
-        break;
-    }
-    case LK_RELU:
-    case LK_GELU:
-        L->flops = (double)shape_numel(*ndim, shape) * (L->kind == LK_GELU ? 8 : 1);
-        break;
-    case LK_FLATTEN: {
-        size_t n = shape_numel(*ndim, shape);
-        *ndim = 1;
-        shape[0] = (int)n;
-        shape[1] = shape[2] = 0;
-        break;
-    }
-    case LK_LAYERNORM:
-        L->dim = shape[*ndim - 1];
-        L->nparams = 2LL * L->dim;
-        L->flops = 8.0 * (double)shape_numel(*ndim, shape);
-        break;
-    case LK_EMBEDDING: {
-        if (get_hp(c, obj, lpath, "vocab", 1, 1, big, &L->vocab) ||
-            get_hp(c, obj, lpath, "dim", 1, 1, big, &L->dim))
-            return -1;
-        if (!top || index != 0)
-            return err_set(c->err, c->file, lpath,
-                           "embedding: expected only as the first layer of the model");
-        if (*ndim != 1)
-            return err_set(c->err, c->file, lpath,
-                           "embedding: expected the model input to be [T] token ids (got %s)",
-                           sb);
-        int T = shape[0];
-        L->nparams = (long long)L->vocab * L->dim + (long long)T * L->dim;
-        L->flops = (double)T * L->dim;
-        *ndim = 2;
-        shape[1] = L->dim;
-        break;
-    }
-    case LK_ATTENTION: {
-        if (get_hp(c, obj, lpath, "heads", 1, 1, 4096, &L->heads)) return -1;
-        if (*ndim != 2 || shape[1] % 3 != 0)
-            return err_set(c->err, c->file, lpath,
-                           "attention: expected an input of [T, 3 dim] (queries, keys and "
-                           "values; got %s from %s); put a linear layer with out = 3 dim "
-                           "before it",
-                           sb, org->text);
-        int D = shape[1] / 3, T = shape[0];
-        if (D % L->heads)
-            return err_set(c->err, c->file, json_path(fp, sizeof fp, lpath, "heads"),
-                           "expected a divisor of the model width %d (got %d)", D, L->heads);
-        L->dim = D;
-        L->flops = 2.0 * 2.0 * T * (double)T * D;
-        shape[1] = D;
-        break;
-    }
-    case LK_RESIDUAL: {
-        const cJSON *arr;
-        int n;
-        if (json_get_arr(c, obj, lpath, "layers", 1, &arr, &n)) return -1;
-        if (n == 0)
-            return err_set(c->err, c->file, json_path(fp, sizeof fp, lpath, "layers"),
-                           "expected at least one layer (got an empty array)");
-        if (n > MODEL_MAX_LAYERS - ps->next_uid)
-            return err_set(c->err, c->file, json_path(fp, sizeof fp, lpath, "layers"),
-                           "expected at most %d layers in all, residual blocks' layers "
-                           "included (got %d more here)", MODEL_MAX_LAYERS, n);
-        L->children = calloc((size_t)n, sizeof *L->children);
-        if (!L->children) return err_set(c->err, c->file, lpath, "out of memory");
-        L->nchildren = n;
-        int cnd = *ndim, csh[MODEL_MAX_DIMS];
-        memcpy(csh, shape, sizeof csh);
-        origin corg = *org;
-        json_path(fp, sizeof fp, lpath, "layers");
-        if (parse_list(ps, arr, n, fp, 0, &cnd, csh, &corg, L->children)) return -1;
-        char ob[64];
-        if (cnd != *ndim || memcmp(csh, shape, sizeof(int) * (size_t)cnd))
-            return err_set(c->err, c->file, fp,
-                           "expected the block's output shape to equal its input %s, so that "
-                           "it can be added (got %s)",
-                           sb, shape_format(cnd, csh, ob, sizeof ob));
-        for (int i = 0; i < n; i++) {
-            L->nparams += L->children[i].nparams;
-            L->flops += L->children[i].flops;
-        }
-        L->flops += (double)shape_numel(*ndim, shape);
-        break;
-    }
-    case LK_XENT: {
-        if (!top || index != count - 1)
-            return err_set(c->err, c->file, lpath,
-                           "softmax_cross_entropy: expected only as the last layer of the "
-                           "model");
-        if (*ndim < 1 || *ndim > 2 || shape[*ndim - 1] != ps->classes)
-            return err_set(c->err, c->file, lpath,
-                           "softmax_cross_entropy: expected an input of [%d] or [T, %d] "
-                           "(classes) (got %s from %s)",
-                           ps->classes, ps->classes, sb, org->text);
-        L->flops = 4.0 * (double)shape_numel(*ndim, shape);
-        break;
-    }
-    default:
-        break;
-    }
+    const lparse p = {ps, obj, lpath, top, index, count, ndim, shape, org, sb};
+    if (parse_kind(&p, L)) return -1;
     if (L->kind != LK_RESIDUAL) ps->next_offset += L->nparams;
     for (int i = 0; i < *ndim; i++)
         if (shape[i] < 1)
