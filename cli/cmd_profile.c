@@ -7,7 +7,9 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "core/json.h"
 #include "core/profile.h"
+#include "core/transformer.h"
 #include "exec/backend.h"
 #include "exec/model.h"
 #include "exec/profiler.h"
@@ -89,6 +91,16 @@ static void show_progress(void *user, long done, long total)
     fflush(stderr);
 }
 
+/* 1 when the file at path parses as a transformer config (core/transformer.h). */
+static int is_transformer_config(const char *path)
+{
+    plumb_err err = {{0}};
+    cJSON *root = json_load_file(path, &err);
+    int yes = root && transformer_json_is_config(root);
+    cJSON_Delete(root);
+    return yes;
+}
+
 /* The analytic profile of a transformer (cli/cmd_profile_llm.c). */
 int cmd_profile_llm(int argc, char **argv);
 
@@ -150,6 +162,10 @@ int cmd_profile(int argc, char **argv)
     cfg.bk = bk;
     model *m = model_load(argv[optind], &err);
     if (!m) {
+        if (is_transformer_config(input))
+            return cli_fail("profile", "%s is a transformer config, not a plumb-model/1 spec; "
+                            "its analytic profile: plumb profile --model %s -c CLUSTER.json",
+                            input, input);
         err_print(&err);
         return 2;
     }

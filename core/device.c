@@ -107,9 +107,12 @@ int device_figures_validate(const device_type *t, const char *file, const char *
             return err_set(err, file, json_path(fp, sizeof fp, path, "peak_tflops_by_precision"),
                            "expected finite numbers (got %g FLOP/s for %s)",
                            t->peak_flops_prec[i], PREC_NAMES[i]);
-    if (!isfinite(t->memory_Bps) || !isfinite(t->eff.kernel_overhead_s))
+    if (!isfinite(t->memory_Bps))
         return err_set(err, file, json_path(fp, sizeof fp, path, "memory_gbyte_per_s"),
-                       "expected finite figures");
+                       "expected a finite bandwidth (got %g bytes/s)", t->memory_Bps);
+    if (!isfinite(t->eff.kernel_overhead_s))
+        return err_set(err, file, json_path(fp, sizeof fp, path, "efficiency.kernel_overhead_us"),
+                       "expected a finite time (got %g s)", t->eff.kernel_overhead_s);
     return 0;
 }
 

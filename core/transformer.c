@@ -10,7 +10,19 @@
 
 #include "json.h"
 
-#define TF_MAX_DIM 100000000LL /* the largest width, depth, vocabulary or length taken */
+/* The largest sizes taken: with these the parameter count stays below 2^63. */
+static const struct { const char *key; long long max; } LIMITS[] = {
+    {"n_embd", 1000000},        {"hidden_size", 1000000},     {"n_layer", 100000},
+    {"num_hidden_layers", 100000}, {"n_inner", 10000000},     {"intermediate_size", 10000000},
+};
+#define TF_MAX_DIM 100000000LL /* heads, vocabulary, positions */
+
+static long long dim_max(const char *key)
+{
+    for (size_t i = 0; i < sizeof LIMITS / sizeof LIMITS[0]; i++)
+        if (strcmp(key, LIMITS[i].key) == 0) return LIMITS[i].max;
+    return TF_MAX_DIM;
+}
 
 static char *dup_str(const char *s)
 {
@@ -41,7 +53,7 @@ static int get_dim(const jctx *jc, const cJSON *root, const char *key, int requi
     if (!v && required)
         return err_set(jc->err, jc->file, key,
                        "missing; expected a positive integer (this model family needs it)");
-    return json_get_int(jc, root, "", key, required, 1, TF_MAX_DIM, out);
+    return json_get_int(jc, root, "", key, required, 1, dim_max(key), out);
 }
 
 /* A boolean at root.key into *out (absent or null: *out keeps its default). */

@@ -5,7 +5,7 @@
 # prints executions and findings per target. Exits 1 when any target found a crash, leak,
 # undefined behaviour or round-trip mismatch (the input is kept in build-fuzz/findings/).
 # Usage: scripts/fuzz.sh [target ...]   (targets: profile cluster plan schedule_csv model
-#        pipedream trace checkpoint; default all)
+#        pipedream trace checkpoint transformer; default all)
 # Environment: FUZZ_SECONDS, FUZZ_CC (default clang), FUZZ_MAX_LEN (default 65536 bytes).
 set -u
 cd "$(dirname "$0")/.." || exit 2
@@ -15,20 +15,21 @@ cc=${FUZZ_CC:-clang}
 max_len=${FUZZ_MAX_LEN:-65536}
 out=build-fuzz
 targets=("$@")
-[ ${#targets[@]} -eq 0 ] && targets=(profile cluster plan schedule_csv model pipedream trace checkpoint)
+[ ${#targets[@]} -eq 0 ] && targets=(profile cluster plan schedule_csv model pipedream trace checkpoint transformer)
 
 if ! command -v "$cc" >/dev/null 2>&1; then
     echo "plumb: fuzz: $cc not found; install clang (apt-get install clang)" >&2
     exit 2
 fi
 
-core_srcs=(core/err.c core/json.c core/profile.c core/cluster.c core/plan.c core/schedule.c
+core_srcs=(core/err.c core/json.c core/profile.c core/cluster.c core/device.c core/plan.c core/schedule.c
            core/schedule_gen.c core/schedule_lower.c core/schedule_validate.c core/schedule_csv.c)
 # the sources each target needs beyond core_srcs
 declare -A extra_srcs=(
     [model]="exec/model.c exec/checkpoint.c"
     [checkpoint]="exec/model.c exec/checkpoint.c"
     [pipedream]="core/import_pipedream.c"
+    [transformer]="core/transformer.c planner/llm_profile.c"
     [trace]="core/timeline.c core/strbuf.c sim/compare.c sim/compare_mem.c")
 cflags=(-std=c11 -g -O1 -fno-omit-frame-pointer -D_POSIX_C_SOURCE=200809L -I. -Icore
         -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined)
@@ -39,7 +40,7 @@ summary=()
 for t in "${targets[@]}"; do
     src=tests/fuzz/fuzz_$t.c
     if [ ! -f "$src" ]; then
-        echo "plumb: fuzz: unknown target '$t' (expected profile, cluster, plan, schedule_csv, model, pipedream, trace or checkpoint)" >&2
+        echo "plumb: fuzz: unknown target '$t' (expected profile, cluster, plan, schedule_csv, model, pipedream, trace, checkpoint or transformer)" >&2
         exit 2
     fi
     bin=$out/fuzz_$t
