@@ -124,7 +124,8 @@ int cmd_profile_llm(int argc, char **argv)
     profile *p = cl ? llm_profile_build(t, cl, cpath, &o, &err) : NULL;
     int rc = 2;
     if (!p || (out && profile_save(p, out, &err))) {
-        err_print(&err);
+        if (err.msg[0] == '-') cli_fail("profile", "%s", err.msg); /* an option's value */
+        else err_print(&err);
         goto done;
     }
     if (!quiet) print_table(t, p, &o);
