@@ -171,10 +171,8 @@ static double sum_flops(const profile *p)
  * without recomputation). */
 Test(llm, flops_match_narayanan_closed_form)
 {
-    plumb_err err = {{0}};
     transformer *t = load_ok("examples/llm/gpt3-175b.json");
     t->vocab = 51200;
-    (void)err;
     for (int tp = 1; tp <= 8; tp *= 8) {
         double B = 2, s = 2048, l = 96, h = 12288, V = 51200;
         profile *p = build_ok(t, A100, tp, (int)B, (long long)s);
@@ -446,4 +444,42 @@ Test(llm, take_gpus_whole_servers)
     cr_assert(strstr(err.msg, "r.json: --gpus: expected a multiple of the 32 devices per rack"),
               "%s", err.msg);
     cluster_free(c);
+}
+
+/* The profile's times are the device's own times multiplied by its speed (planning divides
+ * by it); fp32 uses the fp32 peak and 4-byte elements; a cluster of two device types is
+ * refused. */
+Test(llm, speed_precision_and_one_device_type)
+{
+    transformer *t = load_ok("examples/llm/gpt2.json");
+    cluster *c = cluster_ok(A100);
+    llm_options o;
+    llm_options_init(&o);
+    plumb_err err = {{0}};
+    profile *p1 = llm_profile_build(t, c, A100, &o, &err);
+    c->types[0].speed = 2;
+    profile *p2 = llm_profile_build(t, c, A100, &o, &err);
+    cr_assert(p1 && p2, "%s", err.msg);
+    for (int i = 0; i < p1->nlayers; i++) {
+        cr_assert_eq(p2->layers[i].forward_ms, 2 * p1->layers[i].forward_ms);
+        cr_assert_eq(p2->layers[i].backward_weight_ms, 2 * p1->layers[i].backward_weight_ms);
+    }
+    c->types[0].speed = 1;
+    o.precision = DEV_FP32;
+    profile *p3 = llm_profile_build(t, c, A100, &o, &err);
+    cr_assert_not_null(p3, "%s", err.msg);
+    cr_assert_eq(p3->layers[1].activation_bytes, 2 * p1->layers[1].activation_bytes);
+    cr_assert_eq(p3->layers[1].parameter_bytes, 2 * p1->layers[1].parameter_bytes);
+    /* compute-bound projections at 19.5 instead of 312 TFLOP/s: far slower */
+    cr_assert(p3->layers[1].forward_ms > 5 * p1->layers[1].forward_ms);
+    profile_free(p1);
+    profile_free(p2);
+    profile_free(p3);
+    cluster_free(c);
+    c = cluster_ok("profiles/clusters/hetero-2xh200-2xv100.json");
+    o.precision = DEV_BF16;
+    cr_assert_null(llm_profile_build(t, c, "het.json", &o, &err));
+    cr_assert(strstr(err.msg, "het.json: servers: expected one device type"), "%s", err.msg);
+    cluster_free(c);
+    transformer_free(t);
 }
