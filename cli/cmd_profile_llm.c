@@ -65,6 +65,12 @@ static void print_table(const transformer *t, const profile *p, const llm_option
     printf("total: forward %.3f ms, backward %.3f ms per microbatch on one rank; %.4g TFLOP "
            "forward x 3 = %.4g TFLOP per microbatch on this rank (%.1f TFLOP/s)\n", tf, tb,
            fl / 1e12, 3 * fl / 1e12, ms > 0 ? 3 * fl / (ms * 1e-3) / 1e12 : 0);
+    llm_collectives c;
+    llm_block_collectives(t, o, &c);
+    if (c.forward_allreduces > 0)
+        printf("not in these times: %d + %d tensor-parallel all-reduces (forward + backward) "
+               "of %.0f bytes per block among the %d ranks\n", c.forward_allreduces,
+               c.backward_allreduces, c.bytes, o->tp);
 }
 
 int cmd_profile_llm(int argc, char **argv)

@@ -239,3 +239,13 @@ oom:
     profile_free(pr);
     return err_set(err, NULL, NULL, "out of memory"), NULL;
 }
+
+void llm_block_collectives(const transformer *t, const llm_options *o, llm_collectives *out)
+{
+    long long seq = o->seq > 0 ? o->seq : t->max_positions;
+    int n = o->tp > 1 ? 2 : 0;
+    out->forward_allreduces = n;
+    out->backward_allreduces = n;
+    out->bytes = (double)o->microbatch * (double)seq * (double)t->hidden *
+                 dev_precision_bytes(o->precision);
+}

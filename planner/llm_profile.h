@@ -31,4 +31,16 @@ void llm_options_init(llm_options *o);
 profile *llm_profile_build(const transformer *t, const cluster *c, const char *cluster_file,
                            const llm_options *o, plumb_err *err);
 
+/* The tensor-parallel collectives of one transformer block per microbatch, which the
+ * profile's times leave out (Megatron-LM's layout: the attention and the MLP each end in a
+ * row-parallel projection whose partial outputs are summed across the T ranks). */
+typedef struct llm_collectives {
+    int forward_allreduces;   /* all-reduces in the forward: 2 when T > 1, else 0 */
+    int backward_allreduces;  /* in the backward (the column-parallel inputs' gradients): 2 */
+    double bytes;             /* size of each: the block's activation, B S h element bytes */
+} llm_collectives;
+
+/* Fills *out for model t under o (o->seq 0: the model's length). */
+void llm_block_collectives(const transformer *t, const llm_options *o, llm_collectives *out);
+
 #endif

@@ -483,3 +483,24 @@ Test(llm, speed_precision_and_one_device_type)
     cluster_free(c);
     transformer_free(t);
 }
+
+/* Megatron-LM's tensor parallelism: per block two all-reduces of B S h elements forward and
+ * two backward; none at T = 1. */
+Test(llm, tensor_parallel_collectives)
+{
+    transformer *t = load_ok("examples/llm/gpt3-175b.json");
+    llm_options o;
+    llm_options_init(&o);
+    llm_collectives c;
+    llm_block_collectives(t, &o, &c);
+    cr_assert_eq(c.forward_allreduces, 0);
+    cr_assert_eq(c.backward_allreduces, 0);
+    o.tp = 8;
+    o.microbatch = 4;
+    o.seq = 1024;
+    llm_block_collectives(t, &o, &c);
+    cr_assert_eq(c.forward_allreduces, 2);
+    cr_assert_eq(c.backward_allreduces, 2);
+    cr_assert_eq(c.bytes, 4.0 * 1024 * 12288 * 2);
+    transformer_free(t);
+}
