@@ -23,6 +23,8 @@ ok plan-64 "$P" plan -p "$d/p.json" -c $A100 --gpus 64 -o "$d/plan.json"
 grep -q 'devices 56-63\|devices 5[0-9]-63' "$d/out" || { echo "FAIL plan-64: last stage does not end at device 63:"; cat "$d/out"; fail=1; }
 ok sim "$P" sim "$d/plan.json" --json
 grep -q '"samples_per_s"' "$d/out" || { echo "FAIL sim: no throughput"; head -5 "$d/out"; fail=1; }
+ok info "$P" info $A100
+grep -q 'dense peak TFLOP/s: fp32 19.5 tf32 156 bf16 312 fp16 312; memory 2039 GB/s' "$d/out" || { echo "FAIL info: no device figures:"; cat "$d/out"; fail=1; }
 for m in gpt2 llama3-8b llama3-70b mistral-7b; do
     ok "profile-$m" "$P" profile --model examples/llm/$m.json -c profiles/clusters/dgx-h100.json \
         --seq-len 1024 --microbatch-size 2 --precision fp16 -o "$d/$m.json"
