@@ -43,12 +43,12 @@ int main(int argc, char **argv)
     sim_synth s;
     sim_synth_init(&s);
     s.schedule = (sched_kind)kind;
-    s.chunks = kind == SCHED_INTERLEAVED || kind == SCHED_ZB_V ? 2 : 1;
+    s.chunks = sched_kind_chunks((sched_kind)kind);
     s.nstages = stages * s.chunks;
     s.microbatches = mb;
     s.latency_us[0] = 2;
     s.latency_us[1] = 10;
-    if (kind == SCHED_ZB_H1 || kind == SCHED_ZB_V)
+    if (sched_traits_of((sched_kind)kind)->split_backward)
         s.input_ms = s.weight_ms = 1;
     plumb_err err;
     err_clear(&err);

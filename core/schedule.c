@@ -47,8 +47,6 @@ int act_is_compute(int k) { return k == ACT_F || k == ACT_B || k == ACT_I || k =
 int act_is_comm(int k) { return k >= ACT_SEND_F && k <= ACT_RECV_B; }
 int act_is_send(int k) { return k == ACT_SEND_F || k == ACT_SEND_B; }
 
-int sched_kind_chunked(sched_kind k) { return k == SCHED_INTERLEAVED || k == SCHED_ZB_V; }
-
 int sched_nranks(const schedule *s) { return s->nstages / s->chunks; }
 int sched_total_mb(const schedule *s) { return s->microbatches * s->iterations; }
 
@@ -69,13 +67,6 @@ int schedule_worker_of(const schedule *s, int stage, int microbatch)
 {
     if (!s || stage < 0 || stage >= s->nstages || microbatch < 0) return -1;
     return s->stage_workers[s->stage_first[stage] + microbatch % s->replicas[stage]];
-}
-
-/* Default rank of stage st in a chunked layout of p ranks. */
-static int default_rank(sched_kind k, int st, int p)
-{
-    if (k == SCHED_ZB_V) return (st / p) % 2 == 0 ? st % p : p - 1 - st % p;
-    return st % p;
 }
 
 schedule *sched_alloc(const sched_spec *spec, plumb_err *err)
@@ -111,9 +102,10 @@ schedule *sched_alloc(const sched_spec *spec, plumb_err *err)
         return err_set(err, NULL, "chunks", "%s runs one stage per rank: expected 1 (got %d)",
                        kn, spec->chunks),
                NULL;
-    if (spec->kind == SCHED_ZB_V && spec->chunks != 2)
-        return err_set(err, NULL, "chunks", "zb-v needs exactly 2 chunks per rank (got %d)",
-                       spec->chunks),
+    const sched_traits *tr = sched_traits_of(spec->kind);
+    if (tr->chunks_min == tr->chunks_max && spec->chunks != tr->chunks_min)
+        return err_set(err, NULL, "chunks", "%s needs exactly %d chunk%s per rank (got %d)",
+                       kn, tr->chunks_min, tr->chunks_min == 1 ? "" : "s", spec->chunks),
                NULL;
     if (spec->nstages % spec->chunks)
         return err_set(err, NULL, "stages", "%s: %d virtual stages do not split into %d chunks "
@@ -154,7 +146,7 @@ schedule *sched_alloc(const sched_spec *spec, plumb_err *err)
         for (int j = 0; j < s->replicas[st]; j++) {
             int i = s->stage_first[st] + j;
             int w = spec->workers ? spec->workers[i]
-                                  : (chunked ? default_rank(s->kind, st, p) : i);
+                                  : (chunked ? sched_kind_rank(s->kind, st, p) : i);
             if (w < 0 || w > 65535) {
                 err_set(err, NULL, "workers", "stage %d replica %d: expected a worker id from 0 "
                         "to 65535 (got %d)", st, j, w);
@@ -182,8 +174,8 @@ schedule *sched_alloc(const sched_spec *spec, plumb_err *err)
                 for (int jb = 0; jb < s->replicas[b]; jb++) {
                     int wa = s->stage_workers[s->stage_first[a] + ja];
                     int wb = s->stage_workers[s->stage_first[b] + jb];
-                    int same_rank = chunked && default_rank(s->kind, a, p) ==
-                                                   default_rank(s->kind, b, p);
+                    int same_rank = chunked && sched_kind_rank(s->kind, a, p) ==
+                                                   sched_kind_rank(s->kind, b, p);
                     if ((wa == wb) != same_rank) {
                         if (same_rank)
                             err_set(err, NULL, "workers", "%s: stages %d and %d are chunks of "
@@ -288,7 +280,7 @@ static void cell_text(const schedule *s, const action *a, char *buf, size_t n)
 {
     char t[48];
     action_format(a, t, sizeof t);
-    int show = (s->kind == SCHED_PIPEDREAM || s->kind == SCHED_2BW) &&
+    int show = sched_traits_of(s->kind)->versions != 1 &&
                (act_is_compute(a->kind) || a->kind == ACT_STEP) && a->version >= 0;
     if (show)
         snprintf(buf, n, "%s/v%d", t, a->version);

@@ -1,13 +1,15 @@
 /* schedule_bound.c: how many messages a pair of workers can have in flight at once, over
  * every timing of a schedule. A replay under buffered sends carries a vector clock per
  * worker (for each worker, how many of its actions must have happened before this one);
- * a message carries its sender's clock to the receive, and an all-reduce joins its
- * replicas' clocks. At each SEND of worker a to worker b, the receives of b from a that
- * must already have happened are those among b's first clock[b] actions; the sends so far
- * less those receives is the most messages of the pair that can be waiting at that SEND,
- * and running exactly the actions before it (with b as late as it may be) reaches it. The
- * executor's local transport sets aside that many staging buffers per pair for gradients,
- * and the simulator's memory model counts them. */
+ * a message carries its sender's clock to the computation that takes it (a RECV only
+ * posts the receive: the F that consumes the activations, or the B/I that consumes the
+ * gradient, waits for the data and frees its staging), and an all-reduce joins its
+ * replicas' clocks. At each SEND of worker a to worker b, the messages of a that b must
+ * already have taken are those whose consumer is among b's first clock[b] actions; the
+ * sends so far less those is the most messages of the pair that can be waiting at that
+ * SEND, and running exactly the actions before it (with b as late as it may be) reaches
+ * it. The executor's local transport sets aside that many staging buffers per pair for
+ * gradients, and the simulator's memory model counts them. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -21,8 +23,8 @@ typedef struct bctx {
     int *clock;        /* [W x W] clock[w * W + v]: v's actions known to precede w's next */
     int **msg;         /* [2n] the sender's clock of each posted message; NULL: not posted */
     int *arc;          /* [W x S] all-reduces of each stage done by each worker */
-    int **rpos;        /* [W x W] rpos[b * W + a]: positions of b's counted receives
-                          from a, in order */
+    int **rpos;        /* [W x W] rpos[b * W + a]: positions of the computations of b
+                          that take counted messages from a, in order */
     int *rcount;       /* [W x W] their count */
     int *sent;         /* [W x W] sends of each pair so far */
 } bctx;
@@ -40,6 +42,29 @@ static int counted_recv(const action *x, unsigned sends)
 {
     return (x->kind == ACT_RECV_F && (sends & (1u << ACT_SEND_F))) ||
            (x->kind == ACT_RECV_B && (sends & (1u << ACT_SEND_B)));
+}
+
+/* The message slot of a SEND or RECV (as the buffered replay of schedule_validate.c). */
+static size_t msg_slot(const bctx *c, const action *a)
+{
+    if (a->microbatch < 0 || a->microbatch >= c->T || a->stage < 0 || a->stage >= c->S ||
+        a->peer_stage < 0 || a->peer_stage >= c->S)
+        return 2 * c->n;
+    int grad = a->kind == ACT_SEND_B || a->kind == ACT_RECV_B;
+    int st = act_is_send(a->kind) ? a->stage : a->peer_stage;
+    return (size_t)grad * c->n + (size_t)st * c->T + (size_t)a->microbatch;
+}
+
+/* The message slot whose data compute action a takes when its RECV was posted (F: its
+ * input activations, B/I: its output gradient), or 2n when a takes none. */
+static size_t taken_slot(const bctx *c, const action *a)
+{
+    if (a->microbatch < 0 || a->microbatch >= c->T) return 2 * c->n;
+    if (a->kind == ACT_F && a->stage > 0 && a->stage < c->S)
+        return (size_t)(a->stage - 1) * c->T + (size_t)a->microbatch;
+    if ((a->kind == ACT_B || a->kind == ACT_I) && a->stage >= 0 && a->stage + 1 < c->S)
+        return c->n + (size_t)(a->stage + 1) * c->T + (size_t)a->microbatch;
+    return 2 * c->n;
 }
 
 static int bctx_init(bctx *c, const schedule *s, unsigned sends)
@@ -67,18 +92,34 @@ static int bctx_init(bctx *c, const schedule *s, unsigned sends)
             return -1;
         c->rcount[i] = 0;
     }
-    for (int b = 0; b < W; b++)
+    /* the consumer of each counted receive: pend[d] is the sender of posted message d */
+    int *pend = malloc((2 * c->n + 1) * sizeof *pend);
+    if (!pend) return -1;
+    for (size_t d = 0; d < 2 * c->n; d++) pend[d] = -1;
+    for (int b = 0; b < W; b++) {
         for (int i = 0; i < s->len[b]; i++) {
             const action *x = &s->acts[b][i];
+            size_t d = taken_slot(c, x);
             if (counted_recv(x, sends) && x->peer >= 0 && x->peer < W) {
-                int k = b * W + x->peer;
+                d = msg_slot(c, x);
+                if (d < 2 * c->n && pend[d] < 0) pend[d] = x->peer;
+            } else if (d < 2 * c->n && pend[d] >= 0) {
+                int k = b * W + pend[d];
                 c->rpos[k][c->rcount[k]++] = i;
+                pend[d] = -1;
             }
         }
+        for (int i = 0; i < s->len[b]; i++) { /* receives never taken (an invalid IR) */
+            const action *x = &s->acts[b][i];
+            size_t d = msg_slot(c, x);
+            if (counted_recv(x, sends) && d < 2 * c->n) pend[d] = -1;
+        }
+    }
+    free(pend);
     return 0;
 }
 
-/* Receives of b from a among b's first k actions. */
+/* Messages of a taken by b among b's first k actions. */
 static int recvs_before(const bctx *c, int b, int a, int k)
 {
     const int *p = c->rpos[b * c->W + a];
@@ -89,14 +130,6 @@ static int recvs_before(const bctx *c, int b, int a, int k)
         else hi = mid;
     }
     return lo;
-}
-
-/* The message slot of a SEND or RECV (as the buffered replay of schedule_validate.c). */
-static size_t msg_slot(const bctx *c, const action *a)
-{
-    int grad = a->kind == ACT_SEND_B || a->kind == ACT_RECV_B;
-    int st = act_is_send(a->kind) ? a->stage : a->peer_stage;
-    return (size_t)grad * c->n + (size_t)st * c->T + (size_t)a->microbatch;
 }
 
 /* 1 when every replica of a's stage waits at the same all-reduce of it as worker w. */
@@ -139,11 +172,8 @@ static int step(bctx *c, const schedule *s, int w, unsigned sends, int *bound)
                 int waiting = ++c->sent[k] - recvs_before(c, b, w, ck[b]);
                 if (waiting > bound[k]) bound[k] = waiting;
             }
-        } else {
-            if (!c->msg[d]) return 0;
-            clock_join(ck, c->msg[d], W);
-            free(c->msg[d]);
-            c->msg[d] = NULL;
+        } else if (!c->msg[d]) {
+            return 0; /* the replay runs the receive once sent: one timing among all */
         }
     } else if (a->kind == ACT_ALLREDUCE) {
         if (a->stage < 0 || a->stage >= c->S || !allreduce_ready(c, s, w, a)) return 0;
@@ -159,6 +189,12 @@ static int step(bctx *c, const schedule *s, int w, unsigned sends, int *bound)
             if (v != w) memcpy(c->clock + (size_t)v * W, ck, (size_t)W * sizeof(int));
         }
         return 1;
+    }
+    size_t d = taken_slot(c, a);
+    if (d < 2 * c->n && c->msg[d]) { /* its consumer: the data has arrived */
+        clock_join(ck, c->msg[d], W);
+        free(c->msg[d]);
+        c->msg[d] = NULL;
     }
     ck[w]++;
     c->pc[w]++;

@@ -25,17 +25,17 @@ static int is_bwd_end(int k) { return k == ACT_B || k == ACT_W; }
  * list's actions (-1 for others). Returns the number of groups. */
 static int groups_of(const schedule *s, const actvec *v, int st, int *grp)
 {
-    int g = 0;
+    int g = 0, step_each_round = sched_traits_of(s->kind)->step_each_round;
     for (int i = 0; i < v->n; i++) {
         grp[i] = -1;
         const action *a = &v->a[i];
         if (a->stage != st || !is_bwd_end(a->kind)) continue;
-        if (s->kind == SCHED_PIPEDREAM)
+        if (step_each_round)
             grp[i] = g++;
         else
             grp[i] = a->microbatch / s->microbatches;
     }
-    return s->kind == SCHED_PIPEDREAM ? g : s->iterations;
+    return step_each_round ? g : s->iterations;
 }
 
 /* For each group k of (w, st), the index of the action after which the group completes
@@ -143,9 +143,10 @@ int sched_place_steps(const schedule *s, actvec *lists, plumb_err *err)
                                "%d optimizer steps (expected one per step)", w, nar, st, ng);
             }
             if (!nar) group_ends(v, grp, ng, pos);
-            /* after the anchor and the sends that follow it directly */
+            /* after the anchor and the transfers that follow it directly (a send then
+             * leaves as its data is produced; receives only post) */
             for (int k = 0; k < ng; k++) {
-                while (pos[k] + 1 < v->n && act_is_send(v->a[pos[k] + 1].kind)) pos[k]++;
+                while (pos[k] + 1 < v->n && act_is_comm(v->a[pos[k] + 1].kind)) pos[k]++;
                 ins[k] = act_make(ACT_STEP, st, -1);
             }
             for (int k = 1; k < ng; k++)
@@ -495,7 +496,7 @@ int sched_lower(const schedule *s, actvec *lists, const double *cost, plumb_err 
             if (i >= 0 && !act_is_comm(lists[w].a[i].kind)) seen++;
             while (k < steps[w].n && steps[w].a[k].microbatch == seen) {
                 int j = i;
-                while (j + 1 < lists[w].n && act_is_send(lists[w].a[j + 1].kind)) j++;
+                while (j + 1 < lists[w].n && act_is_comm(lists[w].a[j + 1].kind)) j++;
                 after[k++] = j;
             }
         }
