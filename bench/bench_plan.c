@@ -77,6 +77,11 @@ int main(int argc, char **argv)
         }
         for (int j = 0; j < nc; j++) {
             cluster *c = cluster_load(cs[j], &e);
+            if (c && c->ndevices > 64) { /* the DGX files (docs/llm.md): their first 4 servers */
+                cluster *k = cluster_take_gpus(c, 4 * c->levels[0].count, cs[j], &e);
+                cluster_free(c);
+                c = k;
+            }
             if (!c) {
                 fprintf(stderr, "bench_plan: %s\n", e.msg);
                 continue;

@@ -7,6 +7,7 @@
 
 #include "cli/cli.h"
 #include "core/cluster.h"
+#include "core/device.h"
 #include "core/json.h"
 #include "core/plan.h"
 #include "core/profile.h"
@@ -53,6 +54,19 @@ static void info_cluster(const cluster *c)
         for (int s = 0; s < c->nservers; s++) n += c->server_type[s] == t;
         printf("  device %-8s memory %s, speed x%.2f, %d servers\n", c->types[t].name,
                units_bytes(c->types[t].memory_bytes, mem, sizeof mem), c->types[t].speed, n);
+        const device_type *d = &c->types[t];
+        if (d->peak_flops_prec[DEV_BF16] > 0 || d->memory_Bps > 0) { /* docs/llm.md */
+            printf("    dense peak TFLOP/s:");
+            for (int k = 0; k < DEV_NPREC; k++)
+                if (d->peak_flops_prec[k] > 0)
+                    printf(" %s %.4g", dev_precision_name((dev_precision)k),
+                           d->peak_flops_prec[k] / 1e12);
+            if (d->memory_Bps > 0) printf("; memory %.4g GB/s", d->memory_Bps / 1e9);
+            putchar('\n');
+        }
+        if (d->eff.gemm > 0)
+            printf("    efficiency: gemm %.2f, attention %.2f, memory %.2f, kernel %.3g us\n",
+                   d->eff.gemm, d->eff.attention, d->eff.memory, d->eff.kernel_overhead_s * 1e6);
     }
 }
 

@@ -67,6 +67,8 @@ static void plan_usage(FILE *out)
         "      --stages N            native: exactly N pipeline stages (ranks for\n"
         "                            interleaved and zb-v), each replicated as the planner\n"
         "                            chooses (default: the planner chooses the depth)\n"
+        "      --gpus N              use the first N devices of the cluster file (whole\n"
+        "                            servers; the plan embeds that part of the cluster)\n"
         "  -h, --help                this text\n"
         "Exit status: 0 ok; 2 bad input or nothing fits (one line naming what would fit;\n"
         "nothing written).\n\n"
@@ -483,6 +485,7 @@ int cmd_plan(int argc, char **argv)
         {"recompute", no_argument, NULL, 1006},
         {"no-recompute", no_argument, NULL, 1007},
         {"stages", required_argument, NULL, 1008},
+        {"gpus", required_argument, NULL, 1009},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -496,6 +499,7 @@ int cmd_plan(int argc, char **argv)
     native_options_init(&no);
     int mode = 0, pd_only = 0, nat_only = 0;
     double gib = 0;
+    int gpus = 0; /* --gpus N: the first N devices of the cluster file, 0: all */
     optind = 0;
     while ((c = cli_getopt("plan", argc, argv, "p:c:o:h", longopts)) != -1) {
         if (c == 'S' || c == 'M' || c == 'z' || c == 'F' || c == 'r' || c == 'x') pd_only = 1;
@@ -521,6 +525,9 @@ int cmd_plan(int argc, char **argv)
         case 1005:
             if (cli_num("plan", "--memory-limit", optarg, 1, 1e6, &gib)) return 2;
             no.memory_limit_bytes = gib * 1073741824.0;
+            break;
+        case 1009:
+            if (cli_int("plan", "--gpus", optarg, 1, CLUSTER_MAX_DEVICES, &gpus)) return 2;
             break;
         case 1006: no.recompute = 1; break;
         case 1007: no.recompute = 0; break;
@@ -567,6 +574,11 @@ int cmd_plan(int argc, char **argv)
     err_clear(&err);
     profile *p = profile_load(ppath, &err);
     cluster *cl = p ? cluster_load(cpath, &err) : NULL;
+    if (cl && gpus > 0) { /* the first `gpus` devices, whole servers */
+        cluster *cut = cluster_take_gpus(cl, gpus, cpath, &err);
+        cluster_free(cl);
+        cl = cut;
+    }
     pd_result res = {0};
     plan *pl = NULL;
     int status = 2;

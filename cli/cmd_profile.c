@@ -3,16 +3,21 @@
  * `plumb plan`, `plumb sim` and `plumb ui` read, with a table of the timings. */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "core/json.h"
 #include "core/profile.h"
+#include "core/transformer.h"
 #include "exec/backend.h"
 #include "exec/model.h"
 #include "exec/profiler.h"
 
 static const char *const usage_text =
     "usage: plumb profile MODEL.json [--backend cpu|cuda] [options] -o PROFILE.json\n"
+    "       plumb profile --model CONFIG.json -c CLUSTER.json [--tp T] ... -o PROFILE.json\n"
+    "                     (a transformer's analytic profile: plumb profile --model --help)\n"
     "\n"
     "Measures every top-level layer of the model (a plumb-model/1 spec) on the backend and\n"
     "writes a profile (plumb-profile/1) for plumb plan / sim / ui: per layer the median\n"
@@ -86,8 +91,24 @@ static void show_progress(void *user, long done, long total)
     fflush(stderr);
 }
 
+/* 1 when the file at path parses as a transformer config (core/transformer.h). */
+static int is_transformer_config(const char *path)
+{
+    plumb_err err = {{0}};
+    cJSON *root = json_load_file(path, &err);
+    int yes = root && transformer_json_is_config(root);
+    cJSON_Delete(root);
+    return yes;
+}
+
+/* The analytic profile of a transformer (cli/cmd_profile_llm.c). */
+int cmd_profile_llm(int argc, char **argv);
+
 int cmd_profile(int argc, char **argv)
 {
+    for (int i = 1; i < argc && strcmp(argv[i], "--"); i++)
+        if (strcmp(argv[i], "--model") == 0 || strncmp(argv[i], "--model=", 8) == 0)
+            return cmd_profile_llm(argc, argv);
     static const struct option longopts[] = {
         {"output", required_argument, 0, 'o'},     {"backend", required_argument, 0, O_BACKEND},
         {"device", required_argument, 0, O_DEVICE}, {"batch", required_argument, 0, O_BATCH},
@@ -141,6 +162,10 @@ int cmd_profile(int argc, char **argv)
     cfg.bk = bk;
     model *m = model_load(argv[optind], &err);
     if (!m) {
+        if (is_transformer_config(input))
+            return cli_fail("profile", "%s is a transformer config, not a plumb-model/1 spec; "
+                            "its analytic profile: plumb profile --model %s -c CLUSTER.json",
+                            input, input);
         err_print(&err);
         return 2;
     }

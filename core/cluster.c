@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "bounds.h"
+#include "device.h"
 #include "json.h"
 
 /* ---- small helpers ------------------------------------------------------------------- */
@@ -148,6 +149,7 @@ int cluster_equal(const cluster *a, const cluster *b)
         if (!str_eq(x->name, y->name) || x->memory_bytes != y->memory_bytes ||
             x->speed != y->speed || xp != yp || (xp && x->peak_flops != y->peak_flops))
             return 0;
+        if (!device_figures_equal(x, y)) return 0;
     }
     for (int i = 0; i < a->nservers; i++)
         if (a->server_type[i] != b->server_type[i]) return 0;
@@ -235,6 +237,7 @@ int cluster_validate(const cluster *c, const char *file, plumb_err *err)
                            "expected a peak from %g to %g TFLOP/s, or absent (got %.10g)",
                            flops_to_tflops(BOUND_PEAK_FLOPS_MIN),
                            flops_to_tflops(BOUND_PEAK_FLOPS_MAX), flops_to_tflops(t->peak_flops));
+        if (device_figures_validate(t, file, tp, err)) return -1;
     }
     if (!c->server_type)
         return err_set(err, file, "servers", "expected a device type for each server");
@@ -252,7 +255,9 @@ static const char *const ROOT_KEYS[] = { "format", "name", "description", "level
                                          "device_types", "device_type", "servers", NULL };
 static const char *const LEVEL_KEYS[] = { "name", "count", "bandwidth_gbit_per_s", "latency_us",
                                           "egress_gbit_per_s", NULL };
-static const char *const TYPE_KEYS[] = { "name", "memory_gib", "speed", "peak_tflops", NULL };
+static const char *const TYPE_KEYS[] = { "name", "memory_gib", "speed", "peak_tflops",
+                                         "peak_tflops_by_precision", "memory_gbyte_per_s",
+                                         "efficiency", NULL };
 static const char *const SERVER_KEYS[] = { "device_type", "count", NULL };
 
 
@@ -379,7 +384,8 @@ static int load_types(const jctx *jc, const cJSON *root, cluster *c)
                           NULL) ||
             json_get_num(jc, tv, p, "speed", 1, J_POS, &t->speed) ||
             get_converted(jc, tv, p, "peak_tflops", 0, J_POS, tflops_to_flops, &t->peak_flops,
-                          NULL))
+                          NULL) ||
+            device_figures_from_json(jc, tv, p, t))
             return -1;
     }
     return 0;
@@ -514,6 +520,7 @@ cJSON *cluster_to_json(const cluster *c)
         if (t->peak_flops > 0 &&
             !json_add_num(o, "peak_tflops", flops_to_tflops(t->peak_flops)))
             goto fail;
+        if (device_figures_to_json(t, o)) goto fail;
     }
     int uniform = 1;
     for (int s = 1; s < c->nservers; s++)
@@ -585,4 +592,41 @@ int cluster_group_size(const cluster *c, int level)
     if (!c || level < 0 || level >= c->nlevels) return 0;
     long long p = count_product(c, 0, level + 1);
     return p < 0 ? 0 : (int)p;
+}
+
+/* ---- a cut of a large cluster --------------------------------------------------------- */
+
+cluster *cluster_take_gpus(const cluster *c, int gpus, const char *file, plumb_err *err)
+{
+    int per = c->levels[0].count;
+    if (gpus < 1 || gpus % per)
+        return err_set(err, file, "--gpus", "expected a multiple of the %d devices per server "
+                       "(got %d)", per, gpus), NULL;
+    if (gpus > c->ndevices)
+        return err_set(err, file, "--gpus", "expected at most the cluster's %d devices (got %d)",
+                       c->ndevices, gpus), NULL;
+    /* the first level whose groups hold all the gpus: it shrinks, the ones above go */
+    int j = 0;
+    long long below = per; /* devices per group of level j */
+    while (below < gpus) below *= c->levels[++j].count;
+    long long inner = below / c->levels[j].count; /* devices per group of level j-1 */
+    if (j > 0 && gpus % inner)
+        return err_set(err, file, "--gpus", "expected a multiple of the %lld devices per %s "
+                       "group (got %d)", inner, c->levels[j - 1].name, gpus), NULL;
+    cluster *d = cluster_clone(c);
+    if (!d) return err_set(err, file, NULL, "out of memory"), NULL;
+    int keep = j == 0 ? 1 : (gpus == inner ? j : j + 1);
+    if (j > 0 && keep == j + 1) d->levels[j].count = (int)(gpus / inner);
+    for (int L = keep; L < d->nlevels; L++) {
+        free(d->levels[L].name);
+        d->levels[L].name = NULL;
+    }
+    d->nlevels = keep;
+    d->ndevices = gpus;
+    d->nservers = gpus / per; /* server_type keeps its first nservers entries */
+    if (cluster_validate(d, file, err)) {
+        cluster_free(d);
+        return NULL;
+    }
+    return d;
 }

@@ -29,12 +29,29 @@ typedef struct cluster_level {
                                 egress_gbit_per_s, default = bandwidth */
 } cluster_level;
 
+/* Number formats of the analytic cost model (core/device.h). */
+typedef enum dev_precision { DEV_FP32 = 0, DEV_TF32, DEV_BF16, DEV_FP16, DEV_NPREC } dev_precision;
+
+/* The roofline's efficiency figures of a device type (core/device.h; docs/llm.md): each a
+ * fraction in (0, 1], or <= 0 when the file does not give the "efficiency" object. */
+typedef struct device_efficiency {
+    double gemm;             /* large dense matrix multiplies: achieved / peak FLOP/s */
+    double attention;        /* the attention's batched score and value multiplies */
+    double memory;           /* streaming kernels: achieved / peak memory bandwidth */
+    double kernel_overhead_s; /* fixed time per kernel launch, >= 0; file: kernel_overhead_us */
+} device_efficiency;
+
 typedef struct device_type {
     char *name;              /* e.g. "V100" */
     double memory_bytes;     /* usable memory per device; the file gives memory_gib */
     double speed;            /* compute speed relative to the profiled device (2.0 = twice as
                                 fast; layer times are divided by it) */
     double peak_flops;       /* peak FLOP/s, <= 0 when not given; file: peak_tflops */
+    /* Optional datasheet figures for analytic profiles (<= 0 when not given): */
+    double peak_flops_prec[DEV_NPREC]; /* dense peak FLOP/s per precision; file:
+                                          peak_tflops_by_precision {fp32, tf32, bf16, fp16} */
+    double memory_Bps;       /* memory (HBM) bandwidth, bytes/s; file: memory_gbyte_per_s */
+    device_efficiency eff;   /* file: efficiency {gemm, attention, memory, kernel_overhead_us} */
 } device_type;
 
 typedef struct cluster {
@@ -62,6 +79,13 @@ int cluster_validate(const cluster *c, const char *file, plumb_err *err);
 cluster *cluster_clone(const cluster *c);
 int cluster_equal(const cluster *a, const cluster *b);
 void cluster_free(cluster *c);
+
+/* A copy of c cut to its first `gpus` devices, whole servers only: the innermost levels keep
+ * their counts and the outer levels shrink (levels left with one group are dropped). Returns
+ * a new cluster (cluster_free), or NULL with err set (path "--gpus") when gpus is not a
+ * multiple of the devices per server, exceeds c's devices, or cannot be laid out as whole
+ * groups of the levels (e.g. 3 racks' worth of servers where racks are the unit). */
+cluster *cluster_take_gpus(const cluster *c, int gpus, const char *file, plumb_err *err);
 
 /* The device type of device d (0 <= d < ndevices). */
 const device_type *cluster_device_type(const cluster *c, int d);

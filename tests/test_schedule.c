@@ -612,7 +612,8 @@ Test(schedule_costed, plan_costs_from_profile_and_devices)
     profile prof;
     memset(&prof, 0, sizeof prof);
     prof.nlayers = 4, prof.layers = ly, prof.minibatch = 8;
-    device_type types[2] = {{"slow", 1e9, 1.0, 0}, {"fast", 1e9, 2.0, 0}};
+    device_type types[2] = {{.name = "slow", .memory_bytes = 1e9, .speed = 1.0},
+                            {.name = "fast", .memory_bytes = 1e9, .speed = 2.0}};
     int server_type[2] = {0, 1};
     cluster clus;
     memset(&clus, 0, sizeof clus);

@@ -6,14 +6,7 @@ P=${PLUMB:-./plumb}
 d=$(mktemp -d)
 trap 'rm -rf "$d"' EXIT
 fail=0
-expect_bad() { # expect_bad NAME PATTERN CMD...
-    local name=$1 pat=$2; shift 2
-    "$@" >"$d/out" 2>"$d/err"
-    local rc=$?
-    if [ $rc != 2 ]; then echo "FAIL $name: exit $rc, expected 2"; fail=1; fi
-    if [ "$(wc -l <"$d/err")" != 1 ]; then echo "FAIL $name: expected one error line:"; cat "$d/err"; fail=1; fi
-    if ! grep -q -- "$pat" "$d/err"; then echo "FAIL $name: message lacks '$pat':"; cat "$d/err"; fail=1; fi
-}
+. "$(dirname "$0")/lib/expect.sh" # expect_bad NAME PATTERN CMD...
 printf '{"format": "plumb-cluster/1", "name": "x",' > "$d/trunc.json"
 expect_bad truncated "trunc.json: malformed JSON at line 1" "$P" info "$d/trunc.json"
 printf '{"format": "plumb-cluster/2"}' > "$d/ver.json"

@@ -1,0 +1,145 @@
+/* cmd_profile_llm.c: `plumb profile --model CONFIG.json -c CLUSTER.json [--tp T] ...`: the
+ * analytic profile of a transformer (a Hugging Face config.json or plumb-transformer/1) on the
+ * cluster's device type (planner/llm_profile.h), written as a plumb profile with a table. */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "cli/cli.h"
+#include "core/cluster.h"
+#include "core/device.h"
+#include "core/profile.h"
+#include "core/transformer.h"
+#include "planner/llm_profile.h"
+
+static const char *const usage_text =
+    "usage: plumb profile --model CONFIG.json -c CLUSTER.json [options] -o PROFILE.json\n"
+    "\n"
+    "The analytic profile of a transformer: a Hugging Face config.json (gpt2, gpt_neox,\n"
+    "llama, mistral, qwen2) or a plumb-transformer/1 description, costed per layer on the\n"
+    "cluster's device type from its datasheet figures and roofline efficiency curve\n"
+    "(docs/llm.md). One layer for the embedding, one per transformer block, one for the LM\n"
+    "head; times in ms per microbatch on one tensor-parallel rank, backward split into its\n"
+    "input-gradient and weight-gradient halves.\n"
+    "\n"
+    "  --model FILE            the transformer\n"
+    "  -c, --cluster FILE      the cluster whose device type costs it (needs\n"
+    "                          peak_tflops_by_precision, memory_gbyte_per_s, efficiency)\n"
+    "  -o, --output FILE       the profile to write (atomically); without it, only the table\n"
+    "  --tp T                  tensor-parallel ranks (default 1): heads, MLP and vocabulary\n"
+    "                          are split T ways\n"
+    "  --seq-len S             tokens per sequence (default: max_position_embeddings)\n"
+    "  --microbatch-size B     sequences per microbatch (default 1)\n"
+    "  --precision P           bf16 (default), fp16, tf32 or fp32\n"
+    "  --quiet                 no table\n"
+    "  -h, --help              this text\n"
+    "Exit status: 0 ok, 2 bad input (one line naming the file and key; nothing written).\n";
+
+enum { O_MODEL = 1100, O_TP, O_SEQ, O_MBS, O_PREC, O_QUIET };
+
+static void print_table(const transformer *t, const profile *p, const llm_options *o)
+{
+    printf("plumb profile: %s (%lld parameters) on %s, tp %d, microbatch %d x %lld tokens, "
+           "%s, analytic\n", t->name, transformer_param_count(t), p->device, o->tp,
+           o->microbatch, o->seq > 0 ? o->seq : t->max_positions,
+           dev_precision_name(o->precision));
+    printf("%-4s %-12s %-17s %11s %11s %11s %11s %13s %13s %13s %11s\n", "#", "layer", "kind",
+           "fwd (ms)", "bwd (ms)", "I (ms)", "W (ms)", "output (B)", "params (B)",
+           "saved (B)", "TFLOP");
+    double tf = 0, tb = 0, fl = 0;
+    for (int i = 0; i < p->nlayers; i++) {
+        const profile_layer *L = &p->layers[i];
+        /* the blocks are alike: show the first and the last */
+        if (i > 1 && i < p->nlayers - 2) {
+            if (i == 2) printf("%-4s ... %d more blocks like block0\n", "", p->nlayers - 4);
+        } else {
+            printf("%-4d %-12.12s %-17.17s %11.4f %11.4f %11.4f %11.4f %13.0f %13.0f %13.0f "
+                   "%11.4f\n", i, L->name, L->kind, L->forward_ms, L->backward_ms,
+                   L->backward_input_ms, L->backward_weight_ms, L->activation_bytes,
+                   L->parameter_bytes, L->saved_bytes, L->flops / 1e12);
+        }
+        tf += L->forward_ms;
+        tb += L->backward_ms;
+        fl += L->flops;
+    }
+    double ms = tf + tb;
+    printf("total: forward %.3f ms, backward %.3f ms per microbatch on one rank; %.4g TFLOP "
+           "forward x 3 = %.4g TFLOP per microbatch on this rank (%.1f TFLOP/s)\n", tf, tb,
+           fl / 1e12, 3 * fl / 1e12, ms > 0 ? 3 * fl / (ms * 1e-3) / 1e12 : 0);
+    llm_collectives c;
+    llm_block_collectives(t, o, &c);
+    if (c.forward_allreduces > 0)
+        printf("not in these times: %d + %d tensor-parallel all-reduces (forward + backward) "
+               "of %.0f bytes per block among the %d ranks\n", c.forward_allreduces,
+               c.backward_allreduces, c.bytes, o->tp);
+}
+
+int cmd_profile_llm(int argc, char **argv)
+{
+    static const struct option longopts[] = {
+        {"model", required_argument, 0, O_MODEL}, {"cluster", required_argument, 0, 'c'},
+        {"output", required_argument, 0, 'o'},    {"tp", required_argument, 0, O_TP},
+        {"seq-len", required_argument, 0, O_SEQ}, {"microbatch-size", required_argument, 0, O_MBS},
+        {"precision", required_argument, 0, O_PREC}, {"quiet", no_argument, 0, O_QUIET},
+        {"help", no_argument, 0, 'h'},            {0, 0, 0, 0}};
+    llm_options o;
+    llm_options_init(&o);
+    const char *mpath = NULL, *cpath = NULL, *out = NULL;
+    int quiet = 0, c, seq = 0;
+    optind = 1;
+    while ((c = cli_getopt("profile", argc, argv, "c:o:h", longopts)) != -1) {
+        switch (c) {
+        case O_MODEL: mpath = optarg; break;
+        case 'c': cpath = optarg; break;
+        case 'o': out = optarg; break;
+        case O_TP:
+            if (cli_int("profile", "--tp", optarg, 1, 1024, &o.tp)) return 2;
+            break;
+        case O_SEQ:
+            if (cli_int("profile", "--seq-len", optarg, 1, 100000000, &seq)) return 2;
+            o.seq = seq;
+            break;
+        case O_MBS:
+            if (cli_int("profile", "--microbatch-size", optarg, 1, 1 << 20, &o.microbatch))
+                return 2;
+            break;
+        case O_PREC: {
+            int p = dev_precision_parse(optarg);
+            if (p < 0)
+                return cli_fail("profile", "--precision: expected bf16, fp16, tf32 or fp32 "
+                                "(got \"%s\")", optarg);
+            o.precision = (dev_precision)p;
+            break;
+        }
+        case O_QUIET: quiet = 1; break;
+        case 'h': fputs(usage_text, stdout); return 0;
+        default: return 2;
+        }
+    }
+    if (optind < argc)
+        return cli_fail("profile", "unexpected argument \"%s\" with --model; see plumb profile "
+                        "--model --help", argv[optind]);
+    if (!mpath) return cli_fail("profile", "expected --model CONFIG.json");
+    if (!cpath)
+        return cli_fail("profile", "expected -c CLUSTER.json with --model (its device type "
+                        "costs the layers)");
+    const char *inputs[2] = {mpath, cpath};
+    if (out && cli_output_ok("profile", "-o", out, inputs, 2)) return 2;
+    plumb_err err = {{0}};
+    transformer *t = transformer_load(mpath, &err);
+    cluster *cl = t ? cluster_load(cpath, &err) : NULL;
+    profile *p = cl ? llm_profile_build(t, cl, cpath, &o, &err) : NULL;
+    int rc = 2;
+    if (!p || (out && profile_save(p, out, &err))) {
+        if (err.msg[0] == '-') cli_fail("profile", "%s", err.msg); /* an option's value */
+        else err_print(&err);
+        goto done;
+    }
+    if (!quiet) print_table(t, p, &o);
+    if (out && !quiet) printf("wrote %s (%d layers)\n", out, p->nlayers);
+    rc = 0;
+done:
+    profile_free(p);
+    cluster_free(cl);
+    transformer_free(t);
+    return rc;
+}

@@ -1,0 +1,211 @@
+/* device.c: device datasheet figures in cluster files (reading, checking, writing, comparing)
+ * and the roofline cost of matrix multiplies and streaming kernels (core/device.h). */
+#include "device.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+static const char *const PREC_NAMES[DEV_NPREC] = {"fp32", "tf32", "bf16", "fp16"};
+static const char *const PREC_KEYS[] = {"fp32", "tf32", "bf16", "fp16", NULL};
+static const char *const EFF_KEYS[] = {"gemm", "attention", "memory", "kernel_overhead_us",
+                                       NULL};
+
+const char *dev_precision_name(dev_precision p)
+{
+    return p >= 0 && p < DEV_NPREC ? PREC_NAMES[p] : "?";
+}
+
+int dev_precision_parse(const char *name)
+{
+    for (int i = 0; i < DEV_NPREC; i++)
+        if (name && strcmp(name, PREC_NAMES[i]) == 0) return i;
+    return -1;
+}
+
+int dev_precision_bytes(dev_precision p) { return p == DEV_BF16 || p == DEV_FP16 ? 2 : 4; }
+
+/* ---- the file's figures ------------------------------------------------------------------ */
+
+/* The file value x for which x * scale == v exactly (a few ulps around v / scale), so that a
+ * saved figure loads back as the same double. */
+static double file_value(double v, double scale)
+{
+    double x = v / scale, up = x, down = x;
+    if (x * scale == v) return x;
+    for (int k = 0; k < 8; k++) {
+        up = nextafter(up, INFINITY);
+        down = nextafter(down, -INFINITY);
+        if (up * scale == v) return up;
+        if (down * scale == v) return down;
+    }
+    return x;
+}
+
+/* A number > 0 (or >= 0 when nonneg) at obj.key, times scale, into *out; absent: unchanged. */
+static int get_scaled(const jctx *jc, const cJSON *obj, const char *path, const char *key,
+                      double scale, int nonneg, double *out)
+{
+    double x = NAN;
+    if (json_get_num(jc, obj, path, key, 0, nonneg ? J_NONNEG : J_POS, &x)) return -1;
+    if (isnan(x)) return 0;
+    char fp[256];
+    if (!isfinite(x * scale))
+        return err_set(jc->err, jc->file, json_path(fp, sizeof fp, path, key),
+                       "expected a number that stays finite in SI units (got %.17g)", x);
+    *out = x * scale;
+    return 0;
+}
+
+int device_figures_from_json(const jctx *jc, const cJSON *tv, const char *path, device_type *t)
+{
+    const cJSON *prec = NULL, *eff = NULL;
+    char pp[192], ep[192];
+    for (int i = 0; i < DEV_NPREC; i++) t->peak_flops_prec[i] = -1;
+    t->memory_Bps = -1;
+    t->eff.gemm = t->eff.attention = t->eff.memory = t->eff.kernel_overhead_s = -1;
+    if (json_get_obj(jc, tv, path, "peak_tflops_by_precision", 0, &prec) ||
+        json_get_obj(jc, tv, path, "efficiency", 0, &eff) ||
+        get_scaled(jc, tv, path, "memory_gbyte_per_s", 1e9, 0, &t->memory_Bps))
+        return -1;
+    json_path(pp, sizeof pp, path, "peak_tflops_by_precision");
+    json_path(ep, sizeof ep, path, "efficiency");
+    if (prec) {
+        if (json_check_keys(jc, prec, pp, PREC_KEYS)) return -1;
+        for (int i = 0; i < DEV_NPREC; i++)
+            if (get_scaled(jc, prec, pp, PREC_NAMES[i], 1e12, 0, &t->peak_flops_prec[i]))
+                return -1;
+    }
+    if (eff) {
+        if (json_check_keys(jc, eff, ep, EFF_KEYS)) return -1;
+        /* all four together: a curve with a missing part is not a curve */
+        double ignored = 0;
+        for (int i = 0; EFF_KEYS[i]; i++)
+            if (json_get_num(jc, eff, ep, EFF_KEYS[i], 1, J_NONNEG, &ignored)) return -1;
+        if (get_scaled(jc, eff, ep, "gemm", 1, 0, &t->eff.gemm) ||
+            get_scaled(jc, eff, ep, "attention", 1, 0, &t->eff.attention) ||
+            get_scaled(jc, eff, ep, "memory", 1, 0, &t->eff.memory) ||
+            get_scaled(jc, eff, ep, "kernel_overhead_us", 1e-6, 1, &t->eff.kernel_overhead_s))
+            return -1;
+    }
+    return 0;
+}
+
+int device_figures_validate(const device_type *t, const char *file, const char *path,
+                            plumb_err *err)
+{
+    char fp[192];
+    const struct { double v; const char *key; } fr[] = {
+        {t->eff.gemm, "efficiency.gemm"}, {t->eff.attention, "efficiency.attention"},
+        {t->eff.memory, "efficiency.memory"}};
+    for (int i = 0; i < 3; i++)
+        if (!isfinite(fr[i].v) || fr[i].v > 1)
+            return err_set(err, file, json_path(fp, sizeof fp, path, fr[i].key),
+                           "expected a fraction of the peak in (0, 1] (got %g)", fr[i].v);
+    for (int i = 0; i < DEV_NPREC; i++)
+        if (!isfinite(t->peak_flops_prec[i]))
+            return err_set(err, file, json_path(fp, sizeof fp, path, "peak_tflops_by_precision"),
+                           "expected finite numbers (got %g FLOP/s for %s)",
+                           t->peak_flops_prec[i], PREC_NAMES[i]);
+    if (!isfinite(t->memory_Bps))
+        return err_set(err, file, json_path(fp, sizeof fp, path, "memory_gbyte_per_s"),
+                       "expected a finite bandwidth (got %g bytes/s)", t->memory_Bps);
+    if (!isfinite(t->eff.kernel_overhead_s))
+        return err_set(err, file, json_path(fp, sizeof fp, path, "efficiency.kernel_overhead_us"),
+                       "expected a finite time (got %g s)", t->eff.kernel_overhead_s);
+    return 0;
+}
+
+int device_figures_to_json(const device_type *t, cJSON *o)
+{
+    int any = 0;
+    for (int i = 0; i < DEV_NPREC; i++) any |= t->peak_flops_prec[i] > 0;
+    if (any) {
+        cJSON *p = cJSON_AddObjectToObject(o, "peak_tflops_by_precision");
+        if (!p) return -1;
+        for (int i = 0; i < DEV_NPREC; i++)
+            if (t->peak_flops_prec[i] > 0 &&
+                !json_add_num(p, PREC_NAMES[i], file_value(t->peak_flops_prec[i], 1e12)))
+                return -1;
+    }
+    if (t->memory_Bps > 0 &&
+        !json_add_num(o, "memory_gbyte_per_s", file_value(t->memory_Bps, 1e9)))
+        return -1;
+    if (t->eff.gemm > 0) {
+        cJSON *e = cJSON_AddObjectToObject(o, "efficiency");
+        if (!e || !json_add_num(e, "gemm", t->eff.gemm) ||
+            !json_add_num(e, "attention", t->eff.attention) ||
+            !json_add_num(e, "memory", t->eff.memory) ||
+            !json_add_num(e, "kernel_overhead_us", file_value(t->eff.kernel_overhead_s, 1e-6)))
+            return -1;
+    }
+    return 0;
+}
+
+/* Equal as figures: both absent (<= 0) or the same double. */
+static int same(double a, double b) { return (a <= 0 && b <= 0) || a == b; }
+
+int device_figures_equal(const device_type *a, const device_type *b)
+{
+    for (int i = 0; i < DEV_NPREC; i++)
+        if (!same(a->peak_flops_prec[i], b->peak_flops_prec[i])) return 0;
+    int ea = a->eff.gemm > 0, eb = b->eff.gemm > 0;
+    return same(a->memory_Bps, b->memory_Bps) && ea == eb &&
+           (!ea || (a->eff.gemm == b->eff.gemm && a->eff.attention == b->eff.attention &&
+                    a->eff.memory == b->eff.memory &&
+                    a->eff.kernel_overhead_s == b->eff.kernel_overhead_s));
+}
+
+int device_has_figures(const device_type *t, dev_precision p, const char *file, int i,
+                       plumb_err *err)
+{
+    char fp[96];
+    snprintf(fp, sizeof fp, "device_types[%d]", i);
+    size_t n = strlen(fp);
+    if (!(t->peak_flops_prec[p] > 0)) {
+        snprintf(fp + n, sizeof fp - n, ".peak_tflops_by_precision.%s", PREC_NAMES[p]);
+        return err_set(err, file, fp, "missing; the analytic profile needs the device's dense "
+                       "peak TFLOP/s in %s", PREC_NAMES[p]), 0;
+    }
+    if (!(t->memory_Bps > 0)) {
+        snprintf(fp + n, sizeof fp - n, ".memory_gbyte_per_s");
+        return err_set(err, file, fp, "missing; the analytic profile needs the device's "
+                       "memory bandwidth"), 0;
+    }
+    if (!(t->eff.gemm > 0)) {
+        snprintf(fp + n, sizeof fp - n, ".efficiency");
+        return err_set(err, file, fp, "missing; the analytic profile needs {gemm, attention, "
+                       "memory, kernel_overhead_us} (docs/llm.md)"), 0;
+    }
+    return 1;
+}
+
+/* ---- the roofline ------------------------------------------------------------------------ */
+
+static double roofline_s(const device_type *t, double flops, double peak, double bytes,
+                         int kernels)
+{
+    double compute = flops / peak, memory = bytes / (t->memory_Bps * t->eff.memory);
+    return (compute > memory ? compute : memory) + kernels * t->eff.kernel_overhead_s;
+}
+
+double device_gemm_s(const device_type *t, dev_precision p, double batch, double m, double n,
+                     double k, int attention)
+{
+    double plateau = attention ? t->eff.attention : t->eff.gemm;
+    double flops = 2 * batch * m * n * k;
+    double bytes = dev_precision_bytes(p) * batch * (m * k + k * n + m * n);
+    return roofline_s(t, flops, t->peak_flops_prec[p] * plateau, bytes, 1);
+}
+
+double device_gemm_efficiency(const device_type *t, dev_precision p, double batch, double m,
+                              double n, double k, int attention)
+{
+    double s = device_gemm_s(t, p, batch, m, n, k, attention);
+    return 2 * batch * m * n * k / (t->peak_flops_prec[p] * s);
+}
+
+double device_stream_s(const device_type *t, double bytes, int kernels)
+{
+    return roofline_s(t, 0, 1, bytes, kernels);
+}

@@ -1,0 +1,382 @@
+/* transformer.c: reading transformer descriptions (Hugging Face config.json files of the
+ * gpt2, gpt_neox, llama, mistral and qwen2 families, and plumb-transformer/1), their
+ * parameter counts and their matrix-multiply FLOPs. Every missing, unknown or bad key gets
+ * one error line naming the file and the key. */
+#include "transformer.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "json.h"
+
+/* The largest sizes taken: with these the parameter count stays below 2^63. */
+static const struct { const char *key; long long max; } LIMITS[] = {
+    {"n_embd", 1000000},        {"hidden_size", 1000000},     {"n_layer", 100000},
+    {"num_hidden_layers", 100000}, {"n_inner", 10000000},     {"intermediate_size", 10000000},
+};
+#define TF_MAX_DIM 100000000LL /* heads, vocabulary, positions */
+
+static long long dim_max(const char *key)
+{
+    for (size_t i = 0; i < sizeof LIMITS / sizeof LIMITS[0]; i++)
+        if (strcmp(key, LIMITS[i].key) == 0) return LIMITS[i].max;
+    return TF_MAX_DIM;
+}
+
+static char *dup_str(const char *s)
+{
+    size_t n = strlen(s) + 1;
+    char *d = malloc(n);
+    if (d) memcpy(d, s, n);
+    return d;
+}
+
+void transformer_free(transformer *t)
+{
+    if (!t) return;
+    free(t->name);
+    free(t->family);
+    free(t);
+}
+
+/* ---- key readers ---------------------------------------------------------------------- */
+
+/* A positive integer at root.key into *out; an absent or null key is an error when
+ * required, else *out keeps its default. */
+static int get_dim(const jctx *jc, const cJSON *root, const char *key, int required,
+                   long long *out)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, key);
+    if (cJSON_IsNull(v) && !required) return 0;
+    if (cJSON_IsNull(v)) v = NULL;
+    if (!v && required)
+        return err_set(jc->err, jc->file, key,
+                       "missing; expected a positive integer (this model family needs it)");
+    return json_get_int(jc, root, "", key, required, 1, dim_max(key), out);
+}
+
+/* A boolean at root.key into *out (absent or null: *out keeps its default). */
+static int get_flag(const jctx *jc, const cJSON *root, const char *key, int *out)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, key);
+    if (!v || cJSON_IsNull(v)) return 0;
+    return json_get_bool(jc, root, "", key, 1, out);
+}
+
+/* A dropout probability at root.key: sets *out to 1 when it is > 0 (absent: unchanged). */
+static int get_dropout(const jctx *jc, const cJSON *root, const char *key, int *out)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, key);
+    double p = 0;
+    if (!v || cJSON_IsNull(v)) return 0;
+    if (json_get_num(jc, root, "", key, 1, J_NONNEG, &p)) return -1;
+    if (p >= 1)
+        return err_set(jc->err, jc->file, key, "expected a probability below 1 (got %g)", p);
+    if (p > 0) *out = 1;
+    return 0;
+}
+
+/* The activation named at root.key (absent: *out keeps its default). */
+static int get_act(const jctx *jc, const cJSON *root, const char *key, tf_act *out)
+{
+    static const struct { const char *name; tf_act act; } acts[] = {
+        {"gelu", TF_GELU}, {"gelu_new", TF_GELU}, {"gelu_fast", TF_GELU},
+        {"gelu_pytorch_tanh", TF_GELU}, {"relu", TF_RELU}, {"silu", TF_SILU},
+        {"swish", TF_SILU}};
+    const char *s = NULL;
+    if (!cJSON_GetObjectItemCaseSensitive(root, key)) return 0;
+    if (json_get_str(jc, root, "", key, 1, &s)) return -1;
+    for (size_t i = 0; i < sizeof acts / sizeof acts[0]; i++)
+        if (strcmp(s, acts[i].name) == 0) {
+            *out = acts[i].act;
+            return 0;
+        }
+    return err_set(jc->err, jc->file, key,
+                   "expected gelu, gelu_new, gelu_fast, gelu_pytorch_tanh, relu, silu or swish "
+                   "(got \"%.40s\")", s);
+}
+
+/* One of `n` names at root.key (required): its index into *out. */
+static int get_choice(const jctx *jc, const cJSON *root, const char *key,
+                      const char *const *names, int n, int *out)
+{
+    const char *s = NULL;
+    if (json_get_str(jc, root, "", key, 1, &s)) return -1;
+    for (int i = 0; i < n; i++)
+        if (strcmp(s, names[i]) == 0) {
+            *out = i;
+            return 0;
+        }
+    char list[160];
+    size_t k = 0;
+    list[0] = '\0';
+    for (int i = 0; i < n && k < sizeof list; i++)
+        k += (size_t)snprintf(list + k, sizeof list - k, "%s%s", i ? ", " : "", names[i]);
+    return err_set(jc->err, jc->file, key, "expected one of %s (got \"%.40s\")", list, s);
+}
+
+/* ---- the families ---------------------------------------------------------------------- */
+
+typedef enum fam { F_GPT2, F_NEOX, F_LLAMA, F_MISTRAL, F_QWEN2, F_PLUMB } fam;
+
+static const struct {
+    const char *model_type, *architecture;
+    fam f;
+} FAMILIES[] = {
+    {"gpt2", "GPT2LMHeadModel", F_GPT2},
+    {"gpt_neox", "GPTNeoXForCausalLM", F_NEOX},
+    {"llama", "LlamaForCausalLM", F_LLAMA},
+    {"mistral", "MistralForCausalLM", F_MISTRAL},
+    {"qwen2", "Qwen2ForCausalLM", F_QWEN2},
+};
+#define NFAMILIES ((int)(sizeof FAMILIES / sizeof FAMILIES[0]))
+
+/* The family of a Hugging Face config: its model_type, else its architectures[0]. */
+static int hf_family(const jctx *jc, const cJSON *root, fam *out)
+{
+    const cJSON *mt = cJSON_GetObjectItemCaseSensitive(root, "model_type");
+    const char *s = NULL, *key = "model_type";
+    if (mt) {
+        if (json_get_str(jc, root, "", "model_type", 1, &s)) return -1;
+    } else {
+        const cJSON *arr = cJSON_GetObjectItemCaseSensitive(root, "architectures");
+        const cJSON *a0 = cJSON_IsArray(arr) ? cJSON_GetArrayItem(arr, 0) : NULL;
+        key = "architectures[0]";
+        if (!cJSON_IsString(a0))
+            return err_set(jc->err, jc->file, "model_type",
+                           "missing; expected a model type (gpt2, gpt_neox, llama, mistral, "
+                           "qwen2) or an architectures list");
+        s = a0->valuestring;
+    }
+    for (int i = 0; i < NFAMILIES; i++)
+        if (strcmp(s, mt ? FAMILIES[i].model_type : FAMILIES[i].architecture) == 0) {
+            *out = FAMILIES[i].f;
+            return 0;
+        }
+    return err_set(jc->err, jc->file, key,
+                   "unknown architecture; expected %s (got \"%.60s\")",
+                   mt ? "gpt2, gpt_neox, llama, mistral or qwen2"
+                      : "GPT2LMHeadModel, GPTNeoXForCausalLM, LlamaForCausalLM, "
+                        "MistralForCausalLM or Qwen2ForCausalLM",
+                   s);
+}
+
+static int load_gpt2(const jctx *jc, const cJSON *root, transformer *t)
+{
+    t->ffn = 0;
+    if (get_dim(jc, root, "n_embd", 1, &t->hidden) || get_dim(jc, root, "n_layer", 1, &t->layers) ||
+        get_dim(jc, root, "n_head", 1, &t->heads) ||
+        get_dim(jc, root, "n_positions", 1, &t->max_positions) ||
+        get_dim(jc, root, "vocab_size", 1, &t->vocab) || get_dim(jc, root, "n_inner", 0, &t->ffn))
+        return -1;
+    if (!t->ffn) t->ffn = 4 * t->hidden; /* n_inner null or absent: 4 h */
+    t->kv_heads = t->heads;
+    t->activation = TF_GELU;
+    t->norm = TF_LAYERNORM;
+    t->learned_positions = 1;
+    t->qkv_bias = t->out_bias = t->mlp_bias = 1;
+    t->tied_embeddings = 1;
+    t->dropout = 0;
+    return get_act(jc, root, "activation_function", &t->activation) ||
+           get_flag(jc, root, "tie_word_embeddings", &t->tied_embeddings) ||
+           get_dropout(jc, root, "attn_pdrop", &t->dropout) ||
+           get_dropout(jc, root, "resid_pdrop", &t->dropout);
+}
+
+/* gpt_neox, llama, mistral, qwen2: the common keys. */
+static int load_hf(const jctx *jc, const cJSON *root, fam f, transformer *t)
+{
+    if (get_dim(jc, root, "hidden_size", 1, &t->hidden) ||
+        get_dim(jc, root, "num_hidden_layers", 1, &t->layers) ||
+        get_dim(jc, root, "num_attention_heads", 1, &t->heads) ||
+        get_dim(jc, root, "intermediate_size", 1, &t->ffn) ||
+        get_dim(jc, root, "max_position_embeddings", 1, &t->max_positions) ||
+        get_dim(jc, root, "vocab_size", 1, &t->vocab))
+        return -1;
+    t->kv_heads = t->heads;
+    t->learned_positions = 0;
+    t->tied_embeddings = 0;
+    t->dropout = 0;
+    if (f == F_NEOX) {
+        t->activation = TF_GELU;
+        t->norm = TF_LAYERNORM;
+        t->qkv_bias = t->out_bias = t->mlp_bias = 1;
+        return get_act(jc, root, "hidden_act", &t->activation) ||
+               get_flag(jc, root, "tie_word_embeddings", &t->tied_embeddings) ||
+               get_dropout(jc, root, "attention_dropout", &t->dropout) ||
+               get_dropout(jc, root, "hidden_dropout", &t->dropout);
+    }
+    t->gated_mlp = 1;
+    t->activation = TF_SILU;
+    t->norm = TF_RMSNORM;
+    t->qkv_bias = f == F_QWEN2;
+    if (get_dim(jc, root, "num_key_value_heads", 0, &t->kv_heads) ||
+        get_act(jc, root, "hidden_act", &t->activation) ||
+        get_flag(jc, root, "tie_word_embeddings", &t->tied_embeddings) ||
+        get_dropout(jc, root, "attention_dropout", &t->dropout))
+        return -1;
+    if (f == F_LLAMA) {
+        int ab = 0;
+        if (get_flag(jc, root, "attention_bias", &ab) ||
+            get_flag(jc, root, "mlp_bias", &t->mlp_bias))
+            return -1;
+        t->qkv_bias = t->out_bias = ab;
+    }
+    return 0;
+}
+
+static const char *const PLUMB_KEYS[] = {
+    "format", "name", "description", "hidden_size", "num_hidden_layers", "num_attention_heads",
+    "num_key_value_heads", "intermediate_size", "max_position_embeddings", "vocab_size", "mlp",
+    "norm", "position_embedding", "bias", "tie_word_embeddings", "dropout", NULL};
+
+static int load_plumb(const jctx *jc, const cJSON *root, transformer *t)
+{
+    static const char *const mlps[] = {"gelu", "relu", "swiglu", "geglu"};
+    static const char *const norms[] = {"layernorm", "rmsnorm"};
+    static const char *const pos[] = {"learned", "rotary"};
+    const char *name = NULL;
+    int mlp = 0, norm = 0, p = 0, bias = 0;
+    if (json_check_keys(jc, root, "", PLUMB_KEYS) || json_get_str(jc, root, "", "name", 1, &name))
+        return -1;
+    if (!*name) return err_set(jc->err, jc->file, "name", "expected a non-empty string");
+    free(t->name);
+    if (!(t->name = dup_str(name))) return err_set(jc->err, jc->file, NULL, "out of memory");
+    if (load_hf(jc, root, F_LLAMA, t) || get_choice(jc, root, "mlp", mlps, 4, &mlp) ||
+        get_choice(jc, root, "norm", norms, 2, &norm) ||
+        get_choice(jc, root, "position_embedding", pos, 2, &p) ||
+        json_get_bool(jc, root, "", "bias", 1, &bias) ||
+        json_get_bool(jc, root, "", "tie_word_embeddings", 1, &t->tied_embeddings) ||
+        json_get_bool(jc, root, "", "dropout", 1, &t->dropout))
+        return -1;
+    static const tf_act mlp_act[] = {TF_GELU, TF_RELU, TF_SILU, TF_GELU};
+    t->gated_mlp = mlp >= 2;
+    t->activation = mlp_act[mlp];
+    t->norm = norm ? TF_RMSNORM : TF_LAYERNORM;
+    t->learned_positions = p == 0;
+    t->qkv_bias = t->out_bias = t->mlp_bias = bias;
+    return 0;
+}
+
+/* Shape rules every family shares. */
+static int check_shapes(const jctx *jc, const transformer *t, const char *heads_key,
+                        const char *hidden_key)
+{
+    if (t->hidden % t->heads)
+        return err_set(jc->err, jc->file, heads_key,
+                       "expected a divisor of %s = %lld (got %lld)", hidden_key, t->hidden,
+                       t->heads);
+    if (t->kv_heads > t->heads || t->heads % t->kv_heads)
+        return err_set(jc->err, jc->file, "num_key_value_heads",
+                       "expected a divisor of the %lld attention heads (got %lld)", t->heads,
+                       t->kv_heads);
+    return 0;
+}
+
+int transformer_json_is_config(const cJSON *root)
+{
+    const cJSON *f = cJSON_GetObjectItemCaseSensitive(root, "format");
+    if (cJSON_IsString(f)) return strcmp(f->valuestring, TRANSFORMER_FORMAT) == 0;
+    return cJSON_GetObjectItemCaseSensitive(root, "model_type") != NULL ||
+           cJSON_GetObjectItemCaseSensitive(root, "architectures") != NULL;
+}
+
+/* The file's base name without folder and ".json": the name of a Hugging Face model. */
+static char *base_name(const char *file)
+{
+    const char *b = strrchr(file, '/');
+    b = b ? b + 1 : file;
+    size_t n = strlen(b);
+    if (n > 5 && strcmp(b + n - 5, ".json") == 0) n -= 5;
+    char *s = malloc(n + 1);
+    if (s) {
+        memcpy(s, b, n);
+        s[n] = '\0';
+    }
+    return s;
+}
+
+transformer *transformer_from_json(const cJSON *root, const char *file, plumb_err *err)
+{
+    jctx jc = {file, err};
+    if (!cJSON_IsObject(root)) {
+        err_set(err, file, NULL, "expected a JSON object (a config.json or %s)",
+                TRANSFORMER_FORMAT);
+        return NULL;
+    }
+    transformer *t = calloc(1, sizeof *t);
+    if (!t || !(t->name = base_name(file))) {
+        err_set(err, file, NULL, "out of memory");
+        transformer_free(t);
+        return NULL;
+    }
+    const cJSON *format = cJSON_GetObjectItemCaseSensitive(root, "format");
+    fam f = F_PLUMB;
+    int rc;
+    if (format) rc = json_check_format(&jc, root, TRANSFORMER_FORMAT) || load_plumb(&jc, root, t);
+    else if ((rc = hf_family(&jc, root, &f)) == 0)
+        rc = f == F_GPT2 ? load_gpt2(&jc, root, t) : load_hf(&jc, root, f, t);
+    const char *fname = f == F_PLUMB ? "plumb" : FAMILIES[f].model_type;
+    if (!rc) rc = f == F_GPT2 ? check_shapes(&jc, t, "n_head", "n_embd")
+                              : check_shapes(&jc, t, "num_attention_heads", "hidden_size");
+    if (!rc && !(t->family = dup_str(fname))) rc = err_set(err, file, NULL, "out of memory");
+    if (rc) {
+        transformer_free(t);
+        return NULL;
+    }
+    t->seq = t->max_positions;
+    return t;
+}
+
+transformer *transformer_load(const char *path, plumb_err *err)
+{
+    cJSON *root = json_load_file(path, err);
+    if (!root) return NULL;
+    transformer *t = transformer_from_json(root, path, err);
+    cJSON_Delete(root);
+    return t;
+}
+
+/* ---- sizes ------------------------------------------------------------------------------ */
+
+long long transformer_head_dim(const transformer *t) { return t->hidden / t->heads; }
+
+/* Output width of the fused Q, K, V projection: h + 2 kv_heads d. */
+static long long qkv_width(const transformer *t)
+{
+    return t->hidden + 2 * t->kv_heads * transformer_head_dim(t);
+}
+
+static long long norm_params(const transformer *t)
+{
+    return t->norm == TF_LAYERNORM ? 2 * t->hidden : t->hidden;
+}
+
+long long transformer_block_params(const transformer *t)
+{
+    long long h = t->hidden, f = t->ffn, q = qkv_width(t);
+    long long attn = h * q + (t->qkv_bias ? q : 0) + h * h + (t->out_bias ? h : 0);
+    long long mlp = t->gated_mlp ? 3 * h * f + (t->mlp_bias ? 2 * f + h : 0)
+                                 : 2 * h * f + (t->mlp_bias ? f + h : 0);
+    return attn + mlp + 2 * norm_params(t);
+}
+
+long long transformer_param_count(const transformer *t)
+{
+    long long h = t->hidden, emb = t->vocab * h;
+    long long pos = t->learned_positions ? t->max_positions * h : 0;
+    return emb + pos + t->layers * transformer_block_params(t) + norm_params(t) +
+           (t->tied_embeddings ? 0 : emb);
+}
+
+double transformer_forward_flops(const transformer *t)
+{
+    double h = (double)t->hidden, s = (double)t->seq, f = (double)t->ffn;
+    double block = 2 * s * h * (double)qkv_width(t) /* Q, K, V */
+                   + 2 * s * s * h                  /* scores Q K^T, all heads */
+                   + 2 * s * s * h                  /* probabilities times V */
+                   + 2 * s * h * h                  /* output projection */
+                   + (t->gated_mlp ? 6 : 4) * s * h * f;
+    return (double)t->layers * block + 2 * s * h * (double)t->vocab;
+}

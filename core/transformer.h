@@ -1,0 +1,64 @@
+/* transformer.h: a decoder-only transformer as plumb models its cost: width, depth, heads
+ * (grouped-query attention through kv_heads), MLP width and kind (plain or gated), vocabulary,
+ * sequence length, norms, positions, biases, dropout and embedding tying. Read from a Hugging
+ * Face config.json (gpt2, gpt_neox, llama, mistral, qwen2) or from plumb's own description
+ * (plumb-transformer/1, the same keys under a format tag; docs/llm.md). */
+#ifndef PLUMB_TRANSFORMER_H
+#define PLUMB_TRANSFORMER_H
+
+#include "err.h"
+
+#define TRANSFORMER_FORMAT "plumb-transformer/1"
+
+typedef enum tf_norm { TF_LAYERNORM = 0, TF_RMSNORM } tf_norm;
+typedef enum tf_act { TF_GELU = 0, TF_RELU, TF_SILU } tf_act;
+
+typedef struct transformer {
+    char *name;              /* e.g. "llama3-8b"; owned */
+    char *family;            /* "gpt2", "gpt_neox", "llama", "mistral", "qwen2" or "plumb" */
+    long long hidden;        /* h: model width */
+    long long layers;        /* l: transformer blocks */
+    long long heads;         /* a: attention (query) heads; hidden % heads == 0 */
+    long long kv_heads;      /* key/value heads (== heads without grouped-query attention) */
+    long long ffn;           /* MLP inner width (per gate for gated MLPs) */
+    long long vocab;         /* V */
+    long long max_positions; /* the longest sequence the model takes */
+    long long seq;           /* s: the sequence length costed (max_positions unless set) */
+    int gated_mlp;           /* 1: act(x W_gate) * (x W_up) then W_down (SwiGLU); 0: act(x W1) W2 */
+    tf_act activation;
+    tf_norm norm;            /* LayerNorm (weight and bias) or RMSNorm (weight only) */
+    int learned_positions;   /* 1: a max_positions x hidden position table (GPT-2/3) */
+    int qkv_bias;            /* 1: the Q, K, V projections have biases (GPT-2/3, NeoX, Qwen2) */
+    int out_bias;            /* 1: the attention output projection has a bias */
+    int mlp_bias;            /* 1: the MLP projections have biases */
+    int tied_embeddings;     /* 1: the LM head reuses the token embedding */
+    int dropout;             /* 1: dropout after attention probabilities and each block half */
+} transformer;
+
+/* Reads a model file: a Hugging Face config.json (told apart by its "model_type", else its
+ * "architectures") or a plumb-transformer/1 description. Returns a new transformer (free with
+ * transformer_free) or NULL with err set to one line naming the file and the missing, unknown
+ * or bad key ("FILE: n_embd: missing; expected ..."). */
+transformer *transformer_load(const char *path, plumb_err *err);
+struct cJSON;
+transformer *transformer_from_json(const struct cJSON *root, const char *file, plumb_err *err);
+
+/* 1 when the parsed JSON looks like a transformer file (it has "model_type", "architectures"
+ * or format plumb-transformer/1) rather than a plumb-model/1 spec. */
+int transformer_json_is_config(const struct cJSON *root);
+
+void transformer_free(transformer *t);
+
+/* Head width hidden / heads. */
+long long transformer_head_dim(const transformer *t);
+
+/* Parameters of the whole model (tied embeddings counted once). */
+long long transformer_param_count(const transformer *t);
+/* Parameters of one transformer block. */
+long long transformer_block_params(const transformer *t);
+
+/* Matrix-multiply FLOPs of one forward pass per sequence (2 per multiply-add): every block's
+ * projections, attention scores and attention over values, and the LM head. */
+double transformer_forward_flops(const transformer *t);
+
+#endif

@@ -1,0 +1,251 @@
+/* llm_profile.c: the analytic profile of a transformer (planner/llm_profile.h): per layer the
+ * FLOPs, the roofline times of its kernels on one tensor-parallel rank, the bytes it passes on
+ * and keeps for the backward (Korthikanti et al. 2022, generalized to grouped-query
+ * attention, gated MLPs and any element size), and its parameter bytes per rank. */
+#include "planner/llm_profile.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/device.h"
+
+void llm_options_init(llm_options *o)
+{
+    o->tp = 1;
+    o->microbatch = 1;
+    o->seq = 0;
+    o->precision = DEV_BF16;
+}
+
+/* The shapes of one rank's share of the model. */
+typedef struct shape {
+    const transformer *t;
+    const device_type *dev;
+    dev_precision p;
+    double b, s, M, e;   /* sequences, tokens per sequence, rows b s, bytes per element */
+    double h, d;         /* width, head width */
+    double at, kvt;      /* query heads and key/value heads per rank */
+    double ft, vt;       /* MLP width and vocabulary rows per rank */
+} shape;
+
+/* One layer's figures per microbatch on one rank: FLOPs (forward multiplies) and seconds. */
+typedef struct cost {
+    double flops, fwd_s, bwd_in_s, bwd_w_s;
+} cost;
+
+/* A projection of M rows from kin to nout features: the forward, the input gradient
+ * dX = dY W^T and the weight gradient dW = X^T dY, each one multiply. */
+static void add_linear(const shape *c, cost *k, double kin, double nout)
+{
+    k->flops += 2 * c->M * kin * nout;
+    k->fwd_s += device_gemm_s(c->dev, c->p, 1, c->M, nout, kin, 0);
+    k->bwd_in_s += device_gemm_s(c->dev, c->p, 1, c->M, kin, nout, 0);
+    k->bwd_w_s += device_gemm_s(c->dev, c->p, 1, kin, nout, c->M, 0);
+}
+
+/* The attention core per head: scores S = Q K^T (s x s, inner d) and O = P V (s x d, inner s)
+ * forward; dP = dO V^T, dV = P^T dO, dQ = dS K, dK = dS^T Q backward (all input gradient). */
+static void add_attention(const shape *c, cost *k)
+{
+    double batch = c->b * c->at, s = c->s, d = c->d;
+    double scores = device_gemm_s(c->dev, c->p, batch, s, s, d, 1);
+    double values = device_gemm_s(c->dev, c->p, batch, s, d, s, 1);
+    k->flops += 2 * (2 * batch * s * s * d);
+    k->fwd_s += scores + values;
+    k->bwd_in_s += scores + 3 * values;
+}
+
+/* Streaming kernels: `bytes` moved by `kernels` launches forward; the backward moves twice
+ * the bytes in twice the launches (input gradient). */
+static void add_stream(const shape *c, cost *k, double bytes, int kernels)
+{
+    k->fwd_s += device_stream_s(c->dev, bytes, kernels);
+    k->bwd_in_s += device_stream_s(c->dev, 2 * bytes, 2 * kernels);
+}
+
+static void block_cost(const shape *c, cost *k)
+{
+    const transformer *t = c->t;
+    double M = c->M, h = c->h, e = c->e, ft = c->ft;
+    double probs = c->b * c->at * c->s * c->s; /* attention probabilities on this rank */
+    add_linear(c, k, h, (c->at + 2 * c->kvt) * c->d);
+    add_attention(c, k);
+    add_linear(c, k, c->at * c->d, h);
+    add_linear(c, k, h, (t->gated_mlp ? 2 : 1) * ft);
+    add_linear(c, k, ft, h);
+    /* two norms (read, write), two residual adds (two reads, one write), the softmax (read,
+     * write), the activation (gated: two reads, one write), dropout masks of one byte */
+    double bytes = 2 * 2 * M * h * e + 2 * 3 * M * h * e + 2 * probs * e +
+                   (t->gated_mlp ? 3 : 2) * M * ft * e;
+    int kernels = 6;
+    if (t->dropout) bytes += probs * (1 + e) + 2 * M * h;
+    if (!t->learned_positions) { /* rotary embedding of the queries and keys */
+        bytes += 2 * M * (c->at + c->kvt) * c->d * e;
+        kernels++;
+    }
+    add_stream(c, k, bytes, kernels);
+}
+
+/* Bytes a block keeps for its backward beyond its input (the previous layer's output), per
+ * Korthikanti et al. 2022 (Table 2's terms): the norms' outputs feeding the projections, the
+ * queries and keys, the values, the probabilities (with their dropout mask and output), the
+ * output projection's input, the MLP's inner tensors, the dropout masks. For GPT (e = 2,
+ * f = 4h, kv = a, dropout) input + this = s b h (10 + 24/t + 5 a s / (h t)). */
+static double block_saved(const shape *c)
+{
+    const transformer *t = c->t;
+    double M = c->M, e = c->e, d = c->d;
+    double probs = c->b * c->at * c->s * c->s;
+    double repl = 3 * M * c->h * e;                          /* LN1 out, LN2 in, LN2 out */
+    double attn = M * (c->at + c->kvt) * d * e + M * c->kvt * d * e + M * c->at * d * e +
+                  probs * e;
+    double mlp = (t->gated_mlp ? 3 : 2) * M * c->ft * e;
+    if (t->dropout) {
+        repl += 2 * M * c->h;                                /* the two residual masks */
+        attn += probs * (1 + e);                             /* probability mask and output */
+    }
+    return repl + attn + mlp;
+}
+
+/* Output gradients of a block's projections, kept between the I and W passes. */
+static double block_split_saved(const shape *c)
+{
+    double g = (c->t->gated_mlp ? 2 : 1) * c->ft;
+    return c->M * c->e * ((c->at + 2 * c->kvt) * c->d + c->h + g + c->h);
+}
+
+/* Parameters of one block on one rank: projections split, norms and output biases whole. */
+static double block_params(const shape *c)
+{
+    const transformer *t = c->t;
+    double h = c->h, q = (c->at + 2 * c->kvt) * c->d, ft = c->ft;
+    double norm = t->norm == TF_LAYERNORM ? 2 * h : h;
+    double p = h * q + (t->qkv_bias ? q : 0) + c->at * c->d * h + (t->out_bias ? h : 0);
+    p += t->gated_mlp ? 3 * h * ft + (t->mlp_bias ? 2 * ft + h : 0)
+                      : 2 * h * ft + (t->mlp_bias ? ft + h : 0);
+    return p + 2 * norm;
+}
+
+static int set_layer(profile *pr, int i, const char *name, const char *kind, const cost *k,
+                     double speed, double out, double params, double saved, double split)
+{
+    profile_layer *L = &pr->layers[i];
+    if (!(L->name = strdup(name)) || !(L->kind = strdup(kind)) || !(L->desc = strdup("")))
+        return -1;
+    L->forward_ms = k->fwd_s * 1e3 * speed;
+    L->backward_input_ms = k->bwd_in_s * 1e3 * speed;
+    L->backward_weight_ms = k->bwd_w_s * 1e3 * speed;
+    L->backward_ms = L->backward_input_ms + L->backward_weight_ms;
+    L->flops = k->flops;
+    L->activation_bytes = out;
+    L->parameter_bytes = params;
+    L->saved_bytes = saved;
+    L->split_saved_bytes = split;
+    return 0;
+}
+
+/* Checks the options against the model; 0 or -1 with err set. */
+static int check_options(const transformer *t, const llm_options *o, long long seq,
+                         plumb_err *err)
+{
+    if (o->tp < 1 || t->heads % o->tp)
+        return err_set(err, NULL, "--tp", "expected a divisor of the %lld attention heads "
+                       "(got %d)", t->heads, o->tp);
+    if (t->kv_heads % o->tp)
+        return err_set(err, NULL, "--tp", "expected a divisor of the %lld key/value heads "
+                       "(got %d)", t->kv_heads, o->tp);
+    if (t->ffn % o->tp)
+        return err_set(err, NULL, "--tp", "expected a divisor of the MLP width %lld (got %d)",
+                       t->ffn, o->tp);
+    if (o->microbatch < 1)
+        return err_set(err, NULL, "--microbatch-size", "expected an integer >= 1 (got %d)",
+                       o->microbatch);
+    if (seq < 1 || (t->learned_positions && seq > t->max_positions))
+        return err_set(err, NULL, "--seq-len", "expected 1 to the model's %lld learned "
+                       "positions (got %lld)", t->max_positions, seq);
+    return 0;
+}
+
+/* The one device type of c, or NULL with err set. */
+static const device_type *one_type(const cluster *c, const char *file, dev_precision p,
+                                   plumb_err *err)
+{
+    for (int s = 1; s < c->nservers; s++)
+        if (c->server_type[s] != c->server_type[0])
+            return err_set(err, file, "servers", "expected one device type for an analytic "
+                           "profile (got %s and %s)", c->types[c->server_type[0]].name,
+                           c->types[c->server_type[s]].name), NULL;
+    int i = c->server_type[0];
+    return device_has_figures(&c->types[i], p, file, i, err) ? &c->types[i] : NULL;
+}
+
+profile *llm_profile_build(const transformer *t, const cluster *c, const char *cluster_file,
+                           const llm_options *o, plumb_err *err)
+{
+    long long seq = o->seq > 0 ? o->seq : t->max_positions;
+    if (check_options(t, o, seq, err)) return NULL;
+    const device_type *dev = one_type(c, cluster_file, o->precision, err);
+    if (!dev) return NULL;
+    double tp = o->tp;
+    shape sh = {t, dev, o->precision, o->microbatch, (double)seq, (double)o->microbatch * seq,
+                dev_precision_bytes(o->precision), (double)t->hidden,
+                (double)transformer_head_dim(t), t->heads / tp, t->kv_heads / tp, t->ffn / tp,
+                ceil((double)t->vocab / tp)};
+    double M = sh.M, h = sh.h, e = sh.e, speed = dev->speed;
+    double norm = t->norm == TF_LAYERNORM ? 2 * h : h;
+    profile *pr = profile_alloc((int)t->layers + 2, 0);
+    if (!pr) return err_set(err, NULL, NULL, "out of memory"), NULL;
+    char src[512], name[32];
+    snprintf(src, sizeof src, "plumb analytic profile (docs/llm.md): %s on %s from %s, tp %d, "
+             "microbatch %d x %lld tokens, %s; times x speed %g", t->name, dev->name,
+             cluster_file, o->tp, o->microbatch, seq, dev_precision_name(o->precision), speed);
+    pr->minibatch = o->microbatch;
+    pr->input_bytes = M * 8; /* token ids as 64-bit integers */
+    if (!(pr->name = strdup(t->name)) || !(pr->device = strdup(dev->name)) ||
+        !(pr->source = strdup(src)))
+        goto oom;
+    /* embedding: a gather of token (and position) rows; its gradient a scatter-add */
+    double pos = t->learned_positions ? 1 : 0;
+    cost emb = {0, device_stream_s(dev, (2 + 2 * pos) * M * h * e, 1 + (int)pos), 0,
+                device_stream_s(dev, (2 + 2 * pos) * M * h * e, 1 + (int)pos)};
+    if (set_layer(pr, 0, "embed", "Embedding", &emb, speed, M * h * e,
+                  (sh.vt + pos * t->max_positions) * h * e, t->dropout ? M * h : 0, 0))
+        goto oom;
+    cost blk = {0};
+    block_cost(&sh, &blk);
+    for (long long l = 0; l < t->layers; l++) {
+        snprintf(name, sizeof name, "block%lld", l);
+        if (set_layer(pr, (int)l + 1, name, "TransformerBlock", &blk, speed, M * h * e,
+                      block_params(&sh) * e, block_saved(&sh), block_split_saved(&sh)))
+            goto oom;
+    }
+    /* LM head: final norm, logits (vocabulary split over ranks), cross-entropy in fp32 */
+    cost head = {0};
+    add_linear(&sh, &head, h, sh.vt);
+    double ce = M * sh.vt * (e + 4);
+    head.fwd_s += device_stream_s(dev, 2 * M * h * e, 1) + device_stream_s(dev, ce, 1);
+    head.bwd_in_s += device_stream_s(dev, 4 * M * h * e, 2) + device_stream_s(dev, ce, 1);
+    if (set_layer(pr, (int)t->layers + 1, "head", "LMHead", &head, speed, M * 4,
+                  (sh.vt * h + norm) * e, M * h * e + M * sh.vt * 4, M * sh.vt * e))
+        goto oom;
+    if (profile_validate(pr, "(analytic profile)", err)) {
+        profile_free(pr);
+        return NULL;
+    }
+    return pr;
+oom:
+    profile_free(pr);
+    return err_set(err, NULL, NULL, "out of memory"), NULL;
+}
+
+void llm_block_collectives(const transformer *t, const llm_options *o, llm_collectives *out)
+{
+    long long seq = o->seq > 0 ? o->seq : t->max_positions;
+    int n = o->tp > 1 ? 2 : 0;
+    out->forward_allreduces = n;
+    out->backward_allreduces = n;
+    out->bytes = (double)o->microbatch * (double)seq * (double)t->hidden *
+                 dev_precision_bytes(o->precision);
+}

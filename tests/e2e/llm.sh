@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# llm.sh: transformers end to end on the real binary: the analytic profile of GPT-3 175B at
+# tp 8 on DGX A100 nodes, planned on the first 64 GPUs of a 3072-GPU cluster file and
+# simulated; every shipped config profiles; a config with a missing or unknown key, a bad
+# --tp and a --gpus that is not whole nodes get one line naming the key or option, exit 2,
+# and no output file.
+set -u
+P=${PLUMB:-./plumb}
+d=$(mktemp -d)
+trap 'rm -rf "$d"' EXIT
+fail=0
+A100=profiles/clusters/dgx-a100-80g.json
+. "$(dirname "$0")/lib/expect.sh" # expect_bad NAME PATTERN CMD...
+ok() { # ok NAME CMD...
+    local name=$1; shift
+    if ! "$@" >"$d/out" 2>"$d/err"; then echo "FAIL $name:"; cat "$d/err"; fail=1; fi
+}
+
+ok profile-gpt3 "$P" profile --model examples/llm/gpt3-175b.json -c $A100 --tp 8 -o "$d/p.json"
+grep -q '"plumb-profile/1"' "$d/p.json" || { echo "FAIL profile-gpt3: no profile"; fail=1; }
+[ "$(grep -c '"TransformerBlock"' "$d/p.json")" = 96 ] || { echo "FAIL: expected 96 blocks"; fail=1; }
+ok plan-64 "$P" plan -p "$d/p.json" -c $A100 --gpus 64 -o "$d/plan.json"
+grep -q 'devices 56-63\|devices 5[0-9]-63' "$d/out" || { echo "FAIL plan-64: last stage does not end at device 63:"; cat "$d/out"; fail=1; }
+ok sim "$P" sim "$d/plan.json" --json
+grep -q '"samples_per_s"' "$d/out" || { echo "FAIL sim: no throughput"; head -5 "$d/out"; fail=1; }
+ok info "$P" info $A100
+grep -q 'dense peak TFLOP/s: fp32 19.5 tf32 156 bf16 312 fp16 312; memory 2039 GB/s' "$d/out" || { echo "FAIL info: no device figures:"; cat "$d/out"; fail=1; }
+for m in gpt2 llama3-8b llama3-70b mistral-7b; do
+    ok "profile-$m" "$P" profile --model examples/llm/$m.json -c profiles/clusters/dgx-h100.json \
+        --seq-len 1024 --microbatch-size 2 --precision fp16 -o "$d/$m.json"
+done
+
+printf '{"model_type": "llama", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4, "max_position_embeddings": 32, "vocab_size": 100}\n' >"$d/nokey.json"
+expect_bad missing-key 'nokey.json: intermediate_size: missing' \
+    "$P" profile --model "$d/nokey.json" -c $A100 -o "$d/x.json"
+printf '{"model_type": "mamba", "hidden_size": 64}\n' >"$d/mamba.json"
+expect_bad unknown-arch 'mamba.json: model_type: unknown architecture' \
+    "$P" profile --model "$d/mamba.json" -c $A100 -o "$d/x.json"
+expect_bad bad-tp '--tp: expected a divisor of the 12 attention heads (got 5)' \
+    "$P" profile --model examples/llm/gpt2.json -c $A100 --tp 5 -o "$d/x.json"
+expect_bad no-figures 'h200-4x8.json: device_types\[0\].peak_tflops_by_precision.bf16: missing' \
+    "$P" profile --model examples/llm/gpt2.json -c profiles/clusters/h200-4x8.json -o "$d/x.json"
+expect_bad bad-precision '--precision: expected bf16, fp16, tf32 or fp32' \
+    "$P" profile --model examples/llm/gpt2.json -c $A100 --precision fp8 -o "$d/x.json"
+expect_bad config-as-spec 'gpt2.json is a transformer config.*--model' \
+    "$P" profile examples/llm/gpt2.json -o "$d/x.json"
+[ -e "$d/x.json" ] && { echo "FAIL: a refused profile wrote its output"; fail=1; }
+cp examples/llm/gpt2.json "$d/gpt2.json"
+before=$(cksum <"$d/gpt2.json")
+expect_bad out-is-model '-o .*gpt2.json: is the input' \
+    "$P" profile --model "$d/gpt2.json" -c $A100 -o "$d/gpt2.json"
+[ "$(cksum <"$d/gpt2.json")" = "$before" ] || { echo "FAIL: the model was overwritten"; fail=1; }
+expect_bad gpus-partial 'dgx-a100-80g.json: --gpus: expected a multiple of the 8 devices per server (got 12)' \
+    "$P" plan -p "$d/p.json" -c $A100 --gpus 12 -o "$d/y.json"
+expect_bad gpus-too-many '--gpus: expected at most the cluster.s 3072 devices (got 4096)' \
+    "$P" plan -p "$d/p.json" -c $A100 --gpus 4096 -o "$d/y.json"
+[ -e "$d/y.json" ] && { echo "FAIL: a refused plan wrote its output"; fail=1; }
+[ $fail = 0 ] && echo "llm.sh: ok"
+exit $fail

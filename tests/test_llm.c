@@ -1,0 +1,506 @@
+/* test_llm.c: transformers and their analytic profiles. The shipped configs parse to their
+ * published parameter counts; missing and unknown keys are named; the per-layer FLOPs sum to
+ * the closed forms of Narayanan et al. 2021 (and its grouped-query, gated generalization,
+ * written out here); the blocks' kept bytes match Korthikanti et al. 2022's formula; the
+ * roofline's efficiency rises with size towards its plateau and a matrix-vector product is
+ * bandwidth-bound; the profile round-trips through the loader; cluster files carry device
+ * figures, and a large cluster is cut to its first N GPUs. */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "core/cluster.h"
+#include "core/device.h"
+#include "core/json.h"
+#include "core/profile.h"
+#include "core/transformer.h"
+#include "planner/llm_profile.h"
+#include "tests/tmpdir.h"
+
+#define A100 "profiles/clusters/dgx-a100-80g.json"
+
+static transformer *load_ok(const char *path)
+{
+    plumb_err err = {{0}};
+    transformer *t = transformer_load(path, &err);
+    cr_assert_not_null(t, "%s: %s", path, err.msg);
+    return t;
+}
+
+static transformer *from_text(const char *text, plumb_err *err)
+{
+    cJSON *root = json_parse_text("t.json", text, strlen(text), err);
+    if (!root) return NULL;
+    transformer *t = transformer_from_json(root, "t.json", err);
+    cJSON_Delete(root);
+    return t;
+}
+
+static cluster *cluster_ok(const char *path)
+{
+    plumb_err err = {{0}};
+    cluster *c = cluster_load(path, &err);
+    cr_assert_not_null(c, "%s: %s", path, err.msg);
+    return c;
+}
+
+static profile *build_ok(const transformer *t, const char *cpath, int tp, int b, long long s)
+{
+    cluster *c = cluster_ok(cpath);
+    llm_options o;
+    llm_options_init(&o);
+    o.tp = tp;
+    o.microbatch = b;
+    o.seq = s;
+    plumb_err err = {{0}};
+    profile *p = llm_profile_build(t, c, cpath, &o, &err);
+    cr_assert_not_null(p, "%s", err.msg);
+    cluster_free(c);
+    return p;
+}
+
+static void expect_within(double got, double want, double rel, const char *what)
+{
+    cr_assert(fabs(got - want) <= rel * want, "%s: %.6g, expected %.6g within %.2g %%", what,
+              got, want, 100 * rel);
+}
+
+/* ---- configs --------------------------------------------------------------------------- */
+
+Test(llm, gpt2_parameters_exact)
+{
+    transformer *t = load_ok("examples/llm/gpt2.json");
+    cr_assert_eq(transformer_param_count(t), 124439808LL, "got %lld",
+                 transformer_param_count(t));
+    cr_assert_eq(t->ffn, 3072); /* n_inner null: 4 h */
+    cr_assert(t->tied_embeddings && t->learned_positions && t->dropout && !t->gated_mlp);
+    cr_assert_str_eq(t->family, "gpt2");
+    transformer_free(t);
+}
+
+Test(llm, published_parameter_counts)
+{
+    static const struct { const char *file; double published; } m[] = {
+        {"examples/llm/gpt3-175b.json", 174.6e9},  {"examples/llm/llama3-8b.json", 8.03e9},
+        {"examples/llm/llama3-70b.json", 70.6e9}, {"examples/llm/mistral-7b.json", 7.24e9}};
+    for (size_t i = 0; i < sizeof m / sizeof m[0]; i++) {
+        transformer *t = load_ok(m[i].file);
+        expect_within((double)transformer_param_count(t), m[i].published, 0.005, m[i].file);
+        transformer_free(t);
+    }
+}
+
+Test(llm, llama_fields)
+{
+    transformer *t = load_ok("examples/llm/llama3-8b.json");
+    cr_assert_eq(t->kv_heads, 8);
+    cr_assert_eq(t->heads, 32);
+    cr_assert(t->gated_mlp && !t->tied_embeddings && t->norm == TF_RMSNORM);
+    cr_assert(!t->learned_positions && !t->qkv_bias && !t->dropout);
+    cr_assert_eq(t->seq, 8192);
+    transformer_free(t);
+}
+
+static void expect_bad(const char *text, const char *want)
+{
+    plumb_err err = {{0}};
+    transformer *t = from_text(text, &err);
+    cr_assert_null(t, "accepted: %s", text);
+    cr_assert(strstr(err.msg, want), "message \"%s\" lacks \"%s\"", err.msg, want);
+    cr_assert_null(strchr(err.msg, '\n'), "more than one line: %s", err.msg);
+}
+
+Test(llm, missing_and_unknown_keys)
+{
+    expect_bad("{\"model_type\": \"gpt2\", \"n_layer\": 2, \"n_head\": 2, \"n_positions\": 8, "
+               "\"vocab_size\": 10}", "t.json: n_embd: missing");
+    expect_bad("{\"model_type\": \"llama\", \"hidden_size\": 8, \"num_hidden_layers\": 2, "
+               "\"num_attention_heads\": 2, \"max_position_embeddings\": 8, \"vocab_size\": 10}",
+               "t.json: intermediate_size: missing");
+    expect_bad("{\"model_type\": \"gpt2\", \"n_embd\": null, \"n_layer\": 2, \"n_head\": 2, "
+               "\"n_positions\": 8, \"vocab_size\": 10}", "t.json: n_embd: missing");
+    expect_bad("{\"model_type\": \"bert\"}", "t.json: model_type: unknown architecture");
+    expect_bad("{\"architectures\": [\"T5ForConditionalGeneration\"]}",
+               "t.json: architectures[0]: unknown architecture");
+    expect_bad("{\"vocab_size\": 10}", "t.json: model_type: missing");
+    expect_bad("{\"model_type\": \"llama\", \"hidden_size\": 8, \"num_hidden_layers\": 2, "
+               "\"num_attention_heads\": 3, \"intermediate_size\": 8, "
+               "\"max_position_embeddings\": 8, \"vocab_size\": 10}",
+               "t.json: num_attention_heads: expected a divisor");
+    expect_bad("{\"model_type\": \"mistral\", \"hidden_size\": 8, \"num_hidden_layers\": 2, "
+               "\"num_attention_heads\": 4, \"num_key_value_heads\": 3, \"intermediate_size\": 8, "
+               "\"max_position_embeddings\": 8, \"vocab_size\": 10}",
+               "t.json: num_key_value_heads: expected a divisor");
+    expect_bad("{\"format\": \"plumb-transformer/1\", \"name\": \"x\", \"hiden_size\": 8}",
+               "hiden_size");
+    expect_bad("{\"format\": \"plumb-transformer/1\", \"name\": \"x\", \"hidden_size\": 8, "
+               "\"num_hidden_layers\": 1, \"num_attention_heads\": 2, \"intermediate_size\": 8, "
+               "\"max_position_embeddings\": 8, \"vocab_size\": 10, \"mlp\": \"tanh\"}",
+               "t.json: mlp: expected one of gelu, relu, swiglu, geglu");
+}
+
+Test(llm, architectures_fallback_and_qwen2_bias)
+{
+    plumb_err err = {{0}};
+    transformer *t = from_text(
+        "{\"architectures\": [\"Qwen2ForCausalLM\"], \"hidden_size\": 64, "
+        "\"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"num_key_value_heads\": 2, "
+        "\"intermediate_size\": 128, \"max_position_embeddings\": 32, \"vocab_size\": 100, "
+        "\"tie_word_embeddings\": true}", &err);
+    cr_assert_not_null(t, "%s", err.msg);
+    cr_assert_str_eq(t->family, "qwen2");
+    /* written out: q 64x64+64, k and v 64x32+32 each, o 64x64, MLP 3x64x128, 2 RMSNorms */
+    long long block = (64 * 64 + 64) + 2 * (64 * 32 + 32) + 64 * 64 + 3 * 64 * 128 + 2 * 64;
+    cr_assert_eq(transformer_block_params(t), block);
+    cr_assert_eq(transformer_param_count(t), 100 * 64 + 2 * block + 64);
+    transformer_free(t);
+}
+
+/* ---- FLOPs and memory closed forms ------------------------------------------------------ */
+
+static double sum_flops(const profile *p)
+{
+    double f = 0;
+    for (int i = 0; i < p->nlayers; i++) f += p->layers[i].flops;
+    return f;
+}
+
+/* GPT-3 with the vocabulary Megatron pads it to (51200, divisible by 8): 3 x the forward
+ * FLOPs of all ranks = 72 B s l h^2 (1 + s / 6h + V / (12 l h)) (Narayanan et al. 2021,
+ * without recomputation). */
+Test(llm, flops_match_narayanan_closed_form)
+{
+    transformer *t = load_ok("examples/llm/gpt3-175b.json");
+    t->vocab = 51200;
+    for (int tp = 1; tp <= 8; tp *= 8) {
+        double B = 2, s = 2048, l = 96, h = 12288, V = 51200;
+        profile *p = build_ok(t, A100, tp, (int)B, (long long)s);
+        double closed = 72 * B * s * l * h * h * (1 + s / (6 * h) + V / (12 * l * h));
+        expect_within(3 * sum_flops(p) * tp, closed, 1e-12, "3 x forward FLOPs x tp");
+        profile_free(p);
+    }
+    transformer_free(t);
+}
+
+/* Llama-3-8B (grouped-query attention, gated MLP): per block 2 s h (h + 2 kv d) + 4 s^2 h +
+ * 2 s h^2 + 6 s h f, plus the head's 2 s h V, times the microbatch. */
+Test(llm, flops_gqa_gated)
+{
+    transformer *t = load_ok("examples/llm/llama3-8b.json");
+    double b = 3, s = 1024, h = 4096, f = 14336, V = 128256, kv = 8, d = 128, l = 32;
+    profile *p = build_ok(t, A100, 1, (int)b, (long long)s);
+    double block = 2 * s * h * (h + 2 * kv * d) + 4 * s * s * h + 2 * s * h * h + 6 * s * h * f;
+    expect_within(sum_flops(p), b * (l * block + 2 * s * h * V), 1e-12, "forward FLOPs");
+    expect_within(sum_flops(p) / b, transformer_forward_flops(&(transformer){
+                  .hidden = 4096, .layers = 32, .heads = 32, .kv_heads = 8, .ffn = 14336,
+                  .vocab = 128256, .seq = 1024, .gated_mlp = 1}), 1e-12, "per sequence");
+    profile_free(p);
+    transformer_free(t);
+}
+
+/* Korthikanti et al. 2022, eq. 2 (no sequence parallelism, no recomputation, 16-bit):
+ * a block keeps s b h (10 + 24/t + 5 a s / (h t)) bytes, its input included. */
+Test(llm, saved_bytes_match_korthikanti)
+{
+    transformer *t = load_ok("examples/llm/gpt3-175b.json");
+    double b = 1, s = 2048, h = 12288, a = 96;
+    for (int tp = 1; tp <= 8; tp *= 2) {
+        profile *p = build_ok(t, A100, tp, (int)b, (long long)s);
+        const profile_layer *L = &p->layers[1];
+        double want = s * b * h * (10 + 24.0 / tp + 5 * a * s / (h * tp));
+        expect_within(L->activation_bytes + L->saved_bytes, want, 1e-12, "block bytes");
+        /* the block's parameters, 2 bytes each, split t ways except norms and output biases */
+        if (tp == 1)
+            cr_assert_eq(L->parameter_bytes, 2.0 * transformer_block_params(t));
+        profile_free(p);
+    }
+    transformer_free(t);
+}
+
+/* ---- the roofline ----------------------------------------------------------------------- */
+
+Test(llm, gemm_efficiency_rises_to_plateau)
+{
+    cluster *c = cluster_ok(A100);
+    const device_type *d = &c->types[0];
+    double last = 0;
+    for (double n = 16; n <= 32768; n *= 2) {
+        double e = device_gemm_efficiency(d, DEV_BF16, 1, n, n, n, 0);
+        cr_assert(e > last, "efficiency fell at n = %g: %g after %g", n, e, last);
+        cr_assert(e > 0 && e <= d->eff.gemm, "efficiency %g at n = %g out of (0, %g]", e, n,
+                  d->eff.gemm);
+        last = e;
+    }
+    cr_assert(last > 0.99 * d->eff.gemm, "8192^3 reaches %g of the %g plateau", last,
+              d->eff.gemm);
+    last = 0;
+    for (double k = 1; k <= 65536; k *= 4) { /* deeper products at one output shape */
+        double e = device_gemm_efficiency(d, DEV_BF16, 1, 4096, 4096, k, 0);
+        cr_assert(e > last && e <= d->eff.gemm);
+        last = e;
+    }
+    double att = device_gemm_efficiency(d, DEV_BF16, 1024, 8192, 8192, 8192, 1);
+    cr_assert(att <= d->eff.attention && att > 0.99 * d->eff.attention);
+    cluster_free(c);
+}
+
+Test(llm, matrix_vector_is_bandwidth_bound)
+{
+    cluster *c = cluster_ok(A100);
+    const device_type *d = &c->types[0];
+    /* 1 x 8192 by 8192 x 8192 in bf16: 134 MB of weights for 134 MFLOP */
+    double n = 8192, bytes = 2 * (n + n * n + n);
+    double want = bytes / (2039e9 * 0.85) + 5e-6;
+    expect_within(device_gemm_s(d, DEV_BF16, 1, 1, n, n, 0), want, 1e-12, "GEMV time");
+    cr_assert(device_gemm_efficiency(d, DEV_BF16, 1, 1, n, n, 0) < 0.01);
+    /* a large square product is compute-bound: 2 n^3 / (312 TFLOP/s x 0.8) + overhead */
+    expect_within(device_gemm_s(d, DEV_BF16, 1, n, n, n, 0), 2 * n * n * n / (312e12 * 0.8) +
+                  5e-6, 1e-12, "GEMM time");
+    cluster_free(c);
+}
+
+/* ---- the profile ------------------------------------------------------------------------ */
+
+Test(llm, profile_round_trips_and_splits_backward)
+{
+    transformer *t = load_ok("examples/llm/llama3-70b.json");
+    profile *p = build_ok(t, "profiles/clusters/dgx-h100.json", 8, 1, 4096);
+    cr_assert_eq(p->nlayers, 82);
+    cr_assert_str_eq(p->layers[0].kind, "Embedding");
+    cr_assert_str_eq(p->layers[81].kind, "LMHead");
+    for (int i = 1; i <= 80; i++) {
+        const profile_layer *L = &p->layers[i];
+        cr_assert(L->forward_ms > 0 && L->backward_input_ms > 0 && L->backward_weight_ms > 0);
+        /* the weight-gradient half is the forward's projections again: under the forward */
+        cr_assert(L->backward_weight_ms < L->forward_ms);
+        cr_assert(L->backward_ms > 1.5 * L->forward_ms && L->backward_ms < 3 * L->forward_ms);
+    }
+    char *dir = make_tmpdir_named("llm");
+    char path[256];
+    snprintf(path, sizeof path, "%s/p.json", dir);
+    plumb_err err = {{0}};
+    cr_assert_eq(profile_save(p, path, &err), 0, "%s", err.msg);
+    profile *q = profile_load(path, &err);
+    cr_assert_not_null(q, "%s", err.msg);
+    cr_assert(profile_equal(p, q));
+    profile_free(q);
+    remove(path);
+    rmdir(dir);
+    free(dir);
+    profile_free(p);
+    transformer_free(t);
+}
+
+Test(llm, option_errors_name_the_option)
+{
+    static const struct { const char *model; int tp; long long seq; const char *want; } c[] = {
+        {"examples/llm/gpt3-175b.json", 5, 0, "--tp: expected a divisor of the 96 attention"},
+        {"examples/llm/llama3-8b.json", 16, 0, "--tp: expected a divisor of the 8 key/value"},
+        {"examples/llm/gpt2.json", 1, 2048, "--seq-len: expected 1 to the model's 1024"},
+    };
+    cluster *cl = cluster_ok(A100);
+    for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
+        transformer *t = load_ok(c[i].model);
+        llm_options o;
+        llm_options_init(&o);
+        o.tp = c[i].tp;
+        o.seq = c[i].seq;
+        plumb_err err = {{0}};
+        cr_assert_null(llm_profile_build(t, cl, A100, &o, &err));
+        cr_assert(strstr(err.msg, c[i].want), "\"%s\" lacks \"%s\"", err.msg, c[i].want);
+        transformer_free(t);
+    }
+    cluster_free(cl);
+    /* a cluster file without the figures: the first missing one is named */
+    transformer *t = load_ok("examples/llm/gpt2.json");
+    cluster *old = cluster_ok("profiles/clusters/h200-4x8.json");
+    llm_options o;
+    llm_options_init(&o);
+    plumb_err err = {{0}};
+    cr_assert_null(llm_profile_build(t, old, "h.json", &o, &err));
+    cr_assert(strstr(err.msg, "h.json: device_types[0].peak_tflops_by_precision.bf16: missing"),
+              "%s", err.msg);
+    cluster_free(old);
+    transformer_free(t);
+}
+
+/* ---- clusters ---------------------------------------------------------------------------- */
+
+Test(llm, dgx_files_carry_datasheet_figures)
+{
+    static const struct { const char *file; double bf16, bw; int n; } f[] = {
+        {A100, 312e12, 2039e9, 3072},
+        {"profiles/clusters/dgx-h100.json", 989.4e12, 3350e9, 4096},
+        {"profiles/clusters/dgx-h200.json", 989.4e12, 4800e9, 4096}};
+    for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) {
+        cluster *c = cluster_ok(f[i].file);
+        cr_assert_eq(c->ndevices, f[i].n);
+        cr_assert_eq(c->types[0].peak_flops_prec[DEV_BF16], f[i].bf16);
+        cr_assert_eq(c->types[0].memory_Bps, f[i].bw);
+        cr_assert_eq(c->levels[0].count, 8);
+        cluster_free(c);
+    }
+}
+
+static cluster *cluster_text(const char *text, plumb_err *err)
+{
+    cJSON *root = json_parse_text("c.json", text, strlen(text), err);
+    if (!root) return NULL;
+    cluster *c = cluster_from_json(root, "c.json", err);
+    cJSON_Delete(root);
+    return c;
+}
+
+#define CL_HEAD "{\"format\": \"plumb-cluster/1\", \"name\": \"x\", \"levels\": [{\"name\": " \
+    "\"nv\", \"count\": 8, \"bandwidth_gbit_per_s\": 100, \"latency_us\": 1}], "         \
+    "\"device_type\": \"g\", \"device_types\": [{\"name\": \"g\", \"memory_gib\": 8, "   \
+    "\"speed\": 1, "
+
+Test(llm, device_figures_validated_and_round_trip)
+{
+    static const struct { const char *tail, *want; } bad[] = {
+        {"\"efficiency\": {\"gemm\": 1.5, \"attention\": 0.5, \"memory\": 0.5, "
+         "\"kernel_overhead_us\": 1}}]}", "c.json: device_types[0].efficiency.gemm: expected a "
+         "fraction"},
+        {"\"efficiency\": {\"gemm\": 0.5, \"attention\": 0.5, \"kernel_overhead_us\": 1}}]}",
+         "c.json: device_types[0].efficiency.memory: missing"},
+        {"\"peak_tflops_by_precision\": {\"fp8\": 1}}]}",
+         "c.json: device_types[0].peak_tflops_by_precision.fp8"},
+        {"\"memory_gbyte_per_s\": -3}]}", "c.json: device_types[0].memory_gbyte_per_s"},
+    };
+    char text[1024];
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        snprintf(text, sizeof text, "%s%s", CL_HEAD, bad[i].tail);
+        plumb_err err = {{0}};
+        cr_assert_null(cluster_text(text, &err), "accepted %s", text);
+        cr_assert(strstr(err.msg, bad[i].want), "\"%s\" lacks \"%s\"", err.msg, bad[i].want);
+    }
+    cluster *c = cluster_ok("profiles/clusters/dgx-h200.json");
+    char *dir = make_tmpdir_named("llm");
+    char path[256];
+    snprintf(path, sizeof path, "%s/c.json", dir);
+    plumb_err err = {{0}};
+    cr_assert_eq(cluster_save(c, path, &err), 0, "%s", err.msg);
+    cluster *d = cluster_ok(path);
+    cr_assert(cluster_equal(c, d));
+    d->types[0].eff.attention = 0.25;
+    cr_assert(!cluster_equal(c, d), "a changed efficiency compares equal");
+    cluster_free(d);
+    cluster_free(c);
+    remove(path);
+    rmdir(dir);
+    free(dir);
+}
+
+Test(llm, take_gpus_whole_servers)
+{
+    cluster *c = cluster_ok(A100);
+    plumb_err err = {{0}};
+    cluster *d = cluster_take_gpus(c, 64, A100, &err);
+    cr_assert_not_null(d, "%s", err.msg);
+    cr_assert_eq(d->ndevices, 64);
+    cr_assert_eq(d->nlevels, 2);
+    cr_assert_eq(d->levels[1].count, 8);
+    cr_assert_eq(d->levels[1].egress_Bps, c->levels[1].egress_Bps);
+    cluster_free(d);
+    d = cluster_take_gpus(c, 8, A100, &err);
+    cr_assert_not_null(d, "%s", err.msg);
+    cr_assert_eq(d->nlevels, 1);
+    cr_assert_eq(d->ndevices, 8);
+    cluster_free(d);
+    cr_assert_null(cluster_take_gpus(c, 12, A100, &err));
+    cr_assert(strstr(err.msg, "--gpus: expected a multiple of the 8 devices per server (got 12)"),
+              "%s", err.msg);
+    cr_assert_null(cluster_take_gpus(c, 3080, A100, &err));
+    cr_assert(strstr(err.msg, "at most the cluster's 3072 devices"), "%s", err.msg);
+    cluster_free(c);
+    /* three levels (8 per server, 4 servers per rack, 10 racks), two device types */
+    const char *three =
+        "{\"format\": \"plumb-cluster/1\", \"name\": \"r\", \"levels\": ["
+        "{\"name\": \"nv\", \"count\": 8, \"bandwidth_gbit_per_s\": 100, \"latency_us\": 1},"
+        "{\"name\": \"rack\", \"count\": 4, \"bandwidth_gbit_per_s\": 50, \"latency_us\": 1},"
+        "{\"name\": \"spine\", \"count\": 10, \"bandwidth_gbit_per_s\": 10, \"latency_us\": 1}],"
+        "\"device_types\": [{\"name\": \"a\", \"memory_gib\": 8, \"speed\": 1},"
+        "{\"name\": \"b\", \"memory_gib\": 4, \"speed\": 1}],"
+        "\"servers\": [{\"device_type\": \"b\", \"count\": 1}, {\"device_type\": \"a\", "
+        "\"count\": 39}]}";
+    c = cluster_text(three, &err);
+    cr_assert_not_null(c, "%s", err.msg);
+    d = cluster_take_gpus(c, 64, "r.json", &err); /* two racks */
+    cr_assert_not_null(d, "%s", err.msg);
+    cr_assert_eq(d->nlevels, 3);
+    cr_assert_eq(d->levels[1].count, 4);
+    cr_assert_eq(d->levels[2].count, 2);
+    cr_assert_eq(d->server_type[0], 1);
+    cr_assert_eq(d->server_type[7], 0);
+    cluster_free(d);
+    d = cluster_take_gpus(c, 16, "r.json", &err); /* two servers of one rack */
+    cr_assert_not_null(d, "%s", err.msg);
+    cr_assert_eq(d->nlevels, 2);
+    cr_assert_eq(d->levels[1].count, 2);
+    cluster_free(d);
+    cr_assert_null(cluster_take_gpus(c, 40, "r.json", &err)); /* 5 servers: 1.25 racks */
+    cr_assert(strstr(err.msg, "r.json: --gpus: expected a multiple of the 32 devices per rack"),
+              "%s", err.msg);
+    cluster_free(c);
+}
+
+/* The profile's times are the device's own times multiplied by its speed (planning divides
+ * by it); fp32 uses the fp32 peak and 4-byte elements; a cluster of two device types is
+ * refused. */
+Test(llm, speed_precision_and_one_device_type)
+{
+    transformer *t = load_ok("examples/llm/gpt2.json");
+    cluster *c = cluster_ok(A100);
+    llm_options o;
+    llm_options_init(&o);
+    plumb_err err = {{0}};
+    profile *p1 = llm_profile_build(t, c, A100, &o, &err);
+    c->types[0].speed = 2;
+    profile *p2 = llm_profile_build(t, c, A100, &o, &err);
+    cr_assert(p1 && p2, "%s", err.msg);
+    for (int i = 0; i < p1->nlayers; i++) {
+        cr_assert_eq(p2->layers[i].forward_ms, 2 * p1->layers[i].forward_ms);
+        cr_assert_eq(p2->layers[i].backward_weight_ms, 2 * p1->layers[i].backward_weight_ms);
+    }
+    c->types[0].speed = 1;
+    o.precision = DEV_FP32;
+    profile *p3 = llm_profile_build(t, c, A100, &o, &err);
+    cr_assert_not_null(p3, "%s", err.msg);
+    cr_assert_eq(p3->layers[1].activation_bytes, 2 * p1->layers[1].activation_bytes);
+    cr_assert_eq(p3->layers[1].parameter_bytes, 2 * p1->layers[1].parameter_bytes);
+    /* compute-bound projections at 19.5 instead of 312 TFLOP/s: far slower */
+    cr_assert(p3->layers[1].forward_ms > 5 * p1->layers[1].forward_ms);
+    profile_free(p1);
+    profile_free(p2);
+    profile_free(p3);
+    cluster_free(c);
+    c = cluster_ok("profiles/clusters/hetero-2xh200-2xv100.json");
+    o.precision = DEV_BF16;
+    cr_assert_null(llm_profile_build(t, c, "het.json", &o, &err));
+    cr_assert(strstr(err.msg, "het.json: servers: expected one device type"), "%s", err.msg);
+    cluster_free(c);
+    transformer_free(t);
+}
+
+/* Megatron-LM's tensor parallelism: per block two all-reduces of B S h elements forward and
+ * two backward; none at T = 1. */
+Test(llm, tensor_parallel_collectives)
+{
+    transformer *t = load_ok("examples/llm/gpt3-175b.json");
+    llm_options o;
+    llm_options_init(&o);
+    llm_collectives c;
+    llm_block_collectives(t, &o, &c);
+    cr_assert_eq(c.forward_allreduces, 0);
+    cr_assert_eq(c.backward_allreduces, 0);
+    o.tp = 8;
+    o.microbatch = 4;
+    o.seq = 1024;
+    llm_block_collectives(t, &o, &c);
+    cr_assert_eq(c.forward_allreduces, 2);
+    cr_assert_eq(c.backward_allreduces, 2);
+    cr_assert_eq(c.bytes, 4.0 * 1024 * 12288 * 2);
+    transformer_free(t);
+}
