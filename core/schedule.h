@@ -60,6 +60,8 @@ typedef struct schedule {
     int *worker_device;  /* [nworkers] cluster device id of each worker: the plan's devices
                             for schedule_from_plan (workers numbered by increasing device
                             id), else the identity */
+    int *worker_stage;   /* [nworkers] the one stage a worker holds, -1 for none, -2 for
+                            several (chunks); NULL = not known (sched_hosts then scans) */
 } schedule;
 
 /* Builds the schedule for spec. Returns a new schedule (free with schedule_free), or NULL
@@ -84,6 +86,19 @@ schedule *schedule_generate_costed(const sched_spec *spec, const double *stage_c
 schedule *schedule_from_plan(const plan *pl, int iterations, plumb_err *err);
 
 void schedule_free(schedule *s);
+
+/* The largest microbatches x iterations of a schedule (a global microbatch index is an
+ * int). Schedules have no other limit on their size than the memory they need. */
+#define SCHED_MAX_TOTAL_MB (1 << 30)
+/* Peak bytes per action of generating, validating and simulating a schedule (measured:
+ * docs/sim.md, Scale). */
+#define SCHED_BYTES_PER_ACTION 128
+
+/* The memory, in bytes, that generating and simulating spec's schedule needs: its actions
+ * (6 per stage, microbatch and iteration, 2 per replica and iteration) x
+ * SCHED_BYTES_PER_ACTION. schedule_generate refuses a spec whose estimate is above the
+ * machine's memory (or the process's address-space or data limit). 0 for NULL. */
+double schedule_bytes_estimate(const sched_spec *spec);
 
 /* Fills cost[3 * nstages] for pl: per stage the forward, input-gradient and weight-gradient
  * time of its layers (ms, profiled minibatch; the backward split in half where the profile
