@@ -21,18 +21,19 @@ typedef struct bctx {
     int *clock;        /* [W x W] clock[w * W + v]: v's actions known to precede w's next */
     int **msg;         /* [2n] the sender's clock of each posted message; NULL: not posted */
     int *arc;          /* [W x S] all-reduces of each stage done by each worker */
-    int **rpos;        /* [W x W] rpos[b * W + a]: positions of b's counted receives
-                          from a, in order */
-    int *rcount;       /* [W x W] their count */
+    int *roff;         /* [W + 1] worker b's counted receives are rrecv[roff[b] ..
+                          roff[b + 1]), sorted by (sender, position) */
+    struct brecv { int peer, pos; } *rrecv;
     int *sent;         /* [W x W] sends of each pair so far */
+    int *waiting;      /* [W] 1 while the worker waits at an all-reduce of its own stage */
+    int *nwaiting;     /* [S] replicas of each stage waiting at its all-reduce */
 } bctx;
 
 static void bctx_free(bctx *c)
 {
     for (size_t i = 0; c->msg && i < 2 * c->n; i++) free(c->msg[i]);
-    for (int i = 0; c->rpos && i < c->W * c->W; i++) free(c->rpos[i]);
-    free(c->pc), free(c->clock), free(c->msg), free(c->arc), free(c->rpos), free(c->rcount);
-    free(c->sent);
+    free(c->pc), free(c->clock), free(c->msg), free(c->arc), free(c->roff), free(c->rrecv);
+    free(c->sent), free(c->waiting), free(c->nwaiting);
 }
 
 /* 1 when x receives a message of a kind in `sends`. */
@@ -40,6 +41,13 @@ static int counted_recv(const action *x, unsigned sends)
 {
     return (x->kind == ACT_RECV_F && (sends & (1u << ACT_SEND_F))) ||
            (x->kind == ACT_RECV_B && (sends & (1u << ACT_SEND_B)));
+}
+
+static int brecv_cmp(const void *x, const void *y)
+{
+    const struct brecv *a = x, *b = y;
+    if (a->peer != b->peer) return (a->peer > b->peer) - (a->peer < b->peer);
+    return (a->pos > b->pos) - (a->pos < b->pos);
 }
 
 static int bctx_init(bctx *c, const schedule *s, unsigned sends)
@@ -51,44 +59,52 @@ static int bctx_init(bctx *c, const schedule *s, unsigned sends)
     c->clock = calloc((size_t)W * W, sizeof *c->clock);
     c->msg = calloc(2 * c->n + 1, sizeof *c->msg);
     c->arc = calloc((size_t)W * c->S + 1, sizeof *c->arc);
-    c->rpos = calloc((size_t)W * W, sizeof *c->rpos);
-    c->rcount = calloc((size_t)W * W, sizeof *c->rcount);
+    c->roff = calloc((size_t)W + 1, sizeof *c->roff);
     c->sent = calloc((size_t)W * W, sizeof *c->sent);
-    if (!c->pc || !c->clock || !c->msg || !c->arc || !c->rpos || !c->rcount || !c->sent)
+    c->waiting = calloc((size_t)W, sizeof *c->waiting);
+    c->nwaiting = calloc((size_t)c->S, sizeof *c->nwaiting);
+    if (!c->pc || !c->clock || !c->msg || !c->arc || !c->roff || !c->sent || !c->waiting ||
+        !c->nwaiting)
         return -1;
+    size_t nr = 0;
     for (int b = 0; b < W; b++)
+        for (int i = 0; i < s->len[b]; i++) {
+            const action *x = &s->acts[b][i];
+            nr += counted_recv(x, sends) && x->peer >= 0 && x->peer < W;
+        }
+    c->rrecv = malloc((nr + 1) * sizeof *c->rrecv);
+    if (!c->rrecv) return -1;
+    nr = 0;
+    for (int b = 0; b < W; b++) {
+        c->roff[b] = (int)nr;
         for (int i = 0; i < s->len[b]; i++) {
             const action *x = &s->acts[b][i];
             if (counted_recv(x, sends) && x->peer >= 0 && x->peer < W)
-                c->rcount[b * W + x->peer]++;
+                c->rrecv[nr++] = (struct brecv){x->peer, i};
         }
-    for (int i = 0; i < W * W; i++) {
-        if (c->rcount[i] && !(c->rpos[i] = malloc((size_t)c->rcount[i] * sizeof(int))))
-            return -1;
-        c->rcount[i] = 0;
+        qsort(c->rrecv + c->roff[b], nr - (size_t)c->roff[b], sizeof *c->rrecv, brecv_cmp);
     }
-    for (int b = 0; b < W; b++)
-        for (int i = 0; i < s->len[b]; i++) {
-            const action *x = &s->acts[b][i];
-            if (counted_recv(x, sends) && x->peer >= 0 && x->peer < W) {
-                int k = b * W + x->peer;
-                c->rpos[k][c->rcount[k]++] = i;
-            }
-        }
+    c->roff[W] = (int)nr;
     return 0;
 }
 
-/* Receives of b from a among b's first k actions. */
+/* Receives of b from a among b's first k actions: the entries of b's list before
+ * (a, k), less those before (a, 0). */
 static int recvs_before(const bctx *c, int b, int a, int k)
 {
-    const int *p = c->rpos[b * c->W + a];
-    int lo = 0, hi = c->rcount[b * c->W + a];
-    while (lo < hi) {
-        int mid = (lo + hi) / 2;
-        if (p[mid] < k) lo = mid + 1;
-        else hi = mid;
+    const struct brecv *p = c->rrecv + c->roff[b];
+    int n = c->roff[b + 1] - c->roff[b], at[2];
+    for (int q = 0; q < 2; q++) {
+        struct brecv key = {a, q ? k : 0};
+        int lo = 0, hi = n;
+        while (lo < hi) {
+            int mid = (lo + hi) / 2;
+            if (brecv_cmp(&p[mid], &key) < 0) lo = mid + 1;
+            else hi = mid;
+        }
+        at[q] = lo;
     }
-    return lo;
+    return at[1] - at[0];
 }
 
 /* The message slot of a SEND or RECV (as the buffered replay of schedule_validate.c). */
@@ -99,10 +115,17 @@ static size_t msg_slot(const bctx *c, const action *a)
     return (size_t)grad * c->n + (size_t)st * c->T + (size_t)a->microbatch;
 }
 
-/* 1 when every replica of a's stage waits at the same all-reduce of it as worker w. */
-static int allreduce_ready(const bctx *c, const schedule *s, int w, const action *a)
+/* 1 when every replica of a's stage waits at the same all-reduce of it as worker w. A
+ * replica's first look counts it among its stage's waiting replicas: replicas run their
+ * stage's all-reduces together, so those waiting all wait at the same one, and the last
+ * to come finds them all there without looking at each (linear in the replicas). */
+static int allreduce_ready(bctx *c, const schedule *s, int w, const action *a)
 {
     int st = a->stage, kth = c->arc[w * c->S + st];
+    if (sched_hosts(s, w, st)) {
+        if (!c->waiting[w]) c->waiting[w] = 1, c->nwaiting[st]++;
+        return c->nwaiting[st] == s->replicas[st];
+    }
     for (int j = 0; j < s->replicas[st]; j++) {
         int v = s->stage_workers[s->stage_first[st] + j];
         if (!(c->pc[v] < s->len[v] && s->acts[v][c->pc[v]].kind == ACT_ALLREDUCE &&
@@ -112,10 +135,9 @@ static int allreduce_ready(const bctx *c, const schedule *s, int w, const action
     return 1;
 }
 
-static void clock_join(int *into, const int *from, int W)
+static void clock_join(int *restrict into, const int *restrict from, int W)
 {
-    for (int v = 0; v < W; v++)
-        if (from[v] > into[v]) into[v] = from[v];
+    for (int v = 0; v < W; v++) into[v] = from[v] > into[v] ? from[v] : into[v];
 }
 
 /* Runs w's next action if it can. Returns 1 when it ran, 0 when it waits, -1 when out of
@@ -151,9 +173,12 @@ static int step(bctx *c, const schedule *s, int w, unsigned sends, int *bound)
         const int *grp = s->stage_workers + s->stage_first[a->stage];
         int r = s->replicas[a->stage];
         for (int j = 0; j < r; j++) c->clock[(size_t)grp[j] * W + grp[j]]++;
-        for (int j = 0; j < r; j++) clock_join(ck, c->clock + (size_t)grp[j] * W, W);
+        for (int j = 0; j < r; j++)
+            if (grp[j] != w) clock_join(ck, c->clock + (size_t)grp[j] * W, W);
+        c->nwaiting[a->stage] = 0;
         for (int j = 0; j < r; j++) {
             int v = grp[j];
+            c->waiting[v] = 0;
             c->arc[v * c->S + a->stage]++;
             c->pc[v]++;
             if (v != w) memcpy(c->clock + (size_t)v * W, ck, (size_t)W * sizeof(int));
