@@ -24,6 +24,9 @@ typedef struct bctx {
     int *roff;         /* [W + 1] worker b's counted receives are rrecv[roff[b] ..
                           roff[b + 1]), sorted by (sender, position) */
     struct brecv { int peer, pos; } *rrecv;
+    int *goff;         /* [W + 1] worker b's senders are grp[goff[b] .. goff[b + 1]) */
+    struct bgroup { int peer, end, cur; } *grp; /* a sender's receives end at rrecv[end];
+                          those before rrecv[cur] are the ones counted so far */
     int *sent;         /* [W x W] sends of each pair so far */
     int *waiting;      /* [W] 1 while the worker waits at an all-reduce of its own stage */
     int *nwaiting;     /* [S] replicas of each stage waiting at its all-reduce */
@@ -33,6 +36,7 @@ static void bctx_free(bctx *c)
 {
     for (size_t i = 0; c->msg && i < 2 * c->n; i++) free(c->msg[i]);
     free(c->pc), free(c->clock), free(c->msg), free(c->arc), free(c->roff), free(c->rrecv);
+    free(c->goff), free(c->grp);
     free(c->sent), free(c->waiting), free(c->nwaiting);
 }
 
@@ -85,26 +89,38 @@ static int bctx_init(bctx *c, const schedule *s, unsigned sends)
         qsort(c->rrecv + c->roff[b], nr - (size_t)c->roff[b], sizeof *c->rrecv, brecv_cmp);
     }
     c->roff[W] = (int)nr;
+    c->goff = malloc(((size_t)W + 1) * sizeof *c->goff);
+    c->grp = malloc((nr + 1) * sizeof *c->grp);
+    if (!c->goff || !c->grp) return -1;
+    int ng = 0;
+    for (int b = 0; b < W; b++) {
+        c->goff[b] = ng;
+        for (int i = c->roff[b]; i < c->roff[b + 1]; i++) {
+            if (i == c->roff[b] || c->rrecv[i].peer != c->rrecv[i - 1].peer)
+                c->grp[ng++] = (struct bgroup){c->rrecv[i].peer, i, i};
+            c->grp[ng - 1].end = i + 1;
+        }
+    }
+    c->goff[W] = ng;
     return 0;
 }
 
-/* Receives of b from a among b's first k actions: the entries of b's list before
- * (a, k), less those before (a, 0). */
-static int recvs_before(const bctx *c, int b, int a, int k)
+/* Receives of b from a among b's first k actions. Successive calls for one pair come
+ * with k never smaller (a's clock only grows), so each pair's count moves forward over
+ * its receives once in the whole replay. */
+static int recvs_before(bctx *c, int b, int a, int k)
 {
-    const struct brecv *p = c->rrecv + c->roff[b];
-    int n = c->roff[b + 1] - c->roff[b], at[2];
-    for (int q = 0; q < 2; q++) {
-        struct brecv key = {a, q ? k : 0};
-        int lo = 0, hi = n;
-        while (lo < hi) {
-            int mid = (lo + hi) / 2;
-            if (brecv_cmp(&p[mid], &key) < 0) lo = mid + 1;
-            else hi = mid;
-        }
-        at[q] = lo;
+    int lo = c->goff[b], hi = c->goff[b + 1];
+    while (lo < hi) {
+        int mid = (lo + hi) / 2;
+        if (c->grp[mid].peer < a) lo = mid + 1;
+        else hi = mid;
     }
-    return at[1] - at[0];
+    if (lo == c->goff[b + 1] || c->grp[lo].peer != a) return 0;
+    struct bgroup *g = &c->grp[lo];
+    while (g->cur < g->end && c->rrecv[g->cur].pos < k) g->cur++;
+    int first = lo == c->goff[b] ? c->roff[b] : c->grp[lo - 1].end;
+    return g->cur - first;
 }
 
 /* The message slot of a SEND or RECV (as the buffered replay of schedule_validate.c). */
@@ -137,7 +153,10 @@ static int allreduce_ready(bctx *c, const schedule *s, int w, const action *a)
 
 static void clock_join(int *restrict into, const int *restrict from, int W)
 {
-    for (int v = 0; v < W; v++) into[v] = from[v] > into[v] ? from[v] : into[v];
+    int v = 0;
+    for (; v + 8 <= W; v += 8) /* blocks of 8, which the compiler vectorizes */
+        for (int k = v; k < v + 8; k++) into[k] = from[k] > into[k] ? from[k] : into[k];
+    for (; v < W; v++) into[v] = from[v] > into[v] ? from[v] : into[v];
 }
 
 /* Runs w's next action if it can. Returns 1 when it ran, 0 when it waits, -1 when out of
