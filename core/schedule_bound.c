@@ -16,9 +16,14 @@
 
 typedef struct bctx {
     int W, S, T;
+    int K;             /* clock components kept: the workers with a counted receive */
+    int *tix;          /* [W] a worker's component, or -1 (no counted receive: no send
+                          ever asks how many of its actions precede it, and a component
+                          is joined, copied and raised apart from the others) */
     size_t n;          /* S x T: messages of one direction */
     int *pc;           /* [W] next action of each worker */
-    int *clock;        /* [W x W] clock[w * W + v]: v's actions known to precede w's next */
+    int *clock;        /* [W x K] clock[w * K + tix[v]]: v's actions known to precede w's
+                          next */
     int **msg;         /* [2n] the sender's clock of each posted message; NULL: not posted */
     int *arc;          /* [W x S] all-reduces of each stage done by each worker */
     int *roff;         /* [W + 1] worker b's counted receives are rrecv[roff[b] ..
@@ -36,7 +41,7 @@ static void bctx_free(bctx *c)
 {
     for (size_t i = 0; c->msg && i < 2 * c->n; i++) free(c->msg[i]);
     free(c->pc), free(c->clock), free(c->msg), free(c->arc), free(c->roff), free(c->rrecv);
-    free(c->goff), free(c->grp);
+    free(c->goff), free(c->grp), free(c->tix);
     free(c->sent), free(c->waiting), free(c->nwaiting);
 }
 
@@ -60,14 +65,13 @@ static int bctx_init(bctx *c, const schedule *s, unsigned sends)
     c->W = W, c->S = s->nstages, c->T = sched_total_mb(s);
     c->n = (size_t)c->S * (size_t)c->T;
     c->pc = calloc((size_t)W, sizeof *c->pc);
-    c->clock = calloc((size_t)W * W, sizeof *c->clock);
     c->msg = calloc(2 * c->n + 1, sizeof *c->msg);
     c->arc = calloc((size_t)W * c->S + 1, sizeof *c->arc);
     c->roff = calloc((size_t)W + 1, sizeof *c->roff);
     c->sent = calloc((size_t)W * W, sizeof *c->sent);
     c->waiting = calloc((size_t)W, sizeof *c->waiting);
     c->nwaiting = calloc((size_t)c->S, sizeof *c->nwaiting);
-    if (!c->pc || !c->clock || !c->msg || !c->arc || !c->roff || !c->sent || !c->waiting ||
+    if (!c->pc || !c->msg || !c->arc || !c->roff || !c->sent || !c->waiting ||
         !c->nwaiting)
         return -1;
     size_t nr = 0;
@@ -102,7 +106,12 @@ static int bctx_init(bctx *c, const schedule *s, unsigned sends)
         }
     }
     c->goff[W] = ng;
-    return 0;
+    c->tix = malloc((size_t)W * sizeof *c->tix);
+    if (!c->tix) return -1;
+    c->K = 0;
+    for (int b = 0; b < W; b++) c->tix[b] = c->roff[b + 1] > c->roff[b] ? c->K++ : -1;
+    c->clock = calloc((size_t)W * c->K + 1, sizeof *c->clock);
+    return c->clock ? 0 : -1;
 }
 
 /* Receives of b from a among b's first k actions. Successive calls for one pair come
@@ -163,9 +172,9 @@ static void clock_join(int *restrict into, const int *restrict from, int W)
  * memory. */
 static int step(bctx *c, const schedule *s, int w, unsigned sends, int *bound)
 {
-    const int W = c->W;
+    const int W = c->W, K = c->K, own = c->tix[w];
     const action *a = &s->acts[w][c->pc[w]];
-    int *ck = c->clock + (size_t)w * W;
+    int *ck = c->clock + (size_t)w * K;
     if (act_is_comm(a->kind)) {
         if (a->peer < 0 || a->peer >= W || a->microbatch < 0 || a->microbatch >= c->T)
             return 0;
@@ -173,16 +182,17 @@ static int step(bctx *c, const schedule *s, int w, unsigned sends, int *bound)
         if (d >= 2 * c->n) return 0;
         if (act_is_send(a->kind)) {
             int b = a->peer, k = w * W + b;
-            if (!c->msg[d] && !(c->msg[d] = malloc((size_t)W * sizeof(int)))) return -1;
-            memcpy(c->msg[d], ck, (size_t)W * sizeof(int));
-            c->msg[d][w]++; /* the send itself precedes its receive */
+            if (!c->msg[d] && !(c->msg[d] = malloc((size_t)K * sizeof(int) + 1))) return -1;
+            memcpy(c->msg[d], ck, (size_t)K * sizeof(int));
+            if (own >= 0) c->msg[d][own]++; /* the send itself precedes its receive */
             if (sends & (1u << a->kind)) {
-                int waiting = ++c->sent[k] - recvs_before(c, b, w, ck[b]);
+                int known = c->tix[b] >= 0 ? ck[c->tix[b]] : 0;
+                int waiting = ++c->sent[k] - recvs_before(c, b, w, known);
                 if (waiting > bound[k]) bound[k] = waiting;
             }
         } else {
             if (!c->msg[d]) return 0;
-            clock_join(ck, c->msg[d], W);
+            clock_join(ck, c->msg[d], K);
             free(c->msg[d]);
             c->msg[d] = NULL;
         }
@@ -191,20 +201,21 @@ static int step(bctx *c, const schedule *s, int w, unsigned sends, int *bound)
         /* a barrier: each replica's all-reduce precedes every replica's next action */
         const int *grp = s->stage_workers + s->stage_first[a->stage];
         int r = s->replicas[a->stage];
-        for (int j = 0; j < r; j++) c->clock[(size_t)grp[j] * W + grp[j]]++;
         for (int j = 0; j < r; j++)
-            if (grp[j] != w) clock_join(ck, c->clock + (size_t)grp[j] * W, W);
+            if (c->tix[grp[j]] >= 0) c->clock[(size_t)grp[j] * K + c->tix[grp[j]]]++;
+        for (int j = 0; j < r; j++)
+            if (grp[j] != w) clock_join(ck, c->clock + (size_t)grp[j] * K, K);
         c->nwaiting[a->stage] = 0;
         for (int j = 0; j < r; j++) {
             int v = grp[j];
             c->waiting[v] = 0;
             c->arc[v * c->S + a->stage]++;
             c->pc[v]++;
-            if (v != w) memcpy(c->clock + (size_t)v * W, ck, (size_t)W * sizeof(int));
+            if (v != w) memcpy(c->clock + (size_t)v * K, ck, (size_t)K * sizeof(int));
         }
         return 1;
     }
-    ck[w]++;
+    if (own >= 0) ck[own]++;
     c->pc[w]++;
     return 1;
 }
