@@ -4,6 +4,7 @@
 #include <criterion/criterion.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #include "core/schedule.h"
 
@@ -133,6 +134,27 @@ Test(schedule_grid, bad_specs_rejected)
     sched_spec sp = {SCHED_GPIPE, 0, 2, 1, 4, 1, NULL, shared};
     cr_assert_null(schedule_generate(&sp, &e));
     cr_assert(strstr(e.msg, "both on worker 0"), "%s", e.msg);
+}
+
+/* No fixed limit on a schedule's size, only the memory it needs: 4 x 300000 x 1 (above the
+ * 1000000 stage-microbatch passes once refused) generates within a 1 GiB data limit, and
+ * 4 x 400000 x 1 (about 1.1 GiB: 6 actions per pass at SCHED_BYTES_PER_ACTION, plus one
+ * all-reduce-or-step pair per stage) is refused with its size and estimate. Criterion runs
+ * each test in its own process, so the limit stays here. */
+Test(schedule_grid, size_limited_by_memory_only)
+{
+    struct rlimit rl = {1024L * 1024 * 1024, 1024L * 1024 * 1024};
+    cr_assert_eq(setrlimit(RLIMIT_DATA, &rl), 0);
+    plumb_err e = {{0}};
+    sched_spec big = {SCHED_1F1B_FLUSH, 0, 4, 1, 400000, 1, NULL, NULL};
+    cr_expect_float_eq(schedule_bytes_estimate(&big), (6.0 * 4 * 400000 + 8) * 128, 1);
+    cr_assert_null(schedule_generate(&big, &e));
+    cr_expect(strstr(e.msg, "microbatches: stages x microbatches x iterations = 4 x 400000 x 1 "
+                            "needs about 1.1 GiB to simulate (about 9600008 actions at 128 "
+                            "bytes each), above the 1.0 GiB this process may use"), "%s", e.msg);
+    schedule *s = gen(SCHED_1F1B_FLUSH, 4, 1, 300000, 1, NULL);
+    cr_expect_eq(schedule_count(s, ACT_F), 4L * 300000);
+    schedule_free(s);
 }
 
 /* --- theory ---------------------------------------------------------------------------- */
