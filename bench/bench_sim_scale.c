@@ -16,8 +16,8 @@
 #include <time.h>
 
 #include "sim/sim.h"
-#include "sim/synth.h"
 #include "bench/clock.h"
+#include "bench/synth_plan.h"
 
 static const char *const kinds[] = {"gpipe", "1f1b-flush", "pipedream", "2bw",
                                     "interleaved", "zb-h1", "zb-v"};
@@ -29,19 +29,8 @@ static double run_one(const char *kname, int stages, int replicas, int mb, int i
 {
     int kind = sched_kind_parse(kname);
     if (kind < 0) return -1;
-    sim_synth s;
-    sim_synth_init(&s);
-    s.schedule = (sched_kind)kind;
-    s.chunks = kind == SCHED_INTERLEAVED || kind == SCHED_ZB_V ? 2 : 1;
-    s.nstages = stages * s.chunks;
-    s.replicas = replicas;
-    s.microbatches = mb;
-    s.latency_us[0] = 2;
-    s.latency_us[1] = 10;
-    if (kind == SCHED_ZB_H1 || kind == SCHED_ZB_V) s.input_ms = s.weight_ms = 1;
     plumb_err err;
-    err_clear(&err);
-    plan *pl = sim_synth_plan(&s, &err);
+    plan *pl = bench_synth_plan(kind, stages, replicas, mb, &err);
     if (!pl) {
         fprintf(stderr, "bench_sim_scale: %s\n", err.msg);
         return -1;
