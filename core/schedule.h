@@ -143,6 +143,17 @@ int schedule_slots(const schedule *s, int w, int stage);
  * of memory, or an IR that deadlocks with buffered sends). */
 int schedule_send_bound(const schedule *s, unsigned sends, int *bound, plumb_err *err);
 
+/* schedule_send_bound as a list, in memory linear in the messages rather than the square
+ * of the workers: one entry per pair (from, to) that has a send of a kind in `sends` or a
+ * receive of one, sorted by from then to, with its bound (the others are 0). Sets *out (a
+ * new array the caller frees; NULL when *n is 0 or on failure) and *n. 0, or -1 with err
+ * as schedule_send_bound. */
+typedef struct sched_pair_bound {
+    int from, to, bound;
+} sched_pair_bound;
+int schedule_send_bound_pairs(const schedule *s, unsigned sends, sched_pair_bound **out,
+                              int *n, plumb_err *err);
+
 /* Action text in PyTorch's torch.distributed.pipelining form: "0F3", "1B2", "2I0", "2W0",
  * "0SEND_F3", "1RECV_F3", "1SEND_B2", "0RECV_B2", "0REDUCE_GRAD" (all-reduce), and
  * "0STEP" (plumb's own, for the optimizer step). Returns buf. */

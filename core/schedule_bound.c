@@ -8,6 +8,7 @@
  * and running exactly the actions before it (with b as late as it may be) reaches it. The
  * executor's local transport sets aside that many staging buffers per pair for gradients,
  * and the simulator's memory model counts them. */
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -30,9 +31,11 @@ typedef struct bctx {
                           roff[b + 1]), sorted by (sender, position) */
     struct brecv { int peer, pos; } *rrecv;
     int *goff;         /* [W + 1] worker b's senders are grp[goff[b] .. goff[b + 1]) */
-    struct bgroup { int peer, end, cur; } *grp; /* a sender's receives end at rrecv[end];
-                          those before rrecv[cur] are the ones counted so far */
-    int *sent;         /* [W x W] sends of each pair so far */
+    struct bgroup {    /* a pair (sender peer -> b): its receives end at rrecv[end], those
+                          before rrecv[cur] are the ones counted so far; its sends so far
+                          and its bound */
+        int peer, end, cur, sent, bound;
+    } *grp;
     int *waiting;      /* [W] 1 while the worker waits at an all-reduce of its own stage */
     int *nwaiting;     /* [S] replicas of each stage waiting at its all-reduce */
 } bctx;
@@ -42,7 +45,13 @@ static void bctx_free(bctx *c)
     for (size_t i = 0; c->msg && i < 2 * c->n; i++) free(c->msg[i]);
     free(c->pc), free(c->clock), free(c->msg), free(c->arc), free(c->roff), free(c->rrecv);
     free(c->goff), free(c->grp), free(c->tix);
-    free(c->sent), free(c->waiting), free(c->nwaiting);
+    free(c->waiting), free(c->nwaiting);
+}
+
+/* 1 when x sends a message of a kind in `sends`. */
+static int counted_send(const action *x, unsigned sends)
+{
+    return act_is_send(x->kind) && (sends & (1u << x->kind));
 }
 
 /* 1 when x receives a message of a kind in `sends`. */
@@ -68,30 +77,43 @@ static int bctx_init(bctx *c, const schedule *s, unsigned sends)
     c->msg = calloc(2 * c->n + 1, sizeof *c->msg);
     c->arc = calloc((size_t)W * c->S + 1, sizeof *c->arc);
     c->roff = calloc((size_t)W + 1, sizeof *c->roff);
-    c->sent = calloc((size_t)W * W, sizeof *c->sent);
     c->waiting = calloc((size_t)W, sizeof *c->waiting);
     c->nwaiting = calloc((size_t)c->S, sizeof *c->nwaiting);
-    if (!c->pc || !c->msg || !c->arc || !c->roff || !c->sent || !c->waiting ||
-        !c->nwaiting)
+    if (!c->pc || !c->msg || !c->arc || !c->roff || !c->waiting || !c->nwaiting)
         return -1;
+    /* per receiver b: its counted receives (sender, position), and for each counted send
+     * to b a mark (sender, INT_MAX) that makes the pair known without being counted */
     size_t nr = 0;
     for (int b = 0; b < W; b++)
         for (int i = 0; i < s->len[b]; i++) {
             const action *x = &s->acts[b][i];
-            nr += counted_recv(x, sends) && x->peer >= 0 && x->peer < W;
+            if (x->peer < 0 || x->peer >= W) continue;
+            if (counted_recv(x, sends)) nr++, c->roff[b]++;
+            if (counted_send(x, sends)) nr++, c->roff[x->peer]++;
         }
     c->rrecv = malloc((nr + 1) * sizeof *c->rrecv);
-    if (!c->rrecv) return -1;
-    nr = 0;
-    for (int b = 0; b < W; b++) {
-        c->roff[b] = (int)nr;
+    int *fill = malloc(((size_t)W + 1) * sizeof *fill);
+    if (!c->rrecv || !fill) {
+        free(fill);
+        return -1;
+    }
+    for (int b = 0, at = 0; b <= W; b++) { /* counts to offsets */
+        int k = b < W ? c->roff[b] : 0;
+        c->roff[b] = fill[b] = at;
+        at += k;
+    }
+    for (int b = 0; b < W; b++)
         for (int i = 0; i < s->len[b]; i++) {
             const action *x = &s->acts[b][i];
-            if (counted_recv(x, sends) && x->peer >= 0 && x->peer < W)
-                c->rrecv[nr++] = (struct brecv){x->peer, i};
+            if (x->peer < 0 || x->peer >= W) continue;
+            if (counted_recv(x, sends)) c->rrecv[fill[b]++] = (struct brecv){x->peer, i};
+            if (counted_send(x, sends))
+                c->rrecv[fill[x->peer]++] = (struct brecv){b, INT_MAX};
         }
-        qsort(c->rrecv + c->roff[b], nr - (size_t)c->roff[b], sizeof *c->rrecv, brecv_cmp);
-    }
+    free(fill);
+    for (int b = 0; b < W; b++)
+        qsort(c->rrecv + c->roff[b], (size_t)(c->roff[b + 1] - c->roff[b]), sizeof *c->rrecv,
+              brecv_cmp);
     c->roff[W] = (int)nr;
     c->goff = malloc(((size_t)W + 1) * sizeof *c->goff);
     c->grp = malloc((nr + 1) * sizeof *c->grp);
@@ -101,7 +123,7 @@ static int bctx_init(bctx *c, const schedule *s, unsigned sends)
         c->goff[b] = ng;
         for (int i = c->roff[b]; i < c->roff[b + 1]; i++) {
             if (i == c->roff[b] || c->rrecv[i].peer != c->rrecv[i - 1].peer)
-                c->grp[ng++] = (struct bgroup){c->rrecv[i].peer, i, i};
+                c->grp[ng++] = (struct bgroup){c->rrecv[i].peer, i, i, 0, 0};
             c->grp[ng - 1].end = i + 1;
         }
     }
@@ -110,14 +132,14 @@ static int bctx_init(bctx *c, const schedule *s, unsigned sends)
     if (!c->tix) return -1;
     c->K = 0;
     for (int b = 0; b < W; b++) c->tix[b] = c->roff[b + 1] > c->roff[b] ? c->K++ : -1;
+    /* (counted receives without a counted send to b give b a component that is never
+     * asked: harmless) */
     c->clock = calloc((size_t)W * c->K + 1, sizeof *c->clock);
     return c->clock ? 0 : -1;
 }
 
-/* Receives of b from a among b's first k actions. Successive calls for one pair come
- * with k never smaller (a's clock only grows), so each pair's count moves forward over
- * its receives once in the whole replay. */
-static int recvs_before(bctx *c, int b, int a, int k)
+/* The pair a -> b (every pair with a counted send has one). */
+static struct bgroup *pair_of(bctx *c, int b, int a)
 {
     int lo = c->goff[b], hi = c->goff[b + 1];
     while (lo < hi) {
@@ -125,10 +147,16 @@ static int recvs_before(bctx *c, int b, int a, int k)
         if (c->grp[mid].peer < a) lo = mid + 1;
         else hi = mid;
     }
-    if (lo == c->goff[b + 1] || c->grp[lo].peer != a) return 0;
-    struct bgroup *g = &c->grp[lo];
+    return &c->grp[lo];
+}
+
+/* The pair's receives among b's first k actions. Successive calls for one pair come with
+ * k never smaller (a's clock only grows), so the count moves forward over the pair's
+ * receives once in the whole replay (the marks of its sends, at INT_MAX, stay behind). */
+static int recvs_before(bctx *c, int b, struct bgroup *g, int k)
+{
     while (g->cur < g->end && c->rrecv[g->cur].pos < k) g->cur++;
-    int first = lo == c->goff[b] ? c->roff[b] : c->grp[lo - 1].end;
+    int first = g == &c->grp[c->goff[b]] ? c->roff[b] : g[-1].end;
     return g->cur - first;
 }
 
@@ -170,7 +198,7 @@ static void clock_join(int *restrict into, const int *restrict from, int W)
 
 /* Runs w's next action if it can. Returns 1 when it ran, 0 when it waits, -1 when out of
  * memory. */
-static int step(bctx *c, const schedule *s, int w, unsigned sends, int *bound)
+static int step(bctx *c, const schedule *s, int w, unsigned sends)
 {
     const int W = c->W, K = c->K, own = c->tix[w];
     const action *a = &s->acts[w][c->pc[w]];
@@ -181,14 +209,15 @@ static int step(bctx *c, const schedule *s, int w, unsigned sends, int *bound)
         size_t d = msg_slot(c, a);
         if (d >= 2 * c->n) return 0;
         if (act_is_send(a->kind)) {
-            int b = a->peer, k = w * W + b;
+            int b = a->peer;
             if (!c->msg[d] && !(c->msg[d] = malloc((size_t)K * sizeof(int) + 1))) return -1;
             memcpy(c->msg[d], ck, (size_t)K * sizeof(int));
             if (own >= 0) c->msg[d][own]++; /* the send itself precedes its receive */
             if (sends & (1u << a->kind)) {
+                struct bgroup *g = pair_of(c, b, w);
                 int known = c->tix[b] >= 0 ? ck[c->tix[b]] : 0;
-                int waiting = ++c->sent[k] - recvs_before(c, b, w, known);
-                if (waiting > bound[k]) bound[k] = waiting;
+                int waiting = ++g->sent - recvs_before(c, b, g, known);
+                if (waiting > g->bound) g->bound = waiting;
             }
         } else {
             if (!c->msg[d]) return 0;
@@ -220,43 +249,75 @@ static int step(bctx *c, const schedule *s, int w, unsigned sends, int *bound)
     return 1;
 }
 
-int schedule_send_bound(const schedule *s, unsigned sends, int *bound, plumb_err *err)
+/* Runs the replay into c (initialized here; the caller frees it with bctx_free).
+ * 0, or -1 with err. */
+static int bound_run(bctx *c, const schedule *s, unsigned sends, plumb_err *err)
 {
-    if (!s || !bound) return err_set(err, NULL, NULL, "no schedule");
-    int W = s->nworkers;
-    memset(bound, 0, (size_t)W * W * sizeof *bound);
-    bctx c = {0};
-    int rc = -1;
-    if (bctx_init(&c, s, sends)) {
-        err_set(err, NULL, NULL, "out of memory");
-        goto done;
-    }
+    const int W = s->nworkers;
+    if (bctx_init(c, s, sends)) return err_set(err, NULL, NULL, "out of memory");
     for (;;) {
         int progress = 0, left = 0;
         for (int w = 0; w < W; w++)
-            while (c.pc[w] < s->len[w]) {
-                int r = step(&c, s, w, sends, bound);
-                if (r < 0) {
-                    err_set(err, NULL, NULL, "out of memory");
-                    goto done;
-                }
+            while (c->pc[w] < s->len[w]) {
+                int r = step(c, s, w, sends);
+                if (r < 0) return err_set(err, NULL, NULL, "out of memory");
                 if (!r) break;
                 progress = 1;
             }
-        for (int w = 0; w < W; w++) left += c.pc[w] < s->len[w];
-        if (!left) break;
+        for (int w = 0; w < W; w++) left += c->pc[w] < s->len[w];
+        if (!left) return 0;
         if (!progress) {
             int w = 0;
-            while (c.pc[w] >= s->len[w]) w++;
+            while (c->pc[w] >= s->len[w]) w++;
             char t[48];
-            err_set(err, NULL, NULL, "schedule: worker %d waits for ever at action %d (%s) "
-                    "with buffered sends", w, c.pc[w], action_format(&s->acts[w][c.pc[w]], t,
-                                                                    sizeof t));
-            goto done;
+            return err_set(err, NULL, NULL, "schedule: worker %d waits for ever at action %d "
+                           "(%s) with buffered sends", w, c->pc[w],
+                           action_format(&s->acts[w][c->pc[w]], t, sizeof t));
         }
     }
-    rc = 0;
-done:
+}
+
+int schedule_send_bound(const schedule *s, unsigned sends, int *bound, plumb_err *err)
+{
+    if (!s || !bound) return err_set(err, NULL, NULL, "no schedule");
+    const int W = s->nworkers;
+    memset(bound, 0, (size_t)W * W * sizeof *bound);
+    bctx c = {0};
+    int rc = bound_run(&c, s, sends, err);
+    for (int b = 0; !rc && b < W; b++)
+        for (int g = c.goff[b]; g < c.goff[b + 1]; g++)
+            bound[(size_t)c.grp[g].peer * W + b] = c.grp[g].bound;
+    bctx_free(&c);
+    return rc;
+}
+
+static int pair_cmp(const void *x, const void *y)
+{
+    const sched_pair_bound *a = x, *b = y;
+    if (a->from != b->from) return (a->from > b->from) - (a->from < b->from);
+    return (a->to > b->to) - (a->to < b->to);
+}
+
+int schedule_send_bound_pairs(const schedule *s, unsigned sends, sched_pair_bound **out,
+                              int *n, plumb_err *err)
+{
+    if (!s || !out || !n) return err_set(err, NULL, NULL, "no schedule");
+    *out = NULL, *n = 0;
+    bctx c = {0};
+    int rc = bound_run(&c, s, sends, err);
+    if (!rc) {
+        int W = s->nworkers, np = c.goff[W];
+        sched_pair_bound *p = malloc(((size_t)np + 1) * sizeof *p);
+        if (!p) {
+            rc = err_set(err, NULL, NULL, "out of memory");
+        } else {
+            for (int b = 0, k = 0; b < W; b++)
+                for (int g = c.goff[b]; g < c.goff[b + 1]; g++, k++)
+                    p[k] = (sched_pair_bound){c.grp[g].peer, b, c.grp[g].bound};
+            qsort(p, (size_t)np, sizeof *p, pair_cmp);
+            *out = p, *n = np;
+        }
+    }
     bctx_free(&c);
     return rc;
 }

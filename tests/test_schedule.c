@@ -840,6 +840,44 @@ Test(schedule_bound, no_replay_exceeds_it)
                 }
 }
 
+/* The list form holds the matrix's pairs: one entry per pair with a counted send or
+ * receive, sorted, the same bound; every other entry of the matrix is 0. */
+Test(schedule_bound, pairs_match_the_matrix)
+{
+    static const int reps[4] = {2, 1, 3, 1};
+    for (int k = 0; k < SCHED_NKINDS; k++)
+        for (int m = 1; m <= 9; m += 4)
+            for (int r = 0; r < 2; r++)
+                for (unsigned sends = 1; sends <= 3; sends++) {
+                    const int chunked = k == SCHED_INTERLEAVED || k == SCHED_ZB_V;
+                    plumb_err e = {{0}};
+                    schedule *s = try_gen(k, 4, chunked ? 2 : 1, m, 2,
+                                          r && !chunked ? reps : NULL, &e);
+                    if (!s) continue;
+                    const unsigned mask = ((sends & 1) ? 1u << ACT_SEND_F : 0) |
+                                          ((sends & 2) ? 1u << ACT_SEND_B : 0);
+                    const int W = s->nworkers;
+                    int *b = send_bound(s, mask), *seen = calloc((size_t)W * W, sizeof *seen);
+                    sched_pair_bound *p = NULL;
+                    int n = -1;
+                    cr_assert_eq(schedule_send_bound_pairs(s, mask, &p, &n, &e), 0, "%s", e.msg);
+                    cr_assert_gt(n, 0);
+                    for (int i = 0; i < n; i++) {
+                        const int at = p[i].from * W + p[i].to;
+                        cr_expect_eq(p[i].bound, b[at], "%s %d->%d", sched_kind_name(k),
+                                     p[i].from, p[i].to);
+                        cr_expect(i == 0 || p[i - 1].from < p[i].from ||
+                                  (p[i - 1].from == p[i].from && p[i - 1].to < p[i].to));
+                        seen[at] = 1;
+                    }
+                    for (int i = 0; i < W * W; i++)
+                        cr_expect(seen[i] || b[i] == 0, "%d->%d: %d not listed", i / W, i % W,
+                                  b[i]);
+                    free(b), free(seen), free(p);
+                    schedule_free(s);
+                }
+}
+
 Test(schedule_bound, replicated_stage_and_deadlock)
 {
     /* stage 0 on workers 0 and 1 takes alternate microbatches: at most 2 each way per pair */
