@@ -445,31 +445,58 @@ void schedule_print(const schedule *s, FILE *out)
     free(width);
 }
 
+static int cmp_mb(const void *a, const void *b)
+{
+    int x = *(const int *)a, y = *(const int *)b;
+    return (x > y) - (x < y);
+}
+
+/* Index of mb in the sorted ids[0..n), or -1. */
+static int mb_index(const int *ids, int n, int mb)
+{
+    int lo = 0, hi = n;
+    while (lo < hi) {
+        int mid = (lo + hi) / 2;
+        if (ids[mid] < mb) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo < n && ids[lo] == mb ? lo : -1;
+}
+
 int schedule_slots(const schedule *s, int w, int stage)
 {
     if (!s || w < 0 || w >= s->nworkers) return 1;
     const action *list = s->acts[w];
-    int n = s->len[w], open = 0, best = 0, used = 0, maxmb = -1;
-    for (int i = 0; i < n; i++)
-        if (list[i].microbatch > maxmb) maxmb = list[i].microbatch;
-    /* o: the open microbatches; at[mb]: mb's index in o, or -1 (linear in the list) */
-    struct open_mb { int mb, bwd_done, dx_gone; } *o = malloc((size_t)(maxmb + 2) * sizeof *o);
-    int *at = malloc((size_t)(maxmb + 2) * sizeof *at);
-    if (!o || !at) {
-        free(o), free(at);
+    int n = s->len[w], open = 0, best = 0, used = 0, nid = 0;
+    /* ids: the microbatches of the actions that matter, sorted; o: the open ones; at[id]:
+     * an id's index in o, or -1 (n log n in the list, whatever the microbatch numbers) */
+    int *ids = malloc(((size_t)n + 1) * sizeof *ids);
+    struct open_mb { int mb, bwd_done, dx_gone; } *o = malloc(((size_t)n + 1) * sizeof *o);
+    int *at = malloc(((size_t)n + 1) * sizeof *at);
+    if (!ids || !o || !at) {
+        free(ids), free(o), free(at);
         return n > 0 ? n : 1; /* pessimistic */
     }
-    for (int m = 0; m <= maxmb + 1; m++) at[m] = -1;
+    for (int i = 0; i < n; i++)
+        if ((list[i].stage == stage || list[i].stage == stage - 1) && list[i].microbatch >= 0)
+            ids[nid++] = list[i].microbatch;
+    qsort(ids, (size_t)nid, sizeof *ids, cmp_mb);
+    int u = 0;
+    for (int i = 0; i < nid; i++)
+        if (i == 0 || ids[i] != ids[i - 1]) ids[u++] = ids[i];
+    nid = u;
+    for (int i = 0; i < nid; i++) at[i] = -1;
     for (int i = 0; i < n; i++) {
         const action *a = &list[i];
         int local_take = a->stage == stage - 1 && (a->kind == ACT_B || a->kind == ACT_I);
         if (a->stage != stage && !local_take) continue;
-        int k = a->microbatch >= 0 ? at[a->microbatch] : -1;
+        int id = a->microbatch >= 0 ? mb_index(ids, nid, a->microbatch) : -1;
+        int k = id >= 0 ? at[id] : -1;
         if (local_take) {
             if (k >= 0) o[k].dx_gone = 1;
-        } else if (k < 0 && a->microbatch >= 0 && (a->kind == ACT_RECV_F || a->kind == ACT_F)) {
-            o[used] = (struct open_mb){a->microbatch, 0, stage == 0};
-            at[a->microbatch] = k = used++;
+        } else if (k < 0 && id >= 0 && (a->kind == ACT_RECV_F || a->kind == ACT_F)) {
+            o[used] = (struct open_mb){id, 0, stage == 0};
+            at[id] = k = used++;
             if (++open > best) best = open;
         } else if (k >= 0) {
             if (a->kind == ACT_B || a->kind == ACT_W) o[k].bwd_done = 1;
@@ -482,6 +509,6 @@ int schedule_slots(const schedule *s, int w, int stage)
             open--;
         }
     }
-    free(o), free(at);
+    free(ids), free(o), free(at);
     return best > 0 ? best : 1;
 }

@@ -58,16 +58,25 @@ void sim_memory_of(const sim_model *m, int w, const int *versions, optimizer_kin
     const schedule *s = m->sched;
     double weights = 0, params = 0, acts = 0, buffers = 0, ws = 0;
     double root = 0; /* the in-process all-reduce's receive buffer, kept for the largest */
-    for (int st = 0; st < s->nstages; st++)
+    /* the stages it holds: the one the schedule says, when it knows (a scan of every
+     * replica of every stage per device is quadratic in the devices) */
+    int lo = 0, hi = s->nstages, known = s->worker_stage && w >= 0 && w < s->nworkers &&
+                                         s->worker_stage[w] != -2;
+    if (known) {
+        lo = s->worker_stage[w] >= 0 ? s->worker_stage[w] : 0;
+        hi = s->worker_stage[w] >= 0 ? lo + 1 : 0;
+    }
+    for (int st = lo; st < hi; st++)
         for (int j = 0; j < s->replicas[st]; j++)
-            if (s->stage_workers[s->stage_first[st] + j] == w) {
+            if (known || s->stage_workers[s->stage_first[st] + j] == w) {
+                int first = s->stage_workers[s->stage_first[st]] == w; /* replica 0 */
                 int v = versions && versions[st] > 0 ? versions[st] : 1;
                 double slots = schedule_slots(s, w, st);
                 weights += m->grad_bytes[st] * v;
                 params += m->grad_bytes[st];
                 acts += slots * m->stash_bytes[st] + m->transient_bytes[st];
                 buffers += m->gradbuf_bytes[st] + slots * m->slotbuf_bytes[st];
-                if (j == 0 && s->replicas[st] > 1 && m->grad_bytes[st] > root)
+                if (first && s->replicas[st] > 1 && m->grad_bytes[st] > root)
                     root = m->grad_bytes[st];
                 if (m->workspace_bytes[st] > ws) ws = m->workspace_bytes[st];
                 break;
