@@ -36,6 +36,13 @@ int cli_num(const char *cmd, const char *opt, const char *s, int positive, doubl
  * 0, or 2 after printing one line naming the option and the path. */
 int cli_output_ok(const char *cmd, const char *opt, const char *path, const char *const *inputs,
                   int ninputs);
+/* Checks, before any work, that output `path` (the value of option opt) is not the profile
+ * or the cluster file that the plan pl, loaded from plan_file, names (as plan_load found
+ * them: relative to the plan's folder). Call it besides cli_output_ok, which checks the plan
+ * file itself. 0, or 2 after printing one line naming the option and the path. */
+struct plan;
+int cli_plan_refs_ok(const char *cmd, const char *opt, const char *path, const char *plan_file,
+                     const struct plan *pl);
 /* Checks, before any work, that `dir` (the value of option opt) is a writable folder, or,
  * with create, that it can be made (it does not exist and its parent is a writable folder).
  * 0, or 2 after printing one line naming the option and the folder. */

@@ -63,6 +63,20 @@ int cli_output_ok(const char *cmd, const char *opt, const char *path, const char
     return writable_folder(cmd, opt, path, dir);
 }
 
+int cli_plan_refs_ok(const char *cmd, const char *opt, const char *path, const char *plan_file,
+                     const plan *pl)
+{
+    char *prof = pl->profile_ref ? plan_ref_path(plan_file, pl->profile_ref) : NULL;
+    char *clus = pl->cluster_ref ? plan_ref_path(plan_file, pl->cluster_ref) : NULL;
+    const char *inputs[2] = {prof, clus};
+    int rc = (pl->profile_ref && !prof) || (pl->cluster_ref && !clus)
+                 ? cli_fail(cmd, "out of memory")
+                 : cli_output_ok(cmd, opt, path, inputs, 2);
+    free(prof);
+    free(clus);
+    return rc;
+}
+
 int cli_folder_ok(const char *cmd, const char *opt, const char *dir, int create)
 {
     struct stat d;

@@ -74,6 +74,8 @@ int cmd_import(int argc, char **argv)
                         "plumb import --help", pos[0]);
     if (npos < 2) return cli_fail("import", "expected a GRAPH.txt file after \"pipedream\"");
     if (!out) return cli_fail("import", "expected -o PROFILE.json (the file to write)");
+    const char *inputs[1] = {pos[1]};
+    if (cli_output_ok("import", "-o", out, inputs, 1)) return 2;
 
     plumb_err err;
     err_clear(&err);

@@ -10,6 +10,7 @@
 #include "core/json.h"
 #include "core/plan.h"
 #include "core/profile.h"
+#include "core/units.h"
 
 static void usage(FILE *out)
 {
@@ -30,25 +31,28 @@ static void info_profile(const profile *p)
     printf("profile %s: %d layers (%d inputs), %d edges (%s), profiled on %s at minibatch %d\n",
            p->name, p->nlayers, kinds_input, p->nedges, profile_is_chain(p) ? "chain" : "DAG",
            p->device, p->minibatch);
-    printf("  forward %.3f ms, backward %.3f ms per minibatch; parameters %.1f MiB; "
-           "activations %.1f MiB per minibatch\n",
+    char pb[32], ab[32];
+    printf("  forward %.3f ms, backward %.3f ms per minibatch; parameters %s; "
+           "activations %s per minibatch\n",
            profile_total_forward_ms(p), profile_total_backward_ms(p),
-           profile_total_parameter_bytes(p) / (1 << 20), act / (1 << 20));
+           units_bytes(profile_total_parameter_bytes(p), pb, sizeof pb),
+           units_bytes(act, ab, sizeof ab));
 }
 
 static void info_cluster(const cluster *c)
 {
     printf("cluster %s: %d devices in %d servers, %d levels\n", c->name, c->ndevices,
            c->nservers, c->nlevels);
+    char bw[32], mem[32];
     for (int l = 0; l < c->nlevels; l++)
-        printf("  level %d %-10s x%-4d %8.1f Gb/s  latency %.1f us\n", l, c->levels[l].name,
-               c->levels[l].count, c->levels[l].bandwidth_Bps * 8 / 1e9,
+        printf("  level %d %-10s x%-4d %14s  latency %.1f us\n", l, c->levels[l].name,
+               c->levels[l].count, units_gbit(c->levels[l].bandwidth_Bps, bw, sizeof bw),
                c->levels[l].latency_s * 1e6);
     for (int t = 0; t < c->ntypes; t++) {
         int n = 0;
         for (int s = 0; s < c->nservers; s++) n += c->server_type[s] == t;
-        printf("  device %-8s memory %.1f GiB, speed x%.2f, %d servers\n", c->types[t].name,
-               c->types[t].memory_bytes / (1 << 30), c->types[t].speed, n);
+        printf("  device %-8s memory %s, speed x%.2f, %d servers\n", c->types[t].name,
+               units_bytes(c->types[t].memory_bytes, mem, sizeof mem), c->types[t].speed, n);
     }
 }
 

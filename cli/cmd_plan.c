@@ -15,6 +15,7 @@
 #include "core/json.h"
 #include "core/plan.h"
 #include "core/profile.h"
+#include "core/units.h"
 #include "planner/planner.h"
 #include "planner/native.h"
 
@@ -68,7 +69,9 @@ static void plan_usage(FILE *out)
         "-s/--memory_size (default 16e9), --straight_pipeline, --use_memory_constraint,\n"
         "--use_fewer_machines, --activation_compression_ratio R, -o/--output_directory DIR\n"
         "(writes DIR/gpus=N.txt, the graph with stage ids; a path ending in .json gets a plumb\n"
-        "plan instead), plus --json.\n",
+        "plan instead), plus --json. These flags keep PipeDream's units (-b in bytes/s, -s in\n"
+        "bytes); plumb's own files, flags and printouts give bandwidth in Gbit/s (10^9 bits/s),\n"
+        "and the printed levels show both.\n",
         PD_DEFAULT_MAX_STATES);
 }
 
@@ -146,9 +149,11 @@ static void result_print(const profile *p, const char *cname, const pd_result *r
            p->name ? p->name : "model", cname, r->nstates,
            r->compressed == 1 ? ", branches compressed"
            : r->compressed == 2 ? ", topological prefixes" : "");
+    char bw[32];
     printf("levels (innermost first):");
     for (int L = 0; L < o->nlevels; L++)
-        printf(" %d x %.3g GB/s", o->machines[L], o->bandwidth_Bps[L] / 1e9);
+        printf(" %d x %s (%.3g bytes/s)", o->machines[L],
+               units_gbit(o->bandwidth_Bps[L], bw, sizeof bw), o->bandwidth_Bps[L]);
     printf("\n");
     for (int t = 0; t < r->nstages; t++) {
         const pd_stage *S = &r->stages[t];

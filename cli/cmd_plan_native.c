@@ -11,12 +11,12 @@
 
 #include "cli/cli.h"
 #include "core/json.h"
+#include "core/units.h"
 #include "planner/native.h"
 
 int cmd_plan_native(const profile *p, const cluster *c, const native_options *o,
                     const char *ppath, const char *cpath, const char *out, int json);
 
-static double gib(double b) { return b / (1024.0 * 1024.0 * 1024.0); }
 
 static const native_candidate *chosen(const native_result *r)
 {
@@ -39,6 +39,7 @@ static void print_devices(const plan_stage *s)
 static void print_plan(const profile *p, const cluster *c, const plan *pl,
                        const native_candidate *b, const native_result *r)
 {
+    char pk[32], cap[32];
     printf("plumb plan: %s on %s (native cost model; schedule %s, %s)\n",
            p->name ? p->name : "model", c->name ? c->name : "cluster",
            sched_kind_name(pl->schedule),
@@ -65,9 +66,10 @@ static void print_plan(const profile *p, const cluster *c, const plan *pl,
     else if (b)
         printf("throughput: %.1f samples/s (cost model, not simulated)\n", b->est_samples_per_s);
     if (b)
-        printf("peak memory: %.2f GiB on the fullest device, capacity %.2f GiB\n",
-               gib(b->simulated ? b->sim_peak_memory_bytes : b->est_peak_memory_bytes),
-               gib(b->capacity_bytes));
+        printf("peak memory: %s on the fullest device, capacity %s\n",
+               units_bytes(b->simulated ? b->sim_peak_memory_bytes : b->est_peak_memory_bytes,
+                           pk, sizeof pk),
+               units_bytes(b->capacity_bytes, cap, sizeof cap));
     if (r->single_samples_per_s > 0 && b)
         printf("speedup over one device: %.2fx (one device: %.1f samples/s, compute only)\n",
                (b->simulated ? b->sim_samples_per_s : b->est_samples_per_s) /

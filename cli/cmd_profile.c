@@ -3,6 +3,7 @@
  * `plumb plan`, `plumb sim` and `plumb ui` read, with a table of the timings. */
 #include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include "cli/cli.h"
 #include "core/profile.h"
@@ -18,7 +19,8 @@ static const char *const usage_text =
     "forward time, the fused backward time and its input-gradient / weight-gradient\n"
     "split (for zero-bubble schedules), in ms per minibatch, each timed between two\n"
     "backend syncs after a warm-up; output activation bytes (fp32, whole minibatch),\n"
-    "parameter bytes and forward FLOPs from the model's shapes.\n"
+    "parameter bytes and forward FLOPs from the model's shapes. On a terminal, stderr\n"
+    "shows the progress of the timing rounds.\n"
     "\n"
     "  -o, --output FILE  the profile to write (atomically); without it, only the table\n"
     "  --backend NAME     cpu, cpu-bf16, cuda, cuda-tf32 or cuda-bf16 (default cpu)\n"
@@ -33,7 +35,7 @@ static const char *const usage_text =
     "                     CPU gives each 1/N of its BLAS threads, as plumb train does)\n"
     "                     (default 1)\n"
     "  --seed S           seed of the random inputs (default 1)\n"
-    "  --quiet            no table\n"
+    "  --quiet            no table (and no progress line)\n"
     "  -h, --help         this text\n"
     "Exit status: 0 ok, 1 backend failure while measuring, 2 bad input or no such device\n"
     "(nothing written).\n";
@@ -69,6 +71,19 @@ static void print_table(const model *m, const profile *p, const prof_stats *st,
            profile_total_parameter_bytes(p));
     printf("(fwd spread = (slowest - fastest) / median of the timed forward runs; I and W "
            "are the measured halves rescaled to sum to bwd)\n");
+}
+
+/* Shows the profiler's progress on one line of stderr (a terminal), redrawn when the
+ * percentage changes; `user` holds the last percentage shown. */
+static void show_progress(void *user, long done, long total)
+{
+    int *last = user, pct = total > 0 ? (int)(100 * done / total) : 100;
+    if (pct == *last) return;
+    *last = pct;
+    fprintf(stderr, "\rplumb profile: timing the layers: %3d %% (%ld of %ld layer-rounds)",
+            pct, done, total);
+    if (done >= total) fputs("\r\033[K", stderr); /* done: leave the line clear */
+    fflush(stderr);
 }
 
 int cmd_profile(int argc, char **argv)
@@ -139,6 +154,12 @@ int cmd_profile(int argc, char **argv)
     }
     bk->destroy(probe);
     if (!quiet && bk->note && bk->note()) fprintf(stderr, "plumb: profile: %s\n", bk->note());
+    /* a long profile shows its progress where someone is watching: a terminal */
+    int shown = -1;
+    if (!quiet && isatty(STDERR_FILENO)) {
+        cfg.progress = show_progress;
+        cfg.progress_user = &shown;
+    }
     prof_stats *st = NULL;
     profile *p = profiler_run(m, &cfg, &st, &err);
     int rc = 1;

@@ -7,7 +7,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "cli/cli.h"
 #include "core/json.h"
@@ -48,21 +47,19 @@ static int split_eq(const char *s, char *buf, size_t n, const char **b)
     return 0;
 }
 
-/* Writes each (path, text) pair atomically; on failure removes those already written so
- * that no partial set of outputs is left. */
-static int write_all(const char **paths, char **texts, const size_t *lens, int n,
-                     plumb_err *err)
+/* Checks, before any work, that the --trace and --svg files can be written and are none of
+ * the inputs: the plan, the profile and cluster files it names, and each other. 0 or 2. */
+static int outputs_ok(const char *path, const plan *pl, const char *trace, const char *svg)
 {
-    for (int i = 0; i < n; i++) {
-        if (!paths[i])
-            continue;
-        if (file_write_atomic(paths[i], texts[i], lens[i], err)) {
-            for (int j = 0; j < i; j++)
-                if (paths[j])
-                    unlink(paths[j]);
-            return -1;
-        }
-    }
+    const char *inputs[2] = {path, trace};
+    if (trace && svg && strcmp(trace, svg) == 0)
+        return cli_fail("sim", "--svg %s: is the --trace file too; expected another file", svg);
+    if (trace && (cli_output_ok("sim", "--trace", trace, inputs, 1) ||
+                  cli_plan_refs_ok("sim", "--trace", trace, path, pl)))
+        return 2;
+    if (svg && (cli_output_ok("sim", "--svg", svg, inputs, 2) ||
+                cli_plan_refs_ok("sim", "--svg", svg, path, pl)))
+        return 2;
     return 0;
 }
 
@@ -163,14 +160,13 @@ int cmd_sim(int argc, char **argv)
     if (strag) {
         int dev;
         double f;
-        if (split_eq(strag, name, sizeof name, &v) ||
-            cli_int("sim", "--straggler DEV", name, 0, pl->clus->ndevices - 1, &dev) ||
-            cli_num("sim", "--straggler FACTOR", v, 1, 1e6, &f)) {
-            if (!strchr(strag, '='))
-                cli_fail("sim", "--straggler: expected DEV=FACTOR, e.g. 3=2 (got \"%s\")",
-                         strag);
+        if (split_eq(strag, name, sizeof name, &v)) {
+            cli_fail("sim", "--straggler: expected DEV=FACTOR, e.g. 3=2 (got \"%s\")", strag);
             goto out;
         }
+        if (cli_int("sim", "--straggler DEV", name, 0, pl->clus->ndevices - 1, &dev) ||
+            cli_num("sim", "--straggler FACTOR", v, 1, 1e6, &f))
+            goto out;
         o.straggler_device = dev;
         o.straggler_factor = f;
     }
@@ -198,8 +194,16 @@ int cmd_sim(int argc, char **argv)
         }
         if (cli_num("sim", "--bandwidth GBPS", v, 1, 1e9, &g))
             goto out;
+        if (!(g * 1e9 / 8 >= CLUSTER_MIN_BANDWIDTH_Bps)) {
+            cli_fail("sim", "--bandwidth GBPS: expected at least %g Gb/s, or the level's "
+                     "transfers never complete (got \"%s\")", CLUSTER_MIN_BANDWIDTH_Bps * 8e-9,
+                     v);
+            goto out;
+        }
         o.bandwidth_Bps[lv] = g * 1e9 / 8;
     }
+    if (outputs_ok(path, pl, trace, svg))
+        goto out;
     o.timeline = trace || svg || gantt;
     if (o.schedule == SCHED_INTERLEAVED && pl->chunks < 2) {
         cli_fail("sim", "--schedule: interleaved needs a plan with 2 or more chunks (stages) "
@@ -237,8 +241,6 @@ int cmd_sim(int argc, char **argv)
     char *jtext = NULL;
     if (json) {
         cJSON *j = sim_report_to_json(rep, base ? &ch : NULL, path);
-        if (j && base)
-            cJSON_AddItemToObject(j, "whatif", sim_options_to_json(&o, pl->clus));
         jtext = j ? cJSON_Print(j) : NULL;
         cJSON_Delete(j);
         if (!jtext) {
@@ -247,8 +249,8 @@ int cmd_sim(int argc, char **argv)
             goto out;
         }
     }
-    const char *paths[2] = {trace, svg};
-    if (write_all(paths, texts, lens, 2, &err)) {
+    const char *paths[2] = {trace, svg}, *data[2] = {texts[0], texts[1]};
+    if (files_write_atomic(2, paths, data, lens, &err)) {
         err_print(&err);
         free(jtext);
         goto out;

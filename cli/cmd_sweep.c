@@ -142,6 +142,8 @@ int cmd_sweep(int argc, char **argv)
     if (!ppath || !cpath || !lo)
         return cli_fail("sweep", "expected -p PROFILE, -c CLUSTER and --gpus A..B; see plumb "
                         "sweep --help");
+    const char *inputs[2] = {ppath, cpath};
+    if (svg && cli_output_ok("sweep", "--svg", svg, inputs, 2)) return 2;
     plumb_err err;
     err_clear(&err);
     int rc = 2;

@@ -68,7 +68,7 @@ static const char *const usage_text =
     "  --devices N        pipelined: spread the workers over N backend devices (default 1)\n"
     "  --log-every N      steps between progress lines (default: about 20 lines)\n"
     "  --quiet            print only the final lines\n"
-    "  --help             this text\n";
+    "  -h, --help         this text\n";
 
 enum {
     O_DATA = 1000, O_DATADIR, O_TEXT, O_SAMPLES, O_EPOCHS, O_STEPS, O_BATCH, O_MICRO, O_OPT,
@@ -181,6 +181,10 @@ static int run_pipelined(const train_run_cfg *cfg_in, const plan *pl, const char
     }
     if (train_run_pipeline(cfg, s, first, last, ndevices, res, tracepath ? &tl : NULL, err))
         goto done;
+    if (tracepath && timeline_set_model(tl, m->name, n, first, last)) {
+        err_set(err, NULL, NULL, "out of memory");
+        goto done;
+    }
     if (tracepath && timeline_write_chrome(tl, tracepath, err)) goto done;
     rc = 0;
 done:
@@ -221,7 +225,7 @@ int cmd_train(int argc, char **argv)
     double lr = -1, mom = -1, wd = 0, timeout = 0;
     int c;
     optind = 1;
-    while ((c = cli_getopt("train", argc, argv, "", longopts)) != -1) {
+    while ((c = cli_getopt("train", argc, argv, "h", longopts)) != -1) {
         switch (c) {
         case O_DATA: data = optarg; break;
         case O_DATADIR: datadir = optarg; break;
@@ -253,6 +257,7 @@ int cmd_train(int argc, char **argv)
         case O_TRANSPORT: trname = optarg; break;
         case O_TIMEOUT: if (cli_num("train", "--timeout", optarg, 1, 1e6, &timeout)) return 2; break;
         case O_DEVICES: if (cli_int("train", "--devices", optarg, 1, 1024, &ndevices)) return 2; break;
+        case 'h':
         case O_HELP: fputs(usage_text, stdout); return 0;
         default: return 2;
         }
@@ -328,6 +333,12 @@ int cmd_train(int argc, char **argv)
     int mbsize = 0, nmicro = micro ? micro : 1;
     if (npos == 2) {
         if (!(pl = plan_load(argv[optind + 1], &err))) goto fail;
+        /* nor may an output be the profile or cluster file the plan names */
+        if ((tracepath && cli_plan_refs_ok("train", "--trace", tracepath, argv[optind + 1], pl)) ||
+            (savepath && cli_plan_refs_ok("train", "--save", savepath, argv[optind + 1], pl))) {
+            rc = 2;
+            goto out;
+        }
         if (pl->prof->nlayers != m->nlayers) {
             err_set(&err, argv[optind + 1], "profile.layers",
                     "expected %d layers, one per top-level layer of %s (got %d)", m->nlayers,
@@ -450,6 +461,9 @@ int cmd_train(int argc, char **argv)
     if (quiet && pr.rank == 0)
         printf("final: train loss %.4f, test loss %.4f, test accuracy %.2f%%, %.0f samples/s\n",
                res.train_loss, res.test_loss, 100 * res.test_acc, res.samples_per_s);
+    if (tracepath && pr.rank == 0)
+        printf("trace written to %s (plumb compare reads it; open in https://ui.perfetto.dev)\n",
+               tracepath);
     rc = 0;
     goto out;
 fail:

@@ -119,6 +119,8 @@ int cmd_ui(int argc, char **argv)
     if (!planf && (!prof != !clus))
         return cli_fail("ui", "expected both -p PROFILE and -c CLUSTER (got only %s)",
                         prof ? "-p" : "-c");
+    /* s and e write into the -o folder: a missing or read-only one is refused before work */
+    if (strcmp(out, ".") != 0 && cli_folder_ok("ui", "-o", out, 0)) return 2;
     int w = 0, h = 0;
     if (snap && parse_size(snap, &w, &h))
         return cli_fail("ui", "--snapshot: expected WIDTHxHEIGHT like 120x40, each 1 to 4096 "

@@ -176,15 +176,19 @@ int cluster_validate(const cluster *c, const char *file, plumb_err *err)
             return err_set(err, file, json_path(p, sizeof p, lp, "count"),
                            "expected an integer from 1 to %d (got %d)", CLUSTER_MAX_DEVICES,
                            l->count);
-        if (!isfinite(l->bandwidth_Bps) || !(l->bandwidth_Bps > 0))
+        if (!isfinite(l->bandwidth_Bps) || !(l->bandwidth_Bps >= CLUSTER_MIN_BANDWIDTH_Bps))
             return err_set(err, file, json_path(p, sizeof p, lp, "bandwidth_gbit_per_s"),
-                           "expected a finite bandwidth > 0 (got %g bytes/s)", l->bandwidth_Bps);
+                           "expected a finite bandwidth of at least %g Gb/s, or its "
+                           "transfers never complete (got %g Gb/s)",
+                           CLUSTER_MIN_BANDWIDTH_Bps * 8e-9, l->bandwidth_Bps * 8e-9);
         if (!isfinite(l->latency_s) || !(l->latency_s >= 0))
             return err_set(err, file, json_path(p, sizeof p, lp, "latency_us"),
                            "expected a finite latency >= 0 (got %g s)", l->latency_s);
-        if (!isfinite(l->egress_Bps) || !(l->egress_Bps > 0))
+        if (!isfinite(l->egress_Bps) || !(l->egress_Bps >= CLUSTER_MIN_BANDWIDTH_Bps))
             return err_set(err, file, json_path(p, sizeof p, lp, "egress_gbit_per_s"),
-                           "expected a finite bandwidth > 0 (got %g bytes/s)", l->egress_Bps);
+                           "expected a finite bandwidth of at least %g Gb/s, or its "
+                           "transfers never complete (got %g Gb/s)",
+                           CLUSTER_MIN_BANDWIDTH_Bps * 8e-9, l->egress_Bps * 8e-9);
     }
     long long ndev = count_product(c, 0, c->nlevels);
     long long nsrv = count_product(c, 1, c->nlevels);

@@ -13,6 +13,10 @@
 #define CLUSTER_FORMAT "plumb-cluster/1"
 #define CLUSTER_MAX_LEVELS 8
 #define CLUSTER_MAX_DEVICES (1 << 20)
+/* The slowest bandwidth (and egress) a level may have, bytes/s (8e-9 Gb/s): a slower path
+ * would not finish a transfer in any finite simulated time (a zero bandwidth, or one that
+ * underflows to it). cluster_validate and the --bandwidth what-if refuse less. */
+#define CLUSTER_MIN_BANDWIDTH_Bps 1.0
 
 typedef struct cluster_level {
     char *name;              /* e.g. "nvlink", "ethernet" */

@@ -331,18 +331,14 @@ int json_item_int(const jctx *c, const cJSON *item, const char *path, int i, lon
     return check_int(c, item, fp, lo, hi, out);
 }
 
-int file_write_atomic(const char *path, const char *data, size_t len, plumb_err *err)
+/* Writes data to a new temporary file beside path (its name, told apart by idx, into tmp,
+ * n bytes) and syncs it. 0, or -1 with err set and nothing left behind. */
+static int write_temp(const char *path, int idx, const char *data, size_t len, char *tmp,
+                      size_t n, plumb_err *err)
 {
-    size_t pl = strlen(path);
-    char *tmp = malloc(pl + 32);
-    if (!tmp) return err_set(err, path, NULL, "out of memory");
-    snprintf(tmp, pl + 32, "%s.tmp.%ld", path, (long)getpid());
+    snprintf(tmp, n, "%s.tmp.%ld.%d", path, (long)getpid(), idx);
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (fd < 0) {
-        int e = errno;
-        free(tmp);
-        return err_set(err, path, NULL, "cannot write: %s", strerror(e));
-    }
+    if (fd < 0) return err_set(err, path, NULL, "cannot write: %s", strerror(errno));
     size_t off = 0;
     while (off < len) {
         ssize_t w = write(fd, data + off, len - off);
@@ -351,7 +347,6 @@ int file_write_atomic(const char *path, const char *data, size_t len, plumb_err 
             int e = errno;
             close(fd);
             unlink(tmp);
-            free(tmp);
             return err_set(err, path, NULL, "cannot write: %s", strerror(e));
         }
         off += (size_t)w;
@@ -359,17 +354,53 @@ int file_write_atomic(const char *path, const char *data, size_t len, plumb_err 
     if (fsync(fd) != 0 || close(fd) != 0) {
         int e = errno;
         unlink(tmp);
-        free(tmp);
         return err_set(err, path, NULL, "cannot write: %s", strerror(e));
     }
-    if (rename(tmp, path) != 0) {
-        int e = errno;
-        unlink(tmp);
-        free(tmp);
-        return err_set(err, path, NULL, "cannot write: %s", strerror(e));
+    return 0;
+}
+
+int files_write_atomic(int n, const char *const *paths, const char *const *data,
+                       const size_t *lens, plumb_err *err)
+{
+    char **tmp = calloc((size_t)n + 1, sizeof *tmp);
+    int rc = -1, i;
+    if (!tmp) return err_set(err, NULL, NULL, "out of memory");
+    /* every file is written beside its path first; none replaces anything until all are */
+    for (i = 0; i < n; i++) {
+        if (!paths[i]) continue;
+        size_t tn = strlen(paths[i]) + 32;
+        if (!(tmp[i] = malloc(tn))) {
+            err_set(err, paths[i], NULL, "out of memory");
+            goto cleanup;
+        }
+        if (write_temp(paths[i], i, data[i], lens[i], tmp[i], tn, err)) {
+            free(tmp[i]);
+            tmp[i] = NULL;
+            goto cleanup;
+        }
+    }
+    for (i = 0; i < n; i++) {
+        if (!tmp[i]) continue;
+        if (rename(tmp[i], paths[i]) != 0) {
+            err_set(err, paths[i], NULL, "cannot write: %s", strerror(errno));
+            goto cleanup;
+        }
+        free(tmp[i]);
+        tmp[i] = NULL;
+    }
+    rc = 0;
+cleanup:
+    for (i = 0; i < n; i++) {
+        if (tmp[i]) unlink(tmp[i]);
+        free(tmp[i]);
     }
     free(tmp);
-    return 0;
+    return rc;
+}
+
+int file_write_atomic(const char *path, const char *data, size_t len, plumb_err *err)
+{
+    return files_write_atomic(1, &path, &data, &len, err);
 }
 
 /* cJSON prints a double with 15 digits whenever that reads back within one DBL_EPSILON,

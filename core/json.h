@@ -78,6 +78,15 @@ char *file_read_all(const char *path, size_t max_bytes, const char *too_large, s
  * nothing is left behind at path or beside it; returns -1 with err set. */
 int file_write_atomic(const char *path, const char *data, size_t len, plumb_err *err);
 
+/* Writes n files as one: each data[i] (lens[i] bytes) to a temporary file beside paths[i]
+ * (NULL paths are skipped), and only when every one of them was written and synced, renames
+ * them into place. When a write fails, the temporaries are removed and no path is touched:
+ * a file that was there before keeps its content. Returns 0, or -1 with err naming the path
+ * that failed. (A rename in the same folder fails only when the path became a folder
+ * meanwhile; the files renamed before it then stay written.) */
+int files_write_atomic(int n, const char *const *paths, const char *const *data,
+                       const size_t *lens, plumb_err *err);
+
 /* Prints root (formatted) and writes it atomically to path, with a trailing newline. */
 int json_save_file(const char *path, const cJSON *root, plumb_err *err);
 

@@ -387,8 +387,7 @@ static const char *const PRED_KEYS[] = { "iteration_s", "samples_per_s", "speedu
                                          "speedup_vs_1", "peak_memory_bytes", NULL };
 
 
-/* path of `ref` relative to the folder of `file`; malloc'd, NULL when out of memory. */
-static char *resolve_ref(const char *file, const char *ref)
+char *plan_ref_path(const char *file, const char *ref)
 {
     const char *slash = file ? strrchr(file, '/') : NULL;
     if (ref[0] == '/' || !slash) return dup_str(ref);
@@ -423,7 +422,7 @@ static int load_noun(const jctx *jc, const cJSON *root, const char *key, int is_
                        "expected an embedded %s object or a file path string (got %s)", key,
                        json_describe(v, got, sizeof got));
     if (!(*ref = dup_str(v->valuestring))) return err_set(jc->err, jc->file, key, "out of memory");
-    char *path = resolve_ref(jc->file, v->valuestring);
+    char *path = plan_ref_path(jc->file, v->valuestring);
     if (!path) return err_set(jc->err, jc->file, key, "out of memory");
     *out = is_profile ? (void *)profile_load(path, jc->err) : (void *)cluster_load(path, jc->err);
     free(path);

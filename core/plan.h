@@ -77,6 +77,10 @@ typedef struct plan {
  * once, devices out of the cluster's range or used by two stages (unless chunks > 1, where
  * each device holds `chunks` stages), replica counts that do not match the device lists. */
 plan *plan_load(const char *path, plumb_err *err);
+/* The path of `ref` (a plan's profile_ref or cluster_ref) as plan_load opened it: relative
+ * to the folder of the plan file `file`, unchanged when absolute. Returns a new string the
+ * caller frees, NULL when out of memory. */
+char *plan_ref_path(const char *file, const char *ref);
 struct cJSON;
 plan *plan_from_json(const struct cJSON *root, const char *file, plumb_err *err);
 

@@ -76,8 +76,9 @@ schedule *schedule_generate(const sched_spec *spec, plumb_err *err);
  * of the forward, input-gradient and weight-gradient work of one microbatch on stage s
  * (B = I + W), in any unit, each > 0. Costs change no action, only where each SEND/RECV
  * pair lands among the computations: at the moment the data is produced when the stages
- * run at these speeds, so that a replay with these times never waits at a RECV longer
- * than the data dependency requires. NULL = unit costs (what schedule_generate uses). */
+ * run at these speeds. Under the IR's posted receives (sched_sem) that changes no timing,
+ * only how early a receive buffer is taken. NULL = unit costs (what schedule_generate
+ * uses). */
 schedule *schedule_generate_costed(const sched_spec *spec, const double *stage_cost,
                                    plumb_err *err);
 
@@ -111,7 +112,8 @@ int schedule_plan_costs(const plan *pl, double *cost);
  * assignment. Returns 0, or -1 with err naming the problem (for a deadlock, the cycle of
  * waiting workers and the actions they wait on). Replays under SCHED_SEM_RENDEZVOUS (a
  * send blocks until its receive is reached), the strictest semantics; an IR that passes
- * also runs with buffered sends. docs/schedules.md lists every check. */
+ * also runs with buffered sends and posted receives (sched_sem), the executor's.
+ * docs/schedules.md lists every check. */
 int schedule_validate(const schedule *s, plumb_err *err);
 
 /* Counts found by the validator's replay: per stage, the most microbatches whose
@@ -134,7 +136,8 @@ int schedule_slots(const schedule *s, int w, int stage);
 
 /* The staging a pair of workers needs: bound[from * nworkers + to] is the most messages of
  * the kinds in `sends` (a mask of 1u << ACT_SEND_F and 1u << ACT_SEND_B; all-reduce traffic
- * is never counted) that `from` can have sent to `to` and `to` not yet received at once,
+ * is never counted) that `from` can have sent to `to` and `to` not yet taken at once (a
+ * message is taken by the computation that consumes it, after its posted RECV),
  * over every timing of the schedule with buffered sends. Each is reached by some timing
  * (the receiver as late as the schedule's dependencies let it be). The executor's local
  * transport sets aside that many staging buffers per pair for the gradients (activations
@@ -179,11 +182,16 @@ const char *act_kind_name(act_kind k); /* "F", "B", "I", "W", "SEND_F", ... */
 
 /* --- additions (docs/schedules.md describes the semantics) ---------------------------- */
 
-/* Communication semantics a replay assumes. RENDEZVOUS: a SEND blocks until the peer
- * reaches the matching RECV (the strictest; generators guarantee it, so the IR is also
- * safe under the weaker one). BUFFERED: a SEND never blocks, a RECV waits for the matching
- * SEND's data (what the executor and the simulator do). ALLREDUCE is a barrier among the
- * stage's replicas (the k-th ALLREDUCE of the stage on each replica) in both. */
+/* Communication semantics a validating replay assumes. The IR's own (the executor's and
+ * the simulator's): a RECV posts the receive and does not block; the computation that
+ * consumes its data (F for RECV_F, B or I for RECV_B) waits until it has arrived; a SEND
+ * is buffered. Both replays below let a RECV block until the matching SEND has happened,
+ * which never waits less than a posted receive's consumer does, so an IR that passes
+ * cannot deadlock with posted receives either. RENDEZVOUS: also a SEND blocks until the
+ * peer reaches (posts) the matching RECV (the strictest; generators guarantee it, so the
+ * IR is also safe under the weaker one). BUFFERED: a SEND never blocks. ALLREDUCE is a
+ * barrier among the stage's replicas (the k-th ALLREDUCE of the stage on each replica) in
+ * both. */
 typedef enum sched_sem {
     SCHED_SEM_RENDEZVOUS = 0,
     SCHED_SEM_BUFFERED

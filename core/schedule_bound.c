@@ -1,13 +1,15 @@
 /* schedule_bound.c: how many messages a pair of workers can have in flight at once, over
  * every timing of a schedule. A replay under buffered sends carries a vector clock per
  * worker (for each worker, how many of its actions must have happened before this one);
- * a message carries its sender's clock to the receive, and an all-reduce joins its
- * replicas' clocks. At each SEND of worker a to worker b, the receives of b from a that
- * must already have happened are those among b's first clock[b] actions; the sends so far
- * less those receives is the most messages of the pair that can be waiting at that SEND,
- * and running exactly the actions before it (with b as late as it may be) reaches it. The
- * executor's local transport sets aside that many staging buffers per pair for gradients,
- * and the simulator's memory model counts them. */
+ * a message carries its sender's clock to the computation that takes it (a RECV only
+ * posts the receive: the F that consumes the activations, or the B/I that consumes the
+ * gradient, waits for the data and frees its staging), and an all-reduce joins its
+ * replicas' clocks. At each SEND of worker a to worker b, the messages of a that b must
+ * already have taken are those whose consumer is among b's first clock[b] actions; the
+ * sends so far less those is the most messages of the pair that can be waiting at that
+ * SEND, and running exactly the actions before it (with b as late as it may be) reaches
+ * it. The executor's local transport sets aside that many staging buffers per pair for
+ * gradients, and the simulator's memory model counts them. */
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,7 +19,7 @@
 
 typedef struct bctx {
     int W, S, T;
-    int K;             /* clock components kept: the workers with a counted receive */
+    int K;             /* clock components kept: the workers that take counted messages */
     int *tix;          /* [W] a worker's component, or -1 (no counted receive: no send
                           ever asks how many of its actions precede it, and a component
                           is joined, copied and raised apart from the others) */
@@ -27,11 +29,12 @@ typedef struct bctx {
                           next */
     int **msg;         /* [2n] the sender's clock of each posted message; NULL: not posted */
     int *arc;          /* [W x S] all-reduces of each stage done by each worker */
-    int *roff;         /* [W + 1] worker b's counted receives are rrecv[roff[b] ..
-                          roff[b + 1]), sorted by (sender, position) */
+    int *roff;         /* [W + 1] the positions of worker b's computations that take
+                          counted messages are rrecv[roff[b] .. roff[b + 1]), sorted by
+                          (sender, position) */
     struct brecv { int peer, pos; } *rrecv;
     int *goff;         /* [W + 1] worker b's senders are grp[goff[b] .. goff[b + 1]) */
-    struct bgroup {    /* a pair (sender peer -> b): its receives end at rrecv[end], those
+    struct bgroup {    /* a pair (sender peer -> b): its takes end at rrecv[end], those
                           before rrecv[cur] are the ones counted so far; its sends so far
                           and its bound */
         int peer, end, cur, sent, bound;
@@ -61,6 +64,29 @@ static int counted_recv(const action *x, unsigned sends)
            (x->kind == ACT_RECV_B && (sends & (1u << ACT_SEND_B)));
 }
 
+/* The message slot of a SEND or RECV (as the buffered replay of schedule_validate.c). */
+static size_t msg_slot(const bctx *c, const action *a)
+{
+    if (a->microbatch < 0 || a->microbatch >= c->T || a->stage < 0 || a->stage >= c->S ||
+        a->peer_stage < 0 || a->peer_stage >= c->S)
+        return 2 * c->n;
+    int grad = a->kind == ACT_SEND_B || a->kind == ACT_RECV_B;
+    int st = act_is_send(a->kind) ? a->stage : a->peer_stage;
+    return (size_t)grad * c->n + (size_t)st * c->T + (size_t)a->microbatch;
+}
+
+/* The message slot whose data compute action a takes when its RECV was posted (F: its
+ * input activations, B/I: its output gradient), or 2n when a takes none. */
+static size_t taken_slot(const bctx *c, const action *a)
+{
+    if (a->microbatch < 0 || a->microbatch >= c->T) return 2 * c->n;
+    if (a->kind == ACT_F && a->stage > 0 && a->stage < c->S)
+        return (size_t)(a->stage - 1) * c->T + (size_t)a->microbatch;
+    if ((a->kind == ACT_B || a->kind == ACT_I) && a->stage >= 0 && a->stage + 1 < c->S)
+        return c->n + (size_t)(a->stage + 1) * c->T + (size_t)a->microbatch;
+    return 2 * c->n;
+}
+
 static int brecv_cmp(const void *x, const void *y)
 {
     const struct brecv *a = x, *b = y;
@@ -81,40 +107,59 @@ static int bctx_init(bctx *c, const schedule *s, unsigned sends)
     c->nwaiting = calloc((size_t)c->S, sizeof *c->nwaiting);
     if (!c->pc || !c->msg || !c->arc || !c->roff || !c->waiting || !c->nwaiting)
         return -1;
-    /* per receiver b: its counted receives (sender, position), and for each counted send
-     * to b a mark (sender, INT_MAX) that makes the pair known without being counted */
-    size_t nr = 0;
-    for (int b = 0; b < W; b++)
-        for (int i = 0; i < s->len[b]; i++) {
-            const action *x = &s->acts[b][i];
-            if (x->peer < 0 || x->peer >= W) continue;
-            if (counted_recv(x, sends)) nr++, c->roff[b]++;
-            if (counted_send(x, sends)) nr++, c->roff[x->peer]++;
-        }
-    c->rrecv = malloc((nr + 1) * sizeof *c->rrecv);
+    /* per receiver b: the positions of its computations that take counted messages
+     * (sender, position), and for each counted send to b a mark (sender, INT_MAX) that
+     * makes the pair known without being counted; pend[d]: the sender of posted message
+     * d whose taker is still to come */
+    int *pend = malloc((2 * c->n + 1) * sizeof *pend);
     int *fill = malloc(((size_t)W + 1) * sizeof *fill);
-    if (!c->rrecv || !fill) {
-        free(fill);
+    if (!pend || !fill) {
+        free(pend), free(fill);
         return -1;
     }
-    for (int b = 0, at = 0; b <= W; b++) { /* counts to offsets */
-        int k = b < W ? c->roff[b] : 0;
-        c->roff[b] = fill[b] = at;
-        at += k;
-    }
-    for (int b = 0; b < W; b++)
-        for (int i = 0; i < s->len[b]; i++) {
-            const action *x = &s->acts[b][i];
-            if (x->peer < 0 || x->peer >= W) continue;
-            if (counted_recv(x, sends)) c->rrecv[fill[b]++] = (struct brecv){x->peer, i};
-            if (counted_send(x, sends))
-                c->rrecv[fill[x->peer]++] = (struct brecv){b, INT_MAX};
+    for (int pass = 0; pass < 2; pass++) { /* 0: count per receiver, 1: fill */
+        for (size_t d = 0; d < 2 * c->n; d++) pend[d] = -1;
+        for (int b = 0; b < W; b++) {
+            for (int i = 0; i < s->len[b]; i++) {
+                const action *x = &s->acts[b][i];
+                size_t d = taken_slot(c, x);
+                if (counted_send(x, sends) && x->peer >= 0 && x->peer < W) {
+                    if (pass) c->rrecv[fill[x->peer]++] = (struct brecv){b, INT_MAX};
+                    else c->roff[x->peer]++;
+                }
+                if (counted_recv(x, sends) && x->peer >= 0 && x->peer < W) {
+                    d = msg_slot(c, x);
+                    if (d < 2 * c->n && pend[d] < 0) pend[d] = x->peer;
+                } else if (d < 2 * c->n && pend[d] >= 0) {
+                    if (pass) c->rrecv[fill[b]++] = (struct brecv){pend[d], i};
+                    else c->roff[b]++;
+                    pend[d] = -1;
+                }
+            }
+            for (int i = 0; i < s->len[b]; i++) { /* receives never taken (an invalid IR) */
+                const action *x = &s->acts[b][i];
+                size_t d = msg_slot(c, x);
+                if (counted_recv(x, sends) && d < 2 * c->n) pend[d] = -1;
+            }
         }
-    free(fill);
+        if (pass) break;
+        size_t nr = 0;
+        for (int b = 0; b <= W; b++) { /* counts to offsets */
+            size_t k = b < W ? (size_t)c->roff[b] : 0;
+            c->roff[b] = fill[b] = (int)nr;
+            nr += k;
+        }
+        c->rrecv = malloc((nr + 1) * sizeof *c->rrecv);
+        if (!c->rrecv) {
+            free(pend), free(fill);
+            return -1;
+        }
+    }
+    free(pend), free(fill);
     for (int b = 0; b < W; b++)
         qsort(c->rrecv + c->roff[b], (size_t)(c->roff[b + 1] - c->roff[b]), sizeof *c->rrecv,
               brecv_cmp);
-    c->roff[W] = (int)nr;
+    int nr = c->roff[W];
     c->goff = malloc(((size_t)W + 1) * sizeof *c->goff);
     c->grp = malloc((nr + 1) * sizeof *c->grp);
     if (!c->goff || !c->grp) return -1;
@@ -132,8 +177,8 @@ static int bctx_init(bctx *c, const schedule *s, unsigned sends)
     if (!c->tix) return -1;
     c->K = 0;
     for (int b = 0; b < W; b++) c->tix[b] = c->roff[b + 1] > c->roff[b] ? c->K++ : -1;
-    /* (counted receives without a counted send to b give b a component that is never
-     * asked: harmless) */
+    /* (takes without a counted send to b give b a component that is never asked:
+     * harmless) */
     c->clock = calloc((size_t)W * c->K + 1, sizeof *c->clock);
     return c->clock ? 0 : -1;
 }
@@ -150,22 +195,15 @@ static struct bgroup *pair_of(bctx *c, int b, int a)
     return &c->grp[lo];
 }
 
-/* The pair's receives among b's first k actions. Successive calls for one pair come with
- * k never smaller (a's clock only grows), so the count moves forward over the pair's
- * receives once in the whole replay (the marks of its sends, at INT_MAX, stay behind). */
+/* The pair's messages taken among b's first k actions. Successive calls for one pair
+ * come with k never smaller (a's clock only grows), so the count moves forward over the
+ * pair's takes once in the whole replay (the marks of its sends, at INT_MAX, stay
+ * behind). */
 static int recvs_before(bctx *c, int b, struct bgroup *g, int k)
 {
     while (g->cur < g->end && c->rrecv[g->cur].pos < k) g->cur++;
     int first = g == &c->grp[c->goff[b]] ? c->roff[b] : g[-1].end;
     return g->cur - first;
-}
-
-/* The message slot of a SEND or RECV (as the buffered replay of schedule_validate.c). */
-static size_t msg_slot(const bctx *c, const action *a)
-{
-    int grad = a->kind == ACT_SEND_B || a->kind == ACT_RECV_B;
-    int st = act_is_send(a->kind) ? a->stage : a->peer_stage;
-    return (size_t)grad * c->n + (size_t)st * c->T + (size_t)a->microbatch;
 }
 
 /* 1 when every replica of a's stage waits at the same all-reduce of it as worker w. A
@@ -219,11 +257,8 @@ static int step(bctx *c, const schedule *s, int w, unsigned sends)
                 int waiting = ++g->sent - recvs_before(c, b, g, known);
                 if (waiting > g->bound) g->bound = waiting;
             }
-        } else {
-            if (!c->msg[d]) return 0;
-            clock_join(ck, c->msg[d], K);
-            free(c->msg[d]);
-            c->msg[d] = NULL;
+        } else if (!c->msg[d]) {
+            return 0; /* the replay runs the receive once sent: one timing among all */
         }
     } else if (a->kind == ACT_ALLREDUCE) {
         if (a->stage < 0 || a->stage >= c->S || !allreduce_ready(c, s, w, a)) return 0;
@@ -243,6 +278,12 @@ static int step(bctx *c, const schedule *s, int w, unsigned sends)
             if (v != w) memcpy(c->clock + (size_t)v * K, ck, (size_t)K * sizeof(int));
         }
         return 1;
+    }
+    size_t d = taken_slot(c, a);
+    if (d < 2 * c->n && c->msg[d]) { /* its consumer: the data has arrived */
+        clock_join(ck, c->msg[d], K);
+        free(c->msg[d]);
+        c->msg[d] = NULL;
     }
     if (own >= 0) ck[own]++;
     c->pc[w]++;

@@ -143,9 +143,10 @@ int sched_place_steps(const schedule *s, actvec *lists, plumb_err *err)
                                "%d optimizer steps (expected one per step)", w, nar, st, ng);
             }
             if (!nar) group_ends(v, grp, ng, pos);
-            /* after the anchor and the sends that follow it directly */
+            /* after the anchor and the transfers that follow it directly (a send then
+             * leaves as its data is produced; receives only post) */
             for (int k = 0; k < ng; k++) {
-                while (pos[k] + 1 < v->n && act_is_send(v->a[pos[k] + 1].kind)) pos[k]++;
+                while (pos[k] + 1 < v->n && act_is_comm(v->a[pos[k] + 1].kind)) pos[k]++;
                 ins[k] = act_make(ACT_STEP, st, -1);
             }
             for (int k = 1; k < ng; k++)
@@ -495,7 +496,7 @@ int sched_lower(const schedule *s, actvec *lists, const double *cost, plumb_err 
             if (i >= 0 && !act_is_comm(lists[w].a[i].kind)) seen++;
             while (k < steps[w].n && steps[w].a[k].microbatch == seen) {
                 int j = i;
-                while (j + 1 < lists[w].n && act_is_send(lists[w].a[j + 1].kind)) j++;
+                while (j + 1 < lists[w].n && act_is_comm(lists[w].a[j + 1].kind)) j++;
                 after[k++] = j;
             }
         }

@@ -13,7 +13,9 @@
  *     its F's, STEP produces the next), no STEP with microbatches in flight for the
  *     synchronous kinds, and a replicated stage all-reduces before each STEP;
  * then a replay of the lists as concurrent processes (blocking receives; under RENDEZVOUS
- * also blocking sends) that names the cycle of waiting workers when it gets stuck. */
+ * also blocking sends) that names the cycle of waiting workers when it gets stuck. A
+ * blocking receive waits at least as long as the IR's posted receive, whose consumer
+ * waits (sched_sem), so a list that passes cannot deadlock under posted receives. */
 #include "schedule_impl.h"
 
 #include <stdlib.h>

@@ -5,7 +5,10 @@
  * stream (tid = device id), process 2 "collectives" one per device all-reduce stream
  * (tid = device id), process 3 "links" one per directed link (tid = 1 + link number). Every
  * track gets thread_name and thread_sort_index metadata so Perfetto shows one named row per
- * device and per link. Each action is a complete event (ph "X", ts/dur in microseconds). */
+ * device and per link. Each action is a complete event (ph "X", ts/dur in microseconds).
+ * Each transfer gets a flow to the computation that receives it (ph "s" inside the
+ * transfer, ph "f" with "bp": "e" inside the receiving F, B or I; Perfetto draws an arrow),
+ * and each memory sample a counter event (ph "C", name "memory dN", process "devices"). */
 #include "core/strbuf.h"
 #include "timeline.h"
 
@@ -77,8 +80,36 @@ void timeline_free(timeline *tl)
         free(tl->tracks[i].name);
     free(tl->tracks);
     free(tl->ev);
+    free(tl->counters);
     free(tl->source);
+    free(tl->model);
+    free(tl->stage_layers);
     free(tl);
+}
+
+int timeline_set_model(timeline *tl, const char *model, int n, const int *first,
+                       const int *last)
+{
+    free(tl->model);
+    free(tl->stage_layers);
+    tl->model = NULL;
+    tl->stage_layers = NULL;
+    tl->nstage_layers = 0;
+    if (model && !(tl->model = xstrdup(model)))
+        return -1;
+    if (n > 0) {
+        if (!(tl->stage_layers = malloc(2 * (size_t)n * sizeof *tl->stage_layers))) {
+            free(tl->model);
+            tl->model = NULL;
+            return -1;
+        }
+        for (int i = 0; i < n; i++) {
+            tl->stage_layers[2 * i] = first[i];
+            tl->stage_layers[2 * i + 1] = last[i];
+        }
+        tl->nstage_layers = n;
+    }
+    return 0;
 }
 
 int timeline_track(timeline *tl, int kind, int device, int peer, const char *name)
@@ -130,6 +161,20 @@ int timeline_add(timeline *tl, const tl_event *e)
         tl->cap = nc;
     }
     tl->ev[tl->n++] = *e;
+    return 0;
+}
+
+int timeline_counter_add(timeline *tl, int track, double t_s, double bytes)
+{
+    if (tl->ncounters == tl->cap_counters) {
+        size_t nc = tl->cap_counters ? 2 * tl->cap_counters : 256;
+        tl_counter *c = realloc(tl->counters, nc * sizeof *c);
+        if (!c)
+            return -1;
+        tl->counters = c;
+        tl->cap_counters = nc;
+    }
+    tl->counters[tl->ncounters++] = (tl_counter){.track = track, .t_s = t_s, .bytes = bytes};
     return 0;
 }
 
@@ -216,6 +261,84 @@ static int *track_tids(const timeline *tl)
     return tid;
 }
 
+/* Flows: the computations a transfer can feed, indexed by (stage, microbatch, class:
+ * 0 forward, 1 backward or input gradient), each with the device it ran on. */
+typedef struct recv_key {
+    int stage, mb, cls;
+    size_t ev;
+} recv_key;
+
+static int cmp_recv(const void *a, const void *b)
+{
+    const recv_key *x = a, *y = b;
+    if (x->stage != y->stage)
+        return x->stage < y->stage ? -1 : 1;
+    if (x->mb != y->mb)
+        return x->mb < y->mb ? -1 : 1;
+    if (x->cls != y->cls)
+        return x->cls < y->cls ? -1 : 1;
+    return (x->ev > y->ev) - (x->ev < y->ev);
+}
+
+/* The event that receives transfer e (on a link track), or -1. */
+static long long recv_of(const timeline *tl, const recv_key *k, size_t nk, const tl_event *e)
+{
+    recv_key want = {e->peer_stage, e->microbatch, e->kind == TL_SEND_B, 0};
+    size_t lo = 0, hi = nk;
+    while (lo < hi) { /* the first key >= want */
+        size_t mid = (lo + hi) / 2;
+        if (cmp_recv(&k[mid], &want) < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    int dst = tl->tracks[e->track].peer;
+    for (; lo < nk && k[lo].stage == want.stage && k[lo].mb == want.mb && k[lo].cls == want.cls;
+         lo++)
+        if (tl->tracks[tl->ev[k[lo].ev].track].device == dst)
+            return (long long)k[lo].ev;
+    return -1;
+}
+
+/* Appends the flow events of every transfer that has a receiver; returns -1 when out of
+ * memory. */
+static int write_flows(const timeline *tl, const int *tid, sbuf *b)
+{
+    recv_key *k = malloc((tl->n + 1) * sizeof *k);
+    if (!k)
+        return -1;
+    size_t nk = 0;
+    for (size_t i = 0; i < tl->n; i++) {
+        const tl_event *e = &tl->ev[i];
+        if ((e->kind == TL_F || e->kind == TL_B || e->kind == TL_I) &&
+            tl->tracks[e->track].kind == TL_TRACK_DEVICE)
+            k[nk++] = (recv_key){e->stage, e->microbatch, e->kind != TL_F, i};
+    }
+    qsort(k, nk, sizeof *k, cmp_recv);
+    char name[96];
+    long long id = 0;
+    for (size_t i = 0; i < tl->n; i++) {
+        const tl_event *e = &tl->ev[i];
+        if ((e->kind != TL_SEND_F && e->kind != TL_SEND_B) ||
+            tl->tracks[e->track].kind != TL_TRACK_LINK)
+            continue;
+        long long r = recv_of(tl, k, nk, e);
+        if (r < 0)
+            continue;
+        const tl_event *c = &tl->ev[r];
+        /* both ends at their slice's middle, so each binds to its slice */
+        tl_event_name(e, name, sizeof name);
+        sbuf_printf(b, ",\n{\"name\": \"%s\", \"cat\": \"transfer\", \"ph\": \"s\", "
+                    "\"id\": %lld, \"ts\": %.3f, \"pid\": %d, \"tid\": %d}", name, ++id,
+                    (e->start_s + e->dur_s / 2) * 1e6, PID_LINKS, tid[e->track]);
+        sbuf_printf(b, ",\n{\"name\": \"%s\", \"cat\": \"transfer\", \"ph\": \"f\", "
+                    "\"bp\": \"e\", \"id\": %lld, \"ts\": %.3f, \"pid\": %d, \"tid\": %d}",
+                    name, id, (c->start_s + c->dur_s / 2) * 1e6, PID_DEVICES, tid[c->track]);
+    }
+    free(k);
+    return 0;
+}
+
 char *timeline_chrome_text(const timeline *tl, size_t *len)
 {
     sbuf b = {.cap = 4096 + tl->n * 200};
@@ -230,6 +353,14 @@ char *timeline_chrome_text(const timeline *tl, size_t *len)
     sb_str(&b, TRACE_FORMAT);
     sbuf_printf(&b, ", \"source\": ");
     sb_str(&b, tl->source);
+    if (tl->model) {
+        sbuf_printf(&b, ", \"model\": ");
+        sb_str(&b, tl->model);
+    }
+    for (int i = 0; i < tl->nstage_layers; i++)
+        sbuf_printf(&b, "%s[%d, %d]%s", i ? ", " : ", \"stage_layers\": [",
+                    tl->stage_layers[2 * i], tl->stage_layers[2 * i + 1],
+                    i == tl->nstage_layers - 1 ? "]" : "");
     sbuf_printf(&b, ", \"time_unit\": \"us\"},\n\"traceEvents\": [\n");
     static const char *const pnames[] = {"", "devices", "collectives", "links"};
     int used[4] = {0};
@@ -277,6 +408,17 @@ char *timeline_chrome_text(const timeline *tl, size_t *len)
             sbuf_printf(&b, ", \"src\": %d, \"dst\": %d", t->device, t->peer);
         sbuf_printf(&b, "}}");
         sep = ",\n";
+    }
+    if (*sep && write_flows(tl, tid, &b))
+        b.oom = 1;
+    for (size_t i = 0; *sep && i < tl->ncounters; i++) {
+        const tl_counter *c = &tl->counters[i];
+        if (c->track < 0 || c->track >= tl->ntracks)
+            continue;
+        sbuf_printf(&b, ",\n{\"name\": \"memory d%d\", \"ph\": \"C\", \"ts\": %.3f, "
+                    "\"pid\": %d, \"tid\": %d, \"args\": {\"bytes\": %.17g}}",
+                    tl->tracks[c->track].device, c->t_s * 1e6, PID_DEVICES, tid[c->track],
+                    c->bytes);
     }
     sbuf_printf(&b, "\n]}\n");
     free(tid);
@@ -436,6 +578,47 @@ static int read_event(const jctx *c, timeline *tl, tkey **keys, int *nkeys, int 
     return 0;
 }
 
+/* otherData's optional "model" and "stage_layers" ([[first, last], ...]) into tl. */
+static int read_model(const jctx *c, const cJSON *other, timeline *tl)
+{
+    const char *model = NULL;
+    const cJSON *sl;
+    int n, i = 0, rc = -1;
+    if (json_get_str(c, other, "otherData", "model", 0, &model) ||
+        json_get_arr(c, other, "otherData", "stage_layers", 0, &sl, &n))
+        return -1;
+    int *first = malloc(((size_t)n + 1) * sizeof *first);
+    int *last = malloc(((size_t)n + 1) * sizeof *last);
+    if (!first || !last) {
+        err_set(c->err, c->file, NULL, "out of memory");
+        goto done;
+    }
+    for (const cJSON *e = sl ? sl->child : NULL; e; e = e->next, i++) {
+        char p[64], got[64];
+        long long a, b;
+        json_path_idx(p, sizeof p, "otherData", "stage_layers", i);
+        if (!cJSON_IsArray(e) || cJSON_GetArraySize(e) != 2) {
+            err_set(c->err, c->file, p, "expected [first layer, last layer] (got %s)",
+                    json_describe(e, got, sizeof got));
+            goto done;
+        }
+        if (json_item_int(c, cJSON_GetArrayItem(e, 0), p, 0, 0, 1 << 30, &a) ||
+            json_item_int(c, cJSON_GetArrayItem(e, 1), p, 1, a, 1 << 30, &b))
+            goto done;
+        first[i] = (int)a;
+        last[i] = (int)b;
+    }
+    if (timeline_set_model(tl, model, n, first, last)) {
+        err_set(c->err, c->file, NULL, "out of memory");
+        goto done;
+    }
+    rc = 0;
+done:
+    free(first);
+    free(last);
+    return rc;
+}
+
 timeline *timeline_from_chrome_json(const cJSON *root, const char *file, plumb_err *err)
 {
     jctx c = {file, err};
@@ -470,6 +653,8 @@ timeline *timeline_from_chrome_json(const cJSON *root, const char *file, plumb_e
         err_set(err, file, NULL, "out of memory");
         return NULL;
     }
+    if (other && read_model(&c, other, tl))
+        goto fail;
     /* two passes: metadata first (it may follow the events), then the events */
     for (int pass = 0; pass < 2; pass++) {
         int i = 0;

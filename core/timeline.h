@@ -50,13 +50,26 @@ typedef struct tl_event {
     int iteration;            /* iteration the action belongs to, >= 0 */
 } tl_event;
 
+/* One sample of a device's memory over time: from t_s on (until its next sample) the
+ * device holds `bytes`. Written as Chrome counter events ("ph": "C"). */
+typedef struct tl_counter {
+    int track;                /* the device's compute track */
+    double t_s;               /* seconds from the start of the run */
+    double bytes;
+} tl_counter;
+
 typedef struct timeline {
     char *source;             /* "sim" or "exec" (or what the file said) */
+    char *model;              /* the model the run trained or simulated; NULL unknown */
+    int nstage_layers;        /* stages in stage_layers; 0 unknown */
+    int *stage_layers;        /* [2 * nstage_layers]: first and last layer of each stage */
     int ntracks, cap_tracks;
     tl_track *tracks;
     int hint;                 /* the track timeline_track returned last (a lookup cache) */
     size_t n, cap;
     tl_event *ev;             /* in the order added (not necessarily by time) */
+    size_t ncounters, cap_counters;
+    tl_counter *counters;     /* memory samples per device track, in the order added */
 } timeline;
 
 /* Returns an empty timeline (free with timeline_free), NULL when out of memory. */
@@ -68,8 +81,19 @@ void timeline_free(timeline *tl);
  * memory. */
 int timeline_track(timeline *tl, int kind, int device, int peer, const char *name);
 
+/* Names what the run ran, so that plumb compare can refuse two runs of different models
+ * or plans: the model (copied; NULL none) and, for n > 0 stages, the first and last layer
+ * of each (copied). The writer puts them in otherData as "model" and "stage_layers"
+ * ([[first, last], ...]). Returns 0, or -1 when out of memory (tl then names nothing). */
+int timeline_set_model(timeline *tl, const char *model, int n, const int *first,
+                       const int *last);
+
 /* Appends a copy of e. Returns 0, or -1 when out of memory. */
 int timeline_add(timeline *tl, const tl_event *e);
+
+/* Appends a memory sample of device track `track` (see tl_counter). Returns 0, or -1 when
+ * out of memory. */
+int timeline_counter_add(timeline *tl, int track, double t_s, double bytes);
 
 /* "F", "B", "I", "W", "step", "send_f", "send_b", "allreduce"; tl_kind_parse: -1 unknown. */
 const char *tl_kind_name(int kind);
@@ -88,7 +112,12 @@ void timeline_sort(timeline *tl);
 /* End of the last event, seconds (0 when empty). */
 double timeline_end(const timeline *tl);
 
-/* The Chrome trace-event JSON text of tl (caller frees), NULL when out of memory. */
+/* The Chrome trace-event JSON text of tl (caller frees), NULL when out of memory. Besides
+ * the metadata and one complete event ("X") per event, it holds a flow ("s" on the
+ * transfer, "f" on the computation that consumes it, one id per pair) from each transfer
+ * (send_f, send_b on a link track) to its receiver's F (activations) or B / I (gradients)
+ * of the same microbatch and receiving stage, when the timeline has that computation, and
+ * a counter event ("C", "memory dN", args {"bytes": ...}) per memory sample. */
 char *timeline_chrome_text(const timeline *tl, size_t *len);
 
 /* Writes tl as Chrome trace-event JSON to path atomically. Returns 0, or -1 with err. */

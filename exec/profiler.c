@@ -200,6 +200,11 @@ static int time_layers(const model *m, int first, int last, const prof_cfg *cfg,
             /* the weight gradients accumulate run after run; keep them bounded */
             stage_zero_grads(pr[i].st);
         }
+        if (cfg->progress) {
+            long rounds = cfg->warmup + cfg->runs;
+            cfg->progress(cfg->progress_user, (long)first * rounds + (long)(r + 1) * n,
+                          (long)m->nlayers * rounds);
+        }
     }
     for (int i = 0; bk->scratch_take && i < n; i++) {
         if (bk->sync(ctx, err)) goto done;

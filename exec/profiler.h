@@ -28,10 +28,15 @@ typedef struct prof_cfg {
                               (bk->hint_workers: the CPU gives each 1/workers of the BLAS
                               threads, as the pipeline runtime does), >= 1 */
     unsigned long long seed; /* seeds the random inputs, output gradients and targets */
+    /* NULL, or called after every round of every layer's passes (warm-up rounds included)
+     * with the layer-rounds done and their total, nlayers x (warmup + runs): a way to show
+     * progress while a long profile runs. `progress_user` is passed through. */
+    void (*progress)(void *progress_user, long done, long total);
+    void *progress_user;
 } prof_cfg;
 
 /* Fills c with the defaults: CPU backend, device 0, batch 64, 3 warm-up runs, 20 timed
- * runs, 1 worker, seed 1. */
+ * runs, 1 worker, seed 1, no progress callback. */
 void profiler_cfg_init(prof_cfg *c);
 
 /* The timings of one layer, ms per profiled minibatch. */

@@ -18,6 +18,7 @@ typedef struct slotinfo {
     int mb;                  /* global microbatch held, -1 when free */
     int bwd_done, dx_sent;
     int have_dout;           /* the output gradient arrived (RECV_B) */
+    int in_peer, dout_peer;  /* posted RECV_F / RECV_B not yet taken: the sender; or -1 */
 } slotinfo;
 
 typedef struct rstage {
@@ -100,6 +101,7 @@ static int slot_open(rstage *rs, int mb)
             rs->slots[i].bwd_done = 0;
             rs->slots[i].dx_sent = rs->first;
             rs->slots[i].have_dout = 0;
+            rs->slots[i].in_peer = rs->slots[i].dout_peer = -1;
             return i;
         }
     return -1;
@@ -251,6 +253,24 @@ static int record(worker *wk, const action *a, int it, double t0, double t1, dou
     return 0;
 }
 
+/* Takes the data of the receive posted in slot `slot` of rs for microbatch g: the input
+ * activations (grad 0) or the output gradient (grad 1), blocking until it has arrived.
+ * 0, or -1 with wk->err set. */
+static int take_posted(worker *wk, rstage *rs, int slot, int g, int grad)
+{
+    const rt_cfg *c = wk->cfg;
+    slotinfo *si = &rs->slots[slot];
+    size_t bytes = (size_t)c->microbatch * sizeof(float) *
+                   (size_t)(grad ? stage_out_numel(rs->st) : stage_in_numel(rs->st));
+    int peer = grad ? si->dout_peer : si->in_peer;
+    if (c->tr->recv(c->tr, c->bk, wk->ctx, wk->w, peer, msg_tag(c->sched, g, rs->s, grad),
+                    grad ? rs->dout[slot] : stage_input(rs->st, slot), bytes, &wk->err))
+        return -1;
+    if (grad) si->dout_peer = -1, si->have_dout = 1;
+    else si->in_peer = -1;
+    return 0;
+}
+
 static int run_action(worker *wk, const action *a, int i)
 {
     const rt_cfg *c = wk->cfg;
@@ -287,14 +307,16 @@ static int run_action(worker *wk, const action *a, int i)
     double bytes = 0, t0 = train_now();
     switch (a->kind) {
     case ACT_RECV_F:
+        /* posted: the slot holds the buffer; F takes the data (take_posted) */
         if (slot < 0) slot = slot_open(rs, g);
         if (slot < 0) goto noslot;
-        if (c->tr->recv(c->tr, bk, wk->ctx, wk->w, a->peer, msg_tag(sc, g, a->stage, 0),
-                        stage_input(rs->st, slot),
-                        (size_t)mb * stage_in_numel(rs->st) * sizeof(float), &wk->err))
-            return -1;
+        rs->slots[slot].in_peer = a->peer;
         break;
     case ACT_F: {
+        if (slot >= 0 && rs->slots[slot].in_peer >= 0) {
+            if (take_posted(wk, rs, slot, g, 0)) return -1;
+            t0 = train_now();
+        }
         if (slot < 0 && rs->first) slot = slot_open(rs, g);
         if (slot < 0 && !rs->first) {
             /* the previous stage on this same worker hands its output over directly */
@@ -342,16 +364,17 @@ static int run_action(worker *wk, const action *a, int i)
             return -1;
         break;
     case ACT_RECV_B:
+        /* posted: B or I takes the data (take_posted) */
         if (slot < 0) goto noslot;
-        if (c->tr->recv(c->tr, bk, wk->ctx, wk->w, a->peer, msg_tag(sc, g, a->stage, 1),
-                        rs->dout[slot], (size_t)mb * stage_out_numel(rs->st) * sizeof(float),
-                        &wk->err))
-            return -1;
-        rs->slots[slot].have_dout = 1;
+        rs->slots[slot].dout_peer = a->peer;
         break;
     case ACT_B:
     case ACT_I: {
         if (slot < 0) goto noslot;
+        if (rs->slots[slot].dout_peer >= 0) {
+            if (take_posted(wk, rs, slot, g, 1)) return -1;
+            t0 = train_now();
+        }
         const float *P = params_of(wk, rs, a->version);
         if (!P) return -1;
         float scale = (float)runtime_loss_scale(sc, mb, tps);

@@ -2,6 +2,8 @@
  * planner's best plan for each, scaling efficiency, cost per million samples, the fewest
  * GPUs for a target, and the text, JSON ("plumb-sweep/1") and SVG forms of the result. */
 #include "core/strbuf.h"
+#include "core/units.h"
+#include "core/svg.h"
 #include "planner/sweep.h"
 
 #include <math.h>
@@ -185,7 +187,7 @@ void sweep_print(const sweep_result *r, FILE *out)
             snprintf(cost, sizeof cost, "%.2f USD/M", p->usd_per_million);
         else
             snprintf(cost, sizeof cost, "-");
-        snprintf(mem, sizeof mem, "%.1f GiB", nm_gib(p->peak_memory_bytes));
+        units_bytes(p->peak_memory_bytes, mem, sizeof mem);
         snprintf(sch, sizeof sch, "%s%s", sched_kind_name(p->schedule),
                  p->recompute ? "+rc" : "");
         snprintf(mb, sizeof mb, "%dx%d", p->microbatches, p->microbatch_size);
@@ -259,12 +261,47 @@ fail:
 
 /* --- SVG ------------------------------------------------------------------------------------ */
 
-/* A "nice" tick step for a range of `span` with about `n` ticks. */
-static double nice_step(double span, int n)
+/* Series styles: each line differs from the others in colour and in dash. */
+#define COL_THR "#1f5fbf"     /* throughput: solid, circles */
+#define COL_LIN "#444444"     /* linear scaling: dashed, drawn over the throughput */
+#define COL_COST "#d97a00"    /* cost: solid, squares, right axis */
+#define COL_TGT "#2e8b57"     /* target: dotted */
+#define DASH_LIN "6 4"
+#define DASH_TGT "2 3"
+
+/* The GPU ticks: the first and the last point, and the multiples of a nice step between
+ * them that do not crowd either end (at least 24 px apart). */
+static void x_tick(sbuf *b, int g, double x, double y)
 {
-    if (!(span > 0)) return 1;
-    double raw = span / n, mag = pow(10, floor(log10(raw))), f = raw / mag;
-    return (f < 1.5 ? 1 : f < 3.5 ? 2 : f < 7.5 ? 5 : 10) * mag;
+    sbuf_printf(b, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#888\"/>"
+                "<text class=\"xtick\" x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%d</text>\n",
+                x, y, x, y + 5, x, y + 19, g);
+}
+
+static void x_ticks(sbuf *b, int g0, int g1, double L, double pw, double y)
+{
+    int step = (int)svg_nice_step(g1 - g0, 8);
+    if (step < 1) step = 1;
+    double px = pw / (double)(g1 - g0);
+    x_tick(b, g0, L, y);
+    for (int g = (g0 / step + 1) * step; g < g1; g += step)
+        if ((g - g0) * px >= 24 && (g1 - g) * px >= 24) x_tick(b, g, L + px * (g - g0), y);
+    x_tick(b, g1, L + pw, y);
+}
+
+/* One line of the legend: a sample of the series' line (and marker) and its name. */
+static void legend_entry(sbuf *b, double x, double y, const char *cls, const char *col,
+                         const char *dash, const char *marker, const char *name)
+{
+    sbuf_printf(b, "<line class=\"legend %s\" x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" "
+                "stroke=\"%s\" stroke-width=\"2\"%s%s%s/>", cls, x, y, x + 28, y, col,
+                dash ? " stroke-dasharray=\"" : "", dash ? dash : "", dash ? "\"" : "");
+    if (marker && !strcmp(marker, "circle"))
+        sbuf_printf(b, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3.5\" fill=\"%s\"/>", x + 14, y, col);
+    if (marker && !strcmp(marker, "square"))
+        sbuf_printf(b, "<rect x=\"%.1f\" y=\"%.1f\" width=\"6\" height=\"6\" fill=\"%s\"/>",
+                    x + 11, y - 3, col);
+    sbuf_printf(b, "<text x=\"%.1f\" y=\"%.1f\">%s</text>\n", x + 34, y + 4, name);
 }
 
 char *sweep_svg(const sweep_result *r, size_t *len)
@@ -280,70 +317,55 @@ char *sweep_svg(const sweep_result *r, size_t *len)
         if (r->pts[i].ok && r->pts[i].usd_per_million > cmax) cmax = r->pts[i].usd_per_million;
         if (r->pts[i].ok && r->pts[i].usd_per_million >= 0) havecost = 1;
     }
-    double tstep = nice_step(tmax > 0 ? tmax : 1, 5);
+    double tstep = svg_nice_step(tmax > 0 ? tmax : 1, 5);
     tmax = tstep * ceil((tmax > 0 ? tmax * 1.05 : 1) / tstep);
-    double cstep = nice_step(cmax > 0 ? cmax : 1, 5);
+    double cstep = svg_nice_step(cmax > 0 ? cmax : 1, 5);
     cmax = cstep * ceil((cmax > 0 ? cmax * 1.05 : 1) / cstep);
 #define X(g) (L + pw * ((g) - g0) / (double)(g1 - g0))
 #define YT(v) (T + ph * (1 - (v) / tmax))
 #define YC(v) (T + ph * (1 - (v) / cmax))
     sbuf b = {0};
-    sbuf_printf(&b, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
-              "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" "
-              "viewBox=\"0 0 %.0f %.0f\" font-family=\"sans-serif\" font-size=\"12\">\n"
-              "<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n", W, H, W, H);
-    sbuf_printf(&b, "<text x=\"%.0f\" y=\"24\" font-size=\"15\" text-anchor=\"middle\">plumb sweep: "
-              "%s on %s</text>\n", W / 2, r->profile_name, r->cluster_name);
+    svg_begin(&b, W, H, 12);
+    sbuf_printf(&b, "<text x=\"%.0f\" y=\"18\" font-size=\"15\" text-anchor=\"middle\">plumb sweep: ",
+                W / 2);
+    svg_escape(&b, r->profile_name);
+    sbuf_printf(&b, " on ");
+    svg_escape(&b, r->cluster_name);
+    sbuf_printf(&b, "</text>\n");
     /* grid and axes */
     for (double v = 0; v <= tmax + 1e-9 * tmax; v += tstep) {
         sbuf_printf(&b, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#ddd\"/>\n",
                   L, YT(v), L + pw, YT(v));
-        sbuf_printf(&b, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\" fill=\"#1f5fbf\">%g</text>\n",
-                  L - 6, YT(v) + 4, v);
+        sbuf_printf(&b, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\" fill=\"" COL_THR "\">%g"
+                    "</text>\n", L - 6, YT(v) + 4, v);
     }
     if (havecost)
         for (double v = 0; v <= cmax + 1e-9 * cmax; v += cstep)
-            sbuf_printf(&b, "<text x=\"%.1f\" y=\"%.1f\" fill=\"#c0501f\">%g</text>\n", L + pw + 6,
-                      YC(v) + 4, v);
-    int xstep = (int)ceil((g1 - g0) / 12.0);
-    if (xstep < 1) xstep = 1;
-    for (int g = g0; g <= g1; g += xstep)
-        sbuf_printf(&b, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#888\"/>"
-                  "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%d</text>\n",
-                  X(g), T + ph, X(g), T + ph + 5, X(g), T + ph + 19, g);
+            sbuf_printf(&b, "<text x=\"%.1f\" y=\"%.1f\" fill=\"" COL_COST "\">%g</text>\n",
+                        L + pw + 6, YC(v) + 4, v);
+    x_ticks(&b, g0, g1, L, pw, T + ph);
     sbuf_printf(&b, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"none\" "
               "stroke=\"#444\"/>\n", L, T, pw, ph);
     sbuf_printf(&b, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">GPUs</text>\n", L + pw / 2,
               H - 18);
     sbuf_printf(&b, "<text transform=\"translate(20 %.1f) rotate(-90)\" text-anchor=\"middle\" "
-              "fill=\"#1f5fbf\">throughput (samples/s)</text>\n", T + ph / 2);
+              "fill=\"" COL_THR "\">throughput (samples/s)</text>\n", T + ph / 2);
     if (havecost)
         sbuf_printf(&b, "<text transform=\"translate(%.1f %.1f) rotate(90)\" "
-                  "text-anchor=\"middle\" fill=\"#c0501f\">cost (USD per million samples)"
+                  "text-anchor=\"middle\" fill=\"" COL_COST "\">cost (USD per million samples)"
                   "</text>\n", W - 18, T + ph / 2);
-    /* linear scaling, clipped to the plot */
-    if (r->thr1 > 0) {
-        double ge = g1, ye = r->thr1 * g1;
-        if (ye > tmax) {
-            ge = tmax / r->thr1;
-            ye = tmax;
-        }
-        if (ge > g0)
-            sbuf_printf(&b, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#999\" "
-                      "stroke-dasharray=\"4 4\"/>\n", X(g0), YT(r->thr1 * g0 < tmax ?
-                                                             r->thr1 * g0 : tmax), X(ge), YT(ye));
-    }
     if (r->target > 0)
-        sbuf_printf(&b, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#c02020\" "
-                  "stroke-dasharray=\"8 3\"/><text x=\"%.1f\" y=\"%.1f\" fill=\"#c02020\">"
-                  "target %g samples/s</text>\n", L, YT(r->target), L + pw, YT(r->target),
-                  L + 6, YT(r->target) - 5, r->target);
-    /* series */
-    for (int series = 0; series < 2; series++) {
-        if (series == 1 && !havecost) break;
-        const char *col = series ? "#c0501f" : "#1f5fbf";
-        sbuf_printf(&b, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"2\"%s points=\"",
-                  col, series ? " stroke-dasharray=\"6 3\"" : "");
+        sbuf_printf(&b, "<line class=\"target\" x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" "
+                    "stroke=\"" COL_TGT "\" stroke-width=\"1.5\" stroke-dasharray=\"" DASH_TGT
+                    "\"/><text x=\"%.1f\" y=\"%.1f\" fill=\"" COL_TGT "\">target %g samples/s"
+                    "</text>\n", L, YT(r->target), L + pw, YT(r->target), L + 6,
+                    YT(r->target) - 5, r->target);
+    /* series: cost, then throughput, then linear scaling on top of it */
+    for (int series = 1; series >= 0; series--) {
+        if (series == 1 && !havecost) continue;
+        const char *col = series ? COL_COST : COL_THR;
+        sbuf_printf(&b, "<polyline class=\"%s\" fill=\"none\" stroke=\"%s\" stroke-width=\"2\" "
+                    "points=\"", series ? "cost" : "throughput", col);
         for (int i = 0; i < r->n; i++) {
             const sweep_point *p = &r->pts[i];
             if (!p->ok || (series && p->usd_per_million < 0)) continue;
@@ -362,28 +384,36 @@ char *sweep_svg(const sweep_result *r, size_t *len)
                           X(p->gpus), YT(p->samples_per_s), col);
         }
     }
+    if (r->thr1 > 0) { /* clipped to the plot */
+        double ge = g1, ye = r->thr1 * g1;
+        if (ye > tmax) {
+            ge = tmax / r->thr1;
+            ye = tmax;
+        }
+        if (ge > g0)
+            sbuf_printf(&b, "<line class=\"linear\" x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" "
+                        "stroke=\"" COL_LIN "\" stroke-width=\"1.5\" stroke-dasharray=\"" DASH_LIN
+                        "\"/>\n", X(g0), YT(r->thr1 * g0 < tmax ? r->thr1 * g0 : tmax), X(ge),
+                        YT(ye));
+    }
     for (int i = 0; i < r->n; i++)
         if (!r->pts[i].ok)
             sbuf_printf(&b, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" fill=\"#c02020\">"
                       "x</text>\n", X(r->pts[i].gpus), T + ph - 4);
     if (r->target_gpus > 0)
-        sbuf_printf(&b, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#c02020\"/>"
-                  "<text x=\"%.1f\" y=\"%.1f\" fill=\"#c02020\">%d GPUs reach the target</text>\n",
-                  X(r->target_gpus), T, X(r->target_gpus), T + ph, X(r->target_gpus) + 4, T + 14,
-                  r->target_gpus);
-    /* legend */
-    double lx = L + 10, ly = T - 42; /* the legend sits between the title and the plot */
-    sbuf_printf(&b, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#1f5fbf\" "
-              "stroke-width=\"2\"/><text x=\"%.1f\" y=\"%.1f\">throughput</text>\n", lx, ly + 30,
-              lx + 24, ly + 30, lx + 30, ly + 34);
-    sbuf_printf(&b, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#999\" "
-              "stroke-dasharray=\"4 4\"/><text x=\"%.1f\" y=\"%.1f\">linear scaling</text>\n",
-              lx + 110, ly + 30, lx + 134, ly + 30, lx + 140, ly + 34);
+        sbuf_printf(&b, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"" COL_TGT
+                    "\" stroke-width=\"1.5\" stroke-dasharray=\"" DASH_TGT "\"/><text x=\"%.1f\" "
+                    "y=\"%.1f\" fill=\"" COL_TGT "\">%d GPUs reach the target</text>\n",
+                    X(r->target_gpus), T, X(r->target_gpus), T + ph, X(r->target_gpus) + 4,
+                    T + 14, r->target_gpus);
+    /* legend, between the title and the plot */
+    double lx = L, ly = T - 16;
+    legend_entry(&b, lx, ly, "throughput", COL_THR, NULL, "circle", "throughput");
+    legend_entry(&b, lx + 120, ly, "linear", COL_LIN, DASH_LIN, NULL, "linear scaling");
     if (havecost)
-        sbuf_printf(&b, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#c0501f\" "
-                  "stroke-width=\"2\" stroke-dasharray=\"6 3\"/><text x=\"%.1f\" y=\"%.1f\">cost "
-                  "per million samples</text>\n", lx + 250, ly + 30, lx + 274, ly + 30, lx + 280,
-                  ly + 34);
+        legend_entry(&b, lx + 265, ly, "cost", COL_COST, NULL, "square", "cost per million samples");
+    if (r->target > 0)
+        legend_entry(&b, lx + 470, ly, "target", COL_TGT, DASH_TGT, NULL, "target");
     sbuf_printf(&b, "</svg>\n");
 #undef X
 #undef YT

@@ -27,6 +27,8 @@ void compare_side_free(compare_side *s)
     free(s->cells);
     free(s->busy_s);
     free(s->mem);
+    free(s->model);
+    free(s->layers);
     memset(s, 0, sizeof *s);
 }
 
@@ -160,7 +162,8 @@ int compare_side_from_timeline(const timeline *tl, int skip, const char *file,
     free(busy);
     free(end);
     free(holds);
-    if (compare_mem_from_timeline(tl, file, out, err)) {
+    if (compare_mem_from_timeline(tl, file, out, err) ||
+        compare_id_from_timeline(tl, file, out, err)) {
         compare_side_free(out);
         return -1;
     }
@@ -228,7 +231,8 @@ int compare_side_from_report(const cJSON *root, const char *file, compare_side *
         if (out->kinds[k].n) out->kinds[k].median_s = out->kinds[k].total_s / out->kinds[k].n;
     out->iterations = out->used = (int)iters;
     out->iteration_s = it_s;
-    if (compare_mem_from_report(root, file, out, err)) {
+    if (compare_mem_from_report(root, file, out, err) ||
+        compare_id_from_report(root, file, out, err)) {
         compare_side_free(out);
         return -1;
     }
@@ -309,6 +313,8 @@ int compare_sides(const compare_side *pred, const compare_side *meas, compare_re
                   plumb_err *err)
 {
     memset(out, 0, sizeof *out);
+    if (compare_id_check(pred, meas, err))
+        return -1;
     if (pred->nstages != meas->nstages)
         return err_set(err, meas->file, "stages",
                        "expected the %d stages of the prediction %s, a run of the same plan "

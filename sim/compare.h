@@ -55,6 +55,9 @@ typedef struct compare_side {
     int nmem;             /* peak memory by stage set, ordered by first stage; 0 when the
                              side carries no memory figures (an older trace) */
     compare_mem *mem;
+    char *model;          /* the model the run ran (owned); NULL when the file names none */
+    int nlayer_stages;    /* stages in layers; 0 when the file gives no layer ranges */
+    int *layers;          /* [2 * nlayer_stages]: first and last layer of each stage (owned) */
 } compare_side;
 
 /* Summarises a timeline, skipping its first `skip` iterations (warm-up, pipeline fill)
@@ -86,6 +89,21 @@ int compare_mem_from_timeline(const timeline *tl, const char *file, compare_side
                               plumb_err *err);
 int compare_mem_from_report(const struct cJSON *root, const char *file, compare_side *s,
                             plumb_err *err);
+
+/* What a side ran (sim/compare_id.c): from a timeline, its model and stage layers
+ * (timeline_set_model); from a report, its "model" and each stage's first_layer and
+ * last_layer. Set s->model, s->layers and s->nlayer_stages (left NULL / 0 when absent).
+ * Return 0, or -1 with err when out of memory or (report) a malformed field. */
+int compare_id_from_timeline(const timeline *tl, const char *file, compare_side *s,
+                             plumb_err *err);
+int compare_id_from_report(const struct cJSON *root, const char *file, compare_side *s,
+                           plumb_err *err);
+
+/* Whether two sides are runs of one model and plan: where both name their model, the names
+ * must be equal, and where both give their stages' layer ranges, the ranges must be equal.
+ * Returns 0, or -1 with err saying what differs ("M.json: model: expected \"alexnet\", the
+ * model of the prediction P.json (got \"fmnist-mlp\")"). compare_sides checks this first. */
+int compare_id_check(const compare_side *pred, const compare_side *meas, plumb_err *err);
 
 /* Reads path: a plumb-sim-report/1 report or a Chrome trace (anything with traceEvents),
  * and summarises it as above. Returns 0, or -1 with err set for an unreadable or

@@ -10,9 +10,11 @@
  * The engine reads the IR in place and keeps state only for what is in flight, so a run
  * costs O(log heap) per event and its memory does not grow with the schedule's length:
  * a SEND creates a transfer record (recycled once it is received and off its link) and
- * queues it on its channel (sender, receiver, direction); a RECV takes the matching
- * transfer from its channel (the head, for IR that keeps each channel in order; otherwise
- * a search of the channel's few unreceived transfers) or waits for it; an ALLREDUCE joins
+ * queues it on its channel (sender, receiver, direction); a RECV is posted (kept in the
+ * worker's list of posted receives) and the computation that consumes its data takes the
+ * matching transfer from its channel (the head, for IR that keeps each channel in order;
+ * otherwise a search of the channel's few unreceived transfers) or waits for it; an
+ * ALLREDUCE joins
  * the group of the k-th all-reduce of its stage. Links, egress ports, channels and groups
  * are created on first use and looked up by hash. */
 #include "sim/engine.h"
@@ -65,8 +67,29 @@ int eng_record(eng *E, int track, int kind, double start, double dur, double byt
 
 /* --- workers ------------------------------------------------------------------------------- */
 
+/* The index in w's posted receives of the RECV whose data compute action a consumes (F:
+ * its input activations, B/I: its output gradient), or -1 when none was posted (stage 0's
+ * input, the last stage's gradient, data handed over on the same worker). Oldest first:
+ * the consumer of the oldest post usually comes first. */
+static int post_find(const eng *E, int w, const action *a)
+{
+    const wstate *ws = &E->ws[w];
+    int want = a->kind == ACT_F ? ACT_RECV_F
+             : a->kind == ACT_B || a->kind == ACT_I ? ACT_RECV_B : -1;
+    if (want < 0)
+        return -1;
+    for (int i = ws->p0; i < ws->npost; i++) {
+        const action *r = &E->s->acts[w][ws->post[i]];
+        if (r->kind == want && r->stage == a->stage && r->microbatch == a->microbatch)
+            return i;
+    }
+    return -1;
+}
+
 /* Runs worker w from its cursor at time t until it computes (an event marks the end),
- * blocks (a send, an arrival or an all-reduce wakes it) or finishes. */
+ * blocks (a computation's data not yet there, or an all-reduce: an arrival, a send or the
+ * all-reduce wakes it) or finishes. A RECV only posts the receive; the computation that
+ * consumes its data waits for it (docs/sim.md, "Engine"). */
 static int worker_run(eng *E, int w, double t)
 {
     const sim_model *m = E->m;
@@ -83,15 +106,36 @@ static int worker_run(eng *E, int w, double t)
         const action *a = &acts[c];
         if ((unsigned)a->stage >= (unsigned)E->ns)  /* everything below indexes by it */
             return eng_bad_action(E, w, c, "stage out of range");
+        /* an action of a microbatch counts in its iteration; an all-reduce or a step in
+         * that of the worker's last computation (a receive of the next iteration posted
+         * before a step does not move the step) */
+        int iter = ws->iter, rc;
         if (a->microbatch >= 0 && nmb > 0) {
             int it = a->microbatch / nmb;
-            ws->iter = it >= E->niter ? E->niter - 1 : it;
+            iter = it >= E->niter ? E->niter - 1 : it;
+            if (a->kind <= ACT_W)
+                ws->iter = iter;
         }
-        int iter = ws->iter, rc;
         E->r->actions++;
         switch (a->kind) {
         case ACT_F: case ACT_B: case ACT_I: case ACT_W: case ACT_STEP: {
-            int s = a->stage;
+            int s = a->stage, pi = ws->npost > ws->p0 ? post_find(E, w, a) : -1;
+            if (pi >= 0) {
+                rc = eng_recv(E, w, ws->post[pi], t);
+                if (rc < 0)
+                    return -1;
+                if (rc < 2 && pi == ws->p0)  /* taken: the post is done (usually the oldest) */
+                    ws->p0++;
+                else if (rc < 2)
+                    memmove(ws->post + pi, ws->post + pi + 1,
+                            (size_t)(--ws->npost - pi) * sizeof *ws->post);
+                if (ws->p0 == ws->npost)
+                    ws->p0 = ws->npost = 0;
+                if (rc > 0) {
+                    E->r->actions--;  /* not run yet: counted again when it is */
+                    return 0;
+                }
+            }
             double dur = act_s[(size_t)s * SIM_NC + comp_slot(a->kind)] * scale;
             if (a->kind == ACT_STEP && m->worker_mem_Bps[w] > 0)
                 dur += m->step_bytes[s] / m->worker_mem_Bps[w];
@@ -120,12 +164,18 @@ static int worker_run(eng *E, int w, double t)
                 return -1;
             break;
         case ACT_RECV_F: case ACT_RECV_B:
-            rc = eng_recv(E, w, c, t);
-            if (rc) {
-                if (ws->cursor == c)
-                    E->r->actions--;  /* not taken yet: counted again when it is */
-                return rc < 0 ? -1 : 0;
+            if (a->peer < 0 || a->peer >= E->nw)
+                return eng_bad_action(E, w, c, "peer worker out of range");
+            if (ws->npost == ws->cappost && ws->p0 > 0) {  /* reuse the taken front */
+                memmove(ws->post, ws->post + ws->p0,
+                        (size_t)(ws->npost - ws->p0) * sizeof *ws->post);
+                ws->npost -= ws->p0;
+                ws->p0 = 0;
             }
+            if (eng_grow((void **)&ws->post, ws->npost, &ws->cappost, sizeof *ws->post))
+                return eng_oom(E);
+            ws->post[ws->npost++] = c;
+            ws->cursor = c + 1;
             break;
         case ACT_ALLREDUCE:
             return eng_allreduce(E, w, c, iter, t);
@@ -139,6 +189,8 @@ static int worker_run(eng *E, int w, double t)
 
 static void eng_free(eng *E)
 {
+    for (int w = 0; E->ws && w < E->nw; w++)
+        free(E->ws[w].post);
     free(E->ws);
     free(E->x);
     free(E->lk);
@@ -207,17 +259,24 @@ static int deadlock(eng *E)
             return err_set(E->err, NULL, NULL, "schedule deadlocks: worker %d waits forever "
                            "at action %d (%s)%s; %d of %d workers finished", w, c,
                            action_format(&E->s->acts[w][c], buf, sizeof buf),
-                           k == ACT_RECV_F || k == ACT_RECV_B
-                               ? ": no matching send reaches it" : "",
+                           k == ACT_F || k == ACT_B || k == ACT_I
+                               ? ": its data is never sent" : "",
                            E->finished, E->nw);
         }
     }
     return err_set(E->err, NULL, NULL, "schedule deadlocks");
 }
 
-/* After the run: every transfer sent must have been received. */
+/* After the run: every posted receive taken by its consumer, every transfer sent
+ * received. */
 static int check_channels(eng *E)
 {
+    for (int w = 0; w < E->nw; w++) {
+        const wstate *ws = &E->ws[w];
+        if (ws->npost > ws->p0)
+            return eng_bad_action(E, w, ws->post[ws->p0], "receive posted but no later "
+                                  "computation of its stage and microbatch takes its data");
+    }
     for (int ci = 0; ci < E->nch; ci++)
         if (E->ch[ci].head >= 0) {
             const xfer *x = &E->x[E->ch[ci].head];

@@ -5,7 +5,9 @@
  *
  * Engine semantics (docs/sim.md): each worker runs its actions in order on its device's
  * compute stream; SEND is asynchronous (queued on the directed link, the worker goes on);
- * RECV blocks until the matching transfer has arrived; ALLREDUCE blocks until the ring
+ * RECV posts the receive (the worker goes on) and the computation that consumes its data
+ * (F for RECV_F, B or I for RECV_B) waits until the matching transfer has arrived;
+ * ALLREDUCE blocks until the ring
  * all-reduce of every replica of the stage is done, its buckets overlapped with the last
  * backward and each of their ring steps a transfer per hop on the same links and ports as
  * the sends; F/B/I/W/STEP occupy the compute stream for their priced time (a STEP also

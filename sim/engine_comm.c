@@ -47,8 +47,12 @@ int eng_link_of(eng *E, int a_dev, int b_dev)
     memset(l, 0, sizeof *l);
     l->head = l->tail = l->track = l->vg = -1;
     int L = sim_net_path(n, a_dev, b_dev, &l->rate, &l->lat);
-    if (!(l->rate > 0) || !isfinite(l->rate))
-        l->rate = INFINITY;
+    if (!(l->rate >= CLUSTER_MIN_BANDWIDTH_Bps) || !(l->lat >= 0) || !isfinite(l->lat)) {
+        err_set(E->err, NULL, NULL, "the path from device %d to device %d (level %d) has %g "
+                "bytes/s and %g s latency: its transfers never complete", a_dev, b_dev, L,
+                l->rate, l->lat);
+        return -2;
+    }
     l->st.src = a_dev;
     l->st.dst = b_dev;
     l->st.level = L;
@@ -237,7 +241,7 @@ int eng_send(eng *E, int w, int c, int iter, double t)
         int d0 = E->m->worker_device[w], d1 = E->m->worker_device[a->peer];
         ws->link = d0 == d1 ? -1 : eng_link_of(E, d0, d1);
         if (d0 != d1 && ws->link < 0)
-            return eng_oom(E);
+            return ws->link == -2 ? -1 : eng_oom(E);
         ws->lpeer = a->peer;
     }
     if (a->peer != ws->speer[fwd]) {
@@ -269,15 +273,15 @@ int eng_send(eng *E, int w, int c, int iter, double t)
     return xfer_enqueue(E, xi, x->link, t);
 }
 
-/* RECV at t by worker w (action index c): the matching transfer from its channel. Returns
- * 1 when the worker must wait (woken by the send or the arrival), 0 to go on, -1 on error. */
+/* The data of the RECV at action c of worker w, which its consumer at t needs: the
+ * matching transfer from its channel. Returns 0 when it has arrived, 1 when it is taken
+ * and the worker waits for its arrival (an event wakes it), 2 when it is not sent yet (the
+ * send wakes the worker), -1 on error. */
 int eng_recv(eng *E, int w, int c, double t)
 {
     const action *a = &E->s->acts[w][c];
     wstate *ws = &E->ws[w];
     int fwd = a->kind == ACT_RECV_F;
-    if (a->peer < 0 || a->peer >= E->nw)
-        return eng_bad_action(E, w, c, "peer worker out of range");
     if (a->peer != ws->rpeer[fwd]) {
         if ((ws->rchan[fwd] = chan_of(E, a->peer, w, fwd)) < 0)
             return eng_oom(E);
@@ -295,7 +299,7 @@ int eng_recv(eng *E, int w, int c, double t)
     }
     if (xi < 0) {  /* not sent yet */
         ch->blocked = w;
-        return 1;
+        return 2;
     }
     xfer *x = &E->x[xi];
     if (prev < 0)
@@ -305,7 +309,6 @@ int eng_recv(eng *E, int w, int c, double t)
     if (ch->tail == xi)
         ch->tail = prev;
     x->received = 1;
-    ws->cursor = c + 1;
     if (x->arrival < 0) {  /* queued on its link: its start posts our wake-up */
         x->waiter = w;
         return 1;
@@ -492,7 +495,7 @@ int eng_group_event(eng *E, int gi, double t)
             continue;
         int li = eng_link_of(E, da, db);
         if (li < 0)
-            return eng_oom(E);
+            return li == -2 ? -1 : eng_oom(E);
         if (eng_hop_start(E, gi, li, a, bytes, t))
             return -1;
     }

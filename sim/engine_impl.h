@@ -64,6 +64,9 @@ typedef struct wstate {      /* per worker */
     int lpeer, link;         /* the last peer sent to and its link */
     int speer[2], schan[2];  /* the last peer sent to per direction and the channel */
     int rpeer[2], rchan[2];  /* the last peer received from per direction and the channel */
+    int *post;               /* its posted RECVs whose consumer has not run (action
+                                indices, in posting order): post[p0 .. npost) */
+    int p0, npost, cappost;
     int ring_g;              /* the group whose grouped ring steps have not yet added
                                 their hop's link time to comm_it, or -1 */
     long long ring_base;     /* that group's steps already added */
@@ -173,8 +176,9 @@ int eng_record(eng *E, int track, int kind, double start, double dur, double byt
 
 /* SEND at t by worker w (its action c, of iteration iter). */
 int eng_send(eng *E, int w, int c, int iter, double t);
-/* RECV at t by worker w (its action c): 0 to go on, 1 when the worker must wait (a send or
- * an arrival wakes it), -1 on error. */
+/* The data of worker w's posted RECV (its action c), needed by its consumer at t: 0 when
+ * it has arrived, 1 when taken and on its way (its arrival wakes the worker), 2 when not
+ * sent yet (the send wakes the worker), -1 on error. */
 int eng_recv(eng *E, int w, int c, double t);
 /* Transfer xi released its link and ports at t. */
 int eng_xfer_done(eng *E, int xi, double t);
@@ -188,8 +192,9 @@ int eng_backward(eng *E, int w, int c, int s, double t, double dur);
 /* Event of group gi at t: its next bucket or ring step starts on the ring, or its grouped
  * ring step ends. */
 int eng_group_event(eng *E, int gi, double t);
-/* The link a_dev -> b_dev (devices differ), created on first use: its index, or -1 when out
- * of memory. */
+/* The link a_dev -> b_dev (devices differ), created on first use: its index, -1 when out
+ * of memory, or -2 with E->err set when the path's rate is below CLUSTER_MIN_BANDWIDTH_Bps
+ * or its latency not finite (its transfers would never complete). */
 int eng_link_of(eng *E, int a_dev, int b_dev);
 /* Queues a hop of group gi's ring step on link li at t (a transfer of `bytes` from worker
  * src_w), started at once when the link is free; counts it in the step's pending hops.

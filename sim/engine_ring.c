@@ -280,7 +280,7 @@ static int ring_ready(eng *E, ring *R, const group *g)
         ringhop *h = &E->hop[R->off + j];
         h->link = eng_link_of(E, h->da, h->db);
         if (h->link < 0)
-            return eng_oom(E);
+            return h->link == -2 ? -1 : eng_oom(E);
         h->occ = R->bytes / E->lk[h->link].rate;
         if (h->priv && h->occ > R->maxocc)
             R->maxocc = h->occ;

@@ -94,3 +94,78 @@ void sim_memory_of(const sim_model *m, int w, const int *versions, optimizer_kin
     out->capacity = capacity;
     out->fits = out->total <= capacity;
 }
+
+/* A change of a device's in-flight memory at time t. */
+typedef struct mem_step {
+    int track;
+    double t, delta;
+} mem_step;
+
+static int cmp_step(const void *a, const void *b)
+{
+    const mem_step *x = a, *y = b;
+    if (x->track != y->track) return x->track < y->track ? -1 : 1;
+    if (x->t != y->t) return x->t < y->t ? -1 : 1;
+    return (x->delta > y->delta) - (x->delta < y->delta); /* frees first */
+}
+
+/* The worker of device track `track`, or -1. */
+static int worker_of_track(const sim_report *rep, const timeline *tl, int track)
+{
+    const tl_track *t = &tl->tracks[track];
+    if (t->kind != TL_TRACK_DEVICE) return -1;
+    for (int i = 0; i < rep->ndevices; i++)
+        if (rep->devices[i].device == t->device) return i;
+    return -1;
+}
+
+int sim_memory_timeline(const sim_model *m, const sim_report *rep, timeline *tl,
+                        plumb_err *err)
+{
+    const schedule *s = m->sched;
+    mem_step *st = malloc((tl->n + 1) * sizeof *st);
+    int *dev = malloc(((size_t)tl->ntracks + 1) * sizeof *dev);
+    double *fixed = calloc((size_t)rep->ndevices + 1, sizeof *fixed);
+    if (!st || !dev || !fixed) goto oom;
+    for (int k = 0; k < tl->ntracks; k++) dev[k] = worker_of_track(rep, tl, k);
+    for (int i = 0; i < rep->ndevices; i++) {
+        const sim_device_report *d = &rep->devices[i];
+        double slots = 0;
+        for (int g = 0; g < s->nstages; g++)
+            for (int j = 0; j < s->replicas[g]; j++)
+                if (s->stage_workers[s->stage_first[g] + j] == d->worker) {
+                    slots += schedule_slots(s, d->worker, g) *
+                             (m->stash_bytes[g] + m->slotbuf_bytes[g]);
+                    break;
+                }
+        fixed[i] = d->mem.total - slots;
+    }
+    size_t n = 0;
+    for (size_t i = 0; i < tl->n; i++) {
+        const tl_event *e = &tl->ev[i];
+        if (e->track < 0 || e->track >= tl->ntracks || dev[e->track] < 0 || e->stage < 0 ||
+            e->stage >= s->nstages)
+            continue;
+        double per = m->stash_bytes[e->stage] + m->slotbuf_bytes[e->stage];
+        if (e->kind == TL_F)
+            st[n++] = (mem_step){e->track, e->start_s, per};
+        else if (e->kind == TL_B || e->kind == TL_W)
+            st[n++] = (mem_step){e->track, e->start_s + e->dur_s, -per};
+    }
+    qsort(st, n, sizeof *st, cmp_step);
+    for (int k = 0; k < tl->ntracks; k++) /* every device starts at its fixed memory */
+        if (dev[k] >= 0 && timeline_counter_add(tl, k, 0, fixed[dev[k]])) goto oom;
+    double cur = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (i == 0 || st[i].track != st[i - 1].track) cur = 0;
+        cur += st[i].delta;
+        if (i + 1 < n && st[i + 1].track == st[i].track && st[i + 1].t == st[i].t) continue;
+        double v = fixed[dev[st[i].track]] + (cur > 0 ? cur : 0);
+        if (timeline_counter_add(tl, st[i].track, st[i].t, v)) goto oom;
+    }
+    free(st), free(dev), free(fixed);
+    return 0;
+oom:
+    free(st), free(dev), free(fixed);
+    return err_set(err, NULL, NULL, "out of memory");
+}

@@ -17,4 +17,14 @@ void sim_memory_of(const sim_model *m, int w, const int *versions, optimizer_kin
  * staged). Returns 0, or -1 with err (out of memory, a schedule that deadlocks). */
 int sim_memory_staging(sim_model *m, plumb_err *err);
 
+/* Adds to tl a memory sample per change of each device's memory over the run (see
+ * tl_counter): the device's peak rep->devices[i].mem.total less its buffer slots'
+ * activations and buffers, plus those of the microbatches in flight at the time on each
+ * of its stages (from the start of their F to the end of their B, or W when the backward
+ * is split), at the per-slot size the memory model counts. The samples never exceed the
+ * peak (the model reserves schedule_slots slots, the most the list can hold open).
+ * Returns 0, or -1 with err when out of memory. */
+int sim_memory_timeline(const sim_model *m, const sim_report *rep, timeline *tl,
+                        plumb_err *err);
+
 #endif

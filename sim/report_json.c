@@ -10,7 +10,8 @@ static cJSON *add_int(cJSON *o, const char *k, double v)
     return cJSON_AddNumberToObject(o, k, v);
 }
 
-cJSON *sim_options_to_json(const sim_options *o, const cluster *c)
+/* The what-ifs of o; names[l] (NULL, or "" for none) names level l. */
+static cJSON *whatif_json(const sim_options *o, const char *const *names, int nnames)
 {
     cJSON *j = cJSON_CreateObject();
     if (!j)
@@ -36,14 +37,22 @@ cJSON *sim_options_to_json(const sim_options *o, const cluster *c)
         if (!e)
             break;
         add_int(e, "level", l);
-        if (c && l < c->nlevels)
-            cJSON_AddStringToObject(e, "name", c->levels[l].name);
+        if (l < nnames && names[l] && *names[l])
+            cJSON_AddStringToObject(e, "name", names[l]);
         json_add_num(e, "gbit_per_s", o->bandwidth_Bps[l] * 8 / 1e9);
         cJSON_AddItemToArray(bw, e);
     }
     if (o->memory_limit_bytes > 0)
         json_add_num(j, "memory_limit_bytes", o->memory_limit_bytes);
     return j;
+}
+
+cJSON *sim_options_to_json(const sim_options *o, const cluster *c)
+{
+    const char *names[CLUSTER_MAX_LEVELS] = {0};
+    for (int l = 0; c && l < c->nlevels && l < CLUSTER_MAX_LEVELS; l++)
+        names[l] = c->levels[l].name;
+    return whatif_json(o, names, CLUSTER_MAX_LEVELS);
 }
 
 static cJSON *device_json(const sim_device_report *d)
@@ -111,6 +120,8 @@ cJSON *sim_report_to_json(const sim_report *r, const sim_changes *changes,
     cJSON_AddStringToObject(o, "format", SIM_REPORT_FORMAT);
     if (plan_file)
         cJSON_AddStringToObject(o, "plan", plan_file);
+    if (r->model[0])
+        cJSON_AddStringToObject(o, "model", r->model);
     cJSON_AddStringToObject(o, "schedule", sched_kind_name(r->schedule));
     add_int(o, "nstages", r->nstages);
     add_int(o, "chunks", r->chunks);
@@ -166,6 +177,12 @@ cJSON *sim_report_to_json(const sim_report *r, const sim_changes *changes,
             json_add_num(e, "ratio", c->ratio);
             cJSON_AddItemToArray(ch, e);
         }
+    }
+    if (sim_options_has_whatif(&r->whatif)) {
+        const char *names[CLUSTER_MAX_LEVELS];
+        for (int l = 0; l < CLUSTER_MAX_LEVELS; l++)
+            names[l] = r->level_names[l];
+        cJSON_AddItemToObject(o, "whatif", whatif_json(&r->whatif, names, CLUSTER_MAX_LEVELS));
     }
     return o;
 }

@@ -177,6 +177,25 @@ static int fill_report(sim_report *rep, const plan *pl, const sim_model *m, cons
     return 0;
 }
 
+/* Names the model and the layers of every stage in the report's trace (for plumb
+ * compare). 0, or -1 when out of memory. */
+static int name_trace(sim_report *rep, const plan *pl)
+{
+    int n = pl->nstages, rc = -1;
+    int *first = malloc(((size_t)n + 1) * sizeof *first);
+    int *last = malloc(((size_t)n + 1) * sizeof *last);
+    if (first && last) {
+        for (int i = 0; i < n; i++) {
+            first[i] = pl->stages[i].first_layer;
+            last[i] = pl->stages[i].last_layer;
+        }
+        rc = timeline_set_model(rep->tl, rep->model, n, first, last);
+    }
+    free(first);
+    free(last);
+    return rc;
+}
+
 sim_report *sim_run(const plan *pl, const sim_options *opt, plumb_err *err)
 {
     sim_options dflt;
@@ -293,6 +312,7 @@ sim_report *sim_run(const plan *pl, const sim_options *opt, plumb_err *err)
     rep->samples_per_s = res.iteration_s > 0
         ? (double)view.microbatch_size * s->microbatches / res.iteration_s : 0;
     rep->makespan_s = res.makespan_s;
+    rep->cluster_devices = pl->clus->ndevices;
     rep->events = res.events;
     rep->actions = res.actions;
     if (fill_report(rep, &view, &m, &res, versions, inflight, opt->memory_limit_bytes)) {
@@ -301,6 +321,17 @@ sim_report *sim_run(const plan *pl, const sim_options *opt, plumb_err *err)
     }
     rep->tl = res.tl;
     res.tl = NULL;
+    snprintf(rep->model, sizeof rep->model, "%s", pl->prof->name ? pl->prof->name : "");
+    if (rep->tl && name_trace(rep, pl)) {
+        err_set(err, NULL, NULL, "out of memory");
+        goto fail;
+    }
+    rep->whatif = *opt;
+    rep->whatif.sched = NULL;
+    rep->whatif.timeline = 0;
+    for (int l = 0; l < pl->clus->nlevels && l < CLUSTER_MAX_LEVELS; l++)
+        snprintf(rep->level_names[l], sizeof rep->level_names[l], "%s",
+                 pl->clus->levels[l].name ? pl->clus->levels[l].name : "");
     /* the trace carries each device's predicted peak memory, for plumb compare */
     for (int i = 0; rep->tl && i < rep->ndevices; i++)
         for (int k = 0; k < rep->tl->ntracks; k++) {
@@ -308,6 +339,9 @@ sim_report *sim_run(const plan *pl, const sim_options *opt, plumb_err *err)
             if (t->kind == TL_TRACK_DEVICE && t->device == rep->devices[i].device)
                 t->peak_bytes = rep->devices[i].mem.total;
         }
+    /* ... and each device's memory over time (Chrome counter events) */
+    if (rep->tl && sim_memory_timeline(&m, rep, rep->tl, err))
+        goto fail;
     sim_result_free(&res);
     sim_model_release(&m);
     schedule_free(own);

@@ -131,11 +131,18 @@ typedef struct sim_report {
     long long events;         /* discrete events processed */
     long long actions;        /* IR actions replayed */
     int ndevices;
+    int cluster_devices;      /* devices of the plan's cluster (those without a worker idle) */
     sim_device_report *devices; /* sorted by device id */
     int nlinks;
     sim_link_report *links;   /* sorted by (src, dst) */
     sim_stage_report *stages; /* [nstages] */
     timeline *tl;             /* the timed actions when options.timeline, else NULL */
+    char model[128];          /* the profile's model name ("" when it has none) */
+    sim_options whatif;       /* the options this run applied (sched NULL, timeline 0):
+                                 sim_options_has_whatif(&whatif) says whether any what-if
+                                 changed the plan as written; the writers list them */
+    char level_names[CLUSTER_MAX_LEVELS][32]; /* the cluster's level names ("" beyond its
+                                 levels), to name a bandwidth what-if */
 } sim_report;
 
 /* Simulates pl under opt (NULL = sim_options_init defaults). Returns a new report the
@@ -170,18 +177,22 @@ void sim_changes_free(sim_changes *c);
 /* --- writers (sim/report_json.c, sim/svg.c, sim/gantt.c) ------------------------------ */
 
 /* The report as JSON (format "plumb-sim-report/1", docs/formats.md); `changes` may be
- * NULL; `plan_file` names the plan (may be NULL). Caller frees with cJSON_Delete. */
+ * NULL; `plan_file` names the plan (may be NULL). It names the model and, when the run
+ * applied what-ifs, lists them under "whatif". Caller frees with cJSON_Delete. */
 struct cJSON;
 struct cJSON *sim_report_to_json(const sim_report *r, const sim_changes *changes,
                                  const char *plan_file);
 
 /* The what-ifs of o as JSON ({"straggler": {...}, "bandwidth": [...], ...}; {} when none);
- * c (may be NULL) names the levels. Caller frees with cJSON_Delete. */
+ * c (may be NULL) names the levels. Caller frees with cJSON_Delete. sim_report_to_json
+ * adds the what-ifs its run applied this way as "whatif" (when there are any). */
 struct cJSON *sim_options_to_json(const sim_options *o, const cluster *c);
 
-/* SVG timeline of r->tl: a row per device, F/B/I/W blocks coloured by microbatch and
- * shaded by kind, a legend and a time axis. Writes atomically; -1 with err when r has no
- * timeline or the file cannot be written. */
+/* SVG timeline of r->tl: a row per device labelled with its stages (idle devices of the
+ * cluster too, consecutive ones folded into one row), F/B/I/W blocks coloured by
+ * microbatch and shaded by kind, one row per stage boundary that carried transfers, a
+ * time axis, and a legend of the kinds the run has. Writes atomically; -1 with err when
+ * r has no timeline or the file cannot be written. */
 int sim_write_svg(const sim_report *r, const char *path, plumb_err *err);
 
 /* The SVG text (caller frees), NULL when r has no timeline or out of memory. */

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/units.h"
 #include "sim/sim.h"
 
 /* "12.3 ms", "4.56 s", "789 us". */
@@ -22,26 +23,12 @@ static char *fmt_time(double s, char *buf, size_t n)
     return buf;
 }
 
-/* "1.50 GiB", "12.0 MiB", "512 B". */
-static char *fmt_bytes(double b, char *buf, size_t n)
-{
-    static const char *const u[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-    int i = 0;
-    double v = b;
-    while (fabs(v) >= 1024 && i < 4) {
-        v /= 1024;
-        i++;
-    }
-    snprintf(buf, n, i == 0 ? "%.0f %s" : "%.2f %s", v, u[i]);
-    return buf;
-}
-
 static char *fmt_value(double v, const char *unit, char *buf, size_t n)
 {
     if (strcmp(unit, "s") == 0)
         return fmt_time(v, buf, n);
     if (strcmp(unit, "bytes") == 0)
-        return fmt_bytes(v, buf, n);
+        return units_bytes(v, buf, n);
     if (strcmp(unit, "fraction") == 0)
         snprintf(buf, n, "%.2f %%", 100 * v);
     else if (strcmp(unit, "bool") == 0)
@@ -49,6 +36,41 @@ static char *fmt_value(double v, const char *unit, char *buf, size_t n)
     else
         snprintf(buf, n, "%.1f %s", v, unit);
     return buf;
+}
+
+/* One line naming every what-if the run applied, when it applied any. */
+static void print_whatifs(const sim_report *r, FILE *out)
+{
+    const sim_options *o = &r->whatif;
+    if (!sim_options_has_whatif(o))
+        return;
+    char a[32];
+    const char *sep = "";
+    fprintf(out, "what-ifs        ");
+    if (o->schedule >= 0) {
+        fprintf(out, "schedule %s", sched_kind_name((sched_kind)o->schedule));
+        sep = "; ";
+    }
+    if (o->microbatches > 0) {
+        fprintf(out, "%s%d microbatches", sep, o->microbatches);
+        sep = "; ";
+    }
+    if (o->straggler_device >= 0 && o->straggler_factor != 1) {
+        fprintf(out, "%sdevice %d computes x%g slower", sep, o->straggler_device,
+                o->straggler_factor);
+        sep = "; ";
+    }
+    for (int l = 0; l < CLUSTER_MAX_LEVELS; l++)
+        if (o->bandwidth_Bps[l] > 0) {
+            fprintf(out, "%slevel %d%s%s%s at %s", sep, l, r->level_names[l][0] ? " (" : "",
+                    r->level_names[l], r->level_names[l][0] ? ")" : "",
+                    units_gbit(o->bandwidth_Bps[l], a, sizeof a));
+            sep = "; ";
+        }
+    if (o->memory_limit_bytes > 0)
+        fprintf(out, "%smemory at most %s per device", sep,
+                units_bytes(o->memory_limit_bytes, a, sizeof a));
+    fprintf(out, " (instead of the plan as written)\n");
 }
 
 void sim_print_report(const sim_report *r, const sim_changes *changes, FILE *out)
@@ -62,6 +84,7 @@ void sim_print_report(const sim_report *r, const sim_changes *changes, FILE *out
             r->iterations > r->iterations_requested && r->iterations_requested > 0
                 ? " (raised: the pipeline needs them to reach its steady state)" : "",
             r->recompute ? ", recompute" : "");
+    print_whatifs(r, out);
     fprintf(out, "throughput      %.1f samples/s\n", r->samples_per_s);
     if (r->steady)
         fprintf(out, "iteration time  %s (steady state, iterations %d to %d)\n",
@@ -73,7 +96,7 @@ void sim_print_report(const sim_report *r, const sim_changes *changes, FILE *out
     fprintf(out, "bubble          %.2f %% of device time idle\n", 100 * r->bubble_fraction);
     fprintf(out, "makespan        %s for the whole run\n", fmt_time(r->makespan_s, a, sizeof a));
     fprintf(out, "peak memory     %s on the fullest device (%s)\n",
-            fmt_bytes(r->peak_memory_bytes, a, sizeof a),
+            units_bytes(r->peak_memory_bytes, a, sizeof a),
             r->fits ? "every device fits" : "DOES NOT FIT");
     fprintf(out, "\nper device, per iteration:\n");
     fprintf(out, "%-7s %-16s %-8s %12s %12s %12s %12s %12s %5s\n", "device", "type", "stages",
@@ -87,7 +110,7 @@ void sim_print_report(const sim_report *r, const sim_changes *changes, FILE *out
         fprintf(out, "%-7d %-16.16s %-8s %12s %12s %12s %12s %12s %5s\n", dv->device,
                 dv->type, st, fmt_time(dv->busy_s, a, sizeof a),
                 fmt_time(dv->idle_s, b, sizeof b), fmt_time(dv->comm_s, c, sizeof c),
-                fmt_bytes(dv->mem.total, d, sizeof d), fmt_bytes(dv->mem.capacity, e, sizeof e),
+                units_bytes(dv->mem.total, d, sizeof d), units_bytes(dv->mem.capacity, e, sizeof e),
                 dv->mem.fits ? "yes" : "NO");
     }
     fprintf(out, "\nmemory at the peak (weights x versions + gradients + optimizer + "
@@ -97,14 +120,14 @@ void sim_print_report(const sim_report *r, const sim_changes *changes, FILE *out
         char f[32], g[32];
         fprintf(out, "  device %-4d %s x %d + %s + %s + %s + %s + %s + %s (%d microbatch%s in "
                 "flight)\n",
-                dv->device, fmt_bytes(dv->weight_versions > 0 ? dv->mem.weights /
+                dv->device, units_bytes(dv->weight_versions > 0 ? dv->mem.weights /
                                       dv->weight_versions : dv->mem.weights, a, sizeof a),
                 dv->weight_versions > 0 ? dv->weight_versions : 1,
-                fmt_bytes(dv->mem.gradients, b, sizeof b),
-                fmt_bytes(dv->mem.optimizer, c, sizeof c),
-                fmt_bytes(dv->mem.activations, d, sizeof d),
-                fmt_bytes(dv->mem.buffers, e, sizeof e),
-                fmt_bytes(dv->mem.workspace, f, sizeof f), fmt_bytes(dv->mem.staging, g, sizeof g),
+                units_bytes(dv->mem.gradients, b, sizeof b),
+                units_bytes(dv->mem.optimizer, c, sizeof c),
+                units_bytes(dv->mem.activations, d, sizeof d),
+                units_bytes(dv->mem.buffers, e, sizeof e),
+                units_bytes(dv->mem.workspace, f, sizeof f), units_bytes(dv->mem.staging, g, sizeof g),
                 dv->max_inflight, dv->max_inflight == 1 ? "" : "es");
     }
     if (r->nlinks) {
@@ -115,8 +138,8 @@ void sim_print_report(const sim_report *r, const sim_changes *changes, FILE *out
             char nm[32];
             snprintf(nm, sizeof nm, "%d->%d", l->src, l->dst);
             fprintf(out, "%-12s %5d %14s %14s %12s %10lld\n", nm, l->level,
-                    fmt_bytes(l->bytes_per_iteration, a, sizeof a),
-                    fmt_bytes(l->bytes, b, sizeof b), fmt_time(l->busy_s, c, sizeof c),
+                    units_bytes(l->bytes_per_iteration, a, sizeof a),
+                    units_bytes(l->bytes, b, sizeof b), fmt_time(l->busy_s, c, sizeof c),
                     l->transfers);
         }
     } else {

@@ -557,3 +557,130 @@ Test(compare, report_memory)
     cr_assert(strstr(err.msg, "devices[0].stages[0]"), "%s", err.msg);
     cJSON_Delete(j);
 }
+
+/* Side of a 2-stage timeline that names model and stage layers (first0..last0 | ..last1),
+ * read back through the trace file, as plumb compare reads it. */
+static void named_side(const char *src, const char *model, int last0, int last1, int slot,
+                       compare_side *out)
+{
+    double f[] = {1, 2}, b[] = {2, 4};
+    timeline *tl = pipe2(src, 3, f, b, 20, 1);
+    int first[2] = {0, last0 + 1}, last[2] = {last0, last1};
+    cr_assert_eq(timeline_set_model(tl, model, 2, first, last), 0);
+    size_t n;
+    char *text = timeline_chrome_text(tl, &n);
+    const char *path = tmpfile_with(slot, text);
+    free(text);
+    timeline_free(tl);
+    plumb_err err = {{0}};
+    cr_assert_eq(compare_side_load(path, 1, out, &err), 0, "%s", err.msg);
+    unlink(path);
+}
+
+Test(compare, different_models_and_layer_ranges_are_refused)
+{
+    compare_side p, m, q, u;
+    compare_result r;
+    plumb_err err = {{0}};
+    named_side("sim", "alexnet", 10, 22, 0, &p);
+    named_side("exec", "fmnist-mlp", 1, 6, 1, &m);
+    cr_assert_str_eq(p.model, "alexnet");
+    cr_assert_eq(m.nlayer_stages, 2);
+    cr_assert_eq(m.layers[2], 2);
+    cr_assert_eq(m.layers[3], 6);
+    /* the same stage count, different models: refused, naming both */
+    cr_assert_eq(compare_sides(&p, &m, &r, &err), -1);
+    cr_assert(strstr(err.msg, "model: expected \"alexnet\"") && strstr(err.msg, "\"fmnist-mlp\""),
+              "%s", err.msg);
+    /* the same model, other layer ranges (another plan): refused, naming the stage */
+    named_side("sim", "fmnist-mlp", 2, 6, 2, &q);
+    cr_assert_eq(compare_sides(&q, &m, &r, &err), -1);
+    cr_assert(strstr(err.msg, "stages[0]: expected layers 0..2"), "%s", err.msg);
+    cr_assert(strstr(err.msg, "(got layers 0..1)"), "%s", err.msg);
+    /* the same model and plan: compared */
+    compare_side_free(&q);
+    named_side("sim", "fmnist-mlp", 1, 6, 2, &q);
+    cr_assert_eq(compare_sides(&q, &m, &r, &err), 0, "%s", err.msg);
+    compare_result_free(&r);
+    /* a trace that names nothing (an older file) is not refused for it */
+    double f[] = {1, 2}, b[] = {2, 4};
+    timeline *tl = pipe2("exec", 3, f, b, 20, 1);
+    cr_assert_eq(compare_side_from_timeline(tl, 1, "old.json", "exec trace", &u, &err), 0);
+    cr_assert_null(u.model);
+    cr_assert_eq(compare_sides(&p, &u, &r, &err), 0, "%s", err.msg);
+    compare_result_free(&r);
+    timeline_free(tl);
+    compare_side_free(&u);
+    compare_side_free(&q);
+    compare_side_free(&p);
+    compare_side_free(&m);
+}
+
+/* A simulator report names its model and its stages' layers: compared against a trace of
+ * another model, it is refused too. */
+Test(compare, report_names_its_model)
+{
+    sim_synth s;
+    sim_synth_init(&s);
+    s.nstages = 2;
+    plumb_err err = {{0}};
+    plan *pl = sim_synth_plan(&s, &err);
+    cr_assert_not_null(pl, "%s", err.msg);
+    sim_report *rep = sim_run(pl, NULL, &err);
+    cr_assert_not_null(rep, "%s", err.msg);
+    cJSON *j = sim_report_to_json(rep, NULL, NULL);
+    compare_side p, m;
+    cr_assert_eq(compare_side_from_report(j, "r.json", &p, &err), 0, "%s", err.msg);
+    cr_assert_not_null(p.model);
+    cr_assert_str_eq(p.model, pl->prof->name);
+    cr_assert_eq(p.nlayer_stages, 2);
+    cr_assert_eq(p.layers[1], pl->stages[0].last_layer);
+    named_side("exec", "not-the-synth-model", p.layers[1], p.layers[3], 0, &m);
+    compare_result r;
+    cr_assert_eq(compare_sides(&p, &m, &r, &err), -1);
+    cr_assert(strstr(err.msg, "model: expected"), "%s", err.msg);
+    compare_side_free(&m);
+    compare_side_free(&p);
+    cJSON_Delete(j);
+    sim_report_free(rep);
+    plan_free(pl);
+}
+
+/* A simulator trace with flows and memory counters reads as before those events existed:
+ * the same summary as the timeline it was written from. */
+Test(compare, reads_traces_with_flows_and_counters)
+{
+    sim_synth s;
+    sim_synth_init(&s);
+    s.nstages = 3;
+    plumb_err e;
+    err_clear(&e);
+    plan *pl = sim_synth_plan(&s, &e);
+    cr_assert_not_null(pl, "%s", e.msg);
+    sim_options o;
+    sim_options_init(&o);
+    o.timeline = 1;
+    sim_report *r = sim_run(pl, &o, &e);
+    cr_assert_not_null(r, "%s", e.msg);
+    cr_assert_gt(r->tl->ncounters, 0);
+    char path[] = "/tmp/plumb-test-cmp-flow-XXXXXX";
+    int fd = mkstemp(path);
+    cr_assert(fd >= 0);
+    close(fd);
+    cr_assert_eq(timeline_write_chrome(r->tl, path, &e), 0, "%s", e.msg);
+    char *text = timeline_chrome_text(r->tl, NULL);
+    cr_assert(text && strstr(text, "\"ph\": \"s\"") && strstr(text, "\"ph\": \"C\""));
+    free(text);
+    compare_side a, b;
+    cr_assert_eq(compare_side_load(path, 1, &a, &e), 0, "%s", e.msg);
+    cr_assert_eq(compare_side_from_timeline(r->tl, 1, "x", "sim trace", &b, &e), 0, "%s", e.msg);
+    cr_assert_eq(a.nstages, b.nstages);
+    for (int k = 0; k < TL_NKINDS; k++) cr_expect_eq(a.kinds[k].n, b.kinds[k].n, "kind %d", k);
+    near(a.iteration_s, b.iteration_s, "iteration");
+    cr_expect_eq(a.nmem, b.nmem);
+    compare_side_free(&a);
+    compare_side_free(&b);
+    unlink(path);
+    sim_report_free(r);
+    plan_free(pl);
+}

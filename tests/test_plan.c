@@ -562,3 +562,42 @@ Test(plan, documented_examples_load)
     cr_assert_geq(nclusters, 1);
     cr_assert_geq(nplans, 1);
 }
+
+/* files_write_atomic writes a set of files as one: when a later file cannot be written,
+ * an earlier one that existed keeps its content and no temporary is left behind. */
+Test(plan, files_write_atomic_all_or_nothing)
+{
+    char *tmp = make_tmpdir_named("writeall");
+    char a[300], b[300], got[16] = {0};
+    snprintf(a, sizeof a, "%s/old.json", tmp);
+    snprintf(b, sizeof b, "%s/missing/x.svg", tmp);
+    FILE *f = fopen(a, "w");
+    cr_assert_not_null(f);
+    fputs("old", f);
+    fclose(f);
+    plumb_err err;
+    err_clear(&err);
+    const char *paths[2] = {a, b}, *data[2] = {"new trace", "new svg"};
+    size_t lens[2] = {9, 7};
+    cr_assert_eq(files_write_atomic(2, paths, data, lens, &err), -1);
+    cr_expect(strstr(err.msg, "missing/x.svg") != NULL, "%s", err.msg);
+    f = fopen(a, "r");
+    cr_assert_not_null(f);
+    cr_expect_eq(fread(got, 1, sizeof got - 1, f), 3);
+    fclose(f);
+    cr_expect_str_eq(got, "old");
+    cr_expect_eq(count_files(tmp), 1, "temporaries left behind");
+    /* both writable: both written; a NULL path is skipped */
+    snprintf(b, sizeof b, "%s/x.svg", tmp);
+    const char *paths3[3] = {a, NULL, b}, *data3[3] = {"new trace", NULL, "new svg"};
+    size_t lens3[3] = {9, 0, 7};
+    cr_assert_eq(files_write_atomic(3, paths3, data3, lens3, &err), 0, "%s", err.msg);
+    f = fopen(b, "r");
+    cr_assert_not_null(f);
+    memset(got, 0, sizeof got);
+    cr_expect_eq(fread(got, 1, sizeof got - 1, f), 7);
+    fclose(f);
+    cr_expect_str_eq(got, "new svg");
+    cr_expect_eq(count_files(tmp), 2);
+    cr_expect_eq(rm_tree(tmp), 0);
+}

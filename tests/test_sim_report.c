@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/units.h"
 #include "sim/sim.h"
 #include "sim/synth.h"
 
@@ -179,4 +180,156 @@ Test(sim_report, every_stage_of_a_device_is_listed)
     cJSON_Delete(js);
     sim_report_free(r);
     plan_free(pl);
+}
+
+/* Byte counts scale to the unit that reads well; bandwidths print in Gbit/s. */
+Test(sim_report, units_scale)
+{
+    char b[32];
+    cr_expect_str_eq(units_bytes(0, b, sizeof b), "0 B");
+    cr_expect_str_eq(units_bytes(512, b, sizeof b), "512 B");
+    cr_expect_str_eq(units_bytes(1536, b, sizeof b), "1.50 KiB");
+    cr_expect_str_eq(units_bytes(4.2 * 1048576, b, sizeof b), "4.20 MiB");
+    cr_expect_str_eq(units_bytes(1.5 * 1073741824.0, b, sizeof b), "1.50 GiB");
+    cr_expect_str_eq(units_bytes(3 * 1099511627776.0, b, sizeof b), "3.00 TiB");
+    cr_expect_str_eq(units_bytes(5000 * 1099511627776.0, b, sizeof b), "5000.00 TiB");
+    cr_expect_str_eq(units_gbit(1.25e9, b, sizeof b), "10 Gbit/s");
+    cr_expect_str_eq(units_gbit(25e9 / 8, b, sizeof b), "25 Gbit/s");
+}
+
+/* Every kind of what-if but the schedule, on top of o. */
+static void five_whatifs(sim_options *o)
+{
+    o->straggler_device = 1;
+    o->straggler_factor = 2.5;
+    o->bandwidth_Bps[0] = 10e9 / 8;
+    o->memory_limit_bytes = 2 * 1073741824.0;
+    o->microbatches = 6;
+}
+
+/* The report lists the what-ifs its run applied, in the text and in the JSON; a run of the
+ * plan as written lists none. A small model's memory prints in MiB, not as 0.00 GiB. */
+Test(sim_report, lists_the_whatifs)
+{
+    plan *pl;
+    sim_options o;
+    sim_options_init(&o);
+    sim_report *base = sample(&o, &pl);
+    five_whatifs(&o);
+    plumb_err e;
+    sim_report *r = sim_run(pl, &o, &e);
+    cr_assert_not_null(r, "%s", e.msg);
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    sim_print_report(r, NULL, f);
+    fclose(f);
+    const char *line = strstr(buf, "\nwhat-ifs ");
+    cr_assert_not_null(line, "no what-ifs line:\n%s", buf);
+    cr_expect(strstr(line, "6 microbatches; device 1 computes x2.5 slower; level 0 (intra) at "
+                     "10 Gbit/s; memory at most 2.00 GiB per device"), "%.200s", line);
+    free(buf);
+    cJSON *j = sim_report_to_json(r, NULL, NULL);
+    const cJSON *w = cJSON_GetObjectItem(j, "whatif");
+    cr_assert_not_null(w, "no whatif in the JSON");
+    cr_expect_eq(num(cJSON_GetObjectItem(w, "straggler"), "device"), 1);
+    cr_expect_eq(num(cJSON_GetObjectItem(w, "straggler"), "factor"), 2.5);
+    cr_expect_eq(num(w, "microbatches"), 6);
+    const cJSON *bw = cJSON_GetArrayItem(cJSON_GetObjectItem(w, "bandwidth"), 0);
+    cr_expect_eq(num(bw, "gbit_per_s"), 10);
+    cr_expect_str_eq(cJSON_GetObjectItem(bw, "name")->valuestring, "intra");
+    cr_expect_str_eq(cJSON_GetObjectItem(j, "model")->valuestring, pl->prof->name);
+    cJSON_Delete(j);
+    /* the plan as written: no what-ifs anywhere; small memory in MiB */
+    buf = NULL;
+    f = open_memstream(&buf, &len);
+    sim_print_report(base, NULL, f);
+    fclose(f);
+    cr_expect_null(strstr(buf, "what-ifs"));
+    cr_assert(base->peak_memory_bytes > 0 && base->peak_memory_bytes < 1073741824.0,
+              "the sample's peak is %g bytes", base->peak_memory_bytes);
+    cr_expect_null(strstr(buf, " 0.00 GiB"), "%s", buf);
+    const char *pk = strstr(buf, "peak memory     ");
+    cr_assert_not_null(pk);
+    cr_expect(strncmp(pk + 16 + strcspn(pk + 16, " "), " MiB", 4) == 0 ||
+              strncmp(pk + 16 + strcspn(pk + 16, " "), " KiB", 4) == 0, "%.60s", pk);
+    free(buf);
+    j = sim_report_to_json(base, NULL, NULL);
+    cr_expect_null(cJSON_GetObjectItem(j, "whatif"));
+    cJSON_Delete(j);
+    sim_report_free(r);
+    sim_report_free(base);
+    plan_free(pl);
+}
+
+/* The simulator's Chrome trace: a flow from every transfer to the computation receiving
+ * it, and per device a memory counter that starts at the device's fixed memory, never
+ * exceeds its peak, reaches it where the schedule's list order is its timing (stage 0 of
+ * a flushing 1F1B holds all its slots), and returns to the start once all is done. */
+Test(sim_report, trace_flows_and_memory_counters)
+{
+    const int kinds[] = { SCHED_1F1B_FLUSH, SCHED_ZB_H1, SCHED_GPIPE };
+    for (int q = 0; q < 3; q++) {
+        sim_options o;
+        sim_options_init(&o);
+        o.timeline = 1;
+        o.schedule = kinds[q];
+        plan *pl;
+        sim_report *r = sample(&o, &pl);
+        char *text = timeline_chrome_text(r->tl, NULL);
+        cr_assert_not_null(text);
+        cJSON *root = cJSON_Parse(text);
+        cr_assert_not_null(root, "not JSON");
+        int transfers = 0, ns = 0, nf = 0;
+        int *fin = calloc(100000, sizeof *fin);
+        double first[8], last[8], peak[8];
+        int nc[8] = { 0 };
+        cr_assert_not_null(fin);
+        const cJSON *ev;
+        cJSON_ArrayForEach(ev, cJSON_GetObjectItem(root, "traceEvents"))
+        {
+            const char *ph = cJSON_GetObjectItem(ev, "ph")->valuestring;
+            const cJSON *args = cJSON_GetObjectItem(ev, "args");
+            if (!strcmp(ph, "X") && cJSON_GetObjectItem(ev, "pid")->valueint == 3) {
+                const char *k = cJSON_GetObjectItem(args, "kind")->valuestring;
+                transfers += !strcmp(k, "send_f") || !strcmp(k, "send_b");
+            } else if (!strcmp(ph, "s") || !strcmp(ph, "f")) {
+                int id = cJSON_GetObjectItem(ev, "id")->valueint;
+                cr_assert(id > 0 && id < 100000);
+                if (*ph == 's') ns++, fin[id] |= 1;
+                else nf++, fin[id] |= 2;
+            } else if (!strcmp(ph, "C")) {
+                int d = -1;
+                sscanf(cJSON_GetObjectItem(ev, "name")->valuestring, "memory d%d", &d);
+                cr_assert(d >= 0 && d < r->ndevices && d < 8);
+                double v = cJSON_GetObjectItem(args, "bytes")->valuedouble;
+                if (!nc[d]++) {
+                    first[d] = peak[d] = v;
+                    cr_expect_eq(cJSON_GetObjectItem(ev, "ts")->valuedouble, 0);
+                }
+                last[d] = v;
+                if (v > peak[d]) peak[d] = v;
+            }
+        }
+        cr_expect_gt(transfers, 0);
+        cr_expect_eq(ns, transfers, "%s: a flow per transfer", sched_kind_name(kinds[q]));
+        cr_expect_eq(nf, ns);
+        for (int id = 1; id <= ns; id++) cr_expect_eq(fin[id], 3, "flow %d has both ends", id);
+        for (int i = 0; i < r->ndevices; i++) {
+            int d = r->devices[i].device;
+            double total = r->devices[i].mem.total;
+            cr_assert_gt(nc[d], 2, "device %d has a memory counter", d);
+            cr_expect_leq(peak[d], total * (1 + 1e-12), "device %d", d);
+            cr_expect_lt(first[d], peak[d]);
+            cr_expect(fabs(last[d] - first[d]) <= 1e-6 * total, "device %d drains", d);
+        }
+        if (kinds[q] == SCHED_1F1B_FLUSH)
+            cr_expect(fabs(peak[0] - r->devices[0].mem.total) <= 1e-9 * peak[0],
+                      "stage 0 reaches its peak: %g of %g", peak[0], r->devices[0].mem.total);
+        free(fin);
+        cJSON_Delete(root);
+        free(text);
+        sim_report_free(r);
+        plan_free(pl);
+    }
 }

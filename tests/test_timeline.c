@@ -164,6 +164,43 @@ Test(timeline, reader_rejects)
     expect_reject("{\"traceEvents\": [{\"ph\": \"M\", \"name\": \"thread_name\", \"pid\": 1, "
                   "\"tid\": 0, \"args\": {\"name\": \"device 0\", \"peak_memory_bytes\": -1}}]}",
                   "traceEvents[0].args.peak_memory_bytes");
+    expect_reject("{\"otherData\": {\"model\": 7}, \"traceEvents\": []}", "otherData.model");
+    expect_reject("{\"otherData\": {\"stage_layers\": [[0, 3], [4]]}, \"traceEvents\": []}",
+                  "otherData.stage_layers[1]");
+    expect_reject("{\"otherData\": {\"stage_layers\": [[5, 3]]}, \"traceEvents\": []}",
+                  "otherData.stage_layers[0][1]");
+}
+
+/* The model and the stages' layer ranges a run names go through the file unchanged. */
+Test(timeline, model_round_trip)
+{
+    timeline *tl = sample();
+    int first[3] = {0, 4, 9}, last[3] = {3, 8, 12};
+    cr_assert_eq(timeline_set_model(tl, "vgg \"16\"", 3, first, last), 0);
+    size_t n;
+    char *text = timeline_chrome_text(tl, &n);
+    cr_assert_not_null(text);
+    cJSON *root = cJSON_Parse(text);
+    cr_assert_not_null(root, "the trace is not JSON");
+    plumb_err e;
+    timeline *back = timeline_from_chrome_json(root, "t.json", &e);
+    cr_assert_not_null(back, "%s", e.msg);
+    cr_assert_str_eq(back->model, "vgg \"16\"");
+    cr_assert_eq(back->nstage_layers, 3);
+    for (int i = 0; i < 3; i++) {
+        cr_expect_eq(back->stage_layers[2 * i], first[i]);
+        cr_expect_eq(back->stage_layers[2 * i + 1], last[i]);
+    }
+    timeline_free(back);
+    cJSON_Delete(root);
+    free(text);
+    /* a timeline that names nothing writes neither field */
+    cr_assert_eq(timeline_set_model(tl, NULL, 0, NULL, NULL), 0);
+    text = timeline_chrome_text(tl, &n);
+    cr_expect_null(strstr(text, "\"model\""));
+    cr_expect_null(strstr(text, "stage_layers"));
+    free(text);
+    timeline_free(tl);
 }
 
 /* A hand-written trace without metadata still reads: tracks come from pid and tid. */
@@ -184,4 +221,64 @@ Test(timeline, reader_minimal)
     cr_expect_eq(tl->ev[0].microbatch, 1);
     timeline_free(tl);
     cJSON_Delete(root);
+}
+
+/* Flows bind each transfer to the computation that receives it; counters carry memory. */
+Test(timeline, chrome_flows_and_counters)
+{
+    timeline *tl = sample();
+    /* a transfer whose receiver is not in the timeline gets no flow */
+    int l10 = timeline_track(tl, TL_TRACK_LINK, 1, 0, NULL);
+    tl_event orphan = {.start_s = 4.5e-3, .dur_s = 0.2e-3, .bytes = 64, .track = l10,
+                       .kind = TL_SEND_B, .stage = 1, .peer_stage = 0, .microbatch = 0};
+    cr_assert_eq(timeline_add(tl, &orphan), 0);
+    cr_assert_eq(timeline_counter_add(tl, 0, 0, 1e9), 0);
+    cr_assert_eq(timeline_counter_add(tl, 0, 1e-3, 1.5e9), 0);
+    cr_assert_eq(timeline_counter_add(tl, 1, 0, 2e9), 0);
+    char *text = timeline_chrome_text(tl, NULL);
+    cr_assert_not_null(text);
+    cJSON *root = cJSON_Parse(text);
+    cr_assert_not_null(root, "not JSON:\n%s", text);
+    const cJSON *evs = cJSON_GetObjectItem(root, "traceEvents");
+    int ns = 0, nf = 0, nc0 = 0, nc1 = 0;
+    double sid = -1, fid = -2, fts = -1;
+    for (const cJSON *ev = evs->child; ev; ev = ev->next) {
+        const char *ph = cJSON_GetObjectItem(ev, "ph")->valuestring;
+        if (!strcmp(ph, "s")) {
+            ns++;
+            sid = cJSON_GetObjectItem(ev, "id")->valuedouble;
+            cr_expect_eq(cJSON_GetObjectItem(ev, "pid")->valueint, 3, "starts on the link");
+            double ts = cJSON_GetObjectItem(ev, "ts")->valuedouble;
+            cr_expect(ts > 1000 && ts < 1500, "inside the transfer (1000..1500 us): %g", ts);
+        } else if (!strcmp(ph, "f")) {
+            nf++;
+            fid = cJSON_GetObjectItem(ev, "id")->valuedouble;
+            fts = cJSON_GetObjectItem(ev, "ts")->valuedouble;
+            cr_expect_eq(cJSON_GetObjectItem(ev, "pid")->valueint, 1);
+            cr_expect_eq(cJSON_GetObjectItem(ev, "tid")->valueint, 1, "ends on device 1");
+            cr_expect_str_eq(cJSON_GetObjectItem(ev, "bp")->valuestring, "e");
+        } else if (!strcmp(ph, "C")) {
+            const char *nm = cJSON_GetObjectItem(ev, "name")->valuestring;
+            const cJSON *args = cJSON_GetObjectItem(ev, "args");
+            cr_assert(cJSON_IsNumber(cJSON_GetObjectItem(args, "bytes")));
+            nc0 += !strcmp(nm, "memory d0");
+            nc1 += !strcmp(nm, "memory d1");
+        }
+    }
+    cr_expect_eq(ns, 1, "one flow: the orphan transfer has none");
+    cr_expect_eq(nf, 1);
+    cr_expect_eq(sid, fid, "the start and the finish share their id");
+    cr_expect(fts > 1500 && fts < 2500, "inside device 1's F0 s1 (1500..2500 us): %g", fts);
+    cr_expect_eq(nc0, 2);
+    cr_expect_eq(nc1, 1);
+    /* the reader takes the trace back with its flows and counters (plumb compare reads it) */
+    plumb_err e;
+    err_clear(&e);
+    timeline *back = timeline_from_chrome_json(root, "t.json", &e);
+    cr_assert_not_null(back, "%s", e.msg);
+    cr_expect_eq(back->n, tl->n);
+    timeline_free(back);
+    cJSON_Delete(root);
+    free(text);
+    timeline_free(tl);
 }

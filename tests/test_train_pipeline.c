@@ -80,6 +80,32 @@ static float *sequential(fixture *f, int M, int iters, int kind)
     return w;
 }
 
+/* The measured trace's computations on each worker's device track, in time order, are
+ * the IR's F/B/I/W of that worker in list order: a posted receive never reorders them. */
+static void expect_trace_order(const schedule *s, const timeline *tl)
+{
+    for (int w = 0; w < s->nworkers; w++) {
+        int i = 0, n = 0;
+        for (size_t k = 0; k < tl->n; k++) {
+            const tl_event *ev = &tl->ev[k];
+            const tl_track *t = &tl->tracks[ev->track];
+            if (t->kind != TL_TRACK_DEVICE || t->device != w || ev->kind > TL_W) continue;
+            while (i < s->len[w] && s->acts[w][i].kind > ACT_W) i++;
+            cr_assert_lt(i, s->len[w], "worker %d: more computations measured than listed", w);
+            const action *a = &s->acts[w][i++];
+            cr_expect(ev->kind == a->kind && ev->stage == a->stage &&
+                      ev->microbatch == a->microbatch, "worker %d computation %d: measured "
+                      "kind %d stage %d microbatch %d, listed %s", w, n, ev->kind, ev->stage,
+                      ev->microbatch, act_kind_name((act_kind)a->kind));
+            n++;
+        }
+        while (i < s->len[w] && s->acts[w][i].kind > ACT_W) i++;
+        cr_expect_gt(n, 0, "worker %d: no computation measured", w);
+        cr_expect_eq(i, s->len[w], "worker %d: %d computations measured, fewer than listed", w,
+                     n);
+    }
+}
+
 /* Runs the schedule of `kind` over stage boundaries `cuts` (first layer of each stage). */
 static int pipeline_rc(fixture *f, sched_kind kind, int nstages, const int *firsts,
                        int chunks, const int *replicas, int M, int iters, int opt,
@@ -101,6 +127,7 @@ static int pipeline_rc(fixture *f, sched_kind kind, int nstages, const int *firs
                   .opt = train_default_opt(opt),
                   .batch = batch, .batch_user = f, .timeout_s = 20, .recompute = recompute};
     int rc = runtime_run(&cfg, res, e);
+    if (rc == 0) expect_trace_order(s, res->trace);
     schedule_free(s);
     return rc;
 }

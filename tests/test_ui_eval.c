@@ -3,7 +3,9 @@
  * bandwidth factors, heterogeneous servers), and the evaluation of a what-if on a profile
  * and cluster (the plan validates, the report is there, the cache answers repeats). */
 #include <criterion/criterion.h>
+#include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "ui/eval.h"
 #include "ui/split.h"
@@ -177,4 +179,86 @@ Test(ui_eval, evaluate_plans_simulates_and_caches)
     ui_base_free(&b);
     cr_assert_eq(ui_planner_parse("pipedream"), UI_PLANNER_PIPEDREAM);
     cr_assert_eq(ui_planner_parse("nope"), -1);
+}
+
+#define PLAN_1F1B "examples/plans/vgg16-4stage-1f1b.json"
+
+/* A loaded plan is shown as written only on the cluster it was loaded with: a memory limit
+ * or a bandwidth change re-plans through the planner (as plumb plan would), so the plan
+ * shown is made for the cluster shown and fits its memory. */
+Test(ui_eval, loaded_plan_is_replanned_when_the_cluster_changes)
+{
+    ui_base b;
+    plumb_err e;
+    err_clear(&e);
+    cr_assert_eq(ui_base_load(&b, NULL, NULL, PLAN_1F1B, &e), 0, "%s", e.msg);
+    ui_whatif w;
+    ui_base_whatif(&b, &w);
+    ui_result r;
+    memset(&r, 0, sizeof r);
+    cr_assert_eq(ui_evaluate(&b, &w, &r), 0, "%s", r.err);
+    cr_assert_str_eq(r.origin, "plan file");
+    double loaded_peak = r.rep->peak_memory_bytes;
+    w.straggler = 1; /* a simulator what-if keeps the plan */
+    cr_assert_eq(ui_evaluate(&b, &w, &r), 0, "%s", r.err);
+    cr_assert_str_eq(r.origin, "plan file");
+    w.straggler = -1;
+    w.mem_limit_bytes = 6.0 * 1024 * 1024 * 1024; /* x x x on its 16 GiB V100s */
+    cr_assert_lt(w.mem_limit_bytes, loaded_peak, "the loaded plan must not fit the limit");
+    cr_assert_eq(ui_evaluate(&b, &w, &r), 0, "%s", r.err);
+    cr_assert_str_eq(r.origin, "native planner", "%s", r.note);
+    cr_assert(r.rep->fits, "peak %.3g bytes", r.rep->peak_memory_bytes);
+    cr_assert_leq(r.rep->peak_memory_bytes, w.mem_limit_bytes);
+    w.recompute = UI_RECOMPUTE_AUTO; /* then r: still planned, still fits */
+    cr_assert_eq(ui_evaluate(&b, &w, &r), 0, "%s", r.err);
+    cr_assert_str_eq(r.origin, "native planner", "%s", r.note);
+    cr_assert(r.rep->fits);
+    w.mem_limit_bytes = 0;
+    w.recompute = b.loaded->recompute;
+    w.bw_exp[b.clus->nlevels - 1] = 1; /* a faster network: planned for it */
+    cr_assert_eq(ui_evaluate(&b, &w, &r), 0, "%s", r.err);
+    cr_assert_str_eq(r.origin, "native planner");
+    w.bw_exp[b.clus->nlevels - 1] = 0; /* back to the loaded cluster: the file again */
+    cr_assert_eq(ui_evaluate(&b, &w, &r), 0, "%s", r.err);
+    cr_assert_str_eq(r.origin, "plan file");
+    ui_result_free(&r);
+    ui_base_free(&b);
+}
+
+/* 1024 GPUs are planned on as they are; beyond UI_MAX_GPUS the dashboard says it cuts. */
+Test(ui_eval, large_clusters_are_not_cut_silently)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/tmp/plumb-test-ui-big-%d.json", (int)getpid());
+    for (int servers = 128; servers <= 1024; servers *= 8) {
+        FILE *f = fopen(path, "w");
+        cr_assert_not_null(f);
+        fprintf(f, "{\"format\": \"plumb-cluster/1\", \"name\": \"big\", \"levels\": ["
+                   "{\"name\": \"nvlink\", \"count\": 8, \"bandwidth_gbit_per_s\": 3600, \"latency_us\": 3},"
+                   "{\"name\": \"ib\", \"count\": %d, \"bandwidth_gbit_per_s\": 400, \"latency_us\": 5}],"
+                   "\"device_types\": [{\"name\": \"H200\", \"memory_gib\": 135, \"speed\": 4}],"
+                   "\"device_type\": \"H200\"}\n", servers);
+        fclose(f);
+        ui_base b;
+        plumb_err e;
+        err_clear(&e);
+        cr_assert_eq(ui_base_load(&b, PROFILE, path, NULL, &e), 0, "%s", e.msg);
+        ui_whatif w;
+        ui_base_whatif(&b, &w);
+        char note[PLUMB_ERR_MAX];
+        int cut = ui_base_cut_note(&b, note, sizeof note);
+        if (servers * 8 <= UI_MAX_GPUS) {
+            cr_assert_eq(w.ngpus, servers * 8);
+            cr_assert_eq(cut, 0);
+            cr_assert_str_eq(note, "");
+        } else {
+            cr_assert_eq(w.ngpus, UI_MAX_GPUS);
+            cr_assert_eq(cut, 1);
+            char want[64];
+            snprintf(want, sizeof want, "%d GPUs", servers * 8);
+            cr_assert(strstr(note, want), "%s", note);
+        }
+        ui_base_free(&b);
+    }
+    unlink(path);
 }

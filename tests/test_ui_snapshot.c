@@ -150,7 +150,8 @@ Test(ui_snapshot, default_frame_80x24_shows_every_panel)
     cr_assert_eq(ui_app_open(&a, NULL, NULL, PLAN, tmpdir, UI_PLANNER_NATIVE), 0);
     cr_assert(a.loaded, "%s", a.load_err);
     char *s = snap(&a, 80, 24, NULL);
-    cr_assert(strstr(s, "plumb ui  vgg16 on cluster-a-4x4  pipedream  mb 15x64  2 stages"), "%s", s);
+    cr_assert(strstr(s, "plumb ui  vgg16 on cluster-a-4x4  pipedream (async)  mb 15x64  2 stages"),
+              "%s", s);
     figs f = read_figs(s);
     cr_assert_gt(f.sps, 0);
     cr_assert_eq(f.cap_gib, 15.0);
@@ -167,6 +168,33 @@ Test(ui_snapshot, default_frame_80x24_shows_every_panel)
     const char *last = strrchr(s, '\n');
     while (last > s && last[-1] != '\n') last--;
     cr_assert(!strncmp(last, "q quit  ? help", 14), "status line: %s", last);
+    free(s);
+    ui_app_free(&a);
+}
+
+/* The header marks asynchronous schedules and labels the time of the last evaluation. */
+Test(ui_snapshot, header_marks_async_schedules_and_labels_the_time)
+{
+    ui_app a;
+    cr_assert_eq(ui_app_open(&a, NULL, NULL, PLAN, tmpdir, UI_PLANNER_NATIVE), 0);
+    char *s = snap(&a, 160, 40, NULL);
+    cr_assert(strstr(s, "pipedream (async: weight stashing)  mb 15x64"), "%s", s);
+    char *nl = strchr(s, '\n');
+    cr_assert(nl && nl - s > 20);
+    *nl = 0;
+    const char *t = strstr(s, " plan+sim ");
+    cr_assert(t, "the time top right is labelled: %s", s);
+    double v = 0;
+    char unit[8] = "";
+    cr_assert_eq(sscanf(t + 10, "%lf %7s", &v, unit), 2, "%s", t);
+    cr_assert(v > 0 && (!strcmp(unit, "ms") || !strcmp(unit, "us") || !strcmp(unit, "s")), "%s", t);
+    free(s);
+    s = snap(&a, 160, 40, "c"); /* 2bw: asynchronous too */
+    cr_assert(strstr(s, "2bw (async: 2 weight versions)"), "%s", s);
+    free(s);
+    s = snap(&a, 160, 40, "c"); /* interleaved flushes */
+    cr_assert(strstr(s, "  interleaved  mb"), "%s", s);
+    cr_assert(!strstr(s, "async"), "%s", s);
     free(s);
     ui_app_free(&a);
 }
@@ -238,7 +266,7 @@ Test(ui_snapshot, replanning_on_gpu_changes_matches_plumb_sim)
     ui_app_open(&a, PROFILE, CLUSTER, NULL, tmpdir, UI_PLANNER_NATIVE);
     cr_assert(a.loaded, "%s", a.load_err);
     char *s = snap(&a, 100, 30, "-s");
-    cr_assert(strstr(s, "GPUs 8"), "%s", s);
+    cr_assert(strstr(s, "GPUs 12"), "%s", s);
     cr_assert(strstr(s, "(native planner)"), "%s", s);
     figs f = read_figs(s);
     cJSON *rep = sim_json(saved_plan_path(s), NULL, NULL);
@@ -299,7 +327,7 @@ Test(ui_snapshot, what_if_keys_undo_and_pin)
     char *s0 = snap(&a, 100, 30, NULL);
     figs f0 = read_figs(s0);
     char *s = snap(&a, 100, 30, "+");
-    cr_assert(strstr(s, "GPUs 32"), "%s", s);
+    cr_assert(strstr(s, "GPUs 20"), "%s", s);
     free(s);
     s = snap(&a, 100, 30, "r"); /* the plan file's "off" -> auto: the planner's choice */
     cr_assert(strstr(s, "recompute auto (on)") || strstr(s, "recompute auto (off)"), "%s", s);

@@ -32,25 +32,31 @@ static int keys(ui_state *st, const char *k)
 
 Test(ui_state, gpu_steps_follow_the_hierarchy)
 {
-    cr_assert_eq(ui_gpu_step(16, 4, +1), 32);
-    cr_assert_eq(ui_gpu_step(16, 4, -1), 8);
+    /* beyond one server: one server more or less per step */
+    cr_assert_eq(ui_gpu_step(16, 4, +1), 20);
+    cr_assert_eq(ui_gpu_step(16, 4, -1), 12);
     cr_assert_eq(ui_gpu_step(8, 4, -1), 4);
+    cr_assert_eq(ui_gpu_step(12, 8, +1), 16);    /* 12 is not whole servers: the next that is */
+    cr_assert_eq(ui_gpu_step(12, 8, -1), 8);
+    cr_assert_eq(ui_gpu_step(1016, 8, +1), 1024);
+    /* within a server: the next divisor of it */
     cr_assert_eq(ui_gpu_step(4, 4, -1), 2);
+    cr_assert_eq(ui_gpu_step(2, 4, +1), 4);
+    cr_assert_eq(ui_gpu_step(3, 8, +1), 4);
+    cr_assert_eq(ui_gpu_step(6, 12, -1), 4);
     cr_assert_eq(ui_gpu_step(1, 4, -1), 1);      /* nothing below one GPU */
-    cr_assert_eq(ui_gpu_step(12, 4, -1), 4);     /* 6 is neither a divisor nor a multiple */
-    cr_assert_eq(ui_gpu_step(12, 8, +1), 24);
-    cr_assert_eq(ui_gpu_step(3, 8, +1), 8);
     cr_assert_eq(ui_gpu_step(UI_MAX_GPUS, 8, +1), UI_MAX_GPUS);
+    cr_assert_geq(UI_MAX_GPUS, 1024);            /* 1024-GPU clusters are not cut */
 }
 
 Test(ui_state, what_if_keys_change_the_settings)
 {
     ui_state *st = fresh();
     cr_assert_eq(ui_state_key(st, '+') & UI_DO_EVAL, UI_DO_EVAL);
-    cr_assert_eq(st->cur.ngpus, 32);
+    cr_assert_eq(st->cur.ngpus, 20);
     ui_state_key(st, '-');
     ui_state_key(st, '-');
-    cr_assert_eq(st->cur.ngpus, 8);
+    cr_assert_eq(st->cur.ngpus, 12);
     cr_assert_eq(st->view.level, 1); /* starts on the outermost level */
     keys(st, "bb");
     cr_assert_eq(st->cur.bw_exp[1], 2);
@@ -146,7 +152,7 @@ Test(ui_state, pinning_keeps_a_copy_and_is_undoable)
     cr_assert(st->pinned);
     keys(st, "++");
     cr_assert_eq(st->pin.ngpus, 16);
-    cr_assert_eq(st->cur.ngpus, 64);
+    cr_assert_eq(st->cur.ngpus, 24);
     keys(st, "P");
     cr_assert(!st->pinned);
     cr_assert(ui_state_key(st, 'u') & UI_DO_EVAL_PIN);

@@ -79,6 +79,8 @@ int ui_app_open(ui_app *a, const char *profile_path, const char *cluster_path,
         ui_evaluate(&a->base, &a->st->cur, &a->cur);
     }
     note_msg(a);
+    char cut[PLUMB_ERR_MAX];
+    if (ui_base_cut_note(&a->base, cut, sizeof cut)) set_msg(a, 1, "%s", cut);
     a->key_ms = now_ms() - t0;
     return 0;
 }

@@ -12,7 +12,7 @@
 static const char *const HELP[] = {
     "plumb ui: what-if planning; every change re-plans and re-simulates.",
     "",
-    "  +  -          GPUs up / down (whole servers beyond one server)",
+    "  +  -          GPUs up / down by one server (divisors of a server below)",
     "  1..8  l  Tab  select the cluster level the bandwidth keys change",
     "  b  B          double / halve the selected level's bandwidth",
     "  c  C          next / previous pipeline schedule",
@@ -257,6 +257,15 @@ static void draw_whatifs(ui_app *a, int x, int y, int w, ui_fb *fb)
     pen_field(&p, "undo", v, UI_ST_DIM);
 }
 
+/* What the header adds after an asynchronous schedule's name (no flush: updates use
+ * stale weights), or NULL for a flushing one. Short form for narrow screens. */
+static const char *async_note(int kind, int narrow)
+{
+    if (kind == SCHED_PIPEDREAM) return narrow ? "async" : "async: weight stashing";
+    if (kind == SCHED_2BW) return narrow ? "async" : "async: 2 weight versions";
+    return NULL;
+}
+
 static void draw_header(ui_app *a, ui_rect r, ui_fb *fb)
 {
     pen p = { fb, r.x, r.y, r.x + r.w, 2 };
@@ -279,6 +288,11 @@ static void draw_header(ui_app *a, ui_rect r, ui_fb *fb)
     pen_text(&p, v, UI_ST_VALUE | UI_A_BOLD);
     snprintf(v, sizeof v, "  %s", sched_kind_name((sched_kind)w->schedule));
     pen_text(&p, v, UI_ST_SELECT | UI_A_BOLD);
+    const char *async = async_note(w->schedule, r.w < 120);
+    if (async) {
+        snprintf(v, sizeof v, " (%s)", async);
+        pen_text(&p, v, UI_ST_SELECT);
+    }
     if (a->cur.pl) {
         snprintf(v, sizeof v, "  mb %dx%d  %d stages (%s)", a->cur.pl->microbatches,
                  a->cur.pl->microbatch_size, a->cur.pl->nstages, a->cur.origin);
@@ -287,7 +301,7 @@ static void draw_header(ui_app *a, ui_rect r, ui_fb *fb)
     snprintf(v, sizeof v, "  %s%s", t ? t->name : "?", c->ntypes > 1 ? " (mixed)" : "");
     if (pen_room(&p) > (int)strlen(v) + 10) pen_text(&p, v, UI_ST_VALUE);
     char tm[32];
-    snprintf(v, sizeof v, " %s", ui_fmt_time(a->cur.eval_ms / 1e3, tm, sizeof tm));
+    snprintf(v, sizeof v, " plan+sim %s", ui_fmt_time(a->cur.eval_ms / 1e3, tm, sizeof tm));
     if (pen_room(&p) > (int)strlen(v) + 1)
         ui_fb_text(fb, r.x + r.w - (int)strlen(v), r.y, (int)strlen(v), v, UI_ST_DIM);
 

@@ -174,6 +174,15 @@ void ui_base_whatif(const ui_base *b, ui_whatif *w)
     if (w->ngpus > UI_MAX_GPUS) w->ngpus = UI_MAX_GPUS;
 }
 
+int ui_base_cut_note(const ui_base *b, char *buf, size_t n)
+{
+    if (n) buf[0] = 0;
+    if (!b->clus || b->clus->ndevices <= UI_MAX_GPUS) return 0;
+    snprintf(buf, n, "the cluster has %d GPUs; the dashboard plans on its first %d (plumb "
+             "plan and plumb sim take them all)", b->clus->ndevices, UI_MAX_GPUS);
+    return 1;
+}
+
 /* Largest divisor of n that is <= cap (>= 1). */
 static int divisor_upto(int n, int cap)
 {
@@ -305,13 +314,23 @@ static plan *planned(const ui_base *b, const cluster *clus, const ui_whatif *w,
 
 static int gcd(int a, int b) { return b ? gcd(b, a % b) : a; }
 
+/* 1 when w leaves the loaded cluster as it was: its GPU count, every level's bandwidth,
+ * no memory limit. Any other cluster re-plans, so that the plan shown is made for it. */
+static int cluster_as_loaded(const ui_whatif *w, int ndevices)
+{
+    if (w->ngpus != ndevices || w->mem_limit_bytes > 0) return 0;
+    for (int l = 0; l < CLUSTER_MAX_LEVELS; l++)
+        if (w->bw_exp[l]) return 0;
+    return 1;
+}
+
 plan *ui_replan(const ui_base *b, const cluster *clus, const ui_whatif *w, const char **origin,
                 double *plan_ms, char *note, size_t note_n, plumb_err *err)
 {
     const plan *L = b->loaded;
     plan *pl = NULL;
     if (note_n) note[0] = 0;
-    int keep = L && w->ngpus == L->clus->ndevices &&
+    int keep = L && cluster_as_loaded(w, L->clus->ndevices) &&
                (chunked(w->schedule) ? (int)L->schedule == w->schedule : L->chunks == 1);
     if (keep) {
         cluster *cc = cluster_clone(clus);

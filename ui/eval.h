@@ -53,6 +53,10 @@ void ui_base_free(ui_base *b);
  * bandwidths as given, no memory limit, no straggler. */
 void ui_base_whatif(const ui_base *b, ui_whatif *w);
 
+/* When the base cluster has more devices than the dashboard shows (UI_MAX_GPUS), writes
+ * one sentence saying so into buf and returns 1; else returns 0 and buf is "". */
+int ui_base_cut_note(const ui_base *b, char *buf, size_t n);
+
 /* The base cluster resized to w->ngpus devices and with each level's bandwidth (and egress)
  * scaled by 2^bw_exp. Up to one server: fewer devices in the server; beyond: whole servers,
  * filling the inner levels up to their original counts first, the outermost taking the

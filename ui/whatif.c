@@ -40,10 +40,10 @@ int ui_gpu_step(int n, int per_server, int dir)
 {
     if (per_server < 1) per_server = 1;
     if (dir > 0) {
-        for (int k = 2 * n; k <= UI_MAX_GPUS; k++)
+        for (int k = n + 1; k <= UI_MAX_GPUS; k++)
             if (gpu_valid(k, per_server)) return k;
     } else {
-        for (int k = n / 2; k >= 1; k--)
+        for (int k = (n > UI_MAX_GPUS ? UI_MAX_GPUS + 1 : n) - 1; k >= 1; k--)
             if (gpu_valid(k, per_server)) return k;
     }
     return n;

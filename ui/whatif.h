@@ -19,7 +19,8 @@ enum {
     UI_KEY_CTRL_R = 18,
 };
 
-#define UI_MAX_GPUS 256
+#define UI_MAX_GPUS 4096           /* as plumb sweep; a larger loaded cluster is cut (and
+                                     the status line says so) */
 #define UI_MAX_MICROBATCHES 1024
 #define UI_MAX_BW_EXP 10          /* bandwidth factors from 2^-10 to 2^10 */
 #define UI_MAX_ZOOM 12            /* the timeline shows down to 1/2^12 of the run */
@@ -93,9 +94,10 @@ void ui_state_init(ui_state *st, const ui_whatif *initial, int nlevels, int per_
 /* Applies one key; returns UI_DO_* flags (0: the key means nothing here). */
 int ui_state_key(ui_state *st, int key);
 
-/* The GPU count one step up (dir > 0) or down from n: the smallest valid count >= 2n, or
- * the largest valid count <= n/2 (valid: divides per_server or is a multiple of it; at most
- * UI_MAX_GPUS). Returns n itself when there is no step that way. */
+/* The GPU count one step up (dir > 0) or down from n: the next valid count above or below
+ * n (valid: divides per_server or is a multiple of it; at most UI_MAX_GPUS), so that
+ * beyond one server each step adds or removes one server. Returns n itself when there is
+ * no step that way. */
 int ui_gpu_step(int n, int per_server, int dir);
 
 /* The memory limit one step tighter (dir < 0) or looser from `cur` (0 = off), over steps of

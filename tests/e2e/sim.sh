@@ -106,6 +106,23 @@ expect_bad "--straggler" "$E" --straggler 1=0
 expect_bad "--bandwidth" "$E" --bandwidth bogus=3
 expect_bad "--bandwidth" "$E" --bandwidth 7=3
 expect_bad "--bandwidth" "$E" --bandwidth 1=-3
+# a path whose transfers can never complete (zero bandwidth, or one that underflows to it):
+# one line and exit 2 at once, from the what-if and from the cluster file alike
+expect_bad "--bandwidth GBPS: expected at least 8e-09 Gb/s, or the level's transfers never complete" \
+    "$E" --bandwidth 1=1e-30
+sed 's/"bandwidth_gbit_per_s": 10,/"bandwidth_gbit_per_s": 1e-300,/' \
+    profiles/clusters/cluster-a-4x4.json >"$tmp/zero-bw.json"
+grep -q "1e-300" "$tmp/zero-bw.json" || fail "zero-bw.json: the ethernet level not rewritten"
+sed -e "s#../../profiles/clusters/cluster-a-4x4.json#$tmp/zero-bw.json#" \
+    -e "s#../../profiles/pipedream/vgg16.json#$PWD/profiles/pipedream/vgg16.json#" "$E" \
+    >"$tmp/zero-bw-plan.json"
+timeout 60 "$PLUMB" sim "$tmp/zero-bw-plan.json" >"$tmp/out" 2>"$tmp/err"
+rc=$?
+[ "$rc" -eq 2 ] || fail "zero-bandwidth cluster: exit $rc, expected 2 (124: a hang)"
+[ -s "$tmp/out" ] && fail "zero-bandwidth cluster: wrote to stdout"
+[ "$(wc -l <"$tmp/err")" -eq 1 ] || fail "zero-bandwidth cluster: stderr: $(cat "$tmp/err")"
+grep -qF "zero-bw.json: levels[1].bandwidth_gbit_per_s: expected a finite bandwidth of at least 8e-09 Gb/s, or its transfers never complete (got 1e-300 Gb/s)" \
+    "$tmp/err" || fail "zero-bandwidth cluster: $(cat "$tmp/err")"
 expect_bad "--memory-limit" "$E" --memory-limit 0
 expect_bad "--iterations" "$E" --iterations 0
 expect_bad "one plan file" "$E" "$E"

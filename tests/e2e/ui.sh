@@ -80,7 +80,7 @@ wait_for ' 0 0-31 +15 0-14 '
 wait_for 'time \|0 s'
 colours xterm-256color yes
 T send-keys -t ui '+'
-wait_for 'GPUs 32 '
+wait_for 'GPUs 20 '
 wait_for '(native planner|even split)'
 T send-keys -t ui 'p'
 wait_for '^pin +samples/s'
@@ -94,7 +94,7 @@ wait_for 'recompute on'
 T send-keys -t ui 'c'
 wait_for ' 2bw '
 T send-keys -t ui 'u'
-wait_for ' pipedream +mb '
+wait_for ' pipedream (\(async[^)]*\) +)?mb '
 T send-keys -t ui Down Down 't'
 wait_for 'straggler d2 x2'
 wait_for '>d2!'
@@ -122,7 +122,7 @@ start TERM=vt100
 wait_for 'samples/s [0-9.]+'
 colours vt100 no
 T send-keys -t ui '-'
-wait_for 'GPUs 8 '
+wait_for 'GPUs 12 '
 T send-keys -t ui C-c
 check_restored "Ctrl-C"
 
