@@ -445,22 +445,14 @@ void schedule_print(const schedule *s, FILE *out)
     free(width);
 }
 
-static int cmp_mb(const void *a, const void *b)
+/* A microbatch's dense id in an insert-only open-addressing table of cap (a power of 2)
+ * slots: keys[] (-1 = empty) and ids[]; a new microbatch gets id *n and *n grows. */
+static int mb_id(int *keys, int *ids, unsigned cap, int *n, int mb)
 {
-    int x = *(const int *)a, y = *(const int *)b;
-    return (x > y) - (x < y);
-}
-
-/* Index of mb in the sorted ids[0..n), or -1. */
-static int mb_index(const int *ids, int n, int mb)
-{
-    int lo = 0, hi = n;
-    while (lo < hi) {
-        int mid = (lo + hi) / 2;
-        if (ids[mid] < mb) lo = mid + 1;
-        else hi = mid;
-    }
-    return lo < n && ids[lo] == mb ? lo : -1;
+    unsigned h = ((unsigned)mb * 2654435761u) & (cap - 1);
+    while (keys[h] >= 0 && keys[h] != mb) h = (h + 1) & (cap - 1);
+    if (keys[h] < 0) keys[h] = mb, ids[h] = (*n)++;
+    return ids[h];
 }
 
 int schedule_slots(const schedule *s, int w, int stage)
@@ -468,29 +460,28 @@ int schedule_slots(const schedule *s, int w, int stage)
     if (!s || w < 0 || w >= s->nworkers) return 1;
     const action *list = s->acts[w];
     int n = s->len[w], open = 0, best = 0, used = 0, nid = 0;
-    /* ids: the microbatches of the actions that matter, sorted; o: the open ones; at[id]:
-     * an id's index in o, or -1 (n log n in the list, whatever the microbatch numbers) */
-    int *ids = malloc(((size_t)n + 1) * sizeof *ids);
+    /* microbatches get dense ids from a hash table (linear in the list, whatever the
+     * microbatch numbers); o: the open ones; at[id]: an id's index in o, or -1 */
+    unsigned cap = 16;
+    while (cap < 2u * (unsigned)n + 2) cap *= 2;
+    int *keys = malloc(cap * sizeof *keys), *ids = malloc(cap * sizeof *ids);
     struct open_mb { int mb, bwd_done, dx_gone; } *o = malloc(((size_t)n + 1) * sizeof *o);
     int *at = malloc(((size_t)n + 1) * sizeof *at);
-    if (!ids || !o || !at) {
-        free(ids), free(o), free(at);
+    if (!keys || !ids || !o || !at) {
+        free(keys), free(ids), free(o), free(at);
         return n > 0 ? n : 1; /* pessimistic */
     }
-    for (int i = 0; i < n; i++)
-        if ((list[i].stage == stage || list[i].stage == stage - 1) && list[i].microbatch >= 0)
-            ids[nid++] = list[i].microbatch;
-    qsort(ids, (size_t)nid, sizeof *ids, cmp_mb);
-    int u = 0;
-    for (int i = 0; i < nid; i++)
-        if (i == 0 || ids[i] != ids[i - 1]) ids[u++] = ids[i];
-    nid = u;
-    for (int i = 0; i < nid; i++) at[i] = -1;
+    for (unsigned h = 0; h < cap; h++) keys[h] = -1;
     for (int i = 0; i < n; i++) {
         const action *a = &list[i];
         int local_take = a->stage == stage - 1 && (a->kind == ACT_B || a->kind == ACT_I);
         if (a->stage != stage && !local_take) continue;
-        int id = a->microbatch >= 0 ? mb_index(ids, nid, a->microbatch) : -1;
+        int id = -1;
+        if (a->microbatch >= 0) {
+            int before = nid;
+            id = mb_id(keys, ids, cap, &nid, a->microbatch);
+            if (nid > before) at[id] = -1;
+        }
         int k = id >= 0 ? at[id] : -1;
         if (local_take) {
             if (k >= 0) o[k].dx_gone = 1;
@@ -509,6 +500,6 @@ int schedule_slots(const schedule *s, int w, int stage)
             open--;
         }
     }
-    free(ids), free(o), free(at);
+    free(keys), free(ids), free(o), free(at);
     return best > 0 ? best : 1;
 }
