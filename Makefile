@@ -41,29 +41,46 @@ MPICC := $(shell command -v mpicc 2>/dev/null)
 HAVE_MPI := $(shell [ -n "$(MPICC)" ] && printf '$(HASH)include <mpi.h>\nint main(void){return MPI_Init(0,0);}\n' | $(MPICC) -x c - -o /dev/null >/dev/null 2>&1 && echo 1)
 
 # --- sources ---------------------------------------------------------------------------
+# libplumb.a has no CUDA or MPI symbol: the CUDA backend and the mpi and nccl transports are
+# plugins, shared objects next to the binary that it loads when --backend cuda or
+# --transport mpi|nccl asks for them (exec/plugin.h), so that every other command starts
+# without mapping cuBLAS, cuDNN, NCCL or MPI.
 LIB_SRCS := $(wildcard core/*.c sim/*.c planner/*.c exec/*.c exec/cpu/*.c ui/*.c cli/cmd_*.c)
 CUDA_SRCS := $(wildcard exec/cuda/*.cu)
 CUDA_CSRCS := $(wildcard exec/cuda/*.c)
 MPI_SRCS := $(wildcard exec/mpi/*.c)
+NCCL_PLUGIN_SRCS := $(filter exec/cuda/cuda_nccl%.c,$(CUDA_CSRCS)) $(filter exec/mpi/nccl_%.c,$(MPI_SRCS))
+CUDA_PLUGIN_SRCS := $(filter-out $(NCCL_PLUGIN_SRCS),$(CUDA_CSRCS))
+MPI_PLUGIN_SRCS := $(filter-out $(NCCL_PLUGIN_SRCS),$(MPI_SRCS))
+CUDA_PLUGIN_OBJS := $(CUDA_PLUGIN_SRCS:%.c=$(BUILD)/obj/%.o) $(CUDA_SRCS:%.cu=$(BUILD)/obj/%.o)
+MPI_PLUGIN_OBJS := $(MPI_PLUGIN_SRCS:%.c=$(BUILD)/obj/%.o)
+NCCL_PLUGIN_OBJS := $(NCCL_PLUGIN_SRCS:%.c=$(BUILD)/obj/%.o)
+# the NCCL layer's CUDA side, which tests/test_cuda.c links (stubs without NCCL)
+NCCL_CUDA_OBJS := $(filter $(BUILD)/obj/exec/cuda/%,$(NCCL_PLUGIN_OBJS))
+PIC_ERR := $(BUILD)/obj/pic/core/err.o # each plugin's own copy of err_set
+PLUGINS :=
 ifeq ($(HAVE_CUDA),1)
   CFLAGS += -DPLUMB_HAVE_CUDA -I$(CUDA_HOME)/include
-  LIB_SRCS += $(CUDA_CSRCS)
-  LDLIBS += -L$(CUDA_HOME)/lib64 -L$(CUDA_HOME)/lib -Wl,-rpath,$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib -lcublas -lcudart -lstdc++
+  CUDA_LDPATH := -L$(CUDA_HOME)/lib64 -L$(CUDA_HOME)/lib -Wl,-rpath,$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib
+  CUDA_LIBS := $(CUDA_LDPATH) -lcublas -lcudart -lstdc++
+  PLUGINS += $(BUILD)/plumb-cuda.so
   ifeq ($(HAVE_CUDNN),1)
     CFLAGS += -DPLUMB_HAVE_CUDNN
-    LDLIBS += -lcudnn
+    CUDA_LIBS += -lcudnn
   endif
   ifeq ($(HAVE_NCCL),1)
     CFLAGS += -DPLUMB_HAVE_NCCL
-    LDLIBS += -lnccl
+    NCCL_LIBS := $(CUDA_LDPATH) -lcudart -lnccl
   endif
 endif
 ifeq ($(HAVE_MPI),1)
   MPI_CFLAGS := $(shell $(MPICC) --showme:compile 2>/dev/null)
   MPI_LIBS := $(shell $(MPICC) --showme:link 2>/dev/null)
   CFLAGS += -DPLUMB_HAVE_MPI
-  LDLIBS += $(MPI_LIBS)
-  LIB_OBJS_MPI := $(MPI_SRCS:%.c=$(BUILD)/obj/%.o)
+  PLUGINS += $(BUILD)/plumb-mpi.so
+  ifeq ($(HAVE_CUDA)$(HAVE_NCCL),11)
+    PLUGINS += $(BUILD)/plumb-nccl.so
+  endif
 endif
 # machine code for Hopper (sm_90) and Ampere/Ada (sm_80, which sm_86 and sm_89 run), and
 # compute_75 PTX (CUDA 13's oldest target) that any other GPU JIT-compiles at load
@@ -71,10 +88,7 @@ NVCC_ARCH ?= -gencode arch=compute_90,code=sm_90 -gencode arch=compute_80,code=s
              -gencode arch=compute_75,code=compute_75
 NVCCFLAGS ?= -O2 -std=c++17 $(NVCC_ARCH) -Icore -I. -Xcompiler -Wall
 
-LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/obj/%.o) $(LIB_OBJS_MPI)
-ifeq ($(HAVE_CUDA),1)
-  LIB_OBJS += $(CUDA_SRCS:%.cu=$(BUILD)/obj/%.o)
-endif
+LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/obj/%.o)
 LIB := $(BUILD)/libplumb.a
 BIN := $(BUILD)/plumb
 ifeq ($(HAVE_CUDA),1)
@@ -83,7 +97,7 @@ endif
 
 # The flags every object is built with, kept in $(CONFIG): when they change (an optional
 # part found, SAN, CFLAGS on the command line) every object is rebuilt
-CONFIG_TEXT := $(CC) $(CFLAGS) $(MPI_CFLAGS) | $(NVCC) $(NVCCFLAGS) | $(LDLIBS) | $(EMU_CXXFLAGS)
+CONFIG_TEXT := $(CC) $(CFLAGS) $(MPI_CFLAGS) | $(NVCC) $(NVCCFLAGS) | $(LDLIBS) | $(CUDA_LIBS) | $(NCCL_LIBS) | $(MPI_LIBS) | $(EMU_CXXFLAGS)
 ifneq ($(MAKECMDGOALS),clean)
   ifneq ($(file <$(CONFIG)),$(CONFIG_TEXT))
     $(shell mkdir -p $(BUILD))
@@ -104,39 +118,74 @@ ifeq ($(HAVE_CUDA),1) # the CUDA backend on cuemu (tests/cuemu/cuemu.mk)
 endif
 
 # --- rules -----------------------------------------------------------------------------
-all: optional-parts $(BIN) $(LIB)
+# ./plumb finds its plugins next to itself: they are copied alongside it
+all: optional-parts $(BIN) $(LIB) $(PLUGINS)
 ifeq ($(BUILD),build)
 	@cp -f $(BIN) ./plumb && cp -f $(LIB) ./libplumb.a
+	@rm -f ./plumb-cuda.so ./plumb-mpi.so ./plumb-nccl.so
+	@for f in $(PLUGINS); do cp -f $$f . || exit 1; done
 endif
 
 deps: # deps.sh ran while the Makefile was read
 	@:
 
 optional-parts:
-	@echo "plumb: CUDA backend: $(if $(filter 1,$(HAVE_CUDA)),built (nvcc $(NVCC)),not built (nvcc not found or not working))"
+	@echo "plumb: CUDA backend: $(if $(filter 1,$(HAVE_CUDA)),built (nvcc $(NVCC); plugin plumb-cuda.so),not built (nvcc not found or not working))"
 	@echo "plumb: cuDNN convolutions: $(if $(filter 1,$(HAVE_CUDNN)),built,not built (cudnn.h/libcudnn not found))"
-	@echo "plumb: NCCL transport: $(if $(filter 1,$(HAVE_NCCL)),built,not built (nccl.h/libnccl not found))"
-	@echo "plumb: MPI transport: $(if $(filter 1,$(HAVE_MPI)),built,not built (mpicc not found; apt-get install libopenmpi-dev))"
+	@echo "plumb: NCCL transport: $(if $(filter $(BUILD)/plumb-nccl.so,$(PLUGINS)),built (plugin plumb-nccl.so),not built ($(if $(filter 1,$(HAVE_NCCL)),needs MPI too,nccl.h/libnccl not found)))"
+	@echo "plumb: MPI transport: $(if $(filter 1,$(HAVE_MPI)),built (plugin plumb-mpi.so),not built (mpicc not found; apt-get install libopenmpi-dev))"
 
 $(BUILD)/obj/%.o: %.c $(CONFIG)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
 
+# the plugins' objects are position-independent
 $(BUILD)/obj/exec/mpi/%.o: exec/mpi/%.c $(CONFIG)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(MPI_CFLAGS) -MMD -MP -c $< -o $@
+	$(CC) $(CFLAGS) -fPIC $(MPI_CFLAGS) -MMD -MP -c $< -o $@
+
+$(BUILD)/obj/exec/cuda/%.o: exec/cuda/%.c $(CONFIG)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -fPIC -MMD -MP -c $< -o $@
+
+$(BUILD)/obj/pic/%.o: %.c $(CONFIG)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -fPIC -MMD -MP -c $< -o $@
 
 $(BUILD)/obj/%.o: %.cu $(CONFIG)
 	@mkdir -p $(dir $@)
-	$(NVCC) $(NVCCFLAGS) -c $< -o $@
+	$(NVCC) $(NVCCFLAGS) -Xcompiler -fPIC -c $< -o $@
 
 $(LIB): $(LIB_OBJS)
 	@mkdir -p $(dir $@)
 	@rm -f $@
 	ar rcs $@ $^
 
-$(BIN): $(BUILD)/obj/cli/main.o $(LIB) $(CONFIG)
+# Each plugin links all it needs (-z defs: no symbol left for the binary to supply) and is
+# named by its file name (its soname), under which plumb-nccl.so finds the other two next
+# to itself ($ORIGIN).
+PLUGIN_LD = $(CC) $(CFLAGS) $(LDSAN) -shared -Wl,-z,defs -Wl,-soname,$(notdir $@) -o $@
+
+$(BUILD)/plumb-cuda.so: $(CUDA_PLUGIN_OBJS) $(PIC_ERR) $(CONFIG)
+	$(PLUGIN_LD) $(filter %.o,$^) $(CUDA_LIBS) -lpthread -lm
+
+$(BUILD)/plumb-mpi.so: $(MPI_PLUGIN_OBJS) $(PIC_ERR) $(CONFIG)
+	$(PLUGIN_LD) $(filter %.o,$^) $(MPI_LIBS) -lpthread
+
+$(BUILD)/plumb-nccl.so: $(NCCL_PLUGIN_OBJS) $(PIC_ERR) $(BUILD)/plumb-cuda.so $(BUILD)/plumb-mpi.so $(CONFIG)
+	$(PLUGIN_LD) $(filter %.o,$^) -L$(BUILD) -l:plumb-cuda.so -l:plumb-mpi.so \
+	    -Wl,-rpath,'$$ORIGIN' $(NCCL_LIBS) $(MPI_LIBS) -lpthread
+
+# `make build/plumb` (bench/gpu-check.sh) builds the plugins too
+$(BIN): $(BUILD)/obj/cli/main.o $(LIB) $(CONFIG) | $(PLUGINS)
 	$(CC) $(CFLAGS) $(LDSAN) -o $@ $< $(LIB) $(LDLIBS)
+
+ifeq ($(HAVE_CUDA),1) # the CUDA backend's tests call it directly: its objects are linked in
+$(BUILD)/tests/test_cuda: tests/test_cuda.c $(CUDA_PLUGIN_OBJS) $(NCCL_CUDA_OBJS) $(LIB) $(CONFIG)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDSAN) -o $@ $< $(CUDA_PLUGIN_OBJS) $(NCCL_CUDA_OBJS) $(LIB) -lcriterion \
+	    $(LDLIBS) $(CUDA_LIBS) $(if $(NCCL_LIBS),-lnccl)
+endif
 
 $(BUILD)/tests/%: tests/%.c $(LIB) $(CONFIG)
 	@mkdir -p $(dir $@)
@@ -171,6 +220,6 @@ gpu-bundle:
 	@scripts/gpu-bundle.sh
 
 clean:
-	rm -rf build build-* plumb libplumb.a
+	rm -rf build build-* plumb libplumb.a plumb-cuda.so plumb-mpi.so plumb-nccl.so
 
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # gpu-check.sh: the one-shot check of plumb's CUDA backend on a GPU machine (made for one
 # H200; ends by itself within its budget, 460 s by default). It builds plumb for sm_90 in its
-# own folder, then checks:
+# own folder (`make BUILD/plumb` builds the CUDA plugin BUILD/plumb-cuda.so beside it, which
+# --backend cuda loads), then checks:
 #   1. every layer, CUDA against CPU: fp32 with TF32 off (tolerance 1e-4), TF32 (1e-2) and
 #      bf16 (3e-2) (tests/test_cuda.c says why), plus a 1-rank NCCL communicator doing a
 #      grouped send/receive to itself and an all-reduce;

@@ -1,6 +1,7 @@
 /* cmd_common.c: option helpers shared by the subcommands. */
 #include "cli/cli.h"
 #include "core/plan.h"
+#include "core/schedule_traits.h"
 #include "exec/backend.h"
 #include "planner/native.h"
 
@@ -131,8 +132,9 @@ int cli_schedule(const char *cmd, const char *s, int *out)
     }
     int k = sched_kind_parse(s);
     if (k < 0) {
-        cli_fail(cmd, "--schedule: expected gpipe, 1f1b-flush, pipedream, 2bw, interleaved, "
-                 "zb-h1, zb-v or auto (got \"%s\")", s);
+        char kinds[160];
+        cli_fail(cmd, "--schedule: expected %s or auto (got \"%s\")",
+                 sched_kind_list(kinds, sizeof kinds, ", "), s);
         return -1;
     }
     *out = k;

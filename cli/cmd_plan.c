@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/bounds.h"
 #include "core/cluster.h"
 #include "core/import_pipedream.h"
 #include "core/json.h"
@@ -54,7 +55,8 @@ static void plan_usage(FILE *out)
         "                            by the simulator (docs/planner-native.md); pipedream:\n"
         "                            PipeDream's partitioner (implied by the options above)\n"
         "      --schedule K|auto     native: gpipe, 1f1b-flush (default), pipedream, 2bw,\n"
-        "                            interleaved, zb-h1, zb-v, or auto: rank them (top five)\n"
+        "                            interleaved, zb-h1, zb-v, dualpipev, or auto: rank them\n"
+        "                            (top five)\n"
         "      --microbatches M      native: microbatches per iteration (default: at least\n"
         "                            2 x stages per replica, a multiple of the replica counts)\n"
         "      --microbatch-size N   native: samples per microbatch (default: the profile's)\n"
@@ -62,7 +64,12 @@ static void plan_usage(FILE *out)
         "      --recompute           native: always recompute activations in the backward\n"
         "      --no-recompute        native: never recompute (default: both tried, the\n"
         "                            simulator picks)\n"
-        "  -h, --help                this text\n\n"
+        "      --stages N            native: exactly N pipeline stages (ranks for\n"
+        "                            interleaved and zb-v), each replicated as the planner\n"
+        "                            chooses (default: the planner chooses the depth)\n"
+        "  -h, --help                this text\n"
+        "Exit status: 0 ok; 2 bad input or nothing fits (one line naming what would fit;\n"
+        "nothing written).\n\n"
         "PipeDream drop-in: `plumb plan --pipedream` takes optimizer_graph_hierarchical.py's\n"
         "arguments: -f/--profile_filename GRAPH.txt, -n/--all_num_machines N..., \n"
         "-b/--network_bandwidths B... (bytes/s, default 1e9), -m/--num_machines_in_first_level,\n"
@@ -264,8 +271,13 @@ static int pd_parse(int argc, char **argv, pd_args *A)
             for (int k = 0; k < cnt; k++) {
                 if (w == 0) {
                     if (cli_int(cmd, name, vals[k], 1, 4096, &A->o.machines[k])) return 2;
-                } else if (cli_num(cmd, name, vals[k], 1, 1e15, &A->o.bandwidth_Bps[k])) {
+                } else if (cli_num(cmd, name, vals[k], 1, BOUND_BW_BPS_MAX,
+                                   &A->o.bandwidth_Bps[k])) {
                     return 2;
+                } else if (A->o.bandwidth_Bps[k] < BOUND_BW_BPS_MIN) {
+                    return cli_fail(cmd, "%s: expected bytes/s from %g to %g (1 kbit/s to 100 "
+                                    "Tbit/s) (got \"%s\")", name, BOUND_BW_BPS_MIN,
+                                    BOUND_BW_BPS_MAX, vals[k]);
                 }
             }
             if (w == 0) A->nn = cnt;
@@ -435,10 +447,7 @@ static int run_pipedream(int argc, char **argv)
     if (!order || !start) goto bad;
     if (pd_graph_topo_order(g, A.graph, order, &err)) goto bad;
     for (int i = 0; i < g->nnodes; i++) start[order[i]] = i; /* file node -> layer */
-    if (planner_pipedream_run(p, start, &A.o, &res, &err)) {
-        status = 1;
-        goto bad;
-    }
+    if (planner_pipedream_run(p, start, &A.o, &res, &err)) goto bad; /* nothing fits: 2 */
     have_res = 1;
     if (A.outdir) {
         int total = 1;
@@ -504,6 +513,7 @@ int cmd_plan(int argc, char **argv)
         {"memory-limit", required_argument, NULL, 1005},
         {"recompute", no_argument, NULL, 1006},
         {"no-recompute", no_argument, NULL, 1007},
+        {"stages", required_argument, NULL, 1008},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -520,7 +530,7 @@ int cmd_plan(int argc, char **argv)
     optind = 0;
     while ((c = cli_getopt("plan", argc, argv, "p:c:o:h", longopts)) != -1) {
         if (c == 'S' || c == 'M' || c == 'z' || c == 'F' || c == 'r' || c == 'x') pd_only = 1;
-        if (c >= 1002 && c <= 1007) nat_only = 1;
+        if (c >= 1002 && c <= 1008) nat_only = 1;
         switch (c) {
         case 1001:
             if (strcmp(optarg, "native") && strcmp(optarg, "pipedream"))
@@ -545,6 +555,9 @@ int cmd_plan(int argc, char **argv)
             break;
         case 1006: no.recompute = 1; break;
         case 1007: no.recompute = 0; break;
+        case 1008:
+            if (cli_int("plan", "--stages", optarg, 1, 4096, &no.nstages)) return 2;
+            break;
         case 'p': ppath = optarg; break;
         case 'c': cpath = optarg; break;
         case 'o': out = optarg; break;
@@ -577,8 +590,8 @@ int cmd_plan(int argc, char **argv)
                         "--fewer-machines, --compression and --max-states belong to --mode "
                         "pipedream");
     if (mode == 2 && nat_only)
-        return cli_fail("plan", "--schedule, --microbatches, --microbatch-size, --memory-limit "
-                        "and --recompute/--no-recompute belong to --mode native");
+        return cli_fail("plan", "--schedule, --microbatches, --microbatch-size, --memory-limit, "
+                        "--recompute/--no-recompute and --stages belong to --mode native");
     const char *inputs[2] = {ppath, cpath};
     if (out && cli_output_ok("plan", "-o", out, inputs, 2)) return 2;
     plumb_err err;
@@ -597,10 +610,7 @@ int cmd_plan(int argc, char **argv)
     }
     pd_options_from_cluster(&o, cl);
     if (memsize > 0) o.memory_bytes = memsize;
-    if (planner_pipedream_run(p, NULL, &o, &res, &err)) {
-        status = 1;
-        goto bad;
-    }
+    if (planner_pipedream_run(p, NULL, &o, &res, &err)) goto bad; /* nothing fits: 2 */
     if (out) {
         pl = planner_pipedream_plan(p, cl, &res, &err);
         if (!pl || plan_save(pl, out, &err)) {

@@ -2,8 +2,9 @@
  * the options and calls cmd_plan_native): runs planner_native (planner/native.h) and prints
  * the chosen plan (stages, microbatching, simulated throughput, memory against capacity),
  * for --schedule auto the ranked top five first, or all of it as one JSON object; writes
- * the plan with -o. Nothing fits: one line naming what would fit, exit 1. Inputs that
- * cannot work together: one line, exit 2. */
+ * the plan with -o. Nothing fits, or inputs that cannot work together: one line (naming
+ * what would fit), exit 2, nothing written: a plan that does not fit is bad input, as
+ * everywhere in plumb (README). */
 #include <cjson/cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -55,6 +56,14 @@ static void print_plan(const profile *p, const cluster *c, const plan *pl,
         printf(", compute %.3f ms per microbatch, transfers %.3f ms\n", st->compute_s * 1e3,
                st->comm_s * 1e3);
     }
+    unsigned char *used = calloc((size_t)pl->clus->ndevices + 1, 1);
+    if (used) {
+        char txt[160];
+        plan_devices_used(pl, used);
+        plan_devices_text(used, pl->clus->ndevices, txt, sizeof txt);
+        printf("devices: %s\n", txt);
+        free(used);
+    }
     printf("microbatches: %d x %d samples (%d samples per iteration)\n", pl->microbatches,
            pl->microbatch_size, plan_minibatch(pl));
     if (pl->chunks > 1) printf("chunks: %d virtual stages per device\n", pl->chunks);
@@ -93,6 +102,16 @@ static cJSON *plan_json(const profile *p, const cluster *c, const plan *pl,
     json_add_num(j, "chunks", pl->chunks);
     cJSON_AddBoolToObject(j, "recompute", pl->recompute);
     cJSON_AddStringToObject(j, "replicas", pl->planner_config ? pl->planner_config : "");
+    unsigned char *used = calloc((size_t)pl->clus->ndevices + 1, 1);
+    if (used) {
+        cJSON *idle;
+        json_add_num(j, "devices_used", plan_devices_used(pl, used));
+        json_add_num(j, "devices_total", pl->clus->ndevices);
+        if ((idle = cJSON_AddArrayToObject(j, "idle_devices")))
+            for (int d = 0; d < pl->clus->ndevices; d++)
+                if (!used[d]) cJSON_AddItemToArray(idle, cJSON_CreateNumber(d));
+        free(used);
+    }
     if (b) {
         json_add_num(j, "samples_per_s", b->simulated ? b->sim_samples_per_s
                                                       : b->est_samples_per_s);
@@ -136,9 +155,8 @@ int cmd_plan_native(const profile *p, const cluster *c, const native_options *o,
     int ranking = o->schedule == NATIVE_SCHED_AUTO, status = 0;
     if (!pl) {
         fprintf(stderr, "plumb: %s + %s: %s\n", ppath, cpath, err.msg);
-        status = r.nothing_fits ? 1 : 2;
         native_result_free(&r);
-        return status;
+        return 2;
     }
     const native_candidate *b = chosen(&r);
     if (out && plan_save(pl, out, &err)) {

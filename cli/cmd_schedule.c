@@ -18,15 +18,18 @@ static void usage(FILE *out)
             "input/weight halves, SEND/RECV, REDUCE_GRAD, STEP) in PyTorch's\n"
             "torch.distributed.pipelining spelling, and the activations and weight versions\n"
             "each stage holds at most.\n\n"
-            "  --kind K            gpipe, 1f1b-flush, pipedream, 2bw, interleaved, zb-h1, zb-v\n"
+            "  --kind K            gpipe, 1f1b-flush, pipedream, 2bw, interleaved, zb-h1, zb-v,\n"
+            "                      dualpipev\n"
             "  --stages P          pipeline ranks (stages per chunk)\n"
             "  --microbatches M    microbatches per iteration (per flush / minibatch)\n"
-            "  --chunks V          virtual stages per rank (interleaved; zb-v needs 2)\n"
+            "  --chunks V          virtual stages per rank (interleaved, default 2; zb-v and\n"
+            "                      dualpipev need 2)\n"
             "  --iterations N      iterations to lay out (default 1)\n"
             "  --replicas LIST     replicas per stage, e.g. 1,2,1 (not with chunks)\n"
             "  --plan FILE         take kind, stages, replicas and devices from a plan\n"
-            "  --import FILE.csv   read the actions from PyTorch's CSV (one row per rank)\n"
-            "                      instead of generating them; the options give the placement\n"
+            "  --import FILE.csv   read the actions from PyTorch's CSV (2.11's or 2.15's, one\n"
+            "                      row per rank) instead of generating them; the options give\n"
+            "                      the placement\n"
             "  --validate          prove the IR deadlock-free and well formed, even when a\n"
             "                      send blocks until its receive is reached\n"
             "  --buffered          with --validate: sends never block (the executor's and the\n"
@@ -34,6 +37,10 @@ static void usage(FILE *out)
             "  --csv               print PyTorch's CSV instead of the table\n"
             "  --steps             with --csv: also write plumb's STEP actions\n"
             "  --compute-only      with --csv: only F/B/I/W (PyTorch's compute_only form)\n"
+            "  --pytorch VERSION   with --csv: the compute_comms form that PyTorch VERSION\n"
+            "                      loads: 2.15 (the default; WAIT_SEND_F/WAIT_SEND_B after\n"
+            "                      each send, WAIT_REDUCE_GRAD after each REDUCE_GRAD) or\n"
+            "                      2.11 (no waits). --import reads both\n"
             "  --help              this text\n");
 }
 
@@ -76,7 +83,7 @@ static void print_inflight(const schedule *s, const int *act, const int *ver, FI
 int cmd_schedule(int argc, char **argv)
 {
     enum { O_KIND = 1000, O_STAGES, O_MB, O_CHUNKS, O_ITERS, O_REPS, O_PLAN, O_IMPORT,
-           O_VALIDATE, O_CSV, O_STEPS, O_COMPUTE, O_BUFFERED };
+           O_VALIDATE, O_CSV, O_STEPS, O_COMPUTE, O_BUFFERED, O_PYTORCH };
     static const struct option longopts[] = {
         {"kind", required_argument, NULL, O_KIND},
         {"stages", required_argument, NULL, O_STAGES},
@@ -91,10 +98,12 @@ int cmd_schedule(int argc, char **argv)
         {"csv", no_argument, NULL, O_CSV},
         {"steps", no_argument, NULL, O_STEPS},
         {"compute-only", no_argument, NULL, O_COMPUTE},
+        {"pytorch", required_argument, NULL, O_PYTORCH},
         {"help", no_argument, NULL, 'h'},
         {0, 0, 0, 0}};
     int kind = -1, ranks = 0, mb = 0, chunks = 0, iters = 1, validate = 0, csv = 0, buffered = 0;
     unsigned flags = 0;
+    int pytorch = 0;
     const char *reps_arg = NULL, *plan_path = NULL, *import_path = NULL;
     int c;
     optind = 1;
@@ -103,9 +112,11 @@ int cmd_schedule(int argc, char **argv)
         case 'h': usage(stdout); return 0;
         case O_KIND:
             kind = sched_kind_parse(optarg);
-            if (kind < 0)
-                return cli_fail("schedule", "--kind: expected gpipe, 1f1b-flush, pipedream, 2bw, "
-                                "interleaved, zb-h1 or zb-v (got \"%s\")", optarg);
+            if (kind < 0) {
+                char kinds[160];
+                return cli_fail("schedule", "--kind: expected %s (got \"%s\")",
+                                sched_kind_list(kinds, sizeof kinds, ", "), optarg);
+            }
             break;
         case O_STAGES:
             if (cli_int("schedule", "--stages", optarg, 1, 1024, &ranks)) return 2;
@@ -127,14 +138,21 @@ int cmd_schedule(int argc, char **argv)
         case O_CSV: csv = 1; break;
         case O_STEPS: flags |= SCHED_CSV_STEPS; break;
         case O_COMPUTE: flags |= SCHED_CSV_COMPUTE_ONLY; break;
+        case O_PYTORCH:
+            if (!strcmp(optarg, "2.11")) flags |= SCHED_CSV_NO_WAITS;
+            else if (strcmp(optarg, "2.15"))
+                return cli_fail("schedule", "--pytorch: expected 2.11 or 2.15 (got \"%s\")",
+                                optarg);
+            pytorch = 1;
+            break;
         default: return 2;
         }
     }
     if (optind < argc)
         return cli_fail("schedule", "unexpected argument \"%s\"; see plumb schedule --help",
                         argv[optind]);
-    if (flags && !csv)
-        return cli_fail("schedule", "--steps and --compute-only go with --csv");
+    if ((flags || pytorch) && !csv)
+        return cli_fail("schedule", "--steps, --compute-only and --pytorch go with --csv");
     if (buffered && !validate) return cli_fail("schedule", "--buffered goes with --validate");
     if (plan_path && (kind >= 0 || ranks || mb || chunks || reps_arg || import_path))
         return cli_fail("schedule", "--plan gives the kind, stages, microbatches and replicas; "
@@ -160,7 +178,7 @@ int cmd_schedule(int argc, char **argv)
         if (!ranks) return cli_fail("schedule", "--stages is required; see plumb schedule --help");
         if (!mb)
             return cli_fail("schedule", "--microbatches is required; see plumb schedule --help");
-        if (!chunks) chunks = kind == SCHED_ZB_V ? 2 : 1;
+        if (!chunks) chunks = sched_kind_chunks((sched_kind)kind);
         int nstages = ranks * chunks;
         if (reps_arg) {
             reps = malloc((size_t)nstages * sizeof *reps);

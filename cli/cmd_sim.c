@@ -9,15 +9,17 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "core/bounds.h"
 #include "core/json.h"
 #include "core/plan.h"
+#include "core/schedule_traits.h"
 #include "sim/sim.h"
 
 static const char *const usage =
     "usage: plumb sim PLAN.json [options]\n"
     "Simulates the plan on its cluster and prints the report.\n"
     "  --schedule K           schedule instead of the plan's: gpipe, 1f1b-flush, pipedream,\n"
-    "                         2bw, interleaved, zb-h1, zb-v\n"
+    "                         2bw, interleaved, zb-h1, zb-v, dualpipev\n"
     "  --microbatches M       microbatches per iteration instead of the plan's\n"
     "  --iterations N         iterations to simulate (default 3; raised to what the\n"
     "                         steady state needs: the fill and drain are left out)\n"
@@ -30,7 +32,10 @@ static const char *const usage =
     "  --gantt                print a text Gantt chart of the timeline\n"
     "  --width N              Gantt width in columns (default 100)\n"
     "  -h, --help             this help\n"
-    "Exit status: 0 ok, 2 bad input (nothing written).\n";
+    "Exit status: 0 ok; 2 bad input (nothing written), or a plan that does not fit its\n"
+    "devices' memory as written: the report is printed with those devices flagged, one\n"
+    "line on stderr names the first, and no --trace/--svg file is written. A what-if that\n"
+    "does not fit is an answer, not bad input: flagged in the report, exit 0.\n";
 
 enum { O_SCHED = 1000, O_MB, O_IT, O_STRAG, O_BW, O_MEM, O_JSON, O_TRACE, O_SVG, O_GANTT,
        O_WIDTH };
@@ -44,6 +49,33 @@ static int split_eq(const char *s, char *buf, size_t n, const char **b)
     memcpy(buf, s, (size_t)(eq - s));
     buf[eq - s] = 0;
     *b = eq + 1;
+    return 0;
+}
+
+/* 1 when the plan as written (base, or rep without what-ifs) fits; else 0 and one line
+ * `plumb: FILE: stages[S]: ...` naming the first device that does not, into msg. */
+static int plan_fits(const char *path, const sim_report *r, char *msg, size_t n)
+{
+    if (r->fits)
+        return 1;
+    int bad = 0;
+    const sim_device_report *first = NULL;
+    for (int i = 0; i < r->ndevices; i++)
+        if (!r->devices[i].mem.fits) {
+            bad++;
+            if (!first)
+                first = &r->devices[i];
+        }
+    if (!first)
+        snprintf(msg, n, "plumb: %s: expected a plan that fits its devices' memory (got peak "
+                 "%.2f GiB)", path, r->peak_memory_bytes / 1073741824.0);
+    else
+        snprintf(msg, n, "plumb: %s: stages[%d]: expected to fit the memory of its devices "
+                 "(got %.2f GiB on device %d of capacity %.2f GiB; %d device%s do%s not fit)",
+                 path, first->nstages > 0 ? first->stages[0] : 0,
+                 first->mem.total / 1073741824.0, first->device,
+                 first->mem.capacity / 1073741824.0, bad, bad == 1 ? "" : "s",
+                 bad == 1 ? "es" : "");
     return 0;
 }
 
@@ -94,9 +126,11 @@ int cmd_sim(int argc, char **argv)
             fputs(usage, stdout);
             return 0;
         case O_SCHED:
-            if ((o.schedule = sched_kind_parse(optarg)) < 0)
-                return cli_fail("sim", "--schedule: expected gpipe, 1f1b-flush, pipedream, "
-                                "2bw, interleaved, zb-h1 or zb-v (got \"%s\")", optarg);
+            if ((o.schedule = sched_kind_parse(optarg)) < 0) {
+                char kinds[160];
+                return cli_fail("sim", "--schedule: expected %s (got \"%s\")",
+                                sched_kind_list(kinds, sizeof kinds, ", "), optarg);
+            }
             break;
         case O_MB:
             if (cli_int("sim", "--microbatches", optarg, 1, 1 << 24, &o.microbatches))
@@ -192,12 +226,12 @@ int cmd_sim(int argc, char **argv)
             }
             lv = (int)x;
         }
-        if (cli_num("sim", "--bandwidth GBPS", v, 1, 1e9, &g))
+        if (cli_num("sim", "--bandwidth GBPS", v, 1, BOUND_BW_BPS_MAX * 8 / 1e9, &g))
             goto out;
-        if (!(g * 1e9 / 8 >= CLUSTER_MIN_BANDWIDTH_Bps)) {
-            cli_fail("sim", "--bandwidth GBPS: expected at least %g Gb/s, or the level's "
-                     "transfers never complete (got \"%s\")", CLUSTER_MIN_BANDWIDTH_Bps * 8e-9,
-                     v);
+        if (g < BOUND_BW_BPS_MIN * 8 / 1e9) {
+            cli_fail("sim", "--bandwidth GBPS: expected a number from %g to %g (1 kbit/s to "
+                     "100 Tbit/s) (got \"%s\")", BOUND_BW_BPS_MIN * 8 / 1e9,
+                     BOUND_BW_BPS_MAX * 8 / 1e9, v);
             goto out;
         }
         o.bandwidth_Bps[lv] = g * 1e9 / 8;
@@ -205,10 +239,10 @@ int cmd_sim(int argc, char **argv)
     if (outputs_ok(path, pl, trace, svg))
         goto out;
     o.timeline = trace || svg || gantt;
-    if (o.schedule == SCHED_INTERLEAVED && pl->chunks < 2) {
-        cli_fail("sim", "--schedule: interleaved needs a plan with 2 or more chunks (stages) "
-                 "per device (the plan has %d; with one stage per device use 1f1b-flush)",
-                 pl->chunks);
+    if (o.schedule >= 0 && sched_kind_chunked((sched_kind)o.schedule) && pl->chunks < 2) {
+        cli_fail("sim", "--schedule: %s needs a plan with 2 or more chunks (stages) per device "
+                 "(the plan has %d; with one stage per device use 1f1b-flush)",
+                 sched_kind_name((sched_kind)o.schedule), pl->chunks);
         goto out;
     }
     rep = sim_run(pl, &o, &err);
@@ -249,7 +283,12 @@ int cmd_sim(int argc, char **argv)
             goto out;
         }
     }
-    const char *paths[2] = {trace, svg}, *data[2] = {texts[0], texts[1]};
+    /* a plan that does not fit as written is bad input (README): the report still shows
+     * where, no file is written, exit 2 */
+    char nofit[PLUMB_ERR_MAX + 256];
+    int fits = plan_fits(path, base ? base : rep, nofit, sizeof nofit);
+    const char *paths[2] = {fits ? trace : NULL, fits ? svg : NULL};
+    const char *data[2] = {texts[0], texts[1]};
     if (files_write_atomic(2, paths, data, lens, &err)) {
         err_print(&err);
         free(jtext);
@@ -262,9 +301,9 @@ int cmd_sim(int argc, char **argv)
     } else {
         printf("plumb sim: %s\n", path);
         sim_print_report(rep, base ? &ch : NULL, stdout);
-        if (trace)
+        if (trace && fits)
             printf("\ntrace written to %s (open in https://ui.perfetto.dev)\n", trace);
-        if (svg)
+        if (svg && fits)
             printf("timeline written to %s\n", svg);
     }
     if (gantt) {
@@ -273,6 +312,11 @@ int cmd_sim(int argc, char **argv)
         sim_print_gantt(rep, width, g);
     }
     rc = 0;
+    if (!fits) {
+        fflush(stdout);
+        fprintf(stderr, "%s\n", nofit);
+        rc = 2;
+    }
 out:
     free(texts[0]);
     free(texts[1]);

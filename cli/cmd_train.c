@@ -15,11 +15,7 @@
 #include "exec/data.h"
 #include "exec/model.h"
 #include "exec/train.h"
-#ifdef PLUMB_HAVE_MPI
-#include "exec/mpi/mpi_transport.h"
-#include "exec/mpi/nccl_mpi.h"
-#include "exec/mpi/nccl_transport.h"
-#endif
+#include "exec/plugin.h"
 
 static const char *const usage_text =
     "usage: plumb train MODEL.json [PLAN.json] [OPTIONS]\n"
@@ -43,9 +39,9 @@ static const char *const usage_text =
     "  --weight-decay X   L2 weight decay (default 0)\n"
     "  --seed S           seed for the weights and the data order (default: the model's)\n"
     "  --schedule KIND    run pipelined without a plan: gpipe, 1f1b-flush, pipedream, 2bw,\n"
-    "                     interleaved, zb-h1 or zb-v (layers split by FLOPs)\n"
+    "                     interleaved, zb-h1, zb-v or dualpipev (layers split by FLOPs)\n"
     "  --stages N         pipeline stages for --schedule (default 2; virtual stages for\n"
-    "                     interleaved and zb-v, 2 per worker)\n"
+    "                     interleaved, zb-v and dualpipev, 2 per worker)\n"
     "  --recompute        pipelined: keep stage inputs only and recompute activations in\n"
     "                     the backward (default: the plan's choice)\n"
     "  --trace FILE       write the measured trace (Chrome trace JSON, as plumb sim's)\n"
@@ -151,7 +147,7 @@ static int run_pipelined(const train_run_cfg *cfg_in, const plan *pl, const char
     } else {
         split_by_flops(m, n, first, last);
         int kind = schedname ? sched_kind_parse(schedname) : SCHED_1F1B_FLUSH;
-        int chunks = (kind == SCHED_INTERLEAVED || kind == SCHED_ZB_V) ? 2 : 1;
+        int chunks = sched_kind_chunks((sched_kind)kind);
         if (n % chunks) {
             err_set(err, NULL, "--stages", "expected a multiple of %d for %s (got %d)", chunks,
                     schedname, n);
@@ -269,9 +265,10 @@ int cmd_train(int argc, char **argv)
     if (optname && optimizer_kind_parse(optname) < 0)
         return cli_fail("train", "--optimizer: expected sgd, momentum or adam (got \"%s\")",
                         optname);
+    char kinds[160];
     if (schedname && sched_kind_parse(schedname) < 0)
-        return cli_fail("train", "--schedule: expected gpipe, 1f1b-flush, pipedream, 2bw, "
-                        "interleaved, zb-h1 or zb-v (got \"%s\")", schedname);
+        return cli_fail("train", "--schedule: expected %s (got \"%s\")",
+                        sched_kind_list(kinds, sizeof kinds, ", "), schedname);
     if (schedname && npos == 2)
         return cli_fail("train", "--schedule: not with a plan (the plan names its schedule)");
     int tkind = !strcmp(trname, "local") ? 0 : !strcmp(trname, "mpi") ? 1
@@ -291,15 +288,17 @@ int cmd_train(int argc, char **argv)
     if (savepath && cli_output_ok("train", "--save", savepath, inputs, 2)) return 2;
     if (tracepath && cli_output_ok("train", "--trace", tracepath, inputs, 2)) return 2;
     if (ckdir && cli_folder_ok("train", "--checkpoint", ckdir, 1)) return 2;
-#ifndef PLUMB_HAVE_MPI
-    if (tkind)
-        return cli_fail("train", "--transport %s: not built into this binary (MPI was not "
-                        "found at build time: apt-get install libopenmpi-dev and rebuild)",
-                        trname);
-#endif
     if (tkind == 2 && strncmp(bkname, "cuda", 4))
         return cli_fail("train", "--transport nccl: needs a CUDA backend (--backend cuda, "
                         "cuda-tf32 or cuda-bf16)");
+    /* plumb-mpi.so or plumb-nccl.so, loaded before any work: a missing one is one line */
+    const plugin_api *tplug = NULL;
+    if (tkind) {
+        char opt[64];
+        plumb_err perr = {{0}};
+        snprintf(opt, sizeof opt, "--transport %s", trname);
+        if (!(tplug = plugin_load(trname, opt, &perr))) return cli_fail("train", "%s", perr.msg);
+    }
     rt_fault fault;
     plumb_err ferr = {{0}};
     if (rt_fault_parse(getenv("PLUMB_FAULT"), &fault, &ferr)) { err_print(&ferr); return 2; }
@@ -428,26 +427,22 @@ int cmd_train(int argc, char **argv)
     if (mom >= 0) cfg.cfg.opt.momentum = (float)mom;
     cfg.cfg.opt.weight_decay = (float)wd;
     train_result res;
-#ifdef PLUMB_HAVE_MPI
-    if (tkind) {
+    if (tplug) {
         /* from here a failure is this rank's own (status 1): the others may be waiting for
          * it in a collective, so the job must end with MPI_Abort, not MPI_Finalize */
         rc = 1;
-        if (mpi_session_begin(&pr.rank, &pr.size, &pr.node_size, &err)) goto fail;
+        if (tplug->session_begin(&pr.rank, &pr.size, &pr.node_size, &err)) goto fail;
         mpi_on = 1;
-        if (tkind == 1) {
-            pr.tr = transport_mpi_create(timeout, &err);
-        } else {
-            int dev = nccl_mpi_local_device(0, &err);
+        if (tplug->local_device) { /* nccl: this rank's GPU */
+            int dev = tplug->local_device(0, &err);
             if (dev < 0 || !(nccl_ctx = bk->create(dev, &err))) goto fail;
             cfg.device = dev;
-            pr.tr = transport_nccl_create(nccl_ctx, timeout, &err);
         }
+        pr.tr = tplug->transport_create(nccl_ctx, timeout, &err);
         if (!pr.tr) goto fail;
         if (pr.rank != 0 && quiet) cfg.log = NULL;
         rc = 2;
     }
-#endif
     if (!pl && !schedname && !tracepath) {
         if (train_run(&cfg, &res, &err)) {
             rc = 1; /* inputs were checked above: a failure at run time */
@@ -476,9 +471,7 @@ fail:
 out:
     if (pr.tr) pr.tr->destroy(pr.tr);
     if (nccl_ctx) bk->destroy(nccl_ctx);
-#ifdef PLUMB_HAVE_MPI
-    if (mpi_on) mpi_session_end(rc);
-#endif
+    if (mpi_on) tplug->session_end(rc);
     free(resume_found);
     data_free(tr);
     data_free(te);

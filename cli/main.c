@@ -1,6 +1,9 @@
 /* main.c: the plumb binary: dispatches to subcommands (cli/cmd_*.c). */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 #include "cli/cli.h"
 
@@ -36,8 +39,29 @@ static void usage(FILE *out)
     fprintf(out, "\n  --help     this text\n  --version  print the version\n");
 }
 
+/* OpenBLAS starts its thread pool when the library loads, before main, and each pool
+ * thread maps its 128 MiB buffer at once; under an address-space limit (ulimit -v) a thread
+ * whose buffer cannot be mapped retries forever, so that even --version hung. Under such a
+ * limit, when the user chose no thread count, plumb runs itself again with
+ * OPENBLAS_NUM_THREADS=1 (no pool; the variable also keeps it from doing so twice); the CPU
+ * backend starts the threads (hint_workers) when a command trains or profiles. Without a
+ * limit the idle pool costs nothing and plumb starts once (a second start would cost about
+ * 75 ms per command). Returns only when it does not run itself again. */
+static void blas_pool_defer(char **argv)
+{
+    struct rlimit as, data;
+    if (getenv("OPENBLAS_NUM_THREADS") || getenv("GOTO_NUM_THREADS") ||
+        getenv("OMP_NUM_THREADS") || getrlimit(RLIMIT_AS, &as) || getrlimit(RLIMIT_DATA, &data))
+        return;
+    if (as.rlim_cur == RLIM_INFINITY && data.rlim_cur == RLIM_INFINITY) return;
+    if (setenv("OPENBLAS_NUM_THREADS", "1", 1)) return;
+    execv("/proc/self/exe", argv);
+    unsetenv("OPENBLAS_NUM_THREADS"); /* no /proc: go on with the pool as it is */
+}
+
 int main(int argc, char **argv)
 {
+    blas_pool_defer(argv);
     if (argc < 2) {
         usage(stderr);
         return 2;

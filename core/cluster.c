@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bounds.h"
 #include "json.h"
 
 /* ---- small helpers ------------------------------------------------------------------- */
@@ -155,6 +156,13 @@ int cluster_equal(const cluster *a, const cluster *b)
 
 /* ---- validation of an in-memory cluster ---------------------------------------------- */
 
+static int bad_bandwidth(plumb_err *err, const char *file, const char *path, double Bps)
+{
+    return err_set(err, file, path, "expected a bandwidth from %g to %g Gbit/s (1 kbit/s to "
+                   "100 Tbit/s) (got %.10g)", Bps_to_gbit(BOUND_BW_BPS_MIN),
+                   Bps_to_gbit(BOUND_BW_BPS_MAX), Bps_to_gbit(Bps));
+}
+
 int cluster_validate(const cluster *c, const char *file, plumb_err *err)
 {
     char p[128];
@@ -176,19 +184,16 @@ int cluster_validate(const cluster *c, const char *file, plumb_err *err)
             return err_set(err, file, json_path(p, sizeof p, lp, "count"),
                            "expected an integer from 1 to %d (got %d)", CLUSTER_MAX_DEVICES,
                            l->count);
-        if (!isfinite(l->bandwidth_Bps) || !(l->bandwidth_Bps >= CLUSTER_MIN_BANDWIDTH_Bps))
-            return err_set(err, file, json_path(p, sizeof p, lp, "bandwidth_gbit_per_s"),
-                           "expected a finite bandwidth of at least %g Gb/s, or its "
-                           "transfers never complete (got %g Gb/s)",
-                           CLUSTER_MIN_BANDWIDTH_Bps * 8e-9, l->bandwidth_Bps * 8e-9);
-        if (!isfinite(l->latency_s) || !(l->latency_s >= 0))
+        if (!(l->bandwidth_Bps >= BOUND_BW_BPS_MIN && l->bandwidth_Bps <= BOUND_BW_BPS_MAX))
+            return bad_bandwidth(err, file, json_path(p, sizeof p, lp, "bandwidth_gbit_per_s"),
+                                 l->bandwidth_Bps);
+        if (!(l->latency_s >= 0 && l->latency_s <= BOUND_LATENCY_S_MAX))
             return err_set(err, file, json_path(p, sizeof p, lp, "latency_us"),
-                           "expected a finite latency >= 0 (got %g s)", l->latency_s);
-        if (!isfinite(l->egress_Bps) || !(l->egress_Bps >= CLUSTER_MIN_BANDWIDTH_Bps))
-            return err_set(err, file, json_path(p, sizeof p, lp, "egress_gbit_per_s"),
-                           "expected a finite bandwidth of at least %g Gb/s, or its "
-                           "transfers never complete (got %g Gb/s)",
-                           CLUSTER_MIN_BANDWIDTH_Bps * 8e-9, l->egress_Bps * 8e-9);
+                           "expected a latency from 0 to %g us (10 s) (got %.10g)",
+                           s_to_us(BOUND_LATENCY_S_MAX), s_to_us(l->latency_s));
+        if (!(l->egress_Bps >= BOUND_BW_BPS_MIN && l->egress_Bps <= BOUND_BW_BPS_MAX))
+            return bad_bandwidth(err, file, json_path(p, sizeof p, lp, "egress_gbit_per_s"),
+                                 l->egress_Bps);
     }
     long long ndev = count_product(c, 0, c->nlevels);
     long long nsrv = count_product(c, 1, c->nlevels);
@@ -214,15 +219,22 @@ int cluster_validate(const cluster *c, const char *file, plumb_err *err)
                 return err_set(err, file, json_path(p, sizeof p, tp, "name"),
                                "expected a unique device type name (got \"%.60s\" again, first "
                                "at device_types[%d])", t->name, j);
-        if (!isfinite(t->memory_bytes) || !(t->memory_bytes > 0))
+        if (!(t->memory_bytes >= BOUND_MEMORY_MIN && t->memory_bytes <= BOUND_MEMORY_MAX))
             return err_set(err, file, json_path(p, sizeof p, tp, "memory_gib"),
-                           "expected a finite memory size > 0 (got %g bytes)", t->memory_bytes);
-        if (!isfinite(t->speed) || !(t->speed > 0))
+                           "expected a memory size from %g to %g GiB (1 MiB to 1 PiB) (got "
+                           "%.10g)", bytes_to_gib(BOUND_MEMORY_MIN),
+                           bytes_to_gib(BOUND_MEMORY_MAX), bytes_to_gib(t->memory_bytes));
+        if (!(t->speed >= BOUND_SPEED_MIN && t->speed <= BOUND_SPEED_MAX))
             return err_set(err, file, json_path(p, sizeof p, tp, "speed"),
-                           "expected a finite number > 0 (got %g)", t->speed);
-        if (!isfinite(t->peak_flops))
+                           "expected a relative speed from %g to %g (got %.10g)",
+                           BOUND_SPEED_MIN, BOUND_SPEED_MAX, t->speed);
+        if (!isfinite(t->peak_flops) ||
+            (t->peak_flops > 0 &&
+             !(t->peak_flops >= BOUND_PEAK_FLOPS_MIN && t->peak_flops <= BOUND_PEAK_FLOPS_MAX)))
             return err_set(err, file, json_path(p, sizeof p, tp, "peak_tflops"),
-                           "expected a finite number (got %g FLOP/s)", t->peak_flops);
+                           "expected a peak from %g to %g TFLOP/s, or absent (got %.10g)",
+                           flops_to_tflops(BOUND_PEAK_FLOPS_MIN),
+                           flops_to_tflops(BOUND_PEAK_FLOPS_MAX), flops_to_tflops(t->peak_flops));
     }
     if (!c->server_type)
         return err_set(err, file, "servers", "expected a device type for each server");

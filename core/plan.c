@@ -12,31 +12,23 @@
 #include <string.h>
 
 #include "json.h"
+#include "schedule_traits.h"
 
 /* ---- names --------------------------------------------------------------------------- */
 
-static const char *const sched_names[SCHED_NKINDS] = {
-    "gpipe", "1f1b-flush", "pipedream", "2bw", "interleaved", "zb-h1", "zb-v",
-};
+/* The chunked kinds' names, quoted, comma-separated, into buf. */
+static char *chunked_names(char *buf, size_t n)
+{
+    size_t o = 0;
+    buf[0] = 0;
+    for (int k = 0; k < SCHED_NKINDS && o < n; k++)
+        if (sched_kind_chunked((sched_kind)k))
+            o += (size_t)snprintf(buf + o, n - o, "%s\"%s\"", o ? ", " : "",
+                                  sched_kind_name((sched_kind)k));
+    return buf;
+}
 
 static const char *const opt_names[OPT_NKINDS] = { "sgd", "momentum", "adam" };
-
-const char *sched_kind_name(sched_kind k)
-{
-    return ((int)k >= 0 && k < SCHED_NKINDS) ? sched_names[k] : "unknown";
-}
-
-int sched_kind_parse(const char *name)
-{
-    for (int k = 0; name && k < SCHED_NKINDS; k++)
-        if (strcmp(name, sched_names[k]) == 0) return k;
-    return -1;
-}
-
-int sched_kind_is_async(sched_kind k)
-{
-    return k == SCHED_PIPEDREAM || k == SCHED_2BW;
-}
 
 const char *optimizer_kind_name(optimizer_kind k)
 {
@@ -128,6 +120,46 @@ int plan_minibatch(const plan *pl)
     if (!pl) return 0;
     long long m = (long long)pl->microbatch_size * pl->microbatches;
     return m > INT_MAX ? INT_MAX : (int)m;
+}
+
+int plan_devices_used(const plan *pl, unsigned char *used)
+{
+    int nd = pl && pl->clus ? pl->clus->ndevices : 0, k = 0;
+    if (nd > 0) memset(used, 0, (size_t)nd);
+    for (int s = 0; pl && s < pl->nstages; s++)
+        for (int q = 0; pl->stages[s].devices && q < pl->stages[s].replicas; q++) {
+            int d = pl->stages[s].devices[q];
+            if (d >= 0 && d < nd && !used[d]) {
+                used[d] = 1;
+                k++;
+            }
+        }
+    return k;
+}
+
+int plan_devices_text(const unsigned char *used, int total, char *buf, size_t n)
+{
+    int k = 0, nidle = 0;
+    for (int d = 0; d < total; d++) {
+        k += used[d] != 0;
+        nidle += used[d] == 0;
+    }
+    if (n == 0) return k;
+    size_t o = (size_t)snprintf(buf, n, "%d of %d used", k, total);
+    if (nidle == 0 || o >= n) return k;
+    o += (size_t)snprintf(buf + o, n - o, " (device%s ", nidle > 1 ? "s" : "");
+    for (int d = 0, first = 1; d < total && o < n; d++) {
+        if (used[d]) continue;
+        int e = d;
+        while (e + 1 < total && !used[e + 1]) e++;
+        if (e > d) o += (size_t)snprintf(buf + o, n - o, "%s%d-%d", first ? "" : ", ", d, e);
+        else o += (size_t)snprintf(buf + o, n - o, "%s%d", first ? "" : ", ", d);
+        first = 0;
+        d = e;
+    }
+    if (o < n) o += (size_t)snprintf(buf + o, n - o, " idle)");
+    if (o >= n && n > 4) memcpy(buf + n - 4, "...", 4);
+    return k;
 }
 
 plan *plan_clone(const plan *pl)
@@ -333,14 +365,16 @@ int plan_validate(const plan *pl, const char *file, plumb_err *err)
                        (int)pl->optimizer);
     if (pl->chunks < 1)
         return err_set(err, file, "chunks", "expected an integer >= 1 (got %d)", pl->chunks);
-    if (pl->schedule == SCHED_ZB_V && pl->chunks != 2)
-        return err_set(err, file, "chunks", "expected 2 for schedule \"zb-v\" (got %d)",
-                       pl->chunks);
-    if (pl->chunks > 1 && pl->schedule != SCHED_INTERLEAVED && pl->schedule != SCHED_ZB_V)
+    const sched_traits *tr = sched_traits_of(pl->schedule);
+    char names[96];
+    if (tr->chunks_min > 1 && tr->chunks_min == tr->chunks_max && pl->chunks != tr->chunks_min)
+        return err_set(err, file, "chunks", "expected %d for schedule \"%s\" (got %d)",
+                       tr->chunks_min, tr->name, pl->chunks);
+    if (pl->chunks > 1 && tr->chunks_max == 1)
         return err_set(err, file, "chunks",
-                       "expected 1 for schedule \"%s\"; only \"interleaved\" and \"zb-v\" place "
-                       "several stages on a device (got %d)", sched_kind_name(pl->schedule),
-                       pl->chunks);
+                       "expected 1 for schedule \"%s\"; only the chunked schedules (%s) "
+                       "place several stages on a device (got %d)", tr->name,
+                       chunked_names(names, sizeof names), pl->chunks);
     if (pl->microbatch_size < 1)
         return err_set(err, file, "microbatch_size", "expected an integer >= 1 (got %d)",
                        pl->microbatch_size);
@@ -550,9 +584,9 @@ plan *plan_from_json(const cJSON *root, const char *file, plumb_err *err)
     if (json_get_str(&jc, root, "", "schedule", 1, &s)) goto fail;
     if (sched_kind_parse(s) < 0) {
         const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, "schedule");
-        err_set(err, file, "schedule",
-                "expected one of gpipe, 1f1b-flush, pipedream, 2bw, interleaved, zb-h1, zb-v "
-                "(got %s)", json_describe(v, got, sizeof got));
+        char kinds[160];
+        err_set(err, file, "schedule", "expected one of %s (got %s)",
+                sched_kind_list(kinds, sizeof kinds, ", "), json_describe(v, got, sizeof got));
         goto fail;
     }
     pl->schedule = (sched_kind)sched_kind_parse(s);

@@ -6,13 +6,16 @@
 #ifndef PLUMB_PLAN_H
 #define PLUMB_PLAN_H
 
+#include <stddef.h>
+
 #include "cluster.h"
 #include "err.h"
 #include "profile.h"
 
 #define PLAN_FORMAT "plumb-plan/1"
 
-/* Schedule kinds, in the order `plumb` lists them. */
+/* Schedule kinds, in the order `plumb` lists them; what each kind is (chunks, placement,
+ * asynchrony, ...) is core/schedule_traits.h's table. */
 typedef enum sched_kind {
     SCHED_GPIPE = 0,
     SCHED_1F1B_FLUSH,   /* PipeDream-Flush */
@@ -21,10 +24,13 @@ typedef enum sched_kind {
     SCHED_INTERLEAVED,  /* Megatron-LM interleaved 1F1B, `chunks` virtual stages per device */
     SCHED_ZB_H1,        /* zero-bubble ZB-H1 (B split into I and W) */
     SCHED_ZB_V,         /* zero-bubble ZB-V (2 chunks per device, V placement) */
+    SCHED_DUALPIPEV,    /* DualPipeV (2 chunks per device, V placement, both directions
+                           overlapped) */
     SCHED_NKINDS
 } sched_kind;
 
-/* "gpipe", "1f1b-flush", "pipedream", "2bw", "interleaved", "zb-h1", "zb-v". */
+/* The kind's name ("gpipe", "1f1b-flush", ..., "dualpipev"; the trait table's), or
+ * "unknown". */
 const char *sched_kind_name(sched_kind k);
 /* Parses a name; returns -1 when unknown. */
 int sched_kind_parse(const char *name);
@@ -55,7 +61,7 @@ typedef struct plan {
     char *profile_ref;           /* path the file named, or NULL when embedded */
     char *cluster_ref;           /* likewise */
     sched_kind schedule;
-    int chunks;                  /* virtual stages per device (interleaved, zb-v); else 1 */
+    int chunks;                  /* virtual stages per device (the chunked kinds); else 1 */
     int microbatch_size;         /* samples per microbatch, > 0 */
     int microbatches;            /* microbatches per minibatch (per flush), > 0 */
     int recompute;               /* 1: activations recomputed in backward (not stashed) */
@@ -102,5 +108,15 @@ int plan_set_stage(plan *pl, int s, int first, int last, int replicas, const int
 
 /* Minibatch size in samples per pipeline round: microbatch_size * microbatches. */
 int plan_minibatch(const plan *pl);
+
+/* Marks in used[0..pl->clus->ndevices - 1] (caller's array, cleared here) the devices pl's
+ * stages run on. Returns how many are used. */
+int plan_devices_used(const plan *pl, unsigned char *used);
+
+/* How many of `total` devices are used, the idle ones listed as ranges: "16 of 16 used",
+ * "15 of 16 used (device 15 idle)", "12 of 16 used (devices 3, 12-14 idle)" (cut short
+ * with "..." when buf is too small; always terminated). used[i] != 0 marks device i.
+ * Returns how many are used. The one wording plan, sim and sweep print. */
+int plan_devices_text(const unsigned char *used, int total, char *buf, size_t n);
 
 #endif

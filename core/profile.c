@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bounds.h"
 #include "json.h"
 
 /* ---- allocation, copy, compare ------------------------------------------------------ */
@@ -225,15 +226,17 @@ static int cmp_edge_ref(const void *a, const void *b)
     return (x->idx > y->idx) - (x->idx < y->idx);
 }
 
-/* Checks one number field of layer i: finite and >= 0, or (optional) exactly "absent" (< 0
- * but finite, which the struct uses for -1). */
+/* Checks one number field of layer i: from 0 to hi (core/bounds.h), or (optional) exactly
+ * "absent" (< 0 but finite, which the struct uses for -1). */
 static int check_layer_num(const char *file, plumb_err *err, int i, const char *key, double v,
-                           int optional)
+                           int optional, double hi)
 {
     char path[96];
     snprintf(path, sizeof path, "layers[%d].%s", i, key);
     if (!isfinite(v)) return err_set(err, file, path, "expected a finite number (got %g)", v);
     if (!optional && v < 0) return err_set(err, file, path, "expected a number >= 0 (got %.17g)", v);
+    if (v > hi)
+        return err_set(err, file, path, "expected a number from 0 to %g (got %.10g)", hi, v);
     return 0;
 }
 
@@ -392,9 +395,9 @@ int profile_validate(const profile *p, const char *file, plumb_err *err)
         return err_set(err, file, "device", "expected a non-empty string");
     if (p->minibatch <= 0)
         return err_set(err, file, "minibatch", "expected an integer > 0 (got %d)", p->minibatch);
-    if (!isfinite(p->input_bytes) || p->input_bytes < 0)
-        return err_set(err, file, "input_bytes", "expected a number >= 0 (got %g)",
-                       p->input_bytes);
+    if (!(p->input_bytes >= 0 && p->input_bytes <= BOUND_BYTES_MAX))
+        return err_set(err, file, "input_bytes", "expected a number from 0 to %g (got %g)",
+                       BOUND_BYTES_MAX, p->input_bytes);
     if (p->nlayers <= 0 || !p->layers)
         return err_set(err, file, "layers", "expected at least one layer (got %d)", p->nlayers);
     if (p->nedges < 0 || (p->nedges > 0 && !p->edges))
@@ -406,17 +409,17 @@ int profile_validate(const profile *p, const char *file, plumb_err *err)
         if (!l->name || !*l->name) return err_set(err, file, path, "expected a non-empty string");
         snprintf(path, sizeof path, "layers[%d].kind", i);
         if (!l->kind || !*l->kind) return err_set(err, file, path, "expected a non-empty string");
-        if (check_layer_num(file, err, i, "forward_ms", l->forward_ms, 0) ||
-            check_layer_num(file, err, i, "backward_ms", l->backward_ms, 0) ||
-            check_layer_num(file, err, i, "backward_input_ms", l->backward_input_ms, 1) ||
-            check_layer_num(file, err, i, "backward_weight_ms", l->backward_weight_ms, 1) ||
-            check_layer_num(file, err, i, "activation_bytes", l->activation_bytes, 0) ||
-            check_layer_num(file, err, i, "parameter_bytes", l->parameter_bytes, 0) ||
-            check_layer_num(file, err, i, "flops", l->flops, 1) ||
-            check_layer_num(file, err, i, "saved_bytes", l->saved_bytes, 0) ||
-            check_layer_num(file, err, i, "split_saved_bytes", l->split_saved_bytes, 0) ||
-            check_layer_num(file, err, i, "grad_buffer_bytes", l->grad_buffer_bytes, 0) ||
-            check_layer_num(file, err, i, "workspace_bytes", l->workspace_bytes, 0))
+        if (check_layer_num(file, err, i, "forward_ms", l->forward_ms, 0, BOUND_LAYER_MS_MAX) ||
+            check_layer_num(file, err, i, "backward_ms", l->backward_ms, 0, BOUND_LAYER_MS_MAX) ||
+            check_layer_num(file, err, i, "backward_input_ms", l->backward_input_ms, 1, BOUND_LAYER_MS_MAX) ||
+            check_layer_num(file, err, i, "backward_weight_ms", l->backward_weight_ms, 1, BOUND_LAYER_MS_MAX) ||
+            check_layer_num(file, err, i, "activation_bytes", l->activation_bytes, 0, BOUND_BYTES_MAX) ||
+            check_layer_num(file, err, i, "parameter_bytes", l->parameter_bytes, 0, BOUND_BYTES_MAX) ||
+            check_layer_num(file, err, i, "flops", l->flops, 1, BOUND_FLOPS_MAX) ||
+            check_layer_num(file, err, i, "saved_bytes", l->saved_bytes, 0, BOUND_BYTES_MAX) ||
+            check_layer_num(file, err, i, "split_saved_bytes", l->split_saved_bytes, 0, BOUND_BYTES_MAX) ||
+            check_layer_num(file, err, i, "grad_buffer_bytes", l->grad_buffer_bytes, 0, BOUND_BYTES_MAX) ||
+            check_layer_num(file, err, i, "workspace_bytes", l->workspace_bytes, 0, BOUND_BYTES_MAX))
             return -1;
         int hi = l->backward_input_ms >= 0, hw = l->backward_weight_ms >= 0;
         if (hi != hw) {

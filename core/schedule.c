@@ -49,8 +49,6 @@ int act_is_compute(int k) { return k == ACT_F || k == ACT_B || k == ACT_I || k =
 int act_is_comm(int k) { return k >= ACT_SEND_F && k <= ACT_RECV_B; }
 int act_is_send(int k) { return k == ACT_SEND_F || k == ACT_SEND_B; }
 
-int sched_kind_chunked(sched_kind k) { return k == SCHED_INTERLEAVED || k == SCHED_ZB_V; }
-
 int sched_nranks(const schedule *s) { return s->nstages / s->chunks; }
 int sched_total_mb(const schedule *s) { return s->microbatches * s->iterations; }
 
@@ -73,13 +71,6 @@ int schedule_worker_of(const schedule *s, int stage, int microbatch)
 {
     if (!s || stage < 0 || stage >= s->nstages || microbatch < 0) return -1;
     return s->stage_workers[s->stage_first[stage] + microbatch % s->replicas[stage]];
-}
-
-/* Default rank of stage st in a chunked layout of p ranks. */
-static int default_rank(sched_kind k, int st, int p)
-{
-    if (k == SCHED_ZB_V) return (st / p) % 2 == 0 ? st % p : p - 1 - st % p;
-    return st % p;
 }
 
 #define GIB (1024.0 * 1024 * 1024)
@@ -133,7 +124,8 @@ static int shared_worker(const schedule *s, const int *user, int nw, int *a, int
 /* Fills s->stage_workers from spec (or the default placement) and checks the placement
  * rules: one stage per worker, or a whole rank's chunks per worker. Sets s->nworkers.
  * 0, or -1 with err. */
-static int sched_place(schedule *s, const sched_spec *spec, int chunked, plumb_err *err)
+static int sched_assign_workers(schedule *s, const sched_spec *spec, int chunked,
+                                plumb_err *err)
 {
     const char *kn = sched_kind_name(s->kind);
     int p = s->nstages / s->chunks, maxw = -1, rc = -1;
@@ -141,7 +133,7 @@ static int sched_place(schedule *s, const sched_spec *spec, int chunked, plumb_e
         for (int j = 0; j < s->replicas[st]; j++) {
             int i = s->stage_first[st] + j;
             int w = spec->workers ? spec->workers[i]
-                                  : (chunked ? default_rank(s->kind, st, p) : i);
+                                  : (chunked ? sched_kind_rank(s->kind, st, p) : i);
             if (w < 0 || w > 65535)
                 return err_set(err, NULL, "workers", "stage %d replica %d: expected a worker "
                                "id from 0 to 65535 (got %d)", st, j, w);
@@ -187,7 +179,7 @@ static int sched_place(schedule *s, const sched_spec *spec, int chunked, plumb_e
         for (int b = a + 1; b < s->nstages; b++) {
             int wa = s->stage_workers[s->stage_first[a]];
             int wb = s->stage_workers[s->stage_first[b]];
-            int same_rank = default_rank(s->kind, a, p) == default_rank(s->kind, b, p);
+            int same_rank = sched_kind_rank(s->kind, a, p) == sched_kind_rank(s->kind, b, p);
             if ((wa == wb) != same_rank) {
                 if (same_rank)
                     err_set(err, NULL, "workers", "%s: stages %d and %d are chunks of one rank "
@@ -241,9 +233,10 @@ schedule *sched_alloc(const sched_spec *spec, plumb_err *err)
         return err_set(err, NULL, "chunks", "%s runs one stage per rank: expected 1 (got %d)",
                        kn, spec->chunks),
                NULL;
-    if (spec->kind == SCHED_ZB_V && spec->chunks != 2)
-        return err_set(err, NULL, "chunks", "zb-v needs exactly 2 chunks per rank (got %d)",
-                       spec->chunks),
+    const sched_traits *tr = sched_traits_of(spec->kind);
+    if (tr->chunks_min == tr->chunks_max && spec->chunks != tr->chunks_min)
+        return err_set(err, NULL, "chunks", "%s needs exactly %d chunk%s per rank (got %d)",
+                       kn, tr->chunks_min, tr->chunks_min == 1 ? "" : "s", spec->chunks),
                NULL;
     if (spec->nstages % spec->chunks)
         return err_set(err, NULL, "stages", "%s: %d virtual stages do not split into %d chunks "
@@ -279,7 +272,7 @@ schedule *sched_alloc(const sched_spec *spec, plumb_err *err)
     }
     s->stage_workers = malloc((size_t)total * sizeof *s->stage_workers);
     if (!s->stage_workers) goto oom;
-    if (sched_place(s, spec, chunked, err)) goto fail;
+    if (sched_assign_workers(s, spec, chunked, err)) goto fail;
     s->len = calloc((size_t)s->nworkers, sizeof *s->len);
     s->acts = calloc((size_t)s->nworkers, sizeof *s->acts);
     s->worker_device = malloc((size_t)s->nworkers * sizeof *s->worker_device);
@@ -382,7 +375,7 @@ static void cell_text(const schedule *s, const action *a, char *buf, size_t n)
 {
     char t[48];
     action_format(a, t, sizeof t);
-    int show = (s->kind == SCHED_PIPEDREAM || s->kind == SCHED_2BW) &&
+    int show = sched_traits_of(s->kind)->versions != 1 &&
                (act_is_compute(a->kind) || a->kind == ACT_STEP) && a->version >= 0;
     if (show)
         snprintf(buf, n, "%s/v%d", t, a->version);

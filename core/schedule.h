@@ -10,6 +10,7 @@
 
 #include "err.h"
 #include "plan.h"
+#include "schedule_traits.h"
 
 typedef enum act_kind {
     ACT_F = 0,        /* forward of (stage, microbatch) */
@@ -39,14 +40,14 @@ typedef struct action {
 typedef struct sched_spec {
     sched_kind kind;
     int nworkers;        /* devices taking part; 0 = one more than the largest worker used */
-    int nstages;         /* (virtual) stages; for interleaved/zb-v = pipeline ranks x chunks */
-    int chunks;          /* virtual stages per pipeline rank (interleaved, zb-v); else 1 */
+    int nstages;         /* (virtual) stages; for the chunked kinds = pipeline ranks x chunks */
+    int chunks;          /* virtual stages per pipeline rank (the chunked kinds); else 1 */
     int microbatches;    /* per iteration (per flush / per minibatch) */
     int iterations;      /* iterations to lay out, >= 1 */
     const int *replicas; /* [nstages] replica count per stage; NULL = all 1 */
     const int *workers;  /* stage s replica j runs on workers[first(s) + j] where first(s) is
                             the sum of replicas before s; NULL = the default placement
-                            (stage s on rank s % (nstages / chunks), V-shape for zb-v) */
+                            (the kind's placement: sched_kind_rank) */
 } sched_spec;
 
 typedef struct schedule {
@@ -66,10 +67,11 @@ typedef struct schedule {
 
 /* Builds the schedule for spec. Returns a new schedule (free with schedule_free), or NULL
  * with err ("FIELD: what was expected (got ...)") when the spec is impossible: counts out of
- * range, chunks != 1 for a one-stage-per-rank kind or != 2 for zb-v, replicated stages
- * with chunks, placements that put two stages on a worker (or split a rank's chunks),
- * pipedream/2bw microbatches not a multiple of a stage's replicas, 2bw microbatches too few
- * for 2 weight versions. Any microbatch count works for interleaved (docs/schedules.md). */
+ * range, chunks outside the kind's (core/schedule_traits.h), replicated stages with chunks,
+ * placements that put two stages on a worker (or split a rank's chunks), microbatches not
+ * a multiple of a stage's replicas where the kind needs it (pipedream, 2bw), or too few to
+ * cover the microbatches in flight (2bw). Any microbatch count works for the synchronous
+ * kinds (docs/schedules.md). */
 schedule *schedule_generate(const sched_spec *spec, plumb_err *err);
 
 /* schedule_generate with the stages' costs (addition): stage_cost[3 * s + 0..2] is the time
@@ -162,12 +164,16 @@ int schedule_send_bound_pairs(const schedule *s, unsigned sends, sched_pair_boun
  * "0STEP" (plumb's own, for the optimizer step). Returns buf. */
 char *action_format(const action *a, char *buf, size_t n);
 
-/* Writes one CSV row per rank (PyTorch's format: actions comma-separated, "\r\n" line
- * ends, no STEP; see schedule_write_csv_flags). Returns 0 or -1 on a write error. */
+/* Writes one CSV row per rank (PyTorch 2.15's compute_comms form: actions comma-separated,
+ * "\r\n" line ends, no STEP; see schedule_write_csv_flags). Returns 0 or -1 on a write
+ * error or when out of memory. */
 int schedule_write_csv(const schedule *s, FILE *out);
-/* Reads PyTorch's CSV; peers of send/receive are resolved from the stage placement given
- * by spec (kind, nstages, chunks, replicas, workers). Empty fields are empty slots; a file
- * without sends/receives (compute_only) gets them added; steps, all-reduces of replicated
+/* Reads PyTorch's CSV (2.11's or 2.15's); peers of send/receive are resolved from the stage
+ * placement given by spec (kind, nstages, chunks, replicas, workers). Empty fields are
+ * empty slots; UNSHARD/RESHARD are skipped; 2.15's waits are checked (each follows its own
+ * send or REDUCE_GRAD on that rank; a file with send waits has one per send, a file with
+ * reduce waits one per REDUCE_GRAD) and dropped; a file without sends/receives
+ * (compute_only) gets them added; steps, all-reduces of replicated
  * stages and versions are recomputed from spec->kind unless the file has them. When
  * spec->iterations < 1 it is derived from the largest microbatch. Returns NULL with err
  * ("FILE: row R, field F: ...") on bad input. */
@@ -206,15 +212,20 @@ int schedule_worker_of(const schedule *s, int stage, int microbatch);
 
 /* Parses one action string ("0F3", "1RECV_B2", "0REDUCE_GRAD", "2STEP"): fills kind,
  * stage, microbatch (-1 when absent), version/peer/peer_stage -1. Returns 0, 1 for an
- * action plumb ignores (PyTorch's UNSHARD/RESHARD), or -1 when malformed. */
+ * action plumb ignores (PyTorch's UNSHARD/RESHARD), 2 for a PyTorch 2.15 wait
+ * ("0WAIT_SEND_F3", "1WAIT_SEND_B2", "0WAIT_REDUCE_GRAD": kind is then the action it
+ * completes, ACT_SEND_F, ACT_SEND_B or ACT_ALLREDUCE), or -1 when malformed. */
 int action_parse(const char *text, action *a);
 
-/* CSV flags for schedule_write_csv_flags. The default (0) is PyTorch's compute_comms form:
- * every action but STEP, which PyTorch cannot parse. */
+/* CSV flags for schedule_write_csv_flags. The default (0) is PyTorch 2.15's compute_comms
+ * form: every action but STEP, which PyTorch cannot parse, with a WAIT_SEND_F/WAIT_SEND_B
+ * per send and a WAIT_REDUCE_GRAD per REDUCE_GRAD where 2.15's lowering puts them. */
 enum {
     SCHED_CSV_STEPS = 1,        /* also write plumb's STEP actions ("0STEP") */
-    SCHED_CSV_COMPUTE_ONLY = 2  /* only F, B, I, W (PyTorch's compute_only form), and STEP
-                                   with SCHED_CSV_STEPS */
+    SCHED_CSV_COMPUTE_ONLY = 2, /* only F, B, I, W (PyTorch's compute_only form, the same in
+                                   2.11 and 2.15), and STEP with SCHED_CSV_STEPS */
+    SCHED_CSV_NO_WAITS = 4      /* PyTorch 2.11's compute_comms form: no WAIT_* actions
+                                   (2.11 misreads "0WAIT_SEND_F3" as "0W") */
 };
 int schedule_write_csv_flags(const schedule *s, FILE *out, unsigned flags);
 

@@ -53,8 +53,10 @@ static int emit_1f1b(actvec *v, int st, const int *mbs, int n, int k, int zb, in
     return 0;
 }
 
-/* gpipe, 1f1b-flush, zb-h1: per iteration, then a flush. pipedream, 2bw: one continuous
- * 1F1B over every microbatch of every iteration. */
+/* The one-stage-per-rank kinds, shaped by their traits: the flushing ones per iteration,
+ * then a flush (every forward then every backward when the kind holds all microbatches,
+ * gpipe; 1F1B with the backward split and W deferred, zb-h1; else 1F1B); the asynchronous
+ * ones (pipedream, 2bw) one continuous 1F1B over every microbatch of every iteration. */
 static int gen_single(const schedule *s, actvec *lists)
 {
     int M = s->microbatches, T = sched_total_mb(s), kmax = 0;
@@ -62,7 +64,8 @@ static int gen_single(const schedule *s, actvec *lists)
     if (!mbs) return -1;
     for (int st = 0; st < s->nstages; st++)
         if (inflight_of(s, st) - 1 > kmax) kmax = inflight_of(s, st) - 1;
-    int async = s->kind == SCHED_PIPEDREAM || s->kind == SCHED_2BW;
+    const sched_traits *tr = sched_traits_of(s->kind);
+    int async = tr->async;
     for (int st = 0; st < s->nstages; st++) {
         int k = inflight_of(s, st) - 1;
         for (int j = 0; j < s->replicas[st]; j++) {
@@ -71,10 +74,10 @@ static int gen_single(const schedule *s, actvec *lists)
                 int n = async ? replica_mbs(s, st, j, 0, T, mbs)
                               : replica_mbs(s, st, j, it * M, it * M + M, mbs);
                 int rc = 0;
-                if (s->kind == SCHED_GPIPE) {
+                if (tr->hold == SCHED_HOLD_ALL) {
                     for (int i = 0; i < n && !rc; i++) rc = emit(v, ACT_F, st, mbs[i]);
                     for (int i = 0; i < n && !rc; i++) rc = emit(v, ACT_B, st, mbs[i]);
-                } else if (s->kind == SCHED_ZB_H1) {
+                } else if (tr->split_backward) {
                     rc = emit_1f1b(v, st, mbs, n, k, 1, kmax - k);
                 } else {
                     rc = emit_1f1b(v, st, mbs, n, k, 0, 0);
@@ -191,20 +194,21 @@ static int gen_zbv(const schedule *s, actvec *lists)
 static int check_kind(const schedule *s, plumb_err *err)
 {
     int M = s->microbatches;
-    if (s->kind == SCHED_PIPEDREAM || s->kind == SCHED_2BW)
+    const sched_traits *tr = sched_traits_of(s->kind);
+    if (tr->mb_per_replica)
         for (int st = 0; st < s->nstages; st++)
             if (M % s->replicas[st])
                 return err_set(err, NULL, "microbatches", "%s with stage %d on %d replicas "
-                               "needs a multiple of %d (got %d)",
-                               s->kind == SCHED_2BW ? "2bw" : "pipedream", st, s->replicas[st],
+                               "needs a multiple of %d (got %d)", tr->name, st, s->replicas[st],
                                s->replicas[st], M);
-    if (s->kind == SCHED_2BW)
+    if (tr->mb_cover_inflight)
         for (int st = 0; st < s->nstages; st++) {
             int need = (inflight_of(s, st) - 1) * s->replicas[st];
             if (M < need)
-                return err_set(err, NULL, "microbatches", "2bw keeps 2 weight versions only "
+                return err_set(err, NULL, "microbatches", "%s keeps %d weight versions only "
                                "when a minibatch covers the microbatches in flight: stage %d "
-                               "needs at least %d (got %d)", st, need, M);
+                               "needs at least %d (got %d)", tr->name, tr->versions, st, need,
+                               M);
         }
     return 0;
 }
@@ -227,6 +231,7 @@ schedule *schedule_generate_costed(const sched_spec *spec, const double *stage_c
     switch (s->kind) {
     case SCHED_INTERLEAVED: rc = gen_interleaved(s, lists); break;
     case SCHED_ZB_V: rc = gen_zbv(s, lists); break;
+    case SCHED_DUALPIPEV: rc = sched_gen_dualpipev(s, lists); break;
     default: rc = gen_single(s, lists); break;
     }
     if (rc) goto oom;

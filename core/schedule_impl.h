@@ -7,6 +7,7 @@
 #define PLUMB_SCHEDULE_IMPL_H
 
 #include "schedule.h"
+#include "schedule_traits.h"
 
 typedef struct actvec {
     action *a;
@@ -27,9 +28,6 @@ int act_is_comm(int kind);
 /* 1 for SEND_F, SEND_B. */
 int act_is_send(int kind);
 
-/* 1 when k lays out chunks > 1 virtual stages per rank (interleaved, zb-v). */
-int sched_kind_chunked(sched_kind k);
-
 /* Validates spec and allocates a schedule with its placement filled and every worker's
  * list empty. NULL with err naming the bad field. */
 schedule *sched_alloc(const sched_spec *spec, plumb_err *err);
@@ -45,6 +43,10 @@ int sched_hosts(const schedule *s, int w, int st);
 
 /* Moves lists[0..nworkers) into s (replacing its lists); the vectors are left empty. */
 int sched_adopt(schedule *s, actvec *lists, plumb_err *err);
+
+/* The generators that live in files of their own: the compute order (F, B, I, W) of
+ * every worker into lists[nworkers]. 0, or -1 when out of memory. */
+int sched_gen_dualpipev(const schedule *s, actvec *lists);
 
 /* The passes. Each works on lists[nworkers] in place and returns 0 or -1 with err. */
 int sched_add_allreduce(const schedule *s, actvec *lists, plumb_err *err);

@@ -25,17 +25,17 @@ static int is_bwd_end(int k) { return k == ACT_B || k == ACT_W; }
  * list's actions (-1 for others). Returns the number of groups. */
 static int groups_of(const schedule *s, const actvec *v, int st, int *grp)
 {
-    int g = 0;
+    int g = 0, step_each_round = sched_traits_of(s->kind)->step_each_round;
     for (int i = 0; i < v->n; i++) {
         grp[i] = -1;
         const action *a = &v->a[i];
         if (a->stage != st || !is_bwd_end(a->kind)) continue;
-        if (s->kind == SCHED_PIPEDREAM)
+        if (step_each_round)
             grp[i] = g++;
         else
             grp[i] = a->microbatch / s->microbatches;
     }
-    return s->kind == SCHED_PIPEDREAM ? g : s->iterations;
+    return step_each_round ? g : s->iterations;
 }
 
 /* For each group k of (w, st), the index of the action after which the group completes

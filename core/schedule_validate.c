@@ -227,8 +227,6 @@ done:
     return ret;
 }
 
-static int kind_is_sync(sched_kind k) { return k != SCHED_PIPEDREAM && k != SCHED_2BW; }
-
 /* Layer 3 on worker w, also the counter of activations and versions. strict: report
  * errors (else skip what cannot be counted). act/ver: [S] maxima to raise (may be NULL). */
 static int check_order(vctx *c, int w, int strict, int *act, int *ver, plumb_err *err)
@@ -330,10 +328,10 @@ static int check_order(vctx *c, int w, int strict, int *act, int *ver, plumb_err
             if (a->version != cur[st] + 1)
                 FAIL("worker %d action %d (%s): STEP version order: produces version %d after "
                      "version %d", w, i, fmt(a, t), a->version, cur[st]);
-            if (kind_is_sync(s->kind) && infl[st] > 0)
+            if (!sched_traits_of(s->kind)->async && infl[st] > 0)
                 FAIL("worker %d action %d (%s): %s is synchronous but %d microbatch%s still in "
-                     "flight at the step", w, i, fmt(a, t), s->kind == SCHED_GPIPE ? "gpipe" :
-                     "this schedule", infl[st], infl[st] == 1 ? " is" : "es are");
+                     "flight at the step", w, i, fmt(a, t), sched_kind_name(s->kind), infl[st],
+                     infl[st] == 1 ? " is" : "es are");
             if (s->replicas[st] > 1 && !ar[st])
                 FAIL("worker %d action %d (%s): stage %d has %d replicas but no REDUCE_GRAD "
                      "before this step", w, i, fmt(a, t), st, s->replicas[st]);

@@ -1,38 +1,27 @@
-/* backend.c: finds a compute backend by name among those built into this binary; host
- * buffers for uploads. */
+/* backend.c: finds a compute backend by name (the CUDA backend in its plugin, loaded on
+ * demand); host buffers for uploads. */
 #include "exec/backend.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#ifdef PLUMB_HAVE_CUDA
-/* A strong reference: it pulls the CUDA backend's objects out of libplumb.a (a weak one
- * would not, and the backend would look missing). */
-#include "exec/cuda/cuda_backend.h"
-#endif
+#include "exec/plugin.h"
 
 const backend *backend_find(const char *name, plumb_err *err)
 {
     if (name && !strcmp(name, "cpu")) return backend_cpu();
     if (name && !strcmp(name, "cpu-bf16")) return backend_cpu_bf16();
-#ifdef PLUMB_HAVE_CUDA
-    if (name && !strcmp(name, "cuda")) return backend_cuda();
-    /* "cuda-tf32", "cuda-bf16": the CUDA backend with TF32 or bf16 arithmetic */
-    for (int p = 0; p < CUDA_NPRECISIONS; p++)
-        if (name && !strcmp(name, backend_cuda_precision((cuda_precision)p)->name))
-            return backend_cuda_precision((cuda_precision)p);
+    if (name && !strncmp(name, "cuda", 4)) {
+        /* "cuda", "cuda-tf32", "cuda-bf16": plumb-cuda.so, loaded now */
+        char opt[96];
+        snprintf(opt, sizeof opt, "--backend %.80s", name);
+        const plugin_api *api = plugin_load("cuda", opt, err);
+        return api ? api->backend_named(name, err) : NULL;
+    }
     err_set(err, NULL, "--backend",
             "expected \"cpu\", \"cpu-bf16\", \"cuda\", \"cuda-tf32\" or \"cuda-bf16\" "
             "(got \"%s\")", name ? name : "");
-#else
-    if (name && !strcmp(name, "cuda"))
-        err_set(err, NULL, "--backend",
-                "the CUDA backend is not built into this binary (nvcc was not found at build "
-                "time); expected \"cpu\" or \"cpu-bf16\"");
-    else
-        err_set(err, NULL, "--backend", "expected \"cpu\" or \"cpu-bf16\" (got \"%s\")",
-                name ? name : "");
-#endif
     return NULL;
 }
 

@@ -219,9 +219,10 @@ const backend *backend_cpu(void);
  * "cpu" (it copies operands to round them); for checking mixed precision, not for speed. */
 const backend *backend_cpu_bf16(void);
 
-/* Finds a backend by name ("cpu", "cpu-bf16", "cuda", "cuda-tf32", "cuda-bf16"). Returns
- * NULL with err set when unknown or not built into this binary (the message says which
- * are). */
+/* Finds a backend by name ("cpu", "cpu-bf16", "cuda", "cuda-tf32", "cuda-bf16"); the CUDA
+ * ones load plumb-cuda.so on first use (exec/plugin.h). Returns NULL with err set when the
+ * name is unknown, or the CUDA plugin was not built, is missing, or lacks a library (the
+ * message says which). */
 const backend *backend_find(const char *name, plumb_err *err);
 /* Host buffers for uploads: bk->host_alloc where the backend has one, else malloc (NULL
  * with err set when out of memory); free them with bk_host_free on the same backend. */

@@ -1,21 +1,32 @@
-/* checkpoint.c: saving and loading training state (weights, optimizer state, steps).
- * Layout: "PLUMBCK1" | u32 version 1 | u32 optimizer kind | u64 parameters | u64 steps |
- * u64 model fingerprint | weights | m (momentum, adam) | v (adam), all little-endian. */
+/* checkpoint.c: saving and loading training state (weights, optimizer state, steps),
+ * checked end to end. Layout (version 2), all little-endian:
+ *   0 "PLUMBCK1" | 8 u32 version 2 | 12 u32 optimizer kind | 16 u64 parameters |
+ *   24 u64 steps | 32 u64 model fingerprint | 40 u32 CRC-32 of the weights | 44 u32 CRC-32
+ *   of m (0 without) | 48 u32 CRC-32 of v (0 without) | 52 u32 0 | 56 u32 0 | 60 u32 CRC-32
+ *   of bytes 0..59 | 64 weights | m (momentum, adam) | v (adam).
+ * Version 1 files (no checksums) are refused with a line saying so. Checkpoint folders
+ * report a corrupt newest file instead of skipping it, and sweep the temporary files of
+ * writers that died. */
 #include "exec/checkpoint.h"
 
 #include <dirent.h>
 #include <errno.h>
 #include <limits.h>
+#include <math.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+#include <zlib.h>
 
 #include "json.h"
 
 #define CK_MAGIC "PLUMBCK1"
-#define CK_HEADER 40
+#define CK_VERSION 2
+#define CK_HEADER 64
 
 static void fnv(unsigned long long *h, long long v)
 {
@@ -90,38 +101,75 @@ static void get_floats(float *x, const unsigned char *p, size_t n)
     }
 }
 
+static unsigned crc_of(const unsigned char *p, size_t n)
+{
+    uLong c = crc32(0L, Z_NULL, 0);
+    while (n > 0) { /* zlib takes uInt lengths */
+        uInt k = n > (1u << 30) ? (1u << 30) : (uInt)n;
+        c = crc32(c, p, k);
+        p += k;
+        n -= k;
+    }
+    return (unsigned)c;
+}
+
+static void put32(unsigned char *p, unsigned v)
+{
+    for (int i = 0; i < 4; i++) p[i] = (unsigned char)(v >> (8 * i));
+}
+
+static unsigned get32(const unsigned char *p)
+{
+    return (unsigned)p[0] | (unsigned)p[1] << 8 | (unsigned)p[2] << 16 | (unsigned)p[3] << 24;
+}
+
 int ckpt_save(const char *path, const model *m, const ckpt *c, plumb_err *err)
 {
     size_t n = (size_t)m->nparams, k = (size_t)nstate(c->opt_kind);
     size_t len = CK_HEADER + (1 + k) * n * sizeof(float);
-    unsigned char *buf = malloc(len);
+    unsigned char *buf = calloc(1, len);
     if (!buf) return err_set(err, path, NULL, "out of memory for a %zu-byte checkpoint", len);
     memcpy(buf, CK_MAGIC, 8);
-    buf[8] = 1, buf[9] = buf[10] = buf[11] = 0;
-    buf[12] = (unsigned char)c->opt_kind, buf[13] = buf[14] = buf[15] = 0;
+    put32(buf + 8, CK_VERSION);
+    put32(buf + 12, (unsigned)c->opt_kind);
     put64(buf + 16, n);
     put64(buf + 24, (unsigned long long)c->step);
     put64(buf + 32, model_fingerprint(m));
     put_floats(buf + CK_HEADER, c->w, n);
     if (k >= 1) put_floats(buf + CK_HEADER + n * 4, c->m, n);
     if (k >= 2) put_floats(buf + CK_HEADER + 2 * n * 4, c->v, n);
+    for (size_t t = 0; t <= k; t++)
+        put32(buf + 40 + 4 * t, crc_of(buf + CK_HEADER + t * n * 4, n * 4));
+    put32(buf + 60, crc_of(buf, 60));
+    ckpt_sweep_file(path);
     int rc = file_write_atomic(path, (const char *)buf, len, err);
     free(buf);
     return rc;
 }
 
-/* Reads and checks the header of f; fills kind and step. 0 or -1 with err. */
+/* Reads and checks the header of f (its checksum first, then its fields); fills kind,
+ * step and the tensors' checksums. 0 or -1 with err. */
 static int check_header(FILE *f, const char *path, const model *m, int *kind, long *step,
-                        plumb_err *err)
+                        unsigned crc[3], plumb_err *err)
 {
     unsigned char h[CK_HEADER];
     size_t n = (size_t)m->nparams;
-    if (fread(h, 1, CK_HEADER, f) != CK_HEADER)
+    size_t got = fread(h, 1, CK_HEADER, f);
+    if (got >= 12 && !memcmp(h, CK_MAGIC, 8) && get32(h + 8) == 1)
+        return err_set(err, path, NULL, "checkpoint version 1 has no checksums; expected "
+                       "version %d (written by this plumb): start the run again, or resume "
+                       "it with the plumb that wrote it", CK_VERSION);
+    if (got != CK_HEADER)
         return err_set(err, path, NULL, "truncated checkpoint header: expected %d bytes",
                        CK_HEADER);
-    if (memcmp(h, CK_MAGIC, 8) || h[8] != 1 || h[9] || h[10] || h[11])
+    if (memcmp(h, CK_MAGIC, 8) || get32(h + 8) != CK_VERSION)
         return err_set(err, path, NULL, "not a plumb checkpoint: expected the magic \"%s\" "
-                       "and version 1", CK_MAGIC);
+                       "and version %d", CK_MAGIC, CK_VERSION);
+    if (get32(h + 60) != crc_of(h, 60))
+        return err_set(err, path, NULL, "header checksum: expected %08x (got %08x): the "
+                       "file is corrupt", crc_of(h, 60), get32(h + 60));
+    if (get32(h + 52) || get32(h + 56))
+        return err_set(err, path, NULL, "reserved bytes 52..59: expected zeros");
     if (h[13] || h[14] || h[15])
         return err_set(err, path, NULL, "optimizer kind: expected a 32-bit 0, 1 or 2 at byte "
                        "12 (got bytes %02x %02x %02x %02x)", h[12], h[13], h[14], h[15]);
@@ -135,25 +183,46 @@ static int check_header(FILE *f, const char *path, const model *m, int *kind, lo
     if (get64(h + 24) > (unsigned long long)LONG_MAX)
         return err_set(err, path, NULL, "steps: expected at most %ld (got %llu)", LONG_MAX,
                        get64(h + 24));
+    for (int t = nstate(h[12]) + 1; t < 3; t++)
+        if (get32(h + 40 + 4 * t))
+            return err_set(err, path, NULL, "checksum of a tensor %s optimizer has: expected "
+                           "0 (got %08x)", h[12] == 0 ? "no" : "that this", get32(h + 40 + 4 * t));
     *kind = h[12];
     *step = (long)get64(h + 24);
+    for (int t = 0; t < 3; t++) crc[t] = get32(h + 40 + 4 * t);
     return 0;
 }
 
 int ckpt_peek(const char *path, const model *m, int *opt_kind, long *step, plumb_err *err)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f) return err_set(err, path, NULL, "cannot open: %s", strerror(errno));
-    int rc = check_header(f, path, m, opt_kind, step, err);
-    if (!rc) {
-        size_t want = CK_HEADER + (1 + (size_t)nstate(*opt_kind)) * (size_t)m->nparams * 4;
-        long len = fseek(f, 0, SEEK_END) == 0 ? ftell(f) : -1;
-        if (len < 0 || (size_t)len != want)
-            rc = err_set(err, path, NULL, "expected %zu bytes of checkpoint (got %ld)%s", want,
-                         len, len >= 0 && (size_t)len < want ? ": truncated" : "");
+    ckpt c;
+    if (ckpt_load(path, m, &c, err)) return -1;
+    *opt_kind = c.opt_kind;
+    *step = c.step;
+    ckpt_free(&c);
+    return 0;
+}
+
+static const char *const TENSOR[3] = {"weights", "momentum (m)", "second moment (v)"};
+
+/* Checks body's tensors against their checksums, then their values. 0 or -1 with err. */
+static int check_body(const char *path, const unsigned char *body, size_t n, size_t k,
+                      const unsigned crc[3], const ckpt *c, plumb_err *err)
+{
+    for (size_t t = 0; t <= k; t++) {
+        unsigned got = crc_of(body + t * n * 4, n * 4);
+        if (got != crc[t])
+            return err_set(err, path, NULL, "%s checksum: expected %08x (got %08x): the file "
+                           "is corrupt", TENSOR[t], crc[t], got);
     }
-    fclose(f);
-    return rc;
+    const float *x[3] = {c->w, c->m, c->v};
+    for (size_t t = 0; t <= k; t++)
+        for (size_t i = 0; i < n; i++)
+            if (!isfinite(x[t][i]))
+                return err_set(err, path, NULL, "%s[%zu]: expected a finite number (got %g): "
+                               "the run that wrote it had diverged", TENSOR[t], i,
+                               (double)x[t][i]);
+    return 0;
 }
 
 int ckpt_load(const char *path, const model *m, ckpt *c, plumb_err *err)
@@ -163,31 +232,32 @@ int ckpt_load(const char *path, const model *m, ckpt *c, plumb_err *err)
     if (!f) return err_set(err, path, NULL, "cannot open: %s", strerror(errno));
     int rc = -1;
     size_t n = (size_t)m->nparams;
-    if (check_header(f, path, m, &c->opt_kind, &c->step, err)) goto done;
+    unsigned crc[3];
+    unsigned char *body = NULL;
+    if (check_header(f, path, m, &c->opt_kind, &c->step, crc, err)) goto done;
     size_t k = (size_t)nstate(c->opt_kind);
-    unsigned char *body = malloc((1 + k) * n * 4 + 1);
+    body = malloc((1 + k) * n * 4 + 1);
     c->w = malloc(n * sizeof(float) + 1);
     if (k >= 1) c->m = malloc(n * sizeof(float) + 1);
     if (k >= 2) c->v = malloc(n * sizeof(float) + 1);
     if (!body || !c->w || (k >= 1 && !c->m) || (k >= 2 && !c->v)) {
-        free(body);
         err_set(err, path, NULL, "out of memory");
         goto done;
     }
     size_t got = fread(body, 1, (1 + k) * n * 4, f);
     int extra = fgetc(f) != EOF;
     if (got != (1 + k) * n * 4 || extra) {
-        free(body);
-        err_set(err, path, NULL, "expected %zu bytes of weights and optimizer state (got %s)",
-                (1 + k) * n * 4, extra ? "more" : "fewer: truncated");
+        err_set(err, path, NULL, "expected %zu bytes of checkpoint (got %s)",
+                CK_HEADER + (1 + k) * n * 4, extra ? "more" : "fewer: truncated");
         goto done;
     }
     get_floats(c->w, body, n);
     if (k >= 1) get_floats(c->m, body + n * 4, n);
     if (k >= 2) get_floats(c->v, body + 2 * n * 4, n);
-    free(body);
+    if (check_body(path, body, n, k, crc, c, err)) goto done;
     rc = 0;
 done:
+    free(body);
     fclose(f);
     if (rc) ckpt_free(c);
     return rc;
@@ -253,11 +323,63 @@ static long *list_steps(const char *dir, int *n)
     return st;
 }
 
+/* 1 when `name` is the temporary file "STEM.tmp.PID" of an atomic write (json.c's
+ * file_write_atomic) by a process that no longer runs: STEM equal to `stem`, or any
+ * "ckpt-STEP.ckpt" when stem is NULL. A live PID (or one of another user) is left alone. */
+static int dead_tmp(const char *name, const char *stem)
+{
+    const char *t = strstr(name, ".tmp."), *q;
+    if (!t) return 0;
+    for (q = t + 5; *q >= '0' && *q <= '9'; q++) {}
+    if (q == t + 5 || *q || q - (t + 5) > 9) return 0;
+    char pre[256];
+    size_t pl = (size_t)(t - name);
+    if (pl >= sizeof pre) return 0;
+    memcpy(pre, name, pl);
+    pre[pl] = '\0';
+    if (stem ? strcmp(pre, stem) != 0 : name_step(pre) < 0) return 0;
+    long pid = strtol(t + 5, NULL, 10);
+    if (pid <= 0 || pid == (long)getpid()) return 0;
+    return kill((pid_t)pid, 0) != 0 && errno == ESRCH;
+}
+
+/* Removes dir's temporary files left by dead writers (dead_tmp). */
+static void sweep_tmp(const char *dir, const char *stem)
+{
+    DIR *d = opendir(dir);
+    if (!d) return;
+    struct dirent *e;
+    while ((e = readdir(d)))
+        if (dead_tmp(e->d_name, stem)) {
+            char *p = join(dir, e->d_name);
+            if (p) unlink(p);
+            free(p);
+        }
+    closedir(d);
+}
+
+void ckpt_sweep_file(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    if (!slash) {
+        sweep_tmp(".", path);
+        return;
+    }
+    size_t dl = (size_t)(slash - path);
+    char *dir = malloc(dl + 2);
+    if (!dir) return;
+    memcpy(dir, path, dl ? dl : 1);
+    dir[dl ? dl : 1] = '\0';
+    sweep_tmp(dir, slash + 1);
+    free(dir);
+}
+
 int ckpt_save_dir(const char *dir, const model *m, const ckpt *c, int keep, plumb_err *err)
 {
     if (mkdir(dir, 0755) != 0 && errno != EEXIST)
         return err_set(err, dir, NULL, "cannot create the checkpoint folder: %s",
                        strerror(errno));
+    sweep_tmp(dir, NULL);
     char name[40];
     snprintf(name, sizeof name, "ckpt-%08ld.ckpt", c->step);
     char *path = join(dir, name);
@@ -287,6 +409,7 @@ char *ckpt_find_latest(const char *dir, const model *m, plumb_err *err)
         return err_set(err, dir, NULL, "cannot read the checkpoint folder: %s",
                        strerror(errno)), NULL;
     char *found = NULL;
+    plumb_err bad = {{0}}; /* why the newest file failed, when it did */
     for (int i = 0; i < n && !found; i++) {
         char name[40];
         snprintf(name, sizeof name, "ckpt-%08ld.ckpt", st[i]);
@@ -295,9 +418,25 @@ char *ckpt_find_latest(const char *dir, const model *m, plumb_err *err)
         long step;
         plumb_err e2 = {{0}};
         if (p && !ckpt_peek(p, m, &kind, &step, &e2)) found = p;
-        else free(p);
+        else {
+            if (i == 0) bad = e2;
+            free(p);
+        }
     }
     free(st);
+    if (bad.msg[0]) {
+        /* the newest is corrupt: say so rather than silently resume from an older one */
+        const char *prev = found ? strrchr(found, '/') + 1 : NULL;
+        if (prev)
+            err_set(err, NULL, NULL, "%.700s (the newest checkpoint in %.100s; the newest "
+                    "intact one is %s: resume from it with --resume, or move the corrupt "
+                    "file away)", bad.msg, dir, prev);
+        else
+            err_set(err, NULL, NULL, "%.700s (the newest checkpoint in %.100s; no older one "
+                    "is intact)", bad.msg, dir);
+        free(found);
+        return NULL;
+    }
     if (!found)
         err_set(err, dir, NULL, "expected a checkpoint of model %s (ckpt-STEP.ckpt) in this "
                 "folder (found none)", m->name);

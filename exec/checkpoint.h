@@ -2,7 +2,8 @@
  * number of steps taken, so that a run can stop and resume where it was (docs/exec.md,
  * "Checkpoints"). Binary, little-endian fp32; the header identifies the model by a hash of
  * its layer kinds, shapes and parameter count, so a checkpoint cannot load into another
- * model. Files are written atomically. */
+ * model; a CRC-32 over the header and one per tensor catch corruption. Files are written
+ * atomically. */
 #ifndef PLUMB_EXEC_CHECKPOINT_H
 #define PLUMB_EXEC_CHECKPOINT_H
 
@@ -20,31 +21,41 @@ typedef struct ckpt {
 /* A hash of m's architecture (kinds, shapes, parameter counts; not names or seed). */
 unsigned long long model_fingerprint(const model *m);
 
-/* Writes c (arrays of m->nparams floats) to path atomically. 0 or -1 with err. */
+/* Writes c (arrays of m->nparams floats) to path atomically, first removing the
+ * temporary files "PATH.tmp.PID" that writers of path which died left beside it
+ * (ckpt_sweep_file). 0 or -1 with err. */
 int ckpt_save(const char *path, const model *m, const ckpt *c, plumb_err *err);
 
 /* Reads path into c, allocating its arrays (free with ckpt_free). Fails with err naming
- * the file on a bad magic number, another model, a truncated or oversized file. */
+ * the file on a bad magic number, a version 1 file (no checksums), another model, a
+ * truncated or oversized file, a checksum that does not match (header or tensor), or a
+ * value that is not finite. */
 int ckpt_load(const char *path, const model *m, ckpt *c, plumb_err *err);
 
-/* Checks path's header and size against m without reading the weights; gives the
- * optimizer kind and steps. 0, or -1 with err as ckpt_load would fail. */
+/* Checks path against m as ckpt_load does (checksums included) without keeping the
+ * state; gives the optimizer kind and steps. 0, or -1 with err as ckpt_load would fail. */
 int ckpt_peek(const char *path, const model *m, int *opt_kind, long *step, plumb_err *err);
 
 void ckpt_free(ckpt *c);
+
+/* Removes the temporary files "NAME.tmp.PID" beside path (NAME its file name) whose PID
+ * no longer runs: what an atomic write of path interrupted by a kill leaves behind. */
+void ckpt_sweep_file(const char *path);
 
 /* Checkpoint folders (`plumb train --checkpoint DIR --checkpoint-every N`): DIR holds
  * ckpt-SSSSSSSS.ckpt files named by their step (8 digits, zero-padded).
  *
  * ckpt_save_dir writes c as its step's file in dir (creating dir, mode 0755, when missing;
  * the file itself atomically: temporary file, fsync, rename), then removes that folder's
- * older checkpoints beyond the `keep` newest (keep >= 1). Returns 0, or -1 with err set
- * (nothing is removed then). */
+ * older checkpoints beyond the `keep` newest (keep >= 1). Before writing it removes the
+ * temporary files "ckpt-STEP.ckpt.tmp.PID" of writers that died (PID not running).
+ * Returns 0, or -1 with err set (no checkpoint is removed then). */
 int ckpt_save_dir(const char *dir, const model *m, const ckpt *c, int keep, plumb_err *err);
 
-/* The path (malloc'd, caller frees) of the newest checkpoint in dir that is complete and
- * of model m (by step; unreadable or foreign files are skipped). NULL with err set when dir
- * holds none. */
+/* The path (malloc'd, caller frees) of the newest checkpoint in dir, checked in full as
+ * ckpt_load does. NULL with err set when dir holds none, or when the newest fails the
+ * checks: err then gives its reason and names the newest intact one, if any (a corrupt
+ * newest file is never skipped silently). */
 char *ckpt_find_latest(const char *dir, const model *m, plumb_err *err);
 
 #endif

@@ -291,6 +291,10 @@ static int parse_layer(parse_st *ps, const cJSON *obj, const char *lpath, int to
         if (n == 0)
             return err_set(c->err, c->file, json_path(fp, sizeof fp, lpath, "layers"),
                            "expected at least one layer (got an empty array)");
+        if (n > MODEL_MAX_LAYERS - ps->next_uid)
+            return err_set(c->err, c->file, json_path(fp, sizeof fp, lpath, "layers"),
+                           "expected at most %d layers in all, residual blocks' layers "
+                           "included (got %d more here)", MODEL_MAX_LAYERS, n);
         L->children = calloc((size_t)n, sizeof *L->children);
         if (!L->children) return err_set(c->err, c->file, lpath, "out of memory");
         L->nchildren = n;
@@ -346,12 +350,16 @@ static int parse_layer(parse_st *ps, const cJSON *obj, const char *lpath, int to
 static int parse_list(parse_st *ps, const cJSON *arr, int n, const char *path, int top,
                       int *ndim, int *shape, origin *org, layer *ls)
 {
-    for (int i = 0; i < n; i++) {
+    /* walk the child/next chain: cJSON_GetArrayItem(arr, i) is linear in i */
+    int i = 0;
+    for (const cJSON *it = arr->child; it && i < n; it = it->next, i++) {
         char lp[300];
         json_path_idx(lp, sizeof lp, path, "", i);
-        if (parse_layer(ps, cJSON_GetArrayItem(arr, i), lp, top, i, n, ndim, shape, org,
-                        &ls[i]))
-            return -1;
+        if (ps->next_uid >= MODEL_MAX_LAYERS)
+            return err_set(ps->c->err, ps->c->file, lp,
+                           "expected at most %d layers in all, residual blocks' layers "
+                           "included (got more)", MODEL_MAX_LAYERS);
+        if (parse_layer(ps, it, lp, top, i, n, ndim, shape, org, &ls[i])) return -1;
     }
     return 0;
 }
@@ -411,6 +419,10 @@ model *model_from_json(const cJSON *root, const char *file, plumb_err *err)
     }
     if (n < 1) {
         err_set(err, file, "layers", "expected at least the loss layer (got an empty array)");
+        goto fail;
+    }
+    if (n > MODEL_MAX_LAYERS) {
+        err_set(err, file, "layers", "expected at most %d layers (got %d)", MODEL_MAX_LAYERS, n);
         goto fail;
     }
     m->layers = calloc((size_t)n, sizeof *m->layers);

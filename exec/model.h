@@ -16,6 +16,9 @@
 
 #define MODEL_FORMAT "plumb-model/1"
 #define MODEL_MAX_DIMS 3
+/* Layers in a model, residual blocks' layers included: a bound on the work and memory a
+ * spec can ask for at load (a parse is linear in it). */
+#define MODEL_MAX_LAYERS 100000
 
 typedef enum layer_kind {
     LK_LINEAR = 0,   /* "linear": out; optional in_features (checked) */

@@ -74,8 +74,8 @@ typedef struct worker {
 
 double runtime_loss_scale(const schedule *s, int microbatch, int tps)
 {
-    double per = s->kind == SCHED_PIPEDREAM ? (double)s->replicas[s->nstages - 1]
-                                            : (double)s->microbatches;
+    double per = sched_traits_of(s->kind)->step_each_round
+                     ? (double)s->replicas[s->nstages - 1] : (double)s->microbatches;
     return 1.0 / (per * microbatch * tps);
 }
 

@@ -229,6 +229,7 @@ int train_run(const train_run_cfg *rc, train_result *res, plumb_err *err)
     long every = rc->log_every > 0 ? rc->log_every : (total + 19) / 20;
     if (every < 1) every = 1;
     if (!(ctx = rc->bk->create(rc->device, err))) goto done;
+    if (rc->bk->hint_workers) rc->bk->hint_workers(1); /* one worker: every core */
     if (!(t = seqtrain_create(rc->bk, ctx, m, &rc->cfg, err))) goto done;
     if (rc->resume && seqtrain_load(t, rc->resume, err)) goto done;
     long start = seqtrain_steps(t);

@@ -17,7 +17,7 @@ static const sched_kind AUTO_KINDS[] = {SCHED_PIPEDREAM, SCHED_1F1B_FLUSH, SCHED
 #define AUTO_NKINDS (int)(sizeof AUTO_KINDS / sizeof AUTO_KINDS[0])
 #define AUTO_MAX_M 1024
 
-static int flushing(sched_kind k) { return k != SCHED_PIPEDREAM && k != SCHED_2BW; }
+static int flushing(sched_kind k) { return !sched_traits_of(k)->async; }
 
 /* Adds, for the fitting candidates cs->v[from..], the same partitions with 2x the
  * microbatches (flushing kinds only: more microbatches per flush shrink the bubble, at the
@@ -37,6 +37,89 @@ static int add_m_variants(const nm_models *ms, nm_cands *cs, int from)
             if (nm_cands_push(cs, &c)) return -1;
         }
     }
+    return 0;
+}
+
+/* Ranking of result candidates, as nm_finish ranks them: simulated and fitting, estimated
+ * and fitting (by throughput, best first), then those that do not fit (least peak first). */
+static double thr_of(const native_candidate *c);
+static double peak_of(const native_candidate *c);
+
+static int cand_class(const native_candidate *c) { return !c->fits ? 2 : c->simulated ? 0 : 1; }
+
+static int cmp_result(const void *a, const void *b)
+{
+    const native_candidate *x = a, *y = b;
+    int cx = cand_class(x), cy = cand_class(y);
+    if (cx != cy) return cx - cy;
+    double vx = cx == 2 ? -peak_of(x) : thr_of(x), vy = cx == 2 ? -peak_of(y) : thr_of(y);
+    return (vy > vx) - (vy < vx);
+}
+
+/* 1 when a and b run the same partition the same way (schedule, microbatching,
+ * recomputation, stages and their devices); predicted figures are not compared. */
+static int same_partition(const native_candidate *a, const native_candidate *b)
+{
+    const plan *x = a->pl, *y = b->pl;
+    if (!x || !y || x->schedule != y->schedule || x->chunks != y->chunks ||
+        x->microbatches != y->microbatches || x->microbatch_size != y->microbatch_size ||
+        x->recompute != y->recompute || x->nstages != y->nstages)
+        return 0;
+    for (int s = 0; s < x->nstages; s++) {
+        const plan_stage *u = &x->stages[s], *v = &y->stages[s];
+        if (u->first_layer != v->first_layer || u->last_layer != v->last_layer ||
+            u->replicas != v->replicas ||
+            memcmp(u->devices, v->devices, (size_t)u->replicas * sizeof(int)))
+            return 0;
+    }
+    return 1;
+}
+
+/* Ranks the default plan's winner (planner_native for 1f1b-flush under the same options)
+ * among auto's candidates, replacing auto's own copy of that partition: auto's search is
+ * coarser per schedule (quick programs for recomputation and smaller microbatches, one
+ * simulated estimate per schedule), and without this it could rank a slower plan first
+ * than the one `plumb plan` gives by default. Returns 0 (also when the default finds no
+ * plan: auto's own ranking stands), -1 with err when out of memory. */
+static int add_default(const profile *p, const cluster *c, const native_options *o,
+                       native_result *res, plumb_err *err)
+{
+    native_options od = *o;
+    od.schedule = SCHED_1F1B_FLUSH;
+    od.no_suggest = 1;
+    native_result dr;
+    plumb_err e;
+    plan *best = planner_native(p, c, &od, &dr, &e);
+    res->dp_runs += dr.dp_runs;
+    res->nsimulated += dr.nsimulated;
+    native_candidate *d = NULL;
+    for (int i = 0; best && i < dr.ncand && !d; i++)
+        if (dr.cand[i].fits && dr.cand[i].pl) d = &dr.cand[i];
+    plan_free(best);
+    if (!d) {
+        native_result_free(&dr);
+        return 0;
+    }
+    int at = -1;
+    for (int i = 0; i < res->ncand && at < 0; i++)
+        if (same_partition(&res->cand[i], d)) at = i;
+    if (at < 0) {
+        native_candidate *v = realloc(res->cand, ((size_t)res->ncand + 1) * sizeof *v);
+        if (!v) {
+            native_result_free(&dr);
+            return err_set(err, NULL, NULL, "out of memory");
+        }
+        res->cand = v;
+        at = res->ncand++;
+    } else {
+        plan_free(res->cand[at].pl);
+    }
+    res->cand[at] = *d;
+    d->pl = NULL; /* now res's */
+    native_result_free(&dr);
+    res->nothing_fits = 0;
+    qsort(res->cand, (size_t)res->ncand, sizeof *res->cand, cmp_result);
+    nm_reasons(res);
     return 0;
 }
 
@@ -63,15 +146,16 @@ int planner_auto(const profile *p, const cluster *c, const native_options *o,
         /* the profiled microbatch size first; smaller ones only when nothing fits */
         for (int mb = mb0; mb >= 1; mb /= 2) {
             int before = cs.n, fit = 0;
-            for (int rc = o->recompute == 1 ? 1 : 0; rc <= 1; rc++) {
-                nm_setting s = {kind, o->microbatches, mb, rc, o->chunks > 1 ? o->chunks : 2,
-                                o->optimizer, rc || mb != mb0};
+            /* recomputation off, on, or both (the default), as asked */
+            for (int rc = o->recompute == 1 ? 1 : 0; rc <= (o->recompute == 0 ? 0 : 1); rc++) {
+                nm_setting s = {kind, o->microbatches, mb, rc,
+                                o->chunks > 1 ? o->chunks : sched_kind_chunks(kind),
+                                o->optimizer, rc || mb != mb0, o->nstages};
                 /* quick (min-max and one threshold) for recomputation and the smaller
                  * microbatches: they matter when memory is short, where the min-max
                  * partition is what fits */
                 int n = 0;
-                sched_kind base = kind == SCHED_ZB_H1 ? SCHED_1F1B_FLUSH
-                                  : kind == SCHED_2BW ? SCHED_PIPEDREAM : kind;
+                sched_kind base = sched_traits_of(kind)->partition_twin;
                 if (base != kind) {
                     int from = -1, to = -1;
                     for (int i = 0; i < cs.n; i++)
@@ -110,6 +194,7 @@ int planner_auto(const profile *p, const cluster *c, const native_options *o,
     }
     nm_cands_free(&cs);
     nm_models_free(&ms);
+    if (add_default(p, c, o, res, err)) return -1;
     res->plan_ms = nm_now_ms() - t0;
     return 0;
 oom:
@@ -132,11 +217,7 @@ static double peak_of(const native_candidate *c)
 
 static const char *semantics(const native_candidate *c)
 {
-    if (c->schedule == SCHED_PIPEDREAM)
-        return "asynchronous: weight stashing, each microbatch updates stale weights";
-    if (c->schedule == SCHED_2BW)
-        return "asynchronous: 2 weight versions, gradients applied one step late";
-    return "synchronous: the same updates as data parallelism";
+    return sched_traits_of(c->schedule)->semantics;
 }
 
 void nm_reasons(native_result *res)
@@ -172,8 +253,7 @@ void nm_reasons(native_result *res)
             if (!c->simulated && o < n)
                 o += (size_t)snprintf(r + o, n - o, " (estimated, not simulated)");
         }
-        if (o < n && c->simulated && c->schedule != SCHED_PIPEDREAM &&
-            c->schedule != SCHED_2BW)
+        if (o < n && c->simulated && !sched_traits_of(c->schedule)->async)
             o += (size_t)snprintf(r + o, n - o, "; bubble %.0f%%", 100 * c->sim_bubble_fraction);
         if (o < n)
             o += (size_t)snprintf(r + o, n - o, "; peak %.1f of %.1f GiB", nm_gib(peak),

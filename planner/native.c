@@ -97,7 +97,7 @@ int planner_native_check(const profile *p, const cluster *c, const native_option
 int native_default_microbatches(const plan *pl, sched_kind k)
 {
     if (!pl || pl->nstages < 1) return 1;
-    if (k == SCHED_INTERLEAVED || k == SCHED_ZB_V) {
+    if (sched_kind_chunked(k)) {
         int ranks = pl->nstages / (pl->chunks > 0 ? pl->chunks : 1);
         return 2 * (ranks > 0 ? ranks : 1);
     }
@@ -165,7 +165,7 @@ int nm_cands_push(nm_cands *cs, const nm_cand *c)
  * (a guess would rule out every replica count that does not divide it). */
 static int program_m(const nm_model *m, sched_kind k)
 {
-    return k == SCHED_PIPEDREAM || k == SCHED_2BW ? 0 : 2 * m->ndev;
+    return sched_traits_of(k)->mb_per_replica ? 0 : 2 * m->ndev;
 }
 
 /* Sets c's microbatch count to the default of its partition and prices it; when that does
@@ -184,15 +184,15 @@ static void settle_m(const nm_model *m, nm_cand *c)
 int nm_baselines(const nm_models *ms, const nm_setting *s, int fixedM, nm_cands *out,
                  int *dp_runs, int *have)
 {
-    if (ms->n < 1 || s->kind == SCHED_INTERLEAVED || s->kind == SCHED_ZB_V) return 0;
+    if (ms->n < 1 || sched_kind_chunked(s->kind)) return 0;
     const nm_model *m = &ms->m[0];
     nm_part parts[3];
-    int n = 0;
-    /* data parallelism: every block on every unit */
+    int n = 1;
+    /* data parallelism: every block on every unit (not when more stages are pinned) */
     memset(&parts[0], 0, sizeof parts[0]);
     parts[0].nst = parts[0].ranks = 1;
     parts[0].st[0] = (nm_stage){0, m->nb, 0, m->U};
-    n = *have & 1 ? 0 : 1;
+    const int i0 = *have & 1 || s->nstages > 1 ? 1 : 0;
     /* straight pipelines: the program with one unit per stage */
     if (m->g == 1 && !(*have & 2)) {
         nm_model one = *m;
@@ -203,7 +203,7 @@ int nm_baselines(const nm_models *ms, const nm_setting *s, int fixedM, nm_cands 
         n += nm_partitions(&one, &g, parts + 1, 2, dp_runs);
     }
     int added = 0;
-    for (int i = 0; i < n; i++) {
+    for (int i = i0; i < n; i++) {
         nm_cand c = {.mod = 0, .s = *s, .pt = parts[i], .must = 1};
         if (fixedM) nm_price(m, &c.s, &c.pt);
         else settle_m(m, &c);
@@ -221,7 +221,7 @@ int nm_gather(const nm_models *ms, const nm_setting *s, int fixedM, nm_cands *ou
     nm_part *parts = malloc(NM_PARTS * sizeof *parts);
     if (!parts) return -1;
     int added = 0;
-    int async = s->kind == SCHED_PIPEDREAM || s->kind == SCHED_2BW;
+    int async = sched_traits_of(s->kind)->async;
     for (int pass = 0; pass < (async && !fixedM && !s->quick ? 2 : 1); pass++)
     for (int k = 0; k < ms->n; k++) {
         const nm_model *m = &ms->m[k];
@@ -300,7 +300,7 @@ static int same_plan(const nm_models *ms, const nm_cand *a, const nm_cand *b, in
  * backwards back to back (the order differs, not the time), as do pipedream and 2bw. */
 static int one_stage_class(sched_kind k)
 {
-    return k == SCHED_GPIPE ? SCHED_1F1B_FLUSH : k == SCHED_2BW ? SCHED_PIPEDREAM : (int)k;
+    return (int)sched_traits_of(k)->stage_twin;
 }
 
 /* Copies into c the simulated timing of an earlier single-stage twin in cs->v[0..n) (same
@@ -545,7 +545,7 @@ int nm_finish(const nm_models *ms, nm_cands *cs, const native_options *o, int ns
         nc->microbatches = c->s.M;
         nc->microbatch_size = c->s.mbsize;
         nc->recompute = c->s.recompute;
-        int ch = c->s.kind == SCHED_INTERLEAVED || c->s.kind == SCHED_ZB_V;
+        int ch = sched_kind_chunked(c->s.kind);
         nc->chunks = ch ? c->pt.nst / c->pt.ranks : 1;
         nc->nstages = c->pt.nst;
         nc->ndevices_used = 0;
@@ -638,7 +638,7 @@ void nm_suggest(const profile *p, const cluster *c, const native_options *o,
                 break;
             }
         }
-        if (s->kind == SCHED_GPIPE || s->kind == SCHED_PIPEDREAM || s->kind == SCHED_2BW) {
+        if (sched_traits_of(s->kind)->hold == SCHED_HOLD_ALL || sched_traits_of(s->kind)->async) {
             t = *s;
             t.kind = SCHED_1F1B_FLUSH;
             if (try_fit(p, c, ndev, o, &t, &peak)) {
@@ -691,11 +691,18 @@ int nm_begin(const profile *p, const cluster *c, const native_options *o, native
 {
     memset(res, 0, sizeof *res);
     if (planner_native_check(p, c, o, err)) return -1;
-    if (o->microbatch_size < 0 || o->microbatches < 0 || o->chunks < 0 ||
+    if (o->microbatch_size < 0 || o->microbatches < 0 || o->chunks < 0 || o->nstages < 0 ||
         !(o->memory_limit_bytes >= 0))
         return err_set(err, NULL, NULL, "planner options: expected counts >= 0");
     int ndev = used_devices(c, o);
     if (nm_models_build(ms, p, c, ndev, o->memory_limit_bytes, err)) return -1;
+    /* a pinned depth needs a unit of devices and a block of layers per stage */
+    int most = ms->m[0].U < ms->m[0].nb ? ms->m[0].U : ms->m[0].nb;
+    if (o->nstages > most) {
+        nm_models_free(ms);
+        return err_set(err, NULL, NULL, "stages: expected at most %d pipeline stages for %s on "
+                       "%d devices (got %d)", most, p->name ? p->name : "?", ndev, o->nstages);
+    }
     res->single_samples_per_s = single_thr(p, c, ndev);
     res->capacity_bytes = ms->m[0].rg[ms->m[0].U].cap;
     return 0;
@@ -730,7 +737,8 @@ plan *planner_native(const profile *p, const cluster *c, const native_options *o
         if (res->nothing_fits) {
             nm_setting s = {SCHED_1F1B_FLUSH, o->microbatches,
                             o->microbatch_size > 0 ? o->microbatch_size : p->minibatch, 0,
-                            o->chunks > 1 ? o->chunks : 2, o->optimizer, 0};
+                            o->chunks > 1 ? o->chunks : sched_kind_chunks(SCHED_1F1B_FLUSH),
+                            o->optimizer, 0, o->nstages};
             nm_suggest(p, c, o, &s, res, err);
             goto done;
         }
@@ -746,7 +754,9 @@ plan *planner_native(const profile *p, const cluster *c, const native_options *o
     if (nm_begin(p, c, o, res, &ms, err)) goto done;
     nm_setting s = {(sched_kind)o->schedule, o->microbatches,
                     o->microbatch_size > 0 ? o->microbatch_size : p->minibatch,
-                    o->recompute == 1, o->chunks > 1 ? o->chunks : 2, o->optimizer, 0};
+                    o->recompute == 1,
+                    o->chunks > 1 ? o->chunks : sched_kind_chunks((sched_kind)o->schedule),
+                    o->optimizer, 0, o->nstages};
     nm_cands cs = {0};
     int n = 0, fixedM = o->microbatches > 0;
     /* recomputation off, on, or (auto, the default) both, ranked by the simulator: it costs
@@ -772,7 +782,7 @@ plan *planner_native(const profile *p, const cluster *c, const native_options *o
     if (n == 0) s.recompute = rc1; /* what the suggestions start from */
     /* chunked schedules simulate slowly (ranks x chunks stages): two of them */
     int nsim = o->sim_top > 0 ? o->sim_top : o->sim_top < 0 ? 0
-               : s.kind == SCHED_INTERLEAVED || s.kind == SCHED_ZB_V ? 2 : 4;
+               : sched_kind_chunked(s.kind) ? 2 : 4;
     if (n < 0 || nm_finish(&ms, &cs, o, nsim, res, err)) {
         if (n < 0) err_set(err, NULL, NULL, "out of memory");
         nm_cands_free(&cs);

@@ -51,6 +51,10 @@ typedef struct native_options {
                                    window (3 for the flushing schedules, what the window
                                    needs for pipedream and 2bw, at most 32) */
     int no_suggest;             /* 1: when nothing fits, do not search what would fit */
+    int nstages;                /* > 0: pin the pipeline depth: exactly this many stages
+                                   (pipeline ranks for interleaved and zb-v), each still
+                                   replicated as the program chooses; 0 = the planner
+                                   chooses. At most the devices (and the model's blocks) */
 } native_options;
 
 /* Sets o to the defaults above. */

@@ -5,6 +5,7 @@
 #ifndef PLUMB_PLANNER_NATIVE_IMPL_H
 #define PLUMB_PLANNER_NATIVE_IMPL_H
 
+#include "core/schedule_traits.h"
 #include "planner/native.h"
 
 #define NM_MAX_BLOCKS 48        /* the chain is coarsened to at most this many blocks */
@@ -70,6 +71,7 @@ typedef struct nm_setting {
     int chunks;       /* interleaved */
     optimizer_kind opt;
     int quick;        /* 1: the min-max program and one fill threshold only */
+    int nstages;      /* > 0: exactly this many stages (ranks for chunked kinds); 0: any */
 } nm_setting;
 
 typedef struct nm_stage {

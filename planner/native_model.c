@@ -402,7 +402,7 @@ static int ceil_div(int a, int b) { return (a + b - 1) / b; }
  * k + 1 at most, since it holds one microbatch more. */
 static int staged_grads(sched_kind kind, int k, int km)
 {
-    int g = kind == SCHED_GPIPE ? k : k + 1;
+    int g = sched_traits_of(kind)->hold == SCHED_HOLD_ALL ? k : k + 1;
     return km > 0 && g > km ? km : g;
 }
 
@@ -412,21 +412,16 @@ static int staged_grads(sched_kind kind, int k, int km)
  * counts the rest); under GPipe and the zero-bubble kinds the k already cover it. */
 static int held_slots(sched_kind kind, int k, int km, int receives)
 {
-    if (!receives ||
-        !(kind == SCHED_1F1B_FLUSH || kind == SCHED_PIPEDREAM || kind == SCHED_2BW))
+    if (!receives || sched_traits_of(kind)->hold != SCHED_HOLD_1F1B)
         return k;
     return km > 0 && k + 1 > km ? km : k + 1;
 }
 
-/* Chunked schedules hold several stages per device: interleaved (stage i on rank i % p)
- * and zb-v (2 chunks in a V: ranks 0..p-1, then p-1..0). */
-static int chunked(sched_kind k) { return k == SCHED_INTERLEAVED || k == SCHED_ZB_V; }
+/* Chunked schedules hold several stages per device, placed as the trait table says
+ * (interleaved: stage i on rank i % p; the V kinds: ranks 0..p-1, then p-1..0). */
+static int chunked(sched_kind k) { return sched_kind_chunked(k); }
 
-static int chunk_rank(sched_kind k, int i, int p)
-{
-    if (k == SCHED_ZB_V) return (i / p) % 2 == 0 ? i % p : p - 1 - i % p;
-    return i % p;
-}
+static int chunk_rank(sched_kind k, int i, int p) { return sched_kind_rank(k, i, p); }
 
 /* The backward's input-gradient buffers of blocks [b0, b1) at the profile's minibatch: 2 x
  * the largest of the stage input `in` and the blocks' activations (the simulator takes
@@ -464,14 +459,17 @@ static int stage_cost_k(const nm_model *m, const nm_setting *s, int b0, int b1, 
     }
     double in = b0 > 0 ? m->cut[b0] * bscale : 0;
     if (in > 0 && R->in_total > 0 && in / R->in_total > comm) comm = in / R->in_total;
-    double per = s->kind == SCHED_PIPEDREAM ? (c + arx) / n : c / n;
+    const sched_traits *tr = sched_traits_of(s->kind);
+    double per = tr->step_each_round ? (c + arx) / n : c / n;
     if (comm > per) per = comm;
-    int k, ver = 1;
-    switch (s->kind) {
-    case SCHED_GPIPE: k = ceil_div(s->M, n); break;
-    case SCHED_1F1B_FLUSH: k = ceil_div(W, n) < ceil_div(s->M, n) ? ceil_div(W, n)
-                                                                  : ceil_div(s->M, n); break;
-    case SCHED_ZB_H1: {
+    int k;
+    switch (tr->hold) {
+    case SCHED_HOLD_ALL: k = ceil_div(s->M, n); break;
+    case SCHED_HOLD_1F1B:
+        k = !tr->async && ceil_div(s->M, n) < ceil_div(W, n) ? ceil_div(s->M, n)
+                                                              : ceil_div(W, n);
+        break;
+    case SCHED_HOLD_ZB: {
         /* every stage holds the first stage's warmup plus the deferred weight gradients:
          * the largest ceil(devices from a stage on / its replicas) of the pipeline (kzb),
          * at most its microbatches per flush; unknown (kzb 0): this stage's + 1 */
@@ -479,10 +477,9 @@ static int stage_cost_k(const nm_model *m, const nm_setting *s, int b0, int b1, 
         k = a < b ? a : b;
         break;
     }
-    case SCHED_PIPEDREAM: k = ceil_div(W, n); ver = k; break;
-    case SCHED_2BW: k = ceil_div(W, n); ver = 2; break;
     default: k = ceil_div(W, n); break;
     }
+    int ver = tr->versions > 0 ? tr->versions : k;
     double acts = (m->cA[b1] - m->cA[b0]) * bscale;
     double optmul = s->opt == OPT_ADAM ? 2 : s->opt == OPT_MOMENTUM ? 1 : 0;
     const int km = s->M > 0 ? ceil_div(s->M, n) : 0, ks = held_slots(s->kind, k, km, b0 > 0);
@@ -501,7 +498,7 @@ static int stage_cost_k(const nm_model *m, const nm_setting *s, int b0, int b1, 
     o->arx = arx;
     o->mem = mem;
     o->cap = R->cap;
-    if ((s->kind == SCHED_PIPEDREAM || s->kind == SCHED_2BW) && s->M > 0 && s->M % n)
+    if (tr->mb_per_replica && s->M > 0 && s->M % n)
         return 0; /* a fixed microbatch count must split evenly over the replicas */
     return mem <= R->cap;
 }
@@ -664,16 +661,11 @@ void nm_price(const nm_model *m, const nm_setting *s, nm_part *pt)
         if (port > per) per = port;
         pt->period = per;
         pt->fill = sumlat - botlat;
-        pt->ar = s->kind == SCHED_PIPEDREAM ? 0 : ar;
+        pt->ar = sched_traits_of(s->kind)->step_each_round ? 0 : ar;
     }
-    double fillfac = 1;
-    switch (s->kind) {
-    case SCHED_PIPEDREAM:
-    case SCHED_2BW: fillfac = 0; break;
-    case SCHED_ZB_H1:
-    case SCHED_ZB_V: fillfac = 0.4; break;
-    default: break;
-    }
+    /* the fill and drain: none without a flush, less where split backwards fill it */
+    const sched_traits *tr = sched_traits_of(s->kind);
+    double fillfac = tr->async ? 0 : tr->split_backward ? 0.4 : 1;
     pt->M = s->M;
     pt->iter_s = s->M * pt->period + fillfac * pt->fill + pt->ar;
     pt->thr = pt->iter_s > 0 ? (double)s->M * s->mbsize / pt->iter_s : 0;
@@ -686,21 +678,35 @@ void nm_price(const nm_model *m, const nm_setting *s, nm_part *pt)
 
 typedef struct nm_dp {
     int nb, U;
-    double *val;      /* [(nb + 1) * (U + 1)] */
+    int K;            /* stages pinned (s->nstages), or 0: any count */
+    double *val;      /* [L (nb + 1) (U + 1)], L = K + 1 layers when pinned (layer k: k
+                         stages left), else 1 */
     int *cj, *cr;     /* choice: next block, units */
 } nm_dp;
 
-/* mode 0: V = min max period; mode 1: V = min sum latency with every period <= tau.
- * The inner loop is stage_cost specialised: what depends on the unit range only is hoisted
- * out of the loop over the stage's last block. */
-static void dp_solve(const nm_model *m, const nm_setting *s, nm_dp *d, int mode, double tau)
+/* Index of state (k stages left, first block b, first unit u) in the dp's arrays. */
+static size_t dp_at(const nm_dp *d, int k, int b, int u)
 {
-    int nb = m->nb, U = m->U, W1 = U + 1, rc = s->recompute;
+    return ((size_t)k * (d->nb + 1) + b) * (d->U + 1) + u;
+}
+
+/* One layer of the program: the states with `left` stages left (d->K > 0: stages pinned;
+ * a stage with one left ends at the last block, one with more leaves blocks to the rest),
+ * or, unpinned (left = 0), the only layer, any count. mode 0: V = min max period; mode 1:
+ * V = min sum latency with every period <= tau. The inner loop is stage_cost specialised:
+ * what depends on the unit range only is hoisted out of the loop over the stage's last
+ * block. */
+static void dp_layer(const nm_model *m, const nm_setting *s, nm_dp *d, int mode, double tau,
+                     int left)
+{
+    int nb = m->nb, U = m->U, W1 = U + 1, rc = s->recompute, K = d->K;
     double bscale = (double)s->mbsize / m->p->minibatch, kscale = bscale * 1e-3;
     double optmul = s->opt == OPT_ADAM ? 2 : s->opt == OPT_MOMENTUM ? 1 : 0;
-    int evenM = (s->kind == SCHED_PIPEDREAM || s->kind == SCHED_2BW) && s->M > 0;
-    for (int u = 0; u <= U; u++) d->val[nb * W1 + u] = 0;
-    for (int b = 0; b < nb; b++) d->val[b * W1 + U] = INFINITY;
+    const sched_traits *tr = sched_traits_of(s->kind);
+    int evenM = tr->mb_per_replica && s->M > 0;
+    const size_t lay = dp_at(d, left, 0, 0), nxt = dp_at(d, K > 0 ? left - 1 : 0, 0, 0);
+    for (int u = 0; u <= U; u++) d->val[lay + nb * W1 + u] = K > 0 ? INFINITY : 0;
+    for (int b = 0; b < nb; b++) d->val[lay + b * W1 + U] = INFINITY;
     for (int b = nb - 1; b >= 0; b--) {
         double in = b > 0 ? m->cut[b] * bscale : 0;
         for (int u = U - 1; u >= 0; u--) {
@@ -713,29 +719,30 @@ static void dp_solve(const nm_model *m, const nm_setting *s, nm_dp *d, int mode,
                 if (!R->ok) continue;
                 int n = r * m->g;
                 if (evenM && s->M % n) continue;
-                int k, ver = 1, kw = ceil_div(W, n), km = ceil_div(s->M, n);
-                switch (s->kind) {
-                case SCHED_GPIPE: k = km; break;
-                case SCHED_1F1B_FLUSH: k = kw < km ? kw : km; break;
+                int k, kw = ceil_div(W, n), km = ceil_div(s->M, n);
+                switch (tr->hold) {
+                case SCHED_HOLD_ALL: k = km; break;
+                case SCHED_HOLD_1F1B: k = !tr->async && km < kw ? km : kw; break;
                 /* the first stage's warmup is usually the pipeline's largest */
-                case SCHED_ZB_H1: k = (b ? kw + 1 : kw) < km ? (b ? kw + 1 : kw) : km; break;
-                case SCHED_PIPEDREAM: k = kw; ver = kw; break;
-                case SCHED_2BW: k = kw; ver = 2; break;
+                case SCHED_HOLD_ZB: k = (b ? kw + 1 : kw) < km ? (b ? kw + 1 : kw) : km; break;
                 default: k = kw; break;
                 }
+                int ver = tr->versions > 0 ? tr->versions : kw;
                 double sc = kscale / R->speed, pcoef = ver + 1 + optmul;
                 double incomm = in > 0 && R->in_total > 0 ? in / R->in_total : 0;
                 /* stashed input, input gradient to send, its staging */
                 const int kf = s->M > 0 ? km : 0, ks = held_slots(s->kind, k, kf, b > 0);
                 double inmem = (2 * ks + staged_grads(s->kind, k, kf)) * in;
-                /* the last units can only hold the last stage */
-                const int j0 = u + r == U ? nb : b + 1;
+                /* the last units can only hold the last stage; pinned, the last stage
+                 * takes the last blocks and the others leave some */
+                const int j0 = u + r == U || left == 1 ? nb : b + 1;
+                const int j1 = K > 0 && left > 1 ? nb - 1 : nb;
                 double maxa = in; /* the largest of the stage's input and activations */
                 for (int i = b; i < j0 - 1; i++)
                     if (m->maxA[i] * bscale > maxa) maxa = m->maxA[i] * bscale;
-                for (int j = j0; j <= nb; j++) {
+                for (int j = j0; j <= j1; j++) {
                     if (m->maxA[j - 1] * bscale > maxa) maxa = m->maxA[j - 1] * bscale;
-                    double next = d->val[j * W1 + u + r];
+                    double next = d->val[nxt + j * W1 + u + r];
                     if (!(next < best)) continue;
                     double P = m->cP[j] - m->cP[b], acts = (m->cA[j] - m->cA[b]) * bscale;
                     double mem = P * pcoef + inmem + (rc ? acts : ks * acts) + 2 * maxa +
@@ -752,7 +759,7 @@ static void dp_solve(const nm_model *m, const nm_setting *s, nm_dp *d, int mode,
                     double c = F + B, per = c / n;
                     if (mode == 0 && per >= best) break; /* compute grows with j */
                     if (mode == 1 && per > tau) break;
-                    if (n > 1 && P > 0 && (s->kind == SCHED_PIPEDREAM || s->M > 0)) {
+                    if (n > 1 && P > 0 && (tr->step_each_round || s->M > 0)) {
                         /* the exposed all-reduce: per microbatch round for pipedream; once
                          * per iteration for the others, M microbatches sharing it (without
                          * this share the program would always find data parallelism the
@@ -760,7 +767,7 @@ static void dp_solve(const nm_model *m, const nm_setting *s, nm_dp *d, int mode,
                         double ar = R->ar_a * P + R->ar_b;
                         double tail = ar * (NM_BUCKET_BYTES < P ? NM_BUCKET_BYTES / P : 1);
                         double x = ar - B > tail ? ar - B : tail;
-                        per += s->kind == SCHED_PIPEDREAM ? x / n : x / s->M;
+                        per += tr->step_each_round ? x / n : x / s->M;
                     }
                     double out = j < nb ? m->cut[j] * bscale : 0, comm = incomm, lat = c;
                     if (out > 0) {
@@ -783,19 +790,33 @@ static void dp_solve(const nm_model *m, const nm_setting *s, nm_dp *d, int mode,
                     }
                 }
             }
-            d->val[b * W1 + u] = best;
-            d->cj[b * W1 + u] = bj;
-            d->cr[b * W1 + u] = br;
+            d->val[lay + b * W1 + u] = best;
+            d->cj[lay + b * W1 + u] = bj;
+            d->cr[lay + b * W1 + u] = br;
         }
     }
 }
 
+/* Solves the program (dp_layer's modes): unpinned one layer; pinned, layer 0 (no stage
+ * left: only the end is reached) and then 1..K. */
+static void dp_solve(const nm_model *m, const nm_setting *s, nm_dp *d, int mode, double tau)
+{
+    if (d->K > 0)
+        for (int b = 0; b <= d->nb; b++)
+            for (int u = 0; u <= d->U; u++)
+                d->val[dp_at(d, 0, b, u)] = b == d->nb ? 0 : INFINITY;
+    for (int k = d->K > 0 ? 1 : 0; k <= d->K; k++) dp_layer(m, s, d, mode, tau, k);
+}
+
 static int dp_extract(const nm_model *m, const nm_dp *d, nm_part *pt)
 {
-    int b = 0, u = 0, W1 = m->U + 1;
+    int b = 0, u = 0, k = d->K;
     pt->nst = 0;
     while (b < m->nb) {
-        int j = d->cj[b * W1 + u], r = d->cr[b * W1 + u];
+        if (d->K > 0 && k < 1) return -1;
+        size_t at = dp_at(d, k, b, u);
+        int j = d->cj[at], r = d->cr[at];
+        if (d->K > 0) k--;
         if (j < 0 || pt->nst >= NM_MAX_STAGES) return -1;
         pt->st[pt->nst++] = (nm_stage){b, j, u, r};
         b = j;
@@ -816,14 +837,17 @@ static int same_part(const nm_part *a, const nm_part *b)
 int nm_partitions(const nm_model *m, const nm_setting *s, nm_part *out, int max, int *dp_runs)
 {
     if (chunked(s->kind)) return nm_partitions_interleaved(m, s, out, max);
-    size_t ns = (size_t)(m->nb + 1) * (m->U + 1);
-    nm_dp d = {m->nb, m->U, malloc(ns * sizeof(double)), malloc(ns * sizeof(int)),
+    int K = s->nstages > 0 ? s->nstages : 0;
+    if (K > m->nb || K > m->U || K > NM_MAX_STAGES) return 0; /* nm_begin says why */
+    size_t ns = (size_t)(K + 1) * (m->nb + 1) * (m->U + 1);
+    nm_dp d = {m->nb, m->U, K, malloc(ns * sizeof(double)), malloc(ns * sizeof(int)),
                malloc(ns * sizeof(int))};
     int n = 0;
     if (!d.val || !d.cj || !d.cr || max < 1) goto done;
+    const size_t top = dp_at(&d, K, 0, 0);
     dp_solve(m, s, &d, 0, 0);
     (*dp_runs)++;
-    double tau = d.val[0];
+    double tau = d.val[top];
     if (!isfinite(tau)) goto done;
     nm_part pt;
     if (dp_extract(m, &d, &pt) == 0) {
@@ -831,11 +855,11 @@ int nm_partitions(const nm_model *m, const nm_setting *s, nm_part *out, int max,
         out[n++] = pt;
     }
     static const double fac_sync[] = {1.000001, 1.15, 1.4, 2.0};
-    int nf = s->kind == SCHED_PIPEDREAM || s->kind == SCHED_2BW || s->quick ? 1 : 4;
+    int nf = sched_traits_of(s->kind)->async || s->quick ? 1 : 4;
     for (int f = 0; f < nf && n < max; f++) {
         dp_solve(m, s, &d, 1, tau * fac_sync[f]);
         (*dp_runs)++;
-        if (!isfinite(d.val[0]) || dp_extract(m, &d, &pt)) continue;
+        if (!isfinite(d.val[top]) || dp_extract(m, &d, &pt)) continue;
         nm_price(m, s, &pt);
         int dup = 0;
         for (int i = 0; i < n; i++) dup |= same_part(&out[i], &pt);
@@ -871,9 +895,12 @@ static int split_shares(const nm_model *m, int S, const double *share, nm_part *
 
 int nm_partitions_interleaved(const nm_model *m, const nm_setting *s, nm_part *out, int max)
 {
-    int v = s->kind == SCHED_ZB_V ? 2 : s->chunks > 1 ? s->chunks : 2, n = 0;
+    const sched_traits *tr = sched_traits_of(s->kind);
+    int v = tr->chunks_min == tr->chunks_max ? tr->chunks_min
+            : s->chunks > 1 ? s->chunks : tr->chunks_default, n = 0;
     if (m->g != 1) return 0; /* chunked schedules do not replicate: one device per rank */
-    for (int p = m->U; p >= 2 && n < max; p /= 2) {
+    for (int p = s->nstages > 0 ? s->nstages : m->U; p >= 2 && n < max;
+         p = s->nstages > 0 ? 0 : p / 2) {
         int S = p * v;
         if (S > m->nb || S > NM_MAX_STAGES) continue;
         double share[NM_MAX_STAGES], sum = 0;
@@ -921,11 +948,12 @@ int nm_policy_microbatches(sched_kind k, int nst, const int *reps)
      * (a replicated stage with one microbatch per replica idles through the whole fill
      * and drain), at most 4 per device used; the asynchronous kinds never drain: 4 x
      * stages, at least the largest replica count */
+    const sched_traits *tr = sched_traits_of(k);
     int base = 2 * nst * maxr;
     if (base > 4 * W) base = 4 * W;
-    if (k == SCHED_PIPEDREAM || k == SCHED_2BW) base = maxr;
+    if (tr->async) base = maxr;
     if (base < 4 * nst) base = 4 * nst;
-    if (k == SCHED_2BW) {
+    if (tr->mb_cover_inflight) {
         for (int i = 0; i < nst; i++) {
             int n = reps[i] > 0 ? reps[i] : 1, need = (ceil_div(W, n) - 1) * n;
             if (need > base) base = need;
@@ -933,7 +961,7 @@ int nm_policy_microbatches(sched_kind k, int nst, const int *reps)
         }
     }
     int unit = L <= 64 ? (int)L : maxr;
-    if ((k == SCHED_PIPEDREAM || k == SCHED_2BW) && L <= 4096) unit = (int)L;
+    if (tr->mb_per_replica && L <= 4096) unit = (int)L;
     return ceil_div(base, unit) * unit;
 }
 
@@ -948,7 +976,7 @@ int nm_default_microbatches(const nm_model *m, sched_kind k, const nm_part *pt)
 int nm_legacy_microbatches(const nm_model *m, sched_kind k, const nm_part *pt)
 {
     int M = nm_default_microbatches(m, k, pt);
-    if (chunked(k) || k == SCHED_PIPEDREAM || k == SCHED_2BW) return M; /* M-free memory */
+    if (chunked(k) || sched_traits_of(k)->async) return M; /* M-free memory */
     long long L = 1;
     int maxr = 1;
     for (int i = 0; i < pt->nst; i++) {
@@ -959,7 +987,7 @@ int nm_legacy_microbatches(const nm_model *m, sched_kind k, const nm_part *pt)
     }
     int base = 4 * pt->nst > maxr ? 4 * pt->nst : maxr;
     int unit = L <= 64 ? (int)L : maxr;
-    if ((k == SCHED_PIPEDREAM || k == SCHED_2BW) && L <= 4096) unit = (int)L;
+    if (sched_traits_of(k)->mb_per_replica && L <= 4096) unit = (int)L;
     int lm = ceil_div(base, unit) * unit;
     return lm < M ? lm : M;
 }

@@ -143,7 +143,9 @@ int planner_sweep(const profile *p, const cluster *c, int gmin, int gmax,
                                                      : b->est_peak_memory_bytes;
                 snprintf(pt->config, sizeof pt->config, "%s", b->config);
             }
-            pt->gpus_used = g;
+            unsigned char *used = calloc((size_t)pl->clus->ndevices + 1, 1);
+            pt->gpus_used = used ? plan_devices_used(pl, used) : g;
+            free(used);
         }
         /* a smaller count planned faster: keep its plan, idle GPUs and all */
         const sweep_point *best = NULL;

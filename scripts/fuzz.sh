@@ -5,7 +5,7 @@
 # prints executions and findings per target. Exits 1 when any target found a crash, leak,
 # undefined behaviour or round-trip mismatch (the input is kept in build-fuzz/findings/).
 # Usage: scripts/fuzz.sh [target ...]   (targets: profile cluster plan schedule_csv model
-#        pipedream trace checkpoint; default all)
+#        pipedream trace checkpoint plan_sim; default all)
 # Environment: FUZZ_SECONDS, FUZZ_CC (default clang), FUZZ_MAX_LEN (default 65536 bytes).
 set -u
 cd "$(dirname "$0")/.." || exit 2
@@ -15,7 +15,7 @@ cc=${FUZZ_CC:-clang}
 max_len=${FUZZ_MAX_LEN:-65536}
 out=build-fuzz
 targets=("$@")
-[ ${#targets[@]} -eq 0 ] && targets=(profile cluster plan schedule_csv model pipedream trace checkpoint)
+[ ${#targets[@]} -eq 0 ] && targets=(profile cluster plan schedule_csv model pipedream trace checkpoint plan_sim)
 
 if ! command -v "$cc" >/dev/null 2>&1; then
     echo "plumb: fuzz: $cc not found; install clang (apt-get install clang)" >&2
@@ -29,7 +29,10 @@ declare -A extra_srcs=(
     [model]="exec/model.c exec/checkpoint.c"
     [checkpoint]="exec/model.c exec/checkpoint.c"
     [pipedream]="core/import_pipedream.c"
-    [trace]="core/timeline.c core/strbuf.c sim/compare.c sim/compare_mem.c")
+    [trace]="core/timeline.c core/strbuf.c sim/compare.c sim/compare_mem.c"
+    [plan_sim]="core/timeline.c core/strbuf.c core/schedule_bound.c core/import_pipedream.c
+                $(echo planner/*.c sim/*.c ui/*.c)")
+declare -A extra_libs=([plan_sim]="-lncursesw -lpthread")
 cflags=(-std=c11 -g -O1 -fno-omit-frame-pointer -D_POSIX_C_SOURCE=200809L -I. -Icore
         -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined)
 
@@ -39,12 +42,12 @@ summary=()
 for t in "${targets[@]}"; do
     src=tests/fuzz/fuzz_$t.c
     if [ ! -f "$src" ]; then
-        echo "plumb: fuzz: unknown target '$t' (expected profile, cluster, plan, schedule_csv, model, pipedream, trace or checkpoint)" >&2
+        echo "plumb: fuzz: unknown target '$t' (expected profile, cluster, plan, schedule_csv, model, pipedream, trace, checkpoint or plan_sim)" >&2
         exit 2
     fi
     bin=$out/fuzz_$t
     echo "== building $bin"
-    if ! "$cc" "${cflags[@]}" -o "$bin" "$src" "${core_srcs[@]}" ${extra_srcs[$t]:-} -lcjson -lm; then
+    if ! "$cc" "${cflags[@]}" -o "$bin" "$src" "${core_srcs[@]}" ${extra_srcs[$t]:-} -lcjson -lm ${extra_libs[$t]:-}; then
         echo "plumb: fuzz: build of $t failed" >&2
         exit 1
     fi

@@ -142,6 +142,16 @@ cJSON *sim_report_to_json(const sim_report *r, const sim_changes *changes,
     cJSON_AddBoolToObject(o, "fits", r->fits);
     add_int(o, "events", (double)r->events);
     add_int(o, "actions", (double)r->actions);
+    /* the devices the plan leaves idle are listed, not left out */
+    add_int(o, "devices_used", r->ndevices);
+    add_int(o, "devices_total", r->devices_total);
+    cJSON *idle = cJSON_AddArrayToObject(o, "idle_devices");
+    for (int d = 0, i = 0; idle && d < r->devices_total; d++) {
+        while (i < r->ndevices && r->devices[i].device < d)
+            i++;
+        if (i >= r->ndevices || r->devices[i].device != d)
+            cJSON_AddItemToArray(idle, cJSON_CreateNumber(d));
+    }
     cJSON *devs = cJSON_AddArrayToObject(o, "devices");
     for (int i = 0; devs && i < r->ndevices; i++)
         cJSON_AddItemToArray(devs, device_json(&r->devices[i]));

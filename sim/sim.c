@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/bounds.h"
 #include "sim/cost.h"
 #include "sim/engine.h"
 #include "sim/memory.h"
@@ -46,18 +47,20 @@ static int check_options(const plan *pl, const sim_options *o, plumb_err *err)
         return err_set(err, NULL, "straggler", "expected a slowdown factor > 0 (got %g)",
                        o->straggler_factor);
     for (int l = 0; l < CLUSTER_MAX_LEVELS; l++) {
-        if (!(o->bandwidth_Bps[l] >= 0 && isfinite(o->bandwidth_Bps[l])))
-            return err_set(err, NULL, "bandwidth", "expected a bandwidth >= 0 (got %g)",
-                           o->bandwidth_Bps[l]);
+        if (!(o->bandwidth_Bps[l] == 0 || (o->bandwidth_Bps[l] >= BOUND_BW_BPS_MIN &&
+                                            o->bandwidth_Bps[l] <= BOUND_BW_BPS_MAX)))
+            return err_set(err, NULL, "bandwidth", "expected 0 (as the cluster says) or a "
+                           "bandwidth from %g to %g bytes/s (got %g)", BOUND_BW_BPS_MIN,
+                           BOUND_BW_BPS_MAX, o->bandwidth_Bps[l]);
         if (o->bandwidth_Bps[l] > 0 && l >= pl->clus->nlevels)
             return err_set(err, NULL, "bandwidth", "level %d does not exist (the cluster has "
                            "%d levels)", l, pl->clus->nlevels);
     }
     int kind = o->schedule >= 0 ? o->schedule : (int)pl->schedule;
-    if (kind == SCHED_INTERLEAVED && pl->chunks < 2)
-        return err_set(err, NULL, "schedule", "interleaved needs a plan with 2 or more chunks "
+    if (sched_kind_chunked(kind) && pl->chunks < 2)
+        return err_set(err, NULL, "schedule", "%s needs a plan with 2 or more chunks "
                        "(stages) per device (got %d; with one stage per device use "
-                       "1f1b-flush)", pl->chunks);
+                       "1f1b-flush)", sched_kind_name(kind), pl->chunks);
     if (!(o->memory_limit_bytes >= 0 && isfinite(o->memory_limit_bytes)))
         return err_set(err, NULL, "memory_limit", "expected bytes >= 0 (got %g)",
                        o->memory_limit_bytes);
@@ -83,6 +86,20 @@ static int cmp_link(const void *a, const void *b)
     return (x->dst > y->dst) - (x->dst < y->dst);
 }
 
+int sim_report_devices_text(const sim_report *r, char *buf, size_t n)
+{
+    int total = r->devices_total > r->ndevices ? r->devices_total : r->ndevices;
+    unsigned char *used = calloc((size_t)total + 1, 1);
+    if (n) buf[0] = 0;
+    if (!used) return -1;
+    for (int i = 0; i < r->ndevices; i++)
+        if (r->devices[i].device >= 0 && r->devices[i].device < total)
+            used[r->devices[i].device] = 1;
+    int k = plan_devices_text(used, total, buf, n);
+    free(used);
+    return k;
+}
+
 /* Fills the report from the engine's result and the model. */
 static int fill_report(sim_report *rep, const plan *pl, const sim_model *m, const sim_result *res,
                        const int *versions, const int *inflight, double mem_limit)
@@ -90,6 +107,7 @@ static int fill_report(sim_report *rep, const plan *pl, const sim_model *m, cons
     const schedule *s = m->sched;
     int nw = s->nworkers;
     rep->ndevices = nw;
+    rep->devices_total = pl->clus->ndevices;
     rep->devices = calloc((size_t)nw + 1, sizeof *rep->devices);
     rep->nlinks = res->nlinks;
     rep->links = calloc((size_t)res->nlinks + 1, sizeof *rep->links);
@@ -276,6 +294,12 @@ sim_report *sim_run(const plan *pl, const sim_options *opt, plumb_err *err)
         if (sim_engine_run(&m, &res, err))
             goto fail;
         have_res = 1;
+        if (!isfinite(res.iteration_s) || !isfinite(res.makespan_s)) { /* defence in depth */
+            err_set(err, NULL, NULL, "the simulated times are not finite (got an iteration of "
+                    "%g s): a time, size or bandwidth is out of the bounds of docs/formats.md",
+                    res.iteration_s);
+            goto fail;
+        }
         if (opt->sched || res.settled || !res.steady || iters >= SIM_MAX_ITERATIONS)
             break;
         sim_result_free(&res);
@@ -312,7 +336,6 @@ sim_report *sim_run(const plan *pl, const sim_options *opt, plumb_err *err)
     rep->samples_per_s = res.iteration_s > 0
         ? (double)view.microbatch_size * s->microbatches / res.iteration_s : 0;
     rep->makespan_s = res.makespan_s;
-    rep->cluster_devices = pl->clus->ndevices;
     rep->events = res.events;
     rep->actions = res.actions;
     if (fill_report(rep, &view, &m, &res, versions, inflight, opt->memory_limit_bytes)) {

@@ -130,8 +130,8 @@ typedef struct sim_report {
     int fits;                 /* every device fits its capacity */
     long long events;         /* discrete events processed */
     long long actions;        /* IR actions replayed */
-    int ndevices;
-    int cluster_devices;      /* devices of the plan's cluster (those without a worker idle) */
+    int ndevices;             /* devices that run a worker (the plan's) */
+    int devices_total;        /* devices in the plan's cluster: the others are idle */
     sim_device_report *devices; /* sorted by device id */
     int nlinks;
     sim_link_report *links;   /* sorted by (src, dst) */
@@ -153,6 +153,11 @@ sim_report *sim_run(const plan *pl, const sim_options *opt, plumb_err *err);
 
 /* Frees r and everything it owns (its timeline too); NULL is allowed. */
 void sim_report_free(sim_report *r);
+
+/* "15 of 16 used (device 15 idle)": r's devices against its cluster's (plan_devices_text).
+ * Fills buf (always terminated) and returns how many are used, or -1 when out of memory
+ * (buf empty). */
+int sim_report_devices_text(const sim_report *r, char *buf, size_t n);
 
 /* One figure that a what-if changed: base and what-if values and their ratio. */
 typedef struct sim_change {

@@ -83,7 +83,7 @@ static int cmp_pair(const void *x, const void *y)
 static int build_rows(const sim_report *r, svg_rows *R)
 {
     const timeline *tl = r->tl;
-    int maxdev = r->cluster_devices;
+    int maxdev = r->devices_total;
     for (int i = 0; i < tl->ntracks; i++)
         if (tl->tracks[i].device + 1 > maxdev) maxdev = tl->tracks[i].device + 1;
     int *track_of = malloc(((size_t)maxdev + 1) * sizeof *track_of);
@@ -366,7 +366,7 @@ char *sim_svg_text(const sim_report *r, size_t *len)
     sbuf_printf(&b, "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" stroke=\"#000000\"/>\n", LM,
        axis_y, LM + PW, axis_y);
     double step = svg_nice_step(T / unit, 10);
-    for (double v = 0; v <= T / unit + 1e-9 * step; v += step) {
+    for (double v = 0; isfinite(step) && step > 0 && v <= T / unit + 1e-9 * step; v += step) {
         double x = LM + v * unit / T * PW;
         sbuf_printf(&b, "<line x1=\"%.2f\" y1=\"%.1f\" x2=\"%.2f\" y2=\"%.1f\" stroke=\"#000000\"/>\n"
            "<line x1=\"%.2f\" y1=\"%d\" x2=\"%.2f\" y2=\"%.1f\" stroke=\"#000000\" "

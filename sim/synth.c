@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "core/json.h"
+#include "core/schedule_traits.h"
 
 void sim_synth_init(sim_synth *s)
 {
@@ -142,9 +143,8 @@ plan *sim_synth_plan(const sim_synth *s, plumb_err *err)
     pl->optimizer = s->optimizer;
     int ranks = ranks_of(s);
     for (int st = 0; st < s->nstages; st++) {
-        int r = st % ranks;
-        if (s->schedule == SCHED_ZB_V && (st / ranks) % 2 == 1)
-            r = ranks - 1 - st % ranks; /* the V: the second chunk runs back up */
+        int r = sched_kind_chunked(s->schedule) ? sched_kind_rank(s->schedule, st, ranks)
+                                                 : st % ranks;
         for (int j = 0; j < s->replicas; j++)
             devs[j] = r * s->replicas + j;
         if (plan_set_stage(pl, st, st * s->layers_per_stage,

@@ -19,7 +19,7 @@ typedef struct sim_synth {
     double bw_gbit[2], latency_us[2], egress_gbit[2]; /* per level; egress 0 = bandwidth */
     double memory_gib, speed;
     sched_kind schedule;
-    int chunks;               /* virtual stages per device (interleaved, zb-v) */
+    int chunks;               /* virtual stages per device (the chunked kinds) */
     int microbatches, microbatch_size;
     int recompute;
     optimizer_kind optimizer;
@@ -31,7 +31,8 @@ typedef struct sim_synth {
 void sim_synth_init(sim_synth *s);
 
 /* Builds the plan (stage s replica j on device s' * replicas + j, where s' = s for
- * chunks == 1 and s mod ranks otherwise). Returns NULL with err on a bad spec. */
+ * chunks == 1 and otherwise the rank the kind's placement gives it: s mod ranks, or the V;
+ * sched_kind_rank). Returns NULL with err on a bad spec. */
 plan *sim_synth_plan(const sim_synth *s, plumb_err *err);
 
 /* The cluster alone: `servers` servers of `devices_per_server` devices. */

@@ -98,6 +98,9 @@ void sim_print_report(const sim_report *r, const sim_changes *changes, FILE *out
     fprintf(out, "peak memory     %s on the fullest device (%s)\n",
             units_bytes(r->peak_memory_bytes, a, sizeof a),
             r->fits ? "every device fits" : "DOES NOT FIT");
+    char used[160];
+    if (sim_report_devices_text(r, used, sizeof used) >= 0)
+        fprintf(out, "devices         %s\n", used);
     fprintf(out, "\nper device, per iteration:\n");
     fprintf(out, "%-7s %-16s %-8s %12s %12s %12s %12s %12s %5s\n", "device", "type", "stages",
             "busy", "idle", "comm", "peak memory", "capacity", "fits");
@@ -176,7 +179,7 @@ void sim_print_gantt(const sim_report *r, int width, FILE *out)
     if (width < 20)
         width = 20;
     double T = timeline_end(tl);
-    if (T <= 0) {
+    if (!(T > 0) || !isfinite(T)) { /* NaN and Inf too: they never reach a column index */
         fprintf(out, "(empty timeline)\n");
         return;
     }

@@ -129,7 +129,8 @@ Test(cluster, awkward_values_round_trip)
         double v[5];
         for (int k = 0; k < 5; k++) {
             s ^= s << 13, s ^= s >> 7, s ^= s << 17; /* xorshift64 */
-            v[k] = ldexp((double)(s >> 11) + 1, -53) * pow(10, (int)(s % 9) - 3);
+            /* awkward mantissas in [1, 2), times 1e-3 .. 1e4: within core/bounds.h */
+            v[k] = (1 + ldexp((double)(s >> 11), -53)) * pow(10, (int)(s % 8) - 3);
         }
         char text[1024];
         snprintf(text, sizeof text,
@@ -379,4 +380,46 @@ Test(cluster_bad, unreadable_file)
     cluster *c = cluster_load("/nonexistent/plumb/c.json", &err);
     cr_assert_null(c);
     cr_assert(strstr(err.msg, "/nonexistent/plumb/c.json: cannot open") != NULL, "%s", err.msg);
+}
+
+/* Values finite in the file but outside core/bounds.h (a 1e-308 Gbit/s link once gave the
+ * simulator NaN times, a crash in plumb ui and an endless SVG) get one line naming the
+ * field and the range; the ends of each range load. */
+Test(cluster_bad, out_of_physical_bounds)
+{
+#define LVX(bw, lat) "\"levels\":[{\"name\":\"a\",\"count\":2,\"bandwidth_gbit_per_s\":" bw \
+                     ",\"latency_us\":" lat "}],"
+#define TYX(mem, speed) "\"device_types\":[{\"name\":\"V100\",\"memory_gib\":" mem \
+                        ",\"speed\":" speed "}],\"device_type\":\"V100\"}"
+    expect_bad(HEAD LVX("1e-308", "1") TYX("16", "1"), "levels[0].bandwidth_gbit_per_s",
+               "expected a bandwidth from 1e-06 to 100000 Gbit/s (1 kbit/s to 100 Tbit/s) "
+               "(got 1e-308)");
+    expect_bad(HEAD LVX("2e5", "1") TYX("16", "1"), "levels[0].bandwidth_gbit_per_s",
+               "(got 200000)");
+    expect_bad(HEAD "\"levels\":[{\"name\":\"a\",\"count\":2,\"bandwidth_gbit_per_s\":1,"
+               "\"latency_us\":1,\"egress_gbit_per_s\":1e-7}]," TYX("16", "1"),
+               "levels[0].egress_gbit_per_s", "from 1e-06 to 100000 Gbit/s");
+    expect_bad(HEAD LVX("1", "1.5e7") TYX("16", "1"), "levels[0].latency_us",
+               "expected a latency from 0 to 1e+07 us (10 s) (got 15000000)");
+    expect_bad(HEAD LVX("1", "1") TYX("1e-300", "1"), "device_types[0].memory_gib",
+               "expected a memory size from 0.000976562 to 1.04858e+06 GiB (1 MiB to 1 PiB)");
+    expect_bad(HEAD LVX("1", "1") TYX("2e6", "1"), "device_types[0].memory_gib", "(got 2000000)");
+    expect_bad(HEAD LVX("1", "1") TYX("16", "1e-308"), "device_types[0].speed",
+               "expected a relative speed from 0.001 to 1000 (got 1e-308)");
+    expect_bad(HEAD LVX("1", "1") TYX("16", "1e4"), "device_types[0].speed", "(got 10000)");
+    expect_bad(HEAD LVX("1", "1") "\"device_types\":[{\"name\":\"V100\",\"memory_gib\":16,"
+               "\"speed\":1,\"peak_tflops\":1e-300}],\"device_type\":\"V100\"}",
+               "device_types[0].peak_tflops", "expected a peak from 1e-06 to 1e+09 TFLOP/s");
+    plumb_err err;
+    const char *ends[] = {
+        HEAD LVX("1e-6", "0") TYX("0.0009765625", "0.001"),
+        HEAD LVX("1e5", "1e7") TYX("1048576", "1000"),
+    };
+    for (int i = 0; i < 2; i++) {
+        cluster *c = from_text(ends[i], &err);
+        cr_assert_not_null(c, "%s", err.msg);
+        cluster_free(c);
+    }
+#undef LVX
+#undef TYX
 }

@@ -183,3 +183,53 @@ Test(model, load_errors_name_the_file)
     cr_expect_null(model_load("/nonexistent/m.json", &e));
     cr_expect(strstr(e.msg, "/nonexistent/m.json: cannot open") != NULL, "%s", e.msg);
 }
+
+/* A spec of `n` relu layers before flatten/linear/loss, with a residual block of `inner`
+ * relus in the middle when inner > 0. The caller frees the text. */
+static char *long_spec(int n, int inner)
+{
+    size_t cap = (size_t)(n + inner) * 20 + 512, len = 0;
+    char *s = malloc(cap);
+    cr_assert(s);
+    len += (size_t)snprintf(s + len, cap - len, "%s", HEAD);
+    for (int i = 0; i < n; i++) {
+        if (inner > 0 && i == n / 2) {
+            len += (size_t)snprintf(s + len, cap - len, "{\"type\":\"residual\",\"layers\":[");
+            for (int k = 0; k < inner; k++)
+                len += (size_t)snprintf(s + len, cap - len, "%s{\"type\":\"relu\"}",
+                                        k ? "," : "");
+            len += (size_t)snprintf(s + len, cap - len, "]},");
+        }
+        len += (size_t)snprintf(s + len, cap - len, "{\"type\":\"relu\"},");
+    }
+    snprintf(s + len, cap - len, "%s", TAIL);
+    return s;
+}
+
+/* 50k layers parse (the array walk is linear: once quadratic, 61 s for this size), each
+ * layer at its place; beyond MODEL_MAX_LAYERS the spec gets one line naming the limit. */
+Test(model, many_layers_and_the_limit)
+{
+    plumb_err e = {{0}};
+    char *text = long_spec(50000, 0);
+    model *m = model_parse("spec.json", text, &e);
+    cr_assert(m, "%s", e.msg);
+    cr_expect_eq(m->nlayers, 50003);
+    cr_expect_eq(m->layers[49999].kind, LK_RELU);
+    cr_expect_eq(m->layers[49999].uid, 49999);
+    cr_expect_eq(m->layers[50001].kind, LK_LINEAR);
+    cr_expect_eq(m->layers[50002].kind, LK_XENT);
+    model_free(m);
+    free(text);
+
+    text = long_spec(MODEL_MAX_LAYERS, 0);
+    bad(text, "layers: expected at most 100000 layers (got 100003)");
+    free(text);
+    /* nested layers count too: a block of 90k after 15k layers; 60k + 50k at the top */
+    text = long_spec(30000, 90000);
+    bad(text, "layers[15000].layers: expected at most 100000 layers in all");
+    free(text);
+    text = long_spec(60000, 50000);
+    bad(text, "layers[50000]: expected at most 100000 layers in all");
+    free(text);
+}

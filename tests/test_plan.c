@@ -13,6 +13,7 @@
 #include "tests/tmpdir.h"
 #include "core/json.h"
 #include "core/plan.h"
+#include "core/schedule_traits.h"
 
 /* ---- fixtures ------------------------------------------------------------------------ */
 
@@ -100,7 +101,8 @@ static void round_trip(const plan *pl)
 Test(plan, schedule_and_optimizer_names)
 {
     const char *want[] = {"gpipe", "1f1b-flush", "pipedream", "2bw", "interleaved", "zb-h1",
-                          "zb-v"};
+                          "zb-v", "dualpipev"};
+    cr_assert_eq(SCHED_NKINDS, (int)(sizeof want / sizeof want[0]));
     for (int k = 0; k < SCHED_NKINDS; k++) {
         cr_assert_str_eq(sched_kind_name((sched_kind)k), want[k]);
         cr_assert_eq(sched_kind_parse(want[k]), k);
@@ -149,7 +151,7 @@ Test(plan, round_trip_every_schedule)
         pl->microbatches = 4 + k;
         pl->recompute = k % 2;
         pl->optimizer = (optimizer_kind)(k % OPT_NKINDS);
-        if (k == SCHED_INTERLEAVED || k == SCHED_ZB_V) {
+        if (sched_kind_chunked((sched_kind)k)) {
             /* 6 stages of one layer, 2 per device on devices 4..6 */
             plan_free(pl);
             profile *p = small_profile(6);
@@ -600,4 +602,32 @@ Test(plan, files_write_atomic_all_or_nothing)
     cr_expect_str_eq(got, "new svg");
     cr_expect_eq(count_files(tmp), 2);
     cr_expect_eq(rm_tree(tmp), 0);
+}
+
+/* devices used: the stages' devices marked, the idle ones named as ranges */
+Test(plan, devices_used_and_idle)
+{
+    plan *pl = good_plan(); /* devices 0-3 of 8 */
+    unsigned char used[8];
+    char buf[128];
+    cr_assert_eq(plan_devices_used(pl, used), 4);
+    cr_assert_eq(plan_devices_text(used, 8, buf, sizeof buf), 4);
+    cr_assert_str_eq(buf, "4 of 8 used (devices 4-7 idle)");
+    used[5] = 1;
+    plan_devices_text(used, 8, buf, sizeof buf);
+    cr_assert_str_eq(buf, "5 of 8 used (devices 4, 6-7 idle)");
+    used[4] = used[6] = 1;
+    plan_devices_text(used, 8, buf, sizeof buf);
+    cr_assert_str_eq(buf, "7 of 8 used (device 7 idle)");
+    used[7] = 1;
+    plan_devices_text(used, 8, buf, sizeof buf);
+    cr_assert_str_eq(buf, "8 of 8 used");
+    /* too small a buffer: cut, terminated */
+    memset(used, 0, sizeof used);
+    used[0] = used[2] = used[4] = used[6] = 1;
+    char small[24];
+    plan_devices_text(used, 8, small, sizeof small);
+    cr_assert_eq(strlen(small), sizeof small - 1);
+    cr_assert(strstr(small, "..."), "%s", small);
+    plan_free(pl);
 }

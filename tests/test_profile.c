@@ -437,3 +437,21 @@ Test(profile_bad, long_cycle_message_stays_one_bounded_line)
     cr_assert_null(strchr(err.msg, '\n'));
     profile_free(p);
 }
+
+/* Finite values beyond core/bounds.h (a 1e308-byte layer once printed "inf TiB" and made
+ * the simulator's memory infinite) get one line naming the field and the range. */
+Test(profile_bad, out_of_physical_bounds)
+{
+    expect_bad("\"parameter_bytes\": 256", "\"parameter_bytes\": 1e308",
+               "t.json: layers[0].parameter_bytes: expected a number from 0 to 1e+15 (got 1e+308)");
+    expect_bad("\"activation_bytes\": 1024", "\"activation_bytes\": 2e15",
+               "t.json: layers[0].activation_bytes: expected a number from 0 to 1e+15 (got 2e+15)");
+    expect_bad("\"forward_ms\": 1.5", "\"forward_ms\": 1e300",
+               "t.json: layers[0].forward_ms: expected a number from 0 to 1e+09 (got 1e+300)");
+    expect_bad("\"flops\": 1e9", "\"flops\": 1e22",
+               "t.json: layers[1].flops: expected a number from 0 to 1e+21 (got 1e+22)");
+    expect_bad("\"workspace_bytes\": 4096", "\"workspace_bytes\": 1e16",
+               "t.json: layers[2].workspace_bytes: expected a number from 0 to 1e+15 (got 1e+16)");
+    expect_bad("\"input_bytes\": 2048", "\"input_bytes\": 1e200",
+               "t.json: input_bytes: expected a number from 0 to 1e+15 (got 1e+200)");
+}

@@ -36,9 +36,9 @@ Test(schedule_grid, every_generator_validates)
             for (int m = 1; m <= 16; m++)
                 for (int v = 1; v <= 3; v++)
                     for (int pi = -1; pi < 3; pi++) {
-                        int chunked = k == SCHED_INTERLEAVED || k == SCHED_ZB_V;
-                        if (!chunked && v != 1) continue;
-                        if (k == SCHED_ZB_V && v != 2) continue;
+                        const sched_traits *tr = sched_traits_of((sched_kind)k);
+                        int chunked = tr->chunks_max > 1;
+                        if (v < tr->chunks_min || v > tr->chunks_max) continue;
                         if (chunked && pi >= 0) continue;
                         const int *reps = pi >= 0 ? pats[pi] : NULL;
                         plumb_err e = {{0}};
@@ -47,8 +47,7 @@ Test(schedule_grid, every_generator_validates)
                         if (!s) {
                             /* the only rejections: async kinds whose microbatches do not
                              * split over a stage's replicas, and 2bw below its minimum */
-                            int async = k == SCHED_PIPEDREAM || k == SCHED_2BW;
-                            cr_assert(async, "kind %d p=%d m=%d v=%d pat %d rejected: %s", k, p,
+                            cr_assert(tr->mb_per_replica, "kind %d p=%d m=%d v=%d pat %d rejected: %s", k, p,
                                       m, v, pi, e.msg);
                             cr_assert(strstr(e.msg, "microbatches"), "%s", e.msg);
                             continue;
@@ -585,12 +584,13 @@ static void recv_just_in_time(schedule *s)
 Test(schedule_costed, transfers_wait_only_for_data)
 {
     static const sched_kind kinds[] = {SCHED_GPIPE, SCHED_1F1B_FLUSH, SCHED_PIPEDREAM,
-                                       SCHED_ZB_H1, SCHED_INTERLEAVED, SCHED_ZB_V};
+                                       SCHED_ZB_H1, SCHED_INTERLEAVED, SCHED_ZB_V,
+                                       SCHED_DUALPIPEV};
     double worst_unit = 1;
     for (size_t ki = 0; ki < sizeof kinds / sizeof kinds[0]; ki++)
         for (int slow = 0; slow < 4; slow++) {
             sched_kind k = kinds[ki];
-            int chunks = k == SCHED_INTERLEAVED || k == SCHED_ZB_V ? 2 : 1, S = 4 * chunks;
+            int chunks = sched_kind_chunks(k), S = 4 * chunks;
             double cost[24];
             for (int st = 0; st < S; st++) {
                 double f = st == slow ? 2.5 : 1;
@@ -821,9 +821,9 @@ Test(schedule_bound, no_replay_exceeds_it)
         for (int p = 2; p <= 4; p++)
             for (int m = 1; m <= 9; m += 4)
                 for (int r = 0; r < 2; r++) {
-                    const int chunked = k == SCHED_INTERLEAVED || k == SCHED_ZB_V;
+                    const int chunked = sched_kind_chunked((sched_kind)k);
                     plumb_err e = {{0}};
-                    schedule *s = try_gen(k, p, chunked ? 2 : 1, m, 2,
+                    schedule *s = try_gen(k, p, sched_kind_chunks((sched_kind)k), m, 2,
                                           r && !chunked ? reps : NULL, &e);
                     if (!s) continue; /* a shape this kind does not take */
                     const int W = s->nworkers;

@@ -1,6 +1,7 @@
 /* test_schedule_csv.c: the PyTorch torch.distributed.pipelining text and CSV forms of the
- * action IR: action spellings, parsing, the exact CSV bytes, round trips for every kind,
- * reading PyTorch's compute_only and compute_comms files, and bad files. */
+ * action IR: action spellings, parsing, the exact CSV bytes (PyTorch 2.11's and 2.15's
+ * compute_comms forms), round trips for every kind, reading the files PyTorch 2.11 and 2.15
+ * wrote (tests/data/pytorch-csv, made by make.py there), and bad files. */
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -91,18 +92,41 @@ Test(schedule_text, parse_rejects_and_ignores)
     cr_assert_eq(a.microbatch, 7);
 }
 
+Test(schedule_text, parses_pytorch_215_waits)
+{
+    action a;
+    cr_assert_eq(action_parse("0WAIT_SEND_F3", &a), 2);
+    cr_assert(a.kind == ACT_SEND_F && a.stage == 0 && a.microbatch == 3);
+    cr_assert_eq(action_parse("12WAIT_SEND_B2", &a), 2);
+    cr_assert(a.kind == ACT_SEND_B && a.stage == 12 && a.microbatch == 2);
+    cr_assert_eq(action_parse("1WAIT_REDUCE_GRAD", &a), 2);
+    cr_assert(a.kind == ACT_ALLREDUCE && a.stage == 1 && a.microbatch == -1);
+    const char *bad[] = {"0WAIT_SEND_F", "0WAIT_REDUCE_GRAD1", "0WAIT3", "0WAIT_RECV_F1",
+                         "WAIT_SEND_B1", "0WAIT_SEND_F1x"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        cr_assert_eq(action_parse(bad[i], &a), -1, "\"%s\" accepted", bad[i]);
+}
+
 Test(schedule_csv, exact_bytes_of_pytorch_form)
 {
     schedule *s = gen(SCHED_1F1B_FLUSH, 2, 1, 2, 1, NULL);
-    char *t = csv_text(s, 0);
+    char *t = csv_text(s, SCHED_CSV_NO_WAITS); /* PyTorch 2.11 */
     cr_assert_str_eq(t, "0F0,0SEND_F0,0F1,0SEND_F1,0RECV_B0,0B0,0RECV_B1,0B1\r\n"
                         "1RECV_F0,1F0,1RECV_F1,1B0,1SEND_B0,1F1,1B1,1SEND_B1\r\n");
+    free(t);
+    /* PyTorch 2.15 (the default): a forward send's wait after the local backward of that
+     * microbatch, backward sends' waits at the end of the row in send order */
+    t = csv_text(s, 0);
+    cr_assert_str_eq(t, "0F0,0SEND_F0,0F1,0SEND_F1,0RECV_B0,0B0,0WAIT_SEND_F0,0RECV_B1,0B1,"
+                        "0WAIT_SEND_F1\r\n"
+                        "1RECV_F0,1F0,1RECV_F1,1B0,1SEND_B0,1F1,1B1,1SEND_B1,1WAIT_SEND_B0,"
+                        "1WAIT_SEND_B1\r\n");
     free(t);
     t = csv_text(s, SCHED_CSV_COMPUTE_ONLY);
     cr_assert_str_eq(t, "0F0,0F1,0B0,0B1\r\n1F0,1B0,1F1,1B1\r\n");
     free(t);
     t = csv_text(s, SCHED_CSV_STEPS);
-    cr_assert(strstr(t, "0RECV_B1,0B1,0STEP\r\n"), "%s", t);
+    cr_assert(strstr(t, "0RECV_B1,0B1,0WAIT_SEND_F1,0STEP\r\n"), "%s", t);
     free(t);
     schedule_free(s);
 }
@@ -111,15 +135,17 @@ Test(schedule_csv, round_trip_every_kind, .init = setup, .fini = teardown)
 {
     int reps[3] = {1, 2, 1};
     for (int k = 0; k < SCHED_NKINDS; k++)
-        for (int form = 0; form < 4; form++) {
-            int chunks = k == SCHED_INTERLEAVED ? 3 : k == SCHED_ZB_V ? 2 : 1;
+        for (int form = 0; form < 6; form++) {
+            int chunks = k == SCHED_INTERLEAVED ? 3 : sched_kind_chunks((sched_kind)k);
             int ranks = 3, m = 6, iters = 2;
             const int *r = (chunks == 1) ? reps : NULL;
             schedule *s = gen(k, ranks, chunks, m, iters, r);
             unsigned flags = form == 0   ? 0
                              : form == 1 ? SCHED_CSV_STEPS
                              : form == 2 ? SCHED_CSV_COMPUTE_ONLY
-                                         : SCHED_CSV_STEPS | SCHED_CSV_COMPUTE_ONLY;
+                             : form == 3 ? SCHED_CSV_STEPS | SCHED_CSV_COMPUTE_ONLY
+                             : form == 4 ? SCHED_CSV_NO_WAITS
+                                         : SCHED_CSV_NO_WAITS | SCHED_CSV_STEPS;
             char *t = csv_text(s, flags);
             const char *path = write_file("rt.csv", t);
             sched_spec sp = {k, 0, ranks * chunks, chunks, m, 0, r, NULL};
@@ -230,4 +256,221 @@ Test(schedule_csv, iterations_bound, .init = setup, .fini = teardown)
     cr_assert_eq(schedule_validate(s, &e), -1);
     cr_assert(strstr(e.msg, "microbatch 3: forward missing"), "%s", e.msg);
     schedule_free(s);
+}
+
+Test(schedule_csv, bad_waits, .init = setup, .fini = teardown)
+{
+    /* plumb's 2.15 export of 1f1b-flush, 2 stages, 2 microbatches, broken one way each */
+    const char *r1 = "1RECV_F0,1F0,1RECV_F1,1B0,1SEND_B0,1F1,1B1,1SEND_B1,1WAIT_SEND_B0,"
+                     "1WAIT_SEND_B1\r\n";
+    const char *r0 = "0F0,0SEND_F0,0F1,0SEND_F1,0RECV_B0,0B0,0WAIT_SEND_F0,0RECV_B1,0B1,"
+                     "0WAIT_SEND_F1";
+    char t[512];
+    snprintf(t, sizeof t, "%s\r\n%s", r0, r1);
+    const char *ok = write_file("ok.csv", t);
+    sched_spec sp = {SCHED_1F1B_FLUSH, 0, 2, 1, 2, 0, NULL, NULL};
+    plumb_err e = {{0}};
+    schedule *s = schedule_read_csv(ok, &sp, &e);
+    cr_assert(s, "%s", e.msg);
+    schedule_free(s);
+
+    snprintf(t, sizeof t, "0F0,0WAIT_SEND_F0,0SEND_F0,0F1,0SEND_F1,0RECV_B0,0B0,0RECV_B1,0B1,"
+             "0WAIT_SEND_F1\r\n%s", r1);
+    expect_read_error(t, 2, "row 1, field 2: 0WAIT_SEND_F0 has no send before it on this rank");
+    snprintf(t, sizeof t, "%s,0WAIT_SEND_F1\r\n%s", r0, r1);
+    expect_read_error(t, 2, "row 1, field 11: 0WAIT_SEND_F1 waits a second time");
+    snprintf(t, sizeof t, "%s\r\n1RECV_F0,1F0,1RECV_F1,1B0,1SEND_B0,1F1,1B1,1SEND_B1,"
+             "1WAIT_SEND_B0\r\n", r0);
+    expect_read_error(t, 2, "row 2, field 8: 1SEND_B1 has no WAIT_SEND_B1 after it");
+    snprintf(t, sizeof t, "%s,0REDUCE_GRAD,0WAIT_REDUCE_GRAD\r\n"
+             "1RECV_F0,1F0,1RECV_F1,1B0,1SEND_B0,1F1,1B1,1SEND_B1,1REDUCE_GRAD\r\n", r0);
+    expect_read_error(t, 2, "row 2, field 9: 1REDUCE_GRAD has no WAIT_REDUCE_GRAD after it");
+    expect_read_error("0F0,0B0,0F1,0B1,0WAIT_REDUCE_GRAD\r\n", 1,
+                      "row 1, field 5: 0WAIT_REDUCE_GRAD has no pending 0REDUCE_GRAD");
+    expect_read_error("0F0,0B0,0F1,0B1,0REDUCE_GRAD,0REDUCE_GRAD,0WAIT_REDUCE_GRAD\r\n", 1,
+                      "row 1, field 6: 0REDUCE_GRAD while stage 0's REDUCE_GRAD has no "
+                      "WAIT_REDUCE_GRAD yet");
+    expect_read_error("0F0,(0F1;0WAIT_SEND_F0)OVERLAP_F_B,0B0,0B1\r\n", 1,
+                      "row 1, field 2: expected an action like");
+}
+
+/* --- the files PyTorch wrote (tests/data/pytorch-csv/README.md says how) ---------------- */
+
+#define PT_DIR "tests/data/pytorch-csv"
+
+static const struct pt_case {
+    const char *stem;      /* file name before .compute_only.csv / .compute_comms.csv */
+    sched_kind kind;       /* the plumb kind that places its stages */
+    int ranks, chunks, mb;
+    int same_as_plumb;     /* 1 when plumb's generator of kind lays out the same order */
+} pt_cases[] = {
+    {"gpipe-p2-m4", SCHED_GPIPE, 2, 1, 4, 1},
+    {"gpipe-p4-m8", SCHED_GPIPE, 4, 1, 8, 1},
+    {"interleaved1f1b-p2-m4", SCHED_INTERLEAVED, 2, 2, 4, 1},
+    {"interleaved1f1b-p4-m8", SCHED_INTERLEAVED, 4, 2, 8, 1},
+    {"interleavedzb-p2-m4", SCHED_INTERLEAVED, 2, 2, 4, 0},
+    {"interleavedzb-p4-m8", SCHED_INTERLEAVED, 4, 2, 8, 0},
+    {"zbv-p2-m4", SCHED_ZB_V, 2, 2, 4, 1},
+    {"zbv-p4-m8", SCHED_ZB_V, 4, 2, 8, 1},
+    {"dualpipev-p2-m4", SCHED_ZB_V, 2, 2, 4, 0},
+    {"dualpipev-p4-m8", SCHED_ZB_V, 4, 2, 8, 0},
+};
+
+static const char *pt_versions[] = {"2.11", "2.15"};
+
+static schedule *pt_read(const struct pt_case *c, const char *version, const char *form)
+{
+    char path[256];
+    snprintf(path, sizeof path, PT_DIR "/%s/%s.%s.csv", version, c->stem, form);
+    sched_spec sp = {c->kind, 0, c->ranks * c->chunks, c->chunks, c->mb, 0, NULL, NULL};
+    plumb_err e = {{0}};
+    schedule *s = schedule_read_csv(path, &sp, &e);
+    cr_assert(s, "%s", e.msg);
+    cr_assert_eq(s->iterations, 1, "%s", path);
+    return s;
+}
+
+static char *slurp(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    cr_assert(f, "%s", path);
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *m = open_memstream(&buf, &len);
+    int ch;
+    while ((ch = fgetc(f)) != EOF) fputc(ch, m);
+    fclose(f);
+    fclose(m);
+    return buf;
+}
+
+/* PyTorch's compute_comms file as plumb writes it back, derived from the text alone: FSDP's
+ * UNSHARD/RESHARD dropped, (a;b)OVERLAP_F_B as a,b, each WAIT_REDUCE_GRAD moved right after
+ * its REDUCE_GRAD (PyTorch's lowering may put a receive between them). */
+static char *pt_normalize(const char *text)
+{
+    char *out = NULL, *work = strdup(text);
+    size_t len = 0;
+    FILE *m = open_memstream(&out, &len);
+    cr_assert(work && m);
+    for (char *save = NULL, *row = strtok_r(work, "\r\n", &save); row;
+         row = strtok_r(NULL, "\r\n", &save)) {
+        char toks[512][32];
+        int n = 0;
+        for (char *s2 = NULL, *f = strtok_r(row, ",", &s2); f; f = strtok_r(NULL, ",", &s2)) {
+            size_t l = strlen(f);
+            if ((l > 7 && !strcmp(f + l - 7, "UNSHARD")) || (l > 7 && !strcmp(f + l - 7, "RESHARD")))
+                continue;
+            if (f[0] == '(') {
+                char *close = strchr(f, ')');
+                cr_assert(close && !strcmp(close + 1, "OVERLAP_F_B"), "%s", f);
+                *close = '\0';
+                for (char *s3 = NULL, *a = strtok_r(f + 1, ";", &s3); a;
+                     a = strtok_r(NULL, ";", &s3)) {
+                    cr_assert(n < 512);
+                    snprintf(toks[n++], sizeof toks[0], "%s", a);
+                }
+                continue;
+            }
+            cr_assert(n < 512 && l < sizeof toks[0]);
+            const char *wr = strstr(f, "WAIT_REDUCE_GRAD");
+            int at = n;
+            if (wr) { /* after the last "<stage>REDUCE_GRAD" */
+                char want[32];
+                snprintf(want, sizeof want, "%.*sREDUCE_GRAD", (int)(wr - f), f);
+                for (int i = n - 1; i >= 0; i--)
+                    if (!strcmp(toks[i], want)) {
+                        at = i + 1;
+                        break;
+                    }
+                memmove(toks[at + 1], toks[at], (size_t)(n - at) * sizeof toks[0]);
+            }
+            snprintf(toks[at], sizeof toks[0], "%s", f);
+            n++;
+        }
+        for (int i = 0; i < n; i++) fprintf(m, "%s%s", i ? "," : "", toks[i]);
+        fputs("\r\n", m);
+    }
+    fclose(m);
+    free(work);
+    return out;
+}
+
+Test(pytorch_files, compute_only_of_both_versions)
+{
+    for (size_t v = 0; v < 2; v++)
+        for (size_t i = 0; i < sizeof pt_cases / sizeof pt_cases[0]; i++) {
+            const struct pt_case *c = &pt_cases[i];
+            schedule *s = pt_read(c, pt_versions[v], "compute_only");
+            plumb_err e = {{0}};
+            cr_assert_eq(schedule_validate(s, &e), 0, "%s %s: %s", pt_versions[v], c->stem,
+                         e.msg);
+            cr_assert_eq(schedule_count(s, ACT_F), (long)c->ranks * c->chunks * c->mb);
+            if (c->same_as_plumb) { /* PyTorch's order is plumb's generator's, transfers too */
+                schedule *g = gen(c->kind, c->ranks, c->chunks, c->mb, 1, NULL);
+                cr_assert(schedule_equal(s, g), "%s %s differs from plumb's %s",
+                          pt_versions[v], c->stem, sched_kind_name(c->kind));
+                schedule_free(g);
+            }
+            schedule_free(s);
+        }
+}
+
+Test(pytorch_files, compute_comms_of_both_versions_written_back_alike, .init = setup,
+     .fini = teardown)
+{
+    for (size_t v = 0; v < 2; v++)
+        for (size_t i = 0; i < sizeof pt_cases / sizeof pt_cases[0]; i++) {
+            const struct pt_case *c = &pt_cases[i];
+            schedule *s = pt_read(c, pt_versions[v], "compute_comms");
+            plumb_err e = {{0}};
+            cr_assert_eq(schedule_validate_sem(s, SCHED_SEM_BUFFERED, &e), 0, "%s %s: %s",
+                         pt_versions[v], c->stem, e.msg);
+            /* one REDUCE_GRAD per stage, as PyTorch lowers it */
+            cr_assert_eq(schedule_count(s, ACT_ALLREDUCE), (long)c->ranks * c->chunks);
+            /* written back in the file's own version: PyTorch's bytes, sends, receives and
+             * waits where PyTorch put them */
+            char path[256];
+            snprintf(path, sizeof path, PT_DIR "/%s/%s.compute_comms.csv", pt_versions[v],
+                     c->stem);
+            char *orig = slurp(path), *want = pt_normalize(orig);
+            char *got = csv_text(s, v == 0 ? SCHED_CSV_NO_WAITS : 0);
+            cr_assert_str_eq(got, want, "%s %s", pt_versions[v], c->stem);
+            /* and that text reads back to the same IR */
+            const char *p2 = write_file("back.csv", got);
+            sched_spec sp = {c->kind, 0, c->ranks * c->chunks, c->chunks, c->mb, 0, NULL, NULL};
+            schedule *b = schedule_read_csv(p2, &sp, &e);
+            cr_assert(b, "%s", e.msg);
+            cr_assert(schedule_equal(s, b));
+            schedule_free(b);
+            free(orig), free(want), free(got);
+            schedule_free(s);
+        }
+}
+
+Test(pytorch_files, pytorch_1f1b_pipeline_order_is_refused)
+{
+    /* Schedule1F1B's pipeline_order starts the last rank with F1 and ends it with F<m> (its
+     * own _load_csv refuses it too: README.md); plumb names the first wrong action */
+    for (size_t v = 0; v < 2; v++) {
+        char path[256];
+        snprintf(path, sizeof path, PT_DIR "/%s/1f1b-p4-m8.compute_only.csv", pt_versions[v]);
+        sched_spec sp = {SCHED_1F1B_FLUSH, 0, 4, 1, 8, 0, NULL, NULL};
+        plumb_err e = {{0}};
+        schedule *s = schedule_read_csv(path, &sp, &e);
+        cr_assert_null(s);
+        cr_assert(strstr(e.msg, "1f1b-p4-m8.compute_only.csv"), "%s", e.msg);
+        cr_assert(strstr(e.msg, "3B0"), "%s", e.msg);
+        /* its other ranks are plumb's 1f1b-flush order (the file has no empty slots) */
+        char *orig = slurp(path);
+        schedule *g = gen(SCHED_1F1B_FLUSH, 4, 1, 8, 1, NULL);
+        char *want = csv_text(g, SCHED_CSV_COMPUTE_ONLY);
+        char *last = strstr(want, "\r\n3F0");
+        cr_assert(last);
+        last[2] = '\0';
+        cr_assert(!strncmp(orig, want, strlen(want)), "%s\n%s", orig, want);
+        cr_assert(!strncmp(orig + strlen(want), "3F1,", 4), "%s", orig);
+        free(orig), free(want);
+        schedule_free(g);
+    }
 }

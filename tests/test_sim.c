@@ -490,13 +490,14 @@ Test(sim, timeline_recorded)
 Test(sim, steady_state_any_iterations)
 {
     static const sched_kind kinds[] = {SCHED_GPIPE, SCHED_1F1B_FLUSH, SCHED_PIPEDREAM,
-                                       SCHED_2BW, SCHED_INTERLEAVED, SCHED_ZB_H1, SCHED_ZB_V};
+                                       SCHED_2BW, SCHED_INTERLEAVED, SCHED_ZB_H1, SCHED_ZB_V,
+                                       SCHED_DUALPIPEV};
     for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++)
         for (int variant = 0; variant < 4; variant++) {
             sim_synth s;
             sim_synth_init(&s);
             s.schedule = kinds[k];
-            int chunked = kinds[k] == SCHED_INTERLEAVED || kinds[k] == SCHED_ZB_V;
+            int chunked = sched_kind_chunked(kinds[k]);
             s.chunks = chunked ? 2 : 1;
             s.nstages = chunked ? 8 : 4;
             s.microbatches = 8;

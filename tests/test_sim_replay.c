@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "core/schedule.h"
+#include "core/schedule_traits.h"
 #include "sim/cost.h"
 #include "sim/engine.h"
 #include "sim/sim.h"
@@ -254,15 +255,15 @@ Test(sim_replay, two_stage_reproduction)
  * microbatches for 2bw, ...). */
 static double random_case(sched_kind k, char *desc, size_t ndesc)
 {
-    int chunked = k == SCHED_INTERLEAVED || k == SCHED_ZB_V;
-    int ranks = irand(2, 8), chunks = chunked ? 2 : 1, S = ranks * chunks;
+    int chunked = sched_kind_chunked(k);
+    int ranks = irand(2, 8), chunks = chunked ? sched_kind_chunks(k) : 1, S = ranks * chunks;
     int M = irand(1, 10), iters = irand(1, 3);
     int reps[16], any = 0;
     for (int st = 0; st < S; st++) {
         reps[st] = !chunked && urand(0, 1) < 0.25 ? 2 : 1;
         any |= reps[st] > 1;
     }
-    if (k == SCHED_PIPEDREAM || k == SCHED_2BW)
+    if (sched_traits_of(k)->mb_per_replica)
         M = 2 * irand(1, 5); /* a multiple of every replica count */
     double cost[48], bytes[16];
     for (int i = 0; i < 3 * S; i++) cost[i] = urand(0.2, 5);

@@ -85,7 +85,7 @@ Test(svg, timeline_rows_are_labelled_and_carry_traffic)
 {
     plan *pl;
     sim_report *r = run(SCHED_1F1B_FLUSH, 1, &pl);
-    cr_assert_eq(r->cluster_devices, 8, "synth: one server of 8, 3 used");
+    cr_assert_eq(r->devices_total, 8, "synth: one server of 8, 3 used");
     char *svg = sim_svg_text(r, NULL);
     cr_assert_not_null(svg);
     /* a stage label per device row, in device order */

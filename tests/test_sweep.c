@@ -152,3 +152,46 @@ Test(figures, points_that_do_not_fit_say_why)
     profile_free(p);
     cluster_free(c);
 }
+
+/* a point whose best plan leaves GPUs idle says so: vgg16's plan on 16 devices of
+ * cluster-a-4x4 is 14-1 (15 used); the auto sweep is never below the default one */
+Test(figures, gpus_used_counts_the_plan)
+{
+    plumb_err e;
+    profile *p = profile_load("profiles/pipedream/vgg16.json", &e);
+    cr_assert(p, "%s", e.msg);
+    cluster *c = load_cluster("profiles/clusters/cluster-a-4x4.json");
+    sweep_result r;
+    cr_assert_eq(planner_sweep(p, c, 16, 16, NULL, 0, 0, &r, &e), 0, "%s", e.msg);
+    cr_assert_eq(r.n, 1);
+    cr_assert(r.pts[0].ok);
+    plan *pl = planner_native(p, c, NULL, NULL, &e);
+    cr_assert(pl, "%s", e.msg);
+    int used = 0;
+    for (int s = 0; s < pl->nstages; s++) used += pl->stages[s].replicas;
+    cr_assert_lt(used, 16, "the test expects a plan with idle devices");
+    cr_assert_eq(r.pts[0].gpus_used, used);
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    sweep_print(&r, f);
+    fclose(f);
+    char want[48];
+    snprintf(want, sizeof want, "(uses %d of 16 GPUs)", used);
+    cr_assert(strstr(buf, want), "%s", buf);
+    free(buf);
+    /* --schedule auto ranks the default plan among its own: never below it */
+    native_options o;
+    native_options_init(&o);
+    o.schedule = NATIVE_SCHED_AUTO;
+    sweep_result ra;
+    cr_assert_eq(planner_sweep(p, c, 16, 16, &o, 0, 0, &ra, &e), 0, "%s", e.msg);
+    cr_assert_geq(ra.pts[0].samples_per_s, r.pts[0].samples_per_s * (1 - 1e-9),
+                  "auto %.1f < default %.1f samples/s", ra.pts[0].samples_per_s,
+                  r.pts[0].samples_per_s);
+    sweep_result_free(&ra);
+    plan_free(pl);
+    sweep_result_free(&r);
+    profile_free(p);
+    cluster_free(c);
+}

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "core/schedule.h"
@@ -47,18 +48,24 @@ Test(ckpt, folder_keeps_newest_and_finds_latest_valid)
     cr_expect(access(path, F_OK) != 0, "older checkpoints removed");
     snprintf(path, sizeof path, "%s/ckpt-00000015.ckpt", dir);
     cr_expect(access(path, F_OK) == 0, "the 2 newest kept");
-    /* a truncated newest file is skipped: the previous one is found */
-    snprintf(path, sizeof path, "%s/ckpt-00000020.ckpt", dir);
-    cr_assert_eq(truncate(path, 100), 0);
     char *latest = ckpt_find_latest(dir, m, &e);
     cr_assert(latest, "%s", e.msg);
-    cr_expect(strstr(latest, "ckpt-00000015.ckpt") != NULL, "%s", latest);
+    cr_expect(strstr(latest, "ckpt-00000020.ckpt") != NULL, "%s", latest);
+    free(latest);
+    /* a truncated newest file is reported, not skipped: the message names it and the
+     * previous intact one, which still loads */
+    snprintf(path, sizeof path, "%s/ckpt-00000020.ckpt", dir);
+    cr_assert_eq(truncate(path, 100), 0);
+    cr_expect_null(ckpt_find_latest(dir, m, &e));
+    cr_expect(strstr(e.msg, path) && strstr(e.msg, "truncated") &&
+              strstr(e.msg, "the newest intact one is ckpt-00000015.ckpt"), "%s", e.msg);
+    cr_expect(strchr(e.msg, '\n') == NULL);
+    snprintf(path, sizeof path, "%s/ckpt-00000015.ckpt", dir);
     ckpt c;
-    cr_assert_eq(ckpt_load(latest, m, &c, &e), 0, "%s", e.msg);
+    cr_assert_eq(ckpt_load(path, m, &c, &e), 0, "%s", e.msg);
     cr_expect_eq(c.step, 15);
     cr_expect_eq(c.w[0], 15.0f);
     ckpt_free(&c);
-    free(latest);
     /* an empty folder: an error naming it */
     char *empty = make_tmpdir_named("ckpt-empty");
     cr_expect_null(ckpt_find_latest(empty, m, &e));
@@ -69,49 +76,144 @@ Test(ckpt, folder_keeps_newest_and_finds_latest_valid)
     model_free(m);
 }
 
-/* Sets `n` bytes of path at offset `at` to `val`. */
-static void patch(const char *path, long at, const unsigned char *val, size_t n)
-{
-    FILE *f = fopen(path, "r+b");
-    cr_assert(f);
-    cr_assert_eq(fseek(f, at, SEEK_SET), 0);
-    cr_assert_eq(fwrite(val, 1, n, f), n);
-    cr_assert_eq(fclose(f), 0);
-}
-
-/* A header whose reserved bytes are set, or whose step count does not fit a long, is
- * refused with a message (both were read silently before the checkpoint fuzzer). */
-Test(ckpt, corrupt_headers_are_refused)
+/* The test model of `spec`. */
+static model *spec_model(void)
 {
     plumb_err e = {{0}};
     model *m = model_parse("m", spec, &e);
     cr_assert(m, "%s", e.msg);
+    return m;
+}
+
+/* Every kind of damage to a checkpoint (adam: weights, m and v) is refused by both
+ * ckpt_load and ckpt_peek with a line naming the file: each header field flipped, each
+ * tensor's byte flipped, a NaN weight, truncation, an extra byte. Before the checksums, 6
+ * of such files (a flipped weight byte, a NaN weight, a flipped step count, ...) resumed
+ * silently. The same file undamaged loads back exactly. */
+Test(ckpt, every_corruption_is_refused)
+{
+    plumb_err e = {{0}};
+    model *m = spec_model();
+    size_t n = (size_t)m->nparams;
     char *dir = make_tmpdir_named("ckpt-hdr"), path[256];
     snprintf(path, sizeof path, "%s/x.ckpt", dir);
-    float *w = calloc((size_t)m->nparams, sizeof *w);
-    ckpt c = {0, 7, w, NULL, NULL}, back;
+    float *w = calloc(3 * n, sizeof *w);
+    for (size_t i = 0; i < 3 * n; i++) w[i] = 0.01f * (float)i - 1.0f;
+    ckpt c = {2, 7, w, w + n, w + 2 * n}, back;
+    long body = 64, wl = (long)(4 * n);
+    const unsigned char nan_le[4] = {0x00, 0x00, 0xc0, 0x7f};
     static const struct {
-        long at;
-        unsigned char val[8];
-        size_t n;
-        const char *want;
+        long at; /* < 0: from the end of the header plus -at - 1 tensors */
+        const char *what, *want;
     } cases[] = {
-        {10, {1}, 1, "not a plumb checkpoint"},
-        {14, {1}, 1, "optimizer kind: expected a 32-bit 0, 1 or 2"},
-        {24, {0, 0, 0, 0, 0, 0, 0, 0x80}, 8, "steps: expected at most"},
+        {0, "magic", "not a plumb checkpoint"},
+        {8, "version", "not a plumb checkpoint"},
+        {10, "version's high bytes", "not a plumb checkpoint"},
+        {12, "optimizer kind", "header checksum"},
+        {14, "optimizer kind's high bytes", "header checksum"},
+        {16, "parameter count", "header checksum"},
+        {24, "step count", "header checksum"},
+        {31, "step count's top byte", "header checksum"},
+        {32, "model fingerprint", "header checksum"},
+        {40, "weights' checksum", "header checksum"},
+        {44, "m's checksum", "header checksum"},
+        {48, "v's checksum", "header checksum"},
+        {52, "a reserved word", "header checksum"},
+        {56, "the other reserved word", "header checksum"},
+        {60, "header checksum", "header checksum"},
+        {-1, "a weight byte", "weights checksum"},
+        {-2, "a byte of m", "momentum (m) checksum"},
+        {-3, "a byte of v", "second moment (v) checksum"},
     };
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0] + 3; i++) {
         cr_assert_eq(ckpt_save(path, m, &c, &e), 0, "%s", e.msg);
         cr_assert_eq(ckpt_load(path, m, &back, &e), 0, "%s", e.msg);
+        cr_assert(back.step == 7 && !memcmp(back.w, w, n * 4) && !memcmp(back.m, w + n, n * 4) &&
+                  !memcmp(back.v, w + 2 * n, n * 4));
         ckpt_free(&back);
-        patch(path, cases[i].at, cases[i].val, cases[i].n);
+        const char *what, *want;
+        FILE *f = fopen(path, "r+b");
+        cr_assert(f);
+        if (i < sizeof cases / sizeof cases[0]) {
+            long at = cases[i].at >= 0 ? cases[i].at : body + (-cases[i].at - 1) * wl + 5;
+            what = cases[i].what, want = cases[i].want;
+            cr_assert_eq(fseek(f, at, SEEK_SET), 0);
+            int b = fgetc(f);
+            cr_assert_eq(fseek(f, at, SEEK_SET), 0);
+            cr_assert_eq(fputc(b ^ 0x10, f), b ^ 0x10);
+        } else if (i == sizeof cases / sizeof cases[0]) {
+            what = "a NaN weight", want = "weights checksum";
+            cr_assert_eq(fseek(f, body + 4 * 3, SEEK_SET), 0);
+            cr_assert_eq(fwrite(nan_le, 1, 4, f), 4);
+        } else if (i == sizeof cases / sizeof cases[0] + 1) {
+            what = "truncation", want = "truncated";
+            cr_assert_eq(ftruncate(fileno(f), body + 3 * wl - 1), 0);
+        } else {
+            what = "an extra byte", want = "(got more)";
+            cr_assert_eq(fseek(f, 0, SEEK_END), 0);
+            cr_assert_eq(fputc(0, f), 0);
+        }
+        cr_assert_eq(fclose(f), 0);
         int kind;
         long step;
-        cr_expect_eq(ckpt_peek(path, m, &kind, &step, &e), -1, "case %zu", i);
-        cr_expect_eq(ckpt_load(path, m, &back, &e), -1, "case %zu", i);
-        cr_expect(strstr(e.msg, cases[i].want) && strstr(e.msg, path), "case %zu: %s", i,
-                  e.msg);
+        cr_expect_eq(ckpt_peek(path, m, &kind, &step, &e), -1, "%s: accepted by peek", what);
+        cr_expect_eq(ckpt_load(path, m, &back, &e), -1, "%s: accepted by load", what);
+        cr_expect(strstr(e.msg, want) && strstr(e.msg, path) && !strchr(e.msg, '\n'),
+                  "%s: %s", what, e.msg);
     }
+    /* a version 1 file (no checksums) is refused with a line that says so */
+    unsigned char v1[40] = "PLUMBCK1\x01";
+    FILE *f = fopen(path, "wb");
+    cr_assert(f);
+    cr_assert_eq(fwrite(v1, 1, sizeof v1, f), sizeof v1);
+    cr_assert_eq(fclose(f), 0);
+    cr_expect_eq(ckpt_load(path, m, &back, &e), -1);
+    cr_expect(strstr(e.msg, "checkpoint version 1 has no checksums; expected version 2"),
+              "%s", e.msg);
+    /* a non-finite value with a matching checksum: a diverged run's file */
+    w[5] = INFINITY;
+    cr_assert_eq(ckpt_save(path, m, &c, &e), 0, "%s", e.msg);
+    cr_expect_eq(ckpt_load(path, m, &back, &e), -1);
+    cr_expect(strstr(e.msg, "weights[5]: expected a finite number (got inf)"), "%s", e.msg);
+    cr_expect_eq(rm_tree(dir), 0);
+    free(w);
+    model_free(m);
+}
+
+/* A kill during an atomic write leaves "NAME.tmp.PID" behind; the next save into the
+ * folder (or to the same file) removes those of dead PIDs, and nothing else. */
+Test(ckpt, orphaned_temporary_files_are_removed)
+{
+    plumb_err e = {{0}};
+    model *m = spec_model();
+    pid_t dead = fork();
+    cr_assert(dead >= 0);
+    if (dead == 0) _exit(0);
+    cr_assert_eq(waitpid(dead, NULL, 0), dead);
+    char *dir = make_tmpdir_named("ckpt-tmp"), p[5][320];
+    snprintf(p[0], sizeof p[0], "%s/ckpt-00000030.ckpt.tmp.%d", dir, (int)dead); /* orphan */
+    snprintf(p[1], sizeof p[1], "%s/ckpt-00000030.ckpt.tmp.%d", dir, (int)getppid()); /* live */
+    snprintf(p[2], sizeof p[2], "%s/notes.txt.tmp.%d", dir, (int)dead);  /* not plumb's */
+    snprintf(p[3], sizeof p[3], "%s/final.ckpt.tmp.%d", dir, (int)dead); /* --save's orphan */
+    snprintf(p[4], sizeof p[4], "%s/ckpt-00000030.ckpt.tmp.x%d", dir, (int)dead); /* no pid */
+    for (int i = 0; i < 5; i++) {
+        FILE *f = fopen(p[i], "w");
+        cr_assert(f);
+        fclose(f);
+    }
+    float *w = calloc((size_t)m->nparams, sizeof *w);
+    ckpt c = {0, 40, w, NULL, NULL};
+    cr_assert_eq(ckpt_save_dir(dir, m, &c, 2, &e), 0, "%s", e.msg);
+    cr_expect(access(p[0], F_OK) != 0, "the dead writer's temporary file is left");
+    cr_expect(access(p[1], F_OK) == 0, "a live writer's temporary file was removed");
+    cr_expect(access(p[2], F_OK) == 0, "a file not of plumb's pattern was removed");
+    cr_expect(access(p[3], F_OK) == 0, "another file's temporary was removed by the folder");
+    cr_expect(access(p[4], F_OK) == 0, "a name without a PID was removed");
+    char fin[320];
+    snprintf(fin, sizeof fin, "%s/final.ckpt", dir);
+    cr_assert_eq(ckpt_save(fin, m, &c, &e), 0, "%s", e.msg);
+    cr_expect(access(p[3], F_OK) != 0, "--save's orphan is left");
+    cr_expect(access(p[2], F_OK) == 0);
     cr_expect_eq(rm_tree(dir), 0);
     free(w);
     model_free(m);

@@ -1,6 +1,6 @@
 /* test_train_pipeline.c: the pipeline runtime executing schedule IRs with worker threads
  * and the local transport. Synchronous schedules (gpipe, 1f1b-flush, zb-h1, interleaved,
- * zb-v, replicated stages) must give the same weights as sequential training with
+ * zb-v, dualpipev, replicated stages) must give the same weights as sequential training with
  * gradient accumulation; the asynchronous ones (pipedream, 2bw) must train; a one-stage
  * pipedream equals per-microbatch SGD; a broken IR fails instead of hanging. Moving
  * activations, gradients and all-reduce sums by device hand-offs (the CPU backend's, with
@@ -194,6 +194,16 @@ Test(pipeline, zero_bubble_equals_sequential)
     int f3[] = {0, 3, 6}, f4[] = {0, 2, 4, 7};
     sync_case(SCHED_ZB_H1, 3, f3, 1, 4, BK_SGD);
     sync_case(SCHED_ZB_V, 4, f4, 2, 4, BK_SGD);
+}
+
+/* DualPipeV: 2 and 3 ranks in a V, microbatches from fewer than 2p (laid out and dropped)
+ * to more, not a multiple of anything */
+Test(pipeline, dualpipev_equals_sequential)
+{
+    int f4[] = {0, 2, 4, 7}, f6[] = {0, 1, 3, 4, 6, 7};
+    sync_case(SCHED_DUALPIPEV, 4, f4, 2, 4, BK_SGD);
+    sync_case(SCHED_DUALPIPEV, 4, f4, 2, 3, BK_MOMENTUM);
+    sync_case(SCHED_DUALPIPEV, 6, f6, 2, 7, BK_ADAM);
 }
 
 Test(pipeline, interleaved_equals_sequential)

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/schedule_traits.h"
 #include "ui/eval.h"
 #include "ui/split.h"
 
@@ -73,7 +74,7 @@ Test(ui_eval, even_split_plans_validate_for_every_schedule)
         plan *pl = ui_split_plan(p, c, (sched_kind)k, &e);
         cr_assert_not_null(pl, "%s: %s", sched_kind_name((sched_kind)k), e.msg);
         cr_assert_eq(plan_validate(pl, NULL, &e), 0, "%s", e.msg);
-        if (k == SCHED_INTERLEAVED || k == SCHED_ZB_V) cr_assert_eq(pl->chunks, 2);
+        if (sched_kind_chunked((sched_kind)k)) cr_assert_eq(pl->chunks, 2);
         else cr_assert_eq(pl->nstages * pl->stages[0].replicas, 16);
         plan_free(pl);
     }

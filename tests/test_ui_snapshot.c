@@ -150,7 +150,7 @@ Test(ui_snapshot, default_frame_80x24_shows_every_panel)
     cr_assert_eq(ui_app_open(&a, NULL, NULL, PLAN, tmpdir, UI_PLANNER_NATIVE), 0);
     cr_assert(a.loaded, "%s", a.load_err);
     char *s = snap(&a, 80, 24, NULL);
-    cr_assert(strstr(s, "plumb ui  vgg16 on cluster-a-4x4  pipedream (async)  mb 15x64  2 stages"),
+    cr_assert(strstr(s, "plumb ui  vgg16 on cluster-a-4x4  pipedream (async)  mb 15x32  2 stages"),
               "%s", s);
     figs f = read_figs(s);
     cr_assert_gt(f.sps, 0);
@@ -178,7 +178,7 @@ Test(ui_snapshot, header_marks_async_schedules_and_labels_the_time)
     ui_app a;
     cr_assert_eq(ui_app_open(&a, NULL, NULL, PLAN, tmpdir, UI_PLANNER_NATIVE), 0);
     char *s = snap(&a, 160, 40, NULL);
-    cr_assert(strstr(s, "pipedream (async: weight stashing)  mb 15x64"), "%s", s);
+    cr_assert(strstr(s, "pipedream (async: weight stashing)  mb 15x32"), "%s", s);
     char *nl = strchr(s, '\n');
     cr_assert(nl && nl - s > 20);
     *nl = 0;
@@ -232,7 +232,7 @@ Test(ui_snapshot, figures_equal_plumb_sim_json_for_the_saved_plan)
     ui_app_open(&a, NULL, NULL, PLAN, tmpdir, UI_PLANNER_NATIVE);
     /* 1f1b-flush, 30 microbatches, ethernet doubled, recompute (off -> auto ->) on, save */
     char *s = snap(&a, 120, 40, "Cmbrrs");
-    cr_assert(strstr(s, "1f1b-flush  mb 30x64"), "%s", s);
+    cr_assert(strstr(s, "1f1b-flush  mb 30x32"), "%s", s);
     cr_assert(strstr(s, "[2:ethernet 20 Gb/s x2]"), "%s", s);
     figs f = read_figs(s);
     cJSON *rep = sim_json(saved_plan_path(s), NULL, NULL);
@@ -273,7 +273,11 @@ Test(ui_snapshot, replanning_on_gpu_changes_matches_plumb_sim)
     assert_same_figures(&f, rep);
     cJSON_Delete(rep);
     free(s);
-    s = snap(&a, 100, 30, "CC"); /* zb-v: the planner does not make V placements */
+    s = snap(&a, 100, 30, "CC"); /* dualpipev, the last kind: a V placement, even split */
+    cr_assert(strstr(s, "dualpipev"), "%s", s);
+    cr_assert(strstr(s, "(even split)"), "%s", s);
+    free(s);
+    s = snap(&a, 100, 30, "C"); /* zb-v: the planner does not make V placements */
     cr_assert(strstr(s, "zb-v"), "%s", s);
     cr_assert(strstr(s, "(even split)"), "%s", s);
     free(s);
@@ -436,4 +440,21 @@ Test(ui_snapshot, keys_parser)
     cr_assert(strstr(e.msg, "--keys"));
     cr_assert_eq(ui_keys_parse("<up", k, 16, &e), -1);
     cr_assert_eq(ui_keys_parse("aaaa", k, 2, &e), -1);
+}
+
+/* Defence in depth: a simulation whose times are not finite (NaN start, infinite
+ * duration: what a 1e-308 Gbit/s link once produced) is drawn without a crash; the
+ * timeline's column indices come only from finite times. */
+Test(ui_snapshot, non_finite_times_draw_without_crash)
+{
+    ui_app a;
+    cr_assert_eq(ui_app_open(&a, NULL, NULL, PLAN, tmpdir, UI_PLANNER_NATIVE), 0);
+    cr_assert(a.loaded && a.cur.rep && a.cur.rep->tl && a.cur.rep->tl->n > 2, "%s", a.load_err);
+    timeline *tl = a.cur.rep->tl;
+    for (size_t i = 0; i < tl->n; i += 2) tl->ev[i].start_s = NAN;
+    tl->ev[1].dur_s = INFINITY;
+    char *s = snap(&a, 120, 40, NULL);
+    cr_expect(strstr(s, "timeline") != NULL, "%s", s);
+    free(s);
+    ui_app_free(&a);
 }

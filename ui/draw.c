@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "ui/app.h"
+#include "core/schedule_traits.h"
 
 static const char *const HELP[] = {
     "plumb ui: what-if planning; every change re-plans and re-simulates.",
@@ -261,9 +262,10 @@ static void draw_whatifs(ui_app *a, int x, int y, int w, ui_fb *fb)
  * stale weights), or NULL for a flushing one. Short form for narrow screens. */
 static const char *async_note(int kind, int narrow)
 {
-    if (kind == SCHED_PIPEDREAM) return narrow ? "async" : "async: weight stashing";
-    if (kind == SCHED_2BW) return narrow ? "async" : "async: 2 weight versions";
-    return NULL;
+    const sched_traits *tr = sched_traits_of((sched_kind)kind);
+    if (!tr || !tr->async) return NULL;
+    if (narrow) return "async";
+    return tr->versions == 2 ? "async: 2 weight versions" : "async: weight stashing";
 }
 
 static void draw_header(ui_app *a, ui_rect r, ui_fb *fb)
@@ -475,7 +477,7 @@ static void draw_timeline(ui_fb *fb, ui_rect r, const char *title, const ui_resu
             }
         if (row < 0) continue;
         double a = (ev->start_s - t0) / col_s, b = (ev->start_s + ev->dur_s - t0) / col_s;
-        if (b <= 0 || a >= tw) continue;
+        if (!(b > 0) || !(a < tw)) continue; /* NaN too: never an index */
         int c0 = a < 0 ? 0 : (int)a, c1 = b > tw ? tw - 1 : (int)ceil(b) - 1;
         for (int c = c0; c <= c1; c++) {
             double lo = a > c ? a : c, hi = b < c + 1 ? b : c + 1, cov = hi - lo;

@@ -9,6 +9,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "core/schedule_traits.h"
+#include "core/bounds.h"
 #include "planner/native.h"
 #include "planner/planner.h"
 #include "ui/split.h"
@@ -222,9 +224,11 @@ cluster *ui_cluster_whatif(const cluster *base, const ui_whatif *w, plumb_err *e
     c->nservers = nservers;
     c->ndevices = n;
     for (int l = 0; l < L; l++) {
-        double f = ldexp(1.0, w->bw_exp[l]);
-        c->levels[l].bandwidth_Bps *= f;
-        c->levels[l].egress_Bps *= f;
+        double f = ldexp(1.0, w->bw_exp[l]); /* kept within the bounds a file may give */
+        c->levels[l].bandwidth_Bps =
+            fmin(fmax(c->levels[l].bandwidth_Bps * f, BOUND_BW_BPS_MIN), BOUND_BW_BPS_MAX);
+        c->levels[l].egress_Bps =
+            fmin(fmax(c->levels[l].egress_Bps * f, BOUND_BW_BPS_MIN), BOUND_BW_BPS_MAX);
     }
     if (cluster_validate(c, NULL, err)) {
         cluster_free(c);
@@ -237,7 +241,7 @@ oom:
     return NULL;
 }
 
-static int chunked(int kind) { return kind == SCHED_INTERLEAVED || kind == SCHED_ZB_V; }
+static int chunked(int kind) { return sched_kind_chunked((sched_kind)kind); }
 
 /* PipeDream's partitioner on clus, remembered in b's cache. Returns a new plan, or NULL
  * with err. */
@@ -345,7 +349,9 @@ plan *ui_replan(const ui_base *b, const cluster *clus, const ui_whatif *w, const
         pl->clus = cc;
         *origin = "plan file";
     } else {
-        int can = b->planner == UI_PLANNER_NATIVE ? w->schedule != SCHED_ZB_V
+        /* the dashboard does not ask the native planner for V placements */
+        int can = b->planner == UI_PLANNER_NATIVE
+                  ? sched_traits_of((sched_kind)w->schedule)->place != SCHED_PLACE_V
                   : b->planner == UI_PLANNER_PIPEDREAM ? !chunked(w->schedule) : 0;
         if (can) {
             plumb_err pe;
@@ -369,7 +375,7 @@ plan *ui_replan(const ui_base *b, const cluster *clus, const ui_whatif *w, const
         int depth = pl->nstages / (pl->chunks > 0 ? pl->chunks : 1);
         pl->microbatches = pow2_ceil(2 * depth) > 64 ? 64 : pow2_ceil(2 * depth);
     }
-    if (w->schedule == SCHED_PIPEDREAM || w->schedule == SCHED_2BW) {
+    if (sched_traits_of((sched_kind)w->schedule)->mb_per_replica) {
         long long l = 1;
         for (int s = 0; s < pl->nstages && l <= UI_MAX_MICROBATCHES; s++)
             l = l / gcd((int)l, pl->stages[s].replicas) * pl->stages[s].replicas;

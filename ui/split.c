@@ -4,6 +4,8 @@
 
 #include <stdlib.h>
 
+#include "core/schedule_traits.h"
+
 /* Cost of layers [a, b] from prefix sums. */
 static double range_cost(const double *pre, int a, int b) { return pre[b + 1] - pre[a]; }
 
@@ -62,16 +64,16 @@ int ui_split_ranges(const profile *prof, int nstages, int *first, int *last)
 plan *ui_split_plan(const profile *prof, const cluster *clus, sched_kind kind, plumb_err *err)
 {
     int nd = clus->ndevices, nl = prof->nlayers;
-    int chunked = kind == SCHED_INTERLEAVED || kind == SCHED_ZB_V;
+    int chunked = sched_kind_chunked(kind), chunks = sched_kind_chunks(kind);
     int ranks, depth, reps;
     if (chunked) {
-        ranks = nd < nl / 2 ? nd : nl / 2;
+        ranks = nd < nl / chunks ? nd : nl / chunks;
         if (ranks < 1) {
-            err_set(err, NULL, "schedule", "%s needs at least 2 layers (the profile has %d)",
-                    sched_kind_name(kind), nl);
+            err_set(err, NULL, "schedule", "%s needs at least %d layers (the profile has %d)",
+                    sched_kind_name(kind), chunks, nl);
             return NULL;
         }
-        depth = 2 * ranks;
+        depth = chunks * ranks;
         reps = 1;
     } else {
         depth = 1;
@@ -87,11 +89,10 @@ plan *ui_split_plan(const profile *prof, const cluster *clus, sched_kind kind, p
     pl = plan_new(prof, clus, depth);
     if (!pl) goto oom;
     pl->schedule = kind;
-    pl->chunks = chunked ? 2 : 1;
+    pl->chunks = chunked ? chunks : 1;
     for (int s = 0; s < depth; s++) {
         if (chunked) {
-            int p = ranks, r = s % p;
-            devs[0] = kind == SCHED_ZB_V && (s / p) % 2 ? p - 1 - r : r;
+            devs[0] = sched_kind_rank(kind, s, ranks);
         } else {
             for (int j = 0; j < reps; j++) devs[j] = s * reps + j;
         }

@@ -4,9 +4,6 @@
 #include "exec/cuda/cuda_internal.h"
 
 #include <stdio.h>
-#ifdef PLUMB_HAVE_NCCL
-#include <nccl.h>
-#endif
 
 const char *cuda_hint_rt(int code)
 {
@@ -47,9 +44,8 @@ const char *cuda_hint_rt(int code)
     }
 }
 
-/* Formats the one line shared by all checks. */
-static int check_fail(plumb_err *e, const char *lib, const char *call, const char *file,
-                      int line, const char *what, const char *hint)
+int cuda_check_fail(plumb_err *e, const char *lib, const char *call, const char *file,
+                    int line, const char *what, const char *hint)
 {
     if (!e) return -1;
     return err_set(e, NULL, NULL, "%s error: %s at %s:%d: %s%s%s", lib, call, file, line, what,
@@ -62,7 +58,7 @@ int cuda_check_rt(plumb_err *e, int code, const char *call, const char *file, in
     char what[256];
     snprintf(what, sizeof what, "%s (%s)", cudaGetErrorString((cudaError_t)code),
              cudaGetErrorName((cudaError_t)code));
-    return check_fail(e, "CUDA", call, file, line, what, cuda_hint_rt(code));
+    return cuda_check_fail(e, "CUDA", call, file, line, what, cuda_hint_rt(code));
 }
 
 int cuda_check_blas(plumb_err *e, int code, const char *call, const char *file, int line)
@@ -92,7 +88,7 @@ int cuda_check_blas(plumb_err *e, int code, const char *call, const char *file, 
     char what[256];
     snprintf(what, sizeof what, "%s (%s)", cublasGetStatusString((cublasStatus_t)code),
              cublasGetStatusName((cublasStatus_t)code));
-    return check_fail(e, "cuBLAS", call, file, line, what, hint);
+    return cuda_check_fail(e, "cuBLAS", call, file, line, what, hint);
 }
 
 int cuda_check_dnn(plumb_err *e, int code, const char *call, const char *file, int line)
@@ -117,46 +113,10 @@ int cuda_check_dnn(plumb_err *e, int code, const char *call, const char *file, i
     default:
         break;
     }
-    return check_fail(e, "cuDNN", call, file, line, cudnnGetErrorString((cudnnStatus_t)code),
+    return cuda_check_fail(e, "cuDNN", call, file, line, cudnnGetErrorString((cudnnStatus_t)code),
                       hint);
 #else
     if (code == 0) return 0;
-    return check_fail(e, "cuDNN", call, file, line, "status", "plumb was built without cuDNN");
-#endif
-}
-
-int cuda_check_nccl(plumb_err *e, int code, const char *call, const char *file, int line)
-{
-#ifdef PLUMB_HAVE_NCCL
-    if (code == ncclSuccess) return 0;
-    const char *hint = "";
-    switch ((ncclResult_t)code) {
-    case ncclUnhandledCudaError:
-        hint = "a CUDA call inside NCCL failed; run with NCCL_DEBUG=WARN for details";
-        break;
-    case ncclSystemError:
-        hint = "a system call or network operation failed (a peer died, a firewall, or a "
-               "wrong NCCL_SOCKET_IFNAME); run with NCCL_DEBUG=INFO";
-        break;
-    case ncclInternalError:
-        hint = "NCCL hit an internal error; run with NCCL_DEBUG=INFO";
-        break;
-    case ncclInvalidArgument:
-        hint = "a count, rank or buffer passed to NCCL is invalid";
-        break;
-    case ncclInvalidUsage:
-        hint = "NCCL calls were made in the wrong order (mismatched sends and receives "
-               "between ranks?)";
-        break;
-    case ncclRemoteError:
-        hint = "a remote rank failed or its connection broke";
-        break;
-    default:
-        break;
-    }
-    return check_fail(e, "NCCL", call, file, line, ncclGetErrorString((ncclResult_t)code), hint);
-#else
-    if (code == 0) return 0;
-    return check_fail(e, "NCCL", call, file, line, "status", "plumb was built without NCCL");
+    return cuda_check_fail(e, "cuDNN", call, file, line, "status", "plumb was built without cuDNN");
 #endif
 }

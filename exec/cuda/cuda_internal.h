@@ -50,6 +50,10 @@ int cuda_check_rt(plumb_err *e, int code, const char *call, const char *file, in
 int cuda_check_blas(plumb_err *e, int code, const char *call, const char *file, int line);
 int cuda_check_dnn(plumb_err *e, int code, const char *call, const char *file, int line);
 int cuda_check_nccl(plumb_err *e, int code, const char *call, const char *file, int line);
+/* Formats the one line shared by all checks into e ("LIB error: CALL at FILE:LINE: WHAT;
+ * hint: HINT"). Returns -1 (also when e is NULL). */
+int cuda_check_fail(plumb_err *e, const char *lib, const char *call, const char *file,
+                    int line, const char *what, const char *hint);
 /* The hint printed after a CUDA runtime error code ("" when none). */
 const char *cuda_hint_rt(int code);
 

@@ -10,32 +10,33 @@
 #   obj/exec/       the backend's C files and the NCCL transport's, as the normal build
 #                   compiles them, with cuDNN, and with NCCL when the normal build has it
 #                   (cuemu_nccl.cc, communicators between processes through files)
-#   libplumb-emu.a  libplumb's other objects from the normal build, plus the above and cuemu
-#   plumb           the plumb binary on cuemu (`--backend cuda` runs on the CPU)
-# and $(BUILD)/tests/test_cuda_emu (tests/test_cuda.c linked against it) and
-# $(BUILD)/tests/test_cuemu (cuemu's own tests, tests/cuemu/test_cuemu.cu).
+#   plumb           the plumb binary (a copy of $(BUILD)/plumb: it has no CUDA in it), next
+#                   to the emulated plugins, so that `--backend cuda` runs on the CPU:
+#   plumb-cuda.so   the CUDA backend linked with cuemu's runtime, cuBLAS and cuDNN
+#   plumb-nccl.so   the nccl transport linked with cuemu's NCCL (when NCCL and MPI are found)
+#   plumb-mpi.so    a copy of $(BUILD)/plumb-mpi.so (which plumb-nccl.so links)
+# and $(BUILD)/tests/test_cuda_emu (tests/test_cuda.c linked with the emulated backend's
+# objects) and $(BUILD)/tests/test_cuemu (cuemu's own tests, tests/cuemu/test_cuemu.cu).
 
 EMU := $(BUILD)/emu
 CXX ?= g++
-EMU_CXXFLAGS := -std=c++17 -O2 -g -Wall -Wextra -Werror -I. -Icore -Itests/cuemu -I$(CUDA_HOME)/include
+EMU_CXXFLAGS := -std=c++17 -O2 -g -Wall -Wextra -Werror -fPIC -I. -Icore -Itests/cuemu -I$(CUDA_HOME)/include
 ifeq ($(SAN),1)
   EMU_CXXFLAGS += -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 endif
-EMU_CFLAGS := $(CFLAGS) -DPLUMB_HAVE_CUDNN -DPLUMB_CUEMU
-EMU_LDLIBS := $(filter-out -lcublas -lcudart -lcudnn -lnccl,$(LDLIBS)) -lstdc++
+EMU_CFLAGS := $(CFLAGS) -fPIC -DPLUMB_HAVE_CUDNN -DPLUMB_CUEMU
 
-EMU_RT_SRCS := $(wildcard tests/cuemu/cuemu_*.cc)
-ifneq ($(HAVE_NCCL),1) # no nccl.h: the emulated build has no NCCL either
-  EMU_RT_SRCS := $(filter-out tests/cuemu/cuemu_nccl.cc,$(EMU_RT_SRCS))
-endif
-EMU_RT_OBJS := $(EMU_RT_SRCS:tests/cuemu/%.cc=$(EMU)/rt/%.o)
+# cuemu's runtime, cuBLAS and cuDNN go with the backend; its NCCL with the nccl transport
+EMU_RT_OBJS := $(patsubst tests/cuemu/%.cc,$(EMU)/rt/%.o,$(filter-out tests/cuemu/cuemu_nccl.cc,$(wildcard tests/cuemu/cuemu_*.cc)))
+EMU_NCCL_RT := $(if $(filter 1,$(HAVE_NCCL)),$(EMU)/rt/cuemu_nccl.o)
 EMU_KERNEL_OBJS := $(CUDA_SRCS:exec/cuda/%.cu=$(EMU)/kernels/%.o)
+EMU_CUDA_OBJS := $(CUDA_PLUGIN_SRCS:%.c=$(EMU)/obj/%.o) $(EMU_KERNEL_OBJS) $(EMU_RT_OBJS)
+EMU_NCCL_OBJS := $(NCCL_PLUGIN_SRCS:%.c=$(EMU)/obj/%.o) $(EMU_NCCL_RT)
 # the C files that call CUDA libraries or NCCL directly, compiled again for cuemu
-EMU_CSRCS := $(CUDA_CSRCS) $(if $(LIB_OBJS_MPI),$(wildcard exec/mpi/nccl_*.c))
-EMU_C_OBJS := $(EMU_CSRCS:%.c=$(EMU)/obj/%.o)
-EMU_LIB_OBJS := $(filter-out $(EMU_CSRCS:%.c=$(BUILD)/obj/%.o) $(CUDA_SRCS:%.cu=$(BUILD)/obj/%.o),$(LIB_OBJS)) \
-                $(EMU_C_OBJS) $(EMU_KERNEL_OBJS) $(EMU_RT_OBJS)
-EMU_LIB := $(EMU)/libplumb-emu.a
+EMU_C_OBJS := $(CUDA_CSRCS:%.c=$(EMU)/obj/%.o) $(filter $(EMU)/obj/exec/mpi/%,$(EMU_NCCL_OBJS))
+# test_cuda_emu: the backend and the NCCL layer's CUDA side
+EMU_TEST_OBJS := $(EMU_CUDA_OBJS) $(filter $(EMU)/obj/exec/cuda/%,$(EMU_NCCL_OBJS)) $(EMU_NCCL_RT)
+EMU_PLUGINS := $(EMU)/plumb-cuda.so $(if $(filter $(BUILD)/plumb-nccl.so,$(PLUGINS)),$(EMU)/plumb-mpi.so $(EMU)/plumb-nccl.so)
 EMU_BIN := $(EMU)/plumb
 EMU_TEST := $(BUILD)/tests/test_cuda_emu
 EMU_SELFTEST := $(BUILD)/tests/test_cuemu
@@ -68,16 +69,22 @@ $(EMU)/obj/%.o: %.c $(CONFIG)
 # their flags are set here: a change of them (NCCL on) recompiles them
 $(EMU_C_OBJS): tests/cuemu/cuemu.mk
 
-$(EMU_LIB): $(EMU_LIB_OBJS)
-	@rm -f $@
-	ar rcs $@ $^
+$(EMU)/plumb-cuda.so: $(EMU_CUDA_OBJS) $(PIC_ERR) $(CONFIG)
+	$(PLUGIN_LD) $(filter %.o,$^) -lstdc++ -lpthread -lm
 
-$(EMU_BIN): $(BUILD)/obj/cli/main.o $(EMU_LIB) $(CONFIG)
-	$(CC) $(CFLAGS) $(LDSAN) -o $@ $< $(EMU_LIB) $(EMU_LDLIBS)
+$(EMU)/plumb-mpi.so: $(BUILD)/plumb-mpi.so
+	cp -f $< $@
 
-$(EMU_TEST): tests/test_cuda.c $(EMU_LIB) $(CONFIG)
+$(EMU)/plumb-nccl.so: $(EMU_NCCL_OBJS) $(PIC_ERR) $(EMU)/plumb-cuda.so $(EMU)/plumb-mpi.so $(CONFIG)
+	$(PLUGIN_LD) $(filter %.o,$^) -L$(EMU) -l:plumb-cuda.so -l:plumb-mpi.so \
+	    -Wl,-rpath,'$$ORIGIN' $(MPI_LIBS) -lstdc++ -lpthread
+
+$(EMU_BIN): $(BIN) | $(EMU_PLUGINS)
+	cp -f $< $@
+
+$(EMU_TEST): tests/test_cuda.c $(EMU_TEST_OBJS) $(LIB) $(CONFIG)
 	@mkdir -p $(dir $@)
-	$(CC) $(EMU_CFLAGS) $(LDSAN) -o $@ $< $(EMU_LIB) -lcriterion $(EMU_LDLIBS)
+	$(CC) $(EMU_CFLAGS) $(LDSAN) -o $@ $< $(EMU_TEST_OBJS) $(LIB) -lcriterion $(LDLIBS) -lstdc++
 
 $(EMU_SELFTEST): $(EMU)/tests/test_cuemu.o $(EMU_RT_OBJS)
 	@mkdir -p $(dir $@)

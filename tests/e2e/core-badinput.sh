@@ -27,5 +27,24 @@ expect_bad missing-file 'cannot open' "$P" info "$d/nope.json"
 printf 'node1 -- Input -- forward_compute_time=oops\n' > "$d/graph.txt"
 expect_bad import-malformed 'graph.txt' "$P" import pipedream "$d/graph.txt" -o "$d/out.json"
 if ls "$d" | grep -q '^out.json'; then echo "FAIL import left a partial file"; fail=1; fi
+# values outside the physical bounds (docs/formats.md): refused at load, never simulated
+# (1e-308 Gbit/s once crashed plumb ui --snapshot and made plumb sim --svg run forever)
+sed 's/"bandwidth_gbit_per_s": *[0-9.]*/"bandwidth_gbit_per_s": 1e-308/' \
+    profiles/clusters/cluster-a-4x4.json > "$d/slow.json"
+sed "s#\"cluster\": \"[^\"]*\"#\"cluster\": \"$d/slow.json\"#; s#\"profile\": \"../../#\"profile\": \"$PWD/#" \
+    examples/plans/vgg16-4stage-1f1b.json > "$d/slowplan.json"
+expect_bad bandwidth-1e-308 'slow.json: levels\[0\].bandwidth_gbit_per_s: expected a bandwidth from' \
+    timeout 20 "$P" sim "$d/slowplan.json" --svg "$d/t.svg"
+[ -e "$d/t.svg" ] && { echo "FAIL bandwidth-1e-308 left an SVG"; fail=1; }
+expect_bad plan-bandwidth-1e-308 'bandwidth_gbit_per_s: expected a bandwidth from' \
+    timeout 20 "$P" plan -p profiles/pipedream/vgg16.json -c "$d/slow.json"
+sed '0,/"parameter_bytes":[[:space:]]*[0-9.e+-]*/s//"parameter_bytes": 1e308/' \
+    profiles/pipedream/alexnet.json > "$d/huge.json"
+expect_bad parameter-bytes-1e308 'parameter_bytes: expected a number from 0 to 1e+15 (got 1e+308)' \
+    "$P" info "$d/huge.json"
+expect_bad pipedream-bandwidth '--network_bandwidths: expected bytes/s from 125 to 1.25e+13' \
+    "$P" plan --pipedream -f tests/fuzz/seeds/pipedream-vgg16.txt -n 4 -b 1e-300
+expect_bad sim-what-if-bandwidth '--bandwidth GBPS: expected a number from 1e-06 to 100000' \
+    "$P" sim examples/plans/vgg16-4stage-1f1b.json --bandwidth 1=1e-300
 [ $fail = 0 ] && echo "core-badinput: ok"
 exit $fail

@@ -2,9 +2,9 @@
 # memory.sh: the simulator's memory model predicts what the executor allocates (docs/sim.md,
 # "Memory model"). For a CNN and a transformer profiled on the CPU, and plans covering every
 # schedule family (flushing, weight stashing, zero-bubble split backward, interleaved and
-# V-shaped chunks, a replicated stage), with and without recompute, plumb sim's predicted
-# peak memory of every device must be within 0.1 % of what plumb train's CPU backend
-# allocated at most (the backend rounds each buffer up to 64 bytes). Allocation does not
+# V-shaped chunks (zb-v, dualpipev), a replicated stage), with and without recompute, plumb
+# sim's predicted peak memory of every device must be within 0.1 % of what plumb train's
+# CPU backend allocated at most (the backend rounds each buffer up to 64 bytes). Allocation does not
 # depend on timing, so this holds on a loaded machine too.
 set -u
 PLUMB=${PLUMB:-./plumb}
@@ -69,4 +69,6 @@ done
 check "gpt-mini interleaved" gpt-mini "$tmp/gpt.json" interleaved 2 false adam "$G4I" 4 4
 check "gpt-mini replicated" gpt-mini "$tmp/gpt.json" 1f1b-flush 1 false adam "$GR" 4 4
 check "fmnist-cnn zb-v" fmnist-cnn "$tmp/cnn.json" zb-v 2 false sgd "$C4V" 8 4
+check "gpt-mini dualpipev" gpt-mini "$tmp/gpt.json" dualpipev 2 false adam "$G4V" 4 4
+check "fmnist-cnn dualpipev rc" fmnist-cnn "$tmp/cnn.json" dualpipev 2 true sgd "$C4V" 8 4
 echo "memory.sh: all passed"

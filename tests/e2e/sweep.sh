@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # sweep.sh: end-to-end test of `plumb sweep` (capacity planning: table, JSON, SVG, target,
 # figures that follow their formulas) and of `plumb plan`'s native mode (the default plan,
-# --schedule auto's ranked top five with marks, nothing fits -> what would fit, exit 1),
+# --schedule auto's ranked top five with marks, nothing fits -> what would fit, exit 2),
 # and bad input to both: one line on stderr, exit 2, nothing written.
 set -u
 PLUMB=${PLUMB:-./plumb}
@@ -92,7 +92,7 @@ grep -q '^microbatches: [0-9]* x \(64\|32\) samples' "$tmp/out" ||
 "$PLUMB" plan -p $PR/resnet50.json -c $CL/cluster-c-4x1.json --memory-limit 4 \
     --microbatch-size 128 -o "$tmp/n.json" >"$tmp/out" 2>"$tmp/err"
 rc=$?
-[ "$rc" -eq 1 ] || fail "nothing fits: exit $rc, expected 1"
+[ "$rc" -eq 2 ] || fail "nothing fits: exit $rc, expected 2 (bad input, README)"
 [ "$(wc -l <"$tmp/err")" -eq 1 ] || fail "nothing fits: not one line: $(cat "$tmp/err")"
 grep -q "nothing fits in 4.0 GiB per device" "$tmp/err" || fail "nothing fits: $(cat "$tmp/err")"
 grep -q "would fit: " "$tmp/err" || fail "nothing fits: no suggestion: $(cat "$tmp/err")"
@@ -107,7 +107,7 @@ expect_bad "expected -p PROFILE" sweep -c $CL/cluster-c-4x1.json --gpus 1..2
 expect_bad "unknown option" sweep -p $PR/vgg16.json -c $CL/cluster-c-4x1.json --gpus 1 --frobnicate
 expect_bad "--price" sweep -p $PR/vgg16.json -c $CL/cluster-c-4x1.json --gpus 1 --price -3
 expect_bad "does not fit" plan -p $PR/vgg16.json -c $CL/cluster-c-4x1.json --memory-limit 0.1
-expect_bad "--schedule: expected gpipe, 1f1b-flush, pipedream, 2bw, interleaved, zb-h1, zb-v or auto (got \"fast\")" \
+expect_bad "--schedule: expected gpipe, 1f1b-flush, pipedream, 2bw, interleaved, zb-h1, zb-v, dualpipev or auto (got \"fast\")" \
     plan -p $PR/vgg16.json -c $CL/cluster-c-4x1.json --schedule fast
 expect_bad "plumb: sweep: --schedule: expected gpipe" sweep -p $PR/vgg16.json \
     -c $CL/cluster-c-4x1.json --gpus 1..2 --schedule 1f1b

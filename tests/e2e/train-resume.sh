@@ -47,6 +47,24 @@ killed_and_resumed "2bw, 2 stages, adam" 0 9 4 --steps 12 --microbatches 4 \
     --schedule 2bw --stages 2 --optimizer adam
 killed_and_resumed "sequential, adam" 0 11 4 --steps 16 --optimizer adam
 
+echo "a corrupt newest checkpoint is reported; a dead writer's temporary file is removed"
+"$PLUMB" train "$model" --steps 8 --quiet --checkpoint "$tmp/cc" --checkpoint-every 4 \
+    > "$tmp/cc.out" 2>&1 || fail "checkpointed run failed: $(cat "$tmp/cc.out")"
+printf '\x55' | dd of="$tmp/cc/ckpt-00000008.ckpt" bs=1 seek=100 conv=notrunc status=none
+"$PLUMB" train "$model" --steps 12 --quiet --resume "$tmp/cc" > "$tmp/cc.out" 2>&1
+rc=$?
+[ $rc -eq 2 ] || fail "corrupt newest checkpoint: exit $rc, expected 2: $(cat "$tmp/cc.out")"
+[ "$(wc -l < "$tmp/cc.out")" -eq 1 ] && grep -q "ckpt-00000008.ckpt: weights checksum: expected" "$tmp/cc.out" &&
+    grep -q "the newest intact one is ckpt-00000004.ckpt" "$tmp/cc.out" ||
+    fail "corrupt newest checkpoint: not the one expected line: $(cat "$tmp/cc.out")"
+dead=$(sh -c 'echo $$')
+: > "$tmp/cc/ckpt-00000012.ckpt.tmp.$dead"
+"$PLUMB" train "$model" --steps 12 --quiet --resume "$tmp/cc/ckpt-00000004.ckpt" \
+    --checkpoint "$tmp/cc" --checkpoint-every 4 > "$tmp/cc.out" 2>&1 ||
+    fail "resume from the intact checkpoint failed: $(cat "$tmp/cc.out")"
+[ ! -e "$tmp/cc/ckpt-00000012.ckpt.tmp.$dead" ] || fail "the dead writer's temporary file is left"
+echo "  reported (exit 2, one line naming the intact one); orphan removed"
+
 echo "1f1b-flush: a checkpoint of step 6 resumed without more checkpoints equals one whole run"
 "$PLUMB" train "$model" --steps 12 --microbatches 4 --schedule 1f1b-flush --stages 3 --quiet \
     --save "$tmp/whole.ck" > /dev/null 2>&1 || fail "whole 1f1b run failed"

@@ -68,23 +68,32 @@ echo "  trace: $nev timed events"
 "$PLUMB" train examples/models/fmnist-mlp.json --steps 20 --microbatches 4 --quiet \
     --schedule pipedream --stages 2 > "$tmp/pd.out" 2>&1 || fail "pipedream run failed: $(cat "$tmp/pd.out")"
 
-echo "with a plan: 2 stages, the first on 2 replicas, 1f1b-flush: matches sequential"
 layer() { printf '{"name": "l%d", "kind": "%s", "forward_ms": 1, "backward_ms": 1, "activation_bytes": 1024, "parameter_bytes": %d}' "$@"; }
-cat > "$tmp/plan.json" <<JSON
+sst() { printf '{"first_layer": %d, "last_layer": %d, "replicas": 1, "devices": [%d]}' "$@"; }
+# plan_matches NAME SCHEDULE-FIELDS STAGES: fmnist-mlp trained with the plan $tmp/NAME.json
+# reaches sequential training's test loss
+plan_matches() {
+    cat > "$tmp/$1.json" <<JSON
 {"format": "plumb-plan/1",
  "profile": {"format": "plumb-profile/1", "name": "fmnist-mlp", "device": "cpu", "minibatch": 64,
    "layers": [$(layer 0 Flatten 0), $(layer 1 Linear 803840), $(layer 2 ReLU 0), $(layer 3 Linear 131584),
               $(layer 4 ReLU 0), $(layer 5 Linear 5160), $(layer 6 Loss 0)]},
  "cluster": "$PWD/profiles/clusters/cluster-c-4x1.json",
- "schedule": "1f1b-flush", "microbatch_size": 16, "microbatches": 4, "optimizer": "sgd",
- "stages": [{"first_layer": 0, "last_layer": 3, "replicas": 2, "devices": [0, 1]},
-            {"first_layer": 4, "last_layer": 6, "replicas": 1, "devices": [2]}]}
+ $2, "microbatch_size": 16, "microbatches": 4, "optimizer": "sgd",
+ "stages": $3}
 JSON
-"$PLUMB" train examples/models/fmnist-mlp.json "$tmp/plan.json" --steps 60 --quiet --seed 2 \
-    > "$tmp/plan.out" 2>&1 || fail "run with a plan failed: $(cat "$tmp/plan.out")"
-[ "$(tl "$tmp/seq.out" | cut -c1-5)" = "$(tl "$tmp/plan.out" | cut -c1-5)" ] ||
-    fail "test loss differs: sequential $(cat "$tmp/seq.out"), with the plan $(cat "$tmp/plan.out")"
-echo "  test loss $(tl "$tmp/plan.out")"
+    "$PLUMB" train examples/models/fmnist-mlp.json "$tmp/$1.json" --steps 60 --quiet --seed 2 \
+        > "$tmp/$1.out" 2>&1 || fail "run with the $1 plan failed: $(cat "$tmp/$1.out")"
+    [ "$(tl "$tmp/seq.out" | cut -c1-5)" = "$(tl "$tmp/$1.out" | cut -c1-5)" ] ||
+        fail "test loss differs: sequential $(cat "$tmp/seq.out"), with the $1 plan $(cat "$tmp/$1.out")"
+    echo "  test loss $(tl "$tmp/$1.out")"
+}
+echo "with a plan: 2 stages, the first on 2 replicas, 1f1b-flush: matches sequential"
+plan_matches plan '"schedule": "1f1b-flush"' \
+    '[{"first_layer": 0, "last_layer": 3, "replicas": 2, "devices": [0, 1]}, '"$(sst 4 6 2)]"
+echo "with a plan: dualpipev, 4 stages in a V on 2 devices: matches sequential"
+plan_matches dpv '"schedule": "dualpipev", "chunks": 2' \
+    "[$(sst 0 1 0), $(sst 2 3 1), $(sst 4 5 1), $(sst 6 6 0)]"
 
 echo "checkpoint after 20 steps, resume to 40: the same as 40 straight"
 "$PLUMB" train examples/models/fmnist-mlp.json --steps 20 --optimizer momentum --quiet \

@@ -25,7 +25,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     static const int reps[4] = {1, 2, 1, 1};
     int sel = data[0];
     sched_kind kind = (sched_kind)(sel % SCHED_NKINDS);
-    int ranks = 1 + (sel >> 3) % 3, chunks = kind == SCHED_ZB_V ? 2 : kind == SCHED_INTERLEAVED ? 2 : 1;
+    int ranks = 1 + (sel >> 3) % 3, chunks = sched_kind_chunks(kind);
     int mb = 1 + (sel >> 5) % 4;
     int use_reps = chunks == 1 && (sel & 4) && ranks >= 2;
     sched_spec sp = {kind, 0, ranks * chunks, chunks, mb, 0, use_reps ? reps : NULL, NULL};
