@@ -20,7 +20,7 @@
 #include "bench/synth_plan.h"
 
 static const char *const kinds[] = {"gpipe", "1f1b-flush", "pipedream", "2bw",
-                                    "interleaved", "zb-h1", "zb-v"};
+                                    "interleaved", "zb-h1", "zb-v", "dualpipev"};
 #define NKINDS ((int)(sizeof kinds / sizeof kinds[0]))
 
 /* One sim_run of a synthetic plan: CPU seconds, or < 0 on failure; *events set. */
