@@ -13,8 +13,8 @@
 
 #include "sim/cost.h"
 #include "sim/sim.h"
-#include "sim/synth.h"
 #include "bench/clock.h"
+#include "bench/synth_plan.h"
 
 static double now_s(void)
 {
@@ -40,19 +40,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "bench_sim: bad arguments\n");
         return 2;
     }
-    sim_synth s;
-    sim_synth_init(&s);
-    s.schedule = (sched_kind)kind;
-    s.chunks = sched_kind_chunks((sched_kind)kind);
-    s.nstages = stages * s.chunks;
-    s.microbatches = mb;
-    s.latency_us[0] = 2;
-    s.latency_us[1] = 10;
-    if (sched_traits_of((sched_kind)kind)->split_backward)
-        s.input_ms = s.weight_ms = 1;
     plumb_err err;
-    err_clear(&err);
-    plan *pl = sim_synth_plan(&s, &err);
+    plan *pl = bench_synth_plan(kind, stages, 1, mb, &err);
     if (!pl) {
         fprintf(stderr, "bench_sim: %s\n", err.msg);
         return 1;

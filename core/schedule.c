@@ -7,6 +7,8 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 static const char *const kind_names[ACT_NKINDS] = {
     "F", "B", "I", "W", "SEND_F", "RECV_F", "SEND_B", "RECV_B", "REDUCE_GRAD", "STEP",
@@ -58,6 +60,8 @@ int sched_rank_worker(const schedule *s, int r)
 
 int sched_hosts(const schedule *s, int w, int st)
 {
+    if (s->worker_stage && w >= 0 && w < s->nworkers && s->worker_stage[w] != -2)
+        return s->worker_stage[w] == st;
     for (int j = 0; j < s->replicas[st]; j++)
         if (s->stage_workers[s->stage_first[st] + j] == w) return 1;
     return 0;
@@ -69,6 +73,129 @@ int schedule_worker_of(const schedule *s, int stage, int microbatch)
     return s->stage_workers[s->stage_first[stage] + microbatch % s->replicas[stage]];
 }
 
+#define GIB (1024.0 * 1024 * 1024)
+
+double schedule_bytes_estimate(const sched_spec *spec)
+{
+    if (!spec) return 0;
+    double per_iter = 0; /* workers: one all-reduce and one step per stage and iteration */
+    for (int st = 0; st < spec->nstages; st++)
+        per_iter += 2.0 * (spec->replicas ? spec->replicas[st] : 1);
+    double actions = 6.0 * spec->nstages * spec->microbatches * spec->iterations +
+                     per_iter * spec->iterations;
+    return actions * SCHED_BYTES_PER_ACTION;
+}
+
+/* Bytes of memory this process may use: the machine's physical memory, or less when an
+ * address-space or data limit is set. */
+static double sched_memory_available(void)
+{
+    double have = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGE_SIZE);
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_AS, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
+        (double)rl.rlim_cur < have)
+        have = (double)rl.rlim_cur;
+    if (getrlimit(RLIMIT_DATA, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
+        (double)rl.rlim_cur < have)
+        have = (double)rl.rlim_cur;
+    return have > 0 ? have : 1e18;
+}
+
+/* Stages a and b (a < b, one stage per worker) that share a worker, the smallest a and
+ * then the smallest b: from each worker's first two stages (user[3w], user[3w + 1]).
+ * Returns the shared worker (the first of a's replicas that b also holds), or -1 when no
+ * two stages share one. Linear in the replicas. */
+static int shared_worker(const schedule *s, const int *user, int nw, int *a, int *b)
+{
+    *a = *b = -1;
+    for (int w = 0; w < nw; w++)
+        if (user[3 * w + 1] >= 0 &&
+            (*a < 0 || user[3 * w] < *a || (user[3 * w] == *a && user[3 * w + 1] < *b)))
+            *a = user[3 * w], *b = user[3 * w + 1];
+    if (*a < 0) return -1;
+    for (int ja = 0; ja < s->replicas[*a]; ja++) {
+        int w = s->stage_workers[s->stage_first[*a] + ja];
+        for (int jb = 0; jb < s->replicas[*b]; jb++)
+            if (s->stage_workers[s->stage_first[*b] + jb] == w) return w;
+    }
+    return -1;
+}
+
+/* Fills s->stage_workers from spec (or the default placement) and checks the placement
+ * rules: one stage per worker, or a whole rank's chunks per worker. Sets s->nworkers.
+ * 0, or -1 with err. */
+static int sched_assign_workers(schedule *s, const sched_spec *spec, int chunked,
+                                plumb_err *err)
+{
+    const char *kn = sched_kind_name(s->kind);
+    int p = s->nstages / s->chunks, maxw = -1, rc = -1;
+    for (int st = 0; st < s->nstages; st++)
+        for (int j = 0; j < s->replicas[st]; j++) {
+            int i = s->stage_first[st] + j;
+            int w = spec->workers ? spec->workers[i]
+                                  : (chunked ? sched_kind_rank(s->kind, st, p) : i);
+            if (w < 0 || w > 65535)
+                return err_set(err, NULL, "workers", "stage %d replica %d: expected a worker "
+                               "id from 0 to 65535 (got %d)", st, j, w);
+            s->stage_workers[i] = w;
+            if (w > maxw) maxw = w;
+        }
+    /* user[3w], user[3w + 1]: the first two stages on worker w; user[3w + 2]: the last
+     * (-1: none) */
+    int *user = malloc((size_t)(maxw + 1) * 3 * sizeof *user);
+    if (!user) return err_set(err, NULL, NULL, "out of memory");
+    for (int i = 0; i < 3 * (maxw + 1); i++) user[i] = -1;
+    for (int st = 0; st < s->nstages; st++)
+        for (int j = 0; j < s->replicas[st]; j++) {
+            int *u = &user[3 * s->stage_workers[s->stage_first[st] + j]];
+            if (u[2] == st) {
+                err_set(err, NULL, "workers", "stage %d has two replicas on worker %d", st,
+                        s->stage_workers[s->stage_first[st] + j]);
+                goto done;
+            }
+            if (u[0] < 0)
+                u[0] = st;
+            else if (u[1] < 0)
+                u[1] = st;
+            u[2] = st;
+        }
+    s->nworkers = spec->nworkers > 0 ? spec->nworkers : maxw + 1;
+    if (maxw >= s->nworkers) {
+        err_set(err, NULL, "workers", "worker %d is out of range for %d workers", maxw,
+                s->nworkers);
+        goto done;
+    }
+    if (!chunked) {
+        int a, b, w = shared_worker(s, user, maxw + 1, &a, &b);
+        if (w >= 0) {
+            err_set(err, NULL, "workers", "%s: stages %d and %d both on worker %d", kn, a, b, w);
+            goto done;
+        }
+        rc = 0;
+        goto done;
+    }
+    /* chunked kinds have one replica per stage: the pairs of stages, as they are few */
+    for (int a = 0; a < s->nstages; a++)
+        for (int b = a + 1; b < s->nstages; b++) {
+            int wa = s->stage_workers[s->stage_first[a]];
+            int wb = s->stage_workers[s->stage_first[b]];
+            int same_rank = sched_kind_rank(s->kind, a, p) == sched_kind_rank(s->kind, b, p);
+            if ((wa == wb) != same_rank) {
+                if (same_rank)
+                    err_set(err, NULL, "workers", "%s: stages %d and %d are chunks of one rank "
+                            "and must share a worker (got %d and %d)", kn, a, b, wa, wb);
+                else
+                    err_set(err, NULL, "workers", "%s: stages %d and %d both on worker %d", kn,
+                            a, b, wa);
+                goto done;
+            }
+        }
+    rc = 0;
+done:
+    free(user);
+    return rc;
+}
+
 schedule *sched_alloc(const sched_spec *spec, plumb_err *err)
 {
     if (!spec) return err_set(err, NULL, "spec", "missing"), NULL;
@@ -78,22 +205,26 @@ schedule *sched_alloc(const sched_spec *spec, plumb_err *err)
     const char *kn = sched_kind_name(spec->kind);
     if (spec->nstages < 1 || spec->nstages > 4096)
         return err_set(err, NULL, "stages", "expected 1 to 4096 (got %d)", spec->nstages), NULL;
-    if (spec->microbatches < 1 || spec->microbatches > 1000000)
-        return err_set(err, NULL, "microbatches", "expected 1 to 1000000 (got %d)",
+    if (spec->microbatches < 1)
+        return err_set(err, NULL, "microbatches", "expected an integer >= 1 (got %d)",
                        spec->microbatches),
                NULL;
-    if (spec->iterations < 1 || spec->iterations > 100000)
-        return err_set(err, NULL, "iterations", "expected 1 to 100000 (got %d)",
+    if (spec->iterations < 1)
+        return err_set(err, NULL, "iterations", "expected an integer >= 1 (got %d)",
                        spec->iterations),
                NULL;
-    if ((long long)spec->microbatches * spec->iterations > 10000000)
-        return err_set(err, NULL, "microbatches", "microbatches x iterations above 10000000 "
-                       "(got %d x %d)", spec->microbatches, spec->iterations),
+    /* a global microbatch index is an int */
+    if ((long long)spec->microbatches * spec->iterations > SCHED_MAX_TOTAL_MB)
+        return err_set(err, NULL, "microbatches", "microbatches x iterations above %d (got %d "
+                       "x %d)", SCHED_MAX_TOTAL_MB, spec->microbatches, spec->iterations),
                NULL;
-    if ((long long)spec->nstages * spec->microbatches * spec->iterations > 1000000)
-        return err_set(err, NULL, "microbatches", "stages x microbatches x iterations above "
-                       "1000000 (got %d x %d x %d)", spec->nstages, spec->microbatches,
-                       spec->iterations),
+    double need = schedule_bytes_estimate(spec), have = sched_memory_available();
+    if (need > have)
+        return err_set(err, NULL, "microbatches", "stages x microbatches x iterations = %d x %d "
+                       "x %d needs about %.1f GiB to simulate (about %.0f actions at %d "
+                       "bytes each), above the %.1f GiB this process may use",
+                       spec->nstages, spec->microbatches, spec->iterations, need / GIB,
+                       need / SCHED_BYTES_PER_ACTION, SCHED_BYTES_PER_ACTION, have / GIB),
                NULL;
     int chunked = sched_kind_chunked(spec->kind);
     if (spec->chunks < 1 || spec->chunks > 64)
@@ -141,57 +272,20 @@ schedule *sched_alloc(const sched_spec *spec, plumb_err *err)
     }
     s->stage_workers = malloc((size_t)total * sizeof *s->stage_workers);
     if (!s->stage_workers) goto oom;
-    int p = s->nstages / s->chunks, maxw = -1;
-    for (int st = 0; st < s->nstages; st++)
-        for (int j = 0; j < s->replicas[st]; j++) {
-            int i = s->stage_first[st] + j;
-            int w = spec->workers ? spec->workers[i]
-                                  : (chunked ? sched_kind_rank(s->kind, st, p) : i);
-            if (w < 0 || w > 65535) {
-                err_set(err, NULL, "workers", "stage %d replica %d: expected a worker id from 0 "
-                        "to 65535 (got %d)", st, j, w);
-                goto fail;
-            }
-            for (int k = 0; k < j; k++)
-                if (s->stage_workers[s->stage_first[st] + k] == w) {
-                    err_set(err, NULL, "workers", "stage %d has two replicas on worker %d", st,
-                            w);
-                    goto fail;
-                }
-            s->stage_workers[i] = w;
-            if (w > maxw) maxw = w;
-        }
-    s->nworkers = spec->nworkers > 0 ? spec->nworkers : maxw + 1;
-    if (maxw >= s->nworkers) {
-        err_set(err, NULL, "workers", "worker %d is out of range for %d workers", maxw,
-                s->nworkers);
-        goto fail;
-    }
-    /* placement rules: one stage per worker, or a whole rank's chunks per worker */
-    for (int a = 0; a < s->nstages; a++)
-        for (int b = a + 1; b < s->nstages; b++)
-            for (int ja = 0; ja < s->replicas[a]; ja++)
-                for (int jb = 0; jb < s->replicas[b]; jb++) {
-                    int wa = s->stage_workers[s->stage_first[a] + ja];
-                    int wb = s->stage_workers[s->stage_first[b] + jb];
-                    int same_rank = chunked && sched_kind_rank(s->kind, a, p) ==
-                                                   sched_kind_rank(s->kind, b, p);
-                    if ((wa == wb) != same_rank) {
-                        if (same_rank)
-                            err_set(err, NULL, "workers", "%s: stages %d and %d are chunks of "
-                                    "one rank and must share a worker (got %d and %d)", kn, a, b,
-                                    wa, wb);
-                        else
-                            err_set(err, NULL, "workers", "%s: stages %d and %d both on worker "
-                                    "%d", kn, a, b, wa);
-                        goto fail;
-                    }
-                }
+    if (sched_assign_workers(s, spec, chunked, err)) goto fail;
     s->len = calloc((size_t)s->nworkers, sizeof *s->len);
     s->acts = calloc((size_t)s->nworkers, sizeof *s->acts);
     s->worker_device = malloc((size_t)s->nworkers * sizeof *s->worker_device);
     if (!s->len || !s->acts || !s->worker_device) goto oom;
     for (int w = 0; w < s->nworkers; w++) s->worker_device[w] = w;
+    s->worker_stage = malloc((size_t)s->nworkers * sizeof *s->worker_stage);
+    if (!s->worker_stage) goto oom;
+    for (int w = 0; w < s->nworkers; w++) s->worker_stage[w] = -1;
+    for (int st = 0; st < s->nstages; st++)
+        for (int j = 0; j < s->replicas[st]; j++) {
+            int *ws = &s->worker_stage[s->stage_workers[s->stage_first[st] + j]];
+            *ws = *ws == -1 ? st : -2;
+        }
     return s;
 oom:
     err_set(err, NULL, NULL, "out of memory");
@@ -211,6 +305,7 @@ void schedule_free(schedule *s)
     free(s->stage_workers);
     free(s->stage_first);
     free(s->worker_device);
+    free(s->worker_stage);
     free(s);
 }
 
@@ -343,44 +438,61 @@ void schedule_print(const schedule *s, FILE *out)
     free(width);
 }
 
+/* A microbatch's dense id in an insert-only open-addressing table of cap (a power of 2)
+ * slots: keys[] (-1 = empty) and ids[]; a new microbatch gets id *n and *n grows. */
+static int mb_id(int *keys, int *ids, unsigned cap, int *n, int mb)
+{
+    unsigned h = ((unsigned)mb * 2654435761u) & (cap - 1);
+    while (keys[h] >= 0 && keys[h] != mb) h = (h + 1) & (cap - 1);
+    if (keys[h] < 0) keys[h] = mb, ids[h] = (*n)++;
+    return ids[h];
+}
+
 int schedule_slots(const schedule *s, int w, int stage)
 {
     if (!s || w < 0 || w >= s->nworkers) return 1;
     const action *list = s->acts[w];
-    int n = s->len[w], open = 0, best = 0, cap = 16, used = 0;
-    struct open_mb { int mb, bwd_done, dx_gone; } *o = malloc((size_t)cap * sizeof *o);
-    if (!o) return n > 0 ? n : 1; /* pessimistic */
+    int n = s->len[w], open = 0, best = 0, used = 0, nid = 0;
+    /* microbatches get dense ids from a hash table (linear in the list, whatever the
+     * microbatch numbers); o: the open ones; at[id]: an id's index in o, or -1 */
+    unsigned cap = 16;
+    while (cap < 2u * (unsigned)n + 2) cap *= 2;
+    int *keys = malloc(cap * sizeof *keys), *ids = malloc(cap * sizeof *ids);
+    struct open_mb { int mb, bwd_done, dx_gone; } *o = malloc(((size_t)n + 1) * sizeof *o);
+    int *at = malloc(((size_t)n + 1) * sizeof *at);
+    if (!keys || !ids || !o || !at) {
+        free(keys), free(ids), free(o), free(at);
+        return n > 0 ? n : 1; /* pessimistic */
+    }
+    for (unsigned h = 0; h < cap; h++) keys[h] = -1;
     for (int i = 0; i < n; i++) {
         const action *a = &list[i];
         int local_take = a->stage == stage - 1 && (a->kind == ACT_B || a->kind == ACT_I);
         if (a->stage != stage && !local_take) continue;
-        int k = -1;
-        for (int j = 0; j < used; j++)
-            if (o[j].mb == a->microbatch) k = j;
+        int id = -1;
+        if (a->microbatch >= 0) {
+            int before = nid;
+            id = mb_id(keys, ids, cap, &nid, a->microbatch);
+            if (nid > before) at[id] = -1;
+        }
+        int k = id >= 0 ? at[id] : -1;
         if (local_take) {
             if (k >= 0) o[k].dx_gone = 1;
-        } else if (k < 0 && (a->kind == ACT_RECV_F || a->kind == ACT_F)) {
-            if (used == cap) {
-                struct open_mb *no = realloc(o, (size_t)cap * 2 * sizeof *no);
-                if (!no) {
-                    free(o);
-                    return n;
-                }
-                o = no;
-                cap *= 2;
-            }
-            o[used] = (struct open_mb){a->microbatch, 0, stage == 0};
-            k = used++;
+        } else if (k < 0 && id >= 0 && (a->kind == ACT_RECV_F || a->kind == ACT_F)) {
+            o[used] = (struct open_mb){id, 0, stage == 0};
+            at[id] = k = used++;
             if (++open > best) best = open;
         } else if (k >= 0) {
             if (a->kind == ACT_B || a->kind == ACT_W) o[k].bwd_done = 1;
             if (a->kind == ACT_SEND_B) o[k].dx_gone = 1;
         }
         if (k >= 0 && o[k].bwd_done && o[k].dx_gone) {
+            at[o[k].mb] = -1;
             o[k] = o[--used];
+            if (k < used) at[o[k].mb] = k;
             open--;
         }
     }
-    free(o);
+    free(keys), free(ids), free(o), free(at);
     return best > 0 ? best : 1;
 }

@@ -61,6 +61,8 @@ typedef struct schedule {
     int *worker_device;  /* [nworkers] cluster device id of each worker: the plan's devices
                             for schedule_from_plan (workers numbered by increasing device
                             id), else the identity */
+    int *worker_stage;   /* [nworkers] the one stage a worker holds, -1 for none, -2 for
+                            several (chunks); NULL = not known (sched_hosts then scans) */
 } schedule;
 
 /* Builds the schedule for spec. Returns a new schedule (free with schedule_free), or NULL
@@ -87,6 +89,19 @@ schedule *schedule_generate_costed(const sched_spec *spec, const double *stage_c
 schedule *schedule_from_plan(const plan *pl, int iterations, plumb_err *err);
 
 void schedule_free(schedule *s);
+
+/* The largest microbatches x iterations of a schedule (a global microbatch index is an
+ * int). Schedules have no other limit on their size than the memory they need. */
+#define SCHED_MAX_TOTAL_MB (1 << 30)
+/* Peak bytes per action of generating, validating and simulating a schedule (measured:
+ * docs/sim.md, Scale). */
+#define SCHED_BYTES_PER_ACTION 128
+
+/* The memory, in bytes, that generating and simulating spec's schedule needs: its actions
+ * (6 per stage, microbatch and iteration, 2 per replica and iteration) x
+ * SCHED_BYTES_PER_ACTION. schedule_generate refuses a spec whose estimate is above the
+ * machine's memory (or the process's address-space or data limit). 0 for NULL. */
+double schedule_bytes_estimate(const sched_spec *spec);
 
 /* Fills cost[3 * nstages] for pl: per stage the forward, input-gradient and weight-gradient
  * time of its layers (ms, profiled minibatch; the backward split in half where the profile
@@ -132,6 +147,17 @@ int schedule_slots(const schedule *s, int w, int stage);
  * nworkers^2 entries, filled by the caller-provided buffer. Returns 0, or -1 with err (out
  * of memory, or an IR that deadlocks with buffered sends). */
 int schedule_send_bound(const schedule *s, unsigned sends, int *bound, plumb_err *err);
+
+/* schedule_send_bound as a list, in memory linear in the messages rather than the square
+ * of the workers: one entry per pair (from, to) that has a send of a kind in `sends` or a
+ * receive of one, sorted by from then to, with its bound (the others are 0). Sets *out (a
+ * new array the caller frees; NULL when *n is 0 or on failure) and *n. 0, or -1 with err
+ * as schedule_send_bound. */
+typedef struct sched_pair_bound {
+    int from, to, bound;
+} sched_pair_bound;
+int schedule_send_bound_pairs(const schedule *s, unsigned sends, sched_pair_bound **out,
+                              int *n, plumb_err *err);
 
 /* Action text in PyTorch's torch.distributed.pipelining form: "0F3", "1B2", "2I0", "2W0",
  * "0SEND_F3", "1RECV_F3", "1SEND_B2", "0RECV_B2", "0REDUCE_GRAD" (all-reduce), and

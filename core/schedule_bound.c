@@ -10,6 +10,7 @@
  * SEND, and running exactly the actions before it (with b as late as it may be) reaches
  * it. The executor's local transport sets aside that many staging buffers per pair for
  * gradients, and the simulator's memory model counts them. */
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -18,23 +19,42 @@
 
 typedef struct bctx {
     int W, S, T;
+    int K;             /* clock components kept: the workers that take counted messages */
+    int *tix;          /* [W] a worker's component, or -1 (no counted receive: no send
+                          ever asks how many of its actions precede it, and a component
+                          is joined, copied and raised apart from the others) */
     size_t n;          /* S x T: messages of one direction */
     int *pc;           /* [W] next action of each worker */
-    int *clock;        /* [W x W] clock[w * W + v]: v's actions known to precede w's next */
+    int *clock;        /* [W x K] clock[w * K + tix[v]]: v's actions known to precede w's
+                          next */
     int **msg;         /* [2n] the sender's clock of each posted message; NULL: not posted */
     int *arc;          /* [W x S] all-reduces of each stage done by each worker */
-    int **rpos;        /* [W x W] rpos[b * W + a]: positions of the computations of b
-                          that take counted messages from a, in order */
-    int *rcount;       /* [W x W] their count */
-    int *sent;         /* [W x W] sends of each pair so far */
+    int *roff;         /* [W + 1] the positions of worker b's computations that take
+                          counted messages are rrecv[roff[b] .. roff[b + 1]), sorted by
+                          (sender, position) */
+    struct brecv { int peer, pos; } *rrecv;
+    int *goff;         /* [W + 1] worker b's senders are grp[goff[b] .. goff[b + 1]) */
+    struct bgroup {    /* a pair (sender peer -> b): its takes end at rrecv[end], those
+                          before rrecv[cur] are the ones counted so far; its sends so far
+                          and its bound */
+        int peer, end, cur, sent, bound;
+    } *grp;
+    int *waiting;      /* [W] 1 while the worker waits at an all-reduce of its own stage */
+    int *nwaiting;     /* [S] replicas of each stage waiting at its all-reduce */
 } bctx;
 
 static void bctx_free(bctx *c)
 {
     for (size_t i = 0; c->msg && i < 2 * c->n; i++) free(c->msg[i]);
-    for (int i = 0; c->rpos && i < c->W * c->W; i++) free(c->rpos[i]);
-    free(c->pc), free(c->clock), free(c->msg), free(c->arc), free(c->rpos), free(c->rcount);
-    free(c->sent);
+    free(c->pc), free(c->clock), free(c->msg), free(c->arc), free(c->roff), free(c->rrecv);
+    free(c->goff), free(c->grp), free(c->tix);
+    free(c->waiting), free(c->nwaiting);
+}
+
+/* 1 when x sends a message of a kind in `sends`. */
+static int counted_send(const action *x, unsigned sends)
+{
+    return act_is_send(x->kind) && (sends & (1u << x->kind));
 }
 
 /* 1 when x receives a message of a kind in `sends`. */
@@ -67,75 +87,136 @@ static size_t taken_slot(const bctx *c, const action *a)
     return 2 * c->n;
 }
 
+static int brecv_cmp(const void *x, const void *y)
+{
+    const struct brecv *a = x, *b = y;
+    if (a->peer != b->peer) return (a->peer > b->peer) - (a->peer < b->peer);
+    return (a->pos > b->pos) - (a->pos < b->pos);
+}
+
 static int bctx_init(bctx *c, const schedule *s, unsigned sends)
 {
     int W = s->nworkers;
     c->W = W, c->S = s->nstages, c->T = sched_total_mb(s);
     c->n = (size_t)c->S * (size_t)c->T;
     c->pc = calloc((size_t)W, sizeof *c->pc);
-    c->clock = calloc((size_t)W * W, sizeof *c->clock);
     c->msg = calloc(2 * c->n + 1, sizeof *c->msg);
     c->arc = calloc((size_t)W * c->S + 1, sizeof *c->arc);
-    c->rpos = calloc((size_t)W * W, sizeof *c->rpos);
-    c->rcount = calloc((size_t)W * W, sizeof *c->rcount);
-    c->sent = calloc((size_t)W * W, sizeof *c->sent);
-    if (!c->pc || !c->clock || !c->msg || !c->arc || !c->rpos || !c->rcount || !c->sent)
+    c->roff = calloc((size_t)W + 1, sizeof *c->roff);
+    c->waiting = calloc((size_t)W, sizeof *c->waiting);
+    c->nwaiting = calloc((size_t)c->S, sizeof *c->nwaiting);
+    if (!c->pc || !c->msg || !c->arc || !c->roff || !c->waiting || !c->nwaiting)
         return -1;
-    for (int b = 0; b < W; b++)
-        for (int i = 0; i < s->len[b]; i++) {
-            const action *x = &s->acts[b][i];
-            if (counted_recv(x, sends) && x->peer >= 0 && x->peer < W)
-                c->rcount[b * W + x->peer]++;
-        }
-    for (int i = 0; i < W * W; i++) {
-        if (c->rcount[i] && !(c->rpos[i] = malloc((size_t)c->rcount[i] * sizeof(int))))
-            return -1;
-        c->rcount[i] = 0;
-    }
-    /* the consumer of each counted receive: pend[d] is the sender of posted message d */
+    /* per receiver b: the positions of its computations that take counted messages
+     * (sender, position), and for each counted send to b a mark (sender, INT_MAX) that
+     * makes the pair known without being counted; pend[d]: the sender of posted message
+     * d whose taker is still to come */
     int *pend = malloc((2 * c->n + 1) * sizeof *pend);
-    if (!pend) return -1;
-    for (size_t d = 0; d < 2 * c->n; d++) pend[d] = -1;
-    for (int b = 0; b < W; b++) {
-        for (int i = 0; i < s->len[b]; i++) {
-            const action *x = &s->acts[b][i];
-            size_t d = taken_slot(c, x);
-            if (counted_recv(x, sends) && x->peer >= 0 && x->peer < W) {
-                d = msg_slot(c, x);
-                if (d < 2 * c->n && pend[d] < 0) pend[d] = x->peer;
-            } else if (d < 2 * c->n && pend[d] >= 0) {
-                int k = b * W + pend[d];
-                c->rpos[k][c->rcount[k]++] = i;
-                pend[d] = -1;
+    int *fill = malloc(((size_t)W + 1) * sizeof *fill);
+    if (!pend || !fill) {
+        free(pend), free(fill);
+        return -1;
+    }
+    for (int pass = 0; pass < 2; pass++) { /* 0: count per receiver, 1: fill */
+        for (size_t d = 0; d < 2 * c->n; d++) pend[d] = -1;
+        for (int b = 0; b < W; b++) {
+            for (int i = 0; i < s->len[b]; i++) {
+                const action *x = &s->acts[b][i];
+                size_t d = taken_slot(c, x);
+                if (counted_send(x, sends) && x->peer >= 0 && x->peer < W) {
+                    if (pass) c->rrecv[fill[x->peer]++] = (struct brecv){b, INT_MAX};
+                    else c->roff[x->peer]++;
+                }
+                if (counted_recv(x, sends) && x->peer >= 0 && x->peer < W) {
+                    d = msg_slot(c, x);
+                    if (d < 2 * c->n && pend[d] < 0) pend[d] = x->peer;
+                } else if (d < 2 * c->n && pend[d] >= 0) {
+                    if (pass) c->rrecv[fill[b]++] = (struct brecv){pend[d], i};
+                    else c->roff[b]++;
+                    pend[d] = -1;
+                }
+            }
+            for (int i = 0; i < s->len[b]; i++) { /* receives never taken (an invalid IR) */
+                const action *x = &s->acts[b][i];
+                size_t d = msg_slot(c, x);
+                if (counted_recv(x, sends) && d < 2 * c->n) pend[d] = -1;
             }
         }
-        for (int i = 0; i < s->len[b]; i++) { /* receives never taken (an invalid IR) */
-            const action *x = &s->acts[b][i];
-            size_t d = msg_slot(c, x);
-            if (counted_recv(x, sends) && d < 2 * c->n) pend[d] = -1;
+        if (pass) break;
+        size_t nr = 0;
+        for (int b = 0; b <= W; b++) { /* counts to offsets */
+            size_t k = b < W ? (size_t)c->roff[b] : 0;
+            c->roff[b] = fill[b] = (int)nr;
+            nr += k;
+        }
+        c->rrecv = malloc((nr + 1) * sizeof *c->rrecv);
+        if (!c->rrecv) {
+            free(pend), free(fill);
+            return -1;
         }
     }
-    free(pend);
-    return 0;
+    free(pend), free(fill);
+    for (int b = 0; b < W; b++)
+        qsort(c->rrecv + c->roff[b], (size_t)(c->roff[b + 1] - c->roff[b]), sizeof *c->rrecv,
+              brecv_cmp);
+    int nr = c->roff[W];
+    c->goff = malloc(((size_t)W + 1) * sizeof *c->goff);
+    c->grp = malloc((nr + 1) * sizeof *c->grp);
+    if (!c->goff || !c->grp) return -1;
+    int ng = 0;
+    for (int b = 0; b < W; b++) {
+        c->goff[b] = ng;
+        for (int i = c->roff[b]; i < c->roff[b + 1]; i++) {
+            if (i == c->roff[b] || c->rrecv[i].peer != c->rrecv[i - 1].peer)
+                c->grp[ng++] = (struct bgroup){c->rrecv[i].peer, i, i, 0, 0};
+            c->grp[ng - 1].end = i + 1;
+        }
+    }
+    c->goff[W] = ng;
+    c->tix = malloc((size_t)W * sizeof *c->tix);
+    if (!c->tix) return -1;
+    c->K = 0;
+    for (int b = 0; b < W; b++) c->tix[b] = c->roff[b + 1] > c->roff[b] ? c->K++ : -1;
+    /* (takes without a counted send to b give b a component that is never asked:
+     * harmless) */
+    c->clock = calloc((size_t)W * c->K + 1, sizeof *c->clock);
+    return c->clock ? 0 : -1;
 }
 
-/* Messages of a taken by b among b's first k actions. */
-static int recvs_before(const bctx *c, int b, int a, int k)
+/* The pair a -> b (every pair with a counted send has one). */
+static struct bgroup *pair_of(bctx *c, int b, int a)
 {
-    const int *p = c->rpos[b * c->W + a];
-    int lo = 0, hi = c->rcount[b * c->W + a];
+    int lo = c->goff[b], hi = c->goff[b + 1];
     while (lo < hi) {
         int mid = (lo + hi) / 2;
-        if (p[mid] < k) lo = mid + 1;
+        if (c->grp[mid].peer < a) lo = mid + 1;
         else hi = mid;
     }
-    return lo;
+    return &c->grp[lo];
 }
 
-/* 1 when every replica of a's stage waits at the same all-reduce of it as worker w. */
-static int allreduce_ready(const bctx *c, const schedule *s, int w, const action *a)
+/* The pair's messages taken among b's first k actions. Successive calls for one pair
+ * come with k never smaller (a's clock only grows), so the count moves forward over the
+ * pair's takes once in the whole replay (the marks of its sends, at INT_MAX, stay
+ * behind). */
+static int recvs_before(bctx *c, int b, struct bgroup *g, int k)
+{
+    while (g->cur < g->end && c->rrecv[g->cur].pos < k) g->cur++;
+    int first = g == &c->grp[c->goff[b]] ? c->roff[b] : g[-1].end;
+    return g->cur - first;
+}
+
+/* 1 when every replica of a's stage waits at the same all-reduce of it as worker w. A
+ * replica's first look counts it among its stage's waiting replicas: replicas run their
+ * stage's all-reduces together, so those waiting all wait at the same one, and the last
+ * to come finds them all there without looking at each (linear in the replicas). */
+static int allreduce_ready(bctx *c, const schedule *s, int w, const action *a)
 {
     int st = a->stage, kth = c->arc[w * c->S + st];
+    if (sched_hosts(s, w, st)) {
+        if (!c->waiting[w]) c->waiting[w] = 1, c->nwaiting[st]++;
+        return c->nwaiting[st] == s->replicas[st];
+    }
     for (int j = 0; j < s->replicas[st]; j++) {
         int v = s->stage_workers[s->stage_first[st] + j];
         if (!(c->pc[v] < s->len[v] && s->acts[v][c->pc[v]].kind == ACT_ALLREDUCE &&
@@ -145,32 +226,36 @@ static int allreduce_ready(const bctx *c, const schedule *s, int w, const action
     return 1;
 }
 
-static void clock_join(int *into, const int *from, int W)
+static void clock_join(int *restrict into, const int *restrict from, int W)
 {
-    for (int v = 0; v < W; v++)
-        if (from[v] > into[v]) into[v] = from[v];
+    int v = 0;
+    for (; v + 8 <= W; v += 8) /* blocks of 8, which the compiler vectorizes */
+        for (int k = v; k < v + 8; k++) into[k] = from[k] > into[k] ? from[k] : into[k];
+    for (; v < W; v++) into[v] = from[v] > into[v] ? from[v] : into[v];
 }
 
 /* Runs w's next action if it can. Returns 1 when it ran, 0 when it waits, -1 when out of
  * memory. */
-static int step(bctx *c, const schedule *s, int w, unsigned sends, int *bound)
+static int step(bctx *c, const schedule *s, int w, unsigned sends)
 {
-    const int W = c->W;
+    const int W = c->W, K = c->K, own = c->tix[w];
     const action *a = &s->acts[w][c->pc[w]];
-    int *ck = c->clock + (size_t)w * W;
+    int *ck = c->clock + (size_t)w * K;
     if (act_is_comm(a->kind)) {
         if (a->peer < 0 || a->peer >= W || a->microbatch < 0 || a->microbatch >= c->T)
             return 0;
         size_t d = msg_slot(c, a);
         if (d >= 2 * c->n) return 0;
         if (act_is_send(a->kind)) {
-            int b = a->peer, k = w * W + b;
-            if (!c->msg[d] && !(c->msg[d] = malloc((size_t)W * sizeof(int)))) return -1;
-            memcpy(c->msg[d], ck, (size_t)W * sizeof(int));
-            c->msg[d][w]++; /* the send itself precedes its receive */
+            int b = a->peer;
+            if (!c->msg[d] && !(c->msg[d] = malloc((size_t)K * sizeof(int) + 1))) return -1;
+            memcpy(c->msg[d], ck, (size_t)K * sizeof(int));
+            if (own >= 0) c->msg[d][own]++; /* the send itself precedes its receive */
             if (sends & (1u << a->kind)) {
-                int waiting = ++c->sent[k] - recvs_before(c, b, w, ck[b]);
-                if (waiting > bound[k]) bound[k] = waiting;
+                struct bgroup *g = pair_of(c, b, w);
+                int known = c->tix[b] >= 0 ? ck[c->tix[b]] : 0;
+                int waiting = ++g->sent - recvs_before(c, b, g, known);
+                if (waiting > g->bound) g->bound = waiting;
             }
         } else if (!c->msg[d]) {
             return 0; /* the replay runs the receive once sent: one timing among all */
@@ -180,64 +265,100 @@ static int step(bctx *c, const schedule *s, int w, unsigned sends, int *bound)
         /* a barrier: each replica's all-reduce precedes every replica's next action */
         const int *grp = s->stage_workers + s->stage_first[a->stage];
         int r = s->replicas[a->stage];
-        for (int j = 0; j < r; j++) c->clock[(size_t)grp[j] * W + grp[j]]++;
-        for (int j = 0; j < r; j++) clock_join(ck, c->clock + (size_t)grp[j] * W, W);
+        for (int j = 0; j < r; j++)
+            if (c->tix[grp[j]] >= 0) c->clock[(size_t)grp[j] * K + c->tix[grp[j]]]++;
+        for (int j = 0; j < r; j++)
+            if (grp[j] != w) clock_join(ck, c->clock + (size_t)grp[j] * K, K);
+        c->nwaiting[a->stage] = 0;
         for (int j = 0; j < r; j++) {
             int v = grp[j];
+            c->waiting[v] = 0;
             c->arc[v * c->S + a->stage]++;
             c->pc[v]++;
-            if (v != w) memcpy(c->clock + (size_t)v * W, ck, (size_t)W * sizeof(int));
+            if (v != w) memcpy(c->clock + (size_t)v * K, ck, (size_t)K * sizeof(int));
         }
         return 1;
     }
     size_t d = taken_slot(c, a);
     if (d < 2 * c->n && c->msg[d]) { /* its consumer: the data has arrived */
-        clock_join(ck, c->msg[d], W);
+        clock_join(ck, c->msg[d], K);
         free(c->msg[d]);
         c->msg[d] = NULL;
     }
-    ck[w]++;
+    if (own >= 0) ck[own]++;
     c->pc[w]++;
     return 1;
+}
+
+/* Runs the replay into c (initialized here; the caller frees it with bctx_free).
+ * 0, or -1 with err. */
+static int bound_run(bctx *c, const schedule *s, unsigned sends, plumb_err *err)
+{
+    const int W = s->nworkers;
+    if (bctx_init(c, s, sends)) return err_set(err, NULL, NULL, "out of memory");
+    for (;;) {
+        int progress = 0, left = 0;
+        for (int w = 0; w < W; w++)
+            while (c->pc[w] < s->len[w]) {
+                int r = step(c, s, w, sends);
+                if (r < 0) return err_set(err, NULL, NULL, "out of memory");
+                if (!r) break;
+                progress = 1;
+            }
+        for (int w = 0; w < W; w++) left += c->pc[w] < s->len[w];
+        if (!left) return 0;
+        if (!progress) {
+            int w = 0;
+            while (c->pc[w] >= s->len[w]) w++;
+            char t[48];
+            return err_set(err, NULL, NULL, "schedule: worker %d waits for ever at action %d "
+                           "(%s) with buffered sends", w, c->pc[w],
+                           action_format(&s->acts[w][c->pc[w]], t, sizeof t));
+        }
+    }
 }
 
 int schedule_send_bound(const schedule *s, unsigned sends, int *bound, plumb_err *err)
 {
     if (!s || !bound) return err_set(err, NULL, NULL, "no schedule");
-    int W = s->nworkers;
+    const int W = s->nworkers;
     memset(bound, 0, (size_t)W * W * sizeof *bound);
     bctx c = {0};
-    int rc = -1;
-    if (bctx_init(&c, s, sends)) {
-        err_set(err, NULL, NULL, "out of memory");
-        goto done;
-    }
-    for (;;) {
-        int progress = 0, left = 0;
-        for (int w = 0; w < W; w++)
-            while (c.pc[w] < s->len[w]) {
-                int r = step(&c, s, w, sends, bound);
-                if (r < 0) {
-                    err_set(err, NULL, NULL, "out of memory");
-                    goto done;
-                }
-                if (!r) break;
-                progress = 1;
-            }
-        for (int w = 0; w < W; w++) left += c.pc[w] < s->len[w];
-        if (!left) break;
-        if (!progress) {
-            int w = 0;
-            while (c.pc[w] >= s->len[w]) w++;
-            char t[48];
-            err_set(err, NULL, NULL, "schedule: worker %d waits for ever at action %d (%s) "
-                    "with buffered sends", w, c.pc[w], action_format(&s->acts[w][c.pc[w]], t,
-                                                                    sizeof t));
-            goto done;
+    int rc = bound_run(&c, s, sends, err);
+    for (int b = 0; !rc && b < W; b++)
+        for (int g = c.goff[b]; g < c.goff[b + 1]; g++)
+            bound[(size_t)c.grp[g].peer * W + b] = c.grp[g].bound;
+    bctx_free(&c);
+    return rc;
+}
+
+static int pair_cmp(const void *x, const void *y)
+{
+    const sched_pair_bound *a = x, *b = y;
+    if (a->from != b->from) return (a->from > b->from) - (a->from < b->from);
+    return (a->to > b->to) - (a->to < b->to);
+}
+
+int schedule_send_bound_pairs(const schedule *s, unsigned sends, sched_pair_bound **out,
+                              int *n, plumb_err *err)
+{
+    if (!s || !out || !n) return err_set(err, NULL, NULL, "no schedule");
+    *out = NULL, *n = 0;
+    bctx c = {0};
+    int rc = bound_run(&c, s, sends, err);
+    if (!rc) {
+        int W = s->nworkers, np = c.goff[W];
+        sched_pair_bound *p = malloc(((size_t)np + 1) * sizeof *p);
+        if (!p) {
+            rc = err_set(err, NULL, NULL, "out of memory");
+        } else {
+            for (int b = 0, k = 0; b < W; b++)
+                for (int g = c.goff[b]; g < c.goff[b + 1]; g++, k++)
+                    p[k] = (sched_pair_bound){c.grp[g].peer, b, c.grp[g].bound};
+            qsort(p, (size_t)np, sizeof *p, pair_cmp);
+            *out = p, *n = np;
         }
     }
-    rc = 0;
-done:
     bctx_free(&c);
     return rc;
 }

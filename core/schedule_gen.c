@@ -22,8 +22,8 @@ static int inflight_of(const schedule *s, int st)
 static int replica_mbs(const schedule *s, int st, int j, int lo, int hi, int *out)
 {
     int n = 0, r = s->replicas[st];
-    for (int g = lo; g < hi; g++)
-        if (g % r == j) out[n++] = g;
+    int g = lo + ((j - lo % r) % r + r) % r; /* the first g >= lo with g % r == j */
+    for (; g < hi; g += r) out[n++] = g;
     return n;
 }
 

@@ -25,29 +25,30 @@ int sim_memory_staging(sim_model *m, plumb_err *err)
 {
     const schedule *s = m->sched;
     const int W = s->nworkers;
-    int *bound = malloc((size_t)W * W * sizeof *bound);
-    double *big = calloc((size_t)W, sizeof *big); /* per peer: the largest gradient sent */
-    if (!bound || !big) {
-        free(bound), free(big);
-        return err_set(err, NULL, NULL, "out of memory");
-    }
-    if (schedule_send_bound(s, 1u << ACT_SEND_B, bound, err)) {
-        free(bound), free(big);
+    sched_pair_bound *pb = NULL;
+    int np = 0;
+    double *big = calloc((size_t)W + 1, sizeof *big); /* per peer: the largest gradient sent */
+    if (!big) return err_set(err, NULL, NULL, "out of memory");
+    if (schedule_send_bound_pairs(s, 1u << ACT_SEND_B, &pb, &np, err)) {
+        free(big);
         return -1;
     }
-    for (int w = 0; w < W; w++) {
-        memset(big, 0, (size_t)W * sizeof *big);
+    for (int w = 0, k = 0; w < W; w++) {
         for (int i = 0; i < s->len[w]; i++) {
             const action *a = &s->acts[w][i];
             if (a->kind == ACT_SEND_B && a->stage > 0 && a->peer >= 0 && a->peer < W &&
                 m->cut_bytes[a->stage - 1] > big[a->peer])
                 big[a->peer] = m->cut_bytes[a->stage - 1];
         }
+        /* the sum over its peers in increasing order (every peer it sends gradients to
+         * has a pair; the others add 0) */
         double total = 0;
-        for (int to = 0; to < W; to++) total += bound[w * W + to] * big[to];
+        int k0 = k;
+        for (; k < np && pb[k].from == w; k++) total += pb[k].bound * big[pb[k].to];
+        for (int q = k0; q < k; q++) big[pb[q].to] = 0;
         m->staging_bytes[w] = total;
     }
-    free(bound), free(big);
+    free(big), free(pb);
     return 0;
 }
 
@@ -57,16 +58,25 @@ void sim_memory_of(const sim_model *m, int w, const int *versions, optimizer_kin
     const schedule *s = m->sched;
     double weights = 0, params = 0, acts = 0, buffers = 0, ws = 0;
     double root = 0; /* the in-process all-reduce's receive buffer, kept for the largest */
-    for (int st = 0; st < s->nstages; st++)
+    /* the stages it holds: the one the schedule says, when it knows (a scan of every
+     * replica of every stage per device is quadratic in the devices) */
+    int lo = 0, hi = s->nstages, known = s->worker_stage && w >= 0 && w < s->nworkers &&
+                                         s->worker_stage[w] != -2;
+    if (known) {
+        lo = s->worker_stage[w] >= 0 ? s->worker_stage[w] : 0;
+        hi = s->worker_stage[w] >= 0 ? lo + 1 : 0;
+    }
+    for (int st = lo; st < hi; st++)
         for (int j = 0; j < s->replicas[st]; j++)
-            if (s->stage_workers[s->stage_first[st] + j] == w) {
+            if (known || s->stage_workers[s->stage_first[st] + j] == w) {
+                int first = s->stage_workers[s->stage_first[st]] == w; /* replica 0 */
                 int v = versions && versions[st] > 0 ? versions[st] : 1;
                 double slots = schedule_slots(s, w, st);
                 weights += m->grad_bytes[st] * v;
                 params += m->grad_bytes[st];
                 acts += slots * m->stash_bytes[st] + m->transient_bytes[st];
                 buffers += m->gradbuf_bytes[st] + slots * m->slotbuf_bytes[st];
-                if (j == 0 && s->replicas[st] > 1 && m->grad_bytes[st] > root)
+                if (first && s->replicas[st] > 1 && m->grad_bytes[st] > root)
                     root = m->grad_bytes[st];
                 if (m->workspace_bytes[st] > ws) ws = m->workspace_bytes[st];
                 break;

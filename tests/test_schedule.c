@@ -4,6 +4,7 @@
 #include <criterion/criterion.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #include "core/schedule.h"
 
@@ -132,6 +133,27 @@ Test(schedule_grid, bad_specs_rejected)
     sched_spec sp = {SCHED_GPIPE, 0, 2, 1, 4, 1, NULL, shared};
     cr_assert_null(schedule_generate(&sp, &e));
     cr_assert(strstr(e.msg, "both on worker 0"), "%s", e.msg);
+}
+
+/* No fixed limit on a schedule's size, only the memory it needs: 4 x 300000 x 1 (above the
+ * 1000000 stage-microbatch passes once refused) generates within a 1 GiB data limit, and
+ * 4 x 400000 x 1 (about 1.1 GiB: 6 actions per pass at SCHED_BYTES_PER_ACTION, plus one
+ * all-reduce-or-step pair per stage) is refused with its size and estimate. Criterion runs
+ * each test in its own process, so the limit stays here. */
+Test(schedule_grid, size_limited_by_memory_only)
+{
+    struct rlimit rl = {1024L * 1024 * 1024, 1024L * 1024 * 1024};
+    cr_assert_eq(setrlimit(RLIMIT_DATA, &rl), 0);
+    plumb_err e = {{0}};
+    sched_spec big = {SCHED_1F1B_FLUSH, 0, 4, 1, 400000, 1, NULL, NULL};
+    cr_expect_float_eq(schedule_bytes_estimate(&big), (6.0 * 4 * 400000 + 8) * 128, 1);
+    cr_assert_null(schedule_generate(&big, &e));
+    cr_expect(strstr(e.msg, "microbatches: stages x microbatches x iterations = 4 x 400000 x 1 "
+                            "needs about 1.1 GiB to simulate (about 9600008 actions at 128 "
+                            "bytes each), above the 1.0 GiB this process may use"), "%s", e.msg);
+    schedule *s = gen(SCHED_1F1B_FLUSH, 4, 1, 300000, 1, NULL);
+    cr_expect_eq(schedule_count(s, ACT_F), 4L * 300000);
+    schedule_free(s);
 }
 
 /* --- theory ---------------------------------------------------------------------------- */
@@ -815,6 +837,44 @@ Test(schedule_bound, no_replay_exceeds_it)
                                           m, r, seed, i / W, i % W, peak[i], b[i]);
                     }
                     free(b), free(peak);
+                    schedule_free(s);
+                }
+}
+
+/* The list form holds the matrix's pairs: one entry per pair with a counted send or
+ * receive, sorted, the same bound; every other entry of the matrix is 0. */
+Test(schedule_bound, pairs_match_the_matrix)
+{
+    static const int reps[4] = {2, 1, 3, 1};
+    for (int k = 0; k < SCHED_NKINDS; k++)
+        for (int m = 1; m <= 9; m += 4)
+            for (int r = 0; r < 2; r++)
+                for (unsigned sends = 1; sends <= 3; sends++) {
+                    const int chunked = k == SCHED_INTERLEAVED || k == SCHED_ZB_V;
+                    plumb_err e = {{0}};
+                    schedule *s = try_gen(k, 4, chunked ? 2 : 1, m, 2,
+                                          r && !chunked ? reps : NULL, &e);
+                    if (!s) continue;
+                    const unsigned mask = ((sends & 1) ? 1u << ACT_SEND_F : 0) |
+                                          ((sends & 2) ? 1u << ACT_SEND_B : 0);
+                    const int W = s->nworkers;
+                    int *b = send_bound(s, mask), *seen = calloc((size_t)W * W, sizeof *seen);
+                    sched_pair_bound *p = NULL;
+                    int n = -1;
+                    cr_assert_eq(schedule_send_bound_pairs(s, mask, &p, &n, &e), 0, "%s", e.msg);
+                    cr_assert_gt(n, 0);
+                    for (int i = 0; i < n; i++) {
+                        const int at = p[i].from * W + p[i].to;
+                        cr_expect_eq(p[i].bound, b[at], "%s %d->%d", sched_kind_name(k),
+                                     p[i].from, p[i].to);
+                        cr_expect(i == 0 || p[i - 1].from < p[i].from ||
+                                  (p[i - 1].from == p[i].from && p[i - 1].to < p[i].to));
+                        seen[at] = 1;
+                    }
+                    for (int i = 0; i < W * W; i++)
+                        cr_expect(seen[i] || b[i] == 0, "%d->%d: %d not listed", i / W, i % W,
+                                  b[i]);
+                    free(b), free(seen), free(p);
                     schedule_free(s);
                 }
 }

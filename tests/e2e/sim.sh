@@ -128,5 +128,23 @@ expect_bad "--iterations" "$E" --iterations 0
 expect_bad "one plan file" "$E" "$E"
 expect_bad "unknown option" "$E" --frobnicate
 
+# size: no fixed limit on stages x microbatches x iterations (above the 1000000 once
+# refused), but a run larger than the memory it may use is refused with its size and
+# estimate: above the machine's memory, and above a data limit (ulimit -d, KiB)
+"$PLUMB" sim "$E" --microbatches 100000 --iterations 3 --json >"$tmp/big.json" 2>"$tmp/err" ||
+    fail "4 x 100000 x 3 does not simulate: $(cat "$tmp/err")"
+grep -q '"microbatches":.*100000' "$tmp/big.json" || fail "4 x 100000 x 3: report lacks its size"
+expect_bad "4 x 16000000 x 60 needs about 2746.6 GiB to simulate" "$E" \
+    --microbatches 16000000 --iterations 60
+expect_bad "microbatches x iterations above 1073741824" "$E" --microbatches 16000000 \
+    --iterations 100
+(ulimit -d 1000000 && "$PLUMB" sim "$E" --microbatches 400000 >"$tmp/out" 2>"$tmp/err")
+rc=$?
+[ $rc = 2 ] || fail "400000 microbatches within a 1 GB data limit: exit $rc, expected 2"
+[ "$(wc -l <"$tmp/err")" = 1 ] && [ ! -s "$tmp/out" ] ||
+    fail "400000 microbatches within 1 GB: not one line: $(cat "$tmp/err")"
+grep -qF "4 x 400000 x 3 needs about 3.4 GiB to simulate (about 28800024 actions at 128 bytes each), above the 1.0 GiB this process may use" "$tmp/err" ||
+    fail "400000 microbatches within 1 GB: $(cat "$tmp/err")"
+
 [ $fails = 0 ] && echo "sim: ok"
 exit $fails

@@ -1,0 +1,103 @@
+/* bench_sim_scale.c: how the simulator's cost grows with the work, as ratios measured in
+ * one run (synthetic plans from sim/synth.c). Usage:
+ *   bench_sim_scale micro STAGES MB     per schedule, the CPU time of sim_run at MB and at
+ *                                       8 x MB microbatches (1 iteration asked) and their
+ *                                       ratio
+ *   bench_sim_scale replicas STAGES R MB  1f1b-flush and gpipe with every stage replicated
+ *                                       R and 4 x R times: CPU time and ratio
+ *   bench_sim_scale events STAGES MB ITERS  per schedule, the whole sim_run (generation,
+ *                                       validation, memory model, engine, report): events
+ *                                       and events per CPU second
+ *   bench_sim_scale one SCHEDULE STAGES REPLICAS MB ITERS  one sim_run, for profiling
+ * CPU time of the process, since the machine may be shared. Exit 1 when a run fails. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "sim/sim.h"
+#include "bench/clock.h"
+#include "bench/synth_plan.h"
+
+static const char *const kinds[] = {"gpipe", "1f1b-flush", "pipedream", "2bw",
+                                    "interleaved", "zb-h1", "zb-v", "dualpipev"};
+#define NKINDS ((int)(sizeof kinds / sizeof kinds[0]))
+
+/* One sim_run of a synthetic plan: CPU seconds, or < 0 on failure; *events set. */
+static double run_one(const char *kname, int stages, int replicas, int mb, int iters,
+                      long long *events)
+{
+    int kind = sched_kind_parse(kname);
+    if (kind < 0) return -1;
+    plumb_err err;
+    plan *pl = bench_synth_plan(kind, stages, replicas, mb, &err);
+    if (!pl) {
+        fprintf(stderr, "bench_sim_scale: %s\n", err.msg);
+        return -1;
+    }
+    sim_options o;
+    sim_options_init(&o);
+    o.iterations = iters;
+    double t0 = bench_clock_s(CLOCK_PROCESS_CPUTIME_ID);
+    sim_report *rep = sim_run(pl, &o, &err);
+    double t = bench_clock_s(CLOCK_PROCESS_CPUTIME_ID) - t0;
+    plan_free(pl);
+    if (!rep) {
+        fprintf(stderr, "bench_sim_scale: %s %d x %d x %d: %s\n", kname, stages, mb, iters,
+                err.msg);
+        return -1;
+    }
+    if (events) *events = rep->events;
+    sim_report_free(rep);
+    return t;
+}
+
+int main(int argc, char **argv)
+{
+    const char *mode = argc > 1 ? argv[1] : "";
+    int a = argc > 2 ? atoi(argv[2]) : 0, b = argc > 3 ? atoi(argv[3]) : 0;
+    int c = argc > 4 ? atoi(argv[4]) : 0;
+    long long ev = 0;
+    if (!strcmp(mode, "micro") && argc == 4 && a > 0 && b > 0) {
+        for (int k = 0; k < NKINDS; k++) {
+            double t1 = run_one(kinds[k], a, 1, b, 1, NULL);
+            double t8 = run_one(kinds[k], a, 1, 8 * b, 1, NULL);
+            if (t1 < 0 || t8 < 0) return 1;
+            printf("micro    %-11s stages=%d microbatches %d -> %d: %.4f s -> %.4f s CPU, "
+                   "ratio %.2f (8x the work)\n", kinds[k], a, b, 8 * b, t1, t8, t8 / t1);
+        }
+        return 0;
+    }
+    if (!strcmp(mode, "replicas") && argc == 5 && a > 0 && b > 0 && c > 0) {
+        static const char *const rk[] = {"gpipe", "1f1b-flush", "pipedream", "2bw", "zb-h1"};
+        for (int k = 0; k < 5; k++) {
+            double t1 = run_one(rk[k], a, b, c, 1, NULL);
+            double t4 = run_one(rk[k], a, 4 * b, 4 * c, 1, NULL);
+            if (t1 < 0 || t4 < 0) return 1;
+            printf("replicas %-11s stages=%d replicas %d -> %d (microbatches %d -> %d): "
+                   "%.4f s -> %.4f s CPU, ratio %.2f (4x the work)\n", rk[k], a, b, 4 * b, c,
+                   4 * c, t1, t4, t4 / t1);
+        }
+        return 0;
+    }
+    if (!strcmp(mode, "events") && argc == 5 && a > 0 && b > 0 && c > 0) {
+        for (int k = 0; k < NKINDS; k++) {
+            double t = run_one(kinds[k], a, 1, b, c, &ev);
+            if (t < 0) return 1;
+            printf("events   %-11s %d x %d x %d: %lld events in %.3f s CPU (whole sim_run): "
+                   "%.1f M events/s\n", kinds[k], a, b, c, ev, t, ev / t / 1e6);
+        }
+        return 0;
+    }
+    if (!strcmp(mode, "one") && argc == 7) {
+        double t = run_one(argv[2], atoi(argv[3]), atoi(argv[4]), atoi(argv[5]),
+                           atoi(argv[6]), &ev);
+        if (t < 0) return 1;
+        printf("one      %s: %lld events in %.3f s CPU: %.1f M events/s\n", argv[2], ev, t,
+               ev / t / 1e6);
+        return 0;
+    }
+    fprintf(stderr, "usage: bench_sim_scale micro STAGES MB | replicas STAGES R MB | "
+            "events STAGES MB ITERS | one SCHEDULE STAGES REPLICAS MB ITERS\n");
+    return 2;
+}

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# sim_scale.sh: how the simulator's cost grows with the work (bench/bench_sim_scale.c), as
+# ratios measured in this run, against the targets of docs/sim.md (Scale): 8x the
+# microbatches < 10x the CPU time for every schedule; 4x the replicas < 5x; the whole
+# sim_run >= 10 M events/s on 64 stages x 1024 microbatches x 4 iterations; and the CPU
+# time of `plumb sweep` of ResNet-50 over 1..1024 GPUs (< 10 s). Prints "met" or "missed"
+# per target; exits 1 when a run fails, and on a missed target with SIM_SCALE_STRICT=1.
+# SIM_SCALE_GPUS (default 1..1024) and SIM_SCALE_MB (default 2000) shrink the runs.
+set -u
+dir=${PLUMB_BENCH_DIR:-build/bench}
+B=$dir/bench_sim_scale
+P=${PLUMB:-build/plumb}
+[ -x "$B" ] || { echo "sim_scale.sh: $B not built (make bench)"; exit 1; }
+[ -x "$P" ] || { echo "sim_scale.sh: $P not built (make)"; exit 1; }
+rc=0 missed=0
+out=$("$B" micro 8 "${SIM_SCALE_MB:-2000}") || rc=1
+echo "$out"
+worst=$(echo "$out" | sed -n 's/.*ratio \([0-9.]*\).*/\1/p' | sort -g | tail -1)
+awk -v r="$worst" 'BEGIN { exit !(r < 10) }' && m=met || { m=missed; missed=1; }
+echo "target 8x microbatches < 10x CPU: worst ratio $worst: $m"
+out=$("$B" replicas 2 256 512) || rc=1
+echo "$out"
+worst=$(echo "$out" | sed -n 's/.*ratio \([0-9.]*\).*/\1/p' | sort -g | tail -1)
+awk -v r="$worst" 'BEGIN { exit !(r < 5) }' && m=met || { m=missed; missed=1; }
+echo "target 4x replicas < 5x CPU: worst ratio $worst: $m"
+out=$("$B" events 64 1024 4) || rc=1
+echo "$out"
+low=$(echo "$out" | sed -n 's/.*: \([0-9.]*\) M events\/s.*/\1/p' | sort -g | head -1)
+awk -v r="$low" 'BEGIN { exit !(r >= 10) }' && m=met || { m=missed; missed=1; }
+echo "target whole sim_run >= 10 M events/s (64 x 1024 x 4): lowest $low M: $m"
+gpus=${SIM_SCALE_GPUS:-1..1024}
+TIMEFORMAT='%U %S'
+t=$( { time "$P" sweep -p profiles/pipedream/resnet50.json -c profiles/clusters/h200-4x8.json \
+        --gpus "$gpus" >/dev/null; } 2>&1 ) || rc=1
+cpu=$(echo "$t" | awk '{ printf "%.1f", $1 + $2 }')
+m=met
+awk -v r="$cpu" 'BEGIN { exit !(r < 10) }' || { m=missed; [ "$gpus" = 1..1024 ] && missed=1; }
+echo "sweep resnet50 on h200-4x8 resized, --gpus $gpus: $cpu s CPU (user + sys)"
+[ "$gpus" = 1..1024 ] && echo "target sweep 1..1024 < 10 s CPU: $m" ||
+    echo "target sweep 1..1024 < 10 s CPU: not measured (--gpus $gpus)"
+[ "${SIM_SCALE_STRICT:-0}" = 1 ] && [ $missed = 1 ] && rc=1
+exit $rc
