@@ -58,10 +58,12 @@ static int cmp_ll(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-double sim_net_allreduce_s(const sim_net *n, const int *devs, int r, double bytes)
+int sim_net_ring(const sim_net *n, const int *devs, int r, double *rate_out, double *lat_out)
 {
-    if (r <= 1 || bytes <= 0)
-        return 0;
+    *rate_out = 0;
+    *lat_out = 0;
+    if (r <= 1)
+        return -1;
     /* slowest hop of the ring; hops leaving a group through the same egress port share it */
     double rate = INFINITY, lat = 0;
     long long *ports = malloc((size_t)r * CLUSTER_MAX_LEVELS * sizeof *ports);
@@ -94,6 +96,16 @@ double sim_net_allreduce_s(const sim_net *n, const int *devs, int r, double byte
     }
     free(ports);
     if (!isfinite(rate) || rate <= 0)
+        return -1;
+    *rate_out = rate;
+    *lat_out = lat;
+    return 0;
+}
+
+double sim_net_allreduce_s(const sim_net *n, const int *devs, int r, double bytes)
+{
+    double rate, lat;
+    if (r <= 1 || bytes <= 0 || sim_net_ring(n, devs, r, &rate, &lat))
         return 0;
     return 2.0 * (r - 1) / r * bytes / rate + 2.0 * (r - 1) * lat;
 }
