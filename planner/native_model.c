@@ -284,11 +284,8 @@ int nm_model_build(nm_model *m, const profile *p, const cluster *c, int ndev,
                 R->ok = s0 == s1 || a0 || a1;
             }
             int nd = d1 - d0;
+            if (nd > 1) sim_net_ring(&m->net, m->order + d0, nd, &R->ar_a, &R->ar_b);
             double rate, lat;
-            if (nd > 1 && !sim_net_ring(&m->net, m->order + d0, nd, &rate, &lat)) {
-                R->ar_a = 2.0 * (nd - 1) / nd / rate;
-                R->ar_b = 2.0 * (nd - 1) * lat;
-            }
             if (d0 > 0) {
                 int L = sim_net_path(&m->net, m->order[d0 - 1], m->order[d1 - 1], &rate, &lat);
                 R->in_total = range_total(m, c, d0, d1, L, rate);
