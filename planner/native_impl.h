@@ -101,14 +101,18 @@ void nm_model_free(nm_model *m);
  * per microbatch of s->mbsize samples: the bytes it receives and sends (the cuts before
  * and after it), one transfer of its output to the next stage's first device (latency +
  * bytes / rate of the path, 0 for the last stage), its ring all-reduce (0 unreplicated),
- * and per device its parameter bytes (= its gradients) and optimizer state. Each term is
- * the simulator's (sim_cost_build, sim_net_path, sim_net_ring, sim_memory_of) for the
- * plan nm_plan makes; tests/test_model_terms.c holds them equal. */
+ * per device its parameter bytes (= its gradients) and optimizer state, and the bytes of
+ * one buffer slot. Each term is the simulator's (sim_cost_build, sim_net_path,
+ * sim_net_ring, sim_memory_of) for the plan nm_plan makes; tests/test_model_terms.c holds
+ * them equal (slot bytes without recompute; the slot counts differ, see
+ * docs/planner-native.md). */
 typedef struct nm_terms {
     double in_bytes, out_bytes;
     double xfer_s;
     double allreduce_s;
     double params, optimizer;
+    double slot_bytes;   /* per buffer slot: input (or data), outputs and saved tensors
+                            (recompute: the output), received and sent gradients */
 } nm_terms;
 void nm_stage_terms(const nm_model *m, const nm_setting *s, const nm_stage *st, nm_terms *out);
 

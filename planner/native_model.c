@@ -365,6 +365,21 @@ static double range_allreduce_s(const nm_range *R, int n, double P)
     return n > 1 && P > 0 ? R->ar_a * P + R->ar_b : 0;
 }
 
+/* The bytes one buffer slot of blocks [b0, b1) holds per microbatch: the stage's input
+ * (the first stage's: its data, input_bytes), every layer's output and saved tensors (with
+ * recompute only the stage's output, the last stage's: its last block's), the received
+ * output gradient and the input gradient to send (the simulator's stash_bytes +
+ * slotbuf_bytes, sim/cost.c). */
+static double slot_bytes(const nm_model *m, const nm_setting *s, int b0, int b1)
+{
+    const double bscale = (double)s->mbsize / m->p->minibatch;
+    double in = b0 > 0 ? m->cut[b0] * bscale : 0, out = b1 < m->nb ? m->cut[b1] * bscale : 0;
+    double data = b0 > 0 ? in : m->p->input_bytes * bscale;
+    double kept = s->recompute ? (b1 < m->nb ? out : (m->cA[b1] - m->cA[b1 - 1]) * bscale)
+                               : (m->cA[b1] - m->cA[b0]) * bscale;
+    return data + kept + in + out;
+}
+
 /* W: devices of this stage and every later one. Returns 1 when it fits memory. */
 static int stage_cost_k(const nm_model *m, const nm_setting *s, int b0, int b1, int u,
                         int r, int W, int kzb, nm_cost *o)
@@ -414,13 +429,9 @@ static int stage_cost_k(const nm_model *m, const nm_setting *s, int b0, int b1, 
     double acts = (m->cA[b1] - m->cA[b0]) * bscale;
     double optmul = sim_memory_optimizer_mul(s->opt);
     const int km = s->M > 0 ? ceil_div(s->M, n) : 0, ks = held_slots(s->kind, k, km, b0 > 0);
-    /* what recompute keeps per slot besides the input: the stage's output (the last
-     * stage's: its last block's) */
-    double kept = b1 < m->nb ? out : (m->cA[b1] - m->cA[b1 - 1]) * bscale;
-    double mem = P * (ver + 1 + optmul) + ks * (s->recompute ? in + kept : in + acts) +
+    double mem = P * (ver + 1 + optmul) + ks * slot_bytes(m, s, b0, b1) +
                  (s->recompute ? acts : 0) + gradbuf(m, b0, b1, in / bscale) * bscale +
-                 ks * (in + out) + (m->cG[b1] - m->cG[b0]) * bscale + m->ws_max +
-                 (b0 == 0 ? k * m->p->input_bytes * bscale : 0) +
+                 (m->cG[b1] - m->cG[b0]) * bscale + m->ws_max +
                  staged_grads(s->kind, k, km) * in;
     o->c = c;
     o->b = B;
@@ -453,6 +464,7 @@ void nm_stage_terms(const nm_model *m, const nm_setting *s, const nm_stage *st, 
     out->allreduce_s = range_allreduce_s(R, st->r * m->g, P);
     out->params = P;
     out->optimizer = P * sim_memory_optimizer_mul(s->opt);
+    out->slot_bytes = slot_bytes(m, s, st->b0, st->b1);
 }
 
 /* Seconds per microbatch that the busiest server port spends on activations and gradients
@@ -518,12 +530,8 @@ static int chunked_slot_memory(const nm_model *m, const nm_setting *s, const nm_
         const nm_stage *st = &pt->st[i];
         const int w = e->worker[i];
         double in = st->b0 > 0 ? m->cut[st->b0] * bscale : 0;
-        double out = st->b1 < m->nb ? m->cut[st->b1] * bscale : 0;
         double acts = (m->cA[st->b1] - m->cA[st->b0]) * bscale;
-        double kept = st->b1 < m->nb ? out : (m->cA[st->b1] - m->cA[st->b1 - 1]) * bscale;
-        double data = st->b0 == 0 ? m->p->input_bytes * bscale : in;
-        mem[w] += e->slots[i] * ((s->recompute ? data + kept : data + acts) + in + out) +
-                  (s->recompute ? acts : 0);
+        mem[w] += e->slots[i] * slot_bytes(m, s, st->b0, st->b1) + (s->recompute ? acts : 0);
         double *b = &big[w * p + e->worker[i > 0 ? i - 1 : 0]];
         if (i > 0 && in > *b) *b = in;
     }

@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "planner/native_impl.h"
+#include "sim/cost.h"
 #include "sim/sim.h"
 
 #define PROFILE_DIR "profiles/pipedream"
@@ -53,7 +54,7 @@ static const sim_link_report *link_of(const sim_report *r, int src, int dst)
 }
 
 typedef struct counts {
-    int plans, bytes, xfers, allreduces, mems;
+    int plans, bytes, xfers, allreduces, mems, slots;
 } counts;
 
 /* Plans p on c under s, simulates the plan, compares term by term. */
@@ -79,6 +80,11 @@ static void check_one(const char *pname, const char *cname, const profile *p,
     cr_assert_eq(r->nstages, pt->nst);
     sim_net net;
     sim_net_from_cluster(&net, c, NULL);
+    /* the simulator's priced model of the plan: the bytes of a buffer slot per stage */
+    schedule *sch = schedule_from_plan(pl, 1, &e);
+    cr_assert_not_null(sch, "%s", e.msg);
+    sim_model sm;
+    cr_assert_eq(sim_cost_build(&sm, pl, sch, &net, -1, 1, &e), 0, "%s", e.msg);
     k->plans++;
     for (int i = 0; i < pt->nst; i++) {
         nm_terms t;
@@ -112,6 +118,11 @@ static void check_one(const char *pname, const char *cname, const profile *p,
                 k->xfers++;
             }
         }
+        /* what one buffer slot holds (the slot counts differ: docs/planner-native.md) */
+        double slot = sm.stash_bytes[i] + sm.slotbuf_bytes[i];
+        cr_expect(close_rel(t.slot_bytes, slot), "%s on %s stage %d: slot %.17g bytes, "
+                  "simulator %.17g", pname, cname, i, t.slot_bytes, slot);
+        k->slots++;
         /* the parameter-sized memory of each of its devices */
         for (int j = 0; j < ps->replicas; j++)
             for (int d = 0; d < r->ndevices; d++)
@@ -126,6 +137,8 @@ static void check_one(const char *pname, const char *cname, const profile *p,
                     k->mems++;
                 }
     }
+    sim_model_release(&sm);
+    schedule_free(sch);
     sim_report_free(r);
     plan_free(pl);
     nm_model_free(&m);
@@ -161,6 +174,8 @@ Test(model_terms, shipped_profiles_and_clusters, .timeout = 600)
     cr_expect_gt(k.xfers, 0);
     cr_expect_gt(k.allreduces, 0);
     cr_expect_gt(k.mems, 0);
-    fprintf(stderr, "model_terms: %d plans, %d stages' bytes, %d transfers, %d all-reduces, "
-            "%d devices' memory compared\n", k.plans, k.bytes, k.xfers, k.allreduces, k.mems);
+    cr_expect_gt(k.slots, 0);
+    fprintf(stderr, "model_terms: %d plans, %d stages' bytes and slots, %d transfers, %d "
+            "all-reduces, %d devices' memory compared\n", k.plans, k.bytes, k.xfers,
+            k.allreduces, k.mems);
 }
