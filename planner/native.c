@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "planner/policy.h"
+#include "sim/memory.h" /* sim_memory_optimizer_mul */
 #include "sim/sim.h"
 
 void native_options_init(native_options *o)
@@ -36,7 +37,7 @@ double nm_now_ms(void)
     return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
 }
 
-static double optmul_of(optimizer_kind k) { return k == OPT_ADAM ? 2 : k == OPT_MOMENTUM ? 1 : 0; }
+static double optmul_of(optimizer_kind k) { return sim_memory_optimizer_mul(k); }
 
 static int used_devices(const cluster *c, const native_options *o)
 {

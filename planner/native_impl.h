@@ -7,18 +7,12 @@
 
 #include "core/schedule_traits.h"
 #include "planner/native.h"
+#include "sim/engine.h" /* sim_net: the planner prices transfers as the simulator does */
 
 #define NM_MAX_BLOCKS 48        /* the chain is coarsened to at most this many blocks */
 #define NM_MAX_UNITS 32         /* devices are grouped into at most this many units */
 #define NM_MAX_STAGES 128
 #define NM_BUCKET_BYTES (25.0 * 1024 * 1024) /* all-reduce bucket (the last is exposed) */
-
-/* The network, a copy of the cluster's levels. */
-typedef struct nm_net {
-    int nlevels;
-    long long gsize[CLUSTER_MAX_LEVELS]; /* devices per group of level l */
-    double bw[CLUSTER_MAX_LEVELS], lat[CLUSTER_MAX_LEVELS], egress[CLUSTER_MAX_LEVELS];
-} nm_net;
 
 /* Per (first unit u, units r): facts of the device range [u g, (u + r) g) in the order. */
 typedef struct nm_range {
@@ -26,7 +20,8 @@ typedef struct nm_range {
                          (the hierarchy is kept: no range cuts two servers in the middle) */
     double speed;     /* slowest device's speed */
     double cap;       /* smallest capacity, bytes */
-    double ar_a, ar_b; /* ring all-reduce of X bytes takes ar_a X + ar_b seconds */
+    double ar_a, ar_b; /* ring all-reduce of X bytes takes ar_a X + ar_b seconds (the
+                          rate and latency of sim_net_ring over the range) */
     double out_rate;  /* bytes/s of one transfer to the next unit's first device */
     double out_total; /* bytes/s of all the range's transfers to the next stage at once */
     double out_lat;   /* seconds per transfer to the next unit */
@@ -48,13 +43,14 @@ typedef struct nm_model {
                                   forward ms, backward ms, bytes kept per microbatch (outputs
                                   and saved tensors), parameter bytes, inner input-gradient
                                   buffers (once per stage) */
-    double *cut;      /* [nb + 1] bytes crossing the boundary before block b; 0 at 0, nb */
+    double *cut;      /* [nb + 1] bytes crossing the boundary before block b; 0 at 0, nb
+                         (sim_cross_bytes at the block boundaries) */
     double *maxA;     /* [nb + 1] the largest layer activation in block b (gradient buffers) */
     double ws_max;    /* the largest layer scratch (workspace_bytes): every stage's bound */
     nm_range *rg;     /* [U * (U + 1)]: rg[u * (U + 1) + r] */
     int nr;
     int rlist[NM_MAX_UNITS]; /* replica counts (in units) the program tries */
-    nm_net net;
+    sim_net net;      /* the cluster's network as the simulator prices it */
     struct nm_sched_memo *memo; /* [NM_MEMO] what chunked schedules' memory needs, by
                                    (kind, ranks, stages, microbatches); filled as pricing
                                    asks (the model is otherwise read-only), freed with it */
@@ -100,6 +96,25 @@ typedef struct nm_part {
 int nm_model_build(nm_model *m, const profile *p, const cluster *c, int ndev,
                    const int *order, double mem_limit, plumb_err *err);
 void nm_model_free(nm_model *m);
+
+/* The communication and memory terms the planner prices stage st of a partition with,
+ * per microbatch of s->mbsize samples: the bytes it receives and sends (the cuts before
+ * and after it), one transfer of its output to the next stage's first device (latency +
+ * bytes / rate of the path, 0 for the last stage), its ring all-reduce (0 unreplicated),
+ * per device its parameter bytes (= its gradients) and optimizer state, and the bytes of
+ * one buffer slot. Each term is the simulator's (sim_cost_build, sim_net_path,
+ * sim_net_ring, sim_memory_of) for the plan nm_plan makes; tests/test_model_terms.c holds
+ * them equal (slot bytes without recompute; the slot counts differ, see
+ * docs/planner-native.md). */
+typedef struct nm_terms {
+    double in_bytes, out_bytes;
+    double xfer_s;
+    double allreduce_s;
+    double params, optimizer;
+    double slot_bytes;   /* per buffer slot: input (or data), outputs and saved tensors
+                            (recompute: the output), received and sent gradients */
+} nm_terms;
+void nm_stage_terms(const nm_model *m, const nm_setting *s, const nm_stage *st, nm_terms *out);
 
 /* Prices part (its stages set) under s: fills period, fill, ar, iter_s, thr, peak_mem,
  * cap, fits, M = s->M. */

@@ -26,47 +26,12 @@
 #include "planner/native_impl.h"
 
 #include "core/schedule.h"
+#include "sim/cost.h"   /* sim_cross_bytes */
+#include "sim/memory.h" /* sim_memory_optimizer_mul */
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* --- the network ----------------------------------------------------------------------- */
-
-static void net_from_cluster(nm_net *n, const cluster *c)
-{
-    n->nlevels = c->nlevels;
-    long long g = 1;
-    for (int l = 0; l < c->nlevels; l++) {
-        g *= c->levels[l].count > 0 ? c->levels[l].count : 1;
-        n->gsize[l] = g;
-        n->bw[l] = c->levels[l].bandwidth_Bps;
-        n->lat[l] = c->levels[l].latency_s;
-        n->egress[l] = c->levels[l].egress_Bps > 0 ? c->levels[l].egress_Bps
-                                                   : c->levels[l].bandwidth_Bps;
-    }
-}
-
-/* Level crossed between devices a and b (-1 when equal), the path's rate and latency: level
- * 0 alone inside a server, else levels 1..L, each limited by its bandwidth and egress. */
-static int net_path(const nm_net *n, int a, int b, double *rate, double *lat)
-{
-    *rate = INFINITY;
-    *lat = 0;
-    if (a == b) return -1;
-    int L = n->nlevels - 1;
-    for (int l = 0; l < n->nlevels; l++)
-        if (a / n->gsize[l] == b / n->gsize[l]) {
-            L = l;
-            break;
-        }
-    for (int l = L == 0 ? 0 : 1; l <= L; l++) {
-        double r = l > 0 && n->egress[l] < n->bw[l] ? n->egress[l] : n->bw[l];
-        if (r < *rate) *rate = r;
-        *lat += n->lat[l];
-    }
-    return L;
-}
 
 /* --- the model ------------------------------------------------------------------------- */
 
@@ -147,33 +112,6 @@ void nm_model_free(nm_model *m)
     free(m->maxA);
     free(m->rg);
     memset(m, 0, sizeof *m);
-}
-
-/* Bytes crossing the boundary after each layer (cross[i]: between i and i + 1): a layer's
- * output crosses every boundary up to its last consumer (the next layer for a chain). */
-static double *cross_bytes(const profile *p)
-{
-    int n = p->nlayers;
-    double *cross = calloc((size_t)n + 1, sizeof *cross);
-    int *far = malloc(((size_t)n + 1) * sizeof *far);
-    if (!cross || !far) {
-        free(cross);
-        free(far);
-        return NULL;
-    }
-    for (int i = 0; i < n; i++) far[i] = p->nedges ? i : i + 1;
-    for (int e = 0; e < p->nedges; e++) {
-        int a = p->edges[e].src, b = p->edges[e].dst;
-        if (a >= 0 && a < n && b > far[a] && b < n) far[a] = b;
-    }
-    for (int i = 0; i < n; i++)
-        if (far[i] > i) {
-            cross[i] += p->layers[i].activation_bytes;
-            cross[far[i] < n ? far[i] : n] -= p->layers[i].activation_bytes;
-        }
-    for (int i = 1; i <= n; i++) cross[i] += cross[i - 1];
-    free(far);
-    return cross;
 }
 
 /* Block cuts: near each equal-work point, the boundary in a window of +-h layers that the
@@ -274,7 +212,7 @@ int nm_model_build(nm_model *m, const profile *p, const cluster *c, int ndev,
     m->g = (ndev + NM_MAX_UNITS - 1) / NM_MAX_UNITS;
     m->U = ndev / m->g;
     int n = p->nlayers, U = m->U;
-    double *cross = cross_bytes(p);
+    double *cross = sim_cross_bytes(p);
     m->order = malloc((size_t)ndev * sizeof *m->order);
     m->memo = calloc(NM_MEMO, sizeof *m->memo); /* NULL: chunked memory from warmup counts */
     m->bfirst = malloc(((size_t)n + 2) * sizeof *m->bfirst);
@@ -322,7 +260,7 @@ int nm_model_build(nm_model *m, const profile *p, const cluster *c, int ndev,
         if (r <= 8 || is_pow2(r) || (r * m->g) % per == 0 || r >= U - 4)
             m->rlist[m->nr++] = r;
 
-    net_from_cluster(&m->net, c);
+    sim_net_from_cluster(&m->net, c, NULL);
     for (int u = 0; u < U; u++) {
         double sp = INFINITY, cap = INFINITY;
         for (int r = 1; u + r <= U; r++) {
@@ -346,30 +284,16 @@ int nm_model_build(nm_model *m, const profile *p, const cluster *c, int ndev,
                 R->ok = s0 == s1 || a0 || a1;
             }
             int nd = d1 - d0;
-            if (nd > 1) {
-                double rate = INFINITY, lat = 0;
-                for (int d = d0; d < d1; d++) {
-                    double hr, hl;
-                    int a = m->order[d], b = m->order[d + 1 < d1 ? d + 1 : d0];
-                    if (net_path(&m->net, a, b, &hr, &hl) < 0) continue;
-                    if (hr < rate) rate = hr;
-                    if (hl > lat) lat = hl;
-                }
-                if (isfinite(rate) && rate > 0) {
-                    R->ar_a = 2.0 * (nd - 1) / nd / rate;
-                    R->ar_b = 2.0 * (nd - 1) * lat;
-                }
-            }
+            if (nd > 1) sim_net_ring(&m->net, m->order + d0, nd, &R->ar_a, &R->ar_b);
+            double rate, lat;
             if (d0 > 0) {
-                double rate, lat;
-                int L = net_path(&m->net, m->order[d0 - 1], m->order[d1 - 1], &rate, &lat);
+                int L = sim_net_path(&m->net, m->order[d0 - 1], m->order[d1 - 1], &rate, &lat);
                 R->in_total = range_total(m, c, d0, d1, L, rate);
             }
             if (d1 < ndev) {
                 /* microbatches go round-robin from every replica to the next stage: the
                  * transfers cross the outermost level between the range and its successor */
-                double rate, lat;
-                int L = net_path(&m->net, m->order[d0], m->order[d1], &rate, &lat);
+                int L = sim_net_path(&m->net, m->order[d0], m->order[d1], &rate, &lat);
                 R->out_rate = rate;
                 R->out_lat = lat;
                 R->out_total = range_total(m, c, d0, d1, L, rate);
@@ -434,6 +358,28 @@ static double gradbuf(const nm_model *m, int b0, int b1, double in)
     return 2 * x;
 }
 
+/* The all-reduce of P parameter bytes over range R of n devices (sim_net_allreduce_s's
+ * ring, from R's coefficients). */
+static double range_allreduce_s(const nm_range *R, int n, double P)
+{
+    return n > 1 && P > 0 ? R->ar_a * P + R->ar_b : 0;
+}
+
+/* The bytes one buffer slot of blocks [b0, b1) holds per microbatch: the stage's input
+ * (the first stage's: its data, input_bytes), every layer's output and saved tensors (with
+ * recompute only the stage's output, the last stage's: its last block's), the received
+ * output gradient and the input gradient to send (the simulator's stash_bytes +
+ * slotbuf_bytes, sim/cost.c). */
+static double slot_bytes(const nm_model *m, const nm_setting *s, int b0, int b1)
+{
+    const double bscale = (double)s->mbsize / m->p->minibatch;
+    double in = b0 > 0 ? m->cut[b0] * bscale : 0, out = b1 < m->nb ? m->cut[b1] * bscale : 0;
+    double data = b0 > 0 ? in : m->p->input_bytes * bscale;
+    double kept = s->recompute ? (b1 < m->nb ? out : (m->cA[b1] - m->cA[b1 - 1]) * bscale)
+                               : (m->cA[b1] - m->cA[b0]) * bscale;
+    return data + kept + in + out;
+}
+
 /* W: devices of this stage and every later one. Returns 1 when it fits memory. */
 static int stage_cost_k(const nm_model *m, const nm_setting *s, int b0, int b1, int u,
                         int r, int W, int kzb, nm_cost *o)
@@ -444,7 +390,7 @@ static int stage_cost_k(const nm_model *m, const nm_setting *s, int b0, int b1, 
     double F = (m->cF[b1] - m->cF[b0]) * scale, B = (m->cB[b1] - m->cB[b0]) * scale;
     if (s->recompute) B += F;
     double c = F + B, P = m->cP[b1] - m->cP[b0];
-    double ar = n > 1 && P > 0 ? R->ar_a * P + R->ar_b : 0, arx = 0;
+    double ar = range_allreduce_s(R, n, P), arx = 0;
     if (ar > 0) {
         double tail = ar * (NM_BUCKET_BYTES < P ? NM_BUCKET_BYTES / P : 1);
         arx = ar - B > tail ? ar - B : tail;
@@ -481,15 +427,11 @@ static int stage_cost_k(const nm_model *m, const nm_setting *s, int b0, int b1, 
     }
     int ver = tr->versions > 0 ? tr->versions : k;
     double acts = (m->cA[b1] - m->cA[b0]) * bscale;
-    double optmul = s->opt == OPT_ADAM ? 2 : s->opt == OPT_MOMENTUM ? 1 : 0;
+    double optmul = sim_memory_optimizer_mul(s->opt);
     const int km = s->M > 0 ? ceil_div(s->M, n) : 0, ks = held_slots(s->kind, k, km, b0 > 0);
-    /* what recompute keeps per slot besides the input: the stage's output (the last
-     * stage's: its last block's) */
-    double kept = b1 < m->nb ? out : (m->cA[b1] - m->cA[b1 - 1]) * bscale;
-    double mem = P * (ver + 1 + optmul) + ks * (s->recompute ? in + kept : in + acts) +
+    double mem = P * (ver + 1 + optmul) + ks * slot_bytes(m, s, b0, b1) +
                  (s->recompute ? acts : 0) + gradbuf(m, b0, b1, in / bscale) * bscale +
-                 ks * (in + out) + (m->cG[b1] - m->cG[b0]) * bscale + m->ws_max +
-                 (b0 == 0 ? k * m->p->input_bytes * bscale : 0) +
+                 (m->cG[b1] - m->cG[b0]) * bscale + m->ws_max +
                  staged_grads(s->kind, k, km) * in;
     o->c = c;
     o->b = B;
@@ -507,6 +449,22 @@ static int stage_cost(const nm_model *m, const nm_setting *s, int b0, int b1, in
                       int W, nm_cost *o)
 {
     return stage_cost_k(m, s, b0, b1, u, r, W, 0, o);
+}
+
+void nm_stage_terms(const nm_model *m, const nm_setting *s, const nm_stage *st, nm_terms *out)
+{
+    const nm_range *R = &m->rg[st->u * (m->U + 1) + st->r];
+    const double bscale = (double)s->mbsize / m->p->minibatch;
+    const double P = m->cP[st->b1] - m->cP[st->b0];
+    out->in_bytes = st->b0 > 0 ? m->cut[st->b0] * bscale : 0;
+    out->out_bytes = st->b1 < m->nb ? m->cut[st->b1] * bscale : 0;
+    out->xfer_s = out->out_bytes > 0 && R->out_rate > 0
+                      ? R->out_lat + out->out_bytes / R->out_rate
+                      : 0;
+    out->allreduce_s = range_allreduce_s(R, st->r * m->g, P);
+    out->params = P;
+    out->optimizer = P * sim_memory_optimizer_mul(s->opt);
+    out->slot_bytes = slot_bytes(m, s, st->b0, st->b1);
 }
 
 /* Seconds per microbatch that the busiest server port spends on activations and gradients
@@ -572,12 +530,8 @@ static int chunked_slot_memory(const nm_model *m, const nm_setting *s, const nm_
         const nm_stage *st = &pt->st[i];
         const int w = e->worker[i];
         double in = st->b0 > 0 ? m->cut[st->b0] * bscale : 0;
-        double out = st->b1 < m->nb ? m->cut[st->b1] * bscale : 0;
         double acts = (m->cA[st->b1] - m->cA[st->b0]) * bscale;
-        double kept = st->b1 < m->nb ? out : (m->cA[st->b1] - m->cA[st->b1 - 1]) * bscale;
-        double data = st->b0 == 0 ? m->p->input_bytes * bscale : in;
-        mem[w] += e->slots[i] * ((s->recompute ? data + kept : data + acts) + in + out) +
-                  (s->recompute ? acts : 0);
+        mem[w] += e->slots[i] * slot_bytes(m, s, st->b0, st->b1) + (s->recompute ? acts : 0);
         double *b = &big[w * p + e->worker[i > 0 ? i - 1 : 0]];
         if (i > 0 && in > *b) *b = in;
     }
@@ -596,7 +550,7 @@ void nm_price(const nm_model *m, const nm_setting *s, nm_part *pt)
         double devper[NM_MAX_UNITS] = {0}, devmem[NM_MAX_UNITS] = {0};
         double stash[NM_MAX_UNITS] = {0}, rcmem[NM_MAX_UNITS] = {0};
         double bscale = (double)s->mbsize / m->p->minibatch;
-        double optmul = s->opt == OPT_ADAM ? 2 : s->opt == OPT_MOMENTUM ? 1 : 0;
+        double optmul = sim_memory_optimizer_mul(s->opt);
         for (int i = 0; i < pt->nst; i++) {
             const nm_stage *st = &pt->st[i];
             nm_cost o;
@@ -701,7 +655,7 @@ static void dp_layer(const nm_model *m, const nm_setting *s, nm_dp *d, int mode,
 {
     int nb = m->nb, U = m->U, W1 = U + 1, rc = s->recompute, K = d->K;
     double bscale = (double)s->mbsize / m->p->minibatch, kscale = bscale * 1e-3;
-    double optmul = s->opt == OPT_ADAM ? 2 : s->opt == OPT_MOMENTUM ? 1 : 0;
+    double optmul = sim_memory_optimizer_mul(s->opt);
     const sched_traits *tr = sched_traits_of(s->kind);
     int evenM = tr->mb_per_replica && s->M > 0;
     const size_t lay = dp_at(d, left, 0, 0), nxt = dp_at(d, K > 0 ? left - 1 : 0, 0, 0);

@@ -84,6 +84,36 @@ static double chain_gradbuf(const profile *p, int first, int last)
     return need[0] + need[1];
 }
 
+double *sim_cross_bytes(const profile *p)
+{
+    /* a difference array over the order: +bytes after the producer, -bytes after the
+     * last consumer */
+    int n = p->nlayers;
+    double *cross = calloc((size_t)n + 1, sizeof *cross);
+    int *far = malloc(((size_t)n + 1) * sizeof *far);
+    if (!cross || !far) {
+        free(cross);
+        free(far);
+        return NULL;
+    }
+    for (int i = 0; i < n; i++)
+        far[i] = p->nedges ? i : i + 1;  /* a chain: each output feeds the next layer */
+    for (int e = 0; e < p->nedges; e++) {
+        int a = p->edges[e].src, b = p->edges[e].dst;
+        if (a >= 0 && a < n && b > far[a] && b < n)
+            far[a] = b;
+    }
+    for (int i = 0; i < n; i++)
+        if (far[i] > i && far[i] <= n) {
+            cross[i] += p->layers[i].activation_bytes;
+            cross[far[i] < n ? far[i] : n] -= p->layers[i].activation_bytes;
+        }
+    for (int i = 1; i <= n; i++)
+        cross[i] += cross[i - 1];
+    free(far);
+    return cross;
+}
+
 int sim_cost_build(sim_model *m, const plan *pl, const schedule *s, const sim_net *net,
                    int straggler_device, double straggler_factor, plumb_err *err)
 {
@@ -127,30 +157,11 @@ int sim_cost_build(sim_model *m, const plan *pl, const schedule *s, const sim_ne
         }
     }
 
-    /* bytes crossing the boundary after each layer: a difference array over the order */
     int n = p->nlayers;
     double scale = (double)pl->microbatch_size / (p->minibatch > 0 ? p->minibatch : 1);
-    double *cross = calloc((size_t)n + 1, sizeof *cross);
-    int *far = malloc(((size_t)n + 1) * sizeof *far);
-    if (!cross || !far) {
-        free(cross);
-        free(far);
+    double *cross = sim_cross_bytes(p);
+    if (!cross)
         return err_set(err, NULL, NULL, "out of memory");
-    }
-    for (int i = 0; i < n; i++)
-        far[i] = p->nedges ? i : i + 1;  /* a chain: each output feeds the next layer */
-    for (int e = 0; e < p->nedges; e++) {
-        int a = p->edges[e].src, b = p->edges[e].dst;
-        if (a >= 0 && a < n && b > far[a] && b < n)
-            far[a] = b;
-    }
-    for (int i = 0; i < n; i++)
-        if (far[i] > i && far[i] <= n) {
-            cross[i] += p->layers[i].activation_bytes;
-            cross[far[i] < n ? far[i] : n] -= p->layers[i].activation_bytes;
-        }
-    for (int i = 1; i <= n; i++)
-        cross[i] += cross[i - 1];
 
     int splits = 0; /* a zero-bubble schedule: backwards run as I and W */
     for (int w = 0; w < s->nworkers && !splits; w++)
@@ -228,7 +239,6 @@ int sim_cost_build(sim_model *m, const plan *pl, const schedule *s, const sim_ne
         }
     }
     free(cross);
-    free(far);
     return sim_memory_staging(m, err);
 }
 

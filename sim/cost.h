@@ -1,11 +1,19 @@
 /* cost.h: the simulator's cost model (sim/cost.c): a plan and its schedule priced into the
- * engine's sim_model. Internal to sim/ and its tests. */
+ * engine's sim_model. Internal to sim/, its tests and the native planner, which prices
+ * its estimates with the same functions. */
 #ifndef PLUMB_SIM_COST_H
 #define PLUMB_SIM_COST_H
 
 #include "core/plan.h"
 #include "core/schedule.h"
 #include "sim/engine.h"
+
+/* Bytes crossing the boundary after each layer of p, at the profile's minibatch:
+ * cross[i] (0 <= i < nlayers) is what a cut between layers i and i + 1 sends, every
+ * output with a consumer beyond the cut (for a chain, layer i's output). Returns a malloc'd
+ * array of nlayers + 1 entries (the caller frees it), or NULL when out of memory. The
+ * simulator's cut_bytes and the native planner's cuts both come from here. */
+double *sim_cross_bytes(const profile *p);
 
 /* Fills m (allocating its arrays; release with sim_model_release even on failure) for
  * schedule s of plan pl on network net; compute on straggler_device (-1 = none) is

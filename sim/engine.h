@@ -46,9 +46,15 @@ void sim_net_from_cluster(sim_net *n, const cluster *c, const double *bw_overrid
  * server, else levels 1..L) and latency (sum over the levels crossed). */
 int sim_net_path(const sim_net *n, int a, int b, double *rate, double *latency);
 
+/* The ring all-reduce of devs[0..r-1] (ring in the given order) as a line in its bytes:
+ * X bytes take *per_byte X + *fixed seconds, *per_byte = 2(r-1)/r / rate and *fixed =
+ * 2(r-1) latency, rate and latency those of the ring's slowest hop (hops leaving a group
+ * through the same egress port share it). Returns 0, or -1 (both 0) when r <= 1 or no hop
+ * leaves a device. sim_net_allreduce_s and the native planner both price from it. */
+int sim_net_ring(const sim_net *n, const int *devs, int r, double *per_byte, double *fixed);
+
 /* Ring all-reduce of `bytes` among the devices devs[0..r-1] (ring in the given order):
- * 2(r-1)/r * bytes / rate + 2(r-1) * latency, where rate and latency are those of the
- * slowest hop of the ring. 0 when r <= 1. */
+ * sim_net_ring's line at `bytes`. 0 when r <= 1 or bytes <= 0. */
 double sim_net_allreduce_s(const sim_net *n, const int *devs, int r, double bytes);
 
 typedef struct sim_model {

@@ -52,6 +52,11 @@ int sim_memory_staging(sim_model *m, plumb_err *err)
     return 0;
 }
 
+double sim_memory_optimizer_mul(optimizer_kind opt)
+{
+    return opt == OPT_ADAM ? 2 : opt == OPT_MOMENTUM ? 1 : 0;
+}
+
 void sim_memory_of(const sim_model *m, int w, const int *versions, optimizer_kind opt,
                    double capacity, sim_memory *out)
 {
@@ -81,7 +86,7 @@ void sim_memory_of(const sim_model *m, int w, const int *versions, optimizer_kin
                 if (m->workspace_bytes[st] > ws) ws = m->workspace_bytes[st];
                 break;
             }
-    double optmul = opt == OPT_ADAM ? 2 : opt == OPT_MOMENTUM ? 1 : 0;
+    double optmul = sim_memory_optimizer_mul(opt);
     out->weights = weights;
     out->gradients = params;
     out->optimizer = optmul * params;

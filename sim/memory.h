@@ -5,6 +5,10 @@
 #include "sim/engine.h"
 #include "sim/sim.h"
 
+/* The optimizer state per parameter byte: sgd 0, momentum 1, adam 2 (the native planner
+ * prices its estimate with the same figure). */
+double sim_memory_optimizer_mul(optimizer_kind opt);
+
 /* Fills out with worker w's memory: weights x versions[stage] (NULL or <= 0 entries
  * count 1 version), gradients, optimizer state for opt, activations and gradient buffers
  * for the buffer slots of w's stages, the largest scratch; fits = total <= capacity. */

@@ -58,10 +58,12 @@ static int cmp_ll(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-double sim_net_allreduce_s(const sim_net *n, const int *devs, int r, double bytes)
+int sim_net_ring(const sim_net *n, const int *devs, int r, double *per_byte, double *fixed)
 {
-    if (r <= 1 || bytes <= 0)
-        return 0;
+    *per_byte = 0;
+    *fixed = 0;
+    if (r <= 1)
+        return -1;
     /* slowest hop of the ring; hops leaving a group through the same egress port share it */
     double rate = INFINITY, lat = 0;
     long long *ports = malloc((size_t)r * CLUSTER_MAX_LEVELS * sizeof *ports);
@@ -94,6 +96,16 @@ double sim_net_allreduce_s(const sim_net *n, const int *devs, int r, double byte
     }
     free(ports);
     if (!isfinite(rate) || rate <= 0)
+        return -1;
+    *per_byte = 2.0 * (r - 1) / r / rate;
+    *fixed = 2.0 * (r - 1) * lat;
+    return 0;
+}
+
+double sim_net_allreduce_s(const sim_net *n, const int *devs, int r, double bytes)
+{
+    double per_byte, fixed;
+    if (r <= 1 || bytes <= 0 || sim_net_ring(n, devs, r, &per_byte, &fixed))
         return 0;
-    return 2.0 * (r - 1) / r * bytes / rate + 2.0 * (r - 1) * lat;
+    return per_byte * bytes + fixed;
 }
