@@ -162,6 +162,12 @@ Test(model_terms, shipped_profiles_and_clusters, .timeout = 600)
         plumb_err e;
         cluster *c = cluster_load(clus[a], &e);
         cr_assert_not_null(c, "%s", e.msg);
+        if (c->ndevices > 64) { /* the DGX files (docs/llm.md): their first 4 servers */
+            cluster *k4 = cluster_take_gpus(c, 4 * c->levels[0].count, clus[a], &e);
+            cluster_free(c);
+            c = k4;
+            cr_assert_not_null(c, "%s", e.msg);
+        }
         for (int b = 0; b < np; b++) {
             profile *p = profile_load(profs[b], &e);
             cr_assert_not_null(p, "%s", e.msg);
