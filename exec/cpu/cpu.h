@@ -62,6 +62,21 @@ void cpu_conv2d_bwd_weight(bk_ctx *c, const bk_conv *g, const float *dy, const f
 void cpu_maxpool_fwd(bk_ctx *c, const bk_pool *g, const float *x, float *y);
 void cpu_maxpool_bwd(bk_ctx *c, const bk_pool *g, const float *x, const float *dy, float *dx);
 
+/* cpu_vec.c: the activations on blocks of 4 floats. relu_* equal the references bit for
+ * bit (NaN inputs give +0, as the references); gelu_* and cpu_exp_fast are within a few
+ * float ulp of the double-precision references (test_layers states the bound). */
+void cpu_relu_fwd(bk_ctx *c, size_t n, const float *x, float *y);
+void cpu_relu_bwd(bk_ctx *c, size_t n, const float *x, const float *dy, float *dx);
+void cpu_gelu_fwd(bk_ctx *c, size_t n, const float *x, float *y);
+void cpu_gelu_bwd(bk_ctx *c, size_t n, const float *x, const float *dy, float *dx);
+/* y[i] = e^x[i] for x clamped to [-87, 88]; y may be x. */
+void cpu_exp_fast(size_t n, const float *x, float *y);
+/* The scalar references (y = x > 0 ? x : 0; GELU's tanh form in double). */
+void cpu_relu_fwd_ref(size_t n, const float *x, float *y);
+void cpu_relu_bwd_ref(size_t n, const float *x, const float *dy, float *dx);
+void cpu_gelu_fwd_ref(size_t n, const float *x, float *y);
+void cpu_gelu_bwd_ref(size_t n, const float *x, const float *dy, float *dx);
+
 /* cpu_layers.c */
 void cpu_linear_fwd(bk_ctx *c, int N, int in, int out, const float *x, const float *w,
                     const float *b, float *y);
@@ -69,10 +84,6 @@ void cpu_linear_bwd_data(bk_ctx *c, int N, int in, int out, const float *dy, con
                          float *dx);
 void cpu_linear_bwd_weight(bk_ctx *c, int N, int in, int out, const float *dy,
                            const float *x, float *dw, float *db);
-void cpu_relu_fwd(bk_ctx *c, size_t n, const float *x, float *y);
-void cpu_relu_bwd(bk_ctx *c, size_t n, const float *x, const float *dy, float *dx);
-void cpu_gelu_fwd(bk_ctx *c, size_t n, const float *x, float *y);
-void cpu_gelu_bwd(bk_ctx *c, size_t n, const float *x, const float *dy, float *dx);
 void cpu_xent_fwd(bk_ctx *c, int N, int V, const float *logits, const int32_t *targets,
                   float *probs, float *loss, float *correct);
 void cpu_xent_bwd(bk_ctx *c, int N, int V, const float *probs, const int32_t *targets,

@@ -129,7 +129,10 @@ void cpu_conv2d_fwd(bk_ctx *c, const bk_conv *g, const float *x, const float *w,
                 float *dst = y + ((size_t)(s0 + s) * g->K + k) * PQ;
                 const float *src = t + (size_t)k * nb * PQ + s * PQ;
                 const float bk = b ? b[k] : 0.0f;
-                for (size_t i = 0; i < PQ; i++) dst[i] = cpu_out(c, src[i]) + bk;
+                if (c->bf16)
+                    for (size_t i = 0; i < PQ; i++) dst[i] = cpu_bf16(src[i]) + bk;
+                else
+                    for (size_t i = 0; i < PQ; i++) dst[i] = src[i] + bk;
             }
     }
 }
@@ -186,9 +189,53 @@ void cpu_conv2d_bwd_weight(bk_ctx *c, const bk_conv *g, const float *dy, const f
         for (size_t i = 0; i < nw; i++) dw[i] += cpu_bf16(acc[i]);
 }
 
+/* The 2x2 window at stride 2 (the common pooling), the general loops' comparisons in
+ * their order: the same maxima and the same first-maximum positions. */
+static void maxpool2_fwd(const bk_pool *g, const float *x, float *y)
+{
+    for (size_t bc = 0; bc < (size_t)g->B * g->C; bc++) {
+        const float *xs = x + bc * g->H * g->W;
+        float *ys = y + bc * g->P * g->Q;
+        for (int p = 0; p < g->P; p++) {
+            const float *r0 = xs + (size_t)(2 * p) * g->W, *r1 = r0 + g->W;
+            float *o = ys + (size_t)p * g->Q;
+            for (int q = 0; q < g->Q; q++) {
+                float m = r0[2 * q];
+                m = r0[2 * q + 1] > m ? r0[2 * q + 1] : m;
+                m = r1[2 * q] > m ? r1[2 * q] : m;
+                m = r1[2 * q + 1] > m ? r1[2 * q + 1] : m;
+                o[q] = m;
+            }
+        }
+    }
+}
+
+static void maxpool2_bwd(const bk_pool *g, const float *x, const float *dy, float *dx)
+{
+    for (size_t bc = 0; bc < (size_t)g->B * g->C; bc++) {
+        const float *xs = x + bc * g->H * g->W;
+        float *dxs = dx + bc * g->H * g->W;
+        const float *dys = dy + bc * g->P * g->Q;
+        for (int p = 0; p < g->P; p++) {
+            const size_t r0 = (size_t)(2 * p) * g->W, r1 = r0 + g->W;
+            for (int q = 0; q < g->Q; q++) {
+                size_t best = r0 + 2 * q;
+                best = xs[r0 + 2 * q + 1] > xs[best] ? r0 + 2 * q + 1 : best;
+                best = xs[r1 + 2 * q] > xs[best] ? r1 + 2 * q : best;
+                best = xs[r1 + 2 * q + 1] > xs[best] ? r1 + 2 * q + 1 : best;
+                dxs[best] += dys[(size_t)p * g->Q + q];
+            }
+        }
+    }
+}
+
 void cpu_maxpool_fwd(bk_ctx *c, const bk_pool *g, const float *x, float *y)
 {
     (void)c;
+    if (g->kernel == 2 && g->stride == 2) {
+        maxpool2_fwd(g, x, y);
+        return;
+    }
     for (size_t bc = 0; bc < (size_t)g->B * g->C; bc++) {
         const float *xs = x + bc * g->H * g->W;
         float *ys = y + bc * g->P * g->Q;
@@ -208,6 +255,10 @@ void cpu_maxpool_bwd(bk_ctx *c, const bk_pool *g, const float *x, const float *d
 {
     (void)c;
     memset(dx, 0, (size_t)g->B * g->C * g->H * g->W * sizeof(float));
+    if (g->kernel == 2 && g->stride == 2) {
+        maxpool2_bwd(g, x, dy, dx);
+        return;
+    }
     for (size_t bc = 0; bc < (size_t)g->B * g->C; bc++) {
         const float *xs = x + bc * g->H * g->W;
         float *dxs = dx + bc * g->H * g->W;

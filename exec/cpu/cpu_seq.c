@@ -1,7 +1,8 @@
 /* cpu_seq.c: the CPU backend's transformer layers: layer normalization, token + position
- * embedding, and the causal multi-head attention core. Plain loops with double
- * accumulators; the heavy GEMMs of a transformer are its linear layers. In a cpu-bf16
- * context the attention's products take bf16-rounded inputs (cpu_in), as cuBLAS's. */
+ * embedding, and the causal multi-head attention core. Layer normalization and embedding
+ * are plain loops with double accumulators; the fp32 attention runs its products as GEMMs
+ * per (sample, head). In a cpu-bf16 context the attention keeps its loops, each product's
+ * inputs rounded to bf16 (cpu_in), as cuBLAS's. */
 #include "exec/cpu/cpu.h"
 
 #include <math.h>
@@ -94,8 +95,9 @@ void cpu_embedding_bwd_weight(bk_ctx *c, int B, int T, int V, int D, const float
         }
 }
 
-void cpu_attention_fwd(bk_ctx *c, int B, int T, int D, int H, const float *qkv, float *att,
-                       float *y)
+/* The attention as plain loops, each product's inputs through cpu_in: the cpu-bf16 path. */
+static void attention_fwd_loops(bk_ctx *c, int B, int T, int D, int H, const float *qkv,
+                                float *att, float *y)
 {
     const int hs = D / H, D3 = 3 * D;
     const float scale = 1.0f / sqrtf((float)hs);
@@ -130,8 +132,8 @@ void cpu_attention_fwd(bk_ctx *c, int B, int T, int D, int H, const float *qkv, 
             }
 }
 
-void cpu_attention_bwd(bk_ctx *c, int B, int T, int D, int H, const float *qkv,
-                       const float *att, const float *dy, float *dqkv)
+static void attention_bwd_loops(bk_ctx *c, int B, int T, int D, int H, const float *qkv,
+                                const float *att, const float *dy, float *dqkv)
 {
     const int hs = D / H, D3 = 3 * D;
     const float scale = 1.0f / sqrtf((float)hs);
@@ -172,4 +174,80 @@ void cpu_attention_bwd(bk_ctx *c, int B, int T, int D, int H, const float *qkv,
                     }
                 }
             }
+}
+
+/* fp32: per (sample, head) the scores S = Q K^T, the masked softmax in place, and
+ * Y = A V as GEMMs over the head's strided columns of qkv (leading dimension 3D). */
+static void attention_fwd_gemm(bk_ctx *c, int B, int T, int D, int H, const float *qkv,
+                               float *att, float *y)
+{
+    const int hs = D / H, D3 = 3 * D;
+    const float scale = 1.0f / sqrtf((float)hs);
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < H; h++) {
+            const float *q = qkv + (size_t)b * T * D3 + h * hs;
+            float *a = att + ((size_t)b * H + h) * T * T;
+            /* a (T, T) = scale q (T, hs) k^T (hs, T) */
+            cpu_sgemm(c, 0, 1, T, T, hs, scale, q, D3, q + D, D3, 0.0f, a, T);
+            for (int t = 0; t < T; t++) {
+                float *r = a + (size_t)t * T, mx = r[0];
+                for (int u = 1; u <= t; u++) mx = r[u] > mx ? r[u] : mx;
+                for (int u = 0; u <= t; u++) r[u] -= mx;
+                cpu_exp_fast((size_t)t + 1, r, r);
+                float sum = 0;
+                for (int u = 0; u <= t; u++) sum += r[u];
+                float inv = 1.0f / sum;
+                for (int u = 0; u <= t; u++) r[u] *= inv;
+                for (int u = t + 1; u < T; u++) r[u] = 0.0f;
+            }
+            /* y (T, hs) = a (T, T) v (T, hs) */
+            cpu_sgemm(c, 0, 0, T, hs, T, 1.0f, a, T, q + 2 * D, D3, 0.0f,
+                      y + (size_t)b * T * D + h * hs, D);
+        }
+}
+
+/* fp32 backward: dA = dY V^T, dV = A^T dY, dS = A (dA - rowsum(A dA)) scale in place,
+ * dQ = dS K and dK = dS^T Q, each a GEMM writing its block of dqkv. */
+static void attention_bwd_gemm(bk_ctx *c, int B, int T, int D, int H, const float *qkv,
+                               const float *att, const float *dy, float *dqkv)
+{
+    const int hs = D / H, D3 = 3 * D;
+    const float scale = 1.0f / sqrtf((float)hs);
+    float *ds = cpu_scratch(c, (size_t)T * T);
+    if (!ds) return;
+    if (hs * H != D) memset(dqkv, 0, (size_t)B * T * D3 * sizeof(float)); /* columns no head has */
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < H; h++) {
+            const float *q = qkv + (size_t)b * T * D3 + h * hs;
+            const float *a = att + ((size_t)b * H + h) * T * T;
+            const float *d = dy + (size_t)b * T * D + h * hs;
+            float *dq = dqkv + (size_t)b * T * D3 + h * hs;
+            /* ds (T, T) = d (T, hs) v^T (hs, T); dv (T, hs) = a^T (T, T) d (T, hs) */
+            cpu_sgemm(c, 0, 1, T, T, hs, 1.0f, d, D, q + 2 * D, D3, 0.0f, ds, T);
+            cpu_sgemm(c, 1, 0, T, hs, T, 1.0f, a, T, d, D, 0.0f, dq + 2 * D, D3);
+            for (int t = 0; t < T; t++) {
+                const float *ar = a + (size_t)t * T;
+                float *r = ds + (size_t)t * T, dot = 0;
+                for (int u = 0; u <= t; u++) dot += ar[u] * r[u];
+                for (int u = 0; u <= t; u++) r[u] = ar[u] * (r[u] - dot) * scale;
+                for (int u = t + 1; u < T; u++) r[u] = 0.0f;
+            }
+            /* dq (T, hs) = ds (T, T) k (T, hs); dk (T, hs) = ds^T (T, T) q (T, hs) */
+            cpu_sgemm(c, 0, 0, T, hs, T, 1.0f, ds, T, q + D, D3, 0.0f, dq, D3);
+            cpu_sgemm(c, 1, 0, T, hs, T, 1.0f, ds, T, q, D3, 0.0f, dq + D, D3);
+        }
+}
+
+void cpu_attention_fwd(bk_ctx *c, int B, int T, int D, int H, const float *qkv, float *att,
+                       float *y)
+{
+    if (c->bf16) attention_fwd_loops(c, B, T, D, H, qkv, att, y);
+    else attention_fwd_gemm(c, B, T, D, H, qkv, att, y);
+}
+
+void cpu_attention_bwd(bk_ctx *c, int B, int T, int D, int H, const float *qkv,
+                       const float *att, const float *dy, float *dqkv)
+{
+    if (c->bf16) attention_bwd_loops(c, B, T, D, H, qkv, att, dy, dqkv);
+    else attention_bwd_gemm(c, B, T, D, H, qkv, att, dy, dqkv);
 }
