@@ -1,14 +1,16 @@
 /* test_cpu_vec.c: the CPU backend's vectorised element-wise kernels (cpu_vec.c) against
  * their scalar references: ReLU forward and backward bit for bit (signed zeros, NaN,
  * infinities, subnormals, every tail length), GELU forward and backward and the
- * exponential within a stated error bound over a dense sweep, and the independence of
- * an element's result from its position. */
+ * exponential within a stated error bound over a dense sweep, the independence of an
+ * element's result from its position, and the fp32 attention against a replay. */
 #include <criterion/criterion.h>
 #include <float.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <cblas.h>
 
 #include "exec/cpu/cpu.h"
 
@@ -116,4 +118,66 @@ Test(cpu_vec, result_does_not_depend_on_position)
         for (int i = off; i < 64; i++)
             cr_assert_eq(bits(a[i]), bits(b[i - off]), "off %d i %d", off, i);
     }
+}
+
+/* The fp32 attention (per-head GEMMs, split over threads): the forward against a direct
+ * double-precision replay written here, and forward and backward the same bits at 1 and 2
+ * threads (each (sample, head) is one thread's item). */
+static void attention_run(int threads, int B, int T, int D, int H, const float *qkv,
+                          const float *dy, float *att, float *y, float *dqkv)
+{
+    plumb_err e = {{0}};
+    const backend *bk = backend_find("cpu", &e);
+    cr_assert_not_null(bk);
+    bk_ctx *c = bk->create(0, &e);
+    cr_assert_not_null(c);
+    openblas_set_num_threads(threads);
+    cr_assert_eq(cpu_par_threads(), threads);
+    cpu_attention_fwd(c, B, T, D, H, qkv, att, y);
+    cpu_attention_bwd(c, B, T, D, H, qkv, att, dy, dqkv);
+    cr_assert_str_empty(c->failure.msg);
+    bk->destroy(c);
+}
+
+Test(cpu_vec, attention_matches_replay_at_any_thread_count)
+{
+    enum { B = 3, T = 9, D = 8, H = 2, hs = D / H };
+    static float qkv[B * T * 3 * D], dy[B * T * D];
+    static float att1[B * H * T * T], y1[B * T * D], g1[B * T * 3 * D];
+    static float att2[B * H * T * T], y2[B * T * D], g2[B * T * 3 * D];
+    uint32_t s = 12345;
+    for (size_t i = 0; i < sizeof qkv / sizeof *qkv; i++) {
+        s = s * 1664525u + 1013904223u;
+        qkv[i] = (float)(s >> 8) / (float)(1 << 24) * 4.0f - 2.0f;
+    }
+    for (size_t i = 0; i < sizeof dy / sizeof *dy; i++) dy[i] = (float)((i * 37) % 11) - 5.0f;
+    attention_run(1, B, T, D, H, qkv, dy, att1, y1, g1);
+    attention_run(2, B, T, D, H, qkv, dy, att2, y2, g2);
+    cr_assert_eq(memcmp(att1, att2, sizeof att1), 0);
+    cr_assert_eq(memcmp(y1, y2, sizeof y1), 0);
+    cr_assert_eq(memcmp(g1, g2, sizeof g1), 0);
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < H; h++)
+            for (int t = 0; t < T; t++) {
+                const float *q = qkv + ((size_t)b * T + t) * 3 * D + h * hs;
+                double sc[T], mx = -1e300, sum = 0;
+                for (int u = 0; u <= t; u++) {
+                    const float *k = qkv + ((size_t)b * T + u) * 3 * D + D + h * hs;
+                    sc[u] = 0;
+                    for (int i = 0; i < hs; i++) sc[u] += (double)q[i] * k[i];
+                    sc[u] /= sqrt((double)hs);
+                    if (sc[u] > mx) mx = sc[u];
+                }
+                for (int u = 0; u <= t; u++) sum += (sc[u] = exp(sc[u] - mx));
+                for (int i = 0; i < hs; i++) {
+                    double o = 0;
+                    for (int u = 0; u <= t; u++)
+                        o += sc[u] / sum * qkv[((size_t)b * T + u) * 3 * D + 2 * D + h * hs + i];
+                    float got = y1[((size_t)b * T + t) * D + h * hs + i];
+                    cr_assert(fabs(got - o) <= 1e-5 * (1 + fabs(o)), "b%d h%d t%d i%d: %g vs %g",
+                              b, h, t, i, got, o);
+                }
+                for (int u = t + 1; u < T; u++)
+                    cr_assert_eq(att1[(((size_t)b * H + h) * T + t) * T + u], 0.0f);
+            }
 }

@@ -62,6 +62,16 @@ void cpu_conv2d_bwd_weight(bk_ctx *c, const bk_conv *g, const float *dy, const f
 void cpu_maxpool_fwd(bk_ctx *c, const bk_pool *g, const float *x, float *y);
 void cpu_maxpool_bwd(bk_ctx *c, const bk_pool *g, const float *x, const float *dy, float *dx);
 
+/* cpu_par.c. A work function runs items [lo, hi) as thread number slot (0 .. threads-1). */
+typedef void (*cpu_par_fn)(void *arg, size_t lo, size_t hi, int slot);
+/* The threads cpu_par splits over: OpenBLAS's thread count, 1 to 16. */
+int cpu_par_threads(void);
+/* Runs fn over [0, n) split into contiguous ranges, one per thread, with at least
+ * min_items items per range (fewer threads for small n); the caller runs the first range
+ * and returns when all have run. When a thread cannot be started the caller runs its range
+ * too. fn must only write what its own items own. */
+void cpu_par(size_t n, size_t min_items, cpu_par_fn fn, void *arg);
+
 /* cpu_vec.c: the activations on blocks of 4 floats. relu_* equal the references bit for
  * bit (NaN inputs give +0, as the references); gelu_* and cpu_exp_fast are within a few
  * float ulp of the double-precision references (test_layers states the bound). */

@@ -176,66 +176,93 @@ static void attention_bwd_loops(bk_ctx *c, int B, int T, int D, int H, const flo
             }
 }
 
+/* The fp32 attention's arguments, shared by its threads; items are (sample, head) pairs,
+ * each writing only its own blocks of att, y and dqkv. */
+typedef struct att_arg {
+    bk_ctx *c;
+    int T, D, H;
+    const float *qkv, *att_in, *dy;
+    float *att, *y, *dqkv, *ds; /* ds: T T floats of scratch per thread */
+} att_arg;
+
 /* fp32: per (sample, head) the scores S = Q K^T, the masked softmax in place, and
  * Y = A V as GEMMs over the head's strided columns of qkv (leading dimension 3D). */
-static void attention_fwd_gemm(bk_ctx *c, int B, int T, int D, int H, const float *qkv,
-                               float *att, float *y)
+static void attention_fwd_part(void *p, size_t lo, size_t hi, int slot)
 {
-    const int hs = D / H, D3 = 3 * D;
+    const att_arg *g = p;
+    const int T = g->T, D = g->D, H = g->H, hs = D / H, D3 = 3 * D;
     const float scale = 1.0f / sqrtf((float)hs);
-    for (int b = 0; b < B; b++)
-        for (int h = 0; h < H; h++) {
-            const float *q = qkv + (size_t)b * T * D3 + h * hs;
-            float *a = att + ((size_t)b * H + h) * T * T;
-            /* a (T, T) = scale q (T, hs) k^T (hs, T) */
-            cpu_sgemm(c, 0, 1, T, T, hs, scale, q, D3, q + D, D3, 0.0f, a, T);
-            for (int t = 0; t < T; t++) {
-                float *r = a + (size_t)t * T, mx = r[0];
-                for (int u = 1; u <= t; u++) mx = r[u] > mx ? r[u] : mx;
-                for (int u = 0; u <= t; u++) r[u] -= mx;
-                cpu_exp_fast((size_t)t + 1, r, r);
-                float sum = 0;
-                for (int u = 0; u <= t; u++) sum += r[u];
-                float inv = 1.0f / sum;
-                for (int u = 0; u <= t; u++) r[u] *= inv;
-                for (int u = t + 1; u < T; u++) r[u] = 0.0f;
-            }
-            /* y (T, hs) = a (T, T) v (T, hs) */
-            cpu_sgemm(c, 0, 0, T, hs, T, 1.0f, a, T, q + 2 * D, D3, 0.0f,
-                      y + (size_t)b * T * D + h * hs, D);
+    (void)slot;
+    for (size_t bh = lo; bh < hi; bh++) {
+        const int b = (int)(bh / H), h = (int)(bh % H);
+        const float *q = g->qkv + (size_t)b * T * D3 + h * hs;
+        float *a = g->att + bh * T * T;
+        /* a (T, T) = scale q (T, hs) k^T (hs, T) */
+        cpu_sgemm(g->c, 0, 1, T, T, hs, scale, q, D3, q + D, D3, 0.0f, a, T);
+        for (int t = 0; t < T; t++) {
+            float *r = a + (size_t)t * T, mx = r[0];
+            for (int u = 1; u <= t; u++) mx = r[u] > mx ? r[u] : mx;
+            for (int u = 0; u <= t; u++) r[u] -= mx;
+            cpu_exp_fast((size_t)t + 1, r, r);
+            float sum = 0;
+            for (int u = 0; u <= t; u++) sum += r[u];
+            float inv = 1.0f / sum;
+            for (int u = 0; u <= t; u++) r[u] *= inv;
+            for (int u = t + 1; u < T; u++) r[u] = 0.0f;
         }
+        /* y (T, hs) = a (T, T) v (T, hs) */
+        cpu_sgemm(g->c, 0, 0, T, hs, T, 1.0f, a, T, q + 2 * D, D3, 0.0f,
+                  g->y + (size_t)b * T * D + h * hs, D);
+    }
 }
 
 /* fp32 backward: dA = dY V^T, dV = A^T dY, dS = A (dA - rowsum(A dA)) scale in place,
  * dQ = dS K and dK = dS^T Q, each a GEMM writing its block of dqkv. */
+static void attention_bwd_part(void *p, size_t lo, size_t hi, int slot)
+{
+    const att_arg *g = p;
+    const int T = g->T, D = g->D, H = g->H, hs = D / H, D3 = 3 * D;
+    const float scale = 1.0f / sqrtf((float)hs);
+    float *ds = g->ds + (size_t)slot * T * T;
+    for (size_t bh = lo; bh < hi; bh++) {
+        const int b = (int)(bh / H), h = (int)(bh % H);
+        const float *q = g->qkv + (size_t)b * T * D3 + h * hs;
+        const float *a = g->att_in + bh * T * T;
+        const float *d = g->dy + (size_t)b * T * D + h * hs;
+        float *dq = g->dqkv + (size_t)b * T * D3 + h * hs;
+        /* ds (T, T) = d (T, hs) v^T (hs, T); dv (T, hs) = a^T (T, T) d (T, hs) */
+        cpu_sgemm(g->c, 0, 1, T, T, hs, 1.0f, d, D, q + 2 * D, D3, 0.0f, ds, T);
+        cpu_sgemm(g->c, 1, 0, T, hs, T, 1.0f, a, T, d, D, 0.0f, dq + 2 * D, D3);
+        for (int t = 0; t < T; t++) {
+            const float *ar = a + (size_t)t * T;
+            float *r = ds + (size_t)t * T, dot = 0;
+            for (int u = 0; u <= t; u++) dot += ar[u] * r[u];
+            for (int u = 0; u <= t; u++) r[u] = ar[u] * (r[u] - dot) * scale;
+            for (int u = t + 1; u < T; u++) r[u] = 0.0f;
+        }
+        /* dq (T, hs) = ds (T, T) k (T, hs); dk (T, hs) = ds^T (T, T) q (T, hs) */
+        cpu_sgemm(g->c, 0, 0, T, hs, T, 1.0f, ds, T, q + D, D3, 0.0f, dq, D3);
+        cpu_sgemm(g->c, 1, 0, T, hs, T, 1.0f, ds, T, q, D3, 0.0f, dq + D, D3);
+    }
+}
+
+static void attention_fwd_gemm(bk_ctx *c, int B, int T, int D, int H, const float *qkv,
+                               float *att, float *y)
+{
+    att_arg g = {.c = c, .T = T, .D = D, .H = H, .qkv = qkv, .att = att, .y = y};
+    cpu_par((size_t)B * H, 1, attention_fwd_part, &g);
+}
+
 static void attention_bwd_gemm(bk_ctx *c, int B, int T, int D, int H, const float *qkv,
                                const float *att, const float *dy, float *dqkv)
 {
-    const int hs = D / H, D3 = 3 * D;
-    const float scale = 1.0f / sqrtf((float)hs);
-    float *ds = cpu_scratch(c, (size_t)T * T);
+    float *ds = cpu_scratch(c, (size_t)T * T * cpu_par_threads());
     if (!ds) return;
-    if (hs * H != D) memset(dqkv, 0, (size_t)B * T * D3 * sizeof(float)); /* columns no head has */
-    for (int b = 0; b < B; b++)
-        for (int h = 0; h < H; h++) {
-            const float *q = qkv + (size_t)b * T * D3 + h * hs;
-            const float *a = att + ((size_t)b * H + h) * T * T;
-            const float *d = dy + (size_t)b * T * D + h * hs;
-            float *dq = dqkv + (size_t)b * T * D3 + h * hs;
-            /* ds (T, T) = d (T, hs) v^T (hs, T); dv (T, hs) = a^T (T, T) d (T, hs) */
-            cpu_sgemm(c, 0, 1, T, T, hs, 1.0f, d, D, q + 2 * D, D3, 0.0f, ds, T);
-            cpu_sgemm(c, 1, 0, T, hs, T, 1.0f, a, T, d, D, 0.0f, dq + 2 * D, D3);
-            for (int t = 0; t < T; t++) {
-                const float *ar = a + (size_t)t * T;
-                float *r = ds + (size_t)t * T, dot = 0;
-                for (int u = 0; u <= t; u++) dot += ar[u] * r[u];
-                for (int u = 0; u <= t; u++) r[u] = ar[u] * (r[u] - dot) * scale;
-                for (int u = t + 1; u < T; u++) r[u] = 0.0f;
-            }
-            /* dq (T, hs) = ds (T, T) k (T, hs); dk (T, hs) = ds^T (T, T) q (T, hs) */
-            cpu_sgemm(c, 0, 0, T, hs, T, 1.0f, ds, T, q + D, D3, 0.0f, dq, D3);
-            cpu_sgemm(c, 1, 0, T, hs, T, 1.0f, ds, T, q, D3, 0.0f, dq + D, D3);
-        }
+    if ((D / H) * H != D) /* columns no head has */
+        memset(dqkv, 0, (size_t)B * T * 3 * D * sizeof(float));
+    att_arg g = {.c = c, .T = T, .D = D, .H = H, .qkv = qkv, .att_in = att, .dy = dy,
+                 .dqkv = dqkv, .ds = ds};
+    cpu_par((size_t)B * H, 1, attention_bwd_part, &g);
 }
 
 void cpu_attention_fwd(bk_ctx *c, int B, int T, int D, int H, const float *qkv, float *att,

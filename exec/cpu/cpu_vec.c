@@ -122,16 +122,41 @@ void cpu_relu_bwd(bk_ctx *c, size_t n, const float *x, const float *dy, float *d
     BINARY_LOOP(relu_bwd8, n, x, dy, dx);
 }
 
+/* GELU over threads: a lane's result depends only on its inputs, so any split gives the
+ * same bits. At least PAR_MIN elements per thread (a thread start costs ~20 us). */
+#define PAR_MIN ((size_t)1 << 15)
+
+typedef struct gelu_arg {
+    const float *x, *dy;
+    float *y;
+} gelu_arg;
+
+static void gelu_fwd_part(void *p, size_t lo, size_t hi, int slot)
+{
+    gelu_arg *a = p;
+    (void)slot;
+    UNARY_LOOP(gelu8, hi - lo, a->x + lo, a->y + lo);
+}
+
+static void gelu_bwd_part(void *p, size_t lo, size_t hi, int slot)
+{
+    gelu_arg *a = p;
+    (void)slot;
+    BINARY_LOOP(gelu_bwd8, hi - lo, a->x + lo, a->dy + lo, a->y + lo);
+}
+
 void cpu_gelu_fwd(bk_ctx *c, size_t n, const float *x, float *y)
 {
     (void)c;
-    UNARY_LOOP(gelu8, n, x, y);
+    gelu_arg a = {x, NULL, y};
+    cpu_par(n, PAR_MIN, gelu_fwd_part, &a);
 }
 
 void cpu_gelu_bwd(bk_ctx *c, size_t n, const float *x, const float *dy, float *dx)
 {
     (void)c;
-    BINARY_LOOP(gelu_bwd8, n, x, dy, dx);
+    gelu_arg a = {x, dy, dx};
+    cpu_par(n, PAR_MIN, gelu_bwd_part, &a);
 }
 
 void cpu_exp_fast(size_t n, const float *x, float *y) { UNARY_LOOP(exp8, n, x, y); }
