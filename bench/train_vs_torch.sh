@@ -47,11 +47,11 @@ for model in fmnist-cnn gpt-mini; do
         line=$(printf "%-10s %d thread(s): plumb %7.1f samples/s" "$model" "$th" "$p")
         if [ $have_torch = 1 ]; then
             t=$(median < "$tmp/t.$model.$th")
-            line="$line, PyTorch $(printf %7.1f "$t"), plumb/PyTorch $(awk -v a="$p" -v b="$t" 'BEGIN{printf "%.2fx", b > 0 ? a / b : 0}')"
+            line="$line, PyTorch $(printf %7.1f "$t"), plumb/PyTorch $(awk -v a="$p" -v b="$t" 'BEGIN{printf "%.2fx", (b > 0) ? a / b : 0}')"
         fi
         if [ -n "$BASE" ]; then
             b=$(median < "$tmp/b.$model.$th")
-            line="$line, baseline $(printf %7.1f "$b"), plumb/baseline $(awk -v a="$p" -v b="$b" 'BEGIN{printf "%.2fx", b > 0 ? a / b : 0}')"
+            line="$line, baseline $(printf %7.1f "$b"), plumb/baseline $(awk -v a="$p" -v b="$b" 'BEGIN{printf "%.2fx", (b > 0) ? a / b : 0}')"
         fi
         echo "$line (median of $REPS)"
     done

@@ -2,7 +2,8 @@
  * their scalar references: ReLU forward and backward bit for bit (signed zeros, NaN,
  * infinities, subnormals, every tail length), GELU forward and backward and the
  * exponential within a stated error bound over a dense sweep, the independence of an
- * element's result from its position, and the fp32 attention against a replay. */
+ * element's result from its position, the fp32 attention and the 2x2 max pooling against
+ * replays. */
 #include <criterion/criterion.h>
 #include <float.h>
 #include <math.h>
@@ -180,4 +181,39 @@ Test(cpu_vec, attention_matches_replay_at_any_thread_count)
                 for (int u = t + 1; u < T; u++)
                     cr_assert_eq(att1[(((size_t)b * H + h) * T + t) * T + u], 0.0f);
             }
+}
+
+/* The 2x2 stride-2 max pooling (split over threads) against a replay: the maximum and the
+ * gradient at the first maximum in row order, with ties, at 1 and 2 threads. */
+Test(cpu_vec, maxpool2_matches_replay_with_ties)
+{
+    enum { B = 5, C = 7, H = 64, W = 62, P = 32, Q = 31 }; /* 2 threads: 17+ planes each */
+    static float x[B * C * H * W], dy[B * C * P * Q], y[B * C * P * Q], dx[B * C * H * W];
+    for (size_t i = 0; i < sizeof x / sizeof *x; i++) x[i] = (float)((i * 7919) % 5); /* ties */
+    for (size_t i = 0; i < sizeof dy / sizeof *dy; i++) dy[i] = (float)i + 1.0f;
+    bk_pool g = {.B = B, .C = C, .H = H, .W = W, .kernel = 2, .stride = 2, .P = P, .Q = Q};
+    for (int th = 1; th <= 2; th++) {
+        openblas_set_num_threads(th);
+        memset(dx, 0xa5, sizeof dx); /* the backward zeroes dx itself */
+        cpu_maxpool_fwd(NULL, &g, x, y);
+        cpu_maxpool_bwd(NULL, &g, x, dy, dx);
+        for (int bc = 0; bc < B * C; bc++)
+            for (int p = 0; p < P; p++)
+                for (int q = 0; q < Q; q++) {
+                    const float *xs = x + (size_t)bc * H * W;
+                    int best = (2 * p) * W + 2 * q;
+                    for (int i = 0; i < 2; i++)
+                        for (int j = 0; j < 2; j++)
+                            if (xs[(2 * p + i) * W + 2 * q + j] > xs[best])
+                                best = (2 * p + i) * W + 2 * q + j;
+                    cr_assert_eq(y[((size_t)bc * P + p) * Q + q], xs[best]);
+                    float *d = dx + (size_t)bc * H * W;
+                    for (int i = 0; i < 2; i++)
+                        for (int j = 0; j < 2; j++) {
+                            int at = (2 * p + i) * W + 2 * q + j;
+                            float want = at == best ? dy[((size_t)bc * P + p) * Q + q] : 0.0f;
+                            cr_assert_eq(d[at], want, "th %d bc %d p %d q %d", th, bc, p, q);
+                        }
+                }
+    }
 }

@@ -190,12 +190,22 @@ void cpu_conv2d_bwd_weight(bk_ctx *c, const bk_conv *g, const float *dy, const f
 }
 
 /* The 2x2 window at stride 2 (the common pooling), the general loops' comparisons in
- * their order: the same maxima and the same first-maximum positions. */
-static void maxpool2_fwd(const bk_pool *g, const float *x, float *y)
+ * their order: the same maxima and the same first-maximum positions. Items are (sample,
+ * channel) planes, split over threads (cpu_par). */
+typedef struct pool_arg {
+    const bk_pool *g;
+    const float *x, *dy;
+    float *y;
+} pool_arg;
+
+static void maxpool2_fwd(void *arg, size_t lo, size_t hi, int slot)
 {
-    for (size_t bc = 0; bc < (size_t)g->B * g->C; bc++) {
-        const float *xs = x + bc * g->H * g->W;
-        float *ys = y + bc * g->P * g->Q;
+    const pool_arg *a = arg;
+    const bk_pool *g = a->g;
+    (void)slot;
+    for (size_t bc = lo; bc < hi; bc++) {
+        const float *xs = a->x + bc * g->H * g->W;
+        float *ys = a->y + bc * g->P * g->Q;
         for (int p = 0; p < g->P; p++) {
             const float *r0 = xs + (size_t)(2 * p) * g->W, *r1 = r0 + g->W;
             float *o = ys + (size_t)p * g->Q;
@@ -210,12 +220,17 @@ static void maxpool2_fwd(const bk_pool *g, const float *x, float *y)
     }
 }
 
-static void maxpool2_bwd(const bk_pool *g, const float *x, const float *dy, float *dx)
+/* dx (the planes lo..hi, zeroed here) gets each window's dy at its first maximum. */
+static void maxpool2_bwd(void *arg, size_t lo, size_t hi, int slot)
 {
-    for (size_t bc = 0; bc < (size_t)g->B * g->C; bc++) {
-        const float *xs = x + bc * g->H * g->W;
-        float *dxs = dx + bc * g->H * g->W;
-        const float *dys = dy + bc * g->P * g->Q;
+    const pool_arg *a = arg;
+    const bk_pool *g = a->g;
+    (void)slot;
+    memset(a->y + lo * g->H * g->W, 0, (hi - lo) * g->H * g->W * sizeof(float));
+    for (size_t bc = lo; bc < hi; bc++) {
+        const float *xs = a->x + bc * g->H * g->W;
+        float *dxs = a->y + bc * g->H * g->W;
+        const float *dys = a->dy + bc * g->P * g->Q;
         for (int p = 0; p < g->P; p++) {
             const size_t r0 = (size_t)(2 * p) * g->W, r1 = r0 + g->W;
             for (int q = 0; q < g->Q; q++) {
@@ -229,11 +244,19 @@ static void maxpool2_bwd(const bk_pool *g, const float *x, const float *dy, floa
     }
 }
 
+/* Planes per thread: at least ~64 K input floats each. */
+static size_t pool_min_planes(const bk_pool *g)
+{
+    size_t plane = (size_t)g->H * g->W;
+    return plane ? ((size_t)1 << 16) / plane + 1 : 1;
+}
+
 void cpu_maxpool_fwd(bk_ctx *c, const bk_pool *g, const float *x, float *y)
 {
     (void)c;
     if (g->kernel == 2 && g->stride == 2) {
-        maxpool2_fwd(g, x, y);
+        pool_arg a = {g, x, NULL, y};
+        cpu_par((size_t)g->B * g->C, pool_min_planes(g), maxpool2_fwd, &a);
         return;
     }
     for (size_t bc = 0; bc < (size_t)g->B * g->C; bc++) {
@@ -254,11 +277,12 @@ void cpu_maxpool_fwd(bk_ctx *c, const bk_pool *g, const float *x, float *y)
 void cpu_maxpool_bwd(bk_ctx *c, const bk_pool *g, const float *x, const float *dy, float *dx)
 {
     (void)c;
-    memset(dx, 0, (size_t)g->B * g->C * g->H * g->W * sizeof(float));
     if (g->kernel == 2 && g->stride == 2) {
-        maxpool2_bwd(g, x, dy, dx);
+        pool_arg a = {g, x, dy, dx};
+        cpu_par((size_t)g->B * g->C, pool_min_planes(g), maxpool2_bwd, &a);
         return;
     }
+    memset(dx, 0, (size_t)g->B * g->C * g->H * g->W * sizeof(float));
     for (size_t bc = 0; bc < (size_t)g->B * g->C; bc++) {
         const float *xs = x + bc * g->H * g->W;
         float *dxs = dx + bc * g->H * g->W;

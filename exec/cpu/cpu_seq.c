@@ -10,37 +10,57 @@
 
 #define LN_EPS 1e-5
 
-void cpu_layernorm_fwd(bk_ctx *c, int N, int D, const float *x, const float *gamma,
-                       const float *beta, float *y, float *mean, float *rstd)
+/* Layer normalization's rows split over threads (cpu_par): each row is one item. */
+typedef struct ln_arg {
+    int D;
+    const float *x, *gamma, *beta, *mean_in, *rstd_in, *dy;
+    float *y, *mean, *rstd;
+} ln_arg;
+
+static void layernorm_fwd_rows(void *p, size_t lo, size_t hi, int slot)
 {
-    (void)c;
-    for (int i = 0; i < N; i++) {
-        const float *xi = x + (size_t)i * D;
-        float *yi = y + (size_t)i * D;
+    const ln_arg *g = p;
+    const int D = g->D;
+    (void)slot;
+    for (size_t i = lo; i < hi; i++) {
+        const float *xi = g->x + i * D;
+        float *yi = g->y + i * D;
         double m = 0, v = 0;
         for (int j = 0; j < D; j++) m += xi[j];
         m /= D;
         for (int j = 0; j < D; j++) v += (xi[j] - m) * (xi[j] - m);
         v /= D;
         double r = 1.0 / sqrt(v + LN_EPS);
-        for (int j = 0; j < D; j++) yi[j] = (float)((xi[j] - m) * r) * gamma[j] + beta[j];
-        mean[i] = (float)m;
-        rstd[i] = (float)r;
+        for (int j = 0; j < D; j++)
+            yi[j] = (float)((xi[j] - m) * r) * g->gamma[j] + g->beta[j];
+        g->mean[i] = (float)m;
+        g->rstd[i] = (float)r;
     }
 }
 
-void cpu_layernorm_bwd_data(bk_ctx *c, int N, int D, const float *x, const float *gamma,
-                            const float *mean, const float *rstd, const float *dy, float *dx)
+void cpu_layernorm_fwd(bk_ctx *c, int N, int D, const float *x, const float *gamma,
+                       const float *beta, float *y, float *mean, float *rstd)
 {
     (void)c;
-    for (int i = 0; i < N; i++) {
-        const float *xi = x + (size_t)i * D, *dyi = dy + (size_t)i * D;
-        float *dxi = dx + (size_t)i * D;
+    ln_arg g = {.D = D, .x = x, .gamma = gamma, .beta = beta, .y = y, .mean = mean,
+                .rstd = rstd};
+    cpu_par((size_t)N, 64, layernorm_fwd_rows, &g);
+}
+
+static void layernorm_bwd_rows(void *p, size_t lo, size_t hi, int slot)
+{
+    const ln_arg *g = p;
+    const int D = g->D;
+    const float *mean = g->mean_in, *rstd = g->rstd_in, *gamma = g->gamma;
+    (void)slot;
+    for (size_t i = lo; i < hi; i++) {
+        const float *xi = g->x + i * D, *dyi = g->dy + i * D;
+        float *dxi = g->y + i * D;
         double a = 0, b = 0; /* mean of dy gamma, and of dy gamma xhat */
         for (int j = 0; j < D; j++) {
-            double g = (double)dyi[j] * gamma[j];
-            a += g;
-            b += g * ((xi[j] - mean[i]) * rstd[i]);
+            double gj = (double)dyi[j] * gamma[j];
+            a += gj;
+            b += gj * ((xi[j] - mean[i]) * rstd[i]);
         }
         a /= D;
         b /= D;
@@ -49,6 +69,15 @@ void cpu_layernorm_bwd_data(bk_ctx *c, int N, int D, const float *x, const float
             dxi[j] = (float)(rstd[i] * ((double)dyi[j] * gamma[j] - a - xh * b));
         }
     }
+}
+
+void cpu_layernorm_bwd_data(bk_ctx *c, int N, int D, const float *x, const float *gamma,
+                            const float *mean, const float *rstd, const float *dy, float *dx)
+{
+    (void)c;
+    ln_arg g = {.D = D, .x = x, .gamma = gamma, .mean_in = mean, .rstd_in = rstd, .dy = dy,
+                .y = dx};
+    cpu_par((size_t)N, 64, layernorm_bwd_rows, &g);
 }
 
 void cpu_layernorm_bwd_weight(bk_ctx *c, int N, int D, const float *x, const float *mean,
