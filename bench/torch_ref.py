@@ -4,8 +4,9 @@ bench/train_vs_torch.sh divides plumb's figure by.
 
 Builds fmnist-cnn or gpt-mini (examples/models/*.json: the same layers and shapes), trains
 it with plain SGD (lr 0.05) on random inputs at batch 64 for --steps steps after --warmup
-steps, with torch.set_num_threads(--threads), and prints one line:
-    torch MODEL threads=N samples/s=X
+steps, with torch.set_num_threads(--threads), and prints one line (wall-clock samples/s,
+and the process's CPU time per step, which a loaded machine disturbs less at 1 thread):
+    torch MODEL threads=N samples/s=X cpu_ms/step=Y
 Exits 3 with a line on stderr when torch cannot be imported (the script then skips it).
 """
 import argparse
@@ -95,16 +96,17 @@ def main():
     net, batch, loss = build(torch, a.model)
     opt = torch.optim.SGD(net.parameters(), lr=0.05)
     data = [batch(a.batch) for _ in range(4)]
-    t0 = 0.0
+    t0 = c0 = 0.0
     for s in range(a.warmup + a.steps):
         if s == a.warmup:
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
         x, y = data[s % len(data)]
         opt.zero_grad(set_to_none=False)
         loss(net(x), y).backward()
         opt.step()
-    dt = time.perf_counter() - t0
-    print("torch %s threads=%d samples/s=%.1f" % (a.model, a.threads, a.steps * a.batch / dt))
+    dt, dc = time.perf_counter() - t0, time.process_time() - c0
+    print("torch %s threads=%d samples/s=%.1f cpu_ms/step=%.2f"
+          % (a.model, a.threads, a.steps * a.batch / dt, 1e3 * dc / a.steps))
 
 
 if __name__ == "__main__":

@@ -39,7 +39,7 @@ for model in fmnist-cnn gpt-mini; do
         for r in $(seq "$REPS"); do
             plumb_run "$PLUMB" "$model" "$th" >> "$tmp/p.$model.$th"
             [ $have_torch = 1 ] && "$PY" "$here/torch_ref.py" "$model" --threads "$th" \
-                --steps "$STEPS" | sed -n 's/.*samples\/s=//p' >> "$tmp/t.$model.$th"
+                --steps "$STEPS" | sed -n 's/.*samples\/s=\([0-9.]*\).*/\1/p' >> "$tmp/t.$model.$th"
             [ -n "$BASE" ] && plumb_run "$BASE" "$model" "$th" >> "$tmp/b.$model.$th"
             : "$r"
         done
