@@ -61,6 +61,7 @@ static inline v8f exp8(v8f x)
     p = p * r + v8_set(0.5f);
     p = p * r + v8_set(1.0f);
     p = p * r + v8_set(1.0f);
+    n = v8_select(n == n, n, v8_set(0.0f)); /* no NaN reaches the integer conversion */
     v8i e = (__builtin_convertvector(n, v8i) + 127) << 23;
     return p * (v8f)e;
 }
