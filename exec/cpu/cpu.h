@@ -62,6 +62,31 @@ void cpu_conv2d_bwd_weight(bk_ctx *c, const bk_conv *g, const float *dy, const f
 void cpu_maxpool_fwd(bk_ctx *c, const bk_pool *g, const float *x, float *y);
 void cpu_maxpool_bwd(bk_ctx *c, const bk_pool *g, const float *x, const float *dy, float *dx);
 
+/* cpu_par.c. A work function runs items [lo, hi) as thread number slot (0 .. threads-1). */
+typedef void (*cpu_par_fn)(void *arg, size_t lo, size_t hi, int slot);
+/* The threads cpu_par splits over: OpenBLAS's thread count, 1 to 16. */
+int cpu_par_threads(void);
+/* Runs fn over [0, n) split into contiguous ranges, one per thread, with at least
+ * min_items items per range (fewer threads for small n); the caller runs the first range
+ * and returns when all have run. When a thread cannot be started the caller runs its range
+ * too. fn must only write what its own items own. */
+void cpu_par(size_t n, size_t min_items, cpu_par_fn fn, void *arg);
+
+/* cpu_vec.c: the activations on blocks of 4 floats. relu_* equal the references bit for
+ * bit (NaN inputs give +0, as the references); gelu_* and cpu_exp_fast are within a few
+ * float ulp of the double-precision references (test_layers states the bound). */
+void cpu_relu_fwd(bk_ctx *c, size_t n, const float *x, float *y);
+void cpu_relu_bwd(bk_ctx *c, size_t n, const float *x, const float *dy, float *dx);
+void cpu_gelu_fwd(bk_ctx *c, size_t n, const float *x, float *y);
+void cpu_gelu_bwd(bk_ctx *c, size_t n, const float *x, const float *dy, float *dx);
+/* y[i] = e^x[i] for x clamped to [-87, 88]; y may be x. */
+void cpu_exp_fast(size_t n, const float *x, float *y);
+/* The scalar references (y = x > 0 ? x : 0; GELU's tanh form in double). */
+void cpu_relu_fwd_ref(size_t n, const float *x, float *y);
+void cpu_relu_bwd_ref(size_t n, const float *x, const float *dy, float *dx);
+void cpu_gelu_fwd_ref(size_t n, const float *x, float *y);
+void cpu_gelu_bwd_ref(size_t n, const float *x, const float *dy, float *dx);
+
 /* cpu_layers.c */
 void cpu_linear_fwd(bk_ctx *c, int N, int in, int out, const float *x, const float *w,
                     const float *b, float *y);
@@ -69,10 +94,6 @@ void cpu_linear_bwd_data(bk_ctx *c, int N, int in, int out, const float *dy, con
                          float *dx);
 void cpu_linear_bwd_weight(bk_ctx *c, int N, int in, int out, const float *dy,
                            const float *x, float *dw, float *db);
-void cpu_relu_fwd(bk_ctx *c, size_t n, const float *x, float *y);
-void cpu_relu_bwd(bk_ctx *c, size_t n, const float *x, const float *dy, float *dx);
-void cpu_gelu_fwd(bk_ctx *c, size_t n, const float *x, float *y);
-void cpu_gelu_bwd(bk_ctx *c, size_t n, const float *x, const float *dy, float *dx);
 void cpu_xent_fwd(bk_ctx *c, int N, int V, const float *logits, const int32_t *targets,
                   float *probs, float *loss, float *correct);
 void cpu_xent_bwd(bk_ctx *c, int N, int V, const float *probs, const int32_t *targets,

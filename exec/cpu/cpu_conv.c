@@ -129,7 +129,10 @@ void cpu_conv2d_fwd(bk_ctx *c, const bk_conv *g, const float *x, const float *w,
                 float *dst = y + ((size_t)(s0 + s) * g->K + k) * PQ;
                 const float *src = t + (size_t)k * nb * PQ + s * PQ;
                 const float bk = b ? b[k] : 0.0f;
-                for (size_t i = 0; i < PQ; i++) dst[i] = cpu_out(c, src[i]) + bk;
+                if (c->bf16)
+                    for (size_t i = 0; i < PQ; i++) dst[i] = cpu_bf16(src[i]) + bk;
+                else
+                    for (size_t i = 0; i < PQ; i++) dst[i] = src[i] + bk;
             }
     }
 }
@@ -186,9 +189,76 @@ void cpu_conv2d_bwd_weight(bk_ctx *c, const bk_conv *g, const float *dy, const f
         for (size_t i = 0; i < nw; i++) dw[i] += cpu_bf16(acc[i]);
 }
 
+/* The 2x2 window at stride 2 (the common pooling), the general loops' comparisons in
+ * their order: the same maxima and the same first-maximum positions. Items are (sample,
+ * channel) planes, split over threads (cpu_par). */
+typedef struct pool_arg {
+    const bk_pool *g;
+    const float *x, *dy;
+    float *y;
+} pool_arg;
+
+static void maxpool2_fwd(void *arg, size_t lo, size_t hi, int slot)
+{
+    const pool_arg *a = arg;
+    const bk_pool *g = a->g;
+    (void)slot;
+    for (size_t bc = lo; bc < hi; bc++) {
+        const float *xs = a->x + bc * g->H * g->W;
+        float *ys = a->y + bc * g->P * g->Q;
+        for (int p = 0; p < g->P; p++) {
+            const float *r0 = xs + (size_t)(2 * p) * g->W, *r1 = r0 + g->W;
+            float *o = ys + (size_t)p * g->Q;
+            for (int q = 0; q < g->Q; q++) {
+                float m = r0[2 * q];
+                m = r0[2 * q + 1] > m ? r0[2 * q + 1] : m;
+                m = r1[2 * q] > m ? r1[2 * q] : m;
+                m = r1[2 * q + 1] > m ? r1[2 * q + 1] : m;
+                o[q] = m;
+            }
+        }
+    }
+}
+
+/* dx (the planes lo..hi, zeroed here) gets each window's dy at its first maximum. */
+static void maxpool2_bwd(void *arg, size_t lo, size_t hi, int slot)
+{
+    const pool_arg *a = arg;
+    const bk_pool *g = a->g;
+    (void)slot;
+    memset(a->y + lo * g->H * g->W, 0, (hi - lo) * g->H * g->W * sizeof(float));
+    for (size_t bc = lo; bc < hi; bc++) {
+        const float *xs = a->x + bc * g->H * g->W;
+        float *dxs = a->y + bc * g->H * g->W;
+        const float *dys = a->dy + bc * g->P * g->Q;
+        for (int p = 0; p < g->P; p++) {
+            const size_t r0 = (size_t)(2 * p) * g->W, r1 = r0 + g->W;
+            for (int q = 0; q < g->Q; q++) {
+                size_t best = r0 + 2 * q;
+                best = xs[r0 + 2 * q + 1] > xs[best] ? r0 + 2 * q + 1 : best;
+                best = xs[r1 + 2 * q] > xs[best] ? r1 + 2 * q : best;
+                best = xs[r1 + 2 * q + 1] > xs[best] ? r1 + 2 * q + 1 : best;
+                dxs[best] += dys[(size_t)p * g->Q + q];
+            }
+        }
+    }
+}
+
+/* Planes per thread: at least ~64 K input floats each. */
+static size_t pool_min_planes(const bk_pool *g)
+{
+    size_t plane = (size_t)g->H * g->W;
+    return plane ? ((size_t)1 << 16) / plane + 1 : 1;
+}
+
 void cpu_maxpool_fwd(bk_ctx *c, const bk_pool *g, const float *x, float *y)
 {
     (void)c;
+    if (g->kernel == 2 && g->stride == 2) {
+        pool_arg a = {g, x, NULL, y};
+        cpu_par((size_t)g->B * g->C, pool_min_planes(g), maxpool2_fwd, &a);
+        return;
+    }
     for (size_t bc = 0; bc < (size_t)g->B * g->C; bc++) {
         const float *xs = x + bc * g->H * g->W;
         float *ys = y + bc * g->P * g->Q;
@@ -207,6 +277,11 @@ void cpu_maxpool_fwd(bk_ctx *c, const bk_pool *g, const float *x, float *y)
 void cpu_maxpool_bwd(bk_ctx *c, const bk_pool *g, const float *x, const float *dy, float *dx)
 {
     (void)c;
+    if (g->kernel == 2 && g->stride == 2) {
+        pool_arg a = {g, x, dy, dx};
+        cpu_par((size_t)g->B * g->C, pool_min_planes(g), maxpool2_bwd, &a);
+        return;
+    }
     memset(dx, 0, (size_t)g->B * g->C * g->H * g->W * sizeof(float));
     for (size_t bc = 0; bc < (size_t)g->B * g->C; bc++) {
         const float *xs = x + bc * g->H * g->W;

@@ -1,5 +1,5 @@
-/* cpu_layers.c: the CPU backend's linear layer (OpenBLAS, through cpu_sgemm), element-wise
- * activations and the softmax cross-entropy loss. */
+/* cpu_layers.c: the CPU backend's linear layer (OpenBLAS, through cpu_sgemm) and the softmax
+ * cross-entropy loss (the element-wise activations are in cpu_vec.c). */
 #include "exec/cpu/cpu.h"
 
 #include <math.h>
@@ -30,41 +30,6 @@ void cpu_linear_bwd_weight(bk_ctx *c, int N, int in, int out, const float *dy,
     if (db)
         for (int i = 0; i < N; i++)
             for (int j = 0; j < out; j++) db[j] += dy[(size_t)i * out + j];
-}
-
-void cpu_relu_fwd(bk_ctx *c, size_t n, const float *x, float *y)
-{
-    (void)c;
-    for (size_t i = 0; i < n; i++) y[i] = x[i] > 0.0f ? x[i] : 0.0f;
-}
-
-void cpu_relu_bwd(bk_ctx *c, size_t n, const float *x, const float *dy, float *dx)
-{
-    (void)c;
-    for (size_t i = 0; i < n; i++) dx[i] = x[i] > 0.0f ? dy[i] : 0.0f;
-}
-
-#define GELU_K 0.7978845608028654f /* sqrt(2 / pi) */
-
-void cpu_gelu_fwd(bk_ctx *c, size_t n, const float *x, float *y)
-{
-    (void)c;
-    for (size_t i = 0; i < n; i++) {
-        float v = x[i];
-        y[i] = 0.5f * v * (1.0f + tanhf(GELU_K * (v + 0.044715f * v * v * v)));
-    }
-}
-
-void cpu_gelu_bwd(bk_ctx *c, size_t n, const float *x, const float *dy, float *dx)
-{
-    (void)c;
-    for (size_t i = 0; i < n; i++) {
-        float v = x[i];
-        float u = GELU_K * (v + 0.044715f * v * v * v);
-        float t = tanhf(u);
-        float du = GELU_K * (1.0f + 3.0f * 0.044715f * v * v);
-        dx[i] = dy[i] * (0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * du);
-    }
 }
 
 void cpu_xent_fwd(bk_ctx *c, int N, int V, const float *logits, const int32_t *targets,

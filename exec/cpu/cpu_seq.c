@@ -1,7 +1,8 @@
 /* cpu_seq.c: the CPU backend's transformer layers: layer normalization, token + position
- * embedding, and the causal multi-head attention core. Plain loops with double
- * accumulators; the heavy GEMMs of a transformer are its linear layers. In a cpu-bf16
- * context the attention's products take bf16-rounded inputs (cpu_in), as cuBLAS's. */
+ * embedding, and the causal multi-head attention core. Layer normalization and embedding
+ * are plain loops with double accumulators; the fp32 attention runs its products as GEMMs
+ * per (sample, head). In a cpu-bf16 context the attention keeps its loops, each product's
+ * inputs rounded to bf16 (cpu_in), as cuBLAS's. */
 #include "exec/cpu/cpu.h"
 
 #include <math.h>
@@ -9,37 +10,57 @@
 
 #define LN_EPS 1e-5
 
-void cpu_layernorm_fwd(bk_ctx *c, int N, int D, const float *x, const float *gamma,
-                       const float *beta, float *y, float *mean, float *rstd)
+/* Layer normalization's rows split over threads (cpu_par): each row is one item. */
+typedef struct ln_arg {
+    int D;
+    const float *x, *gamma, *beta, *mean_in, *rstd_in, *dy;
+    float *y, *mean, *rstd;
+} ln_arg;
+
+static void layernorm_fwd_rows(void *p, size_t lo, size_t hi, int slot)
 {
-    (void)c;
-    for (int i = 0; i < N; i++) {
-        const float *xi = x + (size_t)i * D;
-        float *yi = y + (size_t)i * D;
+    const ln_arg *g = p;
+    const int D = g->D;
+    (void)slot;
+    for (size_t i = lo; i < hi; i++) {
+        const float *xi = g->x + i * D;
+        float *yi = g->y + i * D;
         double m = 0, v = 0;
         for (int j = 0; j < D; j++) m += xi[j];
         m /= D;
         for (int j = 0; j < D; j++) v += (xi[j] - m) * (xi[j] - m);
         v /= D;
         double r = 1.0 / sqrt(v + LN_EPS);
-        for (int j = 0; j < D; j++) yi[j] = (float)((xi[j] - m) * r) * gamma[j] + beta[j];
-        mean[i] = (float)m;
-        rstd[i] = (float)r;
+        for (int j = 0; j < D; j++)
+            yi[j] = (float)((xi[j] - m) * r) * g->gamma[j] + g->beta[j];
+        g->mean[i] = (float)m;
+        g->rstd[i] = (float)r;
     }
 }
 
-void cpu_layernorm_bwd_data(bk_ctx *c, int N, int D, const float *x, const float *gamma,
-                            const float *mean, const float *rstd, const float *dy, float *dx)
+void cpu_layernorm_fwd(bk_ctx *c, int N, int D, const float *x, const float *gamma,
+                       const float *beta, float *y, float *mean, float *rstd)
 {
     (void)c;
-    for (int i = 0; i < N; i++) {
-        const float *xi = x + (size_t)i * D, *dyi = dy + (size_t)i * D;
-        float *dxi = dx + (size_t)i * D;
+    ln_arg g = {.D = D, .x = x, .gamma = gamma, .beta = beta, .y = y, .mean = mean,
+                .rstd = rstd};
+    cpu_par((size_t)N, 64, layernorm_fwd_rows, &g);
+}
+
+static void layernorm_bwd_rows(void *p, size_t lo, size_t hi, int slot)
+{
+    const ln_arg *g = p;
+    const int D = g->D;
+    const float *mean = g->mean_in, *rstd = g->rstd_in, *gamma = g->gamma;
+    (void)slot;
+    for (size_t i = lo; i < hi; i++) {
+        const float *xi = g->x + i * D, *dyi = g->dy + i * D;
+        float *dxi = g->y + i * D;
         double a = 0, b = 0; /* mean of dy gamma, and of dy gamma xhat */
         for (int j = 0; j < D; j++) {
-            double g = (double)dyi[j] * gamma[j];
-            a += g;
-            b += g * ((xi[j] - mean[i]) * rstd[i]);
+            double gj = (double)dyi[j] * gamma[j];
+            a += gj;
+            b += gj * ((xi[j] - mean[i]) * rstd[i]);
         }
         a /= D;
         b /= D;
@@ -48,6 +69,15 @@ void cpu_layernorm_bwd_data(bk_ctx *c, int N, int D, const float *x, const float
             dxi[j] = (float)(rstd[i] * ((double)dyi[j] * gamma[j] - a - xh * b));
         }
     }
+}
+
+void cpu_layernorm_bwd_data(bk_ctx *c, int N, int D, const float *x, const float *gamma,
+                            const float *mean, const float *rstd, const float *dy, float *dx)
+{
+    (void)c;
+    ln_arg g = {.D = D, .x = x, .gamma = gamma, .mean_in = mean, .rstd_in = rstd, .dy = dy,
+                .y = dx};
+    cpu_par((size_t)N, 64, layernorm_bwd_rows, &g);
 }
 
 void cpu_layernorm_bwd_weight(bk_ctx *c, int N, int D, const float *x, const float *mean,
@@ -94,8 +124,9 @@ void cpu_embedding_bwd_weight(bk_ctx *c, int B, int T, int V, int D, const float
         }
 }
 
-void cpu_attention_fwd(bk_ctx *c, int B, int T, int D, int H, const float *qkv, float *att,
-                       float *y)
+/* The attention as plain loops, each product's inputs through cpu_in: the cpu-bf16 path. */
+static void attention_fwd_loops(bk_ctx *c, int B, int T, int D, int H, const float *qkv,
+                                float *att, float *y)
 {
     const int hs = D / H, D3 = 3 * D;
     const float scale = 1.0f / sqrtf((float)hs);
@@ -130,8 +161,8 @@ void cpu_attention_fwd(bk_ctx *c, int B, int T, int D, int H, const float *qkv, 
             }
 }
 
-void cpu_attention_bwd(bk_ctx *c, int B, int T, int D, int H, const float *qkv,
-                       const float *att, const float *dy, float *dqkv)
+static void attention_bwd_loops(bk_ctx *c, int B, int T, int D, int H, const float *qkv,
+                                const float *att, const float *dy, float *dqkv)
 {
     const int hs = D / H, D3 = 3 * D;
     const float scale = 1.0f / sqrtf((float)hs);
@@ -172,4 +203,107 @@ void cpu_attention_bwd(bk_ctx *c, int B, int T, int D, int H, const float *qkv,
                     }
                 }
             }
+}
+
+/* The fp32 attention's arguments, shared by its threads; items are (sample, head) pairs,
+ * each writing only its own blocks of att, y and dqkv. */
+typedef struct att_arg {
+    bk_ctx *c;
+    int T, D, H;
+    const float *qkv, *att_in, *dy;
+    float *att, *y, *dqkv, *ds; /* ds: T T floats of scratch per thread */
+} att_arg;
+
+/* fp32: per (sample, head) the scores S = Q K^T, the masked softmax in place, and
+ * Y = A V as GEMMs over the head's strided columns of qkv (leading dimension 3D). */
+static void attention_fwd_part(void *p, size_t lo, size_t hi, int slot)
+{
+    const att_arg *g = p;
+    const int T = g->T, D = g->D, H = g->H, hs = D / H, D3 = 3 * D;
+    const float scale = 1.0f / sqrtf((float)hs);
+    (void)slot;
+    for (size_t bh = lo; bh < hi; bh++) {
+        const int b = (int)(bh / H), h = (int)(bh % H);
+        const float *q = g->qkv + (size_t)b * T * D3 + h * hs;
+        float *a = g->att + bh * T * T;
+        /* a (T, T) = scale q (T, hs) k^T (hs, T) */
+        cpu_sgemm(g->c, 0, 1, T, T, hs, scale, q, D3, q + D, D3, 0.0f, a, T);
+        for (int t = 0; t < T; t++) {
+            float *r = a + (size_t)t * T, mx = r[0];
+            for (int u = 1; u <= t; u++) mx = r[u] > mx ? r[u] : mx;
+            for (int u = 0; u <= t; u++) r[u] -= mx;
+            cpu_exp_fast((size_t)t + 1, r, r);
+            float sum = 0;
+            for (int u = 0; u <= t; u++) sum += r[u];
+            float inv = 1.0f / sum;
+            for (int u = 0; u <= t; u++) r[u] *= inv;
+            for (int u = t + 1; u < T; u++) r[u] = 0.0f;
+        }
+        /* y (T, hs) = a (T, T) v (T, hs) */
+        cpu_sgemm(g->c, 0, 0, T, hs, T, 1.0f, a, T, q + 2 * D, D3, 0.0f,
+                  g->y + (size_t)b * T * D + h * hs, D);
+    }
+}
+
+/* fp32 backward: dA = dY V^T, dV = A^T dY, dS = A (dA - rowsum(A dA)) scale in place,
+ * dQ = dS K and dK = dS^T Q, each a GEMM writing its block of dqkv. */
+static void attention_bwd_part(void *p, size_t lo, size_t hi, int slot)
+{
+    const att_arg *g = p;
+    const int T = g->T, D = g->D, H = g->H, hs = D / H, D3 = 3 * D;
+    const float scale = 1.0f / sqrtf((float)hs);
+    float *ds = g->ds + (size_t)slot * T * T;
+    for (size_t bh = lo; bh < hi; bh++) {
+        const int b = (int)(bh / H), h = (int)(bh % H);
+        const float *q = g->qkv + (size_t)b * T * D3 + h * hs;
+        const float *a = g->att_in + bh * T * T;
+        const float *d = g->dy + (size_t)b * T * D + h * hs;
+        float *dq = g->dqkv + (size_t)b * T * D3 + h * hs;
+        /* ds (T, T) = d (T, hs) v^T (hs, T); dv (T, hs) = a^T (T, T) d (T, hs) */
+        cpu_sgemm(g->c, 0, 1, T, T, hs, 1.0f, d, D, q + 2 * D, D3, 0.0f, ds, T);
+        cpu_sgemm(g->c, 1, 0, T, hs, T, 1.0f, a, T, d, D, 0.0f, dq + 2 * D, D3);
+        for (int t = 0; t < T; t++) {
+            const float *ar = a + (size_t)t * T;
+            float *r = ds + (size_t)t * T, dot = 0;
+            for (int u = 0; u <= t; u++) dot += ar[u] * r[u];
+            for (int u = 0; u <= t; u++) r[u] = ar[u] * (r[u] - dot) * scale;
+            for (int u = t + 1; u < T; u++) r[u] = 0.0f;
+        }
+        /* dq (T, hs) = ds (T, T) k (T, hs); dk (T, hs) = ds^T (T, T) q (T, hs) */
+        cpu_sgemm(g->c, 0, 0, T, hs, T, 1.0f, ds, T, q + D, D3, 0.0f, dq, D3);
+        cpu_sgemm(g->c, 1, 0, T, hs, T, 1.0f, ds, T, q, D3, 0.0f, dq + D, D3);
+    }
+}
+
+static void attention_fwd_gemm(bk_ctx *c, int B, int T, int D, int H, const float *qkv,
+                               float *att, float *y)
+{
+    att_arg g = {.c = c, .T = T, .D = D, .H = H, .qkv = qkv, .att = att, .y = y};
+    cpu_par((size_t)B * H, 1, attention_fwd_part, &g);
+}
+
+static void attention_bwd_gemm(bk_ctx *c, int B, int T, int D, int H, const float *qkv,
+                               const float *att, const float *dy, float *dqkv)
+{
+    float *ds = cpu_scratch(c, (size_t)T * T * cpu_par_threads());
+    if (!ds) return;
+    if ((D / H) * H != D) /* columns no head has */
+        memset(dqkv, 0, (size_t)B * T * 3 * D * sizeof(float));
+    att_arg g = {.c = c, .T = T, .D = D, .H = H, .qkv = qkv, .att_in = att, .dy = dy,
+                 .dqkv = dqkv, .ds = ds};
+    cpu_par((size_t)B * H, 1, attention_bwd_part, &g);
+}
+
+void cpu_attention_fwd(bk_ctx *c, int B, int T, int D, int H, const float *qkv, float *att,
+                       float *y)
+{
+    if (c->bf16) attention_fwd_loops(c, B, T, D, H, qkv, att, y);
+    else attention_fwd_gemm(c, B, T, D, H, qkv, att, y);
+}
+
+void cpu_attention_bwd(bk_ctx *c, int B, int T, int D, int H, const float *qkv,
+                       const float *att, const float *dy, float *dqkv)
+{
+    if (c->bf16) attention_bwd_loops(c, B, T, D, H, qkv, att, dy, dqkv);
+    else attention_bwd_gemm(c, B, T, D, H, qkv, att, dy, dqkv);
 }

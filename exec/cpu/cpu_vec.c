@@ -1,0 +1,185 @@
+/* cpu_vec.c: the CPU backend's element-wise activations, written branch-free on blocks of
+ * 4 floats with the compiler's portable vector types (SSE2 or NEON, whatever the
+ * build targets; no -march flag needed), next to the plain scalar references the tests
+ * compare them with. Every element goes through the same block code (the tail is padded
+ * into one block), so an element's result does not depend on its position or on n. */
+#include "exec/cpu/cpu.h"
+
+#include <math.h>
+#include <string.h>
+
+typedef float v8f __attribute__((vector_size(16)));
+typedef int32_t v8i __attribute__((vector_size(16)));
+
+#define VW 4
+#define GELU_K 0.7978845608028654f /* sqrt(2 / pi) */
+
+static inline v8f v8_load(const float *p)
+{
+    v8f v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
+static inline void v8_store(float *p, v8f v) { memcpy(p, &v, sizeof v); }
+
+static inline v8f v8_set(float x) { return (v8f){x, x, x, x}; }
+
+/* m ? a : b lane-wise, m a comparison's mask (all ones or zeros). */
+static inline v8f v8_select(v8i m, v8f a, v8f b) { return (v8f)(((v8i)a & m) | ((v8i)b & ~m)); }
+
+/* x > 0 ? x : +0 lane-wise (a NaN gives +0), by masking the bits. */
+static inline v8f relu8(v8f x)
+{
+    v8i m = x > v8_set(0.0f);
+    return (v8f)((v8i)x & m);
+}
+
+/* x > 0 ? dy : +0 lane-wise. */
+static inline v8f relu_bwd8(v8f x, v8f dy)
+{
+    v8i m = x > v8_set(0.0f);
+    return (v8f)((v8i)dy & m);
+}
+
+/* e^x lane-wise for x clamped to [-87, 88] (normal results): x = n ln2 + r, |r| <= ln2/2,
+ * e^r by its degree-7 Taylor polynomial, 2^n put in the exponent bits. Within 2 ulp of
+ * expf on the clamped range; a NaN stays NaN. */
+static inline v8f exp8(v8f x)
+{
+    const v8f lo = v8_set(-87.0f), hi = v8_set(88.0f), magic = v8_set(12582912.0f);
+    x = v8_select(x < lo, lo, x); /* NaN lanes keep x */
+    x = v8_select(x > hi, hi, x);
+    v8f n = (x * v8_set(1.44269504088896341f) + magic) - magic; /* round(x / ln2) */
+    v8f r = x - n * v8_set(0.693145751953125f);                  /* ln2, high part */
+    r = r - n * v8_set(1.428606765330187e-06f);                  /* ln2, low part */
+    v8f p = v8_set(1.0f / 5040);
+    p = p * r + v8_set(1.0f / 720);
+    p = p * r + v8_set(1.0f / 120);
+    p = p * r + v8_set(1.0f / 24);
+    p = p * r + v8_set(1.0f / 6);
+    p = p * r + v8_set(0.5f);
+    p = p * r + v8_set(1.0f);
+    p = p * r + v8_set(1.0f);
+    n = v8_select(n == n, n, v8_set(0.0f)); /* no NaN reaches the integer conversion */
+    v8i e = (__builtin_convertvector(n, v8i) + 127) << 23;
+    return p * (v8f)e;
+}
+
+/* GELU (tanh form) as x sigmoid(2u), u = k (x + 0.044715 x^3): 0.5 (1 + tanh u) equals
+ * 1 / (1 + e^-2u), which keeps its relative accuracy where tanh u nears -1. */
+static inline v8f gelu8(v8f x)
+{
+    v8f u = v8_set(GELU_K) * (x + v8_set(0.044715f) * x * x * x);
+    return x / (v8_set(1.0f) + exp8(v8_set(-2.0f) * u));
+}
+
+/* dy GELU'(x): with s = sigmoid(2u), GELU' = s + 2 x s (1 - s) du/dx, 1 - s = e s. */
+static inline v8f gelu_bwd8(v8f x, v8f dy)
+{
+    v8f u = v8_set(GELU_K) * (x + v8_set(0.044715f) * x * x * x);
+    v8f e = exp8(v8_set(-2.0f) * u);
+    v8f s = v8_set(1.0f) / (v8_set(1.0f) + e);
+    v8f du = v8_set(GELU_K) * (v8_set(1.0f) + v8_set(3.0f * 0.044715f) * x * x);
+    return dy * (s + v8_set(2.0f) * x * s * (e * s) * du);
+}
+
+/* The block loops: full blocks in place, the tail (n % 4) through a zero-padded block. */
+#define UNARY_LOOP(F, n, x, y)                                                           \
+    do {                                                                                 \
+        size_t i_ = 0;                                                                   \
+        for (; i_ + VW <= (n); i_ += VW) v8_store((y) + i_, F(v8_load((x) + i_)));       \
+        if (i_ < (n)) {                                                                  \
+            float a_[VW] = {0}, o_[VW];                                                  \
+            memcpy(a_, (x) + i_, ((n) - i_) * sizeof(float));                            \
+            v8_store(o_, F(v8_load(a_)));                                                \
+            memcpy((y) + i_, o_, ((n) - i_) * sizeof(float));                            \
+        }                                                                                \
+    } while (0)
+
+#define BINARY_LOOP(F, n, x, dy, dx)                                                     \
+    do {                                                                                 \
+        size_t i_ = 0;                                                                   \
+        for (; i_ + VW <= (n); i_ += VW)                                                 \
+            v8_store((dx) + i_, F(v8_load((x) + i_), v8_load((dy) + i_)));               \
+        if (i_ < (n)) {                                                                  \
+            float a_[VW] = {0}, b_[VW] = {0}, o_[VW];                                    \
+            memcpy(a_, (x) + i_, ((n) - i_) * sizeof(float));                            \
+            memcpy(b_, (dy) + i_, ((n) - i_) * sizeof(float));                           \
+            v8_store(o_, F(v8_load(a_), v8_load(b_)));                                   \
+            memcpy((dx) + i_, o_, ((n) - i_) * sizeof(float));                           \
+        }                                                                                \
+    } while (0)
+
+/* Over threads: a lane's result depends only on its inputs, so any split gives the same
+ * bits. At least PAR_MIN elements per thread (a thread start costs ~20 us). */
+#define PAR_MIN ((size_t)1 << 15)
+
+typedef struct ew_arg {
+    const float *x, *dy;
+    float *y;
+} ew_arg;
+
+/* An activation's entries: NAME_fwd and NAME_bwd run the block functions FWD and BWD
+ * over threads, at least MIN elements per thread. */
+#define EW_ENTRIES(NAME, FWD, BWD, MIN)                                                  \
+    static void NAME##_fwd_part(void *p, size_t lo, size_t hi, int slot)                 \
+    {                                                                                    \
+        ew_arg *a = p;                                                                   \
+        (void)slot;                                                                      \
+        UNARY_LOOP(FWD, hi - lo, a->x + lo, a->y + lo);                                  \
+    }                                                                                    \
+    static void NAME##_bwd_part(void *p, size_t lo, size_t hi, int slot)                 \
+    {                                                                                    \
+        ew_arg *a = p;                                                                   \
+        (void)slot;                                                                      \
+        BINARY_LOOP(BWD, hi - lo, a->x + lo, a->dy + lo, a->y + lo);                     \
+    }                                                                                    \
+    void NAME##_fwd(bk_ctx *c, size_t n, const float *x, float *y)                       \
+    {                                                                                    \
+        (void)c;                                                                         \
+        ew_arg a = {x, NULL, y};                                                         \
+        cpu_par(n, MIN, NAME##_fwd_part, &a);                                            \
+    }                                                                                    \
+    void NAME##_bwd(bk_ctx *c, size_t n, const float *x, const float *dy, float *dx)     \
+    {                                                                                    \
+        (void)c;                                                                         \
+        ew_arg a = {x, dy, dx};                                                          \
+        cpu_par(n, MIN, NAME##_bwd_part, &a);                                            \
+    }
+
+/* ReLU is memory-bound: larger pieces per thread. */
+EW_ENTRIES(cpu_relu, relu8, relu_bwd8, 4 * PAR_MIN)
+EW_ENTRIES(cpu_gelu, gelu8, gelu_bwd8, PAR_MIN)
+
+void cpu_exp_fast(size_t n, const float *x, float *y) { UNARY_LOOP(exp8, n, x, y); }
+
+/* The scalar references. */
+
+void cpu_relu_fwd_ref(size_t n, const float *x, float *y)
+{
+    for (size_t i = 0; i < n; i++) y[i] = x[i] > 0.0f ? x[i] : 0.0f;
+}
+
+void cpu_relu_bwd_ref(size_t n, const float *x, const float *dy, float *dx)
+{
+    for (size_t i = 0; i < n; i++) dx[i] = x[i] > 0.0f ? dy[i] : 0.0f;
+}
+
+void cpu_gelu_fwd_ref(size_t n, const float *x, float *y)
+{
+    for (size_t i = 0; i < n; i++) {
+        double v = x[i];
+        y[i] = (float)(0.5 * v * (1.0 + tanh(GELU_K * (v + 0.044715 * v * v * v))));
+    }
+}
+
+void cpu_gelu_bwd_ref(size_t n, const float *x, const float *dy, float *dx)
+{
+    for (size_t i = 0; i < n; i++) {
+        double v = x[i];
+        double t = tanh(GELU_K * (v + 0.044715 * v * v * v));
+        double du = GELU_K * (1.0 + 3.0 * 0.044715 * v * v);
+        dx[i] = (float)(dy[i] * (0.5 * (1.0 + t) + 0.5 * v * (1.0 - t * t) * du));
+    }
+}
