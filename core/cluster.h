@@ -35,6 +35,9 @@ typedef struct device_type {
     double speed;            /* compute speed relative to the profiled device (2.0 = twice as
                                 fast; layer times are divided by it) */
     double peak_flops;       /* peak FLOP/s, <= 0 when not given; file: peak_tflops */
+    int cores;               /* CPU cores one server of this type has for its workers, 0 when
+                                not given (a GPU: each device computes on its own); a plan
+                                with more workers on one server than cores shares them */
 } device_type;
 
 typedef struct cluster {

@@ -13,6 +13,8 @@
  *  - optimizer step: memory-bound, (3 sgd, 5 momentum, 7 adam) x the parameter bytes read
  *    and written at the device's memory bandwidth (sim_device_mem_Bps), or at the
  *    bandwidth the profile's measured step implies (sim_cost_step_Bps);
+ *  - shared cores: a CPU server's workers beyond its `cores` share them (sim_cost_core_share
+ *    slows compute and the step by workers / cores);
  *  - batch gather: the first and the last stage gather their microbatch from the data set
  *    inside F (sim_cost_gather_s, from the profile's input_gather_ms);
  *  - memory: stashed bytes per in-flight microbatch (stage input + every layer's output, or
@@ -78,6 +80,16 @@ double sim_cost_gather_s(const profile *p, int microbatch)
     return p->input_gather_ms * ((double)microbatch / p->minibatch) / 1e3;
 }
 
+double sim_cost_core_share(const cluster *c, const int *worker_device, int nworkers, int d)
+{
+    const device_type *t = cluster_device_type(c, d);
+    if (!t || t->cores <= 0) return 1;
+    int server = cluster_server_of(c, d), n = 0;
+    for (int w = 0; w < nworkers; w++)
+        if (worker_device[w] >= 0 && cluster_server_of(c, worker_device[w]) == server) n++;
+    return n > t->cores ? (double)n / t->cores : 1;
+}
+
 /* The two input-gradient buffers the executor gives the top-level layers [first, last] of
  * a chain, at the profile's minibatch: walking backward, each layer writes its input
  * gradient into the buffer that does not hold its output gradient, a flatten passes its
@@ -139,6 +151,9 @@ int sim_cost_build(sim_model *m, const plan *pl, const schedule *s, const sim_ne
         double speed = t && t->speed > 0 ? t->speed : 1;
         m->worker_scale[w] = 1.0 / speed;
         m->worker_mem_Bps[w] = sim_cost_step_Bps(p, pl->optimizer, t);
+        double share = sim_cost_core_share(c, m->worker_device, s->nworkers, m->worker_device[w]);
+        m->worker_scale[w] *= share;
+        m->worker_mem_Bps[w] /= share;
         if (m->worker_device[w] == straggler_device) {
             m->worker_scale[w] *= straggler_factor;
             m->worker_mem_Bps[w] /= straggler_factor;

@@ -40,4 +40,10 @@ double sim_cost_step_Bps(const profile *p, optimizer_kind opt, const device_type
  * p is NULL. Add it once to a stage that is first, last or both. */
 double sim_cost_gather_s(const profile *p, int microbatch);
 
+/* The factor by which a worker on device d computes slower because the workers of d's
+ * server share its CPU cores: (workers placed on that server, counting every w of
+ * worker_device[0..nworkers) there) / the server type's `cores`, at least 1; 1 when the
+ * type does not give cores (a GPU's devices compute on their own). */
+double sim_cost_core_share(const cluster *c, const int *worker_device, int nworkers, int d);
+
 #endif

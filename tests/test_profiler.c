@@ -11,6 +11,7 @@
 
 #include "core/profile.h"
 #include "exec/backend.h"
+#include "exec/data.h"
 #include "exec/model.h"
 #include "exec/profiler.h"
 #include "exec/stage.h"
@@ -73,6 +74,10 @@ static void check_profile(const model *m, const profile *p, int batch)
     cr_assert(profile_is_chain(p));
     cr_assert_str_eq(p->name, m->name);
     cr_assert_str_eq(p->device, "cpu:0");
+    /* the batch gather and the three optimizer steps are measured */
+    cr_assert_gt(p->input_gather_ms, 0);
+    for (int k = 0; k < 3; k++) cr_assert_gt(p->step_ns_per_byte[k], 0, "optimizer %d", k);
+    cr_assert(strstr(p->source, " data"), "%s", p->source);
     for (int i = 0; i < m->nlayers; i++) {
         const layer *L = &m->layers[i];
         const profile_layer *pl = &p->layers[i];
@@ -384,4 +389,37 @@ Test(profiler, falls_back_to_one_layer_at_a_time_when_memory_is_short)
     cr_assert(strstr(err.msg, "out of device memory"), "%s", err.msg);
     cr_assert_eq(cap_live, 0, "device memory leaked: %zu bytes", cap_live);
     model_free(m);
+}
+
+/* The caller's data set is the one profiled (named in source); one that does not fit the
+ * model is refused before anything is measured. */
+Test(profiler, profiles_on_the_callers_data)
+{
+    static const char *const spec =
+        "{\"format\": \"plumb-model/1\", \"name\": \"small\", \"input\": [12],"
+        " \"classes\": 3, \"layers\": [{\"type\": \"linear\", \"out\": 8},"
+        " {\"type\": \"relu\"}, {\"type\": \"linear\", \"out\": 3},"
+        " {\"type\": \"softmax_cross_entropy\"}]}";
+    static const char *const other =
+        "{\"format\": \"plumb-model/1\", \"name\": \"other\", \"input\": [5],"
+        " \"classes\": 3, \"layers\": [{\"type\": \"linear\", \"out\": 3},"
+        " {\"type\": \"softmax_cross_entropy\"}]}";
+    model *m = parse(spec), *o = parse(other);
+    plumb_err err = {{0}};
+    dataset *d = data_synthetic(m, 40, 5, &err), *bad = data_synthetic(o, 40, 5, &err);
+    cr_assert(d && bad, "%s", err.msg);
+    prof_cfg c = quick(8);
+    c.data = d;
+    profile *p = profiler_run(m, &c, NULL, &err);
+    cr_assert_not_null(p, "%s", err.msg);
+    check_profile(m, p, 8);
+    cr_assert(strstr(p->source, "on the caller's data"), "%s", p->source);
+    profile_free(p);
+    c.data = bad;
+    cr_assert_null(profiler_run(m, &c, NULL, &err));
+    cr_assert(err.msg[0]);
+    data_free(d);
+    data_free(bad);
+    model_free(m);
+    model_free(o);
 }
