@@ -183,15 +183,22 @@ Test(sim_cost, device_memory_bandwidth)
  * 100 MB parameters: the step moves k x 400 MB (k = 3 sgd, 5 momentum, 7 adam) at the
  * synthetic device's 0.9 TB/s, after the iteration's compute m (F + B); a straggler
  * slows it like the compute. */
+/* One stage on one device, 4 layers of 100 MB parameters and no activations, 2
+ * microbatches: the plan of the optimizer-step tests. */
+static void step_synth(sim_synth *s)
+{
+    sim_synth_init(s);
+    s->nstages = 1;
+    s->layers_per_stage = 4;
+    s->microbatches = 2;
+    s->activation_bytes = 0;
+    s->parameter_bytes = 100e6;
+}
+
 Test(sim_cost, optimizer_step_time)
 {
     sim_synth s;
-    sim_synth_init(&s);
-    s.nstages = 1;
-    s.layers_per_stage = 4;
-    s.microbatches = 2;
-    s.activation_bytes = 0;
-    s.parameter_bytes = 100e6;
+    step_synth(&s);
     static const optimizer_kind opts[] = {OPT_SGD, OPT_MOMENTUM, OPT_ADAM};
     static const double k[] = {3, 5, 7};
     for (int i = 0; i < 3; i++) {
@@ -262,12 +269,7 @@ Test(sim_cost, input_layer_costs_no_device_time)
 Test(sim_cost, measured_optimizer_step)
 {
     sim_synth s;
-    sim_synth_init(&s);
-    s.nstages = 1;
-    s.layers_per_stage = 4;
-    s.microbatches = 2;
-    s.activation_bytes = 0;
-    s.parameter_bytes = 100e6;
+    step_synth(&s);
     s.optimizer = OPT_SGD;
     plumb_err e;
     plan *pl = sim_synth_plan(&s, &e);
