@@ -208,9 +208,9 @@ done:
  * times is [nlayers][NPASS][runs], ms. Then, where the backend measures its scratch, one
  * more round runs each layer's passes from no scratch at all: ws[layer] is the scratch they
  * grew (bytes). With all the layers at once and data d, the layers see the inputs of
- * training (probe_chain); one layer alone keeps its random input. Returns 0; -2 with err set when the layers' stages
- * could not all be built (out of device memory: the caller may go one layer at a time);
- * -1 with err set on a backend failure. */
+ * training (probe_chain); one layer alone keeps its random input. Returns 0; -2 with err
+ * set when the layers' stages could not all be built (out of device memory: the caller may
+ * go one layer at a time); -1 with err set on a backend failure. */
 static int time_layers(const model *m, int first, int last, const prof_cfg *cfg,
                        const dataset *d, bk_ctx *ctx, double *times, double *ws,
                        plumb_err *err)
@@ -302,7 +302,8 @@ done:
 
 /* Times the backend's optimizer steps (sgd, momentum, adam, core/plan.h's order) over n
  * parameters (halved until the four vectors fit the device): ns[k] = the median of
- * cfg->runs steps (after cfg->warmup) per parameter byte, ns. Returns 0, or -1 with err set (out of device memory, a backend failure). */
+ * cfg->runs steps (after cfg->warmup) per parameter byte, ns. Returns 0, or -1 with err
+ * set (out of device memory, a backend failure). */
 static int time_steps(long long n, const prof_cfg *cfg, bk_ctx *ctx, double ns[3],
                       plumb_err *err)
 {
@@ -324,7 +325,8 @@ static int time_steps(long long n, const prof_cfg *cfg, bk_ctx *ctx, double ns[3
             k = -1;
         }
     unsigned long long rs = cfg->seed + 13;
-    for (size_t k = 0; k < bytes / sizeof(float); k++) h[k] = (float)(0.02 * rng_uniform(&rs) - 0.01);
+    for (size_t k = 0; k < bytes / sizeof(float); k++)
+        h[k] = (float)(0.02 * rng_uniform(&rs) - 0.01);
     bk->upload(ctx, buf[1], h, bytes); /* gradients; weights and state start at 0 */
     for (int kind = 0; kind < 3; kind++) {
         bk_opt o = {.kind = kind, .lr = 1e-3f, .momentum = 0.9f, .beta1 = 0.9f,

@@ -65,16 +65,17 @@ profile *profiler_skeleton(const model *m, int batch, const char *device, const 
                            plumb_err *err);
 
 /* Measures every top-level layer of m as cfg says and returns the filled profile (times
- * from the medians; input_gather_ms = the median time of gathering a minibatch of
- * cfg->data and uploading its inputs and targets, as a first stage's F does;
- * step_ns_per_byte = the median time of the backend's sgd, momentum and adam steps over the
- * model's parameter count, per parameter byte; backward_ms = the fused backward,
- * backward_input_ms and backward_weight_ms = the measured I/W halves rescaled to sum to it, which keeps the
- * measured split). device = "<backend>:<device>", source names the settings (and says
+ * from the medians; input_gather_ms = the median time of gathering a minibatch of the data
+ * (cfg->data or the default) and uploading its inputs and targets, as a first stage's F
+ * does; step_ns_per_byte = the median time of the backend's sgd, momentum and adam steps
+ * over the model's parameter count, per parameter byte; backward_ms = the fused backward,
+ * backward_input_ms and backward_weight_ms = the measured I/W halves rescaled to sum to it,
+ * which keeps the measured split). device = "<backend>:<device>", source names the settings (and says
  * "layers timed one at a time (memory)" after the fallback). *stats (may be
  * NULL) receives a malloc'd array of m->nlayers raw timings the caller frees. Returns NULL
- * with err set: bad cfg, the backend cannot open the device, out of device memory, or a
- * backend failure reported by a sync. Restores the backend's worker hint to 1. */
+ * with err set: bad cfg, a data set that does not fit m (or a default one that does not
+ * load), the backend cannot open the device, out of device memory, or a backend failure
+ * reported by a sync. Restores the backend's worker hint to 1. */
 profile *profiler_run(const model *m, const prof_cfg *cfg, prof_stats **stats, plumb_err *err);
 
 /* Median of v[0..n-1] (sorts v in place; the mean of the two middle values for even n);
