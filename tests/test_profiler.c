@@ -322,6 +322,15 @@ Test(profiler, median)
     cr_assert_eq(profiler_median(c, 0), 0);
 }
 
+
+/* 8 layers of 16 x 64 floats each: the model of the memory fall-back and chain tests. */
+static const char *const EVEN_SPEC =
+    "{\"format\": \"plumb-model/1\", \"name\": \"even\", \"input\": [64],"
+    " \"classes\": 64, \"layers\": ["
+    " {\"type\": \"linear\", \"out\": 64}, {\"type\": \"relu\"},"
+    " {\"type\": \"linear\", \"out\": 64}, {\"type\": \"relu\"},"
+    " {\"type\": \"linear\", \"out\": 64}, {\"type\": \"relu\"},"
+    " {\"type\": \"linear\", \"out\": 64}, {\"type\": \"softmax_cross_entropy\"}]}";
 /* A CPU backend whose device memory is capped, to drive the profiler's fallback: when all
  * the one-layer stages do not fit at once it times the layers one at a time. Each block
  * carries its size in a 16-byte header. Test-only state (each Criterion test is its own
@@ -354,14 +363,7 @@ static void cap_free(bk_ctx *c, void *q)
 
 Test(profiler, falls_back_to_one_layer_at_a_time_when_memory_is_short)
 {
-    static const char *const spec =
-        "{\"format\": \"plumb-model/1\", \"name\": \"even\", \"input\": [64],"
-        " \"classes\": 64, \"layers\": ["
-        " {\"type\": \"linear\", \"out\": 64}, {\"type\": \"relu\"},"
-        " {\"type\": \"linear\", \"out\": 64}, {\"type\": \"relu\"},"
-        " {\"type\": \"linear\", \"out\": 64}, {\"type\": \"relu\"},"
-        " {\"type\": \"linear\", \"out\": 64}, {\"type\": \"softmax_cross_entropy\"}]}";
-    model *m = parse(spec);
+    model *m = parse(EVEN_SPEC);
     backend capped = *backend_cpu();
     capped.alloc = cap_alloc;
     capped.free = cap_free;
@@ -438,14 +440,7 @@ static void counting_copy(bk_ctx *c, void *dst, const void *src, size_t bytes)
  * layers are timed one at a time (too little memory), which runs the same passes alone. */
 Test(profiler, layers_are_timed_on_the_previous_layers_output)
 {
-    static const char *const spec =
-        "{\"format\": \"plumb-model/1\", \"name\": \"even\", \"input\": [64],"
-        " \"classes\": 64, \"layers\": ["
-        " {\"type\": \"linear\", \"out\": 64}, {\"type\": \"relu\"},"
-        " {\"type\": \"linear\", \"out\": 64}, {\"type\": \"relu\"},"
-        " {\"type\": \"linear\", \"out\": 64}, {\"type\": \"relu\"},"
-        " {\"type\": \"linear\", \"out\": 64}, {\"type\": \"softmax_cross_entropy\"}]}";
-    model *m = parse(spec);
+    model *m = parse(EVEN_SPEC);
     backend counted = *backend_cpu();
     counted.copy = counting_copy;
     counted.alloc = cap_alloc;
