@@ -147,7 +147,8 @@ int cluster_equal(const cluster *a, const cluster *b)
         const device_type *x = &a->types[i], *y = &b->types[i];
         int xp = x->peak_flops > 0, yp = y->peak_flops > 0;
         if (!str_eq(x->name, y->name) || x->memory_bytes != y->memory_bytes ||
-            x->speed != y->speed || xp != yp || (xp && x->peak_flops != y->peak_flops))
+            x->speed != y->speed || xp != yp || (xp && x->peak_flops != y->peak_flops) ||
+            x->cores != y->cores)
             return 0;
         if (!device_figures_equal(x, y)) return 0;
     }
@@ -238,6 +239,9 @@ int cluster_validate(const cluster *c, const char *file, plumb_err *err)
                            flops_to_tflops(BOUND_PEAK_FLOPS_MIN),
                            flops_to_tflops(BOUND_PEAK_FLOPS_MAX), flops_to_tflops(t->peak_flops));
         if (device_figures_validate(t, file, tp, err)) return -1;
+        if (t->cores < 0)
+            return err_set(err, file, json_path(p, sizeof p, tp, "cores"),
+                           "expected an integer >= 1 (got %d)", t->cores);
     }
     if (!c->server_type)
         return err_set(err, file, "servers", "expected a device type for each server");
@@ -257,7 +261,7 @@ static const char *const LEVEL_KEYS[] = { "name", "count", "bandwidth_gbit_per_s
                                           "egress_gbit_per_s", NULL };
 static const char *const TYPE_KEYS[] = { "name", "memory_gib", "speed", "peak_tflops",
                                          "peak_tflops_by_precision", "memory_gbyte_per_s",
-                                         "efficiency", NULL };
+                                         "efficiency", "cores", NULL };
 static const char *const SERVER_KEYS[] = { "device_type", "count", NULL };
 
 
@@ -366,6 +370,7 @@ static int load_types(const jctx *jc, const cJSON *root, cluster *c)
         const cJSON *tv = cJSON_GetArrayItem(arr, i);
         device_type *t = &c->types[i];
         const char *name = NULL;
+        long long cores = 0;
         json_path_idx(p, sizeof p, "device_types", "", i);
         if (json_check_keys(jc, tv, p, TYPE_KEYS) || json_get_str(jc, tv, p, "name", 1, &name))
             return -1;
@@ -385,8 +390,10 @@ static int load_types(const jctx *jc, const cJSON *root, cluster *c)
             json_get_num(jc, tv, p, "speed", 1, J_POS, &t->speed) ||
             get_converted(jc, tv, p, "peak_tflops", 0, J_POS, tflops_to_flops, &t->peak_flops,
                           NULL) ||
-            device_figures_from_json(jc, tv, p, t))
+            device_figures_from_json(jc, tv, p, t) ||
+            json_get_int(jc, tv, p, "cores", 0, 1, 1 << 20, &cores))
             return -1;
+        t->cores = (int)cores;
     }
     return 0;
 }
@@ -521,6 +528,7 @@ cJSON *cluster_to_json(const cluster *c)
             !json_add_num(o, "peak_tflops", flops_to_tflops(t->peak_flops)))
             goto fail;
         if (device_figures_to_json(t, o)) goto fail;
+        if (t->cores > 0 && !json_add_num(o, "cores", t->cores)) goto fail;
     }
     int uniform = 1;
     for (int s = 1; s < c->nservers; s++)

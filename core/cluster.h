@@ -52,6 +52,9 @@ typedef struct device_type {
                                           peak_tflops_by_precision {fp32, tf32, bf16, fp16} */
     double memory_Bps;       /* memory (HBM) bandwidth, bytes/s; file: memory_gbyte_per_s */
     device_efficiency eff;   /* file: efficiency {gemm, attention, memory, kernel_overhead_us} */
+    int cores;               /* CPU cores one server of this type has for its workers, 0 when
+                                not given (a GPU: each device computes on its own); a plan
+                                with more workers on one server than cores shares them */
 } device_type;
 
 typedef struct cluster {

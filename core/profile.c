@@ -13,6 +13,10 @@
 #include "bounds.h"
 #include "json.h"
 
+/* The file fields of profile.step_ns_per_byte, in optimizer_kind order. */
+static const char *const STEP_KEYS[3] = {"sgd_step_ns_per_byte", "momentum_step_ns_per_byte",
+                                         "adam_step_ns_per_byte"};
+
 /* ---- allocation, copy, compare ------------------------------------------------------ */
 
 profile *profile_alloc(int n, int m)
@@ -73,6 +77,8 @@ profile *profile_clone(const profile *p)
     q->source = dup_or_null(p->source, &ok);
     q->minibatch = p->minibatch;
     q->input_bytes = p->input_bytes;
+    q->input_gather_ms = p->input_gather_ms;
+    memcpy(q->step_ns_per_byte, p->step_ns_per_byte, sizeof q->step_ns_per_byte);
     for (int i = 0; i < p->nlayers; i++) {
         profile_layer *d = &q->layers[i];
         *d = p->layers[i];
@@ -109,7 +115,9 @@ int profile_equal(const profile *a, const profile *b)
     if (!a || !b) return 0;
     if (!str_eq(a->name, b->name) || !str_eq(a->device, b->device) ||
         !str_eq(a->source, b->source) || a->minibatch != b->minibatch ||
-        a->input_bytes != b->input_bytes || a->nlayers != b->nlayers ||
+        a->input_bytes != b->input_bytes || a->input_gather_ms != b->input_gather_ms ||
+        memcmp(a->step_ns_per_byte, b->step_ns_per_byte, sizeof a->step_ns_per_byte) ||
+        a->nlayers != b->nlayers ||
         a->nedges != b->nedges)
         return 0;
     for (int i = 0; i < a->nlayers; i++) {
@@ -398,6 +406,13 @@ int profile_validate(const profile *p, const char *file, plumb_err *err)
     if (!(p->input_bytes >= 0 && p->input_bytes <= BOUND_BYTES_MAX))
         return err_set(err, file, "input_bytes", "expected a number from 0 to %g (got %g)",
                        BOUND_BYTES_MAX, p->input_bytes);
+    if (!(p->input_gather_ms >= 0 && p->input_gather_ms <= BOUND_LAYER_MS_MAX))
+        return err_set(err, file, "input_gather_ms", "expected a number from 0 to %g (got %g)",
+                       BOUND_LAYER_MS_MAX, p->input_gather_ms);
+    for (int k = 0; k < 3; k++) /* at most 1 s per byte: every step time stays finite */
+        if (!(p->step_ns_per_byte[k] >= 0 && p->step_ns_per_byte[k] <= 1e9))
+            return err_set(err, file, STEP_KEYS[k], "expected a number from 0 to 1e+09 (got %g)",
+                           p->step_ns_per_byte[k]);
     if (p->nlayers <= 0 || !p->layers)
         return err_set(err, file, "layers", "expected at least one layer (got %d)", p->nlayers);
     if (p->nedges < 0 || (p->nedges > 0 && !p->edges))
@@ -448,7 +463,9 @@ int profile_validate(const profile *p, const char *file, plumb_err *err)
 /* ---- JSON reading ------------------------------------------------------------------- */
 
 static const char *const ROOT_KEYS[] = {"format", "name", "device", "source", "minibatch",
-                                        "input_bytes", "layers", "edges", NULL};
+                                        "input_bytes", "input_gather_ms",
+                                        "sgd_step_ns_per_byte", "momentum_step_ns_per_byte",
+                                        "adam_step_ns_per_byte", "layers", "edges", NULL};
 static const char *const LAYER_KEYS[] = {"name", "kind", "desc", "forward_ms", "backward_ms",
                                          "backward_input_ms", "backward_weight_ms",
                                          "activation_bytes", "parameter_bytes", "flops",
@@ -538,7 +555,7 @@ profile *profile_from_json(const cJSON *root, const char *file, plumb_err *err)
     if (json_check_keys(&c, root, "", ROOT_KEYS)) return NULL;
     const char *name, *device, *source = "";
     long long mb;
-    double inb = 0;
+    double inb = 0, gather = 0, step[3] = {0, 0, 0};
     const cJSON *layers, *edges;
     int nl, ne;
     if (json_get_str(&c, root, "", "name", 1, &name) ||
@@ -546,6 +563,10 @@ profile *profile_from_json(const cJSON *root, const char *file, plumb_err *err)
         json_get_str(&c, root, "", "source", 0, &source) ||
         json_get_int(&c, root, "", "minibatch", 1, 1, INT_MAX, &mb) ||
         json_get_num(&c, root, "", "input_bytes", 0, J_NONNEG, &inb) ||
+        json_get_num(&c, root, "", "input_gather_ms", 0, J_NONNEG, &gather) ||
+        json_get_num(&c, root, "", STEP_KEYS[0], 0, J_NONNEG, &step[0]) ||
+        json_get_num(&c, root, "", STEP_KEYS[1], 0, J_NONNEG, &step[1]) ||
+        json_get_num(&c, root, "", STEP_KEYS[2], 0, J_NONNEG, &step[2]) ||
         json_get_arr(&c, root, "", "layers", 1, &layers, &nl) ||
         json_get_arr(&c, root, "", "edges", 0, &edges, &ne))
         return NULL;
@@ -556,6 +577,8 @@ profile *profile_from_json(const cJSON *root, const char *file, plumb_err *err)
     if (!p) { err_set(err, file, NULL, "out of memory"); return NULL; }
     p->minibatch = (int)mb;
     p->input_bytes = inb;
+    p->input_gather_ms = gather;
+    memcpy(p->step_ns_per_byte, step, sizeof step);
     if (dup_into(&c, &p->name, name) || dup_into(&c, &p->device, device) ||
         dup_into(&c, &p->source, source))
         goto fail;
@@ -592,8 +615,14 @@ cJSON *profile_to_json(const profile *p)
         !cJSON_AddStringToObject(root, "device", p->device ? p->device : "") ||
         !cJSON_AddStringToObject(root, "source", p->source ? p->source : "") ||
         !json_add_num(root, "minibatch", p->minibatch) ||
-        (p->input_bytes > 0 && !json_add_num(root, "input_bytes", p->input_bytes)))
+        (p->input_bytes > 0 && !json_add_num(root, "input_bytes", p->input_bytes)) ||
+        (p->input_gather_ms > 0 &&
+         !json_add_num(root, "input_gather_ms", p->input_gather_ms)))
         goto fail;
+    for (int k = 0; k < 3; k++)
+        if (p->step_ns_per_byte[k] > 0 &&
+            !json_add_num(root, STEP_KEYS[k], p->step_ns_per_byte[k]))
+            goto fail;
     cJSON *layers = cJSON_AddArrayToObject(root, "layers");
     if (!layers) goto fail;
     for (int i = 0; i < p->nlayers; i++) {

@@ -44,6 +44,11 @@ typedef struct profile {
     int minibatch;     /* samples per profiled minibatch, > 0 */
     double input_bytes; /* the model's input for the minibatch as the executor holds it, >= 0
                            (0: not said) */
+    double input_gather_ms; /* a first or last stage's gathering of one minibatch from the data
+                               set and its upload (inside its F), ms, >= 0 (0: not said) */
+    double step_ns_per_byte[3]; /* the optimizer step's time per parameter byte, ns, measured
+                                   on the device, indexed by optimizer_kind (sgd, momentum,
+                                   adam), >= 0 (0: not said) */
     int nlayers;
     profile_layer *layers; /* in a topological order of the graph */
     int nedges;

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "exec/data.h"
 #include "exec/stage.h"
 #include "exec/train.h"
 
@@ -163,6 +164,41 @@ static void probe_pass(probe *pr, int pass, int B)
     }
 }
 
+/* Gives the probes of layers 0..n-1 (the whole model) the inputs of training: a batch of d
+ * into layer 0 (targets into the loss), then every layer's forward output into the next
+ * layer's input. Returns 0, or -1 with err set (out of memory, a backend failure). */
+static int probe_chain(const model *m, probe *pr, int n, const dataset *d, const prof_cfg *cfg,
+                       bk_ctx *ctx, plumb_err *err)
+{
+    const backend *bk = cfg->bk;
+    const int B = cfg->batch;
+    unsigned long long rs = cfg->seed * 0x2545F4914F6CDD1DULL + 7;
+    int *idx = malloc((size_t)B * sizeof *idx);
+    float *x = malloc(((size_t)B * d->sample_numel + 1) * sizeof *x);
+    int32_t *y = malloc(((size_t)B * d->targets_per_sample + 1) * sizeof *y);
+    int rc = -1;
+    if (!idx || !x || !y) { err_set(err, NULL, NULL, "out of memory"); goto done; }
+    for (int k = 0; k < B; k++) idx[k] = (int)(rng_uniform(&rs) * d->n) % d->n;
+    data_gather(d, idx, B, x, y);
+    bk->upload(ctx, stage_input(pr[0].st, 0), x, (size_t)B * stage_in_numel(pr[0].st) * 4);
+    if (stage_has_loss(pr[n - 1].st))
+        bk->upload(ctx, stage_targets(pr[n - 1].st, 0), y,
+                   (size_t)B * model_targets_per_sample(m) * sizeof(int32_t));
+    for (int i = 0; i < n; i++) {
+        stage_forward(pr[i].st, 0, B, NULL);
+        if (i + 1 < n)
+            bk->copy(ctx, stage_input(pr[i + 1].st, 0), stage_output(pr[i].st, 0),
+                     (size_t)B * stage_in_numel(pr[i + 1].st) * sizeof(float));
+        if (bk->sync(ctx, err)) goto done;
+    }
+    rc = 0;
+done:
+    free(idx);
+    free(x);
+    free(y);
+    return rc;
+}
+
 /* Times every pass of layers [first, last]: cfg->warmup untimed rounds, then cfg->runs
  * timed rounds, each round running F, B, I, W of the first layer, then of the next, and so
  * on. Taking the layers in turn, as training does, spreads every layer's samples over the
@@ -171,11 +207,13 @@ static void probe_pass(probe *pr, int pass, int B)
  * from its own previous run. The backward passes reuse the forward's saved activations.
  * times is [nlayers][NPASS][runs], ms. Then, where the backend measures its scratch, one
  * more round runs each layer's passes from no scratch at all: ws[layer] is the scratch they
- * grew (bytes). Returns 0; -2 with err set when the layers' stages
- * could not all be built (out of device memory: the caller may go one layer at a time);
- * -1 with err set on a backend failure. */
-static int time_layers(const model *m, int first, int last, const prof_cfg *cfg, bk_ctx *ctx,
-                       double *times, double *ws, plumb_err *err)
+ * grew (bytes). With all the layers at once and data d, the layers see the inputs of
+ * training (probe_chain); one layer alone keeps its random input. Returns 0; -2 with err
+ * set when the layers' stages could not all be built (out of device memory: the caller may
+ * go one layer at a time); -1 with err set on a backend failure. */
+static int time_layers(const model *m, int first, int last, const prof_cfg *cfg,
+                       const dataset *d, bk_ctx *ctx, double *times, double *ws,
+                       plumb_err *err)
 {
     const backend *bk = cfg->bk;
     const int n = last - first + 1;
@@ -185,6 +223,8 @@ static int time_layers(const model *m, int first, int last, const prof_cfg *cfg,
     for (int i = 0; i < n; i++)
         if (probe_init(m, first + i, cfg, ctx, &pr[i], err)) goto done;
     rc = -1;
+    if (d && first == 0 && last == m->nlayers - 1 && probe_chain(m, pr, n, d, cfg, ctx, err))
+        goto done;
     for (int r = 0; r < cfg->warmup + cfg->runs; r++) {
         for (int i = 0; i < n; i++) {
             for (int p = 0; p < NPASS; p++) {
@@ -221,6 +261,95 @@ done:
     return rc;
 }
 
+/* The median time (ms) of what a first stage's F does before its compute: gather a
+ * minibatch of d at random indices (the executor's batch callback) and upload its inputs
+ * and targets; cfg->warmup untimed then cfg->runs timed. -1 with err set on failure. */
+static double time_gather(const model *m, const dataset *d, const prof_cfg *cfg, bk_ctx *ctx,
+                          plumb_err *err)
+{
+    const backend *bk = cfg->bk;
+    const int B = cfg->batch;
+    size_t nx = (size_t)B * d->sample_numel, ny = (size_t)B * model_targets_per_sample(m);
+    unsigned long long rs = cfg->seed * 0x9E3779B97F4A7C15ULL + 11;
+    int *idx = malloc((size_t)B * sizeof *idx);
+    double *t = malloc((size_t)cfg->runs * sizeof *t), ms = -1;
+    float *hx = bk_host_alloc(bk, ctx, (nx + 1) * sizeof(float), err);
+    int32_t *hy = bk_host_alloc(bk, ctx, (ny + 1) * sizeof(int32_t), err);
+    float *dx = bk->alloc(ctx, (nx + 1) * sizeof(float), err);
+    int32_t *dy = bk->alloc(ctx, (ny + 1) * sizeof(int32_t), err);
+    if (!idx || !t) err_set(err, NULL, NULL, "out of memory");
+    if (!idx || !t || !hx || !hy || !dx || !dy) goto done;
+    for (int r = 0; r < cfg->warmup + cfg->runs; r++) {
+        for (int k = 0; k < B; k++) idx[k] = (int)(rng_uniform(&rs) * d->n) % d->n;
+        if (bk->sync(ctx, err)) goto done;
+        double t0 = train_now();
+        data_gather(d, idx, B, hx, hy);
+        bk->upload(ctx, dx, hx, nx * sizeof(float));
+        bk->upload(ctx, dy, hy, ny * sizeof(int32_t));
+        if (bk->sync(ctx, err)) goto done;
+        if (r >= cfg->warmup) t[r - cfg->warmup] = (train_now() - t0) * 1e3;
+    }
+    ms = profiler_median(t, cfg->runs);
+done:
+    if (dx) bk->free(ctx, dx);
+    if (dy) bk->free(ctx, dy);
+    if (hx) bk_host_free(bk, hx);
+    if (hy) bk_host_free(bk, hy);
+    free(idx);
+    free(t);
+    return ms;
+}
+
+/* Times the backend's optimizer steps (sgd, momentum, adam, core/plan.h's order) over n
+ * parameters (halved until the four vectors fit the device): ns[k] = the median of
+ * cfg->runs steps (after cfg->warmup) per parameter byte, ns. Returns 0, or -1 with err
+ * set (out of device memory, a backend failure). */
+static int time_steps(long long n, const prof_cfg *cfg, bk_ctx *ctx, double ns[3],
+                      plumb_err *err)
+{
+    const backend *bk = cfg->bk;
+    size_t bytes = (size_t)(n > 0 ? n : 1) * sizeof(float);
+    float *buf[4] = {NULL, NULL, NULL, NULL};
+    double *t = malloc((size_t)cfg->runs * sizeof *t);
+    float *h = malloc(bytes);
+    int rc = -1;
+    if (!t || !h) { err_set(err, NULL, NULL, "out of memory"); goto done; }
+    for (int k = 0; k < 4; k++)
+        if (!(buf[k] = bk->alloc(ctx, bytes, err))) {
+            /* weights, gradients and two states of the whole model do not fit the device
+             * at once: time the step on fewer parameters (the cost is per byte) */
+            for (int j = 0; j < k; j++) bk->free(ctx, buf[j]), buf[j] = NULL;
+            if (bytes < 2048) goto done;
+            err_clear(err);
+            bytes = bytes / 2 / sizeof(float) * sizeof(float);
+            k = -1;
+        }
+    unsigned long long rs = cfg->seed + 13;
+    for (size_t k = 0; k < bytes / sizeof(float); k++)
+        h[k] = (float)(0.02 * rng_uniform(&rs) - 0.01);
+    bk->upload(ctx, buf[1], h, bytes); /* gradients; weights and state start at 0 */
+    for (int kind = 0; kind < 3; kind++) {
+        bk_opt o = {.kind = kind, .lr = 1e-3f, .momentum = 0.9f, .beta1 = 0.9f,
+                    .beta2 = 0.999f, .eps = 1e-8f, .weight_decay = 0, .step = 0};
+        for (int r = 0; r < cfg->warmup + cfg->runs; r++) {
+            o.step++;
+            if (bk->sync(ctx, err)) goto done;
+            double t0 = train_now();
+            bk->opt_step(ctx, &o, bytes / sizeof(float), buf[0], buf[1], buf[2], buf[3]);
+            if (bk->sync(ctx, err)) goto done;
+            if (r >= cfg->warmup) t[r - cfg->warmup] = (train_now() - t0) * 1e9;
+        }
+        ns[kind] = profiler_median(t, cfg->runs) / (double)bytes;
+    }
+    rc = 0;
+done:
+    for (int k = 0; k < 4; k++)
+        if (buf[k]) bk->free(ctx, buf[k]);
+    free(t);
+    free(h);
+    return rc;
+}
+
 static double vmin(const double *v, int n)
 {
     double x = v[0];
@@ -235,6 +364,27 @@ static double vmax(const double *v, int n)
     return x;
 }
 
+/* The data set plumb train uses for m by default, as the profile's data: Fashion-MNIST's
+ * training split when m is shaped for it and the files load, the built-in text for a token
+ * model, else n synthetic samples; *what names it. NULL with err set when none loads. */
+static dataset *default_data(const model *m, int n, unsigned long long seed, const char **what,
+                             plumb_err *err)
+{
+    if (!m->tokens && shape_numel(m->in_ndim, m->in_shape) == 784 && m->classes == 10) {
+        plumb_err e2;
+        err_clear(&e2);
+        dataset *d = data_fashion_mnist(NULL, 1, &e2);
+        if (d && !data_check_model(d, m, &e2)) return *what = "fashion-mnist", d;
+        data_free(d);
+    }
+    if (m->tokens && m->classes >= 256) {
+        *what = "text";
+        return data_text(m, NULL, n, seed, err);
+    }
+    *what = "synthetic";
+    return data_synthetic(m, n, seed, err);
+}
+
 profile *profiler_run(const model *m, const prof_cfg *cfg, prof_stats **stats, plumb_err *err)
 {
     if (stats) *stats = NULL;
@@ -245,11 +395,22 @@ profile *profiler_run(const model *m, const prof_cfg *cfg, prof_stats **stats, p
         return NULL;
     }
     const backend *bk = cfg->bk;
-    char device[64], source[256];
+    char device[64], source[320];
     snprintf(device, sizeof device, "%s:%d", bk->name, cfg->device);
     snprintf(source, sizeof source,
              "plumb profile: %s device %d, median of %d runs after %d warm-up, as 1 of %d "
              "workers", bk->name, cfg->device, cfg->runs, cfg->warmup, cfg->workers);
+    const char *what = "the caller's";
+    dataset *own = NULL;
+    const dataset *d = cfg->data;
+    if (!d && !(d = own = default_data(m, 4 * cfg->batch, cfg->seed, &what, err)))
+        return NULL;
+    if (data_check_model(d, m, err)) {
+        data_free(own);
+        return NULL;
+    }
+    size_t sl = strlen(source);
+    snprintf(source + sl, sizeof source - sl, ", on %s data", what);
     profile *p = profiler_skeleton(m, cfg->batch, device, source, err);
     prof_stats *st = calloc((size_t)m->nlayers + 1, sizeof *st);
     double *times = malloc((size_t)m->nlayers * NPASS * cfg->runs * sizeof *times);
@@ -260,7 +421,7 @@ profile *profiler_run(const model *m, const prof_cfg *cfg, prof_stats **stats, p
     if (!st || !times || !ws) { err_set(err, NULL, NULL, "out of memory"); goto done; }
     if (!(ctx = bk->create(cfg->device, err))) goto done;
     if (bk->hint_workers) bk->hint_workers(cfg->workers);
-    int trc = time_layers(m, 0, m->nlayers - 1, cfg, ctx, times, ws, err);
+    int trc = time_layers(m, 0, m->nlayers - 1, cfg, d, ctx, times, ws, err);
     if (trc == -2 && m->nlayers > 1) {
         /* all the layers at once do not fit in the device's memory: one at a time */
         err_clear(err);
@@ -270,10 +431,13 @@ profile *profiler_run(const model *m, const prof_cfg *cfg, prof_stats **stats, p
         free(p->source);
         p->source = src;
         for (int i = 0; i < m->nlayers; i++)
-            if (time_layers(m, i, i, cfg, ctx, times, ws, err)) goto done;
+            if (time_layers(m, i, i, cfg, d, ctx, times, ws, err)) goto done;
         trc = 0;
     }
     if (trc) goto done;
+    if ((p->input_gather_ms = time_gather(m, d, cfg, ctx, err)) < 0 ||
+        time_steps(m->nparams, cfg, ctx, p->step_ns_per_byte, err))
+        goto done;
     for (int i = 0; i < m->nlayers; i++) {
         double *tf = times + (size_t)i * NPASS * cfg->runs, *tb = tf + cfg->runs,
                *ti = tf + 2 * (size_t)cfg->runs, *tw = tf + 3 * (size_t)cfg->runs;
@@ -300,6 +464,7 @@ profile *profiler_run(const model *m, const prof_cfg *cfg, prof_stats **stats, p
 done:
     if (bk->hint_workers) bk->hint_workers(1);
     if (ctx) bk->destroy(ctx);
+    data_free(own);
     free(times);
     free(ws);
     if (!ok) {

@@ -28,6 +28,13 @@ typedef struct prof_cfg {
                               (bk->hint_workers: the CPU gives each 1/workers of the BLAS
                               threads, as the pipeline runtime does), >= 1 */
     unsigned long long seed; /* seeds the random inputs, output gradients and targets */
+    /* The data the layers are timed on (borrowed; exec/data.h): the first layer's input and
+     * the loss's targets are a batch of it, every later layer's input is the output of the
+     * one before (real activations: branchy element-wise kernels see the sign patterns of
+     * training), and the batch gather is timed on it. NULL: the data set `plumb train` uses
+     * by default (Fashion-MNIST when the model is shaped for it and its files load, the
+     * built-in text for token models, else synthetic samples). */
+    const struct dataset *data;
     /* NULL, or called after every round of every layer's passes (warm-up rounds included)
      * with the layer-rounds done and their total, nlayers x (warmup + runs): a way to show
      * progress while a long profile runs. `progress_user` is passed through. */
@@ -58,13 +65,17 @@ profile *profiler_skeleton(const model *m, int batch, const char *device, const 
                            plumb_err *err);
 
 /* Measures every top-level layer of m as cfg says and returns the filled profile (times
- * from the medians; backward_ms = the fused backward, backward_input_ms and
- * backward_weight_ms = the measured I/W halves rescaled to sum to it, which keeps the
- * measured split). device = "<backend>:<device>", source names the settings (and says
+ * from the medians; input_gather_ms = the median time of gathering a minibatch of the data
+ * (cfg->data or the default) and uploading its inputs and targets, as a first stage's F
+ * does; step_ns_per_byte = the median time of the backend's sgd, momentum and adam steps
+ * over the model's parameter count, per parameter byte; backward_ms = the fused backward,
+ * backward_input_ms and backward_weight_ms = the measured I/W halves rescaled to sum to it,
+ * which keeps the measured split). device = "<backend>:<device>", source names the settings (and says
  * "layers timed one at a time (memory)" after the fallback). *stats (may be
  * NULL) receives a malloc'd array of m->nlayers raw timings the caller frees. Returns NULL
- * with err set: bad cfg, the backend cannot open the device, out of device memory, or a
- * backend failure reported by a sync. Restores the backend's worker hint to 1. */
+ * with err set: bad cfg, a data set that does not fit m (or a default one that does not
+ * load), the backend cannot open the device, out of device memory, or a backend failure
+ * reported by a sync. Restores the backend's worker hint to 1. */
 profile *profiler_run(const model *m, const prof_cfg *cfg, prof_stats **stats, plumb_err *err);
 
 /* Median of v[0..n-1] (sorts v in place; the mean of the two middle values for even n);

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/schedule.h"
 #include "exec/checkpoint.h"
@@ -183,6 +184,12 @@ int train_run_pipeline(const train_run_cfg *rc, const schedule *s, const int *fi
                 rc->recompute ? ", activations recomputed" : "",
                 rc->tr ? ", transport " : "", rc->tr ? rc->tr->name : "");
     if (log0 && rc->bk->note && rc->bk->note()) fprintf(log0, "%s\n", rc->bk->note());
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    if (log0 && !rc->local_workers && !strncmp(rc->bk->name, "cpu", 3) && cores > 0 &&
+        s->nworkers > cores)
+        fprintf(log0, "note: %d workers share %ld CPU cores, so each computes slower than a "
+                "profile of one worker per core says (a cluster device type's \"cores\" lets "
+                "plumb sim model it)\n", s->nworkers, cores);
     if (log0 && start > 0) fprintf(log0, "resumed from %s at step %ld\n", rc->resume, start);
     long every = rc->log_every > 0 ? rc->log_every : (total + 19) / 20;
     pg.every = every < 1 ? 1 : every;

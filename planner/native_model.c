@@ -389,6 +389,8 @@ static int stage_cost_k(const nm_model *m, const nm_setting *s, int b0, int b1, 
     double scale = (double)s->mbsize / m->p->minibatch * 1e-3 / R->speed;
     double F = (m->cF[b1] - m->cF[b0]) * scale, B = (m->cB[b1] - m->cB[b0]) * scale;
     if (s->recompute) B += F;
+    if (b0 == 0 || b1 == m->nb) /* the batch gather, priced as the simulator does */
+        F += sim_cost_gather_s(m->p, s->mbsize) / R->speed;
     double c = F + B, P = m->cP[b1] - m->cP[b0];
     double ar = range_allreduce_s(R, n, P), arx = 0;
     if (ar > 0) {
@@ -683,6 +685,7 @@ static void dp_layer(const nm_model *m, const nm_setting *s, nm_dp *d, int mode,
                 }
                 int ver = tr->versions > 0 ? tr->versions : kw;
                 double sc = kscale / R->speed, pcoef = ver + 1 + optmul;
+                double gather = sim_cost_gather_s(m->p, s->mbsize);
                 double incomm = in > 0 && R->in_total > 0 ? in / R->in_total : 0;
                 /* stashed input, input gradient to send, its staging */
                 const int kf = s->M > 0 ? km : 0, ks = held_slots(s->kind, k, kf, b > 0);
@@ -710,6 +713,7 @@ static void dp_layer(const nm_model *m, const nm_setting *s, nm_dp *d, int mode,
                     if (mem + ks * (grad + kept) > R->cap) continue;
                     double F = (m->cF[j] - m->cF[b]) * sc, B = (m->cB[j] - m->cB[b]) * sc;
                     if (rc) B += F;
+                    if (b == 0 || j == nb) F += gather / R->speed;
                     double c = F + B, per = c / n;
                     if (mode == 0 && per >= best) break; /* compute grows with j */
                     if (mode == 1 && per > tau) break;

@@ -11,7 +11,12 @@
  *    layer's output; for a DAG every tensor with a consumer beyond the cut), scaled the same;
  *  - all-reduce: ring over the stage's replicas (sim_net_allreduce_s) of its parameter bytes;
  *  - optimizer step: memory-bound, (3 sgd, 5 momentum, 7 adam) x the parameter bytes read
- *    and written at the device's memory bandwidth (sim_device_mem_Bps);
+ *    and written at the device's memory bandwidth (sim_device_mem_Bps), or at the
+ *    bandwidth the profile's measured step implies (sim_cost_step_Bps);
+ *  - shared cores: a CPU server's workers beyond its `cores` share them (sim_cost_core_share
+ *    slows compute and the step by workers / cores);
+ *  - batch gather: the first and the last stage gather their microbatch from the data set
+ *    inside F (sim_cost_gather_s, from the profile's input_gather_ms);
  *  - memory: stashed bytes per in-flight microbatch (stage input + every layer's output, or
  *    the stage input alone with recompute, plus the recomputed outputs while backward runs). */
 #include "sim/cost.h"
@@ -58,6 +63,31 @@ double sim_step_bytes_per_param(optimizer_kind opt)
 {
     /* read weights and gradients, write weights; each state tensor read and written */
     return opt == OPT_ADAM ? 7 : opt == OPT_MOMENTUM ? 5 : 3;
+}
+
+double sim_cost_step_Bps(const profile *p, optimizer_kind opt, const device_type *t)
+{
+    if (p && opt >= 0 && opt < 3 && p->step_ns_per_byte[opt] > 0) {
+        double speed = t && t->speed > 0 ? t->speed : 1;
+        return sim_step_bytes_per_param(opt) / (p->step_ns_per_byte[opt] * 1e-9) * speed;
+    }
+    return sim_device_mem_Bps(t);
+}
+
+double sim_cost_gather_s(const profile *p, int microbatch)
+{
+    if (!p || p->input_gather_ms <= 0 || p->minibatch <= 0 || microbatch <= 0) return 0;
+    return p->input_gather_ms * ((double)microbatch / p->minibatch) / 1e3;
+}
+
+double sim_cost_core_share(const cluster *c, const int *worker_device, int nworkers, int d)
+{
+    const device_type *t = cluster_device_type(c, d);
+    if (!t || t->cores <= 0) return 1;
+    int server = cluster_server_of(c, d), n = 0;
+    for (int w = 0; w < nworkers; w++)
+        if (worker_device[w] >= 0 && cluster_server_of(c, worker_device[w]) == server) n++;
+    return n > t->cores ? (double)n / t->cores : 1;
 }
 
 /* The two input-gradient buffers the executor gives the top-level layers [first, last] of
@@ -150,7 +180,10 @@ int sim_cost_build(sim_model *m, const plan *pl, const schedule *s, const sim_ne
         const device_type *t = cluster_device_type(c, m->worker_device[w]);
         double speed = t && t->speed > 0 ? t->speed : 1;
         m->worker_scale[w] = 1.0 / speed;
-        m->worker_mem_Bps[w] = sim_device_mem_Bps(t);
+        m->worker_mem_Bps[w] = sim_cost_step_Bps(p, pl->optimizer, t);
+        double share = sim_cost_core_share(c, m->worker_device, s->nworkers, m->worker_device[w]);
+        m->worker_scale[w] *= share;
+        m->worker_mem_Bps[w] /= share;
         if (m->worker_device[w] == straggler_device) {
             m->worker_scale[w] *= straggler_factor;
             m->worker_mem_Bps[w] /= straggler_factor;
@@ -211,6 +244,8 @@ int sim_cost_build(sim_model *m, const plan *pl, const schedule *s, const sim_ne
             a[SIM_C_B] += a[SIM_C_F];
             a[SIM_C_I] += a[SIM_C_F];
         }
+        if (ps->first_layer == 0 || ps->last_layer >= n - 1) /* the batch callback */
+            a[SIM_C_F] += sim_cost_gather_s(p, pl->microbatch_size);
         int last = ps->last_layer < n ? ps->last_layer : n - 1;
         m->cut_bytes[st] = st + 1 < s->nstages && last >= 0 ? cross[last] * scale : 0;
         double input = st > 0 && ps->first_layer > 0 ? cross[ps->first_layer - 1] * scale : 0;

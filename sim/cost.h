@@ -35,4 +35,23 @@ double sim_device_mem_Bps(const device_type *t);
  * write weights), momentum 5, adam 7 (each state tensor read and written too). */
 double sim_step_bytes_per_param(optimizer_kind opt);
 
+/* The optimizer step's memory bandwidth on device type t (bytes/s, as the engine divides
+ * step_bytes by it): where profile p measured the step of `opt` (step_ns_per_byte), the
+ * bandwidth that measurement implies, sim_step_bytes_per_param(opt) / its seconds per
+ * parameter byte, times t's speed (the profiled device has speed 1, as for the layer
+ * times); otherwise sim_device_mem_Bps(t). p and t may be NULL. */
+double sim_cost_step_Bps(const profile *p, optimizer_kind opt, const device_type *t);
+
+/* Seconds a first or last stage spends inside each F gathering its microbatch from the
+ * data set and uploading it (the executor's batch callback): p->input_gather_ms scaled
+ * linearly from p->minibatch to `microbatch` samples; 0 when the profile does not say or
+ * p is NULL. Add it once to a stage that is first, last or both. */
+double sim_cost_gather_s(const profile *p, int microbatch);
+
+/* The factor by which a worker on device d computes slower because the workers of d's
+ * server share its CPU cores: (workers placed on that server, counting every w of
+ * worker_device[0..nworkers) there) / the server type's `cores`, at least 1; 1 when the
+ * type does not give cores (a GPU's devices compute on their own). */
+double sim_cost_core_share(const cluster *c, const int *worker_device, int nworkers, int d);
+
 #endif

@@ -423,3 +423,34 @@ Test(cluster_bad, out_of_physical_bounds)
 #undef LVX
 #undef TYX
 }
+
+/* A device type's CPU cores: optional (0 when absent), an integer >= 1, kept by a round
+ * trip through a file and compared by cluster_equal. */
+Test(cluster, cores)
+{
+    plumb_err err;
+    cluster *c = from_text(GOOD, &err);
+    cr_assert_not_null(c, "%s", err.msg);
+    cr_expect_eq(c->types[0].cores, 0);
+    cluster_free(c);
+    c = from_text(HEAD "\"levels\":[" LV0 "],\"device_types\":[{\"name\":\"V100\","
+                  "\"memory_gib\":16,\"speed\":1,\"cores\":2}],\"device_type\":\"V100\"}", &err);
+    cr_assert_not_null(c, "%s", err.msg);
+    cr_expect_eq(c->types[0].cores, 2);
+    char *dir = make_tmpdir();
+    round_trip(c, dir);
+    cluster *d = cluster_clone(c);
+    cr_assert_not_null(d);
+    cr_expect(cluster_equal(c, d));
+    d->types[0].cores = 3;
+    cr_expect(!cluster_equal(c, d));
+    cluster_free(d);
+    cluster_free(c);
+    rm_tree(dir);
+    expect_bad(HEAD "\"levels\":[" LV0 "],\"device_types\":[{\"name\":\"V100\",\"memory_gib\":16,"
+               "\"speed\":1,\"cores\":0}],\"device_type\":\"V100\"}", "device_types[0].cores",
+               NULL);
+    expect_bad(HEAD "\"levels\":[" LV0 "],\"device_types\":[{\"name\":\"V100\",\"memory_gib\":16,"
+               "\"speed\":1,\"cores\":1.5}],\"device_type\":\"V100\"}", "device_types[0].cores",
+               NULL);
+}

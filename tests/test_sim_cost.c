@@ -183,15 +183,22 @@ Test(sim_cost, device_memory_bandwidth)
  * 100 MB parameters: the step moves k x 400 MB (k = 3 sgd, 5 momentum, 7 adam) at the
  * synthetic device's 0.9 TB/s, after the iteration's compute m (F + B); a straggler
  * slows it like the compute. */
+/* One stage on one device, 4 layers of 100 MB parameters and no activations, 2
+ * microbatches: the plan of the optimizer-step tests. */
+static void step_synth(sim_synth *s)
+{
+    sim_synth_init(s);
+    s->nstages = 1;
+    s->layers_per_stage = 4;
+    s->microbatches = 2;
+    s->activation_bytes = 0;
+    s->parameter_bytes = 100e6;
+}
+
 Test(sim_cost, optimizer_step_time)
 {
     sim_synth s;
-    sim_synth_init(&s);
-    s.nstages = 1;
-    s.layers_per_stage = 4;
-    s.microbatches = 2;
-    s.activation_bytes = 0;
-    s.parameter_bytes = 100e6;
+    step_synth(&s);
     static const optimizer_kind opts[] = {OPT_SGD, OPT_MOMENTUM, OPT_ADAM};
     static const double k[] = {3, 5, 7};
     for (int i = 0; i < 3; i++) {
@@ -251,5 +258,121 @@ Test(sim_cost, input_layer_costs_no_device_time)
     cr_expect(near(r->stages[1].forward_s, base->stages[1].forward_s));
     sim_report_free(r);
     sim_report_free(base);
+    plan_free(pl);
+}
+
+/* A measured optimizer step (the profile's step_ns_per_byte) replaces the memory-bound
+ * price: 4 layers of 100 MB at 0.25 ns per parameter byte (sgd) step in 0.1 s; doubling
+ * the measured cost doubles the step and lengthens the iteration by that much; a speed-2
+ * device steps twice as fast; other optimizers keep the memory-bound price. Checked by
+ * hand against sim_cost_step_Bps: sgd moves 3 bytes per parameter byte. */
+Test(sim_cost, measured_optimizer_step)
+{
+    sim_synth s;
+    step_synth(&s);
+    s.optimizer = OPT_SGD;
+    plumb_err e;
+    plan *pl = sim_synth_plan(&s, &e);
+    cr_assert_not_null(pl, "%s", e.msg);
+    sim_report *base = sim_run(pl, NULL, &e);
+    cr_assert_not_null(base, "%s", e.msg);
+    cr_expect(near(base->stages[0].step_s, 3 * 400e6 / 0.9e12));
+    pl->prof->step_ns_per_byte[OPT_SGD] = 0.25;
+    sim_report *r = sim_run(pl, NULL, &e);
+    cr_assert_not_null(r, "%s", e.msg);
+    cr_expect(near(r->stages[0].step_s, 400e6 * 0.25e-9), "%g", r->stages[0].step_s);
+    cr_expect(near(r->iteration_s, 2 * 4 * 3e-3 + 0.1), "%g", r->iteration_s);
+    pl->prof->step_ns_per_byte[OPT_SGD] = 0.5;
+    sim_report *r2 = sim_run(pl, NULL, &e);
+    cr_assert_not_null(r2, "%s", e.msg);
+    cr_expect(near(r2->stages[0].step_s, 0.2), "%g", r2->stages[0].step_s);
+    cr_expect(near(r2->iteration_s - r->iteration_s, 0.1), "%g", r2->iteration_s);
+    device_type t = {.name = "cpu-worker", .speed = 2};
+    cr_expect(near(sim_cost_step_Bps(pl->prof, OPT_SGD, &t), 3 / 0.5e-9 * 2));
+    cr_expect(near(sim_cost_step_Bps(pl->prof, OPT_ADAM, &t), 10e9)); /* not measured */
+    cr_expect(near(sim_cost_step_Bps(NULL, OPT_SGD, NULL), 0.9e12));
+    sim_report_free(base);
+    sim_report_free(r);
+    sim_report_free(r2);
+    plan_free(pl);
+}
+
+/* The batch gather (the profile's input_gather_ms) is added to the F of the first and the
+ * last stage only, once to a stage that is both, scaled from the profiled minibatch (32)
+ * to the microbatch (64): 2 ms -> 4 ms. */
+Test(sim_cost, batch_gather_in_first_and_last_f)
+{
+    cr_expect(near(sim_cost_gather_s(NULL, 64), 0));
+    sim_synth s;
+    sim_synth_init(&s);
+    s.nstages = 3;
+    s.layers_per_stage = 2;
+    s.microbatch_size = 64;
+    plumb_err e;
+    plan *pl = sim_synth_plan(&s, &e);
+    cr_assert_not_null(pl, "%s", e.msg);
+    cr_expect(near(sim_cost_gather_s(pl->prof, 64), 0));
+    sim_report *base = sim_run(pl, NULL, &e);
+    cr_assert_not_null(base, "%s", e.msg);
+    pl->prof->input_gather_ms = 2;
+    cr_expect(near(sim_cost_gather_s(pl->prof, 64), 4e-3));
+    cr_expect(near(sim_cost_gather_s(pl->prof, 16), 1e-3));
+    sim_report *r = sim_run(pl, NULL, &e);
+    cr_assert_not_null(r, "%s", e.msg);
+    cr_expect(near(r->stages[0].forward_s, base->stages[0].forward_s + 4e-3), "%g",
+              r->stages[0].forward_s);
+    cr_expect(near(r->stages[1].forward_s, base->stages[1].forward_s));
+    cr_expect(near(r->stages[2].forward_s, base->stages[2].forward_s + 4e-3));
+    cr_expect(near(r->stages[0].backward_s, base->stages[0].backward_s));
+    sim_report_free(base);
+    sim_report_free(r);
+    plan_free(pl);
+    s.nstages = 1; /* first and last: once */
+    pl = sim_synth_plan(&s, &e);
+    cr_assert_not_null(pl, "%s", e.msg);
+    base = sim_run(pl, NULL, &e);
+    pl->prof->input_gather_ms = 2;
+    r = sim_run(pl, NULL, &e);
+    cr_assert(base && r, "%s", e.msg);
+    cr_expect(near(r->stages[0].forward_s, base->stages[0].forward_s + 4e-3));
+    sim_report_free(base);
+    sim_report_free(r);
+    plan_free(pl);
+}
+
+/* Shared cores: 4 workers on one server whose type has 2 cores compute at half speed
+ * (F, B and the step twice as long); with 4 cores, or no cores given, at full speed. */
+Test(sim_cost, shared_cores)
+{
+    sim_synth s;
+    sim_synth_init(&s);
+    s.nstages = 4;
+    s.devices_per_server = 4;
+    s.servers = 1;
+    plumb_err e;
+    plan *pl = sim_synth_plan(&s, &e);
+    cr_assert_not_null(pl, "%s", e.msg);
+    int wd[4] = {0, 1, 2, 3};
+    cr_expect(near(sim_cost_core_share(pl->clus, wd, 4, 0), 1));
+    sim_report *base = sim_run(pl, NULL, &e);
+    cr_assert_not_null(base, "%s", e.msg);
+    pl->clus->types[0].cores = 2;
+    cr_expect(near(sim_cost_core_share(pl->clus, wd, 4, 0), 2));
+    cr_expect(near(sim_cost_core_share(pl->clus, wd, 2, 0), 1)); /* 2 workers, 2 cores */
+    cr_expect(near(sim_cost_core_share(pl->clus, wd, 3, 3), 1.5));
+    sim_report *r = sim_run(pl, NULL, &e);
+    cr_assert_not_null(r, "%s", e.msg);
+    for (int st = 0; st < 4; st++) {
+        cr_expect(near(r->stages[st].forward_s, 2 * base->stages[st].forward_s));
+        cr_expect(near(r->stages[st].backward_s, 2 * base->stages[st].backward_s));
+        cr_expect(near(r->stages[st].step_s, 2 * base->stages[st].step_s));
+    }
+    pl->clus->types[0].cores = 4;
+    sim_report *r4 = sim_run(pl, NULL, &e);
+    cr_assert_not_null(r4, "%s", e.msg);
+    cr_expect(near(r4->iteration_s, base->iteration_s));
+    sim_report_free(base);
+    sim_report_free(r);
+    sim_report_free(r4);
     plan_free(pl);
 }

@@ -55,6 +55,33 @@ echo "sim: prediction as a trace and as a report"
 "$PLUMB" sim "$tmp/plan.json" --json > "$tmp/report.json" 2> "$tmp/sim.err" ||
     fail "plumb sim --json failed: $(cat "$tmp/sim.err")"
 
+echo "sim: the profile's measured optimizer step and batch gather are priced"
+for f in input_gather_ms sgd_step_ns_per_byte momentum_step_ns_per_byte adam_step_ns_per_byte; do
+    grep -q "\"$f\":[[:space:]]*[0-9]" "$tmp/p.json" || fail "profile lacks $f"
+done
+grep -q '"source":.* data"' "$tmp/p.json" || fail "profile source does not name its data"
+# a profile with twice the measured sgd step (the plan's optimizer) and 10x the gather
+awk '/"(sgd_step_ns_per_byte|input_gather_ms)"/ {
+       k = $1; v = $2; sub(/,$/, "", v); f = k ~ /sgd/ ? 2 : 10
+       printf "\t%s\t%.17g,\n", k, f * v; next } { print }' "$tmp/p.json" > "$tmp/p2.json"
+sed 's/"p.json"/"p2.json"/' "$tmp/plan.json" > "$tmp/plan2.json"
+"$PLUMB" sim "$tmp/plan2.json" --json > "$tmp/report2.json" 2> "$tmp/sim2.err" ||
+    fail "plumb sim of the doubled profile failed: $(cat "$tmp/sim2.err")"
+vals() { # $1 report, $2 key: the values of the key, one line
+    grep "\"$2\":" "$1" | sed 's/.*:[[:space:]]*//; s/,$//' | tr '\n' ' '
+}
+g1=$(vals "$tmp/p.json" input_gather_ms)
+awk -v a="$(vals "$tmp/report.json" step_s)" -v b="$(vals "$tmp/report2.json" step_s)" \
+    -v fa="$(vals "$tmp/report.json" forward_s)" -v fb="$(vals "$tmp/report2.json" forward_s)" \
+    -v ia="$(vals "$tmp/report.json" iteration_s)" -v ib="$(vals "$tmp/report2.json" iteration_s)" \
+    -v g="$g1" 'function near(x, y) { d = x - y; return (d < 0 ? -d : d) <= 1e-9 * (y < 0 ? -y : y) + 1e-15 }
+    BEGIN { split(a, A, " "); split(b, B, " "); split(fa, FA, " "); split(fb, FB, " ")
+      # both stages step twice as long; stage 0 (first) and 1 (last) gather 10x as long
+      if (!(A[1] > 0) || !near(B[1], 2 * A[1]) || !near(B[2], 2 * A[2])) exit 1
+      if (!near(FB[1] - FA[1], 9 * g / 1e3) || !near(FB[2] - FA[2], 9 * g / 1e3)) exit 1
+      if (!(ib > ia)) exit 1 }' ||
+    fail "the simulator does not price the profile's step and gather: step $(vals "$tmp/report.json" step_s)/ $(vals "$tmp/report2.json" step_s), F $(vals "$tmp/report.json" forward_s)/ $(vals "$tmp/report2.json" forward_s), gather $g1 ms"
+
 echo "train: 60 steps of the plan, measured trace"
 "$PLUMB" train "$model" "$tmp/plan.json" --steps 60 --trace "$tmp/meas.json" --quiet \
     > "$tmp/train.log" 2>&1 || fail "plumb train failed: $(cat "$tmp/train.log")"
