@@ -66,6 +66,11 @@ void cpu_maxpool_bwd(bk_ctx *c, const bk_pool *g, const float *x, const float *d
 typedef void (*cpu_par_fn)(void *arg, size_t lo, size_t hi, int slot);
 /* The threads cpu_par splits over: OpenBLAS's thread count, 1 to 16. */
 int cpu_par_threads(void);
+/* The per-thread scratch slots a kernel that splits n items with cpu_par (min_items 1) sets
+ * aside: at least the threads cpu_par uses for it, and, on one machine, the same whatever
+ * the thread share (min(n, 16, max(online cores, threads))), so that the scratch `plumb
+ * profile` measures is the scratch a pipeline worker with fewer threads allocates. */
+int cpu_par_slots(size_t n);
 /* Runs fn over [0, n) split into contiguous ranges, one per thread, with at least
  * min_items items per range (fewer threads for small n); the caller runs the first range
  * and returns when all have run. When a thread cannot be started the caller runs its range

@@ -6,6 +6,7 @@
 
 #include <cblas.h>
 #include <pthread.h>
+#include <unistd.h>
 
 #define PAR_MAX 16
 
@@ -27,6 +28,16 @@ int cpu_par_threads(void)
 {
     int t = openblas_get_num_threads();
     return t < 1 ? 1 : t > PAR_MAX ? PAR_MAX : t;
+}
+
+int cpu_par_slots(size_t n)
+{
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    int t = cpu_par_threads();
+    size_t s = cores > t ? (size_t)cores : (size_t)t;
+    if (s > PAR_MAX) s = PAR_MAX;
+    if (s > n) s = n;
+    return s < 1 ? 1 : (int)s;
 }
 
 void cpu_par(size_t n, size_t min_items, cpu_par_fn fn, void *arg)

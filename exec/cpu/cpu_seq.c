@@ -285,7 +285,7 @@ static void attention_fwd_gemm(bk_ctx *c, int B, int T, int D, int H, const floa
 static void attention_bwd_gemm(bk_ctx *c, int B, int T, int D, int H, const float *qkv,
                                const float *att, const float *dy, float *dqkv)
 {
-    float *ds = cpu_scratch(c, (size_t)T * T * cpu_par_threads());
+    float *ds = cpu_scratch(c, (size_t)T * T * cpu_par_slots((size_t)B * H));
     if (!ds) return;
     if ((D / H) * H != D) /* columns no head has */
         memset(dqkv, 0, (size_t)B * T * 3 * D * sizeof(float));
