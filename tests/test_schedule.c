@@ -142,6 +142,9 @@ Test(schedule_grid, bad_specs_rejected)
  * each test in its own process, so the limit stays here. */
 Test(schedule_grid, size_limited_by_memory_only)
 {
+#if defined(__SANITIZE_ADDRESS__)
+    cr_skip_test("AddressSanitizer cannot map its shadow memory under a 1 GiB data limit");
+#endif
     struct rlimit rl = {1024L * 1024 * 1024, 1024L * 1024 * 1024};
     cr_assert_eq(setrlimit(RLIMIT_DATA, &rl), 0);
     plumb_err e = {{0}};
