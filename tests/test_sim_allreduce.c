@@ -359,6 +359,17 @@ Test(sim_allreduce, shared_port_sweep)
     cr_expect(split > 0, "no hop split");
 }
 
+/* Pure data parallelism over r replicas on servers of 8, 10 MB of parameters. */
+static void dp_synth(sim_synth *s, int r)
+{
+    sim_synth_init(s);
+    s->nstages = 1;
+    s->replicas = r;
+    s->microbatches = r;
+    s->devices_per_server = 8;
+    s->parameter_bytes = 10e6;
+}
+
 /* Cost: a grouped bucket takes 2 events per ring step, so the events of a pure
  * data-parallel run grow linearly with the replicas (per hop: with their square). */
 Test(sim_allreduce, events_grow_linearly)
@@ -367,12 +378,7 @@ Test(sim_allreduce, events_grow_linearly)
     int rs[2] = {32, 64};
     for (int i = 0; i < 2; i++) {
         sim_synth s;
-        sim_synth_init(&s);
-        s.nstages = 1;
-        s.replicas = rs[i];
-        s.microbatches = rs[i];
-        s.devices_per_server = 8;
-        s.parameter_bytes = 10e6;
+        dp_synth(&s, rs[i]);
         sim_result g, h;
         run_engine(&s, 3, 0, 0, &g);
         run_engine(&s, 3, 1, 0, &h);
@@ -457,12 +463,7 @@ Test(sim_allreduce, dashboard_timeline_grows_linearly)
     for (int i = 0; i < 2; i++)
         for (int rec = 1; rec <= 2; rec++) {
             sim_synth s;
-            sim_synth_init(&s);
-            s.nstages = 1;
-            s.replicas = rs[i];
-            s.microbatches = rs[i];
-            s.devices_per_server = 8;
-            s.parameter_bytes = 10e6;
+            dp_synth(&s, rs[i]);
             sim_result r;
             run_engine(&s, 3, 0, rec, &r);
             cr_assert_not_null(r.tl);
