@@ -87,6 +87,8 @@ typedef struct sim_model {
                                  act_s[SIM_C_STEP] */
     sim_net net;
     int record;               /* 1: fill the result's timeline */
+    int skip_ring_hops;       /* 1 (with record): leave out the ring all-reduce hops' link
+                                 events (same results, a timeline linear in replicas) */
     int ring_per_hop;         /* 1: run every hop of a ring step as a transfer, even hops
                                  whose links and ports nothing else uses (the grouped
                                  steps' reference, for tests); 0 (default): such hops run

@@ -167,7 +167,7 @@ static int xfer_try_start(eng *E, int xi, double t)
         eng_ring_flush(E, x->src_w);
     E->comm_it[(size_t)x->src_w * E->niter + x->iter] += occ;
     note_end(E, x->iter, x->arrival);
-    if (E->m->record) {
+    if (E->m->record && !(x->a == NULL && E->m->skip_ring_hops)) {
         if (eng_link_track(E, x->link) < 0)
             return eng_oom(E);
         if (!x->a)

@@ -19,7 +19,9 @@
  *   (eng_add_repeated): a worker's before any other addition to its link time
  *   (eng_ring_flush, called by every transfer start), the rest when the all-reduce ends
  *   (eng_ring_finish); nothing reads them meanwhile and only this hop adds to its link;
- * - with a timeline, every hop is still recorded on its link track, in the same order.
+ * - with a timeline, every hop is still recorded on its link track, in the same order,
+ *   unless the model skips ring hops (skip_ring_hops: the dashboard's timeline, where the
+ *   steps group as without one).
  *
  *
  * A shared hop that would start at once when its step starts (link idle, nothing queued,
@@ -427,7 +429,7 @@ static int vstart(eng *E, int gi, int hj, double t, uint32_t seq)
         eng_ring_flush(E, h->w);
     E->comm_it[(size_t)h->w * E->niter + g->iter] += h->occ;
     note_end(E, g->iter, l->vend);
-    if (E->m->record) {
+    if (E->m->record && !E->m->skip_ring_hops) {
         if (eng_link_track(E, li) < 0)
             return eng_oom(E);
         if (eng_record(E, E->lk[li].track, TL_ALLREDUCE, t, h->occ, bytes, g->stage, -1, -1,
@@ -461,7 +463,7 @@ int eng_ring_step(eng *E, int gi, double t)
     E->h.seq += (uint32_t)R->n + 1;
     int fold = R->priv;
     double end = R->priv ? t + R->maxocc : -INFINITY;
-    int all = E->m->record, n = all ? R->n : R->nshared;
+    int all = E->m->record && !E->m->skip_ring_hops, n = all ? R->n : R->nshared;
     for (int k = 0; k < n; k++) {  /* with a timeline every hop, in ring order */
         int hj = all ? R->off + k : E->shop[R->soff + k];
         const ringhop *h = &E->hop[hj];

@@ -275,7 +275,8 @@ sim_report *sim_run(const plan *pl, const sim_options *opt, plumb_err *err)
         if (sim_cost_build(&m, &view, s, &net, opt->straggler_device,
                            opt->straggler_device >= 0 ? opt->straggler_factor : 1, err))
             goto fail;
-        m.record = opt->timeline;
+        m.record = opt->timeline != 0;
+        m.skip_ring_hops = opt->timeline == SIM_TIMELINE_NO_RING_HOPS;
         if (m.record) {
             names = malloc((size_t)s->nworkers * 64 + 1);
             nameptr = malloc(((size_t)s->nworkers + 1) * sizeof *nameptr);

@@ -36,10 +36,18 @@ typedef struct sim_options {
     double bandwidth_Bps[CLUSTER_MAX_LEVELS]; /* > 0: replaces level L's bandwidth (its
                                  egress is scaled by the same ratio); 0 = keep */
     double memory_limit_bytes; /* > 0: each device's capacity is min(its memory, this) */
-    int timeline;             /* 1: record every timed action in report->tl */
+    int timeline;             /* SIM_TIMELINE_FULL (1): record every timed action in
+                                 report->tl; SIM_TIMELINE_NO_RING_HOPS: all of them but
+                                 the per-hop link events of ring all-reduces (each
+                                 device's all-reduce event stays; what the dashboard
+                                 draws, without the events that grow with the square of
+                                 the replicas); 0: none */
     const schedule *sched;    /* borrowed: run this IR instead of generating one from the
                                  plan (its stages must be the plan's); NULL = generate */
 } sim_options;
+
+#define SIM_TIMELINE_FULL 1
+#define SIM_TIMELINE_NO_RING_HOPS 2
 
 /* Sets o to "the plan as written": no overrides, default iterations, no timeline. */
 void sim_options_init(sim_options *o);

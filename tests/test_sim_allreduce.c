@@ -5,7 +5,8 @@
  * (sim_model.ring_per_hop) and require the same results bit for bit (times, per-device
  * figures, link statistics, the timeline), check that contended hops are split back into
  * transfers mid-step (on a shared port, on a link two rings use), that the grouped ring's
- * cost grows linearly in the replicas, and that the exact repeated addition behind the
+ * cost grows linearly in the replicas, that the dashboard's timeline without the ring hops
+ * is the full one less those events and grows linearly too, and that the exact repeated addition behind the
  * deferred statistics matches the loop it replaces. */
 #include <criterion/criterion.h>
 #include <math.h>
@@ -18,7 +19,9 @@
 #include "sim/engine_impl.h"
 #include "sim/synth.h"
 
-/* Runs plan s for iters iterations with grouped steps allowed (per_hop 0) or not. */
+/* Runs plan s for iters iterations with grouped steps allowed (per_hop 0) or not; record
+ * 0: no timeline, 1: the full one, 2: without the ring hops' link events (the dashboard's,
+ * sim_model.skip_ring_hops). */
 static void run_engine(const sim_synth *sp, int iters, int per_hop, int record, sim_result *r)
 {
     plumb_err e;
@@ -31,7 +34,8 @@ static void run_engine(const sim_synth *sp, int iters, int per_hop, int record, 
     sim_net_from_cluster(&net, pl->clus, NULL);
     sim_model m;
     cr_assert_eq(sim_cost_build(&m, pl, s, &net, -1, 1, &e), 0, "%s", e.msg);
-    m.record = record;
+    m.record = record != 0;
+    m.skip_ring_hops = record == 2;
     m.ring_per_hop = per_hop;
     cr_assert_eq(sim_engine_run(&m, r, &e), 0, "%s", e.msg);
     sim_model_release(&m);
@@ -355,6 +359,17 @@ Test(sim_allreduce, shared_port_sweep)
     cr_expect(split > 0, "no hop split");
 }
 
+/* Pure data parallelism over r replicas on servers of 8, 10 MB of parameters. */
+static void dp_synth(sim_synth *s, int r)
+{
+    sim_synth_init(s);
+    s->nstages = 1;
+    s->replicas = r;
+    s->microbatches = r;
+    s->devices_per_server = 8;
+    s->parameter_bytes = 10e6;
+}
+
 /* Cost: a grouped bucket takes 2 events per ring step, so the events of a pure
  * data-parallel run grow linearly with the replicas (per hop: with their square). */
 Test(sim_allreduce, events_grow_linearly)
@@ -363,12 +378,7 @@ Test(sim_allreduce, events_grow_linearly)
     int rs[2] = {32, 64};
     for (int i = 0; i < 2; i++) {
         sim_synth s;
-        sim_synth_init(&s);
-        s.nstages = 1;
-        s.replicas = rs[i];
-        s.microbatches = rs[i];
-        s.devices_per_server = 8;
-        s.parameter_bytes = 10e6;
+        dp_synth(&s, rs[i]);
         sim_result g, h;
         run_engine(&s, 3, 0, 0, &g);
         run_engine(&s, 3, 1, 0, &h);
@@ -382,6 +392,88 @@ Test(sim_allreduce, events_grow_linearly)
               ev[1]);
     cr_expect(ev_hop[1] > 3.5 * ev_hop[0], "per hop: %lld events at 32, %lld at 64",
               ev_hop[0], ev_hop[1]);
+}
+
+/* The ring all-reduce hops of a timeline: all-reduce events on link tracks. */
+static int is_ring_hop(const timeline *tl, const tl_event *e)
+{
+    return e->kind == TL_ALLREDUCE && tl->tracks[e->track].kind == TL_TRACK_LINK;
+}
+
+/* Without the ring hops (skip_ring_hops) the timeline is the full one with its ring hop
+ * events taken out, every other event alike and in the same order (tracks matched by
+ * name), and the figures are the same bit for bit. Two replicated stages over servers of
+ * 4 (private and shared hops, activation transfers on links), 1F1B and PipeDream. */
+Test(sim_allreduce, dashboard_timeline_is_full_less_ring_hops)
+{
+    sched_kind kinds[] = {SCHED_1F1B_FLUSH, SCHED_PIPEDREAM};
+    for (size_t i = 0; i < sizeof kinds / sizeof *kinds; i++) {
+        sim_synth s;
+        sim_synth_init(&s);
+        s.nstages = 2;
+        s.replicas = 6;
+        s.microbatches = 6;
+        s.devices_per_server = 4;
+        s.schedule = kinds[i];
+        s.latency_us[0] = 2;
+        s.latency_us[1] = 9;
+        s.parameter_bytes = 40e6;
+        s.backward_ms = 4;
+        sim_result full, dash;
+        run_engine(&s, 3, 0, 1, &full);
+        run_engine(&s, 3, 0, 2, &dash);
+        const timeline *a = full.tl, *b = dash.tl;
+        cr_assert(a && b);
+        size_t hops = 0, j = 0;
+        for (size_t k = 0; k < a->n; k++) {
+            const tl_event *x = &a->ev[k];
+            if (is_ring_hop(a, x)) {
+                hops++;
+                continue;
+            }
+            cr_assert_lt(j, b->n, "kind %d: dashboard timeline short", (int)kinds[i]);
+            const tl_event *y = &b->ev[j++];
+            cr_expect_str_eq(a->tracks[x->track].name, b->tracks[y->track].name);
+            cr_expect(same_bits(x->start_s, y->start_s) && same_bits(x->dur_s, y->dur_s) &&
+                          same_bits(x->bytes, y->bytes) && x->kind == y->kind &&
+                          x->stage == y->stage && x->peer_stage == y->peer_stage &&
+                          x->microbatch == y->microbatch && x->iteration == y->iteration,
+                      "kind %d: event %zu", (int)kinds[i], k);
+        }
+        cr_expect_eq(j, b->n, "kind %d: %zu events left over", (int)kinds[i], b->n - j);
+        cr_expect_gt(hops, 0, "kind %d: no ring hops in the full timeline", (int)kinds[i]);
+        /* the figures: expect_same less the timeline */
+        timeline *ta = full.tl, *tb = dash.tl;
+        full.tl = dash.tl = NULL;
+        expect_same(&full, &dash, "dashboard timeline");
+        full.tl = ta;
+        dash.tl = tb;
+        sim_result_free(&full);
+        sim_result_free(&dash);
+    }
+}
+
+/* The dashboard's timeline of pure data parallelism grows linearly with the replicas
+ * (one all-reduce event per device and bucket); the full one, with a link event per hop of
+ * every ring step, with their square. */
+Test(sim_allreduce, dashboard_timeline_grows_linearly)
+{
+    size_t n[2][2];
+    int rs[2] = {32, 64};
+    for (int i = 0; i < 2; i++)
+        for (int rec = 1; rec <= 2; rec++) {
+            sim_synth s;
+            dp_synth(&s, rs[i]);
+            sim_result r;
+            run_engine(&s, 3, 0, rec, &r);
+            cr_assert_not_null(r.tl);
+            n[rec - 1][i] = r.tl->n;
+            sim_result_free(&r);
+        }
+    cr_expect(n[1][1] < 2.2 * n[1][0], "dashboard: %zu events at 32 replicas, %zu at 64",
+              n[1][0], n[1][1]);
+    cr_expect(n[0][1] > 3.5 * n[0][0], "full: %zu events at 32 replicas, %zu at 64", n[0][0],
+              n[0][1]);
 }
 
 static double loop_add(double s, double v, long long n)

@@ -413,6 +413,28 @@ Test(ui_snapshot, save_and_export_write_files)
         cr_assert_eq(stat(p, &st), 0, "%s missing", p);
         cr_assert_gt(st.st_size, 100);
     }
+    /* the exported trace is the full timeline, ring all-reduce hops on their links too
+     * (the dashboard's own leaves those out): as many events as a full simulation's */
+    char tp[256];
+    snprintf(tp, sizeof tp, "%s/vgg16-16gpu-pipedream.trace.json", tmpdir);
+    plumb_err te;
+    err_clear(&te);
+    timeline *tl = timeline_read_chrome(tp, &te);
+    cr_assert_not_null(tl, "%s", te.msg);
+    sim_options o = a.cur.opt;
+    o.timeline = SIM_TIMELINE_FULL;
+    sim_report *full = sim_run(a.cur.pl, &o, &te);
+    cr_assert_not_null(full, "%s", te.msg);
+    size_t hops = 0;
+    for (size_t i = 0; i < tl->n; i++)
+        hops += tl->ev[i].kind == TL_ALLREDUCE &&
+                tl->tracks[tl->ev[i].track].kind == TL_TRACK_LINK;
+    cr_expect_gt(hops, 0, "no ring hop in the exported trace");
+    cr_expect_eq(tl->n, full->tl->n, "exported %zu events, a full timeline has %zu", tl->n,
+                 full->tl->n);
+    cr_expect_lt(a.cur.rep->tl->n, tl->n, "the dashboard's timeline is not the smaller");
+    sim_report_free(full);
+    timeline_free(tl);
     s = snap(&a, 200, 30, "s");
     char p[256];
     snprintf(p, sizeof p, "%s/vgg16-16gpu-pipedream.plan.json", tmpdir);

@@ -135,15 +135,21 @@ static void do_export(ui_app *a)
     snprintf(p1, sizeof p1, "%s.report.json", stem);
     snprintf(p2, sizeof p2, "%s.trace.json", stem);
     snprintf(p3, sizeof p3, "%s.svg", stem);
-    cJSON *j = sim_report_to_json(a->cur.rep, NULL, NULL);
-    if (!j) {
-        set_msg(a, 1, "export failed: %s", "out of memory");
+    /* the dashboard's timeline leaves out the ring all-reduce hops: the files get the full
+     * one, re-simulated (same figures) */
+    sim_options o = a->cur.opt;
+    o.timeline = SIM_TIMELINE_FULL;
+    sim_report *full = sim_run(a->cur.pl, &o, &e);
+    if (!full) {
+        set_msg(a, 1, "export failed: %s", e.msg);
         return;
     }
-    int rc = json_save_file(p1, j, &e);
+    cJSON *j = sim_report_to_json(full, NULL, NULL);
+    int rc = j ? json_save_file(p1, j, &e) : err_set(&e, NULL, NULL, "out of memory");
     cJSON_Delete(j);
-    if (!rc) rc = timeline_write_chrome(a->cur.rep->tl, p2, &e);
-    if (!rc) rc = sim_write_svg(a->cur.rep, p3, &e);
+    if (!rc) rc = timeline_write_chrome(full->tl, p2, &e);
+    if (!rc) rc = sim_write_svg(full, p3, &e);
+    sim_report_free(full);
     if (rc) {
         set_msg(a, 1, "export failed: %s", e.msg);
         return;

@@ -388,7 +388,7 @@ int ui_evaluate(const ui_base *b, const ui_whatif *w, ui_result *r)
     ui_result_free(r);
     double t0 = now_ms();
     sim_options_init(&r->opt);
-    r->opt.timeline = 1;
+    r->opt.timeline = SIM_TIMELINE_NO_RING_HOPS; /* the timeline draws compute only */
     r->opt.memory_limit_bytes = w->mem_limit_bytes;
     if (w->straggler >= 0 && w->straggler < w->ngpus) {
         r->opt.straggler_device = w->straggler;
