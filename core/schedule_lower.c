@@ -414,8 +414,59 @@ static int lower_time(lower_st *L, long total, plumb_err *err)
     return 0;
 }
 
+/* Sorts e[0..n) by ev_cmp, a strict total order on one worker's events, so the result is
+ * the one any sort gives. A natural merge sort: it finds the ascending runs and merges
+ * them pairwise, O(n log runs). lower_emit builds each worker's events as a few sorted
+ * runs (its computes, its sends, its receives from each other worker), so this is
+ * linear in the events for a fixed number of peers. Returns 0, or -1 out of memory. */
+static int ev_sort(ev *e, int n)
+{
+    int nr = 0, *rb = NULL, rc = -1;
+    ev *tmp = NULL;
+    if (n < 2) return 0;
+    for (int i = 1; i < n; i++)
+        if (ev_cmp(&e[i - 1], &e[i]) > 0) nr++;
+    if (!nr) return 0;
+    nr++;
+    rb = malloc((size_t)(nr + 1) * sizeof *rb);
+    tmp = malloc((size_t)n * sizeof *tmp);
+    if (!rb || !tmp) goto done;
+    nr = 0;
+    rb[nr++] = 0;
+    for (int i = 1; i < n; i++)
+        if (ev_cmp(&e[i - 1], &e[i]) > 0) rb[nr++] = i;
+    rb[nr] = n;
+    ev *src = e, *dst = tmp;
+    while (nr > 1) {
+        int out = 0;
+        for (int r = 0; r < nr; r += 2) {
+            int lo = rb[r], mid = rb[r + 1], hi = r + 1 < nr ? rb[r + 2] : mid;
+            int i = lo, j = mid, o = lo;
+            while (i < mid && j < hi)
+                dst[o++] = ev_cmp(&src[j], &src[i]) < 0 ? src[j++] : src[i++];
+            while (i < mid) dst[o++] = src[i++];
+            while (j < hi) dst[o++] = src[j++];
+            rb[out++] = lo;
+        }
+        rb[out] = n;
+        nr = out;
+        ev *t = src;
+        src = dst, dst = t;
+    }
+    if (src != e) memcpy(e, src, (size_t)n * sizeof *e);
+    rc = 0;
+done:
+    free(rb), free(tmp);
+    return rc;
+}
+
 /* Rewrites each worker's list: its computes at their times, and a SEND/RECV pair wherever
- * data crosses workers (sent when the producer ends). Returns 0, or -1 out of memory. */
+ * data crosses workers (sent when the producer ends). The events of worker w are pushed
+ * as sorted runs: its computes in list order (their starts grow), then, walking each
+ * producer p's list in order (its ends grow; an F sends at most one activation, a B or I
+ * at most one gradient), p's sends onto p and their receives onto the consumer, so that
+ * w holds one run of receives per producer and one of its own sends. Returns 0, or -1
+ * out of memory. */
 static int lower_emit(lower_st *L)
 {
     int S = L->S, T = L->T;
@@ -425,31 +476,35 @@ static int lower_emit(lower_st *L)
             ev e = {L->start[w][i], 1, i, L->lists[w].a[i]};
             if (evvec_push(&L->evs[w], e)) return -1;
         }
-    for (int st = 0; st < S; st++)
-        for (int m = 0; m < T; m++) {
+    for (int p = 0; p < L->W; p++)
+        for (int i = 0; i < L->lists[p].n; i++) {
+            const action *a = &L->lists[p].a[i];
+            int st = a->stage, m = a->microbatch;
+            if (!act_is_compute(a->kind)) continue;
             size_t k = (size_t)st * T + m;
-            if (st + 1 < S && fw[k] >= 0 && fw[k + T] >= 0 && fw[k] != fw[k + T]) {
+            if (a->kind == ACT_F && st + 1 < S && fw[k + T] >= 0 && fw[k + T] != p) {
                 long id = (long)k * 2;
                 ev snd = {L->fend[k], 0, id, act_make(ACT_SEND_F, st, m)};
                 snd.a.peer = fw[k + T], snd.a.peer_stage = st + 1;
                 ev rcv = {L->fend[k], 0, id, act_make(ACT_RECV_F, st + 1, m)};
-                rcv.a.peer = fw[k], rcv.a.peer_stage = st;
-                if (evvec_push(&L->evs[fw[k]], snd) || evvec_push(&L->evs[fw[k + T]], rcv))
+                rcv.a.peer = p, rcv.a.peer_stage = st;
+                if (evvec_push(&L->evs[p], snd) || evvec_push(&L->evs[fw[k + T]], rcv))
                     return -1;
             }
-            if (st > 0 && bw[k] >= 0 && bw[k - T] >= 0 && bw[k] != bw[k - T]) {
+            if ((a->kind == ACT_B || a->kind == ACT_I) && st > 0 && bw[k - T] >= 0 &&
+                bw[k - T] != p) {
                 long id = (long)k * 2 + 1;
                 ev snd = {L->bend[k], 0, id, act_make(ACT_SEND_B, st, m)};
                 snd.a.peer = bw[k - T], snd.a.peer_stage = st - 1;
                 ev rcv = {L->bend[k], 0, id, act_make(ACT_RECV_B, st - 1, m)};
-                rcv.a.peer = bw[k], rcv.a.peer_stage = st;
-                if (evvec_push(&L->evs[bw[k]], snd) || evvec_push(&L->evs[bw[k - T]], rcv))
+                rcv.a.peer = p, rcv.a.peer_stage = st;
+                if (evvec_push(&L->evs[p], snd) || evvec_push(&L->evs[bw[k - T]], rcv))
                     return -1;
             }
         }
     for (int w = 0; w < L->W; w++) {
         evvec *v = &L->evs[w];
-        if (v->n > 1) qsort(v->e, (size_t)v->n, sizeof *v->e, ev_cmp);
+        if (ev_sort(v->e, v->n)) return -1;
         L->lists[w].n = 0;
         for (int i = 0; i < v->n; i++)
             if (actvec_push(&L->lists[w], v->e[i].a)) return -1;
