@@ -260,6 +260,8 @@ typedef struct lower_st {
     double *freet;               /* [w] when the worker is free */
     double **start;              /* [w][i] start of action i */
     evvec *evs;                  /* [w] the lowered list, before sorting */
+    int *arfast, *arrived;       /* [st] replicas hold only st; replicas at its all-reduce */
+    char *atar;                  /* [w] counted in arrived at the all-reduce at pc */
     double tiny;                 /* duration of an all-reduce or a step */
     long done;                   /* actions timed so far */
 } lower_st;
@@ -304,27 +306,42 @@ static long lower_index(lower_st *L, plumb_err *err)
 }
 
 /* Starts the all-reduce at worker w's pc when every replica of its stage stands at its
- * matching one: all start when the last is free. Returns 1 started, 0 not yet. */
+ * matching one: all start when the last is free. Where every replica of the stage holds
+ * only it (arfast[st]), the replicas that stand at it are counted as they arrive (a
+ * replica leaves only when all start, and all start together, so their counts agree)
+ * and the last to arrive starts them, O(replicas) per all-reduce; else each call scans
+ * the replicas. Returns 1 started, 0 not yet. */
 static int lower_allreduce(lower_st *L, int w, double ready)
 {
     const schedule *s = L->s;
     int st = L->lists[w].a[L->pc[w]].stage, kth = L->arcnt[(size_t)w * L->S + st];
-    for (int j = 0; j < s->replicas[st]; j++) {
-        int w2 = s->stage_workers[s->stage_first[st] + j];
-        if (L->pc[w2] >= L->lists[w2].n) return 0;
-        const action *b = &L->lists[w2].a[L->pc[w2]];
-        if (b->kind != ACT_ALLREDUCE || b->stage != st || L->arcnt[(size_t)w2 * L->S + st] != kth)
-            return 0;
-        if (L->freet[w2] > ready) ready = L->freet[w2];
+    const int *rw = &s->stage_workers[s->stage_first[st]];
+    if (L->arfast[st] && s->worker_stage[w] == st) {
+        if (!L->atar[w]) L->atar[w] = 1, L->arrived[st]++;
+        if (L->arrived[st] < s->replicas[st]) return 0;
+        for (int j = 0; j < s->replicas[st]; j++)
+            if (L->freet[rw[j]] > ready) ready = L->freet[rw[j]];
+    } else {
+        for (int j = 0; j < s->replicas[st]; j++) {
+            int w2 = rw[j];
+            if (L->pc[w2] >= L->lists[w2].n) return 0;
+            const action *b = &L->lists[w2].a[L->pc[w2]];
+            if (b->kind != ACT_ALLREDUCE || b->stage != st ||
+                L->arcnt[(size_t)w2 * L->S + st] != kth)
+                return 0;
+            if (L->freet[w2] > ready) ready = L->freet[w2];
+        }
     }
     for (int j = 0; j < s->replicas[st]; j++) {
-        int w2 = s->stage_workers[s->stage_first[st] + j];
+        int w2 = rw[j];
         L->start[w2][L->pc[w2]] = ready;
         L->freet[w2] = ready + L->tiny;
         L->arcnt[(size_t)w2 * L->S + st]++;
+        L->atar[w2] = 0;
         L->pc[w2]++;
         L->done++;
     }
+    L->arrived[st] = 0;
     return 1;
 }
 
@@ -520,7 +537,7 @@ static int lower_compute(const schedule *s, actvec *lists, const double *cost, p
     int S = s->nstages, T = sched_total_mb(s), W = s->nworkers, rc = -1;
     size_t ST = (size_t)S * (size_t)T;
     lower_st L = {s, lists, cost, S, T, W, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
-                  NULL, NULL, 1e-3, 0};
+                  NULL, NULL, NULL, NULL, NULL, 1e-3, 0};
     L.fw = malloc(ST * sizeof *L.fw), L.bw = malloc(ST * sizeof *L.bw);
     L.fend = malloc(ST * sizeof *L.fend), L.bend = malloc(ST * sizeof *L.bend);
     L.iend = malloc(ST * sizeof *L.iend);
@@ -528,8 +545,11 @@ static int lower_compute(const schedule *s, actvec *lists, const double *cost, p
     L.freet = calloc((size_t)W, sizeof *L.freet);
     L.start = calloc((size_t)W, sizeof *L.start);
     L.evs = calloc((size_t)W, sizeof *L.evs);
+    L.arfast = calloc((size_t)S, sizeof *L.arfast);
+    L.arrived = calloc((size_t)S, sizeof *L.arrived);
+    L.atar = calloc((size_t)W, sizeof *L.atar);
     if (!L.fw || !L.bw || !L.fend || !L.bend || !L.iend || !L.pc || !L.arcnt || !L.freet ||
-        !L.start || !L.evs) {
+        !L.start || !L.evs || !L.arfast || !L.arrived || !L.atar) {
         err_set(err, NULL, NULL, "out of memory");
         goto done;
     }
@@ -546,6 +566,13 @@ static int lower_compute(const schedule *s, actvec *lists, const double *cost, p
         L.tiny *= 1e-3;
     }
     for (size_t i = 0; i < ST; i++) L.fw[i] = L.bw[i] = -1, L.fend[i] = L.bend[i] = L.iend[i] = -1;
+    for (int st = 0; st < S && s->worker_stage; st++) {
+        L.arfast[st] = 1;
+        for (int j = 0; j < s->replicas[st]; j++) {
+            int w = s->stage_workers[s->stage_first[st] + j];
+            if (s->worker_stage[w] != st) L.arfast[st] = 0;
+        }
+    }
     long total = lower_index(&L, err);
     if (total < 0 || lower_time(&L, total, err)) goto done;
     if (lower_emit(&L)) {
@@ -555,7 +582,7 @@ static int lower_compute(const schedule *s, actvec *lists, const double *cost, p
     rc = 0;
 done:
     free(L.fw), free(L.bw), free(L.fend), free(L.bend), free(L.iend), free(L.pc);
-    free(L.arcnt), free(L.freet);
+    free(L.arcnt), free(L.freet), free(L.arfast), free(L.arrived), free(L.atar);
     if (L.start)
         for (int w = 0; w < W; w++) free(L.start[w]);
     free(L.start);
