@@ -10,8 +10,9 @@
  *                                       and events per CPU second
  *   bench_sim_scale lower STAGES MB     per schedule, the CPU time of schedule_from_plan
  *                                       (generation and lowering: the action IR sim_run
- *                                       starts from) at MB and 8 x MB microbatches, and
- *                                       their ratio
+ *                                       starts from) at MB and 8 x MB microbatches (the
+ *                                       mean of 16 and of 2 runs in a row of one plan,
+ *                                       after a first not counted), and their ratio
  *   bench_sim_scale one SCHEDULE STAGES REPLICAS MB ITERS  one sim_run, for profiling
  * CPU time of the process, since the machine may be shared. Exit 1 when a run fails. */
 #include <stdio.h>
@@ -56,8 +57,10 @@ static double run_one(const char *kname, int stages, int replicas, int mb, int i
     return t;
 }
 
-/* One schedule_from_plan of a synthetic plan: CPU seconds, or < 0 on failure. */
-static double lower_one(const char *kname, int stages, int mb)
+/* schedule_from_plan of one synthetic plan, reps + 1 times in a row: the mean CPU seconds
+ * of the last reps (the first warms the heap, as the runs of a sweep find it), or < 0 on
+ * failure. */
+static double lower_one(const char *kname, int stages, int mb, int reps)
 {
     int kind = sched_kind_parse(kname);
     if (kind < 0) return -1;
@@ -67,16 +70,20 @@ static double lower_one(const char *kname, int stages, int mb)
         fprintf(stderr, "bench_sim_scale: %s\n", err.msg);
         return -1;
     }
-    double t0 = bench_clock_s(CLOCK_PROCESS_CPUTIME_ID);
-    schedule *s = schedule_from_plan(pl, 1, &err);
-    double t = bench_clock_s(CLOCK_PROCESS_CPUTIME_ID) - t0;
-    plan_free(pl);
-    if (!s) {
-        fprintf(stderr, "bench_sim_scale: %s %d x %d: %s\n", kname, stages, mb, err.msg);
-        return -1;
+    double t = 0;
+    for (int r = 0; r <= reps; r++) {
+        double t0 = bench_clock_s(CLOCK_PROCESS_CPUTIME_ID);
+        schedule *s = schedule_from_plan(pl, 1, &err);
+        if (r) t += bench_clock_s(CLOCK_PROCESS_CPUTIME_ID) - t0;
+        if (!s) {
+            fprintf(stderr, "bench_sim_scale: %s %d x %d: %s\n", kname, stages, mb, err.msg);
+            plan_free(pl);
+            return -1;
+        }
+        schedule_free(s);
     }
-    schedule_free(s);
-    return t;
+    plan_free(pl);
+    return t / reps;
 }
 
 int main(int argc, char **argv)
@@ -97,7 +104,7 @@ int main(int argc, char **argv)
     }
     if (!strcmp(mode, "lower") && argc == 4 && a > 0 && b > 0) {
         for (int k = 0; k < NKINDS; k++) {
-            double t1 = lower_one(kinds[k], a, b), t8 = lower_one(kinds[k], a, 8 * b);
+            double t1 = lower_one(kinds[k], a, b, 16), t8 = lower_one(kinds[k], a, 8 * b, 2);
             if (t1 < 0 || t8 < 0) return 1;
             printf("lower    %-11s stages=%d microbatches %d -> %d: %.4f s -> %.4f s CPU, "
                    "ratio %.2f (8x the work)\n", kinds[k], a, b, 8 * b, t1, t8, t8 / t1);
