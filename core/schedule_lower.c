@@ -433,9 +433,8 @@ static int lower_time(lower_st *L, long total, plumb_err *err)
 
 /* Sorts e[0..n) by ev_cmp, a strict total order on one worker's events, so the result is
  * the one any sort gives. A natural merge sort: it finds the ascending runs and merges
- * them pairwise, O(n log runs). lower_emit builds each worker's events as a few sorted
- * runs (its computes, its sends, its receives from each other worker), so this is
- * linear in the events for a fixed number of peers. Returns 0, or -1 out of memory. */
+ * them pairwise, O(n log runs): ev_emit's way for a worker whose events form more than
+ * a few runs (one that receives from many producers). Returns 0, or -1 out of memory. */
 static int ev_sort(ev *e, int n)
 {
     int nr = 0, *rb = NULL, rc = -1;
@@ -475,6 +474,42 @@ static int ev_sort(ev *e, int n)
 done:
     free(rb), free(tmp);
     return rc;
+}
+
+/* Replaces out's actions by v's in ev_cmp order. With a few ascending runs (what
+ * lower_emit builds) it merges them straight into out, one pass and no copy; with more
+ * it sorts v (ev_sort) first. Returns 0, or -1 out of memory. */
+static int ev_emit(evvec *v, actvec *out)
+{
+    enum { FEW = 8 };
+    const ev *e = v->e;
+    int n = v->n, rb[FEW + 2], at[FEW], nr = 0;
+    out->n = 0;
+    if (n > out->cap) {
+        action *p = realloc(out->a, (size_t)n * sizeof *p);
+        if (!p) return -1;
+        out->a = p, out->cap = n;
+    }
+    rb[nr++] = 0;
+    for (int i = 1; i < n && nr <= FEW; i++)
+        if (ev_cmp(&e[i - 1], &e[i]) > 0) rb[nr++] = i;
+    if (nr > FEW) {
+        if (ev_sort(v->e, n)) return -1;
+        for (int i = 0; i < n; i++) out->a[i] = v->e[i].a;
+        out->n = n;
+        return 0;
+    }
+    rb[nr] = n;
+    for (int r = 0; r < nr; r++) at[r] = rb[r];
+    for (int o = 0; o < n; o++) {
+        int best = -1;
+        for (int r = 0; r < nr; r++)
+            if (at[r] < rb[r + 1] && (best < 0 || ev_cmp(&e[at[r]], &e[at[best]]) < 0))
+                best = r;
+        out->a[o] = e[at[best]++].a;
+    }
+    out->n = n;
+    return 0;
 }
 
 /* Rewrites each worker's list: its computes at their times, and a SEND/RECV pair wherever
@@ -519,13 +554,8 @@ static int lower_emit(lower_st *L)
                     return -1;
             }
         }
-    for (int w = 0; w < L->W; w++) {
-        evvec *v = &L->evs[w];
-        if (ev_sort(v->e, v->n)) return -1;
-        L->lists[w].n = 0;
-        for (int i = 0; i < v->n; i++)
-            if (actvec_push(&L->lists[w], v->e[i].a)) return -1;
-    }
+    for (int w = 0; w < L->W; w++)
+        if (ev_emit(&L->evs[w], &L->lists[w])) return -1;
     return 0;
 }
 
