@@ -8,6 +8,11 @@
  *   bench_sim_scale events STAGES MB ITERS  per schedule, the whole sim_run (generation,
  *                                       validation, memory model, engine, report): events
  *                                       and events per CPU second
+ *   bench_sim_scale lower STAGES MB     per schedule, the CPU time of schedule_from_plan
+ *                                       (generation and lowering: the action IR sim_run
+ *                                       starts from) at MB and 8 x MB microbatches (the
+ *                                       mean of 16 and of 2 runs in a row of one plan,
+ *                                       after a first not counted), and their ratio
  *   bench_sim_scale one SCHEDULE STAGES REPLICAS MB ITERS  one sim_run, for profiling
  * CPU time of the process, since the machine may be shared. Exit 1 when a run fails. */
 #include <stdio.h>
@@ -52,6 +57,35 @@ static double run_one(const char *kname, int stages, int replicas, int mb, int i
     return t;
 }
 
+/* schedule_from_plan of one synthetic plan, reps + 1 times in a row: the mean CPU seconds
+ * of the last reps (the first warms the heap, as the runs of a sweep find it), or < 0 on
+ * failure. */
+static double lower_one(const char *kname, int stages, int mb, int reps)
+{
+    int kind = sched_kind_parse(kname);
+    if (kind < 0) return -1;
+    plumb_err err;
+    plan *pl = bench_synth_plan(kind, stages, 1, mb, &err);
+    if (!pl) {
+        fprintf(stderr, "bench_sim_scale: %s\n", err.msg);
+        return -1;
+    }
+    double t = 0;
+    for (int r = 0; r <= reps; r++) {
+        double t0 = bench_clock_s(CLOCK_PROCESS_CPUTIME_ID);
+        schedule *s = schedule_from_plan(pl, 1, &err);
+        if (r) t += bench_clock_s(CLOCK_PROCESS_CPUTIME_ID) - t0;
+        if (!s) {
+            fprintf(stderr, "bench_sim_scale: %s %d x %d: %s\n", kname, stages, mb, err.msg);
+            plan_free(pl);
+            return -1;
+        }
+        schedule_free(s);
+    }
+    plan_free(pl);
+    return t / reps;
+}
+
 int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "";
@@ -64,6 +98,15 @@ int main(int argc, char **argv)
             double t8 = run_one(kinds[k], a, 1, 8 * b, 1, NULL);
             if (t1 < 0 || t8 < 0) return 1;
             printf("micro    %-11s stages=%d microbatches %d -> %d: %.4f s -> %.4f s CPU, "
+                   "ratio %.2f (8x the work)\n", kinds[k], a, b, 8 * b, t1, t8, t8 / t1);
+        }
+        return 0;
+    }
+    if (!strcmp(mode, "lower") && argc == 4 && a > 0 && b > 0) {
+        for (int k = 0; k < NKINDS; k++) {
+            double t1 = lower_one(kinds[k], a, b, 16), t8 = lower_one(kinds[k], a, 8 * b, 2);
+            if (t1 < 0 || t8 < 0) return 1;
+            printf("lower    %-11s stages=%d microbatches %d -> %d: %.4f s -> %.4f s CPU, "
                    "ratio %.2f (8x the work)\n", kinds[k], a, b, 8 * b, t1, t8, t8 / t1);
         }
         return 0;
@@ -97,7 +140,8 @@ int main(int argc, char **argv)
                ev / t / 1e6);
         return 0;
     }
-    fprintf(stderr, "usage: bench_sim_scale micro STAGES MB | replicas STAGES R MB | "
+    fprintf(stderr, "usage: bench_sim_scale micro STAGES MB | lower STAGES MB | "
+            "replicas STAGES R MB | "
             "events STAGES MB ITERS | one SCHEDULE STAGES REPLICAS MB ITERS\n");
     return 2;
 }

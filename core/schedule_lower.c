@@ -260,6 +260,8 @@ typedef struct lower_st {
     double *freet;               /* [w] when the worker is free */
     double **start;              /* [w][i] start of action i */
     evvec *evs;                  /* [w] the lowered list, before sorting */
+    int *arfast, *arrived;       /* [st] replicas hold only st; replicas at its all-reduce */
+    char *atar;                  /* [w] counted in arrived at the all-reduce at pc */
     double tiny;                 /* duration of an all-reduce or a step */
     long done;                   /* actions timed so far */
 } lower_st;
@@ -304,27 +306,42 @@ static long lower_index(lower_st *L, plumb_err *err)
 }
 
 /* Starts the all-reduce at worker w's pc when every replica of its stage stands at its
- * matching one: all start when the last is free. Returns 1 started, 0 not yet. */
+ * matching one: all start when the last is free. Where every replica of the stage holds
+ * only it (arfast[st]), the replicas that stand at it are counted as they arrive (a
+ * replica leaves only when all start, and all start together, so their counts agree)
+ * and the last to arrive starts them, O(replicas) per all-reduce; else each call scans
+ * the replicas. Returns 1 started, 0 not yet. */
 static int lower_allreduce(lower_st *L, int w, double ready)
 {
     const schedule *s = L->s;
     int st = L->lists[w].a[L->pc[w]].stage, kth = L->arcnt[(size_t)w * L->S + st];
-    for (int j = 0; j < s->replicas[st]; j++) {
-        int w2 = s->stage_workers[s->stage_first[st] + j];
-        if (L->pc[w2] >= L->lists[w2].n) return 0;
-        const action *b = &L->lists[w2].a[L->pc[w2]];
-        if (b->kind != ACT_ALLREDUCE || b->stage != st || L->arcnt[(size_t)w2 * L->S + st] != kth)
-            return 0;
-        if (L->freet[w2] > ready) ready = L->freet[w2];
+    const int *rw = &s->stage_workers[s->stage_first[st]];
+    if (L->arfast[st] && s->worker_stage[w] == st) {
+        if (!L->atar[w]) L->atar[w] = 1, L->arrived[st]++;
+        if (L->arrived[st] < s->replicas[st]) return 0;
+        for (int j = 0; j < s->replicas[st]; j++)
+            if (L->freet[rw[j]] > ready) ready = L->freet[rw[j]];
+    } else {
+        for (int j = 0; j < s->replicas[st]; j++) {
+            int w2 = rw[j];
+            if (L->pc[w2] >= L->lists[w2].n) return 0;
+            const action *b = &L->lists[w2].a[L->pc[w2]];
+            if (b->kind != ACT_ALLREDUCE || b->stage != st ||
+                L->arcnt[(size_t)w2 * L->S + st] != kth)
+                return 0;
+            if (L->freet[w2] > ready) ready = L->freet[w2];
+        }
     }
     for (int j = 0; j < s->replicas[st]; j++) {
-        int w2 = s->stage_workers[s->stage_first[st] + j];
+        int w2 = rw[j];
         L->start[w2][L->pc[w2]] = ready;
         L->freet[w2] = ready + L->tiny;
         L->arcnt[(size_t)w2 * L->S + st]++;
+        L->atar[w2] = 0;
         L->pc[w2]++;
         L->done++;
     }
+    L->arrived[st] = 0;
     return 1;
 }
 
@@ -414,8 +431,94 @@ static int lower_time(lower_st *L, long total, plumb_err *err)
     return 0;
 }
 
+/* Sorts e[0..n) by ev_cmp, a strict total order on one worker's events, so the result is
+ * the one any sort gives. A natural merge sort: it finds the ascending runs and merges
+ * them pairwise, O(n log runs): ev_emit's way for a worker whose events form more than
+ * a few runs (one that receives from many producers). Returns 0, or -1 out of memory. */
+static int ev_sort(ev *e, int n)
+{
+    int nr = 0, *rb = NULL, rc = -1;
+    ev *tmp = NULL;
+    if (n < 2) return 0;
+    for (int i = 1; i < n; i++)
+        if (ev_cmp(&e[i - 1], &e[i]) > 0) nr++;
+    if (!nr) return 0;
+    nr++;
+    rb = malloc((size_t)(nr + 1) * sizeof *rb);
+    tmp = malloc((size_t)n * sizeof *tmp);
+    if (!rb || !tmp) goto done;
+    nr = 0;
+    rb[nr++] = 0;
+    for (int i = 1; i < n; i++)
+        if (ev_cmp(&e[i - 1], &e[i]) > 0) rb[nr++] = i;
+    rb[nr] = n;
+    ev *src = e, *dst = tmp;
+    while (nr > 1) {
+        int out = 0;
+        for (int r = 0; r < nr; r += 2) {
+            int lo = rb[r], mid = rb[r + 1], hi = r + 1 < nr ? rb[r + 2] : mid;
+            int i = lo, j = mid, o = lo;
+            while (i < mid && j < hi)
+                dst[o++] = ev_cmp(&src[j], &src[i]) < 0 ? src[j++] : src[i++];
+            while (i < mid) dst[o++] = src[i++];
+            while (j < hi) dst[o++] = src[j++];
+            rb[out++] = lo;
+        }
+        rb[out] = n;
+        nr = out;
+        ev *t = src;
+        src = dst, dst = t;
+    }
+    if (src != e) memcpy(e, src, (size_t)n * sizeof *e);
+    rc = 0;
+done:
+    free(rb), free(tmp);
+    return rc;
+}
+
+/* Replaces out's actions by v's in ev_cmp order. With a few ascending runs (what
+ * lower_emit builds) it merges them straight into out, one pass and no copy; with more
+ * it sorts v (ev_sort) first. Returns 0, or -1 out of memory. */
+static int ev_emit(evvec *v, actvec *out)
+{
+    enum { FEW = 8 };
+    const ev *e = v->e;
+    int n = v->n, rb[FEW + 2], at[FEW], nr = 0;
+    out->n = 0;
+    if (n > out->cap) {
+        action *p = realloc(out->a, (size_t)n * sizeof *p);
+        if (!p) return -1;
+        out->a = p, out->cap = n;
+    }
+    rb[nr++] = 0;
+    for (int i = 1; i < n && nr <= FEW; i++)
+        if (ev_cmp(&e[i - 1], &e[i]) > 0) rb[nr++] = i;
+    if (nr > FEW) {
+        if (ev_sort(v->e, n)) return -1;
+        for (int i = 0; i < n; i++) out->a[i] = v->e[i].a;
+        out->n = n;
+        return 0;
+    }
+    rb[nr] = n;
+    for (int r = 0; r < nr; r++) at[r] = rb[r];
+    for (int o = 0; o < n; o++) {
+        int best = -1;
+        for (int r = 0; r < nr; r++)
+            if (at[r] < rb[r + 1] && (best < 0 || ev_cmp(&e[at[r]], &e[at[best]]) < 0))
+                best = r;
+        out->a[o] = e[at[best]++].a;
+    }
+    out->n = n;
+    return 0;
+}
+
 /* Rewrites each worker's list: its computes at their times, and a SEND/RECV pair wherever
- * data crosses workers (sent when the producer ends). Returns 0, or -1 out of memory. */
+ * data crosses workers (sent when the producer ends). The events of worker w are pushed
+ * as sorted runs: its computes in list order (their starts grow), then, walking each
+ * producer p's list in order (its ends grow; an F sends at most one activation, a B or I
+ * at most one gradient), p's sends onto p and their receives onto the consumer, so that
+ * w holds one run of receives per producer and one of its own sends. Returns 0, or -1
+ * out of memory. */
 static int lower_emit(lower_st *L)
 {
     int S = L->S, T = L->T;
@@ -425,35 +528,34 @@ static int lower_emit(lower_st *L)
             ev e = {L->start[w][i], 1, i, L->lists[w].a[i]};
             if (evvec_push(&L->evs[w], e)) return -1;
         }
-    for (int st = 0; st < S; st++)
-        for (int m = 0; m < T; m++) {
+    for (int p = 0; p < L->W; p++)
+        for (int i = 0; i < L->lists[p].n; i++) {
+            const action *a = &L->lists[p].a[i];
+            int st = a->stage, m = a->microbatch;
+            if (!act_is_compute(a->kind)) continue;
             size_t k = (size_t)st * T + m;
-            if (st + 1 < S && fw[k] >= 0 && fw[k + T] >= 0 && fw[k] != fw[k + T]) {
+            if (a->kind == ACT_F && st + 1 < S && fw[k + T] >= 0 && fw[k + T] != p) {
                 long id = (long)k * 2;
                 ev snd = {L->fend[k], 0, id, act_make(ACT_SEND_F, st, m)};
                 snd.a.peer = fw[k + T], snd.a.peer_stage = st + 1;
                 ev rcv = {L->fend[k], 0, id, act_make(ACT_RECV_F, st + 1, m)};
-                rcv.a.peer = fw[k], rcv.a.peer_stage = st;
-                if (evvec_push(&L->evs[fw[k]], snd) || evvec_push(&L->evs[fw[k + T]], rcv))
+                rcv.a.peer = p, rcv.a.peer_stage = st;
+                if (evvec_push(&L->evs[p], snd) || evvec_push(&L->evs[fw[k + T]], rcv))
                     return -1;
             }
-            if (st > 0 && bw[k] >= 0 && bw[k - T] >= 0 && bw[k] != bw[k - T]) {
+            if ((a->kind == ACT_B || a->kind == ACT_I) && st > 0 && bw[k - T] >= 0 &&
+                bw[k - T] != p) {
                 long id = (long)k * 2 + 1;
                 ev snd = {L->bend[k], 0, id, act_make(ACT_SEND_B, st, m)};
                 snd.a.peer = bw[k - T], snd.a.peer_stage = st - 1;
                 ev rcv = {L->bend[k], 0, id, act_make(ACT_RECV_B, st - 1, m)};
-                rcv.a.peer = bw[k], rcv.a.peer_stage = st;
-                if (evvec_push(&L->evs[bw[k]], snd) || evvec_push(&L->evs[bw[k - T]], rcv))
+                rcv.a.peer = p, rcv.a.peer_stage = st;
+                if (evvec_push(&L->evs[p], snd) || evvec_push(&L->evs[bw[k - T]], rcv))
                     return -1;
             }
         }
-    for (int w = 0; w < L->W; w++) {
-        evvec *v = &L->evs[w];
-        if (v->n > 1) qsort(v->e, (size_t)v->n, sizeof *v->e, ev_cmp);
-        L->lists[w].n = 0;
-        for (int i = 0; i < v->n; i++)
-            if (actvec_push(&L->lists[w], v->e[i].a)) return -1;
-    }
+    for (int w = 0; w < L->W; w++)
+        if (ev_emit(&L->evs[w], &L->lists[w])) return -1;
     return 0;
 }
 
@@ -465,7 +567,7 @@ static int lower_compute(const schedule *s, actvec *lists, const double *cost, p
     int S = s->nstages, T = sched_total_mb(s), W = s->nworkers, rc = -1;
     size_t ST = (size_t)S * (size_t)T;
     lower_st L = {s, lists, cost, S, T, W, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
-                  NULL, NULL, 1e-3, 0};
+                  NULL, NULL, NULL, NULL, NULL, 1e-3, 0};
     L.fw = malloc(ST * sizeof *L.fw), L.bw = malloc(ST * sizeof *L.bw);
     L.fend = malloc(ST * sizeof *L.fend), L.bend = malloc(ST * sizeof *L.bend);
     L.iend = malloc(ST * sizeof *L.iend);
@@ -473,8 +575,11 @@ static int lower_compute(const schedule *s, actvec *lists, const double *cost, p
     L.freet = calloc((size_t)W, sizeof *L.freet);
     L.start = calloc((size_t)W, sizeof *L.start);
     L.evs = calloc((size_t)W, sizeof *L.evs);
+    L.arfast = calloc((size_t)S, sizeof *L.arfast);
+    L.arrived = calloc((size_t)S, sizeof *L.arrived);
+    L.atar = calloc((size_t)W, sizeof *L.atar);
     if (!L.fw || !L.bw || !L.fend || !L.bend || !L.iend || !L.pc || !L.arcnt || !L.freet ||
-        !L.start || !L.evs) {
+        !L.start || !L.evs || !L.arfast || !L.arrived || !L.atar) {
         err_set(err, NULL, NULL, "out of memory");
         goto done;
     }
@@ -491,6 +596,13 @@ static int lower_compute(const schedule *s, actvec *lists, const double *cost, p
         L.tiny *= 1e-3;
     }
     for (size_t i = 0; i < ST; i++) L.fw[i] = L.bw[i] = -1, L.fend[i] = L.bend[i] = L.iend[i] = -1;
+    for (int st = 0; st < S && s->worker_stage; st++) {
+        L.arfast[st] = 1;
+        for (int j = 0; j < s->replicas[st]; j++) {
+            int w = s->stage_workers[s->stage_first[st] + j];
+            if (s->worker_stage[w] != st) L.arfast[st] = 0;
+        }
+    }
     long total = lower_index(&L, err);
     if (total < 0 || lower_time(&L, total, err)) goto done;
     if (lower_emit(&L)) {
@@ -500,7 +612,7 @@ static int lower_compute(const schedule *s, actvec *lists, const double *cost, p
     rc = 0;
 done:
     free(L.fw), free(L.bw), free(L.fend), free(L.bend), free(L.iend), free(L.pc);
-    free(L.arcnt), free(L.freet);
+    free(L.arcnt), free(L.freet), free(L.arfast), free(L.arrived), free(L.atar);
     if (L.start)
         for (int w = 0; w < W; w++) free(L.start[w]);
     free(L.start);
