@@ -323,15 +323,23 @@ static long *list_steps(const char *dir, int *n)
     return st;
 }
 
-/* 1 when `name` is the temporary file "STEM.tmp.PID" of an atomic write (json.c's
- * file_write_atomic) by a process that no longer runs: STEM equal to `stem`, or any
- * "ckpt-STEP.ckpt" when stem is NULL. A live PID (or one of another user) is left alone. */
+/* 1 when `name` is the temporary file "STEM.tmp.PID.IDX" of an atomic write (json.c's
+ * write_temp; "STEM.tmp.PID", as older builds named it, too) by a process that no longer
+ * runs: STEM equal to `stem`, or any "ckpt-STEP.ckpt" when stem is NULL. A live PID (or
+ * one of another user) is left alone. */
 static int dead_tmp(const char *name, const char *stem)
 {
     const char *t = strstr(name, ".tmp."), *q;
     if (!t) return 0;
     for (q = t + 5; *q >= '0' && *q <= '9'; q++) {}
-    if (q == t + 5 || *q || q - (t + 5) > 9) return 0;
+    if (q == t + 5 || q - (t + 5) > 9) return 0;
+    if (*q == '.') { /* the write's index */
+        const char *x = q + 1;
+        while (*x >= '0' && *x <= '9') x++;
+        if (x == q + 1 || *x) return 0;
+    } else if (*q) {
+        return 0;
+    }
     char pre[256];
     size_t pl = (size_t)(t - name);
     if (pl >= sizeof pre) return 0;

@@ -190,13 +190,15 @@ Test(ckpt, orphaned_temporary_files_are_removed)
     cr_assert(dead >= 0);
     if (dead == 0) _exit(0);
     cr_assert_eq(waitpid(dead, NULL, 0), dead);
-    char *dir = make_tmpdir_named("ckpt-tmp"), p[5][320];
+    char *dir = make_tmpdir_named("ckpt-tmp"), p[6][320];
     snprintf(p[0], sizeof p[0], "%s/ckpt-00000030.ckpt.tmp.%d", dir, (int)dead); /* orphan */
     snprintf(p[1], sizeof p[1], "%s/ckpt-00000030.ckpt.tmp.%d", dir, (int)getppid()); /* live */
     snprintf(p[2], sizeof p[2], "%s/notes.txt.tmp.%d", dir, (int)dead);  /* not plumb's */
     snprintf(p[3], sizeof p[3], "%s/final.ckpt.tmp.%d", dir, (int)dead); /* --save's orphan */
     snprintf(p[4], sizeof p[4], "%s/ckpt-00000030.ckpt.tmp.x%d", dir, (int)dead); /* no pid */
-    for (int i = 0; i < 5; i++) {
+    /* as files_write_atomic names them now: PID, then the write's index */
+    snprintf(p[5], sizeof p[5], "%s/ckpt-00000031.ckpt.tmp.%d.0", dir, (int)dead); /* orphan */
+    for (int i = 0; i < 6; i++) {
         FILE *f = fopen(p[i], "w");
         cr_assert(f);
         fclose(f);
@@ -209,6 +211,7 @@ Test(ckpt, orphaned_temporary_files_are_removed)
     cr_expect(access(p[2], F_OK) == 0, "a file not of plumb's pattern was removed");
     cr_expect(access(p[3], F_OK) == 0, "another file's temporary was removed by the folder");
     cr_expect(access(p[4], F_OK) == 0, "a name without a PID was removed");
+    cr_expect(access(p[5], F_OK) != 0, "the dead writer's indexed temporary file is left");
     char fin[320];
     snprintf(fin, sizeof fin, "%s/final.ckpt", dir);
     cr_assert_eq(ckpt_save(fin, m, &c, &e), 0, "%s", e.msg);
