@@ -37,7 +37,6 @@ double nm_now_ms(void)
     return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
 }
 
-static double optmul_of(optimizer_kind k) { return sim_memory_optimizer_mul(k); }
 
 static int used_devices(const cluster *c, const native_options *o)
 {
@@ -78,7 +77,7 @@ int planner_native_check(const profile *p, const cluster *c, const native_option
     if (!(profile_compute_ms(p) > 0))
         return err_set(err, NULL, NULL, "profile %s: every layer takes 0 ms: nothing to pipeline",
                        pn);
-    double per = 2 + optmul_of(o ? o->optimizer : OPT_MOMENTUM);
+    double per = 2 + sim_memory_optimizer_mul(o ? o->optimizer : OPT_MOMENTUM);
     double need = profile_total_parameter_bytes(p) * per;
     if (need > total_cap)
         return err_set(err, NULL, NULL, "profile %s does not fit cluster %s: its weights, "

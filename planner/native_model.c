@@ -342,10 +342,8 @@ static int held_slots(sched_kind kind, int k, int km, int receives)
 }
 
 /* Chunked schedules hold several stages per device, placed as the trait table says
- * (interleaved: stage i on rank i % p; the V kinds: ranks 0..p-1, then p-1..0). */
-static int chunked(sched_kind k) { return sched_kind_chunked(k); }
-
-static int chunk_rank(sched_kind k, int i, int p) { return sched_kind_rank(k, i, p); }
+ * (sched_kind_chunked, sched_kind_rank: interleaved stage i on rank i % p; the V kinds
+ * ranks 0..p-1, then p-1..0). */
 
 /* The backward's input-gradient buffers of blocks [b0, b1) at the profile's minibatch: 2 x
  * the largest of the stage input `in` and the blocks' activations (the simulator takes
@@ -546,7 +544,7 @@ void nm_price(const nm_model *m, const nm_setting *s, nm_part *pt)
 {
     double per = 0, sumlat = 0, botlat = 0, ar = 0, peak = 0, cap = INFINITY;
     int fits = 1;
-    if (chunked(s->kind)) {
+    if (sched_kind_chunked(s->kind)) {
         /* per device: its chunks' compute; links per stage */
         int p = pt->ranks, v = pt->nst / (p > 0 ? p : 1);
         double devper[NM_MAX_UNITS] = {0}, devmem[NM_MAX_UNITS] = {0};
@@ -559,7 +557,7 @@ void nm_price(const nm_model *m, const nm_setting *s, nm_part *pt)
             nm_setting one = *s;
             one.kind = SCHED_1F1B_FLUSH;
             stage_cost(m, &one, st->b0, st->b1, st->u, 1, m->ndev, &o);
-            int rk = chunk_rank(s->kind, i, p);
+            int rk = sched_kind_rank(s->kind, i, p);
             devper[rk] += o.c;
             double comm = i + 1 < pt->nst && o.lat > o.c ? (o.lat - o.c) / 2 : 0;
             if (comm > per) per = comm;
@@ -658,6 +656,7 @@ static void dp_layer(const nm_model *m, const nm_setting *s, nm_dp *d, int mode,
     int nb = m->nb, U = m->U, W1 = U + 1, rc = s->recompute, K = d->K;
     double bscale = (double)s->mbsize / m->p->minibatch, kscale = bscale * 1e-3;
     double optmul = sim_memory_optimizer_mul(s->opt);
+    const double gather = sim_cost_gather_s(m->p, s->mbsize); /* the first/last stage's */
     const sched_traits *tr = sched_traits_of(s->kind);
     int evenM = tr->mb_per_replica && s->M > 0;
     const size_t lay = dp_at(d, left, 0, 0), nxt = dp_at(d, K > 0 ? left - 1 : 0, 0, 0);
@@ -685,7 +684,6 @@ static void dp_layer(const nm_model *m, const nm_setting *s, nm_dp *d, int mode,
                 }
                 int ver = tr->versions > 0 ? tr->versions : kw;
                 double sc = kscale / R->speed, pcoef = ver + 1 + optmul;
-                double gather = sim_cost_gather_s(m->p, s->mbsize);
                 double incomm = in > 0 && R->in_total > 0 ? in / R->in_total : 0;
                 /* stashed input, input gradient to send, its staging */
                 const int kf = s->M > 0 ? km : 0, ks = held_slots(s->kind, k, kf, b > 0);
@@ -794,7 +792,7 @@ static int same_part(const nm_part *a, const nm_part *b)
 
 int nm_partitions(const nm_model *m, const nm_setting *s, nm_part *out, int max, int *dp_runs)
 {
-    if (chunked(s->kind)) return nm_partitions_interleaved(m, s, out, max);
+    if (sched_kind_chunked(s->kind)) return nm_partitions_interleaved(m, s, out, max);
     int K = s->nstages > 0 ? s->nstages : 0;
     if (K > m->nb || K > m->U || K > NM_MAX_STAGES) return 0; /* nm_begin says why */
     size_t ns = (size_t)(K + 1) * (m->nb + 1) * (m->U + 1);
@@ -863,12 +861,12 @@ int nm_partitions_interleaved(const nm_model *m, const nm_setting *s, nm_part *o
         if (S > m->nb || S > NM_MAX_STAGES) continue;
         double share[NM_MAX_STAGES], sum = 0;
         for (int i = 0; i < S; i++)
-            sum += m->rg[chunk_rank(s->kind, i, p) * (m->U + 1) + 1].speed;
+            sum += m->rg[sched_kind_rank(s->kind, i, p) * (m->U + 1) + 1].speed;
         for (int i = 0; i < S; i++)
-            share[i] = m->rg[chunk_rank(s->kind, i, p) * (m->U + 1) + 1].speed / sum;
+            share[i] = m->rg[sched_kind_rank(s->kind, i, p) * (m->U + 1) + 1].speed / sum;
         nm_part pt;
         if (split_shares(m, S, share, &pt)) continue;
-        for (int i = 0; i < S; i++) pt.st[i].u = chunk_rank(s->kind, i, p);
+        for (int i = 0; i < S; i++) pt.st[i].u = sched_kind_rank(s->kind, i, p);
         pt.ranks = p;
         nm_setting one = *s;
         one.chunks = v;
@@ -925,7 +923,7 @@ int nm_policy_microbatches(sched_kind k, int nst, const int *reps)
 
 int nm_default_microbatches(const nm_model *m, sched_kind k, const nm_part *pt)
 {
-    if (chunked(k)) return 2 * (pt->ranks > 0 ? pt->ranks : 1); /* chunks shrink the bubble */
+    if (sched_kind_chunked(k)) return 2 * (pt->ranks > 0 ? pt->ranks : 1); /* chunks shrink the bubble */
     int reps[NM_MAX_STAGES];
     for (int i = 0; i < pt->nst; i++) reps[i] = pt->st[i].r * m->g;
     return nm_policy_microbatches(k, pt->nst, reps);
@@ -934,7 +932,7 @@ int nm_default_microbatches(const nm_model *m, sched_kind k, const nm_part *pt)
 int nm_legacy_microbatches(const nm_model *m, sched_kind k, const nm_part *pt)
 {
     int M = nm_default_microbatches(m, k, pt);
-    if (chunked(k) || sched_traits_of(k)->async) return M; /* M-free memory */
+    if (sched_kind_chunked(k) || sched_traits_of(k)->async) return M; /* M-free memory */
     long long L = 1;
     int maxr = 1;
     for (int i = 0; i < pt->nst; i++) {
@@ -971,13 +969,13 @@ plan *nm_plan(const nm_model *m, const nm_setting *s, const nm_part *pt, plumb_e
         if (plan_set_stage(pl, i, m->bfirst[st->b0], m->bfirst[st->b1] - 1, nd, devs)) goto oom;
         nm_cost o;
         nm_setting one = *s;
-        if (chunked(one.kind)) one.kind = SCHED_1F1B_FLUSH;
+        if (sched_kind_chunked(one.kind)) one.kind = SCHED_1F1B_FLUSH;
         stage_cost(m, &one, st->b0, st->b1, st->u, st->r, m->ndev, &o);
         pl->stages[i].compute_s = o.c;
         pl->stages[i].comm_s = o.lat - o.c;
     }
     pl->schedule = s->kind;
-    pl->chunks = chunked(s->kind) ? pt->nst / (pt->ranks > 0 ? pt->ranks : 1) : 1;
+    pl->chunks = sched_kind_chunked(s->kind) ? pt->nst / (pt->ranks > 0 ? pt->ranks : 1) : 1;
     pl->microbatch_size = s->mbsize;
     pl->microbatches = s->M;
     pl->recompute = s->recompute;

@@ -225,7 +225,6 @@ typedef struct row_ctx {
     const pd_cost *cost;
     int L, M, W, ld, min_machines, rmax, mem, native, lastmode;
     double bnd, B, memsize, ratio;
-    double *f;                         /* d->f[L] */
     const double *lowmat;              /* the level below's matrix (L > 0) */
     double *fmin, *pmin, *rbk;
     int *rmm;
@@ -434,7 +433,7 @@ static int row_compute(pd_dp *d, int L, int s, double bnd, int mm, int nl, doubl
     const int lastmode = L == d->top && s < 0 && d->lastcol && isfinite(bnd);
     choice *spc = M > 64 ? bigch : splitch;
     const row_ctx rc_ = {d, l, cost, L, M, W, ld, min_machines, rmax, mem, native, lastmode,
-                         bnd, B, memsize, ratio, f, lowmat, fmin, pmin, rbk, rmm,
+                         bnd, B, memsize, ratio, lowmat, fmin, pmin, rbk, rmm,
                          sp, ls, cap, eps, ub, spc, sync_r, inv_r};
 
     /* the top row's single stages (-1, j] on m + 1 <= M - pd_dp_top_suf(j) machines use
