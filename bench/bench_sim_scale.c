@@ -20,13 +20,14 @@
 #include <string.h>
 #include <time.h>
 
+#include "core/schedule_traits.h"
 #include "sim/sim.h"
 #include "bench/clock.h"
 #include "bench/synth_plan.h"
 
-static const char *const kinds[] = {"gpipe", "1f1b-flush", "pipedream", "2bw",
-                                    "interleaved", "zb-h1", "zb-v", "dualpipev"};
-#define NKINDS ((int)(sizeof kinds / sizeof kinds[0]))
+/* every schedule kind, by the trait table's names */
+#define NKINDS SCHED_NKINDS
+#define KNAME(k) sched_kind_name((sched_kind)(k))
 
 /* One sim_run of a synthetic plan: CPU seconds, or < 0 on failure; *events set. */
 static double run_one(const char *kname, int stages, int replicas, int mb, int iters,
@@ -94,41 +95,41 @@ int main(int argc, char **argv)
     long long ev = 0;
     if (!strcmp(mode, "micro") && argc == 4 && a > 0 && b > 0) {
         for (int k = 0; k < NKINDS; k++) {
-            double t1 = run_one(kinds[k], a, 1, b, 1, NULL);
-            double t8 = run_one(kinds[k], a, 1, 8 * b, 1, NULL);
+            double t1 = run_one(KNAME(k), a, 1, b, 1, NULL);
+            double t8 = run_one(KNAME(k), a, 1, 8 * b, 1, NULL);
             if (t1 < 0 || t8 < 0) return 1;
             printf("micro    %-11s stages=%d microbatches %d -> %d: %.4f s -> %.4f s CPU, "
-                   "ratio %.2f (8x the work)\n", kinds[k], a, b, 8 * b, t1, t8, t8 / t1);
+                   "ratio %.2f (8x the work)\n", KNAME(k), a, b, 8 * b, t1, t8, t8 / t1);
         }
         return 0;
     }
     if (!strcmp(mode, "lower") && argc == 4 && a > 0 && b > 0) {
         for (int k = 0; k < NKINDS; k++) {
-            double t1 = lower_one(kinds[k], a, b, 16), t8 = lower_one(kinds[k], a, 8 * b, 2);
+            double t1 = lower_one(KNAME(k), a, b, 16), t8 = lower_one(KNAME(k), a, 8 * b, 2);
             if (t1 < 0 || t8 < 0) return 1;
             printf("lower    %-11s stages=%d microbatches %d -> %d: %.4f s -> %.4f s CPU, "
-                   "ratio %.2f (8x the work)\n", kinds[k], a, b, 8 * b, t1, t8, t8 / t1);
+                   "ratio %.2f (8x the work)\n", KNAME(k), a, b, 8 * b, t1, t8, t8 / t1);
         }
         return 0;
     }
     if (!strcmp(mode, "replicas") && argc == 5 && a > 0 && b > 0 && c > 0) {
-        static const char *const rk[] = {"gpipe", "1f1b-flush", "pipedream", "2bw", "zb-h1"};
-        for (int k = 0; k < 5; k++) {
-            double t1 = run_one(rk[k], a, b, c, 1, NULL);
-            double t4 = run_one(rk[k], a, 4 * b, 4 * c, 1, NULL);
+        for (int k = 0; k < NKINDS; k++) { /* the kinds that replicate: not chunked */
+            if (sched_kind_chunked((sched_kind)k)) continue;
+            double t1 = run_one(KNAME(k), a, b, c, 1, NULL);
+            double t4 = run_one(KNAME(k), a, 4 * b, 4 * c, 1, NULL);
             if (t1 < 0 || t4 < 0) return 1;
             printf("replicas %-11s stages=%d replicas %d -> %d (microbatches %d -> %d): "
-                   "%.4f s -> %.4f s CPU, ratio %.2f (4x the work)\n", rk[k], a, b, 4 * b, c,
+                   "%.4f s -> %.4f s CPU, ratio %.2f (4x the work)\n", KNAME(k), a, b, 4 * b, c,
                    4 * c, t1, t4, t4 / t1);
         }
         return 0;
     }
     if (!strcmp(mode, "events") && argc == 5 && a > 0 && b > 0 && c > 0) {
         for (int k = 0; k < NKINDS; k++) {
-            double t = run_one(kinds[k], a, 1, b, c, &ev);
+            double t = run_one(KNAME(k), a, 1, b, c, &ev);
             if (t < 0) return 1;
             printf("events   %-11s %d x %d x %d: %lld events in %.3f s CPU (whole sim_run): "
-                   "%.1f M events/s\n", kinds[k], a, b, c, ev, t, ev / t / 1e6);
+                   "%.1f M events/s\n", KNAME(k), a, b, c, ev, t, ev / t / 1e6);
         }
         return 0;
     }

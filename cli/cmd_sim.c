@@ -13,6 +13,7 @@
 #include "core/json.h"
 #include "core/plan.h"
 #include "core/schedule_traits.h"
+#include "core/units.h"
 #include "sim/sim.h"
 
 static const char *const usage =
@@ -59,23 +60,20 @@ static int plan_fits(const char *path, const sim_report *r, char *msg, size_t n)
     if (r->fits)
         return 1;
     int bad = 0;
-    const sim_device_report *first = NULL;
+    const sim_device_report *first = NULL; /* r->fits is 0 only when a device does not fit */
     for (int i = 0; i < r->ndevices; i++)
         if (!r->devices[i].mem.fits) {
             bad++;
             if (!first)
                 first = &r->devices[i];
         }
-    if (!first)
-        snprintf(msg, n, "plumb: %s: expected a plan that fits its devices' memory (got peak "
-                 "%.2f GiB)", path, r->peak_memory_bytes / 1073741824.0);
-    else
-        snprintf(msg, n, "plumb: %s: stages[%d]: expected to fit the memory of its devices "
-                 "(got %.2f GiB on device %d of capacity %.2f GiB; %d device%s do%s not fit)",
-                 path, first->nstages > 0 ? first->stages[0] : 0,
-                 first->mem.total / 1073741824.0, first->device,
-                 first->mem.capacity / 1073741824.0, bad, bad == 1 ? "" : "s",
-                 bad == 1 ? "es" : "");
+    char got[32], cap[32];
+    snprintf(msg, n, "plumb: %s: stages[%d]: expected to fit the memory of its devices "
+             "(got %s on device %d of capacity %s; %d device%s do%s not fit)",
+             path, first->nstages > 0 ? first->stages[0] : 0,
+             units_bytes(first->mem.total, got, sizeof got), first->device,
+             units_bytes(first->mem.capacity, cap, sizeof cap), bad, bad == 1 ? "" : "s",
+             bad == 1 ? "es" : "");
     return 0;
 }
 
