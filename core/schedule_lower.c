@@ -255,7 +255,7 @@ typedef struct lower_st {
     const double *cost;
     int S, T, W;
     int *fw, *bw;                /* [k] the worker of the forward / backward */
-    double *fend, *bend, *iend;  /* [k] end of the forward, backward (B or I), input grad */
+    double *fend, *bend;  /* [k] end of the forward, of the backward (B or I: input grad) */
     int *pc, *arcnt;             /* [w] next action; [w * S + st] all-reduces done */
     double *freet;               /* [w] when the worker is free */
     double **start;              /* [w][i] start of action i */
@@ -386,7 +386,7 @@ static int lower_step(lower_st *L, int w, plumb_err *err)
             if (L->bend[kn] > ready) ready = L->bend[kn];
         }
     } else if (a->kind == ACT_W) {
-        if (L->iend[k] < 0)
+        if (L->bend[k] < 0) /* no input gradient yet */
             return err_set(err, NULL, NULL, "worker %d action %d (%s): W before its I", w,
                            L->pc[w], action_format(a, a_txt, sizeof a_txt));
     } else if (a->kind == ACT_ALLREDUCE) {
@@ -397,7 +397,6 @@ static int lower_step(lower_st *L, int w, plumb_err *err)
     L->freet[w] = end;
     if (a->kind == ACT_F) L->fend[k] = end;
     if (a->kind == ACT_B || a->kind == ACT_I) L->bend[k] = end;
-    if (a->kind == ACT_I || a->kind == ACT_B) L->iend[k] = end;
     L->pc[w]++;
     L->done++;
     return 1;
@@ -566,11 +565,10 @@ static int lower_compute(const schedule *s, actvec *lists, const double *cost, p
 {
     int S = s->nstages, T = sched_total_mb(s), W = s->nworkers, rc = -1;
     size_t ST = (size_t)S * (size_t)T;
-    lower_st L = {s, lists, cost, S, T, W, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+    lower_st L = {s, lists, cost, S, T, W, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
                   NULL, NULL, NULL, NULL, NULL, 1e-3, 0};
     L.fw = malloc(ST * sizeof *L.fw), L.bw = malloc(ST * sizeof *L.bw);
     L.fend = malloc(ST * sizeof *L.fend), L.bend = malloc(ST * sizeof *L.bend);
-    L.iend = malloc(ST * sizeof *L.iend);
     L.pc = calloc((size_t)W, sizeof *L.pc), L.arcnt = calloc((size_t)W * S, sizeof *L.arcnt);
     L.freet = calloc((size_t)W, sizeof *L.freet);
     L.start = calloc((size_t)W, sizeof *L.start);
@@ -578,7 +576,7 @@ static int lower_compute(const schedule *s, actvec *lists, const double *cost, p
     L.arfast = calloc((size_t)S, sizeof *L.arfast);
     L.arrived = calloc((size_t)S, sizeof *L.arrived);
     L.atar = calloc((size_t)W, sizeof *L.atar);
-    if (!L.fw || !L.bw || !L.fend || !L.bend || !L.iend || !L.pc || !L.arcnt || !L.freet ||
+    if (!L.fw || !L.bw || !L.fend || !L.bend || !L.pc || !L.arcnt || !L.freet ||
         !L.start || !L.evs || !L.arfast || !L.arrived || !L.atar) {
         err_set(err, NULL, NULL, "out of memory");
         goto done;
@@ -595,7 +593,7 @@ static int lower_compute(const schedule *s, actvec *lists, const double *cost, p
             if (L.tiny < 0 || cost[i] < L.tiny) L.tiny = cost[i];
         L.tiny *= 1e-3;
     }
-    for (size_t i = 0; i < ST; i++) L.fw[i] = L.bw[i] = -1, L.fend[i] = L.bend[i] = L.iend[i] = -1;
+    for (size_t i = 0; i < ST; i++) L.fw[i] = L.bw[i] = -1, L.fend[i] = L.bend[i] = -1;
     for (int st = 0; st < S && s->worker_stage; st++) {
         L.arfast[st] = 1;
         for (int j = 0; j < s->replicas[st]; j++) {
@@ -611,7 +609,7 @@ static int lower_compute(const schedule *s, actvec *lists, const double *cost, p
     }
     rc = 0;
 done:
-    free(L.fw), free(L.bw), free(L.fend), free(L.bend), free(L.iend), free(L.pc);
+    free(L.fw), free(L.bw), free(L.fend), free(L.bend), free(L.pc);
     free(L.arcnt), free(L.freet), free(L.arfast), free(L.arrived), free(L.atar);
     if (L.start)
         for (int w = 0; w < W; w++) free(L.start[w]);
