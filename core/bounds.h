@@ -24,5 +24,7 @@
 #define BOUND_BYTES_MAX 1e15          /* 1 PB: a layer's activations, parameters, saved
                                          tensors, buffers; a profile's input bytes */
 #define BOUND_FLOPS_MAX 1e21          /* a layer's FLOPs per minibatch */
+#define BOUND_TP_MAX 1024             /* tensor-parallel ranks of a profile or plan */
+#define BOUND_TOKENS_MAX 1073741824LL /* tokens in one sample (2^30) */
 
 #endif

@@ -11,6 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bounds.h"
+#include "device.h"
 #include "json.h"
 #include "schedule_traits.h"
 
@@ -39,6 +41,20 @@ int optimizer_kind_parse(const char *name)
 {
     for (int k = 0; name && k < OPT_NKINDS; k++)
         if (strcmp(name, opt_names[k]) == 0) return k;
+    return -1;
+}
+
+static const char *const recompute_names[RECOMPUTE_NKINDS] = { "none", "full", "selective" };
+
+const char *recompute_kind_name(recompute_kind k)
+{
+    return ((int)k >= 0 && k < RECOMPUTE_NKINDS) ? recompute_names[k] : "unknown";
+}
+
+int recompute_kind_parse(const char *name)
+{
+    for (int k = 0; name && k < RECOMPUTE_NKINDS; k++)
+        if (strcmp(name, recompute_names[k]) == 0) return k;
     return -1;
 }
 
@@ -82,6 +98,8 @@ static plan *plan_blank(int nstages)
     pl->microbatch_size = 1;
     pl->microbatches = 1;
     pl->optimizer = OPT_SGD;
+    pl->tp = 1;
+    pl->precision = DEV_FP32;
     pl->pred_iteration_s = pl->pred_samples_per_s = -1;
     pl->pred_speedup_vs_dp = pl->pred_speedup_vs_1 = -1;
     return pl;
@@ -96,6 +114,8 @@ plan *plan_new(const profile *prof, const cluster *clus, int nstages)
     pl->clus = cluster_clone(clus);
     if (!pl->prof || !pl->clus) { plan_free(pl); return NULL; }
     pl->microbatch_size = prof->minibatch > 0 ? prof->minibatch : 1;
+    pl->tp = prof->tp > 0 ? prof->tp : 1;
+    pl->sequence_parallel = prof->sequence_parallel;
     return pl;
 }
 
@@ -125,15 +145,27 @@ int plan_minibatch(const plan *pl)
 int plan_devices_used(const plan *pl, unsigned char *used)
 {
     int nd = pl && pl->clus ? pl->clus->ndevices : 0, k = 0;
+    int tp = pl && pl->tp > 1 ? pl->tp : 1;
     if (nd > 0) memset(used, 0, (size_t)nd);
     for (int s = 0; pl && s < pl->nstages; s++)
-        for (int q = 0; pl->stages[s].devices && q < pl->stages[s].replicas; q++) {
-            int d = pl->stages[s].devices[q];
-            if (d >= 0 && d < nd && !used[d]) {
-                used[d] = 1;
-                k++;
+        for (int q = 0; pl->stages[s].devices && q < pl->stages[s].replicas; q++)
+            for (int t = 0; t < tp; t++) {
+                int d = pl->stages[s].devices[q] + t;
+                if (d >= 0 && d < nd && !used[d]) {
+                    used[d] = 1;
+                    k++;
+                }
             }
-        }
+    return k;
+}
+
+int plan_gpus(const plan *pl)
+{
+    if (!pl || !pl->clus || pl->clus->ndevices < 1) return 0;
+    unsigned char *used = malloc((size_t)pl->clus->ndevices);
+    if (!used) return 0;
+    int k = plan_devices_used(pl, used);
+    free(used);
     return k;
 }
 
@@ -214,7 +246,9 @@ int plan_equal(const plan *a, const plan *b)
     if (a->schedule != b->schedule || a->chunks != b->chunks ||
         a->microbatch_size != b->microbatch_size || a->microbatches != b->microbatches ||
         a->recompute != b->recompute || a->optimizer != b->optimizer ||
-        a->nstages != b->nstages)
+        a->checkpoint_layers != b->checkpoint_layers || a->tp != b->tp ||
+        a->sequence_parallel != b->sequence_parallel || a->zero != b->zero ||
+        a->precision != b->precision || a->nstages != b->nstages)
         return 0;
     for (int s = 0; s < a->nstages; s++) {
         const plan_stage *x = &a->stages[s], *y = &b->stages[s];
@@ -310,22 +344,31 @@ static int check_stages(const plan *pl, const char *file, plumb_err *err, int *u
             if (d < 0 || d >= nd)
                 return err_set(err, file, p, "expected a device id from 0 to %d (got %d)",
                                nd - 1, d);
+            if (pl->tp > 1 && (d + pl->tp > nd ||
+                               cluster_server_of(pl->clus, d) !=
+                                   cluster_server_of(pl->clus, d + pl->tp - 1)))
+                return err_set(err, file, p, "expected the first device of a tensor-parallel "
+                               "group of tp = %d devices on one server (devices %d to %d are "
+                               "not)", pl->tp, d, d + pl->tp - 1);
             for (int q = 0; q < r; q++)
                 if (st->devices[q] == d)
                     return err_set(err, file, p,
                                    "expected distinct devices within a stage (device %d is "
                                    "also stages[%d].devices[%d])", d, s, q);
-            if (pl->chunks == 1 && uses[d] > 0)
-                return err_set(err, file, p,
-                               "expected a device no other stage uses (device %d is also in "
-                               "stages[%d]; only schedules with chunks > 1 share devices)",
-                               d, first_stage[d]);
-            if (uses[d] >= pl->chunks)
-                return err_set(err, file, p,
-                               "expected each device to hold exactly chunks = %d stages "
-                               "(device %d holds more)", pl->chunks, d);
-            if (first_stage[d] < 0) first_stage[d] = s;
-            uses[d]++;
+            for (int t = 0; t < pl->tp; t++) { /* each member of the group holds the stage */
+                int m = d + t;
+                if (pl->chunks == 1 && uses[m] > 0)
+                    return err_set(err, file, p,
+                                   "expected a device no other stage uses (device %d is also "
+                                   "in stages[%d]; only schedules with chunks > 1 share "
+                                   "devices)", m, first_stage[m]);
+                if (uses[m] >= pl->chunks)
+                    return err_set(err, file, p,
+                                   "expected each device to hold exactly chunks = %d stages "
+                                   "(device %d holds more)", pl->chunks, m);
+                if (first_stage[m] < 0) first_stage[m] = s;
+                uses[m]++;
+            }
         }
         snprintf(p, sizeof p, "stages[%d]", s);
         if (check_pred(err, file, p, st->compute_s, "seconds (compute_s)") ||
@@ -385,6 +428,25 @@ int plan_validate(const plan *pl, const char *file, plumb_err *err)
         return err_set(err, file, "microbatches",
                        "expected microbatch_size * microbatches <= %d samples (got %lld)",
                        INT_MAX, (long long)pl->microbatch_size * pl->microbatches);
+    if (pl->recompute < 0 || pl->recompute >= RECOMPUTE_NKINDS)
+        return err_set(err, file, "recompute", "expected none, full or selective (got %d)",
+                       pl->recompute);
+    if (pl->checkpoint_layers < 0 || pl->checkpoint_layers > pl->prof->nlayers)
+        return err_set(err, file, "checkpoint_layers", "expected an integer from 0 to %d "
+                       "(got %d)", pl->prof->nlayers, pl->checkpoint_layers);
+    if (pl->tp != pl->prof->tp)
+        return err_set(err, file, "tp", "expected %d, the profile's tensor_parallel (its "
+                       "figures are one rank's share of tp ranks) (got %d)", pl->prof->tp,
+                       pl->tp);
+    if (pl->sequence_parallel != pl->prof->sequence_parallel)
+        return err_set(err, file, "sequence_parallel", "expected %s, as the profile was made "
+                       "(got %s)", pl->prof->sequence_parallel ? "true" : "false",
+                       pl->sequence_parallel ? "true" : "false");
+    if (pl->zero < 0 || pl->zero > 1)
+        return err_set(err, file, "zero", "expected 0 or 1 (got %d)", pl->zero);
+    if ((int)pl->precision < 0 || pl->precision >= DEV_NPREC)
+        return err_set(err, file, "precision", "expected fp32, tf32, bf16 or fp16 (got %d)",
+                       (int)pl->precision);
     int nd = pl->clus->ndevices;
     int *uses = malloc((size_t)(nd > 0 ? nd : 1) * 2 * sizeof *uses);
     if (!uses) return err_set(err, file, NULL, "out of memory");
@@ -414,7 +476,8 @@ int plan_validate(const plan *pl, const char *file, plumb_err *err)
 static const char *const ROOT_KEYS[] = { "format", "profile", "cluster", "schedule", "chunks",
                                          "microbatch_size", "microbatches", "recompute",
                                          "optimizer", "stages", "predicted", "planner_config",
-                                         NULL };
+                                         "checkpoint_layers", "tp", "sequence_parallel",
+                                         "zero", "precision", NULL };
 static const char *const STAGE_KEYS[] = { "first_layer", "last_layer", "replicas", "devices",
                                           "compute_s", "comm_s", NULL };
 static const char *const PRED_KEYS[] = { "iteration_s", "samples_per_s", "speedup_vs_dp",
@@ -566,6 +629,26 @@ static int load_predicted(const jctx *jc, const cJSON *root, plan *pl)
     return 0;
 }
 
+/* "recompute": false / true (none / full, the first files' form) or a recompute_kind
+ * name. */
+static int load_recompute(const jctx *jc, const cJSON *root, plan *pl)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, "recompute");
+    char got[96];
+    pl->recompute = RECOMPUTE_NONE;
+    if (!v) return 0;
+    if (cJSON_IsBool(v)) {
+        pl->recompute = cJSON_IsTrue(v) ? RECOMPUTE_FULL : RECOMPUTE_NONE;
+        return 0;
+    }
+    if (cJSON_IsString(v) && recompute_kind_parse(v->valuestring) >= 0) {
+        pl->recompute = recompute_kind_parse(v->valuestring);
+        return 0;
+    }
+    return err_set(jc->err, jc->file, "recompute", "expected none, full, selective, true or "
+                   "false (got %s)", json_describe(v, got, sizeof got));
+}
+
 plan *plan_from_json(const cJSON *root, const char *file, plumb_err *err)
 {
     jctx jc = { file, err };
@@ -597,7 +680,27 @@ plan *plan_from_json(const cJSON *root, const char *file, plumb_err *err)
     pl->microbatch_size = (int)x;
     if (json_get_int(&jc, root, "", "microbatches", 1, 1, INT_MAX, &x)) goto fail;
     pl->microbatches = (int)x;
-    if (json_get_bool(&jc, root, "", "recompute", 0, &pl->recompute)) goto fail;
+    if (load_recompute(&jc, root, pl)) goto fail;
+    x = 0;
+    if (json_get_int(&jc, root, "", "checkpoint_layers", 0, 0, pl->prof->nlayers, &x)) goto fail;
+    pl->checkpoint_layers = (int)x;
+    x = pl->prof->tp;
+    if (json_get_int(&jc, root, "", "tp", 0, 1, BOUND_TP_MAX, &x)) goto fail;
+    pl->tp = (int)x;
+    pl->sequence_parallel = pl->prof->sequence_parallel;
+    if (json_get_bool(&jc, root, "", "sequence_parallel", 0, &pl->sequence_parallel)) goto fail;
+    x = 0;
+    if (json_get_int(&jc, root, "", "zero", 0, 0, 1, &x)) goto fail;
+    pl->zero = (int)x;
+    s = "fp32";
+    if (json_get_str(&jc, root, "", "precision", 0, &s)) goto fail;
+    if (dev_precision_parse(s) < 0) {
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, "precision");
+        err_set(err, file, "precision", "expected one of fp32, tf32, bf16, fp16 (got %s)",
+                json_describe(v, got, sizeof got));
+        goto fail;
+    }
+    pl->precision = (dev_precision)dev_precision_parse(s);
     s = "sgd";
     if (json_get_str(&jc, root, "", "optimizer", 0, &s)) goto fail;
     if (optimizer_kind_parse(s) < 0) {
@@ -646,8 +749,19 @@ cJSON *plan_to_json(const plan *pl)
         !json_add_num(root, "chunks", pl->chunks) ||
         !json_add_num(root, "microbatch_size", pl->microbatch_size) ||
         !json_add_num(root, "microbatches", pl->microbatches) ||
-        !cJSON_AddBoolToObject(root, "recompute", pl->recompute != 0) ||
+        (pl->recompute == RECOMPUTE_SELECTIVE
+             ? !cJSON_AddStringToObject(root, "recompute", "selective")
+             : !cJSON_AddBoolToObject(root, "recompute", pl->recompute != 0)) ||
         !cJSON_AddStringToObject(root, "optimizer", optimizer_kind_name(pl->optimizer)))
+        goto fail;
+    /* the 3D fields only when set, so plans without them read as before */
+    if ((pl->checkpoint_layers > 0 &&
+         !json_add_num(root, "checkpoint_layers", pl->checkpoint_layers)) ||
+        (pl->tp > 1 && !json_add_num(root, "tp", pl->tp)) ||
+        (pl->sequence_parallel && !cJSON_AddBoolToObject(root, "sequence_parallel", 1)) ||
+        (pl->zero && !json_add_num(root, "zero", pl->zero)) ||
+        (pl->precision != DEV_FP32 &&
+         !cJSON_AddStringToObject(root, "precision", dev_precision_name(pl->precision))))
         goto fail;
     if (!(arr = cJSON_AddArrayToObject(root, "stages"))) goto fail;
     for (int s = 0; s < pl->nstages; s++) {

@@ -46,10 +46,25 @@ typedef enum optimizer_kind {
 const char *optimizer_kind_name(optimizer_kind k);  /* "sgd", "momentum", "adam" */
 int optimizer_kind_parse(const char *name);         /* -1 when unknown */
 
+/* Activation recomputation: what the backward recomputes instead of keeping. */
+typedef enum recompute_kind {
+    RECOMPUTE_NONE = 0,      /* every activation is kept until its backward */
+    RECOMPUTE_FULL,          /* the forward runs again before the backward, from checkpoints
+                                (plan.checkpoint_layers says which inputs are kept) */
+    RECOMPUTE_SELECTIVE,     /* only the layers' selective parts (a transformer block's
+                                attention core: profile selective_recompute_ms) run again */
+    RECOMPUTE_NKINDS
+} recompute_kind;
+const char *recompute_kind_name(recompute_kind k);  /* "none", "full", "selective" */
+int recompute_kind_parse(const char *name);         /* -1 when unknown */
+
 typedef struct plan_stage {
     int first_layer, last_layer; /* inclusive range in the profile's layer order */
-    int replicas;                /* number of devices that each hold a copy, >= 1 */
-    int *devices;                /* [replicas] device ids in the cluster */
+    int replicas;                /* data-parallel copies, >= 1; each is one device, or with
+                                    tp > 1 one tensor-parallel group */
+    int *devices;                /* [replicas] device ids in the cluster: with tp > 1 the
+                                    first device of each group, which holds devices
+                                    d .. d + tp - 1, all on one server */
     /* predicted figures (seconds; < 0 when not predicted) */
     double compute_s;            /* forward + backward per minibatch on one replica */
     double comm_s;               /* time to send its output / receive gradients, per minibatch */
@@ -64,7 +79,21 @@ typedef struct plan {
     int chunks;                  /* virtual stages per device (the chunked kinds); else 1 */
     int microbatch_size;         /* samples per microbatch, > 0 */
     int microbatches;            /* microbatches per minibatch (per flush), > 0 */
-    int recompute;               /* 1: activations recomputed in backward (not stashed) */
+    int recompute;               /* recompute_kind (0 none; 1 full, as the file's `true`) */
+    int checkpoint_layers;       /* full recompute keeps the input of every
+                                    checkpoint_layers layers of a stage (Megatron-LM's
+                                    uniform method; 1: each layer's input); 0: only the
+                                    stage's input (the whole stage's forward runs again) */
+    int tp;                      /* tensor-parallel ranks per stage replica, >= 1; equals
+                                    the profile's tp (its figures are one rank's share) */
+    int sequence_parallel;       /* 1: sequence parallelism (equals the profile's) */
+    int zero;                    /* ZeRO stage: 0, or 1 (the optimizer state and master
+                                    weights sharded over a stage's replicas, Megatron-LM's
+                                    distributed optimizer) */
+    dev_precision precision;     /* of weights and activations (the profile's bytes);
+                                    bf16/fp16: mixed precision, with fp32 gradients, fp32
+                                    master weights and fp32 optimizer state; fp32/tf32
+                                    (default): everything in the parameters' own bytes */
     optimizer_kind optimizer;
     int nstages;
     plan_stage *stages;
@@ -106,11 +135,17 @@ plan *plan_new(const profile *prof, const cluster *clus, int nstages);
 /* Sets stage s to layers [first, last] on `replicas` devices copied from devs. 0 or -1. */
 int plan_set_stage(plan *pl, int s, int first, int last, int replicas, const int *devs);
 
-/* Minibatch size in samples per pipeline round: microbatch_size * microbatches. */
+/* Minibatch size in samples per pipeline round: microbatch_size * microbatches. With
+ * replicated stages the microbatches are dealt over the replicas, so this is the global
+ * batch of a tp x pp x dp plan. */
 int plan_minibatch(const plan *pl);
 
+/* Devices the plan runs on: its stages' replicas (on one device each chunk's stages count
+ * once) times tp. */
+int plan_gpus(const plan *pl);
+
 /* Marks in used[0..pl->clus->ndevices - 1] (caller's array, cleared here) the devices pl's
- * stages run on. Returns how many are used. */
+ * stages run on, every member of a tensor-parallel group. Returns how many are used. */
 int plan_devices_used(const plan *pl, unsigned char *used);
 
 /* How many of `total` devices are used, the idle ones listed as ranges: "16 of 16 used",

@@ -26,6 +26,7 @@ profile *profile_alloc(int n, int m)
     if (!p) return NULL;
     p->nlayers = n;
     p->nedges = m;
+    p->tp = 1;
     p->layers = calloc(n ? (size_t)n : 1, sizeof *p->layers);
     p->edges = calloc(m ? (size_t)m : 1, sizeof *p->edges);
     if (!p->layers || !p->edges) {
@@ -36,6 +37,8 @@ profile *profile_alloc(int n, int m)
         p->layers[i].backward_input_ms = -1;
         p->layers[i].backward_weight_ms = -1;
         p->layers[i].flops = -1;
+        p->layers[i].selective_recompute_ms = -1;
+        p->layers[i].selective_saved_bytes = -1;
     }
     return p;
 }
@@ -79,6 +82,9 @@ profile *profile_clone(const profile *p)
     q->input_bytes = p->input_bytes;
     q->input_gather_ms = p->input_gather_ms;
     memcpy(q->step_ns_per_byte, p->step_ns_per_byte, sizeof q->step_ns_per_byte);
+    q->tp = p->tp;
+    q->sequence_parallel = p->sequence_parallel;
+    q->tokens_per_sample = p->tokens_per_sample;
     for (int i = 0; i < p->nlayers; i++) {
         profile_layer *d = &q->layers[i];
         *d = p->layers[i];
@@ -117,7 +123,8 @@ int profile_equal(const profile *a, const profile *b)
         !str_eq(a->source, b->source) || a->minibatch != b->minibatch ||
         a->input_bytes != b->input_bytes || a->input_gather_ms != b->input_gather_ms ||
         memcmp(a->step_ns_per_byte, b->step_ns_per_byte, sizeof a->step_ns_per_byte) ||
-        a->nlayers != b->nlayers ||
+        a->tp != b->tp || a->sequence_parallel != b->sequence_parallel ||
+        a->tokens_per_sample != b->tokens_per_sample || a->nlayers != b->nlayers ||
         a->nedges != b->nedges)
         return 0;
     for (int i = 0; i < a->nlayers; i++) {
@@ -131,7 +138,12 @@ int profile_equal(const profile *a, const profile *b)
             x->parameter_bytes != y->parameter_bytes || x->flops != y->flops ||
             x->saved_bytes != y->saved_bytes || x->split_saved_bytes != y->split_saved_bytes ||
             x->grad_buffer_bytes != y->grad_buffer_bytes ||
-            x->workspace_bytes != y->workspace_bytes)
+            x->workspace_bytes != y->workspace_bytes ||
+            x->tp_collective_bytes != y->tp_collective_bytes ||
+            x->tp_forward_collectives != y->tp_forward_collectives ||
+            x->tp_backward_collectives != y->tp_backward_collectives ||
+            x->selective_recompute_ms != y->selective_recompute_ms ||
+            x->selective_saved_bytes != y->selective_saved_bytes)
             return 0;
         if (stage_of(a, i) != stage_of(b, i)) return 0;
     }
@@ -413,6 +425,15 @@ int profile_validate(const profile *p, const char *file, plumb_err *err)
         if (!(p->step_ns_per_byte[k] >= 0 && p->step_ns_per_byte[k] <= 1e9))
             return err_set(err, file, STEP_KEYS[k], "expected a number from 0 to 1e+09 (got %g)",
                            p->step_ns_per_byte[k]);
+    if (p->tp < 1 || p->tp > BOUND_TP_MAX)
+        return err_set(err, file, "tensor_parallel", "expected an integer from 1 to %d (got %d)",
+                       BOUND_TP_MAX, p->tp);
+    if (p->sequence_parallel && p->tp < 2)
+        return err_set(err, file, "sequence_parallel", "expected false when tensor_parallel "
+                       "is 1 (sequence parallelism splits the tensor-parallel group's work)");
+    if (p->tokens_per_sample < 0 || p->tokens_per_sample > BOUND_TOKENS_MAX)
+        return err_set(err, file, "tokens_per_sample", "expected an integer from 0 to %lld "
+                       "(got %lld)", (long long)BOUND_TOKENS_MAX, p->tokens_per_sample);
     if (p->nlayers <= 0 || !p->layers)
         return err_set(err, file, "layers", "expected at least one layer (got %d)", p->nlayers);
     if (p->nedges < 0 || (p->nedges > 0 && !p->edges))
@@ -434,8 +455,29 @@ int profile_validate(const profile *p, const char *file, plumb_err *err)
             check_layer_num(file, err, i, "saved_bytes", l->saved_bytes, 0, BOUND_BYTES_MAX) ||
             check_layer_num(file, err, i, "split_saved_bytes", l->split_saved_bytes, 0, BOUND_BYTES_MAX) ||
             check_layer_num(file, err, i, "grad_buffer_bytes", l->grad_buffer_bytes, 0, BOUND_BYTES_MAX) ||
-            check_layer_num(file, err, i, "workspace_bytes", l->workspace_bytes, 0, BOUND_BYTES_MAX))
+            check_layer_num(file, err, i, "workspace_bytes", l->workspace_bytes, 0, BOUND_BYTES_MAX) ||
+            check_layer_num(file, err, i, "tp_collective_bytes", l->tp_collective_bytes, 0, BOUND_BYTES_MAX) ||
+            check_layer_num(file, err, i, "tp_forward_collectives", l->tp_forward_collectives, 0, 64) ||
+            check_layer_num(file, err, i, "tp_backward_collectives", l->tp_backward_collectives, 0, 64) ||
+            check_layer_num(file, err, i, "selective_recompute_ms", l->selective_recompute_ms, 1, BOUND_LAYER_MS_MAX) ||
+            check_layer_num(file, err, i, "selective_saved_bytes", l->selective_saved_bytes, 1, BOUND_BYTES_MAX))
             return -1;
+        if ((l->tp_forward_collectives || l->tp_backward_collectives) && p->tp < 2) {
+            snprintf(path, sizeof path, "layers[%d].tp_forward_collectives", i);
+            return err_set(err, file, path, "expected 0 when tensor_parallel is 1 (got %d)",
+                           l->tp_forward_collectives + l->tp_backward_collectives);
+        }
+        if ((l->selective_recompute_ms >= 0) != (l->selective_saved_bytes >= 0)) {
+            snprintf(path, sizeof path, "layers[%d].%s", i, l->selective_recompute_ms >= 0
+                     ? "selective_saved_bytes" : "selective_recompute_ms");
+            return err_set(err, file, path, "missing; expected selective_recompute_ms and "
+                           "selective_saved_bytes together (both or neither)");
+        }
+        if (l->selective_saved_bytes > l->saved_bytes) {
+            snprintf(path, sizeof path, "layers[%d].selective_saved_bytes", i);
+            return err_set(err, file, path, "expected at most saved_bytes = %.17g (got %.17g)",
+                           l->saved_bytes, l->selective_saved_bytes);
+        }
         int hi = l->backward_input_ms >= 0, hw = l->backward_weight_ms >= 0;
         if (hi != hw) {
             snprintf(path, sizeof path, "layers[%d].%s", i,
@@ -465,13 +507,17 @@ int profile_validate(const profile *p, const char *file, plumb_err *err)
 static const char *const ROOT_KEYS[] = {"format", "name", "device", "source", "minibatch",
                                         "input_bytes", "input_gather_ms",
                                         "sgd_step_ns_per_byte", "momentum_step_ns_per_byte",
-                                        "adam_step_ns_per_byte", "layers", "edges", NULL};
+                                        "adam_step_ns_per_byte", "tensor_parallel",
+                                        "sequence_parallel", "tokens_per_sample", "layers",
+                                        "edges", NULL};
 static const char *const LAYER_KEYS[] = {"name", "kind", "desc", "forward_ms", "backward_ms",
                                          "backward_input_ms", "backward_weight_ms",
                                          "activation_bytes", "parameter_bytes", "flops",
                                          "saved_bytes", "split_saved_bytes",
                                          "grad_buffer_bytes", "workspace_bytes", "stage_id",
-                                         NULL};
+                                         "tp_collective_bytes", "tp_forward_collectives",
+                                         "tp_backward_collectives", "selective_recompute_ms",
+                                         "selective_saved_bytes", NULL};
 
 
 static int dup_into(const jctx *c, char **dst, const char *s)
@@ -516,8 +562,19 @@ static int layer_from_json(const jctx *c, const cJSON *item, int i, profile *p)
         json_get_num(c, item, lp, "saved_bytes", 0, J_NONNEG, &l->saved_bytes) ||
         json_get_num(c, item, lp, "split_saved_bytes", 0, J_NONNEG, &l->split_saved_bytes) ||
         json_get_num(c, item, lp, "grad_buffer_bytes", 0, J_NONNEG, &l->grad_buffer_bytes) ||
-        json_get_num(c, item, lp, "workspace_bytes", 0, J_NONNEG, &l->workspace_bytes))
+        json_get_num(c, item, lp, "workspace_bytes", 0, J_NONNEG, &l->workspace_bytes) ||
+        json_get_num(c, item, lp, "tp_collective_bytes", 0, J_NONNEG, &l->tp_collective_bytes) ||
+        json_get_num(c, item, lp, "selective_recompute_ms", 0, J_NONNEG,
+                     &l->selective_recompute_ms) ||
+        json_get_num(c, item, lp, "selective_saved_bytes", 0, J_NONNEG,
+                     &l->selective_saved_bytes))
         return -1;
+    long long nc = 0;
+    if (json_get_int(c, item, lp, "tp_forward_collectives", 0, 0, 64, &nc)) return -1;
+    l->tp_forward_collectives = (int)nc;
+    nc = 0;
+    if (json_get_int(c, item, lp, "tp_backward_collectives", 0, 0, 64, &nc)) return -1;
+    l->tp_backward_collectives = (int)nc;
     long long sid = -1;
     if (json_get_int(c, item, lp, "stage_id", 0, 0, INT_MAX, &sid)) return -1;
     if (sid >= 0) {
@@ -554,7 +611,8 @@ profile *profile_from_json(const cJSON *root, const char *file, plumb_err *err)
     if (json_check_format(&c, root, PROFILE_FORMAT)) return NULL;
     if (json_check_keys(&c, root, "", ROOT_KEYS)) return NULL;
     const char *name, *device, *source = "";
-    long long mb;
+    long long mb, tp = 1, tokens = 0;
+    int sp = 0;
     double inb = 0, gather = 0, step[3] = {0, 0, 0};
     const cJSON *layers, *edges;
     int nl, ne;
@@ -567,6 +625,9 @@ profile *profile_from_json(const cJSON *root, const char *file, plumb_err *err)
         json_get_num(&c, root, "", STEP_KEYS[0], 0, J_NONNEG, &step[0]) ||
         json_get_num(&c, root, "", STEP_KEYS[1], 0, J_NONNEG, &step[1]) ||
         json_get_num(&c, root, "", STEP_KEYS[2], 0, J_NONNEG, &step[2]) ||
+        json_get_int(&c, root, "", "tensor_parallel", 0, 1, BOUND_TP_MAX, &tp) ||
+        json_get_bool(&c, root, "", "sequence_parallel", 0, &sp) ||
+        json_get_int(&c, root, "", "tokens_per_sample", 0, 0, BOUND_TOKENS_MAX, &tokens) ||
         json_get_arr(&c, root, "", "layers", 1, &layers, &nl) ||
         json_get_arr(&c, root, "", "edges", 0, &edges, &ne))
         return NULL;
@@ -579,6 +640,9 @@ profile *profile_from_json(const cJSON *root, const char *file, plumb_err *err)
     p->input_bytes = inb;
     p->input_gather_ms = gather;
     memcpy(p->step_ns_per_byte, step, sizeof step);
+    p->tp = (int)tp;
+    p->sequence_parallel = sp;
+    p->tokens_per_sample = tokens;
     if (dup_into(&c, &p->name, name) || dup_into(&c, &p->device, device) ||
         dup_into(&c, &p->source, source))
         goto fail;
@@ -623,6 +687,11 @@ cJSON *profile_to_json(const profile *p)
         if (p->step_ns_per_byte[k] > 0 &&
             !json_add_num(root, STEP_KEYS[k], p->step_ns_per_byte[k]))
             goto fail;
+    if ((p->tp > 1 && !json_add_num(root, "tensor_parallel", p->tp)) ||
+        (p->sequence_parallel && !cJSON_AddBoolToObject(root, "sequence_parallel", 1)) ||
+        (p->tokens_per_sample > 0 &&
+         !json_add_num(root, "tokens_per_sample", (double)p->tokens_per_sample)))
+        goto fail;
     cJSON *layers = cJSON_AddArrayToObject(root, "layers");
     if (!layers) goto fail;
     for (int i = 0; i < p->nlayers; i++) {
@@ -652,6 +721,17 @@ cJSON *profile_to_json(const profile *p)
             (l->grad_buffer_bytes > 0 &&
              !json_add_num(o, "grad_buffer_bytes", l->grad_buffer_bytes)) ||
             (l->workspace_bytes > 0 && !json_add_num(o, "workspace_bytes", l->workspace_bytes)))
+            goto fail;
+        if ((l->tp_collective_bytes > 0 &&
+             !json_add_num(o, "tp_collective_bytes", l->tp_collective_bytes)) ||
+            (l->tp_forward_collectives > 0 &&
+             !json_add_num(o, "tp_forward_collectives", l->tp_forward_collectives)) ||
+            (l->tp_backward_collectives > 0 &&
+             !json_add_num(o, "tp_backward_collectives", l->tp_backward_collectives)) ||
+            (l->selective_recompute_ms >= 0 &&
+             !json_add_num(o, "selective_recompute_ms", l->selective_recompute_ms)) ||
+            (l->selective_saved_bytes >= 0 &&
+             !json_add_num(o, "selective_saved_bytes", l->selective_saved_bytes)))
             goto fail;
         if (stage_of(p, i) >= 0 && !json_add_num(o, "stage_id", stage_of(p, i))) goto fail;
     }

@@ -31,6 +31,19 @@ typedef struct profile_layer {
     double workspace_bytes;    /* the backend's scratch during the layer's passes (im2col,
                                   cuDNN workspace); a device's layers share it: the largest
                                   counts, and it is not scaled with the microbatch */
+    /* Tensor parallelism (profile.tp > 1; 0 otherwise): the layer's collectives among the
+     * tp ranks, which its times leave out. Each is an all-reduce of tp_collective_bytes
+     * (with sequence parallelism a reduce-scatter and an all-gather of that many bytes,
+     * which a ring moves in the same time) at the minibatch on one rank. */
+    double tp_collective_bytes;
+    int tp_forward_collectives;  /* in the forward (a Megatron block: 2) */
+    int tp_backward_collectives; /* in the input-gradient half of the backward (2) */
+    /* Selective recomputation (Korthikanti et al. 2022): the parts of the layer recomputed
+     * instead of kept (a block's attention core); both < 0 when the layer has none. */
+    double selective_recompute_ms; /* forward time of the recomputed part, ms, before the
+                                      backward */
+    double selective_saved_bytes;  /* saved_bytes when those parts are recomputed, <=
+                                      saved_bytes */
 } profile_layer;
 
 typedef struct profile_edge {
@@ -49,6 +62,13 @@ typedef struct profile {
     double step_ns_per_byte[3]; /* the optimizer step's time per parameter byte, ns, measured
                                    on the device, indexed by optimizer_kind (sgd, momentum,
                                    adam), >= 0 (0: not said) */
+    int tp;            /* tensor-parallel ranks each layer's figures are one share of, >= 1
+                          (file key tensor_parallel; 1 when absent) */
+    int sequence_parallel; /* 1: with tp > 1, the activations outside the tensor-parallel
+                              regions (norms, dropout, the blocks' outputs) are split over
+                              the sequence too, so activation_bytes is one rank's share */
+    long long tokens_per_sample; /* tokens in one sample (a sequence), 0 when the model
+                                    is not a token model or the profile does not say */
     int nlayers;
     profile_layer *layers; /* in a topological order of the graph */
     int nedges;
@@ -58,8 +78,9 @@ typedef struct profile {
                             * none. Informational only; the planner makes its own stages. */
 } profile;
 
-/* Allocates a profile with n layers and m edges, everything zero except the optional
- * numbers (backward_input_ms, backward_weight_ms, flops), which are -1 (absent); strings
+/* Allocates a profile with n layers and m edges, everything zero except tp (1) and the
+ * optional numbers (backward_input_ms, backward_weight_ms, flops, selective_recompute_ms,
+ * selective_saved_bytes), which are -1 (absent); strings
  * are NULL for the caller to fill with malloc'd text (profile_free frees them).
  * NULL when out of memory or n < 0 or m < 0. */
 profile *profile_alloc(int n, int m);

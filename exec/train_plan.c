@@ -2,6 +2,8 @@
  * from --schedule/--stages (see train_plan.h). */
 #include "exec/train_plan.h"
 
+#include "core/device.h"
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -61,6 +63,17 @@ int train_from_plan(train_run_cfg *cfg, const plan *pl, const char *schedname, i
 {
     memset(tp, 0, sizeof *tp);
     const model *m = cfg->m;
+    if (pl && (pl->tp > 1 || pl->checkpoint_layers > 0 || pl->recompute == RECOMPUTE_SELECTIVE ||
+               pl->precision == DEV_BF16 || pl->precision == DEV_FP16)) {
+        /* what the plan asks for and the executor does not run yet: one line, before work */
+        const char *f = pl->tp > 1 ? "tp" : pl->checkpoint_layers > 0 ? "checkpoint_layers"
+                      : pl->recompute == RECOMPUTE_SELECTIVE ? "recompute" : "precision";
+        return err_set(err, NULL, f, "the executor runs plans with tp 1, whole-stage "
+                       "recomputation (checkpoint_layers 0, recompute none or full) and fp32 "
+                       "(this plan has tp %d, checkpoint_layers %d, recompute %s, %s)", pl->tp,
+                       pl->checkpoint_layers, recompute_kind_name(pl->recompute),
+                       dev_precision_name(pl->precision)), 2;
+    }
     long per_epoch = cfg->train->n / (cfg->cfg.microbatch * nmicro);
     long iters = cfg->steps > 0 ? cfg->steps : (long)cfg->epochs * (per_epoch > 0 ? per_epoch : 1);
     if (iters > TRAIN_MAX_PIPELINED_STEPS)

@@ -631,3 +631,93 @@ Test(plan, devices_used_and_idle)
     cr_assert(strstr(small, "..."), "%s", small);
     plan_free(pl);
 }
+
+/* ---- 3D fields: tensor-parallel groups, recompute kinds, precision, ZeRO -------------- */
+
+/* good_plan's layers on tensor-parallel groups of 2: [0,1] x2 on groups {0,1} {2,3},
+ * [2,3] on {4,5}, [4,5] on {6,7}. */
+static plan *tp_plan(void)
+{
+    profile *p = small_profile(6);
+    p->tp = 2;
+    p->sequence_parallel = 1;
+    p->tokens_per_sample = 2048;
+    p->layers[1].tp_collective_bytes = 1e6;
+    p->layers[1].tp_forward_collectives = 2;
+    p->layers[1].tp_backward_collectives = 2;
+    p->layers[1].selective_recompute_ms = 0.5;
+    p->layers[1].selective_saved_bytes = 0;
+    cluster *c = small_cluster();
+    plan *pl = plan_new(p, c, 3);
+    cr_assert_not_null(pl);
+    profile_free(p);
+    cluster_free(c);
+    cr_assert_eq(pl->tp, 2, "plan_new takes the profile's tp");
+    cr_assert_eq(pl->sequence_parallel, 1);
+    int d0[] = {0, 2}, d1[] = {4}, d2[] = {6};
+    cr_assert_eq(plan_set_stage(pl, 0, 0, 1, 2, d0), 0);
+    cr_assert_eq(plan_set_stage(pl, 1, 2, 3, 1, d1), 0);
+    cr_assert_eq(plan_set_stage(pl, 2, 4, 5, 1, d2), 0);
+    pl->recompute = RECOMPUTE_SELECTIVE;
+    pl->checkpoint_layers = 1;
+    pl->zero = 1;
+    pl->precision = DEV_BF16;
+    return pl;
+}
+
+Test(plan3d, round_trip_and_devices)
+{
+    plan *pl = tp_plan();
+    plumb_err err;
+    cr_assert_eq(plan_validate(pl, "p", &err), 0, "%s", err.msg);
+    round_trip(pl);
+    cr_assert_eq(plan_gpus(pl), 8, "4 groups of 2");
+    cr_assert_str_eq(recompute_kind_name(RECOMPUTE_SELECTIVE), "selective");
+    cr_assert_eq(recompute_kind_parse("full"), RECOMPUTE_FULL);
+    cr_assert_eq(recompute_kind_parse("some"), -1);
+    /* each 3D field changes equality */
+    plan *q = plan_clone(pl);
+    q->zero = 0;
+    cr_assert_not(plan_equal(pl, q));
+    plan_free(q);
+    /* a plan file with recompute "full" reads as the boolean's full */
+    cJSON *j = plan_to_json(pl);
+    cJSON_ReplaceItemInObject(j, "recompute", cJSON_CreateString("full"));
+    plan *b = plan_from_json(j, "p.json", &err);
+    cr_assert_not_null(b, "%s", err.msg);
+    cr_assert_eq(b->recompute, RECOMPUTE_FULL);
+    plan_free(b);
+    cJSON_Delete(j);
+    plan_free(pl);
+}
+
+static void expect_bad3d(void (*m)(plan *), const char *path, const char *word)
+{
+    plan *pl = tp_plan();
+    m(pl);
+    plumb_err err;
+    err_clear(&err);
+    cr_assert_neq(plan_validate(pl, "p.json", &err), 0, "accepted bad input, wanted %s", path);
+    char want[256];
+    snprintf(want, sizeof want, "p.json: %s: ", path);
+    cr_assert(strstr(err.msg, want) != NULL, "message \"%s\" lacks \"%s\"", err.msg, want);
+    cr_assert(strstr(err.msg, word) != NULL, "message \"%s\" lacks \"%s\"", err.msg, word);
+    plan_free(pl);
+}
+
+static void b_group_across_servers(plan *pl) { pl->stages[1].devices[0] = 3; }
+static void b_groups_overlap(plan *pl) { pl->stages[0].devices[1] = 1; }
+static void b_tp_not_profile(plan *pl) { pl->tp = 4; }
+static void b_sp_not_profile(plan *pl) { pl->sequence_parallel = 0; }
+static void b_zero(plan *pl) { pl->zero = 3; }
+static void b_checkpoint(plan *pl) { pl->checkpoint_layers = 99; }
+
+Test(plan3d, bad_groups_and_fields)
+{
+    expect_bad3d(b_group_across_servers, "stages[1].devices[0]", "on one server");
+    expect_bad3d(b_groups_overlap, "stages[0].devices[1]", "device 1");
+    expect_bad3d(b_tp_not_profile, "tp", "profile's tensor_parallel");
+    expect_bad3d(b_sp_not_profile, "sequence_parallel", "as the profile");
+    expect_bad3d(b_zero, "zero", "0 or 1");
+    expect_bad3d(b_checkpoint, "checkpoint_layers", "from 0 to 6");
+}

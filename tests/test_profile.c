@@ -325,7 +325,9 @@ Test(profile_bad, unknown_field)
                "t.json: layers[1].flop: unknown field; expected one of name, kind, desc, "
                "forward_ms, backward_ms, backward_input_ms, backward_weight_ms, "
                "activation_bytes, parameter_bytes, flops, saved_bytes, split_saved_bytes, "
-               "grad_buffer_bytes, workspace_bytes, stage_id");
+               "grad_buffer_bytes, workspace_bytes, stage_id, tp_collective_bytes, "
+               "tp_forward_collectives, tp_backward_collectives, selective_recompute_ms, "
+               "selective_saved_bytes");
 }
 
 Test(profile_bad, repeated_field)
@@ -454,4 +456,55 @@ Test(profile_bad, out_of_physical_bounds)
                "t.json: layers[2].workspace_bytes: expected a number from 0 to 1e+15 (got 1e+16)");
     expect_bad("\"input_bytes\": 2048", "\"input_bytes\": 1e200",
                "t.json: input_bytes: expected a number from 0 to 1e+15 (got 1e+200)");
+}
+
+/* The tensor-parallel and selective-recompute fields round-trip and are checked. */
+Test(profile, tensor_parallel_fields)
+{
+    profile *p = profile_alloc(2, 0);
+    cr_assert_eq(p->tp, 1);
+    cr_assert_lt(p->layers[0].selective_recompute_ms, 0);
+    p->name = strdup("m");
+    p->device = strdup("A100");
+    p->source = strdup("");
+    p->minibatch = 1;
+    for (int i = 0; i < 2; i++) {
+        p->layers[i].name = strdup(i ? "b" : "a");
+        p->layers[i].kind = strdup("TransformerBlock");
+        p->layers[i].desc = strdup("");
+        p->layers[i].forward_ms = 1;
+        p->layers[i].backward_ms = 2;
+        p->layers[i].saved_bytes = 100;
+    }
+    p->tp = 4;
+    p->sequence_parallel = 1;
+    p->tokens_per_sample = 2048;
+    p->layers[1].tp_collective_bytes = 5e6;
+    p->layers[1].tp_forward_collectives = 2;
+    p->layers[1].tp_backward_collectives = 2;
+    p->layers[1].selective_recompute_ms = 0.25;
+    p->layers[1].selective_saved_bytes = 40;
+    plumb_err err;
+    cr_assert_eq(profile_validate(p, "m", &err), 0, "%s", err.msg);
+    cJSON *j = profile_to_json(p);
+    profile *q = profile_from_json(j, "m", &err);
+    cr_assert_not_null(q, "%s", err.msg);
+    cr_assert(profile_equal(p, q));
+    profile_free(q);
+    cJSON_Delete(j);
+    p->layers[1].selective_saved_bytes = 200; /* more than it keeps without recomputation */
+    cr_assert_neq(profile_validate(p, "m", &err), 0);
+    cr_assert(strstr(err.msg, "layers[1].selective_saved_bytes: expected at most") != NULL,
+              "%s", err.msg);
+    p->layers[1].selective_saved_bytes = -1; /* one of the pair alone */
+    cr_assert_neq(profile_validate(p, "m", &err), 0);
+    cr_assert(strstr(err.msg, "selective_saved_bytes: missing") != NULL, "%s", err.msg);
+    p->layers[1].selective_saved_bytes = 40;
+    p->tp = 1; /* collectives without a tensor-parallel group, and sequence parallelism */
+    cr_assert_neq(profile_validate(p, "m", &err), 0);
+    cr_assert(strstr(err.msg, "sequence_parallel") != NULL, "%s", err.msg);
+    p->sequence_parallel = 0;
+    cr_assert_neq(profile_validate(p, "m", &err), 0);
+    cr_assert(strstr(err.msg, "layers[1].tp_forward_collectives") != NULL, "%s", err.msg);
+    profile_free(p);
 }
