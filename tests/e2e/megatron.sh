@@ -6,7 +6,8 @@
 # --recompute [--sequence-parallel] --zero --precision --json` on the DGX A100 cluster file,
 # reads `iteration_s` (and, for the record, `tflops_per_gpu` and `mfu`) from the report,
 # prints published against predicted, and fails when a row is off by more than 5 % or a
-# table's mean absolute error exceeds 3 %. Sources and assumptions:
+# table's mean absolute error exceeds 3 %. First it checks the model files' parameter counts
+# against the paper's equation (2). Sources and assumptions:
 # tests/data/megatron/SOURCES.md.
 #
 # A published TFLOP/s figure is turned into an iteration time with the paper's own FLOP count
@@ -23,16 +24,47 @@ DATA=tests/data/megatron
 MODELS=examples/llm/megatron
 TABLES=${MEGATRON_TABLES:-"$DATA/sc21-table1.tsv $DATA/korthikanti2022.tsv"}
 
+fail=0
+# The model files: each profiles, and its parameter count is the paper's equation (2),
+# 12 l h^2 (1 + 13/(12h) + (V + s)/(12 l h)), plus the final LayerNorm's 2h, and rounds to
+# the count Table 1 prints (this part runs before the --tp check below).
+if command -v python3 >/dev/null; then
+    for f in "$MODELS"/*.json; do
+        if ! "$P" profile --model "$f" -c "$A100" >"$d/prof" 2>"$d/err"; then
+            echo "FAIL profile $f:"; cat "$d/err"; fail=1; continue
+        fi
+        python3 - "$f" "$(head -1 "$d/prof")" <<'PY' || fail=1
+import json, os, re, sys
+f, line = sys.argv[1:3]
+m = json.load(open(f))
+l, h, V, s = (m[k] for k in ("num_hidden_layers", "hidden_size", "vocab_size",
+                             "max_position_embeddings"))
+eq2 = 12 * l * h * h + 13 * l * h + (V + s) * h  # equation (2), multiplied out
+table1 = {"gpt-1.7b": 1.7, "gpt-3.6b": 3.6, "gpt-7.5b": 7.5, "gpt-18b": 18.4, "gpt-39b": 39.1,
+          "gpt-76b": 76.1, "gpt-145b": 145.6, "gpt-310b": 310.1, "gpt-530b": 529.6,
+          "gpt-1t": 1008.0}
+got = re.search(r"\((\d+) parameters\)", line)
+name = os.path.basename(f)[:-5]
+if not got or int(got.group(1)) != eq2 + 2 * h:
+    print(f"FAIL {name}: plumb counts {got and got.group(1)} parameters, equation (2) + 2h"
+          f" is {eq2 + 2 * h}")
+    sys.exit(1)
+if name in table1 and round(eq2 / 1e9, 1) != table1[name]:
+    print(f"FAIL {name}: equation (2) gives {eq2 / 1e9:.2f} B, Table 1 prints {table1[name]}")
+    sys.exit(1)
+PY
+    done
+fi
+
 if ! { "$P" plan --help 2>&1 || "$P" plan -h 2>&1; } | grep -q -- '--tp\b'; then
-    echo "megatron.sh: skip: plumb plan has no --tp yet"
-    exit 0
+    [ $fail = 0 ] && echo "megatron.sh: model files ok; skip: plumb plan has no --tp yet"
+    exit $fail
 fi
 if ! command -v python3 >/dev/null; then
     echo "megatron.sh: skip: python3 is needed to read the JSON reports"
     exit 0
 fi
 
-fail=0
 for tsv in $TABLES; do
     n=0
     # columns: run model gpus tp pp dp global_batch microbatch_size interleave recompute
