@@ -94,6 +94,13 @@ typedef struct sim_model {
                                  steps' reference, for tests); 0 (default): such hops run
                                  as one grouped event per step (same results) */
     const char **device_names; /* [nworkers] track names, or NULL for defaults */
+    /* The memory model's training state per stage (sim/memory.c; the engine reads none of
+     * them). sim_cost_build fills them; NULL in hand-built models, where grad_bytes stands
+     * for all three. */
+    double *param_bytes;      /* [nstages] weights of one version */
+    double *gradmem_bytes;    /* [nstages] gradient buffers (fp32 main gradients with bf16) */
+    double *optmem_bytes;     /* [nstages] optimizer state (and fp32 master weights with
+                                 mixed precision), sharded over the replicas with ZeRO-1 */
 } sim_model;
 
 /* Allocates the arrays of a model for s (zeroed; worker_scale 1; worker_device = worker id);
