@@ -153,6 +153,13 @@ double *sim_cross_bytes(const profile *p)
     return cross;
 }
 
+int sim_cost_plan_is_3d(const plan *pl)
+{
+    return pl->tp > 1 || pl->sequence_parallel || pl->zero || pl->checkpoint_layers > 0 ||
+           pl->recompute == RECOMPUTE_SELECTIVE || pl->precision == DEV_BF16 ||
+           pl->precision == DEV_FP16;
+}
+
 /* What the layers [first, last] of a stage add up to, at the profile's minibatch (ms,
  * bytes). k > 0: full recomputation from checkpoints every k layers (plan
  * checkpoint_layers). */
@@ -317,6 +324,10 @@ static void price_stage(sim_model *m, const plan *pl, const schedule *s, const s
                                             scale) +
                            S.inner * scale;
     m->slotbuf_bytes[st] = cut + input;
+    if (m->nccl_buffers) { /* the gradients of the microbatch in its backward only */
+        m->gradbuf_bytes[st] += m->slotbuf_bytes[st];
+        m->slotbuf_bytes[st] = 0;
+    }
     m->workspace_bytes[st] = S.ws;
     double keep = splits ? S.split * scale : 0; /* output gradients kept for W */
     if (full) {
@@ -402,9 +413,11 @@ int sim_cost_build(sim_model *m, const plan *pl, const schedule *s, const sim_ne
         free(cross);
         return err_set(err, NULL, NULL, "out of memory");
     }
+    m->nccl_buffers = sim_cost_plan_is_3d(pl);
     for (int st = 0; st < s->nstages; st++)
         price_stage(m, pl, s, net, cross, st, splits, straggler_device, straggler_factor);
     free(cross);
+    if (m->nccl_buffers) return 0; /* staging_bytes stay 0 */
     return sim_memory_staging(m, err);
 }
 

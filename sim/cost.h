@@ -22,6 +22,12 @@ double *sim_cross_bytes(const profile *p);
 int sim_cost_build(sim_model *m, const plan *pl, const schedule *s, const sim_net *net,
                    int straggler_device, double straggler_factor, plumb_err *err);
 
+/* 1 when pl sets any 3D field (tp > 1, sequence parallelism, ZeRO, checkpoint_layers,
+ * selective recomputation, bf16/fp16): a plan for a Megatron-LM-style runtime, which
+ * plumb's executor refuses; its memory then counts that runtime's buffers
+ * (sim_model.nccl_buffers). */
+int sim_cost_plan_is_3d(const plan *pl);
+
 /* Seconds of `collectives` all-reduces of tensor parallelism that move `bytes` in all
  * (the sum of their sizes) among the tp devices first_device .. first_device + tp - 1: a
  * ring in that order (sim_net_ring), per_byte x bytes + fixed x collectives. A

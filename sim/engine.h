@@ -101,6 +101,10 @@ typedef struct sim_model {
     double *gradmem_bytes;    /* [nstages] gradient buffers (fp32 main gradients with bf16) */
     double *optmem_bytes;     /* [nstages] optimizer state (and fp32 master weights with
                                  mixed precision), sharded over the replicas with ZeRO-1 */
+    int nccl_buffers;         /* 1: the buffers of a Megatron-LM-style runtime (plans with
+                                 3D fields, which plumb's executor does not run): no
+                                 in-process all-reduce receive buffer (NCCL reduces in
+                                 place), no staging, one microbatch's gradients at once */
 } sim_model;
 
 /* Allocates the arrays of a model for s (zeroed; worker_scale 1; worker_device = worker id);

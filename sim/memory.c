@@ -113,7 +113,7 @@ void sim_memory_of(const sim_model *m, int w, const int *versions, optimizer_kin
                 acts += slots * m->stash_bytes[st] + m->transient_bytes[st];
                 buffers += m->gradbuf_bytes[st] + slots * m->slotbuf_bytes[st];
                 double gb = m->gradmem_bytes ? m->gradmem_bytes[st] : m->grad_bytes[st];
-                if (first && s->replicas[st] > 1 && gb > root)
+                if (first && s->replicas[st] > 1 && gb > root && !m->nccl_buffers)
                     root = gb;
                 if (m->workspace_bytes[st] > ws) ws = m->workspace_bytes[st];
                 break;

@@ -1,6 +1,7 @@
 /* report_json.c: the simulator's report as JSON (plumb-sim-report/1, docs/formats.md).
  * Times in seconds, memory and traffic in bytes, throughput in samples/s. */
 #include <cjson/cJSON.h>
+#include <stdlib.h>
 
 #include "core/device.h"
 #include "core/json.h"
@@ -173,15 +174,16 @@ cJSON *sim_report_to_json(const sim_report *r, const sim_changes *changes,
     add_int(o, "events", (double)r->events);
     add_int(o, "actions", (double)r->actions);
     /* the devices the plan leaves idle are listed, not left out */
-    add_int(o, "devices_used", r->ndevices);
+    add_int(o, "devices_used", r->tp > 1 ? r->gpus : r->ndevices);
     add_int(o, "devices_total", r->devices_total);
     cJSON *idle = cJSON_AddArrayToObject(o, "idle_devices");
-    for (int d = 0, i = 0; idle && d < r->devices_total; d++) {
-        while (i < r->ndevices && r->devices[i].device < d)
-            i++;
-        if (i >= r->ndevices || r->devices[i].device != d)
+    unsigned char *used = calloc((size_t)r->devices_total + 1, 1);
+    if (used)
+        sim_report_mark_used(r, used, r->devices_total);
+    for (int d = 0; idle && used && d < r->devices_total; d++)
+        if (!used[d])
             cJSON_AddItemToArray(idle, cJSON_CreateNumber(d));
-    }
+    free(used);
     cJSON *devs = cJSON_AddArrayToObject(o, "devices");
     for (int i = 0; devs && i < r->ndevices; i++)
         cJSON_AddItemToArray(devs, device_json(&r->devices[i]));

@@ -86,15 +86,23 @@ static int cmp_link(const void *a, const void *b)
     return (x->dst > y->dst) - (x->dst < y->dst);
 }
 
+void sim_report_mark_used(const sim_report *r, unsigned char *used, int total)
+{
+    int tp = r->tp > 1 ? r->tp : 1;
+    for (int i = 0; i < r->ndevices; i++)
+        for (int t = 0; t < tp; t++) {
+            int d = r->devices[i].device + t;
+            if (d >= 0 && d < total) used[d] = 1;
+        }
+}
+
 int sim_report_devices_text(const sim_report *r, char *buf, size_t n)
 {
     int total = r->devices_total > r->ndevices ? r->devices_total : r->ndevices;
     unsigned char *used = calloc((size_t)total + 1, 1);
     if (n) buf[0] = 0;
     if (!used) return -1;
-    for (int i = 0; i < r->ndevices; i++)
-        if (r->devices[i].device >= 0 && r->devices[i].device < total)
-            used[r->devices[i].device] = 1;
+    sim_report_mark_used(r, used, total);
     int k = plan_devices_text(used, total, buf, n);
     free(used);
     return k;

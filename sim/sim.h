@@ -187,6 +187,10 @@ void sim_report_free(sim_report *r);
  * (buf empty). */
 int sim_report_devices_text(const sim_report *r, char *buf, size_t n);
 
+/* Sets used[d] (the caller's array of `total`, cleared by the caller) for every device
+ * r runs on: each device of r->devices, and with tp > 1 the rest of its group. */
+void sim_report_mark_used(const sim_report *r, unsigned char *used, int total);
+
 /* One figure that a what-if changed: base and what-if values and their ratio. */
 typedef struct sim_change {
     const char *figure;       /* "samples_per_s", "iteration_s", "bubble_fraction",

@@ -9,6 +9,8 @@
 #include <math.h>
 #include <string.h>
 
+#include <cjson/cJSON.h>
+
 #include "core/cluster.h"
 #include "core/device.h"
 #include "core/transformer.h"
@@ -388,4 +390,42 @@ Test(sim_3d, throughput_figures)
         sim_report_free(r);
     }
     plan_free(g.pl);
+}
+
+/* A 3D plan's memory counts the buffers of the runtime it describes (Megatron-LM's over
+ * NCCL): the backward's gradient buffers and one microbatch's received and sent
+ * gradients, no in-process all-reduce receive buffer and no staging; every member of a
+ * tensor-parallel group is a used device. */
+Test(sim_3d, runtime_buffers_and_devices)
+{
+    plan *pl = tp_plan(2, 0);
+    plumb_err e;
+    sim_report *r = sim_run(pl, NULL, &e);
+    cr_assert_not_null(r, "%s", e.msg);
+    const sim_memory *m = &r->devices[0].mem;
+    /* stage 0 (layers 0, 1 of 1 MB outputs at 32 samples; microbatches of 16): the input
+     * gradient of layer 1 (0.5 MB; layer 0 has no input) and the received output
+     * gradient (0.5 MB, whole on each rank) */
+    cr_expect(close_to(m->buffers, 0.5e6 + 0.5e6, 1e-12), "%g", m->buffers);
+    cr_expect_eq(m->staging, 0);
+    char used[160];
+    cr_expect_eq(sim_report_devices_text(r, used, sizeof used), 8, "%s", used);
+    cJSON *j = sim_report_to_json(r, NULL, NULL);
+    cr_assert_not_null(j);
+    const char *keys[] = {"iteration_s", "samples_per_s", "tp", "pp", "dp", "interleave",
+                          "global_batch", "microbatch_size", "recompute", "sequence_parallel",
+                          "zero", "precision", "gpus"};
+    for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++)
+        cr_expect_not_null(cJSON_GetObjectItemCaseSensitive(j, keys[k]), "%s", keys[k]);
+    cr_expect_null(cJSON_GetObjectItemCaseSensitive(j, "tokens_per_s")); /* no tokens */
+    cr_expect_null(cJSON_GetObjectItemCaseSensitive(j, "mfu")); /* no FLOPs */
+    cr_expect_str_eq(cJSON_GetObjectItemCaseSensitive(j, "recompute")->valuestring, "none");
+    cr_expect_eq(cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(j, "idle_devices")), 0);
+    cr_expect_eq(cJSON_GetObjectItemCaseSensitive(j, "devices_used")->valuedouble, 8);
+    const cJSON *d0 = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(j, "devices"), 0);
+    const cJSON *mem = cJSON_GetObjectItemCaseSensitive(d0, "memory");
+    cr_expect_eq(cJSON_GetObjectItemCaseSensitive(mem, "peak_bytes")->valuedouble, m->total);
+    cJSON_Delete(j);
+    sim_report_free(r);
+    plan_free(pl);
 }
