@@ -99,6 +99,28 @@ static void print_layout(const sim_report *r, FILE *out)
     fprintf(out, "\n");
 }
 
+/* With tensor parallelism, per stage and microbatch: F and B with the collectives inside
+ * them, and the data-parallel reduction. */
+static void print_tp_stages(const sim_report *r, FILE *out)
+{
+    if (r->tp <= 1 || !r->stages)
+        return;
+    char a[32], b[32], c[32], d[32], e[32];
+    fprintf(out, "\nper stage, per microbatch (tensor-parallel collectives inside F and B):\n");
+    fprintf(out, "%-6s %-9s %12s %12s %12s %12s %14s\n", "stage", "layers", "forward",
+            "of it TP", "backward", "of it TP", "DP reduction");
+    for (int i = 0; i < r->nstages; i++) {
+        const sim_stage_report *g = &r->stages[i];
+        char layers[24];
+        snprintf(layers, sizeof layers, "%d-%d", g->first_layer, g->last_layer);
+        fprintf(out, "%-6d %-9s %12s %12s %12s %12s %14s\n", i, layers,
+                fmt_time(g->forward_s, a, sizeof a), fmt_time(g->tp_comm_forward_s, b, sizeof b),
+                fmt_time(g->backward_s, c, sizeof c),
+                fmt_time(g->tp_comm_backward_s, d, sizeof d),
+                fmt_time(g->allreduce_s, e, sizeof e));
+    }
+}
+
 void sim_print_report(const sim_report *r, const sim_changes *changes, FILE *out)
 {
     char a[32], b[32], c[32], d[32], e[32];
@@ -161,6 +183,7 @@ void sim_print_report(const sim_report *r, const sim_changes *changes, FILE *out
                 units_bytes(dv->mem.workspace, f, sizeof f), units_bytes(dv->mem.staging, g, sizeof g),
                 dv->max_inflight, dv->max_inflight == 1 ? "" : "es");
     }
+    print_tp_stages(r, out);
     if (r->nlinks) {
         fprintf(out, "\nlinks:\n%-12s %5s %14s %14s %12s %10s\n", "link", "level",
                 "per iteration", "whole run", "busy", "transfers");

@@ -7,6 +7,8 @@
  * (distributed) optimizer for fp16, bf16 and fp32. */
 #include <criterion/criterion.h>
 #include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <cjson/cJSON.h>
@@ -428,4 +430,33 @@ Test(sim_3d, runtime_buffers_and_devices)
     cJSON_Delete(j);
     sim_report_free(r);
     plan_free(pl);
+}
+
+/* The text report: the layout line, the model speed line where tokens and FLOPs are
+ * known, and the per-stage collectives table with tp > 1. */
+Test(sim_3d, text_report_lines)
+{
+    gpt_case g = gpt_plan(1);
+    g.pl->prof->tokens_per_sample = 2048;
+    plumb_err e;
+    sim_report *r = sim_run(g.pl, NULL, &e);
+    cr_assert_not_null(r, "%s", e.msg);
+    char *buf = NULL;
+    size_t n = 0;
+    FILE *f = open_memstream(&buf, &n);
+    cr_assert_not_null(f);
+    sim_print_report(r, NULL, f);
+    fclose(f);
+    cr_expect_not_null(strstr(buf, "layout          tp 8 x pp 8 x dp 1 = 64 GPUs, global batch "
+                                   "16, bf16, sequence parallel\n"), "%s", buf);
+    char want[128];
+    snprintf(want, sizeof want, "model speed     %.0f tokens/s, %.1f TFLOP/s per GPU",
+             r->tokens_per_s, r->tflops_per_gpu);
+    cr_expect_not_null(strstr(buf, want), "%s", want);
+    cr_expect_not_null(strstr(buf, "MFU "));
+    cr_expect_not_null(strstr(buf, "per stage, per microbatch (tensor-parallel collectives"));
+    cr_expect_not_null(strstr(buf, "devices         64 of 3072 used"));
+    free(buf);
+    sim_report_free(r);
+    plan_free(g.pl);
 }
