@@ -15,7 +15,11 @@
  * (saved_bytes and the other fields plumb's profiler writes; 0 where it does not say).
  * Besides, the local transport's staging buffers of the gradients the device sends, set
  * aside before the run for as many as can be in flight per peer (activations and
- * all-reduce messages are lent: the receiver copies them out of the sender's buffer). */
+ * all-reduce messages are lent: the receiver copies them out of the sender's buffer).
+ * Plans with 3D fields (tensor parallelism, mixed precision, ZeRO-1, selective or
+ * checkpointed recomputation) describe a Megatron-LM-style runtime instead: gradients and
+ * optimizer state per precision and ZeRO (sim_memory_state), no in-process all-reduce
+ * buffer and no staging (sim_model.nccl_buffers; docs/sim.md). */
 #include "sim/memory.h"
 
 #include <stdlib.h>
