@@ -6,10 +6,16 @@
  *    (x microbatch_size / profile.minibatch) and divided by the device type's speed;
  *  - zero-bubble halves: I and W from backward_input_ms / backward_weight_ms where a layer
  *    has them, else half of its backward each;
- *  - recompute: the forward runs again before the backward (added to B and to I);
+ *  - recompute: full, the forward runs again before the backward (added to B and to I);
+ *    selective, the layers' selective parts (selective_recompute_ms) do;
+ *  - tensor parallelism (plan tp > 1): each layer's collectives, a ring over the group's
+ *    devices (sim_cost_tp_s), inside F and inside B and I (blocking, as Megatron-LM's);
  *  - transfers: the activation bytes crossing the cut after a stage (for a chain, the last
  *    layer's output; for a DAG every tensor with a consumer beyond the cut), scaled the same;
- *  - all-reduce: ring over the stage's replicas (sim_net_allreduce_s) of its parameter bytes;
+ *    with tp > 1 and no sequence parallelism a rank sends 1 / tp of them;
+ *  - all-reduce: ring over the stage's replicas (sim_net_allreduce_s) of its gradient bytes
+ *    (sim_memory_state: fp32 main gradients with bf16; with ZeRO-1 a reduce-scatter of the
+ *    gradients and an all-gather of the parameters);
  *  - optimizer step: memory-bound, (3 sgd, 5 momentum, 7 adam) x the parameter bytes read
  *    and written at the device's memory bandwidth (sim_device_mem_Bps), or at the
  *    bandwidth the profile's measured step implies (sim_cost_step_Bps);
@@ -18,7 +24,10 @@
  *  - batch gather: the first and the last stage gather their microbatch from the data set
  *    inside F (sim_cost_gather_s, from the profile's input_gather_ms);
  *  - memory: stashed bytes per in-flight microbatch (stage input + every layer's output, or
- *    the stage input alone with recompute, plus the recomputed outputs while backward runs). */
+ *    the stage input alone with recompute, plus the recomputed outputs while backward runs;
+ *    with checkpoint_layers k the inputs of every k-th layer too, and one group's outputs;
+ *    selective: selective_saved_bytes for saved_bytes); weights, gradients and optimizer
+ *    state per precision and ZeRO (sim_memory_state). */
 #include "sim/cost.h"
 #include "sim/memory.h"
 
@@ -144,6 +153,204 @@ double *sim_cross_bytes(const profile *p)
     return cross;
 }
 
+int sim_cost_plan_is_3d(const plan *pl)
+{
+    return pl->tp > 1 || pl->sequence_parallel || pl->zero || pl->checkpoint_layers > 0 ||
+           pl->recompute == RECOMPUTE_SELECTIVE || pl->precision == DEV_BF16 ||
+           pl->precision == DEV_FP16;
+}
+
+/* What the layers [first, last] of a stage add up to, at the profile's minibatch (ms,
+ * bytes). k > 0: full recomputation from checkpoints every k layers (plan
+ * checkpoint_layers). */
+typedef struct stage_sums {
+    double f, b, in, wt;          /* compute, ms */
+    double params, acts, saved, split, inner, ws, maxact, lastact;
+    double sel_saved;             /* saved bytes when the selective parts are recomputed */
+    double sel_transient;         /* the most one layer's selective parts hold while they
+                                     are recomputed */
+    double sel_ms;                /* forward time of the selective parts, ms */
+    double ckpt_keep;             /* inputs kept at checkpoints beyond the stage's own */
+    double ckpt_group;            /* the largest group's outputs and saved tensors */
+    int nl;
+} stage_sums;
+
+static void stage_sum(const profile *p, const double *cross, int first, int last, int k,
+                      stage_sums *o)
+{
+    memset(o, 0, sizeof *o);
+    double group = 0;
+    for (int l = first; l <= last && l < p->nlayers; l++) {
+        const profile_layer *L = &p->layers[l];
+        o->nl++;
+        if (l < last && L->activation_bytes > o->maxact) /* the next one's input */
+            o->maxact = L->activation_bytes;
+        o->saved += L->saved_bytes;
+        double sel = L->selective_saved_bytes >= 0 ? L->selective_saved_bytes : L->saved_bytes;
+        o->sel_saved += sel;
+        if (L->saved_bytes - sel > o->sel_transient) o->sel_transient = L->saved_bytes - sel;
+        o->split += L->split_saved_bytes;
+        o->inner += L->grad_buffer_bytes;
+        if (L->workspace_bytes > o->ws) o->ws = L->workspace_bytes;
+        o->lastact = L->activation_bytes;
+        /* the executor's flatten hands on its input's buffer: nothing more is held */
+        double held = !p->nedges && !strcmp(L->kind, "flatten") ? 0 : L->activation_bytes;
+        if (k > 0) {
+            if (l > first && (l - first) % k == 0) { /* a checkpoint: this layer's input */
+                o->ckpt_keep += cross[l - 1];
+                group = 0;
+            }
+            group += held + L->saved_bytes;
+            if (group > o->ckpt_group) o->ckpt_group = group;
+        }
+        o->params += L->parameter_bytes;
+        o->acts += held;
+        if (profile_layer_is_input(L)) /* the data loader's time, not the device's */
+            continue;
+        o->f += L->forward_ms;
+        o->b += L->backward_ms;
+        if (L->backward_input_ms >= 0 && L->backward_weight_ms >= 0) {
+            o->in += L->backward_input_ms;
+            o->wt += L->backward_weight_ms;
+        } else {
+            o->in += L->backward_ms / 2;
+            o->wt += L->backward_ms / 2;
+        }
+        if (L->selective_recompute_ms > 0) o->sel_ms += L->selective_recompute_ms;
+    }
+}
+
+double sim_cost_tp_s(const sim_net *n, int first_device, int tp, double bytes, int collectives)
+{
+    if (tp <= 1 || collectives <= 0 || !(bytes > 0)) return 0;
+    int small[64], *devs = tp <= 64 ? small : malloc((size_t)tp * sizeof *devs);
+    double per_byte = 0, fixed = 0;
+    if (!devs) return 0;
+    for (int i = 0; i < tp; i++) devs[i] = first_device + i;
+    int rc = sim_net_ring(n, devs, tp, &per_byte, &fixed);
+    if (devs != small) free(devs);
+    return rc ? 0 : per_byte * bytes + fixed * collectives;
+}
+
+void sim_cost_stage_tp(const plan *pl, const sim_net *n, int st, double *fwd_s, double *bwd_s)
+{
+    const profile *p = pl->prof;
+    const plan_stage *ps = &pl->stages[st];
+    double scale = (double)pl->microbatch_size / (p->minibatch > 0 ? p->minibatch : 1);
+    double fb = 0, bb = 0;
+    int nf = 0, nb = 0;
+    *fwd_s = *bwd_s = 0;
+    if (pl->tp <= 1 || !ps->devices || ps->replicas < 1) return;
+    for (int l = ps->first_layer; l <= ps->last_layer && l < p->nlayers; l++) {
+        const profile_layer *L = &p->layers[l];
+        if (profile_layer_is_input(L) || !(L->tp_collective_bytes > 0)) continue;
+        fb += L->tp_forward_collectives * L->tp_collective_bytes;
+        bb += L->tp_backward_collectives * L->tp_collective_bytes;
+        nf += L->tp_forward_collectives;
+        nb += L->tp_backward_collectives;
+    }
+    *fwd_s = sim_cost_tp_s(n, ps->devices[0], pl->tp, fb * scale, nf);
+    *bwd_s = sim_cost_tp_s(n, ps->devices[0], pl->tp, bb * scale, nb);
+}
+
+/* The factor worker_scale of stage st's first replica has without the straggler: what a
+ * time that is not compute (the tensor-parallel collectives) is divided by in act_s so
+ * that the engine's scaling gives it back. */
+static double comm_scale(const sim_model *m, const schedule *s, int st, int straggler_device,
+                         double straggler_factor)
+{
+    int w0 = s->stage_workers[s->stage_first[st]];
+    double sc = m->worker_scale[w0];
+    if (m->worker_device[w0] == straggler_device && straggler_factor > 0)
+        sc /= straggler_factor;
+    return sc > 0 ? sc : 1;
+}
+
+/* Prices stage st of pl (cross: sim_cross_bytes; splits: the schedule splits backwards
+ * into I and W) into m. */
+static void price_stage(sim_model *m, const plan *pl, const schedule *s, const sim_net *net,
+                        const double *cross, int st, int splits, int straggler_device,
+                        double straggler_factor)
+{
+    const profile *p = pl->prof;
+    const plan_stage *ps = &pl->stages[st];
+    int n = p->nlayers, full = pl->recompute == RECOMPUTE_FULL;
+    double scale = (double)pl->microbatch_size / (p->minibatch > 0 ? p->minibatch : 1);
+    stage_sums S;
+    stage_sum(p, cross, ps->first_layer, ps->last_layer, full ? pl->checkpoint_layers : 0, &S);
+    double *a = &m->act_s[(size_t)st * SIM_NC];
+    a[SIM_C_F] = S.f * scale / 1e3;
+    a[SIM_C_B] = S.b * scale / 1e3;
+    a[SIM_C_I] = S.in * scale / 1e3;
+    a[SIM_C_W] = S.wt * scale / 1e3;
+    a[SIM_C_STEP] = 0;
+    /* tensor-parallel collectives: blocking, inside F and the input-gradient half */
+    double tpf, tpb;
+    sim_cost_stage_tp(pl, net, st, &tpf, &tpb);
+    if (tpf > 0 || tpb > 0) {
+        double cs = comm_scale(m, s, st, straggler_device, straggler_factor);
+        a[SIM_C_F] += tpf / cs;
+        a[SIM_C_B] += tpb / cs;
+        a[SIM_C_I] += tpb / cs;
+    }
+    if (full) { /* the forward again, its collectives too */
+        a[SIM_C_B] += a[SIM_C_F];
+        a[SIM_C_I] += a[SIM_C_F];
+    } else if (pl->recompute == RECOMPUTE_SELECTIVE) {
+        a[SIM_C_B] += S.sel_ms * scale / 1e3;
+        a[SIM_C_I] += S.sel_ms * scale / 1e3;
+    }
+    if (ps->first_layer == 0 || ps->last_layer >= n - 1) /* the batch callback */
+        a[SIM_C_F] += sim_cost_gather_s(p, pl->microbatch_size);
+    int last = ps->last_layer < n ? ps->last_layer : n - 1;
+    double cut = st + 1 < s->nstages && last >= 0 ? cross[last] * scale : 0;
+    /* with tp > 1 every rank sends its share on its own link: without sequence
+     * parallelism the activation is whole on each rank and a rank sends 1 / tp of it */
+    m->cut_bytes[st] = pl->tp > 1 && !pl->sequence_parallel ? cut / pl->tp : cut;
+    double input = st > 0 && ps->first_layer > 0 ? cross[ps->first_layer - 1] * scale : 0;
+    /* the executor's slots also hold the first stage's input (the data) */
+    double held_in = ps->first_layer == 0 ? p->input_bytes * scale : input;
+    sim_state_mul sm;
+    sim_memory_state(pl->precision, pl->zero, ps->replicas, pl->optimizer, &sm);
+    m->param_bytes[st] = S.params;
+    m->gradmem_bytes[st] = S.params * sm.gradients;
+    m->optmem_bytes[st] = S.params * sm.optimizer;
+    m->grad_bytes[st] = S.params * sm.reduce;
+    m->step_bytes[st] = S.params * sm.step;
+    m->allreduce_s[st] = sim_net_allreduce_s(net, ps->devices, ps->replicas, m->grad_bytes[st]);
+    double maxin = S.maxact * scale > input ? S.maxact * scale : input;
+    m->gradbuf_bytes[st] = (p->nedges ? (S.nl > 1 ? 2 : 1) * maxin
+                                      : chain_gradbuf(p, ps->first_layer, ps->last_layer) *
+                                            scale) +
+                           S.inner * scale;
+    m->slotbuf_bytes[st] = cut + input;
+    if (m->nccl_buffers) { /* the gradients of the microbatch in its backward only */
+        m->gradbuf_bytes[st] += m->slotbuf_bytes[st];
+        m->slotbuf_bytes[st] = 0;
+    }
+    m->workspace_bytes[st] = S.ws;
+    double keep = splits ? S.split * scale : 0; /* output gradients kept for W */
+    if (full) {
+        /* per microbatch the input and the output (the loss stage: also its loss rows
+         * and targets, the loss layer's saved bytes) and the checkpoints' inputs; one
+         * microbatch's activations (of the largest group between checkpoints) */
+        double loss = ps->last_layer >= n - 1 ? p->layers[n - 1].saved_bytes : 0;
+        m->stash_bytes[st] = held_in + (S.lastact + loss) * scale + keep;
+        if (pl->checkpoint_layers > 0) {
+            m->stash_bytes[st] += S.ckpt_keep * scale;
+            m->transient_bytes[st] = S.ckpt_group * scale;
+        } else {
+            m->transient_bytes[st] = (S.acts + S.saved) * scale;
+        }
+    } else if (pl->recompute == RECOMPUTE_SELECTIVE) {
+        m->stash_bytes[st] = held_in + (S.acts + S.sel_saved) * scale + keep;
+        m->transient_bytes[st] = S.sel_transient * scale;
+    } else {
+        m->stash_bytes[st] = held_in + (S.acts + S.saved) * scale + keep;
+        m->transient_bytes[st] = 0;
+    }
+}
+
 int sim_cost_build(sim_model *m, const plan *pl, const schedule *s, const sim_net *net,
                    int straggler_device, double straggler_factor, plumb_err *err)
 {
@@ -190,8 +397,6 @@ int sim_cost_build(sim_model *m, const plan *pl, const schedule *s, const sim_ne
         }
     }
 
-    int n = p->nlayers;
-    double scale = (double)pl->microbatch_size / (p->minibatch > 0 ? p->minibatch : 1);
     double *cross = sim_cross_bytes(p);
     if (!cross)
         return err_set(err, NULL, NULL, "out of memory");
@@ -200,80 +405,19 @@ int sim_cost_build(sim_model *m, const plan *pl, const schedule *s, const sim_ne
     for (int w = 0; w < s->nworkers && !splits; w++)
         for (int i = 0; i < s->len[w]; i++)
             if (s->acts[w][i].kind == ACT_I) { splits = 1; break; }
-    for (int st = 0; st < s->nstages; st++) {
-        const plan_stage *ps = &pl->stages[st];
-        double f = 0, b = 0, in = 0, wt = 0, params = 0, acts = 0, maxact = 0;
-        double saved = 0, split = 0, inner = 0, ws = 0, lastact = 0;
-        int nl = 0;
-        for (int l = ps->first_layer; l <= ps->last_layer && l < n; l++) {
-            const profile_layer *L = &p->layers[l];
-            nl++;
-            if (l < ps->last_layer && L->activation_bytes > maxact) /* the next one's input */
-                maxact = L->activation_bytes;
-            saved += L->saved_bytes;
-            split += L->split_saved_bytes;
-            inner += L->grad_buffer_bytes;
-            if (L->workspace_bytes > ws) ws = L->workspace_bytes;
-            lastact = L->activation_bytes;
-            /* the executor's flatten hands on its input's buffer: nothing more is held */
-            double held = !p->nedges && !strcmp(L->kind, "flatten") ? 0 : L->activation_bytes;
-            if (profile_layer_is_input(L)) { /* the data loader's time, not the device's */
-                params += L->parameter_bytes;
-                acts += held;
-                continue;
-            }
-            f += L->forward_ms;
-            b += L->backward_ms;
-            if (L->backward_input_ms >= 0 && L->backward_weight_ms >= 0) {
-                in += L->backward_input_ms;
-                wt += L->backward_weight_ms;
-            } else {
-                in += L->backward_ms / 2;
-                wt += L->backward_ms / 2;
-            }
-            params += L->parameter_bytes;
-            acts += held;
-        }
-        double *a = &m->act_s[(size_t)st * SIM_NC];
-        a[SIM_C_F] = f * scale / 1e3;
-        a[SIM_C_B] = b * scale / 1e3;
-        a[SIM_C_I] = in * scale / 1e3;
-        a[SIM_C_W] = wt * scale / 1e3;
-        a[SIM_C_STEP] = 0;
-        if (pl->recompute) {
-            a[SIM_C_B] += a[SIM_C_F];
-            a[SIM_C_I] += a[SIM_C_F];
-        }
-        if (ps->first_layer == 0 || ps->last_layer >= n - 1) /* the batch callback */
-            a[SIM_C_F] += sim_cost_gather_s(p, pl->microbatch_size);
-        int last = ps->last_layer < n ? ps->last_layer : n - 1;
-        m->cut_bytes[st] = st + 1 < s->nstages && last >= 0 ? cross[last] * scale : 0;
-        double input = st > 0 && ps->first_layer > 0 ? cross[ps->first_layer - 1] * scale : 0;
-        /* the executor's slots also hold the first stage's input (the data) */
-        double held_in = ps->first_layer == 0 ? p->input_bytes * scale : input;
-        m->grad_bytes[st] = params;
-        m->step_bytes[st] = sim_step_bytes_per_param(pl->optimizer) * params;
-        m->allreduce_s[st] = sim_net_allreduce_s(net, ps->devices, ps->replicas, params);
-        double maxin = maxact * scale > input ? maxact * scale : input;
-        m->gradbuf_bytes[st] = (p->nedges ? (nl > 1 ? 2 : 1) * maxin
-                                          : chain_gradbuf(p, ps->first_layer, ps->last_layer) *
-                                                scale) +
-                               inner * scale;
-        m->slotbuf_bytes[st] = m->cut_bytes[st] + input;
-        m->workspace_bytes[st] = ws;
-        double keep = splits ? split * scale : 0; /* output gradients kept for W */
-        if (pl->recompute) {
-            /* per microbatch the input and the output (the loss stage: also its loss rows
-             * and targets, the loss layer's saved bytes); one microbatch's activations */
-            double loss = ps->last_layer >= n - 1 ? p->layers[n - 1].saved_bytes : 0;
-            m->stash_bytes[st] = held_in + (lastact + loss) * scale + keep;
-            m->transient_bytes[st] = (acts + saved) * scale;
-        } else {
-            m->stash_bytes[st] = held_in + (acts + saved) * scale + keep;
-            m->transient_bytes[st] = 0;
-        }
+    size_t ns = (size_t)s->nstages + 1;
+    m->param_bytes = calloc(ns, sizeof *m->param_bytes);
+    m->gradmem_bytes = calloc(ns, sizeof *m->gradmem_bytes);
+    m->optmem_bytes = calloc(ns, sizeof *m->optmem_bytes);
+    if (!m->param_bytes || !m->gradmem_bytes || !m->optmem_bytes) {
+        free(cross);
+        return err_set(err, NULL, NULL, "out of memory");
     }
+    m->nccl_buffers = sim_cost_plan_is_3d(pl);
+    for (int st = 0; st < s->nstages; st++)
+        price_stage(m, pl, s, net, cross, st, splits, straggler_device, straggler_factor);
     free(cross);
+    if (m->nccl_buffers) return 0; /* staging_bytes stay 0 */
     return sim_memory_staging(m, err);
 }
 
@@ -326,5 +470,8 @@ void sim_model_release(sim_model *m)
     free(m->step_bytes);
     free(m->worker_mem_Bps);
     free(m->staging_bytes);
+    free(m->param_bytes);
+    free(m->gradmem_bytes);
+    free(m->optmem_bytes);
     memset(m, 0, sizeof *m);
 }

@@ -22,6 +22,25 @@ double *sim_cross_bytes(const profile *p);
 int sim_cost_build(sim_model *m, const plan *pl, const schedule *s, const sim_net *net,
                    int straggler_device, double straggler_factor, plumb_err *err);
 
+/* 1 when pl sets any 3D field (tp > 1, sequence parallelism, ZeRO, checkpoint_layers,
+ * selective recomputation, bf16/fp16): a plan for a Megatron-LM-style runtime, which
+ * plumb's executor refuses; its memory then counts that runtime's buffers
+ * (sim_model.nccl_buffers). */
+int sim_cost_plan_is_3d(const plan *pl);
+
+/* Seconds of `collectives` all-reduces of tensor parallelism that move `bytes` in all
+ * (the sum of their sizes) among the tp devices first_device .. first_device + tp - 1: a
+ * ring in that order (sim_net_ring), per_byte x bytes + fixed x collectives. A
+ * reduce-scatter and an all-gather of the same size (sequence parallelism) move the same
+ * bytes over the same ring in the same time. 0 when tp <= 1, nothing moves or out of
+ * memory. */
+double sim_cost_tp_s(const sim_net *n, int first_device, int tp, double bytes, int collectives);
+
+/* The tensor-parallel collective time of one microbatch of plan stage st (its first
+ * replica's group) at the plan's microbatch: *fwd_s inside its F, *bwd_s inside its B (and
+ * I). Both 0 when pl->tp <= 1. */
+void sim_cost_stage_tp(const plan *pl, const sim_net *n, int st, double *fwd_s, double *bwd_s);
+
 /* Memory bandwidth (bytes/s) the optimizer step of a device of type t runs at: a known
  * device's (matched by name: H200 4.8 TB/s, H100 3.35, A100 2.0, V100 0.9, P100 0.73,
  * Titan X 0.48, "cpu" 10 GB/s), else SIM_MEM_BYTES_PER_FLOP x its peak FLOP/s, else

@@ -94,6 +94,17 @@ typedef struct sim_model {
                                  steps' reference, for tests); 0 (default): such hops run
                                  as one grouped event per step (same results) */
     const char **device_names; /* [nworkers] track names, or NULL for defaults */
+    /* The memory model's training state per stage (sim/memory.c; the engine reads none of
+     * them). sim_cost_build fills them; NULL in hand-built models, where grad_bytes stands
+     * for all three. */
+    double *param_bytes;      /* [nstages] weights of one version */
+    double *gradmem_bytes;    /* [nstages] gradient buffers (fp32 main gradients with bf16) */
+    double *optmem_bytes;     /* [nstages] optimizer state (and fp32 master weights with
+                                 mixed precision), sharded over the replicas with ZeRO-1 */
+    int nccl_buffers;         /* 1: the buffers of a Megatron-LM-style runtime (plans with
+                                 3D fields, which plumb's executor does not run): no
+                                 in-process all-reduce receive buffer (NCCL reduces in
+                                 place), no staging, one microbatch's gradients at once */
 } sim_model;
 
 /* Allocates the arrays of a model for s (zeroed; worker_scale 1; worker_device = worker id);

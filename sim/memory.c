@@ -15,10 +15,17 @@
  * (saved_bytes and the other fields plumb's profiler writes; 0 where it does not say).
  * Besides, the local transport's staging buffers of the gradients the device sends, set
  * aside before the run for as many as can be in flight per peer (activations and
- * all-reduce messages are lent: the receiver copies them out of the sender's buffer). */
+ * all-reduce messages are lent: the receiver copies them out of the sender's buffer).
+ * Plans with 3D fields (tensor parallelism, mixed precision, ZeRO-1, selective or
+ * checkpointed recomputation) describe a Megatron-LM-style runtime instead: gradients and
+ * optimizer state per precision and ZeRO (sim_memory_state), no in-process all-reduce
+ * buffer and no staging (sim_model.nccl_buffers; docs/sim.md). */
 #include "sim/memory.h"
 
 #include <stdlib.h>
+
+#include "core/device.h"
+#include "sim/cost.h"
 #include <string.h>
 
 int sim_memory_staging(sim_model *m, plumb_err *err)
@@ -57,11 +64,36 @@ double sim_memory_optimizer_mul(optimizer_kind opt)
     return opt == OPT_ADAM ? 2 : opt == OPT_MOMENTUM ? 1 : 0;
 }
 
+void sim_memory_state(dev_precision prec, int zero, int replicas, optimizer_kind opt,
+                      sim_state_mul *out)
+{
+    double nstate = sim_memory_optimizer_mul(opt);
+    out->gradients = 1;
+    out->optimizer = nstate;
+    out->reduce = 1;
+    out->step = sim_step_bytes_per_param(opt);
+    if (prec == DEV_BF16 || prec == DEV_FP16) {
+        double e = dev_precision_bytes(prec);
+        double g = prec == DEV_BF16 ? 4 : e; /* bytes of one gradient */
+        out->gradients = g / e;
+        out->optimizer = (4 + (prec == DEV_FP16 ? 4 : 0) + 4 * nstate) / e;
+        out->reduce = g / e;
+        /* read the gradient, read and write the master weight and each state, write the
+         * parameter */
+        out->step = (g + 8 + 8 * nstate + e) / e;
+    }
+    if (zero && replicas > 1) {
+        out->optimizer /= replicas;
+        out->step /= replicas;
+        out->reduce = (out->reduce + 1) / 2;
+    }
+}
+
 void sim_memory_of(const sim_model *m, int w, const int *versions, optimizer_kind opt,
                    double capacity, sim_memory *out)
 {
     const schedule *s = m->sched;
-    double weights = 0, params = 0, acts = 0, buffers = 0, ws = 0;
+    double weights = 0, params = 0, optim = 0, acts = 0, buffers = 0, ws = 0;
     double root = 0; /* the in-process all-reduce's receive buffer, kept for the largest */
     /* the stages it holds: the one the schedule says, when it knows (a scan of every
      * replica of every stage per device is quadratic in the devices) */
@@ -77,19 +109,22 @@ void sim_memory_of(const sim_model *m, int w, const int *versions, optimizer_kin
                 int first = s->stage_workers[s->stage_first[st]] == w; /* replica 0 */
                 int v = versions && versions[st] > 0 ? versions[st] : 1;
                 double slots = schedule_slots(s, w, st);
-                weights += m->grad_bytes[st] * v;
-                params += m->grad_bytes[st];
+                double pb = m->param_bytes ? m->param_bytes[st] : m->grad_bytes[st];
+                weights += pb * v;
+                params += m->gradmem_bytes ? m->gradmem_bytes[st] : pb;
+                optim += m->optmem_bytes ? m->optmem_bytes[st]
+                                         : sim_memory_optimizer_mul(opt) * pb;
                 acts += slots * m->stash_bytes[st] + m->transient_bytes[st];
                 buffers += m->gradbuf_bytes[st] + slots * m->slotbuf_bytes[st];
-                if (first && s->replicas[st] > 1 && m->grad_bytes[st] > root)
-                    root = m->grad_bytes[st];
+                double gb = m->gradmem_bytes ? m->gradmem_bytes[st] : m->grad_bytes[st];
+                if (first && s->replicas[st] > 1 && gb > root && !m->nccl_buffers)
+                    root = gb;
                 if (m->workspace_bytes[st] > ws) ws = m->workspace_bytes[st];
                 break;
             }
-    double optmul = sim_memory_optimizer_mul(opt);
     out->weights = weights;
     out->gradients = params;
-    out->optimizer = optmul * params;
+    out->optimizer = optim;
     out->activations = acts;
     out->buffers = buffers + root;
     out->workspace = ws;

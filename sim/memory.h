@@ -9,8 +9,32 @@
  * prices its estimate with the same figure). */
 double sim_memory_optimizer_mul(optimizer_kind opt);
 
+/* A stage's training state and traffic per parameter byte (the profile's parameter bytes,
+ * in the plan's precision). */
+typedef struct sim_state_mul {
+    double gradients;  /* gradient buffers */
+    double optimizer;  /* optimizer state, with mixed precision the fp32 master weights
+                          (and with fp16 the fp32 copy of the gradients) too; divided by
+                          the stage's replicas with ZeRO-1 */
+    double reduce;     /* the data-parallel reduction as all-reduce bytes for the ring: the
+                          gradients, or with ZeRO-1 a reduce-scatter of the gradients and
+                          an all-gather of the parameters, (gradients + 1) / 2 */
+    double step;       /* bytes one optimizer step reads and writes (sharded with ZeRO-1) */
+} sim_state_mul;
+
+/* Fills out for precision prec, ZeRO stage zero (0 or 1) over `replicas`, optimizer opt.
+ * fp32 and tf32 without ZeRO: gradients 1, optimizer sim_memory_optimizer_mul, reduce 1,
+ * step sim_step_bytes_per_param (the model before mixed precision). bf16: gradients 4 / e
+ * (fp32 main gradients, e = 2 bytes an element), optimizer (4 master + 4 per state
+ * tensor) / e. fp16: gradients 1 (fp16, as Megatron-LM keeps them), optimizer (4 master +
+ * 4 fp32 gradients + 4 per state) / e. So bf16 with adam takes 2 + 4 + 12 = 18 bytes per
+ * parameter, 6 + 12 / d with ZeRO-1 over d replicas (docs/sim.md). */
+void sim_memory_state(dev_precision prec, int zero, int replicas, optimizer_kind opt,
+                      sim_state_mul *out);
+
 /* Fills out with worker w's memory: weights x versions[stage] (NULL or <= 0 entries
- * count 1 version), gradients, optimizer state for opt, activations and gradient buffers
+ * count 1 version), gradients, optimizer state (m's param_bytes, gradmem_bytes and
+ * optmem_bytes; in a model without them, grad_bytes and opt), activations and gradient buffers
  * for the buffer slots of w's stages, the largest scratch; fits = total <= capacity. */
 void sim_memory_of(const sim_model *m, int w, const int *versions, optimizer_kind opt,
                    double capacity, sim_memory *out);

@@ -1,7 +1,9 @@
 /* report_json.c: the simulator's report as JSON (plumb-sim-report/1, docs/formats.md).
  * Times in seconds, memory and traffic in bytes, throughput in samples/s. */
 #include <cjson/cJSON.h>
+#include <stdlib.h>
 
+#include "core/device.h"
 #include "core/json.h"
 #include "sim/sim.h"
 
@@ -84,6 +86,7 @@ static cJSON *device_json(const sim_device_report *d)
         json_add_num(m, "buffers_bytes", d->mem.buffers);
         json_add_num(m, "workspace_bytes", d->mem.workspace);
         json_add_num(m, "staging_bytes", d->mem.staging);
+        json_add_num(m, "peak_bytes", d->mem.total);
     }
     return o;
 }
@@ -106,9 +109,34 @@ static cJSON *stage_json(const sim_stage_report *s, int i)
     json_add_num(o, "parameter_bytes", s->parameter_bytes);
     json_add_num(o, "stash_bytes_per_microbatch", s->activation_bytes);
     json_add_num(o, "allreduce_s", s->allreduce_s);
+    json_add_num(o, "tp_comm_forward_s", s->tp_comm_forward_s);
+    json_add_num(o, "tp_comm_backward_s", s->tp_comm_backward_s);
     add_int(o, "weight_versions", s->weight_versions);
     add_int(o, "max_inflight_microbatches", s->max_inflight);
     return o;
+}
+
+/* The parallel layout and its throughput figures; those the profile cannot give
+ * (tokens, FLOPs, the device's peak) are left out. */
+static void layout_json(cJSON *o, const sim_report *r)
+{
+    if (r->tokens_per_sample > 0)
+        json_add_num(o, "tokens_per_s", r->tokens_per_s);
+    if (r->tflops_per_gpu >= 0)
+        json_add_num(o, "tflops_per_gpu", r->tflops_per_gpu);
+    if (r->model_tflops_per_gpu >= 0)
+        json_add_num(o, "model_tflops_per_gpu", r->model_tflops_per_gpu);
+    if (r->mfu >= 0)
+        json_add_num(o, "mfu", r->mfu);
+    add_int(o, "tp", r->tp);
+    add_int(o, "pp", r->pp);
+    add_int(o, "dp", r->dp);
+    add_int(o, "interleave", r->interleave);
+    add_int(o, "global_batch", r->global_batch);
+    cJSON_AddBoolToObject(o, "sequence_parallel", r->sequence_parallel);
+    add_int(o, "zero", r->zero);
+    cJSON_AddStringToObject(o, "precision", dev_precision_name(r->precision));
+    add_int(o, "gpus", r->gpus);
 }
 
 cJSON *sim_report_to_json(const sim_report *r, const sim_changes *changes,
@@ -133,9 +161,12 @@ cJSON *sim_report_to_json(const sim_report *r, const sim_changes *changes,
     cJSON_AddBoolToObject(o, "steady", r->steady);
     add_int(o, "steady_first_iteration", r->steady_first);
     add_int(o, "steady_last_iteration", r->steady_last);
-    cJSON_AddBoolToObject(o, "recompute", r->recompute);
+    cJSON_AddStringToObject(o, "recompute", recompute_kind_name((recompute_kind)r->recompute));
+    if (r->recompute == RECOMPUTE_FULL)
+        add_int(o, "checkpoint_layers", r->checkpoint_layers);
     json_add_num(o, "samples_per_s", r->samples_per_s);
     json_add_num(o, "iteration_s", r->iteration_s);
+    layout_json(o, r);
     json_add_num(o, "bubble_fraction", r->bubble_fraction);
     json_add_num(o, "makespan_s", r->makespan_s);
     json_add_num(o, "peak_memory_bytes", r->peak_memory_bytes);
@@ -143,15 +174,16 @@ cJSON *sim_report_to_json(const sim_report *r, const sim_changes *changes,
     add_int(o, "events", (double)r->events);
     add_int(o, "actions", (double)r->actions);
     /* the devices the plan leaves idle are listed, not left out */
-    add_int(o, "devices_used", r->ndevices);
+    add_int(o, "devices_used", r->tp > 1 ? r->gpus : r->ndevices);
     add_int(o, "devices_total", r->devices_total);
     cJSON *idle = cJSON_AddArrayToObject(o, "idle_devices");
-    for (int d = 0, i = 0; idle && d < r->devices_total; d++) {
-        while (i < r->ndevices && r->devices[i].device < d)
-            i++;
-        if (i >= r->ndevices || r->devices[i].device != d)
+    unsigned char *used = calloc((size_t)r->devices_total + 1, 1);
+    if (used)
+        sim_report_mark_used(r, used, r->devices_total);
+    for (int d = 0; idle && used && d < r->devices_total; d++)
+        if (!used[d])
             cJSON_AddItemToArray(idle, cJSON_CreateNumber(d));
-    }
+    free(used);
     cJSON *devs = cJSON_AddArrayToObject(o, "devices");
     for (int i = 0; devs && i < r->ndevices; i++)
         cJSON_AddItemToArray(devs, device_json(&r->devices[i]));

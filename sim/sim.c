@@ -86,15 +86,23 @@ static int cmp_link(const void *a, const void *b)
     return (x->dst > y->dst) - (x->dst < y->dst);
 }
 
+void sim_report_mark_used(const sim_report *r, unsigned char *used, int total)
+{
+    int tp = r->tp > 1 ? r->tp : 1;
+    for (int i = 0; i < r->ndevices; i++)
+        for (int t = 0; t < tp; t++) {
+            int d = r->devices[i].device + t;
+            if (d >= 0 && d < total) used[d] = 1;
+        }
+}
+
 int sim_report_devices_text(const sim_report *r, char *buf, size_t n)
 {
     int total = r->devices_total > r->ndevices ? r->devices_total : r->ndevices;
     unsigned char *used = calloc((size_t)total + 1, 1);
     if (n) buf[0] = 0;
     if (!used) return -1;
-    for (int i = 0; i < r->ndevices; i++)
-        if (r->devices[i].device >= 0 && r->devices[i].device < total)
-            used[r->devices[i].device] = 1;
+    sim_report_mark_used(r, used, total);
     int k = plan_devices_text(used, total, buf, n);
     free(used);
     return k;
@@ -186,12 +194,76 @@ static int fill_report(sim_report *rep, const plan *pl, const sim_model *m, cons
                                                ? m->step_bytes[st] / m->worker_mem_Bps[w0]
                                                : 0),
                                 .send_bytes = m->cut_bytes[st],
-                                .parameter_bytes = m->grad_bytes[st],
+                                .parameter_bytes = m->param_bytes ? m->param_bytes[st]
+                                                                  : m->grad_bytes[st],
                                 .activation_bytes = m->stash_bytes[st],
                                 .allreduce_s = m->allreduce_s[st],
                                 .weight_versions = versions[st] > 0 ? versions[st] : 1,
                                 .max_inflight = inflight[st]};
     }
+    return 0;
+}
+
+/* Dense peak FLOP/s of device type t at precision p: its figure for p, or for fp32 its
+ * peak_tflops; 0 when unknown. */
+static double peak_flops_at(const device_type *t, dev_precision p)
+{
+    if (!t) return 0;
+    if (p >= 0 && p < DEV_NPREC && t->peak_flops_prec[p] > 0) return t->peak_flops_prec[p];
+    return p == DEV_FP32 && t->peak_flops > 0 ? t->peak_flops : 0;
+}
+
+/* The parallel layout of the run and its throughput figures (docs/sim.md, "Tensor,
+ * sequence and data parallelism"): dims, GPUs, tokens/s, TFLOP/s per GPU with and without
+ * recomputation, MFU, and each stage's tensor-parallel collective time. 0, or -1 when out
+ * of memory. */
+static int fill_layout(sim_report *rep, const plan *pl, const sim_model *m)
+{
+    const profile *p = pl->prof;
+    rep->tp = pl->tp > 1 ? pl->tp : 1;
+    rep->interleave = rep->chunks > 0 ? rep->chunks : 1;
+    rep->pp = rep->nstages / rep->interleave;
+    rep->dp = pl->stages[0].replicas;
+    rep->global_batch = plan_minibatch(pl);
+    rep->checkpoint_layers = pl->checkpoint_layers;
+    rep->sequence_parallel = pl->sequence_parallel;
+    rep->zero = pl->zero;
+    rep->precision = pl->precision;
+    rep->gpus = plan_gpus(pl);
+    rep->tokens_per_sample = p->tokens_per_sample;
+    rep->tokens_per_s = rep->samples_per_s * (double)p->tokens_per_sample;
+    for (int st = 0; st < rep->nstages; st++)
+        sim_cost_stage_tp(pl, &m->net, st, &rep->stages[st].tp_comm_forward_s,
+                          &rep->stages[st].tp_comm_backward_s);
+    /* FLOPs: the profile's forward FLOPs per sample on one rank, x 3 (forward, input and
+     * weight gradients) x tp ranks x samples per iteration; full recomputation runs every
+     * forward again (selective: its recomputed parts' FLOPs are not in the profile and
+     * are not counted) */
+    double fwd = 0;
+    int known = p->minibatch > 0 && p->nlayers > 0;
+    for (int l = 0; l < p->nlayers; l++) {
+        const profile_layer *L = &p->layers[l];
+        if (profile_layer_is_input(L)) continue;
+        if (L->flops < 0) known = 0;
+        else fwd += L->flops;
+    }
+    rep->tflops_per_gpu = rep->model_tflops_per_gpu = rep->mfu = -1;
+    if (!known || !(fwd > 0) || !(rep->iteration_s > 0) || rep->gpus < 1) return 0;
+    double per_iter = fwd / p->minibatch * rep->global_batch * rep->tp;
+    double model = 3 * per_iter, hw = model + (pl->recompute == RECOMPUTE_FULL ? per_iter : 0);
+    rep->model_tflops_per_gpu = model / rep->iteration_s / rep->gpus / 1e12;
+    rep->tflops_per_gpu = hw / rep->iteration_s / rep->gpus / 1e12;
+    unsigned char *used = calloc((size_t)pl->clus->ndevices + 1, 1);
+    if (!used) return -1;
+    plan_devices_used(pl, used);
+    double peak = 0;
+    for (int d = 0; d < pl->clus->ndevices && peak >= 0; d++) {
+        if (!used[d]) continue;
+        double pk = peak_flops_at(cluster_device_type(pl->clus, d), pl->precision);
+        peak = pk > 0 ? peak + pk : -1;
+    }
+    free(used);
+    if (peak > 0) rep->mfu = model / rep->iteration_s / peak;
     return 0;
 }
 
@@ -339,7 +411,8 @@ sim_report *sim_run(const plan *pl, const sim_options *opt, plumb_err *err)
     rep->makespan_s = res.makespan_s;
     rep->events = res.events;
     rep->actions = res.actions;
-    if (fill_report(rep, &view, &m, &res, versions, inflight, opt->memory_limit_bytes)) {
+    if (fill_report(rep, &view, &m, &res, versions, inflight, opt->memory_limit_bytes) ||
+        fill_layout(rep, &view, &m)) {
         err_set(err, NULL, NULL, "out of memory");
         goto fail;
     }

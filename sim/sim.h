@@ -114,6 +114,9 @@ typedef struct sim_stage_report {
     double parameter_bytes;
     double activation_bytes;               /* stashed per in-flight microbatch */
     double allreduce_s;                    /* ring all-reduce time alone (0 when r = 1) */
+    double tp_comm_forward_s;              /* tensor-parallel collectives inside forward_s */
+    double tp_comm_backward_s;             /* ... inside backward_s and input_grad_s (with
+                                              full recompute the forward's again too) */
     int weight_versions;                   /* from schedule_inflight */
     int max_inflight;                      /* from schedule_inflight */
 } sim_stage_report;
@@ -151,6 +154,23 @@ typedef struct sim_report {
                                  changed the plan as written; the writers list them */
     char level_names[CLUSTER_MAX_LEVELS][32]; /* the cluster's level names ("" beyond its
                                  levels), to name a bandwidth what-if */
+    /* The parallel layout and its figures (docs/sim.md, "Tensor, sequence and data
+     * parallelism"): */
+    int tp, pp, dp;           /* tensor-parallel ranks; pipeline ranks (stages / chunks);
+                                 replicas of stage 0 */
+    int interleave;           /* chunks (virtual stages per device) */
+    int global_batch;         /* samples per iteration (plan_minibatch) */
+    int checkpoint_layers;    /* the plan's (full recompute) */
+    int sequence_parallel, zero;
+    dev_precision precision;
+    int gpus;                 /* every member of every group (plan_gpus) */
+    long long tokens_per_sample; /* the profile's; 0 when unknown */
+    double tokens_per_s;      /* samples_per_s x tokens_per_sample; 0 when unknown */
+    double tflops_per_gpu;    /* FLOP/s the GPUs execute, recomputation included, per GPU,
+                                 in TFLOP/s; < 0 when the profile lacks FLOPs */
+    double model_tflops_per_gpu; /* the same without recomputation; < 0 when unknown */
+    double mfu;               /* model FLOP/s / the GPUs' peak at the precision; < 0 when
+                                 unknown */
 } sim_report;
 
 /* Simulates pl under opt (NULL = sim_options_init defaults). Returns a new report the
@@ -166,6 +186,10 @@ void sim_report_free(sim_report *r);
  * Fills buf (always terminated) and returns how many are used, or -1 when out of memory
  * (buf empty). */
 int sim_report_devices_text(const sim_report *r, char *buf, size_t n);
+
+/* Sets used[d] (the caller's array of `total`, cleared by the caller) for every device
+ * r runs on: each device of r->devices, and with tp > 1 the rest of its group. */
+void sim_report_mark_used(const sim_report *r, unsigned char *used, int total);
 
 /* One figure that a what-if changed: base and what-if values and their ratio. */
 typedef struct sim_change {

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/device.h"
 #include "core/units.h"
 #include "sim/sim.h"
 
@@ -73,6 +74,53 @@ static void print_whatifs(const sim_report *r, FILE *out)
     fprintf(out, " (instead of the plan as written)\n");
 }
 
+/* The parallel dims, and tokens/s, TFLOP/s per GPU and MFU where known, for plans with
+ * tensor parallelism or a token model. */
+static void print_layout(const sim_report *r, FILE *out)
+{
+    if (r->tp <= 1 && r->tokens_per_sample <= 0 && r->precision == DEV_FP32 && !r->zero)
+        return;
+    fprintf(out, "layout          tp %d x pp %d x dp %d = %d GPUs%s, global batch %d, %s%s%s\n",
+            r->tp, r->pp, r->dp, r->gpus, r->interleave > 1 ? " (interleaved)" : "",
+            r->global_batch, dev_precision_name(r->precision),
+            r->sequence_parallel ? ", sequence parallel" : "",
+            r->zero ? ", ZeRO-1 optimizer" : "");
+    if (r->tokens_per_sample <= 0 && r->tflops_per_gpu < 0)
+        return;
+    fprintf(out, "model speed    ");
+    if (r->tokens_per_sample > 0)
+        fprintf(out, " %.0f tokens/s", r->tokens_per_s);
+    if (r->tflops_per_gpu >= 0)
+        fprintf(out, "%s %.1f TFLOP/s per GPU (%.1f without recomputation)",
+                r->tokens_per_sample > 0 ? "," : "", r->tflops_per_gpu,
+                r->model_tflops_per_gpu);
+    if (r->mfu >= 0)
+        fprintf(out, ", MFU %.1f %%", 100 * r->mfu);
+    fprintf(out, "\n");
+}
+
+/* With tensor parallelism, per stage and microbatch: F and B with the collectives inside
+ * them, and the data-parallel reduction. */
+static void print_tp_stages(const sim_report *r, FILE *out)
+{
+    if (r->tp <= 1 || !r->stages)
+        return;
+    char a[32], b[32], c[32], d[32], e[32];
+    fprintf(out, "\nper stage, per microbatch (tensor-parallel collectives inside F and B):\n");
+    fprintf(out, "%-6s %-9s %12s %12s %12s %12s %14s\n", "stage", "layers", "forward",
+            "of it TP", "backward", "of it TP", "DP reduction");
+    for (int i = 0; i < r->nstages; i++) {
+        const sim_stage_report *g = &r->stages[i];
+        char layers[24];
+        snprintf(layers, sizeof layers, "%d-%d", g->first_layer, g->last_layer);
+        fprintf(out, "%-6d %-9s %12s %12s %12s %12s %14s\n", i, layers,
+                fmt_time(g->forward_s, a, sizeof a), fmt_time(g->tp_comm_forward_s, b, sizeof b),
+                fmt_time(g->backward_s, c, sizeof c),
+                fmt_time(g->tp_comm_backward_s, d, sizeof d),
+                fmt_time(g->allreduce_s, e, sizeof e));
+    }
+}
+
 void sim_print_report(const sim_report *r, const sim_changes *changes, FILE *out)
 {
     char a[32], b[32], c[32], d[32], e[32];
@@ -83,7 +131,9 @@ void sim_print_report(const sim_report *r, const sim_changes *changes, FILE *out
             r->microbatches * r->microbatch_size, r->iterations,
             r->iterations > r->iterations_requested && r->iterations_requested > 0
                 ? " (raised: the pipeline needs them to reach its steady state)" : "",
-            r->recompute ? ", recompute" : "");
+            r->recompute == RECOMPUTE_SELECTIVE ? ", selective recompute"
+            : r->recompute ? ", recompute" : "");
+    print_layout(r, out);
     print_whatifs(r, out);
     fprintf(out, "throughput      %.1f samples/s\n", r->samples_per_s);
     if (r->steady)
@@ -133,6 +183,7 @@ void sim_print_report(const sim_report *r, const sim_changes *changes, FILE *out
                 units_bytes(dv->mem.workspace, f, sizeof f), units_bytes(dv->mem.staging, g, sizeof g),
                 dv->max_inflight, dv->max_inflight == 1 ? "" : "es");
     }
+    print_tp_stages(r, out);
     if (r->nlinks) {
         fprintf(out, "\nlinks:\n%-12s %5s %14s %14s %12s %10s\n", "link", "level",
                 "per iteration", "whole run", "busy", "transfers");

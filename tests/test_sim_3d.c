@@ -1,0 +1,462 @@
+/* test_sim_3d.c: the simulator's tensor, sequence and data parallelism, recomputation
+ * modes and mixed-precision state, against figures computed here by hand: the ring
+ * formula 2 (t - 1) / t x bytes / bandwidth + 2 (t - 1) x latency per collective for the
+ * tensor-parallel all-reduces inside F and B; Korthikanti et al. 2022's closed forms
+ * (Table 2) for the activations a first pipeline stage of GPT-3 blocks keeps under 1F1B
+ * in each recompute mode; Megatron-LM's published bytes per parameter of the
+ * (distributed) optimizer for fp16, bf16 and fp32. */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "core/cluster.h"
+#include "core/device.h"
+#include "core/transformer.h"
+#include "planner/llm_profile.h"
+#include "sim/memory.h"
+#include "sim/sim.h"
+#include "sim/synth.h"
+
+static int close_to(double a, double b, double rel)
+{
+    return fabs(a - b) <= rel * (fabs(b) > 1e-300 ? fabs(b) : 1);
+}
+
+/* ---- (a) tensor-parallel collectives on a small 2-server cluster ------------------------ */
+
+#define BW0 200e9   /* level 0: 1600 Gbit/s */
+#define LAT0 2e-6
+#define BW1 12.5e9  /* level 1: 100 Gbit/s */
+#define LAT1 5e-6
+#define COLL 8e6    /* bytes of one collective at the profiled minibatch */
+
+/* Two stages of two layers (F 1 ms, B 2 ms per layer at 32 samples), microbatches of 16
+ * samples, tp = 2: stage 0 on devices 0-1 (server 0), stage 1 on devices 4-5 (server 1),
+ * each layer 2 forward and 2 backward all-reduces of COLL bytes; `replicas` copies of each
+ * stage (replica j of stage s on device 4 j + 2 s). */
+static plan *tp_plan(int replicas, int sp)
+{
+    sim_synth s;
+    sim_synth_init(&s);
+    s.nstages = 2;
+    s.layers_per_stage = 2;
+    s.devices_per_server = 4;
+    s.servers = 2;
+    s.bw_gbit[0] = BW0 * 8 / 1e9;
+    s.bw_gbit[1] = BW1 * 8 / 1e9;
+    s.latency_us[0] = LAT0 * 1e6;
+    s.latency_us[1] = LAT1 * 1e6;
+    s.microbatch_size = 16;
+    s.microbatches = 4;
+    plumb_err e;
+    plan *pl = sim_synth_plan(&s, &e);
+    cr_assert_not_null(pl, "%s", e.msg);
+    pl->prof->tp = pl->tp = 2;
+    pl->prof->sequence_parallel = pl->sequence_parallel = sp;
+    for (int l = 0; l < pl->prof->nlayers; l++) {
+        profile_layer *L = &pl->prof->layers[l];
+        L->tp_collective_bytes = COLL;
+        L->tp_forward_collectives = 2;
+        L->tp_backward_collectives = 2;
+    }
+    for (int st = 0; st < 2; st++) {
+        int devs[2] = {2 * st, 4 + 2 * st};
+        if (replicas == 1) devs[0] = 4 * st; /* across the servers */
+        cr_assert_eq(plan_set_stage(pl, st, 2 * st, 2 * st + 1, replicas, devs), 0);
+    }
+    return pl;
+}
+
+/* One all-reduce (or reduce-scatter + all-gather) among t devices of one server. */
+static double ring_tp(double bytes, int t)
+{
+    return 2.0 * (t - 1) / t * bytes / BW0 + 2.0 * (t - 1) * LAT0;
+}
+
+Test(sim_3d, tp_collectives_in_f_and_b)
+{
+    plan *pl = tp_plan(1, 0);
+    plumb_err e;
+    sim_report *r = sim_run(pl, NULL, &e);
+    cr_assert_not_null(r, "%s", e.msg);
+    double scale = 16.0 / 32;
+    double coll = ring_tp(COLL * scale, 2);  /* 20 us + 4 us */
+    double tpf = 2 * 2 * coll;                /* 2 layers x 2 collectives */
+    for (int st = 0; st < 2; st++) {
+        const sim_stage_report *g = &r->stages[st];
+        cr_expect(close_to(g->tp_comm_forward_s, tpf, 1e-12), "%g %g", g->tp_comm_forward_s, tpf);
+        cr_expect(close_to(g->tp_comm_backward_s, tpf, 1e-12));
+        cr_expect(close_to(g->forward_s, 2 * 1e-3 * scale + tpf, 1e-12), "F %g", g->forward_s);
+        cr_expect(close_to(g->backward_s, 2 * 2e-3 * scale + tpf, 1e-12), "B %g",
+                  g->backward_s);
+        cr_expect(close_to(g->input_grad_s, 2 * 1e-3 * scale + tpf, 1e-12));
+        cr_expect(close_to(g->weight_grad_s, 2 * 1e-3 * scale, 1e-12)); /* W: no collective */
+    }
+    /* without sequence parallelism each rank sends 1 / tp of the activation */
+    cr_expect(close_to(r->stages[0].send_bytes, 1e6 * scale / 2, 1e-12), "%g",
+              r->stages[0].send_bytes);
+    cr_expect_eq(r->tp, 2);
+    cr_expect_eq(r->pp, 2);
+    cr_expect_eq(r->dp, 1);
+    cr_expect_eq(r->gpus, 4);
+    cr_expect_eq(r->global_batch, 64);
+    sim_report_free(r);
+
+    /* full recompute repeats the forward, collectives included; selective adds its part */
+    pl->recompute = RECOMPUTE_FULL;
+    r = sim_run(pl, NULL, &e);
+    cr_assert_not_null(r, "%s", e.msg);
+    cr_expect(close_to(r->stages[0].backward_s, 2 * 2e-3 * scale + tpf + 2 * 1e-3 * scale + tpf,
+                       1e-12), "%g", r->stages[0].backward_s);
+    sim_report_free(r);
+    pl->recompute = RECOMPUTE_SELECTIVE;
+    for (int l = 0; l < pl->prof->nlayers; l++) pl->prof->layers[l].selective_recompute_ms = 0.3;
+    r = sim_run(pl, NULL, &e);
+    cr_assert_not_null(r, "%s", e.msg);
+    cr_expect(close_to(r->stages[0].backward_s, 2 * 2e-3 * scale + tpf + 2 * 0.3e-3 * scale,
+                       1e-12), "%g", r->stages[0].backward_s);
+    sim_report_free(r);
+    plan_free(pl);
+}
+
+/* With sequence parallelism the cut is one rank's share already and is sent whole; with
+ * one microbatch nothing overlaps, so the iteration grows by exactly both stages' F and B
+ * collectives against the same plan with none. */
+Test(sim_3d, tp_collectives_on_the_critical_path)
+{
+    plan *pl = tp_plan(1, 1);
+    pl->microbatches = 1;
+    plumb_err e;
+    sim_report *r = sim_run(pl, NULL, &e);
+    cr_assert_not_null(r, "%s", e.msg);
+    double scale = 16.0 / 32, coll = ring_tp(COLL * scale, 2);
+    cr_expect(close_to(r->stages[0].send_bytes, 1e6 * scale, 1e-12));
+    for (int l = 0; l < pl->prof->nlayers; l++) pl->prof->layers[l].tp_collective_bytes = 0;
+    sim_report *r0 = sim_run(pl, NULL, &e);
+    cr_assert_not_null(r0, "%s", e.msg);
+    double want = 2 /* stages */ * 2 /* F, B */ * 2 /* layers */ * 2 * coll;
+    cr_expect(close_to(r->iteration_s - r0->iteration_s, want, 1e-9), "%g vs %g",
+              r->iteration_s - r0->iteration_s, want);
+    sim_report_free(r);
+    sim_report_free(r0);
+    plan_free(pl);
+}
+
+/* The data-parallel reduction of a tp = 2 stage over 2 replicas on two servers: bf16
+ * reduces fp32 main gradients (2 x the parameter bytes); with ZeRO-1 a reduce-scatter of
+ * them and an all-gather of the bf16 parameters (1.5 x). fp32: the parameter bytes. */
+Test(sim_3d, data_parallel_reduction_bytes)
+{
+    const double P = 2 * 4e6; /* two layers of 4 MB per stage */
+    struct { dev_precision prec; int zero; double mul; } c[] = {
+        {DEV_FP32, 0, 1}, {DEV_BF16, 0, 2}, {DEV_BF16, 1, 1.5}, {DEV_FP16, 0, 1},
+    };
+    for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
+        plan *pl = tp_plan(2, 0);
+        pl->precision = c[i].prec;
+        pl->zero = c[i].zero;
+        plumb_err e;
+        sim_report *r = sim_run(pl, NULL, &e);
+        cr_assert_not_null(r, "%s", e.msg);
+        /* a ring of 2 across the servers: 2 (r - 1) / r x bytes / BW1 + 2 (r - 1) x LAT1 */
+        double want = c[i].mul * P / BW1 + 2 * LAT1;
+        cr_expect(close_to(r->stages[0].allreduce_s, want, 1e-12), "case %zu: %g vs %g", i,
+                  r->stages[0].allreduce_s, want);
+        cr_expect_eq(r->dp, 2);
+        cr_expect_eq(r->gpus, 8);
+        sim_report_free(r);
+        plan_free(pl);
+    }
+}
+
+/* ---- (c) bytes per parameter: Megatron-LM's distributed-optimizer table ---------------- */
+
+/* Megatron-LM docs (distributed optimizer): bytes per parameter, adam,
+ * non-distributed / distributed over d data-parallel ranks. */
+static double megatron_bytes(dev_precision p, int d)
+{
+    switch (p) {
+    case DEV_FP16: return d ? 4 + 16.0 / d : 20; /* fp16 params, fp16 grads */
+    case DEV_BF16: return d ? 6 + 12.0 / d : 18; /* bf16 params, fp32 grads */
+    default: return d ? 8 + 8.0 / d : 16;        /* fp32 params, fp32 grads */
+    }
+}
+
+Test(sim_3d, bytes_per_parameter_table)
+{
+    dev_precision ps[] = {DEV_FP16, DEV_BF16, DEV_FP32};
+    for (size_t i = 0; i < 3; i++)
+        for (int d = 0; d <= 64; d = d ? 2 * d : 1) {
+            sim_state_mul m;
+            sim_memory_state(ps[i], d > 0, d > 0 ? d : 1, OPT_ADAM, &m);
+            double e = dev_precision_bytes(ps[i]);
+            double got = e * (1 + m.gradients + m.optimizer);
+            double want = megatron_bytes(ps[i], d);
+            if (d == 1) want = megatron_bytes(ps[i], 0); /* one rank: nothing to shard */
+            cr_expect(close_to(got, want, 1e-12), "%s d=%d: %g vs %g",
+                      dev_precision_name(ps[i]), d, got, want);
+        }
+}
+
+/* The same through sim_run: a bf16 adam stage of 2 replicas with ZeRO-1 holds
+ * (6 + 12 / 2) bytes per parameter of weights, gradients and optimizer state. */
+Test(sim_3d, bytes_per_parameter_in_a_run)
+{
+    for (int zero = 0; zero <= 1; zero++) {
+        plan *pl = tp_plan(2, 0);
+        pl->precision = DEV_BF16;
+        pl->zero = zero;
+        pl->optimizer = OPT_ADAM;
+        plumb_err e;
+        sim_report *r = sim_run(pl, NULL, &e);
+        cr_assert_not_null(r, "%s", e.msg);
+        double params = 2 * 4e6 / 2; /* elements of the stage: 8 MB of bf16 */
+        const sim_memory *m = &r->devices[0].mem;
+        double got = (m->weights + m->gradients + m->optimizer) / params;
+        cr_expect(close_to(got, megatron_bytes(DEV_BF16, zero ? 2 : 0), 1e-12), "%g", got);
+        sim_report_free(r);
+        plan_free(pl);
+    }
+}
+
+/* ---- (b) GPT-3 activations of the first stage against Korthikanti et al. 2022 ---------- */
+
+#define GPT3 "examples/llm/gpt3-175b.json"
+#define A100 "profiles/clusters/dgx-a100-80g.json"
+#define PP 8     /* stages */
+#define T 8      /* tensor-parallel ranks */
+
+typedef struct gpt_case {
+    plan *pl;
+    double s, b, h, a, L; /* sequence, microbatch, hidden, heads, blocks per stage */
+} gpt_case;
+
+/* GPT-3 175B at tp 8, microbatch 1, 2048 tokens, on PP stages of 12 blocks (the first
+ * also the embedding, the last the head), 1F1B with 16 microbatches. sp: the sequence-
+ * parallel profile fields, set as Korthikanti's Table 2 counts them. */
+static gpt_case gpt_plan(int sp)
+{
+    plumb_err e = {{0}};
+    transformer *t = transformer_load(GPT3, &e);
+    cr_assert_not_null(t, "%s", e.msg);
+    cluster *c = cluster_load(A100, &e);
+    cr_assert_not_null(c, "%s", e.msg);
+    llm_options o;
+    llm_options_init(&o);
+    o.tp = T;
+    o.microbatch = 1;
+    o.seq = 2048;
+    profile *p = llm_profile_build(t, c, A100, &o, &e);
+    cr_assert_not_null(p, "%s", e.msg);
+    gpt_case g = {NULL, 2048, 1, (double)t->hidden, (double)t->heads,
+                  (double)t->layers / PP};
+    double sbh = g.s * g.b * g.h;
+    p->tp = T;
+    p->sequence_parallel = sp;
+    for (int l = 1; l <= (int)t->layers; l++) {
+        profile_layer *L = &p->layers[l];
+        if (sp) { /* input + saved = s b h / t (34 + 5 a s / h) */
+            L->activation_bytes = 2 * sbh / T;
+            L->saved_bytes = sbh / T * (34 + 5 * g.a * g.s / g.h) - 2 * sbh / T;
+            L->selective_saved_bytes = 34 * sbh / T - 2 * sbh / T;
+        } else {  /* selective without SP: s b h (10 + 24 / t) */
+            L->selective_saved_bytes = sbh * (10 + 24.0 / T) - 2 * sbh;
+        }
+        L->selective_recompute_ms = 1;
+    }
+    if (sp) {
+        p->layers[0].activation_bytes = 2 * sbh / T;
+        p->layers[0].saved_bytes = sbh / T; /* the embedding's dropout mask */
+    }
+    plan *pl = plan_new(p, c, PP);
+    cr_assert_not_null(pl);
+    for (int st = 0; st < PP; st++) {
+        int first = st == 0 ? 0 : 1 + st * (int)g.L, last = (st + 1) * (int)g.L;
+        if (st == PP - 1) last = p->nlayers - 1;
+        int dev = st * T;
+        cr_assert_eq(plan_set_stage(pl, st, first, last, 1, &dev), 0);
+    }
+    pl->schedule = SCHED_1F1B_FLUSH;
+    pl->microbatch_size = 1;
+    pl->microbatches = 16;
+    pl->precision = DEV_BF16;
+    pl->optimizer = OPT_ADAM;
+    cr_assert_eq(pl->tp, T);
+    cr_assert_eq(pl->sequence_parallel, sp);
+    profile_free(p);
+    cluster_free(c);
+    transformer_free(t);
+    g.pl = pl;
+    return g;
+}
+
+static double first_stage_activations(plan *pl)
+{
+    plumb_err e;
+    sim_report *r = sim_run(pl, NULL, &e);
+    cr_assert_not_null(r, "%s", e.msg);
+    cr_assert_eq(r->devices[0].device, 0);
+    cr_expect_eq(r->devices[0].max_inflight, PP); /* 1F1B: p microbatches in flight */
+    double a = r->devices[0].mem.activations;
+    sim_report_free(r);
+    return a;
+}
+
+Test(sim_3d, korthikanti_activations_per_mode)
+{
+    for (int sp = 0; sp <= 1; sp++) {
+        gpt_case g = gpt_plan(sp);
+        double s = g.s, b = g.b, h = g.h, a = g.a, L = g.L, t = T, sbh = s * b * h;
+        double div = sp ? t : 1;
+        /* what plumb keeps besides the blocks' own: the token ids (8 bytes each), the
+         * embedding's dropout mask (s b h, the paper's too; / t with SP) and the stage's
+         * output in its buffer slot (2 s b h, / t with SP) */
+        double extra = 8 * s * b + sbh / div + 2 * sbh / div;
+        double none = sp ? sbh / t * (34 + 5 * a * s / h) : sbh * (10 + 24 / t + 5 * a * s / (h * t));
+        double sel = sp ? 34 * sbh / t : sbh * (10 + 24 / t);
+        double full = 2 * sbh / div;
+        /* none */
+        double got = first_stage_activations(g.pl);
+        cr_expect(close_to(got, PP * (L * none + extra), 1e-12), "sp %d none: %g vs %g", sp,
+                  got, PP * (L * none + extra));
+        /* selective: the attention core (5 a s^2 b / t) is recomputed, one layer's at once */
+        g.pl->recompute = RECOMPUTE_SELECTIVE;
+        got = first_stage_activations(g.pl);
+        double want = PP * (L * sel + extra) + (none - sel);
+        cr_expect(close_to(got, want, 1e-12), "sp %d selective: %g vs %g", sp, got, want);
+        /* full, every layer's input kept: 2 s b h per layer; one layer recomputed at once */
+        g.pl->recompute = RECOMPUTE_FULL;
+        g.pl->checkpoint_layers = 1;
+        got = first_stage_activations(g.pl);
+        want = PP * (L * full + 8 * s * b + 2 * sbh / div) + none;
+        cr_expect(close_to(got, want, 1e-12), "sp %d full: %g vs %g", sp, got, want);
+        plan_free(g.pl);
+    }
+}
+
+/* Full recompute with checkpoints every k layers keeps ceil(blocks / k) inputs and
+ * recomputes one group of k layers at a time; checkpoint_layers 0 keeps the stage input
+ * alone and recomputes the whole stage. */
+Test(sim_3d, checkpoint_layers_groups)
+{
+    gpt_case g = gpt_plan(0);
+    double s = g.s, b = g.b, h = g.h, a = g.a, t = T, sbh = s * b * h;
+    double none = sbh * (10 + 24 / t + 5 * a * s / (h * t));
+    g.pl->recompute = RECOMPUTE_FULL;
+    /* stage 0: embedding + 12 blocks (layers 0..12); k = 4 keeps the inputs of layers 4
+     * and 8 and 12 beyond the stage's own (the token ids), groups {0..3} {4..7} {8..11}
+     * {12}: the largest holds 4 blocks' (or the embedding's and 3 blocks') tensors */
+    g.pl->checkpoint_layers = 4;
+    double got = first_stage_activations(g.pl);
+    double want = PP * (8 * s * b + 3 * 2 * sbh + 2 * sbh) + 4 * none;
+    cr_expect(close_to(got, want, 1e-12), "k 4: %g vs %g", got, want);
+    /* k = 0: the whole stage's activations once */
+    g.pl->checkpoint_layers = 0;
+    got = first_stage_activations(g.pl);
+    want = PP * (8 * s * b + 2 * sbh) + (12 * none + 2 * sbh + sbh);
+    cr_expect(close_to(got, want, 1e-12), "k 0: %g vs %g", got, want);
+    plan_free(g.pl);
+}
+
+/* The report: dims, tokens/s, TFLOP/s per GPU with and without recomputation, and MFU
+ * from the profile's FLOPs and the A100's bf16 peak (312 TFLOP/s). */
+Test(sim_3d, throughput_figures)
+{
+    gpt_case g = gpt_plan(1);
+    const profile *p = g.pl->prof;
+    double fwd = 0;
+    for (int l = 0; l < p->nlayers; l++) fwd += p->layers[l].flops;
+    p = NULL;
+    plumb_err e;
+    for (int rc = 0; rc <= 1; rc++) {
+        g.pl->recompute = rc ? RECOMPUTE_FULL : RECOMPUTE_NONE;
+        g.pl->prof->tokens_per_sample = 2048;
+        sim_report *r = sim_run(g.pl, NULL, &e);
+        cr_assert_not_null(r, "%s", e.msg);
+        cr_expect_eq(r->tp, T);
+        cr_expect_eq(r->pp, PP);
+        cr_expect_eq(r->dp, 1);
+        cr_expect_eq(r->gpus, PP * T);
+        cr_expect_eq(r->global_batch, 16);
+        cr_expect(close_to(r->tokens_per_s, r->samples_per_s * 2048, 1e-12));
+        double model = 3 * fwd * 16 * T / r->iteration_s / (PP * T) / 1e12;
+        cr_expect(close_to(r->model_tflops_per_gpu, model, 1e-12), "%g vs %g",
+                  r->model_tflops_per_gpu, model);
+        cr_expect(close_to(r->tflops_per_gpu, model * (rc ? 4.0 / 3 : 1), 1e-12));
+        cr_expect(close_to(r->mfu, model / 312, 1e-12), "%g", r->mfu);
+        cr_expect(r->mfu > 0.05 && r->mfu < 0.8, "%g", r->mfu);
+        sim_report_free(r);
+    }
+    plan_free(g.pl);
+}
+
+/* A 3D plan's memory counts the buffers of the runtime it describes (Megatron-LM's over
+ * NCCL): the backward's gradient buffers and one microbatch's received and sent
+ * gradients, no in-process all-reduce receive buffer and no staging; every member of a
+ * tensor-parallel group is a used device. */
+Test(sim_3d, runtime_buffers_and_devices)
+{
+    plan *pl = tp_plan(2, 0);
+    plumb_err e;
+    sim_report *r = sim_run(pl, NULL, &e);
+    cr_assert_not_null(r, "%s", e.msg);
+    const sim_memory *m = &r->devices[0].mem;
+    /* stage 0 (layers 0, 1 of 1 MB outputs at 32 samples; microbatches of 16): the input
+     * gradient of layer 1 (0.5 MB; layer 0 has no input) and the received output
+     * gradient (0.5 MB, whole on each rank) */
+    cr_expect(close_to(m->buffers, 0.5e6 + 0.5e6, 1e-12), "%g", m->buffers);
+    cr_expect_eq(m->staging, 0);
+    char used[160];
+    cr_expect_eq(sim_report_devices_text(r, used, sizeof used), 8, "%s", used);
+    cJSON *j = sim_report_to_json(r, NULL, NULL);
+    cr_assert_not_null(j);
+    const char *keys[] = {"iteration_s", "samples_per_s", "tp", "pp", "dp", "interleave",
+                          "global_batch", "microbatch_size", "recompute", "sequence_parallel",
+                          "zero", "precision", "gpus"};
+    for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++)
+        cr_expect_not_null(cJSON_GetObjectItemCaseSensitive(j, keys[k]), "%s", keys[k]);
+    cr_expect_null(cJSON_GetObjectItemCaseSensitive(j, "tokens_per_s")); /* no tokens */
+    cr_expect_null(cJSON_GetObjectItemCaseSensitive(j, "mfu")); /* no FLOPs */
+    cr_expect_str_eq(cJSON_GetObjectItemCaseSensitive(j, "recompute")->valuestring, "none");
+    cr_expect_eq(cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(j, "idle_devices")), 0);
+    cr_expect_eq(cJSON_GetObjectItemCaseSensitive(j, "devices_used")->valuedouble, 8);
+    const cJSON *d0 = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(j, "devices"), 0);
+    const cJSON *mem = cJSON_GetObjectItemCaseSensitive(d0, "memory");
+    cr_expect_eq(cJSON_GetObjectItemCaseSensitive(mem, "peak_bytes")->valuedouble, m->total);
+    cJSON_Delete(j);
+    sim_report_free(r);
+    plan_free(pl);
+}
+
+/* The text report: the layout line, the model speed line where tokens and FLOPs are
+ * known, and the per-stage collectives table with tp > 1. */
+Test(sim_3d, text_report_lines)
+{
+    gpt_case g = gpt_plan(1);
+    g.pl->prof->tokens_per_sample = 2048;
+    plumb_err e;
+    sim_report *r = sim_run(g.pl, NULL, &e);
+    cr_assert_not_null(r, "%s", e.msg);
+    char *buf = NULL;
+    size_t n = 0;
+    FILE *f = open_memstream(&buf, &n);
+    cr_assert_not_null(f);
+    sim_print_report(r, NULL, f);
+    fclose(f);
+    cr_expect_not_null(strstr(buf, "layout          tp 8 x pp 8 x dp 1 = 64 GPUs, global batch "
+                                   "16, bf16, sequence parallel\n"), "%s", buf);
+    char want[128];
+    snprintf(want, sizeof want, "model speed     %.0f tokens/s, %.1f TFLOP/s per GPU",
+             r->tokens_per_s, r->tflops_per_gpu);
+    cr_expect_not_null(strstr(buf, want), "%s", want);
+    cr_expect_not_null(strstr(buf, "MFU "));
+    cr_expect_not_null(strstr(buf, "per stage, per microbatch (tensor-parallel collectives"));
+    cr_expect_not_null(strstr(buf, "devices         64 of 3072 used"));
+    free(buf);
+    sim_report_free(r);
+    plan_free(g.pl);
+}
