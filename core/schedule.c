@@ -133,7 +133,7 @@ static int sched_assign_workers(schedule *s, const sched_spec *spec, int chunked
         for (int j = 0; j < s->replicas[st]; j++) {
             int i = s->stage_first[st] + j;
             int w = spec->workers ? spec->workers[i]
-                                  : (chunked ? sched_kind_rank(s->kind, st, p) : i);
+                                  : (chunked ? sched_kind_rank(s->kind, st, p) + p * j : i);
             if (w < 0 || w > 65535)
                 return err_set(err, NULL, "workers", "stage %d replica %d: expected a worker "
                                "id from 0 to 65535 (got %d)", st, j, w);
@@ -174,23 +174,33 @@ static int sched_assign_workers(schedule *s, const sched_spec *spec, int chunked
         rc = 0;
         goto done;
     }
-    /* chunked kinds have one replica per stage: the pairs of stages, as they are few */
-    for (int a = 0; a < s->nstages; a++)
-        for (int b = a + 1; b < s->nstages; b++) {
-            int wa = s->stage_workers[s->stage_first[a]];
-            int wb = s->stage_workers[s->stage_first[b]];
-            int same_rank = sched_kind_rank(s->kind, a, p) == sched_kind_rank(s->kind, b, p);
-            if ((wa == wb) != same_rank) {
-                if (same_rank)
-                    err_set(err, NULL, "workers", "%s: stages %d and %d are chunks of one rank "
-                            "and must share a worker (got %d and %d)", kn, a, b, wa, wb);
-                else
-                    err_set(err, NULL, "workers", "%s: stages %d and %d both on worker %d", kn,
-                            a, b, wa);
-                goto done;
-            }
+    /* chunked kinds: replica j of every chunk of rank q on one worker, and each worker one
+     * (rank, replica): a map each way, linear in the placements */
+    int r = s->replicas[0];
+    int *of = malloc((size_t)p * r * sizeof *of), *who = malloc((size_t)(maxw + 1) * sizeof *who);
+    if (!of || !who) {
+        free(of), free(who);
+        err_set(err, NULL, NULL, "out of memory");
+        goto done;
+    }
+    for (int i = 0; i < p * r; i++) of[i] = -1;
+    for (int i = 0; i <= maxw; i++) who[i] = -1;
+    int bad = 0;
+    for (int st = 0; st < s->nstages && !bad; st++)
+        for (int j = 0; j < r && !bad; j++) {
+            int q = sched_kind_rank(s->kind, st, p), key = q * r + j;
+            int w = s->stage_workers[s->stage_first[st] + j];
+            if (of[key] >= 0 && of[key] != w)
+                bad = err_set(err, NULL, "workers", "%s: stage %d is a chunk of rank %d, whose "
+                              "replica %d is on worker %d (got %d)", kn, st, q, j, of[key], w);
+            else if (who[w] >= 0 && who[w] != key)
+                bad = err_set(err, NULL, "workers", "%s: stage %d replica %d on worker %d, which "
+                              "holds rank %d replica %d", kn, st, j, w, who[w] / r, who[w] % r);
+            of[key] = w;
+            who[w] = key;
         }
-    rc = 0;
+    if (!bad) rc = 0;
+    free(of), free(who);
 done:
     free(user);
     return rc;
@@ -261,9 +271,9 @@ schedule *sched_alloc(const sched_spec *spec, plumb_err *err)
                     r);
             goto fail;
         }
-        if (chunked && r != 1) {
-            err_set(err, NULL, "replicas", "%s does not replicate stages: stage %d expected 1 "
-                    "replica (got %d)", kn, st, r);
+        if (chunked && st > 0 && r != s->replicas[0]) {
+            err_set(err, NULL, "replicas", "%s replicates whole pipelines: stage %d expected "
+                    "the %d replicas of stage 0 (got %d)", kn, st, s->replicas[0], r);
             goto fail;
         }
         s->replicas[st] = r;

@@ -195,6 +195,10 @@ static int check_kind(const schedule *s, plumb_err *err)
 {
     int M = s->microbatches;
     const sched_traits *tr = sched_traits_of(s->kind);
+    if (tr->chunks_max > 1 && M % s->replicas[0])
+        return err_set(err, NULL, "microbatches", "%s runs %d whole pipelines, one per "
+                       "replica: expected a multiple of %d microbatches (got %d)", tr->name,
+                       s->replicas[0], s->replicas[0], M);
     if (tr->mb_per_replica)
         for (int st = 0; st < s->nstages; st++)
             if (M % s->replicas[st])
@@ -213,6 +217,48 @@ static int check_kind(const schedule *s, plumb_err *err)
     return 0;
 }
 
+/* The chunked kinds' generator for s (one replica per stage) into lists. */
+static int gen_chunked(schedule *s, actvec *lists)
+{
+    switch (s->kind) {
+    case SCHED_INTERLEAVED: return gen_interleaved(s, lists);
+    case SCHED_ZB_V: return gen_zbv(s, lists);
+    case SCHED_DUALPIPEV: return sched_gen_dualpipev(s, lists);
+    default: return -1;
+    }
+}
+
+/* A chunked kind whose stages have r > 1 replicas runs r whole pipelines side by side
+ * (Megatron-LM's data parallelism): replica j of every rank takes the microbatches g with
+ * g % r == j, M / r of them per iteration, in the order the generator gives one pipeline.
+ * Generates that one pipeline (as the workers of replica 0, with M / r microbatches) and
+ * copies each rank's list to its replicas with local microbatch it * M/r + m renamed to
+ * it * M + m r + j. 0, or -1 when out of memory. */
+static int gen_chunked_replicated(schedule *s, actvec *lists)
+{
+    int r = s->replicas[0], M = s->microbatches, Mr = M / r, p = sched_nranks(s);
+    actvec *one = calloc((size_t)s->nworkers, sizeof *one);
+    if (!one) return -1;
+    s->microbatches = Mr;
+    int rc = gen_chunked(s, one);
+    s->microbatches = M;
+    for (int q = 0; q < p && !rc; q++) {
+        const actvec *src = &one[sched_rank_worker(s, q)];
+        for (int j = 0; j < r && !rc; j++) {
+            actvec *dst = &lists[s->stage_workers[s->stage_first[q] + j]];
+            for (int i = 0; i < src->n && !rc; i++) {
+                action a = src->a[i];
+                int it = a.microbatch / Mr, m = a.microbatch % Mr;
+                a.microbatch = it * M + m * r + j;
+                rc = actvec_push(dst, a);
+            }
+        }
+    }
+    for (int w = 0; w < s->nworkers; w++) actvec_free(&one[w]);
+    free(one);
+    return rc;
+}
+
 schedule *schedule_generate(const sched_spec *spec, plumb_err *err)
 {
     return schedule_generate_costed(spec, NULL, err);
@@ -228,12 +274,12 @@ schedule *schedule_generate_costed(const sched_spec *spec, const double *stage_c
     lists = calloc((size_t)s->nworkers, sizeof *lists);
     if (!lists) goto oom;
     int rc;
-    switch (s->kind) {
-    case SCHED_INTERLEAVED: rc = gen_interleaved(s, lists); break;
-    case SCHED_ZB_V: rc = gen_zbv(s, lists); break;
-    case SCHED_DUALPIPEV: rc = sched_gen_dualpipev(s, lists); break;
-    default: rc = gen_single(s, lists); break;
-    }
+    if (!sched_kind_chunked(s->kind))
+        rc = gen_single(s, lists);
+    else if (s->replicas[0] > 1)
+        rc = gen_chunked_replicated(s, lists);
+    else
+        rc = gen_chunked(s, lists);
     if (rc) goto oom;
     if (sched_finish(s, lists, stage_cost, err)) goto fail;
     free(lists);

@@ -7,6 +7,7 @@
 #include <sys/resource.h>
 
 #include "core/schedule.h"
+#include "core/schedule_traits.h"
 
 static schedule *gen(sched_kind k, int ranks, int chunks, int m, int iters, const int *reps)
 {
@@ -901,4 +902,55 @@ Test(schedule_bound, replicated_stage_and_deadlock)
     cr_expect(strstr(e.msg, "schedule: worker 0 waits for ever at action 3 (0RECV_B0) with "
                             "buffered sends"), "%s", e.msg);
     schedule_free(s);
+}
+
+/* Chunked kinds with every stage replicated r times run r whole pipelines (Megatron-LM's
+ * data parallelism): replica j's compute order is one pipeline's order over M / r
+ * microbatches, renamed m -> m r + j, plus an all-reduce per stage; the IR validates and
+ * each worker holds one (rank, replica). Uneven replicas and M not a multiple of r are
+ * refused. */
+static int is_compute(int k) { return k == ACT_F || k == ACT_B || k == ACT_I || k == ACT_W; }
+
+Test(schedule_grid, chunked_kinds_replicate_whole_pipelines)
+{
+    sched_kind kinds[3] = {SCHED_INTERLEAVED, SCHED_ZB_V, SCHED_DUALPIPEV};
+    for (int k = 0; k < 3; k++) {
+        int p = 3, v = 2, r = 2, M = 12, S = p * v;
+        int reps[6] = {r, r, r, r, r, r};
+        schedule *one = gen(kinds[k], p, v, M / r, 2, NULL);
+        schedule *many = gen(kinds[k], p, v, M, 2, reps);
+        plumb_err e = {{0}};
+        cr_assert_eq(schedule_validate(many, &e), 0, "%s", e.msg);
+        cr_assert_eq(many->nworkers, p * r);
+        for (int q = 0; q < p; q++)
+            for (int j = 0; j < r; j++) {
+                int w1 = one->stage_workers[one->stage_first[q]];
+                int wm = many->stage_workers[many->stage_first[q] + j];
+                for (int st = 0; st < S; st++) /* every chunk of rank q, replica j: one worker */
+                    if (sched_kind_rank(kinds[k], st, p) == q)
+                        cr_assert_eq(many->stage_workers[many->stage_first[st] + j], wm);
+                int a = 0, b = 0;
+                for (;;) {
+                    while (a < one->len[w1] && !is_compute(one->acts[w1][a].kind)) a++;
+                    while (b < many->len[wm] && !is_compute(many->acts[wm][b].kind)) b++;
+                    if (a == one->len[w1] || b == many->len[wm]) break;
+                    const action *x = &one->acts[w1][a++], *y = &many->acts[wm][b++];
+                    int it = x->microbatch / (M / r), m = x->microbatch % (M / r);
+                    cr_assert_eq(y->kind, x->kind);
+                    cr_assert_eq(y->stage, x->stage);
+                    cr_assert_eq(y->microbatch, it * M + m * r + j, "%s rank %d replica %d",
+                                 sched_kind_name(kinds[k]), q, j);
+                }
+                cr_assert(a == one->len[w1] && b == many->len[wm], "same compute count");
+            }
+        schedule_free(one);
+        schedule_free(many);
+    }
+    plumb_err e = {{0}};
+    int uneven[4] = {2, 2, 1, 2};
+    cr_assert_null(try_gen(SCHED_INTERLEAVED, 2, 2, 8, 1, uneven, &e));
+    cr_assert(strstr(e.msg, "whole pipelines"), "%s", e.msg);
+    int two[4] = {2, 2, 2, 2};
+    cr_assert_null(try_gen(SCHED_INTERLEAVED, 2, 2, 7, 1, two, &e));
+    cr_assert(strstr(e.msg, "multiple of 2"), "%s", e.msg);
 }

@@ -259,11 +259,13 @@ static double random_case(sched_kind k, char *desc, size_t ndesc)
     int ranks = irand(2, 8), chunks = chunked ? sched_kind_chunks(k) : 1, S = ranks * chunks;
     int M = irand(1, 10), iters = irand(1, 3);
     int reps[16], any = 0;
+    /* chunked kinds replicate whole pipelines: every stage twice, or none */
+    int whole = chunked && urand(0, 1) < 0.25;
     for (int st = 0; st < S; st++) {
-        reps[st] = !chunked && urand(0, 1) < 0.25 ? 2 : 1;
+        reps[st] = whole || (!chunked && urand(0, 1) < 0.25) ? 2 : 1;
         any |= reps[st] > 1;
     }
-    if (sched_traits_of(k)->mb_per_replica)
+    if (sched_traits_of(k)->mb_per_replica || whole)
         M = 2 * irand(1, 5); /* a multiple of every replica count */
     double cost[48], bytes[16];
     for (int i = 0; i < 3 * S; i++) cost[i] = urand(0.2, 5);
