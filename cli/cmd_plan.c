@@ -583,6 +583,12 @@ int cmd_plan(int argc, char **argv)
     plan *pl = NULL;
     int status = 2;
     if (!p || !cl) goto bad;
+    if (p->tp > 1) {
+        err_set(&err, ppath, "tensor_parallel", "expected 1: plumb plan -p places whole layers "
+                "on single devices (got %d); lay tensor parallelism out with plumb plan "
+                "--model FILE --tp T --pp P --dp D", p->tp);
+        goto bad;
+    }
     if (mode == 1) {
         status = cmd_plan_native(p, cl, &no, ppath, cpath, out, json);
         profile_free(p);
