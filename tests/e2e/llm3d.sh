@@ -66,6 +66,9 @@ has sim '"schedule":	"interleaved"'
 has sim '"nstages":	16'
 ok ui "$P" ui "$d/plan.json" --snapshot 100x30
 has ui 'gpt3-175b on dgx-a100-80g +interleaved'
+# a what-if that re-plans says that a tensor-parallel layout is re-laid out by plan --model
+ok ui-replan "$P" ui "$d/plan.json" --snapshot 100x30 --keys +
+has ui-replan 'a tensor-parallel layout \(tp 8\) is re-planned only by plumb plan --model'
 
 bad tp-server '--tp: expected at most the 8 devices of one server (got 16)' \
     --gpus 1024 --tp 16 --pp 8 --dp 8 --global-batch 1536
