@@ -5,6 +5,7 @@
  * whose every stage is replicated dp times is replayed against dp straight 1F1B pipelines
  * written in this file; each bad input gets its one line. */
 #include <criterion/criterion.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -35,6 +36,19 @@ static transformer *model_text(const char *text)
     cJSON_Delete(root);
     cr_assert_not_null(t, "%s", err.msg);
     return t;
+}
+
+/* A 4-block model of 8 heads with kv key/value heads and MLP width ffn. */
+static transformer *small_model(int kv, int ffn)
+{
+    char text[640];
+    snprintf(text, sizeof text, "{\"format\": \"plumb-transformer/1\", \"name\": \"small\", "
+             "\"hidden_size\": 256, \"num_hidden_layers\": 4, \"num_attention_heads\": 8, "
+             "\"num_key_value_heads\": %d, \"intermediate_size\": %d, "
+             "\"max_position_embeddings\": 128, \"vocab_size\": 1000, \"mlp\": \"swiglu\", "
+             "\"norm\": \"rmsnorm\", \"position_embedding\": \"rotary\", \"bias\": false, "
+             "\"tie_word_embeddings\": false, \"dropout\": false}", kv, ffn);
+    return model_text(text);
 }
 
 static cluster *a100(void)
@@ -233,20 +247,9 @@ Test(layout3d, bad_inputs_one_line_each)
     expect_bad(g3, &o, "--tp: expected a divisor of the 8 devices of one server");
     o = opts(32, 8, 4, 1, 64, 1);
     expect_bad(g2, &o, "--tp: expected a divisor of the 12 attention heads (got 8)");
-    transformer *kv = model_text("{\"format\": \"plumb-transformer/1\", \"name\": \"kv\", "
-        "\"hidden_size\": 256, \"num_hidden_layers\": 4, \"num_attention_heads\": 8, "
-        "\"num_key_value_heads\": 2, \"intermediate_size\": 1000, "
-        "\"max_position_embeddings\": 128, \"vocab_size\": 1000, \"mlp\": \"swiglu\", "
-        "\"norm\": \"rmsnorm\", \"position_embedding\": \"rotary\", \"bias\": false, "
-        "\"tie_word_embeddings\": false, \"dropout\": false}");
+    transformer *kv = small_model(2, 1000), *mlp = small_model(8, 1004);
     o = opts(8, 4, 2, 1, 8, 1);
     expect_bad(kv, &o, "--tp: expected a divisor of the 2 key/value heads (got 4)");
-    transformer *mlp = model_text("{\"format\": \"plumb-transformer/1\", \"name\": \"f\", "
-        "\"hidden_size\": 256, \"num_hidden_layers\": 4, \"num_attention_heads\": 8, "
-        "\"intermediate_size\": 1004, \"max_position_embeddings\": 128, "
-        "\"vocab_size\": 1000, \"mlp\": \"gelu\", \"norm\": \"layernorm\", "
-        "\"position_embedding\": \"learned\", \"bias\": true, "
-        "\"tie_word_embeddings\": true, \"dropout\": true}");
     o = opts(16, 8, 2, 1, 8, 1);
     expect_bad(mlp, &o, "--tp: expected a divisor of the MLP width 1004 (got 8)");
     transformer_free(mlp);
