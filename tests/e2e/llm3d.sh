@@ -64,6 +64,11 @@ has interleaved "plan written to $d/plan.json"
 ok sim "$P" sim "$d/plan.json" --json
 has sim '"schedule":	"interleaved"'
 has sim '"nstages":	16'
+sim_it=$(grep -m1 '^	"iteration_s":' "$d/out")
+ok interleaved-json "$P" plan --model $GPT3 -c $A100 --gpus 64 --tp 8 --pp 8 --global-batch 64 \
+    --interleave 2 --recompute selective --sequence-parallel --zero 1 --json
+[ -n "$sim_it" ] && [ "$(grep -m1 '^	"iteration_s":' "$d/out")" = "$sim_it" ] ||
+    { echo "FAIL sim-same: plumb sim on the written plan ($sim_it) differs from plan --json"; fail=1; }
 ok ui "$P" ui "$d/plan.json" --snapshot 100x30
 has ui 'gpt3-175b on dgx-a100-80g +interleaved'
 # a what-if that re-plans says that a tensor-parallel layout is re-laid out by plan --model
