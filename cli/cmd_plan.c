@@ -2,6 +2,9 @@
  *   plumb plan -p PROFILE.json -c CLUSTER.json [-o PLAN.json] [--json] [options]
  *   plumb plan --pipedream ARGS...   (the arguments of PipeDream's optimizer, same meaning
  *                                     and defaults, plus --json and -o PLAN.json)
+ *   plumb plan --model FILE -c CLUSTER --tp T --pp P --dp D --global-batch B ...
+ *                                    (a fixed 3D layout of a transformer, simulated:
+ *                                     cli/cmd_plan_layout.c)
  * Prints the plan (stages with layers, replicas, devices, times) or one JSON object. */
 #include "cli/cli.h"
 
@@ -23,12 +26,16 @@
 /* The native mode (cli/cmd_plan_native.c). */
 int cmd_plan_native(const profile *p, const cluster *c, const native_options *o,
                     const char *ppath, const char *cpath, const char *out, int json);
+/* A fixed 3D layout of a transformer (cli/cmd_plan_layout.c): argv names --model. */
+int cmd_plan_layout(int argc, char **argv);
 
 static void plan_usage(FILE *out)
 {
     fprintf(out,
         "usage: plumb plan -p PROFILE.json -c CLUSTER.json [-o PLAN.json] [--json] [options]\n"
-        "       plumb plan --pipedream -f GRAPH.txt -n N... [-b BYTES_PER_S...] [options]\n\n"
+        "       plumb plan --pipedream -f GRAPH.txt -n N... [-b BYTES_PER_S...] [options]\n"
+        "       plumb plan --model FILE -c CLUSTER.json --tp T --pp P --dp D --global-batch B\n"
+        "                  [options]   (a fixed 3D layout: plumb plan --model --help)\n\n"
         "Splits the model into stages, each replicated over some devices. By default with\n"
         "plumb's own cost model (memory-checked, candidates ranked by the simulator, the\n"
         "schedule chosen or given); with --mode pipedream (or any PipeDream option below)\n"
@@ -466,6 +473,9 @@ int cmd_plan(int argc, char **argv)
                                 "ARGS...");
             return run_pipedream(argc - 2, argv + 2);
         }
+    for (int i = 1; i < argc; i++)
+        if (strcmp(argv[i], "--model") == 0 || strncmp(argv[i], "--model=", 8) == 0)
+            return cmd_plan_layout(argc, argv);
     static const struct option longopts[] = {
         {"profile", required_argument, NULL, 'p'},
         {"cluster", required_argument, NULL, 'c'},
@@ -583,6 +593,12 @@ int cmd_plan(int argc, char **argv)
     plan *pl = NULL;
     int status = 2;
     if (!p || !cl) goto bad;
+    if (p->tp > 1) {
+        err_set(&err, ppath, "tensor_parallel", "expected 1: plumb plan -p places whole layers "
+                "on single devices (got %d); lay tensor parallelism out with plumb plan "
+                "--model FILE --tp T --pp P --dp D", p->tp);
+        goto bad;
+    }
     if (mode == 1) {
         status = cmd_plan_native(p, cl, &no, ppath, cpath, out, json);
         profile_free(p);

@@ -27,6 +27,8 @@ static const char *const usage_text =
     "  -o, --output FILE       the profile to write (atomically); without it, only the table\n"
     "  --tp T                  tensor-parallel ranks (default 1): heads, MLP and vocabulary\n"
     "                          are split T ways\n"
+    "  --sequence-parallel     with --tp 2 or more: the activations outside the\n"
+    "                          tensor-parallel regions are split over the sequence too\n"
     "  --seq-len S             tokens per sequence (default: max_position_embeddings)\n"
     "  --microbatch-size B     sequences per microbatch (default 1)\n"
     "  --precision P           bf16 (default), fp16, tf32 or fp32\n"
@@ -34,14 +36,14 @@ static const char *const usage_text =
     "  -h, --help              this text\n"
     "Exit status: 0 ok, 2 bad input (one line naming the file and key; nothing written).\n";
 
-enum { O_MODEL = 1100, O_TP, O_SEQ, O_MBS, O_PREC, O_QUIET };
+enum { O_MODEL = 1100, O_TP, O_SEQ, O_MBS, O_PREC, O_QUIET, O_SP };
 
 static void print_table(const transformer *t, const profile *p, const llm_options *o)
 {
-    printf("plumb profile: %s (%lld parameters) on %s, tp %d, microbatch %d x %lld tokens, "
+    printf("plumb profile: %s (%lld parameters) on %s, tp %d%s, microbatch %d x %lld tokens, "
            "%s, analytic\n", t->name, transformer_param_count(t), p->device, o->tp,
-           o->microbatch, o->seq > 0 ? o->seq : t->max_positions,
-           dev_precision_name(o->precision));
+           o->sequence_parallel ? " (sequence parallel)" : "", o->microbatch,
+           o->seq > 0 ? o->seq : t->max_positions, dev_precision_name(o->precision));
     printf("%-4s %-12s %-17s %11s %11s %11s %11s %13s %13s %13s %11s\n", "#", "layer", "kind",
            "fwd (ms)", "bwd (ms)", "I (ms)", "W (ms)", "output (B)", "params (B)",
            "saved (B)", "TFLOP");
@@ -65,12 +67,20 @@ static void print_table(const transformer *t, const profile *p, const llm_option
     printf("total: forward %.3f ms, backward %.3f ms per microbatch on one rank; %.4g TFLOP "
            "forward x 3 = %.4g TFLOP per microbatch on this rank (%.1f TFLOP/s)\n", tf, tb,
            fl / 1e12, 3 * fl / 1e12, ms > 0 ? 3 * fl / (ms * 1e-3) / 1e12 : 0);
-    llm_collectives c;
-    llm_block_collectives(t, o, &c);
-    if (c.forward_allreduces > 0)
-        printf("not in these times: %d + %d tensor-parallel all-reduces (forward + backward) "
-               "of %.0f bytes per block among the %d ranks\n", c.forward_allreduces,
-               c.backward_allreduces, c.bytes, o->tp);
+    const profile_layer *B = p->nlayers > 2 ? &p->layers[1] : NULL;
+    if (B && B->tp_forward_collectives + B->tp_backward_collectives > 0)
+        printf("not in these times: %d + %d tensor-parallel %s (forward + backward) of %.0f "
+               "bytes per block among the %d ranks; the embedding %d + %d, the head %d + %d\n",
+               B->tp_forward_collectives, B->tp_backward_collectives,
+               p->sequence_parallel ? "reduce-scatter + all-gather pairs" : "all-reduces",
+               B->tp_collective_bytes, p->tp, p->layers[0].tp_forward_collectives,
+               p->layers[0].tp_backward_collectives,
+               p->layers[p->nlayers - 1].tp_forward_collectives,
+               p->layers[p->nlayers - 1].tp_backward_collectives);
+    if (B && B->selective_recompute_ms >= 0)
+        printf("selective recomputation: %.4f ms of attention core per block run again, "
+               "%.0f bytes kept instead of %.0f\n", B->selective_recompute_ms,
+               B->selective_saved_bytes, B->saved_bytes);
 }
 
 int cmd_profile_llm(int argc, char **argv)
@@ -80,6 +90,7 @@ int cmd_profile_llm(int argc, char **argv)
         {"output", required_argument, 0, 'o'},    {"tp", required_argument, 0, O_TP},
         {"seq-len", required_argument, 0, O_SEQ}, {"microbatch-size", required_argument, 0, O_MBS},
         {"precision", required_argument, 0, O_PREC}, {"quiet", no_argument, 0, O_QUIET},
+        {"sequence-parallel", no_argument, 0, O_SP},
         {"help", no_argument, 0, 'h'},            {0, 0, 0, 0}};
     llm_options o;
     llm_options_init(&o);
@@ -111,6 +122,7 @@ int cmd_profile_llm(int argc, char **argv)
             break;
         }
         case O_QUIET: quiet = 1; break;
+        case O_SP: o.sequence_parallel = 1; break;
         case 'h': fputs(usage_text, stdout); return 0;
         default: return 2;
         }

@@ -17,6 +17,7 @@ void llm_options_init(llm_options *o)
     o->microbatch = 1;
     o->seq = 0;
     o->precision = DEV_BF16;
+    o->sequence_parallel = 0;
 }
 
 /* The shapes of one rank's share of the model. */
@@ -28,6 +29,8 @@ typedef struct shape {
     double h, d;         /* width, head width */
     double at, kvt;      /* query heads and key/value heads per rank */
     double ft, vt;       /* MLP width and vocabulary rows per rank */
+    double sp;           /* what the tensors outside the tensor-parallel regions are divided
+                            by: tp with sequence parallelism, else 1 */
 } shape;
 
 /* One layer's figures per microbatch on one rank: FLOPs (forward multiplies) and seconds. */
@@ -88,25 +91,42 @@ static void block_cost(const shape *c, cost *k)
     add_stream(c, k, bytes, kernels);
 }
 
+/* The attention core (Korthikanti et al. 2022's selective recomputation): the scores and
+ * values multiplies, the softmax and the attention dropout. Its forward time, s. */
+static double core_forward_s(const shape *c)
+{
+    double batch = c->b * c->at, s = c->s, d = c->d, probs = batch * s * s;
+    double bytes = 2 * probs * c->e + (c->t->dropout ? probs * (1 + c->e) : 0);
+    return device_gemm_s(c->dev, c->p, batch, s, s, d, 1) +
+           device_gemm_s(c->dev, c->p, batch, s, d, s, 1) + device_stream_s(c->dev, bytes, 1);
+}
+
+/* Bytes the attention core keeps for its backward: the softmax output and, with dropout,
+ * its mask and output (the 5 a s / (h t) term of s b h for GPT). */
+static double core_saved(const shape *c)
+{
+    double probs = c->b * c->at * c->s * c->s;
+    return probs * c->e + (c->t->dropout ? probs * (1 + c->e) : 0);
+}
+
 /* Bytes a block keeps for its backward beyond its input (the previous layer's output), per
  * Korthikanti et al. 2022 (Table 2's terms): the norms' outputs feeding the projections, the
- * queries and keys, the values, the probabilities (with their dropout mask and output), the
- * output projection's input, the MLP's inner tensors, the dropout masks. For GPT (e = 2,
- * f = 4h, kv = a, dropout) input + this = s b h (10 + 24/t + 5 a s / (h t)). */
+ * queries and keys, the values, the attention core's tensors, the output projection's
+ * input, the MLP's inner tensors, the dropout masks. The tensors outside the
+ * tensor-parallel regions (the norms' inputs and outputs, the residual masks) are one
+ * rank's share of the sequence with sequence parallelism (c->sp). For GPT (e = 2, f = 4h,
+ * kv = a, dropout) input + this = s b h (10 + 24/t + 5 a s / (h t)), and with sequence
+ * parallelism s b h / t (34 + 5 a s / h). */
 static double block_saved(const shape *c)
 {
     const transformer *t = c->t;
     double M = c->M, e = c->e, d = c->d;
-    double probs = c->b * c->at * c->s * c->s;
     double repl = 3 * M * c->h * e;                          /* LN1 out, LN2 in, LN2 out */
     double attn = M * (c->at + c->kvt) * d * e + M * c->kvt * d * e + M * c->at * d * e +
-                  probs * e;
+                  core_saved(c);
     double mlp = (t->gated_mlp ? 3 : 2) * M * c->ft * e;
-    if (t->dropout) {
-        repl += 2 * M * c->h;                                /* the two residual masks */
-        attn += probs * (1 + e);                             /* probability mask and output */
-    }
-    return repl + attn + mlp;
+    if (t->dropout) repl += 2 * M * c->h;                    /* the two residual masks */
+    return repl / c->sp + attn + mlp;
 }
 
 /* Output gradients of a block's projections, kept between the I and W passes. */
@@ -146,6 +166,15 @@ static int set_layer(profile *pr, int i, const char *name, const char *kind, con
     return 0;
 }
 
+/* Layer i's tensor-parallel collectives (none at tp 1): fwd and bwd of `bytes` each. */
+static void set_collectives(profile *pr, int i, double bytes, int fwd, int bwd)
+{
+    if (pr->tp < 2) return;
+    pr->layers[i].tp_collective_bytes = bytes;
+    pr->layers[i].tp_forward_collectives = fwd;
+    pr->layers[i].tp_backward_collectives = bwd;
+}
+
 /* Checks the options against the model; 0 or -1 with err set. */
 static int check_options(const transformer *t, const llm_options *o, long long seq,
                          plumb_err *err)
@@ -159,6 +188,10 @@ static int check_options(const transformer *t, const llm_options *o, long long s
     if (t->ffn % o->tp)
         return err_set(err, NULL, "--tp", "expected a divisor of the MLP width %lld (got %d)",
                        t->ffn, o->tp);
+    if (o->sequence_parallel && o->tp < 2)
+        return err_set(err, NULL, "--sequence-parallel", "expected --tp 2 or more (sequence "
+                       "parallelism splits the tensor-parallel ranks' sequence) (got --tp %d)",
+                       o->tp);
     if (o->microbatch < 1)
         return err_set(err, NULL, "--microbatch-size", "expected an integer >= 1 (got %d)",
                        o->microbatch);
@@ -192,16 +225,20 @@ profile *llm_profile_build(const transformer *t, const cluster *c, const char *c
     shape sh = {t, dev, o->precision, o->microbatch, (double)seq, (double)o->microbatch * seq,
                 dev_precision_bytes(o->precision), (double)t->hidden,
                 (double)transformer_head_dim(t), t->heads / tp, t->kv_heads / tp, t->ffn / tp,
-                ceil((double)t->vocab / tp)};
-    double M = sh.M, h = sh.h, e = sh.e, speed = dev->speed;
+                ceil((double)t->vocab / tp), o->sequence_parallel ? tp : 1};
+    double M = sh.M, h = sh.h, e = sh.e, speed = dev->speed, sp = sh.sp;
     double norm = t->norm == TF_LAYERNORM ? 2 * h : h;
     profile *pr = profile_alloc((int)t->layers + 2, 0);
     if (!pr) return err_set(err, NULL, NULL, "out of memory"), NULL;
     char src[512], name[32];
-    snprintf(src, sizeof src, "plumb analytic profile (docs/llm.md): %s on %s from %s, tp %d, "
+    snprintf(src, sizeof src, "plumb analytic profile (docs/llm.md): %s on %s from %s, tp %d%s, "
              "microbatch %d x %lld tokens, %s; times x speed %g", t->name, dev->name,
-             cluster_file, o->tp, o->microbatch, seq, dev_precision_name(o->precision), speed);
+             cluster_file, o->tp, o->sequence_parallel ? " sequence-parallel" : "",
+             o->microbatch, seq, dev_precision_name(o->precision), speed);
     pr->minibatch = o->microbatch;
+    pr->tp = o->tp;
+    pr->sequence_parallel = o->sequence_parallel ? 1 : 0;
+    pr->tokens_per_sample = seq;
     pr->input_bytes = M * 8; /* token ids as 64-bit integers */
     if (!(pr->name = strdup(t->name)) || !(pr->device = strdup(dev->name)) ||
         !(pr->source = strdup(src)))
@@ -210,16 +247,21 @@ profile *llm_profile_build(const transformer *t, const cluster *c, const char *c
     double pos = t->learned_positions ? 1 : 0;
     cost emb = {0, device_stream_s(dev, (2 + 2 * pos) * M * h * e, 1 + (int)pos), 0,
                 device_stream_s(dev, (2 + 2 * pos) * M * h * e, 1 + (int)pos)};
-    if (set_layer(pr, 0, "embed", "Embedding", &emb, speed, M * h * e,
-                  (sh.vt + pos * t->max_positions) * h * e, t->dropout ? M * h : 0, 0))
+    if (set_layer(pr, 0, "embed", "Embedding", &emb, speed, M * h * e / sp,
+                  (sh.vt + pos * t->max_positions) * h * e, t->dropout ? M * h / sp : 0, 0))
         goto oom;
+    set_collectives(pr, 0, M * h * e, 1, 0);
     cost blk = {0};
     block_cost(&sh, &blk);
+    double core_ms = core_forward_s(&sh) * 1e3 * speed, saved = block_saved(&sh);
     for (long long l = 0; l < t->layers; l++) {
         snprintf(name, sizeof name, "block%lld", l);
-        if (set_layer(pr, (int)l + 1, name, "TransformerBlock", &blk, speed, M * h * e,
-                      block_params(&sh) * e, block_saved(&sh), block_split_saved(&sh)))
+        if (set_layer(pr, (int)l + 1, name, "TransformerBlock", &blk, speed, M * h * e / sp,
+                      block_params(&sh) * e, saved, block_split_saved(&sh)))
             goto oom;
+        set_collectives(pr, (int)l + 1, M * h * e, 2, 2);
+        pr->layers[l + 1].selective_recompute_ms = core_ms;
+        pr->layers[l + 1].selective_saved_bytes = saved - core_saved(&sh);
     }
     /* LM head: final norm, logits (vocabulary split over ranks), cross-entropy in fp32 */
     cost head = {0};
@@ -228,8 +270,9 @@ profile *llm_profile_build(const transformer *t, const cluster *c, const char *c
     head.fwd_s += device_stream_s(dev, 2 * M * h * e, 1) + device_stream_s(dev, ce, 1);
     head.bwd_in_s += device_stream_s(dev, 4 * M * h * e, 2) + device_stream_s(dev, ce, 1);
     if (set_layer(pr, (int)t->layers + 1, "head", "LMHead", &head, speed, M * 4,
-                  (sh.vt * h + norm) * e, M * h * e + M * sh.vt * 4, M * sh.vt * e))
+                  (sh.vt * h + norm) * e, M * h * e / sp + M * sh.vt * 4, M * sh.vt * e))
         goto oom;
+    set_collectives(pr, (int)t->layers + 1, M * h * e, 0, 1);
     if (profile_validate(pr, "(analytic profile)", err)) {
         profile_free(pr);
         return NULL;
@@ -238,14 +281,4 @@ profile *llm_profile_build(const transformer *t, const cluster *c, const char *c
 oom:
     profile_free(pr);
     return err_set(err, NULL, NULL, "out of memory"), NULL;
-}
-
-void llm_block_collectives(const transformer *t, const llm_options *o, llm_collectives *out)
-{
-    long long seq = o->seq > 0 ? o->seq : t->max_positions;
-    int n = o->tp > 1 ? 2 : 0;
-    out->forward_allreduces = n;
-    out->backward_allreduces = n;
-    out->bytes = (double)o->microbatch * (double)seq * (double)t->hidden *
-                 dev_precision_bytes(o->precision);
 }

@@ -15,32 +15,28 @@ typedef struct llm_options {
     int microbatch;          /* sequences per profiled minibatch (the microbatch size), > 0 */
     long long seq;           /* tokens per sequence; 0: the model's max_position_embeddings */
     dev_precision precision; /* of weights, activations and the multiplies */
+    int sequence_parallel;   /* 1: sequence parallelism (needs tp > 1): the activations
+                                outside the tensor-parallel regions are split over the
+                                sequence, so each rank keeps 1/tp of them */
 } llm_options;
 
-/* tp 1, microbatch 1, the model's sequence length, bf16. */
+/* tp 1, microbatch 1, the model's sequence length, bf16, no sequence parallelism. */
 void llm_options_init(llm_options *o);
 
 /* Builds the profile of model t under o on the device type of the cluster c (whose file is
  * cluster_file, for messages). Times are ms per microbatch on one rank, multiplied by the
  * device type's speed so that planning on c divides them back to the device's own time; the
- * backward is split into input-gradient and weight-gradient halves. Returns a new profile
- * (profile_free), or NULL with err set to one line: a tp that does not divide the heads, key
- * and value heads or MLP width ("--tp"), a sequence longer than learned positions allow
- * ("--seq-len"), a cluster with several device types ("servers") or without the device
- * figures the roofline needs (the missing field). */
+ * backward is split into input-gradient and weight-gradient halves. The profile's tp,
+ * sequence_parallel and tokens_per_sample are o's; with tp > 1 each layer carries its
+ * tensor-parallel collectives (Megatron-LM's layout: a block 2 forward and 2 backward of
+ * B S h element bytes, the embedding 1 forward, the head 1 backward), and each block its
+ * selective recomputation (the attention core's forward time, and the bytes kept without
+ * the core's tensors). Returns a new profile (profile_free), or NULL with err set to one
+ * line: a tp that does not divide the heads, key and value heads or MLP width ("--tp"),
+ * sequence parallelism at tp 1 ("--sequence-parallel"), a sequence longer than learned
+ * positions allow ("--seq-len"), a cluster with several device types ("servers") or without
+ * the device figures the roofline needs (the missing field). */
 profile *llm_profile_build(const transformer *t, const cluster *c, const char *cluster_file,
                            const llm_options *o, plumb_err *err);
-
-/* The tensor-parallel collectives of one transformer block per microbatch, which the
- * profile's times leave out (Megatron-LM's layout: the attention and the MLP each end in a
- * row-parallel projection whose partial outputs are summed across the T ranks). */
-typedef struct llm_collectives {
-    int forward_allreduces;   /* all-reduces in the forward: 2 when T > 1, else 0 */
-    int backward_allreduces;  /* in the backward (the column-parallel inputs' gradients): 2 */
-    double bytes;             /* size of each: the block's activation, B S h element bytes */
-} llm_collectives;
-
-/* Fills *out for model t under o (o->seq 0: the model's length). */
-void llm_block_collectives(const transformer *t, const llm_options *o, llm_collectives *out);
 
 #endif

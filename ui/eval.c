@@ -303,6 +303,9 @@ plan *ui_replan(const ui_base *b, const cluster *clus, const ui_whatif *w, const
         cluster_free(pl->clus);
         pl->clus = cc;
         *origin = "plan file";
+    } else if (b->prof->tp > 1) { /* its planners hold whole layers on single devices */
+        return err_set(err, NULL, NULL, "a tensor-parallel layout (tp %d) is re-planned only "
+                       "by plumb plan --model FILE --tp --pp --dp", b->prof->tp), NULL;
     } else {
         /* the dashboard does not ask the native planner for V placements */
         int can = b->planner == UI_PLANNER_NATIVE

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # llm.sh: transformers end to end on the real binary: the analytic profile of GPT-3 175B at
-# tp 8 on DGX A100 nodes, planned on the first 64 GPUs of a 3072-GPU cluster file and
-# simulated; every shipped config profiles; a config with a missing or unknown key, a bad
+# tp 8 on DGX A100 nodes (which plan -p refuses: its planners hold whole layers), Llama-3-70B
+# at tp 1 planned on the first 64 GPUs of a 3072-GPU cluster file and simulated; every shipped config profiles; a config with a missing or unknown key, a bad
 # --tp and a --gpus that is not whole nodes get one line naming the key or option, exit 2,
 # and no output file.
 set -u
@@ -19,8 +19,13 @@ ok() { # ok NAME CMD...
 ok profile-gpt3 "$P" profile --model examples/llm/gpt3-175b.json -c $A100 --tp 8 -o "$d/p.json"
 grep -q '"plumb-profile/1"' "$d/p.json" || { echo "FAIL profile-gpt3: no profile"; fail=1; }
 [ "$(grep -c '"TransformerBlock"' "$d/p.json")" = 96 ] || { echo "FAIL: expected 96 blocks"; fail=1; }
-ok plan-64 "$P" plan -p "$d/p.json" -c $A100 --gpus 64 -o "$d/plan.json"
-grep -q 'devices 56-63\|devices 5[0-9]-63' "$d/out" || { echo "FAIL plan-64: last stage does not end at device 63:"; cat "$d/out"; fail=1; }
+grep -q '"tensor_parallel":[[:space:]]*8' "$d/p.json" || { echo "FAIL profile-gpt3: no tensor_parallel 8"; fail=1; }
+# a tensor-parallel profile is laid out by plan --model (tests/e2e/llm3d.sh), not by plan -p
+expect_bad plan-tp-profile 'p.json: tensor_parallel: expected 1: plumb plan -p places whole layers' \
+    "$P" plan -p "$d/p.json" -c $A100 --gpus 64 -o "$d/plan.json"
+ok profile-llama70 "$P" profile --model examples/llm/llama3-70b.json -c $A100 --seq-len 4096 -o "$d/p1.json"
+ok plan-64 "$P" plan -p "$d/p1.json" -c $A100 --gpus 64 -o "$d/plan.json"
+grep -q 'devices 56-63\|devices 5[0-9]-63\|devices 6[0-3]-63' "$d/out" || { echo "FAIL plan-64: last stage does not end at device 63:"; cat "$d/out"; fail=1; }
 ok sim "$P" sim "$d/plan.json" --json
 grep -q '"samples_per_s"' "$d/out" || { echo "FAIL sim: no throughput"; head -5 "$d/out"; fail=1; }
 ok info "$P" info $A100

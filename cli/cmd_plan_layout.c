@@ -1,0 +1,283 @@
+/* cmd_plan_layout.c: `plumb plan --model FILE -c CLUSTER --tp T --pp P --dp D ...`: a fixed
+ * tensor x pipeline x data layout of a transformer (planner/layout3d.h), simulated once
+ * (sim/sim.h) and reported as text (the layout, iteration time, throughput, per pipeline
+ * rank memory against capacity) or as the simulator's JSON report; -o writes the plan.
+ * cli/cmd_plan.c hands it the arguments when they name --model. Bad input and a layout
+ * that does not fit its devices' memory: one line, exit 2, nothing written. */
+#include <cjson/cJSON.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "core/device.h"
+#include "core/json.h"
+#include "core/schedule_traits.h"
+#include "core/units.h"
+#include "planner/layout3d.h"
+#include "sim/sim.h"
+
+int cmd_plan_layout(int argc, char **argv);
+
+static const char *const usage_text =
+    "usage: plumb plan --model FILE -c CLUSTER.json --tp T --pp P --dp D --global-batch B\n"
+    "                  [--gpus N] [--microbatch-size b] [--interleave V]\n"
+    "                  [--recompute none|selective|full] [--checkpoint-layers K]\n"
+    "                  [--sequence-parallel] [--zero 0|1] [--precision bf16|fp16|fp32]\n"
+    "                  [--schedule KIND] [--seq-len S] [--json] [-o PLAN.json]\n"
+    "\n"
+    "Lays a transformer out as Megatron-LM does and simulates it: the blocks split evenly\n"
+    "over pp x V virtual stages (the embedding with the first, the head with the last),\n"
+    "virtual stage k on pipeline rank k %% pp, ranks ordered tensor-parallel fastest, then\n"
+    "data-parallel, then pipeline (docs/llm.md, \"3D layouts\").\n"
+    "\n"
+    "  --model FILE            the transformer (Hugging Face config.json or\n"
+    "                          plumb-transformer/1)\n"
+    "  -c, --cluster FILE      the cluster (its device type costs the layers)\n"
+    "  --gpus N                the first N devices, whole servers (default: tp x pp x dp,\n"
+    "                          or the whole cluster)\n"
+    "  --tp T, --pp P, --dp D  tensor-parallel ranks (within one server), pipeline ranks,\n"
+    "                          data-parallel replicas; give two and the third is\n"
+    "                          N / (their product)\n"
+    "  --global-batch B        sequences per iteration (a multiple of dp x b)\n"
+    "  --microbatch-size b     sequences per microbatch (default 1)\n"
+    "  --interleave V          virtual stages per pipeline rank (default 1; V > 1: the\n"
+    "                          interleaved schedule)\n"
+    "  --recompute KIND        none (default), selective (the attention core) or full\n"
+    "  --checkpoint-layers K   full recompute keeps every K-th block's input (default 1)\n"
+    "  --sequence-parallel     sequence parallelism (needs tp > 1)\n"
+    "  --zero 0|1              1: the optimizer state sharded over the replicas\n"
+    "  --precision P           bf16 (default), fp16, tf32 or fp32\n"
+    "  --schedule KIND         1f1b-flush (default; interleaved with V > 1), gpipe, zb-h1,\n"
+    "                          pipedream, 2bw, interleaved, zb-v, dualpipev\n"
+    "  --seq-len S             tokens per sequence (default: max_position_embeddings)\n"
+    "  --json                  print the simulator's report (plumb-sim-report/1)\n"
+    "  -o, --output FILE       write the plan (plumb-plan/1), atomically\n"
+    "  -h, --help              this text\n"
+    "Exit status: 0 ok; 2 bad input or a layout that does not fit its devices' memory (one\n"
+    "line; nothing written).\n";
+
+enum { O_MODEL = 1200, O_GPUS, O_TP, O_PP, O_DP, O_GB, O_MBS, O_V, O_RC, O_CKPT, O_SP, O_ZERO,
+       O_PREC, O_SCHED, O_SEQ, O_JSON };
+
+/* Parses the options into o; 1 after --help, 2 after one line, else 0. */
+static int parse(int argc, char **argv, layout3d_options *o, const char **model,
+                 const char **clus, const char **out, int *json)
+{
+    static const struct option longopts[] = {
+        {"model", required_argument, 0, O_MODEL}, {"cluster", required_argument, 0, 'c'},
+        {"output", required_argument, 0, 'o'}, {"gpus", required_argument, 0, O_GPUS},
+        {"tp", required_argument, 0, O_TP}, {"pp", required_argument, 0, O_PP},
+        {"dp", required_argument, 0, O_DP}, {"global-batch", required_argument, 0, O_GB},
+        {"microbatch-size", required_argument, 0, O_MBS},
+        {"interleave", required_argument, 0, O_V}, {"recompute", required_argument, 0, O_RC},
+        {"checkpoint-layers", required_argument, 0, O_CKPT},
+        {"sequence-parallel", no_argument, 0, O_SP}, {"zero", required_argument, 0, O_ZERO},
+        {"precision", required_argument, 0, O_PREC}, {"schedule", required_argument, 0, O_SCHED},
+        {"seq-len", required_argument, 0, O_SEQ}, {"json", no_argument, 0, O_JSON},
+        {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+    const char *cmd = "plan";
+    int c, v, seq;
+    o->microbatch_size = 1;
+    optind = 0;
+    while ((c = cli_getopt(cmd, argc, argv, "c:o:h", longopts)) != -1) {
+        switch (c) {
+        case O_MODEL: *model = optarg; break;
+        case 'c': *clus = optarg; break;
+        case 'o': *out = optarg; break;
+        case O_JSON: *json = 1; break;
+        case O_SP: o->sequence_parallel = 1; break;
+        case O_GPUS:
+            if (cli_int(cmd, "--gpus", optarg, 1, CLUSTER_MAX_DEVICES, &o->gpus))
+                return 2;
+            break;
+        case O_TP: if (cli_int(cmd, "--tp", optarg, 1, 4096, &o->tp)) return 2; break;
+        case O_PP: if (cli_int(cmd, "--pp", optarg, 1, 65536, &o->pp)) return 2; break;
+        case O_DP: if (cli_int(cmd, "--dp", optarg, 1, 1 << 20, &o->dp)) return 2; break;
+        case O_GB:
+            if (cli_int(cmd, "--global-batch", optarg, 1, 1 << 24, &o->global_batch))
+                return 2;
+            break;
+        case O_MBS:
+            if (cli_int(cmd, "--microbatch-size", optarg, 1, 1 << 20, &o->microbatch_size))
+                return 2;
+            break;
+        case O_V:
+            if (cli_int(cmd, "--interleave", optarg, 1, 64, &o->interleave))
+                return 2;
+            break;
+        case O_CKPT:
+            if (cli_int(cmd, "--checkpoint-layers", optarg, 0, 1 << 20, &o->checkpoint_layers))
+                return 2;
+            break;
+        case O_ZERO: if (cli_int(cmd, "--zero", optarg, 0, 1, &o->zero)) return 2; break;
+        case O_SEQ:
+            if (cli_int(cmd, "--seq-len", optarg, 1, 100000000, &seq)) return 2;
+            o->seq = seq;
+            break;
+        case O_RC:
+            if ((v = recompute_kind_parse(optarg)) < 0)
+                return cli_fail(cmd, "--recompute: expected none, selective or full (got "
+                                "\"%s\")", optarg);
+            o->recompute = v;
+            break;
+        case O_PREC:
+            if ((v = dev_precision_parse(optarg)) < 0)
+                return cli_fail(cmd, "--precision: expected bf16, fp16, tf32 or fp32 (got "
+                                "\"%s\")", optarg);
+            o->precision = (dev_precision)v;
+            break;
+        case O_SCHED:
+            if ((v = sched_kind_parse(optarg)) < 0) {
+                char kinds[160];
+                return cli_fail(cmd, "--schedule: expected %s (got \"%s\")",
+                                sched_kind_list(kinds, sizeof kinds, ", "), optarg);
+            }
+            o->schedule = v;
+            break;
+        case 'h': fputs(usage_text, stdout); return 1;
+        default: return 2;
+        }
+    }
+    if (optind < argc)
+        return cli_fail(cmd, "unexpected argument \"%s\"; see plumb plan --model --help",
+                        argv[optind]);
+    if (!*model) return cli_fail(cmd, "expected --model FILE");
+    if (!*clus) return cli_fail(cmd, "expected -c CLUSTER.json with --model");
+    if (!o->global_batch) return cli_fail(cmd, "expected --global-batch B with --model");
+    if (o->checkpoint_layers > 0 && o->recompute != RECOMPUTE_FULL)
+        return cli_fail(cmd, "--checkpoint-layers: belongs to --recompute full");
+    return 0;
+}
+
+/* The device report of cluster device dev, or NULL. */
+static const sim_device_report *device_of(const sim_report *r, int dev)
+{
+    for (int i = 0; i < r->ndevices; i++)
+        if (r->devices[i].device == dev) return &r->devices[i];
+    return NULL;
+}
+
+/* The first device that does not fit, as `plumb: MODEL: stages[S]: ...` into msg; 0 when
+ * every device fits. */
+static int no_fit(const char *model, const sim_report *r, char *msg, size_t n)
+{
+    if (r->fits) return 0;
+    for (int i = 0; i < r->ndevices; i++) {
+        const sim_device_report *d = &r->devices[i];
+        if (d->mem.fits) continue;
+        char got[32], cap[32];
+        snprintf(msg, n, "plumb: %s: stages[%d]: expected the layout to fit the memory of its "
+                 "devices (got %s on device %d of capacity %s); try more pipeline ranks, "
+                 "--recompute, --sequence-parallel or --zero 1", model,
+                 d->nstages > 0 ? d->stages[0] : 0, units_bytes(d->mem.total, got, sizeof got),
+                 d->device, units_bytes(d->mem.capacity, cap, sizeof cap));
+        return 1;
+    }
+    snprintf(msg, n, "plumb: %s: expected the layout to fit its devices' memory", model);
+    return 1;
+}
+
+static void print_text(const plan *pl, const layout3d_dims *d, const sim_report *r)
+{
+    char b[6][32];
+    const profile *p = pl->prof;
+    printf("plumb plan: %s on %s, %d GPUs: tp %d x pp %d x dp %d, schedule %s", p->name,
+           pl->clus->name ? pl->clus->name : "cluster", d->gpus, d->tp, d->pp, d->dp,
+           sched_kind_name(pl->schedule));
+    if (pl->chunks > 1) printf(" (%d virtual stages per rank)", pl->chunks);
+    printf("\nrecompute %s", recompute_kind_name((recompute_kind)pl->recompute));
+    if (pl->recompute == RECOMPUTE_FULL) printf(" (every %d blocks)", pl->checkpoint_layers);
+    printf(", sequence parallel %s, zero %d, %s\n", pl->sequence_parallel ? "on" : "off",
+           pl->zero, dev_precision_name(pl->precision));
+    printf("global batch %d sequences of %lld tokens: %d microbatches of %d, %d per replica\n",
+           plan_minibatch(pl), p->tokens_per_sample, pl->microbatches, pl->microbatch_size,
+           pl->microbatches / d->dp);
+    for (int k = 0; k < pl->nstages; k++) {
+        const plan_stage *s = &pl->stages[k];
+        int lo = s->devices[0], hi = s->devices[s->replicas - 1] + d->tp - 1;
+        printf("stage %d: layers %d-%d (%s .. %s) on devices %d-%d (%d group%s of %d)\n", k,
+               s->first_layer, s->last_layer, p->layers[s->first_layer].name,
+               p->layers[s->last_layer].name, lo, hi, s->replicas,
+               s->replicas == 1 ? "" : "s", d->tp);
+    }
+    printf("iteration %.4f s, %.2f samples/s", r->iteration_s, r->samples_per_s);
+    if (r->tokens_per_s > 0) printf(", %.0f tokens/s", r->tokens_per_s);
+    printf(", bubble %.1f %%\n", 100 * r->bubble_fraction);
+    if (r->tflops_per_gpu >= 0 && r->mfu >= 0)
+        printf("%.1f TFLOP/s per GPU (model FLOPs %.1f), MFU %.1f %%\n", r->tflops_per_gpu,
+               r->model_tflops_per_gpu, 100 * r->mfu);
+    printf("memory per pipeline rank (its first group's first device):\n");
+    for (int rank = 0; rank < d->pp; rank++) {
+        int dev = layout3d_group_device(rank, 0, d->tp, d->dp);
+        const sim_device_report *dr = device_of(r, dev);
+        if (!dr) continue;
+        const sim_memory *m = &dr->mem;
+        printf("  rank %d (device %d): weights %s, gradients %s, optimizer %s, activations %s, "
+               "peak %s of %s%s\n", rank, dev, units_bytes(m->weights, b[0], sizeof b[0]),
+               units_bytes(m->gradients, b[1], sizeof b[1]),
+               units_bytes(m->optimizer, b[2], sizeof b[2]),
+               units_bytes(m->activations, b[3], sizeof b[3]),
+               units_bytes(m->total, b[4], sizeof b[4]),
+               units_bytes(m->capacity, b[5], sizeof b[5]), m->fits ? "" : " DOES NOT FIT");
+    }
+}
+
+int cmd_plan_layout(int argc, char **argv)
+{
+    layout3d_options o;
+    layout3d_options_init(&o);
+    const char *mpath = NULL, *cpath = NULL, *out = NULL;
+    int json = 0, rc = parse(argc, argv, &o, &mpath, &cpath, &out, &json);
+    if (rc) return rc == 1 ? 0 : 2;
+    const char *inputs[2] = {mpath, cpath};
+    if (out && cli_output_ok("plan", "-o", out, inputs, 2)) return 2;
+    plumb_err err = {{0}};
+    transformer *t = transformer_load(mpath, &err);
+    cluster *cl = t ? cluster_load(cpath, &err) : NULL;
+    layout3d_dims d;
+    plan *pl = NULL;
+    sim_report *r = NULL;
+    cJSON *j = NULL;
+    char *text = NULL, msg[PLUMB_ERR_MAX + 256];
+    rc = 2;
+    if (!cl) goto bad;
+    if (layout3d_resolve(t, cl, cpath, &o, &d, &err)) goto bad;
+    if (!(pl = layout3d_build(t, cl, cpath, &o, &err))) goto bad;
+    if (!(r = sim_run(pl, NULL, &err))) {
+        fprintf(stderr, "plumb: %s: the layout: %s\n", mpath, err.msg);
+        goto done;
+    }
+    if (no_fit(mpath, r, msg, sizeof msg)) {
+        fprintf(stderr, "%s\n", msg);
+        goto done;
+    }
+    pl->pred_iteration_s = r->iteration_s;
+    pl->pred_samples_per_s = r->samples_per_s;
+    if (!(j = sim_report_to_json(r, NULL, out))) goto oom;
+    if (json && !(text = cJSON_Print(j))) goto oom;
+    if (out && plan_save(pl, out, &err)) goto bad;
+    if (json) {
+        printf("%s\n", text);
+    } else {
+        print_text(pl, &d, r);
+        if (out) printf("plan written to %s\n", out);
+    }
+    rc = 0;
+    goto done;
+oom:
+    fprintf(stderr, "plumb: plan: out of memory\n");
+    rc = 1;
+    goto done;
+bad:
+    if (err.msg[0] == '-') cli_fail("plan", "%s", err.msg); /* an option's value */
+    else err_print(&err);
+done:
+    free(text);
+    cJSON_Delete(j);
+    sim_report_free(r);
+    plan_free(pl);
+    cluster_free(cl);
+    transformer_free(t);
+    return rc;
+}

@@ -1,0 +1,67 @@
+/* layout3d.h: a fixed tensor x pipeline x data layout of a transformer, as Megatron-LM lays
+ * it out: the analytic profile at the layout's tensor-parallel degree (planner/llm_profile.h),
+ * the blocks split evenly over pp x v virtual stages (the embedding with the first, the head
+ * with the last), virtual stage k on pipeline rank k % pp (or the schedule's own placement),
+ * and Megatron's rank order (tensor-parallel ranks fastest, then data-parallel, then
+ * pipeline): replica r of pipeline rank p on the group whose first device is (p dp + r) tp.
+ * The global batch is dealt over the dp replicas in microbatches (docs/llm.md, "3D
+ * layouts"). The search over layouts is not here: every dimension is given or derived. */
+#ifndef PLUMB_LAYOUT3D_H
+#define PLUMB_LAYOUT3D_H
+
+#include "core/cluster.h"
+#include "core/plan.h"
+#include "core/transformer.h"
+
+typedef struct layout3d_options {
+    int gpus;              /* devices used, whole servers from the cluster's first; 0: tp x pp
+                              x dp when all three are given, else the whole cluster */
+    int tp, pp, dp;        /* 0: not given; with two given, the third is gpus / (product) */
+    int global_batch;      /* sequences per iteration, > 0 */
+    int microbatch_size;   /* sequences per microbatch, > 0 */
+    int interleave;        /* virtual stages per pipeline rank; 0: 1, or the schedule's
+                              default chunks */
+    int recompute;         /* recompute_kind */
+    int checkpoint_layers; /* full recompute's checkpoint interval; -1: 1 for full, else 0 */
+    int sequence_parallel; /* 1: sequence parallelism (needs tp > 1) */
+    int zero;              /* 0, or 1: the distributed optimizer */
+    dev_precision precision;
+    int schedule;          /* sched_kind; -1: interleaved when interleave > 1, else
+                              1f1b-flush */
+    long long seq;         /* tokens per sequence; 0: the model's max_position_embeddings */
+} layout3d_options;
+
+/* Nothing given (tp, pp, dp, gpus 0), global batch and microbatch size 0 (the caller must
+ * set them), interleave 0, no recomputation, default checkpoints, no sequence parallelism,
+ * zero 0, bf16, the default schedule, the model's sequence length. */
+void layout3d_options_init(layout3d_options *o);
+
+/* The resolved dimensions of a layout (layout3d_resolve). */
+typedef struct layout3d_dims {
+    int gpus, tp, pp, dp, interleave, microbatches;
+    sched_kind schedule;
+} layout3d_dims;
+
+/* Derives and checks the dimensions of o for model t on cluster c (file cluster_file, for
+ * messages) without building anything: the missing dimension, the schedule and its chunks,
+ * the microbatches. 0, or -1 with err set to one line naming the option ("--tp", "--pp",
+ * "--dp", "--gpus", "--interleave", "--global-batch", "--schedule", ...). */
+int layout3d_resolve(const transformer *t, const cluster *c, const char *cluster_file,
+                     const layout3d_options *o, layout3d_dims *dims, plumb_err *err);
+
+/* The first device of the tensor-parallel group of replica r of pipeline rank p
+ * (Megatron-LM's order: tp fastest, then dp, then pp): (p dp + r) tp. */
+int layout3d_group_device(int p, int r, int tp, int dp);
+
+/* Builds the plan of model t under o on the first gpus devices of cluster c: the profile
+ * from llm_profile_build (tp, sequence parallelism, microbatch size, precision, sequence
+ * length of o), the stages, devices, microbatches, recomputation, ZeRO, precision and the
+ * adam optimizer. The plan embeds the cut cluster and owns copies of everything. Returns a
+ * new plan (plan_free), or NULL with err set to one line: what layout3d_resolve refuses,
+ * what llm_profile_build refuses (a tp that does not divide the heads, key/value heads or
+ * MLP width; --seq-len; --sequence-parallel at tp 1; the device figures), or out of
+ * memory. */
+plan *layout3d_build(const transformer *t, const cluster *c, const char *cluster_file,
+                     const layout3d_options *o, plumb_err *err);
+
+#endif

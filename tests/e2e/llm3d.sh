@@ -1,0 +1,107 @@
+#!/usr/bin/env bash
+# llm3d.sh: fixed tensor x pipeline x data layouts end to end on the real binary: GPT-3 175B
+# on 1024 A100s at tp 8 x pp 8 x dp 16 (global batch 1536, full recomputation) is laid out,
+# simulated and reported (text and JSON, the layout echoed); an interleaved layout is written
+# with -o and read back by plumb sim and the dashboard's snapshot; each bad input gets one
+# line, exit 2, no output and no file; an output never overwrites an input.
+set -u
+P=${PLUMB:-./plumb}
+d=$(mktemp -d)
+trap 'rm -rf "$d"' EXIT
+fail=0
+A100=profiles/clusters/dgx-a100-80g.json
+GPT3=examples/llm/gpt3-175b.json
+. "$(dirname "$0")/lib/expect.sh" # expect_bad NAME PATTERN CMD...
+ok() { # ok NAME CMD...
+    local name=$1; shift
+    if ! "$@" >"$d/out" 2>"$d/err"; then echo "FAIL $name:"; cat "$d/err"; fail=1; fi
+}
+has() { # has NAME PATTERN: $d/out matches the extended regular expression
+    grep -Eq -- "$2" "$d/out" || { echo "FAIL $1: no '$2' in:"; head -40 "$d/out"; fail=1; }
+}
+bad() { # bad NAME PATTERN ARGS...: plan exits 2 with one line, prints nothing, writes nothing
+    local name=$1 pat=$2; shift 2
+    expect_bad "$name" "$pat" "$P" plan --model $GPT3 -c $A100 "$@" -o "$d/bad.json"
+    [ -s "$d/out" ] && { echo "FAIL $name: printed output:"; head -3 "$d/out"; fail=1; }
+    [ -e "$d/bad.json" ] && { echo "FAIL $name: wrote its output"; rm -f "$d/bad.json"; fail=1; }
+}
+LAYOUT=(--gpus 1024 --tp 8 --pp 8 --dp 16 --global-batch 1536 --microbatch-size 1 --recompute full)
+
+ok text "$P" plan --model $GPT3 -c $A100 "${LAYOUT[@]}"
+has text '^plumb plan: gpt3-175b on .*1024 GPUs: tp 8 x pp 8 x dp 16, schedule 1f1b-flush'
+has text '^stage 0: layers 0-12 \(embed \.\. block11\) on devices 0-127 \(16 groups of 8\)'
+has text '^stage 7: layers 85-97 \(block84 \.\. head\) on devices 896-1023 \(16 groups of 8\)'
+has text '1536 microbatches of 1, 96 per replica'
+has text '^iteration [0-9.]+ s, [0-9.]+ samples/s'
+has text '^  rank 7 \(device 896\): weights .* peak .* of 79.00 GiB$'
+
+ok json "$P" plan --model $GPT3 -c $A100 "${LAYOUT[@]}" --json
+for k in iteration_s samples_per_s tp pp dp interleave global_batch microbatch_size recompute \
+         sequence_parallel zero precision gpus; do
+    has "json-$k" "^	\"$k\":"
+done
+has json-tp '^	"tp":	8,'
+has json-pp '^	"pp":	8,'
+has json-dp '^	"dp":	16,'
+has json-gb '^	"global_batch":	1536,'
+has json-gpus '^	"gpus":	1024'
+# the simulator's 3D figures
+for k in tokens_per_s tflops_per_gpu model_tflops_per_gpu mfu weights_bytes \
+         gradients_bytes optimizer_bytes activations_bytes peak_bytes; do
+    has "json-$k" "\"$k\":"
+done
+
+# interleaved with data parallelism: dp whole interleaved pipelines
+ok interleave-dp "$P" plan --model $GPT3 -c $A100 "${LAYOUT[@]}" --interleave 2
+has interleave-dp 'tp 8 x pp 8 x dp 16, schedule interleaved \(2 virtual stages per rank\)'
+has interleave-dp '96 per replica'
+
+# interleaved, written and read back
+ok interleaved "$P" plan --model $GPT3 -c $A100 --gpus 64 --tp 8 --pp 8 --global-batch 64 \
+    --interleave 2 --recompute selective --sequence-parallel --zero 1 -o "$d/plan.json"
+has interleaved 'schedule interleaved \(2 virtual stages per rank\)'
+has interleaved '^stage 15: layers 91-97 \(block90 \.\. head\) on devices 56-63'
+has interleaved "plan written to $d/plan.json"
+ok sim "$P" sim "$d/plan.json" --json
+has sim '"schedule":	"interleaved"'
+has sim '"nstages":	16'
+sim_it=$(grep -m1 '^	"iteration_s":' "$d/out")
+ok interleaved-json "$P" plan --model $GPT3 -c $A100 --gpus 64 --tp 8 --pp 8 --global-batch 64 \
+    --interleave 2 --recompute selective --sequence-parallel --zero 1 --json
+[ -n "$sim_it" ] && [ "$(grep -m1 '^	"iteration_s":' "$d/out")" = "$sim_it" ] ||
+    { echo "FAIL sim-same: plumb sim on the written plan ($sim_it) differs from plan --json"; fail=1; }
+ok ui "$P" ui "$d/plan.json" --snapshot 100x30
+has ui 'gpt3-175b on dgx-a100-80g +interleaved'
+# a what-if that re-plans says that a tensor-parallel layout is re-laid out by plan --model
+ok ui-replan "$P" ui "$d/plan.json" --snapshot 100x30 --keys +
+has ui-replan 'a tensor-parallel layout \(tp 8\) is re-planned only by plumb plan --model'
+
+bad tp-server '--tp: expected at most the 8 devices of one server (got 16)' \
+    --gpus 1024 --tp 16 --pp 8 --dp 8 --global-batch 1536
+bad tp-heads 'plan: --tp: expected a divisor of the 12 attention heads (got 8)' \
+    --gpus 64 --tp 8 --pp 4 --dp 2 --global-batch 64 --model examples/llm/gpt2.json
+bad product '--gpus: expected tp x pp x dp = 8 x 8 x 16 = 1024 devices (got 512)' \
+    --gpus 512 --tp 8 --pp 8 --dp 16 --global-batch 1536
+bad gpus-servers 'dgx-a100-80g.json: --gpus: expected a multiple of the 8 devices per server (got 12)' \
+    --gpus 12 --tp 4 --pp 3 --global-batch 8
+bad gpus-file '--gpus: expected at most the cluster.s 3072 devices (got 4096)' \
+    --gpus 4096 --tp 8 --pp 8 --dp 64 --global-batch 4096
+bad batch '--global-batch: expected a multiple of dp x microbatch size = 16 x 2 = 32 (got 1000)' \
+    "${LAYOUT[@]}" --global-batch 1000 --microbatch-size 2
+bad pp-layers '--pp: expected --pp x --interleave to divide the 96 layers (got 5 x 1 = 5)' \
+    --gpus 40 --tp 8 --pp 5 --global-batch 8
+bad interleave-kind '--interleave: expected 1 with schedule zb-h1, which runs one stage per pipeline rank (got 2)' \
+    --gpus 64 --tp 8 --pp 8 --global-batch 64 --interleave 2 --schedule zb-h1
+bad two-dims '--tp/--pp/--dp: expected at least two of the three' --gpus 64 --tp 8 --global-batch 64
+bad sp-tp1 '--sequence-parallel: expected --tp 2 or more' \
+    --gpus 64 --tp 1 --pp 8 --dp 8 --global-batch 64 --sequence-parallel
+bad no-fit 'gpt3-175b.json: stages\[0\]: expected the layout to fit the memory of its devices' \
+    --gpus 64 --tp 8 --pp 1 --dp 8 --global-batch 64
+
+cp $GPT3 "$d/model.json"
+before=$(cksum <"$d/model.json")
+expect_bad out-is-model '-o .*model.json: is the input' \
+    "$P" plan --model "$d/model.json" -c $A100 --gpus 64 --tp 8 --pp 8 --global-batch 64 -o "$d/model.json"
+[ "$(cksum <"$d/model.json")" = "$before" ] || { echo "FAIL: the model was overwritten"; fail=1; }
+[ $fail = 0 ] && echo "llm3d.sh: ok"
+exit $fail
