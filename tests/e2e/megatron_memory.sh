@@ -132,15 +132,15 @@ for k, r in enumerate(rows, 1):
     run, measures, gpus, tp = g("run"), g("measures"), int(g("gpus")), int(g("tp"))
     pub = float(g("published_peak_bytes"))
     path = os.path.join(tmp, f"{k}.json")
-    if not os.path.exists(path):
-        print(f"{run:28} {measures:18} {'':>3} {pub / GIB:9.2f} {'(failed)':>9}")
-        bad += 1
-        continue
-    try:
-        rep = json.load(open(path))
-        dev, pred = device_of(rep, measures, gpus, tp)
+    try:  # a row whose plan failed has no report (the shell loop said why)
+        rep = json.load(open(path)) if os.path.exists(path) else None
+        dev, pred = device_of(rep, measures, gpus, tp) if rep else (None, None)
     except (ValueError, KeyError, TypeError, StopIteration) as e:
         print(f"FAIL {run}: the report has no usable memory figures ({e!r})")
+        bad += 1
+        continue
+    if rep is None:
+        print(f"{run:28} {measures:18} {'':>3} {pub / GIB:9.2f} {'(failed)':>9}")
         bad += 1
         continue
     for key in ("tp", "pp", "dp", "interleave"):
