@@ -42,7 +42,7 @@ if ! command -v python3 >/dev/null; then
 fi
 
 fail=0
-# plan_json OUT ARGS...: plumb plan's report into OUT; a layout that does not fit is rerun on
+# plan_json OUT CLUSTER ARGS...: plumb plan's report into OUT; a layout that does not fit is rerun on
 # the cluster copy with 2^20 GiB per device and OUT.nofit records the refusal
 plan_json() {
     local out=$1 cluster=$2
@@ -82,9 +82,10 @@ while IFS=$'\t' read -r run model cluster gpus tp pp dp gb mbs seq il rc sp zero
     fi
     if [ "$rc" = none ]; then
         plan_json "$d/$n.sel.json" "$c" "${args[@]}" --recompute selective || rm -f "$d/$n.sel.json"
-        "$P" profile --model "examples/llm/$model.json" -c "$c" --tp "$tp" --microbatch-size "$mbs" \
-            --seq-len "$seq" --precision "$prec" -o "$d/$n.prof.json" >/dev/null 2>&1 ||
-            rm -f "$d/$n.prof.json"
+        pargs=(--tp "$tp" --microbatch-size "$mbs" --seq-len "$seq" --precision "$prec")
+        [ "$sp" = 1 ] && pargs+=(--sequence-parallel)
+        "$P" profile --model "examples/llm/$model.json" -c "$c" "${pargs[@]}" \
+            -o "$d/$n.prof.json" >/dev/null 2>&1 || rm -f "$d/$n.prof.json"
     fi
 done <"$TSV"
 
