@@ -251,6 +251,7 @@ int cmd_train(int argc, char **argv)
     const backend *bk = cli_backend("train", bkname, precision);
     if (!bk) return 2;
     char *resume_found = NULL;
+    ckpt resume_state = {0, 0, NULL, NULL, NULL}; /* read once, handed to the run */
     { /* the device must exist (a GPU for cuda): one line, status 2, before MPI starts */
         bk_ctx *probe = bk->create(device, &err);
         if (!probe) { err_print(&err); return 2; }
@@ -284,7 +285,8 @@ int cmd_train(int argc, char **argv)
         mbsize = 64 / nmicro > 0 ? 64 / nmicro : 1;
     }
     if (resumepath) {
-        if (!(resume_found = train_resume_open(resumepath, m, okind, &err))) goto fail;
+        if (!(resume_found = train_resume_open(resumepath, m, okind, &resume_state, &err)))
+            goto fail;
         resumepath = resume_found;
     }
     train_data_spec dspec = {data, datadir, textfile, samples};
@@ -298,7 +300,8 @@ int cmd_train(int argc, char **argv)
         .bk = bk, .device = device, .m = m, .train = tr, .test = te,
         .cfg = {.microbatch = mbsize, .microbatches = nmicro, .opt = train_default_opt(okind)},
         .epochs = epochs, .steps = steps, .seed = m->seed, .log_every = logevery,
-        .log = quiet ? NULL : stdout, .resume = resumepath, .save = savepath,
+        .log = quiet ? NULL : stdout, .resume = resumepath,
+        .resume_state = resume_found ? &resume_state : NULL, .save = savepath,
         .checkpoint_dir = ckdir, .checkpoint_every = ckevery,
         .recompute = recompute || (pl && pl->recompute), .fault = fault, .timeout_s = timeout,
     };
@@ -352,6 +355,7 @@ out:
     if (nccl_ctx) bk->destroy(nccl_ctx);
     if (mpi_on) tplug->session_end(rc);
     free(resume_found);
+    ckpt_free(&resume_state);
     data_free(tr);
     data_free(te);
     plan_free(pl);

@@ -6,7 +6,6 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "exec/checkpoint.h"
 
 int train_data_load(const model *m, const char *model_path, const train_data_spec *spec,
                     dataset **train, dataset **test, plumb_err *err)
@@ -46,27 +45,31 @@ fail:
     return -1;
 }
 
-char *train_resume_open(const char *path, const model *m, int opt_kind, plumb_err *err)
+char *train_resume_open(const char *path, const model *m, int opt_kind, ckpt *state,
+                        plumb_err *err)
 {
     static const char *const names[] = {"sgd", "momentum", "adam"};
     struct stat sb;
     char *found = NULL;
+    memset(state, 0, sizeof *state);
     if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) {
-        if (!(found = ckpt_find_latest(path, m, err))) return NULL;
-    } else if (!(found = strdup(path))) {
-        err_set(err, NULL, NULL, "out of memory");
-        return NULL;
+        if (!(found = ckpt_find_latest(path, m, state, err))) return NULL;
+    } else {
+        if (ckpt_load(path, m, state, err)) return NULL;
+        if (!(found = strdup(path))) {
+            err_set(err, NULL, NULL, "out of memory");
+            goto fail;
+        }
     }
-    int kind;
-    long step;
-    if (ckpt_peek(found, m, &kind, &step, err)) goto fail;
-    if (kind != opt_kind) {
+    if (state->opt_kind != opt_kind) {
         err_set(err, found, NULL, "expected a checkpoint of the %s optimizer (got %s); resume "
-                "with --optimizer %s", names[opt_kind], names[kind], names[kind]);
+                "with --optimizer %s", names[opt_kind], names[state->opt_kind],
+                names[state->opt_kind]);
         goto fail;
     }
     return found;
 fail:
     free(found);
+    ckpt_free(state);
     return NULL;
 }

@@ -6,6 +6,7 @@
 #define PLUMB_EXEC_TRAIN_SETUP_H
 
 #include "core/err.h"
+#include "exec/checkpoint.h"
 #include "exec/data.h"
 #include "exec/model.h"
 
@@ -24,11 +25,13 @@ typedef struct train_data_spec {
 int train_data_load(const model *m, const char *model_path, const train_data_spec *spec,
                     dataset **train, dataset **test, plumb_err *err);
 
-/* The checkpoint file a run resumes from: path itself, or when path is a folder the
- * newest checkpoint in it (ckpt_find_latest); checked against m and against the run's
- * optimizer opt_kind (bk_opt_kind; a mismatch is one line naming the file and the
- * --optimizer that would resume it). Returns the file's path (malloc'd, caller frees),
- * or NULL with err set. */
-char *train_resume_open(const char *path, const model *m, int opt_kind, plumb_err *err);
+/* The checkpoint a run resumes from: path itself, or when path is a folder the newest
+ * checkpoint in it (ckpt_find_latest), read once into *state (ckpt_load's checks; give it
+ * to the run as train_run_cfg.resume_state, free with ckpt_free) and checked against the
+ * run's optimizer opt_kind (bk_opt_kind; a mismatch is one line naming the file and the
+ * --optimizer that would resume it). Returns the file's path (malloc'd, caller frees), or
+ * NULL with err set and *state empty. */
+char *train_resume_open(const char *path, const model *m, int opt_kind, ckpt *state,
+                        plumb_err *err);
 
 #endif

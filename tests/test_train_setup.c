@@ -8,6 +8,8 @@
 #include <string.h>
 
 #include "exec/checkpoint.h"
+#include "exec/train.h"
+#include "exec/train_plan.h"
 #include "exec/train_setup.h"
 #include "tests/tmpdir.h"
 
@@ -118,26 +120,87 @@ Test(train_setup, resume_file_or_newest_in_folder)
     char *dir = make_tmpdir_named("setup"), path[300];
     float *w = calloc((size_t)m->nparams * 2, sizeof *w);
     cr_assert_not_null(w);
-    for (long st = 3; st <= 9; st += 3) {
-        ckpt c = {1, st, w, w + m->nparams, NULL};
+    for (long k = 3; k <= 9; k += 3) {
+        w[1] = (float)k;
+        ckpt c = {1, k, w, w + m->nparams, NULL};
         cr_assert_eq(ckpt_save_dir(dir, m, &c, 2, &e), 0, "%s", e.msg);
     }
-    char *p = train_resume_open(dir, m, 1, &e);
+    ckpt st;
+    char *p = train_resume_open(dir, m, 1, &st, &e);
     cr_assert_not_null(p, "%s", e.msg);
     cr_expect(strstr(p, "ckpt-00000009.ckpt") != NULL, "%s", p);
+    cr_expect(st.opt_kind == 1 && st.step == 9 && st.w && st.m && !st.v);
+    cr_expect_eq(st.w[1], 9.0f);
+    ckpt_free(&st);
     free(p);
     snprintf(path, sizeof path, "%s/ckpt-00000006.ckpt", dir);
-    p = train_resume_open(path, m, 1, &e);
+    p = train_resume_open(path, m, 1, &st, &e);
     cr_assert_not_null(p, "%s", e.msg);
     cr_expect_str_eq(p, path);
     free(p);
-    cr_expect_null(train_resume_open(path, m, 2, &e));
+    cr_expect_eq(st.step, 6);
+    ckpt_free(&st);
+    cr_expect_null(train_resume_open(path, m, 2, &st, &e));
+    cr_expect(!st.w && !st.m, "nothing kept on failure");
     cr_expect(strstr(e.msg, path) && strstr(e.msg, "expected a checkpoint of the adam "
               "optimizer (got momentum); resume with --optimizer momentum"), "%s", e.msg);
     snprintf(path, sizeof path, "%s/none.ckpt", dir);
-    cr_expect_null(train_resume_open(path, m, 1, &e));
+    cr_expect_null(train_resume_open(path, m, 1, &st, &e));
     cr_expect(strstr(e.msg, "cannot open"), "%s", e.msg);
     cr_expect_eq(rm_tree(dir), 0);
     free(w);
+    model_free(m);
+}
+
+/* A resumed run reads the checkpoint once: train_resume_open's state is handed to the run
+ * (train_run_cfg.resume_state), which neither opens resume again nor needs it to exist,
+ * sequential and pipelined alike (the pipeline takes the state's arrays). */
+Test(train_setup, resume_reads_the_file_once)
+{
+    plumb_err e = {{0}};
+    model *m = parse(mlp12);
+    dataset *d = data_synthetic(m, 64, 1, &e);
+    cr_assert_not_null(d, "%s", e.msg);
+    char *dir = make_tmpdir_named("setup-once"), path[300];
+    snprintf(path, sizeof path, "%s/x.ckpt", dir);
+    float *w = calloc((size_t)m->nparams, sizeof *w);
+    cr_assert_not_null(w);
+    ckpt c = {0, 2, w, NULL, NULL};
+    for (int pipelined = 0; pipelined < 2; pipelined++) {
+        cr_assert_eq(ckpt_save(path, m, &c, &e), 0, "%s", e.msg);
+        ckpt st;
+        char *p = train_resume_open(path, m, 0, &st, &e);
+        cr_assert_not_null(p, "%s", e.msg);
+        cr_assert_eq(unlink(path), 0); /* a second read would fail now */
+        char *log = NULL;
+        size_t loglen = 0;
+        FILE *lf = open_memstream(&log, &loglen);
+        cr_assert_not_null(lf);
+        train_run_cfg cfg = {.bk = backend_cpu(), .m = m, .train = d, .epochs = 1, .steps = 4,
+                             .seed = 1, .log = lf, .resume = p, .resume_state = &st,
+                             .cfg = {.microbatch = 4, .microbatches = 2,
+                                     .opt = train_default_opt(0)}};
+        train_result res;
+        int rc;
+        if (pipelined) {
+            train_pipeline tp;
+            cr_assert_eq(train_from_plan(&cfg, NULL, "1f1b-flush", 2, 2, &tp, &e), 0, "%s",
+                         e.msg);
+            rc = train_run_pipeline(&cfg, tp.sched, tp.first, tp.last, 1, &res, NULL, &e);
+            train_pipeline_free(&tp);
+            cr_expect(!st.w, "the pipeline took the state's weights");
+        } else {
+            rc = train_run(&cfg, &res, &e);
+        }
+        cr_assert_eq(fclose(lf), 0);
+        cr_expect_eq(rc, 0, "%s", e.msg);
+        cr_expect(strstr(log, "at step 2") != NULL, "%s", log);
+        free(log);
+        ckpt_free(&st);
+        free(p);
+    }
+    cr_expect_eq(rm_tree(dir), 0);
+    free(w);
+    data_free(d);
     model_free(m);
 }
