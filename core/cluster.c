@@ -638,3 +638,12 @@ cluster *cluster_take_gpus(const cluster *c, int gpus, const char *file, plumb_e
     }
     return d;
 }
+
+cluster *cluster_load_cut(const char *path, int max_devices, int servers, plumb_err *err)
+{
+    cluster *c = cluster_load(path, err);
+    if (!c || c->ndevices <= max_devices) return c;
+    cluster *k = cluster_take_gpus(c, servers * c->levels[0].count, path, err);
+    cluster_free(c);
+    return k;
+}

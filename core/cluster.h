@@ -90,6 +90,12 @@ void cluster_free(cluster *c);
  * groups of the levels (e.g. 3 racks' worth of servers where racks are the unit). */
 cluster *cluster_take_gpus(const cluster *c, int gpus, const char *file, plumb_err *err);
 
+/* cluster_load(path), and when the cluster has more than max_devices devices, its first
+ * `servers` servers (cluster_take_gpus): how the loops over every shipped cluster (tests,
+ * benchmarks) keep the 3072-GPU DGX files (docs/llm.md) to a size they plan in time.
+ * Returns a new cluster (cluster_free), or NULL with err set. */
+cluster *cluster_load_cut(const char *path, int max_devices, int servers, plumb_err *err);
+
 /* The device type of device d (0 <= d < ndevices). */
 const device_type *cluster_device_type(const cluster *c, int d);
 

@@ -454,3 +454,32 @@ Test(cluster, cores)
                "\"speed\":1,\"cores\":1.5}],\"device_type\":\"V100\"}", "device_types[0].cores",
                NULL);
 }
+
+/* cluster_load_cut: a cluster over the limit becomes its first servers, equal to what
+ * cluster_take_gpus makes of the whole file; one within the limit loads as it is; a
+ * missing file is cluster_load's error. */
+Test(cluster, load_cut_keeps_first_servers_over_the_limit)
+{
+    plumb_err e = {{0}};
+    const char *dgx = "profiles/clusters/dgx-h100.json", *a = "profiles/clusters/cluster-a-4x4.json";
+    cluster *whole = cluster_load(dgx, &e);
+    cr_assert_not_null(whole, "%s", e.msg);
+    cr_assert_gt(whole->ndevices, 64);
+    cluster *cut = cluster_load_cut(dgx, 64, 4, &e);
+    cr_assert_not_null(cut, "%s", e.msg);
+    cr_expect_eq(cut->ndevices, 4 * whole->levels[0].count);
+    cr_expect_eq(cut->nservers, 4);
+    cluster *ref = cluster_take_gpus(whole, 4 * whole->levels[0].count, dgx, &e);
+    cr_assert_not_null(ref, "%s", e.msg);
+    cr_expect(cluster_equal(cut, ref));
+    cluster *small = cluster_load_cut(a, 64, 4, &e), *plain = cluster_load(a, &e);
+    cr_assert(small && plain, "%s", e.msg);
+    cr_expect(cluster_equal(small, plain), "within the limit: as loaded");
+    cr_expect_null(cluster_load_cut("/nonexistent/c.json", 64, 4, &e));
+    cr_expect(strstr(e.msg, "/nonexistent/c.json") != NULL, "%s", e.msg);
+    cluster_free(whole);
+    cluster_free(cut);
+    cluster_free(ref);
+    cluster_free(small);
+    cluster_free(plain);
+}
