@@ -14,6 +14,7 @@
 #include "tests/tmpdir.h"
 #include "core/cluster.h"
 #include "core/json.h"
+#include "core/units.h"
 
 #define CLUSTER_DIR "profiles/clusters"
 
@@ -482,4 +483,43 @@ Test(cluster, load_cut_keeps_first_servers_over_the_limit)
     cluster_free(ref);
     cluster_free(small);
     cluster_free(plain);
+}
+
+/* core/units.c's conversions back to file units give a file value that converts to the
+ * very same double, also where dividing alone would not (checked: the plain quotient
+ * misses for some of these values, so the search is exercised), and json_get_converted
+ * refuses a value that leaves the finite range once converted. */
+Test(cluster, units_invert_exactly_and_converted_reads)
+{
+    double (*fwd[])(double) = {units_gbit_to_Bps, units_gbyte_to_Bps, units_us_to_s,
+                               units_tflops_to_flops};
+    double (*back[])(double) = {units_Bps_to_gbit, units_Bps_to_gbyte, units_s_to_us,
+                                units_flops_to_tflops};
+    int missed = 0, n = 0;
+    for (int f = 0; f < 4; f++)
+        for (double x = 0.1; x < 1e4; x = x * 1.37 + 0.013, n++) {
+            double v = fwd[f](x);
+            cr_expect_eq(fwd[f](back[f](v)), v, "conversion %d of %.17g", f, x);
+            double plain = f == 0 ? v * 8.0 / 1e9 : f == 1 ? v / 1e9 : f == 2 ? v * 1e6 : v / 1e12;
+            missed += fwd[f](plain) != v;
+        }
+    cr_expect_gt(missed, 0, "the plain quotient never missed in %d values", n);
+    cr_expect_eq(units_bytes_to_gib(units_gib_to_bytes(3.3)), 3.3);
+    cr_expect_eq(units_invert(NAN, units_us_to_s, INFINITY), INFINITY);
+
+    plumb_err e = {{0}};
+    cJSON *o = cJSON_Parse("{\"a\":1e300,\"b\":2,\"z\":0}");
+    cr_assert_not_null(o);
+    jctx jc = {"f.json", &e};
+    double v = -1;
+    int present = -1;
+    cr_expect_eq(json_get_converted(&jc, o, "x", "a", 1, J_POS, units_tflops_to_flops, &v, NULL),
+                 -1);
+    cr_expect(strstr(e.msg, "x.a") && strstr(e.msg, "stays finite"), "%s", e.msg);
+    cr_expect_eq(json_get_converted(&jc, o, "x", "b", 1, J_POS, units_us_to_s, &v, &present), 0);
+    cr_expect(v == 2e-6 && present == 1);
+    cr_expect_eq(json_get_converted(&jc, o, "x", "c", 0, J_POS, NULL, &v, &present), 0);
+    cr_expect(v == 2e-6 && present == 0, "absent and optional: unchanged");
+    cr_expect_eq(json_get_converted(&jc, o, "x", "z", 1, J_POS, NULL, &v, NULL), -1);
+    cJSON_Delete(o);
 }
