@@ -462,7 +462,8 @@ Test(cluster, cores)
 Test(cluster, load_cut_keeps_first_servers_over_the_limit)
 {
     plumb_err e = {{0}};
-    const char *dgx = "profiles/clusters/dgx-h100.json", *a = "profiles/clusters/cluster-a-4x4.json";
+    const char *dgx = "profiles/clusters/dgx-h100.json";
+    const char *a = "profiles/clusters/cluster-a-4x4.json";
     cluster *whole = cluster_load(dgx, &e);
     cr_assert_not_null(whole, "%s", e.msg);
     cr_assert_gt(whole->ndevices, 64);

@@ -43,7 +43,8 @@ static model *parse(const char *spec)
  * can hold bytes, else synthetic (a 16-class token model cannot take text). */
 Test(train_setup, default_data_kind)
 {
-    model *cnn = load("examples/models/fmnist-cnn.json"), *mlp = load("examples/models/fmnist-mlp.json");
+    model *cnn = load("examples/models/fmnist-cnn.json");
+    model *mlp = load("examples/models/fmnist-mlp.json");
     model *gpt = load("examples/models/gpt-mini.json"), *t16 = parse(tok16), *f12 = parse(mlp12);
     cr_expect_str_eq(data_default_kind(cnn), "fashion-mnist");
     cr_expect_str_eq(data_default_kind(mlp), "fashion-mnist");
