@@ -232,9 +232,13 @@ int train_run(const train_run_cfg *rc, train_result *res, plumb_err *err)
     if (!(ctx = rc->bk->create(rc->device, err))) goto done;
     if (rc->bk->hint_workers) rc->bk->hint_workers(1); /* one worker: every core */
     if (!(t = seqtrain_create(rc->bk, ctx, m, &rc->cfg, err))) goto done;
-    if (rc->resume_state ? seqtrain_restore(t, rc->resume_state, rc->resume, err)
-                         : rc->resume && seqtrain_load(t, rc->resume, err))
+    if (rc->resume_state) { /* read once by the caller; uploaded, its arrays are freed */
+        int bad = seqtrain_restore(t, rc->resume_state, rc->resume, err);
+        ckpt_free(rc->resume_state);
+        if (bad) goto done;
+    } else if (rc->resume && seqtrain_load(t, rc->resume, err)) {
         goto done;
+    }
     long start = seqtrain_steps(t);
     if (start > total) start = total;
     perm = malloc((size_t)d->n * sizeof *perm);

@@ -84,9 +84,9 @@ typedef struct train_run_cfg {
     const char *resume;       /* checkpoint file to start from (its steps count toward the
                                  total, the data order continues), or NULL */
     ckpt *resume_state;       /* resume's state when already read (train_resume_open), so
-                                 the file is read once; NULL: the run reads resume. A
-                                 pipelined run takes its arrays (left NULL; the caller
-                                 still ckpt_frees it) */
+                                 the file is read once; NULL: the run reads resume. The
+                                 run takes its arrays (frees them once used, or keeps
+                                 them): they are NULL after it; ckpt_free stays safe */
     const char *save;         /* checkpoint written at the end, or NULL */
     const char *checkpoint_dir; /* with checkpoint_every > 0: a checkpoint every that many
                                    steps (and at the end) in this folder (ckpt_save_dir,

@@ -155,7 +155,7 @@ Test(train_setup, resume_file_or_newest_in_folder)
 
 /* A resumed run reads the checkpoint once: train_resume_open's state is handed to the run
  * (train_run_cfg.resume_state), which neither opens resume again nor needs it to exist,
- * sequential and pipelined alike (the pipeline takes the state's arrays). */
+ * sequential and pipelined alike; the run takes the state's arrays (no second copy). */
 Test(train_setup, resume_reads_the_file_once)
 {
     plumb_err e = {{0}};
@@ -189,10 +189,10 @@ Test(train_setup, resume_reads_the_file_once)
                          e.msg);
             rc = train_run_pipeline(&cfg, tp.sched, tp.first, tp.last, 1, &res, NULL, &e);
             train_pipeline_free(&tp);
-            cr_expect(!st.w, "the pipeline took the state's weights");
         } else {
             rc = train_run(&cfg, &res, &e);
         }
+        cr_expect(!st.w, "the run took the state's weights (pipelined %d)", pipelined);
         cr_assert_eq(fclose(lf), 0);
         cr_expect_eq(rc, 0, "%s", e.msg);
         cr_expect(strstr(log, "at step 2") != NULL, "%s", log);
