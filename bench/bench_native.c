@@ -115,12 +115,8 @@ int main(int argc, char **argv)
         profile *p = profile_load(pp[i], &e);
         if (!p) continue;
         for (int j = 0; j < nc; j++) {
-            cluster *c = cluster_load(cc[j], &e);
-            if (c && c->ndevices > 64) { /* the DGX files (docs/llm.md): their first 4 servers */
-                cluster *k = cluster_take_gpus(c, 4 * c->levels[0].count, cc[j], &e);
-                cluster_free(c);
-                c = k;
-            }
+            /* the DGX files (docs/llm.md): their first 4 servers */
+            cluster *c = cluster_load_cut(cc[j], 64, 4, &e);
             if (!c) continue;
             double thr, thra;
             plan *nat = NULL;

@@ -76,12 +76,8 @@ int main(int argc, char **argv)
             continue;
         }
         for (int j = 0; j < nc; j++) {
-            cluster *c = cluster_load(cs[j], &e);
-            if (c && c->ndevices > 64) { /* the DGX files (docs/llm.md): their first 4 servers */
-                cluster *k = cluster_take_gpus(c, 4 * c->levels[0].count, cs[j], &e);
-                cluster_free(c);
-                c = k;
-            }
+            /* the DGX files (docs/llm.md): their first 4 servers */
+            cluster *c = cluster_load_cut(cs[j], 64, 4, &e);
             if (!c) {
                 fprintf(stderr, "bench_plan: %s\n", e.msg);
                 continue;

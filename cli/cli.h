@@ -38,8 +38,9 @@ int cli_output_ok(const char *cmd, const char *opt, const char *path, const char
                   int ninputs);
 /* Checks, before any work, that output `path` (the value of option opt) is not the profile
  * or the cluster file that the plan pl, loaded from plan_file, names (as plan_load found
- * them: relative to the plan's folder). Call it besides cli_output_ok, which checks the plan
- * file itself. 0, or 2 after printing one line naming the option and the path. */
+ * them: relative to the plan's folder). Call it after cli_output_ok, which checks the rest
+ * (the name, the folder, the plan file itself); this checks only those two files. 0, or 2
+ * after printing one line naming the option and the path. */
 struct plan;
 int cli_plan_refs_ok(const char *cmd, const char *opt, const char *path, const char *plan_file,
                      const struct plan *pl);

@@ -46,19 +46,29 @@ static int writable_folder(const char *cmd, const char *opt, const char *path, c
     return 0;
 }
 
-int cli_output_ok(const char *cmd, const char *opt, const char *path, const char *const *inputs,
-                  int ninputs)
+/* 0 when output path (opt's value) is none of the ninputs files (NULL entries skipped),
+ * else 2 after one line naming the input it is. */
+static int not_an_input(const char *cmd, const char *opt, const char *path,
+                        const char *const *inputs, int ninputs)
 {
     struct stat out, in;
-    if (!*path) return cli_fail(cmd, "%s: expected a file name (got \"\")", opt);
-    int exists = stat(path, &out) == 0;
-    if (exists && S_ISDIR(out.st_mode))
-        return cli_fail(cmd, "%s %s: is a folder; expected a file name", opt, path);
-    for (int i = 0; exists && i < ninputs; i++)
+    if (stat(path, &out) != 0) return 0; /* a new file is no input */
+    for (int i = 0; i < ninputs; i++)
         if (inputs[i] && stat(inputs[i], &in) == 0 && in.st_dev == out.st_dev &&
             in.st_ino == out.st_ino)
             return cli_fail(cmd, "%s %s: is the input %s; expected another file (writing it "
                             "would destroy the input)", opt, path, inputs[i]);
+    return 0;
+}
+
+int cli_output_ok(const char *cmd, const char *opt, const char *path, const char *const *inputs,
+                  int ninputs)
+{
+    struct stat out;
+    if (!*path) return cli_fail(cmd, "%s: expected a file name (got \"\")", opt);
+    if (stat(path, &out) == 0 && S_ISDIR(out.st_mode))
+        return cli_fail(cmd, "%s %s: is a folder; expected a file name", opt, path);
+    if (not_an_input(cmd, opt, path, inputs, ninputs)) return 2;
     char dir[4096];
     parent_of(path, dir, sizeof dir);
     return writable_folder(cmd, opt, path, dir);
@@ -72,7 +82,7 @@ int cli_plan_refs_ok(const char *cmd, const char *opt, const char *path, const c
     const char *inputs[2] = {prof, clus};
     int rc = (pl->profile_ref && !prof) || (pl->cluster_ref && !clus)
                  ? cli_fail(cmd, "out of memory")
-                 : cli_output_ok(cmd, opt, path, inputs, 2);
+                 : not_an_input(cmd, opt, path, inputs, 2);
     free(prof);
     free(clus);
     return rc;

@@ -4,19 +4,18 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "cli/cli.h"
 #include "core/plan.h"
 #include "core/schedule.h"
 #include "core/timeline.h"
 #include "exec/backend.h"
-#include "exec/checkpoint.h"
 #include "exec/data.h"
 #include "exec/model.h"
 #include "exec/train.h"
 #include "exec/plugin.h"
 #include "exec/train_plan.h"
+#include "exec/train_setup.h"
 
 static const char *const usage_text =
     "usage: plumb train MODEL.json [PLAN.json] [OPTIONS]\n"
@@ -25,8 +24,8 @@ static const char *const usage_text =
     "accuracy. With a plan, its microbatch size, microbatch count and optimizer are used.\n"
     "\n"
     "  --data KIND        fashion-mnist, synthetic or text (default: fashion-mnist for\n"
-    "                     [1,28,28] inputs with 10 classes, text for token models,\n"
-    "                     else synthetic)\n"
+    "                     [1,28,28] inputs with 10 classes, text for token models with\n"
+    "                     256 classes or more, else synthetic)\n"
     "  --data-dir DIR     Fashion-MNIST folder (default " FMNIST_DIR ")\n"
     "  --text FILE        train a token model on FILE's bytes (default: generated text)\n"
     "  --samples N        synthetic/text training samples (default 8192; test: N/4)\n"
@@ -252,6 +251,7 @@ int cmd_train(int argc, char **argv)
     const backend *bk = cli_backend("train", bkname, precision);
     if (!bk) return 2;
     char *resume_found = NULL;
+    ckpt resume_state = {0, 0, NULL, NULL, NULL}; /* read once, handed to the run */
     { /* the device must exist (a GPU for cuda): one line, status 2, before MPI starts */
         bk_ctx *probe = bk->create(device, &err);
         if (!probe) { err_print(&err); return 2; }
@@ -285,47 +285,12 @@ int cmd_train(int argc, char **argv)
         mbsize = 64 / nmicro > 0 ? 64 / nmicro : 1;
     }
     if (resumepath) {
-        struct stat sb;
-        if (stat(resumepath, &sb) == 0 && S_ISDIR(sb.st_mode)) {
-            if (!(resume_found = ckpt_find_latest(resumepath, m, &err))) goto fail;
-            resumepath = resume_found;
-        }
-        int ck_kind;
-        long ck_step;
-        if (ckpt_peek(resumepath, m, &ck_kind, &ck_step, &err)) goto fail;
-        if (ck_kind != okind) {
-            static const char *const names[] = {"sgd", "momentum", "adam"};
-            err_set(&err, resumepath, NULL, "expected a checkpoint of the %s optimizer (got "
-                    "%s); resume with --optimizer %s", names[okind], names[ck_kind],
-                    names[ck_kind]);
+        if (!(resume_found = train_resume_open(resumepath, m, okind, &resume_state, &err)))
             goto fail;
-        }
+        resumepath = resume_found;
     }
-    if (!data)
-        data = m->tokens ? "text"
-               : (shape_numel(m->in_ndim, m->in_shape) == 784 && m->classes == 10)
-                   ? "fashion-mnist"
-                   : "synthetic";
-    if (!strcmp(data, "fashion-mnist")) {
-        if (!(tr = data_fashion_mnist(datadir, 1, &err)) ||
-            !(te = data_fashion_mnist(datadir, 0, &err)))
-            goto fail;
-    } else if (!strcmp(data, "text")) {
-        int ntest = samples / 4 > 0 ? samples / 4 : 1;
-        if (!(tr = data_text(m, textfile, samples, m->seed, &err)) ||
-            !(te = data_text(m, textfile, ntest, m->seed + 1000003, &err)))
-            goto fail;
-    } else {
-        int ntest = samples / 4 > 0 ? samples / 4 : 1;
-        if (!(tr = data_synthetic(m, samples, m->seed, &err)) ||
-            !(te = data_synthetic(m, ntest, m->seed + 1000003, &err)))
-            goto fail;
-    }
-    if (data_check_model(tr, m, &err) || data_check_model(te, m, &err)) {
-        plumb_err e2 = err; /* name the model file in front of the field */
-        err_set(&err, argv[optind], NULL, "%s", e2.msg);
-        goto fail;
-    }
+    train_data_spec dspec = {data, datadir, textfile, samples};
+    if (train_data_load(m, argv[optind], &dspec, &tr, &te, &err)) goto fail;
     if (mbsize * nmicro > tr->n) {
         rc = cli_fail("train", "--batch: expected at most the %d samples of the %s data (got a "
                       "minibatch of %d)", tr->n, tr->name, mbsize * nmicro);
@@ -335,7 +300,8 @@ int cmd_train(int argc, char **argv)
         .bk = bk, .device = device, .m = m, .train = tr, .test = te,
         .cfg = {.microbatch = mbsize, .microbatches = nmicro, .opt = train_default_opt(okind)},
         .epochs = epochs, .steps = steps, .seed = m->seed, .log_every = logevery,
-        .log = quiet ? NULL : stdout, .resume = resumepath, .save = savepath,
+        .log = quiet ? NULL : stdout, .resume = resumepath,
+        .resume_state = resume_found ? &resume_state : NULL, .save = savepath,
         .checkpoint_dir = ckdir, .checkpoint_every = ckevery,
         .recompute = recompute || (pl && pl->recompute), .fault = fault, .timeout_s = timeout,
     };
@@ -389,6 +355,7 @@ out:
     if (nccl_ctx) bk->destroy(nccl_ctx);
     if (mpi_on) tplug->session_end(rc);
     free(resume_found);
+    ckpt_free(&resume_state);
     data_free(tr);
     data_free(te);
     plan_free(pl);

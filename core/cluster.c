@@ -15,6 +15,7 @@
 #include "bounds.h"
 #include "device.h"
 #include "json.h"
+#include "units.h"
 
 /* ---- small helpers ------------------------------------------------------------------- */
 
@@ -26,32 +27,6 @@ static char *dup_str(const char *s)
     if (d) memcpy(d, s, n);
     return d;
 }
-
-/* File units -> struct units. */
-static double gbit_to_Bps(double g) { return g * 1e9 / 8.0; }
-static double us_to_s(double us) { return us * 1e-6; }
-static double gib_to_bytes(double g) { return ldexp(g, 30); }
-static double tflops_to_flops(double t) { return t * 1e12; }
-
-/* Returns the x near `guess` for which fwd(x) == target exactly (searching a few ulps on
- * either side); `guess` itself when none is found (values not produced by a load). */
-static double invert(double target, double (*fwd)(double), double guess)
-{
-    if (!isfinite(guess) || fwd(guess) == target) return guess;
-    double up = guess, down = guess;
-    for (int k = 0; k < 8; k++) {
-        up = nextafter(up, INFINITY);
-        if (fwd(up) == target) return up;
-        down = nextafter(down, -INFINITY);
-        if (fwd(down) == target) return down;
-    }
-    return guess;
-}
-
-static double Bps_to_gbit(double b) { return invert(b, gbit_to_Bps, b * 8.0 / 1e9); }
-static double s_to_us(double s) { return invert(s, us_to_s, s * 1e6); }
-static double bytes_to_gib(double b) { return ldexp(b, -30); }
-static double flops_to_tflops(double f) { return invert(f, tflops_to_flops, f / 1e12); }
 
 /* Product of level counts [from, to), or -1 when it exceeds CLUSTER_MAX_DEVICES. */
 static long long count_product(const cluster *c, int from, int to)
@@ -162,8 +137,8 @@ int cluster_equal(const cluster *a, const cluster *b)
 static int bad_bandwidth(plumb_err *err, const char *file, const char *path, double Bps)
 {
     return err_set(err, file, path, "expected a bandwidth from %g to %g Gbit/s (1 kbit/s to "
-                   "100 Tbit/s) (got %.10g)", Bps_to_gbit(BOUND_BW_BPS_MIN),
-                   Bps_to_gbit(BOUND_BW_BPS_MAX), Bps_to_gbit(Bps));
+                   "100 Tbit/s) (got %.10g)", units_Bps_to_gbit(BOUND_BW_BPS_MIN),
+                   units_Bps_to_gbit(BOUND_BW_BPS_MAX), units_Bps_to_gbit(Bps));
 }
 
 int cluster_validate(const cluster *c, const char *file, plumb_err *err)
@@ -193,7 +168,7 @@ int cluster_validate(const cluster *c, const char *file, plumb_err *err)
         if (!(l->latency_s >= 0 && l->latency_s <= BOUND_LATENCY_S_MAX))
             return err_set(err, file, json_path(p, sizeof p, lp, "latency_us"),
                            "expected a latency from 0 to %g us (10 s) (got %.10g)",
-                           s_to_us(BOUND_LATENCY_S_MAX), s_to_us(l->latency_s));
+                           units_s_to_us(BOUND_LATENCY_S_MAX), units_s_to_us(l->latency_s));
         if (!(l->egress_Bps >= BOUND_BW_BPS_MIN && l->egress_Bps <= BOUND_BW_BPS_MAX))
             return bad_bandwidth(err, file, json_path(p, sizeof p, lp, "egress_gbit_per_s"),
                                  l->egress_Bps);
@@ -225,8 +200,9 @@ int cluster_validate(const cluster *c, const char *file, plumb_err *err)
         if (!(t->memory_bytes >= BOUND_MEMORY_MIN && t->memory_bytes <= BOUND_MEMORY_MAX))
             return err_set(err, file, json_path(p, sizeof p, tp, "memory_gib"),
                            "expected a memory size from %g to %g GiB (1 MiB to 1 PiB) (got "
-                           "%.10g)", bytes_to_gib(BOUND_MEMORY_MIN),
-                           bytes_to_gib(BOUND_MEMORY_MAX), bytes_to_gib(t->memory_bytes));
+                           "%.10g)", units_bytes_to_gib(BOUND_MEMORY_MIN),
+                           units_bytes_to_gib(BOUND_MEMORY_MAX),
+                           units_bytes_to_gib(t->memory_bytes));
         if (!(t->speed >= BOUND_SPEED_MIN && t->speed <= BOUND_SPEED_MAX))
             return err_set(err, file, json_path(p, sizeof p, tp, "speed"),
                            "expected a relative speed from %g to %g (got %.10g)",
@@ -236,8 +212,9 @@ int cluster_validate(const cluster *c, const char *file, plumb_err *err)
              !(t->peak_flops >= BOUND_PEAK_FLOPS_MIN && t->peak_flops <= BOUND_PEAK_FLOPS_MAX)))
             return err_set(err, file, json_path(p, sizeof p, tp, "peak_tflops"),
                            "expected a peak from %g to %g TFLOP/s, or absent (got %.10g)",
-                           flops_to_tflops(BOUND_PEAK_FLOPS_MIN),
-                           flops_to_tflops(BOUND_PEAK_FLOPS_MAX), flops_to_tflops(t->peak_flops));
+                           units_flops_to_tflops(BOUND_PEAK_FLOPS_MIN),
+                           units_flops_to_tflops(BOUND_PEAK_FLOPS_MAX),
+                           units_flops_to_tflops(t->peak_flops));
         if (device_figures_validate(t, file, tp, err)) return -1;
         if (t->cores < 0)
             return err_set(err, file, json_path(p, sizeof p, tp, "cores"),
@@ -264,27 +241,6 @@ static const char *const TYPE_KEYS[] = { "name", "memory_gib", "speed", "peak_tf
                                          "efficiency", "cores", NULL };
 static const char *const SERVER_KEYS[] = { "device_type", "count", NULL };
 
-
-/* Reads a number in file units at obj.key and stores conv(x) in *out, checking that the
- * converted value stays finite (and > 0 when the file value must be > 0). */
-static int get_converted(const jctx *jc, const cJSON *obj, const char *path, const char *key,
-                         int required, int constraint, double (*conv)(double), double *out,
-                         int *present)
-{
-    double x = NAN;
-    if (present) *present = 0;
-    if (json_get_num(jc, obj, path, key, required, constraint, &x)) return -1;
-    if (isnan(x)) return 0; /* optional and absent */
-    double v = conv(x);
-    char fp[256];
-    json_path(fp, sizeof fp, path, key);
-    if (!isfinite(v) || (constraint == J_POS && !(v > 0)))
-        return err_set(jc->err, jc->file, fp,
-                       "expected a number that stays finite and > 0 in SI units (got %.17g)", x);
-    *out = v;
-    if (present) *present = 1;
-    return 0;
-}
 
 /* Finds device type `name`; -1 when unknown. */
 static int type_index(const cluster *c, const char *name)
@@ -340,13 +296,14 @@ static int load_levels(const jctx *jc, const cJSON *root, cluster *c)
                            "(got %lld at this level)", CLUSTER_MAX_DEVICES, count);
         }
         l->count = (int)count;
-        if (get_converted(jc, lv, p, "bandwidth_gbit_per_s", 1, J_POS, gbit_to_Bps,
-                          &l->bandwidth_Bps, NULL) ||
-            get_converted(jc, lv, p, "latency_us", 1, J_NONNEG, us_to_s, &l->latency_s, NULL))
+        if (json_get_converted(jc, lv, p, "bandwidth_gbit_per_s", 1, J_POS, units_gbit_to_Bps,
+                               &l->bandwidth_Bps, NULL) ||
+            json_get_converted(jc, lv, p, "latency_us", 1, J_NONNEG, units_us_to_s,
+                               &l->latency_s, NULL))
             return -1;
         int has_egress = 0;
-        if (get_converted(jc, lv, p, "egress_gbit_per_s", 0, J_POS, gbit_to_Bps,
-                          &l->egress_Bps, &has_egress))
+        if (json_get_converted(jc, lv, p, "egress_gbit_per_s", 0, J_POS, units_gbit_to_Bps,
+                               &l->egress_Bps, &has_egress))
             return -1;
         if (!has_egress) l->egress_Bps = l->bandwidth_Bps;
     }
@@ -385,11 +342,11 @@ static int load_types(const jctx *jc, const cJSON *root, cluster *c)
         if (!(t->name = dup_str(name))) return err_set(jc->err, jc->file, p, "out of memory");
         c->ntypes = i + 1;
         t->peak_flops = -1;
-        if (get_converted(jc, tv, p, "memory_gib", 1, J_POS, gib_to_bytes, &t->memory_bytes,
-                          NULL) ||
+        if (json_get_converted(jc, tv, p, "memory_gib", 1, J_POS, units_gib_to_bytes,
+                               &t->memory_bytes, NULL) ||
             json_get_num(jc, tv, p, "speed", 1, J_POS, &t->speed) ||
-            get_converted(jc, tv, p, "peak_tflops", 0, J_POS, tflops_to_flops, &t->peak_flops,
-                          NULL) ||
+            json_get_converted(jc, tv, p, "peak_tflops", 0, J_POS, units_tflops_to_flops,
+                               &t->peak_flops, NULL) ||
             device_figures_from_json(jc, tv, p, t) ||
             json_get_int(jc, tv, p, "cores", 0, 1, 1 << 20, &cores))
             return -1;
@@ -508,11 +465,11 @@ cJSON *cluster_to_json(const cluster *c)
         cJSON_AddItemToArray(arr, o);
         if (!cJSON_AddStringToObject(o, "name", l->name ? l->name : "") ||
             !json_add_num(o, "count", l->count) ||
-            !json_add_num(o, "bandwidth_gbit_per_s", Bps_to_gbit(l->bandwidth_Bps)) ||
-            !json_add_num(o, "latency_us", s_to_us(l->latency_s)))
+            !json_add_num(o, "bandwidth_gbit_per_s", units_Bps_to_gbit(l->bandwidth_Bps)) ||
+            !json_add_num(o, "latency_us", units_s_to_us(l->latency_s)))
             goto fail;
         if (l->egress_Bps != l->bandwidth_Bps &&
-            !json_add_num(o, "egress_gbit_per_s", Bps_to_gbit(l->egress_Bps)))
+            !json_add_num(o, "egress_gbit_per_s", units_Bps_to_gbit(l->egress_Bps)))
             goto fail;
     }
     if (!(arr = cJSON_AddArrayToObject(root, "device_types"))) goto fail;
@@ -521,11 +478,11 @@ cJSON *cluster_to_json(const cluster *c)
         if (!(o = cJSON_CreateObject())) goto fail;
         cJSON_AddItemToArray(arr, o);
         if (!cJSON_AddStringToObject(o, "name", t->name ? t->name : "") ||
-            !json_add_num(o, "memory_gib", bytes_to_gib(t->memory_bytes)) ||
+            !json_add_num(o, "memory_gib", units_bytes_to_gib(t->memory_bytes)) ||
             !json_add_num(o, "speed", t->speed))
             goto fail;
         if (t->peak_flops > 0 &&
-            !json_add_num(o, "peak_tflops", flops_to_tflops(t->peak_flops)))
+            !json_add_num(o, "peak_tflops", units_flops_to_tflops(t->peak_flops)))
             goto fail;
         if (device_figures_to_json(t, o)) goto fail;
         if (t->cores > 0 && !json_add_num(o, "cores", t->cores)) goto fail;
@@ -637,4 +594,13 @@ cluster *cluster_take_gpus(const cluster *c, int gpus, const char *file, plumb_e
         return NULL;
     }
     return d;
+}
+
+cluster *cluster_load_cut(const char *path, int max_devices, int servers, plumb_err *err)
+{
+    cluster *c = cluster_load(path, err);
+    if (!c || c->ndevices <= max_devices) return c;
+    cluster *k = cluster_take_gpus(c, servers * c->levels[0].count, path, err);
+    cluster_free(c);
+    return k;
 }

@@ -13,9 +13,12 @@
 #define CLUSTER_FORMAT "plumb-cluster/1"
 #define CLUSTER_MAX_LEVELS 8
 #define CLUSTER_MAX_DEVICES (1 << 20)
-/* The slowest bandwidth (and egress) a level may have, bytes/s (8e-9 Gb/s): a slower path
- * would not finish a transfer in any finite simulated time (a zero bandwidth, or one that
- * underflows to it). cluster_validate and the --bandwidth what-if refuse less. */
+/* The slowest rate, bytes/s, at which the simulator runs a path (sim/engine_comm.c): below
+ * it a transfer would not finish in any finite simulated time (a zero rate, or one that
+ * underflows to it). Not the input bound: cluster_validate and the --bandwidth what-if
+ * refuse a level's bandwidth or egress below BOUND_BW_BPS_MIN (core/bounds.h, 125 bytes/s),
+ * but a path's rate is derived (a --bandwidth what-if scales a level's egress by the same
+ * ratio as its bandwidth, so it can fall below that bound) and only this floor stops it. */
 #define CLUSTER_MIN_BANDWIDTH_Bps 1.0
 
 typedef struct cluster_level {
@@ -89,6 +92,12 @@ void cluster_free(cluster *c);
  * multiple of the devices per server, exceeds c's devices, or cannot be laid out as whole
  * groups of the levels (e.g. 3 racks' worth of servers where racks are the unit). */
 cluster *cluster_take_gpus(const cluster *c, int gpus, const char *file, plumb_err *err);
+
+/* cluster_load(path), and when the cluster has more than max_devices devices, its first
+ * `servers` servers (cluster_take_gpus): how the loops over every shipped cluster (tests,
+ * benchmarks) keep the 3072-GPU DGX files (docs/llm.md) to a size they plan in time.
+ * Returns a new cluster (cluster_free), or NULL with err set. */
+cluster *cluster_load_cut(const char *path, int max_devices, int servers, plumb_err *err);
 
 /* The device type of device d (0 <= d < ndevices). */
 const device_type *cluster_device_type(const cluster *c, int d);

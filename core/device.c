@@ -6,6 +6,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "units.h"
+
 static const char *const PREC_NAMES[DEV_NPREC] = {"fp32", "tf32", "bf16", "fp16"};
 static const char *const PREC_KEYS[] = {"fp32", "tf32", "bf16", "fp16", NULL};
 static const char *const EFF_KEYS[] = {"gemm", "attention", "memory", "kernel_overhead_us",
@@ -27,36 +29,6 @@ int dev_precision_bytes(dev_precision p) { return p == DEV_BF16 || p == DEV_FP16
 
 /* ---- the file's figures ------------------------------------------------------------------ */
 
-/* The file value x for which x * scale == v exactly (a few ulps around v / scale), so that a
- * saved figure loads back as the same double. */
-static double file_value(double v, double scale)
-{
-    double x = v / scale, up = x, down = x;
-    if (x * scale == v) return x;
-    for (int k = 0; k < 8; k++) {
-        up = nextafter(up, INFINITY);
-        down = nextafter(down, -INFINITY);
-        if (up * scale == v) return up;
-        if (down * scale == v) return down;
-    }
-    return x;
-}
-
-/* A number > 0 (or >= 0 when nonneg) at obj.key, times scale, into *out; absent: unchanged. */
-static int get_scaled(const jctx *jc, const cJSON *obj, const char *path, const char *key,
-                      double scale, int nonneg, double *out)
-{
-    double x = NAN;
-    if (json_get_num(jc, obj, path, key, 0, nonneg ? J_NONNEG : J_POS, &x)) return -1;
-    if (isnan(x)) return 0;
-    char fp[256];
-    if (!isfinite(x * scale))
-        return err_set(jc->err, jc->file, json_path(fp, sizeof fp, path, key),
-                       "expected a number that stays finite in SI units (got %.17g)", x);
-    *out = x * scale;
-    return 0;
-}
-
 int device_figures_from_json(const jctx *jc, const cJSON *tv, const char *path, device_type *t)
 {
     const cJSON *prec = NULL, *eff = NULL;
@@ -66,26 +38,27 @@ int device_figures_from_json(const jctx *jc, const cJSON *tv, const char *path, 
     t->eff.gemm = t->eff.attention = t->eff.memory = t->eff.kernel_overhead_s = -1;
     if (json_get_obj(jc, tv, path, "peak_tflops_by_precision", 0, &prec) ||
         json_get_obj(jc, tv, path, "efficiency", 0, &eff) ||
-        get_scaled(jc, tv, path, "memory_gbyte_per_s", 1e9, 0, &t->memory_Bps))
+        json_get_converted(jc, tv, path, "memory_gbyte_per_s", 0, J_POS, units_gbyte_to_Bps,
+                           &t->memory_Bps, NULL))
         return -1;
     json_path(pp, sizeof pp, path, "peak_tflops_by_precision");
     json_path(ep, sizeof ep, path, "efficiency");
     if (prec) {
         if (json_check_keys(jc, prec, pp, PREC_KEYS)) return -1;
         for (int i = 0; i < DEV_NPREC; i++)
-            if (get_scaled(jc, prec, pp, PREC_NAMES[i], 1e12, 0, &t->peak_flops_prec[i]))
+            if (json_get_converted(jc, prec, pp, PREC_NAMES[i], 0, J_POS, units_tflops_to_flops,
+                                   &t->peak_flops_prec[i], NULL))
                 return -1;
     }
     if (eff) {
-        if (json_check_keys(jc, eff, ep, EFF_KEYS)) return -1;
         /* all four together: a curve with a missing part is not a curve */
-        double ignored = 0;
-        for (int i = 0; EFF_KEYS[i]; i++)
-            if (json_get_num(jc, eff, ep, EFF_KEYS[i], 1, J_NONNEG, &ignored)) return -1;
-        if (get_scaled(jc, eff, ep, "gemm", 1, 0, &t->eff.gemm) ||
-            get_scaled(jc, eff, ep, "attention", 1, 0, &t->eff.attention) ||
-            get_scaled(jc, eff, ep, "memory", 1, 0, &t->eff.memory) ||
-            get_scaled(jc, eff, ep, "kernel_overhead_us", 1e-6, 1, &t->eff.kernel_overhead_s))
+        if (json_check_keys(jc, eff, ep, EFF_KEYS) ||
+            json_get_converted(jc, eff, ep, "gemm", 1, J_POS, NULL, &t->eff.gemm, NULL) ||
+            json_get_converted(jc, eff, ep, "attention", 1, J_POS, NULL, &t->eff.attention,
+                               NULL) ||
+            json_get_converted(jc, eff, ep, "memory", 1, J_POS, NULL, &t->eff.memory, NULL) ||
+            json_get_converted(jc, eff, ep, "kernel_overhead_us", 1, J_NONNEG, units_us_to_s,
+                               &t->eff.kernel_overhead_s, NULL))
             return -1;
     }
     return 0;
@@ -125,18 +98,18 @@ int device_figures_to_json(const device_type *t, cJSON *o)
         if (!p) return -1;
         for (int i = 0; i < DEV_NPREC; i++)
             if (t->peak_flops_prec[i] > 0 &&
-                !json_add_num(p, PREC_NAMES[i], file_value(t->peak_flops_prec[i], 1e12)))
+                !json_add_num(p, PREC_NAMES[i], units_flops_to_tflops(t->peak_flops_prec[i])))
                 return -1;
     }
     if (t->memory_Bps > 0 &&
-        !json_add_num(o, "memory_gbyte_per_s", file_value(t->memory_Bps, 1e9)))
+        !json_add_num(o, "memory_gbyte_per_s", units_Bps_to_gbyte(t->memory_Bps)))
         return -1;
     if (t->eff.gemm > 0) {
         cJSON *e = cJSON_AddObjectToObject(o, "efficiency");
         if (!e || !json_add_num(e, "gemm", t->eff.gemm) ||
             !json_add_num(e, "attention", t->eff.attention) ||
             !json_add_num(e, "memory", t->eff.memory) ||
-            !json_add_num(e, "kernel_overhead_us", file_value(t->eff.kernel_overhead_s, 1e-6)))
+            !json_add_num(e, "kernel_overhead_us", units_s_to_us(t->eff.kernel_overhead_s)))
             return -1;
     }
     return 0;

@@ -245,6 +245,25 @@ int json_get_num(const jctx *c, const cJSON *obj, const char *path, const char *
     return check_num(c, v, fp, constraint, out);
 }
 
+int json_get_converted(const jctx *c, const cJSON *obj, const char *path, const char *key,
+                       int required, int constraint, double (*conv)(double), double *out,
+                       int *present)
+{
+    double x = NAN;
+    if (present) *present = 0;
+    if (json_get_num(c, obj, path, key, required, constraint, &x)) return -1;
+    if (isnan(x)) return 0; /* optional and absent */
+    double v = conv ? conv(x) : x;
+    char fp[256];
+    json_path(fp, sizeof fp, path, key);
+    if (!isfinite(v) || (constraint == J_POS && !(v > 0)))
+        return err_set(c->err, c->file, fp,
+                       "expected a number that stays finite and > 0 in SI units (got %.17g)", x);
+    *out = v;
+    if (present) *present = 1;
+    return 0;
+}
+
 int json_get_int(const jctx *c, const cJSON *obj, const char *path, const char *key,
                  int required, long long lo, long long hi, long long *out)
 {

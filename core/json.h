@@ -43,6 +43,13 @@ int json_check_keys(const jctx *c, const cJSON *obj, const char *path,
  * When required is 0 and the field is absent, *out keeps its value and 0 is returned. */
 int json_get_num(const jctx *c, const cJSON *obj, const char *path, const char *key,
                  int required, int constraint, double *out);
+/* A number in file units at obj.key (as json_get_num: required, constraint) stored as
+ * conv(x) in *out (conv NULL: x itself), refused unless the converted value stays finite
+ * (and > 0 under J_POS): the cluster file's Gbit/s as bytes/s, for one. *present (may be
+ * NULL): 1 when the field was there. 0, or -1 with c->err naming the field. */
+int json_get_converted(const jctx *c, const cJSON *obj, const char *path, const char *key,
+                       int required, int constraint, double (*conv)(double), double *out,
+                       int *present);
 int json_get_int(const jctx *c, const cJSON *obj, const char *path, const char *key,
                  int required, long long lo, long long hi, long long *out);
 int json_get_str(const jctx *c, const cJSON *obj, const char *path, const char *key,

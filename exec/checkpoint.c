@@ -193,14 +193,39 @@ static int check_header(FILE *f, const char *path, const model *m, int *kind, lo
     return 0;
 }
 
+/* The error for a file whose size is not the header and k + 1 tensors of n floats: more
+ * bytes, or fewer (truncated). Returns -1. */
+static int size_error(const char *path, size_t n, size_t k, int more, plumb_err *err)
+{
+    return err_set(err, path, NULL, "expected %zu bytes of checkpoint (got %s)",
+                   CK_HEADER + (1 + k) * n * 4, more ? "more" : "fewer: truncated");
+}
+
 int ckpt_peek(const char *path, const model *m, int *opt_kind, long *step, plumb_err *err)
 {
-    ckpt c;
-    if (ckpt_load(path, m, &c, err)) return -1;
-    *opt_kind = c.opt_kind;
-    *step = c.step;
-    ckpt_free(&c);
-    return 0;
+    FILE *f = fopen(path, "rb");
+    if (!f) return err_set(err, path, NULL, "cannot open: %s", strerror(errno));
+    unsigned crc[3];
+    int kind, rc = -1;
+    long st;
+    struct stat sb;
+    if (check_header(f, path, m, &kind, &st, crc, err)) goto done;
+    size_t n = (size_t)m->nparams, k = (size_t)nstate(kind);
+    if (fstat(fileno(f), &sb)) {
+        err_set(err, path, NULL, "cannot read: %s", strerror(errno));
+        goto done;
+    }
+    if ((unsigned long long)sb.st_size != CK_HEADER + (1 + k) * n * 4) {
+        size_error(path, n, k, (unsigned long long)sb.st_size > CK_HEADER + (1 + k) * n * 4,
+                   err);
+        goto done;
+    }
+    *opt_kind = kind;
+    *step = st;
+    rc = 0;
+done:
+    fclose(f);
+    return rc;
 }
 
 static const char *const TENSOR[3] = {"weights", "momentum (m)", "second moment (v)"};
@@ -247,8 +272,7 @@ int ckpt_load(const char *path, const model *m, ckpt *c, plumb_err *err)
     size_t got = fread(body, 1, (1 + k) * n * 4, f);
     int extra = fgetc(f) != EOF;
     if (got != (1 + k) * n * 4 || extra) {
-        err_set(err, path, NULL, "expected %zu bytes of checkpoint (got %s)",
-                CK_HEADER + (1 + k) * n * 4, extra ? "more" : "fewer: truncated");
+        size_error(path, n, k, extra, err);
         goto done;
     }
     get_floats(c->w, body, n);
@@ -408,8 +432,9 @@ int ckpt_save_dir(const char *dir, const model *m, const ckpt *c, int keep, plum
     return 0;
 }
 
-char *ckpt_find_latest(const char *dir, const model *m, plumb_err *err)
+char *ckpt_find_latest(const char *dir, const model *m, ckpt *state, plumb_err *err)
 {
+    if (state) memset(state, 0, sizeof *state);
     int n;
     errno = 0;
     long *st = list_steps(dir, &n);
@@ -422,11 +447,14 @@ char *ckpt_find_latest(const char *dir, const model *m, plumb_err *err)
         char name[40];
         snprintf(name, sizeof name, "ckpt-%08ld.ckpt", st[i]);
         char *p = join(dir, name);
-        int kind;
-        long step;
+        ckpt c;
         plumb_err e2 = {{0}};
-        if (p && !ckpt_peek(p, m, &kind, &step, &e2)) found = p;
-        else {
+        if (!p) err_set(&e2, NULL, NULL, "out of memory");
+        if (p && !ckpt_load(p, m, &c, &e2)) {
+            found = p;
+            if (state && i == 0) *state = c; /* the newest: kept, not read again */
+            else ckpt_free(&c);
+        } else {
             if (i == 0) bad = e2;
             free(p);
         }

@@ -32,8 +32,12 @@ int ckpt_save(const char *path, const model *m, const ckpt *c, plumb_err *err);
  * value that is not finite. */
 int ckpt_load(const char *path, const model *m, ckpt *c, plumb_err *err);
 
-/* Checks path against m as ckpt_load does (checksums included) without keeping the
- * state; gives the optimizer kind and steps. 0, or -1 with err as ckpt_load would fail. */
+/* Reads only path's header (64 bytes) and its size: checks them as ckpt_load does
+ * (magic, version, header checksum, model, optimizer kind, steps; the size the header
+ * implies) and gives the optimizer kind and steps. The tensors are neither read nor
+ * checked: a file ckpt_load accepts, peek accepts with the same kind and steps, but a
+ * damaged tensor (checksum, non-finite value) is found by ckpt_load only. 0, or -1 with
+ * err as ckpt_load would fail. */
 int ckpt_peek(const char *path, const model *m, int *opt_kind, long *step, plumb_err *err);
 
 void ckpt_free(ckpt *c);
@@ -52,10 +56,11 @@ void ckpt_sweep_file(const char *path);
  * Returns 0, or -1 with err set (no checkpoint is removed then). */
 int ckpt_save_dir(const char *dir, const model *m, const ckpt *c, int keep, plumb_err *err);
 
-/* The path (malloc'd, caller frees) of the newest checkpoint in dir, checked in full as
- * ckpt_load does. NULL with err set when dir holds none, or when the newest fails the
- * checks: err then gives its reason and names the newest intact one, if any (a corrupt
- * newest file is never skipped silently). */
-char *ckpt_find_latest(const char *dir, const model *m, plumb_err *err);
+/* The path (malloc'd, caller frees) of the newest checkpoint in dir, read and checked in
+ * full by ckpt_load; when state is not NULL it receives that checkpoint's state, so that a
+ * resume reads the file once (free with ckpt_free; zeroed on failure). NULL with err set
+ * when dir holds none, or when the newest fails the checks: err then gives its reason and
+ * names the newest intact one, if any (a corrupt newest file is never skipped silently). */
+char *ckpt_find_latest(const char *dir, const model *m, ckpt *state, plumb_err *err);
 
 #endif

@@ -11,6 +11,14 @@
 #define FMNIST_MEAN 0.2860f
 #define FMNIST_STD 0.3530f
 
+const char *data_default_kind(const model *m)
+{
+    if (!m->tokens && shape_numel(m->in_ndim, m->in_shape) == 784 && m->classes == 10)
+        return "fashion-mnist";
+    if (m->tokens && m->classes >= 256) return "text";
+    return "synthetic";
+}
+
 void data_free(dataset *d)
 {
     if (!d) return;

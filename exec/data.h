@@ -44,6 +44,12 @@ dataset *data_synthetic(const model *m, int n, unsigned long long seed, plumb_er
 dataset *data_text(const model *m, const char *path, int n, unsigned long long seed,
                    plumb_err *err);
 
+/* The data set kind plumb uses for m when none is named (plumb train's default and the
+ * profiler's data): "fashion-mnist" for a model without embedding that takes 784 floats
+ * (e.g. [1,28,28]) into 10 classes, "text" for a token model with at least 256 classes
+ * (byte ids, what data_text needs), else "synthetic". Never NULL (a static string). */
+const char *data_default_kind(const model *m);
+
 /* Checks that d fits m (floats per sample, targets per sample, classes); -1 with err. */
 int data_check_model(const dataset *d, const model *m, plumb_err *err);
 

@@ -364,20 +364,21 @@ static double vmax(const double *v, int n)
     return x;
 }
 
-/* The data set plumb train uses for m by default, as the profile's data: Fashion-MNIST's
- * training split when m is shaped for it and the files load, the built-in text for a token
- * model, else n synthetic samples; *what names it. NULL with err set when none loads. */
+/* The data set plumb train uses for m by default (data_default_kind), as the profile's
+ * data: Fashion-MNIST's training split, or synthetic samples when its files do not load
+ * (a profile needs no labels that mean anything), n text windows or n synthetic samples;
+ * *what names it. NULL with err set when none loads. */
 static dataset *default_data(const model *m, int n, unsigned long long seed, const char **what,
                              plumb_err *err)
 {
-    if (!m->tokens && shape_numel(m->in_ndim, m->in_shape) == 784 && m->classes == 10) {
+    const char *kind = data_default_kind(m);
+    if (!strcmp(kind, "fashion-mnist")) {
         plumb_err e2;
         err_clear(&e2);
         dataset *d = data_fashion_mnist(NULL, 1, &e2);
         if (d && !data_check_model(d, m, &e2)) return *what = "fashion-mnist", d;
         data_free(d);
-    }
-    if (m->tokens && m->classes >= 256) {
+    } else if (!strcmp(kind, "text")) {
         *what = "text";
         return data_text(m, NULL, n, seed, err);
     }

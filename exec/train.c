@@ -107,26 +107,27 @@ static int seqtrain_save_dir(seq_trainer *t, const char *dir, plumb_err *err)
     return rc;
 }
 
+int seqtrain_restore(seq_trainer *t, const ckpt *c, const char *path, plumb_err *err)
+{
+    float *dm, *dv;
+    size_t bytes = (size_t)stage_nparams(t->st) * sizeof(float);
+    if (c->opt_kind != t->cfg.opt.kind)
+        return err_set(err, path, NULL, "expected a checkpoint of the %s optimizer (got %s); "
+                       "resume with --optimizer %s", opt_names[t->cfg.opt.kind],
+                       opt_names[c->opt_kind], opt_names[c->opt_kind]);
+    if (stage_opt_state(t->st, c->opt_kind, &dm, &dv, err)) return -1;
+    t->bk->upload(t->ctx, stage_params(t->st), c->w, bytes);
+    if (dm) t->bk->upload(t->ctx, dm, c->m, bytes);
+    if (dv) t->bk->upload(t->ctx, dv, c->v, bytes);
+    t->steps = c->step;
+    return t->bk->sync(t->ctx, err);
+}
+
 int seqtrain_load(seq_trainer *t, const char *path, plumb_err *err)
 {
     ckpt c;
     if (ckpt_load(path, t->m, &c, err)) return -1;
-    int rc = -1;
-    float *dm, *dv;
-    size_t bytes = (size_t)stage_nparams(t->st) * sizeof(float);
-    if (c.opt_kind != t->cfg.opt.kind) {
-        err_set(err, path, NULL, "expected a checkpoint of the %s optimizer (got %s); resume "
-                "with --optimizer %s", opt_names[t->cfg.opt.kind], opt_names[c.opt_kind],
-                opt_names[c.opt_kind]);
-        goto done;
-    }
-    if (stage_opt_state(t->st, c.opt_kind, &dm, &dv, err)) goto done;
-    t->bk->upload(t->ctx, stage_params(t->st), c.w, bytes);
-    if (dm) t->bk->upload(t->ctx, dm, c.m, bytes);
-    if (dv) t->bk->upload(t->ctx, dv, c.v, bytes);
-    t->steps = c.step;
-    rc = t->bk->sync(t->ctx, err);
-done:
+    int rc = seqtrain_restore(t, &c, path, err);
     ckpt_free(&c);
     return rc;
 }
@@ -231,7 +232,13 @@ int train_run(const train_run_cfg *rc, train_result *res, plumb_err *err)
     if (!(ctx = rc->bk->create(rc->device, err))) goto done;
     if (rc->bk->hint_workers) rc->bk->hint_workers(1); /* one worker: every core */
     if (!(t = seqtrain_create(rc->bk, ctx, m, &rc->cfg, err))) goto done;
-    if (rc->resume && seqtrain_load(t, rc->resume, err)) goto done;
+    if (rc->resume_state) { /* read once by the caller; uploaded, its arrays are freed */
+        int bad = seqtrain_restore(t, rc->resume_state, rc->resume, err);
+        ckpt_free(rc->resume_state);
+        if (bad) goto done;
+    } else if (rc->resume && seqtrain_load(t, rc->resume, err)) {
+        goto done;
+    }
     long start = seqtrain_steps(t);
     if (start > total) start = total;
     perm = malloc((size_t)d->n * sizeof *perm);

@@ -8,6 +8,7 @@
 #include <stdio.h>
 
 #include "exec/backend.h"
+#include "exec/checkpoint.h"
 #include "exec/data.h"
 #include "exec/model.h"
 #include "exec/runtime.h"
@@ -64,6 +65,9 @@ long seqtrain_steps(const seq_trainer *t);
  * or restores them from it (the checkpoint's optimizer must be the trainer's). 0 or -1. */
 int seqtrain_save(seq_trainer *t, const char *path, plumb_err *err);
 int seqtrain_load(seq_trainer *t, const char *path, plumb_err *err);
+/* seqtrain_load from a checkpoint already read from path (named in errors): c is only
+ * read. 0 or -1. */
+int seqtrain_restore(seq_trainer *t, const ckpt *c, const char *path, plumb_err *err);
 
 /* A whole run as `plumb train` does it. */
 typedef struct train_run_cfg {
@@ -79,6 +83,10 @@ typedef struct train_run_cfg {
     FILE *log;                /* progress lines; NULL for none */
     const char *resume;       /* checkpoint file to start from (its steps count toward the
                                  total, the data order continues), or NULL */
+    ckpt *resume_state;       /* resume's state when already read (train_resume_open), so
+                                 the file is read once; NULL: the run reads resume. The
+                                 run takes its arrays (frees them once used, or keeps
+                                 them): they are NULL after it; ckpt_free stays safe */
     const char *save;         /* checkpoint written at the end, or NULL */
     const char *checkpoint_dir; /* with checkpoint_every > 0: a checkpoint every that many
                                    steps (and at the end) in this folder (ckpt_save_dir,

@@ -136,7 +136,7 @@ int train_run_pipeline(const train_run_cfg *rc, const schedule *s, const int *fi
         return err_set(err, NULL, "--batch", "expected at most the %d samples of the %s data "
                        "(got a minibatch of %d)", d->n, d->name, mbs);
     const long total = s->iterations, every_ck = rc->checkpoint_every;
-    if ((every_ck > 0 || rc->resume) && !rc->make_sched)
+    if ((every_ck > 0 || rc->resume || rc->resume_state) && !rc->make_sched)
         return err_set(err, NULL, NULL, "pipelined checkpoints need a schedule maker");
     batcher b = {d, rc->cfg.microbatch, s->microbatches, 0, d->n / mbs, NULL};
     b.epochs = (int)((total + b.per_epoch - 1) / b.per_epoch);
@@ -166,8 +166,13 @@ int train_run_pipeline(const train_run_cfg *rc, const schedule *s, const int *fi
         if (rc->local_workers[i] >= 0 && rc->local_workers[i] < s->nworkers)
             devs[rc->local_workers[i]] = rc->device;
     long start = 0;
-    if (rc->resume) {
-        if (ckpt_load(rc->resume, m, &ck, err)) goto done;
+    if (rc->resume_state) { /* read once by the caller: its arrays are taken */
+        ck = *rc->resume_state;
+        rc->resume_state->w = rc->resume_state->m = rc->resume_state->v = NULL;
+    } else if (rc->resume && ckpt_load(rc->resume, m, &ck, err)) {
+        goto done;
+    }
+    if (rc->resume || rc->resume_state) {
         if (ck.opt_kind != (int)rc->cfg.opt.kind) {
             err_set(err, rc->resume, NULL, "expected a checkpoint of the run's optimizer "
                     "(kind %d, got %d)", (int)rc->cfg.opt.kind, ck.opt_kind);

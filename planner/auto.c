@@ -40,22 +40,6 @@ static int add_m_variants(const nm_models *ms, nm_cands *cs, int from)
     return 0;
 }
 
-/* Ranking of result candidates, as nm_finish ranks them: simulated and fitting, estimated
- * and fitting (by throughput, best first), then those that do not fit (least peak first). */
-static double thr_of(const native_candidate *c);
-static double peak_of(const native_candidate *c);
-
-static int cand_class(const native_candidate *c) { return !c->fits ? 2 : c->simulated ? 0 : 1; }
-
-static int cmp_result(const void *a, const void *b)
-{
-    const native_candidate *x = a, *y = b;
-    int cx = cand_class(x), cy = cand_class(y);
-    if (cx != cy) return cx - cy;
-    double vx = cx == 2 ? -peak_of(x) : thr_of(x), vy = cx == 2 ? -peak_of(y) : thr_of(y);
-    return (vy > vx) - (vy < vx);
-}
-
 /* 1 when a and b run the same partition the same way (schedule, microbatching,
  * recomputation, stages and their devices); predicted figures are not compared. */
 static int same_partition(const native_candidate *a, const native_candidate *b)
@@ -79,23 +63,32 @@ static int same_partition(const native_candidate *a, const native_candidate *b)
  * among auto's candidates, replacing auto's own copy of that partition: auto's search is
  * coarser per schedule (quick programs for recomputation and smaller microbatches, one
  * simulated estimate per schedule), and without this it could rank a slower plan first
- * than the one `plumb plan` gives by default. Returns 0 (also when the default finds no
- * plan: auto's own ranking stands), -1 with err when out of memory. */
-static int add_default(const profile *p, const cluster *c, const native_options *o,
+ * than the one `plumb plan` gives by default. The default's search runs on auto's own
+ * models ms (nm_search, as planner_native runs it) and its result is ranked by the
+ * planner's one rule (nm_rank_results). Returns 0 (also when the default finds no plan:
+ * auto's own ranking stands), -1 with err when out of memory. */
+static int add_default(const nm_models *ms, const profile *p, const native_options *o,
                        native_result *res, plumb_err *err)
 {
     native_options od = *o;
     od.schedule = SCHED_1F1B_FLUSH;
     od.no_suggest = 1;
+    nm_setting s = {SCHED_1F1B_FLUSH, o->microbatches,
+                    o->microbatch_size > 0 ? o->microbatch_size : p->minibatch,
+                    o->recompute == 1,
+                    o->chunks > 1 ? o->chunks : sched_kind_chunks(SCHED_1F1B_FLUSH),
+                    o->optimizer, 0, o->nstages};
     native_result dr;
+    memset(&dr, 0, sizeof dr);
+    dr.single_samples_per_s = res->single_samples_per_s; /* nm_begin's, as for auto */
+    dr.capacity_bytes = res->capacity_bytes;
     plumb_err e;
-    plan *best = planner_native(p, c, &od, &dr, &e);
+    int failed = nm_search(ms, &od, &s, &dr, &e);
     res->dp_runs += dr.dp_runs;
     res->nsimulated += dr.nsimulated;
     native_candidate *d = NULL;
-    for (int i = 0; best && i < dr.ncand && !d; i++)
+    for (int i = 0; !failed && i < dr.ncand && !d; i++)
         if (dr.cand[i].fits && dr.cand[i].pl) d = &dr.cand[i];
-    plan_free(best);
     if (!d) {
         native_result_free(&dr);
         return 0;
@@ -118,7 +111,7 @@ static int add_default(const profile *p, const cluster *c, const native_options 
     d->pl = NULL; /* now res's */
     native_result_free(&dr);
     res->nothing_fits = 0;
-    qsort(res->cand, (size_t)res->ncand, sizeof *res->cand, cmp_result);
+    nm_rank_results(res);
     nm_reasons(res);
     return 0;
 }
@@ -193,8 +186,9 @@ int planner_auto(const profile *p, const cluster *c, const native_options *o,
         return -1;
     }
     nm_cands_free(&cs);
+    int rc = add_default(&ms, p, o, res, err);
     nm_models_free(&ms);
-    if (add_default(p, c, o, res, err)) return -1;
+    if (rc) return -1;
     res->plan_ms = nm_now_ms() - t0;
     return 0;
 oom:
@@ -204,16 +198,6 @@ oom:
 }
 
 /* --- reasons ------------------------------------------------------------------------------ */
-
-static double thr_of(const native_candidate *c)
-{
-    return c->simulated ? c->sim_samples_per_s : c->est_samples_per_s;
-}
-
-static double peak_of(const native_candidate *c)
-{
-    return c->simulated ? c->sim_peak_memory_bytes : c->est_peak_memory_bytes;
-}
 
 static const char *semantics(const native_candidate *c)
 {
@@ -229,7 +213,7 @@ void nm_reasons(native_result *res)
         native_candidate *c = &res->cand[i];
         char *r = c->reason;
         size_t n = sizeof c->reason, o = 0;
-        double peak = peak_of(c);
+        double peak = nm_result_peak(c);
         if (!c->fits) {
             snprintf(r, n, "rejected: peak %.1f GiB > %.1f GiB per device%s", nm_gib(peak),
                      nm_gib(c->capacity_bytes),
@@ -240,7 +224,7 @@ void nm_reasons(native_result *res)
             o += (size_t)snprintf(r + o, n - o, "wins: highest %s throughput",
                                   c->simulated ? "simulated" : "estimated");
         } else {
-            double t = thr_of(c), t0 = thr_of(top);
+            double t = nm_result_thr(c), t0 = nm_result_thr(top);
             o += (size_t)snprintf(r + o, n - o, "loses: %.1f%% below #1", t0 > 0 ?
                                   100 * (1 - t / t0) : 0);
             if (c->simulated && top->simulated &&
@@ -274,12 +258,12 @@ void native_result_print(const native_result *res, int top, FILE *out)
         const native_candidate *c = &res->cand[i];
         char mbs[32], thr[32], bub[16], mem[32], cfg[16];
         snprintf(mbs, sizeof mbs, "%d x %d smp", c->microbatches, c->microbatch_size);
-        snprintf(thr, sizeof thr, "%.1f smp/s%s", thr_of(c), c->simulated ? "" : "*");
+        snprintf(thr, sizeof thr, "%.1f smp/s%s", nm_result_thr(c), c->simulated ? "" : "*");
         if (c->simulated)
             snprintf(bub, sizeof bub, "%.0f %%", 100 * c->sim_bubble_fraction);
         else
             snprintf(bub, sizeof bub, "-");
-        snprintf(mem, sizeof mem, "%.1f/%.1f GiB", nm_gib(peak_of(c)),
+        snprintf(mem, sizeof mem, "%.1f/%.1f GiB", nm_gib(nm_result_peak(c)),
                  nm_gib(c->capacity_bytes));
         snprintf(cfg, sizeof cfg, "%.13s%s", c->config, strlen(c->config) > 13 ? ".." : "");
         fprintf(out, "%-4d %-11s %-5s %-16s %-9s %-6d %-14s %-16s %-7s %-16s %s\n", i + 1,
@@ -313,12 +297,12 @@ cJSON *native_result_to_json(const native_result *res, int top)
             !json_add_num(o, "chunks", c->chunks) ||
             !cJSON_AddStringToObject(o, "replicas", c->config) ||
             !cJSON_AddBoolToObject(o, "simulated", c->simulated) ||
-            !json_add_num(o, "samples_per_s", thr_of(c)) ||
+            !json_add_num(o, "samples_per_s", nm_result_thr(c)) ||
             !json_add_num(o, "estimated_samples_per_s", c->est_samples_per_s) ||
             !json_add_num(o, "iteration_s", c->simulated ? c->sim_iteration_s
                                                          : c->est_iteration_s) ||
             !json_add_num(o, "bubble_fraction", c->simulated ? c->sim_bubble_fraction : -1) ||
-            !json_add_num(o, "peak_memory_bytes", peak_of(c)) ||
+            !json_add_num(o, "peak_memory_bytes", nm_result_peak(c)) ||
             !json_add_num(o, "capacity_bytes", c->capacity_bytes) ||
             !cJSON_AddBoolToObject(o, "fits", c->fits) ||
             !cJSON_AddStringToObject(o, "reason", c->reason)) {

@@ -279,19 +279,51 @@ static int cmp_est(const void *a, const void *b)
     return (y->pt.thr > x->pt.thr) - (y->pt.thr < x->pt.thr);
 }
 
+/* The planner's ranking, one rule for candidates (nm_cand) and for results
+ * (native_candidate, nm_rank_results): by class (0 simulated and fits, 1 estimated and
+ * fits, 2 does not fit), then by throughput t (highest first) in classes 0 and 1, by peak
+ * memory p (least first) in class 2. As a qsort comparison; 0 for a tie. */
+static int rank_order(int cx, double tx, double px, int cy, double ty, double py)
+{
+    if (cx != cy) return cx - cy;
+    if (cx == 2) return (px > py) - (px < py);
+    return (ty > tx) - (ty < tx);
+}
+
+static double cand_peak(const nm_cand *c) { return c->simulated ? c->sim_peak : c->pt.peak_mem; }
+
 static int cmp_rank(const void *a, const void *b)
 {
     const nm_cand *x = a, *y = b;
-    int cx = cand_class(x), cy = cand_class(y);
-    if (cx != cy) return cx - cy;
-    if (cx == 2) {
-        double px = x->simulated ? x->sim_peak : x->pt.peak_mem;
-        double py = y->simulated ? y->sim_peak : y->pt.peak_mem;
-        return (px > py) - (px < py);
-    }
+    int cx = cand_class(x);
     double tx = cand_thr(x), ty = cand_thr(y);
-    if (tx == ty) return x->copied - y->copied; /* a simulated plan before its copy */
-    return (ty > tx) - (ty < tx);
+    if (cx == cand_class(y) && cx != 2 && tx == ty)
+        return x->copied - y->copied; /* a simulated plan before its copy */
+    return rank_order(cx, tx, cand_peak(x), cand_class(y), ty, cand_peak(y));
+}
+
+double nm_result_thr(const native_candidate *c)
+{
+    return c->simulated ? c->sim_samples_per_s : c->est_samples_per_s;
+}
+
+double nm_result_peak(const native_candidate *c)
+{
+    return c->simulated ? c->sim_peak_memory_bytes : c->est_peak_memory_bytes;
+}
+
+static int result_class(const native_candidate *c) { return !c->fits ? 2 : c->simulated ? 0 : 1; }
+
+static int cmp_result(const void *a, const void *b)
+{
+    const native_candidate *x = a, *y = b;
+    return rank_order(result_class(x), nm_result_thr(x), nm_result_peak(x), result_class(y),
+                      nm_result_thr(y), nm_result_peak(y));
+}
+
+void nm_rank_results(native_result *res)
+{
+    qsort(res->cand, (size_t)res->ncand, sizeof *res->cand, cmp_result);
 }
 
 static int same_plan(const nm_models *ms, const nm_cand *a, const nm_cand *b, int any_rc);
@@ -708,6 +740,41 @@ int nm_begin(const profile *p, const cluster *c, const native_options *o, native
     return 0;
 }
 
+int nm_search(const nm_models *ms, const native_options *o, nm_setting *s,
+              native_result *res, plumb_err *err)
+{
+    nm_cands cs = {0};
+    int n = 0, fixedM = o->microbatches > 0;
+    /* recomputation off, on, or (auto, the default) both, ranked by the simulator: it costs
+     * a forward per microbatch but may let a better partition fit */
+    int rc0 = o->recompute == 1 ? 1 : 0, rc1 = o->recompute == 0 ? 0 : 1;
+    int have = 0; /* baselines that fit without recomputation need no recomputing twin */
+    /* microbatches of the profiled size, and (unless --microbatch-size fixes it) of a half
+     * and a quarter of it, as auto does: smaller ones free activation memory for other
+     * partitions, fewer stages or more replicas; quarter and below only when nothing fits */
+    const int mb0 = s->mbsize;
+    for (int mb = mb0; mb >= 1 && n >= 0; mb /= 2) {
+        int before = n;
+        s->mbsize = mb;
+        for (int rc = rc0; rc <= rc1 && n >= 0; rc++) {
+            s->recompute = rc;
+            int a = nm_gather(ms, s, fixedM, &cs, &res->dp_runs);
+            int b = a < 0 ? 0 : nm_baselines(ms, s, fixedM, &cs, &res->dp_runs, &have);
+            n = a < 0 || b < 0 ? -1 : n + a + b;
+        }
+        if (o->microbatch_size > 0 || (n > before && mb * 4 <= mb0)) break;
+    }
+    s->mbsize = mb0;
+    if (n == 0) s->recompute = rc1; /* what the suggestions start from */
+    /* chunked schedules simulate slowly (ranks x chunks stages): two of them */
+    int nsim = o->sim_top > 0 ? o->sim_top : o->sim_top < 0 ? 0
+               : sched_kind_chunked(s->kind) ? 2 : 4;
+    if (n < 0) err_set(err, NULL, NULL, "out of memory");
+    int ret = n < 0 || nm_finish(ms, &cs, o, nsim, res, err) ? -1 : 0;
+    nm_cands_free(&cs);
+    return ret;
+}
+
 static plan *best_plan(const native_result *res, plumb_err *err)
 {
     for (int i = 0; i < res->ncand; i++)
@@ -757,40 +824,9 @@ plan *planner_native(const profile *p, const cluster *c, const native_options *o
                     o->recompute == 1,
                     o->chunks > 1 ? o->chunks : sched_kind_chunks((sched_kind)o->schedule),
                     o->optimizer, 0, o->nstages};
-    nm_cands cs = {0};
-    int n = 0, fixedM = o->microbatches > 0;
-    /* recomputation off, on, or (auto, the default) both, ranked by the simulator: it costs
-     * a forward per microbatch but may let a better partition fit */
-    int rc0 = o->recompute == 1 ? 1 : 0, rc1 = o->recompute == 0 ? 0 : 1;
-    int have = 0; /* baselines that fit without recomputation need no recomputing twin */
-    /* microbatches of the profiled size, and (unless --microbatch-size fixes it) of a half
-     * and a quarter of it, as auto does: smaller ones free activation memory for other
-     * partitions, fewer stages or more replicas; quarter and below only when nothing fits */
-    const int mb0 = s.mbsize;
-    for (int mb = mb0; mb >= 1 && n >= 0; mb /= 2) {
-        int before = n;
-        s.mbsize = mb;
-        for (int rc = rc0; rc <= rc1 && n >= 0; rc++) {
-            s.recompute = rc;
-            int a = nm_gather(&ms, &s, fixedM, &cs, &res->dp_runs);
-            int b = a < 0 ? 0 : nm_baselines(&ms, &s, fixedM, &cs, &res->dp_runs, &have);
-            n = a < 0 || b < 0 ? -1 : n + a + b;
-        }
-        if (o->microbatch_size > 0 || (n > before && mb * 4 <= mb0)) break;
-    }
-    s.mbsize = mb0;
-    if (n == 0) s.recompute = rc1; /* what the suggestions start from */
-    /* chunked schedules simulate slowly (ranks x chunks stages): two of them */
-    int nsim = o->sim_top > 0 ? o->sim_top : o->sim_top < 0 ? 0
-               : sched_kind_chunked(s.kind) ? 2 : 4;
-    if (n < 0 || nm_finish(&ms, &cs, o, nsim, res, err)) {
-        if (n < 0) err_set(err, NULL, NULL, "out of memory");
-        nm_cands_free(&cs);
-        nm_models_free(&ms);
-        goto done;
-    }
-    nm_cands_free(&cs);
+    int rc = nm_search(&ms, o, &s, res, err);
     nm_models_free(&ms);
+    if (rc) goto done;
     if (res->nothing_fits) {
         nm_suggest(p, c, o, &s, res, err);
         goto done;

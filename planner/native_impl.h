@@ -226,6 +226,21 @@ void nm_suggest(const profile *p, const cluster *c, const native_options *o,
 int nm_begin(const profile *p, const cluster *c, const native_options *o, native_result *res,
              nm_models *ms, plumb_err *err);
 
+/* planner_native's search for one schedule on the models ms (nm_begin's): s's microbatch
+ * size, then a half and a quarter of it (unless o fixes it), recomputation off and on as o
+ * asks, each with the baselines, then nm_finish into res (which nm_begin cleared; its
+ * dp_runs and nsimulated are added to). On return s->recompute is what the suggestions
+ * start from (nm_suggest). 0 or -1 with err (out of memory). */
+int nm_search(const nm_models *ms, const native_options *o, nm_setting *s,
+              native_result *res, plumb_err *err);
+
+/* A result's throughput and peak memory: simulated when it was, else estimated. */
+double nm_result_thr(const native_candidate *c);
+double nm_result_peak(const native_candidate *c);
+
+/* Sorts res->cand by the ranking nm_finish gives its candidates (native.c, rank_order). */
+void nm_rank_results(native_result *res);
+
 /* Writes each ranked candidate's reason (auto.c). */
 void nm_reasons(native_result *res);
 

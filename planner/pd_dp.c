@@ -216,21 +216,27 @@ static int next_in_row(const pd_lattice *l, int s, int j)
     return k < l->n ? k : l->n;
 }
 
-/* What row_compute knows of the row it computes, shared with its pieces (row_split_inner,
- * row_split_at): the level's constants, the row's work arrays and, per end j, the
- * bounds and best splits so far (sp, spc for each machine count m). */
+/* What row_compute knows of the row (L, s) it computes, shared with its pieces (row_end
+ * and below): the level's constants, the row's work arrays and, per end j, the bounds and
+ * best splits so far (sp, spc for each machine count m). */
 typedef struct row_ctx {
     pd_dp *d;
     const pd_lattice *l;
     const pd_cost *cost;
-    int L, M, W, ld, min_machines, rmax, mem, native, lastmode;
+    int L, s, M, W, ld, first, min_machines, maxm, rmax, mem, native, lastmode;
+    int do_dp;                         /* splits allowed (not the top's later rows) */
+    int hintok;                        /* ub from the previous end's splits (hint) */
+    int mm, nl;                        /* as for pd_dp_need_row */
     double bnd, B, memsize, ratio;
     const double *lowmat;              /* the level below's matrix (L > 0) */
+    double *f;                         /* d->f[L]: f[j * M + m] */
+    choice *ch;                        /* d->ch[L], alike */
     double *fmin, *pmin, *rbk;
     int *rmm;
-    double *sp, *ls, *cap, *eps, *ub;
+    double *bs, *sp, *ls, *cap, *eps, *ub; /* per m: single stage, best split, ... */
     choice *spc;
     const double *sync_r, *inv_r;
+    int hint[64], nhint;               /* split states to try first (level 0) */
 } row_ctx;
 
 /* The inner time of a last stage (k, j] (*ikjp), computing the lower row it comes from
@@ -367,6 +373,246 @@ static void row_split_at(const row_ctx *c, int j, int k, const double *fk, doubl
     }
 }
 
+/* Sets end j's entries to +INFINITY: every plan of (s, j] is slower than the bound (or
+ * none of j's entries matters). */
+static void row_end_none(const row_ctx *c, int j, int keepout, double *out, int ostride)
+{
+    const int M = c->M;
+    double *fj = c->f + (size_t)j * M;
+    choice *cj = c->ch + (size_t)j * M;
+    if (keepout) out[(size_t)j * ostride] = INFINITY;
+    for (int m = 0; m < M; m++) {
+        fj[m] = INFINITY;
+        cj[m] = (choice){-1, -1, m + 1};
+    }
+    c->fmin[j] = INFINITY;
+    for (int m = 0; m < M; m++) c->pmin[(size_t)j * M + m] = INFINITY;
+}
+
+/* The single stage (s, j] (inner time `inner`, parameters Psj, activations Asj) on m + 1
+ * machines, PipeDream's base case, into c->bs[m]: +INFINITY where it does not fit
+ * (memory constraint), where the first level's machine count rules it out, or beyond a
+ * straight pipeline's one machine. Clears the best splits (c->sp) too. */
+static void row_end_single(const row_ctx *c, double inner, double Psj, double Asj)
+{
+    const int M = c->M, first = c->first;
+    double *bs = c->bs, *sp = c->sp;
+    for (int m = 0; m < M; m++) {
+        bs[m] = INFINITY;
+        sp[m] = INFINITY;
+    }
+    for (int m = 0; m < c->maxm; m++) {
+        double stash = ceil_div(M - (m + 1), m + 1) * (Asj + Psj);
+        if (c->mem && stash > c->memsize) continue;
+        if (first > 0 && m != first - 1) continue;
+        if (isinf(inner)) continue;
+        bs[m] = c->native ? pd_base(NULL, c->L, inner, Psj, m + 1, c->B, c->W)
+                          : c->cost->base(c->cost->ctx, c->L, inner, Psj, m + 1, c->B, c->W);
+    }
+}
+
+/* cap[m]: a split of (s, j] (compute Csj) on m + 1 machines matters only below it,
+ * -INFINITY when none can. A split wins only when strictly below the single stage (or the
+ * use_fewer_machines copy, itself at most the single stage), and an entry above bnd reads
+ * +INFINITY; when the split's lower bound (every stage takes at least its compute over its
+ * machines and over the machines below, so the slowest at least C(s, j) over all of them,
+ * less a slack for the rounding of sums) is not below the single stage, or is above bnd,
+ * or the rest of the model cannot fit (suf), no split can change the entry or its choice
+ * and none is tried. Returns whether some entry of j on several machines can still be in
+ * a plan. */
+static int row_end_caps(const row_ctx *c, int j, double Csj, int suf)
+{
+    const pd_dp *d = c->d;
+    const int M = c->M, n = d->n;
+    const double unit = c->L ? d->scale[c->L - 1] : 1.0;
+    const double cl = Csj * (1.0 - 1e-9) - 1e-12 * c->l->C[n - 1];
+    double *cap = c->cap;
+    int any = 0;
+    for (int m = 0; m < M; m++) {
+        double lbm = cl / ((double)(m + 1) * unit);
+        int live = m >= c->min_machines && m + 1 + suf <= M && lbm < c->bs[m] &&
+                   lbm <= c->eps[m];
+        cap[m] = live ? c->bs[m] : -INFINITY;
+        any |= live;
+    }
+    if (c->lastmode && j == n - 1) { /* only the answer's entry is ever read (no
+                                       use_fewer_machines copy in lastcol) */
+        for (int m = 0; m < M - 1; m++) cap[m] = -INFINITY;
+        any = cap[M - 1] != -INFINITY;
+    }
+    return any;
+}
+
+/* The level-0 columns end j's splits read, computed on first use: in column mode a last
+ * stage on r <= M-1 top machines; in lastmode the last state's column and those of the
+ * ends whose rest fits on one top machine (d->iscol). */
+static void row_end_columns(const row_ctx *c, int j)
+{
+    pd_dp *d = c->d;
+    const double bnd = c->bnd;
+    const int M = c->M;
+    if (c->L == d->top && d->colmode && !d->coldone[j]) pd_dp_col(d, j, bnd * (M - 1), NULL);
+    if (c->lastmode && j == d->n - 1 && !d->coldone[j]) pd_dp_col(d, j, bnd * (M - 1), NULL);
+    if (c->lastmode && d->iscol[j] && !d->coldone[j]) {
+        pd_dp_col_bounds(d, j, bnd, c->f);
+        pd_dp_col(d, j, bnd, d->colkb);
+    }
+}
+
+/* ub[m]: the value of some split candidate of (j, m), at least the best one: a candidate
+ * whose lower bound is above it can be neither the minimum nor equal to it, so it cannot
+ * be chosen. From the split states chosen for the previous end (c->hint: neighbouring
+ * states often split alike), with row_split_at's arithmetic (level 0, PipeDream's
+ * formula, no memory constraint or compression). */
+static void row_end_hint_bounds(const row_ctx *c, int j)
+{
+    const pd_lattice *l = c->l;
+    const int M = c->M, rmax = c->rmax, sw = l->swords;
+    const double *sync_r = c->sync_r, *inv_r = c->inv_r;
+    double *ls = c->ls, *ub = c->ub;
+    const uint64_t *aj = l->anc + (size_t)j * sw;
+    const uint64_t *ds = c->s < 0 ? NULL : l->desc + (size_t)c->s * sw;
+    for (int h = 0; h < c->nhint; h++) {
+        int k = c->hint[h];
+        if (!pd_bit(aj, k) || (ds && !pd_bit(ds, k)) || c->fmin[k] > c->bnd) continue;
+        const double *fk = c->f + (size_t)k * M;
+        double ikj = l->C[j] - l->C[k], Pkj = l->P[j] - l->P[k];
+        for (int r = 1; r <= rmax; r++) ls[r] = (ikj + Pkj * sync_r[r]) * inv_r[r];
+        for (int m = c->min_machines; m < M; m++) {
+            int rm = m < rmax ? m : rmax;
+            for (int r = 1; r <= rm; r++) {
+                double pre = fk[m - r];
+                double pt = pre > ls[r] ? pre : ls[r];
+                if (pt < ub[m]) ub[m] = pt;
+            }
+        }
+    }
+}
+
+/* Tries every split state k of (s, j] (the ancestors of j that descend from s), keeping
+ * the best split per machine count in c->sp, c->spc. 0, or -1 out of memory. */
+static int row_end_splits(const row_ctx *c, int j)
+{
+    const pd_lattice *l = c->l;
+    const int M = c->M, sw = l->swords;
+    const double *cap = c->cap, *eps = c->eps, *ub = c->ub;
+    const uint64_t *aj = l->anc + (size_t)j * sw;
+    const uint64_t *ds = c->s < 0 ? NULL : l->desc + (size_t)c->s * sw;
+    /* tmax: no candidate above it can matter for any m (see cap, eps, ub); a candidate is
+     * at least its prefix's best (fmin) and, with PipeDream's formula, its last stage's
+     * ikj / rmax */
+    double tmax = -INFINITY;
+    for (int m = 0; m < M; m++) {
+        if (cap[m] == -INFINITY) continue;
+        double t = cap[m] < eps[m] ? cap[m] : eps[m];
+        if (ub[m] < t) t = ub[m];
+        if (t > tmax) tmax = t;
+    }
+    for (int w = 0; w < sw; w++) {
+        uint64_t bits = aj[w] & (ds ? ds[w] : ~0ull);
+        while (bits) {
+            int k = w * 64 + __builtin_ctzll(bits);
+            bits &= bits - 1;
+            const double *fk = c->f + (size_t)k * M;
+            double ikj;
+            int use = row_split_inner(c, j, k, fk, tmax, &ikj);
+            if (use < 0) return -1;
+            if (use) row_split_at(c, j, k, fk, ikj);
+        }
+    }
+    return 0;
+}
+
+/* End j's entries from the single stage, the use_fewer_machines copy and the best split
+ * (ties keep that order), +INFINITY above the bound, above eps or where the rest cannot
+ * fit (suf); then out (keepout), the split states as the next end's hints, and the prefix
+ * minima (pmin, fmin). */
+static void row_end_pick(row_ctx *c, int j, int suf, int keepout, double *out, int ostride)
+{
+    const int M = c->M, min_machines = c->min_machines;
+    const int fewer = c->d->o->use_fewer_machines;
+    const double *bs = c->bs, *sp = c->sp, *eps = c->eps;
+    const choice *spc = c->spc;
+    double *fj = c->f + (size_t)j * M;
+    choice *cj = c->ch + (size_t)j * M;
+    for (int m = 0; m < M; m++) {
+        double v = bs[m];
+        choice ci = {-1, -1, m + 1};
+        if (c->do_dp && m >= min_machines) {
+            if (fewer && m > 0 && (isinf(bs[m]) || fj[m - 1] < bs[m])) {
+                v = fj[m - 1];
+                ci = cj[m - 1];
+            }
+            if (sp[m] < v) {
+                v = sp[m];
+                ci = spc[m];
+            }
+        }
+        if (v > c->bnd || v > eps[m] || m + 1 + suf > M) v = INFINITY;
+        fj[m] = v;
+        cj[m] = ci;
+    }
+    if (keepout) out[(size_t)j * ostride] = fj[M - 1];
+    if (c->hintok) { /* this end's split states, for the next end */
+        int nh = 0;
+        for (int m = min_machines; m < M; m++) {
+            int k = spc[m].k, seen = 0;
+            if (!(sp[m] < INFINITY) || k < 0) continue;
+            for (int h = 0; h < nh; h++) seen |= c->hint[h] == k;
+            if (!seen) c->hint[nh++] = k;
+        }
+        if (nh) c->nhint = nh;
+    }
+    double lo = INFINITY;
+    for (int m = 0; m < M; m++) {
+        if (fj[m] < lo) lo = fj[m];
+        c->pmin[(size_t)j * M + m] = lo;
+    }
+    c->fmin[j] = lo;
+}
+
+/* Computes end j of the row: f[j][m] and ch[j][m] for every m, out[j * ostride] unless
+ * the entry stays its column's (nl). 0, or -1 out of memory. */
+static int row_end(row_ctx *c, int j, double *out, int ostride)
+{
+    pd_dp *d = c->d;
+    const pd_lattice *l = c->l;
+    const int M = c->M, L = c->L, s = c->s;
+    /* nl: a column end's entry stays the column's (the row's is bounded for the other
+     * ends); its f entries are still the prefixes of later ends */
+    const int keepout = !(c->nl && d->iscol && d->iscol[j]);
+    double Csj = s < 0 ? l->C[j] : l->C[j] - l->C[s];
+    /* eps[m]: entry (j, m) matters only up to it (the bound, or pd_dp_top_need's); when no
+     * entry of j matters, all read +INFINITY, as the full computation would give */
+    for (int m = 0; m < M; m++) c->eps[m] = c->bnd;
+    int dead = 0;
+    if (c->mm != PD_NO_MM) {
+        pd_dp_top_need(d, L, s, j, c->mm, c->nl, c->eps);
+        dead = 1;
+        for (int m = 0; m < M; m++) dead &= c->eps[m] == -INFINITY;
+    }
+    if (dead || Csj / d->scale[L] > c->bnd) { /* every plan of (s, j] is slower */
+        row_end_none(c, j, keepout, out, ostride);
+        return 0;
+    }
+    double inner = L == 0 ? Csj : c->lowmat[(size_t)j * c->ld + s + 1];
+    /* On the top level with a finite bound, the rest of the model (j, end] needs at
+     * least suf machines: each stage on r machines takes at least its compute divided
+     * by r and by every machine below, and must stay within the bound. An entry on
+     * m + 1 machines with m + 1 + suf > M cannot be part of a plan within the bound. */
+    int suf = L == d->top ? pd_dp_top_suf(d, L, c->bnd, j) : 0;
+    double Psj = s < 0 ? l->P[j] : l->P[j] - l->P[s];
+    double Asj = s < 0 ? l->Act[j] : l->Act[j] - l->Act[s];
+    row_end_single(c, inner, Psj, Asj);
+    const int split = c->do_dp && M > c->min_machines && row_end_caps(c, j, Csj, suf);
+    if (split) row_end_columns(c, j);
+    for (int m = 0; m < M; m++) c->ub[m] = INFINITY;
+    if (split && c->hintok) row_end_hint_bounds(c, j);
+    if (split && row_end_splits(c, j)) return -1;
+    row_end_pick(c, j, suf, keepout, out, ostride);
+    return 0;
+}
+
 /* Computes row (L, s): out[j * ostride] = T_L(s, j, M - 1) (+INFINITY when None, when j
  * is not in the row, or when above bnd, a value no caller can use); when keep is not NULL
  * the choices are copied there ([n * M]). Lower rows (or, in column mode, level-0 columns)
@@ -382,24 +628,11 @@ static int row_compute(pd_dp *d, int L, int s, double bnd, int mm, int nl, doubl
     const pd_options *o = d->o;
     const int n = d->n, M = o->machines[L], sw = l->swords;
     const double B = o->bandwidth_Bps[L];
-    const int W = L == 0 ? 1 : o->machines[L - 1];
-    const int first = o->machines_in_first_level;
-    const int min_machines = first > 0 ? first : 1;
-    const int maxm = o->straight ? 1 : M;
     const int rmax = o->straight ? 1 : M - 1;
+    const int native = d->cost == &pd_cost_pipedream && M <= 64;
     const int mem = o->use_memory_constraint;
-    const double memsize = o->memory_bytes;
     const double ratio = o->activation_compression_ratio;
-    const int do_dp = !(L == d->top && s >= 0);
-    const pd_cost *cost = d->cost;
-    const int native = cost == &pd_cost_pipedream && M <= 64;
-    double *f = d->f[L];
-    choice *ch = d->ch[L];
-    const double scale = d->scale[L];
-    const double *lowmat = L > 0 ? d->mat[L - 1] : NULL;
-    const int ld = n + 1;
-    double base[64], split[64], last[64], capv[64], epsv[64], ubv[64];
-    int hint[64], nhint = 0; /* split states to try first (level 0, common case) */
+    double small[6 * 64];
     choice splitch[64];
     double sync_r[65], inv_r[65];
     for (int r = 1; r <= 64 && r <= rmax; r++) {
@@ -421,25 +654,30 @@ static int row_compute(pd_dp *d, int L, int s, double bnd, int mm, int nl, doubl
         bigch = malloc((size_t)M * sizeof *bigch);
         if (!bigbuf || !bigch) goto done;
     }
-    double *bs = M > 64 ? bigbuf : base;
-    double *sp = M > 64 ? bigbuf + M : split;
-    double *ls = M > 64 ? bigbuf + 2 * M : last;
-    double *cap = M > 64 ? bigbuf + 3 * M : capv;
-    double *eps = M > 64 ? bigbuf + 4 * M : epsv;
-    double *ub = M > 64 ? bigbuf + 5 * M : ubv;
-    const int hintok = native && !mem && !(ratio > 0) && L == 0;
-    /* lastmode (see lastcol): the top row computes its lower rows without the last state;
-     * at the last state the inner times come from one level-0 column */
-    const int lastmode = L == d->top && s < 0 && d->lastcol && isfinite(bnd);
-    choice *spc = M > 64 ? bigch : splitch;
-    const row_ctx rc_ = {d, l, cost, L, M, W, ld, min_machines, rmax, mem, native, lastmode,
-                         bnd, B, memsize, ratio, lowmat, fmin, pmin, rbk, rmm,
-                         sp, ls, cap, eps, ub, spc, sync_r, inv_r};
+    double *v = M > 64 ? bigbuf : small;
+    const int vs = M > 64 ? M : 64;
+    row_ctx c = {
+        .d = d, .l = l, .cost = d->cost, .L = L, .s = s, .M = M,
+        .W = L == 0 ? 1 : o->machines[L - 1], .ld = n + 1,
+        .first = o->machines_in_first_level,
+        .min_machines = o->machines_in_first_level > 0 ? o->machines_in_first_level : 1,
+        .maxm = o->straight ? 1 : M, .rmax = rmax, .mem = mem, .native = native,
+        /* lastmode (see lastcol): the top row computes its lower rows without the last
+         * state; at the last state the inner times come from one level-0 column */
+        .lastmode = L == d->top && s < 0 && d->lastcol && isfinite(bnd),
+        .do_dp = !(L == d->top && s >= 0), .hintok = native && !mem && !(ratio > 0) && L == 0,
+        .mm = mm, .nl = nl, .bnd = bnd, .B = B, .memsize = o->memory_bytes, .ratio = ratio,
+        .lowmat = L > 0 ? d->mat[L - 1] : NULL, .f = d->f[L], .ch = d->ch[L],
+        .fmin = fmin, .pmin = pmin, .rbk = rbk, .rmm = rmm,
+        .bs = v, .sp = v + vs, .ls = v + 2 * vs, .cap = v + 3 * vs, .eps = v + 4 * vs,
+        .ub = v + 5 * vs, .spc = M > 64 ? bigch : splitch, .sync_r = sync_r, .inv_r = inv_r,
+        .nhint = 0,
+    };
 
     /* the top row's single stages (-1, j] on m + 1 <= M - pd_dp_top_suf(j) machines use
      * T_{L-1}(-1, j) <= (m + 1) bnd: pd_dp_top_need with mm = -1 */
     if (L > 0 && pd_dp_need_row(d, L - 1, s, L == d->top ? bnd * M : INFINITY,
-                          L == d->top && s < 0 && isfinite(bnd) ? -1 : PD_NO_MM, 0))
+                                L == d->top && s < 0 && isfinite(bnd) ? -1 : PD_NO_MM, 0))
         goto done;
     /* only the row's own entries (s's descendants) are ever read: each is written below */
     for (int j = next_in_row(l, s, -1); j < n; j = next_in_row(l, s, j)) {
@@ -448,171 +686,9 @@ static int row_compute(pd_dp *d, int L, int s, double bnd, int mm, int nl, doubl
             if (!pd_bit(l->anc + (size_t)target * sw, j)) continue;
         }
         if (nl && j == n - 1) continue; /* its column's value stays */
-        /* nl: a column end's entry stays the column's (the row's is bounded for the other
-         * ends); its f entries are still the prefixes of later ends */
-        const int keepout = !(nl && d->iscol && d->iscol[j]);
-        double *fj = f + (size_t)j * M;
-        choice *cj = ch + (size_t)j * M;
-        double Csj = s < 0 ? l->C[j] : l->C[j] - l->C[s];
-        /* eps[m]: entry (j, m) matters only up to it (the bound, or pd_dp_top_need's); when no
-         * entry of j matters, all read +INFINITY, as the full computation would give */
-        for (int m = 0; m < M; m++) eps[m] = bnd;
-        int dead = 0;
-        if (mm != PD_NO_MM) {
-            pd_dp_top_need(d, L, s, j, mm, nl, eps);
-            dead = 1;
-            for (int m = 0; m < M; m++) dead &= eps[m] == -INFINITY;
-        }
-        if (dead || Csj / scale > bnd) { /* every plan of (s, j] is slower than the bound */
-            if (keepout) out[(size_t)j * ostride] = INFINITY;
-            for (int m = 0; m < M; m++) {
-                fj[m] = INFINITY;
-                cj[m] = (choice){-1, -1, m + 1};
-            }
-            fmin[j] = INFINITY;
-            for (int m = 0; m < M; m++) pmin[(size_t)j * M + m] = INFINITY;
-            continue;
-        }
-        double inner = L == 0 ? Csj : lowmat[(size_t)j * ld + s + 1];
-        /* On the top level with a finite bound, the rest of the model (j, end] needs at
-         * least suf machines: each stage on r machines takes at least its compute divided
-         * by r and by every machine below, and must stay within the bound. An entry on
-         * m + 1 machines with m + 1 + suf > M cannot be part of a plan within the bound. */
-        int suf = L == d->top ? pd_dp_top_suf(d, L, bnd, j) : 0;
-        double Psj = s < 0 ? l->P[j] : l->P[j] - l->P[s];
-        double Asj = s < 0 ? l->Act[j] : l->Act[j] - l->Act[s];
-        for (int m = 0; m < M; m++) {
-            bs[m] = INFINITY;
-            sp[m] = INFINITY;
-        }
-        for (int m = 0; m < maxm; m++) {
-            double stash = ceil_div(M - (m + 1), m + 1) * (Asj + Psj);
-            if (mem && stash > memsize) continue;
-            if (first > 0 && m != first - 1) continue;
-            if (isinf(inner)) continue;
-            bs[m] = native ? pd_base(NULL, L, inner, Psj, m + 1, B, W)
-                           : cost->base(cost->ctx, L, inner, Psj, m + 1, B, W);
-        }
-        /* cap[m]: a split of (s, j] on m + 1 machines matters only below it, -INFINITY
-         * when none can. A split wins only when strictly below the single stage (or the
-         * use_fewer_machines copy, itself at most the single stage), and an entry above
-         * bnd reads +INFINITY; when the split's lower bound (every stage takes at least its
-         * compute over its machines and over the machines below, so the slowest at least
-         * C(s, j) over all of them, less a slack for the rounding of sums) is not below
-         * the single stage, or is above bnd, or the rest of the model cannot fit (suf), no
-         * split can change the entry or its choice and none is tried. */
-        int any = 0; /* some entry of j on several machines can still be in a plan */
-        {
-            const double unit = L ? d->scale[L - 1] : 1.0;
-            const double cl = Csj * (1.0 - 1e-9) - 1e-12 * l->C[n - 1];
-            for (int m = 0; m < M; m++) {
-                double lbm = cl / ((double)(m + 1) * unit);
-                int live = m >= min_machines && m + 1 + suf <= M && lbm < bs[m] && lbm <= eps[m];
-                cap[m] = live ? bs[m] : -INFINITY;
-                any |= live;
-            }
-            if (lastmode && j == n - 1) { /* only the answer's entry is ever read (no
-                                            use_fewer_machines copy in lastcol) */
-                any = 0;
-                for (int m = 0; m < M - 1; m++) cap[m] = -INFINITY;
-                any = cap[M - 1] != -INFINITY;
-            }
-        }
-        if (do_dp && M > min_machines && any && L == d->top && d->colmode && !d->coldone[j])
-            pd_dp_col(d, j, bnd * (M - 1), NULL); /* a last stage on r <= M-1 top machines */
-        if (do_dp && M > min_machines && any && lastmode && j == n - 1 && !d->coldone[j])
-            pd_dp_col(d, j, bnd * (M - 1), NULL);
-        if (do_dp && M > min_machines && any && lastmode && d->iscol[j] && !d->coldone[j]) {
-            pd_dp_col_bounds(d, j, bnd, f);
-            pd_dp_col(d, j, bnd, d->colkb);
-        }
-        for (int m = 0; m < M; m++) ub[m] = INFINITY;
-        if (do_dp && M > min_machines && any && hintok) {
-            /* ub[m]: the value of some split candidate of (j, m), at least the best one:
-             * a candidate whose lower bound is above it can be neither the minimum nor
-             * equal to it, so it cannot be chosen. Tried first: the split states chosen
-             * for the previous end (neighbouring states often split alike), with the
-             * same arithmetic as below. */
-            const uint64_t *aj = l->anc + (size_t)j * sw;
-            const uint64_t *ds = s < 0 ? NULL : l->desc + (size_t)s * sw;
-            for (int h = 0; h < nhint; h++) {
-                int k = hint[h];
-                if (!pd_bit(aj, k) || (ds && !pd_bit(ds, k)) || fmin[k] > bnd) continue;
-                const double *fk = f + (size_t)k * M;
-                double ikj = l->C[j] - l->C[k], Pkj = l->P[j] - l->P[k];
-                for (int r = 1; r <= rmax; r++) ls[r] = (ikj + Pkj * sync_r[r]) * inv_r[r];
-                for (int m = min_machines; m < M; m++) {
-                    int rm = m < rmax ? m : rmax;
-                    for (int r = 1; r <= rm; r++) {
-                        double pre = fk[m - r];
-                        double pt = pre > ls[r] ? pre : ls[r];
-                        if (pt < ub[m]) ub[m] = pt;
-                    }
-                }
-            }
-        }
-        if (do_dp && M > min_machines && any) {
-            const uint64_t *aj = l->anc + (size_t)j * sw;
-            const uint64_t *ds = s < 0 ? NULL : l->desc + (size_t)s * sw;
-            /* tmax: no candidate above it can matter for any m (see cap, eps, ub); a
-             * candidate is at least its prefix's best (fmin) and, with PipeDream's
-             * formula, its last stage's ikj / rmax */
-            double tmax = -INFINITY;
-            for (int m = 0; m < M; m++) {
-                if (cap[m] == -INFINITY) continue;
-                double t = cap[m] < eps[m] ? cap[m] : eps[m];
-                if (ub[m] < t) t = ub[m];
-                if (t > tmax) tmax = t;
-            }
-            for (int w = 0; w < sw; w++) {
-                uint64_t bits = aj[w] & (ds ? ds[w] : ~0ull);
-                while (bits) {
-                    int k = w * 64 + __builtin_ctzll(bits);
-                    bits &= bits - 1;
-                    const double *fk = f + (size_t)k * M;
-                    double ikj;
-                    int use = row_split_inner(&rc_, j, k, fk, tmax, &ikj);
-                    if (use < 0) goto done;
-                    if (use) row_split_at(&rc_, j, k, fk, ikj);
-                }
-            }
-        }
-        for (int m = 0; m < M; m++) {
-            double v = bs[m];
-            choice c = {-1, -1, m + 1};
-            if (do_dp && m >= min_machines) {
-                if (o->use_fewer_machines && m > 0 && (isinf(bs[m]) || fj[m - 1] < bs[m])) {
-                    v = fj[m - 1];
-                    c = cj[m - 1];
-                }
-                if (sp[m] < v) {
-                    v = sp[m];
-                    c = spc[m];
-                }
-            }
-            if (v > bnd || v > eps[m] || m + 1 + suf > M) v = INFINITY;
-            fj[m] = v;
-            cj[m] = c;
-        }
-        if (keepout) out[(size_t)j * ostride] = fj[M - 1];
-        if (hintok) { /* this end's split states, for the next end */
-            int nh = 0;
-            for (int m = min_machines; m < M; m++) {
-                int k = spc[m].k, seen = 0;
-                if (!(sp[m] < INFINITY) || k < 0) continue;
-                for (int h = 0; h < nh; h++) seen |= hint[h] == k;
-                if (!seen) hint[nh++] = k;
-            }
-            if (nh) nhint = nh;
-        }
-        double lo = INFINITY;
-        for (int m = 0; m < M; m++) {
-            if (fj[m] < lo) lo = fj[m];
-            pmin[(size_t)j * M + m] = lo;
-        }
-        fmin[j] = lo;
+        if (row_end(&c, j, out, ostride)) goto done;
     }
-    if (keep) memcpy(keep, ch, (size_t)n * M * sizeof *keep);
+    if (keep) memcpy(keep, d->ch[L], (size_t)n * M * sizeof *keep);
     rc = 0;
 done:
     free(fmin);

@@ -14,6 +14,7 @@
 #include "tests/tmpdir.h"
 #include "core/cluster.h"
 #include "core/json.h"
+#include "core/units.h"
 
 #define CLUSTER_DIR "profiles/clusters"
 
@@ -453,4 +454,73 @@ Test(cluster, cores)
     expect_bad(HEAD "\"levels\":[" LV0 "],\"device_types\":[{\"name\":\"V100\",\"memory_gib\":16,"
                "\"speed\":1,\"cores\":1.5}],\"device_type\":\"V100\"}", "device_types[0].cores",
                NULL);
+}
+
+/* cluster_load_cut: a cluster over the limit becomes its first servers, equal to what
+ * cluster_take_gpus makes of the whole file; one within the limit loads as it is; a
+ * missing file is cluster_load's error. */
+Test(cluster, load_cut_keeps_first_servers_over_the_limit)
+{
+    plumb_err e = {{0}};
+    const char *dgx = "profiles/clusters/dgx-h100.json";
+    const char *a = "profiles/clusters/cluster-a-4x4.json";
+    cluster *whole = cluster_load(dgx, &e);
+    cr_assert_not_null(whole, "%s", e.msg);
+    cr_assert_gt(whole->ndevices, 64);
+    cluster *cut = cluster_load_cut(dgx, 64, 4, &e);
+    cr_assert_not_null(cut, "%s", e.msg);
+    cr_expect_eq(cut->ndevices, 4 * whole->levels[0].count);
+    cr_expect_eq(cut->nservers, 4);
+    cluster *ref = cluster_take_gpus(whole, 4 * whole->levels[0].count, dgx, &e);
+    cr_assert_not_null(ref, "%s", e.msg);
+    cr_expect(cluster_equal(cut, ref));
+    cluster *small = cluster_load_cut(a, 64, 4, &e), *plain = cluster_load(a, &e);
+    cr_assert(small && plain, "%s", e.msg);
+    cr_expect(cluster_equal(small, plain), "within the limit: as loaded");
+    cr_expect_null(cluster_load_cut("/nonexistent/c.json", 64, 4, &e));
+    cr_expect(strstr(e.msg, "/nonexistent/c.json") != NULL, "%s", e.msg);
+    cluster_free(whole);
+    cluster_free(cut);
+    cluster_free(ref);
+    cluster_free(small);
+    cluster_free(plain);
+}
+
+/* core/units.c's conversions back to file units give a file value that converts to the
+ * very same double, also where dividing alone would not (checked: the plain quotient
+ * misses for some of these values, so the search is exercised), and json_get_converted
+ * refuses a value that leaves the finite range once converted. */
+Test(cluster, units_invert_exactly_and_converted_reads)
+{
+    double (*fwd[])(double) = {units_gbit_to_Bps, units_gbyte_to_Bps, units_us_to_s,
+                               units_tflops_to_flops};
+    double (*back[])(double) = {units_Bps_to_gbit, units_Bps_to_gbyte, units_s_to_us,
+                                units_flops_to_tflops};
+    int missed = 0, n = 0;
+    for (int f = 0; f < 4; f++)
+        for (double x = 0.1; x < 1e4; x = x * 1.37 + 0.013, n++) {
+            double v = fwd[f](x);
+            cr_expect_eq(fwd[f](back[f](v)), v, "conversion %d of %.17g", f, x);
+            double plain = f == 0 ? v * 8.0 / 1e9 : f == 1 ? v / 1e9 : f == 2 ? v * 1e6 : v / 1e12;
+            missed += fwd[f](plain) != v;
+        }
+    cr_expect_gt(missed, 0, "the plain quotient never missed in %d values", n);
+    cr_expect_eq(units_bytes_to_gib(units_gib_to_bytes(3.3)), 3.3);
+    cr_expect_eq(units_invert(NAN, units_us_to_s, INFINITY), INFINITY);
+
+    plumb_err e = {{0}};
+    cJSON *o = cJSON_Parse("{\"a\":1e300,\"b\":2,\"z\":0}");
+    cr_assert_not_null(o);
+    jctx jc = {"f.json", &e};
+    double v = -1;
+    int present = -1;
+    cr_expect_eq(json_get_converted(&jc, o, "x", "a", 1, J_POS, units_tflops_to_flops, &v, NULL),
+                 -1);
+    cr_expect(strstr(e.msg, "x.a") && strstr(e.msg, "stays finite"), "%s", e.msg);
+    cr_expect_eq(json_get_converted(&jc, o, "x", "b", 1, J_POS, units_us_to_s, &v, &present), 0);
+    cr_expect(v == 2e-6 && present == 1);
+    cr_expect_eq(json_get_converted(&jc, o, "x", "c", 0, J_POS, NULL, &v, &present), 0);
+    cr_expect(v == 2e-6 && present == 0, "absent and optional: unchanged");
+    cr_expect_eq(json_get_converted(&jc, o, "x", "z", 1, J_POS, NULL, &v, NULL), -1);
+    cJSON_Delete(o);
 }

@@ -4,27 +4,29 @@
 set -u
 P=${PLUMB:-./plumb}
 fail=0
+d=$(mktemp -d) # this run's own files: parallel runs do not share them
+trap 'rm -rf "$d"' EXIT
 check() { # check NAME EXPECTED_RC CMD...
     local name=$1 want=$2; shift 2
-    "$@" >/tmp/plumb-cli.out 2>/tmp/plumb-cli.err
+    "$@" >"$d/out" 2>"$d/err"
     local rc=$?
     if [ "$rc" != "$want" ]; then
-        echo "FAIL $name: exit $rc, expected $want"; cat /tmp/plumb-cli.err; fail=1
+        echo "FAIL $name: exit $rc, expected $want"; cat "$d/err"; fail=1
     fi
 }
 check help 0 "$P" --help
-grep -q "usage: plumb COMMAND" /tmp/plumb-cli.out || { echo "FAIL help text"; fail=1; }
+grep -q "usage: plumb COMMAND" "$d/out" || { echo "FAIL help text"; fail=1; }
 check version 0 "$P" --version
-grep -Eq '^plumb [0-9]+\.[0-9]+\.[0-9]+$' /tmp/plumb-cli.out || { echo "FAIL version text"; fail=1; }
+grep -Eq '^plumb [0-9]+\.[0-9]+\.[0-9]+$' "$d/out" || { echo "FAIL version text"; fail=1; }
 check no-args 2 "$P"
 check unknown-cmd 2 "$P" frobnicate
-[ "$(wc -l </tmp/plumb-cli.err)" = 1 ] || { echo "FAIL unknown command: not one line"; fail=1; }
-grep -q 'unknown command "frobnicate"' /tmp/plumb-cli.err || { echo "FAIL unknown command text"; fail=1; }
+[ "$(wc -l <"$d/err")" = 1 ] || { echo "FAIL unknown command: not one line"; fail=1; }
+grep -q 'unknown command "frobnicate"' "$d/err" || { echo "FAIL unknown command text"; fail=1; }
 for c in $("$P" --help | awk '/^commands:/{f=1;next} f&&/^  [a-z]/{print $1}'); do
     check "$c --help" 0 "$P" "$c" --help
-    [ -s /tmp/plumb-cli.out ] || { echo "FAIL $c --help printed nothing"; fail=1; }
+    [ -s "$d/out" ] || { echo "FAIL $c --help printed nothing"; fail=1; }
     check "$c --bogus" 2 "$P" "$c" --bogus-option
-    [ "$(wc -l </tmp/plumb-cli.err)" = 1 ] || { echo "FAIL $c --bogus: not one line"; cat /tmp/plumb-cli.err; fail=1; }
+    [ "$(wc -l <"$d/err")" = 1 ] || { echo "FAIL $c --bogus: not one line"; cat "$d/err"; fail=1; }
 done
 # under a ~1 GB address-space limit OpenBLAS's eager thread pool once made every command
 # hang (a pool thread retried its buffer's mmap forever); plumb now starts no pool there
@@ -34,11 +36,10 @@ if [ "${PLUMB_SAN:-0}" = 1 ] || grep -qa __asan_init "$P" 2> /dev/null; then
 else
     check "version under ulimit -v" 0 bash -c "ulimit -v 1000000 && unset OPENBLAS_NUM_THREADS \
         GOTO_NUM_THREADS OMP_NUM_THREADS && timeout 20 '$P' --version"
-    grep -Eq '^plumb [0-9]+\.[0-9]+\.[0-9]+$' /tmp/plumb-cli.out || { echo "FAIL version text under ulimit -v"; fail=1; }
+    grep -Eq '^plumb [0-9]+\.[0-9]+\.[0-9]+$' "$d/out" || { echo "FAIL version text under ulimit -v"; fail=1; }
     check "schedule under ulimit -v" 0 bash -c "ulimit -v 1000000 && unset OPENBLAS_NUM_THREADS \
         GOTO_NUM_THREADS OMP_NUM_THREADS && timeout 20 '$P' schedule --kind 1f1b-flush \
         --stages 2 --microbatches 2"
 fi
-rm -f /tmp/plumb-cli.out /tmp/plumb-cli.err
 [ $fail = 0 ] && echo "cli: ok"
 exit $fail

@@ -142,15 +142,13 @@ else
 fi
 
 echo "bad input: status 2, one line, nothing written"
-expect2() { # $1 name, then the command; the output file $tmp/out.json must not appear
+d=$tmp fail=0
+. "$(dirname "$0")/lib/expect.sh" # expect_bad NAME PATTERN CMD...: sets fail=1 on a miss
+expect2() { # $1 name, then the command: expect_bad's checks, and no $tmp/out.json written
     local name=$1
     shift
     rm -f "$tmp/out.json"
-    "$@" > "$tmp/bad.out" 2> "$tmp/bad.err"
-    local rc=$?
-    [ "$rc" = 2 ] || fail "$name: exit $rc, expected 2 ($(cat "$tmp/bad.err"))"
-    [ "$(wc -l < "$tmp/bad.err")" -ge 1 ] || fail "$name: no message"
-    grep -q '^plumb: ' "$tmp/bad.err" || fail "$name: message not 'plumb: ...': $(cat "$tmp/bad.err")"
+    expect_bad "$name" '' "$@"
     [ ! -e "$tmp/out.json" ] || fail "$name: wrote $tmp/out.json"
 }
 echo '{"format": "plumb-model/1", "name": "x", "input": [4], "classes": 2, "layers": []}' \
@@ -188,4 +186,5 @@ JSON
 "$PLUMB" sim "$tmp/plan1.json" --trace "$tmp/pred1.json" > /dev/null 2>&1 || fail "sim of plan1"
 expect2 "compare of different plans" "$PLUMB" compare "$tmp/pred1.json" "$tmp/meas.json"
 expect2 "compare with one file" "$PLUMB" compare "$tmp/pred.json"
+[ "$fail" = 0 ] || fail "see the FAIL lines above"
 echo "loop.sh: ok"

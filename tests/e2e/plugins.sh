@@ -14,17 +14,8 @@ fail() { echo "plugins.sh: FAIL: $*" >&2; exit 1; }
 M=examples/models/fmnist-mlp.json
 RUN=(--data synthetic --samples 64 --steps 1 --batch 16 --quiet)
 
-# expect2 PATTERN CMD...: exit status 2, one line on stderr, containing PATTERN
-expect2() {
-    local pat=$1
-    shift
-    "$@" > "$tmp/out" 2> "$tmp/err"
-    local rc=$?
-    [ $rc = 2 ] || fail "$*: exit $rc, expected 2: $(cat "$tmp/err")"
-    [ "$(wc -l < "$tmp/err")" = 1 ] || fail "$*: expected one error line, got: $(cat "$tmp/err")"
-    grep -q -- "$pat" "$tmp/err" || fail "$*: the message lacks '$pat': $(cat "$tmp/err")"
-    [ ! -s "$tmp/out" ] || fail "$*: wrote output before failing: $(cat "$tmp/out")"
-}
+d=$tmp fail=0
+. "$(dirname "$0")/lib/expect.sh" # expect_bad NAME PATTERN CMD...: sets fail=1 on a miss
 
 echo "the binary links no GPU or MPI library"
 libs=$(ldd "$PLUMB") || fail "ldd $PLUMB failed"
@@ -40,7 +31,7 @@ for t in "--backend cuda:cuda" "--transport mpi:mpi" "--transport nccl --backend
     if [ -e "$DIR/plumb-$name.so" ]; then want="plumb-$name.so not found next to the binary"
     else want="not built into this binary"; fi
     # shellcheck disable=SC2086
-    expect2 "$want" "$tmp/bare/plumb" train "$M" --schedule gpipe --stages 2 $args "${RUN[@]}"
+    expect_bad "missing plugin $name" "$want" "$tmp/bare/plumb" train "$M" --schedule gpipe --stages 2 $args "${RUN[@]}"
     echo "  $args: $(cat "$tmp/err")"
 done
 
@@ -48,7 +39,7 @@ if [ -e "$DIR/plumb-nccl.so" ]; then
     echo "a plugin whose library is missing: the loader's line naming it, exit 2"
     mkdir -p "$tmp/nocuda"
     cp "$PLUMB" "$DIR/plumb-nccl.so" "$DIR/plumb-mpi.so" "$tmp/nocuda/"
-    expect2 "plumb-cuda.so: cannot open shared object file" "$tmp/nocuda/plumb" train "$M" \
+    expect_bad "plugin without its library" "plumb-cuda.so: cannot open shared object file" "$tmp/nocuda/plumb" train "$M" \
         --schedule gpipe --stages 2 --transport nccl --backend cuda "${RUN[@]}"
     echo "  $(cat "$tmp/err")"
 fi
@@ -59,7 +50,7 @@ if [ -e "$DIR/plumb-cuda.so" ]; then
     cp "$PLUMB" "$tmp/other/plumb"
     cp "$DIR/plumb-mpi.so" "$tmp/other/plumb-cuda.so" 2> /dev/null ||
         cp "$PLUMB" "$tmp/other/plumb-cuda.so"
-    expect2 "plumb-cuda.so" "$tmp/other/plumb" train "$M" --backend cuda "${RUN[@]}"
+    expect_bad "plugin of another build" "plumb-cuda.so" "$tmp/other/plumb" train "$M" --backend cuda "${RUN[@]}"
     echo "  $(cat "$tmp/err")"
     if command -v "${CC:-cc}" > /dev/null 2>&1; then # a table of another ABI version
         printf '%s\n' '#include "exec/plugin.h"' 'const plugin_api *plumb_plugin_cuda(void);' \
@@ -68,7 +59,7 @@ if [ -e "$DIR/plumb-cuda.so" ]; then
             > "$tmp/old.c"
         "${CC:-cc}" -shared -fPIC -I. -Icore -o "$tmp/other/plumb-cuda.so" "$tmp/old.c" ||
             fail "could not build the old plugin"
-        expect2 "plumb-cuda.so belongs to another build of plumb" "$tmp/other/plumb" train "$M" \
+        expect_bad "plugin ABI" "plumb-cuda.so belongs to another build of plumb" "$tmp/other/plumb" train "$M" \
             --backend cuda "${RUN[@]}"
         echo "  $(cat "$tmp/err")"
     fi
@@ -87,4 +78,5 @@ if [ -x "$EMU" ] && [ -e "$(dirname "$EMU")/plumb-cuda.so" ]; then
 else
     echo "  (no cuemu build: the copied-folder run is skipped)"
 fi
+[ "$fail" = 0 ] || fail "see the FAIL lines above"
 echo "plugins.sh: all passed"

@@ -1,7 +1,8 @@
 /* fuzz_checkpoint.c: libFuzzer entry point for the checkpoint reader (`plumb train
  * --resume`). The input is written to a temporary file and read against a small fixed
  * model (with each optimizer's state size). Any input must be rejected with a message or
- * accepted with a step >= 0; ckpt_peek must agree with ckpt_load, and an accepted file must
+ * accepted with a step >= 0; ckpt_peek (the header and size only) must accept what ckpt_load
+ * accepts and refuse what it refuses except for a tensor's damage, and an accepted file must
  * save back to the same bytes. Anything else (crash, leak, UB, disagreement) is a finding. */
 #include <stdint.h>
 #include <stdio.h>
@@ -54,7 +55,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     ckpt c;
     int rc = ckpt_load(in, m, &c, &err);
     if (rc && !err.msg[0]) abort();
-    if ((rc == 0) != (peek == 0)) abort(); /* peek and load accept the same files */
+    if (rc == 0 && peek) abort(); /* peek (the header) accepts every file load accepts */
+    if (rc && !peek && !strstr(err.msg, "checksum: expected") && !strstr(err.msg, "finite"))
+        abort(); /* and refuses the rest, but for damage inside a tensor */
     if (rc == 0) {
         if (c.step < 0 || c.step != step || c.opt_kind != kind || !c.w) abort();
         if (ckpt_save(out, m, &c, &err)) abort();

@@ -1,13 +1,16 @@
 # expect.sh: helpers the end-to-end scripts source (not a test itself: run-tests.sh runs only
 # tests/e2e/*.sh). The script sets $d (its scratch folder) and fail=0 first.
 
-# expect_bad NAME PATTERN CMD...: CMD must exit 2 with exactly one line on stderr that
-# matches PATTERN (grep); otherwise prints FAIL lines and sets fail=1.
+# expect_bad NAME PATTERN CMD...: CMD must exit 2 with exactly one line on stderr, starting
+# "plumb: " and matching PATTERN (grep), and nothing on stdout (no partial output);
+# otherwise prints FAIL lines and sets fail=1.
 expect_bad() {
     local name=$1 pat=$2; shift 2
     "$@" >"$d/out" 2>"$d/err"
     local rc=$?
     if [ $rc != 2 ]; then echo "FAIL $name: exit $rc, expected 2"; fail=1; fi
     if [ "$(wc -l <"$d/err")" != 1 ]; then echo "FAIL $name: expected one error line:"; cat "$d/err"; fail=1; fi
+    if ! grep -q '^plumb: ' "$d/err"; then echo "FAIL $name: not 'plumb: ...':"; cat "$d/err"; fail=1; fi
     if ! grep -q -- "$pat" "$d/err"; then echo "FAIL $name: message lacks '$pat':"; cat "$d/err"; fail=1; fi
+    if [ -s "$d/out" ]; then echo "FAIL $name: wrote output before failing:"; cat "$d/out"; fail=1; fi
 }
