@@ -281,7 +281,7 @@ int cmd_plan_layout(int argc, char **argv)
     /* --balance: balance the stages, and simulate the plan again when they moved */
     layout3d_balance_result bal = {0};
     if (o.balance) {
-        if (layout3d_balance(pl, NULL, &bal, &err)) goto bad;
+        if (layout3d_balance(pl, NULL, r, &bal, &err)) goto bad;
         sim_report_free(bal.changed ? r : NULL);
         if (bal.changed && !(r = sim_run(pl, NULL, &err))) goto bad;
     }

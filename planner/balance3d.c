@@ -220,8 +220,8 @@ static int cap_unfit(const plan *cand, const sim_report *r, const int *count, in
     return changed;
 }
 
-int layout3d_balance(plan *pl, const sim_options *so, layout3d_balance_result *out,
-                     plumb_err *err)
+int layout3d_balance(plan *pl, const sim_options *so, const sim_report *even_report,
+                     layout3d_balance_result *out, plumb_err *err)
 {
     int S = pl->nstages, L = pl->prof->nlayers, n = L - 2, rc = -1;
     memset(out, 0, sizeof *out);
@@ -231,14 +231,14 @@ int layout3d_balance(plan *pl, const sim_options *so, layout3d_balance_result *o
     double *cost = NULL;
     int *count = malloc((size_t)S * sizeof *count), *cap = malloc((size_t)S * sizeof *cap);
     plan *cand = NULL;
-    sim_report *even = NULL, *r = NULL;
+    sim_report *own = NULL, *r = NULL;
+    const sim_report *even = even_report;
     if (!count || !cap) goto oom;
     out->even_blocks = n / S;
     out->first_blocks = pl->stages[0].last_layer;
     out->last_blocks = n + 1 - pl->stages[S - 1].first_layer;
-    if (!(even = sim_run(pl, so, err))) goto done;
-    out->even_s = out->balanced_s = even->iteration_s;
-    out->even_fits = even->fits;
+    out->even_s = out->balanced_s = even ? even->iteration_s : -1;
+    out->even_fits = even ? even->fits : -1;
     if (!(cost = layout3d_layer_costs(pl, err))) goto done;
     out->even_bottleneck_s = out->bottleneck_s = split_bottleneck(pl, cost);
     for (int k = 0; k < S; k++) cap[k] = n;
@@ -252,6 +252,11 @@ int layout3d_balance(plan *pl, const sim_options *so, layout3d_balance_result *o
         if (same) { /* the even split is optimal (under the caps) */
             out->bottleneck_s = out->even_bottleneck_s;
             break;
+        }
+        if (!even) { /* simulated only when a split is to be compared with it */
+            if (!(even = own = sim_run(pl, so, err))) goto done;
+            out->even_s = out->balanced_s = even->iteration_s;
+            out->even_fits = even->fits;
         }
         plan_free(cand);
         sim_report_free(r);
@@ -280,7 +285,7 @@ int layout3d_balance(plan *pl, const sim_options *so, layout3d_balance_result *o
 oom:
     err_set(err, NULL, NULL, "out of memory");
 done:
-    sim_report_free(even);
+    sim_report_free(own);
     sim_report_free(r);
     plan_free(cand);
     free(cost);

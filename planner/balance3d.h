@@ -15,14 +15,17 @@
 /* What balancing found for one layout. Times in seconds. */
 typedef struct layout3d_balance_result {
     double even_s, balanced_s;   /* simulated iteration time of the even split, and of the
-                                    plan layout3d_balance leaves (even_s when unchanged) */
+                                    plan layout3d_balance leaves (even_s when unchanged);
+                                    both -1 when the even split is optimal and no report
+                                    of it was given (nothing was simulated) */
     double candidate_s;          /* simulated iteration time of the last split tried (0 when
                                     none was: the even split is optimal) */
     double even_bottleneck_s;    /* the even split's slowest stage, F + B per microbatch */
     double bottleneck_s;         /* the last split tried's (the dynamic program's optimum
                                     under the memory caps); even_bottleneck_s when the
                                     even split is already optimal */
-    int even_fits;               /* the simulator found the even split within memory */
+    int even_fits;               /* the simulator found the even split within memory; -1
+                                    when it was not simulated */
     int changed;                 /* 1: pl's stages were replaced by the balanced split */
     int tried;                   /* 1: a split other than the even one was simulated */
     int memory_rounds;           /* balanced splits refused by the simulator's memory model
@@ -56,13 +59,16 @@ double layout3d_balance_split(const double *cost, int blocks, int nstages, const
 
 /* Balances plan pl, a layout3d_build plan (the embedding, the blocks and the head as its
  * profile's layers, its stages an even split): prices the layers (layout3d_layer_costs),
- * takes the split of layout3d_balance_split, simulates it with sim_run under so (NULL:
- * defaults; so->memory_limit_bytes lowers the devices' capacity); while a device does not
- * fit, caps its stages' blocks one below what they held and splits again. The split
- * replaces pl's stages (devices kept) only when it fits and simulates faster than the even
- * split (or the even split does not fit); otherwise pl is left as it was. Fills *out.
- * Returns 0, or -1 with err set (out of memory, what sim_run refuses). */
-int layout3d_balance(plan *pl, const sim_options *so, layout3d_balance_result *out,
-                     plumb_err *err);
+ * takes the split of layout3d_balance_split and, when it differs from the even one,
+ * simulates it with sim_run under so (NULL: defaults; so->memory_limit_bytes lowers the
+ * devices' capacity); while a device does not fit, caps its stages' blocks one below what
+ * they held and splits again. The split replaces pl's stages (devices kept) only when it
+ * fits and simulates faster than the even split (or the even split does not fit);
+ * otherwise pl is left as it was. even_report (borrowed; NULL: simulated here when
+ * needed) is pl's own report under so. Nothing is simulated when the even split is
+ * optimal. Fills *out. Returns 0, or -1 with err set (fewer blocks than stages, out of
+ * memory, what sim_run refuses). */
+int layout3d_balance(plan *pl, const sim_options *so, const sim_report *even_report,
+                     layout3d_balance_result *out, plumb_err *err);
 
 #endif

@@ -200,11 +200,11 @@ Test(balance3d, free_embedding_and_head_stay_even)
     blocks_of(pl, before);
     layout3d_balance_result b;
     plumb_err err = {{0}};
-    cr_assert_eq(layout3d_balance(pl, NULL, &b, &err), 0, "%s", err.msg);
+    cr_assert_eq(layout3d_balance(pl, NULL, NULL, &b, &err), 0, "%s", err.msg);
     blocks_of(pl, after);
     cr_assert_eq(b.changed, 0);
     cr_assert_eq(b.tried, 0);
-    cr_assert(b.balanced_s == b.even_s);
+    cr_assert(b.even_s < 0 && b.balanced_s < 0, "nothing simulated");
     for (int k = 0; k < 4; k++) cr_assert_eq(after[k], before[k]);
     plan_free(pl);
     transformer_free(t);
@@ -218,7 +218,11 @@ Test(balance3d, heavy_head_moves_blocks_and_pays)
     plan *pl = build(t, 1, 4, 1, RECOMPUTE_NONE, 32);
     layout3d_balance_result b;
     plumb_err err = {{0}};
-    cr_assert_eq(layout3d_balance(pl, NULL, &b, &err), 0, "%s", err.msg);
+    sim_report *even = sim_run(pl, NULL, &err); /* the caller's report of the even split */
+    cr_assert_not_null(even, "%s", err.msg);
+    cr_assert_eq(layout3d_balance(pl, NULL, even, &b, &err), 0, "%s", err.msg);
+    cr_assert(b.even_s == even->iteration_s);
+    sim_report_free(even);
     cr_assert_eq(b.changed, 1);
     cr_assert_lt(b.last_blocks, 2);
     cr_assert_lt(b.bottleneck_s, b.even_bottleneck_s);
@@ -246,7 +250,7 @@ Test(balance3d, gpt1t_pp64_even_is_optimal_in_whole_blocks)
     double block = cost[1], head = cost[(size_t)63 * L + L - 1];
     cr_assert(head > 0.05 * block && head < block, "head %g, block %g", head, block);
     layout3d_balance_result b;
-    cr_assert_eq(layout3d_balance(pl, NULL, &b, &err), 0, "%s", err.msg);
+    cr_assert_eq(layout3d_balance(pl, NULL, NULL, &b, &err), 0, "%s", err.msg);
     cr_assert_eq(b.changed, 0);
     cr_assert_eq(b.tried, 0);
     cr_assert(fabs(b.even_bottleneck_s - (2 * block + head)) <= 1e-9 * b.even_bottleneck_s);
@@ -286,7 +290,7 @@ Test(balance3d, memory_caps_the_first_stage)
     cr_assert_not_null(pl, "%s", err.msg);
     plan *free_pl = plan_clone(pl), *less = plan_clone(pl);
     layout3d_balance_result b, bf;
-    cr_assert_eq(layout3d_balance(free_pl, NULL, &bf, &err), 0, "%s", err.msg);
+    cr_assert_eq(layout3d_balance(free_pl, NULL, NULL, &bf, &err), 0, "%s", err.msg);
     cr_assert_eq(bf.changed, 1);
     int c0 = bf.first_blocks, one_less[2] = {c0 - 1, 8 - (c0 - 1)};
     cr_assert_gt(c0 - 1, 4, "the head pulls blocks onto rank 0 (got %d)", c0);
@@ -303,7 +307,7 @@ Test(balance3d, memory_caps_the_first_stage)
     types[pc->ntypes].name = strdup("A100-small");
     types[pc->ntypes].memory_bytes = (less0 + bal0) / 2;
     pc->server_type[0] = pc->ntypes++;
-    cr_assert_eq(layout3d_balance(pl, NULL, &b, &err), 0, "%s", err.msg);
+    cr_assert_eq(layout3d_balance(pl, NULL, NULL, &b, &err), 0, "%s", err.msg);
     cr_assert_eq(b.memory_rounds, 1);
     cr_assert_eq(b.changed, 1);
     cr_assert_eq(b.first_blocks, c0 - 1);
