@@ -25,17 +25,24 @@
  * blocks: at 8 heads and 512 tokens about 0.35 blocks at 6000 rows, 1.15 at 32000. */
 static transformer *head_model(int vocab, int heads, int seq)
 {
-    char text[640];
-    snprintf(text, sizeof text, "{\"format\": \"plumb-transformer/1\", \"name\": \"heavyhead\", "
-             "\"hidden_size\": 256, \"num_hidden_layers\": 8, \"num_attention_heads\": %d, "
-             "\"intermediate_size\": 1024, \"max_position_embeddings\": %d, "
-             "\"vocab_size\": %d, \"mlp\": \"swiglu\", \"norm\": \"rmsnorm\", "
-             "\"position_embedding\": \"rotary\", \"bias\": false, "
-             "\"tie_word_embeddings\": false, \"dropout\": false}", heads, seq, vocab);
+    static const struct { const char *key; int value; } nums[] = {
+        {"hidden_size", 256}, {"num_hidden_layers", 8}, {"intermediate_size", 1024}};
+    static const char *const strs[][2] = {
+        {"format", "plumb-transformer/1"}, {"name", "heavyhead"}, {"mlp", "swiglu"},
+        {"norm", "rmsnorm"}, {"position_embedding", "rotary"}};
+    cJSON *root = cJSON_CreateObject();
+    for (size_t i = 0; i < sizeof nums / sizeof nums[0]; i++)
+        cJSON_AddNumberToObject(root, nums[i].key, nums[i].value);
+    for (size_t i = 0; i < sizeof strs / sizeof strs[0]; i++)
+        cJSON_AddStringToObject(root, strs[i][0], strs[i][1]);
+    cJSON_AddNumberToObject(root, "num_attention_heads", heads);
+    cJSON_AddNumberToObject(root, "max_position_embeddings", seq);
+    cJSON_AddNumberToObject(root, "vocab_size", vocab);
+    cJSON_AddFalseToObject(root, "bias");
+    cJSON_AddFalseToObject(root, "tie_word_embeddings");
+    cJSON_AddFalseToObject(root, "dropout");
     plumb_err err = {{0}};
-    cJSON *root = json_parse_text("t.json", text, strlen(text), &err);
-    cr_assert_not_null(root, "%s", err.msg);
-    transformer *t = transformer_from_json(root, "t.json", &err);
+    transformer *t = transformer_from_json(root, "heavyhead.json", &err);
     cJSON_Delete(root);
     cr_assert_not_null(t, "%s", err.msg);
     return t;
