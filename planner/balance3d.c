@@ -57,6 +57,20 @@ done:
     return rc;
 }
 
+/* 1 when stages a and b of pl cost the same per layer: their first groups are on servers of
+ * one type, at the same place in the server, each group inside its server (the
+ * tensor-parallel ring then crosses the same links). */
+static int same_place(const plan *pl, int a, int b)
+{
+    const cluster *c = pl->clus;
+    int da = pl->stages[a].devices[0], db = pl->stages[b].devices[0];
+    int per = c->levels[0].count, tp = pl->tp > 1 ? pl->tp : 1;
+    if (da == db) return 1;
+    if (da / per != (da + tp - 1) / per || db / per != (db + tp - 1) / per) return 0;
+    return da % per == db % per &&
+           c->server_type[cluster_server_of(c, da)] == c->server_type[cluster_server_of(c, db)];
+}
+
 double *layout3d_layer_costs(const plan *pl, plumb_err *err)
 {
     int L = pl->prof->nlayers, S = pl->nstages;
@@ -65,20 +79,20 @@ double *layout3d_layer_costs(const plan *pl, plumb_err *err)
         err_set(err, NULL, NULL, "out of memory");
         return NULL;
     }
-    sim_net net;
-    sim_net_from_cluster(&net, pl->clus, NULL);
-    for (int k = 0; k < S; k++) {
-        const plan_stage *ps = &pl->stages[k];
-        if (!ps->devices || ps->replicas < 1) {
+    for (int k = 0; k < S; k++)
+        if (!pl->stages[k].devices || pl->stages[k].replicas < 1) {
             free(cost);
             err_set(err, NULL, NULL, "stages[%d]: expected devices", k);
             return NULL;
         }
-        int j = 0; /* a stage on the same device as an earlier one costs the same */
-        while (j < k && pl->stages[j].devices[0] != ps->devices[0]) j++;
+    sim_net net;
+    sim_net_from_cluster(&net, pl->clus, NULL);
+    for (int k = 0; k < S; k++) {
+        int j = 0; /* a stage placed like an earlier one costs the same */
+        while (j < k && !same_place(pl, j, k)) j++;
         if (j < k) {
             memcpy(cost + (size_t)k * L, cost + (size_t)j * L, (size_t)L * sizeof *cost);
-        } else if (price_on(pl, &net, ps->devices[0], cost + (size_t)k * L, err)) {
+        } else if (price_on(pl, &net, pl->stages[k].devices[0], cost + (size_t)k * L, err)) {
             free(cost);
             return NULL;
         }

@@ -39,7 +39,8 @@ typedef struct layout3d_balance_result {
  * first replica) of each profile layer l as stage k's device prices it:
  * cost[k * nlayers + l]. The simulator's cost model prices them (sim_cost_build on a plan
  * of one stage per layer on that device, the plan's microbatch, recomputation, precision
- * and tensor parallelism), so a stage's time is the sum over its layers (the batch
+ * and tensor parallelism; once per server type and place of the group in its server), so
+ * a stage's time is the sum over its layers (the batch
  * gather, which the first and the last stage each pay once, sits on the first and the last
  * layer). Returns a malloc'd array of nstages x nlayers (the caller frees it), or NULL
  * with err set (out of memory, a stage without devices). */

@@ -64,6 +64,23 @@ static plan *build(const transformer *t, int tp, int pp, int v, int recompute, i
     return pl;
 }
 
+/* Gives server `server` of pl's cluster a device type of its own: its first type's copy
+ * named `name`, with `speed` and `memory_bytes` (<= 0: kept). Returns the type. */
+static device_type *own_type(plan *pl, int server, const char *name, double speed,
+                             double memory_bytes)
+{
+    cluster *c = pl->clus;
+    device_type *types = realloc(c->types, (size_t)(c->ntypes + 1) * sizeof *types);
+    cr_assert_not_null(types);
+    c->types = types;
+    types[c->ntypes] = types[c->server_type[server]];
+    types[c->ntypes].name = strdup(name);
+    if (speed > 0) types[c->ntypes].speed = speed;
+    if (memory_bytes > 0) types[c->ntypes].memory_bytes = memory_bytes;
+    c->server_type[server] = c->ntypes;
+    return &types[c->ntypes++];
+}
+
 /* Blocks of each stage of pl (count[k]). */
 static void blocks_of(const plan *pl, int *count)
 {
@@ -120,10 +137,13 @@ static double brute(plan *pl, int *count, int k, int left)
     return best;
 }
 
-static void check_against_brute(int tp, int pp, int v, int recompute, int vocab)
+/* slow_server >= 0: that server's devices compute at a third of the speed. */
+static void check_against_brute(int tp, int pp, int v, int recompute, int vocab,
+                                int slow_server)
 {
     transformer *t = head_model(vocab, 8, 512);
     plan *pl = build(t, tp, pp, v, recompute, 8);
+    if (slow_server >= 0) own_type(pl, slow_server, "A100-slow", 1.0 / 3, 0);
     plumb_err err = {{0}};
     double *cost = layout3d_layer_costs(pl, &err);
     cr_assert_not_null(cost, "%s", err.msg);
@@ -145,10 +165,11 @@ static void check_against_brute(int tp, int pp, int v, int recompute, int vocab)
 
 Test(balance3d, dp_equals_brute_force_over_simulated_splits)
 {
-    check_against_brute(1, 4, 1, RECOMPUTE_NONE, 32000); /* not even */
-    check_against_brute(2, 4, 1, RECOMPUTE_FULL, 6000);   /* tensor-parallel collectives */
-    check_against_brute(1, 2, 2, RECOMPUTE_SELECTIVE, 20000); /* interleaved: 4 on 2 ranks */
-    check_against_brute(4, 2, 1, RECOMPUTE_NONE, 1000);   /* a light head */
+    check_against_brute(1, 4, 1, RECOMPUTE_NONE, 32000, -1); /* not even */
+    check_against_brute(2, 4, 1, RECOMPUTE_FULL, 6000, -1);  /* tensor-parallel collectives */
+    check_against_brute(1, 2, 2, RECOMPUTE_SELECTIVE, 20000, -1); /* interleaved: 4 on 2 */
+    check_against_brute(4, 2, 1, RECOMPUTE_NONE, 1000, -1);  /* a light head */
+    check_against_brute(8, 4, 1, RECOMPUTE_FULL, 6000, 2);   /* rank 2 on a slow server */
 }
 
 /* Independent check of the split itself on costs written here: every split enumerated. */
@@ -305,22 +326,16 @@ Test(balance3d, memory_caps_the_first_stage)
     double bal0 = peak_of(free_pl, 0), less0 = peak_of(less, 0);
     cr_assert_gt(bal0, less0);
     cr_assert_gt(peak_of(pl, 0), 0);
-    /* a second device type, the first server's, with memory between the two */
-    cluster *pc = pl->clus;
-    device_type *types = realloc(pc->types, (size_t)(pc->ntypes + 1) * sizeof *types);
-    cr_assert_not_null(types);
-    pc->types = types;
-    types[pc->ntypes] = types[pc->server_type[0]];
-    types[pc->ntypes].name = strdup("A100-small");
-    types[pc->ntypes].memory_bytes = (less0 + bal0) / 2;
-    pc->server_type[0] = pc->ntypes++;
+    /* the first server's devices get memory between the two */
+    device_type *small = own_type(pl, 0, "A100-small", 0, (less0 + bal0) / 2);
+    double capacity = small->memory_bytes; /* own_type's array moves on the next call */
     cr_assert_eq(layout3d_balance(pl, NULL, NULL, &b, &err), 0, "%s", err.msg);
     cr_assert_eq(b.memory_rounds, 1);
     cr_assert_eq(b.changed, 1);
     cr_assert_eq(b.first_blocks, c0 - 1);
     cr_assert_eq(pl->stages[0].last_layer, c0 - 1);
     cr_assert_lt(b.balanced_s, b.even_s);
-    cr_assert(peak_of(pl, 0) <= types[pc->ntypes - 1].memory_bytes);
+    cr_assert(peak_of(pl, 0) <= capacity);
     plan_free(less);
     plan_free(free_pl);
     plan_free(pl);
