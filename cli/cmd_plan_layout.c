@@ -234,10 +234,10 @@ static void print_balance(const layout3d_balance_result *b)
 {
     if (b->changed) {
         printf("balancing: %.4f s -> %.4f s per iteration (%+.1f %%), first stage %d block%s, "
-               "last %d block%s + head (even: %d each)\n", b->even_s, b->balanced_s,
+               "last %d block%s + head (even: %d each%s)\n", b->even_s, b->balanced_s,
                100 * (b->balanced_s / b->even_s - 1), b->first_blocks,
                b->first_blocks == 1 ? "" : "s", b->last_blocks, b->last_blocks == 1 ? "" : "s",
-               b->even_blocks);
+               b->even_blocks, b->even_fits ? "" : ", which does not fit");
     } else if (b->tried) {
         printf("balancing: gains nothing (the best split%s, slowest stage %.2f ms against "
                "%.2f ms, simulates at %.4f s against the even %.4f s); even split kept\n",
@@ -274,16 +274,16 @@ int cmd_plan_layout(int argc, char **argv)
         fprintf(stderr, "plumb: %s: the layout: %s\n", mpath, err.msg);
         goto done;
     }
-    if (no_fit(mpath, r, msg, sizeof msg)) {
-        fprintf(stderr, "%s\n", msg);
-        goto done;
-    }
     /* --balance: balance the stages, and simulate the plan again when they moved */
     layout3d_balance_result bal = {0};
     if (o.balance) {
         if (layout3d_balance(pl, NULL, r, &bal, &err)) goto bad;
         sim_report_free(bal.changed ? r : NULL);
         if (bal.changed && !(r = sim_run(pl, NULL, &err))) goto bad;
+    }
+    if (no_fit(mpath, r, msg, sizeof msg)) {
+        fprintf(stderr, "%s\n", msg);
+        goto done;
     }
     pl->pred_iteration_s = r->iteration_s;
     pl->pred_samples_per_s = r->samples_per_s;

@@ -214,8 +214,8 @@ static double split_bottleneck(const plan *pl, const double *cost)
     return worst;
 }
 
-/* Caps the blocks of every stage of cand on a device that does not fit in r one below
- * what it holds (count). Returns how many caps changed. */
+/* Caps the blocks of every stage of cand (split as count) on a device that does not fit
+ * in r, its report, one below what it holds. Returns how many caps changed. */
 static int cap_unfit(const plan *cand, const sim_report *r, const int *count, int *cap)
 {
     int changed = 0;
@@ -265,6 +265,10 @@ int layout3d_balance(plan *pl, const sim_options *so, const sim_report *even_rep
                                     (k == 0) - (k == S - 1);
         if (same) { /* the even split is optimal (under the caps) */
             out->bottleneck_s = out->even_bottleneck_s;
+            if (even && !even->fits && cap_unfit(pl, even, count, cap)) {
+                out->memory_rounds++; /* it does not fit: look for one that does */
+                continue;
+            }
             break;
         }
         if (!even) { /* simulated only when a split is to be compared with it */

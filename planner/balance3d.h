@@ -63,8 +63,10 @@ double layout3d_balance_split(const double *cost, int blocks, int nstages, const
  * takes the split of layout3d_balance_split and, when it differs from the even one,
  * simulates it with sim_run under so (NULL: defaults; so->memory_limit_bytes lowers the
  * devices' capacity); while a device does not fit, caps its stages' blocks one below what
- * they held and splits again. The split replaces pl's stages (devices kept) only when it
- * fits and simulates faster than the even split (or the even split does not fit);
+ * they held and splits again (from the even split's own report too when it does not fit,
+ * so that a split which fits may be found). The split replaces pl's stages (devices kept)
+ * only when it fits and simulates faster than the even split (or the even split does not
+ * fit);
  * otherwise pl is left as it was. even_report (borrowed; NULL: simulated here when
  * needed) is pl's own report under so. Nothing is simulated when the even split is
  * optimal. Fills *out. Returns 0, or -1 with err set (fewer blocks than stages, out of

@@ -342,3 +342,42 @@ Test(balance3d, memory_caps_the_first_stage)
     cluster_free(c);
     transformer_free(t);
 }
+
+/* The even split does not fit rank 0's memory (and is otherwise optimal: a light head):
+ * given the even split's report, balancing caps rank 0 and finds a split that fits. */
+Test(balance3d, unfit_even_split_finds_one_that_fits)
+{
+    transformer *t = head_model(6000, 32, 512);
+    plumb_err err = {{0}};
+    cluster *c = cluster_load(A100, &err);
+    cr_assert_not_null(c, "%s", err.msg);
+    layout3d_options o;
+    layout3d_options_init(&o);
+    o.gpus = 16, o.tp = 1, o.pp = 2, o.dp = 8, o.global_batch = 64, o.microbatch_size = 1;
+    plan *pl = layout3d_build(t, c, A100, &o, &err);
+    cr_assert_not_null(pl, "%s", err.msg);
+    plan *less = plan_clone(pl);
+    int three[2] = {3, 5};
+    set_split(less, three);
+    double even0 = peak_of(pl, 0), less0 = peak_of(less, 0);
+    cr_assert_gt(even0, less0);
+    own_type(pl, 0, "A100-small", 0, (even0 + less0) / 2);
+    sim_report *even = sim_run(pl, NULL, &err);
+    cr_assert_not_null(even, "%s", err.msg);
+    cr_assert_eq(even->fits, 0);
+    layout3d_balance_result b;
+    cr_assert_eq(layout3d_balance(pl, NULL, even, &b, &err), 0, "%s", err.msg);
+    cr_assert_eq(b.even_fits, 0);
+    cr_assert_geq(b.memory_rounds, 1);
+    cr_assert_eq(b.changed, 1);
+    cr_assert_eq(b.first_blocks, 3);
+    sim_report *r = sim_run(pl, NULL, &err);
+    cr_assert_not_null(r, "%s", err.msg);
+    cr_assert(r->fits);
+    sim_report_free(r);
+    sim_report_free(even);
+    plan_free(less);
+    plan_free(pl);
+    cluster_free(c);
+    transformer_free(t);
+}
