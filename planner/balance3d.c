@@ -265,7 +265,8 @@ int layout3d_balance(plan *pl, const sim_options *so, const sim_report *even_rep
                                     (k == 0) - (k == S - 1);
         if (same) { /* the even split is optimal (under the caps) */
             out->bottleneck_s = out->even_bottleneck_s;
-            if (even && !even->fits && cap_unfit(pl, even, count, cap)) {
+            if (even && !even->fits && out->memory_rounds < BALANCE3D_MAX_ROUNDS &&
+                cap_unfit(pl, even, count, cap)) {
                 out->memory_rounds++; /* it does not fit: look for one that does */
                 continue;
             }
@@ -295,8 +296,8 @@ int layout3d_balance(plan *pl, const sim_options *so, const sim_report *even_rep
             }
             break;
         }
-        out->memory_rounds++;
-        if (!cap_unfit(cand, r, count, cap)) break;
+        if (++out->memory_rounds >= BALANCE3D_MAX_ROUNDS || !cap_unfit(cand, r, count, cap))
+            break;
     }
     rc = 0;
     goto done;

@@ -58,19 +58,21 @@ double *layout3d_layer_costs(const plan *pl, plumb_err *err);
 double layout3d_balance_split(const double *cost, int blocks, int nstages, const int *cap,
                               int *count);
 
+/* The most memory rounds of layout3d_balance, each one simulation. */
+#define BALANCE3D_MAX_ROUNDS 32
+
 /* Balances plan pl, a layout3d_build plan (the embedding, the blocks and the head as its
  * profile's layers, its stages an even split): prices the layers (layout3d_layer_costs),
  * takes the split of layout3d_balance_split and, when it differs from the even one,
  * simulates it with sim_run under so (NULL: defaults; so->memory_limit_bytes lowers the
  * devices' capacity); while a device does not fit, caps its stages' blocks one below what
  * they held and splits again (from the even split's own report too when it does not fit,
- * so that a split which fits may be found). The split replaces pl's stages (devices kept)
- * only when it fits and simulates faster than the even split (or the even split does not
- * fit);
- * otherwise pl is left as it was. even_report (borrowed; NULL: simulated here when
- * needed) is pl's own report under so. Nothing is simulated when the even split is
- * optimal. Fills *out. Returns 0, or -1 with err set (fewer blocks than stages, out of
- * memory, what sim_run refuses). */
+ * so that a split which fits may be found), at most BALANCE3D_MAX_ROUNDS times. The split
+ * replaces pl's stages (devices kept) only when it fits and simulates faster than the even
+ * split (or the even split does not fit); otherwise pl is left as it was. even_report
+ * (borrowed; NULL: simulated here when needed) is pl's own report under so. Nothing is
+ * simulated when the even split is optimal. Fills *out. Returns 0, or -1 with err set
+ * (fewer blocks than stages, out of memory, what sim_run refuses). */
 int layout3d_balance(plan *pl, const sim_options *so, const sim_report *even_report,
                      layout3d_balance_result *out, plumb_err *err);
 
