@@ -4,7 +4,8 @@
  * up); a layout whose embedding and head cost nothing stays even; a model whose head
  * outweighs a block moves blocks off the last stage and simulates faster; GPT-1T at pp 64
  * (two blocks a stage) stays even, since no whole-block move lowers its slowest stage;
- * a device that cannot hold the balanced split's first stage caps it. */
+ * a device that cannot hold the balanced split's first stage caps it, and one that cannot
+ * hold the even split's makes balancing look for a split that fits. */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdio.h>
@@ -48,20 +49,27 @@ static transformer *head_model(int vocab, int heads, int seq)
     return t;
 }
 
-static plan *build(const transformer *t, int tp, int pp, int v, int recompute, int gb)
+/* tp x pp x dp on `gpus` GPUs (whole servers: dp fills them), gb sequences per replica. */
+static plan *build_gpus(const transformer *t, int gpus, int tp, int pp, int v, int recompute,
+                        int gb)
 {
     plumb_err err = {{0}};
     cluster *c = cluster_load(A100, &err);
     cr_assert_not_null(c, "%s", err.msg);
     layout3d_options o;
     layout3d_options_init(&o);
-    o.gpus = tp * pp < 8 ? 8 : tp * pp; /* whole servers: dp fills the first */
+    o.gpus = gpus;
     o.tp = tp, o.pp = pp, o.dp = o.gpus / (tp * pp), o.interleave = v;
     o.global_batch = gb * o.dp, o.microbatch_size = 1, o.recompute = recompute;
     plan *pl = layout3d_build(t, c, A100, &o, &err);
     cr_assert_not_null(pl, "%s", err.msg);
     cluster_free(c);
     return pl;
+}
+
+static plan *build(const transformer *t, int tp, int pp, int v, int recompute, int gb)
+{
+    return build_gpus(t, tp * pp < 8 ? 8 : tp * pp, tp, pp, v, recompute, gb);
 }
 
 /* Gives server `server` of pl's cluster a device type of its own: its first type's copy
@@ -309,13 +317,7 @@ Test(balance3d, memory_caps_the_first_stage)
 {
     transformer *t = head_model(256000, 32, 512);
     plumb_err err = {{0}};
-    cluster *c = cluster_load(A100, &err);
-    cr_assert_not_null(c, "%s", err.msg);
-    layout3d_options o;
-    layout3d_options_init(&o);
-    o.gpus = 16, o.tp = 1, o.pp = 2, o.dp = 8, o.global_batch = 64, o.microbatch_size = 1;
-    plan *pl = layout3d_build(t, c, A100, &o, &err);
-    cr_assert_not_null(pl, "%s", err.msg);
+    plan *pl = build_gpus(t, 16, 1, 2, 1, RECOMPUTE_NONE, 8); /* rank 0 on the first server */
     plan *free_pl = plan_clone(pl), *less = plan_clone(pl);
     layout3d_balance_result b, bf;
     cr_assert_eq(layout3d_balance(free_pl, NULL, NULL, &bf, &err), 0, "%s", err.msg);
@@ -339,7 +341,6 @@ Test(balance3d, memory_caps_the_first_stage)
     plan_free(less);
     plan_free(free_pl);
     plan_free(pl);
-    cluster_free(c);
     transformer_free(t);
 }
 
@@ -349,13 +350,7 @@ Test(balance3d, unfit_even_split_finds_one_that_fits)
 {
     transformer *t = head_model(6000, 32, 512);
     plumb_err err = {{0}};
-    cluster *c = cluster_load(A100, &err);
-    cr_assert_not_null(c, "%s", err.msg);
-    layout3d_options o;
-    layout3d_options_init(&o);
-    o.gpus = 16, o.tp = 1, o.pp = 2, o.dp = 8, o.global_batch = 64, o.microbatch_size = 1;
-    plan *pl = layout3d_build(t, c, A100, &o, &err);
-    cr_assert_not_null(pl, "%s", err.msg);
+    plan *pl = build_gpus(t, 16, 1, 2, 1, RECOMPUTE_NONE, 8); /* rank 0 on the first server */
     plan *less = plan_clone(pl);
     int three[2] = {3, 5};
     set_split(less, three);
@@ -378,6 +373,5 @@ Test(balance3d, unfit_even_split_finds_one_that_fits)
     sim_report_free(even);
     plan_free(less);
     plan_free(pl);
-    cluster_free(c);
     transformer_free(t);
 }
