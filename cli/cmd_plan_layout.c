@@ -14,6 +14,7 @@
 #include "core/json.h"
 #include "core/schedule_traits.h"
 #include "core/units.h"
+#include "planner/balance3d.h"
 #include "planner/layout3d.h"
 #include "sim/sim.h"
 
@@ -24,7 +25,8 @@ static const char *const usage_text =
     "                  [--gpus N] [--microbatch-size b] [--interleave V]\n"
     "                  [--recompute none|selective|full] [--checkpoint-layers K]\n"
     "                  [--sequence-parallel] [--zero 0|1] [--precision bf16|fp16|fp32]\n"
-    "                  [--schedule KIND] [--seq-len S] [--json] [-o PLAN.json]\n"
+    "                  [--schedule KIND] [--seq-len S] [--balance] [--json]\n"
+    "                  [-o PLAN.json]\n"
     "\n"
     "Lays a transformer out as Megatron-LM does and simulates it: the blocks split evenly\n"
     "over pp x V virtual stages (the embedding with the first, the head with the last),\n"
@@ -51,6 +53,8 @@ static const char *const usage_text =
     "  --schedule KIND         1f1b-flush (default; interleaved with V > 1), gpipe, zb-h1,\n"
     "                          pipedream, 2bw, interleaved, zb-v, dualpipev\n"
     "  --seq-len S             tokens per sequence (default: max_position_embeddings)\n"
+    "  --balance               move whole blocks off the stages that carry the embedding\n"
+    "                          and the head where that runs faster, and print the gain\n"
     "  --json                  print the simulator's report (plumb-sim-report/1)\n"
     "  -o, --output FILE       write the plan (plumb-plan/1), atomically\n"
     "  -h, --help              this text\n"
@@ -58,7 +62,7 @@ static const char *const usage_text =
     "line; nothing written).\n";
 
 enum { O_MODEL = 1200, O_GPUS, O_TP, O_PP, O_DP, O_GB, O_MBS, O_V, O_RC, O_CKPT, O_SP, O_ZERO,
-       O_PREC, O_SCHED, O_SEQ, O_JSON };
+       O_PREC, O_SCHED, O_SEQ, O_JSON, O_BALANCE };
 
 /* Parses the options into o; 1 after --help, 2 after one line, else 0. */
 static int parse(int argc, char **argv, layout3d_options *o, const char **model,
@@ -75,6 +79,7 @@ static int parse(int argc, char **argv, layout3d_options *o, const char **model,
         {"sequence-parallel", no_argument, 0, O_SP}, {"zero", required_argument, 0, O_ZERO},
         {"precision", required_argument, 0, O_PREC}, {"schedule", required_argument, 0, O_SCHED},
         {"seq-len", required_argument, 0, O_SEQ}, {"json", no_argument, 0, O_JSON},
+        {"balance", no_argument, 0, O_BALANCE},
         {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
     const char *cmd = "plan";
     int c, v, seq;
@@ -87,6 +92,7 @@ static int parse(int argc, char **argv, layout3d_options *o, const char **model,
         case 'o': *out = optarg; break;
         case O_JSON: *json = 1; break;
         case O_SP: o->sequence_parallel = 1; break;
+        case O_BALANCE: o->balance = 1; break;
         case O_GPUS:
             if (cli_int(cmd, "--gpus", optarg, 1, CLUSTER_MAX_DEVICES, &o->gpus))
                 return 2;
@@ -223,6 +229,26 @@ static void print_text(const plan *pl, const layout3d_dims *d, const sim_report 
     }
 }
 
+/* --balance (planner/balance3d.h): what balancing the stages gained, one line. */
+static void print_balance(const layout3d_balance_result *b)
+{
+    if (b->changed) {
+        printf("balancing: %.4f s -> %.4f s per iteration (%+.1f %%), first stage %d block%s, "
+               "last %d block%s + head (even: %d each%s)\n", b->even_s, b->balanced_s,
+               100 * (b->balanced_s / b->even_s - 1), b->first_blocks,
+               b->first_blocks == 1 ? "" : "s", b->last_blocks, b->last_blocks == 1 ? "" : "s",
+               b->even_blocks, b->even_fits ? "" : ", which does not fit");
+    } else if (b->tried) {
+        printf("balancing: gains nothing (the best split%s, slowest stage %.2f ms against "
+               "%.2f ms, simulates at %.4f s against the even %.4f s); even split kept\n",
+               b->memory_rounds ? " that fits" : "", 1e3 * b->bottleneck_s,
+               1e3 * b->even_bottleneck_s, b->candidate_s, b->even_s);
+    } else {
+        printf("balancing: gains nothing: the even split is optimal in whole blocks (slowest "
+               "stage %.2f ms per microbatch)\n", 1e3 * b->even_bottleneck_s);
+    }
+}
+
 int cmd_plan_layout(int argc, char **argv)
 {
     layout3d_options o;
@@ -248,6 +274,13 @@ int cmd_plan_layout(int argc, char **argv)
         fprintf(stderr, "plumb: %s: the layout: %s\n", mpath, err.msg);
         goto done;
     }
+    /* --balance: balance the stages, and simulate the plan again when they moved */
+    layout3d_balance_result bal = {0};
+    if (o.balance) {
+        if (layout3d_balance(pl, NULL, r, &bal, &err)) goto bad;
+        sim_report_free(bal.changed ? r : NULL);
+        if (bal.changed && !(r = sim_run(pl, NULL, &err))) goto bad;
+    }
     if (no_fit(mpath, r, msg, sizeof msg)) {
         fprintf(stderr, "%s\n", msg);
         goto done;
@@ -261,6 +294,7 @@ int cmd_plan_layout(int argc, char **argv)
         printf("%s\n", text);
     } else {
         print_text(pl, &d, r);
+        if (o.balance) print_balance(&bal);
         if (out) printf("plan written to %s\n", out);
     }
     rc = 0;

@@ -29,11 +29,14 @@ typedef struct layout3d_options {
     int schedule;          /* sched_kind; -1: interleaved when interleave > 1, else
                               1f1b-flush */
     long long seq;         /* tokens per sequence; 0: the model's max_position_embeddings */
+    int balance;           /* 1: the caller balances the stages after building
+                              (layout3d_balance, planner/balance3d.h); layout3d_build
+                              itself always makes the even split */
 } layout3d_options;
 
 /* Nothing given (tp, pp, dp, gpus 0), global batch and microbatch size 0 (the caller must
  * set them), interleave 0, no recomputation, default checkpoints, no sequence parallelism,
- * zero 0, bf16, the default schedule, the model's sequence length. */
+ * zero 0, bf16, the default schedule, the model's sequence length, no balancing. */
 void layout3d_options_init(layout3d_options *o);
 
 /* The resolved dimensions of a layout (layout3d_resolve). */
