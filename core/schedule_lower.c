@@ -233,19 +233,6 @@ typedef struct evvec {
     int n, cap;
 } evvec;
 
-static int evvec_push(evvec *v, ev e)
-{
-    if (v->n == v->cap) {
-        int cap = v->cap ? 2 * v->cap : 32;
-        ev *p = realloc(v->e, (size_t)cap * sizeof *p);
-        if (!p) return -1;
-        v->e = p;
-        v->cap = cap;
-    }
-    v->e[v->n++] = e;
-    return 0;
-}
-
 /* The state of lowering one compute order: who computes each (stage, microbatch), when
  * each compute ends, and each worker's progress through its list. Indexes k = stage * T +
  * microbatch; -1 = not (yet) known. */
@@ -476,8 +463,9 @@ done:
 }
 
 /* Replaces out's actions by v's in ev_cmp order. With a few ascending runs (what
- * lower_emit builds) it merges them straight into out, one pass and no copy; with more
- * it sorts v (ev_sort) first. Returns 0, or -1 out of memory. */
+ * lower_emit builds) it merges them straight into out, one pass and no copy, keeping each
+ * run's head key at hand; with more it sorts v (ev_sort) first. Returns 0, or -1 out of
+ * memory. */
 static int ev_emit(evvec *v, actvec *out)
 {
     enum { FEW = 8 };
@@ -499,16 +487,68 @@ static int ev_emit(evvec *v, actvec *out)
         return 0;
     }
     rb[nr] = n;
-    for (int r = 0; r < nr; r++) at[r] = rb[r];
+    if (nr == 1) {
+        for (int i = 0; i < n; i++) out->a[i] = e[i].a;
+        out->n = n;
+        return 0;
+    }
+    /* the live runs' heads: their keys (time, class, id) in ht/hc/hi */
+    double ht[FEW];
+    int hc[FEW], live[FEW], nl = 0;
+    long hi[FEW];
+    for (int r = 0; r < nr; r++) {
+        at[r] = rb[r];
+        live[nl++] = r;
+        ht[r] = e[rb[r]].t, hc[r] = e[rb[r]].cls, hi[r] = e[rb[r]].id;
+    }
     for (int o = 0; o < n; o++) {
-        int best = -1;
-        for (int r = 0; r < nr; r++)
-            if (at[r] < rb[r + 1] && (best < 0 || ev_cmp(&e[at[r]], &e[at[best]]) < 0))
+        int best = live[0];
+        for (int q = 1; q < nl; q++) {
+            int r = live[q];
+            if (ht[r] < ht[best] || (ht[r] == ht[best] &&
+                                     (hc[r] < hc[best] || (hc[r] == hc[best] && hi[r] < hi[best]))))
                 best = r;
-        out->a[o] = e[at[best]++].a;
+        }
+        const ev *x = &e[at[best]++];
+        out->a[o] = x->a;
+        if (at[best] < rb[best + 1]) {
+            ++x;
+            ht[best] = x->t, hc[best] = x->cls, hi[best] = x->id;
+        } else {
+            int q = 0;
+            while (live[q] != best) q++;
+            live[q] = live[--nl];
+        }
     }
     out->n = n;
     return 0;
+}
+
+/* The SEND/RECV pair, if any, of producer p's compute a (see lower_emit): fills snd and
+ * rcv and returns the consumer's worker, or -1 when a's data stays on p (or goes
+ * nowhere). */
+static int lower_pair(const lower_st *L, int p, const action *a, ev *snd, ev *rcv)
+{
+    int S = L->S, T = L->T, st = a->stage, m = a->microbatch;
+    const int *fw = L->fw, *bw = L->bw;
+    size_t k = (size_t)st * T + m;
+    if (a->kind == ACT_F && st + 1 < S && fw[k + T] >= 0 && fw[k + T] != p) {
+        long id = (long)k * 2;
+        *snd = (ev){L->fend[k], 0, id, act_make(ACT_SEND_F, st, m)};
+        snd->a.peer = fw[k + T], snd->a.peer_stage = st + 1;
+        *rcv = (ev){L->fend[k], 0, id, act_make(ACT_RECV_F, st + 1, m)};
+        rcv->a.peer = p, rcv->a.peer_stage = st;
+        return fw[k + T];
+    }
+    if ((a->kind == ACT_B || a->kind == ACT_I) && st > 0 && bw[k - T] >= 0 && bw[k - T] != p) {
+        long id = (long)k * 2 + 1;
+        *snd = (ev){L->bend[k], 0, id, act_make(ACT_SEND_B, st, m)};
+        snd->a.peer = bw[k - T], snd->a.peer_stage = st - 1;
+        *rcv = (ev){L->bend[k], 0, id, act_make(ACT_RECV_B, st - 1, m)};
+        rcv->a.peer = p, rcv->a.peer_stage = st;
+        return bw[k - T];
+    }
+    return -1;
 }
 
 /* Rewrites each worker's list: its computes at their times, and a SEND/RECV pair wherever
@@ -516,42 +556,35 @@ static int ev_emit(evvec *v, actvec *out)
  * as sorted runs: its computes in list order (their starts grow), then, walking each
  * producer p's list in order (its ends grow; an F sends at most one activation, a B or I
  * at most one gradient), p's sends onto p and their receives onto the consumer, so that
- * w holds one run of receives per producer and one of its own sends. Returns 0, or -1
- * out of memory. */
+ * w holds one run of receives per producer and one of its own sends. Each worker's
+ * events are counted first and its vector sized once. Returns 0, or -1 out of memory. */
 static int lower_emit(lower_st *L)
 {
-    int S = L->S, T = L->T;
-    const int *fw = L->fw, *bw = L->bw;
+    ev snd, rcv;
     for (int w = 0; w < L->W; w++)
-        for (int i = 0; i < L->lists[w].n; i++) {
-            ev e = {L->start[w][i], 1, i, L->lists[w].a[i]};
-            if (evvec_push(&L->evs[w], e)) return -1;
-        }
+        L->evs[w].cap = L->lists[w].n;
     for (int p = 0; p < L->W; p++)
         for (int i = 0; i < L->lists[p].n; i++) {
             const action *a = &L->lists[p].a[i];
-            int st = a->stage, m = a->microbatch;
             if (!act_is_compute(a->kind)) continue;
-            size_t k = (size_t)st * T + m;
-            if (a->kind == ACT_F && st + 1 < S && fw[k + T] >= 0 && fw[k + T] != p) {
-                long id = (long)k * 2;
-                ev snd = {L->fend[k], 0, id, act_make(ACT_SEND_F, st, m)};
-                snd.a.peer = fw[k + T], snd.a.peer_stage = st + 1;
-                ev rcv = {L->fend[k], 0, id, act_make(ACT_RECV_F, st + 1, m)};
-                rcv.a.peer = p, rcv.a.peer_stage = st;
-                if (evvec_push(&L->evs[p], snd) || evvec_push(&L->evs[fw[k + T]], rcv))
-                    return -1;
-            }
-            if ((a->kind == ACT_B || a->kind == ACT_I) && st > 0 && bw[k - T] >= 0 &&
-                bw[k - T] != p) {
-                long id = (long)k * 2 + 1;
-                ev snd = {L->bend[k], 0, id, act_make(ACT_SEND_B, st, m)};
-                snd.a.peer = bw[k - T], snd.a.peer_stage = st - 1;
-                ev rcv = {L->bend[k], 0, id, act_make(ACT_RECV_B, st - 1, m)};
-                rcv.a.peer = p, rcv.a.peer_stage = st;
-                if (evvec_push(&L->evs[p], snd) || evvec_push(&L->evs[bw[k - T]], rcv))
-                    return -1;
-            }
+            int c = lower_pair(L, p, a, &snd, &rcv);
+            if (c >= 0) L->evs[p].cap++, L->evs[c].cap++;
+        }
+    for (int w = 0; w < L->W; w++) {
+        evvec *v = &L->evs[w];
+        v->e = malloc(((size_t)v->cap + 1) * sizeof *v->e);
+        if (!v->e) return -1;
+        for (int i = 0; i < L->lists[w].n; i++)
+            v->e[v->n++] = (ev){L->start[w][i], 1, i, L->lists[w].a[i]};
+    }
+    for (int p = 0; p < L->W; p++)
+        for (int i = 0; i < L->lists[p].n; i++) {
+            const action *a = &L->lists[p].a[i];
+            if (!act_is_compute(a->kind)) continue;
+            int c = lower_pair(L, p, a, &snd, &rcv);
+            if (c < 0) continue;
+            L->evs[p].e[L->evs[p].n++] = snd;
+            L->evs[c].e[L->evs[c].n++] = rcv;
         }
     for (int w = 0; w < L->W; w++)
         if (ev_emit(&L->evs[w], &L->lists[w])) return -1;
