@@ -211,6 +211,7 @@ static void eng_free(eng *E)
     free(E->dev_track);
     free(E->coll_track);
     free(E->rg);
+    free(E->vbs);
     free(E->hop);
     free(E->shop);
     free(E->h.a);
@@ -400,6 +401,8 @@ int sim_engine_run(const sim_model *m, sim_result *r, plumb_err *err)
     while (E.h.n) {
         event e = heap_pop(&E.h);
         r->events++;
+        if (E.nvb && (e.id < E.nw || !eng_ring_independent(&E, e.id - E.nw)))
+            eng_ring_unbatch_all(&E);
         E.now_t = e.t;
         E.now_seq = e.seq;
         if (e.id < 0 ? eng_xfer_done(&E, -e.id - 1, e.t)
@@ -407,6 +410,7 @@ int sim_engine_run(const sim_model *m, sim_result *r, plumb_err *err)
                           : eng_group_event(&E, e.id - E.nw, e.t))
             goto out;
     }
+    eng_ring_unbatch_all(&E);
     if (E.finished < E.nw) {
         deadlock(&E);
         goto out;

@@ -515,6 +515,7 @@ static int hop_done(eng *E, int gi, double t)
     if (++g->step < 2 * (g->need - 1))
         return heap_push(&E->h, end, E->nw + gi) ? eng_oom(E) : 0;
     g->step = 0;
+    eng_ring_unbatch(E, gi);
     if (++g->bucket < g->K) {
         double ready = bucket_ready(E, g, g->bucket);
         return heap_push(&E->h, ready > end ? ready : end, E->nw + gi) ? eng_oom(E) : 0;
