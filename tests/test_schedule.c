@@ -7,6 +7,8 @@
 #include <sys/resource.h>
 
 #include "core/schedule.h"
+#include "core/schedule_impl.h"
+#include "core/schedule_traits.h"
 
 static schedule *gen(sched_kind k, int ranks, int chunks, int m, int iters, const int *reps)
 {
@@ -901,4 +903,49 @@ Test(schedule_bound, replicated_stage_and_deadlock)
     cr_expect(strstr(e.msg, "schedule: worker 0 waits for ever at action 3 (0RECV_B0) with "
                             "buffered sends"), "%s", e.msg);
     schedule_free(s);
+}
+
+/* The replay's sparse vector clocks (core/schedule_vclock.c, used above
+ * sched_bound_dense_max components: hundreds of replicas) give the dense clocks' bounds:
+ * every generator, with and without replicas, several iterations (all-reduces that join
+ * the replicas' bases), both kinds of messages counted; dense_max 0 makes every clock
+ * sparse (and folds their entries often: more than K / 4). */
+Test(schedule_bound, sparse_clocks_like_dense)
+{
+    static const int reps[3][4] = {{1, 1, 1, 1}, {3, 2, 4, 1}, {6, 6, 5, 6}};
+    const int keep = sched_bound_dense_max;
+    long long pairs = 0;
+    for (int k = 0; k < SCHED_NKINDS; k++)
+        for (int p = 2; p <= 4; p++)
+            for (int r = 0; r < 3; r++)
+                for (int m = 5; m <= 13; m += 8) {
+                    const int chunked = sched_kind_chunked((sched_kind)k);
+                    int rr[4];
+                    for (int i = 0; i < 4; i++) rr[i] = reps[r][i];
+                    if (sched_traits_of((sched_kind)k)->mb_per_replica)
+                        for (int i = 0; i < 4; i++) rr[i] = r ? 2 : 1;
+                    plumb_err e = {{0}};
+                    schedule *s = try_gen(k, p, sched_kind_chunks((sched_kind)k),
+                                          m * (r ? 2 : 1), 3, r && !chunked ? rr : NULL, &e);
+                    if (!s) continue;
+                    const int W = s->nworkers;
+                    for (unsigned sends = 1; sends <= 3; sends++) {
+                        const unsigned mask = ((sends & 1) ? 1u << ACT_SEND_F : 0) |
+                                              ((sends & 2) ? 1u << ACT_SEND_B : 0);
+                        sched_bound_dense_max = 1 << 30;
+                        int *dense = send_bound(s, mask);
+                        sched_bound_dense_max = 0;
+                        int *sparse = send_bound(s, mask);
+                        sched_bound_dense_max = keep;
+                        for (int i = 0; i < W * W; i++) {
+                            cr_expect_eq(sparse[i], dense[i], "%s p=%d reps %d m=%d sends %u: "
+                                         "%d->%d sparse %d, dense %d", sched_kind_name(k), p,
+                                         r, m, sends, i / W, i % W, sparse[i], dense[i]);
+                            pairs += dense[i] > 0;
+                        }
+                        free(dense), free(sparse);
+                    }
+                    schedule_free(s);
+                }
+    cr_expect_gt(pairs, 1000, "%lld pairs with messages", pairs);
 }
