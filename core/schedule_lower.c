@@ -59,26 +59,26 @@ static void group_ends(const actvec *v, const int *grp, int ngroups, int *pos)
     free(left);
 }
 
-/* Rebuilds v with ins[k] placed after index after[k] (ascending; -1 = at the front). */
+/* Rebuilds v with ins[k] placed after index after[k] (ascending; -1 = at the front), in
+ * place when v has room, else into one allocation of the final size: moved from the back,
+ * each action once. 0, or -1 out of memory (v unchanged). */
 static int insert_after(actvec *v, const int *after, const action *ins, int nins)
 {
-    actvec out = {0};
-    int k = 0;
-    while (k < nins && after[k] < 0)
-        if (actvec_push(&out, ins[k++])) goto oom;
-    for (int i = 0; i < v->n; i++) {
-        if (actvec_push(&out, v->a[i])) goto oom;
-        while (k < nins && after[k] == i)
-            if (actvec_push(&out, ins[k++])) goto oom;
+    if (nins <= 0) return 0;
+    int n = v->n + nins;
+    if (n > v->cap) {
+        action *p = realloc(v->a, (size_t)n * sizeof *p);
+        if (!p) return -1;
+        v->a = p, v->cap = n;
     }
-    while (k < nins)
-        if (actvec_push(&out, ins[k++])) goto oom;
-    actvec_free(v);
-    *v = out;
+    int o = n, k = nins - 1;
+    for (int i = v->n - 1; i >= -1; i--) {
+        while (k >= 0 && (i < 0 || after[k] >= i))
+            v->a[--o] = ins[k--];
+        if (i >= 0) v->a[--o] = v->a[i];
+    }
+    v->n = n;
     return 0;
-oom:
-    actvec_free(&out);
-    return -1;
 }
 
 static int has_kind(const actvec *v, int kind, int st)
