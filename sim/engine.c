@@ -104,6 +104,8 @@ static int worker_run(eng *E, int w, double t)
             return 0;
         }
         const action *a = &acts[c];
+        /* the workers' lists are read in turn, each from its cursor: fetch ahead */
+        __builtin_prefetch(a + 8);
         if ((unsigned)a->stage >= (unsigned)E->ns)  /* everything below indexes by it */
             return eng_bad_action(E, w, c, "stage out of range");
         /* an action of a microbatch counts in its iteration; an all-reduce or a step in
@@ -111,7 +113,11 @@ static int worker_run(eng *E, int w, double t)
          * before a step does not move the step) */
         int iter = ws->iter, rc;
         if (a->microbatch >= 0 && nmb > 0) {
-            int it = a->microbatch / nmb;
+            /* its iteration: the last one's when in its microbatches (no division) */
+            int it = a->microbatch - ws->mb_lo < nmb && a->microbatch >= ws->mb_lo
+                         ? ws->mb_it : a->microbatch / nmb;
+            if (it != ws->mb_it)
+                ws->mb_it = it, ws->mb_lo = it * nmb;
             iter = it >= E->niter ? E->niter - 1 : it;
             if (a->kind <= ACT_W)
                 ws->iter = iter;
