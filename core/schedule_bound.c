@@ -344,6 +344,7 @@ static int step(bctx *c, const schedule *s, int w, unsigned sends)
 {
     const int W = c->W;
     const action *a = &s->acts[w][c->pc[w]];
+    __builtin_prefetch(a + 8); /* the workers' lists are read in turn: fetch ahead */
     if (act_is_comm(a->kind)) {
         if (a->peer < 0 || a->peer >= W || a->microbatch < 0 || a->microbatch >= c->T)
             return 0;
