@@ -111,6 +111,49 @@ static int brecv_cmp(const void *x, const void *y)
     return (a->pos > b->pos) - (a->pos < b->pos);
 }
 
+/* Sorts each receiver's rrecv range by (sender, position), as brecv_cmp orders. A range
+ * holds the takes of the receiver's own scan, ascending in position, and the marks
+ * (sender, INT_MAX) of its senders' scans, from a few senders: so per sender in
+ * increasing order its takes in array order, then its marks (alike). A range with more
+ * than 16 senders is sorted with qsort. 0, or -1 out of memory. */
+static int sort_takes(bctx *c)
+{
+    enum { FEWP = 16 };
+    int most = 0;
+    for (int b = 0; b < c->W; b++)
+        if (c->roff[b + 1] - c->roff[b] > most) most = c->roff[b + 1] - c->roff[b];
+    struct brecv *tmp = malloc(((size_t)most + 1) * sizeof *tmp);
+    if (!tmp) return -1;
+    for (int b = 0; b < c->W; b++) {
+        struct brecv *r = c->rrecv + c->roff[b];
+        int n = c->roff[b + 1] - c->roff[b], peers[FEWP], np = 0;
+        for (int i = 0; i < n && np <= FEWP; i++) {
+            int q = 0;
+            while (q < np && peers[q] != r[i].peer) q++;
+            if (q == np) {
+                if (np == FEWP) { np++; break; }
+                int j = np++; /* insertion in increasing order */
+                while (j > 0 && peers[j - 1] > r[i].peer) peers[j] = peers[j - 1], j--;
+                peers[j] = r[i].peer;
+            }
+        }
+        if (np > FEWP) {
+            qsort(r, (size_t)n, sizeof *r, brecv_cmp);
+            continue;
+        }
+        int o = 0;
+        for (int q = 0; q < np; q++) {
+            for (int i = 0; i < n; i++)
+                if (r[i].peer == peers[q] && r[i].pos != INT_MAX) tmp[o++] = r[i];
+            for (int i = 0; i < n; i++)
+                if (r[i].peer == peers[q] && r[i].pos == INT_MAX) tmp[o++] = r[i];
+        }
+        memcpy(r, tmp, (size_t)n * sizeof *r);
+    }
+    free(tmp);
+    return 0;
+}
+
 static int bctx_init(bctx *c, const schedule *s, unsigned sends)
 {
     int W = s->nworkers;
@@ -173,9 +216,7 @@ static int bctx_init(bctx *c, const schedule *s, unsigned sends)
         }
     }
     free(pend), free(fill);
-    for (int b = 0; b < W; b++)
-        qsort(c->rrecv + c->roff[b], (size_t)(c->roff[b + 1] - c->roff[b]), sizeof *c->rrecv,
-              brecv_cmp);
+    if (sort_takes(c)) return -1;
     int nr = c->roff[W];
     c->goff = malloc(((size_t)W + 1) * sizeof *c->goff);
     c->grp = malloc((nr + 1) * sizeof *c->grp);
