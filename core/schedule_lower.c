@@ -201,9 +201,10 @@ void sched_assign_versions(const schedule *s, actvec *lists)
  * written (ev_action). */
 typedef struct ev {
     double t;      /* time */
-    uint64_t key;  /* class << 62 | id: class 0 communication (id: the pair's, 2 k for the
-                      activations of k = stage x T + microbatch, 2 k + 1 for its input
-                      gradient), 1 compute (id: its index in the compute order) */
+    uint64_t key;  /* class << 62 | id: class 0 communication (id: the pair's, stage << 33
+                      | microbatch << 1 | 0 for its activations, 1 for its input gradient:
+                      ordered as 2 (stage x T + microbatch) + direction), 1 compute (id:
+                      its index in the compute order) */
 } ev;
 
 #define EV_COMPUTE ((uint64_t)1 << 62)
@@ -472,8 +473,8 @@ done:
 static action ev_action(const lower_st *L, int w, const action *src, uint64_t key)
 {
     if (key & EV_COMPUTE) return src[key & ~EV_COMPUTE];
-    size_t k = (size_t)(key / 2);
-    int T = L->T, st = (int)(k / (size_t)T), m = (int)(k % (size_t)T);
+    int T = L->T, st = (int)(key >> 33), m = (int)(key >> 1 & 0xffffffffu);
+    size_t k = (size_t)st * T + m;
     action a;
     if (!(key & 1)) { /* activations of stage st to st + 1 */
         int p = L->fw[k];
@@ -550,12 +551,13 @@ static int lower_pair(const lower_st *L, int p, const action *a, ev *x)
     int S = L->S, T = L->T, st = a->stage, m = a->microbatch;
     const int *fw = L->fw, *bw = L->bw;
     size_t k = (size_t)st * T + m;
+    uint64_t id = (uint64_t)st << 33 | (uint64_t)m << 1;
     if (a->kind == ACT_F && st + 1 < S && fw[k + T] >= 0 && fw[k + T] != p) {
-        *x = (ev){L->fend[k], (uint64_t)k * 2};
+        *x = (ev){L->fend[k], id};
         return fw[k + T];
     }
     if ((a->kind == ACT_B || a->kind == ACT_I) && st > 0 && bw[k - T] >= 0 && bw[k - T] != p) {
-        *x = (ev){L->bend[k], (uint64_t)k * 2 + 1};
+        *x = (ev){L->bend[k], id | 1};
         return bw[k - T];
     }
     return -1;
@@ -563,11 +565,12 @@ static int lower_pair(const lower_st *L, int p, const action *a, ev *x)
 
 /* Rewrites each worker's list: its computes at their times, and a SEND/RECV pair wherever
  * data crosses workers (sent when the producer ends). The events of worker w are pushed
- * as sorted runs: its computes in list order (their starts grow), then, walking each
- * producer p's list in order (its ends grow; an F sends at most one activation, a B or I
- * at most one gradient), p's sends onto p and their receives onto the consumer, so that
- * w holds one run of receives per producer and one of its own sends. Each worker's
- * events are counted first and its vector sized once. Returns 0, or -1 out of memory. */
+ * as sorted runs: its computes in list order, each followed by its send (a compute
+ * starts no earlier than the one before it ends, when that one's send leaves, and an F
+ * sends at most one activation, a B or I at most one gradient: one run), then, walking
+ * each producer p's list in order (its ends grow), the receives of p's sends onto their
+ * consumer, so that w holds one more run per producer. Each worker's events are counted
+ * first and its vector sized once. Returns 0, or -1 out of memory. */
 static int lower_emit(lower_st *L)
 {
     ev x;
@@ -580,21 +583,23 @@ static int lower_emit(lower_st *L)
             int c = lower_pair(L, p, a, &x);
             if (c >= 0) L->evs[p].cap++, L->evs[c].cap++;
         }
-    for (int w = 0; w < L->W; w++) {
+    for (int w = 0; w < L->W; w++) { /* computes, each followed by its send */
         evvec *v = &L->evs[w];
         v->e = malloc(((size_t)v->cap + 1) * sizeof *v->e);
         if (!v->e) return -1;
-        for (int i = 0; i < L->lists[w].n; i++)
+        for (int i = 0; i < L->lists[w].n; i++) {
             v->e[v->n++] = (ev){L->start[w][i], EV_COMPUTE | (uint64_t)i};
+            if (act_is_compute(L->lists[w].a[i].kind) &&
+                lower_pair(L, w, &L->lists[w].a[i], &x) >= 0)
+                v->e[v->n++] = x;
+        }
     }
-    for (int p = 0; p < L->W; p++)
+    for (int p = 0; p < L->W; p++) /* the receives, a run per producer */
         for (int i = 0; i < L->lists[p].n; i++) {
             const action *a = &L->lists[p].a[i];
             if (!act_is_compute(a->kind)) continue;
             int c = lower_pair(L, p, a, &x);
-            if (c < 0) continue;
-            L->evs[p].e[L->evs[p].n++] = x;
-            L->evs[c].e[L->evs[c].n++] = x;
+            if (c >= 0) L->evs[c].e[L->evs[c].n++] = x;
         }
     for (int w = 0; w < L->W; w++) {
         if (ev_emit(L, w, &L->evs[w])) return -1;
