@@ -220,6 +220,25 @@ Test(sim_allreduce, contended_ring_splits_hops)
     }
 }
 
+/* Two stages of `replicas` replicas on servers of dps devices, levels at bw0 / bw1
+ * Gbit/s (latency lat1 us between servers), parameters of `params` bytes, backward ms. */
+static void two_stages(sim_synth *s, sched_kind k, int replicas, int mb, int dps, double bw0,
+                       double bw1, double lat1, double act, double params, double backward)
+{
+    sim_synth_init(s);
+    s->schedule = k;
+    s->nstages = 2;
+    s->replicas = replicas;
+    s->microbatches = mb;
+    s->devices_per_server = dps;
+    s->bw_gbit[0] = bw0;
+    s->bw_gbit[1] = bw1;
+    s->latency_us[1] = lat1;
+    s->activation_bytes = act;
+    s->parameter_bytes = params;
+    s->backward_ms = backward;
+}
+
 /* Rings over two servers of 2 devices each, per stage: the hops inside a server are
  * private, the two that cross servers share the servers' single egress lane with the
  * activations and gradients between the stages and run as transfers, waiting for them.
@@ -230,18 +249,7 @@ Test(sim_allreduce, partly_private_rings)
     sched_kind kinds[] = {SCHED_GPIPE, SCHED_1F1B_FLUSH};
     for (size_t i = 0; i < sizeof kinds / sizeof *kinds; i++) {
         sim_synth s;
-        sim_synth_init(&s);
-        s.schedule = kinds[i];
-        s.nstages = 2;
-        s.replicas = 4;
-        s.microbatches = 8;
-        s.devices_per_server = 2;
-        s.bw_gbit[0] = 400;
-        s.bw_gbit[1] = 40;
-        s.latency_us[1] = 5;
-        s.activation_bytes = 6e6;
-        s.parameter_bytes = 40e6; /* 2 buckets */
-        s.backward_ms = 3;
+        two_stages(&s, kinds[i], 4, 8, 2, 400, 40, 5, 6e6, 40e6 /* 2 buckets */, 3);
         char what[64];
         snprintf(what, sizeof what, "partly private, %s", sched_kind_name(kinds[i]));
         long long grouped = both_ways(&s, 4, what, NULL, NULL);
@@ -379,19 +387,8 @@ Test(sim_allreduce, repeated_steps_like_per_hop)
     sched_kind kinds[] = {SCHED_GPIPE, SCHED_1F1B_FLUSH, SCHED_PIPEDREAM, SCHED_ZB_H1};
     for (size_t i = 0; i < sizeof kinds / sizeof *kinds; i++) {
         sim_synth s;
-        sim_synth_init(&s);
-        s.schedule = kinds[i];
-        s.nstages = 2;
-        s.replicas = 24;
-        s.microbatches = 48;
-        s.devices_per_server = 8;
-        s.bw_gbit[0] = 300;
-        s.bw_gbit[1] = 50;
+        two_stages(&s, kinds[i], 24, 48, 8, 300, 50, 9, 2e6, 60e6 /* 2 buckets */, 2.5);
         s.latency_us[0] = 2;
-        s.latency_us[1] = 9;
-        s.activation_bytes = 2e6;
-        s.parameter_bytes = 60e6; /* 2 buckets */
-        s.backward_ms = 2.5;
         if (kinds[i] == SCHED_ZB_H1)
             s.input_ms = s.weight_ms = 1.25;
         char what[64];
