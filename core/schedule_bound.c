@@ -9,7 +9,9 @@
  * sends so far less those is the most messages of the pair that can be waiting at that
  * SEND, and running exactly the actions before it (with b as late as it may be) reaches
  * it. The executor's local transport sets aside that many staging buffers per pair for
- * gradients, and the simulator's memory model counts them. */
+ * gradients, and the simulator's memory model counts them. Clocks of more than
+ * sched_bound_dense_max components (hundreds of replicas) are kept sparse over shared
+ * bases (schedule_vclock.h), with the same values. */
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>

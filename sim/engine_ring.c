@@ -36,7 +36,18 @@
  * per-hop ring's last end does, and only the last end does anything but count.
  *
  * Only the event count differs: 2 events per step and one per shared hop that waits or is
- * split, instead of one per hop and one per step. */
+ * split, instead of one per hop and one per step.
+ *
+ * A step whose shared hops all started virtual, when nothing has run since but its own
+ * group's events and those of rings independent of it (ring.excl: no other ring's shared
+ * hop uses its shared hops' ports, links or workers), is followed by a step that would
+ * start them all virtual again with the same link times: ring_repeat runs it in O(1),
+ * leaving the hops held, and the additions of the repeated steps (link statistics, link
+ * time, iteration ends, the hops' end keys) wait in the group (vb_k, vt, vbase) until
+ * eng_ring_unbatch adds them as the per-hop ring would have, with eng_add_repeated:
+ * before any event that is not independent (the engine's loop), at the end of each
+ * bucket, and after the run. A bucket's shared hops then cost O(r) hop starts, not
+ * O(r^2). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
