@@ -65,7 +65,7 @@ typedef struct group {       /* the k-th all-reduce of one stage among its repli
 typedef struct wstate {      /* per worker */
     int cursor, iter, inflight;
     int mb_it, mb_lo;        /* the iteration of its last microbatch and its first one */
-    int lpeer, link;         /* the last peer sent to and its link */
+    int lpeer[2], link[2];   /* the last peer sent to per direction and its link */
     int speer[2], schan[2];  /* the last peer sent to per direction and the channel */
     int rpeer[2], rchan[2];  /* the last peer received from per direction and the channel */
     int *post;               /* its posted RECVs whose consumer has not run (action
