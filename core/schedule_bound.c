@@ -9,9 +9,9 @@
  * sends so far less those is the most messages of the pair that can be waiting at that
  * SEND, and running exactly the actions before it (with b as late as it may be) reaches
  * it. The executor's local transport sets aside that many staging buffers per pair for
- * gradients, and the simulator's memory model counts them. Clocks of more than
- * sched_bound_dense_max components (hundreds of replicas) are kept sparse over shared
- * bases (schedule_vclock.h), with the same values. */
+ * gradients, and the simulator's memory model counts them. With hundreds of replicas the
+ * clocks are kept sparse over shared bases (schedule_vclock.h, sched_bound_sparse), with
+ * the same values. */
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,9 +20,12 @@
 #include "schedule_impl.h"
 #include "schedule_vclock.h"
 
-/* Clocks of more components than this are kept sparse (schedule_vclock.h): dense, a
- * message and an all-reduce cost O(K) each, so O(replicas^2) with hundreds of replicas. */
-int sched_bound_dense_max = 128;
+/* -1: the clocks are kept sparse (schedule_vclock.h) when they have more than 128
+ * components and at least half the workers are replicas of replicated stages (dense, a
+ * message and an all-reduce cost O(K) each, so O(replicas^2) with hundreds of replicas;
+ * without all-reduces to share bases, as in a deep pipeline, sparse clocks grow dense and
+ * cost more); 0: always dense; 1: always sparse. */
+int sched_bound_sparse = -1;
 
 typedef struct bctx {
     int W, S, T;
@@ -239,7 +242,11 @@ static int bctx_init(bctx *c, const schedule *s, unsigned sends)
     for (int b = 0; b < W; b++) c->tix[b] = c->roff[b + 1] > c->roff[b] ? c->K++ : -1;
     /* (takes without a counted send to b give b a component that is never asked:
      * harmless) */
-    c->sparse = c->K > sched_bound_dense_max;
+    int nrep = 0;
+    for (int st = 0; st < c->S; st++)
+        if (s->replicas[st] > 1) nrep += s->replicas[st];
+    c->sparse = sched_bound_sparse >= 0 ? sched_bound_sparse
+                                        : c->K > 128 && 2 * nrep >= W;
     if (!c->sparse) {
         c->clock = calloc((size_t)W * c->K + 1, sizeof *c->clock);
         c->pool = malloc(((size_t)2 * c->n + 1) * sizeof *c->pool);

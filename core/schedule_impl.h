@@ -67,8 +67,9 @@ void sched_assign_versions(const schedule *s, actvec *lists);
  * lowering, steps, versions) and adopts the lists into s. */
 int sched_finish(schedule *s, actvec *lists, const double *cost, plumb_err *err);
 
-/* schedule_send_bound keeps its replay's vector clocks sparse (schedule_vclock.h) above
- * this many components (default 128; tests lower it to run both ways). */
-extern int sched_bound_dense_max;
+/* How schedule_send_bound keeps its replay's vector clocks: -1 (the default) sparse
+ * (schedule_vclock.h) when long and most workers are replicas, else dense; 0 always
+ * dense; 1 always sparse (tests run both ways). */
+extern int sched_bound_sparse;
 
 #endif

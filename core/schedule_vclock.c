@@ -9,26 +9,38 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* A new base holding v (taken over), with one reference; its index or -1. */
+/* A new base holding v (taken over), with one reference, in a free slot or a new one;
+ * its index or -1. */
 static int base_new(vcset *S, int *v)
 {
-    if (S->nb == S->capb) {
-        int cap = S->capb ? 2 * S->capb : 64;
-        vc_base *p = realloc(S->b, (size_t)cap * sizeof *p);
-        if (!p) return -1;
-        S->b = p, S->capb = cap;
+    int i = S->free_head;
+    if (i >= 0) {
+        S->free_head = S->b[i].next_free;
+    } else {
+        if (S->nb == S->capb) {
+            int cap = S->capb ? 2 * S->capb : 64;
+            vc_base *p = realloc(S->b, (size_t)cap * sizeof *p);
+            if (!p) return -1;
+            S->b = p, S->capb = cap;
+        }
+        i = S->nb++;
+        S->b[i].gen = 0;
     }
-    vc_base *b = &S->b[S->nb];
+    vc_base *b = &S->b[i];
     b->v = v, b->refs = 1, b->cnext = 0;
-    for (int i = 0; i < 4; i++) b->cp[i] = b->cr[i] = -1;
-    return S->nb++;
+    for (int k = 0; k < 4; k++) b->cp[k] = b->cr[k] = -1;
+    return i;
 }
 
+/* Drops a reference to base i; the last frees its slot (base 0, the zeros, stays). */
 static void base_release(vcset *S, int i)
 {
     if (i > 0 && --S->b[i].refs == 0) {
         free(S->b[i].v);
         S->b[i].v = NULL;
+        S->b[i].gen++;
+        S->b[i].next_free = S->free_head;
+        S->free_head = i;
     }
 }
 
@@ -36,6 +48,7 @@ int vc_set_init(vcset *S, int K)
 {
     memset(S, 0, sizeof *S);
     S->K = K;
+    S->free_head = -1;
     int *zero = calloc((size_t)K + 1, sizeof *zero);
     S->tmp = malloc(((size_t)K + 1) * sizeof *S->tmp);
     if (!zero || !S->tmp || base_new(S, zero) < 0) {
@@ -149,7 +162,8 @@ static int base_join(vcset *S, int a, int b)
 {
     vc_base *A = &S->b[a];
     for (int i = 0; i < 4; i++)
-        if (A->cp[i] == b && A->cr[i] >= 0 && S->b[A->cr[i]].v) {
+        if (A->cp[i] == b && A->cpg[i] == S->b[b].gen && A->cr[i] >= 0 &&
+            S->b[A->cr[i]].v && S->b[A->cr[i]].gen == A->crg[i]) {
             S->b[A->cr[i]].refs++;
             return A->cr[i];
         }
@@ -169,7 +183,8 @@ static int base_join(vcset *S, int a, int b)
         }
     }
     A = &S->b[a]; /* base_new may have moved the array */
-    A->cp[A->cnext] = b, A->cr[A->cnext] = r;
+    A->cp[A->cnext] = b, A->cpg[A->cnext] = S->b[b].gen;
+    A->cr[A->cnext] = r, A->crg[A->cnext] = S->b[r].gen;
     A->cnext = (A->cnext + 1) % 4;
     return r;
 }

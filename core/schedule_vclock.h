@@ -19,16 +19,20 @@ typedef struct vclock {
 } vclock;
 
 typedef struct vc_base {
-    int *v;                  /* [K], or NULL once released */
+    int *v;                  /* [K], or NULL while the slot is free */
     int refs;
-    int cp[4], cr[4];        /* joins cached: with base cp[i] it gives cr[i] (-1: none) */
+    unsigned gen;            /* the slot's generation: one up each time it is freed */
+    int cp[4], cr[4];        /* joins cached: with base cp[i] (generation cpg[i]) it gives */
+    unsigned cpg[4], crg[4]; /* cr[i] (generation crg[i]); cp -1: none */
     int cnext;
+    int next_free;           /* the free list's next slot */
 } vc_base;
 
 typedef struct vcset {
     int K;
     vc_base *b;
     int nb, capb;
+    int free_head;           /* free slots, reused (-1: none) */
     int *tmp;                /* [K] scratch */
     vc_entry *etmp;          /* scratch of capacity etcap */
     int etcap;

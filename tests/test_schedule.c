@@ -905,15 +905,15 @@ Test(schedule_bound, replicated_stage_and_deadlock)
     schedule_free(s);
 }
 
-/* The replay's sparse vector clocks (core/schedule_vclock.c, used above
- * sched_bound_dense_max components: hundreds of replicas) give the dense clocks' bounds:
- * every generator, with and without replicas, several iterations (all-reduces that join
- * the replicas' bases), both kinds of messages counted; dense_max 0 makes every clock
- * sparse (and folds their entries often: more than K / 4). */
+/* The replay's sparse vector clocks (core/schedule_vclock.c, used with hundreds of
+ * replicas) give the dense clocks' bounds: every generator, with and without replicas,
+ * several iterations (all-reduces that join the replicas' bases), both kinds of messages
+ * counted; sched_bound_sparse 1 makes every clock sparse (and, K being small, folds
+ * their entries often: more than K / 4), 0 every clock dense. */
 Test(schedule_bound, sparse_clocks_like_dense)
 {
     static const int reps[3][4] = {{1, 1, 1, 1}, {3, 2, 4, 1}, {6, 6, 5, 6}};
-    const int keep = sched_bound_dense_max;
+    const int keep = sched_bound_sparse;
     long long pairs = 0;
     for (int k = 0; k < SCHED_NKINDS; k++)
         for (int p = 2; p <= 4; p++)
@@ -932,11 +932,11 @@ Test(schedule_bound, sparse_clocks_like_dense)
                     for (unsigned sends = 1; sends <= 3; sends++) {
                         const unsigned mask = ((sends & 1) ? 1u << ACT_SEND_F : 0) |
                                               ((sends & 2) ? 1u << ACT_SEND_B : 0);
-                        sched_bound_dense_max = 1 << 30;
+                        sched_bound_sparse = 0;
                         int *dense = send_bound(s, mask);
-                        sched_bound_dense_max = 0;
+                        sched_bound_sparse = 1;
                         int *sparse = send_bound(s, mask);
-                        sched_bound_dense_max = keep;
+                        sched_bound_sparse = keep;
                         for (int i = 0; i < W * W; i++) {
                             cr_expect_eq(sparse[i], dense[i], "%s p=%d reps %d m=%d sends %u: "
                                          "%d->%d sparse %d, dense %d", sched_kind_name(k), p,
