@@ -39,16 +39,6 @@ void actvec_free(actvec *v)
     v->n = v->cap = 0;
 }
 
-action act_make(int kind, int stage, int microbatch)
-{
-    action a = {kind, stage, microbatch, -1, -1, -1};
-    return a;
-}
-
-int act_is_compute(int k) { return k == ACT_F || k == ACT_B || k == ACT_I || k == ACT_W; }
-int act_is_comm(int k) { return k >= ACT_SEND_F && k <= ACT_RECV_B; }
-int act_is_send(int k) { return k == ACT_SEND_F || k == ACT_SEND_B; }
-
 int sched_nranks(const schedule *s) { return s->nstages / s->chunks; }
 int sched_total_mb(const schedule *s) { return s->microbatches * s->iterations; }
 
@@ -463,27 +453,41 @@ int schedule_slots(const schedule *s, int w, int stage)
     if (!s || w < 0 || w >= s->nworkers) return 1;
     const action *list = s->acts[w];
     int n = s->len[w], open = 0, best = 0, used = 0, nid = 0;
-    /* microbatches get dense ids from a hash table (linear in the list, whatever the
-     * microbatch numbers); o: the open ones; at[id]: an id's index in o, or -1 */
+    /* microbatches get dense ids: their own number where the list's numbers lie in
+     * [0, T) and T is at most a few times the list (direct, in order: what an IR built
+     * here has), else from a hash table (linear in the list, whatever the numbers); o:
+     * the open ones; at[id]: an id's index in o, or -1 */
+    int T = sched_total_mb(s), direct = T >= 0 && (long)T <= 4L * n + 64;
+    for (int i = 0; direct && i < n; i++)
+        if (list[i].microbatch >= T) direct = 0;
     unsigned cap = 16;
-    while (cap < 2u * (unsigned)n + 2) cap *= 2;
-    int *keys = malloc(cap * sizeof *keys), *ids = malloc(cap * sizeof *ids);
+    while (!direct && cap < 2u * (unsigned)n + 2) cap *= 2;
+    size_t nat = direct ? (size_t)T + 1 : (size_t)n + 1;
+    int *keys = direct ? NULL : malloc(cap * sizeof *keys);
+    int *ids = direct ? NULL : malloc(cap * sizeof *ids);
     struct open_mb { int mb, bwd_done, dx_gone; } *o = malloc(((size_t)n + 1) * sizeof *o);
-    int *at = malloc(((size_t)n + 1) * sizeof *at);
-    if (!keys || !ids || !o || !at) {
+    int *at = malloc(nat * sizeof *at);
+    if ((!direct && (!keys || !ids)) || !o || !at) {
         free(keys), free(ids), free(o), free(at);
         return n > 0 ? n : 1; /* pessimistic */
     }
-    for (unsigned h = 0; h < cap; h++) keys[h] = -1;
+    if (direct)
+        for (size_t h = 0; h < nat; h++) at[h] = -1;
+    else
+        for (unsigned h = 0; h < cap; h++) keys[h] = -1;
     for (int i = 0; i < n; i++) {
         const action *a = &list[i];
         int local_take = a->stage == stage - 1 && (a->kind == ACT_B || a->kind == ACT_I);
         if (a->stage != stage && !local_take) continue;
         int id = -1;
         if (a->microbatch >= 0) {
-            int before = nid;
-            id = mb_id(keys, ids, cap, &nid, a->microbatch);
-            if (nid > before) at[id] = -1;
+            if (direct) {
+                id = a->microbatch;
+            } else {
+                int before = nid;
+                id = mb_id(keys, ids, cap, &nid, a->microbatch);
+                if (nid > before) at[id] = -1;
+            }
         }
         int k = id >= 0 ? at[id] : -1;
         if (local_take) {

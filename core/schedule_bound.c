@@ -9,13 +9,23 @@
  * sends so far less those is the most messages of the pair that can be waiting at that
  * SEND, and running exactly the actions before it (with b as late as it may be) reaches
  * it. The executor's local transport sets aside that many staging buffers per pair for
- * gradients, and the simulator's memory model counts them. */
+ * gradients, and the simulator's memory model counts them. With hundreds of replicas the
+ * clocks are kept sparse over shared bases (schedule_vclock.h, sched_bound_sparse), with
+ * the same values. */
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "schedule.h"
 #include "schedule_impl.h"
+#include "schedule_vclock.h"
+
+/* -1: the clocks are kept sparse (schedule_vclock.h) when they have more than 128
+ * components and at least half the workers are replicas of replicated stages (dense, a
+ * message and an all-reduce cost O(K) each, so O(replicas^2) with hundreds of replicas;
+ * without all-reduces to share bases, as in a deep pipeline, sparse clocks grow dense and
+ * cost more); 0: always dense; 1: always sparse. */
+int sched_bound_sparse = -1;
 
 typedef struct bctx {
     int W, S, T;
@@ -41,14 +51,26 @@ typedef struct bctx {
     } *grp;
     int *waiting;      /* [W] 1 while the worker waits at an all-reduce of its own stage */
     int *nwaiting;     /* [S] replicas of each stage waiting at its all-reduce */
+    int **pool;        /* dense message clocks free for reuse: pool[0 .. npool) */
+    int npool;
+    int sparse;        /* 1: the clocks below, not clock and msg */
+    vcset vs;
+    vclock *vck;       /* [W] each worker's clock */
+    vclock *vmsg;      /* [2n] each posted message's; base -1: not posted */
+    vclock **vgrp;     /* [W] scratch: the clocks of an all-reduce's replicas */
 } bctx;
 
 static void bctx_free(bctx *c)
 {
     for (size_t i = 0; c->msg && i < 2 * c->n; i++) free(c->msg[i]);
+    for (int i = 0; i < c->npool; i++) free(c->pool[i]);
+    for (int w = 0; c->vck && w < c->W; w++) vc_release(&c->vs, &c->vck[w]);
+    for (size_t i = 0; c->vmsg && i < 2 * c->n; i++) vc_release(&c->vs, &c->vmsg[i]);
+    vc_set_free(&c->vs);
     free(c->pc), free(c->clock), free(c->msg), free(c->arc), free(c->roff), free(c->rrecv);
     free(c->goff), free(c->grp), free(c->tix);
-    free(c->waiting), free(c->nwaiting);
+    free(c->waiting), free(c->nwaiting), free(c->pool), free(c->vck), free(c->vmsg);
+    free(c->vgrp);
 }
 
 /* 1 when x sends a message of a kind in `sends`. */
@@ -92,6 +114,49 @@ static int brecv_cmp(const void *x, const void *y)
     const struct brecv *a = x, *b = y;
     if (a->peer != b->peer) return (a->peer > b->peer) - (a->peer < b->peer);
     return (a->pos > b->pos) - (a->pos < b->pos);
+}
+
+/* Sorts each receiver's rrecv range by (sender, position), as brecv_cmp orders. A range
+ * holds the takes of the receiver's own scan, ascending in position, and the marks
+ * (sender, INT_MAX) of its senders' scans, from a few senders: so per sender in
+ * increasing order its takes in array order, then its marks (alike). A range with more
+ * than 16 senders is sorted with qsort. 0, or -1 out of memory. */
+static int sort_takes(bctx *c)
+{
+    enum { FEWP = 16 };
+    int most = 0;
+    for (int b = 0; b < c->W; b++)
+        if (c->roff[b + 1] - c->roff[b] > most) most = c->roff[b + 1] - c->roff[b];
+    struct brecv *tmp = malloc(((size_t)most + 1) * sizeof *tmp);
+    if (!tmp) return -1;
+    for (int b = 0; b < c->W; b++) {
+        struct brecv *r = c->rrecv + c->roff[b];
+        int n = c->roff[b + 1] - c->roff[b], peers[FEWP], np = 0;
+        for (int i = 0; i < n && np <= FEWP; i++) {
+            int q = 0;
+            while (q < np && peers[q] != r[i].peer) q++;
+            if (q == np) {
+                if (np == FEWP) { np++; break; }
+                int j = np++; /* insertion in increasing order */
+                while (j > 0 && peers[j - 1] > r[i].peer) peers[j] = peers[j - 1], j--;
+                peers[j] = r[i].peer;
+            }
+        }
+        if (np > FEWP) {
+            qsort(r, (size_t)n, sizeof *r, brecv_cmp);
+            continue;
+        }
+        int o = 0;
+        for (int q = 0; q < np; q++) {
+            for (int i = 0; i < n; i++)
+                if (r[i].peer == peers[q] && r[i].pos != INT_MAX) tmp[o++] = r[i];
+            for (int i = 0; i < n; i++)
+                if (r[i].peer == peers[q] && r[i].pos == INT_MAX) tmp[o++] = r[i];
+        }
+        memcpy(r, tmp, (size_t)n * sizeof *r);
+    }
+    free(tmp);
+    return 0;
 }
 
 static int bctx_init(bctx *c, const schedule *s, unsigned sends)
@@ -156,9 +221,7 @@ static int bctx_init(bctx *c, const schedule *s, unsigned sends)
         }
     }
     free(pend), free(fill);
-    for (int b = 0; b < W; b++)
-        qsort(c->rrecv + c->roff[b], (size_t)(c->roff[b + 1] - c->roff[b]), sizeof *c->rrecv,
-              brecv_cmp);
+    if (sort_takes(c)) return -1;
     int nr = c->roff[W];
     c->goff = malloc(((size_t)W + 1) * sizeof *c->goff);
     c->grp = malloc((nr + 1) * sizeof *c->grp);
@@ -179,8 +242,23 @@ static int bctx_init(bctx *c, const schedule *s, unsigned sends)
     for (int b = 0; b < W; b++) c->tix[b] = c->roff[b + 1] > c->roff[b] ? c->K++ : -1;
     /* (takes without a counted send to b give b a component that is never asked:
      * harmless) */
-    c->clock = calloc((size_t)W * c->K + 1, sizeof *c->clock);
-    return c->clock ? 0 : -1;
+    int nrep = 0;
+    for (int st = 0; st < c->S; st++)
+        if (s->replicas[st] > 1) nrep += s->replicas[st];
+    c->sparse = sched_bound_sparse >= 0 ? sched_bound_sparse
+                                        : c->K > 128 && 2 * nrep >= W;
+    if (!c->sparse) {
+        c->clock = calloc((size_t)W * c->K + 1, sizeof *c->clock);
+        c->pool = malloc(((size_t)2 * c->n + 1) * sizeof *c->pool);
+        return c->clock && c->pool ? 0 : -1;
+    }
+    c->vck = calloc((size_t)W, sizeof *c->vck);
+    c->vmsg = calloc(2 * c->n + 1, sizeof *c->vmsg);
+    c->vgrp = malloc(((size_t)W + 1) * sizeof *c->vgrp);
+    if (!c->vck || !c->vmsg || !c->vgrp || vc_set_init(&c->vs, c->K)) return -1;
+    for (int w = 0; w < W; w++) vc_zero(&c->vs, &c->vck[w]);
+    for (size_t d = 0; d < 2 * c->n; d++) c->vmsg[d].base = -1;
+    return 0;
 }
 
 /* The pair a -> b (every pair with a counted send has one). */
@@ -234,13 +312,89 @@ static void clock_join(int *restrict into, const int *restrict from, int W)
     for (; v < W; v++) into[v] = from[v] > into[v] ? from[v] : into[v];
 }
 
+/* Component k of worker w's clock. */
+static int ck_get(const bctx *c, int w, int k)
+{
+    return c->sparse ? vc_get(&c->vs, &c->vck[w], k) : c->clock[(size_t)w * c->K + k];
+}
+
+/* Worker w's own component one up (after one of its actions). 0 or -1 (memory). */
+static int ck_tick(bctx *c, int w)
+{
+    int k = c->tix[w];
+    if (k < 0) return 0;
+    if (!c->sparse) {
+        c->clock[(size_t)w * c->K + k]++;
+        return 0;
+    }
+    return vc_raise(&c->vs, &c->vck[w], k, vc_get(&c->vs, &c->vck[w], k) + 1);
+}
+
+/* Message d posted by worker w: it carries w's clock with w's send counted (the send
+ * itself precedes its receive). 0 or -1. */
+static int msg_post(bctx *c, size_t d, int w)
+{
+    int own = c->tix[w];
+    if (c->sparse) {
+        vclock *m = &c->vmsg[d];
+        vc_drop(&c->vs, m);
+        if (vc_copy(&c->vs, m, &c->vck[w])) return -1;
+        return own >= 0 ? vc_raise(&c->vs, m, own, vc_get(&c->vs, m, own) + 1) : 0;
+    }
+    if (!c->msg[d]) {
+        c->msg[d] = c->npool ? c->pool[--c->npool] : malloc((size_t)c->K * sizeof(int) + 1);
+        if (!c->msg[d]) return -1;
+    }
+    memcpy(c->msg[d], c->clock + (size_t)w * c->K, (size_t)c->K * sizeof(int));
+    if (own >= 0) c->msg[d][own]++;
+    return 0;
+}
+
+static int msg_posted(const bctx *c, size_t d)
+{
+    return c->sparse ? c->vmsg[d].base >= 0 : c->msg[d] != NULL;
+}
+
+/* Worker w takes posted message d: its clock joins the message's. 0 or -1. */
+static int msg_take(bctx *c, size_t d, int w)
+{
+    if (c->sparse) {
+        int rc = vc_join(&c->vs, &c->vck[w], &c->vmsg[d]);
+        vc_drop(&c->vs, &c->vmsg[d]);
+        return rc;
+    }
+    clock_join(c->clock + (size_t)w * c->K, c->msg[d], c->K);
+    c->pool[c->npool++] = c->msg[d];
+    c->msg[d] = NULL;
+    return 0;
+}
+
+/* The all-reduce of the r replicas grp[] (w among them), a barrier: each replica's
+ * all-reduce precedes every replica's next action. 0 or -1. */
+static int barrier(bctx *c, const int *grp, int r, int w)
+{
+    for (int j = 0; j < r; j++)
+        if (ck_tick(c, grp[j])) return -1;
+    if (c->sparse) {
+        for (int j = 0; j < r; j++) c->vgrp[j] = &c->vck[grp[j]];
+        return vc_join_all(&c->vs, c->vgrp, r);
+    }
+    const int K = c->K;
+    int *ck = c->clock + (size_t)w * K;
+    for (int j = 0; j < r; j++)
+        if (grp[j] != w) clock_join(ck, c->clock + (size_t)grp[j] * K, K);
+    for (int j = 0; j < r; j++)
+        if (grp[j] != w) memcpy(c->clock + (size_t)grp[j] * K, ck, (size_t)K * sizeof(int));
+    return 0;
+}
+
 /* Runs w's next action if it can. Returns 1 when it ran, 0 when it waits, -1 when out of
  * memory. */
 static int step(bctx *c, const schedule *s, int w, unsigned sends)
 {
-    const int W = c->W, K = c->K, own = c->tix[w];
+    const int W = c->W;
     const action *a = &s->acts[w][c->pc[w]];
-    int *ck = c->clock + (size_t)w * K;
+    __builtin_prefetch(a + 8); /* the workers' lists are read in turn: fetch ahead */
     if (act_is_comm(a->kind)) {
         if (a->peer < 0 || a->peer >= W || a->microbatch < 0 || a->microbatch >= c->T)
             return 0;
@@ -248,44 +402,34 @@ static int step(bctx *c, const schedule *s, int w, unsigned sends)
         if (d >= 2 * c->n) return 0;
         if (act_is_send(a->kind)) {
             int b = a->peer;
-            if (!c->msg[d] && !(c->msg[d] = malloc((size_t)K * sizeof(int) + 1))) return -1;
-            memcpy(c->msg[d], ck, (size_t)K * sizeof(int));
-            if (own >= 0) c->msg[d][own]++; /* the send itself precedes its receive */
+            if (msg_post(c, d, w)) return -1;
             if (sends & (1u << a->kind)) {
                 struct bgroup *g = pair_of(c, b, w);
-                int known = c->tix[b] >= 0 ? ck[c->tix[b]] : 0;
+                int known = c->tix[b] >= 0 ? ck_get(c, w, c->tix[b]) : 0;
                 int waiting = ++g->sent - recvs_before(c, b, g, known);
                 if (waiting > g->bound) g->bound = waiting;
             }
-        } else if (!c->msg[d]) {
+        } else if (!msg_posted(c, d)) {
             return 0; /* the replay runs the receive once sent: one timing among all */
         }
     } else if (a->kind == ACT_ALLREDUCE) {
         if (a->stage < 0 || a->stage >= c->S || !allreduce_ready(c, s, w, a)) return 0;
-        /* a barrier: each replica's all-reduce precedes every replica's next action */
         const int *grp = s->stage_workers + s->stage_first[a->stage];
         int r = s->replicas[a->stage];
-        for (int j = 0; j < r; j++)
-            if (c->tix[grp[j]] >= 0) c->clock[(size_t)grp[j] * K + c->tix[grp[j]]]++;
-        for (int j = 0; j < r; j++)
-            if (grp[j] != w) clock_join(ck, c->clock + (size_t)grp[j] * K, K);
+        if (barrier(c, grp, r, w)) return -1;
         c->nwaiting[a->stage] = 0;
         for (int j = 0; j < r; j++) {
             int v = grp[j];
             c->waiting[v] = 0;
             c->arc[v * c->S + a->stage]++;
             c->pc[v]++;
-            if (v != w) memcpy(c->clock + (size_t)v * K, ck, (size_t)K * sizeof(int));
         }
         return 1;
     }
     size_t d = taken_slot(c, a);
-    if (d < 2 * c->n && c->msg[d]) { /* its consumer: the data has arrived */
-        clock_join(ck, c->msg[d], K);
-        free(c->msg[d]);
-        c->msg[d] = NULL;
-    }
-    if (own >= 0) ck[own]++;
+    if (d < 2 * c->n && msg_posted(c, d) && msg_take(c, d, w)) /* the data has arrived */
+        return -1;
+    if (ck_tick(c, w)) return -1;
     c->pc[w]++;
     return 1;
 }

@@ -18,15 +18,23 @@ typedef struct actvec {
 int actvec_push(actvec *v, action a);
 void actvec_free(actvec *v);
 
-/* An action with kind, stage and microbatch set and every other field -1. */
-action act_make(int kind, int stage, int microbatch);
+/* An action with kind, stage and microbatch set and every other field -1. (Inline, as
+ * the three below: the passes call them once per action.) */
+static inline action act_make(int kind, int stage, int microbatch)
+{
+    action a = {kind, stage, microbatch, -1, -1, -1};
+    return a;
+}
 
 /* 1 for F, B, I, W. */
-int act_is_compute(int kind);
+static inline int act_is_compute(int k)
+{
+    return k == ACT_F || k == ACT_B || k == ACT_I || k == ACT_W;
+}
 /* 1 for the four send/receive kinds. */
-int act_is_comm(int kind);
+static inline int act_is_comm(int k) { return k >= ACT_SEND_F && k <= ACT_RECV_B; }
 /* 1 for SEND_F, SEND_B. */
-int act_is_send(int kind);
+static inline int act_is_send(int k) { return k == ACT_SEND_F || k == ACT_SEND_B; }
 
 /* Validates spec and allocates a schedule with its placement filled and every worker's
  * list empty. NULL with err naming the bad field. */
@@ -58,5 +66,10 @@ void sched_assign_versions(const schedule *s, actvec *lists);
 /* Runs the passes a compute-only layout needs (allreduce when any stage is replicated,
  * lowering, steps, versions) and adopts the lists into s. */
 int sched_finish(schedule *s, actvec *lists, const double *cost, plumb_err *err);
+
+/* How schedule_send_bound keeps its replay's vector clocks: -1 (the default) sparse
+ * (schedule_vclock.h) when long and most workers are replicas, else dense; 0 always
+ * dense; 1 always sparse (tests run both ways). */
+extern int sched_bound_sparse;
 
 #endif

@@ -15,6 +15,7 @@
  * the synchronous kinds and 2bw, one backward (the k-th on the replica) for pipedream. */
 #include "schedule_impl.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -59,26 +60,26 @@ static void group_ends(const actvec *v, const int *grp, int ngroups, int *pos)
     free(left);
 }
 
-/* Rebuilds v with ins[k] placed after index after[k] (ascending; -1 = at the front). */
+/* Rebuilds v with ins[k] placed after index after[k] (ascending; -1 = at the front), in
+ * place when v has room, else into one allocation of the final size: moved from the back,
+ * each action once. 0, or -1 out of memory (v unchanged). */
 static int insert_after(actvec *v, const int *after, const action *ins, int nins)
 {
-    actvec out = {0};
-    int k = 0;
-    while (k < nins && after[k] < 0)
-        if (actvec_push(&out, ins[k++])) goto oom;
-    for (int i = 0; i < v->n; i++) {
-        if (actvec_push(&out, v->a[i])) goto oom;
-        while (k < nins && after[k] == i)
-            if (actvec_push(&out, ins[k++])) goto oom;
+    if (nins <= 0) return 0;
+    int n = v->n + nins;
+    if (n > v->cap) {
+        action *p = realloc(v->a, (size_t)n * sizeof *p);
+        if (!p) return -1;
+        v->a = p, v->cap = n;
     }
-    while (k < nins)
-        if (actvec_push(&out, ins[k++])) goto oom;
-    actvec_free(v);
-    *v = out;
+    int o = n, k = nins - 1;
+    for (int i = v->n - 1; i >= -1; i--) {
+        while (k >= 0 && (i < 0 || after[k] >= i))
+            v->a[--o] = ins[k--];
+        if (i >= 0) v->a[--o] = v->a[i];
+    }
+    v->n = n;
     return 0;
-oom:
-    actvec_free(&out);
-    return -1;
 }
 
 static int has_kind(const actvec *v, int kind, int st)
@@ -196,19 +197,24 @@ void sched_assign_versions(const schedule *s, actvec *lists)
 
 /* --- lowering ------------------------------------------------------------------------ */
 
+/* An event of a worker's lowered list: 16 bytes, its action rebuilt when the list is
+ * written (ev_action). */
 typedef struct ev {
-    double t;     /* time */
-    int cls;      /* 0 communication, 1 compute */
-    long id;      /* pair id, or the index in the compute order */
-    action a;
+    double t;      /* time */
+    uint64_t key;  /* class << 62 | id: class 0 communication (id: the pair's, stage << 33
+                      | microbatch << 1 | 0 for its activations, 1 for its input gradient:
+                      ordered as 2 (stage x T + microbatch) + direction), 1 compute (id:
+                      its index in the compute order) */
 } ev;
 
+#define EV_COMPUTE ((uint64_t)1 << 62)
+
+/* The order of a worker's events: time, then transfers before computes, then id. */
 static int ev_cmp(const void *pa, const void *pb)
 {
     const ev *x = pa, *y = pb;
     if (x->t != y->t) return x->t < y->t ? -1 : 1;
-    if (x->cls != y->cls) return x->cls - y->cls;
-    return (x->id > y->id) - (x->id < y->id);
+    return (x->key > y->key) - (x->key < y->key);
 }
 
 /* Duration of a of stage st under cost ([S*3] F, I, W; NULL = unit costs); tiny is the
@@ -232,19 +238,6 @@ typedef struct evvec {
     ev *e;
     int n, cap;
 } evvec;
-
-static int evvec_push(evvec *v, ev e)
-{
-    if (v->n == v->cap) {
-        int cap = v->cap ? 2 * v->cap : 32;
-        ev *p = realloc(v->e, (size_t)cap * sizeof *p);
-        if (!p) return -1;
-        v->e = p;
-        v->cap = cap;
-    }
-    v->e[v->n++] = e;
-    return 0;
-}
 
 /* The state of lowering one compute order: who computes each (stage, microbatch), when
  * each compute ends, and each worker's progress through its list. Indexes k = stage * T +
@@ -475,86 +468,144 @@ done:
     return rc;
 }
 
-/* Replaces out's actions by v's in ev_cmp order. With a few ascending runs (what
- * lower_emit builds) it merges them straight into out, one pass and no copy; with more
- * it sorts v (ev_sort) first. Returns 0, or -1 out of memory. */
-static int ev_emit(evvec *v, actvec *out)
+/* The action of worker w's event key: its compute src[id], or the SEND (w produced the
+ * data) or RECV of pair id, as lower_pair found it. */
+static action ev_action(const lower_st *L, int w, const action *src, uint64_t key)
+{
+    if (key & EV_COMPUTE) return src[key & ~EV_COMPUTE];
+    int T = L->T, st = (int)(key >> 33), m = (int)(key >> 1 & 0xffffffffu);
+    size_t k = (size_t)st * T + m;
+    action a;
+    if (!(key & 1)) { /* activations of stage st to st + 1 */
+        int p = L->fw[k];
+        a = act_make(w == p ? ACT_SEND_F : ACT_RECV_F, w == p ? st : st + 1, m);
+        a.peer = w == p ? L->fw[k + T] : p;
+        a.peer_stage = w == p ? st + 1 : st;
+    } else { /* the input gradient of stage st to st - 1 */
+        int p = L->bw[k];
+        a = act_make(w == p ? ACT_SEND_B : ACT_RECV_B, w == p ? st : st - 1, m);
+        a.peer = w == p ? L->bw[k - T] : p;
+        a.peer_stage = w == p ? st - 1 : st;
+    }
+    return a;
+}
+
+/* Replaces worker w's list by its events v in ev_cmp order, written into a new array
+ * (the computes are read from the old one). With a few ascending runs (what lower_emit
+ * builds) it merges them straight into the list, one pass, keeping each run's head key at
+ * hand; with more it sorts v (ev_sort) first. Returns 0, or -1 out of memory. */
+static int ev_emit(const lower_st *L, int w, evvec *v)
 {
     enum { FEW = 8 };
+    actvec *out = &L->lists[w];
     const ev *e = v->e;
     int n = v->n, rb[FEW + 2], at[FEW], nr = 0;
-    out->n = 0;
-    if (n > out->cap) {
-        action *p = realloc(out->a, (size_t)n * sizeof *p);
-        if (!p) return -1;
-        out->a = p, out->cap = n;
-    }
+    action *dst = malloc(((size_t)n + 1) * sizeof *dst);
+    if (!dst) return -1;
+    const action *src = out->a;
     rb[nr++] = 0;
     for (int i = 1; i < n && nr <= FEW; i++)
         if (ev_cmp(&e[i - 1], &e[i]) > 0) rb[nr++] = i;
     if (nr > FEW) {
-        if (ev_sort(v->e, n)) return -1;
-        for (int i = 0; i < n; i++) out->a[i] = v->e[i].a;
-        out->n = n;
-        return 0;
+        if (ev_sort(v->e, n)) {
+            free(dst);
+            return -1;
+        }
+        for (int i = 0; i < n; i++) dst[i] = ev_action(L, w, src, v->e[i].key);
+    } else {
+        rb[nr] = n;
+        /* the live runs' heads: their keys in ht/hk */
+        double ht[FEW];
+        uint64_t hk[FEW];
+        int live[FEW], nl = 0;
+        for (int r = 0; r < nr; r++) {
+            at[r] = rb[r];
+            if (rb[r] < rb[r + 1]) live[nl++] = r, ht[r] = e[rb[r]].t, hk[r] = e[rb[r]].key;
+        }
+        for (int o = 0; o < n; o++) {
+            int best = live[0];
+            for (int q = 1; q < nl; q++) {
+                int r = live[q];
+                if (ht[r] < ht[best] || (ht[r] == ht[best] && hk[r] < hk[best])) best = r;
+            }
+            dst[o] = ev_action(L, w, src, hk[best]);
+            if (++at[best] < rb[best + 1]) {
+                ht[best] = e[at[best]].t, hk[best] = e[at[best]].key;
+            } else {
+                int q = 0;
+                while (live[q] != best) q++;
+                live[q] = live[--nl];
+            }
+        }
     }
-    rb[nr] = n;
-    for (int r = 0; r < nr; r++) at[r] = rb[r];
-    for (int o = 0; o < n; o++) {
-        int best = -1;
-        for (int r = 0; r < nr; r++)
-            if (at[r] < rb[r + 1] && (best < 0 || ev_cmp(&e[at[r]], &e[at[best]]) < 0))
-                best = r;
-        out->a[o] = e[at[best]++].a;
-    }
-    out->n = n;
+    free(out->a);
+    out->a = dst, out->n = n, out->cap = n + 1;
     return 0;
+}
+
+/* The SEND/RECV pair, if any, of producer p's compute a (see lower_emit): fills x with
+ * its time and key (the same on both workers) and returns the consumer's worker, or -1
+ * when a's data stays on p (or goes nowhere). */
+static int lower_pair(const lower_st *L, int p, const action *a, ev *x)
+{
+    int S = L->S, T = L->T, st = a->stage, m = a->microbatch;
+    const int *fw = L->fw, *bw = L->bw;
+    size_t k = (size_t)st * T + m;
+    uint64_t id = (uint64_t)st << 33 | (uint64_t)m << 1;
+    if (a->kind == ACT_F && st + 1 < S && fw[k + T] >= 0 && fw[k + T] != p) {
+        *x = (ev){L->fend[k], id};
+        return fw[k + T];
+    }
+    if ((a->kind == ACT_B || a->kind == ACT_I) && st > 0 && bw[k - T] >= 0 && bw[k - T] != p) {
+        *x = (ev){L->bend[k], id | 1};
+        return bw[k - T];
+    }
+    return -1;
 }
 
 /* Rewrites each worker's list: its computes at their times, and a SEND/RECV pair wherever
  * data crosses workers (sent when the producer ends). The events of worker w are pushed
- * as sorted runs: its computes in list order (their starts grow), then, walking each
- * producer p's list in order (its ends grow; an F sends at most one activation, a B or I
- * at most one gradient), p's sends onto p and their receives onto the consumer, so that
- * w holds one run of receives per producer and one of its own sends. Returns 0, or -1
- * out of memory. */
+ * as sorted runs: its computes in list order, each followed by its send (a compute
+ * starts no earlier than the one before it ends, when that one's send leaves, and an F
+ * sends at most one activation, a B or I at most one gradient: one run), then, walking
+ * each producer p's list in order (its ends grow), the receives of p's sends onto their
+ * consumer, so that w holds one more run per producer. Each worker's events are counted
+ * first and its vector sized once. Returns 0, or -1 out of memory. */
 static int lower_emit(lower_st *L)
 {
-    int S = L->S, T = L->T;
-    const int *fw = L->fw, *bw = L->bw;
+    ev x;
     for (int w = 0; w < L->W; w++)
-        for (int i = 0; i < L->lists[w].n; i++) {
-            ev e = {L->start[w][i], 1, i, L->lists[w].a[i]};
-            if (evvec_push(&L->evs[w], e)) return -1;
-        }
+        L->evs[w].cap = L->lists[w].n;
     for (int p = 0; p < L->W; p++)
         for (int i = 0; i < L->lists[p].n; i++) {
             const action *a = &L->lists[p].a[i];
-            int st = a->stage, m = a->microbatch;
             if (!act_is_compute(a->kind)) continue;
-            size_t k = (size_t)st * T + m;
-            if (a->kind == ACT_F && st + 1 < S && fw[k + T] >= 0 && fw[k + T] != p) {
-                long id = (long)k * 2;
-                ev snd = {L->fend[k], 0, id, act_make(ACT_SEND_F, st, m)};
-                snd.a.peer = fw[k + T], snd.a.peer_stage = st + 1;
-                ev rcv = {L->fend[k], 0, id, act_make(ACT_RECV_F, st + 1, m)};
-                rcv.a.peer = p, rcv.a.peer_stage = st;
-                if (evvec_push(&L->evs[p], snd) || evvec_push(&L->evs[fw[k + T]], rcv))
-                    return -1;
-            }
-            if ((a->kind == ACT_B || a->kind == ACT_I) && st > 0 && bw[k - T] >= 0 &&
-                bw[k - T] != p) {
-                long id = (long)k * 2 + 1;
-                ev snd = {L->bend[k], 0, id, act_make(ACT_SEND_B, st, m)};
-                snd.a.peer = bw[k - T], snd.a.peer_stage = st - 1;
-                ev rcv = {L->bend[k], 0, id, act_make(ACT_RECV_B, st - 1, m)};
-                rcv.a.peer = p, rcv.a.peer_stage = st;
-                if (evvec_push(&L->evs[p], snd) || evvec_push(&L->evs[bw[k - T]], rcv))
-                    return -1;
-            }
+            int c = lower_pair(L, p, a, &x);
+            if (c >= 0) L->evs[p].cap++, L->evs[c].cap++;
         }
-    for (int w = 0; w < L->W; w++)
-        if (ev_emit(&L->evs[w], &L->lists[w])) return -1;
+    for (int w = 0; w < L->W; w++) { /* computes, each followed by its send */
+        evvec *v = &L->evs[w];
+        v->e = malloc(((size_t)v->cap + 1) * sizeof *v->e);
+        if (!v->e) return -1;
+        for (int i = 0; i < L->lists[w].n; i++) {
+            v->e[v->n++] = (ev){L->start[w][i], EV_COMPUTE | (uint64_t)i};
+            if (act_is_compute(L->lists[w].a[i].kind) &&
+                lower_pair(L, w, &L->lists[w].a[i], &x) >= 0)
+                v->e[v->n++] = x;
+        }
+    }
+    for (int p = 0; p < L->W; p++) /* the receives, a run per producer */
+        for (int i = 0; i < L->lists[p].n; i++) {
+            const action *a = &L->lists[p].a[i];
+            if (!act_is_compute(a->kind)) continue;
+            int c = lower_pair(L, p, a, &x);
+            if (c >= 0) L->evs[c].e[L->evs[c].n++] = x;
+        }
+    for (int w = 0; w < L->W; w++) {
+        if (ev_emit(L, w, &L->evs[w])) return -1;
+        free(L->evs[w].e); /* as it goes: the next worker's list may take its memory */
+        L->evs[w].e = NULL;
+    }
     return 0;
 }
 

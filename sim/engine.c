@@ -104,6 +104,8 @@ static int worker_run(eng *E, int w, double t)
             return 0;
         }
         const action *a = &acts[c];
+        /* the workers' lists are read in turn, each from its cursor: fetch ahead */
+        __builtin_prefetch(a + 8);
         if ((unsigned)a->stage >= (unsigned)E->ns)  /* everything below indexes by it */
             return eng_bad_action(E, w, c, "stage out of range");
         /* an action of a microbatch counts in its iteration; an all-reduce or a step in
@@ -111,7 +113,11 @@ static int worker_run(eng *E, int w, double t)
          * before a step does not move the step) */
         int iter = ws->iter, rc;
         if (a->microbatch >= 0 && nmb > 0) {
-            int it = a->microbatch / nmb;
+            /* its iteration: the last one's when in its microbatches (no division) */
+            int it = a->microbatch - ws->mb_lo < nmb && a->microbatch >= ws->mb_lo
+                         ? ws->mb_it : a->microbatch / nmb;
+            if (it != ws->mb_it)
+                ws->mb_it = it, ws->mb_lo = it * nmb;
             iter = it >= E->niter ? E->niter - 1 : it;
             if (a->kind <= ACT_W)
                 ws->iter = iter;
@@ -211,6 +217,7 @@ static void eng_free(eng *E)
     free(E->dev_track);
     free(E->coll_track);
     free(E->rg);
+    free(E->vbs);
     free(E->hop);
     free(E->shop);
     free(E->h.a);
@@ -234,7 +241,8 @@ static int setup(eng *E)
     E->xfree = -1;
     for (int w = 0; w < nw; w++) {
         wstate *ws = &E->ws[w];
-        ws->lpeer = ws->speer[0] = ws->speer[1] = ws->rpeer[0] = ws->rpeer[1] = -1;
+        ws->lpeer[0] = ws->lpeer[1] = -1;
+        ws->speer[0] = ws->speer[1] = ws->rpeer[0] = ws->rpeer[1] = -1;
         ws->ring_g = -1;
         E->dev_track[w] = E->coll_track[w] = -1;
         if (!E->m->record)
@@ -400,6 +408,8 @@ int sim_engine_run(const sim_model *m, sim_result *r, plumb_err *err)
     while (E.h.n) {
         event e = heap_pop(&E.h);
         r->events++;
+        if (E.nvb && (e.id < E.nw || !eng_ring_independent(&E, e.id - E.nw)))
+            eng_ring_unbatch_all(&E);
         E.now_t = e.t;
         E.now_seq = e.seq;
         if (e.id < 0 ? eng_xfer_done(&E, -e.id - 1, e.t)
@@ -407,6 +417,7 @@ int sim_engine_run(const sim_model *m, sim_result *r, plumb_err *err)
                           : eng_group_event(&E, e.id - E.nw, e.t))
             goto out;
     }
+    eng_ring_unbatch_all(&E);
     if (E.finished < E.nw) {
         deadlock(&E);
         goto out;

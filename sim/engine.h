@@ -141,6 +141,8 @@ typedef struct sim_result {
     long long ring_hops_virtual;  /* shared hops started without a transfer of their own */
     long long ring_hops_split;    /* of those, hops made transfers again mid-step (something
                                      queued behind them) */
+    long long ring_steps_repeated; /* grouped steps that repeated the last one of their
+                                      ring in O(1) (docs/sim.md) */
     timeline *tl;             /* when model.record */
 } sim_result;
 

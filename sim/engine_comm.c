@@ -237,12 +237,12 @@ int eng_send(eng *E, int w, int c, int iter, double t)
     int xi = eng_xfer_alloc(E);
     if (xi < 0)
         return eng_oom(E);
-    if (a->peer != ws->lpeer) {
+    if (a->peer != ws->lpeer[fwd]) {  /* a worker alternates directions: one per each */
         int d0 = E->m->worker_device[w], d1 = E->m->worker_device[a->peer];
-        ws->link = d0 == d1 ? -1 : eng_link_of(E, d0, d1);
-        if (d0 != d1 && ws->link < 0)
-            return ws->link == -2 ? -1 : eng_oom(E);
-        ws->lpeer = a->peer;
+        ws->link[fwd] = d0 == d1 ? -1 : eng_link_of(E, d0, d1);
+        if (d0 != d1 && ws->link[fwd] < 0)
+            return ws->link[fwd] == -2 ? -1 : eng_oom(E);
+        ws->lpeer[fwd] = a->peer;
     }
     if (a->peer != ws->speer[fwd]) {
         if ((ws->schan[fwd] = chan_of(E, w, a->peer, fwd)) < 0)
@@ -251,7 +251,7 @@ int eng_send(eng *E, int w, int c, int iter, double t)
     }
     int lo = a->stage < a->peer_stage ? a->stage : a->peer_stage;
     xfer *x = &E->x[xi];
-    *x = (xfer){.bytes = E->m->cut_bytes[lo], .arrival = -1, .a = a, .link = ws->link,
+    *x = (xfer){.bytes = E->m->cut_bytes[lo], .arrival = -1, .a = a, .link = ws->link[fwd],
                 .group = -1, .waiter = -1, .lnext = -1, .pnext = -1, .cnext = -1, .iter = iter,
                 .src_w = w};
     chan *ch = &E->ch[ws->schan[fwd]];
@@ -515,6 +515,7 @@ static int hop_done(eng *E, int gi, double t)
     if (++g->step < 2 * (g->need - 1))
         return heap_push(&E->h, end, E->nw + gi) ? eng_oom(E) : 0;
     g->step = 0;
+    eng_ring_unbatch(E, gi);
     if (++g->bucket < g->K) {
         double ready = bucket_ready(E, g, g->bucket);
         return heap_push(&E->h, ready > end ? ready : end, E->nw + gi) ? eng_oom(E) : 0;

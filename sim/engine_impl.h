@@ -56,12 +56,16 @@ typedef struct group {       /* the k-th all-reduce of one stage among its repli
                                 next event is their end (engine_ring.c) */
     long long gsteps;        /* steps started with grouped private hops */
     double maxreach;         /* latest arrival of a member at its ALLREDUCE */
+    double vt;               /* its last step's start and first reserved sequence number */
+    uint32_t vbase;          /* (the virtual hops' ends derive from them while repeating) */
+    long long vb_k;          /* steps repeated, their additions deferred (engine_ring.c) */
     double start, fin;       /* first bucket's start, last bucket's end */
 } group;
 
 typedef struct wstate {      /* per worker */
     int cursor, iter, inflight;
-    int lpeer, link;         /* the last peer sent to and its link */
+    int mb_it, mb_lo;        /* the iteration of its last microbatch and its first one */
+    int lpeer[2], link[2];   /* the last peer sent to per direction and its link */
     int speer[2], schan[2];  /* the last peer sent to per direction and the channel */
     int rpeer[2], rchan[2];  /* the last peer received from per direction and the channel */
     int *post;               /* its posted RECVs whose consumer has not run (action
@@ -82,6 +86,10 @@ typedef struct ring {        /* a replicated stage's ring all-reduce (engine_rin
     int ready;               /* links created and hop times known */
     double bytes;            /* bytes per hop and step */
     double maxocc;           /* the slowest private hop's link time per step */
+    double vmaxocc;          /* the slowest shared hop's link time per step */
+    int excl;                /* 1: its shared hops' links, ports and workers serve no other
+                                ring's shared hop: its steps may repeat while other
+                                rings' steps run */
 } ring;
 
 typedef struct ringhop {     /* one hop of a ring */
@@ -121,6 +129,10 @@ typedef struct eng {
     ringhop *hop;            /* the rings' hops */
     int *shop;               /* the rings' shared hops (indices into hop) */
     heap h;
+    int *vbs;                /* [ns] per stage, its group whose steps repeat (engine_ring.c:
+                                its last step started every shared hop virtual and since
+                                then nothing but independent rings' events ran), or -1 */
+    int nvb;                 /* stages with one */
     double now_t;            /* the key (time, sequence number) of the event being run */
     uint32_t now_seq;
     int finished;
@@ -247,6 +259,17 @@ void eng_ring_flush(eng *E, int w);
 /* Group gi, whose ring has private hops, finished: adds their deferred link time and link
  * statistics. */
 void eng_ring_finish(eng *E, int gi);
+/* Ends the repetition of group gi's steps, if they repeat: adds what the repeated steps'
+ * virtual hops deferred (link statistics, link time, iteration ends, their end keys) as
+ * the per-hop ring would have added them. Called when its bucket ends. */
+void eng_ring_unbatch(eng *E, int gi);
+/* 1 when the event of group gi may run while other groups' steps repeat: gi's own steps
+ * repeat, or its ring is independent of every other (ring.excl) and no other group of its
+ * stage repeats. */
+int eng_ring_independent(const eng *E, int gi);
+/* eng_ring_unbatch of every group whose steps repeat: before any event that is not
+ * independent (eng_ring_independent), and after the run. */
+void eng_ring_unbatch_all(eng *E);
 /* s after n additions s = s + v in double precision (round to nearest even), computed in
  * O(log) steps instead of n: bit for bit what the loop gives. */
 double eng_add_repeated(double s, double v, long long n);

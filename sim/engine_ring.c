@@ -36,7 +36,18 @@
  * per-hop ring's last end does, and only the last end does anything but count.
  *
  * Only the event count differs: 2 events per step and one per shared hop that waits or is
- * split, instead of one per hop and one per step. */
+ * split, instead of one per hop and one per step.
+ *
+ * A step whose shared hops all started virtual, when nothing has run since but its own
+ * group's events and those of rings independent of it (ring.excl: no other ring's shared
+ * hop uses its shared hops' ports, links or workers), is followed by a step that would
+ * start them all virtual again with the same link times: ring_repeat runs it in O(1),
+ * leaving the hops held, and the additions of the repeated steps (link statistics, link
+ * time, iteration ends, the hops' end keys) wait in the group (vb_k, vt, vbase) until
+ * eng_ring_unbatch adds them as the per-hop ring would have, with eng_add_repeated:
+ * before any event that is not independent (the engine's loop), at the end of each
+ * bucket, and after the run. A bucket's shared hops then cost O(r) hop starts, not
+ * O(r^2). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -192,6 +203,29 @@ static int mark_private(eng *E, pairs *P, const int *wring)
         }
         R->nshared = nshop - R->soff;
     }
+    /* exclusive rings: each port of a shared hop serves shared hops of that ring only
+     * (pc[] reused: the ring, or -2 for several), each link and worker one hop */
+    for (size_t i = 0; i < ph.n; i++)
+        pc[i] = -1;
+    for (int pass = 0; pass < 2; pass++)
+        for (int s = 0; s < E->ns; s++) {
+            ring *R = &E->rg[s];
+            if (pass)
+                R->excl = 1;
+            for (int q = 0; q < R->nshared; q++) {
+                const ringhop *h = &E->hop[E->shop[R->soff + q]];
+                int pi = ht_find(&P->h, (uint64_t)(uint32_t)h->da, (uint64_t)(uint32_t)h->db);
+                if (pass && (P->ring[pi] != 1 || wring[h->w] != 1))
+                    R->excl = 0;
+                for (int k = 0; k < np[pi]; k++) {
+                    int *u = &pc[pp[(size_t)pi * CLUSTER_MAX_LEVELS + k]];
+                    if (!pass)
+                        *u = *u == -1 || *u == s ? s : -2;
+                    else if (*u != s)
+                        R->excl = 0;
+                }
+            }
+        }
     rc = 0;
 out:
     free(pc);
@@ -214,11 +248,14 @@ int eng_ring_analyse(eng *E)
     pairs P = {0};
     int *wring = calloc((size_t)E->nw, sizeof *wring);
     E->rg = calloc((size_t)E->ns, sizeof *E->rg);
+    E->vbs = malloc((size_t)E->ns * sizeof *E->vbs);
     E->hop = malloc((size_t)nhop * sizeof *E->hop);
     E->shop = malloc((size_t)nhop * sizeof *E->shop);
     int rc = -1;
-    if (!wring || !E->rg || !E->hop || !E->shop || ht_init(&P.h, 64))
+    if (!wring || !E->rg || !E->vbs || !E->hop || !E->shop || ht_init(&P.h, 64))
         goto out;
+    for (int s = 0; s < E->ns; s++)
+        E->vbs[s] = -1;
     /* the rings' hops (same-device hops move nothing) */
     nhop = 0;
     for (int s = 0; s < E->ns; s++) {
@@ -439,10 +476,87 @@ static int vstart(eng *E, int gi, int hj, double t, uint32_t seq)
     return 1;
 }
 
+/* Group gi's step at t repeats its last one (its stage's E->vbs): every shared hop held
+ * its link and lanes as a virtual hop, whose end has passed, and since that step started
+ * nothing has run that could touch them (only independent rings' events), so the per-hop
+ * ring would release each and start it again virtual with the same link time. The hops
+ * stay as they are; only the step's key, counts and grouped end event are new, and their
+ * additions wait for eng_ring_unbatch. O(1). */
+static int ring_repeat(eng *E, int gi, double t)
+{
+    group *g = &E->gr[gi];
+    const ring *R = &E->rg[g->stage];
+    g->gsteps++;
+    E->r->ring_steps_grouped++;
+    E->r->ring_steps_repeated++;
+    E->r->ring_hops_virtual += R->nshared;
+    uint32_t base = E->h.seq;
+    E->h.seq += (uint32_t)R->n + 1;
+    g->vt = t;
+    g->vbase = base;
+    g->vb_k++;
+    /* the latest of t + each hop's time is t + the slowest's (rounding is monotonic) */
+    double end = t + (R->priv && R->maxocc > R->vmaxocc ? R->maxocc : R->vmaxocc);
+    if (R->priv)
+        note_end(E, g->iter, t + R->maxocc);
+    g->inflight = 1;
+    g->pending++;
+    return heap_push_seq(&E->h, end, E->nw + gi, base + (uint32_t)R->n) ? eng_oom(E) : 0;
+}
+
+void eng_ring_unbatch(eng *E, int gi)
+{
+    group *g = &E->gr[gi];
+    if (!E->vbs || E->vbs[g->stage] != gi)
+        return;
+    E->vbs[g->stage] = -1;
+    E->nvb--;
+    long long k = g->vb_k;
+    g->vb_k = 0;
+    if (k == 0)
+        return;
+    const ring *R = &E->rg[g->stage];
+    int window = g->iter >= E->k0 && g->iter <= E->k1;
+    for (int q = 0; q < R->nshared; q++) {
+        int hj = E->shop[R->soff + q];
+        const ringhop *h = &E->hop[hj];
+        link *l = &E->lk[h->link];
+        l->st.bytes = eng_add_repeated(l->st.bytes, R->bytes, k);
+        l->st.busy_s = eng_add_repeated(l->st.busy_s, h->occ, k);
+        l->st.transfers += k;
+        if (window)
+            l->st.bytes_window = eng_add_repeated(l->st.bytes_window, R->bytes, k);
+        double *c = &E->comm_it[(size_t)h->w * E->niter + g->iter];
+        *c = eng_add_repeated(*c, h->occ, k);
+        l->vend = g->vt + h->occ;
+        l->vseq = g->vbase + (uint32_t)(hj - R->off);
+        note_end(E, g->iter, l->vend);
+    }
+}
+
+int eng_ring_independent(const eng *E, int gi)
+{
+    int s = E->gr[gi].stage;
+    return E->vbs[s] == gi || (E->vbs[s] < 0 && E->rg[s].excl);
+}
+
+void eng_ring_unbatch_all(eng *E)
+{
+    for (int s = 0; E->nvb > 0 && s < E->ns; s++)
+        if (E->vbs[s] >= 0)
+            eng_ring_unbatch(E, E->vbs[s]);
+}
+
 int eng_ring_step(eng *E, int gi, double t)
 {
     group *g = &E->gr[gi];
     ring *R = &E->rg[g->stage];
+    if (E->vbs[g->stage] == gi)
+        return ring_repeat(E, gi, t);
+    if (E->vbs[g->stage] >= 0)  /* another all-reduce of the stage: the same ring */
+        eng_ring_unbatch(E, E->vbs[g->stage]);
+    if (!R->excl)
+        eng_ring_unbatch_all(E);
     if (!R->ready && ring_ready(E, R, g))
         return -1;
     if (g->gsteps == 0)  /* the all-reduce's first step: private hops' link time defers */
@@ -464,9 +578,19 @@ int eng_ring_step(eng *E, int gi, double t)
     int fold = R->priv;
     double end = R->priv ? t + R->maxocc : -INFINITY;
     int all = E->m->record && !E->m->skip_ring_hops, n = all ? R->n : R->nshared;
+    /* repeatable (ring_repeat): no timeline, shared hops, every one virtual, none of
+     * whose workers defers private link time */
+    int again = !E->m->record && R->nshared > 0 && R->excl;
+    R->vmaxocc = 0;
     for (int k = 0; k < n; k++) {  /* with a timeline every hop, in ring order */
         int hj = all ? R->off + k : E->shop[R->soff + k];
         const ringhop *h = &E->hop[hj];
+        if (!h->priv) {
+            if (E->ws[h->w].ring_g >= 0)
+                again = 0;
+            if (h->occ > R->vmaxocc)
+                R->vmaxocc = h->occ;
+        }
         if (h->priv) {
             int track = eng_link_track(E, h->link);
             if (track < 0)
@@ -480,6 +604,7 @@ int eng_ring_step(eng *E, int gi, double t)
         if (v < 0)
             return -1;
         if (v == 0) {
+            again = 0;
             if (eng_hop_start(E, gi, h->link, h->w, R->bytes, t))
                 return -1;
             continue;
@@ -495,6 +620,13 @@ int eng_ring_step(eng *E, int gi, double t)
     g = &E->gr[gi];
     g->inflight = 1;
     g->pending++;
+    if (again) {
+        E->vbs[g->stage] = gi;
+        E->nvb++;
+        g->vb_k = 0;
+        g->vt = t;
+        g->vbase = base;
+    }
     return heap_push_seq(&E->h, end, E->nw + gi, base + (uint32_t)R->n) ? eng_oom(E) : 0;
 }
 

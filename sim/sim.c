@@ -121,8 +121,10 @@ static int fill_report(sim_report *rep, const plan *pl, const sim_model *m, cons
     rep->links = calloc((size_t)res->nlinks + 1, sizeof *rep->links);
     rep->stages = calloc((size_t)s->nstages + 1, sizeof *rep->stages);
     int *order = malloc(((size_t)nw + 1) * sizeof *order);
-    if (!rep->devices || !rep->links || !rep->stages || !order) {
-        free(order);
+    int *pos = malloc(((size_t)nw + 1) * sizeof *pos);
+    int *last = malloc(((size_t)nw + 1) * sizeof *last);
+    if (!rep->devices || !rep->links || !rep->stages || !order || !pos || !last) {
+        free(order), free(pos), free(last);
         return -1;
     }
     /* devices sorted by id (insertion sort on the worker order, usually already sorted) */
@@ -134,6 +136,21 @@ static int fill_report(sim_report *rep, const plan *pl, const sim_model *m, cons
         }
         order[j] = w;
     }
+    /* each device's stages, in stage order, once each: one pass over the placement */
+    for (int i = 0; i < nw; i++) pos[order[i]] = i, last[i] = -1;
+    for (int st = 0; st < s->nstages; st++)
+        for (int j = 0; j < s->replicas[st]; j++) {
+            int w = s->stage_workers[s->stage_first[st] + j];
+            if (w < 0 || w >= nw || last[w] == st) continue;
+            last[w] = st;
+            sim_device_report *d = &rep->devices[pos[w]];
+            if (d->nstages < SIM_DEVICE_STAGES)
+                d->stages[d->nstages] = st;
+            d->nstages++;
+            if (versions[st] > d->weight_versions)
+                d->weight_versions = versions[st];
+        }
+    free(pos), free(last);
     double busy_sum = 0;
     rep->fits = 1;
     for (int i = 0; i < nw; i++) {
@@ -143,16 +160,6 @@ static int fill_report(sim_report *rep, const plan *pl, const sim_model *m, cons
         d->device = m->worker_device[w];
         d->worker = w;
         snprintf(d->type, sizeof d->type, "%s", t && t->name ? t->name : "");
-        for (int st = 0; st < s->nstages; st++)
-            for (int j = 0; j < s->replicas[st]; j++)
-                if (s->stage_workers[s->stage_first[st] + j] == w) {
-                    if (d->nstages < SIM_DEVICE_STAGES)
-                        d->stages[d->nstages] = st;
-                    d->nstages++;
-                    if (versions[st] > d->weight_versions)
-                        d->weight_versions = versions[st];
-                    break;
-                }
         d->busy_s = res->busy_window[w];
         d->idle_s = rep->iteration_s > d->busy_s ? rep->iteration_s - d->busy_s : 0;
         d->comm_s = res->comm_window[w];

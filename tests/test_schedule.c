@@ -7,6 +7,7 @@
 #include <sys/resource.h>
 
 #include "core/schedule.h"
+#include "core/schedule_impl.h"
 #include "core/schedule_traits.h"
 
 static schedule *gen(sched_kind k, int ranks, int chunks, int m, int iters, const int *reps)
@@ -953,4 +954,49 @@ Test(schedule_grid, chunked_kinds_replicate_whole_pipelines)
     int two[4] = {2, 2, 2, 2};
     cr_assert_null(try_gen(SCHED_INTERLEAVED, 2, 2, 7, 1, two, &e));
     cr_assert(strstr(e.msg, "multiple of 2"), "%s", e.msg);
+}
+
+/* The replay's sparse vector clocks (core/schedule_vclock.c, used with hundreds of
+ * replicas) give the dense clocks' bounds: every generator, with and without replicas,
+ * several iterations (all-reduces that join the replicas' bases), both kinds of messages
+ * counted; sched_bound_sparse 1 makes every clock sparse (and, K being small, folds
+ * their entries often: more than K / 4), 0 every clock dense. */
+Test(schedule_bound, sparse_clocks_like_dense)
+{
+    static const int reps[3][4] = {{1, 1, 1, 1}, {3, 2, 4, 1}, {6, 6, 5, 6}};
+    const int keep = sched_bound_sparse;
+    long long pairs = 0;
+    for (int k = 0; k < SCHED_NKINDS; k++)
+        for (int p = 2; p <= 4; p++)
+            for (int r = 0; r < 3; r++)
+                for (int m = 5; m <= 13; m += 8) {
+                    const int chunked = sched_kind_chunked((sched_kind)k);
+                    int rr[4];
+                    for (int i = 0; i < 4; i++) rr[i] = reps[r][i];
+                    if (sched_traits_of((sched_kind)k)->mb_per_replica)
+                        for (int i = 0; i < 4; i++) rr[i] = r ? 2 : 1;
+                    plumb_err e = {{0}};
+                    schedule *s = try_gen(k, p, sched_kind_chunks((sched_kind)k),
+                                          m * (r ? 2 : 1), 3, r && !chunked ? rr : NULL, &e);
+                    if (!s) continue;
+                    const int W = s->nworkers;
+                    for (unsigned sends = 1; sends <= 3; sends++) {
+                        const unsigned mask = ((sends & 1) ? 1u << ACT_SEND_F : 0) |
+                                              ((sends & 2) ? 1u << ACT_SEND_B : 0);
+                        sched_bound_sparse = 0;
+                        int *dense = send_bound(s, mask);
+                        sched_bound_sparse = 1;
+                        int *sparse = send_bound(s, mask);
+                        sched_bound_sparse = keep;
+                        for (int i = 0; i < W * W; i++) {
+                            cr_expect_eq(sparse[i], dense[i], "%s p=%d reps %d m=%d sends %u: "
+                                         "%d->%d sparse %d, dense %d", sched_kind_name(k), p,
+                                         r, m, sends, i / W, i % W, sparse[i], dense[i]);
+                            pairs += dense[i] > 0;
+                        }
+                        free(dense), free(sparse);
+                    }
+                    schedule_free(s);
+                }
+    cr_expect_gt(pairs, 1000, "%lld pairs with messages", pairs);
 }

@@ -5,7 +5,8 @@
  * (sim_model.ring_per_hop) and require the same results bit for bit (times, per-device
  * figures, link statistics, the timeline), check that contended hops are split back into
  * transfers mid-step (on a shared port, on a link two rings use), that the grouped ring's
- * cost grows linearly in the replicas, that the dashboard's timeline without the ring hops
+ * cost grows linearly in the replicas, that steps repeating their ring's last one in O(1)
+ * give the per-hop results, that the dashboard's timeline without the ring hops
  * is the full one less those events and grows linearly too, and that the exact repeated addition behind the
  * deferred statistics matches the loop it replaces. */
 #include <criterion/criterion.h>
@@ -99,7 +100,8 @@ static void expect_same(const sim_result *a, const sim_result *b, const char *wh
     }
 }
 
-static long long last_virtual, last_split;  /* the last both_ways grouped run's */
+static long long last_virtual, last_split, last_repeated; /* the last both_ways grouped
+                                                           run's */
 
 /* Runs sp both ways, with and without a timeline; returns the grouped run's grouped steps
  * (and its events through *events, the per-hop run's through *events_hop; its virtual and
@@ -108,7 +110,7 @@ static long long both_ways(const sim_synth *sp, int iters, const char *what, lon
                            long long *events_hop)
 {
     long long grouped = 0;
-    for (int record = 0; record < 2; record++) {
+    for (int record = 1; record >= 0; record--) { /* without a timeline last */
         sim_result g, h;
         run_engine(sp, iters, 0, record, &g);
         run_engine(sp, iters, 1, record, &h);
@@ -118,6 +120,10 @@ static long long both_ways(const sim_synth *sp, int iters, const char *what, lon
         grouped = g.ring_steps_grouped;
         last_virtual = g.ring_hops_virtual;
         last_split = g.ring_hops_split;
+        last_repeated = g.ring_steps_repeated;
+        cr_expect_eq(h.ring_steps_repeated, 0, "%s", what);
+        if (record)  /* a timeline records every step's hops: none repeats */
+            cr_expect_eq(g.ring_steps_repeated, 0, "%s", what);
         if (events)
             *events = g.events;
         if (events_hop)
@@ -214,6 +220,25 @@ Test(sim_allreduce, contended_ring_splits_hops)
     }
 }
 
+/* Two stages of `replicas` replicas on servers of dps devices, levels at bw0 / bw1
+ * Gbit/s (latency lat1 us between servers), parameters of `params` bytes, backward ms. */
+static void two_stages(sim_synth *s, sched_kind k, int replicas, int mb, int dps, double bw0,
+                       double bw1, double lat1, double act, double params, double backward)
+{
+    sim_synth_init(s);
+    s->schedule = k;
+    s->nstages = 2;
+    s->replicas = replicas;
+    s->microbatches = mb;
+    s->devices_per_server = dps;
+    s->bw_gbit[0] = bw0;
+    s->bw_gbit[1] = bw1;
+    s->latency_us[1] = lat1;
+    s->activation_bytes = act;
+    s->parameter_bytes = params;
+    s->backward_ms = backward;
+}
+
 /* Rings over two servers of 2 devices each, per stage: the hops inside a server are
  * private, the two that cross servers share the servers' single egress lane with the
  * activations and gradients between the stages and run as transfers, waiting for them.
@@ -224,18 +249,7 @@ Test(sim_allreduce, partly_private_rings)
     sched_kind kinds[] = {SCHED_GPIPE, SCHED_1F1B_FLUSH};
     for (size_t i = 0; i < sizeof kinds / sizeof *kinds; i++) {
         sim_synth s;
-        sim_synth_init(&s);
-        s.schedule = kinds[i];
-        s.nstages = 2;
-        s.replicas = 4;
-        s.microbatches = 8;
-        s.devices_per_server = 2;
-        s.bw_gbit[0] = 400;
-        s.bw_gbit[1] = 40;
-        s.latency_us[1] = 5;
-        s.activation_bytes = 6e6;
-        s.parameter_bytes = 40e6; /* 2 buckets */
-        s.backward_ms = 3;
+        two_stages(&s, kinds[i], 4, 8, 2, 400, 40, 5, 6e6, 40e6 /* 2 buckets */, 3);
         char what[64];
         snprintf(what, sizeof what, "partly private, %s", sched_kind_name(kinds[i]));
         long long grouped = both_ways(&s, 4, what, NULL, NULL);
@@ -328,7 +342,7 @@ Test(sim_allreduce, shared_port_sweep)
 {
     sched_kind kinds[] = {SCHED_GPIPE, SCHED_1F1B_FLUSH, SCHED_PIPEDREAM, SCHED_2BW,
                           SCHED_ZB_H1};
-    long long split = 0, virt = 0;
+    long long split = 0, virt = 0, rep = 0;
     for (size_t i = 0; i < sizeof kinds / sizeof *kinds; i++)
         for (int v = 0; v < 16; v++) {
             sim_synth s;
@@ -354,9 +368,35 @@ Test(sim_allreduce, shared_port_sweep)
             both_ways(&s, 4, what, NULL, NULL);
             split += last_split;
             virt += last_virtual;
+            rep += last_repeated;
         }
     cr_expect(virt > 0, "no virtual hop");
     cr_expect(split > 0, "no hop split");
+    cr_log_info("shared port sweep: %lld virtual hops, %lld split, %lld steps repeated",
+                virt, split, rep);
+}
+
+/* Two stages of 24 replicas on servers of 8: each ring's hop out of a server shares the
+ * server's egress port with the activations and gradients, so it is shared; once the
+ * pipeline has drained, the two rings' steps start every shared hop virtual, step after
+ * step, and nothing else runs: the steps repeat in O(1) (ring_repeat), their additions
+ * deferred, while the other ring's steps run between them. With latency on both levels,
+ * two buckets, four schedules: the per-hop results, and steps repeated. */
+Test(sim_allreduce, repeated_steps_like_per_hop)
+{
+    sched_kind kinds[] = {SCHED_GPIPE, SCHED_1F1B_FLUSH, SCHED_PIPEDREAM, SCHED_ZB_H1};
+    for (size_t i = 0; i < sizeof kinds / sizeof *kinds; i++) {
+        sim_synth s;
+        two_stages(&s, kinds[i], 24, 48, 8, 300, 50, 9, 2e6, 60e6 /* 2 buckets */, 2.5);
+        s.latency_us[0] = 2;
+        if (kinds[i] == SCHED_ZB_H1)
+            s.input_ms = s.weight_ms = 1.25;
+        char what[64];
+        snprintf(what, sizeof what, "repeated steps, %s", sched_kind_name(kinds[i]));
+        both_ways(&s, 3, what, NULL, NULL);
+        cr_expect(last_repeated > 0, "%s: no step repeated", what);
+        cr_expect(last_virtual > 0, "%s: no virtual hop", what);
+    }
 }
 
 /* Pure data parallelism over r replicas on servers of 8, 10 MB of parameters. */
