@@ -44,6 +44,46 @@ static void note_msg(ui_app *a)
     ui_state_set_rows(a->st, ids, n);
 }
 
+/* The state machine and the first evaluation of a loaded base. */
+static void start(ui_app *a, double t0)
+{
+    ui_whatif w;
+    ui_base_whatif(&a->base, &w);
+    double mem = 0;
+    for (int i = 0; i < a->base.clus->ntypes; i++)
+        if (a->base.clus->types[i].memory_bytes > mem) mem = a->base.clus->types[i].memory_bytes;
+    ui_state_init(a->st, &w, a->base.clus->nlevels, a->base.clus->levels[0].count, mem);
+    if (a->base.model)
+        ui_state_set_layout3d(a->st, (int)a->base.model->layers, a->base.lopt.global_batch);
+    ui_evaluate(&a->base, &a->st->cur, &a->cur);
+    if (a->st->cur.microbatches == 0) {
+        /* the planner chose the microbatches: adopt them, so that every state the keys
+         * reach (and undo returns to) names its microbatches */
+        a->st->cur.microbatches = a->cur.pl ? a->cur.pl->microbatches : 1;
+        ui_evaluate(&a->base, &a->st->cur, &a->cur);
+    }
+    note_msg(a);
+    char cut[PLUMB_ERR_MAX];
+    if (ui_base_cut_note(&a->base, cut, sizeof cut)) set_msg(a, 1, "%s", cut);
+    a->key_ms = now_ms() - t0;
+}
+
+int ui_app_open_model(ui_app *a, const char *model_path, const char *cluster_path,
+                      const layout3d_options *o, const char *out_dir, plumb_err *err)
+{
+    double t0 = now_ms();
+    memset(a, 0, sizeof *a);
+    snprintf(a->out_dir, sizeof a->out_dir, "%s", out_dir && *out_dir ? out_dir : ".");
+    if (!(a->st = calloc(1, sizeof *a->st))) return err_set(err, NULL, NULL, "out of memory");
+    if (ui_base_load_model(&a->base, model_path, cluster_path, o, err)) {
+        ui_app_free(a);
+        return -1;
+    }
+    a->loaded = 1;
+    start(a, t0);
+    return 0;
+}
+
 int ui_app_open(ui_app *a, const char *profile_path, const char *cluster_path,
                 const char *plan_path, const char *out_dir, int planner)
 {
@@ -64,24 +104,7 @@ int ui_app_open(ui_app *a, const char *profile_path, const char *cluster_path,
     }
     a->loaded = 1;
     if (planner >= 0 && planner < UI_PLANNER_N) a->base.planner = planner;
-    ui_whatif w;
-    ui_base_whatif(&a->base, &w);
-    double mem = 0;
-    for (int i = 0; i < a->base.clus->ntypes; i++)
-        if (a->base.clus->types[i].memory_bytes > mem) mem = a->base.clus->types[i].memory_bytes;
-    ui_state_init(a->st, &w, a->base.clus->nlevels, a->base.clus->levels[0].count, mem);
-    double t0 = now_ms();
-    ui_evaluate(&a->base, &a->st->cur, &a->cur);
-    if (a->st->cur.microbatches == 0) {
-        /* the planner chose the microbatches: adopt them, so that every state the keys
-         * reach (and undo returns to) names its microbatches */
-        a->st->cur.microbatches = a->cur.pl ? a->cur.pl->microbatches : 1;
-        ui_evaluate(&a->base, &a->st->cur, &a->cur);
-    }
-    note_msg(a);
-    char cut[PLUMB_ERR_MAX];
-    if (ui_base_cut_note(&a->base, cut, sizeof cut)) set_msg(a, 1, "%s", cut);
-    a->key_ms = now_ms() - t0;
+    start(a, now_ms());
     return 0;
 }
 
@@ -159,6 +182,28 @@ static void do_export(ui_app *a)
     set_msg(a, 0, "exported %s", m);
 }
 
+/* A transformer's what-if: evaluates it aside and takes it, or, when its layout is
+ * refused or does not simulate, rejects the key (ui_state_reject) and says why, keeping
+ * the plan shown. Undo and redo only reach layouts that were taken. Returns 1 when taken. */
+static int eval_layout(ui_app *a, int key)
+{
+    ui_result r;
+    memset(&r, 0, sizeof r);
+    ui_evaluate(&a->base, &a->st->cur, &r);
+    int undo = key == 'u' || key == 'U' || key == UI_KEY_CTRL_R;
+    if (r.rep || undo) {
+        ui_result_free(&a->cur);
+        a->cur = r;
+        return 1;
+    }
+    char m[PLUMB_ERR_MAX + 32];
+    snprintf(m, sizeof m, "%s (layout kept)", r.err[0] ? r.err : "no plan");
+    set_msg(a, 1, "%s", m);
+    ui_result_free(&r);
+    ui_state_reject(a->st);
+    return 0;
+}
+
 int ui_app_key(ui_app *a, int key)
 {
     double t0 = now_ms();
@@ -166,7 +211,12 @@ int ui_app_key(ui_app *a, int key)
     a->msg_err = 0;
     int f = ui_state_key(a->st, key);
     if (!a->loaded) return f & (UI_DO_QUIT | UI_DO_REDRAW);
-    if (f & UI_DO_EVAL) ui_evaluate(&a->base, &a->st->cur, &a->cur);
+    if (a->st->note[0]) set_msg(a, 1, "%s", a->st->note);
+    if (a->base.model && (f & UI_DO_EVAL) && !eval_layout(a, key)) {
+        a->key_ms = now_ms() - t0;
+        return UI_DO_REDRAW;
+    }
+    if ((f & UI_DO_EVAL) && !a->base.model) ui_evaluate(&a->base, &a->st->cur, &a->cur);
     if (f & UI_DO_EVAL_PIN) eval_pin(a);
     if (f & UI_DO_SAVE) do_save(a);
     if (f & UI_DO_EXPORT) do_export(a);
