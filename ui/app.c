@@ -197,7 +197,7 @@ static int eval_layout(ui_app *a, int key)
         return 1;
     }
     char m[PLUMB_ERR_MAX + 32];
-    snprintf(m, sizeof m, "%s (layout kept)", r.err[0] ? r.err : "no plan");
+    snprintf(m, sizeof m, "kept the layout: %s", r.err[0] ? r.err : "no plan");
     set_msg(a, 1, "%s", m);
     ui_result_free(&r);
     ui_state_reject(a->st);
