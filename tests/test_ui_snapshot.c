@@ -563,6 +563,7 @@ Test(ui_snapshot, layout3d_refused_layout_keeps_the_plan_and_says_why)
     open_gpt3(&a);
     char *s = snap(&a, 120, 40, "g");
     cr_assert(strstr(s, "no larger tp 8: tp must divide a server's 8 GPUs"), "%s", s);
+    figs first = read_figs(s);
     free(s);
     /* sequence parallelism needs tp 2 or more: the third G is refused by the layout (pp 32
      * first keeps dp, and the simulation's all-reduce rings, small) */
@@ -579,8 +580,13 @@ Test(ui_snapshot, layout3d_refused_layout_keeps_the_plan_and_says_why)
     cr_assert_eq(a.st->undo_n, 5, "the refused key is not on the undo stack");
     cr_assert_eq(a.st->redo_n, 0);
     free(s);
-    s = snap(&a, 120, 40, "uuuuu");
+    s = snap(&a, 160, 40, "uuuuu");
     cr_assert(strstr(s, "tp 8 x pp 8 x dp 16") && strstr(s, "sp off"), "%s", s);
+    /* the layouts undo returns to were kept, not simulated again: the same figures */
+    cr_assert(strstr(s, "(kept)"), "%s", s);
+    figs back = read_figs(s);
+    cr_assert(back.iter_s == first.iter_s && back.sps == first.sps && back.mem_gib ==
+              first.mem_gib);
     free(s);
     ui_app_free(&a);
 }

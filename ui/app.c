@@ -56,6 +56,7 @@ static void start(ui_app *a, double t0)
     if (a->base.model)
         ui_state_set_layout3d(a->st, (int)a->base.model->layers, a->base.lopt.global_batch);
     ui_evaluate(&a->base, &a->st->cur, &a->cur);
+    a->cur_w = a->st->cur;
     if (a->st->cur.microbatches == 0) {
         /* the planner chose the microbatches: adopt them, so that every state the keys
          * reach (and undo returns to) names its microbatches */
@@ -110,6 +111,7 @@ int ui_app_open(ui_app *a, const char *profile_path, const char *cluster_path,
 
 void ui_app_free(ui_app *a)
 {
+    for (int i = 0; i < UI_KEPT_RESULTS; i++) ui_result_free(&a->kept[i].r);
     ui_result_free(&a->cur);
     ui_result_free(&a->pin);
     ui_base_free(&a->base);
@@ -182,18 +184,58 @@ static void do_export(ui_app *a)
     set_msg(a, 0, "exported %s", m);
 }
 
-/* A transformer's what-if: evaluates it aside and takes it, or, when its layout is
- * refused or does not simulate, rejects the key (ui_state_reject) and says why, keeping
- * the plan shown. Undo and redo only reach layouts that were taken. Returns 1 when taken. */
+/* Keeps the live result (evaluated for a->cur_w) for a revisit, in the least recently
+ * used slot (freeing what that held); a->cur is then empty. */
+static void keep_cur(ui_app *a)
+{
+    ui_kept *k = &a->kept[0];
+    for (int i = 0; i < UI_KEPT_RESULTS; i++) {
+        if (!a->kept[i].used) {
+            k = &a->kept[i];
+            break;
+        }
+        if (a->kept[i].stamp < k->stamp) k = &a->kept[i];
+    }
+    if (a->cur.rep) {
+        ui_result_free(&k->r);
+        k->used = 1;
+        k->stamp = ++a->kept_clock;
+        k->w = a->cur_w;
+        k->r = a->cur;
+        memset(&a->cur, 0, sizeof a->cur);
+    }
+    ui_result_free(&a->cur);
+}
+
+/* The kept result for w (taken out of its slot), or 0 when none. */
+static int take_kept(ui_app *a, const ui_whatif *w, ui_result *r)
+{
+    for (int i = 0; i < UI_KEPT_RESULTS; i++) {
+        ui_kept *k = &a->kept[i];
+        if (k->used && ui_whatif_equal(&k->w, w)) {
+            *r = k->r;
+            r->reused = 1;
+            memset(k, 0, sizeof *k);
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* A transformer's what-if: takes a kept result of the same settings, or evaluates it
+ * aside and takes it, or, when its layout is refused or does not simulate, rejects the key
+ * (ui_state_reject) and says why, keeping the plan shown. Undo and redo only reach
+ * layouts that were taken. Returns 1 when taken. */
 static int eval_layout(ui_app *a, int key)
 {
     ui_result r;
     memset(&r, 0, sizeof r);
-    ui_evaluate(&a->base, &a->st->cur, &r);
+    if (!take_kept(a, &a->st->cur, &r)) ui_evaluate(&a->base, &a->st->cur, &r);
     int undo = key == 'u' || key == 'U' || key == UI_KEY_CTRL_R;
     if (r.rep || undo) {
-        ui_result_free(&a->cur);
+        keep_cur(a);
         a->cur = r;
+        a->cur_w = a->st->cur;
         return 1;
     }
     char m[PLUMB_ERR_MAX + 32];

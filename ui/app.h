@@ -10,6 +10,17 @@
 #include "ui/fb.h"
 #include "ui/whatif.h"
 
+/* A transformer's evaluated layouts kept for a revisit (undo, redo, a toggle back): each
+ * costs a simulation of up to a few hundred ms at 1024 GPUs, and a revisit none. */
+#define UI_KEPT_RESULTS 8
+
+typedef struct ui_kept {
+    int used;
+    long long stamp;               /* last use, for replacement */
+    ui_whatif w;                   /* the settings r was evaluated for */
+    ui_result r;                   /* owned */
+} ui_kept;
+
 typedef struct ui_app {
     int loaded;                    /* 1: base holds a profile and cluster (or a plan) */
     ui_base base;
@@ -21,6 +32,9 @@ typedef struct ui_app {
     int msg_err;                   /* 1: msg is an error */
     char out_dir[512];             /* where s and e write */
     double key_ms;                 /* wall time of the last key: re-plan, re-sim, redraw */
+    ui_whatif cur_w;               /* the settings `cur` was evaluated for (a transformer) */
+    long long kept_clock;
+    ui_kept kept[UI_KEPT_RESULTS]; /* a transformer's earlier layouts, by their settings */
 } ui_app;
 
 /* Opens the dashboard on a plan file (plan_path) or a profile and cluster, re-planning

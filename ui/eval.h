@@ -89,6 +89,8 @@ typedef struct ui_result {
     const char *origin;            /* "plan file", "planner", "even split" */
     double eval_ms;                /* wall time of plan + simulation */
     double plan_ms;                /* of which the partitioner ran (0 when cached) */
+    int reused;                    /* 1: kept from an earlier visit of the same settings
+                                      (eval_ms is that visit's) */
     char note[PLUMB_ERR_MAX];      /* why the planner's answer was not used ("" = it was) */
     char err[PLUMB_ERR_MAX];       /* why pl or rep is missing ("" when both are there) */
 } ui_result;
