@@ -666,3 +666,60 @@ Test(ui_snapshot, layout3d_frames_fit_every_screen_size)
     }
     ui_app_free(&a);
 }
+
+Test(ui_snapshot, layout3d_background_worker_answers_keys_at_once)
+{
+    ui_app a, b; /* a lays out in the background, b here: the same frames once done */
+    open_gpt3(&a);
+    open_gpt3(&b);
+    cr_assert_eq(ui_app_async_start(&a), 0);
+    cr_assert_not_null(a.worker);
+    ui_app_key(&a, 'o');
+    cr_assert_eq(a.pending, 1, "a new layout is laid out in the background");
+    char *s = snap(&a, 130, 40, NULL);
+    cr_assert(strstr(s, "laying out and simulating") && strstr(s, "zero 1"), "%s", s);
+    cr_assert(strstr(s, "mem 52.85/79.00"), "the figures are the layout before:\n%s", s);
+    free(s);
+    ui_app_key(&a, 'G'); /* before the first answer is taken: that one is kept aside */
+    ui_app_wait(&a);
+    cr_assert_eq(a.pending, 0);
+    char *x = snap(&a, 130, 40, NULL), *y = snap(&b, 130, 40, "oG");
+    figs fx = read_figs(x), fy = read_figs(y);
+    cr_assert(fx.iter_s == fy.iter_s && fx.sps == fy.sps && fx.mem_gib == fy.mem_gib);
+    cr_assert(strstr(x, "GPUs 1024 = tp 4 x pp 8 x dp 32") && strstr(x, "zero 1"), "%s", x);
+    free(x);
+    free(y);
+    /* back to ZeRO alone: kept when the worker answered 'o' before 'G' replaced it (then
+     * shown at once), else laid out now; either way b's frame */
+    ui_app_key(&a, 'g');
+    cr_assert(a.cur.reused || a.pending);
+    ui_app_wait(&a);
+    x = snap(&a, 130, 40, NULL);
+    y = snap(&b, 130, 40, "g");
+    fx = read_figs(x), fy = read_figs(y);
+    cr_assert(fx.iter_s == fy.iter_s && fx.mem_gib == fy.mem_gib && fx.mem_gib < 30, "%s", x);
+    free(x);
+    free(y);
+    /* refused in the background after keys went on: the rejection takes back the last key
+     * and lays out where that leaves them (tp 2, never shown before) */
+    ui_app_key(&a, 'd');
+    ui_app_key(&a, 'd');
+    ui_app_key(&a, 'a');
+    ui_app_key(&a, 'G');
+    ui_app_key(&a, 'G');
+    ui_app_key(&a, 'G');
+    ui_app_wait(&a);
+    s = snap(&a, 130, 40, NULL);
+    cr_assert(strstr(s, "kept the layout: --sequence-parallel: expected --tp 2"), "%s", s);
+    cr_assert(strstr(s, "GPUs 1024 = tp 2 x pp 32 x dp 16  mbs 1  v 1  recomp full  sp on"),
+              "%s", s);
+    figs fa = read_figs(s);
+    free(s);
+    y = snap(&b, 130, 40, "ddaGG");
+    cr_assert(strstr(y, "tp 2 x pp 32 x dp 16"), "%s", y);
+    fy = read_figs(y);
+    cr_assert(fa.iter_s == fy.iter_s && fa.mem_gib == fy.mem_gib);
+    free(y);
+    ui_app_free(&a); /* joins the worker */
+    ui_app_free(&b);
+}

@@ -111,6 +111,7 @@ int ui_app_open(ui_app *a, const char *profile_path, const char *cluster_path,
 
 void ui_app_free(ui_app *a)
 {
+    ui_app_async_stop(a);
     for (int i = 0; i < UI_KEPT_RESULTS; i++) ui_result_free(&a->kept[i].r);
     ui_result_free(&a->cur);
     ui_result_free(&a->pin);
@@ -184,9 +185,7 @@ static void do_export(ui_app *a)
     set_msg(a, 0, "exported %s", m);
 }
 
-/* Keeps the live result (evaluated for a->cur_w) for a revisit, in the least recently
- * used slot (freeing what that held); a->cur is then empty. */
-static void keep_cur(ui_app *a)
+void ui_app_keep(ui_app *a, const ui_whatif *w, ui_result *r)
 {
     ui_kept *k = &a->kept[0];
     for (int i = 0; i < UI_KEPT_RESULTS; i++) {
@@ -196,15 +195,15 @@ static void keep_cur(ui_app *a)
         }
         if (a->kept[i].stamp < k->stamp) k = &a->kept[i];
     }
-    if (a->cur.rep) {
+    if (r->rep) {
         ui_result_free(&k->r);
         k->used = 1;
         k->stamp = ++a->kept_clock;
-        k->w = a->cur_w;
-        k->r = a->cur;
-        memset(&a->cur, 0, sizeof a->cur);
+        k->w = *w;
+        k->r = *r;
+        memset(r, 0, sizeof *r);
     }
-    ui_result_free(&a->cur);
+    ui_result_free(r);
 }
 
 /* The kept result for w (taken out of its slot), or 0 when none. */
@@ -222,28 +221,49 @@ static int take_kept(ui_app *a, const ui_whatif *w, ui_result *r)
     return 0;
 }
 
-/* A transformer's what-if: takes a kept result of the same settings, or evaluates it
- * aside and takes it, or, when its layout is refused or does not simulate, rejects the key
- * (ui_state_reject) and says why, keeping the plan shown. Undo and redo only reach
- * layouts that were taken. Returns 1 when taken. */
+static int eval_layout(ui_app *a, int key);
+
+int ui_app_take(ui_app *a, ui_result *r, int undo)
+{
+    a->pending = 0;
+    if (r->rep || undo) {
+        ui_app_keep(a, &a->cur_w, &a->cur);
+        a->cur = *r;
+        a->cur_w = a->st->cur;
+        memset(r, 0, sizeof *r);
+        note_msg(a);
+        return 1;
+    }
+    char m[PLUMB_ERR_MAX + 32];
+    snprintf(m, sizeof m, "kept the layout: %s", r->err[0] ? r->err : "no plan");
+    set_msg(a, 1, "%s", m);
+    ui_result_free(r);
+    ui_state_reject(a->st);
+    /* in the background the keys may have gone on from a layout never shown: lay out
+     * where the rejection leaves them (at once when kept) */
+    if (a->worker) eval_layout(a, 0);
+    return 0;
+}
+
+/* A transformer's what-if: the layout shown already when the settings came back to it; a
+ * kept result of the same settings; with a background worker (the terminal), the job
+ * posted to it (a->pending; ui_app_poll takes the answer); else evaluated here and taken
+ * by ui_app_take (or, refused, the key rejected). Undo and redo only reach layouts that
+ * were taken. Returns 1 unless the key was rejected. */
 static int eval_layout(ui_app *a, int key)
 {
     ui_result r;
     memset(&r, 0, sizeof r);
-    if (!take_kept(a, &a->st->cur, &r)) ui_evaluate(&a->base, &a->st->cur, &r);
-    int undo = key == 'u' || key == 'U' || key == UI_KEY_CTRL_R;
-    if (r.rep || undo) {
-        keep_cur(a);
-        a->cur = r;
-        a->cur_w = a->st->cur;
+    if (a->worker) ui_app_poll(a); /* an answer that came meanwhile: taken, or kept */
+    if (a->cur.rep && ui_whatif_equal(&a->cur_w, &a->st->cur)) {
+        a->pending = 0;
         return 1;
     }
-    char m[PLUMB_ERR_MAX + 32];
-    snprintf(m, sizeof m, "kept the layout: %s", r.err[0] ? r.err : "no plan");
-    set_msg(a, 1, "%s", m);
-    ui_result_free(&r);
-    ui_state_reject(a->st);
-    return 0;
+    if (!take_kept(a, &a->st->cur, &r)) {
+        if (a->worker && !ui_app_async_post(a)) return 1;
+        ui_evaluate(&a->base, &a->st->cur, &r);
+    }
+    return ui_app_take(a, &r, key == 'u' || key == 'U' || key == UI_KEY_CTRL_R);
 }
 
 int ui_app_key(ui_app *a, int key)
@@ -260,11 +280,12 @@ int ui_app_key(ui_app *a, int key)
     }
     if ((f & UI_DO_EVAL) && !a->base.model) ui_evaluate(&a->base, &a->st->cur, &a->cur);
     if (f & UI_DO_EVAL_PIN) eval_pin(a);
+    if ((f & (UI_DO_SAVE | UI_DO_EXPORT)) && a->pending) ui_app_wait(a); /* the live one */
     if (f & UI_DO_SAVE) do_save(a);
     if (f & UI_DO_EXPORT) do_export(a);
     if (f & UI_DO_NOTHING_TO_UNDO) set_msg(a, 1, "%s", "nothing to undo or redo");
-    if (f & UI_DO_EVAL) note_msg(a);
-    if ((f & UI_DO_EVAL) && !a->cur.rep) set_msg(a, 1, "%s", "this what-if has no plan (u undoes it)");
+    if ((f & UI_DO_EVAL) && !a->pending) note_msg(a);
+    if ((f & UI_DO_EVAL) && !a->cur.rep && !a->pending) set_msg(a, 1, "%s", "this what-if has no plan (u undoes it)");
     a->key_ms = now_ms() - t0;
     return f;
 }

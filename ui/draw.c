@@ -366,8 +366,11 @@ static void draw_header(ui_app *a, ui_rect r, ui_fb *fb)
     snprintf(v, sizeof v, "  %s%s", t ? t->name : "?", c->ntypes > 1 ? " (mixed)" : "");
     if (pen_room(&p) > (int)strlen(v) + 10) pen_text(&p, v, UI_ST_VALUE);
     char tm[32];
-    snprintf(v, sizeof v, " plan+sim %s%s", ui_fmt_time(a->cur.eval_ms / 1e3, tm, sizeof tm),
-             a->cur.reused ? " (kept)" : "");
+    if (a->pending) /* the figures below are the layout before; the new one is coming */
+        snprintf(v, sizeof v, " laying out and simulating ...");
+    else
+        snprintf(v, sizeof v, " plan+sim %s%s", ui_fmt_time(a->cur.eval_ms / 1e3, tm, sizeof tm),
+                 a->cur.reused ? " (kept)" : "");
     if (pen_room(&p) > (int)strlen(v) + 1)
         ui_fb_text(fb, r.x + r.w - (int)strlen(v), r.y, (int)strlen(v), v, UI_ST_DIM);
 

@@ -210,9 +210,13 @@ int ui_tui_run(ui_app *a, int mono, const int *keys, int nkeys)
     for (int i = 0; i < nkeys; i++)
         if (ui_app_key(a, keys[i]) & UI_DO_QUIT) goto out;
     if (draw_frame(&t, a)) goto oom;
+    ui_app_async_start(a); /* a transformer's layouts in the background (else a no-op) */
     while (!ui_quit_signal) {
-        int ch = wgetch(input_window(&t));
+        WINDOW *in = input_window(&t);
+        wtimeout(in, a->pending ? 20 : 250); /* a layout pending: poll for it */
+        int ch = wgetch(in);
         if (ui_quit_signal) break;
+        if (ui_app_poll(a) && draw_frame(&t, a)) goto oom;
         if (ch == ERR) continue;
         int k = map_key(ch);
         if (k < 0) continue;
@@ -227,6 +231,7 @@ int ui_tui_run(ui_app *a, int mono, const int *keys, int nkeys)
 oom:
     rc = 1;
 out:
+    ui_app_async_stop(a);
     free_windows(&t);
     ui_fb_free(&t.fb);
     endwin();
