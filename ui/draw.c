@@ -393,16 +393,20 @@ static int stage_of_device(const plan *pl, int dev)
     return -1;
 }
 
+int ui_draw_panel_open(ui_fb *fb, ui_rect r, const char *title, const ui_result *res)
+{
+    ui_fb_box(fb, r.x, r.y, r.w, r.h, title, UI_ST_BORDER);
+    if (r.w < 12 || r.h < 4) return 0;
+    if (res->pl && res->rep) return 1;
+    ui_fb_text(fb, r.x + 2, r.y + 1, r.w - 3, res->err[0] ? res->err : "no plan", UI_ST_BAD);
+    return 0;
+}
+
 static void draw_stages(ui_fb *fb, ui_rect r, const char *title, const ui_result *res,
                         int sel_device)
 {
-    ui_fb_box(fb, r.x, r.y, r.w, r.h, title, UI_ST_BORDER);
+    if (!ui_draw_panel_open(fb, r, title, res)) return;
     int x = r.x + 1, w = r.w - 2, y = r.y + 1, rows = r.h - 3;
-    if (w < 10 || r.h < 4) return;
-    if (!res->pl || !res->rep) {
-        ui_fb_text(fb, x + 1, y, w - 1, res->err[0] ? res->err : "no plan", UI_ST_BAD);
-        return;
-    }
     const plan *pl = res->pl;
     const sim_report *rep = res->rep;
     int devw = w >= 120 ? 24 : 11;

@@ -22,6 +22,11 @@ void ui_app_layout(const struct ui_app *a, int w, int h, ui_layout *L);
 /* Draws every panel of L into fb. */
 void ui_draw(struct ui_app *a, const ui_layout *L, ui_fb *fb);
 
+/* Draws the box of a panel of res in r (titled `title`); returns 1 when the caller draws
+ * its rows (room for them, and res has a plan and a report), else 0 (res's error drawn in
+ * the box, or no room). */
+int ui_draw_panel_open(ui_fb *fb, ui_rect r, const char *title, const struct ui_result *res);
+
 /* The memory panel of a transformer's 3D layout in r (a box titled `title`): per pipeline
  * rank its stages, devices, F+B per microbatch, the weights, gradients, optimizer state and
  * activations of its first device at the peak (GiB), the peak against the capacity, and

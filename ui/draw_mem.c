@@ -49,13 +49,8 @@ static void draw_bar(ui_fb *fb, int x, int y, int bw, const sim_memory *m)
 void ui_draw_memory(ui_fb *fb, ui_rect r, const char *title, const ui_result *res,
                     int sel_device)
 {
-    ui_fb_box(fb, r.x, r.y, r.w, r.h, title, UI_ST_BORDER);
+    if (!ui_draw_panel_open(fb, r, title, res)) return;
     int x = r.x + 1, w = r.w - 2, y = r.y + 1, rows = r.h - 3;
-    if (w < 10 || r.h < 4) return;
-    if (!res->pl || !res->rep) {
-        ui_fb_text(fb, x + 1, y, w - 1, res->err[0] ? res->err : "no plan", UI_ST_BAD);
-        return;
-    }
     const plan *pl = res->pl;
     const sim_report *rep = res->rep;
     int chunks = pl->chunks > 0 ? pl->chunks : 1, pp = pl->nstages / chunks;

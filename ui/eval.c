@@ -121,6 +121,20 @@ void ui_base_free(ui_base *b)
     memset(b, 0, sizeof *b);
 }
 
+/* The rest of a base whose profile and cluster are loaded: its title, the native planner,
+ * an empty plan cache. 0, or -1 with err (b freed) when out of memory or when the profile
+ * or cluster is missing. */
+static int base_finish(ui_base *b, const char *src, plumb_err *err)
+{
+    b->source = dup_str(src);
+    b->planner = UI_PLANNER_NATIVE;
+    b->cache = calloc(1, sizeof *b->cache);
+    if (b->prof && b->clus && b->source && b->cache) return 0;
+    err_set(err, NULL, NULL, "out of memory");
+    ui_base_free(b);
+    return -1;
+}
+
 int ui_base_load(ui_base *b, const char *profile_path, const char *cluster_path,
                  const char *plan_path, plumb_err *err)
 {
@@ -140,14 +154,7 @@ int ui_base_load(ui_base *b, const char *profile_path, const char *cluster_path,
         if (!(b->clus = cluster_load(cluster_path, err))) goto fail;
         snprintf(src, sizeof src, "%s + %s", base_name(profile_path), base_name(cluster_path));
     }
-    b->source = dup_str(src);
-    b->planner = UI_PLANNER_NATIVE;
-    b->cache = calloc(1, sizeof *b->cache);
-    if (!b->prof || !b->clus || !b->source || !b->cache) {
-        err_set(err, NULL, NULL, "out of memory");
-        goto fail;
-    }
-    return 0;
+    return base_finish(b, src, err);
 fail:
     ui_base_free(b);
     return -1;
@@ -167,14 +174,11 @@ int ui_base_load_model(ui_base *b, const char *model_path, const char *cluster_p
     b->prof = profile_clone(pl->prof);
     plan_free(pl);
     snprintf(src, sizeof src, "%s + %s", base_name(model_path), base_name(cluster_path));
-    b->source = dup_str(src);
-    b->cluster_file = dup_str(cluster_path);
-    b->planner = UI_PLANNER_NATIVE;
-    if (!b->prof || !b->source || !b->cluster_file) {
+    if (!(b->cluster_file = dup_str(cluster_path))) {
         err_set(err, NULL, NULL, "out of memory");
         goto fail;
     }
-    return 0;
+    return base_finish(b, src, err);
 fail:
     ui_base_free(b);
     return -1;
