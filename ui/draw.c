@@ -44,7 +44,6 @@ static const char *const HELP[] = {
 /* A transformer's 3D layout (plumb ui --model): every key lays it out again. */
 static const char *const HELP3D[] = {
     "plumb ui --model: each change lays the model out again and simulates it.",
-    "",
     "  g  G        tensor-parallel ranks up / down (GPUs kept: dp follows)",
     "  d  D        pipeline ranks up / down (GPUs kept: dp follows)",
     "  w W + -     data-parallel replicas up / down (the GPU count follows)",
@@ -58,7 +57,6 @@ static const char *const HELP3D[] = {
     "  x X t T     memory limit; straggler on the selected device, slowdown",
     "  p P u U     pin, unpin, undo, redo;  s e  save the plan, export",
     "  arrows z Z  select a device, scroll, zoom;  ?  help;  q  quit",
-    "",
     "Keys step to the nearest value that lays out: tp divides a server,",
     "pp x interleave the layers, dp x microbatch size the global batch.",
     "A layout refused otherwise (heads, sequence parallelism at tp 1) is",
