@@ -170,7 +170,7 @@ int cmd_ui(int argc, char **argv)
     lo.microbatch_size = 1;
     int seq = 0, nlayout = 0, r;
     const char *prof = NULL, *clus = NULL, *out = ".", *snap = NULL, *keyspec = NULL;
-    int mono = 0, planner = UI_PLANNER_NATIVE, c;
+    int mono = 0, planner = UI_PLANNER_NATIVE, planner_given = 0, c;
     optind = 0;
     while ((c = cli_getopt("ui", argc, argv, "p:c:o:h", longopts)) != -1) {
         switch (c) {
@@ -182,6 +182,7 @@ int cmd_ui(int argc, char **argv)
         case 'M': mono = 1; break;
         case 'P':
             planner = ui_planner_parse(optarg);
+            planner_given = 1;
             if (planner < 0)
                 return cli_fail("ui", "--planner: expected native, pipedream or even (got \"%s\")",
                                 optarg);
@@ -201,6 +202,9 @@ int cmd_ui(int argc, char **argv)
     if (model && (planf || prof))
         return cli_fail("ui", "expected --model FILE or a plan file or -p PROFILE, not two");
     if (model && !clus) return cli_fail("ui", "expected -c CLUSTER.json with --model");
+    if (model && planner_given)
+        return cli_fail("ui", "--planner: expected no planner with --model (its layouts are "
+                        "laid out as plumb plan --model lays them out)");
     if (model && !lo.global_batch) return cli_fail("ui", "expected --global-batch B with --model");
     if (!model && nlayout)
         return cli_fail("ui", "expected --model FILE with the layout options (--tp, --pp, ...)");

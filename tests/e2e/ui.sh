@@ -29,6 +29,8 @@ refused model-sp 'plumb: ui: --sequence-parallel: expected --tp 2 or more (seque
     "${GPT3[@]}" --tp 1 --pp 8 --dp 16 --global-batch 1536 --sequence-parallel
 refused model-batch 'plumb: ui: expected --global-batch B with --model' \
     "${GPT3[@]}" --tp 8 --pp 8 --dp 16
+refused model-planner 'plumb: ui: --planner: expected no planner with --model (its layouts are laid out as plumb plan --model lays them out)' \
+    "${GPT3[@]}" --tp 8 --pp 8 --dp 16 --global-batch 1536 --planner even
 refused model-alone 'plumb: ui: expected --model FILE with the layout options (--tp, --pp, ...)' \
     --tp 8
 refused model-file 'plumb: ui: /nonexistent/m.json: cannot open: No such file or directory' \
