@@ -231,7 +231,6 @@ int ui_tui_run(ui_app *a, int mono, const int *keys, int nkeys)
 oom:
     rc = 1;
 out:
-    ui_app_async_stop(a);
     free_windows(&t);
     ui_fb_free(&t.fb);
     endwin();
@@ -239,6 +238,7 @@ out:
     sigaction(SIGINT, &old_int, NULL);
     sigaction(SIGTERM, &old_term, NULL);
     sigaction(SIGHUP, &old_hup, NULL);
+    ui_app_async_stop(a); /* after the terminal is restored: a layout in progress ends first */
     if (rc) fprintf(stderr, "plumb: ui: out of memory drawing the screen\n");
     return rc;
 }
