@@ -723,3 +723,57 @@ Test(ui_snapshot, layout3d_background_worker_answers_keys_at_once)
     ui_app_free(&a); /* joins the worker */
     ui_app_free(&b);
 }
+
+/* The settings on screen and the plan shown always agree: every layout shown is the
+ * report's tp x pp x dp, microbatch size, interleave, recompute, sp and zero of the
+ * settings row. */
+static void assert_in_step(const ui_app *a)
+{
+    const ui_whatif *w = &a->st->cur;
+    const sim_report *r = a->cur.rep;
+    cr_assert_not_null(r, "no layout shown: %s", a->cur.err);
+    cr_assert(ui_whatif_equal(&a->cur_w, w), "the plan shown is for other settings");
+    cr_assert(r->tp == w->tp && r->pp == w->pp && r->dp == w->dp && r->gpus == w->ngpus,
+              "report %d x %d x %d on %d, settings %d x %d x %d on %d", r->tp, r->pp, r->dp,
+              r->gpus, w->tp, w->pp, w->dp, w->ngpus);
+    cr_assert(r->microbatch_size == w->mbs && r->interleave == w->interleave &&
+              r->recompute == w->recompute && r->sequence_parallel == w->seqpar &&
+              r->zero == w->zero && (int)r->schedule == w->schedule);
+}
+
+Test(ui_snapshot, layout3d_random_keys_keep_the_screen_and_the_settings_in_step)
+{
+    /* GPT-2 (12 layers, 12 heads: tp 8 is refused by the layout) on 64 A100s; each of
+     * the two apps, one evaluating in the key and one on the worker, presses the same 400
+     * random keys */
+    layout3d_options o;
+    layout3d_options_init(&o);
+    o.gpus = 64, o.tp = 2, o.pp = 4, o.dp = 8;
+    o.global_batch = 256;
+    o.microbatch_size = 1;
+    for (int async = 0; async < 2; async++) {
+        ui_app a;
+        plumb_err e;
+        err_clear(&e);
+        cr_assert_eq(ui_app_open_model(&a, "examples/llm/gpt2.json", A100, &o, tmpdir, &e), 0,
+                     "%s", e.msg);
+        if (async) cr_assert_eq(ui_app_async_start(&a), 0);
+        const char keys[] = "gGdDwWnNmMiIraocC+-uUuxXbB";
+        unsigned seed = 2024;
+        int refused = 0;
+        for (int i = 0; i < 400; i++) {
+            seed = seed * 1103515245u + 12345u;
+            ui_app_key(&a, keys[(seed >> 16) % (sizeof keys - 1)]);
+            refused += !!strstr(a.msg, "kept the layout:");
+            if (!async || i % 7 == 0) {
+                ui_app_wait(&a); /* a refusal on the worker is answered here */
+                refused += async && strstr(a.msg, "kept the layout:");
+                assert_in_step(&a);
+            }
+        }
+        ui_app_wait(&a);
+        assert_in_step(&a);
+        cr_assert_gt(refused, 0, "no key was refused: the rejection path went untested");
+        ui_app_free(&a);
+    }
+}
