@@ -26,8 +26,18 @@ static void set_msg(ui_app *a, int is_err, const char *fmt, const char *arg)
 }
 
 /* Evaluates the pinned settings (or drops the pinned result when unpinned). */
+static int take_kept(ui_app *a, const ui_whatif *w, ui_result *r);
+
 static void eval_pin(ui_app *a)
 {
+    if (a->base.model) { /* a transformer's pinned layouts are kept like the live ones */
+        if (a->pin.rep) ui_app_keep(a, &a->pin_w, &a->pin);
+        ui_result_free(&a->pin);
+        if (!a->st->pinned) return;
+        a->pin_w = a->st->pin;
+        if (!take_kept(a, &a->st->pin, &a->pin)) ui_evaluate(&a->base, &a->st->pin, &a->pin);
+        return;
+    }
     if (a->st->pinned) ui_evaluate(&a->base, &a->st->pin, &a->pin);
     else ui_result_free(&a->pin);
 }

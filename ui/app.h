@@ -35,6 +35,7 @@ typedef struct ui_app {
     char out_dir[512];             /* where s and e write */
     double key_ms;                 /* wall time of the last key: re-plan, re-sim, redraw */
     ui_whatif cur_w;               /* the settings `cur` was evaluated for (a transformer) */
+    ui_whatif pin_w;               /* and `pin` */
     long long kept_clock;
     ui_kept kept[UI_KEPT_RESULTS]; /* a transformer's earlier layouts, by their settings */
     struct ui_worker *worker;      /* owned, or NULL: lays a transformer out in the
