@@ -7,7 +7,17 @@
  * microbatches, straggler, recomputation, cached plans), the slowest key, and the largest
  * CPU time of a key, all threads (the machine may be shared: then wall time also measures the
  * neighbours). Times in ms. Usage: bench_ui [-P native|pipedream|even] [-k KEYS] CLUSTER
- * PROFILE... */
+ * PROFILE...
+ *
+ * bench_ui [-k KEYS] -L MODEL CLUSTER GPUS TP PP DP GLOBAL_BATCH RECOMPUTE: the same for a
+ * transformer's 3D layout (plumb ui --model, microbatch size 1), with the 3D keys; per key
+ * also the layout (layout3d_build), the simulation and the drawing apart, and as the
+ * baseline, measured in the same run, one bare simulation of the opening layout (sim_run
+ * without timeline, what plumb plan --model runs): the median key's ratio to it is the
+ * dashboard's overhead (the timeline, the drawing) over the least a keypress must do. A
+ * second pass runs the keys as the terminal does, with the layouts on the background
+ * worker (ui_app_async_start): the key's answer and redraw, and the time until the
+ * layout is on screen. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +27,7 @@
 #include "bench/clock.h"
 
 #define DEFAULT_KEYS "cCmMrTtbB+-xXpPuuuuUU<left>zZ-+"
+#define DEFAULT_KEYS3D "GgdDWwnNiIrrraaooCcxXbBpPuuuuUU"
 
 static int cmp_d(const void *a, const void *b)
 {
@@ -35,11 +46,135 @@ static const char *key_name(int k, char *buf)
     }
 }
 
+/* One bare simulation of a's live plan (no timeline, no what-if), wall ms; -1 on error. */
+static double bare_sim_ms(const ui_app *a, double *cpu_ms)
+{
+    plumb_err e;
+    err_clear(&e);
+    double t0 = bench_clock_s(CLOCK_MONOTONIC), c0 = bench_clock_s(CLOCK_PROCESS_CPUTIME_ID);
+    sim_report *r = sim_run(a->cur.pl, NULL, &e);
+    double ms = 1e3 * (bench_clock_s(CLOCK_MONOTONIC) - t0);
+    *cpu_ms = 1e3 * (bench_clock_s(CLOCK_PROCESS_CPUTIME_ID) - c0);
+    if (!r) return -1;
+    sim_report_free(r);
+    return ms;
+}
+
+/* The 3D mode: argv holds MODEL CLUSTER GPUS TP PP DP GLOBAL_BATCH RECOMPUTE. */
+static int bench_layout3d(char **argv, const char *keyspec)
+{
+    layout3d_options o;
+    layout3d_options_init(&o);
+    o.gpus = atoi(argv[2]), o.tp = atoi(argv[3]), o.pp = atoi(argv[4]), o.dp = atoi(argv[5]);
+    o.global_batch = atoi(argv[6]);
+    o.microbatch_size = 1;
+    o.recompute = recompute_kind_parse(argv[7]);
+    int keys[256];
+    plumb_err e;
+    err_clear(&e);
+    int nk = ui_keys_parse(keyspec, keys, 256, &e);
+    ui_app *a = malloc(sizeof *a);
+    ui_fb fb = { 0, 0, NULL };
+    if (nk <= 0 || !a || ui_fb_resize(&fb, 160, 50)) {
+        fprintf(stderr, "bench_ui: %s\n", nk < 0 ? e.msg : "no keys or out of memory");
+        free(a);
+        return 2;
+    }
+    double t0 = 1e3 * bench_clock_s(CLOCK_MONOTONIC);
+    if (ui_app_open_model(a, argv[0], argv[1], &o, ".", &e)) {
+        fprintf(stderr, "bench_ui: %s\n", e.msg);
+        free(a);
+        ui_fb_free(&fb);
+        return 2;
+    }
+    ui_app_draw(a, &fb);
+    double open_ms = 1e3 * bench_clock_s(CLOCK_MONOTONIC) - t0, base_cpu;
+    double base = bare_sim_ms(a, &base_cpu);
+    printf("bench_ui: %s on %s, %d GPUs (tp %d pp %d dp %d), %d keys \"%s\"; per key: "
+           "layout + simulate (timeline) + redraw (160x50), ms\n", a->base.prof->name,
+           argv[1], o.gpus, o.tp, o.pp, o.dp, nk, keyspec);
+    printf("open %.1f ms wall; baseline: one bare simulation (no timeline) %.1f ms wall, %.1f "
+           "ms CPU\n", open_ms, base, base_cpu);
+    printf("%-6s %-22s %9s %9s %9s %9s %9s\n", "key", "layout", "wall", "cpu", "layout",
+           "sim", "draw");
+    double wall[256], cpu[256], nwall[256], ncpu[256];
+    int nn = 0;
+    for (int i = 0; i < nk; i++) {
+        double s = 1e3 * bench_clock_s(CLOCK_MONOTONIC);
+        double c = 1e3 * bench_clock_s(CLOCK_PROCESS_CPUTIME_ID);
+        a->cur.plan_ms = a->cur.eval_ms = 0;
+        ui_app_key(a, keys[i]);
+        double d0 = 1e3 * bench_clock_s(CLOCK_MONOTONIC);
+        ui_app_draw(a, &fb);
+        double d1 = 1e3 * bench_clock_s(CLOCK_MONOTONIC);
+        wall[i] = d1 - s;
+        cpu[i] = 1e3 * bench_clock_s(CLOCK_PROCESS_CPUTIME_ID) - c;
+        const ui_whatif *w = &a->st->cur;
+        char kb[4], lay[48];
+        snprintf(lay, sizeof lay, "%dx%dx%d mbs%d v%d %s%s%s", w->tp, w->pp, w->dp, w->mbs,
+                 w->interleave, recompute_kind_name((recompute_kind)w->recompute),
+                 w->seqpar ? " sp" : "", w->zero ? " z1" : "");
+        int fresh = !a->cur.reused && a->cur.eval_ms > 0; /* a new layout simulated */
+        if (fresh) nwall[nn] = wall[i], ncpu[nn++] = cpu[i];
+        printf("%-6s %-22s %9.2f %9.2f %9.2f %9.2f %9.2f%s\n", key_name(keys[i], kb), lay,
+               wall[i], cpu[i], fresh ? a->cur.plan_ms : 0,
+               fresh ? a->cur.eval_ms - a->cur.plan_ms : 0, d1 - d0,
+               a->msg_err ? "  (not taken, or a note)" : !fresh ? "  (kept or no change)" : "");
+        a->cur.eval_ms = 0; /* a kept result shows its first visit's time */
+    }
+    qsort(nwall, (size_t)nn, sizeof nwall[0], cmp_d);
+    qsort(ncpu, (size_t)nn, sizeof ncpu[0], cmp_d);
+    if (nn)
+        printf("keys that laid out and simulated a new layout: %d, median %.2f ms wall, %.2f ms "
+               "CPU; slowest %.2f ms wall, %.2f ms CPU; median / bare simulation %.2fx (CPU "
+               "%.2fx)\n", nn, nwall[nn / 2], ncpu[nn / 2], nwall[nn - 1], ncpu[nn - 1],
+               base > 0 ? nwall[nn / 2] / base : 0, base_cpu > 0 ? ncpu[nn / 2] / base_cpu : 0);
+    qsort(wall, (size_t)nk, sizeof wall[0], cmp_d);
+    qsort(cpu, (size_t)nk, sizeof cpu[0], cmp_d);
+    printf("all %d keys: median %.2f ms wall, %.2f ms CPU; slowest %.2f ms wall, %.2f ms CPU\n",
+           nk, wall[nk / 2], cpu[nk / 2], wall[nk - 1], cpu[nk - 1]);
+    ui_app_free(a);
+    /* the terminal's way: the layout on the background worker; the key's answer (state,
+     * redraw) apart from the time until the layout is on screen */
+    if (ui_app_open_model(a, argv[0], argv[1], &o, ".", &e) || ui_app_async_start(a)) {
+        fprintf(stderr, "bench_ui: %s\n", e.msg[0] ? e.msg : "no worker thread");
+        free(a);
+        ui_fb_free(&fb);
+        return 2;
+    }
+    double done[256];
+    int worst = 0;
+    for (int i = 0; i < nk; i++) {
+        double s0 = 1e3 * bench_clock_s(CLOCK_MONOTONIC);
+        ui_app_key(a, keys[i]);
+        ui_app_draw(a, &fb);
+        wall[i] = 1e3 * bench_clock_s(CLOCK_MONOTONIC) - s0;
+        if (wall[i] > wall[worst]) worst = i;
+        ui_app_wait(a);
+        ui_app_draw(a, &fb);
+        done[i] = 1e3 * bench_clock_s(CLOCK_MONOTONIC) - s0;
+    }
+    char wk[4];
+    key_name(keys[worst], wk);
+    qsort(wall, (size_t)nk, sizeof wall[0], cmp_d);
+    qsort(done, (size_t)nk, sizeof done[0], cmp_d);
+    printf("with the background worker (plumb ui in a terminal): key answered and redrawn: "
+           "median %.2f ms, slowest %.2f ms wall (%s); the layout on screen: median %.2f ms, "
+           "slowest %.2f ms wall\n", wall[nk / 2], wall[nk - 1], wk, done[nk / 2],
+           done[nk - 1]);
+    ui_app_free(a);
+    free(a);
+    ui_fb_free(&fb);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
-    const char *keyspec = DEFAULT_KEYS;
+    const char *keyspec = NULL;
     int planner = UI_PLANNER_NATIVE, i = 1;
     for (; i + 1 < argc && argv[i][0] == '-'; i += 2) {
+        if (!strcmp(argv[i], "-L") && argc - i - 1 == 8)
+            return bench_layout3d(argv + i + 1, keyspec ? keyspec : DEFAULT_KEYS3D);
         if (!strcmp(argv[i], "-k")) keyspec = argv[i + 1];
         else if (!strcmp(argv[i], "-P") && ui_planner_parse(argv[i + 1]) >= 0)
             planner = ui_planner_parse(argv[i + 1]);
@@ -47,9 +182,11 @@ int main(int argc, char **argv)
     }
     if (argc - i < 2) {
         fprintf(stderr, "usage: bench_ui [-P native|pipedream|even] [-k KEYS] CLUSTER "
-                        "PROFILE...\n");
+                        "PROFILE...\n       bench_ui [-k KEYS] -L MODEL CLUSTER GPUS TP PP DP "
+                        "GLOBAL_BATCH RECOMPUTE\n");
         return 2;
     }
+    if (!keyspec) keyspec = DEFAULT_KEYS;
     const char *clusterf = argv[i];
     int first = i + 1, nprof = argc - first;
     int keys[256];

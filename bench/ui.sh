@@ -4,7 +4,9 @@
 # cluster-b-2x8: 2 servers x 8 V100 over NVLink and 25 Gb/s), re-planning with the native
 # planner (the dashboard's default); then, for comparison, PipeDream's partitioner on
 # cluster-a (slow on large DAGs the first time; later runs come from the plan cache). The
-# target is 50 ms per key; the script reports, it does not fail on a slow key.
+# target is 50 ms per key; the script reports, it does not fail on a slow key. Last, plumb
+# ui --model's 3D keys on GPT-3 175B at tp 8 x pp 8 x dp 16 on 1024 A100s (Narayanan et
+# al. 2021's layout), each key against one bare simulation of that layout in the same run.
 set -u
 B=${PLUMB_BENCH_DIR:-build/bench}/bench_ui
 [ -x "$B" ] || { echo "ui.sh: $B not built (make bench)"; exit 1; }
@@ -18,4 +20,6 @@ for c in profiles/clusters/cluster-a-4x4.json profiles/clusters/cluster-b-2x8.js
 done
 out=$("$B" -P pipedream profiles/clusters/cluster-a-4x4.json $profiles) || rc=1
 echo "$out"
+"$B" -L examples/llm/gpt3-175b.json profiles/clusters/dgx-a100-80g.json 1024 8 8 16 1536 full ||
+    rc=1
 exit $rc

@@ -5,11 +5,14 @@
  * the current folder. */
 #include "cli/cli.h"
 
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "core/device.h"
+#include "core/schedule_traits.h"
 #include "ui/app.h"
 #include "ui/tui.h"
 
@@ -19,15 +22,25 @@
 static void usage(FILE *out)
 {
     fprintf(out,
-            "usage: plumb ui [-p PROFILE -c CLUSTER | PLAN.json] [options]\n\n"
+            "usage: plumb ui [-p PROFILE -c CLUSTER | PLAN.json] [options]\n"
+            "       plumb ui --model FILE -c CLUSTER --tp T --pp P --dp D --global-batch B\n"
+            "                [--gpus N] [--microbatch-size b] [--interleave V]\n"
+            "                [--recompute none|selective|full] [--checkpoint-layers K]\n"
+            "                [--sequence-parallel] [--zero 0|1] [--precision P]\n"
+            "                [--schedule KIND] [--seq-len S] [options]\n\n"
             "Terminal dashboard for what-if planning: the plan's stages, the pipeline\n"
             "timeline and the figures; keys change the GPU count, bandwidths, schedule,\n"
             "microbatches, memory limit, straggler and recomputation, and re-plan and\n"
             "re-simulate at once (? in the dashboard lists the keys). Without files it\n"
-            "opens the shipped example %s.\n\n"
+            "opens the shipped example %s.\n"
+            "With --model it lays a transformer out in 3D as plumb plan --model does (the\n"
+            "same options, docs/llm.md) and its keys change tp, pp, dp, the microbatch\n"
+            "size, interleave, recompute, sequence parallelism and ZeRO (docs/ui.md).\n\n"
             "options:\n"
             "  -p, --profile FILE    a profile (plumb-profile/1), with -c\n"
-            "  -c, --cluster FILE    a cluster (plumb-cluster/1), with -p\n"
+            "  -c, --cluster FILE    a cluster (plumb-cluster/1), with -p or --model\n"
+            "      --model FILE      a transformer (config.json or plumb-transformer/1),\n"
+            "                        with -c and the layout options of plumb plan --model\n"
             "  -o, --out DIR         where s (save plan) and e (export) write (default .)\n"
             "      --planner NAME    who re-plans after a what-if: native (plumb's own,\n"
             "                        default), pipedream (PipeDream's partitioner) or even\n"
@@ -81,17 +94,83 @@ static int parse_size(const char *s, int *w, int *h)
     return 0;
 }
 
+/* The layout options (plumb plan --model's): option code, name, and the int of o it sets
+ * with its range (ptr NULL: parsed by name below). */
+enum { L_MODEL = 1300, L_GPUS, L_TP, L_PP, L_DP, L_GB, L_MBS, L_V, L_CKPT, L_ZERO, L_SEQ,
+       L_SP, L_RC, L_PREC, L_SCHED };
+
+static int layout_opt(int c, const char *arg, layout3d_options *o, int *seq)
+{
+    static const struct { int code; const char *name; size_t off; long lo, hi; } N[] = {
+        { L_GPUS, "--gpus", offsetof(layout3d_options, gpus), 1, UI_MAX_GPUS },
+        { L_TP, "--tp", offsetof(layout3d_options, tp), 1, 4096 },
+        { L_PP, "--pp", offsetof(layout3d_options, pp), 1, 65536 },
+        { L_DP, "--dp", offsetof(layout3d_options, dp), 1, UI_MAX_GPUS },
+        { L_GB, "--global-batch", offsetof(layout3d_options, global_batch), 1, 1 << 24 },
+        { L_MBS, "--microbatch-size", offsetof(layout3d_options, microbatch_size), 1, 1 << 20 },
+        { L_V, "--interleave", offsetof(layout3d_options, interleave), 1, 64 },
+        { L_CKPT, "--checkpoint-layers", offsetof(layout3d_options, checkpoint_layers), 0,
+          1 << 20 },
+        { L_ZERO, "--zero", offsetof(layout3d_options, zero), 0, 1 },
+    };
+    for (size_t i = 0; i < sizeof N / sizeof N[0]; i++)
+        if (N[i].code == c)
+            return cli_int("ui", N[i].name, arg, N[i].lo, N[i].hi, (int *)((char *)o + N[i].off))
+                       ? 2 : 0;
+    int v;
+    char kinds[160];
+    switch (c) {
+    case L_SEQ: return cli_int("ui", "--seq-len", arg, 1, 100000000, seq) ? 2 : 0;
+    case L_SP: o->sequence_parallel = 1; return 0;
+    case L_RC:
+        if ((v = recompute_kind_parse(arg)) < 0)
+            return cli_fail("ui", "--recompute: expected none, selective or full (got \"%s\")",
+                            arg);
+        o->recompute = v;
+        return 0;
+    case L_PREC:
+        if ((v = dev_precision_parse(arg)) < 0)
+            return cli_fail("ui", "--precision: expected bf16, fp16, tf32 or fp32 (got \"%s\")",
+                            arg);
+        o->precision = (dev_precision)v;
+        return 0;
+    case L_SCHED:
+        if ((v = sched_kind_parse(arg)) < 0)
+            return cli_fail("ui", "--schedule: expected %s (got \"%s\")",
+                            sched_kind_list(kinds, sizeof kinds, ", "), arg);
+        o->schedule = v;
+        return 0;
+    }
+    return -1;
+}
+
 int cmd_ui(int argc, char **argv)
 {
     static const struct option longopts[] = {
         { "profile", required_argument, NULL, 'p' }, { "cluster", required_argument, NULL, 'c' },
         { "out", required_argument, NULL, 'o' },     { "snapshot", required_argument, NULL, 'S' },
         { "keys", required_argument, NULL, 'K' },    { "mono", no_argument, NULL, 'M' },
-        { "planner", required_argument, NULL, 'P' },
+        { "planner", required_argument, NULL, 'P' }, { "model", required_argument, NULL, L_MODEL },
+        { "gpus", required_argument, NULL, L_GPUS }, { "tp", required_argument, NULL, L_TP },
+        { "pp", required_argument, NULL, L_PP },     { "dp", required_argument, NULL, L_DP },
+        { "global-batch", required_argument, NULL, L_GB },
+        { "microbatch-size", required_argument, NULL, L_MBS },
+        { "interleave", required_argument, NULL, L_V },
+        { "checkpoint-layers", required_argument, NULL, L_CKPT },
+        { "zero", required_argument, NULL, L_ZERO }, { "seq-len", required_argument, NULL, L_SEQ },
+        { "sequence-parallel", no_argument, NULL, L_SP },
+        { "recompute", required_argument, NULL, L_RC },
+        { "precision", required_argument, NULL, L_PREC },
+        { "schedule", required_argument, NULL, L_SCHED },
         { "help", no_argument, NULL, 'h' },          { NULL, 0, NULL, 0 },
     };
+    const char *model = NULL;
+    layout3d_options lo;
+    layout3d_options_init(&lo);
+    lo.microbatch_size = 1;
+    int seq = 0, nlayout = 0, r;
     const char *prof = NULL, *clus = NULL, *out = ".", *snap = NULL, *keyspec = NULL;
-    int mono = 0, planner = UI_PLANNER_NATIVE, c;
+    int mono = 0, planner = UI_PLANNER_NATIVE, planner_given = 0, c;
     optind = 0;
     while ((c = cli_getopt("ui", argc, argv, "p:c:o:h", longopts)) != -1) {
         switch (c) {
@@ -103,20 +182,37 @@ int cmd_ui(int argc, char **argv)
         case 'M': mono = 1; break;
         case 'P':
             planner = ui_planner_parse(optarg);
+            planner_given = 1;
             if (planner < 0)
                 return cli_fail("ui", "--planner: expected native, pipedream or even (got \"%s\")",
                                 optarg);
             break;
         case 'h': usage(stdout); return 0;
-        default: return 2;
+        case L_MODEL: model = optarg; break;
+        default:
+            if ((r = layout_opt(c, optarg, &lo, &seq)) < 0) return 2;
+            if (r) return r;
+            nlayout++;
         }
     }
+    lo.seq = seq;
     const char *planf = NULL;
     if (optind < argc) planf = argv[optind++];
     if (optind < argc) return cli_fail("ui", "expected at most one plan file (got \"%s\" too)", argv[optind]);
+    if (model && (planf || prof))
+        return cli_fail("ui", "expected --model FILE or a plan file or -p PROFILE, not two");
+    if (model && !clus) return cli_fail("ui", "expected -c CLUSTER.json with --model");
+    if (model && planner_given)
+        return cli_fail("ui", "--planner: expected no planner with --model (its layouts are "
+                        "laid out as plumb plan --model lays them out)");
+    if (model && !lo.global_batch) return cli_fail("ui", "expected --global-batch B with --model");
+    if (!model && nlayout)
+        return cli_fail("ui", "expected --model FILE with the layout options (--tp, --pp, ...)");
+    if (lo.checkpoint_layers > 0 && lo.recompute != RECOMPUTE_FULL)
+        return cli_fail("ui", "--checkpoint-layers: belongs to --recompute full");
     if (planf && (prof || clus))
         return cli_fail("ui", "expected a plan file or -p PROFILE -c CLUSTER, not both");
-    if (!planf && (!prof != !clus))
+    if (!model && !planf && (!prof != !clus))
         return cli_fail("ui", "expected both -p PROFILE and -c CLUSTER (got only %s)",
                         prof ? "-p" : "-c");
     /* s and e write into the -o folder: a missing or read-only one is refused before work */
@@ -137,12 +233,20 @@ int cmd_ui(int argc, char **argv)
         }
     }
     char dplan[4400];
-    if (!planf && !prof) {
+    if (!planf && !prof && !model) {
         find_default(dplan, sizeof dplan);
         planf = dplan;
     }
     ui_app *a = malloc(sizeof *a);
-    if (!a || ui_app_open(a, prof, clus, planf, out, planner)) {
+    if (a && model) { /* a refused model, cluster or layout: one line, exit 2 */
+        plumb_err e;
+        err_clear(&e);
+        if (ui_app_open_model(a, model, clus, &lo, out, &e)) {
+            free(a);
+            free(keys);
+            return cli_fail("ui", "%s", e.msg);
+        }
+    } else if (!a || ui_app_open(a, prof, clus, planf, out, planner)) {
         free(a);
         free(keys);
         return cli_fail("ui", "out of memory");

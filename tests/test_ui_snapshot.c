@@ -79,9 +79,11 @@ static figs read_figs(const char *frame)
     char unit[8];
     double it;
     int n = sscanf(l, "samples/s %lf iter %lf %7s bubble %lf%%", &f.sps, &it, unit, &f.bubble);
-    const char *dp = strstr(l, "vs DP "), *mem = dp ? strstr(dp, " mem ") : NULL;
-    cr_assert(n == 4 && dp && mem, "figures line not understood: %.120s", l);
-    if (strncmp(dp, "vs DP no-fit", 12)) /* no-fit: data parallelism does not fit, 0 */
+    /* a transformer's figures name tokens/s and MFU instead of the data-parallel ratio */
+    const char *dp = strstr(l, "vs DP "), *tok = strstr(l, "tokens/s ");
+    const char *mem = dp ? strstr(dp, " mem ") : tok ? strstr(tok, " mem ") : NULL;
+    cr_assert(n == 4 && (dp || tok) && mem, "figures line not understood: %.120s", l);
+    if (dp && strncmp(dp, "vs DP no-fit", 12)) /* no-fit: data parallelism does not fit, 0 */
         cr_assert_eq(sscanf(dp, "vs DP %lfx", &f.vs_dp), 1, "%.120s", l);
     cr_assert_eq(sscanf(mem, " mem %lf/%lf GiB", &f.mem_gib, &f.cap_gib), 2, "%.120s", l);
     f.iter_s = !strcmp(unit, "s") ? it : !strcmp(unit, "ms") ? it / 1e3 : it / 1e6;
@@ -479,4 +481,299 @@ Test(ui_snapshot, non_finite_times_draw_without_crash)
     cr_expect(strstr(s, "timeline") != NULL, "%s", s);
     free(s);
     ui_app_free(&a);
+}
+
+/* ---- a transformer's 3D layout (plumb ui --model) ------------------------------------ */
+
+#define GPT3 "examples/llm/gpt3-175b.json"
+#define A100 "profiles/clusters/dgx-a100-80g.json"
+
+/* GPT-3 175B on 1024 A100s as Narayanan et al. 2021 lay it out: tp 8 x pp 8 x dp 16,
+ * global batch 1536, microbatch size 1, full recomputation. */
+static void open_gpt3(ui_app *a)
+{
+    layout3d_options o;
+    layout3d_options_init(&o);
+    o.gpus = 1024, o.tp = 8, o.pp = 8, o.dp = 16;
+    o.global_batch = 1536;
+    o.microbatch_size = 1;
+    o.recompute = RECOMPUTE_FULL;
+    plumb_err e;
+    err_clear(&e);
+    cr_assert_eq(ui_app_open_model(a, GPT3, A100, &o, tmpdir, &e), 0, "%s", e.msg);
+}
+
+/* The frame's figures and layout equal plumb sim --json of the plan it saves. */
+static void assert_saved_layout(const char *frame, int tp, int pp, int dp, int sp, int zero)
+{
+    figs f = read_figs(frame);
+    cJSON *rep = sim_json(saved_plan_path(frame), NULL, NULL);
+    assert_same_figures(&f, rep);
+    cr_assert(jnum(rep, "tp") == tp && jnum(rep, "pp") == pp && jnum(rep, "dp") == dp,
+              "report: tp %g pp %g dp %g", jnum(rep, "tp"), jnum(rep, "pp"), jnum(rep, "dp"));
+    cr_assert(jnum(rep, "gpus") == tp * pp * dp);
+    cr_assert(cJSON_IsTrue(cJSON_GetObjectItem(rep, "sequence_parallel")) == sp);
+    cr_assert_eq(jnum(rep, "zero"), zero);
+    double tok;
+    const char *t = strstr(frame, "tokens/s ");
+    cr_assert(t && sscanf(t, "tokens/s %lf", &tok) == 1, "%s", frame);
+    cr_assert(fabs(tok - jnum(rep, "tokens_per_s")) <= 0.5, "tokens/s %g vs %g", tok,
+              jnum(rep, "tokens_per_s"));
+    cJSON_Delete(rep);
+}
+
+Test(ui_snapshot, layout3d_keys_lay_out_again_and_match_plumb_sim)
+{
+    ui_app a;
+    open_gpt3(&a);
+    char *s = snap(&a, 130, 40, NULL);
+    cr_assert(strstr(s, "GPUs 1024 = tp 8 x pp 8 x dp 16  mbs 1  v 1  recomp full  sp off  "
+                        "zero 0"), "%s", s);
+    cr_assert(strstr(s, "1f1b-flush  mb 1536x1  8 stages (3D layout)"), "%s", s);
+    cr_assert(strstr(s, "memory per pipeline rank"), "%s", s);
+    cr_assert(strstr(s, "|   7 7       896-1023 "), "every pipeline rank has a row:\n%s", s);
+    cr_assert(strstr(s, "MFU "), "%s", s);
+    free(s);
+    /* ZeRO-1, then tp down: the GPUs stay, dp follows; saved and simulated by plumb sim
+     * (which takes only layouts that fit) */
+    s = snap(&a, 130, 40, "oGs");
+    cr_assert(strstr(s, "GPUs 1024 = tp 4 x pp 8 x dp 32  mbs 1  v 1  recomp full  sp off  "
+                        "zero 1"), "%s", s);
+    assert_saved_layout(s, 4, 8, 32, 0, 1);
+    free(s);
+    /* pp up (dp follows), sequence parallelism on, dp down (the GPUs follow: 1536 / 15, 14
+     * and 13 are fractional) */
+    s = snap(&a, 130, 40, "daWs");
+    cr_assert(strstr(s, "GPUs 768 = tp 4 x pp 16 x dp 12  mbs 1  v 1  recomp full  sp on  "
+                        "zero 1"), "%s", s);
+    assert_saved_layout(s, 4, 16, 12, 1, 1);
+    free(s);
+    /* interleave 2 and the microbatch size 2: the interleaved schedule, 768 microbatches */
+    s = snap(&a, 130, 40, "ins");
+    cr_assert(strstr(s, "interleaved  mb 768x2  32 stages (3D layout)"), "%s", s);
+    cr_assert(strstr(s, "mbs 2  v 2"), "%s", s);
+    assert_saved_layout(s, 4, 16, 12, 1, 1);
+    free(s);
+    ui_app_free(&a);
+}
+
+Test(ui_snapshot, layout3d_refused_layout_keeps_the_plan_and_says_why)
+{
+    ui_app a;
+    open_gpt3(&a);
+    char *s = snap(&a, 120, 40, "g");
+    cr_assert(strstr(s, "no larger tp 8: tp must divide a server's 8 GPUs"), "%s", s);
+    figs first = read_figs(s);
+    free(s);
+    /* sequence parallelism needs tp 2 or more: the third G is refused by the layout (pp 32
+     * first keeps dp, and the simulation's all-reduce rings, small) */
+    s = snap(&a, 120, 40, "ddaGG");
+    cr_assert(strstr(s, "tp 2 x pp 32 x dp 16"), "%s", s);
+    figs before = read_figs(s);
+    free(s);
+    s = snap(&a, 120, 40, "G");
+    cr_assert(strstr(s, "--sequence-parallel: expected --tp 2 or more"), "%s", s);
+    cr_assert(strstr(s, "kept the layout: --sequence-parallel"), "%s", s);
+    cr_assert(strstr(s, "GPUs 1024 = tp 2 x pp 32 x dp 16") && strstr(s, "sp on"), "%s", s);
+    figs after = read_figs(s);
+    cr_assert(before.iter_s == after.iter_s && before.mem_gib == after.mem_gib);
+    cr_assert_eq(a.st->undo_n, 5, "the refused key is not on the undo stack");
+    cr_assert_eq(a.st->redo_n, 0);
+    free(s);
+    s = snap(&a, 160, 40, "uuuuu");
+    cr_assert(strstr(s, "tp 8 x pp 8 x dp 16") && strstr(s, "sp off"), "%s", s);
+    /* the layouts undo returns to were kept, not simulated again: the same figures */
+    cr_assert(strstr(s, "(kept)"), "%s", s);
+    figs back = read_figs(s);
+    cr_assert(back.iter_s == first.iter_s && back.sps == first.sps && back.mem_gib ==
+              first.mem_gib);
+    free(s);
+    ui_app_free(&a);
+}
+
+/* Row `rank` of the memory panel: W G O A and the peak, GiB. */
+static void mem_row(const char *frame, int rank, double v[5])
+{
+    char pre[32];
+    snprintf(pre, sizeof pre, "|%4d %d ", rank, rank);
+    const char *l = strstr(frame, pre);
+    cr_assert_not_null(l, "no memory row %d in\n%s", rank, frame);
+    int r, st;
+    char devs[32];
+    double fb;
+    cr_assert_eq(sscanf(l + 1, "%d %d %31s %lf %lf %lf %lf %lf %lf", &r, &st, devs, &fb, &v[0],
+                        &v[1], &v[2], &v[3], &v[4]), 9, "%.100s", l);
+}
+
+Test(ui_snapshot, layout3d_memory_panel_holds_megatron_bytes_per_parameter)
+{
+    ui_app a;
+    open_gpt3(&a);
+    /* a middle rank holds 12 blocks of 12 h^2 weights (biases and norms aside, < 0.1 %)
+     * split 8 ways; mixed precision (Korthikanti et al. 2022, Table 1 of Rajbhandari et al.):
+     * 2 bytes of bf16 weights, 4 of fp32 gradients, 12 of fp32 master weights and Adam
+     * moments per parameter */
+    const double h = 12288, P = 12 * 12 * h * h / 8, G = 1024.0 * 1024 * 1024;
+    char *s = snap(&a, 160, 40, NULL);
+    double v[5];
+    mem_row(s, 3, v);
+    cr_assert(fabs(v[0] - 2 * P / G) < 0.01 * 2 * P / G, "weights %g GiB", v[0]);
+    cr_assert(fabs(v[1] - 4 * P / G) < 0.01 * 4 * P / G, "gradients %g GiB", v[1]);
+    cr_assert(fabs(v[2] - 12 * P / G) < 0.01 * 12 * P / G, "optimizer %g GiB", v[2]);
+    cr_assert(v[4] >= v[0] + v[1] + v[2] + v[3] - 0.02, "peak %g below its parts", v[4]);
+    double act_full = v[3];
+    free(s);
+    /* ZeRO-1 shards the 12 bytes over the 16 replicas; weights and gradients stay */
+    s = snap(&a, 160, 40, "o");
+    double z[5];
+    mem_row(s, 3, z);
+    cr_assert(fabs(z[2] - 12 * P / 16 / G) < 0.01 * 12 * P / 16 / G + 0.005, "%g GiB", z[2]);
+    cr_assert(z[0] == v[0] && z[1] == v[1]);
+    free(s);
+    /* no recomputation keeps every block's activations: more than full's checkpoints */
+    s = snap(&a, 160, 40, "r");
+    cr_assert(strstr(s, "recomp none"), "%s", s);
+    mem_row(s, 3, z);
+    cr_assert(z[3] > 5 * act_full, "activations %g GiB vs %g with full recompute", z[3],
+              act_full);
+    free(s);
+    ui_app_free(&a);
+}
+
+Test(ui_snapshot, layout3d_frames_fit_every_screen_size)
+{
+    ui_app a;
+    open_gpt3(&a);
+    const int sizes[][2] = { { 80, 24 }, { 100, 30 }, { 160, 50 }, { 300, 100 } };
+    for (int i = 0; i < 4; i++) {
+        for (int k = 0; k < 3; k++) {
+            char *s = snap(&a, sizes[i][0], sizes[i][1], k == 0 ? NULL : k == 1 ? "p" : "?");
+            int lines = 0;
+            for (const char *l = s; *l; l++) lines += *l == '\n';
+            cr_assert_eq(lines, sizes[i][1]);
+            for (const char *l = s; *l;) {
+                const char *e = strchr(l, '\n');
+                cr_assert(e && e - l <= sizes[i][0], "a line wider than %d", sizes[i][0]);
+                l = e + 1;
+            }
+            cr_assert(k == 2 || strstr(s, "memory per"), "%dx%d:\n%s", sizes[i][0],
+                      sizes[i][1], s);
+            cr_assert(k != 2 || strstr(s, "tensor-parallel ranks up / down"), "%s", s);
+            free(s);
+            if (k == 2) free(snap(&a, sizes[i][0], sizes[i][1], "?")); /* close it */
+        }
+        free(snap(&a, 80, 24, "P"));
+    }
+    ui_app_free(&a);
+}
+
+Test(ui_snapshot, layout3d_background_worker_answers_keys_at_once)
+{
+    ui_app a, b; /* a lays out in the background, b here: the same frames once done */
+    open_gpt3(&a);
+    open_gpt3(&b);
+    cr_assert_eq(ui_app_async_start(&a), 0);
+    cr_assert_not_null(a.worker);
+    ui_app_key(&a, 'o');
+    cr_assert_eq(a.pending, 1, "a new layout is laid out in the background");
+    char *s = snap(&a, 130, 40, NULL);
+    cr_assert(strstr(s, "laying out and simulating") && strstr(s, "zero 1"), "%s", s);
+    cr_assert(strstr(s, "mem 52.85/79.00"), "the figures are the layout before:\n%s", s);
+    free(s);
+    ui_app_key(&a, 'G'); /* before the first answer is taken: that one is kept aside */
+    ui_app_wait(&a);
+    cr_assert_eq(a.pending, 0);
+    char *x = snap(&a, 130, 40, NULL), *y = snap(&b, 130, 40, "oG");
+    figs fx = read_figs(x), fy = read_figs(y);
+    cr_assert(fx.iter_s == fy.iter_s && fx.sps == fy.sps && fx.mem_gib == fy.mem_gib);
+    cr_assert(strstr(x, "GPUs 1024 = tp 4 x pp 8 x dp 32") && strstr(x, "zero 1"), "%s", x);
+    free(x);
+    free(y);
+    /* back to ZeRO alone: kept when the worker answered 'o' before 'G' replaced it (then
+     * shown at once), else laid out now; either way b's frame */
+    ui_app_key(&a, 'g');
+    cr_assert(a.cur.reused || a.pending);
+    ui_app_wait(&a);
+    x = snap(&a, 130, 40, NULL);
+    y = snap(&b, 130, 40, "g");
+    fx = read_figs(x), fy = read_figs(y);
+    cr_assert(fx.iter_s == fy.iter_s && fx.mem_gib == fy.mem_gib && fx.mem_gib < 30, "%s", x);
+    free(x);
+    free(y);
+    /* refused in the background after keys went on: the rejection takes back the last key
+     * and lays out where that leaves them (tp 2, never shown before) */
+    ui_app_key(&a, 'd');
+    ui_app_key(&a, 'd');
+    ui_app_key(&a, 'a');
+    ui_app_key(&a, 'G');
+    ui_app_key(&a, 'G');
+    ui_app_key(&a, 'G');
+    ui_app_wait(&a);
+    s = snap(&a, 130, 40, NULL);
+    cr_assert(strstr(s, "kept the layout: --sequence-parallel: expected --tp 2"), "%s", s);
+    cr_assert(strstr(s, "GPUs 1024 = tp 2 x pp 32 x dp 16  mbs 1  v 1  recomp full  sp on"),
+              "%s", s);
+    figs fa = read_figs(s);
+    free(s);
+    y = snap(&b, 130, 40, "ddaGG");
+    cr_assert(strstr(y, "tp 2 x pp 32 x dp 16"), "%s", y);
+    fy = read_figs(y);
+    cr_assert(fa.iter_s == fy.iter_s && fa.mem_gib == fy.mem_gib);
+    free(y);
+    ui_app_free(&a); /* joins the worker */
+    ui_app_free(&b);
+}
+
+/* The settings on screen and the plan shown always agree: every layout shown is the
+ * report's tp x pp x dp, microbatch size, interleave, recompute, sp and zero of the
+ * settings row. */
+static void assert_in_step(const ui_app *a)
+{
+    const ui_whatif *w = &a->st->cur;
+    const sim_report *r = a->cur.rep;
+    cr_assert_not_null(r, "no layout shown: %s", a->cur.err);
+    cr_assert(ui_whatif_equal(&a->cur_w, w), "the plan shown is for other settings");
+    cr_assert(r->tp == w->tp && r->pp == w->pp && r->dp == w->dp && r->gpus == w->ngpus,
+              "report %d x %d x %d on %d, settings %d x %d x %d on %d", r->tp, r->pp, r->dp,
+              r->gpus, w->tp, w->pp, w->dp, w->ngpus);
+    cr_assert(r->microbatch_size == w->mbs && r->interleave == w->interleave &&
+              r->recompute == w->recompute && r->sequence_parallel == w->seqpar &&
+              r->zero == w->zero && (int)r->schedule == w->schedule);
+}
+
+Test(ui_snapshot, layout3d_random_keys_keep_the_screen_and_the_settings_in_step)
+{
+    /* GPT-2 (12 layers, 12 heads: tp 8 is refused by the layout) on 64 A100s; each of
+     * the two apps, one evaluating in the key and one on the worker, presses the same 400
+     * random keys */
+    layout3d_options o;
+    layout3d_options_init(&o);
+    o.gpus = 64, o.tp = 2, o.pp = 4, o.dp = 8;
+    o.global_batch = 256;
+    o.microbatch_size = 1;
+    for (int async = 0; async < 2; async++) {
+        ui_app a;
+        plumb_err e;
+        err_clear(&e);
+        cr_assert_eq(ui_app_open_model(&a, "examples/llm/gpt2.json", A100, &o, tmpdir, &e), 0,
+                     "%s", e.msg);
+        if (async) cr_assert_eq(ui_app_async_start(&a), 0);
+        const char keys[] = "gGdDwWnNmMiIraocC+-uUuxXbB";
+        unsigned seed = 2024;
+        int refused = 0;
+        for (int i = 0; i < 400; i++) {
+            seed = seed * 1103515245u + 12345u;
+            ui_app_key(&a, keys[(seed >> 16) % (sizeof keys - 1)]);
+            refused += !!strstr(a.msg, "kept the layout:");
+            if (!async || i % 7 == 0) {
+                ui_app_wait(&a); /* a refusal on the worker is answered here */
+                refused += async && strstr(a.msg, "kept the layout:");
+                assert_in_step(&a);
+            }
+        }
+        ui_app_wait(&a);
+        assert_in_step(&a);
+        cr_assert_gt(refused, 0, "no key was refused: the rejection path went untested");
+        ui_app_free(&a);
+    }
 }

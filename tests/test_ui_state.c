@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "core/plan.h"
+#include "core/schedule_traits.h"
 #include "ui/whatif.h"
 
 #define GIB (1024.0 * 1024.0 * 1024.0)
@@ -222,4 +223,143 @@ Test(ui_state, zoom_and_scroll_stay_inside_the_run)
     ui_view_follow(&v, ids, 8, 10);
     cr_assert_eq(v.device, 7);
     cr_assert_eq(v.top, 0);
+}
+
+/* ---- a transformer's 3D layout (plumb ui --model) ------------------------------------ */
+
+/* GPT-3 175B as Narayanan et al. lay it out: 96 layers, global batch 1536, tp 8 x pp 8 x
+ * dp 16 on 1024 GPUs of 8-GPU servers, microbatch size 1, 1f1b-flush, full recompute. */
+static ui_state *fresh3d(void)
+{
+    static ui_state st;
+    ui_whatif w;
+    memset(&w, 0, sizeof w);
+    w.ngpus = 1024;
+    w.tp = 8, w.pp = 8, w.dp = 16;
+    w.mbs = 1;
+    w.interleave = 1;
+    w.schedule = SCHED_1F1B_FLUSH;
+    w.recompute = RECOMPUTE_FULL;
+    w.straggler = -1;
+    w.straggler_factor = 2;
+    ui_state_init(&st, &w, 2, 8, 80 * GIB);
+    ui_state_set_layout3d(&st, 96, 1536);
+    return &st;
+}
+
+/* The layout rules written out here, apart from ui_layout3d_ok. */
+static void assert_lays_out(const ui_whatif *w)
+{
+    cr_assert_eq(w->tp * w->pp * w->dp, w->ngpus, "%d x %d x %d != %d", w->tp, w->pp, w->dp,
+                 w->ngpus);
+    cr_assert_eq(8 % w->tp, 0, "tp %d does not divide a server", w->tp);
+    cr_assert_eq(96 % (w->pp * w->interleave), 0, "pp %d x v %d", w->pp, w->interleave);
+    cr_assert_eq(1536 % (w->dp * w->mbs), 0, "dp %d x mbs %d", w->dp, w->mbs);
+    cr_assert(w->ngpus % 8 == 0 || 8 % w->ngpus == 0, "%d GPUs are not whole servers",
+              w->ngpus);
+    cr_assert(w->interleave == 1 || w->schedule == SCHED_INTERLEAVED ||
+              w->schedule == SCHED_ZB_V || w->schedule == SCHED_DUALPIPEV,
+              "%d chunks on schedule %d", w->interleave, w->schedule);
+}
+
+Test(ui_state, layout3d_tp_and_pp_keep_the_gpus_and_dp_follows)
+{
+    ui_state *st = fresh3d();
+    cr_assert_eq(ui_state_key(st, 'g'), UI_DO_REDRAW, "tp 8 is a whole server: no larger");
+    cr_assert(strstr(st->note, "no larger tp 8"), "%s", st->note);
+    cr_assert_eq(st->undo_n, 0);
+    cr_assert(ui_state_key(st, 'G') & UI_DO_EVAL);
+    cr_assert_eq(st->note[0], 0);
+    cr_assert(st->cur.tp == 4 && st->cur.dp == 32 && st->cur.ngpus == 1024);
+    /* pp 12 divides 96 layers but not 1024 / 4 GPUs: the next that does is 16 */
+    ui_state_key(st, 'd');
+    cr_assert(st->cur.pp == 16 && st->cur.dp == 16, "pp %d dp %d", st->cur.pp, st->cur.dp);
+    ui_state_key(st, 'D');
+    ui_state_key(st, 'D');
+    cr_assert(st->cur.pp == 4 && st->cur.dp == 64, "pp %d dp %d", st->cur.pp, st->cur.dp);
+    ui_state_key(st, 'G'), ui_state_key(st, 'G');
+    cr_assert(st->cur.tp == 1 && st->cur.dp == 256);
+    cr_assert_eq(ui_state_key(st, 'G'), UI_DO_REDRAW);
+    cr_assert(strstr(st->note, "no smaller tp 1"), "%s", st->note);
+    assert_lays_out(&st->cur);
+}
+
+Test(ui_state, layout3d_dp_changes_the_gpus_and_skips_what_the_batch_refuses)
+{
+    ui_state *st = fresh3d();
+    /* dp 17 .. 23 leave 1536 / dp fractional: 24 (1536 GPUs) is the next */
+    ui_state_key(st, 'w');
+    cr_assert(st->cur.dp == 24 && st->cur.ngpus == 1536, "dp %d gpus %d", st->cur.dp,
+              st->cur.ngpus);
+    ui_state_key(st, '-'); /* + and - are the same keys */
+    ui_state_key(st, '-');
+    cr_assert(st->cur.dp == 12 && st->cur.ngpus == 768, "dp %d", st->cur.dp);
+    /* microbatch size 1 -> 2 -> 4 (3 does not divide 1536 / 12 = 128) */
+    ui_state_key(st, 'n');
+    ui_state_key(st, 'n');
+    cr_assert_eq(st->cur.mbs, 4);
+    ui_state_key(st, 'm'); /* more microbatches: smaller ones */
+    cr_assert_eq(st->cur.mbs, 2);
+    /* dp down from 12 with mbs 2: 11, 10, 9 leave 1536 / (2 dp) fractional: 8 */
+    ui_state_key(st, 'W');
+    cr_assert_eq(st->cur.dp, 8);
+    assert_lays_out(&st->cur);
+}
+
+Test(ui_state, layout3d_interleave_recompute_toggles_and_schedules)
+{
+    ui_state *st = fresh3d();
+    ui_state_key(st, 'i'); /* 2 chunks: the interleaved schedule */
+    cr_assert(st->cur.interleave == 2 && st->cur.schedule == SCHED_INTERLEAVED);
+    ui_state_key(st, 'i'); /* 8 x 3 = 24 divides 96 */
+    cr_assert_eq(st->cur.interleave, 3);
+    ui_state_key(st, 'i'); /* 8 x 4 = 32 divides 96 */
+    cr_assert_eq(st->cur.interleave, 4);
+    ui_state_key(st, 'i'); /* 8 x 5 = 40 does not: 8 x 6 = 48 */
+    cr_assert_eq(st->cur.interleave, 6);
+    for (int i = 0; i < 4; i++) ui_state_key(st, 'I');
+    cr_assert(st->cur.interleave == 1 && st->cur.schedule == SCHED_1F1B_FLUSH);
+    /* recompute full -> none -> selective -> full */
+    ui_state_key(st, 'r');
+    cr_assert_eq(st->cur.recompute, RECOMPUTE_NONE);
+    ui_state_key(st, 'r');
+    cr_assert_eq(st->cur.recompute, RECOMPUTE_SELECTIVE);
+    ui_state_key(st, 'r');
+    cr_assert_eq(st->cur.recompute, RECOMPUTE_FULL);
+    ui_state_key(st, 'a');
+    ui_state_key(st, 'o');
+    cr_assert(st->cur.seqpar == 1 && st->cur.zero == 1);
+    ui_state_key(st, 'a');
+    cr_assert_eq(st->cur.seqpar, 0);
+    /* every schedule, forward and back, keeps a layout (chunks follow the kind) */
+    for (int k = 0; k < 2 * SCHED_NKINDS; k++) {
+        cr_assert(ui_state_key(st, k < SCHED_NKINDS ? 'c' : 'C') & UI_DO_EVAL);
+        assert_lays_out(&st->cur);
+        const sched_traits *tr = sched_traits_of((sched_kind)st->cur.schedule);
+        cr_assert(st->cur.interleave >= tr->chunks_min && st->cur.interleave <= tr->chunks_max);
+    }
+    cr_assert_eq(st->cur.schedule, SCHED_1F1B_FLUSH);
+}
+
+Test(ui_state, layout3d_reject_undoes_without_redo_and_random_keys_keep_a_layout)
+{
+    ui_state *st = fresh3d();
+    ui_state_key(st, 'G');
+    ui_state_key(st, 'a');
+    cr_assert_eq(st->undo_n, 2);
+    cr_assert(ui_state_reject(st) & UI_DO_EVAL);
+    cr_assert(st->cur.seqpar == 0 && st->cur.tp == 4 && st->undo_n == 1 && st->redo_n == 0);
+    ui_state_key(st, 'u');
+    cr_assert(st->cur.tp == 8 && st->redo_n == 1);
+    cr_assert_eq(ui_state_reject(fresh3d()), 0, "nothing to reject");
+    /* any key sequence stays on layouts the rules allow */
+    st = fresh3d();
+    const char keys[] = "gGdDwWnNmMiIraocC+-uU";
+    unsigned seed = 12345;
+    for (int i = 0; i < 3000; i++) {
+        seed = seed * 1103515245u + 12345u;
+        ui_state_key(st, keys[(seed >> 16) % (sizeof keys - 1)]);
+        assert_lays_out(&st->cur);
+        cr_assert(ui_layout3d_ok(st, &st->cur));
+    }
 }

@@ -26,8 +26,18 @@ static void set_msg(ui_app *a, int is_err, const char *fmt, const char *arg)
 }
 
 /* Evaluates the pinned settings (or drops the pinned result when unpinned). */
+static int take_kept(ui_app *a, const ui_whatif *w, ui_result *r);
+
 static void eval_pin(ui_app *a)
 {
+    if (a->base.model) { /* a transformer's pinned layouts are kept like the live ones */
+        if (a->pin.rep) ui_app_keep(a, &a->pin_w, &a->pin);
+        ui_result_free(&a->pin);
+        if (!a->st->pinned) return;
+        a->pin_w = a->st->pin;
+        if (!take_kept(a, &a->st->pin, &a->pin)) ui_evaluate(&a->base, &a->st->pin, &a->pin);
+        return;
+    }
     if (a->st->pinned) ui_evaluate(&a->base, &a->st->pin, &a->pin);
     else ui_result_free(&a->pin);
 }
@@ -42,6 +52,47 @@ static void note_msg(ui_app *a)
         for (int i = 0; i < a->cur.rep->ndevices && n < UI_MAX_GPUS; i++)
             ids[n++] = a->cur.rep->devices[i].device;
     ui_state_set_rows(a->st, ids, n);
+}
+
+/* The state machine and the first evaluation of a loaded base. */
+static void start(ui_app *a, double t0)
+{
+    ui_whatif w;
+    ui_base_whatif(&a->base, &w);
+    double mem = 0;
+    for (int i = 0; i < a->base.clus->ntypes; i++)
+        if (a->base.clus->types[i].memory_bytes > mem) mem = a->base.clus->types[i].memory_bytes;
+    ui_state_init(a->st, &w, a->base.clus->nlevels, a->base.clus->levels[0].count, mem);
+    if (a->base.model)
+        ui_state_set_layout3d(a->st, (int)a->base.model->layers, a->base.lopt.global_batch);
+    ui_evaluate(&a->base, &a->st->cur, &a->cur);
+    a->cur_w = a->st->cur;
+    if (a->st->cur.microbatches == 0) {
+        /* the planner chose the microbatches: adopt them, so that every state the keys
+         * reach (and undo returns to) names its microbatches */
+        a->st->cur.microbatches = a->cur.pl ? a->cur.pl->microbatches : 1;
+        ui_evaluate(&a->base, &a->st->cur, &a->cur);
+    }
+    note_msg(a);
+    char cut[PLUMB_ERR_MAX];
+    if (ui_base_cut_note(&a->base, cut, sizeof cut)) set_msg(a, 1, "%s", cut);
+    a->key_ms = now_ms() - t0;
+}
+
+int ui_app_open_model(ui_app *a, const char *model_path, const char *cluster_path,
+                      const layout3d_options *o, const char *out_dir, plumb_err *err)
+{
+    double t0 = now_ms();
+    memset(a, 0, sizeof *a);
+    snprintf(a->out_dir, sizeof a->out_dir, "%s", out_dir && *out_dir ? out_dir : ".");
+    if (!(a->st = calloc(1, sizeof *a->st))) return err_set(err, NULL, NULL, "out of memory");
+    if (ui_base_load_model(&a->base, model_path, cluster_path, o, err)) {
+        ui_app_free(a);
+        return -1;
+    }
+    a->loaded = 1;
+    start(a, t0);
+    return 0;
 }
 
 int ui_app_open(ui_app *a, const char *profile_path, const char *cluster_path,
@@ -64,29 +115,14 @@ int ui_app_open(ui_app *a, const char *profile_path, const char *cluster_path,
     }
     a->loaded = 1;
     if (planner >= 0 && planner < UI_PLANNER_N) a->base.planner = planner;
-    ui_whatif w;
-    ui_base_whatif(&a->base, &w);
-    double mem = 0;
-    for (int i = 0; i < a->base.clus->ntypes; i++)
-        if (a->base.clus->types[i].memory_bytes > mem) mem = a->base.clus->types[i].memory_bytes;
-    ui_state_init(a->st, &w, a->base.clus->nlevels, a->base.clus->levels[0].count, mem);
-    double t0 = now_ms();
-    ui_evaluate(&a->base, &a->st->cur, &a->cur);
-    if (a->st->cur.microbatches == 0) {
-        /* the planner chose the microbatches: adopt them, so that every state the keys
-         * reach (and undo returns to) names its microbatches */
-        a->st->cur.microbatches = a->cur.pl ? a->cur.pl->microbatches : 1;
-        ui_evaluate(&a->base, &a->st->cur, &a->cur);
-    }
-    note_msg(a);
-    char cut[PLUMB_ERR_MAX];
-    if (ui_base_cut_note(&a->base, cut, sizeof cut)) set_msg(a, 1, "%s", cut);
-    a->key_ms = now_ms() - t0;
+    start(a, now_ms());
     return 0;
 }
 
 void ui_app_free(ui_app *a)
 {
+    ui_app_async_stop(a);
+    for (int i = 0; i < UI_KEPT_RESULTS; i++) ui_result_free(&a->kept[i].r);
     ui_result_free(&a->cur);
     ui_result_free(&a->pin);
     ui_base_free(&a->base);
@@ -159,6 +195,87 @@ static void do_export(ui_app *a)
     set_msg(a, 0, "exported %s", m);
 }
 
+void ui_app_keep(ui_app *a, const ui_whatif *w, ui_result *r)
+{
+    ui_kept *k = &a->kept[0];
+    for (int i = 0; i < UI_KEPT_RESULTS; i++) {
+        if (!a->kept[i].used) {
+            k = &a->kept[i];
+            break;
+        }
+        if (a->kept[i].stamp < k->stamp) k = &a->kept[i];
+    }
+    if (r->rep) {
+        ui_result_free(&k->r);
+        k->used = 1;
+        k->stamp = ++a->kept_clock;
+        k->w = *w;
+        k->r = *r;
+        memset(r, 0, sizeof *r);
+    }
+    ui_result_free(r);
+}
+
+/* The kept result for w (taken out of its slot), or 0 when none. */
+static int take_kept(ui_app *a, const ui_whatif *w, ui_result *r)
+{
+    for (int i = 0; i < UI_KEPT_RESULTS; i++) {
+        ui_kept *k = &a->kept[i];
+        if (k->used && ui_whatif_equal(&k->w, w)) {
+            *r = k->r;
+            r->reused = 1;
+            memset(k, 0, sizeof *k);
+            return 1;
+        }
+    }
+    return 0;
+}
+
+static int eval_layout(ui_app *a, int key);
+
+int ui_app_take(ui_app *a, ui_result *r, int undo)
+{
+    a->pending = 0;
+    if (r->rep || undo) {
+        ui_app_keep(a, &a->cur_w, &a->cur);
+        a->cur = *r;
+        a->cur_w = a->st->cur;
+        memset(r, 0, sizeof *r);
+        note_msg(a);
+        return 1;
+    }
+    char m[PLUMB_ERR_MAX + 32];
+    snprintf(m, sizeof m, "kept the layout: %s", r->err[0] ? r->err : "no plan");
+    set_msg(a, 1, "%s", m);
+    ui_result_free(r);
+    ui_state_reject(a->st);
+    /* in the background the keys may have gone on from a layout never shown: lay out
+     * where the rejection leaves them (at once when kept) */
+    if (a->worker) eval_layout(a, 0);
+    return 0;
+}
+
+/* A transformer's what-if: the layout shown already when the settings came back to it; a
+ * kept result of the same settings; with a background worker (the terminal), the job
+ * posted to it (a->pending; ui_app_poll takes the answer); else evaluated here and taken
+ * by ui_app_take (or, refused, the key rejected). Undo and redo only reach layouts that
+ * were taken. Returns 1 unless the key was rejected. */
+static int eval_layout(ui_app *a, int key)
+{
+    ui_result r;
+    memset(&r, 0, sizeof r);
+    if (a->worker) ui_app_poll(a); /* an answer that came meanwhile: taken, or kept */
+    if (a->cur.rep && ui_whatif_equal(&a->cur_w, &a->st->cur)) {
+        a->pending = 0;
+        return 1;
+    }
+    if (!take_kept(a, &a->st->cur, &r)) {
+        if (a->worker && !ui_app_async_post(a)) return 1;
+        ui_evaluate(&a->base, &a->st->cur, &r);
+    }
+    return ui_app_take(a, &r, key == 'u' || key == 'U' || key == UI_KEY_CTRL_R);
+}
+
 int ui_app_key(ui_app *a, int key)
 {
     double t0 = now_ms();
@@ -166,13 +283,19 @@ int ui_app_key(ui_app *a, int key)
     a->msg_err = 0;
     int f = ui_state_key(a->st, key);
     if (!a->loaded) return f & (UI_DO_QUIT | UI_DO_REDRAW);
-    if (f & UI_DO_EVAL) ui_evaluate(&a->base, &a->st->cur, &a->cur);
+    if (a->st->note[0]) set_msg(a, 1, "%s", a->st->note);
+    if (a->base.model && (f & UI_DO_EVAL) && !eval_layout(a, key)) {
+        a->key_ms = now_ms() - t0;
+        return UI_DO_REDRAW;
+    }
+    if ((f & UI_DO_EVAL) && !a->base.model) ui_evaluate(&a->base, &a->st->cur, &a->cur);
     if (f & UI_DO_EVAL_PIN) eval_pin(a);
+    if ((f & (UI_DO_SAVE | UI_DO_EXPORT)) && a->pending) ui_app_wait(a); /* the live one */
     if (f & UI_DO_SAVE) do_save(a);
     if (f & UI_DO_EXPORT) do_export(a);
     if (f & UI_DO_NOTHING_TO_UNDO) set_msg(a, 1, "%s", "nothing to undo or redo");
-    if (f & UI_DO_EVAL) note_msg(a);
-    if ((f & UI_DO_EVAL) && !a->cur.rep) set_msg(a, 1, "%s", "this what-if has no plan (u undoes it)");
+    if ((f & UI_DO_EVAL) && !a->pending) note_msg(a);
+    if ((f & UI_DO_EVAL) && !a->cur.rep && !a->pending) set_msg(a, 1, "%s", "this what-if has no plan (u undoes it)");
     a->key_ms = now_ms() - t0;
     return f;
 }

@@ -10,6 +10,19 @@
 #include "ui/fb.h"
 #include "ui/whatif.h"
 
+/* A transformer's evaluated layouts kept for a revisit (undo, redo, a toggle back): each
+ * costs a simulation of up to a few hundred ms at 1024 GPUs, and a revisit none. */
+#define UI_KEPT_RESULTS 8
+
+typedef struct ui_kept {
+    int used;
+    long long stamp;               /* last use, for replacement */
+    ui_whatif w;                   /* the settings r was evaluated for */
+    ui_result r;                   /* owned */
+} ui_kept;
+
+struct ui_worker;                  /* ui/app_async.c */
+
 typedef struct ui_app {
     int loaded;                    /* 1: base holds a profile and cluster (or a plan) */
     ui_base base;
@@ -21,6 +34,14 @@ typedef struct ui_app {
     int msg_err;                   /* 1: msg is an error */
     char out_dir[512];             /* where s and e write */
     double key_ms;                 /* wall time of the last key: re-plan, re-sim, redraw */
+    ui_whatif cur_w;               /* the settings `cur` was evaluated for (a transformer) */
+    ui_whatif pin_w;               /* and `pin` */
+    long long kept_clock;
+    ui_kept kept[UI_KEPT_RESULTS]; /* a transformer's earlier layouts, by their settings */
+    struct ui_worker *worker;      /* owned, or NULL: lays a transformer out in the
+                                      background (ui_app_async_start) */
+    int pending;                   /* 1: the live settings are being laid out there; `cur`
+                                      still shows the layout before */
 } ui_app;
 
 /* Opens the dashboard on a plan file (plan_path) or a profile and cluster, re-planning
@@ -29,12 +50,44 @@ typedef struct ui_app {
  * out of memory. */
 int ui_app_open(ui_app *a, const char *profile_path, const char *cluster_path,
                 const char *plan_path, const char *out_dir, int planner);
+
+/* Opens the dashboard on a transformer laid out in 3D (ui_base_load_model: model file,
+ * cluster file, layout options o), with the 3D what-if keys (ui_whatif3d_key). Returns 0;
+ * -1 with err set when a file or the layout is refused (a is then freed: nothing to show),
+ * or when out of memory. */
+int ui_app_open_model(ui_app *a, const char *model_path, const char *cluster_path,
+                      const layout3d_options *o, const char *out_dir, plumb_err *err);
 void ui_app_free(ui_app *a);
 
 /* Feeds one key (UI_KEY_* or ASCII): updates the state, re-plans and re-simulates the live
- * and pinned what-ifs as needed, saves or exports. Returns the UI_DO_* flags of the key
+ * and pinned what-ifs as needed, saves or exports. With a transformer, a what-if whose
+ * layout is refused (layout3d_build) or cannot be simulated is rejected: the settings and
+ * the plan shown stay, and the message says why. Returns the UI_DO_* flags of the key
  * (the caller quits on UI_DO_QUIT). */
 int ui_app_key(ui_app *a, int key);
+
+/* A transformer's layouts in the background (the terminal front end): after
+ * ui_app_async_start, a key whose layout is neither shown nor kept posts its settings to
+ * one worker thread (a newer key replaces a job not yet started) and returns at once with
+ * a->pending set; ui_app_poll takes the worker's answer when it is there (the layout, or
+ * the key rejected with its reason, as ui_app_key does without a worker; an answer for
+ * settings the keys have left since is kept for a revisit) and returns 1 when the screen
+ * changed; ui_app_wait blocks until the live settings are laid out (save and export wait
+ * so). The worker reads only a->base, which nothing changes while it runs. Start returns
+ * 0, or -1 (no thread: everything stays synchronous); without a transformer it does
+ * nothing. Stop (also done by ui_app_free) ends and joins the thread. */
+int ui_app_async_start(ui_app *a);
+void ui_app_async_stop(ui_app *a);
+int ui_app_poll(ui_app *a);
+void ui_app_wait(ui_app *a);
+
+/* For ui/app_async.c: posts a->st->cur to the worker (0, or -1 when there is none);
+ * takes a result r for a->st->cur (moved out of r) or, when r has no report and undo is 0,
+ * rejects the key with r's reason (ui_app_key's rule), returning 1 when taken; keeps r,
+ * evaluated for w, for a revisit (moved out of r). */
+int ui_app_async_post(ui_app *a);
+int ui_app_take(ui_app *a, ui_result *r, int undo);
+void ui_app_keep(ui_app *a, const ui_whatif *w, ui_result *r);
 
 /* Draws the whole screen into fb (its size is the screen's). */
 void ui_app_draw(ui_app *a, ui_fb *fb);

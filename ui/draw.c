@@ -41,11 +41,40 @@ static const char *const HELP[] = {
 };
 #define NHELP (int)(sizeof HELP / sizeof HELP[0])
 
+/* A transformer's 3D layout (plumb ui --model): every key lays it out again. */
+static const char *const HELP3D[] = {
+    "plumb ui --model: each change lays the model out again and simulates it.",
+    "  g  G        tensor-parallel ranks up / down (GPUs kept: dp follows)",
+    "  d  D        pipeline ranks up / down (GPUs kept: dp follows)",
+    "  w W + -     data-parallel replicas up / down (the GPU count follows)",
+    "  n  N        microbatch size up / down (m M: microbatches up / down)",
+    "  i  I        virtual stages per pipeline rank up / down (interleaved)",
+    "  r           recomputation none / selective / full",
+    "  a           sequence parallelism on / off (needs tp 2 or more)",
+    "  o           ZeRO-1 on / off: optimizer state sharded over the replicas",
+    "  c  C        next / previous schedule (interleave follows its chunks)",
+    "  1..8 l b B  select a cluster level; double / halve its bandwidth",
+    "  x X t T     memory limit; straggler on the selected device, slowdown",
+    "  p P u U     pin, unpin, undo, redo;  s e  save the plan, export",
+    "  arrows z Z  select a device, scroll, zoom;  ?  help;  q  quit",
+    "Keys step to the nearest value that lays out: tp divides a server,",
+    "pp x interleave the layers, dp x microbatch size the global batch.",
+    "A layout refused otherwise (heads, sequence parallelism at tp 1) is",
+    "not taken: the status line says why. Memory per pipeline rank:",
+    "W weights, G gradients, O optimizer state, A activations at the peak,",
+    "+ other buffers, . free; | marks the capacity when over it (red, !).",
+};
+#define NHELP3D (int)(sizeof HELP3D / sizeof HELP3D[0])
+
 static const char KEYS_LINE[] =
     "q quit  ? help  +/- GPUs  b/B bw  c sched  m/M mb  x/X mem  t strag  r recomp  "
     "p pin  s save  e export  u undo  z/Z arrows view";
 
-int ui_help_rows(void) { return NHELP; }
+static const char KEYS_LINE3D[] =
+    "q quit  ? help  g/G tp  d/D pp  w/W dp  n/N mbs  i/I interleave  r recomp  a seq-par  "
+    "o zero  c sched  p pin  u undo";
+
+int ui_help_rows(void) { return NHELP > NHELP3D ? NHELP : NHELP3D; }
 
 /* ---- formatting -------------------------------------------------------------------- */
 
@@ -170,11 +199,19 @@ static void draw_figures(ui_fb *fb, int x, int y, int w, const char *label,
     pen_field(&p, "iter", ui_fmt_time(r->iteration_s, v, sizeof v), UI_ST_VALUE);
     snprintf(v, sizeof v, "%.1f%%", 100 * r->bubble_fraction);
     pen_field(&p, "bubble", v, UI_ST_VALUE);
-    if (res->dp_samples_per_s > 0)
+    if (r->tokens_per_s > 0) { /* a transformer: tokens and model FLOPs utilisation */
+        snprintf(v, sizeof v, "%.0f", r->tokens_per_s);
+        pen_field(&p, "tokens/s", v, UI_ST_VALUE | UI_A_BOLD);
+        if (r->mfu >= 0) snprintf(v, sizeof v, "%.1f%%", 100 * r->mfu);
+        else snprintf(v, sizeof v, "n/a");
+        pen_field(&p, "MFU", v, UI_ST_VALUE);
+    } else if (res->dp_samples_per_s > 0)
         snprintf(v, sizeof v, "%.2fx", r->samples_per_s / res->dp_samples_per_s);
-    else /* data parallelism does not fit memory, or could not be simulated */
-        snprintf(v, sizeof v, "%s", res->dp_samples_per_s == 0 ? "no-fit" : "n/a");
-    pen_field(&p, "vs DP", v, UI_ST_VALUE);
+    if (r->tokens_per_s <= 0) {
+        if (res->dp_samples_per_s <= 0) /* data parallelism does not fit, or unknown */
+            snprintf(v, sizeof v, "%s", res->dp_samples_per_s == 0 ? "no-fit" : "n/a");
+        pen_field(&p, "vs DP", v, UI_ST_VALUE);
+    }
     const sim_device_report *d = peak_device(r);
     if (d) {
         char a[32], b[32];
@@ -215,6 +252,22 @@ static void draw_diff(ui_fb *fb, int x, int y, int w, const ui_result *live, con
     pen_field(&p, "mem", v, dm < -0.005 ? UI_ST_GOOD : dm > 0.005 ? UI_ST_BAD : UI_ST_VALUE);
 }
 
+/* A 3D layout's what-ifs, first on the row: the GPUs as tp x pp x dp, then the rest. */
+static void draw_layout3d(pen *p, const ui_whatif *wi)
+{
+    char v[96];
+    snprintf(v, sizeof v, "%d = tp %d x pp %d x dp %d", wi->ngpus, wi->tp, wi->pp, wi->dp);
+    pen_field(p, "GPUs", v, UI_ST_VALUE | UI_A_BOLD);
+    snprintf(v, sizeof v, "%d", wi->mbs);
+    pen_field(p, "mbs", v, UI_ST_VALUE);
+    snprintf(v, sizeof v, "%d", wi->interleave);
+    pen_field(p, "v", v, UI_ST_VALUE);
+    pen_field(p, "recomp", recompute_kind_name((recompute_kind)wi->recompute), UI_ST_VALUE);
+    pen_field(p, "sp", wi->seqpar ? "on" : "off", UI_ST_VALUE);
+    snprintf(v, sizeof v, "%d", wi->zero);
+    pen_field(p, "zero", v, UI_ST_VALUE);
+}
+
 static void draw_whatifs(ui_app *a, int x, int y, int w, ui_fb *fb)
 {
     const ui_state *st = a->st;
@@ -222,9 +275,12 @@ static void draw_whatifs(ui_app *a, int x, int y, int w, ui_fb *fb)
     const cluster *c = a->base.clus;
     pen p = { fb, x, y, x + w, w >= 100 ? 2 : 1 };
     char v[96];
-    snprintf(v, sizeof v, "%d", wi->ngpus);
-    pen_field(&p, "GPUs", v, UI_ST_VALUE | UI_A_BOLD);
-    pen_text(&p, "bw", UI_ST_LABEL);
+    if (st->layout3d) {
+        draw_layout3d(&p, wi);
+    } else {
+        snprintf(v, sizeof v, "%d", wi->ngpus);
+        pen_field(&p, "GPUs", v, UI_ST_VALUE | UI_A_BOLD);
+    }
     for (int l = 0; l < c->nlevels; l++) {
         double gb = c->levels[l].bandwidth_Bps * 8 / 1e9 * ldexp(1.0, wi->bw_exp[l]);
         int e = wi->bw_exp[l];
@@ -232,9 +288,13 @@ static void draw_whatifs(ui_app *a, int x, int y, int w, ui_fb *fb)
         if (e > 0) snprintf(f, sizeof f, " x%d", 1 << (e > 20 ? 20 : e));
         if (e < 0) snprintf(f, sizeof f, " /%d", 1 << (-e > 20 ? 20 : -e));
         int sel = l == st->view.level;
-        snprintf(v, sizeof v, " %s%d:%s %g Gb/s%s%s", sel ? "[" : "", l + 1, c->levels[l].name,
-                 gb, f, sel ? "]" : "");
+        snprintf(v, sizeof v, "%s %s%d:%s %g Gb/s%s%s", l ? "" : "bw", sel ? "[" : "", l + 1,
+                 c->levels[l].name, gb, f, sel ? "]" : "");
         if ((int)strlen(v) > pen_room(&p)) break;
+        if (!l) { /* the label in its own style */
+            pen_text(&p, "bw", UI_ST_LABEL);
+            memmove(v, v + 2, strlen(v + 2) + 1);
+        }
         pen_text(&p, v, sel ? UI_ST_SELECT | UI_A_BOLD : e ? UI_ST_VALUE | UI_A_BOLD : UI_ST_VALUE);
     }
     pen_text(&p, p.gap > 1 ? "  " : " ", UI_ST_NORMAL);
@@ -247,6 +307,7 @@ static void draw_whatifs(ui_app *a, int x, int y, int w, ui_fb *fb)
     else snprintf(v, sizeof v, "off");
     pen_field(&p, narrow ? "strag" : "straggler", v,
               wi->straggler >= 0 ? UI_ST_BAD | UI_A_BOLD : UI_ST_VALUE);
+    if (st->layout3d) return; /* its recomputation is on the row already */
     if (wi->recompute == UI_RECOMPUTE_AUTO) /* the plan's own choice */
         snprintf(v, sizeof v, "auto (%s)", a->cur.pl && a->cur.pl->recompute ? "on" : "off");
     else
@@ -303,7 +364,11 @@ static void draw_header(ui_app *a, ui_rect r, ui_fb *fb)
     snprintf(v, sizeof v, "  %s%s", t ? t->name : "?", c->ntypes > 1 ? " (mixed)" : "");
     if (pen_room(&p) > (int)strlen(v) + 10) pen_text(&p, v, UI_ST_VALUE);
     char tm[32];
-    snprintf(v, sizeof v, " plan+sim %s", ui_fmt_time(a->cur.eval_ms / 1e3, tm, sizeof tm));
+    if (a->pending) /* the figures below are the layout before; the new one is coming */
+        snprintf(v, sizeof v, " laying out and simulating ...");
+    else
+        snprintf(v, sizeof v, " plan+sim %s%s", ui_fmt_time(a->cur.eval_ms / 1e3, tm, sizeof tm),
+                 a->cur.reused ? " (kept)" : "");
     if (pen_room(&p) > (int)strlen(v) + 1)
         ui_fb_text(fb, r.x + r.w - (int)strlen(v), r.y, (int)strlen(v), v, UI_ST_DIM);
 
@@ -326,16 +391,20 @@ static int stage_of_device(const plan *pl, int dev)
     return -1;
 }
 
+int ui_draw_panel_open(ui_fb *fb, ui_rect r, const char *title, const ui_result *res)
+{
+    ui_fb_box(fb, r.x, r.y, r.w, r.h, title, UI_ST_BORDER);
+    if (r.w < 12 || r.h < 4) return 0;
+    if (res->pl && res->rep) return 1;
+    ui_fb_text(fb, r.x + 2, r.y + 1, r.w - 3, res->err[0] ? res->err : "no plan", UI_ST_BAD);
+    return 0;
+}
+
 static void draw_stages(ui_fb *fb, ui_rect r, const char *title, const ui_result *res,
                         int sel_device)
 {
-    ui_fb_box(fb, r.x, r.y, r.w, r.h, title, UI_ST_BORDER);
+    if (!ui_draw_panel_open(fb, r, title, res)) return;
     int x = r.x + 1, w = r.w - 2, y = r.y + 1, rows = r.h - 3;
-    if (w < 10 || r.h < 4) return;
-    if (!res->pl || !res->rep) {
-        ui_fb_text(fb, x + 1, y, w - 1, res->err[0] ? res->err : "no plan", UI_ST_BAD);
-        return;
-    }
     const plan *pl = res->pl;
     const sim_report *rep = res->rep;
     int devw = w >= 120 ? 24 : 11;
@@ -565,24 +634,46 @@ static void draw_status(ui_app *a, ui_rect r, ui_fb *fb)
                                                             : UI_ST_GOOD | UI_A_BOLD);
         x += ui_fb_text(fb, x, r.y, r.x + r.w - x, "  ", UI_ST_STATUS);
     }
-    ui_fb_text(fb, x, r.y, r.x + r.w - x, KEYS_LINE, UI_ST_STATUS);
+    ui_fb_text(fb, x, r.y, r.x + r.w - x, a->st->layout3d ? KEYS_LINE3D : KEYS_LINE,
+               UI_ST_STATUS);
 }
 
-static void draw_help(ui_rect r, ui_fb *fb)
+static void draw_help(ui_rect r, ui_fb *fb, int layout3d)
 {
+    const char *const *help = layout3d ? HELP3D : HELP;
+    int n = layout3d ? NHELP3D : NHELP;
     ui_fb_fill(fb, r.x, r.y, r.w, r.h, ' ', UI_ST_NORMAL);
     ui_fb_box(fb, r.x, r.y, r.w, r.h, "help", UI_ST_BORDER);
-    for (int i = 0; i < NHELP && i < r.h - 2; i++)
-        ui_fb_text(fb, r.x + 2, r.y + 1 + i, r.w - 4, HELP[i], i == 0 ? UI_ST_TITLE | UI_A_BOLD
+    for (int i = 0; i < n && i < r.h - 2; i++)
+        ui_fb_text(fb, r.x + 2, r.y + 1 + i, r.w - 4, help[i], i == 0 ? UI_ST_TITLE | UI_A_BOLD
                                                                       : UI_ST_NORMAL);
+}
+
+/* Rows the stage panel wants: a 3D layout's pipeline ranks, else the stages. */
+static int panel_rows(const plan *pl, int layout3d)
+{
+    if (!pl) return 0;
+    return layout3d && pl->chunks > 1 ? pl->nstages / pl->chunks : pl->nstages;
 }
 
 void ui_app_layout(const ui_app *a, int w, int h, ui_layout *L)
 {
-    ui_layout_in in = { w, h, a->cur.pl ? a->cur.pl->nstages : 0,
+    int l3 = a->st && a->st->layout3d;
+    ui_layout_in in = { w, h, panel_rows(a->cur.pl, l3),
                         a->cur.rep ? a->cur.rep->ndevices : 0, a->loaded && a->st->pinned,
-                        a->st ? a->st->view.help : 0, NHELP };
+                        a->st ? a->st->view.help : 0, l3 ? NHELP3D : NHELP };
     ui_layout_compute(&in, L);
+}
+
+/* A 3D layout's memory panels (live, and pinned beside it when wide). */
+static void draw_panel_3d(ui_app *a, const ui_layout *L, ui_fb *fb)
+{
+    char t[96];
+    snprintf(t, sizeof t, "%s%s", L->stages.w >= 100 ? "memory per pipeline rank (its first "
+             "device)" : "memory per pipeline rank", a->st->pinned ? " (live)" : "");
+    ui_draw_memory(fb, L->stages, t, &a->cur, a->st->view.device);
+    if (ui_rect_present(L->pstages))
+        ui_draw_memory(fb, L->pstages, "memory (pinned)", &a->pin, a->st->view.device);
 }
 
 void ui_draw(ui_app *a, const ui_layout *L, ui_fb *fb)
@@ -605,10 +696,14 @@ void ui_draw(ui_app *a, const ui_layout *L, ui_fb *fb)
             a->pin.rep->makespan_s > total)
             total = a->pin.rep->makespan_s;
         char t[160];
-        draw_stages(fb, L->stages, pinned ? "stages (live)" : "stages", &a->cur,
-                    a->st->view.device);
-        if (ui_rect_present(L->pstages))
-            draw_stages(fb, L->pstages, "stages (pinned)", &a->pin, a->st->view.device);
+        if (a->st->layout3d) {
+            draw_panel_3d(a, L, fb);
+        } else {
+            draw_stages(fb, L->stages, pinned ? "stages (live)" : "stages", &a->cur,
+                        a->st->view.device);
+            if (ui_rect_present(L->pstages))
+                draw_stages(fb, L->pstages, "stages (pinned)", &a->pin, a->st->view.device);
+        }
         char sp[32], z[32];
         snprintf(z, sizeof z, "%d", 1 << a->st->view.zoom);
         snprintf(t, sizeof t, "timeline%s: %d iterations, %s shown, zoom x%s",
@@ -624,5 +719,5 @@ void ui_draw(ui_app *a, const ui_layout *L, ui_fb *fb)
                   UI_ST_BORDER);
     }
     draw_status(a, L->status, fb);
-    if (ui_rect_present(L->help)) draw_help(L->help, fb);
+    if (ui_rect_present(L->help)) draw_help(L->help, fb, a->loaded && a->st->layout3d);
 }

@@ -116,7 +116,23 @@ void ui_base_free(ui_base *b)
     plan_free(b->loaded);
     free(b->source);
     cache_free(b->cache);
+    transformer_free(b->model);
+    free(b->cluster_file);
     memset(b, 0, sizeof *b);
+}
+
+/* The rest of a base whose profile and cluster are loaded: its title, the native planner,
+ * an empty plan cache. 0, or -1 with err (b freed) when out of memory or when the profile
+ * or cluster is missing. */
+static int base_finish(ui_base *b, const char *src, plumb_err *err)
+{
+    b->source = dup_str(src);
+    b->planner = UI_PLANNER_NATIVE;
+    b->cache = calloc(1, sizeof *b->cache);
+    if (b->prof && b->clus && b->source && b->cache) return 0;
+    err_set(err, NULL, NULL, "out of memory");
+    ui_base_free(b);
+    return -1;
 }
 
 int ui_base_load(ui_base *b, const char *profile_path, const char *cluster_path,
@@ -138,14 +154,31 @@ int ui_base_load(ui_base *b, const char *profile_path, const char *cluster_path,
         if (!(b->clus = cluster_load(cluster_path, err))) goto fail;
         snprintf(src, sizeof src, "%s + %s", base_name(profile_path), base_name(cluster_path));
     }
-    b->source = dup_str(src);
-    b->planner = UI_PLANNER_NATIVE;
-    b->cache = calloc(1, sizeof *b->cache);
-    if (!b->prof || !b->clus || !b->source || !b->cache) {
+    return base_finish(b, src, err);
+fail:
+    ui_base_free(b);
+    return -1;
+}
+
+int ui_base_load_model(ui_base *b, const char *model_path, const char *cluster_path,
+                       const layout3d_options *o, plumb_err *err)
+{
+    char src[512];
+    plan *pl = NULL;
+    memset(b, 0, sizeof *b);
+    if (!(b->model = transformer_load(model_path, err))) goto fail;
+    if (!(b->clus = cluster_load(cluster_path, err))) goto fail;
+    b->lopt = *o;
+    if (layout3d_resolve(b->model, b->clus, cluster_path, o, &b->dims, err)) goto fail;
+    if (!(pl = layout3d_build(b->model, b->clus, cluster_path, o, err))) goto fail;
+    b->prof = profile_clone(pl->prof);
+    plan_free(pl);
+    snprintf(src, sizeof src, "%s + %s", base_name(model_path), base_name(cluster_path));
+    if (!(b->cluster_file = dup_str(cluster_path))) {
         err_set(err, NULL, NULL, "out of memory");
         goto fail;
     }
-    return 0;
+    return base_finish(b, src, err);
 fail:
     ui_base_free(b);
     return -1;
@@ -157,7 +190,18 @@ void ui_base_whatif(const ui_base *b, ui_whatif *w)
     w->ngpus = b->clus->ndevices;
     w->straggler = -1;
     w->straggler_factor = 2;
-    if (b->loaded) {
+    if (b->model) {
+        const layout3d_dims *d = &b->dims;
+        w->ngpus = d->gpus;
+        w->schedule = d->schedule;
+        w->microbatches = d->microbatches;
+        w->recompute = b->lopt.recompute;
+        w->tp = d->tp, w->pp = d->pp, w->dp = d->dp;
+        w->mbs = b->lopt.microbatch_size;
+        w->interleave = d->interleave;
+        w->seqpar = b->lopt.sequence_parallel;
+        w->zero = b->lopt.zero;
+    } else if (b->loaded) {
         w->schedule = b->loaded->schedule;
         w->microbatches = b->loaded->microbatches;
         w->recompute = b->loaded->recompute;
@@ -283,12 +327,35 @@ static int cluster_as_loaded(const ui_whatif *w, int ndevices)
     return 1;
 }
 
+/* The transformer's layout for w on clus (layout3d_build), or NULL with err. */
+static plan *layout(const ui_base *b, const cluster *clus, const ui_whatif *w, plumb_err *err)
+{
+    layout3d_options o = b->lopt;
+    o.gpus = w->ngpus;
+    o.tp = w->tp, o.pp = w->pp, o.dp = w->dp;
+    o.microbatch_size = w->mbs;
+    o.interleave = w->interleave;
+    o.schedule = w->schedule;
+    o.recompute = w->recompute;
+    if (w->recompute != RECOMPUTE_FULL) o.checkpoint_layers = -1; /* full's own option */
+    o.sequence_parallel = w->seqpar;
+    o.zero = w->zero;
+    return layout3d_build(b->model, clus, b->cluster_file, &o, err);
+}
+
 plan *ui_replan(const ui_base *b, const cluster *clus, const ui_whatif *w, const char **origin,
                 double *plan_ms, char *note, size_t note_n, plumb_err *err)
 {
     const plan *L = b->loaded;
     plan *pl = NULL;
     if (note_n) note[0] = 0;
+    if (b->model) {
+        double t0 = now_ms();
+        pl = layout(b, clus, w, err);
+        *plan_ms += now_ms() - t0;
+        *origin = "3D layout";
+        return pl; /* layout3d_build validated it; no predictions yet */
+    }
     int keep = L && cluster_as_loaded(w, L->clus->ndevices) &&
                (chunked(w->schedule) ? (int)L->schedule == w->schedule : L->chunks == 1);
     if (keep) {
@@ -305,7 +372,8 @@ plan *ui_replan(const ui_base *b, const cluster *clus, const ui_whatif *w, const
         *origin = "plan file";
     } else if (b->prof->tp > 1) { /* its planners hold whole layers on single devices */
         return err_set(err, NULL, NULL, "a tensor-parallel layout (tp %d) is re-planned only "
-                       "by plumb plan --model FILE --tp --pp --dp", b->prof->tp), NULL;
+                       "by plumb plan --model FILE --tp --pp --dp (plumb ui --model with the "
+                       "same options has keys for them)", b->prof->tp), NULL;
     } else {
         /* the dashboard does not ask the native planner for V placements */
         int can = b->planner == UI_PLANNER_NATIVE
@@ -348,6 +416,7 @@ double ui_dp_samples_per_s(const plan *pl, int ndev, const sim_options *opt)
 {
     plumb_err e;
     err_clear(&e);
+    if (pl->tp > 1) return -1; /* its profile is one rank's share: no whole-model baseline */
     plan *dp = planner_dp_plan(pl, ndev, &e);
     if (!dp) return -1;
     sim_options o = *opt;
@@ -402,7 +471,9 @@ int ui_evaluate(const ui_base *b, const ui_whatif *w, ui_result *r)
     cluster_free(c);
     if (r->pl) r->rep = sim_run(r->pl, &r->opt, &e);
     if (r->rep) {
-        r->dp_samples_per_s = ui_dp_samples_per_s(r->pl, w->ngpus, &r->opt);
+        /* a transformer's layouts are compared by their MFU, not against a data-parallel
+         * copy of the whole model (which would cost more than the layout) */
+        r->dp_samples_per_s = b->model ? -1 : ui_dp_samples_per_s(r->pl, w->ngpus, &r->opt);
         predict(r->pl, r->rep, r->dp_samples_per_s);
     }
     r->eval_ms = now_ms() - t0;

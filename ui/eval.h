@@ -9,6 +9,8 @@
 #include "core/err.h"
 #include "core/plan.h"
 #include "core/profile.h"
+#include "core/transformer.h"
+#include "planner/layout3d.h"
 #include "sim/sim.h"
 #include "ui/whatif.h"
 
@@ -39,6 +41,12 @@ typedef struct ui_base {
     int planner;                   /* ui_planner (default native) */
     struct ui_plan_cache *cache;   /* owned: planner answers by the what-ifs that shape
                                       them, so undo and repeated keys never re-plan */
+    transformer *model;            /* owned, or NULL: a transformer that every what-if lays
+                                      out again with layout3d_build (ui_base_load_model) */
+    layout3d_options lopt;         /* the layout it was opened with: global batch,
+                                      precision, sequence length, checkpoint interval */
+    layout3d_dims dims;            /* that layout's resolved dimensions */
+    char *cluster_file;            /* the cluster's path, for layout3d's messages */
 } ui_base;
 
 /* Loads the base: a plan file (plan_path != NULL), or a profile and a cluster. Returns 0,
@@ -47,8 +55,16 @@ int ui_base_load(ui_base *b, const char *profile_path, const char *cluster_path,
                  const char *plan_path, plumb_err *err);
 void ui_base_free(ui_base *b);
 
+/* Loads a transformer (model_path: Hugging Face config.json or plumb-transformer/1) and a
+ * cluster, and lays the model out under o (layout3d_build) once, to check the layout and
+ * give the base its profile (prof: that layout's). Returns 0, or -1 with err set to the
+ * file's or the layout's one line (b is then empty). */
+int ui_base_load_model(ui_base *b, const char *model_path, const char *cluster_path,
+                       const layout3d_options *o, plumb_err *err);
+
 /* The settings the base starts from: its GPU count, the plan's schedule, microbatches and
- * recomputation (or, from a profile: 1f1b-flush, pipedream for PipeDream's partitioner,
+ * recomputation (a transformer: its layout's dimensions, microbatch size, interleave,
+ * recompute kind, sequence parallelism and ZeRO; or, from a profile: 1f1b-flush, pipedream for PipeDream's partitioner,
  * and microbatches 0 = "the planner chooses"; the app adopts the planner's choice),
  * bandwidths as given, no memory limit, no straggler. */
 void ui_base_whatif(const ui_base *b, ui_whatif *w);
@@ -73,6 +89,8 @@ typedef struct ui_result {
     const char *origin;            /* "plan file", "planner", "even split" */
     double eval_ms;                /* wall time of plan + simulation */
     double plan_ms;                /* of which the partitioner ran (0 when cached) */
+    int reused;                    /* 1: kept from an earlier visit of the same settings
+                                      (eval_ms is that visit's) */
     char note[PLUMB_ERR_MAX];      /* why the planner's answer was not used ("" = it was) */
     char err[PLUMB_ERR_MAX];       /* why pl or rep is missing ("" when both are there) */
 } ui_result;
@@ -82,7 +100,10 @@ typedef struct ui_result {
 int ui_evaluate(const ui_base *b, const ui_whatif *w, ui_result *r);
 void ui_result_free(ui_result *r);
 
-/* The plan for w on clus (already what-if'ed): the loaded plan as written while the GPU
+/* The plan for w on clus (already what-if'ed): with a transformer (b->model), its layout
+ * by layout3d_build under w's tp, pp, dp, microbatch size, interleave, schedule, recompute
+ * kind, sequence parallelism and ZeRO on the first w->ngpus devices (err: layout3d's one
+ * line); else the loaded plan as written while the GPU
  * count and the schedule's chunking stay as the file has them; else a new plan from b's
  * planner: the native planner (planner_native with w's schedule, microbatches,
  * recomputation and memory limit; zb-v, which it does not plan, gets the even split),
@@ -98,7 +119,8 @@ void ui_result_free(ui_result *r);
 plan *ui_replan(const ui_base *b, const cluster *clus, const ui_whatif *w, const char **origin,
                 double *plan_ms, char *note, size_t note_n, plumb_err *err);
 
-/* Samples/s of plain data parallelism on the first ndev devices of pl's cluster
+/* Samples/s of plain data parallelism (not computed for tensor-parallel plans, whose
+ * profile holds one rank's share: -1) on the first ndev devices of pl's cluster
  * (planner_dp_plan: one stage holding every layer, 1f1b-flush, pl's microbatch size,
  * microbatches rounded up to a multiple of the devices), same straggler and memory options.
  * 0 when that does not fit the devices' memory (or the limit), -1 on failure. */

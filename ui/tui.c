@@ -210,9 +210,13 @@ int ui_tui_run(ui_app *a, int mono, const int *keys, int nkeys)
     for (int i = 0; i < nkeys; i++)
         if (ui_app_key(a, keys[i]) & UI_DO_QUIT) goto out;
     if (draw_frame(&t, a)) goto oom;
+    ui_app_async_start(a); /* a transformer's layouts in the background (else a no-op) */
     while (!ui_quit_signal) {
-        int ch = wgetch(input_window(&t));
+        WINDOW *in = input_window(&t);
+        wtimeout(in, a->pending ? 20 : 250); /* a layout pending: poll for it */
+        int ch = wgetch(in);
         if (ui_quit_signal) break;
+        if (ui_app_poll(a) && draw_frame(&t, a)) goto oom;
         if (ch == ERR) continue;
         int k = map_key(ch);
         if (k < 0) continue;
@@ -234,6 +238,7 @@ out:
     sigaction(SIGINT, &old_int, NULL);
     sigaction(SIGTERM, &old_term, NULL);
     sigaction(SIGHUP, &old_hup, NULL);
+    ui_app_async_stop(a); /* after the terminal is restored: a layout in progress ends first */
     if (rc) fprintf(stderr, "plumb: ui: out of memory drawing the screen\n");
     return rc;
 }

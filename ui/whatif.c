@@ -25,12 +25,15 @@ int ui_whatif_equal(const ui_whatif *a, const ui_whatif *b)
         a->straggler != b->straggler || a->recompute != b->recompute)
         return 0;
     if (a->straggler >= 0 && a->straggler_factor != b->straggler_factor) return 0;
+    if (a->tp != b->tp || a->pp != b->pp || a->dp != b->dp || a->mbs != b->mbs ||
+        a->interleave != b->interleave || a->seqpar != b->seqpar || a->zero != b->zero)
+        return 0;
     for (int l = 0; l < CLUSTER_MAX_LEVELS; l++)
         if (a->bw_exp[l] != b->bw_exp[l]) return 0;
     return 1;
 }
 
-static int gpu_valid(int n, int per_server)
+int ui_gpu_count_ok(int n, int per_server)
 {
     if (n < 1 || n > UI_MAX_GPUS) return 0;
     return per_server % n == 0 || n % per_server == 0;
@@ -41,10 +44,10 @@ int ui_gpu_step(int n, int per_server, int dir)
     if (per_server < 1) per_server = 1;
     if (dir > 0) {
         for (int k = n + 1; k <= UI_MAX_GPUS; k++)
-            if (gpu_valid(k, per_server)) return k;
+            if (ui_gpu_count_ok(k, per_server)) return k;
     } else {
         for (int k = (n > UI_MAX_GPUS ? UI_MAX_GPUS + 1 : n) - 1; k >= 1; k--)
-            if (gpu_valid(k, per_server)) return k;
+            if (ui_gpu_count_ok(k, per_server)) return k;
     }
     return n;
 }
@@ -130,6 +133,7 @@ static int whatif_key(ui_state *st, int key)
     ui_snap before = snap_of(st);
     ui_whatif *w = &st->cur;
     int l = st->view.level;
+    if (st->layout3d && ui_whatif3d_key(st, key)) return commit(st, &before);
     switch (key) {
     case '+': case '=':
         w->ngpus = ui_gpu_step(w->ngpus, st->per_server, +1);
@@ -273,8 +277,24 @@ static int view_key(ui_state *st, int key)
     return UI_DO_REDRAW;
 }
 
+void ui_state_set_layout3d(ui_state *st, int layers, int global_batch)
+{
+    st->layout3d = 1;
+    st->layers = layers;
+    st->global_batch = global_batch;
+}
+
+int ui_state_reject(ui_state *st)
+{
+    if (st->undo_n == 0) return 0;
+    ui_snap now = snap_of(st), prev = st->undo[--st->undo_n];
+    restore(st, &prev);
+    return diff_flags(&now, st);
+}
+
 int ui_state_key(ui_state *st, int key)
 {
+    st->note[0] = 0;
     if (key == 'q' || key == 'Q' || key == UI_KEY_CTRL_C) return UI_DO_QUIT;
     if (key == UI_KEY_RESIZE) return UI_DO_REDRAW;
     if (st->view.help) { /* the overlay takes the next key: ? and Esc close it */

@@ -38,7 +38,14 @@ typedef struct ui_whatif {
     double straggler_factor;         /* its compute times x this (> 1) */
     int recompute;                   /* 1: activations recomputed in backward; 0: kept;
                                         UI_RECOMPUTE_AUTO: the native planner tries both
-                                        (other plans keep theirs, else off) */
+                                        (other plans keep theirs, else off); a 3D layout:
+                                        its recompute_kind (none, full, selective) */
+    /* a transformer's 3D layout (ui_state.layout3d; 0 otherwise): ngpus = tp x pp x dp */
+    int tp, pp, dp;                  /* tensor-parallel ranks, pipeline ranks, replicas */
+    int mbs;                         /* sequences per microbatch */
+    int interleave;                  /* virtual stages per pipeline rank */
+    int seqpar;                      /* 1: sequence parallelism */
+    int zero;                        /* 0, or 1: the optimizer state sharded over replicas */
 } ui_whatif;
 
 /* How things are shown; not part of undo. */
@@ -69,6 +76,12 @@ typedef struct ui_state {
     int per_server;                  /* its level-0 count: GPU counts are divisors of it or
                                         multiples of it */
     double device_memory;            /* largest device memory, bytes (memory-limit steps) */
+    int layout3d;                    /* 1: the what-ifs lay out a transformer (tp, pp, dp,
+                                        microbatch size, interleave, recompute kind,
+                                        sequence parallelism, ZeRO keys) */
+    int layers;                      /* its blocks: pp x interleave must divide them */
+    int global_batch;                /* its sequences per iteration: dp x mbs divides it */
+    char note[192];                  /* why the last 3D key could not move ("" = it did) */
     int nrows;                       /* timeline rows: the devices the live plan uses ... */
     int row_device[UI_MAX_GPUS];     /* ... their ids, ascending (0 rows: 0..ngpus-1) */
     int undo_n, redo_n;
@@ -94,11 +107,40 @@ void ui_state_init(ui_state *st, const ui_whatif *initial, int nlevels, int per_
 /* Applies one key; returns UI_DO_* flags (0: the key means nothing here). */
 int ui_state_key(ui_state *st, int key);
 
+/* Switches st to the 3D layout keys of a transformer with `layers` blocks and a global
+ * batch of `global_batch` sequences (st->cur must hold a layout that satisfies
+ * ui_layout3d_ok). */
+void ui_state_set_layout3d(ui_state *st, int layers, int global_batch);
+
+/* Undoes the last what-if key without keeping it for redo: the caller found that its
+ * settings have no plan (a 3D layout that layout3d_build refuses). Returns UI_DO_* flags
+ * for going back (0 when there is nothing to undo). */
+int ui_state_reject(ui_state *st);
+
+/* 1 when w is a 3D layout the keys may reach on st: tp divides a server, pp x interleave
+ * divides the layers, tp x pp x dp = ngpus is a GPU count ui_gpu_step allows, dp x mbs
+ * divides the global batch, and the interleave is within the schedule's chunks. The
+ * remaining checks (heads, memory) are layout3d_build's and the simulator's. */
+int ui_layout3d_ok(const ui_state *st, const ui_whatif *w);
+
+/* The 3D keys (ui/whatif3d.c), applied to st->cur: g G tensor-parallel ranks, d D
+ * pipeline ranks (both keep the GPU count: dp follows), w W + - replicas (the GPU count
+ * follows), n N microbatch size up / down (m M: microbatches up / down, the size the other
+ * way), i I interleave, r recompute none -> selective -> full, a sequence parallelism, o
+ * ZeRO, c C schedule (the interleave follows its chunks). Each steps to the nearest value
+ * that keeps ui_layout3d_ok; where none does, st->note says why and nothing changes.
+ * Returns 1 when the key is one of these, else 0. */
+int ui_whatif3d_key(ui_state *st, int key);
+
 /* The GPU count one step up (dir > 0) or down from n: the next valid count above or below
  * n (valid: divides per_server or is a multiple of it; at most UI_MAX_GPUS), so that
  * beyond one server each step adds or removes one server. Returns n itself when there is
  * no step that way. */
 int ui_gpu_step(int n, int per_server, int dir);
+
+/* 1 when n is a GPU count the keys may reach: 1 to UI_MAX_GPUS, dividing per_server or a
+ * multiple of it. */
+int ui_gpu_count_ok(int n, int per_server);
 
 /* The memory limit one step tighter (dir < 0) or looser from `cur` (0 = off), over steps of
  * 1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192 GiB below device_memory; looser

@@ -2,14 +2,43 @@
 # ui.sh: the dashboard in a real terminal. tmux runs `plumb ui` in a 120x40 pane;
 # send-keys presses what-if keys and capture-pane checks the screen after each; a resize
 # reflows it; s saves a plan; q (and, in a second run, Ctrl-C) quits with status 0 and the
-# terminal's modes (echo, icanon) restored; TERM=vt100 and NO_COLOR run in monochrome.
-# Skips with a note when tmux is not installed.
+# terminal's modes (echo, icanon) restored; TERM=vt100 and NO_COLOR run in monochrome;
+# plumb ui --model lays GPT-3 175B out on 1024 GPUs and its 3D keys re-lay it out.
+# Bad --model options are checked first, without a terminal; the rest skips with a note
+# when tmux is not installed.
 set -u
 P=${PLUMB:-./plumb}
 case $P in /*) ;; *) P=$PWD/$P ;; esac
+GPT3=(--model examples/llm/gpt3-175b.json -c profiles/clusters/dgx-a100-80g.json)
+early=0
+# refused NAME LINE ARGS...: plumb ui ARGS exits 2 with exactly the one line LINE on stderr
+refused() {
+    local name=$1 line=$2 out err rc
+    shift 2
+    out=$("$P" ui "$@" --snapshot 80x24 2>/tmp/plumb-ui-e2e-err.$$); rc=$?
+    err=$(cat /tmp/plumb-ui-e2e-err.$$)
+    rm -f /tmp/plumb-ui-e2e-err.$$
+    if [ $rc != 2 ] || [ -n "$out" ] || [ "$err" != "$line" ]; then
+        echo "FAIL ui: $name: exit $rc, stdout ${#out} bytes, stderr: $err"
+        early=1
+    fi
+}
+refused model-tp 'plumb: ui: --tp: expected at most the 8 devices of one server (got 16)' \
+    "${GPT3[@]}" --tp 16 --pp 8 --dp 8 --global-batch 1536
+refused model-sp 'plumb: ui: --sequence-parallel: expected --tp 2 or more (sequence parallelism splits the tensor-parallel ranks'"'"' sequence) (got --tp 1)' \
+    "${GPT3[@]}" --tp 1 --pp 8 --dp 16 --global-batch 1536 --sequence-parallel
+refused model-batch 'plumb: ui: expected --global-batch B with --model' \
+    "${GPT3[@]}" --tp 8 --pp 8 --dp 16
+refused model-planner 'plumb: ui: --planner: expected no planner with --model (its layouts are laid out as plumb plan --model lays them out)' \
+    "${GPT3[@]}" --tp 8 --pp 8 --dp 16 --global-batch 1536 --planner even
+refused model-alone 'plumb: ui: expected --model FILE with the layout options (--tp, --pp, ...)' \
+    --tp 8
+refused model-file 'plumb: ui: /nonexistent/m.json: cannot open: No such file or directory' \
+    --model /nonexistent/m.json -c profiles/clusters/dgx-a100-80g.json --tp 8 --pp 8 \
+    --global-batch 8
 if ! command -v tmux >/dev/null 2>&1; then
-    echo "ui: SKIP (tmux is not installed)"
-    exit 0
+    [ $early = 0 ] && echo "ui: bad --model options ok; SKIP the rest (tmux is not installed)"
+    exit $early
 fi
 dir=$(mktemp -d /tmp/plumb-ui-e2e.XXXXXX)
 run=0
@@ -20,7 +49,7 @@ cleanup() {
     rm -rf "$dir"
 }
 trap cleanup EXIT
-fail=0
+fail=$early
 bad() { echo "FAIL ui: $*"; fail=1; }
 
 # wait_for PATTERN [SECONDS]: polls the pane until grep -E finds PATTERN. (capture-pane
@@ -141,6 +170,36 @@ T new-session -d -x 100 -y 30 -s ui "'$P' ui /nonexistent/plan.json; echo \$? > 
 wait_for 'error: /nonexistent/plan.json: '
 T send-keys -t ui 'q'
 wait_file "$dir/rc" && [ "$(cat "$dir/rc")" = 0 ] || bad "load error: bad exit"
+
+# 5. plumb ui --model: GPT-3 175B at tp 8 x pp 8 x dp 16 on 1024 A100s; tp down (dp
+# follows), ZeRO-1, sequence parallelism refused at tp 1, save, and plumb sim of the plan
+rm -f "$dir/rc"
+T kill-server >/dev/null 2>&1
+sock=plumb-ui-e2e-$$-4
+T new-session -d -x 120 -y 40 -s ui "'$P' ui ${GPT3[*]} --gpus 1024 --tp 8 --pp 8 --dp 16 \
+    --global-batch 1536 --recompute full -o '$dir'; echo \$? > '$dir/rc'; sleep 5"
+wait_for 'GPUs 1024 = tp 8 x pp 8 x dp 16 +mbs 1 +v 1 +recomp full +sp off +zero 0' 30
+wait_for 'memory per pipeline rank'
+wait_for '   7 7 +896-1023 '
+wait_for 'tokens/s [0-9]+ +MFU [0-9.]+%'
+T send-keys -t ui 'G'
+wait_for 'GPUs 1024 = tp 4 x pp 8 x dp 32' 30
+T send-keys -t ui 'o'
+wait_for 'zero 1' 30
+T send-keys -t ui '?'
+wait_for 'tensor-parallel ranks up / down'
+T send-keys -t ui Escape
+T send-keys -t ui 's'
+wait_for 'saved .*gpt3-175b-1024gpu-1f1b-flush.plan.json' 30
+T send-keys -t ui 'GGGa'
+wait_for 'kept the layout: --sequence-parallel: expected --tp 2 or more' 60
+wait_for 'tp 1 x pp 8 x dp 128 .*sp off'
+T send-keys -t ui 'q'
+wait_file "$dir/rc" 30 && [ "$(cat "$dir/rc")" = 0 ] || bad "--model: bad exit"
+"$P" sim "$dir/gpt3-175b-1024gpu-1f1b-flush.plan.json" --json > "$dir/sim.json" 2>&1 ||
+    bad "--model: plumb sim of the saved plan: $(head -c 300 "$dir/sim.json")"
+grep -q '"tp":	4' "$dir/sim.json" && grep -q '"dp":	32' "$dir/sim.json" &&
+    grep -q '"zero":	1' "$dir/sim.json" || bad "--model: the saved plan is not tp 4 dp 32 zero 1"
 
 [ $fail = 0 ] && echo "ui: ok"
 exit $fail

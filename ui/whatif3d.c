@@ -1,0 +1,133 @@
+/* whatif3d.c: the dashboard's keys for a transformer's 3D layout: tensor-parallel ranks,
+ * pipeline ranks, data-parallel replicas, microbatch size, interleave, recomputation,
+ * sequence parallelism and ZeRO. Each key steps to the nearest value the layout can take
+ * (ui_layout3d_ok) or says why none exists; pure data, like ui/whatif.c. */
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "core/plan.h"
+#include "core/schedule_traits.h"
+#include "ui/whatif.h"
+
+int ui_layout3d_ok(const ui_state *st, const ui_whatif *w)
+{
+    if (w->tp < 1 || w->pp < 1 || w->dp < 1 || w->mbs < 1 || w->interleave < 1) return 0;
+    if (w->tp > st->per_server || st->per_server % w->tp) return 0;
+    long long vs = (long long)w->pp * w->interleave;
+    if (vs > st->layers || st->layers % vs) return 0;
+    long long n = (long long)w->tp * w->pp * w->dp;
+    if (n != w->ngpus || !ui_gpu_count_ok((int)n, st->per_server)) return 0;
+    long long unit = (long long)w->dp * w->mbs;
+    if (unit > st->global_batch || st->global_batch % unit) return 0;
+    const sched_traits *tr = sched_traits_of((sched_kind)w->schedule);
+    return tr && w->interleave >= tr->chunks_min && w->interleave <= tr->chunks_max;
+}
+
+/* The field a stepping key changes, and how the others follow it. */
+enum { F_TP, F_PP, F_DP, F_MBS, F_V };
+
+static void set_field(ui_whatif *w, int field, int v)
+{
+    switch (field) {
+    case F_TP: /* the GPU count stays: dp follows */
+    case F_PP:
+        if (field == F_TP) w->tp = v;
+        else w->pp = v;
+        w->dp = w->ngpus % (w->tp * w->pp) ? 0 : w->ngpus / (w->tp * w->pp);
+        break;
+    case F_DP: /* the GPU count follows */
+        w->dp = v;
+        w->ngpus = w->tp * w->pp * v;
+        break;
+    case F_MBS: w->mbs = v; break;
+    case F_V:
+        w->interleave = v;
+        /* more than one chunk needs a chunked schedule; back to one, the plain one */
+        if (v > 1 && sched_traits_of((sched_kind)w->schedule)->chunks_max == 1)
+            w->schedule = SCHED_INTERLEAVED;
+        if (v == 1 && w->schedule == SCHED_INTERLEAVED) w->schedule = SCHED_1F1B_FLUSH;
+        break;
+    }
+}
+
+static int get_field(const ui_whatif *w, int field)
+{
+    static const size_t off[] = { offsetof(ui_whatif, tp), offsetof(ui_whatif, pp),
+                                  offsetof(ui_whatif, dp), offsetof(ui_whatif, mbs),
+                                  offsetof(ui_whatif, interleave) };
+    return *(const int *)((const char *)w + off[field]);
+}
+
+/* Steps `field` from its value in st->cur towards dir to the nearest value whose layout is
+ * ui_layout3d_ok; on none, st->note says why and st->cur stays. */
+static void step(ui_state *st, int field, int dir)
+{
+    static const char *const name[] = { "tp", "pp", "dp", "microbatch size", "interleave" };
+    int hi = field == F_TP ? st->per_server : field == F_PP || field == F_V ? st->layers
+             : field == F_DP ? UI_MAX_GPUS : st->global_batch;
+    for (int v = get_field(&st->cur, field) + dir; v >= 1 && v <= hi; v += dir) {
+        ui_whatif w = st->cur;
+        set_field(&w, field, v);
+        if (ui_layout3d_ok(st, &w)) {
+            st->cur = w;
+            if (st->cur.straggler >= st->cur.ngpus) st->cur.straggler = -1;
+            return;
+        }
+    }
+    const ui_whatif *w = &st->cur;
+    snprintf(st->note, sizeof st->note, "no %s %s %d: tp must divide a server's %d GPUs, "
+             "pp x interleave the %d layers, tp x pp x dp = GPUs (%s) and dp x microbatch "
+             "size the global batch %d", dir > 0 ? "larger" : "smaller", name[field],
+             get_field(w, field), st->per_server, st->layers,
+             field == F_DP ? "whole servers" : "kept", st->global_batch);
+}
+
+/* The next schedule (dir) whose chunks the layout can take: the interleave follows the
+ * kind (one chunk, or the kind's default when the current one is outside its range). */
+static void next_schedule(ui_state *st, int dir)
+{
+    for (int k = 1; k < SCHED_NKINDS; k++) {
+        ui_whatif w = st->cur;
+        w.schedule = (st->cur.schedule + dir * k + SCHED_NKINDS * k) % SCHED_NKINDS;
+        const sched_traits *tr = sched_traits_of((sched_kind)w.schedule);
+        if (tr->chunks_max == 1) w.interleave = 1;
+        else if (w.interleave < tr->chunks_min || w.interleave > tr->chunks_max ||
+                 (w.interleave == 1 && w.schedule == SCHED_INTERLEAVED))
+            w.interleave = tr->chunks_default;
+        if (ui_layout3d_ok(st, &w)) {
+            st->cur = w;
+            return;
+        }
+    }
+    snprintf(st->note, sizeof st->note, "no other schedule: pp x its chunks must divide the "
+             "%d layers", st->layers);
+}
+
+int ui_whatif3d_key(ui_state *st, int key)
+{
+    ui_whatif *w = &st->cur;
+    switch (key) {
+    case 'g': step(st, F_TP, +1); break;
+    case 'G': step(st, F_TP, -1); break;
+    case 'd': step(st, F_PP, +1); break;
+    case 'D': step(st, F_PP, -1); break;
+    case 'w': case '+': case '=': step(st, F_DP, +1); break;
+    case 'W': case '-': case '_': step(st, F_DP, -1); break;
+    case 'n': case 'M': step(st, F_MBS, +1); break; /* fewer microbatches: larger ones */
+    case 'N': case 'm': step(st, F_MBS, -1); break;
+    case 'i': step(st, F_V, +1); break;
+    case 'I': step(st, F_V, -1); break;
+    case 'c': next_schedule(st, +1); break;
+    case 'C': next_schedule(st, -1); break;
+    case 'r': /* none -> selective -> full -> none */
+        w->recompute = w->recompute == RECOMPUTE_NONE ? RECOMPUTE_SELECTIVE
+                       : w->recompute == RECOMPUTE_SELECTIVE ? RECOMPUTE_FULL
+                                                              : RECOMPUTE_NONE;
+        break;
+    case 'a': w->seqpar = !w->seqpar; break;
+    case 'o': w->zero = !w->zero; break;
+    default: return 0;
+    }
+    return 1;
+}
