@@ -15,6 +15,7 @@
 #include "core/schedule_traits.h"
 #include "core/units.h"
 #include "planner/layout3d.h"
+#include "planner/llm_profile.h"
 #include "sim/sim.h"
 
 int cmd_plan_layout(int argc, char **argv);
@@ -24,7 +25,8 @@ static const char *const usage_text =
     "                  [--gpus N] [--microbatch-size b] [--interleave V]\n"
     "                  [--recompute none|selective|full] [--checkpoint-layers K]\n"
     "                  [--sequence-parallel] [--zero 0|1] [--precision bf16|fp16|fp32]\n"
-    "                  [--schedule KIND] [--seq-len S] [--json] [-o PLAN.json]\n"
+    "                  [--schedule KIND] [--seq-len S] [--attention standard|flash]\n"
+    "                  [--json] [-o PLAN.json]\n"
     "\n"
     "Lays a transformer out as Megatron-LM does and simulates it: the blocks split evenly\n"
     "over pp x V virtual stages (the embedding with the first, the head with the last),\n"
@@ -51,6 +53,9 @@ static const char *const usage_text =
     "  --schedule KIND         1f1b-flush (default; interleaved with V > 1), gpipe, zb-h1,\n"
     "                          pipedream, 2bw, interleaved, zb-v, dualpipev\n"
     "  --seq-len S             tokens per sequence (default: max_position_embeddings)\n"
+    "  --attention KIND        standard (default: softmax and dropout kernels keep the s x s\n"
+    "                          probabilities) or flash (fused: keeps its output and softmax\n"
+    "                          statistics, recomputes the scores in its backward)\n"
     "  --json                  print the simulator's report (plumb-sim-report/1)\n"
     "  -o, --output FILE       write the plan (plumb-plan/1), atomically\n"
     "  -h, --help              this text\n"
@@ -58,7 +63,7 @@ static const char *const usage_text =
     "line; nothing written).\n";
 
 enum { O_MODEL = 1200, O_GPUS, O_TP, O_PP, O_DP, O_GB, O_MBS, O_V, O_RC, O_CKPT, O_SP, O_ZERO,
-       O_PREC, O_SCHED, O_SEQ, O_JSON };
+       O_PREC, O_SCHED, O_SEQ, O_JSON, O_ATTN };
 
 /* Parses the options into o; 1 after --help, 2 after one line, else 0. */
 static int parse(int argc, char **argv, layout3d_options *o, const char **model,
@@ -75,6 +80,7 @@ static int parse(int argc, char **argv, layout3d_options *o, const char **model,
         {"sequence-parallel", no_argument, 0, O_SP}, {"zero", required_argument, 0, O_ZERO},
         {"precision", required_argument, 0, O_PREC}, {"schedule", required_argument, 0, O_SCHED},
         {"seq-len", required_argument, 0, O_SEQ}, {"json", no_argument, 0, O_JSON},
+        {"attention", required_argument, 0, O_ATTN},
         {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
     const char *cmd = "plan";
     int c, v, seq;
@@ -135,6 +141,14 @@ static int parse(int argc, char **argv, layout3d_options *o, const char **model,
             }
             o->schedule = v;
             break;
+        case O_ATTN: {
+            llm_attention a;
+            if (llm_attention_parse(optarg, &a))
+                return cli_fail(cmd, "--attention: expected standard or flash (got \"%s\")",
+                                optarg);
+            o->attention = a;
+            break;
+        }
         case 'h': fputs(usage_text, stdout); return 1;
         default: return 2;
         }
