@@ -239,13 +239,22 @@ typedef struct gpt_case {
 /* GPT-3 175B at tp 8, microbatch 1, 2048 tokens, on PP stages of 12 blocks (the first
  * also the embedding, the last the head), 1F1B with 16 microbatches. sp: the sequence-
  * parallel profile fields, set as Korthikanti's Table 2 counts them. */
+/* Loads the transformer `model` and the A100 cluster file, or fails the test. */
+static void load_model(const char *model, transformer **t, cluster **c)
+{
+    plumb_err e = {{0}};
+    *t = transformer_load(model, &e);
+    cr_assert_not_null(*t, "%s", e.msg);
+    *c = cluster_load(A100, &e);
+    cr_assert_not_null(*c, "%s", e.msg);
+}
+
 static gpt_case gpt_plan(int sp)
 {
     plumb_err e = {{0}};
-    transformer *t = transformer_load(GPT3, &e);
-    cr_assert_not_null(t, "%s", e.msg);
-    cluster *c = cluster_load(A100, &e);
-    cr_assert_not_null(c, "%s", e.msg);
+    transformer *t;
+    cluster *c;
+    load_model(GPT3, &t, &c);
     llm_options o;
     llm_options_init(&o);
     o.tp = T;
@@ -495,10 +504,9 @@ Test(sim_3d, receive_holds_the_received_tensor)
 static plan *layout_plan(const char *model, int pp, int v, int rc, int flash)
 {
     plumb_err e = {{0}};
-    transformer *t = transformer_load(model, &e);
-    cr_assert_not_null(t, "%s", e.msg);
-    cluster *c = cluster_load(A100, &e);
-    cr_assert_not_null(c, "%s", e.msg);
+    transformer *t;
+    cluster *c;
+    load_model(model, &t, &c);
     layout3d_options o;
     layout3d_options_init(&o);
     o.gpus = 8;
