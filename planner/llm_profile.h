@@ -48,7 +48,9 @@ void llm_options_init(llm_options *o);
  * tensor-parallel collectives (Megatron-LM's layout: a block 2 forward and 2 backward of
  * B S h element bytes, the embedding 1 forward, the head 1 backward), and each block its
  * selective recomputation (the attention core's forward time, and the bytes kept without
- * the core's tensors). Returns a new profile (profile_free), or NULL with err set to one
+ * the core's tensors; 0 and all of them with fused attention, which keeps no s x s
+ * tensor). The head's scratch (workspace_bytes) is one logits tensor in the precision; with
+ * tied embeddings its vocabulary matrix is tied to layer 0's (profile_layer.tied_*). Returns a new profile (profile_free), or NULL with err set to one
  * line: a tp that does not divide the heads, key and value heads or MLP width ("--tp"),
  * sequence parallelism at tp 1 ("--sequence-parallel"), a sequence longer than learned
  * positions allow ("--seq-len"), a cluster with several device types ("servers") or without
