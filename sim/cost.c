@@ -26,8 +26,10 @@
  *  - memory: stashed bytes per in-flight microbatch (stage input + every layer's output, or
  *    the stage input alone with recompute, plus the recomputed outputs while backward runs;
  *    with checkpoint_layers k the inputs of every k-th layer too, and one group's outputs;
- *    selective: selective_saved_bytes for saved_bytes); weights, gradients and optimizer
- *    state per precision and ZeRO (sim_memory_state). */
+ *    selective: selective_saved_bytes for saved_bytes; for 3D plans less the stage's output
+ *    once sent, which a Megatron-LM-style runtime frees); weights, gradients and optimizer
+ *    state per precision and ZeRO (sim_memory_state), parameters tied to another layer of
+ *    the same stage counted once. */
 #include "sim/cost.h"
 #include "sim/memory.h"
 
