@@ -16,6 +16,7 @@
 #include "core/units.h"
 #include "planner/balance3d.h"
 #include "planner/layout3d.h"
+#include "planner/llm_profile.h"
 #include "sim/sim.h"
 
 int cmd_plan_layout(int argc, char **argv);
@@ -25,8 +26,8 @@ static const char *const usage_text =
     "                  [--gpus N] [--microbatch-size b] [--interleave V]\n"
     "                  [--recompute none|selective|full] [--checkpoint-layers K]\n"
     "                  [--sequence-parallel] [--zero 0|1] [--precision bf16|fp16|fp32]\n"
-    "                  [--schedule KIND] [--seq-len S] [--balance] [--json]\n"
-    "                  [-o PLAN.json]\n"
+    "                  [--schedule KIND] [--seq-len S] [--attention standard|flash]\n"
+    "                  [--balance] [--json] [-o PLAN.json]\n"
     "\n"
     "Lays a transformer out as Megatron-LM does and simulates it: the blocks split evenly\n"
     "over pp x V virtual stages (the embedding with the first, the head with the last),\n"
@@ -55,6 +56,9 @@ static const char *const usage_text =
     "  --seq-len S             tokens per sequence (default: max_position_embeddings)\n"
     "  --balance               move whole blocks off the stages that carry the embedding\n"
     "                          and the head where that runs faster, and print the gain\n"
+    "  --attention KIND        standard (default: softmax and dropout kernels keep the s x s\n"
+    "                          probabilities) or flash (fused: keeps its output and softmax\n"
+    "                          statistics, recomputes the scores in its backward)\n"
     "  --json                  print the simulator's report (plumb-sim-report/1)\n"
     "  -o, --output FILE       write the plan (plumb-plan/1), atomically\n"
     "  -h, --help              this text\n"
@@ -62,7 +66,7 @@ static const char *const usage_text =
     "line; nothing written).\n";
 
 enum { O_MODEL = 1200, O_GPUS, O_TP, O_PP, O_DP, O_GB, O_MBS, O_V, O_RC, O_CKPT, O_SP, O_ZERO,
-       O_PREC, O_SCHED, O_SEQ, O_JSON, O_BALANCE };
+       O_PREC, O_SCHED, O_SEQ, O_JSON, O_BALANCE, O_ATTN };
 
 /* Parses the options into o; 1 after --help, 2 after one line, else 0. */
 static int parse(int argc, char **argv, layout3d_options *o, const char **model,
@@ -80,6 +84,7 @@ static int parse(int argc, char **argv, layout3d_options *o, const char **model,
         {"precision", required_argument, 0, O_PREC}, {"schedule", required_argument, 0, O_SCHED},
         {"seq-len", required_argument, 0, O_SEQ}, {"json", no_argument, 0, O_JSON},
         {"balance", no_argument, 0, O_BALANCE},
+        {"attention", required_argument, 0, O_ATTN},
         {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
     const char *cmd = "plan";
     int c, v, seq;
@@ -141,6 +146,14 @@ static int parse(int argc, char **argv, layout3d_options *o, const char **model,
             }
             o->schedule = v;
             break;
+        case O_ATTN: {
+            llm_attention a;
+            if (llm_attention_parse(optarg, &a))
+                return cli_fail(cmd, "--attention: expected standard or flash (got \"%s\")",
+                                optarg);
+            o->attention = a;
+            break;
+        }
         case 'h': fputs(usage_text, stdout); return 1;
         default: return 2;
         }

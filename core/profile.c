@@ -39,6 +39,7 @@ profile *profile_alloc(int n, int m)
         p->layers[i].flops = -1;
         p->layers[i].selective_recompute_ms = -1;
         p->layers[i].selective_saved_bytes = -1;
+        p->layers[i].tied_layer = -1;
     }
     return p;
 }
@@ -143,7 +144,9 @@ int profile_equal(const profile *a, const profile *b)
             x->tp_forward_collectives != y->tp_forward_collectives ||
             x->tp_backward_collectives != y->tp_backward_collectives ||
             x->selective_recompute_ms != y->selective_recompute_ms ||
-            x->selective_saved_bytes != y->selective_saved_bytes)
+            x->selective_saved_bytes != y->selective_saved_bytes ||
+            x->tied_bytes != y->tied_bytes ||
+            (x->tied_bytes > 0 && x->tied_layer != y->tied_layer))
             return 0;
         if (stage_of(a, i) != stage_of(b, i)) return 0;
     }
@@ -257,6 +260,29 @@ static int check_layer_num(const char *file, plumb_err *err, int i, const char *
     if (!optional && v < 0) return err_set(err, file, path, "expected a number >= 0 (got %.17g)", v);
     if (v > hi)
         return err_set(err, file, path, "expected a number from 0 to %g (got %.10g)", hi, v);
+    return 0;
+}
+
+/* Checks layer i's tied parameters: none (tied_bytes 0), or another layer's index and at
+ * most the parameter bytes of both layers. */
+static int check_tied(const profile *p, int i, const char *file, plumb_err *err)
+{
+    const profile_layer *l = &p->layers[i];
+    char path[96];
+    snprintf(path, sizeof path, "layers[%d].tied.bytes", i);
+    if (!(isfinite(l->tied_bytes) && l->tied_bytes >= 0))
+        return err_set(err, file, path, "expected a number >= 0 (got %.17g)", l->tied_bytes);
+    if (l->tied_bytes == 0) return 0;
+    if (l->tied_layer < 0 || l->tied_layer >= p->nlayers || l->tied_layer == i) {
+        snprintf(path, sizeof path, "layers[%d].tied.layer", i);
+        return err_set(err, file, path, "expected the index of another layer, 0 to %d (got %d)",
+                       p->nlayers - 1, l->tied_layer);
+    }
+    double most = l->parameter_bytes < p->layers[l->tied_layer].parameter_bytes
+                      ? l->parameter_bytes : p->layers[l->tied_layer].parameter_bytes;
+    if (l->tied_bytes > most)
+        return err_set(err, file, path, "expected at most the parameter bytes of layers %d and "
+                       "%d, %.17g (got %.17g)", i, l->tied_layer, most, l->tied_bytes);
     return 0;
 }
 
@@ -478,6 +504,7 @@ int profile_validate(const profile *p, const char *file, plumb_err *err)
             return err_set(err, file, path, "expected at most saved_bytes = %.17g (got %.17g)",
                            l->saved_bytes, l->selective_saved_bytes);
         }
+        if (check_tied(p, i, file, err)) return -1;
         int hi = l->backward_input_ms >= 0, hw = l->backward_weight_ms >= 0;
         if (hi != hw) {
             snprintf(path, sizeof path, "layers[%d].%s", i,
@@ -504,6 +531,28 @@ int profile_validate(const profile *p, const char *file, plumb_err *err)
 
 /* ---- JSON reading ------------------------------------------------------------------- */
 
+/* Reads layer lp's optional "tied": {"layer": L, "bytes": B} into l (range checks are
+ * check_tied's, after every layer is read). */
+static int tied_from_json(const jctx *c, const cJSON *item, const char *lp, int n,
+                          profile_layer *l)
+{
+    static const char *const keys[] = {"layer", "bytes", NULL};
+    const cJSON *t = cJSON_GetObjectItemCaseSensitive(item, "tied");
+    char tp[96], got[96];
+    if (!t) return 0;
+    json_path(tp, sizeof tp, lp, "tied");
+    if (!cJSON_IsObject(t))
+        return err_set(c->err, c->file, tp, "expected an object {\"layer\": L, \"bytes\": B} "
+                       "(got %s)", json_describe(t, got, sizeof got));
+    long long layer = -1;
+    if (json_check_keys(c, t, tp, keys) ||
+        json_get_int(c, t, tp, "layer", 1, 0, n > 0 ? n - 1 : 0, &layer) ||
+        json_get_num(c, t, tp, "bytes", 1, J_NONNEG, &l->tied_bytes))
+        return -1;
+    l->tied_layer = (int)layer;
+    return 0;
+}
+
 static const char *const ROOT_KEYS[] = {"format", "name", "device", "source", "minibatch",
                                         "input_bytes", "input_gather_ms",
                                         "sgd_step_ns_per_byte", "momentum_step_ns_per_byte",
@@ -517,7 +566,7 @@ static const char *const LAYER_KEYS[] = {"name", "kind", "desc", "forward_ms", "
                                          "grad_buffer_bytes", "workspace_bytes", "stage_id",
                                          "tp_collective_bytes", "tp_forward_collectives",
                                          "tp_backward_collectives", "selective_recompute_ms",
-                                         "selective_saved_bytes", NULL};
+                                         "selective_saved_bytes", "tied", NULL};
 
 
 static int dup_into(const jctx *c, char **dst, const char *s)
@@ -575,6 +624,7 @@ static int layer_from_json(const jctx *c, const cJSON *item, int i, profile *p)
     nc = 0;
     if (json_get_int(c, item, lp, "tp_backward_collectives", 0, 0, 64, &nc)) return -1;
     l->tp_backward_collectives = (int)nc;
+    if (tied_from_json(c, item, lp, p->nlayers, l)) return -1;
     long long sid = -1;
     if (json_get_int(c, item, lp, "stage_id", 0, 0, INT_MAX, &sid)) return -1;
     if (sid >= 0) {
@@ -733,6 +783,12 @@ cJSON *profile_to_json(const profile *p)
             (l->selective_saved_bytes >= 0 &&
              !json_add_num(o, "selective_saved_bytes", l->selective_saved_bytes)))
             goto fail;
+        if (l->tied_bytes > 0) {
+            cJSON *t = cJSON_AddObjectToObject(o, "tied");
+            if (!t || !json_add_num(t, "layer", l->tied_layer) ||
+                !json_add_num(t, "bytes", l->tied_bytes))
+                goto fail;
+        }
         if (stage_of(p, i) >= 0 && !json_add_num(o, "stage_id", stage_of(p, i))) goto fail;
     }
     if (p->nedges > 0) {

@@ -44,6 +44,13 @@ typedef struct profile_layer {
                                       backward */
     double selective_saved_bytes;  /* saved_bytes when those parts are recomputed, <=
                                       saved_bytes */
+    /* Tied parameters (file field "tied": {"layer": L, "bytes": B}): B of this layer's
+     * parameter bytes are the same tensor as part of layer L's (a language model's head
+     * sharing the token embedding's matrix). A device that holds both layers in one stage
+     * holds, updates and reduces that tensor once; on different devices each keeps its
+     * copy. tied_bytes 0: none (tied_layer is then -1). */
+    int tied_layer;
+    double tied_bytes;
 } profile_layer;
 
 typedef struct profile_edge {
@@ -80,7 +87,7 @@ typedef struct profile {
 
 /* Allocates a profile with n layers and m edges, everything zero except tp (1) and the
  * optional numbers (backward_input_ms, backward_weight_ms, flops, selective_recompute_ms,
- * selective_saved_bytes), which are -1 (absent); strings
+ * selective_saved_bytes, tied_layer), which are -1 (absent); strings
  * are NULL for the caller to fill with malloc'd text (profile_free frees them).
  * NULL when out of memory or n < 0 or m < 0. */
 profile *profile_alloc(int n, int m);

@@ -32,11 +32,14 @@ typedef struct layout3d_options {
     int balance;           /* 1: the caller balances the stages after building
                               (layout3d_balance, planner/balance3d.h); layout3d_build
                               itself always makes the even split */
+    int attention;         /* llm_attention of the blocks (planner/llm_profile.h): standard
+                              (0, the default) or flash */
 } layout3d_options;
 
 /* Nothing given (tp, pp, dp, gpus 0), global batch and microbatch size 0 (the caller must
  * set them), interleave 0, no recomputation, default checkpoints, no sequence parallelism,
- * zero 0, bf16, the default schedule, the model's sequence length, no balancing. */
+ * zero 0, bf16, the default schedule, the model's sequence length, standard attention, no
+ * balancing. */
 void layout3d_options_init(layout3d_options *o);
 
 /* The resolved dimensions of a layout (layout3d_resolve). */
@@ -58,7 +61,7 @@ int layout3d_group_device(int p, int r, int tp, int dp);
 
 /* Builds the plan of model t under o on the first gpus devices of cluster c: the profile
  * from llm_profile_build (tp, sequence parallelism, microbatch size, precision, sequence
- * length of o), the stages, devices, microbatches, recomputation, ZeRO, precision and the
+ * length, attention of o), the stages, devices, microbatches, recomputation, ZeRO, precision and the
  * adam optimizer. The plan embeds the cut cluster and owns copies of everything. Returns a
  * new plan (plan_free), or NULL with err set to one line: what layout3d_resolve refuses,
  * what llm_profile_build refuses (a tp that does not divide the heads, key/value heads or

@@ -18,6 +18,20 @@ void llm_options_init(llm_options *o)
     o->seq = 0;
     o->precision = DEV_BF16;
     o->sequence_parallel = 0;
+    o->attention = LLM_ATTN_STANDARD;
+}
+
+const char *llm_attention_name(llm_attention a)
+{
+    return a == LLM_ATTN_FLASH ? "flash" : "standard";
+}
+
+int llm_attention_parse(const char *s, llm_attention *out)
+{
+    if (s && !strcmp(s, "standard")) *out = LLM_ATTN_STANDARD;
+    else if (s && !strcmp(s, "flash")) *out = LLM_ATTN_FLASH;
+    else return -1;
+    return 0;
 }
 
 /* The shapes of one rank's share of the model. */
@@ -31,6 +45,7 @@ typedef struct shape {
     double ft, vt;       /* MLP width and vocabulary rows per rank */
     double sp;           /* what the tensors outside the tensor-parallel regions are divided
                             by: tp with sequence parallelism, else 1 */
+    int flash;           /* 1: the attention core is one fused kernel (LLM_ATTN_FLASH) */
 } shape;
 
 /* One layer's figures per microbatch on one rank: FLOPs (forward multiplies) and seconds. */
@@ -49,7 +64,10 @@ static void add_linear(const shape *c, cost *k, double kin, double nout)
 }
 
 /* The attention core per head: scores S = Q K^T (s x s, inner d) and O = P V (s x d, inner s)
- * forward; dP = dO V^T, dV = P^T dO, dQ = dS K, dK = dS^T Q backward (all input gradient). */
+ * forward; dP = dO V^T, dV = P^T dO, dQ = dS K, dK = dS^T Q backward (all input gradient).
+ * Fused (flash) attention keeps no P, so its backward first computes S = Q K^T again (and P
+ * from it and the kept softmax statistics, on chip): one more scores multiply. The model's
+ * FLOPs stay the forward's (the usual MFU definition leaves recomputation out). */
 static void add_attention(const shape *c, cost *k)
 {
     double batch = c->b * c->at, s = c->s, d = c->d;
@@ -57,7 +75,7 @@ static void add_attention(const shape *c, cost *k)
     double values = device_gemm_s(c->dev, c->p, batch, s, d, s, 1);
     k->flops += 2 * (2 * batch * s * s * d);
     k->fwd_s += scores + values;
-    k->bwd_in_s += scores + 3 * values;
+    k->bwd_in_s += (c->flash ? 2 : 1) * scores + 3 * values;
 }
 
 /* Streaming kernels: `bytes` moved by `kernels` launches forward; the backward moves twice
@@ -79,34 +97,59 @@ static void block_cost(const shape *c, cost *k)
     add_linear(c, k, h, (t->gated_mlp ? 2 : 1) * ft);
     add_linear(c, k, ft, h);
     /* two norms (read, write), two residual adds (two reads, one write), the softmax (read,
-     * write), the activation (gated: two reads, one write), dropout masks of one byte */
-    double bytes = 2 * 2 * M * h * e + 2 * 3 * M * h * e + 2 * probs * e +
-                   (t->gated_mlp ? 3 : 2) * M * ft * e;
-    int kernels = 6;
-    if (t->dropout) bytes += probs * (1 + e) + 2 * M * h;
+     * write), the activation (gated: two reads, one write), dropout masks of one byte. Fused
+     * attention does its softmax and dropout on chip: no s x s bytes and no softmax kernel,
+     * but its backward reads the output and its gradient once more (D = rowsum(dO o O),
+     * FlashAttention's preprocessing kernel). */
+    double bytes = 2 * 2 * M * h * e + 2 * 3 * M * h * e + (t->gated_mlp ? 3 : 2) * M * ft * e;
+    int kernels = 5;
+    if (!c->flash) {
+        bytes += 2 * probs * e;
+        kernels++;
+    }
+    if (t->dropout) bytes += (c->flash ? 0 : probs * (1 + e)) + 2 * M * h;
     if (!t->learned_positions) { /* rotary embedding of the queries and keys */
         bytes += 2 * M * (c->at + c->kvt) * c->d * e;
         kernels++;
     }
     add_stream(c, k, bytes, kernels);
+    if (c->flash) k->bwd_in_s += device_stream_s(c->dev, 2 * M * c->at * c->d * e, 1);
 }
 
 /* The attention core (Korthikanti et al. 2022's selective recomputation): the scores and
- * values multiplies, the softmax and the attention dropout. Its forward time, s. */
+ * values multiplies, the softmax and the attention dropout. Its forward time, s; 0 with
+ * fused attention, which keeps nothing selective recomputation would drop. */
 static double core_forward_s(const shape *c)
 {
+    if (c->flash) return 0;
     double batch = c->b * c->at, s = c->s, d = c->d, probs = batch * s * s;
     double bytes = 2 * probs * c->e + (c->t->dropout ? probs * (1 + c->e) : 0);
     return device_gemm_s(c->dev, c->p, batch, s, s, d, 1) +
            device_gemm_s(c->dev, c->p, batch, s, d, s, 1) + device_stream_s(c->dev, bytes, 1);
 }
 
-/* Bytes the attention core keeps for its backward: the softmax output and, with dropout,
- * its mask and output (the 5 a s / (h t) term of s b h for GPT). */
+/* Bytes the attention core keeps for its backward beyond its inputs (the queries, keys and
+ * values) that selective recomputation drops: the softmax output and, with dropout, its mask
+ * and output (the 5 a s / (h t) term of s b h for GPT). 0 with fused attention, which keeps
+ * none of them (flash_saved). */
 static double core_saved(const shape *c)
 {
+    if (c->flash) return 0;
     double probs = c->b * c->at * c->s * c->s;
     return probs * c->e + (c->t->dropout ? probs * (1 + c->e) : 0);
+}
+
+/* Bytes fused attention keeps for its backward beyond its inputs and its output: the
+ * softmax statistics (the log-sum-exp of each row of scores, fp32: a s b / t values). Its
+ * output is the output projection's input, already counted: one tensor where the kernel
+ * writes the model's s b (a d) layout (Transformer Engine's fused attention, which
+ * Megatron-LM's transformer layer calls). Megatron-LM's older FlashAttention path kept a
+ * second, rearranged copy (b s a d for the kernel, a contiguous s b (a d) copy for the
+ * projection; megatron/model/transformer.py, 2023): s b h / t more per block, which plumb
+ * does not count (docs/llm.md, "Memory against published measurements"). */
+static double flash_saved(const shape *c)
+{
+    return c->flash ? c->b * c->at * c->s * 4 : 0;
 }
 
 /* Bytes a block keeps for its backward beyond its input (the previous layer's output), per
@@ -116,15 +159,21 @@ static double core_saved(const shape *c)
  * tensor-parallel regions (the norms' inputs and outputs, the residual masks) are one
  * rank's share of the sequence with sequence parallelism (c->sp). For GPT (e = 2, f = 4h,
  * kv = a, dropout) input + this = s b h (10 + 24/t + 5 a s / (h t)), and with sequence
- * parallelism s b h / t (34 + 5 a s / h). */
+ * parallelism s b h / t (34 + 5 a s / h); with fused attention s b h (10 + 24/t) + 4 a s b / t
+ * (flash_saved's statistics for core_saved's probabilities). */
 static double block_saved(const shape *c)
 {
     const transformer *t = c->t;
     double M = c->M, e = c->e, d = c->d;
     double repl = 3 * M * c->h * e;                          /* LN1 out, LN2 in, LN2 out */
     double attn = M * (c->at + c->kvt) * d * e + M * c->kvt * d * e + M * c->at * d * e +
-                  core_saved(c);
-    double mlp = (t->gated_mlp ? 3 : 2) * M * c->ft * e;
+                  core_saved(c) + flash_saved(c);
+    /* the MLP: act(x W1) keeps W1's output (the activation's input) and the activation's
+     * output (W2's input); the gated act(a) * b as two kernels (Megatron-LM's swiglu,
+     * F.silu(a) * b) keeps the first projection's 2f-wide output (a and b are views of it:
+     * the SiLU's input and the product's right operand), the SiLU's output (the product's
+     * left operand) and the product (W2's input): 4 f-wide tensors */
+    double mlp = (t->gated_mlp ? 4 : 2) * M * c->ft * e;
     if (t->dropout) repl += 2 * M * c->h;                    /* the two residual masks */
     return repl / c->sp + attn + mlp;
 }
@@ -225,16 +274,18 @@ profile *llm_profile_build(const transformer *t, const cluster *c, const char *c
     shape sh = {t, dev, o->precision, o->microbatch, (double)seq, (double)o->microbatch * seq,
                 dev_precision_bytes(o->precision), (double)t->hidden,
                 (double)transformer_head_dim(t), t->heads / tp, t->kv_heads / tp, t->ffn / tp,
-                ceil((double)t->vocab / tp), o->sequence_parallel ? tp : 1};
+                ceil((double)t->vocab / tp), o->sequence_parallel ? tp : 1,
+                o->attention == LLM_ATTN_FLASH};
     double M = sh.M, h = sh.h, e = sh.e, speed = dev->speed, sp = sh.sp;
     double norm = t->norm == TF_LAYERNORM ? 2 * h : h;
     profile *pr = profile_alloc((int)t->layers + 2, 0);
     if (!pr) return err_set(err, NULL, NULL, "out of memory"), NULL;
     char src[512], name[32];
     snprintf(src, sizeof src, "plumb analytic profile (docs/llm.md): %s on %s from %s, tp %d%s, "
-             "microbatch %d x %lld tokens, %s; times x speed %g", t->name, dev->name,
-             cluster_file, o->tp, o->sequence_parallel ? " sequence-parallel" : "",
-             o->microbatch, seq, dev_precision_name(o->precision), speed);
+             "microbatch %d x %lld tokens, %s, %s attention; times x speed %g", t->name,
+             dev->name, cluster_file, o->tp, o->sequence_parallel ? " sequence-parallel" : "",
+             o->microbatch, seq, dev_precision_name(o->precision),
+             llm_attention_name(o->attention), speed);
     pr->minibatch = o->microbatch;
     pr->tp = o->tp;
     pr->sequence_parallel = o->sequence_parallel ? 1 : 0;
@@ -263,7 +314,13 @@ profile *llm_profile_build(const transformer *t, const cluster *c, const char *c
         pr->layers[l + 1].selective_recompute_ms = core_ms;
         pr->layers[l + 1].selective_saved_bytes = saved - core_saved(&sh);
     }
-    /* LM head: final norm, logits (vocabulary split over ranks), cross-entropy in fp32 */
+    /* LM head: final norm, logits (vocabulary split over ranks), cross-entropy in fp32. It
+     * keeps the final norm's output and the fp32 probabilities (which its backward turns into
+     * the logits' gradient in place, as Megatron-LM's vocab-parallel cross-entropy does).
+     * While it runs it needs one more logits-sized tensor in the model's precision: the
+     * logits themselves beside their fp32 copy in the forward, the gradient cast back to the
+     * precision beside the fp32 one in the backward (.float()'s backward): the layer's
+     * scratch, e bytes per logit. With tied embeddings its vocabulary matrix is layer 0's. */
     cost head = {0};
     add_linear(&sh, &head, h, sh.vt);
     double ce = M * sh.vt * (e + 4);
@@ -272,6 +329,11 @@ profile *llm_profile_build(const transformer *t, const cluster *c, const char *c
     if (set_layer(pr, (int)t->layers + 1, "head", "LMHead", &head, speed, M * 4,
                   (sh.vt * h + norm) * e, M * h * e / sp + M * sh.vt * 4, M * sh.vt * e))
         goto oom;
+    pr->layers[t->layers + 1].workspace_bytes = M * sh.vt * e;
+    if (t->tied_embeddings) {
+        pr->layers[t->layers + 1].tied_layer = 0;
+        pr->layers[t->layers + 1].tied_bytes = sh.vt * h * e;
+    }
     set_collectives(pr, (int)t->layers + 1, M * h * e, 0, 1);
     if (profile_validate(pr, "(analytic profile)", err)) {
         profile_free(pr);

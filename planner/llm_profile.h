@@ -10,6 +10,21 @@
 #include "core/profile.h"
 #include "core/transformer.h"
 
+/* How a block computes its attention core. */
+typedef enum llm_attention {
+    LLM_ATTN_STANDARD, /* scores, softmax and dropout as separate kernels: the s x s
+                          probabilities (and dropout mask and output) are written and kept */
+    LLM_ATTN_FLASH,    /* one fused kernel (FlashAttention): the s x s scores stay on chip;
+                          it keeps its output and the softmax statistics (fp32, one per row)
+                          and its backward recomputes the scores and probabilities */
+} llm_attention;
+
+/* "standard" or "flash". */
+const char *llm_attention_name(llm_attention a);
+
+/* Parses "standard" or "flash" into *out; 0, or -1 for anything else. */
+int llm_attention_parse(const char *s, llm_attention *out);
+
 typedef struct llm_options {
     int tp;                  /* tensor-parallel ranks the heads, MLP and vocabulary split over */
     int microbatch;          /* sequences per profiled minibatch (the microbatch size), > 0 */
@@ -18,9 +33,11 @@ typedef struct llm_options {
     int sequence_parallel;   /* 1: sequence parallelism (needs tp > 1): the activations
                                 outside the tensor-parallel regions are split over the
                                 sequence, so each rank keeps 1/tp of them */
+    llm_attention attention; /* the attention core's kernels */
 } llm_options;
 
-/* tp 1, microbatch 1, the model's sequence length, bf16, no sequence parallelism. */
+/* tp 1, microbatch 1, the model's sequence length, bf16, no sequence parallelism, standard
+ * attention. */
 void llm_options_init(llm_options *o);
 
 /* Builds the profile of model t under o on the device type of the cluster c (whose file is
@@ -31,7 +48,9 @@ void llm_options_init(llm_options *o);
  * tensor-parallel collectives (Megatron-LM's layout: a block 2 forward and 2 backward of
  * B S h element bytes, the embedding 1 forward, the head 1 backward), and each block its
  * selective recomputation (the attention core's forward time, and the bytes kept without
- * the core's tensors). Returns a new profile (profile_free), or NULL with err set to one
+ * the core's tensors; 0 and all of them with fused attention, which keeps no s x s
+ * tensor). The head's scratch (workspace_bytes) is one logits tensor in the precision; with
+ * tied embeddings its vocabulary matrix is tied to layer 0's (profile_layer.tied_*). Returns a new profile (profile_free), or NULL with err set to one
  * line: a tp that does not divide the heads, key and value heads or MLP width ("--tp"),
  * sequence parallelism at tp 1 ("--sequence-parallel"), a sequence longer than learned
  * positions allow ("--seq-len"), a cluster with several device types ("servers") or without

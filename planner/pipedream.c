@@ -377,6 +377,8 @@ plan *planner_pipedream_plan(const profile *p, const cluster *c, const pd_result
     }
     if (p->stage_ids && q->stage_ids)
         for (int i = 0; i < p->nlayers; i++) q->stage_ids[i] = p->stage_ids[order[i]];
+    for (int i = 0; i < p->nlayers; i++) /* tied parameters follow their layer */
+        if (q->layers[i].tied_bytes > 0) q->layers[i].tied_layer = pos[q->layers[i].tied_layer];
     pl = plan_new(q, c, res->nstages);
     if (!pl) goto oom;
     /* PipeDream's 1F1B with weight stashing, one profiled minibatch per microbatch */

@@ -26,8 +26,10 @@
  *  - memory: stashed bytes per in-flight microbatch (stage input + every layer's output, or
  *    the stage input alone with recompute, plus the recomputed outputs while backward runs;
  *    with checkpoint_layers k the inputs of every k-th layer too, and one group's outputs;
- *    selective: selective_saved_bytes for saved_bytes); weights, gradients and optimizer
- *    state per precision and ZeRO (sim_memory_state). */
+ *    selective: selective_saved_bytes for saved_bytes; for 3D plans less the stage's output
+ *    once sent, which a Megatron-LM-style runtime frees); weights, gradients and optimizer
+ *    state per precision and ZeRO (sim_memory_state), parameters tied to another layer of
+ *    the same stage counted once. */
 #include "sim/cost.h"
 #include "sim/memory.h"
 
@@ -203,7 +205,10 @@ static void stage_sum(const profile *p, const double *cross, int first, int last
             group += held + L->saved_bytes;
             if (group > o->ckpt_group) o->ckpt_group = group;
         }
-        o->params += L->parameter_bytes;
+        /* a tensor tied to another layer of the stage is held once (profile.h) */
+        int tied = L->tied_bytes > 0 && L->tied_layer >= first && L->tied_layer <= last &&
+                   L->tied_layer != l;
+        o->params += L->parameter_bytes - (tied ? L->tied_bytes : 0);
         o->acts += held;
         if (profile_layer_is_input(L)) /* the data loader's time, not the device's */
             continue;
@@ -330,12 +335,15 @@ static void price_stage(sim_model *m, const plan *pl, const schedule *s, const s
     }
     m->workspace_bytes[st] = S.ws;
     double keep = splits ? S.split * scale : 0; /* output gradients kept for W */
+    /* a Megatron-LM-style runtime frees a stage's output once it is sent (it keeps only its
+     * autograd node: deallocate_pipeline_outputs); plumb's executor keeps it in the slot */
+    double sent = m->nccl_buffers && st + 1 < s->nstages ? S.lastact * scale : 0;
     if (full) {
         /* per microbatch the input and the output (the loss stage: also its loss rows
          * and targets, the loss layer's saved bytes) and the checkpoints' inputs; one
          * microbatch's activations (of the largest group between checkpoints) */
         double loss = ps->last_layer >= n - 1 ? p->layers[n - 1].saved_bytes : 0;
-        m->stash_bytes[st] = held_in + (S.lastact + loss) * scale + keep;
+        m->stash_bytes[st] = held_in + (S.lastact + loss) * scale + keep - sent;
         if (pl->checkpoint_layers > 0) {
             m->stash_bytes[st] += S.ckpt_keep * scale;
             m->transient_bytes[st] = S.ckpt_group * scale;
@@ -343,10 +351,10 @@ static void price_stage(sim_model *m, const plan *pl, const schedule *s, const s
             m->transient_bytes[st] = (S.acts + S.saved) * scale;
         }
     } else if (pl->recompute == RECOMPUTE_SELECTIVE) {
-        m->stash_bytes[st] = held_in + (S.acts + S.sel_saved) * scale + keep;
+        m->stash_bytes[st] = held_in + (S.acts + S.sel_saved) * scale + keep - sent;
         m->transient_bytes[st] = S.sel_transient * scale;
     } else {
-        m->stash_bytes[st] = held_in + (S.acts + S.saved) * scale + keep;
+        m->stash_bytes[st] = held_in + (S.acts + S.saved) * scale + keep - sent;
         m->transient_bytes[st] = 0;
     }
 }

@@ -19,7 +19,10 @@
  * Plans with 3D fields (tensor parallelism, mixed precision, ZeRO-1, selective or
  * checkpointed recomputation) describe a Megatron-LM-style runtime instead: gradients and
  * optimizer state per precision and ZeRO (sim_memory_state), no in-process all-reduce
- * buffer and no staging (sim_model.nccl_buffers; docs/sim.md). */
+ * buffer and no staging (sim_model.nccl_buffers; docs/sim.md), and activations as such a
+ * runtime holds them (held_3d): the microbatches forwarded and not yet backwarded, an input
+ * received before its forward as the one tensor that arrived, and a recomputation's
+ * transient once at a time per device. */
 #include "sim/memory.h"
 
 #include <stdlib.h>
@@ -89,6 +92,53 @@ void sim_memory_state(dev_precision prec, int zero, int replicas, optimizer_kind
     }
 }
 
+/* The most activation bytes worker w of a 3D plan's model holds at once, walking its list:
+ * each stage's stash_bytes from its F to the end of its backward (W when the schedule splits
+ * backwards, else B); an input received before its forward, cut_bytes of the stage before
+ * (the tensor that arrives; its stash counts it once the forward runs); and during a
+ * backward (B or I) the stage's transient_bytes (what recomputation rebuilds: a device runs
+ * one backward at a time, so one stage's transient, not the sum over its stages). */
+static double held_3d(const sim_model *m, int w)
+{
+    const schedule *s = m->sched;
+    if (w < 0 || w >= s->nworkers) return 0;
+    int *pending = calloc((size_t)s->nstages + 1, sizeof *pending), split = 0;
+    if (!pending) return 0;
+    for (int i = 0; i < s->len[w] && !split; i++) split = s->acts[w][i].kind == ACT_I;
+    double held = 0, recv = 0, peak = 0;
+    for (int i = 0; i < s->len[w]; i++) {
+        const action *a = &s->acts[w][i];
+        int st = a->stage;
+        if (st < 0 || st >= s->nstages) continue;
+        double in = st > 0 ? m->cut_bytes[st - 1] : 0, now = held + recv;
+        switch (a->kind) {
+        case ACT_RECV_F:
+            pending[st]++;
+            recv += in;
+            now = held + recv;
+            break;
+        case ACT_F:
+            if (pending[st] > 0) pending[st]--, recv -= in;
+            held += m->stash_bytes[st];
+            now = held + recv;
+            break;
+        case ACT_B:
+        case ACT_I:
+            now = held + recv + m->transient_bytes[st];
+            if (!split) held -= m->stash_bytes[st];
+            break;
+        case ACT_W:
+            if (split) held -= m->stash_bytes[st];
+            break;
+        default:
+            break;
+        }
+        if (now > peak) peak = now;
+    }
+    free(pending);
+    return peak;
+}
+
 void sim_memory_of(const sim_model *m, int w, const int *versions, optimizer_kind opt,
                    double capacity, sim_memory *out)
 {
@@ -114,14 +164,19 @@ void sim_memory_of(const sim_model *m, int w, const int *versions, optimizer_kin
                 params += m->gradmem_bytes ? m->gradmem_bytes[st] : pb;
                 optim += m->optmem_bytes ? m->optmem_bytes[st]
                                          : sim_memory_optimizer_mul(opt) * pb;
-                acts += slots * m->stash_bytes[st] + m->transient_bytes[st];
-                buffers += m->gradbuf_bytes[st] + slots * m->slotbuf_bytes[st];
+                if (!m->nccl_buffers)
+                    acts += slots * m->stash_bytes[st] + m->transient_bytes[st];
+                if (!m->nccl_buffers)
+                    buffers += m->gradbuf_bytes[st] + slots * m->slotbuf_bytes[st];
+                else if (m->gradbuf_bytes[st] > buffers) /* one backward at a time */
+                    buffers = m->gradbuf_bytes[st];
                 double gb = m->gradmem_bytes ? m->gradmem_bytes[st] : m->grad_bytes[st];
                 if (first && s->replicas[st] > 1 && gb > root && !m->nccl_buffers)
                     root = gb;
                 if (m->workspace_bytes[st] > ws) ws = m->workspace_bytes[st];
                 break;
             }
+    if (m->nccl_buffers) acts = held_3d(m, w);
     out->weights = weights;
     out->gradients = params;
     out->optimizer = optim;
@@ -170,8 +225,8 @@ int sim_memory_timeline(const sim_model *m, const sim_report *rep, timeline *tl,
     for (int k = 0; k < tl->ntracks; k++) dev[k] = worker_of_track(rep, tl, k);
     for (int i = 0; i < rep->ndevices; i++) {
         const sim_device_report *d = &rep->devices[i];
-        double slots = 0;
-        for (int g = 0; g < s->nstages; g++)
+        double slots = m->nccl_buffers ? held_3d(m, d->worker) : 0;
+        for (int g = 0; !m->nccl_buffers && g < s->nstages; g++)
             for (int j = 0; j < s->replicas[g]; j++)
                 if (s->stage_workers[s->stage_first[g] + j] == d->worker) {
                     slots += schedule_slots(s, d->worker, g) *

@@ -35,7 +35,11 @@ void sim_memory_state(dev_precision prec, int zero, int replicas, optimizer_kind
 /* Fills out with worker w's memory: weights x versions[stage] (NULL or <= 0 entries
  * count 1 version), gradients, optimizer state (m's param_bytes, gradmem_bytes and
  * optmem_bytes; in a model without them, grad_bytes and opt), activations and gradient buffers
- * for the buffer slots of w's stages, the largest scratch; fits = total <= capacity. */
+ * for the buffer slots of w's stages, the largest scratch; fits = total <= capacity. With
+ * m->nccl_buffers (a Megatron-LM-style runtime) the activations are the most w's list holds
+ * at once (in-flight microbatches' stash_bytes, received inputs waiting for their forward
+ * at cut_bytes, one backward's transient_bytes) and the gradient buffers the largest of its
+ * stages' (one backward at a time). */
 void sim_memory_of(const sim_model *m, int w, const int *versions, optimizer_kind opt,
                    double capacity, sim_memory *out);
 
@@ -47,7 +51,7 @@ int sim_memory_staging(sim_model *m, plumb_err *err);
 
 /* Adds to tl a memory sample per change of each device's memory over the run (see
  * tl_counter): the device's peak rep->devices[i].mem.total less its buffer slots'
- * activations and buffers, plus those of the microbatches in flight at the time on each
+ * activations and buffers (with m->nccl_buffers, less its activations), plus those of the microbatches in flight at the time on each
  * of its stages (from the start of their F to the end of their B, or W when the backward
  * is split), at the per-slot size the memory model counts. The samples never exceed the
  * peak (the model reserves schedule_slots slots, the most the list can hold open).

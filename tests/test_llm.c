@@ -623,3 +623,105 @@ Test(llm, sequence_parallel_needs_tp)
     cluster_free(c);
     transformer_free(t);
 }
+
+/* ---- fused attention, gated MLPs, the head ----------------------------------------------- */
+
+/* Fused (flash) attention keeps no s x s tensor: a GPT block keeps s b h (10 + 24/t) bytes
+ * (selective recomputation's figure) plus the softmax statistics, one fp32 per row of
+ * scores (4 a s b / t bytes), and selective recomputation has nothing left to recompute.
+ * Its forward moves no probabilities and launches no softmax kernel; its backward computes
+ * the scores again (one more scores multiply) and reads the output and its gradient once
+ * (D = rowsum(dO o O)); the FLOPs stay the forward's. Replayed from the roofline here. */
+Test(llm, flash_attention_bytes_and_times)
+{
+    transformer *t = load_ok("examples/llm/gpt3-175b.json");
+    cluster *c = cluster_ok(A100);
+    const device_type *dev = &c->types[c->server_type[0]];
+    double b = 2, s = 2048, h = 12288, a = 96, d = 128;
+    for (int tp = 1; tp <= 8; tp *= 4) {
+        llm_options o;
+        llm_options_init(&o);
+        o.tp = tp;
+        o.microbatch = (int)b;
+        o.seq = (long long)s;
+        profile *std = build_opts(t, &o);
+        o.attention = LLM_ATTN_FLASH;
+        profile *fl = build_opts(t, &o);
+        const profile_layer *F = &fl->layers[1], *S = &std->layers[1];
+        double sbh = s * b * h;
+        expect_within(F->activation_bytes + F->saved_bytes,
+                      sbh * (10 + 24.0 / tp) + 4 * a * s * b / tp, 1e-12, "flash block bytes");
+        cr_assert_eq(F->selective_saved_bytes, F->saved_bytes);
+        cr_assert_eq(F->selective_recompute_ms, 0);
+        cr_assert_eq(F->flops, S->flops);
+        double at = a / tp, probs = b * at * s * s, BW = dev->memory_Bps * dev->eff.memory;
+        double ko = dev->eff.kernel_overhead_s, ms = 1e3 * dev->speed;
+        double s2 = 2 * probs * 2 + probs * 3; /* softmax read + write, dropout mask + out */
+        expect_within(S->forward_ms - F->forward_ms, (s2 / BW + ko) * ms, 1e-9, "forward");
+        double scores = device_gemm_s(dev, DEV_BF16, b * at, s, s, d, 1);
+        double extra = scores + 2 * s * b * at * d * 2 / BW + ko - 2 * (s2 / BW + ko);
+        /* (the probabilities' traffic outweighs the extra multiply here) */
+        expect_within(S->backward_input_ms - F->backward_input_ms, -extra * ms, 1e-9,
+                      "backward");
+        cr_assert_eq(F->backward_weight_ms, S->backward_weight_ms);
+        cr_assert(strstr(fl->source, "flash attention") != NULL, "%s", fl->source);
+        profile_free(std);
+        profile_free(fl);
+    }
+    llm_attention k;
+    cr_assert_eq(llm_attention_parse("flash", &k), 0);
+    cr_assert_eq(k, LLM_ATTN_FLASH);
+    cr_assert_eq(llm_attention_parse("standard", &k), 0);
+    cr_assert_eq(k, LLM_ATTN_STANDARD);
+    cr_assert_neq(llm_attention_parse("fused", &k), 0);
+    cr_assert_str_eq(llm_attention_name(LLM_ATTN_FLASH), "flash");
+    cluster_free(c);
+    transformer_free(t);
+}
+
+/* A gated MLP computed as act(a) * b keeps four f-wide tensors (the first projection's 2f
+ * output, the activation's output, the product); with grouped-query attention the keys
+ * and values are kv d wide. Llama 3 8B (no dropout, rotary positions), flash attention:
+ * input h + norms 3 h + queries h + keys and values 2 kv d + projection input h + 4 f, in
+ * bf16, plus the statistics. */
+Test(llm, gated_mlp_and_gqa_bytes)
+{
+    transformer *t = load_ok("examples/llm/llama3-8b.json");
+    llm_options o;
+    llm_options_init(&o);
+    o.tp = 2;
+    o.microbatch = 1;
+    o.seq = 4096;
+    o.attention = LLM_ATTN_FLASH;
+    profile *p = build_opts(t, &o);
+    double s = 4096, h = 4096, f = 14336, kvd = 8 * 128, a = 32, tp = 2;
+    double want = 2 * s * (h + 3 * h + (h + 2 * kvd + h + 4 * f) / tp) + 4 * a * s / tp;
+    expect_within(p->layers[1].activation_bytes + p->layers[1].saved_bytes, want, 1e-12,
+                  "llama block bytes");
+    profile_free(p);
+    transformer_free(t);
+}
+
+/* The head: its scratch is one logits tensor in the model's precision (the logits beside
+ * their fp32 copy, or the gradient cast back beside the fp32 one); with tied embeddings its
+ * vocabulary matrix is the embedding's (layer 0), untied it is its own. */
+Test(llm, head_scratch_and_tied_matrix)
+{
+    transformer *t = load_ok("examples/llm/megatron-7b-swiglu.json"); /* tied */
+    profile *p = build_ok(t, A100, 2, 2, 2048);
+    const profile_layer *H = &p->layers[p->nlayers - 1];
+    double vt = 50304.0 / 2, h = 4096; /* the file's padded vocabulary, split 2 ways */
+    cr_assert_eq(H->workspace_bytes, 2048 * 2 * vt * 2);
+    cr_assert_eq(H->tied_layer, 0);
+    cr_assert_eq(H->tied_bytes, vt * h * 2);
+    plumb_err err = {{0}};
+    cr_assert_eq(profile_validate(p, "p", &err), 0, "%s", err.msg);
+    profile_free(p);
+    transformer_free(t);
+    t = load_ok("examples/llm/llama3-8b.json"); /* untied */
+    p = build_ok(t, A100, 1, 1, 1024);
+    cr_assert_eq(p->layers[p->nlayers - 1].tied_bytes, 0);
+    cr_assert_eq(p->layers[p->nlayers - 1].tied_layer, -1);
+    profile_free(p);
+    transformer_free(t);
+}

@@ -327,7 +327,29 @@ Test(profile_bad, unknown_field)
                "activation_bytes, parameter_bytes, flops, saved_bytes, split_saved_bytes, "
                "grad_buffer_bytes, workspace_bytes, stage_id, tp_collective_bytes, "
                "tp_forward_collectives, tp_backward_collectives, selective_recompute_ms, "
-               "selective_saved_bytes");
+               "selective_saved_bytes, tied");
+}
+
+/* "tied": another layer's index and at most both layers' parameter bytes; bad ones get
+ * one line naming the member. */
+Test(profile_bad, tied)
+{
+    const char *from = "\"workspace_bytes\": 4096";
+    expect_bad(from, "\"workspace_bytes\": 4096, \"tied\": 1",
+               "t.json: layers[2].tied: expected an object {\"layer\": L, \"bytes\": B} (got 1)");
+    expect_bad(from, "\"workspace_bytes\": 4096, \"tied\": {\"layer\": 1}",
+               "t.json: layers[2].tied.bytes: missing required field");
+    expect_bad(from, "\"workspace_bytes\": 4096, \"tied\": {\"layer\": 9, \"bytes\": 8}",
+               "t.json: layers[2].tied.layer: expected an integer from 0 to 3 (got 9)");
+    expect_bad(from, "\"workspace_bytes\": 4096, \"tied\": {\"layer\": 2, \"bytes\": 8}",
+               "t.json: layers[2].tied.layer: expected the index of another layer, 0 to 3 "
+               "(got 2)");
+    expect_bad(from, "\"workspace_bytes\": 4096, \"tied\": {\"layer\": 1, \"bytes\": 300}",
+               "t.json: layers[2].tied.bytes: expected at most the parameter bytes of layers 2 "
+               "and 1, 256 (got 300)");
+    expect_bad(from, "\"workspace_bytes\": 4096, \"tied\": {\"layer\": 1, \"bytes\": 8, "
+               "\"x\": 1}", "t.json: layers[2].tied.x: unknown field; expected one of layer, "
+               "bytes");
 }
 
 Test(profile_bad, repeated_field)
@@ -459,6 +481,47 @@ Test(profile_bad, out_of_physical_bounds)
 }
 
 /* The tensor-parallel and selective-recompute fields round-trip and are checked. */
+/* A tied layer loads, round-trips through JSON and the clone, and counts in equality. */
+Test(profile, tied_parameters)
+{
+    const char *from = "\"workspace_bytes\": 4096";
+    const char *at = strstr(GOOD, from);
+    char text[4096];
+    snprintf(text, sizeof text, "%.*s%s%s", (int)(at - GOOD), GOOD,
+             "\"workspace_bytes\": 4096, \"tied\": {\"layer\": 1, \"bytes\": 200}",
+             at + strlen(from));
+    plumb_err err;
+    profile *p = parse(text, &err);
+    cr_assert_not_null(p, "%s", err.msg);
+    cr_assert_eq(p->layers[2].tied_layer, 1);
+    cr_assert_float_eq(p->layers[2].tied_bytes, 200, 0);
+    cr_assert_eq(p->layers[1].tied_layer, -1);
+    cr_assert_float_eq(p->layers[1].tied_bytes, 0, 0);
+    cJSON *j = profile_to_json(p);
+    profile *q = profile_from_json(j, "m", &err), *c = profile_clone(p);
+    cr_assert_not_null(q, "%s", err.msg);
+    cr_assert(profile_equal(p, q));
+    cr_assert(profile_equal(p, c));
+    c->layers[2].tied_layer = 0;
+    cr_assert_not(profile_equal(p, c));
+    c->layers[2].tied_layer = 1;
+    c->layers[2].tied_bytes = 100;
+    cr_assert_not(profile_equal(p, c));
+    profile_free(c);
+    profile_free(q);
+    cJSON_Delete(j);
+    profile *g = parse(GOOD, &err); /* without the field: nothing tied, nothing written */
+    cr_assert_not_null(g, "%s", err.msg);
+    cr_assert_not(profile_equal(p, g));
+    j = profile_to_json(g);
+    char *txt = cJSON_PrintUnformatted(j);
+    cr_assert(txt && strstr(txt, "tied") == NULL);
+    free(txt);
+    cJSON_Delete(j);
+    profile_free(g);
+    profile_free(p);
+}
+
 Test(profile, tensor_parallel_fields)
 {
     profile *p = profile_alloc(2, 0);

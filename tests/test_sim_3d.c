@@ -16,6 +16,7 @@
 #include "core/cluster.h"
 #include "core/device.h"
 #include "core/transformer.h"
+#include "planner/layout3d.h"
 #include "planner/llm_profile.h"
 #include "sim/memory.h"
 #include "sim/sim.h"
@@ -238,13 +239,22 @@ typedef struct gpt_case {
 /* GPT-3 175B at tp 8, microbatch 1, 2048 tokens, on PP stages of 12 blocks (the first
  * also the embedding, the last the head), 1F1B with 16 microbatches. sp: the sequence-
  * parallel profile fields, set as Korthikanti's Table 2 counts them. */
+/* Loads the transformer `model` and the A100 cluster file, or fails the test. */
+static void load_model(const char *model, transformer **t, cluster **c)
+{
+    plumb_err e = {{0}};
+    *t = transformer_load(model, &e);
+    cr_assert_not_null(*t, "%s", e.msg);
+    *c = cluster_load(A100, &e);
+    cr_assert_not_null(*c, "%s", e.msg);
+}
+
 static gpt_case gpt_plan(int sp)
 {
     plumb_err e = {{0}};
-    transformer *t = transformer_load(GPT3, &e);
-    cr_assert_not_null(t, "%s", e.msg);
-    cluster *c = cluster_load(A100, &e);
-    cr_assert_not_null(c, "%s", e.msg);
+    transformer *t;
+    cluster *c;
+    load_model(GPT3, &t, &c);
     llm_options o;
     llm_options_init(&o);
     o.tp = T;
@@ -312,10 +322,10 @@ Test(sim_3d, korthikanti_activations_per_mode)
         gpt_case g = gpt_plan(sp);
         double s = g.s, b = g.b, h = g.h, a = g.a, L = g.L, t = T, sbh = s * b * h;
         double div = sp ? t : 1;
-        /* what plumb keeps besides the blocks' own: the token ids (8 bytes each), the
-         * embedding's dropout mask (s b h, the paper's too; / t with SP) and the stage's
-         * output in its buffer slot (2 s b h, / t with SP) */
-        double extra = 8 * s * b + sbh / div + 2 * sbh / div;
+        /* what plumb keeps besides the blocks' own: the token ids (8 bytes each) and the
+         * embedding's dropout mask (s b h, the paper's too; / t with SP); not the stage's
+         * output, which a Megatron-LM-style runtime frees once it is sent */
+        double extra = 8 * s * b + sbh / div;
         double none = sp ? sbh / t * (34 + 5 * a * s / h) : sbh * (10 + 24 / t + 5 * a * s / (h * t));
         double sel = sp ? 34 * sbh / t : sbh * (10 + 24 / t);
         double full = 2 * sbh / div;
@@ -332,7 +342,7 @@ Test(sim_3d, korthikanti_activations_per_mode)
         g.pl->recompute = RECOMPUTE_FULL;
         g.pl->checkpoint_layers = 1;
         got = first_stage_activations(g.pl);
-        want = PP * (L * full + 8 * s * b + 2 * sbh / div) + none;
+        want = PP * (L * full + 8 * s * b) + none;
         cr_expect(close_to(got, want, 1e-12), "sp %d full: %g vs %g", sp, got, want);
         plan_free(g.pl);
     }
@@ -349,15 +359,16 @@ Test(sim_3d, checkpoint_layers_groups)
     g.pl->recompute = RECOMPUTE_FULL;
     /* stage 0: embedding + 12 blocks (layers 0..12); k = 4 keeps the inputs of layers 4
      * and 8 and 12 beyond the stage's own (the token ids), groups {0..3} {4..7} {8..11}
-     * {12}: the largest holds 4 blocks' (or the embedding's and 3 blocks') tensors */
+     * {12}: the largest holds 4 blocks' (or the embedding's and 3 blocks') tensors; the
+     * stage's output is freed once sent */
     g.pl->checkpoint_layers = 4;
     double got = first_stage_activations(g.pl);
-    double want = PP * (8 * s * b + 3 * 2 * sbh + 2 * sbh) + 4 * none;
+    double want = PP * (8 * s * b + 3 * 2 * sbh) + 4 * none;
     cr_expect(close_to(got, want, 1e-12), "k 4: %g vs %g", got, want);
     /* k = 0: the whole stage's activations once */
     g.pl->checkpoint_layers = 0;
     got = first_stage_activations(g.pl);
-    want = PP * (8 * s * b + 2 * sbh) + (12 * none + 2 * sbh + sbh);
+    want = PP * (8 * s * b) + (12 * none + 2 * sbh + sbh);
     cr_expect(close_to(got, want, 1e-12), "k 0: %g vs %g", got, want);
     plan_free(g.pl);
 }
@@ -459,4 +470,124 @@ Test(sim_3d, text_report_lines)
     free(buf);
     sim_report_free(r);
     plan_free(g.pl);
+}
+
+/* ---- (d) a Megatron-LM-style runtime's activations -------------------------------------- */
+
+/* A middle stage of the GPT-3 layout (12 blocks, 7 microbatches in flight under 1F1B)
+ * keeps per microbatch its blocks' inputs and saved tensors, 12 x s b h (10 + 24/t +
+ * 5 a s / (h t)) (the stage's output is freed once sent), and one received input waiting
+ * for its forward: 2 s b h / t bytes (a rank's share of the cut), not a whole microbatch's
+ * activations. */
+Test(sim_3d, receive_holds_the_received_tensor)
+{
+    gpt_case g = gpt_plan(0);
+    double s = g.s, b = g.b, h = g.h, a = g.a, t = T, sbh = s * b * h;
+    double none = sbh * (10 + 24 / t + 5 * a * s / (h * t));
+    plumb_err e;
+    sim_report *r = sim_run(g.pl, NULL, &e);
+    cr_assert_not_null(r, "%s", e.msg);
+    const sim_device_report *d = NULL;
+    for (int i = 0; i < r->ndevices; i++)
+        if (r->devices[i].device == T) d = &r->devices[i]; /* stage 1 */
+    cr_assert_not_null(d);
+    cr_expect_eq(d->max_inflight, PP - 1);
+    double want = (PP - 1) * g.L * none + 2 * sbh / T;
+    cr_expect(close_to(d->mem.activations, want, 1e-12), "%g vs %g", d->mem.activations, want);
+    sim_report_free(r);
+    plan_free(g.pl);
+}
+
+/* A layout3d plan of `model` on one DGX A100 (8 GPUs): tp 1, pp, dp 8 / pp, 2 pp
+ * microbatches of 1 sequence of 1024 tokens per replica, v virtual stages per rank,
+ * recompute rc; pipeline rank k's first replica on device k (8 / pp). */
+static plan *layout_plan(const char *model, int pp, int v, int rc, int flash)
+{
+    plumb_err e = {{0}};
+    transformer *t;
+    cluster *c;
+    load_model(model, &t, &c);
+    layout3d_options o;
+    layout3d_options_init(&o);
+    o.gpus = 8;
+    o.tp = 1;
+    o.pp = pp;
+    o.dp = 8 / pp;
+    o.global_batch = 2 * pp * (8 / pp);
+    o.microbatch_size = 1;
+    o.interleave = v;
+    o.recompute = rc;
+    o.seq = 1024;
+    o.attention = flash ? LLM_ATTN_FLASH : LLM_ATTN_STANDARD;
+    plan *pl = layout3d_build(t, c, A100, &o, &e);
+    cr_assert_not_null(pl, "%s", e.msg);
+    cluster_free(c);
+    transformer_free(t);
+    return pl;
+}
+
+/* The report of device `device`. */
+static const sim_device_report *dev_of(const sim_report *r, int device)
+{
+    for (int i = 0; i < r->ndevices; i++)
+        if (r->devices[i].device == device) return &r->devices[i];
+    cr_assert_fail("no device %d in the report", device);
+    return NULL;
+}
+
+static sim_report *run_ok(const plan *pl)
+{
+    plumb_err e = {{0}};
+    sim_report *r = sim_run(pl, NULL, &e);
+    cr_assert_not_null(r, "%s", e.msg);
+    return r;
+}
+
+/* A device recomputes one block at a time: with 2 virtual stages per rank, selective
+ * recomputation adds one block's attention-core tensors (5 a s^2 b bytes for GPT-2 with
+ * dropout) to the device's activations, not one per virtual stage. The reference is the
+ * same plan whose blocks keep exactly their selective bytes (nothing recomputed to hold). */
+Test(sim_3d, recompute_transient_once_per_device)
+{
+    plan *pl = layout_plan("examples/llm/gpt2.json", 2, 2, RECOMPUTE_SELECTIVE, 0);
+    cr_assert_eq(pl->nstages, 4);
+    sim_report *sel = run_ok(pl);
+    for (int l = 0; l < pl->prof->nlayers; l++)
+        if (pl->prof->layers[l].selective_saved_bytes >= 0)
+            pl->prof->layers[l].saved_bytes = pl->prof->layers[l].selective_saved_bytes;
+    sim_report *ref = run_ok(pl);
+    double s = 1024, a = 12, x = 5 * a * s * s;
+    for (int k = 0; k < 2; k++) {
+        int d = k * 4;
+        double got = dev_of(sel, d)->mem.activations - dev_of(ref, d)->mem.activations;
+        cr_expect(close_to(got, x, 1e-12), "device %d: %g, one block's %g (x %g)", d, got, x,
+                  got / x);
+    }
+    sim_report_free(sel);
+    sim_report_free(ref);
+    plan_free(pl);
+}
+
+/* A head tied to the embedding on the same device (pp 1) holds the vocabulary matrix once:
+ * weights = the model's parameters (tied counted once) x 2 bytes; at pp 2 the last stage
+ * holds its own copy (Megatron-LM keeps both and all-reduces their gradients). */
+Test(sim_3d, tied_head_counted_once_on_one_device)
+{
+    plumb_err e = {{0}};
+    transformer *t = transformer_load("examples/llm/gpt2.json", &e);
+    cr_assert_not_null(t, "%s", e.msg);
+    double params = (double)transformer_param_count(t), vocab = (double)t->vocab * t->hidden;
+    transformer_free(t);
+    plan *pl = layout_plan("examples/llm/gpt2.json", 1, 1, RECOMPUTE_NONE, 1);
+    sim_report *r = run_ok(pl);
+    plan_free(pl);
+    cr_expect(close_to(dev_of(r, 0)->mem.weights, 2 * params, 1e-12), "%g vs %g",
+              dev_of(r, 0)->mem.weights, 2 * params);
+    sim_report_free(r);
+    pl = layout_plan("examples/llm/gpt2.json", 2, 1, RECOMPUTE_NONE, 1);
+    r = run_ok(pl);
+    plan_free(pl);
+    double w = dev_of(r, 0)->mem.weights + dev_of(r, 4)->mem.weights;
+    cr_expect(close_to(w, 2 * (params + vocab), 1e-12), "%g vs %g", w, 2 * (params + vocab));
+    sim_report_free(r);
 }

@@ -18,12 +18,8 @@
 #
 # error = predicted / published - 1; a row fails beyond 5 %. A layout plumb says does not fit
 # its devices is predicted all the same: the script reruns it on a copy of the cluster file
-# with the capacity raised (the prediction does not depend on the capacity) and marks it. For
-# rows without recomputation the script prints, for the record (not checked), the prediction
-# with --recompute selective too: plumb does not model flash attention, which every source
-# ran, and selective recomputation is its nearest layout without the S^2 attention tensors;
-# a second table splits each such row's error into the terms docs/llm.md ("Memory against
-# published measurements") explains.
+# with the capacity raised (the prediction does not depend on the capacity) and marks it. The
+# row's `attention` column is passed as --attention (every source ran fused attention).
 # Sources and assumptions: tests/data/megatron/SOURCES.md ("Measured memory"). Until `plumb
 # plan` has the --tp layout options the script prints one skip line and exits 0.
 set -u
@@ -31,9 +27,12 @@ P=${PLUMB:-./plumb}
 d=$(mktemp -d)
 trap 'rm -rf "$d"' EXIT
 TSV=${MEGATRON_MEMORY_TSV:-tests/data/megatron/memory.tsv}
-# 1: a row beyond 5 % fails the script; 0: the table is printed for the record (the memory
-# model does not yet model flash attention and Megatron-LM's buffers: docs/llm.md)
-HOLD=${MEGATRON_MEMORY_HOLD:-0}
+# Every peak row (max_allocated: the figure that decides whether a layout fits) beyond 5 %
+# fails the script. The between-iterations rows (allocated:last) fail it only with
+# MEGATRON_MEMORY_HOLD=1: one of them is 5.8 % off for a reason not found in Megatron-LM's
+# code (docs/llm.md, "Memory against published measurements"), so by default they are
+# printed for the record.
+export MEGATRON_MEMORY_HOLD=${MEGATRON_MEMORY_HOLD:-0}
 
 if ! { "$P" plan --help 2>&1 || "$P" plan -h 2>&1; } | grep -q -- '--tp\b'; then
     echo "megatron_memory.sh: skip: plumb plan has no --tp yet"
@@ -45,6 +44,15 @@ if ! command -v python3 >/dev/null; then
 fi
 
 fail=0
+# an unknown attention kind: one line, exit 2, nothing on stdout
+"$P" plan --model examples/llm/gpt2.json -c profiles/clusters/dgx-a100-80g.json --tp 1 --pp 1 \
+    --dp 8 --global-batch 8 --attention fused >"$d/bad.out" 2>"$d/bad.err"
+rc=$?
+if [ $rc != 2 ] || [ -s "$d/bad.out" ] || [ "$(wc -l <"$d/bad.err")" != 1 ] ||
+    ! grep -q -- '--attention: expected standard or flash (got "fused")' "$d/bad.err"; then
+    echo "FAIL --attention fused: exit $rc, $(cat "$d/bad.err")"
+    fail=1
+fi
 # plan_json OUT CLUSTER ARGS...: plumb plan's report into OUT; a layout that does not fit is rerun on
 # the cluster copy with 2^20 GiB per device and OUT.nofit records the refusal
 plan_json() {
@@ -67,12 +75,12 @@ PY
 }
 
 n=0
-while IFS=$'\t' read -r run model cluster gpus tp pp dp gb mbs seq il rc sp zero prec _ _ _; do
+while IFS=$'\t' read -r run model cluster gpus tp pp dp gb mbs seq il rc sp zero prec attn _ _ _; do
     [ "$run" = run ] && continue
     n=$((n + 1))
     args=(--model "examples/llm/$model.json" --gpus "$gpus" --tp "$tp" --pp "$pp" --dp "$dp"
         --global-batch "$gb" --microbatch-size "$mbs" --seq-len "$seq" --zero "$zero"
-        --precision "$prec" --json)
+        --precision "$prec" --attention "$attn" --json)
     [ "$il" != 1 ] && args+=(--interleave "$il")
     [ "$sp" = 1 ] && args+=(--sequence-parallel)
     c="profiles/clusters/$cluster.json"
@@ -82,13 +90,6 @@ while IFS=$'\t' read -r run model cluster gpus tp pp dp gb mbs seq il rc sp zero
         rm -f "$d/$n.json"
         fail=1
         continue
-    fi
-    if [ "$rc" = none ]; then
-        plan_json "$d/$n.sel.json" "$c" "${args[@]}" --recompute selective || rm -f "$d/$n.sel.json"
-        pargs=(--tp "$tp" --microbatch-size "$mbs" --seq-len "$seq" --precision "$prec")
-        [ "$sp" = 1 ] && pargs+=(--sequence-parallel)
-        "$P" profile --model "examples/llm/$model.json" -c "$c" "${pargs[@]}" \
-            -o "$d/$n.prof.json" >/dev/null 2>&1 || rm -f "$d/$n.prof.json"
     fi
 done <"$TSV"
 
@@ -102,7 +103,7 @@ rows = [l.rstrip("\n").split("\t") for l in open(tsv) if l.strip()]
 head, rows = rows[0], rows[1:]
 col = {name: i for i, name in enumerate(head)}
 PARTS = ("weights_bytes", "gradients_bytes", "optimizer_bytes", "activations_bytes",
-         "buffers_bytes")
+         "buffers_bytes", "workspace_bytes")
 
 
 def device_of(rep, measures, gpus, tp):
@@ -130,7 +131,7 @@ print("memory.tsv: measured per-GPU memory against plumb plan (GiB = 2^30 bytes;
       " predicted / published - 1)")
 print(f"{'run':28} {'measures':18} {'dev':>3} {'published':>9} {'predicted':>9} {'error':>8}"
       f"  {'weights':>7} {'grads':>6} {'optim':>6} {'activ':>7} {'buffers':>7}"
-      f" {'selective':>9}")
+      f" {'scratch':>7}")
 for k, r in enumerate(rows, 1):
     g = lambda name: r[col[name]]
     run, measures, gpus, tp = g("run"), g("measures"), int(g("gpus")), int(g("tp"))
@@ -158,98 +159,24 @@ for k, r in enumerate(rows, 1):
     err = 100.0 * (pred / pub - 1.0)
     errs.append(abs(err))
     m = dev["memory"]
-    parts = " ".join(f"{m[p] / GIB:{w}.2f}" for p, w in zip(PARTS, (7, 6, 6, 7, 7)))
-    sel = "-"
-    spath = os.path.join(tmp, f"{k}.sel.json")
-    if os.path.exists(spath) and measures.startswith("max_allocated:"):
-        try:
-            sel = "%.2f" % (device_of(json.load(open(spath)), measures, gpus, tp)[1] / GIB)
-        except (ValueError, KeyError, TypeError, StopIteration):
-            sel = "?"
+    parts = " ".join(f"{m.get(p, 0) / GIB:{w}.2f}"
+                     for p, w in zip(PARTS, (7, 6, 6, 7, 7, 7)))
     notes = []
     if os.path.exists(path + ".nofit") and measures.startswith("max_allocated:"):
         notes.append("does not fit per plumb")
-    if abs(err) > ROW_TOL:
+    if abs(err) > ROW_TOL and (measures.startswith("max_allocated:") or
+                               os.environ.get("MEGATRON_MEMORY_HOLD") == "1"):
         notes.append("FAIL > %g %%" % ROW_TOL)
         bad += 1
+    elif abs(err) > ROW_TOL:
+        notes.append("beyond %g %%, not held (between iterations; docs/llm.md)" % ROW_TOL)
     print(f"{run:28} {measures:18} {dev['device']:3d} {pub / GIB:9.2f} {pred / GIB:9.2f}"
-          f" {err:+7.2f}%  {parts} {sel:>9}" + ("  " + "; ".join(notes) if notes else ""))
+          f" {err:+7.2f}%  {parts}" + ("  " + "; ".join(notes) if notes else ""))
 
-# Where the difference goes, from plumb's own figures (for the record, not checked): the S^2
-# tensors plumb keeps (every block's saved_bytes - selective_saved_bytes, the attention
-# core's softmax output, dropout mask and dropout output, which flash attention never
-# stores: activations without recomputation - with selective + the one block's S^2
-# transient plumb adds per virtual stage under selective), and the vocabulary matrix a tied
-# head holds a second time on the embedding's own device (pp 1: Megatron-LM shares the one
-# tensor, its gradient and optimizer state), bytes (V / t) h (weights + gradients +
-# optimizer per parameter), and, on a stage that receives its input (pipeline rank > 0, one
-# virtual stage per rank), the buffer slot plumb opens at the receive, charged a whole
-# microbatch of the stage's activations, where Megatron-LM's 1F1B receives the next input
-# after the backward that frees one (selective figures less the S^2 transient, divided by
-# in-flight + 1).
-def split(g, dn, ds, s2, model, tp):
-    """One device's prediction less the three terms: (kept, tied, slot, rest) in bytes."""
-    kept = (dn["memory"]["activations_bytes"] - ds["memory"]["activations_bytes"]
-            + int(g("interleave")) * s2)
-    tied = 0.0
-    if model.get("tie_word_embeddings") and g("pp") == "1":
-        d = int(g("dp")) if g("zero") == "1" else 1
-        per = {"bf16": 2 + 4 + 12 / d, "fp16": 2 + 2 + 16 / d, "fp32": 4 + 4 + 8 / d}
-        tied = -(-model["vocab_size"] // tp) * model["hidden_size"] * per.get(g("precision"), 0)
-    slot = float("nan")
-    if g("interleave") == "1":
-        slot = 0.0
-        if dn["device"] // (tp * int(g("dp"))) > 0:
-            slot = ((ds["memory"]["activations_bytes"] - s2)
-                    / (ds["max_inflight_microbatches"] + 1))
-    rest = dn["memory"]["peak_bytes"] - kept - tied - (0.0 if math.isnan(slot) else slot)
-    return kept, tied, slot, rest
-
-
-terms = []
-for k, r in enumerate(rows, 1):
-    g = lambda name: r[col[name]]
-    paths = [os.path.join(tmp, f"{k}.{x}json") for x in ("", "sel.", "prof.")]
-    if not g("measures").startswith("max_allocated:") or not all(map(os.path.exists, paths)):
-        continue
-    try:
-        gpus, tp = int(g("gpus")), int(g("tp"))
-        rn, rs = json.load(open(paths[0])), json.load(open(paths[1]))
-        blk = next(l for l in json.load(open(paths[2]))["layers"]
-                   if l.get("kind") == "TransformerBlock")
-        model = json.load(open(os.path.join("examples/llm", g("model") + ".json")))
-        s2 = blk["saved_bytes"] - blk["selective_saved_bytes"]
-        sel = {v["device"]: v for v in rs["devices"]}
-        if g("measures").endswith(":last"):
-            dn = device_of(rn, g("measures"), gpus, tp)[0]
-        else:  # the device whose prediction is largest once the terms are taken out
-            dn = max(rn["devices"],
-                     key=lambda v: split(g, v, sel[v["device"]], s2, model, tp)[3])
-        kept, tied, slot, rest = split(g, dn, sel[dn["device"]], s2, model, tp)
-    except (ValueError, KeyError, TypeError, StopIteration, OSError) as e:
-        print(f"(no term split for {g('run')}: {e!r})")
-        continue
-    terms.append((g("run"), dn["device"], float(g("published_peak_bytes")),
-                  float(dn["memory"]["peak_bytes"]), kept, tied, slot, rest))
-if terms:
-    print()
-    print("the error split (GiB; for the record): plumb's prediction less the S^2 attention"
-          " tensors it keeps, the tied head's second vocabulary matrix at pp 1 and the"
-          " receive slot (- : interleaved, not split); :max rows on the device largest after")
-    print(f"{'run':28} {'dev':>3} {'published':>9} {'predicted':>9} {'S^2 kept':>9}"
-          f" {'tied x2':>8} {'recv slot':>9} {'rest':>9} {'rest err':>8}")
-    for run, dev, pub, pred, kept, tied, slot, rest in terms:
-        slot_s = f"{'-':>9}" if math.isnan(slot) else f"{slot / GIB:9.2f}"
-        print(f"{run:28} {dev:3d} {pub / GIB:9.2f} {pred / GIB:9.2f} {kept / GIB:9.2f}"
-              f" {tied / GIB:8.2f} {slot_s} {rest / GIB:9.2f} {100 * (rest / pub - 1):+7.2f}%")
 if errs:
     print(f"mean |error| {sum(errs) / len(errs):.2f} %, worst {max(errs):.2f} % (limit"
           f" {ROW_TOL:g} % each), {len(errs)} of {len(rows)} rows predicted")
 sys.exit(1 if bad else 0)
 PY
 [ $fail = 0 ] && echo "megatron_memory.sh: ok"
-if [ "$fail" != 0 ] && [ "$HOLD" = 0 ]; then
-    echo "megatron_memory.sh: not held to the 5 % limit yet (MEGATRON_MEMORY_HOLD=0; docs/llm.md)"
-    exit 0
-fi
 exit $fail
