@@ -32,11 +32,12 @@ static const char *const usage_text =
     "  --seq-len S             tokens per sequence (default: max_position_embeddings)\n"
     "  --microbatch-size B     sequences per microbatch (default 1)\n"
     "  --precision P           bf16 (default), fp16, tf32 or fp32\n"
+    "  --attention KIND        standard (default) or flash (fused: keeps no s x s tensor)\n"
     "  --quiet                 no table\n"
     "  -h, --help              this text\n"
     "Exit status: 0 ok, 2 bad input (one line naming the file and key; nothing written).\n";
 
-enum { O_MODEL = 1100, O_TP, O_SEQ, O_MBS, O_PREC, O_QUIET, O_SP };
+enum { O_MODEL = 1100, O_TP, O_SEQ, O_MBS, O_PREC, O_QUIET, O_SP, O_ATTN };
 
 static void print_table(const transformer *t, const profile *p, const llm_options *o)
 {
@@ -91,6 +92,7 @@ int cmd_profile_llm(int argc, char **argv)
         {"seq-len", required_argument, 0, O_SEQ}, {"microbatch-size", required_argument, 0, O_MBS},
         {"precision", required_argument, 0, O_PREC}, {"quiet", no_argument, 0, O_QUIET},
         {"sequence-parallel", no_argument, 0, O_SP},
+        {"attention", required_argument, 0, O_ATTN},
         {"help", no_argument, 0, 'h'},            {0, 0, 0, 0}};
     llm_options o;
     llm_options_init(&o);
@@ -123,6 +125,11 @@ int cmd_profile_llm(int argc, char **argv)
         }
         case O_QUIET: quiet = 1; break;
         case O_SP: o.sequence_parallel = 1; break;
+        case O_ATTN:
+            if (llm_attention_parse(optarg, &o.attention))
+                return cli_fail("profile", "--attention: expected standard or flash (got "
+                                "\"%s\")", optarg);
+            break;
         case 'h': fputs(usage_text, stdout); return 0;
         default: return 2;
         }

@@ -47,6 +47,12 @@ expect_bad no-figures 'h200-4x8.json: device_types\[0\].peak_tflops_by_precision
     "$P" profile --model examples/llm/gpt2.json -c profiles/clusters/h200-4x8.json -o "$d/x.json"
 expect_bad bad-precision '--precision: expected bf16, fp16, tf32 or fp32' \
     "$P" profile --model examples/llm/gpt2.json -c $A100 --precision fp8 -o "$d/x.json"
+# fused attention keeps no s x s tensor: nothing left for selective recomputation
+ok profile-flash "$P" profile --model examples/llm/gpt2.json -c $A100 --attention flash
+grep -q 'selective recomputation: 0.0000 ms' "$d/out" ||
+    { echo "FAIL profile-flash: selective recomputation left with flash attention"; fail=1; }
+expect_bad bad-attention '--attention: expected standard or flash (got "fused")' \
+    "$P" profile --model examples/llm/gpt2.json -c $A100 --attention fused
 expect_bad config-as-spec 'gpt2.json is a transformer config.*--model' \
     "$P" profile examples/llm/gpt2.json -o "$d/x.json"
 [ -e "$d/x.json" ] && { echo "FAIL: a refused profile wrote its output"; fail=1; }
