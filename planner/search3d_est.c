@@ -27,13 +27,14 @@
 #include "sim/memory.h"
 
 /* Microbatches per replica the pricing schedule keeps: m cut by whole rounds of p while at
- * least p + 2 (one stage per rank: 1F1B holds at most p - s at once) or 3 p + 2 (chunks:
- * the interleaved warm-up is below 3 p) stay, and m's remainder modulo p stays, so that
- * each stage holds as many at once as with m. Kinds that hold every microbatch (gpipe)
+ * least p + 2 (1F1B: a stage holds at most p - s at once) or 3 p + 2 (the chunked and
+ * zero-bubble kinds: their warm-up is below 3 p) stay, and m's remainder modulo p stays, so
+ * that each stage holds as many at once as with m. Kinds that hold every microbatch (gpipe)
  * keep all m. */
-static int est_microbatches(int m, int p, int v)
+static int est_microbatches(const sched_traits *tr, int m, int p)
 {
-    int cap = (v > 1 ? 3 * p : p) + 2;
+    if (tr->hold == SCHED_HOLD_ALL) return m;
+    int cap = (tr->hold == SCHED_HOLD_1F1B ? p : 3 * p) + 2;
     return m <= cap ? m : m - p * ((m - cap) / p);
 }
 
@@ -203,7 +204,7 @@ int search3d_estimate_zeros(const plan *pl, int nz, const int *zeros, search3d_e
      * first replicas' schedule prices the stages and holds what each device holds; the
      * state and the all-reduce are then set for the replicas */
     plan view = *pl; /* shallow, with its own stages of one replica */
-    view.microbatches = tr->hold == SCHED_HOLD_ALL ? m : est_microbatches(m, p, v);
+    view.microbatches = est_microbatches(tr, m, p);
     sim_model mo = {0};
     est_stage *st = calloc((size_t)S, sizeof *st);
     double *expo = calloc((size_t)S, sizeof *expo);

@@ -92,7 +92,7 @@ bad pp-layers '--pp: expected --pp x --interleave to divide the 96 layers (got 5
     --gpus 40 --tp 8 --pp 5 --global-batch 8
 bad interleave-kind '--interleave: expected 1 with schedule zb-h1, which runs one stage per pipeline rank (got 2)' \
     --gpus 64 --tp 8 --pp 8 --global-batch 64 --interleave 2 --schedule zb-h1
-bad two-dims '--tp/--pp/--dp: expected at least two of the three' --gpus 64 --tp 8 --global-batch 64
+# with fewer than two of --tp/--pp/--dp plan searches the layouts (tests/e2e/search3d.sh)
 bad sp-tp1 '--sequence-parallel: expected --tp 2 or more' \
     --gpus 64 --tp 1 --pp 8 --dp 8 --global-batch 64 --sequence-parallel
 bad no-fit 'gpt3-175b.json: stages\[0\]: expected the layout to fit the memory of its devices' \
