@@ -211,7 +211,11 @@ static void print_text(const plan *pl, const layout3d_dims *d, const sim_report 
            pl->clus->name ? pl->clus->name : "cluster", d->gpus, d->tp, d->pp, d->dp,
            sched_kind_name(pl->schedule));
     if (pl->chunks > 1) printf(" (%d virtual stages per rank)", pl->chunks);
-    printf("\nrecompute %s", recompute_kind_name((recompute_kind)pl->recompute));
+    printf("\n");
+    const sched_traits *tr = sched_traits_of(pl->schedule);
+    if (tr && tr->async) /* the search never picks these (docs/llm.md, "Searching layouts") */
+        printf("schedule %s is %s: it changes training semantics\n", tr->name, tr->semantics);
+    printf("recompute %s", recompute_kind_name((recompute_kind)pl->recompute));
     if (pl->recompute == RECOMPUTE_FULL) printf(" (every %d blocks)", pl->checkpoint_layers);
     printf(", sequence parallel %s, zero %d, %s\n", pl->sequence_parallel ? "on" : "off",
            pl->zero, dev_precision_name(pl->precision));

@@ -362,8 +362,8 @@ search3d_result *search3d_run(const transformer *t, const cluster *c, const char
         }
         if (tr->async) {
             err_set(err, NULL, "--schedule", "expected a synchronous schedule for the layout "
-                    "search (got %s, asynchronous: %s; give --tp, --pp and --dp to lay it out "
-                    "as it is)", tr->name, tr->semantics);
+                    "search (got %s, %s: it changes training semantics; give --tp, --pp and --dp "
+                    "to lay it out as it is)", tr->name, tr->semantics);
             return NULL;
         }
     }

@@ -67,8 +67,15 @@ ok fixed-layout "$P" plan --model $GPT3 -c $A100 --gpus 64 --tp 8 --pp 8 --globa
 grep -q '^plumb plan: searched' "$d/out" && { echo "FAIL fixed-layout: it searched"; fail=1; }
 has fixed-layout '^plumb plan: gpt3-175b on dgx-a100-80g, 64 GPUs: tp 8 x pp 8 x dp 1, schedule 1f1b-flush$'
 
-bad async 'plan: --schedule: expected a synchronous schedule for the layout search (got pipedream' \
+bad async 'plan: --schedule: expected a synchronous schedule for the layout search (got pipedream, asynchronous: weight stashing, each microbatch updates stale weights: it changes training semantics' \
     --gpus 64 --global-batch 64 --schedule pipedream
+# a fixed layout may still run an asynchronous schedule, marked as such
+ok async-fixed "$P" plan --model $GPT3 -c $A100 --gpus 64 --tp 8 --pp 8 --global-batch 64 \
+    --recompute full --zero 1 --sequence-parallel --schedule 2bw
+has async-fixed '^schedule 2bw is asynchronous: 2 weight versions, gradients applied one step late: it changes training semantics$'
+ok sync-fixed "$P" plan --model $GPT3 -c $A100 --gpus 64 --tp 8 --pp 8 --global-batch 64 \
+    --recompute full --schedule zb-h1
+grep -q 'changes training semantics' "$d/out" && { echo "FAIL sync-fixed: marked"; fail=1; }
 bad gpus-layout 'plan: --dp: expected --gpus / (the other two) to be whole' \
     --gpus 64 --global-batch 64 --tp 8 --pp 3
 bad gpus-servers 'dgx-a100-80g.json: --gpus: expected a multiple of the 8 devices per server (got 12)' \
