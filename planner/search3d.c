@@ -428,7 +428,6 @@ void search3d_why(const search3d_result *r, int i, char *buf, size_t n)
     const search3d_cand *c = &r->ranked[i], *w = &r->ranked[0];
     const search3d_est *e = &c->est;
     double it = e->iteration_s > 0 ? e->iteration_s : 1;
-    double wit = w->est.iteration_s > 0 ? w->est.iteration_s : 1;
     size_t h = 0;
     buf[0] = 0;
     if (i > 0 && w->tokens_per_s > 0) {
@@ -441,10 +440,11 @@ void search3d_why(const search3d_result *r, int i, char *buf, size_t n)
         int worst = 0;
         for (int k = 1; k < 6; k++)
             if (part[k].x - part[k].y > part[worst].x - part[worst].y) worst = k;
-        h += (size_t)snprintf(buf + h, n - h, "%.1f %% slower: %s %.1f %% (#1: %.1f %%) at "
-                              "tp %d x pp %d", 100 * (1 - c->tokens_per_s / w->tokens_per_s),
-                              part[worst].name, 100 * part[worst].x / it,
-                              100 * part[worst].y / wit, c->d.tp, c->d.pp);
+        h += (size_t)snprintf(buf + h, n - h, "%.1f %% slower: %s %+.2f s against #1 (%.1f %% "
+                              "of its iteration) at tp %d x pp %d",
+                              100 * (1 - c->tokens_per_s / w->tokens_per_s), part[worst].name,
+                              part[worst].x - part[worst].y, 100 * part[worst].x / it,
+                              c->d.tp, c->d.pp);
         if (worst == 4 && c->o.recompute != w->o.recompute)
             h += (size_t)snprintf(buf + h, n - h, " with %s recompute",
                                   recompute_kind_name((recompute_kind)c->o.recompute));
