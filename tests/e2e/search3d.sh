@@ -86,5 +86,39 @@ bad no-fit 'plan: --gpus: expected a layout that fits the devices.* memory .*; t
     --gpus 8 --global-batch 8
 bad no-fit-hint 'try --recompute full, a smaller --microbatch-size' \
     --gpus 64 --global-batch 64 --recompute none --microbatch-size 8
+
+# plumb sweep --model: the search per GPU count, days and cost of a token budget, deadline, plot
+LLAMA=examples/llm/llama3-8b.json
+ok sweep "$P" sweep --model $LLAMA -c $A100 --gpus 8..40 --global-batch 640 --tokens 1e11 \
+    --price 2 --deadline 30 --svg "$d/front.svg"
+has sweep '^plumb sweep: llama3-8b on dgx-a100-80g, 4 GPU counts'
+has sweep-head '^  GPUs  best layout +tokens/s +MFU +days +cost \(USD\) USD/M tokens$'
+for g in 8 16 32 40; do
+    has "sweep-$g" "^ +$g  tp [0-9]+ pp [0-9]+ dp [0-9]+ b [0-9]+ V [0-9]+ .* [0-9]+ +[0-9.]+% +[0-9.]+ +[0-9]+ +[0-9.]+"
+done
+has sweep-deadline '^fewest GPUs that train 1e\+11 tokens within 30 days: 16$'
+has sweep-plot "plot written to $d/front.svg"
+grep -q '<circle class="point front"' "$d/front.svg" || { echo "FAIL sweep-svg: no front"; fail=1; }
+ok sweep-json "$P" sweep --model $LLAMA -c $A100 --gpus 8..16 --global-batch 640 --json
+has sweep-json '"format":	"plumb-sweep3d/1"'
+has sweep-json-mfu '"mfu":	0\.[0-9]+'
+sweep_bad() { # sweep_bad NAME PATTERN ARGS...: exit 2, one line, no output, no file
+    local name=$1 pat=$2; shift 2
+    expect_bad "$name" "$pat" "$P" sweep "$@" --svg "$d/bad.svg"
+    [ -s "$d/out" ] && { echo "FAIL $name: printed output:"; head -3 "$d/out"; fail=1; }
+    [ -e "$d/bad.svg" ] && { echo "FAIL $name: wrote its output"; rm -f "$d/bad.svg"; fail=1; }
+}
+expect_bad sweep-deadline-tokens 'sweep: --deadline: expected --tokens N' \
+    "$P" sweep --model $LLAMA -c $A100 --gpus 8..16 --global-batch 64 --deadline 3
+sweep_bad sweep-svg-tokens 'sweep: --svg: expected --tokens N with it' \
+    --model $LLAMA -c $A100 --gpus 8..16 --global-batch 64
+sweep_bad sweep-no-server 'dgx-a100-80g.json: --gpus: expected a range holding a whole server' \
+    --model $LLAMA -c $A100 --gpus 1..7 --global-batch 64 --tokens 1e9
+sweep_bad sweep-no-fit 'expected a layout that fits the devices' \
+    --model $GPT3 -c $A100 --gpus 8..16 --global-batch 64 --tokens 1e9
+# a profile made with tp > 1 is not swept as whole layers per device
+ok profile-tp "$P" profile --model $LLAMA -c $A100 --tp 8 -o "$d/tp8.json"
+sweep_bad sweep-tp-profile "tp8.json: tensor_parallel: expected 1: plumb sweep -p places whole layers on single devices (got 8)" \
+    -p "$d/tp8.json" -c $A100 --gpus 8..16
 [ $fail = 0 ] && echo "search3d.sh: ok"
 exit $fail
