@@ -317,26 +317,9 @@ static cJSON *ranking_json(const search3d_result *r, const char *out)
     cJSON_AddNumberToObject(j, "simulate_cpu_s", r->simulate_cpu_s);
     for (int i = 0; i < r->nranked; i++) {
         const search3d_cand *c = &r->ranked[i];
-        cJSON *e = cJSON_CreateObject();
+        cJSON *e = search3d_cand_json(c);
         if (!e) break;
         cJSON_AddItemToArray(a, e);
-        cJSON_AddNumberToObject(e, "tp", c->d.tp);
-        cJSON_AddNumberToObject(e, "pp", c->d.pp);
-        cJSON_AddNumberToObject(e, "dp", c->d.dp);
-        cJSON_AddNumberToObject(e, "microbatch_size", c->o.microbatch_size);
-        cJSON_AddNumberToObject(e, "interleave", c->d.interleave);
-        cJSON_AddStringToObject(e, "schedule", sched_kind_name(c->d.schedule));
-        cJSON_AddStringToObject(e, "recompute",
-                                recompute_kind_name((recompute_kind)c->o.recompute));
-        cJSON_AddBoolToObject(e, "sequence_parallel", c->o.sequence_parallel);
-        cJSON_AddNumberToObject(e, "zero", c->o.zero);
-        cJSON_AddNumberToObject(e, "iteration_s", c->iteration_s);
-        cJSON_AddNumberToObject(e, "estimate_iteration_s", c->est.iteration_s);
-        cJSON_AddNumberToObject(e, "tokens_per_s", c->tokens_per_s);
-        cJSON_AddNumberToObject(e, "tflops_per_gpu", c->tflops_per_gpu);
-        cJSON_AddNumberToObject(e, "mfu", c->mfu);
-        cJSON_AddNumberToObject(e, "peak_bytes", c->peak_bytes);
-        cJSON_AddNumberToObject(e, "capacity_bytes", c->est.capacity_bytes);
         search3d_why(r, i, why, sizeof why);
         cJSON_AddStringToObject(e, "why", why);
     }

@@ -7,6 +7,7 @@
  * best estimates that fit simulated in full and ranked by simulated throughput. */
 #include "planner/search3d.h"
 
+#include <cjson/cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -454,4 +455,27 @@ void search3d_why(const search3d_result *r, int i, char *buf, size_t n)
     snprintf(buf + h, n - h, "bubble %.1f %%, TP comm %.1f %%, DP exposed %.1f %%, fits with "
              "%s recompute", 100 * e->bubble_s / it, 100 * e->tp_s / it, 100 * e->dp_s / it,
              recompute_kind_name((recompute_kind)c->o.recompute));
+}
+
+cJSON *search3d_cand_json(const search3d_cand *c)
+{
+    cJSON *e = cJSON_CreateObject();
+    if (!e) return NULL;
+    cJSON_AddNumberToObject(e, "tp", c->d.tp);
+    cJSON_AddNumberToObject(e, "pp", c->d.pp);
+    cJSON_AddNumberToObject(e, "dp", c->d.dp);
+    cJSON_AddNumberToObject(e, "microbatch_size", c->o.microbatch_size);
+    cJSON_AddNumberToObject(e, "interleave", c->d.interleave);
+    cJSON_AddStringToObject(e, "schedule", sched_kind_name(c->d.schedule));
+    cJSON_AddStringToObject(e, "recompute", recompute_kind_name((recompute_kind)c->o.recompute));
+    cJSON_AddBoolToObject(e, "sequence_parallel", c->o.sequence_parallel);
+    cJSON_AddNumberToObject(e, "zero", c->o.zero);
+    cJSON_AddNumberToObject(e, "iteration_s", c->iteration_s);
+    cJSON_AddNumberToObject(e, "estimate_iteration_s", c->est.iteration_s);
+    cJSON_AddNumberToObject(e, "tokens_per_s", c->tokens_per_s);
+    cJSON_AddNumberToObject(e, "tflops_per_gpu", c->tflops_per_gpu);
+    cJSON_AddNumberToObject(e, "mfu", c->mfu);
+    cJSON_AddNumberToObject(e, "peak_bytes", c->peak_bytes);
+    cJSON_AddNumberToObject(e, "capacity_bytes", c->est.capacity_bytes);
+    return e;
 }

@@ -109,4 +109,11 @@ int search3d_all_fixed(const search3d_options *o);
  * i > 0 also how much slower than the first and the part that costs it most. */
 void search3d_why(const search3d_result *r, int i, char *buf, size_t n);
 
+/* Candidate c as a JSON object: "tp", "pp", "dp", "microbatch_size", "interleave",
+ * "schedule", "recompute", "sequence_parallel", "zero", "iteration_s",
+ * "estimate_iteration_s", "tokens_per_s", "tflops_per_gpu", "mfu", "peak_bytes",
+ * "capacity_bytes". NULL when out of memory; the caller owns it (cJSON_Delete). */
+struct cJSON;
+struct cJSON *search3d_cand_json(const search3d_cand *c);
+
 #endif

@@ -184,20 +184,12 @@ cJSON *sweep3d_to_json(const sweep3d_result *r)
             cJSON_AddStringToObject(e, "why", p->why);
             continue;
         }
-        cJSON_AddNumberToObject(e, "tp", b->d.tp);
-        cJSON_AddNumberToObject(e, "pp", b->d.pp);
-        cJSON_AddNumberToObject(e, "dp", b->d.dp);
-        cJSON_AddNumberToObject(e, "microbatch_size", b->o.microbatch_size);
-        cJSON_AddNumberToObject(e, "interleave", b->d.interleave);
-        cJSON_AddStringToObject(e, "schedule", sched_kind_name(b->d.schedule));
-        cJSON_AddStringToObject(e, "recompute",
-                                recompute_kind_name((recompute_kind)b->o.recompute));
-        cJSON_AddBoolToObject(e, "sequence_parallel", b->o.sequence_parallel);
-        cJSON_AddNumberToObject(e, "zero", b->o.zero);
-        cJSON_AddNumberToObject(e, "iteration_s", b->iteration_s);
-        cJSON_AddNumberToObject(e, "tokens_per_s", b->tokens_per_s);
-        cJSON_AddNumberToObject(e, "mfu", b->mfu);
-        cJSON_AddNumberToObject(e, "peak_bytes", b->peak_bytes);
+        cJSON *lay = search3d_cand_json(b);
+        if (!lay) {
+            cJSON_Delete(j);
+            return NULL;
+        }
+        cJSON_AddItemToObject(e, "layout", lay);
         if (p->days >= 0) {
             cJSON_AddNumberToObject(e, "days", p->days);
             cJSON_AddNumberToObject(e, r->price > 0 ? "cost_usd" : "gpu_hours", p->cost);

@@ -11,19 +11,11 @@ trap 'rm -rf "$d"' EXIT
 fail=0
 A100=profiles/clusters/dgx-a100-80g.json
 GPT3=examples/llm/gpt3-175b.json
-. "$(dirname "$0")/lib/expect.sh" # expect_bad NAME PATTERN CMD...
-ok() { # ok NAME CMD...
-    local name=$1; shift
-    if ! "$@" >"$d/out" 2>"$d/err"; then echo "FAIL $name:"; cat "$d/err"; fail=1; fi
-}
-has() { # has NAME PATTERN: $d/out matches the extended regular expression
-    grep -Eq -- "$2" "$d/out" || { echo "FAIL $1: no '$2' in:"; head -40 "$d/out"; fail=1; }
-}
+. "$(dirname "$0")/lib/expect.sh" # expect_bad, expect_bad_silent, ok, has
 bad() { # bad NAME PATTERN ARGS...: plan exits 2 with one line, prints nothing, writes nothing
     local name=$1 pat=$2; shift 2
-    expect_bad "$name" "$pat" "$P" plan --model $GPT3 -c $A100 "$@" -o "$d/bad.json"
-    [ -s "$d/out" ] && { echo "FAIL $name: printed output:"; head -3 "$d/out"; fail=1; }
-    [ -e "$d/bad.json" ] && { echo "FAIL $name: wrote its output"; rm -f "$d/bad.json"; fail=1; }
+    expect_bad_silent "$name" "$pat" "$d/bad.json" \
+        "$P" plan --model $GPT3 -c $A100 "$@" -o "$d/bad.json"
 }
 LAYOUT=(--gpus 1024 --tp 8 --pp 8 --dp 16 --global-batch 1536 --microbatch-size 1 --recompute full)
 

@@ -13,19 +13,11 @@ trap 'rm -rf "$d"' EXIT
 fail=0
 A100=profiles/clusters/dgx-a100-80g.json
 GPT3=examples/llm/gpt3-175b.json
-. "$(dirname "$0")/lib/expect.sh" # expect_bad NAME PATTERN CMD...
-ok() { # ok NAME CMD...
-    local name=$1; shift
-    if ! "$@" >"$d/out" 2>"$d/err"; then echo "FAIL $name:"; cat "$d/err"; fail=1; fi
-}
-has() { # has NAME PATTERN: $d/out matches the extended regular expression
-    grep -Eq -- "$2" "$d/out" || { echo "FAIL $1: no '$2' in:"; head -40 "$d/out"; fail=1; }
-}
+. "$(dirname "$0")/lib/expect.sh" # expect_bad, expect_bad_silent, ok, has
 bad() { # bad NAME PATTERN ARGS...: plan exits 2 with one line, prints nothing, writes nothing
     local name=$1 pat=$2; shift 2
-    expect_bad "$name" "$pat" "$P" plan --model $GPT3 -c $A100 "$@" -o "$d/bad.json"
-    [ -s "$d/out" ] && { echo "FAIL $name: printed output:"; head -3 "$d/out"; fail=1; }
-    [ -e "$d/bad.json" ] && { echo "FAIL $name: wrote its output"; rm -f "$d/bad.json"; fail=1; }
+    expect_bad_silent "$name" "$pat" "$d/bad.json" \
+        "$P" plan --model $GPT3 -c $A100 "$@" -o "$d/bad.json"
 }
 
 ok search "$P" plan --model $GPT3 -c $A100 --gpus 64 --global-batch 64 -o "$d/best.json"
@@ -104,9 +96,7 @@ has sweep-json '"format":	"plumb-sweep3d/1"'
 has sweep-json-mfu '"mfu":	0\.[0-9]+'
 sweep_bad() { # sweep_bad NAME PATTERN ARGS...: exit 2, one line, no output, no file
     local name=$1 pat=$2; shift 2
-    expect_bad "$name" "$pat" "$P" sweep "$@" --svg "$d/bad.svg"
-    [ -s "$d/out" ] && { echo "FAIL $name: printed output:"; head -3 "$d/out"; fail=1; }
-    [ -e "$d/bad.svg" ] && { echo "FAIL $name: wrote its output"; rm -f "$d/bad.svg"; fail=1; }
+    expect_bad_silent "$name" "$pat" "$d/bad.svg" "$P" sweep "$@" --svg "$d/bad.svg"
 }
 expect_bad sweep-deadline-tokens 'sweep: --deadline: expected --tokens N' \
     "$P" sweep --model $LLAMA -c $A100 --gpus 8..16 --global-batch 64 --deadline 3
