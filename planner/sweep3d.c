@@ -155,11 +155,8 @@ void sweep3d_print(const sweep3d_result *r, FILE *out)
 
 cJSON *sweep3d_to_json(const sweep3d_result *r)
 {
-    cJSON *j = cJSON_CreateObject(), *a = cJSON_AddArrayToObject(j, "points");
-    if (!j || !a) {
-        cJSON_Delete(j);
-        return NULL;
-    }
+    cJSON *j = cJSON_CreateObject(), *a;
+    if (!j) return NULL;
     cJSON_AddStringToObject(j, "format", "plumb-sweep3d/1");
     cJSON_AddStringToObject(j, "model", r->model);
     cJSON_AddStringToObject(j, "cluster", r->cluster);
@@ -168,6 +165,10 @@ cJSON *sweep3d_to_json(const sweep3d_result *r)
     if (r->deadline_days > 0) {
         cJSON_AddNumberToObject(j, "deadline_days", r->deadline_days);
         cJSON_AddNumberToObject(j, "deadline_gpus", r->deadline_gpus);
+    }
+    if (!(a = cJSON_AddArrayToObject(j, "points"))) {
+        cJSON_Delete(j);
+        return NULL;
     }
     for (int i = 0; i < r->n; i++) {
         const sweep3d_point *p = &r->pts[i];
