@@ -46,6 +46,7 @@ typedef struct cand_list {
     search3d_cand smallest; /* the layout with the smallest peak memory among those that
                                do not fit (for the message when none fits) */
     double smallest_ratio;
+    int min_dp;             /* the fewest replicas of any layout (for the batch's message) */
 } cand_list;
 
 static int list_push(cand_list *L, const search3d_cand *c)
@@ -201,6 +202,7 @@ static int enumerate(cand_list *L, const transformer *t, const cluster *cut,
                 int k = kind_of(o, v);
                 if (!chunks_ok(k, v, pp, t->layers)) continue;
                 ++*layouts;
+                if (!L->min_dp || dp < L->min_dp) L->min_dp = dp;
                 if (o->global_batch % dp) continue;
                 ++*batch_layouts;
                 int per_replica = o->global_batch / dp;
@@ -280,7 +282,7 @@ static void explain(const cand_list *L, const transformer *t, const cluster *cut
                     const char *cluster_file, const search3d_options *o, int layouts,
                     int batch_layouts, plumb_err *err)
 {
-    int gpus = cut->ndevices;
+    int gpus = cut->ndevices, per = cut->levels[0].count;
     if (!layouts) {
         /* a fixed option that layout3d refuses names itself */
         layout3d_options l = layout_of(o, gpus, o->tp, o->pp, o->dp,
@@ -291,18 +293,29 @@ static void explain(const cand_list *L, const transformer *t, const cluster *cut
             l.global_batch = o->global_batch;
             if (layout3d_resolve(t, cut, cluster_file, &l, &d, err)) return;
         }
-        err_set(err, NULL, "--gpus", "expected a GPU count that some layout can use: tp "
-                "(dividing the %d devices of a server and the model's heads) x pp (dividing "
-                "the %lld layers, with the interleaving) x dp%s (got %d)",
-                cut->levels[0].count, t->layers,
+        if (o->tp > 0 && !tp_ok(t, o->tp, per)) {
+            err_set(err, NULL, "--tp", "expected a divisor of the %d devices of one server and "
+                    "of the model's %lld heads, %lld key/value heads and MLP width %lld (got "
+                    "%d)", per, t->heads, t->kv_heads, t->ffn, o->tp);
+            return;
+        }
+        if (o->pp > 0 && (o->pp > t->layers || t->layers % o->pp)) {
+            err_set(err, NULL, "--pp", "expected a divisor of the %lld layers (got %d)",
+                    t->layers, o->pp);
+            return;
+        }
+        err_set(err, NULL, "--gpus", "expected a GPU count that tp (dividing a server's %d "
+                "devices and the model's heads) x pp (dividing the %lld layers, with the "
+                "interleaving) x dp can use%s (got %d)", per, t->layers,
                 o->tp > 0 || o->pp > 0 || o->dp > 0 || o->interleave > 0
                     ? ", with the fixed dimensions" : "", gpus);
         return;
     }
     if (!batch_layouts) {
         err_set(err, NULL, "--global-batch", "expected a multiple of the data-parallel "
-                "replicas of some layout (dp = %d GPUs / (tp x pp)%s) (got %d)", gpus,
-                o->dp > 0 ? ", fixed by --dp" : "", o->global_batch);
+                "replicas of some layout (dp = %d GPUs / (tp x pp)%s: a multiple of %d would "
+                "do) (got %d)", gpus, o->dp > 0 ? ", fixed by --dp" : "", L->min_dp,
+                o->global_batch);
         return;
     }
     if (L->smallest_ratio > 0) {

@@ -234,6 +234,17 @@ Test(search3d, bad_input)
     search3d_options_init(&o);
     o.gpus = 64, o.global_batch = 12, o.tp = 8, o.pp = 1; /* dp 8 */
     bad(GPT3, &o, "--global-batch: expected a multiple of the data-parallel replicas");
+    bad(GPT3, &o, "a multiple of 8 would do) (got 12)");
+    search3d_options_init(&o);
+    o.gpus = 64, o.global_batch = 64, o.pp = 5; /* one dimension fixed: the search's line */
+    bad(GPT3, &o, "--pp: expected a divisor of the 96 layers (got 5)");
+    search3d_options_init(&o);
+    o.gpus = 64, o.global_batch = 64, o.tp = 3;
+    bad(GPT3, &o, "--tp: expected a divisor of the 8 devices of one server and of the "
+        "model's 96 heads");
+    search3d_options_init(&o);
+    o.gpus = 64, o.global_batch = 64, o.pp = 32, o.interleave = 5; /* 32 x 5 > 96 layers */
+    bad(GPT3, &o, "--gpus: expected a GPU count that tp");
     search3d_options_init(&o);
     o.gpus = 8, o.global_batch = 8; /* 175B on 8 GPUs */
     bad(GPT3, &o, "--gpus: expected a layout that fits the devices' memory");
