@@ -38,19 +38,34 @@ static int est_microbatches(const sched_traits *tr, int m, int p)
     return m <= cap ? m : m - p * ((m - cap) / p);
 }
 
-/* The exposed part of stage st's all-reduce after its last backward of du seconds: the
- * simulator's ring of K buckets, bucket k ready at (k + 1) du / K and each taking
- * per_byte x G / K + fixed. */
-static double exposed_allreduce(const sim_model *mo, const sim_net *net, const plan *pl, int st,
-                                double du)
+/* Buckets of G gradient bytes in the simulator's ring (SIM_BUCKET_BYTES each, 1 to 4096). */
+static int buckets(double G)
 {
-    const plan_stage *ps = &pl->stages[st];
-    double G = mo->grad_bytes[st], per_byte, fixed;
-    if (ps->replicas <= 1 || !(G > 0) ||
-        sim_net_ring(net, ps->devices, ps->replicas, &per_byte, &fixed))
-        return 0;
     double kb = ceil(G / SIM_BUCKET_BYTES);
-    int K = kb < 1 ? 1 : kb > 4096 ? 4096 : (int)kb;
+    return kb < 1 ? 1 : kb > 4096 ? 4096 : (int)kb;
+}
+
+/* The exposed part of the all-reduces of pipeline rank r after its last backward of du
+ * seconds (the backward of its first stage, which the schedule runs last). The rank's
+ * stages share its devices and their links, so their rings add up on the same ports: they
+ * are taken as one ring of all their gradient bytes in all their buckets (the simulator's
+ * ring: bucket k ready at (k + 1) du / K, each taking per_byte x G / K + fixed). With one
+ * stage per rank that is the stage's own ring. */
+static double exposed_allreduce(const sim_model *mo, const sim_net *net, const plan *pl,
+                                const sched_traits *tr, int r, int p, double du)
+{
+    double G = 0, per_byte, fixed;
+    int K = 0, first = -1;
+    for (int k = 0; k < pl->nstages; k++)
+        if (sched_kind_rank(tr->kind, k, p) == r && mo->grad_bytes[k] > 0) {
+            G += mo->grad_bytes[k];
+            K += buckets(mo->grad_bytes[k]);
+            if (first < 0) first = k;
+        }
+    if (first < 0) return 0;
+    const plan_stage *ps = &pl->stages[first];
+    if (ps->replicas <= 1 || sim_net_ring(net, ps->devices, ps->replicas, &per_byte, &fixed))
+        return 0;
     double a = per_byte * G / K + fixed;
     double tail = K * a - du * (K - 1) / K;
     return tail > a ? tail : a;
@@ -166,7 +181,12 @@ static void est_figures(const plan *pl, const schedule *s, sim_model *mo, const 
                             .tp = tpf + tpb + (pl->recompute == RECOMPUTE_FULL ? tpf : 0),
                             .send = send_s(mo, net, pl, k)};
         st[k].step = mo->worker_mem_Bps[w0] > 0 ? mo->step_bytes[k] / mo->worker_mem_Bps[w0] : 0;
-        expo[k] = exposed_allreduce(mo, net, pl, k, split ? st[k].W : st[k].B);
+    }
+    for (int k = 0; k < S; k++) { /* per rank, at its first stage */
+        int r = sched_kind_rank(tr->kind, k, p), first = 0;
+        while (sched_kind_rank(tr->kind, first, p) != r) first++;
+        expo[k] = first == k ? exposed_allreduce(mo, net, pl, tr, r, p,
+                                                 split ? st[k].W : st[k].B) : 0;
     }
     est_pipeline(st, S, p, m, split, tr, out);
     double tail = est_tail(st, expo, S, p, tr, &out->dp_s, &out->step_s);
