@@ -76,8 +76,8 @@ enum { N = RECOMPUTE_NONE, F = RECOMPUTE_FULL, S = RECOMPUTE_SELECTIVE };
 enum { K1 = SCHED_1F1B_FLUSH, KI = SCHED_INTERLEAVED, KZ = SCHED_ZB_H1, KV = SCHED_ZB_V,
        KD = SCHED_DUALPIPEV };
 
-/* The estimate against the simulator: GPT-3 on 64 A100s and Llama-3-8B (grouped-query
- * attention, SwiGLU) on 32, every searched schedule, recomputation, ZeRO stage, sequence
+/* The estimate against the simulator: GPT-3 on 64 and 256 A100s and Llama-3-8B
+ * (grouped-query attention, SwiGLU) on 32, every searched schedule, recomputation, ZeRO stage, sequence
  * parallelism, microbatch sizes, data parallelism with and without interleaving. */
 Test(search3d, estimate_agrees_with_the_simulator)
 {
@@ -92,6 +92,7 @@ Test(search3d, estimate_agrees_with_the_simulator)
         {GPT3, 64, 64, {8, 8, 1, 2, S, 1, 0, KV}},
         {GPT3, 64, 64, {8, 8, 1, 2, S, 1, 0, KD}},
         {GPT3, 64, 128, {8, 2, 1, 1, F, 1, 1, K1}},
+        {GPT3, 256, 256, {4, 8, 1, 12, S, 1, 1, KI}}, /* 12 chunks' rings on 8 replicas */
         {LLAMA8B, 32, 128, {2, 4, 1, 1, N, 1, 1, K1}},
         {LLAMA8B, 32, 128, {1, 4, 2, 2, S, 0, 1, KI}},
         {LLAMA8B, 32, 256, {4, 2, 4, 1, F, 1, 0, K1}},
