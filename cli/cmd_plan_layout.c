@@ -1,7 +1,9 @@
 /* cmd_plan_layout.c: `plumb plan --model FILE -c CLUSTER --tp T --pp P --dp D ...`: a fixed
  * tensor x pipeline x data layout of a transformer (planner/layout3d.h), simulated once
  * (sim/sim.h) and reported as text (the layout, iteration time, throughput, per pipeline
- * rank memory against capacity) or as the simulator's JSON report; -o writes the plan.
+ * rank memory against capacity) or as the simulator's JSON report; -o writes the plan. With
+ * fewer than two of --tp/--pp/--dp, or --search, the layout search (planner/search3d.h):
+ * the top five with why, the best reported as a fixed layout, its plan written with -o.
  * cli/cmd_plan.c hands it the arguments when they name --model. Bad input and a layout
  * that does not fit its devices' memory: one line, exit 2, nothing written. */
 #include <cjson/cJSON.h>
@@ -23,11 +25,11 @@ int cmd_plan_layout(int argc, char **argv);
 static const char usage_text[] =
     "usage: plumb plan --model FILE -c CLUSTER.json --tp T --pp P --dp D --global-batch B\n"
     "                  [--gpus N] [--microbatch-size b] [--interleave V]\n"
-    "       plumb plan --model FILE -c CLUSTER.json --gpus N --global-batch B [--search]\n"
-    "                  [any of the dimensions, fixed] [--top K] [--json] [-o PLAN.json]\n"
     "                  [--recompute none|selective|full] [--checkpoint-layers K]\n"
     "                  [--sequence-parallel] [--zero 0|1] [--precision bf16|fp16|fp32]\n"
     "                  [--schedule KIND] [--seq-len S] [--json] [-o PLAN.json]\n"
+    "       plumb plan --model FILE -c CLUSTER.json --gpus N --global-batch B [--search]\n"
+    "                  [any of the options above, fixed] [--top K] [--json] [-o PLAN.json]\n"
     "\n"
     "Lays a transformer out as Megatron-LM does and simulates it: the blocks split evenly\n"
     "over pp x V virtual stages (the embedding with the first, the head with the last),\n"

@@ -6,14 +6,15 @@
  *
  *   one stage per rank (1f1b-flush): m max_s c_s + the other stages' c_s  (fill and drain)
  *   chunked (interleaved): m max_r R_r + (p - 1) max_s c_s
- *   zero-bubble (zb-h1, zb-v): m max_r R_r + (p - 1) max_s (F_s + I_s - W_s)
+ *   zero-bubble (zb-h1, zb-v, dualpipev): m max_r R_r + (p - 1) max_s (F_s + I_s - W_s)
  *
  * with c_s = F_s + B_s the time of one microbatch on virtual stage s, R_r the sum over
  * rank r's chunks and m the microbatches per replica; plus the pipeline sends on the
- * fill and drain path, the data-parallel all-reduce left exposed after each stage's last
- * backward (the simulator's bucketed ring: buckets ready evenly through that backward)
- * less the slack the stage has before the next iteration reaches it, and the optimizer
- * step (memory-bound, as the simulator prices it). */
+ * fill and drain path, the data-parallel all-reduce left exposed after each rank's last
+ * backward (the simulator's bucketed ring: buckets ready evenly through that backward; the
+ * rings of a rank's chunks as one, since they share its ports) less the slack the rank has
+ * before the next iteration reaches it, and the optimizer step (memory-bound, as the
+ * simulator prices it). */
 #include "planner/search3d.h"
 
 #include <math.h>
@@ -144,7 +145,6 @@ static double est_tail(const est_stage *st, const double *expo, int S, int p,
             fb = st[first].F + st[first].B + 2 * st[first].send;
         }
         double t = ex + step - slack;
-        if (r == 0) *dp_s = ex, *step_s = step;
         if (t > worst) {
             worst = t;
             *dp_s = ex;
