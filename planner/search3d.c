@@ -8,6 +8,7 @@
 #include "planner/search3d.h"
 
 #include <cjson/cJSON.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -83,19 +84,17 @@ static layout3d_options layout_of(const search3d_options *o, int gpus, int tp, i
     return l;
 }
 
-/* The schedule of V chunks: o's when fixed, else 1f1b-flush at 1 and interleaved above. */
-static int kind_of(const search3d_options *o, int v)
-{
-    if (o->schedule != SEARCH3D_FREE) return o->schedule;
-    return v > 1 ? SCHED_INTERLEAVED : SCHED_1F1B_FLUSH;
-}
-
-/* 1 when V chunks per rank suit kind k on pp ranks of `layers` layers. */
-static int chunks_ok(int k, int v, int pp, long long layers)
+/* 1 when the search tries kind k at V chunks per rank on pp ranks of `layers` layers: the
+ * kind o fixes, else every synchronous kind that does not hold every microbatch of the
+ * flush at once (gpipe: 1F1B's time with more memory); V within the kind's chunks, pp x V
+ * dividing the layers, and two ranks or more for the chunked kinds. */
+static int kind_ok(const search3d_options *o, int k, int v, int pp, long long layers)
 {
     const sched_traits *tr = sched_traits_of((sched_kind)k);
     if (!tr || v < tr->chunks_min || v > tr->chunks_max) return 0;
-    if (v > 1 && pp < 2 && k == SCHED_INTERLEAVED) return 0;
+    if (o->schedule != SEARCH3D_FREE ? k != o->schedule : tr->async || tr->hold == SCHED_HOLD_ALL)
+        return 0;
+    if (tr->chunks_max > 1 && pp < 2) return 0;
     return layers % ((long long)pp * v) == 0;
 }
 
@@ -197,10 +196,10 @@ static int enumerate(cand_list *L, const transformer *t, const cluster *cut,
             if ((o->pp > 0 && pp != o->pp) || t->layers % pp || gpus % (tp * pp)) continue;
             int dp = gpus / (tp * pp);
             if (o->dp > 0 && dp != o->dp) continue;
-            for (int v = 1; v <= 64 && v * pp <= t->layers; v++) {
-                if (o->interleave > 0 && v != o->interleave) continue;
-                int k = kind_of(o, v);
-                if (!chunks_ok(k, v, pp, t->layers)) continue;
+            for (int vk = 0; vk < 64 * SCHED_NKINDS; vk++) {
+                int v = 1 + vk / SCHED_NKINDS, k = vk % SCHED_NKINDS;
+                if ((o->interleave > 0 && v != o->interleave) || v * pp > t->layers) continue;
+                if (!kind_ok(o, k, v, pp, t->layers)) continue;
                 ++*layouts;
                 if (!L->min_dp || dp < L->min_dp) L->min_dp = dp;
                 if (o->global_batch % dp) continue;
@@ -454,15 +453,22 @@ void search3d_why(const search3d_result *r, int i, char *buf, size_t n)
         int worst = 0;
         for (int k = 1; k < 6; k++)
             if (part[k].x - part[k].y > part[worst].x - part[worst].y) worst = k;
-        h += (size_t)snprintf(buf + h, n - h, "%.1f %% slower: %s %+.2f s against #1 (%.1f %% "
-                              "of its iteration) at tp %d x pp %d",
-                              100 * (1 - c->tokens_per_s / w->tokens_per_s), part[worst].name,
-                              part[worst].x - part[worst].y, 100 * part[worst].x / it,
-                              c->d.tp, c->d.pp);
-        if (worst == 4 && c->o.recompute != w->o.recompute)
-            h += (size_t)snprintf(buf + h, n - h, " with %s recompute",
-                                  recompute_kind_name((recompute_kind)c->o.recompute));
-        h += (size_t)snprintf(buf + h, n - h, "; ");
+        double slower = 100 * (1 - c->tokens_per_s / w->tokens_per_s);
+        if (part[worst].x - part[worst].y < 1e-3 * it) { /* the estimate sees no loss */
+            h += (size_t)snprintf(buf + h, n - h, "%.1f %% slower in the full simulation "
+                                  "(the estimate has it %.1f %% %s #1); ", slower,
+                                  100 * fabs(e->iteration_s / w->est.iteration_s - 1),
+                                  e->iteration_s < w->est.iteration_s ? "ahead of" : "behind");
+        } else {
+            h += (size_t)snprintf(buf + h, n - h, "%.1f %% slower: %s %+.2f s against #1 "
+                                  "(%.1f %% of its iteration) at tp %d x pp %d", slower,
+                                  part[worst].name, part[worst].x - part[worst].y,
+                                  100 * part[worst].x / it, c->d.tp, c->d.pp);
+            if (worst == 4 && c->o.recompute != w->o.recompute)
+                h += (size_t)snprintf(buf + h, n - h, " with %s recompute",
+                                      recompute_kind_name((recompute_kind)c->o.recompute));
+            h += (size_t)snprintf(buf + h, n - h, "; ");
+        }
         if (h >= n) return;
     }
     snprintf(buf + h, n - h, "bubble %.1f %%, TP comm %.1f %%, DP exposed %.1f %%, fits with "

@@ -143,7 +143,7 @@ static search3d_result *search_ok(const transformer *t, const cluster *c,
 
 /* The winner on 64 A100s (GPT-3, global batch 64) against layouts a person would try:
  * Megatron's defaults, more pipeline, more data parallelism, interleaving, every
- * recomputation, zero-bubble schedules. None that fits may beat it, and the ranking is in
+ * recomputation, the zero-bubble and V schedules. None that fits may beat it, and the ranking is in
  * simulated throughput, its first the plan and report the result keeps. */
 Test(search3d, winner_beats_layouts_by_hand)
 {
@@ -153,6 +153,7 @@ Test(search3d, winner_beats_layouts_by_hand)
         {8, 8, 1, 3, N, 1, 0, KI}, {8, 4, 1, 8, S, 1, 1, KI}, {8, 4, 1, 1, F, 1, 1, K1},
         {4, 16, 1, 1, F, 1, 0, K1}, {4, 16, 1, 6, S, 1, 0, KI}, {8, 2, 1, 1, F, 1, 1, K1},
         {8, 8, 2, 1, F, 1, 0, K1}, {8, 8, 1, 1, S, 1, 0, KZ}, {4, 16, 1, 1, N, 1, 0, K1},
+        {8, 8, 1, 2, S, 1, 0, KV}, {8, 8, 1, 2, S, 1, 0, KD}, {4, 16, 1, 2, S, 1, 0, KV},
     };
     transformer *t = model(GPT3);
     cluster *c = a100();

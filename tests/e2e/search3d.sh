@@ -23,11 +23,11 @@ bad() { # bad NAME PATTERN ARGS...: plan exits 2 with one line, prints nothing, 
 ok search "$P" plan --model $GPT3 -c $A100 --gpus 64 --global-batch 64 -o "$d/best.json"
 has search '^plumb plan: searched [0-9]+ layouts on 64 GPUs \([0-9]+ fit memory by the estimate\), simulated the best 5'
 for i in 1 2 3 4 5; do
-    has "rank-$i" "^#$i tp [0-9]+ x pp [0-9]+ x dp [0-9]+, microbatch [0-9]+, (1f1b-flush|interleaved V [0-9]+), recompute (none|selective|full)"
+    has "rank-$i" "^#$i tp [0-9]+ x pp [0-9]+ x dp [0-9]+, microbatch [0-9]+, (1f1b-flush|zb-h1|interleaved V [0-9]+|zb-v V 2|dualpipev V 2), recompute (none|selective|full)"
 done
 has figures '^   iteration [0-9.]+ s \(estimate [0-9.]+ s\), [0-9]+ tokens/s, [0-9.]+ TFLOP/s per GPU, MFU [0-9.]+ %, peak [0-9.]+ GiB of 79.00 GiB$'
 has why1 '^   why: bubble [0-9.]+ %, TP comm [0-9.]+ %, DP exposed [0-9.]+ %, fits with (none|selective|full) recompute$'
-has why2 '^   why: [0-9.]+ % slower: '
+has why2 '^   why: [0-9.]+ % slower'
 has best '^the best layout:$'
 has best-layout '^plumb plan: gpt3-175b on dgx-a100-80g, 64 GPUs: tp [0-9]+ x pp [0-9]+ x dp [0-9]+'
 has written "plan written to $d/best.json"
