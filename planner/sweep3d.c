@@ -119,7 +119,7 @@ void sweep3d_print(const sweep3d_result *r, FILE *out)
 {
     fprintf(out, "plumb sweep: %s on %s, %d GPU counts (%.1f s of CPU)\n", r->model,
             r->cluster, r->n, r->cpu_s);
-    fprintf(out, "%6s  %-44s %12s %6s %10s %14s %12s\n", "GPUs", "best layout", "tokens/s",
+    fprintf(out, "%6s  %-52s %12s %6s %10s %14s %12s\n", "GPUs", "best layout", "tokens/s",
             "MFU", "days", r->price > 0 ? "cost (USD)" : "GPU-hours",
             "USD/M tokens");
     for (int i = 0; i < r->n; i++) {
@@ -129,15 +129,16 @@ void sweep3d_print(const sweep3d_result *r, FILE *out)
             continue;
         }
         const search3d_cand *b = &p->best;
-        char lay[64], days[24] = "-", cost[24] = "-", usd[24] = "-";
-        snprintf(lay, sizeof lay, "tp %d pp %d dp %d b %d V %d %s%s z%d", b->d.tp, b->d.pp,
-                 b->d.dp, b->o.microbatch_size, b->d.interleave,
+        char lay[96], v[16] = "", days[24] = "-", cost[24] = "-", usd[24] = "-";
+        if (b->d.interleave > 1) snprintf(v, sizeof v, " V %d", b->d.interleave);
+        snprintf(lay, sizeof lay, "tp %d pp %d dp %d b %d %s%s %s%s z%d", b->d.tp, b->d.pp,
+                 b->d.dp, b->o.microbatch_size, sched_kind_name(b->d.schedule), v,
                  recompute_kind_name((recompute_kind)b->o.recompute),
                  b->o.sequence_parallel ? " sp" : "", b->o.zero);
         if (p->days >= 0) snprintf(days, sizeof days, "%.2f", p->days);
         if (p->cost >= 0) snprintf(cost, sizeof cost, "%.0f", p->cost);
         if (p->usd_per_million >= 0) snprintf(usd, sizeof usd, "%.3f", p->usd_per_million);
-        fprintf(out, "%6d  %-44s %12.0f %5.1f%% %10s %14s %12s%s\n", p->gpus, lay,
+        fprintf(out, "%6d  %-52s %12.0f %5.1f%% %10s %14s %12s%s\n", p->gpus, lay,
                 b->tokens_per_s, 100 * b->mfu, days, cost, usd, p->pareto ? "  front" : "");
     }
     if (r->tokens > 0)

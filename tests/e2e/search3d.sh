@@ -86,7 +86,7 @@ ok sweep "$P" sweep --model $LLAMA -c $A100 --gpus 8..40 --global-batch 640 --to
 has sweep '^plumb sweep: llama3-8b on dgx-a100-80g, 4 GPU counts'
 has sweep-head '^  GPUs  best layout +tokens/s +MFU +days +cost \(USD\) USD/M tokens$'
 for g in 8 16 32 40; do
-    has "sweep-$g" "^ +$g  tp [0-9]+ pp [0-9]+ dp [0-9]+ b [0-9]+ V [0-9]+ .* [0-9]+ +[0-9.]+% +[0-9.]+ +[0-9]+ +[0-9.]+"
+    has "sweep-$g" "^ +$g  tp [0-9]+ pp [0-9]+ dp [0-9]+ b [0-9]+ [a-z0-9-]+( V [0-9]+)? (none|selective|full)( sp)? z[01] +[0-9]+ +[0-9.]+% +[0-9.]+ +[0-9]+ +[0-9.]+"
 done
 has sweep-deadline '^fewest GPUs that train 1e\+11 tokens within 30 days: 16$'
 has sweep-plot "plot written to $d/front.svg"
