@@ -110,9 +110,9 @@ char *sweep3d_svg(const sweep3d_result *r, size_t *len)
     sbuf_printf(&b, " on ");
     svg_escape(&b, r->cluster);
     sbuf_printf(&b, ": time against cost of %.3g tokens</text>\n", r->tokens);
-    sbuf_printf(&b, "<text x=\"%.0f\" y=\"40\" text-anchor=\"middle\" fill=\"#555\">each point: "
-                "the best layout on that many GPUs; filled: the Pareto front (nothing both "
-                "sooner and cheaper); the cost axis does not start at 0</text>\n", W / 2);
+    sbuf_printf(&b, "<text x=\"%.0f\" y=\"40\" text-anchor=\"middle\" fill=\"#555\">a point: the "
+                "best layout on that many GPUs; filled: the Pareto front (none both sooner "
+                "and cheaper); cost axis not from 0</text>\n", W / 2);
     draw_axes(&b, &a, r);
     if (r->deadline_days > 0) {
         double x = px(&a, r->deadline_days);
