@@ -1,7 +1,9 @@
 /* cmd_plan_layout.c: `plumb plan --model FILE -c CLUSTER --tp T --pp P --dp D ...`: a fixed
  * tensor x pipeline x data layout of a transformer (planner/layout3d.h), simulated once
  * (sim/sim.h) and reported as text (the layout, iteration time, throughput, per pipeline
- * rank memory against capacity) or as the simulator's JSON report; -o writes the plan.
+ * rank memory against capacity) or as the simulator's JSON report; -o writes the plan. With
+ * fewer than two of --tp/--pp/--dp, or --search, the layout search (planner/search3d.h):
+ * the top five with why, the best reported as a fixed layout, its plan written with -o.
  * cli/cmd_plan.c hands it the arguments when they name --model. Bad input and a layout
  * that does not fit its devices' memory: one line, exit 2, nothing written. */
 #include <cjson/cJSON.h>
@@ -17,22 +19,29 @@
 #include "planner/balance3d.h"
 #include "planner/layout3d.h"
 #include "planner/llm_profile.h"
+#include "planner/search3d.h"
 #include "sim/sim.h"
 
 int cmd_plan_layout(int argc, char **argv);
 
-static const char *const usage_text =
+static const char usage_text[] =
     "usage: plumb plan --model FILE -c CLUSTER.json --tp T --pp P --dp D --global-batch B\n"
     "                  [--gpus N] [--microbatch-size b] [--interleave V]\n"
     "                  [--recompute none|selective|full] [--checkpoint-layers K]\n"
     "                  [--sequence-parallel] [--zero 0|1] [--precision bf16|fp16|fp32]\n"
     "                  [--schedule KIND] [--seq-len S] [--attention standard|flash]\n"
     "                  [--balance] [--json] [-o PLAN.json]\n"
+    "       plumb plan --model FILE -c CLUSTER.json --gpus N --global-batch B [--search]\n"
+    "                  [any of the options above, fixed] [--top K] [--json] [-o PLAN.json]\n"
     "\n"
     "Lays a transformer out as Megatron-LM does and simulates it: the blocks split evenly\n"
     "over pp x V virtual stages (the embedding with the first, the head with the last),\n"
     "virtual stage k on pipeline rank k %% pp, ranks ordered tensor-parallel fastest, then\n"
-    "data-parallel, then pipeline (docs/llm.md, \"3D layouts\").\n"
+    "data-parallel, then pipeline (docs/llm.md, \"3D layouts\"). With fewer than two of\n"
+    "--tp/--pp/--dp, or with --search, it searches the dimensions not given (tp, pp, dp,\n"
+    "microbatch size, interleaving, recompute, sequence parallelism, ZeRO; synchronous\n"
+    "schedules), ranks the best estimates by simulated throughput and prints the top five\n"
+    "(docs/llm.md, \"Searching layouts\").\n"
     "\n"
     "  --model FILE            the transformer (Hugging Face config.json or\n"
     "                          plumb-transformer/1)\n"
@@ -59,17 +68,25 @@ static const char *const usage_text =
     "  --attention KIND        standard (default: softmax and dropout kernels keep the s x s\n"
     "                          probabilities) or flash (fused: keeps its output and softmax\n"
     "                          statistics, recomputes the scores in its backward)\n"
-    "  --json                  print the simulator's report (plumb-sim-report/1)\n"
+    "  --search                search the dimensions not given even with --tp/--pp/--dp\n"
+    "  --top K                 simulate the K best estimates in full (default %d)\n"
+    "  --json                  print the simulator's report (plumb-sim-report/1); when\n"
+    "                          searching, {\"ranking\": [...], \"best\": report}\n"
     "  -o, --output FILE       write the plan (plumb-plan/1), atomically\n"
     "  -h, --help              this text\n"
     "Exit status: 0 ok; 2 bad input or a layout that does not fit its devices' memory (one\n"
     "line; nothing written).\n";
 
 enum { O_MODEL = 1200, O_GPUS, O_TP, O_PP, O_DP, O_GB, O_MBS, O_V, O_RC, O_CKPT, O_SP, O_ZERO,
-       O_PREC, O_SCHED, O_SEQ, O_JSON, O_BALANCE, O_ATTN };
+       O_PREC, O_SCHED, O_SEQ, O_JSON, O_BALANCE, O_ATTN, O_SEARCH, O_TOP };
+
+/* What the command line gave besides the layout options (the search's fixed ones). */
+typedef struct given {
+    int mbs, interleave, recompute, sp, zero, schedule, search, top;
+} given;
 
 /* Parses the options into o; 1 after --help, 2 after one line, else 0. */
-static int parse(int argc, char **argv, layout3d_options *o, const char **model,
+static int parse(int argc, char **argv, layout3d_options *o, given *g, const char **model,
                  const char **clus, const char **out, int *json)
 {
     static const struct option longopts[] = {
@@ -85,6 +102,7 @@ static int parse(int argc, char **argv, layout3d_options *o, const char **model,
         {"seq-len", required_argument, 0, O_SEQ}, {"json", no_argument, 0, O_JSON},
         {"balance", no_argument, 0, O_BALANCE},
         {"attention", required_argument, 0, O_ATTN},
+        {"search", no_argument, 0, O_SEARCH}, {"top", required_argument, 0, O_TOP},
         {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
     const char *cmd = "plan";
     int c, v, seq;
@@ -96,8 +114,10 @@ static int parse(int argc, char **argv, layout3d_options *o, const char **model,
         case 'c': *clus = optarg; break;
         case 'o': *out = optarg; break;
         case O_JSON: *json = 1; break;
-        case O_SP: o->sequence_parallel = 1; break;
+        case O_SP: o->sequence_parallel = g->sp = 1; break;
         case O_BALANCE: o->balance = 1; break;
+        case O_SEARCH: g->search = 1; break;
+        case O_TOP: if (cli_int(cmd, "--top", optarg, 1, 1000, &g->top)) return 2; break;
         case O_GPUS:
             if (cli_int(cmd, "--gpus", optarg, 1, CLUSTER_MAX_DEVICES, &o->gpus))
                 return 2;
@@ -112,16 +132,21 @@ static int parse(int argc, char **argv, layout3d_options *o, const char **model,
         case O_MBS:
             if (cli_int(cmd, "--microbatch-size", optarg, 1, 1 << 20, &o->microbatch_size))
                 return 2;
+            g->mbs = 1;
             break;
         case O_V:
             if (cli_int(cmd, "--interleave", optarg, 1, 64, &o->interleave))
                 return 2;
+            g->interleave = 1;
             break;
         case O_CKPT:
             if (cli_int(cmd, "--checkpoint-layers", optarg, 0, 1 << 20, &o->checkpoint_layers))
                 return 2;
             break;
-        case O_ZERO: if (cli_int(cmd, "--zero", optarg, 0, 1, &o->zero)) return 2; break;
+        case O_ZERO:
+            if (cli_int(cmd, "--zero", optarg, 0, 1, &o->zero)) return 2;
+            g->zero = 1;
+            break;
         case O_SEQ:
             if (cli_int(cmd, "--seq-len", optarg, 1, 100000000, &seq)) return 2;
             o->seq = seq;
@@ -131,6 +156,7 @@ static int parse(int argc, char **argv, layout3d_options *o, const char **model,
                 return cli_fail(cmd, "--recompute: expected none, selective or full (got "
                                 "\"%s\")", optarg);
             o->recompute = v;
+            g->recompute = 1;
             break;
         case O_PREC:
             if ((v = dev_precision_parse(optarg)) < 0)
@@ -145,6 +171,7 @@ static int parse(int argc, char **argv, layout3d_options *o, const char **model,
                                 sched_kind_list(kinds, sizeof kinds, ", "), optarg);
             }
             o->schedule = v;
+            g->schedule = 1;
             break;
         case O_ATTN: {
             llm_attention a;
@@ -154,7 +181,7 @@ static int parse(int argc, char **argv, layout3d_options *o, const char **model,
             o->attention = a;
             break;
         }
-        case 'h': fputs(usage_text, stdout); return 1;
+        case 'h': printf(usage_text, SEARCH3D_SIMULATE); return 1;
         default: return 2;
         }
     }
@@ -205,7 +232,11 @@ static void print_text(const plan *pl, const layout3d_dims *d, const sim_report 
            pl->clus->name ? pl->clus->name : "cluster", d->gpus, d->tp, d->pp, d->dp,
            sched_kind_name(pl->schedule));
     if (pl->chunks > 1) printf(" (%d virtual stages per rank)", pl->chunks);
-    printf("\nrecompute %s", recompute_kind_name((recompute_kind)pl->recompute));
+    printf("\n");
+    const sched_traits *tr = sched_traits_of(pl->schedule);
+    if (tr && tr->async) /* the search never picks these (docs/llm.md, "Searching layouts") */
+        printf("schedule %s is %s: it changes training semantics\n", tr->name, tr->semantics);
+    printf("recompute %s", recompute_kind_name((recompute_kind)pl->recompute));
     if (pl->recompute == RECOMPUTE_FULL) printf(" (every %d blocks)", pl->checkpoint_layers);
     printf(", sequence parallel %s, zero %d, %s\n", pl->sequence_parallel ? "on" : "off",
            pl->zero, dev_precision_name(pl->precision));
@@ -262,12 +293,135 @@ static void print_balance(const layout3d_balance_result *b)
     }
 }
 
+/* The search's options from the command line: what was given is fixed. */
+static void search_options(const layout3d_options *o, const given *g, search3d_options *so)
+{
+    search3d_options_init(so);
+    so->gpus = o->gpus;
+    so->global_batch = o->global_batch;
+    so->tp = o->tp, so->pp = o->pp, so->dp = o->dp;
+    so->microbatch_size = g->mbs ? o->microbatch_size : 0;
+    so->interleave = g->interleave ? o->interleave : 0;
+    so->recompute = g->recompute ? o->recompute : SEARCH3D_FREE;
+    so->sequence_parallel = g->sp ? 1 : SEARCH3D_FREE;
+    so->zero = g->zero ? o->zero : SEARCH3D_FREE;
+    so->schedule = g->schedule ? o->schedule : SEARCH3D_FREE;
+    so->checkpoint_layers = o->checkpoint_layers;
+    so->precision = o->precision;
+    so->seq = o->seq;
+    so->attention = o->attention;
+    so->simulate = g->top;
+}
+
+/* One ranked layout as "tp 4 x pp 8 x dp 32, microbatch 1, interleaved V 12, ...". */
+static void layout_text(const search3d_cand *c, char *buf, size_t n)
+{
+    char v[24] = "";
+    if (c->d.interleave > 1) snprintf(v, sizeof v, " V %d", c->d.interleave);
+    snprintf(buf, n, "tp %d x pp %d x dp %d, microbatch %d, %s%s, recompute %s%s, zero %d",
+             c->d.tp, c->d.pp, c->d.dp, c->o.microbatch_size, sched_kind_name(c->d.schedule),
+             v, recompute_kind_name((recompute_kind)c->o.recompute),
+             c->o.sequence_parallel ? ", sequence parallel" : "", c->o.zero);
+}
+
+static void print_ranking(const search3d_result *r, int gpus)
+{
+    char lay[160], why[512], pk[32], cap[32];
+    printf("plumb plan: searched %lld layouts on %d GPUs (%lld fit memory by the estimate), "
+           "simulated the best %d: estimate %.2f s, simulation %.2f s of CPU\n", r->enumerated,
+           gpus, r->fitting, r->nranked, r->estimate_cpu_s, r->simulate_cpu_s);
+    int n = r->nranked < 5 ? r->nranked : 5;
+    for (int i = 0; i < n; i++) {
+        const search3d_cand *c = &r->ranked[i];
+        layout_text(c, lay, sizeof lay);
+        search3d_why(r, i, why, sizeof why);
+        printf("#%d %s\n   iteration %.3f s (estimate %.3f s), %.0f tokens/s, %.1f TFLOP/s per "
+               "GPU, MFU %.1f %%, peak %s of %s\n   why: %s\n", i + 1, lay, c->iteration_s,
+               c->est.iteration_s, c->tokens_per_s, c->tflops_per_gpu, 100 * c->mfu,
+               units_bytes(c->peak_bytes, pk, sizeof pk),
+               units_bytes(c->est.capacity_bytes, cap, sizeof cap), why);
+    }
+    printf("the best layout:\n");
+}
+
+/* The ranking as JSON: {"searched", "fitting", "ranking": [...], "best": report}. */
+static cJSON *ranking_json(const search3d_result *r, const char *out)
+{
+    cJSON *j = cJSON_CreateObject(), *a = cJSON_AddArrayToObject(j, "ranking");
+    char why[512];
+    if (!j || !a) {
+        cJSON_Delete(j);
+        return NULL;
+    }
+    cJSON_AddNumberToObject(j, "searched", (double)r->enumerated);
+    cJSON_AddNumberToObject(j, "fitting", (double)r->fitting);
+    cJSON_AddNumberToObject(j, "estimate_cpu_s", r->estimate_cpu_s);
+    cJSON_AddNumberToObject(j, "simulate_cpu_s", r->simulate_cpu_s);
+    for (int i = 0; i < r->nranked; i++) {
+        const search3d_cand *c = &r->ranked[i];
+        cJSON *e = search3d_cand_json(c);
+        if (!e) break;
+        cJSON_AddItemToArray(a, e);
+        search3d_why(r, i, why, sizeof why);
+        cJSON_AddStringToObject(e, "why", why);
+    }
+    cJSON *best = sim_report_to_json(r->best_report, NULL, out);
+    if (!best) {
+        cJSON_Delete(j);
+        return NULL;
+    }
+    cJSON_AddItemToObject(j, "best", best);
+    return j;
+}
+
+/* The search path: rank, print, write the best plan. Returns the exit status. */
+static int run_search(const transformer *t, const cluster *cl, const char *cpath,
+                      const layout3d_options *o, const given *g, const char *out, int json)
+{
+    search3d_options so;
+    search_options(o, g, &so);
+    plumb_err err = {{0}};
+    search3d_result *r = search3d_run(t, cl, cpath, &so, &err);
+    cJSON *j = NULL;
+    char *text = NULL;
+    int rc = 2;
+    if (!r) {
+        if (err.msg[0] == '-') cli_fail("plan", "%s", err.msg);
+        else err_print(&err);
+        return 2;
+    }
+    if (json && (!(j = ranking_json(r, out)) || !(text = cJSON_Print(j)))) {
+        fprintf(stderr, "plumb: plan: out of memory\n");
+        rc = 1;
+        goto done;
+    }
+    if (out && plan_save(r->best, out, &err)) {
+        err_print(&err);
+        goto done;
+    }
+    if (json) {
+        printf("%s\n", text);
+    } else {
+        const search3d_cand *b = &r->ranked[0];
+        print_ranking(r, b->d.gpus);
+        print_text(r->best, &b->d, r->best_report);
+        if (out) printf("plan written to %s\n", out);
+    }
+    rc = 0;
+done:
+    free(text);
+    cJSON_Delete(j);
+    search3d_free(r);
+    return rc;
+}
+
 int cmd_plan_layout(int argc, char **argv)
 {
     layout3d_options o;
     layout3d_options_init(&o);
+    given g = {0};
     const char *mpath = NULL, *cpath = NULL, *out = NULL;
-    int json = 0, rc = parse(argc, argv, &o, &mpath, &cpath, &out, &json);
+    int json = 0, rc = parse(argc, argv, &o, &g, &mpath, &cpath, &out, &json);
     if (rc) return rc == 1 ? 0 : 2;
     const char *inputs[2] = {mpath, cpath};
     if (out && cli_output_ok("plan", "-o", out, inputs, 2)) return 2;
@@ -281,6 +435,10 @@ int cmd_plan_layout(int argc, char **argv)
     char *text = NULL, msg[PLUMB_ERR_MAX + 256];
     rc = 2;
     if (!cl) goto bad;
+    if (g.search || (o.tp > 0) + (o.pp > 0) + (o.dp > 0) < 2) {
+        rc = run_search(t, cl, cpath, &o, &g, out, json);
+        goto done;
+    }
     if (layout3d_resolve(t, cl, cpath, &o, &d, &err)) goto bad;
     if (!(pl = layout3d_build(t, cl, cpath, &o, &err))) goto bad;
     if (!(r = sim_run(pl, NULL, &err))) {

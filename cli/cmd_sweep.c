@@ -1,7 +1,9 @@
 /* cmd_sweep.c: `plumb sweep -p PROFILE -c CLUSTER --gpus A..B`: capacity planning. For each
  * GPU count the cluster is resized and the native planner finds the best plan; prints its
  * simulated throughput, scaling efficiency, cost per million samples and the fewest GPUs
- * that reach a target; optionally as JSON and as an SVG plot (planner/sweep.h). */
+ * that reach a target; optionally as JSON and as an SVG plot (planner/sweep.h). With
+ * --model, a transformer's 3D layouts per count (planner/sweep3d.h): tokens/s, MFU, days
+ * and cost of a token budget, the fewest GPUs within a deadline, the Pareto front. */
 #include <cjson/cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,6 +14,7 @@
 #include "core/json.h"
 #include "planner/native.h"
 #include "planner/sweep.h"
+#include "planner/sweep3d.h"
 
 static const char *const usage =
     "usage: plumb sweep -p PROFILE -c CLUSTER --gpus A..B [options]\n"
@@ -66,6 +69,154 @@ static int parse_range(const char *s, int *lo, int *hi)
     return 0;
 }
 
+static const char *const usage_model =
+    "usage: plumb sweep --model FILE -c CLUSTER --gpus A..B --global-batch B [options]\n"
+    "Searches the best tensor x pipeline x data layout of a transformer (as plumb plan\n"
+    "--model does) on whole servers from A to B GPUs: the first multiple of a server's\n"
+    "devices from A, doubled up to B, and B's; prints per count its tokens/s and MFU, the\n"
+    "days and cost to train a token budget, and the Pareto front of time against cost.\n"
+    "  --model FILE            the transformer (Hugging Face config.json or\n"
+    "                          plumb-transformer/1)\n"
+    "  -c, --cluster FILE      the cluster\n"
+    "  --gpus A..B             GPU counts (also N for one)\n"
+    "  --global-batch B        sequences per iteration\n"
+    "  --tokens N              token budget: days to train it and its cost\n"
+    "  --price USD_PER_GPU_HOUR  cost in USD (else in GPU-hours), USD per million tokens\n"
+    "  --deadline DAYS         the fewest GPUs that train --tokens within DAYS\n"
+    "  --tp T, --pp P, --microbatch-size b, --interleave V, --recompute KIND,\n"
+    "  --sequence-parallel, --zero 0|1   fixed dimensions (the rest are searched)\n"
+    "  --top K                 best estimates simulated per count (default 3)\n"
+    "  --json                  print the sweep as JSON (plumb-sweep3d/1)\n"
+    "  --svg OUT.svg           write the time-against-cost plot (needs --tokens)\n"
+    "  -h, --help              this help\n"
+    "Exit status: 0 ok, 2 bad input (nothing written).\n";
+
+enum { M_MODEL = 1100, M_GPUS, M_GB, M_TOKENS, M_PRICE, M_DEADLINE, M_TP, M_PP, M_MBS, M_V,
+       M_RC, M_SP, M_ZERO, M_TOP, M_JSON, M_SVG };
+
+/* Parses the --model options into o and the rest. 1 after --help, 2 after one line. */
+static int parse_model(int argc, char **argv, search3d_options *o, const char **mpath,
+                       const char **cpath, const char **svg, int *lo, int *hi, double *tokens,
+                       double *price, double *deadline, int *json)
+{
+    static const struct option longopts[] = {
+        {"model", required_argument, 0, M_MODEL}, {"cluster", required_argument, 0, 'c'},
+        {"gpus", required_argument, 0, M_GPUS}, {"global-batch", required_argument, 0, M_GB},
+        {"tokens", required_argument, 0, M_TOKENS}, {"price", required_argument, 0, M_PRICE},
+        {"deadline", required_argument, 0, M_DEADLINE}, {"tp", required_argument, 0, M_TP},
+        {"pp", required_argument, 0, M_PP}, {"microbatch-size", required_argument, 0, M_MBS},
+        {"interleave", required_argument, 0, M_V}, {"recompute", required_argument, 0, M_RC},
+        {"sequence-parallel", no_argument, 0, M_SP}, {"zero", required_argument, 0, M_ZERO},
+        {"top", required_argument, 0, M_TOP}, {"json", no_argument, 0, M_JSON},
+        {"svg", required_argument, 0, M_SVG}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+    const char *cmd = "sweep";
+    int ch, v;
+    optind = 0;
+    while ((ch = cli_getopt(cmd, argc, argv, "hc:", longopts)) != -1) {
+        switch (ch) {
+        case 'h': fputs(usage_model, stdout); return 1;
+        case M_MODEL: *mpath = optarg; break;
+        case 'c': *cpath = optarg; break;
+        case M_SVG: *svg = optarg; break;
+        case M_JSON: *json = 1; break;
+        case M_SP: o->sequence_parallel = 1; break;
+        case M_GPUS: if (parse_range(optarg, lo, hi)) return 2; break;
+        case M_GB:
+            if (cli_int(cmd, "--global-batch", optarg, 1, 1 << 24, &o->global_batch)) return 2;
+            break;
+        case M_TOKENS: if (cli_num(cmd, "--tokens", optarg, 1, 1e18, tokens)) return 2; break;
+        case M_PRICE: if (cli_num(cmd, "--price", optarg, 1, 1e6, price)) return 2; break;
+        case M_DEADLINE:
+            if (cli_num(cmd, "--deadline", optarg, 1, 1e6, deadline)) return 2;
+            break;
+        case M_TP: if (cli_int(cmd, "--tp", optarg, 1, 4096, &o->tp)) return 2; break;
+        case M_PP: if (cli_int(cmd, "--pp", optarg, 1, 65536, &o->pp)) return 2; break;
+        case M_MBS:
+            if (cli_int(cmd, "--microbatch-size", optarg, 1, 1 << 20, &o->microbatch_size))
+                return 2;
+            break;
+        case M_V: if (cli_int(cmd, "--interleave", optarg, 1, 64, &o->interleave)) return 2; break;
+        case M_ZERO: if (cli_int(cmd, "--zero", optarg, 0, 1, &o->zero)) return 2; break;
+        case M_TOP: if (cli_int(cmd, "--top", optarg, 1, 1000, &o->simulate)) return 2; break;
+        case M_RC:
+            if ((v = recompute_kind_parse(optarg)) < 0)
+                return cli_fail(cmd, "--recompute: expected none, selective or full (got "
+                                "\"%s\")", optarg);
+            o->recompute = v;
+            break;
+        default: return 2;
+        }
+    }
+    if (optind != argc)
+        return cli_fail(cmd, "unexpected argument \"%s\"; see plumb sweep --model --help",
+                        argv[optind]);
+    if (!*mpath || !*cpath || !*lo || !o->global_batch)
+        return cli_fail(cmd, "expected --model FILE, -c CLUSTER, --gpus A..B and "
+                        "--global-batch B; see plumb sweep --model --help");
+    if (*svg && !(*tokens > 0))
+        return cli_fail(cmd, "--svg: expected --tokens N with it (the plot is days to train "
+                        "against cost)");
+    return 0;
+}
+
+/* `plumb sweep --model`: the layout search per GPU count (planner/sweep3d.h). */
+static int cmd_sweep_model(int argc, char **argv)
+{
+    search3d_options o;
+    search3d_options_init(&o);
+    const char *mpath = NULL, *cpath = NULL, *svg = NULL;
+    int lo = 0, hi = 0, json = 0;
+    double tokens = 0, price = 0, deadline = 0;
+    int rc = parse_model(argc, argv, &o, &mpath, &cpath, &svg, &lo, &hi, &tokens, &price,
+                         &deadline, &json);
+    if (rc) return rc == 1 ? 0 : 2;
+    const char *inputs[2] = {mpath, cpath};
+    if (svg && cli_output_ok("sweep", "--svg", svg, inputs, 2)) return 2;
+    plumb_err err = {{0}};
+    transformer *t = transformer_load(mpath, &err);
+    cluster *c = t ? cluster_load(cpath, &err) : NULL;
+    sweep3d_result r = {0};
+    cJSON *doc = NULL;
+    char *text = NULL, *svgtext = NULL;
+    size_t svglen = 0;
+    rc = 2;
+    if (!c) {
+        err_print(&err);
+        goto done;
+    }
+    if (sweep3d_run(t, c, cpath, &o, lo, hi, tokens, price, deadline, &r, &err)) {
+        if (err.msg[0] == '-') cli_fail("sweep", "%s", err.msg);
+        else err_print(&err);
+        goto done;
+    }
+    rc = 1;
+    if (svg && !(svgtext = sweep3d_svg(&r, &svglen))) goto oom;
+    if (json && (!(doc = sweep3d_to_json(&r)) || !(text = cJSON_Print(doc)))) goto oom;
+    rc = 2;
+    if (svg && file_write_atomic(svg, svgtext, svglen, &err)) {
+        err_print(&err);
+        goto done;
+    }
+    if (json) {
+        printf("%s\n", text);
+    } else {
+        sweep3d_print(&r, stdout);
+        if (svg) printf("plot written to %s\n", svg);
+    }
+    rc = 0;
+    goto done;
+oom:
+    fprintf(stderr, "plumb: sweep: out of memory\n");
+done:
+    free(text);
+    free(svgtext);
+    cJSON_Delete(doc);
+    sweep3d_result_free(&r);
+    cluster_free(c);
+    transformer_free(t);
+    return rc;
+}
+
 int cmd_sweep(int argc, char **argv)
 {
     static const struct option longopts[] = {
@@ -85,6 +236,9 @@ int cmd_sweep(int argc, char **argv)
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0},
     };
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--model") || !strncmp(argv[i], "--model=", 8))
+            return cmd_sweep_model(argc, argv);
     native_options o;
     native_options_init(&o);
     o.recompute = NATIVE_RECOMPUTE_AUTO; /* the best plan: recompute where it must */
@@ -153,6 +307,13 @@ int cmd_sweep(int argc, char **argv)
     cJSON *doc = NULL;
     char *text = NULL, *svgtext = NULL;
     if (!p || !c) {
+        err_print(&err);
+        goto done;
+    }
+    if (p->tp > 1) { /* the native planner places whole layers on single devices */
+        err_set(&err, ppath, "tensor_parallel", "expected 1: plumb sweep -p places whole "
+                "layers on single devices (got %d); sweep a transformer's tensor-parallel "
+                "layouts with plumb sweep --model FILE", p->tp);
         err_print(&err);
         goto done;
     }

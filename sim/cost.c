@@ -271,6 +271,20 @@ static double comm_scale(const sim_model *m, const schedule *s, int st, int stra
     return sc > 0 ? sc : 1;
 }
 
+void sim_cost_stage_state(sim_model *m, const plan *pl, const sim_net *net, int st,
+                          double params)
+{
+    const plan_stage *ps = &pl->stages[st];
+    sim_state_mul sm;
+    sim_memory_state(pl->precision, pl->zero, ps->replicas, pl->optimizer, &sm);
+    m->param_bytes[st] = params;
+    m->gradmem_bytes[st] = params * sm.gradients;
+    m->optmem_bytes[st] = params * sm.optimizer;
+    m->grad_bytes[st] = params * sm.reduce;
+    m->step_bytes[st] = params * sm.step;
+    m->allreduce_s[st] = sim_net_allreduce_s(net, ps->devices, ps->replicas, m->grad_bytes[st]);
+}
+
 /* Prices stage st of pl (cross: sim_cross_bytes; splits: the schedule splits backwards
  * into I and W) into m. */
 static void price_stage(sim_model *m, const plan *pl, const schedule *s, const sim_net *net,
@@ -315,14 +329,7 @@ static void price_stage(sim_model *m, const plan *pl, const schedule *s, const s
     double input = st > 0 && ps->first_layer > 0 ? cross[ps->first_layer - 1] * scale : 0;
     /* the executor's slots also hold the first stage's input (the data) */
     double held_in = ps->first_layer == 0 ? p->input_bytes * scale : input;
-    sim_state_mul sm;
-    sim_memory_state(pl->precision, pl->zero, ps->replicas, pl->optimizer, &sm);
-    m->param_bytes[st] = S.params;
-    m->gradmem_bytes[st] = S.params * sm.gradients;
-    m->optmem_bytes[st] = S.params * sm.optimizer;
-    m->grad_bytes[st] = S.params * sm.reduce;
-    m->step_bytes[st] = S.params * sm.step;
-    m->allreduce_s[st] = sim_net_allreduce_s(net, ps->devices, ps->replicas, m->grad_bytes[st]);
+    sim_cost_stage_state(m, pl, net, st, S.params);
     double maxin = S.maxact * scale > input ? S.maxact * scale : input;
     m->gradbuf_bytes[st] = (p->nedges ? (S.nl > 1 ? 2 : 1) * maxin
                                       : chain_gradbuf(p, ps->first_layer, ps->last_layer) *

@@ -22,6 +22,16 @@ double *sim_cross_bytes(const profile *p);
 int sim_cost_build(sim_model *m, const plan *pl, const schedule *s, const sim_net *net,
                    int straggler_device, double straggler_factor, plumb_err *err);
 
+/* Sets stage st's training state in m (param_bytes, gradmem_bytes, optmem_bytes,
+ * grad_bytes, step_bytes: `params` parameter bytes times sim_memory_state's figures for
+ * pl's precision, ZeRO stage and the stage's replicas) and its ring all-reduce time
+ * (allreduce_s, over the stage's replica devices). sim_cost_build prices every stage with
+ * it; the layout search (planner/search3d_est.c) prices one pipeline of a replicated plan
+ * and sets each stage's state for the replicas with it. m's arrays must be allocated
+ * (sim_cost_build). */
+void sim_cost_stage_state(sim_model *m, const plan *pl, const sim_net *net, int st,
+                          double params);
+
 /* 1 when pl sets any 3D field (tp > 1, sequence parallelism, ZeRO, checkpoint_layers,
  * selective recomputation, bf16/fp16): a plan for a Megatron-LM-style runtime, which
  * plumb's executor refuses; its memory then counts that runtime's buffers

@@ -93,18 +93,18 @@ void sim_memory_state(dev_precision prec, int zero, int replicas, optimizer_kind
 }
 
 /* The most activation bytes worker w of a 3D plan's model holds at once, walking its list:
- * each stage's stash_bytes from its F to the end of its backward (W when the schedule splits
- * backwards, else B); an input received before its forward, cut_bytes of the stage before
- * (the tensor that arrives; its stash counts it once the forward runs); and during a
- * backward (B or I) the stage's transient_bytes (what recomputation rebuilds: a device runs
- * one backward at a time, so one stage's transient, not the sum over its stages). */
+ * each stage's stash_bytes from its F to the end of its backward (its B, or its W where
+ * the backward is split into I and W: DualPipeV mixes both in one list); an input received
+ * before its forward, cut_bytes of the stage before (the tensor that arrives; its stash
+ * counts it once the forward runs); and during a backward (B or I) the stage's
+ * transient_bytes (what recomputation rebuilds: a device runs one backward at a time, so
+ * one stage's transient, not the sum over its stages). */
 static double held_3d(const sim_model *m, int w)
 {
     const schedule *s = m->sched;
     if (w < 0 || w >= s->nworkers) return 0;
-    int *pending = calloc((size_t)s->nstages + 1, sizeof *pending), split = 0;
+    int *pending = calloc((size_t)s->nstages + 1, sizeof *pending);
     if (!pending) return 0;
-    for (int i = 0; i < s->len[w] && !split; i++) split = s->acts[w][i].kind == ACT_I;
     double held = 0, recv = 0, peak = 0;
     for (int i = 0; i < s->len[w]; i++) {
         const action *a = &s->acts[w][i];
@@ -122,13 +122,15 @@ static double held_3d(const sim_model *m, int w)
             held += m->stash_bytes[st];
             now = held + recv;
             break;
-        case ACT_B:
-        case ACT_I:
+        case ACT_B: /* a whole backward frees its microbatch */
             now = held + recv + m->transient_bytes[st];
-            if (!split) held -= m->stash_bytes[st];
+            held -= m->stash_bytes[st];
+            break;
+        case ACT_I: /* the input-gradient half: its W frees it */
+            now = held + recv + m->transient_bytes[st];
             break;
         case ACT_W:
-            if (split) held -= m->stash_bytes[st];
+            held -= m->stash_bytes[st];
             break;
         default:
             break;

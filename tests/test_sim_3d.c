@@ -591,3 +591,40 @@ Test(sim_3d, tied_head_counted_once_on_one_device)
     cr_expect(close_to(w, 2 * (params + vocab), 1e-12), "%g vs %g", w, 2 * (params + vocab));
     sim_report_free(r);
 }
+
+/* Schedules that mix whole backwards (B) and split ones (I, W) in one list (DualPipeV) free
+ * a microbatch's activations at its B or at its W: the device's activations stay within
+ * what its in-flight microbatches hold. The bound, written here: at most 2 pp + 2
+ * microbatches of the largest stash per virtual stage (DualPipeV's warm-up holds 2 pp - 1
+ * across its two chunks) plus the largest recompute transient and received input. Before
+ * the fix a B in such a list never freed, and GPT-2 at pp 2 held every microbatch. */
+Test(sim_3d, mixed_backward_kinds_free_their_microbatch)
+{
+    plumb_err e = {{0}};
+    transformer *t;
+    cluster *c;
+    load_model("examples/llm/gpt2.json", &t, &c);
+    layout3d_options o;
+    layout3d_options_init(&o);
+    o.gpus = 8, o.tp = 1, o.pp = 2, o.dp = 4;
+    o.global_batch = 32 * 4; /* 32 per replica: far more than are ever in flight */
+    o.microbatch_size = 1, o.seq = 1024;
+    o.schedule = SCHED_DUALPIPEV;
+    plan *pl = layout3d_build(t, c, A100, &o, &e);
+    cr_assert_not_null(pl, "%s", e.msg);
+    cluster_free(c);
+    transformer_free(t);
+    sim_report *r = run_ok(pl);
+    double stash = 0, cut = 0;
+    for (int s = 0; s < r->nstages; s++) {
+        if (r->stages[s].activation_bytes > stash) stash = r->stages[s].activation_bytes;
+        if (r->stages[s].send_bytes > cut) cut = r->stages[s].send_bytes;
+    }
+    for (int i = 0; i < r->ndevices; i++) {
+        double a = r->devices[i].mem.activations, bound = (2 * 2 + 2) * stash + 2 * cut;
+        cr_expect(a > 0 && a <= bound, "device %d: activations %g above %g (%.1f microbatches)",
+                  r->devices[i].device, a, bound, a / stash);
+    }
+    sim_report_free(r);
+    plan_free(pl);
+}

@@ -14,3 +14,23 @@ expect_bad() {
     if ! grep -q -- "$pat" "$d/err"; then echo "FAIL $name: message lacks '$pat':"; cat "$d/err"; fail=1; fi
     if [ -s "$d/out" ]; then echo "FAIL $name: wrote output before failing:"; cat "$d/out"; fail=1; fi
 }
+
+# expect_bad_silent NAME PATTERN FILE CMD...: expect_bad, and CMD printed nothing on stdout
+# and did not write FILE (removed if it did).
+expect_bad_silent() {
+    local name=$1 pat=$2 file=$3; shift 3
+    expect_bad "$name" "$pat" "$@"
+    [ -s "$d/out" ] && { echo "FAIL $name: printed output:"; head -3 "$d/out"; fail=1; }
+    [ -e "$file" ] && { echo "FAIL $name: wrote its output"; rm -f "$file"; fail=1; }
+}
+
+# ok NAME CMD...: CMD must exit 0; its output in $d/out, its errors in $d/err.
+ok() {
+    local name=$1; shift
+    if ! "$@" >"$d/out" 2>"$d/err"; then echo "FAIL $name:"; cat "$d/err"; fail=1; fi
+}
+
+# has NAME PATTERN: $d/out matches the extended regular expression.
+has() {
+    grep -Eq -- "$2" "$d/out" || { echo "FAIL $1: no '$2' in:"; head -40 "$d/out"; fail=1; }
+}

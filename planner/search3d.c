@@ -1,0 +1,501 @@
+/* search3d.c: the search over tensor x pipeline x data layouts (planner/search3d.h): the
+ * free dimensions enumerated (tp dividing a server and the model's heads, key/value heads
+ * and MLP width; pp and pp x V dividing the layers; dp the rest of the GPUs; microbatch
+ * sizes dividing the batch of a replica, smallest first; recomputation, sequence
+ * parallelism, ZeRO-1), each layout built once per (tp, sequence parallelism, microbatch
+ * size, pp, V) and estimated for every recomputation and ZeRO stage (search3d_est.c), the
+ * best estimates that fit simulated in full and ranked by simulated throughput. */
+#include "planner/search3d.h"
+
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "core/schedule_traits.h"
+#include "core/units.h"
+
+void search3d_options_init(search3d_options *o)
+{
+    memset(o, 0, sizeof *o);
+    o->recompute = o->sequence_parallel = o->zero = o->schedule = SEARCH3D_FREE;
+    o->checkpoint_layers = -1;
+    o->precision = DEV_BF16;
+}
+
+int search3d_all_fixed(const search3d_options *o)
+{
+    return o->tp > 0 && o->pp > 0 && o->dp > 0 && o->microbatch_size > 0 && o->interleave > 0 &&
+           o->recompute != SEARCH3D_FREE && o->sequence_parallel != SEARCH3D_FREE &&
+           o->zero != SEARCH3D_FREE;
+}
+
+static double cpu_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+/* The growing list of estimated layouts that fit. */
+typedef struct cand_list {
+    search3d_cand *c;
+    long long n, cap;
+    long long enumerated;
+    search3d_cand smallest; /* the layout with the smallest peak memory among those that
+                               do not fit (for the message when none fits) */
+    double smallest_ratio;
+    int min_dp;             /* the fewest replicas of any layout (for the batch's message) */
+} cand_list;
+
+static int list_push(cand_list *L, const search3d_cand *c)
+{
+    if (L->n == L->cap) {
+        long long cap = L->cap ? 2 * L->cap : 256;
+        search3d_cand *nc = realloc(L->c, (size_t)cap * sizeof *nc);
+        if (!nc) return -1;
+        L->c = nc;
+        L->cap = cap;
+    }
+    L->c[L->n++] = *c;
+    return 0;
+}
+
+/* The options of layout (tp, pp, dp, b, V, schedule) under o, the rest from o (free ones
+ * at their first value). */
+static layout3d_options layout_of(const search3d_options *o, int gpus, int tp, int pp, int dp,
+                                  int b, int v, int sched)
+{
+    layout3d_options l;
+    layout3d_options_init(&l);
+    l.gpus = gpus, l.tp = tp, l.pp = pp, l.dp = dp;
+    l.global_batch = o->global_batch;
+    l.microbatch_size = b;
+    l.interleave = v;
+    l.schedule = sched;
+    l.recompute = o->recompute != SEARCH3D_FREE ? o->recompute : RECOMPUTE_NONE;
+    l.checkpoint_layers = o->checkpoint_layers;
+    l.sequence_parallel = o->sequence_parallel > 0;
+    l.zero = o->zero > 0;
+    l.precision = o->precision;
+    l.seq = o->seq;
+    l.attention = o->attention;
+    return l;
+}
+
+/* 1 when the search tries kind k at V chunks per rank on pp ranks of `layers` layers: the
+ * kind o fixes, else every synchronous kind that does not hold every microbatch of the
+ * flush at once (gpipe: 1F1B's time with more memory); V within the kind's chunks, pp x V
+ * dividing the layers, and two ranks or more for the chunked kinds. */
+static int kind_ok(const search3d_options *o, int k, int v, int pp, long long layers)
+{
+    const sched_traits *tr = sched_traits_of((sched_kind)k);
+    if (!tr || v < tr->chunks_min || v > tr->chunks_max) return 0;
+    if (o->schedule != SEARCH3D_FREE ? k != o->schedule : tr->async || tr->hold == SCHED_HOLD_ALL)
+        return 0;
+    if (tr->chunks_max > 1 && pp < 2) return 0;
+    return layers % ((long long)pp * v) == 0;
+}
+
+/* Adds estimated layout c to L when it fits (else remembers the one nearest to fitting).
+ * Returns 1 when it fits, 0 when not, -1 when out of memory. */
+static int record(cand_list *L, const search3d_cand *c)
+{
+    L->enumerated++;
+    if (!c->est.fits) {
+        double ratio = c->est.peak_bytes / (c->est.capacity_bytes > 0 ? c->est.capacity_bytes
+                                                                       : 1);
+        if (L->smallest_ratio == 0 || ratio < L->smallest_ratio) {
+            L->smallest_ratio = ratio;
+            L->smallest = *c;
+        }
+        return 0;
+    }
+    return list_push(L, c) ? -1 : 1;
+}
+
+/* Estimates plan pl at recomputation rc and the ZeRO stages want[0..nw) into est. */
+static int estimate_at(plan *pl, const search3d_options *o, int rc, int nw, const int *want,
+                       search3d_est *est, plumb_err *err)
+{
+    pl->recompute = rc;
+    pl->checkpoint_layers = rc != RECOMPUTE_FULL ? 0
+                            : o->checkpoint_layers >= 0 ? o->checkpoint_layers : 1;
+    return search3d_estimate_zeros(pl, nw, want, est, err);
+}
+
+/* Estimates the built plan pl of layout l at each recomputation and ZeRO stage o allows.
+ * Full recomputation first: when it fits at no ZeRO stage, nothing less does (it keeps the
+ * least). Then less recomputation first: recomputing only adds compute (sim/cost.c), so
+ * once a ZeRO stage fits, more recomputation at that stage is not tried. Sets *any_fit when
+ * one fits. 0, or -1 with err. */
+static int try_plan(cand_list *L, const search3d_options *o, plan *pl, layout3d_options l,
+                    const layout3d_dims *d, int *any_fit, plumb_err *err)
+{
+    static const int order[] = {RECOMPUTE_NONE, RECOMPUTE_SELECTIVE, RECOMPUTE_FULL};
+    int zeros[2], nz = 0, done[2] = {0, 0}, full_fits = 0;
+    search3d_est full[2];
+    for (int z = 0; z <= 1; z++)
+        if (o->zero != SEARCH3D_FREE ? z == o->zero : !z || d->dp > 1) zeros[nz++] = z;
+    if (o->recompute == SEARCH3D_FREE) {
+        if (estimate_at(pl, o, RECOMPUTE_FULL, nz, zeros, full, err)) return -1;
+        for (int i = 0; i < nz; i++) full_fits |= full[i].fits;
+        if (!full_fits) {
+            for (int i = 0; i < nz; i++) {
+                search3d_cand c = {.o = l, .d = *d, .est = full[i]};
+                c.o.recompute = RECOMPUTE_FULL;
+                c.o.zero = zeros[i];
+                record(L, &c);
+            }
+            return 0;
+        }
+    }
+    for (int ri = 0; ri < 3; ri++) {
+        int rc = order[ri], want[2], nw = 0, idx[2];
+        if (o->recompute != SEARCH3D_FREE && rc != o->recompute) continue;
+        for (int i = 0; i < nz; i++)
+            if (!done[i]) idx[nw] = i, want[nw++] = zeros[i];
+        if (!nw) break;
+        search3d_est est[2];
+        if (o->recompute == SEARCH3D_FREE && rc == RECOMPUTE_FULL) {
+            for (int i = 0; i < nw; i++) est[i] = full[idx[i]];
+        } else if (estimate_at(pl, o, rc, nw, want, est, err)) {
+            return -1;
+        }
+        for (int i = 0; i < nw; i++) {
+            search3d_cand c = {.o = l, .d = *d, .est = est[i]};
+            c.o.recompute = rc;
+            c.o.zero = want[i];
+            int k = record(L, &c);
+            if (k < 0) return err_set(err, NULL, NULL, "out of memory");
+            if (k) *any_fit = done[idx[i]] = 1;
+        }
+    }
+    return 0;
+}
+
+/* 1 when tp ranks divide a server of per_server devices and the model's heads, key/value
+ * heads and MLP width (what llm_profile_build asks). */
+static int tp_ok(const transformer *t, int tp, int per_server)
+{
+    return per_server % tp == 0 && t->heads % tp == 0 && t->kv_heads % tp == 0 &&
+           t->ffn % tp == 0;
+}
+
+/* Enumerates and estimates every layout of the free dimensions. 0, or -1 with err. */
+static int enumerate(cand_list *L, const transformer *t, const cluster *cut,
+                     const char *cluster_file, const search3d_options *o, int *layouts,
+                     int *batch_layouts, plumb_err *err)
+{
+    int gpus = cut->ndevices, per_server = cut->levels[0].count;
+    *layouts = *batch_layouts = 0;
+    for (int tp = 1; tp <= per_server; tp++) {
+        if (o->tp > 0 ? tp != o->tp : !tp_ok(t, tp, per_server)) continue;
+        for (int pp = 1; pp <= t->layers && pp <= gpus / tp; pp++) {
+            if ((o->pp > 0 && pp != o->pp) || t->layers % pp || gpus % (tp * pp)) continue;
+            int dp = gpus / (tp * pp);
+            if (o->dp > 0 && dp != o->dp) continue;
+            for (int vk = 0; vk < 64 * SCHED_NKINDS; vk++) {
+                int v = 1 + vk / SCHED_NKINDS, k = vk % SCHED_NKINDS;
+                if ((o->interleave > 0 && v != o->interleave) || v * pp > t->layers) continue;
+                if (!kind_ok(o, k, v, pp, t->layers)) continue;
+                ++*layouts;
+                if (!L->min_dp || dp < L->min_dp) L->min_dp = dp;
+                if (o->global_batch % dp) continue;
+                ++*batch_layouts;
+                int per_replica = o->global_batch / dp;
+                for (int b = 1; b <= per_replica; b++) {
+                    if (o->microbatch_size > 0 ? b != o->microbatch_size : per_replica % b)
+                        continue;
+                    int fit_b = 0;
+                    for (int sp = 0; sp <= 1; sp++) {
+                        if (o->sequence_parallel != SEARCH3D_FREE ? sp != o->sequence_parallel
+                                                                  : sp && tp < 2)
+                            continue;
+                        layout3d_options l = layout_of(o, gpus, tp, pp, dp, b, v, k);
+                        l.sequence_parallel = sp;
+                        layout3d_dims d;
+                        plumb_err e2 = {{0}};
+                        if (layout3d_resolve(t, cut, cluster_file, &l, &d, &e2)) continue;
+                        plan *pl = layout3d_build(t, cut, cluster_file, &l, &e2);
+                        if (!pl) continue; /* e.g. a tp the model does not divide */
+                        int rc = try_plan(L, o, pl, l, &d, &fit_b, err);
+                        plan_free(pl);
+                        if (rc) return -1;
+                    }
+                    /* larger microbatches need more memory: none will fit */
+                    if (!fit_b && o->microbatch_size <= 0) break;
+                }
+            }
+        }
+    }
+    return 0;
+}
+
+static int cmp_est(const void *a, const void *b)
+{
+    const search3d_cand *x = a, *y = b;
+    if (x->est.iteration_s != y->est.iteration_s)
+        return x->est.iteration_s < y->est.iteration_s ? -1 : 1;
+    return 0;
+}
+
+/* By simulated throughput, then by the estimate (the order the best was kept in). */
+static int cmp_sim(const void *a, const void *b)
+{
+    const search3d_cand *x = a, *y = b;
+    if (x->tokens_per_s != y->tokens_per_s) return x->tokens_per_s > y->tokens_per_s ? -1 : 1;
+    return cmp_est(a, b);
+}
+
+/* The line when no layout fits: the smallest peak and what would fit. */
+static void no_fit(const cand_list *L, const search3d_options *o, int gpus, plumb_err *err)
+{
+    const search3d_cand *s = &L->smallest;
+    char pk[32], cap[32], hint[256];
+    size_t h = 0;
+    hint[0] = 0;
+    if (o->recompute != SEARCH3D_FREE && o->recompute != RECOMPUTE_FULL)
+        h += (size_t)snprintf(hint + h, sizeof hint - h, "--recompute full, ");
+    if (o->microbatch_size > 1)
+        h += (size_t)snprintf(hint + h, sizeof hint - h, "a smaller --microbatch-size, ");
+    if (o->zero == 0)
+        h += (size_t)snprintf(hint + h, sizeof hint - h, "--zero 1, ");
+    if (o->tp > 0 || o->pp > 0)
+        h += (size_t)snprintf(hint + h, sizeof hint - h, "freeing --tp/--pp, ");
+    double more = gpus * L->smallest_ratio;
+    int per = s->o.tp * s->o.pp;
+    long long need = per > 0 ? ((long long)(more + per - 1) / per) * per : (long long)more;
+    snprintf(hint + h, sizeof hint - h, "about %lld GPUs or more", need);
+    err_set(err, NULL, "--gpus", "expected a layout that fits the devices' memory (got the "
+            "smallest peak %s of %s, at tp %d x pp %d x dp %d, microbatch %d, recompute %s); "
+            "try %s", units_bytes(s->est.peak_bytes, pk, sizeof pk),
+            units_bytes(s->est.capacity_bytes, cap, sizeof cap), s->d.tp, s->d.pp, s->d.dp,
+            s->o.microbatch_size, recompute_kind_name((recompute_kind)s->o.recompute), hint);
+}
+
+/* One line for a search that found no layout: the fixed options' own error (what
+ * layout3d refuses), the GPU count, the global batch or the memory. */
+static void explain(const cand_list *L, const transformer *t, const cluster *cut,
+                    const char *cluster_file, const search3d_options *o, int layouts,
+                    int batch_layouts, plumb_err *err)
+{
+    int gpus = cut->ndevices, per = cut->levels[0].count;
+    if (!layouts) {
+        /* a fixed option that layout3d refuses names itself */
+        layout3d_options l = layout_of(o, gpus, o->tp, o->pp, o->dp,
+                                       o->microbatch_size > 0 ? o->microbatch_size : 1,
+                                       o->interleave > 0 ? o->interleave : 0, o->schedule);
+        if ((o->tp > 0) + (o->pp > 0) + (o->dp > 0) >= 2) {
+            layout3d_dims d;
+            l.global_batch = o->global_batch;
+            if (layout3d_resolve(t, cut, cluster_file, &l, &d, err)) return;
+        }
+        if (o->tp > 0 && !tp_ok(t, o->tp, per)) {
+            err_set(err, NULL, "--tp", "expected a divisor of the %d devices of one server and "
+                    "of the model's %lld heads, %lld key/value heads and MLP width %lld (got "
+                    "%d)", per, t->heads, t->kv_heads, t->ffn, o->tp);
+            return;
+        }
+        if (o->pp > 0 && (o->pp > t->layers || t->layers % o->pp)) {
+            err_set(err, NULL, "--pp", "expected a divisor of the %lld layers (got %d)",
+                    t->layers, o->pp);
+            return;
+        }
+        err_set(err, NULL, "--gpus", "expected a GPU count that tp (dividing a server's %d "
+                "devices and the model's heads) x pp (dividing the %lld layers, with the "
+                "interleaving) x dp can use%s (got %d)", per, t->layers,
+                o->tp > 0 || o->pp > 0 || o->dp > 0 || o->interleave > 0
+                    ? ", with the fixed dimensions" : "", gpus);
+        return;
+    }
+    if (!batch_layouts) {
+        err_set(err, NULL, "--global-batch", "expected a multiple of the data-parallel "
+                "replicas of some layout (dp = %d GPUs / (tp x pp)%s: a multiple of %d would "
+                "do) (got %d)", gpus, o->dp > 0 ? ", fixed by --dp" : "", L->min_dp,
+                o->global_batch);
+        return;
+    }
+    if (L->smallest_ratio > 0) {
+        no_fit(L, o, gpus, err);
+        return;
+    }
+    err_set(err, NULL, "--microbatch-size", "expected a microbatch size that divides the "
+            "global batch of each replica (got %d)", o->microbatch_size);
+}
+
+/* Simulates the first k candidates of L in full and ranks those that fit by simulated
+ * throughput; keeps the best one's plan and report in r. 0 or -1 with err. */
+static int simulate(search3d_result *r, cand_list *L, const transformer *t, const cluster *cut,
+                    const char *cluster_file, int k, plumb_err *err)
+{
+    r->ranked = calloc((size_t)k + 1, sizeof *r->ranked);
+    if (!r->ranked) return err_set(err, NULL, NULL, "out of memory");
+    double best = 0;
+    for (int i = 0; i < k; i++) {
+        search3d_cand c = L->c[i];
+        plan *pl = layout3d_build(t, cut, cluster_file, &c.o, err);
+        sim_report *rep = pl ? sim_run(pl, NULL, err) : NULL;
+        if (!rep) {
+            plan_free(pl);
+            return -1;
+        }
+        c.simulated = 1;
+        c.iteration_s = rep->iteration_s;
+        c.tokens_per_s = rep->tokens_per_s;
+        c.tflops_per_gpu = rep->tflops_per_gpu;
+        c.mfu = rep->mfu;
+        c.bubble_fraction = rep->bubble_fraction;
+        c.peak_bytes = rep->peak_memory_bytes;
+        c.fits = rep->fits;
+        if (c.fits) r->ranked[r->nranked++] = c;
+        if (c.fits && (!r->best_report || c.tokens_per_s > best)) { /* ties: the estimate's */
+            plan_free(r->best);
+            sim_report_free(r->best_report);
+            r->best = pl, r->best_report = rep;
+            pl = NULL, rep = NULL;
+            best = c.tokens_per_s;
+        }
+        plan_free(pl);
+        sim_report_free(rep);
+    }
+    qsort(r->ranked, (size_t)r->nranked, sizeof *r->ranked, cmp_sim);
+    return 0;
+}
+
+search3d_result *search3d_run(const transformer *t, const cluster *c, const char *cluster_file,
+                              const search3d_options *o, plumb_err *err)
+{
+    if (o->schedule != SEARCH3D_FREE) {
+        const sched_traits *tr = sched_traits_of((sched_kind)o->schedule);
+        if (!tr) {
+            err_set(err, NULL, "--schedule", "expected a schedule kind (got %d)", o->schedule);
+            return NULL;
+        }
+        if (tr->async) {
+            err_set(err, NULL, "--schedule", "expected a synchronous schedule for the layout "
+                    "search (got %s, %s: it changes training semantics; give --tp, --pp and --dp "
+                    "to lay it out as it is)", tr->name, tr->semantics);
+            return NULL;
+        }
+    }
+    if (o->global_batch < 1) {
+        err_set(err, NULL, "--global-batch", "expected an integer >= 1 (got %d)",
+                o->global_batch);
+        return NULL;
+    }
+    search3d_result *r = calloc(1, sizeof *r);
+    cand_list L = {0};
+    cluster *cut = NULL;
+    if (!r) {
+        err_set(err, NULL, NULL, "out of memory");
+        return NULL;
+    }
+    double t0 = cpu_s();
+    cut = cluster_take_gpus(c, o->gpus > 0 ? o->gpus : c->ndevices, cluster_file, err);
+    if (!cut) goto fail;
+    int layouts, batch_layouts;
+    if (enumerate(&L, t, cut, cluster_file, o, &layouts, &batch_layouts, err)) goto fail;
+    r->enumerated = L.enumerated;
+    r->fitting = L.n;
+    if (!L.n) {
+        explain(&L, t, cut, cluster_file, o, layouts, batch_layouts, err);
+        goto fail;
+    }
+    qsort(L.c, (size_t)L.n, sizeof *L.c, cmp_est);
+    double t1 = cpu_s();
+    r->estimate_cpu_s = t1 - t0;
+    int k = o->simulate > 0 ? o->simulate : SEARCH3D_SIMULATE;
+    if (k > L.n) k = (int)L.n;
+    if (simulate(r, &L, t, cut, cluster_file, k, err)) goto fail;
+    if (!r->nranked) {
+        err_set(err, NULL, "--gpus", "expected a layout that fits the devices' memory in the "
+                "simulation (the %d best estimates do not)", k);
+        goto fail;
+    }
+    r->best->pred_iteration_s = r->best_report->iteration_s;
+    r->best->pred_samples_per_s = r->best_report->samples_per_s;
+    r->simulate_cpu_s = cpu_s() - t1;
+    free(L.c);
+    cluster_free(cut);
+    return r;
+fail:
+    free(L.c);
+    cluster_free(cut);
+    search3d_free(r);
+    return NULL;
+}
+
+void search3d_free(search3d_result *r)
+{
+    if (!r) return;
+    free(r->ranked);
+    plan_free(r->best);
+    sim_report_free(r->best_report);
+    free(r);
+}
+
+void search3d_why(const search3d_result *r, int i, char *buf, size_t n)
+{
+    const search3d_cand *c = &r->ranked[i], *w = &r->ranked[0];
+    const search3d_est *e = &c->est;
+    double it = e->iteration_s > 0 ? e->iteration_s : 1;
+    size_t h = 0;
+    buf[0] = 0;
+    if (i > 0 && w->tokens_per_s > 0) {
+        /* the part of the estimate that grew most against the winner's (seconds) */
+        struct { const char *name; double x, y; } part[] = {
+            {"bubble", e->bubble_s, w->est.bubble_s}, {"TP comm", e->tp_s, w->est.tp_s},
+            {"DP all-reduce", e->dp_s, w->est.dp_s}, {"pipeline sends", e->p2p_s, w->est.p2p_s},
+            {"busiest rank's compute", e->compute_s, w->est.compute_s},
+            {"optimizer step", e->step_s, w->est.step_s}};
+        int worst = 0;
+        for (int k = 1; k < 6; k++)
+            if (part[k].x - part[k].y > part[worst].x - part[worst].y) worst = k;
+        double slower = 100 * (1 - c->tokens_per_s / w->tokens_per_s);
+        if (part[worst].x - part[worst].y < 1e-3 * it) { /* the estimate sees no loss */
+            h += (size_t)snprintf(buf + h, n - h, "%.1f %% slower in the full simulation "
+                                  "(the estimate has it %.1f %% %s #1); ", slower,
+                                  100 * fabs(e->iteration_s / w->est.iteration_s - 1),
+                                  e->iteration_s < w->est.iteration_s ? "ahead of" : "behind");
+        } else {
+            h += (size_t)snprintf(buf + h, n - h, "%.1f %% slower: %s %+.2f s against #1 "
+                                  "(%.1f %% of its iteration) at tp %d x pp %d", slower,
+                                  part[worst].name, part[worst].x - part[worst].y,
+                                  100 * part[worst].x / it, c->d.tp, c->d.pp);
+            if (worst == 4 && c->o.recompute != w->o.recompute)
+                h += (size_t)snprintf(buf + h, n - h, " with %s recompute",
+                                      recompute_kind_name((recompute_kind)c->o.recompute));
+            h += (size_t)snprintf(buf + h, n - h, "; ");
+        }
+        if (h >= n) return;
+    }
+    snprintf(buf + h, n - h, "bubble %.1f %%, TP comm %.1f %%, DP exposed %.1f %%, fits with "
+             "%s recompute", 100 * e->bubble_s / it, 100 * e->tp_s / it, 100 * e->dp_s / it,
+             recompute_kind_name((recompute_kind)c->o.recompute));
+}
+
+cJSON *search3d_cand_json(const search3d_cand *c)
+{
+    cJSON *e = cJSON_CreateObject();
+    if (!e) return NULL;
+    cJSON_AddNumberToObject(e, "tp", c->d.tp);
+    cJSON_AddNumberToObject(e, "pp", c->d.pp);
+    cJSON_AddNumberToObject(e, "dp", c->d.dp);
+    cJSON_AddNumberToObject(e, "microbatch_size", c->o.microbatch_size);
+    cJSON_AddNumberToObject(e, "interleave", c->d.interleave);
+    cJSON_AddStringToObject(e, "schedule", sched_kind_name(c->d.schedule));
+    cJSON_AddStringToObject(e, "recompute", recompute_kind_name((recompute_kind)c->o.recompute));
+    cJSON_AddBoolToObject(e, "sequence_parallel", c->o.sequence_parallel);
+    cJSON_AddNumberToObject(e, "zero", c->o.zero);
+    cJSON_AddNumberToObject(e, "iteration_s", c->iteration_s);
+    cJSON_AddNumberToObject(e, "estimate_iteration_s", c->est.iteration_s);
+    cJSON_AddNumberToObject(e, "tokens_per_s", c->tokens_per_s);
+    cJSON_AddNumberToObject(e, "tflops_per_gpu", c->tflops_per_gpu);
+    cJSON_AddNumberToObject(e, "mfu", c->mfu);
+    cJSON_AddNumberToObject(e, "peak_bytes", c->peak_bytes);
+    cJSON_AddNumberToObject(e, "capacity_bytes", c->est.capacity_bytes);
+    return e;
+}

@@ -1,0 +1,120 @@
+/* search3d.h: the search over tensor x pipeline x data layouts of a transformer
+ * (docs/llm.md, "Searching layouts"). Every layout of the free dimensions is built with
+ * planner/layout3d.h and priced with the simulator's own cost and memory model
+ * (sim_cost_build and sim_memory_of on a short schedule of the plan) plus a closed-form
+ * makespan per schedule kind; those that do not fit their devices' memory are dropped, the
+ * best estimates are simulated in full (sim_run) and ranked by simulated throughput. Only
+ * synchronous schedules are searched (1f1b-flush, interleaved, and a kind the caller
+ * fixes among the synchronous ones); PipeDream's asynchronous kinds change what training
+ * computes and stay with fixed layouts and `plumb plan -p`. */
+#ifndef PLUMB_SEARCH3D_H
+#define PLUMB_SEARCH3D_H
+
+#include "core/cluster.h"
+#include "core/plan.h"
+#include "core/transformer.h"
+#include "planner/layout3d.h"
+#include "sim/sim.h"
+
+#define SEARCH3D_SIMULATE 5 /* estimates simulated in full by default */
+#define SEARCH3D_FREE (-1)   /* a dimension the search chooses */
+
+typedef struct search3d_options {
+    int gpus;              /* devices, whole servers from the cluster's first; 0: all */
+    int global_batch;      /* sequences per iteration, > 0 */
+    int tp, pp, dp;        /* fixed when > 0, else searched */
+    int microbatch_size;   /* fixed when > 0, else searched */
+    int interleave;        /* fixed when > 0, else searched (1, and V > 1 interleaved) */
+    int recompute;         /* recompute_kind, or SEARCH3D_FREE */
+    int sequence_parallel; /* 0 or 1, or SEARCH3D_FREE (searched where tp > 1) */
+    int zero;              /* 0 or 1, or SEARCH3D_FREE (searched where dp > 1) */
+    int schedule;          /* a synchronous sched_kind, or SEARCH3D_FREE (1f1b-flush at
+                              V = 1, interleaved at V > 1) */
+    int checkpoint_layers; /* as layout3d_options (-1: the default) */
+    dev_precision precision;
+    long long seq;         /* tokens per sequence; 0: the model's */
+    int attention;         /* llm_attention of every layout (standard or flash) */
+    int simulate;          /* best estimates simulated in full; 0: SEARCH3D_SIMULATE */
+} search3d_options;
+
+/* Everything free, bf16, the model's sequence length; gpus and global_batch 0 (the caller
+ * sets the batch). */
+void search3d_options_init(search3d_options *o);
+
+/* The closed-form estimate of one layout, seconds per iteration and its parts. */
+typedef struct search3d_est {
+    double iteration_s;    /* the estimate: pipeline makespan + exposed all-reduce + step */
+    double compute_s;      /* the busiest pipeline rank's F and B of every microbatch,
+                              without recomputation and tensor-parallel collectives */
+    double recompute_s;    /* ... its recomputation */
+    double tp_s;           /* ... its tensor-parallel collectives */
+    double bubble_s;       /* fill and drain of the pipeline (ramp-up and ramp-down) */
+    double p2p_s;          /* pipeline sends on the fill and drain path */
+    double dp_s;           /* the data-parallel all-reduce left exposed after the backward */
+    double step_s;         /* the optimizer step */
+    double peak_bytes;     /* the largest device memory, the simulator's memory model */
+    double capacity_bytes; /* that device's capacity */
+    int fits;              /* every device fits */
+} search3d_est;
+
+/* One layout: its options (every dimension set), dimensions and figures. */
+typedef struct search3d_cand {
+    layout3d_options o;
+    layout3d_dims d;
+    search3d_est est;
+    int simulated;         /* 1: the figures below are sim_run's */
+    double iteration_s, tokens_per_s, tflops_per_gpu, mfu, bubble_fraction, peak_bytes;
+    int fits;
+} search3d_cand;
+
+typedef struct search3d_result {
+    long long enumerated;  /* layouts built and estimated */
+    long long fitting;     /* of which fit memory by the estimate */
+    int nranked;           /* simulated and fitting, best first */
+    search3d_cand *ranked; /* [nranked] by simulated tokens/s, descending */
+    plan *best;            /* the best layout's plan (pred_* set from its run); owned */
+    sim_report *best_report; /* its simulation; owned */
+    double estimate_cpu_s, simulate_cpu_s; /* CPU time of the two phases */
+} search3d_result;
+
+/* Estimates the layout of plan pl (built by layout3d_build) into out: the priced stages
+ * (sim_cost_build on a schedule of the plan cut to the microbatches that reach its
+ * steady memory), the device memory (sim_memory_of) of each pipeline rank's first
+ * group, and the closed-form iteration time of its schedule kind. 0, or -1 with err (out
+ * of memory, a schedule the generator refuses). */
+int search3d_estimate(const plan *pl, search3d_est *out, plumb_err *err);
+
+/* search3d_estimate of pl at each of the nz ZeRO stages zeros[] into out[0..nz), from one
+ * schedule and, where the stage does not change the runtime's buffers, one priced model
+ * (the ZeRO stage changes the training state, the all-reduce and the step, not the
+ * stages' times). 0, or -1 with err as search3d_estimate. */
+int search3d_estimate_zeros(const plan *pl, int nz, const int *zeros, search3d_est *out,
+                            plumb_err *err);
+
+/* Searches the layouts of model t on the first o->gpus devices of cluster c (file
+ * cluster_file, for messages) under o. Returns a new result (search3d_free) whose
+ * ranking holds at least one layout, or NULL with err set to one line: an option's bad
+ * value ("--tp", ..., as layout3d_resolve), an asynchronous --schedule, a GPU count no
+ * layout can use, a global batch no layout divides, a model that fits no layout's memory
+ * (naming what would: more GPUs, recomputation, smaller microbatches), out of memory. */
+search3d_result *search3d_run(const transformer *t, const cluster *c, const char *cluster_file,
+                              const search3d_options *o, plumb_err *err);
+
+void search3d_free(search3d_result *r);
+
+/* 1 when every dimension of o is fixed (the search has one layout to try). */
+int search3d_all_fixed(const search3d_options *o);
+
+/* Why ranked candidate i of r wins or loses, one line into buf (always terminated): its
+ * bubble, tensor-parallel and exposed data-parallel shares and how it fits memory; for
+ * i > 0 also how much slower than the first and the part that costs it most. */
+void search3d_why(const search3d_result *r, int i, char *buf, size_t n);
+
+/* Candidate c as a JSON object: "tp", "pp", "dp", "microbatch_size", "interleave",
+ * "schedule", "recompute", "sequence_parallel", "zero", "iteration_s",
+ * "estimate_iteration_s", "tokens_per_s", "tflops_per_gpu", "mfu", "peak_bytes",
+ * "capacity_bytes". NULL when out of memory; the caller owns it (cJSON_Delete). */
+struct cJSON;
+struct cJSON *search3d_cand_json(const search3d_cand *c);
+
+#endif

@@ -1,0 +1,272 @@
+/* search3d_est.c: the fast estimate of one tensor x pipeline x data layout
+ * (planner/search3d.h). The stages are priced by the simulator's cost model (sim_cost_build)
+ * on a schedule of the plan cut to a few microbatches per replica, enough for every stage to
+ * reach the most microbatches it holds, so that the memory of each device is the
+ * simulator's own (sim_memory_of). The iteration is a closed form per schedule kind:
+ *
+ *   one stage per rank (1f1b-flush): m max_s c_s + the other stages' c_s  (fill and drain)
+ *   chunked (interleaved): m max_r R_r + (p - 1) max_s c_s
+ *   zero-bubble (zb-h1, zb-v, dualpipev): m max_r R_r + (p - 1) max_s (F_s + I_s - W_s)
+ *
+ * with c_s = F_s + B_s the time of one microbatch on virtual stage s, R_r the sum over
+ * rank r's chunks and m the microbatches per replica; plus the pipeline sends on the
+ * fill and drain path, the data-parallel all-reduce left exposed after each rank's last
+ * backward (the simulator's bucketed ring: buckets ready evenly through that backward; the
+ * rings of a rank's chunks as one, since they share its ports) less the slack the rank has
+ * before the next iteration reaches it, and the optimizer step (memory-bound, as the
+ * simulator prices it). */
+#include "planner/search3d.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/schedule.h"
+#include "core/schedule_traits.h"
+#include "sim/cost.h"
+#include "sim/engine.h"
+#include "sim/memory.h"
+
+/* Microbatches per replica the pricing schedule keeps: m cut by whole rounds of p while at
+ * least p + 2 (1F1B: a stage holds at most p - s at once) or 3 p + 2 (the chunked and
+ * zero-bubble kinds: their warm-up is below 3 p) stay, and m's remainder modulo p stays, so
+ * that each stage holds as many at once as with m. Kinds that hold every microbatch (gpipe)
+ * keep all m. */
+static int est_microbatches(const sched_traits *tr, int m, int p)
+{
+    if (tr->hold == SCHED_HOLD_ALL) return m;
+    int cap = (tr->hold == SCHED_HOLD_1F1B ? p : 3 * p) + 2;
+    return m <= cap ? m : m - p * ((m - cap) / p);
+}
+
+/* Buckets of G gradient bytes in the simulator's ring (SIM_BUCKET_BYTES each, 1 to 4096). */
+static int buckets(double G)
+{
+    double kb = ceil(G / SIM_BUCKET_BYTES);
+    return kb < 1 ? 1 : kb > 4096 ? 4096 : (int)kb;
+}
+
+/* The exposed part of the all-reduces of pipeline rank r after its last backward of du
+ * seconds (the backward of its first stage, which the schedule runs last). The rank's
+ * stages share its devices and their links, so their rings add up on the same ports: they
+ * are taken as one ring of all their gradient bytes in all their buckets (the simulator's
+ * ring: bucket k ready at (k + 1) du / K, each taking per_byte x G / K + fixed). With one
+ * stage per rank that is the stage's own ring. */
+static double exposed_allreduce(const sim_model *mo, const sim_net *net, const plan *pl,
+                                const sched_traits *tr, int r, int p, double du)
+{
+    double G = 0, per_byte, fixed;
+    int K = 0, first = -1;
+    for (int k = 0; k < pl->nstages; k++)
+        if (sched_kind_rank(tr->kind, k, p) == r && mo->grad_bytes[k] > 0) {
+            G += mo->grad_bytes[k];
+            K += buckets(mo->grad_bytes[k]);
+            if (first < 0) first = k;
+        }
+    if (first < 0) return 0;
+    const plan_stage *ps = &pl->stages[first];
+    if (ps->replicas <= 1 || sim_net_ring(net, ps->devices, ps->replicas, &per_byte, &fixed))
+        return 0;
+    double a = per_byte * G / K + fixed;
+    double tail = K * a - du * (K - 1) / K;
+    return tail > a ? tail : a;
+}
+
+/* Seconds of one send of stage st's output to stage st + 1 (their first replicas). */
+static double send_s(const sim_model *mo, const sim_net *net, const plan *pl, int st)
+{
+    if (st + 1 >= pl->nstages || !(mo->cut_bytes[st] > 0)) return 0;
+    double rate, lat;
+    if (sim_net_path(net, pl->stages[st].devices[0], pl->stages[st + 1].devices[0], &rate,
+                     &lat) < 0)
+        return 0;
+    return lat + mo->cut_bytes[st] / rate;
+}
+
+typedef struct est_stage {
+    double F, B, I, W, tp, step, send;
+} est_stage;
+
+/* The closed-form makespan and its parts from the priced stages st[0..S) of p ranks x v
+ * chunks each, m microbatches per replica, split: the kind runs I and W apart. */
+static void est_pipeline(const est_stage *st, int S, int p, int m, int split,
+                         const sched_traits *tr, search3d_est *out)
+{
+    double cmax = 0, Rmax = 0, fill = 0, tp_rank = 0, zb = 0;
+    for (int r = 0; r < p; r++) {
+        double R = 0, tpr = 0;
+        for (int k = 0; k < S; k++)
+            if (sched_kind_rank(tr->kind, k, p) == r) {
+                R += st[k].F + (split ? st[k].I + st[k].W : st[k].B);
+                tpr += st[k].tp;
+            }
+        if (R > Rmax) Rmax = R, tp_rank = tpr;
+    }
+    for (int k = 0; k < S; k++) {
+        double c = st[k].F + (split ? st[k].I + st[k].W : st[k].B);
+        if (c > cmax) cmax = c;
+        double z = st[k].F + st[k].I - st[k].W;
+        if (z > zb) zb = z;
+        fill += c;
+    }
+    if (tr->chunks_max == 1 && !split) {
+        out->bubble_s = fill - cmax; /* the other stages' fill and drain */
+    } else if (split) {
+        out->bubble_s = (p - 1) * zb;
+    } else {
+        out->bubble_s = (p - 1) * cmax;
+    }
+    double p2p = 0;
+    for (int k = 0; k + 1 < S && k < p - 1; k++) p2p += 2 * st[k].send;
+    out->p2p_s = p2p;
+    out->tp_s = m * tp_rank;
+    out->compute_s = m * Rmax - out->tp_s;
+}
+
+/* The time after the pipeline that the all-reduces and steps add: per rank, its first
+ * stage's exposed all-reduce and its stages' steps, less the slack before the next
+ * iteration's first forward reaches it (the forwards and backwards of the ranks before
+ * it). */
+static double est_tail(const est_stage *st, const double *expo, int S, int p,
+                       const sched_traits *tr, double *dp_s, double *step_s)
+{
+    double worst = 0, slack = 0;
+    *dp_s = *step_s = 0;
+    for (int r = 0; r < p; r++) {
+        double step = 0, ex = 0, fb = 0;
+        int first = -1;
+        for (int k = 0; k < S; k++)
+            if (sched_kind_rank(tr->kind, k, p) == r) {
+                step += st[k].step;
+                if (first < 0) first = k;
+            }
+        if (first >= 0) {
+            ex = expo[first];
+            fb = st[first].F + st[first].B + 2 * st[first].send;
+        }
+        double t = ex + step - slack;
+        if (t > worst) {
+            worst = t;
+            *dp_s = ex;
+            *step_s = step;
+            if (ex + step > 0) { /* share the slack between them */
+                double f = t / (ex + step);
+                *dp_s = ex * f;
+                *step_s = step * f;
+            }
+        }
+        slack += fb;
+    }
+    return worst;
+}
+
+/* The figures of pl (its zero stage as given) from the one-pipeline model mo of schedule
+ * s on net: the stage state set for pl's replicas, the closed form and the memory. st and
+ * expo: scratch of the plan's stages. */
+static void est_figures(const plan *pl, const schedule *s, sim_model *mo, const sim_net *net,
+                        int m, est_stage *st, double *expo, search3d_est *out)
+{
+    const sched_traits *tr = sched_traits_of(pl->schedule);
+    int S = pl->nstages, v = pl->chunks > 1 ? pl->chunks : 1, p = S / v;
+    int split = tr->split_backward;
+    memset(out, 0, sizeof *out);
+    for (int k = 0; k < S; k++) sim_cost_stage_state(mo, pl, net, k, mo->param_bytes[k]);
+    for (int k = 0; k < S; k++) {
+        int w0 = s->stage_workers[s->stage_first[k]];
+        double sc = mo->worker_scale[w0], tpf, tpb;
+        const double *a = &mo->act_s[(size_t)k * SIM_NC];
+        sim_cost_stage_tp(pl, net, k, &tpf, &tpb);
+        st[k] = (est_stage){.F = a[SIM_C_F] * sc, .B = a[SIM_C_B] * sc, .I = a[SIM_C_I] * sc,
+                            .W = a[SIM_C_W] * sc,
+                            .tp = tpf + tpb + (pl->recompute == RECOMPUTE_FULL ? tpf : 0),
+                            .send = send_s(mo, net, pl, k)};
+        st[k].step = mo->worker_mem_Bps[w0] > 0 ? mo->step_bytes[k] / mo->worker_mem_Bps[w0] : 0;
+    }
+    for (int k = 0; k < S; k++) { /* per rank, at its first stage */
+        int r = sched_kind_rank(tr->kind, k, p), first = 0;
+        while (sched_kind_rank(tr->kind, first, p) != r) first++;
+        expo[k] = first == k ? exposed_allreduce(mo, net, pl, tr, r, p,
+                                                 split ? st[k].W : st[k].B) : 0;
+    }
+    est_pipeline(st, S, p, m, split, tr, out);
+    double tail = est_tail(st, expo, S, p, tr, &out->dp_s, &out->step_s);
+    out->iteration_s = out->compute_s + out->tp_s + out->bubble_s + out->p2p_s + tail;
+    /* memory: each rank's first group, as the simulator's report */
+    out->fits = 1;
+    for (int r = 0; r < p; r++) {
+        int k = 0;
+        while (k < S && sched_kind_rank(tr->kind, k, p) != r) k++;
+        if (k == S) continue;
+        int w = s->stage_workers[s->stage_first[k]];
+        const device_type *t = cluster_device_type(pl->clus, mo->worker_device[w]);
+        sim_memory mem;
+        sim_memory_of(mo, w, NULL, pl->optimizer, t ? t->memory_bytes : 0, &mem);
+        if (mem.total > out->peak_bytes) {
+            out->peak_bytes = mem.total;
+            out->capacity_bytes = mem.capacity;
+        }
+        if (!mem.fits) {
+            if (out->fits) out->capacity_bytes = mem.capacity;
+            out->fits = 0;
+        }
+    }
+}
+
+int search3d_estimate_zeros(const plan *pl, int nz, const int *zeros, search3d_est *out,
+                            plumb_err *err)
+{
+    const sched_traits *tr = sched_traits_of(pl->schedule);
+    int S = pl->nstages, v = pl->chunks > 1 ? pl->chunks : 1, p = S / v;
+    int dp = pl->stages[0].replicas, m = pl->microbatches / (dp > 0 ? dp : 1);
+    if (!tr || p < 1 || m < 1)
+        return err_set(err, NULL, NULL, "the plan's schedule, stages or microbatches");
+    /* one pipeline: every replica runs the same order (docs/llm.md, "3D layouts"), so its
+     * first replicas' schedule prices the stages and holds what each device holds; the
+     * state and the all-reduce are then set for the replicas */
+    plan view = *pl; /* shallow, with its own stages of one replica */
+    view.microbatches = est_microbatches(tr, m, p);
+    sim_model mo = {0};
+    est_stage *st = calloc((size_t)S, sizeof *st);
+    double *expo = calloc((size_t)S, sizeof *expo);
+    plan_stage *one = calloc((size_t)S, sizeof *one);
+    schedule *s = NULL;
+    int rc = -1, built = -1; /* sim_cost_plan_is_3d of the model built */
+    if (!st || !expo || !one) {
+        err_set(err, NULL, NULL, "out of memory");
+        goto done;
+    }
+    for (int k = 0; k < S; k++) {
+        one[k] = pl->stages[k];
+        one[k].replicas = 1;
+    }
+    view.stages = one;
+    if (!(s = schedule_from_plan(&view, 1, err))) goto done;
+    sim_net net;
+    sim_net_from_cluster(&net, pl->clus, NULL);
+    for (int i = 0; i < nz; i++) {
+        plan zp = *pl; /* shallow: the ZeRO stage changes the state, not the stages' times */
+        zp.zero = view.zero = zeros[i];
+        /* the buffers a plan's runtime has follow sim_cost_plan_is_3d, which ZeRO can
+         * change: price again then */
+        if (built != sim_cost_plan_is_3d(&zp)) {
+            sim_model_release(&mo);
+            if (sim_cost_build(&mo, &view, s, &net, -1, 1, err)) goto done;
+            built = sim_cost_plan_is_3d(&zp);
+        }
+        est_figures(&zp, s, &mo, &net, m, st, expo, &out[i]);
+    }
+    rc = 0;
+done:
+    sim_model_release(&mo);
+    schedule_free(s);
+    free(st);
+    free(expo);
+    free(one);
+    return rc;
+}
+
+int search3d_estimate(const plan *pl, search3d_est *out, plumb_err *err)
+{
+    memset(out, 0, sizeof *out);
+    return search3d_estimate_zeros(pl, 1, &pl->zero, out, err);
+}

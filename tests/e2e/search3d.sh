@@ -1,0 +1,114 @@
+#!/usr/bin/env bash
+# search3d.sh: the layout search end to end on the real binary: GPT-3 175B on 64 A100s with
+# every dimension free prints the top five (layout, iteration, tokens/s, TFLOP/s per GPU,
+# MFU, peak memory against capacity, why) and the best layout, writes it with -o (plumb sim
+# on the written plan gives the iteration the search reported), --json gives the ranking
+# and the best report; fixed dimensions stay fixed; an asynchronous schedule, a GPU count
+# no layout uses, a batch no layout divides and a model no layout fits each get one line,
+# exit 2, no output and no file.
+set -u
+P=${PLUMB:-./plumb}
+d=$(mktemp -d)
+trap 'rm -rf "$d"' EXIT
+fail=0
+A100=profiles/clusters/dgx-a100-80g.json
+GPT3=examples/llm/gpt3-175b.json
+. "$(dirname "$0")/lib/expect.sh" # expect_bad, expect_bad_silent, ok, has
+bad() { # bad NAME PATTERN ARGS...: plan exits 2 with one line, prints nothing, writes nothing
+    local name=$1 pat=$2; shift 2
+    expect_bad_silent "$name" "$pat" "$d/bad.json" \
+        "$P" plan --model $GPT3 -c $A100 "$@" -o "$d/bad.json"
+}
+
+ok search "$P" plan --model $GPT3 -c $A100 --gpus 64 --global-batch 64 -o "$d/best.json"
+has search '^plumb plan: searched [0-9]+ layouts on 64 GPUs \([0-9]+ fit memory by the estimate\), simulated the best 5'
+for i in 1 2 3 4 5; do
+    has "rank-$i" "^#$i tp [0-9]+ x pp [0-9]+ x dp [0-9]+, microbatch [0-9]+, (1f1b-flush|zb-h1|interleaved V [0-9]+|zb-v V 2|dualpipev V 2), recompute (none|selective|full)"
+done
+has figures '^   iteration [0-9.]+ s \(estimate [0-9.]+ s\), [0-9]+ tokens/s, [0-9.]+ TFLOP/s per GPU, MFU [0-9.]+ %, peak [0-9.]+ GiB of 79.00 GiB$'
+has why1 '^   why: bubble [0-9.]+ %, TP comm [0-9.]+ %, DP exposed [0-9.]+ %, fits with (none|selective|full) recompute$'
+has why2 '^   why: [0-9.]+ % slower'
+has best '^the best layout:$'
+has best-layout '^plumb plan: gpt3-175b on dgx-a100-80g, 64 GPUs: tp [0-9]+ x pp [0-9]+ x dp [0-9]+'
+has written "plan written to $d/best.json"
+# the first's iteration is the written plan's
+it=$(sed -n 's/^   iteration \([0-9.]*\) s .*/\1/p' "$d/out" | head -1)
+ok sim "$P" sim "$d/best.json" --json
+simit=$(sed -n 's/^	"iteration_s":	\([0-9.e+-]*\),$/\1/p' "$d/out" | head -1)
+awk -v a="$it" -v b="$simit" 'BEGIN { exit !(b > 0 && (a - b) / b < 1e-3 && (b - a) / b < 1e-3) }' ||
+    { echo "FAIL sim-same: the search reported $it s, plumb sim on its plan $simit s"; fail=1; }
+
+ok json "$P" plan --model $GPT3 -c $A100 --gpus 64 --global-batch 64 --json --top 6
+has json-ranking '^	"ranking":	\[\{'
+has json-best '^	"best":	\{'
+has json-why '"why":	"bubble '
+n=$(grep -c '"estimate_iteration_s":' "$d/out")
+[ "$n" -ge 5 ] || { echo "FAIL json-top: $n ranked layouts, expected 5 or more"; fail=1; }
+
+# fixed dimensions stay fixed
+ok fixed "$P" plan --model $GPT3 -c $A100 --gpus 64 --global-batch 64 --tp 4 --recompute full
+n=$(grep -c '^#[1-5] tp 4 x pp [0-9]* x dp [0-9]*, microbatch [0-9]*, .*, recompute full' "$d/out")
+[ "$n" = 5 ] || { echo "FAIL fixed: $n of the 5 ranked keep tp 4 and full recompute"; fail=1; }
+# --search searches the rest of a layout whose tp, pp and dp are given
+ok search-flag "$P" plan --model $GPT3 -c $A100 --gpus 64 --global-batch 64 --tp 8 --pp 8 \
+    --dp 1 --microbatch-size 1 --search
+has search-flag '^#1 tp 8 x pp 8 x dp 1, microbatch 1, '
+# every dimension given: today's fixed layout, no search
+ok fixed-layout "$P" plan --model $GPT3 -c $A100 --gpus 64 --tp 8 --pp 8 --global-batch 64 \
+    --recompute full
+grep -q '^plumb plan: searched' "$d/out" && { echo "FAIL fixed-layout: it searched"; fail=1; }
+has fixed-layout '^plumb plan: gpt3-175b on dgx-a100-80g, 64 GPUs: tp 8 x pp 8 x dp 1, schedule 1f1b-flush$'
+
+bad async 'plan: --schedule: expected a synchronous schedule for the layout search (got pipedream, asynchronous: weight stashing, each microbatch updates stale weights: it changes training semantics' \
+    --gpus 64 --global-batch 64 --schedule pipedream
+# a fixed layout may still run an asynchronous schedule, marked as such
+ok async-fixed "$P" plan --model $GPT3 -c $A100 --gpus 64 --tp 8 --pp 8 --global-batch 64 \
+    --recompute full --zero 1 --sequence-parallel --schedule 2bw
+has async-fixed '^schedule 2bw is asynchronous: 2 weight versions, gradients applied one step late: it changes training semantics$'
+ok sync-fixed "$P" plan --model $GPT3 -c $A100 --gpus 64 --tp 8 --pp 8 --global-batch 64 \
+    --recompute full --schedule zb-h1
+grep -q 'changes training semantics' "$d/out" && { echo "FAIL sync-fixed: marked"; fail=1; }
+bad gpus-layout 'plan: --dp: expected --gpus / (the other two) to be whole' \
+    --gpus 64 --global-batch 64 --tp 8 --pp 3
+bad gpus-servers 'dgx-a100-80g.json: --gpus: expected a multiple of the 8 devices per server (got 12)' \
+    --gpus 12 --global-batch 64
+bad batch 'plan: --global-batch: expected a multiple of the data-parallel replicas of some layout' \
+    --gpus 64 --global-batch 7 --dp 2
+bad no-fit 'plan: --gpus: expected a layout that fits the devices.* memory .*; try about [0-9]* GPUs or more' \
+    --gpus 8 --global-batch 8
+bad no-fit-hint 'try --recompute full, a smaller --microbatch-size' \
+    --gpus 64 --global-batch 64 --recompute none --microbatch-size 8
+
+# plumb sweep --model: the search per GPU count, days and cost of a token budget, deadline, plot
+LLAMA=examples/llm/llama3-8b.json
+ok sweep "$P" sweep --model $LLAMA -c $A100 --gpus 8..40 --global-batch 640 --tokens 1e11 \
+    --price 2 --deadline 30 --svg "$d/front.svg"
+has sweep '^plumb sweep: llama3-8b on dgx-a100-80g, 4 GPU counts'
+has sweep-head '^  GPUs  best layout +tokens/s +MFU +days +cost \(USD\) USD/M tokens$'
+for g in 8 16 32 40; do
+    has "sweep-$g" "^ +$g  tp [0-9]+ pp [0-9]+ dp [0-9]+ b [0-9]+ [a-z0-9-]+( V [0-9]+)? (none|selective|full)( sp)? z[01] +[0-9]+ +[0-9.]+% +[0-9.]+ +[0-9]+ +[0-9.]+"
+done
+has sweep-deadline '^fewest GPUs that train 1e\+11 tokens within 30 days: 16$'
+has sweep-plot "plot written to $d/front.svg"
+grep -q '<circle class="point front"' "$d/front.svg" || { echo "FAIL sweep-svg: no front"; fail=1; }
+ok sweep-json "$P" sweep --model $LLAMA -c $A100 --gpus 8..16 --global-batch 640 --json
+has sweep-json '"format":	"plumb-sweep3d/1"'
+has sweep-json-mfu '"mfu":	0\.[0-9]+'
+sweep_bad() { # sweep_bad NAME PATTERN ARGS...: exit 2, one line, no output, no file
+    local name=$1 pat=$2; shift 2
+    expect_bad_silent "$name" "$pat" "$d/bad.svg" "$P" sweep "$@" --svg "$d/bad.svg"
+}
+expect_bad sweep-deadline-tokens 'sweep: --deadline: expected --tokens N' \
+    "$P" sweep --model $LLAMA -c $A100 --gpus 8..16 --global-batch 64 --deadline 3
+sweep_bad sweep-svg-tokens 'sweep: --svg: expected --tokens N with it' \
+    --model $LLAMA -c $A100 --gpus 8..16 --global-batch 64
+sweep_bad sweep-no-server 'dgx-a100-80g.json: --gpus: expected a range holding a whole server' \
+    --model $LLAMA -c $A100 --gpus 1..7 --global-batch 64 --tokens 1e9
+sweep_bad sweep-no-fit 'expected a layout that fits the devices' \
+    --model $GPT3 -c $A100 --gpus 8..16 --global-batch 64 --tokens 1e9
+# a profile made with tp > 1 is not swept as whole layers per device
+ok profile-tp "$P" profile --model $LLAMA -c $A100 --tp 8 -o "$d/tp8.json"
+sweep_bad sweep-tp-profile "tp8.json: tensor_parallel: expected 1: plumb sweep -p places whole layers on single devices (got 8)" \
+    -p "$d/tp8.json" -c $A100 --gpus 8..16
+[ $fail = 0 ] && echo "search3d.sh: ok"
+exit $fail

@@ -1,0 +1,363 @@
+/* test_search3d.c: the layout search (planner/search3d.h) and the sweep over GPU counts
+ * built on it (planner/sweep3d.h). The fast estimate against the simulator on layouts of
+ * every searched kind (iteration within ESTIMATE_TOL, the memory of each device exact); the
+ * search's winner against layouts picked by hand, each simulated (none may beat it); fixed
+ * dimensions stay fixed; asynchronous schedules are refused; each bad input (a GPU count no
+ * layout uses, a batch no layout divides, a model no layout fits) gets its one line. The
+ * sweep: its counts (whole servers, doubled), each count's best against the search on that
+ * count alone, the days, cost and cost per million tokens recomputed here from the tokens/s,
+ * the deadline's fewest GPUs and the Pareto front found here by comparing every pair, the
+ * SVG and its bad inputs. */
+#include <cjson/cJSON.h>
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/cluster.h"
+#include "core/schedule_traits.h"
+#include "core/transformer.h"
+#include "planner/search3d.h"
+#include "planner/sweep3d.h"
+#include "sim/sim.h"
+
+#define A100 "profiles/clusters/dgx-a100-80g.json"
+#define GPT3 "examples/llm/gpt3-175b.json"
+#define LLAMA8B "examples/llm/llama3-8b.json"
+#define ESTIMATE_TOL 0.05 /* the estimate's iteration against the simulator's */
+
+static transformer *model(const char *path)
+{
+    plumb_err err = {{0}};
+    transformer *t = transformer_load(path, &err);
+    cr_assert_not_null(t, "%s: %s", path, err.msg);
+    return t;
+}
+
+static cluster *a100(void)
+{
+    plumb_err err = {{0}};
+    cluster *c = cluster_load(A100, &err);
+    cr_assert_not_null(c, "%s", err.msg);
+    return c;
+}
+
+typedef struct hand {
+    int tp, pp, b, v, rc, sp, zero, sched;
+} hand;
+
+static layout3d_options layout(int gpus, int gb, const hand *h)
+{
+    layout3d_options o;
+    layout3d_options_init(&o);
+    o.gpus = gpus, o.global_batch = gb;
+    o.tp = h->tp, o.pp = h->pp, o.dp = gpus / (h->tp * h->pp);
+    o.microbatch_size = h->b, o.interleave = h->v, o.recompute = h->rc;
+    o.sequence_parallel = h->sp, o.zero = h->zero, o.schedule = h->sched;
+    return o;
+}
+
+/* Simulates layout h; *fits and the report's tokens/s. NULL when it does not build. */
+static sim_report *simulate(const transformer *t, const cluster *c, int gpus, int gb,
+                            const hand *h)
+{
+    plumb_err err = {{0}};
+    layout3d_options o = layout(gpus, gb, h);
+    plan *pl = layout3d_build(t, c, A100, &o, &err);
+    cr_assert_not_null(pl, "tp %d pp %d: %s", h->tp, h->pp, err.msg);
+    sim_report *r = sim_run(pl, NULL, &err);
+    cr_assert_not_null(r, "%s", err.msg);
+    plan_free(pl);
+    return r;
+}
+
+enum { N = RECOMPUTE_NONE, F = RECOMPUTE_FULL, S = RECOMPUTE_SELECTIVE };
+enum { K1 = SCHED_1F1B_FLUSH, KI = SCHED_INTERLEAVED, KZ = SCHED_ZB_H1, KV = SCHED_ZB_V,
+       KD = SCHED_DUALPIPEV };
+
+/* The estimate against the simulator: GPT-3 on 64 and 256 A100s and Llama-3-8B
+ * (grouped-query attention, SwiGLU) on 32, every searched schedule, recomputation, ZeRO stage, sequence
+ * parallelism, microbatch sizes, data parallelism with and without interleaving. */
+Test(search3d, estimate_agrees_with_the_simulator)
+{
+    static const struct { const char *model; int gpus, gb; hand h; } cases[] = {
+        {GPT3, 64, 64, {8, 8, 1, 1, F, 0, 0, K1}},
+        {GPT3, 64, 64, {8, 8, 1, 2, S, 1, 0, KI}},
+        {GPT3, 64, 64, {8, 8, 1, 12, S, 1, 0, KI}},
+        {GPT3, 64, 128, {8, 4, 1, 3, F, 1, 1, KI}},
+        {GPT3, 64, 128, {8, 4, 2, 1, S, 1, 1, K1}},
+        {GPT3, 64, 64, {4, 16, 1, 1, F, 0, 0, K1}},
+        {GPT3, 64, 64, {8, 8, 1, 1, S, 1, 0, KZ}},
+        {GPT3, 64, 64, {8, 8, 1, 2, S, 1, 0, KV}},
+        {GPT3, 64, 64, {8, 8, 1, 2, S, 1, 0, KD}},
+        {GPT3, 64, 128, {8, 2, 1, 1, F, 1, 1, K1}},
+        {GPT3, 256, 256, {4, 8, 1, 12, S, 1, 1, KI}}, /* 12 chunks' rings on 8 replicas */
+        {LLAMA8B, 32, 128, {2, 4, 1, 1, N, 1, 1, K1}},
+        {LLAMA8B, 32, 128, {1, 4, 2, 2, S, 0, 1, KI}},
+        {LLAMA8B, 32, 256, {4, 2, 4, 1, F, 1, 0, K1}},
+        {LLAMA8B, 32, 64, {8, 1, 1, 1, N, 0, 1, K1}},
+    };
+    cluster *c = a100();
+    double worst = 0;
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        transformer *t = model(cases[i].model);
+        plumb_err err = {{0}};
+        layout3d_options o = layout(cases[i].gpus, cases[i].gb, &cases[i].h);
+        plan *pl = layout3d_build(t, c, A100, &o, &err);
+        cr_assert_not_null(pl, "case %zu: %s", i, err.msg);
+        search3d_est e;
+        cr_assert_eq(search3d_estimate(pl, &e, &err), 0, "case %zu: %s", i, err.msg);
+        sim_report *r = sim_run(pl, NULL, &err);
+        cr_assert_not_null(r, "%s", err.msg);
+        double rel = e.iteration_s / r->iteration_s - 1;
+        if (fabs(rel) > worst) worst = fabs(rel);
+        cr_expect(fabs(rel) <= ESTIMATE_TOL, "case %zu (%s tp %d pp %d v %d): estimate %.4f s, "
+                  "simulated %.4f s (%+.1f %%)", i, sched_kind_name(pl->schedule), o.tp, o.pp,
+                  o.interleave, e.iteration_s, r->iteration_s, 100 * rel);
+        cr_expect(fabs(e.peak_bytes - r->peak_memory_bytes) <= 1e-9 * r->peak_memory_bytes,
+                  "case %zu: peak memory %.0f estimated, %.0f simulated", i, e.peak_bytes,
+                  r->peak_memory_bytes);
+        cr_expect_eq(e.fits, r->fits, "case %zu", i);
+        /* the parts add up to the estimate */
+        cr_expect(e.compute_s > 0 && e.bubble_s >= 0 && e.dp_s >= 0 && e.step_s >= 0);
+        sim_report_free(r);
+        plan_free(pl);
+        transformer_free(t);
+    }
+    printf("search3d: the estimate's worst error against the simulator: %.2f %%\n", 100 * worst);
+    cluster_free(c);
+}
+
+static search3d_result *search_ok(const transformer *t, const cluster *c,
+                                  const search3d_options *o)
+{
+    plumb_err err = {{0}};
+    search3d_result *r = search3d_run(t, c, A100, o, &err);
+    cr_assert_not_null(r, "%s", err.msg);
+    cr_assert_geq(r->nranked, 1);
+    cr_assert_not_null(r->best);
+    cr_assert_not_null(r->best_report);
+    return r;
+}
+
+/* The winner on 64 A100s (GPT-3, global batch 64) against layouts a person would try:
+ * Megatron's defaults, more pipeline, more data parallelism, interleaving, every
+ * recomputation, the zero-bubble and V schedules. None that fits may beat it, and the ranking is in
+ * simulated throughput, its first the plan and report the result keeps. */
+Test(search3d, winner_beats_layouts_by_hand)
+{
+    static const hand hands[] = {
+        {8, 8, 1, 1, F, 0, 0, K1}, {8, 8, 1, 1, S, 1, 0, K1}, {8, 8, 1, 2, S, 1, 0, KI},
+        {8, 8, 1, 4, S, 1, 0, KI}, {8, 8, 1, 6, S, 1, 0, KI}, {8, 8, 1, 12, S, 1, 0, KI},
+        {8, 8, 1, 3, N, 1, 0, KI}, {8, 4, 1, 8, S, 1, 1, KI}, {8, 4, 1, 1, F, 1, 1, K1},
+        {4, 16, 1, 1, F, 1, 0, K1}, {4, 16, 1, 6, S, 1, 0, KI}, {8, 2, 1, 1, F, 1, 1, K1},
+        {8, 8, 2, 1, F, 1, 0, K1}, {8, 8, 1, 1, S, 1, 0, KZ}, {4, 16, 1, 1, N, 1, 0, K1},
+        {8, 8, 1, 2, S, 1, 0, KV}, {8, 8, 1, 2, S, 1, 0, KD}, {4, 16, 1, 2, S, 1, 0, KV},
+    };
+    transformer *t = model(GPT3);
+    cluster *c = a100();
+    search3d_options o;
+    search3d_options_init(&o);
+    o.gpus = 64, o.global_batch = 64;
+    search3d_result *r = search_ok(t, c, &o);
+    const search3d_cand *w = &r->ranked[0];
+    cr_assert(w->simulated && w->fits);
+    cr_assert_float_eq(w->tokens_per_s, r->best_report->tokens_per_s, 1e-9 * w->tokens_per_s);
+    for (int i = 1; i < r->nranked; i++)
+        cr_assert_geq(r->ranked[i - 1].tokens_per_s, r->ranked[i].tokens_per_s);
+    int fitting = 0;
+    for (size_t i = 0; i < sizeof hands / sizeof hands[0]; i++) {
+        sim_report *h = simulate(t, c, 64, 64, &hands[i]);
+        if (h->fits) {
+            fitting++;
+            cr_expect_geq(w->tokens_per_s, h->tokens_per_s * (1 - 1e-9), "by hand %zu (tp %d "
+                          "pp %d v %d) runs %.0f tokens/s, the winner %.0f", i, hands[i].tp,
+                          hands[i].pp, hands[i].v, h->tokens_per_s, w->tokens_per_s);
+        }
+        sim_report_free(h);
+    }
+    cr_assert_geq(fitting, 8, "too few of the hand layouts fit to compare (%d)", fitting);
+    search3d_free(r);
+    cluster_free(c);
+    transformer_free(t);
+}
+
+/* Fixed dimensions stay fixed: tp 4 and full recomputation for Llama-3-8B on 32 GPUs. */
+Test(search3d, fixed_dimensions)
+{
+    transformer *t = model(LLAMA8B);
+    cluster *c = a100();
+    search3d_options o;
+    search3d_options_init(&o);
+    o.gpus = 32, o.global_batch = 128, o.tp = 4, o.recompute = RECOMPUTE_FULL;
+    o.microbatch_size = 2;
+    search3d_result *r = search_ok(t, c, &o);
+    for (int i = 0; i < r->nranked; i++) {
+        cr_assert_eq(r->ranked[i].d.tp, 4);
+        cr_assert_eq(r->ranked[i].o.recompute, RECOMPUTE_FULL);
+        cr_assert_eq(r->ranked[i].o.microbatch_size, 2);
+        cr_assert_eq(r->ranked[i].d.tp * r->ranked[i].d.pp * r->ranked[i].d.dp, 32);
+    }
+    cr_assert_eq(r->best->tp, 4);
+    cr_assert_eq(r->best->recompute, RECOMPUTE_FULL);
+    char why[512];
+    search3d_why(r, r->nranked - 1, why, sizeof why);
+    cr_assert(strstr(why, "full recompute"), "%s", why);
+    if (r->nranked > 1) cr_assert(strstr(why, "slower"), "%s", why);
+    search3d_free(r);
+    cluster_free(c);
+    transformer_free(t);
+}
+
+static void bad(const char *path, search3d_options *o, const char *want)
+{
+    transformer *t = model(path);
+    cluster *c = a100();
+    plumb_err err = {{0}};
+    search3d_result *r = search3d_run(t, c, A100, o, &err);
+    cr_assert_null(r, "expected \"%s\"", want);
+    cr_assert(strstr(err.msg, want), "got \"%s\", expected \"%s\"", err.msg, want);
+    cr_assert_null(strchr(err.msg, '\n'), "one line: %s", err.msg);
+    cluster_free(c);
+    transformer_free(t);
+}
+
+/* Each bad input gets its one line. */
+Test(search3d, bad_input)
+{
+    search3d_options o;
+    search3d_options_init(&o);
+    o.gpus = 64, o.global_batch = 64, o.tp = 8, o.pp = 3; /* 24 does not divide 64 */
+    bad(GPT3, &o, "expected --gpus / (the other two) to be whole");
+    search3d_options_init(&o);
+    o.gpus = 40, o.global_batch = 64, o.tp = 8, o.pp = 5; /* 5 does not divide 96 layers */
+    bad(GPT3, &o, "--pp");
+    search3d_options_init(&o);
+    o.gpus = 64, o.global_batch = 12, o.tp = 8, o.pp = 1; /* dp 8 */
+    bad(GPT3, &o, "--global-batch: expected a multiple of the data-parallel replicas");
+    bad(GPT3, &o, "a multiple of 8 would do) (got 12)");
+    search3d_options_init(&o);
+    o.gpus = 64, o.global_batch = 64, o.pp = 5; /* one dimension fixed: the search's line */
+    bad(GPT3, &o, "--pp: expected a divisor of the 96 layers (got 5)");
+    search3d_options_init(&o);
+    o.gpus = 64, o.global_batch = 64, o.tp = 3;
+    bad(GPT3, &o, "--tp: expected a divisor of the 8 devices of one server and of the "
+        "model's 96 heads");
+    search3d_options_init(&o);
+    o.gpus = 64, o.global_batch = 64, o.pp = 32, o.interleave = 5; /* 32 x 5 > 96 layers */
+    bad(GPT3, &o, "--gpus: expected a GPU count that tp");
+    search3d_options_init(&o);
+    o.gpus = 8, o.global_batch = 8; /* 175B on 8 GPUs */
+    bad(GPT3, &o, "--gpus: expected a layout that fits the devices' memory");
+    bad(GPT3, &o, "GPUs or more");
+    search3d_options_init(&o);
+    o.gpus = 64, o.global_batch = 64, o.recompute = RECOMPUTE_NONE, o.microbatch_size = 8;
+    bad(GPT3, &o, "try --recompute full, a smaller --microbatch-size");
+    search3d_options_init(&o);
+    o.gpus = 64, o.global_batch = 64, o.schedule = SCHED_PIPEDREAM;
+    bad(GPT3, &o, "expected a synchronous schedule for the layout search (got pipedream");
+    search3d_options_init(&o);
+    o.gpus = 12, o.global_batch = 64;
+    bad(GPT3, &o, "--gpus: expected a multiple of the 8 devices per server (got 12)");
+}
+
+static int count_of(const char *s, const char *what)
+{
+    int n = 0;
+    for (const char *p = s; (p = strstr(p, what)); p++) n++;
+    return n;
+}
+
+/* Llama-3-8B on 8..40 GPUs (8, 16, 32 and 40; a global batch of 640 that dp 5 divides),
+ * 1e11 tokens at 2 USD per GPU-hour, within 60 days. */
+Test(sweep3d, figures_deadline_and_front)
+{
+    transformer *t = model(LLAMA8B);
+    cluster *c = a100();
+    search3d_options o;
+    search3d_options_init(&o);
+    o.global_batch = 640;
+    const double tokens = 1e11, price = 2, deadline = 60;
+    sweep3d_result r;
+    plumb_err err = {{0}};
+    cr_assert_eq(sweep3d_run(t, c, A100, &o, 3, 40, tokens, price, deadline, &r, &err), 0,
+                 "%s", err.msg);
+    static const int want[] = {8, 16, 32, 40};
+    cr_assert_eq(r.n, 4);
+    int fewest = -1;
+    for (int i = 0; i < r.n; i++) {
+        const sweep3d_point *p = &r.pts[i];
+        cr_assert_eq(p->gpus, want[i]);
+        cr_assert(p->ok, "%d GPUs: %s", p->gpus, p->why);
+        double tps = p->best.tokens_per_s;
+        cr_assert_gt(tps, 0);
+        cr_assert_eq(p->best.d.tp * p->best.d.pp * p->best.d.dp, p->gpus);
+        cr_assert_float_eq(p->days, tokens / tps / 86400, 1e-9 * p->days);
+        cr_assert_float_eq(p->cost, p->days * 24 * p->gpus * price, 1e-9 * p->cost);
+        cr_assert_float_eq(p->usd_per_million, price * p->gpus / 3600 / tps * 1e6,
+                           1e-9 * p->usd_per_million);
+        if (fewest < 0 && p->days <= deadline) fewest = p->gpus;
+        int dominated = 0;
+        for (int j = 0; j < r.n; j++)
+            if (j != i && r.pts[j].ok && r.pts[j].days <= p->days && r.pts[j].cost <= p->cost &&
+                (r.pts[j].days < p->days || r.pts[j].cost < p->cost))
+                dominated = 1;
+        cr_assert_eq(p->pareto, !dominated, "%d GPUs", p->gpus);
+    }
+    cr_assert_eq(r.deadline_gpus, fewest);
+    /* the sweep's best on 16 GPUs is the search's best on 16 (same simulated count) */
+    search3d_options so = o;
+    so.gpus = 16, so.simulate = SWEEP3D_SIMULATE;
+    search3d_result *s = search3d_run(t, c, A100, &so, &err);
+    cr_assert_not_null(s, "%s", err.msg);
+    cr_assert_float_eq(s->ranked[0].tokens_per_s, r.pts[1].best.tokens_per_s, 1e-9);
+    search3d_free(s);
+    size_t len = 0;
+    char *svg = sweep3d_svg(&r, &len);
+    cr_assert_not_null(svg);
+    cr_assert_eq(strlen(svg), len);
+    cr_assert_eq(count_of(svg, "<circle class=\"point"), 4);
+    int front = 0;
+    for (int i = 0; i < r.n; i++) front += r.pts[i].pareto;
+    cr_assert_eq(count_of(svg, "<circle class=\"point front\""), front);
+    cr_assert_eq(count_of(svg, "class=\"deadline\""), 1);
+    cr_assert(strstr(svg, "32 GPUs"));
+    cr_assert(strstr(svg, "</svg>"));
+    free(svg);
+    cJSON *j = sweep3d_to_json(&r);
+    cr_assert_not_null(j);
+    cJSON_Delete(j);
+    sweep3d_result_free(&r);
+    cluster_free(c);
+    transformer_free(t);
+}
+
+/* GPT-3 fits no layout on 8 or 16 GPUs: those counts say why; none at all is bad input. */
+Test(sweep3d, counts_that_do_not_fit)
+{
+    transformer *t = model(GPT3);
+    cluster *c = a100();
+    search3d_options o;
+    search3d_options_init(&o);
+    o.global_batch = 64;
+    sweep3d_result r;
+    plumb_err err = {{0}};
+    cr_assert_eq(sweep3d_run(t, c, A100, &o, 8, 64, 0, 0, 0, &r, &err), 0, "%s", err.msg);
+    cr_assert_eq(r.n, 4);
+    cr_assert(!r.pts[0].ok && !r.pts[1].ok);
+    cr_assert(strstr(r.pts[0].why, "expected a layout that fits"), "%s", r.pts[0].why);
+    cr_assert(r.pts[3].ok);
+    cr_assert_lt(r.pts[3].days, 0);
+    cr_assert_null(sweep3d_svg(&r, &(size_t){0})); /* no token budget: nothing to plot */
+    sweep3d_result_free(&r);
+    cr_assert_eq(sweep3d_run(t, c, A100, &o, 8, 16, 0, 0, 0, &r, &err), -1);
+    cr_assert(strstr(err.msg, "expected a layout that fits"), "%s", err.msg);
+    cr_assert_eq(sweep3d_run(t, c, A100, &o, 1, 7, 0, 0, 0, &r, &err), -1);
+    cr_assert(strstr(err.msg, "--gpus: expected a range holding a whole server"), "%s",
+              err.msg);
+    cr_assert_eq(sweep3d_run(t, c, A100, &o, 8, 64, 0, 0, 30, &r, &err), -1);
+    cr_assert(strstr(err.msg, "--deadline: expected --tokens N"), "%s", err.msg);
+    cluster_free(c);
+    transformer_free(t);
+}
