@@ -54,9 +54,12 @@ static void blas_pool_defer(char **argv)
         getenv("OMP_NUM_THREADS") || getrlimit(RLIMIT_AS, &as) || getrlimit(RLIMIT_DATA, &data))
         return;
     if (as.rlim_cur == RLIM_INFINITY && data.rlim_cur == RLIM_INFINITY) return;
-    if (setenv("OPENBLAS_NUM_THREADS", "1", 1)) return;
+    /* the mark tells the CPU backend the count is plumb's, not the user's */
+    if (setenv("OPENBLAS_NUM_THREADS", "1", 1) || setenv("PLUMB_BLAS_DEFERRED", "1", 1))
+        return;
     execv("/proc/self/exe", argv);
     unsetenv("OPENBLAS_NUM_THREADS"); /* no /proc: go on with the pool as it is */
+    unsetenv("PLUMB_BLAS_DEFERRED");
 }
 
 int main(int argc, char **argv)

@@ -72,10 +72,16 @@ int cpu_par_threads(void);
  * profile` measures is the scratch a pipeline worker with fewer threads allocates. */
 int cpu_par_slots(size_t n);
 /* Runs fn over [0, n) split into contiguous ranges, one per thread, with at least
- * min_items items per range (fewer threads for small n); the caller runs the first range
- * and returns when all have run. When a thread cannot be started the caller runs its range
- * too. fn must only write what its own items own. */
+ * min_items items per range (fewer threads for small n); range i is items
+ * [n i / t, n (i+1) / t) as slot i whichever thread runs it. The caller runs range 0 and
+ * every range no idle pool helper was free for (other callers' or nested calls' helpers
+ * are busy, or a helper cannot be started), and returns when all have run. Safe from
+ * several threads at once and from inside fn; never waits for a helper it did not
+ * claim. fn must only write what its own items own. */
 void cpu_par(size_t n, size_t min_items, cpu_par_fn fn, void *arg);
+/* The pool's helper threads started so far (they persist until exit, when they are
+ * joined): at most 15. */
+int cpu_par_helpers(void);
 
 /* cpu_vec.c: the activations on blocks of 4 floats. relu_* equal the references bit for
  * bit (NaN inputs give +0, as the references); gelu_* and cpu_exp_fast are within a few

@@ -214,12 +214,30 @@ static void cpu_opt_step(bk_ctx *c, const bk_opt *o, size_t n, float *w, const f
     }
 }
 
+/* The threads the user gave plumb: the count OpenBLAS read at load (OPENBLAS_NUM_THREADS,
+ * else GOTO_NUM_THREADS, else OMP_NUM_THREADS; at most the cores), or every core when
+ * none is set or when plumb set OPENBLAS_NUM_THREADS=1 itself only to defer the pool
+ * (cli/main.c marks that with PLUMB_BLAS_DEFERRED). */
+static int cpu_thread_budget(void)
+{
+    int cores = openblas_get_num_procs();
+    if (cores < 1) cores = 1;
+    if (getenv("PLUMB_BLAS_DEFERRED")) return cores;
+    const char *names[] = {"OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS", "OMP_NUM_THREADS"};
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
+        const char *v = getenv(names[i]);
+        long n = v ? strtol(v, NULL, 10) : 0;
+        if (n >= 1) return n < cores ? (int)n : cores;
+    }
+    return cores;
+}
+
 static void cpu_hint_workers(int workers)
 {
     /* one BLAS pool per process: with several workers calling at once, oversubscribed
-     * pools spin against each other; give each worker its share of the cores */
-    int cores = openblas_get_num_procs();
-    int per = workers > 0 ? cores / workers : cores;
+     * pools spin against each other; give each worker its share of the threads */
+    int budget = cpu_thread_budget();
+    int per = workers > 0 ? budget / workers : budget;
     openblas_set_num_threads(per > 0 ? per : 1);
 }
 
