@@ -217,3 +217,38 @@ Test(cpu_vec, maxpool2_matches_replay_with_ties)
                 }
     }
 }
+
+/* The 2x2 stride-2 pooling's backward (blocks of 4 windows, then a scalar tail) bit for
+ * bit against the general rule replayed here (dx zeroed, dx[first maximum] += dy): NaN,
+ * signed zeros, infinities and ties in x, -0 and NaN in dy, odd H and W (an uncovered row
+ * and column, which must come out +0 over the garbage dx held). */
+Test(cpu_vec, maxpool2_bwd_bitwise_with_specials_and_odd_sizes)
+{
+    enum { B = 2, C = 3, H = 19, W = 23, P = 9, Q = 11 };
+    static float x[B * C * H * W], dy[B * C * P * Q], dx[B * C * H * W], want[B * C * H * W];
+    const float sp[] = {NAN, -0.0f, 0.0f, INFINITY, -INFINITY, 1.0f, 1.0f, -2.0f, 3.5f};
+    for (size_t i = 0; i < sizeof x / sizeof *x; i++) x[i] = sp[(i * 7 + i / 5) % 9];
+    for (size_t i = 0; i < sizeof dy / sizeof *dy; i++)
+        dy[i] = i % 13 == 0 ? -0.0f : i % 17 == 0 ? NAN : (float)i - 100.0f;
+    bk_pool g = {.B = B, .C = C, .H = H, .W = W, .kernel = 2, .stride = 2, .P = P, .Q = Q};
+    for (int th = 1; th <= 2; th++) {
+        openblas_set_num_threads(th);
+        memset(dx, 0xa5, sizeof dx);
+        cpu_maxpool_bwd(NULL, &g, x, dy, dx);
+        memset(want, 0, sizeof want);
+        for (int bc = 0; bc < B * C; bc++)
+            for (int p = 0; p < P; p++)
+                for (int q = 0; q < Q; q++) {
+                    const float *xs = x + (size_t)bc * H * W;
+                    int best = (2 * p) * W + 2 * q;
+                    for (int i = 0; i < 2; i++)
+                        for (int j = 0; j < 2; j++)
+                            if (xs[(2 * p + i) * W + 2 * q + j] > xs[best])
+                                best = (2 * p + i) * W + 2 * q + j;
+                    want[(size_t)bc * H * W + best] += dy[((size_t)bc * P + p) * Q + q];
+                }
+        for (size_t i = 0; i < sizeof dx / sizeof *dx; i++)
+            cr_assert_eq(bits(dx[i]), bits(want[i]), "th %d i %zu: %g vs %g", th, i, dx[i],
+                         want[i]);
+    }
+}

@@ -92,6 +92,11 @@ void cpu_gelu_fwd(bk_ctx *c, size_t n, const float *x, float *y);
 void cpu_gelu_bwd(bk_ctx *c, size_t n, const float *x, const float *dy, float *dx);
 /* y[i] = e^x[i] for x clamped to [-87, 88]; y may be x. */
 void cpu_exp_fast(size_t n, const float *x, float *y);
+/* The 2x2 stride-2 max pooling's backward over one row of Q windows (input rows x0, x1,
+ * gradient rows d0, d1, all written): the windows 0 .. r-1 in blocks of 4, r returned
+ * (a multiple of 4); the caller does windows r .. Q-1 with the same rule. */
+int cpu_maxpool2_bwd_row(int Q, const float *x0, const float *x1, const float *dy, float *d0,
+                         float *d1);
 /* The scalar references (y = x > 0 ? x : 0; GELU's tanh form in double). */
 void cpu_relu_fwd_ref(size_t n, const float *x, float *y);
 void cpu_relu_bwd_ref(size_t n, const float *x, const float *dy, float *dx);

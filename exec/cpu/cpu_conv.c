@@ -220,27 +220,59 @@ static void maxpool2_fwd(void *arg, size_t lo, size_t hi, int slot)
     }
 }
 
-/* dx (the planes lo..hi, zeroed here) gets each window's dy at its first maximum. */
+/* dx (the planes lo..hi) gets each window's dy at its first maximum and +0 elsewhere,
+ * written once per element without branches on the data: the window's four selections
+ * follow the forward's comparisons in their order (a NaN never wins, so a NaN first
+ * element keeps the window, as in the general loop). The winner gets +0 + dy, the general
+ * loop's sum into a zeroed dx (so a -0 dy gives +0 there too). Rows and columns no window
+ * covers (odd H or W) are zeroed. */
+/* m ? a : b for an all-ones or all-zeros mask m, on the bits. */
+static inline float fbits_select(uint32_t m, float a, float b)
+{
+    uint32_t ua, ub;
+    memcpy(&ua, &a, sizeof ua);
+    memcpy(&ub, &b, sizeof ub);
+    ua = (ua & m) | (ub & ~m);
+    memcpy(&a, &ua, sizeof a);
+    return a;
+}
+
 static void maxpool2_bwd(void *arg, size_t lo, size_t hi, int slot)
 {
     const pool_arg *a = arg;
     const bk_pool *g = a->g;
+    const int W = g->W, Q = g->Q;
     (void)slot;
-    memset(a->y + lo * g->H * g->W, 0, (hi - lo) * g->H * g->W * sizeof(float));
     for (size_t bc = lo; bc < hi; bc++) {
-        const float *xs = a->x + bc * g->H * g->W;
-        float *dxs = a->y + bc * g->H * g->W;
-        const float *dys = a->dy + bc * g->P * g->Q;
+        const float *xs = a->x + bc * g->H * W;
+        float *dxs = a->y + bc * g->H * W;
+        const float *dys = a->dy + bc * g->P * Q;
         for (int p = 0; p < g->P; p++) {
-            const size_t r0 = (size_t)(2 * p) * g->W, r1 = r0 + g->W;
-            for (int q = 0; q < g->Q; q++) {
-                size_t best = r0 + 2 * q;
-                best = xs[r0 + 2 * q + 1] > xs[best] ? r0 + 2 * q + 1 : best;
-                best = xs[r1 + 2 * q] > xs[best] ? r1 + 2 * q : best;
-                best = xs[r1 + 2 * q + 1] > xs[best] ? r1 + 2 * q + 1 : best;
-                dxs[best] += dys[(size_t)p * g->Q + q];
+            const float *x0 = xs + (size_t)(2 * p) * W, *x1 = x0 + W;
+            float *d0 = dxs + (size_t)(2 * p) * W, *d1 = d0 + W;
+            const float *dy = dys + (size_t)p * Q;
+            for (int q = cpu_maxpool2_bwd_row(Q, x0, x1, dy, d0, d1); q < Q; q++) {
+                const float v00 = x0[2 * q], v01 = x0[2 * q + 1];
+                const float v10 = x1[2 * q], v11 = x1[2 * q + 1];
+                /* all-ones masks; selections as bit operations, not branches */
+                const uint32_t s01 = -(uint32_t)(v01 > v00);
+                const float m1 = fbits_select(s01, v01, v00);
+                const uint32_t s10 = -(uint32_t)(v10 > m1);
+                const float m2 = fbits_select(s10, v10, m1);
+                const uint32_t s11 = -(uint32_t)(v11 > m2);
+                const float gq = 0.0f + dy[q];
+                d0[2 * q] = fbits_select(s01 | s10 | s11, 0.0f, gq);
+                d0[2 * q + 1] = fbits_select(s01 & ~s10 & ~s11, gq, 0.0f);
+                d1[2 * q] = fbits_select(s10 & ~s11, gq, 0.0f);
+                d1[2 * q + 1] = fbits_select(s11, gq, 0.0f);
+            }
+            if (2 * Q < W) {
+                memset(d0 + 2 * Q, 0, (size_t)(W - 2 * Q) * sizeof(float));
+                memset(d1 + 2 * Q, 0, (size_t)(W - 2 * Q) * sizeof(float));
             }
         }
+        if (2 * g->P < g->H)
+            memset(dxs + (size_t)(2 * g->P) * W, 0, (size_t)(g->H - 2 * g->P) * W * sizeof(float));
     }
 }
 

@@ -154,6 +154,50 @@ EW_ENTRIES(cpu_gelu, gelu8, gelu_bwd8, PAR_MIN)
 
 void cpu_exp_fast(size_t n, const float *x, float *y) { UNARY_LOOP(exp8, n, x, y); }
 
+/* Lane shuffles of two blocks (GCC and clang spell them differently). */
+#if defined(__clang__)
+#define V8_EVEN(a, b) __builtin_shufflevector(a, b, 0, 2, 4, 6)
+#define V8_ODD(a, b) __builtin_shufflevector(a, b, 1, 3, 5, 7)
+#define V8_LO(a, b) __builtin_shufflevector(a, b, 0, 4, 1, 5)
+#define V8_HI(a, b) __builtin_shufflevector(a, b, 2, 6, 3, 7)
+#else
+#define V8_EVEN(a, b) __builtin_shuffle(a, b, (v8i){0, 2, 4, 6})
+#define V8_ODD(a, b) __builtin_shuffle(a, b, (v8i){1, 3, 5, 7})
+#define V8_LO(a, b) __builtin_shuffle(a, b, (v8i){0, 4, 1, 5})
+#define V8_HI(a, b) __builtin_shuffle(a, b, (v8i){2, 6, 3, 7})
+#endif
+
+/* One output row of the 2x2 stride-2 max pooling's backward, 4 windows per block: the
+ * same comparisons in the same order as the scalar rule in cpu_conv.c (first maximum in
+ * row order wins; a NaN never wins), the winner gets +0 + dy, the others +0. Returns the
+ * windows done (a multiple of 4); the caller does the rest. */
+int cpu_maxpool2_bwd_row(int Q, const float *x0, const float *x1, const float *dy, float *d0,
+                         float *d1)
+{
+    int q = 0;
+    for (; q + VW <= Q; q += VW) {
+        v8f a0 = v8_load(x0 + 2 * q), b0 = v8_load(x0 + 2 * q + VW);
+        v8f a1 = v8_load(x1 + 2 * q), b1 = v8_load(x1 + 2 * q + VW);
+        v8f v00 = V8_EVEN(a0, b0), v01 = V8_ODD(a0, b0);
+        v8f v10 = V8_EVEN(a1, b1), v11 = V8_ODD(a1, b1);
+        v8i s01 = v01 > v00;
+        v8f m1 = v8_select(s01, v01, v00);
+        v8i s10 = v10 > m1;
+        v8f m2 = v8_select(s10, v10, m1);
+        v8i s11 = v11 > m2;
+        v8f g = v8_set(0.0f) + v8_load(dy + q), z = v8_set(0.0f);
+        v8f o00 = v8_select(s01 | s10 | s11, z, g);
+        v8f o01 = v8_select(s01 & ~s10 & ~s11, g, z);
+        v8f o10 = v8_select(s10 & ~s11, g, z);
+        v8f o11 = v8_select(s11, g, z);
+        v8_store(d0 + 2 * q, V8_LO(o00, o01));
+        v8_store(d0 + 2 * q + VW, V8_HI(o00, o01));
+        v8_store(d1 + 2 * q, V8_LO(o10, o11));
+        v8_store(d1 + 2 * q + VW, V8_HI(o10, o11));
+    }
+    return q;
+}
+
 /* The scalar references. */
 
 void cpu_relu_fwd_ref(size_t n, const float *x, float *y)
