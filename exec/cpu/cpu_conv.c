@@ -1,33 +1,16 @@
-/* cpu_conv.c: 2-D convolution by im2col + OpenBLAS GEMM, over chunks of samples so that
- * each GEMM is large, and max pooling. In a cpu-bf16 context the GEMMs take bf16-rounded
- * inputs and each direction's result is rounded to bf16 once (cuDNN's bf16 tensors). */
+/* cpu_conv.c: 2-D convolution by im2col + OpenBLAS GEMM, one sample at a time: the
+ * sample's im2col matrix stays in cache for its GEMM, and the GEMMs read and write the
+ * activations in their own (C, H, W) layout, with no copy between layouts. And max
+ * pooling. In a cpu-bf16 context the GEMMs take bf16-rounded inputs and each direction's
+ * result is rounded to bf16 once (cuDNN's bf16 tensors). */
 #include "exec/cpu/cpu.h"
 
 #include <string.h>
 
-/* Scratch budget per GEMM operand, in floats (a chunk of samples fits in it). */
-#define CONV_CHUNK_FLOATS ((size_t)4 << 20)
-
-/* Samples per chunk: as many as fit in the budget, at least 1. */
-static int conv_chunk(const bk_conv *g)
+/* Floats of one sample's im2col matrix (C k k, P Q). */
+static size_t conv_col(const bk_conv *g)
 {
-    size_t per = (size_t)g->C * g->kernel * g->kernel * g->P * g->Q;
-    size_t per_out = (size_t)g->K * g->P * g->Q;
-    if (per_out > per) per = per_out;
-    size_t nb = per ? CONV_CHUNK_FLOATS / per : 1;
-    if (nb < 1) nb = 1;
-    if (nb > (size_t)g->B) nb = (size_t)g->B;
-    return (int)nb;
-}
-
-/* Floats in each of the two scratch operands: what one chunk needs (within the budget, or
- * one sample when that is larger), so that a small convolution holds little scratch. */
-static size_t conv_operand(const bk_conv *g)
-{
-    size_t per = (size_t)g->C * g->kernel * g->kernel * g->P * g->Q;
-    size_t per_out = (size_t)g->K * g->P * g->Q;
-    if (per_out > per) per = per_out;
-    return per * (size_t)conv_chunk(g);
+    return (size_t)g->C * g->kernel * g->kernel * g->P * g->Q;
 }
 
 /* Output columns q whose input column q stride - pad + kj lies inside [0, W): [*q0, *q1). */
@@ -93,98 +76,94 @@ static void col2im(const bk_conv *g, int nb, const float *col, float *dx)
                         if (h < 0 || h >= g->H) continue;
                         float *xr = xs + h * g->W - g->pad + kj;
                         const float *o = r + p * g->Q;
-                        for (int q = q0; q < q1; q++) xr[q * st] += o[q];
+                        if (st == 1)
+                            for (int q = q0; q < q1; q++) xr[q] += o[q];
+                        else
+                            for (int q = q0; q < q1; q++) xr[q * st] += o[q];
                     }
                 }
             }
 }
 
-/* Between y's layout (nb, K, PQ) and the GEMM's (K, nb PQ). */
-static void to_kmajor(const bk_conv *g, int nb, const float *y, float *t)
-{
-    const size_t PQ = (size_t)g->P * g->Q;
-    for (int s = 0; s < nb; s++)
-        for (int k = 0; k < g->K; k++)
-            memcpy(t + (size_t)k * nb * PQ + s * PQ, y + ((size_t)s * g->K + k) * PQ,
-                   PQ * sizeof(float));
-}
-
 void cpu_conv2d_fwd(bk_ctx *c, const bk_conv *g, const float *x, const float *w,
                     const float *b, float *y)
 {
-    const int nbmax = conv_chunk(g), CKK = g->C * g->kernel * g->kernel;
-    const size_t PQ = (size_t)g->P * g->Q, in_n = (size_t)g->C * g->H * g->W;
-    const size_t opn = conv_operand(g);
-    float *col = cpu_scratch(c, 2 * opn);
+    const int CKK = g->C * g->kernel * g->kernel, PQ = g->P * g->Q;
+    const size_t in_n = (size_t)g->C * g->H * g->W, out_n = (size_t)g->K * PQ;
+    float *col = cpu_scratch(c, conv_col(g));
     if (!col) return;
-    float *t = col + opn;
-    for (int s0 = 0; s0 < g->B; s0 += nbmax) {
-        int nb = g->B - s0 < nbmax ? g->B - s0 : nbmax;
-        im2col(g, nb, x + s0 * in_n, col);
-        /* t (K, nb PQ) = w (K, CKK) col (CKK, nb PQ) */
-        cpu_sgemm(c, 0, 0, g->K, (int)(nb * PQ), CKK, 1.0f, w, CKK, col, (int)(nb * PQ), 0.0f,
-                  t, (int)(nb * PQ));
-        for (int s = 0; s < nb; s++)
-            for (int k = 0; k < g->K; k++) {
-                float *dst = y + ((size_t)(s0 + s) * g->K + k) * PQ;
-                const float *src = t + (size_t)k * nb * PQ + s * PQ;
-                const float bk = b ? b[k] : 0.0f;
-                if (c->bf16)
-                    for (size_t i = 0; i < PQ; i++) dst[i] = cpu_bf16(src[i]) + bk;
-                else
-                    for (size_t i = 0; i < PQ; i++) dst[i] = src[i] + bk;
-            }
+    for (int s = 0; s < g->B; s++) {
+        float *ys = y + s * out_n;
+        im2col(g, 1, x + s * in_n, col);
+        /* ys (K, PQ) = w (K, CKK) col (CKK, PQ) */
+        cpu_sgemm(c, 0, 0, g->K, PQ, CKK, 1.0f, w, CKK, col, PQ, 0.0f, ys, PQ);
+        for (int k = 0; k < g->K; k++) {
+            float *r = ys + (size_t)k * PQ;
+            const float bk = b ? b[k] : 0.0f;
+            if (c->bf16)
+                for (int i = 0; i < PQ; i++) r[i] = cpu_bf16(r[i]) + bk;
+            else
+                for (int i = 0; i < PQ; i++) r[i] += bk;
+        }
     }
 }
 
 void cpu_conv2d_bwd_data(bk_ctx *c, const bk_conv *g, const float *dy, const float *w,
                          float *dx)
 {
-    const int nbmax = conv_chunk(g), CKK = g->C * g->kernel * g->kernel;
-    const size_t PQ = (size_t)g->P * g->Q, in_n = (size_t)g->C * g->H * g->W;
-    const size_t opn = conv_operand(g);
-    float *col = cpu_scratch(c, 2 * opn);
+    const int CKK = g->C * g->kernel * g->kernel, PQ = g->P * g->Q;
+    const size_t in_n = (size_t)g->C * g->H * g->W, out_n = (size_t)g->K * PQ;
+    float *col = cpu_scratch(c, conv_col(g));
     if (!col) return;
-    float *t = col + opn;
-    memset(dx, 0, (size_t)g->B * in_n * sizeof(float));
-    for (int s0 = 0; s0 < g->B; s0 += nbmax) {
-        int nb = g->B - s0 < nbmax ? g->B - s0 : nbmax;
-        to_kmajor(g, nb, dy + (size_t)s0 * g->K * PQ, t);
-        /* col (CKK, nb PQ) = w^T (CKK, K) t (K, nb PQ) */
-        cpu_sgemm(c, 1, 0, CKK, (int)(nb * PQ), g->K, 1.0f, w, CKK, t, (int)(nb * PQ), 0.0f,
-                  col, (int)(nb * PQ));
-        col2im(g, nb, col, dx + s0 * in_n);
+    for (int s = 0; s < g->B; s++) {
+        float *dxs = dx + s * in_n;
+        /* col (CKK, PQ) = w^T (CKK, K) dy_s (K, PQ) */
+        cpu_sgemm(c, 1, 0, CKK, PQ, g->K, 1.0f, w, CKK, dy + s * out_n, PQ, 0.0f, col, PQ);
+        memset(dxs, 0, in_n * sizeof(float));
+        col2im(g, 1, col, dxs);
         if (c->bf16)
-            for (size_t i = 0; i < (size_t)nb * in_n; i++)
-                dx[s0 * in_n + i] = cpu_bf16(dx[s0 * in_n + i]);
+            for (size_t i = 0; i < in_n; i++) dxs[i] = cpu_bf16(dxs[i]);
     }
+}
+
+/* The sum of r[0 .. n) in double, over 8 interleaved partial sums (element i to sum
+ * i % 8, added in a fixed order): 8 independent additions in flight instead of one chain. */
+static double sum_double(const float *r, int n)
+{
+    double p[8] = {0};
+    int i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int j = 0; j < 8; j++) p[j] += r[i + j];
+    for (; i < n; i++) p[i % 8] += r[i];
+    return ((p[0] + p[1]) + (p[2] + p[3])) + ((p[4] + p[5]) + (p[6] + p[7]));
 }
 
 void cpu_conv2d_bwd_weight(bk_ctx *c, const bk_conv *g, const float *dy, const float *x,
                            float *dw, float *db)
 {
-    const int nbmax = conv_chunk(g), CKK = g->C * g->kernel * g->kernel;
-    const size_t PQ = (size_t)g->P * g->Q, in_n = (size_t)g->C * g->H * g->W;
-    const size_t opn = conv_operand(g), nw = (size_t)g->K * CKK;
-    /* cpu-bf16: the whole batch's gradient is summed apart, then rounded and added */
-    float *col = cpu_scratch(c, 2 * opn + (c->bf16 ? nw : 0));
-    if (!col) return;
-    float *t = col + opn, *acc = c->bf16 ? t + opn : dw; // (K, CKK)
-    for (int s0 = 0; s0 < g->B; s0 += nbmax) {
-        int nb = g->B - s0 < nbmax ? g->B - s0 : nbmax;
-        im2col(g, nb, x + s0 * in_n, col);
-        to_kmajor(g, nb, dy + (size_t)s0 * g->K * PQ, t);
-        /* acc (K, CKK) += t (K, nb PQ) col^T (nb PQ, CKK) */
-        cpu_sgemm(c, 0, 1, g->K, CKK, (int)(nb * PQ), 1.0f, t, (int)(nb * PQ), col,
-                  (int)(nb * PQ), acc == dw || s0 > 0 ? 1.0f : 0.0f, acc, CKK);
+    const int CKK = g->C * g->kernel * g->kernel, PQ = g->P * g->Q;
+    const size_t in_n = (size_t)g->C * g->H * g->W, out_n = (size_t)g->K * PQ;
+    const size_t ncol = conv_col(g), nw = (size_t)g->K * CKK;
+    /* the bias sums in double (K of them, first: malloc's alignment), then the im2col
+     * matrix; cpu-bf16: the whole batch's weight gradient is summed apart, then rounded
+     * and added */
+    const size_t nsum = 2 * (size_t)(db ? g->K : 0);
+    float *space = cpu_scratch(c, nsum + ncol + (c->bf16 ? nw : 0));
+    if (!space) return;
+    double *bsum = (double *)(void *)space;
+    float *col = space + nsum, *acc = c->bf16 ? col + ncol : dw; /* (K, CKK) */
+    if (db) memset(bsum, 0, (size_t)g->K * sizeof *bsum);
+    for (int s = 0; s < g->B; s++) {
+        const float *dys = dy + s * out_n;
+        im2col(g, 1, x + s * in_n, col);
+        /* acc (K, CKK) += dy_s (K, PQ) col^T (PQ, CKK) */
+        cpu_sgemm(c, 0, 1, g->K, CKK, PQ, 1.0f, dys, PQ, col, PQ,
+                  acc == dw || s > 0 ? 1.0f : 0.0f, acc, CKK);
         if (db)
-            for (int k = 0; k < g->K; k++) {
-                const float *r = t + (size_t)k * nb * PQ;
-                double s = 0;
-                for (size_t i = 0; i < nb * PQ; i++) s += r[i];
-                db[k] += (float)s;
-            }
+            for (int k = 0; k < g->K; k++) bsum[k] += sum_double(dys + (size_t)k * PQ, PQ);
     }
+    if (db)
+        for (int k = 0; k < g->K; k++) db[k] += (float)bsum[k];
     if (acc != dw)
         for (size_t i = 0; i < nw; i++) dw[i] += cpu_bf16(acc[i]);
 }
