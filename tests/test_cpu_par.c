@@ -81,7 +81,7 @@ static count_arg *count_new(int nested)
 Test(cpu_par, every_item_once_as_its_slot)
 {
     for (int t = 1; t <= 8; t++) {
-        openblas_set_num_threads(t);
+        cpu_par_set_threads(t);
         const size_t ns[] = {0, 1, 7, 64, ITEMS};
         for (size_t k = 0; k < sizeof ns / sizeof *ns; k++)
             for (size_t min_items = 1; min_items <= 300; min_items *= 17) {
@@ -98,7 +98,7 @@ Test(cpu_par, every_item_once_as_its_slot)
  * before the pool, gives a new thread id each time). */
 Test(cpu_par, helpers_persist_across_calls)
 {
-    openblas_set_num_threads(2);
+    cpu_par_set_threads(2);
     long me = (long)syscall(SYS_gettid), first = 0;
     for (int r = 0; r < 200; r++) {
         count_arg *a = count_new(0);
@@ -133,7 +133,7 @@ static void *caller_main(void *p)
 Test(cpu_par, concurrent_and_nested_callers_finish_exact, .timeout = 60)
 {
     enum { CALLERS = 6 };
-    openblas_set_num_threads(8);
+    cpu_par_set_threads(8);
     pthread_t th[CALLERS];
     int ok[CALLERS];
     for (int i = 0; i < CALLERS; i++) {
@@ -151,7 +151,7 @@ Test(cpu_par, concurrent_and_nested_callers_finish_exact, .timeout = 60)
  * finish (an alarm kills a child that waits for a helper that does not exist). */
 Test(cpu_par, forked_child_gets_a_working_pool, .timeout = 60)
 {
-    openblas_set_num_threads(2);
+    cpu_par_set_threads(2);
     count_arg *a = count_new(0);
     cpu_par(ITEMS, 1, count_part, a);
     free(a);
@@ -179,14 +179,16 @@ Test(cpu_par, forked_child_gets_a_working_pool, .timeout = 60)
 Test(cpu_par, hint_workers_honours_the_user_count)
 {
     const backend *bk = backend_cpu();
-    int cores = openblas_get_num_procs();
+    int cores = (int)sysconf(_SC_NPROCESSORS_ONLN);
+    if (cores > 16) cores = 16;
     setenv("OPENBLAS_NUM_THREADS", "1", 1);
     unsetenv("PLUMB_BLAS_DEFERRED");
     bk->hint_workers(1);
     cr_assert_eq(cpu_par_threads(), 1);
     setenv("PLUMB_BLAS_DEFERRED", "1", 1);
     bk->hint_workers(1);
-    cr_assert_eq(openblas_get_num_threads(), cores);
+    cr_assert_eq(cpu_par_threads(), cores);
+    cr_assert_eq(openblas_get_num_threads(), 1, "OpenBLAS runs single-threaded under the pool");
     unsetenv("PLUMB_BLAS_DEFERRED");
     if (cores >= 2) {
         setenv("OPENBLAS_NUM_THREADS", "2", 1);
@@ -209,7 +211,7 @@ static float *train_at(const char *path, int threads, int mb, int steps, double 
     cr_assert(d, "%s", e.msg);
     const backend *bk = backend_cpu();
     bk_ctx *c = bk->create(0, &e);
-    openblas_set_num_threads(threads);
+    cpu_par_set_threads(threads);
     cr_assert_eq(cpu_par_threads(), threads);
     train_cfg cfg = {mb, 1, train_default_opt(BK_SGD)};
     seq_trainer *t = seqtrain_create(bk, c, m, &cfg, &e);
@@ -254,4 +256,45 @@ Test(cpu_par, training_same_bits_at_1_and_2_threads, .timeout = 120)
         free(w1);
         free(w2);
     }
+}
+
+/* cpu_sgemm splits a large GEMM over the pool (by rows when M > N, else by columns): the
+ * same bits at 1 to 4 threads for every transposition, alpha and beta not 1, padded
+ * leading dimensions and K over several of OpenBLAS's K blocks; and it did split (the
+ * pool started a helper). */
+Test(cpu_par, gemm_split_same_bits_at_any_thread_count, .timeout = 120)
+{
+    const struct {
+        int M, N, K;
+    } shapes[] = {{300, 260, 700}, {2000, 64, 200}, {64, 3136, 128}};
+    plumb_err e = {{0}};
+    const backend *bk = backend_cpu();
+    bk_ctx *c = bk->create(0, &e);
+    cr_assert_not_null(c);
+    for (size_t k = 0; k < sizeof shapes / sizeof *shapes; k++)
+        for (int ta = 0; ta < 2; ta++)
+            for (int tb = 0; tb < 2; tb++) {
+                const int M = shapes[k].M, N = shapes[k].N, K = shapes[k].K;
+                const int lda = (ta ? M : K) + 3, ldb = (tb ? K : N) + 5, ldc = N + 7;
+                size_t na = (size_t)(ta ? K : M) * lda, nb = (size_t)(tb ? N : K) * ldb;
+                size_t nc = (size_t)M * ldc;
+                float *A = malloc(na * 4), *B = malloc(nb * 4), *C0 = malloc(nc * 4),
+                      *C = malloc(nc * 4), *C1 = malloc(nc * 4);
+                uint32_t s = 99 + (uint32_t)k;
+                for (size_t i = 0; i < na; i++) A[i] = (float)((s = s * 1664525u + 1013904223u) >> 8) / 16777216.0f - 0.5f;
+                for (size_t i = 0; i < nb; i++) B[i] = (float)((s = s * 1664525u + 1013904223u) >> 8) / 16777216.0f - 0.5f;
+                for (size_t i = 0; i < nc; i++) C0[i] = (float)((s = s * 1664525u + 1013904223u) >> 8) / 16777216.0f;
+                for (int th = 1; th <= 4; th++) {
+                    cpu_par_set_threads(th);
+                    memcpy(C, C0, nc * 4);
+                    cpu_sgemm(c, ta, tb, M, N, K, 0.75f, A, lda, B, ldb, 0.5f, C, ldc);
+                    if (th == 1) memcpy(C1, C, nc * 4);
+                    else
+                        cr_assert_eq(memcmp(C, C1, nc * 4), 0, "%dx%dx%d ta %d tb %d: %d threads",
+                                     M, N, K, ta, tb, th);
+                }
+                free(A), free(B), free(C0), free(C), free(C1);
+            }
+    cr_assert_geq(cpu_par_helpers(), 1, "no GEMM was split");
+    bk->destroy(c);
 }

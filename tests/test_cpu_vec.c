@@ -11,8 +11,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <cblas.h>
-
 #include "exec/cpu/cpu.h"
 
 #define N 4099 /* not a multiple of the block: the tail path runs too */
@@ -132,7 +130,7 @@ static void attention_run(int threads, int B, int T, int D, int H, const float *
     cr_assert_not_null(bk);
     bk_ctx *c = bk->create(0, &e);
     cr_assert_not_null(c);
-    openblas_set_num_threads(threads);
+    cpu_par_set_threads(threads);
     cr_assert_eq(cpu_par_threads(), threads);
     cpu_attention_fwd(c, B, T, D, H, qkv, att, y);
     cpu_attention_bwd(c, B, T, D, H, qkv, att, dy, dqkv);
@@ -193,7 +191,7 @@ Test(cpu_vec, maxpool2_matches_replay_with_ties)
     for (size_t i = 0; i < sizeof dy / sizeof *dy; i++) dy[i] = (float)i + 1.0f;
     bk_pool g = {.B = B, .C = C, .H = H, .W = W, .kernel = 2, .stride = 2, .P = P, .Q = Q};
     for (int th = 1; th <= 2; th++) {
-        openblas_set_num_threads(th);
+        cpu_par_set_threads(th);
         memset(dx, 0xa5, sizeof dx); /* the backward zeroes dx itself */
         cpu_maxpool_fwd(NULL, &g, x, y);
         cpu_maxpool_bwd(NULL, &g, x, dy, dx);
@@ -232,7 +230,7 @@ Test(cpu_vec, maxpool2_bwd_bitwise_with_specials_and_odd_sizes)
         dy[i] = i % 13 == 0 ? -0.0f : i % 17 == 0 ? NAN : (float)i - 100.0f;
     bk_pool g = {.B = B, .C = C, .H = H, .W = W, .kernel = 2, .stride = 2, .P = P, .Q = Q};
     for (int th = 1; th <= 2; th++) {
-        openblas_set_num_threads(th);
+        cpu_par_set_threads(th);
         memset(dx, 0xa5, sizeof dx);
         cpu_maxpool_bwd(NULL, &g, x, dy, dx);
         memset(want, 0, sizeof want);

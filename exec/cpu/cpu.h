@@ -64,8 +64,18 @@ void cpu_maxpool_bwd(bk_ctx *c, const bk_pool *g, const float *x, const float *d
 
 /* cpu_par.c. A work function runs items [lo, hi) as thread number slot (0 .. threads-1). */
 typedef void (*cpu_par_fn)(void *arg, size_t lo, size_t hi, int slot);
-/* The threads cpu_par splits over: OpenBLAS's thread count, 1 to 16. */
+/* The threads cpu_par splits over, 1 to 16: the last cpu_par_set_threads, or on first use
+ * cpu_par_budget(). */
 int cpu_par_threads(void);
+/* Sets the threads cpu_par (and cpu_sgemm) split over, clamped to 1 .. 16, and keeps
+ * OpenBLAS itself at one thread. Safe from any thread; calls already splitting keep their
+ * split. */
+void cpu_par_set_threads(int n);
+/* The threads the user gave plumb: OPENBLAS_NUM_THREADS, else GOTO_NUM_THREADS, else
+ * OMP_NUM_THREADS (as OpenBLAS reads them; at most the online cores), else every core, or
+ * every core when plumb set OPENBLAS_NUM_THREADS=1 itself only to defer OpenBLAS's pool
+ * (cli/main.c marks that with PLUMB_BLAS_DEFERRED); at most 16. */
+int cpu_par_budget(void);
 /* The per-thread scratch slots a kernel that splits n items with cpu_par (min_items 1) sets
  * aside: at least the threads cpu_par uses for it, and, on one machine, the same whatever
  * the thread share (min(n, 16, max(online cores, threads))), so that the scratch `plumb

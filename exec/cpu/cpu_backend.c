@@ -150,6 +150,42 @@ static const float *rounded(bk_ctx *c, int slot, const float *x, size_t n)
     return r;
 }
 
+/* A GEMM split over threads: piece i computes the columns (or rows) [n i / t, n (i+1) / t)
+ * of C, as its own single-threaded OpenBLAS call. */
+typedef struct gemm_arg {
+    int ta, tb, M, N, K, lda, ldb, ldc, by_rows;
+    float alpha, beta;
+    const float *A, *B;
+    float *C;
+} gemm_arg;
+
+static void gemm_part(void *p, size_t lo, size_t hi, int slot)
+{
+    const gemm_arg *g = p;
+    (void)slot;
+    const float *A = g->A, *B = g->B;
+    float *C = g->C;
+    int M = g->M, N = g->N;
+    if (g->by_rows) { /* rows lo..hi of C: of op(A) */
+        A += g->ta ? lo : lo * (size_t)g->lda;
+        C += lo * (size_t)g->ldc;
+        M = (int)(hi - lo);
+    } else { /* columns lo..hi of C: of op(B) */
+        B += g->tb ? lo * (size_t)g->ldb : lo;
+        C += lo;
+        N = (int)(hi - lo);
+    }
+    cblas_sgemm(CblasRowMajor, g->ta ? CblasTrans : CblasNoTrans,
+                g->tb ? CblasTrans : CblasNoTrans, M, N, g->K, g->alpha, A, g->lda, B, g->ldb,
+                g->beta, C, g->ldc);
+}
+
+/* A piece's least M N K before a GEMM is split: above OpenBLAS's small-matrix and direct
+ * kernels' limits (1e6 and 28 512 512), so that each piece takes the same blocked path as
+ * the whole GEMM, whose sums over K are in the same order whatever the M and N of a
+ * piece: the same bits at any thread count (tests/test_cpu_par.c checks). */
+#define GEMM_PIECE_MNK (8.0 * 1024 * 1024)
+
 void cpu_sgemm(bk_ctx *c, int ta, int tb, int M, int N, int K, float alpha, const float *A,
                int lda, const float *B, int ldb, float beta, float *C, int ldc)
 {
@@ -158,6 +194,15 @@ void cpu_sgemm(bk_ctx *c, int ta, int tb, int M, int N, int K, float alpha, cons
         size_t na = (size_t)((ta ? K : M) - 1) * lda + (size_t)(ta ? M : K);
         size_t nb = (size_t)((tb ? N : K) - 1) * ldb + (size_t)(tb ? K : N);
         if (!(A = rounded(c, 0, A, na)) || !(B = rounded(c, 1, B, nb))) return;
+    }
+    int t = cpu_par_threads();
+    double mnk = (double)M * N * K;
+    if (t > 1 && mnk >= 2 * GEMM_PIECE_MNK) {
+        gemm_arg g = {ta, tb, M, N, K, lda, ldb, ldc, M > N, alpha, beta, A, B, C};
+        size_t n = (size_t)(g.by_rows ? M : N);
+        size_t min = (size_t)(GEMM_PIECE_MNK / ((double)(g.by_rows ? N : M) * K)) + 1;
+        cpu_par(n, min, gemm_part, &g);
+        return;
     }
     cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
                 M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
@@ -214,31 +259,13 @@ static void cpu_opt_step(bk_ctx *c, const bk_opt *o, size_t n, float *w, const f
     }
 }
 
-/* The threads the user gave plumb: the count OpenBLAS read at load (OPENBLAS_NUM_THREADS,
- * else GOTO_NUM_THREADS, else OMP_NUM_THREADS; at most the cores), or every core when
- * none is set or when plumb set OPENBLAS_NUM_THREADS=1 itself only to defer the pool
- * (cli/main.c marks that with PLUMB_BLAS_DEFERRED). */
-static int cpu_thread_budget(void)
-{
-    int cores = openblas_get_num_procs();
-    if (cores < 1) cores = 1;
-    if (getenv("PLUMB_BLAS_DEFERRED")) return cores;
-    const char *names[] = {"OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS", "OMP_NUM_THREADS"};
-    for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
-        const char *v = getenv(names[i]);
-        long n = v ? strtol(v, NULL, 10) : 0;
-        if (n >= 1) return n < cores ? (int)n : cores;
-    }
-    return cores;
-}
-
 static void cpu_hint_workers(int workers)
 {
-    /* one BLAS pool per process: with several workers calling at once, oversubscribed
-     * pools spin against each other; give each worker its share of the threads */
-    int budget = cpu_thread_budget();
+    /* several workers calling at once each get their share of the threads, so that
+     * their splits do not oversubscribe the cores */
+    int budget = cpu_par_budget();
     int per = workers > 0 ? budget / workers : budget;
-    openblas_set_num_threads(per > 0 ? per : 1);
+    cpu_par_set_threads(per > 0 ? per : 1);
 }
 
 static const char *cpu_note(void)

@@ -1,17 +1,12 @@
-/* cpu_conv.c: 2-D convolution by im2col + OpenBLAS GEMM, one sample at a time: the
- * sample's im2col matrix stays in cache for its GEMM, and the GEMMs read and write the
- * activations in their own (C, H, W) layout, with no copy between layouts. And max
- * pooling. In a cpu-bf16 context the GEMMs take bf16-rounded inputs and each direction's
+/* cpu_conv.c: 2-D convolution by im2col + OpenBLAS GEMM and max pooling. The forward and
+ * the input gradient run one sample at a time, samples split over threads: a sample's
+ * im2col matrix stays in cache for its GEMM, which reads and writes the activations in
+ * their own (C, H, W) layout. The weight gradient runs chunks of a fixed number of
+ * samples, one GEMM each (split over threads by cpu_sgemm). In a cpu-bf16 context the GEMMs take bf16-rounded inputs and each direction's
  * result is rounded to bf16 once (cuDNN's bf16 tensors). */
 #include "exec/cpu/cpu.h"
 
 #include <string.h>
-
-/* Floats of one sample's im2col matrix (C k k, P Q). */
-static size_t conv_col(const bk_conv *g)
-{
-    return (size_t)g->C * g->kernel * g->kernel * g->P * g->Q;
-}
 
 /* Output columns q whose input column q stride - pad + kj lies inside [0, W): [*q0, *q1). */
 static void valid_q(const bk_conv *g, int kj, int *q0, int *q1)
@@ -24,83 +19,89 @@ static void valid_q(const bk_conv *g, int kj, int *q0, int *q1)
     if (*q1 < *q0) *q1 = *q0;
 }
 
-/* col (C k k, nb P Q): column j = (sample s, output pixel p) holds the receptive field of
- * that pixel; x (nb, C, H, W) is the chunk's input. Rows are filled in runs: zeros where
- * the window leaves the image, a copy (stride 1) or a strided gather in between. */
-static void im2col(const bk_conv *g, int nb, const float *x, float *col)
+/* col (C k k, P Q), rows ld apart: column p holds the receptive field of output pixel p of
+ * one sample x (C, H, W). Rows are filled in runs: zeros where the window leaves the
+ * image, a copy (stride 1) or a strided gather in between. */
+static void im2col(const bk_conv *g, const float *x, float *col, size_t ld)
 {
-    const int k = g->kernel, PQ = g->P * g->Q, ld = nb * PQ, st = g->stride;
+    const int k = g->kernel, st = g->stride;
     for (int ch = 0; ch < g->C; ch++)
         for (int ki = 0; ki < k; ki++)
             for (int kj = 0; kj < k; kj++) {
                 float *row = col + (size_t)((ch * k + ki) * k + kj) * ld;
+                const float *xs = x + (size_t)ch * g->H * g->W;
                 int q0, q1;
                 valid_q(g, kj, &q0, &q1);
-                for (int s = 0; s < nb; s++) {
-                    const float *xs = x + ((size_t)s * g->C + ch) * g->H * g->W;
-                    float *r = row + (size_t)s * PQ;
-                    for (int p = 0; p < g->P; p++) {
-                        float *o = r + p * g->Q;
-                        int h = p * st - g->pad + ki;
-                        if (h < 0 || h >= g->H) {
-                            memset(o, 0, sizeof(float) * g->Q);
-                            continue;
-                        }
-                        const float *xr = xs + h * g->W - g->pad + kj;
-                        if (q0 > 0) memset(o, 0, sizeof(float) * q0);
-                        if (st == 1) memcpy(o + q0, xr + q0, sizeof(float) * (q1 - q0));
-                        else
-                            for (int q = q0; q < q1; q++) o[q] = xr[q * st];
-                        if (q1 < g->Q) memset(o + q1, 0, sizeof(float) * (g->Q - q1));
+                for (int p = 0; p < g->P; p++) {
+                    float *o = row + p * g->Q;
+                    int h = p * st - g->pad + ki;
+                    if (h < 0 || h >= g->H) {
+                        memset(o, 0, sizeof(float) * g->Q);
+                        continue;
                     }
+                    const float *xr = xs + h * g->W - g->pad + kj;
+                    if (q0 > 0) memset(o, 0, sizeof(float) * q0);
+                    if (st == 1) memcpy(o + q0, xr + q0, sizeof(float) * (q1 - q0));
+                    else
+                        for (int q = q0; q < q1; q++) o[q] = xr[q * st];
+                    if (q1 < g->Q) memset(o + q1, 0, sizeof(float) * (g->Q - q1));
                 }
             }
 }
 
-/* The adjoint of im2col: adds col's entries back into dx (nb, C, H, W), which the caller
- * zeroed. */
-static void col2im(const bk_conv *g, int nb, const float *col, float *dx)
+/* The adjoint of im2col for one sample: adds col's (C k k, P Q) entries back into dx
+ * (C, H, W), which the caller zeroed. */
+static void col2im(const bk_conv *g, const float *col, float *dx)
 {
-    const int k = g->kernel, PQ = g->P * g->Q, ld = nb * PQ, st = g->stride;
+    const int k = g->kernel, PQ = g->P * g->Q, st = g->stride;
     for (int ch = 0; ch < g->C; ch++)
         for (int ki = 0; ki < k; ki++)
             for (int kj = 0; kj < k; kj++) {
-                const float *row = col + (size_t)((ch * k + ki) * k + kj) * ld;
+                const float *row = col + (size_t)((ch * k + ki) * k + kj) * PQ;
+                float *xs = dx + (size_t)ch * g->H * g->W;
                 int q0, q1;
                 valid_q(g, kj, &q0, &q1);
-                for (int s = 0; s < nb; s++) {
-                    float *xs = dx + ((size_t)s * g->C + ch) * g->H * g->W;
-                    const float *r = row + (size_t)s * PQ;
-                    for (int p = 0; p < g->P; p++) {
-                        int h = p * st - g->pad + ki;
-                        if (h < 0 || h >= g->H) continue;
-                        float *xr = xs + h * g->W - g->pad + kj;
-                        const float *o = r + p * g->Q;
-                        if (st == 1)
-                            for (int q = q0; q < q1; q++) xr[q] += o[q];
-                        else
-                            for (int q = q0; q < q1; q++) xr[q * st] += o[q];
-                    }
+                for (int p = 0; p < g->P; p++) {
+                    int h = p * st - g->pad + ki;
+                    if (h < 0 || h >= g->H) continue;
+                    float *xr = xs + h * g->W - g->pad + kj;
+                    const float *o = row + p * g->Q;
+                    if (st == 1)
+                        for (int q = q0; q < q1; q++) xr[q] += o[q];
+                    else
+                        for (int q = q0; q < q1; q++) xr[q * st] += o[q];
                 }
             }
 }
 
-void cpu_conv2d_fwd(bk_ctx *c, const bk_conv *g, const float *x, const float *w,
-                    const float *b, float *y)
+/* The convolution's arguments, shared by its threads. Forward and input gradient: items
+ * are samples, each with its own im2col matrix (col + slot ncol) and its own block of y
+ * or dx. Weight gradient: items are a chunk's samples, each filling its columns of the
+ * chunk's im2col matrix col and of the gradient copy t (both rows ld apart). */
+typedef struct conv_arg {
+    bk_ctx *c;
+    const bk_conv *g;
+    const float *x, *w, *b, *dy;
+    float *y, *col, *t;
+    size_t ncol, ld;
+} conv_arg;
+
+static void conv_fwd_part(void *p, size_t lo, size_t hi, int slot)
 {
+    const conv_arg *a = p;
+    const bk_conv *g = a->g;
     const int CKK = g->C * g->kernel * g->kernel, PQ = g->P * g->Q;
     const size_t in_n = (size_t)g->C * g->H * g->W, out_n = (size_t)g->K * PQ;
-    float *col = cpu_scratch(c, conv_col(g));
-    if (!col) return;
-    for (int s = 0; s < g->B; s++) {
-        float *ys = y + s * out_n;
-        im2col(g, 1, x + s * in_n, col);
+    float *col = a->col + (size_t)slot * a->ncol;
+    for (size_t s = lo; s < hi; s++) {
+        float *ys = a->y + s * out_n;
+        im2col(g, a->x + s * in_n, col, (size_t)PQ);
         /* ys (K, PQ) = w (K, CKK) col (CKK, PQ) */
-        cpu_sgemm(c, 0, 0, g->K, PQ, CKK, 1.0f, w, CKK, col, PQ, 0.0f, ys, PQ);
+        cpu_sgemm(a->c, 0, 0, g->K, PQ, CKK, 1.0f, a->w, CKK, col, PQ, 0.0f, ys, PQ);
         for (int k = 0; k < g->K; k++) {
             float *r = ys + (size_t)k * PQ;
-            const float bk = b ? b[k] : 0.0f;
-            if (c->bf16)
+            const float bk = a->b ? a->b[k] : 0.0f;
+            if (a->c->bf16)
                 for (int i = 0; i < PQ; i++) r[i] = cpu_bf16(r[i]) + bk;
             else
                 for (int i = 0; i < PQ; i++) r[i] += bk;
@@ -108,59 +109,113 @@ void cpu_conv2d_fwd(bk_ctx *c, const bk_conv *g, const float *x, const float *w,
     }
 }
 
-void cpu_conv2d_bwd_data(bk_ctx *c, const bk_conv *g, const float *dy, const float *w,
-                         float *dx)
+static void conv_bwd_data_part(void *p, size_t lo, size_t hi, int slot)
 {
+    const conv_arg *a = p;
+    const bk_conv *g = a->g;
     const int CKK = g->C * g->kernel * g->kernel, PQ = g->P * g->Q;
     const size_t in_n = (size_t)g->C * g->H * g->W, out_n = (size_t)g->K * PQ;
-    float *col = cpu_scratch(c, conv_col(g));
-    if (!col) return;
-    for (int s = 0; s < g->B; s++) {
-        float *dxs = dx + s * in_n;
+    float *col = a->col + (size_t)slot * a->ncol;
+    for (size_t s = lo; s < hi; s++) {
+        float *dxs = a->y + s * in_n;
         /* col (CKK, PQ) = w^T (CKK, K) dy_s (K, PQ) */
-        cpu_sgemm(c, 1, 0, CKK, PQ, g->K, 1.0f, w, CKK, dy + s * out_n, PQ, 0.0f, col, PQ);
+        cpu_sgemm(a->c, 1, 0, CKK, PQ, g->K, 1.0f, a->w, CKK, a->dy + s * out_n, PQ, 0.0f,
+                  col, PQ);
         memset(dxs, 0, in_n * sizeof(float));
-        col2im(g, 1, col, dxs);
-        if (c->bf16)
+        col2im(g, col, dxs);
+        if (a->c->bf16)
             for (size_t i = 0; i < in_n; i++) dxs[i] = cpu_bf16(dxs[i]);
     }
 }
 
+/* Splits a per-sample pass over threads with one im2col matrix per thread; cpu-bf16 runs
+ * it on the caller's thread alone (its GEMMs share the context's rounded copies). */
+static void conv_per_sample(bk_ctx *c, conv_arg *a, cpu_par_fn fn)
+{
+    const bk_conv *g = a->g;
+    int slots = c->bf16 ? 1 : cpu_par_slots((size_t)g->B);
+    a->ncol = (size_t)g->C * g->kernel * g->kernel * g->P * g->Q;
+    if (!(a->col = cpu_scratch(c, a->ncol * (size_t)slots))) return;
+    if (c->bf16) fn(a, 0, (size_t)g->B, 0);
+    else cpu_par((size_t)g->B, 1, fn, a);
+}
+
+void cpu_conv2d_fwd(bk_ctx *c, const bk_conv *g, const float *x, const float *w,
+                    const float *b, float *y)
+{
+    conv_arg a = {.c = c, .g = g, .x = x, .w = w, .b = b, .y = y};
+    conv_per_sample(c, &a, conv_fwd_part);
+}
+
+void cpu_conv2d_bwd_data(bk_ctx *c, const bk_conv *g, const float *dy, const float *w,
+                         float *dx)
+{
+    conv_arg a = {.c = c, .g = g, .w = w, .dy = dy, .y = dx};
+    conv_per_sample(c, &a, conv_bwd_data_part);
+}
+
 /* The sum of r[0 .. n) in double, over 8 interleaved partial sums (element i to sum
  * i % 8, added in a fixed order): 8 independent additions in flight instead of one chain. */
-static double sum_double(const float *r, int n)
+static double sum_double(const float *r, size_t n)
 {
     double p[8] = {0};
-    int i = 0;
+    size_t i = 0;
     for (; i + 8 <= n; i += 8)
         for (int j = 0; j < 8; j++) p[j] += r[i + j];
     for (; i < n; i++) p[i % 8] += r[i];
     return ((p[0] + p[1]) + (p[2] + p[3])) + ((p[4] + p[5]) + (p[6] + p[7]));
 }
 
+/* Weight gradient: chunks of samples (a fixed count: the same sums at any thread count),
+ * each one GEMM whose inner dimension is the chunk's pixels, split over threads by
+ * cpu_sgemm when large. The budget per chunk operand, in floats (4 MiB): fmnist conv2
+ * takes 18 samples a chunk. */
+#define WGRAD_CHUNK_FLOATS ((size_t)1 << 20)
+
+/* Sample s0 + i of the chunk: its im2col block and its dy rows at column i PQ. */
+static void conv_wgrad_prep(void *p, size_t lo, size_t hi, int slot)
+{
+    const conv_arg *a = p;
+    const bk_conv *g = a->g;
+    const size_t PQ = (size_t)g->P * g->Q, in_n = (size_t)g->C * g->H * g->W;
+    (void)slot;
+    for (size_t i = lo; i < hi; i++) {
+        im2col(g, a->x + i * in_n, a->col + i * PQ, a->ld);
+        for (int k = 0; k < g->K; k++)
+            memcpy(a->t + (size_t)k * a->ld + i * PQ, a->dy + (i * g->K + k) * PQ,
+                   PQ * sizeof(float));
+    }
+}
+
 void cpu_conv2d_bwd_weight(bk_ctx *c, const bk_conv *g, const float *dy, const float *x,
                            float *dw, float *db)
 {
-    const int CKK = g->C * g->kernel * g->kernel, PQ = g->P * g->Q;
-    const size_t in_n = (size_t)g->C * g->H * g->W, out_n = (size_t)g->K * PQ;
-    const size_t ncol = conv_col(g), nw = (size_t)g->K * CKK;
-    /* the bias sums in double (K of them, first: malloc's alignment), then the im2col
-     * matrix; cpu-bf16: the whole batch's weight gradient is summed apart, then rounded
-     * and added */
-    const size_t nsum = 2 * (size_t)(db ? g->K : 0);
-    float *space = cpu_scratch(c, nsum + ncol + (c->bf16 ? nw : 0));
+    const int CKK = g->C * g->kernel * g->kernel;
+    const size_t PQ = (size_t)g->P * g->Q, in_n = (size_t)g->C * g->H * g->W;
+    const size_t nw = (size_t)g->K * CKK, per = (size_t)(CKK > g->K ? CKK : g->K) * PQ;
+    size_t nbmax = per ? WGRAD_CHUNK_FLOATS / per : 1;
+    if (nbmax < 1) nbmax = 1;
+    if (nbmax > (size_t)g->B) nbmax = (size_t)g->B;
+    /* the bias sums in double (K of them, first: malloc's alignment), the chunk's im2col
+     * matrix and dy copy; cpu-bf16: the whole batch's weight gradient is summed apart,
+     * then rounded and added */
+    const size_t nsum = 2 * (size_t)(db ? g->K : 0), ncol = (size_t)CKK * nbmax * PQ;
+    const size_t nt = (size_t)g->K * nbmax * PQ;
+    float *space = cpu_scratch(c, nsum + ncol + nt + (c->bf16 ? nw : 0));
     if (!space) return;
     double *bsum = (double *)(void *)space;
-    float *col = space + nsum, *acc = c->bf16 ? col + ncol : dw; /* (K, CKK) */
+    float *acc = c->bf16 ? space + nsum + ncol + nt : dw; /* (K, CKK) */
     if (db) memset(bsum, 0, (size_t)g->K * sizeof *bsum);
-    for (int s = 0; s < g->B; s++) {
-        const float *dys = dy + s * out_n;
-        im2col(g, 1, x + s * in_n, col);
-        /* acc (K, CKK) += dy_s (K, PQ) col^T (PQ, CKK) */
-        cpu_sgemm(c, 0, 1, g->K, CKK, PQ, 1.0f, dys, PQ, col, PQ,
-                  acc == dw || s > 0 ? 1.0f : 0.0f, acc, CKK);
+    for (size_t s0 = 0; s0 < (size_t)g->B; s0 += nbmax) {
+        size_t nb = (size_t)g->B - s0 < nbmax ? (size_t)g->B - s0 : nbmax;
+        conv_arg a = {.c = c, .g = g, .x = x + s0 * in_n, .dy = dy + s0 * g->K * PQ,
+                      .col = space + nsum, .t = space + nsum + ncol, .ld = nb * PQ};
+        cpu_par(nb, 1, conv_wgrad_prep, &a);
+        /* acc (K, CKK) += t (K, nb PQ) col^T (nb PQ, CKK) */
+        cpu_sgemm(c, 0, 1, g->K, CKK, (int)a.ld, 1.0f, a.t, (int)a.ld, a.col, (int)a.ld,
+                  acc == dw || s0 > 0 ? 1.0f : 0.0f, acc, CKK);
         if (db)
-            for (int k = 0; k < g->K; k++) bsum[k] += sum_double(dys + (size_t)k * PQ, PQ);
+            for (int k = 0; k < g->K; k++) bsum[k] += sum_double(a.t + k * a.ld, a.ld);
     }
     if (db)
         for (int k = 0; k < g->K; k++) db[k] += (float)bsum[k];

@@ -1,8 +1,10 @@
 /* cpu_par.c: splitting a CPU kernel's independent work items over threads, run by one
- * persistent pool per process. The thread count follows OpenBLAS's (OPENBLAS_NUM_THREADS,
- * or the pipeline's share per worker from hint_workers), so a kernel and the GEMMs around
- * it use the same cores. Each item's result does not depend on which thread runs it:
- * results are the same bits at any count.
+ * persistent pool per process. The pool is the CPU backend's only source of threads:
+ * OpenBLAS is kept at one thread (cpu_sgemm splits large GEMMs over the pool itself), so
+ * no second pool spins against this one. The thread count is the user's
+ * (OPENBLAS_NUM_THREADS, else every core) or a pipeline worker's share of it
+ * (hint_workers). Each item's result does not depend on which thread runs it: results
+ * are the same bits at any count.
  *
  * The pool: up to PAR_MAX - 1 helper threads, started on demand (the first call that
  * wants one more than there are), each sleeping on its own condition variable until a
@@ -17,6 +19,7 @@
 
 #include <cblas.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -112,10 +115,40 @@ static int helper_start(void)
     return 1;
 }
 
+/* The threads cpu_par splits over (0: not set yet, then the budget). */
+static atomic_int par_threads;
+
+int cpu_par_budget(void)
+{
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    if (cores < 1) cores = 1;
+    if (getenv("PLUMB_BLAS_DEFERRED")) return cores > PAR_MAX ? PAR_MAX : (int)cores;
+    const char *names[] = {"OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS", "OMP_NUM_THREADS"};
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
+        const char *v = getenv(names[i]);
+        long n = v ? strtol(v, NULL, 10) : 0;
+        if (n >= 1) {
+            if (n > cores) n = cores;
+            return n > PAR_MAX ? PAR_MAX : (int)n;
+        }
+    }
+    return cores > PAR_MAX ? PAR_MAX : (int)cores;
+}
+
+void cpu_par_set_threads(int n)
+{
+    openblas_set_num_threads(1); /* before the count is seen: no GEMM runs threaded */
+    atomic_store(&par_threads, n < 1 ? 1 : n > PAR_MAX ? PAR_MAX : n);
+}
+
 int cpu_par_threads(void)
 {
-    int t = openblas_get_num_threads();
-    return t < 1 ? 1 : t > PAR_MAX ? PAR_MAX : t;
+    int t = atomic_load(&par_threads);
+    if (t < 1) { /* first use in this process: the user's budget */
+        cpu_par_set_threads(cpu_par_budget());
+        t = atomic_load(&par_threads);
+    }
+    return t;
 }
 
 int cpu_par_slots(size_t n)
