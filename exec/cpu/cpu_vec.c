@@ -1,6 +1,6 @@
 /* cpu_vec.c: the CPU backend's element-wise activations, written branch-free on blocks of
- * 4 floats with the compiler's portable vector types (SSE2 or NEON, whatever the
- * build targets; no -march flag needed), next to the plain scalar references the tests
+ * 16 floats with the compiler's portable vector types (SSE2, AVX2, AVX-512 or NEON,
+ * whatever the build targets or the CPU offers; no -march flag needed), next to the plain scalar references the tests
  * compare them with. Every element goes through the same block code (the tail is padded
  * into one block), so an element's result does not depend on its position or on n. */
 #include "exec/cpu/cpu.h"
@@ -8,10 +8,22 @@
 #include <math.h>
 #include <string.h>
 
-typedef float v8f __attribute__((vector_size(16)));
-typedef int32_t v8i __attribute__((vector_size(16)));
+/* Lanes per block: 16 floats, which the compiler lowers to the target's widest vectors
+ * (4 SSE2 operations by default). On x86-64 with GCC the block loops are also compiled
+ * for AVX2 and AVX-512 and picked at load time (target_clones): the same IEEE operations
+ * lane by lane (ISO C: no contraction into FMAs), so the same bits on every path. */
+#define VW 16
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wpsabi" /* wide vectors pass only between static inlines */
+#endif
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__linux__)
+#define VEC_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define VEC_CLONES
+#endif
 
-#define VW 4
+typedef float v8f __attribute__((vector_size(4 * VW)));
+typedef int32_t v8i __attribute__((vector_size(4 * VW)));
 #define GELU_K 0.7978845608028654f /* sqrt(2 / pi) */
 
 static inline v8f v8_load(const float *p)
@@ -23,7 +35,10 @@ static inline v8f v8_load(const float *p)
 
 static inline void v8_store(float *p, v8f v) { memcpy(p, &v, sizeof v); }
 
-static inline v8f v8_set(float x) { return (v8f){x, x, x, x}; }
+static inline v8f v8_set(float x)
+{
+    return (v8f){x, x, x, x, x, x, x, x, x, x, x, x, x, x, x, x};
+}
 
 /* m ? a : b lane-wise, m a comparison's mask (all ones or zeros). */
 static inline v8f v8_select(v8i m, v8f a, v8f b) { return (v8f)(((v8i)a & m) | ((v8i)b & ~m)); }
@@ -123,13 +138,13 @@ typedef struct ew_arg {
 /* An activation's entries: NAME_fwd and NAME_bwd run the block functions FWD and BWD
  * over threads, at least MIN elements per thread. */
 #define EW_ENTRIES(NAME, FWD, BWD, MIN)                                                  \
-    static void NAME##_fwd_part(void *p, size_t lo, size_t hi, int slot)                 \
+    VEC_CLONES static void NAME##_fwd_part(void *p, size_t lo, size_t hi, int slot)      \
     {                                                                                    \
         ew_arg *a = p;                                                                   \
         (void)slot;                                                                      \
         UNARY_LOOP(FWD, hi - lo, a->x + lo, a->y + lo);                                  \
     }                                                                                    \
-    static void NAME##_bwd_part(void *p, size_t lo, size_t hi, int slot)                 \
+    VEC_CLONES static void NAME##_bwd_part(void *p, size_t lo, size_t hi, int slot)      \
     {                                                                                    \
         ew_arg *a = p;                                                                   \
         (void)slot;                                                                      \
@@ -152,19 +167,34 @@ typedef struct ew_arg {
 EW_ENTRIES(cpu_relu, relu8, relu_bwd8, 4 * PAR_MIN)
 EW_ENTRIES(cpu_gelu, gelu8, gelu_bwd8, PAR_MIN)
 
-void cpu_exp_fast(size_t n, const float *x, float *y) { UNARY_LOOP(exp8, n, x, y); }
+VEC_CLONES void cpu_exp_fast(size_t n, const float *x, float *y) { UNARY_LOOP(exp8, n, x, y); }
+
+/* The pooling's 4-lane blocks (its shuffles are written for 4 lanes). */
+typedef float v4f __attribute__((vector_size(16)));
+typedef int32_t v4i __attribute__((vector_size(16)));
+
+static inline v4f v4_load(const float *p)
+{
+    v4f v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
+static inline void v4_store(float *p, v4f v) { memcpy(p, &v, sizeof v); }
+
+static inline v4f v4_select(v4i m, v4f a, v4f b) { return (v4f)(((v4i)a & m) | ((v4i)b & ~m)); }
 
 /* Lane shuffles of two blocks (GCC and clang spell them differently). */
 #if defined(__clang__)
-#define V8_EVEN(a, b) __builtin_shufflevector(a, b, 0, 2, 4, 6)
-#define V8_ODD(a, b) __builtin_shufflevector(a, b, 1, 3, 5, 7)
-#define V8_LO(a, b) __builtin_shufflevector(a, b, 0, 4, 1, 5)
-#define V8_HI(a, b) __builtin_shufflevector(a, b, 2, 6, 3, 7)
+#define V4_EVEN(a, b) __builtin_shufflevector(a, b, 0, 2, 4, 6)
+#define V4_ODD(a, b) __builtin_shufflevector(a, b, 1, 3, 5, 7)
+#define V4_LO(a, b) __builtin_shufflevector(a, b, 0, 4, 1, 5)
+#define V4_HI(a, b) __builtin_shufflevector(a, b, 2, 6, 3, 7)
 #else
-#define V8_EVEN(a, b) __builtin_shuffle(a, b, (v8i){0, 2, 4, 6})
-#define V8_ODD(a, b) __builtin_shuffle(a, b, (v8i){1, 3, 5, 7})
-#define V8_LO(a, b) __builtin_shuffle(a, b, (v8i){0, 4, 1, 5})
-#define V8_HI(a, b) __builtin_shuffle(a, b, (v8i){2, 6, 3, 7})
+#define V4_EVEN(a, b) __builtin_shuffle(a, b, (v4i){0, 2, 4, 6})
+#define V4_ODD(a, b) __builtin_shuffle(a, b, (v4i){1, 3, 5, 7})
+#define V4_LO(a, b) __builtin_shuffle(a, b, (v4i){0, 4, 1, 5})
+#define V4_HI(a, b) __builtin_shuffle(a, b, (v4i){2, 6, 3, 7})
 #endif
 
 /* One output row of the 2x2 stride-2 max pooling's backward, 4 windows per block: the
@@ -175,25 +205,26 @@ int cpu_maxpool2_bwd_row(int Q, const float *x0, const float *x1, const float *d
                          float *d1)
 {
     int q = 0;
-    for (; q + VW <= Q; q += VW) {
-        v8f a0 = v8_load(x0 + 2 * q), b0 = v8_load(x0 + 2 * q + VW);
-        v8f a1 = v8_load(x1 + 2 * q), b1 = v8_load(x1 + 2 * q + VW);
-        v8f v00 = V8_EVEN(a0, b0), v01 = V8_ODD(a0, b0);
-        v8f v10 = V8_EVEN(a1, b1), v11 = V8_ODD(a1, b1);
-        v8i s01 = v01 > v00;
-        v8f m1 = v8_select(s01, v01, v00);
-        v8i s10 = v10 > m1;
-        v8f m2 = v8_select(s10, v10, m1);
-        v8i s11 = v11 > m2;
-        v8f g = v8_set(0.0f) + v8_load(dy + q), z = v8_set(0.0f);
-        v8f o00 = v8_select(s01 | s10 | s11, z, g);
-        v8f o01 = v8_select(s01 & ~s10 & ~s11, g, z);
-        v8f o10 = v8_select(s10 & ~s11, g, z);
-        v8f o11 = v8_select(s11, g, z);
-        v8_store(d0 + 2 * q, V8_LO(o00, o01));
-        v8_store(d0 + 2 * q + VW, V8_HI(o00, o01));
-        v8_store(d1 + 2 * q, V8_LO(o10, o11));
-        v8_store(d1 + 2 * q + VW, V8_HI(o10, o11));
+    for (; q + 4 <= Q; q += 4) {
+        v4f a0 = v4_load(x0 + 2 * q), b0 = v4_load(x0 + 2 * q + 4);
+        v4f a1 = v4_load(x1 + 2 * q), b1 = v4_load(x1 + 2 * q + 4);
+        v4f v00 = V4_EVEN(a0, b0), v01 = V4_ODD(a0, b0);
+        v4f v10 = V4_EVEN(a1, b1), v11 = V4_ODD(a1, b1);
+        v4i s01 = v01 > v00;
+        v4f m1 = v4_select(s01, v01, v00);
+        v4i s10 = v10 > m1;
+        v4f m2 = v4_select(s10, v10, m1);
+        v4i s11 = v11 > m2;
+        const v4f z = {0.0f, 0.0f, 0.0f, 0.0f};
+        v4f g = z + v4_load(dy + q);
+        v4f o00 = v4_select(s01 | s10 | s11, z, g);
+        v4f o01 = v4_select(s01 & ~s10 & ~s11, g, z);
+        v4f o10 = v4_select(s10 & ~s11, g, z);
+        v4f o11 = v4_select(s11, g, z);
+        v4_store(d0 + 2 * q, V4_LO(o00, o01));
+        v4_store(d0 + 2 * q + 4, V4_HI(o00, o01));
+        v4_store(d1 + 2 * q, V4_LO(o10, o11));
+        v4_store(d1 + 2 * q + 4, V4_HI(o10, o11));
     }
     return q;
 }
