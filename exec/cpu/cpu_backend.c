@@ -180,12 +180,6 @@ static void gemm_part(void *p, size_t lo, size_t hi, int slot)
                 g->beta, C, g->ldc);
 }
 
-/* A piece's least M N K before a GEMM is split: above OpenBLAS's small-matrix and direct
- * kernels' limits (1e6 and 28 512 512), so that each piece takes the same blocked path as
- * the whole GEMM, whose sums over K are in the same order whatever the M and N of a
- * piece: the same bits at any thread count (tests/test_cpu_par.c checks). */
-#define GEMM_PIECE_MNK (8.0 * 1024 * 1024)
-
 void cpu_sgemm(bk_ctx *c, int ta, int tb, int M, int N, int K, float alpha, const float *A,
                int lda, const float *B, int ldb, float beta, float *C, int ldc)
 {
@@ -197,10 +191,10 @@ void cpu_sgemm(bk_ctx *c, int ta, int tb, int M, int N, int K, float alpha, cons
     }
     int t = cpu_par_threads();
     double mnk = (double)M * N * K;
-    if (t > 1 && mnk >= 2 * GEMM_PIECE_MNK) {
+    if (t > 1 && mnk >= 2 * CPU_GEMM_PIECE_MNK) {
         gemm_arg g = {ta, tb, M, N, K, lda, ldb, ldc, M > N, alpha, beta, A, B, C};
         size_t n = (size_t)(g.by_rows ? M : N);
-        size_t min = (size_t)(GEMM_PIECE_MNK / ((double)(g.by_rows ? N : M) * K)) + 1;
+        size_t min = (size_t)(CPU_GEMM_PIECE_MNK / ((double)(g.by_rows ? N : M) * K)) + 1;
         cpu_par(n, min, gemm_part, &g);
         return;
     }

@@ -166,9 +166,9 @@ static double sum_double(const float *r, size_t n)
     return ((p[0] + p[1]) + (p[2] + p[3])) + ((p[4] + p[5]) + (p[6] + p[7]));
 }
 
-/* Weight gradient: chunks of samples (a fixed count: the same sums at any thread count),
- * each one GEMM whose inner dimension is the chunk's pixels, split over threads by
- * cpu_sgemm when large. The budget per chunk operand, in floats (4 MiB): fmnist conv2
+/* Weight gradient: chunks of samples (a count fixed by the shape: the same sums at any
+ * thread count), each one GEMM whose inner dimension is the chunk's pixels, split over
+ * threads by cpu_sgemm; one sample at a time when such a GEMM is too small to split. The budget per chunk operand, in floats (4 MiB): fmnist conv2
  * takes 18 samples a chunk. */
 #define WGRAD_CHUNK_FLOATS ((size_t)1 << 20)
 
@@ -196,11 +196,15 @@ void cpu_conv2d_bwd_weight(bk_ctx *c, const bk_conv *g, const float *dy, const f
     size_t nbmax = per ? WGRAD_CHUNK_FLOATS / per : 1;
     if (nbmax < 1) nbmax = 1;
     if (nbmax > (size_t)g->B) nbmax = (size_t)g->B;
+    /* a chunk's GEMM too small for cpu_sgemm to split runs one sample at a time instead
+     * (the choice follows the shape only): its im2col matrix stays in cache and dy needs
+     * no copy (fmnist conv1) */
+    if ((double)g->K * CKK * (double)(nbmax * PQ) < 2 * CPU_GEMM_PIECE_MNK) nbmax = 1;
     /* the bias sums in double (K of them, first: malloc's alignment), the chunk's im2col
-     * matrix and dy copy; cpu-bf16: the whole batch's weight gradient is summed apart,
-     * then rounded and added */
+     * matrix and dy copy (none for one sample: dy's rows are the GEMM's); cpu-bf16: the
+     * whole batch's weight gradient is summed apart, then rounded and added */
     const size_t nsum = 2 * (size_t)(db ? g->K : 0), ncol = (size_t)CKK * nbmax * PQ;
-    const size_t nt = (size_t)g->K * nbmax * PQ;
+    const size_t nt = nbmax > 1 ? (size_t)g->K * nbmax * PQ : 0;
     float *space = cpu_scratch(c, nsum + ncol + nt + (c->bf16 ? nw : 0));
     if (!space) return;
     double *bsum = (double *)(void *)space;
@@ -210,12 +214,18 @@ void cpu_conv2d_bwd_weight(bk_ctx *c, const bk_conv *g, const float *dy, const f
         size_t nb = (size_t)g->B - s0 < nbmax ? (size_t)g->B - s0 : nbmax;
         conv_arg a = {.c = c, .g = g, .x = x + s0 * in_n, .dy = dy + s0 * g->K * PQ,
                       .col = space + nsum, .t = space + nsum + ncol, .ld = nb * PQ};
-        cpu_par(nb, 1, conv_wgrad_prep, &a);
+        const float *t = a.t;
+        if (nbmax == 1) {
+            im2col(g, a.x, a.col, PQ);
+            t = a.dy;
+        } else {
+            cpu_par(nb, 1, conv_wgrad_prep, &a);
+        }
         /* acc (K, CKK) += t (K, nb PQ) col^T (nb PQ, CKK) */
-        cpu_sgemm(c, 0, 1, g->K, CKK, (int)a.ld, 1.0f, a.t, (int)a.ld, a.col, (int)a.ld,
+        cpu_sgemm(c, 0, 1, g->K, CKK, (int)a.ld, 1.0f, t, (int)a.ld, a.col, (int)a.ld,
                   acc == dw || s0 > 0 ? 1.0f : 0.0f, acc, CKK);
         if (db)
-            for (int k = 0; k < g->K; k++) bsum[k] += sum_double(a.t + k * a.ld, a.ld);
+            for (int k = 0; k < g->K; k++) bsum[k] += sum_double(t + k * a.ld, a.ld);
     }
     if (db)
         for (int k = 0; k < g->K; k++) db[k] += (float)bsum[k];
