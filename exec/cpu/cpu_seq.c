@@ -223,6 +223,43 @@ typedef struct att_arg {
     float *att, *y, *dqkv, *ds; /* ds: T T floats of scratch per thread */
 } att_arg;
 
+/* A softmax row's reductions over 8 interleaved partial results (element u to part
+ * u % 8, combined in a fixed order): 8 independent chains instead of one. */
+static inline float row_max(const float *r, int n)
+{
+    float p[8];
+    for (int j = 0; j < 8; j++) p[j] = r[0];
+    int u = 0;
+    for (; u + 8 <= n; u += 8)
+        for (int j = 0; j < 8; j++) p[j] = r[u + j] > p[j] ? r[u + j] : p[j];
+    for (; u < n; u++) p[u % 8] = r[u] > p[u % 8] ? r[u] : p[u % 8];
+    float a = p[0] > p[1] ? p[0] : p[1], b = p[2] > p[3] ? p[2] : p[3];
+    float c = p[4] > p[5] ? p[4] : p[5], d = p[6] > p[7] ? p[6] : p[7];
+    a = a > b ? a : b;
+    c = c > d ? c : d;
+    return a > c ? a : c;
+}
+
+static inline float row_sum(const float *r, int n)
+{
+    float p[8] = {0};
+    int u = 0;
+    for (; u + 8 <= n; u += 8)
+        for (int j = 0; j < 8; j++) p[j] += r[u + j];
+    for (; u < n; u++) p[u % 8] += r[u];
+    return ((p[0] + p[1]) + (p[2] + p[3])) + ((p[4] + p[5]) + (p[6] + p[7]));
+}
+
+static inline float row_dot(const float *a, const float *b, int n)
+{
+    float p[8] = {0};
+    int u = 0;
+    for (; u + 8 <= n; u += 8)
+        for (int j = 0; j < 8; j++) p[j] += a[u + j] * b[u + j];
+    for (; u < n; u++) p[u % 8] += a[u] * b[u];
+    return ((p[0] + p[1]) + (p[2] + p[3])) + ((p[4] + p[5]) + (p[6] + p[7]));
+}
+
 /* fp32: per (sample, head) the scores S = Q K^T, the masked softmax in place, and
  * Y = A V as GEMMs over the head's strided columns of qkv (leading dimension 3D). */
 static void attention_fwd_part(void *p, size_t lo, size_t hi, int slot)
@@ -238,13 +275,10 @@ static void attention_fwd_part(void *p, size_t lo, size_t hi, int slot)
         /* a (T, T) = scale q (T, hs) k^T (hs, T) */
         cpu_sgemm(g->c, 0, 1, T, T, hs, scale, q, D3, q + D, D3, 0.0f, a, T);
         for (int t = 0; t < T; t++) {
-            float *r = a + (size_t)t * T, mx = r[0];
-            for (int u = 1; u <= t; u++) mx = r[u] > mx ? r[u] : mx;
+            float *r = a + (size_t)t * T, mx = row_max(r, t + 1);
             for (int u = 0; u <= t; u++) r[u] -= mx;
             cpu_exp_fast((size_t)t + 1, r, r);
-            float sum = 0;
-            for (int u = 0; u <= t; u++) sum += r[u];
-            float inv = 1.0f / sum;
+            float inv = 1.0f / row_sum(r, t + 1);
             for (int u = 0; u <= t; u++) r[u] *= inv;
             for (int u = t + 1; u < T; u++) r[u] = 0.0f;
         }
@@ -273,8 +307,7 @@ static void attention_bwd_part(void *p, size_t lo, size_t hi, int slot)
         cpu_sgemm(g->c, 1, 0, T, hs, T, 1.0f, a, T, d, D, 0.0f, dq + 2 * D, D3);
         for (int t = 0; t < T; t++) {
             const float *ar = a + (size_t)t * T;
-            float *r = ds + (size_t)t * T, dot = 0;
-            for (int u = 0; u <= t; u++) dot += ar[u] * r[u];
+            float *r = ds + (size_t)t * T, dot = row_dot(ar, r, t + 1);
             for (int u = 0; u <= t; u++) r[u] = ar[u] * (r[u] - dot) * scale;
             for (int u = t + 1; u < T; u++) r[u] = 0.0f;
         }
