@@ -181,6 +181,16 @@ Test(cpu_vec, attention_matches_replay_at_any_thread_count)
             }
 }
 
+/* The replay's rule: the first maximum of window (p, q) in row order (a NaN never wins). */
+static int first_max(const float *xs, int W, int p, int q)
+{
+    int best = (2 * p) * W + 2 * q;
+    for (int i = 0; i < 2; i++)
+        for (int j = 0; j < 2; j++)
+            if (xs[(2 * p + i) * W + 2 * q + j] > xs[best]) best = (2 * p + i) * W + 2 * q + j;
+    return best;
+}
+
 /* The 2x2 stride-2 max pooling (split over threads) against a replay: the maximum and the
  * gradient at the first maximum in row order, with ties, at 1 and 2 threads. */
 Test(cpu_vec, maxpool2_matches_replay_with_ties)
@@ -199,11 +209,7 @@ Test(cpu_vec, maxpool2_matches_replay_with_ties)
             for (int p = 0; p < P; p++)
                 for (int q = 0; q < Q; q++) {
                     const float *xs = x + (size_t)bc * H * W;
-                    int best = (2 * p) * W + 2 * q;
-                    for (int i = 0; i < 2; i++)
-                        for (int j = 0; j < 2; j++)
-                            if (xs[(2 * p + i) * W + 2 * q + j] > xs[best])
-                                best = (2 * p + i) * W + 2 * q + j;
+                    int best = first_max(xs, W, p, q);
                     cr_assert_eq(y[((size_t)bc * P + p) * Q + q], xs[best]);
                     float *d = dx + (size_t)bc * H * W;
                     for (int i = 0; i < 2; i++)
@@ -238,11 +244,7 @@ Test(cpu_vec, maxpool2_bwd_bitwise_with_specials_and_odd_sizes)
             for (int p = 0; p < P; p++)
                 for (int q = 0; q < Q; q++) {
                     const float *xs = x + (size_t)bc * H * W;
-                    int best = (2 * p) * W + 2 * q;
-                    for (int i = 0; i < 2; i++)
-                        for (int j = 0; j < 2; j++)
-                            if (xs[(2 * p + i) * W + 2 * q + j] > xs[best])
-                                best = (2 * p + i) * W + 2 * q + j;
+                    int best = first_max(xs, W, p, q);
                     want[(size_t)bc * H * W + best] += dy[((size_t)bc * P + p) * Q + q];
                 }
         for (size_t i = 0; i < sizeof dx / sizeof *dx; i++)

@@ -82,11 +82,14 @@ typedef struct conv_arg {
     bk_ctx *c;
     const bk_conv *g;
     const float *x, *w, *b, *dy;
-    float *y, *col, *t;
+    float *y, *col, *t; /* y: the output, or the input gradient when data */
     size_t ncol, ld;
+    int data; /* the per-sample pass is the input gradient's */
 } conv_arg;
 
-static void conv_fwd_part(void *p, size_t lo, size_t hi, int slot)
+/* Samples lo..hi of the forward (a->data 0: y = w * im2col(x) + b) or of the input
+ * gradient (a->data 1: dx = col2im(w^T dy)), with the slot's im2col matrix. */
+static void conv_sample_part(void *p, size_t lo, size_t hi, int slot)
 {
     const conv_arg *a = p;
     const bk_conv *g = a->g;
@@ -94,6 +97,17 @@ static void conv_fwd_part(void *p, size_t lo, size_t hi, int slot)
     const size_t in_n = (size_t)g->C * g->H * g->W, out_n = (size_t)g->K * PQ;
     float *col = a->col + (size_t)slot * a->ncol;
     for (size_t s = lo; s < hi; s++) {
+        if (a->data) {
+            float *dxs = a->y + s * in_n;
+            /* col (CKK, PQ) = w^T (CKK, K) dy_s (K, PQ) */
+            cpu_sgemm(a->c, 1, 0, CKK, PQ, g->K, 1.0f, a->w, CKK, a->dy + s * out_n, PQ,
+                      0.0f, col, PQ);
+            memset(dxs, 0, in_n * sizeof(float));
+            col2im(g, col, dxs);
+            if (a->c->bf16)
+                for (size_t i = 0; i < in_n; i++) dxs[i] = cpu_bf16(dxs[i]);
+            continue;
+        }
         float *ys = a->y + s * out_n;
         im2col(g, a->x + s * in_n, col, (size_t)PQ);
         /* ys (K, PQ) = w (K, CKK) col (CKK, PQ) */
@@ -109,49 +123,30 @@ static void conv_fwd_part(void *p, size_t lo, size_t hi, int slot)
     }
 }
 
-static void conv_bwd_data_part(void *p, size_t lo, size_t hi, int slot)
-{
-    const conv_arg *a = p;
-    const bk_conv *g = a->g;
-    const int CKK = g->C * g->kernel * g->kernel, PQ = g->P * g->Q;
-    const size_t in_n = (size_t)g->C * g->H * g->W, out_n = (size_t)g->K * PQ;
-    float *col = a->col + (size_t)slot * a->ncol;
-    for (size_t s = lo; s < hi; s++) {
-        float *dxs = a->y + s * in_n;
-        /* col (CKK, PQ) = w^T (CKK, K) dy_s (K, PQ) */
-        cpu_sgemm(a->c, 1, 0, CKK, PQ, g->K, 1.0f, a->w, CKK, a->dy + s * out_n, PQ, 0.0f,
-                  col, PQ);
-        memset(dxs, 0, in_n * sizeof(float));
-        col2im(g, col, dxs);
-        if (a->c->bf16)
-            for (size_t i = 0; i < in_n; i++) dxs[i] = cpu_bf16(dxs[i]);
-    }
-}
-
 /* Splits a per-sample pass over threads with one im2col matrix per thread; cpu-bf16 runs
  * it on the caller's thread alone (its GEMMs share the context's rounded copies). */
-static void conv_per_sample(bk_ctx *c, conv_arg *a, cpu_par_fn fn)
+static void conv_per_sample(bk_ctx *c, conv_arg *a)
 {
     const bk_conv *g = a->g;
     int slots = c->bf16 ? 1 : cpu_par_slots((size_t)g->B);
     a->ncol = (size_t)g->C * g->kernel * g->kernel * g->P * g->Q;
     if (!(a->col = cpu_scratch(c, a->ncol * (size_t)slots))) return;
-    if (c->bf16) fn(a, 0, (size_t)g->B, 0);
-    else cpu_par((size_t)g->B, 1, fn, a);
+    if (c->bf16) conv_sample_part(a, 0, (size_t)g->B, 0);
+    else cpu_par((size_t)g->B, 1, conv_sample_part, a);
 }
 
 void cpu_conv2d_fwd(bk_ctx *c, const bk_conv *g, const float *x, const float *w,
                     const float *b, float *y)
 {
     conv_arg a = {.c = c, .g = g, .x = x, .w = w, .b = b, .y = y};
-    conv_per_sample(c, &a, conv_fwd_part);
+    conv_per_sample(c, &a);
 }
 
 void cpu_conv2d_bwd_data(bk_ctx *c, const bk_conv *g, const float *dy, const float *w,
                          float *dx)
 {
-    conv_arg a = {.c = c, .g = g, .w = w, .dy = dy, .y = dx};
-    conv_per_sample(c, &a, conv_bwd_data_part);
+    conv_arg a = {.c = c, .g = g, .w = w, .dy = dy, .y = dx, .data = 1};
+    conv_per_sample(c, &a);
 }
 
 /* The sum of r[0 .. n) in double, over 8 interleaved partial sums (element i to sum
