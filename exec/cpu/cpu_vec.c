@@ -13,9 +13,6 @@
  * for AVX2 and AVX-512 and picked at load time (target_clones): the same IEEE operations
  * lane by lane (ISO C: no contraction into FMAs), so the same bits on every path. */
 #define VW 16
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wpsabi" /* wide vectors pass only between static inlines */
-#endif
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__linux__)
 #define VEC_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
 #else
@@ -26,88 +23,103 @@ typedef float v8f __attribute__((vector_size(4 * VW)));
 typedef int32_t v8i __attribute__((vector_size(4 * VW)));
 #define GELU_K 0.7978845608028654f /* sqrt(2 / pi) */
 
-static inline v8f v8_load(const float *p)
+/* The helpers take and give blocks through pointers, never as vector arguments or
+ * results, whose calling convention would depend on the target (no psabi notes). */
+#define VSET(x) ((v8f){x, x, x, x, x, x, x, x, x, x, x, x, x, x, x, x})
+/* m ? a : b lane-wise, m a comparison's mask (all ones or zeros). */
+#define VSEL(m, a, b) ((v8f)(((v8i)(a) & (m)) | ((v8i)(b) & ~(m))))
+
+/* y = x > 0 ? x : +0 lane-wise (a NaN gives +0), by masking the bits. */
+static inline void relu8(const float *x, float *y)
 {
     v8f v;
-    memcpy(&v, p, sizeof v);
-    return v;
+    memcpy(&v, x, sizeof v);
+    v8i m = v > VSET(0.0f);
+    v = (v8f)((v8i)v & m);
+    memcpy(y, &v, sizeof v);
 }
 
-static inline void v8_store(float *p, v8f v) { memcpy(p, &v, sizeof v); }
-
-static inline v8f v8_set(float x)
+/* dx = x > 0 ? dy : +0 lane-wise. */
+static inline void relu_bwd8(const float *x, const float *dy, float *dx)
 {
-    return (v8f){x, x, x, x, x, x, x, x, x, x, x, x, x, x, x, x};
+    v8f v, d;
+    memcpy(&v, x, sizeof v);
+    memcpy(&d, dy, sizeof d);
+    v8i m = v > VSET(0.0f);
+    d = (v8f)((v8i)d & m);
+    memcpy(dx, &d, sizeof d);
 }
 
-/* m ? a : b lane-wise, m a comparison's mask (all ones or zeros). */
-static inline v8f v8_select(v8i m, v8f a, v8f b) { return (v8f)(((v8i)a & m) | ((v8i)b & ~m)); }
-
-/* x > 0 ? x : +0 lane-wise (a NaN gives +0), by masking the bits. */
-static inline v8f relu8(v8f x)
+/* *x = e^*x lane-wise for x clamped to [-87, 88] (normal results): x = n ln2 + r,
+ * |r| <= ln2/2, e^r by its degree-7 Taylor polynomial, 2^n put in the exponent bits.
+ * Within 2 ulp of expf on the clamped range; a NaN stays NaN. */
+static inline void exp8(v8f *xp)
 {
-    v8i m = x > v8_set(0.0f);
-    return (v8f)((v8i)x & m);
-}
-
-/* x > 0 ? dy : +0 lane-wise. */
-static inline v8f relu_bwd8(v8f x, v8f dy)
-{
-    v8i m = x > v8_set(0.0f);
-    return (v8f)((v8i)dy & m);
-}
-
-/* e^x lane-wise for x clamped to [-87, 88] (normal results): x = n ln2 + r, |r| <= ln2/2,
- * e^r by its degree-7 Taylor polynomial, 2^n put in the exponent bits. Within 2 ulp of
- * expf on the clamped range; a NaN stays NaN. */
-static inline v8f exp8(v8f x)
-{
-    const v8f lo = v8_set(-87.0f), hi = v8_set(88.0f), magic = v8_set(12582912.0f);
-    x = v8_select(x < lo, lo, x); /* NaN lanes keep x */
-    x = v8_select(x > hi, hi, x);
-    v8f n = (x * v8_set(1.44269504088896341f) + magic) - magic; /* round(x / ln2) */
-    v8f r = x - n * v8_set(0.693145751953125f);                  /* ln2, high part */
-    r = r - n * v8_set(1.428606765330187e-06f);                  /* ln2, low part */
-    v8f p = v8_set(1.0f / 5040);
-    p = p * r + v8_set(1.0f / 720);
-    p = p * r + v8_set(1.0f / 120);
-    p = p * r + v8_set(1.0f / 24);
-    p = p * r + v8_set(1.0f / 6);
-    p = p * r + v8_set(0.5f);
-    p = p * r + v8_set(1.0f);
-    p = p * r + v8_set(1.0f);
-    n = v8_select(n == n, n, v8_set(0.0f)); /* no NaN reaches the integer conversion */
+    const v8f lo = VSET(-87.0f), hi = VSET(88.0f), magic = VSET(12582912.0f);
+    v8f x = *xp;
+    x = VSEL(x < lo, lo, x); /* NaN lanes keep x */
+    x = VSEL(x > hi, hi, x);
+    v8f n = (x * VSET(1.44269504088896341f) + magic) - magic; /* round(x / ln2) */
+    v8f r = x - n * VSET(0.693145751953125f);                  /* ln2, high part */
+    r = r - n * VSET(1.428606765330187e-06f);                  /* ln2, low part */
+    v8f p = VSET(1.0f / 5040);
+    p = p * r + VSET(1.0f / 720);
+    p = p * r + VSET(1.0f / 120);
+    p = p * r + VSET(1.0f / 24);
+    p = p * r + VSET(1.0f / 6);
+    p = p * r + VSET(0.5f);
+    p = p * r + VSET(1.0f);
+    p = p * r + VSET(1.0f);
+    n = VSEL(n == n, n, VSET(0.0f)); /* no NaN reaches the integer conversion */
     v8i e = (__builtin_convertvector(n, v8i) + 127) << 23;
-    return p * (v8f)e;
+    *xp = p * (v8f)e;
+}
+
+static inline void exp_block(const float *x, float *y)
+{
+    v8f v;
+    memcpy(&v, x, sizeof v);
+    exp8(&v);
+    memcpy(y, &v, sizeof v);
 }
 
 /* GELU (tanh form) as x sigmoid(2u), u = k (x + 0.044715 x^3): 0.5 (1 + tanh u) equals
  * 1 / (1 + e^-2u), which keeps its relative accuracy where tanh u nears -1. */
-static inline v8f gelu8(v8f x)
+static inline void gelu8(const float *xs, float *y)
 {
-    v8f u = v8_set(GELU_K) * (x + v8_set(0.044715f) * x * x * x);
-    return x / (v8_set(1.0f) + exp8(v8_set(-2.0f) * u));
+    v8f x;
+    memcpy(&x, xs, sizeof x);
+    v8f u = VSET(GELU_K) * (x + VSET(0.044715f) * x * x * x);
+    v8f e = VSET(-2.0f) * u;
+    exp8(&e);
+    x = x / (VSET(1.0f) + e);
+    memcpy(y, &x, sizeof x);
 }
 
 /* dy GELU'(x): with s = sigmoid(2u), GELU' = s + 2 x s (1 - s) du/dx, 1 - s = e s. */
-static inline v8f gelu_bwd8(v8f x, v8f dy)
+static inline void gelu_bwd8(const float *xs, const float *dys, float *dx)
 {
-    v8f u = v8_set(GELU_K) * (x + v8_set(0.044715f) * x * x * x);
-    v8f e = exp8(v8_set(-2.0f) * u);
-    v8f s = v8_set(1.0f) / (v8_set(1.0f) + e);
-    v8f du = v8_set(GELU_K) * (v8_set(1.0f) + v8_set(3.0f * 0.044715f) * x * x);
-    return dy * (s + v8_set(2.0f) * x * s * (e * s) * du);
+    v8f x, dy;
+    memcpy(&x, xs, sizeof x);
+    memcpy(&dy, dys, sizeof dy);
+    v8f u = VSET(GELU_K) * (x + VSET(0.044715f) * x * x * x);
+    v8f e = VSET(-2.0f) * u;
+    exp8(&e);
+    v8f s = VSET(1.0f) / (VSET(1.0f) + e);
+    v8f du = VSET(GELU_K) * (VSET(1.0f) + VSET(3.0f * 0.044715f) * x * x);
+    dy = dy * (s + VSET(2.0f) * x * s * (e * s) * du);
+    memcpy(dx, &dy, sizeof dy);
 }
 
-/* The block loops: full blocks in place, the tail (n % 4) through a zero-padded block. */
+/* The block loops: full blocks in place, the tail (n % VW) through a zero-padded block. */
 #define UNARY_LOOP(F, n, x, y)                                                           \
     do {                                                                                 \
         size_t i_ = 0;                                                                   \
-        for (; i_ + VW <= (n); i_ += VW) v8_store((y) + i_, F(v8_load((x) + i_)));       \
+        for (; i_ + VW <= (n); i_ += VW) F((x) + i_, (y) + i_);                          \
         if (i_ < (n)) {                                                                  \
             float a_[VW] = {0}, o_[VW];                                                  \
             memcpy(a_, (x) + i_, ((n) - i_) * sizeof(float));                            \
-            v8_store(o_, F(v8_load(a_)));                                                \
+            F(a_, o_);                                                                   \
             memcpy((y) + i_, o_, ((n) - i_) * sizeof(float));                            \
         }                                                                                \
     } while (0)
@@ -115,13 +127,12 @@ static inline v8f gelu_bwd8(v8f x, v8f dy)
 #define BINARY_LOOP(F, n, x, dy, dx)                                                     \
     do {                                                                                 \
         size_t i_ = 0;                                                                   \
-        for (; i_ + VW <= (n); i_ += VW)                                                 \
-            v8_store((dx) + i_, F(v8_load((x) + i_), v8_load((dy) + i_)));               \
+        for (; i_ + VW <= (n); i_ += VW) F((x) + i_, (dy) + i_, (dx) + i_);              \
         if (i_ < (n)) {                                                                  \
             float a_[VW] = {0}, b_[VW] = {0}, o_[VW];                                    \
             memcpy(a_, (x) + i_, ((n) - i_) * sizeof(float));                            \
             memcpy(b_, (dy) + i_, ((n) - i_) * sizeof(float));                           \
-            v8_store(o_, F(v8_load(a_), v8_load(b_)));                                   \
+            F(a_, b_, o_);                                                               \
             memcpy((dx) + i_, o_, ((n) - i_) * sizeof(float));                           \
         }                                                                                \
     } while (0)
@@ -167,7 +178,10 @@ typedef struct ew_arg {
 EW_ENTRIES(cpu_relu, relu8, relu_bwd8, 4 * PAR_MIN)
 EW_ENTRIES(cpu_gelu, gelu8, gelu_bwd8, PAR_MIN)
 
-VEC_CLONES void cpu_exp_fast(size_t n, const float *x, float *y) { UNARY_LOOP(exp8, n, x, y); }
+VEC_CLONES void cpu_exp_fast(size_t n, const float *x, float *y)
+{
+    UNARY_LOOP(exp_block, n, x, y);
+}
 
 /* The pooling's 4-lane blocks (its shuffles are written for 4 lanes). */
 typedef float v4f __attribute__((vector_size(16)));
