@@ -138,7 +138,7 @@ static inline void gelu_bwd8(const float *xs, const float *dys, float *dx)
     } while (0)
 
 /* Over threads: a lane's result depends only on its inputs, so any split gives the same
- * bits. At least PAR_MIN elements per thread (a thread start costs ~20 us). */
+ * bits. At least PAR_MIN elements per thread (a split costs ~9 us: docs/exec.md). */
 #define PAR_MIN ((size_t)1 << 15)
 
 typedef struct ew_arg {
