@@ -195,6 +195,7 @@ void cpu_sgemm(bk_ctx *c, int ta, int tb, int M, int N, int K, float alpha, cons
         gemm_arg g = {ta, tb, M, N, K, lda, ldb, ldc, M > N, alpha, beta, A, B, C};
         size_t n = (size_t)(g.by_rows ? M : N);
         size_t min = (size_t)(CPU_GEMM_PIECE_MNK / ((double)(g.by_rows ? N : M) * K)) + 1;
+        if (min < 16) min = 16; /* no thin piece (OpenBLAS may send 1-wide ones to GEMV) */
         cpu_par(n, min, gemm_part, &g);
         return;
     }
