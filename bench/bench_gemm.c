@@ -1,7 +1,9 @@
 /* bench_gemm.c: the CPU backend's dense and convolution throughput (GFLOP/s) against
- * OpenBLAS's own cblas_sgemm rate measured in the same run: square GEMMs, the linear
- * layer, and conv2d forward / input-gradient / weight-gradient (im2col + GEMM) at the
- * shapes of fmnist-cnn and of a VGG-16 block.
+ * OpenBLAS's own cblas_sgemm rate measured in the same run, at the same thread count (the
+ * backend's: OPENBLAS_NUM_THREADS or every core; OpenBLAS's own threads for its
+ * reference, the backend's pool for the backend): square GEMMs, the linear layer, and
+ * conv2d forward / input-gradient / weight-gradient (im2col + GEMM) at the shapes of
+ * fmnist-cnn and of a VGG-16 block.
  * Usage: bench_gemm [SECONDS_PER_CASE]   (default 0.3) */
 #include <cblas.h>
 #include <stdio.h>
@@ -9,6 +11,7 @@
 #include <string.h>
 
 #include "exec/backend.h"
+#include "exec/cpu/cpu.h"
 #include "exec/train.h"
 
 typedef struct bench {
@@ -43,12 +46,22 @@ static float *rnd(bench *b, size_t n)
         out = t_ / (double)n_;                                                             \
     } while (0)
 
+/* TIME for a direct OpenBLAS call, on OpenBLAS's own threads, as many as the backend's;
+ * the backend's single-threaded OpenBLAS is restored after. */
+#define TIME_BLAS(b, out, call)                                                            \
+    do {                                                                                   \
+        int th_ = cpu_par_threads();                                                       \
+        openblas_set_num_threads(th_);                                                     \
+        TIME(b, out, call);                                                                \
+        cpu_par_set_threads(th_);                                                          \
+    } while (0)
+
 static void square(bench *b, int n)
 {
     float *A = rnd(b, (size_t)n * n), *B = rnd(b, (size_t)n * n), *C = rnd(b, (size_t)n * n);
     double flop = 2.0 * n * n * n;
     double tb;
-    TIME(b, tb, cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, A,
+    TIME_BLAS(b, tb, cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, A,
                                     n, B, n, 0.0f, C, n));
     double tk;
     TIME(b, tk, b->bk->gemm(b->c, 0, 0, n, n, n, 1.0f, A, n, B, n, 0.0f, C, n));
@@ -66,7 +79,7 @@ static void linear(bench *b, int N, int in, int out)
     float *dw = rnd(b, (size_t)out * in), *db = rnd(b, out);
     double flop = 2.0 * N * in * out;
     double tb;
-    TIME(b, tb, cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, out, in, 1.0f, x,
+    TIME_BLAS(b, tb, cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, out, in, 1.0f, x,
                                     in, w, in, 0.0f, y, out));
     double tf;
     TIME(b, tf, b->bk->linear_fwd(b->c, N, in, out, x, w, bias, y));
@@ -92,7 +105,7 @@ static void conv(bench *b, const char *name, int B, int C, int H, int K, int k, 
     int M = K, N = B * g.P * g.Q, KK = C * k * k;
     float *ga = rnd(b, (size_t)M * KK), *gb = rnd(b, (size_t)KK * N), *gc = rnd(b, (size_t)M * N);
     double tb;
-    TIME(b, tb, cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, N, KK, 1.0f, ga,
+    TIME_BLAS(b, tb, cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, N, KK, 1.0f, ga,
                                     KK, gb, N, 0.0f, gc, N));
     double tf;
     TIME(b, tf, b->bk->conv2d_fwd(b->c, &g, x, w, bias, y));
@@ -108,6 +121,36 @@ static void conv(bench *b, const char *name, int B, int C, int H, int K, int k, 
     for (int i = 0; i < 10; i++) b->bk->free(b->c, ps[i]);
 }
 
+/* The causal attention core (per (sample, head): scores, softmax, A V; backward: four
+ * products) against its GEMMs alone: the same per-head products through cblas_sgemm, one
+ * after another, on OpenBLAS's threads. The figure is the attention's time over that of
+ * its GEMMs (100 %: the softmax and the masking cost nothing). */
+static void attention(bench *b, int B, int T, int D, int H)
+{
+    const int hs = D / H, D3 = 3 * D;
+    float *qkv = rnd(b, (size_t)B * T * D3), *att = rnd(b, (size_t)B * H * T * T);
+    float *y = rnd(b, (size_t)B * T * D), *dqkv = rnd(b, (size_t)B * T * D3);
+    float *s = rnd(b, (size_t)T * T);
+    double tg;
+    TIME_BLAS(b, tg, for (int bh = 0; bh < B * H; bh++) {
+        const float *q = qkv + (size_t)(bh / H) * T * D3 + (bh % H) * hs;
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, hs, 1.0f, q, D3, q + D,
+                    D3, 0.0f, s, T);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, hs, T, 1.0f, s, T,
+                    q + 2 * D, D3, 0.0f, y + (size_t)(bh / H) * T * D + (bh % H) * hs, D);
+    });
+    double tf, tbw;
+    TIME(b, tf, b->bk->attention_fwd(b->c, B, T, D, H, qkv, att, y));
+    TIME(b, tbw, b->bk->attention_bwd(b->c, B, T, D, H, qkv, att, y, dqkv));
+    double flop = 4.0 * B * H * T * T * hs; /* the forward's two products */
+    printf("attention B=%d T=%d D=%d H=%d   its GEMMs %7.1f GFLOP/s   fwd %7.1f  bwd %7.1f "
+           "GFLOP/s  (fwd at %3.0f%% of its GEMMs)\n",
+           B, T, D, H, flop / tg * 1e-9, flop / tf * 1e-9, 2 * flop / tbw * 1e-9,
+           100 * tg / tf);
+    float *ps[] = {qkv, att, y, dqkv, s};
+    for (int i = 0; i < 5; i++) b->bk->free(b->c, ps[i]);
+}
+
 int main(int argc, char **argv)
 {
     plumb_err e = {{0}};
@@ -120,9 +163,9 @@ int main(int argc, char **argv)
         fprintf(stderr, "bench_gemm: %s\n", e.msg);
         return 1;
     }
-    printf("bench_gemm: CPU backend vs cblas_sgemm (OpenBLAS, %d threads, core %s), fp32, "
+    printf("bench_gemm: CPU backend vs cblas_sgemm (OpenBLAS core %s), %d threads each, fp32, "
            "%.2f s per case\n",
-           openblas_get_num_threads(), openblas_get_corename(), b.budget);
+           openblas_get_corename(), cpu_par_threads(), b.budget);
     square(&b, 256);
     square(&b, 512);
     square(&b, 1024);
@@ -132,6 +175,7 @@ int main(int argc, char **argv)
     conv(&b, "fmnist conv1 1->32@28", 64, 1, 28, 32, 3, 1);
     conv(&b, "fmnist conv2 32->64@14", 64, 32, 14, 64, 3, 1);
     conv(&b, "vgg conv3 128->256@56", 2, 128, 56, 256, 3, 1);
+    attention(&b, 64, 64, 128, 4); /* gpt-mini's */
     b.bk->destroy(b.c);
     return 0;
 }

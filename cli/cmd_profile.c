@@ -37,7 +37,7 @@ static const char *const usage_text =
     "  --runs N           timed rounds of every pass; the median is kept (default 20;\n"
     "                     on a CPU shared with other work, 200 steadies the medians)\n"
     "  --workers N        time as one of N pipeline workers sharing this machine (the\n"
-    "                     CPU gives each 1/N of its BLAS threads, as plumb train does)\n"
+    "                     CPU gives each 1/N of its threads, as plumb train does)\n"
     "                     (default 1)\n"
     "  --seed S           seed of the random inputs (default 1)\n"
     "  --quiet            no table (and no progress line)\n"

@@ -43,8 +43,9 @@ static void usage(FILE *out)
  * thread maps its 128 MiB buffer at once; under an address-space limit (ulimit -v) a thread
  * whose buffer cannot be mapped retries forever, so that even --version hung. Under such a
  * limit, when the user chose no thread count, plumb runs itself again with
- * OPENBLAS_NUM_THREADS=1 (no pool; the variable also keeps it from doing so twice); the CPU
- * backend starts the threads (hint_workers) when a command trains or profiles. Without a
+ * OPENBLAS_NUM_THREADS=1 (no pool; the variable also keeps it from doing so twice) and
+ * PLUMB_BLAS_DEFERRED=1, so that the CPU backend still gives its own pool every core when a
+ * command trains or profiles (OpenBLAS itself stays at one thread there). Without a
  * limit the idle pool costs nothing and plumb starts once (a second start would cost about
  * 75 ms per command). Returns only when it does not run itself again. */
 static void blas_pool_defer(char **argv)
@@ -54,9 +55,12 @@ static void blas_pool_defer(char **argv)
         getenv("OMP_NUM_THREADS") || getrlimit(RLIMIT_AS, &as) || getrlimit(RLIMIT_DATA, &data))
         return;
     if (as.rlim_cur == RLIM_INFINITY && data.rlim_cur == RLIM_INFINITY) return;
-    if (setenv("OPENBLAS_NUM_THREADS", "1", 1)) return;
+    /* the mark tells the CPU backend the count is plumb's, not the user's */
+    if (setenv("OPENBLAS_NUM_THREADS", "1", 1) || setenv("PLUMB_BLAS_DEFERRED", "1", 1))
+        return;
     execv("/proc/self/exe", argv);
     unsetenv("OPENBLAS_NUM_THREADS"); /* no /proc: go on with the pool as it is */
+    unsetenv("PLUMB_BLAS_DEFERRED");
 }
 
 int main(int argc, char **argv)

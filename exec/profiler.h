@@ -25,7 +25,7 @@ typedef struct prof_cfg {
     int warmup;            /* untimed runs of every pass before timing, >= 0 */
     int runs;              /* timed runs of every pass, >= 1; the median is kept */
     int workers;           /* measure as one of this many workers sharing the backend
-                              (bk->hint_workers: the CPU gives each 1/workers of the BLAS
+                              (bk->hint_workers: the CPU gives each 1/workers of its
                               threads, as the pipeline runtime does), >= 1 */
     unsigned long long seed; /* seeds the random inputs, output gradients and targets */
     /* The data the layers are timed on (borrowed; exec/data.h): the first layer's input and

@@ -186,9 +186,9 @@ Test(cpu_bf16, convolution)
     for (size_t i = 0; i < nw; i++) r[i] = 0.25f + cpu_bf16(r[i]);
     t.f->conv2d_bwd_weight(t.cf, &g, dy, x, f, NULL);
     expect_bf16("conv backward-weight", a, r, f, nw);
-    /* a batch larger than one chunk of the im2col GEMMs: still one rounding at the end */
+    /* a batch of many samples (one im2col GEMM each): still one rounding at the end */
     bk_conv big = {.B = 40, .C = 32, .H = 32, .W = 32, .K = 8, .kernel = 3, .stride = 1,
-                   .pad = 1, .P = 32, .Q = 32}; /* 14 samples per chunk: 3 chunks */
+                   .pad = 1, .P = 32, .Q = 32}; /* 40 samples: 40 GEMMs accumulate */
     size_t bx = (size_t)big.B * big.C * big.H * big.W, by = (size_t)big.B * big.K * 32 * 32;
     size_t bw = (size_t)big.K * big.C * 9;
     float *X = rnd(bx, 12, -1, 1), *DY = rnd(by, 13, -1, 1);
@@ -197,7 +197,7 @@ Test(cpu_bf16, convolution)
     t.h->conv2d_bwd_weight(t.ch, &big, DY, X, ga, NULL);
     t.f->conv2d_bwd_weight(t.cf, &big, DYr, Xr, gr, NULL);
     round_in_place(gr, bw);
-    cr_expect_eq(memcmp(ga, gr, bw * 4), 0, "conv backward-weight over several chunks");
+    cr_expect_eq(memcmp(ga, gr, bw * 4), 0, "conv backward-weight over several samples");
     free(X), free(DY), free(Xr), free(DYr), free(ga), free(gr);
     free(x), free(w), free(dy), free(xr), free(wr), free(dyr), free(a), free(r), free(f);
     close_two(&t);

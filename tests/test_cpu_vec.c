@@ -11,8 +11,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <cblas.h>
-
 #include "exec/cpu/cpu.h"
 
 #define N 4099 /* not a multiple of the block: the tail path runs too */
@@ -132,7 +130,7 @@ static void attention_run(int threads, int B, int T, int D, int H, const float *
     cr_assert_not_null(bk);
     bk_ctx *c = bk->create(0, &e);
     cr_assert_not_null(c);
-    openblas_set_num_threads(threads);
+    cpu_par_set_threads(threads);
     cr_assert_eq(cpu_par_threads(), threads);
     cpu_attention_fwd(c, B, T, D, H, qkv, att, y);
     cpu_attention_bwd(c, B, T, D, H, qkv, att, dy, dqkv);
@@ -183,6 +181,16 @@ Test(cpu_vec, attention_matches_replay_at_any_thread_count)
             }
 }
 
+/* The replay's rule: the first maximum of window (p, q) in row order (a NaN never wins). */
+static int first_max(const float *xs, int W, int p, int q)
+{
+    int best = (2 * p) * W + 2 * q;
+    for (int i = 0; i < 2; i++)
+        for (int j = 0; j < 2; j++)
+            if (xs[(2 * p + i) * W + 2 * q + j] > xs[best]) best = (2 * p + i) * W + 2 * q + j;
+    return best;
+}
+
 /* The 2x2 stride-2 max pooling (split over threads) against a replay: the maximum and the
  * gradient at the first maximum in row order, with ties, at 1 and 2 threads. */
 Test(cpu_vec, maxpool2_matches_replay_with_ties)
@@ -193,7 +201,7 @@ Test(cpu_vec, maxpool2_matches_replay_with_ties)
     for (size_t i = 0; i < sizeof dy / sizeof *dy; i++) dy[i] = (float)i + 1.0f;
     bk_pool g = {.B = B, .C = C, .H = H, .W = W, .kernel = 2, .stride = 2, .P = P, .Q = Q};
     for (int th = 1; th <= 2; th++) {
-        openblas_set_num_threads(th);
+        cpu_par_set_threads(th);
         memset(dx, 0xa5, sizeof dx); /* the backward zeroes dx itself */
         cpu_maxpool_fwd(NULL, &g, x, y);
         cpu_maxpool_bwd(NULL, &g, x, dy, dx);
@@ -201,11 +209,7 @@ Test(cpu_vec, maxpool2_matches_replay_with_ties)
             for (int p = 0; p < P; p++)
                 for (int q = 0; q < Q; q++) {
                     const float *xs = x + (size_t)bc * H * W;
-                    int best = (2 * p) * W + 2 * q;
-                    for (int i = 0; i < 2; i++)
-                        for (int j = 0; j < 2; j++)
-                            if (xs[(2 * p + i) * W + 2 * q + j] > xs[best])
-                                best = (2 * p + i) * W + 2 * q + j;
+                    int best = first_max(xs, W, p, q);
                     cr_assert_eq(y[((size_t)bc * P + p) * Q + q], xs[best]);
                     float *d = dx + (size_t)bc * H * W;
                     for (int i = 0; i < 2; i++)
@@ -215,5 +219,36 @@ Test(cpu_vec, maxpool2_matches_replay_with_ties)
                             cr_assert_eq(d[at], want, "th %d bc %d p %d q %d", th, bc, p, q);
                         }
                 }
+    }
+}
+
+/* The 2x2 stride-2 pooling's backward (blocks of 4 windows, then a scalar tail) bit for
+ * bit against the general rule replayed here (dx zeroed, dx[first maximum] += dy): NaN,
+ * signed zeros, infinities and ties in x, -0 and NaN in dy, odd H and W (an uncovered row
+ * and column, which must come out +0 over the garbage dx held). */
+Test(cpu_vec, maxpool2_bwd_bitwise_with_specials_and_odd_sizes)
+{
+    enum { B = 2, C = 3, H = 19, W = 23, P = 9, Q = 11 };
+    static float x[B * C * H * W], dy[B * C * P * Q], dx[B * C * H * W], want[B * C * H * W];
+    const float sp[] = {NAN, -0.0f, 0.0f, INFINITY, -INFINITY, 1.0f, 1.0f, -2.0f, 3.5f};
+    for (size_t i = 0; i < sizeof x / sizeof *x; i++) x[i] = sp[(i * 7 + i / 5) % 9];
+    for (size_t i = 0; i < sizeof dy / sizeof *dy; i++)
+        dy[i] = i % 13 == 0 ? -0.0f : i % 17 == 0 ? NAN : (float)i - 100.0f;
+    bk_pool g = {.B = B, .C = C, .H = H, .W = W, .kernel = 2, .stride = 2, .P = P, .Q = Q};
+    for (int th = 1; th <= 2; th++) {
+        cpu_par_set_threads(th);
+        memset(dx, 0xa5, sizeof dx);
+        cpu_maxpool_bwd(NULL, &g, x, dy, dx);
+        memset(want, 0, sizeof want);
+        for (int bc = 0; bc < B * C; bc++)
+            for (int p = 0; p < P; p++)
+                for (int q = 0; q < Q; q++) {
+                    const float *xs = x + (size_t)bc * H * W;
+                    int best = first_max(xs, W, p, q);
+                    want[(size_t)bc * H * W + best] += dy[((size_t)bc * P + p) * Q + q];
+                }
+        for (size_t i = 0; i < sizeof dx / sizeof *dx; i++)
+            cr_assert_eq(bits(dx[i]), bits(want[i]), "th %d i %zu: %g vs %g", th, i, dx[i],
+                         want[i]);
     }
 }

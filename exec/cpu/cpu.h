@@ -48,7 +48,15 @@ static inline float cpu_out(const bk_ctx *c, float x) { return c->bf16 ? cpu_bf1
 
 /* Row-major C = alpha op(A) op(B) + beta C through OpenBLAS, as the backend's gemm entry;
  * in a cpu-bf16 context A and B are first copied rounded to bf16 (fp32 accumulation, as
- * cuBLAS's bf16 compute type). Records "out of memory" in c when the copies do not fit. */
+ * cuBLAS's bf16 compute type). Records "out of memory" in c when the copies do not fit.
+ * With cpu_par_threads() > 1 and M N K >= 2 CPU_GEMM_PIECE_MNK it splits C's rows (M > N)
+ * or columns over cpu_par, each piece one single-threaded OpenBLAS call. Safe from
+ * several threads at once in an fp32 context (cpu-bf16's copies are the context's). */
+/* A piece's least M N K when cpu_sgemm splits: above OpenBLAS's small-matrix and direct
+ * kernels' limits (1e6 and 28 512 512), so that each piece takes the same blocked path as
+ * the whole GEMM, whose sums over K are in the same order whatever the M and N of a
+ * piece: the same bits at any thread count (tests/test_cpu_par.c checks). */
+#define CPU_GEMM_PIECE_MNK (8.0 * 1024 * 1024)
 void cpu_sgemm(bk_ctx *c, int trans_a, int trans_b, int M, int N, int K, float alpha,
                const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc);
 
@@ -64,18 +72,34 @@ void cpu_maxpool_bwd(bk_ctx *c, const bk_pool *g, const float *x, const float *d
 
 /* cpu_par.c. A work function runs items [lo, hi) as thread number slot (0 .. threads-1). */
 typedef void (*cpu_par_fn)(void *arg, size_t lo, size_t hi, int slot);
-/* The threads cpu_par splits over: OpenBLAS's thread count, 1 to 16. */
+/* The threads cpu_par splits over, 1 to 16: the last cpu_par_set_threads, or on first use
+ * cpu_par_budget(). */
 int cpu_par_threads(void);
+/* Sets the threads cpu_par (and cpu_sgemm) split over, clamped to 1 .. 16, and keeps
+ * OpenBLAS itself at one thread. Safe from any thread; calls already splitting keep their
+ * split. */
+void cpu_par_set_threads(int n);
+/* The threads the user gave plumb: OPENBLAS_NUM_THREADS, else GOTO_NUM_THREADS, else
+ * OMP_NUM_THREADS (as OpenBLAS reads them; at most the online cores), else every core, or
+ * every core when plumb set OPENBLAS_NUM_THREADS=1 itself only to defer OpenBLAS's pool
+ * (cli/main.c marks that with PLUMB_BLAS_DEFERRED); at most 16. */
+int cpu_par_budget(void);
 /* The per-thread scratch slots a kernel that splits n items with cpu_par (min_items 1) sets
  * aside: at least the threads cpu_par uses for it, and, on one machine, the same whatever
  * the thread share (min(n, 16, max(online cores, threads))), so that the scratch `plumb
  * profile` measures is the scratch a pipeline worker with fewer threads allocates. */
 int cpu_par_slots(size_t n);
 /* Runs fn over [0, n) split into contiguous ranges, one per thread, with at least
- * min_items items per range (fewer threads for small n); the caller runs the first range
- * and returns when all have run. When a thread cannot be started the caller runs its range
- * too. fn must only write what its own items own. */
+ * min_items items per range (fewer threads for small n); range i is items
+ * [n i / t, n (i+1) / t) as slot i whichever thread runs it. The caller runs range 0 and
+ * every range no idle pool helper was free for (other callers' or nested calls' helpers
+ * are busy, or a helper cannot be started), and returns when all have run. Safe from
+ * several threads at once and from inside fn; never waits for a helper it did not
+ * claim. fn must only write what its own items own. */
 void cpu_par(size_t n, size_t min_items, cpu_par_fn fn, void *arg);
+/* The pool's helper threads started so far (they persist until exit, when they are
+ * joined): at most 15. */
+int cpu_par_helpers(void);
 
 /* cpu_vec.c: the activations on blocks of 4 floats. relu_* equal the references bit for
  * bit (NaN inputs give +0, as the references); gelu_* and cpu_exp_fast are within a few
@@ -86,6 +110,11 @@ void cpu_gelu_fwd(bk_ctx *c, size_t n, const float *x, float *y);
 void cpu_gelu_bwd(bk_ctx *c, size_t n, const float *x, const float *dy, float *dx);
 /* y[i] = e^x[i] for x clamped to [-87, 88]; y may be x. */
 void cpu_exp_fast(size_t n, const float *x, float *y);
+/* The 2x2 stride-2 max pooling's backward over one row of Q windows (input rows x0, x1,
+ * gradient rows d0, d1, all written): the windows 0 .. r-1 in blocks of 4, r returned
+ * (a multiple of 4); the caller does windows r .. Q-1 with the same rule. */
+int cpu_maxpool2_bwd_row(int Q, const float *x0, const float *x1, const float *dy, float *d0,
+                         float *d1);
 /* The scalar references (y = x > 0 ? x : 0; GELU's tanh form in double). */
 void cpu_relu_fwd_ref(size_t n, const float *x, float *y);
 void cpu_relu_bwd_ref(size_t n, const float *x, const float *dy, float *dx);

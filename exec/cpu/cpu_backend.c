@@ -150,6 +150,36 @@ static const float *rounded(bk_ctx *c, int slot, const float *x, size_t n)
     return r;
 }
 
+/* A GEMM split over threads: piece i computes the columns (or rows) [n i / t, n (i+1) / t)
+ * of C, as its own single-threaded OpenBLAS call. */
+typedef struct gemm_arg {
+    int ta, tb, M, N, K, lda, ldb, ldc, by_rows;
+    float alpha, beta;
+    const float *A, *B;
+    float *C;
+} gemm_arg;
+
+static void gemm_part(void *p, size_t lo, size_t hi, int slot)
+{
+    const gemm_arg *g = p;
+    (void)slot;
+    const float *A = g->A, *B = g->B;
+    float *C = g->C;
+    int M = g->M, N = g->N;
+    if (g->by_rows) { /* rows lo..hi of C: of op(A) */
+        A += g->ta ? lo : lo * (size_t)g->lda;
+        C += lo * (size_t)g->ldc;
+        M = (int)(hi - lo);
+    } else { /* columns lo..hi of C: of op(B) */
+        B += g->tb ? lo * (size_t)g->ldb : lo;
+        C += lo;
+        N = (int)(hi - lo);
+    }
+    cblas_sgemm(CblasRowMajor, g->ta ? CblasTrans : CblasNoTrans,
+                g->tb ? CblasTrans : CblasNoTrans, M, N, g->K, g->alpha, A, g->lda, B, g->ldb,
+                g->beta, C, g->ldc);
+}
+
 void cpu_sgemm(bk_ctx *c, int ta, int tb, int M, int N, int K, float alpha, const float *A,
                int lda, const float *B, int ldb, float beta, float *C, int ldc)
 {
@@ -158,6 +188,16 @@ void cpu_sgemm(bk_ctx *c, int ta, int tb, int M, int N, int K, float alpha, cons
         size_t na = (size_t)((ta ? K : M) - 1) * lda + (size_t)(ta ? M : K);
         size_t nb = (size_t)((tb ? N : K) - 1) * ldb + (size_t)(tb ? K : N);
         if (!(A = rounded(c, 0, A, na)) || !(B = rounded(c, 1, B, nb))) return;
+    }
+    int t = cpu_par_threads();
+    double mnk = (double)M * N * K;
+    if (t > 1 && mnk >= 2 * CPU_GEMM_PIECE_MNK) {
+        gemm_arg g = {ta, tb, M, N, K, lda, ldb, ldc, M > N, alpha, beta, A, B, C};
+        size_t n = (size_t)(g.by_rows ? M : N);
+        size_t min = (size_t)(CPU_GEMM_PIECE_MNK / ((double)(g.by_rows ? N : M) * K)) + 1;
+        if (min < 16) min = 16; /* no thin piece (OpenBLAS may send 1-wide ones to GEMV) */
+        cpu_par(n, min, gemm_part, &g);
+        return;
     }
     cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
                 M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
@@ -216,11 +256,11 @@ static void cpu_opt_step(bk_ctx *c, const bk_opt *o, size_t n, float *w, const f
 
 static void cpu_hint_workers(int workers)
 {
-    /* one BLAS pool per process: with several workers calling at once, oversubscribed
-     * pools spin against each other; give each worker its share of the cores */
-    int cores = openblas_get_num_procs();
-    int per = workers > 0 ? cores / workers : cores;
-    openblas_set_num_threads(per > 0 ? per : 1);
+    /* several workers calling at once each get their share of the threads, so that
+     * their splits do not oversubscribe the cores */
+    int budget = cpu_par_budget();
+    int per = workers > 0 ? budget / workers : budget;
+    cpu_par_set_threads(per > 0 ? per : 1);
 }
 
 static const char *cpu_note(void)

@@ -17,6 +17,18 @@ typedef struct ln_arg {
     float *y, *mean, *rstd;
 } ln_arg;
 
+/* Sums in double over 8 interleaved partial sums (element j to sum j % 8, added in a
+ * fixed order): 8 independent additions in flight instead of one chain of D. */
+#define SUM8(D, EXPR, OUT)                                                               \
+    do {                                                                                 \
+        double p_[8] = {0};                                                              \
+        int j = 0;                                                                       \
+        while (j + 8 <= (D))                                                             \
+            for (int k_ = 0; k_ < 8; k_++, j++) p_[k_] += (EXPR);                        \
+        for (int k_ = 0; j < (D); j++, k_++) p_[k_] += (EXPR);                           \
+        (OUT) = ((p_[0] + p_[1]) + (p_[2] + p_[3])) + ((p_[4] + p_[5]) + (p_[6] + p_[7])); \
+    } while (0)
+
 static void layernorm_fwd_rows(void *p, size_t lo, size_t hi, int slot)
 {
     const ln_arg *g = p;
@@ -25,10 +37,10 @@ static void layernorm_fwd_rows(void *p, size_t lo, size_t hi, int slot)
     for (size_t i = lo; i < hi; i++) {
         const float *xi = g->x + i * D;
         float *yi = g->y + i * D;
-        double m = 0, v = 0;
-        for (int j = 0; j < D; j++) m += xi[j];
+        double m, v;
+        SUM8(D, (double)xi[j], m);
         m /= D;
-        for (int j = 0; j < D; j++) v += (xi[j] - m) * (xi[j] - m);
+        SUM8(D, (xi[j] - m) * (xi[j] - m), v);
         v /= D;
         double r = 1.0 / sqrt(v + LN_EPS);
         for (int j = 0; j < D; j++)
@@ -56,12 +68,9 @@ static void layernorm_bwd_rows(void *p, size_t lo, size_t hi, int slot)
     for (size_t i = lo; i < hi; i++) {
         const float *xi = g->x + i * D, *dyi = g->dy + i * D;
         float *dxi = g->y + i * D;
-        double a = 0, b = 0; /* mean of dy gamma, and of dy gamma xhat */
-        for (int j = 0; j < D; j++) {
-            double gj = (double)dyi[j] * gamma[j];
-            a += gj;
-            b += gj * ((xi[j] - mean[i]) * rstd[i]);
-        }
+        double a, b; /* mean of dy gamma, and of dy gamma xhat */
+        SUM8(D, (double)dyi[j] * gamma[j], a);
+        SUM8(D, (double)dyi[j] * gamma[j] * ((xi[j] - mean[i]) * rstd[i]), b);
         a /= D;
         b /= D;
         for (int j = 0; j < D; j++) {
@@ -214,6 +223,43 @@ typedef struct att_arg {
     float *att, *y, *dqkv, *ds; /* ds: T T floats of scratch per thread */
 } att_arg;
 
+/* A softmax row's reductions over 8 interleaved partial results (element u to part
+ * u % 8, combined in a fixed order): 8 independent chains instead of one. */
+static inline float row_max(const float *r, int n)
+{
+    float p[8];
+    for (int j = 0; j < 8; j++) p[j] = r[0];
+    int u = 0;
+    for (; u + 8 <= n; u += 8)
+        for (int j = 0; j < 8; j++) p[j] = r[u + j] > p[j] ? r[u + j] : p[j];
+    for (; u < n; u++) p[u % 8] = r[u] > p[u % 8] ? r[u] : p[u % 8];
+    float a = p[0] > p[1] ? p[0] : p[1], b = p[2] > p[3] ? p[2] : p[3];
+    float c = p[4] > p[5] ? p[4] : p[5], d = p[6] > p[7] ? p[6] : p[7];
+    a = a > b ? a : b;
+    c = c > d ? c : d;
+    return a > c ? a : c;
+}
+
+static inline float row_sum(const float *r, int n)
+{
+    float p[8] = {0};
+    int u = 0;
+    for (; u + 8 <= n; u += 8)
+        for (int j = 0; j < 8; j++) p[j] += r[u + j];
+    for (; u < n; u++) p[u % 8] += r[u];
+    return ((p[0] + p[1]) + (p[2] + p[3])) + ((p[4] + p[5]) + (p[6] + p[7]));
+}
+
+static inline float row_dot(const float *a, const float *b, int n)
+{
+    float p[8] = {0};
+    int u = 0;
+    for (; u + 8 <= n; u += 8)
+        for (int j = 0; j < 8; j++) p[j] += a[u + j] * b[u + j];
+    for (; u < n; u++) p[u % 8] += a[u] * b[u];
+    return ((p[0] + p[1]) + (p[2] + p[3])) + ((p[4] + p[5]) + (p[6] + p[7]));
+}
+
 /* fp32: per (sample, head) the scores S = Q K^T, the masked softmax in place, and
  * Y = A V as GEMMs over the head's strided columns of qkv (leading dimension 3D). */
 static void attention_fwd_part(void *p, size_t lo, size_t hi, int slot)
@@ -229,13 +275,10 @@ static void attention_fwd_part(void *p, size_t lo, size_t hi, int slot)
         /* a (T, T) = scale q (T, hs) k^T (hs, T) */
         cpu_sgemm(g->c, 0, 1, T, T, hs, scale, q, D3, q + D, D3, 0.0f, a, T);
         for (int t = 0; t < T; t++) {
-            float *r = a + (size_t)t * T, mx = r[0];
-            for (int u = 1; u <= t; u++) mx = r[u] > mx ? r[u] : mx;
+            float *r = a + (size_t)t * T, mx = row_max(r, t + 1);
             for (int u = 0; u <= t; u++) r[u] -= mx;
             cpu_exp_fast((size_t)t + 1, r, r);
-            float sum = 0;
-            for (int u = 0; u <= t; u++) sum += r[u];
-            float inv = 1.0f / sum;
+            float inv = 1.0f / row_sum(r, t + 1);
             for (int u = 0; u <= t; u++) r[u] *= inv;
             for (int u = t + 1; u < T; u++) r[u] = 0.0f;
         }
@@ -264,8 +307,7 @@ static void attention_bwd_part(void *p, size_t lo, size_t hi, int slot)
         cpu_sgemm(g->c, 1, 0, T, hs, T, 1.0f, a, T, d, D, 0.0f, dq + 2 * D, D3);
         for (int t = 0; t < T; t++) {
             const float *ar = a + (size_t)t * T;
-            float *r = ds + (size_t)t * T, dot = 0;
-            for (int u = 0; u <= t; u++) dot += ar[u] * r[u];
+            float *r = ds + (size_t)t * T, dot = row_dot(ar, r, t + 1);
             for (int u = 0; u <= t; u++) r[u] = ar[u] * (r[u] - dot) * scale;
             for (int u = t + 1; u < T; u++) r[u] = 0.0f;
         }
