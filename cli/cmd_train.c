@@ -15,6 +15,7 @@
 #include "exec/train.h"
 #include "exec/plugin.h"
 #include "exec/train_plan.h"
+#include "exec/tp.h"
 #include "exec/train_setup.h"
 
 static const char *const usage_text =
@@ -42,6 +43,9 @@ static const char *const usage_text =
     "                     interleaved, zb-h1, zb-v or dualpipev (layers split by FLOPs)\n"
     "  --stages N         pipeline stages for --schedule (default 2; virtual stages for\n"
     "                     interleaved, zb-v and dualpipev, 2 per worker)\n"
+    "  --tp T             tensor parallelism: each worker a group of T threads, the\n"
+    "                     transformer blocks' layers split over them (Megatron's layout;\n"
+    "                     T must divide the heads and the MLP width; local transport)\n"
     "  --recompute        pipelined: keep stage inputs only and recompute activations in\n"
     "                     the backward (default: the plan's choice)\n"
     "  --trace FILE       write the measured trace (Chrome trace JSON, as plumb sim's)\n"
@@ -70,7 +74,7 @@ enum {
     O_DATA = 1000, O_DATADIR, O_TEXT, O_SAMPLES, O_EPOCHS, O_STEPS, O_BATCH, O_MICRO, O_OPT,
     O_LR, O_MOM, O_WD, O_SEED, O_BACKEND, O_DEVICE, O_LOG, O_QUIET, O_HELP, O_SCHED,
     O_STAGES, O_TRACE, O_DEVICES, O_SAVE, O_RESUME, O_RECOMPUTE, O_CKDIR, O_CKEVERY,
-    O_TRANSPORT, O_TIMEOUT, O_PRECISION
+    O_TRANSPORT, O_TIMEOUT, O_PRECISION, O_TP
 };
 
 /* How a pipelined run spans processes: the transport (NULL: local), this rank, the size. */
@@ -141,13 +145,14 @@ int cmd_train(int argc, char **argv)
         {"transport", required_argument, 0, O_TRANSPORT},
         {"timeout", required_argument, 0, O_TIMEOUT},
         {"precision", required_argument, 0, O_PRECISION},
+        {"tp", required_argument, 0, O_TP},
         {0, 0, 0, 0}};
     const char *data = NULL, *datadir = NULL, *textfile = NULL, *bkname = "cpu", *optname = NULL;
     int samples = 8192, epochs = 1, steps = 0, batch = 0, micro = 0, device = 0, logevery = 0;
     int quiet = 0, have_seed = 0, seed = 0, nstages = 0, ndevices = 1, recompute = 0;
     const char *schedname = NULL, *tracepath = NULL, *savepath = NULL, *resumepath = NULL;
     const char *ckdir = NULL, *trname = "local", *precision = NULL;
-    int ckevery = 0;
+    int ckevery = 0, tpn = 1;
     double lr = -1, mom = -1, wd = 0, timeout = 0;
     int c;
     optind = 1;
@@ -183,6 +188,7 @@ int cmd_train(int argc, char **argv)
         case O_TRANSPORT: trname = optarg; break;
         case O_TIMEOUT: if (cli_num("train", "--timeout", optarg, 1, 1e6, &timeout)) return 2; break;
         case O_DEVICES: if (cli_int("train", "--devices", optarg, 1, 1024, &ndevices)) return 2; break;
+        case O_TP: if (cli_int("train", "--tp", optarg, 1, 1024, &tpn)) return 2; break;
         case 'h':
         case O_HELP: fputs(usage_text, stdout); return 0;
         default: return 2;
@@ -207,6 +213,11 @@ int cmd_train(int argc, char **argv)
         return cli_fail("train", "--transport: expected local, mpi or nccl (got \"%s\")", trname);
     if (tkind && !schedname && npos != 2)
         return cli_fail("train", "--transport: for pipelined runs (a plan or --schedule)");
+    if (tpn > 1 && npos == 2)
+        return cli_fail("train", "--tp: not with a plan (the plan names its tp)");
+    if (tpn > 1 && tkind)
+        return cli_fail("train", "--tp: runs its ranks as threads of one process: with "
+                        "--transport local only (got %s)", trname);
     if (!ckdir != !ckevery)
         return cli_fail("train", "%s: needs %s", ckdir ? "--checkpoint" : "--checkpoint-every",
                         ckdir ? "--checkpoint-every N" : "--checkpoint DIR");
@@ -232,7 +243,7 @@ int cmd_train(int argc, char **argv)
     rt_fault fault;
     plumb_err ferr = {{0}};
     if (rt_fault_parse(getenv("PLUMB_FAULT"), &fault, &ferr)) { err_print(&ferr); return 2; }
-    if (recompute && !schedname && npos != 2)
+    if (recompute && !schedname && npos != 2 && tpn <= 1)
         return cli_fail("train", "--recompute: for pipelined runs (a plan or --schedule)");
     if (nstages && !schedname)
         return cli_fail("train", "--stages: needs --schedule");
@@ -258,6 +269,7 @@ int cmd_train(int argc, char **argv)
         bk->destroy(probe);
     }
     if (!(m = model_load(argv[optind], &err))) goto fail;
+    if (tp_check(m, tpn, argv[optind], &err)) goto fail; /* before any work */
     if (have_seed) m->seed = (unsigned long long)seed;
     int okind = optname ? optimizer_kind_parse(optname) : OPT_SGD;
     int mbsize = 0, nmicro = micro ? micro : 1;
@@ -304,6 +316,7 @@ int cmd_train(int argc, char **argv)
         .resume_state = resume_found ? &resume_state : NULL, .save = savepath,
         .checkpoint_dir = ckdir, .checkpoint_every = ckevery,
         .recompute = recompute || (pl && pl->recompute), .fault = fault, .timeout_s = timeout,
+        .tp = tpn,
     };
     if (lr > 0) cfg.cfg.opt.lr = (float)lr;
     if (mom >= 0) cfg.cfg.opt.momentum = (float)mom;
@@ -325,7 +338,7 @@ int cmd_train(int argc, char **argv)
         if (pr.rank != 0 && quiet) cfg.log = NULL;
         rc = 2;
     }
-    if (!pl && !schedname && !tracepath) {
+    if (!pl && !schedname && !tracepath && tpn <= 1) {
         if (train_run(&cfg, &res, &err)) {
             rc = 1; /* inputs were checked above: a failure at run time */
             goto fail;

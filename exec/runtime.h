@@ -74,6 +74,15 @@ typedef struct rt_cfg {
     long start_iteration;
     int want_state;            /* 1: fill rt_result.opt_m / opt_v */
     rt_fault fault;            /* injected failure; worker < 0 (or all zero with step 0): none */
+    /* Tensor parallelism (exec/tp.h; <= 1: none): each schedule worker w is a group of tp
+     * threads, ranks r = 0 .. tp-1, endpoints w tp + r of the transport (a transport made
+     * by the caller needs nworkers x tp of them), all on worker w's device. Each rank runs
+     * w's action list on its shard of the stages; pipeline messages go between ranks of
+     * the same r, replicas' all-reduces among ranks of the same r, and the split layers'
+     * sums among the group. Rank 0 records losses and the trace. Not with local_workers
+     * (one process per rank). */
+    int tp;
+    int want_grads;            /* 1: fill rt_result.grads */
 } rt_cfg;
 
 typedef struct rt_result {
@@ -86,7 +95,14 @@ typedef struct rt_result {
                                   params; NULL where the optimizer has none) */
     timeline *trace;           /* measured trace ("exec"): compute, transfers, all-reduces */
     double *peak_bytes;        /* [nworkers] most device memory each worker's context held
-                                  (< 0: not measured by the backend or not run here) */
+                                  (< 0: not measured by the backend or not run here; with
+                                  tp, rank 0's) */
+    float *grads;              /* [m->nparams] want_grads: each stage's gradients (after the
+                                  replicas' all-reduce) at its last optimizer step */
+    /* tp > 1: the largest absolute difference between a rank's replicated weights (and
+     * gradients, want_grads) and rank 0's at the end: 0 when every rank computed the same
+     * values, as they must (same inputs, same order); 0 without tp. */
+    double tp_weight_diff, tp_grad_diff;
 } rt_result;
 
 /* Runs the schedule to its end (this process's workers: all, or cfg->local_workers; then

@@ -4,6 +4,8 @@
  * layer's backward reads the one its successor wrote and writes the other). */
 #include "exec/stage.h"
 
+#include "exec/tp.h"
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -19,6 +21,13 @@ typedef struct snode {
     float **dyst;           /* [nslots] split_bw: the output gradient kept for W */
     float *dx;              /* (max_batch, in shape) input gradient; NULL when aliased/none;
                                top-level layers: one of the stage's dxbuf (not owned) */
+    int role, groups;       /* tp_role under tensor parallelism (TP_REPL without);
+                               TP_COL: output groups split separately (3: q | k | v) */
+    int fin, fout;          /* linear: this rank's input and output features */
+    int dim, heads;         /* attention: this rank's width and heads */
+    long long poff;         /* the layer's weights in the stage's (this rank's) vectors */
+    long long foff;         /* ... and in the whole stage range (the model's order) */
+    long long np;           /* this rank's parameters of the layer itself */
 } snode;
 
 struct stage {
@@ -32,7 +41,7 @@ struct stage {
     float **outcopy;        /* recompute: [nslots] each slot's output, kept */
     float **auxcopy;        /* recompute, loss stage: [nslots] each slot's loss | correct */
     const float **ipass_params; /* recompute + split_bw: [nslots] weights of the I pass */
-    long long nparams, param_base;
+    long long nparams;      /* this rank's parameters (all of them without tp) */
     float *params, *grads, *opt_m, *opt_v; /* device, nparams floats each */
     int nnodes;
     snode *nodes;
@@ -41,6 +50,9 @@ struct stage {
     const float *input_grad;
     float loss_scale;
     float *dxbuf[2];        /* the top-level layers' input gradients, taken in turns */
+    stage_tp tp;            /* size 1: no tensor parallelism */
+    int failed;             /* a tensor-parallel all-reduce failed */
+    long long full_nparams; /* the stage's layers' parameters in the whole model */
 };
 
 static int has_weights(const layer *L)
@@ -104,11 +116,11 @@ static void node_free(stage *st, snode *n)
 
 /* Floats a layer keeps for its backward per slot beyond its output (B samples): layernorm's
  * mean | rstd, attention's (B, H, T, T) probabilities, the loss's loss | correct rows. */
-static size_t aux_floats(const layer *L, int B)
+static size_t aux_floats(const layer *L, int B, int heads)
 {
     if (L->kind == LK_LAYERNORM || L->kind == LK_XENT) return 2 * (size_t)rows_of(L, B);
     if (L->kind == LK_ATTENTION)
-        return (size_t)B * L->heads * (size_t)L->in_shape[0] * L->in_shape[0];
+        return (size_t)B * heads * (size_t)L->in_shape[0] * L->in_shape[0];
     return 0;
 }
 
@@ -120,7 +132,7 @@ static void layer_bytes_add(const layer *L, const model *m, int B, int top, stag
     size_t out = L->kind == LK_FLATTEN ? 0 : outb; /* a flatten aliases its input */
     if (top) o->out += out;
     else o->saved += out;
-    o->saved += aux_floats(L, B) * f;
+    o->saved += aux_floats(L, B, L->heads) * f;
     if (L->kind == LK_XENT) o->saved += (size_t)B * model_targets_per_sample(m) * sizeof(int32_t);
     if (has_weights(L)) o->split += outb;
     if (!top && L->kind != LK_FLATTEN && L->kind != LK_EMBEDDING)
@@ -134,14 +146,46 @@ void stage_layer_bytes(const model *m, int i, int B, stage_lbytes *out)
     layer_bytes_add(&m->layers[i], m, B, 1, out);
 }
 
+/* n's share of the layer under its tensor-parallel role (role, groups): features,
+ * heads, floats per sample, and its parameters, placed at the stage's next offset *pnext. */
+static void node_shape(stage *st, snode *n, const layer *L, int role, int groups,
+                       long long *pnext)
+{
+    const int tp = st->tp.size;
+    n->role = tp > 1 ? role : TP_REPL;
+    n->groups = groups;
+    n->in_n = shape_numel(L->in_ndim, L->in_shape);
+    n->out_n = shape_numel(L->out_ndim, L->out_shape);
+    n->fin = L->in_shape[L->in_ndim - 1];
+    n->fout = L->out;
+    n->dim = L->dim;
+    n->heads = L->heads;
+    if (n->role == TP_COL) n->fout /= tp, n->out_n /= (size_t)tp;
+    if (n->role == TP_ROW) n->fin /= tp, n->in_n /= (size_t)tp;
+    if (n->role == TP_LOCAL) {
+        n->in_n /= (size_t)tp;
+        n->out_n /= (size_t)tp;
+        n->dim /= tp;
+        n->heads /= tp;
+    }
+    n->foff = L->param_offset - st->m->layers[st->first].param_offset;
+    n->poff = *pnext;
+    n->np = 0;
+    if (L->kind == LK_LINEAR) n->np = (long long)n->fout * n->fin + n->fout;
+    else if (has_weights(L)) n->np = L->nparams;
+    *pnext += n->np;
+}
+
 /* top = 1: a layer of the stage itself, whose input gradient goes in a shared buffer
- * (share_dx assigns it); a residual block's children own theirs. */
-static int node_init(stage *st, snode *n, const layer *L, int top, plumb_err *err)
+ * (share_dx assigns it); a residual block's children own theirs. role, groups: its
+ * tensor-parallel role (tp.h); *pnext: where its parameters start in the stage's vectors,
+ * moved past them (pre-order, as the model's). */
+static int node_init(stage *st, snode *n, const layer *L, int top, int role, int groups,
+                     long long *pnext, plumb_err *err)
 {
     const size_t B = (size_t)st->max_batch;
     n->L = L;
-    n->in_n = shape_numel(L->in_ndim, L->in_shape);
-    n->out_n = shape_numel(L->out_ndim, L->out_shape);
+    node_shape(st, n, L, role, groups, pnext);
     n->in = calloc((size_t)st->act_slots, sizeof *n->in);
     if (!n->in) return err_set(err, NULL, NULL, "out of memory");
     if (L->kind == LK_FLATTEN) {
@@ -150,7 +194,7 @@ static int node_init(stage *st, snode *n, const layer *L, int top, plumb_err *er
     } else if (!(n->out = act_array(st, B * n->out_n, err))) {
         return -1;
     }
-    size_t aux = aux_floats(L, st->max_batch);
+    size_t aux = aux_floats(L, st->max_batch, n->heads);
     if (aux && !(n->aux = act_array(st, aux, err))) return -1;
     if (st->split_bw && has_weights(L) && !(n->dyst = slot_array(st, B * n->out_n, err)))
         return -1;
@@ -161,8 +205,11 @@ static int node_init(stage *st, snode *n, const layer *L, int top, plumb_err *er
         n->children = calloc((size_t)L->nchildren, sizeof *n->children);
         if (!n->children) return err_set(err, NULL, NULL, "out of memory");
         n->nchildren = L->nchildren;
-        for (int i = 0; i < L->nchildren; i++)
-            if (node_init(st, &n->children[i], &L->children[i], 0, err)) return -1;
+        for (int i = 0; i < L->nchildren; i++) {
+            int g, r = tp_child_role(L, i, &g);
+            if (node_init(st, &n->children[i], &L->children[i], 0, r, g, pnext, err))
+                return -1;
+        }
     }
     return 0;
 }
@@ -205,7 +252,7 @@ static int share_dx(stage *st, plumb_err *err)
 stage *stage_create(const backend *bk, bk_ctx *ctx, const model *m, int first, int last,
                     int max_batch, int nslots, int split_bw, plumb_err *err)
 {
-    stage_opts o = {split_bw, 0};
+    stage_opts o = {split_bw, 0, NULL};
     return stage_create_opts(bk, ctx, m, first, last, max_batch, nslots, &o, err);
 }
 
@@ -230,17 +277,19 @@ stage *stage_create_opts(const backend *bk, bk_ctx *ctx, const model *m, int fir
     st->split_bw = o->split_bw;
     st->recompute = o->recompute;
     st->act_slots = o->recompute ? 1 : nslots;
+    st->tp = o->tp && o->tp->size > 1 ? *o->tp : (stage_tp){0, 1, NULL, NULL};
     if (!(st->ipass_params = calloc((size_t)nslots, sizeof *st->ipass_params))) {
         err_set(err, NULL, NULL, "out of memory");
         goto fail;
     }
-    st->param_base = m->layers[first].param_offset;
-    st->nparams = model_range_params(m, first, last);
+    st->full_nparams = model_range_params(m, first, last);
     st->nnodes = last - first + 1;
     st->nodes = calloc((size_t)st->nnodes, sizeof *st->nodes);
     if (!st->nodes) { err_set(err, NULL, NULL, "out of memory"); goto fail; }
     for (int i = 0; i < st->nnodes; i++)
-        if (node_init(st, &st->nodes[i], &m->layers[first + i], 1, err)) goto fail;
+        if (node_init(st, &st->nodes[i], &m->layers[first + i], 1, TP_REPL, 1, &st->nparams,
+                      err))
+            goto fail;
     if (share_dx(st, err)) goto fail;
     if (!(st->params = dalloc(st, (size_t)st->nparams, err)) ||
         !(st->grads = dalloc(st, (size_t)st->nparams, err)))
@@ -260,12 +309,13 @@ stage *stage_create_opts(const backend *bk, bk_ctx *ctx, const model *m, int fir
                                        err)))
             goto fail;
     }
-    host = malloc(((size_t)st->nparams + 1) * sizeof *host);
+    /* the whole layers' weights, as any split of the model draws them; this rank's part */
+    host = malloc(((size_t)st->full_nparams + 1) * sizeof *host);
     if (!host) { err_set(err, NULL, NULL, "out of memory"); goto fail; }
     model_init_params(m, first, last, host);
-    bk->upload(ctx, st->params, host, (size_t)st->nparams * sizeof(float));
+    if (stage_put_full(st, host, st->params, err)) goto fail;
     free(host);
-    if (bk->sync(ctx, err)) goto fail;
+    host = NULL;
     return st;
 fail:
     free(host);
@@ -302,6 +352,8 @@ const float *stage_output(stage *st, int slot)
 }
 const float *stage_input_grad(stage *st) { return st->input_grad; }
 long long stage_nparams(const stage *st) { return st->nparams; }
+long long stage_full_nparams(const stage *st) { return st->full_nparams; }
+int stage_failed(const stage *st) { return st->failed; }
 float *stage_params(stage *st) { return st->params; }
 float *stage_grads(stage *st) { return st->grads; }
 size_t stage_in_numel(const stage *st) { return st->nodes[0].in_n; }
@@ -330,7 +382,15 @@ static bk_pool pool_geom(const layer *L, int B)
 /* The layer's weights inside the parameter (or gradient) vector P of the stage. */
 static float *lp(const stage *st, const snode *n, const float *P)
 {
-    return (float *)P + (n->L->param_offset - st->param_base);
+    (void)st;
+    return (float *)P + n->poff;
+}
+
+/* Sums buf (count floats) over the tensor-parallel group; after a failure, nothing. */
+static void tp_sum(stage *st, float *buf, size_t count)
+{
+    if (st->tp.size > 1 && !st->failed && st->tp.allreduce(st->tp.user, buf, count))
+        st->failed = 1;
 }
 
 static const float *node_fwd(stage *st, snode *n, int slot, int B, const float *P,
@@ -343,8 +403,11 @@ static const float *node_fwd(stage *st, snode *n, int slot, int B, const float *
     n->in[slot] = x;
     switch (L->kind) {
     case LK_LINEAR: {
-        int in = L->in_shape[L->in_ndim - 1];
-        bk->linear_fwd(c, rows_of(L, B), in, L->out, x, w, w + (size_t)L->out * in, y);
+        /* row-parallel: the bias is added once, by rank 0, before the sum */
+        const float *b = n->role == TP_ROW && st->tp.rank != 0 ? NULL
+                                                               : w + (size_t)n->fout * n->fin;
+        bk->linear_fwd(c, rows_of(L, B), n->fin, n->fout, x, w, b, y);
+        if (n->role == TP_ROW) tp_sum(st, y, (size_t)B * n->out_n);
         break;
     }
     case LK_CONV2D: {
@@ -370,7 +433,7 @@ static const float *node_fwd(stage *st, snode *n, int slot, int B, const float *
                           w + (size_t)L->vocab * L->dim, y);
         break;
     case LK_ATTENTION:
-        bk->attention_fwd(c, B, L->in_shape[0], L->dim, L->heads, x, n->aux[slot], y);
+        bk->attention_fwd(c, B, L->in_shape[0], n->dim, n->heads, x, n->aux[slot], y);
         break;
     case LK_RESIDUAL: {
         const float *h = x;
@@ -422,11 +485,10 @@ static void node_wgrad(stage *st, snode *n, int slot, int B, const float *dy)
     const float *x = n->in[slot];
     float *g = lp(st, n, st->grads);
     switch (L->kind) {
-    case LK_LINEAR: {
-        int in = L->in_shape[L->in_ndim - 1];
-        bk->linear_bwd_weight(c, rows_of(L, B), in, L->out, dy, x, g, g + (size_t)L->out * in);
+    case LK_LINEAR:
+        bk->linear_bwd_weight(c, rows_of(L, B), n->fin, n->fout, dy, x, g,
+                              g + (size_t)n->fout * n->fin);
         break;
-    }
     case LK_CONV2D: {
         bk_conv gm = conv_geom(L, B);
         bk->conv2d_bwd_weight(c, &gm, dy, x, g, g + (size_t)gm.K * gm.C * gm.kernel * gm.kernel);
@@ -462,7 +524,9 @@ static const float *node_bwd(stage *st, snode *n, int slot, int B, const float *
     }
     switch (L->kind) {
     case LK_LINEAR:
-        bk->linear_bwd_data(c, rows_of(L, B), L->in_shape[L->in_ndim - 1], L->out, dy, w, dx);
+        bk->linear_bwd_data(c, rows_of(L, B), n->fin, n->fout, dy, w, dx);
+        /* column-parallel: each rank's input gradient is a part of the sum */
+        if (n->role == TP_COL) tp_sum(st, dx, (size_t)B * n->in_n);
         break;
     case LK_CONV2D: {
         bk_conv g = conv_geom(L, B);
@@ -484,7 +548,7 @@ static const float *node_bwd(stage *st, snode *n, int slot, int B, const float *
     }
     case LK_EMBEDDING: return NULL;
     case LK_ATTENTION:
-        bk->attention_bwd(c, B, L->in_shape[0], L->dim, L->heads, x, n->aux[slot], dy, dx);
+        bk->attention_bwd(c, B, L->in_shape[0], n->dim, n->heads, x, n->aux[slot], dy, dx);
         break;
     case LK_RESIDUAL: {
         const float *h = dy;
@@ -583,4 +647,74 @@ int stage_step(stage *st, const bk_opt *o, plumb_err *err)
     if (o->kind == BK_ADAM && !st->opt_v && !(st->opt_v = dalloc(st, n, err))) return -1;
     st->bk->opt_step(st->ctx, o, n, st->params, st->grads, st->opt_m, st->opt_v);
     return 0;
+}
+
+/* Copies n's parameters (and its children's) between this rank's vector `loc` and the
+ * whole range `full` (host): to_full = 0 takes the rank's part of full, 1 writes it back
+ * (the shards when which has STAGE_SHARDS, the replicated values when STAGE_REPLICATED). */
+static void node_map(const stage *st, const snode *n, float *loc, float *full, int to_full,
+                     int which)
+{
+    const int shards = !to_full || (which & STAGE_SHARDS),
+              repl = !to_full || (which & STAGE_REPLICATED);
+    const layer *L = n->L;
+    float *l = loc + n->poff, *f = full + n->foff;
+    const int r = st->tp.rank;
+    if (n->role == TP_COL && shards) {
+        /* local row j: group j / per of the outputs, this rank's share of that group */
+        int per = n->fout / n->groups, in = n->fin, out = L->out;
+        for (int j = 0; j < n->fout; j++) {
+            size_t fr = (size_t)(j / per) * (out / n->groups) + (size_t)r * per + j % per;
+            float *a = l + (size_t)j * in, *b = f + fr * in;
+            float *ab = l + (size_t)n->fout * in + j, *bb = f + (size_t)out * in + fr;
+            memcpy(to_full ? b : a, to_full ? a : b, (size_t)in * sizeof(float));
+            *(to_full ? bb : ab) = *(to_full ? ab : bb);
+        }
+    } else if (n->role == TP_ROW) {
+        /* local columns: this rank's share of the inputs; the bias whole */
+        int in = L->in_shape[L->in_ndim - 1];
+        for (int o = 0; o < n->fout && shards; o++) {
+            float *a = l + (size_t)o * n->fin, *b = f + (size_t)o * in + (size_t)r * n->fin;
+            memcpy(to_full ? b : a, to_full ? a : b, (size_t)n->fin * sizeof(float));
+        }
+        float *ab = l + (size_t)n->fout * n->fin, *bb = f + (size_t)n->fout * in;
+        if (repl) memcpy(to_full ? bb : ab, to_full ? ab : bb, (size_t)n->fout * sizeof(float));
+    } else if (n->role != TP_COL && n->np && repl) {
+        memcpy(to_full ? f : l, to_full ? l : f, (size_t)n->np * sizeof(float));
+    }
+    for (int i = 0; i < n->nchildren; i++)
+        node_map(st, &n->children[i], loc, full, to_full, which);
+}
+
+int stage_put_full(stage *st, const float *full, float *dev, plumb_err *err)
+{
+    size_t bytes = (size_t)st->nparams * sizeof(float);
+    if (st->tp.size <= 1) {
+        st->bk->upload(st->ctx, dev, full, bytes);
+        return st->bk->sync(st->ctx, err);
+    }
+    float *loc = malloc(bytes + sizeof(float));
+    if (!loc) return err_set(err, NULL, NULL, "out of memory");
+    for (int i = 0; i < st->nnodes; i++) node_map(st, &st->nodes[i], loc, (float *)full, 0, 0);
+    st->bk->upload(st->ctx, dev, loc, bytes);
+    int rc = st->bk->sync(st->ctx, err); /* the upload may read loc until then */
+    free(loc);
+    return rc;
+}
+
+int stage_get_full(stage *st, const float *dev, float *full, int which, plumb_err *err)
+{
+    size_t bytes = (size_t)st->nparams * sizeof(float);
+    if (st->tp.size <= 1) {
+        if (which & STAGE_REPLICATED) st->bk->download(st->ctx, full, dev, bytes);
+        return st->bk->sync(st->ctx, err);
+    }
+    float *loc = malloc(bytes + sizeof(float));
+    if (!loc) return err_set(err, NULL, NULL, "out of memory");
+    st->bk->download(st->ctx, loc, dev, bytes);
+    int rc = st->bk->sync(st->ctx, err);
+    if (!rc)
+        for (int i = 0; i < st->nnodes; i++) node_map(st, &st->nodes[i], loc, full, 1, which);
+    free(loc);
+    return rc;
 }
