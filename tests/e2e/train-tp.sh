@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# train-tp.sh: end-to-end checks of `plumb train --tp T` (tensor parallelism, each worker a
+# group of T threads): gpt-mini at tp 2, tp 4 and tp 2 x 2 pipeline stages prints the
+# losses and test figures of the sequential run (within 2e-4: the runs differ only in
+# summation order, a relative 4e-7 on the loss, tests/test_train_tp.c); a checkpoint saved
+# at tp 2 resumes at tp 1 and at tp 4 to the same losses as an uninterrupted run; a tp
+# that does not divide the heads, a model with nothing to split, a plan and another
+# transport are refused with one line and status 2, before any output.
+set -u
+PLUMB=${PLUMB:-./plumb}
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail() { echo "train-tp.sh: FAIL: $*" >&2; exit 1; }
+model=examples/models/gpt-mini.json
+args=(--steps 12 --batch 8 --microbatches 2 --samples 512 --log-every 3)
+
+# the losses of the progress lines and the test loss and accuracy, one per line
+figures() {
+    awk '/^step /{for(i=1;i<=NF;i++) if($i=="loss") print $(i+1)}
+         /^test:/{print $3; print $5}' "$1" | tr -d '%'
+}
+same() { # $1 $2 logs: the same number of figures, each within 2e-4
+    paste <(figures "$1") <(figures "$2") | awk -v a="$1" -v b="$2" '
+        {n++; d=$1-$2; if (d<0) d=-d; if (NF!=2 || d>2e-4) {print "differ: " $0; bad=1}}
+        END{if (n<5) {print "too few figures (" n ")"; bad=1} exit bad}' ||
+        fail "$2 does not match $1: $(cat "$2")"
+}
+
+echo "sequential reference"
+"$PLUMB" train "$model" "${args[@]}" > "$tmp/seq.log" 2>&1 ||
+    fail "sequential run failed: $(cat "$tmp/seq.log")"
+for tp in "--tp 2" "--tp 4" "--tp 2 --schedule 1f1b-flush --stages 2"; do
+    echo "$tp"
+    # shellcheck disable=SC2086
+    "$PLUMB" train "$model" "${args[@]}" $tp > "$tmp/tp.log" 2>&1 ||
+        fail "$tp failed: $(cat "$tmp/tp.log")"
+    grep -q "x tp ${tp:5:1} " "$tmp/tp.log" || fail "$tp: no tp in the header: $(head -1 "$tmp/tp.log")"
+    same "$tmp/seq.log" "$tmp/tp.log"
+    echo "  losses $(figures "$tmp/tp.log" | head -1) .. $(figures "$tmp/tp.log" | tail -3 | head -1) as sequential"
+done
+
+echo "checkpoint at tp 2, resumed at tp 1 and at tp 4"
+"$PLUMB" train "$model" --steps 6 --batch 8 --microbatches 2 --samples 512 --tp 2 \
+    --save "$tmp/tp2.ckpt" > "$tmp/a.log" 2>&1 || fail "tp 2 save failed: $(cat "$tmp/a.log")"
+for tp in 1 4; do
+    "$PLUMB" train "$model" "${args[@]}" --tp $tp --resume "$tmp/tp2.ckpt" > "$tmp/r$tp.log" 2>&1 ||
+        fail "resume at tp $tp failed: $(cat "$tmp/r$tp.log")"
+    # the last progress line (step 12) and the test figures of the whole run
+    paste <(figures "$tmp/seq.log" | tail -3) <(figures "$tmp/r$tp.log" | tail -3) |
+        awk '{d=$1-$2; if (d<0) d=-d; if (d>2e-4) bad=1} END{exit bad}' ||
+        fail "resumed at tp $tp: $(tail -4 "$tmp/r$tp.log") against $(tail -4 "$tmp/seq.log")"
+done
+echo "  tp 2 -> tp 1 and tp 4: step 12 and test figures as an uninterrupted run"
+
+refused() { # $1 expected text; the rest: the command
+    local want=$1
+    shift
+    "$@" > "$tmp/out" 2> "$tmp/err"
+    local rc=$?
+    [ $rc -eq 2 ] || fail "$*: status $rc (want 2): $(cat "$tmp/err")"
+    [ ! -s "$tmp/out" ] || fail "$*: printed output before failing: $(cat "$tmp/out")"
+    [ "$(wc -l < "$tmp/err")" -eq 1 ] || fail "$*: expected one line: $(cat "$tmp/err")"
+    grep -q -- "$want" "$tmp/err" || fail "$*: expected '$want' in: $(cat "$tmp/err")"
+    echo "  refused: $(cat "$tmp/err")"
+}
+echo "bad input"
+refused "layers\[1\].layers\[2\].heads: expected a multiple of tp 3" \
+    "$PLUMB" train "$model" --tp 3 --steps 2
+refused "expected a multiple of tp 8" "$PLUMB" train "$model" --tp 8 --steps 2
+refused "fmnist-mlp.json: layers: expected for tp 2" \
+    "$PLUMB" train examples/models/fmnist-mlp.json --tp 2 --steps 2
+refused "with --transport local only" \
+    "$PLUMB" train "$model" --tp 2 --schedule gpipe --transport mpi --steps 2
+refused "not with a plan" "$PLUMB" train examples/models/vgg16.json \
+    examples/plans/vgg16-4stage-1f1b.json --tp 2
+refused "expected an integer" "$PLUMB" train "$model" --tp 0
+echo "train-tp.sh: ok"
