@@ -140,9 +140,10 @@ static double rel_diff(const float *a, const float *b, long long n)
     return s > 0 ? d / s : d;
 }
 
-/* A run of `iters` steps on `stages` pipeline stages (layers cut evenly; 1f1b-flush) with
- * `reps` replicas of each, tp ranks per worker. */
-static void run_tp(fixture *f, int tp, int stages, int reps, int iters, rt_result *r)
+/* A run of `iters` steps of schedule `kind` on `stages` pipeline stages (layers cut
+ * evenly) with `reps` replicas of each, tp ranks per worker; recompute as rt_cfg's. */
+static void run_tp(fixture *f, sched_kind kind, int recompute, int tp, int stages, int reps,
+                   int iters, rt_result *r)
 {
     plumb_err e = {{0}};
     int first[4], last[4], rep[4];
@@ -152,28 +153,28 @@ static void run_tp(fixture *f, int tp, int stages, int reps, int iters, rt_resul
     }
     for (int i = 0; i < stages; i++)
         last[i] = i + 1 < stages ? first[i + 1] - 1 : f->m->nlayers - 1;
-    sched_spec sp = {SCHED_1F1B_FLUSH, stages * reps, stages, 1, M, iters,
+    sched_spec sp = {kind, stages * reps, stages, 1, M, iters,
                      reps > 1 ? rep : NULL, NULL};
     schedule *s = schedule_generate(&sp, &e);
     cr_assert(s, "%s", e.msg);
     rt_cfg cfg = {.bk = backend_cpu(), .m = f->m, .sched = s, .stage_first = first,
                   .stage_last = last, .microbatch = MB, .opt = train_default_opt(BK_SGD),
                   .batch = batch, .batch_user = f, .timeout_s = 60, .tp = tp,
-                  .want_grads = 1};
+                  .want_grads = 1, .recompute = recompute};
     cr_assert_eq(runtime_run(&cfg, r, &e), 0, "tp %d: %s", tp, e.msg);
     schedule_free(s);
 }
 
 /* tp (x stages x replicas) against sequential training: losses of every step, gradients
  * of step 1 and step 20, final weights. */
-static void check_equivalence(int tp, int stages, int reps)
+static void check_run(sched_kind kind, int recompute, int tp, int stages, int reps)
 {
     fixture f = setup();
     long long n = f.m->nparams;
     seqref ref = sequential(&f, STEPS);
     rt_result one, all;
-    run_tp(&f, tp, stages, reps, 1, &one);
-    run_tp(&f, tp, stages, reps, STEPS, &all);
+    run_tp(&f, kind, recompute, tp, stages, reps, 1, &one);
+    run_tp(&f, kind, recompute, tp, stages, reps, STEPS, &all);
     double dl = 0;
     for (int it = 0; it < STEPS; it++) {
         double d = fabs(all.loss[it] - ref.loss[it]) / ref.loss[it];
@@ -181,10 +182,11 @@ static void check_equivalence(int tp, int stages, int reps)
     }
     double dg1 = rel_diff(one.grads, ref.g1, n), dgl = rel_diff(all.grads, ref.glast, n),
            dw = rel_diff(all.params, ref.w, n);
-    printf("tp %d x pp %d x dp %d, %d steps: loss %.4f -> %.4f; relative differences: "
+    printf("%s%s, tp %d x pp %d x dp %d, %d steps: loss %.4f -> %.4f; relative differences: "
            "losses %.2e, step-1 gradients %.2e, step-%d gradients %.2e, weights %.2e; "
            "replicated across ranks: weights %.2e, gradients %.2e\n",
-           tp, stages, reps, STEPS, ref.loss[0], ref.loss[STEPS - 1], dl, dg1, STEPS, dgl,
+           sched_kind_name(kind), recompute ? " recomputed" : "", tp, stages, reps, STEPS,
+           ref.loss[0], ref.loss[STEPS - 1], dl, dg1, STEPS, dgl,
            dw, all.tp_weight_diff, all.tp_grad_diff);
     cr_expect(ref.loss[STEPS - 1] < ref.loss[0] - 0.5, "the reference learns (%.4f -> %.4f)",
               ref.loss[0], ref.loss[STEPS - 1]);
@@ -201,10 +203,18 @@ static void check_equivalence(int tp, int stages, int reps)
     teardown_f(&f);
 }
 
+static void check_equivalence(int tp, int stages, int reps)
+{
+    check_run(SCHED_1F1B_FLUSH, 0, tp, stages, reps);
+}
+
 Test(tp, gpt_mini_tp2) { check_equivalence(2, 1, 1); }
 Test(tp, gpt_mini_tp4) { check_equivalence(4, 1, 1); }
 Test(tp, gpt_mini_tp2_pp2) { check_equivalence(2, 2, 1); }
 Test(tp, gpt_mini_tp2_pp2_dp2) { check_equivalence(2, 2, 2); }
+/* split backward (I and W apart) and recomputed activations, whose forward runs the
+ * split layers' sums again */
+Test(tp, gpt_mini_tp2_pp2_zbh1_recompute) { check_run(SCHED_ZB_H1, 1, 2, 2, 1); }
 
 /* The shards: rank r of a column-parallel QKV holds rows of its heads of q, k and v;
  * gathering every rank's part rebuilds the whole vector; each rank's part differs. */

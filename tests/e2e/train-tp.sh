@@ -5,7 +5,8 @@
 # summation order, a relative 4e-7 on the loss, tests/test_train_tp.c); a checkpoint saved
 # at tp 2 resumes at tp 1 and at tp 4 to the same losses as an uninterrupted run; a tp
 # that does not divide the heads, a model with nothing to split, a plan and another
-# transport are refused with one line and status 2, before any output.
+# transport are refused with one line and status 2, before any output; on cuemu (when
+# built) the CUDA backend at tp 2 gives the CPU's losses.
 set -u
 PLUMB=${PLUMB:-./plumb}
 tmp=$(mktemp -d)
@@ -51,6 +52,24 @@ for tp in 1 4; do
         fail "resumed at tp $tp: $(tail -4 "$tmp/r$tp.log") against $(tail -4 "$tmp/seq.log")"
 done
 echo "  tp 2 -> tp 1 and tp 4: step 12 and test figures as an uninterrupted run"
+
+# the CUDA backend on cuemu (the CPU emulator of CUDA, tests/cuemu/), when built: the same
+# stage code through the CUDA kernels, the all-reduces as device copies ordered by events;
+# per-step losses within 1e-3 relative of the CPU's sequential run, as tests/e2e/cuemu.sh
+EMU=${PLUMB_EMU:-$(dirname "$PLUMB")/emu/plumb}
+if [ -x "$EMU" ]; then
+    echo "cuemu: --backend cuda --tp 2 against the CPU's sequential run"
+    small=(--steps 3 --batch 4 --microbatches 2 --samples 256 --log-every 1)
+    "$PLUMB" train "$model" "${small[@]}" > "$tmp/c.log" 2>&1 || fail "cpu run failed: $(cat "$tmp/c.log")"
+    timeout 600 "$EMU" train "$model" "${small[@]}" --backend cuda --tp 2 > "$tmp/e.log" 2>&1 ||
+        fail "cuemu --tp 2 run failed: $(tail -3 "$tmp/e.log")"
+    paste <(figures "$tmp/c.log") <(figures "$tmp/e.log") | head -3 |
+        awk '{n++; d=($1-$2)/$1; if (d<0) d=-d; if (NF!=2 || d>1e-3) bad=1; if (d>w) w=d}
+             END{printf "  %d steps, max relative loss difference %.2g\n", n, w; exit bad || n<3}' ||
+        fail "cuemu --tp 2 losses differ: $(cat "$tmp/e.log") against $(cat "$tmp/c.log")"
+else
+    echo "cuemu: SKIP: $EMU not built"
+fi
 
 refused() { # $1 expected text; the rest: the command
     local want=$1
