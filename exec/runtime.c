@@ -368,6 +368,7 @@ static int act_forward(worker *wk, rstage *rs, const action *a, long gbase, int 
     if (rs->first || rs->last) {
         if (c->batch(c->batch_user, (int)(gbase + g), wk->hx, wk->hy, &wk->err))
             return -1;
+        if (rs->first) stage_map_input(rs->st, wk->hx, mb);
         if (rs->first)
             bk->upload(wk->ctx, stage_input(rs->st, *slot), wk->hx,
                        (size_t)mb * stage_in_numel(rs->st) * sizeof(float));

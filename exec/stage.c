@@ -25,6 +25,8 @@ typedef struct snode {
                                TP_COL: output groups split separately (3: q | k | v) */
     int fin, fout;          /* linear: this rank's input and output features */
     int dim, heads;         /* attention: this rank's width and heads */
+    int vocab;              /* embedding: rows of its token table here (TP_VOCAB: V / tp
+                               and a last zero row that other ranks' tokens map to) */
     long long poff;         /* the layer's weights in the stage's (this rank's) vectors */
     long long foff;         /* ... and in the whole stage range (the model's order) */
     long long np;           /* this rank's parameters of the layer itself */
@@ -53,6 +55,8 @@ struct stage {
     stage_tp tp;            /* size 1: no tensor parallelism */
     int failed;             /* a tensor-parallel all-reduce failed */
     long long full_nparams; /* the stage's layers' parameters in the whole model */
+    float *zero_pos;        /* TP_VOCAB, rank > 0: (T, D) zeros in place of the position
+                               rows, which rank 0 adds */
 };
 
 static int has_weights(const layer *L)
@@ -160,6 +164,8 @@ static void node_shape(stage *st, snode *n, const layer *L, int role, int groups
     n->fout = L->out;
     n->dim = L->dim;
     n->heads = L->heads;
+    n->vocab = L->vocab;
+    if (n->role == TP_VOCAB) n->vocab = L->vocab / tp + 1;
     if (n->role == TP_COL) n->fout /= tp, n->out_n /= (size_t)tp;
     if (n->role == TP_ROW) n->fin /= tp, n->in_n /= (size_t)tp;
     if (n->role == TP_LOCAL) {
@@ -172,6 +178,7 @@ static void node_shape(stage *st, snode *n, const layer *L, int role, int groups
     n->poff = *pnext;
     n->np = 0;
     if (L->kind == LK_LINEAR) n->np = (long long)n->fout * n->fin + n->fout;
+    else if (L->kind == LK_EMBEDDING) n->np = ((long long)n->vocab + L->in_shape[0]) * L->dim;
     else if (has_weights(L)) n->np = L->nparams;
     *pnext += n->np;
 }
@@ -287,9 +294,13 @@ stage *stage_create_opts(const backend *bk, bk_ctx *ctx, const model *m, int fir
     st->nodes = calloc((size_t)st->nnodes, sizeof *st->nodes);
     if (!st->nodes) { err_set(err, NULL, NULL, "out of memory"); goto fail; }
     for (int i = 0; i < st->nnodes; i++)
-        if (node_init(st, &st->nodes[i], &m->layers[first + i], 1, TP_REPL, 1, &st->nparams,
-                      err))
+        if (node_init(st, &st->nodes[i], &m->layers[first + i], 1,
+                      tp_layer_role(m, first + i), 1, &st->nparams, err))
             goto fail;
+    if (st->nodes[0].role == TP_VOCAB && st->tp.rank > 0 &&
+        !(st->zero_pos = dalloc(st, (size_t)m->layers[first].in_shape[0] * st->nodes[0].dim,
+                                err)))
+        goto fail;
     if (share_dx(st, err)) goto fail;
     if (!(st->params = dalloc(st, (size_t)st->nparams, err)) ||
         !(st->grads = dalloc(st, (size_t)st->nparams, err)))
@@ -341,10 +352,22 @@ void stage_free(stage *st)
     st->bk->free(st->ctx, st->grads);
     st->bk->free(st->ctx, st->opt_m);
     st->bk->free(st->ctx, st->opt_v);
+    st->bk->free(st->ctx, st->zero_pos);
     free(st);
 }
 
 float *stage_input(stage *st, int slot) { return st->input[slot]; }
+
+void stage_map_input(const stage *st, float *host, int B)
+{
+    const snode *e = &st->nodes[0];
+    if (e->role != TP_VOCAB) return;
+    const int v = e->vocab - 1, lo = st->tp.rank * v;
+    for (size_t i = 0; i < (size_t)B * e->in_n; i++) {
+        int id = (int)host[i];
+        host[i] = (float)(id >= lo && id < lo + v ? id - lo : v);
+    }
+}
 int32_t *stage_targets(stage *st, int slot) { return st->targets ? st->targets[slot] : NULL; }
 const float *stage_output(stage *st, int slot)
 {
@@ -428,10 +451,13 @@ static const float *node_fwd(stage *st, snode *n, int slot, int B, const float *
         bk->layernorm_fwd(c, N, L->dim, x, w, w + L->dim, y, n->aux[slot], n->aux[slot] + N);
         break;
     }
-    case LK_EMBEDDING:
-        bk->embedding_fwd(c, B, L->in_shape[0], L->vocab, L->dim, x, w,
-                          w + (size_t)L->vocab * L->dim, y);
+    case LK_EMBEDDING: {
+        /* vocabulary-parallel: the position rows added once, by rank 0, before the sum */
+        const float *pos = st->zero_pos ? st->zero_pos : w + (size_t)n->vocab * L->dim;
+        bk->embedding_fwd(c, B, L->in_shape[0], n->vocab, L->dim, x, w, pos, y);
+        if (n->role == TP_VOCAB) tp_sum(st, y, (size_t)B * n->out_n);
         break;
+    }
     case LK_ATTENTION:
         bk->attention_fwd(c, B, L->in_shape[0], n->dim, n->heads, x, n->aux[slot], y);
         break;
@@ -501,8 +527,8 @@ static void node_wgrad(stage *st, snode *n, int slot, int B, const float *dy)
         break;
     }
     case LK_EMBEDDING:
-        bk->embedding_bwd_weight(c, B, L->in_shape[0], L->vocab, L->dim, x, dy, g,
-                                 g + (size_t)L->vocab * L->dim);
+        bk->embedding_bwd_weight(c, B, L->in_shape[0], n->vocab, L->dim, x, dy, g,
+                                 g + (size_t)n->vocab * L->dim);
         break;
     default: break;
     }
@@ -643,6 +669,10 @@ int stage_opt_state(stage *st, int kind, float **m, float **v, plumb_err *err)
 int stage_step(stage *st, const bk_opt *o, plumb_err *err)
 {
     size_t n = (size_t)st->nparams;
+    const snode *e = &st->nodes[0];
+    if (e->role == TP_VOCAB) /* the zero row's gradient (other ranks' tokens): it stays 0 */
+        st->bk->zero(st->ctx, st->grads + e->poff + (size_t)(e->vocab - 1) * e->L->dim,
+                     (size_t)e->L->dim * sizeof(float));
     if (o->kind != BK_SGD && !st->opt_m && !(st->opt_m = dalloc(st, n, err))) return -1;
     if (o->kind == BK_ADAM && !st->opt_v && !(st->opt_v = dalloc(st, n, err))) return -1;
     st->bk->opt_step(st->ctx, o, n, st->params, st->grads, st->opt_m, st->opt_v);
@@ -679,6 +709,15 @@ static void node_map(const stage *st, const snode *n, float *loc, float *full, i
         }
         float *ab = l + (size_t)n->fout * n->fin, *bb = f + (size_t)n->fout * in;
         if (repl) memcpy(to_full ? bb : ab, to_full ? ab : bb, (size_t)n->fout * sizeof(float));
+    } else if (n->role == TP_VOCAB) {
+        /* this rank's token rows (its zero row has no place in full); positions whole */
+        const size_t D = (size_t)L->dim, v = (size_t)n->vocab - 1;
+        if (shards) memcpy(to_full ? f + r * v * D : l, to_full ? l : f + r * v * D,
+                           v * D * sizeof(float));
+        if (!to_full) memset(l + v * D, 0, D * sizeof(float));
+        if (repl) memcpy(to_full ? f + (size_t)L->vocab * D : l + (v + 1) * D,
+                         to_full ? l + (v + 1) * D : f + (size_t)L->vocab * D,
+                         (size_t)L->in_shape[0] * D * sizeof(float));
     } else if (n->role != TP_COL && n->np && repl) {
         memcpy(to_full ? f : l, to_full ? l : f, (size_t)n->np * sizeof(float));
     }

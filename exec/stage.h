@@ -70,6 +70,10 @@ void stage_layer_bytes(const model *m, int i, int B, stage_lbytes *out);
 /* Device buffer the caller fills with slot's input, (B, input shape of layers[first]):
  * images, features or token ids as floats. */
 float *stage_input(stage *st, int slot);
+/* Prepares host, B samples of the input, for upload into stage_input: with a
+ * vocabulary-parallel embedding (tp.h) each token id becomes this rank's row of it, or its
+ * zero row for another rank's token; otherwise nothing changes. */
+void stage_map_input(const stage *st, float *host, int B);
 /* Device buffer for slot's targets (B * targets per sample, int32) when the stage holds the
  * loss; NULL otherwise. */
 int32_t *stage_targets(stage *st, int slot);

@@ -58,6 +58,11 @@ static int check_layer(const layer *L, const char *lpath, int tp, const char *fi
     return 0;
 }
 
+tp_role tp_layer_role(const model *m, int i)
+{
+    return m->layers[i].kind == LK_EMBEDDING ? TP_VOCAB : TP_REPL;
+}
+
 int tp_check(const model *m, int tp, const char *path, plumb_err *err)
 {
     if (tp < 1) return err_set(err, path, "tp", "expected at least 1 (got %d)", tp);
@@ -67,6 +72,10 @@ int tp_check(const model *m, int tp, const char *path, plumb_err *err)
     for (int i = 0; i < m->nlayers; i++) {
         snprintf(p, sizeof p, "layers[%d]", i);
         if (check_layer(&m->layers[i], p, tp, path, &nsplit, err)) return -1;
+        if (m->layers[i].kind == LK_EMBEDDING && m->layers[i].vocab % tp)
+            return err_set(err, path, NULL, "%s.vocab: expected a multiple of tp %d, so that "
+                           "each rank holds the same share of the token rows (got %d)", p, tp,
+                           m->layers[i].vocab);
     }
     if (!nsplit)
         return err_set(err, path, "layers", "expected for tp %d at least one residual block "

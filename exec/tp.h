@@ -7,8 +7,9 @@
  * the rows of its heads' queries, keys and values, so the outputs split in 3 groups), the
  * middle layer local (attention on the rank's heads, the activation on its columns), the
  * second linear row-parallel (each rank holds its share of W's input columns; b is held
- * whole by every rank and added by rank 0 only), its output summed over the group. Every
- * other layer (layer norms, the embedding, the output layer, the loss) is replicated. */
+ * whole by every rank and added by rank 0 only), its output summed over the group. The
+ * embedding is split over the vocabulary (tp_layer_role). Every other layer (layer norms,
+ * the output layer, the loss) is replicated. */
 #ifndef PLUMB_EXEC_TP_H
 #define PLUMB_EXEC_TP_H
 
@@ -18,7 +19,8 @@ typedef enum tp_role {
     TP_REPL = 0,   /* replicated: every rank holds and computes it whole */
     TP_COL,        /* linear, column-parallel: output features split */
     TP_LOCAL,      /* attention or activation on the rank's share of the features */
-    TP_ROW         /* linear, row-parallel: input features split, output summed */
+    TP_ROW,        /* linear, row-parallel: input features split, output summed */
+    TP_VOCAB       /* embedding, vocabulary-parallel: token rows split, output summed */
 } tp_role;
 
 /* The role of child i of residual block blk under tensor parallelism; *groups (may be
@@ -26,9 +28,14 @@ typedef enum tp_role {
  * attention: queries, keys, values; else 1). Any other layer: TP_REPL. */
 tp_role tp_child_role(const layer *blk, int i, int *groups);
 
+/* The role of top-level layer i of m: TP_VOCAB for the embedding (each rank holds the
+ * token rows [r V/tp, (r + 1) V/tp) and a zero row for the others' tokens; the position
+ * rows whole, added by rank 0 only; the output summed), else TP_REPL. */
+tp_role tp_layer_role(const model *m, int i);
+
 /* Checks that tp ranks can split m: tp >= 1, and for tp > 1 at least one block splits
- * and tp divides the heads of every split attention and the width of every split
- * activation. Returns 0, or -1 with err set ("FIELD: expected ... (got ...)"; path names
+ * and tp divides the heads of every split attention, the width of every split
+ * activation and the embedding's vocabulary. Returns 0, or -1 with err set ("FIELD: expected ... (got ...)"; path names
  * the file). */
 int tp_check(const model *m, int tp, const char *path, plumb_err *err);
 

@@ -19,9 +19,10 @@
  * only its summation order changes (the same 20 minibatches as 1 x 4 instead of 2 x 2
  * samples: 4.1e-5, the test `summation_order_floor`); allowed 1e-4 (TOL_LATE). A wrong
  * shard (a swapped head, a bias added on every rank, a missing sum) exceeds these by
- * orders of magnitude from step 1 on. The replicated parameters (layer norms, embedding,
- * output layer, row-parallel biases) see the same inputs on every rank and must stay
- * identical: checked exactly. */
+ * orders of magnitude. The replicated parameters (layer norms, position rows, output
+ * layer, row-parallel biases) see the same inputs on every rank and must stay identical:
+ * checked exactly. The vocabulary-parallel embedding's sum adds one row and zeros, so it
+ * is exact. */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdio.h>
@@ -253,6 +254,38 @@ Test(tp, shards_gather_to_whole)
     for (long long i = 0; i < n; i++) cr_assert_eq(back[i], full[i], "element %lld", i);
     /* the split layers hold a quarter; layer norms and the row-parallel biases whole */
     cr_expect(local < n / 3, "a rank holds %lld of %lld parameters", local, n);
+    /* the embedding: rank r's token rows 64 r .. 64 r + 63, a zero row, the positions */
+    long long ne = model_range_params(f.m, 0, 0), V = 256, D = 128, T = 64;
+    cr_assert_eq(ne, (V + T) * D);
+    float *emb = malloc((size_t)ne * sizeof *emb), *eback = calloc((size_t)ne, sizeof *eback);
+    for (long long i = 0; i < ne; i++) emb[i] = (float)(i + 1);
+    for (int r = 0; r < 4; r++) {
+        stage_tp t = {r, 4, NULL, NULL};
+        stage_opts o = {0, 0, &t};
+        stage *st = stage_create_opts(bk, c, f.m, 0, 0, 2, 1, &o, &e);
+        cr_assert(st, "%s", e.msg);
+        cr_assert_eq(stage_nparams(st), (V / 4 + 1 + T) * D);
+        cr_assert_eq(stage_put_full(st, emb, stage_params(st), &e), 0, "%s", e.msg);
+        float *loc = malloc((size_t)stage_nparams(st) * sizeof *loc);
+        bk->download(c, loc, stage_params(st), (size_t)stage_nparams(st) * sizeof *loc);
+        cr_expect_eq(loc[0], emb[r * 64 * D], "rank %d: its first token row", r);
+        cr_expect_eq(loc[64 * D], 0, "rank %d: the zero row", r);
+        cr_expect_eq(loc[65 * D], emb[V * D], "rank %d: the position rows", r);
+        free(loc);
+        float tok[4] = {0, 63, 64, 255}; /* ids into this rank's rows, or its zero row */
+        stage_map_input(st, tok, 1); /* the input is [64]: map the first 4 of a sample */
+        for (int k = 0; k < 4; k++) {
+            int id = k == 0 ? 0 : k == 1 ? 63 : k == 2 ? 64 : 255;
+            float want = id / 64 == r ? (float)(id % 64) : 64.0f;
+            cr_expect_eq(tok[k], want, "rank %d: token %d maps to %g", r, id, tok[k]);
+        }
+        cr_assert_eq(stage_get_full(st, stage_params(st), eback,
+                                    STAGE_SHARDS | (r == 0 ? STAGE_REPLICATED : 0), &e), 0);
+        stage_free(st);
+    }
+    for (long long i = 0; i < ne; i++) cr_assert_eq(eback[i], emb[i], "element %lld", i);
+    free(emb);
+    free(eback);
     free(full);
     free(back);
     bk->destroy(c);
@@ -265,9 +298,11 @@ Test(tp, bad_tp_refused)
     fixture f = setup();
     plumb_err e = {{0}};
     cr_expect_eq(tp_check(f.m, 3, "gpt-mini.json", &e), -1);
-    cr_expect(strstr(e.msg, "layers[1].layers[2].heads") && strstr(e.msg, "tp 3"), "%s",
-              e.msg);
+    cr_expect(strstr(e.msg, "gpt-mini.json: layers[0].vocab: expected a multiple of tp 3"),
+              "%s", e.msg);
     cr_expect_eq(tp_check(f.m, 8, "gpt-mini.json", &e), -1, "8 does not divide 4 heads");
+    cr_expect(strstr(e.msg, "layers[1].layers[2].heads: expected a multiple of tp 8"), "%s",
+              e.msg);
     cr_expect_eq(tp_check(f.m, 4, "gpt-mini.json", &e), 0, "%s", e.msg);
     model *mlp = model_load("examples/models/fmnist-mlp.json", &e);
     cr_assert(mlp, "%s", e.msg);
@@ -280,7 +315,7 @@ Test(tp, bad_tp_refused)
     int first = 0, last = f.m->nlayers - 1;
     rt_cfg cfg = {.bk = backend_cpu(), .m = f.m, .sched = s, .stage_first = &first,
                   .stage_last = &last, .microbatch = 1, .opt = train_default_opt(BK_SGD),
-                  .batch = batch, .batch_user = &f, .tp = 3};
+                  .batch = batch, .batch_user = &f, .tp = 8};
     rt_result r;
     cr_expect_eq(runtime_run(&cfg, &r, &e), -1);
     cr_expect(strstr(e.msg, "heads"), "%s", e.msg);

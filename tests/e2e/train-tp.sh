@@ -83,9 +83,10 @@ refused() { # $1 expected text; the rest: the command
     echo "  refused: $(cat "$tmp/err")"
 }
 echo "bad input"
-refused "layers\[1\].layers\[2\].heads: expected a multiple of tp 3" \
+refused "layers\[0\].vocab: expected a multiple of tp 3" \
     "$PLUMB" train "$model" --tp 3 --steps 2
-refused "expected a multiple of tp 8" "$PLUMB" train "$model" --tp 8 --steps 2
+refused "layers\[1\].layers\[2\].heads: expected a multiple of tp 8" \
+    "$PLUMB" train "$model" --tp 8 --steps 2
 refused "fmnist-mlp.json: layers: expected for tp 2" \
     "$PLUMB" train examples/models/fmnist-mlp.json --tp 2 --steps 2
 refused "with --transport local only" \
