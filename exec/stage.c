@@ -57,6 +57,7 @@ struct stage {
     long long full_nparams; /* the stage's layers' parameters in the whole model */
     float *zero_pos;        /* TP_VOCAB, rank > 0: (T, D) zeros in place of the position
                                rows, which rank 0 adds */
+    float *xsum;            /* vocabulary-parallel loss: (tp + 3, rows) the sums' buffer */
 };
 
 static int has_weights(const layer *L)
@@ -169,6 +170,7 @@ static void node_shape(stage *st, snode *n, const layer *L, int role, int groups
     if (n->role == TP_COL) n->fout /= tp, n->out_n /= (size_t)tp;
     if (n->role == TP_ROW) n->fin /= tp, n->in_n /= (size_t)tp;
     if (n->role == TP_LOCAL) {
+        n->fin /= tp; /* the loss: this rank's classes */
         n->in_n /= (size_t)tp;
         n->out_n /= (size_t)tp;
         n->dim /= tp;
@@ -297,6 +299,10 @@ stage *stage_create_opts(const backend *bk, bk_ctx *ctx, const model *m, int fir
         if (node_init(st, &st->nodes[i], &m->layers[first + i], 1,
                       tp_layer_role(m, first + i), 1, &st->nparams, err))
             goto fail;
+    const snode *ln = &st->nodes[st->nnodes - 1];
+    if (ln->L->kind == LK_XENT && ln->role == TP_LOCAL &&
+        !(st->xsum = dalloc(st, (size_t)(st->tp.size + 3) * rows_of(ln->L, max_batch), err)))
+        goto fail;
     if (st->nodes[0].role == TP_VOCAB && st->tp.rank > 0 &&
         !(st->zero_pos = dalloc(st, (size_t)m->layers[first].in_shape[0] * st->nodes[0].dim,
                                 err)))
@@ -353,6 +359,7 @@ void stage_free(stage *st)
     st->bk->free(st->ctx, st->opt_m);
     st->bk->free(st->ctx, st->opt_v);
     st->bk->free(st->ctx, st->zero_pos);
+    st->bk->free(st->ctx, st->xsum);
     free(st);
 }
 
@@ -416,6 +423,85 @@ static void tp_sum(stage *st, float *buf, size_t count)
         st->failed = 1;
 }
 
+/* Host copies for the vocabulary-parallel loss of N rows of v classes: logits (N, v) and
+ * the slot's targets (N). NULL, and the stage marked failed, when out of memory or the
+ * backend failed. */
+static float *xent_tp_host(stage *st, int N, int v, const float *dev, int32_t **t)
+{
+    float *h = malloc(((size_t)N * v + 1) * sizeof *h);
+    *t = malloc(((size_t)N + 1) * sizeof **t);
+    plumb_err e = {{0}};
+    if (h && *t) {
+        st->bk->download(st->ctx, h, dev, (size_t)N * v * sizeof *h);
+        st->bk->download(st->ctx, *t, st->targets[st->xslot], (size_t)N * sizeof **t);
+        if (!st->bk->sync(st->ctx, &e)) return h;
+    }
+    free(h);
+    free(*t);
+    *t = NULL;
+    st->failed = 1;
+    return NULL;
+}
+
+/* The vocabulary-parallel cross-entropy's forward (tp.h): x this rank's logits (N, v),
+ * probs (N, v) out, aux (2, N) loss | correct, the same on every rank. The arithmetic runs
+ * on the host (tp.c): 3 sums of (tp + 3) N floats in all cross the group. */
+static void xent_tp_fwd(stage *st, snode *n, int N, const float *x, float *probs, float *aux)
+{
+    const int T = st->tp.size, v = n->fin, lo = st->tp.rank * v;
+    int32_t *t;
+    float *h = xent_tp_host(st, N, v, x, &t), *q = malloc((size_t)(T + 3) * N * sizeof *q);
+    if (!h || !q) {
+        st->failed = 1;
+        goto out;
+    }
+    float *m = q + (size_t)T * N, *g = q; /* g (T, N): each rank's maxima, zero-padded */
+    memset(g, 0, (size_t)T * N * sizeof *g);
+    tp_xent_rowmax(h, N, v, g + (size_t)st->tp.rank * N);
+    st->bk->upload(st->ctx, st->xsum, g, (size_t)T * N * sizeof *g);
+    tp_sum(st, st->xsum, (size_t)T * N);
+    st->bk->download(st->ctx, g, st->xsum, (size_t)T * N * sizeof *g);
+    float *mx = malloc((size_t)N * sizeof *mx);
+    if (!mx) {
+        st->failed = 1;
+        goto out;
+    }
+    for (int i = 0; i < N; i++) {
+        mx[i] = g[i];
+        for (int k = 1; k < T; k++)
+            if (g[(size_t)k * N + i] > mx[i]) mx[i] = g[(size_t)k * N + i];
+    }
+    tp_xent_partial(h, N, v, lo, t, mx, m);
+    st->bk->upload(st->ctx, st->xsum, m, 3 * (size_t)N * sizeof *m);
+    tp_sum(st, st->xsum, 3 * (size_t)N);
+    st->bk->download(st->ctx, m, st->xsum, 3 * (size_t)N * sizeof *m);
+    tp_xent_finish(h, N, v, mx, m, g, g + N); /* g: loss | correct */
+    st->bk->upload(st->ctx, probs, h, (size_t)N * v * sizeof *h);
+    st->bk->upload(st->ctx, aux, g, 2 * (size_t)N * sizeof *g);
+    plumb_err e = {{0}};
+    if (st->bk->sync(st->ctx, &e)) st->failed = 1; /* the uploads read h, g until here */
+    free(mx);
+out:
+    free(h);
+    free(t);
+    free(q);
+}
+
+/* Its backward: dx (N, v) = loss_scale (probs - onehot(target)) on this rank's classes. */
+static void xent_tp_bwd(stage *st, snode *n, int N, const float *probs, float *dx)
+{
+    const int v = n->fin;
+    int32_t *t;
+    float *h = xent_tp_host(st, N, v, probs, &t);
+    if (!h) return;
+    tp_xent_grad(h, N, v, st->tp.rank * v, t, st->loss_scale);
+    st->bk->upload(st->ctx, dx, h, (size_t)N * v * sizeof *h);
+    plumb_err e = {{0}};
+    if (st->bk->sync(st->ctx, &e)) st->failed = 1;
+    free(h);
+    free(t);
+}
+
 static const float *node_fwd(stage *st, snode *n, int slot, int B, const float *P,
                              const float *x)
 {
@@ -469,8 +555,9 @@ static const float *node_fwd(stage *st, snode *n, int slot, int B, const float *
     }
     case LK_XENT: {
         int N = rows_of(L, B);
-        bk->xent_fwd(c, N, L->in_shape[L->in_ndim - 1], x, st->targets[st->xslot], y, n->aux[slot],
-                     n->aux[slot] + N);
+        if (n->role == TP_LOCAL) xent_tp_fwd(st, n, N, x, y, n->aux[slot]);
+        else bk->xent_fwd(c, N, L->in_shape[L->in_ndim - 1], x, st->targets[st->xslot], y,
+                          n->aux[slot], n->aux[slot] + N);
         break;
     }
     default: break;
@@ -584,8 +671,9 @@ static const float *node_bwd(stage *st, snode *n, int slot, int B, const float *
         break;
     }
     case LK_XENT:
-        bk->xent_bwd(c, rows_of(L, B), L->in_shape[L->in_ndim - 1], n->out[slot],
-                     st->targets[st->xslot], st->loss_scale, dx);
+        if (n->role == TP_LOCAL) xent_tp_bwd(st, n, rows_of(L, B), n->out[slot], dx);
+        else bk->xent_bwd(c, rows_of(L, B), L->in_shape[L->in_ndim - 1], n->out[slot],
+                          st->targets[st->xslot], st->loss_scale, dx);
         break;
     default: break;
     }

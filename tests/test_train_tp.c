@@ -11,18 +11,18 @@
  * (column-parallel) as T partial GEMMs added by the all-reduce, where the sequential run
  * sums the same products in one GEMM; float addition is not associative, so each such sum
  * may differ in its last bits (a relative 2^-24 per addition; the largest sums here have
- * 512 terms). Those differences then pass through 20 steps of training. Measured on the
- * development machine: losses within a relative 4.2e-7, step-1 gradients within 3.8e-7 of
- * the largest gradient, final weights within 2.3e-7 of the largest weight: allowed 1e-5
- * (TOL). The step-20 gradients differ more, 1.2e-5 to 3.1e-5 of the largest: 20 steps of
+ * 512 terms; the vocabulary-parallel loss sums its row sums across ranks). Those
+ * differences then pass through 20 steps of training. Measured on the development
+ * machine: losses within a relative 4.5e-7, step-1 gradients within 3.2e-7 of the largest
+ * gradient, final weights within 2.3e-7 of the largest weight: allowed 1e-5 (TOL). The
+ * step-20 gradients differ more, 1.5e-5 to 3.1e-5 of the largest: 20 steps of
  * slightly different weights move them, as they move the sequential trainer's own when
  * only its summation order changes (the same 20 minibatches as 1 x 4 instead of 2 x 2
  * samples: 4.1e-5, the test `summation_order_floor`); allowed 1e-4 (TOL_LATE). A wrong
  * shard (a swapped head, a bias added on every rank, a missing sum) exceeds these by
- * orders of magnitude. The replicated parameters (layer norms, position rows, output
- * layer, row-parallel biases) see the same inputs on every rank and must stay identical:
- * checked exactly. The vocabulary-parallel embedding's sum adds one row and zeros, so it
- * is exact. */
+ * orders of magnitude. The replicated parameters (layer norms, position rows, row-parallel
+ * biases) see the same inputs on every rank and must stay identical: checked exactly. The
+ * vocabulary-parallel embedding's sum adds one row and zeros, so it is exact. */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdio.h>
@@ -75,7 +75,7 @@ static void teardown_f(fixture *f)
 /* The sequential reference: losses of each step, gradients of step 1 and of the last
  * step, final weights (caller frees). */
 typedef struct seqref {
-    double loss[STEPS];
+    double loss[STEPS], acc[STEPS];
     float *g1, *glast, *w;
 } seqref;
 
@@ -100,7 +100,7 @@ static seqref sequential_split(fixture *f, int iters, int micro)
     seq_trainer *t = seqtrain_create(bk, c, f->m, &cfg, &e);
     cr_assert(t, "%s", e.msg);
     size_t n = (size_t)f->m->nparams;
-    seqref r = {{0}, malloc(n * sizeof(float)), malloc(n * sizeof(float)),
+    seqref r = {{0}, {0}, malloc(n * sizeof(float)), malloc(n * sizeof(float)),
                 malloc(n * sizeof(float))};
     float *x = malloc((size_t)M * MB * f->d->sample_numel * sizeof *x);
     int32_t *y = malloc((size_t)M * MB * f->d->targets_per_sample * sizeof *y);
@@ -108,7 +108,7 @@ static seqref sequential_split(fixture *f, int iters, int micro)
         for (int k = 0; k < M; k++)
             batch(f, it * M + k, x + (size_t)k * MB * f->d->sample_numel,
                   y + (size_t)k * MB * f->d->targets_per_sample, &e);
-        cr_assert_eq(seqtrain_step(t, x, y, &r.loss[it], NULL, &e), 0, "%s", e.msg);
+        cr_assert_eq(seqtrain_step(t, x, y, &r.loss[it], &r.acc[it], &e), 0, "%s", e.msg);
         if (it == 0) download_grads(t, r.g1, f->m->nparams);
     }
     download_grads(t, r.glast, f->m->nparams);
@@ -176,11 +176,16 @@ static void check_run(sched_kind kind, int recompute, int tp, int stages, int re
     rt_result one, all;
     run_tp(&f, kind, recompute, tp, stages, reps, 1, &one);
     run_tp(&f, kind, recompute, tp, stages, reps, STEPS, &all);
-    double dl = 0;
+    double dl = 0, da = 0;
     for (int it = 0; it < STEPS; it++) {
         double d = fabs(all.loss[it] - ref.loss[it]) / ref.loss[it];
         if (!(d <= dl)) dl = d;
+        d = fabs(all.acc[it] - ref.acc[it]);
+        if (!(d <= da)) da = d;
     }
+    /* accuracy: the arg-max of 256 logits, which a last-bit difference flips only at a
+     * near tie: at most one of a step's 256 targets */
+    cr_expect(da <= 1.0 / 256 + 1e-12, "accuracies differ by %.4f", da);
     double dg1 = rel_diff(one.grads, ref.g1, n), dgl = rel_diff(all.grads, ref.glast, n),
            dw = rel_diff(all.params, ref.w, n);
     printf("%s%s, tp %d x pp %d x dp %d, %d steps: loss %.4f -> %.4f; relative differences: "
