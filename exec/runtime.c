@@ -716,6 +716,31 @@ static int build_trace(const rt_cfg *c, worker *wks, timeline *tl)
     return 0;
 }
 
+/* Points wk's outputs at res and allocates its own (T iterations' losses; a tensor-parallel
+ * rank > 0's view of the replicated layers, NaN elsewhere). 0, or -1 out of memory. */
+static int worker_outputs(worker *wk, rt_result *res, int T)
+{
+    const rt_cfg *c = wk->cfg;
+    wk->params_out = res->params;
+    wk->m_out = res->opt_m;
+    wk->v_out = res->opt_v;
+    wk->grads_out = res->grads;
+    wk->loss = calloc((size_t)T, sizeof(double));
+    wk->corr = calloc((size_t)T, sizeof(double));
+    wk->rows = calloc((size_t)T, sizeof(double));
+    if (!wk->loss || !wk->corr || !wk->rows) return -1;
+    if (wk->rank == 0) return 0;
+    size_t n = (size_t)c->m->nparams + 1;
+    wk->chk_params = malloc(n * sizeof(float));
+    wk->chk_grads = c->want_grads ? malloc(n * sizeof(float)) : NULL;
+    if (!wk->chk_params || (c->want_grads && !wk->chk_grads)) return -1;
+    for (size_t i = 0; i < n; i++) {
+        wk->chk_params[i] = NAN;
+        if (wk->chk_grads) wk->chk_grads[i] = NAN;
+    }
+    return 0;
+}
+
 /* Largest |chk - ref| over the replicated values a rank > 0 wrote into chk (the rest of chk
  * is NaN) in its stages' ranges. */
 static double range_diff(const worker *wk, const float *chk, const float *ref)
@@ -810,30 +835,8 @@ int runtime_run(const rt_cfg *cfg, rt_result *res, plumb_err *err)
             start_failed = 1;
             break;
         }
-        wks[w].params_out = res->params;
-        wks[w].m_out = res->opt_m;
-        wks[w].v_out = res->opt_v;
-        wks[w].grads_out = res->grads;
-        if (wks[w].rank > 0) {
-            size_t n = (size_t)c.m->nparams + 1;
-            wks[w].chk_params = malloc(n * sizeof(float));
-            wks[w].chk_grads = c.want_grads ? malloc(n * sizeof(float)) : NULL;
-            if (!wks[w].chk_params || (c.want_grads && !wks[w].chk_grads)) {
-                err_set(err, NULL, NULL, "out of memory");
-                c.tr->abort(c.tr, "out of memory");
-                start_failed = 1;
-                break;
-            }
-            for (size_t i = 0; i < n; i++) { /* NaN: not replicated here */
-                wks[w].chk_params[i] = NAN;
-                if (wks[w].chk_grads) wks[w].chk_grads[i] = NAN;
-            }
-        }
         wks[w].t_origin = t0;
-        wks[w].loss = calloc((size_t)T, sizeof(double));
-        wks[w].corr = calloc((size_t)T, sizeof(double));
-        wks[w].rows = calloc((size_t)T, sizeof(double));
-        if (!wks[w].loss || !wks[w].corr || !wks[w].rows) {
+        if (worker_outputs(&wks[w], res, T)) {
             err_set(err, NULL, NULL, "out of memory");
             c.tr->abort(c.tr, "out of memory");
             start_failed = 1;

@@ -2,69 +2,14 @@
  * table: one runtime node per layer (residual blocks hold their children), with per-slot
  * activations and two input-gradient buffers that the stage's layers take turns in (a
  * layer's backward reads the one its successor wrote and writes the other). */
-#include "exec/stage.h"
+#include "exec/stage_int.h"
 
 #include "exec/tp.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-typedef struct snode {
-    const layer *L;
-    int nchildren;
-    struct snode *children;
-    size_t in_n, out_n;     /* floats per sample of input and output */
-    float **out;            /* [act_slots] (max_batch, out shape); flatten aliases its input */
-    float **aux;            /* [act_slots] layernorm: mean | rstd (2 rows); attention:
-                               (B, H, T, T) probabilities; loss: loss | correct (2 rows) */
-    const float **in;       /* [act_slots] the input tensor forward used */
-    float **dyst;           /* [nslots] split_bw: the output gradient kept for W */
-    float *dx;              /* (max_batch, in shape) input gradient; NULL when aliased/none;
-                               top-level layers: one of the stage's dxbuf (not owned) */
-    int role, groups;       /* tp_role under tensor parallelism (TP_REPL without);
-                               TP_COL: output groups split separately (3: q | k | v) */
-    int fin, fout;          /* linear: this rank's input and output features */
-    int dim, heads;         /* attention: this rank's width and heads */
-    int vocab;              /* embedding: rows of its token table here (TP_VOCAB: V / tp
-                               and a last zero row that other ranks' tokens map to) */
-    long long poff;         /* the layer's weights in the stage's (this rank's) vectors */
-    long long foff;         /* ... and in the whole stage range (the model's order) */
-    long long np;           /* this rank's parameters of the layer itself */
-} snode;
 
-struct stage {
-    const backend *bk;
-    bk_ctx *ctx;
-    const model *m;
-    int first, last, max_batch, nslots, split_bw;
-    int recompute;          /* activations of one slot only, recomputed before backward */
-    int act_slots;          /* slots of layer activations: nslots, or 1 with recompute */
-    int xslot;              /* the caller's slot being processed (targets, dyst) */
-    float **outcopy;        /* recompute: [nslots] each slot's output, kept */
-    float **auxcopy;        /* recompute, loss stage: [nslots] each slot's loss | correct */
-    const float **ipass_params; /* recompute + split_bw: [nslots] weights of the I pass */
-    long long nparams;      /* this rank's parameters (all of them without tp) */
-    float *params, *grads, *opt_m, *opt_v; /* device, nparams floats each */
-    int nnodes;
-    snode *nodes;
-    float **input;          /* [nslots] (max_batch, in shape) */
-    int32_t **targets;      /* [nslots] (max_batch, targets per sample) or NULL */
-    const float *input_grad;
-    float loss_scale;
-    float *dxbuf[2];        /* the top-level layers' input gradients, taken in turns */
-    stage_tp tp;            /* size 1: no tensor parallelism */
-    int failed;             /* a tensor-parallel all-reduce failed */
-    long long full_nparams; /* the stage's layers' parameters in the whole model */
-    float *zero_pos;        /* TP_VOCAB, rank > 0: (T, D) zeros in place of the position
-                               rows, which rank 0 adds */
-    float *xsum;            /* vocabulary-parallel loss: (tp + 3, rows) the sums' buffer */
-};
-
-static int has_weights(const layer *L)
-{
-    return L->kind == LK_LINEAR || L->kind == LK_CONV2D || L->kind == LK_LAYERNORM ||
-           L->kind == LK_EMBEDDING;
-}
 
 /* Rows of a row-wise layer (linear, layernorm, loss): all leading dimensions. */
 static int rows_of(const layer *L, int B)
@@ -139,7 +84,7 @@ static void layer_bytes_add(const layer *L, const model *m, int B, int top, stag
     else o->saved += out;
     o->saved += aux_floats(L, B, L->heads) * f;
     if (L->kind == LK_XENT) o->saved += (size_t)B * model_targets_per_sample(m) * sizeof(int32_t);
-    if (has_weights(L)) o->split += outb;
+    if (stage_has_weights(L)) o->split += outb;
     if (!top && L->kind != LK_FLATTEN && L->kind != LK_EMBEDDING)
         o->grad_buffers += (size_t)B * shape_numel(L->in_ndim, L->in_shape) * f;
     for (int i = 0; i < L->nchildren; i++) layer_bytes_add(&L->children[i], m, B, 0, o);
@@ -151,39 +96,6 @@ void stage_layer_bytes(const model *m, int i, int B, stage_lbytes *out)
     layer_bytes_add(&m->layers[i], m, B, 1, out);
 }
 
-/* n's share of the layer under its tensor-parallel role (role, groups): features,
- * heads, floats per sample, and its parameters, placed at the stage's next offset *pnext. */
-static void node_shape(stage *st, snode *n, const layer *L, int role, int groups,
-                       long long *pnext)
-{
-    const int tp = st->tp.size;
-    n->role = tp > 1 ? role : TP_REPL;
-    n->groups = groups;
-    n->in_n = shape_numel(L->in_ndim, L->in_shape);
-    n->out_n = shape_numel(L->out_ndim, L->out_shape);
-    n->fin = L->in_shape[L->in_ndim - 1];
-    n->fout = L->out;
-    n->dim = L->dim;
-    n->heads = L->heads;
-    n->vocab = L->vocab;
-    if (n->role == TP_VOCAB) n->vocab = L->vocab / tp + 1;
-    if (n->role == TP_COL) n->fout /= tp, n->out_n /= (size_t)tp;
-    if (n->role == TP_ROW) n->fin /= tp, n->in_n /= (size_t)tp;
-    if (n->role == TP_LOCAL) {
-        n->fin /= tp; /* the loss: this rank's classes */
-        n->in_n /= (size_t)tp;
-        n->out_n /= (size_t)tp;
-        n->dim /= tp;
-        n->heads /= tp;
-    }
-    n->foff = L->param_offset - st->m->layers[st->first].param_offset;
-    n->poff = *pnext;
-    n->np = 0;
-    if (L->kind == LK_LINEAR) n->np = (long long)n->fout * n->fin + n->fout;
-    else if (L->kind == LK_EMBEDDING) n->np = ((long long)n->vocab + L->in_shape[0]) * L->dim;
-    else if (has_weights(L)) n->np = L->nparams;
-    *pnext += n->np;
-}
 
 /* top = 1: a layer of the stage itself, whose input gradient goes in a shared buffer
  * (share_dx assigns it); a residual block's children own theirs. role, groups: its
@@ -194,7 +106,7 @@ static int node_init(stage *st, snode *n, const layer *L, int top, int role, int
 {
     const size_t B = (size_t)st->max_batch;
     n->L = L;
-    node_shape(st, n, L, role, groups, pnext);
+    stage_node_shape(st, n, L, role, groups, pnext);
     n->in = calloc((size_t)st->act_slots, sizeof *n->in);
     if (!n->in) return err_set(err, NULL, NULL, "out of memory");
     if (L->kind == LK_FLATTEN) {
@@ -205,7 +117,7 @@ static int node_init(stage *st, snode *n, const layer *L, int top, int role, int
     }
     size_t aux = aux_floats(L, st->max_batch, n->heads);
     if (aux && !(n->aux = act_array(st, aux, err))) return -1;
-    if (st->split_bw && has_weights(L) && !(n->dyst = slot_array(st, B * n->out_n, err)))
+    if (st->split_bw && stage_has_weights(L) && !(n->dyst = slot_array(st, B * n->out_n, err)))
         return -1;
     if (L->kind != LK_FLATTEN && L->kind != LK_EMBEDDING && !top &&
         !(n->dx = dalloc(st, B * n->in_n, err)))
@@ -365,16 +277,6 @@ void stage_free(stage *st)
 
 float *stage_input(stage *st, int slot) { return st->input[slot]; }
 
-void stage_map_input(const stage *st, float *host, int B)
-{
-    const snode *e = &st->nodes[0];
-    if (e->role != TP_VOCAB) return;
-    const int v = e->vocab - 1, lo = st->tp.rank * v;
-    for (size_t i = 0; i < (size_t)B * e->in_n; i++) {
-        int id = (int)host[i];
-        host[i] = (float)(id >= lo && id < lo + v ? id - lo : v);
-    }
-}
 int32_t *stage_targets(stage *st, int slot) { return st->targets ? st->targets[slot] : NULL; }
 const float *stage_output(stage *st, int slot)
 {
@@ -416,91 +318,9 @@ static float *lp(const stage *st, const snode *n, const float *P)
     return (float *)P + n->poff;
 }
 
-/* Sums buf (count floats) over the tensor-parallel group; after a failure, nothing. */
-static void tp_sum(stage *st, float *buf, size_t count)
-{
-    if (st->tp.size > 1 && !st->failed && st->tp.allreduce(st->tp.user, buf, count))
-        st->failed = 1;
-}
 
-/* Host copies for the vocabulary-parallel loss of N rows of v classes: logits (N, v) and
- * the slot's targets (N). NULL, and the stage marked failed, when out of memory or the
- * backend failed. */
-static float *xent_tp_host(stage *st, int N, int v, const float *dev, int32_t **t)
-{
-    float *h = malloc(((size_t)N * v + 1) * sizeof *h);
-    *t = malloc(((size_t)N + 1) * sizeof **t);
-    plumb_err e = {{0}};
-    if (h && *t) {
-        st->bk->download(st->ctx, h, dev, (size_t)N * v * sizeof *h);
-        st->bk->download(st->ctx, *t, st->targets[st->xslot], (size_t)N * sizeof **t);
-        if (!st->bk->sync(st->ctx, &e)) return h;
-    }
-    free(h);
-    free(*t);
-    *t = NULL;
-    st->failed = 1;
-    return NULL;
-}
 
-/* The vocabulary-parallel cross-entropy's forward (tp.h): x this rank's logits (N, v),
- * probs (N, v) out, aux (2, N) loss | correct, the same on every rank. The arithmetic runs
- * on the host (tp.c): 3 sums of (tp + 3) N floats in all cross the group. */
-static void xent_tp_fwd(stage *st, snode *n, int N, const float *x, float *probs, float *aux)
-{
-    const int T = st->tp.size, v = n->fin, lo = st->tp.rank * v;
-    int32_t *t;
-    float *h = xent_tp_host(st, N, v, x, &t), *q = malloc((size_t)(T + 3) * N * sizeof *q);
-    if (!h || !q) {
-        st->failed = 1;
-        goto out;
-    }
-    float *m = q + (size_t)T * N, *g = q; /* g (T, N): each rank's maxima, zero-padded */
-    memset(g, 0, (size_t)T * N * sizeof *g);
-    tp_xent_rowmax(h, N, v, g + (size_t)st->tp.rank * N);
-    st->bk->upload(st->ctx, st->xsum, g, (size_t)T * N * sizeof *g);
-    tp_sum(st, st->xsum, (size_t)T * N);
-    st->bk->download(st->ctx, g, st->xsum, (size_t)T * N * sizeof *g);
-    float *mx = malloc((size_t)N * sizeof *mx);
-    if (!mx) {
-        st->failed = 1;
-        goto out;
-    }
-    for (int i = 0; i < N; i++) {
-        mx[i] = g[i];
-        for (int k = 1; k < T; k++)
-            if (g[(size_t)k * N + i] > mx[i]) mx[i] = g[(size_t)k * N + i];
-    }
-    tp_xent_partial(h, N, v, lo, t, mx, m);
-    st->bk->upload(st->ctx, st->xsum, m, 3 * (size_t)N * sizeof *m);
-    tp_sum(st, st->xsum, 3 * (size_t)N);
-    st->bk->download(st->ctx, m, st->xsum, 3 * (size_t)N * sizeof *m);
-    tp_xent_finish(h, N, v, mx, m, g, g + N); /* g: loss | correct */
-    st->bk->upload(st->ctx, probs, h, (size_t)N * v * sizeof *h);
-    st->bk->upload(st->ctx, aux, g, 2 * (size_t)N * sizeof *g);
-    plumb_err e = {{0}};
-    if (st->bk->sync(st->ctx, &e)) st->failed = 1; /* the uploads read h, g until here */
-    free(mx);
-out:
-    free(h);
-    free(t);
-    free(q);
-}
 
-/* Its backward: dx (N, v) = loss_scale (probs - onehot(target)) on this rank's classes. */
-static void xent_tp_bwd(stage *st, snode *n, int N, const float *probs, float *dx)
-{
-    const int v = n->fin;
-    int32_t *t;
-    float *h = xent_tp_host(st, N, v, probs, &t);
-    if (!h) return;
-    tp_xent_grad(h, N, v, st->tp.rank * v, t, st->loss_scale);
-    st->bk->upload(st->ctx, dx, h, (size_t)N * v * sizeof *h);
-    plumb_err e = {{0}};
-    if (st->bk->sync(st->ctx, &e)) st->failed = 1;
-    free(h);
-    free(t);
-}
 
 static const float *node_fwd(stage *st, snode *n, int slot, int B, const float *P,
                              const float *x)
@@ -516,7 +336,7 @@ static const float *node_fwd(stage *st, snode *n, int slot, int B, const float *
         const float *b = n->role == TP_ROW && st->tp.rank != 0 ? NULL
                                                                : w + (size_t)n->fout * n->fin;
         bk->linear_fwd(c, rows_of(L, B), n->fin, n->fout, x, w, b, y);
-        if (n->role == TP_ROW) tp_sum(st, y, (size_t)B * n->out_n);
+        if (n->role == TP_ROW) stage_tp_sum(st, y, (size_t)B * n->out_n);
         break;
     }
     case LK_CONV2D: {
@@ -541,7 +361,7 @@ static const float *node_fwd(stage *st, snode *n, int slot, int B, const float *
         /* vocabulary-parallel: the position rows added once, by rank 0, before the sum */
         const float *pos = st->zero_pos ? st->zero_pos : w + (size_t)n->vocab * L->dim;
         bk->embedding_fwd(c, B, L->in_shape[0], n->vocab, L->dim, x, w, pos, y);
-        if (n->role == TP_VOCAB) tp_sum(st, y, (size_t)B * n->out_n);
+        if (n->role == TP_VOCAB) stage_tp_sum(st, y, (size_t)B * n->out_n);
         break;
     }
     case LK_ATTENTION:
@@ -555,7 +375,7 @@ static const float *node_fwd(stage *st, snode *n, int slot, int B, const float *
     }
     case LK_XENT: {
         int N = rows_of(L, B);
-        if (n->role == TP_LOCAL) xent_tp_fwd(st, n, N, x, y, n->aux[slot]);
+        if (n->role == TP_LOCAL) stage_xent_tp_fwd(st, n, N, x, y, n->aux[slot]);
         else bk->xent_fwd(c, N, L->in_shape[L->in_ndim - 1], x, st->targets[st->xslot], y,
                           n->aux[slot], n->aux[slot] + N);
         break;
@@ -631,7 +451,7 @@ static const float *node_bwd(stage *st, snode *n, int slot, int B, const float *
     const layer *L = n->L;
     const float *x = n->in[slot], *w = lp(st, n, P);
     float *dx = n->dx;
-    if (has_weights(L)) {
+    if (stage_has_weights(L)) {
         if (split) bk->copy(c, n->dyst[st->xslot], dy, (size_t)B * n->out_n * sizeof(float));
         else node_wgrad(st, n, slot, B, dy);
     }
@@ -639,7 +459,7 @@ static const float *node_bwd(stage *st, snode *n, int slot, int B, const float *
     case LK_LINEAR:
         bk->linear_bwd_data(c, rows_of(L, B), n->fin, n->fout, dy, w, dx);
         /* column-parallel: each rank's input gradient is a part of the sum */
-        if (n->role == TP_COL) tp_sum(st, dx, (size_t)B * n->in_n);
+        if (n->role == TP_COL) stage_tp_sum(st, dx, (size_t)B * n->in_n);
         break;
     case LK_CONV2D: {
         bk_conv g = conv_geom(L, B);
@@ -671,7 +491,7 @@ static const float *node_bwd(stage *st, snode *n, int slot, int B, const float *
         break;
     }
     case LK_XENT:
-        if (n->role == TP_LOCAL) xent_tp_bwd(st, n, rows_of(L, B), n->out[slot], dx);
+        if (n->role == TP_LOCAL) stage_xent_tp_bwd(st, n, rows_of(L, B), n->out[slot], dx);
         else bk->xent_bwd(c, rows_of(L, B), L->in_shape[L->in_ndim - 1], n->out[slot],
                           st->targets[st->xslot], st->loss_scale, dx);
         break;
@@ -709,7 +529,7 @@ void stage_backward_input(stage *st, int slot, int B, const float *params, const
 
 static void wpass(stage *st, snode *n, int slot, int B)
 {
-    if (has_weights(n->L)) node_wgrad(st, n, slot, B, n->dyst[st->xslot]);
+    if (stage_has_weights(n->L)) node_wgrad(st, n, slot, B, n->dyst[st->xslot]);
     for (int i = 0; i < n->nchildren; i++) wpass(st, &n->children[i], slot, B);
 }
 
@@ -767,81 +587,5 @@ int stage_step(stage *st, const bk_opt *o, plumb_err *err)
     return 0;
 }
 
-/* Copies n's parameters (and its children's) between this rank's vector `loc` and the
- * whole range `full` (host): to_full = 0 takes the rank's part of full, 1 writes it back
- * (the shards when which has STAGE_SHARDS, the replicated values when STAGE_REPLICATED). */
-static void node_map(const stage *st, const snode *n, float *loc, float *full, int to_full,
-                     int which)
-{
-    const int shards = !to_full || (which & STAGE_SHARDS),
-              repl = !to_full || (which & STAGE_REPLICATED);
-    const layer *L = n->L;
-    float *l = loc + n->poff, *f = full + n->foff;
-    const int r = st->tp.rank;
-    if (n->role == TP_COL && shards) {
-        /* local row j: group j / per of the outputs, this rank's share of that group */
-        int per = n->fout / n->groups, in = n->fin, out = L->out;
-        for (int j = 0; j < n->fout; j++) {
-            size_t fr = (size_t)(j / per) * (out / n->groups) + (size_t)r * per + j % per;
-            float *a = l + (size_t)j * in, *b = f + fr * in;
-            float *ab = l + (size_t)n->fout * in + j, *bb = f + (size_t)out * in + fr;
-            memcpy(to_full ? b : a, to_full ? a : b, (size_t)in * sizeof(float));
-            *(to_full ? bb : ab) = *(to_full ? ab : bb);
-        }
-    } else if (n->role == TP_ROW) {
-        /* local columns: this rank's share of the inputs; the bias whole */
-        int in = L->in_shape[L->in_ndim - 1];
-        for (int o = 0; o < n->fout && shards; o++) {
-            float *a = l + (size_t)o * n->fin, *b = f + (size_t)o * in + (size_t)r * n->fin;
-            memcpy(to_full ? b : a, to_full ? a : b, (size_t)n->fin * sizeof(float));
-        }
-        float *ab = l + (size_t)n->fout * n->fin, *bb = f + (size_t)n->fout * in;
-        if (repl) memcpy(to_full ? bb : ab, to_full ? ab : bb, (size_t)n->fout * sizeof(float));
-    } else if (n->role == TP_VOCAB) {
-        /* this rank's token rows (its zero row has no place in full); positions whole */
-        const size_t D = (size_t)L->dim, v = (size_t)n->vocab - 1;
-        if (shards) memcpy(to_full ? f + r * v * D : l, to_full ? l : f + r * v * D,
-                           v * D * sizeof(float));
-        if (!to_full) memset(l + v * D, 0, D * sizeof(float));
-        if (repl) memcpy(to_full ? f + (size_t)L->vocab * D : l + (v + 1) * D,
-                         to_full ? l + (v + 1) * D : f + (size_t)L->vocab * D,
-                         (size_t)L->in_shape[0] * D * sizeof(float));
-    } else if (n->role != TP_COL && n->np && repl) {
-        memcpy(to_full ? f : l, to_full ? l : f, (size_t)n->np * sizeof(float));
-    }
-    for (int i = 0; i < n->nchildren; i++)
-        node_map(st, &n->children[i], loc, full, to_full, which);
-}
 
-int stage_put_full(stage *st, const float *full, float *dev, plumb_err *err)
-{
-    size_t bytes = (size_t)st->nparams * sizeof(float);
-    if (st->tp.size <= 1) {
-        st->bk->upload(st->ctx, dev, full, bytes);
-        return st->bk->sync(st->ctx, err);
-    }
-    float *loc = malloc(bytes + sizeof(float));
-    if (!loc) return err_set(err, NULL, NULL, "out of memory");
-    for (int i = 0; i < st->nnodes; i++) node_map(st, &st->nodes[i], loc, (float *)full, 0, 0);
-    st->bk->upload(st->ctx, dev, loc, bytes);
-    int rc = st->bk->sync(st->ctx, err); /* the upload may read loc until then */
-    free(loc);
-    return rc;
-}
 
-int stage_get_full(stage *st, const float *dev, float *full, int which, plumb_err *err)
-{
-    size_t bytes = (size_t)st->nparams * sizeof(float);
-    if (st->tp.size <= 1) {
-        if (which & STAGE_REPLICATED) st->bk->download(st->ctx, full, dev, bytes);
-        return st->bk->sync(st->ctx, err);
-    }
-    float *loc = malloc(bytes + sizeof(float));
-    if (!loc) return err_set(err, NULL, NULL, "out of memory");
-    st->bk->download(st->ctx, loc, dev, bytes);
-    int rc = st->bk->sync(st->ctx, err);
-    if (!rc)
-        for (int i = 0; i < st->nnodes; i++) node_map(st, &st->nodes[i], loc, full, 1, which);
-    free(loc);
-    return rc;
-}
