@@ -451,7 +451,7 @@ static int run_action(worker *wk, const action *a, int i)
                        "not host", wk->w, a->stage);
     int g = a->microbatch, slot = g >= 0 ? slot_of(rs, g) : -1;
     if (g >= 0) rs->last_it = g / sc->microbatches;
-    if (c->fault.worker == wk->w && c->fault.step > 0 && g >= 0 &&
+    if (c->fault.worker == wk->w && wk->rank == 0 && c->fault.step > 0 && g >= 0 &&
         c->start_iteration + g / sc->microbatches + 1 == c->fault.step)
         return inject_fault(wk);
     const long gbase = c->start_iteration * sc->microbatches; /* global microbatch of g = 0 */

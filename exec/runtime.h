@@ -26,7 +26,8 @@ typedef int (*rt_batch_fn)(void *user, int g, float *x, int32_t *y, plumb_err *e
  * steps included): with an error that aborts the run (RT_FAULT_ERROR), by SIGKILL of its
  * whole process (RT_FAULT_KILL), or by going silent (RT_FAULT_STALL: it sleeps for the
  * receive timeout plus 5 s, so that its peers' timeouts are what ends the run, then fails;
- * bounded, so a run of threads still ends). */
+ * bounded, so a run of threads still ends). With tensor parallelism only rank 0 of W's
+ * group fails, so that its partners are left waiting in the group's sums. */
 enum { RT_FAULT_ERROR = 0, RT_FAULT_KILL = 1, RT_FAULT_STALL = 2 };
 typedef struct rt_fault {
     int worker;                /* < 0: none */

@@ -5,8 +5,9 @@
 # summation order, a relative 4e-7 on the loss, tests/test_train_tp.c); a checkpoint saved
 # at tp 2 resumes at tp 1 and at tp 4 to the same losses as an uninterrupted run; a tp
 # that does not divide the heads, a model with nothing to split, a plan and another
-# transport are refused with one line and status 2, before any output; on cuemu (when
-# built) the CUDA backend at tp 2 gives the CPU's losses.
+# transport are refused with one line and status 2, before any output; a failing or
+# stalled rank ends the run with status 1; on cuemu (when built) the CUDA backend at tp 2
+# gives the CPU's losses.
 set -u
 PLUMB=${PLUMB:-./plumb}
 tmp=$(mktemp -d)
@@ -70,6 +71,22 @@ if [ -x "$EMU" ]; then
 else
     echo "cuemu: SKIP: $EMU not built"
 fi
+
+# a failing rank leaves its group's partner waiting in a sum: the run must end, status 1
+echo "faults"
+small=(--steps 6 --batch 4 --microbatches 2 --samples 256 --quiet)
+start=$(date +%s)
+PLUMB_FAULT=worker:0:step:3 "$PLUMB" train "$model" "${small[@]}" --tp 2 > "$tmp/f.log" 2>&1
+rc=$?
+[ $rc -eq 1 ] && grep -q "injected fault at step 3" "$tmp/f.log" ||
+    fail "an injected fault at tp 2: status $rc: $(cat "$tmp/f.log")"
+PLUMB_FAULT=worker:1:step:2:stall "$PLUMB" train "$model" "${small[@]}" --tp 2 \
+    --schedule 1f1b-flush --stages 2 --timeout 3 > "$tmp/f.log" 2>&1
+rc=$?
+[ $rc -eq 1 ] && grep -q "deadlock or a stalled peer" "$tmp/f.log" ||
+    fail "a stalled rank at tp 2 x pp 2: status $rc: $(cat "$tmp/f.log")"
+[ $(($(date +%s) - start)) -lt 60 ] || fail "the faulty runs took $(($(date +%s) - start)) s"
+echo "  a failing rank ends the run (status 1); a stalled one makes its partner time out: $(cat "$tmp/f.log")"
 
 refused() { # $1 expected text; the rest: the command
     local want=$1
