@@ -3,7 +3,8 @@
 # group of T threads): gpt-mini at tp 2, tp 4 and tp 2 x 2 pipeline stages prints the
 # losses and test figures of the sequential run (within 2e-4: the runs differ only in
 # summation order, a relative 4e-7 on the loss, tests/test_train_tp.c); a checkpoint saved
-# at tp 2 resumes at tp 1 and at tp 4 to the same losses as an uninterrupted run; a tp
+# at tp 2 resumes at tp 1 and at tp 4 to the same losses as an uninterrupted run (SGD; and
+# Adam, whose moments are sharded like the weights); a tp
 # that does not divide the heads, a model with nothing to split, a plan and another
 # transport are refused with one line and status 2, before any output; a failing or
 # stalled rank ends the run with status 1; on cuemu (when built) the CUDA backend at tp 2
@@ -53,6 +54,18 @@ for tp in 1 4; do
         fail "resumed at tp $tp: $(tail -4 "$tmp/r$tp.log") against $(tail -4 "$tmp/seq.log")"
 done
 echo "  tp 2 -> tp 1 and tp 4: step 12 and test figures as an uninterrupted run"
+# Adam: the moments are sharded and gathered like the weights
+"$PLUMB" train "$model" "${args[@]}" --optimizer adam > "$tmp/adam.log" 2>&1 ||
+    fail "sequential adam run failed: $(cat "$tmp/adam.log")"
+"$PLUMB" train "$model" --steps 6 --batch 8 --microbatches 2 --samples 512 --tp 2 \
+    --optimizer adam --save "$tmp/adam2.ckpt" > "$tmp/a.log" 2>&1 ||
+    fail "tp 2 adam save failed: $(cat "$tmp/a.log")"
+"$PLUMB" train "$model" "${args[@]}" --optimizer adam --tp 4 --resume "$tmp/adam2.ckpt" \
+    > "$tmp/ra.log" 2>&1 || fail "adam resume at tp 4 failed: $(cat "$tmp/ra.log")"
+paste <(figures "$tmp/adam.log" | tail -3) <(figures "$tmp/ra.log" | tail -3) |
+    awk '{d=$1-$2; if (d<0) d=-d; if (d>2e-4) bad=1} END{exit bad || NR<3}' ||
+    fail "adam resumed at tp 4: $(tail -4 "$tmp/ra.log") against $(tail -4 "$tmp/adam.log")"
+echo "  adam, tp 2 -> tp 4: step 12 and test figures as an uninterrupted run"
 
 # the CUDA backend on cuemu (the CPU emulator of CUDA, tests/cuemu/), when built: the same
 # stage code through the CUDA kernels, the all-reduces as device copies ordered by events;
