@@ -277,8 +277,8 @@ Test(tp, shards_gather_to_whole)
         cr_expect_eq(loc[64 * D], 0, "rank %d: the zero row", r);
         cr_expect_eq(loc[65 * D], emb[V * D], "rank %d: the position rows", r);
         free(loc);
-        float tok[4] = {0, 63, 64, 255}; /* ids into this rank's rows, or its zero row */
-        stage_map_input(st, tok, 1); /* the input is [64]: map the first 4 of a sample */
+        float tok[64] = {0, 63, 64, 255}; /* one sample: ids to this rank's rows or zero row */
+        stage_map_input(st, tok, 1);
         for (int k = 0; k < 4; k++) {
             int id = k == 0 ? 0 : k == 1 ? 63 : k == 2 ? 64 : 255;
             float want = id / 64 == r ? (float)(id % 64) : 64.0f;
