@@ -1,7 +1,8 @@
 /* stage.c: runs a range of a model's layers forward and backward through a backend's
  * table: one runtime node per layer (residual blocks hold their children), with per-slot
  * activations and two input-gradient buffers that the stage's layers take turns in (a
- * layer's backward reads the one its successor wrote and writes the other). */
+ * layer's backward reads the one its successor wrote and writes the other). Under tensor
+ * parallelism a node holds its rank's share of its layer (exec/stage_tp.c). */
 #include "exec/stage_int.h"
 
 #include "exec/tp.h"

@@ -6,7 +6,10 @@
  *
  * Forward and backward take the parameter vector to use as an argument, so that a caller
  * keeping several weight versions (weight stashing, 2BW) runs each microbatch on its own
- * version; gradients always accumulate into the stage's one gradient vector. */
+ * version; gradients always accumulate into the stage's one gradient vector.
+ *
+ * With stage_opts.tp a stage is one rank of a tensor-parallel group (exec/tp.h): it holds
+ * its rank's shard of the split layers, and sums across the group where they need it. */
 #ifndef PLUMB_EXEC_STAGE_H
 #define PLUMB_EXEC_STAGE_H
 
