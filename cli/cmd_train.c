@@ -43,10 +43,11 @@ static const char *const usage_text =
     "                     interleaved, zb-h1, zb-v or dualpipev (layers split by FLOPs)\n"
     "  --stages N         pipeline stages for --schedule (default 2; virtual stages for\n"
     "                     interleaved, zb-v and dualpipev, 2 per worker)\n"
-    "  --tp T             tensor parallelism: each worker a group of T threads, the\n"
+    "  --tp T             tensor parallelism: each worker a group of T ranks over which the\n"
     "                     transformer blocks, the embedding, the output layer and the loss\n"
-    "                     split over them (Megatron's layout; T must divide the heads, the\n"
-    "                     MLP width and the vocabulary; local transport)\n"
+    "                     are split (Megatron's layout; T must divide the heads, the MLP\n"
+    "                     width and the vocabulary); threads, or with --transport mpi one\n"
+    "                     process per rank (mpirun -np workers x T)\n"
     "  --recompute        pipelined: keep stage inputs only and recompute activations in\n"
     "                     the backward (default: the plan's choice)\n"
     "  --trace FILE       write the measured trace (Chrome trace JSON, as plumb sim's)\n"
@@ -99,9 +100,11 @@ static int run_pipelined(const train_run_cfg *cfg_in, const plan *pl, const char
     rc = 1;
     int me = pr->rank;
     if (pr->tr) {
-        if (tp.sched->nworkers != pr->size) {
+        int tpn = cfg->tp > 1 ? cfg->tp : 1;
+        if (tp.sched->nworkers * tpn != pr->size) {
             err_set(err, NULL, "--transport", "expected mpirun -np %d, one rank per worker of "
-                    "the schedule (got %d ranks)", tp.sched->nworkers, pr->size);
+                    "the schedule%s (got %d ranks)", tp.sched->nworkers * tpn,
+                    tpn > 1 ? " and tensor-parallel rank" : "", pr->size);
             rc = 2;
             goto done;
         }
@@ -212,13 +215,14 @@ int cmd_train(int argc, char **argv)
                 : !strcmp(trname, "nccl") ? 2 : -1;
     if (tkind < 0)
         return cli_fail("train", "--transport: expected local, mpi or nccl (got \"%s\")", trname);
-    if (tkind && !schedname && npos != 2)
-        return cli_fail("train", "--transport: for pipelined runs (a plan or --schedule)");
+    if (tkind && !schedname && npos != 2 && tpn <= 1)
+        return cli_fail("train", "--transport: for pipelined runs (a plan, --schedule or "
+                        "--tp)");
     if (tpn > 1 && npos == 2)
         return cli_fail("train", "--tp: not with a plan (the plan names its tp)");
-    if (tpn > 1 && tkind)
-        return cli_fail("train", "--tp: runs its ranks as threads of one process: with "
-                        "--transport local only (got %s)", trname);
+    if (tpn > 1 && tkind == 2)
+        return cli_fail("train", "--tp: with --transport local (threads) or mpi (one process "
+                        "per rank) only (got %s)", trname);
     if (!ckdir != !ckevery)
         return cli_fail("train", "%s: needs %s", ckdir ? "--checkpoint" : "--checkpoint-every",
                         ckdir ? "--checkpoint-every N" : "--checkpoint DIR");

@@ -661,9 +661,6 @@ static int check_cfg(const rt_cfg *c, plumb_err *err)
     if (expect != c->m->nlayers)
         return err_set(err, NULL, "stages", "expected the stages to cover all %d layers "
                        "(they end at layer %d)", c->m->nlayers, expect - 1);
-    if (c->tp > 1 && c->local_workers)
-        return err_set(err, NULL, "tp", "runtime: tensor parallelism (tp %d) runs its ranks "
-                       "as threads of one process, not with one process per worker", c->tp);
     if (c->tp > 1 && tp_check(c->m, c->tp, c->m->name, err)) return -1;
     return 0;
 }
@@ -830,7 +827,7 @@ int runtime_run(const rt_cfg *cfg, rt_result *res, plumb_err *err)
         int w = c.local_workers ? c.local_workers[li] : li; /* an endpoint */
         if (w < 0 || w >= E || started[w]) {
             err_set(err, NULL, NULL, "runtime: local worker %d: expected a distinct worker "
-                    "from 0 to %d", w, W - 1);
+                    "from 0 to %d", w, E - 1);
             c.tr->abort(c.tr, err->msg);
             start_failed = 1;
             break;

@@ -61,7 +61,8 @@ typedef struct rt_cfg {
     void *on_loss_user;
     transport *tr;             /* NULL: a local transport made for the run */
     const int *local_workers;  /* the workers this process runs (one process per rank under
-                                  mpirun: {rank}); NULL: all of them, as threads */
+                                  mpirun: {rank}; with tp, transport endpoints); NULL: all
+                                  of them, as threads */
     int nlocal;
     int node_procs;            /* processes sharing this machine's cores (mpirun ranks on the
                                   node); <= 1: this one only */
@@ -80,8 +81,8 @@ typedef struct rt_cfg {
      * by the caller needs nworkers x tp of them), all on worker w's device. Each rank runs
      * w's action list on its shard of the stages; pipeline messages go between ranks of
      * the same r, replicas' all-reduces among ranks of the same r, and the split layers'
-     * sums among the group. Rank 0 records losses and the trace. Not with local_workers
-     * (one process per rank). */
+     * sums among the group. Rank 0 records losses and the trace. local_workers then names
+     * endpoints (one process per endpoint under mpirun: -np nworkers x tp). */
     int tp;
     int want_grads;            /* 1: fill rt_result.grads */
 } rt_cfg;

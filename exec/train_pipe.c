@@ -162,9 +162,10 @@ int train_run_pipeline(const train_run_cfg *rc, const schedule *s, const int *fi
         data_shuffle(b.perm[e], d->n, rc->seed, e);
     }
     for (int w = 0; w < s->nworkers; w++) devs[w] = ndevices > 0 ? w % ndevices : 0;
+    const int tpn = rc->tp > 1 ? rc->tp : 1; /* local workers are endpoints w tp + r */
     for (int i = 0; rc->local_workers && i < rc->nlocal; i++) /* one process per rank */
-        if (rc->local_workers[i] >= 0 && rc->local_workers[i] < s->nworkers)
-            devs[rc->local_workers[i]] = rc->device;
+        if (rc->local_workers[i] >= 0 && rc->local_workers[i] < s->nworkers * tpn)
+            devs[rc->local_workers[i] / tpn] = rc->device;
     long start = 0;
     if (rc->resume_state) { /* read once by the caller: its arrays are taken */
         ck = *rc->resume_state;
@@ -182,7 +183,8 @@ int train_run_pipeline(const train_run_cfg *rc, const schedule *s, const int *fi
     }
     char tpnote[64] = "";
     if (rc->tp > 1)
-        snprintf(tpnote, sizeof tpnote, " x tp %d (%d threads)", rc->tp, s->nworkers * rc->tp);
+        snprintf(tpnote, sizeof tpnote, " x tp %d (%d %s)", rc->tp, s->nworkers * rc->tp,
+                 rc->local_workers ? "ranks" : "threads");
     if (log0)
         fprintf(log0,
                 "plumb train: %s (%lld parameters) on %s, %s data (%d samples), %s schedule: "

@@ -6,7 +6,8 @@
 # at tp 2 resumes at tp 1 and at tp 4 to the same losses as an uninterrupted run (SGD; and
 # Adam, whose moments are sharded like the weights); a tp
 # that does not divide the heads, a model with nothing to split, a plan and another
-# transport are refused with one line and status 2, before any output; a failing or
+# transport are refused with one line and status 2, before any output; under mpirun (one
+# process per rank) tp 2 and tp 2 x pp 2 give the sequential figures; a failing or
 # stalled rank ends the run with status 1; on cuemu (when built) the CUDA backend at tp 2
 # gives the CPU's losses.
 set -u
@@ -85,6 +86,33 @@ else
     echo "cuemu: SKIP: $EMU not built"
 fi
 
+# one process per rank under mpirun (the mpi transport's all-reduce over each group's
+# sub-communicator): the same figures as the sequential run
+if command -v mpirun > /dev/null 2>&1 && ! "$PLUMB" train "$model" --tp 2 --transport mpi \
+        --steps 1 2>&1 | grep -q "not built into this binary"; then
+    if [ "${PLUMB_SAN:-0}" = 1 ] || grep -qa __asan_init "$PLUMB" 2> /dev/null; then
+        export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0" # MPI's own
+    fi
+    for run in "2 --tp 2" "4 --tp 2 --schedule 1f1b-flush --stages 2"; do
+        np=${run%% *}
+        echo "mpirun -np $np, ${run#* }, --transport mpi"
+        # shellcheck disable=SC2086
+        timeout 300 mpirun --allow-run-as-root --oversubscribe -np $np "$PLUMB" train "$model" \
+            "${args[@]}" ${run#* } --transport mpi > "$tmp/mpi.log" 2>&1 ||
+            fail "mpirun -np $np ${run#* } failed: $(cat "$tmp/mpi.log")"
+        grep -q "x tp 2 ($np ranks)" "$tmp/mpi.log" || fail "no tp in the header: $(head -3 "$tmp/mpi.log")"
+        same "$tmp/seq.log" "$tmp/mpi.log"
+        echo "  the sequential figures"
+    done
+    timeout 60 mpirun --allow-run-as-root --oversubscribe -np 3 "$PLUMB" train "$model" --tp 2 \
+        --transport mpi --steps 2 > "$tmp/mpi.log" 2>&1
+    grep -q "expected mpirun -np 2, one rank per worker of the schedule and tensor-parallel rank" \
+        "$tmp/mpi.log" || fail "mpirun -np 3 at tp 2: $(cat "$tmp/mpi.log")"
+    echo "  -np 3 at tp 2: refused"
+else
+    echo "mpi: SKIP: mpirun or the MPI transport not available"
+fi
+
 # a failing rank leaves its group's partner waiting in a sum: the run must end, status 1
 echo "faults"
 small=(--steps 6 --batch 4 --microbatches 2 --samples 256 --quiet)
@@ -119,8 +147,8 @@ refused "layers\[1\].layers\[2\].heads: expected a multiple of tp 8" \
     "$PLUMB" train "$model" --tp 8 --steps 2
 refused "fmnist-mlp.json: layers: expected for tp 2" \
     "$PLUMB" train examples/models/fmnist-mlp.json --tp 2 --steps 2
-refused "with --transport local only" \
-    "$PLUMB" train "$model" --tp 2 --schedule gpipe --transport mpi --steps 2
+refused "with --transport local (threads) or mpi (one process per rank) only" \
+    "$PLUMB" train "$model" --tp 2 --schedule gpipe --transport nccl --backend cuda --steps 2
 refused "not with a plan" "$PLUMB" train examples/models/vgg16.json \
     examples/plans/vgg16-4stage-1f1b.json --tp 2
 refused "expected an integer" "$PLUMB" train "$model" --tp 0
