@@ -46,8 +46,8 @@ static const char *const usage_text =
     "  --tp T             tensor parallelism: each worker a group of T ranks over which the\n"
     "                     transformer blocks, the embedding, the output layer and the loss\n"
     "                     are split (Megatron's layout; T must divide the heads, the MLP\n"
-    "                     width and the vocabulary); threads, or with --transport mpi one\n"
-    "                     process per rank (mpirun -np workers x T)\n"
+    "                     width and the vocabulary); threads, or with --transport mpi|nccl\n"
+    "                     one process per rank (mpirun -np workers x T)\n"
     "  --recompute        pipelined: keep stage inputs only and recompute activations in\n"
     "                     the backward (default: the plan's choice)\n"
     "  --trace FILE       write the measured trace (Chrome trace JSON, as plumb sim's)\n"
@@ -220,9 +220,6 @@ int cmd_train(int argc, char **argv)
                         "--tp)");
     if (tpn > 1 && npos == 2)
         return cli_fail("train", "--tp: not with a plan (the plan names its tp)");
-    if (tpn > 1 && tkind == 2)
-        return cli_fail("train", "--tp: with --transport local (threads) or mpi (one process "
-                        "per rank) only (got %s)", trname);
     if (!ckdir != !ckevery)
         return cli_fail("train", "%s: needs %s", ckdir ? "--checkpoint" : "--checkpoint-every",
                         ckdir ? "--checkpoint-every N" : "--checkpoint DIR");
