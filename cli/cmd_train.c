@@ -48,6 +48,9 @@ static const char *const usage_text =
     "                     are split (Megatron's layout; T must divide the heads, the MLP\n"
     "                     width and the vocabulary); threads, or with --transport mpi|nccl\n"
     "                     one process per rank (mpirun -np workers x T)\n"
+    "  --sequence-parallel  with --tp: the residual stream and the layer norms on 1/T of\n"
+    "                     the sequence per rank (gathered before, scattered after the split\n"
+    "                     layers); not with the zero-bubble schedules\n"
     "  --recompute        pipelined: keep stage inputs only and recompute activations in\n"
     "                     the backward (default: the plan's choice)\n"
     "  --trace FILE       write the measured trace (Chrome trace JSON, as plumb sim's)\n"
@@ -76,7 +79,7 @@ enum {
     O_DATA = 1000, O_DATADIR, O_TEXT, O_SAMPLES, O_EPOCHS, O_STEPS, O_BATCH, O_MICRO, O_OPT,
     O_LR, O_MOM, O_WD, O_SEED, O_BACKEND, O_DEVICE, O_LOG, O_QUIET, O_HELP, O_SCHED,
     O_STAGES, O_TRACE, O_DEVICES, O_SAVE, O_RESUME, O_RECOMPUTE, O_CKDIR, O_CKEVERY,
-    O_TRANSPORT, O_TIMEOUT, O_PRECISION, O_TP
+    O_TRANSPORT, O_TIMEOUT, O_PRECISION, O_TP, O_SP
 };
 
 /* How a pipelined run spans processes: the transport (NULL: local), this rank, the size. */
@@ -150,13 +153,14 @@ int cmd_train(int argc, char **argv)
         {"timeout", required_argument, 0, O_TIMEOUT},
         {"precision", required_argument, 0, O_PRECISION},
         {"tp", required_argument, 0, O_TP},
+        {"sequence-parallel", no_argument, 0, O_SP},
         {0, 0, 0, 0}};
     const char *data = NULL, *datadir = NULL, *textfile = NULL, *bkname = "cpu", *optname = NULL;
     int samples = 8192, epochs = 1, steps = 0, batch = 0, micro = 0, device = 0, logevery = 0;
     int quiet = 0, have_seed = 0, seed = 0, nstages = 0, ndevices = 1, recompute = 0;
     const char *schedname = NULL, *tracepath = NULL, *savepath = NULL, *resumepath = NULL;
     const char *ckdir = NULL, *trname = "local", *precision = NULL;
-    int ckevery = 0, tpn = 1;
+    int ckevery = 0, tpn = 1, sp = 0;
     double lr = -1, mom = -1, wd = 0, timeout = 0;
     int c;
     optind = 1;
@@ -193,6 +197,7 @@ int cmd_train(int argc, char **argv)
         case O_TIMEOUT: if (cli_num("train", "--timeout", optarg, 1, 1e6, &timeout)) return 2; break;
         case O_DEVICES: if (cli_int("train", "--devices", optarg, 1, 1024, &ndevices)) return 2; break;
         case O_TP: if (cli_int("train", "--tp", optarg, 1, 1024, &tpn)) return 2; break;
+        case O_SP: sp = 1; break;
         case 'h':
         case O_HELP: fputs(usage_text, stdout); return 0;
         default: return 2;
@@ -218,6 +223,11 @@ int cmd_train(int argc, char **argv)
     if (tkind && !schedname && npos != 2 && tpn <= 1)
         return cli_fail("train", "--transport: for pipelined runs (a plan, --schedule or "
                         "--tp)");
+    if (sp && tpn < 2)
+        return cli_fail("train", "--sequence-parallel: needs --tp 2 or more");
+    if (sp && schedname && sched_traits_of((sched_kind)sched_kind_parse(schedname))->split_backward)
+        return cli_fail("train", "--sequence-parallel: not with %s, whose backward is split "
+                        "into I and W (not supported yet)", schedname);
     if (tpn > 1 && npos == 2)
         return cli_fail("train", "--tp: not with a plan (the plan names its tp)");
     if (!ckdir != !ckevery)
@@ -271,7 +281,9 @@ int cmd_train(int argc, char **argv)
         bk->destroy(probe);
     }
     if (!(m = model_load(argv[optind], &err))) goto fail;
-    if (tp_check(m, tpn, argv[optind], &err)) goto fail; /* before any work */
+    if (tp_check(m, tpn, argv[optind], &err) ||
+        (sp && tp_check_seq(m, tpn, argv[optind], &err)))
+        goto fail; /* before any work */
     if (have_seed) m->seed = (unsigned long long)seed;
     int okind = optname ? optimizer_kind_parse(optname) : OPT_SGD;
     int mbsize = 0, nmicro = micro ? micro : 1;
@@ -318,7 +330,7 @@ int cmd_train(int argc, char **argv)
         .resume_state = resume_found ? &resume_state : NULL, .save = savepath,
         .checkpoint_dir = ckdir, .checkpoint_every = ckevery,
         .recompute = recompute || (pl && pl->recompute), .fault = fault, .timeout_s = timeout,
-        .tp = tpn,
+        .tp = tpn, .sp = sp,
     };
     if (lr > 0) cfg.cfg.opt.lr = (float)lr;
     if (mom >= 0) cfg.cfg.opt.momentum = (float)mom;

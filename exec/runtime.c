@@ -191,7 +191,7 @@ static int stage_init(worker *wk, rstage *rs, int s, int replica)
     rs->last_step = -1;
     for (int i = 0; i < n; i++)
         if (list[i].stage == s && list[i].kind == ACT_STEP) rs->last_step = i;
-    stage_tp tpc = {wk->rank, c->tp, tp_allreduce, wk};
+    stage_tp tpc = {wk->rank, c->tp, c->sp, tp_allreduce, wk};
     stage_opts so = {split, c->recompute, c->tp > 1 ? &tpc : NULL};
     rs->st = stage_create_opts(c->bk, wk->ctx, c->m, c->stage_first[s], c->stage_last[s],
                                c->microbatch, rs->nslots, &so, &wk->err);
@@ -265,6 +265,7 @@ static int do_step(worker *wk, rstage *rs, const action *a, int i)
         c->bk->copy(wk->ctx, buf, stage_params(rs->st), bytes);
         rs->stash[rs->cur] = buf;
     }
+    stage_tp_finish_grads(rs->st); /* sequence parallelism: the norms' shares summed */
     if (c->want_grads && i == rs->last_step && rs->replica == 0 &&
         stage_out(wk, rs, stage_grads(rs->st), wk->grads_out, wk->chk_grads))
         return -1;
@@ -662,6 +663,9 @@ static int check_cfg(const rt_cfg *c, plumb_err *err)
         return err_set(err, NULL, "stages", "expected the stages to cover all %d layers "
                        "(they end at layer %d)", c->m->nlayers, expect - 1);
     if (c->tp > 1 && tp_check(c->m, c->tp, c->m->name, err)) return -1;
+    if (c->sp && (c->tp < 2 || tp_check_seq(c->m, c->tp, c->m->name, err)))
+        return c->tp < 2 ? err_set(err, NULL, "sp", "runtime: sequence parallelism needs tp "
+                                   ">= 2 (got %d)", c->tp) : -1;
     return 0;
 }
 

@@ -84,6 +84,8 @@ typedef struct rt_cfg {
      * sums among the group. Rank 0 records losses and the trace. local_workers then names
      * endpoints (one process per endpoint under mpirun: -np nworkers x tp). */
     int tp;
+    int sp;                    /* 1: sequence parallelism within each group (stage_tp.seq;
+                                  needs tp > 1, and no split backward) */
     int want_grads;            /* 1: fill rt_result.grads */
 } rt_cfg;
 

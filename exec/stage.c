@@ -61,6 +61,7 @@ static void node_free(stage *st, snode *n)
     else free(n->out);
     slot_free(st, n->aux);
     slot_free(st, n->dyst);
+    slot_free(st, n->gx);
     free(n->in);
     if (n->dx != st->dxbuf[0] && n->dx != st->dxbuf[1]) st->bk->free(st->ctx, n->dx);
 }
@@ -118,6 +119,9 @@ static int node_init(stage *st, snode *n, const layer *L, int top, int role, int
     }
     size_t aux = aux_floats(L, st->max_batch, n->heads);
     if (aux && !(n->aux = act_array(st, aux, err))) return -1;
+    if (n->seq && n->role == TP_COL &&
+        !(n->gx = act_array(st, B * L->in_shape[0] * (size_t)n->fin, err)))
+        return -1;
     if (st->split_bw && stage_has_weights(L) && !(n->dyst = slot_array(st, B * n->out_n, err)))
         return -1;
     if (L->kind != LK_FLATTEN && L->kind != LK_EMBEDDING && !top &&
@@ -199,7 +203,7 @@ stage *stage_create_opts(const backend *bk, bk_ctx *ctx, const model *m, int fir
     st->split_bw = o->split_bw;
     st->recompute = o->recompute;
     st->act_slots = o->recompute ? 1 : nslots;
-    st->tp = o->tp && o->tp->size > 1 ? *o->tp : (stage_tp){0, 1, NULL, NULL};
+    st->tp = o->tp && o->tp->size > 1 ? *o->tp : (stage_tp){0, 1, 0, NULL, NULL};
     if (!(st->ipass_params = calloc((size_t)nslots, sizeof *st->ipass_params))) {
         err_set(err, NULL, NULL, "out of memory");
         goto fail;
@@ -212,6 +216,12 @@ stage *stage_create_opts(const backend *bk, bk_ctx *ctx, const model *m, int fir
         if (node_init(st, &st->nodes[i], &m->layers[first + i], 1,
                       tp_layer_role(m, first + i), 1, &st->nparams, err))
             goto fail;
+    if (st->tp.seq && st->split_bw) {
+        err_set(err, NULL, NULL, "stage: sequence parallelism with a split backward (the "
+                "zero-bubble schedules' I and W) is not supported yet");
+        goto fail;
+    }
+    if (st->seq_floats && !(st->seqbuf = dalloc(st, st->seq_floats, err))) goto fail;
     const snode *ln = &st->nodes[st->nnodes - 1];
     if (ln->L->kind == LK_XENT && ln->role == TP_LOCAL &&
         !(st->xsum = dalloc(st, (size_t)(st->tp.size + 3) * rows_of(ln->L, max_batch), err)))
@@ -273,6 +283,7 @@ void stage_free(stage *st)
     st->bk->free(st->ctx, st->opt_v);
     st->bk->free(st->ctx, st->zero_pos);
     st->bk->free(st->ctx, st->xsum);
+    st->bk->free(st->ctx, st->seqbuf);
     free(st);
 }
 
@@ -336,8 +347,14 @@ static const float *node_fwd(stage *st, snode *n, int slot, int B, const float *
         /* row-parallel: the bias is added once, by rank 0, before the sum */
         const float *b = n->role == TP_ROW && st->tp.rank != 0 ? NULL
                                                                : w + (size_t)n->fout * n->fin;
-        bk->linear_fwd(c, rows_of(L, B), n->fin, n->fout, x, w, b, y);
-        if (n->role == TP_ROW) stage_tp_sum(st, y, (size_t)B * n->out_n);
+        if (n->seq && n->role == TP_COL) { /* the whole sequence's input, kept for W */
+            stage_seq_gather(st, x, n->gx[slot], B, n->fin);
+            n->in[slot] = x = n->gx[slot];
+        }
+        bk->linear_fwd(c, rows_of(L, B), n->fin, n->fout, x, w, b,
+                       n->seq && n->role == TP_ROW ? st->seqbuf : y);
+        if (n->seq && n->role == TP_ROW) stage_seq_scatter(st, st->seqbuf, y, B, n->fout);
+        else if (n->role == TP_ROW) stage_tp_sum(st, y, (size_t)B * n->out_n);
         break;
     }
     case LK_CONV2D: {
@@ -354,15 +371,17 @@ static const float *node_fwd(stage *st, snode *n, int slot, int B, const float *
     }
     case LK_FLATTEN: n->out[slot] = (float *)x; y = (float *)x; break;
     case LK_LAYERNORM: {
-        int N = rows_of(L, B);
+        int N = rows_of(L, B) / (n->seq ? st->tp.size : 1);
         bk->layernorm_fwd(c, N, L->dim, x, w, w + L->dim, y, n->aux[slot], n->aux[slot] + N);
         break;
     }
     case LK_EMBEDDING: {
         /* vocabulary-parallel: the position rows added once, by rank 0, before the sum */
         const float *pos = st->zero_pos ? st->zero_pos : w + (size_t)n->vocab * L->dim;
-        bk->embedding_fwd(c, B, L->in_shape[0], n->vocab, L->dim, x, w, pos, y);
-        if (n->role == TP_VOCAB) stage_tp_sum(st, y, (size_t)B * n->out_n);
+        bk->embedding_fwd(c, B, L->in_shape[0], n->vocab, L->dim, x, w, pos,
+                          n->seq ? st->seqbuf : y);
+        if (n->seq) stage_seq_scatter(st, st->seqbuf, y, B, L->dim);
+        else if (n->role == TP_VOCAB) stage_tp_sum(st, y, (size_t)B * n->out_n);
         break;
     }
     case LK_ATTENTION:
@@ -429,12 +448,16 @@ static void node_wgrad(stage *st, snode *n, int slot, int B, const float *dy)
         break;
     }
     case LK_LAYERNORM: {
-        int N = rows_of(L, B);
+        int N = rows_of(L, B) / (n->seq ? st->tp.size : 1);
         bk->layernorm_bwd_weight(c, N, L->dim, x, n->aux[slot], n->aux[slot] + N, dy, g,
                                  g + L->dim);
         break;
     }
     case LK_EMBEDDING:
+        if (n->seq) { /* the whole sequence's output gradient */
+            stage_seq_gather(st, dy, st->seqbuf, B, L->dim);
+            dy = st->seqbuf;
+        }
         bk->embedding_bwd_weight(c, B, L->in_shape[0], n->vocab, L->dim, x, dy, g,
                                  g + (size_t)n->vocab * L->dim);
         break;
@@ -452,15 +475,21 @@ static const float *node_bwd(stage *st, snode *n, int slot, int B, const float *
     const layer *L = n->L;
     const float *x = n->in[slot], *w = lp(st, n, P);
     float *dx = n->dx;
+    if (n->seq && n->role == TP_ROW) { /* the whole sequence's output gradient */
+        stage_seq_gather(st, dy, st->seqbuf, B, n->fout);
+        dy = st->seqbuf;
+    }
     if (stage_has_weights(L)) {
         if (split) bk->copy(c, n->dyst[st->xslot], dy, (size_t)B * n->out_n * sizeof(float));
         else node_wgrad(st, n, slot, B, dy);
     }
     switch (L->kind) {
     case LK_LINEAR:
-        bk->linear_bwd_data(c, rows_of(L, B), n->fin, n->fout, dy, w, dx);
+        bk->linear_bwd_data(c, rows_of(L, B), n->fin, n->fout, dy, w,
+                            n->seq && n->role == TP_COL ? st->seqbuf : dx);
         /* column-parallel: each rank's input gradient is a part of the sum */
-        if (n->role == TP_COL) stage_tp_sum(st, dx, (size_t)B * n->in_n);
+        if (n->seq && n->role == TP_COL) stage_seq_scatter(st, st->seqbuf, dx, B, n->fin);
+        else if (n->role == TP_COL) stage_tp_sum(st, dx, (size_t)B * n->in_n);
         break;
     case LK_CONV2D: {
         bk_conv g = conv_geom(L, B);
@@ -476,7 +505,7 @@ static const float *node_bwd(stage *st, snode *n, int slot, int B, const float *
     }
     case LK_FLATTEN: return dy;
     case LK_LAYERNORM: {
-        int N = rows_of(L, B);
+        int N = rows_of(L, B) / (n->seq ? st->tp.size : 1);
         bk->layernorm_bwd_data(c, N, L->dim, x, w, n->aux[slot], n->aux[slot] + N, dy, dx);
         break;
     }

@@ -49,6 +49,12 @@ typedef struct stage_opts {
  * copied; user must outlive the stage. */
 typedef struct stage_tp {
     int rank, size;
+    /* 1: sequence parallelism (Megatron-LM's): the activations between the split layers
+     * (the residual stream, the layer norms, the stage's inputs and outputs) hold this
+     * rank's share of the sequence, T / size positions of each sample; a column-parallel
+     * layer gathers its input, a row-parallel layer and the embedding sum and scatter
+     * their output; the layer norms' gradients are summed by stage_tp_finish_grads. */
+    int seq;
     int (*allreduce)(void *user, float *buf, size_t count);
     void *user;
 } stage_tp;
@@ -109,6 +115,11 @@ void stage_backward_weight(stage *st, int slot, int B);
  * backend failure). */
 int stage_loss(stage *st, int slot, int B, double *loss_sum, double *correct_sum,
                plumb_err *err);
+
+/* Sequence parallelism: sums the layer norms' gradients (each rank's covers its share of
+ * the sequence) over the group; call once per step, on every rank, before the gradients
+ * are used. Nothing otherwise. */
+void stage_tp_finish_grads(stage *st);
 
 /* 1 when a tensor-parallel all-reduce of the stage failed (its forward and backward
  * results are then garbage); 0 otherwise. */

@@ -27,6 +27,10 @@ typedef struct snode {
     long long poff;         /* the layer's weights in the stage's (this rank's) vectors */
     long long foff;         /* ... and in the whole stage range (the model's order) */
     long long np;           /* this rank's parameters of the layer itself */
+    int seq;                /* sequence parallelism: its rows (layer norm, residual), input
+                               (column-parallel) or output (row-parallel, embedding) hold
+                               this rank's share of the sequence */
+    float **gx;             /* column-parallel under it: [act_slots] the gathered input */
 } snode;
 
 struct stage {
@@ -55,6 +59,9 @@ struct stage {
     float *zero_pos;        /* TP_VOCAB, rank > 0: (T, D) zeros in place of the position
                                rows, which rank 0 adds */
     float *xsum;            /* vocabulary-parallel loss: (tp + 3, rows) the sums' buffer */
+    float *seqbuf;          /* sequence parallelism: a whole (max_batch, T, F) tensor for
+                               gathers and scatters, F the widest gathered */
+    size_t seq_floats;      /* its floats */
 };
 
 static inline int stage_has_weights(const layer *L)
@@ -76,5 +83,10 @@ void stage_tp_sum(stage *st, float *buf, size_t count);
  * mark the stage failed. */
 void stage_xent_tp_fwd(stage *st, snode *n, int N, const float *x, float *probs, float *aux);
 void stage_xent_tp_bwd(stage *st, snode *n, int N, const float *probs, float *dx);
+/* Sequence parallelism, B samples of T positions of F features: gathers every rank's
+ * share src (B, T / tp, F) into dst (B, T, F); sums a whole tensor full (B, T, F) over the
+ * group and keeps this rank's share in dst (B, T / tp, F). */
+void stage_seq_gather(stage *st, const float *src, float *dst, int B, int F);
+void stage_seq_scatter(stage *st, float *full, float *dst, int B, int F);
 
 #endif

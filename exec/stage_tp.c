@@ -33,6 +33,22 @@ void stage_node_shape(stage *st, snode *n, const layer *L, int role, int groups,
         n->dim /= tp;
         n->heads /= tp;
     }
+    n->seq = 0;
+    if (tp > 1 && st->tp.seq) {
+        /* the sequence-split parts: rows of the residual stream and the norms, the input
+         * of a column-parallel layer, the output of a row-parallel one and the embedding */
+        size_t F = 0;
+        if (L->kind == LK_RESIDUAL || L->kind == LK_LAYERNORM)
+            n->seq = 1, n->in_n /= (size_t)tp, n->out_n /= (size_t)tp;
+        else if (n->role == TP_COL)
+            n->seq = 1, n->in_n /= (size_t)tp, F = (size_t)n->fin;
+        else if (n->role == TP_ROW)
+            n->seq = 1, n->out_n /= (size_t)tp, F = (size_t)n->fout;
+        else if (n->role == TP_VOCAB)
+            n->seq = 1, n->out_n /= (size_t)tp, F = (size_t)L->dim;
+        size_t need = (size_t)st->max_batch * L->in_shape[0] * F;
+        if (need > st->seq_floats) st->seq_floats = need;
+    }
     n->foff = L->param_offset - st->m->layers[st->first].param_offset;
     n->poff = *pnext;
     n->np = 0;
@@ -216,4 +232,39 @@ int stage_get_full(stage *st, const float *dev, float *full, int which, plumb_er
         for (int i = 0; i < st->nnodes; i++) node_map(st, &st->nodes[i], loc, full, 1, which);
     free(loc);
     return rc;
+}
+
+void stage_seq_gather(stage *st, const float *src, float *dst, int B, int F)
+{
+    const int T = st->m->in_shape[0], tl = T / st->tp.size;
+    const size_t part = (size_t)tl * F;
+    st->bk->zero(st->ctx, dst, (size_t)B * T * F * sizeof(float));
+    for (int b = 0; b < B; b++)
+        st->bk->copy(st->ctx, dst + ((size_t)b * T + (size_t)st->tp.rank * tl) * F,
+                     src + (size_t)b * part, part * sizeof(float));
+    stage_tp_sum(st, dst, (size_t)B * T * F); /* adding zeros: exact */
+}
+
+void stage_seq_scatter(stage *st, float *full, float *dst, int B, int F)
+{
+    const int T = st->m->in_shape[0], tl = T / st->tp.size;
+    const size_t part = (size_t)tl * F;
+    stage_tp_sum(st, full, (size_t)B * T * F);
+    for (int b = 0; b < B; b++)
+        st->bk->copy(st->ctx, dst + (size_t)b * part,
+                     full + ((size_t)b * T + (size_t)st->tp.rank * tl) * F,
+                     part * sizeof(float));
+}
+
+/* Sums the gradients of n's layer norms (and its children's) over the group. */
+static void node_norm_sum(stage *st, const snode *n)
+{
+    if (n->L->kind == LK_LAYERNORM && n->seq) stage_tp_sum(st, st->grads + n->poff, (size_t)n->np);
+    for (int i = 0; i < n->nchildren; i++) node_norm_sum(st, &n->children[i]);
+}
+
+void stage_tp_finish_grads(stage *st)
+{
+    if (st->tp.size <= 1 || !st->tp.seq) return;
+    for (int i = 0; i < st->nnodes; i++) node_norm_sum(st, &st->nodes[i]);
 }

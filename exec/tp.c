@@ -142,3 +142,27 @@ int tp_check(const model *m, int tp, const char *path, plumb_err *err)
                        "(got none)", tp);
     return 0;
 }
+
+int tp_check_seq(const model *m, int tp, const char *path, plumb_err *err)
+{
+    if (!m->tokens)
+        return err_set(err, path, "input", "expected token ids for sequence parallelism (a "
+                       "model starting with an embedding)");
+    if (m->in_shape[0] % tp)
+        return err_set(err, path, "input[0]", "expected a multiple of tp %d, so that each "
+                       "rank holds the same share of the sequence (got %d)", tp,
+                       m->in_shape[0]);
+    for (int i = 0; i < m->nlayers; i++) {
+        const layer *L = &m->layers[i];
+        int ok = L->kind == LK_EMBEDDING || L->kind == LK_LAYERNORM || L->kind == LK_XENT ||
+                 tp_layer_role(m, i) == TP_COL || (L->kind == LK_RESIDUAL && run_start(L) >= 0);
+        for (int j = 0; ok && L->kind == LK_RESIDUAL && j < L->nchildren; j++)
+            ok = tp_child_role(L, j, NULL) != TP_REPL || L->children[j].kind == LK_LAYERNORM;
+        if (!ok)
+            return err_set(err, path, NULL, "layers[%d]: expected for sequence parallelism an "
+                           "embedding, a layer norm, a residual block of layer norms and a split "
+                           "run, the output layer or the loss (got %s)", i,
+                           layer_kind_name(L->kind));
+    }
+    return 0;
+}

@@ -62,5 +62,10 @@ void tp_xent_grad(float *p, int N, int v, int lo, const int32_t *t, float scale)
  * activation, the embedding's vocabulary and the output layer's classes. Returns 0, or -1 with err set ("FIELD: expected ... (got ...)"; path names
  * the file). */
 int tp_check(const model *m, int tp, const char *path, plumb_err *err);
+/* With sequence parallelism too: m takes token ids, tp divides its context length, and
+ * its top-level layers are the embedding, residual blocks whose layers besides the split
+ * run are layer norms, layer norms, the output layer and the loss (what runs on a share
+ * of the sequence must be row-wise). 0, or -1 with err set. */
+int tp_check_seq(const model *m, int tp, const char *path, plumb_err *err);
 
 #endif

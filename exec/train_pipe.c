@@ -183,7 +183,8 @@ int train_run_pipeline(const train_run_cfg *rc, const schedule *s, const int *fi
     }
     char tpnote[64] = "";
     if (rc->tp > 1)
-        snprintf(tpnote, sizeof tpnote, " x tp %d (%d %s)", rc->tp, s->nworkers * rc->tp,
+        snprintf(tpnote, sizeof tpnote, " x tp %d%s (%d %s)", rc->tp,
+                 rc->sp ? " sequence-parallel" : "", s->nworkers * rc->tp,
                  rc->local_workers ? "ranks" : "threads");
     if (log0)
         fprintf(log0,
@@ -235,7 +236,7 @@ int train_run_pipeline(const train_run_cfg *rc, const schedule *s, const int *fi
                       .node_procs = rc->node_procs,
                       .timeout_s = rc->timeout_s, .init_params = cur_w, .init_m = cur_m,
                       .init_v = cur_v, .start_iteration = it0, .want_state = want_state,
-                      .fault = rc->fault, .tp = rc->tp};
+                      .fault = rc->fault, .tp = rc->tp, .sp = rc->sp};
         if (runtime_run(&cfg, &rr, err) || gather(rc->tr, m, &rr, err)) goto done;
         seconds += rr.seconds;
         take(&cur_w, &rr.params);

@@ -142,9 +142,10 @@ static double rel_diff(const float *a, const float *b, long long n)
 }
 
 /* A run of `iters` steps of schedule `kind` on `stages` pipeline stages (layers cut
- * evenly) with `reps` replicas of each, tp ranks per worker; recompute as rt_cfg's. */
-static void run_tp(fixture *f, sched_kind kind, int recompute, int tp, int stages, int reps,
-                   int iters, rt_result *r)
+ * evenly) with `reps` replicas of each, tp ranks per worker; recompute and sp as
+ * rt_cfg's. */
+static void run_tp(fixture *f, sched_kind kind, int recompute, int sp, int tp, int stages,
+                   int reps, int iters, rt_result *r)
 {
     plumb_err e = {{0}};
     int first[4], last[4], rep[4];
@@ -154,28 +155,27 @@ static void run_tp(fixture *f, sched_kind kind, int recompute, int tp, int stage
     }
     for (int i = 0; i < stages; i++)
         last[i] = i + 1 < stages ? first[i + 1] - 1 : f->m->nlayers - 1;
-    sched_spec sp = {kind, stages * reps, stages, 1, M, iters,
-                     reps > 1 ? rep : NULL, NULL};
-    schedule *s = schedule_generate(&sp, &e);
+    sched_spec spec = {kind, stages * reps, stages, 1, M, iters, reps > 1 ? rep : NULL, NULL};
+    schedule *s = schedule_generate(&spec, &e);
     cr_assert(s, "%s", e.msg);
     rt_cfg cfg = {.bk = backend_cpu(), .m = f->m, .sched = s, .stage_first = first,
                   .stage_last = last, .microbatch = MB, .opt = train_default_opt(BK_SGD),
                   .batch = batch, .batch_user = f, .timeout_s = 60, .tp = tp,
-                  .want_grads = 1, .recompute = recompute};
+                  .want_grads = 1, .recompute = recompute, .sp = sp};
     cr_assert_eq(runtime_run(&cfg, r, &e), 0, "tp %d: %s", tp, e.msg);
     schedule_free(s);
 }
 
 /* tp (x stages x replicas) against sequential training: losses of every step, gradients
  * of step 1 and step 20, final weights. */
-static void check_run(sched_kind kind, int recompute, int tp, int stages, int reps)
+static void check_run(sched_kind kind, int recompute, int sp, int tp, int stages, int reps)
 {
     fixture f = setup();
     long long n = f.m->nparams;
     seqref ref = sequential(&f, STEPS);
     rt_result one, all;
-    run_tp(&f, kind, recompute, tp, stages, reps, 1, &one);
-    run_tp(&f, kind, recompute, tp, stages, reps, STEPS, &all);
+    run_tp(&f, kind, recompute, sp, tp, stages, reps, 1, &one);
+    run_tp(&f, kind, recompute, sp, tp, stages, reps, STEPS, &all);
     double dl = 0, da = 0;
     for (int it = 0; it < STEPS; it++) {
         double d = fabs(all.loss[it] - ref.loss[it]) / ref.loss[it];
@@ -188,10 +188,11 @@ static void check_run(sched_kind kind, int recompute, int tp, int stages, int re
     cr_expect(da <= 1.0 / 256 + 1e-12, "accuracies differ by %.4f", da);
     double dg1 = rel_diff(one.grads, ref.g1, n), dgl = rel_diff(all.grads, ref.glast, n),
            dw = rel_diff(all.params, ref.w, n);
-    printf("%s%s, tp %d x pp %d x dp %d, %d steps: loss %.4f -> %.4f; relative differences: "
+    printf("%s%s%s, tp %d x pp %d x dp %d, %d steps: loss %.4f -> %.4f; relative differences: "
            "losses %.2e, step-1 gradients %.2e, step-%d gradients %.2e, weights %.2e; "
            "replicated across ranks: weights %.2e, gradients %.2e\n",
-           sched_kind_name(kind), recompute ? " recomputed" : "", tp, stages, reps, STEPS,
+           sched_kind_name(kind), recompute ? " recomputed" : "",
+           sp ? " sequence-parallel" : "", tp, stages, reps, STEPS,
            ref.loss[0], ref.loss[STEPS - 1], dl, dg1, STEPS, dgl,
            dw, all.tp_weight_diff, all.tp_grad_diff);
     cr_expect(ref.loss[STEPS - 1] < ref.loss[0] - 0.5, "the reference learns (%.4f -> %.4f)",
@@ -211,7 +212,7 @@ static void check_run(sched_kind kind, int recompute, int tp, int stages, int re
 
 static void check_equivalence(int tp, int stages, int reps)
 {
-    check_run(SCHED_1F1B_FLUSH, 0, tp, stages, reps);
+    check_run(SCHED_1F1B_FLUSH, 0, 0, tp, stages, reps);
 }
 
 Test(tp, gpt_mini_tp2) { check_equivalence(2, 1, 1); }
@@ -220,7 +221,27 @@ Test(tp, gpt_mini_tp2_pp2) { check_equivalence(2, 2, 1); }
 Test(tp, gpt_mini_tp2_pp2_dp2) { check_equivalence(2, 2, 2); }
 /* split backward (I and W apart) and recomputed activations, whose forward runs the
  * split layers' sums again */
-Test(tp, gpt_mini_tp2_pp2_zbh1_recompute) { check_run(SCHED_ZB_H1, 1, 2, 2, 1); }
+Test(tp, gpt_mini_tp2_pp2_zbh1_recompute) { check_run(SCHED_ZB_H1, 1, 0, 2, 2, 1); }
+/* sequence parallelism: the residual stream and the norms on a share of the sequence */
+Test(tp, gpt_mini_tp2_sp) { check_run(SCHED_1F1B_FLUSH, 0, 1, 2, 1, 1); }
+Test(tp, gpt_mini_tp4_sp) { check_run(SCHED_1F1B_FLUSH, 0, 1, 4, 1, 1); }
+Test(tp, gpt_mini_tp2_pp2_dp2_sp_recompute) { check_run(SCHED_GPIPE, 1, 1, 2, 2, 2); }
+
+/* A zb-h1 run with sequence parallelism: returns runtime_run's status. */
+static int check_fails_zb(fixture *f, rt_result *r, plumb_err *e)
+{
+    sched_spec spec = {SCHED_ZB_H1, 2, 2, 1, M, 1, NULL, NULL};
+    schedule *s = schedule_generate(&spec, e);
+    cr_assert(s, "%s", e->msg);
+    int first[2] = {0, 5}, last[2] = {4, f->m->nlayers - 1};
+    rt_cfg cfg = {.bk = backend_cpu(), .m = f->m, .sched = s, .stage_first = first,
+                  .stage_last = last, .microbatch = MB, .opt = train_default_opt(BK_SGD),
+                  .batch = batch, .batch_user = f, .timeout_s = 20, .tp = 2, .sp = 1};
+    int rc = runtime_run(&cfg, r, e);
+    if (!rc) rt_result_free(r);
+    schedule_free(s);
+    return rc;
+}
 
 /* The shards: rank r of a column-parallel QKV holds rows of its heads of q, k and v;
  * gathering every rank's part rebuilds the whole vector; each rank's part differs. */
@@ -236,7 +257,7 @@ Test(tp, shards_gather_to_whole)
     for (long long i = 0; i < n; i++) full[i] = (float)i;
     long long local = 0;
     for (int r = 0; r < 4; r++) {
-        stage_tp t = {r, 4, NULL, NULL};
+        stage_tp t = {r, 4, 0, NULL, NULL};
         stage_opts o = {0, 0, &t};
         stage *st = stage_create_opts(bk, c, f.m, 1, 2, 2, 1, &o, &e);
         cr_assert(st, "%s", e.msg);
@@ -265,7 +286,7 @@ Test(tp, shards_gather_to_whole)
     float *emb = malloc((size_t)ne * sizeof *emb), *eback = calloc((size_t)ne, sizeof *eback);
     for (long long i = 0; i < ne; i++) emb[i] = (float)(i + 1);
     for (int r = 0; r < 4; r++) {
-        stage_tp t = {r, 4, NULL, NULL};
+        stage_tp t = {r, 4, 0, NULL, NULL};
         stage_opts o = {0, 0, &t};
         stage *st = stage_create_opts(bk, c, f.m, 0, 0, 2, 1, &o, &e);
         cr_assert(st, "%s", e.msg);
@@ -325,6 +346,36 @@ Test(tp, bad_tp_refused)
     cr_expect_eq(runtime_run(&cfg, &r, &e), -1);
     cr_expect(strstr(e.msg, "heads"), "%s", e.msg);
     schedule_free(s);
+    teardown_f(&f);
+}
+
+/* Sequence parallelism: a context that tp does not divide, a model without tokens and a
+ * split backward are refused; gpt-mini at tp 4 is not. */
+Test(tp, bad_sequence_parallel_refused)
+{
+    fixture f = setup();
+    plumb_err e = {{0}};
+    cr_expect_eq(tp_check_seq(f.m, 4, "gpt-mini.json", &e), 0, "%s", e.msg);
+    model *t6 = model_parse("t6", "{\"format\":\"plumb-model/1\",\"input\":[6],\"classes\":8,"
+        "\"layers\":[{\"type\":\"embedding\",\"vocab\":8,\"dim\":8},"
+        "{\"type\":\"residual\",\"layers\":[{\"type\":\"layernorm\"},"
+        "{\"type\":\"linear\",\"out\":24},{\"type\":\"attention\",\"heads\":4},"
+        "{\"type\":\"linear\",\"out\":8}]},{\"type\":\"linear\",\"out\":8},"
+        "{\"type\":\"softmax_cross_entropy\"}]}", &e);
+    cr_assert(t6, "%s", e.msg);
+    cr_expect_eq(tp_check(t6, 4, "t6.json", &e), 0, "%s", e.msg);
+    cr_expect_eq(tp_check_seq(t6, 4, "t6.json", &e), -1);
+    cr_expect(strstr(e.msg, "t6.json: input[0]: expected a multiple of tp 4") != NULL, "%s",
+              e.msg);
+    model_free(t6);
+    model *mlp = model_load("examples/models/fmnist-mlp.json", &e);
+    cr_assert(mlp, "%s", e.msg);
+    cr_expect_eq(tp_check_seq(mlp, 2, "fmnist-mlp.json", &e), -1);
+    cr_expect(strstr(e.msg, "expected token ids") != NULL, "%s", e.msg);
+    model_free(mlp);
+    rt_result r;
+    cr_expect_eq(check_fails_zb(&f, &r, &e), -1);
+    cr_expect(strstr(e.msg, "split backward") != NULL, "%s", e.msg);
     teardown_f(&f);
 }
 

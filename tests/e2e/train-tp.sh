@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
 # train-tp.sh: end-to-end checks of `plumb train --tp T` (tensor parallelism, each worker a
-# group of T threads): gpt-mini at tp 2, tp 4 and tp 2 x 2 pipeline stages prints the
-# losses and test figures of the sequential run (within 2e-4: the runs differ only in
-# summation order, a relative 4e-7 on the loss, tests/test_train_tp.c); a checkpoint saved
-# at tp 2 resumes at tp 1 and at tp 4 to the same losses as an uninterrupted run (SGD; and
-# Adam, whose moments are sharded like the weights); a tp
-# that does not divide the heads, a model with nothing to split, a plan and another
-# transport are refused with one line and status 2, before any output; under mpirun (one
-# process per rank) tp 2 and tp 2 x pp 2 give the sequential figures; a failing or
+# group of T ranks): gpt-mini at tp 2, tp 4, tp 2 x 2 pipeline stages, and with
+# --sequence-parallel, prints the losses and test figures of the sequential run (within
+# 2e-4: the runs differ only in summation order, a relative 5e-7 on the loss,
+# tests/test_train_tp.c); a checkpoint saved at tp 2 resumes at tp 1 and at tp 4 to the
+# same figures as an uninterrupted run (SGD; and Adam, whose moments are sharded like the
+# weights); under mpirun (one process per rank) tp 2 with sequence parallelism and
+# tp 2 x pp 2 give the sequential figures, and a wrong -np is refused; a failing or
 # stalled rank ends the run with status 1; on cuemu (when built) the CUDA backend at tp 2
-# gives the CPU's losses, with threads and with the nccl transport under mpirun.
+# gives the CPU's losses, as threads and over the nccl transport under mpirun; a tp that
+# does not divide the vocabulary or the heads, a model with nothing to split, sequence
+# parallelism without tp or with a split backward, and a plan are refused
+# with one line and status 2, before any output.
 set -u
 PLUMB=${PLUMB:-./plumb}
 tmp=$(mktemp -d)
@@ -33,7 +35,8 @@ same() { # $1 $2 logs: the same number of figures, each within 2e-4
 echo "sequential reference"
 "$PLUMB" train "$model" "${args[@]}" > "$tmp/seq.log" 2>&1 ||
     fail "sequential run failed: $(cat "$tmp/seq.log")"
-for tp in "--tp 2" "--tp 4" "--tp 2 --schedule 1f1b-flush --stages 2"; do
+for tp in "--tp 2" "--tp 4" "--tp 2 --schedule 1f1b-flush --stages 2" \
+    "--tp 2 --sequence-parallel" "--tp 4 --sequence-parallel --schedule gpipe --stages 2"; do
     echo "$tp"
     # shellcheck disable=SC2086
     "$PLUMB" train "$model" "${args[@]}" $tp > "$tmp/tp.log" 2>&1 ||
@@ -108,14 +111,14 @@ if command -v mpirun > /dev/null 2>&1 && ! "$PLUMB" train "$model" --tp 2 --tran
     if [ "${PLUMB_SAN:-0}" = 1 ] || grep -qa __asan_init "$PLUMB" 2> /dev/null; then
         export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0" # MPI's own
     fi
-    for run in "2 --tp 2" "4 --tp 2 --schedule 1f1b-flush --stages 2"; do
+    for run in "2 --tp 2 --sequence-parallel" "4 --tp 2 --schedule 1f1b-flush --stages 2"; do
         np=${run%% *}
         echo "mpirun -np $np, ${run#* }, --transport mpi"
         # shellcheck disable=SC2086
         timeout 300 mpirun --allow-run-as-root --oversubscribe -np $np "$PLUMB" train "$model" \
             "${args[@]}" ${run#* } --transport mpi > "$tmp/mpi.log" 2>&1 ||
             fail "mpirun -np $np ${run#* } failed: $(cat "$tmp/mpi.log")"
-        grep -q "x tp 2 ($np ranks)" "$tmp/mpi.log" || fail "no tp in the header: $(head -3 "$tmp/mpi.log")"
+        grep -q "x tp 2.* ($np ranks)" "$tmp/mpi.log" || fail "no tp in the header: $(head -3 "$tmp/mpi.log")"
         same "$tmp/seq.log" "$tmp/mpi.log"
         echo "  the sequential figures"
     done
@@ -162,6 +165,9 @@ refused "layers\[1\].layers\[2\].heads: expected a multiple of tp 8" \
     "$PLUMB" train "$model" --tp 8 --steps 2
 refused "fmnist-mlp.json: layers: expected for tp 2" \
     "$PLUMB" train examples/models/fmnist-mlp.json --tp 2 --steps 2
+refused "sequence-parallel: needs --tp 2" "$PLUMB" train "$model" --sequence-parallel
+refused "not with zb-h1, whose backward is split" \
+    "$PLUMB" train "$model" --tp 2 --sequence-parallel --schedule zb-h1 --stages 2
 refused "not with a plan" "$PLUMB" train examples/models/vgg16.json \
     examples/plans/vgg16-4stage-1f1b.json --tp 2
 refused "expected an integer" "$PLUMB" train "$model" --tp 0
