@@ -10,8 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-
-
 /* Rows of a row-wise layer (linear, layernorm, loss): all leading dimensions. */
 static int rows_of(const layer *L, int B)
 {
@@ -97,7 +95,6 @@ void stage_layer_bytes(const model *m, int i, int B, stage_lbytes *out)
     memset(out, 0, sizeof *out);
     layer_bytes_add(&m->layers[i], m, B, 1, out);
 }
-
 
 /* top = 1: a layer of the stage itself, whose input gradient goes in a shared buffer
  * (share_dx assigns it); a residual block's children own theirs. role, groups: its
@@ -288,7 +285,6 @@ void stage_free(stage *st)
 }
 
 float *stage_input(stage *st, int slot) { return st->input[slot]; }
-
 int32_t *stage_targets(stage *st, int slot) { return st->targets ? st->targets[slot] : NULL; }
 const float *stage_output(stage *st, int slot)
 {
@@ -329,10 +325,6 @@ static float *lp(const stage *st, const snode *n, const float *P)
     (void)st;
     return (float *)P + n->poff;
 }
-
-
-
-
 
 static const float *node_fwd(stage *st, snode *n, int slot, int B, const float *P,
                              const float *x)
@@ -616,6 +608,4 @@ int stage_step(stage *st, const bk_opt *o, plumb_err *err)
     st->bk->opt_step(st->ctx, o, n, st->params, st->grads, st->opt_m, st->opt_v);
     return 0;
 }
-
-
 

@@ -59,8 +59,8 @@ void tp_xent_grad(float *p, int N, int v, int lo, const int32_t *t, float scale)
 
 /* Checks that tp ranks can split m: tp >= 1, and for tp > 1 at least one block splits
  * and tp divides the heads of every split attention, the width of every split
- * activation, the embedding's vocabulary and the output layer's classes. Returns 0, or -1 with err set ("FIELD: expected ... (got ...)"; path names
- * the file). */
+ * activation, the embedding's vocabulary and the output layer's classes. Returns 0, or
+ * -1 with err set ("FIELD: expected ... (got ...)"; path names the file). */
 int tp_check(const model *m, int tp, const char *path, plumb_err *err);
 /* With sequence parallelism too: m takes token ids, tp divides its context length, and
  * its top-level layers are the embedding, residual blocks whose layers besides the split

@@ -2,10 +2,11 @@
  * against sequential training of the same model from the same weights.
  *
  * Each run of the pipeline runtime with rt_cfg.tp = T runs every schedule worker as T
- * threads over the local transport (with rt_cfg.sp, sequence-parallel too). After 20 steps of SGD on generated text (minibatch
- * 2 x 2 samples of 64 tokens) the per-step losses, the gradients of every weight at the
- * first and at the last step (gathered from the ranks' shards) and the final weights must
- * equal the sequential trainer's (seqtrain_step) within the tolerances below.
+ * threads over the local transport (with rt_cfg.sp, sequence-parallel too). After 20
+ * steps of SGD on generated text (minibatch 2 x 2 samples of 64 tokens) the per-step
+ * losses, the gradients of every weight at the first and at the last step (gathered from
+ * the ranks' shards) and the final weights must equal the sequential trainer's
+ * (seqtrain_step) within the tolerances below.
  *
  * Why not bit for bit: a split layer sums its output (row-parallel) or its input gradient
  * (column-parallel) as T partial GEMMs added by the all-reduce, where the sequential run
@@ -269,8 +270,8 @@ Test(tp, shards_gather_to_whole)
         /* attn0: layernorm (256), then the QKV weight (96 x 128): its first local row is
          * row r*32 of q, its 33rd row 128 + r*32 (k), its 65th 256 + r*32 (v) */
         for (int g = 0; g < 3; g++)
-            cr_expect_eq(loc[256 + (size_t)g * 32 * 128], full[256 + (size_t)(g * 128 + r * 32) * 128],
-                         "rank %d group %d", r, g);
+            cr_expect_eq(loc[256 + (size_t)g * 32 * 128],
+                         full[256 + (size_t)(g * 128 + r * 32) * 128], "rank %d group %d", r, g);
         free(loc);
         cr_assert_eq(stage_get_full(st, stage_params(st), back,
                                     STAGE_SHARDS | (r == 0 ? STAGE_REPLICATED : 0), &e),
