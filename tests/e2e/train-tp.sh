@@ -76,11 +76,11 @@ echo "  adam, tp 2 -> tp 4: step 12 and test figures as an uninterrupted run"
 # per-step losses within 1e-3 relative of the CPU's sequential run, as tests/e2e/cuemu.sh
 EMU=${PLUMB_EMU:-$(dirname "$PLUMB")/emu/plumb}
 if [ -x "$EMU" ]; then
-    echo "cuemu: --backend cuda --tp 2 against the CPU's sequential run"
+    echo "cuemu: --backend cuda --tp 2 --sequence-parallel against the CPU's sequential run"
     small=(--steps 3 --batch 4 --microbatches 2 --samples 256 --log-every 1)
     "$PLUMB" train "$model" "${small[@]}" > "$tmp/c.log" 2>&1 || fail "cpu run failed: $(cat "$tmp/c.log")"
-    timeout 600 "$EMU" train "$model" "${small[@]}" --backend cuda --tp 2 > "$tmp/e.log" 2>&1 ||
-        fail "cuemu --tp 2 run failed: $(tail -3 "$tmp/e.log")"
+    timeout 600 "$EMU" train "$model" "${small[@]}" --backend cuda --tp 2 --sequence-parallel \
+        > "$tmp/e.log" 2>&1 || fail "cuemu --tp 2 run failed: $(tail -3 "$tmp/e.log")"
     paste <(figures "$tmp/c.log") <(figures "$tmp/e.log") | head -3 |
         awk '{n++; d=($1-$2)/$1; if (d<0) d=-d; if (NF!=2 || d>1e-3) bad=1; if (d>w) w=d}
              END{printf "  %d steps, max relative loss difference %.2g\n", n, w; exit bad || n<3}' ||
