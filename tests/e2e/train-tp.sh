@@ -3,9 +3,9 @@
 # group of T ranks): gpt-mini at tp 2, tp 4, tp 2 x 2 pipeline stages, and with
 # --sequence-parallel, prints the losses and test figures of the sequential run (within
 # 2e-4: the runs differ only in summation order, a relative 5e-7 on the loss,
-# tests/test_train_tp.c); a checkpoint saved at tp 2 resumes at tp 1 and at tp 4 to the
-# same figures as an uninterrupted run (SGD; and Adam, whose moments are sharded like the
-# weights); under mpirun (one process per rank) tp 2 with sequence parallelism and
+# tests/test_train_tp.c); a checkpoint saved at tp 2 x pp 2 resumes at tp 1, at tp 4 and
+# at tp 1 x pp 4 to the same figures as an uninterrupted run (SGD; and Adam, whose
+# moments are sharded like the weights, tp 2 to tp 4); under mpirun (one process per rank) tp 2 with sequence parallelism and
 # tp 2 x pp 2 give the sequential figures, and a wrong -np is refused; a failing or
 # stalled rank ends the run with status 1; on cuemu (when built) the CUDA backend at tp 2
 # gives the CPU's losses, as threads and over the nccl transport under mpirun; a tp that
@@ -46,18 +46,22 @@ for tp in "--tp 2" "--tp 4" "--tp 2 --schedule 1f1b-flush --stages 2" \
     echo "  losses $(figures "$tmp/tp.log" | head -1) .. $(figures "$tmp/tp.log" | tail -3 | head -1) as sequential"
 done
 
-echo "checkpoint at tp 2, resumed at tp 1 and at tp 4"
+echo "checkpoint at tp 2 x pp 2, resumed at tp 1, at tp 4 and at tp 1 x pp 4"
 "$PLUMB" train "$model" --steps 6 --batch 8 --microbatches 2 --samples 512 --tp 2 \
-    --save "$tmp/tp2.ckpt" > "$tmp/a.log" 2>&1 || fail "tp 2 save failed: $(cat "$tmp/a.log")"
-for tp in 1 4; do
-    "$PLUMB" train "$model" "${args[@]}" --tp $tp --resume "$tmp/tp2.ckpt" > "$tmp/r$tp.log" 2>&1 ||
-        fail "resume at tp $tp failed: $(cat "$tmp/r$tp.log")"
+    --schedule 1f1b-flush --stages 2 --save "$tmp/tp2.ckpt" > "$tmp/a.log" 2>&1 ||
+    fail "tp 2 x pp 2 save failed: $(cat "$tmp/a.log")"
+k=0
+for to in "--tp 1" "--tp 4" "--schedule 1f1b-flush --stages 4"; do
+    k=$((k + 1))
+    # shellcheck disable=SC2086
+    "$PLUMB" train "$model" "${args[@]}" $to --resume "$tmp/tp2.ckpt" > "$tmp/r$k.log" 2>&1 ||
+        fail "resume with $to failed: $(cat "$tmp/r$k.log")"
     # the last progress line (step 12) and the test figures of the whole run
-    paste <(figures "$tmp/seq.log" | tail -3) <(figures "$tmp/r$tp.log" | tail -3) |
+    paste <(figures "$tmp/seq.log" | tail -3) <(figures "$tmp/r$k.log" | tail -3) |
         awk '{d=$1-$2; if (d<0) d=-d; if (d>2e-4) bad=1} END{exit bad}' ||
-        fail "resumed at tp $tp: $(tail -4 "$tmp/r$tp.log") against $(tail -4 "$tmp/seq.log")"
+        fail "resumed with $to: $(tail -4 "$tmp/r$k.log") against $(tail -4 "$tmp/seq.log")"
 done
-echo "  tp 2 -> tp 1 and tp 4: step 12 and test figures as an uninterrupted run"
+echo "  step 12 and test figures as an uninterrupted run"
 # Adam: the moments are sharded and gathered like the weights
 "$PLUMB" train "$model" "${args[@]}" --optimizer adam > "$tmp/adam.log" 2>&1 ||
     fail "sequential adam run failed: $(cat "$tmp/adam.log")"
