@@ -15,6 +15,7 @@
 #include "exec/train.h"
 #include "exec/plugin.h"
 #include "exec/train_plan.h"
+#include "exec/tp.h"
 #include "exec/train_setup.h"
 
 static const char *const usage_text =
@@ -42,6 +43,14 @@ static const char *const usage_text =
     "                     interleaved, zb-h1, zb-v or dualpipev (layers split by FLOPs)\n"
     "  --stages N         pipeline stages for --schedule (default 2; virtual stages for\n"
     "                     interleaved, zb-v and dualpipev, 2 per worker)\n"
+    "  --tp T             tensor parallelism: each worker a group of T ranks over which the\n"
+    "                     transformer blocks, the embedding, the output layer and the loss\n"
+    "                     are split (Megatron's layout; T must divide the heads, the MLP\n"
+    "                     width and the vocabulary); threads, or with --transport mpi|nccl\n"
+    "                     one process per rank (mpirun -np workers x T)\n"
+    "  --sequence-parallel  with --tp: the residual stream and the layer norms on 1/T of\n"
+    "                     the sequence per rank (gathered before, scattered after the split\n"
+    "                     layers); not with the zero-bubble schedules\n"
     "  --recompute        pipelined: keep stage inputs only and recompute activations in\n"
     "                     the backward (default: the plan's choice)\n"
     "  --trace FILE       write the measured trace (Chrome trace JSON, as plumb sim's)\n"
@@ -70,7 +79,7 @@ enum {
     O_DATA = 1000, O_DATADIR, O_TEXT, O_SAMPLES, O_EPOCHS, O_STEPS, O_BATCH, O_MICRO, O_OPT,
     O_LR, O_MOM, O_WD, O_SEED, O_BACKEND, O_DEVICE, O_LOG, O_QUIET, O_HELP, O_SCHED,
     O_STAGES, O_TRACE, O_DEVICES, O_SAVE, O_RESUME, O_RECOMPUTE, O_CKDIR, O_CKEVERY,
-    O_TRANSPORT, O_TIMEOUT, O_PRECISION
+    O_TRANSPORT, O_TIMEOUT, O_PRECISION, O_TP, O_SP
 };
 
 /* How a pipelined run spans processes: the transport (NULL: local), this rank, the size. */
@@ -94,9 +103,11 @@ static int run_pipelined(const train_run_cfg *cfg_in, const plan *pl, const char
     rc = 1;
     int me = pr->rank;
     if (pr->tr) {
-        if (tp.sched->nworkers != pr->size) {
+        int tpn = cfg->tp > 1 ? cfg->tp : 1;
+        if (tp.sched->nworkers * tpn != pr->size) {
             err_set(err, NULL, "--transport", "expected mpirun -np %d, one rank per worker of "
-                    "the schedule (got %d ranks)", tp.sched->nworkers, pr->size);
+                    "the schedule%s (got %d ranks)", tp.sched->nworkers * tpn,
+                    tpn > 1 ? " and tensor-parallel rank" : "", pr->size);
             rc = 2;
             goto done;
         }
@@ -141,13 +152,15 @@ int cmd_train(int argc, char **argv)
         {"transport", required_argument, 0, O_TRANSPORT},
         {"timeout", required_argument, 0, O_TIMEOUT},
         {"precision", required_argument, 0, O_PRECISION},
+        {"tp", required_argument, 0, O_TP},
+        {"sequence-parallel", no_argument, 0, O_SP},
         {0, 0, 0, 0}};
     const char *data = NULL, *datadir = NULL, *textfile = NULL, *bkname = "cpu", *optname = NULL;
     int samples = 8192, epochs = 1, steps = 0, batch = 0, micro = 0, device = 0, logevery = 0;
     int quiet = 0, have_seed = 0, seed = 0, nstages = 0, ndevices = 1, recompute = 0;
     const char *schedname = NULL, *tracepath = NULL, *savepath = NULL, *resumepath = NULL;
     const char *ckdir = NULL, *trname = "local", *precision = NULL;
-    int ckevery = 0;
+    int ckevery = 0, tpn = 1, sp = 0;
     double lr = -1, mom = -1, wd = 0, timeout = 0;
     int c;
     optind = 1;
@@ -183,6 +196,8 @@ int cmd_train(int argc, char **argv)
         case O_TRANSPORT: trname = optarg; break;
         case O_TIMEOUT: if (cli_num("train", "--timeout", optarg, 1, 1e6, &timeout)) return 2; break;
         case O_DEVICES: if (cli_int("train", "--devices", optarg, 1, 1024, &ndevices)) return 2; break;
+        case O_TP: if (cli_int("train", "--tp", optarg, 1, 1024, &tpn)) return 2; break;
+        case O_SP: sp = 1; break;
         case 'h':
         case O_HELP: fputs(usage_text, stdout); return 0;
         default: return 2;
@@ -205,8 +220,16 @@ int cmd_train(int argc, char **argv)
                 : !strcmp(trname, "nccl") ? 2 : -1;
     if (tkind < 0)
         return cli_fail("train", "--transport: expected local, mpi or nccl (got \"%s\")", trname);
-    if (tkind && !schedname && npos != 2)
-        return cli_fail("train", "--transport: for pipelined runs (a plan or --schedule)");
+    if (tkind && !schedname && npos != 2 && tpn <= 1)
+        return cli_fail("train", "--transport: for pipelined runs (a plan, --schedule or "
+                        "--tp)");
+    if (sp && tpn < 2)
+        return cli_fail("train", "--sequence-parallel: needs --tp 2 or more");
+    if (sp && schedname && sched_traits_of((sched_kind)sched_kind_parse(schedname))->split_backward)
+        return cli_fail("train", "--sequence-parallel: not with %s, whose backward is split "
+                        "into I and W (not supported yet)", schedname);
+    if (tpn > 1 && npos == 2)
+        return cli_fail("train", "--tp: not with a plan (the plan names its tp)");
     if (!ckdir != !ckevery)
         return cli_fail("train", "%s: needs %s", ckdir ? "--checkpoint" : "--checkpoint-every",
                         ckdir ? "--checkpoint-every N" : "--checkpoint DIR");
@@ -232,7 +255,7 @@ int cmd_train(int argc, char **argv)
     rt_fault fault;
     plumb_err ferr = {{0}};
     if (rt_fault_parse(getenv("PLUMB_FAULT"), &fault, &ferr)) { err_print(&ferr); return 2; }
-    if (recompute && !schedname && npos != 2)
+    if (recompute && !schedname && npos != 2 && tpn <= 1)
         return cli_fail("train", "--recompute: for pipelined runs (a plan or --schedule)");
     if (nstages && !schedname)
         return cli_fail("train", "--stages: needs --schedule");
@@ -258,6 +281,9 @@ int cmd_train(int argc, char **argv)
         bk->destroy(probe);
     }
     if (!(m = model_load(argv[optind], &err))) goto fail;
+    if (tp_check(m, tpn, argv[optind], &err) ||
+        (sp && tp_check_seq(m, tpn, argv[optind], &err)))
+        goto fail; /* before any work */
     if (have_seed) m->seed = (unsigned long long)seed;
     int okind = optname ? optimizer_kind_parse(optname) : OPT_SGD;
     int mbsize = 0, nmicro = micro ? micro : 1;
@@ -304,6 +330,7 @@ int cmd_train(int argc, char **argv)
         .resume_state = resume_found ? &resume_state : NULL, .save = savepath,
         .checkpoint_dir = ckdir, .checkpoint_every = ckevery,
         .recompute = recompute || (pl && pl->recompute), .fault = fault, .timeout_s = timeout,
+        .tp = tpn, .sp = sp,
     };
     if (lr > 0) cfg.cfg.opt.lr = (float)lr;
     if (mom >= 0) cfg.cfg.opt.momentum = (float)mom;
@@ -325,7 +352,7 @@ int cmd_train(int argc, char **argv)
         if (pr.rank != 0 && quiet) cfg.log = NULL;
         rc = 2;
     }
-    if (!pl && !schedname && !tracepath) {
+    if (!pl && !schedname && !tracepath && tpn <= 1) {
         if (train_run(&cfg, &res, &err)) {
             rc = 1; /* inputs were checked above: a failure at run time */
             goto fail;

@@ -98,7 +98,8 @@ typedef struct backend {
     void (*add)(bk_ctx *c, size_t n, const float *a, const float *b, float *y); /* y = a+b */
 
     /* --- layers --------------------------------------------------------------------------- */
-    /* Linear: x (N, in), w (out, in), b (out), y (N, out); y = x w^T + b.
+    /* Linear: x (N, in), w (out, in), b (out), y (N, out); y = x w^T + b (b may be NULL in
+     * the forward: no bias, as a row-parallel layer's ranks other than 0 run it).
      * N counts rows: batch times any leading sequence dimension. */
     void (*linear_fwd)(bk_ctx *c, int N, int in, int out, const float *x, const float *w,
                        const float *b, float *y);

@@ -4,6 +4,7 @@
  * workers' losses, final weights and timed actions. */
 #include "exec/runtime.h"
 
+#include <math.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -12,6 +13,7 @@
 #include <time.h>
 
 #include "exec/stage.h"
+#include "exec/tp.h"
 #include "exec/train.h"
 
 typedef struct slotinfo {
@@ -38,6 +40,8 @@ typedef struct rstage {
     long steps;
     int ar_round;
     int last_it;
+    int last_step;           /* list index of the stage's last STEP, -1 */
+    long long off;           /* the stage's first parameter in the model's vector */
 } rstage;
 
 typedef struct rec {
@@ -55,7 +59,13 @@ typedef struct worker {
     const rt_cfg *cfg;
     shared *sh;
     transport *tr;
-    int w;
+    int w;                   /* the schedule's worker */
+    int rank, ep;            /* tensor-parallel rank in w's group; transport endpoint */
+    int *tp_group;           /* [tp] the group's endpoints */
+    int *dp_group;           /* [most replicas] scratch: a replicas' all-reduce group */
+    long tp_round;           /* tensor-parallel all-reduces so far (their tags) */
+    float *grads_out;        /* want_grads: the model's gradients (rt_result.grads) */
+    float *chk_params, *chk_grads; /* tp rank > 0: its whole view, replicated included */
     bk_ctx *ctx;
     int nst;
     rstage *st;
@@ -120,21 +130,45 @@ static int is_compute(int k) { return k == ACT_F || k == ACT_B || k == ACT_I || 
 static int stage_load_state(worker *wk, rstage *rs, const action *list, int n)
 {
     const rt_cfg *c = wk->cfg;
-    long long off = c->m->layers[c->stage_first[rs->s]].param_offset;
-    size_t bytes = (size_t)stage_nparams(rs->st) * sizeof(float);
+    long long off = rs->off;
     long nsteps = 0;
     for (int i = 0; i < n; i++)
         if (list[i].stage == rs->s && list[i].kind == ACT_STEP) nsteps++;
     rs->steps = c->sched->iterations > 0 ? nsteps * c->start_iteration / c->sched->iterations
                                          : 0;
-    if (c->init_params) c->bk->upload(wk->ctx, stage_params(rs->st), c->init_params + off, bytes);
+    if (c->init_params &&
+        stage_put_full(rs->st, c->init_params + off, stage_params(rs->st), &wk->err))
+        return -1;
     if ((c->init_m || c->init_v) && c->opt.kind != BK_SGD) {
         float *m = NULL, *v = NULL;
         if (stage_opt_state(rs->st, c->opt.kind, &m, &v, &wk->err)) return -1;
-        if (m && c->init_m) c->bk->upload(wk->ctx, m, c->init_m + off, bytes);
-        if (v && c->init_v) c->bk->upload(wk->ctx, v, c->init_v + off, bytes);
+        if (m && c->init_m && stage_put_full(rs->st, c->init_m + off, m, &wk->err)) return -1;
+        if (v && c->init_v && stage_put_full(rs->st, c->init_v + off, v, &wk->err)) return -1;
     }
     return 0;
+}
+
+/* The tag space of tensor-parallel all-reduces, apart from the replicas' (stage x 1000003
+ * + round): every rank of a group makes the same calls in the same order. */
+#define TP_TAG_BASE (1L << 40)
+
+/* stage_tp's all-reduce: the sum over wk's tensor-parallel group. */
+static int tp_allreduce(void *user, float *buf, size_t count)
+{
+    worker *wk = user;
+    const rt_cfg *c = wk->cfg;
+    return c->tr->allreduce(c->tr, c->bk, wk->ctx, wk->ep, wk->tp_group, c->tp,
+                            TP_TAG_BASE + wk->tp_round++, buf, count, &wk->err);
+}
+
+/* Writes v (a device vector of rs: weights, gradients, optimizer state) into the model's
+ * vector out: this rank's shards, the replicated layers from rank 0; and a rank > 0's
+ * replicated layers into chk (when not NULL), for the check that they equal rank 0's. */
+static int stage_out(worker *wk, rstage *rs, const float *v, float *out, float *chk)
+{
+    int which = STAGE_SHARDS | (wk->rank == 0 ? STAGE_REPLICATED : 0);
+    if (stage_get_full(rs->st, v, out + rs->off, which, &wk->err)) return -1;
+    return chk ? stage_get_full(rs->st, v, chk + rs->off, STAGE_REPLICATED, &wk->err) : 0;
 }
 
 static int stage_init(worker *wk, rstage *rs, int s, int replica)
@@ -153,7 +187,12 @@ static int stage_init(worker *wk, rstage *rs, int s, int replica)
             if (list[i].version > maxv) maxv = list[i].version;
         }
     rs->nslots = schedule_slots(sc, wk->w, s);
-    stage_opts so = {split, c->recompute};
+    rs->off = c->m->layers[c->stage_first[s]].param_offset;
+    rs->last_step = -1;
+    for (int i = 0; i < n; i++)
+        if (list[i].stage == s && list[i].kind == ACT_STEP) rs->last_step = i;
+    stage_tp tpc = {wk->rank, c->tp, c->sp, tp_allreduce, wk};
+    stage_opts so = {split, c->recompute, c->tp > 1 ? &tpc : NULL};
     rs->st = stage_create_opts(c->bk, wk->ctx, c->m, c->stage_first[s], c->stage_last[s],
                                c->microbatch, rs->nslots, &so, &wk->err);
     if (!rs->st) return -1;
@@ -226,6 +265,10 @@ static int do_step(worker *wk, rstage *rs, const action *a, int i)
         c->bk->copy(wk->ctx, buf, stage_params(rs->st), bytes);
         rs->stash[rs->cur] = buf;
     }
+    stage_tp_finish_grads(rs->st); /* sequence parallelism: the norms' shares summed */
+    if (c->want_grads && i == rs->last_step && rs->replica == 0 &&
+        stage_out(wk, rs, stage_grads(rs->st), wk->grads_out, wk->chk_grads))
+        return -1;
     bk_opt o = c->opt;
     o.step = ++rs->steps;
     if (stage_step(rs->st, &o, &wk->err)) return -1;
@@ -263,7 +306,8 @@ static int take_posted(worker *wk, rstage *rs, int slot, int g, int grad)
     size_t bytes = (size_t)c->microbatch * sizeof(float) *
                    (size_t)(grad ? stage_out_numel(rs->st) : stage_in_numel(rs->st));
     int peer = grad ? si->dout_peer : si->in_peer;
-    if (c->tr->recv(c->tr, c->bk, wk->ctx, wk->w, peer, msg_tag(c->sched, g, rs->s, grad),
+    if (c->tr->recv(c->tr, c->bk, wk->ctx, wk->ep, peer * c->tp + wk->rank,
+                    msg_tag(c->sched, g, rs->s, grad),
                     grad ? rs->dout[slot] : stage_input(rs->st, slot), bytes, &wk->err))
         return -1;
     if (grad) si->dout_peer = -1, si->have_dout = 1;
@@ -325,6 +369,7 @@ static int act_forward(worker *wk, rstage *rs, const action *a, long gbase, int 
     if (rs->first || rs->last) {
         if (c->batch(c->batch_user, (int)(gbase + g), wk->hx, wk->hy, &wk->err))
             return -1;
+        if (rs->first) stage_map_input(rs->st, wk->hx, mb);
         if (rs->first)
             bk->upload(wk->ctx, stage_input(rs->st, *slot), wk->hx,
                        (size_t)mb * stage_in_numel(rs->st) * sizeof(float));
@@ -335,7 +380,8 @@ static int act_forward(worker *wk, rstage *rs, const action *a, long gbase, int 
     const float *P = params_of(wk, rs, a->version);
     if (!P) return -1;
     stage_forward(rs->st, *slot, mb, P);
-    if (rs->last) {
+    if (stage_failed(rs->st)) return -1;
+    if (rs->last && wk->rank == 0) { /* tensor-parallel ranks compute the same loss */
         double l, k;
         if (stage_loss(rs->st, *slot, mb, &l, &k, &wk->err)) return -1;
         int it = g / sc->microbatches;
@@ -384,6 +430,7 @@ static int act_backward(worker *wk, rstage *rs, const action *a, int i, int slot
     const float *dout = rs->last ? NULL : rs->dout[slot];
     if (a->kind == ACT_B) stage_backward(rs->st, slot, mb, P, dout, scale);
     else stage_backward_input(rs->st, slot, mb, P, dout, scale);
+    if (stage_failed(rs->st)) return -1;
     if (!rs->first)
         bk->copy(wk->ctx, rs->dxst[slot], stage_input_grad(rs->st),
                  (size_t)mb * stage_in_numel(rs->st) * sizeof(float));
@@ -405,7 +452,7 @@ static int run_action(worker *wk, const action *a, int i)
                        "not host", wk->w, a->stage);
     int g = a->microbatch, slot = g >= 0 ? slot_of(rs, g) : -1;
     if (g >= 0) rs->last_it = g / sc->microbatches;
-    if (c->fault.worker == wk->w && c->fault.step > 0 && g >= 0 &&
+    if (c->fault.worker == wk->w && wk->rank == 0 && c->fault.step > 0 && g >= 0 &&
         c->start_iteration + g / sc->microbatches + 1 == c->fault.step)
         return inject_fault(wk);
     const long gbase = c->start_iteration * sc->microbatches; /* global microbatch of g = 0 */
@@ -429,7 +476,8 @@ static int run_action(worker *wk, const action *a, int i)
         /* the output stays in its slot until this microbatch's gradient is back from the
          * peer, which received it first: the transport may copy straight out of it */
         if ((c->tr->send_lent ? c->tr->send_lent : c->tr->send)(
-                c->tr, bk, wk->ctx, wk->w, a->peer, msg_tag(sc, g, a->peer_stage, 0),
+                c->tr, bk, wk->ctx, wk->ep, a->peer * c->tp + wk->rank,
+                msg_tag(sc, g, a->peer_stage, 0),
                 stage_output(rs->st, slot), (size_t)bytes, &wk->err))
             return -1;
         break;
@@ -446,6 +494,7 @@ static int run_action(worker *wk, const action *a, int i)
     case ACT_W:
         if (slot < 0) goto noslot;
         stage_backward_weight(rs->st, slot, mb);
+        if (stage_failed(rs->st)) return -1;
         rs->slots[slot].bwd_done = 1;
         release_version(wk, rs, a->version, i);
         slot_maybe_close(rs, slot);
@@ -453,16 +502,20 @@ static int run_action(worker *wk, const action *a, int i)
     case ACT_SEND_B:
         if (slot < 0) goto noslot;
         bytes = (double)mb * stage_in_numel(rs->st) * sizeof(float);
-        if (c->tr->send(c->tr, bk, wk->ctx, wk->w, a->peer, msg_tag(sc, g, a->peer_stage, 1),
-                        rs->dxst[slot], (size_t)bytes, &wk->err))
+        if (c->tr->send(c->tr, bk, wk->ctx, wk->ep, a->peer * c->tp + wk->rank,
+                        msg_tag(sc, g, a->peer_stage, 1), rs->dxst[slot], (size_t)bytes,
+                        &wk->err))
             return -1;
         rs->slots[slot].dx_sent = 1;
         slot_maybe_close(rs, slot);
         break;
     case ACT_ALLREDUCE: {
+        /* among the replicas' ranks of this tensor-parallel rank */
         const int *grp = sc->stage_workers + sc->stage_first[a->stage];
+        for (int j = 0; j < sc->replicas[a->stage]; j++)
+            wk->dp_group[j] = grp[j] * c->tp + wk->rank;
         bytes = (double)stage_nparams(rs->st) * sizeof(float);
-        if (c->tr->allreduce(c->tr, bk, wk->ctx, wk->w, grp, sc->replicas[a->stage],
+        if (c->tr->allreduce(c->tr, bk, wk->ctx, wk->ep, wk->dp_group, sc->replicas[a->stage],
                              (long)a->stage * 1000003L + rs->ar_round++, stage_grads(rs->st),
                              (size_t)stage_nparams(rs->st), &wk->err))
             return -1;
@@ -476,7 +529,7 @@ static int run_action(worker *wk, const action *a, int i)
                        a->kind);
     }
     if (bk->sync(wk->ctx, &wk->err)) return -1;
-    if (a->kind != ACT_RECV_F && a->kind != ACT_RECV_B)
+    if (a->kind != ACT_RECV_F && a->kind != ACT_RECV_B && wk->rank == 0)
         return record(wk, a, rs->last_it, t0 - wk->t_origin, train_now() - wk->t_origin, bytes);
     return 0;
 noslot:
@@ -520,7 +573,8 @@ static int reserve_staging(worker *wk)
     for (int to = 0; to < W && !rc; to++) {
         int count = wk->sh->send_bound[wk->w * W + to];
         if (count > 0 && bytes[to])
-            rc = c->tr->reserve(c->tr, c->bk, wk->ctx, wk->w, to, count, bytes[to], &wk->err);
+            rc = c->tr->reserve(c->tr, c->bk, wk->ctx, wk->ep, to * c->tp + wk->rank, count,
+                                bytes[to], &wk->err);
     }
     free(bytes);
     return rc;
@@ -533,18 +587,23 @@ static void *worker_main(void *arg)
     const schedule *sc = c->sched;
     int dev = c->worker_device ? c->worker_device[wk->w] : 0;
     if (!(wk->ctx = c->bk->create(dev, &wk->err))) { fail(wk); return NULL; }
-    int n = 0;
-    for (int s = 0; s < sc->nstages; s++)
+    int n = 0, maxrep = 1;
+    for (int s = 0; s < sc->nstages; s++) {
+        if (sc->replicas[s] > maxrep) maxrep = sc->replicas[s];
         for (int j = 0; j < sc->replicas[s]; j++)
             if (sc->stage_workers[sc->stage_first[s] + j] == wk->w) n++;
+    }
     wk->st = calloc((size_t)(n ? n : 1), sizeof *wk->st);
+    wk->tp_group = malloc((size_t)c->tp * sizeof *wk->tp_group);
+    wk->dp_group = malloc((size_t)maxrep * sizeof *wk->dp_group);
     size_t numel = shape_numel(c->m->in_ndim, c->m->in_shape);
     int tps = model_targets_per_sample(c->m);
-    if (!wk->st) {
+    if (!wk->st || !wk->tp_group || !wk->dp_group) {
         err_set(&wk->err, NULL, NULL, "out of memory");
         fail(wk);
         return NULL;
     }
+    for (int r = 0; r < c->tp; r++) wk->tp_group[r] = wk->w * c->tp + r;
     /* the microbatch's data, gathered here and uploaded from here (page-locked on a GPU:
      * the upload is a DMA; the sync that ends each action keeps it unchanged until read) */
     wk->hx = bk_host_alloc(c->bk, wk->ctx, (size_t)c->microbatch * numel * sizeof *wk->hx,
@@ -566,14 +625,18 @@ static void *worker_main(void *arg)
     for (int k = 0; k < wk->nst; k++) {
         rstage *rs = &wk->st[k];
         if (rs->replica != 0) continue;
-        long long off = c->m->layers[c->stage_first[rs->s]].param_offset;
-        size_t bytes = (size_t)stage_nparams(rs->st) * sizeof(float);
-        c->bk->download(wk->ctx, wk->params_out + off, stage_params(rs->st), bytes);
+        if (stage_out(wk, rs, stage_params(rs->st), wk->params_out, wk->chk_params)) {
+            fail(wk);
+            return NULL;
+        }
         if (c->want_state && c->opt.kind != BK_SGD) {
             float *m = NULL, *v = NULL;
-            if (stage_opt_state(rs->st, c->opt.kind, &m, &v, &wk->err)) { fail(wk); return NULL; }
-            if (m) c->bk->download(wk->ctx, wk->m_out + off, m, bytes);
-            if (v) c->bk->download(wk->ctx, wk->v_out + off, v, bytes);
+            if (stage_opt_state(rs->st, c->opt.kind, &m, &v, &wk->err) ||
+                (m && stage_out(wk, rs, m, wk->m_out, NULL)) ||
+                (v && stage_out(wk, rs, v, wk->v_out, NULL))) {
+                fail(wk);
+                return NULL;
+            }
         }
     }
     if (c->bk->sync(wk->ctx, &wk->err)) fail(wk);
@@ -599,6 +662,10 @@ static int check_cfg(const rt_cfg *c, plumb_err *err)
     if (expect != c->m->nlayers)
         return err_set(err, NULL, "stages", "expected the stages to cover all %d layers "
                        "(they end at layer %d)", c->m->nlayers, expect - 1);
+    if (c->tp > 1 && tp_check(c->m, c->tp, c->m->name, err)) return -1;
+    if (c->sp && (c->tp < 2 || tp_check_seq(c->m, c->tp, c->m->name, err)))
+        return c->tp < 2 ? err_set(err, NULL, "sp", "runtime: sequence parallelism needs tp "
+                                   ">= 2 (got %d)", c->tp) : -1;
     return 0;
 }
 
@@ -621,8 +688,9 @@ static int build_trace(const rt_cfg *c, worker *wks, timeline *tl)
     const schedule *s = c->sched;
     for (int w = 0; w < s->nworkers; w++) {
         int dev = c->trace_device ? c->trace_device[w] : w, counted = 0;
-        for (int k = 0; k < wks[w].nev; k++) {
-            const rec *r = &wks[w].ev[k];
+        const worker *wr = &wks[w * c->tp]; /* tensor-parallel rank 0 */
+        for (int k = 0; k < wr->nev; k++) {
+            const rec *r = &wr->ev[k];
             int tk = TL_TRACK_DEVICE, peer = -1;
             if (r->kind == ACT_SEND_F || r->kind == ACT_SEND_B) {
                 tk = TL_TRACK_LINK;
@@ -632,10 +700,10 @@ static int build_trace(const rt_cfg *c, worker *wks, timeline *tl)
             }
             int track = timeline_track(tl, tk, dev, peer, NULL);
             if (track < 0) return -1;
-            if (!counted && tk == TL_TRACK_DEVICE && wks[w].peak >= 0) {
+            if (!counted && tk == TL_TRACK_DEVICE && wr->peak >= 0) {
                 /* workers that share a device add up on it */
                 tl_track *t = &tl->tracks[track];
-                t->peak_bytes = (t->peak_bytes > 0 ? t->peak_bytes : 0) + wks[w].peak;
+                t->peak_bytes = (t->peak_bytes > 0 ? t->peak_bytes : 0) + wr->peak;
                 counted = 1;
             }
             tl_event e = {r->t0, r->t1 - r->t0, r->bytes, track, tl_kind_of(r->kind), r->stage,
@@ -649,16 +717,72 @@ static int build_trace(const rt_cfg *c, worker *wks, timeline *tl)
     return 0;
 }
 
+/* Points wk's outputs at res and allocates its own (T iterations' losses; a tensor-parallel
+ * rank > 0's view of the replicated layers, NaN elsewhere). 0, or -1 out of memory. */
+static int worker_outputs(worker *wk, rt_result *res, int T)
+{
+    const rt_cfg *c = wk->cfg;
+    wk->params_out = res->params;
+    wk->m_out = res->opt_m;
+    wk->v_out = res->opt_v;
+    wk->grads_out = res->grads;
+    wk->loss = calloc((size_t)T, sizeof(double));
+    wk->corr = calloc((size_t)T, sizeof(double));
+    wk->rows = calloc((size_t)T, sizeof(double));
+    if (!wk->loss || !wk->corr || !wk->rows) return -1;
+    if (wk->rank == 0) return 0;
+    size_t n = (size_t)c->m->nparams + 1;
+    wk->chk_params = malloc(n * sizeof(float));
+    wk->chk_grads = c->want_grads ? malloc(n * sizeof(float)) : NULL;
+    if (!wk->chk_params || (c->want_grads && !wk->chk_grads)) return -1;
+    for (size_t i = 0; i < n; i++) {
+        wk->chk_params[i] = NAN;
+        if (wk->chk_grads) wk->chk_grads[i] = NAN;
+    }
+    return 0;
+}
+
+/* Largest |chk - ref| over the replicated values a rank > 0 wrote into chk (the rest of chk
+ * is NaN) in its stages' ranges. */
+static double range_diff(const worker *wk, const float *chk, const float *ref)
+{
+    double d = 0;
+    for (int k = 0; chk && ref && k < wk->nst; k++) {
+        const rstage *rs = &wk->st[k];
+        if (rs->replica != 0) continue;
+        for (long long i = rs->off; i < rs->off + stage_full_nparams(rs->st); i++) {
+            double x = fabs((double)chk[i] - (double)ref[i]);
+            if (!isnan(chk[i]) && !(x <= d)) d = x; /* a NaN in ref propagates */
+        }
+    }
+    return d;
+}
+
+/* rt_result's tp_weight_diff and tp_grad_diff: each rank > 0's replicated layers against
+ * rank 0's in the result. */
+static void tp_replica_diffs(const rt_cfg *c, const worker *wks, int E, rt_result *res)
+{
+    for (int e = 0; e < E; e++) {
+        if (wks[e].rank == 0) continue;
+        double a = range_diff(&wks[e], wks[e].chk_params, res->params),
+               b = range_diff(&wks[e], wks[e].chk_grads, res->grads);
+        if (!(a <= res->tp_weight_diff)) res->tp_weight_diff = a;
+        if (!(b <= res->tp_grad_diff)) res->tp_grad_diff = b;
+    }
+    (void)c;
+}
+
 int runtime_run(const rt_cfg *cfg, rt_result *res, plumb_err *err)
 {
     memset(res, 0, sizeof *res);
     if (check_cfg(cfg, err)) return -1;
     const schedule *s = cfg->sched;
     rt_cfg c = *cfg;
+    c.tp = c.tp > 1 ? c.tp : 1;
     transport *own = NULL;
-    if (!c.tr && !(own = c.tr = transport_local_create(s->nworkers, c.timeout_s, err)))
+    int W = s->nworkers, T = s->iterations, rc = -1, E = W * c.tp; /* transport endpoints */
+    if (!c.tr && !(own = c.tr = transport_local_create(E, c.timeout_s, err)))
         return -1;
-    int W = s->nworkers, T = s->iterations, rc = -1;
     shared sh;
     memset(&sh, 0, sizeof sh);
     pthread_mutex_init(&sh.mu, NULL);
@@ -674,9 +798,9 @@ int runtime_run(const rt_cfg *cfg, rt_result *res, plumb_err *err)
         if (own) own->destroy(own);
         return -1;
     }
-    worker *wks = calloc((size_t)W, sizeof *wks);
-    pthread_t *th = calloc((size_t)W, sizeof *th);
-    int *started = calloc((size_t)W, sizeof *started);
+    worker *wks = calloc((size_t)E, sizeof *wks);
+    pthread_t *th = calloc((size_t)E, sizeof *th);
+    int *started = calloc((size_t)E, sizeof *started);
     res->iterations = T;
     res->loss = calloc((size_t)T, sizeof *res->loss);
     res->acc = calloc((size_t)T, sizeof *res->acc);
@@ -687,35 +811,33 @@ int runtime_run(const rt_cfg *cfg, rt_result *res, plumb_err *err)
         res->opt_m = calloc((size_t)c.m->nparams + 1, sizeof *res->opt_m);
         if (c.opt.kind == BK_ADAM) res->opt_v = calloc((size_t)c.m->nparams + 1, sizeof(float));
     }
+    if (c.want_grads) res->grads = calloc((size_t)c.m->nparams + 1, sizeof *res->grads);
     if (!wks || !th || !started || !res->loss || !res->acc || !res->params || !res->trace ||
         !res->peak_bytes || (c.want_state && c.opt.kind != BK_SGD && !res->opt_m) ||
-        (c.want_state && c.opt.kind == BK_ADAM && !res->opt_v)) {
+        (c.want_state && c.opt.kind == BK_ADAM && !res->opt_v) ||
+        (c.want_grads && !res->grads)) {
         err_set(err, NULL, NULL, "out of memory");
         goto done;
     }
     if (c.bk->hint_workers)
-        c.bk->hint_workers((c.local_workers ? c.nlocal : W) *
+        c.bk->hint_workers((c.local_workers ? c.nlocal : E) *
                            (c.node_procs > 1 ? c.node_procs : 1));
     double t0 = train_now();
     int start_failed = 0;
-    for (int w = 0; w < W; w++) wks[w] = (worker){.cfg = &c, .sh = &sh, .w = w, .peak = -1};
-    for (int li = 0; li < (c.local_workers ? c.nlocal : W); li++) {
-        int w = c.local_workers ? c.local_workers[li] : li;
-        if (w < 0 || w >= W || started[w]) {
+    for (int e = 0; e < E; e++)
+        wks[e] = (worker){.cfg = &c, .sh = &sh, .w = e / c.tp, .rank = e % c.tp, .ep = e,
+                          .peak = -1};
+    for (int li = 0; li < (c.local_workers ? c.nlocal : E); li++) {
+        int w = c.local_workers ? c.local_workers[li] : li; /* an endpoint */
+        if (w < 0 || w >= E || started[w]) {
             err_set(err, NULL, NULL, "runtime: local worker %d: expected a distinct worker "
-                    "from 0 to %d", w, W - 1);
+                    "from 0 to %d", w, E - 1);
             c.tr->abort(c.tr, err->msg);
             start_failed = 1;
             break;
         }
-        wks[w].params_out = res->params;
-        wks[w].m_out = res->opt_m;
-        wks[w].v_out = res->opt_v;
         wks[w].t_origin = t0;
-        wks[w].loss = calloc((size_t)T, sizeof(double));
-        wks[w].corr = calloc((size_t)T, sizeof(double));
-        wks[w].rows = calloc((size_t)T, sizeof(double));
-        if (!wks[w].loss || !wks[w].corr || !wks[w].rows) {
+        if (worker_outputs(&wks[w], res, T)) {
             err_set(err, NULL, NULL, "out of memory");
             c.tr->abort(c.tr, "out of memory");
             start_failed = 1;
@@ -729,8 +851,8 @@ int runtime_run(const rt_cfg *cfg, rt_result *res, plumb_err *err)
         }
         started[w] = 1;
     }
-    for (int w = 0; w < W; w++)
-        if (started[w]) pthread_join(th[w], NULL);
+    for (int e = 0; e < E; e++)
+        if (started[e]) pthread_join(th[e], NULL);
     res->seconds = train_now() - t0;
     if (c.bk->hint_workers) c.bk->hint_workers(1);
     if (start_failed) goto done;
@@ -740,16 +862,17 @@ int runtime_run(const rt_cfg *cfg, rt_result *res, plumb_err *err)
     }
     for (int it = 0; it < T; it++) {
         double l = 0, k = 0, r = 0;
-        for (int w = 0; w < W; w++) {
-            if (!started[w]) continue;
-            l += wks[w].loss[it];
-            k += wks[w].corr[it];
-            r += wks[w].rows[it];
+        for (int e = 0; e < E; e++) {
+            if (!started[e]) continue;
+            l += wks[e].loss[it];
+            k += wks[e].corr[it];
+            r += wks[e].rows[it];
         }
         res->loss[it] = r > 0 ? l / r : 0;
         res->acc[it] = r > 0 ? k / r : 0;
     }
-    for (int w = 0; w < W; w++) res->peak_bytes[w] = wks[w].peak;
+    for (int w = 0; w < W; w++) res->peak_bytes[w] = wks[w * c.tp].peak;
+    tp_replica_diffs(&c, wks, E, res);
     if (build_trace(&c, wks, res->trace)) {
         err_set(err, NULL, NULL, "out of memory");
         goto done;
@@ -757,9 +880,9 @@ int runtime_run(const rt_cfg *cfg, rt_result *res, plumb_err *err)
     rc = 0;
 done:
     /* a transport shared with other runs may still deliver our workers' messages */
-    for (int w = 0; wks && w < W; w++)
+    for (int w = 0; wks && w < E; w++)
         if (wks[w].ctx && c.tr->release) c.tr->release(c.tr, c.bk, wks[w].ctx, w, !own);
-    for (int w = 0; wks && w < W; w++) {
+    for (int w = 0; wks && w < E; w++) {
         for (int k = 0; k < wks[w].nst; k++) stage_fini(&wks[w], &wks[w].st[k]);
         free(wks[w].st);
         bk_host_free(c.bk, wks[w].hx);
@@ -768,6 +891,10 @@ done:
         free(wks[w].loss);
         free(wks[w].corr);
         free(wks[w].rows);
+        free(wks[w].tp_group);
+        free(wks[w].dp_group);
+        free(wks[w].chk_params);
+        free(wks[w].chk_grads);
         if (wks[w].ctx) c.bk->destroy(wks[w].ctx);
     }
     free(wks);
@@ -789,6 +916,7 @@ void rt_result_free(rt_result *r)
     free(r->opt_m);
     free(r->opt_v);
     free(r->peak_bytes);
+    free(r->grads);
     timeline_free(r->trace);
     memset(r, 0, sizeof *r);
 }

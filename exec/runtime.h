@@ -26,7 +26,8 @@ typedef int (*rt_batch_fn)(void *user, int g, float *x, int32_t *y, plumb_err *e
  * steps included): with an error that aborts the run (RT_FAULT_ERROR), by SIGKILL of its
  * whole process (RT_FAULT_KILL), or by going silent (RT_FAULT_STALL: it sleeps for the
  * receive timeout plus 5 s, so that its peers' timeouts are what ends the run, then fails;
- * bounded, so a run of threads still ends). */
+ * bounded, so a run of threads still ends). With tensor parallelism only rank 0 of W's
+ * group fails, so that its partners are left waiting in the group's sums. */
 enum { RT_FAULT_ERROR = 0, RT_FAULT_KILL = 1, RT_FAULT_STALL = 2 };
 typedef struct rt_fault {
     int worker;                /* < 0: none */
@@ -60,7 +61,8 @@ typedef struct rt_cfg {
     void *on_loss_user;
     transport *tr;             /* NULL: a local transport made for the run */
     const int *local_workers;  /* the workers this process runs (one process per rank under
-                                  mpirun: {rank}); NULL: all of them, as threads */
+                                  mpirun: {rank}; with tp, transport endpoints); NULL: all
+                                  of them, as threads */
     int nlocal;
     int node_procs;            /* processes sharing this machine's cores (mpirun ranks on the
                                   node); <= 1: this one only */
@@ -74,6 +76,17 @@ typedef struct rt_cfg {
     long start_iteration;
     int want_state;            /* 1: fill rt_result.opt_m / opt_v */
     rt_fault fault;            /* injected failure; worker < 0 (or all zero with step 0): none */
+    /* Tensor parallelism (exec/tp.h; <= 1: none): each schedule worker w is a group of tp
+     * threads, ranks r = 0 .. tp-1, endpoints w tp + r of the transport (a transport made
+     * by the caller needs nworkers x tp of them), all on worker w's device. Each rank runs
+     * w's action list on its shard of the stages; pipeline messages go between ranks of
+     * the same r, replicas' all-reduces among ranks of the same r, and the split layers'
+     * sums among the group. Rank 0 records losses and the trace. local_workers then names
+     * endpoints (one process per endpoint under mpirun: -np nworkers x tp). */
+    int tp;
+    int sp;                    /* 1: sequence parallelism within each group (stage_tp.seq;
+                                  needs tp > 1, and no split backward) */
+    int want_grads;            /* 1: fill rt_result.grads */
 } rt_cfg;
 
 typedef struct rt_result {
@@ -86,7 +99,14 @@ typedef struct rt_result {
                                   params; NULL where the optimizer has none) */
     timeline *trace;           /* measured trace ("exec"): compute, transfers, all-reduces */
     double *peak_bytes;        /* [nworkers] most device memory each worker's context held
-                                  (< 0: not measured by the backend or not run here) */
+                                  (< 0: not measured by the backend or not run here; with
+                                  tp, rank 0's) */
+    float *grads;              /* [m->nparams] want_grads: each stage's gradients (after the
+                                  replicas' all-reduce) at its last optimizer step */
+    /* tp > 1: the largest absolute difference between a rank's replicated weights (and
+     * gradients, want_grads) and rank 0's at the end: 0 when every rank computed the same
+     * values, as they must (same inputs, same order); 0 without tp. */
+    double tp_weight_diff, tp_grad_diff;
 } rt_result;
 
 /* Runs the schedule to its end (this process's workers: all, or cfg->local_workers; then

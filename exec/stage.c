@@ -1,53 +1,14 @@
 /* stage.c: runs a range of a model's layers forward and backward through a backend's
  * table: one runtime node per layer (residual blocks hold their children), with per-slot
  * activations and two input-gradient buffers that the stage's layers take turns in (a
- * layer's backward reads the one its successor wrote and writes the other). */
-#include "exec/stage.h"
+ * layer's backward reads the one its successor wrote and writes the other). Under tensor
+ * parallelism a node holds its rank's share of its layer (exec/stage_tp.c). */
+#include "exec/stage_int.h"
+
+#include "exec/tp.h"
 
 #include <stdlib.h>
 #include <string.h>
-
-typedef struct snode {
-    const layer *L;
-    int nchildren;
-    struct snode *children;
-    size_t in_n, out_n;     /* floats per sample of input and output */
-    float **out;            /* [act_slots] (max_batch, out shape); flatten aliases its input */
-    float **aux;            /* [act_slots] layernorm: mean | rstd (2 rows); attention:
-                               (B, H, T, T) probabilities; loss: loss | correct (2 rows) */
-    const float **in;       /* [act_slots] the input tensor forward used */
-    float **dyst;           /* [nslots] split_bw: the output gradient kept for W */
-    float *dx;              /* (max_batch, in shape) input gradient; NULL when aliased/none;
-                               top-level layers: one of the stage's dxbuf (not owned) */
-} snode;
-
-struct stage {
-    const backend *bk;
-    bk_ctx *ctx;
-    const model *m;
-    int first, last, max_batch, nslots, split_bw;
-    int recompute;          /* activations of one slot only, recomputed before backward */
-    int act_slots;          /* slots of layer activations: nslots, or 1 with recompute */
-    int xslot;              /* the caller's slot being processed (targets, dyst) */
-    float **outcopy;        /* recompute: [nslots] each slot's output, kept */
-    float **auxcopy;        /* recompute, loss stage: [nslots] each slot's loss | correct */
-    const float **ipass_params; /* recompute + split_bw: [nslots] weights of the I pass */
-    long long nparams, param_base;
-    float *params, *grads, *opt_m, *opt_v; /* device, nparams floats each */
-    int nnodes;
-    snode *nodes;
-    float **input;          /* [nslots] (max_batch, in shape) */
-    int32_t **targets;      /* [nslots] (max_batch, targets per sample) or NULL */
-    const float *input_grad;
-    float loss_scale;
-    float *dxbuf[2];        /* the top-level layers' input gradients, taken in turns */
-};
-
-static int has_weights(const layer *L)
-{
-    return L->kind == LK_LINEAR || L->kind == LK_CONV2D || L->kind == LK_LAYERNORM ||
-           L->kind == LK_EMBEDDING;
-}
 
 /* Rows of a row-wise layer (linear, layernorm, loss): all leading dimensions. */
 static int rows_of(const layer *L, int B)
@@ -98,17 +59,18 @@ static void node_free(stage *st, snode *n)
     else free(n->out);
     slot_free(st, n->aux);
     slot_free(st, n->dyst);
+    slot_free(st, n->gx);
     free(n->in);
     if (n->dx != st->dxbuf[0] && n->dx != st->dxbuf[1]) st->bk->free(st->ctx, n->dx);
 }
 
 /* Floats a layer keeps for its backward per slot beyond its output (B samples): layernorm's
  * mean | rstd, attention's (B, H, T, T) probabilities, the loss's loss | correct rows. */
-static size_t aux_floats(const layer *L, int B)
+static size_t aux_floats(const layer *L, int B, int heads)
 {
     if (L->kind == LK_LAYERNORM || L->kind == LK_XENT) return 2 * (size_t)rows_of(L, B);
     if (L->kind == LK_ATTENTION)
-        return (size_t)B * L->heads * (size_t)L->in_shape[0] * L->in_shape[0];
+        return (size_t)B * heads * (size_t)L->in_shape[0] * L->in_shape[0];
     return 0;
 }
 
@@ -120,9 +82,9 @@ static void layer_bytes_add(const layer *L, const model *m, int B, int top, stag
     size_t out = L->kind == LK_FLATTEN ? 0 : outb; /* a flatten aliases its input */
     if (top) o->out += out;
     else o->saved += out;
-    o->saved += aux_floats(L, B) * f;
+    o->saved += aux_floats(L, B, L->heads) * f;
     if (L->kind == LK_XENT) o->saved += (size_t)B * model_targets_per_sample(m) * sizeof(int32_t);
-    if (has_weights(L)) o->split += outb;
+    if (stage_has_weights(L)) o->split += outb;
     if (!top && L->kind != LK_FLATTEN && L->kind != LK_EMBEDDING)
         o->grad_buffers += (size_t)B * shape_numel(L->in_ndim, L->in_shape) * f;
     for (int i = 0; i < L->nchildren; i++) layer_bytes_add(&L->children[i], m, B, 0, o);
@@ -135,13 +97,15 @@ void stage_layer_bytes(const model *m, int i, int B, stage_lbytes *out)
 }
 
 /* top = 1: a layer of the stage itself, whose input gradient goes in a shared buffer
- * (share_dx assigns it); a residual block's children own theirs. */
-static int node_init(stage *st, snode *n, const layer *L, int top, plumb_err *err)
+ * (share_dx assigns it); a residual block's children own theirs. role, groups: its
+ * tensor-parallel role (tp.h); *pnext: where its parameters start in the stage's vectors,
+ * moved past them (pre-order, as the model's). */
+static int node_init(stage *st, snode *n, const layer *L, int top, int role, int groups,
+                     long long *pnext, plumb_err *err)
 {
     const size_t B = (size_t)st->max_batch;
     n->L = L;
-    n->in_n = shape_numel(L->in_ndim, L->in_shape);
-    n->out_n = shape_numel(L->out_ndim, L->out_shape);
+    stage_node_shape(st, n, L, role, groups, pnext);
     n->in = calloc((size_t)st->act_slots, sizeof *n->in);
     if (!n->in) return err_set(err, NULL, NULL, "out of memory");
     if (L->kind == LK_FLATTEN) {
@@ -150,9 +114,12 @@ static int node_init(stage *st, snode *n, const layer *L, int top, plumb_err *er
     } else if (!(n->out = act_array(st, B * n->out_n, err))) {
         return -1;
     }
-    size_t aux = aux_floats(L, st->max_batch);
+    size_t aux = aux_floats(L, st->max_batch, n->heads);
     if (aux && !(n->aux = act_array(st, aux, err))) return -1;
-    if (st->split_bw && has_weights(L) && !(n->dyst = slot_array(st, B * n->out_n, err)))
+    if (n->seq && n->role == TP_COL &&
+        !(n->gx = act_array(st, B * L->in_shape[0] * (size_t)n->fin, err)))
+        return -1;
+    if (st->split_bw && stage_has_weights(L) && !(n->dyst = slot_array(st, B * n->out_n, err)))
         return -1;
     if (L->kind != LK_FLATTEN && L->kind != LK_EMBEDDING && !top &&
         !(n->dx = dalloc(st, B * n->in_n, err)))
@@ -161,8 +128,11 @@ static int node_init(stage *st, snode *n, const layer *L, int top, plumb_err *er
         n->children = calloc((size_t)L->nchildren, sizeof *n->children);
         if (!n->children) return err_set(err, NULL, NULL, "out of memory");
         n->nchildren = L->nchildren;
-        for (int i = 0; i < L->nchildren; i++)
-            if (node_init(st, &n->children[i], &L->children[i], 0, err)) return -1;
+        for (int i = 0; i < L->nchildren; i++) {
+            int g, r = tp_child_role(L, i, &g);
+            if (node_init(st, &n->children[i], &L->children[i], 0, r, g, pnext, err))
+                return -1;
+        }
     }
     return 0;
 }
@@ -205,7 +175,7 @@ static int share_dx(stage *st, plumb_err *err)
 stage *stage_create(const backend *bk, bk_ctx *ctx, const model *m, int first, int last,
                     int max_batch, int nslots, int split_bw, plumb_err *err)
 {
-    stage_opts o = {split_bw, 0};
+    stage_opts o = {split_bw, 0, NULL};
     return stage_create_opts(bk, ctx, m, first, last, max_batch, nslots, &o, err);
 }
 
@@ -230,17 +200,33 @@ stage *stage_create_opts(const backend *bk, bk_ctx *ctx, const model *m, int fir
     st->split_bw = o->split_bw;
     st->recompute = o->recompute;
     st->act_slots = o->recompute ? 1 : nslots;
+    st->tp = o->tp && o->tp->size > 1 ? *o->tp : (stage_tp){0, 1, 0, NULL, NULL};
     if (!(st->ipass_params = calloc((size_t)nslots, sizeof *st->ipass_params))) {
         err_set(err, NULL, NULL, "out of memory");
         goto fail;
     }
-    st->param_base = m->layers[first].param_offset;
-    st->nparams = model_range_params(m, first, last);
+    st->full_nparams = model_range_params(m, first, last);
     st->nnodes = last - first + 1;
     st->nodes = calloc((size_t)st->nnodes, sizeof *st->nodes);
     if (!st->nodes) { err_set(err, NULL, NULL, "out of memory"); goto fail; }
     for (int i = 0; i < st->nnodes; i++)
-        if (node_init(st, &st->nodes[i], &m->layers[first + i], 1, err)) goto fail;
+        if (node_init(st, &st->nodes[i], &m->layers[first + i], 1,
+                      tp_layer_role(m, first + i), 1, &st->nparams, err))
+            goto fail;
+    if (st->tp.seq && st->split_bw) {
+        err_set(err, NULL, NULL, "stage: sequence parallelism with a split backward (the "
+                "zero-bubble schedules' I and W) is not supported yet");
+        goto fail;
+    }
+    if (st->seq_floats && !(st->seqbuf = dalloc(st, st->seq_floats, err))) goto fail;
+    const snode *ln = &st->nodes[st->nnodes - 1];
+    if (ln->L->kind == LK_XENT && ln->role == TP_LOCAL &&
+        !(st->xsum = dalloc(st, (size_t)(st->tp.size + 3) * rows_of(ln->L, max_batch), err)))
+        goto fail;
+    if (st->nodes[0].role == TP_VOCAB && st->tp.rank > 0 &&
+        !(st->zero_pos = dalloc(st, (size_t)m->layers[first].in_shape[0] * st->nodes[0].dim,
+                                err)))
+        goto fail;
     if (share_dx(st, err)) goto fail;
     if (!(st->params = dalloc(st, (size_t)st->nparams, err)) ||
         !(st->grads = dalloc(st, (size_t)st->nparams, err)))
@@ -260,12 +246,13 @@ stage *stage_create_opts(const backend *bk, bk_ctx *ctx, const model *m, int fir
                                        err)))
             goto fail;
     }
-    host = malloc(((size_t)st->nparams + 1) * sizeof *host);
+    /* the whole layers' weights, as any split of the model draws them; this rank's part */
+    host = malloc(((size_t)st->full_nparams + 1) * sizeof *host);
     if (!host) { err_set(err, NULL, NULL, "out of memory"); goto fail; }
     model_init_params(m, first, last, host);
-    bk->upload(ctx, st->params, host, (size_t)st->nparams * sizeof(float));
+    if (stage_put_full(st, host, st->params, err)) goto fail;
     free(host);
-    if (bk->sync(ctx, err)) goto fail;
+    host = NULL;
     return st;
 fail:
     free(host);
@@ -291,6 +278,9 @@ void stage_free(stage *st)
     st->bk->free(st->ctx, st->grads);
     st->bk->free(st->ctx, st->opt_m);
     st->bk->free(st->ctx, st->opt_v);
+    st->bk->free(st->ctx, st->zero_pos);
+    st->bk->free(st->ctx, st->xsum);
+    st->bk->free(st->ctx, st->seqbuf);
     free(st);
 }
 
@@ -302,6 +292,8 @@ const float *stage_output(stage *st, int slot)
 }
 const float *stage_input_grad(stage *st) { return st->input_grad; }
 long long stage_nparams(const stage *st) { return st->nparams; }
+long long stage_full_nparams(const stage *st) { return st->full_nparams; }
+int stage_failed(const stage *st) { return st->failed; }
 float *stage_params(stage *st) { return st->params; }
 float *stage_grads(stage *st) { return st->grads; }
 size_t stage_in_numel(const stage *st) { return st->nodes[0].in_n; }
@@ -330,7 +322,8 @@ static bk_pool pool_geom(const layer *L, int B)
 /* The layer's weights inside the parameter (or gradient) vector P of the stage. */
 static float *lp(const stage *st, const snode *n, const float *P)
 {
-    return (float *)P + (n->L->param_offset - st->param_base);
+    (void)st;
+    return (float *)P + n->poff;
 }
 
 static const float *node_fwd(stage *st, snode *n, int slot, int B, const float *P,
@@ -343,8 +336,17 @@ static const float *node_fwd(stage *st, snode *n, int slot, int B, const float *
     n->in[slot] = x;
     switch (L->kind) {
     case LK_LINEAR: {
-        int in = L->in_shape[L->in_ndim - 1];
-        bk->linear_fwd(c, rows_of(L, B), in, L->out, x, w, w + (size_t)L->out * in, y);
+        /* row-parallel: the bias is added once, by rank 0, before the sum */
+        const float *b = n->role == TP_ROW && st->tp.rank != 0 ? NULL
+                                                               : w + (size_t)n->fout * n->fin;
+        if (n->seq && n->role == TP_COL) { /* the whole sequence's input, kept for W */
+            stage_seq_gather(st, x, n->gx[slot], B, n->fin);
+            n->in[slot] = x = n->gx[slot];
+        }
+        bk->linear_fwd(c, rows_of(L, B), n->fin, n->fout, x, w, b,
+                       n->seq && n->role == TP_ROW ? st->seqbuf : y);
+        if (n->seq && n->role == TP_ROW) stage_seq_scatter(st, st->seqbuf, y, B, n->fout);
+        else if (n->role == TP_ROW) stage_tp_sum(st, y, (size_t)B * n->out_n);
         break;
     }
     case LK_CONV2D: {
@@ -361,16 +363,21 @@ static const float *node_fwd(stage *st, snode *n, int slot, int B, const float *
     }
     case LK_FLATTEN: n->out[slot] = (float *)x; y = (float *)x; break;
     case LK_LAYERNORM: {
-        int N = rows_of(L, B);
+        int N = rows_of(L, B) / (n->seq ? st->tp.size : 1);
         bk->layernorm_fwd(c, N, L->dim, x, w, w + L->dim, y, n->aux[slot], n->aux[slot] + N);
         break;
     }
-    case LK_EMBEDDING:
-        bk->embedding_fwd(c, B, L->in_shape[0], L->vocab, L->dim, x, w,
-                          w + (size_t)L->vocab * L->dim, y);
+    case LK_EMBEDDING: {
+        /* vocabulary-parallel: the position rows added once, by rank 0, before the sum */
+        const float *pos = st->zero_pos ? st->zero_pos : w + (size_t)n->vocab * L->dim;
+        bk->embedding_fwd(c, B, L->in_shape[0], n->vocab, L->dim, x, w, pos,
+                          n->seq ? st->seqbuf : y);
+        if (n->seq) stage_seq_scatter(st, st->seqbuf, y, B, L->dim);
+        else if (n->role == TP_VOCAB) stage_tp_sum(st, y, (size_t)B * n->out_n);
         break;
+    }
     case LK_ATTENTION:
-        bk->attention_fwd(c, B, L->in_shape[0], L->dim, L->heads, x, n->aux[slot], y);
+        bk->attention_fwd(c, B, L->in_shape[0], n->dim, n->heads, x, n->aux[slot], y);
         break;
     case LK_RESIDUAL: {
         const float *h = x;
@@ -380,8 +387,9 @@ static const float *node_fwd(stage *st, snode *n, int slot, int B, const float *
     }
     case LK_XENT: {
         int N = rows_of(L, B);
-        bk->xent_fwd(c, N, L->in_shape[L->in_ndim - 1], x, st->targets[st->xslot], y, n->aux[slot],
-                     n->aux[slot] + N);
+        if (n->role == TP_LOCAL) stage_xent_tp_fwd(st, n, N, x, y, n->aux[slot]);
+        else bk->xent_fwd(c, N, L->in_shape[L->in_ndim - 1], x, st->targets[st->xslot], y,
+                          n->aux[slot], n->aux[slot] + N);
         break;
     }
     default: break;
@@ -422,25 +430,28 @@ static void node_wgrad(stage *st, snode *n, int slot, int B, const float *dy)
     const float *x = n->in[slot];
     float *g = lp(st, n, st->grads);
     switch (L->kind) {
-    case LK_LINEAR: {
-        int in = L->in_shape[L->in_ndim - 1];
-        bk->linear_bwd_weight(c, rows_of(L, B), in, L->out, dy, x, g, g + (size_t)L->out * in);
+    case LK_LINEAR:
+        bk->linear_bwd_weight(c, rows_of(L, B), n->fin, n->fout, dy, x, g,
+                              g + (size_t)n->fout * n->fin);
         break;
-    }
     case LK_CONV2D: {
         bk_conv gm = conv_geom(L, B);
         bk->conv2d_bwd_weight(c, &gm, dy, x, g, g + (size_t)gm.K * gm.C * gm.kernel * gm.kernel);
         break;
     }
     case LK_LAYERNORM: {
-        int N = rows_of(L, B);
+        int N = rows_of(L, B) / (n->seq ? st->tp.size : 1);
         bk->layernorm_bwd_weight(c, N, L->dim, x, n->aux[slot], n->aux[slot] + N, dy, g,
                                  g + L->dim);
         break;
     }
     case LK_EMBEDDING:
-        bk->embedding_bwd_weight(c, B, L->in_shape[0], L->vocab, L->dim, x, dy, g,
-                                 g + (size_t)L->vocab * L->dim);
+        if (n->seq) { /* the whole sequence's output gradient */
+            stage_seq_gather(st, dy, st->seqbuf, B, L->dim);
+            dy = st->seqbuf;
+        }
+        bk->embedding_bwd_weight(c, B, L->in_shape[0], n->vocab, L->dim, x, dy, g,
+                                 g + (size_t)n->vocab * L->dim);
         break;
     default: break;
     }
@@ -456,13 +467,21 @@ static const float *node_bwd(stage *st, snode *n, int slot, int B, const float *
     const layer *L = n->L;
     const float *x = n->in[slot], *w = lp(st, n, P);
     float *dx = n->dx;
-    if (has_weights(L)) {
+    if (n->seq && n->role == TP_ROW) { /* the whole sequence's output gradient */
+        stage_seq_gather(st, dy, st->seqbuf, B, n->fout);
+        dy = st->seqbuf;
+    }
+    if (stage_has_weights(L)) {
         if (split) bk->copy(c, n->dyst[st->xslot], dy, (size_t)B * n->out_n * sizeof(float));
         else node_wgrad(st, n, slot, B, dy);
     }
     switch (L->kind) {
     case LK_LINEAR:
-        bk->linear_bwd_data(c, rows_of(L, B), L->in_shape[L->in_ndim - 1], L->out, dy, w, dx);
+        bk->linear_bwd_data(c, rows_of(L, B), n->fin, n->fout, dy, w,
+                            n->seq && n->role == TP_COL ? st->seqbuf : dx);
+        /* column-parallel: each rank's input gradient is a part of the sum */
+        if (n->seq && n->role == TP_COL) stage_seq_scatter(st, st->seqbuf, dx, B, n->fin);
+        else if (n->role == TP_COL) stage_tp_sum(st, dx, (size_t)B * n->in_n);
         break;
     case LK_CONV2D: {
         bk_conv g = conv_geom(L, B);
@@ -478,13 +497,13 @@ static const float *node_bwd(stage *st, snode *n, int slot, int B, const float *
     }
     case LK_FLATTEN: return dy;
     case LK_LAYERNORM: {
-        int N = rows_of(L, B);
+        int N = rows_of(L, B) / (n->seq ? st->tp.size : 1);
         bk->layernorm_bwd_data(c, N, L->dim, x, w, n->aux[slot], n->aux[slot] + N, dy, dx);
         break;
     }
     case LK_EMBEDDING: return NULL;
     case LK_ATTENTION:
-        bk->attention_bwd(c, B, L->in_shape[0], L->dim, L->heads, x, n->aux[slot], dy, dx);
+        bk->attention_bwd(c, B, L->in_shape[0], n->dim, n->heads, x, n->aux[slot], dy, dx);
         break;
     case LK_RESIDUAL: {
         const float *h = dy;
@@ -494,8 +513,9 @@ static const float *node_bwd(stage *st, snode *n, int slot, int B, const float *
         break;
     }
     case LK_XENT:
-        bk->xent_bwd(c, rows_of(L, B), L->in_shape[L->in_ndim - 1], n->out[slot],
-                     st->targets[st->xslot], st->loss_scale, dx);
+        if (n->role == TP_LOCAL) stage_xent_tp_bwd(st, n, rows_of(L, B), n->out[slot], dx);
+        else bk->xent_bwd(c, rows_of(L, B), L->in_shape[L->in_ndim - 1], n->out[slot],
+                          st->targets[st->xslot], st->loss_scale, dx);
         break;
     default: break;
     }
@@ -531,7 +551,7 @@ void stage_backward_input(stage *st, int slot, int B, const float *params, const
 
 static void wpass(stage *st, snode *n, int slot, int B)
 {
-    if (has_weights(n->L)) node_wgrad(st, n, slot, B, n->dyst[st->xslot]);
+    if (stage_has_weights(n->L)) node_wgrad(st, n, slot, B, n->dyst[st->xslot]);
     for (int i = 0; i < n->nchildren; i++) wpass(st, &n->children[i], slot, B);
 }
 
@@ -579,8 +599,13 @@ int stage_opt_state(stage *st, int kind, float **m, float **v, plumb_err *err)
 int stage_step(stage *st, const bk_opt *o, plumb_err *err)
 {
     size_t n = (size_t)st->nparams;
+    const snode *e = &st->nodes[0];
+    if (e->role == TP_VOCAB) /* the zero row's gradient (other ranks' tokens): it stays 0 */
+        st->bk->zero(st->ctx, st->grads + e->poff + (size_t)(e->vocab - 1) * e->L->dim,
+                     (size_t)e->L->dim * sizeof(float));
     if (o->kind != BK_SGD && !st->opt_m && !(st->opt_m = dalloc(st, n, err))) return -1;
     if (o->kind == BK_ADAM && !st->opt_v && !(st->opt_v = dalloc(st, n, err))) return -1;
     st->bk->opt_step(st->ctx, o, n, st->params, st->grads, st->opt_m, st->opt_v);
     return 0;
 }
+

@@ -6,7 +6,10 @@
  *
  * Forward and backward take the parameter vector to use as an argument, so that a caller
  * keeping several weight versions (weight stashing, 2BW) runs each microbatch on its own
- * version; gradients always accumulate into the stage's one gradient vector. */
+ * version; gradients always accumulate into the stage's one gradient vector.
+ *
+ * With stage_opts.tp a stage is one rank of a tensor-parallel group (exec/tp.h): it holds
+ * its rank's shard of the split layers, and sums across the group where they need it. */
 #ifndef PLUMB_EXEC_STAGE_H
 #define PLUMB_EXEC_STAGE_H
 
@@ -33,7 +36,28 @@ stage *stage_create(const backend *bk, bk_ctx *ctx, const model *m, int first, i
 typedef struct stage_opts {
     int split_bw;
     int recompute;
+    const struct stage_tp *tp; /* NULL: no tensor parallelism */
 } stage_opts;
+
+/* Tensor parallelism (exec/tp.h's layout): this stage is rank `rank` of a group of `size`
+ * that runs the same stage on the same microbatches. The stage holds its rank's shard of
+ * the split layers and the whole of the others; its inputs, outputs, input gradients and
+ * loss are whole and the same on every rank. `allreduce` sums buf (count floats, a device
+ * buffer of the stage's context) in place over the group, every rank calling it in the
+ * same order; it returns 0, or -1 after recording its failure where the caller can read
+ * it: the stage then makes no further call and stage_failed says so. The struct is
+ * copied; user must outlive the stage. */
+typedef struct stage_tp {
+    int rank, size;
+    /* 1: sequence parallelism (Megatron-LM's): the activations between the split layers
+     * (the residual stream, the layer norms, the stage's inputs and outputs) hold this
+     * rank's share of the sequence, T / size positions of each sample; a column-parallel
+     * layer gathers its input, a row-parallel layer and the embedding sum and scatter
+     * their output; the layer norms' gradients are summed by stage_tp_finish_grads. */
+    int seq;
+    int (*allreduce)(void *user, float *buf, size_t count);
+    void *user;
+} stage_tp;
 stage *stage_create_opts(const backend *bk, bk_ctx *ctx, const model *m, int first, int last,
                          int max_batch, int nslots, const stage_opts *o, plumb_err *err);
 
@@ -55,6 +79,10 @@ void stage_layer_bytes(const model *m, int i, int B, stage_lbytes *out);
 /* Device buffer the caller fills with slot's input, (B, input shape of layers[first]):
  * images, features or token ids as floats. */
 float *stage_input(stage *st, int slot);
+/* Prepares host, B samples of the input, for upload into stage_input: with a
+ * vocabulary-parallel embedding (tp.h) each token id becomes this rank's row of it, or its
+ * zero row for another rank's token; otherwise nothing changes. */
+void stage_map_input(const stage *st, float *host, int B);
 /* Device buffer for slot's targets (B * targets per sample, int32) when the stage holds the
  * loss; NULL otherwise. */
 int32_t *stage_targets(stage *st, int slot);
@@ -88,7 +116,31 @@ void stage_backward_weight(stage *st, int slot, int B);
 int stage_loss(stage *st, int slot, int B, double *loss_sum, double *correct_sum,
                plumb_err *err);
 
-/* Parameters of the stage (floats), and its device vectors. */
+/* Sequence parallelism: sums the layer norms' gradients (each rank's covers its share of
+ * the sequence) over the group; call once per step, on every rank, before the gradients
+ * are used. Nothing otherwise. */
+void stage_tp_finish_grads(stage *st);
+
+/* 1 when a tensor-parallel all-reduce of the stage failed (its forward and backward
+ * results are then garbage); 0 otherwise. */
+int stage_failed(const stage *st);
+
+/* Parameters of the stage's layers in the whole model (floats: model_range_params). */
+long long stage_full_nparams(const stage *st);
+/* Uploads this rank's part of full (host, stage_full_nparams floats: the layers' whole
+ * weights, gradients or optimizer state in the model's order) into dev (one of the
+ * stage's device vectors, stage_nparams floats): shards of the split layers, the others
+ * whole. Returns 0, or -1 with err set (out of memory, backend failure). */
+int stage_put_full(stage *st, const float *full, float *dev, plumb_err *err);
+/* The reverse: downloads dev and writes into full what `which` asks for: this rank's
+ * shards of the split layers (STAGE_SHARDS), the replicated layers' values
+ * (STAGE_REPLICATED), or both; the rest of full is left as it was. Blocks. Without tensor
+ * parallelism every layer counts as replicated. 0 or -1. */
+enum { STAGE_SHARDS = 1, STAGE_REPLICATED = 2 };
+int stage_get_full(stage *st, const float *dev, float *full, int which, plumb_err *err);
+
+/* Parameters of the stage (floats: this rank's, with tensor parallelism), and its device
+ * vectors. */
 long long stage_nparams(const stage *st);
 float *stage_params(stage *st);
 float *stage_grads(stage *st);

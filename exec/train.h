@@ -106,6 +106,8 @@ typedef struct train_run_cfg {
                                  evaluates and writes files; losses are printed by the
                                  process holding the loss stage */
     double timeout_s;         /* receive timeout of the transport (<= 0: 120 s) */
+    int tp;                   /* tensor-parallel ranks per worker (rt_cfg.tp; <= 1: none) */
+    int sp;                   /* sequence parallelism in the groups (rt_cfg.sp) */
 } train_run_cfg;
 
 typedef struct train_result {

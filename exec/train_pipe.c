@@ -162,9 +162,10 @@ int train_run_pipeline(const train_run_cfg *rc, const schedule *s, const int *fi
         data_shuffle(b.perm[e], d->n, rc->seed, e);
     }
     for (int w = 0; w < s->nworkers; w++) devs[w] = ndevices > 0 ? w % ndevices : 0;
+    const int tpn = rc->tp > 1 ? rc->tp : 1; /* local workers are endpoints w tp + r */
     for (int i = 0; rc->local_workers && i < rc->nlocal; i++) /* one process per rank */
-        if (rc->local_workers[i] >= 0 && rc->local_workers[i] < s->nworkers)
-            devs[rc->local_workers[i]] = rc->device;
+        if (rc->local_workers[i] >= 0 && rc->local_workers[i] < s->nworkers * tpn)
+            devs[rc->local_workers[i] / tpn] = rc->device;
     long start = 0;
     if (rc->resume_state) { /* read once by the caller: its arrays are taken */
         ck = *rc->resume_state;
@@ -180,12 +181,17 @@ int train_run_pipeline(const train_run_cfg *rc, const schedule *s, const int *fi
         }
         start = ck.step < total ? ck.step : total;
     }
+    char tpnote[64] = "";
+    if (rc->tp > 1)
+        snprintf(tpnote, sizeof tpnote, " x tp %d%s (%d %s)", rc->tp,
+                 rc->sp ? " sequence-parallel" : "", s->nworkers * rc->tp,
+                 rc->local_workers ? "ranks" : "threads");
     if (log0)
         fprintf(log0,
                 "plumb train: %s (%lld parameters) on %s, %s data (%d samples), %s schedule: "
-                "%d stages on %d workers, minibatch %d = %d x %d, %ld steps%s%s%s\n",
+                "%d stages on %d workers%s, minibatch %d = %d x %d, %ld steps%s%s%s\n",
                 m->name, m->nparams, rc->bk->name, d->name, d->n, sched_kind_name(s->kind),
-                s->nstages, s->nworkers, mbs, s->microbatches, rc->cfg.microbatch, total,
+                s->nstages, s->nworkers, tpnote, mbs, s->microbatches, rc->cfg.microbatch, total,
                 rc->recompute ? ", activations recomputed" : "",
                 rc->tr ? ", transport " : "", rc->tr ? rc->tr->name : "");
     if (log0 && rc->bk->note && rc->bk->note()) fprintf(log0, "%s\n", rc->bk->note());
@@ -230,7 +236,7 @@ int train_run_pipeline(const train_run_cfg *rc, const schedule *s, const int *fi
                       .node_procs = rc->node_procs,
                       .timeout_s = rc->timeout_s, .init_params = cur_w, .init_m = cur_m,
                       .init_v = cur_v, .start_iteration = it0, .want_state = want_state,
-                      .fault = rc->fault};
+                      .fault = rc->fault, .tp = rc->tp, .sp = rc->sp};
         if (runtime_run(&cfg, &rr, err) || gather(rc->tr, m, &rr, err)) goto done;
         seconds += rr.seconds;
         take(&cur_w, &rr.params);

@@ -70,9 +70,11 @@ int train_from_plan(train_run_cfg *cfg, const plan *pl, const char *schedname, i
                       : pl->recompute == RECOMPUTE_SELECTIVE ? "recompute" : "precision";
         return err_set(err, NULL, f, "the executor runs plans with tp 1, whole-stage "
                        "recomputation (checkpoint_layers 0, recompute none or full) and fp32 "
-                       "(this plan has tp %d, checkpoint_layers %d, recompute %s, %s)", pl->tp,
-                       pl->checkpoint_layers, recompute_kind_name(pl->recompute),
-                       dev_precision_name(pl->precision)), 2;
+                       "(this plan has tp %d, checkpoint_layers %d, recompute %s, %s)%s",
+                       pl->tp, pl->checkpoint_layers, recompute_kind_name(pl->recompute),
+                       dev_precision_name(pl->precision),
+                       pl->tp > 1 ? "; tensor parallelism runs without a plan: plumb train "
+                       "MODEL --tp T [--schedule KIND --stages N]" : ""), 2;
     }
     long per_epoch = cfg->train->n / (cfg->cfg.microbatch * nmicro);
     long iters = cfg->steps > 0 ? cfg->steps : (long)cfg->epochs * (per_epoch > 0 ? per_epoch : 1);
