@@ -10,11 +10,7 @@ d=$(mktemp -d)
 trap 'rm -rf "$d"' EXIT
 fail=0
 A100=profiles/clusters/dgx-a100-80g.json
-. "$(dirname "$0")/lib/expect.sh" # expect_bad NAME PATTERN CMD...
-ok() { # ok NAME CMD...
-    local name=$1; shift
-    if ! "$@" >"$d/out" 2>"$d/err"; then echo "FAIL $name:"; cat "$d/err"; fail=1; fi
-}
+. "$(dirname "$0")/lib/expect.sh" # expect_bad, ok
 
 ok profile-gpt3 "$P" profile --model examples/llm/gpt3-175b.json -c $A100 --tp 8 -o "$d/p.json"
 grep -q '"plumb-profile/1"' "$d/p.json" || { echo "FAIL profile-gpt3: no profile"; fail=1; }

@@ -11,12 +11,8 @@ trap 'rm -rf "$d"' EXIT
 fail=0
 A100=profiles/clusters/dgx-a100-80g.json
 GPT3=examples/llm/gpt3-175b.json
-. "$(dirname "$0")/lib/expect.sh" # expect_bad, expect_bad_silent, ok, has
-bad() { # bad NAME PATTERN ARGS...: plan exits 2 with one line, prints nothing, writes nothing
-    local name=$1 pat=$2; shift 2
-    expect_bad_silent "$name" "$pat" "$d/bad.json" \
-        "$P" plan --model $GPT3 -c $A100 "$@" -o "$d/bad.json"
-}
+. "$(dirname "$0")/lib/expect.sh" # expect_bad, expect_bad_silent, ok, has, bad_plan_model
+bad() { bad_plan_model "$@"; } # plan exits 2 with one line, prints nothing, writes nothing
 LAYOUT=(--gpus 1024 --tp 8 --pp 8 --dp 16 --global-batch 1536 --microbatch-size 1 --recompute full)
 
 ok text "$P" plan --model $GPT3 -c $A100 "${LAYOUT[@]}"
