@@ -447,6 +447,95 @@ static int simulate(const nm_models *ms, nm_cand *c, const native_options *o, pl
 
 #define NM_MAX_RESULT 16
 #define NM_EXTRA_ACTIONS 10000.0 /* simulated actions (F, B, sends) beyond the first nsim */
+#define NM_BOUND_SLACK 1.05 /* nm_compute_bound's margin for the steady window's measure */
+
+double nm_compute_bound(const nm_models *ms, const nm_cand *c)
+{
+    const nm_model *m = &ms->m[c->mod];
+    const profile *p = m->p;
+    double f = 0, b = 0, sp = 0;
+    for (int i = 0; i < p->nlayers; i++) {
+        if (profile_layer_is_input(&p->layers[i])) continue;
+        f += p->layers[i].forward_ms;
+        b += p->layers[i].backward_ms;
+    }
+    /* seconds of compute per sample on a device of speed 1 */
+    double work = (f + b + (c->s.recompute ? f : 0)) * 1e-3 / (p->minibatch > 0 ? p->minibatch : 1);
+    if (!(work > 0)) return INFINITY;
+    for (int d = 0; d < m->ndev; d++) {
+        const device_type *t = cluster_device_type(m->c, m->order[d]);
+        double v = t && t->speed > 0 ? t->speed : 1;
+        if (v > sp) sp = v;
+    }
+    int n = 0, nst = sched_kind_chunked(c->s.kind) ? c->pt.ranks : c->pt.nst;
+    for (int s = 0; s < nst; s++) n += c->pt.st[s].r * m->g;
+    return n * sp / work;
+}
+
+/* Simulation order for o->best_only: by compute bound, highest first (the estimate
+ * breaking ties), so the best plan is likely simulated first and bounds the rest. */
+typedef struct nm_bound_ord {
+    int i;
+    double bound, est;
+} nm_bound_ord;
+
+static int cmp_bound(const void *a, const void *b)
+{
+    const nm_bound_ord *x = a, *y = b;
+    if (x->bound != y->bound) return (y->bound > x->bound) - (y->bound < x->bound);
+    if (x->est != y->est) return (y->est > x->est) - (y->est < x->est);
+    return x->i - y->i;
+}
+
+/* Simulates c (or copies its single-stage twin's timing); *best raised to its throughput
+ * when it fits. */
+static void score_cand(const nm_models *ms, nm_cands *cs, int keep, nm_cand *c,
+                       const native_options *o, plan **slot, double *best, native_result *res)
+{
+    if (copy_twin(ms, cs, keep, c)) { /* takes its place among the nsim */
+        if (c->sim_fits && c->sim_thr > *best) *best = c->sim_thr;
+        return;
+    }
+    plumb_err e;
+    err_clear(&e);
+    if (simulate(ms, c, o, slot, &e)) {
+        c->simulated = 1; /* refused: ranked with those that do not fit */
+        c->sim_fits = 0;
+        c->sim_peak = c->pt.peak_mem;
+    }
+    if (c->sim_fits && c->sim_thr > *best) *best = c->sim_thr;
+    res->nsimulated++;
+}
+
+/* o->best_only: the candidates nm_finish would simulate whatever the results (the leads,
+ * the first nsim, the cheap extras) and every baseline, in the order of their compute
+ * bounds, each unless its bound is below the best simulated plan that fits: a superset of
+ * what nm_finish simulates, less what cannot be the best. 0, or -1 out of memory. */
+static int score_best_only(const nm_models *ms, nm_cands *cs, int keep, int nsim, int nlead,
+                           const native_options *o, plan **plans, native_result *res)
+{
+    nm_bound_ord *ord = malloc(((size_t)keep + 1) * sizeof *ord);
+    if (!ord) return -1;
+    double extra = o->sim_top == 0 ? NM_EXTRA_ACTIONS : 0, best = 0;
+    int n = 0, taken = 0;
+    for (int i = 0; i < keep; i++) {
+        nm_cand *c = &cs->v[i];
+        if (!c->must && taken >= nsim && i >= nlead) {
+            double acts = sim_actions(ms, c, o);
+            if (acts > extra) continue;
+            extra -= acts;
+        }
+        taken += !c->must;
+        ord[n++] = (nm_bound_ord){i, nm_compute_bound(ms, c), c->pt.thr};
+    }
+    if (n > 0) qsort(ord, (size_t)n, sizeof *ord, cmp_bound);
+    for (int j = 0; j < n; j++) {
+        if (best > 0 && ord[j].bound * NM_BOUND_SLACK < best) continue;
+        score_cand(ms, cs, keep, &cs->v[ord[j].i], o, &plans[ord[j].i], &best, res);
+    }
+    free(ord);
+    return 0;
+}
 
 int nm_finish(const nm_models *ms, nm_cands *cs, const native_options *o, int nsim,
               native_result *res, plumb_err *err)
@@ -517,32 +606,26 @@ int nm_finish(const nm_models *ms, nm_cands *cs, const native_options *o, int ns
      * simulated plan that fits: the cost model is never that pessimistic for a single
      * stage or a straight pipeline (one replica per stage, no waves), so it would lose */
     double extra = o->sim_top == 0 ? NM_EXTRA_ACTIONS : 0, best = 0;
-    for (int pass = 0; pass < 2; pass++)
-        for (int i = 0, simulated = 0; i < keep; i++) {
-            nm_cand *c = &cs->v[i];
-            if (c->must != pass || o->sim_top < 0) continue;
-            if (pass == 0 && simulated >= nsim && i >= nlead) {
-                double acts = sim_actions(ms, c, o);
-                if (acts > extra) continue;
-                extra -= acts;
-            }
-            if (pass == 1 && best > 0 && c->pt.thr < 0.95 * best) continue;
-            if (copy_twin(ms, cs, keep, c)) { /* takes its place among the nsim */
-                if (c->sim_fits && c->sim_thr > best) best = c->sim_thr;
-                simulated++;
-                continue;
-            }
-            plumb_err e;
-            err_clear(&e);
-            if (simulate(ms, c, o, &plans[i], &e)) {
-                c->simulated = 1; /* refused: ranked with those that do not fit */
-                c->sim_fits = 0;
-                c->sim_peak = c->pt.peak_mem;
-            }
-            if (c->sim_fits && c->sim_thr > best) best = c->sim_thr;
-            simulated++;
-            res->nsimulated++;
+    if (o->best_only && o->sim_top >= 0) {
+        if (score_best_only(ms, cs, keep, nsim, nlead, o, plans, res)) {
+            free(plans);
+            return err_set(err, NULL, NULL, "out of memory");
         }
+    } else {
+        for (int pass = 0; pass < 2; pass++)
+            for (int i = 0, simulated = 0; i < keep; i++) {
+                nm_cand *c = &cs->v[i];
+                if (c->must != pass || o->sim_top < 0) continue;
+                if (pass == 0 && simulated >= nsim && i >= nlead) {
+                    double acts = sim_actions(ms, c, o);
+                    if (acts > extra) continue;
+                    extra -= acts;
+                }
+                if (pass == 1 && best > 0 && c->pt.thr < 0.95 * best) continue;
+                score_cand(ms, cs, keep, c, o, &plans[i], &best, res);
+                simulated++;
+            }
+    }
     /* rank the kept candidates, carrying their plans along */
     nm_cand *tmp = malloc((size_t)(keep + 1) * sizeof *tmp);
     int *idx = malloc((size_t)(keep + 1) * sizeof *idx);

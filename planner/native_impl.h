@@ -213,6 +213,13 @@ int nm_reprice(const nm_models *ms, nm_cands *cs, int from, int to, sched_kind k
 /* Sorts cs by estimated throughput (fitting first), simulates the first nsim distinct ones
  * (iterations, memory limit from o), and fills res with every candidate ranked (simulated
  * and fitting by simulated throughput first). 0 or -1 with err (out of memory). */
+/* The most samples per second c can reach by its compute alone: each microbatch runs
+ * every layer's forward and backward (and the forward again with recomputation) once on
+ * one of the plan's devices, none faster than the fastest device of the order, and the
+ * simulator's transfers, all-reduce, step, batch gather and bubbles only add time.
+ * INFINITY when the profile has no compute. */
+double nm_compute_bound(const nm_models *ms, const nm_cand *c);
+
 int nm_finish(const nm_models *ms, nm_cands *cs, const native_options *o, int nsim,
               native_result *res, plumb_err *err);
 

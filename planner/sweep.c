@@ -71,6 +71,7 @@ int planner_sweep(const profile *p, const cluster *c, int gmin, int gmax,
         native_options oc = *o;
         oc.max_devices = use;
         oc.no_suggest = 1;
+        oc.best_only = 1;
         native_result nr;
         plan *pl = planner_native(p, cl, &oc, &nr, &e);
         if (!pl) {

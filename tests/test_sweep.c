@@ -9,6 +9,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "planner/policy.h"
 #include "planner/sweep.h"
 
 static cluster *load_cluster(const char *path)
@@ -155,4 +156,88 @@ Test(figures, gpus_used_counts_the_plan)
     sweep_result_free(&r);
     profile_free(p);
     cluster_free(c);
+}
+
+/* What a plan's compute alone allows, written here from the profile: each sample runs every
+ * layer's forward and backward (the forward twice with recomputation) on one of the plan's
+ * devices, none faster than the fastest device: devices x speed x minibatch / work. */
+static double compute_cap(const profile *p, const cluster *c, const native_candidate *x)
+{
+    double f = 0, b = 0, sp = 0;
+    for (int i = 0; i < p->nlayers; i++) {
+        if (p->layers[i].kind && !strcmp(p->layers[i].kind, "Input")) continue; /* data */
+        f += p->layers[i].forward_ms;
+        b += p->layers[i].backward_ms;
+    }
+    for (int d = 0; d < c->ndevices; d++) {
+        const device_type *t = cluster_device_type(c, d);
+        if (t && t->speed > sp) sp = t->speed;
+    }
+    return x->ndevices_used * (sp > 0 ? sp : 1) * p->minibatch /
+           ((f + b + (x->recompute ? f : 0)) * 1e-3);
+}
+
+/* The best plan of a fitting simulated candidate: its samples/s, or 0. */
+static double best_simulated(const native_result *r)
+{
+    double best = 0;
+    for (int i = 0; i < r->ncand; i++)
+        if (r->cand[i].simulated && r->cand[i].fits && r->cand[i].sim_samples_per_s > best)
+            best = r->cand[i].sim_samples_per_s;
+    return best;
+}
+
+/* best_only (what the sweep plans with) leaves out the candidates whose compute caps them
+ * below the best simulated plan: the best plan is never worse, and every simulated
+ * candidate of every schedule kind (auto) stays within its compute cap, the premise of
+ * leaving them out; the sweep simulates fewer plans */
+Test(best_only, no_worse_with_fewer_simulations)
+{
+    static const struct { const char *prof, *clus; int gpus, sched; } cases[] = {
+        {"profiles/pipedream/resnet50.json", "profiles/clusters/h200-4x8.json", 64, -2},
+        {"profiles/pipedream/resnet50.json", "profiles/clusters/h200-4x8.json", 200, -2},
+        {"profiles/pipedream/vgg16.json", "profiles/clusters/cluster-a-4x4.json", 16,
+         NATIVE_SCHED_AUTO},
+        {"profiles/pipedream/gnmt.json", "profiles/clusters/hetero-2xh200-2xv100.json", 32,
+         NATIVE_SCHED_AUTO},
+    };
+    int sims[2] = {0, 0};
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        plumb_err e;
+        profile *p = profile_load(cases[k].prof, &e);
+        cr_assert(p, "%s", e.msg);
+        cluster *c0 = load_cluster(cases[k].clus);
+        int use;
+        cluster *c = planner_cluster_resize(c0, cases[k].gpus, &use, &e);
+        cr_assert(c, "%s", e.msg);
+        double best[2];
+        for (int bo = 0; bo < 2; bo++) {
+            native_options o;
+            native_options_init(&o);
+            if (cases[k].sched != -2) o.schedule = cases[k].sched;
+            o.max_devices = use;
+            o.best_only = bo;
+            native_result r;
+            plan *pl = planner_native(p, c, &o, &r, &e);
+            cr_assert(pl, "%s on %d: %s", cases[k].prof, cases[k].gpus, e.msg);
+            for (int i = 0; i < r.ncand; i++)
+                if (r.cand[i].simulated)
+                    cr_assert_leq(r.cand[i].sim_samples_per_s,
+                                  compute_cap(p, c, &r.cand[i]) * (1 + 1e-12),
+                                  "%s on %d, %s: above its compute cap", cases[k].prof,
+                                  cases[k].gpus, r.cand[i].config);
+            best[bo] = best_simulated(&r);
+            cr_assert_float_eq(pl->pred_samples_per_s, best[bo], 1e-9 * best[bo]);
+            sims[bo] += r.nsimulated;
+            plan_free(pl);
+            native_result_free(&r);
+        }
+        cr_assert_geq(best[1], best[0] * (1 - 1e-12), "%s on %d GPUs: best_only %.1f < %.1f",
+                      cases[k].prof, cases[k].gpus, best[1], best[0]);
+        cluster_free(c);
+        cluster_free(c0);
+        profile_free(p);
+    }
+    cr_assert_lt(sims[1], sims[0], "best_only simulated %d plans, without %d", sims[1],
+                 sims[0]);
 }
