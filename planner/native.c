@@ -469,7 +469,26 @@ double nm_compute_bound(const nm_models *ms, const nm_cand *c)
     }
     int n = 0, nst = sched_kind_chunked(c->s.kind) ? c->pt.ranks : c->pt.nst;
     for (int s = 0; s < nst; s++) n += c->pt.st[s].r * m->g;
-    return n * sp / work;
+    double cap = n * sp / work;
+    const sched_traits *tr = sched_traits_of(c->s.kind);
+    if (tr->async || tr->split_backward || sched_kind_chunked(c->s.kind) || c->s.M < 1)
+        return cap;
+    /* a flushing pipeline (gpipe, 1f1b-flush): a replica of stage s runs at least
+     * ceil(M / replicas) microbatches' F + B between its first forward, which waits for the
+     * forwards of the stages before it, and its last backward, which the backwards of the
+     * stages before it follow before the first stage steps and starts the next iteration */
+    double scale = (double)c->s.mbsize / (p->minibatch > 0 ? p->minibatch : 1) * 1e-3 / sp;
+    double before = 0, period = 0;
+    for (int s = 0; s < c->pt.nst; s++) {
+        const nm_stage *st = &c->pt.st[s];
+        double F = m->cF[st->b1] - m->cF[st->b0], B = m->cB[st->b1] - m->cB[st->b0];
+        double T = (F + B + (c->s.recompute ? F : 0)) * scale;
+        int reps = st->r * m->g, per = (c->s.M + reps - 1) / reps;
+        if (before + per * T > period) period = before + per * T;
+        before += T;
+    }
+    double pipe = period > 0 ? c->s.M * c->s.mbsize / period : INFINITY;
+    return pipe < cap ? pipe : cap;
 }
 
 /* Simulation order for o->best_only: by compute bound, highest first (the estimate

@@ -216,7 +216,8 @@ int nm_reprice(const nm_models *ms, nm_cands *cs, int from, int to, sched_kind k
 /* The most samples per second c can reach by its compute alone: each microbatch runs
  * every layer's forward and backward (and the forward again with recomputation) once on
  * one of the plan's devices, none faster than the fastest device of the order, and the
- * simulator's transfers, all-reduce, step, batch gather and bubbles only add time.
+ * simulator's transfers, all-reduce, step, batch gather and bubbles only add time; for
+ * gpipe and 1f1b-flush also the fill and drain of the most loaded replica of each stage.
  * INFINITY when the profile has no compute. */
 double nm_compute_bound(const nm_models *ms, const nm_cand *c);
 

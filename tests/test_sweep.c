@@ -173,8 +173,28 @@ static double compute_cap(const profile *p, const cluster *c, const native_candi
         const device_type *t = cluster_device_type(c, d);
         if (t && t->speed > sp) sp = t->speed;
     }
-    return x->ndevices_used * (sp > 0 ? sp : 1) * p->minibatch /
-           ((f + b + (x->recompute ? f : 0)) * 1e-3);
+    sp = sp > 0 ? sp : 1;
+    double cap = x->ndevices_used * sp * p->minibatch / ((f + b + (x->recompute ? f : 0)) * 1e-3);
+    const plan *pl = x->pl;
+    if (!pl || (x->schedule != SCHED_GPIPE && x->schedule != SCHED_1F1B_FLUSH)) return cap;
+    /* a flushing pipeline: the first stage starts an iteration only when the previous one
+     * has gone back through it; stage s's busiest replica runs ceil(M / replicas) F + B
+     * after the stages before it have run one microbatch's F and before they run its B */
+    double before = 0, period = 0;
+    for (int s = 0; s < pl->nstages; s++) {
+        double t = 0;
+        for (int l = pl->stages[s].first_layer; l <= pl->stages[s].last_layer; l++) {
+            const profile_layer *L = &p->layers[l];
+            if (L->kind && !strcmp(L->kind, "Input")) continue;
+            t += L->forward_ms * (x->recompute ? 2 : 1) + L->backward_ms;
+        }
+        t *= (double)x->microbatch_size / p->minibatch * 1e-3 / sp;
+        int r = pl->stages[s].replicas, k = (x->microbatches + r - 1) / r;
+        if (before + k * t > period) period = before + k * t;
+        before += t;
+    }
+    double pipe = x->microbatches * x->microbatch_size / period;
+    return pipe < cap ? pipe : cap;
 }
 
 /* The best plan of a fitting simulated candidate: its samples/s, or 0. */
