@@ -141,6 +141,7 @@ void nm_cands_free(nm_cands *cs)
 {
     for (int i = 0; i < cs->n; i++) free(cs->v[i].sim_dev_peak);
     free(cs->v);
+    plan_free(cs->pre_plan);
     memset(cs, 0, sizeof *cs);
 }
 
@@ -449,27 +450,43 @@ static int simulate(const nm_models *ms, nm_cand *c, const native_options *o, pl
 #define NM_EXTRA_ACTIONS 10000.0 /* simulated actions (F, B, sends) beyond the first nsim */
 #define NM_BOUND_SLACK 1.05 /* nm_compute_bound's margin for the steady window's measure */
 
-double nm_compute_bound(const nm_models *ms, const nm_cand *c)
+/* The fastest device's speed in m's order. */
+static double fastest(const nm_model *m)
 {
-    const nm_model *m = &ms->m[c->mod];
+    double sp = 0;
+    for (int d = 0; d < m->ndev; d++) {
+        const device_type *t = cluster_device_type(m->c, m->order[d]);
+        double v = t && t->speed > 0 ? t->speed : 1;
+        if (v > sp) sp = v;
+    }
+    return sp;
+}
+
+/* The most samples per second n devices of m compute, each sample every layer's forward
+ * and backward (the forward twice with recomputation) at the fastest device's speed;
+ * INFINITY when the profile has no compute. */
+static double compute_cap(const nm_model *m, int n, int recompute)
+{
     const profile *p = m->p;
-    double f = 0, b = 0, sp = 0;
+    double f = 0, b = 0;
     for (int i = 0; i < p->nlayers; i++) {
         if (profile_layer_is_input(&p->layers[i])) continue;
         f += p->layers[i].forward_ms;
         b += p->layers[i].backward_ms;
     }
     /* seconds of compute per sample on a device of speed 1 */
-    double work = (f + b + (c->s.recompute ? f : 0)) * 1e-3 / (p->minibatch > 0 ? p->minibatch : 1);
-    if (!(work > 0)) return INFINITY;
-    for (int d = 0; d < m->ndev; d++) {
-        const device_type *t = cluster_device_type(m->c, m->order[d]);
-        double v = t && t->speed > 0 ? t->speed : 1;
-        if (v > sp) sp = v;
-    }
+    double work = (f + b + (recompute ? f : 0)) * 1e-3 / (p->minibatch > 0 ? p->minibatch : 1);
+    return work > 0 ? n * fastest(m) / work : INFINITY;
+}
+
+double nm_compute_bound(const nm_models *ms, const nm_cand *c)
+{
+    const nm_model *m = &ms->m[c->mod];
+    const profile *p = m->p;
     int n = 0, nst = sched_kind_chunked(c->s.kind) ? c->pt.ranks : c->pt.nst;
     for (int s = 0; s < nst; s++) n += c->pt.st[s].r * m->g;
-    double cap = n * sp / work;
+    double cap = compute_cap(m, n, c->s.recompute), sp = fastest(m);
+    if (!isfinite(cap)) return cap;
     const sched_traits *tr = sched_traits_of(c->s.kind);
     if (tr->async || tr->split_backward || sched_kind_chunked(c->s.kind) || c->s.M < 1)
         return cap;
@@ -512,6 +529,18 @@ static void score_cand(const nm_models *ms, nm_cands *cs, int keep, nm_cand *c,
                        const native_options *o, plan **slot, double *best, native_result *res)
 {
     if (copy_twin(ms, cs, keep, c)) { /* takes its place among the nsim */
+        if (c->sim_fits && c->sim_thr > *best) *best = c->sim_thr;
+        return;
+    }
+    if (cs->pre_plan && same_cand(ms, &cs->pre, c)) { /* simulated already (counted) */
+        c->simulated = 1;
+        c->sim_fits = cs->pre.sim_fits;
+        c->sim_thr = cs->pre.sim_thr;
+        c->sim_iter = cs->pre.sim_iter;
+        c->sim_bubble = cs->pre.sim_bubble;
+        c->sim_peak = cs->pre.sim_peak;
+        *slot = cs->pre_plan;
+        cs->pre_plan = NULL;
         if (c->sim_fits && c->sim_thr > *best) *best = c->sim_thr;
         return;
     }
@@ -842,6 +871,34 @@ int nm_begin(const profile *p, const cluster *c, const native_options *o, native
     return 0;
 }
 
+/* best_only: the samples/s of data parallelism (s without recomputation), simulated and
+ * kept in cs->pre when it fits (it is then among the baselines, nm_finish takes its plan
+ * and figures); 0 when it does not fit or is not a baseline. */
+static double dp_floor(const nm_models *ms, const native_options *o, const nm_setting *s,
+                       int fixedM, nm_cands *cs, native_result *res)
+{
+    if (s->nstages > 1 || ms->n < 1) return 0;
+    nm_cands one = {0};
+    nm_setting s0 = *s;
+    s0.recompute = 0;
+    int have = 2, runs = 0; /* data parallelism only, no straight pipeline */
+    double floor = 0;
+    if (nm_baselines(ms, &s0, fixedM, &one, &runs, &have) == 1 && one.v[0].pt.nst == 1) {
+        plumb_err e;
+        err_clear(&e);
+        plan *pl = NULL;
+        if (simulate(ms, &one.v[0], o, &pl, &e) == 0) {
+            res->nsimulated++;
+            cs->pre = one.v[0];
+            cs->pre.sim_dev_peak = NULL;
+            cs->pre_plan = pl;
+            floor = one.v[0].sim_fits ? one.v[0].sim_thr : 0;
+        }
+    }
+    nm_cands_free(&one);
+    return floor;
+}
+
 int nm_search(const nm_models *ms, const native_options *o, nm_setting *s,
               native_result *res, plumb_err *err)
 {
@@ -851,6 +908,13 @@ int nm_search(const nm_models *ms, const native_options *o, nm_setting *s,
      * a forward per microbatch but may let a better partition fit */
     int rc0 = o->recompute == 1 ? 1 : 0, rc1 = o->recompute == 0 ? 0 : 1;
     int have = 0; /* baselines that fit without recomputation need no recomputing twin */
+    /* best_only: recomputation is not tried when all the devices recomputing could not
+     * beat data parallelism as simulated (the recomputing candidates could not be best) */
+    double floor = o->best_only && o->sim_top >= 0 && rc0 < rc1
+                       ? dp_floor(ms, o, s, fixedM, &cs, res) : 0;
+    if (floor > 0 &&
+        compute_cap(&ms->m[0], ms->m[0].U * ms->m[0].g, 1) * NM_BOUND_SLACK < floor)
+        rc1 = rc0;
     /* microbatches of the profiled size, and (unless --microbatch-size fixes it) of a half
      * and a quarter of it, as auto does: smaller ones free activation memory for other
      * partitions, fewer stages or more replicas; quarter and below only when nothing fits */

@@ -184,6 +184,8 @@ typedef struct nm_cand {
 typedef struct nm_cands {
     int n, cap;
     nm_cand *v;
+    nm_cand pre;      /* best_only: a candidate simulated before the others were gathered */
+    struct plan *pre_plan; /* its plan (owned; NULL: none or taken by nm_finish) */
 } nm_cands;
 
 void nm_cands_free(nm_cands *cs);
