@@ -261,6 +261,18 @@ int nm_model_build(nm_model *m, const profile *p, const cluster *c, int ndev,
             m->rlist[m->nr++] = r;
 
     sim_net_from_cluster(&m->net, c, NULL);
+    /* the ring over a range of consecutive devices depends only on where it starts in its
+     * server group (the group of the next-to-outermost level) and on its length: rings the
+     * identity order's earlier unit ranges priced are taken from them (1024 devices: 32
+     * rings priced instead of 528) */
+    int ident = 1, same[NM_MAX_UNITS];
+    for (int d = 0; d < ndev && ident; d++) ident = m->order[d] == d;
+    long long S = m->net.nlevels >= 2 ? m->net.gsize[m->net.nlevels - 2] : 1;
+    for (int u = 0; u < U; u++) {
+        same[u] = u;
+        for (int v = 0; v < u && ident && same[u] == u; v++)
+            if ((long long)v * m->g % S == (long long)u * m->g % S) same[u] = v;
+    }
     for (int u = 0; u < U; u++) {
         double sp = INFINITY, cap = INFINITY;
         for (int r = 1; u + r <= U; r++) {
@@ -284,7 +296,12 @@ int nm_model_build(nm_model *m, const profile *p, const cluster *c, int ndev,
                 R->ok = s0 == s1 || a0 || a1;
             }
             int nd = d1 - d0;
-            if (nd > 1) sim_net_ring(&m->net, m->order + d0, nd, &R->ar_a, &R->ar_b);
+            if (same[u] != u) {
+                R->ar_a = m->rg[same[u] * (U + 1) + r].ar_a;
+                R->ar_b = m->rg[same[u] * (U + 1) + r].ar_b;
+            } else if (nd > 1) {
+                sim_net_ring(&m->net, m->order + d0, nd, &R->ar_a, &R->ar_b);
+            }
             double rate, lat;
             if (d0 > 0) {
                 int L = sim_net_path(&m->net, m->order[d0 - 1], m->order[d1 - 1], &rate, &lat);
