@@ -100,8 +100,9 @@ double eng_add_repeated(double s, double v, long long n)
             n--;
             continue;
         }
-        double q = floor(x), f = x - q;
-        unsigned long long Si = (unsigned long long)S, d = (unsigned long long)q;
+        /* 0 <= x < 2^51: its integer part by truncation, exactly floor's */
+        unsigned long long Si = (unsigned long long)S, d = (unsigned long long)x;
+        double f = x - (double)d;
         if (f == 0.5) {
             if (Si & 1) {
                 s += v;
@@ -114,8 +115,15 @@ double eng_add_repeated(double s, double v, long long n)
         }
         if (d == 0)
             return s;  /* v is below half an ulp of s: nothing changes, ever */
-        unsigned long long room = ((1ULL << 53) - 1 - Si) / d;
-        unsigned long long k = (unsigned long long)n < room ? (unsigned long long)n : room;
+        /* k = min(n, room) with room = (2^53 - 1 - Si) / d, without the division when all n
+         * fit (Si + n d < 2^53 + 2^31 2^32 cannot overflow) */
+        unsigned long long un = (unsigned long long)n, k;
+        if (un < (1ULL << 31) && d < (1ULL << 32) && Si + un * d <= (1ULL << 53) - 1) {
+            k = un;
+        } else {
+            unsigned long long room = ((1ULL << 53) - 1 - Si) / d;
+            k = un < room ? un : room;
+        }
         if (k > 0) {
             s = times_pow2((double)(Si + k * d), e - 53);
             n -= (long long)k;
