@@ -416,31 +416,55 @@ static double sim_actions(const nm_models *ms, const nm_cand *c, const native_op
     return acts * iters;
 }
 
-/* Simulates c; fills its sim_* figures. 0, or -1 when the simulator refused the plan. */
+/* Sets c's sim_* figures and pl's predictions from f. */
+static void take_figures(nm_cand *c, plan *pl, const nm_sim_fig *f)
+{
+    c->simulated = 1;
+    c->sim_thr = f->thr;
+    c->sim_iter = f->iter;
+    c->sim_bubble = f->bubble;
+    c->sim_peak = f->peak;
+    c->sim_fits = f->fits;
+    pl->pred_iteration_s = f->iter;
+    pl->pred_samples_per_s = f->thr;
+    free(pl->pred_peak_memory_bytes);
+    pl->pred_peak_memory_bytes = calloc((size_t)pl->clus->ndevices, sizeof(double));
+    if (pl->pred_peak_memory_bytes)
+        for (int i = 0; i < f->ndev; i++)
+            if (f->dev[i] >= 0 && f->dev[i] < pl->clus->ndevices)
+                pl->pred_peak_memory_bytes[f->dev[i]] = f->dev_mem[i];
+}
+
+/* Simulates c (or takes o->sim_memo's figures for its plan); fills its sim_* figures. 0,
+ * or -1 when the simulator refused the plan. */
 static int simulate(const nm_models *ms, nm_cand *c, const native_options *o, plan **out,
                     plumb_err *err)
 {
     plan *pl = nm_plan(&ms->m[c->mod], &c->s, &c->pt, err);
     if (!pl) return -1;
+    const nm_sim_fig *kept = o->sim_memo ? nm_sim_memo_get(o->sim_memo, pl, o) : NULL;
+    if (kept) {
+        take_figures(c, pl, kept);
+        *out = pl;
+        return 0;
+    }
     sim_report *r = nm_sim_score(pl, o, err);
     if (!r) {
         plan_free(pl);
         return -1;
     }
-    c->simulated = 1;
-    c->sim_thr = r->samples_per_s;
-    c->sim_iter = r->iteration_s;
-    c->sim_bubble = r->bubble_fraction;
-    c->sim_peak = r->peak_memory_bytes;
-    c->sim_fits = r->fits;
-    pl->pred_iteration_s = r->iteration_s;
-    pl->pred_samples_per_s = r->samples_per_s;
-    free(pl->pred_peak_memory_bytes);
-    pl->pred_peak_memory_bytes = calloc((size_t)pl->clus->ndevices, sizeof(double));
-    if (pl->pred_peak_memory_bytes)
-        for (int i = 0; i < r->ndevices; i++)
-            if (r->devices[i].device >= 0 && r->devices[i].device < pl->clus->ndevices)
-                pl->pred_peak_memory_bytes[r->devices[i].device] = r->devices[i].mem.total;
+    int *dev = malloc(((size_t)r->ndevices + 1) * sizeof *dev);
+    double *mem = malloc(((size_t)r->ndevices + 1) * sizeof *mem);
+    nm_sim_fig f = {r->samples_per_s, r->iteration_s, r->bubble_fraction, r->peak_memory_bytes,
+                    r->fits, dev && mem ? r->ndevices : 0, dev, mem};
+    for (int i = 0; i < f.ndev; i++) {
+        dev[i] = r->devices[i].device;
+        mem[i] = r->devices[i].mem.total;
+    }
+    take_figures(c, pl, &f);
+    if (o->sim_memo && dev && mem) nm_sim_memo_put(o->sim_memo, &f);
+    free(dev);
+    free(mem);
     sim_report_free(r);
     *out = pl;
     return 0;

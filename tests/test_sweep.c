@@ -9,6 +9,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "planner/native_impl.h"
 #include "planner/policy.h"
 #include "planner/sweep.h"
 
@@ -263,4 +264,91 @@ Test(best_only, no_worse_with_fewer_simulations)
                  sims[0]);
     /* and it leaves recomputation out where data parallelism beats all devices recomputing */
     cr_assert_lt(dps[1], dps[0], "best_only solved %d programs, without %d", dps[1], dps[0]);
+}
+
+/* The sweep's simulation memo: a plan's figures are found again for the same plan on the
+ * same devices of the cluster resized to another count, and not for another microbatch
+ * count, another device type or another layout of the servers; a sweep reusing them
+ * reports what planning each count alone (best_only, no memo) gives, bit for bit */
+Test(sim_memo, same_plan_same_devices_only)
+{
+    plumb_err e;
+    profile *p = profile_load("profiles/pipedream/resnet50.json", &e);
+    cr_assert(p, "%s", e.msg);
+    cluster *c0 = load_cluster("profiles/clusters/h200-4x8.json");
+    cluster *hx = load_cluster("profiles/clusters/hetero-2xh200-2xv100.json");
+    native_options o;
+    native_options_init(&o);
+    int use;
+    cluster *a = planner_cluster_resize(c0, 100, &use, &e), *b = planner_cluster_resize(c0, 103, &use, &e);
+    cluster *h = planner_cluster_resize(hx, 32, &use, &e);
+    cr_assert(a && b && h, "%s", e.msg);
+    plan *pa = native_dp_plan(p, a, 24, &e), *pb = native_dp_plan(p, b, 24, &e);
+    plan *ph = native_dp_plan(p, h, 24, &e);
+    cr_assert(pa && pb && ph, "%s", e.msg);
+    /* devices 16..23 of the heterogeneous cluster are V100s: the same ids, other types */
+    pa->microbatches = pb->microbatches = ph->microbatches = 48;
+    nm_sim_memo *mo = nm_sim_memo_new();
+    cr_assert(mo);
+    cr_assert_null(nm_sim_memo_get(mo, pa, &o));
+    int dev[1] = {3};
+    double mem[1] = {1.5};
+    nm_sim_fig f = {123.0, 0.5, 0.1, 7.0, 1, 1, dev, mem};
+    nm_sim_memo_put(mo, &f);
+    const nm_sim_fig *g = nm_sim_memo_get(mo, pb, &o);
+    cr_assert(g, "the same plan on the same devices of 103 GPUs is not found");
+    cr_assert(g->thr == 123.0 && g->ndev == 1 && g->dev[0] == 3 && g->dev_mem[0] == 1.5);
+    cr_assert_null(nm_sim_memo_get(mo, ph, &o), "another device type is found");
+    pb->microbatches = 96;
+    cr_assert_null(nm_sim_memo_get(mo, pb, &o), "another microbatch count is found");
+    /* servers of 4 instead of 8: the same 12 devices, other links between them */
+    cluster *c4 = cluster_clone(c0);
+    cr_assert(c4);
+    c4->levels[0].count = 4;
+    cluster *small = planner_cluster_resize(c4, 12, &use, &e);
+    cluster *a12 = planner_cluster_resize(c0, 12, &use, &e);
+    cr_assert(small && a12, "%s", e.msg);
+    plan *ps = native_dp_plan(p, small, 12, &e), *p6 = native_dp_plan(p, a12, 12, &e);
+    cr_assert(ps && p6, "%s", e.msg);
+    ps->microbatches = p6->microbatches = 24;
+    cr_assert_null(nm_sim_memo_get(mo, p6, &o));
+    nm_sim_memo_put(mo, &f);
+    cr_assert(nm_sim_memo_get(mo, p6, &o));
+    cr_assert_null(nm_sim_memo_get(mo, ps, &o), "servers of 4 found as servers of 8");
+    nm_sim_memo_free(mo);
+    plan_free(ps);
+    plan_free(p6);
+    cluster_free(small);
+    cluster_free(a12);
+    cluster_free(c4);
+    plan_free(pa);
+    plan_free(pb);
+    plan_free(ph);
+    cluster_free(a);
+    cluster_free(b);
+    cluster_free(h);
+
+    /* the sweep against each count planned alone */
+    sweep_result r;
+    cr_assert_eq(planner_sweep(p, c0, 96, 104, NULL, 0, 0, &r, &e), 0, "%s", e.msg);
+    double best = 0;
+    for (int i = 0; i < r.n; i++) {
+        cluster *cl = planner_cluster_resize(c0, r.pts[i].gpus, &use, &e);
+        cr_assert(cl, "%s", e.msg);
+        native_options oc;
+        native_options_init(&oc);
+        oc.max_devices = use;
+        oc.best_only = 1;
+        plan *pl = planner_native(p, cl, &oc, NULL, &e);
+        cr_assert(pl, "%s", e.msg);
+        if (pl->pred_samples_per_s > best) best = pl->pred_samples_per_s;
+        cr_assert(r.pts[i].samples_per_s == best, "%d GPUs: %.17g against %.17g",
+                  r.pts[i].gpus, r.pts[i].samples_per_s, best);
+        plan_free(pl);
+        cluster_free(cl);
+    }
+    sweep_result_free(&r);
+    cluster_free(hx);
+    cluster_free(c0);
+    profile_free(p);
 }
