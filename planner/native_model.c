@@ -184,16 +184,20 @@ int nm_orders(const cluster *c, int ndev, int *orders)
  * each: every device has its own link inside a server; across servers, each server's
  * traffic shares its egress port. */
 static double range_total(const nm_model *m, const cluster *c, int d0, int d1, int L,
-                          double rate)
+                          double rate, int ident)
 {
     double total = rate * (d1 - d0);
     if (L > 0) {
-        int nserv = 0, last = -1;
+        int nserv = 0, last = -1, per = c->levels[0].count;
         double eg = INFINITY;
-        for (int d = d0; d < d1; d++) {
-            int s = cluster_server_of(c, m->order[d]);
-            if (s != last) nserv++;
-            last = s;
+        if (ident && per > 0) { /* the order is the devices': servers d0 / per .. */
+            nserv = (d1 - 1) / per - d0 / per + 1;
+        } else {
+            for (int d = d0; d < d1; d++) {
+                int s = cluster_server_of(c, m->order[d]);
+                if (s != last) nserv++;
+                last = s;
+            }
         }
         for (int l = 1; l <= L; l++)
             if (m->net.egress[l] < eg) eg = m->net.egress[l];
@@ -305,7 +309,7 @@ int nm_model_build(nm_model *m, const profile *p, const cluster *c, int ndev,
             double rate, lat;
             if (d0 > 0) {
                 int L = sim_net_path(&m->net, m->order[d0 - 1], m->order[d1 - 1], &rate, &lat);
-                R->in_total = range_total(m, c, d0, d1, L, rate);
+                R->in_total = range_total(m, c, d0, d1, L, rate, ident);
             }
             if (d1 < ndev) {
                 /* microbatches go round-robin from every replica to the next stage: the
@@ -313,7 +317,7 @@ int nm_model_build(nm_model *m, const profile *p, const cluster *c, int ndev,
                 int L = sim_net_path(&m->net, m->order[d0], m->order[d1], &rate, &lat);
                 R->out_rate = rate;
                 R->out_lat = lat;
-                R->out_total = range_total(m, c, d0, d1, L, rate);
+                R->out_total = range_total(m, c, d0, d1, L, rate, ident);
             }
         }
     }

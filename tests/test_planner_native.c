@@ -878,7 +878,8 @@ Test(stages, pinned_depth_is_honoured, .timeout = 120)
 
 /* The model's ring all-reduce line of every unit range equals sim_net_ring's over the
  * range's devices, bit for bit, where the model takes it from an earlier range (identity
- * order, 2 and 3 levels, units of 1 to 32 devices, ranges starting mid-server) */
+ * order, 2 and 3 levels, units of 1 to 32 devices, ranges starting mid-server), and its
+ * outgoing links' total counts the servers the range spans as walking its devices does */
 Test(model, ring_of_every_range_like_the_simulator)
 {
     static const char *three =
@@ -916,6 +917,27 @@ Test(model, ring_of_every_range_like_the_simulator)
                               "%s on %d, units [%d, %d): %.17g %.17g against %.17g %.17g",
                               c->name, counts[i], u, u + r, R->ar_a, R->ar_b, a, b);
                     reused += u > 0;
+                    /* the outgoing links' total: servers counted by walking the devices */
+                    int d0 = u * m.g, d1 = (u + r) * m.g;
+                    if (d1 < m.ndev) {
+                        double rate, lat, eg = INFINITY, total;
+                        int L = sim_net_path(&m.net, m.order[d0], m.order[d1], &rate, &lat);
+                        total = rate * (d1 - d0);
+                        if (L > 0) {
+                            int ns = 0, last = -1;
+                            for (int d = d0; d < d1; d++) {
+                                int sv = cluster_server_of(c, m.order[d]);
+                                ns += sv != last;
+                                last = sv;
+                            }
+                            for (int l = 1; l <= L; l++)
+                                if (m.net.egress[l] < eg) eg = m.net.egress[l];
+                            if (eg * ns < total) total = eg * ns;
+                        }
+                        cr_assert(!memcmp(&total, &R->out_total, sizeof total),
+                                  "%s on %d, units [%d, %d): out_total %.17g against %.17g",
+                                  c->name, counts[i], u, u + r, R->out_total, total);
+                    }
                 }
             nm_model_free(&m);
             cluster_free(c);
