@@ -141,6 +141,7 @@ void nm_cands_free(nm_cands *cs)
 {
     for (int i = 0; i < cs->n; i++) free(cs->v[i].sim_dev_peak);
     free(cs->v);
+    plan_free(cs->pre_plan);
     memset(cs, 0, sizeof *cs);
 }
 
@@ -415,31 +416,55 @@ static double sim_actions(const nm_models *ms, const nm_cand *c, const native_op
     return acts * iters;
 }
 
-/* Simulates c; fills its sim_* figures. 0, or -1 when the simulator refused the plan. */
+/* Sets c's sim_* figures and pl's predictions from f. */
+static void take_figures(nm_cand *c, plan *pl, const nm_sim_fig *f)
+{
+    c->simulated = 1;
+    c->sim_thr = f->thr;
+    c->sim_iter = f->iter;
+    c->sim_bubble = f->bubble;
+    c->sim_peak = f->peak;
+    c->sim_fits = f->fits;
+    pl->pred_iteration_s = f->iter;
+    pl->pred_samples_per_s = f->thr;
+    free(pl->pred_peak_memory_bytes);
+    pl->pred_peak_memory_bytes = calloc((size_t)pl->clus->ndevices, sizeof(double));
+    if (pl->pred_peak_memory_bytes)
+        for (int i = 0; i < f->ndev; i++)
+            if (f->dev[i] >= 0 && f->dev[i] < pl->clus->ndevices)
+                pl->pred_peak_memory_bytes[f->dev[i]] = f->dev_mem[i];
+}
+
+/* Simulates c (or takes o->sim_memo's figures for its plan); fills its sim_* figures. 0,
+ * or -1 when the simulator refused the plan. */
 static int simulate(const nm_models *ms, nm_cand *c, const native_options *o, plan **out,
                     plumb_err *err)
 {
     plan *pl = nm_plan(&ms->m[c->mod], &c->s, &c->pt, err);
     if (!pl) return -1;
+    const nm_sim_fig *kept = o->sim_memo ? nm_sim_memo_get(o->sim_memo, pl, o) : NULL;
+    if (kept) {
+        take_figures(c, pl, kept);
+        *out = pl;
+        return 0;
+    }
     sim_report *r = nm_sim_score(pl, o, err);
     if (!r) {
         plan_free(pl);
         return -1;
     }
-    c->simulated = 1;
-    c->sim_thr = r->samples_per_s;
-    c->sim_iter = r->iteration_s;
-    c->sim_bubble = r->bubble_fraction;
-    c->sim_peak = r->peak_memory_bytes;
-    c->sim_fits = r->fits;
-    pl->pred_iteration_s = r->iteration_s;
-    pl->pred_samples_per_s = r->samples_per_s;
-    free(pl->pred_peak_memory_bytes);
-    pl->pred_peak_memory_bytes = calloc((size_t)pl->clus->ndevices, sizeof(double));
-    if (pl->pred_peak_memory_bytes)
-        for (int i = 0; i < r->ndevices; i++)
-            if (r->devices[i].device >= 0 && r->devices[i].device < pl->clus->ndevices)
-                pl->pred_peak_memory_bytes[r->devices[i].device] = r->devices[i].mem.total;
+    int *dev = malloc(((size_t)r->ndevices + 1) * sizeof *dev);
+    double *mem = malloc(((size_t)r->ndevices + 1) * sizeof *mem);
+    nm_sim_fig f = {r->samples_per_s, r->iteration_s, r->bubble_fraction, r->peak_memory_bytes,
+                    r->fits, dev && mem ? r->ndevices : 0, dev, mem};
+    for (int i = 0; i < f.ndev; i++) {
+        dev[i] = r->devices[i].device;
+        mem[i] = r->devices[i].mem.total;
+    }
+    take_figures(c, pl, &f);
+    if (o->sim_memo && dev && mem) nm_sim_memo_put(o->sim_memo, &f);
+    free(dev);
+    free(mem);
     sim_report_free(r);
     *out = pl;
     return 0;
@@ -447,6 +472,142 @@ static int simulate(const nm_models *ms, nm_cand *c, const native_options *o, pl
 
 #define NM_MAX_RESULT 16
 #define NM_EXTRA_ACTIONS 10000.0 /* simulated actions (F, B, sends) beyond the first nsim */
+#define NM_BOUND_SLACK 1.05 /* nm_compute_bound's margin for the steady window's measure */
+
+/* The fastest device's speed in m's order. */
+static double fastest(const nm_model *m)
+{
+    double sp = 0;
+    for (int d = 0; d < m->ndev; d++) {
+        const device_type *t = cluster_device_type(m->c, m->order[d]);
+        double v = t && t->speed > 0 ? t->speed : 1;
+        if (v > sp) sp = v;
+    }
+    return sp;
+}
+
+/* The most samples per second n devices of m compute, each sample every layer's forward
+ * and backward (the forward twice with recomputation) at the fastest device's speed;
+ * INFINITY when the profile has no compute. */
+static double compute_cap(const nm_model *m, int n, int recompute)
+{
+    const profile *p = m->p;
+    double f = 0, b = 0;
+    for (int i = 0; i < p->nlayers; i++) {
+        if (profile_layer_is_input(&p->layers[i])) continue;
+        f += p->layers[i].forward_ms;
+        b += p->layers[i].backward_ms;
+    }
+    /* seconds of compute per sample on a device of speed 1 */
+    double work = (f + b + (recompute ? f : 0)) * 1e-3 / (p->minibatch > 0 ? p->minibatch : 1);
+    return work > 0 ? n * fastest(m) / work : INFINITY;
+}
+
+double nm_compute_bound(const nm_models *ms, const nm_cand *c)
+{
+    const nm_model *m = &ms->m[c->mod];
+    const profile *p = m->p;
+    int n = 0, nst = sched_kind_chunked(c->s.kind) ? c->pt.ranks : c->pt.nst;
+    for (int s = 0; s < nst; s++) n += c->pt.st[s].r * m->g;
+    double cap = compute_cap(m, n, c->s.recompute), sp = fastest(m);
+    if (!isfinite(cap)) return cap;
+    const sched_traits *tr = sched_traits_of(c->s.kind);
+    if (tr->async || tr->split_backward || sched_kind_chunked(c->s.kind) || c->s.M < 1)
+        return cap;
+    /* a flushing pipeline (gpipe, 1f1b-flush): a replica of stage s runs at least
+     * ceil(M / replicas) microbatches' F + B between its first forward, which waits for the
+     * forwards of the stages before it, and its last backward, which the backwards of the
+     * stages before it follow before the first stage steps and starts the next iteration */
+    double scale = (double)c->s.mbsize / (p->minibatch > 0 ? p->minibatch : 1) * 1e-3 / sp;
+    double before = 0, period = 0;
+    for (int s = 0; s < c->pt.nst; s++) {
+        const nm_stage *st = &c->pt.st[s];
+        double F = m->cF[st->b1] - m->cF[st->b0], B = m->cB[st->b1] - m->cB[st->b0];
+        double T = (F + B + (c->s.recompute ? F : 0)) * scale;
+        int reps = st->r * m->g, per = (c->s.M + reps - 1) / reps;
+        if (before + per * T > period) period = before + per * T;
+        before += T;
+    }
+    double pipe = period > 0 ? c->s.M * c->s.mbsize / period : INFINITY;
+    return pipe < cap ? pipe : cap;
+}
+
+/* Simulation order for o->best_only: by compute bound, highest first (the estimate
+ * breaking ties), so the best plan is likely simulated first and bounds the rest. */
+typedef struct nm_bound_ord {
+    int i;
+    double bound, est;
+} nm_bound_ord;
+
+static int cmp_bound(const void *a, const void *b)
+{
+    const nm_bound_ord *x = a, *y = b;
+    if (x->bound != y->bound) return (y->bound > x->bound) - (y->bound < x->bound);
+    if (x->est != y->est) return (y->est > x->est) - (y->est < x->est);
+    return x->i - y->i;
+}
+
+/* Simulates c (or copies its single-stage twin's timing); *best raised to its throughput
+ * when it fits. */
+static void score_cand(const nm_models *ms, nm_cands *cs, int keep, nm_cand *c,
+                       const native_options *o, plan **slot, double *best, native_result *res)
+{
+    if (copy_twin(ms, cs, keep, c)) { /* takes its place among the nsim */
+        if (c->sim_fits && c->sim_thr > *best) *best = c->sim_thr;
+        return;
+    }
+    if (cs->pre_plan && same_cand(ms, &cs->pre, c)) { /* simulated already (counted) */
+        c->simulated = 1;
+        c->sim_fits = cs->pre.sim_fits;
+        c->sim_thr = cs->pre.sim_thr;
+        c->sim_iter = cs->pre.sim_iter;
+        c->sim_bubble = cs->pre.sim_bubble;
+        c->sim_peak = cs->pre.sim_peak;
+        *slot = cs->pre_plan;
+        cs->pre_plan = NULL;
+        if (c->sim_fits && c->sim_thr > *best) *best = c->sim_thr;
+        return;
+    }
+    plumb_err e;
+    err_clear(&e);
+    if (simulate(ms, c, o, slot, &e)) {
+        c->simulated = 1; /* refused: ranked with those that do not fit */
+        c->sim_fits = 0;
+        c->sim_peak = c->pt.peak_mem;
+    }
+    if (c->sim_fits && c->sim_thr > *best) *best = c->sim_thr;
+    res->nsimulated++;
+}
+
+/* o->best_only: the candidates nm_finish would simulate whatever the results (the leads,
+ * the first nsim, the cheap extras) and every baseline, in the order of their compute
+ * bounds, each unless its bound is below the best simulated plan that fits: a superset of
+ * what nm_finish simulates, less what cannot be the best. 0, or -1 out of memory. */
+static int score_best_only(const nm_models *ms, nm_cands *cs, int keep, int nsim, int nlead,
+                           const native_options *o, plan **plans, native_result *res)
+{
+    nm_bound_ord *ord = malloc(((size_t)keep + 1) * sizeof *ord);
+    if (!ord) return -1;
+    double extra = o->sim_top == 0 ? NM_EXTRA_ACTIONS : 0, best = 0;
+    int n = 0, taken = 0;
+    for (int i = 0; i < keep; i++) {
+        nm_cand *c = &cs->v[i];
+        if (!c->must && taken >= nsim && i >= nlead) {
+            double acts = sim_actions(ms, c, o);
+            if (acts > extra) continue;
+            extra -= acts;
+        }
+        taken += !c->must;
+        ord[n++] = (nm_bound_ord){i, nm_compute_bound(ms, c), c->pt.thr};
+    }
+    if (n > 0) qsort(ord, (size_t)n, sizeof *ord, cmp_bound);
+    for (int j = 0; j < n; j++) {
+        if (best > 0 && ord[j].bound * NM_BOUND_SLACK < best) continue;
+        score_cand(ms, cs, keep, &cs->v[ord[j].i], o, &plans[ord[j].i], &best, res);
+    }
+    free(ord);
+    return 0;
+}
 
 int nm_finish(const nm_models *ms, nm_cands *cs, const native_options *o, int nsim,
               native_result *res, plumb_err *err)
@@ -517,32 +678,26 @@ int nm_finish(const nm_models *ms, nm_cands *cs, const native_options *o, int ns
      * simulated plan that fits: the cost model is never that pessimistic for a single
      * stage or a straight pipeline (one replica per stage, no waves), so it would lose */
     double extra = o->sim_top == 0 ? NM_EXTRA_ACTIONS : 0, best = 0;
-    for (int pass = 0; pass < 2; pass++)
-        for (int i = 0, simulated = 0; i < keep; i++) {
-            nm_cand *c = &cs->v[i];
-            if (c->must != pass || o->sim_top < 0) continue;
-            if (pass == 0 && simulated >= nsim && i >= nlead) {
-                double acts = sim_actions(ms, c, o);
-                if (acts > extra) continue;
-                extra -= acts;
-            }
-            if (pass == 1 && best > 0 && c->pt.thr < 0.95 * best) continue;
-            if (copy_twin(ms, cs, keep, c)) { /* takes its place among the nsim */
-                if (c->sim_fits && c->sim_thr > best) best = c->sim_thr;
-                simulated++;
-                continue;
-            }
-            plumb_err e;
-            err_clear(&e);
-            if (simulate(ms, c, o, &plans[i], &e)) {
-                c->simulated = 1; /* refused: ranked with those that do not fit */
-                c->sim_fits = 0;
-                c->sim_peak = c->pt.peak_mem;
-            }
-            if (c->sim_fits && c->sim_thr > best) best = c->sim_thr;
-            simulated++;
-            res->nsimulated++;
+    if (o->best_only && o->sim_top >= 0) {
+        if (score_best_only(ms, cs, keep, nsim, nlead, o, plans, res)) {
+            free(plans);
+            return err_set(err, NULL, NULL, "out of memory");
         }
+    } else {
+        for (int pass = 0; pass < 2; pass++)
+            for (int i = 0, simulated = 0; i < keep; i++) {
+                nm_cand *c = &cs->v[i];
+                if (c->must != pass || o->sim_top < 0) continue;
+                if (pass == 0 && simulated >= nsim && i >= nlead) {
+                    double acts = sim_actions(ms, c, o);
+                    if (acts > extra) continue;
+                    extra -= acts;
+                }
+                if (pass == 1 && best > 0 && c->pt.thr < 0.95 * best) continue;
+                score_cand(ms, cs, keep, c, o, &plans[i], &best, res);
+                simulated++;
+            }
+    }
     /* rank the kept candidates, carrying their plans along */
     nm_cand *tmp = malloc((size_t)(keep + 1) * sizeof *tmp);
     int *idx = malloc((size_t)(keep + 1) * sizeof *idx);
@@ -740,6 +895,34 @@ int nm_begin(const profile *p, const cluster *c, const native_options *o, native
     return 0;
 }
 
+/* best_only: the samples/s of data parallelism (s without recomputation), simulated and
+ * kept in cs->pre when it fits (it is then among the baselines, nm_finish takes its plan
+ * and figures); 0 when it does not fit or is not a baseline. */
+static double dp_floor(const nm_models *ms, const native_options *o, const nm_setting *s,
+                       int fixedM, nm_cands *cs, native_result *res)
+{
+    if (s->nstages > 1 || ms->n < 1) return 0;
+    nm_cands one = {0};
+    nm_setting s0 = *s;
+    s0.recompute = 0;
+    int have = 2, runs = 0; /* data parallelism only, no straight pipeline */
+    double floor = 0;
+    if (nm_baselines(ms, &s0, fixedM, &one, &runs, &have) == 1 && one.v[0].pt.nst == 1) {
+        plumb_err e;
+        err_clear(&e);
+        plan *pl = NULL;
+        if (simulate(ms, &one.v[0], o, &pl, &e) == 0) {
+            res->nsimulated++;
+            cs->pre = one.v[0];
+            cs->pre.sim_dev_peak = NULL;
+            cs->pre_plan = pl;
+            floor = one.v[0].sim_fits ? one.v[0].sim_thr : 0;
+        }
+    }
+    nm_cands_free(&one);
+    return floor;
+}
+
 int nm_search(const nm_models *ms, const native_options *o, nm_setting *s,
               native_result *res, plumb_err *err)
 {
@@ -749,6 +932,13 @@ int nm_search(const nm_models *ms, const native_options *o, nm_setting *s,
      * a forward per microbatch but may let a better partition fit */
     int rc0 = o->recompute == 1 ? 1 : 0, rc1 = o->recompute == 0 ? 0 : 1;
     int have = 0; /* baselines that fit without recomputation need no recomputing twin */
+    /* best_only: recomputation is not tried when all the devices recomputing could not
+     * beat data parallelism as simulated (the recomputing candidates could not be best) */
+    double floor = o->best_only && o->sim_top >= 0 && rc0 < rc1
+                       ? dp_floor(ms, o, s, fixedM, &cs, res) : 0;
+    if (floor > 0 &&
+        compute_cap(&ms->m[0], ms->m[0].U * ms->m[0].g, 1) * NM_BOUND_SLACK < floor)
+        rc1 = rc0;
     /* microbatches of the profiled size, and (unless --microbatch-size fixes it) of a half
      * and a quarter of it, as auto does: smaller ones free activation memory for other
      * partitions, fewer stages or more replicas; quarter and below only when nothing fits */

@@ -51,6 +51,14 @@ typedef struct native_options {
                                    window (3 for the flushing schedules, what the window
                                    needs for pipedream and 2bw, at most 32) */
     int no_suggest;             /* 1: when nothing fits, do not search what would fit */
+    struct nm_sim_memo *sim_memo; /* plumb sweep: simulations kept across the counts and
+                                   reused for the same plan on the same devices (see
+                                   planner/native.c, nm_sim_memo_new), or NULL */
+    int best_only;              /* 1: only the best plan matters (plumb sweep): a candidate
+                                   whose compute alone (planner/native.c, nm_compute_bound)
+                                   caps it below the best simulated plan that fits is not
+                                   simulated, and every baseline is a candidate; the best
+                                   plan is then the best of at least the same candidates */
     int nstages;                /* > 0: pin the pipeline depth: exactly this many stages
                                    (pipeline ranks for interleaved and zb-v), each still
                                    replicated as the program chooses; 0 = the planner

@@ -184,6 +184,8 @@ typedef struct nm_cand {
 typedef struct nm_cands {
     int n, cap;
     nm_cand *v;
+    nm_cand pre;      /* best_only: a candidate simulated before the others were gathered */
+    struct plan *pre_plan; /* its plan (owned; NULL: none or taken by nm_finish) */
 } nm_cands;
 
 void nm_cands_free(nm_cands *cs);
@@ -213,6 +215,40 @@ int nm_reprice(const nm_models *ms, nm_cands *cs, int from, int to, sched_kind k
 /* Sorts cs by estimated throughput (fitting first), simulates the first nsim distinct ones
  * (iterations, memory limit from o), and fills res with every candidate ranked (simulated
  * and fitting by simulated throughput first). 0 or -1 with err (out of memory). */
+/* The most samples per second c can reach by its compute alone: each microbatch runs
+ * every layer's forward and backward (and the forward again with recomputation) once on
+ * one of the plan's devices, none faster than the fastest device of the order, and the
+ * simulator's transfers, all-reduce, step, batch gather and bubbles only add time; for
+ * gpipe and 1f1b-flush also the fill and drain of the most loaded replica of each stage.
+ * INFINITY when the profile has no compute. */
+double nm_compute_bound(const nm_models *ms, const nm_cand *c);
+
+/* Simulations kept for native_options.sim_memo: a plan's figures under a key of everything
+ * the simulator reads of it (schedule, counts, stages, devices, and of each device its
+ * type's figures and its group at every level of the cluster, the levels' links), so the
+ * same plan on a resized cluster is simulated once. nm_sim_memo_new returns NULL when out
+ * of memory; free with nm_sim_memo_free (NULL is fine). */
+typedef struct nm_sim_memo nm_sim_memo;
+nm_sim_memo *nm_sim_memo_new(void);
+void nm_sim_memo_free(nm_sim_memo *mo);
+
+/* What a scoring simulation gives the planner. */
+typedef struct nm_sim_fig {
+    double thr, iter, bubble, peak;
+    int fits;
+    int ndev;
+    int *dev;          /* [ndev] devices of the report */
+    double *dev_mem;   /* [ndev] their peak memory */
+} nm_sim_fig;
+
+/* The figures kept for pl (owned by mo, valid until the next nm_sim_memo_put), or NULL;
+ * remembers pl's key for nm_sim_memo_put. */
+const nm_sim_fig *nm_sim_memo_get(nm_sim_memo *mo, const struct plan *pl,
+                                  const native_options *o);
+/* Keeps a copy of fig under the key of the last nm_sim_memo_get (nothing when out of
+ * memory). */
+void nm_sim_memo_put(nm_sim_memo *mo, const nm_sim_fig *fig);
+
 int nm_finish(const nm_models *ms, nm_cands *cs, const native_options *o, int nsim,
               native_result *res, plumb_err *err);
 

@@ -184,16 +184,20 @@ int nm_orders(const cluster *c, int ndev, int *orders)
  * each: every device has its own link inside a server; across servers, each server's
  * traffic shares its egress port. */
 static double range_total(const nm_model *m, const cluster *c, int d0, int d1, int L,
-                          double rate)
+                          double rate, int ident)
 {
     double total = rate * (d1 - d0);
     if (L > 0) {
-        int nserv = 0, last = -1;
+        int nserv = 0, last = -1, per = c->levels[0].count;
         double eg = INFINITY;
-        for (int d = d0; d < d1; d++) {
-            int s = cluster_server_of(c, m->order[d]);
-            if (s != last) nserv++;
-            last = s;
+        if (ident && per > 0) { /* the order is the devices': servers d0 / per .. */
+            nserv = (d1 - 1) / per - d0 / per + 1;
+        } else {
+            for (int d = d0; d < d1; d++) {
+                int s = cluster_server_of(c, m->order[d]);
+                if (s != last) nserv++;
+                last = s;
+            }
         }
         for (int l = 1; l <= L; l++)
             if (m->net.egress[l] < eg) eg = m->net.egress[l];
@@ -261,6 +265,18 @@ int nm_model_build(nm_model *m, const profile *p, const cluster *c, int ndev,
             m->rlist[m->nr++] = r;
 
     sim_net_from_cluster(&m->net, c, NULL);
+    /* the ring over a range of consecutive devices depends only on where it starts in its
+     * server group (the group of the next-to-outermost level) and on its length: rings the
+     * identity order's earlier unit ranges priced are taken from them (1024 devices: 32
+     * rings priced instead of 528) */
+    int ident = 1, same[NM_MAX_UNITS];
+    for (int d = 0; d < ndev && ident; d++) ident = m->order[d] == d;
+    long long S = m->net.nlevels >= 2 ? m->net.gsize[m->net.nlevels - 2] : 1;
+    for (int u = 0; u < U; u++) {
+        same[u] = u;
+        for (int v = 0; v < u && ident && same[u] == u; v++)
+            if ((long long)v * m->g % S == (long long)u * m->g % S) same[u] = v;
+    }
     for (int u = 0; u < U; u++) {
         double sp = INFINITY, cap = INFINITY;
         for (int r = 1; u + r <= U; r++) {
@@ -284,11 +300,16 @@ int nm_model_build(nm_model *m, const profile *p, const cluster *c, int ndev,
                 R->ok = s0 == s1 || a0 || a1;
             }
             int nd = d1 - d0;
-            if (nd > 1) sim_net_ring(&m->net, m->order + d0, nd, &R->ar_a, &R->ar_b);
+            if (same[u] != u) {
+                R->ar_a = m->rg[same[u] * (U + 1) + r].ar_a;
+                R->ar_b = m->rg[same[u] * (U + 1) + r].ar_b;
+            } else if (nd > 1) {
+                sim_net_ring(&m->net, m->order + d0, nd, &R->ar_a, &R->ar_b);
+            }
             double rate, lat;
             if (d0 > 0) {
                 int L = sim_net_path(&m->net, m->order[d0 - 1], m->order[d1 - 1], &rate, &lat);
-                R->in_total = range_total(m, c, d0, d1, L, rate);
+                R->in_total = range_total(m, c, d0, d1, L, rate, ident);
             }
             if (d1 < ndev) {
                 /* microbatches go round-robin from every replica to the next stage: the
@@ -296,7 +317,7 @@ int nm_model_build(nm_model *m, const profile *p, const cluster *c, int ndev,
                 int L = sim_net_path(&m->net, m->order[d0], m->order[d1], &rate, &lat);
                 R->out_rate = rate;
                 R->out_lat = lat;
-                R->out_total = range_total(m, c, d0, d1, L, rate);
+                R->out_total = range_total(m, c, d0, d1, L, rate, ident);
             }
         }
     }
@@ -630,12 +651,15 @@ void nm_price(const nm_model *m, const nm_setting *s, nm_part *pt)
 
 /* --- the dynamic program ---------------------------------------------------------------- */
 
+#define NM_DP_TAUS 4 /* latency programs solved together (nm_partitions' thresholds) */
+
 typedef struct nm_dp {
     int nb, U;
     int K;            /* stages pinned (s->nstages), or 0: any count */
-    double *val;      /* [L (nb + 1) (U + 1)], L = K + 1 layers when pinned (layer k: k
-                         stages left), else 1 */
-    int *cj, *cr;     /* choice: next block, units */
+    size_t ns;        /* states of one program: L (nb + 1) (U + 1), L = K + 1 layers when
+                         pinned (layer k: k stages left), else 1 */
+    double *val;      /* [NM_DP_TAUS ns]: program t's values from t ns */
+    int *cj, *cr;     /* [NM_DP_TAUS ns] choice: next block, units */
 } nm_dp;
 
 /* Index of state (k stages left, first block b, first unit u) in the dp's arrays. */
@@ -646,12 +670,13 @@ static size_t dp_at(const nm_dp *d, int k, int b, int u)
 
 /* One layer of the program: the states with `left` stages left (d->K > 0: stages pinned;
  * a stage with one left ends at the last block, one with more leaves blocks to the rest),
- * or, unpinned (left = 0), the only layer, any count. mode 0: V = min max period; mode 1:
- * V = min sum latency with every period <= tau. The inner loop is stage_cost specialised:
- * what depends on the unit range only is hoisted out of the loop over the stage's last
- * block. */
-static void dp_layer(const nm_model *m, const nm_setting *s, nm_dp *d, int mode, double tau,
-                     int left)
+ * or, unpinned (left = 0), the only layer, any count. mode 0: V = min max period (program
+ * 0); mode 1: nt programs at once, program t: V = min sum latency with every period <=
+ * tau[t] (ascending), each as if solved alone (a stage's costs are computed once for all).
+ * The inner loop is stage_cost specialised: what depends on the unit range only is hoisted
+ * out of the loop over the stage's last block. */
+static void dp_layer(const nm_model *m, const nm_setting *s, nm_dp *d, int mode,
+                     const double *tau, int nt, int left)
 {
     int nb = m->nb, U = m->U, W1 = U + 1, rc = s->recompute, K = d->K;
     double bscale = (double)s->mbsize / m->p->minibatch, kscale = bscale * 1e-3;
@@ -660,13 +685,23 @@ static void dp_layer(const nm_model *m, const nm_setting *s, nm_dp *d, int mode,
     const sched_traits *tr = sched_traits_of(s->kind);
     int evenM = tr->mb_per_replica && s->M > 0;
     const size_t lay = dp_at(d, left, 0, 0), nxt = dp_at(d, K > 0 ? left - 1 : 0, 0, 0);
-    for (int u = 0; u <= U; u++) d->val[lay + nb * W1 + u] = K > 0 ? INFINITY : 0;
-    for (int b = 0; b < nb; b++) d->val[lay + b * W1 + U] = INFINITY;
+    const double tmax = mode ? tau[nt - 1] : 0;
+    if (!mode) nt = 1;
+    for (int t = 0; t < nt; t++) {
+        double *val = d->val + t * d->ns;
+        for (int u = 0; u <= U; u++) val[lay + nb * W1 + u] = K > 0 ? INFINITY : 0;
+        for (int b = 0; b < nb; b++) val[lay + b * W1 + U] = INFINITY;
+    }
     for (int b = nb - 1; b >= 0; b--) {
         double in = b > 0 ? m->cut[b] * bscale : 0;
         for (int u = U - 1; u >= 0; u--) {
-            double best = INFINITY;
-            int bj = -1, br = -1, W = m->ndev - u * m->g;
+            double bests[NM_DP_TAUS];
+            int bjs[NM_DP_TAUS], brs[NM_DP_TAUS], W = m->ndev - u * m->g;
+            for (int t = 0; t < nt; t++) {
+                bests[t] = INFINITY;
+                bjs[t] = brs[t] = -1;
+            }
+            double best = INFINITY; /* mode 0's */
             for (int ri = 0; ri < m->nr; ri++) {
                 int r = m->rlist[ri];
                 if (u + r > U) break;
@@ -697,8 +732,16 @@ static void dp_layer(const nm_model *m, const nm_setting *s, nm_dp *d, int mode,
                     if (m->maxA[i] * bscale > maxa) maxa = m->maxA[i] * bscale;
                 for (int j = j0; j <= j1; j++) {
                     if (m->maxA[j - 1] * bscale > maxa) maxa = m->maxA[j - 1] * bscale;
-                    double next = d->val[nxt + j * W1 + u + r];
-                    if (!(next < best)) continue;
+                    const size_t at = nxt + j * W1 + u + r;
+                    double next = d->val[at];
+                    if (!mode) {
+                        if (!(next < best)) continue;
+                    } else {
+                        int any = 0; /* lat + next >= next: useless unless below a best */
+                        for (int t = 0; t < nt && !any; t++)
+                            any = d->val[t * d->ns + at] < bests[t];
+                        if (!any) continue;
+                    }
                     double P = m->cP[j] - m->cP[b], acts = (m->cA[j] - m->cA[b]) * bscale;
                     double mem = P * pcoef + inmem + (rc ? acts : ks * acts) + 2 * maxa +
                                  (m->cG[j] - m->cG[b]) * bscale + m->ws_max +
@@ -714,7 +757,7 @@ static void dp_layer(const nm_model *m, const nm_setting *s, nm_dp *d, int mode,
                     if (b == 0 || j == nb) F += gather / R->speed;
                     double c = F + B, per = c / n;
                     if (mode == 0 && per >= best) break; /* compute grows with j */
-                    if (mode == 1 && per > tau) break;
+                    if (mode == 1 && per > tmax) break;
                     if (n > 1 && P > 0 && (tr->step_each_round || s->M > 0)) {
                         /* the exposed all-reduce: per microbatch round for pipedream; once
                          * per iteration for the others, M microbatches sharing it (without
@@ -732,45 +775,56 @@ static void dp_layer(const nm_model *m, const nm_setting *s, nm_dp *d, int mode,
                         lat += 2 * (R->out_lat + out / R->out_rate);
                     }
                     if (comm > per) per = comm;
-                    double v;
                     if (mode == 0) {
-                        v = per > next ? per : next;
-                    } else {
-                        if (per > tau) continue;
-                        v = lat + next;
+                        double v = per > next ? per : next;
+                        if (v < best) {
+                            best = bests[0] = v;
+                            bjs[0] = j;
+                            brs[0] = r;
+                        }
+                        continue;
                     }
-                    if (v < best) {
-                        best = v;
-                        bj = j;
-                        br = r;
+                    for (int t = nt - 1; t >= 0 && !(per > tau[t]); t--) {
+                        double v = lat + d->val[t * d->ns + at];
+                        if (v < bests[t]) {
+                            bests[t] = v;
+                            bjs[t] = j;
+                            brs[t] = r;
+                        }
                     }
                 }
             }
-            d->val[lay + b * W1 + u] = best;
-            d->cj[lay + b * W1 + u] = bj;
-            d->cr[lay + b * W1 + u] = br;
+            for (int t = 0; t < nt; t++) {
+                const size_t here = t * d->ns + lay + b * W1 + u;
+                d->val[here] = bests[t];
+                d->cj[here] = bjs[t];
+                d->cr[here] = brs[t];
+            }
         }
     }
 }
 
-/* Solves the program (dp_layer's modes): unpinned one layer; pinned, layer 0 (no stage
- * left: only the end is reached) and then 1..K. */
-static void dp_solve(const nm_model *m, const nm_setting *s, nm_dp *d, int mode, double tau)
+/* Solves the programs (dp_layer's modes; nt of them in mode 1): unpinned one layer;
+ * pinned, layer 0 (no stage left: only the end is reached) and then 1..K. */
+static void dp_solve(const nm_model *m, const nm_setting *s, nm_dp *d, int mode,
+                     const double *tau, int nt)
 {
     if (d->K > 0)
-        for (int b = 0; b <= d->nb; b++)
-            for (int u = 0; u <= d->U; u++)
-                d->val[dp_at(d, 0, b, u)] = b == d->nb ? 0 : INFINITY;
-    for (int k = d->K > 0 ? 1 : 0; k <= d->K; k++) dp_layer(m, s, d, mode, tau, k);
+        for (int t = 0; t < (mode ? nt : 1); t++)
+            for (int b = 0; b <= d->nb; b++)
+                for (int u = 0; u <= d->U; u++)
+                    d->val[t * d->ns + dp_at(d, 0, b, u)] = b == d->nb ? 0 : INFINITY;
+    for (int k = d->K > 0 ? 1 : 0; k <= d->K; k++) dp_layer(m, s, d, mode, tau, nt, k);
 }
 
-static int dp_extract(const nm_model *m, const nm_dp *d, nm_part *pt)
+/* Program t's partition (from the start state). 0, or -1 when it has none. */
+static int dp_extract(const nm_model *m, const nm_dp *d, int t, nm_part *pt)
 {
     int b = 0, u = 0, k = d->K;
     pt->nst = 0;
     while (b < m->nb) {
         if (d->K > 0 && k < 1) return -1;
-        size_t at = dp_at(d, k, b, u);
+        size_t at = t * d->ns + dp_at(d, k, b, u);
         int j = d->cj[at], r = d->cr[at];
         if (d->K > 0) k--;
         if (j < 0 || pt->nst >= NM_MAX_STAGES) return -1;
@@ -796,26 +850,30 @@ int nm_partitions(const nm_model *m, const nm_setting *s, nm_part *out, int max,
     int K = s->nstages > 0 ? s->nstages : 0;
     if (K > m->nb || K > m->U || K > NM_MAX_STAGES) return 0; /* nm_begin says why */
     size_t ns = (size_t)(K + 1) * (m->nb + 1) * (m->U + 1);
-    nm_dp d = {m->nb, m->U, K, malloc(ns * sizeof(double)), malloc(ns * sizeof(int)),
-               malloc(ns * sizeof(int))};
+    nm_dp d = {m->nb, m->U, K, ns, malloc(NM_DP_TAUS * ns * sizeof(double)),
+               malloc(NM_DP_TAUS * ns * sizeof(int)), malloc(NM_DP_TAUS * ns * sizeof(int))};
     int n = 0;
     if (!d.val || !d.cj || !d.cr || max < 1) goto done;
     const size_t top = dp_at(&d, K, 0, 0);
-    dp_solve(m, s, &d, 0, 0);
+    dp_solve(m, s, &d, 0, NULL, 1);
     (*dp_runs)++;
     double tau = d.val[top];
     if (!isfinite(tau)) goto done;
     nm_part pt;
-    if (dp_extract(m, &d, &pt) == 0) {
+    if (dp_extract(m, &d, 0, &pt) == 0) {
         nm_price(m, s, &pt);
         out[n++] = pt;
     }
-    static const double fac_sync[] = {1.000001, 1.15, 1.4, 2.0};
-    int nf = sched_traits_of(s->kind)->async || s->quick ? 1 : 4;
+    /* the latency programs under each threshold, solved together (their order and
+     * results as if one after the other) */
+    static const double fac_sync[NM_DP_TAUS] = {1.000001, 1.15, 1.4, 2.0};
+    int nf = sched_traits_of(s->kind)->async || s->quick ? 1 : NM_DP_TAUS;
+    double taus[NM_DP_TAUS];
+    for (int f = 0; f < nf; f++) taus[f] = tau * fac_sync[f];
+    if (nf > 0) dp_solve(m, s, &d, 1, taus, nf);
     for (int f = 0; f < nf && n < max; f++) {
-        dp_solve(m, s, &d, 1, tau * fac_sync[f]);
         (*dp_runs)++;
-        if (!isfinite(d.val[top]) || dp_extract(m, &d, &pt)) continue;
+        if (!isfinite(d.val[f * ns + top]) || dp_extract(m, &d, f, &pt)) continue;
         nm_price(m, s, &pt);
         int dup = 0;
         for (int i = 0; i < n; i++) dup |= same_part(&out[i], &pt);

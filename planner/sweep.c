@@ -56,6 +56,9 @@ int planner_sweep(const profile *p, const cluster *c, int gmin, int gmax,
     res->thr1 = work > 0 ? p->minibatch * (t0 && t0->speed > 0 ? t0->speed : 1) / work : 0;
     res->pts = calloc((size_t)(gmax - gmin + 1), sizeof *res->pts);
     if (!res->pts) return err_set(err, NULL, NULL, "out of memory");
+    /* the same plan on the same devices recurs at nearby counts: simulated once (NULL when
+     * out of memory: every one simulated) */
+    nm_sim_memo *memo = nm_sim_memo_new();
     for (int g = gmin; g <= gmax; g++) {
         sweep_point *pt = &res->pts[res->n++];
         pt->gpus = g;
@@ -71,6 +74,8 @@ int planner_sweep(const profile *p, const cluster *c, int gmin, int gmax,
         native_options oc = *o;
         oc.max_devices = use;
         oc.no_suggest = 1;
+        oc.best_only = 1;
+        oc.sim_memo = memo;
         native_result nr;
         plan *pl = planner_native(p, cl, &oc, &nr, &e);
         if (!pl) {
@@ -118,6 +123,7 @@ int planner_sweep(const profile *p, const cluster *c, int gmin, int gmax,
         native_result_free(&nr);
         cluster_free(cl);
     }
+    nm_sim_memo_free(memo);
     return 0;
 }
 

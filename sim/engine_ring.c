@@ -49,6 +49,7 @@
  * bucket, and after the run. A bucket's shared hops then cost O(r) hop starts, not
  * O(r^2). */
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -56,6 +57,19 @@
 #include "sim/sim.h"
 
 /* --- exact repeated addition --------------------------------------------------------------- */
+
+/* x 2^k exactly as ldexp has it: a multiplication by the power of two built from its bits
+ * where 2^k is a normal double (the product is then ldexp's correctly rounded result),
+ * ldexp itself beyond. */
+static double times_pow2(double x, int k)
+{
+    if (k < -1022 || k > 1023)
+        return ldexp(x, k);
+    uint64_t b = (uint64_t)(k + 1023) << 52;
+    double p;
+    memcpy(&p, &b, sizeof p);
+    return x * p;
+}
 
 double eng_add_repeated(double s, double v, long long n)
 {
@@ -76,16 +90,19 @@ double eng_add_repeated(double s, double v, long long n)
             n--;
             continue;
         }
-        int e;
-        frexp(s, &e);
-        double S = ldexp(s, 53 - e), x = ldexp(v, 53 - e);
+        /* s is normal here: its exponent from its bits, as frexp gives it */
+        uint64_t sb;
+        memcpy(&sb, &s, sizeof sb);
+        int e = (int)((sb >> 52) & 0x7ff) - 1022;
+        double S = times_pow2(s, 53 - e), x = times_pow2(v, 53 - e);
         if (x >= 0x1p51) {
             s += v;
             n--;
             continue;
         }
-        double q = floor(x), f = x - q;
-        unsigned long long Si = (unsigned long long)S, d = (unsigned long long)q;
+        /* 0 <= x < 2^51: its integer part by truncation, exactly floor's */
+        unsigned long long Si = (unsigned long long)S, d = (unsigned long long)x;
+        double f = x - (double)d;
         if (f == 0.5) {
             if (Si & 1) {
                 s += v;
@@ -98,10 +115,17 @@ double eng_add_repeated(double s, double v, long long n)
         }
         if (d == 0)
             return s;  /* v is below half an ulp of s: nothing changes, ever */
-        unsigned long long room = ((1ULL << 53) - 1 - Si) / d;
-        unsigned long long k = (unsigned long long)n < room ? (unsigned long long)n : room;
+        /* k = min(n, room) with room = (2^53 - 1 - Si) / d, without the division when all n
+         * fit (Si + n d < 2^53 + 2^31 2^32 cannot overflow) */
+        unsigned long long un = (unsigned long long)n, k;
+        if (un < (1ULL << 31) && d < (1ULL << 32) && Si + un * d <= (1ULL << 53) - 1) {
+            k = un;
+        } else {
+            unsigned long long room = ((1ULL << 53) - 1 - Si) / d;
+            k = un < room ? un : room;
+        }
         if (k > 0) {
-            s = ldexp((double)(Si + k * d), e - 53);
+            s = times_pow2((double)(Si + k * d), e - 53);
             n -= (long long)k;
         }
         if (n > 0) {

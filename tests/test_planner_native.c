@@ -15,6 +15,8 @@
 #include <cjson/cJSON.h>
 
 #include "planner/native.h"
+#include "planner/native_impl.h"
+#include "planner/policy.h"
 #include "planner/planner.h"
 #include "sim/sim.h"
 
@@ -872,4 +874,76 @@ Test(stages, pinned_depth_is_honoured, .timeout = 120)
     plan_free(free_depth);
     profile_free(p);
     cluster_free(c);
+}
+
+/* The model's ring all-reduce line of every unit range equals sim_net_ring's over the
+ * range's devices, bit for bit, where the model takes it from an earlier range (identity
+ * order, 2 and 3 levels, units of 1 to 32 devices, ranges starting mid-server), and its
+ * outgoing links' total counts the servers the range spans as walking its devices does */
+Test(model, ring_of_every_range_like_the_simulator)
+{
+    static const char *three =
+        "{\"format\": \"plumb-cluster/1\", \"name\": \"three\", \"levels\": ["
+        "{\"name\": \"a\", \"count\": 4, \"bandwidth_gbit_per_s\": 2400, \"latency_us\": 3},"
+        "{\"name\": \"b\", \"count\": 3, \"bandwidth_gbit_per_s\": 400, \"latency_us\": 5,"
+        " \"egress_gbit_per_s\": 800},"
+        "{\"name\": \"c\", \"count\": 90, \"bandwidth_gbit_per_s\": 200, \"latency_us\": 9,"
+        " \"egress_gbit_per_s\": 400}],"
+        "\"device_types\": [{\"name\": \"G\", \"memory_gib\": 80, \"speed\": 2}],"
+        "\"device_type\": \"G\"}";
+    plumb_err e;
+    profile *p = profile_load("profiles/pipedream/resnet50.json", &e);
+    cr_assert(p, "%s", e.msg);
+    cJSON *j = cJSON_Parse(three);
+    cluster *cl[2] = {cluster_load("profiles/clusters/h200-4x8.json", &e),
+                      cluster_from_json(j, "three", &e)};
+    cJSON_Delete(j);
+    cr_assert(cl[0] && cl[1], "%s", e.msg);
+    static const int counts[] = {6, 20, 44, 100, 250, 999, 1024};
+    long reused = 0;
+    for (int k = 0; k < 2; k++)
+        for (size_t i = 0; i < sizeof counts / sizeof counts[0]; i++) {
+            int use;
+            cluster *c = planner_cluster_resize(cl[k], counts[i], &use, &e);
+            cr_assert(c, "%s", e.msg);
+            nm_model m;
+            cr_assert_eq(nm_model_build(&m, p, c, use, NULL, 0, &e), 0, "%s", e.msg);
+            for (int u = 0; u < m.U; u++)
+                for (int r = 2; u + r <= m.U; r++) {
+                    const nm_range *R = &m.rg[u * (m.U + 1) + r];
+                    double a = 0, b = 0;
+                    sim_net_ring(&m.net, m.order + u * m.g, r * m.g, &a, &b);
+                    cr_assert(!memcmp(&a, &R->ar_a, sizeof a) && !memcmp(&b, &R->ar_b, sizeof b),
+                              "%s on %d, units [%d, %d): %.17g %.17g against %.17g %.17g",
+                              c->name, counts[i], u, u + r, R->ar_a, R->ar_b, a, b);
+                    reused += u > 0;
+                    /* the outgoing links' total: servers counted by walking the devices */
+                    int d0 = u * m.g, d1 = (u + r) * m.g;
+                    if (d1 < m.ndev) {
+                        double rate, lat, eg = INFINITY, total;
+                        int L = sim_net_path(&m.net, m.order[d0], m.order[d1], &rate, &lat);
+                        total = rate * (d1 - d0);
+                        if (L > 0) {
+                            int ns = 0, last = -1;
+                            for (int d = d0; d < d1; d++) {
+                                int sv = cluster_server_of(c, m.order[d]);
+                                ns += sv != last;
+                                last = sv;
+                            }
+                            for (int l = 1; l <= L; l++)
+                                if (m.net.egress[l] < eg) eg = m.net.egress[l];
+                            if (eg * ns < total) total = eg * ns;
+                        }
+                        cr_assert(!memcmp(&total, &R->out_total, sizeof total),
+                                  "%s on %d, units [%d, %d): out_total %.17g against %.17g",
+                                  c->name, counts[i], u, u + r, R->out_total, total);
+                    }
+                }
+            nm_model_free(&m);
+            cluster_free(c);
+        }
+    cr_assert_gt(reused, 1000);
+    cluster_free(cl[0]);
+    cluster_free(cl[1]);
+    profile_free(p);
 }

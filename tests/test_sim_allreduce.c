@@ -556,6 +556,18 @@ Test(sim_allreduce, add_repeated_matches_loop)
             double a = eng_add_repeated(s, v, 3000000), b = loop_add(s, v, 3000000);
             cr_assert(same_bits(a, b), "tie q %d odd %d: %a vs %a", q, odd, a, b);
         }
+    /* starts whose scaling by 2^(53 - e) leaves the normal doubles (the smallest starts
+     * handled in steps) or comes near either end */
+    static const int es[] = {-999, -985, -971, -970, -969, -968, -950, 0, 900, 1000, 1020};
+    for (size_t i = 0; i < sizeof es / sizeof es[0]; i++)
+        for (int k = 0; k < 64; k += 3) {
+            double s = ldexp((double)(rng_next(&x) >> 11) + 1, es[i] - 53);
+            double v = ldexp((double)(rng_next(&x) >> 11) + 1, es[i] - 53 - k);
+            long long n = 1 + (long long)(rng_next(&x) % 3000);
+            double a = eng_add_repeated(s, v, n), b = loop_add(s, v, n);
+            cr_assert(same_bits(a, b), "e %d k %d: s %a v %a n %lld: %a vs %a", es[i], k, s, v,
+                      n, a, b);
+        }
     cr_expect(same_bits(eng_add_repeated(1e9, 1e-9, 1000000), 1e9));
     cr_expect(same_bits(eng_add_repeated(0.0, 0.1, 1000000), loop_add(0.0, 0.1, 1000000)));
     cr_expect(same_bits(eng_add_repeated(1e-3, 3.7, 777777), loop_add(1e-3, 3.7, 777777)));
