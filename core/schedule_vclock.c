@@ -151,7 +151,8 @@ int vc_copy(vcset *S, vclock *dst, const vclock *src)
     if (reserve(dst, src->n)) return -1;
     dst->base = src->base;
     S->b[src->base].refs++;
-    memcpy(dst->e, src->e, (size_t)src->n * sizeof *src->e);
+    if (src->n > 0) /* an empty clock may have no entries array */
+        memcpy(dst->e, src->e, (size_t)src->n * sizeof *src->e);
     dst->n = src->n;
     return 0;
 }
@@ -229,7 +230,7 @@ int vc_join(vcset *S, vclock *into, const vclock *from)
         if (base != into->base) base_release(S, base);
         return -1;
     }
-    memcpy(into->e, S->etmp, (size_t)n * sizeof *into->e);
+    if (n > 0) memcpy(into->e, S->etmp, (size_t)n * sizeof *into->e);
     into->n = n;
     if (base != into->base) {
         base_release(S, into->base);
