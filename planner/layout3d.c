@@ -28,8 +28,8 @@ static int resolve_dims(const layout3d_options *o, int gpus, layout3d_dims *d, p
     int given = (o->tp > 0) + (o->pp > 0) + (o->dp > 0);
     if (given < 2)
         return err_set(err, NULL, "--tp/--pp/--dp", "expected at least two of the three "
-                       "(the third is --gpus divided by their product; plumb does not search "
-                       "layouts yet) (got %d)", given);
+                       "(the third is --gpus divided by their product; with fewer, plumb plan "
+                       "--model searches the layouts) (got %d)", given);
     d->tp = o->tp, d->pp = o->pp, d->dp = o->dp;
     if (given == 2) {
         int *miss = !o->tp ? &d->tp : !o->pp ? &d->pp : &d->dp;
