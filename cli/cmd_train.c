@@ -105,9 +105,16 @@ static int run_pipelined(const train_run_cfg *cfg_in, const plan *pl, const char
     if (pr->tr) {
         int tpn = cfg->tp > 1 ? cfg->tp : 1;
         if (tp.sched->nworkers * tpn != pr->size) {
+            char lay[96] = "";
+            int dp = pl ? pl->stages[0].replicas : 0;
+            for (int i = 0; pl && i < pl->nstages; i++)
+                if (pl->stages[i].replicas != dp) dp = 0;
+            if (dp && tp.sched->nworkers % dp == 0) /* every stage replicated dp times */
+                snprintf(lay, sizeof lay, ": the plan's tp x pp x dp = %d x %d x %d", tpn,
+                         tp.sched->nworkers / dp, dp);
             err_set(err, NULL, "--transport", "expected mpirun -np %d, one rank per worker of "
-                    "the schedule%s (got %d ranks)", tp.sched->nworkers * tpn,
-                    tpn > 1 ? " and tensor-parallel rank" : "", pr->size);
+                    "the schedule%s%s (got %d ranks)", tp.sched->nworkers * tpn,
+                    tpn > 1 ? " and tensor-parallel rank" : "", lay, pr->size);
             rc = 2;
             goto done;
         }
@@ -120,7 +127,7 @@ static int run_pipelined(const train_run_cfg *cfg_in, const plan *pl, const char
     if (train_run_pipeline(cfg, tp.sched, tp.first, tp.last, ndevices, res,
                            tracepath ? &tl : NULL, err))
         goto done;
-    if (tracepath && timeline_set_model(tl, cfg->m->name, tp.nstages, tp.first, tp.last)) {
+    if (tracepath && timeline_set_model(tl, cfg->m->name, tp.nstages, tp.tfirst, tp.tlast)) {
         err_set(err, NULL, NULL, "out of memory");
         goto done;
     }
