@@ -85,6 +85,13 @@ static int check_llm(const model *m, const char *model_path, const plan *pl,
     if (train_plan_layers(m, pl, lo, hi)) {
         int nres = 0;
         for (int i = 0; i < m->nlayers; i++) nres += m->layers[i].kind == LK_RESIDUAL;
+        if (m->layers[0].kind != LK_EMBEDDING || nres < 2) {
+            err_set(err, plan_path, "profile.layers", "expected %d layers, one per top-level "
+                    "layer of %s, which is no transformer (got a transformer's embedding, %d "
+                    "blocks and head): the plan was made for another model", m->nlayers,
+                    model_path, n - 2);
+            goto done;
+        }
         err_set(err, plan_path, "profile.layers", "expected an Embedding, %d TransformerBlocks "
                 "and an LMHead for %s, whose first layer is the embedding, each block a pair of "
                 "residual blocks (attention, MLP), the rest the final norm, the output layer "
