@@ -7,7 +7,8 @@
 # train-tp.sh: only the summation order differs) and of the flags' run (--tp 2 --schedule
 # 1f1b-flush --stages 2); --trace records it and `plumb compare` sets `plumb sim`'s
 # prediction of the same plan beside it; a wrong -np, plans of another model and plans the
-# executor does not run get one line and status 2, before any output.
+# executor does not run get one line and status 2, before any output; a stalled rank's
+# timeout names the worker, tp rank, stage and replica.
 set -u
 PLUMB=${PLUMB:-./plumb}
 d=$(mktemp -d)
@@ -99,6 +100,16 @@ if command -v mpirun > /dev/null 2>&1 && ! "$PLUMB" train "$model" --tp 2 --tran
 else
     echo "mpi: SKIP: mpirun or the MPI transport not available"
 fi
+
+# a stalled rank: its group's partner times out, and the line names the worker, its tp
+# rank, stage and replica (not the transport's endpoint numbers)
+echo "a stalled rank (worker 3: stage 1, replica 1)"
+PLUMB_FAULT=worker:3:step:2:stall "$PLUMB" train "$model" "$d/plan.json" --steps 6 \
+    --samples 256 --quiet --timeout 3 > "$d/f.log" 2>&1
+rc=$?
+[ $rc -eq 1 ] && grep -Eq "^plumb: worker [0-3] tp rank [01] \(stage [01], replica [01]\) waited 3 s .*from worker 3 tp rank [01] \(stage 1, replica 1\): deadlock or a stalled peer$" "$d/f.log" ||
+    die "a stalled rank: status $rc: $(cat "$d/f.log")"
+echo "  $(cat "$d/f.log")"
 
 echo "bad input"
 plan3d "$d/bf16.json" --precision bf16
