@@ -53,7 +53,8 @@ static const char *const usage_text =
     "                     layers); not with the zero-bubble schedules\n"
     "  --recompute        pipelined: keep stage inputs only and recompute activations in\n"
     "                     the backward (default: the plan's choice)\n"
-    "  --trace FILE       write the measured trace (Chrome trace JSON, as plumb sim's)\n"
+    "  --trace FILE       write the measured trace (Chrome trace JSON, as plumb sim's;\n"
+    "                     under mpirun every process's workers, gathered by rank 0)\n"
     "  --save FILE        write a checkpoint (weights, optimizer state, steps) at the end\n"
     "  --checkpoint DIR   with --checkpoint-every N: a checkpoint every N steps and at the\n"
     "                     end in DIR (ckpt-STEP.ckpt, the 2 newest kept; pipelined runs are\n"
@@ -131,7 +132,8 @@ static int run_pipelined(const train_run_cfg *cfg_in, const plan *pl, const char
         err_set(err, NULL, NULL, "out of memory");
         goto done;
     }
-    if (tracepath && timeline_write_chrome(tl, tracepath, err)) goto done;
+    /* under mpirun every process holds the gathered trace: rank 0 writes it */
+    if (tracepath && pr->rank == 0 && timeline_write_chrome(tl, tracepath, err)) goto done;
     rc = 0;
 done:
     timeline_free(tl);
@@ -240,9 +242,9 @@ int cmd_train(int argc, char **argv)
     if (!ckdir != !ckevery)
         return cli_fail("train", "%s: needs %s", ckdir ? "--checkpoint" : "--checkpoint-every",
                         ckdir ? "--checkpoint-every N" : "--checkpoint DIR");
-    if (tracepath && (savepath || resumepath || ckdir || tkind))
-        return cli_fail("train", "--trace: not with checkpoints, --resume or --transport "
-                        "%s (a trace covers one uninterrupted run in one process)", trname);
+    if (tracepath && (savepath || resumepath || ckdir))
+        return cli_fail("train", "--trace: not with checkpoints or --resume (a trace covers "
+                        "one uninterrupted run)");
     /* outputs are checked before the run, so that a bad path costs no training */
     const char *inputs[2] = {argv[optind], npos == 2 ? argv[optind + 1] : NULL};
     if (savepath && cli_output_ok("train", "--save", savepath, inputs, 2)) return 2;

@@ -288,6 +288,10 @@ int train_run_pipeline(const train_run_cfg *rc, const schedule *s, const int *fi
                       .timeout_s = rc->timeout_s, .init_params = cur_w, .init_m = cur_m,
                       .init_v = cur_v, .start_iteration = it0, .want_state = want_state,
                       .fault = rc->fault, .tp = rc->tp, .sp = rc->sp};
+        if (trace && rc->tr && rc->tr->allsum_double) { /* the processes start together */
+            double z = 0;
+            if (rc->tr->allsum_double(rc->tr, &z, 1, err)) goto done;
+        }
         if (runtime_run(&cfg, &rr, err)) {
             name_endpoints(run_s, rc->tp, err);
             goto done;
@@ -311,6 +315,9 @@ int train_run_pipeline(const train_run_cfg *rc, const schedule *s, const int *fi
         pthread_mutex_unlock(&pg.mu);
         if (bad) goto done;
     }
+    if (trace && rc->tr && rc->tr->allsum_double &&
+        train_trace_gather(rc->tr, rc->rank, s->nworkers * tpn, &rr.trace, err))
+        goto done;
     loss_figures(&pg, start, res);
     res->steps = total;
     res->seconds = seconds;

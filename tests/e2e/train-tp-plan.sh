@@ -5,8 +5,8 @@
 # threads; and under `mpirun -np 8 --transport mpi`, one process per rank) with the losses
 # and test figures of sequential training of the same minibatches (within 2e-4, as
 # train-tp.sh: only the summation order differs) and of the flags' run (--tp 2 --schedule
-# 1f1b-flush --stages 2); --trace records it and `plumb compare` sets `plumb sim`'s
-# prediction of the same plan beside it; a wrong -np, plans of another model and plans the
+# 1f1b-flush --stages 2); --trace records it (under mpirun the processes' traces gathered
+# into one) and `plumb compare` sets `plumb sim`'s prediction of the same plan beside it; a wrong -np, plans of another model and plans the
 # executor does not run get one line and status 2, before any output; a stalled rank's
 # timeout names the worker, tp rank, stage and replica.
 set -u
@@ -84,13 +84,20 @@ if command -v mpirun > /dev/null 2>&1 && ! "$PLUMB" train "$model" --tp 2 --tran
     mkdir -p "$d/tmpdir"
     TMPDIR="$d/tmpdir" timeout 300 mpirun --allow-run-as-root --oversubscribe -np 8 -x TMPDIR \
         -x OPENBLAS_NUM_THREADS=1 ${ASAN_OPTIONS:+-x ASAN_OPTIONS} "$PLUMB" train "$model" \
-        "$d/plan.json" "${args[@]}" --transport mpi > "$d/mpi.log" 2>&1 ||
+        "$d/plan.json" "${args[@]}" --transport mpi --trace "$d/mpi-meas.json" > "$d/mpi.log" 2>&1 ||
         die "mpirun -np 8: $(cat "$d/mpi.log")"
     grep -q "4 workers x tp 2 (8 ranks)" "$d/mpi.log" || die "not 8 ranks: $(head -3 "$d/mpi.log")"
     # the progress lines need the losses of both replicas, which are in other processes
     # until the end: the test figures (of the final weights) are compared
     same "$d/seq.log" "$d/mpi.log" 2
     echo "  the sequential test figures: $(grep '^test:' "$d/mpi.log")"
+    # the processes' traces gathered into one: every worker's actions, as the threads' run
+    "$PLUMB" compare "$d/pred.json" "$d/mpi-meas.json" > "$d/cmp.log" 2>&1 ||
+        die "compare of the mpirun trace: $(cat "$d/cmp.log")"
+    for k in "^0 +F .* 44 / 44 " "^1 +B .* 44 / 44 " "^0 +allreduce .* 22 / 22 " "^iteration "; do
+        grep -Eq "$k" "$d/cmp.log" || die "mpirun trace: compare has no '$k' row: $(cat "$d/cmp.log")"
+    done
+    echo "  trace of the 8 processes: $(grep -E '^iteration ' "$d/cmp.log" | tr -s ' ')"
     TMPDIR="$d/tmpdir" timeout 60 mpirun --allow-run-as-root --oversubscribe -np 4 -x TMPDIR \
         ${ASAN_OPTIONS:+-x ASAN_OPTIONS} "$PLUMB" train "$model" "$d/plan.json" --steps 2 \
         --transport mpi > "$d/mpi.log" 2>&1
