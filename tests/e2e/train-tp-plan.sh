@@ -64,6 +64,29 @@ same "$d/seq.log" "$d/plan-run.log"
 same "$d/flags.log" "$d/plan-run.log"
 echo "  losses $(figures "$d/plan-run.log" | head -1) .. $(figures "$d/plan-run.log" | tail -3 | head -1), as sequential and as the flags' run"
 
+# other layouts of the same 8 devices and the plan options the executor runs: the final
+# line of the sequential run (train loss of the last interval, test loss and accuracy)
+"$PLUMB" train "$model" "${args[@]}" --batch 8 --microbatches 4 --optimizer adam --quiet \
+    > "$d/seq-final.log" 2>&1 || die "sequential --quiet: $(cat "$d/seq-final.log")"
+final() { sed -n 's/^final: \(.*\), [0-9.]* samples\/s$/\1/p' "$1"; }
+close() { # $1 $2 final lines: the same three figures, each within 2e-4
+    paste <(final "$1" | grep -Eo '[0-9]+\.[0-9]+') <(final "$2" | grep -Eo '[0-9]+\.[0-9]+') |
+        awk '{n++; d=$1-$2; if (d<0) d=-d; if (NF!=2 || d>2e-4) bad=1} END{exit bad || n!=3}'
+}
+[ -n "$(final "$d/seq-final.log")" ] || die "no final line: $(cat "$d/seq-final.log")"
+for lay in "--tp 4 --pp 2 --dp 1" "--tp 1 --pp 4 --dp 2" "--tp 2 --pp 2 --dp 2 --interleave 2" \
+    "--tp 2 --pp 2 --dp 2 --sequence-parallel" "--tp 2 --pp 2 --dp 2 --schedule zb-h1" \
+    "--tp 2 --pp 2 --dp 2 --recompute full --checkpoint-layers 0"; do
+    # shellcheck disable=SC2086
+    "$PLUMB" plan --model "$llm" -c "$clus" --gpus 8 $lay --global-batch 8 --microbatch-size 2 \
+        --precision fp32 -o "$d/lay.json" > "$d/plan.log" 2>&1 || die "plan $lay: $(cat "$d/plan.log")"
+    "$PLUMB" train "$model" "$d/lay.json" "${args[@]}" --quiet > "$d/lay.log" 2>&1 ||
+        die "train $lay: $(cat "$d/lay.log")"
+    close "$d/seq-final.log" "$d/lay.log" ||
+        die "$lay: $(cat "$d/lay.log") against $(cat "$d/seq-final.log")"
+    echo "  $lay: $(final "$d/lay.log")"
+done
+
 echo "plumb compare: plumb sim's prediction beside the measured trace"
 "$PLUMB" sim "$d/plan.json" --iterations 12 --trace "$d/pred.json" > "$d/sim.log" 2>&1 ||
     die "sim: $(cat "$d/sim.log")"
