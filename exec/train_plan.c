@@ -57,7 +57,10 @@ static long long rank_params(const model *m, int i, int tp)
 {
     const layer *l = &m->layers[i];
     switch (tp_layer_role(m, i)) {
-    case TP_VOCAB: return (long long)l->vocab * l->dim / tp + l->nparams - (long long)l->vocab * l->dim;
+    case TP_VOCAB: { /* token rows split, position rows whole */
+        long long tokens = (long long)l->vocab * l->dim;
+        return tokens / tp + l->nparams - tokens;
+    }
     case TP_COL: return (l->nparams - l->out) / tp;
     case TP_LOCAL: return 0;
     default: break;
@@ -209,9 +212,6 @@ int train_from_plan(train_run_cfg *cfg, const plan *pl, const char *schedname, i
     if (pl) {
         int rc = plan_supported(pl, err);
         if (rc) return rc;
-        cfg->tp = pl->tp;
-        cfg->sp = pl->sequence_parallel;
-        if (pl->recompute == RECOMPUTE_FULL) cfg->recompute = 1;
     }
     long per_epoch = cfg->train->n / (cfg->cfg.microbatch * nmicro);
     long iters = cfg->steps > 0 ? cfg->steps : (long)cfg->epochs * (per_epoch > 0 ? per_epoch : 1);
@@ -239,18 +239,18 @@ int train_from_plan(train_run_cfg *cfg, const plan *pl, const char *schedname, i
         free(lo);
         free(hi);
         if (bad == 1) goto oom;
+        if (bad) {
+            train_pipeline_free(tp);
+            return err_set(err, NULL, "profile.layers", "expected one layer per top-level "
+                           "layer of %s, or a transformer's Embedding, TransformerBlocks and "
+                           "LMHead over its layers (got %d)", m->name, np), 2;
+        }
         tp->tfirst = calloc((size_t)n, sizeof *tp->tfirst);
         tp->tlast = calloc((size_t)n, sizeof *tp->tlast);
         if (!tp->tfirst || !tp->tlast) goto oom;
         for (int i = 0; i < n; i++) {
             tp->tfirst[i] = pl->stages[i].first_layer;
             tp->tlast[i] = pl->stages[i].last_layer;
-        }
-        if (bad) {
-            train_pipeline_free(tp);
-            return err_set(err, NULL, "profile.layers", "expected one layer per top-level "
-                           "layer of %s, or a transformer's Embedding, TransformerBlocks and "
-                           "LMHead over its layers (got %d)", m->name, np), 2;
         }
     } else {
         tp->tfirst = tp->first;
@@ -270,6 +270,11 @@ int train_from_plan(train_run_cfg *cfg, const plan *pl, const char *schedname, i
     if (!(tp->sched = train_pipeline_segment(tp, (int)iters, err))) {
         train_pipeline_free(tp);
         return 2;
+    }
+    if (pl) { /* what the plan says runs */
+        cfg->tp = pl->tp;
+        cfg->sp = pl->sequence_parallel;
+        if (pl->recompute == RECOMPUTE_FULL) cfg->recompute = 1;
     }
     cfg->make_sched = train_pipeline_segment;
     cfg->make_sched_user = tp;

@@ -83,7 +83,8 @@ Test(train_tp_plan, layers_stages_and_workers_of_a_3d_plan)
     cr_assert_eq(tpl.sched->nworkers, 4, "pp 2 x dp 2 workers, each a group of tp 2");
     cr_assert_eq(tpl.sched->microbatches, 4);
     for (int w = 0; w < 4; w++)
-        cr_assert_eq(tpl.sched->worker_device[w], 2 * w, "worker %d on its group's first device", w);
+        cr_assert_eq(tpl.sched->worker_device[w], 2 * w, "worker %d on its group's first device",
+                     w);
 
     /* the run: the losses of sequential training of the same minibatches (the tolerance
      * of tests/test_train_tp.c: only the summation order differs) */
@@ -144,7 +145,11 @@ Test(train_tp_plan, plans_of_another_model)
 
 static void set_bf16(layout3d_options *o) { o->precision = DEV_BF16; }
 static void set_full(layout3d_options *o) { o->recompute = RECOMPUTE_FULL; }
-static void set_full0(layout3d_options *o) { o->recompute = RECOMPUTE_FULL; o->checkpoint_layers = 0; }
+static void set_full0(layout3d_options *o)
+{
+    o->recompute = RECOMPUTE_FULL;
+    o->checkpoint_layers = 0;
+}
 static void set_selective(layout3d_options *o) { o->recompute = RECOMPUTE_SELECTIVE; }
 static void set_zero(layout3d_options *o) { o->zero = 1; }
 static void set_sp_zb(layout3d_options *o) { o->sequence_parallel = 1; o->schedule = SCHED_ZB_H1; }
