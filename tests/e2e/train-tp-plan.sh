@@ -5,10 +5,11 @@
 # threads; and under `mpirun -np 8 --transport mpi`, one process per rank) with the losses
 # and test figures of sequential training of the same minibatches (within 2e-4, as
 # train-tp.sh: only the summation order differs) and of the flags' run (--tp 2 --schedule
-# 1f1b-flush --stages 2); --trace records it (under mpirun the processes' traces gathered
-# into one) and `plumb compare` sets `plumb sim`'s prediction of the same plan beside it; a wrong -np, plans of another model and plans the
-# executor does not run get one line and status 2, before any output; a stalled rank's
-# timeout names the worker, tp rank, stage and replica.
+# 1f1b-flush --stages 2); six more layouts and options end with the sequential figures;
+# --trace records it (under mpirun the processes' traces gathered into one) and `plumb
+# compare` sets `plumb sim`'s prediction of the same plan beside it; a wrong -np, plans of
+# another model and plans the executor does not run get one line and status 2, before any
+# output; a stalled rank's timeout names the worker, tp rank, stage and replica.
 set -u
 PLUMB=${PLUMB:-./plumb}
 d=$(mktemp -d)
