@@ -1,6 +1,6 @@
 /* cmd_train.c: `plumb train MODEL.json [PLAN.json]`: trains a model for real on the CPU or
- * CUDA backend, with progress lines and a final test accuracy. A plan supplies the
- * microbatching and optimizer; a one-stage plan (or none) trains sequentially. */
+ * CUDA backend, with progress lines and a final test accuracy. A plan supplies the stages,
+ * replicas, tp, microbatching and optimizer (exec/train_plan.h decides how). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,7 +22,10 @@ static const char *const usage_text =
     "usage: plumb train MODEL.json [PLAN.json] [OPTIONS]\n"
     "\n"
     "Trains the model (a plumb-model/1 spec) for real and prints progress and a final test\n"
-    "accuracy. With a plan, its microbatch size, microbatch count and optimizer are used.\n"
+    "accuracy. With a plan, its stages, replicas, schedule, tp, sequence parallelism,\n"
+    "microbatch size and count, recomputation and optimizer are used; a plan of plumb plan\n"
+    "--model runs on the spec of the same transformer (examples/llm/gpt-mini.json's on\n"
+    "examples/models/gpt-mini.json; docs/exec.md, \"Training a 3D plan\").\n"
     "\n"
     "  --data KIND        fashion-mnist, synthetic or text (default: fashion-mnist for\n"
     "                     [1,28,28] inputs with 10 classes, text for token models with\n"
