@@ -1,6 +1,6 @@
 /* cmd_train.c: `plumb train MODEL.json [PLAN.json]`: trains a model for real on the CPU or
- * CUDA backend, with progress lines and a final test accuracy. A plan supplies the
- * microbatching and optimizer; a one-stage plan (or none) trains sequentially. */
+ * CUDA backend, with progress lines and a final test accuracy. A plan supplies the stages,
+ * replicas, tp, microbatching and optimizer (exec/train_plan.h decides how). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,7 +22,10 @@ static const char *const usage_text =
     "usage: plumb train MODEL.json [PLAN.json] [OPTIONS]\n"
     "\n"
     "Trains the model (a plumb-model/1 spec) for real and prints progress and a final test\n"
-    "accuracy. With a plan, its microbatch size, microbatch count and optimizer are used.\n"
+    "accuracy. With a plan, its stages, replicas, schedule, tp, sequence parallelism,\n"
+    "microbatch size and count, recomputation and optimizer are used; a plan of plumb plan\n"
+    "--model runs on the spec of the same transformer (examples/llm/gpt-mini.json's on\n"
+    "examples/models/gpt-mini.json; docs/exec.md, \"Training a 3D plan\").\n"
     "\n"
     "  --data KIND        fashion-mnist, synthetic or text (default: fashion-mnist for\n"
     "                     [1,28,28] inputs with 10 classes, text for token models with\n"
@@ -53,7 +56,8 @@ static const char *const usage_text =
     "                     layers); not with the zero-bubble schedules\n"
     "  --recompute        pipelined: keep stage inputs only and recompute activations in\n"
     "                     the backward (default: the plan's choice)\n"
-    "  --trace FILE       write the measured trace (Chrome trace JSON, as plumb sim's)\n"
+    "  --trace FILE       write the measured trace (Chrome trace JSON, as plumb sim's;\n"
+    "                     under mpirun every process's workers, gathered by rank 0)\n"
     "  --save FILE        write a checkpoint (weights, optimizer state, steps) at the end\n"
     "  --checkpoint DIR   with --checkpoint-every N: a checkpoint every N steps and at the\n"
     "                     end in DIR (ckpt-STEP.ckpt, the 2 newest kept; pipelined runs are\n"
@@ -105,9 +109,16 @@ static int run_pipelined(const train_run_cfg *cfg_in, const plan *pl, const char
     if (pr->tr) {
         int tpn = cfg->tp > 1 ? cfg->tp : 1;
         if (tp.sched->nworkers * tpn != pr->size) {
+            char lay[96] = "";
+            int dp = pl ? pl->stages[0].replicas : 0;
+            for (int i = 0; pl && i < pl->nstages; i++)
+                if (pl->stages[i].replicas != dp) dp = 0;
+            if (dp && tp.sched->nworkers % dp == 0) /* every stage replicated dp times */
+                snprintf(lay, sizeof lay, ": the plan's tp x pp x dp = %d x %d x %d", tpn,
+                         tp.sched->nworkers / dp, dp);
             err_set(err, NULL, "--transport", "expected mpirun -np %d, one rank per worker of "
-                    "the schedule%s (got %d ranks)", tp.sched->nworkers * tpn,
-                    tpn > 1 ? " and tensor-parallel rank" : "", pr->size);
+                    "the schedule%s%s (got %d ranks)", tp.sched->nworkers * tpn,
+                    tpn > 1 ? " and tensor-parallel rank" : "", lay, pr->size);
             rc = 2;
             goto done;
         }
@@ -120,11 +131,12 @@ static int run_pipelined(const train_run_cfg *cfg_in, const plan *pl, const char
     if (train_run_pipeline(cfg, tp.sched, tp.first, tp.last, ndevices, res,
                            tracepath ? &tl : NULL, err))
         goto done;
-    if (tracepath && timeline_set_model(tl, cfg->m->name, tp.nstages, tp.first, tp.last)) {
+    if (tracepath && timeline_set_model(tl, cfg->m->name, tp.nstages, tp.tfirst, tp.tlast)) {
         err_set(err, NULL, NULL, "out of memory");
         goto done;
     }
-    if (tracepath && timeline_write_chrome(tl, tracepath, err)) goto done;
+    /* under mpirun every process holds the gathered trace: rank 0 writes it */
+    if (tracepath && pr->rank == 0 && timeline_write_chrome(tl, tracepath, err)) goto done;
     rc = 0;
 done:
     timeline_free(tl);
@@ -233,9 +245,9 @@ int cmd_train(int argc, char **argv)
     if (!ckdir != !ckevery)
         return cli_fail("train", "%s: needs %s", ckdir ? "--checkpoint" : "--checkpoint-every",
                         ckdir ? "--checkpoint-every N" : "--checkpoint DIR");
-    if (tracepath && (savepath || resumepath || ckdir || tkind))
-        return cli_fail("train", "--trace: not with checkpoints, --resume or --transport "
-                        "%s (a trace covers one uninterrupted run in one process)", trname);
+    if (tracepath && (savepath || resumepath || ckdir))
+        return cli_fail("train", "--trace: not with checkpoints or --resume (a trace covers "
+                        "one uninterrupted run)");
     /* outputs are checked before the run, so that a bad path costs no training */
     const char *inputs[2] = {argv[optind], npos == 2 ? argv[optind + 1] : NULL};
     if (savepath && cli_output_ok("train", "--save", savepath, inputs, 2)) return 2;

@@ -142,6 +142,17 @@ int train_run_pipeline(const train_run_cfg *rc, const struct schedule *s, const 
                        const int *last, int ndevices, train_result *res,
                        struct timeline **trace, plumb_err *err);
 
+/* The whole measured trace of a run spread over nprocs processes (mpirun: one process per
+ * transport endpoint, this one `rank`), each of which timed its own workers into *tl (may
+ * be NULL: nothing timed here): the events of every process, summed into one buffer over
+ * tr (allsum_double, so every process must call it, in the same order as its other
+ * collectives), replace *tl on every process, in timeline_sort's order. Times stay each
+ * process's own, from the start of its run (train_run_pipeline starts the processes' runs
+ * together after a barrier when tracing). Returns 0, or -1 with err set (transport
+ * failure, out of memory); *tl is then unchanged. */
+int train_trace_gather(transport *tr, int rank, int nprocs, struct timeline **tl,
+                       plumb_err *err);
+
 /* Monotonic wall clock in seconds. */
 double train_now(void);
 

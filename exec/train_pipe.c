@@ -1,6 +1,7 @@
 /* train_pipe.c: `plumb train` with a multi-stage plan: the training run of train.c
  * executed by the pipeline runtime, with the same sample order, then the final weights
  * evaluated on the test set by a sequential trainer. */
+#include <ctype.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -117,6 +118,56 @@ static void take(float **dst, float **src)
     free(*dst);
     *dst = *src;
     *src = NULL;
+}
+
+/* Writes into buf what transport endpoint e of schedule s under tp ranks per worker is:
+ * "worker W tp rank R (stage S, replica D)", or with `rank` (an MPI rank, which is the
+ * endpoint) "rank E (worker W tp rank R, stage S, replica D)"; a worker of several stages
+ * (chunked kinds) without the stage and replica. */
+static void endpoint_text(const schedule *s, int tp, long e, int rank, char *buf, size_t n)
+{
+    int w = (int)(e / tp), r = (int)(e % tp), st = s->worker_stage ? s->worker_stage[w] : -1;
+    int rep = -1;
+    for (int j = 0; st >= 0 && j < s->replicas[st]; j++)
+        if (s->stage_workers[s->stage_first[st] + j] == w) rep = j;
+    char where[48] = "";
+    if (st >= 0 && rep >= 0)
+        snprintf(where, sizeof where, "%sstage %d, replica %d", rank ? ", " : " (", st, rep);
+    if (rank)
+        snprintf(buf, n, "rank %ld (worker %d tp rank %d%s)", e, w, r, where);
+    else
+        snprintf(buf, n, "worker %d tp rank %d%s%s", w, r, where, where[0] ? ")" : "");
+}
+
+/* Under tensor parallelism a transport's timeout ("worker E waited ... from worker F",
+ * "rank E waited ...") numbers transport endpoints (worker x tp + tp rank): names each as
+ * the worker, tp rank, stage and replica it is, in place. Other messages are left as
+ * they are (the runtime's own name schedule workers already). */
+static void name_endpoints(const schedule *s, int tp, plumb_err *err)
+{
+    if (tp <= 1 || !strstr(err->msg, " waited ")) return;
+    char out[PLUMB_ERR_MAX], who[96];
+    size_t o = 0;
+    const char *p = err->msg;
+    while (*p && o + 1 < sizeof out) {
+        size_t k = !strncmp(p, "worker ", 7) ? 7 : !strncmp(p, "rank ", 5) ? 5 : 0;
+        if (k && isdigit((unsigned char)p[k]) &&
+            (p == err->msg || !isalnum((unsigned char)p[-1]))) {
+            char *end;
+            long e = strtol(p + k, &end, 10);
+            if (e >= 0 && e < (long)s->nworkers * tp) {
+                endpoint_text(s, tp, e, k == 5, who, sizeof who);
+                int n = snprintf(out + o, sizeof out - o, "%s", who);
+                if (n < 0 || (size_t)n >= sizeof out - o) break;
+                o += (size_t)n;
+                p = end;
+                continue;
+            }
+        }
+        out[o++] = *p++;
+    }
+    out[o] = 0;
+    memcpy(err->msg, out, o + 1);
 }
 
 int train_run_pipeline(const train_run_cfg *rc, const schedule *s, const int *first,
@@ -237,7 +288,15 @@ int train_run_pipeline(const train_run_cfg *rc, const schedule *s, const int *fi
                       .timeout_s = rc->timeout_s, .init_params = cur_w, .init_m = cur_m,
                       .init_v = cur_v, .start_iteration = it0, .want_state = want_state,
                       .fault = rc->fault, .tp = rc->tp, .sp = rc->sp};
-        if (runtime_run(&cfg, &rr, err) || gather(rc->tr, m, &rr, err)) goto done;
+        if (trace && rc->tr && rc->tr->allsum_double) { /* the processes start together */
+            double z = 0;
+            if (rc->tr->allsum_double(rc->tr, &z, 1, err)) goto done;
+        }
+        if (runtime_run(&cfg, &rr, err)) {
+            name_endpoints(run_s, rc->tp, err);
+            goto done;
+        }
+        if (gather(rc->tr, m, &rr, err)) goto done;
         seconds += rr.seconds;
         take(&cur_w, &rr.params);
         take(&cur_m, &rr.opt_m);
@@ -256,6 +315,9 @@ int train_run_pipeline(const train_run_cfg *rc, const schedule *s, const int *fi
         pthread_mutex_unlock(&pg.mu);
         if (bad) goto done;
     }
+    if (trace && rc->tr && rc->tr->allsum_double &&
+        train_trace_gather(rc->tr, rc->rank, s->nworkers * tpn, &rr.trace, err))
+        goto done;
     loss_figures(&pg, start, res);
     res->steps = total;
     res->seconds = seconds;

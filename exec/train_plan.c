@@ -3,15 +3,136 @@
 #include "exec/train_plan.h"
 
 #include "core/device.h"
+#include "core/schedule_traits.h"
 
 #include <stdlib.h>
 #include <string.h>
 
+#include "exec/tp.h"
 #include "planner/policy.h"
+
+/* 1 when p is the analytic profile of a transformer (plumb profile --model, plumb plan
+ * --model): an Embedding, the TransformerBlocks, an LMHead. */
+static int prof_is_llm(const profile *p)
+{
+    if (p->nlayers < 3 || strcmp(p->layers[0].kind, "Embedding") ||
+        strcmp(p->layers[p->nlayers - 1].kind, "LMHead"))
+        return 0;
+    for (int i = 1; i < p->nlayers - 1; i++)
+        if (strcmp(p->layers[i].kind, "TransformerBlock")) return 0;
+    return 1;
+}
+
+int train_plan_layers(const model *m, const plan *pl, int *lo, int *hi)
+{
+    const profile *p = pl->prof;
+    if (!prof_is_llm(p)) {
+        if (p->nlayers != m->nlayers) return -1;
+        for (int i = 0; i < p->nlayers; i++) lo[i] = hi[i] = i;
+        return 0;
+    }
+    int L = p->nlayers - 2;
+    if (m->nlayers < 2 * L + 2 || m->layers[0].kind != LK_EMBEDDING) return -1;
+    lo[0] = hi[0] = 0;
+    for (int b = 0; b < L; b++) {
+        lo[b + 1] = 1 + 2 * b;
+        hi[b + 1] = 2 + 2 * b;
+        if (m->layers[lo[b + 1]].kind != LK_RESIDUAL || m->layers[hi[b + 1]].kind != LK_RESIDUAL)
+            return -1;
+    }
+    lo[L + 1] = 2 * L + 1;
+    hi[L + 1] = m->nlayers - 1;
+    for (int i = lo[L + 1]; i <= hi[L + 1]; i++)
+        if (m->layers[i].kind == LK_RESIDUAL) return -1;
+    return 0;
+}
+
+/* Parameters one of tp ranks holds of top-level layer i of m, as the analytic profile
+ * counts them (docs/llm.md): split layers 1/tp (the vocabulary-parallel embedding's token
+ * rows, column-parallel layers, row-parallel weights), the rest whole (norms, position
+ * rows, row-parallel biases); the output layer without its bias, which the analytic LM
+ * head does not have (Megatron-LM's has none; the executor's keeps classes / tp per
+ * rank). tp divides what it splits (tp_check). */
+static long long rank_params(const model *m, int i, int tp)
+{
+    const layer *l = &m->layers[i];
+    switch (tp_layer_role(m, i)) {
+    case TP_VOCAB: { /* token rows split, position rows whole */
+        long long tokens = (long long)l->vocab * l->dim;
+        return tokens / tp + l->nparams - tokens;
+    }
+    case TP_COL: return (l->nparams - l->out) / tp;
+    case TP_LOCAL: return 0;
+    default: break;
+    }
+    if (l->kind != LK_RESIDUAL) return l->nparams;
+    long long n = 0;
+    for (int j = 0; j < l->nchildren; j++) {
+        const layer *c = &l->children[j];
+        tp_role r = tp_child_role(l, j, NULL);
+        long long w = (long long)c->in_shape[c->in_ndim - 1] * c->out;
+        n += r == TP_COL ? c->nparams / tp : r == TP_ROW ? w / tp + c->nparams - w
+             : c->nparams;
+    }
+    return n;
+}
+
+/* train_plan_check for a plan made from a transformer description (prof_is_llm). */
+static int check_llm(const model *m, const char *model_path, const plan *pl,
+                     const char *plan_path, plumb_err *err)
+{
+    const profile *p = pl->prof;
+    int n = p->nlayers, *lo = malloc((size_t)n * sizeof *lo), *hi = malloc((size_t)n * sizeof *hi);
+    int rc = -1;
+    if (!lo || !hi) { err_set(err, NULL, NULL, "out of memory"); goto done; }
+    if (train_plan_layers(m, pl, lo, hi)) {
+        int nres = 0;
+        for (int i = 0; i < m->nlayers; i++) nres += m->layers[i].kind == LK_RESIDUAL;
+        if (m->layers[0].kind != LK_EMBEDDING || nres < 2) {
+            err_set(err, plan_path, "profile.layers", "expected %d layers, one per top-level "
+                    "layer of %s, which is no transformer (got a transformer's embedding, %d "
+                    "blocks and head): the plan was made for another model", m->nlayers,
+                    model_path, n - 2);
+            goto done;
+        }
+        err_set(err, plan_path, "profile.layers", "expected an Embedding, %d TransformerBlocks "
+                "and an LMHead for %s, whose first layer is the embedding, each block a pair of "
+                "residual blocks (attention, MLP), the rest the final norm, the output layer "
+                "and the loss (got %d TransformerBlocks for %d top-level layers): the plan was "
+                "made for another model", nres / 2, model_path, n - 2, m->nlayers);
+        goto done;
+    }
+    if (p->tokens_per_sample != m->in_shape[0]) {
+        err_set(err, plan_path, "profile.tokens_per_sample", "expected %d, the context of %s "
+                "(got %lld)", m->in_shape[0], model_path, p->tokens_per_sample);
+        goto done;
+    }
+    /* the tensor-parallel degree must split the model: heads, widths, vocabulary */
+    if (pl->tp > 1 && tp_check(m, pl->tp, model_path, err)) goto done;
+    if (pl->sequence_parallel && tp_check_seq(m, pl->tp, model_path, err)) goto done;
+    int e = dev_precision_bytes(pl->precision);
+    for (int i = 0; i < n; i++) {
+        long long want = 0;
+        for (int k = lo[i]; k <= hi[i]; k++) want += rank_params(m, k, pl->tp);
+        if (p->layers[i].parameter_bytes != (double)want * e) {
+            err_set(err, plan_path, NULL, "profile.layers[%d].parameter_bytes: expected %lld, "
+                    "one tensor-parallel rank's share (tp %d, %d bytes each) of layers %d-%d of "
+                    "%s (got %.0f): the plan was made for another model", i, want * e, pl->tp,
+                    e, lo[i], hi[i], model_path, p->layers[i].parameter_bytes);
+            goto done;
+        }
+    }
+    rc = 0;
+done:
+    free(lo);
+    free(hi);
+    return rc;
+}
 
 int train_plan_check(const model *m, const char *model_path, const plan *pl,
                      const char *plan_path, plumb_err *err)
 {
+    if (prof_is_llm(pl->prof)) return check_llm(m, model_path, pl, plan_path, err);
     if (pl->prof->nlayers != m->nlayers)
         return err_set(err, plan_path, "profile.layers",
                        "expected %d layers, one per top-level layer of %s (got %d)",
@@ -24,6 +145,7 @@ int train_plan_check(const model *m, const char *model_path, const plan *pl,
                            "expected %.0f, the weights of layer %d of %s (got %.0f): the "
                            "plan was made for another model", i, want, i, model_path, got);
     }
+    if (pl->tp > 1 && tp_check(m, pl->tp, model_path, err)) return -1;
     return 0;
 }
 
@@ -53,9 +175,33 @@ void train_pipeline_free(train_pipeline *tp)
 {
     if (!tp) return;
     schedule_free(tp->sched);
+    if (tp->tfirst != tp->first) free(tp->tfirst);
+    if (tp->tlast != tp->last) free(tp->tlast);
     free(tp->first);
     free(tp->last);
     memset(tp, 0, sizeof *tp);
+}
+
+/* 0 when the executor runs what pl asks for; else 2 with err set to one line naming the
+ * field it does not run yet. */
+static int plan_supported(const plan *pl, plumb_err *err)
+{
+    const char *f = pl->checkpoint_layers > 0 ? "checkpoint_layers"
+                  : pl->recompute == RECOMPUTE_SELECTIVE ? "recompute"
+                  : pl->precision == DEV_BF16 || pl->precision == DEV_FP16 ? "precision"
+                  : pl->zero ? "zero" : NULL;
+    if (f)
+        return err_set(err, NULL, f, "the executor runs plans with whole-stage recomputation "
+                       "(recompute none, or full with checkpoint_layers 0), fp32 or tf32 and "
+                       "zero 0 (this plan has checkpoint_layers %d, recompute %s, %s, zero %d); "
+                       "plumb plan --model takes --checkpoint-layers 0, --precision fp32 and "
+                       "--zero 0", pl->checkpoint_layers, recompute_kind_name(pl->recompute),
+                       dev_precision_name(pl->precision), pl->zero), 2;
+    if (pl->sequence_parallel && sched_traits_of(pl->schedule)->split_backward)
+        return err_set(err, NULL, "sequence_parallel", "expected false with schedule %s, whose "
+                       "backward is split into I and W (the executor does not run both yet)",
+                       sched_kind_name(pl->schedule)), 2;
+    return 0;
 }
 
 int train_from_plan(train_run_cfg *cfg, const plan *pl, const char *schedname, int nstages,
@@ -63,18 +209,9 @@ int train_from_plan(train_run_cfg *cfg, const plan *pl, const char *schedname, i
 {
     memset(tp, 0, sizeof *tp);
     const model *m = cfg->m;
-    if (pl && (pl->tp > 1 || pl->checkpoint_layers > 0 || pl->recompute == RECOMPUTE_SELECTIVE ||
-               pl->precision == DEV_BF16 || pl->precision == DEV_FP16)) {
-        /* what the plan asks for and the executor does not run yet: one line, before work */
-        const char *f = pl->tp > 1 ? "tp" : pl->checkpoint_layers > 0 ? "checkpoint_layers"
-                      : pl->recompute == RECOMPUTE_SELECTIVE ? "recompute" : "precision";
-        return err_set(err, NULL, f, "the executor runs plans with tp 1, whole-stage "
-                       "recomputation (checkpoint_layers 0, recompute none or full) and fp32 "
-                       "(this plan has tp %d, checkpoint_layers %d, recompute %s, %s)%s",
-                       pl->tp, pl->checkpoint_layers, recompute_kind_name(pl->recompute),
-                       dev_precision_name(pl->precision),
-                       pl->tp > 1 ? "; tensor parallelism runs without a plan: plumb train "
-                       "MODEL --tp T [--schedule KIND --stages N]" : ""), 2;
+    if (pl) {
+        int rc = plan_supported(pl, err);
+        if (rc) return rc;
     }
     long per_epoch = cfg->train->n / (cfg->cfg.microbatch * nmicro);
     long iters = cfg->steps > 0 ? cfg->steps : (long)cfg->epochs * (per_epoch > 0 ? per_epoch : 1);
@@ -91,11 +228,33 @@ int train_from_plan(train_run_cfg *cfg, const plan *pl, const char *schedname, i
     tp->last = calloc((size_t)n, sizeof *tp->last);
     if (!tp->first || !tp->last) goto oom;
     if (pl) {
+        /* the plan's stages are ranges of its profile's layers: in the model's */
+        int np = pl->prof->nlayers;
+        int *lo = malloc((size_t)np * sizeof *lo), *hi = malloc((size_t)np * sizeof *hi);
+        int bad = !lo || !hi ? 1 : train_plan_layers(m, pl, lo, hi) ? 2 : 0;
+        for (int i = 0; !bad && i < n; i++) {
+            tp->first[i] = lo[pl->stages[i].first_layer];
+            tp->last[i] = hi[pl->stages[i].last_layer];
+        }
+        free(lo);
+        free(hi);
+        if (bad == 1) goto oom;
+        if (bad) {
+            train_pipeline_free(tp);
+            return err_set(err, NULL, "profile.layers", "expected one layer per top-level "
+                           "layer of %s, or a transformer's Embedding, TransformerBlocks and "
+                           "LMHead over its layers (got %d)", m->name, np), 2;
+        }
+        tp->tfirst = calloc((size_t)n, sizeof *tp->tfirst);
+        tp->tlast = calloc((size_t)n, sizeof *tp->tlast);
+        if (!tp->tfirst || !tp->tlast) goto oom;
         for (int i = 0; i < n; i++) {
-            tp->first[i] = pl->stages[i].first_layer;
-            tp->last[i] = pl->stages[i].last_layer;
+            tp->tfirst[i] = pl->stages[i].first_layer;
+            tp->tlast[i] = pl->stages[i].last_layer;
         }
     } else {
+        tp->tfirst = tp->first;
+        tp->tlast = tp->last;
         if (split_by_flops(m, n, tp->first, tp->last)) goto oom;
         int kind = schedname ? sched_kind_parse(schedname) : SCHED_1F1B_FLUSH;
         int chunks = sched_kind_chunks((sched_kind)kind);
@@ -111,6 +270,11 @@ int train_from_plan(train_run_cfg *cfg, const plan *pl, const char *schedname, i
     if (!(tp->sched = train_pipeline_segment(tp, (int)iters, err))) {
         train_pipeline_free(tp);
         return 2;
+    }
+    if (pl) { /* what the plan says runs */
+        cfg->tp = pl->tp;
+        cfg->sp = pl->sequence_parallel;
+        if (pl->recompute == RECOMPUTE_FULL) cfg->recompute = 1;
     }
     cfg->make_sched = train_pipeline_segment;
     cfg->make_sched_user = tp;
