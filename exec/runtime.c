@@ -161,6 +161,24 @@ static int tp_allreduce(void *user, float *buf, size_t count)
                             TP_TAG_BASE + wk->tp_round++, buf, count, &wk->err);
 }
 
+/* stage_tp's reduce-scatter and all-gather over wk's tensor-parallel group, in the
+ * all-reduces' tag sequence. */
+static int tp_reduce_scatter(void *user, const float *src, float *dst, size_t count)
+{
+    worker *wk = user;
+    const rt_cfg *c = wk->cfg;
+    return c->tr->reduce_scatter(c->tr, c->bk, wk->ctx, wk->ep, wk->tp_group, c->tp,
+                                 TP_TAG_BASE + wk->tp_round++, src, dst, count, &wk->err);
+}
+
+static int tp_all_gather(void *user, const float *src, float *dst, size_t count)
+{
+    worker *wk = user;
+    const rt_cfg *c = wk->cfg;
+    return c->tr->all_gather(c->tr, c->bk, wk->ctx, wk->ep, wk->tp_group, c->tp,
+                             TP_TAG_BASE + wk->tp_round++, src, dst, count, &wk->err);
+}
+
 /* Writes v (a device vector of rs: weights, gradients, optimizer state) into the model's
  * vector out: this rank's shards, the replicated layers from rank 0; and a rank > 0's
  * replicated layers into chk (when not NULL), for the check that they equal rank 0's. */
@@ -191,7 +209,8 @@ static int stage_init(worker *wk, rstage *rs, int s, int replica)
     rs->last_step = -1;
     for (int i = 0; i < n; i++)
         if (list[i].stage == s && list[i].kind == ACT_STEP) rs->last_step = i;
-    stage_tp tpc = {wk->rank, c->tp, c->sp, tp_allreduce, wk};
+    stage_tp tpc = {wk->rank, c->tp, c->sp, tp_allreduce, wk, tp_reduce_scatter,
+                    tp_all_gather};
     stage_opts so = {split, c->recompute, c->tp > 1 ? &tpc : NULL};
     rs->st = stage_create_opts(c->bk, wk->ctx, c->m, c->stage_first[s], c->stage_last[s],
                                c->microbatch, rs->nslots, &so, &wk->err);

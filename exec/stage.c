@@ -200,7 +200,7 @@ stage *stage_create_opts(const backend *bk, bk_ctx *ctx, const model *m, int fir
     st->split_bw = o->split_bw;
     st->recompute = o->recompute;
     st->act_slots = o->recompute ? 1 : nslots;
-    st->tp = o->tp && o->tp->size > 1 ? *o->tp : (stage_tp){0, 1, 0, NULL, NULL};
+    st->tp = o->tp && o->tp->size > 1 ? *o->tp : (stage_tp){.size = 1};
     if (!(st->ipass_params = calloc((size_t)nslots, sizeof *st->ipass_params))) {
         err_set(err, NULL, NULL, "out of memory");
         goto fail;
@@ -213,12 +213,19 @@ stage *stage_create_opts(const backend *bk, bk_ctx *ctx, const model *m, int fir
         if (node_init(st, &st->nodes[i], &m->layers[first + i], 1,
                       tp_layer_role(m, first + i), 1, &st->nparams, err))
             goto fail;
+    if (st->tp.seq && (!st->tp.reduce_scatter || !st->tp.all_gather)) {
+        err_set(err, NULL, NULL, "stage: sequence parallelism needs the group's "
+                "reduce-scatter and all-gather");
+        goto fail;
+    }
     if (st->tp.seq && st->split_bw) {
         err_set(err, NULL, NULL, "stage: sequence parallelism with a split backward (the "
                 "zero-bubble schedules' I and W) is not supported yet");
         goto fail;
     }
-    if (st->seq_floats && !(st->seqbuf = dalloc(st, st->seq_floats, err))) goto fail;
+    if (st->seq_floats && (!(st->seqbuf = dalloc(st, st->seq_floats, err)) ||
+                           !(st->seqtmp = dalloc(st, st->seq_floats, err))))
+        goto fail;
     const snode *ln = &st->nodes[st->nnodes - 1];
     if (ln->L->kind == LK_XENT && ln->role == TP_LOCAL &&
         !(st->xsum = dalloc(st, (size_t)(st->tp.size + 3) * rows_of(ln->L, max_batch), err)))
@@ -281,6 +288,7 @@ void stage_free(stage *st)
     st->bk->free(st->ctx, st->zero_pos);
     st->bk->free(st->ctx, st->xsum);
     st->bk->free(st->ctx, st->seqbuf);
+    st->bk->free(st->ctx, st->seqtmp);
     free(st);
 }
 

@@ -1,7 +1,7 @@
 /* mpi_transport.c: the mpi transport: pipeline workers as MPI ranks exchanging host copies
- * of their buffers (buffered MPI_Isend, probed receives), replica all-reduce on cached
- * sub-communicators, abort notices on a reserved tag, and timeouts on every wait
- * (exec/mpi/mpi_transport.h). */
+ * of their buffers (buffered MPI_Isend, probed receives), all-reduce, reduce-scatter and
+ * all-gather on cached sub-communicators (one per replica or tensor-parallel group),
+ * abort notices on a reserved tag, and timeouts on every wait (exec/mpi/mpi_transport.h). */
 #include "exec/mpi/mpi_transport.h"
 
 #include <limits.h>
@@ -282,6 +282,80 @@ done:
     return rc;
 }
 
+/* The collectives on group's communicator, through host copies: a reduce-scatter of
+ * n * count floats (MPI_Ireduce_scatter_block) or an all-gather of count floats
+ * (MPI_Iallgather), each waited for with the abort check and the timeout. */
+static int mpi_coll(transport *t, const backend *bk, bk_ctx *ctx, int self, const int *grp,
+                    int n, int gather, const float *src, float *dst, size_t count,
+                    plumb_err *err)
+{
+    mt *x = t->impl;
+    const char *what = gather ? "all-gather" : "reduce-scatter";
+    if (self != x->self)
+        return err_set(err, NULL, NULL, "mpi transport: %s by worker %d on rank %d", what,
+                       self, x->self);
+    if ((size_t)n * count > INT_MAX)
+        return err_set(err, NULL, NULL, "mpi transport: %s of %zu floats is larger than "
+                       "one MPI call", what, (size_t)n * count);
+    const size_t in = gather ? count : (size_t)n * count, out = gather ? in * n : count;
+    float *host = malloc((in + out) * sizeof(float) + 1);
+    if (!host) return err_set(err, NULL, NULL, "out of memory");
+    bk->download(ctx, host, src, in * sizeof(float));
+    int rc = -1;
+    if (bk->sync(ctx, err)) goto done;
+    pthread_mutex_lock(&x->mu);
+    int ab = check_abort(x);
+    MPI_Comm c = ab ? MPI_COMM_NULL : group_comm(x, grp, n, err);
+    MPI_Request req = MPI_REQUEST_NULL;
+    int prc = MPI_ERR_COMM;
+    if (c != MPI_COMM_NULL && gather)
+        prc = MPI_Iallgather(host, (int)count, MPI_FLOAT, host + in, (int)count, MPI_FLOAT, c,
+                             &req);
+    else if (c != MPI_COMM_NULL)
+        prc = MPI_Ireduce_scatter_block(host, host + in, (int)count, MPI_FLOAT, MPI_SUM, c,
+                                        &req);
+    pthread_mutex_unlock(&x->mu);
+    if (ab) { aborted_err(x, err); goto done; }
+    if (c == MPI_COMM_NULL) goto done;
+    if (prc != MPI_SUCCESS) {
+        err_set(err, NULL, NULL, "mpi transport: %s failed",
+                gather ? "MPI_Iallgather" : "MPI_Ireduce_scatter_block");
+        goto done;
+    }
+    if (wait_req(x, &req, gather ? "a tensor-parallel all-gather"
+                                 : "a tensor-parallel reduce-scatter", err))
+        goto done;
+    bk->upload(ctx, dst, host + in, out * sizeof(float));
+    rc = bk->sync(ctx, err);
+done:
+    free(host);
+    return rc;
+}
+
+static int mpi_reduce_scatter(transport *t, const backend *bk, bk_ctx *ctx, int self,
+                              const int *grp, int n, long tag, const float *src, float *dst,
+                              size_t count, plumb_err *err)
+{
+    (void)tag;
+    if (n <= 1) {
+        bk->copy(ctx, dst, src, count * sizeof(float));
+        return 0;
+    }
+    return mpi_coll(t, bk, ctx, self, grp, n, 0, src, dst, count, err);
+}
+
+static int mpi_all_gather(transport *t, const backend *bk, bk_ctx *ctx, int self,
+                          const int *grp, int n, long tag, const float *src, float *dst,
+                          size_t count, plumb_err *err)
+{
+    (void)tag;
+    if (n <= 1) {
+        bk->copy(ctx, dst, src, count * sizeof(float));
+        return 0;
+    }
+    return mpi_coll(t, bk, ctx, self, grp, n, 1, src, dst, count, err);
+}
+
 static void mpi_abort_tr(transport *t, const char *why)
 {
     mt *x = t->impl;
@@ -403,6 +477,8 @@ transport *transport_mpi_create(double timeout_s, plumb_err *err)
     t->send = mpi_send;
     t->recv = mpi_recv;
     t->allreduce = mpi_allreduce;
+    t->reduce_scatter = mpi_reduce_scatter;
+    t->all_gather = mpi_all_gather;
     t->abort = mpi_abort_tr;
     t->destroy = mpi_destroy;
     t->allsum_float = mpi_allsum_f;

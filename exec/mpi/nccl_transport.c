@@ -1,8 +1,9 @@
 /* nccl_transport.c: the nccl transport (see nccl_transport.h): a two-rank NCCL communicator
  * per ordered pair of ranks, buffered sends (through staging buffers, reserved in the
  * worker's context before a run, or lent straight from the caller's), tag-matched receives,
- * all-reduce on group communicators made on first use, every wait polled for NCCL's
- * asynchronous errors and bounded by a timeout. */
+ * all-reduce, reduce-scatter and all-gather on group communicators made on first use (one
+ * per replica or tensor-parallel group), every wait polled for NCCL's asynchronous errors
+ * and bounded by a timeout. */
 #include "exec/mpi/nccl_transport.h"
 
 #if defined(PLUMB_HAVE_NCCL) && defined(PLUMB_HAVE_CUDA)
@@ -521,6 +522,57 @@ static int nt_allreduce(transport *t, const backend *bk, bk_ctx *ctx, int self,
     return wait_stream(x, g->s, g->comm, "the gradient all-reduce", err);
 }
 
+/* A reduce-scatter (gather = 0: src n * count floats, dst count) or an all-gather
+ * (gather = 1: src count floats, dst n * count) on group's communicator and stream,
+ * ordered after and before the worker's stream as the all-reduce is. */
+static int nt_coll(transport *t, const backend *bk, bk_ctx *ctx, int self, const int *members,
+                   int n, int gather, const float *src, float *dst, size_t count,
+                   plumb_err *err)
+{
+    nt *x = t->impl;
+    if (need_cuda(bk, err)) return -1;
+    if (atomic_load(&x->aborted)) return err_set(err, NULL, NULL, "%s", x->why);
+    if (n <= 1) {
+        bk->copy(ctx, dst, src, count * sizeof(float));
+        return 0;
+    }
+    if (self != x->self)
+        return err_set(err, NULL, NULL, "nccl transport: rank %d cannot take part in a "
+                       "collective as worker %d", x->self, self);
+    CQ(x, err, cudaSetDevice(x->device));
+    group *g = group_get(x, members, n, err);
+    if (!g) return -1;
+    CQ(x, err, cudaEventRecord(x->ev, ctx->stream));
+    CQ(x, err, cudaStreamWaitEvent(g->s, x->ev, 0));
+    if (gather) {
+        NQ(x, err, ncclAllGather(src, dst, count, ncclFloat, g->comm, g->s));
+        if (settle(x, g->comm, "ncclAllGather", err)) return -1;
+    } else {
+        NQ(x, err, ncclReduceScatter(src, dst, count, ncclFloat, ncclSum, g->comm, g->s));
+        if (settle(x, g->comm, "ncclReduceScatter", err)) return -1;
+    }
+    CQ(x, err, cudaEventRecord(x->ev, g->s));
+    CQ(x, err, cudaStreamWaitEvent(ctx->stream, x->ev, 0));
+    return wait_stream(x, g->s, g->comm, gather ? "a tensor-parallel all-gather"
+                                                : "a tensor-parallel reduce-scatter", err);
+}
+
+static int nt_reduce_scatter(transport *t, const backend *bk, bk_ctx *ctx, int self,
+                             const int *members, int n, long tag, const float *src, float *dst,
+                             size_t count, plumb_err *err)
+{
+    (void)tag;
+    return nt_coll(t, bk, ctx, self, members, n, 0, src, dst, count, err);
+}
+
+static int nt_all_gather(transport *t, const backend *bk, bk_ctx *ctx, int self,
+                         const int *members, int n, long tag, const float *src, float *dst,
+                         size_t count, plumb_err *err)
+{
+    (void)tag;
+    return nt_coll(t, bk, ctx, self, members, n, 1, src, dst, count, err);
+}
+
 /* ------------------------------------------------------------------ life cycle */
 
 static void nt_abort(transport *t, const char *why)
@@ -659,6 +711,8 @@ transport *transport_nccl_create(bk_ctx *c, double timeout_s, plumb_err *err)
     t->release = nt_release;
     t->recv = nt_recv;
     t->allreduce = nt_allreduce;
+    t->reduce_scatter = nt_reduce_scatter;
+    t->all_gather = nt_all_gather;
     t->abort = nt_abort;
     t->destroy = nt_destroy;
     t->allsum_float = nt_allsum_f;

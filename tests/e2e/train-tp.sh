@@ -5,10 +5,11 @@
 # 2e-4: the runs differ only in summation order, a relative 5e-7 on the loss,
 # tests/test_train_tp.c); a checkpoint saved at tp 2 x pp 2 resumes at tp 1, at tp 4 and
 # at tp 1 x pp 4 to the same figures as an uninterrupted run (SGD; and Adam, whose
-# moments are sharded like the weights, tp 2 to tp 4); under mpirun (one process per rank) tp 2 with sequence parallelism and
-# tp 2 x pp 2 give the sequential figures, and a wrong -np is refused; a failing or
+# moments are sharded like the weights, tp 2 to tp 4); under mpirun (one process per rank)
+# tp 2 and tp 4 with sequence parallelism and tp 2 x pp 2 give the sequential figures, and a wrong -np is refused; a failing or
 # stalled rank ends the run with status 1; on cuemu (when built) the CUDA backend at tp 2
-# gives the CPU's losses, as threads and over the nccl transport under mpirun; a tp that
+# gives the CPU's losses, as threads and over the nccl transport under mpirun (with and
+# without sequence parallelism: NCCL's reduce-scatter and all-gather); a tp that
 # does not divide the vocabulary or the heads, a model with nothing to split, sequence
 # parallelism without tp or with a split backward, and a plan are refused
 # with one line and status 2, before any output.
@@ -97,33 +98,40 @@ if [ -x "$EMU" ]; then
     # group, one process (one emulated GPU) per rank
     if command -v mpirun > /dev/null 2>&1 && ! "$EMU" train "$model" --tp 2 --backend cuda \
             --transport nccl --steps 1 2>&1 | grep -q "not built into this binary"; then
-        echo "cuemu: mpirun -np 2, --tp 2 --backend cuda --transport nccl"
+        # with --sequence-parallel: ncclReduceScatter and ncclAllGather on the group's
+        # communicator
         mkdir -p "$tmp/tmpdir"
-        TMPDIR="$tmp/tmpdir" timeout 600 mpirun --allow-run-as-root --oversubscribe -np 2 \
-            -x TMPDIR -x OPENBLAS_NUM_THREADS=1 "$EMU" train "$model" "${small[@]}" \
-            --backend cuda --tp 2 --transport nccl > "$tmp/n.log" 2>&1 ||
-            fail "nccl --tp 2 run failed: $(tail -5 "$tmp/n.log")"
-        paste <(figures "$tmp/c.log") <(figures "$tmp/n.log") | head -3 |
-            awk '{n++; d=($1-$2)/$1; if (d<0) d=-d; if (NF!=2 || d>1e-3) bad=1; if (d>w) w=d}
-                 END{printf "  %d steps, max relative loss difference %.2g\n", n, w; exit bad || n<3}' ||
-            fail "nccl --tp 2 losses differ: $(cat "$tmp/n.log") against $(cat "$tmp/c.log")"
+        for sp in "" "--sequence-parallel"; do
+            echo "cuemu: mpirun -np 2, --tp 2 $sp --backend cuda --transport nccl"
+            # shellcheck disable=SC2086
+            TMPDIR="$tmp/tmpdir" timeout 600 mpirun --allow-run-as-root --oversubscribe -np 2 \
+                -x TMPDIR -x OPENBLAS_NUM_THREADS=1 "$EMU" train "$model" "${small[@]}" \
+                --backend cuda --tp 2 $sp --transport nccl > "$tmp/n.log" 2>&1 ||
+                fail "nccl --tp 2 $sp run failed: $(tail -5 "$tmp/n.log")"
+            paste <(figures "$tmp/c.log") <(figures "$tmp/n.log") | head -3 |
+                awk '{n++; d=($1-$2)/$1; if (d<0) d=-d; if (NF!=2 || d>1e-3) bad=1; if (d>w) w=d}
+                     END{printf "  %d steps, max relative loss difference %.2g\n", n, w; exit bad || n<3}' ||
+                fail "nccl --tp 2 $sp losses differ: $(cat "$tmp/n.log") against $(cat "$tmp/c.log")"
+        done
     fi
 else
     echo "cuemu: SKIP: $EMU not built"
 fi
 
-# one process per rank under mpirun (the mpi transport's all-reduce over each group's
-# sub-communicator): the same figures as the sequential run
+# one process per rank under mpirun (the mpi transport's all-reduce, and with sequence
+# parallelism its reduce-scatter and all-gather, over each group's sub-communicator): the
+# same figures as the sequential run
 if command -v mpirun > /dev/null 2>&1 && ! "$PLUMB" train "$model" --tp 2 --transport mpi \
         --steps 1 2>&1 | grep -q "not built into this binary"; then
-    for run in "2 --tp 2 --sequence-parallel" "4 --tp 2 --schedule 1f1b-flush --stages 2"; do
+    for run in "2 --tp 2 --sequence-parallel" "4 --tp 2 --schedule 1f1b-flush --stages 2" \
+        "4 --tp 4 --sequence-parallel"; do
         np=${run%% *}
         echo "mpirun -np $np, ${run#* }, --transport mpi"
         # shellcheck disable=SC2086
         timeout 300 mpirun --allow-run-as-root --oversubscribe -np $np "$PLUMB" train "$model" \
             "${args[@]}" ${run#* } --transport mpi > "$tmp/mpi.log" 2>&1 ||
             fail "mpirun -np $np ${run#* } failed: $(cat "$tmp/mpi.log")"
-        grep -q "x tp 2.* ($np ranks)" "$tmp/mpi.log" || fail "no tp in the header: $(head -3 "$tmp/mpi.log")"
+        grep -q "x tp ${run:7:1}.* ($np ranks)" "$tmp/mpi.log" || fail "no tp in the header: $(head -3 "$tmp/mpi.log")"
         same "$tmp/seq.log" "$tmp/mpi.log"
         echo "  the sequential figures"
     done
