@@ -51,7 +51,8 @@ struct transport {
                           size_t count, plumb_err *err);
     /* All-gather: member i's src (count floats) lands at dst + i count (dst: n * count
      * floats) on every member, its own included; the bits are copied, not summed. The
-     * same rules as reduce_scatter, and the same (n - 1) count floats each way. */
+     * same rules as reduce_scatter, and the same (n - 1) count floats each way, except
+     * that src may also be dst + i count (in place, as NCCL allows). */
     int (*all_gather)(transport *t, const backend *bk, bk_ctx *ctx, int self,
                       const int *group, int n, long tag, const float *src, float *dst,
                       size_t count, plumb_err *err);

@@ -412,7 +412,7 @@ static int local_all_gather(transport *t, const backend *bk, bk_ctx *ctx, int se
     const size_t bytes = count * sizeof(float);
     const int me = member_of(group, n, self, err);
     if (me < 0) return -1;
-    bk->copy(ctx, dst + (size_t)me * count, src, bytes);
+    if (src != dst + (size_t)me * count) bk->copy(ctx, dst + (size_t)me * count, src, bytes);
     if (n == 1) return 0;
     const long tg = -(2 * tag + 1);
     hand **out = calloc((size_t)n, sizeof *out);

@@ -338,7 +338,7 @@ static int mpi_reduce_scatter(transport *t, const backend *bk, bk_ctx *ctx, int 
 {
     (void)tag;
     if (n <= 1) {
-        bk->copy(ctx, dst, src, count * sizeof(float));
+        if (src != dst) bk->copy(ctx, dst, src, count * sizeof(float));
         return 0;
     }
     return mpi_coll(t, bk, ctx, self, grp, n, 0, src, dst, count, err);
@@ -350,7 +350,7 @@ static int mpi_all_gather(transport *t, const backend *bk, bk_ctx *ctx, int self
 {
     (void)tag;
     if (n <= 1) {
-        bk->copy(ctx, dst, src, count * sizeof(float));
+        if (src != dst) bk->copy(ctx, dst, src, count * sizeof(float));
         return 0;
     }
     return mpi_coll(t, bk, ctx, self, grp, n, 1, src, dst, count, err);

@@ -533,7 +533,7 @@ static int nt_coll(transport *t, const backend *bk, bk_ctx *ctx, int self, const
     if (need_cuda(bk, err)) return -1;
     if (atomic_load(&x->aborted)) return err_set(err, NULL, NULL, "%s", x->why);
     if (n <= 1) {
-        bk->copy(ctx, dst, src, count * sizeof(float));
+        if (src != dst) bk->copy(ctx, dst, src, count * sizeof(float));
         return 0;
     }
     if (self != x->self)

@@ -157,7 +157,23 @@ PLUMB_FAULT=worker:1:step:2:stall "$PLUMB" train "$model" "${small[@]}" --tp 2 \
 rc=$?
 [ $rc -eq 1 ] && grep -q "deadlock or a stalled peer" "$tmp/f.log" ||
     fail "a stalled rank at tp 2 x pp 2: status $rc: $(cat "$tmp/f.log")"
-[ $(($(date +%s) - start)) -lt 60 ] || fail "the faulty runs took $(($(date +%s) - start)) s"
+# sequence parallelism: rank 0 stalls, rank 1 waits in a reduce-scatter or all-gather
+PLUMB_FAULT=worker:0:step:2:stall "$PLUMB" train "$model" "${small[@]}" --tp 2 \
+    --sequence-parallel --timeout 3 > "$tmp/f2.log" 2>&1
+rc=$?
+[ $rc -eq 1 ] && grep -q "worker 1 waited 3 s for message .* from worker 0: deadlock or a stalled peer" \
+    "$tmp/f2.log" || fail "a stalled rank at tp 2 with sequence parallelism: status $rc: $(cat "$tmp/f2.log")"
+if command -v mpirun > /dev/null 2>&1 && ! "$PLUMB" train "$model" --tp 2 --transport mpi \
+        --steps 1 2>&1 | grep -q "not built into this binary"; then
+    PLUMB_FAULT=worker:0:step:2:stall timeout 60 mpirun --allow-run-as-root --oversubscribe \
+        -np 2 -x PLUMB_FAULT "$PLUMB" train "$model" "${small[@]}" --tp 2 --sequence-parallel \
+        --transport mpi --timeout 3 > "$tmp/f3.log" 2>&1
+    rc=$?
+    [ $rc -ne 0 ] && grep -q "rank 1 waited 3 s for a tensor-parallel \(reduce-scatter\|all-gather\): a stalled peer" \
+        "$tmp/f3.log" || fail "mpirun, a stalled rank with sequence parallelism: status $rc: $(cat "$tmp/f3.log")"
+    echo "  mpi: $(grep -m1 "waited 3 s" "$tmp/f3.log")"
+fi
+[ $(($(date +%s) - start)) -lt 90 ] || fail "the faulty runs took $(($(date +%s) - start)) s"
 echo "  a failing rank ends the run (status 1); a stalled one makes its partner time out: $(cat "$tmp/f.log")"
 
 refused() { # $1 expected text; the rest: the command
