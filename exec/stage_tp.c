@@ -1,7 +1,8 @@
 /* stage_tp.c: a stage under tensor parallelism (exec/tp.h's layout): each node's share of
  * its layer, the mapping between a rank's parameter vector and the whole model's, the
- * mapping of token ids to a rank's embedding rows, the group's sums, and the
- * vocabulary-parallel cross-entropy. */
+ * mapping of token ids to a rank's embedding rows, the group's sums, sequence
+ * parallelism's all-gathers and reduce-scatters, and the vocabulary-parallel
+ * cross-entropy. */
 #include <stdlib.h>
 #include <string.h>
 

@@ -23,7 +23,13 @@
  * shard (a swapped head, a bias added on every rank, a missing sum) exceeds these by
  * orders of magnitude. The replicated parameters (layer norms, position rows, row-parallel
  * biases) see the same inputs on every rank and must stay identical: checked exactly. The
- * vocabulary-parallel embedding's sum adds one row and zeros, so it is exact. */
+ * vocabulary-parallel embedding's sum adds one row and zeros, so it is exact.
+ *
+ * Through a transport that counts each rank's bytes: sequence parallelism's
+ * reduce-scatters and all-gathers give the bits of the all-reduces they replaced at half
+ * their ring bytes, and pipeline messages are sent as 1 / tp per rank and all-gathered,
+ * giving the bits of the run without the cut. Sequence parallelism also runs with the
+ * zero-bubble schedules' split backward (zb-h1, zb-v, dualpipev). */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdio.h>

@@ -54,7 +54,7 @@ typedef struct pair_link {   /* this rank and one peer */
     int nheld, capheld;
 } pair_link;
 
-typedef struct group {  /* an all-reduce group */
+typedef struct group {  /* a group of a collective: replicas or tensor-parallel ranks */
     int n;
     int *members;
     ncclComm_t comm;
@@ -435,7 +435,7 @@ static int nt_recv(transport *t, const backend *bk, bk_ctx *ctx, int to, int fro
     }
 }
 
-/* ------------------------------------------------------------------ all-reduce */
+/* ------------------------------------------------------------------ collectives */
 
 /* The communicator of group (made on first use: the first member makes the id and sends
  * it to the others with MPI; only members take part). NULL after a failure. */
@@ -498,35 +498,23 @@ static group *group_get(nt *x, const int *members, int n, plumb_err *err)
     return gr;
 }
 
-static int nt_allreduce(transport *t, const backend *bk, bk_ctx *ctx, int self,
-                        const int *members, int n, long tag, float *buf, size_t count,
-                        plumb_err *err)
-{
-    (void)tag;
-    nt *x = t->impl;
-    if (need_cuda(bk, err)) return -1;
-    if (atomic_load(&x->aborted)) return err_set(err, NULL, NULL, "%s", x->why);
-    if (n <= 1) return 0;
-    if (self != x->self)
-        return err_set(err, NULL, NULL, "nccl transport: rank %d cannot all-reduce as worker "
-                       "%d", x->self, self);
-    CQ(x, err, cudaSetDevice(x->device));
-    group *g = group_get(x, members, n, err);
-    if (!g) return -1;
-    CQ(x, err, cudaEventRecord(x->ev, ctx->stream));
-    CQ(x, err, cudaStreamWaitEvent(g->s, x->ev, 0));
-    NQ(x, err, ncclAllReduce(buf, buf, count, ncclFloat, ncclSum, g->comm, g->s));
-    if (settle(x, g->comm, "ncclAllReduce", err)) return -1;
-    CQ(x, err, cudaEventRecord(x->ev, g->s));
-    CQ(x, err, cudaStreamWaitEvent(ctx->stream, x->ev, 0));
-    return wait_stream(x, g->s, g->comm, "the gradient all-reduce", err);
-}
+/* The collectives, each on its group's communicator and stream, ordered after and before
+ * the worker's stream. */
+enum { COLL_AR, COLL_RS, COLL_AG };
+static const struct {
+    const char *what, *call, *wait;
+} coll_names[] = {
+    [COLL_AR] = {"all-reduce", "ncclAllReduce", "the gradient all-reduce"},
+    [COLL_RS] = {"reduce-scatter", "ncclReduceScatter", "a tensor-parallel reduce-scatter"},
+    [COLL_AG] = {"all-gather", "ncclAllGather", "a tensor-parallel all-gather"},
+};
 
-/* A reduce-scatter (gather = 0: src n * count floats, dst count) or an all-gather
- * (gather = 1: src count floats, dst n * count) on group's communicator and stream,
- * ordered after and before the worker's stream as the all-reduce is. */
+/* Runs collective `kind` over members (n, self among them): an all-reduce of count floats
+ * (src = dst), a reduce-scatter of n * count floats into this member's count, an
+ * all-gather of count floats into n * count (src may be dst + rank count: in place); for
+ * one member a copy. 0, or -1 with err set (the communicators aborted on NCCL errors). */
 static int nt_coll(transport *t, const backend *bk, bk_ctx *ctx, int self, const int *members,
-                   int n, int gather, const float *src, float *dst, size_t count,
+                   int n, int kind, const float *src, float *dst, size_t count,
                    plumb_err *err)
 {
     nt *x = t->impl;
@@ -537,24 +525,31 @@ static int nt_coll(transport *t, const backend *bk, bk_ctx *ctx, int self, const
         return 0;
     }
     if (self != x->self)
-        return err_set(err, NULL, NULL, "nccl transport: rank %d cannot take part in a "
-                       "collective as worker %d", x->self, self);
+        return err_set(err, NULL, NULL, "nccl transport: rank %d cannot %s as worker %d",
+                       x->self, coll_names[kind].what, self);
     CQ(x, err, cudaSetDevice(x->device));
     group *g = group_get(x, members, n, err);
     if (!g) return -1;
     CQ(x, err, cudaEventRecord(x->ev, ctx->stream));
     CQ(x, err, cudaStreamWaitEvent(g->s, x->ev, 0));
-    if (gather) {
+    if (kind == COLL_AR)
+        NQ(x, err, ncclAllReduce(src, dst, count, ncclFloat, ncclSum, g->comm, g->s));
+    else if (kind == COLL_AG)
         NQ(x, err, ncclAllGather(src, dst, count, ncclFloat, g->comm, g->s));
-        if (settle(x, g->comm, "ncclAllGather", err)) return -1;
-    } else {
+    else
         NQ(x, err, ncclReduceScatter(src, dst, count, ncclFloat, ncclSum, g->comm, g->s));
-        if (settle(x, g->comm, "ncclReduceScatter", err)) return -1;
-    }
+    if (settle(x, g->comm, coll_names[kind].call, err)) return -1;
     CQ(x, err, cudaEventRecord(x->ev, g->s));
     CQ(x, err, cudaStreamWaitEvent(ctx->stream, x->ev, 0));
-    return wait_stream(x, g->s, g->comm, gather ? "a tensor-parallel all-gather"
-                                                : "a tensor-parallel reduce-scatter", err);
+    return wait_stream(x, g->s, g->comm, coll_names[kind].wait, err);
+}
+
+static int nt_allreduce(transport *t, const backend *bk, bk_ctx *ctx, int self,
+                        const int *members, int n, long tag, float *buf, size_t count,
+                        plumb_err *err)
+{
+    (void)tag;
+    return nt_coll(t, bk, ctx, self, members, n, COLL_AR, buf, buf, count, err);
 }
 
 static int nt_reduce_scatter(transport *t, const backend *bk, bk_ctx *ctx, int self,
@@ -562,7 +557,7 @@ static int nt_reduce_scatter(transport *t, const backend *bk, bk_ctx *ctx, int s
                              size_t count, plumb_err *err)
 {
     (void)tag;
-    return nt_coll(t, bk, ctx, self, members, n, 0, src, dst, count, err);
+    return nt_coll(t, bk, ctx, self, members, n, COLL_RS, src, dst, count, err);
 }
 
 static int nt_all_gather(transport *t, const backend *bk, bk_ctx *ctx, int self,
@@ -570,7 +565,7 @@ static int nt_all_gather(transport *t, const backend *bk, bk_ctx *ctx, int self,
                          size_t count, plumb_err *err)
 {
     (void)tag;
-    return nt_coll(t, bk, ctx, self, members, n, 1, src, dst, count, err);
+    return nt_coll(t, bk, ctx, self, members, n, COLL_AG, src, dst, count, err);
 }
 
 /* ------------------------------------------------------------------ life cycle */

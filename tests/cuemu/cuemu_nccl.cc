@@ -1,7 +1,8 @@
 /* cuemu_nccl.cc: cuemu's NCCL: the NCCL 2.28 calls plumb makes (communicators from a unique
  * id, split, finalize, destroy and abort; grouped send and receive of bytes; all-reduce and
- * reduce-scatter of floats by sum or mean, all-gather of floats; asynchronous errors), across processes on one machine, so that
- * `mpirun -np 2 build/emu/plumb train ... --transport nccl` runs on the CPU.
+ * reduce-scatter of floats by sum or mean, all-gather of floats; asynchronous errors),
+ * across processes on one machine, so that `mpirun -np 2 build/emu/plumb train ...
+ * --transport nccl` runs on the CPU.
  *
  * Every process has its own cuemu (devices and memory), so data moves through files:
  * ncclGetUniqueId makes a private directory (mkdtemp: $TMPDIR/cuemu-nccl-XXXXXX) and puts
@@ -701,7 +702,7 @@ void issue(const std::vector<op_args> &ops)
     for (const auto &key : streams) drain(key.first, key.second);
     for (const op_args &a : ops) {
         if (a.kind == op_args::RECV) issue_recv(a);
-        else issue_collective(a);
+        else if (a.kind != op_args::SEND) issue_collective(a);
     }
 }
 

@@ -9,7 +9,8 @@
 # tp 2 and tp 4 with sequence parallelism and tp 2 x pp 2 give the sequential figures, and a wrong -np is refused; a failing or
 # stalled rank ends the run with status 1; on cuemu (when built) the CUDA backend at tp 2
 # gives the CPU's losses, as threads and over the nccl transport under mpirun (with and
-# without sequence parallelism: NCCL's reduce-scatter and all-gather); a tp that
+# without sequence parallelism: NCCL's reduce-scatter and all-gather; and tp 2 x pp 2,
+# whose pipeline sends are scattered over the ranks and all-gathered); a tp that
 # does not divide the vocabulary or the heads, a model with nothing to split, sequence
 # parallelism without tp or with a split backward, and a plan are refused
 # with one line and status 2, before any output.
@@ -99,19 +100,20 @@ if [ -x "$EMU" ]; then
     if command -v mpirun > /dev/null 2>&1 && ! "$EMU" train "$model" --tp 2 --backend cuda \
             --transport nccl --steps 1 2>&1 | grep -q "not built into this binary"; then
         # with --sequence-parallel: ncclReduceScatter and ncclAllGather on the group's
-        # communicator
+        # communicator; with 2 stages the pipeline sends scattered, ncclAllGather in place
         mkdir -p "$tmp/tmpdir"
-        for sp in "" "--sequence-parallel"; do
-            echo "cuemu: mpirun -np 2, --tp 2 $sp --backend cuda --transport nccl"
+        for run in "2 " "2 --sequence-parallel" "4 --schedule 1f1b-flush --stages 2"; do
+            np=${run%% *}
+            echo "cuemu: mpirun -np $np, --tp 2 ${run#* } --backend cuda --transport nccl"
             # shellcheck disable=SC2086
-            TMPDIR="$tmp/tmpdir" timeout 600 mpirun --allow-run-as-root --oversubscribe -np 2 \
+            TMPDIR="$tmp/tmpdir" timeout 600 mpirun --allow-run-as-root --oversubscribe -np $np \
                 -x TMPDIR -x OPENBLAS_NUM_THREADS=1 "$EMU" train "$model" "${small[@]}" \
-                --backend cuda --tp 2 $sp --transport nccl > "$tmp/n.log" 2>&1 ||
-                fail "nccl --tp 2 $sp run failed: $(tail -5 "$tmp/n.log")"
+                --backend cuda --tp 2 ${run#* } --transport nccl > "$tmp/n.log" 2>&1 ||
+                fail "nccl --tp 2 ${run#* } run failed: $(tail -5 "$tmp/n.log")"
             paste <(figures "$tmp/c.log") <(figures "$tmp/n.log") | head -3 |
                 awk '{n++; d=($1-$2)/$1; if (d<0) d=-d; if (NF!=2 || d>1e-3) bad=1; if (d>w) w=d}
                      END{printf "  %d steps, max relative loss difference %.2g\n", n, w; exit bad || n<3}' ||
-                fail "nccl --tp 2 $sp losses differ: $(cat "$tmp/n.log") against $(cat "$tmp/c.log")"
+                fail "nccl --tp 2 ${run#* } losses differ: $(cat "$tmp/n.log") against $(cat "$tmp/c.log")"
         done
     fi
 else
