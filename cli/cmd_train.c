@@ -237,9 +237,6 @@ int cmd_train(int argc, char **argv)
                         "--tp)");
     if (sp && tpn < 2)
         return cli_fail("train", "--sequence-parallel: needs --tp 2 or more");
-    if (sp && schedname && sched_traits_of((sched_kind)sched_kind_parse(schedname))->split_backward)
-        return cli_fail("train", "--sequence-parallel: not with %s, whose backward is split "
-                        "into I and W (not supported yet)", schedname);
     if (tpn > 1 && npos == 2)
         return cli_fail("train", "--tp: not with a plan (the plan names its tp)");
     if (!ckdir != !ckevery)

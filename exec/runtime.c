@@ -161,6 +161,24 @@ static int tp_allreduce(void *user, float *buf, size_t count)
                             TP_TAG_BASE + wk->tp_round++, buf, count, &wk->err);
 }
 
+/* stage_tp's reduce-scatter and all-gather over wk's tensor-parallel group, in the
+ * all-reduces' tag sequence. */
+static int tp_reduce_scatter(void *user, const float *src, float *dst, size_t count)
+{
+    worker *wk = user;
+    const rt_cfg *c = wk->cfg;
+    return c->tr->reduce_scatter(c->tr, c->bk, wk->ctx, wk->ep, wk->tp_group, c->tp,
+                                 TP_TAG_BASE + wk->tp_round++, src, dst, count, &wk->err);
+}
+
+static int tp_all_gather(void *user, const float *src, float *dst, size_t count)
+{
+    worker *wk = user;
+    const rt_cfg *c = wk->cfg;
+    return c->tr->all_gather(c->tr, c->bk, wk->ctx, wk->ep, wk->tp_group, c->tp,
+                             TP_TAG_BASE + wk->tp_round++, src, dst, count, &wk->err);
+}
+
 /* Writes v (a device vector of rs: weights, gradients, optimizer state) into the model's
  * vector out: this rank's shards, the replicated layers from rank 0; and a rank > 0's
  * replicated layers into chk (when not NULL), for the check that they equal rank 0's. */
@@ -191,7 +209,8 @@ static int stage_init(worker *wk, rstage *rs, int s, int replica)
     rs->last_step = -1;
     for (int i = 0; i < n; i++)
         if (list[i].stage == s && list[i].kind == ACT_STEP) rs->last_step = i;
-    stage_tp tpc = {wk->rank, c->tp, c->sp, tp_allreduce, wk};
+    stage_tp tpc = {wk->rank, c->tp, c->sp, tp_allreduce, wk, tp_reduce_scatter,
+                    tp_all_gather};
     stage_opts so = {split, c->recompute, c->tp > 1 ? &tpc : NULL};
     rs->st = stage_create_opts(c->bk, wk->ctx, c->m, c->stage_first[s], c->stage_last[s],
                                c->microbatch, rs->nslots, &so, &wk->err);
@@ -296,19 +315,39 @@ static int record(worker *wk, const action *a, int it, double t0, double t1, dou
     return 0;
 }
 
+/* Megatron-LM's scatter/gather of pipeline messages: the floats of the tensor crossing
+ * the cut after layer `after` (an activation, or its gradient the other way) that each
+ * tensor-parallel rank sends, 1 / tp of it, when that tensor is whole and the same bits
+ * on every rank of the group (the receiving ranks all-gather it); 0 when each rank sends
+ * the whole (tp 1), its own (the output layer's logits, column-parallel, to the loss), or
+ * already its share of the sequence (sequence parallelism). */
+static size_t sliced_floats(const rt_cfg *c, int after, size_t floats)
+{
+    if (c->tp < 2 || c->sp || floats % (size_t)c->tp || tp_layer_role(c->m, after) == TP_COL)
+        return 0;
+    return floats / (size_t)c->tp;
+}
+
 /* Takes the data of the receive posted in slot `slot` of rs for microbatch g: the input
- * activations (grad 0) or the output gradient (grad 1), blocking until it has arrived.
- * 0, or -1 with wk->err set. */
+ * activations (grad 0) or the output gradient (grad 1), blocking until it has arrived;
+ * a sliced message (sliced_floats) is all-gathered over the group in place. 0, or -1
+ * with wk->err set. */
 static int take_posted(worker *wk, rstage *rs, int slot, int g, int grad)
 {
     const rt_cfg *c = wk->cfg;
     slotinfo *si = &rs->slots[slot];
-    size_t bytes = (size_t)c->microbatch * sizeof(float) *
-                   (size_t)(grad ? stage_out_numel(rs->st) : stage_in_numel(rs->st));
+    size_t n = (size_t)c->microbatch *
+               (size_t)(grad ? stage_out_numel(rs->st) : stage_in_numel(rs->st));
+    size_t part = sliced_floats(c, grad ? c->stage_last[rs->s] : c->stage_first[rs->s] - 1, n);
+    float *buf = grad ? rs->dout[slot] : stage_input(rs->st, slot),
+          *mine = buf + (size_t)wk->rank * part;
     int peer = grad ? si->dout_peer : si->in_peer;
     if (c->tr->recv(c->tr, c->bk, wk->ctx, wk->ep, peer * c->tp + wk->rank,
-                    msg_tag(c->sched, g, rs->s, grad),
-                    grad ? rs->dout[slot] : stage_input(rs->st, slot), bytes, &wk->err))
+                    msg_tag(c->sched, g, rs->s, grad), mine, (part ? part : n) * sizeof(float),
+                    &wk->err))
+        return -1;
+    if (part && c->tr->all_gather(c->tr, c->bk, wk->ctx, wk->ep, wk->tp_group, c->tp,
+                                  TP_TAG_BASE + wk->tp_round++, mine, buf, part, &wk->err))
         return -1;
     if (grad) si->dout_peer = -1, si->have_dout = 1;
     else si->in_peer = -1;
@@ -470,17 +509,21 @@ static int run_action(worker *wk, const action *a, int i)
         if (rc > 0) goto noslot;
         break;
     }
-    case ACT_SEND_F:
+    case ACT_SEND_F: {
         if (slot < 0) goto noslot;
-        bytes = (double)mb * stage_out_numel(rs->st) * sizeof(float);
+        size_t n = (size_t)mb * stage_out_numel(rs->st),
+               part = sliced_floats(c, c->stage_last[rs->s], n);
+        bytes = (double)(part ? part : n) * sizeof(float);
         /* the output stays in its slot until this microbatch's gradient is back from the
          * peer, which received it first: the transport may copy straight out of it */
         if ((c->tr->send_lent ? c->tr->send_lent : c->tr->send)(
                 c->tr, bk, wk->ctx, wk->ep, a->peer * c->tp + wk->rank,
                 msg_tag(sc, g, a->peer_stage, 0),
-                stage_output(rs->st, slot), (size_t)bytes, &wk->err))
+                stage_output(rs->st, slot) + (size_t)wk->rank * part, (size_t)bytes,
+                &wk->err))
             return -1;
         break;
+    }
     case ACT_RECV_B:
         /* posted: B or I takes the data (take_posted) */
         if (slot < 0) goto noslot;
@@ -499,16 +542,19 @@ static int run_action(worker *wk, const action *a, int i)
         release_version(wk, rs, a->version, i);
         slot_maybe_close(rs, slot);
         break;
-    case ACT_SEND_B:
+    case ACT_SEND_B: {
         if (slot < 0) goto noslot;
-        bytes = (double)mb * stage_in_numel(rs->st) * sizeof(float);
+        size_t n = (size_t)mb * stage_in_numel(rs->st),
+               part = sliced_floats(c, c->stage_first[rs->s] - 1, n);
+        bytes = (double)(part ? part : n) * sizeof(float);
         if (c->tr->send(c->tr, bk, wk->ctx, wk->ep, a->peer * c->tp + wk->rank,
-                        msg_tag(sc, g, a->peer_stage, 1), rs->dxst[slot], (size_t)bytes,
-                        &wk->err))
+                        msg_tag(sc, g, a->peer_stage, 1),
+                        rs->dxst[slot] + (size_t)wk->rank * part, (size_t)bytes, &wk->err))
             return -1;
         rs->slots[slot].dx_sent = 1;
         slot_maybe_close(rs, slot);
         break;
+    }
     case ACT_ALLREDUCE: {
         /* among the replicas' ranks of this tensor-parallel rank */
         const int *grp = sc->stage_workers + sc->stage_first[a->stage];

@@ -85,7 +85,7 @@ typedef struct rt_cfg {
      * endpoints (one process per endpoint under mpirun: -np nworkers x tp). */
     int tp;
     int sp;                    /* 1: sequence parallelism within each group (stage_tp.seq;
-                                  needs tp > 1, and no split backward) */
+                                  needs tp > 1; zero-bubble schedules included) */
     int want_grads;            /* 1: fill rt_result.grads */
 } rt_cfg;
 

@@ -100,6 +100,14 @@ void stage_layer_bytes(const model *m, int i, int B, stage_lbytes *out)
  * (share_dx assigns it); a residual block's children own theirs. role, groups: its
  * tensor-parallel role (tp.h); *pnext: where its parameters start in the stage's vectors,
  * moved past them (pre-order, as the model's). */
+/* Floats per sample of the output gradient that n's weight pass reads: its output's,
+ * but the whole sequence's for a sequence-split row-parallel layer, whose input pass
+ * all-gathers it (the embedding keeps its share and gathers it in the weight pass). */
+static size_t dy_kept(const stage *st, const snode *n)
+{
+    return n->seq && n->role == TP_ROW ? n->out_n * (size_t)st->tp.size : n->out_n;
+}
+
 static int node_init(stage *st, snode *n, const layer *L, int top, int role, int groups,
                      long long *pnext, plumb_err *err)
 {
@@ -119,7 +127,8 @@ static int node_init(stage *st, snode *n, const layer *L, int top, int role, int
     if (n->seq && n->role == TP_COL &&
         !(n->gx = act_array(st, B * L->in_shape[0] * (size_t)n->fin, err)))
         return -1;
-    if (st->split_bw && stage_has_weights(L) && !(n->dyst = slot_array(st, B * n->out_n, err)))
+    if (st->split_bw && stage_has_weights(L) &&
+        !(n->dyst = slot_array(st, B * dy_kept(st, n), err)))
         return -1;
     if (L->kind != LK_FLATTEN && L->kind != LK_EMBEDDING && !top &&
         !(n->dx = dalloc(st, B * n->in_n, err)))
@@ -200,7 +209,7 @@ stage *stage_create_opts(const backend *bk, bk_ctx *ctx, const model *m, int fir
     st->split_bw = o->split_bw;
     st->recompute = o->recompute;
     st->act_slots = o->recompute ? 1 : nslots;
-    st->tp = o->tp && o->tp->size > 1 ? *o->tp : (stage_tp){0, 1, 0, NULL, NULL};
+    st->tp = o->tp && o->tp->size > 1 ? *o->tp : (stage_tp){.size = 1};
     if (!(st->ipass_params = calloc((size_t)nslots, sizeof *st->ipass_params))) {
         err_set(err, NULL, NULL, "out of memory");
         goto fail;
@@ -213,12 +222,14 @@ stage *stage_create_opts(const backend *bk, bk_ctx *ctx, const model *m, int fir
         if (node_init(st, &st->nodes[i], &m->layers[first + i], 1,
                       tp_layer_role(m, first + i), 1, &st->nparams, err))
             goto fail;
-    if (st->tp.seq && st->split_bw) {
-        err_set(err, NULL, NULL, "stage: sequence parallelism with a split backward (the "
-                "zero-bubble schedules' I and W) is not supported yet");
+    if (st->tp.seq && (!st->tp.reduce_scatter || !st->tp.all_gather)) {
+        err_set(err, NULL, NULL, "stage: sequence parallelism needs the group's "
+                "reduce-scatter and all-gather");
         goto fail;
     }
-    if (st->seq_floats && !(st->seqbuf = dalloc(st, st->seq_floats, err))) goto fail;
+    if (st->seq_floats && (!(st->seqbuf = dalloc(st, st->seq_floats, err)) ||
+                           !(st->seqtmp = dalloc(st, st->seq_floats, err))))
+        goto fail;
     const snode *ln = &st->nodes[st->nnodes - 1];
     if (ln->L->kind == LK_XENT && ln->role == TP_LOCAL &&
         !(st->xsum = dalloc(st, (size_t)(st->tp.size + 3) * rows_of(ln->L, max_batch), err)))
@@ -281,6 +292,7 @@ void stage_free(stage *st)
     st->bk->free(st->ctx, st->zero_pos);
     st->bk->free(st->ctx, st->xsum);
     st->bk->free(st->ctx, st->seqbuf);
+    st->bk->free(st->ctx, st->seqtmp);
     free(st);
 }
 
@@ -472,7 +484,8 @@ static const float *node_bwd(stage *st, snode *n, int slot, int B, const float *
         dy = st->seqbuf;
     }
     if (stage_has_weights(L)) {
-        if (split) bk->copy(c, n->dyst[st->xslot], dy, (size_t)B * n->out_n * sizeof(float));
+        if (split)
+            bk->copy(c, n->dyst[st->xslot], dy, (size_t)B * dy_kept(st, n) * sizeof(float));
         else node_wgrad(st, n, slot, B, dy);
     }
     switch (L->kind) {

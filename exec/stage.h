@@ -52,11 +52,17 @@ typedef struct stage_tp {
     /* 1: sequence parallelism (Megatron-LM's): the activations between the split layers
      * (the residual stream, the layer norms, the stage's inputs and outputs) hold this
      * rank's share of the sequence, T / size positions of each sample; a column-parallel
-     * layer gathers its input, a row-parallel layer and the embedding sum and scatter
+     * layer all-gathers its input, a row-parallel layer and the embedding reduce-scatter
      * their output; the layer norms' gradients are summed by stage_tp_finish_grads. */
     int seq;
     int (*allreduce)(void *user, float *buf, size_t count);
     void *user;
+    /* Needed with seq, under the same rules as allreduce: the group's reduce-scatter (src
+     * size * count floats summed over the group, this rank's part, floats [rank count,
+     * (rank + 1) count) of the sum, in dst) and all-gather (src count floats of each rank,
+     * rank i's at dst + i count). src and dst are device buffers that do not overlap. */
+    int (*reduce_scatter)(void *user, const float *src, float *dst, size_t count);
+    int (*all_gather)(void *user, const float *src, float *dst, size_t count);
 } stage_tp;
 stage *stage_create_opts(const backend *bk, bk_ctx *ctx, const model *m, int first, int last,
                          int max_batch, int nslots, const stage_opts *o, plumb_err *err);

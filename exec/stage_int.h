@@ -61,7 +61,9 @@ struct stage {
     float *xsum;            /* vocabulary-parallel loss: (tp + 3, rows) the sums' buffer */
     float *seqbuf;          /* sequence parallelism: a whole (max_batch, T, F) tensor for
                                gathers and scatters, F the widest gathered */
-    size_t seq_floats;      /* its floats */
+    float *seqtmp;          /* and the same in rank order, (tp, max_batch, T / tp, F): what
+                               the collectives move */
+    size_t seq_floats;      /* the floats of each */
 };
 
 static inline int stage_has_weights(const layer *L)
@@ -83,9 +85,12 @@ void stage_tp_sum(stage *st, float *buf, size_t count);
  * mark the stage failed. */
 void stage_xent_tp_fwd(stage *st, snode *n, int N, const float *x, float *probs, float *aux);
 void stage_xent_tp_bwd(stage *st, snode *n, int N, const float *probs, float *dx);
-/* Sequence parallelism, B samples of T positions of F features: gathers every rank's
- * share src (B, T / tp, F) into dst (B, T, F); sums a whole tensor full (B, T, F) over the
- * group and keeps this rank's share in dst (B, T / tp, F). */
+/* Sequence parallelism, B samples of T positions of F features: all-gathers every rank's
+ * share src (B, T / tp, F) into dst (B, T, F); reduce-scatters a whole tensor full
+ * (B, T, F) over the group, this rank's share of the sum into dst (B, T / tp, F). Each
+ * moves (tp - 1) / tp of the whole per rank each way; the rank-order copy between the
+ * sequence order and the collectives' stays on the device (st->seqtmp). dst must not be
+ * seqtmp; full is left changed. */
 void stage_seq_gather(stage *st, const float *src, float *dst, int B, int F);
 void stage_seq_scatter(stage *st, float *full, float *dst, int B, int F);
 

@@ -1,7 +1,8 @@
 /* stage_tp.c: a stage under tensor parallelism (exec/tp.h's layout): each node's share of
  * its layer, the mapping between a rank's parameter vector and the whole model's, the
- * mapping of token ids to a rank's embedding rows, the group's sums, and the
- * vocabulary-parallel cross-entropy. */
+ * mapping of token ids to a rank's embedding rows, the group's sums, sequence
+ * parallelism's all-gathers and reduce-scatters, and the vocabulary-parallel
+ * cross-entropy. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -234,26 +235,37 @@ int stage_get_full(stage *st, const float *dev, float *full, int which, plumb_er
     return rc;
 }
 
-void stage_seq_gather(stage *st, const float *src, float *dst, int B, int F)
+/* Copies between seq (B, T, F), the sequence order, and rk (tp, B, T / tp, F), the rank
+ * order of the collectives: to_rank 1 seq -> rk, 0 rk -> seq. */
+static void seq_reorder(stage *st, float *seq, float *rk, int B, int F, int to_rank)
 {
     const int T = st->m->in_shape[0], tl = T / st->tp.size;
     const size_t part = (size_t)tl * F;
-    st->bk->zero(st->ctx, dst, (size_t)B * T * F * sizeof(float));
-    for (int b = 0; b < B; b++)
-        st->bk->copy(st->ctx, dst + ((size_t)b * T + (size_t)st->tp.rank * tl) * F,
-                     src + (size_t)b * part, part * sizeof(float));
-    stage_tp_sum(st, dst, (size_t)B * T * F); /* adding zeros: exact */
+    for (int r = 0; r < st->tp.size; r++)
+        for (int b = 0; b < B; b++) {
+            float *s = seq + ((size_t)b * T + (size_t)r * tl) * F,
+                  *k = rk + ((size_t)r * B + b) * part;
+            st->bk->copy(st->ctx, to_rank ? k : s, to_rank ? s : k, part * sizeof(float));
+        }
+}
+
+void stage_seq_gather(stage *st, const float *src, float *dst, int B, int F)
+{
+    const size_t part = (size_t)B * (st->m->in_shape[0] / st->tp.size) * F;
+    if (st->failed) return;
+    if (st->tp.all_gather(st->tp.user, src, st->seqtmp, part)) {
+        st->failed = 1;
+        return;
+    }
+    seq_reorder(st, dst, st->seqtmp, B, F, 0);
 }
 
 void stage_seq_scatter(stage *st, float *full, float *dst, int B, int F)
 {
-    const int T = st->m->in_shape[0], tl = T / st->tp.size;
-    const size_t part = (size_t)tl * F;
-    stage_tp_sum(st, full, (size_t)B * T * F);
-    for (int b = 0; b < B; b++)
-        st->bk->copy(st->ctx, dst + (size_t)b * part,
-                     full + ((size_t)b * T + (size_t)st->tp.rank * tl) * F,
-                     part * sizeof(float));
+    const size_t part = (size_t)B * (st->m->in_shape[0] / st->tp.size) * F;
+    if (st->failed) return;
+    seq_reorder(st, full, st->seqtmp, B, F, 1);
+    if (st->tp.reduce_scatter(st->tp.user, st->seqtmp, dst, part)) st->failed = 1;
 }
 
 /* Sums the gradients of n's layer norms (and its children's) over the group. */

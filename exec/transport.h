@@ -40,6 +40,22 @@ struct transport {
      * every member calls it with the same group order and tag. Returns 0 or -1. */
     int (*allreduce)(transport *t, const backend *bk, bk_ctx *ctx, int self, const int *group,
                      int n, long tag, float *buf, size_t count, plumb_err *err);
+    /* Reduce-scatter: src (n * count floats, device, ctx's) is summed over the n workers
+     * of group and member i of the group receives floats [i count, (i + 1) count) of the
+     * sum in dst (count floats); src is left unchanged, src and dst must not overlap.
+     * Every member calls it with the same group order, tag and count. Each worker sends
+     * and receives (n - 1) count floats, a ring's share. Returns 0, or -1 with err set
+     * (aborted, a member stalled past the timeout). */
+    int (*reduce_scatter)(transport *t, const backend *bk, bk_ctx *ctx, int self,
+                          const int *group, int n, long tag, const float *src, float *dst,
+                          size_t count, plumb_err *err);
+    /* All-gather: member i's src (count floats) lands at dst + i count (dst: n * count
+     * floats) on every member, its own included; the bits are copied, not summed. The
+     * same rules as reduce_scatter, and the same (n - 1) count floats each way, except
+     * that src may also be dst + i count (in place, as NCCL allows). */
+    int (*all_gather)(transport *t, const backend *bk, bk_ctx *ctx, int self,
+                      const int *group, int n, long tag, const float *src, float *dst,
+                      size_t count, plumb_err *err);
     /* Optional (NULL: sends allocate as they go): sets aside in ctx, worker `from`'s
      * context, what `count` messages of at most `bytes` from `from` to `to` need while in
      * flight, so that no send of a run allocates. The runtime calls it for each pair its
@@ -74,7 +90,10 @@ struct transport {
  * the receiver copies from on its own queue, kept per pair for reuse (`reserve` sets them
  * aside), or straight out of the sender's buffer for `send_lent`. All-reduce sums with
  * the backend's axpy on the group's first member, lending buffers both ways, so that it
- * stages nothing besides the root's receive buffer. A receive that waits longer than
+ * stages nothing besides the root's receive buffer. Reduce-scatter and all-gather are
+ * direct: each member lends every other member its part and sums (or copies) its own
+ * from all, in group order, so that a reduce-scatter's part has the bits of the same part
+ * of the all-reduce's sum. A receive that waits longer than
  * timeout_s seconds fails as a deadlock (timeout_s <= 0: 120 s). NULL with err when out
  * of memory. */
 transport *transport_local_create(int nworkers, double timeout_s, plumb_err *err);

@@ -7,7 +7,8 @@
  * out of the sender's. Each (sender, receiver) pair keeps its staging buffers for reuse;
  * `reserve` sets them aside before a run (schedule_send_bound says how many), so that
  * sends allocate nothing while it runs. All-reduce gathers to the group's first member,
- * which sums with the backend's axpy and sends the result back, both ways lent. A receive
+ * which sums with the backend's axpy and sends the result back, both ways lent;
+ * reduce-scatter and all-gather lend each member's parts straight to their owners. A receive
  * that waits too long reports a deadlock. */
 #include "exec/transport.h"
 
@@ -278,13 +279,28 @@ static int hand_wait(local *l, const backend *bk, bk_ctx *ctx, int from, int to,
         if (pthread_cond_timedwait(&l->cv, &l->mu, &dl) == ETIMEDOUT) {
             pthread_mutex_unlock(&l->mu);
             return err_set(err, NULL, NULL, "worker %d waited %.0f s for worker %d to take "
-                           "its all-reduce result: a stalled peer", from, l->timeout_s, to);
+                           "its part of a collective: a stalled peer", from, l->timeout_s, to);
         }
     int busy = h->busy;
     pthread_mutex_unlock(&l->mu);
     if (busy) return aborted_err(l, err);
     bk->mark_wait(ctx, h->done);
     return 0;
+}
+
+/* Worker self's kept receive buffer, grown to at least bytes: the all-reduce root's, a
+ * reduce-scatter's (an allocation per call would stall a GPU's streams). NULL with err
+ * set when out of memory. */
+static float *part_get(local *l, const backend *bk, bk_ctx *ctx, int self, size_t bytes,
+                       plumb_err *err)
+{
+    if (l->part_cap[self] < bytes) {
+        bk->free(ctx, l->part[self]);
+        l->part_cap[self] = 0;
+        if (!(l->part[self] = bk->alloc(ctx, bytes, err))) return NULL;
+        l->part_cap[self] = bytes;
+    }
+    return l->part[self];
 }
 
 /* Gathers to group[0], which sums in place with the backend's axpy (on the device where
@@ -305,13 +321,8 @@ static int local_allreduce(transport *t, const backend *bk, bk_ctx *ctx, int sel
         return local_recv(t, bk, ctx, self, root, down, buf, bytes, err);
     }
     local *l = t->impl;
-    if (l->part_cap[self] < bytes) {
-        bk->free(ctx, l->part[self]);
-        l->part_cap[self] = 0;
-        if (!(l->part[self] = bk->alloc(ctx, bytes, err))) return -1;
-        l->part_cap[self] = bytes;
-    }
-    float *part = l->part[self]; // (count)
+    float *part = part_get(l, bk, ctx, self, bytes, err); // (count)
+    if (!part) return -1;
     for (int i = 1; i < n; i++) {
         if (local_recv(t, bk, ctx, self, group[i], up, part, bytes, err)) return -1;
         bk->axpy(ctx, count, 1.0f, part, buf);
@@ -327,6 +338,90 @@ static int local_allreduce(transport *t, const backend *bk, bk_ctx *ctx, int sel
         if (out[i]) rc = hand_wait(l, bk, ctx, self, group[i], out[i], err);
     free(out);
     return rc;
+}
+
+/* self's index in group, or -1 with err set. */
+static int member_of(const int *group, int n, int self, plumb_err *err)
+{
+    for (int i = 0; i < n; i++)
+        if (group[i] == self) return i;
+    return err_set(err, NULL, NULL, "worker %d is not in the group of its collective", self);
+}
+
+/* Lends part i of src (count floats each; part `me` with all = 0, else part i) to every
+ * member i of group but self (index me), keeping each message's hand in out[i] (none on
+ * the host path, where the bytes are copied at once). Returns 0 or -1. */
+static int lend_parts(transport *t, const backend *bk, bk_ctx *ctx, const int *group, int n,
+                      int me, long tag, const float *src, size_t count, int all, hand **out,
+                      plumb_err *err)
+{
+    for (int i = 0; i < n; i++)
+        if (i != me && post(t, bk, ctx, group[me], group[i], tag,
+                            src + (all ? (size_t)i * count : 0), count * sizeof(float), 1,
+                            &out[i], err))
+            return -1;
+    return 0;
+}
+
+/* Waits until every member has queued its copy out of the parts lent to it (out[i]); the
+ * caller may then change what it lent. Frees out. Returns rc, or -1 when a wait failed. */
+static int lent_settle(local *l, const backend *bk, bk_ctx *ctx, const int *group, int n,
+                       int me, hand **out, int rc, plumb_err *err)
+{
+    for (int i = 0; i < n && !rc; i++)
+        if (i != me && out[i]) rc = hand_wait(l, bk, ctx, group[me], group[i], out[i], err);
+    free(out);
+    return rc;
+}
+
+/* Each member sums its part: member 0's share, then members 1, 2 ... added in group
+ * order with the backend's axpy, as the all-reduce's root adds, so the bits match the
+ * same part of local_allreduce's sum. */
+static int local_reduce_scatter(transport *t, const backend *bk, bk_ctx *ctx, int self,
+                                const int *group, int n, long tag, const float *src,
+                                float *dst, size_t count, plumb_err *err)
+{
+    const size_t bytes = count * sizeof(float);
+    const int me = member_of(group, n, self, err);
+    if (me < 0) return -1;
+    const float *own = src + (size_t)me * count;
+    if (n == 1) {
+        bk->copy(ctx, dst, own, bytes);
+        return 0;
+    }
+    local *l = t->impl;
+    const long tg = -(2 * tag + 1);
+    hand **out = calloc((size_t)n, sizeof *out);
+    if (!out) return err_set(err, NULL, NULL, "out of memory");
+    float *part = part_get(l, bk, ctx, self, bytes, err);
+    int rc = part ? lend_parts(t, bk, ctx, group, n, me, tg, src, count, 1, out, err) : -1;
+    if (!rc && me == 0) bk->copy(ctx, dst, own, bytes);
+    else if (!rc) rc = local_recv(t, bk, ctx, self, group[0], tg, dst, bytes, err);
+    for (int i = 1; i < n && !rc; i++) {
+        if (i != me && local_recv(t, bk, ctx, self, group[i], tg, part, bytes, err)) rc = -1;
+        else bk->axpy(ctx, count, 1.0f, i == me ? own : part, dst);
+    }
+    return lent_settle(l, bk, ctx, group, n, me, out, rc, err);
+}
+
+/* Each member lends its src to all the others and receives theirs into place. */
+static int local_all_gather(transport *t, const backend *bk, bk_ctx *ctx, int self,
+                            const int *group, int n, long tag, const float *src, float *dst,
+                            size_t count, plumb_err *err)
+{
+    const size_t bytes = count * sizeof(float);
+    const int me = member_of(group, n, self, err);
+    if (me < 0) return -1;
+    if (src != dst + (size_t)me * count) bk->copy(ctx, dst + (size_t)me * count, src, bytes);
+    if (n == 1) return 0;
+    const long tg = -(2 * tag + 1);
+    hand **out = calloc((size_t)n, sizeof *out);
+    if (!out) return err_set(err, NULL, NULL, "out of memory");
+    int rc = lend_parts(t, bk, ctx, group, n, me, tg, src, count, 0, out, err);
+    for (int i = 0; i < n && !rc; i++)
+        if (i != me)
+            rc = local_recv(t, bk, ctx, self, group[i], tg, dst + (size_t)i * count, bytes, err);
+    return lent_settle(t->impl, bk, ctx, group, n, me, out, rc, err);
 }
 
 /* Sets aside `count` staging buffers of `bytes` for pipeline messages from `from` to `to`
@@ -478,6 +573,8 @@ transport *transport_local_create(int nworkers, double timeout_s, plumb_err *err
     t->send_lent = local_send_lent;
     t->recv = local_recv;
     t->allreduce = local_allreduce;
+    t->reduce_scatter = local_reduce_scatter;
+    t->all_gather = local_all_gather;
     t->reserve = local_reserve;
     t->abort = local_abort;
     t->release = local_release;

@@ -1,7 +1,7 @@
 /* mpi_transport.c: the mpi transport: pipeline workers as MPI ranks exchanging host copies
- * of their buffers (buffered MPI_Isend, probed receives), replica all-reduce on cached
- * sub-communicators, abort notices on a reserved tag, and timeouts on every wait
- * (exec/mpi/mpi_transport.h). */
+ * of their buffers (buffered MPI_Isend, probed receives), all-reduce, reduce-scatter and
+ * all-gather on cached sub-communicators (one per replica or tensor-parallel group),
+ * abort notices on a reserved tag, and timeouts on every wait (exec/mpi/mpi_transport.h). */
 #include "exec/mpi/mpi_transport.h"
 
 #include <limits.h>
@@ -241,22 +241,42 @@ static MPI_Comm group_comm(mt *x, const int *g, int n, plumb_err *err)
     return c;
 }
 
-static int mpi_allreduce(transport *t, const backend *bk, bk_ctx *ctx, int self,
-                         const int *grp, int n, long tag, float *buf, size_t count,
-                         plumb_err *err)
+/* The collectives, each on its group's cached communicator through host copies. */
+enum { COLL_AR, COLL_RS, COLL_AG };
+static const struct {
+    const char *what, *call, *wait;
+} coll_names[] = {
+    [COLL_AR] = {"all-reduce", "MPI_Iallreduce", "a gradient all-reduce"},
+    [COLL_RS] = {"reduce-scatter", "MPI_Ireduce_scatter_block", "a tensor-parallel reduce-scatter"},
+    [COLL_AG] = {"all-gather", "MPI_Iallgather", "a tensor-parallel all-gather"},
+};
+
+/* Runs collective `kind` over group grp (n members, self among them): an all-reduce of
+ * count floats (src = dst), a reduce-scatter of n * count floats into this member's count,
+ * an all-gather of count floats into n * count; waited for with the abort check and the
+ * timeout; for one member a copy. 0, or -1 with err set. */
+static int mpi_coll(transport *t, const backend *bk, bk_ctx *ctx, int self, const int *grp,
+                    int n, int kind, const float *src, float *dst, size_t count,
+                    plumb_err *err)
 {
     mt *x = t->impl;
-    (void)tag;
-    if (n <= 1) return 0;
+    if (n <= 1) {
+        if (src != dst) bk->copy(ctx, dst, src, count * sizeof(float));
+        return 0;
+    }
     if (self != x->self)
-        return err_set(err, NULL, NULL, "mpi transport: all-reduce by worker %d on rank %d",
-                       self, x->self);
-    if (count > INT_MAX)
-        return err_set(err, NULL, NULL, "mpi transport: all-reduce of %zu floats is larger "
-                       "than one MPI call", count);
-    float *host = malloc(count * sizeof(float) + 1);
+        return err_set(err, NULL, NULL, "mpi transport: %s by worker %d on rank %d",
+                       coll_names[kind].what, self, x->self);
+    const size_t whole = kind == COLL_AR ? count : (size_t)n * count;
+    if (whole > INT_MAX)
+        return err_set(err, NULL, NULL, "mpi transport: %s of %zu floats is larger than "
+                       "one MPI call", coll_names[kind].what, whole);
+    /* host: the input, then (but for the all-reduce, in place) the result */
+    const size_t in = kind == COLL_AG ? count : whole, out = kind == COLL_RS ? count : whole,
+                 res = kind == COLL_AR ? 0 : in;
+    float *host = malloc((res + out) * sizeof(float) + 1);
     if (!host) return err_set(err, NULL, NULL, "out of memory");
-    bk->download(ctx, host, buf, count * sizeof(float));
+    bk->download(ctx, host, src, in * sizeof(float));
     int rc = -1;
     if (bk->sync(ctx, err)) goto done;
     /* sub-communicators are made by the worker thread only; the lock keeps MPI serialized */
@@ -264,22 +284,52 @@ static int mpi_allreduce(transport *t, const backend *bk, bk_ctx *ctx, int self,
     int ab = check_abort(x);
     MPI_Comm c = ab ? MPI_COMM_NULL : group_comm(x, grp, n, err);
     MPI_Request req = MPI_REQUEST_NULL;
-    int prc = c == MPI_COMM_NULL ? MPI_ERR_COMM
-                                 : MPI_Iallreduce(MPI_IN_PLACE, host, (int)count, MPI_FLOAT,
-                                                  MPI_SUM, c, &req);
+    int prc = MPI_ERR_COMM;
+    if (c != MPI_COMM_NULL && kind == COLL_AR)
+        prc = MPI_Iallreduce(MPI_IN_PLACE, host, (int)count, MPI_FLOAT, MPI_SUM, c, &req);
+    else if (c != MPI_COMM_NULL && kind == COLL_AG)
+        prc = MPI_Iallgather(host, (int)count, MPI_FLOAT, host + res, (int)count, MPI_FLOAT, c,
+                             &req);
+    else if (c != MPI_COMM_NULL)
+        prc = MPI_Ireduce_scatter_block(host, host + res, (int)count, MPI_FLOAT, MPI_SUM, c,
+                                        &req);
     pthread_mutex_unlock(&x->mu);
     if (ab) { aborted_err(x, err); goto done; }
     if (c == MPI_COMM_NULL) goto done;
     if (prc != MPI_SUCCESS) {
-        err_set(err, NULL, NULL, "mpi transport: MPI_Iallreduce failed");
+        err_set(err, NULL, NULL, "mpi transport: %s failed", coll_names[kind].call);
         goto done;
     }
-    if (wait_req(x, &req, "a gradient all-reduce", err)) goto done;
-    bk->upload(ctx, buf, host, count * sizeof(float));
+    if (wait_req(x, &req, coll_names[kind].wait, err)) goto done;
+    bk->upload(ctx, dst, host + res, out * sizeof(float));
     rc = bk->sync(ctx, err);
 done:
     free(host);
     return rc;
+}
+
+static int mpi_allreduce(transport *t, const backend *bk, bk_ctx *ctx, int self,
+                         const int *grp, int n, long tag, float *buf, size_t count,
+                         plumb_err *err)
+{
+    (void)tag;
+    return mpi_coll(t, bk, ctx, self, grp, n, COLL_AR, buf, buf, count, err);
+}
+
+static int mpi_reduce_scatter(transport *t, const backend *bk, bk_ctx *ctx, int self,
+                              const int *grp, int n, long tag, const float *src, float *dst,
+                              size_t count, plumb_err *err)
+{
+    (void)tag;
+    return mpi_coll(t, bk, ctx, self, grp, n, COLL_RS, src, dst, count, err);
+}
+
+static int mpi_all_gather(transport *t, const backend *bk, bk_ctx *ctx, int self,
+                          const int *grp, int n, long tag, const float *src, float *dst,
+                          size_t count, plumb_err *err)
+{
+    (void)tag;
+    return mpi_coll(t, bk, ctx, self, grp, n, COLL_AG, src, dst, count, err);
 }
 
 static void mpi_abort_tr(transport *t, const char *why)
@@ -403,6 +453,8 @@ transport *transport_mpi_create(double timeout_s, plumb_err *err)
     t->send = mpi_send;
     t->recv = mpi_recv;
     t->allreduce = mpi_allreduce;
+    t->reduce_scatter = mpi_reduce_scatter;
+    t->all_gather = mpi_all_gather;
     t->abort = mpi_abort_tr;
     t->destroy = mpi_destroy;
     t->allsum_float = mpi_allsum_f;

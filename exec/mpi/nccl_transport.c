@@ -1,8 +1,9 @@
 /* nccl_transport.c: the nccl transport (see nccl_transport.h): a two-rank NCCL communicator
  * per ordered pair of ranks, buffered sends (through staging buffers, reserved in the
  * worker's context before a run, or lent straight from the caller's), tag-matched receives,
- * all-reduce on group communicators made on first use, every wait polled for NCCL's
- * asynchronous errors and bounded by a timeout. */
+ * all-reduce, reduce-scatter and all-gather on group communicators made on first use (one
+ * per replica or tensor-parallel group), every wait polled for NCCL's asynchronous errors
+ * and bounded by a timeout. */
 #include "exec/mpi/nccl_transport.h"
 
 #if defined(PLUMB_HAVE_NCCL) && defined(PLUMB_HAVE_CUDA)
@@ -53,7 +54,7 @@ typedef struct pair_link {   /* this rank and one peer */
     int nheld, capheld;
 } pair_link;
 
-typedef struct group {  /* an all-reduce group */
+typedef struct group {  /* a group of a collective: replicas or tensor-parallel ranks */
     int n;
     int *members;
     ncclComm_t comm;
@@ -434,7 +435,7 @@ static int nt_recv(transport *t, const backend *bk, bk_ctx *ctx, int to, int fro
     }
 }
 
-/* ------------------------------------------------------------------ all-reduce */
+/* ------------------------------------------------------------------ collectives */
 
 /* The communicator of group (made on first use: the first member makes the id and sends
  * it to the others with MPI; only members take part). NULL after a failure. */
@@ -497,28 +498,74 @@ static group *group_get(nt *x, const int *members, int n, plumb_err *err)
     return gr;
 }
 
-static int nt_allreduce(transport *t, const backend *bk, bk_ctx *ctx, int self,
-                        const int *members, int n, long tag, float *buf, size_t count,
-                        plumb_err *err)
+/* The collectives, each on its group's communicator and stream, ordered after and before
+ * the worker's stream. */
+enum { COLL_AR, COLL_RS, COLL_AG };
+static const struct {
+    const char *what, *call, *wait;
+} coll_names[] = {
+    [COLL_AR] = {"all-reduce", "ncclAllReduce", "the gradient all-reduce"},
+    [COLL_RS] = {"reduce-scatter", "ncclReduceScatter", "a tensor-parallel reduce-scatter"},
+    [COLL_AG] = {"all-gather", "ncclAllGather", "a tensor-parallel all-gather"},
+};
+
+/* Runs collective `kind` over members (n, self among them): an all-reduce of count floats
+ * (src = dst), a reduce-scatter of n * count floats into this member's count, an
+ * all-gather of count floats into n * count (src may be dst + rank count: in place); for
+ * one member a copy. 0, or -1 with err set (the communicators aborted on NCCL errors). */
+static int nt_coll(transport *t, const backend *bk, bk_ctx *ctx, int self, const int *members,
+                   int n, int kind, const float *src, float *dst, size_t count,
+                   plumb_err *err)
 {
-    (void)tag;
     nt *x = t->impl;
     if (need_cuda(bk, err)) return -1;
     if (atomic_load(&x->aborted)) return err_set(err, NULL, NULL, "%s", x->why);
-    if (n <= 1) return 0;
+    if (n <= 1) {
+        if (src != dst) bk->copy(ctx, dst, src, count * sizeof(float));
+        return 0;
+    }
     if (self != x->self)
-        return err_set(err, NULL, NULL, "nccl transport: rank %d cannot all-reduce as worker "
-                       "%d", x->self, self);
+        return err_set(err, NULL, NULL, "nccl transport: rank %d cannot %s as worker %d",
+                       x->self, coll_names[kind].what, self);
     CQ(x, err, cudaSetDevice(x->device));
     group *g = group_get(x, members, n, err);
     if (!g) return -1;
     CQ(x, err, cudaEventRecord(x->ev, ctx->stream));
     CQ(x, err, cudaStreamWaitEvent(g->s, x->ev, 0));
-    NQ(x, err, ncclAllReduce(buf, buf, count, ncclFloat, ncclSum, g->comm, g->s));
-    if (settle(x, g->comm, "ncclAllReduce", err)) return -1;
+    if (kind == COLL_AR)
+        NQ(x, err, ncclAllReduce(src, dst, count, ncclFloat, ncclSum, g->comm, g->s));
+    else if (kind == COLL_AG)
+        NQ(x, err, ncclAllGather(src, dst, count, ncclFloat, g->comm, g->s));
+    else
+        NQ(x, err, ncclReduceScatter(src, dst, count, ncclFloat, ncclSum, g->comm, g->s));
+    if (settle(x, g->comm, coll_names[kind].call, err)) return -1;
     CQ(x, err, cudaEventRecord(x->ev, g->s));
     CQ(x, err, cudaStreamWaitEvent(ctx->stream, x->ev, 0));
-    return wait_stream(x, g->s, g->comm, "the gradient all-reduce", err);
+    return wait_stream(x, g->s, g->comm, coll_names[kind].wait, err);
+}
+
+static int nt_allreduce(transport *t, const backend *bk, bk_ctx *ctx, int self,
+                        const int *members, int n, long tag, float *buf, size_t count,
+                        plumb_err *err)
+{
+    (void)tag;
+    return nt_coll(t, bk, ctx, self, members, n, COLL_AR, buf, buf, count, err);
+}
+
+static int nt_reduce_scatter(transport *t, const backend *bk, bk_ctx *ctx, int self,
+                             const int *members, int n, long tag, const float *src, float *dst,
+                             size_t count, plumb_err *err)
+{
+    (void)tag;
+    return nt_coll(t, bk, ctx, self, members, n, COLL_RS, src, dst, count, err);
+}
+
+static int nt_all_gather(transport *t, const backend *bk, bk_ctx *ctx, int self,
+                         const int *members, int n, long tag, const float *src, float *dst,
+                         size_t count, plumb_err *err)
+{
+    (void)tag;
+    return nt_coll(t, bk, ctx, self, members, n, COLL_AG, src, dst, count, err);
 }
 
 /* ------------------------------------------------------------------ life cycle */
@@ -659,6 +706,8 @@ transport *transport_nccl_create(bk_ctx *c, double timeout_s, plumb_err *err)
     t->release = nt_release;
     t->recv = nt_recv;
     t->allreduce = nt_allreduce;
+    t->reduce_scatter = nt_reduce_scatter;
+    t->all_gather = nt_all_gather;
     t->abort = nt_abort;
     t->destroy = nt_destroy;
     t->allsum_float = nt_allsum_f;

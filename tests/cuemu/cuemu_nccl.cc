@@ -1,7 +1,8 @@
 /* cuemu_nccl.cc: cuemu's NCCL: the NCCL 2.28 calls plumb makes (communicators from a unique
- * id, split, finalize, destroy and abort; grouped send and receive of bytes; all-reduce of
- * floats by sum or mean; asynchronous errors), across processes on one machine, so that
- * `mpirun -np 2 build/emu/plumb train ... --transport nccl` runs on the CPU.
+ * id, split, finalize, destroy and abort; grouped send and receive of bytes; all-reduce and
+ * reduce-scatter of floats by sum or mean, all-gather of floats; asynchronous errors),
+ * across processes on one machine, so that `mpirun -np 2 build/emu/plumb train ...
+ * --transport nccl` runs on the CPU.
  *
  * Every process has its own cuemu (devices and memory), so data moves through files:
  * ncclGetUniqueId makes a private directory (mkdtemp: $TMPDIR/cuemu-nccl-XXXXXX) and puts
@@ -10,8 +11,9 @@
  * a temporary name and renamed into place, so a reader never sees half of it:
  *   join.R          rank R joined (holds its process id: a peer that dies is noticed)
  *   m.S.D.K         the K-th message from rank S to rank D (deleted by its receiver)
- *   c.K.R           rank R's input to the K-th all-reduce (deleted by R once every rank's
- *                   input to all-reduce K+1 exists: then every rank has read it)
+ *   c.K.R           rank R's input to the K-th collective (all-reduce, reduce-scatter or
+ *                   all-gather; deleted by R once every rank's input to collective K+1
+ *                   exists: then every rank has read it)
  *   split.K.R       rank R's color and key for the K-th split
  *   fin.R, gone.R   rank R finalized / destroyed its communicator; whoever sees every
  *                   rank gone removes the directory. ncclCommAbort removes it at once, so
@@ -49,7 +51,9 @@
  * ncclGetLastError. nccl.h (2.28.9) #defines none of these names to other symbols; only the
  * calls plumb makes (and a few neighbours) are here, and the datatypes and operations it
  * uses: bytes (ncclUint8) for send and receive, ncclFloat by ncclSum or ncclAvg for the
- * all-reduce; others are ncclInvalidArgument. */
+ * all-reduce and the reduce-scatter, ncclFloat for the all-gather; others are
+ * ncclInvalidArgument. What is said of an all-reduce here holds for all three
+ * collectives: they share one sequence of inputs per communicator. */
 #include <nccl.h>
 
 #include <dirent.h>
@@ -102,8 +106,8 @@ struct ncclComm {
     std::string last_error;
     std::vector<long> pids;                 /* per rank, once read from join.R; 0 unknown */
     std::vector<unsigned long long> sent, received; /* messages queued per peer */
-    unsigned long long reductions = 0;      /* all-reduces queued */
-    unsigned long long reduced = 0;         /* all-reduces that have run here */
+    unsigned long long reductions = 0;      /* collectives queued */
+    unsigned long long reduced = 0;         /* collectives that have run here */
     unsigned splits = 0;                    /* splits made of this communicator */
     std::deque<gate> gates;
     std::map<std::pair<int, cudaStream_t>, int> in_flight; /* queued, not run: per stream */
@@ -511,11 +515,12 @@ int check_op(const char *what, const ncclComm *c, cudaStream_t s, const char *ar
 /* A point-to-point or collective operation, as ncclSend/ncclRecv/ncclAllReduce received
  * it (held inside a group until ncclGroupEnd). */
 struct op_args {
-    enum { SEND, RECV, ALLREDUCE } kind;
+    enum { SEND, RECV, ALLREDUCE, REDUCESCATTER, ALLGATHER } kind;
     comm_ptr c;
     const void *src;
     void *dst;
-    size_t bytes; /* send/recv: bytes; all-reduce: floats */
+    size_t bytes; /* send/recv: bytes; collectives: floats (reduce-scatter: received,
+                     all-gather: sent) */
     int peer;
     bool mean;
     int dev;
@@ -583,11 +588,13 @@ void issue_recv(const op_args &a)
     });
 }
 
-/* The all-reduce: with one rank a copy; else two queued steps, (1) this rank's input to the
- * file c.K.rank, (2) once every rank's input exists, their sum in rank order (the same bits
- * on every rank), divided by nranks for a mean, into dst. The gate runs the stream up to (1)
- * and waits for the peers' inputs. */
-void issue_allreduce(const op_args &a)
+/* The collectives: all-reduce, reduce-scatter and all-gather of n floats (the count each
+ * call names). With one rank a copy; else two queued steps, (1) this rank's input to the
+ * file c.K.rank, (2) once every rank's input exists, the result into dst: the sum of the
+ * inputs in rank order (the same bits on every rank; divided by nranks for a mean), this
+ * rank's part of that sum for a reduce-scatter, the inputs one after the other for an
+ * all-gather. The gate runs the stream up to (1) and waits for the peers' inputs. */
+void issue_collective(const op_args &a)
 {
     const comm_ptr &c = a.c;
     ncclComm *cp = c.get();
@@ -595,24 +602,29 @@ void issue_allreduce(const op_args &a)
     void *dst = a.dst;
     const size_t n = a.bytes;
     const bool mean = a.mean;
+    const auto kind = a.kind;
+    const char *what = kind == op_args::ALLREDUCE ? "ncclAllReduce"
+                       : kind == op_args::REDUCESCATTER ? "ncclReduceScatter" : "ncclAllGather";
+    /* floats each rank puts in, and where this rank's result starts in the sum */
+    const size_t in = kind == op_args::REDUCESCATTER ? n * (size_t)c->nranks : n;
     if (c->nranks == 1) {
-        enqueue(c, a.dev, a.s, "ncclAllReduce", [src, dst, n] {
+        enqueue(c, a.dev, a.s, what, [src, dst, n] {
             if (src != dst && n) memmove(dst, src, n * sizeof(float));
         });
         return;
     }
     const unsigned long long k = c->reductions++;
     auto mine = std::make_shared<std::vector<float>>();
-    enqueue(c, a.dev, a.s, "ncclAllReduce", [cp, src, n, k, mine] {
+    enqueue(c, a.dev, a.s, what, [cp, src, in, k, mine, what] {
         if (cp->reduced != k)
-            cuemu::fail("nccl: ncclAllReduce: rank %d runs all-reduce %llu of a communicator "
-                        "before all-reduce %llu has run (queued on different streams that "
-                        "ran out of order)", cp->rank, k, cp->reduced);
-        mine->assign((const float *)src, (const float *)src + n);
+            cuemu::fail("nccl: %s: rank %d runs collective %llu of a communicator before "
+                        "collective %llu has run (queued on different streams that ran out "
+                        "of order)", what, cp->rank, k, cp->reduced);
+        mine->assign((const float *)src, (const float *)src + in);
         const std::string name = fmt("c.%llu.%d", k, cp->rank);
-        if (int e = put_file(cp->dir, name, mine->data(), n * sizeof(float)))
+        if (int e = put_file(cp->dir, name, mine->data(), in * sizeof(float)))
             set_error(cp, e == ENOENT ? ncclRemoteError : ncclSystemError,
-                      fmt("ncclAllReduce: writing its input: %s", strerror(e)));
+                      fmt("%s: writing its input: %s", what, strerror(e)));
     });
     /* the gate runs the stream up to here */
     auto ev = std::make_shared<event_box>();
@@ -624,40 +636,42 @@ void issue_allreduce(const op_args &a)
         ev->e = nullptr;
     }
     cudaSetDevice(saved);
-    enqueue(c, a.dev, a.s, "ncclAllReduce", [cp, dst, n, k, mine, mean] {
-        std::vector<float> sum;
+    enqueue(c, a.dev, a.s, what, [cp, dst, n, in, k, mine, mean, kind, what] {
+        const size_t lo = kind == op_args::REDUCESCATTER ? n * (size_t)cp->rank : 0;
+        std::vector<float> out;
         std::vector<char> b;
         for (int r = 0; r < cp->nranks; r++) {
             const float *x = mine->data();
             if (r != cp->rank) {
                 const std::string path = file(*cp, fmt("c.%llu.%d", k, r));
-                if (wait_file(cp, path, r, "ncclAllReduce")) return;
+                if (wait_file(cp, path, r, what)) return;
                 if (int e = get_file(path, &b)) {
                     set_error(cp, ncclRemoteError,
-                              fmt("ncclAllReduce: reading %s: %s", path.c_str(), strerror(e)));
+                              fmt("%s: reading %s: %s", what, path.c_str(), strerror(e)));
                     return;
                 }
-                if (b.size() != n * sizeof(float))
-                    cuemu::fail("nccl: ncclAllReduce: rank %d reduces %zu floats, rank %d "
-                                "%zu (mismatched counts: undefined on the GPU)", cp->rank, n, r,
-                                b.size() / sizeof(float));
+                if (b.size() != in * sizeof(float))
+                    cuemu::fail("nccl: %s: rank %d puts in %zu floats, rank %d %zu "
+                                "(mismatched counts: undefined on the GPU)", what, cp->rank,
+                                in, r, b.size() / sizeof(float));
                 x = (const float *)b.data();
             }
-            if (r == 0) sum.assign(x, x + n);
+            if (kind == op_args::ALLGATHER) out.insert(out.end(), x, x + n);
+            else if (r == 0) out.assign(x + lo, x + lo + n);
             else
-                for (size_t i = 0; i < n; i++) sum[i] += x[i];
+                for (size_t i = 0; i < n; i++) out[i] += x[lo + i];
         }
         if (mean)
-            for (size_t i = 0; i < n; i++) sum[i] /= (float)cp->nranks;
-        if (n) memcpy(dst, sum.data(), n * sizeof(float));
+            for (size_t i = 0; i < n; i++) out[i] /= (float)cp->nranks;
+        if (!out.empty()) memcpy(dst, out.data(), out.size() * sizeof(float));
         cp->reduced = k + 1;
-        /* every rank has reached all-reduce k, so all have read this rank's k - 1 */
+        /* every rank has reached collective k, so all have read this rank's k - 1 */
         if (k) unlink(file(*cp, fmt("c.%llu.%d", k - 1, cp->rank)).c_str());
         mine->clear();
         mine->shrink_to_fit();
     });
     const double t0 = now_s();
-    add_gate(cp, "ncclAllReduce", [cp, k, ev, t0]() -> ncclResult_t {
+    add_gate(cp, what, [cp, k, ev, t0, what]() -> ncclResult_t {
         if (ev->e) { /* run the stream up to this rank's input */
             cudaEventSynchronize(ev->e);
             cudaEventDestroy(ev->e);
@@ -666,7 +680,7 @@ void issue_allreduce(const op_args &a)
         if (cp->reduced > k) return ncclSuccess; /* it ran already (the host waited early) */
         for (int r = 0; r < cp->nranks; r++) {
             if (r == cp->rank || exists(file(*cp, fmt("c.%llu.%d", k, r)))) continue;
-            if (ncclResult_t rc = hopeless(cp, r, t0, "ncclAllReduce")) return rc;
+            if (ncclResult_t rc = hopeless(cp, r, t0, what)) return rc;
             return ncclInProgress;
         }
         return ncclSuccess;
@@ -688,7 +702,7 @@ void issue(const std::vector<op_args> &ops)
     for (const auto &key : streams) drain(key.first, key.second);
     for (const op_args &a : ops) {
         if (a.kind == op_args::RECV) issue_recv(a);
-        else if (a.kind == op_args::ALLREDUCE) issue_allreduce(a);
+        else if (a.kind != op_args::SEND) issue_collective(a);
     }
 }
 
@@ -1195,6 +1209,55 @@ ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, size_t count,
     const size_t bytes = count * sizeof(float);
     a.dev = check_op("ncclAllReduce", a.c.get(), stream, "sendbuff", sendbuff, bytes);
     check_op("ncclAllReduce", a.c.get(), stream, "recvbuff", recvbuff, bytes);
+    return submit(std::move(a));
+}
+
+/* The common checks of a reduce-scatter or an all-gather: floats; recv and send of their
+ * sizes on the communicator's device. */
+static ncclResult_t coll_args(op_args *a, const char *what, const void *sendbuff,
+                              void *recvbuff, size_t count, ncclDataType_t datatype,
+                              ncclComm_t comm, cudaStream_t stream)
+{
+    if (ncclResult_t rc = check_comm(what, comm, a)) return rc;
+    if (datatype != ncclFloat32)
+        return note(a->c.get(), ncclInvalidArgument,
+                    fmt("%s: datatype %d (cuemu moves ncclFloat only)", what, (int)datatype));
+    const size_t part = count * sizeof(float), whole = part * (size_t)a->c->nranks;
+    const bool rs = a->kind == op_args::REDUCESCATTER;
+    a->src = sendbuff;
+    a->dst = recvbuff;
+    a->bytes = count;
+    a->s = stream;
+    a->dev = check_op(what, a->c.get(), stream, "sendbuff", sendbuff, rs ? whole : part);
+    check_op(what, a->c.get(), stream, "recvbuff", recvbuff, rs ? part : whole);
+    return ncclSuccess;
+}
+
+ncclResult_t ncclReduceScatter(const void *sendbuff, void *recvbuff, size_t recvcount,
+                               ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
+                               cudaStream_t stream)
+{
+    op_args a{};
+    a.kind = op_args::REDUCESCATTER;
+    if (ncclResult_t rc = coll_args(&a, "ncclReduceScatter", sendbuff, recvbuff, recvcount,
+                                    datatype, comm, stream))
+        return rc;
+    if (op != ncclSum && op != ncclAvg)
+        return note(a.c.get(), ncclInvalidArgument,
+                    fmt("ncclReduceScatter: reduction %d (cuemu has ncclSum and ncclAvg)",
+                        (int)op));
+    a.mean = op == ncclAvg;
+    return submit(std::move(a));
+}
+
+ncclResult_t ncclAllGather(const void *sendbuff, void *recvbuff, size_t sendcount,
+                           ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream)
+{
+    op_args a{};
+    a.kind = op_args::ALLGATHER;
+    if (ncclResult_t rc = coll_args(&a, "ncclAllGather", sendbuff, recvbuff, sendcount,
+                                    datatype, comm, stream))
+        return rc;
     return submit(std::move(a));
 }
 

@@ -1,16 +1,18 @@
 #!/usr/bin/env bash
 # train-tp.sh: end-to-end checks of `plumb train --tp T` (tensor parallelism, each worker a
 # group of T ranks): gpt-mini at tp 2, tp 4, tp 2 x 2 pipeline stages, and with
-# --sequence-parallel, prints the losses and test figures of the sequential run (within
+# --sequence-parallel (also with zb-h1's split backward), prints the losses and test figures of the sequential run (within
 # 2e-4: the runs differ only in summation order, a relative 5e-7 on the loss,
 # tests/test_train_tp.c); a checkpoint saved at tp 2 x pp 2 resumes at tp 1, at tp 4 and
 # at tp 1 x pp 4 to the same figures as an uninterrupted run (SGD; and Adam, whose
-# moments are sharded like the weights, tp 2 to tp 4); under mpirun (one process per rank) tp 2 with sequence parallelism and
-# tp 2 x pp 2 give the sequential figures, and a wrong -np is refused; a failing or
+# moments are sharded like the weights, tp 2 to tp 4); under mpirun (one process per rank)
+# tp 2 and tp 4 with sequence parallelism and tp 2 x pp 2 give the sequential figures, and a wrong -np is refused; a failing or
 # stalled rank ends the run with status 1; on cuemu (when built) the CUDA backend at tp 2
-# gives the CPU's losses, as threads and over the nccl transport under mpirun; a tp that
+# gives the CPU's losses, as threads and over the nccl transport under mpirun (with and
+# without sequence parallelism: NCCL's reduce-scatter and all-gather; and tp 2 x pp 2,
+# whose pipeline sends are scattered over the ranks and all-gathered); a tp that
 # does not divide the vocabulary or the heads, a model with nothing to split, sequence
-# parallelism without tp or with a split backward, and a plan are refused
+# parallelism without tp and a plan are refused
 # with one line and status 2, before any output.
 set -u
 PLUMB=${PLUMB:-./plumb}
@@ -36,7 +38,8 @@ echo "sequential reference"
 "$PLUMB" train "$model" "${args[@]}" > "$tmp/seq.log" 2>&1 ||
     fail "sequential run failed: $(cat "$tmp/seq.log")"
 for tp in "--tp 2" "--tp 4" "--tp 2 --schedule 1f1b-flush --stages 2" \
-    "--tp 2 --sequence-parallel" "--tp 4 --sequence-parallel --schedule gpipe --stages 2"; do
+    "--tp 2 --sequence-parallel" "--tp 4 --sequence-parallel --schedule gpipe --stages 2" \
+    "--tp 2 --sequence-parallel --schedule zb-h1 --stages 2"; do
     echo "$tp"
     # shellcheck disable=SC2086
     "$PLUMB" train "$model" "${args[@]}" $tp > "$tmp/tp.log" 2>&1 ||
@@ -97,33 +100,41 @@ if [ -x "$EMU" ]; then
     # group, one process (one emulated GPU) per rank
     if command -v mpirun > /dev/null 2>&1 && ! "$EMU" train "$model" --tp 2 --backend cuda \
             --transport nccl --steps 1 2>&1 | grep -q "not built into this binary"; then
-        echo "cuemu: mpirun -np 2, --tp 2 --backend cuda --transport nccl"
+        # with --sequence-parallel: ncclReduceScatter and ncclAllGather on the group's
+        # communicator; with 2 stages the pipeline sends scattered, ncclAllGather in place
         mkdir -p "$tmp/tmpdir"
-        TMPDIR="$tmp/tmpdir" timeout 600 mpirun --allow-run-as-root --oversubscribe -np 2 \
-            -x TMPDIR -x OPENBLAS_NUM_THREADS=1 "$EMU" train "$model" "${small[@]}" \
-            --backend cuda --tp 2 --transport nccl > "$tmp/n.log" 2>&1 ||
-            fail "nccl --tp 2 run failed: $(tail -5 "$tmp/n.log")"
-        paste <(figures "$tmp/c.log") <(figures "$tmp/n.log") | head -3 |
-            awk '{n++; d=($1-$2)/$1; if (d<0) d=-d; if (NF!=2 || d>1e-3) bad=1; if (d>w) w=d}
-                 END{printf "  %d steps, max relative loss difference %.2g\n", n, w; exit bad || n<3}' ||
-            fail "nccl --tp 2 losses differ: $(cat "$tmp/n.log") against $(cat "$tmp/c.log")"
+        for run in "2 " "2 --sequence-parallel" "4 --schedule 1f1b-flush --stages 2"; do
+            np=${run%% *}
+            echo "cuemu: mpirun -np $np, --tp 2 ${run#* } --backend cuda --transport nccl"
+            # shellcheck disable=SC2086
+            TMPDIR="$tmp/tmpdir" timeout 600 mpirun --allow-run-as-root --oversubscribe -np $np \
+                -x TMPDIR -x OPENBLAS_NUM_THREADS=1 "$EMU" train "$model" "${small[@]}" \
+                --backend cuda --tp 2 ${run#* } --transport nccl > "$tmp/n.log" 2>&1 ||
+                fail "nccl --tp 2 ${run#* } run failed: $(tail -5 "$tmp/n.log")"
+            paste <(figures "$tmp/c.log") <(figures "$tmp/n.log") | head -3 |
+                awk '{n++; d=($1-$2)/$1; if (d<0) d=-d; if (NF!=2 || d>1e-3) bad=1; if (d>w) w=d}
+                     END{printf "  %d steps, max relative loss difference %.2g\n", n, w; exit bad || n<3}' ||
+                fail "nccl --tp 2 ${run#* } losses differ: $(cat "$tmp/n.log") against $(cat "$tmp/c.log")"
+        done
     fi
 else
     echo "cuemu: SKIP: $EMU not built"
 fi
 
-# one process per rank under mpirun (the mpi transport's all-reduce over each group's
-# sub-communicator): the same figures as the sequential run
+# one process per rank under mpirun (the mpi transport's all-reduce, and with sequence
+# parallelism its reduce-scatter and all-gather, over each group's sub-communicator): the
+# same figures as the sequential run
 if command -v mpirun > /dev/null 2>&1 && ! "$PLUMB" train "$model" --tp 2 --transport mpi \
         --steps 1 2>&1 | grep -q "not built into this binary"; then
-    for run in "2 --tp 2 --sequence-parallel" "4 --tp 2 --schedule 1f1b-flush --stages 2"; do
+    for run in "2 --tp 2 --sequence-parallel" "4 --tp 2 --schedule 1f1b-flush --stages 2" \
+        "4 --tp 4 --sequence-parallel"; do
         np=${run%% *}
         echo "mpirun -np $np, ${run#* }, --transport mpi"
         # shellcheck disable=SC2086
         timeout 300 mpirun --allow-run-as-root --oversubscribe -np $np "$PLUMB" train "$model" \
             "${args[@]}" ${run#* } --transport mpi > "$tmp/mpi.log" 2>&1 ||
             fail "mpirun -np $np ${run#* } failed: $(cat "$tmp/mpi.log")"
-        grep -q "x tp 2.* ($np ranks)" "$tmp/mpi.log" || fail "no tp in the header: $(head -3 "$tmp/mpi.log")"
+        grep -q "x tp ${run:7:1}.* ($np ranks)" "$tmp/mpi.log" || fail "no tp in the header: $(head -3 "$tmp/mpi.log")"
         same "$tmp/seq.log" "$tmp/mpi.log"
         echo "  the sequential figures"
     done
@@ -149,7 +160,23 @@ PLUMB_FAULT=worker:1:step:2:stall "$PLUMB" train "$model" "${small[@]}" --tp 2 \
 rc=$?
 [ $rc -eq 1 ] && grep -q "deadlock or a stalled peer" "$tmp/f.log" ||
     fail "a stalled rank at tp 2 x pp 2: status $rc: $(cat "$tmp/f.log")"
-[ $(($(date +%s) - start)) -lt 60 ] || fail "the faulty runs took $(($(date +%s) - start)) s"
+# sequence parallelism: rank 0 stalls, rank 1 waits in a reduce-scatter or all-gather
+PLUMB_FAULT=worker:0:step:2:stall "$PLUMB" train "$model" "${small[@]}" --tp 2 \
+    --sequence-parallel --timeout 3 > "$tmp/f2.log" 2>&1
+rc=$?
+[ $rc -eq 1 ] && grep -q "worker 1 waited 3 s for message .* from worker 0: deadlock or a stalled peer" \
+    "$tmp/f2.log" || fail "a stalled rank at tp 2 with sequence parallelism: status $rc: $(cat "$tmp/f2.log")"
+if command -v mpirun > /dev/null 2>&1 && ! "$PLUMB" train "$model" --tp 2 --transport mpi \
+        --steps 1 2>&1 | grep -q "not built into this binary"; then
+    PLUMB_FAULT=worker:0:step:2:stall timeout 60 mpirun --allow-run-as-root --oversubscribe \
+        -np 2 -x PLUMB_FAULT "$PLUMB" train "$model" "${small[@]}" --tp 2 --sequence-parallel \
+        --transport mpi --timeout 3 > "$tmp/f3.log" 2>&1
+    rc=$?
+    [ $rc -ne 0 ] && grep -q "rank 1 waited 3 s for a tensor-parallel \(reduce-scatter\|all-gather\): a stalled peer" \
+        "$tmp/f3.log" || fail "mpirun, a stalled rank with sequence parallelism: status $rc: $(cat "$tmp/f3.log")"
+    echo "  mpi: $(grep -m1 "waited 3 s" "$tmp/f3.log")"
+fi
+[ $(($(date +%s) - start)) -lt 90 ] || fail "the faulty runs took $(($(date +%s) - start)) s"
 echo "  a failing rank ends the run (status 1); a stalled one makes its partner time out: $(cat "$tmp/f.log")"
 
 refused() { # $1 expected text; the rest: the command
@@ -171,8 +198,6 @@ refused "layers\[1\].layers\[2\].heads: expected a multiple of tp 8" \
 refused "fmnist-mlp.json: layers: expected for tp 2" \
     "$PLUMB" train examples/models/fmnist-mlp.json --tp 2 --steps 2
 refused "sequence-parallel: needs --tp 2" "$PLUMB" train "$model" --sequence-parallel
-refused "not with zb-h1, whose backward is split" \
-    "$PLUMB" train "$model" --tp 2 --sequence-parallel --schedule zb-h1 --stages 2
 refused "not with a plan" "$PLUMB" train examples/models/vgg16.json \
     examples/plans/vgg16-4stage-1f1b.json --tp 2
 refused "expected an integer" "$PLUMB" train "$model" --tp 0
