@@ -130,6 +130,8 @@ typedef struct sim_report {
                                  steady_first..steady_last; 0: only with a prebuilt IR too
                                  short for that (then makespan / iterations) */
     int steady_first, steady_last;
+    int settled;              /* 1: the window's gaps show the repetition settled (the
+                                 engine's sim_result.settled) */
     double samples_per_s;     /* minibatch samples / iteration_s */
     double iteration_s;       /* steady-state time per iteration: the mean gap between the
                                  completion times of consecutive iterations, leaving out
@@ -178,6 +180,23 @@ typedef struct sim_report {
  * the IR cannot build, the options are out of range (straggler device not in the plan's
  * cluster, factor <= 0, bad level), or the IR deadlocks. Does not modify pl. */
 sim_report *sim_run(const plan *pl, const sim_options *opt, plumb_err *err);
+
+/* sim_run of a plan whose stages all have the same r >= 2 data-parallel replicas, by
+ * simulating one pipeline (sim/sim_fold.c): the IR of pl with replica 0's workers as they
+ * are and every other replica's worker reduced to its stage's ALLREDUCE actions (so the
+ * ring all-reduce still runs over all r replicas on the real links); the report's devices
+ * and links are then replica 0's copied to every replica. Used only where that is exact
+ * (sim_fold_check); elsewhere it returns sim_run(pl, opt, err) itself. Same contract and
+ * report as sim_run, except `events` and `actions`, which count the folded run. */
+sim_report *sim_run_folded(const plan *pl, const sim_options *opt, plumb_err *err);
+
+/* 1 when sim_run_folded folds pl under opt; else 0 with why (may be NULL) saying which
+ * condition fails: a straggler, a timeline or prebuilt IR asked for, unequal replicas,
+ * devices of different types or sharing CPU cores, replicas whose pipeline sends or ring
+ * hops cross different levels, or an egress port with more links than lanes (replicas'
+ * transfers would queue behind one another). s: pl's IR (schedule_from_plan). */
+int sim_fold_check(const plan *pl, const schedule *s, const sim_options *opt, char *why,
+                   size_t n);
 
 /* Frees r and everything it owns (its timeline too); NULL is allowed. */
 void sim_report_free(sim_report *r);

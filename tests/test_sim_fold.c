@@ -1,0 +1,149 @@
+/* test_sim_fold.c: the one-pipeline simulation of a data-parallel 3D layout
+ * (sim_run_folded, sim/sim_fold.c) against the full simulation of every replica (sim_run)
+ * on GPT-3 175B and Llama 3 layouts of the shipped DGX A100 cluster: several tp x pp x dp,
+ * every schedule, interleave, ZeRO, recomputation, sequence parallelism and 1024 GPUs.
+ * Iteration time, throughput and bubble within 1e-9 relative (the folded run replays
+ * replica 0's actions on the same links, so they come out equal), each device's memory
+ * identical byte for byte, and every device and link of the full run in the folded
+ * report. The layouts that must fold do (sim_fold_check), so the comparison is not
+ * against sim_run itself; those whose replicas' rings cross different levels or whose
+ * transfers would share a port beyond its lanes must not. */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <string.h>
+
+#include "core/cluster.h"
+#include "core/schedule.h"
+#include "core/transformer.h"
+#include "planner/layout3d.h"
+#include "sim/sim.h"
+
+#define A100 "profiles/clusters/dgx-a100-80g.json"
+#define GPT3 "examples/llm/gpt3-175b.json"
+#define LLAMA "examples/llm/llama3-70b.json"
+
+typedef struct lay {
+    const char *model;
+    int gpus, tp, pp, dp, batch, recompute, interleave, schedule, zero, seqpar;
+    int folds; /* 1: sim_fold_check must accept it, 0: must refuse it */
+} lay;
+
+static plan *build(const lay *L)
+{
+    plumb_err e;
+    err_clear(&e);
+    transformer *t = transformer_load(L->model, &e);
+    cluster *c = cluster_load(A100, &e);
+    cr_assert(t && c, "%s", e.msg);
+    layout3d_options o;
+    layout3d_options_init(&o);
+    o.gpus = L->gpus, o.tp = L->tp, o.pp = L->pp, o.dp = L->dp;
+    o.global_batch = L->batch;
+    o.microbatch_size = 1;
+    o.recompute = L->recompute;
+    o.interleave = L->interleave;
+    o.schedule = L->schedule;
+    o.zero = L->zero;
+    o.sequence_parallel = L->seqpar;
+    plan *pl = layout3d_build(t, c, A100, &o, &e);
+    cr_assert(pl, "%s", e.msg);
+    transformer_free(t);
+    cluster_free(c);
+    return pl;
+}
+
+static double rel(double a, double b)
+{
+    return a == b ? 0 : fabs(a - b) / fmax(fabs(a), fabs(b));
+}
+
+static void check(const lay *L)
+{
+    plan *pl = build(L);
+    plumb_err e;
+    err_clear(&e);
+    schedule *s = schedule_from_plan(pl, 3, &e);
+    cr_assert(s, "%s", e.msg);
+    sim_options o;
+    sim_options_init(&o);
+    char why[160] = "";
+    int folds = sim_fold_check(pl, s, &o, why, sizeof why);
+    schedule_free(s);
+    cr_assert_eq(folds, L->folds, "%dx%dx%d schedule %d: folds %d (%s)", L->tp, L->pp, L->dp,
+                 L->schedule, folds, why);
+    sim_report *full = sim_run(pl, NULL, &e);
+    cr_assert(full, "%s", e.msg);
+    sim_report *one = sim_run_folded(pl, NULL, &e);
+    cr_assert(one, "%s", e.msg);
+    const char *what = L->model;
+    cr_expect_leq(rel(full->iteration_s, one->iteration_s), 1e-9, "%s %dx%dx%d: %.12g vs %.12g",
+                  what, L->tp, L->pp, L->dp, full->iteration_s, one->iteration_s);
+    cr_expect_leq(rel(full->samples_per_s, one->samples_per_s), 1e-9);
+    cr_expect_leq(fabs(full->bubble_fraction - one->bubble_fraction), 1e-9);
+    cr_expect_leq(rel(full->mfu, one->mfu), 1e-9);
+    cr_expect_eq(full->iterations, one->iterations);
+    cr_expect_eq(full->microbatches, one->microbatches);
+    cr_expect_eq(full->fits, one->fits);
+    cr_expect_eq(full->peak_memory_bytes, one->peak_memory_bytes);
+    cr_assert_eq(full->ndevices, one->ndevices);
+    for (int i = 0; i < full->ndevices; i++) {
+        const sim_device_report *a = &full->devices[i], *b = &one->devices[i];
+        cr_assert_eq(a->device, b->device);
+        cr_expect(!memcmp(&a->mem, &b->mem, sizeof a->mem), "device %d memory differs",
+                  a->device);
+        cr_expect_leq(rel(a->busy_s, b->busy_s), 1e-9, "device %d busy", a->device);
+        cr_expect_leq(rel(a->comm_s, b->comm_s), 1e-9, "device %d comm", a->device);
+        cr_expect_eq(a->nstages, b->nstages);
+        cr_expect_eq(a->max_inflight, b->max_inflight);
+    }
+    cr_assert_eq(full->nlinks, one->nlinks);
+    for (int i = 0; i < full->nlinks; i++) {
+        cr_expect(full->links[i].src == one->links[i].src &&
+                  full->links[i].dst == one->links[i].dst, "link %d", i);
+        cr_expect_leq(rel(full->links[i].bytes, one->links[i].bytes), 1e-9, "link %d bytes", i);
+    }
+    sim_report_free(full);
+    sim_report_free(one);
+    plan_free(pl);
+}
+
+/* recompute: 0 none, 1 selective, 2 full; interleave 0 and schedule -1: the defaults */
+Test(sim_fold, gpt3_1024_megatron_layout)
+{
+    check(&(lay){GPT3, 1024, 8, 8, 16, 1536, RECOMPUTE_FULL, 0, -1, 0, 0, 1});
+}
+
+Test(sim_fold, gpt3_1024_interleaved_zero)
+{
+    check(&(lay){GPT3, 1024, 8, 8, 16, 1536, RECOMPUTE_FULL, 2, -1, 1, 1, 1});
+}
+
+Test(sim_fold, gpt3_1024_pp16)
+{
+    check(&(lay){GPT3, 1024, 8, 16, 8, 1536, RECOMPUTE_SELECTIVE, 0, -1, 1, 0, 1});
+}
+
+Test(sim_fold, gpt3_every_schedule)
+{
+    for (int k = 0; k < SCHED_NKINDS; k++)
+        check(&(lay){GPT3, 512, 8, 8, 8, 512, RECOMPUTE_NONE, 0, k, k & 1, 0, 1});
+}
+
+Test(sim_fold, llama_layouts)
+{
+    check(&(lay){LLAMA, 256, 8, 4, 8, 256, RECOMPUTE_SELECTIVE, 0, -1, 0, 1, 1});
+    check(&(lay){LLAMA, 256, 8, 2, 16, 512, RECOMPUTE_FULL, 5, -1, 1, 0, 1});
+    check(&(lay){LLAMA, 128, 8, 8, 2, 64, RECOMPUTE_NONE, 0, SCHED_GPIPE, 0, 0, 1});
+}
+
+/* tp 4: a ring hop inside a server and the next across: the devices are not alike */
+Test(sim_fold, mixed_ring_falls_back)
+{
+    check(&(lay){GPT3, 1024, 4, 8, 32, 1536, RECOMPUTE_FULL, 0, -1, 0, 0, 0});
+}
+
+/* tp 1: the eight replicas of a server send through its port at once, beyond its lanes */
+Test(sim_fold, shared_port_falls_back)
+{
+    check(&(lay){GPT3, 128, 1, 8, 16, 256, RECOMPUTE_FULL, 0, -1, 0, 0, 0});
+}
