@@ -73,15 +73,15 @@ static int ports_free(const sim_net *net, const uint64_t *keys, int n)
 int sim_fold_check(const plan *pl, const schedule *s, const sim_options *opt, char *why,
                    size_t n)
 {
-    if (opt->sched || opt->timeline)
-        return fold_why(why, n, "a prebuilt IR or a timeline is asked for");
+    if (opt->sched)
+        return fold_why(why, n, "a prebuilt IR is given");
     if (opt->straggler_device >= 0 && opt->straggler_factor != 1)
         return fold_why(why, n, "a straggler slows one replica");
     int r = pl->stages[0].replicas, S = pl->nstages;
     if (r < 2) return fold_why(why, n, "one replica: nothing to fold");
     if (s->nstages != S) return fold_why(why, n, "the IR is not the plan's");
     for (int st = 0; st < S; st++)
-        if (pl->stages[st].replicas != r || s->replicas[st] != r)
+        if (pl->stages[st].replicas != r || s->replicas[st] != s->replicas[0])
             return fold_why(why, n, "the stages have different replica counts");
     const cluster *c = pl->clus;
     sim_net net;
@@ -159,12 +159,14 @@ int sim_fold_check(const plan *pl, const schedule *s, const sim_options *opt, ch
     return ok;
 }
 
-/* The folded IR of s (r replicas per stage, sim_fold_check passed): replica 0's workers
- * with their lists (peers renumbered), then one worker per stage and other replica
- * holding that replica's ALLREDUCE actions of the stage. NULL when out of memory. */
-static schedule *fold_schedule(const schedule *s)
+/* The folded IR for pl (r replicas per stage, sim_fold_check passed) from s, the IR of pl
+ * cut to two replicas per stage (fold_plan): s's replica-0 workers with their lists (peers
+ * renumbered), then for each stage and each other replica of pl a worker holding the
+ * stage's ALLREDUCE actions of replica 0's list, on that replica's device. NULL when out
+ * of memory. */
+static schedule *fold_schedule(const schedule *s, const plan *pl)
 {
-    int S = s->nstages, r = s->replicas[0], n0 = 0;
+    int S = s->nstages, r = pl->stages[0].replicas, n0 = 0;
     int *id = malloc(((size_t)s->nworkers + 1) * sizeof *id);
     schedule *f = calloc(1, sizeof *f);
     if (!id || !f) goto oom;
@@ -204,8 +206,9 @@ static schedule *fold_schedule(const schedule *s)
         f->replicas[st] = r;
         f->stage_first[st] = st * r;
         f->stage_workers[st * r] = id[s->stage_workers[s->stage_first[st]]];
+        int w = s->stage_workers[s->stage_first[st]];
         for (int j = 1; j < r; j++) {
-            int w = s->stage_workers[s->stage_first[st] + j], k = n0 + st * (r - 1) + j - 1;
+            int k = n0 + st * (r - 1) + j - 1;
             int cnt = 0;
             for (int i = 0; i < s->len[w]; i++)
                 cnt += s->acts[w][i].kind == ACT_ALLREDUCE && s->acts[w][i].stage == st;
@@ -227,7 +230,7 @@ static schedule *fold_schedule(const schedule *s)
                 f->acts[k][f->len[k]++] = a;
             }
             f->stage_workers[st * r + j] = k;
-            f->worker_device[k] = s->worker_device[w];
+            f->worker_device[k] = pl->stages[st].devices[j];
             f->worker_stage[k] = st;
         }
     }
@@ -345,6 +348,110 @@ oom:
     return -1;
 }
 
+/* pl cut to the first two replicas of every stage, with 2 / r of its microbatches: each
+ * replica takes every r-th microbatch (1F1B-RR, Megatron-LM's data parallelism), so
+ * replica 0 of the cut plan runs the actions of pl's replica 0 under other microbatch
+ * numbers, in the same iterations. The stages are new (free them), the rest is pl's. */
+static plan fold_plan(const plan *pl, plan_stage **stages)
+{
+    plan v = *pl;
+    int r = pl->stages[0].replicas;
+    *stages = malloc((size_t)pl->nstages * sizeof **stages);
+    if (!*stages) return v;
+    for (int st = 0; st < pl->nstages; st++) {
+        (*stages)[st] = pl->stages[st];
+        (*stages)[st].replicas = 2;
+    }
+    v.stages = *stages;
+    v.microbatches = pl->microbatches / r * 2;
+    return v;
+}
+
+/* The replica-j twin of replica-0 device d (tw: device -> a stage on it), -1 when d is
+ * not a replica-0 device. */
+static int twin(const plan *pl, const int *tw, const int *repl, int d, int j)
+{
+    return d >= 0 && d < pl->clus->ndevices && repl[d] == 0 ? pl->stages[tw[d]].devices[j]
+                                                            : -1;
+}
+
+/* Copies the folded run's replica-0 device and pipeline-link tracks to every replica (the
+ * reduced workers' own device tracks take their twin's events, their memory samples are
+ * replaced by their twin's), and renames the microbatches of the two-replica IR (replica
+ * 0's g' = 2 k) to the full IR's (replica j's k-th: k r + j). 0 or -1 when out of memory. */
+static int unfold_timeline(timeline *tl, const plan *pl, const sim_net *net)
+{
+    int r = pl->stages[0].replicas, nd = pl->clus->ndevices, nt0 = tl->ntracks;
+    size_t ne0 = tl->n, nc0 = tl->ncounters;
+    int *repl = malloc(((size_t)nd + 1) * sizeof *repl), *tw = malloc(((size_t)nd + 1) * sizeof *tw);
+    int *to = malloc(((size_t)nt0 * r + 1) * sizeof *to);
+    tl_counter *kept = malloc((nc0 + 1) * sizeof *kept);
+    int rc = -1;
+    if (!repl || !tw || !to || !kept) goto done;
+    for (int d = 0; d < nd; d++) repl[d] = -1;
+    for (int st = 0; st < pl->nstages; st++)
+        for (int j = 0; j < r; j++) {
+            repl[pl->stages[st].devices[j]] = j;
+            tw[pl->stages[st].devices[j]] = st;
+        }
+    for (int k = 0; k < nt0; k++) {
+        tl_track t = tl->tracks[k];
+        for (int j = 0; j < r; j++) to[(size_t)k * r + j] = j ? -1 : k;
+        int link = t.kind == TL_TRACK_LINK;
+        if ((t.kind != TL_TRACK_DEVICE && !link) || twin(pl, tw, repl, t.device, 0) < 0 ||
+            (link && twin(pl, tw, repl, t.peer, 0) < 0))
+            continue;
+        for (int j = 1; j < r; j++) {
+            int a = twin(pl, tw, repl, t.device, j), b = link ? twin(pl, tw, repl, t.peer, j) : -1;
+            char nm[96];
+            if (link) {
+                double rate, lat;
+                snprintf(nm, sizeof nm, "link %d->%d (level %d)", a, b,
+                         sim_net_path(net, a, b, &rate, &lat));
+            } else {
+                const device_type *ty = cluster_device_type(pl->clus, a);
+                snprintf(nm, sizeof nm, "device %d (%s)", a, ty ? ty->name : "?");
+            }
+            int nk = timeline_track(tl, t.kind, a, b, nm);
+            if (nk < 0) goto done;
+            tl->tracks[nk].peak_bytes = tl->tracks[k].peak_bytes;
+            to[(size_t)k * r + j] = nk;
+        }
+    }
+    for (size_t i = 0; i < ne0; i++) {
+        tl_event e = tl->ev[i];
+        int copies = e.track >= 0 && e.track < nt0 && to[(size_t)e.track * r + 1] >= 0;
+        if (e.microbatch >= 0 && copies) tl->ev[i].microbatch = e.microbatch / 2 * r;
+        for (int j = 1; j < r && copies; j++) {
+            tl_event c = e;
+            c.track = to[(size_t)e.track * r + j];
+            if (c.microbatch >= 0) c.microbatch = e.microbatch / 2 * r + j;
+            if (timeline_add(tl, &c)) goto done;
+        }
+    }
+    /* memory samples: the reduced workers' are dropped, replica 0's copied */
+    size_t nk = 0;
+    for (size_t i = 0; i < nc0; i++) {
+        const tl_counter *c = &tl->counters[i];
+        const tl_track *t = &tl->tracks[c->track];
+        if (!(t->kind == TL_TRACK_DEVICE && t->device >= 0 && t->device < nd &&
+              repl[t->device] > 0))
+            kept[nk++] = *c;
+    }
+    tl->ncounters = 0;
+    for (size_t i = 0; i < nk; i++) {
+        const tl_counter *c = &kept[i];
+        if (timeline_counter_add(tl, c->track, c->t_s, c->bytes)) goto done;
+        for (int j = 1; j < r && c->track < nt0 && to[(size_t)c->track * r + 1] >= 0; j++)
+            if (timeline_counter_add(tl, to[(size_t)c->track * r + j], c->t_s, c->bytes))
+                goto done;
+    }
+    rc = 0;
+done:
+    free(repl), free(tw), free(to), free(kept);
+    return rc;
+}
+
 sim_report *sim_run_folded(const plan *pl, const sim_options *opt, plumb_err *err)
 {
     sim_options dflt;
@@ -353,24 +460,36 @@ sim_report *sim_run_folded(const plan *pl, const sim_options *opt, plumb_err *er
         opt = &dflt;
     }
     if (!pl || !pl->prof || !pl->clus || pl->nstages < 1 || pl->stages[0].replicas < 2 ||
-        opt->sched || opt->timeline || opt->straggler_device >= 0 ||
+        opt->sched || opt->straggler_device >= 0 ||
         opt->schedule < -1 || opt->schedule >= SCHED_NKINDS || opt->microbatches < 0 ||
         opt->iterations < 0)
         return sim_run(pl, opt, err);
     plan view = *pl; /* as sim_run: only scalar fields change */
     if (opt->schedule >= 0) view.schedule = (sched_kind)opt->schedule;
     if (opt->microbatches > 0) view.microbatches = opt->microbatches;
+    if (view.microbatches % pl->stages[0].replicas)
+        return sim_run(pl, opt, err); /* the replicas take unequal shares */
+    plan_stage *cut_stages;
+    plan cut = fold_plan(&view, &cut_stages);
+    if (!cut_stages) {
+        err_set(err, NULL, NULL, "out of memory");
+        return NULL;
+    }
     int iters = opt->iterations > 0 ? opt->iterations : SIM_DEFAULT_ITERATIONS;
     int requested = iters;
     sim_report *rep = NULL;
     /* the rounds of sim_run: as many iterations as a steady window needs, doubled until the
      * window's gaps settle */
     for (int round = 0;; round++) {
-        schedule *own = schedule_from_plan(&view, iters, err);
-        if (!own) return NULL;
+        schedule *own = schedule_from_plan(&cut, iters, err);
+        if (!own) {
+            free(cut_stages);
+            return NULL;
+        }
         int k0, k1, need = sim_steady_window(own, &k0, &k1);
         if (need < 0) {
             schedule_free(own);
+            free(cut_stages);
             err_set(err, NULL, NULL, "out of memory");
             return NULL;
         }
@@ -381,11 +500,13 @@ sim_report *sim_run_folded(const plan *pl, const sim_options *opt, plumb_err *er
         }
         if (!sim_fold_check(&view, own, opt, NULL, 0)) {
             schedule_free(own);
+            free(cut_stages);
             return sim_run(pl, opt, err);
         }
-        schedule *f = fold_schedule(own);
+        schedule *f = fold_schedule(own, &view);
         schedule_free(own);
         if (!f) {
+            free(cut_stages);
             err_set(err, NULL, NULL, "out of memory");
             return NULL;
         }
@@ -396,17 +517,24 @@ sim_report *sim_run_folded(const plan *pl, const sim_options *opt, plumb_err *er
         o.sched = f;
         rep = sim_run(&view, &o, err);
         schedule_free(f);
-        if (!rep) return NULL;
+        if (!rep) {
+            free(cut_stages);
+            return NULL;
+        }
         if (rep->settled || !rep->steady || iters >= SIM_MAX_ITERATIONS) break;
         sim_report_free(rep);
         rep = NULL;
         iters = 2 * iters < SIM_MAX_ITERATIONS ? 2 * iters : SIM_MAX_ITERATIONS;
     }
+    free(cut_stages);
     rep->iterations_requested = requested;
     rep->whatif = *opt;
     rep->whatif.sched = NULL;
     rep->whatif.timeline = 0;
-    if (unfold_report(rep, &view, view.microbatches)) {
+    sim_net net;
+    sim_net_from_cluster(&net, pl->clus, opt->bandwidth_Bps);
+    if (unfold_report(rep, &view, view.microbatches) ||
+        (rep->tl && unfold_timeline(rep->tl, &view, &net))) {
         sim_report_free(rep);
         err_set(err, NULL, NULL, "out of memory");
         return NULL;

@@ -10,6 +10,7 @@
  * transfers would share a port beyond its lanes must not. */
 #include <criterion/criterion.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/cluster.h"
@@ -105,6 +106,90 @@ static void check(const lay *L)
     sim_report_free(full);
     sim_report_free(one);
     plan_free(pl);
+}
+
+/* One event as a comparable row: its track's kind and devices, then the event. */
+typedef struct row {
+    int tkind, dev, peer, kind, stage, peer_stage, mb, iter;
+    double start, dur, bytes;
+} row;
+
+static int cmp_row(const void *a, const void *b)
+{
+    const row *x = a, *y = b;
+    const int *p = &x->tkind, *q = &y->tkind;
+    for (int i = 0; i < 8; i++)
+        if (p[i] != q[i]) return p[i] < q[i] ? -1 : 1;
+    return (x->start > y->start) - (x->start < y->start);
+}
+
+static row *rows_of(const timeline *tl)
+{
+    row *v = malloc((tl->n + 1) * sizeof *v);
+    cr_assert(v);
+    for (size_t i = 0; i < tl->n; i++) {
+        const tl_event *e = &tl->ev[i];
+        const tl_track *t = &tl->tracks[e->track];
+        v[i] = (row){t->kind, t->device, t->peer, e->kind, e->stage, e->peer_stage,
+                     e->microbatch, e->iteration, e->start_s, e->dur_s, e->bytes};
+    }
+    qsort(v, tl->n, sizeof *v, cmp_row);
+    return v;
+}
+
+/* The timelines of both runs hold the same events on the same devices and links, with
+ * the same microbatches (replica j's k-th of an iteration: k r + j) and times. */
+static void check_timeline(const lay *L, int mode)
+{
+    plan *pl = build(L);
+    plumb_err e;
+    err_clear(&e);
+    sim_options o;
+    sim_options_init(&o);
+    o.timeline = mode;
+    schedule *s = schedule_from_plan(pl, 3, &e);
+    cr_assert(s && sim_fold_check(pl, s, &o, NULL, 0), "the layout does not fold");
+    schedule_free(s);
+    sim_report *full = sim_run(pl, &o, &e), *one = sim_run_folded(pl, &o, &e);
+    cr_assert(full && one && full->tl && one->tl, "%s", e.msg);
+    cr_assert_eq(full->tl->n, one->tl->n, "%zu vs %zu events", full->tl->n, one->tl->n);
+    row *a = rows_of(full->tl), *b = rows_of(one->tl);
+    for (size_t i = 0; i < full->tl->n; i++) {
+        cr_assert(!memcmp(&a[i], &b[i], 8 * sizeof(int)), "event %zu: device %d kind %d "
+                  "mb %d vs device %d kind %d mb %d", i, a[i].dev, a[i].kind, a[i].mb,
+                  b[i].dev, b[i].kind, b[i].mb);
+        cr_assert_leq(fabs(a[i].start - b[i].start), 1e-9 * fmax(1, a[i].start));
+        cr_assert_leq(fabs(a[i].dur - b[i].dur), 1e-9 * fmax(1, a[i].dur));
+    }
+    for (int k = 0; k < full->tl->ntracks; k++) {
+        const tl_track *t = &full->tl->tracks[k];
+        int found = 0;
+        for (int j = 0; j < one->tl->ntracks && !found; j++) {
+            const tl_track *u = &one->tl->tracks[j];
+            found = u->kind == t->kind && u->device == t->device && u->peer == t->peer &&
+                    !strcmp(u->name, t->name) && u->peak_bytes == t->peak_bytes;
+        }
+        cr_expect(found, "track %s missing or unlike", t->name);
+    }
+    cr_expect_eq(full->tl->ncounters, one->tl->ncounters);
+    free(a), free(b);
+    sim_report_free(full);
+    sim_report_free(one);
+    plan_free(pl);
+}
+
+Test(sim_fold, timeline_dashboard)
+{
+    check_timeline(&(lay){GPT3, 256, 8, 4, 8, 64, RECOMPUTE_FULL, 0, -1, 0, 0, 1},
+                   SIM_TIMELINE_NO_RING_HOPS);
+    check_timeline(&(lay){GPT3, 256, 8, 4, 8, 64, RECOMPUTE_NONE, 3, -1, 1, 0, 1},
+                   SIM_TIMELINE_NO_RING_HOPS);
+}
+
+Test(sim_fold, timeline_full)
+{
+    check_timeline(&(lay){LLAMA, 128, 8, 4, 4, 32, RECOMPUTE_SELECTIVE, 0, SCHED_ZB_H1, 0, 0, 1},
+                   SIM_TIMELINE_FULL);
 }
 
 /* recompute: 0 none, 1 selective, 2 full; interleave 0 and schedule -1: the defaults */
