@@ -91,12 +91,16 @@ int sim_fold_check(const plan *pl, const schedule *s, const sim_options *opt, ch
         const device_type *t0 = cluster_device_type(c, dv[0]);
         if (!t0 || t0->cores > 0)
             return fold_why(why, n, "the devices share a server's CPU cores");
+        int twin_hop = 0; /* a hop of another replica priced as replica 0's (its time
+                             stands for replica 0's ring in unfold_report) */
         for (int j = 1; j < r; j++) {
             if (cluster_device_type(c, dv[j]) != t0)
                 return fold_why(why, n, "the replicas run on different device types");
-            if (!same_path(&net, dv[j], dv[(j + 1) % r], dv[0], dv[1]))
-                return fold_why(why, n, "the ring's hops cross different levels");
+            twin_hop |= same_path(&net, dv[j], dv[(j + 1) % r], dv[0], dv[1]);
         }
+        if (!twin_hop)
+            return fold_why(why, n, "no other replica's ring hop crosses the levels replica "
+                            "0's does");
     }
     /* every link the full run uses: each replica's pipeline sends, each stage's ring */
     size_t cap = (size_t)S * r * 4 + 1;
@@ -282,15 +286,44 @@ static int unfold_report(sim_report *rep, const plan *pl, int microbatches)
         int d = rep->devices[i].device;
         if (d >= 0 && d < nd && repl[d] == 0) at[d] = i;
     }
+    /* comm_s: replica 0's pipeline sends (alike on every replica) plus the device's own
+     * ring hops. A reduced worker holds one stage's hops of its replica; replica 0's hops
+     * of stage st take the time of a reduced worker's whose hop crosses the same levels
+     * (sim_fold_check found one) */
+    sim_net net;
+    sim_net_from_cluster(&net, c, rep->whatif.bandwidth_Bps);
+    double *ring = calloc((size_t)nd + 1, sizeof *ring), *ring0 = calloc((size_t)S + 1,
+                                                                        sizeof *ring0);
+    char *has0 = calloc((size_t)S + 1, 1);
+    if (!ring || !ring0 || !has0) {
+        free(at), free(ring), free(ring0), free(has0);
+        goto oom;
+    }
+    for (int i = 0; i < rep->ndevices; i++) {
+        const sim_device_report *x = &rep->devices[i];
+        int d = x->device, st = x->nstages == 1 ? x->stages[0] : -1;
+        if (d < 0 || d >= nd || repl[d] < 1 || st < 0) continue;
+        ring[d] += x->comm_s;
+        const int *sd = pl->stages[st].devices;
+        int j = repl[d];
+        if (!has0[st] && same_path(&net, sd[j], sd[(j + 1) % r], sd[0], sd[1]))
+            ring0[st] = x->comm_s, has0[st] = 1;
+    }
     int n = 0;
     for (int d = 0; d < nd; d++) {
         if (repl[d] < 0 || at[rank0[d]] < 0) continue;
         dv[n] = rep->devices[at[rank0[d]]];
+        if (repl[d] > 0) {
+            double own0 = 0;
+            for (int k = 0; k < dv[n].nstages && k < SIM_DEVICE_STAGES; k++)
+                own0 += ring0[dv[n].stages[k]];
+            dv[n].comm_s = dv[n].comm_s - own0 + ring[d];
+        }
         dv[n].device = d;
         dv[n].worker = n;
         n++;
     }
-    free(at);
+    free(at), free(ring), free(ring0), free(has0);
     qsort(dv, (size_t)n, sizeof *dv, cmp_dev);
     /* the links: replica 0's pipeline links copied to the other replicas */
     int extra = 0;

@@ -6,8 +6,8 @@
  * replica 0's actions on the same links, so they come out equal), each device's memory
  * identical byte for byte, and every device and link of the full run in the folded
  * report. The layouts that must fold do (sim_fold_check), so the comparison is not
- * against sim_run itself; those whose replicas' rings cross different levels or whose
- * transfers would share a port beyond its lanes must not. */
+ * against sim_run itself; those whose transfers would share a port beyond its lanes must
+ * not. */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdlib.h>
@@ -221,10 +221,12 @@ Test(sim_fold, llama_layouts)
     check(&(lay){LLAMA, 128, 8, 8, 2, 64, RECOMPUTE_NONE, 0, SCHED_GPIPE, 0, 0, 1});
 }
 
-/* tp 4: a ring hop inside a server and the next across: the devices are not alike */
-Test(sim_fold, mixed_ring_falls_back)
+/* tp 4 and 2: ring hops inside a server and across it, so the replicas' devices
+ * communicate for different times (each device's comm_s is its own) */
+Test(sim_fold, mixed_ring)
 {
-    check(&(lay){GPT3, 1024, 4, 8, 32, 1536, RECOMPUTE_FULL, 0, -1, 0, 0, 0});
+    check(&(lay){GPT3, 1024, 4, 8, 32, 1536, RECOMPUTE_FULL, 0, -1, 0, 0, 1});
+    check(&(lay){LLAMA, 128, 4, 4, 8, 128, RECOMPUTE_SELECTIVE, 2, -1, 1, 0, 1});
 }
 
 /* tp 1: the eight replicas of a server send through its port at once, beyond its lanes */

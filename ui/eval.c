@@ -469,7 +469,9 @@ int ui_evaluate(const ui_base *b, const ui_whatif *w, ui_result *r)
     cluster *c = ui_cluster_whatif(b->clus, w, &e);
     if (c) r->pl = ui_replan(b, c, w, &r->origin, &r->plan_ms, r->note, sizeof r->note, &e);
     cluster_free(c);
-    if (r->pl) r->rep = sim_run(r->pl, &r->opt, &e);
+    /* a transformer's layout simulates one pipeline where its replicas are alike
+     * (sim_run_folded: the same figures and timeline, a fraction of the time) */
+    if (r->pl) r->rep = b->model ? sim_run_folded(r->pl, &r->opt, &e) : sim_run(r->pl, &r->opt, &e);
     if (r->rep) {
         /* a transformer's layouts are compared by their MFU, not against a data-parallel
          * copy of the whole model (which would cost more than the layout) */
