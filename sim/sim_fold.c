@@ -70,8 +70,8 @@ static int ports_free(const sim_net *net, const uint64_t *keys, int n)
     return ok;
 }
 
-int sim_fold_check(const plan *pl, const schedule *s, const sim_options *opt, char *why,
-                   size_t n)
+int sim_fold_check(const plan *pl, const schedule *s, const sim_options *opt, int mixed_rings,
+                   char *why, size_t n)
 {
     if (opt->sched)
         return fold_why(why, n, "a prebuilt IR is given");
@@ -91,13 +91,18 @@ int sim_fold_check(const plan *pl, const schedule *s, const sim_options *opt, ch
         const device_type *t0 = cluster_device_type(c, dv[0]);
         if (!t0 || t0->cores > 0)
             return fold_why(why, n, "the devices share a server's CPU cores");
-        int twin_hop = 0; /* a hop of another replica priced as replica 0's (its time
-                             stands for replica 0's ring in unfold_report) */
+        int twin_hop = 0, mixed = 0; /* a hop of another replica priced as replica 0's
+                                        (its time stands for replica 0's in unfold_report) */
         for (int j = 1; j < r; j++) {
             if (cluster_device_type(c, dv[j]) != t0)
                 return fold_why(why, n, "the replicas run on different device types");
-            twin_hop |= same_path(&net, dv[j], dv[(j + 1) % r], dv[0], dv[1]);
+            int same = same_path(&net, dv[j], dv[(j + 1) % r], dv[0], dv[1]);
+            twin_hop |= same;
+            mixed |= !same;
         }
+        if (mixed && !mixed_rings)
+            return fold_why(why, n, "the ring's hops cross different levels (each device's "
+                            "comm_s would agree to rounding only)");
         if (!twin_hop)
             return fold_why(why, n, "no other replica's ring hop crosses the levels replica "
                             "0's does");
@@ -313,12 +318,11 @@ static int unfold_report(sim_report *rep, const plan *pl, int microbatches)
     for (int d = 0; d < nd; d++) {
         if (repl[d] < 0 || at[rank0[d]] < 0) continue;
         dv[n] = rep->devices[at[rank0[d]]];
-        if (repl[d] > 0) {
-            double own0 = 0;
-            for (int k = 0; k < dv[n].nstages && k < SIM_DEVICE_STAGES; k++)
-                own0 += ring0[dv[n].stages[k]];
+        double own0 = 0;
+        for (int k = 0; k < dv[n].nstages && k < SIM_DEVICE_STAGES; k++)
+            own0 += ring0[dv[n].stages[k]];
+        if (repl[d] > 0 && ring[d] != own0) /* else replica 0's, bit for bit */
             dv[n].comm_s = dv[n].comm_s - own0 + ring[d];
-        }
         dv[n].device = d;
         dv[n].worker = n;
         n++;
@@ -485,7 +489,8 @@ done:
     return rc;
 }
 
-sim_report *sim_run_folded(const plan *pl, const sim_options *opt, plumb_err *err)
+sim_report *sim_run_folded(const plan *pl, const sim_options *opt, int mixed_rings,
+                           plumb_err *err)
 {
     sim_options dflt;
     if (!opt) {
@@ -531,7 +536,7 @@ sim_report *sim_run_folded(const plan *pl, const sim_options *opt, plumb_err *er
             iters = need;
             continue;
         }
-        if (!sim_fold_check(&view, own, opt, NULL, 0)) {
+        if (!sim_fold_check(&view, own, opt, mixed_rings, NULL, 0)) {
             schedule_free(own);
             free(cut_stages);
             return sim_run(pl, opt, err);

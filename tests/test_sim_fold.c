@@ -2,10 +2,10 @@
  * (sim_run_folded, sim/sim_fold.c) against the full simulation of every replica (sim_run)
  * on GPT-3 175B and Llama 3 layouts of the shipped DGX A100 cluster: several tp x pp x dp,
  * every schedule, interleave, ZeRO, recomputation, sequence parallelism and 1024 GPUs.
- * Iteration time, throughput and bubble within 1e-9 relative (the folded run replays
- * replica 0's actions on the same links, so they come out equal), each device's memory
+ * Iteration time, throughput and bubble within 1e-9 relative, each device's memory
  * identical byte for byte, and every device and link of the full run in the folded
- * report. The layouts that must fold do (sim_fold_check), so the comparison is not
+ * report; without mixed rings every figure bit for bit (the folded run replays replica
+ * 0's actions on the same links). The layouts that must fold do (sim_fold_check), so the comparison is not
  * against sim_run itself; those whose transfers would share a port beyond its lanes must
  * not. */
 #include <criterion/criterion.h>
@@ -68,14 +68,28 @@ static void check(const lay *L)
     sim_options o;
     sim_options_init(&o);
     char why[160] = "";
-    int folds = sim_fold_check(pl, s, &o, why, sizeof why);
+    int folds = sim_fold_check(pl, s, &o, 1, why, sizeof why);
     schedule_free(s);
     cr_assert_eq(folds, L->folds, "%dx%dx%d schedule %d: folds %d (%s)", L->tp, L->pp, L->dp,
                  L->schedule, folds, why);
     sim_report *full = sim_run(pl, NULL, &e);
     cr_assert(full, "%s", e.msg);
-    sim_report *one = sim_run_folded(pl, NULL, &e);
+    sim_report *one = sim_run_folded(pl, NULL, 1, &e);
     cr_assert(one, "%s", e.msg);
+    /* without mixed rings: sim_run's report bit for bit (or sim_run itself) */
+    sim_report *exact = sim_run_folded(pl, NULL, 0, &e);
+    cr_assert(exact, "%s", e.msg);
+    cr_assert_eq(exact->ndevices, full->ndevices);
+    cr_expect(exact->iteration_s == full->iteration_s &&
+              exact->samples_per_s == full->samples_per_s &&
+              exact->bubble_fraction == full->bubble_fraction && exact->mfu == full->mfu);
+    for (int i = 0; i < full->ndevices; i++) {
+        const sim_device_report *a = &full->devices[i], *b = &exact->devices[i];
+        cr_expect(a->device == b->device && a->busy_s == b->busy_s && a->comm_s == b->comm_s &&
+                  a->idle_s == b->idle_s && !memcmp(&a->mem, &b->mem, sizeof a->mem),
+                  "device %d: not sim_run's bit for bit", a->device);
+    }
+    sim_report_free(exact);
     const char *what = L->model;
     cr_expect_leq(rel(full->iteration_s, one->iteration_s), 1e-9, "%s %dx%dx%d: %.12g vs %.12g",
                   what, L->tp, L->pp, L->dp, full->iteration_s, one->iteration_s);
@@ -148,9 +162,9 @@ static void check_timeline(const lay *L, int mode)
     sim_options_init(&o);
     o.timeline = mode;
     schedule *s = schedule_from_plan(pl, 3, &e);
-    cr_assert(s && sim_fold_check(pl, s, &o, NULL, 0), "the layout does not fold");
+    cr_assert(s && sim_fold_check(pl, s, &o, 0, NULL, 0), "the layout does not fold");
     schedule_free(s);
-    sim_report *full = sim_run(pl, &o, &e), *one = sim_run_folded(pl, &o, &e);
+    sim_report *full = sim_run(pl, &o, &e), *one = sim_run_folded(pl, &o, 0, &e);
     cr_assert(full && one && full->tl && one->tl, "%s", e.msg);
     cr_assert_eq(full->tl->n, one->tl->n, "%zu vs %zu events", full->tl->n, one->tl->n);
     row *a = rows_of(full->tl), *b = rows_of(one->tl);
