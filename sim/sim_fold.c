@@ -4,7 +4,8 @@
  * replica's timing is replica 0's: the engine then needs replica 0's workers only, plus,
  * for every other replica of every stage, a worker that joins the stage's ring all-reduce
  * (its ALLREDUCE actions alone, on that replica's device), so that the ring still runs over
- * the r devices and the real links. The ring of a group starts when its last member
+ * the r devices and the real links; the IR is the plan's cut to two replicas (replica 0's
+ * lists are then the full IR's, under other microbatch numbers). The ring of a group starts when its last member
  * registers: the real replica at its last backward, as in the full run, since a reduced
  * member joins as soon as its previous all-reduce ends, and one reduced worker per stage
  * and replica keeps a device's chunks from waiting on each other. docs/sim.md, "Folded
@@ -107,53 +108,52 @@ int sim_fold_check(const plan *pl, const schedule *s, const sim_options *opt, in
             return fold_why(why, n, "no other replica's ring hop crosses the levels replica "
                             "0's does");
     }
-    /* every link the full run uses: each replica's pipeline sends, each stage's ring */
-    size_t cap = (size_t)S * r * 4 + 1;
-    int nk = 0;
-    uint64_t *keys = malloc(cap * sizeof *keys);
-    if (!keys) return fold_why(why, n, "out of memory");
-    int ok = 1;
-    for (int st = 0; st < S; st++) {
-        const int *dv = pl->stages[st].devices;
-        for (int j = 0; j < r && nk < (int)cap; j++)
-            if (dv[j] != dv[(j + 1) % r]) keys[nk++] = link_key(dv[j], dv[(j + 1) % r]);
-    }
-    for (int st = 0; st < S && ok; st++) {
+    /* the stage pairs replica 0 sends between (each SEND's stage and peer stage) */
+    int np = 0, ok = 1;
+    int *pa = malloc(((size_t)2 * S + 1) * sizeof *pa), *pb = malloc(((size_t)2 * S + 1) *
+                                                                         sizeof *pb);
+    for (int st = 0; st < S && ok && pa && pb; st++) {
         int w = s->stage_workers[s->stage_first[st]];
         for (int i = 0; i < s->len[w] && ok; i++) {
             const action *a = &s->acts[w][i];
-            if (a->kind != ACT_SEND_F && a->kind != ACT_SEND_B) continue;
-            if (a->stage != st || a->peer_stage < 0 || a->peer_stage >= S) continue;
-            const int *da = pl->stages[a->stage].devices, *db = pl->stages[a->peer_stage].devices;
-            if (s->stage_workers[s->stage_first[a->peer_stage]] != a->peer) {
+            if ((a->kind != ACT_SEND_F && a->kind != ACT_SEND_B) || a->stage != st) continue;
+            if (a->peer_stage < 0 || a->peer_stage >= S ||
+                s->stage_workers[s->stage_first[a->peer_stage]] != a->peer) {
                 ok = fold_why(why, n, "a replica sends to another replica");
                 break;
             }
-            for (int j = 0; j < r && ok; j++) {
-                if (!same_path(&net, da[j], db[j], da[0], db[0]))
-                    ok = fold_why(why, n, "the replicas' pipeline sends cross different levels");
-                else if (da[j] != db[j]) {
-                    if (nk >= (int)cap) {
-                        qsort(keys, (size_t)nk, sizeof *keys, cmp_u64);
-                        int u = 0;
-                        for (int k = 0; k < nk; k++)
-                            if (!u || keys[k] != keys[u - 1]) keys[u++] = keys[k];
-                        nk = u;
-                        if (nk >= (int)cap) {
-                            uint64_t *g = realloc(keys, 2 * cap * sizeof *keys);
-                            if (!g) {
-                                free(keys);
-                                return fold_why(why, n, "out of memory");
-                            }
-                            keys = g;
-                            cap *= 2;
-                        }
-                    }
-                    keys[nk++] = link_key(da[j], db[j]);
-                }
+            int k = 0;
+            while (k < np && !(pa[k] == st && pb[k] == a->peer_stage)) k++;
+            if (k < np) continue;
+            if (np == 2 * S) {
+                ok = fold_why(why, n, "a stage sends to more than two stages");
+                break;
             }
+            pa[np] = st, pb[np++] = a->peer_stage;
         }
     }
+    /* every link the full run uses: each replica's pipeline sends, each stage's ring */
+    int nk = 0;
+    uint64_t *keys = malloc(((size_t)(S + np) * r + 1) * sizeof *keys);
+    if (!pa || !pb || !keys) {
+        free(pa), free(pb), free(keys);
+        return fold_why(why, n, "out of memory");
+    }
+    for (int st = 0; st < S; st++) {
+        const int *dv = pl->stages[st].devices;
+        for (int j = 0; j < r; j++)
+            if (dv[j] != dv[(j + 1) % r]) keys[nk++] = link_key(dv[j], dv[(j + 1) % r]);
+    }
+    for (int k = 0; k < np && ok; k++) {
+        const int *da = pl->stages[pa[k]].devices, *db = pl->stages[pb[k]].devices;
+        for (int j = 0; j < r && ok; j++) {
+            if (!same_path(&net, da[j], db[j], da[0], db[0]))
+                ok = fold_why(why, n, "the replicas' pipeline sends cross different levels");
+            else if (da[j] != db[j])
+                keys[nk++] = link_key(da[j], db[j]);
+        }
+    }
+    free(pa), free(pb);
     if (ok) {
         qsort(keys, (size_t)nk, sizeof *keys, cmp_u64);
         int u = 0;
