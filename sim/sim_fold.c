@@ -505,6 +505,9 @@ sim_report *sim_run_folded(const plan *pl, const sim_options *opt, int mixed_rin
     plan view = *pl; /* as sim_run: only scalar fields change */
     if (opt->schedule >= 0) view.schedule = (sched_kind)opt->schedule;
     if (opt->microbatches > 0) view.microbatches = opt->microbatches;
+    for (int st = 0; st < pl->nstages; st++) /* the cut plan takes two of each */
+        if (pl->stages[st].replicas != pl->stages[0].replicas || !pl->stages[st].devices)
+            return sim_run(pl, opt, err);
     if (view.microbatches % pl->stages[0].replicas)
         return sim_run(pl, opt, err); /* the replicas take unequal shares */
     plan_stage *cut_stages;

@@ -248,3 +248,24 @@ Test(sim_fold, shared_port_falls_back)
 {
     check(&(lay){GPT3, 128, 1, 8, 16, 256, RECOMPUTE_FULL, 0, -1, 0, 0, 0});
 }
+
+/* A plan whose stages have different replica counts (PipeDream's hybrid plans) is not
+ * folded: sim_run's report itself. */
+Test(sim_fold, unequal_replicas_run_in_full)
+{
+    plumb_err e;
+    err_clear(&e);
+    plan *pl = plan_load("examples/plans/vgg16-hybrid-pipedream.json", &e);
+    cr_assert(pl, "%s", e.msg);
+    int differ = 0;
+    for (int st = 1; st < pl->nstages; st++)
+        differ |= pl->stages[st].replicas != pl->stages[0].replicas;
+    cr_assert(differ && pl->stages[0].replicas >= 2, "the example's stages should differ");
+    sim_report *a = sim_run(pl, NULL, &e), *b = sim_run_folded(pl, NULL, 1, &e);
+    cr_assert(a && b, "%s", e.msg);
+    cr_expect(a->iteration_s == b->iteration_s && a->events == b->events &&
+              a->ndevices == b->ndevices);
+    sim_report_free(a);
+    sim_report_free(b);
+    plan_free(pl);
+}
