@@ -17,7 +17,9 @@
  * dashboard's overhead (the timeline, the drawing) over the least a keypress must do. A
  * second pass runs the keys as the terminal does, with the layouts on the background
  * worker (ui_app_async_start): the key's answer and redraw, and the time until the
- * layout is on screen. */
+ * layout is on screen. Per key that laid out a new layout, the full simulation of every
+ * replica with the key's options (sim_run, what a key ran before the dashboard simulated
+ * one pipeline: sim_run_folded) is timed apart, in the same run, as full-cpu. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -60,6 +62,19 @@ static double bare_sim_ms(const ui_app *a, double *cpu_ms)
     return ms;
 }
 
+/* CPU ms of the full simulation of a's live layout with its options (sim_run, every
+ * replica), what a key ran before sim_run_folded; -1 on error. */
+static double full_sim_cpu_ms(const ui_app *a)
+{
+    plumb_err e;
+    err_clear(&e);
+    double c0 = bench_clock_s(CLOCK_PROCESS_CPUTIME_ID);
+    sim_report *r = sim_run(a->cur.pl, &a->cur.opt, &e);
+    double ms = 1e3 * (bench_clock_s(CLOCK_PROCESS_CPUTIME_ID) - c0);
+    sim_report_free(r);
+    return r ? ms : -1;
+}
+
 /* The 3D mode: argv holds MODEL CLUSTER GPUS TP PP DP GLOBAL_BATCH RECOMPUTE. */
 static int bench_layout3d(char **argv, const char *keyspec)
 {
@@ -95,9 +110,9 @@ static int bench_layout3d(char **argv, const char *keyspec)
            argv[1], o.gpus, o.tp, o.pp, o.dp, nk, keyspec);
     printf("open %.1f ms wall; baseline: one bare simulation (no timeline) %.1f ms wall, %.1f "
            "ms CPU\n", open_ms, base, base_cpu);
-    printf("%-6s %-22s %9s %9s %9s %9s %9s\n", "key", "layout", "wall", "cpu", "layout",
-           "sim", "draw");
-    double wall[256], cpu[256], nwall[256], ncpu[256];
+    printf("%-6s %-22s %9s %9s %9s %9s %9s %9s\n", "key", "layout", "wall", "cpu", "layout",
+           "sim", "draw", "full-cpu");
+    double wall[256], cpu[256], nwall[256], ncpu[256], fcpu[256];
     int nn = 0;
     for (int i = 0; i < nk; i++) {
         double s = 1e3 * bench_clock_s(CLOCK_MONOTONIC);
@@ -115,15 +130,24 @@ static int bench_layout3d(char **argv, const char *keyspec)
                  w->interleave, recompute_kind_name((recompute_kind)w->recompute),
                  w->seqpar ? " sp" : "", w->zero ? " z1" : "");
         int fresh = !a->cur.reused && a->cur.eval_ms > 0; /* a new layout simulated */
-        if (fresh) nwall[nn] = wall[i], ncpu[nn++] = cpu[i];
-        printf("%-6s %-22s %9.2f %9.2f %9.2f %9.2f %9.2f%s\n", key_name(keys[i], kb), lay,
-               wall[i], cpu[i], fresh ? a->cur.plan_ms : 0,
-               fresh ? a->cur.eval_ms - a->cur.plan_ms : 0, d1 - d0,
+        double full = fresh ? full_sim_cpu_ms(a) : 0;
+        if (fresh) nwall[nn] = wall[i], fcpu[nn] = full, ncpu[nn++] = cpu[i];
+        printf("%-6s %-22s %9.2f %9.2f %9.2f %9.2f %9.2f %9.2f%s\n", key_name(keys[i], kb),
+               lay, wall[i], cpu[i], fresh ? a->cur.plan_ms : 0,
+               fresh ? a->cur.eval_ms - a->cur.plan_ms : 0, d1 - d0, full,
                a->msg_err ? "  (not taken, or a note)" : !fresh ? "  (kept or no change)" : "");
         a->cur.eval_ms = 0; /* a kept result shows its first visit's time */
     }
+    int over = 0, fover = 0;
+    for (int i = 0; i < nn; i++) over += ncpu[i] >= 50, fover += fcpu[i] >= 50;
     qsort(nwall, (size_t)nn, sizeof nwall[0], cmp_d);
     qsort(ncpu, (size_t)nn, sizeof ncpu[0], cmp_d);
+    qsort(fcpu, (size_t)nn, sizeof fcpu[0], cmp_d);
+    if (nn)
+        printf("the same layouts simulated in full (sim_run with the key's timeline, what a key "
+               "ran before the one-pipeline simulation): median %.2f ms CPU, slowest %.2f ms "
+               "CPU; keys over 50 ms CPU: %d, in full %d\n", fcpu[nn / 2], fcpu[nn - 1], over,
+               fover);
     if (nn)
         printf("keys that laid out and simulated a new layout: %d, median %.2f ms wall, %.2f ms "
                "CPU; slowest %.2f ms wall, %.2f ms CPU; median / bare simulation %.2fx (CPU "

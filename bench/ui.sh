@@ -6,7 +6,8 @@
 # cluster-a (slow on large DAGs the first time; later runs come from the plan cache). The
 # target is 50 ms per key; the script reports, it does not fail on a slow key. Last, plumb
 # ui --model's 3D keys on GPT-3 175B at tp 8 x pp 8 x dp 16 on 1024 A100s (Narayanan et
-# al. 2021's layout), each key against one bare simulation of that layout in the same run.
+# al. 2021's layout), each key against one bare simulation of that layout in the same run,
+# and each new layout's one-pipeline simulation against its full simulation (full-cpu).
 set -u
 B=${PLUMB_BENCH_DIR:-build/bench}/bench_ui
 [ -x "$B" ] || { echo "ui.sh: $B not built (make bench)"; exit 1; }

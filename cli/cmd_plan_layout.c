@@ -441,7 +441,7 @@ int cmd_plan_layout(int argc, char **argv)
     }
     if (layout3d_resolve(t, cl, cpath, &o, &d, &err)) goto bad;
     if (!(pl = layout3d_build(t, cl, cpath, &o, &err))) goto bad;
-    if (!(r = sim_run(pl, NULL, &err))) {
+    if (!(r = sim_run_folded(pl, NULL, 0, &err))) {
         fprintf(stderr, "plumb: %s: the layout: %s\n", mpath, err.msg);
         goto done;
     }
@@ -450,7 +450,7 @@ int cmd_plan_layout(int argc, char **argv)
     if (o.balance) {
         if (layout3d_balance(pl, NULL, r, &bal, &err)) goto bad;
         sim_report_free(bal.changed ? r : NULL);
-        if (bal.changed && !(r = sim_run(pl, NULL, &err))) goto bad;
+        if (bal.changed && !(r = sim_run_folded(pl, NULL, 0, &err))) goto bad;
     }
     if (no_fit(mpath, r, msg, sizeof msg)) {
         fprintf(stderr, "%s\n", msg);

@@ -337,7 +337,7 @@ static int simulate(search3d_result *r, cand_list *L, const transformer *t, cons
     for (int i = 0; i < k; i++) {
         search3d_cand c = L->c[i];
         plan *pl = layout3d_build(t, cut, cluster_file, &c.o, err);
-        sim_report *rep = pl ? sim_run(pl, NULL, err) : NULL;
+        sim_report *rep = pl ? sim_run_folded(pl, NULL, 0, err) : NULL;
         if (!rep) {
             plan_free(pl);
             return -1;

@@ -409,6 +409,7 @@ sim_report *sim_run(const plan *pl, const sim_options *opt, plumb_err *err)
     rep->steady = res.steady;
     rep->steady_first = res.k0;
     rep->steady_last = res.k1;
+    rep->settled = res.settled;
     rep->nstages = s->nstages;
     rep->chunks = s->chunks;
     rep->recompute = view.recompute;

@@ -130,6 +130,8 @@ typedef struct sim_report {
                                  steady_first..steady_last; 0: only with a prebuilt IR too
                                  short for that (then makespan / iterations) */
     int steady_first, steady_last;
+    int settled;              /* 1: the window's gaps show the repetition settled (the
+                                 engine's sim_result.settled) */
     double samples_per_s;     /* minibatch samples / iteration_s */
     double iteration_s;       /* steady-state time per iteration: the mean gap between the
                                  completion times of consecutive iterations, leaving out
@@ -178,6 +180,31 @@ typedef struct sim_report {
  * the IR cannot build, the options are out of range (straggler device not in the plan's
  * cluster, factor <= 0, bad level), or the IR deadlocks. Does not modify pl. */
 sim_report *sim_run(const plan *pl, const sim_options *opt, plumb_err *err);
+
+/* sim_run of a plan whose stages all have the same r >= 2 data-parallel replicas, by
+ * simulating one pipeline (sim/sim_fold.c, docs/sim.md "Folded data parallelism"): the
+ * IR of pl cut to two replicas, replica 0's workers as they are, and for every other
+ * replica of every stage a worker with the stage's ALLREDUCE actions alone, so that the
+ * ring all-reduce still runs over all r devices and the real links; the report's devices,
+ * links and timeline tracks are then replica 0's copied to every replica (microbatches
+ * renamed as the full IR names them). Used only where that is exact (sim_fold_check);
+ * elsewhere it returns sim_run(pl, opt, err). The report is sim_run's bit for bit but for
+ * `events` and `actions` (the folded run's work) and the order of the timeline's events,
+ * tracks and memory samples; with mixed_rings 1 it also folds layouts whose replicas' ring
+ * hops cross different levels, and the devices whose own hops differ from replica 0's
+ * then have comm_s equal to sim_run's to rounding (1e-12 relative) instead. */
+sim_report *sim_run_folded(const plan *pl, const sim_options *opt, int mixed_rings,
+                           plumb_err *err);
+
+/* 1 when sim_run_folded folds pl under opt; else 0 with why (may be NULL, n its size)
+ * saying which condition fails: a straggler or prebuilt IR, unequal replicas, devices of
+ * different types or sharing CPU cores, replicas whose pipeline sends cross different
+ * levels, ring hops that cross different levels (unless mixed_rings; and always when no
+ * other replica's hop crosses replica 0's levels), or an egress port with more links than
+ * lanes (the replicas' transfers would queue behind one another). s: pl's IR
+ * (schedule_from_plan), or that of pl cut to fewer replicas. */
+int sim_fold_check(const plan *pl, const schedule *s, const sim_options *opt, int mixed_rings,
+                   char *why, size_t n);
 
 /* Frees r and everything it owns (its timeline too); NULL is allowed. */
 void sim_report_free(sim_report *r);

@@ -1,7 +1,8 @@
 /* test_ui_snapshot.c: frames of the dashboard rendered as text (the --snapshot path) after
  * key sequences: their content, their size at every screen size, the figures against
  * `plumb sim --json` of the very plan the UI saves, load errors shown in the frame, the
- * help overlay, save and export. Runs from the repository root (make test does). */
+ * help overlay, save and export, the 3D dashboard's background worker and quitting while
+ * it works. Runs from the repository root (make test does). */
 #include <criterion/criterion.h>
 
 #include <cjson/cJSON.h>
@@ -11,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cli/cli.h"
@@ -727,6 +729,25 @@ Test(ui_snapshot, layout3d_background_worker_answers_keys_at_once)
     free(y);
     ui_app_free(&a); /* joins the worker */
     ui_app_free(&b);
+}
+
+/* Quitting while the worker lays out a slow layout (tp 1 x pp 8 x dp 128: its replicas
+ * share their servers' ports, so it is simulated in full, seconds) does not wait for it:
+ * the worker is left to finish alone with the app's base, which the app gives up. */
+Test(ui_snapshot, layout3d_quit_leaves_a_layout_in_progress_to_the_worker)
+{
+    ui_app a;
+    open_gpt3(&a);
+    cr_assert_eq(ui_app_async_start(&a), 0);
+    for (int i = 0; i < 3; i++) ui_app_key(&a, 'G'); /* tp 4, 2, then 1: dp 128 */
+    cr_assert_eq(a.pending, 1);
+    /* the worker takes tp 4 (a fraction of a second), then tp 1 (seconds) */
+    nanosleep(&(struct timespec){1, 500000000}, NULL);
+    ui_app_async_stop(&a);
+    cr_assert_null(a.worker);
+    cr_assert_eq(a.pending, 0);
+    cr_assert_null(a.base.model, "the base went to the worker still laying out tp 1");
+    ui_app_free(&a);
 }
 
 /* The settings on screen and the plan shown always agree: every layout shown is the

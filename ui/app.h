@@ -75,7 +75,9 @@ int ui_app_key(ui_app *a, int key);
  * changed; ui_app_wait blocks until the live settings are laid out (save and export wait
  * so). The worker reads only a->base, which nothing changes while it runs. Start returns
  * 0, or -1 (no thread: everything stays synchronous); without a transformer it does
- * nothing. Stop (also done by ui_app_free) ends and joins the thread. */
+ * nothing. Stop (also done by ui_app_free) ends the thread: joined when idle; when a layout
+ * is in progress the thread is detached to finish it alone and a->base becomes the
+ * thread's (a->base is then empty: stop only to quit). */
 int ui_app_async_start(ui_app *a);
 void ui_app_async_stop(ui_app *a);
 int ui_app_poll(ui_app *a);

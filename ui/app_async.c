@@ -1,7 +1,8 @@
 /* app_async.c: a transformer's layouts evaluated on one background thread, so that the
  * terminal answers every key at once while a 1024-GPU layout is simulated (tens to
  * hundreds of ms): keys post their settings (newest wins), the front end polls for the
- * answer (ui/app.h). */
+ * answer (ui/app.h). Quitting does not wait for a layout in progress: the thread is left
+ * to finish it (or to end with the process), owning what it reads. */
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,8 +13,9 @@ struct ui_worker {
     pthread_t th;
     pthread_mutex_t mu;
     pthread_cond_t cv;      /* a job posted, quit, or an answer ready */
-    const ui_base *base;    /* read only while the thread runs */
-    int quit;
+    ui_base base;           /* the app's base (the same pointers), read only while the
+                               thread runs; the thread's own once orphaned */
+    int quit, orphan;       /* orphan: the app quit while a layout was in progress */
     int has_job, busy;      /* a job waiting; the thread evaluating one */
     ui_whatif job;
     int has_done;           /* an answer not yet taken: `done` for settings `done_w` */
@@ -34,8 +36,17 @@ static void *run(void *arg)
         pthread_mutex_unlock(&k->mu);
         ui_result r;
         memset(&r, 0, sizeof r);
-        ui_evaluate(k->base, &w, &r);
+        ui_evaluate(&k->base, &w, &r);
         pthread_mutex_lock(&k->mu);
+        if (k->orphan) { /* nobody waits: free what the app left to the thread */
+            pthread_mutex_unlock(&k->mu);
+            ui_result_free(&r);
+            ui_base_free(&k->base);
+            pthread_cond_destroy(&k->cv);
+            pthread_mutex_destroy(&k->mu);
+            free(k);
+            return NULL;
+        }
         ui_result_free(&k->done); /* an answer nobody took: a newer job superseded it */
         k->done = r;
         k->done_w = w;
@@ -52,7 +63,7 @@ int ui_app_async_start(ui_app *a)
     if (!a->loaded || !a->base.model || a->worker) return 0;
     struct ui_worker *k = calloc(1, sizeof *k);
     if (!k) return -1;
-    k->base = &a->base;
+    k->base = a->base;
     if (pthread_mutex_init(&k->mu, NULL)) goto fail_mu;
     if (pthread_cond_init(&k->cv, NULL)) goto fail_cv;
     if (pthread_create(&k->th, NULL, run, k)) goto fail_th;
@@ -73,6 +84,16 @@ void ui_app_async_stop(ui_app *a)
     if (!k) return;
     pthread_mutex_lock(&k->mu);
     k->quit = 1;
+    if (k->busy) { /* a layout in progress: the thread finishes it alone and frees it all */
+        k->orphan = 1;
+        memset(&a->base, 0, sizeof a->base); /* now the thread's (k->base) */
+        ui_result_free(&k->done);
+        pthread_mutex_unlock(&k->mu);
+        pthread_detach(k->th);
+        a->worker = NULL;
+        a->pending = 0;
+        return;
+    }
     pthread_cond_broadcast(&k->cv);
     pthread_mutex_unlock(&k->mu);
     pthread_join(k->th, NULL);

@@ -469,7 +469,12 @@ int ui_evaluate(const ui_base *b, const ui_whatif *w, ui_result *r)
     cluster *c = ui_cluster_whatif(b->clus, w, &e);
     if (c) r->pl = ui_replan(b, c, w, &r->origin, &r->plan_ms, r->note, sizeof r->note, &e);
     cluster_free(c);
-    if (r->pl) r->rep = sim_run(r->pl, &r->opt, &e);
+    /* a transformer's layout simulates one pipeline where its replicas are alike
+     * (sim_run_folded: the same figures and timeline in a fraction of the time; with
+     * mixed_rings, comm_s of a device whose ring hops differ from replica 0's to rounding:
+     * the dashboard shows four digits) */
+    if (r->pl)
+        r->rep = b->model ? sim_run_folded(r->pl, &r->opt, 1, &e) : sim_run(r->pl, &r->opt, &e);
     if (r->rep) {
         /* a transformer's layouts are compared by their MFU, not against a data-parallel
          * copy of the whole model (which would cost more than the layout) */
