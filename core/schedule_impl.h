@@ -39,6 +39,9 @@ static inline int act_is_send(int k) { return k == ACT_SEND_F || k == ACT_SEND_B
 /* Validates spec and allocates a schedule with its placement filled and every worker's
  * list empty. NULL with err naming the bad field. */
 schedule *sched_alloc(const sched_spec *spec, plumb_err *err);
+/* Frees a schedule whose compute order (lists, one per worker) was never finished; either
+ * may be NULL. */
+void sched_order_free(schedule *s, actvec *lists);
 
 /* Pipeline ranks of a chunked schedule: nstages / chunks. */
 int sched_nranks(const schedule *s);
