@@ -3,7 +3,8 @@
  * "Performance"): PASS or MISS per line. The sizes of a ratio are run alternately,
  * BENCH_REPS times each (default 5), and the least CPU time of each is kept: the machine
  * may be shared, and a neighbour only ever adds time. Each run is a child process of its
- * own, cold as `plumb sim` starts. Usage:
+ * own, cold as `plumb sim` starts (with its allocator settings, sim_malloc_for_one_run).
+ * Usage:
  *   bench_sim_scale micro STAGES MB     per schedule, the CPU time of sim_run at MB and at
  *                                       8 x MB microbatches (1 iteration asked) and their
  *                                       ratio (target < 10)
@@ -156,6 +157,7 @@ static double lower_one(const char *kname, int stages, int mb, int reps)
 
 int main(int argc, char **argv)
 {
+    sim_malloc_for_one_run(); /* as `plumb sim` runs (its children inherit it) */
     const char *mode = argc > 1 ? argv[1] : "";
     int a = argc > 2 ? atoi(argv[2]) : 0, b = argc > 3 ? atoi(argv[3]) : 0;
     int c = argc > 4 ? atoi(argv[4]) : 0;

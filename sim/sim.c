@@ -7,6 +7,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 
 #include "core/bounds.h"
 #include "sim/cost.h"
@@ -299,6 +302,14 @@ static int steady_need(const schedule *s)
 {
     int k0, k1;
     return sim_steady_window(s, &k0, &k1);
+}
+
+void sim_malloc_for_one_run(void)
+{
+#ifdef __GLIBC__
+    mallopt(M_MMAP_THRESHOLD, 32 << 20); /* glibc's largest */
+    mallopt(M_TRIM_THRESHOLD, 1 << 30);
+#endif
 }
 
 sim_report *sim_run(const plan *pl, const sim_options *opt, plumb_err *err)
