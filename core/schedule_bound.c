@@ -182,9 +182,10 @@ static int bctx_init(bctx *c, const schedule *s, unsigned sends)
         free(pend), free(fill);
         return -1;
     }
+    for (size_t d = 0; d < 2 * c->n; d++) pend[d] = -1; /* and so after each worker */
     for (int pass = 0; pass < 2; pass++) { /* 0: count per receiver, 1: fill */
-        for (size_t d = 0; d < 2 * c->n; d++) pend[d] = -1;
         for (int b = 0; b < W; b++) {
+            long open = 0; /* pend entries b set and has not taken */
             for (int i = 0; i < s->len[b]; i++) {
                 const action *x = &s->acts[b][i];
                 size_t d = taken_slot(c, x);
@@ -194,14 +195,15 @@ static int bctx_init(bctx *c, const schedule *s, unsigned sends)
                 }
                 if (counted_recv(x, sends) && x->peer >= 0 && x->peer < W) {
                     d = msg_slot(c, x);
-                    if (d < 2 * c->n && pend[d] < 0) pend[d] = x->peer;
+                    if (d < 2 * c->n && pend[d] < 0) pend[d] = x->peer, open++;
                 } else if (d < 2 * c->n && pend[d] >= 0) {
                     if (pass) c->rrecv[fill[b]++] = (struct brecv){pend[d], i};
                     else c->roff[b]++;
-                    pend[d] = -1;
+                    pend[d] = -1, open--;
                 }
             }
-            for (int i = 0; i < s->len[b]; i++) { /* receives never taken (an invalid IR) */
+            /* receives never taken (an invalid IR): none open, nothing to undo */
+            for (int i = 0; open && i < s->len[b]; i++) {
                 const action *x = &s->acts[b][i];
                 size_t d = msg_slot(c, x);
                 if (counted_recv(x, sends) && d < 2 * c->n) pend[d] = -1;

@@ -48,9 +48,17 @@ int sched_nranks(const schedule *s);
 /* The worker of pipeline rank r (chunked kinds). */
 int sched_rank_worker(const schedule *s, int r);
 /* Total microbatches laid out: microbatches * iterations. */
-int sched_total_mb(const schedule *s);
-/* 1 when worker w hosts a replica of stage st. */
-int sched_hosts(const schedule *s, int w, int st);
+static inline int sched_total_mb(const schedule *s) { return s->microbatches * s->iterations; }
+/* 1 when worker w hosts a replica of stage st. Inline: the validator asks it per
+ * action. */
+static inline int sched_hosts(const schedule *s, int w, int st)
+{
+    if (s->worker_stage && w >= 0 && w < s->nworkers && s->worker_stage[w] != -2)
+        return s->worker_stage[w] == st;
+    for (int j = 0; j < s->replicas[st]; j++)
+        if (s->stage_workers[s->stage_first[st] + j] == w) return 1;
+    return 0;
+}
 
 /* Moves lists[0..nworkers) into s (replacing its lists); the vectors are left empty. */
 int sched_adopt(schedule *s, actvec *lists, plumb_err *err);
