@@ -22,44 +22,47 @@
 /* 1 when a finishes the backward of its microbatch at its stage (B, or W of a split). */
 static int is_bwd_end(int k) { return k == ACT_B || k == ACT_W; }
 
-/* The groups of (worker w, stage st), v being w's list: each backward end of st is in
- * group microbatch / microbatches (an iteration; ends of a group past the last are not
+/* One scan of v (worker w's list) for stage st: whether it has an action of `kind` (*has,
+ * 1 or 0), its ALLREDUCEs (*nar), and its groups: each backward end of st is in group
+ * microbatch / microbatches (an iteration; ends of a group past the last are not
  * counted), or, for the kinds that step each round, in a group of its own. Returns pos,
  * [*ng + 1]: for each group k the index of the action after which it and every group
  * before it are complete (the last of their members; -1: before the first action), which
- * the caller frees; NULL when out of memory. nbwd: the backward ends of st in v. */
-static int *group_ends_of(const schedule *s, const actvec *v, int st, int nbwd, int *ng)
+ * the caller frees; NULL when out of memory. */
+static int *stage_scan(const schedule *s, const actvec *v, int st, int kind, int *has,
+                       int *nar, int *ng)
 {
-    int each = sched_traits_of(s->kind)->step_each_round, n = each ? nbwd : s->iterations;
-    int *pos = malloc(((size_t)n + 1) * sizeof *pos);
+    int each = sched_traits_of(s->kind)->step_each_round, n = each ? 0 : s->iterations;
+    int cap = each ? 16 : n + 1;
+    int *pos = malloc((size_t)cap * sizeof *pos);
     if (!pos) return NULL;
-    *ng = n;
+    *has = *nar = 0;
     for (int k = 0; k < n; k++) pos[k] = -1;
-    for (int i = 0, g = 0; i < v->n; i++) {
-        const action *a = &v->a[i];
-        if (a->stage != st || !is_bwd_end(a->kind)) continue;
-        int k = each ? g++ : a->microbatch / s->microbatches;
-        if (k >= 0 && k < n) pos[k] = i; /* members come in list order: the last stays */
-    }
-    for (int k = 1; k < n; k++) /* complete when it and all before are */
-        if (pos[k] < pos[k - 1]) pos[k] = pos[k - 1];
-    return pos;
-}
-
-/* Scans v for stage st: its backward ends (*nbwd), whether it has an action of `kind`
- * (returned, 1 or 0), and how many ALLREDUCEs (*nar). */
-static int scan_stage(const actvec *v, int st, int kind, int *nbwd, int *nar)
-{
-    int has = 0;
-    *nbwd = *nar = 0;
     for (int i = 0; i < v->n; i++) {
         const action *a = &v->a[i];
         if (a->stage != st) continue;
-        has |= a->kind == kind;
-        *nbwd += is_bwd_end(a->kind);
+        *has |= a->kind == kind;
         *nar += a->kind == ACT_ALLREDUCE;
+        if (!is_bwd_end(a->kind)) continue;
+        if (each) { /* a group of its own */
+            if (n + 1 >= cap) {
+                int *p = realloc(pos, (size_t)(cap *= 2) * sizeof *pos);
+                if (!p) {
+                    free(pos);
+                    return NULL;
+                }
+                pos = p;
+            }
+            pos[n++] = i;
+        } else {
+            int k = a->microbatch / s->microbatches;
+            if (k >= 0 && k < n) pos[k] = i; /* members come in list order: the last stays */
+        }
     }
-    return has;
+    for (int k = 1; k < n; k++) /* complete when it and all before are */
+        if (pos[k] < pos[k - 1]) pos[k] = pos[k - 1];
+    *ng = n;
+    return pos;
 }
 
 /* Rebuilds v with ins[k] placed after index after[k] (ascending; -1 = at the front), in
@@ -89,11 +92,14 @@ int sched_add_allreduce(const schedule *s, actvec *lists, plumb_err *err)
     for (int st = 0; st < s->nstages; st++) {
         if (s->replicas[st] < 2) continue;
         for (int j = 0; j < s->replicas[st]; j++) {
-            int w = s->stage_workers[s->stage_first[st] + j], nbwd, nar, ng;
+            int w = s->stage_workers[s->stage_first[st] + j], has, nar, ng = 0;
             actvec *v = &lists[w];
-            if (scan_stage(v, st, ACT_ALLREDUCE, &nbwd, &nar)) continue;
-            int *pos = group_ends_of(s, v, st, nbwd, &ng);
-            action *ins = malloc((size_t)(ng + 1) * sizeof *ins);
+            int *pos = stage_scan(s, v, st, ACT_ALLREDUCE, &has, &nar, &ng);
+            if (pos && has) {
+                free(pos);
+                continue;
+            }
+            action *ins = pos ? malloc((size_t)(ng + 1) * sizeof *ins) : NULL;
             if (!pos || !ins) {
                 free(pos), free(ins);
                 return err_set(err, NULL, NULL, "out of memory");
@@ -113,22 +119,23 @@ int sched_place_steps(const schedule *s, actvec *lists, plumb_err *err)
         for (int st = 0; st < s->nstages; st++) {
             if (!sched_hosts(s, w, st)) continue;
             actvec *v = &lists[w];
-            int nbwd, nar, ng;
-            if (scan_stage(v, st, ACT_STEP, &nbwd, &nar)) continue;
-            int *pos = NULL;
-            if (nar) { /* after each all-reduce */
-                ng = sched_traits_of(s->kind)->step_each_round ? nbwd : s->iterations;
-                if (nar != ng)
+            int has, nar, ng = 0;
+            int *pos = stage_scan(s, v, st, ACT_STEP, &has, &nar, &ng);
+            if (pos && has) {
+                free(pos);
+                continue;
+            }
+            if (pos && nar) { /* after each all-reduce */
+                if (nar != ng) {
+                    free(pos);
                     return err_set(err, NULL, NULL, "worker %d has %d REDUCE_GRAD of stage %d "
                                    "for %d optimizer steps (expected one per step)", w, nar, st,
                                    ng);
-                pos = malloc(((size_t)ng + 1) * sizeof *pos);
-                for (int i = 0, k = 0; pos && i < v->n; i++)
+                }
+                for (int i = 0, k = 0; i < v->n; i++)
                     if (v->a[i].kind == ACT_ALLREDUCE && v->a[i].stage == st) pos[k++] = i;
-            } else {
-                pos = group_ends_of(s, v, st, nbwd, &ng);
             }
-            action *ins = malloc((size_t)(ng + 1) * sizeof *ins);
+            action *ins = pos ? malloc((size_t)(ng + 1) * sizeof *ins) : NULL;
             if (!pos || !ins) {
                 free(pos), free(ins);
                 return err_set(err, NULL, NULL, "out of memory");
@@ -160,22 +167,25 @@ void sched_assign_versions(const schedule *s, actvec *lists)
     }
     for (size_t i = 0; i < (size_t)s->nstages * (size_t)T; i++) fver[i] = -1;
     for (int w = 0; w < s->nworkers; w++) {
+        int undefined = 0; /* a compute left at version -1 */
         for (int st = 0; st < s->nstages; st++) cur[st] = 0;
         for (int i = 0; i < lists[w].n; i++) {
             action *a = &lists[w].a[i];
             int st = a->stage, m = a->microbatch;
             a->version = -1;
-            if (st < 0 || st >= s->nstages) continue;
-            if (a->kind == ACT_STEP) {
-                a->version = ++cur[st];
-            } else if (act_is_compute(a->kind) && m >= 0 && m < T) {
-                if (a->kind == ACT_F) fver[(size_t)st * T + m] = cur[st];
-                a->version = a->kind == ACT_F ? cur[st] : fver[(size_t)st * T + m];
+            if (st >= 0 && st < s->nstages) {
+                if (a->kind == ACT_STEP) {
+                    a->version = ++cur[st];
+                } else if (act_is_compute(a->kind) && m >= 0 && m < T) {
+                    if (a->kind == ACT_F) fver[(size_t)st * T + m] = cur[st];
+                    a->version = a->kind == ACT_F ? cur[st] : fver[(size_t)st * T + m];
+                }
             }
+            undefined |= act_is_compute(a->kind) && a->version < 0;
         }
         /* B/I/W whose F is on another worker (an invalid IR) keep what fver held; make
          * them well defined */
-        for (int i = 0; i < lists[w].n; i++) {
+        for (int i = 0; undefined && i < lists[w].n; i++) {
             action *a = &lists[w].a[i];
             if (act_is_compute(a->kind) && a->version < 0) a->version = 0;
         }
