@@ -275,6 +275,15 @@ static int gen_order(const sched_spec *spec, schedule **out, actvec **lists, plu
     if (check_kind(s, err)) goto fail;
     l = calloc((size_t)s->nworkers, sizeof *l);
     if (!l) goto oom;
+    /* each list sized once, to what its stages' share of the microbatches needs (F and B,
+     * or F, I and W), instead of doubling as it is pushed */
+    int per = sched_traits_of(s->kind)->split_backward ? 3 : 2, T = sched_total_mb(s);
+    for (int st = 0; st < s->nstages; st++)
+        for (int j = 0; j < s->replicas[st]; j++)
+            l[s->stage_workers[s->stage_first[st] + j]].cap +=
+                per * ((T + s->replicas[st] - 1) / s->replicas[st]);
+    for (int w = 0; w < s->nworkers; w++)
+        if (l[w].cap > 0 && !(l[w].a = malloc((size_t)l[w].cap * sizeof *l[w].a))) goto oom;
     int rc;
     if (!sched_kind_chunked(s->kind))
         rc = gen_single(s, l);
