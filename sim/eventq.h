@@ -119,6 +119,19 @@ static inline int ev_less(const event *x, const event *y)
     return (a < b) | ((a == b) & (x->seq < y->seq));
 }
 
+/* Puts e in the hole at i, moving the hole up past the parents e goes before. */
+static inline void heap_rise(heap *h, size_t i, event e)
+{
+    while (i > 0) {
+        size_t p = (i - 1) / 2;
+        if (!ev_less(&e, &h->a[p]))
+            break;
+        h->a[i] = h->a[p];
+        i = p;
+    }
+    h->a[i] = e;
+}
+
 static inline int heap_push(heap *h, double t, int id)
 {
     if (h->n == h->cap) {
@@ -130,15 +143,7 @@ static inline int heap_push(heap *h, double t, int id)
         h->cap = nc;
     }
     event e = {t == 0 ? 0.0 : t, h->seq++, id};
-    size_t i = h->n++;
-    while (i > 0) {
-        size_t p = (i - 1) / 2;
-        if (!ev_less(&e, &h->a[p]))
-            break;
-        h->a[i] = h->a[p];
-        i = p;
-    }
-    h->a[i] = e;
+    heap_rise(h, h->n++, e);
     return 0;
 }
 
@@ -173,14 +178,7 @@ static inline event heap_pop(heap *h)
         h->a[i] = h->a[c];
         i = c;
     }
-    while (i > 0) {
-        size_t p = (i - 1) / 2;
-        if (!ev_less(&last, &h->a[p]))
-            break;
-        h->a[i] = h->a[p];
-        i = p;
-    }
-    h->a[i] = last;
+    heap_rise(h, i, last);
     return top;
 }
 
