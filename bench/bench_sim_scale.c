@@ -3,7 +3,8 @@
  * "Performance"): PASS or MISS per line. The sizes of a ratio are run alternately,
  * BENCH_REPS times each (default 5), and the least CPU time of each is kept: the machine
  * may be shared, and a neighbour only ever adds time. Each run is a child process of its
- * own, cold as `plumb sim` starts. Usage:
+ * own, cold as `plumb sim` starts (with its allocator settings, sim_malloc_for_one_run).
+ * Usage:
  *   bench_sim_scale micro STAGES MB     per schedule, the CPU time of sim_run at MB and at
  *                                       8 x MB microbatches (1 iteration asked) and their
  *                                       ratio (target < 10)
@@ -19,6 +20,9 @@
  *                                       mean of 16 and of 2 runs in a row of one plan,
  *                                       after a first not counted), and their ratio
  *   bench_sim_scale one SCHEDULE STAGES REPLICAS MB ITERS  one sim_run, for profiling
+ *   bench_sim_scale plan SCHEDULE STAGES REPLICAS MB OUT.json  writes the synthetic plan
+ *                                       (profile and cluster embedded) for `plumb sim`:
+ *                                       bench/sim_same.sh compares two builds on them
  * CPU time of the process, since the machine may be shared. Exit 1 when a run fails. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -153,6 +157,7 @@ static double lower_one(const char *kname, int stages, int mb, int reps)
 
 int main(int argc, char **argv)
 {
+    sim_malloc_for_one_run(); /* as `plumb sim` runs (its children inherit it) */
     const char *mode = argc > 1 ? argv[1] : "";
     int a = argc > 2 ? atoi(argv[2]) : 0, b = argc > 3 ? atoi(argv[3]) : 0;
     int c = argc > 4 ? atoi(argv[4]) : 0;
@@ -210,8 +215,21 @@ int main(int argc, char **argv)
                ev / t / 1e6);
         return 0;
     }
+    if (!strcmp(mode, "plan") && argc == 7) {
+        plumb_err err;
+        int kind = sched_kind_parse(argv[2]);
+        plan *pl = kind < 0 ? NULL : bench_synth_plan(kind, atoi(argv[3]), atoi(argv[4]),
+                                                      atoi(argv[5]), &err);
+        if (!pl || plan_save(pl, argv[6], &err)) {
+            fprintf(stderr, "bench_sim_scale: %s\n", kind < 0 ? "unknown schedule" : err.msg);
+            plan_free(pl);
+            return 1;
+        }
+        plan_free(pl);
+        return 0;
+    }
     fprintf(stderr, "usage: bench_sim_scale micro STAGES MB | lower STAGES MB | "
-            "replicas STAGES R MB | "
-            "events STAGES MB ITERS | one SCHEDULE STAGES REPLICAS MB ITERS\n");
+            "replicas STAGES R MB | events STAGES MB ITERS | "
+            "one SCHEDULE STAGES REPLICAS MB ITERS | plan SCHEDULE STAGES REPLICAS MB OUT\n");
     return 2;
 }

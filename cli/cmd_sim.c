@@ -110,6 +110,7 @@ int cmd_sim(int argc, char **argv)
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0},
     };
+    sim_malloc_for_one_run(); /* one plan, one run, then the process exits */
     sim_options o;
     sim_options_init(&o);
     const char *trace = NULL, *svg = NULL;

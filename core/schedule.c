@@ -40,21 +40,10 @@ void actvec_free(actvec *v)
 }
 
 int sched_nranks(const schedule *s) { return s->nstages / s->chunks; }
-int sched_total_mb(const schedule *s) { return s->microbatches * s->iterations; }
-
 int sched_rank_worker(const schedule *s, int r)
 {
     /* chunk 0 of rank r is stage r in both the interleaved and the V placement */
     return s->stage_workers[s->stage_first[r]];
-}
-
-int sched_hosts(const schedule *s, int w, int st)
-{
-    if (s->worker_stage && w >= 0 && w < s->nworkers && s->worker_stage[w] != -2)
-        return s->worker_stage[w] == st;
-    for (int j = 0; j < s->replicas[st]; j++)
-        if (s->stage_workers[s->stage_first[st] + j] == w) return 1;
-    return 0;
 }
 
 int schedule_worker_of(const schedule *s, int stage, int microbatch)

@@ -182,9 +182,10 @@ static int bctx_init(bctx *c, const schedule *s, unsigned sends)
         free(pend), free(fill);
         return -1;
     }
+    for (size_t d = 0; d < 2 * c->n; d++) pend[d] = -1; /* and so after each worker */
     for (int pass = 0; pass < 2; pass++) { /* 0: count per receiver, 1: fill */
-        for (size_t d = 0; d < 2 * c->n; d++) pend[d] = -1;
         for (int b = 0; b < W; b++) {
+            long open = 0; /* pend entries b set and has not taken */
             for (int i = 0; i < s->len[b]; i++) {
                 const action *x = &s->acts[b][i];
                 size_t d = taken_slot(c, x);
@@ -194,14 +195,15 @@ static int bctx_init(bctx *c, const schedule *s, unsigned sends)
                 }
                 if (counted_recv(x, sends) && x->peer >= 0 && x->peer < W) {
                     d = msg_slot(c, x);
-                    if (d < 2 * c->n && pend[d] < 0) pend[d] = x->peer;
+                    if (d < 2 * c->n && pend[d] < 0) pend[d] = x->peer, open++;
                 } else if (d < 2 * c->n && pend[d] >= 0) {
                     if (pass) c->rrecv[fill[b]++] = (struct brecv){pend[d], i};
                     else c->roff[b]++;
-                    pend[d] = -1;
+                    pend[d] = -1, open--;
                 }
             }
-            for (int i = 0; i < s->len[b]; i++) { /* receives never taken (an invalid IR) */
+            /* receives never taken (an invalid IR): none open, nothing to undo */
+            for (int i = 0; open && i < s->len[b]; i++) {
                 const action *x = &s->acts[b][i];
                 size_t d = msg_slot(c, x);
                 if (counted_recv(x, sends) && d < 2 * c->n) pend[d] = -1;
@@ -304,11 +306,21 @@ static int allreduce_ready(bctx *c, const schedule *s, int w, const action *a)
     return 1;
 }
 
+/* into = max(into, from), component by component: 4 at a time in vector registers (GCC
+ * and clang's vector extensions; x86-64's SSE2 has no integer max, so a compare and a
+ * select), for a clock is joined at every message taken. */
+typedef int vc4 __attribute__((vector_size(16)));
 static void clock_join(int *restrict into, const int *restrict from, int W)
 {
     int v = 0;
-    for (; v + 8 <= W; v += 8) /* blocks of 8, which the compiler vectorizes */
-        for (int k = v; k < v + 8; k++) into[k] = from[k] > into[k] ? from[k] : into[k];
+    for (; v + 4 <= W; v += 4) {
+        vc4 a, b;
+        memcpy(&a, into + v, sizeof a);
+        memcpy(&b, from + v, sizeof b);
+        vc4 gt = b > a;
+        a = (b & gt) | (a & ~gt);
+        memcpy(into + v, &a, sizeof a);
+    }
     for (; v < W; v++) into[v] = from[v] > into[v] ? from[v] : into[v];
 }
 

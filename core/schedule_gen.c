@@ -264,34 +264,79 @@ schedule *schedule_generate(const sched_spec *spec, plumb_err *err)
     return schedule_generate_costed(spec, NULL, err);
 }
 
-schedule *schedule_generate_costed(const sched_spec *spec, const double *stage_cost,
-                                   plumb_err *err)
+/* The compute order of spec (checked, generated: each worker's F/B/I/W in lists, not yet
+ * lowered) into a new schedule *out. 0, or -1 with err (*out and lists freed). */
+static int gen_order(const sched_spec *spec, schedule **out, actvec **lists, plumb_err *err)
 {
     schedule *s = sched_alloc(spec, err);
-    if (!s) return NULL;
-    actvec *lists = NULL;
+    actvec *l = NULL;
+    *out = NULL, *lists = NULL;
+    if (!s) return -1;
     if (check_kind(s, err)) goto fail;
-    lists = calloc((size_t)s->nworkers, sizeof *lists);
-    if (!lists) goto oom;
+    l = calloc((size_t)s->nworkers, sizeof *l);
+    if (!l) goto oom;
+    /* each list sized once, to what its stages' share of the microbatches needs (F and B,
+     * or F, I and W), instead of doubling as it is pushed */
+    int per = sched_traits_of(s->kind)->split_backward ? 3 : 2, T = sched_total_mb(s);
+    for (int st = 0; st < s->nstages; st++)
+        for (int j = 0; j < s->replicas[st]; j++)
+            l[s->stage_workers[s->stage_first[st] + j]].cap +=
+                per * ((T + s->replicas[st] - 1) / s->replicas[st]);
+    for (int w = 0; w < s->nworkers; w++)
+        if (l[w].cap > 0 && !(l[w].a = malloc((size_t)l[w].cap * sizeof *l[w].a))) goto oom;
     int rc;
     if (!sched_kind_chunked(s->kind))
-        rc = gen_single(s, lists);
+        rc = gen_single(s, l);
     else if (s->replicas[0] > 1)
-        rc = gen_chunked_replicated(s, lists);
+        rc = gen_chunked_replicated(s, l);
     else
-        rc = gen_chunked(s, lists);
+        rc = gen_chunked(s, l);
     if (rc) goto oom;
-    if (sched_finish(s, lists, stage_cost, err)) goto fail;
-    free(lists);
-    return s;
+    *out = s, *lists = l;
+    return 0;
 oom:
     err_set(err, NULL, NULL, "out of memory");
 fail:
-    if (lists)
-        for (int w = 0; w < s->nworkers; w++) actvec_free(&lists[w]);
+    sched_order_free(s, l);
+    return -1;
+}
+
+void sched_order_free(schedule *s, actvec *lists)
+{
+    for (int w = 0; lists && s && w < s->nworkers; w++) actvec_free(&lists[w]);
     free(lists);
     schedule_free(s);
-    return NULL;
+}
+
+schedule *schedule_generate_costed(const sched_spec *spec, const double *stage_cost,
+                                   plumb_err *err)
+{
+    schedule *s;
+    actvec *lists;
+    if (gen_order(spec, &s, &lists, err)) return NULL;
+    if (sched_finish(s, lists, stage_cost, err)) {
+        sched_order_free(s, lists);
+        return NULL;
+    }
+    free(lists);
+    return s;
+}
+
+/* need(s) of s's compute order (lists, not yet lowered): s lent the lists as its actions
+ * for the call. */
+static int order_need(schedule *s, actvec *lists, int (*need)(const schedule *))
+{
+    action **acts = s->acts;
+    int *len = s->len, rc = -1;
+    s->acts = malloc(((size_t)s->nworkers + 1) * sizeof *s->acts);
+    s->len = malloc(((size_t)s->nworkers + 1) * sizeof *s->len);
+    if (s->acts && s->len) {
+        for (int w = 0; w < s->nworkers; w++) s->acts[w] = lists[w].a, s->len[w] = lists[w].n;
+        rc = need(s);
+    }
+    free(s->acts), free(s->len);
+    s->acts = acts, s->len = len;
+    return rc;
 }
 
 int schedule_plan_costs(const plan *pl, double *cost)
@@ -333,8 +378,11 @@ static int cmp_int(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-schedule *schedule_from_plan(const plan *pl, int iterations, plumb_err *err)
+schedule *schedule_from_plan_grown(const plan *pl, int iterations,
+                                   int (*need)(const schedule *), int rounds, int *grown,
+                                   plumb_err *err)
 {
+    if (grown) *grown = 0;
     if (!pl || pl->nstages < 1 || !pl->stages)
         return err_set(err, NULL, "stages", "the plan has no stages"), NULL;
     int total = 0;
@@ -376,10 +424,36 @@ schedule *schedule_from_plan(const plan *pl, int iterations, plumb_err *err)
         err_set(err, NULL, NULL, "out of memory");
         goto done;
     }
-    s = schedule_generate_costed(&spec, schedule_plan_costs(pl, cost) ? NULL : cost, err);
-    if (s)
-        for (int w = 0; w < s->nworkers; w++) s->worker_device[w] = sorted[w];
+    const double *sc = schedule_plan_costs(pl, cost) ? NULL : cost;
+    actvec *lists = NULL;
+    for (int round = 0;; round++) { /* the compute order, grown while need asks */
+        if (gen_order(&spec, &s, &lists, err)) goto done;
+        int k = need ? order_need(s, lists, need) : 0;
+        if (k < 0) {
+            err_set(err, NULL, NULL, "out of memory");
+            sched_order_free(s, lists);
+            s = NULL;
+            goto done;
+        }
+        if (k <= spec.iterations || round >= rounds) break;
+        sched_order_free(s, lists);
+        s = NULL;
+        spec.iterations = k;
+        if (grown) ++*grown;
+    }
+    if (sched_finish(s, lists, sc, err)) {
+        sched_order_free(s, lists);
+        s = NULL;
+        goto done;
+    }
+    free(lists);
+    for (int w = 0; w < s->nworkers; w++) s->worker_device[w] = sorted[w];
 done:
     free(reps), free(devs), free(sorted), free(workers), free(cost);
     return s;
+}
+
+schedule *schedule_from_plan(const plan *pl, int iterations, plumb_err *err)
+{
+    return schedule_from_plan_grown(pl, iterations, NULL, 0, NULL, err);
 }

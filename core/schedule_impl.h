@@ -39,15 +39,26 @@ static inline int act_is_send(int k) { return k == ACT_SEND_F || k == ACT_SEND_B
 /* Validates spec and allocates a schedule with its placement filled and every worker's
  * list empty. NULL with err naming the bad field. */
 schedule *sched_alloc(const sched_spec *spec, plumb_err *err);
+/* Frees a schedule whose compute order (lists, one per worker) was never finished; either
+ * may be NULL. */
+void sched_order_free(schedule *s, actvec *lists);
 
 /* Pipeline ranks of a chunked schedule: nstages / chunks. */
 int sched_nranks(const schedule *s);
 /* The worker of pipeline rank r (chunked kinds). */
 int sched_rank_worker(const schedule *s, int r);
 /* Total microbatches laid out: microbatches * iterations. */
-int sched_total_mb(const schedule *s);
-/* 1 when worker w hosts a replica of stage st. */
-int sched_hosts(const schedule *s, int w, int st);
+static inline int sched_total_mb(const schedule *s) { return s->microbatches * s->iterations; }
+/* 1 when worker w hosts a replica of stage st. Inline: the validator asks it per
+ * action. */
+static inline int sched_hosts(const schedule *s, int w, int st)
+{
+    if (s->worker_stage && w >= 0 && w < s->nworkers && s->worker_stage[w] != -2)
+        return s->worker_stage[w] == st;
+    for (int j = 0; j < s->replicas[st]; j++)
+        if (s->stage_workers[s->stage_first[st] + j] == w) return 1;
+    return 0;
+}
 
 /* Moves lists[0..nworkers) into s (replacing its lists); the vectors are left empty. */
 int sched_adopt(schedule *s, actvec *lists, plumb_err *err);

@@ -22,42 +22,47 @@
 /* 1 when a finishes the backward of its microbatch at its stage (B, or W of a split). */
 static int is_bwd_end(int k) { return k == ACT_B || k == ACT_W; }
 
-/* Groups of (worker w, stage st) and the group of each backward end; fills grp[i] for the
- * list's actions (-1 for others). Returns the number of groups. */
-static int groups_of(const schedule *s, const actvec *v, int st, int *grp)
+/* One scan of v (worker w's list) for stage st: whether it has an action of `kind` (*has,
+ * 1 or 0), its ALLREDUCEs (*nar), and its groups: each backward end of st is in group
+ * microbatch / microbatches (an iteration; ends of a group past the last are not
+ * counted), or, for the kinds that step each round, in a group of its own. Returns pos,
+ * [*ng + 1]: for each group k the index of the action after which it and every group
+ * before it are complete (the last of their members; -1: before the first action), which
+ * the caller frees; NULL when out of memory. */
+static int *stage_scan(const schedule *s, const actvec *v, int st, int kind, int *has,
+                       int *nar, int *ng)
 {
-    int g = 0, step_each_round = sched_traits_of(s->kind)->step_each_round;
+    int each = sched_traits_of(s->kind)->step_each_round, n = each ? 0 : s->iterations;
+    int cap = each ? 16 : n + 1;
+    int *pos = malloc((size_t)cap * sizeof *pos);
+    if (!pos) return NULL;
+    *has = *nar = 0;
+    for (int k = 0; k < n; k++) pos[k] = -1;
     for (int i = 0; i < v->n; i++) {
-        grp[i] = -1;
         const action *a = &v->a[i];
-        if (a->stage != st || !is_bwd_end(a->kind)) continue;
-        if (step_each_round)
-            grp[i] = g++;
-        else
-            grp[i] = a->microbatch / s->microbatches;
+        if (a->stage != st) continue;
+        *has |= a->kind == kind;
+        *nar += a->kind == ACT_ALLREDUCE;
+        if (!is_bwd_end(a->kind)) continue;
+        if (each) { /* a group of its own */
+            if (n + 1 >= cap) {
+                int *p = realloc(pos, (size_t)(cap *= 2) * sizeof *pos);
+                if (!p) {
+                    free(pos);
+                    return NULL;
+                }
+                pos = p;
+            }
+            pos[n++] = i;
+        } else {
+            int k = a->microbatch / s->microbatches;
+            if (k >= 0 && k < n) pos[k] = i; /* members come in list order: the last stays */
+        }
     }
-    return step_each_round ? g : s->iterations;
-}
-
-/* For each group k of (w, st), the index of the action after which the group completes
- * (-1: before the first action). pos has ngroups entries. */
-static void group_ends(const actvec *v, const int *grp, int ngroups, int *pos)
-{
-    int *left = calloc((size_t)(ngroups > 0 ? ngroups : 1), sizeof *left);
-    if (!left) {
-        for (int k = 0; k < ngroups; k++) pos[k] = v->n - 1;
-        return;
-    }
-    for (int i = 0; i < v->n; i++)
-        if (grp[i] >= 0 && grp[i] < ngroups) left[grp[i]]++;
-    int next = 0;
-    while (next < ngroups && left[next] == 0) pos[next++] = -1;
-    for (int i = 0; i < v->n && next < ngroups; i++) {
-        if (grp[i] >= 0 && grp[i] < ngroups) left[grp[i]]--;
-        while (next < ngroups && left[next] == 0) pos[next++] = i;
-    }
-    while (next < ngroups) pos[next++] = v->n - 1;
-    free(left);
+    for (int k = 1; k < n; k++) /* complete when it and all before are */
+        if (pos[k] < pos[k - 1]) pos[k] = pos[k - 1];
+    *ng = n;
+    return pos;
 }
 
 /* Rebuilds v with ins[k] placed after index after[k] (ascending; -1 = at the front), in
@@ -82,34 +87,26 @@ static int insert_after(actvec *v, const int *after, const action *ins, int nins
     return 0;
 }
 
-static int has_kind(const actvec *v, int kind, int st)
-{
-    for (int i = 0; i < v->n; i++)
-        if (v->a[i].kind == kind && v->a[i].stage == st) return 1;
-    return 0;
-}
-
 int sched_add_allreduce(const schedule *s, actvec *lists, plumb_err *err)
 {
     for (int st = 0; st < s->nstages; st++) {
         if (s->replicas[st] < 2) continue;
         for (int j = 0; j < s->replicas[st]; j++) {
-            int w = s->stage_workers[s->stage_first[st] + j];
+            int w = s->stage_workers[s->stage_first[st] + j], has, nar, ng = 0;
             actvec *v = &lists[w];
-            if (has_kind(v, ACT_ALLREDUCE, st)) continue;
-            int *grp = malloc((size_t)(v->n + 1) * sizeof *grp);
-            if (!grp) return err_set(err, NULL, NULL, "out of memory");
-            int ng = groups_of(s, v, st, grp);
-            int *pos = malloc((size_t)(ng + 1) * sizeof *pos);
-            action *ins = malloc((size_t)(ng + 1) * sizeof *ins);
+            int *pos = stage_scan(s, v, st, ACT_ALLREDUCE, &has, &nar, &ng);
+            if (pos && has) {
+                free(pos);
+                continue;
+            }
+            action *ins = pos ? malloc((size_t)(ng + 1) * sizeof *ins) : NULL;
             if (!pos || !ins) {
-                free(grp), free(pos), free(ins);
+                free(pos), free(ins);
                 return err_set(err, NULL, NULL, "out of memory");
             }
-            group_ends(v, grp, ng, pos);
             for (int k = 0; k < ng; k++) ins[k] = act_make(ACT_ALLREDUCE, st, -1);
             int rc = insert_after(v, pos, ins, ng);
-            free(grp), free(pos), free(ins);
+            free(pos), free(ins);
             if (rc) return err_set(err, NULL, NULL, "out of memory");
         }
     }
@@ -122,28 +119,27 @@ int sched_place_steps(const schedule *s, actvec *lists, plumb_err *err)
         for (int st = 0; st < s->nstages; st++) {
             if (!sched_hosts(s, w, st)) continue;
             actvec *v = &lists[w];
-            if (has_kind(v, ACT_STEP, st)) continue;
-            int *grp = malloc((size_t)(v->n + 1) * sizeof *grp);
-            if (!grp) return err_set(err, NULL, NULL, "out of memory");
-            int ng = groups_of(s, v, st, grp);
-            int *pos = malloc((size_t)(ng + 1) * sizeof *pos);
-            action *ins = malloc((size_t)(ng + 1) * sizeof *ins);
+            int has, nar, ng = 0;
+            int *pos = stage_scan(s, v, st, ACT_STEP, &has, &nar, &ng);
+            if (pos && has) {
+                free(pos);
+                continue;
+            }
+            if (pos && nar) { /* after each all-reduce */
+                if (nar != ng) {
+                    free(pos);
+                    return err_set(err, NULL, NULL, "worker %d has %d REDUCE_GRAD of stage %d "
+                                   "for %d optimizer steps (expected one per step)", w, nar, st,
+                                   ng);
+                }
+                for (int i = 0, k = 0; i < v->n; i++)
+                    if (v->a[i].kind == ACT_ALLREDUCE && v->a[i].stage == st) pos[k++] = i;
+            }
+            action *ins = pos ? malloc((size_t)(ng + 1) * sizeof *ins) : NULL;
             if (!pos || !ins) {
-                free(grp), free(pos), free(ins);
+                free(pos), free(ins);
                 return err_set(err, NULL, NULL, "out of memory");
             }
-            int nar = 0;
-            for (int i = 0; i < v->n; i++)
-                if (v->a[i].kind == ACT_ALLREDUCE && v->a[i].stage == st) {
-                    if (nar < ng) pos[nar] = i;
-                    nar++;
-                }
-            if (nar && nar != ng) {
-                free(grp), free(pos), free(ins);
-                return err_set(err, NULL, NULL, "worker %d has %d REDUCE_GRAD of stage %d for "
-                               "%d optimizer steps (expected one per step)", w, nar, st, ng);
-            }
-            if (!nar) group_ends(v, grp, ng, pos);
             /* after the anchor and the transfers that follow it directly (a send then
              * leaves as its data is produced; receives only post) */
             for (int k = 0; k < ng; k++) {
@@ -153,7 +149,7 @@ int sched_place_steps(const schedule *s, actvec *lists, plumb_err *err)
             for (int k = 1; k < ng; k++)
                 if (pos[k] < pos[k - 1]) pos[k] = pos[k - 1];
             int rc = insert_after(v, pos, ins, ng);
-            free(grp), free(pos), free(ins);
+            free(pos), free(ins);
             if (rc) return err_set(err, NULL, NULL, "out of memory");
         }
     }
@@ -171,22 +167,25 @@ void sched_assign_versions(const schedule *s, actvec *lists)
     }
     for (size_t i = 0; i < (size_t)s->nstages * (size_t)T; i++) fver[i] = -1;
     for (int w = 0; w < s->nworkers; w++) {
+        int undefined = 0; /* a compute left at version -1 */
         for (int st = 0; st < s->nstages; st++) cur[st] = 0;
         for (int i = 0; i < lists[w].n; i++) {
             action *a = &lists[w].a[i];
             int st = a->stage, m = a->microbatch;
             a->version = -1;
-            if (st < 0 || st >= s->nstages) continue;
-            if (a->kind == ACT_STEP) {
-                a->version = ++cur[st];
-            } else if (act_is_compute(a->kind) && m >= 0 && m < T) {
-                if (a->kind == ACT_F) fver[(size_t)st * T + m] = cur[st];
-                a->version = a->kind == ACT_F ? cur[st] : fver[(size_t)st * T + m];
+            if (st >= 0 && st < s->nstages) {
+                if (a->kind == ACT_STEP) {
+                    a->version = ++cur[st];
+                } else if (act_is_compute(a->kind) && m >= 0 && m < T) {
+                    if (a->kind == ACT_F) fver[(size_t)st * T + m] = cur[st];
+                    a->version = a->kind == ACT_F ? cur[st] : fver[(size_t)st * T + m];
+                }
             }
+            undefined |= act_is_compute(a->kind) && a->version < 0;
         }
         /* B/I/W whose F is on another worker (an invalid IR) keep what fver held; make
          * them well defined */
-        for (int i = 0; i < lists[w].n; i++) {
+        for (int i = 0; undefined && i < lists[w].n; i++) {
             action *a = &lists[w].a[i];
             if (act_is_compute(a->kind) && a->version < 0) a->version = 0;
         }
@@ -253,6 +252,7 @@ typedef struct lower_st {
     double *freet;               /* [w] when the worker is free */
     double **start;              /* [w][i] start of action i */
     evvec *evs;                  /* [w] the lowered list, before sorting */
+    const int *room;             /* [w] room to leave in the list for the STEPs to come */
     int *arfast, *arrived;       /* [st] replicas hold only st; replicas at its all-reduce */
     char *atar;                  /* [w] counted in arrived at the all-reduce at pc */
     double tiny;                 /* duration of an all-reduce or a step */
@@ -345,6 +345,7 @@ static int lower_step(lower_st *L, int w, plumb_err *err)
 {
     char a_txt[48];
     const action *a = &L->lists[w].a[L->pc[w]];
+    __builtin_prefetch(a + 8); /* the workers' lists are read in turn: fetch ahead */
     int st = a->stage, m = a->microbatch, T = L->T;
     size_t k = (size_t)(st >= 0 ? st : 0) * T + (m >= 0 ? m : 0);
     double ready = L->freet[w];
@@ -500,7 +501,8 @@ static int ev_emit(const lower_st *L, int w, evvec *v)
     actvec *out = &L->lists[w];
     const ev *e = v->e;
     int n = v->n, rb[FEW + 2], at[FEW], nr = 0;
-    action *dst = malloc(((size_t)n + 1) * sizeof *dst);
+    int cap = n + 1 + L->room[w]; /* the STEPs to come are put in place */
+    action *dst = malloc((size_t)cap * sizeof *dst);
     if (!dst) return -1;
     const action *src = out->a;
     rb[nr++] = 0;
@@ -539,7 +541,7 @@ static int ev_emit(const lower_st *L, int w, evvec *v)
         }
     }
     free(out->a);
-    out->a = dst, out->n = n, out->cap = n + 1;
+    out->a = dst, out->n = n, out->cap = cap;
     return 0;
 }
 
@@ -609,15 +611,17 @@ static int lower_emit(lower_st *L)
     return 0;
 }
 
-/* Lowers each worker's compute-only list (lists[w], rewritten in place): checks it
- * (lower_index), times it under cost (lower_time) and adds the transfers (lower_emit).
- * Returns 0, or -1 with err set (an order that cannot run, out of memory). */
-static int lower_compute(const schedule *s, actvec *lists, const double *cost, plumb_err *err)
+/* Lowers each worker's compute-only list (lists[w], rewritten in place, with room[w]
+ * actions to spare): checks it (lower_index), times it under cost (lower_time) and adds
+ * the transfers (lower_emit). Returns 0, or -1 with err set (an order that cannot run,
+ * out of memory). */
+static int lower_compute(const schedule *s, actvec *lists, const double *cost,
+                         const int *room, plumb_err *err)
 {
     int S = s->nstages, T = sched_total_mb(s), W = s->nworkers, rc = -1;
     size_t ST = (size_t)S * (size_t)T;
     lower_st L = {s, lists, cost, S, T, W, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
-                  NULL, NULL, NULL, NULL, NULL, 1e-3, 0};
+                  NULL, NULL, room, NULL, NULL, NULL, 1e-3, 0};
     L.fw = malloc(ST * sizeof *L.fw), L.bw = malloc(ST * sizeof *L.bw);
     L.fend = malloc(ST * sizeof *L.fend), L.bend = malloc(ST * sizeof *L.bend);
     L.pc = calloc((size_t)W, sizeof *L.pc), L.arcnt = calloc((size_t)W * S, sizeof *L.arcnt);
@@ -676,10 +680,21 @@ done:
  * sched_place_steps would place them. */
 int sched_lower(const schedule *s, actvec *lists, const double *cost, plumb_err *err)
 {
-    int W = s->nworkers, rc = -1;
+    int W = s->nworkers, rc = -1, each = sched_traits_of(s->kind)->step_each_round;
     actvec *steps = calloc((size_t)W, sizeof *steps);
-    if (!steps) return err_set(err, NULL, NULL, "out of memory");
+    int *room = calloc((size_t)W + 1, sizeof *room);
+    if (!steps || !room) {
+        free(steps), free(room);
+        return err_set(err, NULL, NULL, "out of memory");
+    }
     for (int w = 0; w < W; w++) {
+        /* the STEPs sched_place_steps adds: one per iteration of each stage the worker
+         * holds, or per backward where each round steps (only room: a list that needs
+         * more grows) */
+        for (int st = 0; st < s->nstages && !each; st++)
+            room[w] += sched_hosts(s, w, st) ? s->iterations : 0;
+        for (int i = 0; i < lists[w].n && each; i++)
+            room[w] += is_bwd_end(lists[w].a[i].kind);
         int n = 0, kept = 0;
         for (int i = 0; i < lists[w].n; i++) {
             action a = lists[w].a[i];
@@ -693,7 +708,8 @@ int sched_lower(const schedule *s, actvec *lists, const double *cost, plumb_err 
         }
         lists[w].n = n;
     }
-    if (lower_compute(s, lists, cost, err)) goto done;
+    for (int w = 0; w < W; w++) room[w] += steps[w].n;
+    if (lower_compute(s, lists, cost, room, err)) goto done;
     for (int w = 0; w < W; w++) {
         if (!steps[w].n) continue;
         int *after = malloc((size_t)steps[w].n * sizeof *after);
@@ -722,7 +738,7 @@ oom:
     err_set(err, NULL, NULL, "out of memory");
 done:
     for (int w = 0; w < W; w++) actvec_free(&steps[w]);
-    free(steps);
+    free(steps), free(room);
     return rc;
 }
 

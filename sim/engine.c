@@ -241,8 +241,8 @@ static int setup(eng *E)
     E->xfree = -1;
     for (int w = 0; w < nw; w++) {
         wstate *ws = &E->ws[w];
-        ws->lpeer[0] = ws->lpeer[1] = -1;
-        ws->speer[0] = ws->speer[1] = ws->rpeer[0] = ws->rpeer[1] = -1;
+        for (int k = 0; k < 4; k++)
+            ws->lpeer[k] = ws->speer[k] = ws->rpeer[k] = -1;
         ws->ring_g = -1;
         E->dev_track[w] = E->coll_track[w] = -1;
         if (!E->m->record)

@@ -237,24 +237,25 @@ int eng_send(eng *E, int w, int c, int iter, double t)
     int xi = eng_xfer_alloc(E);
     if (xi < 0)
         return eng_oom(E);
-    if (a->peer != ws->lpeer[fwd]) {  /* a worker alternates directions: one per each */
+    int k = 2 * fwd + (a->peer > w); /* the cached link and channel of this way */
+    if (a->peer != ws->lpeer[k]) {
         int d0 = E->m->worker_device[w], d1 = E->m->worker_device[a->peer];
-        ws->link[fwd] = d0 == d1 ? -1 : eng_link_of(E, d0, d1);
-        if (d0 != d1 && ws->link[fwd] < 0)
-            return ws->link[fwd] == -2 ? -1 : eng_oom(E);
-        ws->lpeer[fwd] = a->peer;
+        ws->link[k] = d0 == d1 ? -1 : eng_link_of(E, d0, d1);
+        if (d0 != d1 && ws->link[k] < 0)
+            return ws->link[k] == -2 ? -1 : eng_oom(E);
+        ws->lpeer[k] = a->peer;
     }
-    if (a->peer != ws->speer[fwd]) {
-        if ((ws->schan[fwd] = chan_of(E, w, a->peer, fwd)) < 0)
+    if (a->peer != ws->speer[k]) {
+        if ((ws->schan[k] = chan_of(E, w, a->peer, fwd)) < 0)
             return eng_oom(E);
-        ws->speer[fwd] = a->peer;
+        ws->speer[k] = a->peer;
     }
     int lo = a->stage < a->peer_stage ? a->stage : a->peer_stage;
     xfer *x = &E->x[xi];
-    *x = (xfer){.bytes = E->m->cut_bytes[lo], .arrival = -1, .a = a, .link = ws->link[fwd],
+    *x = (xfer){.bytes = E->m->cut_bytes[lo], .arrival = -1, .a = a, .link = ws->link[k],
                 .group = -1, .waiter = -1, .lnext = -1, .pnext = -1, .cnext = -1, .iter = iter,
                 .src_w = w};
-    chan *ch = &E->ch[ws->schan[fwd]];
+    chan *ch = &E->ch[ws->schan[k]];
     if (ch->tail >= 0)
         E->x[ch->tail].cnext = xi;
     else
@@ -282,12 +283,13 @@ int eng_recv(eng *E, int w, int c, double t)
     const action *a = &E->s->acts[w][c];
     wstate *ws = &E->ws[w];
     int fwd = a->kind == ACT_RECV_F;
-    if (a->peer != ws->rpeer[fwd]) {
-        if ((ws->rchan[fwd] = chan_of(E, a->peer, w, fwd)) < 0)
+    int k = 2 * fwd + (a->peer > w); /* the cached channel of this way */
+    if (a->peer != ws->rpeer[k]) {
+        if ((ws->rchan[k] = chan_of(E, a->peer, w, fwd)) < 0)
             return eng_oom(E);
-        ws->rpeer[fwd] = a->peer;
+        ws->rpeer[k] = a->peer;
     }
-    chan *ch = &E->ch[ws->rchan[fwd]];
+    chan *ch = &E->ch[ws->rchan[k]];
     int prev = -1, xi = ch->head;
     while (xi >= 0) {
         const action *sa = E->x[xi].a;

@@ -65,9 +65,12 @@ typedef struct group {       /* the k-th all-reduce of one stage among its repli
 typedef struct wstate {      /* per worker */
     int cursor, iter, inflight;
     int mb_it, mb_lo;        /* the iteration of its last microbatch and its first one */
-    int lpeer[2], link[2];   /* the last peer sent to per direction and its link */
-    int speer[2], schan[2];  /* the last peer sent to per direction and the channel */
-    int rpeer[2], rchan[2];  /* the last peer received from per direction and the channel */
+    /* per direction and side (2 fwd + (peer > worker): a V placement sends activations
+     * both ways), the last peer sent to and its link, the last peer sent to and the
+     * channel, the last peer received from and the channel */
+    int lpeer[4], link[4];
+    int speer[4], schan[4];
+    int rpeer[4], rchan[4];
     int *post;               /* its posted RECVs whose consumer has not run (action
                                 indices, in posting order): post[p0 .. npost) */
     int p0, npost, cappost;

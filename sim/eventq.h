@@ -6,6 +6,7 @@
 
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 /* --- a small open-addressing hash from (uint64, uint64) keys to ints ------------------- */
 
@@ -100,9 +101,35 @@ typedef struct heap {
     uint32_t seq;
 } heap;
 
+/* The order of an event's time as an unsigned integer: the IEEE bits of a double, the
+ * negatives' flipped, compare as the doubles do (-0.0 is made +0.0 at the push; times
+ * are never NaN: the model's costs are checked finite). */
+static inline uint64_t ev_tkey(double t)
+{
+    uint64_t u;
+    memcpy(&u, &t, sizeof u);
+    return u ^ ((uint64_t)((int64_t)u >> 63) | 0x8000000000000000ULL);
+}
+
+/* x before y: (time, insertion number), without branches (the heap's comparisons are
+ * data dependent and mispredict). */
 static inline int ev_less(const event *x, const event *y)
 {
-    return x->t < y->t || (x->t == y->t && x->seq < y->seq);
+    uint64_t a = ev_tkey(x->t), b = ev_tkey(y->t);
+    return (a < b) | ((a == b) & (x->seq < y->seq));
+}
+
+/* Puts e in the hole at i, moving the hole up past the parents e goes before. */
+static inline void heap_rise(heap *h, size_t i, event e)
+{
+    while (i > 0) {
+        size_t p = (i - 1) / 2;
+        if (!ev_less(&e, &h->a[p]))
+            break;
+        h->a[i] = h->a[p];
+        i = p;
+    }
+    h->a[i] = e;
 }
 
 static inline int heap_push(heap *h, double t, int id)
@@ -115,16 +142,8 @@ static inline int heap_push(heap *h, double t, int id)
         h->a = na;
         h->cap = nc;
     }
-    event e = {t, h->seq++, id};
-    size_t i = h->n++;
-    while (i > 0) {
-        size_t p = (i - 1) / 2;
-        if (!ev_less(&e, &h->a[p]))
-            break;
-        h->a[i] = h->a[p];
-        i = p;
-    }
-    h->a[i] = e;
+    event e = {t == 0 ? 0.0 : t, h->seq++, id};
+    heap_rise(h, h->n++, e);
     return 0;
 }
 
@@ -140,23 +159,26 @@ static inline int heap_push_seq(heap *h, double t, int id, uint32_t seq)
     return rc;
 }
 
+/* Removes the earliest event. The hole left at the root goes down the smaller child to a
+ * leaf (one comparison a level), and the last event rises from there into it (it came
+ * from the bottom, so it rarely rises far): about half the comparisons of sifting the
+ * last event down from the root. (time, insertion number) is a strict order, so the
+ * events come out in the same order either way. */
 static inline event heap_pop(heap *h)
 {
     event top = h->a[0], last = h->a[--h->n];
     size_t i = 0, n = h->n;
+    if (!n)
+        return top;
     for (;;) {
         size_t c = 2 * i + 1;
         if (c >= n)
             break;
-        if (c + 1 < n && ev_less(&h->a[c + 1], &h->a[c]))
-            c++;
-        if (!ev_less(&h->a[c], &last))
-            break;
+        c += c + 1 < n && ev_less(&h->a[c + 1], &h->a[c]);
         h->a[i] = h->a[c];
         i = c;
     }
-    if (n)
-        h->a[i] = last;
+    heap_rise(h, i, last);
     return top;
 }
 

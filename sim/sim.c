@@ -7,6 +7,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 
 #include "core/bounds.h"
 #include "sim/cost.h"
@@ -293,6 +296,22 @@ static int name_trace(sim_report *rep, const plan *pl)
     return rc;
 }
 
+/* The iterations the steady window needs (sim_steady_window), for
+ * schedule_from_plan_grown: < 0 out of memory. */
+static int steady_need(const schedule *s)
+{
+    int k0, k1;
+    return sim_steady_window(s, &k0, &k1);
+}
+
+void sim_malloc_for_one_run(void)
+{
+#ifdef __GLIBC__
+    mallopt(M_MMAP_THRESHOLD, 32 << 20); /* glibc's largest */
+    mallopt(M_TRIM_THRESHOLD, 1 << 30);
+#endif
+}
+
 sim_report *sim_run(const plan *pl, const sim_options *opt, plumb_err *err)
 {
     sim_options dflt;
@@ -332,21 +351,13 @@ sim_report *sim_run(const plan *pl, const sim_options *opt, plumb_err *err)
      * grows with the run only until the pipeline is full; settling doubles the run, up to
      * SIM_MAX_ITERATIONS). A prebuilt IR is replayed once as it is. */
     for (int round = 0;; round++) {
-        if (!opt->sched) {
-            own = schedule_from_plan(&view, iters, err);
+        if (!opt->sched) { /* grown on the compute order: only the last is lowered */
+            int grown = 0;
+            own = schedule_from_plan_grown(&view, iters, steady_need, 8 - round, &grown, err);
             if (!own)
                 goto fail;
-            int k0, k1, need = sim_steady_window(own, &k0, &k1);
-            if (need < 0) {
-                err_set(err, NULL, NULL, "out of memory");
-                goto fail;
-            }
-            if (need > iters && round < 8) {
-                schedule_free(own);
-                own = NULL;
-                iters = need;
-                continue;
-            }
+            round += grown;
+            iters = own->iterations;
             s = own;
         }
         sim_net net;

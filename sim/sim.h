@@ -51,6 +51,12 @@ typedef struct sim_options {
 
 /* Sets o to "the plan as written": no overrides, default iterations, no timeline. */
 void sim_options_init(sim_options *o);
+/* For a process that runs one large simulation and exits (`plumb sim`; the benchmarks
+ * that stand for it): the allocator keeps what is freed for the next allocation instead
+ * of handing it back to the kernel and faulting fresh pages in again (glibc's mallopt:
+ * no mmap for blocks under 32 MiB, no trimming under 1 GiB; nothing elsewhere). Half the
+ * page faults of a 64-stage x 1024-microbatch run (docs/sim.md, Speed). Call it first. */
+void sim_malloc_for_one_run(void);
 
 /* 1 when o asks for any what-if (schedule, microbatches, straggler, bandwidth, memory). */
 int sim_options_has_whatif(const sim_options *o);

@@ -6,6 +6,7 @@
 #include <math.h>
 
 #include "core/schedule.h"
+#include "sim/engine.h"
 #include "sim/sim.h"
 #include "sim/synth.h"
 
@@ -579,4 +580,64 @@ Test(sim, allreduce_contends_with_transfers)
     cr_expect(NEAR(it[0][0], it[0][1], 1e-12), "no ring: %g vs %g s", it[0][0], it[0][1]);
     cr_expect(it[1][0] > it[1][1] * 1.02, "contention: %g s with one lane vs %g s with two",
               it[1][0], it[1][1]);
+}
+
+/* The steady window's need, for schedule_from_plan_grown. */
+static int window_need(const schedule *s)
+{
+    int k0, k1;
+    return sim_steady_window(s, &k0, &k1);
+}
+
+/* sim_run grows the iterations on the compute order before lowering: the IR must be the
+ * one that generating, lowering and asking the lowered IR gives (the loop sim_run ran
+ * before), for kinds that grow (pipedream, 2bw: their window needs 2 D + 3) and those that
+ * do not, with replicas and chunks. */
+Test(sim, grown_like_regenerated)
+{
+    const struct { sched_kind k; int stages, replicas, mb, iters, grows; } cases[] = {
+        {SCHED_PIPEDREAM, 4, 1, 8, 1, 1}, {SCHED_2BW, 4, 1, 8, 2, 1},
+        {SCHED_PIPEDREAM, 3, 2, 4, 1, 1}, {SCHED_1F1B_FLUSH, 4, 1, 8, 3, 0},
+        {SCHED_INTERLEAVED, 8, 2, 4, 1, 1}, {SCHED_ZB_V, 8, 1, 6, 3, 0},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        sim_synth sy;
+        sim_synth_init(&sy);
+        sy.schedule = cases[c].k;
+        sy.chunks = sched_kind_chunks(cases[c].k);
+        sy.nstages = cases[c].stages;
+        sy.replicas = cases[c].replicas;
+        sy.microbatches = cases[c].mb;
+        plan *pl = make(&sy);
+        plumb_err e;
+        err_clear(&e);
+        /* the old way: lower, ask, regenerate */
+        int it = cases[c].iters, rounds = 0;
+        schedule *ref = NULL;
+        for (;;) {
+            ref = schedule_from_plan(pl, it, &e);
+            cr_assert_not_null(ref, "case %zu: %s", c, e.msg);
+            int need = window_need(ref);
+            if (need <= it) break;
+            schedule_free(ref);
+            it = need, rounds++;
+        }
+        int grown = -1;
+        schedule *s = schedule_from_plan_grown(pl, cases[c].iters, window_need, 8, &grown, &e);
+        cr_assert_not_null(s, "case %zu: %s", c, e.msg);
+        cr_expect_eq(grown, rounds, "case %zu: grown %d times, regenerated %d", c, grown,
+                     rounds);
+        cr_expect_eq(rounds > 0, cases[c].grows, "case %zu: %d rounds", c, rounds);
+        cr_expect_eq(s->iterations, it, "case %zu", c);
+        cr_expect(schedule_equal(s, ref), "case %zu: the IR differs", c);
+        schedule_free(s);
+        /* no rounds left: the first order, as asked */
+        s = schedule_from_plan_grown(pl, cases[c].iters, window_need, 0, &grown, &e);
+        cr_assert_not_null(s, "case %zu: %s", c, e.msg);
+        cr_expect_eq(grown, 0);
+        cr_expect_eq(s->iterations, cases[c].iters, "case %zu", c);
+        schedule_free(s);
+        schedule_free(ref);
+        plan_free(pl);
+    }
 }
