@@ -6,7 +6,7 @@
  * (sim_run); then per stage the bytes it sends and receives, the time of one transfer of
  * its output to the next stage's first device (the bytes / rate part read from the
  * simulator's link report, the latency from its network), its ring all-reduce and the
- * bytes of one buffer slot without recompute (the simulator's priced model), and per
+ * bytes of one buffer slot (the simulator's priced model), and per
  * device the gradients and optimizer state (its report) are compared at 1e-9 relative. The simulator's side is
  * read from its outputs, not recomputed here: a change of pricing on either side alone
  * fails this test. */
@@ -119,25 +119,24 @@ static void check_one(const char *pname, const char *cname, const profile *p,
                 k->xfers++;
             }
         }
-        /* what one buffer slot holds (the slot counts differ, and with recompute what a
-         * slot keeps: docs/planner-native.md, "One model") */
+        /* what one buffer slot holds (the slot counts differ: docs/planner-native.md,
+         * "One model"; tests/test_memory_terms.c compares every memory term) */
         double slot = sm.stash_bytes[i] + sm.slotbuf_bytes[i];
-        if (!s.recompute) {
-            cr_expect(close_rel(t.slot_bytes, slot), "%s on %s stage %d: slot %.17g bytes, "
-                      "simulator %.17g", pname, cname, i, t.slot_bytes, slot);
-            k->slots++;
-        }
+        cr_expect(close_rel(t.mem.stash + t.mem.slotbuf, slot), "%s on %s stage %d: slot "
+                  "%.17g bytes, simulator %.17g", pname, cname, i,
+                  t.mem.stash + t.mem.slotbuf, slot);
+        k->slots++;
         /* the parameter-sized memory of each of its devices */
         for (int j = 0; j < ps->replicas; j++)
             for (int d = 0; d < r->ndevices; d++)
                 if (r->devices[d].device == ps->devices[j]) {
                     const sim_memory *mem = &r->devices[d].mem;
-                    cr_expect(close_rel(t.params, mem->gradients), "%s on %s stage %d: "
-                              "gradients %.17g, simulator %.17g", pname, cname, i, t.params,
-                              mem->gradients);
-                    cr_expect(close_rel(t.optimizer, mem->optimizer), "%s on %s stage %d: "
-                              "optimizer %.17g, simulator %.17g", pname, cname, i,
-                              t.optimizer, mem->optimizer);
+                    cr_expect(close_rel(t.mem.gradients, mem->gradients), "%s on %s stage "
+                              "%d: gradients %.17g, simulator %.17g", pname, cname, i,
+                              t.mem.gradients, mem->gradients);
+                    cr_expect(close_rel(t.mem.optimizer, mem->optimizer), "%s on %s stage "
+                              "%d: optimizer %.17g, simulator %.17g", pname, cname, i,
+                              t.mem.optimizer, mem->optimizer);
                     k->mems++;
                 }
     }
