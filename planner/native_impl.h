@@ -65,6 +65,7 @@ typedef struct nm_model {
 
 #define NM_MEMO 8
 
+
 /* What a partition is priced for. */
 typedef struct nm_setting {
     sched_kind kind;
@@ -119,14 +120,15 @@ typedef struct nm_terms {
 } nm_terms;
 void nm_stage_terms(const nm_model *m, const nm_setting *s, const nm_stage *st, nm_terms *out);
 
-/* The memory of each device of part under s as the estimate counts it: for each stage
- * (chunked kinds: each pipeline rank) the device of its first replica, its terms
- * (sim_memory_stage) held with the schedule's weight versions (the trait table's, or one
- * per microbatch in flight for pipedream), buffer slots and the staging of the gradients
- * it sends back, summed by sim_memory_add and sim_memory_close. The counts come from the
- * schedule's closed form (docs/planner-native.md), for the chunked kinds from the
- * generated schedule. out: [part->nst] (chunked: [part->ranks]); returns how many were
- * filled. */
+/* The memory of each device of part under s as the estimate (nm_price) counts it: for
+ * each stage (chunked kinds: each pipeline rank) the device of its first replica, its
+ * terms (sim_memory_stage) held with the schedule's weight versions, buffer slots and the
+ * staging of the gradients it sends back, summed by sim_memory_add and sim_memory_close.
+ * The counts are the closed form's (the trait table's versions, no more than microbatches
+ * in flight; the warmup's slots and staged gradients; docs/planner-native.md), for the
+ * chunked kinds the generated schedule's (laid out with the stages' costs, as
+ * schedule_from_plan lays out the plan's). out: [part->nst] (chunked: [part->ranks]);
+ * returns how many were filled. */
 int nm_part_memory(const nm_model *m, const nm_setting *s, const nm_part *part,
                    sim_memory *out);
 

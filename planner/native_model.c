@@ -12,11 +12,11 @@
  *   latency  c + 2 (link latency + bytes / rate)   (the fill and drain of flushing kinds)
  * and the all-reduce of its gradients is overlapped with the backward: only
  * max(all-reduce - backward, last bucket) is exposed, once per iteration for the flushing
- * kinds and 2bw, once per microbatch round for pipedream. Memory (the simulator's model):
- * parameters x (weight versions + 1 gradient + optimizer state) + buffer slots x what a
- * slot holds (+ one microbatch's activations with recompute) + gradient buffers + the
- * staging of the gradients sent back; chunked schedules take their slots and staging from
- * the generated schedule.
+ * kinds and 2bw, once per microbatch round for pipedream. Memory: the simulator's own
+ * functions (sim/memory.h: sim_memory_layers per block range, sim_memory_stage,
+ * sim_memory_add and sim_memory_close) with the planner's counts of weight versions,
+ * buffer slots and staged gradients (a closed form of the schedule's warmup; chunked
+ * schedules take theirs from the generated schedule).
  *
  * The dynamic program runs over suffixes: V(b, u) is the best way to place blocks b.. on
  * units u.. (trailing units may stay idle). A first pass minimises the slowest period; then,
@@ -692,7 +692,7 @@ int nm_part_memory(const nm_model *m, const nm_setting *s, const nm_part *pt,
 void nm_price(const nm_model *m, const nm_setting *s, nm_part *pt)
 {
     double per = 0, sumlat = 0, botlat = 0, ar = 0, peak = 0, cap = INFINITY;
-    int fits = 1;
+    int fits = 1, memfits = 1;
     if (sched_kind_chunked(s->kind)) {
         /* per device: its chunks' compute; links per stage */
         int p = pt->ranks, v = pt->nst / (p > 0 ? p : 1);
@@ -716,7 +716,7 @@ void nm_price(const nm_model *m, const nm_setting *s, nm_part *pt)
         for (int rk = 0; rk < p; rk++) {
             if (devper[rk] > dmax) dmax = devper[rk];
             if (mem[rk].total > peak) peak = mem[rk].total;
-            if (!mem[rk].fits) fits = 0;
+            if (!mem[rk].fits) memfits = 0;
         }
         if (dmax > per) per = dmax;
         pt->period = per;
@@ -727,8 +727,11 @@ void nm_price(const nm_model *m, const nm_setting *s, nm_part *pt)
         for (int i = 0; i < pt->nst; i++) W += pt->st[i].r * m->g;
         for (int i = 0; i < pt->nst; i++) {
             const nm_stage *st = &pt->st[i];
-            nm_cost o;
-            if (!stage_cost_k(m, s, st->b0, st->b1, st->u, st->r, W, kzb, &o)) fits = 0;
+            nm_cost o = {0};
+            if (!stage_cost_k(m, s, st->b0, st->b1, st->u, st->r, W, kzb, &o)) {
+                if (o.mem > o.cap) memfits = 0;
+                else fits = 0; /* no next unit, or microbatches that do not split evenly */
+            }
             W -= st->r * m->g;
             if (o.per > per) {
                 per = o.per;
@@ -753,7 +756,7 @@ void nm_price(const nm_model *m, const nm_setting *s, nm_part *pt)
     pt->thr = pt->iter_s > 0 ? (double)s->M * s->mbsize / pt->iter_s : 0;
     pt->peak_mem = peak;
     pt->cap = cap;
-    pt->fits = fits;
+    pt->fits = fits && memfits;
 }
 
 /* --- the dynamic program ---------------------------------------------------------------- */

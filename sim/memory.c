@@ -22,7 +22,9 @@
  * buffer and no staging (sim_model.nccl_buffers; docs/sim.md), and activations as such a
  * runtime holds them (held_3d): the microbatches forwarded and not yet backwarded, an input
  * received before its forward as the one tensor that arrived, and a recomputation's
- * transient once at a time per device. */
+ * transient once at a time per device. One formula serves the simulator and the native
+ * planner's estimate: sim_memory_layers (a stage's sums), sim_memory_stage (its terms),
+ * sim_memory_add and sim_memory_close (a device's total). */
 #include "sim/memory.h"
 
 #include <stdlib.h>
