@@ -20,7 +20,6 @@
  * A profile with tied parameters checks that the planner holds a tied tensor once, as
  * the simulator does. MEMORY_TERMS_VERBOSE=1 prints each device whose counts differ. */
 #include <criterion/criterion.h>
-#include <dirent.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,31 +29,13 @@
 #include "planner/native_impl.h"
 #include "sim/cost.h"
 #include "sim/sim.h"
+#include "tests/shipped.h"
 
-#define PROFILE_DIR "profiles/pipedream"
 #define ITERATIONS 3 /* as the planner's scoring simulation lays out the flushing kinds */
-#define CLUSTER_DIR "profiles/clusters"
 
 static int eq(double a, double b)
 {
     return fabs(a - b) <= 1e-12 * (fabs(a) > fabs(b) ? fabs(a) : fabs(b)) + 1e-300;
-}
-
-/* The JSON files of dir (sorted), at most max; returns how many. */
-static int list_json(const char *dir, char names[][256], int max)
-{
-    DIR *d = opendir(dir);
-    cr_assert_not_null(d, "%s", dir);
-    int n = 0;
-    struct dirent *e;
-    while ((e = readdir(d)) && n < max) {
-        size_t l = strlen(e->d_name);
-        if (l > 5 && !strcmp(e->d_name + l - 5, ".json"))
-            snprintf(names[n++], 256, "%s/%s", dir, e->d_name);
-    }
-    closedir(d);
-    qsort(names, (size_t)n, sizeof names[0], (int (*)(const void *, const void *))strcmp);
-    return n;
 }
 
 typedef struct tally {
@@ -195,46 +176,41 @@ static const sched_kind kinds[] = {SCHED_GPIPE, SCHED_1F1B_FLUSH, SCHED_PIPEDREA
                                    SCHED_INTERLEAVED, SCHED_ZB_H1, SCHED_ZB_V, SCHED_DUALPIPEV};
 #define NKINDS (int)(sizeof kinds / sizeof kinds[0])
 
+/* One profile on one cluster: every kind, recomputation off and on, the optimizers in
+ * turn; the first two candidates of each. */
+static void check_pair(const char *pname, const char *cname, const profile *p,
+                       const cluster *c, void *arg)
+{
+    tally *k = arg;
+    static const optimizer_kind opts[] = {OPT_SGD, OPT_MOMENTUM, OPT_ADAM};
+    static int turn;
+    plumb_err e;
+    nm_models ms;
+    cr_assert_eq(nm_models_build(&ms, p, c, c->ndevices, 0, &e), 0, "%s", e.msg);
+    for (int x = 0; x < NKINDS; x++)
+        for (int rc = 0; rc < 2; rc++) {
+            nm_setting s = {kinds[x], 0, p->minibatch, rc,
+                            sched_kind_chunked(kinds[x]) ? 2 : 1, opts[turn++ % 3], 1, 0};
+            nm_cands cs = {0};
+            int runs = 0;
+            cr_assert_geq(nm_gather(&ms, &s, 0, &cs, &runs), 0);
+            for (int i = 0; i < cs.n && i < 2; i++) {
+                char where[256];
+                snprintf(where, sizeof where, "%.100s on %.100s, %s%s, candidate %d", pname,
+                         cname, sched_kind_name(kinds[x]), rc ? " recompute" : "", i);
+                check_part(where, &ms.m[cs.v[i].mod], &cs.v[i].s, &cs.v[i].pt, &k[x]);
+            }
+            nm_cands_free(&cs);
+        }
+    nm_models_free(&ms);
+}
+
 Test(memory_terms, shipped_profiles_clusters_and_schedules, .timeout = 1200)
 {
-    static char profs[64][256], clus[16][256];
-    int np = list_json(PROFILE_DIR, profs, 64), nc = list_json(CLUSTER_DIR, clus, 16);
-    cr_assert_geq(np, 10);
-    cr_assert_geq(nc, 3);
     static tally k[NKINDS];
     memset(k, 0, sizeof k);
-    static const optimizer_kind opts[] = {OPT_SGD, OPT_MOMENTUM, OPT_ADAM};
-    for (int a = 0; a < nc; a++) {
-        plumb_err e;
-        cluster *c = cluster_load_cut(clus[a], 64, 4, &e);
-        cr_assert_not_null(c, "%s", e.msg);
-        for (int b = 0; b < np; b++) {
-            profile *p = profile_load(profs[b], &e);
-            cr_assert_not_null(p, "%s", e.msg);
-            nm_models ms;
-            cr_assert_eq(nm_models_build(&ms, p, c, c->ndevices, 0, &e), 0, "%s", e.msg);
-            for (int x = 0; x < NKINDS; x++)
-                for (int rc = 0; rc < 2; rc++) {
-                    nm_setting s = {kinds[x], 0, p->minibatch, rc,
-                                    sched_kind_chunked(kinds[x]) ? 2 : 1,
-                                    opts[(a + b + x + rc) % 3], 1, 0};
-                    nm_cands cs = {0};
-                    int runs = 0;
-                    cr_assert_geq(nm_gather(&ms, &s, 0, &cs, &runs), 0);
-                    for (int i = 0; i < cs.n && i < 2; i++) {
-                        char where[256];
-                        snprintf(where, sizeof where, "%.100s on %.100s, %s%s, candidate %d",
-                                 profs[b], clus[a], sched_kind_name(kinds[x]),
-                                 rc ? " recompute" : "", i);
-                        check_part(where, &ms.m[cs.v[i].mod], &cs.v[i].s, &cs.v[i].pt, &k[x]);
-                    }
-                    nm_cands_free(&cs);
-                }
-            nm_models_free(&ms);
-            profile_free(p);
-        }
-        cluster_free(c);
-    }
+    shipped_each(check_pair, k);
+    const int np = shipped_profiles();
     for (int x = 0; x < NKINDS; x++) {
         fprintf(stderr, "memory_terms: %-11s %4d plans, %5d stages, %5d devices: %5d exact; "
                 "counts differ: versions %d, slots %d, staging %d (%d without replicas); worst total "
