@@ -868,7 +868,7 @@ static void dp_layer(const nm_model *m, const nm_setting *s, nm_dp *d, int mode,
                     /* the memory itself, as the simulator counts it (not monotone in j:
                      * with recompute a slot keeps the stage's output) */
                     sim_stage_mem tm;
-                    sim_memory_stage(&m->lay[b * (nb + 1) + j], &ms, &tm);
+                    sim_memory_stage_mul(&m->lay[b * (nb + 1) + j], &ms, &sm, &tm);
                     sim_memory_acc acc;
                     memset(&acc, 0, sizeof acc);
                     sim_memory_add(&acc, &tm, cn.ver, cn.slots, n > 1, 0);
