@@ -278,6 +278,17 @@ Test(memory_terms, tied_parameters_counted_once)
     check_part("tied, one stage", &m, &s, &one, &k);
     check_part("tied, two stages", &m, &s, &two, &k);
     cr_expect_eq(k.exact, 3, "%d of 3 devices exact", k.exact);
+    /* the planner's first check asks for the least any plan holds: the tied tensor once
+     * (adam: weights, gradients and 2 states, 4 x 112 MiB = 448 MiB; counted twice 640
+     * MiB, more than the 600 MiB limit) */
+    native_options o;
+    native_options_init(&o);
+    o.optimizer = OPT_ADAM;
+    o.max_devices = 1;
+    o.memory_limit_bytes = 600.0 * (1 << 20);
+    cr_expect_eq(planner_native_check(p, c, &o, &e), 0, "%s", e.msg);
+    o.memory_limit_bytes = 440.0 * (1 << 20);
+    cr_expect_neq(planner_native_check(p, c, &o, &e), 0);
     nm_model_free(&m);
     cluster_free(c);
     profile_free(p);
