@@ -40,10 +40,9 @@ typedef struct nm_model {
     int *order;       /* [ndev] device ids in placement order */
     int nb;           /* blocks */
     int *bfirst;      /* [nb + 1] first layer of each block; bfirst[nb] = nlayers */
-    double *cF, *cB, *cA, *cP, *cG; /* [nb + 1] prefix sums at the profile's minibatch:
-                                  forward ms, backward ms, bytes kept per microbatch (outputs
-                                  and saved tensors), parameter bytes, inner input-gradient
-                                  buffers (once per stage) */
+    double *cF, *cB, *cP, *cG; /* [nb + 1] prefix sums at the profile's minibatch:
+                                  forward ms, backward ms, parameter bytes (tied tensors
+                                  twice), inner input-gradient buffers (once per stage) */
     double *cut;      /* [nb + 1] bytes crossing the boundary before block b; 0 at 0, nb
                          (sim_cross_bytes at the block boundaries) */
     double *cS;       /* [nb + 1] prefix sums of the outputs held and saved tensors as the

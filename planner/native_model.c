@@ -801,8 +801,13 @@ static void dp_layer(const nm_model *m, const nm_setting *s, nm_dp *d, int mode,
         for (int u = 0; u <= U; u++) val[lay + nb * W1 + u] = K > 0 ? INFINITY : 0;
         for (int b = 0; b < nb; b++) val[lay + b * W1 + U] = INFINITY;
     }
+    /* the memory terms of the stages starting at block b, by their end: the plan's ZeRO
+     * stage is 0, so they do not depend on the replicas (sim_memory_state) */
+    const sim_mem_setting ms1 = mem_setting(m, s, 1);
+    sim_stage_mem bt[NM_MAX_BLOCKS + 1];
     for (int b = nb - 1; b >= 0; b--) {
         double in = b > 0 ? m->cut[b] * bscale : 0;
+        for (int j = b + 1; j <= nb; j++) sim_memory_stage(&m->lay[b * (nb + 1) + j], &ms1, &bt[j]);
         for (int u = U - 1; u >= 0; u--) {
             double bests[NM_DP_TAUS];
             int bjs[NM_DP_TAUS], brs[NM_DP_TAUS], W = m->ndev - u * m->g;
@@ -831,9 +836,8 @@ static void dp_layer(const nm_model *m, const nm_setting *s, nm_dp *d, int mode,
                 const stage_counts cn = {tr->versions > 0 && tr->versions < kw ? tr->versions : kw,
                                          held_slots(s->kind, k, kf, b > 0),
                                          staged_grads(s->kind, k, kf)};
-                const sim_mem_setting ms = mem_setting(m, s, n);
                 sim_state_mul sm;
-                sim_memory_state(ms.precision, ms.zero, n, s->opt, &sm);
+                sim_memory_state(ms1.precision, ms1.zero, n, s->opt, &sm);
                 /* a lower bound of the stage's memory that grows with its last block j:
                  * the parameters (less every tied tensor) x versions, gradients (and the
                  * all-reduce's receive buffer), optimizer; per slot the input (the data)
@@ -867,8 +871,7 @@ static void dp_layer(const nm_model *m, const nm_setting *s, nm_dp *d, int mode,
                     if (lower > R->cap) break; /* memory grows with j */
                     /* the memory itself, as the simulator counts it (not monotone in j:
                      * with recompute a slot keeps the stage's output) */
-                    sim_stage_mem tm;
-                    sim_memory_stage_mul(&m->lay[b * (nb + 1) + j], &ms, &sm, &tm);
+                    const sim_stage_mem tm = bt[j];
                     sim_memory_acc acc;
                     memset(&acc, 0, sizeof acc);
                     sim_memory_add(&acc, &tm, cn.ver, cn.slots, n > 1, 0);

@@ -135,12 +135,53 @@ void sim_memory_layers(const profile *p, const double *cross, int first, int las
     o->gradbuf = p->nedges ? (nl > 1 ? 2 : 1) * maxin : chain_gradbuf(p, first, last);
 }
 
+/* sim_memory_stage with the state multipliers sm (sim_memory_state of s's precision, ZeRO
+ * stage, replicas and optimizer). */
+static void stage_mul(const sim_stage_layers *L, const sim_mem_setting *s,
+                      const sim_state_mul *sm, sim_stage_mem *out)
+{
+    const double sc = s->scale;
+    out->params = L->params;
+    out->gradients = L->params * sm->gradients;
+    out->optimizer = L->params * sm->optimizer;
+    out->gradbuf = (L->gradbuf + L->inner) * sc;
+    out->slotbuf = (L->out + L->in) * sc;
+    if (s->nccl) { /* the gradients of the microbatch in its backward only */
+        out->gradbuf += out->slotbuf;
+        out->slotbuf = 0;
+    }
+    out->workspace = L->ws;
+    double keep = s->splits ? L->split * sc : 0; /* output gradients kept for W */
+    /* a Megatron-LM-style runtime frees a stage's output once it is sent (it keeps only its
+     * autograd node: deallocate_pipeline_outputs); plumb's executor keeps it in the slot */
+    double sent = s->nccl && !L->last ? L->output * sc : 0;
+    double held_in = L->data * sc;
+    if (s->recompute == RECOMPUTE_FULL) {
+        /* per microbatch the input and the output (the loss stage: also its loss rows
+         * and targets, the loss layer's saved bytes) and the checkpoints' inputs; one
+         * microbatch's activations (of the largest group between checkpoints) */
+        out->stash = held_in + (L->output + L->loss) * sc + keep - sent;
+        if (s->checkpoint_layers > 0) {
+            out->stash += L->ckpt_keep * sc;
+            out->transient = L->ckpt_group * sc;
+        } else {
+            out->transient = (L->acts + L->saved) * sc;
+        }
+    } else if (s->recompute == RECOMPUTE_SELECTIVE) {
+        out->stash = held_in + (L->acts + L->sel_saved) * sc + keep - sent;
+        out->transient = L->sel_transient * sc;
+    } else {
+        out->stash = held_in + (L->acts + L->saved) * sc + keep - sent;
+        out->transient = 0;
+    }
+}
+
 void sim_memory_stage(const sim_stage_layers *L, const sim_mem_setting *s,
                       sim_stage_mem *out)
 {
     sim_state_mul sm;
     sim_memory_state(s->precision, s->zero, s->replicas, s->opt, &sm);
-    sim_memory_stage_mul(L, s, &sm, out);
+    stage_mul(L, s, &sm, out);
 }
 
 double sim_memory_optimizer_mul(optimizer_kind opt)

@@ -107,52 +107,9 @@ typedef struct sim_stage_mem {
 void sim_memory_stage(const sim_stage_layers *L, const sim_mem_setting *s,
                       sim_stage_mem *out);
 
-/* sim_memory_stage with the state multipliers sm already taken (sim_memory_state of s's
- * precision, ZeRO stage, replicas and optimizer): the native planner's dynamic program
- * takes them once per replica count. Inline: the program evaluates it for every stage it
- * tries. */
-static inline void sim_memory_stage_mul(const sim_stage_layers *L, const sim_mem_setting *s,
-                                        const sim_state_mul *sm, sim_stage_mem *out)
-{
-    const double sc = s->scale;
-    out->params = L->params;
-    out->gradients = L->params * sm->gradients;
-    out->optimizer = L->params * sm->optimizer;
-    out->gradbuf = (L->gradbuf + L->inner) * sc;
-    out->slotbuf = (L->out + L->in) * sc;
-    if (s->nccl) { /* the gradients of the microbatch in its backward only */
-        out->gradbuf += out->slotbuf;
-        out->slotbuf = 0;
-    }
-    out->workspace = L->ws;
-    double keep = s->splits ? L->split * sc : 0; /* output gradients kept for W */
-    /* a Megatron-LM-style runtime frees a stage's output once it is sent (it keeps only its
-     * autograd node: deallocate_pipeline_outputs); plumb's executor keeps it in the slot */
-    double sent = s->nccl && !L->last ? L->output * sc : 0;
-    double held_in = L->data * sc;
-    if (s->recompute == RECOMPUTE_FULL) {
-        /* per microbatch the input and the output (the loss stage: also its loss rows
-         * and targets, the loss layer's saved bytes) and the checkpoints' inputs; one
-         * microbatch's activations (of the largest group between checkpoints) */
-        out->stash = held_in + (L->output + L->loss) * sc + keep - sent;
-        if (s->checkpoint_layers > 0) {
-            out->stash += L->ckpt_keep * sc;
-            out->transient = L->ckpt_group * sc;
-        } else {
-            out->transient = (L->acts + L->saved) * sc;
-        }
-    } else if (s->recompute == RECOMPUTE_SELECTIVE) {
-        out->stash = held_in + (L->acts + L->sel_saved) * sc + keep - sent;
-        out->transient = L->sel_transient * sc;
-    } else {
-        out->stash = held_in + (L->acts + L->saved) * sc + keep - sent;
-        out->transient = 0;
-    }
-}
-
-
 /* A device's memory as its stages are added (sim_memory_add), then closed
- * (sim_memory_close). Start from all zeros. */
+ * (sim_memory_close). Start from all zeros. Both are inline: the native planner's dynamic
+ * program sums a device for every stage it tries. */
 typedef struct sim_memory_acc {
     sim_memory mem;       /* weights .. workspace as summed so far */
     double root;          /* the in-process all-reduce's receive buffer (the largest) */
