@@ -78,7 +78,10 @@ int planner_native_check(const profile *p, const cluster *c, const native_option
         return err_set(err, NULL, NULL, "profile %s: every layer takes 0 ms: nothing to pipeline",
                        pn);
     double per = 2 + sim_memory_optimizer_mul(o ? o->optimizer : OPT_MOMENTUM);
-    double need = profile_total_parameter_bytes(p) * per;
+    /* the least any plan holds: a tied tensor once (both its layers on one stage) */
+    double params = profile_total_parameter_bytes(p);
+    for (int i = 0; i < p->nlayers; i++) params -= p->layers[i].tied_bytes;
+    double need = params * per;
     if (need > total_cap)
         return err_set(err, NULL, NULL, "profile %s does not fit cluster %s: its weights, "
                        "gradients and %s state need %.2f GiB but the %d devices hold %.2f GiB "

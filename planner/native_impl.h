@@ -8,6 +8,7 @@
 #include "core/schedule_traits.h"
 #include "planner/native.h"
 #include "sim/engine.h" /* sim_net: the planner prices transfers as the simulator does */
+#include "sim/memory.h" /* sim_stage_layers, sim_memory_stage: and memory */
 
 #define NM_MAX_BLOCKS 48        /* the chain is coarsened to at most this many blocks */
 #define NM_MAX_UNITS 32         /* devices are grouped into at most this many units */
@@ -39,14 +40,19 @@ typedef struct nm_model {
     int *order;       /* [ndev] device ids in placement order */
     int nb;           /* blocks */
     int *bfirst;      /* [nb + 1] first layer of each block; bfirst[nb] = nlayers */
-    double *cF, *cB, *cA, *cP, *cG; /* [nb + 1] prefix sums at the profile's minibatch:
-                                  forward ms, backward ms, bytes kept per microbatch (outputs
-                                  and saved tensors), parameter bytes, inner input-gradient
-                                  buffers (once per stage) */
+    double *cF, *cB, *cP, *cG; /* [nb + 1] prefix sums at the profile's minibatch:
+                                  forward ms, backward ms, parameter bytes (tied tensors
+                                  twice), inner input-gradient buffers (once per stage) */
     double *cut;      /* [nb + 1] bytes crossing the boundary before block b; 0 at 0, nb
                          (sim_cross_bytes at the block boundaries) */
-    double *maxA;     /* [nb + 1] the largest layer activation in block b (gradient buffers) */
-    double ws_max;    /* the largest layer scratch (workspace_bytes): every stage's bound */
+    double *cS;       /* [nb + 1] prefix sums of the outputs held and saved tensors as the
+                         simulator counts them (sim_stage_layers acts + saved): a lower
+                         bound of a slot's bytes that grows with the stage */
+    double tied_total; /* every tied tensor's bytes (profile.h): params - this is a lower
+                          bound of a range's parameter bytes that grows with the range */
+    sim_stage_layers *lay; /* [nb (nb + 1)]: lay[b0 (nb + 1) + b1] what blocks [b0, b1)
+                          hold (sim_memory_layers): the memory model's figures, shared
+                          with the simulator */
     nm_range *rg;     /* [U * (U + 1)]: rg[u * (U + 1) + r] */
     int nr;
     int rlist[NM_MAX_UNITS]; /* replica counts (in units) the program tries */
@@ -57,6 +63,7 @@ typedef struct nm_model {
 } nm_model;
 
 #define NM_MEMO 8
+
 
 /* What a partition is priced for. */
 typedef struct nm_setting {
@@ -101,20 +108,28 @@ void nm_model_free(nm_model *m);
  * per microbatch of s->mbsize samples: the bytes it receives and sends (the cuts before
  * and after it), one transfer of its output to the next stage's first device (latency +
  * bytes / rate of the path, 0 for the last stage), its ring all-reduce (0 unreplicated),
- * per device its parameter bytes (= its gradients) and optimizer state, and the bytes of
- * one buffer slot. Each term is the simulator's (sim_cost_build, sim_net_path,
- * sim_net_ring, sim_memory_of) for the plan nm_plan makes; tests/test_model_terms.c holds
- * them equal (slot bytes without recompute; the slot counts differ, see
- * docs/planner-native.md). */
+ * and its memory terms (sim_memory_stage of the stage's layers, on st->r units of
+ * replicas). Each term is the simulator's (sim_cost_build, sim_net_path, sim_net_ring,
+ * sim_memory_stage) for the plan nm_plan makes; tests/test_model_terms.c holds them equal. */
 typedef struct nm_terms {
     double in_bytes, out_bytes;
     double xfer_s;
     double allreduce_s;
-    double params, optimizer;
-    double slot_bytes;   /* per buffer slot: input (or data), outputs and saved tensors
-                            (recompute: the output), received and sent gradients */
+    sim_stage_mem mem;
 } nm_terms;
 void nm_stage_terms(const nm_model *m, const nm_setting *s, const nm_stage *st, nm_terms *out);
+
+/* The memory of each device of part under s as the estimate (nm_price) counts it: for
+ * each stage (chunked kinds: each pipeline rank) the device of its first replica, its
+ * terms (sim_memory_stage) held with the schedule's weight versions, buffer slots and the
+ * staging of the gradients it sends back, summed by sim_memory_add and sim_memory_close.
+ * The counts are the closed form's (the trait table's versions, no more than microbatches
+ * in flight; the warmup's slots and staged gradients; docs/planner-native.md), for the
+ * chunked kinds the generated schedule's (laid out with the stages' costs, as
+ * schedule_from_plan lays out the plan's). out: [part->nst] (chunked: [part->ranks]);
+ * returns how many were filled. */
+int nm_part_memory(const nm_model *m, const nm_setting *s, const nm_part *part,
+                   sim_memory *out);
 
 /* Prices part (its stages set) under s: fills period, fill, ar, iter_s, thr, peak_mem,
  * cap, fits, M = s->M. */

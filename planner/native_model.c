@@ -12,11 +12,11 @@
  *   latency  c + 2 (link latency + bytes / rate)   (the fill and drain of flushing kinds)
  * and the all-reduce of its gradients is overlapped with the backward: only
  * max(all-reduce - backward, last bucket) is exposed, once per iteration for the flushing
- * kinds and 2bw, once per microbatch round for pipedream. Memory (the simulator's model):
- * parameters x (weight versions + 1 gradient + optimizer state) + buffer slots x what a
- * slot holds (+ one microbatch's activations with recompute) + gradient buffers + the
- * staging of the gradients sent back; chunked schedules take their slots and staging from
- * the generated schedule.
+ * kinds and 2bw, once per microbatch round for pipedream. Memory: the simulator's own
+ * functions (sim/memory.h: sim_memory_layers per block range, sim_memory_stage,
+ * sim_memory_add and sim_memory_close) with the planner's counts of weight versions,
+ * buffer slots and staged gradients (a closed form of the schedule's warmup; chunked
+ * schedules take theirs from the generated schedule).
  *
  * The dynamic program runs over suffixes: V(b, u) is the best way to place blocks b.. on
  * units u.. (trailing units may stay idle). A first pass minimises the slowest period; then,
@@ -35,12 +35,15 @@
 
 /* --- the model ------------------------------------------------------------------------- */
 
-/* A chunked schedule's structure as its memory depends on it (not on the partition): the
- * worker and buffer slots of each stage, and how many gradients each pair can have in
- * flight. */
+/* A chunked schedule's structure as its memory depends on it: the worker and buffer slots
+ * of each stage, and how many gradients each pair can have in flight. The schedule is laid
+ * out as the simulator lays out the plan's (schedule_from_plan: with the stages' costs,
+ * which move where the receives land, so the slots depend on the partition). */
 typedef struct nm_sched_memo {
     sched_kind kind;
     int p, nst, M;    /* p == 0: unused; -1: the schedule could not be built */
+    int rc;           /* recomputation (its forward adds to the costs) */
+    int *b0;          /* [nst + 1] the partition's block boundaries */
     int *worker;      /* [nst] */
     int *slots;       /* [nst] schedule_slots of the stage on its worker */
     int *bound;       /* [p x p] schedule_send_bound of gradients */
@@ -48,22 +51,60 @@ typedef struct nm_sched_memo {
 
 static void memo_clear(nm_sched_memo *e)
 {
+    free(e->b0);
     free(e->worker);
     free(e->slots);
     free(e->bound);
     memset(e, 0, sizeof *e);
 }
 
-/* The memo of (kind, p, nst, M) in m, built on first use (the oldest entry makes room).
- * NULL when the schedule cannot be built or memory runs out. */
-static const nm_sched_memo *memo_get(const nm_model *m, sched_kind kind, int p, int nst, int M)
+/* 1 when memo entry e is the schedule of partition pt (p ranks) under s. */
+static int memo_is(const nm_sched_memo *e, const nm_setting *s, const nm_part *pt, int p)
+{
+    if (!e->p || e->kind != s->kind || abs(e->p) != p || e->nst != pt->nst || e->M != s->M ||
+        e->rc != s->recompute)
+        return 0;
+    for (int i = 0; i < pt->nst; i++)
+        if (e->b0[i] != pt->st[i].b0) return 0;
+    return e->b0[pt->nst] == pt->st[pt->nst - 1].b1;
+}
+
+/* The chunked schedule of partition pt (p ranks) under s: generated as schedule_from_plan
+ * generates nm_plan's plan of it (the stages' costs from schedule_plan_costs over a view
+ * of that plan: the layers and devices, nothing copied). NULL with err. */
+static schedule *memo_schedule(const nm_model *m, const nm_setting *s, const nm_part *pt,
+                               int p, plumb_err *err)
+{
+    plan_stage st[NM_MAX_STAGES];
+    plan view;
+    memset(&view, 0, sizeof view);
+    view.prof = (profile *)m->p; /* read only: schedule_plan_costs reads it */
+    view.clus = (cluster *)m->c;
+    view.nstages = pt->nst;
+    view.stages = st;
+    view.recompute = s->recompute;
+    for (int i = 0; i < pt->nst; i++) {
+        st[i] = (plan_stage){.first_layer = m->bfirst[pt->st[i].b0],
+                             .last_layer = m->bfirst[pt->st[i].b1] - 1,
+                             .replicas = 1,
+                             .devices = &m->order[pt->st[i].u * m->g]};
+    }
+    double cost[3 * NM_MAX_STAGES];
+    sched_spec sp = {s->kind, p, pt->nst, pt->nst / p, s->M, 1, NULL, NULL};
+    return schedule_generate_costed(&sp, schedule_plan_costs(&view, cost) ? NULL : cost, err);
+}
+
+/* The memo of partition pt (p ranks) under s in m, built on first use (the oldest entry
+ * makes room). NULL when the schedule cannot be built or memory runs out. */
+static const nm_sched_memo *memo_get(const nm_model *m, const nm_setting *s, const nm_part *pt,
+                                     int p)
 {
     if (!m->memo) return NULL;
+    const int nst = pt->nst;
     int slot = 0;
     for (int i = 0; i < NM_MEMO; i++) {
         nm_sched_memo *e = &m->memo[i];
-        if (e->p && e->kind == kind && abs(e->p) == p && e->nst == nst && e->M == M)
-            return e->p > 0 ? e : NULL;
+        if (memo_is(e, s, pt, p)) return e->p > 0 ? e : NULL;
         if (!e->p) slot = i;
     }
     if (m->memo[slot].p) { /* full: shift out the oldest */
@@ -73,10 +114,13 @@ static const nm_sched_memo *memo_get(const nm_model *m, sched_kind kind, int p, 
         slot = NM_MEMO - 1;
     }
     nm_sched_memo *e = &m->memo[slot];
-    *e = (nm_sched_memo){.kind = kind, .p = -p, .nst = nst, .M = M};
+    *e = (nm_sched_memo){.kind = s->kind, .p = -p, .nst = nst, .M = s->M, .rc = s->recompute};
     plumb_err err;
-    sched_spec sp = {kind, p, nst, nst / p, M, 1, NULL, NULL};
-    schedule *sc = schedule_generate(&sp, &err);
+    e->b0 = malloc(((size_t)nst + 1) * sizeof *e->b0);
+    if (!e->b0) return NULL; /* the entry stays unused (p < 0 with no b0 never matches) */
+    for (int i = 0; i < nst; i++) e->b0[i] = pt->st[i].b0;
+    e->b0[nst] = pt->st[nst - 1].b1;
+    schedule *sc = memo_schedule(m, s, pt, p, &err);
     e->worker = malloc((size_t)nst * sizeof *e->worker);
     e->slots = malloc((size_t)nst * sizeof *e->slots);
     e->bound = malloc((size_t)p * p * sizeof *e->bound);
@@ -105,11 +149,11 @@ void nm_model_free(nm_model *m)
     free(m->bfirst);
     free(m->cF);
     free(m->cB);
-    free(m->cA);
+    free(m->cS);
     free(m->cG);
     free(m->cP);
     free(m->cut);
-    free(m->maxA);
+    free(m->lay);
     free(m->rg);
     memset(m, 0, sizeof *m);
 }
@@ -227,32 +271,38 @@ int nm_model_build(nm_model *m, const profile *p, const cluster *c, int ndev,
     int nb = m->nb;
     m->cF = calloc((size_t)nb + 1, sizeof(double));
     m->cB = calloc((size_t)nb + 1, sizeof(double));
-    m->cA = calloc((size_t)nb + 1, sizeof(double));
+    m->cS = calloc((size_t)nb + 1, sizeof(double));
     m->cG = calloc((size_t)nb + 1, sizeof(double));
     m->cP = calloc((size_t)nb + 1, sizeof(double));
     m->cut = calloc((size_t)nb + 1, sizeof(double));
-    m->maxA = calloc((size_t)nb + 1, sizeof(double));
-    if (!m->cF || !m->cB || !m->cA || !m->cG || !m->cP || !m->cut || !m->maxA) goto oom;
+    m->lay = malloc((size_t)nb * (nb + 1) * sizeof *m->lay);
+    if (!m->cF || !m->cB || !m->cS || !m->cG || !m->cP || !m->cut || !m->lay) goto oom;
     for (int b = 0; b < nb; b++) {
         double f = 0, bw = 0, a = 0, pr = 0, gb = 0;
         for (int i = m->bfirst[b]; i < m->bfirst[b + 1]; i++) {
-            f += profile_layer_forward_ms(&p->layers[i]);
-            bw += profile_layer_backward_ms(&p->layers[i]);
-            a += p->layers[i].activation_bytes + p->layers[i].saved_bytes;
-            gb += p->layers[i].grad_buffer_bytes;
-            if (p->layers[i].workspace_bytes > m->ws_max) m->ws_max = p->layers[i].workspace_bytes;
-            pr += p->layers[i].parameter_bytes;
-            if (p->layers[i].activation_bytes > m->maxA[b])
-                m->maxA[b] = p->layers[i].activation_bytes;
+            const profile_layer *L = &p->layers[i];
+            f += profile_layer_forward_ms(L);
+            bw += profile_layer_backward_ms(L);
+            /* as sim_memory_layers counts them: a chain's flatten holds nothing */
+            a += (!p->nedges && !strcmp(L->kind, "flatten") ? 0 : L->activation_bytes) +
+                 L->saved_bytes;
+            gb += L->grad_buffer_bytes;
+            pr += L->parameter_bytes;
+            m->tied_total += L->tied_bytes;
         }
         m->cF[b + 1] = m->cF[b] + f;
         m->cB[b + 1] = m->cB[b] + bw;
-        m->cA[b + 1] = m->cA[b] + a;
+        m->cS[b + 1] = m->cS[b] + a;
         m->cG[b + 1] = m->cG[b] + gb;
         m->cP[b + 1] = m->cP[b] + pr;
         m->cut[b] = b > 0 ? cross[m->bfirst[b] - 1] : 0;
     }
     m->cut[nb] = 0;
+    /* what every block range holds, by the simulator's own function */
+    for (int b0 = 0; b0 < nb; b0++)
+        for (int b1 = b0 + 1; b1 <= nb; b1++)
+            sim_memory_layers(p, cross, m->bfirst[b0], m->bfirst[b1] - 1, 0,
+                              &m->lay[b0 * (nb + 1) + b1]);
     free(cross);
     cross = NULL;
 
@@ -366,17 +416,6 @@ static int held_slots(sched_kind kind, int k, int km, int receives)
  * (sched_kind_chunked, sched_kind_rank: interleaved stage i on rank i % p; the V kinds
  * ranks 0..p-1, then p-1..0). */
 
-/* The backward's input-gradient buffers of blocks [b0, b1) at the profile's minibatch: 2 x
- * the largest of the stage input `in` and the blocks' activations (the simulator takes
- * the largest layer input: never more than this). */
-static double gradbuf(const nm_model *m, int b0, int b1, double in)
-{
-    double x = in;
-    for (int b = b0; b < b1; b++)
-        if (m->maxA[b] > x) x = m->maxA[b];
-    return 2 * x;
-}
-
 /* The all-reduce of P parameter bytes over range R of n devices (sim_net_allreduce_s's
  * ring, from R's coefficients). */
 static double range_allreduce_s(const nm_range *R, int n, double P)
@@ -384,19 +423,83 @@ static double range_allreduce_s(const nm_range *R, int n, double P)
     return n > 1 && P > 0 ? R->ar_a * P + R->ar_b : 0;
 }
 
-/* The bytes one buffer slot of blocks [b0, b1) holds per microbatch: the stage's input
- * (the first stage's: its data, input_bytes), every layer's output and saved tensors (with
- * recompute only the stage's output, the last stage's: its last block's), the received
- * output gradient and the input gradient to send (the simulator's stash_bytes +
- * slotbuf_bytes, sim/cost.c). */
-static double slot_bytes(const nm_model *m, const nm_setting *s, int b0, int b1)
+/* How the plan nm_plan makes runs a stage of n replicas under s, for the memory model:
+ * the plan's precision (fp32) and ZeRO stage (0), no checkpoints; the schedule's split
+ * backward (the simulator looks for I actions in the generated lists: the kinds with
+ * split_backward have them). */
+static sim_mem_setting mem_setting(const nm_model *m, const nm_setting *s, int n)
 {
-    const double bscale = (double)s->mbsize / m->p->minibatch;
-    double in = b0 > 0 ? m->cut[b0] * bscale : 0, out = b1 < m->nb ? m->cut[b1] * bscale : 0;
-    double data = b0 > 0 ? in : m->p->input_bytes * bscale;
-    double kept = s->recompute ? (b1 < m->nb ? out : (m->cA[b1] - m->cA[b1 - 1]) * bscale)
-                               : (m->cA[b1] - m->cA[b0]) * bscale;
-    return data + kept + in + out;
+    sim_mem_setting ms = {(double)s->mbsize / m->p->minibatch,
+                          s->recompute ? RECOMPUTE_FULL : RECOMPUTE_NONE,
+                          0,
+                          sched_traits_of(s->kind)->split_backward,
+                          0,
+                          DEV_FP32,
+                          0,
+                          n,
+                          s->opt};
+    return ms;
+}
+
+/* The memory terms of blocks [b0, b1) on n replicas under s: the simulator's formula
+ * (sim_memory_stage) over the simulator's sums of the range's layers. */
+static void block_mem(const nm_model *m, const nm_setting *s, int b0, int b1, int n,
+                      sim_stage_mem *t)
+{
+    sim_mem_setting ms = mem_setting(m, s, n);
+    sim_memory_stage(&m->lay[b0 * (m->nb + 1) + b1], &ms, t);
+}
+
+/* What the closed form counts for a stage: its weight versions, buffer slots and staged
+ * input gradients (the schedule's; docs/planner-native.md). */
+typedef struct stage_counts {
+    int ver, slots, staged;
+} stage_counts;
+
+/* The counts of a stage starting at block b0 on n devices, W devices from it to the end
+ * of the pipeline, kzb the zero-bubble kinds' pipeline-wide warmup (0: unknown). */
+static void count_stage(const nm_setting *s, int b0, int W, int n, int kzb, stage_counts *o)
+{
+    const sched_traits *tr = sched_traits_of(s->kind);
+    int k;
+    switch (tr->hold) {
+    case SCHED_HOLD_ALL: k = ceil_div(s->M, n); break;
+    case SCHED_HOLD_1F1B:
+        k = !tr->async && ceil_div(s->M, n) < ceil_div(W, n) ? ceil_div(s->M, n)
+                                                              : ceil_div(W, n);
+        break;
+    case SCHED_HOLD_ZB: {
+        /* every stage holds the first stage's warmup plus the deferred weight gradients:
+         * the largest ceil(devices from a stage on / its replicas) of the pipeline (kzb),
+         * at most its microbatches per flush; unknown (kzb 0): this stage's + 1 */
+        int a = kzb > 0 ? kzb : ceil_div(W, n) + 1, b = ceil_div(s->M, n);
+        k = a < b ? a : b;
+        break;
+    }
+    default: k = ceil_div(W, n); break;
+    }
+    const int km = s->M > 0 ? ceil_div(s->M, n) : 0;
+    /* a stage keeps no more versions than microbatches in flight (2bw's last stage: 1) */
+    const int kw = ceil_div(W, n);
+    o->ver = tr->versions > 0 ? (tr->versions < kw ? tr->versions : kw) : k;
+    o->slots = held_slots(s->kind, k, km, b0 > 0);
+    o->staged = staged_grads(s->kind, k, km);
+}
+
+/* The memory of the first device of a stage (blocks [b0, b1) on n devices) with counts
+ * cn, capacity cap: the simulator's terms (block_mem) summed as the simulator sums them
+ * (sim_memory_add: the receive buffer of a replicated stage's first replica too), the
+ * staging of the gradients it sends back (the input's bytes each). */
+static void stage_memory(const nm_model *m, const nm_setting *s, int b0, int b1, int n,
+                         const stage_counts *cn, double cap, sim_memory *out)
+{
+    sim_stage_mem t;
+    block_mem(m, s, b0, b1, n, &t);
+    sim_memory_acc a;
+    memset(&a, 0, sizeof a);
+    sim_memory_add(&a, &t, cn->ver, cn->slots, n > 1, 0);
+    double in = b0 > 0 ? m->cut[b0] * ((double)s->mbsize / m->p->minibatch) : 0;
+    sim_memory_close(&a, cn->staged * in, cap, out);
 }
 
 /* W: devices of this stage and every later one. Returns 1 when it fits memory. */
@@ -410,7 +513,7 @@ static int stage_cost_k(const nm_model *m, const nm_setting *s, int b0, int b1, 
     if (s->recompute) B += F;
     if (b0 == 0 || b1 == m->nb) /* the batch gather, priced as the simulator does */
         F += sim_cost_gather_s(m->p, s->mbsize) / R->speed;
-    double c = F + B, P = m->cP[b1] - m->cP[b0];
+    double c = F + B, P = m->lay[b0 * (m->nb + 1) + b1].params;
     double ar = range_allreduce_s(R, n, P), arx = 0;
     if (ar > 0) {
         double tail = ar * (NM_BUCKET_BYTES < P ? NM_BUCKET_BYTES / P : 1);
@@ -429,31 +532,11 @@ static int stage_cost_k(const nm_model *m, const nm_setting *s, int b0, int b1, 
     const sched_traits *tr = sched_traits_of(s->kind);
     double per = tr->step_each_round ? (c + arx) / n : c / n;
     if (comm > per) per = comm;
-    int k;
-    switch (tr->hold) {
-    case SCHED_HOLD_ALL: k = ceil_div(s->M, n); break;
-    case SCHED_HOLD_1F1B:
-        k = !tr->async && ceil_div(s->M, n) < ceil_div(W, n) ? ceil_div(s->M, n)
-                                                              : ceil_div(W, n);
-        break;
-    case SCHED_HOLD_ZB: {
-        /* every stage holds the first stage's warmup plus the deferred weight gradients:
-         * the largest ceil(devices from a stage on / its replicas) of the pipeline (kzb),
-         * at most its microbatches per flush; unknown (kzb 0): this stage's + 1 */
-        int a = kzb > 0 ? kzb : ceil_div(W, n) + 1, b = ceil_div(s->M, n);
-        k = a < b ? a : b;
-        break;
-    }
-    default: k = ceil_div(W, n); break;
-    }
-    int ver = tr->versions > 0 ? tr->versions : k;
-    double acts = (m->cA[b1] - m->cA[b0]) * bscale;
-    double optmul = sim_memory_optimizer_mul(s->opt);
-    const int km = s->M > 0 ? ceil_div(s->M, n) : 0, ks = held_slots(s->kind, k, km, b0 > 0);
-    double mem = P * (ver + 1 + optmul) + ks * slot_bytes(m, s, b0, b1) +
-                 (s->recompute ? acts : 0) + gradbuf(m, b0, b1, in / bscale) * bscale +
-                 (m->cG[b1] - m->cG[b0]) * bscale + m->ws_max +
-                 staged_grads(s->kind, k, km) * in;
+    stage_counts cn;
+    count_stage(s, b0, W, n, kzb, &cn);
+    sim_memory mm;
+    stage_memory(m, s, b0, b1, n, &cn, R->cap, &mm);
+    double mem = mm.total;
     o->c = c;
     o->b = B;
     o->per = per;
@@ -476,16 +559,14 @@ void nm_stage_terms(const nm_model *m, const nm_setting *s, const nm_stage *st, 
 {
     const nm_range *R = &m->rg[st->u * (m->U + 1) + st->r];
     const double bscale = (double)s->mbsize / m->p->minibatch;
-    const double P = m->cP[st->b1] - m->cP[st->b0];
+    const double P = m->lay[st->b0 * (m->nb + 1) + st->b1].params;
     out->in_bytes = st->b0 > 0 ? m->cut[st->b0] * bscale : 0;
     out->out_bytes = st->b1 < m->nb ? m->cut[st->b1] * bscale : 0;
     out->xfer_s = out->out_bytes > 0 && R->out_rate > 0
                       ? R->out_lat + out->out_bytes / R->out_rate
                       : 0;
     out->allreduce_s = range_allreduce_s(R, st->r * m->g, P);
-    out->params = P;
-    out->optimizer = P * sim_memory_optimizer_mul(s->opt);
-    out->slot_bytes = slot_bytes(m, s, st->b0, st->b1);
+    block_mem(m, s, st->b0, st->b1, st->r * m->g, &out->mem);
 }
 
 /* Seconds per microbatch that the busiest server port spends on activations and gradients
@@ -532,46 +613,90 @@ done:
     return worst;
 }
 
-/* The slot-dependent memory of each rank of a chunked partition (mem[p], added to), from
- * its schedule: per stage its buffer slots (schedule_slots, each stage's own most, as the
- * executor allocates them) x the bytes a slot holds (the input, every output and saved
- * tensor, or with recompute the input and the output plus one microbatch's; the received
- * and the sent gradient), and per peer the staging of the gradients sent to it
- * (schedule_send_bound x the largest: stage i sends them to stage i - 1's worker).
- * Returns 0, or -1 when the schedule cannot be built (the caller falls back to the warmup
- * count). */
-static int chunked_slot_memory(const nm_model *m, const nm_setting *s, const nm_part *pt,
-                               int p, double *mem)
+/* The memory of each rank of a chunked partition (out[pt->ranks]): per stage its terms
+ * (block_mem, one replica) with one weight version and its buffer slots (schedule_slots
+ * of the generated schedule, each stage's own most, as the executor allocates them), and
+ * per peer the staging of the gradients sent to it (schedule_send_bound x the largest:
+ * stage i sends them to stage i - 1's worker), summed as the simulator sums them. When
+ * the schedule cannot be built, the slots of rank r are its warmup count, 2 (p - r - 1) +
+ * (v - 1) p + 1 at most M v, shared by its v stages, and no staging. */
+static void chunked_memory(const nm_model *m, const nm_setting *s, const nm_part *pt,
+                           sim_memory *out)
 {
-    const nm_sched_memo *e = memo_get(m, s->kind, p, pt->nst, s->M);
-    if (!e) return -1;
+    const int p = pt->ranks > 0 ? pt->ranks : 1, v = pt->nst / p;
+    const nm_sched_memo *e = p <= NM_MAX_UNITS ? memo_get(m, s, pt, p) : NULL;
     const double bscale = (double)s->mbsize / m->p->minibatch;
+    sim_memory_acc acc[NM_MAX_UNITS];
     double big[NM_MAX_UNITS * NM_MAX_UNITS] = {0}; /* [p x p] largest gradient per pair */
+    memset(acc, 0, sizeof acc);
     for (int i = 0; i < pt->nst; i++) {
         const nm_stage *st = &pt->st[i];
-        const int w = e->worker[i];
-        double in = st->b0 > 0 ? m->cut[st->b0] * bscale : 0;
-        double acts = (m->cA[st->b1] - m->cA[st->b0]) * bscale;
-        mem[w] += e->slots[i] * slot_bytes(m, s, st->b0, st->b1) + (s->recompute ? acts : 0);
-        double *b = &big[w * p + e->worker[i > 0 ? i - 1 : 0]];
-        if (i > 0 && in > *b) *b = in;
+        const int rk = sched_kind_rank(s->kind, i, p);
+        sim_stage_mem t;
+        block_mem(m, s, st->b0, st->b1, 1, &t);
+        double slots;
+        if (e) {
+            slots = e->slots[i];
+            double in = st->b0 > 0 ? m->cut[st->b0] * bscale : 0;
+            double *b = &big[e->worker[i] * p + e->worker[i > 0 ? i - 1 : 0]];
+            if (i > 0 && in > *b) *b = in;
+        } else {
+            int k = (p - rk - 1) * 2 + (v - 1) * p + 1;
+            if (k > s->M * v) k = s->M * v;
+            slots = (double)k / v;
+        }
+        sim_memory_add(&acc[rk], &t, 1, slots, 0, 0);
     }
-    for (int w = 0; w < p; w++)
-        for (int to = 0; to < p; to++) mem[w] += e->bound[w * p + to] * big[w * p + to];
-    return 0;
+    for (int w = 0; w < p; w++) {
+        double staging = 0;
+        for (int to = 0; e && to < p; to++) staging += e->bound[w * p + to] * big[w * p + to];
+        sim_memory_close(&acc[w], staging, m->rg[pt->st[w].u * (m->U + 1) + 1].cap, &out[w]);
+    }
+}
+
+/* The zero-bubble kinds' warmup of a pipeline: the largest ceil(devices from a stage on /
+ * its replicas). */
+static int pipeline_kzb(const nm_model *m, const nm_part *pt)
+{
+    int W = 0, kzb = 0;
+    for (int i = 0; i < pt->nst; i++) W += pt->st[i].r * m->g;
+    for (int i = 0, w = W; i < pt->nst; i++) {
+        int k = ceil_div(w, pt->st[i].r * m->g);
+        if (k > kzb) kzb = k;
+        w -= pt->st[i].r * m->g;
+    }
+    return kzb;
+}
+
+int nm_part_memory(const nm_model *m, const nm_setting *s, const nm_part *pt,
+                   sim_memory *out)
+{
+    if (sched_kind_chunked(s->kind)) {
+        chunked_memory(m, s, pt, out);
+        return pt->ranks;
+    }
+    int W = 0, kzb = pipeline_kzb(m, pt);
+    for (int i = 0; i < pt->nst; i++) W += pt->st[i].r * m->g;
+    for (int i = 0; i < pt->nst; i++) {
+        const nm_stage *st = &pt->st[i];
+        const int n = st->r * m->g;
+        stage_counts cn;
+        count_stage(s, st->b0, W, n, kzb, &cn);
+        stage_memory(m, s, st->b0, st->b1, n, &cn, m->rg[st->u * (m->U + 1) + st->r].cap,
+                     &out[i]);
+        W -= n;
+    }
+    return pt->nst;
 }
 
 void nm_price(const nm_model *m, const nm_setting *s, nm_part *pt)
 {
     double per = 0, sumlat = 0, botlat = 0, ar = 0, peak = 0, cap = INFINITY;
-    int fits = 1;
+    int fits = 1, memfits = 1;
     if (sched_kind_chunked(s->kind)) {
         /* per device: its chunks' compute; links per stage */
         int p = pt->ranks, v = pt->nst / (p > 0 ? p : 1);
-        double devper[NM_MAX_UNITS] = {0}, devmem[NM_MAX_UNITS] = {0};
-        double stash[NM_MAX_UNITS] = {0}, rcmem[NM_MAX_UNITS] = {0};
-        double bscale = (double)s->mbsize / m->p->minibatch;
-        double optmul = sim_memory_optimizer_mul(s->opt);
+        double devper[NM_MAX_UNITS] = {0};
         for (int i = 0; i < pt->nst; i++) {
             const nm_stage *st = &pt->st[i];
             nm_cost o;
@@ -583,45 +708,30 @@ void nm_price(const nm_model *m, const nm_setting *s, nm_part *pt)
             double comm = i + 1 < pt->nst && o.lat > o.c ? (o.lat - o.c) / 2 : 0;
             if (comm > per) per = comm;
             sumlat += o.lat - o.c;
-            double P = m->cP[st->b1] - m->cP[st->b0];
-            double in = st->b0 > 0 ? m->cut[st->b0] * bscale : 0;
-            double acts = (m->cA[st->b1] - m->cA[st->b0]) * bscale;
-            double out = st->b1 < m->nb ? m->cut[st->b1] * bscale : 0;
-            devmem[rk] += P * (2 + optmul) + gradbuf(m, st->b0, st->b1, in / bscale) * bscale +
-                          (m->cG[st->b1] - m->cG[st->b0]) * bscale;
-            rcmem[rk] += s->recompute ? acts / pt->nst : 0;
-            if (i < p) devmem[rk] += m->ws_max; /* the scratch, once per device */
-            if (st->b0 == 0) in = m->p->input_bytes * bscale; /* the data, held per slot */
-            stash[rk] += (s->recompute ? in + out : in + out + acts) / v;
             if (o.cap < cap) cap = o.cap;
         }
-        /* the slots and staging from the schedule itself; else from its warmup count */
-        const int exact = p <= NM_MAX_UNITS && chunked_slot_memory(m, s, pt, p, devmem) == 0;
+        sim_memory mem[NM_MAX_UNITS];
+        chunked_memory(m, s, pt, mem);
         double dmax = 0;
         for (int rk = 0; rk < p; rk++) {
             if (devper[rk] > dmax) dmax = devper[rk];
-            int k = (p - rk - 1) * 2 + (v - 1) * p + 1;
-            if (k > s->M * v) k = s->M * v;
-            double mem = devmem[rk] + (exact ? 0 : rcmem[rk] + k * stash[rk]);
-            if (mem > peak) peak = mem;
-            if (mem > m->rg[pt->st[rk].u * (m->U + 1) + 1].cap) fits = 0;
+            if (mem[rk].total > peak) peak = mem[rk].total;
+            if (!mem[rk].fits) memfits = 0;
         }
         if (dmax > per) per = dmax;
         pt->period = per;
         pt->fill = (p - 1) * dmax / v + sumlat;
         pt->ar = 0;
     } else {
-        int W = 0, kzb = 0;
+        int W = 0, kzb = pipeline_kzb(m, pt);
         for (int i = 0; i < pt->nst; i++) W += pt->st[i].r * m->g;
-        for (int i = 0, w = W; i < pt->nst; i++) {
-            int k = ceil_div(w, pt->st[i].r * m->g);
-            if (k > kzb) kzb = k;
-            w -= pt->st[i].r * m->g;
-        }
         for (int i = 0; i < pt->nst; i++) {
             const nm_stage *st = &pt->st[i];
-            nm_cost o;
-            if (!stage_cost_k(m, s, st->b0, st->b1, st->u, st->r, W, kzb, &o)) fits = 0;
+            nm_cost o = {0};
+            if (!stage_cost_k(m, s, st->b0, st->b1, st->u, st->r, W, kzb, &o)) {
+                if (o.mem > o.cap) memfits = 0;
+                else fits = 0; /* no next unit, or microbatches that do not split evenly */
+            }
             W -= st->r * m->g;
             if (o.per > per) {
                 per = o.per;
@@ -646,7 +756,7 @@ void nm_price(const nm_model *m, const nm_setting *s, nm_part *pt)
     pt->thr = pt->iter_s > 0 ? (double)s->M * s->mbsize / pt->iter_s : 0;
     pt->peak_mem = peak;
     pt->cap = cap;
-    pt->fits = fits;
+    pt->fits = fits && memfits;
 }
 
 /* --- the dynamic program ---------------------------------------------------------------- */
@@ -680,7 +790,6 @@ static void dp_layer(const nm_model *m, const nm_setting *s, nm_dp *d, int mode,
 {
     int nb = m->nb, U = m->U, W1 = U + 1, rc = s->recompute, K = d->K;
     double bscale = (double)s->mbsize / m->p->minibatch, kscale = bscale * 1e-3;
-    double optmul = sim_memory_optimizer_mul(s->opt);
     const double gather = sim_cost_gather_s(m->p, s->mbsize); /* the first/last stage's */
     const sched_traits *tr = sched_traits_of(s->kind);
     int evenM = tr->mb_per_replica && s->M > 0;
@@ -692,8 +801,13 @@ static void dp_layer(const nm_model *m, const nm_setting *s, nm_dp *d, int mode,
         for (int u = 0; u <= U; u++) val[lay + nb * W1 + u] = K > 0 ? INFINITY : 0;
         for (int b = 0; b < nb; b++) val[lay + b * W1 + U] = INFINITY;
     }
+    /* the memory terms of the stages starting at block b, by their end: the plan's ZeRO
+     * stage is 0, so they do not depend on the replicas (sim_memory_state) */
+    const sim_mem_setting ms1 = mem_setting(m, s, 1);
+    sim_stage_mem bt[NM_MAX_BLOCKS + 1];
     for (int b = nb - 1; b >= 0; b--) {
         double in = b > 0 ? m->cut[b] * bscale : 0;
+        for (int j = b + 1; j <= nb; j++) sim_memory_stage(&m->lay[b * (nb + 1) + j], &ms1, &bt[j]);
         for (int u = U - 1; u >= 0; u--) {
             double bests[NM_DP_TAUS];
             int bjs[NM_DP_TAUS], brs[NM_DP_TAUS], W = m->ndev - u * m->g;
@@ -717,21 +831,29 @@ static void dp_layer(const nm_model *m, const nm_setting *s, nm_dp *d, int mode,
                 case SCHED_HOLD_ZB: k = (b ? kw + 1 : kw) < km ? (b ? kw + 1 : kw) : km; break;
                 default: k = kw; break;
                 }
-                int ver = tr->versions > 0 ? tr->versions : kw;
-                double sc = kscale / R->speed, pcoef = ver + 1 + optmul;
+                const int kf = s->M > 0 ? km : 0;
+                /* versions: the kind's, no more than in flight (count_stage) */
+                const stage_counts cn = {tr->versions > 0 && tr->versions < kw ? tr->versions : kw,
+                                         held_slots(s->kind, k, kf, b > 0),
+                                         staged_grads(s->kind, k, kf)};
+                sim_state_mul sm;
+                sim_memory_state(ms1.precision, ms1.zero, n, s->opt, &sm);
+                /* a lower bound of the stage's memory that grows with its last block j:
+                 * the parameters (less every tied tensor) x versions, gradients (and the
+                 * all-reduce's receive buffer), optimizer; per slot the input (the data)
+                 * and the input gradient, the kept outputs without recompute; the inner
+                 * gradient buffers; the staging */
+                const double pcoef = cn.ver + sm.gradients + sm.optimizer +
+                                     (n > 1 ? sm.gradients : 0);
+                const double fixed = cn.slots * ((b ? in : m->p->input_bytes * bscale) + in) +
+                                     cn.staged * in;
+                double sc = kscale / R->speed;
                 double incomm = in > 0 && R->in_total > 0 ? in / R->in_total : 0;
-                /* stashed input, input gradient to send, its staging */
-                const int kf = s->M > 0 ? km : 0, ks = held_slots(s->kind, k, kf, b > 0);
-                double inmem = (2 * ks + staged_grads(s->kind, k, kf)) * in;
                 /* the last units can only hold the last stage; pinned, the last stage
                  * takes the last blocks and the others leave some */
                 const int j0 = u + r == U || left == 1 ? nb : b + 1;
                 const int j1 = K > 0 && left > 1 ? nb - 1 : nb;
-                double maxa = in; /* the largest of the stage's input and activations */
-                for (int i = b; i < j0 - 1; i++)
-                    if (m->maxA[i] * bscale > maxa) maxa = m->maxA[i] * bscale;
                 for (int j = j0; j <= j1; j++) {
-                    if (m->maxA[j - 1] * bscale > maxa) maxa = m->maxA[j - 1] * bscale;
                     const size_t at = nxt + j * W1 + u + r;
                     double next = d->val[at];
                     if (!mode) {
@@ -742,16 +864,21 @@ static void dp_layer(const nm_model *m, const nm_setting *s, nm_dp *d, int mode,
                             any = d->val[t * d->ns + at] < bests[t];
                         if (!any) continue;
                     }
-                    double P = m->cP[j] - m->cP[b], acts = (m->cA[j] - m->cA[b]) * bscale;
-                    double mem = P * pcoef + inmem + (rc ? acts : ks * acts) + 2 * maxa +
-                                 (m->cG[j] - m->cG[b]) * bscale + m->ws_max +
-                                 (b == 0 ? k * m->p->input_bytes * bscale : 0);
-                    if (mem > R->cap) break; /* memory grows with j */
-                    /* per slot the received gradient and, with recompute, the output kept
-                     * (the last stage's: its last block's): not monotone in j */
-                    double grad = j < nb ? m->cut[j] * bscale : 0;
-                    double kept = !rc ? 0 : j < nb ? grad : (m->cA[nb] - m->cA[nb - 1]) * bscale;
-                    if (mem + ks * (grad + kept) > R->cap) continue;
+                    double lp = m->cP[j] - m->cP[b] - m->tied_total;
+                    double lower = (lp > 0 ? lp : 0) * pcoef + fixed +
+                                   (m->cG[j] - m->cG[b] + (rc ? 0 : cn.slots * (m->cS[j] - m->cS[b]))) *
+                                       bscale;
+                    if (lower > R->cap) break; /* memory grows with j */
+                    /* the memory itself, as the simulator counts it (not monotone in j:
+                     * with recompute a slot keeps the stage's output) */
+                    const sim_stage_mem tm = bt[j];
+                    sim_memory_acc acc;
+                    memset(&acc, 0, sizeof acc);
+                    sim_memory_add(&acc, &tm, cn.ver, cn.slots, n > 1, 0);
+                    sim_memory mm;
+                    sim_memory_close(&acc, cn.staged * in, R->cap, &mm);
+                    if (!mm.fits) continue;
+                    const double P = tm.params;
                     double F = (m->cF[j] - m->cF[b]) * sc, B = (m->cB[j] - m->cB[b]) * sc;
                     if (rc) B += F;
                     if (b == 0 || j == nb) F += gather / R->speed;

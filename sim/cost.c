@@ -101,30 +101,6 @@ double sim_cost_core_share(const cluster *c, const int *worker_device, int nwork
     return n > t->cores ? (double)n / t->cores : 1;
 }
 
-/* The two input-gradient buffers the executor gives the top-level layers [first, last] of
- * a chain, at the profile's minibatch: walking backward, each layer writes its input
- * gradient into the buffer that does not hold its output gradient, a flatten passes its
- * gradient through and an embedding has none; each buffer is as large as the largest
- * input written into it. */
-static double chain_gradbuf(const profile *p, int first, int last)
-{
-    double need[2] = {0, 0};
-    int hold = -1;
-    for (int l = last < p->nlayers ? last : p->nlayers - 1; l >= first; l--) {
-        const char *k = p->layers[l].kind;
-        if (!strcmp(k, "flatten")) continue;
-        if (!strcmp(k, "embedding")) {
-            hold = -1;
-            continue;
-        }
-        int b = hold == 0 ? 1 : 0;
-        double in = l > 0 ? p->layers[l - 1].activation_bytes : p->input_bytes;
-        if (in > need[b]) need[b] = in;
-        hold = b;
-    }
-    return need[0] + need[1];
-}
-
 double *sim_cross_bytes(const profile *p)
 {
     /* a difference array over the order: +bytes after the producer, -bytes after the
@@ -162,54 +138,18 @@ int sim_cost_plan_is_3d(const plan *pl)
            pl->precision == DEV_FP16;
 }
 
-/* What the layers [first, last] of a stage add up to, at the profile's minibatch (ms,
- * bytes). k > 0: full recomputation from checkpoints every k layers (plan
- * checkpoint_layers). */
+/* What the layers [first, last] of a stage take to compute, at the profile's minibatch
+ * (ms; its memory: sim_memory_layers). */
 typedef struct stage_sums {
-    double f, b, in, wt;          /* compute, ms */
-    double params, acts, saved, split, inner, ws, maxact, lastact;
-    double sel_saved;             /* saved bytes when the selective parts are recomputed */
-    double sel_transient;         /* the most one layer's selective parts hold while they
-                                     are recomputed */
-    double sel_ms;                /* forward time of the selective parts, ms */
-    double ckpt_keep;             /* inputs kept at checkpoints beyond the stage's own */
-    double ckpt_group;            /* the largest group's outputs and saved tensors */
-    int nl;
+    double f, b, in, wt;          /* forward, backward, its input and weight halves */
+    double sel_ms;                /* forward time of the selective parts */
 } stage_sums;
 
-static void stage_sum(const profile *p, const double *cross, int first, int last, int k,
-                      stage_sums *o)
+static void stage_sum(const profile *p, int first, int last, stage_sums *o)
 {
     memset(o, 0, sizeof *o);
-    double group = 0;
     for (int l = first; l <= last && l < p->nlayers; l++) {
         const profile_layer *L = &p->layers[l];
-        o->nl++;
-        if (l < last && L->activation_bytes > o->maxact) /* the next one's input */
-            o->maxact = L->activation_bytes;
-        o->saved += L->saved_bytes;
-        double sel = L->selective_saved_bytes >= 0 ? L->selective_saved_bytes : L->saved_bytes;
-        o->sel_saved += sel;
-        if (L->saved_bytes - sel > o->sel_transient) o->sel_transient = L->saved_bytes - sel;
-        o->split += L->split_saved_bytes;
-        o->inner += L->grad_buffer_bytes;
-        if (L->workspace_bytes > o->ws) o->ws = L->workspace_bytes;
-        o->lastact = L->activation_bytes;
-        /* the executor's flatten hands on its input's buffer: nothing more is held */
-        double held = !p->nedges && !strcmp(L->kind, "flatten") ? 0 : L->activation_bytes;
-        if (k > 0) {
-            if (l > first && (l - first) % k == 0) { /* a checkpoint: this layer's input */
-                o->ckpt_keep += cross[l - 1];
-                group = 0;
-            }
-            group += held + L->saved_bytes;
-            if (group > o->ckpt_group) o->ckpt_group = group;
-        }
-        /* a tensor tied to another layer of the stage is held once (profile.h) */
-        int tied = L->tied_bytes > 0 && L->tied_layer >= first && L->tied_layer <= last &&
-                   L->tied_layer != l;
-        o->params += L->parameter_bytes - (tied ? L->tied_bytes : 0);
-        o->acts += held;
         if (profile_layer_is_input(L)) /* the data loader's time, not the device's */
             continue;
         o->f += L->forward_ms;
@@ -296,7 +236,7 @@ static void price_stage(sim_model *m, const plan *pl, const schedule *s, const s
     int n = p->nlayers, full = pl->recompute == RECOMPUTE_FULL;
     double scale = (double)pl->microbatch_size / (p->minibatch > 0 ? p->minibatch : 1);
     stage_sums S;
-    stage_sum(p, cross, ps->first_layer, ps->last_layer, full ? pl->checkpoint_layers : 0, &S);
+    stage_sum(p, ps->first_layer, ps->last_layer, &S);
     double *a = &m->act_s[(size_t)st * SIM_NC];
     a[SIM_C_F] = S.f * scale / 1e3;
     a[SIM_C_B] = S.b * scale / 1e3;
@@ -326,44 +266,21 @@ static void price_stage(sim_model *m, const plan *pl, const schedule *s, const s
     /* with tp > 1 every rank sends its share on its own link: without sequence
      * parallelism the activation is whole on each rank and a rank sends 1 / tp of it */
     m->cut_bytes[st] = pl->tp > 1 && !pl->sequence_parallel ? cut / pl->tp : cut;
-    double input = st > 0 && ps->first_layer > 0 ? cross[ps->first_layer - 1] * scale : 0;
-    /* the executor's slots also hold the first stage's input (the data) */
-    double held_in = ps->first_layer == 0 ? p->input_bytes * scale : input;
-    sim_cost_stage_state(m, pl, net, st, S.params);
-    double maxin = S.maxact * scale > input ? S.maxact * scale : input;
-    m->gradbuf_bytes[st] = (p->nedges ? (S.nl > 1 ? 2 : 1) * maxin
-                                      : chain_gradbuf(p, ps->first_layer, ps->last_layer) *
-                                            scale) +
-                           S.inner * scale;
-    m->slotbuf_bytes[st] = cut + input;
-    if (m->nccl_buffers) { /* the gradients of the microbatch in its backward only */
-        m->gradbuf_bytes[st] += m->slotbuf_bytes[st];
-        m->slotbuf_bytes[st] = 0;
-    }
-    m->workspace_bytes[st] = S.ws;
-    double keep = splits ? S.split * scale : 0; /* output gradients kept for W */
-    /* a Megatron-LM-style runtime frees a stage's output once it is sent (it keeps only its
-     * autograd node: deallocate_pipeline_outputs); plumb's executor keeps it in the slot */
-    double sent = m->nccl_buffers && st + 1 < s->nstages ? S.lastact * scale : 0;
-    if (full) {
-        /* per microbatch the input and the output (the loss stage: also its loss rows
-         * and targets, the loss layer's saved bytes) and the checkpoints' inputs; one
-         * microbatch's activations (of the largest group between checkpoints) */
-        double loss = ps->last_layer >= n - 1 ? p->layers[n - 1].saved_bytes : 0;
-        m->stash_bytes[st] = held_in + (S.lastact + loss) * scale + keep - sent;
-        if (pl->checkpoint_layers > 0) {
-            m->stash_bytes[st] += S.ckpt_keep * scale;
-            m->transient_bytes[st] = S.ckpt_group * scale;
-        } else {
-            m->transient_bytes[st] = (S.acts + S.saved) * scale;
-        }
-    } else if (pl->recompute == RECOMPUTE_SELECTIVE) {
-        m->stash_bytes[st] = held_in + (S.acts + S.sel_saved) * scale + keep - sent;
-        m->transient_bytes[st] = S.sel_transient * scale;
-    } else {
-        m->stash_bytes[st] = held_in + (S.acts + S.saved) * scale + keep - sent;
-        m->transient_bytes[st] = 0;
-    }
+    /* its memory: the one formula the native planner's estimate calls too */
+    sim_stage_layers L;
+    sim_memory_layers(p, cross, ps->first_layer, ps->last_layer,
+                      full ? pl->checkpoint_layers : 0, &L);
+    sim_cost_stage_state(m, pl, net, st, L.params);
+    sim_mem_setting ms = {scale, pl->recompute, pl->checkpoint_layers, splits,
+                          m->nccl_buffers, pl->precision, pl->zero, ps->replicas,
+                          pl->optimizer};
+    sim_stage_mem t;
+    sim_memory_stage(&L, &ms, &t);
+    m->stash_bytes[st] = t.stash;
+    m->transient_bytes[st] = t.transient;
+    m->gradbuf_bytes[st] = t.gradbuf;
+    m->slotbuf_bytes[st] = t.slotbuf;
+    m->workspace_bytes[st] = t.workspace;
 }
 
 int sim_cost_build(sim_model *m, const plan *pl, const schedule *s, const sim_net *net,

@@ -22,7 +22,9 @@
  * buffer and no staging (sim_model.nccl_buffers; docs/sim.md), and activations as such a
  * runtime holds them (held_3d): the microbatches forwarded and not yet backwarded, an input
  * received before its forward as the one tensor that arrived, and a recomputation's
- * transient once at a time per device. */
+ * transient once at a time per device. One formula serves the simulator and the native
+ * planner's estimate: sim_memory_layers (a stage's sums), sim_memory_stage (its terms),
+ * sim_memory_add and sim_memory_close (a device's total). */
 #include "sim/memory.h"
 
 #include <stdlib.h>
@@ -60,6 +62,126 @@ int sim_memory_staging(sim_model *m, plumb_err *err)
     }
     free(big), free(pb);
     return 0;
+}
+
+/* The two input-gradient buffers the executor gives the top-level layers [first, last] of
+ * a chain, at the profile's minibatch: walking backward, each layer writes its input
+ * gradient into the buffer that does not hold its output gradient, a flatten passes its
+ * gradient through and an embedding has none; each buffer is as large as the largest
+ * input written into it. */
+static double chain_gradbuf(const profile *p, int first, int last)
+{
+    double need[2] = {0, 0};
+    int hold = -1;
+    for (int l = last < p->nlayers ? last : p->nlayers - 1; l >= first; l--) {
+        const char *k = p->layers[l].kind;
+        if (!strcmp(k, "flatten")) continue;
+        if (!strcmp(k, "embedding")) {
+            hold = -1;
+            continue;
+        }
+        int b = hold == 0 ? 1 : 0;
+        double in = l > 0 ? p->layers[l - 1].activation_bytes : p->input_bytes;
+        if (in > need[b]) need[b] = in;
+        hold = b;
+    }
+    return need[0] + need[1];
+}
+
+void sim_memory_layers(const profile *p, const double *cross, int first, int last, int k,
+                       sim_stage_layers *o)
+{
+    memset(o, 0, sizeof *o);
+    const int n = p->nlayers;
+    if (last >= n) last = n - 1;
+    double group = 0, maxact = 0;
+    int nl = 0;
+    for (int l = first; l <= last; l++) {
+        const profile_layer *L = &p->layers[l];
+        nl++;
+        if (l < last && L->activation_bytes > maxact) /* the next one's input */
+            maxact = L->activation_bytes;
+        o->saved += L->saved_bytes;
+        double sel = L->selective_saved_bytes >= 0 ? L->selective_saved_bytes : L->saved_bytes;
+        o->sel_saved += sel;
+        if (L->saved_bytes - sel > o->sel_transient) o->sel_transient = L->saved_bytes - sel;
+        o->split += L->split_saved_bytes;
+        o->inner += L->grad_buffer_bytes;
+        if (L->workspace_bytes > o->ws) o->ws = L->workspace_bytes;
+        o->lastact = L->activation_bytes;
+        /* the executor's flatten hands on its input's buffer: nothing more is held */
+        double held = !p->nedges && !strcmp(L->kind, "flatten") ? 0 : L->activation_bytes;
+        if (k > 0) {
+            if (l > first && (l - first) % k == 0) { /* a checkpoint: this layer's input */
+                o->ckpt_keep += cross[l - 1];
+                group = 0;
+            }
+            group += held + L->saved_bytes;
+            if (group > o->ckpt_group) o->ckpt_group = group;
+        }
+        /* a tensor tied to another layer of the stage is held once (profile.h) */
+        int tied = L->tied_bytes > 0 && L->tied_layer >= first && L->tied_layer <= last &&
+                   L->tied_layer != l;
+        o->params += L->parameter_bytes - (tied ? L->tied_bytes : 0);
+        o->acts += held;
+    }
+    o->in = first > 0 ? cross[first - 1] : 0;
+    o->out = last < n - 1 && last >= 0 ? cross[last] : 0;
+    o->data = first == 0 ? p->input_bytes : o->in;
+    o->last = last >= n - 1;
+    o->loss = o->last && n > 0 ? p->layers[n - 1].saved_bytes : 0;
+    o->output = p->nedges && !o->last ? o->out : o->lastact;
+    double maxin = maxact > o->in ? maxact : o->in;
+    o->gradbuf = p->nedges ? (nl > 1 ? 2 : 1) * maxin : chain_gradbuf(p, first, last);
+}
+
+/* sim_memory_stage with the state multipliers sm (sim_memory_state of s's precision, ZeRO
+ * stage, replicas and optimizer). */
+static void stage_mul(const sim_stage_layers *L, const sim_mem_setting *s,
+                      const sim_state_mul *sm, sim_stage_mem *out)
+{
+    const double sc = s->scale;
+    out->params = L->params;
+    out->gradients = L->params * sm->gradients;
+    out->optimizer = L->params * sm->optimizer;
+    out->gradbuf = (L->gradbuf + L->inner) * sc;
+    out->slotbuf = (L->out + L->in) * sc;
+    if (s->nccl) { /* the gradients of the microbatch in its backward only */
+        out->gradbuf += out->slotbuf;
+        out->slotbuf = 0;
+    }
+    out->workspace = L->ws;
+    double keep = s->splits ? L->split * sc : 0; /* output gradients kept for W */
+    /* a Megatron-LM-style runtime frees a stage's output once it is sent (it keeps only its
+     * autograd node: deallocate_pipeline_outputs); plumb's executor keeps it in the slot */
+    double sent = s->nccl && !L->last ? L->output * sc : 0;
+    double held_in = L->data * sc;
+    if (s->recompute == RECOMPUTE_FULL) {
+        /* per microbatch the input and the output (the loss stage: also its loss rows
+         * and targets, the loss layer's saved bytes) and the checkpoints' inputs; one
+         * microbatch's activations (of the largest group between checkpoints) */
+        out->stash = held_in + (L->output + L->loss) * sc + keep - sent;
+        if (s->checkpoint_layers > 0) {
+            out->stash += L->ckpt_keep * sc;
+            out->transient = L->ckpt_group * sc;
+        } else {
+            out->transient = (L->acts + L->saved) * sc;
+        }
+    } else if (s->recompute == RECOMPUTE_SELECTIVE) {
+        out->stash = held_in + (L->acts + L->sel_saved) * sc + keep - sent;
+        out->transient = L->sel_transient * sc;
+    } else {
+        out->stash = held_in + (L->acts + L->saved) * sc + keep - sent;
+        out->transient = 0;
+    }
+}
+
+void sim_memory_stage(const sim_stage_layers *L, const sim_mem_setting *s,
+                      sim_stage_mem *out)
+{
+    sim_state_mul sm;
+    sim_memory_state(s->precision, s->zero, s->replicas, s->opt, &sm);
+    stage_mul(L, s, &sm, out);
 }
 
 double sim_memory_optimizer_mul(optimizer_kind opt)
@@ -141,12 +263,26 @@ static double held_3d(const sim_model *m, int w)
     return peak;
 }
 
+/* Stage st's terms as m holds them (hand-built models: grad_bytes for the parameters). */
+static void model_stage(const sim_model *m, int st, optimizer_kind opt, sim_stage_mem *t)
+{
+    double pb = m->param_bytes ? m->param_bytes[st] : m->grad_bytes[st];
+    t->params = pb;
+    t->gradients = m->gradmem_bytes ? m->gradmem_bytes[st] : pb;
+    t->optimizer = m->optmem_bytes ? m->optmem_bytes[st] : sim_memory_optimizer_mul(opt) * pb;
+    t->stash = m->stash_bytes[st];
+    t->slotbuf = m->slotbuf_bytes[st];
+    t->transient = m->transient_bytes[st];
+    t->gradbuf = m->gradbuf_bytes[st];
+    t->workspace = m->workspace_bytes[st];
+}
+
 void sim_memory_of(const sim_model *m, int w, const int *versions, optimizer_kind opt,
                    double capacity, sim_memory *out)
 {
     const schedule *s = m->sched;
-    double weights = 0, params = 0, optim = 0, acts = 0, buffers = 0, ws = 0;
-    double root = 0; /* the in-process all-reduce's receive buffer, kept for the largest */
+    sim_memory_acc a;
+    memset(&a, 0, sizeof a);
     /* the stages it holds: the one the schedule says, when it knows (a scan of every
      * replica of every stage per device is quadratic in the devices) */
     int lo = 0, hi = s->nstages, known = s->worker_stage && w >= 0 && w < s->nworkers &&
@@ -159,37 +295,14 @@ void sim_memory_of(const sim_model *m, int w, const int *versions, optimizer_kin
         for (int j = 0; j < s->replicas[st]; j++)
             if (known || s->stage_workers[s->stage_first[st] + j] == w) {
                 int first = s->stage_workers[s->stage_first[st]] == w; /* replica 0 */
-                int v = versions && versions[st] > 0 ? versions[st] : 1;
-                double slots = schedule_slots(s, w, st);
-                double pb = m->param_bytes ? m->param_bytes[st] : m->grad_bytes[st];
-                weights += pb * v;
-                params += m->gradmem_bytes ? m->gradmem_bytes[st] : pb;
-                optim += m->optmem_bytes ? m->optmem_bytes[st]
-                                         : sim_memory_optimizer_mul(opt) * pb;
-                if (!m->nccl_buffers)
-                    acts += slots * m->stash_bytes[st] + m->transient_bytes[st];
-                if (!m->nccl_buffers)
-                    buffers += m->gradbuf_bytes[st] + slots * m->slotbuf_bytes[st];
-                else if (m->gradbuf_bytes[st] > buffers) /* one backward at a time */
-                    buffers = m->gradbuf_bytes[st];
-                double gb = m->gradmem_bytes ? m->gradmem_bytes[st] : m->grad_bytes[st];
-                if (first && s->replicas[st] > 1 && gb > root && !m->nccl_buffers)
-                    root = gb;
-                if (m->workspace_bytes[st] > ws) ws = m->workspace_bytes[st];
+                sim_stage_mem t;
+                model_stage(m, st, opt, &t);
+                sim_memory_add(&a, &t, versions ? versions[st] : 1, schedule_slots(s, w, st),
+                               first && s->replicas[st] > 1, m->nccl_buffers);
                 break;
             }
-    if (m->nccl_buffers) acts = held_3d(m, w);
-    out->weights = weights;
-    out->gradients = params;
-    out->optimizer = optim;
-    out->activations = acts;
-    out->buffers = buffers + root;
-    out->workspace = ws;
-    out->staging = m->staging_bytes ? m->staging_bytes[w] : 0;
-    out->total = out->weights + out->gradients + out->optimizer + out->activations +
-                 out->buffers + ws + out->staging;
-    out->capacity = capacity;
-    out->fits = out->total <= capacity;
+    if (m->nccl_buffers) a.mem.activations = held_3d(m, w);
+    sim_memory_close(&a, m->staging_bytes ? m->staging_bytes[w] : 0, capacity, out);
 }
 
 /* A change of a device's in-flight memory at time t. */

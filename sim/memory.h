@@ -2,6 +2,7 @@
 #ifndef PLUMB_SIM_MEMORY_H
 #define PLUMB_SIM_MEMORY_H
 
+#include "core/profile.h"
 #include "sim/engine.h"
 #include "sim/sim.h"
 
@@ -31,6 +32,123 @@ typedef struct sim_state_mul {
  * parameter, 6 + 12 / d with ZeRO-1 over d replicas (docs/sim.md). */
 void sim_memory_state(dev_precision prec, int zero, int replicas, optimizer_kind opt,
                       sim_state_mul *out);
+
+/* What the layers [first, last] of a stage hold, at the profile's minibatch (bytes): the
+ * sums the memory model reads (sim_memory_layers fills it; the native planner keeps one per
+ * block range, so that its estimate and the simulator price a stage from the same figures). */
+typedef struct sim_stage_layers {
+    double params;        /* parameter bytes, a tensor tied to another layer of the range
+                             (profile.h, "tied") counted once */
+    double acts;          /* outputs held (a chain's flatten hands on its input: 0) */
+    double saved;         /* saved_bytes */
+    double sel_saved;     /* saved bytes when the selective parts are recomputed */
+    double sel_transient; /* the most one layer's selective parts hold while recomputed */
+    double split;         /* split_saved_bytes (kept between I and W) */
+    double inner;         /* grad_buffer_bytes (the blocks' inner input gradients) */
+    double ws;            /* the largest workspace_bytes (not scaled with the microbatch) */
+    double lastact;       /* the last layer's output */
+    double gradbuf;       /* the backward's two input-gradient buffers: a chain's walk of
+                             its layers (each buffer as large as the largest input written
+                             into it); a DAG's 2 x (1 with one layer) the largest of the
+                             range's input and its layers' outputs but the last */
+    double ckpt_keep;     /* checkpoint_layers k: the inputs kept at checkpoints */
+    double ckpt_group;    /* k: the largest group's outputs and saved tensors */
+    double in;            /* bytes crossing the cut before the range (0 at the start) */
+    double out;           /* bytes crossing the cut after the range (0 at the end) */
+    double data;          /* what a slot holds as the input: the profile's input_bytes for
+                             the first stage, else `in` */
+    double output;        /* the output a slot keeps with full recompute: the last
+                             layer's, except on a DAG before the last stage every tensor
+                             crossing the cut (`out`: the stage sends them all, and the
+                             receiver copies them out of its buffers) */
+    double loss;          /* the last stage: the loss layer's saved bytes (its rows and
+                             targets, kept with recompute too); else 0 */
+    int last;             /* 1: the range ends at the profile's last layer */
+} sim_stage_layers;
+
+/* Fills o for layers [first, last] of p (0 <= first <= last < p->nlayers; cross:
+ * sim_cross_bytes(p)); k > 0: full recomputation from checkpoints every k layers
+ * (ckpt_keep, ckpt_group; 0 otherwise). */
+void sim_memory_layers(const profile *p, const double *cross, int first, int last, int k,
+                       sim_stage_layers *o);
+
+/* How a stage is run, as far as its memory depends on it. */
+typedef struct sim_mem_setting {
+    double scale;         /* microbatch / the profile's minibatch */
+    int recompute;        /* recompute_kind */
+    int checkpoint_layers; /* with full recompute: the plan's checkpoint_layers */
+    int splits;           /* 1: backwards run as I and W (zero-bubble) */
+    int nccl;             /* 1: a Megatron-LM-style runtime (sim_model.nccl_buffers) */
+    dev_precision precision;
+    int zero;             /* ZeRO stage, 0 or 1 */
+    int replicas;         /* the stage's replicas (ZeRO-1 shards over them) */
+    optimizer_kind opt;
+} sim_mem_setting;
+
+/* One stage's memory terms (bytes): what one device holding it keeps. */
+typedef struct sim_stage_mem {
+    double params;        /* weights of one version */
+    double gradients;     /* gradient buffers (sim_memory_state) */
+    double optimizer;     /* optimizer state (sim_memory_state) */
+    double stash;         /* per buffer slot: the input (the first stage: its data), every
+                             layer's output and saved tensors (full recompute: the output,
+                             the loss's rows on the last stage, the checkpoints' inputs),
+                             the W pass's gradients; with nccl less the output once sent */
+    double slotbuf;       /* per buffer slot: the received output gradient and the input
+                             gradient to send (0 with nccl: they move to gradbuf) */
+    double transient;     /* once: what recomputation rebuilds during one backward */
+    double gradbuf;       /* once: the backward's input-gradient buffers and the blocks'
+                             inner ones (with nccl also one microbatch's slot gradients) */
+    double workspace;     /* the backend scratch (a device's stages share the largest) */
+} sim_stage_mem;
+
+/* Fills out from the layer sums L under setting s. The one formula of a stage's memory:
+ * the simulator (sim_cost_build) and the native planner's estimate both call it. */
+void sim_memory_stage(const sim_stage_layers *L, const sim_mem_setting *s,
+                      sim_stage_mem *out);
+
+/* A device's memory as its stages are added (sim_memory_add), then closed
+ * (sim_memory_close). Start from all zeros. Both are inline: the native planner's dynamic
+ * program sums a device for every stage it tries. */
+typedef struct sim_memory_acc {
+    sim_memory mem;       /* weights .. workspace as summed so far */
+    double root;          /* the in-process all-reduce's receive buffer (the largest) */
+} sim_memory_acc;
+
+/* Adds stage t, held with `versions` weight versions (<= 0: 1) and `slots` buffer slots,
+ * to a. root: the device holds the first replica of a replicated stage (plumb's executor
+ * gives it the all-reduce's receive buffer, sized to t's gradients). nccl: a
+ * Megatron-LM-style runtime (activations counted by the caller; one backward's buffers at
+ * a time; no receive buffer). */
+static inline void sim_memory_add(sim_memory_acc *a, const sim_stage_mem *t, int versions,
+                                  double slots, int root, int nccl)
+{
+    sim_memory *m = &a->mem;
+    m->weights += t->params * (versions > 0 ? versions : 1);
+    m->gradients += t->gradients;
+    m->optimizer += t->optimizer;
+    if (!nccl) {
+        m->activations += slots * t->stash + t->transient;
+        m->buffers += t->gradbuf + slots * t->slotbuf;
+        if (root && t->gradients > a->root) a->root = t->gradients;
+    } else if (t->gradbuf > m->buffers) { /* one backward at a time */
+        m->buffers = t->gradbuf;
+    }
+    if (t->workspace > m->workspace) m->workspace = t->workspace;
+}
+
+/* Closes a into out: buffers plus the receive buffer, staging, total, capacity, fits. */
+static inline void sim_memory_close(const sim_memory_acc *a, double staging,
+                                    double capacity, sim_memory *out)
+{
+    *out = a->mem;
+    out->buffers += a->root;
+    out->staging = staging;
+    out->total = out->weights + out->gradients + out->optimizer + out->activations +
+                 out->buffers + out->workspace + out->staging;
+    out->capacity = capacity;
+    out->fits = out->total <= capacity;
+}
 
 /* Fills out with worker w's memory: weights x versions[stage] (NULL or <= 0 entries
  * count 1 version), gradients, optimizer state (m's param_bytes, gradmem_bytes and

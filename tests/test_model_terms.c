@@ -6,12 +6,11 @@
  * (sim_run); then per stage the bytes it sends and receives, the time of one transfer of
  * its output to the next stage's first device (the bytes / rate part read from the
  * simulator's link report, the latency from its network), its ring all-reduce and the
- * bytes of one buffer slot without recompute (the simulator's priced model), and per
+ * bytes of one buffer slot (the simulator's priced model), and per
  * device the gradients and optimizer state (its report) are compared at 1e-9 relative. The simulator's side is
  * read from its outputs, not recomputed here: a change of pricing on either side alone
  * fails this test. */
 #include <criterion/criterion.h>
-#include <dirent.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,30 +19,12 @@
 #include "planner/native_impl.h"
 #include "sim/cost.h"
 #include "sim/sim.h"
+#include "tests/shipped.h"
 
-#define PROFILE_DIR "profiles/pipedream"
-#define CLUSTER_DIR "profiles/clusters"
 
 static int close_rel(double a, double b)
 {
     return fabs(a - b) <= 1e-9 * (fabs(a) > fabs(b) ? fabs(a) : fabs(b)) + 1e-300;
-}
-
-/* The JSON files of dir (sorted), at most max; returns how many. */
-static int list_json(const char *dir, char names[][256], int max)
-{
-    DIR *d = opendir(dir);
-    cr_assert_not_null(d, "%s", dir);
-    int n = 0;
-    struct dirent *e;
-    while ((e = readdir(d)) && n < max) {
-        size_t l = strlen(e->d_name);
-        if (l > 5 && !strcmp(e->d_name + l - 5, ".json"))
-            snprintf(names[n++], 256, "%s/%s", dir, e->d_name);
-    }
-    closedir(d);
-    qsort(names, (size_t)n, sizeof names[0], (int (*)(const void *, const void *))strcmp);
-    return n;
 }
 
 /* The link report of src -> dst, or NULL. */
@@ -55,7 +36,7 @@ static const sim_link_report *link_of(const sim_report *r, int src, int dst)
 }
 
 typedef struct counts {
-    int plans, bytes, xfers, allreduces, mems, slots;
+    int pairs, plans, bytes, xfers, allreduces, mems, slots;
 } counts;
 
 /* Plans p on c under s, simulates the plan, compares term by term. */
@@ -119,25 +100,24 @@ static void check_one(const char *pname, const char *cname, const profile *p,
                 k->xfers++;
             }
         }
-        /* what one buffer slot holds (the slot counts differ, and with recompute what a
-         * slot keeps: docs/planner-native.md, "One model") */
+        /* what one buffer slot holds (the slot counts differ: docs/planner-native.md,
+         * "One model"; tests/test_memory_terms.c compares every memory term) */
         double slot = sm.stash_bytes[i] + sm.slotbuf_bytes[i];
-        if (!s.recompute) {
-            cr_expect(close_rel(t.slot_bytes, slot), "%s on %s stage %d: slot %.17g bytes, "
-                      "simulator %.17g", pname, cname, i, t.slot_bytes, slot);
-            k->slots++;
-        }
+        cr_expect(close_rel(t.mem.stash + t.mem.slotbuf, slot), "%s on %s stage %d: slot "
+                  "%.17g bytes, simulator %.17g", pname, cname, i,
+                  t.mem.stash + t.mem.slotbuf, slot);
+        k->slots++;
         /* the parameter-sized memory of each of its devices */
         for (int j = 0; j < ps->replicas; j++)
             for (int d = 0; d < r->ndevices; d++)
                 if (r->devices[d].device == ps->devices[j]) {
                     const sim_memory *mem = &r->devices[d].mem;
-                    cr_expect(close_rel(t.params, mem->gradients), "%s on %s stage %d: "
-                              "gradients %.17g, simulator %.17g", pname, cname, i, t.params,
-                              mem->gradients);
-                    cr_expect(close_rel(t.optimizer, mem->optimizer), "%s on %s stage %d: "
-                              "optimizer %.17g, simulator %.17g", pname, cname, i,
-                              t.optimizer, mem->optimizer);
+                    cr_expect(close_rel(t.mem.gradients, mem->gradients), "%s on %s stage "
+                              "%d: gradients %.17g, simulator %.17g", pname, cname, i,
+                              t.mem.gradients, mem->gradients);
+                    cr_expect(close_rel(t.mem.optimizer, mem->optimizer), "%s on %s stage "
+                              "%d: optimizer %.17g, simulator %.17g", pname, cname, i,
+                              t.mem.optimizer, mem->optimizer);
                     k->mems++;
                 }
     }
@@ -151,33 +131,26 @@ static void check_one(const char *pname, const char *cname, const profile *p,
 /* Every shipped profile on every shipped cluster, under flushing and asynchronous
  * schedules (the latter replicate more: all-reduces), sgd, adam and momentum, with and
  * without recompute. */
+/* One profile on one cluster under the three settings. */
+static void check_pair(const char *pname, const char *cname, const profile *p,
+                       const cluster *c, void *arg)
+{
+    counts *k = arg;
+    nm_setting s1 = {SCHED_1F1B_FLUSH, 16, p->minibatch, 0, 1, OPT_SGD, 1, 0};
+    nm_setting s2 = {SCHED_PIPEDREAM, 16, p->minibatch, 0, 1, OPT_ADAM, 1, 0};
+    nm_setting s3 = {SCHED_GPIPE, 16, p->minibatch, 1, 1, OPT_MOMENTUM, 1, 0};
+    check_one(pname, cname, p, c, s1, k);
+    check_one(pname, cname, p, c, s2, k);
+    check_one(pname, cname, p, c, s3, k);
+    k->pairs++;
+}
+
 Test(model_terms, shipped_profiles_and_clusters, .timeout = 600)
 {
-    static char profs[64][256], clus[16][256];
-    int np = list_json(PROFILE_DIR, profs, 64), nc = list_json(CLUSTER_DIR, clus, 16);
-    cr_assert_geq(np, 10);
-    cr_assert_geq(nc, 3);
     counts k = {0};
-    for (int a = 0; a < nc; a++) {
-        plumb_err e;
-        /* the DGX files (docs/llm.md): their first 4 servers */
-        cluster *c = cluster_load_cut(clus[a], 64, 4, &e);
-        cr_assert_not_null(c, "%s", e.msg);
-        for (int b = 0; b < np; b++) {
-            profile *p = profile_load(profs[b], &e);
-            cr_assert_not_null(p, "%s", e.msg);
-            nm_setting s1 = {SCHED_1F1B_FLUSH, 16, p->minibatch, 0, 1, OPT_SGD, 1, 0};
-            nm_setting s2 = {SCHED_PIPEDREAM, 16, p->minibatch, 0, 1, OPT_ADAM, 1, 0};
-            nm_setting s3 = {SCHED_GPIPE, 16, p->minibatch, 1, 1, OPT_MOMENTUM, 1, 0};
-            check_one(profs[b], clus[a], p, c, s1, &k);
-            check_one(profs[b], clus[a], p, c, s2, &k);
-            check_one(profs[b], clus[a], p, c, s3, &k);
-            profile_free(p);
-        }
-        cluster_free(c);
-    }
+    shipped_each(check_pair, &k);
     /* the comparison covered every kind of term */
-    cr_expect_geq(k.plans, np * nc);
+    cr_expect_geq(k.plans, k.pairs);
     cr_expect_gt(k.bytes, 0);
     cr_expect_gt(k.xfers, 0);
     cr_expect_gt(k.allreduces, 0);
