@@ -56,6 +56,29 @@ then
     exit 1
 fi
 fail=0
+# The model files: plumb's parameter count is Megatron's GPT with an untied output layer,
+# 12 l h^2 + 13 l h + 2 V h + s h + 2 h (blocks with biases and two LayerNorms, embedding
+# and output matrices, learned positions, final LayerNorm), and within 5 % of the README's
+# label (1.7B ... 462B; the labels are rounded, 1.7B is 1.75 B).
+for f in "$MODELS"/*.json; do
+    if ! "$P" profile --model "$f" -c "$H100" >"$d/prof" 2>"$d/err"; then
+        echo "FAIL profile $f:"; cat "$d/err"; fail=1; continue
+    fi
+    python3 - "$f" "$(head -1 "$d/prof")" <<'PY' || fail=1
+import json, os, re, sys
+f, line = sys.argv[1:3]
+m = json.load(open(f))
+l, h, V, s = (m[k] for k in ("num_hidden_layers", "hidden_size", "vocab_size",
+                             "max_position_embeddings"))
+want = 12 * l * h * h + 13 * l * h + 2 * V * h + s * h + 2 * h
+got = re.search(r"\((\d+) parameters\)", line)
+label = float(os.path.basename(f)[4:-6])  # gpt-NNNb.json
+if not got or int(got.group(1)) != want or abs(want / (label * 1e9) - 1) > 0.05:
+    print(f"FAIL {f}: plumb counts {got and got.group(1)} parameters, expected {want}"
+          f" (label {label} B)")
+    sys.exit(1)
+PY
+done
 n=0
 # columns: run model gpus tp pp dp global_batch microbatch_size interleave recompute
 #          sequence_parallel zero precision attention published_tflops_per_gpu published_mfu
