@@ -6,17 +6,18 @@
 # --tp --pp --dp --global-batch --microbatch-size [--interleave] --recompute
 # [--sequence-parallel] --zero --precision --attention --json`, turns the published TFLOP/s
 # per GPU (or MFU against 989.4 TFLOP/s) into an iteration time with Megatron-LM's own FLOP
-# count and prints published against predicted. The rows in HELD fail the script beyond
+# count and prints published against predicted; it also checks the model files' parameter
+# counts against the closed form of Megatron's GPT. The rows in HELD fail the script beyond
 # ROW_TOL each or MEAN_TOL on their mean; the others are printed for the record. Sources,
 # assumptions and why only those rows are held: docs/llm.md, "Megatron-LM on H100".
 #
 # H100=FILE runs the table on another cluster file (the fit in docs/llm.md does that); the
-# script never writes to the repository.
+# script writes only to its scratch folder.
 set -u
 P=${PLUMB:-./plumb}
 d=$(mktemp -d)
 trap 'rm -rf "$d"' EXIT
-H100=${H100:-profiles/clusters/dgx-h100.json}
+export H100=${H100:-profiles/clusters/dgx-h100.json}
 TSV=${MEGATRON_H100_TSV:-tests/data/megatron/h100-readme.tsv}
 MODELS=examples/llm/megatron-h100
 # Held to the limits: the runs with at least 16 microbatches per pipeline (119B, 177B,
@@ -56,28 +57,10 @@ then
     exit 1
 fi
 fail=0
-# The model files: plumb's parameter count is Megatron's GPT with an untied output layer,
-# 12 l h^2 + 13 l h + 2 V h + s h + 2 h (blocks with biases and two LayerNorms, embedding
-# and output matrices, learned positions, final LayerNorm), and within 5 % of the README's
-# label (1.7B ... 462B; the labels are rounded, 1.7B is 1.75 B).
+# The model files' parameter counts, as `plumb profile` prints them (checked below).
 for f in "$MODELS"/*.json; do
-    if ! "$P" profile --model "$f" -c "$H100" >"$d/prof" 2>"$d/err"; then
-        echo "FAIL profile $f:"; cat "$d/err"; fail=1; continue
-    fi
-    python3 - "$f" "$(head -1 "$d/prof")" <<'PY' || fail=1
-import json, os, re, sys
-f, line = sys.argv[1:3]
-m = json.load(open(f))
-l, h, V, s = (m[k] for k in ("num_hidden_layers", "hidden_size", "vocab_size",
-                             "max_position_embeddings"))
-want = 12 * l * h * h + 13 * l * h + 2 * V * h + s * h + 2 * h
-got = re.search(r"\((\d+) parameters\)", line)
-label = float(os.path.basename(f)[4:-6])  # gpt-NNNb.json
-if not got or int(got.group(1)) != want or abs(want / (label * 1e9) - 1) > 0.05:
-    print(f"FAIL {f}: plumb counts {got and got.group(1)} parameters, expected {want}"
-          f" (label {label} B)")
-    sys.exit(1)
-PY
+    "$P" profile --model "$f" -c "$H100" >"$d/$(basename "$f" .json).prof" 2>"$d/err" ||
+        { echo "FAIL profile $f:"; cat "$d/err"; fail=1; }
 done
 n=0
 # columns: run model gpus tp pp dp global_batch microbatch_size interleave recompute
@@ -99,28 +82,54 @@ while IFS=$'\t' read -r run model gpus tp pp dp gb mbs il rc sp zero prec attn _
 done <"$TSV"
 
 python3 - "$TSV" "$MODELS" "$d" <<'PY' || fail=1
-import json, math, os, sys
+import csv, json, math, os, re, sys
 
 tsv, models, tmp = sys.argv[1:4]
 held = set(os.environ["HELD"].split())
 ROW_TOL, MEAN_TOL = float(os.environ["ROW_TOL"]), float(os.environ["MEAN_TOL"])
 PEAK = 989.4  # H100 SXM dense bf16 TFLOP/s, the figure the source's MFU divides by
-rows = [l.rstrip("\n").split("\t") for l in open(tsv) if l.strip()]
-head, rows = rows[0], rows[1:]
-col = {name: i for i, name in enumerate(head)}
+rows = list(csv.DictReader(open(tsv), delimiter="\t"))
 bad = 0
 errs = {True: [], False: []}
-print(f"{os.path.basename(tsv)}: published against plumb plan (error = t_pub / t_pred - 1,"
-      " the error of TFLOP/s per GPU; * = held)")
-print(f"{'run':24} {'published':>14} {'t_pub (s)':>10} {'t_pred (s)':>10} {'error':>8}"
+
+
+def report(path):
+    """(report, iteration_s) of a plan's --json output, or (None, why not)."""
+    if not os.path.exists(path):
+        return None, "plumb plan failed (above)"
+    try:
+        rep = json.load(open(path))
+        t = float(rep["iteration_s"])
+    except (ValueError, KeyError, TypeError) as e:
+        return None, f"no numeric iteration_s in the report ({e!r})"
+    return (rep, t) if t > 0 and math.isfinite(t) else (None, f"iteration_s is {t}")
+
+
+# plumb's parameter count of each model file is Megatron's GPT with an untied output
+# layer, 12 l h^2 + 13 l h + 2 V h + s h + 2 h (blocks with biases and two LayerNorms, the
+# embedding and output matrices, learned positions, the final LayerNorm), within 5 % of the
+# README's label (gpt-NNNb; the labels are rounded: 1.7B is 1.75 B).
+for name in sorted(f[:-5] for f in os.listdir(models) if f.endswith(".json")):
+    m = json.load(open(os.path.join(models, name + ".json")))
+    l, h = m["num_hidden_layers"], m["hidden_size"]
+    want = 12 * l * h * h + 13 * l * h + (2 * m["vocab_size"] + m["max_position_embeddings"]
+                                          + 2) * h
+    prof = os.path.join(tmp, name + ".prof")
+    got = re.search(r"\((\d+) parameters\)", open(prof).read()) if os.path.exists(prof) else None
+    if not got or int(got.group(1)) != want or abs(want / float(name[4:-1]) / 1e9 - 1) > 0.05:
+        print(f"FAIL {name}: plumb counts {got and got.group(1)} parameters, expected {want}")
+        bad += 1
+
+print(f"{os.path.basename(tsv)} on {os.environ['H100']}: published against plumb plan;"
+      " error = t_pub / t_pred - 1 (the error of TFLOP/s per GPU); * = held\n"
+      f"{'run':24} {'published':>14} {'t_pub (s)':>10} {'t_pred (s)':>10} {'error':>8}"
       f" {'plumb TFLOP/s':>13} {'mfu':>6} {'bubble':>6}")
 for k, r in enumerate(rows, 1):
-    g = lambda name: r[col[name]]
-    run = g("run")
-    m = json.load(open(os.path.join(models, g("model") + ".json")))
-    L, h = m["num_hidden_layers"], m["hidden_size"]
-    s, V = m["max_position_embeddings"], m["vocab_size"]
-    B, n = int(g("global_batch")), int(g("gpus"))
+    run = r["run"]
+    m = json.load(open(os.path.join(models, r["model"] + ".json")))
+    L, h, s, V = (m[key] for key in ("num_hidden_layers", "hidden_size",
+                                     "max_position_embeddings", "vocab_size"))
+    B, n = int(r["global_batch"]), int(r["gpus"])
     if m["intermediate_size"] != 4 * h or m.get("num_key_value_heads",
                                                 m["num_attention_heads"]) != m["num_attention_heads"]:
         print(f"FAIL {run}: the FLOP count below is GPT's (MLP 4h, no grouped-query attention)")
@@ -130,32 +139,21 @@ for k, r in enumerate(rows, 1):
     # source's release): model FLOPs, the GEMMs of the blocks and the logit layer, the
     # attention counted without causal masking, recomputation not counted.
     F = 72 * B * s * L * h * h * (1 + s / (6 * h) + V / (12 * L * h))
-    if g("published_tflops_per_gpu") != "-":
-        x = float(g("published_tflops_per_gpu"))
+    if r["published_tflops_per_gpu"] != "-":
+        x = float(r["published_tflops_per_gpu"])
         shown = f"{x:g} TFLOP/s"
     else:
-        x = float(g("published_mfu")) * PEAK
-        shown = f"MFU {float(g('published_mfu')):.0%}"
+        x = float(r["published_mfu"]) * PEAK
+        shown = f"MFU {float(r['published_mfu']):.0%}"
     t_pub = F / (x * 1e12 * n)
-    path = os.path.join(tmp, f"{k}.json")
-    if not os.path.exists(path):
-        print(f"{run:24} {shown:>14} {t_pub:10.3f} {'(failed)':>10}")
-        bad += 1
-        continue
-    try:
-        rep = json.load(open(path))
-        t_pred = float(rep["iteration_s"])
-    except (ValueError, KeyError, TypeError) as e:
-        print(f"FAIL {run}: the report has no numeric iteration_s ({e!r})")
-        bad += 1
-        continue
-    if not (t_pred > 0 and math.isfinite(t_pred)):
-        print(f"FAIL {run}: iteration_s is {t_pred}")
+    rep, t_pred = report(os.path.join(tmp, f"{k}.json"))
+    if rep is None:
+        print(f"FAIL {run} ({shown}, t_pub {t_pub:.3f} s): {t_pred}")
         bad += 1
         continue
     for key in ("tp", "pp", "dp", "gpus", "global_batch"):
-        if str(rep.get(key)) != g(key):
-            print(f"FAIL {run}: the report's {key} is {rep.get(key)}, asked for {g(key)}")
+        if str(rep.get(key)) != r[key]:
+            print(f"FAIL {run}: the report's {key} is {rep.get(key)}, asked for {r[key]}")
             bad += 1
     # plumb's own MFU uses the same FLOP count: a check that the row's model file and the
     # conversion above describe the same work.
