@@ -6,9 +6,10 @@
  * for a device copy; a lent send skips the staging buffer, the receiver copying straight
  * out of the sender's. Each (sender, receiver) pair keeps its staging buffers for reuse;
  * `reserve` sets them aside before a run (schedule_send_bound says how many), so that
- * sends allocate nothing while it runs. All-reduce gathers to the group's first member,
- * which sums with the backend's axpy and sends the result back, both ways lent;
- * reduce-scatter and all-gather lend each member's parts straight to their owners. A receive
+ * sends allocate nothing while it runs. All-reduce is a reduce-scatter then an all-gather
+ * (each member sums one part of the buffer with the backend's axpy, in group order, and
+ * lends it to the others), both ways lent; reduce-scatter and all-gather lend each member's
+ * parts straight to their owners. A receive
  * that waits too long reports a deadlock. */
 #include "exec/transport.h"
 
@@ -303,16 +304,24 @@ static float *part_get(local *l, const backend *bk, bk_ctx *ctx, int self, size_
     return l->part[self];
 }
 
+/* self's index in group, or -1 with err set. */
+static int member_of(const int *group, int n, int self, plumb_err *err)
+{
+    for (int i = 0; i < n; i++)
+        if (group[i] == self) return i;
+    return err_set(err, NULL, NULL, "worker %d is not in the group of its collective", self);
+}
+
 /* Gathers to group[0], which sums in place with the backend's axpy (on the device where
  * there is one), then sends the sum back. Every member's buf ends bit-identical. Both ways
  * are lent, so that an all-reduce stages nothing: a member's buf is not written until the
  * sum comes back, which is after the root has copied it out; the root returns once every
- * member has queued its copy of the sum, its later writes to buf ordered after them. */
-static int local_allreduce(transport *t, const backend *bk, bk_ctx *ctx, int self,
-                           const int *group, int n, long tag, float *buf, size_t count,
-                           plumb_err *err)
+ * member has queued its copy of the sum, its later writes to buf ordered after them. The
+ * all-reduce of fewer floats than members. */
+static int allreduce_gather(transport *t, const backend *bk, bk_ctx *ctx, int self,
+                            const int *group, int n, long tag, float *buf, size_t count,
+                            plumb_err *err)
 {
-    if (n <= 1) return 0;
     const size_t bytes = count * sizeof(float);
     const long up = -(2 * tag + 1), down = -(2 * tag + 2);
     int root = group[0];
@@ -340,13 +349,94 @@ static int local_allreduce(transport *t, const backend *bk, bk_ctx *ctx, int sel
     return rc;
 }
 
-/* self's index in group, or -1 with err set. */
-static int member_of(const int *group, int n, int self, plumb_err *err)
+/* Start of member i's part when count floats are split over n members: parts differ in
+ * size by at most one float. */
+static size_t part_at(size_t count, int n, int i)
 {
-    for (int i = 0; i < n; i++)
-        if (group[i] == self) return i;
-    return err_set(err, NULL, NULL, "worker %d is not in the group of its collective", self);
+    return count / (size_t)n * (size_t)i + ((size_t)i < count % (size_t)n ? (size_t)i
+                                                                          : count % (size_t)n);
 }
+
+/* Waits for the hands in out[0..n) (skipping me and empty slots) and clears them. */
+static int settle_hands(local *l, const backend *bk, bk_ctx *ctx, const int *group, int n,
+                        int me, hand **out, plumb_err *err)
+{
+    int rc = 0;
+    for (int i = 0; i < n; i++) {
+        if (i != me && out[i] && !rc) rc = hand_wait(l, bk, ctx, group[me], group[i], out[i], err);
+        out[i] = NULL;
+    }
+    return rc;
+}
+
+/* Reduce-scatter then all-gather, in place: every member owns one part of buf (part_at),
+ * receives that part of every other member's buf, and sums it in group order (member 0's,
+ * then 1's, 2's ...: the order of allreduce_gather's root, so the bits are the same on
+ * every member and the same as a gather's); then each lends its summed part to all the
+ * others, which copy it into place. Each member moves 2 (n - 1) / n of buf, and the
+ * members work at once, where a gather to one member moves all of it through that one.
+ * Member me >= 2 sums into the kept part buffer first, so that its own floats are added
+ * after members 0 and 1's (float addition is commutative, so members 0 and 1 sum in
+ * place). Lent parts are settled before buf is written over them, and before return. */
+static int local_allreduce(transport *t, const backend *bk, bk_ctx *ctx, int self,
+                           const int *group, int n, long tag, float *buf, size_t count,
+                           plumb_err *err)
+{
+    if (n <= 1) return 0;
+    if (count < (size_t)n) return allreduce_gather(t, bk, ctx, self, group, n, tag, buf, count, err);
+    const int me = member_of(group, n, self, err);
+    if (me < 0) return -1;
+    local *l = t->impl;
+    const long up = -(2 * tag + 1), down = -(2 * tag + 2);
+    const size_t off = part_at(count, n, me), len = part_at(count, n, me + 1) - off;
+    const size_t cap = count / (size_t)n + 1;
+    /* recv: a received part; acc: the running sum of member me >= 2 (sim_allreduce_scratch
+     * in sim/memory.h counts these bytes) */
+    float *recv = part_get(l, bk, ctx, self, (me < 2 ? 1 : 2) * cap * sizeof(float), err);
+    hand **out = calloc((size_t)n, sizeof *out);
+    if (!recv || !out) {
+        free(out);
+        return recv ? err_set(err, NULL, NULL, "out of memory") : -1;
+    }
+    float *acc = recv + cap; // (cap)
+    float *own = buf + off;  // (len)
+    int rc = 0;
+    for (int i = 0; i < n && !rc; i++) {
+        size_t o = part_at(count, n, i);
+        if (i != me)
+            rc = post(t, bk, ctx, self, group[i], up, buf + o, (part_at(count, n, i + 1) - o) *
+                      sizeof(float), 1, &out[i], err);
+    }
+    /* the sum of part me in group order, into own (me < 2) or acc */
+    float *sum = me < 2 ? own : acc;
+    for (int i = 0; i < n && !rc; i++) {
+        if (i == me) {
+            if (me >= 2) bk->axpy(ctx, len, 1.0f, own, acc);
+            continue;
+        }
+        float *into = (me >= 2 && i == 0) ? acc : recv;
+        if (local_recv(t, bk, ctx, self, group[i], up, into, len * sizeof(float), err)) {
+            rc = -1;
+            break;
+        }
+        if (into == recv) bk->axpy(ctx, len, 1.0f, recv, sum);
+    }
+    if (settle_hands(l, bk, ctx, group, n, me, out, err)) rc = -1;
+    if (!rc && sum != own) bk->copy(ctx, own, acc, len * sizeof(float));
+    for (int i = 0; i < n && !rc; i++)
+        if (i != me) rc = post(t, bk, ctx, self, group[i], down, own, len * sizeof(float), 1,
+                               &out[i], err);
+    for (int i = 0; i < n && !rc; i++) {
+        size_t o = part_at(count, n, i);
+        if (i != me && local_recv(t, bk, ctx, self, group[i], down, buf + o,
+                                  (part_at(count, n, i + 1) - o) * sizeof(float), err))
+            rc = -1;
+    }
+    if (settle_hands(l, bk, ctx, group, n, me, out, err)) rc = -1;
+    free(out);
+    return rc;
+}
+
 
 /* Lends part i of src (count floats each; part `me` with all = 0, else part i) to every
  * member i of group but self (index me), keeping each message's hand in out[i] (none on

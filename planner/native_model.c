@@ -488,7 +488,7 @@ static void count_stage(const nm_setting *s, int b0, int W, int n, int kzb, stag
 
 /* The memory of the first device of a stage (blocks [b0, b1) on n devices) with counts
  * cn, capacity cap: the simulator's terms (block_mem) summed as the simulator sums them
- * (sim_memory_add: the receive buffer of a replicated stage's first replica too), the
+ * (sim_memory_add: the all-reduce scratch of a replicated stage's fullest replica too), the
  * staging of the gradients it sends back (the input's bytes each). */
 static void stage_memory(const nm_model *m, const nm_setting *s, int b0, int b1, int n,
                          const stage_counts *cn, double cap, sim_memory *out)
@@ -497,7 +497,7 @@ static void stage_memory(const nm_model *m, const nm_setting *s, int b0, int b1,
     block_mem(m, s, b0, b1, n, &t);
     sim_memory_acc a;
     memset(&a, 0, sizeof a);
-    sim_memory_add(&a, &t, cn->ver, cn->slots, n > 1, 0);
+    sim_memory_add(&a, &t, cn->ver, cn->slots, sim_allreduce_scratch_max(t.gradients, n), 0);
     double in = b0 > 0 ? m->cut[b0] * ((double)s->mbsize / m->p->minibatch) : 0;
     sim_memory_close(&a, cn->staged * in, cap, out);
 }
@@ -874,7 +874,8 @@ static void dp_layer(const nm_model *m, const nm_setting *s, nm_dp *d, int mode,
                     const sim_stage_mem tm = bt[j];
                     sim_memory_acc acc;
                     memset(&acc, 0, sizeof acc);
-                    sim_memory_add(&acc, &tm, cn.ver, cn.slots, n > 1, 0);
+                    sim_memory_add(&acc, &tm, cn.ver, cn.slots,
+                                   sim_allreduce_scratch_max(tm.gradients, n), 0);
                     sim_memory mm;
                     sim_memory_close(&acc, cn.staged * in, R->cap, &mm);
                     if (!mm.fits) continue;

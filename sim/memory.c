@@ -7,9 +7,10 @@
  * holds open at once) the stage input, every layer's output and saved tensors (with
  * recompute the input and output, plus one microbatch's activations), the received output
  * gradient and the input gradient waiting to be sent; the backward's two input-gradient
- * buffers. Per device: where it holds a replicated stage's first replica, the in-process
- * all-reduce's receive buffer, sized to the largest such stage (NCCL's all-reduce works in
- * place, so there this is an upper bound); the backend's scratch, which the device's
+ * buffers. Per device: where it holds a replica of a replicated stage, the in-process
+ * all-reduce's receive scratch (sim_allreduce_scratch: about 1/n or 2/n of the stage's
+ * gradients), sized to the largest such stage (NCCL's all-reduce works in place, so there
+ * this is an upper bound); the backend's scratch, which the device's
  * layers share (the largest any of them needs). What a layer keeps besides its output (a
  * block's inner tensors, attention probabilities) and its scratch come from the profile
  * (saved_bytes and the other fields plumb's profiler writes; 0 where it does not say).
@@ -294,11 +295,15 @@ void sim_memory_of(const sim_model *m, int w, const int *versions, optimizer_kin
     for (int st = lo; st < hi; st++)
         for (int j = 0; j < s->replicas[st]; j++)
             if (known || s->stage_workers[s->stage_first[st] + j] == w) {
-                int first = s->stage_workers[s->stage_first[st]] == w; /* replica 0 */
+                /* the device's replica index as far as the scratch tells them apart:
+                 * 0, 1 or 2 and up */
+                const int *sw = s->stage_workers + s->stage_first[st];
+                int r = sw[0] == w ? 0 : s->replicas[st] > 1 && sw[1] == w ? 1 : 2;
                 sim_stage_mem t;
                 model_stage(m, st, opt, &t);
                 sim_memory_add(&a, &t, versions ? versions[st] : 1, schedule_slots(s, w, st),
-                               first && s->replicas[st] > 1, m->nccl_buffers);
+                               sim_allreduce_scratch(t.gradients, s->replicas[st], r),
+                               m->nccl_buffers);
                 break;
             }
     if (m->nccl_buffers) a.mem.activations = held_3d(m, w);

@@ -112,16 +112,36 @@ void sim_memory_stage(const sim_stage_layers *L, const sim_mem_setting *s,
  * program sums a device for every stage it tries. */
 typedef struct sim_memory_acc {
     sim_memory mem;       /* weights .. workspace as summed so far */
-    double root;          /* the in-process all-reduce's receive buffer (the largest) */
+    double root;          /* the in-process all-reduce's receive scratch (the largest) */
 } sim_memory_acc;
 
+/* Bytes of the receive scratch that plumb's in-process all-reduce (exec/transport_local.c)
+ * keeps on replica r (0-based) of a stage with n replicas whose fp32 gradients take
+ * grad_bytes: a reduce-scatter then an all-gather, each member summing one part of
+ * count / n + 1 floats at most, into a received-part buffer (replicas 0 and 1) plus a
+ * running sum (replicas 2 and up); with fewer floats than replicas, a gather to replica 0,
+ * which keeps the whole gradient. 0 for an unreplicated stage. */
+static inline double sim_allreduce_scratch(double grad_bytes, int n, int r)
+{
+    if (n <= 1 || grad_bytes <= 0) return 0;
+    const double count = (double)(long long)(grad_bytes / 4);
+    if (count < n) return r == 0 ? count * 4 : 0;
+    return (r < 2 ? 1 : 2) * ((double)(long long)(count / n) + 1) * 4;
+}
+
+/* The largest scratch any replica of such a stage keeps (the fullest device's). */
+static inline double sim_allreduce_scratch_max(double grad_bytes, int n)
+{
+    return sim_allreduce_scratch(grad_bytes, n, n > 2 ? 2 : 0);
+}
+
 /* Adds stage t, held with `versions` weight versions (<= 0: 1) and `slots` buffer slots,
- * to a. root: the device holds the first replica of a replicated stage (plumb's executor
- * gives it the all-reduce's receive buffer, sized to t's gradients). nccl: a
+ * to a. scratch: the bytes of the all-reduce's receive scratch the device keeps for t
+ * (sim_allreduce_scratch; a device keeps the largest of its stages'). nccl: a
  * Megatron-LM-style runtime (activations counted by the caller; one backward's buffers at
  * a time; no receive buffer). */
 static inline void sim_memory_add(sim_memory_acc *a, const sim_stage_mem *t, int versions,
-                                  double slots, int root, int nccl)
+                                  double slots, double scratch, int nccl)
 {
     sim_memory *m = &a->mem;
     m->weights += t->params * (versions > 0 ? versions : 1);
@@ -130,7 +150,7 @@ static inline void sim_memory_add(sim_memory_acc *a, const sim_stage_mem *t, int
     if (!nccl) {
         m->activations += slots * t->stash + t->transient;
         m->buffers += t->gradbuf + slots * t->slotbuf;
-        if (root && t->gradients > a->root) a->root = t->gradients;
+        if (scratch > a->root) a->root = scratch;
     } else if (t->gradbuf > m->buffers) { /* one backward at a time */
         m->buffers = t->gradbuf;
     }

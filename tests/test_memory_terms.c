@@ -123,7 +123,8 @@ static void check_part(const char *where, const nm_model *m, const nm_setting *s
             for (int j = 0; j < pl->stages[st].replicas; j++)
                 if (pl->stages[st].devices[j] == dev) {
                     sim_memory_add(&acc, &t[st].mem, vers[st], schedule_slots(sch, dr->worker, st),
-                                   j == 0 && pl->stages[st].replicas > 1, 0);
+                                   sim_allreduce_scratch(t[st].mem.gradients,
+                                                         pl->stages[st].replicas, j), 0);
                 }
         sim_memory irc;
         sim_memory_close(&acc, sm.staging_bytes[dr->worker], sim->capacity, &irc);

@@ -7,6 +7,7 @@
  * as many sends in flight without allocating; lent sends and all-reduces stage nothing. */
 #include <criterion/criterion.h>
 #include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -117,7 +118,7 @@ Test(transport, allreduce_three_workers)
 Test(transport, allreduce_three_workers_device_path)
 {
     long held = allreduce_three_workers(markbk());
-    cr_expect_eq(held, 1, "lent both ways: only the root's receive buffer, not %ld", held);
+    cr_expect_eq(held, 3, "lent both ways: only each member's receive scratch, not %ld", held);
     cr_expect_gt(markbk_peer_copies, 0, "the sums travelled by device copies");
     cr_expect_eq(markbk_violations, 0, "marks recorded by their maker, before any wait");
     cr_expect_eq(markbk_bufs_live, 0, "staging and scratch buffers all freed");
@@ -319,4 +320,80 @@ Test(transport, reserve_and_lent_sends_allocate_nothing_while_running)
     cr_expect_eq(markbk_marks_live, 0);
     cr_expect_eq(markbk_violations, 0);
     duo_close(&d);
+}
+
+/* Any group order, any count (fewer floats than members too): every member ends with the
+ * bits of the sum in group order, ((b[g0] + b[g1]) + b[g2]) + ..., which a reduce-scatter
+ * then all-gather gives as a gather to one member did. */
+typedef struct wide_peer {
+    transport *tr;
+    const backend *bk;
+    bk_ctx *ctx;
+    const int *group;
+    int self, n;
+    float *buf;
+    size_t count;
+    int rc;
+    plumb_err err;
+} wide_peer;
+
+static void *wide_main(void *p)
+{
+    wide_peer *q = p;
+    q->rc = q->tr->allreduce(q->tr, q->bk, q->ctx, q->self, q->group, q->n, 5, q->buf,
+                             q->count, &q->err);
+    return NULL;
+}
+
+static void allreduce_bits(const backend *bk, int n, size_t count)
+{
+    plumb_err e = {{0}};
+    transport *t = transport_local_create(n, 5, &e);
+    cr_assert(t, "%s", e.msg);
+    int group[5];
+    for (int i = 0; i < n; i++) group[i] = n - 1 - i; /* not in worker order */
+    wide_peer p[5];
+    pthread_t th[5];
+    float *want = calloc(count, sizeof *want);
+    unsigned seed = (unsigned)(n * 7919 + count);
+    for (int i = 0; i < n; i++) {
+        p[i] = (wide_peer){.tr = t, .bk = bk, .ctx = bk->create(0, &e), .group = group,
+                           .self = i, .n = n, .buf = malloc(count * sizeof(float)),
+                           .count = count};
+        for (size_t k = 0; k < count; k++) {
+            seed = seed * 1103515245u + 12345u;
+            /* magnitudes from 1e-3 to 1e3, both signs: the order of the sum shows */
+            p[i].buf[k] = ((float)(seed >> 8 & 0xffff) / 65536.0f - 0.5f) *
+                          (float)(1 << (seed >> 24 & 7)) * ((seed & 1) ? 1e-3f : 1e2f);
+        }
+    }
+    for (size_t k = 0; k < count; k++) {
+        float sum = p[group[0]].buf[k];
+        for (int i = 1; i < n; i++) sum += p[group[i]].buf[k];
+        want[k] = sum;
+    }
+    for (int i = 0; i < n; i++) pthread_create(&th[i], NULL, wide_main, &p[i]);
+    for (int i = 0; i < n; i++) pthread_join(th[i], NULL);
+    for (int i = 0; i < n; i++) {
+        cr_expect_eq(p[i].rc, 0, "%s", p[i].err.msg);
+        cr_expect_eq(memcmp(p[i].buf, want, count * sizeof(float)), 0,
+                     "n %d, count %zu: member %d's sum differs from the group-order sum", n,
+                     count, i);
+        if (t->release) t->release(t, bk, p[i].ctx, i, 0);
+        bk->destroy(p[i].ctx);
+        free(p[i].buf);
+    }
+    free(want);
+    t->destroy(t);
+}
+
+Test(transport, allreduce_group_order_bits)
+{
+    const size_t counts[] = {1, 2, 3, 4, 7, 1001};
+    for (int n = 2; n <= 5; n++)
+        for (size_t c = 0; c < sizeof counts / sizeof *counts; c++) {
+            allreduce_bits(hostbk(), n, counts[c]);
+            allreduce_bits(markbk(), n, counts[c]);
+            allreduce_bits(backend_cpu(), n, counts[c]);
+        }
 }
