@@ -6,7 +6,8 @@
  * figures, link statistics, the timeline), check that contended hops are split back into
  * transfers mid-step (on a shared port, on a link two rings use), that the grouped ring's
  * cost grows linearly in the replicas, that steps repeating their ring's last one in O(1)
- * give the per-hop results, that the dashboard's timeline without the ring hops
+ * give the per-hop results (also for the two rings of an interleaved device, which share
+ * its links: one class), that the dashboard's timeline without the ring hops
  * is the full one less those events and grows linearly too, and that the exact repeated addition behind the
  * deferred statistics matches the loop it replaces. */
 #include <criterion/criterion.h>
@@ -344,7 +345,8 @@ Test(sim_allreduce, worker_in_two_rings)
 }
 
 /* A sweep of small pipelines whose rings cross servers through the ports their
- * activations and gradients use: every schedule that replicates stages, one or two devices per server, one or
+ * activations and gradients use: every schedule that replicates stages (the chunked ones
+ * with two virtual stages a device), one or two devices per server, one or
  * two egress lanes (with two, hops are private), 2 or 3 replicas, with and without latency, one or several buckets.
  * Contention arrives at every point of a step (at its start, mid-step, at a hop's end);
  * every run gives the per-hop results, and some hops split. */
