@@ -424,20 +424,11 @@ Test(sim_allreduce, interleaved_rings_repeat)
 {
     for (int lat = 0; lat < 2; lat++) {
         sim_synth s;
-        sim_synth_init(&s);
-        s.schedule = SCHED_INTERLEAVED;
+        two_stages(&s, SCHED_INTERLEAVED, 16, 16, 8, 300, 50, lat ? 9 : 0, 2e6,
+                   60e6 /* 2 buckets */, 2.5);
         s.chunks = 2;
         s.nstages = 4;
-        s.replicas = 16;
-        s.microbatches = 16;
-        s.devices_per_server = 8;
-        s.bw_gbit[0] = 300;
-        s.bw_gbit[1] = 50;
         s.latency_us[0] = lat ? 2 : 0;
-        s.latency_us[1] = lat ? 9 : 0;
-        s.activation_bytes = 2e6;
-        s.parameter_bytes = 60e6; /* 2 buckets */
-        s.backward_ms = 2.5;
         char what[64];
         snprintf(what, sizeof what, "interleaved rings, latency %d", lat);
         both_ways(&s, 3, what, NULL, NULL);
