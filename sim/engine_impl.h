@@ -90,9 +90,11 @@ typedef struct ring {        /* a replicated stage's ring all-reduce (engine_rin
     double bytes;            /* bytes per hop and step */
     double maxocc;           /* the slowest private hop's link time per step */
     double vmaxocc;          /* the slowest shared hop's link time per step */
-    int excl;                /* 1: its shared hops' links, ports and workers serve no other
-                                ring's shared hop: its steps may repeat while other
-                                rings' steps run */
+    int cls;                 /* its class: the least stage whose ring it reaches through
+                                shared hops' links, ports and workers (rings of other
+                                classes never touch what its shared hops hold) */
+    int rep;                 /* 1: no worker sends two of its shared hops: its steps may
+                                repeat (engine_ring.c) */
 } ring;
 
 typedef struct ringhop {     /* one hop of a ring */
@@ -132,10 +134,11 @@ typedef struct eng {
     ringhop *hop;            /* the rings' hops */
     int *shop;               /* the rings' shared hops (indices into hop) */
     heap h;
-    int *vbs;                /* [ns] per stage, its group whose steps repeat (engine_ring.c:
-                                its last step started every shared hop virtual and since
-                                then nothing but independent rings' events ran), or -1 */
-    int nvb;                 /* stages with one */
+    int *vbs;                /* [ns] per ring class (ring.cls), its group whose steps repeat
+                                (engine_ring.c: its last step started every shared hop
+                                virtual and since then nothing but other classes' events
+                                ran), or -1 */
+    int nvb;                 /* classes with one */
     double now_t;            /* the key (time, sequence number) of the event being run */
     uint32_t now_seq;
     int finished;
@@ -267,8 +270,7 @@ void eng_ring_finish(eng *E, int gi);
  * the per-hop ring would have added them. Called when its bucket ends. */
 void eng_ring_unbatch(eng *E, int gi);
 /* 1 when the event of group gi may run while other groups' steps repeat: gi's own steps
- * repeat, or its ring is independent of every other (ring.excl) and no other group of its
- * stage repeats. */
+ * repeat, or no group of its ring's class (ring.cls) repeats. */
 int eng_ring_independent(const eng *E, int gi);
 /* eng_ring_unbatch of every group whose steps repeat: before any event that is not
  * independent (eng_ring_independent), and after the run. */

@@ -38,16 +38,20 @@
  * Only the event count differs: 2 events per step and one per shared hop that waits or is
  * split, instead of one per hop and one per step.
  *
- * A step whose shared hops all started virtual, when nothing has run since but its own
- * group's events and those of rings independent of it (ring.excl: no other ring's shared
- * hop uses its shared hops' ports, links or workers), is followed by a step that would
- * start them all virtual again with the same link times: ring_repeat runs it in O(1),
+ * Rings whose shared hops share a link, a port or a worker form a class (ring.cls: the
+ * interleaved schedule's virtual stages of one device, whose rings run over the same
+ * links); a ring of another class never touches what they hold. A step whose shared hops
+ * all started virtual, when nothing has run since but its own group's events and those of
+ * other classes' rings, is followed by a step that would start them all virtual again
+ * with the same link times: ring_repeat runs it in O(1),
  * leaving the hops held, and the additions of the repeated steps (link statistics, link
  * time, iteration ends, the hops' end keys) wait in the group (vb_k, vt, vbase) until
  * eng_ring_unbatch adds them as the per-hop ring would have, with eng_add_repeated:
  * before any event that is not independent (the engine's loop), at the end of each
  * bucket, and after the run. A bucket's shared hops then cost O(r) hop starts, not
- * O(r^2). */
+ * O(r^2). Steps repeat without a timeline and with the dashboard's (skip_ring_hops: it
+ * records nothing per step), not with the full one, nor when a worker sends two of the
+ * ring's hops (its link time would add in another order). */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -194,7 +198,30 @@ static int count_ports(const sim_net *net, const pairs *P, htab *ph, int *pc, in
     return 0;
 }
 
-/* Marks the private hops among those in E->hop, and lists each ring's shared hops. */
+/* The class of stage s (union-find root, paths halved). */
+static int ring_root(int *up, int s)
+{
+    while (up[s] != s) {
+        up[s] = up[up[s]];
+        s = up[s];
+    }
+    return s;
+}
+
+/* Stage s uses a resource whose first ring is *own (-1: none yet): joins their classes. */
+static void ring_join(int *up, int *own, int s)
+{
+    if (*own < 0) {
+        *own = s;
+        return;
+    }
+    int a = ring_root(up, *own), b = ring_root(up, s);
+    if (a != b)
+        up[a < b ? b : a] = a < b ? a : b;
+}
+
+/* Marks the private hops among those in E->hop, lists each ring's shared hops, and puts
+ * rings whose shared hops share a link, a port or a worker in one class. */
 static int mark_private(eng *E, pairs *P, const int *wring)
 {
     const sim_net *net = &E->m->net;
@@ -227,29 +254,38 @@ static int mark_private(eng *E, pairs *P, const int *wring)
         }
         R->nshared = nshop - R->soff;
     }
-    /* exclusive rings: each port of a shared hop serves shared hops of that ring only
-     * (pc[] reused: the ring, or -2 for several), each link and worker one hop */
+    /* classes: rings joined by a shared hop's link, port or worker (union-find on
+     * stages; pc[] reused: each port's first ring, or -1) */
+    int *up = malloc(((size_t)E->ns + (size_t)P->n + 2 * (size_t)E->nw + 1) * sizeof *up);
+    if (!up)
+        goto out;
+    int *pown = up + E->ns, *wown = pown + P->n, *wlast = wown + E->nw;
+    for (int s = 0; s < E->ns; s++)
+        up[s] = s;
+    for (int i = 0; i < P->n; i++)
+        pown[i] = -1;
+    for (int w = 0; w < E->nw; w++)
+        wown[w] = wlast[w] = -1;
     for (size_t i = 0; i < ph.n; i++)
         pc[i] = -1;
-    for (int pass = 0; pass < 2; pass++)
-        for (int s = 0; s < E->ns; s++) {
-            ring *R = &E->rg[s];
-            if (pass)
-                R->excl = 1;
-            for (int q = 0; q < R->nshared; q++) {
-                const ringhop *h = &E->hop[E->shop[R->soff + q]];
-                int pi = ht_find(&P->h, (uint64_t)(uint32_t)h->da, (uint64_t)(uint32_t)h->db);
-                if (pass && (P->ring[pi] != 1 || wring[h->w] != 1))
-                    R->excl = 0;
-                for (int k = 0; k < np[pi]; k++) {
-                    int *u = &pc[pp[(size_t)pi * CLUSTER_MAX_LEVELS + k]];
-                    if (!pass)
-                        *u = *u == -1 || *u == s ? s : -2;
-                    else if (*u != s)
-                        R->excl = 0;
-                }
-            }
+    for (int s = 0; s < E->ns; s++) {
+        ring *R = &E->rg[s];
+        R->rep = 1;
+        for (int q = 0; q < R->nshared; q++) {
+            const ringhop *h = &E->hop[E->shop[R->soff + q]];
+            int pi = ht_find(&P->h, (uint64_t)(uint32_t)h->da, (uint64_t)(uint32_t)h->db);
+            if (wlast[h->w] == s)  /* two hops of one worker: their link time interleaves */
+                R->rep = 0;
+            wlast[h->w] = s;
+            ring_join(up, &wown[h->w], s);
+            ring_join(up, &pown[pi], s);
+            for (int k = 0; k < np[pi]; k++)
+                ring_join(up, &pc[pp[(size_t)pi * CLUSTER_MAX_LEVELS + k]], s);
         }
+    }
+    for (int s = 0; s < E->ns; s++)
+        E->rg[s].cls = ring_root(up, s);
+    free(up);
     rc = 0;
 out:
     free(pc);
@@ -531,9 +567,10 @@ static int ring_repeat(eng *E, int gi, double t)
 void eng_ring_unbatch(eng *E, int gi)
 {
     group *g = &E->gr[gi];
-    if (!E->vbs || E->vbs[g->stage] != gi)
+    int c = E->rg ? E->rg[g->stage].cls : 0;
+    if (!E->vbs || E->vbs[c] != gi)
         return;
-    E->vbs[g->stage] = -1;
+    E->vbs[c] = -1;
     E->nvb--;
     long long k = g->vb_k;
     g->vb_k = 0;
@@ -560,8 +597,8 @@ void eng_ring_unbatch(eng *E, int gi)
 
 int eng_ring_independent(const eng *E, int gi)
 {
-    int s = E->gr[gi].stage;
-    return E->vbs[s] == gi || (E->vbs[s] < 0 && E->rg[s].excl);
+    int c = E->rg[E->gr[gi].stage].cls;
+    return E->vbs[c] < 0 || E->vbs[c] == gi;
 }
 
 void eng_ring_unbatch_all(eng *E)
@@ -575,12 +612,10 @@ int eng_ring_step(eng *E, int gi, double t)
 {
     group *g = &E->gr[gi];
     ring *R = &E->rg[g->stage];
-    if (E->vbs[g->stage] == gi)
+    if (E->vbs[R->cls] == gi)
         return ring_repeat(E, gi, t);
-    if (E->vbs[g->stage] >= 0)  /* another all-reduce of the stage: the same ring */
-        eng_ring_unbatch(E, E->vbs[g->stage]);
-    if (!R->excl)
-        eng_ring_unbatch_all(E);
+    if (E->vbs[R->cls] >= 0)  /* another all-reduce of its class: the same links */
+        eng_ring_unbatch(E, E->vbs[R->cls]);
     if (!R->ready && ring_ready(E, R, g))
         return -1;
     if (g->gsteps == 0)  /* the all-reduce's first step: private hops' link time defers */
@@ -604,7 +639,7 @@ int eng_ring_step(eng *E, int gi, double t)
     int all = E->m->record && !E->m->skip_ring_hops, n = all ? R->n : R->nshared;
     /* repeatable (ring_repeat): no timeline, shared hops, every one virtual, none of
      * whose workers defers private link time */
-    int again = !E->m->record && R->nshared > 0 && R->excl;
+    int again = !all && R->nshared > 0 && R->rep;
     R->vmaxocc = 0;
     for (int k = 0; k < n; k++) {  /* with a timeline every hop, in ring order */
         int hj = all ? R->off + k : E->shop[R->soff + k];
@@ -645,7 +680,7 @@ int eng_ring_step(eng *E, int gi, double t)
     g->inflight = 1;
     g->pending++;
     if (again) {
-        E->vbs[g->stage] = gi;
+        E->vbs[R->cls] = gi;
         E->nvb++;
         g->vb_k = 0;
         g->vt = t;

@@ -6,7 +6,8 @@
  * figures, link statistics, the timeline), check that contended hops are split back into
  * transfers mid-step (on a shared port, on a link two rings use), that the grouped ring's
  * cost grows linearly in the replicas, that steps repeating their ring's last one in O(1)
- * give the per-hop results, that the dashboard's timeline without the ring hops
+ * give the per-hop results (also for the two rings of an interleaved device, which share
+ * its links: one class), that the dashboard's timeline without the ring hops
  * is the full one less those events and grows linearly too, and that the exact repeated addition behind the
  * deferred statistics matches the loop it replaces. */
 #include <criterion/criterion.h>
@@ -102,28 +103,38 @@ static void expect_same(const sim_result *a, const sim_result *b, const char *wh
 
 static long long last_virtual, last_split, last_repeated; /* the last both_ways grouped
                                                            run's */
+static long long last_repeated_dash; /* its run with the dashboard's timeline */
 
-/* Runs sp both ways, with and without a timeline; returns the grouped run's grouped steps
- * (and its events through *events, the per-hop run's through *events_hop; its virtual and
- * split hops in last_virtual, last_split). */
+/* Runs sp both ways, with the full timeline, with the dashboard's (no ring hops) and
+ * without one; returns the grouped run's grouped steps (and its events through *events,
+ * the per-hop run's through *events_hop; its virtual and split hops in last_virtual,
+ * last_split, its steps repeated in last_repeated, with the dashboard's timeline in
+ * last_repeated_dash). */
 static long long both_ways(const sim_synth *sp, int iters, const char *what, long long *events,
                            long long *events_hop)
 {
     long long grouped = 0;
-    for (int record = 1; record >= 0; record--) { /* without a timeline last */
+    for (int i = 0; i < 3; i++) {
+        int record = i == 2 ? 0 : 1 + i; /* full, dashboard, none (last) */
+        char how[160];
+        snprintf(how, sizeof how, "%s, %s", what,
+                 record == 1 ? "full timeline" : record == 2 ? "dashboard timeline"
+                                                             : "no timeline");
         sim_result g, h;
         run_engine(sp, iters, 0, record, &g);
         run_engine(sp, iters, 1, record, &h);
-        expect_same(&g, &h, what);
-        cr_expect_eq(h.ring_steps_grouped, 0, "%s", what);
-        cr_expect_eq(h.ring_hops_virtual, 0, "%s", what);
+        expect_same(&g, &h, how);
+        cr_expect_eq(h.ring_steps_grouped, 0, "%s", how);
+        cr_expect_eq(h.ring_hops_virtual, 0, "%s", how);
         grouped = g.ring_steps_grouped;
         last_virtual = g.ring_hops_virtual;
         last_split = g.ring_hops_split;
         last_repeated = g.ring_steps_repeated;
-        cr_expect_eq(h.ring_steps_repeated, 0, "%s", what);
-        if (record)  /* a timeline records every step's hops: none repeats */
-            cr_expect_eq(g.ring_steps_repeated, 0, "%s", what);
+        if (record == 2)
+            last_repeated_dash = g.ring_steps_repeated;
+        cr_expect_eq(h.ring_steps_repeated, 0, "%s", how);
+        if (record == 1)  /* a timeline records every step's hops: none repeats */
+            cr_expect_eq(g.ring_steps_repeated, 0, "%s", how);
         if (events)
             *events = g.events;
         if (events_hop)
@@ -334,21 +345,23 @@ Test(sim_allreduce, worker_in_two_rings)
 }
 
 /* A sweep of small pipelines whose rings cross servers through the ports their
- * activations and gradients use: every schedule that replicates stages, one or two devices per server, one or
+ * activations and gradients use: every schedule that replicates stages (the chunked ones
+ * with two virtual stages a device), one or two devices per server, one or
  * two egress lanes (with two, hops are private), 2 or 3 replicas, with and without latency, one or several buckets.
  * Contention arrives at every point of a step (at its start, mid-step, at a hop's end);
  * every run gives the per-hop results, and some hops split. */
 Test(sim_allreduce, shared_port_sweep)
 {
     sched_kind kinds[] = {SCHED_GPIPE, SCHED_1F1B_FLUSH, SCHED_PIPEDREAM, SCHED_2BW,
-                          SCHED_ZB_H1};
+                          SCHED_ZB_H1, SCHED_INTERLEAVED, SCHED_ZB_V};
     long long split = 0, virt = 0, rep = 0;
     for (size_t i = 0; i < sizeof kinds / sizeof *kinds; i++)
         for (int v = 0; v < 16; v++) {
             sim_synth s;
             sim_synth_init(&s);
             s.schedule = kinds[i];
-            s.nstages = 2;
+            s.chunks = sched_kind_chunks(kinds[i]);  /* chunked: rings sharing devices */
+            s.nstages = 2 * s.chunks;
             s.replicas = 2 + (v & 1);
             s.devices_per_server = 1 + (v >> 1 & 1);
             s.microbatches = 6;
@@ -359,7 +372,7 @@ Test(sim_allreduce, shared_port_sweep)
             s.activation_bytes = 3e6 + 1e6 * v;
             s.parameter_bytes = v & 4 ? 30e6 : 9e6; /* 2 buckets, or 1 */
             s.backward_ms = 2 + 0.25 * v;
-            if (kinds[i] == SCHED_ZB_H1) {
+            if (kinds[i] == SCHED_ZB_H1 || kinds[i] == SCHED_ZB_V) {
                 s.input_ms = s.backward_ms / 2;
                 s.weight_ms = s.backward_ms / 2;
             }
@@ -395,6 +408,33 @@ Test(sim_allreduce, repeated_steps_like_per_hop)
         snprintf(what, sizeof what, "repeated steps, %s", sched_kind_name(kinds[i]));
         both_ways(&s, 3, what, NULL, NULL);
         cr_expect(last_repeated > 0, "%s: no step repeated", what);
+        cr_expect(last_repeated_dash > 0, "%s: no step repeated with the dashboard's "
+                  "timeline", what);
+        cr_expect(last_virtual > 0, "%s: no virtual hop", what);
+    }
+}
+
+/* Interleaved 1F1B, 2 ranks x 2 chunks of 16 replicas on servers of 8: each device holds
+ * two virtual stages, whose rings run over the same links and ports (and, for the
+ * devices' workers, the same worker), so no hop is private and the two rings form one
+ * class; a step that repeats its ring's last one runs in O(1) until the other ring's
+ * all-reduce (or anything else on the links) runs. The per-hop results, and steps
+ * repeated, with and without the dashboard's timeline. */
+Test(sim_allreduce, interleaved_rings_repeat)
+{
+    for (int lat = 0; lat < 2; lat++) {
+        sim_synth s;
+        two_stages(&s, SCHED_INTERLEAVED, 16, 16, 8, 300, 50, lat ? 9 : 0, 2e6,
+                   60e6 /* 2 buckets */, 2.5);
+        s.chunks = 2;
+        s.nstages = 4;
+        s.latency_us[0] = lat ? 2 : 0;
+        char what[64];
+        snprintf(what, sizeof what, "interleaved rings, latency %d", lat);
+        both_ways(&s, 3, what, NULL, NULL);
+        cr_expect(last_repeated > 0, "%s: no step repeated", what);
+        cr_expect(last_repeated_dash > 0, "%s: no step repeated with the dashboard's "
+                  "timeline", what);
         cr_expect(last_virtual > 0, "%s: no virtual hop", what);
     }
 }
