@@ -182,11 +182,12 @@ static int record_tp(worker *wk, int kind, double t0, double bytes, int rc)
     if (rc) { /* where it was: the transport knows only its message */
         char mb[32] = "";
         if (wk->cur_mb >= 0) snprintf(mb, sizeof mb, " of microbatch %d", wk->cur_mb);
+        const char *what = kind == REC_TP_AR ? "all-reduce"
+                         : kind == REC_TP_RS ? "reduce-scatter" : "all-gather";
         size_t len = strlen(wk->err.msg);
-        snprintf(wk->err.msg + len, sizeof wk->err.msg - len,
-                 ", in the tensor-parallel %s of stage %d's %s%s",
-                 kind == REC_TP_AR ? "all-reduce" : kind == REC_TP_RS ? "reduce-scatter"
-                                                                     : "all-gather",
+        if (strstr(wk->err.msg, what)) what = NULL; /* the transport named it */
+        snprintf(wk->err.msg + len, sizeof wk->err.msg - len, ", in %s%s%sstage %d's %s%s",
+                 what ? "the tensor-parallel " : "", what ? what : "", what ? " of " : "",
                  wk->cur_stage, act_kind_name((act_kind)wk->cur_kind), mb);
         return rc;
     }
