@@ -3,12 +3,14 @@
  * allsum_double is written here (a sum under a lock between two barriers, as MPI's
  * all-reduce gives every process the sum); each has timed its own events, one has timed
  * none, and after the gather every one must hold all of them, on the right tracks with
- * their peak memory, sorted as timeline_sort sorts. */
+ * their peak memory and tensor-parallel rank, sorted as timeline_sort sorts; and the
+ * text of a transport message tag. */
 #include <criterion/criterion.h>
 #include <pthread.h>
 #include <string.h>
 
 #include "core/timeline.h"
+#include "exec/runtime.h"
 #include "exec/train.h"
 
 #define NP 3
@@ -119,4 +121,28 @@ Test(train_trace, every_process_gets_every_event)
     }
     pthread_barrier_destroy(&w.bar);
     pthread_mutex_destroy(&w.mu);
+}
+
+/* A transport's timeout names a message by its tag; runtime_tag_text reads it back as what
+ * it carries: pipeline messages ((microbatch x stages + receiving stage) x 2 + gradient)
+ * and both messages (-(2 t + 1), -(2 t + 2)) of collective t, tensor-parallel (from 2^40
+ * on, numbered from 1) or a replicas' all-reduce (stage x 1000003 + round). */
+Test(train_trace, message_tags_read_as_what_they_carry)
+{
+    schedule s;
+    memset(&s, 0, sizeof s);
+    s.nstages = 2;
+    char buf[128];
+    runtime_tag_text(&s, (5 * 2 + 1) * 2 + 1, buf, sizeof buf);
+    cr_assert_str_eq(buf, "the output gradient of microbatch 5 for stage 1");
+    runtime_tag_text(&s, (3 * 2 + 0) * 2 + 0, buf, sizeof buf);
+    cr_assert_str_eq(buf, "the activations of microbatch 3 for stage 0");
+    long t = (1L << 40) + 24;
+    runtime_tag_text(&s, -(2 * t + 1), buf, sizeof buf);
+    cr_assert_str_eq(buf, "the tensor-parallel group's collective 25");
+    runtime_tag_text(&s, -(2 * t + 2), buf, sizeof buf);
+    cr_assert_str_eq(buf, "the tensor-parallel group's collective 25");
+    t = 1 * 1000003L + 2;
+    runtime_tag_text(&s, -(2 * t + 2), buf, sizeof buf);
+    cr_assert_str_eq(buf, "the replicas' all-reduce 3 of stage 1");
 }
