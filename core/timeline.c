@@ -21,9 +21,11 @@
 #include "json.h"
 
 enum { PID_DEVICES = 1, PID_COLLECTIVES = 2, PID_LINKS = 3 };
+#define TL_TID_TP_STRIDE 100000
 
 static const char *const kind_names[TL_NKINDS] = {
-    "F", "B", "I", "W", "step", "send_f", "send_b", "allreduce",
+    "F", "B", "I", "W", "step", "send_f", "send_b", "allreduce", "tp_allreduce",
+    "tp_reduce_scatter", "tp_all_gather",
 };
 static const char *const track_kind_names[TL_TRACK_NKINDS] = {"device", "collective", "link"};
 
@@ -114,6 +116,12 @@ int timeline_set_model(timeline *tl, const char *model, int n, const int *first,
 
 int timeline_track(timeline *tl, int kind, int device, int peer, const char *name)
 {
+    return timeline_track_tp(tl, kind, device, peer, 0, name);
+}
+
+int timeline_track_tp(timeline *tl, int kind, int device, int peer, int tp_rank,
+                      const char *name)
+{
     if (kind != TL_TRACK_LINK)
         peer = -1;
     for (int k = -1; k < tl->ntracks; k++) {  /* the last answer first: callers repeat */
@@ -121,7 +129,7 @@ int timeline_track(timeline *tl, int kind, int device, int peer, const char *nam
         if (i < 0 || i >= tl->ntracks)
             continue;
         const tl_track *t = &tl->tracks[i];
-        if (t->kind == kind && t->device == device && t->peer == peer)
+        if (t->kind == kind && t->device == device && t->peer == peer && t->tp_rank == tp_rank)
             return tl->hint = i;
     }
     if (tl->ntracks == tl->cap_tracks) {
@@ -133,6 +141,14 @@ int timeline_track(timeline *tl, int kind, int device, int peer, const char *nam
         tl->cap_tracks = nc;
     }
     char dflt[64];
+    if (!name && tp_rank > 0) {
+        snprintf(dflt, sizeof dflt, "device %d tp rank %d%s", device, tp_rank,
+                 kind == TL_TRACK_LINK ? " link" : kind == TL_TRACK_COLLECTIVE ? " collectives"
+                                                                              : "");
+        if (kind == TL_TRACK_LINK)
+            snprintf(dflt + strlen(dflt), sizeof dflt - strlen(dflt), " ->%d", peer);
+        name = dflt;
+    }
     if (!name) {
         if (kind == TL_TRACK_LINK)
             snprintf(dflt, sizeof dflt, "link %d->%d", device, peer);
@@ -146,7 +162,7 @@ int timeline_track(timeline *tl, int kind, int device, int peer, const char *nam
     if (!nm)
         return -1;
     tl->tracks[tl->ntracks] = (tl_track){.kind = kind, .device = device, .peer = peer,
-                                         .name = nm, .peak_bytes = -1};
+                                         .name = nm, .peak_bytes = -1, .tp_rank = tp_rank};
     return tl->hint = tl->ntracks++;
 }
 
@@ -194,6 +210,15 @@ char *tl_event_name(const tl_event *e, char *buf, size_t n)
     case TL_STEP:
         snprintf(buf, n, "step s%d", e->stage);
         break;
+    case TL_TP_ALLREDUCE: case TL_TP_REDUCE_SCATTER: case TL_TP_ALL_GATHER: {
+        const char *k = e->kind == TL_TP_ALLREDUCE ? "AR"
+                      : e->kind == TL_TP_REDUCE_SCATTER ? "RS" : "AG";
+        if (e->microbatch >= 0)
+            snprintf(buf, n, "TP-%s%d s%d", k, e->microbatch, e->stage);
+        else
+            snprintf(buf, n, "TP-%s s%d", k, e->stage);
+        break;
+    }
     default:
         snprintf(buf, n, "? s%d", e->stage);
     }
@@ -256,8 +281,11 @@ static int *track_tids(const timeline *tl)
     if (!tid)
         return NULL;
     int nl = 0;
+    /* a tensor-parallel rank's own thread beside its device's: TL_TID_TP_STRIDE apart */
     for (int i = 0; i < tl->ntracks; i++)
-        tid[i] = tl->tracks[i].kind == TL_TRACK_LINK ? 1 + nl++ : tl->tracks[i].device;
+        tid[i] = tl->tracks[i].kind == TL_TRACK_LINK
+                     ? 1 + nl++
+                     : tl->tracks[i].device + TL_TID_TP_STRIDE * tl->tracks[i].tp_rank;
     return tid;
 }
 
@@ -295,7 +323,8 @@ static long long recv_of(const timeline *tl, const recv_key *k, size_t nk, const
     int dst = tl->tracks[e->track].peer;
     for (; lo < nk && k[lo].stage == want.stage && k[lo].mb == want.mb && k[lo].cls == want.cls;
          lo++)
-        if (tl->tracks[tl->ev[k[lo].ev].track].device == dst)
+        if (tl->tracks[tl->ev[k[lo].ev].track].device == dst &&
+            tl->tracks[tl->ev[k[lo].ev].track].tp_rank == tl->tracks[e->track].tp_rank)
             return (long long)k[lo].ev;
     return -1;
 }
@@ -386,6 +415,8 @@ char *timeline_chrome_text(const timeline *tl, size_t *len)
                   track_kind_names[t->kind], t->device, t->peer);
         if (t->kind == TL_TRACK_DEVICE && t->peak_bytes >= 0)
             sbuf_printf(&b, ", \"peak_memory_bytes\": %.17g", t->peak_bytes);
+        if (t->tp_rank > 0)
+            sbuf_printf(&b, ", \"tp_rank\": %d", t->tp_rank);
         sbuf_printf(&b, "}},\n");
         sbuf_printf(&b, "{\"name\": \"thread_sort_index\", \"ph\": \"M\", \"pid\": %d, "
                   "\"tid\": %d, \"args\": {\"sort_index\": %d}}", pid, tid[i], i);
@@ -493,15 +524,16 @@ static int read_thread_name(const jctx *c, timeline *tl, tkey **keys, int *nkeys
                            "expected \"device\", \"collective\" or \"link\" (got \"%s\")", tk);
         }
     }
-    int device = tid, peer = -1;
+    int device = tid, peer = -1, tp_rank = 0;
     if (int_arg(c, args, p, "device", kind == TL_TRACK_LINK, 0, &device) ||
-        int_arg(c, args, p, "peer", kind == TL_TRACK_LINK, -1, &peer))
+        int_arg(c, args, p, "peer", kind == TL_TRACK_LINK, -1, &peer) ||
+        int_arg(c, args, p, "tp_rank", 0, 0, &tp_rank))
         return -1;
     double peak = -1;
     if (kind == TL_TRACK_DEVICE && json_get_num(c, args, p, "peak_memory_bytes", 0, J_NONNEG,
                                                 &peak))
         return -1;
-    int id = timeline_track(tl, kind, device, peer, name);
+    int id = timeline_track_tp(tl, kind, device, peer, tp_rank, name);
     if (id < 0)
         return err_set(c->err, c->file, NULL, "out of memory");
     if (peak >= 0)

@@ -27,6 +27,9 @@ typedef enum tl_kind {
     TL_SEND_F,                   /* transfer of activations to the next stage */
     TL_SEND_B,                   /* transfer of gradients to the previous stage */
     TL_ALLREDUCE,                /* gradient all-reduce among a stage's replicas */
+    TL_TP_ALLREDUCE,             /* tensor-parallel collectives inside a split layer's */
+    TL_TP_REDUCE_SCATTER,        /* forward or backward (the executor's; the simulator */
+    TL_TP_ALL_GATHER,            /* folds them into F and B), on collective tracks */
     TL_NKINDS
 } tl_kind;
 
@@ -37,6 +40,9 @@ typedef struct tl_track {
     char *name;               /* shown by trace viewers, e.g. "device 3 (V100)" */
     double peak_bytes;        /* device tracks: the most memory the device held over the
                                  run (predicted or measured), bytes; < 0 unknown */
+    int tp_rank;              /* tensor-parallel rank whose actions the track holds: 0 for
+                                 the group's first (the track the simulator predicts) and
+                                 every run without tensor parallelism */
 } tl_track;
 
 typedef struct tl_event {
@@ -80,6 +86,10 @@ void timeline_free(timeline *tl);
  * default like "device 3" / "link 3->4") and peak_bytes -1 when new; -1 when out of
  * memory. */
 int timeline_track(timeline *tl, int kind, int device, int peer, const char *name);
+/* The same for tensor-parallel rank tp_rank's track (>= 0; written as the track's
+ * "tp_rank" when > 0): timeline_track is timeline_track_tp with tp_rank 0. */
+int timeline_track_tp(timeline *tl, int kind, int device, int peer, int tp_rank,
+                      const char *name);
 
 /* Names what the run ran, so that plumb compare can refuse two runs of different models
  * or plans: the model (copied; NULL none) and, for n > 0 stages, the first and last layer
@@ -95,7 +105,8 @@ int timeline_add(timeline *tl, const tl_event *e);
  * out of memory. */
 int timeline_counter_add(timeline *tl, int track, double t_s, double bytes);
 
-/* "F", "B", "I", "W", "step", "send_f", "send_b", "allreduce"; tl_kind_parse: -1 unknown. */
+/* "F", "B", "I", "W", "step", "send_f", "send_b", "allreduce", "tp_allreduce",
+ * "tp_reduce_scatter", "tp_all_gather"; tl_kind_parse: -1 unknown. */
 const char *tl_kind_name(int kind);
 int tl_kind_parse(const char *name);
 /* 1 for the kinds that run on a device's compute stream (F, B, I, W, step), else 0. */
@@ -103,7 +114,8 @@ int tl_kind_is_compute(int kind);
 const char *tl_track_kind_name(int kind); /* "device", "collective", "link" */
 
 /* The display name of e, e.g. "F3 s1", "B3 s2", "F3 s1>s2" (transfer), "AR s1",
- * "step s1". Returns buf. */
+ * "step s1", "TP-AR3 s1" (tensor-parallel: TP-AR, TP-RS, TP-AG with the microbatch, or
+ * none at a step). Returns buf. */
 char *tl_event_name(const tl_event *e, char *buf, size_t n);
 
 /* Sorts events by (track, start). */

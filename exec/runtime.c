@@ -39,10 +39,15 @@ typedef struct rstage {
     int npool;
     long steps;
     int ar_round;
-    int last_it;
+    int last_it;             /* iteration of the stage's latest microbatch action */
+    int nsteps, nars;        /* the stage's STEP and ALLREDUCE actions in the list */
+    int step_i, ar_i;        /* those run so far (this run) */
     int last_step;           /* list index of the stage's last STEP, -1 */
     long long off;           /* the stage's first parameter in the model's vector */
 } rstage;
+
+/* rec.kind beyond the schedule's actions: a tensor-parallel collective inside one */
+enum { REC_TP_AR = ACT_NKINDS, REC_TP_RS, REC_TP_AG };
 
 typedef struct rec {
     int kind, stage, mb, peer, peer_stage, it;
@@ -64,6 +69,8 @@ typedef struct worker {
     int *tp_group;           /* [tp] the group's endpoints */
     int *dp_group;           /* [most replicas] scratch: a replicas' all-reduce group */
     long tp_round;           /* tensor-parallel all-reduces so far (their tags) */
+    int cur_kind, cur_stage, cur_mb, cur_it; /* the action running: what its tp
+                                                collectives record */
     float *grads_out;        /* want_grads: the model's gradients (rt_result.grads) */
     float *chk_params, *chk_grads; /* tp rank > 0: its whole view, replicated included */
     bk_ctx *ctx;
@@ -148,6 +155,46 @@ static int stage_load_state(worker *wk, rstage *rs, const action *list, int n)
     return 0;
 }
 
+/* Appends r to wk's timed actions. 0, or -1 out of memory (wk->err set). */
+static int record_rec(worker *wk, rec r)
+{
+    if (wk->nev == wk->cap) {
+        int nc = wk->cap ? 2 * wk->cap : 256;
+        rec *ne = realloc(wk->ev, (size_t)nc * sizeof *ne);
+        if (!ne) return err_set(&wk->err, NULL, NULL, "out of memory");
+        wk->ev = ne;
+        wk->cap = nc;
+    }
+    wk->ev[wk->nev++] = r;
+    return 0;
+}
+
+static int record(worker *wk, const action *a, int it, double t0, double t1, double bytes)
+{
+    return record_rec(wk, (rec){a->kind, a->stage, a->microbatch, a->peer, a->peer_stage, it,
+                                t0, t1, bytes});
+}
+
+/* Records a tensor-parallel collective (REC_TP_*) of `bytes` that ran from t0 on, inside
+ * the action running (its stage, microbatch and iteration); rc is the collective's. */
+static int record_tp(worker *wk, int kind, double t0, double bytes, int rc)
+{
+    if (rc) { /* where it was: the transport knows only its message */
+        char mb[32] = "";
+        if (wk->cur_mb >= 0) snprintf(mb, sizeof mb, " of microbatch %d", wk->cur_mb);
+        const char *what = kind == REC_TP_AR ? "all-reduce"
+                         : kind == REC_TP_RS ? "reduce-scatter" : "all-gather";
+        size_t len = strlen(wk->err.msg);
+        if (strstr(wk->err.msg, what)) what = NULL; /* the transport named it */
+        snprintf(wk->err.msg + len, sizeof wk->err.msg - len, ", in %s%s%sstage %d's %s%s",
+                 what ? "the tensor-parallel " : "", what ? what : "", what ? " of " : "",
+                 wk->cur_stage, act_kind_name((act_kind)wk->cur_kind), mb);
+        return rc;
+    }
+    return record_rec(wk, (rec){kind, wk->cur_stage, wk->cur_mb, -1, -1, wk->cur_it,
+                                t0 - wk->t_origin, train_now() - wk->t_origin, bytes});
+}
+
 /* The tag space of tensor-parallel all-reduces, apart from the replicas' (stage x 1000003
  * + round): every rank of a group makes the same calls in the same order. */
 #define TP_TAG_BASE (1L << 40)
@@ -157,8 +204,10 @@ static int tp_allreduce(void *user, float *buf, size_t count)
 {
     worker *wk = user;
     const rt_cfg *c = wk->cfg;
-    return c->tr->allreduce(c->tr, c->bk, wk->ctx, wk->ep, wk->tp_group, c->tp,
-                            TP_TAG_BASE + wk->tp_round++, buf, count, &wk->err);
+    double t0 = train_now();
+    return record_tp(wk, REC_TP_AR, t0, (double)count * sizeof(float),
+                     c->tr->allreduce(c->tr, c->bk, wk->ctx, wk->ep, wk->tp_group, c->tp,
+                                      TP_TAG_BASE + wk->tp_round++, buf, count, &wk->err));
 }
 
 /* stage_tp's reduce-scatter and all-gather over wk's tensor-parallel group, in the
@@ -167,16 +216,22 @@ static int tp_reduce_scatter(void *user, const float *src, float *dst, size_t co
 {
     worker *wk = user;
     const rt_cfg *c = wk->cfg;
-    return c->tr->reduce_scatter(c->tr, c->bk, wk->ctx, wk->ep, wk->tp_group, c->tp,
-                                 TP_TAG_BASE + wk->tp_round++, src, dst, count, &wk->err);
+    double t0 = train_now();
+    return record_tp(wk, REC_TP_RS, t0, (double)count * c->tp * sizeof(float),
+                     c->tr->reduce_scatter(c->tr, c->bk, wk->ctx, wk->ep, wk->tp_group, c->tp,
+                                           TP_TAG_BASE + wk->tp_round++, src, dst, count,
+                                           &wk->err));
 }
 
 static int tp_all_gather(void *user, const float *src, float *dst, size_t count)
 {
     worker *wk = user;
     const rt_cfg *c = wk->cfg;
-    return c->tr->all_gather(c->tr, c->bk, wk->ctx, wk->ep, wk->tp_group, c->tp,
-                             TP_TAG_BASE + wk->tp_round++, src, dst, count, &wk->err);
+    double t0 = train_now();
+    return record_tp(wk, REC_TP_AG, t0, (double)count * c->tp * sizeof(float),
+                     c->tr->all_gather(c->tr, c->bk, wk->ctx, wk->ep, wk->tp_group, c->tp,
+                                       TP_TAG_BASE + wk->tp_round++, src, dst, count,
+                                       &wk->err));
 }
 
 /* Writes v (a device vector of rs: weights, gradients, optimizer state) into the model's
@@ -208,7 +263,8 @@ static int stage_init(worker *wk, rstage *rs, int s, int replica)
     rs->off = c->m->layers[c->stage_first[s]].param_offset;
     rs->last_step = -1;
     for (int i = 0; i < n; i++)
-        if (list[i].stage == s && list[i].kind == ACT_STEP) rs->last_step = i;
+        if (list[i].stage == s && list[i].kind == ACT_STEP) rs->last_step = i, rs->nsteps++;
+        else if (list[i].stage == s && list[i].kind == ACT_ALLREDUCE) rs->nars++;
     stage_tp tpc = {wk->rank, c->tp, c->sp, tp_allreduce, wk, tp_reduce_scatter,
                     tp_all_gather};
     stage_opts so = {split, c->recompute, c->tp > 1 ? &tpc : NULL};
@@ -301,19 +357,6 @@ static long msg_tag(const schedule *s, int mb, int recv_stage, int grad)
     return ((long)mb * s->nstages + recv_stage) * 2 + grad;
 }
 
-static int record(worker *wk, const action *a, int it, double t0, double t1, double bytes)
-{
-    if (wk->nev == wk->cap) {
-        int nc = wk->cap ? 2 * wk->cap : 256;
-        rec *ne = realloc(wk->ev, (size_t)nc * sizeof *ne);
-        if (!ne) return err_set(&wk->err, NULL, NULL, "out of memory");
-        wk->ev = ne;
-        wk->cap = nc;
-    }
-    wk->ev[wk->nev++] = (rec){a->kind, a->stage, a->microbatch, a->peer, a->peer_stage, it,
-                                t0, t1, bytes};
-    return 0;
-}
 
 /* Megatron-LM's scatter/gather of pipeline messages: the floats of the tensor crossing
  * the cut after layer `after` (an activation, or its gradient the other way) that each
@@ -346,9 +389,7 @@ static int take_posted(worker *wk, rstage *rs, int slot, int g, int grad)
                     msg_tag(c->sched, g, rs->s, grad), mine, (part ? part : n) * sizeof(float),
                     &wk->err))
         return -1;
-    if (part && c->tr->all_gather(c->tr, c->bk, wk->ctx, wk->ep, wk->tp_group, c->tp,
-                                  TP_TAG_BASE + wk->tp_round++, mine, buf, part, &wk->err))
-        return -1;
+    if (part && tp_all_gather(wk, mine, buf, part)) return -1;
     if (grad) si->dout_peer = -1, si->have_dout = 1;
     else si->in_peer = -1;
     return 0;
@@ -491,6 +532,12 @@ static int run_action(worker *wk, const action *a, int i)
                        "not host", wk->w, a->stage);
     int g = a->microbatch, slot = g >= 0 ? slot_of(rs, g) : -1;
     if (g >= 0) rs->last_it = g / sc->microbatches;
+    /* a step or all-reduce names no microbatch: the k-th of the stage's n belongs to
+     * iteration k T / n (every iteration has as many), not to the latest microbatch's,
+     * which may be the next iteration's already */
+    int it = a->kind == ACT_STEP ? rs->step_i++ * sc->iterations / rs->nsteps
+           : a->kind == ACT_ALLREDUCE ? rs->ar_i++ * sc->iterations / rs->nars : rs->last_it;
+    wk->cur_kind = a->kind, wk->cur_stage = a->stage, wk->cur_mb = g, wk->cur_it = it;
     if (c->fault.worker == wk->w && wk->rank == 0 && c->fault.step > 0 && g >= 0 &&
         c->start_iteration + g / sc->microbatches + 1 == c->fault.step)
         return inject_fault(wk);
@@ -575,8 +622,8 @@ static int run_action(worker *wk, const action *a, int i)
                        a->kind);
     }
     if (bk->sync(wk->ctx, &wk->err)) return -1;
-    if (a->kind != ACT_RECV_F && a->kind != ACT_RECV_B && wk->rank == 0)
-        return record(wk, a, rs->last_it, t0 - wk->t_origin, train_now() - wk->t_origin, bytes);
+    if (a->kind != ACT_RECV_F && a->kind != ACT_RECV_B)
+        return record(wk, a, it, t0 - wk->t_origin, train_now() - wk->t_origin, bytes);
     return 0;
 noslot:
     return err_set(&wk->err, NULL, NULL, "worker %d: action %d (kind %s, stage %d, "
@@ -715,6 +762,21 @@ static int check_cfg(const rt_cfg *c, plumb_err *err)
     return 0;
 }
 
+int runtime_tag_text(const schedule *s, long tag, char *buf, size_t n)
+{
+    if (tag >= 0) {
+        long r = tag / 2;
+        return snprintf(buf, n, "the %s of microbatch %ld for stage %ld",
+                        tag % 2 ? "output gradient" : "activations", r / s->nstages,
+                        r % s->nstages);
+    }
+    long t = (-tag - 1) / 2; /* a collective's: -(2 t + 1), -(2 t + 2) */
+    if (t >= TP_TAG_BASE)
+        return snprintf(buf, n, "the tensor-parallel group's collective %ld", t - TP_TAG_BASE + 1);
+    return snprintf(buf, n, "the replicas' all-reduce %ld of stage %ld", t % 1000003 + 1,
+                    t / 1000003);
+}
+
 static int tl_kind_of(int k)
 {
     switch (k) {
@@ -725,40 +787,78 @@ static int tl_kind_of(int k)
     case ACT_STEP: return TL_STEP;
     case ACT_SEND_F: return TL_SEND_F;
     case ACT_SEND_B: return TL_SEND_B;
+    case REC_TP_AR: return TL_TP_ALLREDUCE;
+    case REC_TP_RS: return TL_TP_REDUCE_SCATTER;
+    case REC_TP_AG: return TL_TP_ALL_GATHER;
     default: return TL_ALLREDUCE;
     }
 }
 
+/* Adds worker wr's timed actions to tl, on its tensor-parallel rank's tracks. */
+static int trace_worker(const rt_cfg *c, const worker *wr, timeline *tl)
+{
+    int dev = c->trace_device ? c->trace_device[wr->w] : wr->w, counted = 0;
+    for (int k = 0; k < wr->nev; k++) {
+        const rec *r = &wr->ev[k];
+        int tk = TL_TRACK_DEVICE, peer = -1;
+        if (r->kind == ACT_SEND_F || r->kind == ACT_SEND_B) {
+            tk = TL_TRACK_LINK;
+            peer = c->trace_device ? c->trace_device[r->peer] : r->peer;
+        } else if (!is_compute(r->kind) && r->kind != ACT_STEP) {
+            tk = TL_TRACK_COLLECTIVE; /* the replicas' all-reduce, tp collectives */
+        }
+        int track = timeline_track_tp(tl, tk, dev, peer, wr->rank, NULL);
+        if (track < 0) return -1;
+        if (!counted && tk == TL_TRACK_DEVICE && wr->peak >= 0) {
+            /* workers that share a device add up on it */
+            tl_track *t = &tl->tracks[track];
+            t->peak_bytes = (t->peak_bytes > 0 ? t->peak_bytes : 0) + wr->peak;
+            counted = 1;
+        }
+        tl_event e = {r->t0, r->t1 - r->t0, r->bytes, track, tl_kind_of(r->kind), r->stage,
+                      -1, r->mb, r->it};
+        if (tk == TL_TRACK_LINK) e.peer_stage = r->peer_stage;
+        if (r->kind == ACT_STEP || r->kind == ACT_ALLREDUCE) e.microbatch = -1;
+        if (timeline_add(tl, &e)) return -1;
+    }
+    return 0;
+}
+
+int runtime_trace_names(const schedule *s, const int *trace_device, int tp, timeline *tl)
+{
+    if (tp <= 1) return 0;
+    for (int t = 0; t < tl->ntracks; t++) {
+        tl_track *k = &tl->tracks[t];
+        char name[256];
+        int len = snprintf(name, sizeof name, "device %d", k->device);
+        if (k->kind == TL_TRACK_LINK)
+            len += snprintf(name + len, sizeof name - (size_t)len, "->%d", k->peer);
+        for (int w = 0; w < s->nworkers && len < (int)sizeof name - 64; w++) {
+            if ((trace_device ? trace_device[w] : w) != k->device) continue;
+            len += snprintf(name + len, sizeof name - (size_t)len, ": worker %d tp rank %d", w,
+                            k->tp_rank);
+            for (int st = 0; st < s->nstages && len < (int)sizeof name - 32; st++)
+                for (int j = 0; j < s->replicas[st]; j++)
+                    if (s->stage_workers[s->stage_first[st] + j] == w)
+                        len += snprintf(name + len, sizeof name - (size_t)len,
+                                        " (stage %d, replica %d)", st, j);
+        }
+        if (k->kind == TL_TRACK_COLLECTIVE)
+            snprintf(name + len, sizeof name - (size_t)len, " collectives");
+        char *d = malloc(strlen(name) + 1);
+        if (!d) return -1;
+        strcpy(d, name);
+        free(k->name);
+        k->name = d;
+    }
+    return 0;
+}
+
 static int build_trace(const rt_cfg *c, worker *wks, timeline *tl)
 {
-    const schedule *s = c->sched;
-    for (int w = 0; w < s->nworkers; w++) {
-        int dev = c->trace_device ? c->trace_device[w] : w, counted = 0;
-        const worker *wr = &wks[w * c->tp]; /* tensor-parallel rank 0 */
-        for (int k = 0; k < wr->nev; k++) {
-            const rec *r = &wr->ev[k];
-            int tk = TL_TRACK_DEVICE, peer = -1;
-            if (r->kind == ACT_SEND_F || r->kind == ACT_SEND_B) {
-                tk = TL_TRACK_LINK;
-                peer = c->trace_device ? c->trace_device[r->peer] : r->peer;
-            } else if (r->kind == ACT_ALLREDUCE) {
-                tk = TL_TRACK_COLLECTIVE;
-            }
-            int track = timeline_track(tl, tk, dev, peer, NULL);
-            if (track < 0) return -1;
-            if (!counted && tk == TL_TRACK_DEVICE && wr->peak >= 0) {
-                /* workers that share a device add up on it */
-                tl_track *t = &tl->tracks[track];
-                t->peak_bytes = (t->peak_bytes > 0 ? t->peak_bytes : 0) + wr->peak;
-                counted = 1;
-            }
-            tl_event e = {r->t0, r->t1 - r->t0, r->bytes, track, tl_kind_of(r->kind), r->stage,
-                          -1, r->mb, r->it};
-            if (tk == TL_TRACK_LINK) e.peer_stage = r->peer_stage;
-            if (r->kind == ACT_STEP || r->kind == ACT_ALLREDUCE) e.microbatch = -1;
-            if (timeline_add(tl, &e)) return -1;
-        }
-    }
+    for (int e = 0; e < c->sched->nworkers * c->tp; e++)
+        if (trace_worker(c, &wks[e], tl)) return -1;
+    if (runtime_trace_names(c->sched, c->trace_device, c->tp, tl)) return -1;
     timeline_sort(tl);
     return 0;
 }
@@ -872,6 +972,7 @@ int runtime_run(const rt_cfg *cfg, rt_result *res, plumb_err *err)
     int start_failed = 0;
     for (int e = 0; e < E; e++)
         wks[e] = (worker){.cfg = &c, .sh = &sh, .w = e / c.tp, .rank = e % c.tp, .ep = e,
+                          .cur_mb = -1,
                           .peak = -1};
     for (int li = 0; li < (c.local_workers ? c.nlocal : E); li++) {
         int w = c.local_workers ? c.local_workers[li] : li; /* an endpoint */

@@ -81,7 +81,8 @@ typedef struct rt_cfg {
      * by the caller needs nworkers x tp of them), all on worker w's device. Each rank runs
      * w's action list on its shard of the stages; pipeline messages go between ranks of
      * the same r, replicas' all-reduces among ranks of the same r, and the split layers'
-     * sums among the group. Rank 0 records losses and the trace. local_workers then names
+     * sums among the group. Rank 0 records losses; every rank its trace tracks (tl_track's
+ * tp_rank), its tp collectives included (TL_TP_*). local_workers then names
      * endpoints (one process per endpoint under mpirun: -np nworkers x tp). */
     int tp;
     int sp;                    /* 1: sequence parallelism within each group (stage_tp.seq;
@@ -118,6 +119,21 @@ typedef struct rt_result {
  * weight version that is no longer kept). */
 int runtime_run(const rt_cfg *cfg, rt_result *res, plumb_err *err);
 void rt_result_free(rt_result *r);
+
+/* Names the tracks of a measured trace of schedule s run with tensor parallelism tp > 1
+ * (trace_device as in rt_cfg; tp <= 1: leaves the names alone): each by its device and
+ * tensor-parallel rank, the workers on that device and the stages and replicas they host,
+ * e.g. "device 2: worker 1 tp rank 1 (stage 0, replica 1)", " collectives" after a
+ * collective track's. Returns 0, or -1 out of memory (names kept). */
+int runtime_trace_names(const schedule *s, const int *trace_device, int tp, timeline *tl);
+
+/* Writes into buf (n bytes) what transport message tag `tag` of a run of s carries: a
+ * pipeline message ("the activations of microbatch 3 for stage 1", "the output gradient
+ * of ..."), or a part of a collective, whose messages a transport tags -(2 t + 1) and
+ * -(2 t + 2) for the collective's tag t ("the tensor-parallel group's collective 23", 1
+ * for the run's first; "the replicas' all-reduce 2 of stage 1"). Returns what snprintf
+ * does. */
+int runtime_tag_text(const schedule *s, long tag, char *buf, size_t n);
 
 /* Loss scale of one microbatch: 1 / (targets per optimizer step), where a step covers an
  * iteration's microbatches (synchronous kinds, 2bw) or one microbatch per replica of the

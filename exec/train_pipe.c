@@ -139,9 +139,10 @@ static void endpoint_text(const schedule *s, int tp, long e, int rank, char *buf
         snprintf(buf, n, "worker %d tp rank %d%s%s", w, r, where, where[0] ? ")" : "");
 }
 
-/* Under tensor parallelism a transport's timeout ("worker E waited ... from worker F",
- * "rank E waited ...") numbers transport endpoints (worker x tp + tp rank): names each as
- * the worker, tp rank, stage and replica it is, in place. Other messages are left as
+/* Under tensor parallelism a transport's timeout ("worker E waited ... for message T from
+ * worker F", "rank E waited ...") numbers transport endpoints (worker x tp + tp rank) and
+ * tags messages: names each endpoint as the worker, tp rank, stage and replica it is, and
+ * each tag by what it carries (runtime_tag_text), in place. Other messages are left as
  * they are (the runtime's own name schedule workers already). */
 static void name_endpoints(const schedule *s, int tp, plumb_err *err)
 {
@@ -150,6 +151,19 @@ static void name_endpoints(const schedule *s, int tp, plumb_err *err)
     size_t o = 0;
     const char *p = err->msg;
     while (*p && o + 1 < sizeof out) {
+        if (!strncmp(p, "message ", 8) && (isdigit((unsigned char)p[8]) || p[8] == '-')) {
+            /* a transport's raw tag: what it carries, then the tag */
+            char *end;
+            long tag = strtol(p + 8, &end, 10);
+            int n = runtime_tag_text(s, tag, out + o, sizeof out - o);
+            if (n < 0 || (size_t)n >= sizeof out - o) break;
+            o += (size_t)n;
+            n = snprintf(out + o, sizeof out - o, " (message %ld)", tag);
+            if (n < 0 || (size_t)n >= sizeof out - o) break;
+            o += (size_t)n;
+            p = end;
+            continue;
+        }
         size_t k = !strncmp(p, "worker ", 7) ? 7 : !strncmp(p, "rank ", 5) ? 5 : 0;
         if (k && isdigit((unsigned char)p[k]) &&
             (p == err->msg || !isalnum((unsigned char)p[-1]))) {
@@ -316,8 +330,11 @@ int train_run_pipeline(const train_run_cfg *rc, const schedule *s, const int *fi
         if (bad) goto done;
     }
     if (trace && rc->tr && rc->tr->allsum_double &&
-        train_trace_gather(rc->tr, rc->rank, s->nworkers * tpn, &rr.trace, err))
+        (train_trace_gather(rc->tr, rc->rank, s->nworkers * tpn, &rr.trace, err) ||
+         runtime_trace_names(s, s->worker_device, rc->tp, rr.trace))) {
+        if (!err->msg[0]) err_set(err, NULL, NULL, "out of memory");
         goto done;
+    }
     loss_figures(&pg, start, res);
     res->steps = total;
     res->seconds = seconds;

@@ -10,15 +10,15 @@
 
 /* Numbers per event in the exchanged buffer: its track's kind, device, peer and peak
  * memory, then the event's start, duration, bytes, kind, stage, peer stage, microbatch and
- * iteration. */
-#define TRACE_FIELDS 12
+ * iteration, and its track's tensor-parallel rank. */
+#define TRACE_FIELDS 13
 
 static void pack(const timeline *tl, const tl_event *e, double *o)
 {
     const tl_track *t = &tl->tracks[e->track];
     double v[TRACE_FIELDS] = {t->kind, t->device, t->peer, t->peak_bytes, e->start_s,
                               e->dur_s, e->bytes, e->kind, e->stage, e->peer_stage,
-                              e->microbatch, e->iteration};
+                              e->microbatch, e->iteration, t->tp_rank};
     memcpy(o, v, sizeof v);
 }
 
@@ -26,7 +26,7 @@ static void pack(const timeline *tl, const tl_event *e, double *o)
  * 0, or -1 out of memory. */
 static int unpack(timeline *tl, const double *v)
 {
-    int track = timeline_track(tl, (int)v[0], (int)v[1], (int)v[2], NULL);
+    int track = timeline_track_tp(tl, (int)v[0], (int)v[1], (int)v[2], (int)v[12], NULL);
     if (track < 0) return -1;
     if (v[3] >= 0) tl->tracks[track].peak_bytes = v[3];
     tl_event e = {v[4], v[5], v[6], track, (int)v[7], (int)v[8], (int)v[9], (int)v[10],

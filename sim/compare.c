@@ -134,6 +134,10 @@ int compare_side_from_timeline(const timeline *tl, int skip, const char *file,
          * all-reduce, the figure compared */
         if (e->kind == TL_ALLREDUCE && e->track >= 0 && e->track < tl->ntracks &&
             tl->tracks[e->track].kind == TL_TRACK_LINK) continue;
+        /* tensor parallelism: the group's first rank stands for it, as in the simulator's
+         * trace (the other ranks' tracks are for the viewer) */
+        if (e->track >= 0 && e->track < tl->ntracks && tl->tracks[e->track].tp_rank > 0)
+            continue;
         if (tl_kind_is_compute(e->kind) && e->track >= 0 && e->track < nt)
             holds[(size_t)e->stage * nt + e->track] = 1;
         if (e->iteration < from) continue;

@@ -83,8 +83,8 @@ int compare_mem_from_timeline(const timeline *tl, const char *file, compare_side
             !tl_kind_is_compute(e->kind))
             continue;
         const tl_track *t = &tl->tracks[e->track];
-        if (t->kind == TL_TRACK_DEVICE && t->peak_bytes >= 0)
-            ts[n++] = (track_stage){e->track, e->stage};
+        if (t->kind == TL_TRACK_DEVICE && t->peak_bytes >= 0 && t->tp_rank == 0)
+            ts[n++] = (track_stage){e->track, e->stage}; /* a tp group: its first rank */
     }
     qsort(ts, n, sizeof *ts, cmp_ts);
     for (size_t i = 0; i < n;) {

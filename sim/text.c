@@ -218,7 +218,7 @@ void sim_print_report(const sim_report *r, const sim_changes *changes, FILE *out
 
 /* --- Gantt ------------------------------------------------------------------------------ */
 
-static const char kind_char[TL_NKINDS] = {'F', 'B', 'I', 'W', 'S', '>', '<', 'A'};
+static const char kind_char[TL_NKINDS] = {'F', 'B', 'I', 'W', 'S', '>', '<', 'A', 't', 't', 't'};
 
 void sim_print_gantt(const sim_report *r, int width, FILE *out)
 {

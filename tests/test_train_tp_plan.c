@@ -7,7 +7,9 @@
  * and the plans that do not fit the model or that the executor does not run refused with
  * one line naming the field, before any work. */
 #include <criterion/criterion.h>
+#include <cjson/cJSON.h>
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "core/cluster.h"
@@ -15,6 +17,7 @@
 #include "exec/data.h"
 #include "exec/train_plan.h"
 #include "planner/layout3d.h"
+#include "sim/compare.h"
 
 #define MODEL "examples/models/gpt-mini.json"
 #define LLM "examples/llm/gpt-mini.json"
@@ -48,14 +51,24 @@ static transformer *gpt_mini(void)
     return t;
 }
 
+/* gpt-mini's model spec and description, and the planner's tp 2 x pp 2 x dp 2 plan of it. */
+static plan *plan_222(model **m, transformer **t)
+{
+    plumb_err e = {{0}};
+    *m = model_load(MODEL, &e);
+    cr_assert_not_null(*m, "%s", e.msg);
+    *t = gpt_mini();
+    plan *pl = make_plan(*t, 2, 2, 2, NULL, &e);
+    cr_assert_not_null(pl, "%s", e.msg);
+    return pl;
+}
+
 Test(train_tp_plan, layers_stages_and_workers_of_a_3d_plan)
 {
     plumb_err e = {{0}};
-    model *m = model_load(MODEL, &e);
-    cr_assert_not_null(m, "%s", e.msg);
-    transformer *t = gpt_mini();
-    plan *pl = make_plan(t, 2, 2, 2, NULL, &e);
-    cr_assert_not_null(pl, "%s", e.msg);
+    model *m;
+    transformer *t;
+    plan *pl = plan_222(&m, &t);
     cr_assert_eq(train_plan_check(m, MODEL, pl, "plan.json", &e), 0, "%s", e.msg);
     /* embed; 4 blocks of an attention and an MLP residual block; ln_f, head, loss */
     int lo[6], hi[6], wlo[] = {0, 1, 3, 5, 7, 9}, whi[] = {0, 2, 4, 6, 8, 11};
@@ -198,5 +211,136 @@ Test(train_tp_plan, what_the_executor_runs_and_refuses)
     }
     transformer_free(t);
     data_free(d);
+    model_free(m);
+}
+
+/* The measured trace of the 3D plan: every tensor-parallel rank's actions on tracks of its
+ * own (tl_track.tp_rank, named by worker, tp rank, stage and replica), each rank's tp
+ * collectives as events of their own with their bytes, every stage's optimizer steps
+ * labelled with iterations 0 .. N-1 once per track (the last stage's first step was
+ * labelled with the next iteration), the Chrome text read back alike, and plumb compare
+ * counting rank 0's tracks only, as the simulator's trace has them. */
+Test(train_tp_plan, trace_of_every_tp_rank)
+{
+    plumb_err e = {{0}};
+    model *m;
+    transformer *t;
+    plan *pl = plan_222(&m, &t);
+    dataset *d = data_text(m, NULL, 256, 3, &e);
+    cr_assert_not_null(d, "%s", e.msg);
+    const int N = 5;
+    train_run_cfg cfg = {.bk = backend_cpu(), .m = m, .train = d,
+                         .cfg = {pl->microbatch_size, pl->microbatches, train_default_opt(OPT_SGD)},
+                         .steps = N, .seed = 7, .tp = 1};
+    train_pipeline tpl;
+    cr_assert_eq(train_from_plan(&cfg, pl, NULL, 0, pl->microbatches, &tpl, &e), 0, "%s", e.msg);
+    train_result pr;
+    timeline *tl = NULL;
+    cr_assert_eq(train_run_pipeline(&cfg, tpl.sched, tpl.first, tpl.last, 1, &pr, &tl, &e), 0,
+                 "%s", e.msg);
+    cr_assert_not_null(tl);
+    /* per track: steps by iteration, compute actions, tp collectives and their bytes */
+    int nt = tl->ntracks, steps[64][8] = {{0}}, compute[64] = {0}, coll[64] = {0};
+    cr_assert(nt <= 64);
+    for (size_t i = 0; i < tl->n; i++) {
+        const tl_event *ev = &tl->ev[i];
+        if (ev->kind == TL_STEP) {
+            cr_assert(ev->iteration >= 0 && ev->iteration < N, "step of iteration %d",
+                      ev->iteration);
+            steps[ev->track][ev->iteration]++;
+        }
+        compute[ev->track] += tl_kind_is_compute(ev->kind);
+        if (ev->kind == TL_TP_ALLREDUCE || ev->kind == TL_TP_REDUCE_SCATTER ||
+            ev->kind == TL_TP_ALL_GATHER) {
+            coll[ev->track]++;
+            cr_assert_eq(tl->tracks[ev->track].kind, TL_TRACK_COLLECTIVE);
+            cr_assert(ev->bytes > 0 && ev->dur_s >= 0 && ev->stage >= 0 && ev->microbatch >= 0,
+                      "tp collective: %.0f bytes, stage %d, microbatch %d", ev->bytes,
+                      ev->stage, ev->microbatch);
+            cr_assert(ev->iteration == ev->microbatch / pl->microbatches);
+        }
+    }
+    int dev_tracks[2] = {0}, coll_tracks[2] = {0}, sum_coll[2] = {0};
+    for (int k = 0; k < nt; k++) {
+        const tl_track *tk = &tl->tracks[k];
+        cr_assert(tk->tp_rank == 0 || tk->tp_rank == 1, "track %s: tp rank %d", tk->name,
+                  tk->tp_rank);
+        char want[64];
+        snprintf(want, sizeof want, "tp rank %d (stage ", tk->tp_rank);
+        cr_assert_not_null(strstr(tk->name, want), "track name \"%s\"", tk->name);
+        cr_assert_not_null(strstr(tk->name, "worker "), "track name \"%s\"", tk->name);
+        cr_assert_not_null(strstr(tk->name, "replica "), "track name \"%s\"", tk->name);
+        if (tk->kind == TL_TRACK_DEVICE) {
+            dev_tracks[tk->tp_rank]++;
+            cr_assert(compute[k] > 0, "track %s computes nothing", tk->name);
+            for (int it = 0; it < N; it++)
+                cr_assert_eq(steps[k][it], 1, "track %s: %d steps of iteration %d", tk->name,
+                             steps[k][it], it);
+        }
+        if (tk->kind == TL_TRACK_COLLECTIVE) {
+            coll_tracks[tk->tp_rank]++;
+            sum_coll[tk->tp_rank] += coll[k];
+            cr_assert(coll[k] > 0, "track %s holds no tp collective", tk->name);
+        }
+    }
+    cr_assert(dev_tracks[0] == 4 && dev_tracks[1] == 4, "device tracks: %d of rank 0, %d of 1",
+              dev_tracks[0], dev_tracks[1]);
+    cr_assert(coll_tracks[0] == 4 && coll_tracks[1] == 4);
+    cr_assert(sum_coll[0] == sum_coll[1] && sum_coll[0] > 0,
+              "every rank runs the same collectives (%d, %d)", sum_coll[0], sum_coll[1]);
+
+    /* the Chrome text: JSON that names each track's tp rank and reads back the same */
+    size_t len;
+    char *text = timeline_chrome_text(tl, &len);
+    cr_assert_not_null(text);
+    cJSON *root = cJSON_Parse(text);
+    cr_assert_not_null(root, "the trace is not JSON");
+    timeline *back = timeline_from_chrome_json(root, "trace.json", &e);
+    cr_assert_not_null(back, "%s", e.msg);
+    cr_assert_eq(back->ntracks, tl->ntracks);
+    cr_assert_eq(back->n, tl->n);
+    int tids[64], ntids = 0;
+    for (const cJSON *ev = cJSON_GetObjectItem(root, "traceEvents")->child; ev; ev = ev->next) {
+        const cJSON *nm = cJSON_GetObjectItem(ev, "name");
+        if (!cJSON_IsString(nm) || strcmp(nm->valuestring, "thread_name")) continue;
+        int pid = cJSON_GetObjectItem(ev, "pid")->valueint,
+            tid = cJSON_GetObjectItem(ev, "tid")->valueint;
+        for (int i = 0; i < ntids; i++)
+            cr_assert(tids[i] != pid * 1000000 + tid, "two tracks share pid %d tid %d", pid,
+                      tid);
+        tids[ntids++] = pid * 1000000 + tid;
+    }
+    cr_assert_eq(ntids, nt);
+    for (int k = 0; k < nt; k++) {
+        int j = timeline_track_tp(back, tl->tracks[k].kind, tl->tracks[k].device,
+                                  tl->tracks[k].peer, tl->tracks[k].tp_rank, NULL);
+        cr_assert(j >= 0 && j < nt && !strcmp(back->tracks[j].name, tl->tracks[k].name),
+                  "track %s read back as %d", tl->tracks[k].name, j);
+    }
+
+    /* compare: rank 0's tracks, as the simulator's trace has one per group */
+    compare_side side;
+    cr_assert_eq(compare_side_from_timeline(back, 0, "trace.json", "exec trace", &side, &e), 0,
+                 "%s", e.msg);
+    int M = pl->microbatches;
+    for (int s = 0; s < 2; s++) {
+        cr_assert_eq(side.cells[s * TL_NKINDS + TL_F].n, N * M, "stage %d: %d forwards", s,
+                     side.cells[s * TL_NKINDS + TL_F].n);
+        cr_assert_eq(side.cells[s * TL_NKINDS + TL_STEP].n, N * 2, "stage %d: %d steps", s,
+                     side.cells[s * TL_NKINDS + TL_STEP].n);
+        cr_assert(side.cells[s * TL_NKINDS + TL_TP_ALLREDUCE].n > 0);
+    }
+    cr_assert_eq(side.kinds[TL_TP_ALLREDUCE].n + side.kinds[TL_TP_REDUCE_SCATTER].n +
+                     side.kinds[TL_TP_ALL_GATHER].n,
+                 sum_coll[0]);
+    compare_side_free(&side);
+    timeline_free(back);
+    cJSON_Delete(root);
+    free(text);
+    timeline_free(tl);
+    train_pipeline_free(&tpl);
+    data_free(d);
+    plan_free(pl);
+    transformer_free(t);
     model_free(m);
 }

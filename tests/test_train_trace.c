@@ -3,12 +3,14 @@
  * allsum_double is written here (a sum under a lock between two barriers, as MPI's
  * all-reduce gives every process the sum); each has timed its own events, one has timed
  * none, and after the gather every one must hold all of them, on the right tracks with
- * their peak memory, sorted as timeline_sort sorts. */
+ * their peak memory and tensor-parallel rank, sorted as timeline_sort sorts; and the
+ * text of a transport message tag. */
 #include <criterion/criterion.h>
 #include <pthread.h>
 #include <string.h>
 
 #include "core/timeline.h"
+#include "exec/runtime.h"
 #include "exec/train.h"
 
 #define NP 3
@@ -50,8 +52,9 @@ static void *run(void *arg)
     return NULL;
 }
 
-/* Process r's own trace: rank 2 timed nothing (a tensor-parallel rank > 0); ranks 0 and 1
- * a forward on their device (2 r), and rank 0 a send to device 2. */
+/* Process r's own trace: rank 2 timed nothing; ranks 0 and 1 a forward on their device
+ * (2 r), rank 0 a send to device 2, and rank 1 also a tensor-parallel all-reduce as the
+ * second rank of device 0's group (a track of tp rank 1). */
 static timeline *own_trace(int r)
 {
     if (r == 2) return NULL;
@@ -65,6 +68,10 @@ static timeline *own_trace(int r)
         int link = timeline_track(tl, TL_TRACK_LINK, 0, 2, NULL);
         tl_event s = {0.7, 0.05, 4096, link, TL_SEND_F, 0, 1, 3, 1};
         cr_assert_eq(timeline_add(tl, &s), 0);
+    } else {
+        int tp = timeline_track_tp(tl, TL_TRACK_COLLECTIVE, 0, -1, 1, NULL);
+        tl_event ar = {0.55, 0.01, 512, tp, TL_TP_ALLREDUCE, 0, -1, 3, 1};
+        cr_assert_eq(timeline_add(tl, &ar), 0);
     }
     return tl;
 }
@@ -87,7 +94,7 @@ Test(train_trace, every_process_gets_every_event)
         timeline *tl = ps[r].tl;
         cr_assert_eq(ps[r].rc, 0, "rank %d: %s", r, ps[r].err.msg);
         cr_assert_not_null(tl, "rank %d", r);
-        cr_assert_eq(tl->n, 3, "rank %d has %zu events", r, tl->n);
+        cr_assert_eq(tl->n, 4, "rank %d has %zu events", r, tl->n);
         /* sorted by (track, start) as timeline_sort does: the tracks in the order of the
          * processes, rank 0's device (its F at 0.5 s) and link (the send), rank 1's device
          * (its F at 0.3 s) */
@@ -102,8 +109,40 @@ Test(train_trace, every_process_gets_every_event)
         cr_assert(ta->kind == TL_TRACK_DEVICE && ta->device == 2 && ta->peak_bytes == 2000);
         cr_assert(tb->device == 0 && tb->peak_bytes == 1000);
         cr_assert(tc->kind == TL_TRACK_LINK && tc->device == 0 && tc->peer == 2);
+        cr_assert(ta->tp_rank == 0 && tb->tp_rank == 0 && tc->tp_rank == 0);
+        /* the tp rank's collective: on its own track, not device 0's rank 0 */
+        const tl_event *d = &tl->ev[3];
+        const tl_track *td = &tl->tracks[d->track];
+        cr_assert(d->kind == TL_TP_ALLREDUCE && d->bytes == 512 && d->microbatch == 3 &&
+                  d->start_s == 0.55, "%d %g", d->kind, d->bytes);
+        cr_assert(td->kind == TL_TRACK_COLLECTIVE && td->device == 0 && td->tp_rank == 1,
+                  "track %d device %d tp rank %d", td->kind, td->device, td->tp_rank);
         timeline_free(tl);
     }
     pthread_barrier_destroy(&w.bar);
     pthread_mutex_destroy(&w.mu);
+}
+
+/* A transport's timeout names a message by its tag; runtime_tag_text reads it back as what
+ * it carries: pipeline messages ((microbatch x stages + receiving stage) x 2 + gradient)
+ * and both messages (-(2 t + 1), -(2 t + 2)) of collective t, tensor-parallel (from 2^40
+ * on, numbered from 1) or a replicas' all-reduce (stage x 1000003 + round). */
+Test(train_trace, message_tags_read_as_what_they_carry)
+{
+    schedule s;
+    memset(&s, 0, sizeof s);
+    s.nstages = 2;
+    char buf[128];
+    runtime_tag_text(&s, (5 * 2 + 1) * 2 + 1, buf, sizeof buf);
+    cr_assert_str_eq(buf, "the output gradient of microbatch 5 for stage 1");
+    runtime_tag_text(&s, (3 * 2 + 0) * 2 + 0, buf, sizeof buf);
+    cr_assert_str_eq(buf, "the activations of microbatch 3 for stage 0");
+    long t = (1L << 40) + 24;
+    runtime_tag_text(&s, -(2 * t + 1), buf, sizeof buf);
+    cr_assert_str_eq(buf, "the tensor-parallel group's collective 25");
+    runtime_tag_text(&s, -(2 * t + 2), buf, sizeof buf);
+    cr_assert_str_eq(buf, "the tensor-parallel group's collective 25");
+    t = 1 * 1000003L + 2;
+    runtime_tag_text(&s, -(2 * t + 2), buf, sizeof buf);
+    cr_assert_str_eq(buf, "the replicas' all-reduce 3 of stage 1");
 }

@@ -97,10 +97,51 @@ for k in "^0 +F " "^0 +B " "^1 +F " "^1 +B " "^1 +send_b " "allreduce" "^iterati
 done
 # every worker of the plan (its groups' first devices 0, 2, 4, 6) is a track of both traces
 for dev in 0 2 4 6; do
-    grep -q "\"name\":\"device $dev " "$d/meas.json" || grep -q "\"name\": \"device $dev " "$d/meas.json" ||
+    grep -Eq "\"name\": ?\"device $dev[: ]" "$d/meas.json" ||
         die "no track of device $dev in the measured trace"
 done
 echo "  $(grep -E '^iteration ' "$d/cmp.log" | tr -s ' ')"
+# each tensor-parallel rank's own tracks (rank 1's named and marked), its tp collectives
+# with their bytes, one step per iteration per track (iterations 0 .. 11), each (pid, tid)
+# one track (Perfetto merges threads that share one); compare counts rank 0's
+trace_ranks() { # $1 a measured trace of the plan run for 12 steps
+    python3 - "$1" << 'PY'
+import collections, json, sys
+t = json.load(open(sys.argv[1]))
+names = {}
+for e in t["traceEvents"]:
+    if e.get("name") == "thread_name":
+        key = (e["pid"], e["tid"])
+        assert key not in names, ("two tracks on", key)
+        names[key] = e["args"]
+ranks = collections.Counter((a["track"], a.get("tp_rank", 0)) for a in names.values())
+assert ranks[("device", 0)] == 4 and ranks[("device", 1)] == 4, ranks
+assert ranks[("collective", 1)] == 4, ranks
+for a in names.values():
+    assert "worker " in a["name"] and "tp rank %d (stage " % a.get("tp_rank", 0) in a["name"], a
+steps, tpc = collections.Counter(), collections.Counter()
+for e in t["traceEvents"]:
+    if e.get("ph") != "X":
+        continue
+    a, tr = e["args"], names[(e["pid"], e["tid"])]
+    if a["kind"] == "step":
+        steps[(e["pid"], e["tid"], a["iteration"])] += 1
+    if a["kind"].startswith("tp_"):
+        assert a["bytes"] > 0 and tr["track"] == "collective", e
+        tpc[tr.get("tp_rank", 0)] += 1
+assert set(steps.values()) == {1} and len(steps) == 8 * 12, steps
+assert tpc[0] == tpc[1] > 0, tpc
+print("%d tracks, %d tp collectives per rank" % (len(names), tpc[0]))
+PY
+}
+ranks=$(trace_ranks "$d/meas.json") || die "the trace of every tp rank: $ranks"
+echo "  trace: $ranks"
+grep -Eq "^0 +tp_allreduce +- +[0-9.]+ ms .* 0 / [0-9]+" "$d/cmp.log" ||
+    die "compare has no measured tp_allreduce row: $(cat "$d/cmp.log")"
+# the optimizer steps of the 11 counted iterations, 2 replicas: as many as predicted
+for s in 0 1; do
+    grep -Eq "^$s +step .* 22 / 22 " "$d/cmp.log" || die "stage $s steps: $(cat "$d/cmp.log")"
+done
 
 if command -v mpirun > /dev/null 2>&1 && ! "$PLUMB" train "$model" --tp 2 --transport mpi \
         --steps 1 2>&1 | grep -q "not built into this binary"; then
@@ -122,6 +163,8 @@ if command -v mpirun > /dev/null 2>&1 && ! "$PLUMB" train "$model" --tp 2 --tran
         grep -Eq "$k" "$d/cmp.log" || die "mpirun trace: compare has no '$k' row: $(cat "$d/cmp.log")"
     done
     echo "  trace of the 8 processes: $(grep -E '^iteration ' "$d/cmp.log" | tr -s ' ')"
+    ranks=$(trace_ranks "$d/mpi-meas.json") || die "mpirun: the trace of every tp rank: $ranks"
+    echo "  the 8 processes' tracks: $ranks"
     TMPDIR="$d/tmpdir" timeout 60 mpirun --allow-run-as-root --oversubscribe -np 4 -x TMPDIR \
         ${ASAN_OPTIONS:+-x ASAN_OPTIONS} "$PLUMB" train "$model" "$d/plan.json" --steps 2 \
         --transport mpi > "$d/mpi.log" 2>&1
@@ -138,7 +181,10 @@ echo "a stalled rank (worker 3: stage 1, replica 1)"
 PLUMB_FAULT=worker:3:step:2:stall "$PLUMB" train "$model" "$d/plan.json" --steps 6 \
     --samples 256 --quiet --timeout 3 > "$d/f.log" 2>&1
 rc=$?
-[ $rc -eq 1 ] && grep -Eq "^plumb: worker [0-3] tp rank [01] \(stage [01], replica [01]\) waited 3 s .*from worker 3 tp rank [01] \(stage 1, replica 1\): deadlock or a stalled peer$" "$d/f.log" ||
+# and what it waited for: a tensor-parallel collective (with the action it ran in) or a
+# pipeline message, not a raw tag
+what="(the tensor-parallel group's collective [0-9]+|the (activations|output gradient) of microbatch [0-9]+ for stage [01]) \(message -?[0-9]+\)"
+[ $rc -eq 1 ] && grep -Eq "^plumb: worker [0-3] tp rank [01] \(stage [01], replica [01]\) waited 3 s for $what from worker 3 tp rank [01] \(stage 1, replica 1\): deadlock or a stalled peer(, in the tensor-parallel (all-reduce|reduce-scatter|all-gather) of stage 1's [FBIW] of microbatch [0-9]+)?$" "$d/f.log" ||
     die "a stalled rank: status $rc: $(cat "$d/f.log")"
 echo "  $(cat "$d/f.log")"
 

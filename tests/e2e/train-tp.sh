@@ -164,7 +164,8 @@ rc=$?
 PLUMB_FAULT=worker:0:step:2:stall "$PLUMB" train "$model" "${small[@]}" --tp 2 \
     --sequence-parallel --timeout 3 > "$tmp/f2.log" 2>&1
 rc=$?
-[ $rc -eq 1 ] && grep -q "tp rank 1 (stage 0, replica 0) waited 3 s for message .* from worker 0 tp rank 0 (stage 0, replica 0): deadlock or a stalled peer" \
+# the transport's tag named by what it carries, and the collective by where it ran
+[ $rc -eq 1 ] && grep -Eq "tp rank 1 \(stage 0, replica 0\) waited 3 s for the tensor-parallel group's collective [0-9]+ \(message -[0-9]+\) from worker 0 tp rank 0 \(stage 0, replica 0\): deadlock or a stalled peer, in the tensor-parallel (reduce-scatter|all-gather) of stage 0's [FBIW] of microbatch [0-9]+$" \
     "$tmp/f2.log" || fail "a stalled rank at tp 2 with sequence parallelism: status $rc: $(cat "$tmp/f2.log")"
 if command -v mpirun > /dev/null 2>&1 && ! "$PLUMB" train "$model" --tp 2 --transport mpi \
         --steps 1 2>&1 | grep -q "not built into this binary"; then
