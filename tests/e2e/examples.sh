@@ -31,7 +31,7 @@ grep -q '"microbatch_size": 64' "$tmp/big.json" || fail "could not build the pla
 rc=$?
 [ "$rc" -eq 2 ] || fail "plan that does not fit: exit $rc (expected 2)"
 [ "$(wc -l < "$tmp/err")" -eq 1 ] || fail "does not fit: expected one line on stderr: $(cat "$tmp/err")"
-grep -q "^plumb: $tmp/big.json: stages\[0\]: expected to fit the memory of its devices (got 15.54 GiB on device 0" "$tmp/err" ||
+grep -q "^plumb: $tmp/big.json: stages\[0\]: expected to fit the memory of its devices (got 15.49 GiB on device 0" "$tmp/err" ||
     fail "does not fit: message: $(cat "$tmp/err")"
 grep -q "DOES NOT FIT" "$tmp/out" || fail "does not fit: the report does not flag it"
 [ -e "$tmp/t.svg" ] || [ -e "$tmp/t.json" ] && fail "does not fit: a trace or SVG was written"
