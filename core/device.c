@@ -165,10 +165,9 @@ static double roofline_s(const device_type *t, double flops, double peak, double
 double device_gemm_s(const device_type *t, dev_precision p, double batch, double m, double n,
                      double k, int attention)
 {
-    double plateau = attention ? t->eff.attention : t->eff.gemm;
     double flops = 2 * batch * m * n * k;
     double bytes = dev_precision_bytes(p) * batch * (m * k + k * n + m * n);
-    return roofline_s(t, flops, t->peak_flops_prec[p] * plateau, bytes, 1);
+    return device_fused_s(t, p, flops, bytes, attention);
 }
 
 double device_gemm_efficiency(const device_type *t, dev_precision p, double batch, double m,
@@ -176,6 +175,13 @@ double device_gemm_efficiency(const device_type *t, dev_precision p, double batc
 {
     double s = device_gemm_s(t, p, batch, m, n, k, attention);
     return 2 * batch * m * n * k / (t->peak_flops_prec[p] * s);
+}
+
+double device_fused_s(const device_type *t, dev_precision p, double flops, double bytes,
+                      int attention)
+{
+    double plateau = attention ? t->eff.attention : t->eff.gemm;
+    return roofline_s(t, flops, t->peak_flops_prec[p] * plateau, bytes, 1);
 }
 
 double device_stream_s(const device_type *t, double bytes, int kernels)

@@ -37,6 +37,15 @@ double device_gemm_s(const device_type *t, dev_precision p, double batch, double
 double device_gemm_efficiency(const device_type *t, dev_precision p, double batch, double m,
                               double n, double k, int attention);
 
+/* Seconds of one fused kernel (one launch) of `flops` FLOPs that reads and writes `bytes`
+ * bytes in precision p's compute peak, on the attention plateau when `attention` is set,
+ * else the GEMM one: max(flops / (peak plateau), bytes / (bw memory)) + one launch. For
+ * kernels whose intermediate tensors stay on chip (fused attention), where device_gemm_s
+ * would count each multiply's inputs and outputs as memory traffic. Needs
+ * device_has_figures. */
+double device_fused_s(const device_type *t, dev_precision p, double flops, double bytes,
+                      int attention);
+
 /* Seconds of `kernels` streaming kernels that move `bytes` bytes in all. */
 double device_stream_s(const device_type *t, double bytes, int kernels);
 

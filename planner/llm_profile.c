@@ -64,18 +64,33 @@ static void add_linear(const shape *c, cost *k, double kin, double nout)
 }
 
 /* The attention core per head: scores S = Q K^T (s x s, inner d) and O = P V (s x d, inner s)
- * forward; dP = dO V^T, dV = P^T dO, dQ = dS K, dK = dS^T Q backward (all input gradient).
- * Fused (flash) attention keeps no P, so its backward first computes S = Q K^T again (and P
- * from it and the kept softmax statistics, on chip): one more scores multiply. The model's
- * FLOPs stay the forward's (the usual MFU definition leaves recomputation out). */
+ * forward; dP = dO V^T, dV = P^T dO, dQ = dS K, dK = dS^T Q backward (all input gradient),
+ * each 2 s^2 d FLOPs. Standard attention runs them as batched multiplies that read and write
+ * the s x s scores and probabilities. Fused (flash) attention is one kernel each way that
+ * keeps S and P on chip: the forward reads Q, K, V and writes O (4 s d elements per head) and
+ * the softmax statistics (one fp32 per row); the backward computes S = Q K^T again (P from
+ * it and the statistics) then the four multiplies, 5 of them, reading Q, K, V, O, dO and
+ * writing dQ, dK, dV (8 s d) and reading the statistics and D = rowsum(dO o O) (two fp32 per
+ * row). A causal kernel skips the tiles above the diagonal, half the scores (FlashAttention-2
+ * counts 4 s^2 d / 2 per head forward for causal), so its time is priced on half the FLOPs;
+ * every plumb transformer is a causal decoder. The model's FLOPs stay the forward's full
+ * 4 s^2 d per head (Megatron-LM's MFU count: no mask, no recomputation). */
 static void add_attention(const shape *c, cost *k)
 {
-    double batch = c->b * c->at, s = c->s, d = c->d;
+    double batch = c->b * c->at, s = c->s, d = c->d, e = c->e;
+    double mult = 2 * batch * s * s * d; /* one s x s x d multiply */
+    k->flops += 2 * mult;
+    if (c->flash) {
+        k->fwd_s += device_fused_s(c->dev, c->p, 0.5 * 2 * mult,
+                                   batch * (4 * s * d * e + 4 * s), 1);
+        k->bwd_in_s += device_fused_s(c->dev, c->p, 0.5 * 5 * mult,
+                                      batch * (8 * s * d * e + 2 * 4 * s), 1);
+        return;
+    }
     double scores = device_gemm_s(c->dev, c->p, batch, s, s, d, 1);
     double values = device_gemm_s(c->dev, c->p, batch, s, d, s, 1);
-    k->flops += 2 * (2 * batch * s * s * d);
     k->fwd_s += scores + values;
-    k->bwd_in_s += (c->flash ? 2 : 1) * scores + 3 * values;
+    k->bwd_in_s += scores + 3 * values;
 }
 
 /* Streaming kernels: `bytes` moved by `kernels` launches forward; the backward moves twice
@@ -100,7 +115,7 @@ static void block_cost(const shape *c, cost *k)
      * write), the activation (gated: two reads, one write), dropout masks of one byte. Fused
      * attention does its softmax and dropout on chip: no s x s bytes and no softmax kernel,
      * but its backward reads the output and its gradient once more (D = rowsum(dO o O),
-     * FlashAttention's preprocessing kernel). */
+     * FlashAttention's preprocessing kernel, below). */
     double bytes = 2 * 2 * M * h * e + 2 * 3 * M * h * e + (t->gated_mlp ? 3 : 2) * M * ft * e;
     int kernels = 5;
     if (!c->flash) {
@@ -113,7 +128,8 @@ static void block_cost(const shape *c, cost *k)
         kernels++;
     }
     add_stream(c, k, bytes, kernels);
-    if (c->flash) k->bwd_in_s += device_stream_s(c->dev, 2 * M * c->at * c->d * e, 1);
+    if (c->flash) /* D = rowsum(dO o O): O and dO read, one fp32 per row written */
+        k->bwd_in_s += device_stream_s(c->dev, 2 * M * c->at * c->d * e + 4 * M * c->at, 1);
 }
 
 /* The attention core (Korthikanti et al. 2022's selective recomputation): the scores and

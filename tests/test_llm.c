@@ -487,14 +487,19 @@ Test(llm, speed_precision_and_one_device_type)
     transformer_free(t);
 }
 
-static profile *build_opts(const transformer *t, const llm_options *o)
+static profile *build_opts_on(const transformer *t, const llm_options *o, const char *file)
 {
-    cluster *c = cluster_ok(A100);
+    cluster *c = cluster_ok(file);
     plumb_err err = {{0}};
-    profile *p = llm_profile_build(t, c, A100, o, &err);
+    profile *p = llm_profile_build(t, c, file, o, &err);
     cr_assert_not_null(p, "%s", err.msg);
     cluster_free(c);
     return p;
+}
+
+static profile *build_opts(const transformer *t, const llm_options *o)
+{
+    return build_opts_on(t, o, A100);
 }
 
 /* Megatron-LM's tensor parallelism: per block two collectives of B S h elements forward and
@@ -629,24 +634,36 @@ Test(llm, sequence_parallel_needs_tp)
 /* Fused (flash) attention keeps no s x s tensor: a GPT block keeps s b h (10 + 24/t) bytes
  * (selective recomputation's figure) plus the softmax statistics, one fp32 per row of
  * scores (4 a s b / t bytes), and selective recomputation has nothing left to recompute.
- * Its forward moves no probabilities and launches no softmax kernel; its backward computes
- * the scores again (one more scores multiply) and reads the output and its gradient once
- * (D = rowsum(dO o O)); the FLOPs stay the forward's. Replayed from the roofline here. */
-Test(llm, flash_attention_bytes_and_times)
+ * It is one kernel each way on the attention plateau, priced on half the scores (causal):
+ * forward 2 multiplies of 2 s^2 d per head moving Q, K, V, O and the statistics, backward
+ * 5 multiplies (S again, dP, dV, dQ, dK) moving Q, K, V, O, dO, dQ, dK, dV and two fp32 per
+ * row, plus the D = rowsum(dO o O) kernel; no probabilities, no softmax kernel. The FLOPs
+ * stay the forward's full count. Replayed here from the roofline, written out for the fused
+ * kernels and through device_gemm_s for standard attention's multiplies: GPT-3 175B on A100
+ * at sequence 2048 and the README's 177B on H100 at 4096, where both fused kernels must come
+ * out compute-bound (before, their per-multiply s x s bytes made them memory-bound). */
+static double roof(const device_type *dev, double flops, double plateau, double bytes)
 {
-    transformer *t = load_ok("examples/llm/gpt3-175b.json");
-    cluster *c = cluster_ok(A100);
+    double c = flops / (dev->peak_flops_prec[DEV_BF16] * plateau);
+    double m = bytes / (dev->memory_Bps * dev->eff.memory);
+    return (c > m ? c : m) + dev->eff.kernel_overhead_s;
+}
+
+static void check_flash(const char *model, const char *file, double s)
+{
+    transformer *t = load_ok(model);
+    cluster *c = cluster_ok(file);
     const device_type *dev = &c->types[c->server_type[0]];
-    double b = 2, s = 2048, h = 12288, a = 96, d = 128;
+    double b = 2, h = 12288, a = 96, d = 128, e = 2;
     for (int tp = 1; tp <= 8; tp *= 4) {
         llm_options o;
         llm_options_init(&o);
         o.tp = tp;
         o.microbatch = (int)b;
         o.seq = (long long)s;
-        profile *std = build_opts(t, &o);
+        profile *std = build_opts_on(t, &o, file);
         o.attention = LLM_ATTN_FLASH;
-        profile *fl = build_opts(t, &o);
+        profile *fl = build_opts_on(t, &o, file);
         const profile_layer *F = &fl->layers[1], *S = &std->layers[1];
         double sbh = s * b * h;
         expect_within(F->activation_bytes + F->saved_bytes,
@@ -654,20 +671,39 @@ Test(llm, flash_attention_bytes_and_times)
         cr_assert_eq(F->selective_saved_bytes, F->saved_bytes);
         cr_assert_eq(F->selective_recompute_ms, 0);
         cr_assert_eq(F->flops, S->flops);
-        double at = a / tp, probs = b * at * s * s, BW = dev->memory_Bps * dev->eff.memory;
+        double at = a / tp, heads = b * at, probs = heads * s * s;
+        double BW = dev->memory_Bps * dev->eff.memory, att = dev->eff.attention;
         double ko = dev->eff.kernel_overhead_s, ms = 1e3 * dev->speed;
-        double s2 = 2 * probs * 2 + probs * 3; /* softmax read + write, dropout mask + out */
-        expect_within(S->forward_ms - F->forward_ms, (s2 / BW + ko) * ms, 1e-9, "forward");
-        double scores = device_gemm_s(dev, DEV_BF16, b * at, s, s, d, 1);
-        double extra = scores + 2 * s * b * at * d * 2 / BW + ko - 2 * (s2 / BW + ko);
-        /* (the probabilities' traffic outweighs the extra multiply here) */
-        expect_within(S->backward_input_ms - F->backward_input_ms, -extra * ms, 1e-9,
+        double mult = 2 * heads * s * s * d; /* one s x s x d multiply, all heads */
+        double fwd = roof(dev, mult, att, heads * (4 * s * d * e + 4 * s));
+        double bwd = roof(dev, 2.5 * mult, att, heads * (8 * s * d * e + 8 * s));
+        /* compute-bound: the fused kernels' time is their (causal) FLOPs on the plateau */
+        double peak = dev->peak_flops_prec[DEV_BF16] * att;
+        expect_within(fwd, mult / peak + ko, 1e-12, "forward compute-bound");
+        expect_within(bwd, 2.5 * mult / peak + ko, 1e-12, "backward compute-bound");
+        double s2 = 2 * probs * e + probs * 3; /* softmax read + write, dropout mask + out */
+        double scores = device_gemm_s(dev, DEV_BF16, heads, s, s, d, 1);
+        double values = device_gemm_s(dev, DEV_BF16, heads, s, d, s, 1);
+        expect_within(S->forward_ms - F->forward_ms,
+                      (scores + values + s2 / BW + ko - fwd) * ms, 1e-9, "forward");
+        double pre = (2 * s * b * at * d * e + 4 * s * b * at) / BW + ko; /* D = rowsum */
+        expect_within(S->backward_input_ms - F->backward_input_ms,
+                      (scores + 3 * values + 2 * (s2 / BW + ko) - bwd - pre) * ms, 1e-9,
                       "backward");
         cr_assert_eq(F->backward_weight_ms, S->backward_weight_ms);
         cr_assert(strstr(fl->source, "flash attention") != NULL, "%s", fl->source);
         profile_free(std);
         profile_free(fl);
     }
+    cluster_free(c);
+    transformer_free(t);
+}
+
+Test(llm, flash_attention_bytes_and_times)
+{
+    check_flash("examples/llm/gpt3-175b.json", A100, 2048);
+    check_flash("examples/llm/megatron-h100/gpt-177b.json", "profiles/clusters/dgx-h100.json",
+                4096);
     llm_attention k;
     cr_assert_eq(llm_attention_parse("flash", &k), 0);
     cr_assert_eq(k, LLM_ATTN_FLASH);
@@ -675,8 +711,6 @@ Test(llm, flash_attention_bytes_and_times)
     cr_assert_eq(k, LLM_ATTN_STANDARD);
     cr_assert_neq(llm_attention_parse("fused", &k), 0);
     cr_assert_str_eq(llm_attention_name(LLM_ATTN_FLASH), "flash");
-    cluster_free(c);
-    transformer_free(t);
 }
 
 /* A gated MLP computed as act(a) * b keeps four f-wide tensors (the first projection's 2f
