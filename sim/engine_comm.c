@@ -470,6 +470,8 @@ int eng_group_event(eng *E, int gi, double t)
     int s = g->stage, r = g->need;
     if (g->inflight) {  /* the grouped hops' end: as their slowest one's would be */
         g->inflight = 0;
+        if (E->rg && eng_ring_chains(E, gi))
+            return eng_ring_chain(E, gi, t);
         return hop_done(E, gi, t);
     }
     if (g->start < 0) {

@@ -259,6 +259,17 @@ int eng_vport_materialize(eng *E, int pi);
 /* A transfer record's index (the free list or a new one; the caller fills it), or -1 when
  * out of memory. */
 int eng_xfer_alloc(eng *E);
+/* 1 when the grouped end of group gi's current step, now running, may go through
+ * eng_ring_chain: its ring's hops are all private, nothing records them, no steps repeat,
+ * that end is the step's last pending hop and the bucket has a step after it. */
+int eng_ring_chains(const eng *E, int gi);
+/* Ends group gi's current step at t as hop_done would (the step's grouped end event is
+ * running), then runs the bucket's next steps without posting their events while each
+ * event would be the earliest pending one: the engine's loop would run it next, and it
+ * posts nothing but the step's next event, so the events run in the same order, with the
+ * same keys, count and additions. Posts the first event that would not run next, and the
+ * bucket's last step's end. 0 or -1 (memory). */
+int eng_ring_chain(eng *E, int gi, double t);
 /* Adds worker w's deferred ring link time to comm_it (before any other addition there,
  * keeping the per-hop ring's order of additions). */
 void eng_ring_flush(eng *E, int w);

@@ -51,7 +51,15 @@
  * bucket, and after the run. A bucket's shared hops then cost O(r) hop starts, not
  * O(r^2). Steps repeat without a timeline and with the dashboard's (skip_ring_hops: it
  * records nothing per step), not with the full one, nor when a worker sends two of the
- * ring's hops (its link time would add in another order). */
+ * ring's hops (its link time would add in another order).
+ *
+ * A ring whose hops are all private posts nothing but its own next event (a step's start,
+ * then its end), and nothing else reads its state but through the deferred additions. When
+ * that next event would be the earliest pending one (its key, the one it would be posted
+ * with, before the heap's least), the engine's loop would run it next: eng_ring_chain runs
+ * it at once, without the heap, and goes on until an event would not be next (it is then
+ * posted with its key) or the bucket's last step ends (hop_done). The events, their keys,
+ * order and count are the same; only the heap's work is saved. */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -687,6 +695,59 @@ int eng_ring_step(eng *E, int gi, double t)
         g->vbase = base;
     }
     return heap_push_seq(&E->h, end, E->nw + gi, base + (uint32_t)R->n) ? eng_oom(E) : 0;
+}
+
+/* 1 when an event with key (t, seq) would run before every pending one. */
+static int chain_next(const eng *E, double t, uint32_t seq)
+{
+    event e = {t, seq, 0};
+    return E->h.n == 0 || ev_less(&e, &E->h.a[0]);
+}
+
+int eng_ring_chains(const eng *E, int gi)
+{
+    const group *g = &E->gr[gi];
+    const ring *R = &E->rg[g->stage];
+    return !E->nvb && !R->nshared && R->priv && R->ready && g->gsteps > 0 && g->pending == 1 &&
+           g->step + 1 < 2 * (g->need - 1) && !(E->m->record && !E->m->skip_ring_hops);
+}
+
+int eng_ring_chain(eng *E, int gi, double t)
+{
+    group *g = &E->gr[gi];
+    const ring *R = &E->rg[g->stage];
+    int steps = 2 * (g->need - 1);
+    g->pending = 0;
+    for (;;) {
+        /* hop_done: the step ended at t; the next one starts after the latency */
+        double next = t + g->lat / g->K;
+        g->step++;
+        event s = {next == 0 ? 0.0 : next, E->h.seq++, E->nw + gi};
+        if (!chain_next(E, s.t, s.seq))
+            return heap_push_seq(&E->h, s.t, s.id, s.seq) ? eng_oom(E) : 0;
+        /* the start event: eng_group_event and eng_ring_step of a ring of private hops */
+        E->r->events++;
+        E->now_t = s.t;
+        E->now_seq = s.seq;
+        g->gsteps++;
+        E->r->ring_steps_grouped++;
+        uint32_t base = E->h.seq;
+        E->h.seq += (uint32_t)R->n + 1;
+        double end = s.t + R->maxocc;
+        note_end(E, g->iter, end);
+        end = end == 0 ? 0.0 : end;
+        if (g->step + 1 >= steps || !chain_next(E, end, base + (uint32_t)R->n)) {
+            g->inflight = 1;  /* its end runs as an event (the bucket's last: hop_done) */
+            g->pending = 1;
+            return heap_push_seq(&E->h, end, E->nw + gi, base + (uint32_t)R->n) ? eng_oom(E)
+                                                                                 : 0;
+        }
+        /* the grouped end event */
+        E->r->events++;
+        E->now_t = end;
+        E->now_seq = base + (uint32_t)R->n;
+        t = end;
+    }
 }
 
 void eng_ring_flush(eng *E, int w)

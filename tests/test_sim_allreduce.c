@@ -7,7 +7,8 @@
  * transfers mid-step (on a shared port, on a link two rings use), that the grouped ring's
  * cost grows linearly in the replicas, that steps repeating their ring's last one in O(1)
  * give the per-hop results (also for the two rings of an interleaved device, which share
- * its links: one class), that the dashboard's timeline without the ring hops
+ * its links: one class), that steps of rings of private hops run without the event queue
+ * keep their places among equal-time events, that the dashboard's timeline without the ring hops
  * is the full one less those events and grows linearly too, and that the exact repeated addition behind the
  * deferred statistics matches the loop it replaces. */
 #include <criterion/criterion.h>
@@ -437,6 +438,34 @@ Test(sim_allreduce, interleaved_rings_repeat)
                   "timeline", what);
         cr_expect(last_virtual > 0, "%s: no virtual hop", what);
     }
+}
+
+/* Four stages of 8 replicas, a server each: every ring stays inside its server, all its
+ * hops private, so a step's end and the next step's start run without the event queue
+ * while each is the earliest event (eng_ring_chain). The stages' rings move the same
+ * bytes at the same rate, so their steps end at equal times, and with no ring latency
+ * the next step starts at its step's end: the chained events must keep their places
+ * among equal-time events (the other rings', the workers', the transfers') by sequence
+ * number. The per-hop results, three schedules, with and without latency. */
+Test(sim_allreduce, chained_steps_like_per_hop)
+{
+    sched_kind kinds[] = {SCHED_GPIPE, SCHED_1F1B_FLUSH, SCHED_PIPEDREAM};
+    for (int lat = 0; lat < 2; lat++)
+        for (size_t i = 0; i < sizeof kinds / sizeof *kinds; i++) {
+            sim_synth s;
+            two_stages(&s, kinds[i], 8, 16, 8, 257.3, 31.7, lat ? 4 : 0, 3.31e6,
+                       47.7e6 /* 2 buckets */, 2.13);
+            s.nstages = 4;
+            s.latency_us[0] = lat ? 1 : 0;
+            s.forward_ms = 1.07;
+            char what[64];
+            snprintf(what, sizeof what, "chained steps, %s, latency %d",
+                     sched_kind_name(kinds[i]), lat);
+            long long grouped = both_ways(&s, 4, what, NULL, NULL);
+            cr_expect(grouped > 0, "%s: no grouped step", what);
+            cr_expect_eq(last_virtual, 0, "%s: %lld virtual hops (a hop not private)", what,
+                         last_virtual);
+        }
 }
 
 /* Pure data parallelism over r replicas on servers of 8, 10 MB of parameters. */
