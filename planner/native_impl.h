@@ -57,9 +57,11 @@ typedef struct nm_model {
     int nr;
     int rlist[NM_MAX_UNITS]; /* replica counts (in units) the program tries */
     sim_net net;      /* the cluster's network as the simulator prices it */
-    struct nm_sched_memo *memo; /* [NM_MEMO] what chunked schedules' memory needs, by
-                                   (kind, ranks, stages, microbatches); filled as pricing
-                                   asks (the model is otherwise read-only), freed with it */
+    struct nm_sched_memo *memo; /* [NM_MEMO] what a schedule's memory needs (chunked kinds;
+                                   complete plans with a replicated stage or zb-h1), by
+                                   (kind, ranks, stages, microbatches, partition); filled
+                                   as pricing asks (the model is otherwise read-only),
+                                   freed with it */
 } nm_model;
 
 #define NM_MEMO 32
