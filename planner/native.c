@@ -701,6 +701,15 @@ int nm_finish(const nm_models *ms, nm_cands *cs, const native_options *o, int ns
                 simulated++;
             }
     }
+    /* the memory of the kept candidates the simulator did not score (or refused) with
+     * their plans' own counts (the program's closed form differs for replicated stages
+     * and zb-h1): the figure reported for them and their fit */
+    for (int i = 0; i < keep; i++) {
+        nm_cand *c = &cs->v[i];
+        if (c->simulated && c->sim_thr > 0) continue;
+        nm_price_exact(&ms->m[c->mod], &c->s, &c->pt);
+        if (c->simulated) c->sim_peak = c->pt.peak_mem;
+    }
     /* rank the kept candidates, carrying their plans along */
     nm_cand *tmp = malloc((size_t)(keep + 1) * sizeof *tmp);
     int *idx = malloc((size_t)(keep + 1) * sizeof *idx);

@@ -57,12 +57,14 @@ typedef struct nm_model {
     int nr;
     int rlist[NM_MAX_UNITS]; /* replica counts (in units) the program tries */
     sim_net net;      /* the cluster's network as the simulator prices it */
-    struct nm_sched_memo *memo; /* [NM_MEMO] what chunked schedules' memory needs, by
-                                   (kind, ranks, stages, microbatches); filled as pricing
-                                   asks (the model is otherwise read-only), freed with it */
+    struct nm_sched_memo *memo; /* [NM_MEMO] what a schedule's memory needs (chunked kinds;
+                                   complete plans with a replicated stage or zb-h1), by
+                                   (kind, ranks, stages, microbatches, partition); filled
+                                   as pricing asks (the model is otherwise read-only),
+                                   freed with it */
 } nm_model;
 
-#define NM_MEMO 8
+#define NM_MEMO 32
 
 
 /* What a partition is priced for. */
@@ -119,21 +121,31 @@ typedef struct nm_terms {
 } nm_terms;
 void nm_stage_terms(const nm_model *m, const nm_setting *s, const nm_stage *st, nm_terms *out);
 
-/* The memory of each device of part under s as the estimate (nm_price) counts it: for
- * each stage (chunked kinds: each pipeline rank) the device of its first replica, its
- * terms (sim_memory_stage) held with the schedule's weight versions, buffer slots and the
- * staging of the gradients it sends back, summed by sim_memory_add and sim_memory_close.
- * The counts are the closed form's (the trait table's versions, no more than microbatches
- * in flight; the warmup's slots and staged gradients; docs/planner-native.md), for the
- * chunked kinds the generated schedule's (laid out with the stages' costs, as
- * schedule_from_plan lays out the plan's). out: [part->nst] (chunked: [part->ranks]);
- * returns how many were filled. */
+/* The memory of each device of part under s as the exact estimate (nm_price_exact)
+ * counts it: for each stage its fullest replica (the first of the largest total; chunked
+ * kinds: each pipeline rank), its terms (sim_memory_stage) held with the schedule's
+ * weight versions, buffer slots and the staging of the gradients it sends back, summed by
+ * sim_memory_add and sim_memory_close. The counts are the plan's schedule's (generated as
+ * schedule_from_plan lays out the plan's, with the stages' costs) where the closed form's
+ * may differ (a replicated stage, zb-h1, the chunked kinds), else the closed form's (the
+ * trait table's versions, no more than microbatches in flight; the warmup's slots and
+ * staged gradients; docs/planner-native.md), which equal them there. out: [part->nst]
+ * (chunked: [part->ranks]); returns how many were filled. */
 int nm_part_memory(const nm_model *m, const nm_setting *s, const nm_part *part,
                    sim_memory *out);
 
 /* Prices part (its stages set) under s: fills period, fill, ar, iter_s, thr, peak_mem,
- * cap, fits, M = s->M. */
+ * cap, fits, M = s->M. The memory counts (weight versions, buffer slots, staged
+ * gradients) are the closed form's (docs/planner-native.md): the schedule's for a
+ * straight pipeline (but zb-h1's) and the chunked kinds, an approximation (either side)
+ * for replicated stages and zb-h1; fast enough for every partition the program proposes. */
 void nm_price(const nm_model *m, const nm_setting *s, nm_part *part);
+
+/* nm_price with the counts of the plan's schedule (generated as schedule_from_plan lays
+ * out nm_plan's plan, kept in m's memo) where the closed form's may differ, so that
+ * peak_mem and fits are the simulator's (nm_part_memory's largest). For the complete
+ * plans the planner keeps and reports: a schedule per call (the memo keeps the latest). */
+void nm_price_exact(const nm_model *m, const nm_setting *s, nm_part *part);
 
 /* The dynamic program for s: the partitions it proposes (min-max period, then least fill
  * under a few period thresholds), priced, distinct, at most `max` of them into out.

@@ -35,26 +35,36 @@
 
 /* --- the model ------------------------------------------------------------------------- */
 
-/* A chunked schedule's structure as its memory depends on it: the worker and buffer slots
- * of each stage, and how many gradients each pair can have in flight. The schedule is laid
- * out as the simulator lays out the plan's (schedule_from_plan: with the stages' costs,
- * which move where the receives land, so the slots depend on the partition). */
+/* A schedule's structure as its memory depends on it: the worker and buffer slots of each
+ * stage, and how many gradients each pair can have in flight; for one-stage-per-rank
+ * kinds also each stage's weight versions and staged gradients (its first replica's). The
+ * schedule is laid out as the simulator lays out the plan's (schedule_from_plan: with the
+ * stages' costs, which move where the receives land, so the slots depend on the
+ * partition). */
 typedef struct nm_sched_memo {
     sched_kind kind;
     int p, nst, M;    /* p == 0: unused; -1: the schedule could not be built */
     int rc;           /* recomputation (its forward adds to the costs) */
     int *b0;          /* [nst + 1] the partition's block boundaries */
-    int *worker;      /* [nst] */
+    int *ur;          /* [2 nst] each stage's first unit and units */
+    int *worker;      /* [nst] (its first replica's) */
     int *slots;       /* [nst] schedule_slots of the stage on its worker */
-    int *bound;       /* [p x p] schedule_send_bound of gradients */
+    int *bound;       /* chunked: [p x p] schedule_send_bound of gradients */
+    int *ver;         /* one stage per rank: [nst] schedule_inflight's versions */
+    int *staged;      /* one stage per rank: [2 nworkers] per replica (the stages' in
+                         turn) its slots and the gradients its worker can have staged
+                         (schedule_send_bound summed over its peers) */
 } nm_sched_memo;
 
 static void memo_clear(nm_sched_memo *e)
 {
     free(e->b0);
+    free(e->ur);
     free(e->worker);
     free(e->slots);
     free(e->bound);
+    free(e->ver);
+    free(e->staged);
     memset(e, 0, sizeof *e);
 }
 
@@ -65,41 +75,94 @@ static int memo_is(const nm_sched_memo *e, const nm_setting *s, const nm_part *p
         e->rc != s->recompute)
         return 0;
     for (int i = 0; i < pt->nst; i++)
-        if (e->b0[i] != pt->st[i].b0) return 0;
+        if (e->b0[i] != pt->st[i].b0 || e->ur[2 * i] != pt->st[i].u ||
+            e->ur[2 * i + 1] != pt->st[i].r)
+            return 0;
     return e->b0[pt->nst] == pt->st[pt->nst - 1].b1;
 }
 
-/* The chunked schedule of partition pt (p ranks) under s: generated as schedule_from_plan
+/* Iterations of the schedule a one-stage-per-rank plan's counts are read from: as the
+ * planner's scoring simulation lays out the flushing kinds (one is not enough: a stage's
+ * staged gradients and slots can peak across an iteration's boundary). */
+#define NM_IR_ITERATIONS 3
+
+/* The schedule of partition pt (p ranks) under s: generated as schedule_from_plan
  * generates nm_plan's plan of it (the stages' costs from schedule_plan_costs over a view
- * of that plan: the layers and devices, nothing copied). NULL with err. */
+ * of that plan: the layers and devices, nothing copied); chunked, one iteration, else
+ * NM_IR_ITERATIONS with the stages' replicas. NULL with err. */
 static schedule *memo_schedule(const nm_model *m, const nm_setting *s, const nm_part *pt,
                                int p, plumb_err *err)
 {
     plan_stage st[NM_MAX_STAGES];
     plan view;
+    const int chunked = sched_kind_chunked(s->kind);
     memset(&view, 0, sizeof view);
     view.prof = (profile *)m->p; /* read only: schedule_plan_costs reads it */
     view.clus = (cluster *)m->c;
     view.nstages = pt->nst;
     view.stages = st;
     view.recompute = s->recompute;
+    view.schedule = s->kind;
+    view.chunks = chunked ? pt->nst / p : 1;
+    view.microbatches = s->M;
     for (int i = 0; i < pt->nst; i++) {
         st[i] = (plan_stage){.first_layer = m->bfirst[pt->st[i].b0],
                              .last_layer = m->bfirst[pt->st[i].b1] - 1,
-                             .replicas = 1,
+                             .replicas = chunked ? 1 : pt->st[i].r * m->g,
                              .devices = &m->order[pt->st[i].u * m->g]};
     }
+    if (!chunked) return schedule_from_plan(&view, NM_IR_ITERATIONS, err);
     double cost[3 * NM_MAX_STAGES];
     sched_spec sp = {s->kind, p, pt->nst, pt->nst / p, s->M, 1, NULL, NULL};
     return schedule_generate_costed(&sp, schedule_plan_costs(&view, cost) ? NULL : cost, err);
 }
 
-/* The memo of partition pt (p ranks) under s in m, built on first use (the oldest entry
- * makes room). NULL when the schedule cannot be built or memory runs out. */
+/* Fills e's counts from its schedule sc: per stage its first replica's worker and slots;
+ * chunked, the gradients each pair of ranks can have in flight (e->bound, p x p); one
+ * stage per rank, the stage's versions (schedule_inflight) and per replica its slots and
+ * the gradients its worker can have staged toward all its peers. 0, or -1 (out of memory,
+ * or the IR refused). */
+static int memo_fill(nm_sched_memo *e, const schedule *sc, int p)
+{
+    plumb_err err;
+    const int nst = e->nst, nw = sc->nworkers;
+    e->worker = malloc((size_t)nst * sizeof *e->worker);
+    e->slots = malloc((size_t)nst * sizeof *e->slots);
+    if (!e->worker || !e->slots) return -1;
+    for (int i = 0; i < nst; i++) {
+        e->worker[i] = sc->stage_workers[sc->stage_first[i]];
+        e->slots[i] = schedule_slots(sc, e->worker[i], i);
+    }
+    if (sched_kind_chunked(e->kind)) {
+        e->bound = malloc((size_t)p * p * sizeof *e->bound);
+        return e->bound && !schedule_send_bound(sc, 1u << ACT_SEND_B, e->bound, &err) ? 0 : -1;
+    }
+    int *bound = malloc((size_t)nw * nw * sizeof *bound);
+    e->ver = malloc((size_t)nst * sizeof *e->ver);
+    e->staged = calloc(2 * (size_t)nw, sizeof *e->staged);
+    /* one version wherever the kind keeps one (schedule_inflight's replay is skipped) */
+    const int one = sched_traits_of(e->kind)->versions == 1;
+    for (int i = 0; one && e->ver && i < nst; i++) e->ver[i] = 1;
+    int rc = !bound || !e->ver || !e->staged ||
+             schedule_send_bound(sc, 1u << ACT_SEND_B, bound, &err) ||
+             (!one && schedule_inflight(sc, NULL, e->ver, &err));
+    for (int i = 0, q = 0; i < nst && !rc; i++)
+        for (int j = 0; j < sc->replicas[i] && q < nw; j++, q++) {
+            const int w = sc->stage_workers[sc->stage_first[i] + j];
+            e->staged[2 * q] = schedule_slots(sc, w, i);
+            for (int to = 0; to < nw; to++) e->staged[2 * q + 1] += bound[w * nw + to];
+        }
+    free(bound);
+    return rc ? -1 : 0;
+}
+
+/* The memo of partition pt (p ranks: the stages when one per rank) under s in m, built on
+ * first use (the oldest entry makes room). NULL when the schedule cannot be built or
+ * memory runs out. */
 static const nm_sched_memo *memo_get(const nm_model *m, const nm_setting *s, const nm_part *pt,
                                      int p)
 {
-    if (!m->memo) return NULL;
+    if (!m->memo || s->M < 1) return NULL;
     const int nst = pt->nst;
     int slot = 0;
     for (int i = 0; i < NM_MEMO; i++) {
@@ -117,25 +180,25 @@ static const nm_sched_memo *memo_get(const nm_model *m, const nm_setting *s, con
     *e = (nm_sched_memo){.kind = s->kind, .p = -p, .nst = nst, .M = s->M, .rc = s->recompute};
     plumb_err err;
     e->b0 = malloc(((size_t)nst + 1) * sizeof *e->b0);
-    if (!e->b0) return NULL; /* the entry stays unused (p < 0 with no b0 never matches) */
-    for (int i = 0; i < nst; i++) e->b0[i] = pt->st[i].b0;
-    e->b0[nst] = pt->st[nst - 1].b1;
-    schedule *sc = memo_schedule(m, s, pt, p, &err);
-    e->worker = malloc((size_t)nst * sizeof *e->worker);
-    e->slots = malloc((size_t)nst * sizeof *e->slots);
-    e->bound = malloc((size_t)p * p * sizeof *e->bound);
-    if (!sc || !e->worker || !e->slots || !e->bound ||
-        schedule_send_bound(sc, 1u << ACT_SEND_B, e->bound, &err)) {
-        schedule_free(sc);
-        free(e->worker), free(e->slots), free(e->bound);
-        e->worker = e->slots = e->bound = NULL;
-        return NULL; /* remembered as unbuildable (p < 0) */
+    e->ur = malloc(2 * (size_t)nst * sizeof *e->ur);
+    if (!e->b0 || !e->ur) {
+        memo_clear(e);
+        return NULL; /* the entry stays unused */
     }
     for (int i = 0; i < nst; i++) {
-        e->worker[i] = sc->stage_workers[sc->stage_first[i]];
-        e->slots[i] = schedule_slots(sc, e->worker[i], i);
+        e->b0[i] = pt->st[i].b0;
+        e->ur[2 * i] = pt->st[i].u;
+        e->ur[2 * i + 1] = pt->st[i].r;
     }
+    e->b0[nst] = pt->st[nst - 1].b1;
+    schedule *sc = memo_schedule(m, s, pt, p, &err);
+    int rc = !sc || memo_fill(e, sc, p);
     schedule_free(sc);
+    if (rc) {
+        free(e->worker), free(e->slots), free(e->bound), free(e->ver), free(e->staged);
+        e->worker = e->slots = e->bound = e->ver = e->staged = NULL;
+        return NULL; /* remembered as unbuildable (p < 0) */
+    }
     e->p = p;
     return e;
 }
@@ -502,9 +565,11 @@ static void stage_memory(const nm_model *m, const nm_setting *s, int b0, int b1,
     sim_memory_close(&a, cn->staged * in, cap, out);
 }
 
-/* W: devices of this stage and every later one. Returns 1 when it fits memory. */
+/* W: devices of this stage and every later one; given: the stage's memory (its fullest
+ * device's), or NULL for the closed form's counts (count_stage). Returns 1 when it fits
+ * memory. */
 static int stage_cost_k(const nm_model *m, const nm_setting *s, int b0, int b1, int u,
-                        int r, int W, int kzb, nm_cost *o)
+                        int r, int W, int kzb, const sim_memory *given, nm_cost *o)
 {
     const nm_range *R = &m->rg[u * (m->U + 1) + r];
     int n = r * m->g;
@@ -532,10 +597,14 @@ static int stage_cost_k(const nm_model *m, const nm_setting *s, int b0, int b1, 
     const sched_traits *tr = sched_traits_of(s->kind);
     double per = tr->step_each_round ? (c + arx) / n : c / n;
     if (comm > per) per = comm;
-    stage_counts cn;
-    count_stage(s, b0, W, n, kzb, &cn);
     sim_memory mm;
-    stage_memory(m, s, b0, b1, n, &cn, R->cap, &mm);
+    if (given) {
+        mm = *given;
+    } else {
+        stage_counts cn;
+        count_stage(s, b0, W, n, kzb, &cn);
+        stage_memory(m, s, b0, b1, n, &cn, R->cap, &mm);
+    }
     double mem = mm.total;
     o->c = c;
     o->b = B;
@@ -552,7 +621,7 @@ static int stage_cost_k(const nm_model *m, const nm_setting *s, int b0, int b1, 
 static int stage_cost(const nm_model *m, const nm_setting *s, int b0, int b1, int u, int r,
                       int W, nm_cost *o)
 {
-    return stage_cost_k(m, s, b0, b1, u, r, W, 0, o);
+    return stage_cost_k(m, s, b0, b1, u, r, W, 0, NULL, o);
 }
 
 void nm_stage_terms(const nm_model *m, const nm_setting *s, const nm_stage *st, nm_terms *out)
@@ -668,6 +737,68 @@ static int pipeline_kzb(const nm_model *m, const nm_part *pt)
     return kzb;
 }
 
+/* 1 when the closed form's counts may differ from the schedule's for pt under s (a
+ * one-stage-per-rank kind): a replicated stage, whose counts depend on the stages before
+ * it as well, or zb-h1's deferred weight gradients. */
+static int counts_need_ir(const nm_model *m, const nm_setting *s, const nm_part *pt)
+{
+    if (pt->nst < 2) return 0; /* data parallelism: nothing received or sent back */
+    if (sched_traits_of(s->kind)->hold == SCHED_HOLD_ZB) return 1;
+    for (int i = 0; i < pt->nst; i++)
+        if (pt->st[i].r * m->g > 1) return 1;
+    return 0;
+}
+
+/* The memory of the fullest replica (the first of the largest total) of stage i of the
+ * complete partition pt under s, its replicas' counts from e (memo_fill; q0: its first
+ * replica's index there), capacity cap: per replica the stage's versions, its slots and
+ * staged gradients and its all-reduce scratch, as the simulator sums a device's. */
+static void stage_memory_ir(const nm_model *m, const nm_setting *s, const nm_stage *st,
+                            const nm_sched_memo *e, int i, int q0, double cap, sim_memory *out)
+{
+    const int n = st->r * m->g;
+    sim_stage_mem t;
+    block_mem(m, s, st->b0, st->b1, n, &t);
+    const double in = st->b0 > 0 ? m->cut[st->b0] * ((double)s->mbsize / m->p->minibatch) : 0;
+    for (int j = 0; j < n; j++) {
+        const int *c = &e->staged[2 * (q0 + j)];
+        sim_memory_acc a;
+        sim_memory mm;
+        memset(&a, 0, sizeof a);
+        sim_memory_add(&a, &t, e->ver[i], c[0], sim_allreduce_scratch(t.gradients, n, j), 0);
+        sim_memory_close(&a, c[1] * in, cap, &mm);
+        if (j == 0 || mm.total > out->total) *out = mm;
+    }
+}
+
+/* The memory of each stage's fullest device of the complete one-stage-per-rank partition
+ * pt under s into out[pt->nst]: exact 1, with the schedule's counts (the plan's IR,
+ * memo_get) where the closed form's may differ (counts_need_ir); else (exact 0, or the
+ * schedule cannot be built) with the closed form's (count_stage: the first replica, the
+ * fullest replica's all-reduce scratch). */
+static void part_memory(const nm_model *m, const nm_setting *s, const nm_part *pt, int exact,
+                        sim_memory *out)
+{
+    const nm_sched_memo *e = exact && counts_need_ir(m, s, pt) ? memo_get(m, s, pt, pt->nst)
+                                                               : NULL;
+    int W = 0, kzb = pipeline_kzb(m, pt);
+    for (int i = 0; i < pt->nst; i++) W += pt->st[i].r * m->g;
+    for (int i = 0, q = 0; i < pt->nst; i++) {
+        const nm_stage *st = &pt->st[i];
+        const int n = st->r * m->g;
+        const double cap = m->rg[st->u * (m->U + 1) + st->r].cap;
+        if (e) {
+            stage_memory_ir(m, s, st, e, i, q, cap, &out[i]);
+        } else {
+            stage_counts cn;
+            count_stage(s, st->b0, W, n, kzb, &cn);
+            stage_memory(m, s, st->b0, st->b1, n, &cn, cap, &out[i]);
+        }
+        W -= n;
+        q += n;
+    }
+}
+
 int nm_part_memory(const nm_model *m, const nm_setting *s, const nm_part *pt,
                    sim_memory *out)
 {
@@ -675,21 +806,13 @@ int nm_part_memory(const nm_model *m, const nm_setting *s, const nm_part *pt,
         chunked_memory(m, s, pt, out);
         return pt->ranks;
     }
-    int W = 0, kzb = pipeline_kzb(m, pt);
-    for (int i = 0; i < pt->nst; i++) W += pt->st[i].r * m->g;
-    for (int i = 0; i < pt->nst; i++) {
-        const nm_stage *st = &pt->st[i];
-        const int n = st->r * m->g;
-        stage_counts cn;
-        count_stage(s, st->b0, W, n, kzb, &cn);
-        stage_memory(m, s, st->b0, st->b1, n, &cn, m->rg[st->u * (m->U + 1) + st->r].cap,
-                     &out[i]);
-        W -= n;
-    }
+    part_memory(m, s, pt, 1, out);
     return pt->nst;
 }
 
-void nm_price(const nm_model *m, const nm_setting *s, nm_part *pt)
+/* nm_price, with the schedule's counts where the closed form's may differ (exact 1), or
+ * the closed form's only (0). */
+static void price(const nm_model *m, const nm_setting *s, nm_part *pt, int exact)
 {
     double per = 0, sumlat = 0, botlat = 0, ar = 0, peak = 0, cap = INFINITY;
     int fits = 1, memfits = 1;
@@ -724,11 +847,13 @@ void nm_price(const nm_model *m, const nm_setting *s, nm_part *pt)
         pt->ar = 0;
     } else {
         int W = 0, kzb = pipeline_kzb(m, pt);
+        sim_memory mem[NM_MAX_STAGES];
+        part_memory(m, s, pt, exact, mem);
         for (int i = 0; i < pt->nst; i++) W += pt->st[i].r * m->g;
         for (int i = 0; i < pt->nst; i++) {
             const nm_stage *st = &pt->st[i];
             nm_cost o = {0};
-            if (!stage_cost_k(m, s, st->b0, st->b1, st->u, st->r, W, kzb, &o)) {
+            if (!stage_cost_k(m, s, st->b0, st->b1, st->u, st->r, W, kzb, &mem[i], &o)) {
                 if (o.mem > o.cap) memfits = 0;
                 else fits = 0; /* no next unit, or microbatches that do not split evenly */
             }
@@ -758,6 +883,10 @@ void nm_price(const nm_model *m, const nm_setting *s, nm_part *pt)
     pt->cap = cap;
     pt->fits = fits && memfits;
 }
+
+void nm_price(const nm_model *m, const nm_setting *s, nm_part *pt) { price(m, s, pt, 0); }
+
+void nm_price_exact(const nm_model *m, const nm_setting *s, nm_part *pt) { price(m, s, pt, 1); }
 
 /* --- the dynamic program ---------------------------------------------------------------- */
 
