@@ -210,28 +210,34 @@ static int tp_allreduce(void *user, float *buf, size_t count)
                                       TP_TAG_BASE + wk->tp_round++, buf, count, &wk->err));
 }
 
-/* stage_tp's reduce-scatter and all-gather over wk's tensor-parallel group, in the
- * all-reduces' tag sequence. */
+/* A reduce-scatter or all-gather entry of the transport (the same signature). */
+typedef int (*tp_part_coll)(transport *t, const backend *bk, bk_ctx *ctx, int self,
+                            const int *group, int n, long tag, const float *src, float *dst,
+                            size_t count, plumb_err *err);
+
+/* Runs coll over wk's tensor-parallel group in the all-reduces' tag sequence, recorded as
+ * kind (the whole tensor's bytes). */
+static int tp_part(worker *wk, int kind, tp_part_coll coll, const float *src, float *dst,
+                   size_t count)
+{
+    const rt_cfg *c = wk->cfg;
+    double t0 = train_now();
+    return record_tp(wk, kind, t0, (double)count * c->tp * sizeof(float),
+                     coll(c->tr, c->bk, wk->ctx, wk->ep, wk->tp_group, c->tp,
+                          TP_TAG_BASE + wk->tp_round++, src, dst, count, &wk->err));
+}
+
+/* stage_tp's reduce-scatter and all-gather over wk's tensor-parallel group. */
 static int tp_reduce_scatter(void *user, const float *src, float *dst, size_t count)
 {
     worker *wk = user;
-    const rt_cfg *c = wk->cfg;
-    double t0 = train_now();
-    return record_tp(wk, REC_TP_RS, t0, (double)count * c->tp * sizeof(float),
-                     c->tr->reduce_scatter(c->tr, c->bk, wk->ctx, wk->ep, wk->tp_group, c->tp,
-                                           TP_TAG_BASE + wk->tp_round++, src, dst, count,
-                                           &wk->err));
+    return tp_part(wk, REC_TP_RS, wk->cfg->tr->reduce_scatter, src, dst, count);
 }
 
 static int tp_all_gather(void *user, const float *src, float *dst, size_t count)
 {
     worker *wk = user;
-    const rt_cfg *c = wk->cfg;
-    double t0 = train_now();
-    return record_tp(wk, REC_TP_AG, t0, (double)count * c->tp * sizeof(float),
-                     c->tr->all_gather(c->tr, c->bk, wk->ctx, wk->ep, wk->tp_group, c->tp,
-                                       TP_TAG_BASE + wk->tp_round++, src, dst, count,
-                                       &wk->err));
+    return tp_part(wk, REC_TP_AG, wk->cfg->tr->all_gather, src, dst, count);
 }
 
 /* Writes v (a device vector of rs: weights, gradients, optimizer state) into the model's
