@@ -675,10 +675,12 @@ done:
     return rc;
 }
 
-/* STEPs already in the order (an imported file's) are taken out while the transfers are
- * timed and put back after the same compute action, past the sends that follow it, as
- * sched_place_steps would place them. */
-int sched_lower(const schedule *s, actvec *lists, const double *cost, plumb_err *err)
+/* sched_lower, and *any_i |= 1 when some compute is an I. STEPs already in the order (an
+ * imported file's) are taken out while the transfers are timed and put back after the
+ * same compute action, past the sends that follow it, as sched_place_steps would place
+ * them. */
+static int lower_lists(const schedule *s, actvec *lists, const double *cost, int *any_i,
+                       plumb_err *err)
 {
     int W = s->nworkers, rc = -1, each = sched_traits_of(s->kind)->step_each_round;
     actvec *steps = calloc((size_t)W, sizeof *steps);
@@ -698,6 +700,7 @@ int sched_lower(const schedule *s, actvec *lists, const double *cost, plumb_err 
         int n = 0, kept = 0;
         for (int i = 0; i < lists[w].n; i++) {
             action a = lists[w].a[i];
+            *any_i |= a.kind == ACT_I;
             if (a.kind == ACT_STEP) {
                 a.microbatch = kept; /* the anchor: compute actions before it */
                 if (actvec_push(&steps[w], a)) goto oom;
@@ -742,11 +745,21 @@ done:
     return rc;
 }
 
+int sched_lower(const schedule *s, actvec *lists, const double *cost, plumb_err *err)
+{
+    int any_i = 0;
+    return lower_lists(s, lists, cost, &any_i, err);
+}
+
 int sched_finish(schedule *s, actvec *lists, const double *cost, plumb_err *err)
 {
+    int any_i = 0;
     if (sched_add_allreduce(s, lists, err)) return -1;
-    if (sched_lower(s, lists, cost, err)) return -1;
+    if (lower_lists(s, lists, cost, &any_i, err)) return -1;
     if (sched_place_steps(s, lists, err)) return -1;
     sched_assign_versions(s, lists);
+    /* the lowering read every compute: whether the cost model needs I's costs is known
+     * (the steps and versions add no compute) */
+    s->backward_split = any_i ? SCHED_SPLIT_YES : SCHED_SPLIT_NO;
     return sched_adopt(s, lists, err);
 }

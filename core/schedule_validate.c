@@ -89,6 +89,36 @@ static int check_fields(const schedule *s, int w, int i, plumb_err *err)
     return 0;
 }
 
+/* Layer 1's verdict without its message: 1 when check_fields would pass action a of
+ * worker w (T: sched_total_mb). Inline, so that the per-action pass of the counters costs
+ * no call; a 0 is then explained by check_fields. */
+static inline int fields_ok(const schedule *s, int w, const action *a, int T)
+{
+    int k = a->kind, st = a->stage;
+    if ((unsigned)k >= ACT_NKINDS || (unsigned)st >= (unsigned)s->nstages ||
+        !sched_hosts(s, w, st))
+        return 0;
+    if (k != ACT_ALLREDUCE && k != ACT_STEP && (unsigned)a->microbatch >= (unsigned)T)
+        return 0;
+    if (act_is_comm(k)) {
+        int want = (k == ACT_SEND_F || k == ACT_RECV_B) ? st + 1 : st - 1;
+        if (want < 0 || want >= s->nstages || a->peer_stage != want || a->peer < 0 ||
+            a->peer >= s->nworkers || a->peer == w || !sched_hosts(s, a->peer, want))
+            return 0;
+    }
+    return 1;
+}
+
+/* Layer 1 over every action, in worker order: 0, or -1 with err naming the first bad one. */
+static int check_all_fields(const schedule *s, plumb_err *err)
+{
+    int T = sched_total_mb(s);
+    for (int w = 0; w < s->nworkers; w++)
+        for (int i = 0; i < s->len[w]; i++)
+            if (!fields_ok(s, w, &s->acts[w][i], T) && check_fields(s, w, i, err)) return -1;
+    return 0;
+}
+
 /* Layer 2: counts. */
 static int check_counts(vctx *c, plumb_err *err)
 {
@@ -473,9 +503,7 @@ done:
 int schedule_validate_sem(const schedule *s, sched_sem sem, plumb_err *err)
 {
     if (!s) return err_set(err, NULL, NULL, "no schedule");
-    for (int w = 0; w < s->nworkers; w++)
-        for (int i = 0; i < s->len[w]; i++)
-            if (check_fields(s, w, i, err)) return -1;
+    if (check_all_fields(s, err)) return -1;
     vctx c;
     if (vctx_init(&c, s)) return err_set(err, NULL, NULL, "out of memory");
     int rc = check_counts(&c, err);
@@ -494,24 +522,26 @@ int schedule_inflight(const schedule *s, int *max_activations, int *max_versions
                       plumb_err *err)
 {
     if (!s) return err_set(err, NULL, NULL, "no schedule");
-    for (int w = 0; w < s->nworkers; w++)
-        for (int i = 0; i < s->len[w]; i++)
-            if (check_fields(s, w, i, err)) return -1;
     int *act = calloc((size_t)s->nstages, sizeof *act), *ver = calloc((size_t)s->nstages, sizeof *ver);
     vctx c;
     if (!act || !ver || vctx_init(&c, s)) {
         free(act), free(ver);
         return err_set(err, NULL, NULL, "out of memory");
     }
-    /* the worker of each F and B first, so that the order pass knows who is local */
-    for (int w = 0; w < s->nworkers; w++)
+    /* the fields, and the worker of each F and B, in one pass before the order pass (which
+     * must know who is local); a bad field is reported as by check_all_fields */
+    int rc = 0;
+    for (int w = 0; w < s->nworkers && !rc; w++)
         for (int i = 0; i < s->len[w]; i++) {
             const action *a = &s->acts[w][i];
+            if (!fields_ok(s, w, a, c.T) && check_fields(s, w, i, err)) {
+                rc = -1;
+                break;
+            }
             size_t k = (size_t)a->stage * c.T + (a->microbatch >= 0 ? a->microbatch : 0);
             if (a->kind == ACT_F) c.fw[k] = w;
             if (a->kind == ACT_B || a->kind == ACT_I) c.bw[k] = w;
         }
-    int rc = 0;
     for (int w = 0; w < s->nworkers && !rc; w++) {
         /* per worker: the maxima of its own stages */
         int *a1 = calloc((size_t)s->nstages, sizeof *a1), *v1 = calloc((size_t)s->nstages, sizeof *v1);
