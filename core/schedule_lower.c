@@ -571,20 +571,16 @@ static int lower_pair(const lower_st *L, int p, const action *a, ev *x)
  * starts no earlier than the one before it ends, when that one's send leaves, and an F
  * sends at most one activation, a B or I at most one gradient: one run), then, walking
  * each producer p's list in order (its ends grow), the receives of p's sends onto their
- * consumer, so that w holds one more run per producer. Each worker's events are counted
- * first and its vector sized once. Returns 0, or -1 out of memory. */
+ * consumer, so that w holds one more run per producer. Each worker's vector is sized
+ * once. Returns 0, or -1 out of memory. */
 static int lower_emit(lower_st *L)
 {
     ev x;
+    /* at most one send per compute and one receive per compute that takes data (an F its
+     * input, a B or I its output gradient): 3 n bounds a worker's events, no pass needed
+     * to count them (the pages past what is written are not touched) */
     for (int w = 0; w < L->W; w++)
-        L->evs[w].cap = L->lists[w].n;
-    for (int p = 0; p < L->W; p++)
-        for (int i = 0; i < L->lists[p].n; i++) {
-            const action *a = &L->lists[p].a[i];
-            if (!act_is_compute(a->kind)) continue;
-            int c = lower_pair(L, p, a, &x);
-            if (c >= 0) L->evs[p].cap++, L->evs[c].cap++;
-        }
+        L->evs[w].cap = 3 * L->lists[w].n;
     for (int w = 0; w < L->W; w++) { /* computes, each followed by its send */
         evvec *v = &L->evs[w];
         v->e = malloc(((size_t)v->cap + 1) * sizeof *v->e);

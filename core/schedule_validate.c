@@ -36,23 +36,28 @@ static void vctx_free(vctx *c)
     free(c->fdone), free(c->bdone), free(c->idone), free(c->rf), free(c->rb), free(c->fver);
 }
 
-static int vctx_init(vctx *c, const schedule *s)
+/* The tables of the checks (fw, bw -1, the rest 0); counts: also layer 2's counters (the
+ * order pass alone reads none). 0, or -1 out of memory (nothing held). */
+static int vctx_init(vctx *c, const schedule *s, int counts)
 {
     memset(c, 0, sizeof *c);
     c->s = s, c->S = s->nstages, c->T = sched_total_mb(s);
     size_t n = (size_t)c->S * (size_t)c->T;
     c->fw = malloc(n * sizeof(int)), c->bw = malloc(n * sizeof(int));
-    c->nf = calloc(n, sizeof(int)), c->nb = calloc(n, sizeof(int));
-    c->ni = calloc(n, sizeof(int)), c->nw = calloc(n, sizeof(int));
+    if (counts) {
+        c->nf = calloc(n, sizeof(int)), c->nb = calloc(n, sizeof(int));
+        c->ni = calloc(n, sizeof(int)), c->nw = calloc(n, sizeof(int));
+    }
     c->fdone = calloc(n, 1), c->bdone = calloc(n, 1), c->idone = calloc(n, 1);
     c->rf = calloc(n, 1), c->rb = calloc(n, 1);
-    c->fver = malloc(n * sizeof(int));
-    if (!c->fw || !c->bw || !c->nf || !c->nb || !c->ni || !c->nw || !c->fdone || !c->bdone ||
-        !c->idone || !c->rf || !c->rb || !c->fver) {
+    c->fver = calloc(n, sizeof(int));
+    if (!c->fw || !c->bw || (counts && (!c->nf || !c->nb || !c->ni || !c->nw)) ||
+        !c->fdone || !c->bdone || !c->idone || !c->rf || !c->rb || !c->fver) {
         vctx_free(c);
         return -1;
     }
-    for (size_t i = 0; i < n; i++) c->fw[i] = c->bw[i] = -1, c->fver[i] = 0;
+    memset(c->fw, 0xff, n * sizeof(int)); /* -1: none */
+    memset(c->bw, 0xff, n * sizeof(int));
     return 0;
 }
 
@@ -505,7 +510,7 @@ int schedule_validate_sem(const schedule *s, sched_sem sem, plumb_err *err)
     if (!s) return err_set(err, NULL, NULL, "no schedule");
     if (check_all_fields(s, err)) return -1;
     vctx c;
-    if (vctx_init(&c, s)) return err_set(err, NULL, NULL, "out of memory");
+    if (vctx_init(&c, s, 1)) return err_set(err, NULL, NULL, "out of memory");
     int rc = check_counts(&c, err);
     for (int w = 0; w < s->nworkers && !rc; w++) rc = check_order(&c, w, 1, NULL, NULL, err);
     vctx_free(&c);
@@ -524,7 +529,7 @@ int schedule_inflight(const schedule *s, int *max_activations, int *max_versions
     if (!s) return err_set(err, NULL, NULL, "no schedule");
     int *act = calloc((size_t)s->nstages, sizeof *act), *ver = calloc((size_t)s->nstages, sizeof *ver);
     vctx c;
-    if (!act || !ver || vctx_init(&c, s)) {
+    if (!act || !ver || vctx_init(&c, s, 0)) {
         free(act), free(ver);
         return err_set(err, NULL, NULL, "out of memory");
     }
