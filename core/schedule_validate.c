@@ -263,7 +263,8 @@ done:
 }
 
 /* Layer 3 on worker w, also the counter of activations and versions. strict: report
- * errors (else skip what cannot be counted). act/ver: [S] maxima to raise (may be NULL). */
+ * errors (else skip what cannot be counted, and check each action's fields first: layer 1
+ * in the same pass, its error reported). act/ver: [S] maxima to raise (may be NULL). */
 static int check_order(vctx *c, int w, int strict, int *act, int *ver, plumb_err *err)
 {
     const schedule *s = c->s;
@@ -292,6 +293,7 @@ static int check_order(vctx *c, int w, int strict, int *act, int *ver, plumb_err
     for (int i = 0; i < s->len[w]; i++) {
         const action *a = &s->acts[w][i];
         int st = a->stage, m = a->microbatch;
+        if (!strict && !fields_ok(s, w, a, T) && check_fields(s, w, i, err)) goto done;
         if (st < 0 || st >= S || loc[st] < 0) continue;
         size_t k = (size_t)st * T + (m >= 0 && m < T ? m : 0);
         int *vr = vref + (size_t)loc[st] * vmax;
@@ -533,20 +535,10 @@ int schedule_inflight(const schedule *s, int *max_activations, int *max_versions
         free(act), free(ver);
         return err_set(err, NULL, NULL, "out of memory");
     }
-    /* the fields, and the worker of each F and B, in one pass before the order pass (which
-     * must know who is local); a bad field is reported as by check_all_fields */
+    /* one pass: the order pass, not strict, reports nothing but a bad field (in worker
+     * order, as check_all_fields), and its counts read no worker of an F or B (those
+     * tables only explain an order's error) */
     int rc = 0;
-    for (int w = 0; w < s->nworkers && !rc; w++)
-        for (int i = 0; i < s->len[w]; i++) {
-            const action *a = &s->acts[w][i];
-            if (!fields_ok(s, w, a, c.T) && check_fields(s, w, i, err)) {
-                rc = -1;
-                break;
-            }
-            size_t k = (size_t)a->stage * c.T + (a->microbatch >= 0 ? a->microbatch : 0);
-            if (a->kind == ACT_F) c.fw[k] = w;
-            if (a->kind == ACT_B || a->kind == ACT_I) c.bw[k] = w;
-        }
     for (int w = 0; w < s->nworkers && !rc; w++) {
         /* per worker: the maxima of its own stages */
         int *a1 = calloc((size_t)s->nstages, sizeof *a1), *v1 = calloc((size_t)s->nstages, sizeof *v1);

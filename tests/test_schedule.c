@@ -1039,3 +1039,28 @@ Test(schedule_slots, renumbered_microbatches_same_slots)
         schedule_free(s);
     }
 }
+
+/* schedule_inflight checks each action's fields in its counting pass: the first bad one
+ * in worker order is reported as schedule_validate reports it, whatever the kind of
+ * field and however far into the list. */
+Test(schedule_inflight, bad_field_reported_as_by_validate)
+{
+    for (int c = 0; c < 3; c++) {
+        schedule *s = gen(SCHED_1F1B_FLUSH, 4, 1, 6, 2, NULL);
+        int *act = calloc((size_t)s->nstages, sizeof *act);
+        int *ver = calloc((size_t)s->nstages, sizeof *ver);
+        int last = s->len[1] - 1; /* past the STEPs: an action with a microbatch */
+        while (s->acts[1][last].microbatch < 0) last--;
+        s->acts[2][1].stage = 99; /* a later worker, an earlier action */
+        if (c == 0) s->acts[1][last].microbatch = 100000;
+        if (c == 1) s->acts[1][last].kind = 77;
+        plumb_err ev = {{0}}, ei = {{0}};
+        cr_assert_neq(schedule_validate(s, &ev), 0);
+        cr_assert_neq(schedule_inflight(s, act, ver, &ei), 0);
+        cr_assert_str_eq(ei.msg, ev.msg);
+        cr_assert(strstr(ei.msg, c < 2 ? "worker 1 action" : "worker 2 action 1 "), "%s",
+                  ei.msg);
+        free(act), free(ver);
+        schedule_free(s);
+    }
+}
