@@ -437,18 +437,12 @@ static int mb_id(int *keys, int *ids, unsigned cap, int *n, int mb)
     return ids[h];
 }
 
-int schedule_slots(const schedule *s, int w, int stage)
+/* schedule_slots' scan of worker w's list; direct: number microbatches by their own number
+ * (every one the scan meets must lie in [0, T)), else through a hash table. Returns the
+ * most open at once, -1 out of memory, or -2 when direct meets a number outside [0, T). */
+static int slots_scan(const action *list, int n, int stage, int T, int direct)
 {
-    if (!s || w < 0 || w >= s->nworkers) return 1;
-    const action *list = s->acts[w];
-    int n = s->len[w], open = 0, best = 0, used = 0, nid = 0;
-    /* microbatches get dense ids: their own number where the list's numbers lie in
-     * [0, T) and T is at most a few times the list (direct, in order: what an IR built
-     * here has), else from a hash table (linear in the list, whatever the numbers); o:
-     * the open ones; at[id]: an id's index in o, or -1 */
-    int T = sched_total_mb(s), direct = T >= 0 && (long)T <= 4L * n + 64;
-    for (int i = 0; direct && i < n; i++)
-        if (list[i].microbatch >= T) direct = 0;
+    int open = 0, best = 0, used = 0, nid = 0;
     unsigned cap = 16;
     while (!direct && cap < 2u * (unsigned)n + 2) cap *= 2;
     size_t nat = direct ? (size_t)T + 1 : (size_t)n + 1;
@@ -458,7 +452,7 @@ int schedule_slots(const schedule *s, int w, int stage)
     int *at = malloc(nat * sizeof *at);
     if ((!direct && (!keys || !ids)) || !o || !at) {
         free(keys), free(ids), free(o), free(at);
-        return n > 0 ? n : 1; /* pessimistic */
+        return -1;
     }
     if (direct)
         for (size_t h = 0; h < nat; h++) at[h] = -1;
@@ -471,6 +465,10 @@ int schedule_slots(const schedule *s, int w, int stage)
         int id = -1;
         if (a->microbatch >= 0) {
             if (direct) {
+                if (a->microbatch >= T) {
+                    best = -2;
+                    break;
+                }
                 id = a->microbatch;
             } else {
                 int before = nid;
@@ -497,5 +495,25 @@ int schedule_slots(const schedule *s, int w, int stage)
         }
     }
     free(keys), free(ids), free(o), free(at);
+    return best;
+}
+
+int schedule_slots(const schedule *s, int w, int stage)
+{
+    if (!s || w < 0 || w >= s->nworkers) return 1;
+    int n = s->len[w];
+    /* microbatches get dense ids: their own number where the numbers the scan meets lie
+     * in [0, T) and T is at most a few times the list (direct, in order: what an IR built
+     * here has; one scan, begun again hashed if a number falls outside), else from a hash
+     * table (linear in the list, whatever the numbers); open ones are kept in a list with
+     * each id's index in it */
+    int T = sched_total_mb(s);
+    int best = -2;
+    if (T >= 0 && (long)T <= 4L * n + 64)
+        best = slots_scan(s->acts[w], n, stage, T, 1);
+    if (best == -2)
+        best = slots_scan(s->acts[w], n, stage, T, 0);
+    if (best < 0)
+        return n > 0 ? n : 1; /* pessimistic */
     return best > 0 ? best : 1;
 }

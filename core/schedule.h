@@ -63,7 +63,13 @@ typedef struct schedule {
                             id), else the identity */
     int *worker_stage;   /* [nworkers] the one stage a worker holds, -1 for none, -2 for
                             several (chunks); NULL = not known (sched_hosts then scans) */
+    int backward_split;  /* sched_split: whether some compute is an I (a zero-bubble split
+                            backward), as the generator's lowering found; 0 = not known
+                            (a schedule built elsewhere: scan the lists) */
 } schedule;
+
+/* schedule.backward_split. */
+typedef enum { SCHED_SPLIT_UNKNOWN = 0, SCHED_SPLIT_NO = 1, SCHED_SPLIT_YES = 2 } sched_split;
 
 /* Builds the schedule for spec. Returns a new schedule (free with schedule_free), or NULL
  * with err ("FIELD: what was expected (got ...)") when the spec is impossible: counts out of

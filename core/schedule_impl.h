@@ -75,7 +75,7 @@ int sched_place_steps(const schedule *s, actvec *lists, plumb_err *err);
 void sched_assign_versions(const schedule *s, actvec *lists);
 
 /* Runs the passes a compute-only layout needs (allreduce when any stage is replicated,
- * lowering, steps, versions) and adopts the lists into s. */
+ * lowering, steps, versions) and adopts the lists into s, setting s->backward_split. */
 int sched_finish(schedule *s, actvec *lists, const double *cost, plumb_err *err);
 
 /* How schedule_send_bound keeps its replay's vector clocks: -1 (the default) sparse

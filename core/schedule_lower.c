@@ -113,9 +113,95 @@ int sched_add_allreduce(const schedule *s, actvec *lists, plumb_err *err)
     return 0;
 }
 
+/* A STEP to place: after the list's action `after`, of the rank-th stage the worker holds,
+ * the k-th of that stage. */
+struct step_at { int after, rank, k; };
+
+/* Ascending anchors; at one anchor the later stage first (placed one stage after the
+ * other, a stage's STEP goes right after its anchor, before those placed there already),
+ * then a stage's own in order. */
+static int step_at_cmp(const void *pa, const void *pb)
+{
+    const struct step_at *x = pa, *y = pb;
+    if (x->after != y->after) return x->after < y->after ? -1 : 1;
+    if (x->rank != y->rank) return x->rank > y->rank ? -1 : 1;
+    return (x->k > y->k) - (x->k < y->k);
+}
+
+/* sched_place_steps for a worker's list v holding the nh stages hs[] (ascending, nh > 1,
+ * none replicated: the chunked kinds): the STEPs each stage's pass would place, one stage after
+ * the other, found in one scan per stage of the list as it is and placed by one move. A
+ * STEP's anchor skips the transfers that follow it, up to a STEP of an earlier stage (mark:
+ * [n + 1], 1 at j + 1 when one follows action j). 0; 1, the list unchanged, when a stage
+ * has all-reduces to step after; -1 out of memory. */
+static int place_steps_held(const schedule *s, actvec *v, const int *hs, int nh)
+{
+    int n = v->n, nat = 0, rc = -1, cap = 0;
+    unsigned char *mark = calloc((size_t)n + 1, 1);
+    struct step_at *at = NULL;
+    action *ins = NULL;
+    int *after = NULL;
+    if (!mark) return -1;
+    for (int r = 0; r < nh; r++) {
+        int has, nar, ng = 0;
+        int *pos = stage_scan(s, v, hs[r], ACT_STEP, &has, &nar, &ng);
+        if (!pos) goto done;
+        if (has || nar) {
+            free(pos);
+            if (!nar) continue;
+            rc = 1; /* all-reduces (an imported list's): placed stage by stage */
+            goto done;
+        }
+        if (nat + ng > cap) {
+            cap = 2 * (nat + ng) + 8;
+            struct step_at *p = realloc(at, (size_t)cap * sizeof *p);
+            if (!p) {
+                free(pos);
+                goto done;
+            }
+            at = p;
+        }
+        for (int k = 0; k < ng; k++) {
+            while (pos[k] + 1 < n && !mark[pos[k] + 1] && act_is_comm(v->a[pos[k] + 1].kind))
+                pos[k]++;
+            if (k && pos[k] < pos[k - 1]) pos[k] = pos[k - 1];
+        }
+        for (int k = 0; k < ng; k++) {
+            mark[pos[k] + 1] = 1;
+            at[nat++] = (struct step_at){pos[k], r, k};
+        }
+        free(pos);
+    }
+    qsort(at, (size_t)nat, sizeof *at, step_at_cmp);
+    ins = malloc(((size_t)nat + 1) * sizeof *ins);
+    after = malloc(((size_t)nat + 1) * sizeof *after);
+    if (!ins || !after) goto done;
+    for (int q = 0; q < nat; q++) {
+        ins[q] = act_make(ACT_STEP, hs[at[q].rank], -1);
+        after[q] = at[q].after;
+    }
+    rc = insert_after(v, after, ins, nat);
+done:
+    free(mark), free(at), free(ins), free(after);
+    return rc;
+}
+
 int sched_place_steps(const schedule *s, actvec *lists, plumb_err *err)
 {
+    int *hs = malloc(((size_t)s->nstages + 1) * sizeof *hs);
+    if (!hs) return err_set(err, NULL, NULL, "out of memory");
     for (int w = 0; w < s->nworkers; w++) {
+        int nh = 0, ar = 0;
+        for (int st = 0; st < s->nstages; st++)
+            if (sched_hosts(s, w, st)) hs[nh++] = st, ar |= s->replicas[st] > 1;
+        if (nh > 1 && !ar) { /* several stages: one move for all their STEPs */
+            int r = place_steps_held(s, &lists[w], hs, nh);
+            if (r < 0) {
+                free(hs);
+                return err_set(err, NULL, NULL, "out of memory");
+            }
+            if (r == 0) continue;
+        }
         for (int st = 0; st < s->nstages; st++) {
             if (!sched_hosts(s, w, st)) continue;
             actvec *v = &lists[w];
@@ -128,6 +214,7 @@ int sched_place_steps(const schedule *s, actvec *lists, plumb_err *err)
             if (pos && nar) { /* after each all-reduce */
                 if (nar != ng) {
                     free(pos);
+                    free(hs);
                     return err_set(err, NULL, NULL, "worker %d has %d REDUCE_GRAD of stage %d "
                                    "for %d optimizer steps (expected one per step)", w, nar, st,
                                    ng);
@@ -137,7 +224,7 @@ int sched_place_steps(const schedule *s, actvec *lists, plumb_err *err)
             }
             action *ins = pos ? malloc((size_t)(ng + 1) * sizeof *ins) : NULL;
             if (!pos || !ins) {
-                free(pos), free(ins);
+                free(pos), free(ins), free(hs);
                 return err_set(err, NULL, NULL, "out of memory");
             }
             /* after the anchor and the transfers that follow it directly (a send then
@@ -150,9 +237,13 @@ int sched_place_steps(const schedule *s, actvec *lists, plumb_err *err)
                 if (pos[k] < pos[k - 1]) pos[k] = pos[k - 1];
             int rc = insert_after(v, pos, ins, ng);
             free(pos), free(ins);
-            if (rc) return err_set(err, NULL, NULL, "out of memory");
+            if (rc) {
+                free(hs);
+                return err_set(err, NULL, NULL, "out of memory");
+            }
         }
     }
+    free(hs);
     return 0;
 }
 
@@ -571,20 +662,16 @@ static int lower_pair(const lower_st *L, int p, const action *a, ev *x)
  * starts no earlier than the one before it ends, when that one's send leaves, and an F
  * sends at most one activation, a B or I at most one gradient: one run), then, walking
  * each producer p's list in order (its ends grow), the receives of p's sends onto their
- * consumer, so that w holds one more run per producer. Each worker's events are counted
- * first and its vector sized once. Returns 0, or -1 out of memory. */
+ * consumer, so that w holds one more run per producer. Each worker's vector is sized
+ * once. Returns 0, or -1 out of memory. */
 static int lower_emit(lower_st *L)
 {
     ev x;
+    /* at most one send per compute and one receive per compute that takes data (an F its
+     * input, a B or I its output gradient): 3 n bounds a worker's events, no pass needed
+     * to count them (the pages past what is written are not touched) */
     for (int w = 0; w < L->W; w++)
-        L->evs[w].cap = L->lists[w].n;
-    for (int p = 0; p < L->W; p++)
-        for (int i = 0; i < L->lists[p].n; i++) {
-            const action *a = &L->lists[p].a[i];
-            if (!act_is_compute(a->kind)) continue;
-            int c = lower_pair(L, p, a, &x);
-            if (c >= 0) L->evs[p].cap++, L->evs[c].cap++;
-        }
+        L->evs[w].cap = 3 * L->lists[w].n;
     for (int w = 0; w < L->W; w++) { /* computes, each followed by its send */
         evvec *v = &L->evs[w];
         v->e = malloc(((size_t)v->cap + 1) * sizeof *v->e);
@@ -675,10 +762,12 @@ done:
     return rc;
 }
 
-/* STEPs already in the order (an imported file's) are taken out while the transfers are
- * timed and put back after the same compute action, past the sends that follow it, as
- * sched_place_steps would place them. */
-int sched_lower(const schedule *s, actvec *lists, const double *cost, plumb_err *err)
+/* sched_lower, and *any_i |= 1 when some compute is an I. STEPs already in the order (an
+ * imported file's) are taken out while the transfers are timed and put back after the
+ * same compute action, past the sends that follow it, as sched_place_steps would place
+ * them. */
+static int lower_lists(const schedule *s, actvec *lists, const double *cost, int *any_i,
+                       plumb_err *err)
 {
     int W = s->nworkers, rc = -1, each = sched_traits_of(s->kind)->step_each_round;
     actvec *steps = calloc((size_t)W, sizeof *steps);
@@ -698,6 +787,7 @@ int sched_lower(const schedule *s, actvec *lists, const double *cost, plumb_err 
         int n = 0, kept = 0;
         for (int i = 0; i < lists[w].n; i++) {
             action a = lists[w].a[i];
+            *any_i |= a.kind == ACT_I;
             if (a.kind == ACT_STEP) {
                 a.microbatch = kept; /* the anchor: compute actions before it */
                 if (actvec_push(&steps[w], a)) goto oom;
@@ -742,11 +832,21 @@ done:
     return rc;
 }
 
+int sched_lower(const schedule *s, actvec *lists, const double *cost, plumb_err *err)
+{
+    int any_i = 0;
+    return lower_lists(s, lists, cost, &any_i, err);
+}
+
 int sched_finish(schedule *s, actvec *lists, const double *cost, plumb_err *err)
 {
+    int any_i = 0;
     if (sched_add_allreduce(s, lists, err)) return -1;
-    if (sched_lower(s, lists, cost, err)) return -1;
+    if (lower_lists(s, lists, cost, &any_i, err)) return -1;
     if (sched_place_steps(s, lists, err)) return -1;
     sched_assign_versions(s, lists);
+    /* the lowering read every compute: whether the cost model needs I's costs is known
+     * (the steps and versions add no compute) */
+    s->backward_split = any_i ? SCHED_SPLIT_YES : SCHED_SPLIT_NO;
     return sched_adopt(s, lists, err);
 }

@@ -36,23 +36,28 @@ static void vctx_free(vctx *c)
     free(c->fdone), free(c->bdone), free(c->idone), free(c->rf), free(c->rb), free(c->fver);
 }
 
-static int vctx_init(vctx *c, const schedule *s)
+/* The tables of the checks (fw, bw -1, the rest 0); counts: also layer 2's counters (the
+ * order pass alone reads none). 0, or -1 out of memory (nothing held). */
+static int vctx_init(vctx *c, const schedule *s, int counts)
 {
     memset(c, 0, sizeof *c);
     c->s = s, c->S = s->nstages, c->T = sched_total_mb(s);
     size_t n = (size_t)c->S * (size_t)c->T;
     c->fw = malloc(n * sizeof(int)), c->bw = malloc(n * sizeof(int));
-    c->nf = calloc(n, sizeof(int)), c->nb = calloc(n, sizeof(int));
-    c->ni = calloc(n, sizeof(int)), c->nw = calloc(n, sizeof(int));
+    if (counts) {
+        c->nf = calloc(n, sizeof(int)), c->nb = calloc(n, sizeof(int));
+        c->ni = calloc(n, sizeof(int)), c->nw = calloc(n, sizeof(int));
+    }
     c->fdone = calloc(n, 1), c->bdone = calloc(n, 1), c->idone = calloc(n, 1);
     c->rf = calloc(n, 1), c->rb = calloc(n, 1);
-    c->fver = malloc(n * sizeof(int));
-    if (!c->fw || !c->bw || !c->nf || !c->nb || !c->ni || !c->nw || !c->fdone || !c->bdone ||
-        !c->idone || !c->rf || !c->rb || !c->fver) {
+    c->fver = calloc(n, sizeof(int));
+    if (!c->fw || !c->bw || (counts && (!c->nf || !c->nb || !c->ni || !c->nw)) ||
+        !c->fdone || !c->bdone || !c->idone || !c->rf || !c->rb || !c->fver) {
         vctx_free(c);
         return -1;
     }
-    for (size_t i = 0; i < n; i++) c->fw[i] = c->bw[i] = -1, c->fver[i] = 0;
+    memset(c->fw, 0xff, n * sizeof(int)); /* -1: none */
+    memset(c->bw, 0xff, n * sizeof(int));
     return 0;
 }
 
@@ -86,6 +91,36 @@ static int check_fields(const schedule *s, int w, int i, plumb_err *err)
             return err_set(err, NULL, NULL, "worker %d action %d (%s): peer worker %d does not "
                            "hold stage %d", w, i, fmt(a, t), a->peer, want);
     }
+    return 0;
+}
+
+/* Layer 1's verdict without its message: 1 when check_fields would pass action a of
+ * worker w (T: sched_total_mb). Inline, so that the per-action pass of the counters costs
+ * no call; a 0 is then explained by check_fields. */
+static inline int fields_ok(const schedule *s, int w, const action *a, int T)
+{
+    int k = a->kind, st = a->stage;
+    if ((unsigned)k >= ACT_NKINDS || (unsigned)st >= (unsigned)s->nstages ||
+        !sched_hosts(s, w, st))
+        return 0;
+    if (k != ACT_ALLREDUCE && k != ACT_STEP && (unsigned)a->microbatch >= (unsigned)T)
+        return 0;
+    if (act_is_comm(k)) {
+        int want = (k == ACT_SEND_F || k == ACT_RECV_B) ? st + 1 : st - 1;
+        if (want < 0 || want >= s->nstages || a->peer_stage != want || a->peer < 0 ||
+            a->peer >= s->nworkers || a->peer == w || !sched_hosts(s, a->peer, want))
+            return 0;
+    }
+    return 1;
+}
+
+/* Layer 1 over every action, in worker order: 0, or -1 with err naming the first bad one. */
+static int check_all_fields(const schedule *s, plumb_err *err)
+{
+    int T = sched_total_mb(s);
+    for (int w = 0; w < s->nworkers; w++)
+        for (int i = 0; i < s->len[w]; i++)
+            if (!fields_ok(s, w, &s->acts[w][i], T) && check_fields(s, w, i, err)) return -1;
     return 0;
 }
 
@@ -228,7 +263,8 @@ done:
 }
 
 /* Layer 3 on worker w, also the counter of activations and versions. strict: report
- * errors (else skip what cannot be counted). act/ver: [S] maxima to raise (may be NULL). */
+ * errors (else skip what cannot be counted, and check each action's fields first: layer 1
+ * in the same pass, its error reported). act/ver: [S] maxima to raise (may be NULL). */
 static int check_order(vctx *c, int w, int strict, int *act, int *ver, plumb_err *err)
 {
     const schedule *s = c->s;
@@ -257,6 +293,7 @@ static int check_order(vctx *c, int w, int strict, int *act, int *ver, plumb_err
     for (int i = 0; i < s->len[w]; i++) {
         const action *a = &s->acts[w][i];
         int st = a->stage, m = a->microbatch;
+        if (!strict && !fields_ok(s, w, a, T) && check_fields(s, w, i, err)) goto done;
         if (st < 0 || st >= S || loc[st] < 0) continue;
         size_t k = (size_t)st * T + (m >= 0 && m < T ? m : 0);
         int *vr = vref + (size_t)loc[st] * vmax;
@@ -473,11 +510,9 @@ done:
 int schedule_validate_sem(const schedule *s, sched_sem sem, plumb_err *err)
 {
     if (!s) return err_set(err, NULL, NULL, "no schedule");
-    for (int w = 0; w < s->nworkers; w++)
-        for (int i = 0; i < s->len[w]; i++)
-            if (check_fields(s, w, i, err)) return -1;
+    if (check_all_fields(s, err)) return -1;
     vctx c;
-    if (vctx_init(&c, s)) return err_set(err, NULL, NULL, "out of memory");
+    if (vctx_init(&c, s, 1)) return err_set(err, NULL, NULL, "out of memory");
     int rc = check_counts(&c, err);
     for (int w = 0; w < s->nworkers && !rc; w++) rc = check_order(&c, w, 1, NULL, NULL, err);
     vctx_free(&c);
@@ -494,23 +529,15 @@ int schedule_inflight(const schedule *s, int *max_activations, int *max_versions
                       plumb_err *err)
 {
     if (!s) return err_set(err, NULL, NULL, "no schedule");
-    for (int w = 0; w < s->nworkers; w++)
-        for (int i = 0; i < s->len[w]; i++)
-            if (check_fields(s, w, i, err)) return -1;
     int *act = calloc((size_t)s->nstages, sizeof *act), *ver = calloc((size_t)s->nstages, sizeof *ver);
     vctx c;
-    if (!act || !ver || vctx_init(&c, s)) {
+    if (!act || !ver || vctx_init(&c, s, 0)) {
         free(act), free(ver);
         return err_set(err, NULL, NULL, "out of memory");
     }
-    /* the worker of each F and B first, so that the order pass knows who is local */
-    for (int w = 0; w < s->nworkers; w++)
-        for (int i = 0; i < s->len[w]; i++) {
-            const action *a = &s->acts[w][i];
-            size_t k = (size_t)a->stage * c.T + (a->microbatch >= 0 ? a->microbatch : 0);
-            if (a->kind == ACT_F) c.fw[k] = w;
-            if (a->kind == ACT_B || a->kind == ACT_I) c.bw[k] = w;
-        }
+    /* one pass: the order pass, not strict, reports nothing but a bad field (in worker
+     * order, as check_all_fields), and its counts read no worker of an F or B (those
+     * tables only explain an order's error) */
     int rc = 0;
     for (int w = 0; w < s->nworkers && !rc; w++) {
         /* per worker: the maxima of its own stages */

@@ -333,8 +333,9 @@ int sim_cost_build(sim_model *m, const plan *pl, const schedule *s, const sim_ne
     if (!cross)
         return err_set(err, NULL, NULL, "out of memory");
 
-    int splits = 0; /* a zero-bubble schedule: backwards run as I and W */
-    for (int w = 0; w < s->nworkers && !splits; w++)
+    /* a zero-bubble schedule: backwards run as I and W (the generator's lowering knows) */
+    int splits = s->backward_split == SCHED_SPLIT_YES;
+    for (int w = 0; w < s->nworkers && !splits && s->backward_split == SCHED_SPLIT_UNKNOWN; w++)
         for (int i = 0; i < s->len[w]; i++)
             if (s->acts[w][i].kind == ACT_I) { splits = 1; break; }
     size_t ns = (size_t)s->nstages + 1;

@@ -62,6 +62,9 @@ Test(schedule_grid, every_generator_validates)
                         cr_assert_eq(schedule_count(s, ACT_F), T * s->nstages);
                         cr_assert_eq(schedule_count(s, ACT_B) + schedule_count(s, ACT_I),
                                      T * s->nstages);
+                        /* what the lowering tells the cost model of the I's */
+                        cr_assert_eq(s->backward_split, schedule_count(s, ACT_I)
+                                     ? SCHED_SPLIT_YES : SCHED_SPLIT_NO, "kind %d", k);
                         for (int st = 0; st < s->nstages; st++)
                             if (s->replicas[st] > 1) cr_assert(schedule_count(s, ACT_ALLREDUCE));
                         built++;
@@ -999,4 +1002,65 @@ Test(schedule_bound, sparse_clocks_like_dense)
                     schedule_free(s);
                 }
     cr_expect_gt(pairs, 1000, "%lld pairs with messages", pairs);
+}
+
+/* schedule_slots numbers microbatches by their own number while they lie in [0, T), and
+ * begins again with a hash table when it meets one outside, at the first action or midway:
+ * renumbering the microbatches one to one (some or all moved past T) keeps every count. */
+Test(schedule_slots, renumbered_microbatches_same_slots)
+{
+    for (int k = 0; k < SCHED_NKINDS; k++) {
+        const sched_traits *tr = sched_traits_of((sched_kind)k);
+        schedule *s = gen((sched_kind)k, 4, tr->chunks_min > 1 ? tr->chunks_min : 1, 8, 2, NULL);
+        int T = s->microbatches * s->iterations, W = s->nworkers, S = s->nstages;
+        int *want = calloc((size_t)W * S, sizeof *want);
+        cr_assert(want);
+        long busy = 0;
+        for (int w = 0; w < W; w++)
+            for (int st = 0; st < S; st++) {
+                want[w * S + st] = schedule_slots(s, w, st);
+                busy += want[w * S + st] > 1;
+            }
+        cr_assert_gt(busy, 0, "kind %d: some worker holds several microbatches", k);
+        for (int pass = 0; pass < 2; pass++) {
+            for (int w = 0; w < W; w++)
+                for (int i = 0; i < s->len[w]; i++) {
+                    action *a = &s->acts[w][i];
+                    if (a->microbatch < 0) continue;
+                    /* pass 0: the later half moved past T (met midway); pass 1: all moved */
+                    if (pass == 1 || a->microbatch >= T / 2) a->microbatch += 3 * T;
+                }
+            for (int w = 0; w < W; w++)
+                for (int st = 0; st < S; st++)
+                    cr_assert_eq(schedule_slots(s, w, st), want[w * S + st],
+                                 "kind %d pass %d worker %d stage %d", k, pass, w, st);
+        }
+        free(want);
+        schedule_free(s);
+    }
+}
+
+/* schedule_inflight checks each action's fields in its counting pass: the first bad one
+ * in worker order is reported as schedule_validate reports it, whatever the kind of
+ * field and however far into the list. */
+Test(schedule_inflight, bad_field_reported_as_by_validate)
+{
+    for (int c = 0; c < 3; c++) {
+        schedule *s = gen(SCHED_1F1B_FLUSH, 4, 1, 6, 2, NULL);
+        int *act = calloc((size_t)s->nstages, sizeof *act);
+        int *ver = calloc((size_t)s->nstages, sizeof *ver);
+        int last = s->len[1] - 1; /* past the STEPs: an action with a microbatch */
+        while (s->acts[1][last].microbatch < 0) last--;
+        s->acts[2][1].stage = 99; /* a later worker, an earlier action */
+        if (c == 0) s->acts[1][last].microbatch = 100000;
+        if (c == 1) s->acts[1][last].kind = 77;
+        plumb_err ev = {{0}}, ei = {{0}};
+        cr_assert_neq(schedule_validate(s, &ev), 0);
+        cr_assert_neq(schedule_inflight(s, act, ver, &ei), 0);
+        cr_assert_str_eq(ei.msg, ev.msg);
+        cr_assert(strstr(ei.msg, c < 2 ? "worker 1 action" : "worker 2 action 1 "), "%s",
+                  ei.msg);
+        free(act), free(ver);
+        schedule_free(s);
+    }
 }
