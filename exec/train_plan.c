@@ -3,7 +3,6 @@
 #include "exec/train_plan.h"
 
 #include "core/device.h"
-#include "core/schedule_traits.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -197,10 +196,6 @@ static int plan_supported(const plan *pl, plumb_err *err)
                        "plumb plan --model takes --checkpoint-layers 0, --precision fp32 and "
                        "--zero 0", pl->checkpoint_layers, recompute_kind_name(pl->recompute),
                        dev_precision_name(pl->precision), pl->zero), 2;
-    if (pl->sequence_parallel && sched_traits_of(pl->schedule)->split_backward)
-        return err_set(err, NULL, "sequence_parallel", "expected false with schedule %s, whose "
-                       "backward is split into I and W (the executor does not run both yet)",
-                       sched_kind_name(pl->schedule)), 2;
     return 0;
 }
 

@@ -77,6 +77,7 @@ close() { # $1 $2 final lines: the same three figures, each within 2e-4
 [ -n "$(final "$d/seq-final.log")" ] || die "no final line: $(cat "$d/seq-final.log")"
 for lay in "--tp 4 --pp 2 --dp 1" "--tp 1 --pp 4 --dp 2" "--tp 2 --pp 2 --dp 2 --interleave 2" \
     "--tp 2 --pp 2 --dp 2 --sequence-parallel" "--tp 2 --pp 2 --dp 2 --schedule zb-h1" \
+    "--tp 2 --pp 2 --dp 2 --sequence-parallel --schedule zb-h1" \
     "--tp 2 --pp 2 --dp 2 --recompute full --checkpoint-layers 0"; do
     # shellcheck disable=SC2086
     "$PLUMB" plan --model "$llm" -c "$clus" --gpus 8 $lay --global-batch 8 --microbatch-size 2 \
