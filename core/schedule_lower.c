@@ -172,7 +172,7 @@ static int place_steps_held(const schedule *s, actvec *v, const int *hs, int nh)
         }
         free(pos);
     }
-    qsort(at, (size_t)nat, sizeof *at, step_at_cmp);
+    if (nat > 1) qsort(at, (size_t)nat, sizeof *at, step_at_cmp); /* at is NULL when nat is 0 */
     ins = malloc(((size_t)nat + 1) * sizeof *ins);
     after = malloc(((size_t)nat + 1) * sizeof *after);
     if (!ins || !after) goto done;
