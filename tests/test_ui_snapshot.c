@@ -247,6 +247,49 @@ Test(ui_snapshot, figures_equal_plumb_sim_json_for_the_saved_plan)
     ui_app_free(&a);
 }
 
+/* A stage's row shows its fullest replica's memory: three replicas of VGG-16's
+ * classifier, whose third keeps two parts of the all-reduce's scratch where the first
+ * keeps one (sim_allreduce_scratch), 1.70 against 1.55 GiB. */
+Test(ui_snapshot, stage_row_shows_the_fullest_replica)
+{
+    char path[512], cwd[256];
+    cr_assert_not_null(getcwd(cwd, sizeof cwd));
+    snprintf(path, sizeof path, "%s/rep3.json", tmpdir);
+    FILE *f = fopen(path, "w");
+    cr_assert_not_null(f);
+    fprintf(f, "{\"format\": \"plumb-plan/1\", \"profile\": \"%s/" PROFILE "\", "
+               "\"cluster\": \"%s/" CLUSTER "\", \"schedule\": \"1f1b-flush\", "
+               "\"microbatch_size\": 16, \"microbatches\": 12, \"recompute\": false, "
+               "\"optimizer\": \"momentum\", \"stages\": ["
+               "{\"first_layer\": 0, \"last_layer\": 31, \"replicas\": 1, \"devices\": [0]}, "
+               "{\"first_layer\": 32, \"last_layer\": 40, \"replicas\": 3, "
+               "\"devices\": [1, 2, 3]}]}\n", cwd, cwd);
+    fclose(f);
+    cJSON *rep = sim_json(path, NULL, NULL);
+    double first = -1, most = 0;
+    cJSON *d;
+    cJSON_ArrayForEach(d, cJSON_GetObjectItem(rep, "devices")) {
+        int dev = (int)jnum(d, "device");
+        double peak = jnum(d, "peak_memory_bytes");
+        if (dev == 1) first = peak;
+        if (dev >= 1 && peak > most) most = peak;
+    }
+    cJSON_Delete(rep);
+    char want[32], was[32];
+    snprintf(want, sizeof want, "%.2f/15.00", most / (1024.0 * 1024 * 1024));
+    snprintf(was, sizeof was, "%.2f/15.00", first / (1024.0 * 1024 * 1024));
+    cr_assert_str_neq(want, was, "the replicas' peaks should differ visibly (%s)", want);
+    ui_app a;
+    ui_app_open(&a, NULL, NULL, path, tmpdir, UI_PLANNER_NATIVE);
+    char *s = snap(&a, 100, 30, "");
+    const char *row = strstr(s, "|  1 32-40");
+    cr_assert_not_null(row, "%s", s);
+    cr_assert(strstr(row, want) && strstr(row, want) < strchr(row, '\n'),
+              "stage 1's row shows %.60s, expected the fullest replica's %s", row, want);
+    free(s);
+    ui_app_free(&a);
+}
+
 Test(ui_snapshot, straggler_and_memory_limit_match_plumb_sim_options)
 {
     ui_app a;

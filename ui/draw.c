@@ -429,6 +429,12 @@ static void draw_stages(ui_fb *fb, ui_rect r, const char *title, const ui_result
         const plan_stage *ps = &pl->stages[s];
         const sim_stage_report *sr = s < rep->nstages ? &rep->stages[s] : NULL;
         const sim_device_report *d = device_of(rep, ps->devices[0]);
+        /* memory: the stage's fullest replica (replicas hold different slot counts) */
+        const sim_device_report *dm = d;
+        for (int j = 1; j < ps->replicas; j++) {
+            const sim_device_report *o = device_of(rep, ps->devices[j]);
+            if (o && (!dm || o->mem.total > dm->mem.total)) dm = o;
+        }
         char layers[32], devs[64], fb_ms[32], comm[32], mem[48], a1[16], a2[16], line[256];
         snprintf(layers, sizeof layers, "%d-%d", ps->first_layer, ps->last_layer);
         ui_fmt_devices(ps->devices, ps->replicas, devs, (size_t)devw + 1);
@@ -437,9 +443,9 @@ static void draw_stages(ui_fb *fb, ui_rect r, const char *title, const ui_result
                         : 0;
         snprintf(fb_ms, sizeof fb_ms, "%.2f", fbs * 1e3);
         snprintf(comm, sizeof comm, "%.2f", d ? d->comm_s * 1e3 : 0);
-        if (d)
-            snprintf(mem, sizeof mem, "%s/%s%s", ui_fmt_gib(d->mem.total, a1, sizeof a1),
-                     ui_fmt_gib(d->mem.capacity, a2, sizeof a2), d->mem.fits ? "" : "!");
+        if (dm)
+            snprintf(mem, sizeof mem, "%s/%s%s", ui_fmt_gib(dm->mem.total, a1, sizeof a1),
+                     ui_fmt_gib(dm->mem.capacity, a2, sizeof a2), dm->mem.fits ? "" : "!");
         else
             snprintf(mem, sizeof mem, "-");
         snprintf(line, sizeof line, "%3d %-9s %3d %-*s %9s %9s %13s ", s, layers, ps->replicas,
