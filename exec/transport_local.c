@@ -357,6 +357,24 @@ static size_t part_at(size_t count, int n, int i)
                                                                           : count % (size_t)n);
 }
 
+/* Lends to every member i of group but self (index me) part i of src, `total` floats cut
+ * by part_at (all = 1), or the whole of src, `total` floats (all = 0), keeping each
+ * message's hand in out[i] (none on the host path, where the bytes are copied at once).
+ * Returns 0 or -1. */
+static int lend_parts(transport *t, const backend *bk, bk_ctx *ctx, const int *group, int n,
+                      int me, long tag, const float *src, size_t total, int all, hand **out,
+                      plumb_err *err)
+{
+    for (int i = 0; i < n; i++) {
+        const size_t o = all ? part_at(total, n, i) : 0;
+        const size_t len = all ? part_at(total, n, i + 1) - o : total;
+        if (i != me && post(t, bk, ctx, group[me], group[i], tag, src + o, len * sizeof(float),
+                            1, &out[i], err))
+            return -1;
+    }
+    return 0;
+}
+
 /* Waits for the hands in out[0..n) (skipping me and empty slots) and clears them. */
 static int settle_hands(local *l, const backend *bk, bk_ctx *ctx, const int *group, int n,
                         int me, hand **out, plumb_err *err)
@@ -400,13 +418,7 @@ static int local_allreduce(transport *t, const backend *bk, bk_ctx *ctx, int sel
     }
     float *acc = recv + cap; // (cap)
     float *own = buf + off;  // (len)
-    int rc = 0;
-    for (int i = 0; i < n && !rc; i++) {
-        size_t o = part_at(count, n, i);
-        if (i != me)
-            rc = post(t, bk, ctx, self, group[i], up, buf + o, (part_at(count, n, i + 1) - o) *
-                      sizeof(float), 1, &out[i], err);
-    }
+    int rc = lend_parts(t, bk, ctx, group, n, me, up, buf, count, 1, out, err);
     /* the sum of part me in group order, into own (me < 2) or acc */
     float *sum = me < 2 ? own : acc;
     for (int i = 0; i < n && !rc; i++) {
@@ -423,9 +435,7 @@ static int local_allreduce(transport *t, const backend *bk, bk_ctx *ctx, int sel
     }
     if (settle_hands(l, bk, ctx, group, n, me, out, err)) rc = -1;
     if (!rc && sum != own) bk->copy(ctx, own, acc, len * sizeof(float));
-    for (int i = 0; i < n && !rc; i++)
-        if (i != me) rc = post(t, bk, ctx, self, group[i], down, own, len * sizeof(float), 1,
-                               &out[i], err);
+    if (!rc) rc = lend_parts(t, bk, ctx, group, n, me, down, own, len, 0, out, err);
     for (int i = 0; i < n && !rc; i++) {
         size_t o = part_at(count, n, i);
         if (i != me && local_recv(t, bk, ctx, self, group[i], down, buf + o,
@@ -438,28 +448,12 @@ static int local_allreduce(transport *t, const backend *bk, bk_ctx *ctx, int sel
 }
 
 
-/* Lends part i of src (count floats each; part `me` with all = 0, else part i) to every
- * member i of group but self (index me), keeping each message's hand in out[i] (none on
- * the host path, where the bytes are copied at once). Returns 0 or -1. */
-static int lend_parts(transport *t, const backend *bk, bk_ctx *ctx, const int *group, int n,
-                      int me, long tag, const float *src, size_t count, int all, hand **out,
-                      plumb_err *err)
-{
-    for (int i = 0; i < n; i++)
-        if (i != me && post(t, bk, ctx, group[me], group[i], tag,
-                            src + (all ? (size_t)i * count : 0), count * sizeof(float), 1,
-                            &out[i], err))
-            return -1;
-    return 0;
-}
-
 /* Waits until every member has queued its copy out of the parts lent to it (out[i]); the
  * caller may then change what it lent. Frees out. Returns rc, or -1 when a wait failed. */
 static int lent_settle(local *l, const backend *bk, bk_ctx *ctx, const int *group, int n,
                        int me, hand **out, int rc, plumb_err *err)
 {
-    for (int i = 0; i < n && !rc; i++)
-        if (i != me && out[i]) rc = hand_wait(l, bk, ctx, group[me], group[i], out[i], err);
+    if (!rc && settle_hands(l, bk, ctx, group, n, me, out, err)) rc = -1;
     free(out);
     return rc;
 }
@@ -484,7 +478,9 @@ static int local_reduce_scatter(transport *t, const backend *bk, bk_ctx *ctx, in
     hand **out = calloc((size_t)n, sizeof *out);
     if (!out) return err_set(err, NULL, NULL, "out of memory");
     float *part = part_get(l, bk, ctx, self, bytes, err);
-    int rc = part ? lend_parts(t, bk, ctx, group, n, me, tg, src, count, 1, out, err) : -1;
+    int rc = part ? lend_parts(t, bk, ctx, group, n, me, tg, src, (size_t)n * count, 1, out,
+                               err)
+                  : -1;
     if (!rc && me == 0) bk->copy(ctx, dst, own, bytes);
     else if (!rc) rc = local_recv(t, bk, ctx, self, group[0], tg, dst, bytes, err);
     for (int i = 1; i < n && !rc; i++) {
