@@ -6,11 +6,14 @@
  *
  *   one stage per rank (1f1b-flush): m max_s c_s + the other stages' c_s  (fill and drain)
  *   chunked (interleaved): m max_r R_r + (p - 1) max_s c_s
- *   zero-bubble (zb-h1, zb-v, dualpipev): m max_r R_r + (p - 1) max_s (F_s + I_s - W_s)
+ *   zb-h1: m max_r R_r + (p - 1) max_s (F_s + I_s - W_s)
+ *   V kinds (zb-v, dualpipev): m max_r R_r + the fill and drain of the pricing schedule,
+ *     replayed (est_replay): its makespan less its microbatches x max_r R_r
  *
  * with c_s = F_s + B_s the time of one microbatch on virtual stage s, R_r the sum over
  * rank r's chunks and m the microbatches per replica; plus the pipeline sends on the
- * fill and drain path, the data-parallel all-reduce left exposed after each rank's last
+ * fill and drain path (the V kinds: the replay with the sends on the edges between ranks,
+ * less the replay without), the data-parallel all-reduce left exposed after each rank's last
  * backward (the simulator's bucketed ring: buckets ready evenly through that backward; the
  * rings of a rank's chunks as one, since they share its ports) less the slack the rank has
  * before the next iteration reaches it, and the optimizer step (memory-bound, as the
@@ -86,6 +89,62 @@ static double send_s(const sim_model *mo, const sim_net *net, const plan *pl, in
 typedef struct est_stage {
     double F, B, I, W, tp, step, send;
 } est_stage;
+
+/* The V kinds' pipeline (zb-v, dualpipev) replayed: the compute actions of schedule s
+ * (one replica per stage) in each worker's order at the priced times of st, a forward
+ * waiting for the previous stage's forward of its microbatch and an I or B for the next
+ * stage's, each plus that stage's send when the two stages sit on different workers
+ * (sends: 0 or 1); W after its I. done: scratch of 2 x stages x microbatches, t: of the
+ * workers. Returns the makespan, or -1 when the lists stall (a malformed schedule). */
+static double est_replay(const schedule *s, const est_stage *st, int sends, double *done,
+                         double *t, int *pos)
+{
+    int S = s->nstages, n = s->microbatches, left = 0;
+    double *fdone = done, *bdone = done + (size_t)S * n, end = 0;
+    for (size_t i = 0; i < 2 * (size_t)S * n; i++) done[i] = -1;
+    for (int w = 0; w < s->nworkers; w++) t[w] = 0, pos[w] = 0, left += s->len[w];
+    while (left > 0) {
+        int moved = 0;
+        for (int w = 0; w < s->nworkers; w++)
+            for (; pos[w] < s->len[w]; pos[w]++, left--, moved++) {
+                const action *a = &s->acts[w][pos[w]];
+                int k = a->stage, mb = a->microbatch;
+                if (a->kind != ACT_F && a->kind != ACT_B && a->kind != ACT_I &&
+                    a->kind != ACT_W)
+                    continue;
+                if (mb < 0 || mb >= n || k < 0 || k >= S) return -1;
+                double ready = 0, cost;
+                if (a->kind == ACT_F) {
+                    if (k > 0) {
+                        double d = fdone[(size_t)(k - 1) * n + mb];
+                        if (d < 0) break;
+                        int ow = s->stage_workers[s->stage_first[k - 1]];
+                        ready = d + (sends && ow != w ? st[k - 1].send : 0);
+                    }
+                    cost = st[k].F;
+                } else if (a->kind == ACT_W) {
+                    if ((ready = bdone[(size_t)k * n + mb]) < 0) break;
+                    cost = st[k].W;
+                } else {
+                    if ((ready = fdone[(size_t)k * n + mb]) < 0) break;
+                    if (k + 1 < S) {
+                        double d = bdone[(size_t)(k + 1) * n + mb];
+                        if (d < 0) break;
+                        int ow = s->stage_workers[s->stage_first[k + 1]];
+                        d += sends && ow != w ? st[k].send : 0;
+                        if (d > ready) ready = d;
+                    }
+                    cost = a->kind == ACT_I ? st[k].I : st[k].B;
+                }
+                t[w] = (ready > t[w] ? ready : t[w]) + cost;
+                if (a->kind == ACT_F) fdone[(size_t)k * n + mb] = t[w];
+                else if (a->kind != ACT_W) bdone[(size_t)k * n + mb] = t[w];
+                if (t[w] > end) end = t[w];
+            }
+        if (!moved) return -1;
+    }
+    return end;
+}
 
 /* The closed-form makespan and its parts from the priced stages st[0..S) of p ranks x v
  * chunks each, m microbatches per replica, split: the kind runs I and W apart. */
@@ -164,7 +223,8 @@ static double est_tail(const est_stage *st, const double *expo, int S, int p,
  * s on net: the stage state set for pl's replicas, the closed form and the memory. st and
  * expo: scratch of the plan's stages. */
 static void est_figures(const plan *pl, const schedule *s, sim_model *mo, const sim_net *net,
-                        int m, est_stage *st, double *expo, search3d_est *out)
+                        int m, est_stage *st, double *expo, double *done, int *pos,
+                        search3d_est *out)
 {
     const sched_traits *tr = sched_traits_of(pl->schedule);
     int S = pl->nstages, v = pl->chunks > 1 ? pl->chunks : 1, p = S / v;
@@ -189,6 +249,16 @@ static void est_figures(const plan *pl, const schedule *s, sim_model *mo, const 
                                                  split ? st[k].W : st[k].B) : 0;
     }
     est_pipeline(st, S, p, m, split, tr, out);
+    if (tr->place == SCHED_PLACE_V) { /* the V's fill and drain, replayed */
+        double *t = done + 2 * (size_t)S * s->microbatches;
+        double bare = est_replay(s, st, 0, done, t, pos);
+        double sent = est_replay(s, st, 1, done, t, pos);
+        if (bare > 0 && sent >= bare) {
+            double Rmax = (out->compute_s + out->tp_s) / m;
+            out->bubble_s = fmax(bare - s->microbatches * Rmax, 0);
+            out->p2p_s = sent - bare;
+        }
+    }
     double tail = est_tail(st, expo, S, p, tr, &out->dp_s, &out->step_s);
     out->iteration_s = out->compute_s + out->tp_s + out->bubble_s + out->p2p_s + tail;
     /* memory: each rank's first group, as the simulator's report */
@@ -229,6 +299,8 @@ int search3d_estimate_zeros(const plan *pl, int nz, const int *zeros, search3d_e
     est_stage *st = calloc((size_t)S, sizeof *st);
     double *expo = calloc((size_t)S, sizeof *expo);
     plan_stage *one = calloc((size_t)S, sizeof *one);
+    double *done = NULL;
+    int *pos = NULL;
     schedule *s = NULL;
     int rc = -1, built = -1; /* sim_cost_plan_is_3d of the model built */
     if (!st || !expo || !one) {
@@ -241,6 +313,12 @@ int search3d_estimate_zeros(const plan *pl, int nz, const int *zeros, search3d_e
     }
     view.stages = one;
     if (!(s = schedule_from_plan(&view, 1, err))) goto done;
+    done = malloc((2 * (size_t)S * s->microbatches + s->nworkers) * sizeof *done);
+    pos = malloc((size_t)s->nworkers * sizeof *pos);
+    if (!done || !pos) {
+        err_set(err, NULL, NULL, "out of memory");
+        goto done;
+    }
     sim_net net;
     sim_net_from_cluster(&net, pl->clus, NULL);
     for (int i = 0; i < nz; i++) {
@@ -253,7 +331,7 @@ int search3d_estimate_zeros(const plan *pl, int nz, const int *zeros, search3d_e
             if (sim_cost_build(&mo, &view, s, &net, -1, 1, err)) goto done;
             built = sim_cost_plan_is_3d(&zp);
         }
-        est_figures(&zp, s, &mo, &net, m, st, expo, &out[i]);
+        est_figures(&zp, s, &mo, &net, m, st, expo, done, pos, &out[i]);
     }
     rc = 0;
 done:
@@ -262,6 +340,8 @@ done:
     free(st);
     free(expo);
     free(one);
+    free(done);
+    free(pos);
     return rc;
 }
 
