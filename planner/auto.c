@@ -59,16 +59,15 @@ static int same_partition(const native_candidate *a, const native_candidate *b)
     return 1;
 }
 
-/* Ranks the default plan's winner (planner_native for 1f1b-flush under the same options)
- * among auto's candidates, replacing auto's own copy of that partition: auto's search is
- * coarser per schedule (quick programs for recomputation and smaller microbatches, one
- * simulated estimate per schedule), and without this it could rank a slower plan first
- * than the one `plumb plan` gives by default. The default's search runs on auto's own
- * models ms (nm_search, as planner_native runs it) and its result is ranked by the
- * planner's one rule (nm_rank_results). Returns 0 (also when the default finds no plan:
- * auto's own ranking stands), -1 with err when out of memory. */
-static int add_default(const nm_models *ms, const profile *p, const native_options *o,
-                       native_result *res, plumb_err *err)
+/* The default plan's search (planner_native for 1f1b-flush under the same options) on
+ * auto's own models ms, into dr (native_result_free): auto's search is coarser per
+ * schedule (quick programs for recomputation and smaller microbatches, one simulated
+ * estimate per schedule), and without the default's winner it could rank a slower plan
+ * first than the one `plumb plan` gives by default. It runs before auto's own search, so
+ * that auto's 1f1b-flush programs, the default's in their quick form, are the ones the
+ * models keep (nm_model.kept) and not solved twice. Returns nm_search's 0 or -1. */
+static int default_search(const nm_models *ms, const profile *p, const native_options *o,
+                          const native_result *res, native_result *dr, plumb_err *err)
 {
     native_options od = *o;
     od.schedule = SCHED_1F1B_FLUSH;
@@ -78,19 +77,25 @@ static int add_default(const nm_models *ms, const profile *p, const native_optio
                     o->recompute == 1,
                     o->chunks > 1 ? o->chunks : sched_kind_chunks(SCHED_1F1B_FLUSH),
                     o->optimizer, 0, o->nstages};
-    native_result dr;
-    memset(&dr, 0, sizeof dr);
-    dr.single_samples_per_s = res->single_samples_per_s; /* nm_begin's, as for auto */
-    dr.capacity_bytes = res->capacity_bytes;
-    plumb_err e;
-    int failed = nm_search(ms, &od, &s, &dr, &e);
-    res->dp_runs += dr.dp_runs;
-    res->nsimulated += dr.nsimulated;
+    memset(dr, 0, sizeof *dr);
+    dr->single_samples_per_s = res->single_samples_per_s; /* nm_begin's, as for auto */
+    dr->capacity_bytes = res->capacity_bytes;
+    return nm_search(ms, &od, &s, dr, err);
+}
+
+/* Ranks the default search's winner (dr, failed: its nm_search failed) among auto's
+ * candidates, replacing auto's own copy of that partition, by the planner's one rule
+ * (nm_rank_results); frees dr. Returns 0 (also when the default found no plan: auto's own
+ * ranking stands), -1 with err when out of memory. */
+static int add_default(native_result *dr, int failed, native_result *res, plumb_err *err)
+{
+    res->dp_runs += dr->dp_runs;
+    res->nsimulated += dr->nsimulated;
     native_candidate *d = NULL;
-    for (int i = 0; !failed && i < dr.ncand && !d; i++)
-        if (dr.cand[i].fits && dr.cand[i].pl) d = &dr.cand[i];
+    for (int i = 0; !failed && i < dr->ncand && !d; i++)
+        if (dr->cand[i].fits && dr->cand[i].pl) d = &dr->cand[i];
     if (!d) {
-        native_result_free(&dr);
+        native_result_free(dr);
         return 0;
     }
     int at = -1;
@@ -99,7 +104,7 @@ static int add_default(const nm_models *ms, const profile *p, const native_optio
     if (at < 0) {
         native_candidate *v = realloc(res->cand, ((size_t)res->ncand + 1) * sizeof *v);
         if (!v) {
-            native_result_free(&dr);
+            native_result_free(dr);
             return err_set(err, NULL, NULL, "out of memory");
         }
         res->cand = v;
@@ -109,7 +114,7 @@ static int add_default(const nm_models *ms, const profile *p, const native_optio
     }
     res->cand[at] = *d;
     d->pl = NULL; /* now res's */
-    native_result_free(&dr);
+    native_result_free(dr);
     res->nothing_fits = 0;
     nm_rank_results(res);
     nm_reasons(res);
@@ -128,6 +133,9 @@ int planner_auto(const profile *p, const cluster *c, const native_options *o,
     nm_models ms;
     if (nm_begin(p, c, o, res, &ms, err)) return -1;
     nm_cands cs = {0};
+    native_result dr;
+    plumb_err de;
+    int dfail = default_search(&ms, p, o, res, &dr, &de);
     int mb0 = o->microbatch_size > 0 ? o->microbatch_size : p->minibatch;
     /* baselines: data parallelism only (have bit 1 set: a 32-stage straight pipeline
      * takes ~10 ms to simulate, and auto's own 1f1b-flush candidates include pipelines) */
@@ -183,10 +191,11 @@ int planner_auto(const profile *p, const cluster *c, const native_options *o,
     if (nm_finish(&ms, &cs, o, nsim, res, err)) {
         nm_cands_free(&cs);
         nm_models_free(&ms);
+        native_result_free(&dr);
         return -1;
     }
     nm_cands_free(&cs);
-    int rc = add_default(&ms, p, o, res, err);
+    int rc = add_default(&dr, dfail, res, err);
     nm_models_free(&ms);
     if (rc) return -1;
     res->plan_ms = nm_now_ms() - t0;
@@ -194,6 +203,7 @@ int planner_auto(const profile *p, const cluster *c, const native_options *o,
 oom:
     nm_cands_free(&cs);
     nm_models_free(&ms);
+    native_result_free(&dr);
     return err_set(err, NULL, NULL, "out of memory");
 }
 

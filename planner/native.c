@@ -200,6 +200,7 @@ int nm_baselines(const nm_models *ms, const nm_setting *s, int fixedM, nm_cands 
     /* straight pipelines: the program with one unit per stage */
     if (m->g == 1 && !(*have & 2)) {
         nm_model one = *m;
+        one.kept = NULL; /* other replica counts than m's programs */
         one.nr = 1;
         one.rlist[0] = 1;
         nm_setting g = *s;

@@ -62,7 +62,14 @@ typedef struct nm_model {
                                    (kind, ranks, stages, microbatches, partition); filled
                                    as pricing asks (the model is otherwise read-only),
                                    freed with it */
+    struct nm_dp_memo *kept; /* the dynamic programs solved (nm_partitions), the latest
+                                NM_DP_KEPT settings: the same setting (or its quick form,
+                                whose one threshold is the first of the full form's) gets
+                                the same partitions without solving again; filled as the
+                                programs run, freed with the model; NULL: always solved */
 } nm_model;
+
+#define NM_DP_KEPT 16
 
 #define NM_MEMO 32
 

@@ -30,6 +30,7 @@
 #include "sim/memory.h" /* sim_memory_optimizer_mul */
 
 #include <math.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -203,11 +204,14 @@ static const nm_sched_memo *memo_get(const nm_model *m, const nm_setting *s, con
     return e;
 }
 
+static struct nm_dp_memo *kept_new(void); /* the programs solved (nm_partitions) */
+
 void nm_model_free(nm_model *m)
 {
     if (!m) return;
     for (int i = 0; m->memo && i < NM_MEMO; i++) memo_clear(&m->memo[i]);
     free(m->memo);
+    free(m->kept);
     free(m->order);
     free(m->bfirst);
     free(m->cF);
@@ -326,6 +330,7 @@ int nm_model_build(nm_model *m, const profile *p, const cluster *c, int ndev,
     double *cross = sim_cross_bytes(p);
     m->order = malloc((size_t)ndev * sizeof *m->order);
     m->memo = calloc(NM_MEMO, sizeof *m->memo); /* NULL: chunked memory from warmup counts */
+    m->kept = kept_new(); /* NULL: every program solved again */
     m->bfirst = malloc(((size_t)n + 2) * sizeof *m->bfirst);
     m->rg = calloc((size_t)U * (U + 1), sizeof *m->rg);
     if (!cross || !m->order || !m->bfirst || !m->rg) goto oom;
@@ -934,9 +939,15 @@ static void dp_layer(const nm_model *m, const nm_setting *s, nm_dp *d, int mode,
      * stage is 0, so they do not depend on the replicas (sim_memory_state) */
     const sim_mem_setting ms1 = mem_setting(m, s, 1);
     sim_stage_mem bt[NM_MAX_BLOCKS + 1];
+    /* the all-reduce's receive scratch of those stages on each replica count: the same for
+     * every first unit, so out of the loop over units */
+    double scr[NM_MAX_UNITS][NM_MAX_BLOCKS + 1];
     for (int b = nb - 1; b >= 0; b--) {
         double in = b > 0 ? m->cut[b] * bscale : 0;
         for (int j = b + 1; j <= nb; j++) sim_memory_stage(&m->lay[b * (nb + 1) + j], &ms1, &bt[j]);
+        for (int ri = 0; ri < m->nr; ri++)
+            for (int j = b + 1; j <= nb; j++)
+                scr[ri][j] = sim_allreduce_scratch_max(bt[j].gradients, m->rlist[ri] * m->g);
         for (int u = U - 1; u >= 0; u--) {
             double bests[NM_DP_TAUS];
             int bjs[NM_DP_TAUS], brs[NM_DP_TAUS], W = m->ndev - u * m->g;
@@ -998,22 +1009,14 @@ static void dp_layer(const nm_model *m, const nm_setting *s, nm_dp *d, int mode,
                                    (m->cG[j] - m->cG[b] + (rc ? 0 : cn.slots * (m->cS[j] - m->cS[b]))) *
                                        bscale;
                     if (lower > R->cap) break; /* memory grows with j */
-                    /* the memory itself, as the simulator counts it (not monotone in j:
-                     * with recompute a slot keeps the stage's output) */
-                    const sim_stage_mem tm = bt[j];
-                    sim_memory_acc acc;
-                    memset(&acc, 0, sizeof acc);
-                    sim_memory_add(&acc, &tm, cn.ver, cn.slots,
-                                   sim_allreduce_scratch_max(tm.gradients, n), 0);
-                    sim_memory mm;
-                    sim_memory_close(&acc, cn.staged * in, R->cap, &mm);
-                    if (!mm.fits) continue;
-                    const double P = tm.params;
+                    const double P = bt[j].params;
                     double F = (m->cF[j] - m->cF[b]) * sc, B = (m->cB[j] - m->cB[b]) * sc;
                     if (rc) B += F;
                     if (b == 0 || j == nb) F += gather / R->speed;
                     double c = F + B, per = c / n;
-                    if (mode == 0 && per >= best) break; /* compute grows with j */
+                    /* compute grows with j: no later j can do better either (whether this
+                     * one fits memory or not) */
+                    if (mode == 0 && per >= best) break;
                     if (mode == 1 && per > tmax) break;
                     if (n > 1 && P > 0 && (tr->step_each_round || s->M > 0)) {
                         /* the exposed all-reduce: per microbatch round for pipedream; once
@@ -1032,13 +1035,28 @@ static void dp_layer(const nm_model *m, const nm_setting *s, nm_dp *d, int mode,
                         lat += 2 * (R->out_lat + out / R->out_rate);
                     }
                     if (comm > per) per = comm;
+                    /* a stage that would improve no best needs no memory check */
+                    double v0 = per > next ? per : next;
+                    int gain = 0;
                     if (mode == 0) {
-                        double v = per > next ? per : next;
-                        if (v < best) {
-                            best = bests[0] = v;
-                            bjs[0] = j;
-                            brs[0] = r;
-                        }
+                        gain = v0 < best;
+                    } else {
+                        for (int t = nt - 1; t >= 0 && !(per > tau[t]) && !gain; t--)
+                            gain = lat + d->val[t * d->ns + at] < bests[t];
+                    }
+                    if (!gain) continue;
+                    /* the memory itself, as the simulator counts it (not monotone in j:
+                     * with recompute a slot keeps the stage's output) */
+                    sim_memory_acc acc;
+                    memset(&acc, 0, sizeof acc);
+                    sim_memory_add(&acc, &bt[j], cn.ver, cn.slots, scr[ri][j], 0);
+                    sim_memory mm;
+                    sim_memory_close(&acc, cn.staged * in, R->cap, &mm);
+                    if (!mm.fits) continue;
+                    if (mode == 0) {
+                        best = bests[0] = v0;
+                        bjs[0] = j;
+                        brs[0] = r;
                         continue;
                     }
                     for (int t = nt - 1; t >= 0 && !(per > tau[t]); t--) {
@@ -1101,45 +1119,103 @@ static int same_part(const nm_part *a, const nm_part *b)
     return 1;
 }
 
+/* One setting's programs, solved: the min-max partition and each threshold's, priced
+ * (nm_model.kept; ranked out by kept_out). */
+typedef struct nm_dp_kept {
+    nm_setting s;             /* quick cleared */
+    int nf;                   /* thresholds solved: 1 (quick, asynchronous kinds) or all */
+    int solved;               /* 0: an empty slot */
+    int tau_ok;               /* the min-max program has a partition that fits */
+    int has0, hasf[NM_DP_TAUS];
+    nm_part p0, pf[NM_DP_TAUS];
+} nm_dp_kept;
+
+struct nm_dp_memo {
+    int next;                 /* the slot the next setting solved replaces */
+    nm_dp_kept e[NM_DP_KEPT];
+};
+
+static struct nm_dp_memo *kept_new(void) { return calloc(1, sizeof(struct nm_dp_memo)); }
+
+static int kept_is(const nm_dp_kept *e, const nm_setting *s)
+{
+    return e->solved && e->s.kind == s->kind && e->s.M == s->M && e->s.mbsize == s->mbsize &&
+           e->s.recompute == s->recompute && e->s.chunks == s->chunks && e->s.opt == s->opt &&
+           e->s.nstages == s->nstages;
+}
+
+/* Solves the programs of s with nf thresholds into e. 0, or -1 out of memory. */
+static int kept_solve(const nm_model *m, const nm_setting *s, int nf, nm_dp_kept *e)
+{
+    int K = s->nstages > 0 ? s->nstages : 0;
+    size_t ns = (size_t)(K + 1) * (m->nb + 1) * (m->U + 1);
+    nm_dp d = {m->nb, m->U, K, ns, malloc(NM_DP_TAUS * ns * sizeof(double)),
+               malloc(NM_DP_TAUS * ns * sizeof(int)), malloc(NM_DP_TAUS * ns * sizeof(int))};
+    int rc = -1;
+    memset(e, 0, offsetof(nm_dp_kept, p0));
+    e->s = *s;
+    e->s.quick = 0;
+    e->nf = nf;
+    if (!d.val || !d.cj || !d.cr) goto done;
+    const size_t top = dp_at(&d, K, 0, 0);
+    dp_solve(m, s, &d, 0, NULL, 1);
+    double tau = d.val[top];
+    e->solved = 1;
+    rc = 0;
+    if (!(e->tau_ok = isfinite(tau))) goto done;
+    if ((e->has0 = dp_extract(m, &d, 0, &e->p0) == 0)) nm_price(m, s, &e->p0);
+    /* the latency programs under each threshold, solved together (their order and
+     * results as if one after the other: the first of them is the quick setting's) */
+    static const double fac_sync[NM_DP_TAUS] = {1.000001, 1.15, 1.4, 2.0};
+    double taus[NM_DP_TAUS];
+    for (int f = 0; f < nf; f++) taus[f] = tau * fac_sync[f];
+    dp_solve(m, s, &d, 1, taus, nf);
+    for (int f = 0; f < nf; f++)
+        if ((e->hasf[f] = isfinite(d.val[f * ns + top]) && dp_extract(m, &d, f, &e->pf[f]) == 0))
+            nm_price(m, s, &e->pf[f]);
+done:
+    free(d.val);
+    free(d.cj);
+    free(d.cr);
+    return rc;
+}
+
+/* The partitions of e for nf thresholds, distinct, at most max into out; counts the
+ * programs into *dp_runs when fresh (as solving them one by one would). */
+static int kept_out(const nm_dp_kept *e, int nf, int fresh, nm_part *out, int max,
+                    int *dp_runs)
+{
+    int n = 0;
+    if (fresh) (*dp_runs)++;
+    if (!e->tau_ok) return 0;
+    if (e->has0) out[n++] = e->p0;
+    for (int f = 0; f < nf && n < max; f++) {
+        if (fresh) (*dp_runs)++;
+        if (!e->hasf[f]) continue;
+        int dup = 0;
+        for (int i = 0; i < n; i++) dup |= same_part(&out[i], &e->pf[f]);
+        if (!dup) out[n++] = e->pf[f];
+    }
+    return n;
+}
+
 int nm_partitions(const nm_model *m, const nm_setting *s, nm_part *out, int max, int *dp_runs)
 {
     if (sched_kind_chunked(s->kind)) return nm_partitions_interleaved(m, s, out, max);
     int K = s->nstages > 0 ? s->nstages : 0;
     if (K > m->nb || K > m->U || K > NM_MAX_STAGES) return 0; /* nm_begin says why */
-    size_t ns = (size_t)(K + 1) * (m->nb + 1) * (m->U + 1);
-    nm_dp d = {m->nb, m->U, K, ns, malloc(NM_DP_TAUS * ns * sizeof(double)),
-               malloc(NM_DP_TAUS * ns * sizeof(int)), malloc(NM_DP_TAUS * ns * sizeof(int))};
-    int n = 0;
-    if (!d.val || !d.cj || !d.cr || max < 1) goto done;
-    const size_t top = dp_at(&d, K, 0, 0);
-    dp_solve(m, s, &d, 0, NULL, 1);
-    (*dp_runs)++;
-    double tau = d.val[top];
-    if (!isfinite(tau)) goto done;
-    nm_part pt;
-    if (dp_extract(m, &d, 0, &pt) == 0) {
-        nm_price(m, s, &pt);
-        out[n++] = pt;
-    }
-    /* the latency programs under each threshold, solved together (their order and
-     * results as if one after the other) */
-    static const double fac_sync[NM_DP_TAUS] = {1.000001, 1.15, 1.4, 2.0};
+    if (max < 1) return 0;
     int nf = sched_traits_of(s->kind)->async || s->quick ? 1 : NM_DP_TAUS;
-    double taus[NM_DP_TAUS];
-    for (int f = 0; f < nf; f++) taus[f] = tau * fac_sync[f];
-    if (nf > 0) dp_solve(m, s, &d, 1, taus, nf);
-    for (int f = 0; f < nf && n < max; f++) {
-        (*dp_runs)++;
-        if (!isfinite(d.val[f * ns + top]) || dp_extract(m, &d, f, &pt)) continue;
-        nm_price(m, s, &pt);
-        int dup = 0;
-        for (int i = 0; i < n; i++) dup |= same_part(&out[i], &pt);
-        if (!dup) out[n++] = pt;
-    }
-done:
-    free(d.val);
-    free(d.cj);
-    free(d.cr);
+    /* a setting solved before with at least these thresholds: its partitions again */
+    struct nm_dp_memo *mo = m->kept;
+    for (int i = 0; mo && i < NM_DP_KEPT; i++)
+        if (kept_is(&mo->e[i], s) && mo->e[i].nf >= nf)
+            return kept_out(&mo->e[i], nf, 0, out, max, dp_runs);
+    nm_dp_kept *e = mo ? &mo->e[mo->next] : malloc(sizeof *e);
+    if (!e) return 0;
+    int n = kept_solve(m, s, nf, e) ? 0 : kept_out(e, nf, 1, out, max, dp_runs);
+    if (!mo) free(e);
+    else if (e->solved) mo->next = (mo->next + 1) % NM_DP_KEPT;
     return n;
 }
 

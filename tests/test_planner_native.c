@@ -947,3 +947,82 @@ Test(model, ring_of_every_range_like_the_simulator)
     cluster_free(cl[1]);
     profile_free(p);
 }
+
+/* 1 when a and b are the same partition with the same priced figures, bit for bit. */
+static int same_priced(const nm_part *a, const nm_part *b)
+{
+    if (a->nst != b->nst || a->ranks != b->ranks) return 0;
+    for (int i = 0; i < a->nst; i++)
+        if (memcmp(&a->st[i], &b->st[i], sizeof a->st[i])) return 0;
+    return a->period == b->period && a->fill == b->fill && a->iter_s == b->iter_s &&
+           a->thr == b->thr && a->peak_mem == b->peak_mem && a->fits == b->fits &&
+           a->M == b->M;
+}
+
+/* The programs a model keeps (nm_model.kept): a setting asked again, or in its quick form
+ * after its full form, gets the partitions that solving it alone gives (a copy of the model
+ * without the memo solves every one), and no program is solved for it; the full form
+ * after the quick one is solved. Shipped profiles on
+ * a heterogeneous and a homogeneous cluster, four kinds, recomputation off and on, three
+ * microbatch sizes. */
+Test(programs, kept_partitions_equal_solved_ones)
+{
+    static const char *profiles[] = {"profiles/pipedream/gnmt.json",
+                                     "profiles/pipedream/vgg16.json",
+                                     "profiles/pipedream/resnet50.json"};
+    static const char *clusters[] = {"profiles/clusters/hetero-2xh200-2xv100.json",
+                                     "profiles/clusters/cluster-a-4x4.json"};
+    static const sched_kind kinds[] = {SCHED_1F1B_FLUSH, SCHED_GPIPE, SCHED_ZB_H1,
+                                       SCHED_PIPEDREAM};
+    static nm_part kept[8], alone[8]; /* nm_gather asks for 8 */
+    int compared = 0, served = 0;
+    for (size_t pi = 0; pi < sizeof profiles / sizeof *profiles; pi++)
+        for (size_t ci = 0; ci < sizeof clusters / sizeof *clusters; ci++) {
+            plumb_err e;
+            profile *p = profile_load(profiles[pi], &e);
+            cr_assert_not_null(p, "%s", e.msg);
+            cluster *c = cluster_load(clusters[ci], &e);
+            cr_assert_not_null(c, "%s", e.msg);
+            nm_model m;
+            cr_assert_eq(nm_model_build(&m, p, c, c->ndevices, NULL, 0, &e), 0, "%s", e.msg);
+            cr_assert_not_null(m.kept);
+            nm_model bare = m;
+            bare.kept = NULL;
+            for (size_t k = 0; k < sizeof kinds / sizeof *kinds; k++)
+                for (int rc = 0; rc <= 1; rc++)
+                    for (int mb = p->minibatch; mb >= p->minibatch / 4 && mb >= 1; mb /= 2)
+                        for (int pass = 0; pass < 4; pass++) {
+                            /* quick (solved), full (solved: the quick one has fewer
+                             * thresholds), quick and full again (both served) */
+                            nm_setting s = {kinds[k], 4 * c->ndevices, mb, rc, 1,
+                                            OPT_MOMENTUM, pass % 2 == 0, 0};
+                            int r1 = 0, r2 = 0;
+                            int n1 = nm_partitions(&m, &s, kept, 8, &r1);
+                            int n2 = nm_partitions(&bare, &s, alone, 8, &r2);
+                            cr_assert_eq(n1, n2, "%s on %s, kind %d rc %d mb %d pass %d",
+                                         profiles[pi], clusters[ci], kinds[k], rc, mb, pass);
+                            for (int i = 0; i < n1; i++)
+                                cr_assert(same_priced(&kept[i], &alone[i]),
+                                          "%s on %s, kind %d rc %d mb %d pass %d: part %d",
+                                          profiles[pi], clusters[ci], kinds[k], rc, mb, pass,
+                                          i);
+                            cr_assert(r2 > 0);
+                            /* asynchronous kinds have one threshold either way */
+                            int same = pass >= 2 ||
+                                       (pass == 1 && sched_traits_of(kinds[k])->async);
+                            if (same) {
+                                cr_assert_eq(r1, 0, "pass %d solved again", pass);
+                                served++;
+                            } else {
+                                cr_assert_eq(r1, r2, "pass %d: programs", pass);
+                            }
+                            compared++;
+                        }
+            nm_model_free(&m);
+            cluster_free(c);
+            profile_free(p);
+        }
+    cr_assert_geq(served, 100);
+    printf("programs: %d settings compared, %d served from the kept programs\n", compared,
+           served);
+}
