@@ -76,12 +76,42 @@ enum { N = RECOMPUTE_NONE, F = RECOMPUTE_FULL, S = RECOMPUTE_SELECTIVE };
 enum { K1 = SCHED_1F1B_FLUSH, KI = SCHED_INTERLEAVED, KZ = SCHED_ZB_H1, KV = SCHED_ZB_V,
        KD = SCHED_DUALPIPEV };
 
+/* A case of the estimate's tests: the layout built (o, its plan pl and model t), estimated
+ * (e) and simulated (r); est_run_free frees them. */
+typedef struct est_case { const char *model; int gpus, gb; hand h; } est_case;
+typedef struct est_run {
+    layout3d_options o;
+    search3d_est e;
+    transformer *t;
+    plan *pl;
+    sim_report *r;
+} est_run;
+
+static void estimate_and_simulate(const est_case *k, cluster *c, size_t i, est_run *x)
+{
+    x->t = model(k->model);
+    plumb_err err = {{0}};
+    x->o = layout(k->gpus, k->gb, &k->h);
+    x->pl = layout3d_build(x->t, c, A100, &x->o, &err);
+    cr_assert_not_null(x->pl, "case %zu: %s", i, err.msg);
+    cr_assert_eq(search3d_estimate(x->pl, &x->e, &err), 0, "case %zu: %s", i, err.msg);
+    x->r = sim_run(x->pl, NULL, &err);
+    cr_assert_not_null(x->r, "%s", err.msg);
+}
+
+static void est_run_free(est_run *x)
+{
+    sim_report_free(x->r);
+    plan_free(x->pl);
+    transformer_free(x->t);
+}
+
 /* The estimate against the simulator: GPT-3 on 64 and 256 A100s and Llama-3-8B
  * (grouped-query attention, SwiGLU) on 32, every searched schedule, recomputation, ZeRO stage, sequence
  * parallelism, microbatch sizes, data parallelism with and without interleaving. */
 Test(search3d, estimate_agrees_with_the_simulator)
 {
-    static const struct { const char *model; int gpus, gb; hand h; } cases[] = {
+    static const est_case cases[] = {
         {GPT3, 64, 64, {8, 8, 1, 1, F, 0, 0, K1}},
         {GPT3, 64, 64, {8, 8, 1, 2, S, 1, 0, KI}},
         {GPT3, 64, 64, {8, 8, 1, 12, S, 1, 0, KI}},
@@ -101,29 +131,20 @@ Test(search3d, estimate_agrees_with_the_simulator)
     cluster *c = a100();
     double worst = 0;
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        transformer *t = model(cases[i].model);
-        plumb_err err = {{0}};
-        layout3d_options o = layout(cases[i].gpus, cases[i].gb, &cases[i].h);
-        plan *pl = layout3d_build(t, c, A100, &o, &err);
-        cr_assert_not_null(pl, "case %zu: %s", i, err.msg);
-        search3d_est e;
-        cr_assert_eq(search3d_estimate(pl, &e, &err), 0, "case %zu: %s", i, err.msg);
-        sim_report *r = sim_run(pl, NULL, &err);
-        cr_assert_not_null(r, "%s", err.msg);
-        double rel = e.iteration_s / r->iteration_s - 1;
+        est_run x;
+        estimate_and_simulate(&cases[i], c, i, &x);
+        double rel = x.e.iteration_s / x.r->iteration_s - 1;
         if (fabs(rel) > worst) worst = fabs(rel);
         cr_expect(fabs(rel) <= ESTIMATE_TOL, "case %zu (%s tp %d pp %d v %d): estimate %.4f s, "
-                  "simulated %.4f s (%+.1f %%)", i, sched_kind_name(pl->schedule), o.tp, o.pp,
-                  o.interleave, e.iteration_s, r->iteration_s, 100 * rel);
-        cr_expect(fabs(e.peak_bytes - r->peak_memory_bytes) <= 1e-9 * r->peak_memory_bytes,
-                  "case %zu: peak memory %.0f estimated, %.0f simulated", i, e.peak_bytes,
-                  r->peak_memory_bytes);
-        cr_expect_eq(e.fits, r->fits, "case %zu", i);
+                  "simulated %.4f s (%+.1f %%)", i, sched_kind_name(x.pl->schedule), x.o.tp, x.o.pp,
+                  x.o.interleave, x.e.iteration_s, x.r->iteration_s, 100 * rel);
+        cr_expect(fabs(x.e.peak_bytes - x.r->peak_memory_bytes) <= 1e-9 * x.r->peak_memory_bytes,
+                  "case %zu: peak memory %.0f estimated, %.0f simulated", i, x.e.peak_bytes,
+                  x.r->peak_memory_bytes);
+        cr_expect_eq(x.e.fits, x.r->fits, "case %zu", i);
         /* the parts add up to the estimate */
-        cr_expect(e.compute_s > 0 && e.bubble_s >= 0 && e.dp_s >= 0 && e.step_s >= 0);
-        sim_report_free(r);
-        plan_free(pl);
-        transformer_free(t);
+        cr_expect(x.e.compute_s > 0 && x.e.bubble_s >= 0 && x.e.dp_s >= 0 && x.e.step_s >= 0);
+        est_run_free(&x);
     }
     printf("search3d: the estimate's worst error against the simulator: %.2f %%\n", 100 * worst);
     cluster_free(c);
@@ -137,7 +158,7 @@ Test(search3d, estimate_agrees_with_the_simulator)
 #define V_TOL 0.02
 Test(search3d, v_kinds_bubble_against_the_simulator)
 {
-    static const struct { const char *model; int gpus, gb; hand h; } cases[] = {
+    static const est_case cases[] = {
         {GPT3, 64, 8, {8, 8, 1, 2, S, 1, 0, KV}},     /* m = p */
         {GPT3, 64, 8, {8, 8, 1, 2, S, 1, 0, KD}},
         {GPT3, 64, 16, {8, 8, 1, 2, S, 1, 0, KV}},    /* m = 2 p */
@@ -151,24 +172,15 @@ Test(search3d, v_kinds_bubble_against_the_simulator)
     };
     cluster *c = a100();
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        transformer *t = model(cases[i].model);
-        plumb_err err = {{0}};
-        layout3d_options o = layout(cases[i].gpus, cases[i].gb, &cases[i].h);
-        plan *pl = layout3d_build(t, c, A100, &o, &err);
-        cr_assert_not_null(pl, "case %zu: %s", i, err.msg);
-        search3d_est e;
-        cr_assert_eq(search3d_estimate(pl, &e, &err), 0, "case %zu: %s", i, err.msg);
-        sim_report *r = sim_run(pl, NULL, &err);
-        cr_assert_not_null(r, "%s", err.msg);
-        double rel = e.iteration_s / r->iteration_s - 1;
+        est_run x;
+        estimate_and_simulate(&cases[i], c, i, &x);
+        double rel = x.e.iteration_s / x.r->iteration_s - 1;
         cr_expect(fabs(rel) <= V_TOL, "case %zu (%s tp %d pp %d, %d microbatches per replica): "
                   "estimate %.4f s, simulated %.4f s (%+.1f %%)", i,
-                  sched_kind_name(pl->schedule), o.tp, o.pp, pl->microbatches / o.dp,
-                  e.iteration_s, r->iteration_s, 100 * rel);
-        cr_expect(e.bubble_s > 0 && e.p2p_s > 0, "case %zu", i);
-        sim_report_free(r);
-        plan_free(pl);
-        transformer_free(t);
+                  sched_kind_name(x.pl->schedule), x.o.tp, x.o.pp, x.pl->microbatches / x.o.dp,
+                  x.e.iteration_s, x.r->iteration_s, 100 * rel);
+        cr_expect(x.e.bubble_s > 0 && x.e.p2p_s > 0, "case %zu", i);
+        est_run_free(&x);
     }
     cluster_free(c);
 }
