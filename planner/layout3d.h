@@ -34,6 +34,8 @@ typedef struct layout3d_options {
                               itself always makes the even split */
     int attention;         /* llm_attention of the blocks (planner/llm_profile.h): standard
                               (0, the default) or flash */
+    int p2p_sync;          /* 1: the plan's "p2p": "sync" (synchronous point-to-point
+                              transfers, sim/engine_sync.c); 0: overlapped (the default) */
 } layout3d_options;
 
 /* Nothing given (tp, pp, dp, gpus 0), global batch and microbatch size 0 (the caller must
