@@ -41,7 +41,7 @@ typedef struct layout3d_options {
 /* Nothing given (tp, pp, dp, gpus 0), global batch and microbatch size 0 (the caller must
  * set them), interleave 0, no recomputation, default checkpoints, no sequence parallelism,
  * zero 0, bf16, the default schedule, the model's sequence length, standard attention, no
- * balancing. */
+ * balancing, overlapped point-to-point transfers. */
 void layout3d_options_init(layout3d_options *o);
 
 /* The resolved dimensions of a layout (layout3d_resolve). */
