@@ -30,7 +30,7 @@ static const char usage_text[] =
     "                  [--recompute none|selective|full] [--checkpoint-layers K]\n"
     "                  [--sequence-parallel] [--zero 0|1] [--precision bf16|fp16|fp32]\n"
     "                  [--schedule KIND] [--seq-len S] [--attention standard|flash]\n"
-    "                  [--balance] [--json] [-o PLAN.json]\n"
+    "                  [--balance] [--p2p overlap|sync] [--json] [-o PLAN.json]\n"
     "       plumb plan --model FILE -c CLUSTER.json --gpus N --global-batch B [--search]\n"
     "                  [any of the options above, fixed] [--top K] [--json] [-o PLAN.json]\n"
     "\n"
@@ -68,6 +68,10 @@ static const char usage_text[] =
     "  --attention KIND        standard (default: softmax and dropout kernels keep the s x s\n"
     "                          probabilities) or flash (fused: keeps its output and softmax\n"
     "                          statistics, recomputes the scores in its backward)\n"
+    "  --p2p MODE              overlap (default: transfers between pipeline ranks overlap\n"
+    "                          with compute) or sync (a send moves once its receiver has\n"
+    "                          posted the receive, and the sender computes again only when\n"
+    "                          it has arrived: Megatron-LM's blocking p2p; fixed layouts)\n"
     "  --search                search the dimensions not given even with --tp/--pp/--dp\n"
     "  --top K                 simulate the K best estimates in full (default %d)\n"
     "  --json                  print the simulator's report (plumb-sim-report/1); when\n"
@@ -78,7 +82,7 @@ static const char usage_text[] =
     "line; nothing written).\n";
 
 enum { O_MODEL = 1200, O_GPUS, O_TP, O_PP, O_DP, O_GB, O_MBS, O_V, O_RC, O_CKPT, O_SP, O_ZERO,
-       O_PREC, O_SCHED, O_SEQ, O_JSON, O_BALANCE, O_ATTN, O_SEARCH, O_TOP };
+       O_PREC, O_SCHED, O_SEQ, O_JSON, O_BALANCE, O_ATTN, O_SEARCH, O_TOP, O_P2P };
 
 /* What the command line gave besides the layout options (the search's fixed ones). */
 typedef struct given {
@@ -103,6 +107,7 @@ static int parse(int argc, char **argv, layout3d_options *o, given *g, const cha
         {"balance", no_argument, 0, O_BALANCE},
         {"attention", required_argument, 0, O_ATTN},
         {"search", no_argument, 0, O_SEARCH}, {"top", required_argument, 0, O_TOP},
+        {"p2p", required_argument, 0, O_P2P},
         {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
     const char *cmd = "plan";
     int c, v, seq;
@@ -181,6 +186,11 @@ static int parse(int argc, char **argv, layout3d_options *o, given *g, const cha
             o->attention = a;
             break;
         }
+        case O_P2P:
+            if (strcmp(optarg, "overlap") && strcmp(optarg, "sync"))
+                return cli_fail(cmd, "--p2p: expected overlap or sync (got \"%s\")", optarg);
+            o->p2p_sync = !strcmp(optarg, "sync");
+            break;
         case 'h': printf(usage_text, SEARCH3D_SIMULATE); return 1;
         default: return 2;
         }
@@ -436,6 +446,11 @@ int cmd_plan_layout(int argc, char **argv)
     rc = 2;
     if (!cl) goto bad;
     if (g.search || (o.tp > 0) + (o.pp > 0) + (o.dp > 0) < 2) {
+        if (o.p2p_sync) {  /* the search's estimates assume overlapped transfers */
+            fprintf(stderr, "plumb plan: --p2p: sync needs a fixed layout (two of --tp, "
+                    "--pp, --dp, without --search)\n");
+            goto done;
+        }
         rc = run_search(t, cl, cpath, &o, &g, out, json);
         goto done;
     }

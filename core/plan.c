@@ -248,7 +248,8 @@ int plan_equal(const plan *a, const plan *b)
         a->recompute != b->recompute || a->optimizer != b->optimizer ||
         a->checkpoint_layers != b->checkpoint_layers || a->tp != b->tp ||
         a->sequence_parallel != b->sequence_parallel || a->zero != b->zero ||
-        a->precision != b->precision || a->nstages != b->nstages)
+        a->precision != b->precision || a->p2p_sync != b->p2p_sync ||
+        a->nstages != b->nstages)
         return 0;
     for (int s = 0; s < a->nstages; s++) {
         const plan_stage *x = &a->stages[s], *y = &b->stages[s];
@@ -477,7 +478,7 @@ static const char *const ROOT_KEYS[] = { "format", "profile", "cluster", "schedu
                                          "microbatch_size", "microbatches", "recompute",
                                          "optimizer", "stages", "predicted", "planner_config",
                                          "checkpoint_layers", "tp", "sequence_parallel",
-                                         "zero", "precision", NULL };
+                                         "zero", "precision", "p2p", NULL };
 static const char *const STAGE_KEYS[] = { "first_layer", "last_layer", "replicas", "devices",
                                           "compute_s", "comm_s", NULL };
 static const char *const PRED_KEYS[] = { "iteration_s", "samples_per_s", "speedup_vs_dp",
@@ -649,6 +650,22 @@ static int load_recompute(const jctx *jc, const cJSON *root, plan *pl)
                    "false (got %s)", json_describe(v, got, sizeof got));
 }
 
+/* "p2p": "overlap" (the default) or "sync" (sim/engine_sync.c). */
+static int load_p2p(const jctx *jc, const cJSON *root, plan *pl)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, "p2p");
+    char got[96];
+    pl->p2p_sync = 0;
+    if (!v) return 0;
+    if (cJSON_IsString(v) && (!strcmp(v->valuestring, "overlap") ||
+                              !strcmp(v->valuestring, "sync"))) {
+        pl->p2p_sync = !strcmp(v->valuestring, "sync");
+        return 0;
+    }
+    return err_set(jc->err, jc->file, "p2p", "expected overlap or sync (got %s)",
+                   json_describe(v, got, sizeof got));
+}
+
 plan *plan_from_json(const cJSON *root, const char *file, plumb_err *err)
 {
     jctx jc = { file, err };
@@ -692,6 +709,7 @@ plan *plan_from_json(const cJSON *root, const char *file, plumb_err *err)
     x = 0;
     if (json_get_int(&jc, root, "", "zero", 0, 0, 1, &x)) goto fail;
     pl->zero = (int)x;
+    if (load_p2p(&jc, root, pl)) goto fail;
     s = "fp32";
     if (json_get_str(&jc, root, "", "precision", 0, &s)) goto fail;
     if (dev_precision_parse(s) < 0) {
@@ -760,6 +778,7 @@ cJSON *plan_to_json(const plan *pl)
         (pl->tp > 1 && !json_add_num(root, "tp", pl->tp)) ||
         (pl->sequence_parallel && !cJSON_AddBoolToObject(root, "sequence_parallel", 1)) ||
         (pl->zero && !json_add_num(root, "zero", pl->zero)) ||
+        (pl->p2p_sync && !cJSON_AddStringToObject(root, "p2p", "sync")) ||
         (pl->precision != DEV_FP32 &&
          !cJSON_AddStringToObject(root, "precision", dev_precision_name(pl->precision))))
         goto fail;

@@ -95,6 +95,11 @@ typedef struct plan {
                                     master weights and fp32 optimizer state; fp32/tf32
                                     (default): everything in the parameters' own bytes */
     optimizer_kind optimizer;
+    int p2p_sync;                /* 1: the runtime's point-to-point transfers are
+                                    synchronous (the file's "p2p": "sync"; sim/engine_sync.c):
+                                    a send moves once its receiver has posted the receive, and
+                                    the sender computes again only when it has arrived; 0
+                                    ("overlap", the default): transfers overlap with compute */
     int nstages;
     plan_stage *stages;
     /* predicted figures; < 0 when not predicted */

@@ -178,6 +178,7 @@ plan *layout3d_build(const transformer *t, const cluster *c, const char *cluster
     pl->checkpoint_layers = o->checkpoint_layers >= 0 ? o->checkpoint_layers
                             : o->recompute == RECOMPUTE_FULL ? 1 : 0;
     pl->zero = o->zero;
+    pl->p2p_sync = o->p2p_sync ? 1 : 0;
     pl->precision = o->precision;
     pl->optimizer = OPT_ADAM;
     if (plan_validate(pl, "(3D layout)", err)) goto fail;

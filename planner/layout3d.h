@@ -34,12 +34,14 @@ typedef struct layout3d_options {
                               itself always makes the even split */
     int attention;         /* llm_attention of the blocks (planner/llm_profile.h): standard
                               (0, the default) or flash */
+    int p2p_sync;          /* 1: the plan's "p2p": "sync" (synchronous point-to-point
+                              transfers, sim/engine_sync.c); 0: overlapped (the default) */
 } layout3d_options;
 
 /* Nothing given (tp, pp, dp, gpus 0), global batch and microbatch size 0 (the caller must
  * set them), interleave 0, no recomputation, default checkpoints, no sequence parallelism,
  * zero 0, bf16, the default schedule, the model's sequence length, standard attention, no
- * balancing. */
+ * balancing, overlapped point-to-point transfers. */
 void layout3d_options_init(layout3d_options *o);
 
 /* The resolved dimensions of a layout (layout3d_resolve). */

@@ -125,6 +125,14 @@ static int worker_run(eng *E, int w, double t)
         E->r->actions++;
         switch (a->kind) {
         case ACT_F: case ACT_B: case ACT_I: case ACT_W: case ACT_STEP: {
+            if (m->p2p_sync && (ws->sync_out > 0 || ws->sync_deliv > t)) {
+                if ((rc = eng_sync_gate(E, w, t)) < 0)
+                    return -1;
+                if (rc) {
+                    E->r->actions--;  /* not run yet: counted again when it is */
+                    return 0;
+                }
+            }
             int s = a->stage, pi = ws->npost > ws->p0 ? post_find(E, w, a) : -1;
             if (pi >= 0) {
                 rc = eng_recv(E, w, ws->post[pi], t);
@@ -182,6 +190,8 @@ static int worker_run(eng *E, int w, double t)
                 return eng_oom(E);
             ws->post[ws->npost++] = c;
             ws->cursor = c + 1;
+            if (m->p2p_sync && eng_sync_post(E, w, c, t))
+                return -1;
             break;
         case ACT_ALLREDUCE:
             return eng_allreduce(E, w, c, iter, t);
@@ -362,13 +372,21 @@ int sim_steady_window(const schedule *s, int *k0, int *k1)
 int sim_engine_run(const sim_model *m, sim_result *r, plumb_err *err)
 {
     const schedule *s = m->sched;
+    schedule batched = {0};  /* p2p_sync: the transfers at the runtime's batch points */
     memset(r, 0, sizeof *r);
+    if (m->p2p_sync) {
+        if (eng_sync_order(m->sched, &batched))
+            return err_set(err, NULL, NULL, "out of memory");
+        s = &batched;
+    }
     eng E = {.m = m, .s = s, .r = r, .nw = s->nworkers, .ns = s->nstages,
              .niter = s->iterations > 0 ? s->iterations : 1, .err = err};
     int rc = -1;
     /* the steady window (sim_steady_window); the whole run when the IR is too short */
     if (sim_steady_window(s, &E.k0, &E.k1) < 0) {
         eng_oom(&E);
+        if (m->p2p_sync)
+            eng_sync_order_free(&batched);
         return -1;
     }
     r->steady = E.k1 >= E.k0;
@@ -469,6 +487,8 @@ int sim_engine_run(const sim_model *m, sim_result *r, plumb_err *err)
     rc = 0;
 out:
     eng_free(&E);
+    if (m->p2p_sync)
+        eng_sync_order_free(&batched);
     if (rc)
         sim_result_free(r);
     return rc;

@@ -94,6 +94,12 @@ typedef struct sim_model {
                                  steps' reference, for tests); 0 (default): such hops run
                                  as one grouped event per step (same results) */
     const char **device_names; /* [nworkers] track names, or NULL for defaults */
+    int p2p_sync;             /* 1: synchronous point-to-point transfers (a plan's
+                                 "p2p": "sync", engine_sync.c): a send moves only once its
+                                 receiver has posted the matching RECV, and a worker's next
+                                 computation waits until every send it issued before it
+                                 has been delivered; 0 (default): sends and receives
+                                 overlap with compute */
     /* The memory model's training state per stage (sim/memory.c; the engine reads none of
      * them). sim_cost_build fills them; NULL in hand-built models, where grad_bytes stands
      * for all three. */

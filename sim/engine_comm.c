@@ -167,6 +167,8 @@ static int xfer_try_start(eng *E, int xi, double t)
         eng_ring_flush(E, x->src_w);
     E->comm_it[(size_t)x->src_w * E->niter + x->iter] += occ;
     note_end(E, x->iter, x->arrival);
+    if (x->a && E->m->p2p_sync && eng_sync_started(E, xi))
+        return -1;
     if (E->m->record && !(x->a == NULL && E->m->skip_ring_hops)) {
         if (eng_link_track(E, x->link) < 0)
             return eng_oom(E);
@@ -181,7 +183,7 @@ static int xfer_try_start(eng *E, int xi, double t)
 
 /* Queues transfer xi at the tail of link li at t (a virtual ring hop holding li becomes a
  * transfer first) and starts it when the link is free. 0, or -1 when out of memory. */
-static int xfer_enqueue(eng *E, int xi, int li, double t)
+int eng_xfer_enqueue(eng *E, int xi, int li, double t)
 {
     if (E->lk[li].vg >= 0 && eng_vlink_touch(E, li))
         return -1;
@@ -271,7 +273,9 @@ int eng_send(eng *E, int w, int c, int iter, double t)
         x->done = 1;
         return 0;
     }
-    return xfer_enqueue(E, xi, x->link, t);
+    if (E->m->p2p_sync)
+        return eng_sync_send(E, w, xi, x->link, t);
+    return eng_xfer_enqueue(E, xi, x->link, t);
 }
 
 /* The data of the RECV at action c of worker w, which its consumer at t needs: the
@@ -453,7 +457,7 @@ int eng_hop_start(eng *E, int gi, int li, int src_w, double bytes, double t)
                       .waiter = -1, .lnext = -1, .pnext = -1, .cnext = -1,
                       .iter = E->gr[gi].iter, .src_w = src_w, .received = 1};
     E->gr[gi].pending++;
-    return xfer_enqueue(E, xi, li, t);
+    return eng_xfer_enqueue(E, xi, li, t);
 }
 
 /* Starts the current step of the group's current bucket at t: a transfer of 1 / r of the

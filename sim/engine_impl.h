@@ -16,6 +16,7 @@ typedef struct xfer {
     int lnext, pnext, cnext; /* link queue, port wait queue, channel list / free list */
     int iter, src_w;
     unsigned char received, done;
+    unsigned char held;      /* p2p_sync: issued, waiting for its receiver's RECV */
 } xfer;
 
 typedef struct link {
@@ -78,6 +79,11 @@ typedef struct wstate {      /* per worker */
                                 their hop's link time to comm_it, or -1 */
     long long ring_base;     /* that group's steps already added */
     double ring_occ;         /* its hop's link time per step */
+    /* p2p_sync (engine_sync.c): its sends not yet on their way (held for the receiver's
+     * post, or queued behind a busy link or port), the latest arrival of those on their
+     * way, and 1 while its next computation waits for them */
+    int sync_out, sync_wait;
+    double sync_deliv;
 } wstate;
 
 typedef struct ring {        /* a replicated stage's ring all-reduce (engine_ring.c) */
@@ -228,6 +234,38 @@ int eng_path_ports(const sim_net *n, int a, int L, int *lv, uint64_t *grp);
 int eng_port_lanes(const sim_net *n, int lv);
 /* 1 when stage s's all-reduce moves data (replicas, gradient bytes and ring time). */
 int eng_ring_moves(const eng *E, int s);
+
+/* Queues transfer xi at the tail of link li at t and starts it when the link is free
+ * (engine_comm.c). 0, or -1 when out of memory. */
+int eng_xfer_enqueue(eng *E, int xi, int li, double t);
+
+/* Synchronous point-to-point transfers (engine_sync.c; sim_model.p2p_sync). */
+
+/* Transfer xi, just issued by worker w's SEND at t over link li (>= 0): counted among w's
+ * sends in flight, and started (eng_xfer_enqueue) when its receiver has already posted the
+ * matching RECV, else held until it does. 0 or -1. */
+int eng_sync_send(eng *E, int w, int xi, int li, double t);
+/* Worker w posted the RECV at its action c at t: starts the held transfer it matches, if
+ * any. 0 or -1. */
+int eng_sync_post(eng *E, int w, int c, double t);
+/* Transfer xi (a point-to-point one) started: its arrival is known; wakes its sender when
+ * that was the last of its sends waited for. 0 or -1. */
+int eng_sync_started(eng *E, int xi);
+/* Worker w, at t, is about to run a computation: 0 when every send it issued before has
+ * been delivered by t; 1 when it must wait (an event wakes it: the last send's start, or
+ * the latest arrival); -1 on error. */
+int eng_sync_gate(eng *E, int w, double t);
+
+/* The schedule s with each worker's SENDs and RECVs moved to the batch points of a
+ * runtime with blocking point-to-point calls (Megatron-LM's schedules): a batch between
+ * every two computations, except between the F and the B of a steady-state pair of a
+ * chunked (interleaved) schedule; a SEND joins the first batch after the computation that
+ * made its data, a RECV the last batch before the computation that takes it; a batch lists
+ * its sends, then its receives. The computations keep their order. Fills out (a shallow
+ * copy of s with its own action lists; free with eng_sync_order_free). 0, or -1 when out
+ * of memory (out then holds nothing to free). */
+int eng_sync_order(const schedule *s, schedule *out);
+void eng_sync_order_free(schedule *out);
 
 /* Grouped ring all-reduce (engine_ring.c). */
 

@@ -1,11 +1,15 @@
 /* test_sim_engine.c: the discrete-event engine on hand-built schedules and models: egress
- * port contention, link FIFO order, latency, and the errors for malformed or deadlocking
- * IR. Times are seconds; a "unit" transfer of 1e7 bytes at 1e9 bytes/s takes 10 ms. */
+ * port contention, link FIFO order, latency, the errors for malformed or deadlocking IR,
+ * and synchronous point-to-point transfers (a plan's "p2p": "sync") with that plan field.
+ * Times are seconds; a "unit" transfer of 1e7 bytes at 1e9 bytes/s takes 10 ms. */
+#include <cjson/cJSON.h>
 #include <criterion/criterion.h>
 #include <math.h>
 #include <string.h>
 
+#include "core/plan.h"
 #include "sim/engine.h"
+#include "sim/sim.h"
 #include "sim/synth.h"
 
 #define MAXA 8
@@ -57,6 +61,21 @@ static void hand_pair(hand *h)
     h->replicas[0] = h->replicas[1] = 1;
     h->stage_workers[1] = 1;
     h->stage_first[1] = 1;
+}
+
+/* Two servers of one device each, 1e9 bytes/s (8 Gb/s) and latency_us between them. */
+static cluster *two_servers(double latency_us)
+{
+    sim_synth sp;
+    sim_synth_init(&sp);
+    sp.devices_per_server = 1;
+    sp.servers = 2;
+    sp.bw_gbit[1] = 8;
+    sp.latency_us[1] = latency_us;
+    plumb_err e;
+    cluster *c = sim_synth_cluster(&sp, &e);
+    cr_assert_not_null(c, "%s", e.msg);
+    return c;
 }
 
 /* Two senders on server 0 (devices 0, 1) each send one unit transfer to server 1
@@ -183,15 +202,8 @@ Test(sim_engine, link_fifo_and_latency)
     push(&h, 1, A(ACT_F, 1, 0, -1, -1));
     push(&h, 1, A(ACT_RECV_F, 1, 1, 0, 0));
     push(&h, 1, A(ACT_F, 1, 1, -1, -1));
-    sim_synth sp;
-    sim_synth_init(&sp);
-    sp.devices_per_server = 1;
-    sp.servers = 2;
-    sp.bw_gbit[1] = 8;
-    sp.latency_us[1] = 5000;
     plumb_err e;
-    cluster *c = sim_synth_cluster(&sp, &e);
-    cr_assert_not_null(c, "%s", e.msg);
+    cluster *c = two_servers(5000);
     sim_model m;
     cr_assert_eq(sim_model_alloc(&m, &h.s), 0);
     sim_net_from_cluster(&m.net, c, NULL);
@@ -335,4 +347,161 @@ Test(sim_engine, zero_bandwidth_path)
     cr_expect(strstr(e.msg, "from device 0 to device 1 (level 0) has 0 bytes/s") &&
               strstr(e.msg, "its transfers never complete"), "%s", e.msg);
     sim_model_release(&m);
+}
+
+/* Synchronous point-to-point (p2p_sync, sim/engine_sync.c) against timelines worked out
+ * by hand: two workers on two servers, stage 0 on worker 0, stage 1 on worker 1, two
+ * microbatches of 1F1B: F 2 ms, B 4 ms on either stage; every transfer 1e7 bytes at 1e9
+ * bytes/s (10 ms on its link) plus 1 ms latency.
+ * Worker 0: F0 SEND_F0 F1 SEND_F1 RECV_B0 B0 RECV_B1 B1. Worker 1, with early = 0 as a
+ * runtime with blocking calls orders it: RECV_F0 F0 B0 SEND_B0 RECV_F1 F1 B1 SEND_B1;
+ * with early = 1 it posts RECV_F1 before B0, as plumb's lowering does. */
+static void sync_build(hand *h, int early)
+{
+    hand_pair(h);
+    for (int mb = 0; mb < 2; mb++) {
+        push(h, 0, A(ACT_F, 0, mb, -1, -1));
+        push(h, 0, A(ACT_SEND_F, 0, mb, 1, 1));
+    }
+    for (int mb = 0; mb < 2; mb++) {
+        push(h, 0, A(ACT_RECV_B, 0, mb, 1, 1));
+        push(h, 0, A(ACT_B, 0, mb, -1, -1));
+    }
+    push(h, 1, A(ACT_RECV_F, 1, 0, 0, 0));
+    push(h, 1, A(ACT_F, 1, 0, -1, -1));
+    if (early) push(h, 1, A(ACT_RECV_F, 1, 1, 0, 0));
+    push(h, 1, A(ACT_B, 1, 0, -1, -1));
+    push(h, 1, A(ACT_SEND_B, 1, 0, 0, 0));
+    if (!early) push(h, 1, A(ACT_RECV_F, 1, 1, 0, 0));
+    push(h, 1, A(ACT_F, 1, 1, -1, -1));
+    push(h, 1, A(ACT_B, 1, 1, -1, -1));
+    push(h, 1, A(ACT_SEND_B, 1, 1, 0, 0));
+}
+
+/* The makespan of the hand schedule under p2p_sync = sync; r keeps the result. */
+static double sync_run(int early, int sync, sim_result *r)
+{
+    hand h;
+    sync_build(&h, early);
+    plumb_err e;
+    cluster *c = two_servers(1000);
+    sim_model m;
+    cr_assert_eq(sim_model_alloc(&m, &h.s), 0);
+    sim_net_from_cluster(&m.net, c, NULL);
+    for (int st = 0; st < 2; st++) {
+        m.act_s[st * SIM_NC + SIM_C_F] = 2e-3;
+        m.act_s[st * SIM_NC + SIM_C_B] = 4e-3;
+    }
+    m.cut_bytes[0] = 1e7;
+    m.p2p_sync = sync;
+    m.record = 1;
+    cr_assert_eq(sim_engine_run(&m, r, &e), 0, "%s", e.msg);
+    sim_model_release(&m);
+    cluster_free(c);
+    return r->makespan_s;
+}
+
+/* The start of the first timeline event of this kind and microbatch on a track of
+ * track_kind (TL_TRACK_DEVICE: device dev's; TL_TRACK_LINK: any link), or -1. */
+static double event_start(const sim_result *r, int track_kind, int dev, int kind, int mb)
+{
+    for (size_t i = 0; i < r->tl->n; i++) {
+        const tl_event *ev = &r->tl->ev[i];
+        const tl_track *tr = &r->tl->tracks[ev->track];
+        if (ev->kind == kind && ev->microbatch == mb && tr->kind == track_kind &&
+            (track_kind != TL_TRACK_DEVICE || tr->device == dev))
+            return ev->start_s;
+    }
+    return -1;
+}
+
+/* Runs the hand schedule and checks, in ms: the makespan, then the starts of worker 0's F1
+ * and B0, worker 1's F1 and B1, worker 0's B1, and of F1's and B1's transfers on their
+ * links. */
+static void expect_times(int early, int sync, const double want_ms[8])
+{
+    sim_result r;
+    double got[8];
+    got[0] = sync_run(early, sync, &r);
+    got[1] = event_start(&r, TL_TRACK_DEVICE, 0, TL_F, 1);
+    got[2] = event_start(&r, TL_TRACK_DEVICE, 0, TL_B, 0);
+    got[3] = event_start(&r, TL_TRACK_DEVICE, 1, TL_F, 1);
+    got[4] = event_start(&r, TL_TRACK_DEVICE, 1, TL_B, 1);
+    got[5] = event_start(&r, TL_TRACK_DEVICE, 0, TL_B, 1);
+    got[6] = event_start(&r, TL_TRACK_LINK, -1, TL_SEND_F, 1);
+    got[7] = event_start(&r, TL_TRACK_LINK, -1, TL_SEND_B, 1);
+    for (int i = 0; i < 8; i++)
+        cr_expect(fabs(got[i] - want_ms[i] * 1e-3) < 1e-12, "early %d sync %d: time %d is "
+                  "%.9g s, by hand %g ms", early, sync, i, got[i], want_ms[i]);
+    sim_result_free(&r);
+}
+
+static const double OVERLAP_MS[8] = {44, 2, 30, 23, 25, 40, 12, 29};
+static const double SYNC_MS[8] = {51, 13, 30, 30, 32, 47, 19, 36};
+
+/* Overlapped (the default), by hand: F0 [0, 2] on worker 0, its send on the link [2, 12],
+ * arrives 13; F1 [2, 4], its send queued behind, [12, 22], arrives 23. Worker 1: F0
+ * [13, 15], B0 [15, 19], its send [19, 29] arrives 30; F1 [23, 25], B1 [25, 29], its send
+ * [29, 39] arrives 40. Worker 0: B0 [30, 34], B1 [40, 44]: 44 ms. */
+Test(sim_engine, sync_off_overlaps_by_hand)
+{
+    expect_times(0, 0, OVERLAP_MS);
+}
+
+/* Synchronous, by hand: F0 [0, 2]; worker 1 has posted RECV_F0, so its send moves at once,
+ * [2, 12], arrives 13, and worker 0 computes again only then: F1 [13, 15]. Worker 1: F0
+ * [13, 15], B0 [15, 19]. At 15 worker 0's send of F1 is held (worker 1 posts RECV_F1
+ * only after its B0 and SEND_B0), so its B0 waits. At 19 worker 1 sends B0 (worker 0
+ * posted RECV_B0): [19, 29], arrives 30; it posts RECV_F1, which releases F1's send:
+ * [19, 29] on the other link, arrives 30. Worker 1 waits for its send: F1 [30, 32], B1
+ * [32, 34 + 2]; worker 0: B0 [30, 34], then posts RECV_B1. Worker 1's send of B1 at 36
+ * moves at once: [36, 46], arrives 47; worker 0's B1 [47, 51]: 51 ms. */
+Test(sim_engine, sync_blocking_by_hand)
+{
+    expect_times(0, 1, SYNC_MS);
+}
+
+/* A receive posted early (plumb's lowering) is moved to the runtime's batch before its
+ * consumer: the same timeline as the list ordered that way, F1's send moving at 19.
+ * Without the move, worker 1 would post RECV_F1 when its F0 ends, at 15, and F1's send,
+ * issued at 15, would move at once. */
+Test(sim_engine, sync_early_receive_joins_its_batch)
+{
+    expect_times(1, 1, SYNC_MS);
+    expect_times(1, 0, OVERLAP_MS);  /* overlapped: where the RECV sits changes nothing */
+}
+
+/* The plan field: "p2p": "sync" loads, is written back, and is what sim_run simulates; a
+ * value other than overlap or sync is one clear error naming the field. */
+Test(sim_engine, sync_plan_field)
+{
+    plumb_err e;
+    plan *pl = plan_load("examples/plans/vgg16-4stage-1f1b.json", &e);
+    cr_assert_not_null(pl, "%s", e.msg);
+    cr_expect_eq(pl->p2p_sync, 0);
+    cJSON *j = plan_to_json(pl);
+    cr_assert_not_null(j);
+    cr_expect_null(cJSON_GetObjectItemCaseSensitive(j, "p2p"), "overlap is not written");
+    cJSON_AddStringToObject(j, "p2p", "sync");
+    plan *ps = plan_from_json(j, "x.json", &e);
+    cr_assert_not_null(ps, "%s", e.msg);
+    cr_expect_eq(ps->p2p_sync, 1);
+    cJSON *back = plan_to_json(ps);
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(back, "p2p");
+    cr_expect(cJSON_IsString(v) && !strcmp(v->valuestring, "sync"));
+    cr_expect(!plan_equal(pl, ps));
+    sim_report *r0 = sim_run(pl, NULL, &e), *r1 = sim_run(ps, NULL, &e);
+    cr_assert(r0 && r1, "%s", e.msg);
+    cr_expect(r1->iteration_s > r0->iteration_s, "sync %g s, overlap %g s", r1->iteration_s,
+              r0->iteration_s);
+    sim_report_free(r0);
+    sim_report_free(r1);
+    cJSON_ReplaceItemInObjectCaseSensitive(j, "p2p", cJSON_CreateString("blocking"));
+    cr_expect_null(plan_from_json(j, "x.json", &e));
+    cr_expect(strstr(e.msg, "x.json: p2p: expected overlap or sync (got \"blocking\")") != NULL,
+              "%s", e.msg);
+    cJSON_Delete(back);
+    cJSON_Delete(j);
+    plan_free(ps);
+    plan_free(pl);
 }
