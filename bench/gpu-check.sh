@@ -8,7 +8,9 @@
 #      grouped send/receive to itself and an all-reduce;
 #   2. 20 training steps of fmnist-cnn with 1 stage and with 4 stages on one GPU (1F1B with a
 #      flush, local transport) whose losses match the CPU backend's, and with 1 stage in
-#      bf16 against the CPU's bf16 twin (cpu-bf16);
+#      bf16 against the CPU's bf16 twin (cpu-bf16); 20 steps of gpt-mini with --tp 2 on
+#      one GPU (two ranks, local transport) against the CPU's, and its samples/s at tp 2
+#      against tp 1;
 #   3. `plumb profile` of vgg16 at batch 64 on the GPU;
 #   4. training throughput of vgg16 and gpt-mini (samples/s) in fp32 and bf16, and where
 #      PyTorch is importable the same models timed in PyTorch with the same shapes (the
@@ -414,13 +416,13 @@ why() {
 losses() { sed -n 's/^step \([0-9]*\)\/[0-9]* .* loss \([0-9.eE+-]*\) .*/\1 \2/p' "$1"; }
 TB=64 # the batch of the training comparisons (cuemu: 16, a few seconds a run)
 [ -n "$EMU" ] && TB=16
-# train_match TAG TITLE REF DEVBK TOL EXTRA...: 20 steps on the CPU backend REF and on the
-# backend DEVBK, per-step losses compared, relative tolerance TOL
+# train_match MODEL TAG TITLE REF DEVBK TOL EXTRA...: 20 steps of examples/models/MODEL.json
+# on the CPU backend REF and on the backend DEVBK, per-step losses compared, relative
+# tolerance TOL; EXTRA holds the data and batch options
 train_match() {
-    local tag=$1 title=$2 ref=$3 dbk=$4 tol=$5
-    shift 5
-    local args=(train examples/models/fmnist-cnn.json --steps 20 --log-every 1 --batch $TB
-        --seed 7 "${DATA[@]}" "$@")
+    local model=$1 tag=$2 title=$3 ref=$4 dbk=$5 tol=$6
+    shift 6
+    local args=(train "examples/models/$model.json" --steps 20 --log-every 1 --seed 7 "$@")
     run_t 120 "$PLUMB" "${args[@]}" --backend "$ref" >"$W/train-$tag-ref-cpu.log" 2>&1
     local r1=$?
     run_t "$([ -n "$EMU" ] && echo 120 || echo 60)" "$PLUMB" "${args[@]}" --backend "$dbk" >"$W/train-$tag-$DEV.log" 2>&1
@@ -428,14 +430,14 @@ train_match() {
     if [ $r1 -ne 0 ] || [ $r2 -ne 0 ]; then
         local lg="$W/train-$tag-$DEV.log" rc=$r2
         [ $r1 -ne 0 ] && lg="$W/train-$tag-ref-cpu.log" rc=$r1
-        row "fmnist-cnn 20 steps, $title" FAIL "exit cpu $r1, $DEV $r2: $(why "$lg" $rc | cut -c1-120)"
+        row "$model 20 steps, $title" FAIL "exit cpu $r1, $DEV $r2: $(why "$lg" $rc | cut -c1-120)"
         return
     fi
     losses "$W/train-$tag-ref-cpu.log" >"$T/a"
     losses "$W/train-$tag-$DEV.log" >"$T/b"
     if [ "$tol" = bf16 ]; then
         bf16_trend "$ref" "$dbk" "$W/train-1stage-ref-cpu.log" >"$T/row"
-        row "fmnist-cnn 20 steps, $title" "$(cut -f1 "$T/row")" "$(cut -f2 "$T/row")"
+        row "$model 20 steps, $title" "$(cut -f1 "$T/row")" "$(cut -f2 "$T/row")"
         return
     fi
     awk 'NR == FNR { a[$1] = $2; next } ($1 in a) { print $1, a[$1], $2 }' "$T/a" "$T/b" |
@@ -444,7 +446,7 @@ train_match() {
         END { if (n < 20) { printf "FAIL\tonly %d steps logged\n", n; exit }
               printf "%s\t%d steps, max relative loss difference %.2g at step %d (tol %s); last loss %s/%s %s\n",
                      w <= tol + 0 ? "PASS" : "FAIL", n, w, at, tol, ref, dev, last }' >"$T/row"
-    row "fmnist-cnn 20 steps, $title" "$(cut -f1 "$T/row")" "$(cut -f2 "$T/row")"
+    row "$model 20 steps, $title" "$(cut -f1 "$T/row")" "$(cut -f2 "$T/row")"
 }
 # bf16_trend REF DEVBK FP32LOG: the bf16 rule of train_match ($T/a: REF's losses, $T/b:
 # DEVBK's). Rounding to 8 significant bits changes which way the odd value rounds (cuDNN's
@@ -469,17 +471,59 @@ bf16_trend() {
 }
 # fp32, tolerance 1e-3 relative per step: fp32 layers agree to ~1e-6, which 20 SGD steps
 # grow by well under 1e-3; a wrong gradient moves the loss by 1e-2 or more within a few steps
-train_match 1stage "1 stage" cpu $DEV 1e-3
+FM=(--batch "$TB" "${DATA[@]}")
+train_match fmnist-cnn 1stage "1 stage" cpu $DEV 1e-3 "${FM[@]}"
 # bf16 against the CPU's bf16 twin (the same inputs rounded the same way) and fp32, by the
 # rule of bf16_trend
-train_match 1stage-bf16 "1 stage, bf16" cpu-bf16 "$DEV-bf16" bf16
+train_match fmnist-cnn 1stage-bf16 "1 stage, bf16" cpu-bf16 "$DEV-bf16" bf16 "${FM[@]}"
 if timeout 30 "$PLUMB" train --help 2>&1 | grep -q -- '--schedule'; then
     # 1F1B with a flush over 4 microbatches: the same arithmetic on both backends, the
     # activations handed over between the stages' streams by device copies
-    train_match 4stages "4 stages, 1 GPU" cpu $DEV 1e-3 --schedule 1f1b-flush --stages 4 \
-        --microbatches 4
+    train_match fmnist-cnn 4stages "4 stages, 1 GPU" cpu $DEV 1e-3 "${FM[@]}" \
+        --schedule 1f1b-flush --stages 4 --microbatches 4
 else
     row "fmnist-cnn 20 steps, 4 stages, 1 GPU" SKIP "plumb train has no --schedule/--stages in this build"
+fi
+
+# ------------------------------------------------------------------ 4b. tensor parallelism, 1 GPU
+# gpt-mini with --tp 2 on one GPU: both ranks' contexts on device 0, the local transport
+# between their streams, the vocabulary-parallel loss on the device (backend.h: xent_tp_*).
+# 20 steps against the CPU backend's tp 2 run (itself the sequential run's losses within a
+# relative 5e-7, tests/test_train_tp.c), tolerance 1e-3 as above; then samples/s of tp 2
+# against tp 1 on the GPU, run one after the other (throughput.tsv: tools plumb-tp1 and
+# plumb-tp2). One GPU gains nothing from tp 2: the row measures what its collectives and
+# halved GEMMs cost, the overhead a real tp group over NVLink would add to its compute.
+if timeout 30 "$PLUMB" train --help 2>&1 | grep -q -- '--tp '; then
+    TPB=16 TPS=512 # batch and samples of the loss comparison (cuemu: 2 and 64, ~40 s a run)
+    [ -n "$EMU" ] && TPB=2 TPS=64
+    train_match gpt-mini tp2 "tp 2, 1 GPU" cpu $DEV 1e-3 --tp 2 --batch $TPB \
+        --microbatches 2 --samples $TPS
+    tp_tput() { # TP BATCH STEPS: gpt-mini's samples/s on DEV at --tp TP, one device
+        local log="$W/tput-gpt-mini-tp$1.log" every=$(($3 / 3))
+        run_t 120 "$PLUMB" train examples/models/gpt-mini.json --backend $DEV --tp "$1" \
+            --data synthetic --samples $(($2 * 4)) --batch "$2" --steps "$3" \
+            --log-every $every >"$log" 2>&1
+        local rc=$?
+        tps=$(grep '^step ' "$log" | tail -1 | sed -n 's/.*  \([0-9.]*\) samples\/s.*/\1/p')
+        if [ $rc -ne 0 ] || [ -z "$tps" ]; then
+            row "plumb gpt-mini batch $2, $DEV, tp $1 (1 GPU)" FAIL "$(why "$log" $rc | cut -c1-140)"
+            tps=""
+            return
+        fi
+        printf 'plumb-tp%s\tgpt-mini\tfp32\t%s\t%s\t?\n' "$1" "$2" "$tps" >>"$TP"
+    }
+    TP="$RES/throughput.tsv"
+    printf 'tool\tmodel\tprecision\tbatch\tsamples_per_s\tparameters\n' >"$TP"
+    if [ -n "$SMALL" ]; then tb=2 ts=6; else tb=64 ts=60; fi
+    tp_tput 1 $tb $ts
+    t1=$tps
+    tp_tput 2 $tb $ts
+    if [ -n "$t1" ] && [ -n "$tps" ]; then
+        row "plumb gpt-mini batch $tb, $DEV, tp 2 (1 GPU)" "$tps samples/s" \
+            "tp 1: $t1 samples/s; tp 2 / tp 1 = $(awk -v a="$tps" -v b="$t1" 'BEGIN { printf "%.2f", a / b }'); $ts steps, last window"
+    fi
+else
+    row "gpt-mini tp 2, 1 GPU" SKIP "plumb train has no --tp in this build"
 fi
 
 # ------------------------------------------------------------------ 5. plumb profile vgg16
@@ -519,7 +563,7 @@ fi
 # warm-up: cuDNN's algorithm search, cuBLAS handles). throughput.tsv: tool, model,
 # precision, batch, samples/s, parameters.
 TP="$RES/throughput.tsv"
-printf 'tool\tmodel\tprecision\tbatch\tsamples_per_s\tparameters\n' >"$TP"
+[ -s "$TP" ] || printf 'tool\tmodel\tprecision\tbatch\tsamples_per_s\tparameters\n' >"$TP"
 bench_plumb() { # MODEL BATCH STEPS PRECISION
     local name b=$2 prec=$4 bk
     name=$(basename "$1" .json)

@@ -168,6 +168,29 @@ typedef struct backend {
     void (*xent_bwd)(bk_ctx *c, int N, int V, const float *probs, const int32_t *targets,
                      float scale, float *dlogits);
 
+    /* Vocabulary-parallel softmax cross-entropy (tensor parallelism, exec/tp.h): rank r of
+     * a group of T holds the logits (N, v) of classes [lo, lo + v) of each of N rows;
+     * targets (N) int32 are class ids of the whole vocabulary. Between the steps the caller
+     * sums the small vectors over the group (an all-reduce in group order):
+     * 1. xent_tp_max: mx (N) = each row's largest logit here. The caller puts it in row r
+     *    of maxes (T, N), zeros in the other rows, and sums maxes over the group.
+     * 2. xent_tp_partial: with m (N) = the largest of maxes' T rows (each row's maximum
+     *    over the whole vocabulary): e (N, v) = exp(logits - m), and q (3, N) = e's row
+     *    sums | the target's logit where this rank holds the target, else 0 | 1 where that
+     *    logit equals m, else 0. e must not overlap logits. The caller sums q.
+     * 3. xent_tp_finish: e (N, v) becomes the probabilities e / q's summed row sums (in
+     *    place); loss (N) = log(sum) + m - the target's logit, correct (N) = 1.0 where
+     *    some rank flagged its target as the maximum, else 0.0.
+     * xent_tp_bwd: dlogits (N, v) = scale (probs - onehot(target - lo)), overwritten (no
+     * one-hot where the target is another rank's). */
+    void (*xent_tp_max)(bk_ctx *c, int N, int v, const float *logits, float *mx);
+    void (*xent_tp_partial)(bk_ctx *c, int N, int v, int T, int lo, const float *maxes,
+                            const int32_t *targets, const float *logits, float *e, float *q);
+    void (*xent_tp_finish)(bk_ctx *c, int N, int v, int T, const float *maxes,
+                           const float *q, float *e, float *loss, float *correct);
+    void (*xent_tp_bwd)(bk_ctx *c, int N, int v, int lo, const float *probs,
+                        const int32_t *targets, float scale, float *dlogits);
+
     /* --- optimizer ------------------------------------------------------------------------ */
     /* Updates n weights w in place from gradients g. State: m (n) for momentum and Adam,
      * v (n) for Adam; NULL where the optimizer has none. */

@@ -66,83 +66,29 @@ void stage_tp_sum(stage *st, float *buf, size_t count)
         st->failed = 1;
 }
 
-/* Host copies for the vocabulary-parallel loss of N rows of v classes: logits (N, v) and
- * the slot's targets (N). NULL, and the stage marked failed, when out of memory or the
- * backend failed. */
-static float *xent_tp_host(stage *st, int N, int v, const float *dev, int32_t **t)
-{
-    float *h = malloc(((size_t)N * v + 1) * sizeof *h);
-    *t = malloc(((size_t)N + 1) * sizeof **t);
-    plumb_err e = {{0}};
-    if (h && *t) {
-        st->bk->download(st->ctx, h, dev, (size_t)N * v * sizeof *h);
-        st->bk->download(st->ctx, *t, st->targets[st->xslot], (size_t)N * sizeof **t);
-        if (!st->bk->sync(st->ctx, &e)) return h;
-    }
-    free(h);
-    free(*t);
-    *t = NULL;
-    st->failed = 1;
-    return NULL;
-}
-
-/* The vocabulary-parallel cross-entropy's forward (tp.h): x this rank's logits (N, v),
- * probs (N, v) out, aux (2, N) loss | correct, the same on every rank. The arithmetic runs
- * on the host (tp.c): 3 sums of (tp + 3) N floats in all cross the group. */
+/* The vocabulary-parallel cross-entropy's forward (backend.h: xent_tp_*): x this rank's
+ * logits (N, v), probs (N, v) out, aux (2, N) loss | correct, the same on every rank. The
+ * arithmetic runs on the backend; only the small vectors cross the group, in xsum: the
+ * ranks' row maxima (T, N), zero-padded, then the partial sums (3, N). */
 void stage_xent_tp_fwd(stage *st, snode *n, int N, const float *x, float *probs, float *aux)
 {
+    const backend *bk = st->bk;
     const int T = st->tp.size, v = n->fin, lo = st->tp.rank * v;
-    int32_t *t;
-    float *h = xent_tp_host(st, N, v, x, &t), *q = malloc((size_t)(T + 3) * N * sizeof *q);
-    if (!h || !q) {
-        st->failed = 1;
-        goto out;
-    }
-    float *m = q + (size_t)T * N, *g = q; /* g (T, N): each rank's maxima, zero-padded */
-    memset(g, 0, (size_t)T * N * sizeof *g);
-    tp_xent_rowmax(h, N, v, g + (size_t)st->tp.rank * N);
-    st->bk->upload(st->ctx, st->xsum, g, (size_t)T * N * sizeof *g);
-    stage_tp_sum(st, st->xsum, (size_t)T * N);
-    st->bk->download(st->ctx, g, st->xsum, (size_t)T * N * sizeof *g);
-    float *mx = malloc((size_t)N * sizeof *mx);
-    if (!mx) {
-        st->failed = 1;
-        goto out;
-    }
-    for (int i = 0; i < N; i++) {
-        mx[i] = g[i];
-        for (int k = 1; k < T; k++)
-            if (g[(size_t)k * N + i] > mx[i]) mx[i] = g[(size_t)k * N + i];
-    }
-    tp_xent_partial(h, N, v, lo, t, mx, m);
-    st->bk->upload(st->ctx, st->xsum, m, 3 * (size_t)N * sizeof *m);
-    stage_tp_sum(st, st->xsum, 3 * (size_t)N);
-    st->bk->download(st->ctx, m, st->xsum, 3 * (size_t)N * sizeof *m);
-    tp_xent_finish(h, N, v, mx, m, g, g + N); /* g: loss | correct */
-    st->bk->upload(st->ctx, probs, h, (size_t)N * v * sizeof *h);
-    st->bk->upload(st->ctx, aux, g, 2 * (size_t)N * sizeof *g);
-    plumb_err e = {{0}};
-    if (st->bk->sync(st->ctx, &e)) st->failed = 1; /* the uploads read h, g until here */
-    free(mx);
-out:
-    free(h);
-    free(t);
-    free(q);
+    const int32_t *t = st->targets[st->xslot];
+    float *g = st->xsum, *q = st->xsum + (size_t)T * N;
+    bk->zero(st->ctx, g, (size_t)T * N * sizeof *g);
+    bk->xent_tp_max(st->ctx, N, v, x, g + (size_t)st->tp.rank * N);
+    stage_tp_sum(st, g, (size_t)T * N);
+    bk->xent_tp_partial(st->ctx, N, v, T, lo, g, t, x, probs, q);
+    stage_tp_sum(st, q, 3 * (size_t)N);
+    bk->xent_tp_finish(st->ctx, N, v, T, g, q, probs, aux, aux + N);
 }
 
 /* Its backward: dx (N, v) = loss_scale (probs - onehot(target)) on this rank's classes. */
 void stage_xent_tp_bwd(stage *st, snode *n, int N, const float *probs, float *dx)
 {
-    const int v = n->fin;
-    int32_t *t;
-    float *h = xent_tp_host(st, N, v, probs, &t);
-    if (!h) return;
-    tp_xent_grad(h, N, v, st->tp.rank * v, t, st->loss_scale);
-    st->bk->upload(st->ctx, dx, h, (size_t)N * v * sizeof *h);
-    plumb_err e = {{0}};
-    if (st->bk->sync(st->ctx, &e)) st->failed = 1;
-    free(h);
-    free(t);
+    st->bk->xent_tp_bwd(st->ctx, N, n->fin, st->tp.rank * n->fin, probs,
+                        st->targets[st->xslot], st->loss_scale, dx);
 }
 
 void stage_map_input(const stage *st, float *host, int B)

@@ -1,7 +1,6 @@
 /* tp.c: the layers tensor parallelism splits (tp.h) and the divisibility check. */
 #include "exec/tp.h"
 
-#include <math.h>
 #include <stdio.h>
 
 static int is_mid(const layer *L)
@@ -67,55 +66,6 @@ tp_role tp_layer_role(const model *m, int i)
     if (L->kind == LK_LINEAR && i + 1 < m->nlayers && m->layers[i + 1].kind == LK_XENT)
         return TP_COL;
     return TP_REPL;
-}
-
-void tp_xent_rowmax(const float *z, int N, int v, float *mx)
-{
-    for (int i = 0; i < N; i++) {
-        const float *r = z + (size_t)i * v;
-        float a = r[0];
-        for (int j = 1; j < v; j++)
-            if (r[j] > a) a = r[j];
-        mx[i] = a;
-    }
-}
-
-void tp_xent_partial(float *z, int N, int v, int lo, const int32_t *t, const float *m,
-                     float *q)
-{
-    for (int i = 0; i < N; i++) {
-        float *r = z + (size_t)i * v;
-        int k = t[i] - lo;
-        q[N + i] = k >= 0 && k < v ? r[k] : 0;
-        q[2 * N + i] = k >= 0 && k < v && r[k] == m[i] ? 1 : 0;
-        double s = 0;
-        for (int j = 0; j < v; j++) {
-            r[j] = expf(r[j] - m[i]);
-            s += r[j];
-        }
-        q[i] = (float)s;
-    }
-}
-
-void tp_xent_finish(float *z, int N, int v, const float *m, const float *q, float *loss,
-                    float *correct)
-{
-    for (int i = 0; i < N; i++) {
-        float inv = (float)(1.0 / q[i]), *r = z + (size_t)i * v;
-        for (int j = 0; j < v; j++) r[j] *= inv;
-        /* log p[t] from the logits, accurate even when p[t] underflows */
-        loss[i] = (float)(log((double)q[i]) - (double)(q[N + i] - m[i]));
-        correct[i] = q[2 * N + i] > 0 ? 1.0f : 0.0f;
-    }
-}
-
-void tp_xent_grad(float *p, int N, int v, int lo, const int32_t *t, float scale)
-{
-    for (int i = 0; i < N; i++) {
-        float *r = p + (size_t)i * v;
-        int k = t[i] - lo;
-        for (int j = 0; j < v; j++) r[j] = scale * (r[j] - (j == k ? 1.0f : 0.0f));
-    }
 }
 
 int tp_check(const model *m, int tp, const char *path, plumb_err *err)

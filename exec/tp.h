@@ -34,28 +34,9 @@ tp_role tp_child_role(const layer *blk, int i, int *groups);
  * token rows [r V/tp, (r + 1) V/tp) and a zero row for the others' tokens; the position
  * rows whole, added by rank 0 only; the output summed); TP_COL for the linear layer just
  * before the loss (the output layer: each rank computes the logits of its share of the
- * classes); TP_LOCAL for the loss (the vocabulary-parallel cross-entropy below); else
- * TP_REPL. */
+ * classes); TP_LOCAL for the loss (the vocabulary-parallel cross-entropy, whose steps
+ * are backend entries: exec/backend.h's xent_tp_*); else TP_REPL. */
 tp_role tp_layer_role(const model *m, int i);
-
-/* The host arithmetic of the vocabulary-parallel cross-entropy of N rows, on rank r's
- * logits z (N, v) of classes [lo, lo + v); targets t (N) are class ids of the whole range.
- * The caller sums across the group what is marked "summed", in this order:
- * 1. tp_xent_rowmax: mx (N) = each row's largest logit here (the caller gathers the
- *    ranks' maxima by a sum of zero-padded rows and takes the largest, m);
- * 2. tp_xent_partial: z becomes exp(z - m); q (3, N) = row sums of it, the target's logit
- *    where this rank holds the target (else 0), 1 where that logit is the row's maximum
- *    (else 0): summed;
- * 3. tp_xent_finish: z becomes the probabilities (divided by the summed row sums);
- *    loss (N) = log(sum) + m - z_target, correct (N) = the summed flags;
- * and for the backward tp_xent_grad: p (N, v) probabilities become
- * scale (p - onehot(target)) on this rank's classes. */
-void tp_xent_rowmax(const float *z, int N, int v, float *mx);
-void tp_xent_partial(float *z, int N, int v, int lo, const int32_t *t, const float *m,
-                     float *q);
-void tp_xent_finish(float *z, int N, int v, const float *m, const float *q, float *loss,
-                    float *correct);
-void tp_xent_grad(float *p, int N, int v, int lo, const int32_t *t, float scale);
 
 /* Checks that tp ranks can split m: tp >= 1, and for tp > 1 at least one block splits
  * and tp divides the heads of every split attention, the width of every split

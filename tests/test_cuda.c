@@ -48,6 +48,7 @@ Test(cuda, not_built)
 #include "exec/cuda/cuda_internal.h"
 #include "exec/cuda/cuda_nccl.h"
 #include "exec/transport.h"
+#include "tests/tpxent.h"
 
 /* Skips the calling test unless a GPU is present. */
 static void need_gpu(void)
@@ -526,6 +527,45 @@ Test(cuda, softmax_cross_entropy)
         close_side(&s);
     }
     const char *names[4] = {"xent probs", "xent loss", "xent correct", "xent bwd"};
+    for (int i = 0; i < 4; i++) expect_close(names[i], CUDA_FP32, o[1][i], o[0][i], n[i]);
+    for (int k = 0; k < 2; k++)
+        for (int i = 0; i < 4; i++) free(o[k][i]);
+    free(Z);
+}
+
+/* The vocabulary-parallel loss's entries (backend.h: xent_tp_*) over a group of 3 ranks of
+ * 333 classes (not a multiple of the block), the group's sums on the host in rank order
+ * (tests/tpxent.h); rows whose target is the maximum and rows shifted by +60. The CUDA
+ * kernels sum each row's exponentials in fp32 in block order, the CPU in double. */
+Test(cuda, vocab_parallel_cross_entropy)
+{
+    need_gpu();
+    const int N = 37, T = 3, v = 333, V = T * v;
+    float *Z = host_rand((size_t)N * V, 23, -5, 5), *o[2][4];
+    int32_t t[37];
+    for (int i = 0; i < N; i++) {
+        t[i] = (int32_t)(((long long)i * 7919 + 5) % V);
+        if (i % 3 == 0) Z[(size_t)i * V + t[i]] += 10.0f;
+        if (i % 5 == 1)
+            for (int j = 0; j < V; j++) Z[(size_t)i * V + j] += 60.0f;
+    }
+    const backend *bs[2] = {backend_cpu(), backend_cuda()};
+    size_t n[4] = {(size_t)N * V, (size_t)N, (size_t)N, (size_t)N * V};
+    for (int k = 0; k < 2; k++) {
+        side s = open_side(bs[k]);
+        plumb_err e = {{0}};
+        int differ = 0;
+        for (int i = 0; i < 4; i++) o[k][i] = malloc(n[i] * 4);
+        cr_assert_eq(tpxent_group(s.b, s.c, N, T, v, Z, t, 1.0f / N, o[k][0], o[k][1],
+                                  o[k][2], o[k][3], &differ, &e), 0, "%s: %s", s.b->name,
+                     e.msg);
+        cr_expect_eq(differ, 0, "%s: every rank's loss and correct agree", s.b->name);
+        close_side(&s);
+    }
+    float ones = 0;
+    for (int i = 0; i < N; i++) ones += o[0][2][i];
+    cr_expect_gt(ones, 0, "some rows are correct");
+    const char *names[4] = {"xent_tp probs", "xent_tp loss", "xent_tp correct", "xent_tp bwd"};
     for (int i = 0; i < 4; i++) expect_close(names[i], CUDA_FP32, o[1][i], o[0][i], n[i]);
     for (int k = 0; k < 2; k++)
         for (int i = 0; i < 4; i++) free(o[k][i]);

@@ -132,6 +132,15 @@ void cpu_xent_fwd(bk_ctx *c, int N, int V, const float *logits, const int32_t *t
                   float *probs, float *loss, float *correct);
 void cpu_xent_bwd(bk_ctx *c, int N, int V, const float *probs, const int32_t *targets,
                   float scale, float *dlogits);
+/* the vocabulary-parallel cross-entropy's steps (backend.h: xent_tp_*); the summation
+ * order is that of the host arithmetic they replaced (a double sum of each row's exps) */
+void cpu_xent_tp_max(bk_ctx *c, int N, int v, const float *logits, float *mx);
+void cpu_xent_tp_partial(bk_ctx *c, int N, int v, int T, int lo, const float *maxes,
+                         const int32_t *targets, const float *logits, float *e, float *q);
+void cpu_xent_tp_finish(bk_ctx *c, int N, int v, int T, const float *maxes, const float *q,
+                        float *e, float *loss, float *correct);
+void cpu_xent_tp_bwd(bk_ctx *c, int N, int v, int lo, const float *probs,
+                     const int32_t *targets, float scale, float *dlogits);
 
 /* cpu_seq.c: the sequence layers of transformers */
 void cpu_layernorm_fwd(bk_ctx *c, int N, int D, const float *x, const float *gamma,

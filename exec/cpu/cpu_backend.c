@@ -322,6 +322,10 @@ static const char *cpu_note(void)
         .attention_bwd = cpu_attention_bwd,                                              \
         .xent_fwd = cpu_xent_fwd,                                                        \
         .xent_bwd = cpu_xent_bwd,                                                        \
+        .xent_tp_max = cpu_xent_tp_max,                                                  \
+        .xent_tp_partial = cpu_xent_tp_partial,                                          \
+        .xent_tp_finish = cpu_xent_tp_finish,                                            \
+        .xent_tp_bwd = cpu_xent_tp_bwd,                                                  \
         .opt_step = cpu_opt_step,                                                        \
         .hint_workers = cpu_hint_workers,                                                \
         .note = cpu_note,                                                                \

@@ -430,7 +430,10 @@ void cuda_copy_peer(bk_ctx *to, void *dst, const bk_ctx *from, const void *src, 
         .embedding_fwd = cuda_embedding_fwd,                                              \
         .embedding_bwd_weight = cuda_embedding_bwd_weight,                                \
         .attention_fwd = cuda_attention_fwd, .attention_bwd = cuda_attention_bwd,         \
-        .xent_fwd = cuda_xent_fwd, .xent_bwd = cuda_xent_bwd, .opt_step = cuda_opt_step,  \
+        .xent_fwd = cuda_xent_fwd, .xent_bwd = cuda_xent_bwd,                             \
+        .xent_tp_max = cuda_xent_tp_max, .xent_tp_partial = cuda_xent_tp_partial,         \
+        .xent_tp_finish = cuda_xent_tp_finish, .xent_tp_bwd = cuda_xent_tp_bwd,           \
+        .opt_step = cuda_opt_step,                                                        \
         .mark_new = cuda_mark_new, .mark_free = cuda_mark_free,                           \
         .mark_record = cuda_mark_record, .mark_wait = cuda_mark_wait,                     \
         .copy_peer = cuda_copy_peer,                                                      \

@@ -147,6 +147,13 @@ void cuda_xent_fwd(bk_ctx *c, int N, int V, const float *logits, const int32_t *
                    float *probs, float *loss, float *correct);
 void cuda_xent_bwd(bk_ctx *c, int N, int V, const float *probs, const int32_t *targets,
                    float scale, float *dlogits);
+void cuda_xent_tp_max(bk_ctx *c, int N, int v, const float *logits, float *mx);
+void cuda_xent_tp_partial(bk_ctx *c, int N, int v, int T, int lo, const float *maxes,
+                          const int32_t *targets, const float *logits, float *e, float *q);
+void cuda_xent_tp_finish(bk_ctx *c, int N, int v, int T, const float *maxes, const float *q,
+                         float *e, float *loss, float *correct);
+void cuda_xent_tp_bwd(bk_ctx *c, int N, int v, int lo, const float *probs,
+                      const int32_t *targets, float scale, float *dlogits);
 void cuda_opt_step(bk_ctx *c, const bk_opt *o, size_t n, float *w, const float *g, float *m,
                    float *v);
 

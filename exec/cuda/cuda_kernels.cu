@@ -1,5 +1,6 @@
 /* cuda_kernels.cu: plumb's own CUDA kernels for the element-wise layers, biases, im2col,
- * max pooling, the softmax cross-entropy loss and the optimizers. Every reduction runs in a
+ * max pooling, the softmax cross-entropy loss (whole and vocabulary-parallel) and the
+ * optimizers. Every reduction runs in a
  * fixed order, so results are bit-for-bit reproducible from run to run. */
 #include <cuda_runtime.h>
 #include <math.h>
@@ -401,6 +402,115 @@ extern "C" cudaError_t ck_xent_bwd(cudaStream_t s, int N, int V, const float *pr
 {
     size_t n = (size_t)N * V;
     if (n) k_xent_bwd<<<grid_for(n), THREADS, 0, s>>>(N, V, probs, targets, scale, dlogits);
+    return cudaGetLastError();
+}
+
+/* The vocabulary-parallel cross-entropy (backend.h: xent_tp_*), one block per row. */
+
+/* Row i's maximum over the whole vocabulary: the largest of maxes' T rows (T, N). */
+static __device__ inline float tp_row_max(const float *maxes, int N, int T, size_t i)
+{
+    float m = maxes[i];
+    for (int k = 1; k < T; k++)
+        if (maxes[(size_t)k * N + i] > m) m = maxes[(size_t)k * N + i];
+    return m;
+}
+
+__global__ void k_xent_tp_max(int v, const float *logits, float *mx)
+{
+    __shared__ float sh[THREADS];
+    const float *z = logits + (size_t)blockIdx.x * v;
+    float best = -INFINITY;
+    for (int j = threadIdx.x; j < v; j += THREADS)
+        if (z[j] > best) best = z[j];
+    sh[threadIdx.x] = best;
+    __syncthreads();
+    for (int w = THREADS / 2; w > 0; w >>= 1) {
+        if ((int)threadIdx.x < w && sh[threadIdx.x + w] > sh[threadIdx.x])
+            sh[threadIdx.x] = sh[threadIdx.x + w];
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) mx[blockIdx.x] = sh[0];
+}
+
+__global__ void k_xent_tp_partial(int N, int v, int T, int lo, const float *maxes,
+                                  const int32_t *targets, const float *logits, float *e,
+                                  float *q)
+{
+    __shared__ float sh[THREADS];
+    const size_t row = blockIdx.x;
+    const float *z = logits + row * v;
+    float *r = e + row * v;
+    const float m = tp_row_max(maxes, N, T, row);
+    float s = 0.0f;
+    for (int j = threadIdx.x; j < v; j += THREADS) {
+        float x = expf(z[j] - m);
+        r[j] = x;
+        s += x;
+    }
+    s = block_sum(s, sh);
+    if (threadIdx.x == 0) {
+        int k = targets[row] - lo;
+        int here = k >= 0 && k < v;
+        q[row] = s;
+        q[N + row] = here ? z[k] : 0.0f;
+        q[2 * (size_t)N + row] = here && z[k] == m ? 1.0f : 0.0f;
+    }
+}
+
+__global__ void k_xent_tp_finish(int N, int v, int T, const float *maxes, const float *q,
+                                 float *e, float *loss, float *correct)
+{
+    const size_t row = blockIdx.x;
+    const float inv = (float)(1.0 / (double)q[row]);
+    float *r = e + row * v;
+    for (int j = threadIdx.x; j < v; j += THREADS) r[j] *= inv;
+    if (threadIdx.x == 0) {
+        const float m = tp_row_max(maxes, N, T, row);
+        loss[row] = (float)(log((double)q[row]) - (double)(q[N + row] - m));
+        correct[row] = q[2 * (size_t)N + row] > 0.0f ? 1.0f : 0.0f;
+    }
+}
+
+__global__ void k_xent_tp_bwd(int N, int v, int lo, const float *probs, const int32_t *targets,
+                              float scale, float *dlogits)
+{
+    FOR_EACH(i, (size_t)N * v)
+    {
+        int j = (int)(i % v);
+        int k = targets[i / v] - lo;
+        dlogits[i] = scale * (probs[i] - (j == k ? 1.0f : 0.0f));
+    }
+}
+
+extern "C" cudaError_t ck_xent_tp_max(cudaStream_t s, int N, int v, const float *logits,
+                                      float *mx)
+{
+    if (N > 0 && v > 0) k_xent_tp_max<<<N, THREADS, 0, s>>>(v, logits, mx);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t ck_xent_tp_partial(cudaStream_t s, int N, int v, int T, int lo,
+                                          const float *maxes, const int32_t *targets,
+                                          const float *logits, float *e, float *q)
+{
+    if (N > 0 && v > 0) k_xent_tp_partial<<<N, THREADS, 0, s>>>(N, v, T, lo, maxes, targets, logits, e, q);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t ck_xent_tp_finish(cudaStream_t s, int N, int v, int T,
+                                         const float *maxes, const float *q, float *e,
+                                         float *loss, float *correct)
+{
+    if (N > 0 && v > 0) k_xent_tp_finish<<<N, THREADS, 0, s>>>(N, v, T, maxes, q, e, loss, correct);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t ck_xent_tp_bwd(cudaStream_t s, int N, int v, int lo, const float *probs,
+                                      const int32_t *targets, float scale, float *dlogits)
+{
+    size_t n = (size_t)N * v;
+    if (n) k_xent_tp_bwd<<<grid_for(n), THREADS, 0, s>>>(N, v, lo, probs, targets, scale, dlogits);
     return cudaGetLastError();
 }
 

@@ -58,6 +58,16 @@ cudaError_t ck_xent_fwd(cudaStream_t s, int N, int V, const float *logits,
                         const int32_t *targets, float *probs, float *loss, float *correct);
 cudaError_t ck_xent_bwd(cudaStream_t s, int N, int V, const float *probs,
                         const int32_t *targets, float scale, float *dlogits);
+/* The vocabulary-parallel cross-entropy's steps (backend.h: xent_tp_*), one block per row
+ * (the row sums of exps in the fixed order of block_sum, in fp32). */
+cudaError_t ck_xent_tp_max(cudaStream_t s, int N, int v, const float *logits, float *mx);
+cudaError_t ck_xent_tp_partial(cudaStream_t s, int N, int v, int T, int lo,
+                               const float *maxes, const int32_t *targets,
+                               const float *logits, float *e, float *q);
+cudaError_t ck_xent_tp_finish(cudaStream_t s, int N, int v, int T, const float *maxes,
+                              const float *q, float *e, float *loss, float *correct);
+cudaError_t ck_xent_tp_bwd(cudaStream_t s, int N, int v, int lo, const float *probs,
+                           const int32_t *targets, float scale, float *dlogits);
 /* One optimizer step over n weights; c1 and c2 are Adam's bias corrections
  * 1 - beta1^step and 1 - beta2^step (computed by the caller as the CPU backend does). */
 cudaError_t ck_opt_step(cudaStream_t s, bk_opt o, float c1, float c2, size_t n, float *w,

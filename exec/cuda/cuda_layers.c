@@ -176,6 +176,33 @@ void cuda_xent_bwd(bk_ctx *c, int N, int V, const float *probs, const int32_t *t
     KERNEL_CHECK(c, ck_xent_bwd(c->stream, N, V, probs, targets, scale, dlogits));
 }
 
+void cuda_xent_tp_max(bk_ctx *c, int N, int v, const float *logits, float *mx)
+{
+    cuda_enter(c);
+    KERNEL_CHECK(c, ck_xent_tp_max(c->stream, N, v, logits, mx));
+}
+
+void cuda_xent_tp_partial(bk_ctx *c, int N, int v, int T, int lo, const float *maxes,
+                          const int32_t *targets, const float *logits, float *e, float *q)
+{
+    cuda_enter(c);
+    KERNEL_CHECK(c, ck_xent_tp_partial(c->stream, N, v, T, lo, maxes, targets, logits, e, q));
+}
+
+void cuda_xent_tp_finish(bk_ctx *c, int N, int v, int T, const float *maxes, const float *q,
+                         float *e, float *loss, float *correct)
+{
+    cuda_enter(c);
+    KERNEL_CHECK(c, ck_xent_tp_finish(c->stream, N, v, T, maxes, q, e, loss, correct));
+}
+
+void cuda_xent_tp_bwd(bk_ctx *c, int N, int v, int lo, const float *probs,
+                      const int32_t *targets, float scale, float *dlogits)
+{
+    cuda_enter(c);
+    KERNEL_CHECK(c, ck_xent_tp_bwd(c->stream, N, v, lo, probs, targets, scale, dlogits));
+}
+
 void cuda_opt_step(bk_ctx *c, const bk_opt *o, size_t n, float *w, const float *g, float *m,
                    float *v)
 {
