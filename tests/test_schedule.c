@@ -1199,6 +1199,67 @@ Test(schedule_slots, renumbered_microbatches_same_slots)
     }
 }
 
+/* schedule_inflight against its definition, counted here per worker and stage: the
+ * microbatches forwarded and not yet backwarded (B, or W when split), and the versions
+ * held (the newest, one up at each STEP, and those the in-flight microbatches' forwards
+ * used), their most at once, the most over a stage's replicas; every kind, replicated
+ * stages, several iterations. */
+Test(schedule_inflight, counts_by_definition)
+{
+    static const int reps[4] = {2, 1, 3, 1};
+    for (int k = 0; k < SCHED_NKINDS; k++)
+        for (int p = 2; p <= 4; p++)
+            for (int r = 0; r < 2; r++) {
+                const int chunked = sched_kind_chunked((sched_kind)k);
+                plumb_err e = {{0}};
+                schedule *s = try_gen(k, p, sched_kind_chunks((sched_kind)k), 12, 3,
+                                      r && !chunked ? reps : NULL, &e);
+                if (!s) continue;
+                const int S = s->nstages, T = s->microbatches * s->iterations;
+                int *act = calloc((size_t)S, sizeof *act), *ver = calloc((size_t)S, sizeof *ver);
+                int *want_a = calloc((size_t)S, sizeof *want_a);
+                int *want_v = calloc((size_t)S, sizeof *want_v);
+                int *fv = malloc((size_t)S * T * sizeof *fv);
+                int *open = malloc((size_t)T * sizeof *open); /* in flight: their versions */
+                inflight(s, act, ver);
+                for (int w = 0; w < s->nworkers; w++)
+                    for (int st = 0; st < S; st++) {
+                        int n = 0, cur = 0;
+                        for (int i = 0; i < s->len[w]; i++) {
+                            const action *a = &s->acts[w][i];
+                            if (a->stage != st) continue;
+                            if (a->kind == ACT_F) {
+                                fv[st * T + a->microbatch] = a->version;
+                                open[n++] = a->microbatch;
+                            } else if (a->kind == ACT_B || a->kind == ACT_W) {
+                                for (int j = 0; j < n; j++)
+                                    if (open[j] == a->microbatch) open[j] = open[--n];
+                            } else if (a->kind == ACT_STEP) {
+                                cur++;
+                            }
+                            int held = 1; /* the newest, then each other version once */
+                            for (int j = 0; j < n; j++) {
+                                int v = fv[st * T + open[j]], seen = v == cur;
+                                for (int q = 0; q < j && !seen; q++) seen = fv[st * T + open[q]] == v;
+                                held += !seen;
+                            }
+                            if (n > want_a[st]) want_a[st] = n;
+                            if (held > want_v[st]) want_v[st] = held;
+                        }
+                    }
+                for (int st = 0; st < S; st++) {
+                    cr_expect_eq(act[st], want_a[st], "%s p=%d reps %d stage %d: %d in flight, "
+                                 "by definition %d", sched_kind_name(k), p, r, st, act[st],
+                                 want_a[st]);
+                    cr_expect_eq(ver[st], want_v[st] > 0 ? want_v[st] : 1, "%s p=%d reps %d "
+                                 "stage %d: %d versions, by definition %d", sched_kind_name(k),
+                                 p, r, st, ver[st], want_v[st]);
+                }
+                free(act), free(ver), free(want_a), free(want_v), free(fv), free(open);
+                schedule_free(s);
+            }
+}
+
 /* schedule_inflight checks each action's fields in its counting pass: the first bad one
  * in worker order is reported as schedule_validate reports it, whatever the kind of
  * field and however far into the list. */
