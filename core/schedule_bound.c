@@ -42,7 +42,10 @@ typedef struct bpair {  /* the pair (from -> to) */
 
 typedef struct bctx {
     int W, S, T;
-    int K;             /* clock components: one per worker */
+    int K;             /* clock components kept: the workers a counted message may go to */
+    int *tix;          /* [W] a worker's component, or -1 (no counted message of the
+                          placement's comes to it: no send ever asks how many of its
+                          actions precede it) */
     size_t n;          /* S x T: messages of one direction */
     unsigned sends;
     int *pc;           /* [W] next action of each worker */
@@ -80,7 +83,7 @@ static void bctx_free(bctx *c)
     for (size_t i = 0; c->vmsg && i < 2 * c->n; i++) vc_release(&c->vs, &c->vmsg[i]);
     vc_set_free(&c->vs);
     for (int i = 0; i < c->npr; i++) free(c->pr[i].q);
-    free(c->pc), free(c->clock), free(c->slot), free(c->pend), free(c->ov), free(c->pool);
+    free(c->pc), free(c->tix), free(c->clock), free(c->slot), free(c->pend), free(c->ov), free(c->pool);
     free(c->pfree), free(c->rdy), free(c->wnext), free(c->arc);
     free(c->waiting), free(c->nwaiting), free(c->pr), free(c->ph), free(c->scache);
     free(c->rcache), free(c->vck), free(c->vmsg), free(c->vgrp);
@@ -155,10 +158,24 @@ static int pair_cached(bctx *c, int *cache, int w, int from, int to)
     return cache[w] = pair_get(c, from, to);
 }
 
-static int bctx_init(bctx *c, const schedule *s, unsigned sends)
+/* Sets up c for a replay of s counting `sends`; every: a component for every worker (else
+ * for the workers of the stages that counted messages go to in the placement). 0, or -1
+ * out of memory. */
+static int bctx_init(bctx *c, const schedule *s, unsigned sends, int every)
 {
     int W = s->nworkers;
-    c->W = W, c->S = s->nstages, c->T = sched_total_mb(s), c->K = W, c->sends = sends;
+    c->W = W, c->S = s->nstages, c->T = sched_total_mb(s), c->sends = sends;
+    c->tix = malloc(((size_t)W + 1) * sizeof *c->tix);
+    if (!c->tix) return -1;
+    for (int w = 0; w < W; w++) c->tix[w] = every ? w : -1;
+    c->K = every ? W : 0;
+    for (int st = 0; st < c->S && !every; st++) /* activations go up, gradients down */
+        if ((st > 0 && (sends & 1u << ACT_SEND_F)) ||
+            (st + 1 < c->S && (sends & 1u << ACT_SEND_B)))
+            for (int j = 0; j < s->replicas[st]; j++) {
+                int w = s->stage_workers[s->stage_first[st] + j];
+                if (w >= 0 && w < W && c->tix[w] < 0) c->tix[w] = c->K++;
+            }
     c->n = (size_t)c->S * (size_t)c->T;
     c->pc = calloc((size_t)W + 1, sizeof *c->pc);
     c->slot = calloc(2 * c->n + 1, sizeof *c->slot);
@@ -263,11 +280,13 @@ static int ck_get(const bctx *c, int w, int k)
 /* Worker w's own component one up (after one of its actions). 0 or -1 (memory). */
 static int ck_tick(bctx *c, int w)
 {
+    int k = c->tix[w];
+    if (k < 0) return 0;
     if (!c->sparse) {
-        c->clock[(size_t)w * c->K + w]++;
+        c->clock[(size_t)w * c->K + k]++;
         return 0;
     }
-    return vc_raise(&c->vs, &c->vck[w], w, vc_get(&c->vs, &c->vck[w], w) + 1);
+    return vc_raise(&c->vs, &c->vck[w], k, vc_get(&c->vs, &c->vck[w], k) + 1);
 }
 
 /* Message d posted by worker w: it carries w's clock with w's send counted (the send
@@ -282,7 +301,9 @@ static int msg_post(bctx *c, size_t d, int w)
     if (c->sparse) {
         vclock *m = &c->vmsg[d];
         vc_drop(&c->vs, m);
-        if (vc_copy(&c->vs, m, &c->vck[w]) || vc_raise(&c->vs, m, w, vc_get(&c->vs, m, w) + 1))
+        int k = c->tix[w];
+        if (vc_copy(&c->vs, m, &c->vck[w]) ||
+            (k >= 0 && vc_raise(&c->vs, m, k, vc_get(&c->vs, m, k) + 1)))
             return -1;
         c->slot[d] = 1;
         return 0;
@@ -306,7 +327,7 @@ static int msg_post(bctx *c, size_t d, int w)
     }
     int *m = c->pool + (size_t)(at - 1) * c->K;
     memcpy(m, c->clock + (size_t)w * c->K, (size_t)c->K * sizeof(int));
-    m[w]++;
+    if (c->tix[w] >= 0) m[c->tix[w]]++;
     return 0;
 }
 
@@ -382,13 +403,16 @@ static int take_note(bctx *c, int b, size_t d, int i)
     return 0;
 }
 
-/* A counted SEND of w to b: the messages of the pair b may not have taken yet. 0 or -1. */
+/* A counted SEND of w to b: the messages of the pair b may not have taken yet. 0, -1 out
+ * of memory, or -2 when b has no clock component (a send the placement does not make:
+ * the replay starts again with one for every worker). */
 static int send_count(bctx *c, int w, int b)
 {
+    if (c->tix[b] < 0) return -2;
     int k = pair_cached(c, c->scache, w, w, b);
     if (k < 0) return -1;
     bpair *g = &c->pr[k];
-    int known = ck_get(c, w, b); /* b's actions known to precede this send */
+    int known = ck_get(c, w, c->tix[b]); /* b's actions known to precede this send */
     while (g->qn && g->q[g->qh] < known) g->qh++, g->qn--, g->known++;
     int waiting = ++g->sent - g->known;
     if (waiting > g->bound) g->bound = waiting;
@@ -415,7 +439,8 @@ static int barrier(bctx *c, const int *grp, int r, int w)
 }
 
 /* Runs worker w until it waits or ends (a wait is noted where what ends it finds it).
- * 0, or -1 when out of memory. */
+ * 0, -1 when out of memory, or -2 when a counted message goes to a worker without a
+ * clock component (send_count). */
 static int run_worker(bctx *c, const schedule *s, int w)
 {
     const int W = c->W, len = s->len[w];
@@ -431,8 +456,9 @@ static int run_worker(bctx *c, const schedule *s, int w)
             size_t d = msg_slot(c, a);
             if (d >= 2 * c->n) return 0;
             if (act_is_send(k)) {
-                if (msg_post(c, d, w) || ((sends >> k & 1) && send_count(c, w, a->peer)))
-                    return -1;
+                int rc = msg_post(c, d, w);
+                if (!rc && (sends >> k & 1)) rc = send_count(c, w, a->peer);
+                if (rc) return rc;
             } else if (c->slot[d] <= 0) { /* not posted: wait for it */
                 c->wnext[w] = c->slot[d] < 0 ? -c->slot[d] - 1 : -1;
                 c->slot[d] = -(w + 1);
@@ -472,19 +498,28 @@ static int run_worker(bctx *c, const schedule *s, int w)
 static int bound_run(bctx *c, const schedule *s, unsigned sends, plumb_err *err)
 {
     const int W = s->nworkers;
-    if (bctx_init(c, s, sends)) return err_set(err, NULL, NULL, "out of memory");
-    /* rounds over the workers in order, each run until it waits, as if every waiting
-     * worker were looked at again (a worker made ready by one before it runs in the
-     * same round, by one after it in the next): the order decides which messages a
-     * computation that comes before its own RECV finds posted, in lists no generator
-     * makes */
-    for (int w = 0; w < W; w++) ready(c, w);
-    for (int more = 1; more;) {
-        more = 0;
-        for (int w = next_ready(c, 0); w >= 0; w = w + 1 < W ? next_ready(c, w + 1) : -1) {
-            more = 1;
-            if (run_worker(c, s, w)) return err_set(err, NULL, NULL, "out of memory");
+    for (int every = 0, rc = -2; rc == -2; every = 1) {
+        if (every) { /* a send the placement does not make: every worker a component */
+            bctx_free(c);
+            memset(c, 0, sizeof *c);
         }
+        if (bctx_init(c, s, sends, every)) return err_set(err, NULL, NULL, "out of memory");
+        /* rounds over the workers in order, each run until it waits, as if every waiting
+         * worker were looked at again (a worker made ready by one before it runs in the
+         * same round, by one after it in the next): the order decides which messages a
+         * computation that comes before its own RECV finds posted, in lists no generator
+         * makes */
+        for (int w = 0; w < W; w++) ready(c, w);
+        rc = 0;
+        for (int more = 1; more && !rc;) {
+            more = 0;
+            for (int w = next_ready(c, 0); w >= 0 && !rc;
+                 w = w + 1 < W ? next_ready(c, w + 1) : -1) {
+                more = 1;
+                rc = run_worker(c, s, w);
+            }
+        }
+        if (rc == -1) return err_set(err, NULL, NULL, "out of memory");
     }
     for (int w = 0; w < W; w++)
         if (c->pc[w] < s->len[w]) {

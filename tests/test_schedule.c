@@ -1046,6 +1046,23 @@ Test(schedule_bound, equals_the_definition)
     cr_expect_gt(pairs, 300, "%lld pairs with messages", pairs);
 }
 
+/* Gradients sent to a worker the placement sends none to (the last stage's): the replay
+ * keeps clocks only for the workers messages go to in the placement, finds the odd
+ * receiver and starts again with one for every worker; nobody there takes them, so all
+ * of them can be waiting. */
+Test(schedule_bound, send_outside_the_placement)
+{
+    schedule *s = gen(SCHED_GPIPE, 3, 1, 4, 1, NULL);
+    for (int i = 0; i < s->len[1]; i++)
+        if (s->acts[1][i].kind == ACT_SEND_B) s->acts[1][i].peer = 2;
+    int *b = send_bound(s, 1u << ACT_SEND_B);
+    /* 1->2: all 4; 2->1: all 4 as in gpipe (worker 2 learns nothing of 1's takes) */
+    static const int want[9] = {0, 0, 0, 0, 0, 4, 0, 4, 0};
+    for (int i = 0; i < 9; i++) cr_expect_eq(b[i], want[i], "%d->%d: %d", i / 3, i % 3, b[i]);
+    free(b);
+    schedule_free(s);
+}
+
 Test(schedule_bound, replicated_stage_and_deadlock)
 {
     /* stage 0 on workers 0 and 1 takes alternate microbatches: at most 2 each way per pair */
