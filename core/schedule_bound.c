@@ -484,7 +484,10 @@ static int run_worker(bctx *c, const schedule *s, int w)
             size_t d = taken_slot(c, a);
             if (d < 2 * c->n) {
                 if (c->slot[d] > 0 && msg_take(c, d, w)) return -1; /* the data arrived */
-                if ((c->pend[d] || c->nov) && take_note(c, w, d, i)) return -1;
+                /* a take of a counted kind (only those are ever pending) */
+                if ((sends >> (d < c->n ? ACT_SEND_F : ACT_SEND_B) & 1) &&
+                    (c->pend[d] || c->nov) && take_note(c, w, d, i))
+                    return -1;
             }
         }
         if (ck_tick(c, w)) return -1;
