@@ -11,8 +11,13 @@
  * it. The executor's local transport sets aside that many staging buffers per pair for
  * gradients, and the simulator's memory model counts them. With hundreds of replicas the
  * clocks are kept sparse over shared bases (schedule_vclock.h, sched_bound_sparse), with
- * the same values. */
-#include <limits.h>
+ * the same values.
+ *
+ * One pass over the actions: the replay runs each worker until it waits (a receive whose
+ * message is not posted, an all-reduce its replicas have not all reached), and the action
+ * that ends the wait marks it ready, so no wait is looked at twice. A take is noted on
+ * its pair when its consumer runs: clock[b] of a sender never exceeds the actions b has
+ * run, so every take a SEND asks about has been noted. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -27,33 +32,45 @@
  * cost more); 0: always dense; 1: always sparse. */
 int sched_bound_sparse = -1;
 
+typedef struct bpair {  /* the pair (from -> to) */
+    int from, to;
+    int sent, bound;     /* counted sends so far; the most waiting at one */
+    int known;           /* its takes known to `from` so far */
+    int qh, qn, qcap;    /* positions of the takes noted and not yet known: q[qh .. qh+qn) */
+    int *q;
+} bpair;
+
 typedef struct bctx {
     int W, S, T;
-    int K;             /* clock components kept: the workers that take counted messages */
-    int *tix;          /* [W] a worker's component, or -1 (no counted receive: no send
-                          ever asks how many of its actions precede it, and a component
-                          is joined, copied and raised apart from the others) */
+    int K;             /* clock components kept: the workers a counted message may go to */
+    int *tix;          /* [W] a worker's component, or -1 (no counted message of the
+                          placement's comes to it: no send ever asks how many of its
+                          actions precede it) */
     size_t n;          /* S x T: messages of one direction */
+    unsigned sends;
     int *pc;           /* [W] next action of each worker */
-    int *clock;        /* [W x K] clock[w * K + tix[v]]: v's actions known to precede w's
-                          next */
-    int **msg;         /* [2n] the sender's clock of each posted message; NULL: not posted */
+    int *clock;        /* [W x K] dense: clock[w * K + v]: v's actions known to precede
+                          w's next */
+    int *slot;         /* [2n] each message: 0 not posted; > 0 posted (dense: its clock is
+                          pool entry slot - 1); < 0 waited for, -(first waiter + 1) */
+    long long *pend;   /* [2n] a counted receive posted and its data not yet taken:
+                          (receiver + 1) << 32 | sender; 0: none (others: ov below) */
+    struct bov { int b, p; size_t d; } *ov; /* pending receives whose slot of pend was
+                          held by another receiver */
+    int nov, capov;
+    int *pool, *pfree; /* dense message clocks [pcap x K]; free entries pfree[0 .. npfree) */
+    int pcap, pused, npfree;
+    unsigned long long *rdy; /* [W / 64 + 1] bit w: worker w may run on */
+    int *wnext;        /* [W] the next worker waiting for the same message, or -1 */
     int *arc;          /* [W x S] all-reduces of each stage done by each worker */
-    int *roff;         /* [W + 1] the positions of worker b's computations that take
-                          counted messages are rrecv[roff[b] .. roff[b + 1]), sorted by
-                          (sender, position) */
-    struct brecv { int peer, pos; } *rrecv;
-    int *goff;         /* [W + 1] worker b's senders are grp[goff[b] .. goff[b + 1]) */
-    struct bgroup {    /* a pair (sender peer -> b): its takes end at rrecv[end], those
-                          before rrecv[cur] are the ones counted so far; its sends so far
-                          and its bound */
-        int peer, end, cur, sent, bound;
-    } *grp;
     int *waiting;      /* [W] 1 while the worker waits at an all-reduce of its own stage */
     int *nwaiting;     /* [S] replicas of each stage waiting at its all-reduce */
-    int **pool;        /* dense message clocks free for reuse: pool[0 .. npool) */
-    int npool;
-    int sparse;        /* 1: the clocks below, not clock and msg */
+    bpair *pr;         /* the pairs, in order of first use */
+    int npr, cappr;
+    int *ph;           /* open-addressing index of pr by (from, to): -1 empty */
+    int phcap;         /* a power of two, at least 2 npr */
+    int *scache, *rcache; /* [W] the last pair a worker sent on / took from */
+    int sparse;        /* 1: the clocks below, not clock and pool */
     vcset vs;
     vclock *vck;       /* [W] each worker's clock */
     vclock *vmsg;      /* [2n] each posted message's; base -1: not posted */
@@ -62,31 +79,18 @@ typedef struct bctx {
 
 static void bctx_free(bctx *c)
 {
-    for (size_t i = 0; c->msg && i < 2 * c->n; i++) free(c->msg[i]);
-    for (int i = 0; i < c->npool; i++) free(c->pool[i]);
     for (int w = 0; c->vck && w < c->W; w++) vc_release(&c->vs, &c->vck[w]);
     for (size_t i = 0; c->vmsg && i < 2 * c->n; i++) vc_release(&c->vs, &c->vmsg[i]);
     vc_set_free(&c->vs);
-    free(c->pc), free(c->clock), free(c->msg), free(c->arc), free(c->roff), free(c->rrecv);
-    free(c->goff), free(c->grp), free(c->tix);
-    free(c->waiting), free(c->nwaiting), free(c->pool), free(c->vck), free(c->vmsg);
-    free(c->vgrp);
+    for (int i = 0; i < c->npr; i++) free(c->pr[i].q);
+    free(c->pc), free(c->tix), free(c->clock), free(c->slot), free(c->pend), free(c->ov), free(c->pool);
+    free(c->pfree), free(c->rdy), free(c->wnext), free(c->arc);
+    free(c->waiting), free(c->nwaiting), free(c->pr), free(c->ph), free(c->scache);
+    free(c->rcache), free(c->vck), free(c->vmsg), free(c->vgrp);
 }
 
-/* 1 when x sends a message of a kind in `sends`. */
-static int counted_send(const action *x, unsigned sends)
-{
-    return act_is_send(x->kind) && (sends & (1u << x->kind));
-}
-
-/* 1 when x receives a message of a kind in `sends`. */
-static int counted_recv(const action *x, unsigned sends)
-{
-    return (x->kind == ACT_RECV_F && (sends & (1u << ACT_SEND_F))) ||
-           (x->kind == ACT_RECV_B && (sends & (1u << ACT_SEND_B)));
-}
-
-/* The message slot of a SEND or RECV (as the buffered replay of schedule_validate.c). */
+/* The message slot of a SEND or RECV, or 2n when its fields are out of range: the
+ * microbatches of one stage and direction lie in a row, which each worker walks along. */
 static size_t msg_slot(const bctx *c, const action *a)
 {
     if (a->microbatch < 0 || a->microbatch >= c->T || a->stage < 0 || a->stage >= c->S ||
@@ -109,141 +113,88 @@ static size_t taken_slot(const bctx *c, const action *a)
     return 2 * c->n;
 }
 
-static int brecv_cmp(const void *x, const void *y)
+static size_t pair_hash(int from, int to, int cap)
 {
-    const struct brecv *a = x, *b = y;
-    if (a->peer != b->peer) return (a->peer > b->peer) - (a->peer < b->peer);
-    return (a->pos > b->pos) - (a->pos < b->pos);
+    unsigned long long x = ((unsigned long long)(unsigned)from << 32 | (unsigned)to) *
+                           0x9e3779b97f4a7c15ULL;
+    return (size_t)(x >> 32) & (size_t)(cap - 1);
 }
 
-/* Sorts each receiver's rrecv range by (sender, position), as brecv_cmp orders. A range
- * holds the takes of the receiver's own scan, ascending in position, and the marks
- * (sender, INT_MAX) of its senders' scans, from a few senders: so per sender in
- * increasing order its takes in array order, then its marks (alike). A range with more
- * than 16 senders is sorted with qsort. 0, or -1 out of memory. */
-static int sort_takes(bctx *c)
+/* The pair from -> to, made on first use; its index, or -1 out of memory. */
+static int pair_get(bctx *c, int from, int to)
 {
-    enum { FEWP = 16 };
-    int most = 0;
-    for (int b = 0; b < c->W; b++)
-        if (c->roff[b + 1] - c->roff[b] > most) most = c->roff[b + 1] - c->roff[b];
-    struct brecv *tmp = malloc(((size_t)most + 1) * sizeof *tmp);
-    if (!tmp) return -1;
-    for (int b = 0; b < c->W; b++) {
-        struct brecv *r = c->rrecv + c->roff[b];
-        int n = c->roff[b + 1] - c->roff[b], peers[FEWP], np = 0;
-        for (int i = 0; i < n && np <= FEWP; i++) {
-            int q = 0;
-            while (q < np && peers[q] != r[i].peer) q++;
-            if (q == np) {
-                if (np == FEWP) { np++; break; }
-                int j = np++; /* insertion in increasing order */
-                while (j > 0 && peers[j - 1] > r[i].peer) peers[j] = peers[j - 1], j--;
-                peers[j] = r[i].peer;
-            }
-        }
-        if (np > FEWP) {
-            qsort(r, (size_t)n, sizeof *r, brecv_cmp);
-            continue;
-        }
-        int o = 0;
-        for (int q = 0; q < np; q++) {
-            for (int i = 0; i < n; i++)
-                if (r[i].peer == peers[q] && r[i].pos != INT_MAX) tmp[o++] = r[i];
-            for (int i = 0; i < n; i++)
-                if (r[i].peer == peers[q] && r[i].pos == INT_MAX) tmp[o++] = r[i];
-        }
-        memcpy(r, tmp, (size_t)n * sizeof *r);
+    size_t i = pair_hash(from, to, c->phcap);
+    for (; c->ph[i] >= 0; i = (i + 1) & (size_t)(c->phcap - 1))
+        if (c->pr[c->ph[i]].from == from && c->pr[c->ph[i]].to == to) return c->ph[i];
+    if (c->npr == c->cappr) {
+        int cap = 2 * c->cappr;
+        bpair *p = realloc(c->pr, (size_t)cap * sizeof *p);
+        if (!p) return -1;
+        c->pr = p, c->cappr = cap;
     }
-    free(tmp);
-    return 0;
+    int k = c->npr++;
+    c->pr[k] = (bpair){.from = from, .to = to};
+    c->ph[i] = k;
+    if (2 * c->npr > c->phcap) { /* grow the index */
+        int cap = 2 * c->phcap, *h = malloc((size_t)cap * sizeof *h);
+        if (!h) return -1;
+        memset(h, 0xff, (size_t)cap * sizeof *h);
+        for (int j = 0; j < c->npr; j++) {
+            size_t at = pair_hash(c->pr[j].from, c->pr[j].to, cap);
+            while (h[at] >= 0) at = (at + 1) & (size_t)(cap - 1);
+            h[at] = j;
+        }
+        free(c->ph);
+        c->ph = h, c->phcap = cap;
+    }
+    return k;
 }
 
-static int bctx_init(bctx *c, const schedule *s, unsigned sends)
+/* pair_get through the worker's last pair (cache: scache or rcache). */
+static int pair_cached(bctx *c, int *cache, int w, int from, int to)
+{
+    int k = cache[w];
+    if (k >= 0 && c->pr[k].from == from && c->pr[k].to == to) return k;
+    return cache[w] = pair_get(c, from, to);
+}
+
+/* Sets up c for a replay of s counting `sends`; every: a component for every worker (else
+ * for the workers of the stages that counted messages go to in the placement). 0, or -1
+ * out of memory. */
+static int bctx_init(bctx *c, const schedule *s, unsigned sends, int every)
 {
     int W = s->nworkers;
-    c->W = W, c->S = s->nstages, c->T = sched_total_mb(s);
-    c->n = (size_t)c->S * (size_t)c->T;
-    c->pc = calloc((size_t)W, sizeof *c->pc);
-    c->msg = calloc(2 * c->n + 1, sizeof *c->msg);
-    c->arc = calloc((size_t)W * c->S + 1, sizeof *c->arc);
-    c->roff = calloc((size_t)W + 1, sizeof *c->roff);
-    c->waiting = calloc((size_t)W, sizeof *c->waiting);
-    c->nwaiting = calloc((size_t)c->S, sizeof *c->nwaiting);
-    if (!c->pc || !c->msg || !c->arc || !c->roff || !c->waiting || !c->nwaiting)
-        return -1;
-    /* per receiver b: the positions of its computations that take counted messages
-     * (sender, position), and for each counted send to b a mark (sender, INT_MAX) that
-     * makes the pair known without being counted; pend[d]: the sender of posted message
-     * d whose taker is still to come */
-    int *pend = malloc((2 * c->n + 1) * sizeof *pend);
-    int *fill = malloc(((size_t)W + 1) * sizeof *fill);
-    if (!pend || !fill) {
-        free(pend), free(fill);
-        return -1;
-    }
-    for (size_t d = 0; d < 2 * c->n; d++) pend[d] = -1; /* and so after each worker */
-    for (int pass = 0; pass < 2; pass++) { /* 0: count per receiver, 1: fill */
-        for (int b = 0; b < W; b++) {
-            long open = 0; /* pend entries b set and has not taken */
-            for (int i = 0; i < s->len[b]; i++) {
-                const action *x = &s->acts[b][i];
-                size_t d = taken_slot(c, x);
-                if (counted_send(x, sends) && x->peer >= 0 && x->peer < W) {
-                    if (pass) c->rrecv[fill[x->peer]++] = (struct brecv){b, INT_MAX};
-                    else c->roff[x->peer]++;
-                }
-                if (counted_recv(x, sends) && x->peer >= 0 && x->peer < W) {
-                    d = msg_slot(c, x);
-                    if (d < 2 * c->n && pend[d] < 0) pend[d] = x->peer, open++;
-                } else if (d < 2 * c->n && pend[d] >= 0) {
-                    if (pass) c->rrecv[fill[b]++] = (struct brecv){pend[d], i};
-                    else c->roff[b]++;
-                    pend[d] = -1, open--;
-                }
-            }
-            /* receives never taken (an invalid IR): none open, nothing to undo */
-            for (int i = 0; open && i < s->len[b]; i++) {
-                const action *x = &s->acts[b][i];
-                size_t d = msg_slot(c, x);
-                if (counted_recv(x, sends) && d < 2 * c->n) pend[d] = -1;
-            }
-        }
-        if (pass) break;
-        size_t nr = 0;
-        for (int b = 0; b <= W; b++) { /* counts to offsets */
-            size_t k = b < W ? (size_t)c->roff[b] : 0;
-            c->roff[b] = fill[b] = (int)nr;
-            nr += k;
-        }
-        c->rrecv = malloc((nr + 1) * sizeof *c->rrecv);
-        if (!c->rrecv) {
-            free(pend), free(fill);
-            return -1;
-        }
-    }
-    free(pend), free(fill);
-    if (sort_takes(c)) return -1;
-    int nr = c->roff[W];
-    c->goff = malloc(((size_t)W + 1) * sizeof *c->goff);
-    c->grp = malloc((nr + 1) * sizeof *c->grp);
-    if (!c->goff || !c->grp) return -1;
-    int ng = 0;
-    for (int b = 0; b < W; b++) {
-        c->goff[b] = ng;
-        for (int i = c->roff[b]; i < c->roff[b + 1]; i++) {
-            if (i == c->roff[b] || c->rrecv[i].peer != c->rrecv[i - 1].peer)
-                c->grp[ng++] = (struct bgroup){c->rrecv[i].peer, i, i, 0, 0};
-            c->grp[ng - 1].end = i + 1;
-        }
-    }
-    c->goff[W] = ng;
-    c->tix = malloc((size_t)W * sizeof *c->tix);
+    c->W = W, c->S = s->nstages, c->T = sched_total_mb(s), c->sends = sends;
+    c->tix = malloc(((size_t)W + 1) * sizeof *c->tix);
     if (!c->tix) return -1;
-    c->K = 0;
-    for (int b = 0; b < W; b++) c->tix[b] = c->roff[b + 1] > c->roff[b] ? c->K++ : -1;
-    /* (takes without a counted send to b give b a component that is never asked:
-     * harmless) */
+    for (int w = 0; w < W; w++) c->tix[w] = every ? w : -1;
+    c->K = every ? W : 0;
+    for (int st = 0; st < c->S && !every; st++) /* activations go up, gradients down */
+        if ((st > 0 && (sends & 1u << ACT_SEND_F)) ||
+            (st + 1 < c->S && (sends & 1u << ACT_SEND_B)))
+            for (int j = 0; j < s->replicas[st]; j++) {
+                int w = s->stage_workers[s->stage_first[st] + j];
+                if (w >= 0 && w < W && c->tix[w] < 0) c->tix[w] = c->K++;
+            }
+    c->n = (size_t)c->S * (size_t)c->T;
+    c->pc = calloc((size_t)W + 1, sizeof *c->pc);
+    c->slot = calloc(2 * c->n + 1, sizeof *c->slot);
+    c->pend = calloc(2 * c->n + 1, sizeof *c->pend);
+    c->rdy = calloc((size_t)W / 64 + 1, sizeof *c->rdy);
+    c->wnext = malloc(((size_t)W + 1) * sizeof *c->wnext);
+    c->arc = calloc((size_t)W * c->S + 1, sizeof *c->arc);
+    c->waiting = calloc((size_t)W + 1, sizeof *c->waiting);
+    c->nwaiting = calloc((size_t)c->S + 1, sizeof *c->nwaiting);
+    c->cappr = 16, c->phcap = 32;
+    c->pr = malloc((size_t)c->cappr * sizeof *c->pr);
+    c->ph = malloc((size_t)c->phcap * sizeof *c->ph);
+    c->scache = malloc(((size_t)W + 1) * sizeof *c->scache);
+    c->rcache = malloc(((size_t)W + 1) * sizeof *c->rcache);
+    if (!c->pc || !c->slot || !c->pend || !c->rdy || !c->wnext || !c->arc ||
+        !c->waiting || !c->nwaiting || !c->pr || !c->ph || !c->scache || !c->rcache)
+        return -1;
+    memset(c->ph, 0xff, (size_t)c->phcap * sizeof *c->ph);
+    for (int w = 0; w < W; w++) c->scache[w] = c->rcache[w] = -1;
     int nrep = 0;
     for (int st = 0; st < c->S; st++)
         if (s->replicas[st] > 1) nrep += s->replicas[st];
@@ -251,8 +202,7 @@ static int bctx_init(bctx *c, const schedule *s, unsigned sends)
                                         : c->K > 128 && 2 * nrep >= W;
     if (!c->sparse) {
         c->clock = calloc((size_t)W * c->K + 1, sizeof *c->clock);
-        c->pool = malloc(((size_t)2 * c->n + 1) * sizeof *c->pool);
-        return c->clock && c->pool ? 0 : -1;
+        return c->clock ? 0 : -1;
     }
     c->vck = calloc((size_t)W, sizeof *c->vck);
     c->vmsg = calloc(2 * c->n + 1, sizeof *c->vmsg);
@@ -263,27 +213,24 @@ static int bctx_init(bctx *c, const schedule *s, unsigned sends)
     return 0;
 }
 
-/* The pair a -> b (every pair with a counted send has one). */
-static struct bgroup *pair_of(bctx *c, int b, int a)
+/* Marks w ready to run on. */
+static void ready(bctx *c, int w)
 {
-    int lo = c->goff[b], hi = c->goff[b + 1];
-    while (lo < hi) {
-        int mid = (lo + hi) / 2;
-        if (c->grp[mid].peer < a) lo = mid + 1;
-        else hi = mid;
-    }
-    return &c->grp[lo];
+    c->rdy[w >> 6] |= 1ull << (w & 63);
 }
 
-/* The pair's messages taken among b's first k actions. Successive calls for one pair
- * come with k never smaller (a's clock only grows), so the count moves forward over the
- * pair's takes once in the whole replay (the marks of its sends, at INT_MAX, stay
- * behind). */
-static int recvs_before(bctx *c, int b, struct bgroup *g, int k)
+/* The first ready worker from w on, or -1; it is no longer marked. */
+static int next_ready(bctx *c, int w)
 {
-    while (g->cur < g->end && c->rrecv[g->cur].pos < k) g->cur++;
-    int first = g == &c->grp[c->goff[b]] ? c->roff[b] : g[-1].end;
-    return g->cur - first;
+    for (int i = w >> 6, n = c->W / 64 + 1; i < n; i++) {
+        unsigned long long b = c->rdy[i] & (i == w >> 6 ? ~0ull << (w & 63) : ~0ull);
+        if (b) {
+            int v = i * 64 + __builtin_ctzll(b);
+            c->rdy[i] &= ~(1ull << (v & 63));
+            return v;
+        }
+    }
+    return -1;
 }
 
 /* 1 when every replica of a's stage waits at the same all-reduce of it as worker w. A
@@ -343,28 +290,45 @@ static int ck_tick(bctx *c, int w)
 }
 
 /* Message d posted by worker w: it carries w's clock with w's send counted (the send
- * itself precedes its receive). 0 or -1. */
+ * itself precedes its receive); the workers waiting for it are made ready. 0 or -1. */
 static int msg_post(bctx *c, size_t d, int w)
 {
-    int own = c->tix[w];
+    int at = c->slot[d];
+    if (at < 0) { /* its waiters */
+        for (int v = -at - 1; v >= 0; v = c->wnext[v]) ready(c, v);
+        at = 0;
+    }
     if (c->sparse) {
         vclock *m = &c->vmsg[d];
         vc_drop(&c->vs, m);
-        if (vc_copy(&c->vs, m, &c->vck[w])) return -1;
-        return own >= 0 ? vc_raise(&c->vs, m, own, vc_get(&c->vs, m, own) + 1) : 0;
+        int k = c->tix[w];
+        if (vc_copy(&c->vs, m, &c->vck[w]) ||
+            (k >= 0 && vc_raise(&c->vs, m, k, vc_get(&c->vs, m, k) + 1)))
+            return -1;
+        c->slot[d] = 1;
+        return 0;
     }
-    if (!c->msg[d]) {
-        c->msg[d] = c->npool ? c->pool[--c->npool] : malloc((size_t)c->K * sizeof(int) + 1);
-        if (!c->msg[d]) return -1;
+    if (!at) { /* a free pool entry (a message posted again keeps its own) */
+        if (c->npfree) {
+            at = c->pfree[--c->npfree] + 1;
+        } else {
+            if (c->pused == c->pcap) {
+                int cap = c->pcap ? 2 * c->pcap : 64;
+                int *p = realloc(c->pool, (size_t)cap * c->K * sizeof *p + 1);
+                int *f = realloc(c->pfree, (size_t)cap * sizeof *f + 1);
+                if (p) c->pool = p;
+                if (f) c->pfree = f;
+                if (!p || !f) return -1;
+                c->pcap = cap;
+            }
+            at = ++c->pused;
+        }
+        c->slot[d] = at;
     }
-    memcpy(c->msg[d], c->clock + (size_t)w * c->K, (size_t)c->K * sizeof(int));
-    if (own >= 0) c->msg[d][own]++;
+    int *m = c->pool + (size_t)(at - 1) * c->K;
+    memcpy(m, c->clock + (size_t)w * c->K, (size_t)c->K * sizeof(int));
+    if (c->tix[w] >= 0) m[c->tix[w]]++;
     return 0;
-}
-
-static int msg_posted(const bctx *c, size_t d)
-{
-    return c->sparse ? c->vmsg[d].base >= 0 : c->msg[d] != NULL;
 }
 
 /* Worker w takes posted message d: its clock joins the message's. 0 or -1. */
@@ -373,11 +337,85 @@ static int msg_take(bctx *c, size_t d, int w)
     if (c->sparse) {
         int rc = vc_join(&c->vs, &c->vck[w], &c->vmsg[d]);
         vc_drop(&c->vs, &c->vmsg[d]);
+        c->slot[d] = 0;
         return rc;
     }
-    clock_join(c->clock + (size_t)w * c->K, c->msg[d], c->K);
-    c->pool[c->npool++] = c->msg[d];
-    c->msg[d] = NULL;
+    int at = c->slot[d] - 1;
+    clock_join(c->clock + (size_t)w * c->K, c->pool + (size_t)at * c->K, c->K);
+    c->pfree[c->npfree++] = at;
+    c->slot[d] = 0;
+    return 0;
+}
+
+/* Notes worker b's counted receive of message d from peer p, posted (a later computation
+ * of b takes its data). 0 or -1. */
+static int pend_note(bctx *c, int b, size_t d, int p)
+{
+    long long v = c->pend[d], mine = (long long)(b + 1) << 32 | (unsigned)p;
+    if (!v) {
+        for (int i = 0; i < c->nov; i++)
+            if (c->ov[i].b == b && c->ov[i].d == d) return 0; /* already pending */
+        c->pend[d] = mine;
+        return 0;
+    }
+    if ((int)(v >> 32) == b + 1) return 0;
+    for (int i = 0; i < c->nov; i++)
+        if (c->ov[i].b == b && c->ov[i].d == d) return 0;
+    if (c->nov == c->capov) { /* another receiver holds the slot: an IR the generators
+                                 never make, kept aside */
+        int cap = c->capov ? 2 * c->capov : 16;
+        struct bov *o = realloc(c->ov, (size_t)cap * sizeof *o);
+        if (!o) return -1;
+        c->ov = o, c->capov = cap;
+    }
+    c->ov[c->nov++] = (struct bov){b, p, d};
+    return 0;
+}
+
+/* Worker b's computation at position i takes message d: when b had a counted receive of
+ * it pending, the take is noted on the pair (sender -> b). 0 or -1. */
+static int take_note(bctx *c, int b, size_t d, int i)
+{
+    long long v = c->pend[d];
+    int p = -1;
+    if (v && (int)(v >> 32) == b + 1) {
+        p = (int)(unsigned)v;
+        c->pend[d] = 0;
+    } else {
+        for (int k = 0; k < c->nov && p < 0; k++)
+            if (c->ov[k].b == b && c->ov[k].d == d) p = c->ov[k].p, c->ov[k] = c->ov[--c->nov];
+        if (p < 0) return 0;
+    }
+    int k = pair_cached(c, c->rcache, b, p, b);
+    if (k < 0) return -1;
+    bpair *g = &c->pr[k];
+    if (g->qh + g->qn == g->qcap) {
+        if (g->qh > g->qcap / 2) {
+            memmove(g->q, g->q + g->qh, (size_t)g->qn * sizeof *g->q);
+            g->qh = 0;
+        } else {
+            int cap = g->qcap ? 2 * g->qcap : 8, *q = realloc(g->q, (size_t)cap * sizeof *q);
+            if (!q) return -1;
+            g->q = q, g->qcap = cap;
+        }
+    }
+    g->q[g->qh + g->qn++] = i;
+    return 0;
+}
+
+/* A counted SEND of w to b: the messages of the pair b may not have taken yet. 0, -1 out
+ * of memory, or -2 when b has no clock component (a send the placement does not make:
+ * the replay starts again with one for every worker). */
+static int send_count(bctx *c, int w, int b)
+{
+    if (c->tix[b] < 0) return -2;
+    int k = pair_cached(c, c->scache, w, w, b);
+    if (k < 0) return -1;
+    bpair *g = &c->pr[k];
+    int known = ck_get(c, w, c->tix[b]); /* b's actions known to precede this send */
+    while (g->qn && g->q[g->qh] < known) g->qh++, g->qn--, g->known++;
+    int waiting = ++g->sent - g->known;
+    if (waiting > g->bound) g->bound = waiting;
     return 0;
 }
 
@@ -400,50 +438,62 @@ static int barrier(bctx *c, const int *grp, int r, int w)
     return 0;
 }
 
-/* Runs w's next action if it can. Returns 1 when it ran, 0 when it waits, -1 when out of
- * memory. */
-static int step(bctx *c, const schedule *s, int w, unsigned sends)
+/* Runs worker w until it waits or ends (a wait is noted where what ends it finds it).
+ * 0, -1 when out of memory, or -2 when a counted message goes to a worker without a
+ * clock component (send_count). */
+static int run_worker(bctx *c, const schedule *s, int w)
 {
-    const int W = c->W;
-    const action *a = &s->acts[w][c->pc[w]];
-    __builtin_prefetch(a + 8); /* the workers' lists are read in turn: fetch ahead */
-    if (act_is_comm(a->kind)) {
-        if (a->peer < 0 || a->peer >= W || a->microbatch < 0 || a->microbatch >= c->T)
-            return 0;
-        size_t d = msg_slot(c, a);
-        if (d >= 2 * c->n) return 0;
-        if (act_is_send(a->kind)) {
-            int b = a->peer;
-            if (msg_post(c, d, w)) return -1;
-            if (sends & (1u << a->kind)) {
-                struct bgroup *g = pair_of(c, b, w);
-                int known = c->tix[b] >= 0 ? ck_get(c, w, c->tix[b]) : 0;
-                int waiting = ++g->sent - recvs_before(c, b, g, known);
-                if (waiting > g->bound) g->bound = waiting;
+    const int W = c->W, len = s->len[w];
+    const unsigned sends = c->sends;
+    const action *acts = s->acts[w];
+    while (c->pc[w] < len) {
+        const int i = c->pc[w];
+        const action *a = &acts[i];
+        __builtin_prefetch(a + 8);
+        const int k = a->kind;
+        if (act_is_comm(k)) {
+            if (a->peer < 0 || a->peer >= W) return 0; /* waits for ever */
+            size_t d = msg_slot(c, a);
+            if (d >= 2 * c->n) return 0;
+            if (act_is_send(k)) {
+                int rc = msg_post(c, d, w);
+                if (!rc && (sends >> k & 1)) rc = send_count(c, w, a->peer);
+                if (rc) return rc;
+            } else if (c->slot[d] <= 0) { /* not posted: wait for it */
+                c->wnext[w] = c->slot[d] < 0 ? -c->slot[d] - 1 : -1;
+                c->slot[d] = -(w + 1);
+                return 0;
+            } else if ((sends >> (k - 1) & 1) && pend_note(c, w, d, a->peer)) {
+                return -1; /* (RECV_F - 1 = SEND_F, RECV_B - 1 = SEND_B) */
             }
-        } else if (!msg_posted(c, d)) {
-            return 0; /* the replay runs the receive once sent: one timing among all */
+        } else if (k == ACT_ALLREDUCE) {
+            if (a->stage < 0 || a->stage >= c->S || !allreduce_ready(c, s, w, a)) return 0;
+            const int *grp = s->stage_workers + s->stage_first[a->stage];
+            int r = s->replicas[a->stage];
+            if (barrier(c, grp, r, w)) return -1;
+            c->nwaiting[a->stage] = 0;
+            for (int j = 0; j < r; j++) {
+                int v = grp[j];
+                c->waiting[v] = 0;
+                c->arc[v * c->S + a->stage]++;
+                c->pc[v]++;
+                if (v != w) ready(c, v);
+            }
+            continue;
+        } else {
+            size_t d = taken_slot(c, a);
+            if (d < 2 * c->n) {
+                if (c->slot[d] > 0 && msg_take(c, d, w)) return -1; /* the data arrived */
+                /* a take of a counted kind (only those are ever pending) */
+                if ((sends >> (d < c->n ? ACT_SEND_F : ACT_SEND_B) & 1) &&
+                    (c->pend[d] || c->nov) && take_note(c, w, d, i))
+                    return -1;
+            }
         }
-    } else if (a->kind == ACT_ALLREDUCE) {
-        if (a->stage < 0 || a->stage >= c->S || !allreduce_ready(c, s, w, a)) return 0;
-        const int *grp = s->stage_workers + s->stage_first[a->stage];
-        int r = s->replicas[a->stage];
-        if (barrier(c, grp, r, w)) return -1;
-        c->nwaiting[a->stage] = 0;
-        for (int j = 0; j < r; j++) {
-            int v = grp[j];
-            c->waiting[v] = 0;
-            c->arc[v * c->S + a->stage]++;
-            c->pc[v]++;
-        }
-        return 1;
+        if (ck_tick(c, w)) return -1;
+        c->pc[w]++;
     }
-    size_t d = taken_slot(c, a);
-    if (d < 2 * c->n && msg_posted(c, d) && msg_take(c, d, w)) /* the data has arrived */
-        return -1;
-    if (ck_tick(c, w)) return -1;
-    c->pc[w]++;
-    return 1;
+    return 0;
 }
 
 /* Runs the replay into c (initialized here; the caller frees it with bctx_free).
@@ -451,27 +501,37 @@ static int step(bctx *c, const schedule *s, int w, unsigned sends)
 static int bound_run(bctx *c, const schedule *s, unsigned sends, plumb_err *err)
 {
     const int W = s->nworkers;
-    if (bctx_init(c, s, sends)) return err_set(err, NULL, NULL, "out of memory");
-    for (;;) {
-        int progress = 0, left = 0;
-        for (int w = 0; w < W; w++)
-            while (c->pc[w] < s->len[w]) {
-                int r = step(c, s, w, sends);
-                if (r < 0) return err_set(err, NULL, NULL, "out of memory");
-                if (!r) break;
-                progress = 1;
+    for (int every = 0, rc = -2; rc == -2; every = 1) {
+        if (every) { /* a send the placement does not make: every worker a component */
+            bctx_free(c);
+            memset(c, 0, sizeof *c);
+        }
+        if (bctx_init(c, s, sends, every)) return err_set(err, NULL, NULL, "out of memory");
+        /* rounds over the workers in order, each run until it waits, as if every waiting
+         * worker were looked at again (a worker made ready by one before it runs in the
+         * same round, by one after it in the next): the order decides which messages a
+         * computation that comes before its own RECV finds posted, in lists no generator
+         * makes */
+        for (int w = 0; w < W; w++) ready(c, w);
+        rc = 0;
+        for (int more = 1; more && !rc;) {
+            more = 0;
+            for (int w = next_ready(c, 0); w >= 0 && !rc;
+                 w = w + 1 < W ? next_ready(c, w + 1) : -1) {
+                more = 1;
+                rc = run_worker(c, s, w);
             }
-        for (int w = 0; w < W; w++) left += c->pc[w] < s->len[w];
-        if (!left) return 0;
-        if (!progress) {
-            int w = 0;
-            while (c->pc[w] >= s->len[w]) w++;
+        }
+        if (rc == -1) return err_set(err, NULL, NULL, "out of memory");
+    }
+    for (int w = 0; w < W; w++)
+        if (c->pc[w] < s->len[w]) {
             char t[48];
             return err_set(err, NULL, NULL, "schedule: worker %d waits for ever at action %d "
                            "(%s) with buffered sends", w, c->pc[w],
                            action_format(&s->acts[w][c->pc[w]], t, sizeof t));
         }
-    }
+    return 0;
 }
 
 int schedule_send_bound(const schedule *s, unsigned sends, int *bound, plumb_err *err)
@@ -481,9 +541,8 @@ int schedule_send_bound(const schedule *s, unsigned sends, int *bound, plumb_err
     memset(bound, 0, (size_t)W * W * sizeof *bound);
     bctx c = {0};
     int rc = bound_run(&c, s, sends, err);
-    for (int b = 0; !rc && b < W; b++)
-        for (int g = c.goff[b]; g < c.goff[b + 1]; g++)
-            bound[(size_t)c.grp[g].peer * W + b] = c.grp[g].bound;
+    for (int k = 0; !rc && k < c.npr; k++)
+        bound[(size_t)c.pr[k].from * W + c.pr[k].to] = c.pr[k].bound;
     bctx_free(&c);
     return rc;
 }
@@ -503,14 +562,13 @@ int schedule_send_bound_pairs(const schedule *s, unsigned sends, sched_pair_boun
     bctx c = {0};
     int rc = bound_run(&c, s, sends, err);
     if (!rc) {
-        int W = s->nworkers, np = c.goff[W];
+        int np = c.npr;
         sched_pair_bound *p = malloc(((size_t)np + 1) * sizeof *p);
         if (!p) {
             rc = err_set(err, NULL, NULL, "out of memory");
         } else {
-            for (int b = 0, k = 0; b < W; b++)
-                for (int g = c.goff[b]; g < c.goff[b + 1]; g++, k++)
-                    p[k] = (sched_pair_bound){c.grp[g].peer, b, c.grp[g].bound};
+            for (int k = 0; k < np; k++)
+                p[k] = (sched_pair_bound){c.pr[k].from, c.pr[k].to, c.pr[k].bound};
             qsort(p, (size_t)np, sizeof *p, pair_cmp);
             *out = p, *n = np;
         }

@@ -15,7 +15,9 @@
  * then a replay of the lists as concurrent processes (blocking receives; under RENDEZVOUS
  * also blocking sends) that names the cycle of waiting workers when it gets stuck. A
  * blocking receive waits at least as long as the IR's posted receive, whose consumer
- * waits (sched_sem), so a list that passes cannot deadlock under posted receives. */
+ * waits (sched_sem), so a list that passes cannot deadlock under posted receives.
+ * schedule_inflight counts in one pass of its own per worker (count_worker): the order
+ * pass's counters without its flags, which only explain an order's error. */
 #include "schedule_impl.h"
 
 #include <stdlib.h>
@@ -36,22 +38,20 @@ static void vctx_free(vctx *c)
     free(c->fdone), free(c->bdone), free(c->idone), free(c->rf), free(c->rb), free(c->fver);
 }
 
-/* The tables of the checks (fw, bw -1, the rest 0); counts: also layer 2's counters (the
- * order pass alone reads none). 0, or -1 out of memory (nothing held). */
-static int vctx_init(vctx *c, const schedule *s, int counts)
+/* The tables of the checks (fw, bw -1, the rest 0). 0, or -1 out of memory (nothing
+ * held). */
+static int vctx_init(vctx *c, const schedule *s)
 {
     memset(c, 0, sizeof *c);
     c->s = s, c->S = s->nstages, c->T = sched_total_mb(s);
     size_t n = (size_t)c->S * (size_t)c->T;
     c->fw = malloc(n * sizeof(int)), c->bw = malloc(n * sizeof(int));
-    if (counts) {
-        c->nf = calloc(n, sizeof(int)), c->nb = calloc(n, sizeof(int));
-        c->ni = calloc(n, sizeof(int)), c->nw = calloc(n, sizeof(int));
-    }
+    c->nf = calloc(n, sizeof(int)), c->nb = calloc(n, sizeof(int));
+    c->ni = calloc(n, sizeof(int)), c->nw = calloc(n, sizeof(int));
     c->fdone = calloc(n, 1), c->bdone = calloc(n, 1), c->idone = calloc(n, 1);
     c->rf = calloc(n, 1), c->rb = calloc(n, 1);
     c->fver = calloc(n, sizeof(int));
-    if (!c->fw || !c->bw || (counts && (!c->nf || !c->nb || !c->ni || !c->nw)) ||
+    if (!c->fw || !c->bw || !c->nf || !c->nb || !c->ni || !c->nw ||
         !c->fdone || !c->bdone || !c->idone || !c->rf || !c->rb || !c->fver) {
         vctx_free(c);
         return -1;
@@ -262,41 +262,30 @@ done:
     return ret;
 }
 
-/* Layer 3 on worker w, also the counter of activations and versions. strict: report
- * errors (else skip what cannot be counted, and check each action's fields first: layer 1
- * in the same pass, its error reported). act/ver: [S] maxima to raise (may be NULL). */
-static int check_order(vctx *c, int w, int strict, int *act, int *ver, plumb_err *err)
+/* Layer 3 on worker w: 0, or -1 with err naming the first action out of order. */
+static int check_order(vctx *c, int w, plumb_err *err)
 {
     const schedule *s = c->s;
     int S = c->S, T = c->T, ret = -1;
     char t[48];
-    int vmax = T + s->iterations + 2, nloc = 0;
     int *cur = calloc((size_t)S, sizeof *cur), *infl = calloc((size_t)S, sizeof *infl);
-    int *held = calloc((size_t)S, sizeof *held), *ar = calloc((size_t)S, sizeof *ar);
-    int *loc = malloc((size_t)S * sizeof *loc), *vref = NULL;
-    if (loc)
-        for (int st = 0; st < S; st++) loc[st] = sched_hosts(s, w, st) ? nloc++ : -1;
-    /* reference counts of the versions in use, for this worker's own stages only */
-    if (loc) vref = calloc((size_t)(nloc > 0 ? nloc : 1) * vmax, sizeof *vref);
-    if (!cur || !infl || !held || !vref || !ar || !loc) {
+    int *ar = calloc((size_t)S, sizeof *ar);
+    unsigned char *mine = malloc((size_t)S + 1);
+    if (!cur || !infl || !ar || !mine) {
         err_set(err, NULL, NULL, "out of memory");
         goto done;
     }
-    for (int st = 0; st < S; st++) held[st] = 1;
+    for (int st = 0; st < S; st++) mine[st] = (unsigned char)sched_hosts(s, w, st);
 #define FAIL(...)                                                                              \
     do {                                                                                       \
-        if (strict) {                                                                          \
-            err_set(err, NULL, NULL, __VA_ARGS__);                                             \
-            goto done;                                                                         \
-        }                                                                                      \
+        err_set(err, NULL, NULL, __VA_ARGS__);                                                 \
+        goto done;                                                                             \
     } while (0)
     for (int i = 0; i < s->len[w]; i++) {
         const action *a = &s->acts[w][i];
         int st = a->stage, m = a->microbatch;
-        if (!strict && !fields_ok(s, w, a, T) && check_fields(s, w, i, err)) goto done;
-        if (st < 0 || st >= S || loc[st] < 0) continue;
+        if (st < 0 || st >= S || !mine[st]) continue;
         size_t k = (size_t)st * T + (m >= 0 && m < T ? m : 0);
-        int *vr = vref + (size_t)loc[st] * vmax;
         switch (a->kind) {
         case ACT_F:
             if (st > 0) {
@@ -312,9 +301,6 @@ static int check_order(vctx *c, int w, int strict, int *act, int *ver, plumb_err
             c->fdone[k] = 1;
             c->fver[k] = a->version;
             infl[st]++;
-            if (a->version >= 0 && a->version < vmax && vr[a->version]++ == 0 &&
-                a->version != cur[st])
-                held[st]++;
             break;
         case ACT_B: case ACT_I:
             if (!c->fdone[k])
@@ -345,11 +331,6 @@ static int check_order(vctx *c, int w, int strict, int *act, int *ver, plumb_err
                      w, i, fmt(a, t), a->version, c->fver[k]);
         ended:
             if (infl[st] > 0) infl[st]--;
-            {
-                int v = c->fver[k];
-                if (v >= 0 && v < vmax && --vr[v] == 0 && v != cur[st])
-                    held[st]--;
-            }
             break;
         case ACT_SEND_F:
             if (!c->fdone[k]) FAIL("worker %d action %d (%s): send before its F", w, i, fmt(a, t));
@@ -373,22 +354,15 @@ static int check_order(vctx *c, int w, int strict, int *act, int *ver, plumb_err
                 FAIL("worker %d action %d (%s): stage %d has %d replicas but no REDUCE_GRAD "
                      "before this step", w, i, fmt(a, t), st, s->replicas[st]);
             ar[st] = 0;
-            {
-                int old = cur[st];
-                cur[st]++;
-                held[st]++;
-                if (old >= 0 && old < vmax && vr[old] == 0) held[st]--;
-            }
+            cur[st]++;
             break;
         default: break;
         }
-        if (act && infl[st] > act[st]) act[st] = infl[st];
-        if (ver && held[st] > ver[st]) ver[st] = held[st];
     }
 #undef FAIL
     ret = 0;
 done:
-    free(cur), free(infl), free(held), free(vref), free(ar), free(loc);
+    free(cur), free(infl), free(ar), free(mine);
     return ret;
 }
 
@@ -512,9 +486,9 @@ int schedule_validate_sem(const schedule *s, sched_sem sem, plumb_err *err)
     if (!s) return err_set(err, NULL, NULL, "no schedule");
     if (check_all_fields(s, err)) return -1;
     vctx c;
-    if (vctx_init(&c, s, 1)) return err_set(err, NULL, NULL, "out of memory");
+    if (vctx_init(&c, s)) return err_set(err, NULL, NULL, "out of memory");
     int rc = check_counts(&c, err);
-    for (int w = 0; w < s->nworkers && !rc; w++) rc = check_order(&c, w, 1, NULL, NULL, err);
+    for (int w = 0; w < s->nworkers && !rc; w++) rc = check_order(&c, w, err);
     vctx_free(&c);
     if (rc) return -1;
     return replay(s, sem, err);
@@ -525,41 +499,91 @@ int schedule_validate(const schedule *s, plumb_err *err)
     return schedule_validate_sem(s, SCHED_SEM_RENDEZVOUS, err);
 }
 
+/* The counts of schedule_inflight on worker w (check_order's, not strict, without the
+ * order's flags that only explain its errors): per stage of w, the microbatches forwarded
+ * and not yet backwarded and the weight versions held, their maxima raised into act and
+ * ver. fver: [S x T] the version each F used (zero at first); cur, infl, held, mine: [S]
+ * scratch; vref: [vmax x S] zeroed scratch, left zeroed. 0, or -1 with err naming the
+ * first bad field. */
+static int count_worker(const schedule *s, int w, int *fver, int *cur, int *infl, int *held,
+                        unsigned char *mine, int *vref, int *act, int *ver, plumb_err *err)
+{
+    const int S = s->nstages, T = sched_total_mb(s), vmax = T + s->iterations + 2;
+    const action *acts = s->acts[w];
+    for (int st = 0; st < S; st++)
+        cur[st] = infl[st] = 0, held[st] = 1, mine[st] = (unsigned char)sched_hosts(s, w, st);
+    int rc = 0;
+    for (int i = 0; i < s->len[w]; i++) {
+        const action *a = &acts[i];
+        int st = a->stage, m = a->microbatch;
+        int here = (unsigned)st < (unsigned)S && mine[st];
+        /* layer 1 (fields_ok, w's own placement read from mine) */
+        if (!here || (unsigned)a->kind >= ACT_NKINDS ||
+            (a->kind != ACT_ALLREDUCE && a->kind != ACT_STEP && (unsigned)m >= (unsigned)T) ||
+            (act_is_comm(a->kind) && !fields_ok(s, w, a, T))) {
+            if (check_fields(s, w, i, err)) {
+                rc = -1;
+                break;
+            }
+        }
+        if (!here) continue;
+        size_t k = (size_t)st * T + (m >= 0 && m < T ? m : 0);
+        int *vr = vref + (size_t)st * vmax;
+        switch (a->kind) {
+        case ACT_F:
+            fver[k] = a->version;
+            infl[st]++;
+            if (a->version >= 0 && a->version < vmax && vr[a->version]++ == 0 &&
+                a->version != cur[st])
+                held[st]++;
+            break;
+        case ACT_B: case ACT_W: {
+            if (infl[st] > 0) infl[st]--;
+            int v = fver[k];
+            if (v >= 0 && v < vmax && --vr[v] == 0 && v != cur[st]) held[st]--;
+            break;
+        }
+        case ACT_STEP: {
+            int old = cur[st]++;
+            held[st]++;
+            if (old >= 0 && old < vmax && vr[old] == 0) held[st]--;
+            break;
+        }
+        default: break;
+        }
+        if (infl[st] > act[st]) act[st] = infl[st];
+        if (held[st] > ver[st]) ver[st] = held[st];
+    }
+    /* leave vref zeroed for the next worker: only its stages' rows were written */
+    for (int st = 0; st < S; st++)
+        if (mine[st]) memset(vref + (size_t)st * vmax, 0, (size_t)vmax * sizeof *vref);
+    return rc;
+}
+
 int schedule_inflight(const schedule *s, int *max_activations, int *max_versions,
                       plumb_err *err)
 {
     if (!s) return err_set(err, NULL, NULL, "no schedule");
-    int *act = calloc((size_t)s->nstages, sizeof *act), *ver = calloc((size_t)s->nstages, sizeof *ver);
-    vctx c;
-    if (!act || !ver || vctx_init(&c, s, 0)) {
-        free(act), free(ver);
-        return err_set(err, NULL, NULL, "out of memory");
-    }
-    /* one pass: the order pass, not strict, reports nothing but a bad field (in worker
-     * order, as check_all_fields), and its counts read no worker of an F or B (those
-     * tables only explain an order's error) */
+    const int S = s->nstages, T = sched_total_mb(s);
+    const size_t vmax = (size_t)T + s->iterations + 2;
+    int *act = calloc((size_t)S + 1, sizeof *act), *ver = calloc((size_t)S + 1, sizeof *ver);
+    int *fver = calloc((size_t)S * T + 1, sizeof *fver);
+    int *cur = malloc(((size_t)S + 1) * 3 * sizeof *cur);
+    int *vref = calloc((size_t)S * vmax + 1, sizeof *vref);
+    unsigned char *mine = malloc((size_t)S + 1);
     int rc = 0;
-    for (int w = 0; w < s->nworkers && !rc; w++) {
-        /* per worker: the maxima of its own stages */
-        int *a1 = calloc((size_t)s->nstages, sizeof *a1), *v1 = calloc((size_t)s->nstages, sizeof *v1);
-        if (!a1 || !v1) {
-            free(a1), free(v1);
-            rc = err_set(err, NULL, NULL, "out of memory");
-            break;
-        }
-        rc = check_order(&c, w, 0, a1, v1, err);
-        for (int st = 0; st < s->nstages; st++) {
-            if (!sched_hosts(s, w, st)) continue;
-            if (a1[st] > act[st]) act[st] = a1[st];
-            if (v1[st] > ver[st]) ver[st] = v1[st];
-        }
-        free(a1), free(v1);
+    if (!act || !ver || !fver || !cur || !vref || !mine) {
+        rc = err_set(err, NULL, NULL, "out of memory");
+    } else {
+        /* per worker: the maxima of its own stages (a stage's replicas: the largest) */
+        for (int w = 0; w < s->nworkers && !rc; w++)
+            rc = count_worker(s, w, fver, cur, cur + S + 1, cur + 2 * (S + 1), mine, vref,
+                              act, ver, err);
     }
-    vctx_free(&c);
-    for (int st = 0; st < s->nstages && !rc; st++) {
+    for (int st = 0; st < S && !rc; st++) {
         if (max_activations) max_activations[st] = act[st];
         if (max_versions) max_versions[st] = ver[st] > 0 ? ver[st] : 1;
     }
-    free(act), free(ver);
+    free(act), free(ver), free(fver), free(cur), free(vref), free(mine);
     return rc ? -1 : 0;
 }

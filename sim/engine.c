@@ -1,7 +1,7 @@
 /* engine.c: the discrete-event replay of a schedule IR on a priced model (engine.h): the
  * workers and the run; communication is in engine_comm.c, the heap in eventq.h.
  *
- * Events live in a binary min-heap ordered by (time, insertion number), so equal times run
+ * Events live in a 4-ary min-heap ordered by (time, insertion number), so equal times run
  * in the order they were posted and a run is deterministic. Three event kinds: "worker w
  * may go on" (its compute finished, its data arrived, its all-reduce finished), "transfer
  * x released its link and egress ports" and "all-reduce group g: its next bucket or ring

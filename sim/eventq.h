@@ -1,5 +1,5 @@
 /* eventq.h: the data structures of the simulator's engine, header-only so that the hot
- * loop inlines them: a binary min-heap of events ordered by (time, insertion number), and
+ * loop inlines them: a 4-ary min-heap of events ordered by (time, insertion number), and
  * a small open-addressing hash table from (uint64, uint64) keys to ints. Internal to sim/. */
 #ifndef PLUMB_SIM_EVENTQ_H
 #define PLUMB_SIM_EVENTQ_H
@@ -119,11 +119,15 @@ static inline int ev_less(const event *x, const event *y)
     return (a < b) | ((a == b) & (x->seq < y->seq));
 }
 
+/* The heap has 4 children a node: (i - 1) / 4 is i's parent, 4 i + 1 .. 4 i + 4 its
+ * children; half the levels of a binary heap, and a node's children lie side by side. */
+#define HEAP_D 4
+
 /* Puts e in the hole at i, moving the hole up past the parents e goes before. */
 static inline void heap_rise(heap *h, size_t i, event e)
 {
     while (i > 0) {
-        size_t p = (i - 1) / 2;
+        size_t p = (i - 1) / HEAP_D;
         if (!ev_less(&e, &h->a[p]))
             break;
         h->a[i] = h->a[p];
@@ -159,11 +163,27 @@ static inline int heap_push_seq(heap *h, double t, int id, uint32_t seq)
     return rc;
 }
 
-/* Removes the earliest event. The hole left at the root goes down the smaller child to a
- * leaf (one comparison a level), and the last event rises from there into it (it came
- * from the bottom, so it rarely rises far): about half the comparisons of sifting the
- * last event down from the root. (time, insertion number) is a strict order, so the
- * events come out in the same order either way. */
+/* The earliest of the children c .. c + 3 of a node (those below n; c < n), without
+ * branches when all four are there. */
+static inline size_t heap_least_child(const event *a, size_t c, size_t n)
+{
+    if (c + 3 < n) {
+        size_t x = c + (size_t)ev_less(&a[c + 1], &a[c]);
+        size_t y = c + 2 + (size_t)ev_less(&a[c + 3], &a[c + 2]);
+        return ev_less(&a[y], &a[x]) ? y : x;
+    }
+    size_t m = c;
+    for (size_t j = c + 1; j < n; j++)
+        if (ev_less(&a[j], &a[m]))
+            m = j;
+    return m;
+}
+
+/* Removes the earliest event. The hole left at the root goes down the earliest child to
+ * a leaf, and the last event rises from there into it (it came from the bottom, so it
+ * rarely rises far): fewer comparisons than sifting the last event down from the root.
+ * (time, insertion number) is a strict order, so the events come out in the same order
+ * either way, and in the same order as from any other heap. */
 static inline event heap_pop(heap *h)
 {
     event top = h->a[0], last = h->a[--h->n];
@@ -171,10 +191,10 @@ static inline event heap_pop(heap *h)
     if (!n)
         return top;
     for (;;) {
-        size_t c = 2 * i + 1;
+        size_t c = HEAP_D * i + 1;
         if (c >= n)
             break;
-        c += c + 1 < n && ev_less(&h->a[c + 1], &h->a[c]);
+        c = heap_least_child(h->a, c, n);
         h->a[i] = h->a[c];
         i = c;
     }

@@ -887,6 +887,182 @@ Test(schedule_bound, pairs_match_the_matrix)
                 }
 }
 
+/* schedule_send_bound from its definition, without vector clocks: the happens-before
+ * relation of the actions as sets of ancestors (list order; a SEND before the computation
+ * that takes its data, the first F (B or I) after the receiver's RECV of it; the k-th
+ * all-reduce of a stage on every replica before each replica's next action), then per
+ * counted SEND of a to b: the pair's sends so far less the takes of the pair among its
+ * ancestors. bound[from * W + to]; NULL-free, the caller frees. */
+static int *bound_by_ancestors(const schedule *s, unsigned sends)
+{
+    const int W = s->nworkers;
+    int *base = calloc((size_t)W + 1, sizeof *base), N = 0;
+    for (int w = 0; w < W; w++) base[w] = N, N += s->len[w];
+    base[W] = N;
+    const size_t words = (size_t)N / 64 + 1;
+    unsigned long long *anc = calloc((size_t)N * words, sizeof *anc);
+    int *take_of = malloc((size_t)N * sizeof *take_of); /* the node of a SEND's taker */
+    int *pc = calloc((size_t)W, sizeof *pc), *arc = calloc((size_t)W * s->nstages, sizeof *arc);
+    for (int x = 0; x < N; x++) take_of[x] = -1;
+#define ANC(x) (anc + (size_t)(x) * words)
+#define ADD(into, from)                                                                        \
+    do {                                                                                       \
+        for (size_t q = 0; q < words; q++) ANC(into)[q] |= ANC(from)[q];                       \
+        ANC(into)[(from) / 64] |= 1ull << ((from) % 64);                                       \
+    } while (0)
+    /* the taker of each SEND: on its receiver, the first F (B, I) of the next (previous)
+     * stage and the microbatch after the RECV */
+    for (int w = 0; w < W; w++)
+        for (int i = 0; i < s->len[w]; i++) {
+            const action *r = &s->acts[w][i];
+            if (r->kind != ACT_RECV_F && r->kind != ACT_RECV_B) continue;
+            int sender = r->peer, j = -1;
+            for (int k = 0; k < s->len[sender] && j < 0; k++) {
+                const action *x = &s->acts[sender][k];
+                if (x->kind == r->kind - 1 && x->stage == r->peer_stage &&
+                    x->microbatch == r->microbatch && x->peer == w)
+                    j = k;
+            }
+            cr_assert_geq(j, 0, "the send of worker %d's action %d", w, i);
+            for (int k = i + 1; k < s->len[w]; k++) {
+                const action *c = &s->acts[w][k];
+                int takes = r->kind == ACT_RECV_F ? c->kind == ACT_F
+                                                  : c->kind == ACT_B || c->kind == ACT_I;
+                if (takes && c->stage == r->stage && c->microbatch == r->microbatch) {
+                    take_of[base[sender] + j] = base[w] + k;
+                    break;
+                }
+            }
+        }
+    /* ancestors, in an order that runs each action after its predecessors */
+    for (int left = N; left > 0;) {
+        int moved = 0;
+        for (int w = 0; w < W; w++)
+            while (pc[w] < s->len[w]) {
+                const action *a = &s->acts[w][pc[w]];
+                const int x = base[w] + pc[w];
+                int ok = 1;
+                for (int v = 0; v < W && ok; v++) /* a send whose taker is x: done? */
+                    for (int k = 0; k < s->len[v] && ok; k++)
+                        if (take_of[base[v] + k] == x && k >= pc[v]) ok = 0;
+                if (!ok) break;
+                if (a->kind == ACT_ALLREDUCE) {
+                    const int st = a->stage, *g = s->stage_workers + s->stage_first[st];
+                    for (int j = 0; j < s->replicas[st]; j++) {
+                        const action *b = pc[g[j]] < s->len[g[j]] ? &s->acts[g[j]][pc[g[j]]] : NULL;
+                        ok = ok && b && b->kind == ACT_ALLREDUCE && b->stage == st &&
+                             arc[g[j] * s->nstages + st] == arc[w * s->nstages + st];
+                    }
+                    if (!ok) break;
+                    /* every replica's all-reduce is an ancestor of each one's next action:
+                     * give each all-reduce node the union, marked by all of them */
+                    const int y0 = base[g[0]] + pc[g[0]];
+                    for (int j = 0; j < s->replicas[st]; j++) {
+                        const int y = base[g[j]] + pc[g[j]];
+                        if (pc[g[j]] > 0) ADD(y0, y - 1);
+                    }
+                    for (int j = 0; j < s->replicas[st]; j++) {
+                        const int y = base[g[j]] + pc[g[j]];
+                        ANC(y0)[y / 64] |= 1ull << (y % 64);
+                    }
+                    for (int j = 0; j < s->replicas[st]; j++) {
+                        const int y = base[g[j]] + pc[g[j]];
+                        if (y != y0) memcpy(ANC(y), ANC(y0), words * sizeof *anc);
+                        arc[g[j] * s->nstages + st]++;
+                        pc[g[j]]++;
+                        left--;
+                    }
+                    moved = 1;
+                    continue;
+                }
+                if (pc[w] > 0) ADD(x, x - 1);
+                for (int v = 0; v < W; v++)
+                    for (int k = 0; k < s->len[v]; k++)
+                        if (take_of[base[v] + k] == x) ADD(x, base[v] + k);
+                pc[w]++;
+                left--;
+                moved = 1;
+            }
+        cr_assert(moved, "the replay of the ancestors is stuck");
+    }
+    int *bound = calloc((size_t)W * W, sizeof *bound);
+    for (int a = 0; a < W; a++) {
+        int *sent = calloc((size_t)W, sizeof *sent);
+        for (int i = 0; i < s->len[a]; i++) {
+            const action *x = &s->acts[a][i];
+            if (!act_is_send(x->kind) || !(sends & (1u << x->kind))) continue;
+            const int b = x->peer, me = base[a] + i;
+            int taken = 0;
+            for (int k = 0; k < s->len[b]; k++) { /* b's takes of a's counted messages */
+                const int y = base[b] + k;
+                int from_a = 0;
+                for (int j = 0; j < s->len[a] && !from_a; j++)
+                    from_a = take_of[base[a] + j] == y &&
+                             (sends & (1u << s->acts[a][j].kind));
+                if (from_a && (ANC(me)[y / 64] >> (y % 64) & 1)) taken++;
+            }
+            const int waiting = ++sent[b] - taken;
+            if (waiting > bound[a * W + b]) bound[a * W + b] = waiting;
+        }
+        free(sent);
+    }
+#undef ADD
+#undef ANC
+    free(base), free(anc), free(take_of), free(pc), free(arc);
+    return bound;
+}
+
+/* The replay's bounds are those of the definition (bound_by_ancestors), for every
+ * generator, with and without replicas, over iterations, each kind of message counted. */
+Test(schedule_bound, equals_the_definition)
+{
+    static const int reps[4] = {2, 1, 3, 1};
+    long long pairs = 0;
+    for (int k = 0; k < SCHED_NKINDS; k++)
+        for (int p = 2; p <= 3; p++)
+            for (int m = 1; m <= 7; m += 3)
+                for (int r = 0; r < 2; r++) {
+                    const int chunked = sched_kind_chunked((sched_kind)k);
+                    plumb_err e = {{0}};
+                    schedule *s = try_gen(k, p, sched_kind_chunks((sched_kind)k), m * (r ? 6 : 1),
+                                          2, r && !chunked ? reps : NULL, &e);
+                    if (!s) continue;
+                    const int W = s->nworkers;
+                    for (unsigned sends = 1; sends <= 3; sends++) {
+                        const unsigned mask = ((sends & 1) ? 1u << ACT_SEND_F : 0) |
+                                              ((sends & 2) ? 1u << ACT_SEND_B : 0);
+                        int *got = send_bound(s, mask), *want = bound_by_ancestors(s, mask);
+                        for (int i = 0; i < W * W; i++) {
+                            cr_expect_eq(got[i], want[i], "%s p=%d m=%d reps %d sends %u: "
+                                         "%d->%d: %d, by definition %d", sched_kind_name(k),
+                                         p, s->microbatches, r, mask, i / W, i % W, got[i],
+                                         want[i]);
+                            pairs += want[i] > 0;
+                        }
+                        free(got), free(want);
+                    }
+                    schedule_free(s);
+                }
+    cr_expect_gt(pairs, 300, "%lld pairs with messages", pairs);
+}
+
+/* Gradients sent to a worker the placement sends none to (the last stage's): the replay
+ * keeps clocks only for the workers messages go to in the placement, finds the odd
+ * receiver and starts again with one for every worker; nobody there takes them, so all
+ * of them can be waiting. */
+Test(schedule_bound, send_outside_the_placement)
+{
+    schedule *s = gen(SCHED_GPIPE, 3, 1, 4, 1, NULL);
+    for (int i = 0; i < s->len[1]; i++)
+        if (s->acts[1][i].kind == ACT_SEND_B) s->acts[1][i].peer = 2;
+    int *b = send_bound(s, 1u << ACT_SEND_B);
+    /* 1->2: all 4; 2->1: all 4 as in gpipe (worker 2 learns nothing of 1's takes) */
+    static const int want[9] = {0, 0, 0, 0, 0, 4, 0, 4, 0};
+    for (int i = 0; i < 9; i++) cr_expect_eq(b[i], want[i], "%d->%d: %d", i / 3, i % 3, b[i]);
+    free(b);
+    schedule_free(s);
+}
+
 Test(schedule_bound, replicated_stage_and_deadlock)
 {
     /* stage 0 on workers 0 and 1 takes alternate microbatches: at most 2 each way per pair */
@@ -1038,6 +1214,67 @@ Test(schedule_slots, renumbered_microbatches_same_slots)
         free(want);
         schedule_free(s);
     }
+}
+
+/* schedule_inflight against its definition, counted here per worker and stage: the
+ * microbatches forwarded and not yet backwarded (B, or W when split), and the versions
+ * held (the newest, one up at each STEP, and those the in-flight microbatches' forwards
+ * used), their most at once, the most over a stage's replicas; every kind, replicated
+ * stages, several iterations. */
+Test(schedule_inflight, counts_by_definition)
+{
+    static const int reps[4] = {2, 1, 3, 1};
+    for (int k = 0; k < SCHED_NKINDS; k++)
+        for (int p = 2; p <= 4; p++)
+            for (int r = 0; r < 2; r++) {
+                const int chunked = sched_kind_chunked((sched_kind)k);
+                plumb_err e = {{0}};
+                schedule *s = try_gen(k, p, sched_kind_chunks((sched_kind)k), 12, 3,
+                                      r && !chunked ? reps : NULL, &e);
+                if (!s) continue;
+                const int S = s->nstages, T = s->microbatches * s->iterations;
+                int *act = calloc((size_t)S, sizeof *act), *ver = calloc((size_t)S, sizeof *ver);
+                int *want_a = calloc((size_t)S, sizeof *want_a);
+                int *want_v = calloc((size_t)S, sizeof *want_v);
+                int *fv = malloc((size_t)S * T * sizeof *fv);
+                int *open = malloc((size_t)T * sizeof *open); /* in flight: their versions */
+                inflight(s, act, ver);
+                for (int w = 0; w < s->nworkers; w++)
+                    for (int st = 0; st < S; st++) {
+                        int n = 0, cur = 0;
+                        for (int i = 0; i < s->len[w]; i++) {
+                            const action *a = &s->acts[w][i];
+                            if (a->stage != st) continue;
+                            if (a->kind == ACT_F) {
+                                fv[st * T + a->microbatch] = a->version;
+                                open[n++] = a->microbatch;
+                            } else if (a->kind == ACT_B || a->kind == ACT_W) {
+                                for (int j = 0; j < n; j++)
+                                    if (open[j] == a->microbatch) open[j] = open[--n];
+                            } else if (a->kind == ACT_STEP) {
+                                cur++;
+                            }
+                            int held = 1; /* the newest, then each other version once */
+                            for (int j = 0; j < n; j++) {
+                                int v = fv[st * T + open[j]], seen = v == cur;
+                                for (int q = 0; q < j && !seen; q++) seen = fv[st * T + open[q]] == v;
+                                held += !seen;
+                            }
+                            if (n > want_a[st]) want_a[st] = n;
+                            if (held > want_v[st]) want_v[st] = held;
+                        }
+                    }
+                for (int st = 0; st < S; st++) {
+                    cr_expect_eq(act[st], want_a[st], "%s p=%d reps %d stage %d: %d in flight, "
+                                 "by definition %d", sched_kind_name(k), p, r, st, act[st],
+                                 want_a[st]);
+                    cr_expect_eq(ver[st], want_v[st] > 0 ? want_v[st] : 1, "%s p=%d reps %d "
+                                 "stage %d: %d versions, by definition %d", sched_kind_name(k),
+                                 p, r, st, ver[st], want_v[st]);
+                }
+                free(act), free(ver), free(want_a), free(want_v), free(fv), free(open);
+                schedule_free(s);
+            }
 }
 
 /* schedule_inflight checks each action's fields in its counting pass: the first bad one
