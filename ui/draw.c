@@ -252,12 +252,13 @@ static void draw_diff(ui_fb *fb, int x, int y, int w, const ui_result *live, con
     pen_field(&p, "mem", v, dm < -0.005 ? UI_ST_GOOD : dm > 0.005 ? UI_ST_BAD : UI_ST_VALUE);
 }
 
-/* A 3D layout's what-ifs, first on the row: the GPUs as tp x pp x dp, then the rest. */
-static void draw_layout3d(pen *p, const ui_whatif *wi)
+/* A 3D layout's what-ifs, first on the row: the GPUs (`devs`: or CPU workers) as tp x pp
+ * x dp, then the rest. */
+static void draw_layout3d(pen *p, const ui_whatif *wi, const char *devs)
 {
     char v[96];
     snprintf(v, sizeof v, "%d = tp %d x pp %d x dp %d", wi->ngpus, wi->tp, wi->pp, wi->dp);
-    pen_field(p, "GPUs", v, UI_ST_VALUE | UI_A_BOLD);
+    pen_field(p, devs, v, UI_ST_VALUE | UI_A_BOLD);
     snprintf(v, sizeof v, "%d", wi->mbs);
     pen_field(p, "mbs", v, UI_ST_VALUE);
     snprintf(v, sizeof v, "%d", wi->interleave);
@@ -274,12 +275,13 @@ static void draw_whatifs(ui_app *a, int x, int y, int w, ui_fb *fb)
     const ui_whatif *wi = &st->cur;
     const cluster *c = a->base.clus;
     pen p = { fb, x, y, x + w, w >= 100 ? 2 : 1 };
-    char v[96];
+    char v[96], devs[32];
+    snprintf(devs, sizeof devs, "%ss", cluster_device_noun(c));
     if (st->layout3d) {
-        draw_layout3d(&p, wi);
+        draw_layout3d(&p, wi, devs);
     } else {
         snprintf(v, sizeof v, "%d", wi->ngpus);
-        pen_field(&p, "GPUs", v, UI_ST_VALUE | UI_A_BOLD);
+        pen_field(&p, devs, v, UI_ST_VALUE | UI_A_BOLD);
     }
     for (int l = 0; l < c->nlevels; l++) {
         double gb = c->levels[l].bandwidth_Bps * 8 / 1e9 * ldexp(1.0, wi->bw_exp[l]);
