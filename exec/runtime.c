@@ -253,7 +253,8 @@ static int stage_init(worker *wk, rstage *rs, int s, int replica)
         else if (list[i].stage == s && list[i].kind == ACT_ALLREDUCE) rs->nars++;
     stage_tp tpc = {wk->rank, c->tp, c->sp, tp_allreduce, wk, tp_reduce_scatter,
                     tp_all_gather};
-    stage_opts so = {split, c->recompute, c->tp > 1 ? &tpc : NULL};
+    /* the first stage's input is the data: its gradient is not wanted */
+    stage_opts so = {split, c->recompute, c->tp > 1 ? &tpc : NULL, rs->first};
     rs->st = stage_create_opts(c->bk, wk->ctx, c->m, c->stage_first[s], c->stage_last[s],
                                c->microbatch, rs->nslots, &so, &wk->err);
     if (!rs->st) return -1;
