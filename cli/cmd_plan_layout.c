@@ -174,11 +174,9 @@ static int parse(int argc, char **argv, layout3d_options *o, given *g, const cha
             g->schedule = 1;
             break;
         case O_ATTN: {
-            llm_attention a;
-            if (llm_attention_parse(optarg, &a))
-                return cli_fail(cmd, "--attention: expected standard or flash (got \"%s\")",
-                                optarg);
-            o->attention = a;
+            int a;
+            if (cli_attention(cmd, optarg, &a)) return 2;
+            o->attention = (llm_attention)a;
             break;
         }
         case 'h': printf(usage_text, SEARCH3D_SIMULATE); return 1;
