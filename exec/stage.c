@@ -181,26 +181,31 @@ static int share_dx(stage *st, plumb_err *err)
     return 0;
 }
 
-/* 1 when n's backward needs its output gradient: for its weight gradient, or for its input
- * gradient when that is needed (need_dx); a residual block's when it or any of its layers
- * does. */
-static int node_needs_dy(const snode *n, int need_dx)
+/* 1 when layer L's backward needs its output gradient: for its weight gradient, or for
+ * its input gradient when that is needed (need_dx); a residual block's when it or any of
+ * its layers does. */
+static int layer_needs_dy(const layer *L, int need_dx)
 {
-    if (n->L->kind != LK_RESIDUAL) return need_dx || stage_has_weights(n->L);
+    if (L->kind != LK_RESIDUAL) return need_dx || stage_has_weights(L);
     int need = need_dx; /* the first layer's input gradient is added to the block's */
-    for (int i = 0; i < n->nchildren; i++) need = node_needs_dy(&n->children[i], need);
+    for (int i = 0; i < L->nchildren; i++) need = layer_needs_dy(&L->children[i], need);
     return need || need_dx;
 }
 
 /* Of the layers a[0 .. n - 1], run in that order, the first whose input gradient is
  * needed when the input gradient of a[0] is not (need_dx = 0): the one after the first
  * that needs its output gradient, or n. With need_dx, 0: every one's. */
-static int dx_needed_from(const snode *a, int n, int need_dx)
+static int dx_needed_from(const layer *a, int n, int need_dx)
 {
     if (need_dx) return 0;
     for (int i = 0; i < n; i++)
-        if (node_needs_dy(&a[i], 0)) return i + 1;
+        if (layer_needs_dy(&a[i], 0)) return i + 1;
     return n;
+}
+
+int stage_input_grad_from(const model *m)
+{
+    return dx_needed_from(m->layers, m->nlayers, 0);
 }
 
 stage *stage_create(const backend *bk, bk_ctx *ctx, const model *m, int first, int last,
@@ -260,7 +265,7 @@ stage *stage_create_opts(const backend *bk, bk_ctx *ctx, const model *m, int fir
         !(st->zero_pos = dalloc(st, (size_t)m->layers[first].in_shape[0] * st->nodes[0].dim,
                                 err)))
         goto fail;
-    st->dx_from = dx_needed_from(st->nodes, st->nnodes, !o->no_input_grad);
+    st->dx_from = dx_needed_from(&m->layers[first], st->nnodes, !o->no_input_grad);
     if (share_dx(st, err)) goto fail;
     if (!(st->params = dalloc(st, (size_t)st->nparams, err)) ||
         !(st->grads = dalloc(st, (size_t)st->nparams, err)))
@@ -504,7 +509,7 @@ static const float *node_bwd(stage *st, snode *n, int slot, int B, const float *
     const layer *L = n->L;
     const float *x = n->in[slot], *w = lp(st, n, P);
     float *dx = n->dx;
-    if (!need_dx && !node_needs_dy(n, 0)) return NULL;
+    if (!need_dx && !layer_needs_dy(L, 0)) return NULL;
     if (n->seq && n->role == TP_ROW) { /* the whole sequence's output gradient */
         stage_seq_gather(st, dy, st->seqbuf, B, n->fout);
         dy = st->seqbuf;
@@ -547,7 +552,7 @@ static const float *node_bwd(stage *st, snode *n, int slot, int B, const float *
         break;
     case LK_RESIDUAL: {
         const float *h = dy;
-        int from = dx_needed_from(n->children, n->nchildren, need_dx);
+        int from = dx_needed_from(L->children, n->nchildren, need_dx);
         for (int i = n->nchildren - 1; i >= 0; i--)
             h = node_bwd(st, &n->children[i], slot, B, P, h, split, i >= from);
         if (!need_dx) return NULL;

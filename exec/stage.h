@@ -37,6 +37,10 @@ stage *stage_create(const backend *bk, bk_ctx *ctx, const model *m, int first, i
  * whose input is the data): the backward leaves out the input gradients that only lead to
  * it (its first layers' that no weight gradient needs), with the same weight gradients to
  * the bit, and stage_input_grad is NULL. */
+/* The first of m's top-level layers whose input gradient a first stage made with
+ * no_input_grad computes (the ones before it give none: what plumb profile times). */
+int stage_input_grad_from(const model *m);
+
 typedef struct stage_opts {
     int split_bw;
     int recompute;

@@ -540,3 +540,27 @@ Test(layers, no_input_grad_leaves_out_the_first_layers_input_gradient)
         model_free(m);
     }
 }
+
+/* The layers before stage_input_grad_from give no input gradient in a first stage (plumb
+ * profile times them so): up to and including the first with weights. */
+Test(layers, input_grad_from_the_first_layer_with_weights)
+{
+    struct { const char *file; int from; } want[] = {
+        {"examples/models/fmnist-mlp.json", 2}, /* flatten, linear */
+        {"examples/models/fmnist-cnn.json", 1}, /* conv1 */
+        {"examples/models/gpt-mini.json", 1},   /* the embedding */
+    };
+    for (size_t k = 0; k < sizeof want / sizeof want[0]; k++) {
+        plumb_err e = {{0}};
+        model *m = model_load(want[k].file, &e);
+        cr_assert(m, "%s", e.msg);
+        cr_expect_eq(stage_input_grad_from(m), want[k].from, "%s", want[k].file);
+        model_free(m);
+    }
+    plumb_err e = {{0}}; /* a weightless layer, then a residual block: both */
+    model *m = model_parse("t", spec("[4,8]", "{\"type\":\"gelu\"},{\"type\":\"residual\","
+                                     "\"layers\":[{\"type\":\"layernorm\"}]}", 2), &e);
+    cr_assert(m, "%s", e.msg);
+    cr_expect_eq(stage_input_grad_from(m), 2);
+    model_free(m);
+}
