@@ -19,7 +19,11 @@
  * worker (ui_app_async_start): the key's answer and redraw, and the time until the
  * layout is on screen. Per key that laid out a new layout, the full simulation of every
  * replica with the key's options (sim_run, what a key ran before the dashboard simulated
- * one pipeline: sim_run_folded) is timed apart, in the same run, as full-cpu. */
+ * one pipeline: sim_run_folded) is timed apart, in the same run, as full-cpu.
+ *
+ * bench_ui -D PLAN [N]: the redraw alone: opens PLAN's dashboard and draws its 160x50
+ * frame N times (default 200); prints the median and fastest redraw, ms wall and CPU (a
+ * plan with one stage of many replicas times the stage rows' device lookups). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -192,8 +196,42 @@ static int bench_layout3d(char **argv, const char *keyspec)
     return 0;
 }
 
+/* bench_ui -D PLAN [N]: the median and least of N redraws of PLAN's dashboard. */
+static int bench_draw(const char *planf, int n)
+{
+    ui_app *a = malloc(sizeof *a);
+    ui_fb fb = { 0, 0, NULL };
+    if (!a || ui_fb_resize(&fb, 160, 50) || ui_app_open(a, NULL, NULL, planf, ".",
+                                                         UI_PLANNER_NATIVE))
+        return 1;
+    if (!a->loaded) {
+        fprintf(stderr, "bench_ui: %s: %s\n", planf, a->load_err);
+        return 1;
+    }
+    double *w = malloc((size_t)n * sizeof *w), *c = malloc((size_t)n * sizeof *c);
+    if (!w || !c) return 1;
+    for (int i = 0; i < n; i++) {
+        double s = bench_clock_s(CLOCK_MONOTONIC), u = bench_clock_s(CLOCK_PROCESS_CPUTIME_ID);
+        ui_app_draw(a, &fb);
+        w[i] = 1e3 * (bench_clock_s(CLOCK_MONOTONIC) - s);
+        c[i] = 1e3 * (bench_clock_s(CLOCK_PROCESS_CPUTIME_ID) - u);
+    }
+    qsort(w, (size_t)n, sizeof *w, cmp_d);
+    qsort(c, (size_t)n, sizeof *c, cmp_d);
+    printf("bench_ui: %s, %d redraws (160x50): median %.3f ms wall, %.3f ms CPU; fastest "
+           "%.3f ms wall, %.3f ms CPU\n", planf, n, w[n / 2], c[n / 2], w[0], c[0]);
+    free(w);
+    free(c);
+    ui_fb_free(&fb);
+    ui_app_free(a);
+    free(a);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
+    if (argc >= 3 && !strcmp(argv[1], "-D"))
+        return bench_draw(argv[2], argc > 3 && atoi(argv[3]) > 0 ? atoi(argv[3]) : 200);
     const char *keyspec = NULL;
     int planner = UI_PLANNER_NATIVE, i = 1;
     for (; i + 1 < argc && argv[i][0] == '-'; i += 2) {
@@ -207,7 +245,7 @@ int main(int argc, char **argv)
     if (argc - i < 2) {
         fprintf(stderr, "usage: bench_ui [-P native|pipedream|even] [-k KEYS] CLUSTER "
                         "PROFILE...\n       bench_ui [-k KEYS] -L MODEL CLUSTER GPUS TP PP DP "
-                        "GLOBAL_BATCH RECOMPUTE\n");
+                        "GLOBAL_BATCH RECOMPUTE\n       bench_ui -D PLAN [N]\n");
         return 2;
     }
     if (!keyspec) keyspec = DEFAULT_KEYS;

@@ -54,6 +54,10 @@ int cli_folder_ok(const char *cmd, const char *opt, const char *dir, int create)
  * -1. */
 int cli_schedule(const char *cmd, const char *s, int *out);
 
+/* Parses `--attention standard|flash` (planner/llm_profile.h's llm_attention) into *out.
+ * On failure prints one line naming the option and returns -1. */
+int cli_attention(const char *cmd, const char *s, int *out);
+
 /* The compute backend of `--backend NAME` and `--precision P` (fp32, tf32 or bf16; NULL:
  * the name's own): cuda with bf16 is "cuda-bf16", cpu with bf16 "cpu-bf16". NULL after
  * printing one line when the name is unknown or not built, the precision is unknown, the

@@ -3,6 +3,7 @@
 #include "core/plan.h"
 #include "core/schedule_traits.h"
 #include "exec/backend.h"
+#include "planner/llm_profile.h"
 #include "planner/native.h"
 
 #include <errno.h>
@@ -148,6 +149,17 @@ int cli_schedule(const char *cmd, const char *s, int *out)
         return -1;
     }
     *out = k;
+    return 0;
+}
+
+int cli_attention(const char *cmd, const char *s, int *out)
+{
+    llm_attention a;
+    if (llm_attention_parse(s, &a)) {
+        cli_fail(cmd, "--attention: expected standard or flash (got \"%s\")", s);
+        return -1;
+    }
+    *out = (int)a;
     return 0;
 }
 

@@ -1,7 +1,9 @@
-/* cmd_info.c: `plumb info FILE...` summarizes profiles, clusters and plans: what the file
- * describes, its sizes and totals, each with its unit. The file kind comes from "format". */
+/* cmd_info.c: `plumb info FILE...` summarizes profiles, clusters, plans and training
+ * checkpoints: what the file describes, its sizes and totals, each with its unit. The file
+ * kind comes from "format", or a checkpoint's magic number (read against --model). */
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include <cjson/cJSON.h>
 
@@ -12,13 +14,49 @@
 #include "core/plan.h"
 #include "core/profile.h"
 #include "core/units.h"
+#include "exec/checkpoint.h"
+#include "exec/model.h"
 
 static void usage(FILE *out)
 {
     fprintf(out,
-            "usage: plumb info FILE...\n\n"
-            "Summarizes each plumb file (profile, cluster or plan): the model's layers and\n"
-            "times, the cluster's levels and devices, or the plan's stages.\n");
+            "usage: plumb info [--model MODEL.json [--check]] FILE...\n\n"
+            "Summarizes each plumb file (profile, cluster, plan or checkpoint): the model's\n"
+            "layers and times, the cluster's levels and devices, the plan's stages, or a\n"
+            "checkpoint's model, optimizer step and state.\n\n"
+            "  --model MODEL.json  the model spec a checkpoint (plumb train --save or\n"
+            "                      --checkpoint) was written from, which it is read against\n"
+            "  --check             read a checkpoint whole: every tensor's checksum and values\n"
+            "                      (by default its header and size only, as a resume checks\n"
+            "                      them first)\n");
+}
+
+/* A checkpoint of model m: its step and optimizer state, read from the header (ckpt_peek:
+ * the header's checksum and fields, the file's size), or with `check` in full (ckpt_load:
+ * the tensors' checksums and values too). 0, or 2 with err set. */
+static int info_checkpoint(const char *path, const model *m, int check, plumb_err *err)
+{
+    static const char *const opt[] = {"sgd: weights only", "momentum: weights and momentum",
+                                      "adam: weights and both moments"};
+    int kind = 0;
+    long step = 0;
+    if (check) {
+        ckpt c;
+        if (ckpt_load(path, m, &c, err)) return 2;
+        kind = c.opt_kind, step = c.step;
+        ckpt_free(&c);
+    } else if (ckpt_peek(path, m, &kind, &step, err)) {
+        return 2;
+    }
+    struct stat sb;
+    char sz[32];
+    units_bytes(stat(path, &sb) ? 0 : (double)sb.st_size, sz, sizeof sz);
+    printf("checkpoint %s: model %s (%d layers, %lld parameters), %ld optimizer steps, "
+           "optimizer %s; %s\n", path, m->name, m->nlayers, m->nparams, step,
+           opt[kind >= 0 && kind <= 2 ? kind : 0], sz);
+    printf("  %s\n", check ? "checked whole: header, size, every tensor's checksum and values"
+                           : "header and size checked (--check reads the tensors too)");
+    return 0;
 }
 
 static void info_profile(const profile *p)
@@ -89,25 +127,50 @@ static void info_plan(const plan *pl)
 
 int cmd_info(int argc, char **argv)
 {
-    static const struct option longopts[] = {{"help", no_argument, NULL, 'h'}, {0, 0, 0, 0}};
-    int c;
+    static const struct option longopts[] = {{"help", no_argument, NULL, 'h'},
+                                             {"model", required_argument, NULL, 'm'},
+                                             {"check", no_argument, NULL, 'c'},
+                                             {0, 0, 0, 0}};
+    int c, check = 0;
+    const char *model_file = NULL;
     optind = 1;
     while ((c = cli_getopt("info", argc, argv, "h", longopts)) != -1) {
         if (c == 'h') { usage(stdout); return 0; }
+        if (c == 'm') { model_file = optarg; continue; }
+        if (c == 'c') { check = 1; continue; }
         return 2;
     }
     if (optind >= argc) {
         usage(stderr);
         return 2;
     }
-    for (int i = optind; i < argc; i++) {
-        plumb_err err;
+    if (check && !model_file) return cli_fail("info", "--check: expected --model too");
+    plumb_err err;
+    err_clear(&err);
+    model *m = model_file ? model_load(model_file, &err) : NULL;
+    if (model_file && !m) { err_print(&err); return 2; }
+    int rc = 0;
+    for (int i = optind; i < argc && !rc; i++) {
         err_clear(&err);
+        if (ckpt_is_checkpoint(argv[i])) {
+            if (m) {
+                rc = info_checkpoint(argv[i], m, check, &err);
+            } else {
+                err_set(&err, argv[i], NULL, "a plumb checkpoint: expected --model "
+                        "MODEL.json, the model spec it was saved from");
+                rc = 2;
+            }
+            if (rc) err_print(&err);
+            continue;
+        }
         cJSON *root = json_load_file(argv[i], &err);
-        if (!root) { err_print(&err); return 2; }
+        if (!root) {
+            err_print(&err);
+            rc = 2;
+            break;
+        }
         const cJSON *f = cJSON_GetObjectItemCaseSensitive(root, "format");
         const char *fmt = cJSON_IsString(f) ? f->valuestring : "";
-        int rc = 0;
         if (!strcmp(fmt, PROFILE_FORMAT)) {
             profile *p = profile_from_json(root, argv[i], &err);
             if (p) info_profile(p); else rc = 2;
@@ -124,12 +187,13 @@ int cmd_info(int argc, char **argv)
             plan_free(pl);
         } else {
             err_set(&err, argv[i], "format",
-                    "expected \"%s\", \"%s\" or \"%s\" (got \"%s\")", PROFILE_FORMAT,
-                    CLUSTER_FORMAT, PLAN_FORMAT, fmt);
+                    "expected \"%s\", \"%s\" or \"%s\", or a checkpoint (got \"%s\")",
+                    PROFILE_FORMAT, CLUSTER_FORMAT, PLAN_FORMAT, fmt);
             rc = 2;
         }
         cJSON_Delete(root);
-        if (rc) { err_print(&err); return rc; }
+        if (rc) err_print(&err);
     }
-    return 0;
+    model_free(m);
+    return rc;
 }

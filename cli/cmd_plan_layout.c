@@ -179,11 +179,9 @@ static int parse(int argc, char **argv, layout3d_options *o, given *g, const cha
             g->schedule = 1;
             break;
         case O_ATTN: {
-            llm_attention a;
-            if (llm_attention_parse(optarg, &a))
-                return cli_fail(cmd, "--attention: expected standard or flash (got \"%s\")",
-                                optarg);
-            o->attention = a;
+            int a;
+            if (cli_attention(cmd, optarg, &a)) return 2;
+            o->attention = (llm_attention)a;
             break;
         }
         case O_P2P:
@@ -238,8 +236,9 @@ static void print_text(const plan *pl, const layout3d_dims *d, const sim_report 
 {
     char b[6][32];
     const profile *p = pl->prof;
-    printf("plumb plan: %s on %s, %d GPUs: tp %d x pp %d x dp %d, schedule %s", p->name,
-           pl->clus->name ? pl->clus->name : "cluster", d->gpus, d->tp, d->pp, d->dp,
+    const char *noun = cluster_device_noun(pl->clus);
+    printf("plumb plan: %s on %s, %d %ss: tp %d x pp %d x dp %d, schedule %s", p->name,
+           pl->clus->name ? pl->clus->name : "cluster", d->gpus, noun, d->tp, d->pp, d->dp,
            sched_kind_name(pl->schedule));
     if (pl->chunks > 1) printf(" (%d virtual stages per rank)", pl->chunks);
     printf("\n");
@@ -265,8 +264,8 @@ static void print_text(const plan *pl, const layout3d_dims *d, const sim_report 
     if (r->tokens_per_s > 0) printf(", %.0f tokens/s", r->tokens_per_s);
     printf(", bubble %.1f %%\n", 100 * r->bubble_fraction);
     if (r->tflops_per_gpu >= 0 && r->mfu >= 0)
-        printf("%.1f TFLOP/s per GPU (model FLOPs %.1f), MFU %.1f %%\n", r->tflops_per_gpu,
-               r->model_tflops_per_gpu, 100 * r->mfu);
+        printf("%.1f TFLOP/s per %s (model FLOPs %.1f), MFU %.1f %%\n", r->tflops_per_gpu,
+               noun, r->model_tflops_per_gpu, 100 * r->mfu);
     printf("memory per pipeline rank (its first group's first device):\n");
     for (int rank = 0; rank < d->pp; rank++) {
         int dev = layout3d_group_device(rank, 0, d->tp, d->dp);
@@ -334,20 +333,20 @@ static void layout_text(const search3d_cand *c, char *buf, size_t n)
              c->o.sequence_parallel ? ", sequence parallel" : "", c->o.zero);
 }
 
-static void print_ranking(const search3d_result *r, int gpus)
+static void print_ranking(const search3d_result *r, int gpus, const char *noun)
 {
     char lay[160], why[512], pk[32], cap[32];
-    printf("plumb plan: searched %lld layouts on %d GPUs (%lld fit memory by the estimate), "
+    printf("plumb plan: searched %lld layouts on %d %ss (%lld fit memory by the estimate), "
            "simulated the best %d: estimate %.2f s, simulation %.2f s of CPU\n", r->enumerated,
-           gpus, r->fitting, r->nranked, r->estimate_cpu_s, r->simulate_cpu_s);
+           gpus, noun, r->fitting, r->nranked, r->estimate_cpu_s, r->simulate_cpu_s);
     int n = r->nranked < 5 ? r->nranked : 5;
     for (int i = 0; i < n; i++) {
         const search3d_cand *c = &r->ranked[i];
         layout_text(c, lay, sizeof lay);
         search3d_why(r, i, why, sizeof why);
         printf("#%d %s\n   iteration %.3f s (estimate %.3f s), %.0f tokens/s, %.1f TFLOP/s per "
-               "GPU, MFU %.1f %%, peak %s of %s\n   why: %s\n", i + 1, lay, c->iteration_s,
-               c->est.iteration_s, c->tokens_per_s, c->tflops_per_gpu, 100 * c->mfu,
+               "%s, MFU %.1f %%, peak %s of %s\n   why: %s\n", i + 1, lay, c->iteration_s,
+               c->est.iteration_s, c->tokens_per_s, c->tflops_per_gpu, noun, 100 * c->mfu,
                units_bytes(c->peak_bytes, pk, sizeof pk),
                units_bytes(c->est.capacity_bytes, cap, sizeof cap), why);
     }
@@ -413,7 +412,7 @@ static int run_search(const transformer *t, const cluster *cl, const char *cpath
         printf("%s\n", text);
     } else {
         const search3d_cand *b = &r->ranked[0];
-        print_ranking(r, b->d.gpus);
+        print_ranking(r, b->d.gpus, cluster_device_noun(cl));
         print_text(r->best, &b->d, r->best_report);
         if (out) printf("plan written to %s\n", out);
     }

@@ -125,11 +125,12 @@ int cmd_profile_llm(int argc, char **argv)
         }
         case O_QUIET: quiet = 1; break;
         case O_SP: o.sequence_parallel = 1; break;
-        case O_ATTN:
-            if (llm_attention_parse(optarg, &o.attention))
-                return cli_fail("profile", "--attention: expected standard or flash (got "
-                                "\"%s\")", optarg);
+        case O_ATTN: {
+            int a;
+            if (cli_attention("profile", optarg, &a)) return 2;
+            o.attention = (llm_attention)a;
             break;
+        }
         case 'h': fputs(usage_text, stdout); return 0;
         default: return 2;
         }

@@ -526,6 +526,14 @@ int cluster_save(const cluster *c, const char *path, plumb_err *err)
 
 /* ---- device numbering ---------------------------------------------------------------- */
 
+const char *cluster_device_noun(const cluster *c)
+{
+    int cpu = 0;
+    for (int t = 0; c && t < c->ntypes; t++) cpu += c->types[t].cores > 0;
+    if (!c || c->ntypes < 1 || (cpu > 0 && cpu < c->ntypes)) return "device";
+    return cpu ? "CPU worker" : "GPU";
+}
+
 const device_type *cluster_device_type(const cluster *c, int d)
 {
     if (!c || d < 0 || d >= c->ndevices || !c->server_type) return NULL;

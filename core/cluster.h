@@ -102,6 +102,12 @@ cluster *cluster_load_cut(const char *path, int max_devices, int servers, plumb_
 /* The device type of device d (0 <= d < ndevices). */
 const device_type *cluster_device_type(const cluster *c, int d);
 
+/* What c's devices are called in text, singular: "GPU" when no device type gives
+ * `cores` (each device computes on its own), "CPU worker" when every type does (workers
+ * sharing a server's CPU cores, as plumb train's threads or ranks), "device" for a mix or
+ * no types. A static string; callers add "s" for a count, "8 CPU workers". */
+const char *cluster_device_noun(const cluster *c);
+
 /* Index of the server (level-0 group) holding device d. */
 int cluster_server_of(const cluster *c, int d);
 

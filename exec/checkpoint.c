@@ -228,6 +228,16 @@ done:
     return rc;
 }
 
+int ckpt_is_checkpoint(const char *path)
+{
+    unsigned char h[8];
+    FILE *f = fopen(path, "rb");
+    if (!f) return 0;
+    size_t got = fread(h, 1, sizeof h, f);
+    fclose(f);
+    return got == sizeof h && !memcmp(h, CK_MAGIC, 8);
+}
+
 static const char *const TENSOR[3] = {"weights", "momentum (m)", "second moment (v)"};
 
 /* Checks body's tensors against their checksums, then their values. 0 or -1 with err. */

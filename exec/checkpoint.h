@@ -42,6 +42,10 @@ int ckpt_peek(const char *path, const model *m, int *opt_kind, long *step, plumb
 
 void ckpt_free(ckpt *c);
 
+/* 1 when path starts with a checkpoint's magic number (any version), else 0 (also when it
+ * cannot be read): what a checkpoint's header says is then ckpt_peek's to check. */
+int ckpt_is_checkpoint(const char *path);
+
 /* Removes the temporary files "NAME.tmp.PID" beside path (NAME its file name) whose PID
  * no longer runs: what an atomic write of path interrupted by a kill leaves behind. */
 void ckpt_sweep_file(const char *path);

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "exec/runtime_trace.h"
 #include "exec/stage.h"
 #include "exec/tp.h"
 #include "exec/train.h"
@@ -46,14 +47,6 @@ typedef struct rstage {
     long long off;           /* the stage's first parameter in the model's vector */
 } rstage;
 
-/* rec.kind beyond the schedule's actions: a tensor-parallel collective inside one */
-enum { REC_TP_AR = ACT_NKINDS, REC_TP_RS, REC_TP_AG };
-
-typedef struct rec {
-    int kind, stage, mb, peer, peer_stage, it;
-    double t0, t1, bytes;
-} rec;
-
 typedef struct shared {
     pthread_mutex_t mu;
     plumb_err first;         /* the first failure of any worker */
@@ -78,8 +71,7 @@ typedef struct worker {
     rstage *st;
     float *hx;
     int32_t *hy;
-    rec *ev;
-    int nev, cap;
+    rt_recs recs;            /* timed actions and collectives (exec/runtime_trace.h) */
     double *loss, *corr, *rows; /* [iterations] */
     float *params_out;
     float *m_out, *v_out;    /* optimizer state out (want_state) */
@@ -156,34 +148,26 @@ static int stage_load_state(worker *wk, rstage *rs, const action *list, int n)
 }
 
 /* Appends r to wk's timed actions. 0, or -1 out of memory (wk->err set). */
-static int record_rec(worker *wk, rec r)
+static int record_rec(worker *wk, rt_rec r)
 {
-    if (wk->nev == wk->cap) {
-        int nc = wk->cap ? 2 * wk->cap : 256;
-        rec *ne = realloc(wk->ev, (size_t)nc * sizeof *ne);
-        if (!ne) return err_set(&wk->err, NULL, NULL, "out of memory");
-        wk->ev = ne;
-        wk->cap = nc;
-    }
-    wk->ev[wk->nev++] = r;
-    return 0;
+    return rt_recs_add(&wk->recs, r) ? err_set(&wk->err, NULL, NULL, "out of memory") : 0;
 }
 
 static int record(worker *wk, const action *a, int it, double t0, double t1, double bytes)
 {
-    return record_rec(wk, (rec){a->kind, a->stage, a->microbatch, a->peer, a->peer_stage, it,
-                                t0, t1, bytes});
+    return record_rec(wk, (rt_rec){a->kind, a->stage, a->microbatch, a->peer, a->peer_stage,
+                                   it, t0, t1, bytes});
 }
 
-/* Records a tensor-parallel collective (REC_TP_*) of `bytes` that ran from t0 on, inside
+/* Records a tensor-parallel collective (RT_REC_TP_*) of `bytes` that ran from t0 on, inside
  * the action running (its stage, microbatch and iteration); rc is the collective's. */
 static int record_tp(worker *wk, int kind, double t0, double bytes, int rc)
 {
     if (rc) { /* where it was: the transport knows only its message */
         char mb[32] = "";
         if (wk->cur_mb >= 0) snprintf(mb, sizeof mb, " of microbatch %d", wk->cur_mb);
-        const char *what = kind == REC_TP_AR ? "all-reduce"
-                         : kind == REC_TP_RS ? "reduce-scatter" : "all-gather";
+        const char *what = kind == RT_REC_TP_AR ? "all-reduce"
+                         : kind == RT_REC_TP_RS ? "reduce-scatter" : "all-gather";
         size_t len = strlen(wk->err.msg);
         if (strstr(wk->err.msg, what)) what = NULL; /* the transport named it */
         snprintf(wk->err.msg + len, sizeof wk->err.msg - len, ", in %s%s%sstage %d's %s%s",
@@ -191,13 +175,9 @@ static int record_tp(worker *wk, int kind, double t0, double bytes, int rc)
                  wk->cur_stage, act_kind_name((act_kind)wk->cur_kind), mb);
         return rc;
     }
-    return record_rec(wk, (rec){kind, wk->cur_stage, wk->cur_mb, -1, -1, wk->cur_it,
-                                t0 - wk->t_origin, train_now() - wk->t_origin, bytes});
+    return record_rec(wk, (rt_rec){kind, wk->cur_stage, wk->cur_mb, -1, -1, wk->cur_it,
+                                   t0 - wk->t_origin, train_now() - wk->t_origin, bytes});
 }
-
-/* The tag space of tensor-parallel all-reduces, apart from the replicas' (stage x 1000003
- * + round): every rank of a group makes the same calls in the same order. */
-#define TP_TAG_BASE (1L << 40)
 
 /* stage_tp's all-reduce: the sum over wk's tensor-parallel group. */
 static int tp_allreduce(void *user, float *buf, size_t count)
@@ -205,9 +185,9 @@ static int tp_allreduce(void *user, float *buf, size_t count)
     worker *wk = user;
     const rt_cfg *c = wk->cfg;
     double t0 = train_now();
-    return record_tp(wk, REC_TP_AR, t0, (double)count * sizeof(float),
+    return record_tp(wk, RT_REC_TP_AR, t0, (double)count * sizeof(float),
                      c->tr->allreduce(c->tr, c->bk, wk->ctx, wk->ep, wk->tp_group, c->tp,
-                                      TP_TAG_BASE + wk->tp_round++, buf, count, &wk->err));
+                                      rt_tp_tag(wk->tp_round++), buf, count, &wk->err));
 }
 
 /* A reduce-scatter or all-gather entry of the transport (the same signature). */
@@ -224,20 +204,20 @@ static int tp_part(worker *wk, int kind, tp_part_coll coll, const float *src, fl
     double t0 = train_now();
     return record_tp(wk, kind, t0, (double)count * c->tp * sizeof(float),
                      coll(c->tr, c->bk, wk->ctx, wk->ep, wk->tp_group, c->tp,
-                          TP_TAG_BASE + wk->tp_round++, src, dst, count, &wk->err));
+                          rt_tp_tag(wk->tp_round++), src, dst, count, &wk->err));
 }
 
 /* stage_tp's reduce-scatter and all-gather over wk's tensor-parallel group. */
 static int tp_reduce_scatter(void *user, const float *src, float *dst, size_t count)
 {
     worker *wk = user;
-    return tp_part(wk, REC_TP_RS, wk->cfg->tr->reduce_scatter, src, dst, count);
+    return tp_part(wk, RT_REC_TP_RS, wk->cfg->tr->reduce_scatter, src, dst, count);
 }
 
 static int tp_all_gather(void *user, const float *src, float *dst, size_t count)
 {
     worker *wk = user;
-    return tp_part(wk, REC_TP_AG, wk->cfg->tr->all_gather, src, dst, count);
+    return tp_part(wk, RT_REC_TP_AG, wk->cfg->tr->all_gather, src, dst, count);
 }
 
 /* Writes v (a device vector of rs: weights, gradients, optimizer state) into the model's
@@ -273,7 +253,8 @@ static int stage_init(worker *wk, rstage *rs, int s, int replica)
         else if (list[i].stage == s && list[i].kind == ACT_ALLREDUCE) rs->nars++;
     stage_tp tpc = {wk->rank, c->tp, c->sp, tp_allreduce, wk, tp_reduce_scatter,
                     tp_all_gather};
-    stage_opts so = {split, c->recompute, c->tp > 1 ? &tpc : NULL};
+    /* the first stage's input is the data: its gradient is not wanted */
+    stage_opts so = {split, c->recompute, c->tp > 1 ? &tpc : NULL, rs->first};
     rs->st = stage_create_opts(c->bk, wk->ctx, c->m, c->stage_first[s], c->stage_last[s],
                                c->microbatch, rs->nslots, &so, &wk->err);
     if (!rs->st) return -1;
@@ -358,11 +339,6 @@ static int do_step(worker *wk, rstage *rs, const action *a, int i)
     return 0;
 }
 
-static long msg_tag(const schedule *s, int mb, int recv_stage, int grad)
-{
-    return ((long)mb * s->nstages + recv_stage) * 2 + grad;
-}
-
 
 /* Megatron-LM's scatter/gather of pipeline messages: the floats of the tensor crossing
  * the cut after layer `after` (an activation, or its gradient the other way) that each
@@ -392,7 +368,7 @@ static int take_posted(worker *wk, rstage *rs, int slot, int g, int grad)
           *mine = buf + (size_t)wk->rank * part;
     int peer = grad ? si->dout_peer : si->in_peer;
     if (c->tr->recv(c->tr, c->bk, wk->ctx, wk->ep, peer * c->tp + wk->rank,
-                    msg_tag(c->sched, g, rs->s, grad), mine, (part ? part : n) * sizeof(float),
+                    rt_msg_tag(c->sched, g, rs->s, grad), mine, (part ? part : n) * sizeof(float),
                     &wk->err))
         return -1;
     if (part && tp_all_gather(wk, mine, buf, part)) return -1;
@@ -571,7 +547,7 @@ static int run_action(worker *wk, const action *a, int i)
          * peer, which received it first: the transport may copy straight out of it */
         if ((c->tr->send_lent ? c->tr->send_lent : c->tr->send)(
                 c->tr, bk, wk->ctx, wk->ep, a->peer * c->tp + wk->rank,
-                msg_tag(sc, g, a->peer_stage, 0),
+                rt_msg_tag(sc, g, a->peer_stage, 0),
                 stage_output(rs->st, slot) + (size_t)wk->rank * part, (size_t)bytes,
                 &wk->err))
             return -1;
@@ -601,7 +577,7 @@ static int run_action(worker *wk, const action *a, int i)
                part = sliced_floats(c, c->stage_first[rs->s] - 1, n);
         bytes = (double)(part ? part : n) * sizeof(float);
         if (c->tr->send(c->tr, bk, wk->ctx, wk->ep, a->peer * c->tp + wk->rank,
-                        msg_tag(sc, g, a->peer_stage, 1),
+                        rt_msg_tag(sc, g, a->peer_stage, 1),
                         rs->dxst[slot] + (size_t)wk->rank * part, (size_t)bytes, &wk->err))
             return -1;
         rs->slots[slot].dx_sent = 1;
@@ -615,7 +591,7 @@ static int run_action(worker *wk, const action *a, int i)
             wk->dp_group[j] = grp[j] * c->tp + wk->rank;
         bytes = (double)stage_nparams(rs->st) * sizeof(float);
         if (c->tr->allreduce(c->tr, bk, wk->ctx, wk->ep, wk->dp_group, sc->replicas[a->stage],
-                             (long)a->stage * 1000003L + rs->ar_round++, stage_grads(rs->st),
+                             rt_ar_tag(a->stage, rs->ar_round++), stage_grads(rs->st),
                              (size_t)stage_nparams(rs->st), &wk->err))
             return -1;
         break;
@@ -768,102 +744,14 @@ static int check_cfg(const rt_cfg *c, plumb_err *err)
     return 0;
 }
 
-int runtime_tag_text(const schedule *s, long tag, char *buf, size_t n)
-{
-    if (tag >= 0) {
-        long r = tag / 2;
-        return snprintf(buf, n, "the %s of microbatch %ld for stage %ld",
-                        tag % 2 ? "output gradient" : "activations", r / s->nstages,
-                        r % s->nstages);
-    }
-    long t = (-tag - 1) / 2; /* a collective's: -(2 t + 1), -(2 t + 2) */
-    if (t >= TP_TAG_BASE)
-        return snprintf(buf, n, "the tensor-parallel group's collective %ld", t - TP_TAG_BASE + 1);
-    return snprintf(buf, n, "the replicas' all-reduce %ld of stage %ld", t % 1000003 + 1,
-                    t / 1000003);
-}
-
-static int tl_kind_of(int k)
-{
-    switch (k) {
-    case ACT_F: return TL_F;
-    case ACT_B: return TL_B;
-    case ACT_I: return TL_I;
-    case ACT_W: return TL_W;
-    case ACT_STEP: return TL_STEP;
-    case ACT_SEND_F: return TL_SEND_F;
-    case ACT_SEND_B: return TL_SEND_B;
-    case REC_TP_AR: return TL_TP_ALLREDUCE;
-    case REC_TP_RS: return TL_TP_REDUCE_SCATTER;
-    case REC_TP_AG: return TL_TP_ALL_GATHER;
-    default: return TL_ALLREDUCE;
-    }
-}
-
-/* Adds worker wr's timed actions to tl, on its tensor-parallel rank's tracks. */
-static int trace_worker(const rt_cfg *c, const worker *wr, timeline *tl)
-{
-    int dev = c->trace_device ? c->trace_device[wr->w] : wr->w, counted = 0;
-    for (int k = 0; k < wr->nev; k++) {
-        const rec *r = &wr->ev[k];
-        int tk = TL_TRACK_DEVICE, peer = -1;
-        if (r->kind == ACT_SEND_F || r->kind == ACT_SEND_B) {
-            tk = TL_TRACK_LINK;
-            peer = c->trace_device ? c->trace_device[r->peer] : r->peer;
-        } else if (!is_compute(r->kind) && r->kind != ACT_STEP) {
-            tk = TL_TRACK_COLLECTIVE; /* the replicas' all-reduce, tp collectives */
-        }
-        int track = timeline_track_tp(tl, tk, dev, peer, wr->rank, NULL);
-        if (track < 0) return -1;
-        if (!counted && tk == TL_TRACK_DEVICE && wr->peak >= 0) {
-            /* workers that share a device add up on it */
-            tl_track *t = &tl->tracks[track];
-            t->peak_bytes = (t->peak_bytes > 0 ? t->peak_bytes : 0) + wr->peak;
-            counted = 1;
-        }
-        tl_event e = {r->t0, r->t1 - r->t0, r->bytes, track, tl_kind_of(r->kind), r->stage,
-                      -1, r->mb, r->it};
-        if (tk == TL_TRACK_LINK) e.peer_stage = r->peer_stage;
-        if (r->kind == ACT_STEP || r->kind == ACT_ALLREDUCE) e.microbatch = -1;
-        if (timeline_add(tl, &e)) return -1;
-    }
-    return 0;
-}
-
-int runtime_trace_names(const schedule *s, const int *trace_device, int tp, timeline *tl)
-{
-    if (tp <= 1) return 0;
-    for (int t = 0; t < tl->ntracks; t++) {
-        tl_track *k = &tl->tracks[t];
-        char name[256];
-        int len = snprintf(name, sizeof name, "device %d", k->device);
-        if (k->kind == TL_TRACK_LINK)
-            len += snprintf(name + len, sizeof name - (size_t)len, "->%d", k->peer);
-        for (int w = 0; w < s->nworkers && len < (int)sizeof name - 64; w++) {
-            if ((trace_device ? trace_device[w] : w) != k->device) continue;
-            len += snprintf(name + len, sizeof name - (size_t)len, ": worker %d tp rank %d", w,
-                            k->tp_rank);
-            for (int st = 0; st < s->nstages && len < (int)sizeof name - 32; st++)
-                for (int j = 0; j < s->replicas[st]; j++)
-                    if (s->stage_workers[s->stage_first[st] + j] == w)
-                        len += snprintf(name + len, sizeof name - (size_t)len,
-                                        " (stage %d, replica %d)", st, j);
-        }
-        if (k->kind == TL_TRACK_COLLECTIVE)
-            snprintf(name + len, sizeof name - (size_t)len, " collectives");
-        char *d = malloc(strlen(name) + 1);
-        if (!d) return -1;
-        strcpy(d, name);
-        free(k->name);
-        k->name = d;
-    }
-    return 0;
-}
-
 static int build_trace(const rt_cfg *c, worker *wks, timeline *tl)
 {
-    for (int e = 0; e < c->sched->nworkers * c->tp; e++)
-        if (trace_worker(c, &wks[e], tl)) return -1;
+    for (int e = 0; e < c->sched->nworkers * c->tp; e++) {
+        const worker *wr = &wks[e];
+        int dev = c->trace_device ? c->trace_device[wr->w] : wr->w;
+        if (runtime_trace_add(tl, &wr->recs, dev, c->trace_device, wr->rank, wr->peak))
+            return -1;
+    }
     if (runtime_trace_names(c->sched, c->trace_device, c->tp, tl)) return -1;
     timeline_sort(tl);
     return 0;
@@ -1040,7 +928,7 @@ done:
         free(wks[w].st);
         bk_host_free(c.bk, wks[w].hx);
         bk_host_free(c.bk, wks[w].hy);
-        free(wks[w].ev);
+        rt_recs_free(&wks[w].recs);
         free(wks[w].loss);
         free(wks[w].corr);
         free(wks[w].rows);

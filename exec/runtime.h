@@ -120,6 +120,8 @@ typedef struct rt_result {
 int runtime_run(const rt_cfg *cfg, rt_result *res, plumb_err *err);
 void rt_result_free(rt_result *r);
 
+/* The two below are defined in exec/runtime_trace.c, with the rest of the trace. */
+
 /* Names the tracks of a measured trace of schedule s run with tensor parallelism tp > 1
  * (trace_device as in rt_cfg; tp <= 1: leaves the names alone): each by its device and
  * tensor-parallel rank, the workers on that device and the stages and replicas they host,
@@ -129,10 +131,10 @@ int runtime_trace_names(const schedule *s, const int *trace_device, int tp, time
 
 /* Writes into buf (n bytes) what transport message tag `tag` of a run of s carries: a
  * pipeline message ("the activations of microbatch 3 for stage 1", "the output gradient
- * of ..."), or a part of a collective, whose messages a transport tags -(2 t + 1) and
- * -(2 t + 2) for the collective's tag t ("the tensor-parallel group's collective 23", 1
- * for the run's first; "the replicas' all-reduce 2 of stage 1"). Returns what snprintf
- * does. */
+ * of ..."), or a message of a collective, which a transport tags from the collective's
+ * tag (transport_coll_tag in exec/transport.h): "the tensor-parallel group's collective
+ * 23" (1 for the run's first), "the replicas' all-reduce 2 of stage 1". Returns what
+ * snprintf does. */
 int runtime_tag_text(const schedule *s, long tag, char *buf, size_t n);
 
 /* Loss scale of one microbatch: 1 / (targets per optimizer step), where a step covers an

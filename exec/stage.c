@@ -181,10 +181,37 @@ static int share_dx(stage *st, plumb_err *err)
     return 0;
 }
 
+/* 1 when layer L's backward needs its output gradient: for its weight gradient, or for
+ * its input gradient when that is needed (need_dx); a residual block's when it or any of
+ * its layers does. */
+static int layer_needs_dy(const layer *L, int need_dx)
+{
+    if (L->kind != LK_RESIDUAL) return need_dx || stage_has_weights(L);
+    int need = need_dx; /* the first layer's input gradient is added to the block's */
+    for (int i = 0; i < L->nchildren; i++) need = layer_needs_dy(&L->children[i], need);
+    return need || need_dx;
+}
+
+/* Of the layers a[0 .. n - 1], run in that order, the first whose input gradient is
+ * needed when the input gradient of a[0] is not (need_dx = 0): the one after the first
+ * that needs its output gradient, or n. With need_dx, 0: every one's. */
+static int dx_needed_from(const layer *a, int n, int need_dx)
+{
+    if (need_dx) return 0;
+    for (int i = 0; i < n; i++)
+        if (layer_needs_dy(&a[i], 0)) return i + 1;
+    return n;
+}
+
+int stage_input_grad_from(const model *m)
+{
+    return dx_needed_from(m->layers, m->nlayers, 0);
+}
+
 stage *stage_create(const backend *bk, bk_ctx *ctx, const model *m, int first, int last,
                     int max_batch, int nslots, int split_bw, plumb_err *err)
 {
-    stage_opts o = {split_bw, 0, NULL};
+    stage_opts o = {split_bw, 0, NULL, 0};
     return stage_create_opts(bk, ctx, m, first, last, max_batch, nslots, &o, err);
 }
 
@@ -238,6 +265,7 @@ stage *stage_create_opts(const backend *bk, bk_ctx *ctx, const model *m, int fir
         !(st->zero_pos = dalloc(st, (size_t)m->layers[first].in_shape[0] * st->nodes[0].dim,
                                 err)))
         goto fail;
+    st->dx_from = dx_needed_from(&m->layers[first], st->nnodes, !o->no_input_grad);
     if (share_dx(st, err)) goto fail;
     if (!(st->params = dalloc(st, (size_t)st->nparams, err)) ||
         !(st->grads = dalloc(st, (size_t)st->nparams, err)))
@@ -469,16 +497,19 @@ static void node_wgrad(stage *st, snode *n, int slot, int B, const float *dy)
     }
 }
 
-/* Backward of one node: returns the gradient of its input (NULL for the embedding).
- * split = 1 keeps dy for a later weight pass instead of computing the weight gradient. */
+/* Backward of one node: returns the gradient of its input (NULL for the embedding, and
+ * when need_dx is 0: then only the weight gradients are computed, and dy is read only
+ * where they need it). split = 1 keeps dy for a later weight pass instead of computing
+ * the weight gradient. */
 static const float *node_bwd(stage *st, snode *n, int slot, int B, const float *P,
-                             const float *dy, int split)
+                             const float *dy, int split, int need_dx)
 {
     const backend *bk = st->bk;
     bk_ctx *c = st->ctx;
     const layer *L = n->L;
     const float *x = n->in[slot], *w = lp(st, n, P);
     float *dx = n->dx;
+    if (!need_dx && !layer_needs_dy(L, 0)) return NULL;
     if (n->seq && n->role == TP_ROW) { /* the whole sequence's output gradient */
         stage_seq_gather(st, dy, st->seqbuf, B, n->fout);
         dy = st->seqbuf;
@@ -488,6 +519,7 @@ static const float *node_bwd(stage *st, snode *n, int slot, int B, const float *
             bk->copy(c, n->dyst[st->xslot], dy, (size_t)B * dy_kept(st, n) * sizeof(float));
         else node_wgrad(st, n, slot, B, dy);
     }
+    if (!need_dx && L->kind != LK_RESIDUAL) return NULL;
     switch (L->kind) {
     case LK_LINEAR:
         bk->linear_bwd_data(c, rows_of(L, B), n->fin, n->fout, dy, w,
@@ -520,8 +552,10 @@ static const float *node_bwd(stage *st, snode *n, int slot, int B, const float *
         break;
     case LK_RESIDUAL: {
         const float *h = dy;
+        int from = dx_needed_from(L->children, n->nchildren, need_dx);
         for (int i = n->nchildren - 1; i >= 0; i--)
-            h = node_bwd(st, &n->children[i], slot, B, P, h, split);
+            h = node_bwd(st, &n->children[i], slot, B, P, h, split, i >= from);
+        if (!need_dx) return NULL;
         bk->add(c, (size_t)B * n->in_n, dy, h, dx);
         break;
     }
@@ -546,7 +580,7 @@ static void backward(stage *st, int slot, int B, const float *params, const floa
     st->ipass_params[slot] = P;
     const float *h = dout;
     for (int i = st->nnodes - 1; i >= 0; i--)
-        h = node_bwd(st, &st->nodes[i], as, B, P, h, split);
+        h = node_bwd(st, &st->nodes[i], as, B, P, h, split, i >= st->dx_from);
     st->input_grad = h;
 }
 

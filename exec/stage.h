@@ -32,11 +32,20 @@ stage *stage_create(const backend *bk, bk_ctx *ctx, const model *m, int first, i
 /* Options beyond stage_create's: split_bw as there; recompute = 1 keeps only each slot's
  * input and output (and the loss) between forward and backward, and recomputes the
  * activations from the input before the backward (and again before a split weight pass):
- * one slot of activations instead of nslots, for about one more forward per backward. */
+ * one slot of activations instead of nslots, for about one more forward per backward.
+ * no_input_grad = 1: the stage's input gradient is not wanted (the model's first stage,
+ * whose input is the data): the backward leaves out the input gradients that only lead to
+ * it (its first layers' that no weight gradient needs), with the same weight gradients to
+ * the bit, and stage_input_grad is NULL. */
+/* The first of m's top-level layers whose input gradient a first stage made with
+ * no_input_grad computes (the ones before it give none: what plumb profile times). */
+int stage_input_grad_from(const model *m);
+
 typedef struct stage_opts {
     int split_bw;
     int recompute;
     const struct stage_tp *tp; /* NULL: no tensor parallelism */
+    int no_input_grad;
 } stage_opts;
 
 /* Tensor parallelism (exec/tp.h's layout): this stage is rank `rank` of a group of `size`
@@ -96,8 +105,8 @@ int32_t *stage_targets(stage *st, int slot);
  * stage, the class probabilities. */
 const float *stage_output(stage *st, int slot);
 /* The gradient of the stage's input after a backward (of the latest microbatch),
- * (B, input shape); NULL when the stage starts with the embedding. Valid until the next
- * backward. */
+ * (B, input shape); NULL when the stage starts with the embedding or was made with
+ * stage_opts.no_input_grad. Valid until the next backward. */
 const float *stage_input_grad(stage *st);
 
 /* Forward of B samples in slot with parameter vector params (device, stage_nparams floats;

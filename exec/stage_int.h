@@ -51,6 +51,8 @@ struct stage {
     float **input;          /* [nslots] (max_batch, in shape) */
     int32_t **targets;      /* [nslots] (max_batch, targets per sample) or NULL */
     const float *input_grad;
+    int dx_from;            /* the top-level layers from which on the input gradient is
+                               needed (0 unless stage_opts.no_input_grad) */
     float loss_scale;
     float *dxbuf[2];        /* the top-level layers' input gradients, taken in turns */
     stage_tp tp;            /* size 1: no tensor parallelism */

@@ -17,6 +17,25 @@
 
 typedef struct transport transport;
 
+/* Message tags. The callers' tags (send, recv, and each collective's own) are >= 0. A
+ * transport that runs a collective as messages of its own (local) tags them from the
+ * collective's tag t with transport_coll_tag, one tag per leg (0: what goes to the
+ * member that sums or gathers it, 1: the sums coming back), so that an error naming
+ * such a message by its tag can be read back as the collective's (transport_tag_coll). */
+static inline long transport_coll_tag(long t, int leg)
+{
+    return -(2 * t + 1 + (leg != 0));
+}
+
+/* 1 with *t set to the collective's tag when tag is one of a collective's messages
+ * (transport_coll_tag), 0 (*t untouched) when it is a caller's tag. */
+static inline int transport_tag_coll(long tag, long *t)
+{
+    if (tag >= 0) return 0;
+    *t = (-tag - 1) / 2;
+    return 1;
+}
+
 struct transport {
     const char *name;       /* "local", "mpi", "nccl" */
     void *impl;             /* the transport's own state */

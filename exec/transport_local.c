@@ -323,7 +323,7 @@ static int allreduce_gather(transport *t, const backend *bk, bk_ctx *ctx, int se
                             plumb_err *err)
 {
     const size_t bytes = count * sizeof(float);
-    const long up = -(2 * tag + 1), down = -(2 * tag + 2);
+    const long up = transport_coll_tag(tag, 0), down = transport_coll_tag(tag, 1);
     int root = group[0];
     if (self != root) {
         if (post(t, bk, ctx, self, root, up, buf, bytes, 1, NULL, err)) return -1;
@@ -405,7 +405,7 @@ static int local_allreduce(transport *t, const backend *bk, bk_ctx *ctx, int sel
     const int me = member_of(group, n, self, err);
     if (me < 0) return -1;
     local *l = t->impl;
-    const long up = -(2 * tag + 1), down = -(2 * tag + 2);
+    const long up = transport_coll_tag(tag, 0), down = transport_coll_tag(tag, 1);
     const size_t off = part_at(count, n, me), len = part_at(count, n, me + 1) - off;
     const size_t cap = count / (size_t)n + 1;
     /* recv: a received part; acc: the running sum of member me >= 2 (sim_allreduce_scratch
@@ -474,7 +474,7 @@ static int local_reduce_scatter(transport *t, const backend *bk, bk_ctx *ctx, in
         return 0;
     }
     local *l = t->impl;
-    const long tg = -(2 * tag + 1);
+    const long tg = transport_coll_tag(tag, 0);
     hand **out = calloc((size_t)n, sizeof *out);
     if (!out) return err_set(err, NULL, NULL, "out of memory");
     float *part = part_get(l, bk, ctx, self, bytes, err);
@@ -500,7 +500,7 @@ static int local_all_gather(transport *t, const backend *bk, bk_ctx *ctx, int se
     if (me < 0) return -1;
     if (src != dst + (size_t)me * count) bk->copy(ctx, dst + (size_t)me * count, src, bytes);
     if (n == 1) return 0;
-    const long tg = -(2 * tag + 1);
+    const long tg = transport_coll_tag(tag, 0);
     hand **out = calloc((size_t)n, sizeof *out);
     if (!out) return err_set(err, NULL, NULL, "out of memory");
     int rc = lend_parts(t, bk, ctx, group, n, me, tg, src, count, 0, out, err);

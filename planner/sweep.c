@@ -48,6 +48,7 @@ int planner_sweep(const profile *p, const cluster *c, int gmin, int gmax,
     }
     snprintf(res->profile_name, sizeof res->profile_name, "%s", p->name ? p->name : "?");
     snprintf(res->cluster_name, sizeof res->cluster_name, "%s", c->name ? c->name : "?");
+    res->device_noun = cluster_device_noun(c);
     res->target = target;
     res->price = price;
     res->target_gpus = -1;
@@ -131,12 +132,16 @@ void sweep_print(const sweep_result *r, FILE *out)
 {
     fprintf(out, "%s on %s (resized); linear baseline: one device %.1f samples/s\n",
             r->profile_name, r->cluster_name, r->thr1);
-    fprintf(out, "%5s %-20s %-11s %-13s %-11s %-16s %-10s %s\n", "GPUs", "throughput",
+    const char *noun = r->device_noun ? r->device_noun : "GPU";
+    char head[32];
+    snprintf(head, sizeof head, "%ss", noun);
+    const int w = strlen(head) > 5 ? (int)strlen(head) : 5; /* "GPUs" keeps 5 */
+    fprintf(out, "%*s %-20s %-11s %-13s %-11s %-16s %-10s %s\n", w, head, "throughput",
             "efficiency", "cost", "peak memory", "schedule", "microbatch", "replicas");
     for (int i = 0; i < r->n; i++) {
         const sweep_point *p = &r->pts[i];
         if (!p->ok) {
-            fprintf(out, "%5d no plan: %s\n", p->gpus, p->why);
+            fprintf(out, "%*d no plan: %s\n", w, p->gpus, p->why);
             continue;
         }
         char thr[32], eff[16], cost[32], mem[24], sch[32], mb[24];
@@ -152,20 +157,21 @@ void sweep_print(const sweep_result *r, FILE *out)
         snprintf(mb, sizeof mb, "%dx%d", p->microbatches, p->microbatch_size);
         char used[48] = "";
         if (p->gpus_used < p->gpus)
-            snprintf(used, sizeof used, " (uses %d of %d GPUs)", p->gpus_used, p->gpus);
-        fprintf(out, "%5d %-20s %-11s %-13s %-11s %-16s %-10s %s%s\n", p->gpus, thr, eff, cost,
+            snprintf(used, sizeof used, " (uses %d of %d %ss)", p->gpus_used, p->gpus, noun);
+        fprintf(out, "%*d %-20s %-11s %-13s %-11s %-16s %-10s %s%s\n", w, p->gpus, thr, eff, cost,
                 mem, sch, mb, p->config, used);
     }
     if (r->target > 0) {
         if (r->target_gpus > 0)
-            fprintf(out, "target %.1f samples/s: reached with %d GPUs\n", r->target,
-                    r->target_gpus);
+            fprintf(out, "target %.1f samples/s: reached with %d %ss\n", r->target,
+                    r->target_gpus, noun);
         else
-            fprintf(out, "target %.1f samples/s: not reached in %d..%d GPUs\n", r->target,
-                    r->n ? r->pts[0].gpus : 0, r->n ? r->pts[r->n - 1].gpus : 0);
+            fprintf(out, "target %.1f samples/s: not reached in %d..%d %ss\n", r->target,
+                    r->n ? r->pts[0].gpus : 0, r->n ? r->pts[r->n - 1].gpus : 0, noun);
     }
-    fprintf(out, "(efficiency = throughput / (GPUs x one-device throughput); cost = price x GPUs "
-            "/ 3600 / throughput x 1e6, USD per million samples; +rc = recomputation)\n");
+    fprintf(out, "(efficiency = throughput / (%ss x one-device throughput); cost = price x %ss "
+            "/ 3600 / throughput x 1e6, USD per million samples; +rc = recomputation)\n", noun,
+            noun);
 }
 
 cJSON *sweep_to_json(const sweep_result *r)

@@ -47,6 +47,8 @@ typedef struct sweep_result {
                                    in the range (or no target) */
     double price;               /* USD per GPU-hour; <= 0 when none */
     char profile_name[64], cluster_name[64];
+    const char *device_noun;    /* the cluster's devices in text (cluster_device_noun: "GPU",
+                                   "CPU worker"; static) */
 } sweep_result;
 
 void sweep_result_free(sweep_result *r);

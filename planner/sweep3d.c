@@ -75,6 +75,7 @@ int sweep3d_run(const transformer *t, const cluster *c, const char *cluster_file
     res->deadline_gpus = -1;
     snprintf(res->model, sizeof res->model, "%s", t->name ? t->name : "model");
     snprintf(res->cluster, sizeof res->cluster, "%s", c->name ? c->name : "cluster");
+    res->device_noun = cluster_device_noun(c);
     int any = 0;
     for (int i = 0; i < n; i++) {
         sweep3d_point *p = &res->pts[i];
@@ -117,15 +118,21 @@ int sweep3d_run(const transformer *t, const cluster *c, const char *cluster_file
 
 void sweep3d_print(const sweep3d_result *r, FILE *out)
 {
-    fprintf(out, "plumb sweep: %s on %s, %d GPU counts (%.1f s of CPU)\n", r->model,
-            r->cluster, r->n, r->cpu_s);
-    fprintf(out, "%6s  %-52s %12s %6s %10s %14s %12s\n", "GPUs", "best layout", "tokens/s",
-            "MFU", "days", r->price > 0 ? "cost (USD)" : "GPU-hours",
+    const char *noun = r->device_noun ? r->device_noun : "GPU";
+    char head[32], hours[40];
+    snprintf(head, sizeof head, "%ss", noun);
+    snprintf(hours, sizeof hours, "%s-hours", noun);
+    const int w = strlen(head) > 6 ? (int)strlen(head) : 6; /* "GPUs" keeps 6, */
+    const int wc = strlen(hours) > 14 ? (int)strlen(hours) : 14; /* "GPU-hours" 14 */
+    fprintf(out, "plumb sweep: %s on %s, %d %s counts (%.1f s of CPU)\n", r->model,
+            r->cluster, r->n, noun, r->cpu_s);
+    fprintf(out, "%*s  %-52s %12s %6s %10s %*s %12s\n", w, head, "best layout", "tokens/s",
+            "MFU", "days", wc, r->price > 0 ? "cost (USD)" : hours,
             "USD/M tokens");
     for (int i = 0; i < r->n; i++) {
         const sweep3d_point *p = &r->pts[i];
         if (!p->ok) {
-            fprintf(out, "%6d  does not fit: %s\n", p->gpus, p->why);
+            fprintf(out, "%*d  does not fit: %s\n", w, p->gpus, p->why);
             continue;
         }
         const search3d_cand *b = &p->best;
@@ -138,19 +145,19 @@ void sweep3d_print(const sweep3d_result *r, FILE *out)
         if (p->days >= 0) snprintf(days, sizeof days, "%.2f", p->days);
         if (p->cost >= 0) snprintf(cost, sizeof cost, "%.0f", p->cost);
         if (p->usd_per_million >= 0) snprintf(usd, sizeof usd, "%.3f", p->usd_per_million);
-        fprintf(out, "%6d  %-52s %12.0f %5.1f%% %10s %14s %12s%s\n", p->gpus, lay,
-                b->tokens_per_s, 100 * b->mfu, days, cost, usd, p->pareto ? "  front" : "");
+        fprintf(out, "%*d  %-52s %12.0f %5.1f%% %10s %*s %12s%s\n", w, p->gpus, lay,
+                b->tokens_per_s, 100 * b->mfu, days, wc, cost, usd, p->pareto ? "  front" : "");
     }
     if (r->tokens > 0)
         fprintf(out, "days and cost to train %.4g tokens; \"front\": no other count trains "
                 "both sooner and cheaper\n", r->tokens);
     if (r->deadline_days > 0) {
         if (r->deadline_gpus > 0)
-            fprintf(out, "fewest GPUs that train %.4g tokens within %g days: %d\n", r->tokens,
-                    r->deadline_days, r->deadline_gpus);
+            fprintf(out, "fewest %ss that train %.4g tokens within %g days: %d\n", noun,
+                    r->tokens, r->deadline_days, r->deadline_gpus);
         else
-            fprintf(out, "no GPU count in the range trains %.4g tokens within %g days\n",
-                    r->tokens, r->deadline_days);
+            fprintf(out, "no %s count in the range trains %.4g tokens within %g days\n",
+                    noun, r->tokens, r->deadline_days);
     }
 }
 

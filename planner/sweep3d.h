@@ -37,6 +37,8 @@ typedef struct sweep3d_result {
     int deadline_gpus;       /* fewest GPUs that train the budget by the deadline; -1 when
                                 none in the range (or no deadline) */
     char model[64], cluster[64];
+    const char *device_noun;    /* the cluster's devices in text (cluster_device_noun: "GPU",
+                                   "CPU worker"; static) */
     double cpu_s;            /* CPU time of the whole sweep */
 } sweep3d_result;
 

@@ -386,21 +386,48 @@ const char *compare_fmt_error(double e, char *buf, size_t n)
     return buf;
 }
 
-static void print_row(FILE *out, const char *label, const compare_row *r, int counts,
-                      int median)
+static void print_row(FILE *out, int width, const char *label, const compare_row *r,
+                      int counts, int median)
 {
     char a[32], b[32], e[32];
     median = median && counts;
-    fprintf(out, "%-14s %s  %s  %s", label, fmt_ms(median ? r->pred_med_s : r->pred_s, a, sizeof a),
+    fprintf(out, "%-*s %s  %s  %s", width, label, fmt_ms(median ? r->pred_med_s : r->pred_s, a, sizeof a),
             fmt_ms(median ? r->meas_med_s : r->meas_s, b, sizeof b),
             compare_fmt_error(median ? r->error_med : r->error, e, sizeof e));
     if (counts) fprintf(out, "  %6lld / %-6lld", r->pred_n, r->meas_n);
     fputc('\n', out);
 }
 
+/* The label of the text's rows: a stage's action kind (`stage` >= 0; "1     tp_all_gather")
+ * or a kind over all stages; "stage N" with kind < 0. */
+static void row_label(char *buf, size_t n, int stage, int kind)
+{
+    if (kind < 0) snprintf(buf, n, "stage %d", stage);
+    else if (stage >= 0) snprintf(buf, n, "%-5d %s", stage, tl_kind_name(kind));
+    else snprintf(buf, n, "%s", tl_kind_name(kind));
+}
+
+/* The width of the label column: 14, or the longest label present when longer (a
+ * tensor-parallel collective's kind, "0     tp_reduce_scatter"), so that every row's
+ * figures stay in their columns. */
+static int label_width(const compare_result *r)
+{
+    char label[48];
+    int w = 14;
+    for (int i = 0; i < r->nrows + r->nkinds + r->nstages; i++) {
+        if (i < r->nrows) row_label(label, sizeof label, r->rows[i].stage, r->rows[i].kind);
+        else if (i < r->nrows + r->nkinds)
+            row_label(label, sizeof label, -1, r->kinds[i - r->nrows].kind);
+        else row_label(label, sizeof label, r->stages[i - r->nrows - r->nkinds].stage, -1);
+        if ((int)strlen(label) > w) w = (int)strlen(label);
+    }
+    return w;
+}
+
 void compare_print(const compare_result *r, int median, FILE *out)
 {
     const compare_side *p = r->pred, *m = r->meas;
+    const int w = label_width(r);
     fprintf(out, "plumb compare: predicted %s (%s, %d iterations, last %d counted)\n",
             p->file, p->what, p->iterations, p->used);
     fprintf(out, "           against measured %s (%s, %d iterations, last %d counted)\n",
@@ -408,31 +435,31 @@ void compare_print(const compare_result *r, int median, FILE *out)
     fprintf(out, "error = (predicted - measured) / measured; > 0: the prediction is slower\n\n");
     const char *stat = median ? "median" : "mean";
     fprintf(out, "per stage and action kind, %s time per action:\n", stat);
-    fprintf(out, "%-14s %12s  %12s  %9s  %15s\n", "stage kind", "predicted", "measured",
+    fprintf(out, "%-*s %12s  %12s  %9s  %15s\n", w, "stage kind", "predicted", "measured",
             "error", "actions (p / m)");
     char label[48];
     for (int i = 0; i < r->nrows; i++) {
-        snprintf(label, sizeof label, "%-5d %s", r->rows[i].stage, tl_kind_name(r->rows[i].kind));
-        print_row(out, label, &r->rows[i], 1, median);
+        row_label(label, sizeof label, r->rows[i].stage, r->rows[i].kind);
+        print_row(out, w, label, &r->rows[i], 1, median);
     }
     fprintf(out, "\nper action kind, all stages, %s time per action:\n", stat);
     for (int i = 0; i < r->nkinds; i++) {
-        snprintf(label, sizeof label, "%s", tl_kind_name(r->kinds[i].kind));
-        print_row(out, label, &r->kinds[i], 1, median);
+        row_label(label, sizeof label, -1, r->kinds[i].kind);
+        print_row(out, w, label, &r->kinds[i], 1, median);
     }
     fprintf(out, "\nper stage, compute time (F, B, I, W, step) per iteration per replica:\n");
     for (int i = 0; i < r->nstages; i++) {
-        snprintf(label, sizeof label, "stage %d", r->stages[i].stage);
-        print_row(out, label, &r->stages[i], 0, 0);
+        row_label(label, sizeof label, r->stages[i].stage, -1);
+        print_row(out, w, label, &r->stages[i], 0, 0);
     }
     fprintf(out, "\nper stage, idle time per iteration (iteration - compute; measured: blocking "
             "sends,\nwaits for data and for a CPU):\n");
     for (int i = 0; i < r->nstages; i++) {
-        snprintf(label, sizeof label, "stage %d", r->idle[i].stage);
-        print_row(out, label, &r->idle[i], 0, 0);
+        row_label(label, sizeof label, r->idle[i].stage, -1);
+        print_row(out, w, label, &r->idle[i], 0, 0);
     }
     fprintf(out, "\nper iteration (steady state):\n");
-    print_row(out, "iteration", &r->iteration, 0, 0);
+    print_row(out, w, "iteration", &r->iteration, 0, 0);
     double mae = median ? r->mean_abs_error_med : r->mean_abs_error;
     if (isnan(mae))
         fprintf(out, "\nmean |error| of the per-stage F/B/I/W %s times: - (no figure on both "

@@ -193,14 +193,17 @@ static const char *fmt_mib(double bytes, char *buf, size_t n)
 void compare_mem_print(const compare_result *r, FILE *out)
 {
     if (!r->nmem) return;
+    int w = 14; /* the label column: the longest list of stages when longer */
+    for (int i = 0; i < r->nmem; i++)
+        if ((int)strlen(r->mem[i].stages) > w) w = (int)strlen(r->mem[i].stages);
     fprintf(out, "\npeak memory per device, by the stages it runs (the largest of its replicas; "
             "measured:\nwhat the backend allocated):\n");
-    fprintf(out, "%-14s %14s  %14s  %9s  %15s\n", "stages", "predicted", "measured", "error",
+    fprintf(out, "%-*s %14s  %14s  %9s  %15s\n", w, "stages", "predicted", "measured", "error",
             "devices (p / m)");
     for (int i = 0; i < r->nmem; i++) {
         const compare_mem_row *m = &r->mem[i];
         char a[32], b[32], e[32];
-        fprintf(out, "%-14s %s  %s  %s  %6d / %-6d\n", m->stages,
+        fprintf(out, "%-*s %s  %s  %s  %6d / %-6d\n", w, m->stages,
                 fmt_mib(m->pred_bytes, a, sizeof a), fmt_mib(m->meas_bytes, b, sizeof b),
                 compare_fmt_error(m->error, e, sizeof e), m->pred_devices, m->meas_devices);
     }

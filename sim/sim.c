@@ -445,6 +445,7 @@ sim_report *sim_run(const plan *pl, const sim_options *opt, plumb_err *err)
     rep->whatif = *opt;
     rep->whatif.sched = NULL;
     rep->whatif.timeline = 0;
+    rep->device_noun = cluster_device_noun(pl->clus);
     for (int l = 0; l < pl->clus->nlevels && l < CLUSTER_MAX_LEVELS; l++)
         snprintf(rep->level_names[l], sizeof rep->level_names[l], "%s",
                  pl->clus->levels[l].name ? pl->clus->levels[l].name : "");

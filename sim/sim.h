@@ -172,6 +172,9 @@ typedef struct sim_report {
     int sequence_parallel, zero;
     dev_precision precision;
     int gpus;                 /* every member of every group (plan_gpus) */
+    const char *device_noun;  /* what the cluster's devices are called in text
+                                 (cluster_device_noun: "GPU", "CPU worker"; static; NULL
+                                 reads "GPU") */
     long long tokens_per_sample; /* the profile's; 0 when unknown */
     double tokens_per_s;      /* samples_per_s x tokens_per_sample; 0 when unknown */
     double tflops_per_gpu;    /* FLOP/s the GPUs execute, recomputation included, per GPU,

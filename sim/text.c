@@ -74,14 +74,15 @@ static void print_whatifs(const sim_report *r, FILE *out)
     fprintf(out, " (instead of the plan as written)\n");
 }
 
-/* The parallel dims, and tokens/s, TFLOP/s per GPU and MFU where known, for plans with
- * tensor parallelism or a token model. */
+/* The parallel dims, and tokens/s, TFLOP/s per GPU (or CPU worker: r->device_noun) and
+ * MFU where known, for plans with tensor parallelism or a token model. */
 static void print_layout(const sim_report *r, FILE *out)
 {
     if (r->tp <= 1 && r->tokens_per_sample <= 0 && r->precision == DEV_FP32 && !r->zero)
         return;
-    fprintf(out, "layout          tp %d x pp %d x dp %d = %d GPUs%s, global batch %d, %s%s%s\n",
-            r->tp, r->pp, r->dp, r->gpus, r->interleave > 1 ? " (interleaved)" : "",
+    const char *noun = r->device_noun ? r->device_noun : "GPU";
+    fprintf(out, "layout          tp %d x pp %d x dp %d = %d %ss%s, global batch %d, %s%s%s\n",
+            r->tp, r->pp, r->dp, r->gpus, noun, r->interleave > 1 ? " (interleaved)" : "",
             r->global_batch, dev_precision_name(r->precision),
             r->sequence_parallel ? ", sequence parallel" : "",
             r->zero ? ", ZeRO-1 optimizer" : "");
@@ -91,8 +92,8 @@ static void print_layout(const sim_report *r, FILE *out)
     if (r->tokens_per_sample > 0)
         fprintf(out, " %.0f tokens/s", r->tokens_per_s);
     if (r->tflops_per_gpu >= 0)
-        fprintf(out, "%s %.1f TFLOP/s per GPU (%.1f without recomputation)",
-                r->tokens_per_sample > 0 ? "," : "", r->tflops_per_gpu,
+        fprintf(out, "%s %.1f TFLOP/s per %s (%.1f without recomputation)",
+                r->tokens_per_sample > 0 ? "," : "", r->tflops_per_gpu, noun,
                 r->model_tflops_per_gpu);
     if (r->mfu >= 0)
         fprintf(out, ", MFU %.1f %%", 100 * r->mfu);

@@ -524,3 +524,19 @@ Test(cluster, units_invert_exactly_and_converted_reads)
     cr_expect_eq(json_get_converted(&jc, o, "x", "z", 1, J_POS, NULL, &v, NULL), -1);
     cJSON_Delete(o);
 }
+
+/* What a cluster's devices are called in text: GPUs unless the types give CPU cores. */
+Test(cluster, device_noun_says_cpu_workers_or_gpus)
+{
+    plumb_err err = {{0}};
+    cluster *cpu = cluster_load("examples/clusters/cpu-1x8.json", &err);
+    cluster *gpu = cluster_load(CLUSTER_DIR "/hetero-2xh200-2xv100.json", &err);
+    cr_assert(cpu && gpu, "%s", err.msg);
+    cr_assert_str_eq(cluster_device_noun(cpu), "CPU worker");
+    cr_assert_str_eq(cluster_device_noun(gpu), "GPU");
+    gpu->types[0].cores = 4; /* one type of two with cores: a mix */
+    cr_assert_str_eq(cluster_device_noun(gpu), "device");
+    cr_assert_str_eq(cluster_device_noun(NULL), "device");
+    cluster_free(cpu);
+    cluster_free(gpu);
+}

@@ -434,6 +434,71 @@ Test(compare, ring_steps_are_not_allreduces)
     plan_free(pl);
 }
 
+/* The text's lines of one table from its header line on (up to the blank line): n of
+ * them into len[]; a table's rows with counts are as long as its header when their
+ * columns line up. */
+static int table_lens(const char *text, const char *header, size_t *len, int cap)
+{
+    const char *l = strstr(text, header);
+    cr_assert_not_null(l, "no '%s' in:\n%s", header, text);
+    int n = 0;
+    while (*l && *l != '\n' && n < cap) {
+        const char *e = strchr(l, '\n');
+        len[n++] = e ? (size_t)(e - l) : strlen(l);
+        l = e ? e + 1 : l + strlen(l);
+    }
+    return n;
+}
+
+/* A label longer than the column's 14 characters (a tensor-parallel collective's kind,
+ * measured only) widens the column for every row, so that the figures stay in their
+ * columns; when every label fits the table is as before (14). */
+Test(compare, long_labels_widen_the_label_column)
+{
+    double f[] = {1.0, 2.0}, b[] = {2.0, 4.0};
+    for (int tp = 0; tp < 2; tp++) {
+        timeline *pt = pipe2("sim", 3, f, b, 20, 1), *mt = pipe2("exec", 3, f, b, 20, 1);
+        if (tp) {
+            int c = timeline_track(mt, TL_TRACK_COLLECTIVE, 0, -1, NULL);
+            for (int i = 0; i < 3; i++) add(mt, c, TL_TP_REDUCE_SCATTER, 0, i, i, i * 20, 0.2);
+        }
+        plumb_err err = {{0}};
+        compare_side p, m;
+        compare_result r;
+        cr_assert_eq(compare_side_from_timeline(pt, 0, "p.json", "sim trace", &p, &err), 0);
+        cr_assert_eq(compare_side_from_timeline(mt, 0, "m.json", "exec trace", &m, &err), 0);
+        cr_assert_eq(compare_sides(&p, &m, &r, &err), 0, "%s", err.msg);
+        char *text = NULL;
+        size_t size = 0;
+        FILE *out = open_memstream(&text, &size);
+        cr_assert_not_null(out);
+        compare_print(&r, 0, out);
+        fclose(out);
+        size_t len[32];
+        int n = table_lens(text, "stage kind ", len, 32);
+        cr_assert_geq(n, 8);
+        for (int i = 1; i < n; i++)
+            cr_expect_eq(len[i], len[0], "line %d of the table is %zu long, the header %zu:\n%s",
+                         i, len[i], len[0], text);
+        const char *row = strstr(text, "\n0     tp_reduce_scatter ");
+        cr_expect_eq(row != NULL, tp, "%s", text);
+        /* the per-kind rows line up with the per-stage ones */
+        const char *k = strstr(text, tp ? "\ntp_reduce_scatter " : "\nF ");
+        cr_assert_not_null(k, "%s", text);
+        const char *ke = strchr(k + 1, '\n');
+        cr_expect_eq((size_t)(ke - k - 1), len[0], "%s", text);
+        if (!tp) /* every label fits: the column keeps its 14 characters */
+            cr_expect_not_null(strstr(text, "\nstage kind        predicted      measured"), "%s",
+                               text);
+        free(text);
+        compare_result_free(&r);
+        compare_side_free(&p);
+        compare_side_free(&m);
+        timeline_free(pt);
+        timeline_free(mt);
+    }
+}
+
 /* Peak memory: devices are grouped by the stages they run (replicas of a stage merge, the
  * largest peak kept), matched across sides by those stages whatever their device ids, and a
  * stage set on one side only is a row with the other side absent. */

@@ -413,3 +413,154 @@ Test(layers, input_gradients_share_two_buffers)
     cr_assert_eq(six - two, 4 * per_layer, "4 more layers cost %zu bytes, expected %zu",
                  six - two, 4 * per_layer);
 }
+
+/* The input-gradient entries of the CPU backend, counted (no_input_grad below). */
+static const backend *cpu_bk;
+static int n_dx; /* input-gradient calls: every *_bwd_data, relu_bwd and add */
+static void cnt_add(bk_ctx *c, size_t n, const float *a, const float *b, float *y)
+{
+    n_dx++;
+    cpu_bk->add(c, n, a, b, y);
+}
+static void cnt_linear(bk_ctx *c, int N, int in, int out, const float *dy, const float *w,
+                       float *dx)
+{
+    n_dx++;
+    cpu_bk->linear_bwd_data(c, N, in, out, dy, w, dx);
+}
+static void cnt_conv(bk_ctx *c, const bk_conv *g, const float *dy, const float *w, float *dx)
+{
+    n_dx++;
+    cpu_bk->conv2d_bwd_data(c, g, dy, w, dx);
+}
+static void cnt_relu(bk_ctx *c, size_t n, const float *x, const float *dy, float *dx)
+{
+    n_dx++;
+    cpu_bk->relu_bwd(c, n, x, dy, dx);
+}
+static void cnt_ln(bk_ctx *c, int N, int D, const float *x, const float *gamma,
+                   const float *mean, const float *rstd, const float *dy, float *dx)
+{
+    n_dx++;
+    cpu_bk->layernorm_bwd_data(c, N, D, x, gamma, mean, rstd, dy, dx);
+}
+
+/* Runs 2 microbatches' forward and backward (split: input passes, then weight passes) of
+ * stage [0, last] of m on bk, returns its gradients (malloc'd) and the input-gradient
+ * calls of the backward in *calls; *dx_null: stage_input_grad was NULL after it. */
+static float *grads_of(const backend *bk, const model *m, int last, int split, int recompute,
+                       int no_dx, int *calls, int *dx_null)
+{
+    plumb_err e = {{0}};
+    bk_ctx *c = bk->create(0, &e);
+    stage_opts o = {split, recompute, NULL, no_dx};
+    stage *st = stage_create_opts(bk, c, m, 0, last, 3, 2, &o, &e);
+    cr_assert(st, "%s", e.msg);
+    size_t nin = 3 * stage_in_numel(st), nout = 3 * stage_out_numel(st);
+    long long np = stage_nparams(st);
+    float *x = malloc(nin * sizeof *x), *d = malloc(nout * sizeof *d);
+    float *dd = bk->alloc(c, nout * sizeof *d, &e);
+    unsigned long long s = 11;
+    stage_zero_grads(st);
+    for (int slot = 0; slot < 2; slot++) {
+        for (size_t i = 0; i < nin; i++) x[i] = (float)(rng_uniform(&s) - 0.5 + slot);
+        bk->upload(c, stage_input(st, slot), x, nin * sizeof *x);
+        stage_forward(st, slot, 3, NULL);
+    }
+    n_dx = 0;
+    *dx_null = 1;
+    for (int slot = 0; slot < 2; slot++) {
+        for (size_t i = 0; i < nout; i++) d[i] = (float)(slot + 1) * 0.1f * (float)(i % 7);
+        bk->upload(c, dd, d, nout * sizeof *d);
+        if (split) stage_backward_input(st, slot, 3, NULL, dd, 1);
+        else stage_backward(st, slot, 3, NULL, dd, 1);
+        *dx_null &= stage_input_grad(st) == NULL;
+    }
+    for (int slot = 0; split && slot < 2; slot++) stage_backward_weight(st, slot, 3);
+    *calls = n_dx;
+    float *g = malloc((size_t)np * sizeof *g);
+    bk->download(c, g, stage_grads(st), (size_t)np * sizeof *g);
+    cr_assert_eq(bk->sync(c, &e), 0, "%s", e.msg);
+    bk->free(c, dd);
+    free(x);
+    free(d);
+    stage_free(st);
+    bk->destroy(c);
+    return g;
+}
+
+/* A first stage made with no_input_grad leaves out the input gradients that lead only to
+ * its input (the data): `fewer` input-gradient calls per backward, for the first layer
+ * with weights (and the weightless layers before it, and a residual block's sum), with
+ * the same weight gradients to the bit, full or split backward, with or without
+ * recomputation; stage_input_grad is then NULL. */
+Test(layers, no_input_grad_leaves_out_the_first_layers_input_gradient)
+{
+    backend cnt = *backend_cpu();
+    cpu_bk = backend_cpu();
+    cnt.add = cnt_add;
+    cnt.linear_bwd_data = cnt_linear;
+    cnt.conv2d_bwd_data = cnt_conv;
+    cnt.relu_bwd = cnt_relu;
+    cnt.layernorm_bwd_data = cnt_ln;
+    struct { const char *input, *layers; int last, fewer; } cases[] = {
+        /* linear: its dx (the flatten before it has none to give) */
+        {"[2,3,4]", "{\"type\":\"flatten\"},{\"type\":\"linear\",\"out\":6},"
+                    "{\"type\":\"relu\"},{\"type\":\"linear\",\"out\":5}", 3, 1},
+        /* conv2d: its dx */
+        {"[2,6,6]", "{\"type\":\"conv2d\",\"out_channels\":3,\"kernel\":3},"
+                    "{\"type\":\"relu\"},{\"type\":\"flatten\"},"
+                    "{\"type\":\"linear\",\"out\":5}", 3, 1},
+        /* relu then linear: both */
+        {"[7]", "{\"type\":\"relu\"},{\"type\":\"linear\",\"out\":6},{\"type\":\"relu\"}", 2, 2},
+        /* a residual block first: its layer norm's dx and the block's sum */
+        {"[4,8]", "{\"type\":\"residual\",\"layers\":[{\"type\":\"layernorm\"},"
+                  "{\"type\":\"linear\",\"out\":16},{\"type\":\"gelu\"},"
+                  "{\"type\":\"linear\",\"out\":8}]},{\"type\":\"layernorm\"}", 1, 2},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        plumb_err e = {{0}};
+        model *m = model_parse("t", spec(cases[k].input, cases[k].layers, 2), &e);
+        cr_assert(m, "%s", e.msg);
+        for (int mode = 0; mode < 4; mode++) {
+            int split = mode & 1, rc = mode >> 1, n_all, n_skip, null_all, null_skip;
+            float *all = grads_of(&cnt, m, cases[k].last, split, rc, 0, &n_all, &null_all);
+            float *skip = grads_of(&cnt, m, cases[k].last, split, rc, 1, &n_skip, &null_skip);
+            long long np = model_range_params(m, 0, cases[k].last);
+            cr_expect_eq(memcmp(all, skip, (size_t)np * sizeof *all), 0,
+                         "case %zu, split %d, recompute %d: weight gradients differ", k, split,
+                         rc);
+            cr_expect_eq(n_all - n_skip, 2 * cases[k].fewer, "case %zu, split %d, recompute "
+                         "%d: %d input-gradient calls, %d without the input's (expected %d "
+                         "fewer)", k, split, rc, n_all, n_skip, 2 * cases[k].fewer);
+            cr_expect(!null_all && null_skip, "case %zu: stage_input_grad", k);
+            free(all);
+            free(skip);
+        }
+        model_free(m);
+    }
+}
+
+/* The layers before stage_input_grad_from give no input gradient in a first stage (plumb
+ * profile times them so): up to and including the first with weights. */
+Test(layers, input_grad_from_the_first_layer_with_weights)
+{
+    struct { const char *file; int from; } want[] = {
+        {"examples/models/fmnist-mlp.json", 2}, /* flatten, linear */
+        {"examples/models/fmnist-cnn.json", 1}, /* conv1 */
+        {"examples/models/gpt-mini.json", 1},   /* the embedding */
+    };
+    for (size_t k = 0; k < sizeof want / sizeof want[0]; k++) {
+        plumb_err e = {{0}};
+        model *m = model_load(want[k].file, &e);
+        cr_assert(m, "%s", e.msg);
+        cr_expect_eq(stage_input_grad_from(m), want[k].from, "%s", want[k].file);
+        model_free(m);
+    }
+    plumb_err e = {{0}}; /* a weightless layer, then a residual block: both */
+    model *m = model_parse("t", spec("[4,8]", "{\"type\":\"gelu\"},{\"type\":\"residual\","
+                                     "\"layers\":[{\"type\":\"layernorm\"}]}", 2), &e);
+    cr_assert(m, "%s", e.msg);
+    cr_expect_eq(stage_input_grad_from(m), 2);
+    model_free(m);
+}

@@ -11,6 +11,7 @@
 
 #include "core/timeline.h"
 #include "exec/runtime.h"
+#include "exec/runtime_trace.h"
 #include "exec/train.h"
 
 #define NP 3
@@ -145,4 +146,23 @@ Test(train_trace, message_tags_read_as_what_they_carry)
     t = 1 * 1000003L + 2;
     runtime_tag_text(&s, -(2 * t + 2), buf, sizeof buf);
     cr_assert_str_eq(buf, "the replicas' all-reduce 3 of stage 1");
+}
+
+/* The transport's collective messages (exec/transport.h) and the runtime's own tags
+ * (exec/runtime_trace.h) are the numbers the test above reads back. */
+Test(train_trace, tags_are_made_as_they_are_read)
+{
+    schedule s;
+    memset(&s, 0, sizeof s);
+    s.nstages = 2;
+    cr_assert_eq(rt_msg_tag(&s, 5, 1, 1), (5 * 2 + 1) * 2 + 1);
+    cr_assert_eq(rt_msg_tag(&s, 3, 0, 0), (3 * 2 + 0) * 2 + 0);
+    cr_assert_eq(rt_tp_tag(24), (1L << 40) + 24);
+    cr_assert_eq(rt_ar_tag(1, 2), 1 * 1000003L + 2);
+    long t = rt_tp_tag(24), back = -7;
+    cr_assert_eq(transport_coll_tag(t, 0), -(2 * t + 1));
+    cr_assert_eq(transport_coll_tag(t, 1), -(2 * t + 2));
+    cr_assert(transport_tag_coll(transport_coll_tag(t, 0), &back) && back == t);
+    cr_assert(transport_tag_coll(transport_coll_tag(0, 1), &back) && back == 0);
+    cr_assert(!transport_tag_coll(rt_msg_tag(&s, 0, 0, 0), &back) && back == 0);
 }

@@ -19,6 +19,7 @@
 #include "core/json.h"
 #include "tests/tmpdir.h"
 #include "ui/app.h"
+#include "ui/draw.h"
 
 #define PROFILE "profiles/pipedream/vgg16.json"
 #define CLUSTER "profiles/clusters/cluster-a-4x4.json"
@@ -565,6 +566,37 @@ static void assert_saved_layout(const char *frame, int tp, int pp, int dp, int s
     cr_assert(fabs(tok - jnum(rep, "tokens_per_s")) <= 0.5, "tokens/s %g vs %g", tok,
               jnum(rep, "tokens_per_s"));
     cJSON_Delete(rep);
+}
+
+/* ui_report_device (the stage rows' lookup, a binary search) finds each device of a
+ * report as a scan finds it, and no device where no worker runs: on a plan's report and on
+ * a 3D layout's one-pipeline (folded) one, whose devices are copied to every replica. */
+static void check_lookup(const sim_report *r)
+{
+    cr_assert_gt(r->ndevices, 0);
+    int hi = r->devices[r->ndevices - 1].device;
+    for (int dev = -1; dev <= hi + 1; dev++) {
+        const sim_device_report *want = NULL;
+        for (int i = 0; i < r->ndevices && !want; i++)
+            if (r->devices[i].device == dev) want = &r->devices[i];
+        cr_assert_eq(ui_report_device(r, dev), want, "device %d of %d", dev, r->ndevices);
+    }
+}
+
+Test(ui_snapshot, report_device_lookup_finds_what_a_scan_finds)
+{
+    ui_app a;
+    ui_app_open(&a, NULL, NULL, PLAN, tmpdir, UI_PLANNER_NATIVE);
+    cr_assert_not_null(a.cur.rep);
+    check_lookup(a.cur.rep);
+    ui_app_free(&a);
+    open_gpt3(&a);
+    cr_assert_eq(a.cur.rep->ndevices, 8 * 16, "%d devices", a.cur.rep->ndevices); /* pp x dp groups */
+    check_lookup(a.cur.rep);
+    char *s = snap(&a, 130, 40, "GG"); /* tp 2 x pp 8 x dp 64 */
+    free(s);
+    check_lookup(a.cur.rep);
+    ui_app_free(&a);
 }
 
 Test(ui_snapshot, layout3d_keys_lay_out_again_and_match_plumb_sim)

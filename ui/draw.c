@@ -170,11 +170,15 @@ static const sim_device_report *peak_device(const sim_report *r)
     return best;
 }
 
-static const sim_device_report *device_of(const sim_report *r, int dev)
+const sim_device_report *ui_report_device(const sim_report *r, int dev)
 {
-    for (int i = 0; i < r->ndevices; i++)
-        if (r->devices[i].device == dev) return &r->devices[i];
-    return NULL;
+    int lo = 0, hi = r->ndevices; /* the first device id >= dev is in [lo, hi] */
+    while (lo < hi) {
+        int mid = lo + (hi - lo) / 2;
+        if (r->devices[mid].device < dev) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo < r->ndevices && r->devices[lo].device == dev ? &r->devices[lo] : NULL;
 }
 
 /* ---- header ------------------------------------------------------------------------ */
@@ -252,12 +256,13 @@ static void draw_diff(ui_fb *fb, int x, int y, int w, const ui_result *live, con
     pen_field(&p, "mem", v, dm < -0.005 ? UI_ST_GOOD : dm > 0.005 ? UI_ST_BAD : UI_ST_VALUE);
 }
 
-/* A 3D layout's what-ifs, first on the row: the GPUs as tp x pp x dp, then the rest. */
-static void draw_layout3d(pen *p, const ui_whatif *wi)
+/* A 3D layout's what-ifs, first on the row: the GPUs (`devs`: or CPU workers) as tp x pp
+ * x dp, then the rest. */
+static void draw_layout3d(pen *p, const ui_whatif *wi, const char *devs)
 {
     char v[96];
     snprintf(v, sizeof v, "%d = tp %d x pp %d x dp %d", wi->ngpus, wi->tp, wi->pp, wi->dp);
-    pen_field(p, "GPUs", v, UI_ST_VALUE | UI_A_BOLD);
+    pen_field(p, devs, v, UI_ST_VALUE | UI_A_BOLD);
     snprintf(v, sizeof v, "%d", wi->mbs);
     pen_field(p, "mbs", v, UI_ST_VALUE);
     snprintf(v, sizeof v, "%d", wi->interleave);
@@ -274,12 +279,13 @@ static void draw_whatifs(ui_app *a, int x, int y, int w, ui_fb *fb)
     const ui_whatif *wi = &st->cur;
     const cluster *c = a->base.clus;
     pen p = { fb, x, y, x + w, w >= 100 ? 2 : 1 };
-    char v[96];
+    char v[96], devs[32];
+    snprintf(devs, sizeof devs, "%ss", cluster_device_noun(c));
     if (st->layout3d) {
-        draw_layout3d(&p, wi);
+        draw_layout3d(&p, wi, devs);
     } else {
         snprintf(v, sizeof v, "%d", wi->ngpus);
-        pen_field(&p, "GPUs", v, UI_ST_VALUE | UI_A_BOLD);
+        pen_field(&p, devs, v, UI_ST_VALUE | UI_A_BOLD);
     }
     for (int l = 0; l < c->nlevels; l++) {
         double gb = c->levels[l].bandwidth_Bps * 8 / 1e9 * ldexp(1.0, wi->bw_exp[l]);
@@ -428,11 +434,11 @@ static void draw_stages(ui_fb *fb, ui_rect r, const char *title, const ui_result
         int s = top + i;
         const plan_stage *ps = &pl->stages[s];
         const sim_stage_report *sr = s < rep->nstages ? &rep->stages[s] : NULL;
-        const sim_device_report *d = device_of(rep, ps->devices[0]);
+        const sim_device_report *d = ui_report_device(rep, ps->devices[0]);
         /* memory: the stage's fullest replica (replicas hold different slot counts) */
         const sim_device_report *dm = d;
         for (int j = 1; j < ps->replicas; j++) {
-            const sim_device_report *o = device_of(rep, ps->devices[j]);
+            const sim_device_report *o = ui_report_device(rep, ps->devices[j]);
             if (o && (!dm || o->mem.total > dm->mem.total)) dm = o;
         }
         char layers[32], devs[64], fb_ms[32], comm[32], mem[48], a1[16], a2[16], line[256];

@@ -11,13 +11,6 @@
 
 static double gib(double b) { return b / (1024.0 * 1024.0 * 1024.0); }
 
-static const sim_device_report *device_at(const sim_report *r, int dev)
-{
-    for (int i = 0; i < r->ndevices; i++)
-        if (r->devices[i].device == dev) return &r->devices[i];
-    return NULL;
-}
-
 /* The bar's parts: letter and style, in the order they are stacked. */
 static const struct { char ch; int style; } PART[] = {
     { 'W', UI_ST_MB0 + 0 }, { 'G', UI_ST_MB0 + 1 }, { 'O', UI_ST_MB0 + 2 },
@@ -77,7 +70,7 @@ void ui_draw_memory(ui_fb *fb, ui_rect r, const char *title, const ui_result *re
     }
     for (int i = 0; i < rows && top + i < pp; i++) {
         int p = top + i, first = p * dp * tp; /* layout3d_group_device(p, 0, tp, dp) */
-        const sim_device_report *d = device_at(rep, first);
+        const sim_device_report *d = ui_report_device(rep, first);
         if (!d) continue;
         char st[32] = "", devs[32], fbms[16], pk[48], tot[16], cap[16], g[4][16];
         int ids[SIM_DEVICE_STAGES];

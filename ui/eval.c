@@ -217,8 +217,9 @@ int ui_base_cut_note(const ui_base *b, char *buf, size_t n)
 {
     if (n) buf[0] = 0;
     if (!b->clus || b->clus->ndevices <= UI_MAX_GPUS) return 0;
-    snprintf(buf, n, "the cluster has %d GPUs; the dashboard plans on its first %d (plumb "
-             "plan and plumb sim take them all)", b->clus->ndevices, UI_MAX_GPUS);
+    const char *noun = cluster_device_noun(b->clus);
+    snprintf(buf, n, "the cluster has %d %ss; the dashboard plans on its first %d (plumb "
+             "plan and plumb sim take them all)", b->clus->ndevices, noun, UI_MAX_GPUS);
     return 1;
 }
 

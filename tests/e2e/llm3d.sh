@@ -3,7 +3,8 @@
 # on 1024 A100s at tp 8 x pp 8 x dp 16 (global batch 1536, full recomputation) is laid out,
 # simulated and reported (text and JSON, the layout echoed); an interleaved layout is written
 # with -o and read back by plumb sim and the dashboard's snapshot; each bad input gets one
-# line, exit 2, no output and no file; an output never overwrites an input.
+# line, exit 2, no output and no file; an output never overwrites an input; a CPU cluster's
+# devices are CPU workers in every command's text.
 set -u
 P=${PLUMB:-./plumb}
 d=$(mktemp -d)
@@ -85,6 +86,28 @@ bad sp-tp1 '--sequence-parallel: expected --tp 2 or more' \
     --gpus 64 --tp 1 --pp 8 --dp 8 --global-batch 64 --sequence-parallel
 bad no-fit 'gpt3-175b.json: stages\[0\]: expected the layout to fit the memory of its devices' \
     --gpus 64 --tp 8 --pp 1 --dp 8 --global-batch 64
+
+# a CPU cluster (device types with cores) is counted in CPU workers, not GPUs, by plan,
+# sim, sweep and the dashboard
+CPU8=examples/clusters/cpu-1x8.json
+MINI=(--model examples/llm/gpt-mini.json -c $CPU8 --gpus 8 --global-batch 8 --precision fp32)
+ok cpu-plan "$P" plan "${MINI[@]}" --tp 2 --pp 2 --dp 2 --microbatch-size 2 -o "$d/cpu.json"
+has cpu-plan '^plumb plan: gpt-mini on cpu-1x8, 8 CPU workers: tp 2 x pp 2 x dp 2'
+has cpu-plan 'TFLOP/s per CPU worker \(model FLOPs'
+ok cpu-search "$P" plan "${MINI[@]}"
+has cpu-search '^plumb plan: searched [0-9]+ layouts on 8 CPU workers'
+ok cpu-sim "$P" sim "$d/cpu.json"
+has cpu-sim '^layout +tp 2 x pp 2 x dp 2 = 8 CPU workers, global batch 8'
+has cpu-sim 'TFLOP/s per CPU worker \('
+ok cpu-sweep "$P" sweep -p profiles/pipedream/vgg16.json -c $CPU8 --gpus 3..4 --target 1e6
+has cpu-sweep '^CPU workers throughput'
+has cpu-sweep 'not reached in 3..4 CPU workers'
+ok cpu-sweep3d "$P" sweep --model examples/llm/gpt-mini.json -c $CPU8 --gpus 8 --global-batch 8
+has cpu-sweep3d '^CPU workers  best layout'
+ok cpu-ui "$P" ui "$d/cpu.json" --snapshot 100x30
+has cpu-ui '^CPU workers 8 '
+ok cpu-all sh -c "'$P' plan ${MINI[*]} --tp 2 --pp 2 --dp 2 --microbatch-size 2; '$P' sim '$d/cpu.json'"
+grep -q 'GPU' "$d/out" && { echo "FAIL cpu-all: GPU in the CPU cluster's text:"; grep GPU "$d/out"; fail=1; }
 
 cp $GPT3 "$d/model.json"
 before=$(cksum <"$d/model.json")

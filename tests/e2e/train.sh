@@ -105,6 +105,16 @@ echo "checkpoint after 20 steps, resume to 40: the same as 40 straight"
 [ "$(tl "$tmp/res.out")" = "$(tl "$tmp/str.out")" ] ||
     fail "resumed $(cat "$tmp/res.out") vs straight $(cat "$tmp/str.out")"
 echo "  test loss $(tl "$tmp/res.out") both"
+# plumb info describes the checkpoint against its model: header and size, or whole
+"$PLUMB" info --model examples/models/fmnist-mlp.json "$tmp/ck.bin" > "$tmp/info.out" 2>&1 ||
+    fail "info of the checkpoint: $(cat "$tmp/info.out")"
+grep -q "^checkpoint $tmp/ck.bin: model fmnist-mlp (7 layers, 235146 parameters), 20 optimizer steps, optimizer momentum: weights and momentum; 1.79 MiB$" \
+    "$tmp/info.out" || fail "info of the checkpoint: $(cat "$tmp/info.out")"
+cp "$tmp/ck.bin" "$tmp/flip.bin" # one weight byte flipped: the header still reads, --check refuses
+printf '\001' | dd of="$tmp/flip.bin" bs=1 seek=1000 conv=notrunc 2> /dev/null
+"$PLUMB" info --model examples/models/fmnist-mlp.json "$tmp/flip.bin" > /dev/null 2>&1 ||
+    fail "info of a checkpoint with a damaged tensor, header only"
+echo "  $(head -1 "$tmp/info.out")"
 
 echo "bad input: one line, status 2"
 expect2() { # $1 expected text, rest: command
@@ -139,6 +149,11 @@ expect2 "expected a checkpoint of the sgd optimizer (got momentum)" \
     "$PLUMB" train examples/models/fmnist-mlp.json --resume "$tmp/ck.bin"
 expect2 "expected a checkpoint of model fmnist-cnn" \
     "$PLUMB" train examples/models/fmnist-cnn.json --optimizer momentum --resume "$tmp/ck.bin"
+expect2 "flip.bin: weights checksum: expected" \
+    "$PLUMB" info --model examples/models/fmnist-mlp.json --check "$tmp/flip.bin"
+expect2 "ck.bin: expected a checkpoint of model fmnist-cnn" \
+    "$PLUMB" info --model examples/models/fmnist-cnn.json "$tmp/ck.bin"
+expect2 "ck.bin: a plumb checkpoint: expected --model MODEL.json" "$PLUMB" info "$tmp/ck.bin"
 expect2 "--trace: not with checkpoints" \
     "$PLUMB" train examples/models/fmnist-mlp.json --schedule gpipe --save "$tmp/x.bin" --trace "$tmp/t.json"
 expect2 "--checkpoint: needs --checkpoint-every N" \
