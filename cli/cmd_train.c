@@ -53,7 +53,7 @@ static const char *const usage_text =
     "                     one process per rank (mpirun -np workers x T)\n"
     "  --sequence-parallel  with --tp: the residual stream and the layer norms on 1/T of\n"
     "                     the sequence per rank (gathered before, scattered after the split\n"
-    "                     layers); not with the zero-bubble schedules\n"
+    "                     layers); with every schedule, the zero-bubble ones included\n"
     "  --recompute        pipelined: keep stage inputs only and recompute activations in\n"
     "                     the backward (default: the plan's choice)\n"
     "  --trace FILE       write the measured trace (Chrome trace JSON, as plumb sim's;\n"
