@@ -248,6 +248,7 @@ int plan_equal(const plan *a, const plan *b)
         a->recompute != b->recompute || a->optimizer != b->optimizer ||
         a->checkpoint_layers != b->checkpoint_layers || a->tp != b->tp ||
         a->sequence_parallel != b->sequence_parallel || a->zero != b->zero ||
+        a->overlap_param_gather != b->overlap_param_gather ||
         a->precision != b->precision || a->nstages != b->nstages)
         return 0;
     for (int s = 0; s < a->nstages; s++) {
@@ -444,6 +445,13 @@ int plan_validate(const plan *pl, const char *file, plumb_err *err)
                        pl->sequence_parallel ? "true" : "false");
     if (pl->zero < 0 || pl->zero > 1)
         return err_set(err, file, "zero", "expected 0 or 1 (got %d)", pl->zero);
+    if (pl->overlap_param_gather && !pl->zero)
+        return err_set(err, file, "overlap_param_gather", "expected false unless zero is 1 "
+                       "(the parameter all-gather is the distributed optimizer's) (got true)");
+    if (pl->overlap_param_gather && tr->async)
+        return err_set(err, file, "overlap_param_gather", "expected false with schedule %s "
+                       "(asynchronous: its forwards run ahead of the step) (got true)",
+                       tr->name);
     if ((int)pl->precision < 0 || pl->precision >= DEV_NPREC)
         return err_set(err, file, "precision", "expected fp32, tf32, bf16 or fp16 (got %d)",
                        (int)pl->precision);
@@ -477,7 +485,8 @@ static const char *const ROOT_KEYS[] = { "format", "profile", "cluster", "schedu
                                          "microbatch_size", "microbatches", "recompute",
                                          "optimizer", "stages", "predicted", "planner_config",
                                          "checkpoint_layers", "tp", "sequence_parallel",
-                                         "zero", "precision", NULL };
+                                         "zero", "overlap_param_gather", "precision",
+                                         NULL };
 static const char *const STAGE_KEYS[] = { "first_layer", "last_layer", "replicas", "devices",
                                           "compute_s", "comm_s", NULL };
 static const char *const PRED_KEYS[] = { "iteration_s", "samples_per_s", "speedup_vs_dp",
@@ -692,6 +701,8 @@ plan *plan_from_json(const cJSON *root, const char *file, plumb_err *err)
     x = 0;
     if (json_get_int(&jc, root, "", "zero", 0, 0, 1, &x)) goto fail;
     pl->zero = (int)x;
+    if (json_get_bool(&jc, root, "", "overlap_param_gather", 0, &pl->overlap_param_gather))
+        goto fail;
     s = "fp32";
     if (json_get_str(&jc, root, "", "precision", 0, &s)) goto fail;
     if (dev_precision_parse(s) < 0) {
@@ -760,6 +771,8 @@ cJSON *plan_to_json(const plan *pl)
         (pl->tp > 1 && !json_add_num(root, "tp", pl->tp)) ||
         (pl->sequence_parallel && !cJSON_AddBoolToObject(root, "sequence_parallel", 1)) ||
         (pl->zero && !json_add_num(root, "zero", pl->zero)) ||
+        (pl->overlap_param_gather &&
+         !cJSON_AddBoolToObject(root, "overlap_param_gather", 1)) ||
         (pl->precision != DEV_FP32 &&
          !cJSON_AddStringToObject(root, "precision", dev_precision_name(pl->precision))))
         goto fail;

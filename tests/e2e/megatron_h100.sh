@@ -28,6 +28,10 @@ MODELS=examples/llm/megatron-h100
 # plumb's simulator overlaps with the last backward only and whose size depends on the
 # unpublished microbatch size (docs/llm.md).
 export HELD=${MEGATRON_H100_HELD:-"mlm24-119b mlm24-177b mlm24-314b mlm24-462b mlm24-177b-strong-96"}
+# The README's runs overlap the distributed optimizer's parameter all-gather with the next
+# forward (--overlap-param-gather); MEGATRON_H100_OPG=0 prices it in one ring with the
+# backward instead, as plumb does without the flag.
+OPG=${MEGATRON_H100_OPG:-1}
 export ROW_TOL=${MEGATRON_H100_ROW_TOL:-5} MEAN_TOL=${MEGATRON_H100_MEAN_TOL:-3}
 
 if ! { "$P" plan --model x --help 2>&1; } | grep -q -- '--attention'; then
@@ -73,6 +77,7 @@ while IFS=$'\t' read -r run model gpus tp pp dp gb mbs il rc sp zero prec attn _
         --zero "$zero" --precision "$prec" --attention "$attn" --json)
     [ "$il" != 1 ] && args+=(--interleave "$il")
     [ "$sp" = 1 ] && args+=(--sequence-parallel)
+    [ "$zero" = 1 ] && [ "$OPG" = 1 ] && args+=(--overlap-param-gather)
     if ! "$P" "${args[@]}" >"$d/$n.json" 2>"$d/$n.err"; then
         echo "FAIL $run: $P ${args[*]}"
         head -3 "$d/$n.err"
