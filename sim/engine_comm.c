@@ -393,6 +393,7 @@ static int group_of(eng *E, int s, int occ, int iter)
     gi = group_new(E, s, iter, 0);
     if (gi < 0)
         return -1;
+    E->gr[gi].occ = occ;
     return ht_put(&E->gh, (uint64_t)s, (uint64_t)occ, gi) ? -1 : gi;
 }
 
@@ -425,17 +426,59 @@ static int coll_record(eng *E, int gi, int mw, double bytes)
                       g->stage, -1, -1, g->iter);
 }
 
-/* The parameter all-gather after reduce-scatter group gi released its members at t: it
- * starts when the slowest member's optimizer step would end, the step run at once (as
- * the lowering places it, right after the ALLREDUCE), and moves its buckets back to back,
- * the first layers' first. */
+/* The first replica's worker of stage s: the stages it holds are a pipeline rank's. */
+static int rank_worker(const eng *E, int s)
+{
+    return E->s->stage_workers[E->s->stage_first[s]];
+}
+
+/* The split reduce-scatter group of stage s's occ-th all-reduce, or -1 (none yet, or the
+ * stage's ring is not split). */
+static int split_group(const eng *E, int s, int occ)
+{
+    int gi = ht_find(&E->gh, (uint64_t)s, (uint64_t)occ);
+    return gi >= 0 && E->gr[gi].phase == 1 ? gi : -1;
+}
+
+/* The next stage after s (-1: none) on s's pipeline rank whose ring is split. */
+static int next_split_stage(const eng *E, int s)
+{
+    const double *gb = E->m->gather_bytes;
+    for (int k = s + 1; k < E->ns; k++)
+        if (rank_worker(E, k) == rank_worker(E, s) && gb[k] > 0 && eng_ring_moves(E, k))
+            return k;
+    return -1;
+}
+
+/* Starts the parameter all-gather of reduce-scatter group gi at t: its buckets back to
+ * back, the stage's first layers first. */
 static int gather_start(eng *E, int gi, double t)
 {
     int ai = group_new(E, E->gr[gi].stage, E->gr[gi].iter, 2);
     if (ai < 0)
         return eng_oom(E);
     group *g = &E->gr[gi], *a = &E->gr[ai];
+    for (int j = 0; j < a->need; j++) {
+        E->gmem[a->mem_off + j] = E->gmem[g->mem_off + j];
+        E->gst[a->mem_off + j] = t;
+        E->gdu[a->mem_off + j] = 0;
+    }
+    a->nreg = a->need;
+    a->ag = gi;
+    a->occ = g->occ;
+    g->ag = ai;
+    return heap_push(&E->h, t, E->nw + ai) ? eng_oom(E) : 0;
+}
+
+/* Reduce-scatter group gi released its members at t. As Megatron-Core's distributed
+ * optimizer: once every split stage of its pipeline rank has reduced its gradients and
+ * stepped (each member's step taken right after the reduce-scatter, as the lowering places
+ * it; the slowest member's end), the all-gathers run one stage after another, the rank's
+ * first stage (the first layers) first, each when the one before has ended. */
+static int gather_ready(eng *E, int gi, double t)
+{
     const sim_model *m = E->m;
+    group *g = &E->gr[gi];
     int s = g->stage;
     double at = t;
     for (int j = 0; j < g->need; j++) {
@@ -446,15 +489,23 @@ static int gather_start(eng *E, int gi, double t)
         if (t + d > at)
             at = t + d;
     }
-    for (int j = 0; j < a->need; j++) {
-        E->gmem[a->mem_off + j] = E->gmem[g->mem_off + j];
-        E->gst[a->mem_off + j] = at;
-        E->gdu[a->mem_off + j] = 0;
+    g->released = 1;
+    g->stepped = at;
+    /* every split stage of the rank released and stepped: the latest step's end */
+    int first = -1;
+    for (int k = 0; k < E->ns; k++) {
+        if (rank_worker(E, k) != rank_worker(E, s) || !(m->gather_bytes[k] > 0) ||
+            !eng_ring_moves(E, k))
+            continue;
+        int gk = split_group(E, k, g->occ);
+        if (gk < 0 || !E->gr[gk].released)
+            return 0;  /* the last one to release starts the chain */
+        if (E->gr[gk].stepped > at)
+            at = E->gr[gk].stepped;
+        if (first < 0)
+            first = gk;
     }
-    a->nreg = a->need;
-    a->ag = gi;
-    g->ag = ai;
-    return heap_push(&E->h, at, E->nw + ai) ? eng_oom(E) : 0;
+    return first < 0 ? 0 : gather_start(E, first, at);
 }
 
 /* Releases the members of a finished group at t (all have arrived). */
@@ -471,10 +522,11 @@ static int group_release(eng *E, int gi, double t)
             coll_record(E, gi, mw, group_bytes(E->m, g->stage, g->phase)))
             return -1;
     }
-    return g->phase == 1 ? gather_start(E, gi, t) : 0;
+    return g->phase == 1 ? gather_ready(E, gi, t) : 0;
 }
 
-/* All-gather group ai ended: its members whose forward waits for it go on at t. */
+/* All-gather group ai ended at t: its members whose forward waits for it go on, and the
+ * next split stage of the pipeline rank starts its all-gather. */
 static int gather_done(eng *E, int ai, double t)
 {
     const group *a = &E->gr[ai];
@@ -485,7 +537,9 @@ static int gather_done(eng *E, int ai, double t)
         if (E->ws[mw].pg_g == a->ag + 1 && heap_push(&E->h, t, mw))
             return eng_oom(E);
     }
-    return 0;
+    int k = next_split_stage(E, a->stage), occ = a->occ;
+    int gk = k >= 0 ? split_group(E, k, occ) : -1;
+    return gk >= 0 ? gather_start(E, gk, t) : 0;
 }
 
 int eng_gather_wait(eng *E, int w, int s, double t, double dur, double *start)

@@ -58,6 +58,10 @@ typedef struct group {       /* the k-th all-reduce of one stage among its repli
     int ag;                  /* phase 1: its all-gather's group once started, else -1;
                                 phase 2: its reduce-scatter's group */
     int bend_off;            /* phase 2: its buckets' ends, eng.bend[bend_off ..+ K) */
+    int occ;                 /* which all-reduce of its stage (phase 2: its
+                                reduce-scatter's) */
+    int released;            /* phase 1: its members went on */
+    double stepped;          /* phase 1: when the slowest member's step after it ends */
     double hop_bytes;        /* bytes per hop and step */
     int pending;             /* hops of that step still moving */
     double lat;              /* the ring's slowest hop latency */

@@ -7,7 +7,9 @@
  * seconds in the code. */
 #include <criterion/criterion.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "sim/engine.h"
 #include "sim/sim.h"
@@ -201,8 +203,28 @@ Test(sim_pgather, plan_setting_through_sim_run)
     cr_expect(fabs(ba - bb) <= 1e-9 * ba, "link bytes %.1f against %.1f", bb, ba);
     sim_report_free(a);
     sim_report_free(b);
+    /* the file keeps it */
+    char path[] = "/tmp/plumb_pgather_XXXXXX";
+    int fd = mkstemp(path);
+    cr_assert_geq(fd, 0);
+    close(fd);
+    cr_assert_eq(plan_save(pl, path, &e), 0, "%s", e.msg);
+    plan *back = plan_load(path, &e);
+    cr_assert_not_null(back, "%s", e.msg);
+    cr_expect_eq(back->overlap_param_gather, 1);
+    cr_expect(plan_equal(pl, back));
+    back->overlap_param_gather = 0;
+    cr_expect(!plan_equal(pl, back), "plan_equal compares the setting");
+    plan_free(back);
+    unlink(path);
+    pl->schedule = SCHED_PIPEDREAM;
+    cr_expect_neq(plan_validate(pl, "p.json", &e), 0);
+    cr_expect(strstr(e.msg, "overlap_param_gather: expected false with schedule pipedream") !=
+              NULL, "%s", e.msg);
+    pl->schedule = SCHED_1F1B_FLUSH;
     pl->zero = 0;
     cr_expect_neq(plan_validate(pl, "p.json", &e), 0);
-    cr_expect(strstr(e.msg, "overlap_param_gather") != NULL, "%s", e.msg);
+    cr_expect(strstr(e.msg, "overlap_param_gather: expected false unless zero is 1") != NULL,
+              "%s", e.msg);
     plan_free(pl);
 }
