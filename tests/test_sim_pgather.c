@@ -166,6 +166,90 @@ Test(sim_pgather, long_forward_waits_for_the_first_bucket_only)
     sim_result_free(&r);
 }
 
+/* Two stages on each of the two workers (an interleaved rank's two virtual stages, both
+ * replicated on devices 0 and 1), per iteration F0 F1 B1 B0, then ALLREDUCE and STEP of
+ * stage 1, then of stage 0; forwards 10 ms, backwards 20 ms, steps 4 ms, each stage's
+ * parameters one bucket (K = 2 as above). Iteration 0: F0 0-10, F1 10-20, B1 20-40, B0
+ * 40-60. Stage 1's reduce-scatter (2q per bucket) runs 30-43.1072-56.2144; stage 0's
+ * buckets, ready at 50 and 60, queue behind it on the same two links: 56.2144-69.3216-
+ * 82.4288. STEP 1 60-64 (its members arrive at 60), STEP 0 82.4288-86.4288. Only then (the
+ * rank's one optimizer step) the all-gathers run, stage 0 first: 86.4288-92.9824-99.536,
+ * then stage 1: -106.0896-112.6432. Iteration 1: F0, ready at 86.4288, ends at
+ * max(96.4288, 92.9824 + 10, 99.536 + 5) = 104.536; F1, ready then, waits for stage 1's
+ * gather and ends at max(114.536, 106.0896 + 10, 112.6432 + 5) = 117.6432. */
+Test(sim_pgather, a_rank_gathers_its_stages_in_order_after_its_step)
+{
+    schedule sc = {.kind = SCHED_GPIPE, .nworkers = 2, .nstages = 2, .chunks = 2,
+                   .microbatches = 1, .iterations = 2};
+    int replicas[2] = {2, 2}, first[2] = {0, 2}, sw[4] = {0, 1, 0, 1}, len[2] = {0, 0};
+    int wdev[2] = {0, 1};
+    action a[2][16], *rows[2] = {a[0], a[1]};
+    sc.replicas = replicas, sc.stage_first = first, sc.stage_workers = sw, sc.len = len;
+    sc.acts = rows, sc.worker_device = wdev;
+    for (int w = 0; w < 2; w++)
+        for (int it = 0; it < 2; it++) {
+            int kinds[8] = {ACT_F, ACT_F, ACT_B, ACT_B, ACT_ALLREDUCE, ACT_STEP, ACT_ALLREDUCE,
+                            ACT_STEP};
+            int stage[8] = {0, 1, 1, 0, 1, 1, 0, 0};
+            for (int k = 0; k < 8; k++)
+                a[w][len[w]++] = (action){.kind = kinds[k], .stage = stage[k],
+                                          .microbatch = k < 4 ? it : -1, .version = -1,
+                                          .peer = -1, .peer_stage = -1};
+        }
+    sim_synth sp;
+    sim_synth_init(&sp);
+    sp.devices_per_server = 1;
+    sp.servers = 2;
+    sp.bw_gbit[1] = 8;
+    plumb_err e;
+    cluster *c = sim_synth_cluster(&sp, &e);
+    cr_assert_not_null(c, "%s", e.msg);
+    sim_model m;
+    cr_assert_eq(sim_model_alloc(&m, &sc), 0);
+    sim_net_from_cluster(&m.net, c, NULL);
+    for (int st = 0; st < 2; st++) {
+        m.act_s[st * SIM_NC + SIM_C_F] = 10 * MS;
+        m.act_s[st * SIM_NC + SIM_C_B] = 20 * MS;
+        m.act_s[st * SIM_NC + SIM_C_STEP] = 4 * MS;
+        m.grad_bytes[st] = 1.5 * BKT;
+        m.gather_bytes[st] = BKT;
+        m.allreduce_s[st] = 1;
+    }
+    m.record = 1;
+    sim_result r;
+    cr_assert_eq(sim_engine_run(&m, &r, &e), 0, "%s", e.msg);
+    double q = BKT / 4.0 / 1e9;
+    double rs1 = 30 * MS + 4 * q, rs0 = rs1 + 4 * q, step0 = rs0 + 4 * MS;
+    double ag0 = step0 + 2 * q, ag1 = ag0 + 2 * q;
+    const tl_event *got[2] = {NULL, NULL};
+    int n = 0;
+    for (size_t i = 0; i < r.tl->n; i++) {  /* the all-gathers: after each reduce-scatter */
+        const tl_event *ev = &r.tl->ev[i];
+        if (ev->kind == TL_ALLREDUCE && ev->iteration == 0 &&
+            r.tl->tracks[ev->track].kind == TL_TRACK_COLLECTIVE &&
+            r.tl->tracks[ev->track].device == 0 && ev->start_s >= step0 - 1e-12 && n < 2)
+            got[n++] = ev;
+    }
+    cr_assert_eq(n, 2, "two all-gathers of iteration 0 on device 0");
+    expect_span(got[0], step0, ag0 - step0, "stage 0's all-gather");
+    cr_expect_eq(got[0]->stage, 0);
+    expect_span(got[1], ag0, ag1 - ag0, "stage 1's all-gather");
+    cr_expect_eq(got[1]->stage, 1);
+    double f0 = ag0 + 5 * MS;  /* bucket 1 of stage 0 decides */
+    double f1 = ag1 + 5 * MS;
+    const tl_event *ev0 = NULL, *ev1 = NULL;
+    for (size_t i = 0; i < r.tl->n; i++) {
+        const tl_event *ev = &r.tl->ev[i];
+        if (ev->kind == TL_F && ev->iteration == 1 && r.tl->tracks[ev->track].device == 0)
+            *(ev->stage == 0 ? &ev0 : &ev1) = ev;
+    }
+    expect_span(ev0, f0 - 10 * MS, 10 * MS, "forward 1 of stage 0");
+    expect_span(ev1, f1 - 10 * MS, 10 * MS, "forward 1 of stage 1");
+    sim_result_free(&r);
+    sim_model_release(&m);
+    cluster_free(c);
+}
+
 /* Through sim_run: a 3D plan (4 stages x 2 replicas on servers of 2 devices, zero 1, bf16)
  * with overlap_param_gather against the same plan without it. Split, the ring moves the
  * same bytes (reduce-scatter 2 P + all-gather P per stage = 2 x 1.5 P), and the

@@ -22,7 +22,7 @@ TSV=${MEGATRON_H100_TSV:-tests/data/megatron/h100-readme.tsv}
 MODELS=examples/llm/megatron-h100
 # Held to the limits: 1.7B, 119B, 177B, 314B, 462B and the 177B on 96 and on 4608 GPUs,
 # on which dgx-h100.json's efficiencies were fitted with the parameter all-gather under
-# the next forward (in-sample 0.84 % mean, 1.65 % worst; leave-one-out 0.98 % mean, 1.65 %
+# the next forward (in-sample 0.84 % mean, 1.65 % worst; leave-one-out 1.15 % mean, 2.33 %
 # worst). Printed, not held: 7.1B, 16B and 32B (pipeline 1, tensor-parallel 2 to 8, 4
 # microbatches per replica) and 70B (8), which plumb predicts 9 to 27 % slow: what is
 # left there is what the simulator does not model, the tensor-parallel collectives that
