@@ -50,13 +50,9 @@ static void two_init(two *h)
     }
 }
 
-/* Runs the pair with forward f, backward 20 ms, step 4 ms, parameters of one bucket
- * (BKT bytes) and gradients of two (2 BKT: grad_bytes 1.5 BKT, so K = 2 buckets); gather
- * 1: the all-gather apart. */
-static void run_two(double f, int gather, sim_result *r)
+/* Two servers of one device, 1e9 bytes/s between them, no latency. */
+static cluster *two_servers(void)
 {
-    two h;
-    two_init(&h);
     sim_synth sp;
     sim_synth_init(&sp);
     sp.devices_per_server = 1;
@@ -65,18 +61,39 @@ static void run_two(double f, int gather, sim_result *r)
     plumb_err e;
     cluster *c = sim_synth_cluster(&sp, &e);
     cr_assert_not_null(c, "%s", e.msg);
+    return c;
+}
+
+/* Runs schedule s on c with its nst stages priced alike: forward f, backward 20 ms, step
+ * 4 ms, parameters of one bucket (BKT bytes) and gradients of two (2 BKT: grad_bytes
+ * 1.5 BKT, so K = 2 buckets); gather 1: the all-gather apart. A timeline into r. */
+static void run_priced(const schedule *s, const cluster *c, double f, int gather,
+                       sim_result *r)
+{
     sim_model m;
-    cr_assert_eq(sim_model_alloc(&m, &h.s), 0);
+    cr_assert_eq(sim_model_alloc(&m, s), 0);
     sim_net_from_cluster(&m.net, c, NULL);
-    m.act_s[SIM_C_F] = f;
-    m.act_s[SIM_C_B] = 20 * MS;
-    m.act_s[SIM_C_STEP] = 4 * MS;
-    m.grad_bytes[0] = 1.5 * BKT;
-    m.gather_bytes[0] = gather ? BKT : 0;
-    m.allreduce_s[0] = 1; /* > 0: the ring moves */
+    for (int st = 0; st < s->nstages; st++) {
+        m.act_s[st * SIM_NC + SIM_C_F] = f;
+        m.act_s[st * SIM_NC + SIM_C_B] = 20 * MS;
+        m.act_s[st * SIM_NC + SIM_C_STEP] = 4 * MS;
+        m.grad_bytes[st] = 1.5 * BKT;
+        m.gather_bytes[st] = gather ? BKT : 0;
+        m.allreduce_s[st] = 1; /* > 0: the ring moves */
+    }
     m.record = 1;
+    plumb_err e;
     cr_assert_eq(sim_engine_run(&m, r, &e), 0, "%s", e.msg);
     sim_model_release(&m);
+}
+
+/* The one-stage pair with forward f (run_priced). */
+static void run_two(double f, int gather, sim_result *r)
+{
+    two h;
+    two_init(&h);
+    cluster *c = two_servers();
+    run_priced(&h.s, c, f, gather, r);
     cluster_free(c);
 }
 
@@ -196,28 +213,9 @@ Test(sim_pgather, a_rank_gathers_its_stages_in_order_after_its_step)
                                           .microbatch = k < 4 ? it : -1, .version = -1,
                                           .peer = -1, .peer_stage = -1};
         }
-    sim_synth sp;
-    sim_synth_init(&sp);
-    sp.devices_per_server = 1;
-    sp.servers = 2;
-    sp.bw_gbit[1] = 8;
-    plumb_err e;
-    cluster *c = sim_synth_cluster(&sp, &e);
-    cr_assert_not_null(c, "%s", e.msg);
-    sim_model m;
-    cr_assert_eq(sim_model_alloc(&m, &sc), 0);
-    sim_net_from_cluster(&m.net, c, NULL);
-    for (int st = 0; st < 2; st++) {
-        m.act_s[st * SIM_NC + SIM_C_F] = 10 * MS;
-        m.act_s[st * SIM_NC + SIM_C_B] = 20 * MS;
-        m.act_s[st * SIM_NC + SIM_C_STEP] = 4 * MS;
-        m.grad_bytes[st] = 1.5 * BKT;
-        m.gather_bytes[st] = BKT;
-        m.allreduce_s[st] = 1;
-    }
-    m.record = 1;
+    cluster *c = two_servers();
     sim_result r;
-    cr_assert_eq(sim_engine_run(&m, &r, &e), 0, "%s", e.msg);
+    run_priced(&sc, c, 10 * MS, 1, &r);
     double q = BKT / 4.0 / 1e9;
     double rs1 = 30 * MS + 4 * q, rs0 = rs1 + 4 * q, step0 = rs0 + 4 * MS;
     double ag0 = step0 + 2 * q, ag1 = ag0 + 2 * q;
@@ -246,7 +244,6 @@ Test(sim_pgather, a_rank_gathers_its_stages_in_order_after_its_step)
     expect_span(ev0, f0 - 10 * MS, 10 * MS, "forward 1 of stage 0");
     expect_span(ev1, f1 - 10 * MS, 10 * MS, "forward 1 of stage 1");
     sim_result_free(&r);
-    sim_model_release(&m);
     cluster_free(c);
 }
 
