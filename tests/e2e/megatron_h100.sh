@@ -24,11 +24,11 @@ MODELS=examples/llm/megatron-h100
 # on which dgx-h100.json's efficiencies were fitted with the parameter all-gather under
 # the next forward (in-sample 0.84 % mean, 1.65 % worst; leave-one-out 1.15 % mean, 2.33 %
 # worst). Printed, not held: 7.1B, 16B and 32B (pipeline 1, tensor-parallel 2 to 8, 4
-# microbatches per replica) and 70B (8), which plumb predicts 9 to 27 % slow: what is
-# left there is what the simulator does not model, the tensor-parallel collectives that
-# Megatron-Core overlaps with the GEMMs (--tp-comm-overlap; plumb runs them between the
-# GEMMs, a larger share of a block at hidden 7168 and 8192 than at 10240 and beyond) and
-# the several NICs a node's data-parallel rings use when tp < 8 (docs/llm.md).
+# microbatches per replica) and 70B (8 per pipeline), which plumb predicts 9 to 27 % slow,
+# for what the simulator does not model: the tensor-parallel collectives that
+# Megatron-Core overlaps with the GEMMs (--tp-comm-overlap), the several NICs a node's
+# data-parallel rings use when tp < 8, and (70B) a wait for each interleaved chunk's
+# reduce-scatter in the cooldown, where Megatron-Core waits once (docs/llm.md).
 export HELD=${MEGATRON_H100_HELD:-"mlm24-1.7b mlm24-119b mlm24-177b mlm24-314b mlm24-462b
     mlm24-177b-strong-96 mlm24-177b-strong-4608"}
 # The README's runs overlap the distributed optimizer's parameter all-gather with the next
