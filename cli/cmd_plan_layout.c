@@ -28,7 +28,8 @@ static const char usage_text[] =
     "usage: plumb plan --model FILE -c CLUSTER.json --tp T --pp P --dp D --global-batch B\n"
     "                  [--gpus N] [--microbatch-size b] [--interleave V]\n"
     "                  [--recompute none|selective|full] [--checkpoint-layers K]\n"
-    "                  [--sequence-parallel] [--zero 0|1] [--precision bf16|fp16|fp32]\n"
+    "                  [--sequence-parallel] [--zero 0|1 [--overlap-param-gather]]\n"
+    "                  [--precision bf16|fp16|fp32]\n"
     "                  [--schedule KIND] [--seq-len S] [--attention standard|flash]\n"
     "                  [--balance] [--p2p overlap|sync] [--json] [-o PLAN.json]\n"
     "       plumb plan --model FILE -c CLUSTER.json --gpus N --global-batch B [--search]\n"
@@ -59,6 +60,9 @@ static const char usage_text[] =
     "  --checkpoint-layers K   full recompute keeps every K-th block's input (default 1)\n"
     "  --sequence-parallel     sequence parallelism (needs tp > 1)\n"
     "  --zero 0|1              1: the optimizer state sharded over the replicas\n"
+    "  --overlap-param-gather  with --zero 1: the parameter all-gather after the step runs\n"
+    "                          under the next forward, bucket by bucket (Megatron-Core's\n"
+    "                          --overlap-param-gather; default: one ring with the backward)\n"
     "  --precision P           bf16 (default), fp16, tf32 or fp32\n"
     "  --schedule KIND         1f1b-flush (default; interleaved with V > 1), gpipe, zb-h1,\n"
     "                          pipedream, 2bw, interleaved, zb-v, dualpipev\n"
@@ -82,11 +86,12 @@ static const char usage_text[] =
     "line; nothing written).\n";
 
 enum { O_MODEL = 1200, O_GPUS, O_TP, O_PP, O_DP, O_GB, O_MBS, O_V, O_RC, O_CKPT, O_SP, O_ZERO,
-       O_PREC, O_SCHED, O_SEQ, O_JSON, O_BALANCE, O_ATTN, O_SEARCH, O_TOP, O_P2P };
+       O_PREC, O_SCHED, O_SEQ, O_JSON, O_BALANCE, O_ATTN, O_SEARCH, O_TOP, O_P2P, O_OPG };
 
 /* What the command line gave besides the layout options (the search's fixed ones). */
 typedef struct given {
     int mbs, interleave, recompute, sp, zero, schedule, search, top;
+    int overlap_param_gather;  /* --overlap-param-gather (set on the built plan) */
 } given;
 
 /* Parses the options into o; 1 after --help, 2 after one line, else 0. */
@@ -108,6 +113,7 @@ static int parse(int argc, char **argv, layout3d_options *o, given *g, const cha
         {"attention", required_argument, 0, O_ATTN},
         {"search", no_argument, 0, O_SEARCH}, {"top", required_argument, 0, O_TOP},
         {"p2p", required_argument, 0, O_P2P},
+        {"overlap-param-gather", no_argument, 0, O_OPG},
         {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
     const char *cmd = "plan";
     int c, v, seq;
@@ -122,6 +128,7 @@ static int parse(int argc, char **argv, layout3d_options *o, given *g, const cha
         case O_SP: o->sequence_parallel = g->sp = 1; break;
         case O_BALANCE: o->balance = 1; break;
         case O_SEARCH: g->search = 1; break;
+        case O_OPG: g->overlap_param_gather = 1; break;
         case O_TOP: if (cli_int(cmd, "--top", optarg, 1, 1000, &g->top)) return 2; break;
         case O_GPUS:
             if (cli_int(cmd, "--gpus", optarg, 1, CLUSTER_MAX_DEVICES, &o->gpus))
@@ -201,6 +208,12 @@ static int parse(int argc, char **argv, layout3d_options *o, given *g, const cha
     if (!o->global_batch) return cli_fail(cmd, "expected --global-batch B with --model");
     if (o->checkpoint_layers > 0 && o->recompute != RECOMPUTE_FULL)
         return cli_fail(cmd, "--checkpoint-layers: belongs to --recompute full");
+    if (g->overlap_param_gather && o->zero != 1)
+        return cli_fail(cmd, "--overlap-param-gather: belongs to --zero 1 (the distributed "
+                        "optimizer's parameter all-gather)");
+    if (g->overlap_param_gather && (g->search || (o->tp > 0) + (o->pp > 0) + (o->dp > 0) < 2))
+        return cli_fail(cmd, "--overlap-param-gather: expected a fixed layout (two of --tp, "
+                        "--pp, --dp; the search prices the ring with the backward)");
     return 0;
 }
 
@@ -247,8 +260,9 @@ static void print_text(const plan *pl, const layout3d_dims *d, const sim_report 
         printf("schedule %s is %s: it changes training semantics\n", tr->name, tr->semantics);
     printf("recompute %s", recompute_kind_name((recompute_kind)pl->recompute));
     if (pl->recompute == RECOMPUTE_FULL) printf(" (every %d blocks)", pl->checkpoint_layers);
-    printf(", sequence parallel %s, zero %d, %s\n", pl->sequence_parallel ? "on" : "off",
-           pl->zero, dev_precision_name(pl->precision));
+    printf(", sequence parallel %s, zero %d%s, %s\n", pl->sequence_parallel ? "on" : "off",
+           pl->zero, pl->overlap_param_gather ? " (parameter all-gather under the forward)" : "",
+           dev_precision_name(pl->precision));
     printf("global batch %d sequences of %lld tokens: %d microbatches of %d, %d per replica\n",
            plan_minibatch(pl), p->tokens_per_sample, pl->microbatches, pl->microbatch_size,
            pl->microbatches / d->dp);
@@ -455,6 +469,13 @@ int cmd_plan_layout(int argc, char **argv)
     }
     if (layout3d_resolve(t, cl, cpath, &o, &d, &err)) goto bad;
     if (!(pl = layout3d_build(t, cl, cpath, &o, &err))) goto bad;
+    pl->overlap_param_gather = g.overlap_param_gather;
+    const sched_traits *tr = sched_traits_of(pl->schedule);
+    if (pl->overlap_param_gather && tr->async) {
+        cli_fail("plan", "--overlap-param-gather: expected a synchronous schedule (got %s, "
+                 "whose forwards run ahead of the step)", tr->name);
+        goto done;
+    }
     if (!(r = sim_run_folded(pl, NULL, 0, &err))) {
         fprintf(stderr, "plumb: %s: the layout: %s\n", mpath, err.msg);
         goto done;

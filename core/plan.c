@@ -249,6 +249,7 @@ int plan_equal(const plan *a, const plan *b)
         a->checkpoint_layers != b->checkpoint_layers || a->tp != b->tp ||
         a->sequence_parallel != b->sequence_parallel || a->zero != b->zero ||
         a->precision != b->precision || a->p2p_sync != b->p2p_sync ||
+        a->overlap_param_gather != b->overlap_param_gather ||
         a->nstages != b->nstages)
         return 0;
     for (int s = 0; s < a->nstages; s++) {
@@ -445,6 +446,13 @@ int plan_validate(const plan *pl, const char *file, plumb_err *err)
                        pl->sequence_parallel ? "true" : "false");
     if (pl->zero < 0 || pl->zero > 1)
         return err_set(err, file, "zero", "expected 0 or 1 (got %d)", pl->zero);
+    if (pl->overlap_param_gather && !pl->zero)
+        return err_set(err, file, "overlap_param_gather", "expected false unless zero is 1 "
+                       "(the parameter all-gather is the distributed optimizer's) (got true)");
+    if (pl->overlap_param_gather && tr->async)
+        return err_set(err, file, "overlap_param_gather", "expected false with schedule %s "
+                       "(asynchronous: its forwards run ahead of the step) (got true)",
+                       tr->name);
     if ((int)pl->precision < 0 || pl->precision >= DEV_NPREC)
         return err_set(err, file, "precision", "expected fp32, tf32, bf16 or fp16 (got %d)",
                        (int)pl->precision);
@@ -478,7 +486,8 @@ static const char *const ROOT_KEYS[] = { "format", "profile", "cluster", "schedu
                                          "microbatch_size", "microbatches", "recompute",
                                          "optimizer", "stages", "predicted", "planner_config",
                                          "checkpoint_layers", "tp", "sequence_parallel",
-                                         "zero", "precision", "p2p", NULL };
+                                         "zero", "overlap_param_gather", "precision", "p2p",
+                                         NULL };
 static const char *const STAGE_KEYS[] = { "first_layer", "last_layer", "replicas", "devices",
                                           "compute_s", "comm_s", NULL };
 static const char *const PRED_KEYS[] = { "iteration_s", "samples_per_s", "speedup_vs_dp",
@@ -710,6 +719,8 @@ plan *plan_from_json(const cJSON *root, const char *file, plumb_err *err)
     if (json_get_int(&jc, root, "", "zero", 0, 0, 1, &x)) goto fail;
     pl->zero = (int)x;
     if (load_p2p(&jc, root, pl)) goto fail;
+    if (json_get_bool(&jc, root, "", "overlap_param_gather", 0, &pl->overlap_param_gather))
+        goto fail;
     s = "fp32";
     if (json_get_str(&jc, root, "", "precision", 0, &s)) goto fail;
     if (dev_precision_parse(s) < 0) {
@@ -779,6 +790,8 @@ cJSON *plan_to_json(const plan *pl)
         (pl->sequence_parallel && !cJSON_AddBoolToObject(root, "sequence_parallel", 1)) ||
         (pl->zero && !json_add_num(root, "zero", pl->zero)) ||
         (pl->p2p_sync && !cJSON_AddStringToObject(root, "p2p", "sync")) ||
+        (pl->overlap_param_gather &&
+         !cJSON_AddBoolToObject(root, "overlap_param_gather", 1)) ||
         (pl->precision != DEV_FP32 &&
          !cJSON_AddStringToObject(root, "precision", dev_precision_name(pl->precision))))
         goto fail;

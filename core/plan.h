@@ -90,6 +90,12 @@ typedef struct plan {
     int zero;                    /* ZeRO stage: 0, or 1 (the optimizer state and master
                                     weights sharded over a stage's replicas, Megatron-LM's
                                     distributed optimizer) */
+    int overlap_param_gather;    /* 1 (zero 1 only): the distributed optimizer's parameter
+                                    all-gather runs after the optimizer step, bucket by
+                                    bucket, under the next iteration's forward, which waits
+                                    only for the buckets it reaches (Megatron-Core's
+                                    --overlap-param-gather); 0: one ring all-reduce with
+                                    the last backward (docs/sim.md) */
     dev_precision precision;     /* of weights and activations (the profile's bytes);
                                     bf16/fp16: mixed precision, with fp32 gradients, fp32
                                     master weights and fp32 optimizer state; fp32/tf32

@@ -223,6 +223,12 @@ void sim_cost_stage_state(sim_model *m, const plan *pl, const sim_net *net, int 
     m->grad_bytes[st] = params * sm.reduce;
     m->step_bytes[st] = params * sm.step;
     m->allreduce_s[st] = sim_net_allreduce_s(net, ps->devices, ps->replicas, m->grad_bytes[st]);
+    /* the all-gather apart needs each iteration's forwards after the last one's step: not
+     * under the asynchronous kinds, whose forwards run ahead of the all-reduce */
+    const sched_traits *tr = sched_traits_of(pl->schedule);
+    if (m->gather_bytes)
+        m->gather_bytes[st] = pl->overlap_param_gather && pl->zero && ps->replicas > 1 &&
+                              tr && !tr->async ? params : 0;
 }
 
 /* Prices stage st of pl (cross: sim_cross_bytes; splits: the schedule splits backwards
@@ -372,12 +378,13 @@ int sim_model_alloc(sim_model *m, const schedule *s)
     m->slotbuf_bytes = calloc(ns, sizeof *m->slotbuf_bytes);
     m->workspace_bytes = calloc(ns, sizeof *m->workspace_bytes);
     m->step_bytes = calloc(ns, sizeof *m->step_bytes);
+    m->gather_bytes = calloc(ns, sizeof *m->gather_bytes);
     m->worker_mem_Bps = calloc(nw, sizeof *m->worker_mem_Bps);
     m->staging_bytes = calloc(nw, sizeof *m->staging_bytes);
     if (!m->staging_bytes || !m->worker_device || !m->worker_scale || !m->act_s || !m->cut_bytes ||
         !m->allreduce_s || !m->grad_bytes || !m->stash_bytes || !m->transient_bytes ||
         !m->gradbuf_bytes || !m->slotbuf_bytes || !m->workspace_bytes || !m->step_bytes ||
-        !m->worker_mem_Bps) {
+        !m->worker_mem_Bps || !m->gather_bytes) {
         sim_model_release(m);
         return -1;
     }
@@ -402,6 +409,7 @@ void sim_model_release(sim_model *m)
     free(m->slotbuf_bytes);
     free(m->workspace_bytes);
     free(m->step_bytes);
+    free(m->gather_bytes);
     free(m->worker_mem_Bps);
     free(m->staging_bytes);
     free(m->param_bytes);

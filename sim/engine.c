@@ -153,6 +153,12 @@ static int worker_run(eng *E, int w, double t)
             double dur = act_s[(size_t)s * SIM_NC + comp_slot(a->kind)] * scale;
             if (a->kind == ACT_STEP && m->worker_mem_Bps[w] > 0)
                 dur += m->step_bytes[s] / m->worker_mem_Bps[w];
+            /* a forward after a ZeRO step waits for the parameters it reaches */
+            if (a->kind == ACT_F && m->gather_bytes && m->gather_bytes[s] > 0 &&
+                (rc = eng_gather_wait(E, w, s, t, dur, &t)) != 0) {
+                E->r->actions--;  /* not run yet: counted again when it is */
+                return rc < 0 ? -1 : 0;
+            }
             if (a->kind == ACT_F && ++ws->inflight > E->r->max_inflight[w])
                 E->r->max_inflight[w] = ws->inflight;
             if (a->kind == ACT_B || a->kind == ACT_W) {
@@ -222,6 +228,7 @@ static void eng_free(eng *E)
     free(E->reg_occ);
     free(E->gst);
     free(E->gdu);
+    free(E->bend);
     free(E->busy_it);
     free(E->comm_it);
     free(E->dev_track);

@@ -107,6 +107,14 @@ typedef struct sim_model {
     double *gradmem_bytes;    /* [nstages] gradient buffers (fp32 main gradients with bf16) */
     double *optmem_bytes;     /* [nstages] optimizer state (and fp32 master weights with
                                  mixed precision), sharded over the replicas with ZeRO-1 */
+    double *gather_bytes;     /* [nstages] 0, or where the ZeRO parameter all-gather runs
+                                 apart from the gradients' reduce-scatter (plan's
+                                 overlap_param_gather): its bytes. grad_bytes is then the
+                                 mean of the two halves' bytes (what the one ring moved),
+                                 so the reduce-scatter moves 2 grad_bytes - gather_bytes;
+                                 it ends the ALLREDUCE, the all-gather starts when the
+                                 members' optimizer steps end and the next forwards wait
+                                 for its buckets (docs/sim.md, "Data-parallel reduction") */
     int nccl_buffers;         /* 1: the buffers of a Megatron-LM-style runtime (plans with
                                  3D fields, which plumb's executor does not run): no
                                  in-process all-reduce receive buffer (NCCL reduces in

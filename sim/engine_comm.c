@@ -334,13 +334,18 @@ int eng_ring_moves(const eng *E, int s)
     return E->s->replicas[s] > 1 && E->m->grad_bytes[s] > 0 && E->m->allreduce_s[s] > 0;
 }
 
-/* The group of the occ-th all-reduce of stage s, created on first use; -1 when out of
- * memory. */
-static int group_of(eng *E, int s, int occ, int iter)
+/* The bytes a group of stage s moves in each hop over its buckets: the gradients (phase
+ * 0), the reduce-scatter's share (1) or the parameters (2). */
+static double group_bytes(const sim_model *m, int s, int phase)
 {
-    int gi = ht_find(&E->gh, (uint64_t)s, (uint64_t)occ);
-    if (gi >= 0)
-        return gi;
+    return phase == 0 ? m->grad_bytes[s]
+           : phase == 1 ? 2 * m->grad_bytes[s] - m->gather_bytes[s] : m->gather_bytes[s];
+}
+
+/* A new group of stage s's ring (phase 0 or 1: as the stage's all-reduce asks; 2: a
+ * parameter all-gather), not yet in the table: its index, -1 when out of memory. */
+static int group_new(eng *E, int s, int iter, int phase)
+{
     int need = E->s->replicas[s] > 0 ? E->s->replicas[s] : 1;
     if (eng_grow((void **)&E->gr, E->ngr, &E->capgr, sizeof *E->gr))
         return -1;
@@ -358,13 +363,41 @@ static int group_of(eng *E, int s, int occ, int iter)
             return -1;
         E->capgmem = cap;
     }
-    gi = E->ngr++;
+    int gi = E->ngr++, comm = eng_ring_moves(E, s);
     double kb = ceil(E->m->grad_bytes[s] / SIM_BUCKET_BYTES);
+    int K = kb < 1 ? 1 : kb > 4096 ? 4096 : (int)kb;
+    const double *gb = E->m->gather_bytes;
+    if (phase == 0 && comm && gb && gb[s] > 0)
+        phase = 1;
+    /* the one ring moves grad_bytes per bucket and hop in 2 (r - 1) steps; split, the
+     * reduce-scatter moves the gradients' share and the all-gather the parameters' */
+    double bytes = group_bytes(E->m, s, phase);
     E->gr[gi] = (group){.stage = s, .need = need, .mem_off = E->ngmem, .iter = iter,
-                        .comm = eng_ring_moves(E, s),
-                        .K = kb < 1 ? 1 : kb > 4096 ? 4096 : (int)kb,
-                        .maxreach = -INFINITY, .start = -1};
+                        .comm = comm, .K = K, .steps = (phase ? 1 : 2) * (need - 1),
+                        .phase = phase, .ag = -1, .bend_off = -1,
+                        .hop_bytes = bytes / K / need, .maxreach = -INFINITY, .start = -1};
     E->ngmem += need;
+    if (phase == 2) {
+        while (E->nbend + K > E->capbend)
+            if (eng_grow((void **)&E->bend, E->capbend, &E->capbend, sizeof *E->bend))
+                return -1;
+        E->gr[gi].bend_off = E->nbend;
+        E->nbend += K;
+    }
+    return gi;
+}
+
+/* The group of the occ-th all-reduce of stage s, created on first use; -1 when out of
+ * memory. */
+static int group_of(eng *E, int s, int occ, int iter)
+{
+    int gi = ht_find(&E->gh, (uint64_t)s, (uint64_t)occ);
+    if (gi >= 0)
+        return gi;
+    gi = group_new(E, s, iter, 0);
+    if (gi < 0)
+        return -1;
+    E->gr[gi].occ = occ;
     return ht_put(&E->gh, (uint64_t)s, (uint64_t)occ, gi) ? -1 : gi;
 }
 
@@ -381,6 +414,104 @@ static double bucket_ready(const eng *E, const group *g, int k)
     return r;
 }
 
+/* Records group gi's span [start, fin) moving `bytes` on member mw's collective track. */
+static int coll_record(eng *E, int gi, int mw, double bytes)
+{
+    const group *g = &E->gr[gi];
+    if (E->coll_track[mw] < 0) {
+        char nm[96];
+        snprintf(nm, sizeof nm, "device %d all-reduce", E->m->worker_device[mw]);
+        E->coll_track[mw] = timeline_track(E->r->tl, TL_TRACK_COLLECTIVE,
+                                           E->m->worker_device[mw], -1, nm);
+        if (E->coll_track[mw] < 0)
+            return eng_oom(E);
+    }
+    return eng_record(E, E->coll_track[mw], TL_ALLREDUCE, g->start, g->fin - g->start, bytes,
+                      g->stage, -1, -1, g->iter);
+}
+
+/* The first replica's worker of stage s: the stages it holds are a pipeline rank's. */
+static int rank_worker(const eng *E, int s)
+{
+    return E->s->stage_workers[E->s->stage_first[s]];
+}
+
+/* The split reduce-scatter group of stage s's occ-th all-reduce, or -1 (none yet, or the
+ * stage's ring is not split). */
+static int split_group(const eng *E, int s, int occ)
+{
+    int gi = ht_find(&E->gh, (uint64_t)s, (uint64_t)occ);
+    return gi >= 0 && E->gr[gi].phase == 1 ? gi : -1;
+}
+
+/* The next stage after s (-1: none) on s's pipeline rank whose ring is split. */
+static int next_split_stage(const eng *E, int s)
+{
+    const double *gb = E->m->gather_bytes;
+    for (int k = s + 1; k < E->ns; k++)
+        if (rank_worker(E, k) == rank_worker(E, s) && gb[k] > 0 && eng_ring_moves(E, k))
+            return k;
+    return -1;
+}
+
+/* Starts the parameter all-gather of reduce-scatter group gi at t: its buckets back to
+ * back, the stage's first layers first. */
+static int gather_start(eng *E, int gi, double t)
+{
+    int ai = group_new(E, E->gr[gi].stage, E->gr[gi].iter, 2);
+    if (ai < 0)
+        return eng_oom(E);
+    group *g = &E->gr[gi], *a = &E->gr[ai];
+    for (int j = 0; j < a->need; j++) {
+        E->gmem[a->mem_off + j] = E->gmem[g->mem_off + j];
+        E->gst[a->mem_off + j] = t;
+        E->gdu[a->mem_off + j] = 0;
+    }
+    a->nreg = a->need;
+    a->ag = gi;
+    a->occ = g->occ;
+    g->ag = ai;
+    return heap_push(&E->h, t, E->nw + ai) ? eng_oom(E) : 0;
+}
+
+/* Reduce-scatter group gi released its members at t. As Megatron-Core's distributed
+ * optimizer: once every split stage of its pipeline rank has reduced its gradients and
+ * stepped (each member's step taken right after the reduce-scatter, as the lowering places
+ * it; the slowest member's end), the all-gathers run one stage after another, the rank's
+ * first stage (the first layers) first, each when the one before has ended. */
+static int gather_ready(eng *E, int gi, double t)
+{
+    const sim_model *m = E->m;
+    group *g = &E->gr[gi];
+    int s = g->stage;
+    double at = t;
+    for (int j = 0; j < g->need; j++) {
+        int mw = E->gmem[g->mem_off + j];
+        double d = m->act_s[(size_t)s * SIM_NC + SIM_C_STEP] * m->worker_scale[mw];
+        if (m->worker_mem_Bps[mw] > 0)
+            d += m->step_bytes[s] / m->worker_mem_Bps[mw];
+        if (t + d > at)
+            at = t + d;
+    }
+    g->released = 1;
+    g->stepped = at;
+    /* every split stage of the rank released and stepped: the latest step's end */
+    int first = -1;
+    for (int k = 0; k < E->ns; k++) {
+        if (rank_worker(E, k) != rank_worker(E, s) || !(m->gather_bytes[k] > 0) ||
+            !eng_ring_moves(E, k))
+            continue;
+        int gk = split_group(E, k, g->occ);
+        if (gk < 0 || !E->gr[gk].released)
+            return 0;  /* the last one to release starts the chain */
+        if (E->gr[gk].stepped > at)
+            at = E->gr[gk].stepped;
+        if (first < 0)
+            first = gk;
+    }
+    return first < 0 ? 0 : gather_start(E, first, at);
+}
+
 /* Releases the members of a finished group at t (all have arrived). */
 static int group_release(eng *E, int gi, double t)
 {
@@ -391,20 +522,58 @@ static int group_release(eng *E, int gi, double t)
         E->ws[mw].cursor++;
         if (heap_push(&E->h, t, mw))
             return eng_oom(E);
-        if (!g->comm || !E->m->record)
-            continue;
-        if (E->coll_track[mw] < 0) {
-            char nm[96];
-            snprintf(nm, sizeof nm, "device %d all-reduce", E->m->worker_device[mw]);
-            E->coll_track[mw] = timeline_track(E->r->tl, TL_TRACK_COLLECTIVE,
-                                               E->m->worker_device[mw], -1, nm);
-            if (E->coll_track[mw] < 0)
-                return eng_oom(E);
-        }
-        if (eng_record(E, E->coll_track[mw], TL_ALLREDUCE, g->start, g->fin - g->start,
-                       E->m->grad_bytes[g->stage], g->stage, -1, -1, g->iter))
+        if (g->comm && E->m->record &&
+            coll_record(E, gi, mw, group_bytes(E->m, g->stage, g->phase)))
             return -1;
     }
+    return g->phase == 1 ? gather_ready(E, gi, t) : 0;
+}
+
+/* All-gather group ai ended at t: its members whose forward waits for it go on, and the
+ * next split stage of the pipeline rank starts its all-gather. */
+static int gather_done(eng *E, int ai, double t)
+{
+    const group *a = &E->gr[ai];
+    for (int j = 0; j < a->need; j++) {
+        int mw = E->gmem[a->mem_off + j];
+        if (E->m->record && coll_record(E, ai, mw, group_bytes(E->m, a->stage, 2)))
+            return -1;
+        if (E->ws[mw].pg_g == a->ag + 1 && heap_push(&E->h, t, mw))
+            return eng_oom(E);
+    }
+    int k = next_split_stage(E, a->stage), occ = a->occ;
+    int gk = k >= 0 ? split_group(E, k, occ) : -1;
+    return gk >= 0 ? gather_start(E, gk, t) : 0;
+}
+
+int eng_gather_wait(eng *E, int w, int s, double t, double dur, double *start)
+{
+    wstate *ws = &E->ws[w];
+    int occ = E->ar_occ[(size_t)w * E->ns + s];
+    int gi = occ > 0 ? ht_find(&E->gh, (uint64_t)s, (uint64_t)(occ - 1)) : -1;
+    *start = t;
+    if (gi < 0 || E->gr[gi].phase != 1)
+        return 0;  /* the first iteration's parameters, or a ring that moves nothing */
+    double ready = ws->pg_g == gi + 1 ? ws->pg_t : t;
+    ws->pg_g = gi + 1;
+    ws->pg_t = ready;
+    const group *g = &E->gr[gi];
+    if (g->ag < 0 || !E->gr[g->ag].done)
+        return 1;  /* gather_done wakes it */
+    const group *a = &E->gr[g->ag];
+    double end = ready + dur, st = ready;
+    if (ready < a->fin)
+        for (int k = 0; k < a->K; k++) {
+            double e = E->bend[a->bend_off + k] + dur * (a->K - k) / a->K;
+            if (e > end)
+                end = e;
+        }
+    if (end > ready + dur)
+        st = end - dur;
+    if (st > t)
+        return heap_push(&E->h, st, w) ? eng_oom(E) : 1;
+    ws->pg_g = 0;
+    *start = st;
     return 0;
 }
 
@@ -488,7 +657,7 @@ int eng_group_event(eng *E, int gi, double t)
                 g->lat = l;
         }
     }
-    double bytes = E->m->grad_bytes[s] / g->K / r;
+    double bytes = g->hop_bytes;
     g->pending = 1;  /* held until every hop is queued */
     if (E->rg && E->rg[s].n > 0) {
         if (eng_ring_step(E, gi, t))
@@ -520,10 +689,12 @@ static int hop_done(eng *E, int gi, double t)
     if (--g->pending > 0)
         return 0;
     double end = t + g->lat / g->K;
-    if (++g->step < 2 * (g->need - 1))
+    if (++g->step < g->steps)
         return heap_push(&E->h, end, E->nw + gi) ? eng_oom(E) : 0;
     g->step = 0;
     eng_ring_unbatch(E, gi);
+    if (g->phase == 2)
+        E->bend[g->bend_off + g->bucket] = end;
     if (++g->bucket < g->K) {
         double ready = bucket_ready(E, g, g->bucket);
         return heap_push(&E->h, ready > end ? ready : end, E->nw + gi) ? eng_oom(E) : 0;
@@ -533,6 +704,8 @@ static int hop_done(eng *E, int gi, double t)
     if (E->rg && E->rg[g->stage].priv)
         eng_ring_finish(E, gi);
     note_end(E, g->iter, end);
+    if (g->phase == 2)
+        return gather_done(E, gi, end);
     if (g->count == g->need)
         return group_release(E, gi, end > g->maxreach ? end : g->maxreach);
     return 0;

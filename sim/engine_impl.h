@@ -49,7 +49,21 @@ typedef struct group {       /* the k-th all-reduce of one stage among its repli
     int comm;                /* 1: its ring moves data (r > 1, gradient bytes > 0) */
     int nreg;                /* members whose last backward has started (registered) */
     int K, bucket, step;     /* buckets; the one on the ring and its ring step (of
-                                2 (r - 1): r - 1 reduce-scatter, r - 1 all-gather) */
+                                steps) */
+    int steps;               /* ring steps per bucket: 2 (r - 1) for an all-reduce (r - 1
+                                reduce-scatter, r - 1 all-gather); r - 1 for either half
+                                of a split ZeRO ring */
+    int phase;               /* 0: the all-reduce; with the parameter all-gather apart
+                                (sim_model.gather_bytes): 1 its reduce-scatter, whose
+                                members it holds, 2 the all-gather after the step */
+    int ag;                  /* phase 1: its all-gather's group once started, else -1;
+                                phase 2: its reduce-scatter's group */
+    int bend_off;            /* phase 2: its buckets' ends, eng.bend[bend_off ..+ K) */
+    int occ;                 /* which all-reduce of its stage (phase 2: its
+                                reduce-scatter's) */
+    int released;            /* phase 1: its members went on */
+    double stepped;          /* phase 1: when the slowest member's step after it ends */
+    double hop_bytes;        /* bytes per hop and step */
     int pending;             /* hops of that step still moving */
     double lat;              /* the ring's slowest hop latency */
     int done;                /* every bucket reduced: fin is known */
@@ -84,6 +98,9 @@ typedef struct wstate {      /* per worker */
      * way, and 1 while its next computation waits for them */
     int sync_out, sync_wait;
     double sync_deliv;
+    int pg_g;                /* 1 + the reduce-scatter group whose parameter all-gather
+                                its next forward waits for, else 0 */
+    double pg_t;             /* when that forward was first ready */
 } wstate;
 
 typedef struct ring {        /* a replicated stage's ring all-reduce (engine_ring.c) */
@@ -129,6 +146,8 @@ typedef struct eng {
     group *gr;
     int ngr, capgr;
     int *gmem, ngmem, capgmem;  /* group members' worker ids (in arrival order) */
+    double *bend;            /* all-gather groups' bucket ends (group.bend_off) */
+    int nbend, capbend;
     double *gst, *gdu;       /* [capgmem] registered members' last backward start and
                                 duration (in registration order, same offsets) */
     htab lh, ph, chh, gh;    /* links, ports, channels, groups */
@@ -213,6 +232,14 @@ int eng_allreduce(eng *E, int w, int c, int iter, double t);
  * the last before the stage's next ALLREDUCE, registers w in that all-reduce's group (its
  * gradient buckets become ready through this backward). */
 int eng_backward(eng *E, int w, int c, int s, double t, double dur);
+/* Worker w, ready at t to run a forward of stage s lasting dur, where the stage's
+ * parameter all-gather runs apart (sim_model.gather_bytes): 0 with *start the time it
+ * runs from, or 1 when it waits (the all-gather of its last reduce-scatter is still
+ * moving, or its buckets' ends delay the forward: the engine wakes w), -1 on error. The
+ * forward reaches bucket k of K at start + k dur / K and needs its all-gather ended then,
+ * so it ends at the latest of (ready + dur) and each bucket's end + (K - k) dur / K;
+ * *start is that end - dur, which may be before t when w waited for the last bucket. */
+int eng_gather_wait(eng *E, int w, int s, double t, double dur, double *start);
 /* Event of group gi at t: its next bucket or ring step starts on the ring, or its grouped
  * ring step ends. */
 int eng_group_event(eng *E, int gi, double t);

@@ -381,7 +381,7 @@ out:
  * and hop times, at its first step; bytes per hop as the per-hop ring computes them. */
 static int ring_ready(eng *E, ring *R, const group *g)
 {
-    R->bytes = E->m->grad_bytes[g->stage] / g->K / g->need;
+    R->bytes = g->hop_bytes;
     R->maxocc = 0;
     for (int j = 0; j < R->n; j++) {
         ringhop *h = &E->hop[R->off + j];
@@ -624,7 +624,7 @@ int eng_ring_step(eng *E, int gi, double t)
         return ring_repeat(E, gi, t);
     if (E->vbs[R->cls] >= 0)  /* another all-reduce of its class: the same links */
         eng_ring_unbatch(E, E->vbs[R->cls]);
-    if (!R->ready && ring_ready(E, R, g))
+    if ((!R->ready || R->bytes != g->hop_bytes) && ring_ready(E, R, g))
         return -1;
     if (g->gsteps == 0)  /* the all-reduce's first step: private hops' link time defers */
         for (int j = 0; j < R->n; j++) {
@@ -709,14 +709,14 @@ int eng_ring_chains(const eng *E, int gi)
     const group *g = &E->gr[gi];
     const ring *R = &E->rg[g->stage];
     return !E->nvb && !R->nshared && R->priv && R->ready && g->gsteps > 0 && g->pending == 1 &&
-           g->step + 1 < 2 * (g->need - 1) && !(E->m->record && !E->m->skip_ring_hops);
+           g->step + 1 < g->steps && !(E->m->record && !E->m->skip_ring_hops);
 }
 
 int eng_ring_chain(eng *E, int gi, double t)
 {
     group *g = &E->gr[gi];
     const ring *R = &E->rg[g->stage];
-    int steps = 2 * (g->need - 1);
+    int steps = g->steps;
     g->pending = 0;
     for (;;) {
         /* hop_done: the step ended at t; the next one starts after the latency */

@@ -29,7 +29,8 @@ typedef struct lay {
     int folds; /* 1: sim_fold_check must accept it, 0: must refuse it */
 } lay;
 
-static plan *build(const lay *L)
+/* opg 1: overlap_param_gather (zero 1), the all-gather under the next forward */
+static plan *build_opg(const lay *L, int opg)
 {
     plumb_err e;
     err_clear(&e);
@@ -48,19 +49,21 @@ static plan *build(const lay *L)
     o.sequence_parallel = L->seqpar;
     plan *pl = layout3d_build(t, c, A100, &o, &e);
     cr_assert(pl, "%s", e.msg);
+    pl->overlap_param_gather = opg;
     transformer_free(t);
     cluster_free(c);
     return pl;
 }
+
 
 static double rel(double a, double b)
 {
     return a == b ? 0 : fabs(a - b) / fmax(fabs(a), fabs(b));
 }
 
-static void check(const lay *L)
+static void check_opg(const lay *L, int opg)
 {
-    plan *pl = build(L);
+    plan *pl = build_opg(L, opg);
     plumb_err e;
     err_clear(&e);
     schedule *s = schedule_from_plan(pl, 3, &e);
@@ -153,9 +156,9 @@ static row *rows_of(const timeline *tl)
 
 /* The timelines of both runs hold the same events on the same devices and links, with
  * the same microbatches (replica j's k-th of an iteration: k r + j) and times. */
-static void check_timeline(const lay *L, int mode)
+static void check_timeline_opg(const lay *L, int mode, int opg)
 {
-    plan *pl = build(L);
+    plan *pl = build_opg(L, opg);
     plumb_err e;
     err_clear(&e);
     sim_options o;
@@ -192,12 +195,44 @@ static void check_timeline(const lay *L, int mode)
     plan_free(pl);
 }
 
+static void check(const lay *L)
+{
+    check_opg(L, 0);
+}
+
+static void check_timeline(const lay *L, int mode)
+{
+    check_timeline_opg(L, mode, 0);
+}
+
 Test(sim_fold, timeline_dashboard)
 {
     check_timeline(&(lay){GPT3, 256, 8, 4, 8, 64, RECOMPUTE_FULL, 0, -1, 0, 0, 1},
                    SIM_TIMELINE_NO_RING_HOPS);
     check_timeline(&(lay){GPT3, 256, 8, 4, 8, 64, RECOMPUTE_NONE, 3, -1, 1, 0, 1},
                    SIM_TIMELINE_NO_RING_HOPS);
+}
+
+/* The parameter all-gather apart (overlap_param_gather): its ring over every replica's
+ * device, the forwards waiting for its buckets, the same in the folded run. */
+Test(sim_fold, param_gather_apart)
+{
+    check_opg(&(lay){GPT3, 1024, 8, 8, 16, 1536, RECOMPUTE_FULL, 2, -1, 1, 1, 1}, 1);
+    check_opg(&(lay){LLAMA, 256, 8, 2, 16, 512, RECOMPUTE_FULL, 5, -1, 1, 0, 1}, 1);
+}
+
+Test(sim_fold, param_gather_apart_every_schedule)
+{
+    for (int k = 0; k < SCHED_NKINDS; k++)
+        check_opg(&(lay){GPT3, 512, 8, 8, 8, 512, RECOMPUTE_NONE, 0, k, 1, 0, 1}, 1);
+}
+
+Test(sim_fold, param_gather_apart_timelines)
+{
+    check_timeline_opg(&(lay){GPT3, 256, 8, 4, 8, 64, RECOMPUTE_NONE, 3, -1, 1, 0, 1},
+                       SIM_TIMELINE_NO_RING_HOPS, 1);
+    check_timeline_opg(&(lay){LLAMA, 128, 8, 4, 4, 32, RECOMPUTE_SELECTIVE, 0, SCHED_ZB_H1, 1,
+                              0, 1}, SIM_TIMELINE_FULL, 1);
 }
 
 Test(sim_fold, timeline_full)
