@@ -192,8 +192,9 @@ schedule *sched_alloc(const sched_spec *spec, plumb_err *err)
         return err_set(err, NULL, "kind", "expected a schedule kind (got %d)", (int)spec->kind),
                NULL;
     const char *kn = sched_kind_name(spec->kind);
-    if (spec->nstages < 1 || spec->nstages > 4096)
-        return err_set(err, NULL, "stages", "expected 1 to 4096 (got %d)", spec->nstages), NULL;
+    if (spec->nstages < 1 || spec->nstages > ACT_STAGE_MAX + 1)
+        return err_set(err, NULL, "stages", "expected 1 to %d (got %d)", ACT_STAGE_MAX + 1,
+                       spec->nstages), NULL;
     if (spec->microbatches < 1)
         return err_set(err, NULL, "microbatches", "expected an integer >= 1 (got %d)",
                        spec->microbatches),

@@ -22,7 +22,8 @@ void actvec_free(actvec *v);
  * the three below: the passes call them once per action.) */
 static inline action act_make(int kind, int stage, int microbatch)
 {
-    action a = {kind, stage, microbatch, -1, -1, -1};
+    action a = {.kind = kind, .stage = stage, .peer_stage = -1, .microbatch = microbatch,
+                .version = -1, .peer = -1};
     return a;
 }
 
