@@ -19,16 +19,13 @@ const char *act_kind_name(act_kind k)
     return (k >= 0 && k < ACT_NKINDS) ? kind_names[k] : "?";
 }
 
-int actvec_push(actvec *v, action a)
+int actvec_grow(actvec *v)
 {
-    if (v->n == v->cap) {
-        int cap = v->cap ? 2 * v->cap : 16;
-        action *p = realloc(v->a, (size_t)cap * sizeof *p);
-        if (!p) return -1;
-        v->a = p;
-        v->cap = cap;
-    }
-    v->a[v->n++] = a;
+    int cap = v->cap ? 2 * v->cap : 16;
+    action *p = realloc(v->a, (size_t)cap * sizeof *p);
+    if (!p) return -1;
+    v->a = p;
+    v->cap = cap;
     return 0;
 }
 

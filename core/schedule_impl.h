@@ -14,8 +14,15 @@ typedef struct actvec {
     int n, cap;
 } actvec;
 
-/* Appends a; 0 or -1 when out of memory. */
-int actvec_push(actvec *v, action a);
+/* Doubles v's room (16 when empty); 0 or -1 when out of memory (v unchanged). */
+int actvec_grow(actvec *v);
+/* Appends a; 0 or -1 when out of memory. Inline: the generators push every action. */
+static inline int actvec_push(actvec *v, action a)
+{
+    if (v->n == v->cap && actvec_grow(v)) return -1;
+    v->a[v->n++] = a;
+    return 0;
+}
 void actvec_free(actvec *v);
 
 /* An action with kind, stage and microbatch set and every other field -1. (Inline, as

@@ -367,8 +367,9 @@ static long lower_index(lower_st *L, plumb_err *err)
     long total = 0;
     for (int w = 0; w < L->W; w++) {
         const actvec *lw = &L->lists[w];
-        L->start[w] = malloc((size_t)(lw->n + 1) * sizeof **L->start);
-        if (!L->start[w]) return err_set(err, NULL, NULL, "out of memory");
+        /* fused, the writer times each compute again as it goes (emit_start) */
+        L->start[w] = L->fused ? NULL : malloc((size_t)(lw->n + 1) * sizeof **L->start);
+        if (!L->fused && !L->start[w]) return err_set(err, NULL, NULL, "out of memory");
         total += lw->n;
         for (int i = 0; i < lw->n; i++) {
             const action *a = &lw->a[i];
@@ -491,7 +492,7 @@ static int lower_step(lower_st *L, int w, plumb_err *err)
         return lower_allreduce(L, w, ready);
     }
     double end = ready + dur_of(a, L->cost, L->tiny);
-    L->start[w][L->pc[w]] = ready;
+    if (L->start[w]) L->start[w][L->pc[w]] = ready;
     L->freet[w] = end;
     if (a->kind == ACT_F) L->fend[k] = end;
     if (a->kind == ACT_B || a->kind == ACT_I) L->bend[k] = end;
@@ -631,7 +632,28 @@ typedef struct emitter {
     const int *hs;               /* the worker's stages, by rank (at[].rank) */
     int pend;                    /* kinds that step each round: the stage whose STEP waits,
                                     or -1 */
+    double freet;                /* fused: when the last compute timed by emit_start ends */
 } emitter;
+
+/* The start of compute i of the worker, asked for each i in order: as lower_time found
+ * it, read from L->start, or, fused (no all-reduce: a compute waits only for its worker
+ * and the one input it takes), timed again the same way from the ends it waits for. */
+static double emit_start(emitter *E, int i)
+{
+    const lower_st *L = E->L;
+    if (L->start[E->w]) return L->start[E->w][i];
+    const action *a = &E->src[i];
+    int st = a->stage, T = L->T;
+    size_t k = (size_t)st * T + a->microbatch;
+    double ready = E->freet;
+    if (a->kind == ACT_F && st > 0) {
+        if (L->fend[k - T] > ready) ready = L->fend[k - T];
+    } else if ((a->kind == ACT_B || a->kind == ACT_I) && st < L->S - 1) {
+        if (L->bend[k + T] > ready) ready = L->bend[k + T];
+    }
+    E->freet = ready + dur_of(a, L->cost, L->tiny);
+    return ready;
+}
 
 static void put_step(emitter *E, int st)
 {
@@ -690,7 +712,7 @@ static int emit_sorted(emitter *E, const ev *r, int nr, int n)
     int ne = 0;
     ev x;
     for (int i = 0; i < n; i++) {
-        e[ne++] = (ev){L->start[E->w][i], EV_COMPUTE | (uint64_t)i};
+        e[ne++] = (ev){emit_start(E, i), EV_COMPUTE | (uint64_t)i};
         if (act_is_compute(E->src[i].kind) && lower_pair(L, E->w, &E->src[i], &x) >= 0)
             e[ne++] = x;
     }
@@ -716,7 +738,6 @@ static int emit_merged(emitter *E, const ev *r, int nr, int n)
 {
     enum { FEW = 8 };
     const lower_st *L = E->L;
-    const double *start = L->start[E->w];
     int rb[FEW + 2], at[FEW + 1], runs = 0;
     rb[runs++] = 0;
     for (int i = 1; i < nr && runs <= FEW; i++)
@@ -732,8 +753,9 @@ static int emit_merged(emitter *E, const ev *r, int nr, int n)
     }
     int i = 0, hasx = 0;
     ev x = {0, 0}, last = {-1, 0}; /* the compute run's pending send; its last event */
+    double si = n ? emit_start(E, 0) : 0; /* the start of compute i */
     while (i < n || hasx || nl) {
-        ev head = hasx ? x : (ev){i < n ? start[i] : 0, EV_COMPUTE | (uint64_t)i};
+        ev head = hasx ? x : (ev){si, EV_COMPUTE | (uint64_t)i};
         int own = i < n || hasx, best = -1;
         if (own && last.t >= 0 && ev_cmp(&last, &head) > 0) return 1;
         for (int q = 0; q < nl; q++) {
@@ -750,7 +772,7 @@ static int emit_merged(emitter *E, const ev *r, int nr, int n)
             } else {
                 put_compute(E, i);
                 hasx = act_is_compute(E->src[i].kind) && lower_pair(L, E->w, &E->src[i], &x) >= 0;
-                i++;
+                if (++i < n) si = emit_start(E, i);
             }
             continue;
         }
@@ -799,7 +821,7 @@ static int emit_worker(const lower_st *L, int w, const ev *r, int nr, const int 
 {
     actvec *out = &L->lists[w];
     int n = out->n, cap = n + L->nsend[w] + nr + 1 + L->room[w], rc = -1;
-    emitter E = {L, w, out->a, malloc((size_t)cap * sizeof(action)), 0, NULL, 0, 0, hs, -1};
+    emitter E = {L, w, out->a, malloc((size_t)cap * sizeof(action)), 0, NULL, 0, 0, hs, -1, 0};
     if (!E.dst) return -1;
     if (L->fused) {
         for (int st = 0; st < L->S; st++) L->cur[st] = 0;
@@ -807,7 +829,7 @@ static int emit_worker(const lower_st *L, int w, const ev *r, int nr, const int 
     }
     int r1 = emit_merged(&E, r, nr, n);
     if (r1) { /* begin again the general way */
-        E.o = 0, E.q = 0, E.pend = -1;
+        E.o = 0, E.q = 0, E.pend = -1, E.freet = 0;
         for (int st = 0; L->fused && st < L->S; st++) L->cur[st] = 0;
         if (emit_sorted(&E, r, nr, n)) goto done;
     }
