@@ -69,8 +69,9 @@ typedef struct lower_st {
     double *fend, *bend;  /* [k] end of the forward, of the backward (B or I: input grad) */
     int *pc, *arcnt;             /* [w] next action; [w * S + st] all-reduces done */
     double *freet;               /* [w] when the worker is free */
-    double **start;              /* [w][i] start of action i */
-    evvec *evs;                  /* [w] the lowered list, before sorting */
+    double **start;              /* [w][i] start of action i (fused: NULL, emit_start
+                                    times each again) */
+    evvec *evs;                  /* [w] the receives of worker w, a run per producer */
     const int *room;             /* [w] room to leave in the list for the STEPs to come */
     int *arfast, *arrived;       /* [st] replicas hold only st; replicas at its all-reduce */
     char *atar;                  /* [w] counted in arrived at the all-reduce at pc */
