@@ -19,16 +19,13 @@ const char *act_kind_name(act_kind k)
     return (k >= 0 && k < ACT_NKINDS) ? kind_names[k] : "?";
 }
 
-int actvec_push(actvec *v, action a)
+int actvec_grow(actvec *v)
 {
-    if (v->n == v->cap) {
-        int cap = v->cap ? 2 * v->cap : 16;
-        action *p = realloc(v->a, (size_t)cap * sizeof *p);
-        if (!p) return -1;
-        v->a = p;
-        v->cap = cap;
-    }
-    v->a[v->n++] = a;
+    int cap = v->cap ? 2 * v->cap : 16;
+    action *p = realloc(v->a, (size_t)cap * sizeof *p);
+    if (!p) return -1;
+    v->a = p;
+    v->cap = cap;
     return 0;
 }
 
@@ -192,8 +189,9 @@ schedule *sched_alloc(const sched_spec *spec, plumb_err *err)
         return err_set(err, NULL, "kind", "expected a schedule kind (got %d)", (int)spec->kind),
                NULL;
     const char *kn = sched_kind_name(spec->kind);
-    if (spec->nstages < 1 || spec->nstages > 4096)
-        return err_set(err, NULL, "stages", "expected 1 to 4096 (got %d)", spec->nstages), NULL;
+    if (spec->nstages < 1 || spec->nstages > ACT_STAGE_MAX + 1)
+        return err_set(err, NULL, "stages", "expected 1 to %d (got %d)", ACT_STAGE_MAX + 1,
+                       spec->nstages), NULL;
     if (spec->microbatches < 1)
         return err_set(err, NULL, "microbatches", "expected an integer >= 1 (got %d)",
                        spec->microbatches),

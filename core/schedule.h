@@ -26,15 +26,23 @@ typedef enum act_kind {
     ACT_NKINDS
 } act_kind;
 
+/* The largest stage an action can name (its bit-field's range; a schedule has at most
+ * 4096 stages). */
+#define ACT_STAGE_MAX 4095
+
+/* One action: 16 bytes (the passes over an IR of millions of actions are bound by their
+ * memory traffic). kind, stage and peer_stage are bit-fields of one 32-bit word: read and
+ * assign them as ints, but their address cannot be taken. */
 typedef struct action {
-    int kind;         /* act_kind */
-    int stage;        /* (virtual) stage index */
+    signed int kind : 5;        /* act_kind */
+    signed int stage : 14;      /* (virtual) stage index, -1 .. ACT_STAGE_MAX */
+    signed int peer_stage : 13; /* SEND/RECV: the other stage; else -1 */
     int microbatch;   /* global microbatch index (iteration * microbatches + m); -1 for
                          ALLREDUCE and STEP */
     int version;      /* F/B/I/W: weight version used; STEP: version produced; else -1 */
     int peer;         /* SEND/RECV: the other worker; ALLREDUCE: -1 */
-    int peer_stage;   /* SEND/RECV: the other stage; else -1 */
 } action;
+_Static_assert(sizeof(action) == 16, "an action is 16 bytes");
 
 /* What a generator builds a schedule for. */
 typedef struct sched_spec {

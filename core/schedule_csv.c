@@ -68,6 +68,7 @@ int action_parse(const char *text, action *a)
     while (*p == ' ' || *p == '\t') p++;
     if (*p) return -1;
     if (kind == -1) return 1; /* UNSHARD / RESHARD: nothing to do for plumb */
+    if (st > ACT_STAGE_MAX) return -1; /* no schedule has the stage (nor can an action) */
     int needs_mb = kind != ACT_ALLREDUCE && kind != ACT_STEP;
     if (needs_mb != (mb >= 0)) return -1;
     *a = act_make(kind, (int)st, (int)mb);

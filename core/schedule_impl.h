@@ -2,7 +2,8 @@
  * A schedule is built in passes over growable per-worker action lists: a generator lays
  * out the compute order (F, B, I, W), sched_add_allreduce adds the replicas' gradient
  * all-reduce, sched_lower adds the sends and receives, sched_place_steps adds the optimizer
- * steps and sched_assign_versions fills the weight versions. */
+ * steps and sched_assign_versions fills the weight versions (sched_finish's lowering does
+ * the last two in its own write where no stage is replicated). */
 #ifndef PLUMB_SCHEDULE_IMPL_H
 #define PLUMB_SCHEDULE_IMPL_H
 
@@ -14,15 +15,23 @@ typedef struct actvec {
     int n, cap;
 } actvec;
 
-/* Appends a; 0 or -1 when out of memory. */
-int actvec_push(actvec *v, action a);
+/* Doubles v's room (16 when empty); 0 or -1 when out of memory (v unchanged). */
+int actvec_grow(actvec *v);
+/* Appends a; 0 or -1 when out of memory. Inline: the generators push every action. */
+static inline int actvec_push(actvec *v, action a)
+{
+    if (v->n == v->cap && actvec_grow(v)) return -1;
+    v->a[v->n++] = a;
+    return 0;
+}
 void actvec_free(actvec *v);
 
 /* An action with kind, stage and microbatch set and every other field -1. (Inline, as
  * the three below: the passes call them once per action.) */
 static inline action act_make(int kind, int stage, int microbatch)
 {
-    action a = {kind, stage, microbatch, -1, -1, -1};
+    action a = {.kind = kind, .stage = stage, .peer_stage = -1, .microbatch = microbatch,
+                .version = -1, .peer = -1};
     return a;
 }
 
@@ -35,6 +44,8 @@ static inline int act_is_compute(int k)
 static inline int act_is_comm(int k) { return k >= ACT_SEND_F && k <= ACT_RECV_B; }
 /* 1 for SEND_F, SEND_B. */
 static inline int act_is_send(int k) { return k == ACT_SEND_F || k == ACT_SEND_B; }
+/* 1 when k finishes the backward of its microbatch at its stage (B, or W of a split). */
+static inline int act_is_bwd_end(int k) { return k == ACT_B || k == ACT_W; }
 
 /* Validates spec and allocates a schedule with its placement filled and every worker's
  * list empty. NULL with err naming the bad field. */
@@ -73,6 +84,21 @@ int sched_add_allreduce(const schedule *s, actvec *lists, plumb_err *err);
 int sched_lower(const schedule *s, actvec *lists, const double *cost, plumb_err *err);
 int sched_place_steps(const schedule *s, actvec *lists, plumb_err *err);
 void sched_assign_versions(const schedule *s, actvec *lists);
+
+/* Rebuilds v with ins[k] placed after index after[k] (ascending; -1 = at the front), in
+ * place when v has room, else into one allocation of the final size: moved from the back,
+ * each action once. 0, or -1 out of memory (v unchanged). */
+int sched_insert_after(actvec *v, const int *after, const action *ins, int nins);
+
+/* A STEP to place: after the list's action `after`, of the rank-th stage the worker holds,
+ * the k-th of that stage. */
+typedef struct sched_step_at {
+    int after, rank, k;
+} sched_step_at;
+/* qsort order of sched_step_at: ascending anchors; at one anchor the later stage first
+ * (placed one stage after the other, a stage's STEP goes right after its anchor, before
+ * those placed there already), then a stage's own in order. */
+int sched_step_at_cmp(const void *pa, const void *pb);
 
 /* Runs the passes a compute-only layout needs (allreduce when any stage is replicated,
  * lowering, steps, versions) and adopts the lists into s, setting s->backward_split. */

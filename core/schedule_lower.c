@@ -1,291 +1,19 @@
-/* schedule_lower.c: the passes that turn a compute order into a complete action IR.
+/* schedule_lower.c: the lowering, which turns a compute order into an action IR.
  *
- * sched_add_allreduce puts one ALLREDUCE of a replicated stage after the last backward of
- * each of its groups; sched_lower times the compute order (with the stages' costs when
- * given, else F 1, I 1, W 1, B 2; all-reduce and step 1/1000 of the cheapest stage) and
- * inserts every SEND/RECV pair at the moment the data is
- * produced, so that all workers' lists are restrictions of one global order in which each
- * pair is adjacent: the IR then cannot deadlock even when a send blocks until its receive
- * is reached (and so neither with buffered sends). sched_place_steps puts the optimizer
- * STEP after each group's all-reduce (or its last backward), and sched_assign_versions
- * gives every F the stage's newest weight version, every B/I/W the version of its F and
- * every STEP the next version.
- *
- * A group is what one optimizer step covers: an iteration (microbatch / microbatches) for
- * the synchronous kinds and 2bw, one backward (the k-th on the replica) for pipedream. */
+ * sched_lower times the compute order (with the stages' costs when given, else F 1, I 1,
+ * W 1, B 2; all-reduce and step 1/1000 of the cheapest stage) and inserts every SEND/RECV
+ * pair at the moment the data is produced, so that all workers' lists are restrictions of
+ * one global order in which each pair is adjacent: the IR then cannot deadlock even when a
+ * send blocks until its receive is reached (and so neither with buffered sends). Each
+ * worker's list is written once; sched_finish's lowering also places the optimizer STEPs
+ * and fills the weight versions in that write where it can (the emitter below), else the
+ * passes of core/schedule_steps.c do. */
 #include "schedule_impl.h"
 
+#include <limits.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* 1 when a finishes the backward of its microbatch at its stage (B, or W of a split). */
-static int is_bwd_end(int k) { return k == ACT_B || k == ACT_W; }
-
-/* One scan of v (worker w's list) for stage st: whether it has an action of `kind` (*has,
- * 1 or 0), its ALLREDUCEs (*nar), and its groups: each backward end of st is in group
- * microbatch / microbatches (an iteration; ends of a group past the last are not
- * counted), or, for the kinds that step each round, in a group of its own. Returns pos,
- * [*ng + 1]: for each group k the index of the action after which it and every group
- * before it are complete (the last of their members; -1: before the first action), which
- * the caller frees; NULL when out of memory. */
-static int *stage_scan(const schedule *s, const actvec *v, int st, int kind, int *has,
-                       int *nar, int *ng)
-{
-    int each = sched_traits_of(s->kind)->step_each_round, n = each ? 0 : s->iterations;
-    int cap = each ? 16 : n + 1;
-    int *pos = malloc((size_t)cap * sizeof *pos);
-    if (!pos) return NULL;
-    *has = *nar = 0;
-    for (int k = 0; k < n; k++) pos[k] = -1;
-    for (int i = 0; i < v->n; i++) {
-        const action *a = &v->a[i];
-        if (a->stage != st) continue;
-        *has |= a->kind == kind;
-        *nar += a->kind == ACT_ALLREDUCE;
-        if (!is_bwd_end(a->kind)) continue;
-        if (each) { /* a group of its own */
-            if (n + 1 >= cap) {
-                int *p = realloc(pos, (size_t)(cap *= 2) * sizeof *pos);
-                if (!p) {
-                    free(pos);
-                    return NULL;
-                }
-                pos = p;
-            }
-            pos[n++] = i;
-        } else {
-            int k = a->microbatch / s->microbatches;
-            if (k >= 0 && k < n) pos[k] = i; /* members come in list order: the last stays */
-        }
-    }
-    for (int k = 1; k < n; k++) /* complete when it and all before are */
-        if (pos[k] < pos[k - 1]) pos[k] = pos[k - 1];
-    *ng = n;
-    return pos;
-}
-
-/* Rebuilds v with ins[k] placed after index after[k] (ascending; -1 = at the front), in
- * place when v has room, else into one allocation of the final size: moved from the back,
- * each action once. 0, or -1 out of memory (v unchanged). */
-static int insert_after(actvec *v, const int *after, const action *ins, int nins)
-{
-    if (nins <= 0) return 0;
-    int n = v->n + nins;
-    if (n > v->cap) {
-        action *p = realloc(v->a, (size_t)n * sizeof *p);
-        if (!p) return -1;
-        v->a = p, v->cap = n;
-    }
-    int o = n, k = nins - 1;
-    for (int i = v->n - 1; i >= -1; i--) {
-        while (k >= 0 && (i < 0 || after[k] >= i))
-            v->a[--o] = ins[k--];
-        if (i >= 0) v->a[--o] = v->a[i];
-    }
-    v->n = n;
-    return 0;
-}
-
-int sched_add_allreduce(const schedule *s, actvec *lists, plumb_err *err)
-{
-    for (int st = 0; st < s->nstages; st++) {
-        if (s->replicas[st] < 2) continue;
-        for (int j = 0; j < s->replicas[st]; j++) {
-            int w = s->stage_workers[s->stage_first[st] + j], has, nar, ng = 0;
-            actvec *v = &lists[w];
-            int *pos = stage_scan(s, v, st, ACT_ALLREDUCE, &has, &nar, &ng);
-            if (pos && has) {
-                free(pos);
-                continue;
-            }
-            action *ins = pos ? malloc((size_t)(ng + 1) * sizeof *ins) : NULL;
-            if (!pos || !ins) {
-                free(pos), free(ins);
-                return err_set(err, NULL, NULL, "out of memory");
-            }
-            for (int k = 0; k < ng; k++) ins[k] = act_make(ACT_ALLREDUCE, st, -1);
-            int rc = insert_after(v, pos, ins, ng);
-            free(pos), free(ins);
-            if (rc) return err_set(err, NULL, NULL, "out of memory");
-        }
-    }
-    return 0;
-}
-
-/* A STEP to place: after the list's action `after`, of the rank-th stage the worker holds,
- * the k-th of that stage. */
-struct step_at { int after, rank, k; };
-
-/* Ascending anchors; at one anchor the later stage first (placed one stage after the
- * other, a stage's STEP goes right after its anchor, before those placed there already),
- * then a stage's own in order. */
-static int step_at_cmp(const void *pa, const void *pb)
-{
-    const struct step_at *x = pa, *y = pb;
-    if (x->after != y->after) return x->after < y->after ? -1 : 1;
-    if (x->rank != y->rank) return x->rank > y->rank ? -1 : 1;
-    return (x->k > y->k) - (x->k < y->k);
-}
-
-/* sched_place_steps for a worker's list v holding the nh stages hs[] (ascending, nh > 1,
- * none replicated: the chunked kinds): the STEPs each stage's pass would place, one stage after
- * the other, found in one scan per stage of the list as it is and placed by one move. A
- * STEP's anchor skips the transfers that follow it, up to a STEP of an earlier stage (mark:
- * [n + 1], 1 at j + 1 when one follows action j). 0; 1, the list unchanged, when a stage
- * has all-reduces to step after; -1 out of memory. */
-static int place_steps_held(const schedule *s, actvec *v, const int *hs, int nh)
-{
-    int n = v->n, nat = 0, rc = -1, cap = 0;
-    unsigned char *mark = calloc((size_t)n + 1, 1);
-    struct step_at *at = NULL;
-    action *ins = NULL;
-    int *after = NULL;
-    if (!mark) return -1;
-    for (int r = 0; r < nh; r++) {
-        int has, nar, ng = 0;
-        int *pos = stage_scan(s, v, hs[r], ACT_STEP, &has, &nar, &ng);
-        if (!pos) goto done;
-        if (has || nar) {
-            free(pos);
-            if (!nar) continue;
-            rc = 1; /* all-reduces (an imported list's): placed stage by stage */
-            goto done;
-        }
-        if (nat + ng > cap) {
-            cap = 2 * (nat + ng) + 8;
-            struct step_at *p = realloc(at, (size_t)cap * sizeof *p);
-            if (!p) {
-                free(pos);
-                goto done;
-            }
-            at = p;
-        }
-        for (int k = 0; k < ng; k++) {
-            while (pos[k] + 1 < n && !mark[pos[k] + 1] && act_is_comm(v->a[pos[k] + 1].kind))
-                pos[k]++;
-            if (k && pos[k] < pos[k - 1]) pos[k] = pos[k - 1];
-        }
-        for (int k = 0; k < ng; k++) {
-            mark[pos[k] + 1] = 1;
-            at[nat++] = (struct step_at){pos[k], r, k};
-        }
-        free(pos);
-    }
-    if (nat > 1) qsort(at, (size_t)nat, sizeof *at, step_at_cmp); /* at is NULL when nat is 0 */
-    ins = malloc(((size_t)nat + 1) * sizeof *ins);
-    after = malloc(((size_t)nat + 1) * sizeof *after);
-    if (!ins || !after) goto done;
-    for (int q = 0; q < nat; q++) {
-        ins[q] = act_make(ACT_STEP, hs[at[q].rank], -1);
-        after[q] = at[q].after;
-    }
-    rc = insert_after(v, after, ins, nat);
-done:
-    free(mark), free(at), free(ins), free(after);
-    return rc;
-}
-
-int sched_place_steps(const schedule *s, actvec *lists, plumb_err *err)
-{
-    int *hs = malloc(((size_t)s->nstages + 1) * sizeof *hs);
-    if (!hs) return err_set(err, NULL, NULL, "out of memory");
-    for (int w = 0; w < s->nworkers; w++) {
-        int nh = 0, ar = 0;
-        for (int st = 0; st < s->nstages; st++)
-            if (sched_hosts(s, w, st)) hs[nh++] = st, ar |= s->replicas[st] > 1;
-        if (nh > 1 && !ar) { /* several stages: one move for all their STEPs */
-            int r = place_steps_held(s, &lists[w], hs, nh);
-            if (r < 0) {
-                free(hs);
-                return err_set(err, NULL, NULL, "out of memory");
-            }
-            if (r == 0) continue;
-        }
-        for (int st = 0; st < s->nstages; st++) {
-            if (!sched_hosts(s, w, st)) continue;
-            actvec *v = &lists[w];
-            int has, nar, ng = 0;
-            int *pos = stage_scan(s, v, st, ACT_STEP, &has, &nar, &ng);
-            if (pos && has) {
-                free(pos);
-                continue;
-            }
-            if (pos && nar) { /* after each all-reduce */
-                if (nar != ng) {
-                    free(pos);
-                    free(hs);
-                    return err_set(err, NULL, NULL, "worker %d has %d REDUCE_GRAD of stage %d "
-                                   "for %d optimizer steps (expected one per step)", w, nar, st,
-                                   ng);
-                }
-                for (int i = 0, k = 0; i < v->n; i++)
-                    if (v->a[i].kind == ACT_ALLREDUCE && v->a[i].stage == st) pos[k++] = i;
-            }
-            action *ins = pos ? malloc((size_t)(ng + 1) * sizeof *ins) : NULL;
-            if (!pos || !ins) {
-                free(pos), free(ins), free(hs);
-                return err_set(err, NULL, NULL, "out of memory");
-            }
-            /* after the anchor and the transfers that follow it directly (a send then
-             * leaves as its data is produced; receives only post) */
-            for (int k = 0; k < ng; k++) {
-                while (pos[k] + 1 < v->n && act_is_comm(v->a[pos[k] + 1].kind)) pos[k]++;
-                ins[k] = act_make(ACT_STEP, st, -1);
-            }
-            for (int k = 1; k < ng; k++)
-                if (pos[k] < pos[k - 1]) pos[k] = pos[k - 1];
-            int rc = insert_after(v, pos, ins, ng);
-            free(pos), free(ins);
-            if (rc) {
-                free(hs);
-                return err_set(err, NULL, NULL, "out of memory");
-            }
-        }
-    }
-    free(hs);
-    return 0;
-}
-
-void sched_assign_versions(const schedule *s, actvec *lists)
-{
-    int T = sched_total_mb(s);
-    int *fver = malloc((size_t)s->nstages * (size_t)T * sizeof *fver);
-    int *cur = malloc((size_t)s->nstages * sizeof *cur);
-    if (!fver || !cur) {
-        free(fver), free(cur);
-        return;
-    }
-    for (size_t i = 0; i < (size_t)s->nstages * (size_t)T; i++) fver[i] = -1;
-    for (int w = 0; w < s->nworkers; w++) {
-        int undefined = 0; /* a compute left at version -1 */
-        for (int st = 0; st < s->nstages; st++) cur[st] = 0;
-        for (int i = 0; i < lists[w].n; i++) {
-            action *a = &lists[w].a[i];
-            int st = a->stage, m = a->microbatch;
-            a->version = -1;
-            if (st >= 0 && st < s->nstages) {
-                if (a->kind == ACT_STEP) {
-                    a->version = ++cur[st];
-                } else if (act_is_compute(a->kind) && m >= 0 && m < T) {
-                    if (a->kind == ACT_F) fver[(size_t)st * T + m] = cur[st];
-                    a->version = a->kind == ACT_F ? cur[st] : fver[(size_t)st * T + m];
-                }
-            }
-            undefined |= act_is_compute(a->kind) && a->version < 0;
-        }
-        /* B/I/W whose F is on another worker (an invalid IR) keep what fver held; make
-         * them well defined */
-        for (int i = 0; undefined && i < lists[w].n; i++) {
-            action *a = &lists[w].a[i];
-            if (act_is_compute(a->kind) && a->version < 0) a->version = 0;
-        }
-    }
-    free(fver);
-    free(cur);
-}
-
-/* --- lowering ------------------------------------------------------------------------ */
 
 /* An event of a worker's lowered list: 16 bytes, its action rebuilt when the list is
  * written (ev_action). */
@@ -341,13 +69,21 @@ typedef struct lower_st {
     double *fend, *bend;  /* [k] end of the forward, of the backward (B or I: input grad) */
     int *pc, *arcnt;             /* [w] next action; [w * S + st] all-reduces done */
     double *freet;               /* [w] when the worker is free */
-    double **start;              /* [w][i] start of action i */
-    evvec *evs;                  /* [w] the lowered list, before sorting */
+    double **start;              /* [w][i] start of action i (fused: NULL, emit_start
+                                    times each again) */
+    evvec *evs;                  /* [w] the receives of worker w, a run per producer */
     const int *room;             /* [w] room to leave in the list for the STEPs to come */
     int *arfast, *arrived;       /* [st] replicas hold only st; replicas at its all-reduce */
     char *atar;                  /* [w] counted in arrived at the all-reduce at pc */
     double tiny;                 /* duration of an all-reduce or a step */
     long done;                   /* actions timed so far */
+    int *nsend;                  /* [w] the sends of worker w */
+    int fused, each;             /* place the STEPs and versions while writing (emitter);
+                                    the kind steps each round */
+    int *gend;                   /* fused, per iteration: [st * iterations + k] the last
+                                    backward end of group k of stage st in its worker's
+                                    order, -1 for none */
+    int *fver, *cur;             /* fused: [k] the version of the forward; [st] the newest */
 } lower_st;
 
 /* Fills fw and bw from the compute order, checking that it is compute-only, in range, and
@@ -359,8 +95,9 @@ static long lower_index(lower_st *L, plumb_err *err)
     long total = 0;
     for (int w = 0; w < L->W; w++) {
         const actvec *lw = &L->lists[w];
-        L->start[w] = malloc((size_t)(lw->n + 1) * sizeof **L->start);
-        if (!L->start[w]) return err_set(err, NULL, NULL, "out of memory");
+        /* fused, the writer times each compute again as it goes (emit_start) */
+        L->start[w] = L->fused ? NULL : malloc((size_t)(lw->n + 1) * sizeof **L->start);
+        if (!L->fused && !L->start[w]) return err_set(err, NULL, NULL, "out of memory");
         total += lw->n;
         for (int i = 0; i < lw->n; i++) {
             const action *a = &lw->a[i];
@@ -373,6 +110,11 @@ static long lower_index(lower_st *L, plumb_err *err)
                 return err_set(err, NULL, NULL, "worker %d action %d (%s): stage or microbatch "
                                "out of range", w, i, action_format(a, a_txt, sizeof a_txt));
             size_t k = (size_t)a->stage * L->T + a->microbatch;
+            if (L->gend && act_is_bwd_end(a->kind) &&
+                L->s->stage_workers[L->s->stage_first[a->stage]] == w) {
+                int g = a->microbatch / L->s->microbatches;
+                if (g < L->s->iterations) L->gend[(size_t)a->stage * L->s->iterations + g] = i;
+            }
             if (a->kind == ACT_F) {
                 if (L->fw[k] >= 0)
                     return err_set(err, NULL, NULL, "stage %d microbatch %d has two forwards "
@@ -478,7 +220,7 @@ static int lower_step(lower_st *L, int w, plumb_err *err)
         return lower_allreduce(L, w, ready);
     }
     double end = ready + dur_of(a, L->cost, L->tiny);
-    L->start[w][L->pc[w]] = ready;
+    if (L->start[w]) L->start[w][L->pc[w]] = ready;
     L->freet[w] = end;
     if (a->kind == ACT_F) L->fend[k] = end;
     if (a->kind == ACT_B || a->kind == ACT_I) L->bend[k] = end;
@@ -582,60 +324,6 @@ static action ev_action(const lower_st *L, int w, const action *src, uint64_t ke
     return a;
 }
 
-/* Replaces worker w's list by its events v in ev_cmp order, written into a new array
- * (the computes are read from the old one). With a few ascending runs (what lower_emit
- * builds) it merges them straight into the list, one pass, keeping each run's head key at
- * hand; with more it sorts v (ev_sort) first. Returns 0, or -1 out of memory. */
-static int ev_emit(const lower_st *L, int w, evvec *v)
-{
-    enum { FEW = 8 };
-    actvec *out = &L->lists[w];
-    const ev *e = v->e;
-    int n = v->n, rb[FEW + 2], at[FEW], nr = 0;
-    int cap = n + 1 + L->room[w]; /* the STEPs to come are put in place */
-    action *dst = malloc((size_t)cap * sizeof *dst);
-    if (!dst) return -1;
-    const action *src = out->a;
-    rb[nr++] = 0;
-    for (int i = 1; i < n && nr <= FEW; i++)
-        if (ev_cmp(&e[i - 1], &e[i]) > 0) rb[nr++] = i;
-    if (nr > FEW) {
-        if (ev_sort(v->e, n)) {
-            free(dst);
-            return -1;
-        }
-        for (int i = 0; i < n; i++) dst[i] = ev_action(L, w, src, v->e[i].key);
-    } else {
-        rb[nr] = n;
-        /* the live runs' heads: their keys in ht/hk */
-        double ht[FEW];
-        uint64_t hk[FEW];
-        int live[FEW], nl = 0;
-        for (int r = 0; r < nr; r++) {
-            at[r] = rb[r];
-            if (rb[r] < rb[r + 1]) live[nl++] = r, ht[r] = e[rb[r]].t, hk[r] = e[rb[r]].key;
-        }
-        for (int o = 0; o < n; o++) {
-            int best = live[0];
-            for (int q = 1; q < nl; q++) {
-                int r = live[q];
-                if (ht[r] < ht[best] || (ht[r] == ht[best] && hk[r] < hk[best])) best = r;
-            }
-            dst[o] = ev_action(L, w, src, hk[best]);
-            if (++at[best] < rb[best + 1]) {
-                ht[best] = e[at[best]].t, hk[best] = e[at[best]].key;
-            } else {
-                int q = 0;
-                while (live[q] != best) q++;
-                live[q] = live[--nl];
-            }
-        }
-    }
-    free(out->a);
-    out->a = dst, out->n = n, out->cap = cap;
-    return 0;
-}
-
 /* The SEND/RECV pair, if any, of producer p's compute a (see lower_emit): fills x with
  * its time and key (the same on both workers) and returns the consumer's worker, or -1
  * when a's data stays on p (or goes nowhere). */
@@ -656,59 +344,297 @@ static int lower_pair(const lower_st *L, int p, const action *a, ev *x)
     return -1;
 }
 
+/* The writer of one worker's lowered list. With L->fused it also places the optimizer
+ * STEPs and fills the weight versions as it writes, as sched_place_steps and
+ * sched_assign_versions would (see lower_lists): a STEP anchored at compute i (the last
+ * backward end of its group) goes before the first compute after i, past the transfers
+ * that follow i; several at one anchor, the later stage first, a stage's own in order. */
+typedef struct emitter {
+    const lower_st *L;
+    int w;
+    const action *src;           /* the worker's compute order */
+    action *dst;                 /* the list being written */
+    int o;                       /* actions written */
+    const sched_step_at *at;     /* the STEPs to place (kinds that step per iteration) */
+    int nat, q;                  /* their count; the next to place */
+    const int *hs;               /* the worker's stages, by rank (at[].rank) */
+    int pend;                    /* kinds that step each round: the stage whose STEP waits,
+                                    or -1 */
+    double freet;                /* fused: when the last compute timed by emit_start ends */
+} emitter;
+
+/* The start of compute i of the worker, asked for each i in order: as lower_time found
+ * it, read from L->start, or, fused (no all-reduce: a compute waits only for its worker
+ * and the one input it takes), timed again the same way from the ends it waits for. */
+static double emit_start(emitter *E, int i)
+{
+    const lower_st *L = E->L;
+    if (L->start[E->w]) return L->start[E->w][i];
+    const action *a = &E->src[i];
+    int st = a->stage, T = L->T;
+    size_t k = (size_t)st * T + a->microbatch;
+    double ready = E->freet;
+    if (a->kind == ACT_F && st > 0) {
+        if (L->fend[k - T] > ready) ready = L->fend[k - T];
+    } else if ((a->kind == ACT_B || a->kind == ACT_I) && st < L->S - 1) {
+        if (L->bend[k + T] > ready) ready = L->bend[k + T];
+    }
+    E->freet = ready + dur_of(a, L->cost, L->tiny);
+    return ready;
+}
+
+static void put_step(emitter *E, int st)
+{
+    action a = act_make(ACT_STEP, st, -1);
+    a.version = ++E->L->cur[st];
+    E->dst[E->o++] = a;
+}
+
+/* Places the STEPs anchored before compute `before` (INT_MAX: all that are left). */
+static void put_steps(emitter *E, int before)
+{
+    if (!E->L->fused) return;
+    while (E->q < E->nat && E->at[E->q].after < before) put_step(E, E->hs[E->at[E->q++].rank]);
+    if (E->pend >= 0) {
+        put_step(E, E->pend);
+        E->pend = -1;
+    }
+}
+
+/* Writes compute i of the order (with its version when fused). */
+static void put_compute(emitter *E, int i)
+{
+    const lower_st *L = E->L;
+    put_steps(E, i);
+    action a = E->src[i];
+    if (L->fused) {
+        size_t k = (size_t)a.stage * L->T + a.microbatch;
+        if (a.kind == ACT_F) {
+            a.version = L->fver[k] = L->cur[a.stage];
+        } else {
+            a.version = L->fver[k] >= 0 ? L->fver[k] : 0;
+            if (L->each && act_is_bwd_end(a.kind) && sched_hosts(L->s, E->w, a.stage))
+                E->pend = a.stage;
+        }
+    }
+    E->dst[E->o++] = a;
+}
+
+/* Writes event key of the worker (a compute, or one end of a transfer). */
+static void put_ev(emitter *E, uint64_t key)
+{
+    if (key & EV_COMPUTE)
+        put_compute(E, (int)(key & ~EV_COMPUTE));
+    else
+        E->dst[E->o++] = ev_action(E->L, E->w, E->src, key);
+}
+
+/* The general way: every event of the worker (computes, each followed by its send, then
+ * the receives r[0..nr)) into one array, sorted (ev_sort) and written. 0, or -1 out of
+ * memory. */
+static int emit_sorted(emitter *E, const ev *r, int nr, int n)
+{
+    const lower_st *L = E->L;
+    ev *e = malloc(((size_t)n + (size_t)L->nsend[E->w] + (size_t)nr + 1) * sizeof *e);
+    if (!e) return -1;
+    int ne = 0;
+    ev x;
+    for (int i = 0; i < n; i++) {
+        e[ne++] = (ev){emit_start(E, i), EV_COMPUTE | (uint64_t)i};
+        if (act_is_compute(E->src[i].kind) && lower_pair(L, E->w, &E->src[i], &x) >= 0)
+            e[ne++] = x;
+    }
+    memcpy(e + ne, r, (size_t)nr * sizeof *e);
+    ne += nr;
+    if (ev_sort(e, ne)) {
+        free(e);
+        return -1;
+    }
+    for (int i = 0; i < ne; i++) put_ev(E, e[i].key);
+    put_steps(E, INT_MAX);
+    free(e);
+    return 0;
+}
+
+/* The quick way: the worker's computes, each followed by its send, form one ascending run
+ * (a compute starts no earlier than the one before it ends, when that one's send leaves;
+ * transfers sort before computes at one time), read straight from the order, and the
+ * receives r[0..nr) form at most FEW runs (one per producer); merged into the list, one
+ * pass, keeping each run's head at hand. Returns 0, or 1 when the runs are not as
+ * expected (an order timed with durations lost to rounding), nothing kept. */
+static int emit_merged(emitter *E, const ev *r, int nr, int n)
+{
+    enum { FEW = 8 };
+    const lower_st *L = E->L;
+    int rb[FEW + 2], at[FEW + 1], runs = 0;
+    rb[runs++] = 0;
+    for (int i = 1; i < nr && runs <= FEW; i++)
+        if (ev_cmp(&r[i - 1], &r[i]) > 0) rb[runs++] = i;
+    if (runs > FEW) return 1;
+    rb[runs] = nr;
+    double ht[FEW + 1];
+    uint64_t hk[FEW + 1];
+    int live[FEW + 1], nl = 0;
+    for (int q = 0; q < runs; q++) {
+        at[q] = rb[q];
+        if (rb[q] < rb[q + 1]) live[nl++] = q, ht[q] = r[rb[q]].t, hk[q] = r[rb[q]].key;
+    }
+    int i = 0, hasx = 0;
+    ev x = {0, 0}, last = {-1, 0}; /* the compute run's pending send; its last event */
+    double si = n ? emit_start(E, 0) : 0; /* the start of compute i */
+    while (i < n || hasx || nl) {
+        ev head = hasx ? x : (ev){si, EV_COMPUTE | (uint64_t)i};
+        int own = i < n || hasx, best = -1;
+        if (own && last.t >= 0 && ev_cmp(&last, &head) > 0) return 1;
+        for (int q = 0; q < nl; q++) {
+            int k = live[q];
+            if (best < 0 ? !own || ht[k] < head.t || (ht[k] == head.t && hk[k] < head.key)
+                         : ht[k] < ht[best] || (ht[k] == ht[best] && hk[k] < hk[best]))
+                best = k;
+        }
+        if (best < 0) { /* the compute run's head */
+            last = head;
+            if (hasx) {
+                E->dst[E->o++] = ev_action(L, E->w, E->src, x.key);
+                hasx = 0;
+            } else {
+                put_compute(E, i);
+                hasx = act_is_compute(E->src[i].kind) && lower_pair(L, E->w, &E->src[i], &x) >= 0;
+                if (++i < n) si = emit_start(E, i);
+            }
+            continue;
+        }
+        E->dst[E->o++] = ev_action(L, E->w, E->src, hk[best]);
+        if (++at[best] < rb[best + 1]) {
+            ht[best] = r[at[best]].t, hk[best] = r[at[best]].key;
+        } else {
+            int q = 0;
+            while (live[q] != best) q++;
+            live[q] = live[--nl];
+        }
+    }
+    put_steps(E, INT_MAX);
+    return 0;
+}
+
+/* The STEPs of worker w's stages hs[0..nh) for the kinds that step per iteration: group k
+ * of stage hs[r] anchored at its last backward end (L->gend, complete with the groups
+ * before it), sorted by anchor, the later stage first, then k. A new array of *nat (the
+ * caller frees it; NULL when none), or -1 out of memory. */
+static int emit_step_anchors(const lower_st *L, const int *hs, int nh, sched_step_at **out,
+                             int *nat)
+{
+    int it = L->s->iterations, n = 0;
+    sched_step_at *at = NULL;
+    *out = NULL, *nat = 0;
+    if (L->each || !nh) return 0;
+    at = malloc((size_t)nh * (size_t)it * sizeof *at);
+    if (!at) return -1;
+    for (int r = 0; r < nh; r++)
+        for (int k = 0, last = -1; k < it; k++) {
+            int p = L->gend[(size_t)hs[r] * it + k];
+            last = p > last ? p : last;
+            at[n++] = (sched_step_at){last, r, k};
+        }
+    if (n > 1) qsort(at, (size_t)n, sizeof *at, sched_step_at_cmp);
+    *out = at, *nat = n;
+    return 0;
+}
+
+/* Replaces worker w's compute order by its lowered list (computes at their times, the
+ * sends after their computes, the receives r[0..nr) where they land; with L->fused the
+ * STEPs and versions too), written into one new array of the final size. hs[0..nh): the
+ * stages w holds. Returns 0, or -1 out of memory. */
+static int emit_worker(const lower_st *L, int w, const ev *r, int nr, const int *hs, int nh)
+{
+    actvec *out = &L->lists[w];
+    int n = out->n, cap = n + L->nsend[w] + nr + 1 + L->room[w], rc = -1;
+    emitter E = {L, w, out->a, malloc((size_t)cap * sizeof(action)), 0, NULL, 0, 0, hs, -1, 0};
+    if (!E.dst) return -1;
+    if (L->fused) {
+        for (int st = 0; st < L->S; st++) L->cur[st] = 0;
+        if (emit_step_anchors(L, hs, nh, (sched_step_at **)&E.at, &E.nat)) goto done;
+    }
+    int r1 = emit_merged(&E, r, nr, n);
+    if (r1) { /* begin again the general way */
+        E.o = 0, E.q = 0, E.pend = -1, E.freet = 0;
+        for (int st = 0; L->fused && st < L->S; st++) L->cur[st] = 0;
+        if (emit_sorted(&E, r, nr, n)) goto done;
+    }
+    free(out->a);
+    out->a = E.dst, out->n = E.o, out->cap = cap;
+    E.dst = NULL;
+    rc = 0;
+done:
+    free(E.dst);
+    free((void *)E.at);
+    return rc;
+}
+
 /* Rewrites each worker's list: its computes at their times, and a SEND/RECV pair wherever
- * data crosses workers (sent when the producer ends). The events of worker w are pushed
- * as sorted runs: its computes in list order, each followed by its send (a compute
- * starts no earlier than the one before it ends, when that one's send leaves, and an F
- * sends at most one activation, a B or I at most one gradient: one run), then, walking
- * each producer p's list in order (its ends grow), the receives of p's sends onto their
- * consumer, so that w holds one more run per producer. Each worker's vector is sized
- * once. Returns 0, or -1 out of memory. */
+ * data crosses workers (sent when the producer ends). Walking each producer p's list in
+ * order (its ends grow), the receives of p's sends are pushed onto their consumer, so
+ * that a consumer holds one ascending run per producer; emit_worker merges them with the
+ * worker's own computes and sends. Returns 0, or -1 out of memory. */
 static int lower_emit(lower_st *L)
 {
     ev x;
-    /* at most one send per compute and one receive per compute that takes data (an F its
-     * input, a B or I its output gradient): 3 n bounds a worker's events, no pass needed
-     * to count them (the pages past what is written are not touched) */
-    for (int w = 0; w < L->W; w++)
-        L->evs[w].cap = 3 * L->lists[w].n;
-    for (int w = 0; w < L->W; w++) { /* computes, each followed by its send */
+    int rc = -1, *hs = malloc(((size_t)L->S + 1) * sizeof *hs);
+    if (!hs) return -1;
+    /* at most one receive per compute that takes data (an F its input, a B or I its
+     * output gradient): n bounds a worker's receives, no pass needed to count them (the
+     * pages past what is written are not touched) */
+    for (int w = 0; w < L->W; w++) {
         evvec *v = &L->evs[w];
+        v->cap = L->lists[w].n;
         v->e = malloc(((size_t)v->cap + 1) * sizeof *v->e);
-        if (!v->e) return -1;
-        for (int i = 0; i < L->lists[w].n; i++) {
-            v->e[v->n++] = (ev){L->start[w][i], EV_COMPUTE | (uint64_t)i};
-            if (act_is_compute(L->lists[w].a[i].kind) &&
-                lower_pair(L, w, &L->lists[w].a[i], &x) >= 0)
-                v->e[v->n++] = x;
-        }
+        if (!v->e) goto done;
     }
     for (int p = 0; p < L->W; p++) /* the receives, a run per producer */
         for (int i = 0; i < L->lists[p].n; i++) {
             const action *a = &L->lists[p].a[i];
             if (!act_is_compute(a->kind)) continue;
             int c = lower_pair(L, p, a, &x);
-            if (c >= 0) L->evs[c].e[L->evs[c].n++] = x;
+            if (c >= 0) L->evs[c].e[L->evs[c].n++] = x, L->nsend[p]++;
         }
     for (int w = 0; w < L->W; w++) {
-        if (ev_emit(L, w, &L->evs[w])) return -1;
+        int nh = 0;
+        for (int st = 0; L->fused && !L->each && st < L->S; st++)
+            if (sched_hosts(L->s, w, st)) hs[nh++] = st;
+        if (emit_worker(L, w, L->evs[w].e, L->evs[w].n, hs, nh)) goto done;
         free(L->evs[w].e); /* as it goes: the next worker's list may take its memory */
         L->evs[w].e = NULL;
     }
-    return 0;
+    rc = 0;
+done:
+    free(hs);
+    return rc;
 }
 
 /* Lowers each worker's compute-only list (lists[w], rewritten in place, with room[w]
  * actions to spare): checks it (lower_index), times it under cost (lower_time) and adds
- * the transfers (lower_emit). Returns 0, or -1 with err set (an order that cannot run,
- * out of memory). */
+ * the transfers (lower_emit); fused: also the STEPs and versions (an order with no STEP,
+ * no ALLREDUCE and no replicated stage). Returns 0, or -1 with err set (an order that
+ * cannot run, out of memory). */
 static int lower_compute(const schedule *s, actvec *lists, const double *cost,
-                         const int *room, plumb_err *err)
+                         const int *room, int fused, plumb_err *err)
 {
     int S = s->nstages, T = sched_total_mb(s), W = s->nworkers, rc = -1;
-    size_t ST = (size_t)S * (size_t)T;
+    size_t ST = (size_t)S * (size_t)T, SI = (size_t)S * (size_t)s->iterations;
     lower_st L = {s, lists, cost, S, T, W, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
-                  NULL, NULL, room, NULL, NULL, NULL, 1e-3, 0};
+                  NULL, NULL, room, NULL, NULL, NULL, 1e-3, 0, NULL, fused,
+                  sched_traits_of(s->kind)->step_each_round, NULL, NULL, NULL};
+    L.nsend = calloc((size_t)W + 1, sizeof *L.nsend);
+    if (fused) {
+        L.fver = malloc((ST + 1) * sizeof *L.fver), L.cur = malloc(((size_t)S + 1) * sizeof *L.cur);
+        L.gend = L.each ? NULL : malloc((SI + 1) * sizeof *L.gend);
+        if (!L.fver || !L.cur || (!L.each && !L.gend)) {
+            err_set(err, NULL, NULL, "out of memory");
+            goto done;
+        }
+        for (size_t i = 0; i < ST; i++) L.fver[i] = -1;
+        for (size_t i = 0; L.gend && i < SI; i++) L.gend[i] = -1;
+    }
     L.fw = malloc(ST * sizeof *L.fw), L.bw = malloc(ST * sizeof *L.bw);
     L.fend = malloc(ST * sizeof *L.fend), L.bend = malloc(ST * sizeof *L.bend);
     L.pc = calloc((size_t)W, sizeof *L.pc), L.arcnt = calloc((size_t)W * S, sizeof *L.arcnt);
@@ -719,7 +645,7 @@ static int lower_compute(const schedule *s, actvec *lists, const double *cost,
     L.arrived = calloc((size_t)S, sizeof *L.arrived);
     L.atar = calloc((size_t)W, sizeof *L.atar);
     if (!L.fw || !L.bw || !L.fend || !L.bend || !L.pc || !L.arcnt || !L.freet ||
-        !L.start || !L.evs || !L.arfast || !L.arrived || !L.atar) {
+        !L.start || !L.evs || !L.arfast || !L.arrived || !L.atar || !L.nsend) {
         err_set(err, NULL, NULL, "out of memory");
         goto done;
     }
@@ -753,6 +679,7 @@ static int lower_compute(const schedule *s, actvec *lists, const double *cost,
 done:
     free(L.fw), free(L.bw), free(L.fend), free(L.bend), free(L.pc);
     free(L.arcnt), free(L.freet), free(L.arfast), free(L.arrived), free(L.atar);
+    free(L.nsend), free(L.fver), free(L.cur), free(L.gend);
     if (L.start)
         for (int w = 0; w < W; w++) free(L.start[w]);
     free(L.start);
@@ -765,11 +692,16 @@ done:
 /* sched_lower, and *any_i |= 1 when some compute is an I. STEPs already in the order (an
  * imported file's) are taken out while the transfers are timed and put back after the
  * same compute action, past the sends that follow it, as sched_place_steps would place
- * them. */
-static int lower_lists(const schedule *s, actvec *lists, const double *cost, int *any_i,
-                       plumb_err *err)
+ * them. place: when the order has no STEP and no ALLREDUCE and no stage is replicated,
+ * also place the STEPs and fill the versions as the lists are written (what
+ * sched_place_steps and sched_assign_versions would do after it, one pass instead of
+ * three), and set *placed to 1; else *placed is 0. */
+static int lower_lists(const schedule *s, actvec *lists, const double *cost, int place,
+                       int *any_i, int *placed, plumb_err *err)
 {
     int W = s->nworkers, rc = -1, each = sched_traits_of(s->kind)->step_each_round;
+    int fused = place;
+    for (int st = 0; st < s->nstages && fused; st++) fused = s->replicas[st] == 1;
     actvec *steps = calloc((size_t)W, sizeof *steps);
     int *room = calloc((size_t)W + 1, sizeof *room);
     if (!steps || !room) {
@@ -782,24 +714,29 @@ static int lower_lists(const schedule *s, actvec *lists, const double *cost, int
          * more grows) */
         for (int st = 0; st < s->nstages && !each; st++)
             room[w] += sched_hosts(s, w, st) ? s->iterations : 0;
-        for (int i = 0; i < lists[w].n && each; i++)
-            room[w] += is_bwd_end(lists[w].a[i].kind);
-        int n = 0, kept = 0;
+        int n = 0, kept = 0, seen_i = 0;
         for (int i = 0; i < lists[w].n; i++) {
-            action a = lists[w].a[i];
-            *any_i |= a.kind == ACT_I;
-            if (a.kind == ACT_STEP) {
+            int k = lists[w].a[i].kind;
+            seen_i |= k == ACT_I;
+            room[w] += each && act_is_bwd_end(k);
+            fused &= k != ACT_ALLREDUCE;
+            if (k == ACT_STEP) {
+                action a = lists[w].a[i];
                 a.microbatch = kept; /* the anchor: compute actions before it */
                 if (actvec_push(&steps[w], a)) goto oom;
             } else {
-                lists[w].a[n++] = a;
+                if (n < i) lists[w].a[n] = lists[w].a[i]; /* written only once moved */
+                n++;
                 kept++;
             }
         }
+        *any_i |= seen_i;
         lists[w].n = n;
+        fused &= !steps[w].n;
     }
     for (int w = 0; w < W; w++) room[w] += steps[w].n;
-    if (lower_compute(s, lists, cost, room, err)) goto done;
+    if (lower_compute(s, lists, cost, room, fused, err)) goto done;
+    *placed = fused;
     for (int w = 0; w < W; w++) {
         if (!steps[w].n) continue;
         int *after = malloc((size_t)steps[w].n * sizeof *after);
@@ -818,7 +755,7 @@ static int lower_lists(const schedule *s, actvec *lists, const double *cost, int
             steps[w].a[q].microbatch = -1;
             if (q && after[q] < after[q - 1]) after[q] = after[q - 1];
         }
-        int bad = insert_after(&lists[w], after, steps[w].a, steps[w].n);
+        int bad = sched_insert_after(&lists[w], after, steps[w].a, steps[w].n);
         free(after);
         if (bad) goto oom;
     }
@@ -834,17 +771,19 @@ done:
 
 int sched_lower(const schedule *s, actvec *lists, const double *cost, plumb_err *err)
 {
-    int any_i = 0;
-    return lower_lists(s, lists, cost, &any_i, err);
+    int any_i = 0, placed = 0;
+    return lower_lists(s, lists, cost, 0, &any_i, &placed, err);
 }
 
 int sched_finish(schedule *s, actvec *lists, const double *cost, plumb_err *err)
 {
-    int any_i = 0;
+    int any_i = 0, placed = 0;
     if (sched_add_allreduce(s, lists, err)) return -1;
-    if (lower_lists(s, lists, cost, &any_i, err)) return -1;
-    if (sched_place_steps(s, lists, err)) return -1;
-    sched_assign_versions(s, lists);
+    if (lower_lists(s, lists, cost, 1, &any_i, &placed, err)) return -1;
+    if (!placed) {
+        if (sched_place_steps(s, lists, err)) return -1;
+        sched_assign_versions(s, lists);
+    }
     /* the lowering read every compute: whether the cost model needs I's costs is known
      * (the steps and versions add no compute) */
     s->backward_split = any_i ? SCHED_SPLIT_YES : SCHED_SPLIT_NO;

@@ -1290,7 +1290,7 @@ Test(schedule_inflight, bad_field_reported_as_by_validate)
         while (s->acts[1][last].microbatch < 0) last--;
         s->acts[2][1].stage = 99; /* a later worker, an earlier action */
         if (c == 0) s->acts[1][last].microbatch = 100000;
-        if (c == 1) s->acts[1][last].kind = 77;
+        if (c == 1) s->acts[1][last].kind = 15; /* no kind (the field's largest) */
         plumb_err ev = {{0}}, ei = {{0}};
         cr_assert_neq(schedule_validate(s, &ev), 0);
         cr_assert_neq(schedule_inflight(s, act, ver, &ei), 0);
@@ -1300,4 +1300,55 @@ Test(schedule_inflight, bad_field_reported_as_by_validate)
         free(act), free(ver);
         schedule_free(s);
     }
+}
+
+/* The lowering of a generated order places the STEPs and fills the versions as it writes
+ * (no replicated stage); the IR must be the one sched_lower then sched_place_steps and
+ * sched_assign_versions (the passes an imported file still takes) build from the same
+ * compute order and costs: every kind, 1 to 6 ranks, 1 to 9 microbatches, 1 to 3
+ * iterations, unit and uneven costs, and costs so far apart that a forward's end rounds
+ * to its start (its send then sorts before it: the lowering's general merge). */
+Test(schedule_lower, fused_steps_and_versions_as_the_passes)
+{
+    long checked = 0;
+    for (int k = 0; k < SCHED_NKINDS; k++)
+        for (int p = 1; p <= 6; p++)
+            for (int m = 1; m <= 9; m++)
+                for (int it = 1; it <= 3; it++)
+                    for (int c = 0; c < 3; c++) {
+                        int v = sched_kind_chunks((sched_kind)k), S = p * v;
+                        double cost[3 * 64];
+                        for (int st = 0; st < S; st++)
+                            for (int q = 0; q < 3; q++)
+                                cost[3 * st + q] = c == 0 ? 1
+                                    : c == 1 ? 1 + 0.37 * ((st * 7 + q * 3 + m) % 5)
+                                    : st == 0 && q == 0 ? 1e-9 : 1e9;
+                        sched_spec sp = {(sched_kind)k, 0, S, v, m, it, NULL, NULL};
+                        plumb_err e = {{0}};
+                        schedule *s = schedule_generate_costed(&sp, cost, &e);
+                        if (!s) continue; /* 2bw below its minimum */
+                        schedule *r = sched_alloc(&sp, &e);
+                        cr_assert(r, "%s", e.msg);
+                        actvec *l = calloc((size_t)r->nworkers, sizeof *l);
+                        cr_assert(l);
+                        for (int w = 0; w < s->nworkers; w++)
+                            for (int i = 0; i < s->len[w]; i++) {
+                                action a = s->acts[w][i];
+                                if (!act_is_compute(a.kind)) continue;
+                                a.version = -1;
+                                cr_assert_eq(actvec_push(&l[w], a), 0);
+                            }
+                        cr_assert_eq(sched_lower(r, l, cost, &e), 0, "%s", e.msg);
+                        cr_assert_eq(sched_place_steps(r, l, &e), 0, "%s", e.msg);
+                        sched_assign_versions(r, l);
+                        cr_assert_eq(sched_adopt(r, l, &e), 0);
+                        r->backward_split = s->backward_split;
+                        cr_assert(schedule_equal(s, r), "kind %d p=%d m=%d it=%d costs %d", k, p,
+                                  m, it, c);
+                        free(l);
+                        schedule_free(r);
+                        schedule_free(s);
+                        checked++;
+                    }
+    cr_assert_gt(checked, 1200, "checked %ld", checked);
 }

@@ -53,18 +53,27 @@ static schedule *gen(sched_kind k, int ranks, int chunks, int m, int iters, cons
     return s;
 }
 
+/* An action from its fields in schedule.h's old order (the struct's own order differs:
+ * kind, stage and peer_stage share one word). */
+#define ACTION(k, st, mb, v, pe, ps)                                                          \
+    {.kind = (k), .stage = (st), .microbatch = (mb), .version = (v), .peer = (pe),             \
+     .peer_stage = (ps)}
+
 Test(schedule_text, action_spellings)
 {
     struct {
         action a;
         const char *want;
     } cases[] = {
-        {{ACT_F, 0, 3, 0, -1, -1}, "0F3"},           {{ACT_B, 1, 2, 0, -1, -1}, "1B2"},
-        {{ACT_I, 2, 0, 0, -1, -1}, "2I0"},           {{ACT_W, 2, 0, 0, -1, -1}, "2W0"},
-        {{ACT_SEND_F, 0, 3, -1, 1, 1}, "0SEND_F3"},  {{ACT_RECV_F, 1, 3, -1, 0, 0}, "1RECV_F3"},
-        {{ACT_SEND_B, 1, 2, -1, 0, 0}, "1SEND_B2"},  {{ACT_RECV_B, 0, 2, -1, 1, 1}, "0RECV_B2"},
-        {{ACT_ALLREDUCE, 0, -1, -1, -1, -1}, "0REDUCE_GRAD"},
-        {{ACT_STEP, 12, -1, 4, -1, -1}, "12STEP"},   {{ACT_F, 10, 123, 0, -1, -1}, "10F123"},
+        {ACTION(ACT_F, 0, 3, 0, -1, -1), "0F3"}, {ACTION(ACT_B, 1, 2, 0, -1, -1), "1B2"},
+        {ACTION(ACT_I, 2, 0, 0, -1, -1), "2I0"}, {ACTION(ACT_W, 2, 0, 0, -1, -1), "2W0"},
+        {ACTION(ACT_SEND_F, 0, 3, -1, 1, 1), "0SEND_F3"},
+        {ACTION(ACT_RECV_F, 1, 3, -1, 0, 0), "1RECV_F3"},
+        {ACTION(ACT_SEND_B, 1, 2, -1, 0, 0), "1SEND_B2"},
+        {ACTION(ACT_RECV_B, 0, 2, -1, 1, 1), "0RECV_B2"},
+        {ACTION(ACT_ALLREDUCE, 0, -1, -1, -1, -1), "0REDUCE_GRAD"},
+        {ACTION(ACT_STEP, 12, -1, 4, -1, -1), "12STEP"},
+        {ACTION(ACT_F, 10, 123, 0, -1, -1), "10F123"},
     };
     char buf[48];
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -82,7 +91,7 @@ Test(schedule_text, parse_rejects_and_ignores)
 {
     action a;
     const char *bad[] = {"", "F3", "0X3", "0F", "0F3x", "0REDUCE_GRAD3", "-1F3", "0SEND_F",
-                         "0STEP1", "99999999F1", "0F1 2", "0f3"};
+                         "0STEP1", "99999999F1", "0F1 2", "0f3", "4096F0", "99999F1"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
         cr_assert_eq(action_parse(bad[i], &a), -1, "\"%s\" accepted", bad[i]);
     cr_assert_eq(action_parse("1UNSHARD", &a), 1);
