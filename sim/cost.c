@@ -235,10 +235,13 @@ void sim_cost_stage_tp3(const plan *pl, const sim_net *n, int st, sim_tp_times *
             t->b += overlap_exposed(cb, (in + wt) * ms_s, pl->tp);
             t->i += overlap_exposed(cb, in * ms_s, pl->tp);
         } else { /* backward: the input gradient's all-reduce while the weight gradient is
-                  * computed, only what outlasts it blocks; a split backward defers W, so
-                  * its I waits for the whole */
+                  * computed, only what outlasts it blocks; with sequence parallelism half
+                  * of the backward's collectives are that (the reduce-scatters of the input
+                  * gradients), the other half the all-gathers of the output gradients,
+                  * which block; a split backward defers W, so its I waits for all */
+            double async = pl->sequence_parallel ? cb / 2 : cb, g = wt * ms_s;
             t->f += cf;
-            t->b += cb > wt * ms_s ? cb - wt * ms_s : 0;
+            t->b += (cb - async) + (async > g ? async - g : 0);
             t->i += cb;
         }
     }

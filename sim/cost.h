@@ -61,7 +61,9 @@ typedef struct sim_tp_times {
  * c the time of its collectives in a pass and g the pass's compute on the group's device
  * (the profile's times x microbatch / minibatch / speed): tp_overlap none blocks c;
  * backward blocks max(0, c - W) of the backward's (the input-gradient all-reduce under the
- * weight-gradient GEMM; I, which a split backward runs without W, blocks c); full blocks
+ * weight-gradient GEMM; with sequence parallelism c / 2 + max(0, c / 2 - W), the
+ * output-gradient all-gathers blocking; I, which a split backward runs without W, blocks
+ * c); full blocks
  * max(0, c - g) + min(c, g) / tp in each pass (each collective pipelined with its GEMM in tp
  * chunks). All 0 when pl->tp <= 1. */
 void sim_cost_stage_tp3(const plan *pl, const sim_net *n, int st, sim_tp_times *t);

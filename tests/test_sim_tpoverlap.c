@@ -3,7 +3,8 @@
  * collectives' seconds in a pass (2 (t - 1) / t x bytes / bandwidth + 2 (t - 1) x latency
  * each) and g the pass's compute; "backward" blocks max(0, c - W) of the backward and all
  * of c in F and in a split backward's I; "full" blocks max(0, c - g) + min(c, g) / t in each
- * pass. One layer's collectives are shorter than its passes, the other's longer, so both
+ * pass (with sequence parallelism "backward" hides half of the backward's, the input
+ * gradients' reduce-scatters). One layer's collectives are shorter than its passes, the other's longer, so both
  * branches count. Also the plan file's round trip and its refusals. */
 #include <criterion/criterion.h>
 #include <math.h>
@@ -99,8 +100,21 @@ Test(sim_tpoverlap, exposed_time_by_hand)
          * zero-byte parameters is not asserted, only the difference to none below) */
         sim_report_free(r);
     }
-    /* the overlap shortens the iteration by what it hides */
+    /* backward with sequence parallelism: half of each layer's backward collectives are
+     * the input gradients' reduce-scatters (under W), half the output gradients'
+     * all-gathers (blocking) */
+    pl->prof->sequence_parallel = pl->sequence_parallel = 1;
+    pl->tp_overlap = TP_OVERLAP_BACKWARD;
     plumb_err e;
+    sim_report *sp = sim_run(pl, NULL, &e);
+    cr_assert_not_null(sp, "%s", e.msg);
+    double bsp = c0 / 2 + max0(c0 / 2 - w) + c1 / 2 + max0(c1 / 2 - w);
+    cr_expect(close_to(sp->stages[0].tp_comm_backward_s, bsp), "backward, SP: B %g, want %g",
+              sp->stages[0].tp_comm_backward_s, bsp);
+    cr_expect(close_to(sp->stages[0].tp_comm_forward_s, c0 + c1));
+    sim_report_free(sp);
+    pl->prof->sequence_parallel = pl->sequence_parallel = 0;
+    /* the overlap shortens the iteration by what it hides */
     pl->tp_overlap = TP_OVERLAP_NONE;
     sim_report *a = sim_run(pl, NULL, &e);
     cr_assert_not_null(a, "%s", e.msg);
