@@ -30,46 +30,52 @@ static char *chunked_names(char *buf, size_t n)
     return buf;
 }
 
+/* names[k] for 0 <= k < n, else "unknown"; and the index of name in names, or -1. */
+static const char *enum_name(const char *const *names, int n, int k)
+{
+    return k >= 0 && k < n ? names[k] : "unknown";
+}
+
+static int enum_parse(const char *const *names, int n, const char *name)
+{
+    for (int k = 0; name && k < n; k++)
+        if (strcmp(name, names[k]) == 0) return k;
+    return -1;
+}
+
 static const char *const opt_names[OPT_NKINDS] = { "sgd", "momentum", "adam" };
 
 const char *optimizer_kind_name(optimizer_kind k)
 {
-    return ((int)k >= 0 && k < OPT_NKINDS) ? opt_names[k] : "unknown";
+    return enum_name(opt_names, OPT_NKINDS, (int)k);
 }
 
 int optimizer_kind_parse(const char *name)
 {
-    for (int k = 0; name && k < OPT_NKINDS; k++)
-        if (strcmp(name, opt_names[k]) == 0) return k;
-    return -1;
+    return enum_parse(opt_names, OPT_NKINDS, name);
 }
 
 static const char *const recompute_names[RECOMPUTE_NKINDS] = { "none", "full", "selective" };
+static const char *const tp_overlap_names[TP_OVERLAP_NKINDS] = { "none", "backward", "full" };
 
 const char *recompute_kind_name(recompute_kind k)
 {
-    return ((int)k >= 0 && k < RECOMPUTE_NKINDS) ? recompute_names[k] : "unknown";
+    return enum_name(recompute_names, RECOMPUTE_NKINDS, (int)k);
 }
 
 int recompute_kind_parse(const char *name)
 {
-    for (int k = 0; name && k < RECOMPUTE_NKINDS; k++)
-        if (strcmp(name, recompute_names[k]) == 0) return k;
-    return -1;
+    return enum_parse(recompute_names, RECOMPUTE_NKINDS, name);
 }
-
-static const char *const tp_overlap_names[TP_OVERLAP_NKINDS] = { "none", "backward", "full" };
 
 const char *plan_tp_overlap_name(plan_tp_overlap k)
 {
-    return ((int)k >= 0 && k < TP_OVERLAP_NKINDS) ? tp_overlap_names[k] : "unknown";
+    return enum_name(tp_overlap_names, TP_OVERLAP_NKINDS, (int)k);
 }
 
 int plan_tp_overlap_parse(const char *name)
 {
-    for (int k = 0; name && k < TP_OVERLAP_NKINDS; k++)
-        if (strcmp(name, tp_overlap_names[k]) == 0) return k;
-    return -1;
+    return enum_parse(tp_overlap_names, TP_OVERLAP_NKINDS, name);
 }
 
 /* ---- lifetime ------------------------------------------------------------------------ */
