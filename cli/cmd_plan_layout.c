@@ -31,7 +31,8 @@ static const char usage_text[] =
     "                  [--sequence-parallel] [--zero 0|1 [--overlap-param-gather]]\n"
     "                  [--precision bf16|fp16|fp32]\n"
     "                  [--schedule KIND] [--seq-len S] [--attention standard|flash]\n"
-    "                  [--balance] [--p2p overlap|sync] [--json] [-o PLAN.json]\n"
+    "                  [--balance] [--p2p overlap|sync]\n"
+    "                  [--tp-overlap none|backward|full] [--json] [-o PLAN.json]\n"
     "       plumb plan --model FILE -c CLUSTER.json --gpus N --global-batch B [--search]\n"
     "                  [any of the options above, fixed] [--top K] [--json] [-o PLAN.json]\n"
     "\n"
@@ -76,6 +77,11 @@ static const char usage_text[] =
     "                          with compute) or sync (a send moves once its receiver has\n"
     "                          posted the receive, and the sender computes again only when\n"
     "                          it has arrived: Megatron-LM's blocking p2p; fixed layouts)\n"
+    "  --tp-overlap MODE       none (default: every tensor-parallel collective blocks),\n"
+    "                          backward (the input-gradient all-reduce under the weight-\n"
+    "                          gradient GEMM: Megatron-LM's asynchronous all-reduce) or full\n"
+    "                          (each collective pipelined with its GEMM in tp chunks:\n"
+    "                          --tp-comm-overlap); needs tp > 1 and a fixed layout\n"
     "  --search                search the dimensions not given even with --tp/--pp/--dp\n"
     "  --top K                 simulate the K best estimates in full (default %d)\n"
     "  --json                  print the simulator's report (plumb-sim-report/1); when\n"
@@ -86,12 +92,14 @@ static const char usage_text[] =
     "line; nothing written).\n";
 
 enum { O_MODEL = 1200, O_GPUS, O_TP, O_PP, O_DP, O_GB, O_MBS, O_V, O_RC, O_CKPT, O_SP, O_ZERO,
-       O_PREC, O_SCHED, O_SEQ, O_JSON, O_BALANCE, O_ATTN, O_SEARCH, O_TOP, O_P2P, O_OPG };
+       O_PREC, O_SCHED, O_SEQ, O_JSON, O_BALANCE, O_ATTN, O_SEARCH, O_TOP, O_P2P, O_OPG,
+       O_TPO };
 
 /* What the command line gave besides the layout options (the search's fixed ones). */
 typedef struct given {
     int mbs, interleave, recompute, sp, zero, schedule, search, top;
     int overlap_param_gather;  /* --overlap-param-gather (set on the built plan) */
+    int tp_overlap;            /* --tp-overlap (plan_tp_overlap; set on the built plan) */
 } given;
 
 /* Parses the options into o; 1 after --help, 2 after one line, else 0. */
@@ -114,6 +122,7 @@ static int parse(int argc, char **argv, layout3d_options *o, given *g, const cha
         {"search", no_argument, 0, O_SEARCH}, {"top", required_argument, 0, O_TOP},
         {"p2p", required_argument, 0, O_P2P},
         {"overlap-param-gather", no_argument, 0, O_OPG},
+        {"tp-overlap", required_argument, 0, O_TPO},
         {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
     const char *cmd = "plan";
     int c, v, seq;
@@ -196,6 +205,12 @@ static int parse(int argc, char **argv, layout3d_options *o, given *g, const cha
                 return cli_fail(cmd, "--p2p: expected overlap or sync (got \"%s\")", optarg);
             o->p2p_sync = !strcmp(optarg, "sync");
             break;
+        case O_TPO:
+            if (plan_tp_overlap_parse(optarg) < 0)
+                return cli_fail(cmd, "--tp-overlap: expected none, backward or full (got "
+                                "\"%s\")", optarg);
+            g->tp_overlap = plan_tp_overlap_parse(optarg);
+            break;
         case 'h': printf(usage_text, SEARCH3D_SIMULATE); return 1;
         default: return 2;
         }
@@ -214,6 +229,12 @@ static int parse(int argc, char **argv, layout3d_options *o, given *g, const cha
     if (g->overlap_param_gather && (g->search || (o->tp > 0) + (o->pp > 0) + (o->dp > 0) < 2))
         return cli_fail(cmd, "--overlap-param-gather: expected a fixed layout (two of --tp, "
                         "--pp, --dp; the search prices the ring with the backward)");
+    if (g->tp_overlap && (g->search || (o->tp > 0) + (o->pp > 0) + (o->dp > 0) < 2))
+        return cli_fail(cmd, "--tp-overlap: expected a fixed layout (two of --tp, --pp, --dp; "
+                        "the search prices blocking collectives)");
+    if (g->tp_overlap && o->tp < 2)
+        return cli_fail(cmd, "--tp-overlap: expected --tp 2 or more (no tensor-parallel "
+                        "collectives to overlap) (got --tp %d)", o->tp > 0 ? o->tp : 1);
     return 0;
 }
 
@@ -260,9 +281,12 @@ static void print_text(const plan *pl, const layout3d_dims *d, const sim_report 
         printf("schedule %s is %s: it changes training semantics\n", tr->name, tr->semantics);
     printf("recompute %s", recompute_kind_name((recompute_kind)pl->recompute));
     if (pl->recompute == RECOMPUTE_FULL) printf(" (every %d blocks)", pl->checkpoint_layers);
-    printf(", sequence parallel %s, zero %d%s, %s\n", pl->sequence_parallel ? "on" : "off",
+    printf(", sequence parallel %s, zero %d%s, %s", pl->sequence_parallel ? "on" : "off",
            pl->zero, pl->overlap_param_gather ? " (parameter all-gather under the forward)" : "",
            dev_precision_name(pl->precision));
+    if (pl->tp_overlap != TP_OVERLAP_NONE)
+        printf(", tp overlap %s", plan_tp_overlap_name(pl->tp_overlap));
+    printf("\n");
     printf("global batch %d sequences of %lld tokens: %d microbatches of %d, %d per replica\n",
            plan_minibatch(pl), p->tokens_per_sample, pl->microbatches, pl->microbatch_size,
            pl->microbatches / d->dp);
@@ -470,6 +494,7 @@ int cmd_plan_layout(int argc, char **argv)
     if (layout3d_resolve(t, cl, cpath, &o, &d, &err)) goto bad;
     if (!(pl = layout3d_build(t, cl, cpath, &o, &err))) goto bad;
     pl->overlap_param_gather = g.overlap_param_gather;
+    pl->tp_overlap = (plan_tp_overlap)g.tp_overlap;
     const sched_traits *tr = sched_traits_of(pl->schedule);
     if (pl->overlap_param_gather && tr->async) {
         cli_fail("plan", "--overlap-param-gather: expected a synchronous schedule (got %s, "

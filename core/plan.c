@@ -30,32 +30,52 @@ static char *chunked_names(char *buf, size_t n)
     return buf;
 }
 
+/* names[k] for 0 <= k < n, else "unknown"; and the index of name in names, or -1. */
+static const char *enum_name(const char *const *names, int n, int k)
+{
+    return k >= 0 && k < n ? names[k] : "unknown";
+}
+
+static int enum_parse(const char *const *names, int n, const char *name)
+{
+    for (int k = 0; name && k < n; k++)
+        if (strcmp(name, names[k]) == 0) return k;
+    return -1;
+}
+
 static const char *const opt_names[OPT_NKINDS] = { "sgd", "momentum", "adam" };
 
 const char *optimizer_kind_name(optimizer_kind k)
 {
-    return ((int)k >= 0 && k < OPT_NKINDS) ? opt_names[k] : "unknown";
+    return enum_name(opt_names, OPT_NKINDS, (int)k);
 }
 
 int optimizer_kind_parse(const char *name)
 {
-    for (int k = 0; name && k < OPT_NKINDS; k++)
-        if (strcmp(name, opt_names[k]) == 0) return k;
-    return -1;
+    return enum_parse(opt_names, OPT_NKINDS, name);
 }
 
 static const char *const recompute_names[RECOMPUTE_NKINDS] = { "none", "full", "selective" };
+static const char *const tp_overlap_names[TP_OVERLAP_NKINDS] = { "none", "backward", "full" };
 
 const char *recompute_kind_name(recompute_kind k)
 {
-    return ((int)k >= 0 && k < RECOMPUTE_NKINDS) ? recompute_names[k] : "unknown";
+    return enum_name(recompute_names, RECOMPUTE_NKINDS, (int)k);
 }
 
 int recompute_kind_parse(const char *name)
 {
-    for (int k = 0; name && k < RECOMPUTE_NKINDS; k++)
-        if (strcmp(name, recompute_names[k]) == 0) return k;
-    return -1;
+    return enum_parse(recompute_names, RECOMPUTE_NKINDS, name);
+}
+
+const char *plan_tp_overlap_name(plan_tp_overlap k)
+{
+    return enum_name(tp_overlap_names, TP_OVERLAP_NKINDS, (int)k);
+}
+
+int plan_tp_overlap_parse(const char *name)
+{
+    return enum_parse(tp_overlap_names, TP_OVERLAP_NKINDS, name);
 }
 
 /* ---- lifetime ------------------------------------------------------------------------ */
@@ -250,7 +270,7 @@ int plan_equal(const plan *a, const plan *b)
         a->sequence_parallel != b->sequence_parallel || a->zero != b->zero ||
         a->precision != b->precision || a->p2p_sync != b->p2p_sync ||
         a->overlap_param_gather != b->overlap_param_gather ||
-        a->nstages != b->nstages)
+        a->tp_overlap != b->tp_overlap || a->nstages != b->nstages)
         return 0;
     for (int s = 0; s < a->nstages; s++) {
         const plan_stage *x = &a->stages[s], *y = &b->stages[s];
@@ -453,6 +473,12 @@ int plan_validate(const plan *pl, const char *file, plumb_err *err)
         return err_set(err, file, "overlap_param_gather", "expected false with schedule %s "
                        "(asynchronous: its forwards run ahead of the step) (got true)",
                        tr->name);
+    if ((int)pl->tp_overlap < 0 || pl->tp_overlap >= TP_OVERLAP_NKINDS)
+        return err_set(err, file, "tp_overlap", "expected none, backward or full (got %d)",
+                       (int)pl->tp_overlap);
+    if (pl->tp_overlap != TP_OVERLAP_NONE && pl->tp < 2)
+        return err_set(err, file, "tp_overlap", "expected none with tp 1 (no tensor-parallel "
+                       "collectives to overlap) (got %s)", plan_tp_overlap_name(pl->tp_overlap));
     if ((int)pl->precision < 0 || pl->precision >= DEV_NPREC)
         return err_set(err, file, "precision", "expected fp32, tf32, bf16 or fp16 (got %d)",
                        (int)pl->precision);
@@ -487,6 +513,7 @@ static const char *const ROOT_KEYS[] = { "format", "profile", "cluster", "schedu
                                          "optimizer", "stages", "predicted", "planner_config",
                                          "checkpoint_layers", "tp", "sequence_parallel",
                                          "zero", "overlap_param_gather", "precision", "p2p",
+                                         "tp_overlap",
                                          NULL };
 static const char *const STAGE_KEYS[] = { "first_layer", "last_layer", "replicas", "devices",
                                           "compute_s", "comm_s", NULL };
@@ -675,6 +702,21 @@ static int load_p2p(const jctx *jc, const cJSON *root, plan *pl)
                    json_describe(v, got, sizeof got));
 }
 
+/* "tp_overlap": "none" (the default), "backward" or "full" (sim/cost.c). */
+static int load_tp_overlap(const jctx *jc, const cJSON *root, plan *pl)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, "tp_overlap");
+    char got[96];
+    pl->tp_overlap = TP_OVERLAP_NONE;
+    if (!v) return 0;
+    if (cJSON_IsString(v) && plan_tp_overlap_parse(v->valuestring) >= 0) {
+        pl->tp_overlap = (plan_tp_overlap)plan_tp_overlap_parse(v->valuestring);
+        return 0;
+    }
+    return err_set(jc->err, jc->file, "tp_overlap", "expected none, backward or full (got %s)",
+                   json_describe(v, got, sizeof got));
+}
+
 plan *plan_from_json(const cJSON *root, const char *file, plumb_err *err)
 {
     jctx jc = { file, err };
@@ -719,6 +761,7 @@ plan *plan_from_json(const cJSON *root, const char *file, plumb_err *err)
     if (json_get_int(&jc, root, "", "zero", 0, 0, 1, &x)) goto fail;
     pl->zero = (int)x;
     if (load_p2p(&jc, root, pl)) goto fail;
+    if (load_tp_overlap(&jc, root, pl)) goto fail;
     if (json_get_bool(&jc, root, "", "overlap_param_gather", 0, &pl->overlap_param_gather))
         goto fail;
     s = "fp32";
@@ -790,6 +833,8 @@ cJSON *plan_to_json(const plan *pl)
         (pl->sequence_parallel && !cJSON_AddBoolToObject(root, "sequence_parallel", 1)) ||
         (pl->zero && !json_add_num(root, "zero", pl->zero)) ||
         (pl->p2p_sync && !cJSON_AddStringToObject(root, "p2p", "sync")) ||
+        (pl->tp_overlap != TP_OVERLAP_NONE &&
+         !cJSON_AddStringToObject(root, "tp_overlap", plan_tp_overlap_name(pl->tp_overlap))) ||
         (pl->overlap_param_gather &&
          !cJSON_AddBoolToObject(root, "overlap_param_gather", 1)) ||
         (pl->precision != DEV_FP32 &&

@@ -58,6 +58,16 @@ typedef enum recompute_kind {
 const char *recompute_kind_name(recompute_kind k);  /* "none", "full", "selective" */
 int recompute_kind_parse(const char *name);         /* -1 when unknown */
 
+/* Tensor-parallel communication against the GEMMs (sim/cost.c, docs/sim.md). */
+typedef enum plan_tp_overlap {
+    TP_OVERLAP_NONE = 0,     /* every collective blocks its rank */
+    TP_OVERLAP_BACKWARD,     /* the backward's collectives under the weight-gradient GEMM */
+    TP_OVERLAP_FULL,         /* every collective pipelined with its adjacent GEMM in chunks */
+    TP_OVERLAP_NKINDS
+} plan_tp_overlap;
+const char *plan_tp_overlap_name(plan_tp_overlap k); /* "none", "backward", "full" */
+int plan_tp_overlap_parse(const char *name);         /* -1 when unknown */
+
 typedef struct plan_stage {
     int first_layer, last_layer; /* inclusive range in the profile's layer order */
     int replicas;                /* data-parallel copies, >= 1; each is one device, or with
@@ -96,6 +106,13 @@ typedef struct plan {
                                     only for the buckets it reaches (Megatron-Core's
                                     --overlap-param-gather); 0: one ring all-reduce with
                                     the last backward (docs/sim.md) */
+    plan_tp_overlap tp_overlap;  /* the tensor-parallel collectives against the GEMMs
+                                    (the file's "tp_overlap"; sim/cost.c): NONE (default,
+                                    every collective blocks), BACKWARD (the input-gradient
+                                    all-reduce under the weight-gradient GEMM, Megatron-LM's
+                                    asynchronous all-reduce) or FULL (each collective
+                                    pipelined with its adjacent GEMM in chunks, Transformer
+                                    Engine's --tp-comm-overlap); not NONE only with tp > 1 */
     dev_precision precision;     /* of weights and activations (the profile's bytes);
                                     bf16/fp16: mixed precision, with fp32 gradients, fp32
                                     master weights and fp32 optimizer state; fp32/tf32

@@ -9,7 +9,10 @@
  *  - recompute: full, the forward runs again before the backward (added to B and to I);
  *    selective, the layers' selective parts (selective_recompute_ms) do;
  *  - tensor parallelism (plan tp > 1): each layer's collectives, a ring over the group's
- *    devices (sim_cost_tp_s), inside F and inside B and I (blocking, as Megatron-LM's);
+ *    devices (sim_cost_tp_s), inside F and inside B and I: blocking by default; with the
+ *    plan's tp_overlap "backward" the backward's beyond the layer's weight-gradient time,
+ *    with "full" each layer's beyond its pass's time plus one of tp chunks
+ *    (sim_cost_stage_tp3);
  *  - transfers: the activation bytes crossing the cut after a stage (for a chain, the last
  *    layer's output; for a DAG every tensor with a consumer beyond the cut), scaled the same;
  *    with tp > 1 and no sequence parallelism a rank sends 1 / tp of them;
@@ -177,15 +180,26 @@ double sim_cost_tp_s(const sim_net *n, int first_device, int tp, double bytes, i
     return rc ? 0 : per_byte * bytes + fixed * collectives;
 }
 
-void sim_cost_stage_tp(const plan *pl, const sim_net *n, int st, double *fwd_s, double *bwd_s)
+/* Seconds of a collective of c seconds pipelined in k chunks with a GEMM of g seconds that
+ * its rank would wait for anyway: what it adds beyond the GEMM, the longer of the two less
+ * the GEMM plus one chunk of the shorter (the pipeline's fill and drain). */
+static double overlap_exposed(double c, double g, int k)
+{
+    if (!(c > 0)) return 0;
+    if (!(g > 0)) return c;
+    return (c > g ? c - g : 0) + (c < g ? c : g) / (k > 1 ? k : 1);
+}
+
+void sim_cost_stage_tp3(const plan *pl, const sim_net *n, int st, sim_tp_times *t)
 {
     const profile *p = pl->prof;
     const plan_stage *ps = &pl->stages[st];
     double scale = (double)pl->microbatch_size / (p->minibatch > 0 ? p->minibatch : 1);
+    memset(t, 0, sizeof *t);
+    if (pl->tp <= 1 || !ps->devices || ps->replicas < 1) return;
+    /* the blocking sums as always (tp_overlap none, and the collectives' own time) */
     double fb = 0, bb = 0;
     int nf = 0, nb = 0;
-    *fwd_s = *bwd_s = 0;
-    if (pl->tp <= 1 || !ps->devices || ps->replicas < 1) return;
     for (int l = ps->first_layer; l <= ps->last_layer && l < p->nlayers; l++) {
         const profile_layer *L = &p->layers[l];
         if (profile_layer_is_input(L) || !(L->tp_collective_bytes > 0)) continue;
@@ -194,8 +208,51 @@ void sim_cost_stage_tp(const plan *pl, const sim_net *n, int st, double *fwd_s, 
         nf += L->tp_forward_collectives;
         nb += L->tp_backward_collectives;
     }
-    *fwd_s = sim_cost_tp_s(n, ps->devices[0], pl->tp, fb * scale, nf);
-    *bwd_s = sim_cost_tp_s(n, ps->devices[0], pl->tp, bb * scale, nb);
+    t->comm_f = t->f = sim_cost_tp_s(n, ps->devices[0], pl->tp, fb * scale, nf);
+    t->comm_b = t->b = t->i = sim_cost_tp_s(n, ps->devices[0], pl->tp, bb * scale, nb);
+    if (pl->tp_overlap == TP_OVERLAP_NONE || !(t->comm_f > 0 || t->comm_b > 0)) return;
+    /* overlapped: per layer, its collectives against its own passes' compute on the
+     * group's device (the profile's ms x scale / speed) */
+    int small[64], *devs = pl->tp <= 64 ? small : malloc((size_t)pl->tp * sizeof *devs);
+    double per_byte = 0, fixed = 0;
+    if (!devs) return; /* out of memory: blocking, as above */
+    for (int i = 0; i < pl->tp; i++) devs[i] = ps->devices[0] + i;
+    int rc = sim_net_ring(n, devs, pl->tp, &per_byte, &fixed);
+    if (devs != small) free(devs);
+    if (rc) return;
+    const device_type *dt = pl->clus ? cluster_device_type(pl->clus, ps->devices[0]) : NULL;
+    double ms_s = scale / 1e3 / (dt && dt->speed > 0 ? dt->speed : 1);
+    t->f = t->b = t->i = 0;
+    for (int l = ps->first_layer; l <= ps->last_layer && l < p->nlayers; l++) {
+        const profile_layer *L = &p->layers[l];
+        if (profile_layer_is_input(L) || !(L->tp_collective_bytes > 0)) continue;
+        double one = per_byte * L->tp_collective_bytes * scale + fixed;
+        double cf = L->tp_forward_collectives * one, cb = L->tp_backward_collectives * one;
+        double in = L->backward_input_ms >= 0 ? L->backward_input_ms : L->backward_ms / 2;
+        double wt = L->backward_weight_ms >= 0 ? L->backward_weight_ms : L->backward_ms / 2;
+        if (pl->tp_overlap == TP_OVERLAP_FULL) {
+            t->f += overlap_exposed(cf, L->forward_ms * ms_s, pl->tp);
+            t->b += overlap_exposed(cb, (in + wt) * ms_s, pl->tp);
+            t->i += overlap_exposed(cb, in * ms_s, pl->tp);
+        } else { /* backward: the input gradient's all-reduce while the weight gradient is
+                  * computed, only what outlasts it blocks; with sequence parallelism half
+                  * of the backward's collectives are that (the reduce-scatters of the input
+                  * gradients), the other half the all-gathers of the output gradients,
+                  * which block; a split backward defers W, so its I waits for all */
+            double async = pl->sequence_parallel ? cb / 2 : cb, g = wt * ms_s;
+            t->f += cf;
+            t->b += (cb - async) + (async > g ? async - g : 0);
+            t->i += cb;
+        }
+    }
+}
+
+void sim_cost_stage_tp(const plan *pl, const sim_net *n, int st, double *fwd_s, double *bwd_s)
+{
+    sim_tp_times t;
+    sim_cost_stage_tp3(pl, n, st, &t);
+    *fwd_s = t.f;
+    *bwd_s = t.b;
 }
 
 /* The factor worker_scale of stage st's first replica has without the straggler: what a
@@ -249,14 +306,15 @@ static void price_stage(sim_model *m, const plan *pl, const schedule *s, const s
     a[SIM_C_I] = S.in * scale / 1e3;
     a[SIM_C_W] = S.wt * scale / 1e3;
     a[SIM_C_STEP] = 0;
-    /* tensor-parallel collectives: blocking, inside F and the input-gradient half */
-    double tpf, tpb;
-    sim_cost_stage_tp(pl, net, st, &tpf, &tpb);
-    if (tpf > 0 || tpb > 0) {
+    /* tensor-parallel collectives: what of them blocks (all unless the plan overlaps
+     * them, sim_cost_stage_tp3), inside F and B and the input-gradient half */
+    sim_tp_times tp;
+    sim_cost_stage_tp3(pl, net, st, &tp);
+    if (tp.f > 0 || tp.b > 0 || tp.i > 0) {
         double cs = comm_scale(m, s, st, straggler_device, straggler_factor);
-        a[SIM_C_F] += tpf / cs;
-        a[SIM_C_B] += tpb / cs;
-        a[SIM_C_I] += tpb / cs;
+        a[SIM_C_F] += tp.f / cs;
+        a[SIM_C_B] += tp.b / cs;
+        a[SIM_C_I] += tp.i / cs;
     }
     if (full) { /* the forward again, its collectives too */
         a[SIM_C_B] += a[SIM_C_F];

@@ -51,6 +51,23 @@ double sim_cost_tp_s(const sim_net *n, int first_device, int tp, double bytes, i
  * I). Both 0 when pl->tp <= 1. */
 void sim_cost_stage_tp(const plan *pl, const sim_net *n, int st, double *fwd_s, double *bwd_s);
 
+/* Stage st's tensor-parallel collectives of one microbatch (sim_cost_stage_tp3). */
+typedef struct sim_tp_times {
+    double f, b, i;        /* seconds that block F, B and the split backward's I */
+    double comm_f, comm_b; /* the collectives' own seconds, forward and backward */
+} sim_tp_times;
+
+/* Fills *t for plan stage st (its first replica's group, the plan's microbatch). Per layer,
+ * c the time of its collectives in a pass and g the pass's compute on the group's device
+ * (the profile's times x microbatch / minibatch / speed): tp_overlap none blocks c;
+ * backward blocks max(0, c - W) of the backward's (the input-gradient all-reduce under the
+ * weight-gradient GEMM; with sequence parallelism c / 2 + max(0, c / 2 - W), the
+ * output-gradient all-gathers blocking; I, which a split backward runs without W, blocks
+ * c); full blocks
+ * max(0, c - g) + min(c, g) / tp in each pass (each collective pipelined with its GEMM in tp
+ * chunks). All 0 when pl->tp <= 1. */
+void sim_cost_stage_tp3(const plan *pl, const sim_net *n, int st, sim_tp_times *t);
+
 /* Memory bandwidth (bytes/s) the optimizer step of a device of type t runs at: a known
  * device's (matched by name: H200 4.8 TB/s, H100 3.35, A100 2.0, V100 0.9, P100 0.73,
  * Titan X 0.48, "cpu" 10 GB/s), else SIM_MEM_BYTES_PER_FLOP x its peak FLOP/s, else

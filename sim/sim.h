@@ -120,9 +120,11 @@ typedef struct sim_stage_report {
     double parameter_bytes;
     double activation_bytes;               /* stashed per in-flight microbatch */
     double allreduce_s;                    /* ring all-reduce time alone (0 when r = 1) */
-    double tp_comm_forward_s;              /* tensor-parallel collectives inside forward_s */
+    double tp_comm_forward_s;              /* tensor-parallel collectives inside forward_s
+                                              (what blocks of them: plan tp_overlap) */
     double tp_comm_backward_s;             /* ... inside backward_s and input_grad_s (with
-                                              full recompute the forward's again too) */
+                                              full recompute the forward's again too;
+                                              with tp_overlap I may hold more) */
     int weight_versions;                   /* from schedule_inflight */
     int max_inflight;                      /* from schedule_inflight */
 } sim_stage_report;

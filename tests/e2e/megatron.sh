@@ -20,7 +20,12 @@ set -u
 P=${PLUMB:-./plumb}
 d=$(mktemp -d)
 trap 'rm -rf "$d"' EXIT
-A100=profiles/clusters/dgx-a100-80g.json
+A100=${A100:-profiles/clusters/dgx-a100-80g.json}
+# Megatron-LM of 2022 (the Korthikanti rows, k22-*) runs the input gradient's all-reduce of
+# a column-parallel layer under its weight-gradient GEMM (--async-tensor-model-parallel-
+# allreduce, on by default): --tp-overlap backward on those rows with tp > 1
+# (MEGATRON_TPO_K22=none prices it blocking); the 2021 code (SC21) blocks.
+TPO_K22=${MEGATRON_TPO_K22:-none}
 DATA=tests/data/megatron
 MODELS=examples/llm/megatron
 TABLES=${MEGATRON_TABLES:-"$DATA/sc21-table1.tsv $DATA/korthikanti2022.tsv"}
@@ -84,6 +89,8 @@ for tsv in $TABLES; do
             --zero "$zero" --precision "$prec" --p2p "${p2p:-overlap}" --json)
         [ "$il" != 1 ] && args+=(--interleave "$il")
         [ "$sp" = 1 ] && args+=(--sequence-parallel)
+        case $run in k22-*) tpo=$TPO_K22 ;; *) tpo=none ;; esac
+        [ "$tp" -gt 1 ] && [ "$tpo" != none ] && args+=(--tp-overlap "$tpo")
         t0=$(date +%s%N)
         if "$P" "${args[@]}" >"$d/$n.json" 2>"$d/$n.err"; then
             echo $(($(date +%s%N) - t0)) >"$d/$n.wall"
