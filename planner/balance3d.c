@@ -38,6 +38,7 @@ static int price_on(const plan *pl, const sim_net *net, int dev, double *out, pl
     probe->tp = pl->tp;
     probe->sequence_parallel = pl->sequence_parallel;
     probe->zero = pl->zero;
+    probe->tp_overlap = pl->tp_overlap; /* what of the collectives blocks, as in the run */
     probe->precision = pl->precision;
     probe->optimizer = pl->optimizer;
     /* one worker per layer, one microbatch: the cost model needs the stages' workers */

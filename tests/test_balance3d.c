@@ -146,11 +146,12 @@ static double brute(plan *pl, int *count, int k, int left)
 }
 
 /* slow_server >= 0: that server's devices compute at a third of the speed. */
-static void check_against_brute(int tp, int pp, int v, int recompute, int vocab,
-                                int slow_server)
+static void check_against_brute_ovl(int tp, int pp, int v, int recompute, int vocab,
+                                    int slow_server, plan_tp_overlap ovl)
 {
     transformer *t = head_model(vocab, 8, 512);
     plan *pl = build(t, tp, pp, v, recompute, 8);
+    pl->tp_overlap = ovl;
     if (slow_server >= 0) own_type(pl, slow_server, "A100-slow", 1.0 / 3, 0);
     plumb_err err = {{0}};
     double *cost = layout3d_layer_costs(pl, &err);
@@ -171,6 +172,12 @@ static void check_against_brute(int tp, int pp, int v, int recompute, int vocab,
     transformer_free(t);
 }
 
+static void check_against_brute(int tp, int pp, int v, int recompute, int vocab,
+                                int slow_server)
+{
+    check_against_brute_ovl(tp, pp, v, recompute, vocab, slow_server, TP_OVERLAP_NONE);
+}
+
 Test(balance3d, dp_equals_brute_force_over_simulated_splits)
 {
     check_against_brute(1, 4, 1, RECOMPUTE_NONE, 32000, -1); /* not even */
@@ -178,6 +185,14 @@ Test(balance3d, dp_equals_brute_force_over_simulated_splits)
     check_against_brute(1, 2, 2, RECOMPUTE_SELECTIVE, 20000, -1); /* interleaved: 4 on 2 */
     check_against_brute(4, 2, 1, RECOMPUTE_NONE, 1000, -1);  /* a light head */
     check_against_brute(8, 4, 1, RECOMPUTE_FULL, 6000, 2);   /* rank 2 on a slow server */
+}
+
+/* The layer costs price the plan's tensor-parallel overlap as the simulator does (the probe
+ * carries tp_overlap): else the program balances blocking collectives the runs do not have. */
+Test(balance3d, dp_prices_the_tp_overlap_as_the_simulator)
+{
+    check_against_brute_ovl(2, 4, 1, RECOMPUTE_FULL, 6000, -1, TP_OVERLAP_FULL);
+    check_against_brute_ovl(4, 2, 1, RECOMPUTE_NONE, 1000, -1, TP_OVERLAP_BACKWARD);
 }
 
 /* Independent check of the split itself on costs written here: every split enumerated. */
