@@ -373,12 +373,32 @@ static void layout_text(const search3d_cand *c, char *buf, size_t n)
              c->o.sequence_parallel ? ", sequence parallel" : "", c->o.zero);
 }
 
-static void print_ranking(const search3d_result *r, int gpus, const char *noun)
+/* The runtime the search gave every candidate, one line; nothing at the default. */
+static void print_runtime(const search3d_options *so)
+{
+    if (so->tp_overlap == TP_OVERLAP_NONE && !so->overlap_param_gather && !so->p2p_sync) return;
+    printf("runtime of every layout:");
+    const char *sep = " ";
+    if (so->tp_overlap != TP_OVERLAP_NONE) {
+        printf("%stp overlap %s (tp > 1)", sep, plan_tp_overlap_name(so->tp_overlap));
+        sep = ", ";
+    }
+    if (so->overlap_param_gather) {
+        printf("%sparameter all-gather under the forward (zero 1)", sep);
+        sep = ", ";
+    }
+    if (so->p2p_sync) printf("%sp2p sync", sep);
+    printf("\n");
+}
+
+static void print_ranking(const search3d_result *r, const search3d_options *so, int gpus,
+                          const char *noun)
 {
     char lay[160], why[512], pk[32], cap[32];
     printf("plumb plan: searched %lld layouts on %d %ss (%lld fit memory by the estimate), "
            "simulated the best %d: estimate %.2f s, simulation %.2f s of CPU\n", r->enumerated,
            gpus, noun, r->fitting, r->nranked, r->estimate_cpu_s, r->simulate_cpu_s);
+    print_runtime(so);
     int n = r->nranked < 5 ? r->nranked : 5;
     for (int i = 0; i < n; i++) {
         const search3d_cand *c = &r->ranked[i];
@@ -393,8 +413,10 @@ static void print_ranking(const search3d_result *r, int gpus, const char *noun)
     printf("the best layout:\n");
 }
 
-/* The ranking as JSON: {"searched", "fitting", "ranking": [...], "best": report}. */
-static cJSON *ranking_json(const search3d_result *r, const char *out)
+/* The ranking as JSON: {"searched", "fitting", "estimate_cpu_s", "simulate_cpu_s",
+ * "tp_overlap", "overlap_param_gather", "p2p", "ranking": [...], "best": report}. */
+static cJSON *ranking_json(const search3d_result *r, const search3d_options *so,
+                           const char *out)
 {
     cJSON *j = cJSON_CreateObject(), *a = cJSON_AddArrayToObject(j, "ranking");
     char why[512];
@@ -406,6 +428,9 @@ static cJSON *ranking_json(const search3d_result *r, const char *out)
     cJSON_AddNumberToObject(j, "fitting", (double)r->fitting);
     cJSON_AddNumberToObject(j, "estimate_cpu_s", r->estimate_cpu_s);
     cJSON_AddNumberToObject(j, "simulate_cpu_s", r->simulate_cpu_s);
+    cJSON_AddStringToObject(j, "tp_overlap", plan_tp_overlap_name(so->tp_overlap));
+    cJSON_AddBoolToObject(j, "overlap_param_gather", so->overlap_param_gather);
+    cJSON_AddStringToObject(j, "p2p", so->p2p_sync ? "sync" : "overlap");
     for (int i = 0; i < r->nranked; i++) {
         const search3d_cand *c = &r->ranked[i];
         cJSON *e = search3d_cand_json(c);
@@ -439,7 +464,7 @@ static int run_search(const transformer *t, const cluster *cl, const char *cpath
         else err_print(&err);
         return 2;
     }
-    if (json && (!(j = ranking_json(r, out)) || !(text = cJSON_Print(j)))) {
+    if (json && (!(j = ranking_json(r, &so, out)) || !(text = cJSON_Print(j)))) {
         fprintf(stderr, "plumb: plan: out of memory\n");
         rc = 1;
         goto done;
@@ -452,7 +477,7 @@ static int run_search(const transformer *t, const cluster *cl, const char *cpath
         printf("%s\n", text);
     } else {
         const search3d_cand *b = &r->ranked[0];
-        print_ranking(r, b->d.gpus, cluster_device_noun(cl));
+        print_ranking(r, &so, b->d.gpus, cluster_device_noun(cl));
         print_text(r->best, &b->d, r->best_report);
         if (out) printf("plan written to %s\n", out);
     }
