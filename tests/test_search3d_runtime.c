@@ -71,6 +71,17 @@ static void run_one(const transformer *t, const cluster *c, const lay *l, int gb
     plan_free(pl);
 }
 
+/* search3d_run of GPT-3 175B on H100s under o, which must succeed. */
+static search3d_result *search_ok(const transformer *t, const cluster *c,
+                                  const search3d_options *o)
+{
+    plumb_err err = {{0}};
+    search3d_result *r = search3d_run(t, c, H100, o, &err);
+    cr_assert_not_null(r, "%s", err.msg);
+    cr_assert_geq(r->nranked, 1);
+    return r;
+}
+
 enum { S = RECOMPUTE_SELECTIVE, F = RECOMPUTE_FULL };
 enum { K1 = SCHED_1F1B_FLUSH, KI = SCHED_INTERLEAVED, KZ = SCHED_ZB_H1, KV = SCHED_ZB_V };
 
@@ -184,8 +195,7 @@ Test(search3d_runtime, search_carries_the_runtime)
     o.gpus = 128, o.global_batch = 128, o.tp_overlap = TP_OVERLAP_FULL;
     o.overlap_param_gather = 1, o.simulate = 8;
     plumb_err err = {{0}};
-    search3d_result *r = search3d_run(t, c, H100, &o, &err);
-    cr_assert_not_null(r, "%s", err.msg);
+    search3d_result *r = search_ok(t, c, &o);
     for (int i = 0; i < r->nranked; i++) {
         const search3d_cand *k = &r->ranked[i];
         plan *pl = layout3d_build(t, c, H100, &k->o, &err);
@@ -225,8 +235,7 @@ Test(search3d_runtime, search_carries_the_runtime)
 
     /* ZeRO 1 fixed: the winner gathers apart */
     o.zero = 1, o.simulate = 0;
-    r = search3d_run(t, c, H100, &o, &err);
-    cr_assert_not_null(r, "%s", err.msg);
+    r = search_ok(t, c, &o);
     cr_expect_eq(r->best->zero, 1);
     cr_expect_eq(r->best->overlap_param_gather, 1);
     search3d_free(r);
@@ -243,9 +252,7 @@ Test(search3d_runtime, p2p_sync_search)
     search3d_options o;
     search3d_options_init(&o);
     o.gpus = 64, o.global_batch = 64, o.p2p_sync = 1;
-    plumb_err err = {{0}};
-    search3d_result *r = search3d_run(t, c, H100, &o, &err);
-    cr_assert_not_null(r, "%s", err.msg);
+    search3d_result *r = search_ok(t, c, &o);
     cr_expect_eq(r->nranked, SEARCH3D_SIMULATE * SEARCH3D_SYNC_FACTOR);
     for (int i = 0; i < r->nranked; i++)
         cr_expect_neq(sched_traits_of(r->ranked[i].d.schedule)->place, SCHED_PLACE_V, "#%d",
@@ -253,6 +260,7 @@ Test(search3d_runtime, p2p_sync_search)
     cr_expect_eq(r->best->p2p_sync, 1);
     search3d_free(r);
     o.schedule = SCHED_DUALPIPEV;
+    plumb_err err = {{0}};
     r = search3d_run(t, c, H100, &o, &err);
     cr_assert_null(r);
     cr_expect(strstr(err.msg, "--p2p: expected overlap with schedule dualpipev"), "%s",
