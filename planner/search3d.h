@@ -19,9 +19,9 @@
 #define SEARCH3D_SIMULATE 5 /* estimates simulated in full by default */
 #define SEARCH3D_FREE (-1)   /* a dimension the search chooses */
 #define SEARCH3D_SYNC_FACTOR 4 /* x SEARCH3D_SIMULATE under p2p sync: the estimate prices
-                                  the blocking sends, not the rendezvous that locks the
-                                  ranks' steps together (the simulator's 1f1b-flush and
-                                  zb-h1 run up to 14 % slower than the estimate under it) */
+                                  the blocking sends, not the rendezvous with zb-h1's deferred
+                                  W (the simulator's zb-h1 runs up to 12 % slower than the
+                                  estimate under it; 1f1b-flush and interleaved within 1 %) */
 
 typedef struct search3d_options {
     int gpus;              /* devices, whole servers from the cluster's first; 0: all */

@@ -3,7 +3,7 @@
  * simulator on GPT-3 175B layouts on H100s: its iteration within RUNTIME_TOL and the change
  * the setting makes within RUNTIME_DELTA_TOL of the change the simulator sees (the part
  * that fails when the estimate ignores the setting); p2p sync priced at least by its
- * blocking sends and never above the simulator. The search carries the settings into the
+ * blocking sends, within RUNTIME_TOL but on zb-h1, where it is a lower bound. The search carries the settings into the
  * plans it simulates and writes (tp_overlap where tp > 1, the all-gather apart at zero 1
  * only), simulates more candidates under p2p sync and refuses a V kind with it. */
 #include <cjson/cJSON.h>
@@ -151,9 +151,10 @@ Test(search3d_runtime, param_gather_against_the_simulator)
     transformer_free(t);
 }
 
-/* p2p sync: the estimate adds each blocking send of the busiest rank; the simulator's
- * rendezvous costs more where it locks 1F1B's ranks together, so what the estimate adds is
- * a lower bound there (its iteration within RUNTIME_TOL on the interleaved kind). */
+/* p2p sync: the estimate adds each blocking send of the busiest rank, its iteration within
+ * RUNTIME_TOL on 1f1b-flush and interleaved; zb-h1's deferred W meets the rendezvous (a
+ * rank's next send waits for its neighbour's W), which the simulator prices and the
+ * closed form does not, so what the estimate adds is a lower bound there. */
 Test(search3d_runtime, p2p_sync_against_the_simulator)
 {
     static const lay lays[] = {
@@ -175,7 +176,7 @@ Test(search3d_runtime, p2p_sync_against_the_simulator)
                   i, e0.p2p_s, e1.p2p_s);
         cr_expect(est1 - est0 <= (sim1 - sim0) * (1 + RUNTIME_DELTA_TOL), "case %zu: the "
                   "estimate adds %.4f s, the simulator %.4f s", i, est1 - est0, sim1 - sim0);
-        if (lays[i].sched == KI)
+        if (lays[i].sched != KZ)
             cr_expect(fabs(est1 / sim1 - 1) <= RUNTIME_TOL, "case %zu: estimate %.4f s, "
                       "simulated %.4f s", i, est1, sim1);
     }
