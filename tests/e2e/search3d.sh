@@ -96,6 +96,12 @@ ok runtime-sim "$P" sim "$d/rt.json" --json
 simit=$(sed -n 's/^	"iteration_s":	\([0-9.e+-]*\),$/\1/p' "$d/out" | head -1)
 awk -v a="$it" -v b="$simit" 'BEGIN { exit !(b > 0 && (a - b) / b < 1e-3 && (b - a) / b < 1e-3) }' ||
     { echo "FAIL runtime-sim: the search reported $it s, plumb sim on its plan $simit s"; fail=1; }
+ok runtime-json "$P" plan --model $GPT3 -c $H100 --gpus 64 --global-batch 64 \
+    --tp-overlap backward --p2p sync --json --top 6
+has runtime-json '^	"tp_overlap":	"backward",$'
+has runtime-json-p2p '^	"p2p":	"sync",$'
+grep -Eq '"schedule":	"(zb-v|dualpipev)"' "$d/out" &&
+    { echo "FAIL runtime-json: a V kind ranked under p2p sync"; fail=1; }
 # bad combinations with the search: one line, exit 2, nothing written
 bad runtime-opg-zero0 'plan: --overlap-param-gather: belongs to --zero 1' \
     --gpus 64 --global-batch 64 --zero 0 --overlap-param-gather
