@@ -96,8 +96,9 @@ typedef struct search3d_result {
 /* Estimates the layout of plan pl (built by layout3d_build) into out: the priced stages
  * (sim_cost_build on a schedule of the plan cut to the microbatches that reach its
  * steady memory), the device memory (sim_memory_of) of each pipeline rank's first
- * group, and the closed-form iteration time of its schedule kind. 0, or -1 with err (out
- * of memory, a schedule the generator refuses). */
+ * group, and the closed-form iteration time of its schedule kind, under the plan's
+ * runtime (tp_overlap, overlap_param_gather, p2p_sync; search3d_apply_runtime). 0, or -1
+ * with err (out of memory, a schedule the generator refuses). */
 int search3d_estimate(const plan *pl, search3d_est *out, plumb_err *err);
 
 /* search3d_estimate of pl at each of the nz ZeRO stages zeros[] into out[0..nz), from one

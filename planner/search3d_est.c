@@ -17,7 +17,14 @@
  * backward (the simulator's bucketed ring: buckets ready evenly through that backward; the
  * rings of a rank's chunks as one, since they share its ports) less the slack the rank has
  * before the next iteration reaches it, and the optimizer step (memory-bound, as the
- * simulator prices it). */
+ * simulator prices it).
+ *
+ * The plan's runtime is priced as the simulator prices it: tp_overlap by sim_cost_build
+ * and sim_cost_stage_tp3 themselves (the exposed part of each layer's collectives in F, B,
+ * I); overlap_param_gather as the reduce-scatter under the backward and the all-gather the
+ * next first forward waits for (exposed_allreduce); p2p_sync as every send of the busiest
+ * rank's microbatches on its path (est_pipeline), which leaves out the rendezvous with
+ * zb-h1's deferred W (docs/llm.md, "Searching layouts"). */
 #include "planner/search3d.h"
 
 #include <math.h>
@@ -252,9 +259,11 @@ static void est_figures(const plan *pl, const schedule *s, sim_model *mo, const 
     for (int k = 0; k < S; k++) sim_cost_stage_state(mo, pl, net, k, mo->param_bytes[k]);
     for (int k = 0; k < S; k++) {
         int w0 = s->stage_workers[s->stage_first[k]];
-        double sc = mo->worker_scale[w0], tpf, tpb;
+        double sc = mo->worker_scale[w0];
         const double *a = &mo->act_s[(size_t)k * SIM_NC];
-        sim_cost_stage_tp(pl, net, k, &tpf, &tpb);
+        sim_tp_times tpt; /* what of them blocks under the plan's tp_overlap */
+        sim_cost_stage_tp3(pl, net, k, &tpt);
+        double tpf = tpt.f, tpb = split ? tpt.i : tpt.b;
         st[k] = (est_stage){.F = a[SIM_C_F] * sc, .B = a[SIM_C_B] * sc, .I = a[SIM_C_I] * sc,
                             .W = a[SIM_C_W] * sc,
                             .tp = tpf + tpb + (pl->recompute == RECOMPUTE_FULL ? tpf : 0),
