@@ -82,6 +82,22 @@ static search3d_result *search_ok(const transformer *t, const cluster *c,
     return r;
 }
 
+/* Every test's model and cluster (Criterion runs each test in its own process). */
+static transformer *t;
+static cluster *c;
+
+static void setup(void)
+{
+    t = gpt3();
+    c = h100();
+}
+
+static void teardown(void)
+{
+    cluster_free(c);
+    transformer_free(t);
+}
+
 enum { S = RECOMPUTE_SELECTIVE, F = RECOMPUTE_FULL };
 enum { K1 = SCHED_1F1B_FLUSH, KI = SCHED_INTERLEAVED, KZ = SCHED_ZB_H1, KV = SCHED_ZB_V };
 
@@ -108,14 +124,12 @@ static void against_default(const transformer *t, const cluster *c, const lay *l
               l->v, de, ds);
 }
 
-Test(search3d_runtime, tp_overlap_against_the_simulator)
+Test(search3d_runtime, tp_overlap_against_the_simulator, .init = setup, .fini = teardown)
 {
     static const lay lays[] = {
         {64, 8, 8, 1, S, 0, K1}, {64, 8, 8, 4, S, 0, KI}, {64, 4, 16, 6, S, 0, KI},
         {64, 8, 8, 1, F, 0, KZ}, {64, 8, 8, 2, S, 0, KV}, {128, 8, 8, 2, S, 1, KI},
     };
-    transformer *t = gpt3();
-    cluster *c = h100();
     for (int mode = TP_OVERLAP_BACKWARD; mode <= TP_OVERLAP_FULL; mode++)
         for (size_t i = 0; i < sizeof lays / sizeof lays[0]; i++) {
             search3d_options rt;
@@ -128,18 +142,14 @@ Test(search3d_runtime, tp_overlap_against_the_simulator)
                             plan_tp_overlap_name((plan_tp_overlap)mode),
                             mode == TP_OVERLAP_FULL || !split);
         }
-    cluster_free(c);
-    transformer_free(t);
 }
 
-Test(search3d_runtime, param_gather_against_the_simulator)
+Test(search3d_runtime, param_gather_against_the_simulator, .init = setup, .fini = teardown)
 {
     static const lay lays[] = {
         {256, 8, 8, 1, S, 1, K1}, {256, 8, 8, 4, S, 1, KI}, {256, 4, 16, 2, S, 1, KI},
         {256, 8, 4, 1, F, 1, K1}, {128, 8, 8, 1, F, 1, KZ},
     };
-    transformer *t = gpt3();
-    cluster *c = h100();
     search3d_options rt;
     search3d_options_init(&rt);
     rt.overlap_param_gather = 1;
@@ -147,22 +157,18 @@ Test(search3d_runtime, param_gather_against_the_simulator)
         int dp = lays[i].gpus / (lays[i].tp * lays[i].pp);
         against_default(t, c, &lays[i], 64 * dp, &rt, "overlap-param-gather", 1);
     }
-    cluster_free(c);
-    transformer_free(t);
 }
 
 /* p2p sync: the estimate adds each blocking send of the busiest rank, its iteration within
  * RUNTIME_TOL on 1f1b-flush and interleaved; zb-h1's deferred W meets the rendezvous (a
  * rank's next send waits for its neighbour's W), which the simulator prices and the
  * closed form does not, so what the estimate adds is a lower bound there. */
-Test(search3d_runtime, p2p_sync_against_the_simulator)
+Test(search3d_runtime, p2p_sync_against_the_simulator, .init = setup, .fini = teardown)
 {
     static const lay lays[] = {
         {64, 8, 8, 4, S, 0, KI}, {64, 4, 16, 2, F, 0, KI}, {64, 4, 16, 1, F, 0, K1},
         {64, 8, 8, 1, F, 0, KZ}, {64, 2, 32, 1, F, 0, K1},
     };
-    transformer *t = gpt3();
-    cluster *c = h100();
     search3d_options base, rt;
     search3d_options_init(&base);
     search3d_options_init(&rt);
@@ -180,17 +186,13 @@ Test(search3d_runtime, p2p_sync_against_the_simulator)
             cr_expect(fabs(est1 / sim1 - 1) <= RUNTIME_TOL, "case %zu: estimate %.4f s, "
                       "simulated %.4f s", i, est1, sim1);
     }
-    cluster_free(c);
-    transformer_free(t);
 }
 
 /* The search under Megatron-Core's H100 runtime: every ranked candidate simulated with the
  * runtime (its figures are those of its plan built and simulated here with it), the best
  * plan and its written file carry the fields, the all-gather apart on zero 1 only. */
-Test(search3d_runtime, search_carries_the_runtime)
+Test(search3d_runtime, search_carries_the_runtime, .init = setup, .fini = teardown)
 {
-    transformer *t = gpt3();
-    cluster *c = h100();
     search3d_options o;
     search3d_options_init(&o);
     o.gpus = 128, o.global_batch = 128, o.tp_overlap = TP_OVERLAP_FULL;
@@ -240,16 +242,12 @@ Test(search3d_runtime, search_carries_the_runtime)
     cr_expect_eq(r->best->zero, 1);
     cr_expect_eq(r->best->overlap_param_gather, 1);
     search3d_free(r);
-    cluster_free(c);
-    transformer_free(t);
 }
 
 /* p2p sync: SEARCH3D_SYNC_FACTOR x the candidates simulated, no V kind among them, and a V
  * kind asked for gets one line. */
-Test(search3d_runtime, p2p_sync_search)
+Test(search3d_runtime, p2p_sync_search, .init = setup, .fini = teardown)
 {
-    transformer *t = gpt3();
-    cluster *c = h100();
     search3d_options o;
     search3d_options_init(&o);
     o.gpus = 64, o.global_batch = 64, o.p2p_sync = 1;
@@ -267,6 +265,4 @@ Test(search3d_runtime, p2p_sync_search)
     cr_expect(strstr(err.msg, "--p2p: expected overlap with schedule dualpipev"), "%s",
               err.msg);
     cr_expect_null(strchr(err.msg, '\n'));
-    cluster_free(c);
-    transformer_free(t);
 }
