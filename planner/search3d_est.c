@@ -23,8 +23,8 @@
  * and sim_cost_stage_tp3 themselves (the exposed part of each layer's collectives in F, B,
  * I); overlap_param_gather as the reduce-scatter under the backward and the all-gather the
  * next first forward waits for (exposed_allreduce); p2p_sync as every send of the busiest
- * rank's microbatches on its path (est_pipeline), which leaves out the rendezvous with
- * zb-h1's deferred W (docs/llm.md, "Searching layouts"). */
+ * rank's microbatches on its path, and for zb-h1 the next rank's deferred W in each step
+ * (est_pipeline; docs/llm.md, "Searching layouts"). */
 #include "planner/search3d.h"
 
 #include <math.h>
@@ -202,8 +202,17 @@ static void est_pipeline(const est_stage *st, int S, int p, int m, int split, in
     }
     double p2p = 0;
     for (int k = 0; k + 1 < S && k < p - 1; k++) p2p += 2 * st[k].send;
-    /* p2p sync: the busiest rank computes again only once each of its sends has arrived */
-    out->p2p_s = p2p + (sync ? m * sends_rank : 0);
+    /* p2p sync: the busiest rank computes again only once each of its sends has arrived;
+     * zb-h1's rank r posts its receive of the next forward input after its deferred W, so
+     * rank r - 1's I waits for it: each of the m steps is max_r R_r + W_r+1 */
+    double lock = 0;
+    if (sync && split && tr->chunks_max == 1) {
+        for (int k = 0; k + 1 < S; k++) {
+            double R = st[k].F + st[k].I + st[k].W + st[k + 1].W - Rmax;
+            if (R > lock) lock = R;
+        }
+    }
+    out->p2p_s = p2p + (sync ? m * (sends_rank + lock) : 0);
     out->tp_s = m * tp_rank;
     out->compute_s = m * Rmax - out->tp_s;
 }
