@@ -427,7 +427,8 @@ search3d_result *search3d_run(const transformer *t, const cluster *c, const char
     qsort(L.c, (size_t)L.n, sizeof *L.c, cmp_est);
     double t1 = cpu_s();
     r->estimate_cpu_s = t1 - t0;
-    int k = o->simulate > 0 ? o->simulate : SEARCH3D_SIMULATE * (o->p2p_sync ? SEARCH3D_SYNC_FACTOR : 1);
+    int k = o->simulate > 0 ? o->simulate
+            : SEARCH3D_SIMULATE * (o->p2p_sync ? SEARCH3D_SYNC_FACTOR : 1);
     if (k > L.n) k = (int)L.n;
     if (simulate(r, &L, t, cut, cluster_file, o, k, err)) goto fail;
     if (!r->nranked) {

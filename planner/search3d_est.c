@@ -170,7 +170,8 @@ static double est_replay(const schedule *s, const est_stage *st, int sends, doub
 }
 
 /* The closed-form makespan and its parts from the priced stages st[0..S) of p ranks x v
- * chunks each, m microbatches per replica, split: the kind runs I and W apart. */
+ * chunks each, m microbatches per replica, split: the kind runs I and W apart, sync: the
+ * plan's point-to-point transfers block (p2p_sync). */
 static void est_pipeline(const est_stage *st, int S, int p, int m, int split, int sync,
                          const sched_traits *tr, search3d_est *out)
 {
