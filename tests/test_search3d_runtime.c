@@ -2,8 +2,8 @@
  * tp_overlap, overlap_param_gather, p2p_sync). The estimate of each setting against the
  * simulator on GPT-3 175B layouts on H100s: its iteration within RUNTIME_TOL and the change
  * the setting makes within RUNTIME_DELTA_TOL of the change the simulator sees (the part
- * that fails when the estimate ignores the setting); p2p sync priced at least by its
- * blocking sends and zb-h1's wait for the next rank's W, within RUNTIME_TOL. The search carries the settings into the
+ * that fails when the estimate ignores the setting); p2p sync by its blocking sends and
+ * zb-h1's wait for the next rank's W, the same. The search carries the settings into the
  * plans it simulates and writes (tp_overlap where tp > 1, the all-gather apart at zero 1
  * only), simulates more candidates under p2p sync and refuses a V kind with it. */
 #include <cjson/cJSON.h>
@@ -117,11 +117,11 @@ static void against_default(const transformer *t, const cluster *c, const lay *l
               "%.4f s (%+.2f %%)", what, l->tp, l->pp, l->v, sched_kind_name(l->sched), est1,
               sim1, 100 * rel);
     if (changes)
-        cr_expect(fabs(ds) > 1e-3 * sim0, "%s, tp %d pp %d: the setting changes the simulation "
-              "(%.4f -> %.4f s)", what, l->tp, l->pp, sim0, sim1);
-    cr_expect(fabs(de - ds) <= RUNTIME_DELTA_TOL * fabs(ds) + 1e-5 * sim0, "%s, tp %d pp %d V %d: the "
-              "estimate changes by %+.4f s, the simulation by %+.4f s", what, l->tp, l->pp,
-              l->v, de, ds);
+        cr_expect(fabs(ds) > 1e-3 * sim0, "%s, tp %d pp %d: the setting changes the "
+                  "simulation (%.4f -> %.4f s)", what, l->tp, l->pp, sim0, sim1);
+    cr_expect(fabs(de - ds) <= RUNTIME_DELTA_TOL * fabs(ds) + 1e-5 * sim0, "%s, tp %d pp %d "
+              "V %d: the estimate changes by %+.4f s, the simulation by %+.4f s", what, l->tp,
+              l->pp, l->v, de, ds);
 }
 
 Test(search3d_runtime, tp_overlap_against_the_simulator, .init = setup, .fini = teardown)
