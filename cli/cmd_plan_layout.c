@@ -63,7 +63,8 @@ static const char usage_text[] =
     "  --zero 0|1              1: the optimizer state sharded over the replicas\n"
     "  --overlap-param-gather  with --zero 1: the parameter all-gather after the step runs\n"
     "                          under the next forward, bucket by bucket (Megatron-Core's\n"
-    "                          --overlap-param-gather; default: one ring with the backward)\n"
+    "                          --overlap-param-gather; default: one ring with the backward;\n"
+    "                          the search sets it on its zero 1 candidates)\n"
     "  --precision P           bf16 (default), fp16, tf32 or fp32\n"
     "  --schedule KIND         1f1b-flush (default; interleaved with V > 1), gpipe, zb-h1,\n"
     "                          pipedream, 2bw, interleaved, zb-v, dualpipev\n"
@@ -76,12 +77,14 @@ static const char usage_text[] =
     "  --p2p MODE              overlap (default: transfers between pipeline ranks overlap\n"
     "                          with compute) or sync (a send moves once its receiver has\n"
     "                          posted the receive, and the sender computes again only when\n"
-    "                          it has arrived: Megatron-LM's blocking p2p; fixed layouts)\n"
+    "                          it has arrived: Megatron-LM's blocking p2p; the search\n"
+    "                          skips zb-v and dualpipev, which deadlock under it)\n"
     "  --tp-overlap MODE       none (default: every tensor-parallel collective blocks),\n"
     "                          backward (the input-gradient all-reduce under the weight-\n"
     "                          gradient GEMM: Megatron-LM's asynchronous all-reduce) or full\n"
     "                          (each collective pipelined with its GEMM in tp chunks:\n"
-    "                          --tp-comm-overlap); needs tp > 1 and a fixed layout\n"
+    "                          --tp-comm-overlap); needs tp > 1 (the search sets it on\n"
+    "                          its candidates with tp > 1)\n"
     "  --search                search the dimensions not given even with --tp/--pp/--dp\n"
     "  --top K                 simulate the K best estimates in full (default %d)\n"
     "  --json                  print the simulator's report (plumb-sim-report/1); when\n"
@@ -223,18 +226,14 @@ static int parse(int argc, char **argv, layout3d_options *o, given *g, const cha
     if (!o->global_batch) return cli_fail(cmd, "expected --global-batch B with --model");
     if (o->checkpoint_layers > 0 && o->recompute != RECOMPUTE_FULL)
         return cli_fail(cmd, "--checkpoint-layers: belongs to --recompute full");
-    if (g->overlap_param_gather && o->zero != 1)
+    /* the search applies it to its zero 1 candidates when --zero is not given */
+    int searching = g->search || (o->tp > 0) + (o->pp > 0) + (o->dp > 0) < 2;
+    if (g->overlap_param_gather && (g->zero || !searching) && o->zero != 1)
         return cli_fail(cmd, "--overlap-param-gather: belongs to --zero 1 (the distributed "
                         "optimizer's parameter all-gather)");
-    if (g->overlap_param_gather && (g->search || (o->tp > 0) + (o->pp > 0) + (o->dp > 0) < 2))
-        return cli_fail(cmd, "--overlap-param-gather: expected a fixed layout (two of --tp, "
-                        "--pp, --dp; the search prices the ring with the backward)");
-    if (g->tp_overlap && (g->search || (o->tp > 0) + (o->pp > 0) + (o->dp > 0) < 2))
-        return cli_fail(cmd, "--tp-overlap: expected a fixed layout (two of --tp, --pp, --dp; "
-                        "the search prices blocking collectives)");
-    if (g->tp_overlap && o->tp < 2)
+    if (g->tp_overlap && o->tp > 0 && o->tp < 2)
         return cli_fail(cmd, "--tp-overlap: expected --tp 2 or more (no tensor-parallel "
-                        "collectives to overlap) (got --tp %d)", o->tp > 0 ? o->tp : 1);
+                        "collectives to overlap) (got --tp %d)", o->tp);
     return 0;
 }
 
@@ -358,6 +357,9 @@ static void search_options(const layout3d_options *o, const given *g, search3d_o
     so->seq = o->seq;
     so->attention = o->attention;
     so->simulate = g->top;
+    so->tp_overlap = (plan_tp_overlap)g->tp_overlap;
+    so->overlap_param_gather = g->overlap_param_gather;
+    so->p2p_sync = o->p2p_sync;
 }
 
 /* One ranked layout as "tp 4 x pp 8 x dp 32, microbatch 1, interleaved V 12, ...". */
@@ -371,12 +373,32 @@ static void layout_text(const search3d_cand *c, char *buf, size_t n)
              c->o.sequence_parallel ? ", sequence parallel" : "", c->o.zero);
 }
 
-static void print_ranking(const search3d_result *r, int gpus, const char *noun)
+/* The runtime the search gave every candidate, one line; nothing at the default. */
+static void print_runtime(const search3d_options *so)
+{
+    if (so->tp_overlap == TP_OVERLAP_NONE && !so->overlap_param_gather && !so->p2p_sync) return;
+    printf("runtime of every layout:");
+    const char *sep = " ";
+    if (so->tp_overlap != TP_OVERLAP_NONE) {
+        printf("%stp overlap %s (tp > 1)", sep, plan_tp_overlap_name(so->tp_overlap));
+        sep = ", ";
+    }
+    if (so->overlap_param_gather) {
+        printf("%sparameter all-gather under the forward (zero 1)", sep);
+        sep = ", ";
+    }
+    if (so->p2p_sync) printf("%sp2p sync", sep);
+    printf("\n");
+}
+
+static void print_ranking(const search3d_result *r, const search3d_options *so, int gpus,
+                          const char *noun)
 {
     char lay[160], why[512], pk[32], cap[32];
     printf("plumb plan: searched %lld layouts on %d %ss (%lld fit memory by the estimate), "
            "simulated the best %d: estimate %.2f s, simulation %.2f s of CPU\n", r->enumerated,
            gpus, noun, r->fitting, r->nranked, r->estimate_cpu_s, r->simulate_cpu_s);
+    print_runtime(so);
     int n = r->nranked < 5 ? r->nranked : 5;
     for (int i = 0; i < n; i++) {
         const search3d_cand *c = &r->ranked[i];
@@ -391,8 +413,10 @@ static void print_ranking(const search3d_result *r, int gpus, const char *noun)
     printf("the best layout:\n");
 }
 
-/* The ranking as JSON: {"searched", "fitting", "ranking": [...], "best": report}. */
-static cJSON *ranking_json(const search3d_result *r, const char *out)
+/* The ranking as JSON: {"searched", "fitting", "estimate_cpu_s", "simulate_cpu_s",
+ * "tp_overlap", "overlap_param_gather", "p2p", "ranking": [...], "best": report}. */
+static cJSON *ranking_json(const search3d_result *r, const search3d_options *so,
+                           const char *out)
 {
     cJSON *j = cJSON_CreateObject(), *a = cJSON_AddArrayToObject(j, "ranking");
     char why[512];
@@ -404,6 +428,9 @@ static cJSON *ranking_json(const search3d_result *r, const char *out)
     cJSON_AddNumberToObject(j, "fitting", (double)r->fitting);
     cJSON_AddNumberToObject(j, "estimate_cpu_s", r->estimate_cpu_s);
     cJSON_AddNumberToObject(j, "simulate_cpu_s", r->simulate_cpu_s);
+    cJSON_AddStringToObject(j, "tp_overlap", plan_tp_overlap_name(so->tp_overlap));
+    cJSON_AddBoolToObject(j, "overlap_param_gather", so->overlap_param_gather);
+    cJSON_AddStringToObject(j, "p2p", so->p2p_sync ? "sync" : "overlap");
     for (int i = 0; i < r->nranked; i++) {
         const search3d_cand *c = &r->ranked[i];
         cJSON *e = search3d_cand_json(c);
@@ -437,7 +464,7 @@ static int run_search(const transformer *t, const cluster *cl, const char *cpath
         else err_print(&err);
         return 2;
     }
-    if (json && (!(j = ranking_json(r, out)) || !(text = cJSON_Print(j)))) {
+    if (json && (!(j = ranking_json(r, &so, out)) || !(text = cJSON_Print(j)))) {
         fprintf(stderr, "plumb: plan: out of memory\n");
         rc = 1;
         goto done;
@@ -450,7 +477,7 @@ static int run_search(const transformer *t, const cluster *cl, const char *cpath
         printf("%s\n", text);
     } else {
         const search3d_cand *b = &r->ranked[0];
-        print_ranking(r, b->d.gpus, cluster_device_noun(cl));
+        print_ranking(r, &so, b->d.gpus, cluster_device_noun(cl));
         print_text(r->best, &b->d, r->best_report);
         if (out) printf("plan written to %s\n", out);
     }
@@ -483,15 +510,15 @@ int cmd_plan_layout(int argc, char **argv)
     rc = 2;
     if (!cl) goto bad;
     if (g.search || (o.tp > 0) + (o.pp > 0) + (o.dp > 0) < 2) {
-        if (o.p2p_sync) {  /* the search's estimates assume overlapped transfers */
-            fprintf(stderr, "plumb plan: --p2p: sync needs a fixed layout (two of --tp, "
-                    "--pp, --dp, without --search)\n");
-            goto done;
-        }
         rc = run_search(t, cl, cpath, &o, &g, out, json);
         goto done;
     }
     if (layout3d_resolve(t, cl, cpath, &o, &d, &err)) goto bad;
+    if (g.tp_overlap && d.tp < 2) {
+        cli_fail("plan", "--tp-overlap: expected --tp 2 or more (no tensor-parallel "
+                 "collectives to overlap) (got --tp %d)", d.tp);
+        goto done;
+    }
     if (!(pl = layout3d_build(t, cl, cpath, &o, &err))) goto bad;
     pl->overlap_param_gather = g.overlap_param_gather;
     pl->tp_overlap = (plan_tp_overlap)g.tp_overlap;

@@ -82,7 +82,16 @@ static layout3d_options layout_of(const search3d_options *o, int gpus, int tp, i
     l.precision = o->precision;
     l.seq = o->seq;
     l.attention = o->attention;
+    l.p2p_sync = o->p2p_sync;
     return l;
+}
+
+void search3d_apply_runtime(plan *pl, const search3d_options *o)
+{
+    const sched_traits *tr = sched_traits_of(pl->schedule);
+    pl->tp_overlap = pl->tp > 1 ? o->tp_overlap : TP_OVERLAP_NONE;
+    pl->overlap_param_gather = o->overlap_param_gather && pl->zero == 1 && tr && !tr->async;
+    pl->p2p_sync = o->p2p_sync ? 1 : 0;
 }
 
 /* 1 when the search tries kind k at V chunks per rank on pp ranks of `layers` layers: the
@@ -96,6 +105,8 @@ static int kind_ok(const search3d_options *o, int k, int v, int pp, long long la
     if (o->schedule != SEARCH3D_FREE ? k != o->schedule : tr->async || tr->hold == SCHED_HOLD_ALL)
         return 0;
     if (tr->chunks_max > 1 && pp < 2) return 0;
+    if (o->p2p_sync && tr->place == SCHED_PLACE_V && o->schedule == SEARCH3D_FREE)
+        return 0; /* they deadlock under blocking transfers (docs/sim.md) */
     return layers % ((long long)pp * v) == 0;
 }
 
@@ -120,6 +131,9 @@ static int record(cand_list *L, const search3d_cand *c)
 static int estimate_at(plan *pl, const search3d_options *o, int rc, int nw, const int *want,
                        search3d_est *est, plumb_err *err)
 {
+    search3d_apply_runtime(pl, o);
+    /* at every ZeRO stage estimated: sim_cost_stage_state gathers apart at zero 1 only */
+    pl->overlap_param_gather = o->overlap_param_gather;
     pl->recompute = rc;
     pl->checkpoint_layers = rc != RECOMPUTE_FULL ? 0
                             : o->checkpoint_layers >= 0 ? o->checkpoint_layers : 1;
@@ -329,7 +343,7 @@ static void explain(const cand_list *L, const transformer *t, const cluster *cut
 /* Simulates the first k candidates of L in full and ranks those that fit by simulated
  * throughput; keeps the best one's plan and report in r. 0 or -1 with err. */
 static int simulate(search3d_result *r, cand_list *L, const transformer *t, const cluster *cut,
-                    const char *cluster_file, int k, plumb_err *err)
+                    const char *cluster_file, const search3d_options *o, int k, plumb_err *err)
 {
     r->ranked = calloc((size_t)k + 1, sizeof *r->ranked);
     if (!r->ranked) return err_set(err, NULL, NULL, "out of memory");
@@ -337,6 +351,7 @@ static int simulate(search3d_result *r, cand_list *L, const transformer *t, cons
     for (int i = 0; i < k; i++) {
         search3d_cand c = L->c[i];
         plan *pl = layout3d_build(t, cut, cluster_file, &c.o, err);
+        if (pl) search3d_apply_runtime(pl, o);
         sim_report *rep = pl ? sim_run_folded(pl, NULL, 0, err) : NULL;
         if (!rep) {
             plan_free(pl);
@@ -374,6 +389,11 @@ search3d_result *search3d_run(const transformer *t, const cluster *c, const char
             err_set(err, NULL, "--schedule", "expected a schedule kind (got %d)", o->schedule);
             return NULL;
         }
+        if (o->p2p_sync && tr->place == SCHED_PLACE_V) {
+            err_set(err, NULL, "--p2p", "expected overlap with schedule %s (its V placement "
+                    "deadlocks under blocking transfers; docs/sim.md) (got sync)", tr->name);
+            return NULL;
+        }
         if (tr->async) {
             err_set(err, NULL, "--schedule", "expected a synchronous schedule for the layout "
                     "search (got %s, %s: it changes training semantics; give --tp, --pp and --dp "
@@ -407,9 +427,10 @@ search3d_result *search3d_run(const transformer *t, const cluster *c, const char
     qsort(L.c, (size_t)L.n, sizeof *L.c, cmp_est);
     double t1 = cpu_s();
     r->estimate_cpu_s = t1 - t0;
-    int k = o->simulate > 0 ? o->simulate : SEARCH3D_SIMULATE;
+    int k = o->simulate > 0 ? o->simulate
+            : SEARCH3D_SIMULATE * (o->p2p_sync ? SEARCH3D_SYNC_FACTOR : 1);
     if (k > L.n) k = (int)L.n;
-    if (simulate(r, &L, t, cut, cluster_file, k, err)) goto fail;
+    if (simulate(r, &L, t, cut, cluster_file, o, k, err)) goto fail;
     if (!r->nranked) {
         err_set(err, NULL, "--gpus", "expected a layout that fits the devices' memory in the "
                 "simulation (the %d best estimates do not)", k);

@@ -18,6 +18,10 @@
 
 #define SEARCH3D_SIMULATE 5 /* estimates simulated in full by default */
 #define SEARCH3D_FREE (-1)   /* a dimension the search chooses */
+#define SEARCH3D_SYNC_FACTOR 2 /* x SEARCH3D_SIMULATE under p2p sync: a margin for the
+                                  rendezvous, which the estimate prices by kind (the blocking
+                                  sends; zb-h1's wait for the next rank's W): within 1 % of
+                                  the simulator on the layouts measured (docs/llm.md) */
 
 typedef struct search3d_options {
     int gpus;              /* devices, whole servers from the cluster's first; 0: all */
@@ -34,11 +38,20 @@ typedef struct search3d_options {
     dev_precision precision;
     long long seq;         /* tokens per sequence; 0: the model's */
     int attention;         /* llm_attention of every layout (standard or flash) */
-    int simulate;          /* best estimates simulated in full; 0: SEARCH3D_SIMULATE */
+    int simulate;          /* best estimates simulated in full; 0: SEARCH3D_SIMULATE (x
+                              SEARCH3D_SYNC_FACTOR with p2p_sync) */
+    /* the runtime, fixed for every candidate (not searched; docs/llm.md, "Searching
+     * layouts"): set on each plan estimated and simulated where it applies */
+    plan_tp_overlap tp_overlap; /* candidates with tp > 1 (tp 1 has no collectives) */
+    int overlap_param_gather;   /* 1: on the zero 1 candidates (all schedules searched are
+                                   synchronous) */
+    int p2p_sync;               /* 1: synchronous point-to-point transfers; the V kinds
+                                   (zb-v, dualpipev), which deadlock under it, are skipped */
 } search3d_options;
 
 /* Everything free, bf16, the model's sequence length; gpus and global_batch 0 (the caller
- * sets the batch). */
+ * sets the batch); the default runtime (tp_overlap none, no parameter all-gather apart,
+ * overlapped point-to-point). */
 void search3d_options_init(search3d_options *o);
 
 /* The closed-form estimate of one layout, seconds per iteration and its parts. */
@@ -49,8 +62,11 @@ typedef struct search3d_est {
     double recompute_s;    /* ... its recomputation */
     double tp_s;           /* ... its tensor-parallel collectives */
     double bubble_s;       /* fill and drain of the pipeline (ramp-up and ramp-down) */
-    double p2p_s;          /* pipeline sends on the fill and drain path */
-    double dp_s;           /* the data-parallel all-reduce left exposed after the backward */
+    double p2p_s;          /* pipeline sends on the fill and drain path; with p2p sync also
+                              every send of the busiest rank's microbatches (blocking) */
+    double dp_s;           /* the data-parallel all-reduce left exposed after the backward
+                              (with overlap_param_gather: the reduce-scatter, plus the
+                              all-gather's part the next first forward waits for) */
     double step_s;         /* the optimizer step */
     double peak_bytes;     /* the largest device memory, the simulator's memory model */
     double capacity_bytes; /* that device's capacity */
@@ -80,8 +96,9 @@ typedef struct search3d_result {
 /* Estimates the layout of plan pl (built by layout3d_build) into out: the priced stages
  * (sim_cost_build on a schedule of the plan cut to the microbatches that reach its
  * steady memory), the device memory (sim_memory_of) of each pipeline rank's first
- * group, and the closed-form iteration time of its schedule kind. 0, or -1 with err (out
- * of memory, a schedule the generator refuses). */
+ * group, and the closed-form iteration time of its schedule kind, under the plan's
+ * runtime (tp_overlap, overlap_param_gather, p2p_sync; search3d_apply_runtime). 0, or -1
+ * with err (out of memory, a schedule the generator refuses). */
 int search3d_estimate(const plan *pl, search3d_est *out, plumb_err *err);
 
 /* search3d_estimate of pl at each of the nz ZeRO stages zeros[] into out[0..nz), from one
@@ -109,6 +126,11 @@ int search3d_all_fixed(const search3d_options *o);
  * bubble, tensor-parallel and exposed data-parallel shares and how it fits memory; for
  * i > 0 also how much slower than the first and the part that costs it most. */
 void search3d_why(const search3d_result *r, int i, char *buf, size_t n);
+
+/* Sets o's runtime (tp_overlap, overlap_param_gather, p2p_sync) on plan pl, each where
+ * pl can take it (plan_validate): tp_overlap where pl->tp > 1, the all-gather apart where
+ * pl->zero is 1 and its schedule synchronous. */
+void search3d_apply_runtime(plan *pl, const search3d_options *o);
 
 /* Candidate c as a JSON object: "tp", "pp", "dp", "microbatch_size", "interleave",
  * "schedule", "recompute", "sequence_parallel", "zero", "iteration_s",

@@ -17,7 +17,14 @@
  * backward (the simulator's bucketed ring: buckets ready evenly through that backward; the
  * rings of a rank's chunks as one, since they share its ports) less the slack the rank has
  * before the next iteration reaches it, and the optimizer step (memory-bound, as the
- * simulator prices it). */
+ * simulator prices it).
+ *
+ * The plan's runtime is priced as the simulator prices it: tp_overlap by sim_cost_build
+ * and sim_cost_stage_tp3 themselves (the exposed part of each layer's collectives in F, B,
+ * I); overlap_param_gather as the reduce-scatter under the backward and the all-gather the
+ * next first forward waits for (exposed_allreduce); p2p_sync as every send of the busiest
+ * rank's microbatches on its path, and for zb-h1 the next rank's deferred W in each step
+ * (est_pipeline; docs/llm.md, "Searching layouts"). */
 #include "planner/search3d.h"
 
 #include <math.h>
@@ -54,15 +61,23 @@ static int buckets(double G)
  * stages share its devices and their links, so their rings add up on the same ports: they
  * are taken as one ring of all their gradient bytes in all their buckets (the simulator's
  * ring: bucket k ready at (k + 1) du / K, each taking per_byte x G / K + fixed). With one
- * stage per rank that is the stage's own ring. */
+ * stage per rank that is the stage's own ring. Where the parameter all-gather runs apart
+ * (mo->gather_bytes, overlap_param_gather), the ring during the backward is the
+ * reduce-scatter alone (r - 1 of the 2 (r - 1) steps, of 2 grad_bytes - gather_bytes), and
+ * the all-gather of the first stage's parameters follows the step in the same K buckets,
+ * under the next iteration's first forward of f seconds on the rank: that forward reaches
+ * bucket k at k f / K of its run, so it waits max_k ((k + 1) a - k f / K) for buckets of a
+ * seconds (docs/sim.md, "The parameter all-gather apart"), which is added. */
 static double exposed_allreduce(const sim_model *mo, const sim_net *net, const plan *pl,
-                                const sched_traits *tr, int r, int p, double du)
+                                const sched_traits *tr, int r, int p, double du, double f)
 {
     double G = 0, per_byte, fixed;
-    int K = 0, first = -1;
+    int K = 0, first = -1, apart = 0;
     for (int k = 0; k < pl->nstages; k++)
         if (sched_kind_rank(tr->kind, k, p) == r && mo->grad_bytes[k] > 0) {
-            G += mo->grad_bytes[k];
+            double gb = mo->gather_bytes ? mo->gather_bytes[k] : 0;
+            G += gb > 0 ? 2 * mo->grad_bytes[k] - gb : mo->grad_bytes[k];
+            apart |= gb > 0;
             K += buckets(mo->grad_bytes[k]);
             if (first < 0) first = k;
         }
@@ -70,9 +85,17 @@ static double exposed_allreduce(const sim_model *mo, const sim_net *net, const p
     const plan_stage *ps = &pl->stages[first];
     if (ps->replicas <= 1 || sim_net_ring(net, ps->devices, ps->replicas, &per_byte, &fixed))
         return 0;
+    if (apart) per_byte /= 2, fixed /= 2; /* each half: r - 1 steps */
     double a = per_byte * G / K + fixed;
     double tail = K * a - du * (K - 1) / K;
-    return tail > a ? tail : a;
+    double ex = tail > a ? tail : a;
+    double ga = mo->gather_bytes ? mo->gather_bytes[first] : 0;
+    if (ga > 0) {
+        int K1 = buckets(mo->grad_bytes[first]);
+        double b = per_byte * ga / K1 + fixed, last = K1 * b - (K1 - 1) * f / K1;
+        ex += last > b ? last : b;
+    }
+    return ex;
 }
 
 /* Seconds of one send of stage st's output to stage st + 1 (their first replicas). */
@@ -147,19 +170,22 @@ static double est_replay(const schedule *s, const est_stage *st, int sends, doub
 }
 
 /* The closed-form makespan and its parts from the priced stages st[0..S) of p ranks x v
- * chunks each, m microbatches per replica, split: the kind runs I and W apart. */
-static void est_pipeline(const est_stage *st, int S, int p, int m, int split,
+ * chunks each, m microbatches per replica, split: the kind runs I and W apart, sync: the
+ * plan's point-to-point transfers block (p2p_sync). */
+static void est_pipeline(const est_stage *st, int S, int p, int m, int split, int sync,
                          const sched_traits *tr, search3d_est *out)
 {
-    double cmax = 0, Rmax = 0, fill = 0, tp_rank = 0, zb = 0;
+    double cmax = 0, Rmax = 0, fill = 0, tp_rank = 0, zb = 0, sends_rank = 0;
     for (int r = 0; r < p; r++) {
-        double R = 0, tpr = 0;
+        double R = 0, tpr = 0, snd = 0;
         for (int k = 0; k < S; k++)
             if (sched_kind_rank(tr->kind, k, p) == r) {
                 R += st[k].F + (split ? st[k].I + st[k].W : st[k].B);
                 tpr += st[k].tp;
+                /* its F's output forward, its backward's gradient back (blocking) */
+                snd += st[k].send + (k > 0 ? st[k - 1].send : 0);
             }
-        if (R > Rmax) Rmax = R, tp_rank = tpr;
+        if (R > Rmax) Rmax = R, tp_rank = tpr, sends_rank = snd;
     }
     for (int k = 0; k < S; k++) {
         double c = st[k].F + (split ? st[k].I + st[k].W : st[k].B);
@@ -177,7 +203,17 @@ static void est_pipeline(const est_stage *st, int S, int p, int m, int split,
     }
     double p2p = 0;
     for (int k = 0; k + 1 < S && k < p - 1; k++) p2p += 2 * st[k].send;
-    out->p2p_s = p2p;
+    /* p2p sync: the busiest rank computes again only once each of its sends has arrived;
+     * zb-h1's rank r posts its receive of the next forward input after its deferred W, so
+     * rank r - 1's I waits for it: each of the m steps is max_r R_r + W_r+1 */
+    double lock = 0;
+    if (sync && split && tr->chunks_max == 1) {
+        for (int k = 0; k + 1 < S; k++) {
+            double R = st[k].F + st[k].I + st[k].W + st[k + 1].W - Rmax;
+            if (R > lock) lock = R;
+        }
+    }
+    out->p2p_s = p2p + (sync ? m * (sends_rank + lock) : 0);
     out->tp_s = m * tp_rank;
     out->compute_s = m * Rmax - out->tp_s;
 }
@@ -233,9 +269,11 @@ static void est_figures(const plan *pl, const schedule *s, sim_model *mo, const 
     for (int k = 0; k < S; k++) sim_cost_stage_state(mo, pl, net, k, mo->param_bytes[k]);
     for (int k = 0; k < S; k++) {
         int w0 = s->stage_workers[s->stage_first[k]];
-        double sc = mo->worker_scale[w0], tpf, tpb;
+        double sc = mo->worker_scale[w0];
         const double *a = &mo->act_s[(size_t)k * SIM_NC];
-        sim_cost_stage_tp(pl, net, k, &tpf, &tpb);
+        sim_tp_times tpt; /* what of them blocks under the plan's tp_overlap */
+        sim_cost_stage_tp3(pl, net, k, &tpt);
+        double tpf = tpt.f, tpb = split ? tpt.i : tpt.b;
         st[k] = (est_stage){.F = a[SIM_C_F] * sc, .B = a[SIM_C_B] * sc, .I = a[SIM_C_I] * sc,
                             .W = a[SIM_C_W] * sc,
                             .tp = tpf + tpb + (pl->recompute == RECOMPUTE_FULL ? tpf : 0),
@@ -246,9 +284,9 @@ static void est_figures(const plan *pl, const schedule *s, sim_model *mo, const 
         int r = sched_kind_rank(tr->kind, k, p), first = 0;
         while (sched_kind_rank(tr->kind, first, p) != r) first++;
         expo[k] = first == k ? exposed_allreduce(mo, net, pl, tr, r, p,
-                                                 split ? st[k].W : st[k].B) : 0;
+                                                 split ? st[k].W : st[k].B, st[k].F) : 0;
     }
-    est_pipeline(st, S, p, m, split, tr, out);
+    est_pipeline(st, S, p, m, split, pl->p2p_sync, tr, out);
     if (tr->place == SCHED_PLACE_V) { /* the V's fill and drain, replayed */
         double *t = done + 2 * (size_t)S * s->microbatches;
         double bare = est_replay(s, st, 0, done, t, pos);

@@ -3,9 +3,11 @@
 # every dimension free prints the top five (layout, iteration, tokens/s, TFLOP/s per GPU,
 # MFU, peak memory against capacity, why) and the best layout, writes it with -o (plumb sim
 # on the written plan gives the iteration the search reported), --json gives the ranking
-# and the best report; fixed dimensions stay fixed; an asynchronous schedule, a GPU count
-# no layout uses, a batch no layout divides and a model no layout fits each get one line,
-# exit 2, no output and no file.
+# and the best report; fixed dimensions stay fixed; on 128 H100s with --tp-overlap full
+# --overlap-param-gather every candidate runs that runtime and the written plan carries it;
+# an asynchronous schedule, a GPU count no layout uses, a batch no layout divides, a model
+# no layout fits and a bad runtime combination each get one line, exit 2, no output and no
+# file.
 set -u
 P=${PLUMB:-./plumb}
 d=$(mktemp -d)
@@ -74,6 +76,41 @@ bad no-fit 'plan: --gpus: expected a layout that fits the devices.* memory .*; t
     --gpus 8 --global-batch 8
 bad no-fit-hint 'try --recompute full, a smaller --microbatch-size' \
     --gpus 64 --global-batch 64 --recompute none --microbatch-size 8
+
+# Megatron-Core's H100 runtime as a fixed property of every candidate: the ranking says so,
+# the best layout and the written plan carry tp_overlap full (tp > 1) and the all-gather
+# apart at zero 1, and plumb sim on that plan gives the iteration the search reported
+H100=profiles/clusters/dgx-h100.json
+ok runtime "$P" plan --model $GPT3 -c $H100 --gpus 128 --global-batch 128 --tp-overlap full \
+    --overlap-param-gather -o "$d/rt.json"
+has runtime-line '^runtime of every layout: tp overlap full \(tp > 1\), parameter all-gather under the forward \(zero 1\)$'
+has runtime-rank '^#1 tp [248] x pp [0-9]+ x dp [0-9]+, microbatch [0-9]+, .*, zero [01]$'
+has runtime-best '^recompute (none|selective|full).*, zero [01].*, bf16, tp overlap full$'
+grep -q '"tp_overlap":	"full"' "$d/rt.json" || { echo "FAIL runtime-plan: no tp_overlap full"; fail=1; }
+if grep -q '^#1 .*, zero 1$' "$d/out"; then
+    grep -q '"overlap_param_gather":	true' "$d/rt.json" ||
+        { echo "FAIL runtime-plan: zero 1 without overlap_param_gather"; fail=1; }
+fi
+it=$(sed -n 's/^   iteration \([0-9.]*\) s .*/\1/p' "$d/out" | head -1)
+ok runtime-sim "$P" sim "$d/rt.json" --json
+simit=$(sed -n 's/^	"iteration_s":	\([0-9.e+-]*\),$/\1/p' "$d/out" | head -1)
+awk -v a="$it" -v b="$simit" 'BEGIN { exit !(b > 0 && (a - b) / b < 1e-3 && (b - a) / b < 1e-3) }' ||
+    { echo "FAIL runtime-sim: the search reported $it s, plumb sim on its plan $simit s"; fail=1; }
+ok runtime-json "$P" plan --model $GPT3 -c $H100 --gpus 64 --global-batch 64 \
+    --tp-overlap backward --p2p sync --json --top 6
+has runtime-json '^	"tp_overlap":	"backward",$'
+has runtime-json-p2p '^	"p2p":	"sync",$'
+grep -Eq '"schedule":	"(zb-v|dualpipev)"' "$d/out" &&
+    { echo "FAIL runtime-json: a V kind ranked under p2p sync"; fail=1; }
+# bad combinations with the search: one line, exit 2, nothing written
+bad runtime-opg-zero0 'plan: --overlap-param-gather: belongs to --zero 1' \
+    --gpus 64 --global-batch 64 --zero 0 --overlap-param-gather
+bad runtime-tpo-tp1 'plan: --tp-overlap: expected --tp 2 or more .* (got --tp 1)' \
+    --gpus 64 --global-batch 64 --tp 1 --tp-overlap full
+bad runtime-tpo-mode 'plan: --tp-overlap: expected none, backward or full (got "sometimes")' \
+    --gpus 64 --global-batch 64 --tp-overlap sometimes
+bad runtime-sync-v 'plan: --p2p: expected overlap with schedule zb-v .* (got sync)' \
+    --gpus 64 --global-batch 64 --p2p sync --schedule zb-v
 
 # plumb sweep --model: the search per GPU count, days and cost of a token budget, deadline, plot
 LLAMA=examples/llm/llama3-8b.json

@@ -1,0 +1,269 @@
+/* test_search3d_runtime.c: the layout search under a fixed runtime (planner/search3d.h:
+ * tp_overlap, overlap_param_gather, p2p_sync). The estimate of each setting against the
+ * simulator on GPT-3 175B layouts on H100s: its iteration within RUNTIME_TOL and the change
+ * the setting makes within RUNTIME_DELTA_TOL of the change the simulator sees (the part
+ * that fails when the estimate ignores the setting); p2p sync by its blocking sends and
+ * zb-h1's wait for the next rank's W, the same. The search carries the settings into the
+ * plans it simulates and writes (tp_overlap where tp > 1, the all-gather apart at zero 1
+ * only), simulates more candidates under p2p sync and refuses a V kind with it. */
+#include <cjson/cJSON.h>
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/cluster.h"
+#include "core/schedule_traits.h"
+#include "core/transformer.h"
+#include "planner/search3d.h"
+#include "sim/sim.h"
+
+#define H100 "profiles/clusters/dgx-h100.json"
+#define GPT3 "examples/llm/gpt3-175b.json"
+#define RUNTIME_TOL 0.02       /* the estimate's iteration against the simulator's */
+#define RUNTIME_DELTA_TOL 0.25 /* the change a setting makes, estimate against simulator,
+                                  relative to the simulator's change */
+
+static transformer *gpt3(void)
+{
+    plumb_err err = {{0}};
+    transformer *t = transformer_load(GPT3, &err);
+    cr_assert_not_null(t, "%s", err.msg);
+    return t;
+}
+
+static cluster *h100(void)
+{
+    plumb_err err = {{0}};
+    cluster *c = cluster_load(H100, &err);
+    cr_assert_not_null(c, "%s", err.msg);
+    return c;
+}
+
+typedef struct lay {
+    int gpus, tp, pp, v, rc, zero, sched;
+} lay;
+
+/* The estimate and the simulation of layout l (microbatch 1, sequence parallelism where
+ * tp > 1, global batch gb) under runtime rt: *est, *sim and the estimate's parts e. */
+static void run_one(const transformer *t, const cluster *c, const lay *l, int gb,
+                    const search3d_options *rt, double *est, double *sim, search3d_est *e)
+{
+    plumb_err err = {{0}};
+    layout3d_options o;
+    layout3d_options_init(&o);
+    o.gpus = l->gpus, o.global_batch = gb, o.tp = l->tp, o.pp = l->pp;
+    o.dp = l->gpus / (l->tp * l->pp);
+    o.microbatch_size = 1, o.interleave = l->v, o.recompute = l->rc;
+    o.sequence_parallel = l->tp > 1, o.zero = l->zero, o.schedule = l->sched;
+    o.p2p_sync = rt->p2p_sync;
+    plan *pl = layout3d_build(t, c, H100, &o, &err);
+    cr_assert_not_null(pl, "tp %d pp %d: %s", l->tp, l->pp, err.msg);
+    search3d_apply_runtime(pl, rt);
+    cr_assert_eq(search3d_estimate(pl, e, &err), 0, "%s", err.msg);
+    sim_report *r = sim_run(pl, NULL, &err);
+    cr_assert_not_null(r, "%s", err.msg);
+    *est = e->iteration_s;
+    *sim = r->iteration_s;
+    sim_report_free(r);
+    plan_free(pl);
+}
+
+/* search3d_run of GPT-3 175B on H100s under o, which must succeed. */
+static search3d_result *search_ok(const transformer *t, const cluster *c,
+                                  const search3d_options *o)
+{
+    plumb_err err = {{0}};
+    search3d_result *r = search3d_run(t, c, H100, o, &err);
+    cr_assert_not_null(r, "%s", err.msg);
+    cr_assert_geq(r->nranked, 1);
+    return r;
+}
+
+/* Every test's model and cluster (Criterion runs each test in its own process). */
+static transformer *t;
+static cluster *c;
+
+static void setup(void)
+{
+    t = gpt3();
+    c = h100();
+}
+
+static void teardown(void)
+{
+    cluster_free(c);
+    transformer_free(t);
+}
+
+enum { S = RECOMPUTE_SELECTIVE, F = RECOMPUTE_FULL };
+enum { K1 = SCHED_1F1B_FLUSH, KI = SCHED_INTERLEAVED, KZ = SCHED_ZB_H1, KV = SCHED_ZB_V };
+
+/* Each setting against the default runtime, estimate and simulator, on layout l; changes:
+ * the setting must change the simulation (else both stay). */
+static void against_default(const transformer *t, const cluster *c, const lay *l, int gb,
+                            const search3d_options *rt, const char *what, int changes)
+{
+    search3d_options base;
+    search3d_options_init(&base);
+    search3d_est e0, e1;
+    double est0, sim0, est1, sim1;
+    run_one(t, c, l, gb, &base, &est0, &sim0, &e0);
+    run_one(t, c, l, gb, rt, &est1, &sim1, &e1);
+    double rel = est1 / sim1 - 1, ds = sim1 - sim0, de = est1 - est0;
+    cr_expect(fabs(rel) <= RUNTIME_TOL, "%s, tp %d pp %d V %d %s: estimate %.4f s, simulated "
+              "%.4f s (%+.2f %%)", what, l->tp, l->pp, l->v, sched_kind_name(l->sched), est1,
+              sim1, 100 * rel);
+    if (changes)
+        cr_expect(fabs(ds) > 1e-3 * sim0, "%s, tp %d pp %d: the setting changes the "
+                  "simulation (%.4f -> %.4f s)", what, l->tp, l->pp, sim0, sim1);
+    cr_expect(fabs(de - ds) <= RUNTIME_DELTA_TOL * fabs(ds) + 1e-5 * sim0, "%s, tp %d pp %d "
+              "V %d: the estimate changes by %+.4f s, the simulation by %+.4f s", what, l->tp,
+              l->pp, l->v, de, ds);
+}
+
+Test(search3d_runtime, tp_overlap_against_the_simulator, .init = setup, .fini = teardown)
+{
+    static const lay lays[] = {
+        {64, 8, 8, 1, S, 0, K1}, {64, 8, 8, 4, S, 0, KI}, {64, 4, 16, 6, S, 0, KI},
+        {64, 8, 8, 1, F, 0, KZ}, {64, 8, 8, 2, S, 0, KV}, {128, 8, 8, 2, S, 1, KI},
+    };
+    for (int mode = TP_OVERLAP_BACKWARD; mode <= TP_OVERLAP_FULL; mode++)
+        for (size_t i = 0; i < sizeof lays / sizeof lays[0]; i++) {
+            search3d_options rt;
+            search3d_options_init(&rt);
+            rt.tp_overlap = (plan_tp_overlap)mode;
+            int dp = lays[i].gpus / (lays[i].tp * lays[i].pp);
+            /* backward: a split backward's I waits for its whole all-reduce (sim/cost.c) */
+            int split = sched_traits_of((sched_kind)lays[i].sched)->split_backward;
+            against_default(t, c, &lays[i], 64 * dp, &rt,
+                            plan_tp_overlap_name((plan_tp_overlap)mode),
+                            mode == TP_OVERLAP_FULL || !split);
+        }
+}
+
+Test(search3d_runtime, param_gather_against_the_simulator, .init = setup, .fini = teardown)
+{
+    static const lay lays[] = {
+        {256, 8, 8, 1, S, 1, K1}, {256, 8, 8, 4, S, 1, KI}, {256, 4, 16, 2, S, 1, KI},
+        {256, 8, 4, 1, F, 1, K1}, {128, 8, 8, 1, F, 1, KZ},
+    };
+    search3d_options rt;
+    search3d_options_init(&rt);
+    rt.overlap_param_gather = 1;
+    for (size_t i = 0; i < sizeof lays / sizeof lays[0]; i++) {
+        int dp = lays[i].gpus / (lays[i].tp * lays[i].pp);
+        against_default(t, c, &lays[i], 64 * dp, &rt, "overlap-param-gather", 1);
+    }
+}
+
+/* p2p sync: the estimate adds each blocking send of the busiest rank and, for zb-h1, the
+ * next rank's deferred W that each steady step waits for (its receive is posted after it):
+ * the iteration within RUNTIME_TOL and the added time within RUNTIME_DELTA_TOL of the
+ * simulator's on every kind. */
+Test(search3d_runtime, p2p_sync_against_the_simulator, .init = setup, .fini = teardown)
+{
+    static const lay lays[] = {
+        {64, 8, 8, 4, S, 0, KI}, {64, 4, 16, 2, F, 0, KI}, {64, 4, 16, 1, F, 0, K1},
+        {64, 8, 8, 1, F, 0, KZ}, {64, 8, 8, 1, S, 0, KZ}, {64, 4, 16, 1, F, 0, KZ},
+        {64, 2, 32, 1, F, 0, K1},
+    };
+    search3d_options base, rt;
+    search3d_options_init(&base);
+    search3d_options_init(&rt);
+    rt.p2p_sync = 1;
+    for (size_t i = 0; i < sizeof lays / sizeof lays[0]; i++) {
+        search3d_est e0, e1;
+        double est0, sim0, est1, sim1;
+        run_one(t, c, &lays[i], 64, &base, &est0, &sim0, &e0);
+        run_one(t, c, &lays[i], 64, &rt, &est1, &sim1, &e1);
+        cr_expect(e1.p2p_s > e0.p2p_s, "case %zu: the blocking sends priced (%.4f -> %.4f s)",
+                  i, e0.p2p_s, e1.p2p_s);
+        double de = est1 - est0, ds = sim1 - sim0;
+        cr_expect(fabs(de - ds) <= RUNTIME_DELTA_TOL * fabs(ds) + 1e-3 * sim0, "case %zu: the "
+                  "estimate adds %.4f s, the simulator %.4f s", i, de, ds);
+        cr_expect(fabs(est1 / sim1 - 1) <= RUNTIME_TOL, "case %zu (%s): estimate %.4f s, "
+                  "simulated %.4f s", i, sched_kind_name((sched_kind)lays[i].sched), est1, sim1);
+    }
+}
+
+/* The search under Megatron-Core's H100 runtime: every ranked candidate simulated with the
+ * runtime (its figures are those of its plan built and simulated here with it), the best
+ * plan and its written file carry the fields, the all-gather apart on zero 1 only. */
+Test(search3d_runtime, search_carries_the_runtime, .init = setup, .fini = teardown)
+{
+    search3d_options o;
+    search3d_options_init(&o);
+    o.gpus = 128, o.global_batch = 128, o.tp_overlap = TP_OVERLAP_FULL;
+    o.overlap_param_gather = 1, o.simulate = 8;
+    plumb_err err = {{0}};
+    search3d_result *r = search_ok(t, c, &o);
+    for (int i = 0; i < r->nranked; i++) {
+        const search3d_cand *k = &r->ranked[i];
+        plan *pl = layout3d_build(t, c, H100, &k->o, &err);
+        cr_assert_not_null(pl, "%s", err.msg);
+        pl->tp_overlap = k->d.tp > 1 ? TP_OVERLAP_FULL : TP_OVERLAP_NONE;
+        pl->overlap_param_gather = k->o.zero == 1;
+        sim_report *rep = sim_run_folded(pl, NULL, 0, &err);
+        cr_assert_not_null(rep, "%s", err.msg);
+        cr_expect(fabs(rep->iteration_s / k->iteration_s - 1) < 1e-9, "#%d: %.6f s, its plan "
+                  "with the runtime %.6f s", i + 1, k->iteration_s, rep->iteration_s);
+        sim_report_free(rep);
+        plan_free(pl);
+    }
+    const plan *b = r->best;
+    cr_expect_eq(b->tp_overlap, b->tp > 1 ? TP_OVERLAP_FULL : TP_OVERLAP_NONE);
+    cr_expect_eq(b->overlap_param_gather, b->zero == 1);
+    char path[] = "/tmp/plumb_search3d_rt_XXXXXX";
+    int fd = mkstemp(path);
+    cr_assert_geq(fd, 0);
+    close(fd);
+    cr_assert_eq(plan_save(b, path, &err), 0, "%s", err.msg);
+    FILE *f = fopen(path, "r");
+    cr_assert_not_null(f);
+    char buf[1 << 16];
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    buf[n] = 0;
+    fclose(f);
+    unlink(path);
+    cJSON *j = cJSON_Parse(buf);
+    cr_assert_not_null(j);
+    const cJSON *tpo = cJSON_GetObjectItemCaseSensitive(j, "tp_overlap");
+    if (b->tp > 1) cr_expect(cJSON_IsString(tpo) && !strcmp(tpo->valuestring, "full"));
+    const cJSON *opg = cJSON_GetObjectItemCaseSensitive(j, "overlap_param_gather");
+    cr_expect(b->zero == 1 ? cJSON_IsTrue(opg) : !cJSON_IsTrue(opg));
+    cJSON_Delete(j);
+    search3d_free(r);
+
+    /* ZeRO 1 fixed: the winner gathers apart */
+    o.zero = 1, o.simulate = 0;
+    r = search_ok(t, c, &o);
+    cr_expect_eq(r->best->zero, 1);
+    cr_expect_eq(r->best->overlap_param_gather, 1);
+    search3d_free(r);
+}
+
+/* p2p sync: SEARCH3D_SYNC_FACTOR x the candidates simulated, no V kind among them, and a V
+ * kind asked for gets one line. */
+Test(search3d_runtime, p2p_sync_search, .init = setup, .fini = teardown)
+{
+    search3d_options o;
+    search3d_options_init(&o);
+    o.gpus = 64, o.global_batch = 64, o.p2p_sync = 1;
+    search3d_result *r = search_ok(t, c, &o);
+    cr_expect_eq(r->nranked, SEARCH3D_SIMULATE * SEARCH3D_SYNC_FACTOR);
+    for (int i = 0; i < r->nranked; i++)
+        cr_expect_neq(sched_traits_of(r->ranked[i].d.schedule)->place, SCHED_PLACE_V, "#%d",
+                      i + 1);
+    cr_expect_eq(r->best->p2p_sync, 1);
+    search3d_free(r);
+    o.schedule = SCHED_DUALPIPEV;
+    plumb_err err = {{0}};
+    r = search3d_run(t, c, H100, &o, &err);
+    cr_assert_null(r);
+    cr_expect(strstr(err.msg, "--p2p: expected overlap with schedule dualpipev"), "%s",
+              err.msg);
+    cr_expect_null(strchr(err.msg, '\n'));
+}
