@@ -1,0 +1,111 @@
+/* test_sim_malloc.c: sim_malloc_for_one_run, the allocator settings of a process that runs
+ * one large simulation (`plumb sim`): the heap it leaves behind is advised for transparent
+ * huge pages, as the kernel reports it in /proc/self/smaps, and the run it serves gives the
+ * same report as without it. Criterion runs each test in a process of its own, so the
+ * settings do not leak into other tests. */
+#define _DEFAULT_SOURCE
+#include <criterion/criterion.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sim/sim.h"
+#include "sim/synth.h"
+
+/* The VmFlags line of the mapping of /proc/self/smaps holding addr, copied into flags
+ * (size n). Returns 0, or -1 when smaps cannot be read or has no such mapping. */
+static int vmflags_of(const void *addr, char *flags, size_t n)
+{
+    FILE *f = fopen("/proc/self/smaps", "r");
+    if (!f)
+        return -1;
+    char line[512];
+    int in = 0, rc = -1;
+    uintptr_t a = (uintptr_t)addr;
+    while (fgets(line, sizeof line, f)) {
+        unsigned long lo, hi;
+        if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2) { /* a mapping's first line */
+            in = a >= lo && a < hi;
+            continue;
+        }
+        if (in && strncmp(line, "VmFlags:", 8) == 0) {
+            size_t len = strlen(line + 8);
+            len = len < n ? len : n - 1;
+            memcpy(flags, line + 8, len);
+            flags[len] = 0;
+            rc = 0;
+            break;
+        }
+    }
+    fclose(f);
+    return rc;
+}
+
+/* 1 when the kernel offers transparent huge pages to regions that ask (`always` or
+ * `madvise`), 0 when not or unknown. */
+static int thp_offered(void)
+{
+    FILE *f = fopen("/sys/kernel/mm/transparent_hugepage/enabled", "r");
+    if (!f)
+        return 0;
+    char line[128] = "";
+    int ok = fgets(line, sizeof line, f) != NULL && !strstr(line, "[never]");
+    fclose(f);
+    return ok;
+}
+
+/* The heap past sim_malloc_for_one_run's first block carries the kernel's `hg` flag
+ * (MADV_HUGEPAGE); a process that did not call it has no `hg` there (the same check fails
+ * without the advice). */
+Test(sim_malloc, heap_advised_for_huge_pages)
+{
+#if !defined(__linux__) || !defined(__GLIBC__)
+    cr_skip_test("smaps is Linux's; the settings glibc's");
+#elif defined(__SANITIZE_ADDRESS__)
+    cr_skip_test("the address sanitizer's allocator has no heap to advise");
+#else
+    if (!thp_offered())
+        cr_skip_test("the kernel offers no transparent huge pages");
+    char flags[256];
+    void *probe = malloc(64);
+    if (vmflags_of(probe, flags, sizeof flags))
+        cr_skip_test("/proc/self/smaps not readable");
+    cr_expect_null(strstr(flags, " hg"), "heap advised before the call: %s", flags);
+    free(probe);
+    sim_malloc_for_one_run();
+    size_t n = (size_t)8 << 20; /* below the mmap threshold: from the heap */
+    char *p = malloc(n);
+    cr_assert_not_null(p);
+    memset(p, 1, n);
+    cr_assert_eq(vmflags_of(p + n / 2, flags, sizeof flags), 0, "no mapping for the block");
+    cr_expect_not_null(strstr(flags, " hg"), "VmFlags:%s", flags);
+    free(p);
+#endif
+}
+
+/* A run after the settings reports what a run without them reports (the settings change
+ * where memory comes from, nothing the simulator computes). */
+Test(sim_malloc, same_report_after_settings)
+{
+    sim_synth sy;
+    sim_synth_init(&sy);
+    sy.nstages = 4;
+    sy.microbatches = 8;
+    plumb_err e;
+    err_clear(&e);
+    plan *pl = sim_synth_plan(&sy, &e);
+    cr_assert_not_null(pl, "%s", e.msg);
+    sim_report *a = sim_run(pl, NULL, &e);
+    cr_assert_not_null(a, "%s", e.msg);
+    sim_malloc_for_one_run();
+    sim_report *b = sim_run(pl, NULL, &e);
+    cr_assert_not_null(b, "%s", e.msg);
+    cr_expect_eq(a->iteration_s, b->iteration_s);
+    cr_expect_eq(a->bubble_fraction, b->bubble_fraction);
+    cr_expect_eq(a->makespan_s, b->makespan_s);
+    cr_expect_eq(a->peak_memory_bytes, b->peak_memory_bytes);
+    sim_report_free(a);
+    sim_report_free(b);
+    plan_free(pl);
+}
