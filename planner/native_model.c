@@ -939,15 +939,14 @@ static void dp_layer(const nm_model *m, const nm_setting *s, nm_dp *d, int mode,
      * stage is 0, so they do not depend on the replicas (sim_memory_state) */
     const sim_mem_setting ms1 = mem_setting(m, s, 1);
     sim_stage_mem bt[NM_MAX_BLOCKS + 1];
-    /* the all-reduce's receive scratch of those stages on each replica count: the same for
-     * every first unit, so out of the loop over units */
-    double scr[NM_MAX_UNITS][NM_MAX_BLOCKS + 1];
+    /* the training state per parameter byte on each replica count (ZeRO 0: the same for
+     * every count, but taken as sim_memory_state gives it) */
+    sim_state_mul smr[NM_MAX_UNITS];
+    for (int ri = 0; ri < m->nr; ri++)
+        sim_memory_state(ms1.precision, ms1.zero, m->rlist[ri] * m->g, s->opt, &smr[ri]);
     for (int b = nb - 1; b >= 0; b--) {
         double in = b > 0 ? m->cut[b] * bscale : 0;
         for (int j = b + 1; j <= nb; j++) sim_memory_stage(&m->lay[b * (nb + 1) + j], &ms1, &bt[j]);
-        for (int ri = 0; ri < m->nr; ri++)
-            for (int j = b + 1; j <= nb; j++)
-                scr[ri][j] = sim_allreduce_scratch_max(bt[j].gradients, m->rlist[ri] * m->g);
         for (int u = U - 1; u >= 0; u--) {
             double bests[NM_DP_TAUS];
             int bjs[NM_DP_TAUS], brs[NM_DP_TAUS], W = m->ndev - u * m->g;
@@ -976,8 +975,7 @@ static void dp_layer(const nm_model *m, const nm_setting *s, nm_dp *d, int mode,
                 const stage_counts cn = {tr->versions > 0 && tr->versions < kw ? tr->versions : kw,
                                          held_slots(s->kind, k, kf, b > 0),
                                          staged_grads(s->kind, k, kf)};
-                sim_state_mul sm;
-                sim_memory_state(ms1.precision, ms1.zero, n, s->opt, &sm);
+                const sim_state_mul sm = smr[ri];
                 /* a lower bound of the stage's memory that grows with its last block j:
                  * the parameters (less every tied tensor) x versions, gradients (and the
                  * all-reduce's receive buffer), optimizer; per slot the input (the data)
@@ -1049,7 +1047,8 @@ static void dp_layer(const nm_model *m, const nm_setting *s, nm_dp *d, int mode,
                      * with recompute a slot keeps the stage's output) */
                     sim_memory_acc acc;
                     memset(&acc, 0, sizeof acc);
-                    sim_memory_add(&acc, &bt[j], cn.ver, cn.slots, scr[ri][j], 0);
+                    sim_memory_add(&acc, &bt[j], cn.ver, cn.slots,
+                                   sim_allreduce_scratch_max(bt[j].gradients, n), 0);
                     sim_memory mm;
                     sim_memory_close(&acc, cn.staged * in, R->cap, &mm);
                     if (!mm.fits) continue;
