@@ -902,8 +902,9 @@ typedef struct nm_dp {
     int K;            /* stages pinned (s->nstages), or 0: any count */
     size_t ns;        /* states of one program: L (nb + 1) (U + 1), L = K + 1 layers when
                          pinned (layer k: k stages left), else 1 */
-    double *val;      /* [NM_DP_TAUS ns]: program t's values from t ns */
-    int *cj, *cr;     /* [NM_DP_TAUS ns] choice: next block, units */
+    double *val;      /* [ns NM_DP_TAUS]: state i's values of the programs together
+                         (dp_v: program t's at i NM_DP_TAUS + t, one cache line) */
+    int *cj, *cr;     /* [ns NM_DP_TAUS] choice: next block, units (dp_v) */
 } nm_dp;
 
 /* Index of state (k stages left, first block b, first unit u) in the dp's arrays. */
@@ -911,6 +912,9 @@ static size_t dp_at(const nm_dp *d, int k, int b, int u)
 {
     return ((size_t)k * (d->nb + 1) + b) * (d->U + 1) + u;
 }
+
+/* Where program t's value (and choice) of state i is in the dp's arrays. */
+static size_t dp_v(int t, size_t i) { return i * NM_DP_TAUS + t; }
 
 /* One layer of the program: the states with `left` stages left (d->K > 0: stages pinned;
  * a stage with one left ends at the last block, one with more leaves blocks to the rest),
@@ -931,9 +935,8 @@ static void dp_layer(const nm_model *m, const nm_setting *s, nm_dp *d, int mode,
     const double tmax = mode ? tau[nt - 1] : 0;
     if (!mode) nt = 1;
     for (int t = 0; t < nt; t++) {
-        double *val = d->val + t * d->ns;
-        for (int u = 0; u <= U; u++) val[lay + nb * W1 + u] = K > 0 ? INFINITY : 0;
-        for (int b = 0; b < nb; b++) val[lay + b * W1 + U] = INFINITY;
+        for (int u = 0; u <= U; u++) d->val[dp_v(t, lay + nb * W1 + u)] = K > 0 ? INFINITY : 0;
+        for (int b = 0; b < nb; b++) d->val[dp_v(t, lay + b * W1 + U)] = INFINITY;
     }
     /* the memory terms of the stages starting at block b, by their end: the plan's ZeRO
      * stage is 0, so they do not depend on the replicas (sim_memory_state) */
@@ -993,13 +996,14 @@ static void dp_layer(const nm_model *m, const nm_setting *s, nm_dp *d, int mode,
                 const int j1 = K > 0 && left > 1 ? nb - 1 : nb;
                 for (int j = j0; j <= j1; j++) {
                     const size_t at = nxt + j * W1 + u + r;
-                    double next = d->val[at];
+                    const double *vt = &d->val[dp_v(0, at)]; /* the programs' */
+                    double next = vt[0];
                     if (!mode) {
                         if (!(next < best)) continue;
                     } else {
                         int any = 0; /* lat + next >= next: useless unless below a best */
                         for (int t = 0; t < nt && !any; t++)
-                            any = d->val[t * d->ns + at] < bests[t];
+                            any = vt[t] < bests[t];
                         if (!any) continue;
                     }
                     double lp = m->cP[j] - m->cP[b] - m->tied_total;
@@ -1040,7 +1044,7 @@ static void dp_layer(const nm_model *m, const nm_setting *s, nm_dp *d, int mode,
                         gain = v0 < best;
                     } else {
                         for (int t = nt - 1; t >= 0 && !(per > tau[t]) && !gain; t--)
-                            gain = lat + d->val[t * d->ns + at] < bests[t];
+                            gain = lat + vt[t] < bests[t];
                     }
                     if (!gain) continue;
                     /* the memory itself, as the simulator counts it (not monotone in j:
@@ -1059,7 +1063,7 @@ static void dp_layer(const nm_model *m, const nm_setting *s, nm_dp *d, int mode,
                         continue;
                     }
                     for (int t = nt - 1; t >= 0 && !(per > tau[t]); t--) {
-                        double v = lat + d->val[t * d->ns + at];
+                        double v = lat + vt[t];
                         if (v < bests[t]) {
                             bests[t] = v;
                             bjs[t] = j;
@@ -1069,7 +1073,7 @@ static void dp_layer(const nm_model *m, const nm_setting *s, nm_dp *d, int mode,
                 }
             }
             for (int t = 0; t < nt; t++) {
-                const size_t here = t * d->ns + lay + b * W1 + u;
+                const size_t here = dp_v(t, lay + b * W1 + u);
                 d->val[here] = bests[t];
                 d->cj[here] = bjs[t];
                 d->cr[here] = brs[t];
@@ -1087,7 +1091,7 @@ static void dp_solve(const nm_model *m, const nm_setting *s, nm_dp *d, int mode,
         for (int t = 0; t < (mode ? nt : 1); t++)
             for (int b = 0; b <= d->nb; b++)
                 for (int u = 0; u <= d->U; u++)
-                    d->val[t * d->ns + dp_at(d, 0, b, u)] = b == d->nb ? 0 : INFINITY;
+                    d->val[dp_v(t, dp_at(d, 0, b, u))] = b == d->nb ? 0 : INFINITY;
     for (int k = d->K > 0 ? 1 : 0; k <= d->K; k++) dp_layer(m, s, d, mode, tau, nt, k);
 }
 
@@ -1098,7 +1102,7 @@ static int dp_extract(const nm_model *m, const nm_dp *d, int t, nm_part *pt)
     pt->nst = 0;
     while (b < m->nb) {
         if (d->K > 0 && k < 1) return -1;
-        size_t at = t * d->ns + dp_at(d, k, b, u);
+        size_t at = dp_v(t, dp_at(d, k, b, u));
         int j = d->cj[at], r = d->cr[at];
         if (d->K > 0) k--;
         if (j < 0 || pt->nst >= NM_MAX_STAGES) return -1;
@@ -1158,7 +1162,7 @@ static int kept_solve(const nm_model *m, const nm_setting *s, int nf, nm_dp_kept
     if (!d.val || !d.cj || !d.cr) goto done;
     const size_t top = dp_at(&d, K, 0, 0);
     dp_solve(m, s, &d, 0, NULL, 1);
-    double tau = d.val[top];
+    double tau = d.val[dp_v(0, top)];
     e->solved = 1;
     rc = 0;
     if (!(e->tau_ok = isfinite(tau))) goto done;
@@ -1170,7 +1174,7 @@ static int kept_solve(const nm_model *m, const nm_setting *s, int nf, nm_dp_kept
     for (int f = 0; f < nf; f++) taus[f] = tau * fac_sync[f];
     dp_solve(m, s, &d, 1, taus, nf);
     for (int f = 0; f < nf; f++)
-        if ((e->hasf[f] = isfinite(d.val[f * ns + top]) && dp_extract(m, &d, f, &e->pf[f]) == 0))
+        if ((e->hasf[f] = isfinite(d.val[dp_v(f, top)]) && dp_extract(m, &d, f, &e->pf[f]) == 0))
             nm_price(m, s, &e->pf[f]);
 done:
     free(d.val);
