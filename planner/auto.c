@@ -91,6 +91,7 @@ static int add_default(native_result *dr, int failed, native_result *res, plumb_
 {
     res->dp_runs += dr->dp_runs;
     res->nsimulated += dr->nsimulated;
+    res->nexact += dr->nexact;
     native_candidate *d = NULL;
     for (int i = 0; !failed && i < dr->ncand && !d; i++)
         if (dr->cand[i].fits && dr->cand[i].pl) d = &dr->cand[i];

@@ -58,7 +58,11 @@ typedef struct native_options {
                                    whose compute alone (planner/native.c, nm_compute_bound)
                                    caps it below the best simulated plan that fits is not
                                    simulated, and every baseline is a candidate; the best
-                                   plan is then the best of at least the same candidates */
+                                   plan is then the best of at least the same candidates;
+                                   once a simulated plan fits, the candidates not
+                                   simulated keep the dynamic program's closed-form
+                                   memory counts (their fits and estimated peak; they
+                                   rank below it either way) */
     int nstages;                /* > 0: pin the pipeline depth: exactly this many stages
                                    (pipeline ranks for interleaved and zb-v), each still
                                    replicated as the program chooses; 0 = the planner
@@ -107,6 +111,8 @@ typedef struct native_result {
                                    throughput, best first; then those that do not fit */
     int nsimulated;             /* simulator runs made */
     int dp_runs;                /* dynamic programs solved */
+    int nexact;                 /* candidates re-priced with their schedule's memory
+                                   counts (nm_price_exact) */
     double single_samples_per_s; /* whole model on the fastest device, compute only */
     double capacity_bytes;      /* smallest device capacity considered (after the limit) */
     int nothing_fits;           /* 1: no candidate fits memory */

@@ -902,8 +902,9 @@ typedef struct nm_dp {
     int K;            /* stages pinned (s->nstages), or 0: any count */
     size_t ns;        /* states of one program: L (nb + 1) (U + 1), L = K + 1 layers when
                          pinned (layer k: k stages left), else 1 */
-    double *val;      /* [NM_DP_TAUS ns]: program t's values from t ns */
-    int *cj, *cr;     /* [NM_DP_TAUS ns] choice: next block, units */
+    double *val;      /* [ns NM_DP_TAUS]: state i's values of the programs together
+                         (dp_v: program t's at i NM_DP_TAUS + t, one cache line) */
+    int *cj, *cr;     /* [ns NM_DP_TAUS] choice: next block, units (dp_v) */
 } nm_dp;
 
 /* Index of state (k stages left, first block b, first unit u) in the dp's arrays. */
@@ -911,6 +912,9 @@ static size_t dp_at(const nm_dp *d, int k, int b, int u)
 {
     return ((size_t)k * (d->nb + 1) + b) * (d->U + 1) + u;
 }
+
+/* Where program t's value (and choice) of state i is in the dp's arrays. */
+static size_t dp_v(int t, size_t i) { return i * NM_DP_TAUS + t; }
 
 /* One layer of the program: the states with `left` stages left (d->K > 0: stages pinned;
  * a stage with one left ends at the last block, one with more leaves blocks to the rest),
@@ -931,23 +935,21 @@ static void dp_layer(const nm_model *m, const nm_setting *s, nm_dp *d, int mode,
     const double tmax = mode ? tau[nt - 1] : 0;
     if (!mode) nt = 1;
     for (int t = 0; t < nt; t++) {
-        double *val = d->val + t * d->ns;
-        for (int u = 0; u <= U; u++) val[lay + nb * W1 + u] = K > 0 ? INFINITY : 0;
-        for (int b = 0; b < nb; b++) val[lay + b * W1 + U] = INFINITY;
+        for (int u = 0; u <= U; u++) d->val[dp_v(t, lay + nb * W1 + u)] = K > 0 ? INFINITY : 0;
+        for (int b = 0; b < nb; b++) d->val[dp_v(t, lay + b * W1 + U)] = INFINITY;
     }
     /* the memory terms of the stages starting at block b, by their end: the plan's ZeRO
      * stage is 0, so they do not depend on the replicas (sim_memory_state) */
     const sim_mem_setting ms1 = mem_setting(m, s, 1);
     sim_stage_mem bt[NM_MAX_BLOCKS + 1];
-    /* the all-reduce's receive scratch of those stages on each replica count: the same for
-     * every first unit, so out of the loop over units */
-    double scr[NM_MAX_UNITS][NM_MAX_BLOCKS + 1];
+    /* the training state per parameter byte on each replica count (ZeRO 0: the same for
+     * every count, but taken as sim_memory_state gives it) */
+    sim_state_mul smr[NM_MAX_UNITS];
+    for (int ri = 0; ri < m->nr; ri++)
+        sim_memory_state(ms1.precision, ms1.zero, m->rlist[ri] * m->g, s->opt, &smr[ri]);
     for (int b = nb - 1; b >= 0; b--) {
         double in = b > 0 ? m->cut[b] * bscale : 0;
         for (int j = b + 1; j <= nb; j++) sim_memory_stage(&m->lay[b * (nb + 1) + j], &ms1, &bt[j]);
-        for (int ri = 0; ri < m->nr; ri++)
-            for (int j = b + 1; j <= nb; j++)
-                scr[ri][j] = sim_allreduce_scratch_max(bt[j].gradients, m->rlist[ri] * m->g);
         for (int u = U - 1; u >= 0; u--) {
             double bests[NM_DP_TAUS];
             int bjs[NM_DP_TAUS], brs[NM_DP_TAUS], W = m->ndev - u * m->g;
@@ -976,8 +978,7 @@ static void dp_layer(const nm_model *m, const nm_setting *s, nm_dp *d, int mode,
                 const stage_counts cn = {tr->versions > 0 && tr->versions < kw ? tr->versions : kw,
                                          held_slots(s->kind, k, kf, b > 0),
                                          staged_grads(s->kind, k, kf)};
-                sim_state_mul sm;
-                sim_memory_state(ms1.precision, ms1.zero, n, s->opt, &sm);
+                const sim_state_mul sm = smr[ri];
                 /* a lower bound of the stage's memory that grows with its last block j:
                  * the parameters (less every tied tensor) x versions, gradients (and the
                  * all-reduce's receive buffer), optimizer; per slot the input (the data)
@@ -995,13 +996,14 @@ static void dp_layer(const nm_model *m, const nm_setting *s, nm_dp *d, int mode,
                 const int j1 = K > 0 && left > 1 ? nb - 1 : nb;
                 for (int j = j0; j <= j1; j++) {
                     const size_t at = nxt + j * W1 + u + r;
-                    double next = d->val[at];
+                    const double *vt = &d->val[dp_v(0, at)]; /* the programs' */
+                    double next = vt[0];
                     if (!mode) {
                         if (!(next < best)) continue;
                     } else {
                         int any = 0; /* lat + next >= next: useless unless below a best */
                         for (int t = 0; t < nt && !any; t++)
-                            any = d->val[t * d->ns + at] < bests[t];
+                            any = vt[t] < bests[t];
                         if (!any) continue;
                     }
                     double lp = m->cP[j] - m->cP[b] - m->tied_total;
@@ -1042,14 +1044,15 @@ static void dp_layer(const nm_model *m, const nm_setting *s, nm_dp *d, int mode,
                         gain = v0 < best;
                     } else {
                         for (int t = nt - 1; t >= 0 && !(per > tau[t]) && !gain; t--)
-                            gain = lat + d->val[t * d->ns + at] < bests[t];
+                            gain = lat + vt[t] < bests[t];
                     }
                     if (!gain) continue;
                     /* the memory itself, as the simulator counts it (not monotone in j:
                      * with recompute a slot keeps the stage's output) */
                     sim_memory_acc acc;
                     memset(&acc, 0, sizeof acc);
-                    sim_memory_add(&acc, &bt[j], cn.ver, cn.slots, scr[ri][j], 0);
+                    sim_memory_add(&acc, &bt[j], cn.ver, cn.slots,
+                                   sim_allreduce_scratch_max(bt[j].gradients, n), 0);
                     sim_memory mm;
                     sim_memory_close(&acc, cn.staged * in, R->cap, &mm);
                     if (!mm.fits) continue;
@@ -1060,7 +1063,7 @@ static void dp_layer(const nm_model *m, const nm_setting *s, nm_dp *d, int mode,
                         continue;
                     }
                     for (int t = nt - 1; t >= 0 && !(per > tau[t]); t--) {
-                        double v = lat + d->val[t * d->ns + at];
+                        double v = lat + vt[t];
                         if (v < bests[t]) {
                             bests[t] = v;
                             bjs[t] = j;
@@ -1070,7 +1073,7 @@ static void dp_layer(const nm_model *m, const nm_setting *s, nm_dp *d, int mode,
                 }
             }
             for (int t = 0; t < nt; t++) {
-                const size_t here = t * d->ns + lay + b * W1 + u;
+                const size_t here = dp_v(t, lay + b * W1 + u);
                 d->val[here] = bests[t];
                 d->cj[here] = bjs[t];
                 d->cr[here] = brs[t];
@@ -1088,7 +1091,7 @@ static void dp_solve(const nm_model *m, const nm_setting *s, nm_dp *d, int mode,
         for (int t = 0; t < (mode ? nt : 1); t++)
             for (int b = 0; b <= d->nb; b++)
                 for (int u = 0; u <= d->U; u++)
-                    d->val[t * d->ns + dp_at(d, 0, b, u)] = b == d->nb ? 0 : INFINITY;
+                    d->val[dp_v(t, dp_at(d, 0, b, u))] = b == d->nb ? 0 : INFINITY;
     for (int k = d->K > 0 ? 1 : 0; k <= d->K; k++) dp_layer(m, s, d, mode, tau, nt, k);
 }
 
@@ -1099,7 +1102,7 @@ static int dp_extract(const nm_model *m, const nm_dp *d, int t, nm_part *pt)
     pt->nst = 0;
     while (b < m->nb) {
         if (d->K > 0 && k < 1) return -1;
-        size_t at = t * d->ns + dp_at(d, k, b, u);
+        size_t at = dp_v(t, dp_at(d, k, b, u));
         int j = d->cj[at], r = d->cr[at];
         if (d->K > 0) k--;
         if (j < 0 || pt->nst >= NM_MAX_STAGES) return -1;
@@ -1159,7 +1162,7 @@ static int kept_solve(const nm_model *m, const nm_setting *s, int nf, nm_dp_kept
     if (!d.val || !d.cj || !d.cr) goto done;
     const size_t top = dp_at(&d, K, 0, 0);
     dp_solve(m, s, &d, 0, NULL, 1);
-    double tau = d.val[top];
+    double tau = d.val[dp_v(0, top)];
     e->solved = 1;
     rc = 0;
     if (!(e->tau_ok = isfinite(tau))) goto done;
@@ -1171,7 +1174,7 @@ static int kept_solve(const nm_model *m, const nm_setting *s, int nf, nm_dp_kept
     for (int f = 0; f < nf; f++) taus[f] = tau * fac_sync[f];
     dp_solve(m, s, &d, 1, taus, nf);
     for (int f = 0; f < nf; f++)
-        if ((e->hasf[f] = isfinite(d.val[f * ns + top]) && dp_extract(m, &d, f, &e->pf[f]) == 0))
+        if ((e->hasf[f] = isfinite(d.val[dp_v(f, top)]) && dp_extract(m, &d, f, &e->pf[f]) == 0))
             nm_price(m, s, &e->pf[f]);
 done:
     free(d.val);

@@ -211,7 +211,8 @@ static double best_simulated(const native_result *r)
 /* best_only (what the sweep plans with) leaves out the candidates whose compute caps them
  * below the best simulated plan: the best plan is never worse, and every simulated
  * candidate of every schedule kind (auto) stays within its compute cap, the premise of
- * leaving them out; the sweep simulates fewer plans and solves fewer programs */
+ * leaving them out; the sweep simulates fewer plans, solves fewer programs and, once a
+ * simulated plan fits, re-prices no other with its schedule's memory counts */
 Test(best_only, no_worse_with_fewer_simulations)
 {
     static const struct { const char *prof, *clus; int gpus, sched; } cases[] = {
@@ -222,7 +223,7 @@ Test(best_only, no_worse_with_fewer_simulations)
         {"profiles/pipedream/gnmt.json", "profiles/clusters/hetero-2xh200-2xv100.json", 32,
          NATIVE_SCHED_AUTO},
     };
-    int sims[2] = {0, 0}, dps[2] = {0, 0};
+    int sims[2] = {0, 0}, dps[2] = {0, 0}, exact[2] = {0, 0};
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
         plumb_err e;
         profile *p = profile_load(cases[k].prof, &e);
@@ -251,6 +252,7 @@ Test(best_only, no_worse_with_fewer_simulations)
             cr_assert_float_eq(pl->pred_samples_per_s, best[bo], 1e-9 * best[bo]);
             sims[bo] += r.nsimulated;
             dps[bo] += r.dp_runs;
+            exact[bo] += r.nexact;
             plan_free(pl);
             native_result_free(&r);
         }
@@ -264,6 +266,9 @@ Test(best_only, no_worse_with_fewer_simulations)
                  sims[0]);
     /* and it leaves recomputation out where data parallelism beats all devices recomputing */
     cr_assert_lt(dps[1], dps[0], "best_only solved %d programs, without %d", dps[1], dps[0]);
+    cr_assert_gt(exact[0], 0, "no candidate re-priced exactly without best_only");
+    cr_assert_eq(exact[1], 0, "best_only re-priced %d candidates exactly (without: %d)",
+                 exact[1], exact[0]);
 }
 
 /* The sweep's simulation memo: a plan's figures are found again for the same plan on the
