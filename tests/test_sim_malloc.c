@@ -13,6 +13,14 @@
 #include "sim/sim.h"
 #include "sim/synth.h"
 
+/* smaps and the heap's advice can be checked: Linux, glibc's allocator (not ASan's) */
+#if defined(__linux__) && defined(__GLIBC__) && !defined(__SANITIZE_ADDRESS__)
+#define HEAP_CHECKABLE 1
+#else
+#define HEAP_CHECKABLE 0
+#endif
+
+#if HEAP_CHECKABLE
 /* The VmFlags line of the mapping of /proc/self/smaps holding addr, copied into flags
  * (size n). Returns 0, or -1 when smaps cannot be read or has no such mapping. */
 static int vmflags_of(const void *addr, char *flags, size_t n)
@@ -54,6 +62,7 @@ static int thp_offered(void)
     fclose(f);
     return ok;
 }
+#endif
 
 /* The heap past sim_malloc_for_one_run's first block carries the kernel's `hg` flag
  * (MADV_HUGEPAGE); a process that did not call it has no `hg` there (the same check fails
