@@ -15,6 +15,8 @@
 # script writes only to its scratch folder.
 set -u
 P=${PLUMB:-./plumb}
+E2E_LIB=$(cd "$(dirname "$0")" && pwd)/lib
+export E2E_LIB
 d=$(mktemp -d)
 trap 'rm -rf "$d"' EXIT
 export H100=${H100:-profiles/clusters/dgx-h100.json}
@@ -123,9 +125,12 @@ done <"$TSV"
 python3 - "$TSV" "$MODELS" "$d" <<'PY' || fail=1
 import csv, json, math, os, re, sys
 
+sys.dont_write_bytecode = True  # nothing written beside the helper
+sys.path.insert(0, os.environ["E2E_LIB"])
+from published import limits, summarize  # noqa: E402
+
 tsv, models, tmp = sys.argv[1:4]
-held = set(os.environ["HELD"].split())
-ROW_TOL, MEAN_TOL = float(os.environ["ROW_TOL"]), float(os.environ["MEAN_TOL"])
+held, ROW_TOL, MEAN_TOL = limits(os.environ)
 PEAK = 989.4  # H100 SXM dense bf16 TFLOP/s, the figure the source's MFU divides by
 rows = list(csv.DictReader(open(tsv), delimiter="\t"))
 bad = 0
@@ -211,18 +216,7 @@ for k, r in enumerate(rows, 1):
     print(f"{run + ('*' if is_held else ''):24} {shown:>14} {t_pub:10.3f} {t_pred:10.3f}"
           f" {err:+7.2f}% {rep['tflops_per_gpu']:13.1f} {rep['mfu']:6.3f}"
           f" {rep.get('bubble_fraction', 0):6.3f}{flag}")
-for is_held, e in ((True, errs[True]), (False, errs[False])):
-    if not e:
-        continue
-    mean = sum(e) / len(e)
-    what = "held rows" if is_held else "rows printed for the record"
-    print(f"{what}: mean |error| {mean:.2f} %, worst {max(e):.2f} % ({len(e)} rows)")
-    if is_held and mean > MEAN_TOL:
-        print(f"FAIL: held rows' mean |error| {mean:.2f} % > {MEAN_TOL:g} %")
-        bad += 1
-if len(errs[True]) != len(held):
-    print(f"FAIL: {len(held)} rows are held, {len(errs[True])} were predicted")
-    bad += 1
+bad += summarize(errs, held, MEAN_TOL)
 sys.exit(1 if bad else 0)
 PY
 [ $fail = 0 ] && echo "megatron_h100.sh: ok"
