@@ -374,6 +374,51 @@ Test(sim_report, idle_devices_are_listed)
     plan_free(pl);
 }
 
+/* sim_report_device: the entry of a device id, NULL for a device no worker runs on (a
+ * gap, below the first, past the last, negative), the first of a repeated id; on a hand-made
+ * report and on sim_run's of a replicated plan that leaves devices idle. */
+Test(sim_report, device_lookup)
+{
+    sim_device_report d[5] = {{.device = 1}, {.device = 4}, {.device = 4}, {.device = 7},
+                              {.device = 8}};
+    sim_report h = {.ndevices = 5, .devices = d};
+    /* what each id from -2 to 10 finds, by hand: index into d, -1 for none */
+    const int want[13] = {-1, -1, -1, 0, -1, -1, 1, -1, -1, 3, 4, -1, -1};
+    for (int dev = -2; dev <= 10; dev++)
+        cr_assert_eq(sim_report_device(&h, dev), want[dev + 2] < 0 ? NULL : &d[want[dev + 2]],
+                     "device %d", dev);
+    h.ndevices = 0;
+    cr_assert_null(sim_report_device(&h, 1));
+    h.ndevices = 1;
+    cr_assert_eq(sim_report_device(&h, 1), &d[0]);
+    cr_assert_null(sim_report_device(&h, 4));
+
+    sim_synth s;
+    sim_synth_init(&s);
+    s.nstages = 3;
+    s.replicas = 3;
+    s.devices_per_server = 4; /* 9 devices on 3 servers of 4: devices 9-11 idle */
+    plumb_err e;
+    plan *pl = sim_synth_plan(&s, &e);
+    cr_assert_not_null(pl, "%s", e.msg);
+    sim_report *r = sim_run(pl, NULL, &e);
+    cr_assert_not_null(r, "%s", e.msg);
+    cr_assert_eq(r->ndevices, 9);
+    cr_assert_eq(r->devices_total, 12);
+    for (int dev = -1; dev <= 12; dev++) {
+        const sim_device_report *got = sim_report_device(r, dev);
+        if (dev < 0 || dev >= 9) {
+            cr_assert_null(got, "device %d", dev);
+            continue;
+        }
+        cr_assert_not_null(got, "device %d", dev);
+        cr_assert_eq(got->device, dev);
+        cr_assert_eq(got, &r->devices[dev], "device %d", dev);
+    }
+    sim_report_free(r);
+    plan_free(pl);
+}
+
 /* Defence in depth: a timeline with an infinite or NaN time (what a 1e-308 Gbit/s link
  * once produced) gives an SVG without a time axis and an empty Gantt, in finite time
  * (the axis loop once stepped by an infinite tick forever, its memory growing); and a

@@ -568,7 +568,7 @@ static void assert_saved_layout(const char *frame, int tp, int pp, int dp, int s
     cJSON_Delete(rep);
 }
 
-/* ui_report_device (the stage rows' lookup, a binary search) finds each device of a
+/* sim_report_device (the stage rows' lookup, a binary search) finds each device of a
  * report as a scan finds it, and no device where no worker runs: on a plan's report and on
  * a 3D layout's one-pipeline (folded) one, whose devices are copied to every replica. */
 static void check_lookup(const sim_report *r)
@@ -579,7 +579,7 @@ static void check_lookup(const sim_report *r)
         const sim_device_report *want = NULL;
         for (int i = 0; i < r->ndevices && !want; i++)
             if (r->devices[i].device == dev) want = &r->devices[i];
-        cr_assert_eq(ui_report_device(r, dev), want, "device %d of %d", dev, r->ndevices);
+        cr_assert_eq(sim_report_device(r, dev), want, "device %d of %d", dev, r->ndevices);
     }
 }
 

@@ -170,17 +170,6 @@ static const sim_device_report *peak_device(const sim_report *r)
     return best;
 }
 
-const sim_device_report *ui_report_device(const sim_report *r, int dev)
-{
-    int lo = 0, hi = r->ndevices; /* the first device id >= dev is in [lo, hi] */
-    while (lo < hi) {
-        int mid = lo + (hi - lo) / 2;
-        if (r->devices[mid].device < dev) lo = mid + 1;
-        else hi = mid;
-    }
-    return lo < r->ndevices && r->devices[lo].device == dev ? &r->devices[lo] : NULL;
-}
-
 /* ---- header ------------------------------------------------------------------------ */
 
 static void draw_figures(ui_fb *fb, int x, int y, int w, const char *label,
@@ -434,11 +423,11 @@ static void draw_stages(ui_fb *fb, ui_rect r, const char *title, const ui_result
         int s = top + i;
         const plan_stage *ps = &pl->stages[s];
         const sim_stage_report *sr = s < rep->nstages ? &rep->stages[s] : NULL;
-        const sim_device_report *d = ui_report_device(rep, ps->devices[0]);
+        const sim_device_report *d = sim_report_device(rep, ps->devices[0]);
         /* memory: the stage's fullest replica (replicas hold different slot counts) */
         const sim_device_report *dm = d;
         for (int j = 1; j < ps->replicas; j++) {
-            const sim_device_report *o = ui_report_device(rep, ps->devices[j]);
+            const sim_device_report *o = sim_report_device(rep, ps->devices[j]);
             if (o && (!dm || o->mem.total > dm->mem.total)) dm = o;
         }
         char layers[32], devs[64], fb_ms[32], comm[32], mem[48], a1[16], a2[16], line[256];
