@@ -639,7 +639,7 @@ Test(ui_snapshot, layout3d_refused_layout_keeps_the_plan_and_says_why)
     ui_app a;
     open_gpt3(&a);
     char *s = snap(&a, 120, 40, "g");
-    cr_assert(strstr(s, "no larger tp 8: tp must divide a server's 8 GPUs"), "%s", s);
+    cr_assert(strstr(s, "no larger tp 8: tp must divide a server's 8 devices"), "%s", s);
     figs first = read_figs(s);
     free(s);
     /* sequence parallelism needs tp 2 or more: the third G is refused by the layout (pp 32
