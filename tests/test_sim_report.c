@@ -12,6 +12,7 @@
 #include "core/units.h"
 #include "sim/sim.h"
 #include "sim/synth.h"
+#include "tests/synth.h"
 
 static sim_report *sample(sim_options *o, plan **out)
 {
@@ -20,11 +21,8 @@ static sim_report *sample(sim_options *o, plan **out)
     s.nstages = 3;
     s.microbatches = 4;
     s.input_ms = s.weight_ms = 1;
-    plumb_err e;
-    plan *pl = sim_synth_plan(&s, &e);
-    cr_assert_not_null(pl, "%s", e.msg);
-    sim_report *r = sim_run(pl, o, &e);
-    cr_assert_not_null(r, "%s", e.msg);
+    plan *pl = synth_plan(&s);
+    sim_report *r = synth_run(pl, o);
     *out = pl;
     return r;
 }
@@ -163,11 +161,8 @@ Test(sim_report, every_stage_of_a_device_is_listed)
     s.chunks = 10;
     s.schedule = SCHED_INTERLEAVED;
     s.microbatches = 4;
-    plumb_err e;
-    plan *pl = sim_synth_plan(&s, &e);
-    cr_assert_not_null(pl, "%s", e.msg);
-    sim_report *r = sim_run(pl, NULL, &e);
-    cr_assert_not_null(r, "%s", e.msg);
+    plan *pl = synth_plan(&s);
+    sim_report *r = synth_run(pl, NULL);
     cr_assert_eq(r->ndevices, 2);
     cr_assert_eq(r->devices[1].nstages, 10);
     for (int j = 0; j < 10; j++) cr_expect_eq(r->devices[1].stages[j], 2 * j + 1);
@@ -216,9 +211,7 @@ Test(sim_report, lists_the_whatifs)
     sim_options_init(&o);
     sim_report *base = sample(&o, &pl);
     five_whatifs(&o);
-    plumb_err e;
-    sim_report *r = sim_run(pl, &o, &e);
-    cr_assert_not_null(r, "%s", e.msg);
+    sim_report *r = synth_run(pl, &o);
     char *buf = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&buf, &len);
@@ -398,11 +391,8 @@ Test(sim_report, device_lookup)
     s.nstages = 3;
     s.replicas = 3;
     s.devices_per_server = 4; /* 9 devices on 3 servers of 4: devices 9-11 idle */
-    plumb_err e;
-    plan *pl = sim_synth_plan(&s, &e);
-    cr_assert_not_null(pl, "%s", e.msg);
-    sim_report *r = sim_run(pl, NULL, &e);
-    cr_assert_not_null(r, "%s", e.msg);
+    plan *pl = synth_plan(&s);
+    sim_report *r = synth_run(pl, NULL);
     cr_assert_eq(r->ndevices, 9);
     cr_assert_eq(r->devices_total, 12);
     for (int dev = -1; dev <= 12; dev++) {
