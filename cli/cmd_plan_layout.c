@@ -237,14 +237,6 @@ static int parse(int argc, char **argv, layout3d_options *o, given *g, const cha
     return 0;
 }
 
-/* The device report of cluster device dev, or NULL. */
-static const sim_device_report *device_of(const sim_report *r, int dev)
-{
-    for (int i = 0; i < r->ndevices; i++)
-        if (r->devices[i].device == dev) return &r->devices[i];
-    return NULL;
-}
-
 /* The first device that does not fit, as `plumb: MODEL: stages[S]: ...` into msg; 0 when
  * every device fits. */
 static int no_fit(const char *model, const sim_report *r, char *msg, size_t n)
@@ -306,7 +298,7 @@ static void print_text(const plan *pl, const layout3d_dims *d, const sim_report 
     printf("memory per pipeline rank (its first group's first device):\n");
     for (int rank = 0; rank < d->pp; rank++) {
         int dev = layout3d_group_device(rank, 0, d->tp, d->dp);
-        const sim_device_report *dr = device_of(r, dev);
+        const sim_device_report *dr = sim_report_device(r, dev);
         if (!dr) continue;
         const sim_memory *m = &dr->mem;
         printf("  rank %d (device %d): weights %s, gradients %s, optimizer %s, activations %s, "

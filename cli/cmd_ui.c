@@ -29,7 +29,7 @@ static void usage(FILE *out)
             "                [--sequence-parallel] [--zero 0|1] [--precision P]\n"
             "                [--schedule KIND] [--seq-len S] [options]\n\n"
             "Terminal dashboard for what-if planning: the plan's stages, the pipeline\n"
-            "timeline and the figures; keys change the GPU count, bandwidths, schedule,\n"
+            "timeline and the figures; keys change the device count, bandwidths, schedule,\n"
             "microbatches, memory limit, straggler and recomputation, and re-plan and\n"
             "re-simulate at once (? in the dashboard lists the keys). Without files it\n"
             "opens the shipped example %s.\n"

@@ -168,16 +168,34 @@ static void stage_sum(const profile *p, int first, int last, stage_sums *o)
     }
 }
 
+/* The ring of the tp devices first_device .. first_device + tp - 1 (sim_net_ring): its
+ * seconds per byte and per collective. 0 when found; -1 (both 0) when tp <= 1, out of
+ * memory or no ring. */
+static int tp_ring(const sim_net *n, int first_device, int tp, double *per_byte, double *fixed)
+{
+    *per_byte = *fixed = 0;
+    if (tp <= 1) return -1;
+    int small[64], *devs = tp <= 64 ? small : malloc((size_t)tp * sizeof *devs);
+    if (!devs) return -1;
+    for (int i = 0; i < tp; i++) devs[i] = first_device + i;
+    int rc = sim_net_ring(n, devs, tp, per_byte, fixed);
+    if (devs != small) free(devs);
+    if (rc) *per_byte = *fixed = 0;
+    return rc ? -1 : 0;
+}
+
+/* per_byte x bytes + fixed x collectives of a ring, 0 when nothing moves */
+static double tp_line(double per_byte, double fixed, double bytes, int collectives)
+{
+    return collectives > 0 && bytes > 0 ? per_byte * bytes + fixed * collectives : 0;
+}
+
 double sim_cost_tp_s(const sim_net *n, int first_device, int tp, double bytes, int collectives)
 {
+    double per_byte, fixed;
     if (tp <= 1 || collectives <= 0 || !(bytes > 0)) return 0;
-    int small[64], *devs = tp <= 64 ? small : malloc((size_t)tp * sizeof *devs);
-    double per_byte = 0, fixed = 0;
-    if (!devs) return 0;
-    for (int i = 0; i < tp; i++) devs[i] = first_device + i;
-    int rc = sim_net_ring(n, devs, tp, &per_byte, &fixed);
-    if (devs != small) free(devs);
-    return rc ? 0 : per_byte * bytes + fixed * collectives;
+    if (tp_ring(n, first_device, tp, &per_byte, &fixed)) return 0;
+    return tp_line(per_byte, fixed, bytes, collectives);
 }
 
 /* Seconds of a collective of c seconds pipelined in k chunks with a GEMM of g seconds that
@@ -195,10 +213,16 @@ void sim_cost_stage_tp3(const plan *pl, const sim_net *n, int st, sim_tp_times *
     const profile *p = pl->prof;
     const plan_stage *ps = &pl->stages[st];
     double scale = (double)pl->microbatch_size / (p->minibatch > 0 ? p->minibatch : 1);
+    double per_byte, fixed;
     memset(t, 0, sizeof *t);
     if (pl->tp <= 1 || !ps->devices || ps->replicas < 1) return;
-    /* the blocking sums as always (tp_overlap none, and the collectives' own time) */
-    double fb = 0, bb = 0;
+    if (tp_ring(n, ps->devices[0], pl->tp, &per_byte, &fixed)) return;
+    const device_type *dt = pl->clus ? cluster_device_type(pl->clus, ps->devices[0]) : NULL;
+    double ms_s = scale / 1e3 / (dt && dt->speed > 0 ? dt->speed : 1);
+    /* one walk: the blocking sums (tp_overlap none, and the collectives' own time) and,
+     * per layer, its collectives against its own passes' compute on the group's device
+     * (the profile's ms x scale / speed) */
+    double fb = 0, bb = 0, of = 0, ob = 0, oi = 0;
     int nf = 0, nb = 0;
     for (int l = ps->first_layer; l <= ps->last_layer && l < p->nlayers; l++) {
         const profile_layer *L = &p->layers[l];
@@ -207,44 +231,32 @@ void sim_cost_stage_tp3(const plan *pl, const sim_net *n, int st, sim_tp_times *
         bb += L->tp_backward_collectives * L->tp_collective_bytes;
         nf += L->tp_forward_collectives;
         nb += L->tp_backward_collectives;
-    }
-    t->comm_f = t->f = sim_cost_tp_s(n, ps->devices[0], pl->tp, fb * scale, nf);
-    t->comm_b = t->b = t->i = sim_cost_tp_s(n, ps->devices[0], pl->tp, bb * scale, nb);
-    if (pl->tp_overlap == TP_OVERLAP_NONE || !(t->comm_f > 0 || t->comm_b > 0)) return;
-    /* overlapped: per layer, its collectives against its own passes' compute on the
-     * group's device (the profile's ms x scale / speed) */
-    int small[64], *devs = pl->tp <= 64 ? small : malloc((size_t)pl->tp * sizeof *devs);
-    double per_byte = 0, fixed = 0;
-    if (!devs) return; /* out of memory: blocking, as above */
-    for (int i = 0; i < pl->tp; i++) devs[i] = ps->devices[0] + i;
-    int rc = sim_net_ring(n, devs, pl->tp, &per_byte, &fixed);
-    if (devs != small) free(devs);
-    if (rc) return;
-    const device_type *dt = pl->clus ? cluster_device_type(pl->clus, ps->devices[0]) : NULL;
-    double ms_s = scale / 1e3 / (dt && dt->speed > 0 ? dt->speed : 1);
-    t->f = t->b = t->i = 0;
-    for (int l = ps->first_layer; l <= ps->last_layer && l < p->nlayers; l++) {
-        const profile_layer *L = &p->layers[l];
-        if (profile_layer_is_input(L) || !(L->tp_collective_bytes > 0)) continue;
+        if (pl->tp_overlap == TP_OVERLAP_NONE) continue;
         double one = per_byte * L->tp_collective_bytes * scale + fixed;
         double cf = L->tp_forward_collectives * one, cb = L->tp_backward_collectives * one;
         double in = L->backward_input_ms >= 0 ? L->backward_input_ms : L->backward_ms / 2;
         double wt = L->backward_weight_ms >= 0 ? L->backward_weight_ms : L->backward_ms / 2;
         if (pl->tp_overlap == TP_OVERLAP_FULL) {
-            t->f += overlap_exposed(cf, L->forward_ms * ms_s, pl->tp);
-            t->b += overlap_exposed(cb, (in + wt) * ms_s, pl->tp);
-            t->i += overlap_exposed(cb, in * ms_s, pl->tp);
+            of += overlap_exposed(cf, L->forward_ms * ms_s, pl->tp);
+            ob += overlap_exposed(cb, (in + wt) * ms_s, pl->tp);
+            oi += overlap_exposed(cb, in * ms_s, pl->tp);
         } else { /* backward: the input gradient's all-reduce while the weight gradient is
                   * computed, only what outlasts it blocks; with sequence parallelism half
                   * of the backward's collectives are that (the reduce-scatters of the input
                   * gradients), the other half the all-gathers of the output gradients,
                   * which block; a split backward defers W, so its I waits for all */
             double async = pl->sequence_parallel ? cb / 2 : cb, g = wt * ms_s;
-            t->f += cf;
-            t->b += (cb - async) + (async > g ? async - g : 0);
-            t->i += cb;
+            of += cf;
+            ob += (cb - async) + (async > g ? async - g : 0);
+            oi += cb;
         }
     }
+    t->comm_f = t->f = tp_line(per_byte, fixed, fb * scale, nf);
+    t->comm_b = t->b = t->i = tp_line(per_byte, fixed, bb * scale, nb);
+    if (pl->tp_overlap == TP_OVERLAP_NONE || !(t->comm_f > 0 || t->comm_b > 0)) return;
+    t->f = of;
+    t->b = ob;
+    t->i = oi;
 }
 
 void sim_cost_stage_tp(const plan *pl, const sim_net *n, int st, double *fwd_s, double *bwd_s)

@@ -102,6 +102,17 @@ void sim_report_mark_used(const sim_report *r, unsigned char *used, int total)
         }
 }
 
+const sim_device_report *sim_report_device(const sim_report *r, int dev)
+{
+    int lo = 0, hi = r->ndevices; /* the first device id >= dev is in [lo, hi] */
+    while (lo < hi) {
+        int mid = lo + (hi - lo) / 2;
+        if (r->devices[mid].device < dev) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo < r->ndevices && r->devices[lo].device == dev ? &r->devices[lo] : NULL;
+}
+
 int sim_report_devices_text(const sim_report *r, char *buf, size_t n)
 {
     int total = r->devices_total > r->ndevices ? r->devices_total : r->ndevices;

@@ -223,6 +223,12 @@ int sim_fold_check(const plan *pl, const schedule *s, const sim_options *opt, in
 /* Frees r and everything it owns (its timeline too); NULL is allowed. */
 void sim_report_free(sim_report *r);
 
+/* The report of cluster device dev in r (a pointer into r->devices, owned by r), or NULL
+ * when no worker of r runs on dev (an idle device, one outside the cluster, a negative
+ * id). A binary search over r->devices, which sim_run sorts by device id: about 10 steps
+ * for 1024 devices. Where several of r's entries share dev, the first. */
+const sim_device_report *sim_report_device(const sim_report *r, int dev);
+
 /* "15 of 16 used (device 15 idle)": r's devices against its cluster's (plan_devices_text).
  * Fills buf (always terminated) and returns how many are used, or -1 when out of memory
  * (buf empty). */

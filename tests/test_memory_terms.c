@@ -50,14 +50,6 @@ typedef struct tally {
     double worst;                 /* the largest |estimate - simulator| / simulator total */
 } tally;
 
-/* The report's device d, or NULL. */
-static const sim_device_report *device_of(const sim_report *r, int d)
-{
-    for (int i = 0; i < r->ndevices; i++)
-        if (r->devices[i].device == d) return &r->devices[i];
-    return NULL;
-}
-
 #define CMP(what, a, b)                                                                    \
     cr_expect(eq(a, b), "%s: %s %.17g, simulator %.17g", where, what, (double)(a), (double)(b))
 
@@ -114,7 +106,7 @@ static void check_part(const char *where, const nm_model *m, const nm_setting *s
          * counts it */
         const sim_device_report *dr = NULL;
         for (int j = 0; j < pl->stages[q].replicas; j++) {
-            const sim_device_report *x = device_of(r, pl->stages[q].devices[j]);
+            const sim_device_report *x = sim_report_device(r, pl->stages[q].devices[j]);
             cr_assert_not_null(x, "%s: device %d not in the report", where,
                                pl->stages[q].devices[j]);
             if (!dr || x->mem.total > dr->mem.total) dr = x;

@@ -9,24 +9,7 @@
 #include "sim/engine.h"
 #include "sim/sim.h"
 #include "sim/synth.h"
-
-static plan *make(const sim_synth *s)
-{
-    plumb_err e;
-    err_clear(&e);
-    plan *pl = sim_synth_plan(s, &e);
-    cr_assert_not_null(pl, "synthetic plan: %s", e.msg);
-    return pl;
-}
-
-static sim_report *run(const plan *pl, const sim_options *o)
-{
-    plumb_err e;
-    err_clear(&e);
-    sim_report *r = sim_run(pl, o, &e);
-    cr_assert_not_null(r, "sim_run: %s", e.msg);
-    return r;
-}
+#include "tests/synth.h"
 
 /* Free communication, and no parameters (so a free optimizer step): the closed forms of
  * the pipeline papers. Tests that set parameters add the step, stages[].step_s. */
@@ -56,8 +39,8 @@ Test(sim, gpipe_bubble)
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         s.nstages = cases[i][0];
         s.microbatches = cases[i][1];
-        plan *pl = make(&s);
-        sim_report *r = run(pl, NULL);
+        plan *pl = synth_plan(&s);
+        sim_report *r = synth_run(pl, NULL);
         double p = s.nstages, m = s.microbatches;
         cr_expect(NEAR(r->iteration_s, (m + p - 1) * 3e-3, 1e-9), "p=%g m=%g: %g s", p, m,
                   r->iteration_s);
@@ -78,8 +61,8 @@ Test(sim, one_f_one_b_bubble_and_inflight)
     free_comm(&s);
     s.nstages = 4;
     s.microbatches = 12;
-    plan *pl = make(&s);
-    sim_report *r = run(pl, NULL);
+    plan *pl = synth_plan(&s);
+    sim_report *r = synth_run(pl, NULL);
     cr_expect(NEAR(r->bubble_fraction, 3.0 / 15, 1e-9), "bubble %g", r->bubble_fraction);
     cr_expect(NEAR(r->iteration_s, 15 * 3e-3, 1e-9), "iteration %g", r->iteration_s);
     cr_expect_eq(r->devices[0].max_inflight, 4);
@@ -89,7 +72,7 @@ Test(sim, one_f_one_b_bubble_and_inflight)
     sim_options o;
     sim_options_init(&o);
     o.schedule = SCHED_GPIPE;
-    r = run(pl, &o);
+    r = synth_run(pl, &o);
     cr_expect_eq(r->devices[0].max_inflight, 12);
     cr_expect_eq(r->devices[3].max_inflight, 12);
     sim_report_free(r);
@@ -111,8 +94,8 @@ Test(sim, interleaved_bubble)
         s.nstages = p * v;
         s.chunks = v;
         s.microbatches = m;
-        plan *pl = make(&s);
-        sim_report *r = run(pl, NULL);
+        plan *pl = synth_plan(&s);
+        sim_report *r = synth_run(pl, NULL);
         double x = (double)(p - 1) / (v * m);
         cr_expect(NEAR(r->bubble_fraction, x / (1 + x), 1e-6), "p=%d v=%d m=%d: %g vs %g", p,
                   v, m, r->bubble_fraction, x / (1 + x));
@@ -133,12 +116,12 @@ Test(sim, zb_h1_third_of_1f1b)
     s.forward_ms = 1;
     s.backward_ms = 2;
     s.input_ms = s.weight_ms = 1;
-    plan *pl = make(&s);
-    sim_report *flush = run(pl, NULL);
+    plan *pl = synth_plan(&s);
+    sim_report *flush = synth_run(pl, NULL);
     sim_options o;
     sim_options_init(&o);
     o.schedule = SCHED_ZB_H1;
-    sim_report *zb = run(pl, &o);
+    sim_report *zb = synth_run(pl, &o);
     double idle_1f1b = flush->iteration_s - 8 * 3e-3, idle_zb = zb->iteration_s - 8 * 3e-3;
     cr_expect(NEAR(idle_1f1b, 3 * 3e-3, 1e-9), "1f1b bubble time %g", idle_1f1b);
     cr_expect(idle_zb > 0.25 * idle_1f1b && idle_zb < 0.45 * idle_1f1b,
@@ -161,14 +144,14 @@ Test(sim, pipedream_steady_state_and_versions)
     s.nstages = 4;
     s.microbatches = 16;
     s.parameter_bytes = 1e6;
-    plan *pl = make(&s);
+    plan *pl = synth_plan(&s);
     /* make stage 2 the slowest: F = 2 ms, B = 4 ms, max stage time 6 ms */
     pl->prof->layers[2].forward_ms = 2;
     pl->prof->layers[2].backward_ms = 4;
     sim_options o;
     sim_options_init(&o);
     o.iterations = 4;
-    sim_report *r = run(pl, &o);
+    sim_report *r = synth_run(pl, &o);
     /* PipeDream steps after every backward: stage 2's cycle is F + B + its step, the
      * step sgd's 3 x 1 MB at the default 0.9 TB/s */
     double step = r->stages[2].step_s;
@@ -184,7 +167,7 @@ Test(sim, pipedream_steady_state_and_versions)
     }
     sim_report_free(r);
     o.schedule = SCHED_2BW;
-    r = run(pl, &o);
+    r = synth_run(pl, &o);
     for (int st = 0; st < 4; st++)
         cr_expect(r->stages[st].weight_versions <= 2 && r->stages[st].weight_versions >= 1,
                   "2bw stage %d: %d versions", st, r->stages[st].weight_versions);
@@ -205,14 +188,14 @@ Test(sim, one_stage_sums_layers)
     s.microbatch_size = 16; /* half the profiled minibatch of 32 */
     s.speed = 2;
     s.parameter_bytes = 0;  /* no optimizer step */
-    plan *pl = make(&s);
+    plan *pl = synth_plan(&s);
     double f[3] = {1, 2, 3}, b[3] = {2, 5, 7}, sum = 0;
     for (int i = 0; i < 3; i++) {
         pl->prof->layers[i].forward_ms = f[i];
         pl->prof->layers[i].backward_ms = b[i];
         sum += f[i] + b[i];
     }
-    sim_report *r = run(pl, NULL);
+    sim_report *r = synth_run(pl, NULL);
     double want = 5 * sum * 1e-3 * (16.0 / 32) / 2;
     cr_expect(NEAR(r->iteration_s, want, 1e-9), "%g vs %g", r->iteration_s, want);
     cr_expect(NEAR(r->bubble_fraction, 0, 1e-9) || r->bubble_fraction < 1e-9);
@@ -240,8 +223,8 @@ Test(sim, ring_allreduce)
         int r = rs[i];
         s.replicas = r;
         s.microbatches = r;
-        plan *pl = make(&s);
-        sim_report *rep = run(pl, NULL);
+        plan *pl = synth_plan(&s);
+        sim_report *rep = synth_run(pl, NULL);
         double ar = 2.0 * (r - 1) / r * 10e6 / 1e9;
         cr_expect(NEAR(rep->stages[0].allreduce_s, ar, 1e-9), "r=%d: %g vs %g", r,
                   rep->stages[0].allreduce_s, ar);
@@ -276,8 +259,8 @@ Test(sim, allreduce_overlaps_backward)
     s.microbatches = 2;
     s.backward_ms = 40;
     s.parameter_bytes = 4 * 25.0 * 1024 * 1024; /* exactly K = 4 buckets */
-    plan *pl = make(&s);
-    sim_report *rep = run(pl, NULL);
+    plan *pl = synth_plan(&s);
+    sim_report *rep = synth_run(pl, NULL);
     double T = 2.0 * 1 / 2 * s.parameter_bytes / 1e9, b = 40e-3, K = 4;
     double tail = fmax(b / K + T, b + T / K) + rep->stages[0].step_s;
     cr_expect(NEAR(rep->iteration_s, 1e-3 + tail, 1e-9), "%g vs %g", rep->iteration_s,
@@ -297,14 +280,14 @@ Test(sim, straggler_whatif)
     s.schedule = SCHED_PIPEDREAM;
     s.nstages = 4;
     s.microbatches = 8;
-    plan *pl = make(&s);
+    plan *pl = synth_plan(&s);
     sim_options o;
     sim_options_init(&o);
     o.iterations = 4;
-    sim_report *base = run(pl, &o);
+    sim_report *base = synth_run(pl, &o);
     o.straggler_device = 1;
     o.straggler_factor = 2;
-    sim_report *slow = run(pl, &o);
+    sim_report *slow = synth_run(pl, &o);
     cr_expect(NEAR(base->iteration_s, 8 * 3e-3, 1e-6));
     cr_expect(NEAR(slow->iteration_s, 8 * 6e-3, 1e-6), "%g", slow->iteration_s);
     cr_expect(NEAR(slow->devices[1].busy_s, 2 * base->devices[1].busy_s, 1e-9));
@@ -336,12 +319,12 @@ Test(sim, bandwidth_whatif)
     s.bw_gbit[1] = 8;                 /* 1e9 bytes/s */
     s.activation_bytes = 2e6;         /* 2 ms per transfer */
     s.latency_us[1] = 10;
-    plan *pl = make(&s);
-    sim_report *base = run(pl, NULL);
+    plan *pl = synth_plan(&s);
+    sim_report *base = synth_run(pl, NULL);
     sim_options o;
     sim_options_init(&o);
     o.bandwidth_Bps[1] = 0.5e9;
-    sim_report *slow = run(pl, &o);
+    sim_report *slow = synth_run(pl, &o);
     cr_assert_eq(base->nlinks, 2);
     for (int i = 0; i < 2; i++) {
         cr_expect(NEAR(slow->links[i].bytes, base->links[i].bytes, 1e-12));
@@ -374,8 +357,8 @@ Test(sim, memory_model)
     s.parameter_bytes = 1e6;   /* 2 MB per stage */
     s.activation_bytes = 1e6;
     s.optimizer = OPT_ADAM;
-    plan *pl = make(&s);
-    sim_report *r = run(pl, NULL);
+    plan *pl = synth_plan(&s);
+    sim_report *r = synth_run(pl, NULL);
     const sim_memory *m = &r->devices[1].mem; /* stage 1: 3 in flight under 1f1b */
     cr_expect(NEAR(m->weights, 2e6, 1e-12));
     cr_expect(NEAR(m->gradients, 2e6, 1e-12));
@@ -406,7 +389,7 @@ Test(sim, memory_model)
     sim_report_free(r);
 
     pl->recompute = 1;
-    r = run(pl, NULL);
+    r = synth_run(pl, NULL);
     m = &r->devices[1].mem;
     cr_expect(NEAR(m->activations, 4 * 2e6 + 2e6, 1e-12), "%g", m->activations);
     /* recompute: B = F + B */
@@ -416,7 +399,7 @@ Test(sim, memory_model)
     sim_options o;
     sim_options_init(&o);
     o.memory_limit_bytes = 5e6;
-    r = run(pl, &o);
+    r = synth_run(pl, &o);
     cr_expect(!r->fits);
     cr_expect(NEAR(r->devices[0].mem.capacity, 5e6, 1e-12));
     sim_report_free(r);
@@ -427,7 +410,7 @@ Test(sim, rejects_bad_options)
 {
     sim_synth s;
     sim_synth_init(&s);
-    plan *pl = make(&s);
+    plan *pl = synth_plan(&s);
     sim_options o;
     plumb_err e;
     sim_options_init(&o);
@@ -460,12 +443,12 @@ Test(sim, timeline_recorded)
     sim_synth_init(&s);
     s.nstages = 3;
     s.microbatches = 4;
-    plan *pl = make(&s);
+    plan *pl = synth_plan(&s);
     sim_options o;
     sim_options_init(&o);
     o.timeline = 1;
     o.iterations = 2;
-    sim_report *r = run(pl, &o);
+    sim_report *r = synth_run(pl, &o);
     cr_assert_not_null(r->tl);
     size_t nf = 0, nb = 0, nx = 0;
     for (size_t i = 0; i < r->tl->n; i++) {
@@ -513,7 +496,7 @@ Test(sim, steady_state_any_iterations)
                 s.activation_bytes = 2e6;
                 s.microbatches = 4;
             }
-            plan *pl = make(&s);
+            plan *pl = synth_plan(&s);
             if (variant == 1)   /* stage 1 twice as slow */
                 for (int l = 2; l < 4; l++) {
                     pl->prof->layers[l].forward_ms *= 2;
@@ -522,11 +505,11 @@ Test(sim, steady_state_any_iterations)
             sim_options o;
             sim_options_init(&o);
             o.iterations = 24;
-            sim_report *ref = run(pl, &o);
+            sim_report *ref = synth_run(pl, &o);
             cr_assert(ref->steady);
             for (int n = 1; n <= 8; n++) {
                 o.iterations = n;
-                sim_report *r = run(pl, &o);
+                sim_report *r = synth_run(pl, &o);
                 cr_expect(NEAR(r->samples_per_s, ref->samples_per_s, 0.01),
                           "%s variant %d, %d iterations (%d simulated): %g vs %g samples/s",
                           sched_kind_name(kinds[k]), variant, n, r->iterations,
@@ -563,8 +546,8 @@ Test(sim, allreduce_contends_with_transfers)
             s.activation_bytes = 20e6;      /* 2 ms per transfer */
             s.parameter_bytes = params ? 20e6 : 0;
             s.backward_ms = 4;
-            plan *pl = make(&s);
-            sim_report *r = run(pl, NULL);
+            plan *pl = synth_plan(&s);
+            sim_report *r = synth_run(pl, NULL);
             it[params][lanes - 1] = r->iteration_s;
             if (params && lanes == 1) {
                 /* the ring's bytes: 2 (r - 1) / r x 20 MB per replica per iteration */
@@ -608,7 +591,7 @@ Test(sim, grown_like_regenerated)
         sy.nstages = cases[c].stages;
         sy.replicas = cases[c].replicas;
         sy.microbatches = cases[c].mb;
-        plan *pl = make(&sy);
+        plan *pl = synth_plan(&sy);
         plumb_err e;
         err_clear(&e);
         /* the old way: lower, ask, regenerate */

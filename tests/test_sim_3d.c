@@ -21,6 +21,7 @@
 #include "sim/memory.h"
 #include "sim/sim.h"
 #include "sim/synth.h"
+#include "tests/synth.h"
 
 static int close_to(double a, double b, double rel)
 {
@@ -53,17 +54,10 @@ static plan *tp_plan(int replicas, int sp)
     s.latency_us[1] = LAT1 * 1e6;
     s.microbatch_size = 16;
     s.microbatches = 4;
-    plumb_err e;
-    plan *pl = sim_synth_plan(&s, &e);
-    cr_assert_not_null(pl, "%s", e.msg);
-    pl->prof->tp = pl->tp = 2;
+    plan *pl = synth_plan(&s);
+    const double coll = COLL;
+    synth_set_tp(pl, 2, &coll, 1, 2, 2);
     pl->prof->sequence_parallel = pl->sequence_parallel = sp;
-    for (int l = 0; l < pl->prof->nlayers; l++) {
-        profile_layer *L = &pl->prof->layers[l];
-        L->tp_collective_bytes = COLL;
-        L->tp_forward_collectives = 2;
-        L->tp_backward_collectives = 2;
-    }
     for (int st = 0; st < 2; st++) {
         int devs[2] = {2 * st, 4 + 2 * st};
         if (replicas == 1) devs[0] = 4 * st; /* across the servers */
@@ -81,9 +75,7 @@ static double ring_tp(double bytes, int t)
 Test(sim_3d, tp_collectives_in_f_and_b)
 {
     plan *pl = tp_plan(1, 0);
-    plumb_err e;
-    sim_report *r = sim_run(pl, NULL, &e);
-    cr_assert_not_null(r, "%s", e.msg);
+    sim_report *r = synth_run(pl, NULL);
     double scale = 16.0 / 32;
     double coll = ring_tp(COLL * scale, 2);  /* 20 us + 4 us */
     double tpf = 2 * 2 * coll;                /* 2 layers x 2 collectives */
@@ -109,15 +101,13 @@ Test(sim_3d, tp_collectives_in_f_and_b)
 
     /* full recompute repeats the forward, collectives included; selective adds its part */
     pl->recompute = RECOMPUTE_FULL;
-    r = sim_run(pl, NULL, &e);
-    cr_assert_not_null(r, "%s", e.msg);
+    r = synth_run(pl, NULL);
     cr_expect(close_to(r->stages[0].backward_s, 2 * 2e-3 * scale + tpf + 2 * 1e-3 * scale + tpf,
                        1e-12), "%g", r->stages[0].backward_s);
     sim_report_free(r);
     pl->recompute = RECOMPUTE_SELECTIVE;
     for (int l = 0; l < pl->prof->nlayers; l++) pl->prof->layers[l].selective_recompute_ms = 0.3;
-    r = sim_run(pl, NULL, &e);
-    cr_assert_not_null(r, "%s", e.msg);
+    r = synth_run(pl, NULL);
     cr_expect(close_to(r->stages[0].backward_s, 2 * 2e-3 * scale + tpf + 2 * 0.3e-3 * scale,
                        1e-12), "%g", r->stages[0].backward_s);
     sim_report_free(r);
@@ -131,14 +121,11 @@ Test(sim_3d, tp_collectives_on_the_critical_path)
 {
     plan *pl = tp_plan(1, 1);
     pl->microbatches = 1;
-    plumb_err e;
-    sim_report *r = sim_run(pl, NULL, &e);
-    cr_assert_not_null(r, "%s", e.msg);
+    sim_report *r = synth_run(pl, NULL);
     double scale = 16.0 / 32, coll = ring_tp(COLL * scale, 2);
     cr_expect(close_to(r->stages[0].send_bytes, 1e6 * scale, 1e-12));
     for (int l = 0; l < pl->prof->nlayers; l++) pl->prof->layers[l].tp_collective_bytes = 0;
-    sim_report *r0 = sim_run(pl, NULL, &e);
-    cr_assert_not_null(r0, "%s", e.msg);
+    sim_report *r0 = synth_run(pl, NULL);
     double want = 2 /* stages */ * 2 /* F, B */ * 2 /* layers */ * 2 * coll;
     cr_expect(close_to(r->iteration_s - r0->iteration_s, want, 1e-9), "%g vs %g",
               r->iteration_s - r0->iteration_s, want);
@@ -160,9 +147,7 @@ Test(sim_3d, data_parallel_reduction_bytes)
         plan *pl = tp_plan(2, 0);
         pl->precision = c[i].prec;
         pl->zero = c[i].zero;
-        plumb_err e;
-        sim_report *r = sim_run(pl, NULL, &e);
-        cr_assert_not_null(r, "%s", e.msg);
+        sim_report *r = synth_run(pl, NULL);
         /* a ring of 2 across the servers: 2 (r - 1) / r x bytes / BW1 + 2 (r - 1) x LAT1 */
         double want = c[i].mul * P / BW1 + 2 * LAT1;
         cr_expect(close_to(r->stages[0].allreduce_s, want, 1e-12), "case %zu: %g vs %g", i,
@@ -212,9 +197,7 @@ Test(sim_3d, bytes_per_parameter_in_a_run)
         pl->precision = DEV_BF16;
         pl->zero = zero;
         pl->optimizer = OPT_ADAM;
-        plumb_err e;
-        sim_report *r = sim_run(pl, NULL, &e);
-        cr_assert_not_null(r, "%s", e.msg);
+        sim_report *r = synth_run(pl, NULL);
         double params = 2 * 4e6 / 2; /* elements of the stage: 8 MB of bf16 */
         const sim_memory *m = &r->devices[0].mem;
         double got = (m->weights + m->gradients + m->optimizer) / params;
@@ -306,9 +289,7 @@ static gpt_case gpt_plan(int sp)
 
 static double first_stage_activations(plan *pl)
 {
-    plumb_err e;
-    sim_report *r = sim_run(pl, NULL, &e);
-    cr_assert_not_null(r, "%s", e.msg);
+    sim_report *r = synth_run(pl, NULL);
     cr_assert_eq(r->devices[0].device, 0);
     cr_expect_eq(r->devices[0].max_inflight, PP); /* 1F1B: p microbatches in flight */
     double a = r->devices[0].mem.activations;
@@ -382,12 +363,10 @@ Test(sim_3d, throughput_figures)
     double fwd = 0;
     for (int l = 0; l < p->nlayers; l++) fwd += p->layers[l].flops;
     p = NULL;
-    plumb_err e;
     for (int rc = 0; rc <= 1; rc++) {
         g.pl->recompute = rc ? RECOMPUTE_FULL : RECOMPUTE_NONE;
         g.pl->prof->tokens_per_sample = 2048;
-        sim_report *r = sim_run(g.pl, NULL, &e);
-        cr_assert_not_null(r, "%s", e.msg);
+        sim_report *r = synth_run(g.pl, NULL);
         cr_expect_eq(r->tp, T);
         cr_expect_eq(r->pp, PP);
         cr_expect_eq(r->dp, 1);
@@ -412,9 +391,7 @@ Test(sim_3d, throughput_figures)
 Test(sim_3d, runtime_buffers_and_devices)
 {
     plan *pl = tp_plan(2, 0);
-    plumb_err e;
-    sim_report *r = sim_run(pl, NULL, &e);
-    cr_assert_not_null(r, "%s", e.msg);
+    sim_report *r = synth_run(pl, NULL);
     const sim_memory *m = &r->devices[0].mem;
     /* stage 0 (layers 0, 1 of 1 MB outputs at 32 samples; microbatches of 16): the input
      * gradient of layer 1 (0.5 MB; layer 0 has no input) and the received output
@@ -449,9 +426,7 @@ Test(sim_3d, text_report_lines)
 {
     gpt_case g = gpt_plan(1);
     g.pl->prof->tokens_per_sample = 2048;
-    plumb_err e;
-    sim_report *r = sim_run(g.pl, NULL, &e);
-    cr_assert_not_null(r, "%s", e.msg);
+    sim_report *r = synth_run(g.pl, NULL);
     char *buf = NULL;
     size_t n = 0;
     FILE *f = open_memstream(&buf, &n);
@@ -484,9 +459,7 @@ Test(sim_3d, receive_holds_the_received_tensor)
     gpt_case g = gpt_plan(0);
     double s = g.s, b = g.b, h = g.h, a = g.a, t = T, sbh = s * b * h;
     double none = sbh * (10 + 24 / t + 5 * a * s / (h * t));
-    plumb_err e;
-    sim_report *r = sim_run(g.pl, NULL, &e);
-    cr_assert_not_null(r, "%s", e.msg);
+    sim_report *r = synth_run(g.pl, NULL);
     const sim_device_report *d = NULL;
     for (int i = 0; i < r->ndevices; i++)
         if (r->devices[i].device == T) d = &r->devices[i]; /* stage 1 */
@@ -537,9 +510,7 @@ static const sim_device_report *dev_of(const sim_report *r, int device)
 
 static sim_report *run_ok(const plan *pl)
 {
-    plumb_err e = {{0}};
-    sim_report *r = sim_run(pl, NULL, &e);
-    cr_assert_not_null(r, "%s", e.msg);
+    sim_report *r = synth_run(pl, NULL);
     return r;
 }
 

@@ -21,6 +21,7 @@
 #include "sim/engine.h"
 #include "sim/engine_impl.h"
 #include "sim/synth.h"
+#include "tests/synth.h"
 
 /* Runs plan s for iters iterations with grouped steps allowed (per_hop 0) or not; record
  * 0: no timeline, 1: the full one, 2: without the ring hops' link events (the dashboard's,
@@ -29,8 +30,7 @@ static void run_engine(const sim_synth *sp, int iters, int per_hop, int record, 
 {
     plumb_err e;
     err_clear(&e);
-    plan *pl = sim_synth_plan(sp, &e);
-    cr_assert_not_null(pl, "plan: %s", e.msg);
+    plan *pl = synth_plan(sp);
     schedule *s = schedule_from_plan(pl, iters, &e);
     cr_assert_not_null(s, "schedule: %s", e.msg);
     sim_net net;
@@ -302,15 +302,8 @@ static void two_rings(int per_hop, int same_links, sim_result *r)
                   .microbatches = 3, .iterations = 1, .replicas = replicas,
                   .stage_workers = sw, .stage_first = first, .len = len, .acts = rows,
                   .worker_device = wdev};
-    sim_synth sp;
-    sim_synth_init(&sp);
-    sp.devices_per_server = 1;
-    sp.servers = 3;
-    sp.bw_gbit[1] = 80;
-    sp.egress_gbit[1] = 160;
+    cluster *c = synth_servers(3, 1, 1, 80, 160, 0);
     plumb_err e;
-    cluster *c = sim_synth_cluster(&sp, &e);
-    cr_assert_not_null(c, "%s", e.msg);
     sim_model m;
     cr_assert_eq(sim_model_alloc(&m, &s), 0);
     sim_net_from_cluster(&m.net, c, NULL);

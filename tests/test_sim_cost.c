@@ -10,6 +10,7 @@
 #include "sim/cost.h"
 #include "sim/sim.h"
 #include "sim/synth.h"
+#include "tests/synth.h"
 
 static int near(double a, double b)
 {
@@ -24,8 +25,7 @@ Test(sim_cost, dag_cut_bytes)
     sim_synth s;
     sim_synth_init(&s);
     s.nstages = 4;
-    plan *pl = sim_synth_plan(&s, NULL);
-    cr_assert_not_null(pl);
+    plan *pl = synth_plan(&s);
     profile *p = pl->prof;
     for (int i = 0; i < 4; i++)
         p->layers[i].activation_bytes = (i + 1) * 1e6;
@@ -39,9 +39,7 @@ Test(sim_cost, dag_cut_bytes)
     plan_set_stage(pl, 0, 0, 1, 1, &d0);
     plan_set_stage(pl, 1, 2, 3, 1, &d1);
     pl->nstages = 2;
-    plumb_err e;
-    sim_report *r = sim_run(pl, NULL, &e);
-    cr_assert_not_null(r, "%s", e.msg);
+    sim_report *r = synth_run(pl, NULL);
     cr_expect(near(r->stages[0].send_bytes, 2e6 + 1e6), "%g", r->stages[0].send_bytes);
     cr_expect(near(r->stages[1].send_bytes, 0));
     /* stage 1 stashes its input (3 MB) and its outputs (3 + 4 MB) per microbatch */
@@ -51,8 +49,7 @@ Test(sim_cost, dag_cut_bytes)
     /* stages [0..2] and [3]: layer 0's skip ends inside the first stage */
     plan_set_stage(pl, 0, 0, 2, 1, &d0);
     plan_set_stage(pl, 1, 3, 3, 1, &d1);
-    r = sim_run(pl, NULL, &e);
-    cr_assert_not_null(r, "%s", e.msg);
+    r = synth_run(pl, NULL);
     cr_expect(near(r->stages[0].send_bytes, 3e6), "%g", r->stages[0].send_bytes);
     sim_report_free(r);
     pl->nstages = 4; /* plan_free frees every allocated stage */
@@ -68,15 +65,12 @@ Test(sim_cost, zero_bubble_split)
     s.nstages = 1;
     s.layers_per_stage = 2;
     s.microbatch_size = 64; /* twice the profiled 32 */
-    plan *pl = sim_synth_plan(&s, NULL);
-    cr_assert_not_null(pl);
+    plan *pl = synth_plan(&s);
     pl->prof->layers[0].backward_ms = 3;
     pl->prof->layers[0].backward_input_ms = 1;
     pl->prof->layers[0].backward_weight_ms = 2;
     pl->prof->layers[1].backward_ms = 4; /* no split: 2 + 2 */
-    plumb_err e;
-    sim_report *r = sim_run(pl, NULL, &e);
-    cr_assert_not_null(r, "%s", e.msg);
+    sim_report *r = synth_run(pl, NULL);
     cr_expect(near(r->stages[0].input_grad_s, 2 * (1 + 2) * 1e-3), "%g",
               r->stages[0].input_grad_s);
     cr_expect(near(r->stages[0].weight_grad_s, 2 * (2 + 2) * 1e-3));
@@ -110,8 +104,7 @@ Test(sim_cost, heterogeneous_speed)
     s.activation_bytes = 0;
     s.schedule = SCHED_PIPEDREAM;
     s.microbatches = 8;
-    plan *syn = sim_synth_plan(&s, &e);
-    cr_assert_not_null(syn, "%s", e.msg);
+    plan *syn = synth_plan(&s);
     plan *pl = plan_new(syn->prof, c, 2);
     int d0 = 0, d1 = 1;
     plan_set_stage(pl, 0, 0, 0, 1, &d0);
@@ -121,8 +114,7 @@ Test(sim_cost, heterogeneous_speed)
     sim_options o;
     sim_options_init(&o);
     o.iterations = 4;
-    sim_report *r = sim_run(pl, &o, &e);
-    cr_assert_not_null(r, "%s", e.msg);
+    sim_report *r = synth_run(pl, &o);
     cr_expect(near(r->stages[0].forward_s, 1e-3 / 4));
     cr_expect(near(r->stages[1].forward_s, 1e-3));
     cr_expect_str_eq(r->devices[0].type, "fast");
@@ -141,9 +133,9 @@ Test(sim_cost, schedule_must_match_plan)
 {
     sim_synth s;
     sim_synth_init(&s);
-    plan *pl = sim_synth_plan(&s, NULL);
+    plan *pl = synth_plan(&s);
     s.nstages = 3;
-    plan *other = sim_synth_plan(&s, NULL);
+    plan *other = synth_plan(&s);
     plumb_err e;
     schedule *sch = schedule_from_plan(other, 1, &e);
     cr_assert_not_null(sch, "%s", e.msg);
@@ -203,14 +195,11 @@ Test(sim_cost, optimizer_step_time)
     static const double k[] = {3, 5, 7};
     for (int i = 0; i < 3; i++) {
         s.optimizer = opts[i];
-        plumb_err e;
-        plan *pl = sim_synth_plan(&s, &e);
-        cr_assert_not_null(pl, "%s", e.msg);
+        plan *pl = synth_plan(&s);
         sim_options o;
         sim_options_init(&o);
         o.timeline = 1;
-        sim_report *r = sim_run(pl, &o, &e);
-        cr_assert_not_null(r, "%s", e.msg);
+        sim_report *r = synth_run(pl, &o);
         double step = k[i] * 400e6 / 0.9e12;
         cr_expect(near(r->stages[0].step_s, step), "%g vs %g", r->stages[0].step_s, step);
         cr_expect(near(r->iteration_s, 2 * 4 * 3e-3 + step), "%g", r->iteration_s);
@@ -225,8 +214,7 @@ Test(sim_cost, optimizer_step_time)
         o.timeline = 0;
         o.straggler_device = 0;
         o.straggler_factor = 2;
-        sim_report *slow = sim_run(pl, &o, &e);
-        cr_assert_not_null(slow, "%s", e.msg);
+        sim_report *slow = synth_run(pl, &o);
         cr_expect(near(slow->iteration_s, 2 * r->iteration_s), "%g", slow->iteration_s);
         sim_report_free(slow);
         sim_report_free(r);
@@ -243,16 +231,12 @@ Test(sim_cost, input_layer_costs_no_device_time)
     sim_synth_init(&s);
     s.nstages = 2;
     s.layers_per_stage = 3;
-    plumb_err e;
-    plan *pl = sim_synth_plan(&s, &e);
-    cr_assert_not_null(pl, "%s", e.msg);
-    sim_report *base = sim_run(pl, NULL, &e);
-    cr_assert_not_null(base, "%s", e.msg);
+    plan *pl = synth_plan(&s);
+    sim_report *base = synth_run(pl, NULL);
     free(pl->prof->layers[0].kind);
     pl->prof->layers[0].kind = strdup("Input");
     pl->prof->layers[0].forward_ms = 500;
-    sim_report *r = sim_run(pl, NULL, &e);
-    cr_assert_not_null(r, "%s", e.msg);
+    sim_report *r = synth_run(pl, NULL);
     cr_expect(near(r->stages[0].forward_s, base->stages[0].forward_s * 2 / 3), "%g vs %g",
               r->stages[0].forward_s, base->stages[0].forward_s);
     cr_expect(near(r->stages[1].forward_s, base->stages[1].forward_s));
@@ -271,20 +255,15 @@ Test(sim_cost, measured_optimizer_step)
     sim_synth s;
     step_synth(&s);
     s.optimizer = OPT_SGD;
-    plumb_err e;
-    plan *pl = sim_synth_plan(&s, &e);
-    cr_assert_not_null(pl, "%s", e.msg);
-    sim_report *base = sim_run(pl, NULL, &e);
-    cr_assert_not_null(base, "%s", e.msg);
+    plan *pl = synth_plan(&s);
+    sim_report *base = synth_run(pl, NULL);
     cr_expect(near(base->stages[0].step_s, 3 * 400e6 / 0.9e12));
     pl->prof->step_ns_per_byte[OPT_SGD] = 0.25;
-    sim_report *r = sim_run(pl, NULL, &e);
-    cr_assert_not_null(r, "%s", e.msg);
+    sim_report *r = synth_run(pl, NULL);
     cr_expect(near(r->stages[0].step_s, 400e6 * 0.25e-9), "%g", r->stages[0].step_s);
     cr_expect(near(r->iteration_s, 2 * 4 * 3e-3 + 0.1), "%g", r->iteration_s);
     pl->prof->step_ns_per_byte[OPT_SGD] = 0.5;
-    sim_report *r2 = sim_run(pl, NULL, &e);
-    cr_assert_not_null(r2, "%s", e.msg);
+    sim_report *r2 = synth_run(pl, NULL);
     cr_expect(near(r2->stages[0].step_s, 0.2), "%g", r2->stages[0].step_s);
     cr_expect(near(r2->iteration_s - r->iteration_s, 0.1), "%g", r2->iteration_s);
     device_type t = {.name = "cpu-worker", .speed = 2};
@@ -309,16 +288,13 @@ Test(sim_cost, batch_gather_in_first_and_last_f)
     s.layers_per_stage = 2;
     s.microbatch_size = 64;
     plumb_err e;
-    plan *pl = sim_synth_plan(&s, &e);
-    cr_assert_not_null(pl, "%s", e.msg);
+    plan *pl = synth_plan(&s);
     cr_expect(near(sim_cost_gather_s(pl->prof, 64), 0));
-    sim_report *base = sim_run(pl, NULL, &e);
-    cr_assert_not_null(base, "%s", e.msg);
+    sim_report *base = synth_run(pl, NULL);
     pl->prof->input_gather_ms = 2;
     cr_expect(near(sim_cost_gather_s(pl->prof, 64), 4e-3));
     cr_expect(near(sim_cost_gather_s(pl->prof, 16), 1e-3));
-    sim_report *r = sim_run(pl, NULL, &e);
-    cr_assert_not_null(r, "%s", e.msg);
+    sim_report *r = synth_run(pl, NULL);
     cr_expect(near(r->stages[0].forward_s, base->stages[0].forward_s + 4e-3), "%g",
               r->stages[0].forward_s);
     cr_expect(near(r->stages[1].forward_s, base->stages[1].forward_s));
@@ -328,8 +304,7 @@ Test(sim_cost, batch_gather_in_first_and_last_f)
     sim_report_free(r);
     plan_free(pl);
     s.nstages = 1; /* first and last: once */
-    pl = sim_synth_plan(&s, &e);
-    cr_assert_not_null(pl, "%s", e.msg);
+    pl = synth_plan(&s);
     base = sim_run(pl, NULL, &e);
     pl->prof->input_gather_ms = 2;
     r = sim_run(pl, NULL, &e);
@@ -349,27 +324,22 @@ Test(sim_cost, shared_cores)
     s.nstages = 4;
     s.devices_per_server = 4;
     s.servers = 1;
-    plumb_err e;
-    plan *pl = sim_synth_plan(&s, &e);
-    cr_assert_not_null(pl, "%s", e.msg);
+    plan *pl = synth_plan(&s);
     int wd[4] = {0, 1, 2, 3};
     cr_expect(near(sim_cost_core_share(pl->clus, wd, 4, 0), 1));
-    sim_report *base = sim_run(pl, NULL, &e);
-    cr_assert_not_null(base, "%s", e.msg);
+    sim_report *base = synth_run(pl, NULL);
     pl->clus->types[0].cores = 2;
     cr_expect(near(sim_cost_core_share(pl->clus, wd, 4, 0), 2));
     cr_expect(near(sim_cost_core_share(pl->clus, wd, 2, 0), 1)); /* 2 workers, 2 cores */
     cr_expect(near(sim_cost_core_share(pl->clus, wd, 3, 3), 1.5));
-    sim_report *r = sim_run(pl, NULL, &e);
-    cr_assert_not_null(r, "%s", e.msg);
+    sim_report *r = synth_run(pl, NULL);
     for (int st = 0; st < 4; st++) {
         cr_expect(near(r->stages[st].forward_s, 2 * base->stages[st].forward_s));
         cr_expect(near(r->stages[st].backward_s, 2 * base->stages[st].backward_s));
         cr_expect(near(r->stages[st].step_s, 2 * base->stages[st].step_s));
     }
     pl->clus->types[0].cores = 4;
-    sim_report *r4 = sim_run(pl, NULL, &e);
-    cr_assert_not_null(r4, "%s", e.msg);
+    sim_report *r4 = synth_run(pl, NULL);
     cr_expect(near(r4->iteration_s, base->iteration_s));
     sim_report_free(base);
     sim_report_free(r);

@@ -11,6 +11,7 @@
 #include "sim/engine.h"
 #include "sim/sim.h"
 #include "sim/synth.h"
+#include "tests/synth.h"
 
 #define MAXA 8
 
@@ -66,16 +67,7 @@ static void hand_pair(hand *h)
 /* Two servers of one device each, 1e9 bytes/s (8 Gb/s) and latency_us between them. */
 static cluster *two_servers(double latency_us)
 {
-    sim_synth sp;
-    sim_synth_init(&sp);
-    sp.devices_per_server = 1;
-    sp.servers = 2;
-    sp.bw_gbit[1] = 8;
-    sp.latency_us[1] = latency_us;
-    plumb_err e;
-    cluster *c = sim_synth_cluster(&sp, &e);
-    cr_assert_not_null(c, "%s", e.msg);
-    return c;
+    return synth_servers(2, 1, 1, 8, 0, latency_us);
 }
 
 /* Two senders on server 0 (devices 0, 1) each send one unit transfer to server 1
@@ -96,15 +88,8 @@ static double contention_makespan(double egress_gbit, sim_result *out)
         push(&h, w + 2, A(ACT_RECV_F, 1, w, w, 0));
         push(&h, w + 2, A(ACT_F, 1, w, -1, -1));
     }
-    sim_synth sp;
-    sim_synth_init(&sp);
-    sp.devices_per_server = 2;
-    sp.servers = 2;
-    sp.bw_gbit[1] = 8; /* 1e9 bytes/s */
-    sp.egress_gbit[1] = egress_gbit;
+    cluster *c = synth_servers(2, 2, 1, 8, egress_gbit, 0); /* 1e9 bytes/s */
     plumb_err e;
-    cluster *c = sim_synth_cluster(&sp, &e);
-    cr_assert_not_null(c, "%s", e.msg);
     sim_model m;
     cr_assert_eq(sim_model_alloc(&m, &h.s), 0);
     sim_net_from_cluster(&m.net, c, NULL);
@@ -153,15 +138,8 @@ static double fanout_makespan(double egress_gbit)
         push(&h, w, A(ACT_RECV_F, 1, w - 1, 0, 0));
         push(&h, w, A(ACT_F, 1, w - 1, -1, -1));
     }
-    sim_synth sp;
-    sim_synth_init(&sp);
-    sp.devices_per_server = 4;
-    sp.servers = 1;
-    sp.bw_gbit[0] = 8;
-    sp.egress_gbit[0] = egress_gbit;
+    cluster *c = synth_servers(1, 4, 0, 8, egress_gbit, 0);
     plumb_err e;
-    cluster *c = sim_synth_cluster(&sp, &e);
-    cr_assert_not_null(c, "%s", e.msg);
     sim_model m;
     cr_assert_eq(sim_model_alloc(&m, &h.s), 0);
     sim_net_from_cluster(&m.net, c, NULL);

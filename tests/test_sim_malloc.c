@@ -12,6 +12,7 @@
 
 #include "sim/sim.h"
 #include "sim/synth.h"
+#include "tests/synth.h"
 
 /* smaps and the heap's advice can be checked: Linux, glibc's allocator (not ASan's) */
 #if defined(__linux__) && defined(__GLIBC__) && !defined(__SANITIZE_ADDRESS__)
@@ -101,15 +102,10 @@ Test(sim_malloc, same_report_after_settings)
     sim_synth_init(&sy);
     sy.nstages = 4;
     sy.microbatches = 8;
-    plumb_err e;
-    err_clear(&e);
-    plan *pl = sim_synth_plan(&sy, &e);
-    cr_assert_not_null(pl, "%s", e.msg);
-    sim_report *a = sim_run(pl, NULL, &e);
-    cr_assert_not_null(a, "%s", e.msg);
+    plan *pl = synth_plan(&sy);
+    sim_report *a = synth_run(pl, NULL);
     sim_malloc_for_one_run();
-    sim_report *b = sim_run(pl, NULL, &e);
-    cr_assert_not_null(b, "%s", e.msg);
+    sim_report *b = synth_run(pl, NULL);
     cr_expect_eq(a->iteration_s, b->iteration_s);
     cr_expect_eq(a->bubble_fraction, b->bubble_fraction);
     cr_expect_eq(a->makespan_s, b->makespan_s);

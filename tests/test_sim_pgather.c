@@ -14,6 +14,7 @@
 #include "sim/engine.h"
 #include "sim/sim.h"
 #include "sim/synth.h"
+#include "tests/synth.h"
 
 #define MS 1e-3
 #define BKT SIM_BUCKET_BYTES
@@ -53,15 +54,7 @@ static void two_init(two *h)
 /* Two servers of one device, 1e9 bytes/s between them, no latency. */
 static cluster *two_servers(void)
 {
-    sim_synth sp;
-    sim_synth_init(&sp);
-    sp.devices_per_server = 1;
-    sp.servers = 2;
-    sp.bw_gbit[1] = 8; /* 1e9 bytes/s */
-    plumb_err e;
-    cluster *c = sim_synth_cluster(&sp, &e);
-    cr_assert_not_null(c, "%s", e.msg);
-    return c;
+    return synth_servers(2, 1, 1, 8, 0, 0); /* 1e9 bytes/s */
 }
 
 /* Runs schedule s on c with its nst stages priced alike: forward f, backward 20 ms, step
@@ -264,16 +257,13 @@ Test(sim_pgather, plan_setting_through_sim_run)
     sp.microbatches = 4;
     sp.optimizer = OPT_ADAM;
     plumb_err e;
-    plan *pl = sim_synth_plan(&sp, &e);
-    cr_assert_not_null(pl, "%s", e.msg);
+    plan *pl = synth_plan(&sp);
     pl->zero = 1;
     pl->precision = DEV_BF16;
-    sim_report *a = sim_run(pl, NULL, &e);
-    cr_assert_not_null(a, "%s", e.msg);
+    sim_report *a = synth_run(pl, NULL);
     pl->overlap_param_gather = 1;
     cr_expect_eq(plan_validate(pl, "p.json", &e), 0, "%s", e.msg);
-    sim_report *b = sim_run(pl, NULL, &e);
-    cr_assert_not_null(b, "%s", e.msg);
+    sim_report *b = synth_run(pl, NULL);
     cr_expect(b->iteration_s < a->iteration_s, "split %.6f s, one ring %.6f s",
               b->iteration_s, a->iteration_s);
     double ba = 0, bb = 0;

@@ -18,6 +18,7 @@
 #include "sim/engine.h"
 #include "sim/sim.h"
 #include "sim/synth.h"
+#include "tests/synth.h"
 
 /* --- the replay ------------------------------------------------------------------------ */
 
@@ -185,16 +186,8 @@ static int irand(int lo, int hi)
  * ports wide enough that only links queue. */
 static void one_device_servers(sim_model *m, int ndev, double rate_Bps, double lat_s)
 {
-    sim_synth sp;
-    sim_synth_init(&sp);
-    sp.devices_per_server = 1;
-    sp.servers = ndev;
-    sp.bw_gbit[1] = rate_Bps * 8e-9;
-    sp.egress_gbit[1] = 64 * sp.bw_gbit[1];
-    sp.latency_us[1] = lat_s * 1e6;
-    plumb_err e;
-    cluster *c = sim_synth_cluster(&sp, &e);
-    cr_assert_not_null(c, "%s", e.msg);
+    double gbit = rate_Bps * 8e-9;
+    cluster *c = synth_servers(ndev, 1, 1, gbit, 64 * gbit, lat_s * 1e6);
     sim_net_from_cluster(&m->net, c, NULL);
     cluster_free(c);
 }
@@ -329,8 +322,7 @@ Test(sim_replay, zb_h1_steady_state)
     sp.bw_gbit[1] = 100;
     sp.microbatches = 3;
     plumb_err e;
-    plan *pl = sim_synth_plan(&sp, &e);
-    cr_assert_not_null(pl, "%s", e.msg);
+    plan *pl = synth_plan(&sp);
     /* the truth: the replay of a long run on the simulator's priced model */
     enum { N = 16 };
     schedule *s = schedule_from_plan(pl, N, &e);
@@ -347,8 +339,7 @@ Test(sim_replay, zb_h1_steady_state)
                   (end[k] - end[k - 1]) * 1e3);
     sim_options o;
     sim_options_init(&o);
-    sim_report *r = sim_run(pl, &o, &e);
-    cr_assert_not_null(r, "%s", e.msg);
+    sim_report *r = synth_run(pl, &o);
     cr_expect(fabs(r->iteration_s - steady) <= 1e-9 * steady,
               "steady iteration %.6f ms, the replay's %.6f ms", r->iteration_s * 1e3,
               steady * 1e3);

@@ -12,6 +12,7 @@
 #include "core/units.h"
 #include "sim/sim.h"
 #include "sim/synth.h"
+#include "tests/synth.h"
 
 static sim_report *sample(sim_options *o, plan **out)
 {
@@ -20,11 +21,8 @@ static sim_report *sample(sim_options *o, plan **out)
     s.nstages = 3;
     s.microbatches = 4;
     s.input_ms = s.weight_ms = 1;
-    plumb_err e;
-    plan *pl = sim_synth_plan(&s, &e);
-    cr_assert_not_null(pl, "%s", e.msg);
-    sim_report *r = sim_run(pl, o, &e);
-    cr_assert_not_null(r, "%s", e.msg);
+    plan *pl = synth_plan(&s);
+    sim_report *r = synth_run(pl, o);
     *out = pl;
     return r;
 }
@@ -163,11 +161,8 @@ Test(sim_report, every_stage_of_a_device_is_listed)
     s.chunks = 10;
     s.schedule = SCHED_INTERLEAVED;
     s.microbatches = 4;
-    plumb_err e;
-    plan *pl = sim_synth_plan(&s, &e);
-    cr_assert_not_null(pl, "%s", e.msg);
-    sim_report *r = sim_run(pl, NULL, &e);
-    cr_assert_not_null(r, "%s", e.msg);
+    plan *pl = synth_plan(&s);
+    sim_report *r = synth_run(pl, NULL);
     cr_assert_eq(r->ndevices, 2);
     cr_assert_eq(r->devices[1].nstages, 10);
     for (int j = 0; j < 10; j++) cr_expect_eq(r->devices[1].stages[j], 2 * j + 1);
@@ -216,9 +211,7 @@ Test(sim_report, lists_the_whatifs)
     sim_options_init(&o);
     sim_report *base = sample(&o, &pl);
     five_whatifs(&o);
-    plumb_err e;
-    sim_report *r = sim_run(pl, &o, &e);
-    cr_assert_not_null(r, "%s", e.msg);
+    sim_report *r = synth_run(pl, &o);
     char *buf = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&buf, &len);
@@ -370,6 +363,48 @@ Test(sim_report, idle_devices_are_listed)
     cr_expect_eq(cJSON_GetArrayItem(idle, 0)->valuedouble, 3);
     cr_expect_eq(cJSON_GetArrayItem(idle, 1)->valuedouble, 4);
     cJSON_Delete(j);
+    sim_report_free(r);
+    plan_free(pl);
+}
+
+/* sim_report_device: the entry of a device id, NULL for a device no worker runs on (a
+ * gap, below the first, past the last, negative), the first of a repeated id; on a hand-made
+ * report and on sim_run's of a replicated plan that leaves devices idle. */
+Test(sim_report, device_lookup)
+{
+    sim_device_report d[5] = {{.device = 1}, {.device = 4}, {.device = 4}, {.device = 7},
+                              {.device = 8}};
+    sim_report h = {.ndevices = 5, .devices = d};
+    /* what each id from -2 to 10 finds, by hand: index into d, -1 for none */
+    const int want[13] = {-1, -1, -1, 0, -1, -1, 1, -1, -1, 3, 4, -1, -1};
+    for (int dev = -2; dev <= 10; dev++)
+        cr_assert_eq(sim_report_device(&h, dev), want[dev + 2] < 0 ? NULL : &d[want[dev + 2]],
+                     "device %d", dev);
+    h.ndevices = 0;
+    cr_assert_null(sim_report_device(&h, 1));
+    h.ndevices = 1;
+    cr_assert_eq(sim_report_device(&h, 1), &d[0]);
+    cr_assert_null(sim_report_device(&h, 4));
+
+    sim_synth s;
+    sim_synth_init(&s);
+    s.nstages = 3;
+    s.replicas = 3;
+    s.devices_per_server = 4; /* 9 devices on 3 servers of 4: devices 9-11 idle */
+    plan *pl = synth_plan(&s);
+    sim_report *r = synth_run(pl, NULL);
+    cr_assert_eq(r->ndevices, 9);
+    cr_assert_eq(r->devices_total, 12);
+    for (int dev = -1; dev <= 12; dev++) {
+        const sim_device_report *got = sim_report_device(r, dev);
+        if (dev < 0 || dev >= 9) {
+            cr_assert_null(got, "device %d", dev);
+            continue;
+        }
+        cr_assert_not_null(got, "device %d", dev);
+        cr_assert_eq(got->device, dev);
+        cr_assert_eq(got, &r->devices[dev], "device %d", dev);
+    }
     sim_report_free(r);
     plan_free(pl);
 }

@@ -15,6 +15,7 @@
 
 #include "sim/sim.h"
 #include "sim/synth.h"
+#include "tests/synth.h"
 
 #define BW0 200e9   /* level 0: 1600 Gbit/s */
 #define LAT0 2e-6
@@ -41,16 +42,9 @@ static plan *overlap_plan(void)
     s.latency_us[0] = LAT0 * 1e6;
     s.microbatch_size = 16;
     s.microbatches = 1;
-    plumb_err e;
-    plan *pl = sim_synth_plan(&s, &e);
-    cr_assert_not_null(pl, "%s", e.msg);
-    pl->prof->tp = pl->tp = 2;
-    for (int l = 0; l < 2; l++) {
-        profile_layer *L = &pl->prof->layers[l];
-        L->tp_collective_bytes = l ? LARGE : SMALL;
-        L->tp_forward_collectives = 2;
-        L->tp_backward_collectives = 2;
-    }
+    plan *pl = synth_plan(&s);
+    const double bytes[2] = {SMALL, LARGE};
+    synth_set_tp(pl, 2, bytes, 2, 2, 2);
     int devs[1] = {0};
     cr_assert_eq(plan_set_stage(pl, 0, 0, 1, 1, devs), 0);
     return pl;
@@ -80,8 +74,7 @@ Test(sim_tpoverlap, exposed_time_by_hand)
         pl->tp_overlap = want[k].mode;
         plumb_err e;
         cr_assert_eq(plan_validate(pl, "p.json", &e), 0, "%s", e.msg);
-        sim_report *r = sim_run(pl, NULL, &e);
-        cr_assert_not_null(r, "%s", e.msg);
+        sim_report *r = synth_run(pl, NULL);
         const sim_stage_report *g = &r->stages[0];
         const char *m = plan_tp_overlap_name(want[k].mode);
         cr_expect(close_to(g->tp_comm_forward_s, want[k].f), "%s: F %g, want %g", m,
@@ -104,9 +97,7 @@ Test(sim_tpoverlap, exposed_time_by_hand)
      * all-gathers (blocking) */
     pl->prof->sequence_parallel = pl->sequence_parallel = 1;
     pl->tp_overlap = TP_OVERLAP_BACKWARD;
-    plumb_err e;
-    sim_report *sp = sim_run(pl, NULL, &e);
-    cr_assert_not_null(sp, "%s", e.msg);
+    sim_report *sp = synth_run(pl, NULL);
     double bsp = c0 / 2 + max0(c0 / 2 - w) + c1 / 2 + max0(c1 / 2 - w);
     cr_expect(close_to(sp->stages[0].tp_comm_backward_s, bsp), "backward, SP: B %g, want %g",
               sp->stages[0].tp_comm_backward_s, bsp);
@@ -115,11 +106,9 @@ Test(sim_tpoverlap, exposed_time_by_hand)
     pl->prof->sequence_parallel = pl->sequence_parallel = 0;
     /* the overlap shortens the iteration by what it hides */
     pl->tp_overlap = TP_OVERLAP_NONE;
-    sim_report *a = sim_run(pl, NULL, &e);
-    cr_assert_not_null(a, "%s", e.msg);
+    sim_report *a = synth_run(pl, NULL);
     pl->tp_overlap = TP_OVERLAP_FULL;
-    sim_report *b = sim_run(pl, NULL, &e);
-    cr_assert_not_null(b, "%s", e.msg);
+    sim_report *b = synth_run(pl, NULL);
     double hidden = (want[0].f - want[2].f) + (want[0].b - want[2].b);
     cr_expect(close_to(a->iteration_s - b->iteration_s, hidden), "%g against %g",
               a->iteration_s - b->iteration_s, hidden);

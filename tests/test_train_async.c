@@ -39,35 +39,9 @@ static const char *spec =
 #define STEPS 20    /* optimizer steps per stage (sync: iterations) */
 #define TOL 1e-5    /* max abs difference allowed */
 
-typedef struct fixture {
-    model *m;
-    dataset *d;
-} fixture;
-
-/* Global microbatch g = samples [g MB, (g + 1) MB) of the data set, in order. */
-static int batch(void *user, int g, float *x, int32_t *y, plumb_err *err)
-{
-    (void)err;
-    gather_in_order(((const fixture *)user)->d, MB, g, x, y);
-    return 0;
-}
-
-static fixture setup(void)
-{
-    plumb_err e = {{0}};
-    fixture f;
-    f.m = model_parse("mlp", spec, &e);
-    cr_assert(f.m, "%s", e.msg);
-    f.d = data_synthetic(f.m, 2048, 3, &e);
-    cr_assert(f.d, "%s", e.msg);
-    return f;
-}
-
-static void teardown_f(fixture *f)
-{
-    data_free(f->d);
-    model_free(f->m);
-}
+/* The MLP and 2048 synthetic samples; global microbatch g (batch_in_order) = samples
+ * [g MB, (g + 1) MB) of them, in order. */
+static fixture setup(void) { return fixture_synthetic("mlp", spec, 2048, 3, MB); }
 
 static double max_abs_diff(const float *a, const float *b, long long n)
 {
@@ -106,7 +80,7 @@ static void run_pipeline(fixture *f, const schedule *s, bk_opt opt, rt_result *r
     cut(f->m, s->nstages, first, last);
     rt_cfg cfg = {.bk = backend_cpu(), .m = f->m, .sched = s, .stage_first = first,
                   .stage_last = last, .microbatch = MB, .opt = opt,
-                  .batch = batch, .batch_user = f, .timeout_s = 20};
+                  .batch = batch_in_order, .batch_user = f, .timeout_s = 20};
     cr_assert_eq(runtime_run(&cfg, r, &e), 0, "%s: %s", sched_kind_name(s->kind), e.msg);
 }
 
@@ -125,7 +99,7 @@ static float *sequential(fixture *f, int M, int iters, bk_opt opt)
     int32_t *y = malloc((size_t)M * MB * f->d->targets_per_sample * sizeof *y);
     for (int it = 0; it < iters; it++) {
         for (int k = 0; k < M; k++)
-            batch(f, it * M + k, x + (size_t)k * MB * f->d->sample_numel,
+            batch_in_order(f, it * M + k, x + (size_t)k * MB * f->d->sample_numel,
                   y + (size_t)k * MB * f->d->targets_per_sample, &e);
         cr_assert_eq(seqtrain_step(t, x, y, NULL, NULL, &e), 0, "%s", e.msg);
     }
@@ -187,7 +161,7 @@ Test(sync_grid, equals_sequential_sgd_within_1e5)
             }
     fprintf(stderr, "sync grid: worst max abs diff %.3g (limit %g)\n", worst, TOL);
     free(ref);
-    teardown_f(&f);
+    fixture_free(&f);
 }
 
 /* ---- asynchronous kinds against a single-threaded replay of the schedule ------------- */
@@ -257,7 +231,7 @@ static int replay_action(replay *rp, int w, const action *a, int *pos)
         if (s > 0 && !rp->act[(s - 1) * rp->G + g]) return 0;
         float *x = malloc((size_t)MB * rp->f->d->sample_numel * sizeof *x);
         int32_t *y = malloc((size_t)MB * rp->f->d->targets_per_sample * sizeof *y);
-        batch(rp->f, g, x, y, &e);
+        batch_in_order(rp->f, g, x, y, &e);
         if (s == 0) bk->upload(rp->ctx, stage_input(r->st, g), x,
                                (size_t)MB * stage_in_numel(r->st) * sizeof(float));
         else bk->upload(rp->ctx, stage_input(r->st, g), rp->act[(s - 1) * rp->G + g],
@@ -465,7 +439,7 @@ static void async_case(sched_kind kind, int p, const int *reps, int M)
     free(fver);
     rt_result_free(&r);
     schedule_free(sc);
-    teardown_f(&f);
+    fixture_free(&f);
 }
 
 Test(async, pipedream_equals_stashed_delayed_sgd)

@@ -29,35 +29,9 @@ static const char *spec =
 /* The backend the pipelines run on (NULL: the CPU's). */
 static const backend *run_bk;
 
-typedef struct fixture {
-    model *m;
-    dataset *d;
-} fixture;
-
-/* Microbatch g = samples [g MB, (g + 1) MB) of the data set, in order. */
-static int batch(void *user, int g, float *x, int32_t *y, plumb_err *err)
-{
-    (void)err;
-    gather_in_order(((const fixture *)user)->d, MB, g, x, y);
-    return 0;
-}
-
-static fixture setup(void)
-{
-    plumb_err e = {{0}};
-    fixture f;
-    f.m = model_parse("m", spec, &e);
-    cr_assert(f.m, "%s", e.msg);
-    f.d = data_synthetic(f.m, 4096, 1, &e);
-    cr_assert(f.d);
-    return f;
-}
-
-static void teardown_f(fixture *f)
-{
-    data_free(f->d);
-    model_free(f->m);
-}
+/* The model and 4096 synthetic samples; microbatch g (batch_in_order) = samples
+ * [g MB, (g + 1) MB) of them, in order. */
+static fixture setup(void) { return fixture_synthetic("m", spec, 4096, 1, MB); }
 
 /* Sequential reference: `iters` minibatches of M microbatches of MB. */
 static float *sequential(fixture *f, int M, int iters, int kind)
@@ -125,7 +99,7 @@ static int pipeline_rc(fixture *f, sched_kind kind, int nstages, const int *firs
     rt_cfg cfg = {.bk = run_bk ? run_bk : backend_cpu(), .m = f->m, .sched = s,
                   .stage_first = first, .stage_last = last, .microbatch = MB,
                   .opt = train_default_opt(opt),
-                  .batch = batch, .batch_user = f, .timeout_s = 20, .recompute = recompute};
+                  .batch = batch_in_order, .batch_user = f, .timeout_s = 20, .recompute = recompute};
     int rc = runtime_run(&cfg, res, e);
     if (rc == 0) expect_trace_order(s, res->trace);
     schedule_free(s);
@@ -172,7 +146,7 @@ static void sync_case(sched_kind kind, int nstages, const int *firsts, int chunk
     cr_expect_gt(sum, 2.0 * wbytes, "the workers' peaks hold all weights and gradients");
     free(ref);
     rt_result_free(&r);
-    teardown_f(&f);
+    fixture_free(&f);
 }
 
 Test(pipeline, gpipe_equals_sequential)
@@ -224,7 +198,7 @@ Test(pipeline, replicated_stage_equals_sequential)
     expect_same(&f, ref, r.params, "1f1b-flush with stage 0 on 2 replicas");
     free(ref);
     rt_result_free(&r);
-    teardown_f(&f);
+    fixture_free(&f);
 }
 
 /* Runs one schedule with host copies (the CPU backend without its hand-off entries) and
@@ -256,7 +230,7 @@ static void handoff_case(sched_kind kind, int nstages, const int *firsts, int ch
     cr_expect_eq(markbk_marks_live, 0, "%s: every mark freed", what);
     rt_result_free(&host);
     rt_result_free(&dev);
-    teardown_f(&f);
+    fixture_free(&f);
 }
 
 Test(pipeline, device_handoffs_equal_host_copies)
@@ -300,7 +274,7 @@ Test(pipeline, steady_iterations_allocate_nothing)
         cr_expect_eq(a, b, "%s%s: 3 iterations allocate %ld buffers, 9 allocate %ld",
                      sched_kind_name(c[i].kind), c[i].reps ? " (replicated)" : "", a, b);
         cr_expect_eq(markbk_bufs_live, 0, "every buffer freed");
-        teardown_f(&f);
+        fixture_free(&f);
     }
 }
 
@@ -320,7 +294,7 @@ Test(pipeline, recompute_equals_sequential)
         expect_same(&f, ref, r.params, sched_kind_name(kinds[k]));
         free(ref);
         rt_result_free(&r);
-        teardown_f(&f);
+        fixture_free(&f);
     }
     /* pipedream with recompute equals pipedream without (stashed versions recompute) */
     fixture f = setup();
@@ -331,7 +305,7 @@ Test(pipeline, recompute_equals_sequential)
     expect_same(&f, a.params, b.params, "pipedream recompute");
     rt_result_free(&a);
     rt_result_free(&b);
-    teardown_f(&f);
+    fixture_free(&f);
 }
 
 /* One stage under pipedream: one optimizer step per microbatch, i.e. SGD on MB samples. */
@@ -347,7 +321,7 @@ Test(pipeline, pipedream_one_stage_is_per_microbatch_sgd)
     expect_same(&f, ref, r.params, "pipedream, 1 stage");
     free(ref);
     rt_result_free(&r);
-    teardown_f(&f);
+    fixture_free(&f);
 }
 
 /* The asynchronous schedules keep stashed versions and still learn: their loss over the
@@ -371,7 +345,7 @@ Test(pipeline, async_schedules_train)
         tail[k] = b;
         cr_expect(b < 0.97 * a, "%s: loss %g -> %g", sched_kind_name(kinds[k]), a, b);
         rt_result_free(&r);
-        teardown_f(&f);
+        fixture_free(&f);
     }
     /* pipedream steps once per microbatch (4 x more steps): at least as good as gpipe */
     cr_expect(tail[1] < tail[0], "pipedream %g vs gpipe %g", tail[1], tail[0]);
@@ -399,7 +373,7 @@ Test(pipeline, broken_schedule_fails_not_hangs)
     int first[] = {0, 4}, last[] = {3, 8};
     rt_cfg cfg = {.bk = backend_cpu(), .m = f.m, .sched = s, .stage_first = first,
                   .stage_last = last, .microbatch = MB, .opt = train_default_opt(BK_SGD),
-                  .batch = batch, .batch_user = &f, .timeout_s = 1};
+                  .batch = batch_in_order, .batch_user = &f, .timeout_s = 1};
     rt_result r;
     cr_expect_eq(runtime_run(&cfg, &r, &e), -1);
     cr_expect(strstr(e.msg, "waits for ever at action 3 (0RECV_B0)") != NULL, "%s", e.msg);
@@ -419,7 +393,7 @@ Test(pipeline, broken_schedule_fails_not_hangs)
     cr_expect_eq(runtime_run(&cfg, &r, &e), -1);
     cr_expect(strstr(e.msg, "expected the stages to cover all 9 layers") != NULL, "%s", e.msg);
     schedule_free(s);
-    teardown_f(&f);
+    fixture_free(&f);
 }
 
 /* One process per rank, emulated: two runtime_run calls in two threads, each running one
@@ -454,7 +428,7 @@ static void one_process_per_rank(const backend *bk)
         memset(&ra[r], 0, sizeof ra[r]);
         ra[r].cfg = (rt_cfg){.bk = bk, .m = f.m, .sched = s, .stage_first = first,
                              .stage_last = last, .microbatch = MB,
-                             .opt = train_default_opt(BK_MOMENTUM), .batch = batch,
+                             .opt = train_default_opt(BK_MOMENTUM), .batch = batch_in_order,
                              .batch_user = &f, .tr = tr, .local_workers = &me[r], .nlocal = 1};
         cr_assert_eq(pthread_create(&th[r], NULL, rank_main, &ra[r]), 0);
     }
@@ -472,7 +446,7 @@ static void one_process_per_rank(const backend *bk)
     free(ref);
     tr->destroy(tr);
     schedule_free(s);
-    teardown_f(&f);
+    fixture_free(&f);
 }
 
 Test(pipeline, one_process_per_rank)

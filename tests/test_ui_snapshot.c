@@ -568,7 +568,7 @@ static void assert_saved_layout(const char *frame, int tp, int pp, int dp, int s
     cJSON_Delete(rep);
 }
 
-/* ui_report_device (the stage rows' lookup, a binary search) finds each device of a
+/* sim_report_device (the stage rows' lookup, a binary search) finds each device of a
  * report as a scan finds it, and no device where no worker runs: on a plan's report and on
  * a 3D layout's one-pipeline (folded) one, whose devices are copied to every replica. */
 static void check_lookup(const sim_report *r)
@@ -579,7 +579,7 @@ static void check_lookup(const sim_report *r)
         const sim_device_report *want = NULL;
         for (int i = 0; i < r->ndevices && !want; i++)
             if (r->devices[i].device == dev) want = &r->devices[i];
-        cr_assert_eq(ui_report_device(r, dev), want, "device %d of %d", dev, r->ndevices);
+        cr_assert_eq(sim_report_device(r, dev), want, "device %d of %d", dev, r->ndevices);
     }
 }
 
@@ -639,7 +639,7 @@ Test(ui_snapshot, layout3d_refused_layout_keeps_the_plan_and_says_why)
     ui_app a;
     open_gpt3(&a);
     char *s = snap(&a, 120, 40, "g");
-    cr_assert(strstr(s, "no larger tp 8: tp must divide a server's 8 GPUs"), "%s", s);
+    cr_assert(strstr(s, "no larger tp 8: tp must divide a server's 8 devices"), "%s", s);
     figs first = read_figs(s);
     free(s);
     /* sequence parallelism needs tp 2 or more: the third G is refused by the layout (pp 32

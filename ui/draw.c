@@ -13,7 +13,7 @@
 static const char *const HELP[] = {
     "plumb ui: what-if planning; every change re-plans and re-simulates.",
     "",
-    "  +  -          GPUs up / down by one server (divisors of a server below)",
+    "  +  -          devices up / down by a server (below one: its divisors)",
     "  1..8  l  Tab  select the cluster level the bandwidth keys change",
     "  b  B          double / halve the selected level's bandwidth",
     "  c  C          next / previous pipeline schedule",
@@ -31,8 +31,8 @@ static const char *const HELP[] = {
     "  q  ^C         quit",
     "",
     "samples/s and iteration time are steady state; bubble is the idle share",
-    "of compute; vs DP is the speedup over data parallelism on the same GPUs",
-    "(no-fit: data parallelism does not fit their memory);",
+    "of compute; vs DP is the speedup over data parallelism on the same",
+    "devices (no-fit: data parallelism does not fit their memory);",
     "memory is the largest device peak against its capacity or the limit.",
     "Timeline: F forward, B backward, I/W its input/weight halves, S step,",
     ". idle, a lower-case letter a mostly idle column; blocks are coloured",
@@ -44,9 +44,9 @@ static const char *const HELP[] = {
 /* A transformer's 3D layout (plumb ui --model): every key lays it out again. */
 static const char *const HELP3D[] = {
     "plumb ui --model: each change lays the model out again and simulates it.",
-    "  g  G        tensor-parallel ranks up / down (GPUs kept: dp follows)",
-    "  d  D        pipeline ranks up / down (GPUs kept: dp follows)",
-    "  w W + -     data-parallel replicas up / down (the GPU count follows)",
+    "  g  G        tensor-parallel ranks up / down (devices kept: dp follows)",
+    "  d  D        pipeline ranks up / down (devices kept: dp follows)",
+    "  w W + -     data-parallel replicas up / down (device count follows)",
     "  n  N        microbatch size up / down (m M: microbatches up / down)",
     "  i  I        virtual stages per pipeline rank up / down (interleaved)",
     "  r           recomputation none / selective / full",
@@ -67,7 +67,7 @@ static const char *const HELP3D[] = {
 #define NHELP3D (int)(sizeof HELP3D / sizeof HELP3D[0])
 
 static const char KEYS_LINE[] =
-    "q quit  ? help  +/- GPUs  b/B bw  c sched  m/M mb  x/X mem  t strag  r recomp  "
+    "q quit  ? help  +/- devices  b/B bw  c sched  m/M mb  x/X mem  t strag  r recomp  "
     "p pin  s save  e export  u undo  z/Z arrows view";
 
 static const char KEYS_LINE3D[] =
@@ -168,17 +168,6 @@ static const sim_device_report *peak_device(const sim_report *r)
     for (int i = 0; i < r->ndevices; i++)
         if (!best || r->devices[i].mem.total > best->mem.total) best = &r->devices[i];
     return best;
-}
-
-const sim_device_report *ui_report_device(const sim_report *r, int dev)
-{
-    int lo = 0, hi = r->ndevices; /* the first device id >= dev is in [lo, hi] */
-    while (lo < hi) {
-        int mid = lo + (hi - lo) / 2;
-        if (r->devices[mid].device < dev) lo = mid + 1;
-        else hi = mid;
-    }
-    return lo < r->ndevices && r->devices[lo].device == dev ? &r->devices[lo] : NULL;
 }
 
 /* ---- header ------------------------------------------------------------------------ */
@@ -434,11 +423,11 @@ static void draw_stages(ui_fb *fb, ui_rect r, const char *title, const ui_result
         int s = top + i;
         const plan_stage *ps = &pl->stages[s];
         const sim_stage_report *sr = s < rep->nstages ? &rep->stages[s] : NULL;
-        const sim_device_report *d = ui_report_device(rep, ps->devices[0]);
+        const sim_device_report *d = sim_report_device(rep, ps->devices[0]);
         /* memory: the stage's fullest replica (replicas hold different slot counts) */
         const sim_device_report *dm = d;
         for (int j = 1; j < ps->replicas; j++) {
-            const sim_device_report *o = ui_report_device(rep, ps->devices[j]);
+            const sim_device_report *o = sim_report_device(rep, ps->devices[j]);
             if (o && (!dm || o->mem.total > dm->mem.total)) dm = o;
         }
         char layers[32], devs[64], fb_ms[32], comm[32], mem[48], a1[16], a2[16], line[256];

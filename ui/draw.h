@@ -41,11 +41,6 @@ void ui_draw_memory(ui_fb *fb, ui_rect r, const char *title, const struct ui_res
 char *ui_fmt_time(double s, char *buf, size_t n);
 char *ui_fmt_gib(double bytes, char *buf, size_t n);
 
-/* The report of cluster device dev in r, or NULL when no worker runs on it: a binary
- * search, the report's devices being sorted by id (sim/sim.h), so that a stage row of
- * 1024 replicas looks up 1024 devices in about 10 steps each, not a scan of all of them. */
-const sim_device_report *ui_report_device(const sim_report *r, int dev);
-
 /* Compresses a device list: "0-3,8,10-11", at most n-1 characters, ending in '+' when cut. */
 char *ui_fmt_devices(const int *devs, int k, char *buf, size_t n);
 

@@ -70,7 +70,7 @@ void ui_draw_memory(ui_fb *fb, ui_rect r, const char *title, const ui_result *re
     }
     for (int i = 0; i < rows && top + i < pp; i++) {
         int p = top + i, first = p * dp * tp; /* layout3d_group_device(p, 0, tp, dp) */
-        const sim_device_report *d = ui_report_device(rep, first);
+        const sim_device_report *d = sim_report_device(rep, first);
         if (!d) continue;
         char st[32] = "", devs[32], fbms[16], pk[48], tot[16], cap[16], g[4][16];
         int ids[SIM_DEVICE_STAGES];

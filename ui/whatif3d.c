@@ -30,13 +30,13 @@ enum { F_TP, F_PP, F_DP, F_MBS, F_V };
 static void set_field(ui_whatif *w, int field, int v)
 {
     switch (field) {
-    case F_TP: /* the GPU count stays: dp follows */
+    case F_TP: /* the device count stays: dp follows */
     case F_PP:
         if (field == F_TP) w->tp = v;
         else w->pp = v;
         w->dp = w->ngpus % (w->tp * w->pp) ? 0 : w->ngpus / (w->tp * w->pp);
         break;
-    case F_DP: /* the GPU count follows */
+    case F_DP: /* the device count follows */
         w->dp = v;
         w->ngpus = w->tp * w->pp * v;
         break;
@@ -76,8 +76,8 @@ static void step(ui_state *st, int field, int dir)
         }
     }
     const ui_whatif *w = &st->cur;
-    snprintf(st->note, sizeof st->note, "no %s %s %d: tp must divide a server's %d GPUs, "
-             "pp x interleave the %d layers, tp x pp x dp = GPUs (%s) and dp x microbatch "
+    snprintf(st->note, sizeof st->note, "no %s %s %d: tp must divide a server's %d devices, "
+             "pp x interleave the %d layers, tp x pp x dp = devices (%s) and dp x microbatch "
              "size the global batch %d", dir > 0 ? "larger" : "smaller", name[field],
              get_field(w, field), st->per_server, st->layers,
              field == F_DP ? "whole servers" : "kept", st->global_batch);
