@@ -183,21 +183,21 @@ $(BIN): $(BUILD)/obj/cli/main.o $(LIB) $(CONFIG) | $(PLUGINS)
 ifeq ($(HAVE_CUDA),1) # the CUDA backend's tests call it directly: its objects are linked in
 $(BUILD)/tests/test_cuda: tests/test_cuda.c $(CUDA_PLUGIN_OBJS) $(NCCL_CUDA_OBJS) $(LIB) $(CONFIG)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(LDSAN) -o $@ $< $(CUDA_PLUGIN_OBJS) $(NCCL_CUDA_OBJS) $(LIB) -lcriterion \
+	$(CC) $(CFLAGS) -MMD -MP $(LDSAN) -o $@ $< $(CUDA_PLUGIN_OBJS) $(NCCL_CUDA_OBJS) $(LIB) -lcriterion \
 	    $(LDLIBS) $(CUDA_LIBS) $(if $(NCCL_LIBS),-lnccl)
 endif
 
 $(BUILD)/tests/%: tests/%.c $(LIB) $(CONFIG)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(LDSAN) -o $@ $< $(LIB) -lcriterion $(LDLIBS)
+	$(CC) $(CFLAGS) -MMD -MP $(LDSAN) -o $@ $< $(LIB) -lcriterion $(LDLIBS)
 
 $(BUILD)/fuzz/replay_%: tests/fuzz/fuzz_%.c tests/fuzz/replay.c $(LIB) $(CONFIG)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(LDSAN) -o $@ $< tests/fuzz/replay.c $(LIB) $(LDLIBS)
+	$(CC) $(CFLAGS) -MMD -MP $(LDSAN) -o $@ $< tests/fuzz/replay.c $(LIB) $(LDLIBS)
 
 $(BUILD)/bench/%: bench/%.c $(LIB) $(CONFIG)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(LDSAN) -o $@ $< $(LIB) $(LDLIBS)
+	$(CC) $(CFLAGS) -MMD -MP $(LDSAN) -o $@ $< $(LIB) $(LDLIBS)
 
 # Tests: every Criterion suite, then every end-to-end script; non-zero on any failure.
 test: all $(TEST_BINS) $(TEST_EXTRA)
@@ -222,4 +222,4 @@ gpu-bundle:
 clean:
 	rm -rf build build-* plumb libplumb.a plumb-cuda.so plumb-mpi.so plumb-nccl.so
 
--include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)
+-include $(shell find $(BUILD)/obj $(BUILD)/tests $(BUILD)/fuzz $(BUILD)/bench -name '*.d' 2>/dev/null)
