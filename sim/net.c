@@ -58,15 +58,119 @@ static int cmp_ll(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
+static int cmp_int(const void *a, const void *b)
+{
+    int x = *(const int *)a, y = *(const int *)b;
+    return (x > y) - (x < y);
+}
+
+int sim_net_lanes(const sim_net *n, int l)
+{
+    /* floor(egress / rate): that many transfers leave at full speed at once */
+    double r1 = n->bw[l] < n->egress[l] ? n->bw[l] : n->egress[l];
+    double lanes = r1 > 0 ? floor(n->egress[l] / r1 + 1e-9) : 1;
+    return lanes < 1 ? 1 : lanes > 1e6 ? 1000000 : (int)lanes;
+}
+
+/* 1 when a port of some level above 0 has more than one lane (only then can a ring hop be
+ * wider than 1). */
+static int net_multilane(const sim_net *n)
+{
+    for (int l = 1; l < n->nlevels; l++)
+        if (sim_net_lanes(n, l) > 1)
+            return 1;
+    return 0;
+}
+
+/* How many of the sorted values v[0..nv) lie in [lo, hi). */
+static int count_in(const int *v, int nv, long long lo, long long hi)
+{
+    int a = 0, b = nv;
+    while (a < b) {  /* first >= lo */
+        int m = a + (b - a) / 2;
+        if (v[m] < lo)
+            a = m + 1;
+        else
+            b = m;
+    }
+    int c = a, d = nv;
+    while (c < d) {  /* first >= hi */
+        int m = c + (d - c) / 2;
+        if (v[m] < hi)
+            c = m + 1;
+        else
+            d = m;
+    }
+    return c - a;
+}
+
+int sim_net_ring_widths(const sim_net *n, const int *devs, int r, int *width)
+{
+    for (int i = 0; i < r; i++)
+        width[i] = 1;
+    if (r <= 1 || !net_multilane(n))
+        return 0;
+    /* mem: the ring's distinct devices, sorted (a level's groups are then contiguous);
+     * out: the senders of the hops crossing level l or above, sorted */
+    int *mem = malloc((size_t)r * sizeof *mem), *out = malloc((size_t)r * sizeof *out);
+    int *lvl = malloc((size_t)r * sizeof *lvl);
+    if (!mem || !out || !lvl) {
+        free(mem), free(out), free(lvl);
+        return -1;
+    }
+    for (int i = 0; i < r; i++) {
+        double rate, lat;
+        mem[i] = devs[i];
+        lvl[i] = sim_net_path(n, devs[i], devs[(i + 1) % r], &rate, &lat);
+    }
+    qsort(mem, (size_t)r, sizeof *mem, cmp_int);
+    int nm = 0;
+    for (int i = 0; i < r; i++)
+        if (!nm || mem[i] != mem[nm - 1])
+            mem[nm++] = mem[i];
+    for (int l = 1; l < n->nlevels; l++) {
+        int lanes = sim_net_lanes(n, l), no = 0;
+        long long gs = n->gsize[l - 1];
+        for (int i = 0; i < r; i++)
+            if (lvl[i] >= l)
+                out[no++] = devs[i];
+        if (no == 0)
+            break;
+        qsort(out, (size_t)no, sizeof *out, cmp_int);
+        for (int i = 0; i < r; i++) {
+            if (lvl[i] < l)
+                continue;
+            /* the k members of the sender's group share its j hops out, min(k, lanes)
+             * lanes of its port among them */
+            long long lo = devs[i] / gs * gs;
+            int k = count_in(mem, nm, lo, lo + gs), j = count_in(out, no, lo, lo + gs);
+            int w = (k < lanes ? k : lanes) / j;
+            if (w < 1)
+                w = 1;
+            if (l == 1 || w < width[i])
+                width[i] = w;
+        }
+    }
+    free(mem), free(out), free(lvl);
+    return 0;
+}
+
 int sim_net_ring(const sim_net *n, const int *devs, int r, double *per_byte, double *fixed)
 {
     *per_byte = 0;
     *fixed = 0;
     if (r <= 1)
         return -1;
-    /* slowest hop of the ring; hops leaving a group through the same egress port share it */
+    /* slowest hop of the ring, each at its path's rate times its width (the lanes it
+     * moves over, sim_net_ring_widths); hops leaving a group through the same egress port
+     * share it */
     double rate = INFINITY, lat = 0;
     long long *ports = malloc((size_t)r * CLUSTER_MAX_LEVELS * sizeof *ports);
+    int *width = net_multilane(n) ? malloc((size_t)r * sizeof *width) : NULL;
+    if (width && sim_net_ring_widths(n, devs, r, width)) {
+        free(width);
+        width = NULL;
+    }
     int np = 0;
     for (int i = 0; i < r; i++) {
         int a = devs[i], b = devs[(i + 1) % r];
@@ -74,6 +178,8 @@ int sim_net_ring(const sim_net *n, const int *devs, int r, double *per_byte, dou
         int L = sim_net_path(n, a, b, &hr, &hl);
         if (L < 0)
             continue;
+        if (width && width[i] > 1)
+            hr *= width[i];
         if (hr < rate)
             rate = hr;
         if (hl > lat)
@@ -95,6 +201,7 @@ int sim_net_ring(const sim_net *n, const int *devs, int r, double *per_byte, dou
         }
     }
     free(ports);
+    free(width);
     if (!isfinite(rate) || rate <= 0)
         return -1;
     *per_byte = 2.0 * (r - 1) / r / rate;

@@ -323,6 +323,140 @@ Test(sim_engine, net_path_levels)
     cluster_free(c);
 }
 
+/* Two servers of four devices: 1e11 bytes/s inside a server, 1e9 bytes/s (8 Gb/s) per
+ * network port between them and egress_gbit out of each server (egress / bandwidth lanes),
+ * no latency. */
+static cluster *rail_servers(double egress_gbit)
+{
+    sim_synth sp;
+    sim_synth_init(&sp);
+    sp.devices_per_server = 4;
+    sp.servers = 2;
+    sp.bw_gbit[0] = 800;
+    sp.bw_gbit[1] = 8;
+    sp.egress_gbit[1] = egress_gbit;
+    plumb_err e;
+    cluster *c = sim_synth_cluster(&sp, &e);
+    cr_assert_not_null(c, "%s", e.msg);
+    return c;
+}
+
+/* A ring with k members in each server moves its inter-server hop over min(k, lanes)
+ * lanes (sim_net_ring_widths), as a collective library's channels leave a rail-optimized
+ * server through several devices' ports. Worked by hand for 1e9 bytes: */
+Test(sim_engine, net_ring_rails)
+{
+    int eight[] = {0, 1, 2, 3, 4, 5, 6, 7}, two[] = {0, 4}, zig[] = {0, 4, 1, 5};
+    int w[8];
+    /* 4 members per server, 8 lanes: the two crossing hops (3 -> 4, 7 -> 0) 4 wide, so
+     * the ring runs at 4e9 bytes/s: 2 x 7/8 x 1e9 / 4e9 = 0.4375 s */
+    cluster *c = rail_servers(64);
+    sim_net n;
+    sim_net_from_cluster(&n, c, NULL);
+    cr_assert_eq(sim_net_lanes(&n, 1), 8);
+    cr_assert_eq(sim_net_ring_widths(&n, eight, 8, w), 0);
+    for (int i = 0; i < 8; i++)
+        cr_expect_eq(w[i], i == 3 || i == 7 ? 4 : 1, "hop %d: width %d", i, w[i]);
+    double t = sim_net_allreduce_s(&n, eight, 8, 1e9);
+    cr_expect(fabs(t - 0.4375) < 1e-12, "4 per server, 8 lanes: %.12g s", t);
+    /* one member per server: one lane, as before: 2 x 1/2 x 1e9 / 1e9 = 1 s */
+    t = sim_net_allreduce_s(&n, two, 2, 1e9);
+    cr_expect(fabs(t - 1.0) < 1e-12, "1 per server: %.12g s", t);
+    /* 0 -> 4 -> 1 -> 5: two members and two hops out of each server, 1 lane each (and
+     * the port's 8e9 bytes/s shared by two): 2 x 3/4 x 1e9 / 1e9 = 1.5 s */
+    cr_assert_eq(sim_net_ring_widths(&n, zig, 4, w), 0);
+    cr_expect(w[0] == 1 && w[1] == 1 && w[2] == 1 && w[3] == 1);
+    t = sim_net_allreduce_s(&n, zig, 4, 1e9);
+    cr_expect(fabs(t - 1.5) < 1e-12, "zigzag: %.12g s", t);
+    cluster_free(c);
+    /* 3 lanes: the crossing hops 3 wide: 2 x 7/8 x 1e9 / 3e9 */
+    c = rail_servers(24);
+    sim_net_from_cluster(&n, c, NULL);
+    t = sim_net_allreduce_s(&n, eight, 8, 1e9);
+    cr_expect(fabs(t - 1.75 / 3) < 1e-12, "4 per server, 3 lanes: %.12g s", t);
+    cluster_free(c);
+    /* egress = bandwidth (one lane): the slowest hop's 1e9 bytes/s, as before */
+    c = rail_servers(0);
+    sim_net_from_cluster(&n, c, NULL);
+    cr_assert_eq(sim_net_ring_widths(&n, eight, 8, w), 0);
+    for (int i = 0; i < 8; i++)
+        cr_expect_eq(w[i], 1);
+    t = sim_net_allreduce_s(&n, eight, 8, 1e9);
+    cr_expect(fabs(t - 1.75) < 1e-12, "one lane: %.12g s", t);
+    cluster_free(c);
+}
+
+/* Two rings of four, stage 0 on devices 0, 1, 4, 5 and stage 1 on 2, 3, 6, 7 of
+ * rail_servers: each has two members per server, so its crossing hops are 2 wide (2e9
+ * bytes/s) when the port has 2 lanes free. Every worker runs its stage's ALLREDUCE of 4e6
+ * bytes at once (one bucket: 6 steps of 1e6 bytes per hop, the crossing hop 0.5 ms at 2
+ * wide, 1 ms at 1). Run with or without stage 1 (alone: 0 = off), grouped or per hop. */
+static double two_rail_rings(double egress_gbit, int both, int per_hop)
+{
+    schedule s = {0};
+    int replicas[2] = {4, 4}, first[2] = {0, 4}, sw[8], wdev[8], len[8];
+    int dev[8] = {0, 1, 4, 5, 2, 3, 6, 7};
+    action acts[8], *rows[8];
+    int nw = both ? 8 : 4;
+    for (int w = 0; w < 8; w++) {
+        sw[w] = w;
+        wdev[w] = dev[w];
+        len[w] = 1;
+        acts[w] = A(ACT_ALLREDUCE, w / 4, 0, -1, -1);
+        rows[w] = &acts[w];
+    }
+    s.kind = SCHED_GPIPE;
+    s.nworkers = nw;
+    s.nstages = both ? 2 : 1;
+    s.chunks = 1;
+    s.microbatches = 1;
+    s.iterations = 1;
+    s.replicas = replicas;
+    s.stage_first = first;
+    s.stage_workers = sw;
+    s.len = len;
+    s.acts = rows;
+    s.worker_device = wdev;
+    cluster *c = rail_servers(egress_gbit);
+    sim_model m;
+    cr_assert_eq(sim_model_alloc(&m, &s), 0);
+    sim_net_from_cluster(&m.net, c, NULL);
+    for (int w = 0; w < nw; w++)
+        m.worker_device[w] = dev[w];
+    for (int st = 0; st < s.nstages; st++) {
+        m.grad_bytes[st] = 4e6;
+        m.allreduce_s[st] = sim_net_allreduce_s(&m.net, dev + 4 * st, 4, 4e6);
+    }
+    m.ring_per_hop = per_hop;
+    sim_result r;
+    plumb_err e;
+    cr_assert_eq(sim_engine_run(&m, &r, &e), 0, "%s", e.msg);
+    double t = r.makespan_s;
+    sim_result_free(&r);
+    sim_model_release(&m);
+    cluster_free(c);
+    return t;
+}
+
+Test(sim_engine, rail_rings_share_the_port)
+{
+    for (int per_hop = 0; per_hop < 2; per_hop++) {
+        /* 4 lanes: both rings' crossing hops 2 wide at once: 6 x 0.5 ms; the closed form
+         * of one ring says the same */
+        double one = two_rail_rings(32, 0, per_hop), two = two_rail_rings(32, 1, per_hop);
+        cr_expect(fabs(one - 3e-3) < 1e-12, "4 lanes, one ring: %.12g s", one);
+        cr_expect(fabs(two - 3e-3) < 1e-12, "4 lanes, two rings: %.12g s", two);
+        /* 3 lanes: still 2 wide, but one ring's crossing hop waits for the other's: 12
+         * crossing hops of 0.5 ms through each port, one after another */
+        one = two_rail_rings(24, 0, per_hop), two = two_rail_rings(24, 1, per_hop);
+        cr_expect(fabs(one - 3e-3) < 1e-12, "3 lanes, one ring: %.12g s", one);
+        cr_expect(fabs(two - 6e-3) < 1e-12, "3 lanes, two rings: %.12g s", two);
+        /* one lane: 1 wide, 1 ms a crossing hop, the rings in turn: 12 ms */
+        two = two_rail_rings(0, 1, per_hop);
+        cr_expect(fabs(two - 12e-3) < 1e-12, "one lane, two rings: %.12g s", two);
+    }
+}
+
 /* A path without bandwidth (a hand-built net the loader would refuse): the run stops with
  * one error naming the path instead of moving the data for free or never finishing. */
 Test(sim_engine, zero_bandwidth_path)
