@@ -63,19 +63,44 @@ static void hand_pair(hand *h)
     h->stage_first[1] = 1;
 }
 
-/* Two servers of one device each, 1e9 bytes/s (8 Gb/s) and latency_us between them. */
-static cluster *two_servers(double latency_us)
+/* `servers` servers of `per` devices: bw0_gbit inside a server (<= 0: sim_synth's
+ * default), bw1_gbit per transfer between servers, egress1_gbit out of each (0: = bw1),
+ * latency1_us between them. */
+static cluster *servers_cluster(int per, int servers, double bw0_gbit, double bw1_gbit,
+                                double egress1_gbit, double latency1_us)
 {
     sim_synth sp;
     sim_synth_init(&sp);
-    sp.devices_per_server = 1;
-    sp.servers = 2;
-    sp.bw_gbit[1] = 8;
-    sp.latency_us[1] = latency_us;
+    sp.devices_per_server = per;
+    sp.servers = servers;
+    if (bw0_gbit > 0)
+        sp.bw_gbit[0] = bw0_gbit;
+    sp.bw_gbit[1] = bw1_gbit;
+    sp.egress_gbit[1] = egress1_gbit;
+    sp.latency_us[1] = latency1_us;
     plumb_err e;
     cluster *c = sim_synth_cluster(&sp, &e);
     cr_assert_not_null(c, "%s", e.msg);
     return c;
+}
+
+/* Two servers of one device each, 1e9 bytes/s (8 Gb/s) and latency_us between them. */
+static cluster *two_servers(double latency_us)
+{
+    return servers_cluster(1, 2, 0, 8, 0, latency_us);
+}
+
+/* Runs m and returns its makespan; releases m and c. */
+static double makespan_and_free(sim_model *m, cluster *c)
+{
+    sim_result r;
+    plumb_err e;
+    cr_assert_eq(sim_engine_run(m, &r, &e), 0, "%s", e.msg);
+    double t = r.makespan_s;
+    sim_result_free(&r);
+    sim_model_release(m);
+    cluster_free(c);
+    return t;
 }
 
 /* Two senders on server 0 (devices 0, 1) each send one unit transfer to server 1
@@ -96,15 +121,8 @@ static double contention_makespan(double egress_gbit, sim_result *out)
         push(&h, w + 2, A(ACT_RECV_F, 1, w, w, 0));
         push(&h, w + 2, A(ACT_F, 1, w, -1, -1));
     }
-    sim_synth sp;
-    sim_synth_init(&sp);
-    sp.devices_per_server = 2;
-    sp.servers = 2;
-    sp.bw_gbit[1] = 8; /* 1e9 bytes/s */
-    sp.egress_gbit[1] = egress_gbit;
     plumb_err e;
-    cluster *c = sim_synth_cluster(&sp, &e);
-    cr_assert_not_null(c, "%s", e.msg);
+    cluster *c = servers_cluster(2, 2, 0, 8, egress_gbit, 0); /* 1e9 bytes/s */
     sim_model m;
     cr_assert_eq(sim_model_alloc(&m, &h.s), 0);
     sim_net_from_cluster(&m.net, c, NULL);
@@ -167,13 +185,7 @@ static double fanout_makespan(double egress_gbit)
     sim_net_from_cluster(&m.net, c, NULL);
     m.act_s[0 * SIM_NC + SIM_C_F] = m.act_s[1 * SIM_NC + SIM_C_F] = 1e-3;
     m.cut_bytes[0] = 1e7;
-    sim_result r;
-    cr_assert_eq(sim_engine_run(&m, &r, &e), 0, "%s", e.msg);
-    double t = r.makespan_s;
-    sim_result_free(&r);
-    sim_model_release(&m);
-    cluster_free(c);
-    return t;
+    return makespan_and_free(&m, c);
 }
 
 Test(sim_engine, device_egress_port)
@@ -328,17 +340,7 @@ Test(sim_engine, net_path_levels)
  * no latency. */
 static cluster *rail_servers(double egress_gbit)
 {
-    sim_synth sp;
-    sim_synth_init(&sp);
-    sp.devices_per_server = 4;
-    sp.servers = 2;
-    sp.bw_gbit[0] = 800;
-    sp.bw_gbit[1] = 8;
-    sp.egress_gbit[1] = egress_gbit;
-    plumb_err e;
-    cluster *c = sim_synth_cluster(&sp, &e);
-    cr_assert_not_null(c, "%s", e.msg);
-    return c;
+    return servers_cluster(4, 2, 800, 8, egress_gbit, 0);
 }
 
 /* A ring with k members in each server moves its inter-server hop over min(k, lanes)
@@ -428,14 +430,7 @@ static double two_rail_rings(double egress_gbit, int both, int per_hop)
         m.allreduce_s[st] = sim_net_allreduce_s(&m.net, dev + 4 * st, 4, 4e6);
     }
     m.ring_per_hop = per_hop;
-    sim_result r;
-    plumb_err e;
-    cr_assert_eq(sim_engine_run(&m, &r, &e), 0, "%s", e.msg);
-    double t = r.makespan_s;
-    sim_result_free(&r);
-    sim_model_release(&m);
-    cluster_free(c);
-    return t;
+    return makespan_and_free(&m, c);
 }
 
 Test(sim_engine, rail_rings_share_the_port)
