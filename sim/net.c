@@ -82,26 +82,24 @@ static int net_multilane(const sim_net *n)
     return 0;
 }
 
-/* How many of the sorted values v[0..nv) lie in [lo, hi). */
-static int count_in(const int *v, int nv, long long lo, long long hi)
+/* The first index of the sorted values v[0..nv) that is >= x (nv when none is). */
+static int lower_bound(const int *v, int nv, long long x)
 {
     int a = 0, b = nv;
-    while (a < b) {  /* first >= lo */
+    while (a < b) {
         int m = a + (b - a) / 2;
-        if (v[m] < lo)
+        if (v[m] < x)
             a = m + 1;
         else
             b = m;
     }
-    int c = a, d = nv;
-    while (c < d) {  /* first >= hi */
-        int m = c + (d - c) / 2;
-        if (v[m] < hi)
-            c = m + 1;
-        else
-            d = m;
-    }
-    return c - a;
+    return a;
+}
+
+/* How many of the sorted values v[0..nv) lie in [lo, hi). */
+static int count_in(const int *v, int nv, long long lo, long long hi)
+{
+    return lower_bound(v, nv, hi) - lower_bound(v, nv, lo);
 }
 
 int sim_net_ring_widths(const sim_net *n, const int *devs, int r, int *width)
