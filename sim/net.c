@@ -2,6 +2,7 @@
  * its rate and latency, and the time of a ring all-reduce (docs/sim.md, "Communication"). */
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "sim/engine.h"
 
@@ -102,25 +103,55 @@ static int count_in(const int *v, int nv, long long lo, long long hi)
     return lower_bound(v, nv, hi) - lower_bound(v, nv, lo);
 }
 
-int sim_net_ring_widths(const sim_net *n, const int *devs, int r, int *width)
+/* The level crossed between devices a != b (sim_net_path's, without its rate). */
+static int net_level(const sim_net *n, int a, int b)
 {
-    for (int i = 0; i < r; i++)
-        width[i] = 1;
-    if (r <= 1 || !net_multilane(n))
-        return 0;
-    /* mem: the ring's distinct devices, sorted (a level's groups are then contiguous);
-     * out: the senders of the hops crossing level l or above, sorted */
-    int *mem = malloc((size_t)r * sizeof *mem), *out = malloc((size_t)r * sizeof *out);
-    int *lvl = malloc((size_t)r * sizeof *lvl);
-    if (!mem || !out || !lvl) {
-        free(mem), free(out), free(lvl);
-        return -1;
+    for (int l = 0; l < n->nlevels; l++)
+        if (a / n->gsize[l] == b / n->gsize[l])
+            return l;
+    return n->nlevels - 1;
+}
+
+/* Hop width at level l: the k members of the sender's group share its j hops out,
+ * min(k, lanes) lanes of its port among them; at least 1. Sets width[i] at level 1 and
+ * keeps the least over the levels above. */
+static void set_width(int *width, int i, int l, int k, int lanes, int j)
+{
+    int w = (k < lanes ? k : lanes) / j;
+    if (w < 1)
+        w = 1;
+    if (l == 1 || w < width[i])
+        width[i] = w;
+}
+
+/* Widths of a ring whose devices ascend (a level's groups are runs of it): per run, its
+ * length is k and its hops crossing level l or above are j. O(r) per level. */
+static void widths_ascending(const sim_net *n, const int *devs, int r, const int *lvl,
+                             int *width)
+{
+    for (int l = 1; l < n->nlevels; l++) {
+        int lanes = sim_net_lanes(n, l);
+        long long gs = n->gsize[l - 1];
+        for (int a = 0; a < r;) {
+            long long g = devs[a] / gs;
+            int b = a, j = 0;
+            for (; b < r && devs[b] / gs == g; b++)
+                j += lvl[b] >= l;
+            for (int i = a; i < b; i++)
+                if (lvl[i] >= l)
+                    set_width(width, i, l, b - a, lanes, j);
+            a = b;
+        }
     }
-    for (int i = 0; i < r; i++) {
-        double rate, lat;
-        mem[i] = devs[i];
-        lvl[i] = sim_net_path(n, devs[i], devs[(i + 1) % r], &rate, &lat);
-    }
+}
+
+/* Widths of any ring: mem, the ring's distinct devices sorted (a level's groups are then
+ * contiguous), and out, the senders of the hops crossing level l or above sorted, counted
+ * by binary search (mem and out: r ints of scratch each). */
+static void widths_any(const sim_net *n, const int *devs, int r, const int *lvl, int *mem,
+                       int *out, int *width)
+{
+    memcpy(mem, devs, (size_t)r * sizeof *mem);
     qsort(mem, (size_t)r, sizeof *mem, cmp_int);
     int nm = 0;
     for (int i = 0; i < r; i++)
@@ -138,18 +169,34 @@ int sim_net_ring_widths(const sim_net *n, const int *devs, int r, int *width)
         for (int i = 0; i < r; i++) {
             if (lvl[i] < l)
                 continue;
-            /* the k members of the sender's group share its j hops out, min(k, lanes)
-             * lanes of its port among them */
             long long lo = devs[i] / gs * gs;
-            int k = count_in(mem, nm, lo, lo + gs), j = count_in(out, no, lo, lo + gs);
-            int w = (k < lanes ? k : lanes) / j;
-            if (w < 1)
-                w = 1;
-            if (l == 1 || w < width[i])
-                width[i] = w;
+            set_width(width, i, l, count_in(mem, nm, lo, lo + gs), lanes,
+                      count_in(out, no, lo, lo + gs));
         }
     }
-    free(mem), free(out), free(lvl);
+}
+
+int sim_net_ring_widths(const sim_net *n, const int *devs, int r, int *width)
+{
+    for (int i = 0; i < r; i++)
+        width[i] = 1;
+    if (r <= 1 || !net_multilane(n))
+        return 0;
+    int *lvl = malloc((size_t)3 * r * sizeof *lvl);  /* lvl, then widths_any's scratch */
+    if (!lvl)
+        return -1;
+    int ascending = 1;
+    for (int i = 0; i < r; i++) {
+        int a = devs[i], b = devs[(i + 1) % r];
+        lvl[i] = a == b ? -1 : net_level(n, a, b);
+        if (i + 1 < r && b <= a)
+            ascending = 0;
+    }
+    if (ascending)
+        widths_ascending(n, devs, r, lvl, width);
+    else
+        widths_any(n, devs, r, lvl, lvl + r, lvl + 2 * r, width);
+    free(lvl);
     return 0;
 }
 

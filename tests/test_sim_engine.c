@@ -388,6 +388,59 @@ Test(sim_engine, net_ring_rails)
     cluster_free(c);
 }
 
+/* The level devices a != b meet at, by its definition (test's own). */
+static int meet_level(const sim_net *n, int a, int b)
+{
+    int l = 0;
+    while (l < n->nlevels - 1 && a / n->gsize[l] != b / n->gsize[l])
+        l++;
+    return l;
+}
+
+/* sim_net_ring_widths against its definition, replayed in O(r^2) per hop: random rings
+ * (ascending, shuffled, with repeated devices) on a three-level net of 4 devices per
+ * server, 4 servers per pod, 4 lanes per server port and 3 per pod port. */
+Test(sim_engine, net_ring_widths_by_definition)
+{
+    sim_net n = {.nlevels = 3, .gsize = {4, 16, 1 << 20}, .bw = {1e11, 1e10, 5e9},
+                 .lat = {0, 0, 0}, .egress = {1e11, 4e10, 1.5e10}};
+    cr_assert_eq(sim_net_lanes(&n, 1), 4);
+    cr_assert_eq(sim_net_lanes(&n, 2), 3);
+    unsigned long long x = 12345;
+    for (int trial = 0; trial < 3000; trial++) {
+        int r = 2 + trial % 23, devs[24], w[24];
+        for (int i = 0; i < r; i++) {
+            x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+            devs[i] = (int)((x >> 33) % 64);
+        }
+        if (trial % 3 == 0)  /* ascending, distinct: a contiguous range */
+            for (int i = 0; i < r; i++)
+                devs[i] = (int)(trial / 3 % 40) + i;
+        cr_assert_eq(sim_net_ring_widths(&n, devs, r, w), 0);
+        for (int i = 0; i < r; i++) {
+            int a = devs[i], b = devs[(i + 1) % r], want = 1;
+            int L = a == b ? -1 : meet_level(&n, a, b);
+            for (int l = 1; l <= L; l++) {
+                long long gs = n.gsize[l - 1], G = a / gs;
+                int k = 0, j = 0;
+                for (int q = 0; q < r; q++) {
+                    int first = 1;  /* distinct devices of the ring in group G */
+                    for (int p = 0; p < q; p++)
+                        first &= devs[p] != devs[q];
+                    k += first && devs[q] / gs == G;
+                    int c = devs[q], d = devs[(q + 1) % r];
+                    j += c != d && meet_level(&n, c, d) >= l && c / gs == G;
+                }
+                int lanes = l == 1 ? 4 : 3, wl = (k < lanes ? k : lanes) / j;
+                wl = wl < 1 ? 1 : wl;
+                want = l == 1 || wl < want ? wl : want;
+            }
+            cr_assert_eq(w[i], want, "trial %d, r %d, hop %d (%d -> %d): width %d, want %d",
+                         trial, r, i, a, b, w[i], want);
+        }
+    }
+}
+
 /* Two rings of four, stage 0 on devices 0, 1, 4, 5 and stage 1 on 2, 3, 6, 7 of
  * rail_servers: each has two members per server, so its crossing hops are 2 wide (2e9
  * bytes/s) when the port has 2 lanes free. Every worker runs its stage's ALLREDUCE of 4e6
