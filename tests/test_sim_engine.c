@@ -494,6 +494,14 @@ Test(sim_engine, rail_rings_share_the_port)
         double one = two_rail_rings(32, 0, per_hop), two = two_rail_rings(32, 1, per_hop);
         cr_expect(fabs(one - 3e-3) < 1e-12, "4 lanes, one ring: %.12g s", one);
         cr_expect(fabs(two - 3e-3) < 1e-12, "4 lanes, two rings: %.12g s", two);
+        cluster *c = rail_servers(32);
+        sim_net n;
+        sim_net_from_cluster(&n, c, NULL);
+        int ring0[] = {0, 1, 4, 5};
+        double closed = sim_net_allreduce_s(&n, ring0, 4, 4e6);
+        cr_expect(fabs(closed - one) < 1e-12, "closed form %.12g s, engine %.12g s", closed,
+                  one);
+        cluster_free(c);
         /* 3 lanes: still 2 wide, but one ring's crossing hop waits for the other's: 12
          * crossing hops of 0.5 ms through each port, one after another */
         one = two_rail_rings(24, 0, per_hop), two = two_rail_rings(24, 1, per_hop);
