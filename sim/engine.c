@@ -237,6 +237,7 @@ static void eng_free(eng *E)
     free(E->vbs);
     free(E->hop);
     free(E->shop);
+    free(E->ringw);
     free(E->h.a);
 }
 

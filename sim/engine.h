@@ -14,7 +14,8 @@
  * step_bytes / worker_mem_Bps). A transfer holds
  * its directed link for bytes / rate and a lane of every egress port it leaves through
  * (level 0: the device's own port; level l >= 1: the port of the sender's level-(l-1)
- * group; a port has floor(egress / bandwidth) lanes, at least 1); it arrives latency
+ * group; a port has floor(egress / bandwidth) lanes, at least 1; a ring hop of width w,
+ * sim_net_ring_widths, holds w lanes of each and moves at w x rate); it arrives latency
  * later. The hops of a ring step whose links and ports nothing else contends for run as
  * one event instead of a transfer each, with the same results (sim/engine_ring.c). */
 #ifndef PLUMB_SIM_ENGINE_H
@@ -46,11 +47,26 @@ void sim_net_from_cluster(sim_net *n, const cluster *c, const double *bw_overrid
  * server, else levels 1..L) and latency (sum over the levels crossed). */
 int sim_net_path(const sim_net *n, int a, int b, double *rate, double *latency);
 
+/* Lanes of a level-l egress port: floor(egress / rate), at least 1 (rate the slower of
+ * the level's bandwidth and egress): that many transfers leave through it at full speed. */
+int sim_net_lanes(const sim_net *n, int l);
+
+/* The width of each hop of the ring devs[0..r-1] (hop i: devs[i] -> devs[(i+1) % r]): how
+ * many lanes of each egress port it leaves through it moves over at once, as a collective
+ * library's channels do on rail-optimized servers, each channel leaving through another
+ * device's network port. For a hop crossing level l >= 1 (sender in group G of level l-1,
+ * k of the ring's distinct devices in G, j of its hops leaving G at level l or above):
+ * max(1, floor(min(k, lanes of level l) / j)); the least over the levels it crosses.
+ * Level-0 hops and every hop where the levels it crosses have one lane: 1. Fills
+ * width[0..r-1]; returns 0, or -1 when out of memory (width then all 1). */
+int sim_net_ring_widths(const sim_net *n, const int *devs, int r, int *width);
+
 /* The ring all-reduce of devs[0..r-1] (ring in the given order) as a line in its bytes:
  * X bytes take *per_byte X + *fixed seconds, *per_byte = 2(r-1)/r / rate and *fixed =
- * 2(r-1) latency, rate and latency those of the ring's slowest hop (hops leaving a group
- * through the same egress port share it). Returns 0, or -1 (both 0) when r <= 1 or no hop
- * leaves a device. sim_net_allreduce_s and the native planner both price from it. */
+ * 2(r-1) latency, rate and latency those of the ring's slowest hop, a hop moving at its
+ * path's rate times its width (sim_net_ring_widths), and hops leaving a group through the
+ * same egress port sharing it. Returns 0, or -1 (both 0) when r <= 1 or no hop leaves a
+ * device. sim_net_allreduce_s and the native planner both price from it. */
 int sim_net_ring(const sim_net *n, const int *devs, int r, double *per_byte, double *fixed);
 
 /* Ring all-reduce of `bytes` among the devices devs[0..r-1] (ring in the given order):

@@ -26,14 +26,6 @@ int eng_path_ports(const sim_net *n, int a, int L, int *lv, uint64_t *grp)
     return k;
 }
 
-int eng_port_lanes(const sim_net *n, int lv)
-{
-    /* floor(egress / rate): that many transfers leave at full speed at once */
-    double r1 = n->bw[lv] < n->egress[lv] ? n->bw[lv] : n->egress[lv];
-    double lanes = r1 > 0 ? floor(n->egress[lv] / r1 + 1e-9) : 1;
-    return lanes < 1 ? 1 : lanes > 1e6 ? 1000000 : (int)lanes;
-}
-
 int eng_link_of(eng *E, int a_dev, int b_dev)
 {
     int li = ht_find(&E->lh, (uint64_t)(uint32_t)a_dev, (uint64_t)(uint32_t)b_dev);
@@ -68,7 +60,7 @@ int eng_link_of(eng *E, int a_dev, int b_dev)
                 return -1;
             pi = E->npt++;
             port *p = &E->pt[pi];
-            p->lanes = eng_port_lanes(n, lv[i]);
+            p->lanes = sim_net_lanes(n, lv[i]);
             p->busy = 0;
             p->whead = p->wtail = p->vhead = -1;
             p->nvirt = 0;
@@ -133,7 +125,7 @@ static int xfer_try_start(eng *E, int xi, double t)
         port *p = &E->pt[l->ports[i]];
         if (p->nvirt)
             eng_vport_expire(E, l->ports[i]);
-        if (p->busy >= p->lanes) {
+        if (p->busy + E->x[xi].wide >= p->lanes) {
             if (p->nvirt && eng_vport_materialize(E, l->ports[i]))
                 return -1;
             E->x[xi].pnext = -1;
@@ -151,8 +143,8 @@ static int xfer_try_start(eng *E, int xi, double t)
         l->tail = -1;
     l->busy = 1;
     for (int i = 0; i < l->nports; i++)
-        E->pt[l->ports[i]].busy++;
-    double occ = x->bytes / l->rate, end = t + occ;
+        E->pt[l->ports[i]].busy += 1 + x->wide;
+    double occ = x->bytes / (x->wide ? l->rate * (x->wide + 1) : l->rate), end = t + occ;
     x->arrival = x->a ? end + l->lat : end;  /* a ring's latency counts per bucket */
     if (heap_push(&E->h, end, -(xi + 1)))
         return eng_oom(E);
@@ -205,7 +197,7 @@ int eng_xfer_done(eng *E, int xi, double t)
     link *l = &E->lk[E->x[xi].link];
     int gi = E->x[xi].group;
     for (int i = 0; i < l->nports; i++)
-        E->pt[l->ports[i]].busy--;
+        E->pt[l->ports[i]].busy -= 1 + E->x[xi].wide;
     l->busy = 0;
     E->x[xi].done = 1;
     if (E->x[xi].received)
@@ -213,7 +205,7 @@ int eng_xfer_done(eng *E, int xi, double t)
     /* waiters of the freed ports first (FIFO), then the next transfer on this link */
     for (int i = 0; i < l->nports; i++) {
         port *p = &E->pt[l->ports[i]];
-        while (p->busy < p->lanes && p->whead >= 0) {
+        while (p->whead >= 0 && p->busy + E->x[p->whead].wide < p->lanes) {
             int y = p->whead;
             p->whead = E->x[y].pnext;
             if (p->whead < 0)
@@ -617,14 +609,15 @@ int eng_backward(eng *E, int w, int c, int s, double t, double dur)
     return group_register(E, gi, t, dur);
 }
 
-int eng_hop_start(eng *E, int gi, int li, int src_w, double bytes, double t)
+int eng_hop_start(eng *E, int gi, int li, int src_w, double bytes, int width, double t)
 {
     int xi = eng_xfer_alloc(E);
     if (xi < 0)
         return eng_oom(E);
     E->x[xi] = (xfer){.bytes = bytes, .arrival = -1, .a = NULL, .group = gi, .link = li,
                       .waiter = -1, .lnext = -1, .pnext = -1, .cnext = -1,
-                      .iter = E->gr[gi].iter, .src_w = src_w, .received = 1};
+                      .iter = E->gr[gi].iter, .src_w = src_w, .received = 1,
+                      .wide = width > 1 ? width - 1 : 0};
     E->gr[gi].pending++;
     return eng_xfer_enqueue(E, xi, li, t);
 }
@@ -673,7 +666,8 @@ int eng_group_event(eng *E, int gi, double t)
         int li = eng_link_of(E, da, db);
         if (li < 0)
             return li == -2 ? -1 : eng_oom(E);
-        if (eng_hop_start(E, gi, li, a, bytes, t))
+        if (eng_hop_start(E, gi, li, a, bytes,
+                          E->ringw ? E->ringw[sc->stage_first[s] + j] : 1, t))
             return -1;
     }
     return hop_done(E, gi, t);  /* drops the hold */

@@ -15,6 +15,9 @@ typedef struct xfer {
     int waiter;              /* worker whose RECV took it before it started, or -1 */
     int lnext, pnext, cnext; /* link queue, port wait queue, channel list / free list */
     int iter, src_w;
+    int wide;                /* lanes held beyond one: a ring hop of width wide + 1
+                                (sim_net_ring_widths) moves at wide + 1 times its link's
+                                rate over that many lanes of each port; 0 otherwise */
     unsigned char received, done;
     unsigned char held;      /* p2p_sync: issued, waiting for its receiver's RECV */
 } xfer;
@@ -125,6 +128,7 @@ typedef struct ringhop {     /* one hop of a ring */
     int priv;                /* 1: nothing else uses its link, nor its ports beyond their
                                 lanes, and its worker sends in no other ring */
     int link;                /* -1 until the ring's first step */
+    int width;               /* lanes of each port it holds (sim_net_ring_widths) */
     double occ;              /* link time per step */
 } ringhop;
 
@@ -158,6 +162,9 @@ typedef struct eng {
     ring *rg;                /* [ns] rings, or NULL: every ring runs hop by hop */
     ringhop *hop;            /* the rings' hops */
     int *shop;               /* the rings' shared hops (indices into hop) */
+    int *ringw;              /* each ring hop's width (sim_net_ring_widths), indexed as
+                                the schedule's stage_workers (its sender); NULL when no
+                                stage all-reduces */
     heap h;
     int *vbs;                /* [ns] per ring class (ring.cls), its group whose steps repeat
                                 (engine_ring.c: its last step started every shared hop
@@ -248,17 +255,15 @@ int eng_group_event(eng *E, int gi, double t);
  * or its latency not finite (its transfers would never complete). */
 int eng_link_of(eng *E, int a_dev, int b_dev);
 /* Queues a hop of group gi's ring step on link li at t (a transfer of `bytes` from worker
- * src_w), started at once when the link is free; counts it in the step's pending hops.
- * 0 or -1. */
-int eng_hop_start(eng *E, int gi, int li, int src_w, double bytes, double t);
+ * src_w, `width` lanes wide), started at once when the link is free; counts it in the
+ * step's pending hops. 0 or -1. */
+int eng_hop_start(eng *E, int gi, int li, int src_w, double bytes, int width, double t);
 /* Link li's timeline track, created on first use; -1 when out of memory. */
 int eng_link_track(eng *E, int li);
 /* The egress ports of a transfer from device a crossing level L (sim_net_path): fills
  * lv[] and grp[] (their level and the sender's group at that level) and returns how
  * many. */
 int eng_path_ports(const sim_net *n, int a, int L, int *lv, uint64_t *grp);
-/* Lanes of a level-lv egress port: floor(egress / rate), at least 1. */
-int eng_port_lanes(const sim_net *n, int lv);
 /* 1 when stage s's all-reduce moves data (replicas, gradient bytes and ring time). */
 int eng_ring_moves(const eng *E, int s);
 
@@ -296,9 +301,11 @@ void eng_sync_order_free(schedule *out);
 
 /* Grouped ring all-reduce (engine_ring.c). */
 
-/* Decides which hops of the stages' rings are private (E->rg; left NULL when no stage
+/* Finds each ring hop's width (E->ringw, when some stage all-reduces) and decides which
+ * hops of the stages' rings are private (E->rg; left NULL when no stage
  * all-reduces or the model asks for per-hop rings): no point-to-point transfer and no
- * other hop uses its link, each of its ports has no more users (links) than lanes, and its
+ * other hop uses its link, each of its ports has no more lanes in use (the widest use of
+ * each link leaving through it) than it has, and its
  * worker sends in no other ring. Such a hop starts with its step, never waits and never
  * delays anything, so a step's private hops can run as one event. 0 or -1 (memory). */
 int eng_ring_analyse(eng *E);

@@ -154,6 +154,7 @@ typedef struct pairs {       /* directed device pairs used by transfers */
     htab h;
     int n, cap;
     int *a, *b, *ring;       /* devices; ring hops on the pair */
+    int *wid;                /* the widest use of the pair (lanes; 1 for point-to-point) */
     unsigned char *p2p;      /* 1: point-to-point transfers use it */
 } pairs;
 
@@ -163,11 +164,12 @@ static int pair_of(pairs *P, int a, int b)
     int i = ht_find(&P->h, (uint64_t)(uint32_t)a, (uint64_t)(uint32_t)b);
     if (i >= 0)
         return i;
-    /* the four arrays grow alike; P->cap moves only once all four have */
-    int ca = P->cap, cb = P->cap, cr = P->cap, cp = P->cap;
+    /* the five arrays grow alike; P->cap moves only once all five have */
+    int ca = P->cap, cb = P->cap, cr = P->cap, cw = P->cap, cp = P->cap;
     if (eng_grow((void **)&P->a, P->n, &ca, sizeof *P->a) ||
         eng_grow((void **)&P->b, P->n, &cb, sizeof *P->b) ||
         eng_grow((void **)&P->ring, P->n, &cr, sizeof *P->ring) ||
+        eng_grow((void **)&P->wid, P->n, &cw, sizeof *P->wid) ||
         eng_grow((void **)&P->p2p, P->n, &cp, sizeof *P->p2p))
         return -1;
     P->cap = ca;
@@ -175,11 +177,13 @@ static int pair_of(pairs *P, int a, int b)
     P->a[i] = a;
     P->b[i] = b;
     P->ring[i] = 0;
+    P->wid[i] = 1;
     P->p2p[i] = 0;
     return ht_put(&P->h, (uint64_t)(uint32_t)a, (uint64_t)(uint32_t)b, i) ? -1 : i;
 }
 
-/* Fills pc[] with how many pairs use each egress port (ports indexed through ph, pc of
+/* Fills pc[] with how many lanes the pairs using each egress port take, each its widest
+ * use (ports indexed through ph, pc of
  * capacity 4 x pairs x levels); for each pair its ports' indices go to pp[pair * L ..],
  * their count to np[pair]. 0 or -1. */
 static int count_ports(const sim_net *net, const pairs *P, htab *ph, int *pc, int *pp, int *np)
@@ -199,7 +203,7 @@ static int count_ports(const sim_net *net, const pairs *P, htab *ph, int *pc, in
                 if (ht_put(ph, (uint64_t)lv[k], grp[k], pi))
                     return -1;
             }
-            pc[pi]++;
+            pc[pi] += P->wid[i];
             pp[(size_t)i * CLUSTER_MAX_LEVELS + k] = pi;
         }
     }
@@ -243,7 +247,7 @@ static int mark_private(eng *E, pairs *P, const int *wring)
         goto out;
     for (size_t i = 0; i < ph.cap; i++)  /* each port's lanes, from its level */
         if (ph.s[i].v >= 0)
-            lanes[ph.s[i].v] = eng_port_lanes(net, (int)ph.s[i].a);
+            lanes[ph.s[i].v] = sim_net_lanes(net, (int)ph.s[i].a);
     for (int s = 0; s < E->ns; s++) {
         ring *R = &E->rg[s];
         R->soff = nshop;
@@ -304,6 +308,37 @@ out:
     return rc;
 }
 
+/* E->ringw: each ring hop's width, its ring's sim_net_ring_widths (1 for a stage whose
+ * all-reduce moves nothing). 0 or -1 (memory). */
+static int ring_widths(eng *E)
+{
+    const schedule *sc = E->s;
+    int tot = 0, rmax = 1;
+    for (int s = 0; s < E->ns; s++) {
+        tot += sc->replicas[s];
+        if (sc->replicas[s] > rmax)
+            rmax = sc->replicas[s];
+    }
+    int *devs = malloc((size_t)rmax * sizeof *devs);
+    E->ringw = malloc(((size_t)tot + 1) * sizeof *E->ringw);
+    if (!devs || !E->ringw) {
+        free(devs);
+        return eng_oom(E);
+    }
+    int rc = 0;
+    for (int s = 0; s < E->ns && !rc; s++) {
+        int r = sc->replicas[s], *w = E->ringw + sc->stage_first[s];
+        for (int j = 0; j < r; j++) {
+            devs[j] = E->m->worker_device[sc->stage_workers[sc->stage_first[s] + j]];
+            w[j] = 1;
+        }
+        if (eng_ring_moves(E, s))
+            rc = sim_net_ring_widths(&E->m->net, devs, r, w);
+    }
+    free(devs);
+    return rc ? eng_oom(E) : 0;
+}
+
 int eng_ring_analyse(eng *E)
 {
     const schedule *sc = E->s;
@@ -311,6 +346,8 @@ int eng_ring_analyse(eng *E)
     for (int s = 0; s < E->ns; s++)
         if (eng_ring_moves(E, s))
             nhop += sc->replicas[s];
+    if (nhop > 0 && ring_widths(E))
+        return -1;
     if (nhop == 0 || E->m->ring_per_hop)
         return 0;
     pairs P = {0};
@@ -336,12 +373,15 @@ int eng_ring_analyse(eng *E)
             int da = E->m->worker_device[sw[j]], db = E->m->worker_device[sw[(j + 1) % r]];
             if (da == db)
                 continue;
-            int pi = pair_of(&P, da, db);
+            int pi = pair_of(&P, da, db), wd = E->ringw[sc->stage_first[s] + j];
             if (pi < 0)
                 goto out;
             P.ring[pi]++;
+            if (wd > P.wid[pi])
+                P.wid[pi] = wd;
             wring[sw[j]]++;
-            E->hop[nhop++] = (ringhop){.w = sw[j], .da = da, .db = db, .link = -1};
+            E->hop[nhop++] = (ringhop){.w = sw[j], .da = da, .db = db, .link = -1,
+                                       .width = wd};
         }
         E->rg[s].n = nhop - E->rg[s].off;
     }
@@ -371,6 +411,7 @@ out:
     free(P.a);
     free(P.b);
     free(P.ring);
+    free(P.wid);
     free(P.p2p);
     return rc ? eng_oom(E) : 0;
 }
@@ -388,7 +429,8 @@ static int ring_ready(eng *E, ring *R, const group *g)
         h->link = eng_link_of(E, h->da, h->db);
         if (h->link < 0)
             return h->link == -2 ? -1 : eng_oom(E);
-        h->occ = R->bytes / E->lk[h->link].rate;
+        double rate = E->lk[h->link].rate;
+        h->occ = R->bytes / (h->width > 1 ? rate * h->width : rate);
         if (h->priv && h->occ > R->maxocc)
             R->maxocc = h->occ;
     }
@@ -440,7 +482,7 @@ static void vexpire(eng *E, int li)
     link *l = &E->lk[li];
     l->busy = 0;
     for (int k = 0; k < l->nports; k++)
-        E->pt[l->ports[k]].busy--;
+        E->pt[l->ports[k]].busy -= E->hop[l->vh].width;
 }
 
 /* Link li's virtual hop, still moving, becomes a transfer whose end event has the key the
@@ -455,7 +497,8 @@ static int vmaterialize(eng *E, int li)
     group *g = &E->gr[l->vg];
     E->x[xi] = (xfer){.bytes = E->rg[g->stage].bytes, .arrival = l->vend, .a = NULL,
                       .group = l->vg, .link = li, .waiter = -1, .lnext = -1, .pnext = -1,
-                      .cnext = -1, .iter = g->iter, .src_w = E->hop[l->vh].w, .received = 1};
+                      .cnext = -1, .iter = g->iter, .src_w = E->hop[l->vh].w, .received = 1,
+                      .wide = E->hop[l->vh].width - 1};
     g->pending++;
     E->r->ring_hops_split++;
     vunlink(E, li);
@@ -507,7 +550,7 @@ static int vstart(eng *E, int gi, int hj, double t, uint32_t seq)
         port *p = &E->pt[l->ports[k]];
         if (p->nvirt)
             eng_vport_expire(E, l->ports[k]);
-        if (p->busy >= p->lanes)
+        if (p->busy + h->width > p->lanes)
             return 0;
     }
     const group *g = &E->gr[gi];
@@ -519,7 +562,7 @@ static int vstart(eng *E, int gi, int hj, double t, uint32_t seq)
     l->vseq = seq;
     for (int k = 0; k < l->nports; k++) {
         port *p = &E->pt[l->ports[k]];
-        p->busy++;
+        p->busy += h->width;
         p->nvirt++;
         l->vnext[k] = p->vhead;
         p->vhead = li;
@@ -672,7 +715,7 @@ int eng_ring_step(eng *E, int gi, double t)
             return -1;
         if (v == 0) {
             again = 0;
-            if (eng_hop_start(E, gi, h->link, h->w, R->bytes, t))
+            if (eng_hop_start(E, gi, h->link, h->w, R->bytes, h->width, t))
                 return -1;
             continue;
         }

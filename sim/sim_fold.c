@@ -24,12 +24,6 @@ static int fold_why(char *why, size_t n, const char *msg)
     return 0;
 }
 
-static int cmp_u64(const void *a, const void *b)
-{
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return (x > y) - (x < y);
-}
-
 static uint64_t link_key(int a, int b)
 {
     return (uint64_t)(uint32_t)a << 32 | (uint32_t)b;
@@ -43,28 +37,42 @@ static int same_path(const sim_net *net, int a, int b, int c, int d)
     return (L1 < 0) == (L2 < 0) && (L1 < 0 || (r1 == r2 && l1 == l2));
 }
 
-/* Counts the links leaving through each egress port (ports as eng_path_ports names them)
- * and returns 1 when none has more than its lanes (eng_port_lanes), so that no transfer
- * ever waits for a port; keys are the distinct links, sorted. -1 when out of memory. */
-static int ports_free(const sim_net *net, const uint64_t *keys, int n)
+/* A link (or an egress port) and the lanes its widest use takes (sim_net_ring_widths). */
+typedef struct wkey {
+    uint64_t k;
+    int w;
+} wkey;
+
+static int cmp_wkey(const void *a, const void *b)
 {
-    uint64_t *pk = malloc(((size_t)n * CLUSTER_MAX_LEVELS + 1) * sizeof *pk);
+    const wkey *x = a, *y = b;
+    return x->k != y->k ? (x->k > y->k) - (x->k < y->k) : (x->w < y->w) - (x->w > y->w);
+}
+
+/* Sums the lanes the links leaving through each egress port take (ports as
+ * eng_path_ports names them) and returns 1 when none has more than its lanes
+ * (sim_net_lanes), so that no transfer ever waits for a port; keys are the distinct
+ * links with their widest use. -1 when out of memory. */
+static int ports_free(const sim_net *net, const wkey *keys, int n)
+{
+    wkey *pk = malloc(((size_t)n * CLUSTER_MAX_LEVELS + 1) * sizeof *pk);
     if (!pk) return -1;
     int np = 0;
     for (int i = 0; i < n; i++) {
-        int a = (int)(keys[i] >> 32), b = (int)(uint32_t)keys[i];
+        int a = (int)(keys[i].k >> 32), b = (int)(uint32_t)keys[i].k;
         double rate, lat;
         int L = sim_net_path(net, a, b, &rate, &lat), lv[CLUSTER_MAX_LEVELS];
         uint64_t grp[CLUSTER_MAX_LEVELS];
         int k = L < 0 ? 0 : eng_path_ports(net, a, L, lv, grp);
-        for (int j = 0; j < k; j++) pk[np++] = (uint64_t)lv[j] << 56 | grp[j];
+        for (int j = 0; j < k; j++) pk[np++] = (wkey){(uint64_t)lv[j] << 56 | grp[j], keys[i].w};
     }
-    qsort(pk, (size_t)np, sizeof *pk, cmp_u64);
+    qsort(pk, (size_t)np, sizeof *pk, cmp_wkey);
     int ok = 1;
     for (int i = 0; i < np && ok;) {
+        long long used = 0;
         int j = i;
-        while (j < np && pk[j] == pk[i]) j++;
-        if (j - i > eng_port_lanes(net, (int)(pk[i] >> 56))) ok = 0;
+        while (j < np && pk[j].k == pk[i].k) used += pk[j++].w;
+        if (used > sim_net_lanes(net, (int)(pk[i].k >> 56))) ok = 0;
         i = j;
     }
     free(pk);
@@ -87,26 +95,39 @@ int sim_fold_check(const plan *pl, const schedule *s, const sim_options *opt, in
     const cluster *c = pl->clus;
     sim_net net;
     sim_net_from_cluster(&net, c, opt->bandwidth_Bps);
-    for (int st = 0; st < S; st++) {
+    int *wd = malloc(((size_t)r + 1) * sizeof *wd); /* a stage's ring hops' widths */
+    if (!wd) return fold_why(why, n, "out of memory");
+    const char *no = NULL;
+    for (int st = 0; st < S && !no; st++) {
         const int *dv = pl->stages[st].devices;
         const device_type *t0 = cluster_device_type(c, dv[0]);
-        if (!t0 || t0->cores > 0)
-            return fold_why(why, n, "the devices share a server's CPU cores");
+        if (!t0 || t0->cores > 0) {
+            no = "the devices share a server's CPU cores";
+            break;
+        }
+        if (sim_net_ring_widths(&net, dv, r, wd)) {
+            no = "out of memory";
+            break;
+        }
         int twin_hop = 0, mixed = 0; /* a hop of another replica priced as replica 0's
                                         (its time stands for replica 0's in unfold_report) */
-        for (int j = 1; j < r; j++) {
+        for (int j = 1; j < r && !no; j++) {
             if (cluster_device_type(c, dv[j]) != t0)
-                return fold_why(why, n, "the replicas run on different device types");
-            int same = same_path(&net, dv[j], dv[(j + 1) % r], dv[0], dv[1]);
+                no = "the replicas run on different device types";
+            int same = same_path(&net, dv[j], dv[(j + 1) % r], dv[0], dv[1]) &&
+                       wd[j] == wd[0];
             twin_hop |= same;
             mixed |= !same;
         }
-        if (mixed && !mixed_rings)
-            return fold_why(why, n, "the ring's hops cross different levels (each device's "
-                            "comm_s would agree to rounding only)");
-        if (!twin_hop)
-            return fold_why(why, n, "no other replica's ring hop crosses the levels replica "
-                            "0's does");
+        if (!no && mixed && !mixed_rings)
+            no = "the ring's hops cross different levels or run at different widths (each "
+                 "device's comm_s would agree to rounding only)";
+        if (!no && !twin_hop)
+            no = "no other replica's ring hop crosses the levels replica 0's does";
+    }
+    if (no) {
+        free(wd);
+        return fold_why(why, n, no);
     }
     /* the stage pairs replica 0 sends between (each SEND's stage and peer stage) */
     int np = 0, ok = 1;
@@ -134,31 +155,35 @@ int sim_fold_check(const plan *pl, const schedule *s, const sim_options *opt, in
     }
     /* every link the full run uses: each replica's pipeline sends, each stage's ring */
     int nk = 0;
-    uint64_t *keys = malloc(((size_t)(S + np) * r + 1) * sizeof *keys);
+    wkey *keys = malloc(((size_t)(S + np) * r + 1) * sizeof *keys);
     if (!pa || !pb || !keys) {
-        free(pa), free(pb), free(keys);
+        free(pa), free(pb), free(keys), free(wd);
         return fold_why(why, n, "out of memory");
     }
-    for (int st = 0; st < S; st++) {
+    for (int st = 0; st < S && ok; st++) {
         const int *dv = pl->stages[st].devices;
-        for (int j = 0; j < r; j++)
-            if (dv[j] != dv[(j + 1) % r]) keys[nk++] = link_key(dv[j], dv[(j + 1) % r]);
+        if (sim_net_ring_widths(&net, dv, r, wd))
+            ok = fold_why(why, n, "out of memory");
+        for (int j = 0; j < r && ok; j++)
+            if (dv[j] != dv[(j + 1) % r])
+                keys[nk++] = (wkey){link_key(dv[j], dv[(j + 1) % r]), wd[j]};
     }
+    free(wd);
     for (int k = 0; k < np && ok; k++) {
         const int *da = pl->stages[pa[k]].devices, *db = pl->stages[pb[k]].devices;
         for (int j = 0; j < r && ok; j++) {
             if (!same_path(&net, da[j], db[j], da[0], db[0]))
                 ok = fold_why(why, n, "the replicas' pipeline sends cross different levels");
             else if (da[j] != db[j])
-                keys[nk++] = link_key(da[j], db[j]);
+                keys[nk++] = (wkey){link_key(da[j], db[j]), 1};
         }
     }
     free(pa), free(pb);
     if (ok) {
-        qsort(keys, (size_t)nk, sizeof *keys, cmp_u64);
-        int u = 0;
+        qsort(keys, (size_t)nk, sizeof *keys, cmp_wkey);
+        int u = 0;  /* each link once, with its widest use (sorted first) */
         for (int k = 0; k < nk; k++)
-            if (!u || keys[k] != keys[u - 1]) keys[u++] = keys[k];
+            if (!u || keys[k].k != keys[u - 1].k) keys[u++] = keys[k];
         int pf = ports_free(&net, keys, u);
         if (pf <= 0)
             ok = fold_why(why, n, pf < 0 ? "out of memory" : "an egress port has more links "
@@ -300,8 +325,12 @@ static int unfold_report(sim_report *rep, const plan *pl, int microbatches)
     double *ring = calloc((size_t)nd + 1, sizeof *ring), *ring0 = calloc((size_t)S + 1,
                                                                         sizeof *ring0);
     char *has0 = calloc((size_t)S + 1, 1);
-    if (!ring || !ring0 || !has0) {
-        free(at), free(ring), free(ring0), free(has0);
+    int *wd = malloc(((size_t)S * r + 1) * sizeof *wd); /* each stage's ring hops' widths */
+    int wfail = 0;
+    for (int st = 0; wd && st < S; st++)
+        wfail |= sim_net_ring_widths(&net, pl->stages[st].devices, r, wd + (size_t)st * r);
+    if (!ring || !ring0 || !has0 || !wd || wfail) {
+        free(at), free(ring), free(ring0), free(has0), free(wd);
         goto oom;
     }
     for (int i = 0; i < rep->ndevices; i++) {
@@ -311,7 +340,8 @@ static int unfold_report(sim_report *rep, const plan *pl, int microbatches)
         ring[d] += x->comm_s;
         const int *sd = pl->stages[st].devices;
         int j = repl[d];
-        if (!has0[st] && same_path(&net, sd[j], sd[(j + 1) % r], sd[0], sd[1]))
+        if (!has0[st] && same_path(&net, sd[j], sd[(j + 1) % r], sd[0], sd[1]) &&
+            wd[(size_t)st * r + j] == wd[(size_t)st * r])
             ring0[st] = x->comm_s, has0[st] = 1;
     }
     int n = 0;
@@ -327,7 +357,7 @@ static int unfold_report(sim_report *rep, const plan *pl, int microbatches)
         dv[n].worker = n;
         n++;
     }
-    free(at), free(ring), free(ring0), free(has0);
+    free(at), free(ring), free(ring0), free(has0), free(wd);
     qsort(dv, (size_t)n, sizeof *dv, cmp_dev);
     /* the links: replica 0's pipeline links copied to the other replicas */
     int extra = 0;

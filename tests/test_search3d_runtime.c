@@ -223,7 +223,7 @@ Test(search3d_runtime, search_carries_the_runtime, .init = setup, .fini = teardo
     cr_assert_eq(plan_save(b, path, &err), 0, "%s", err.msg);
     FILE *f = fopen(path, "r");
     cr_assert_not_null(f);
-    char buf[1 << 16];
+    static char buf[1 << 20]; /* a plan of 128 devices: ~70 KB */
     size_t n = fread(buf, 1, sizeof buf - 1, f);
     buf[n] = 0;
     fclose(f);

@@ -64,10 +64,44 @@ static void hand_pair(hand *h)
     h->stage_first[1] = 1;
 }
 
+/* `servers` servers of `per` devices: bw0_gbit inside a server (<= 0: sim_synth's
+ * default), bw1_gbit per transfer between servers, egress1_gbit out of each (0: = bw1),
+ * latency1_us between them. */
+static cluster *servers_cluster(int per, int servers, double bw0_gbit, double bw1_gbit,
+                                double egress1_gbit, double latency1_us)
+{
+    sim_synth sp;
+    sim_synth_init(&sp);
+    sp.devices_per_server = per;
+    sp.servers = servers;
+    if (bw0_gbit > 0)
+        sp.bw_gbit[0] = bw0_gbit;
+    sp.bw_gbit[1] = bw1_gbit;
+    sp.egress_gbit[1] = egress1_gbit;
+    sp.latency_us[1] = latency1_us;
+    plumb_err e;
+    cluster *c = sim_synth_cluster(&sp, &e);
+    cr_assert_not_null(c, "%s", e.msg);
+    return c;
+}
+
 /* Two servers of one device each, 1e9 bytes/s (8 Gb/s) and latency_us between them. */
 static cluster *two_servers(double latency_us)
 {
-    return synth_servers(2, 1, 1, 8, 0, latency_us);
+    return servers_cluster(1, 2, 0, 8, 0, latency_us);
+}
+
+/* Runs m and returns its makespan; releases m and c. */
+static double makespan_and_free(sim_model *m, cluster *c)
+{
+    sim_result r;
+    plumb_err e;
+    cr_assert_eq(sim_engine_run(m, &r, &e), 0, "%s", e.msg);
+    double t = r.makespan_s;
+    sim_result_free(&r);
+    sim_model_release(m);
+    cluster_free(c);
+    return t;
 }
 
 /* Two senders on server 0 (devices 0, 1) each send one unit transfer to server 1
@@ -145,13 +179,7 @@ static double fanout_makespan(double egress_gbit)
     sim_net_from_cluster(&m.net, c, NULL);
     m.act_s[0 * SIM_NC + SIM_C_F] = m.act_s[1 * SIM_NC + SIM_C_F] = 1e-3;
     m.cut_bytes[0] = 1e7;
-    sim_result r;
-    cr_assert_eq(sim_engine_run(&m, &r, &e), 0, "%s", e.msg);
-    double t = r.makespan_s;
-    sim_result_free(&r);
-    sim_model_release(&m);
-    cluster_free(c);
-    return t;
+    return makespan_and_free(&m, c);
 }
 
 Test(sim_engine, device_egress_port)
@@ -299,6 +327,184 @@ Test(sim_engine, net_path_levels)
     sim_net_path(&n, 0, 4, &rate, &lat);
     cr_expect(fabs(rate - 4e9) < 1);
     cluster_free(c);
+}
+
+/* Two servers of four devices: 1e11 bytes/s inside a server, 1e9 bytes/s (8 Gb/s) per
+ * network port between them and egress_gbit out of each server (egress / bandwidth lanes),
+ * no latency. */
+static cluster *rail_servers(double egress_gbit)
+{
+    return servers_cluster(4, 2, 800, 8, egress_gbit, 0);
+}
+
+/* A ring with k members in each server moves its inter-server hop over min(k, lanes)
+ * lanes (sim_net_ring_widths), as a collective library's channels leave a rail-optimized
+ * server through several devices' ports. Worked by hand for 1e9 bytes: */
+Test(sim_engine, net_ring_rails)
+{
+    int eight[] = {0, 1, 2, 3, 4, 5, 6, 7}, two[] = {0, 4}, zig[] = {0, 4, 1, 5};
+    int w[8];
+    /* 4 members per server, 8 lanes: the two crossing hops (3 -> 4, 7 -> 0) 4 wide, so
+     * the ring runs at 4e9 bytes/s: 2 x 7/8 x 1e9 / 4e9 = 0.4375 s */
+    cluster *c = rail_servers(64);
+    sim_net n;
+    sim_net_from_cluster(&n, c, NULL);
+    cr_assert_eq(sim_net_lanes(&n, 1), 8);
+    cr_assert_eq(sim_net_ring_widths(&n, eight, 8, w), 0);
+    for (int i = 0; i < 8; i++)
+        cr_expect_eq(w[i], i == 3 || i == 7 ? 4 : 1, "hop %d: width %d", i, w[i]);
+    double t = sim_net_allreduce_s(&n, eight, 8, 1e9);
+    cr_expect(fabs(t - 0.4375) < 1e-12, "4 per server, 8 lanes: %.12g s", t);
+    /* one member per server: one lane, as before: 2 x 1/2 x 1e9 / 1e9 = 1 s */
+    t = sim_net_allreduce_s(&n, two, 2, 1e9);
+    cr_expect(fabs(t - 1.0) < 1e-12, "1 per server: %.12g s", t);
+    /* 0 -> 4 -> 1 -> 5: two members and two hops out of each server, 1 lane each (and
+     * the port's 8e9 bytes/s shared by two): 2 x 3/4 x 1e9 / 1e9 = 1.5 s */
+    cr_assert_eq(sim_net_ring_widths(&n, zig, 4, w), 0);
+    cr_expect(w[0] == 1 && w[1] == 1 && w[2] == 1 && w[3] == 1);
+    t = sim_net_allreduce_s(&n, zig, 4, 1e9);
+    cr_expect(fabs(t - 1.5) < 1e-12, "zigzag: %.12g s", t);
+    cluster_free(c);
+    /* 3 lanes: the crossing hops 3 wide: 2 x 7/8 x 1e9 / 3e9 */
+    c = rail_servers(24);
+    sim_net_from_cluster(&n, c, NULL);
+    t = sim_net_allreduce_s(&n, eight, 8, 1e9);
+    cr_expect(fabs(t - 1.75 / 3) < 1e-12, "4 per server, 3 lanes: %.12g s", t);
+    cluster_free(c);
+    /* egress = bandwidth (one lane): the slowest hop's 1e9 bytes/s, as before */
+    c = rail_servers(0);
+    sim_net_from_cluster(&n, c, NULL);
+    cr_assert_eq(sim_net_ring_widths(&n, eight, 8, w), 0);
+    for (int i = 0; i < 8; i++)
+        cr_expect_eq(w[i], 1);
+    t = sim_net_allreduce_s(&n, eight, 8, 1e9);
+    cr_expect(fabs(t - 1.75) < 1e-12, "one lane: %.12g s", t);
+    cluster_free(c);
+}
+
+/* The level devices a != b meet at, by its definition (test's own). */
+static int meet_level(const sim_net *n, int a, int b)
+{
+    int l = 0;
+    while (l < n->nlevels - 1 && a / n->gsize[l] != b / n->gsize[l])
+        l++;
+    return l;
+}
+
+/* sim_net_ring_widths against its definition, replayed in O(r^2) per hop: random rings
+ * (ascending, shuffled, with repeated devices) on a three-level net of 4 devices per
+ * server, 4 servers per pod, 4 lanes per server port and 3 per pod port. */
+Test(sim_engine, net_ring_widths_by_definition)
+{
+    sim_net n = {.nlevels = 3, .gsize = {4, 16, 1 << 20}, .bw = {1e11, 1e10, 5e9},
+                 .lat = {0, 0, 0}, .egress = {1e11, 4e10, 1.5e10}};
+    cr_assert_eq(sim_net_lanes(&n, 1), 4);
+    cr_assert_eq(sim_net_lanes(&n, 2), 3);
+    unsigned long long x = 12345;
+    for (int trial = 0; trial < 3000; trial++) {
+        int r = 2 + trial % 23, devs[24], w[24];
+        for (int i = 0; i < r; i++) {
+            x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+            devs[i] = (int)((x >> 33) % 64);
+        }
+        if (trial % 3 == 0)  /* ascending, distinct: a contiguous range */
+            for (int i = 0; i < r; i++)
+                devs[i] = (int)(trial / 3 % 40) + i;
+        cr_assert_eq(sim_net_ring_widths(&n, devs, r, w), 0);
+        for (int i = 0; i < r; i++) {
+            int a = devs[i], b = devs[(i + 1) % r], want = 1;
+            int L = a == b ? -1 : meet_level(&n, a, b);
+            for (int l = 1; l <= L; l++) {
+                long long gs = n.gsize[l - 1], G = a / gs;
+                int k = 0, j = 0;
+                for (int q = 0; q < r; q++) {
+                    int first = 1;  /* distinct devices of the ring in group G */
+                    for (int p = 0; p < q; p++)
+                        first &= devs[p] != devs[q];
+                    k += first && devs[q] / gs == G;
+                    int c = devs[q], d = devs[(q + 1) % r];
+                    j += c != d && meet_level(&n, c, d) >= l && c / gs == G;
+                }
+                int lanes = l == 1 ? 4 : 3, wl = (k < lanes ? k : lanes) / j;
+                wl = wl < 1 ? 1 : wl;
+                want = l == 1 || wl < want ? wl : want;
+            }
+            cr_assert_eq(w[i], want, "trial %d, r %d, hop %d (%d -> %d): width %d, want %d",
+                         trial, r, i, a, b, w[i], want);
+        }
+    }
+}
+
+/* Two rings of four, stage 0 on devices 0, 1, 4, 5 and stage 1 on 2, 3, 6, 7 of
+ * rail_servers: each has two members per server, so its crossing hops are 2 wide (2e9
+ * bytes/s) when the port has 2 lanes free. Every worker runs its stage's ALLREDUCE of 4e6
+ * bytes at once (one bucket: 6 steps of 1e6 bytes per hop, the crossing hop 0.5 ms at 2
+ * wide, 1 ms at 1). Run with or without stage 1 (alone: 0 = off), grouped or per hop. */
+static double two_rail_rings(double egress_gbit, int both, int per_hop)
+{
+    schedule s = {0};
+    int replicas[2] = {4, 4}, first[2] = {0, 4}, sw[8], wdev[8], len[8];
+    int dev[8] = {0, 1, 4, 5, 2, 3, 6, 7};
+    action acts[8], *rows[8];
+    int nw = both ? 8 : 4;
+    for (int w = 0; w < 8; w++) {
+        sw[w] = w;
+        wdev[w] = dev[w];
+        len[w] = 1;
+        acts[w] = A(ACT_ALLREDUCE, w / 4, 0, -1, -1);
+        rows[w] = &acts[w];
+    }
+    s.kind = SCHED_GPIPE;
+    s.nworkers = nw;
+    s.nstages = both ? 2 : 1;
+    s.chunks = 1;
+    s.microbatches = 1;
+    s.iterations = 1;
+    s.replicas = replicas;
+    s.stage_first = first;
+    s.stage_workers = sw;
+    s.len = len;
+    s.acts = rows;
+    s.worker_device = wdev;
+    cluster *c = rail_servers(egress_gbit);
+    sim_model m;
+    cr_assert_eq(sim_model_alloc(&m, &s), 0);
+    sim_net_from_cluster(&m.net, c, NULL);
+    for (int w = 0; w < nw; w++)
+        m.worker_device[w] = dev[w];
+    for (int st = 0; st < s.nstages; st++) {
+        m.grad_bytes[st] = 4e6;
+        m.allreduce_s[st] = sim_net_allreduce_s(&m.net, dev + 4 * st, 4, 4e6);
+    }
+    m.ring_per_hop = per_hop;
+    return makespan_and_free(&m, c);
+}
+
+Test(sim_engine, rail_rings_share_the_port)
+{
+    for (int per_hop = 0; per_hop < 2; per_hop++) {
+        /* 4 lanes: both rings' crossing hops 2 wide at once: 6 x 0.5 ms; the closed form
+         * of one ring says the same */
+        double one = two_rail_rings(32, 0, per_hop), two = two_rail_rings(32, 1, per_hop);
+        cr_expect(fabs(one - 3e-3) < 1e-12, "4 lanes, one ring: %.12g s", one);
+        cr_expect(fabs(two - 3e-3) < 1e-12, "4 lanes, two rings: %.12g s", two);
+        cluster *c = rail_servers(32);
+        sim_net n;
+        sim_net_from_cluster(&n, c, NULL);
+        int ring0[] = {0, 1, 4, 5};
+        double closed = sim_net_allreduce_s(&n, ring0, 4, 4e6);
+        cr_expect(fabs(closed - one) < 1e-12, "closed form %.12g s, engine %.12g s", closed,
+                  one);
+        cluster_free(c);
+        /* 3 lanes: still 2 wide, but one ring's crossing hop waits for the other's: 12
+         * crossing hops of 0.5 ms through each port, one after another */
+        one = two_rail_rings(24, 0, per_hop), two = two_rail_rings(24, 1, per_hop);
+        cr_expect(fabs(one - 3e-3) < 1e-12, "3 lanes, one ring: %.12g s", one);
+        cr_expect(fabs(two - 6e-3) < 1e-12, "3 lanes, two rings: %.12g s", two);
+        /* one lane: 1 wide, 1 ms a crossing hop, the rings in turn: 12 ms */
+        two = two_rail_rings(0, 1, per_hop);
+        cr_expect(fabs(two - 12e-3) < 1e-12, "one lane, two rings: %.12g s", two);
+    }
 }
 
 /* A path without bandwidth (a hand-built net the loader would refuse): the run stops with
