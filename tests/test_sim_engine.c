@@ -173,7 +173,6 @@ static double fanout_makespan(double egress_gbit)
         push(&h, w, A(ACT_F, 1, w - 1, -1, -1));
     }
     cluster *c = synth_servers(1, 4, 0, 8, egress_gbit, 0);
-    plumb_err e;
     sim_model m;
     cr_assert_eq(sim_model_alloc(&m, &h.s), 0);
     sim_net_from_cluster(&m.net, c, NULL);
