@@ -119,6 +119,18 @@ search3d_result *search3d_run(const transformer *t, const cluster *c, const char
 
 void search3d_free(search3d_result *r);
 
+/* Checks the options that do not depend on the GPU count, as `plumb plan --model`'s search
+ * does: a fixed --schedule that is synchronous and, under p2p sync, not a V kind;
+ * checkpoint_layers > 0 only with recompute full; overlap_param_gather not with zero fixed
+ * at 0; tp_overlap not with tp fixed at 1; a global batch >= 1. 0, or -1 with err naming
+ * the option ("--p2p", ...). search3d_run checks them first. */
+int search3d_options_check(const search3d_options *o, plumb_err *err);
+
+/* The runtime o gives every candidate (tp_overlap, overlap_param_gather, p2p_sync) as
+ * "tp overlap full (tp > 1), parameter all-gather under the forward (zero 1), p2p sync"
+ * into buf (always terminated); "" at the default runtime. */
+void search3d_runtime_text(const search3d_options *o, char *buf, size_t n);
+
 /* 1 when every dimension of o is fixed (the search has one layout to try). */
 int search3d_all_fixed(const search3d_options *o);
 

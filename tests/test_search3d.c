@@ -25,6 +25,7 @@
 #define A100 "profiles/clusters/dgx-a100-80g.json"
 #define GPT3 "examples/llm/gpt3-175b.json"
 #define LLAMA8B "examples/llm/llama3-8b.json"
+#define H100 "profiles/clusters/dgx-h100.json"
 #define ESTIMATE_TOL 0.05 /* the estimate's iteration against the simulator's */
 
 static transformer *model(const char *path)
@@ -414,6 +415,133 @@ Test(sweep3d, counts_that_do_not_fit)
               err.msg);
     cr_assert_eq(sweep3d_run(t, c, A100, &o, 8, 64, 0, 0, 30, &r, &err), -1);
     cr_assert(strstr(err.msg, "--deadline: expected --tokens N"), "%s", err.msg);
+    cluster_free(c);
+    transformer_free(t);
+}
+
+/* The runtime of plan --model's search (tp overlap, the parameter all-gather apart, p2p
+ * sync), the precision and a fixed schedule, each swept over Llama-3-8B on 8 and 16 H100s:
+ * every count's best is the search's best on that count alone with the same options (same
+ * layout, same simulated iteration), and each writer names the runtime. */
+Test(sweep3d, runtime_settings_as_the_search)
+{
+    transformer *t = model(LLAMA8B);
+    plumb_err err = {{0}};
+    cluster *c = cluster_load(H100, &err);
+    cr_assert_not_null(c, "%s", err.msg);
+    static const struct { int tpo, opg, sync, prec, sched; const char *text; } set[] = {
+        {TP_OVERLAP_FULL, 0, 0, DEV_BF16, SEARCH3D_FREE, "tp overlap full (tp > 1)"},
+        {TP_OVERLAP_BACKWARD, 0, 0, DEV_BF16, SEARCH3D_FREE, "tp overlap backward"},
+        {TP_OVERLAP_NONE, 1, 0, DEV_BF16, SEARCH3D_FREE, "parameter all-gather under the "
+         "forward (zero 1)"},
+        {TP_OVERLAP_NONE, 0, 1, DEV_BF16, SEARCH3D_FREE, "p2p sync"},
+        {TP_OVERLAP_FULL, 1, 1, DEV_FP16, SCHED_ZB_H1, "tp overlap full (tp > 1), parameter "
+         "all-gather under the forward (zero 1), p2p sync"},
+    };
+    for (size_t i = 0; i < sizeof set / sizeof set[0]; i++) {
+        search3d_options o;
+        search3d_options_init(&o);
+        o.global_batch = 128;
+        o.tp_overlap = (plan_tp_overlap)set[i].tpo;
+        o.overlap_param_gather = set[i].opg;
+        o.p2p_sync = set[i].sync;
+        o.precision = (dev_precision)set[i].prec;
+        o.schedule = set[i].sched;
+        sweep3d_result r;
+        cr_assert_eq(sweep3d_run(t, c, H100, &o, 8, 16, 1e11, 0, 0, &r, &err), 0, "setting "
+                     "%zu: %s", i, err.msg);
+        cr_assert_eq(r.n, 2);
+        for (int k = 0; k < r.n; k++) {
+            const search3d_cand *b = &r.pts[k].best;
+            search3d_options so = o;
+            so.gpus = r.pts[k].gpus, so.simulate = SWEEP3D_SIMULATE;
+            search3d_result *s = search3d_run(t, c, H100, &so, &err);
+            cr_assert_not_null(s, "%s", err.msg);
+            const search3d_cand *w = &s->ranked[0];
+            cr_expect(w->d.tp == b->d.tp && w->d.pp == b->d.pp && w->d.dp == b->d.dp &&
+                      w->d.interleave == b->d.interleave && w->d.schedule == b->d.schedule &&
+                      w->o.microbatch_size == b->o.microbatch_size &&
+                      w->o.recompute == b->o.recompute && w->o.zero == b->o.zero &&
+                      w->o.sequence_parallel == b->o.sequence_parallel,
+                      "setting %zu, %d GPUs: the sweep's best is not the search's", i,
+                      r.pts[k].gpus);
+            cr_expect_eq(w->iteration_s, b->iteration_s, "setting %zu, %d GPUs: %.6f s "
+                         "searched, %.6f s swept", i, r.pts[k].gpus, w->iteration_s,
+                         b->iteration_s);
+            /* the winner's plan runs the setting where it applies */
+            cr_expect_eq(s->best->tp_overlap, s->best->tp > 1 ? o.tp_overlap : TP_OVERLAP_NONE);
+            cr_expect_eq(s->best->overlap_param_gather, o.overlap_param_gather &&
+                         s->best->zero == 1);
+            cr_expect_eq(s->best->p2p_sync, o.p2p_sync);
+            cr_expect_eq(s->best->precision, o.precision);
+            if (o.schedule != SEARCH3D_FREE) cr_expect_eq(b->d.schedule, o.schedule);
+            search3d_free(s);
+        }
+        char buf[1 << 14] = "";
+        FILE *f = fmemopen(buf, sizeof buf - 1, "w");
+        cr_assert_not_null(f);
+        sweep3d_print(&r, f);
+        fclose(f);
+        cr_expect(strstr(buf, set[i].text), "setting %zu: the table lacks \"%s\":\n%s", i,
+                  set[i].text, buf);
+        char *svg = sweep3d_svg(&r, &(size_t){0});
+        cr_assert_not_null(svg);
+        cr_expect(strstr(svg, set[i].text), "setting %zu: the plot lacks \"%s\"", i,
+                  set[i].text);
+        free(svg);
+        cJSON *j = sweep3d_to_json(&r);
+        cr_assert_not_null(j);
+        const char *tpo = cJSON_GetStringValue(cJSON_GetObjectItem(j, "tp_overlap"));
+        const char *p2p = cJSON_GetStringValue(cJSON_GetObjectItem(j, "p2p"));
+        cr_expect(tpo && !strcmp(tpo, plan_tp_overlap_name(o.tp_overlap)), "setting %zu", i);
+        cr_expect(cJSON_IsBool(cJSON_GetObjectItem(j, "overlap_param_gather")) &&
+                  cJSON_IsTrue(cJSON_GetObjectItem(j, "overlap_param_gather")) ==
+                      o.overlap_param_gather, "setting %zu", i);
+        cr_expect(p2p && !strcmp(p2p, o.p2p_sync ? "sync" : "overlap"), "setting %zu", i);
+        cJSON_Delete(j);
+        sweep3d_result_free(&r);
+    }
+    cluster_free(c);
+    transformer_free(t);
+}
+
+/* The combinations plan --model refuses, refused by the sweep before any count is searched,
+ * with plan's lines. */
+Test(sweep3d, bad_runtime_combinations)
+{
+    transformer *t = model(LLAMA8B);
+    cluster *c = a100();
+    static const struct { int zero, opg, tp, tpo, sync, sched, rc, ckpt; const char *line; }
+    bad[] = {
+        {0, 1, 0, 0, 0, SEARCH3D_FREE, SEARCH3D_FREE, -1,
+         "--overlap-param-gather: belongs to --zero 1 (the distributed optimizer's parameter "
+         "all-gather)"},
+        {SEARCH3D_FREE, 0, 1, TP_OVERLAP_FULL, 0, SEARCH3D_FREE, SEARCH3D_FREE, -1,
+         "--tp-overlap: expected --tp 2 or more (no tensor-parallel collectives to overlap) "
+         "(got --tp 1)"},
+        {SEARCH3D_FREE, 0, 0, 0, 1, SCHED_ZB_V, SEARCH3D_FREE, -1,
+         "--p2p: expected overlap with schedule zb-v (its V placement deadlocks"},
+        {SEARCH3D_FREE, 0, 0, 0, 1, SCHED_DUALPIPEV, SEARCH3D_FREE, -1,
+         "--p2p: expected overlap with schedule dualpipev"},
+        {SEARCH3D_FREE, 0, 0, 0, 0, SCHED_2BW, SEARCH3D_FREE, -1,
+         "--schedule: expected a synchronous schedule for the layout search (got 2bw"},
+        {SEARCH3D_FREE, 0, 0, 0, 0, SEARCH3D_FREE, RECOMPUTE_SELECTIVE, 2,
+         "--checkpoint-layers: belongs to --recompute full"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        search3d_options o;
+        search3d_options_init(&o);
+        o.global_batch = 64;
+        o.zero = bad[i].zero, o.overlap_param_gather = bad[i].opg, o.tp = bad[i].tp;
+        o.tp_overlap = (plan_tp_overlap)bad[i].tpo, o.p2p_sync = bad[i].sync;
+        o.schedule = bad[i].sched, o.recompute = bad[i].rc, o.checkpoint_layers = bad[i].ckpt;
+        sweep3d_result r;
+        plumb_err err = {{0}};
+        cr_expect_eq(sweep3d_run(t, c, A100, &o, 8, 16, 1e11, 0, 0, &r, &err), -1,
+                     "case %zu: swept", i);
+        cr_expect(strstr(err.msg, bad[i].line) == err.msg, "case %zu: \"%s\"", i, err.msg);
+        cr_expect_eq(r.n, 0);
+    }
     cluster_free(c);
     transformer_free(t);
 }
