@@ -21,12 +21,15 @@
 #include "planner/search3d.h"
 #include "planner/sweep3d.h"
 #include "sim/sim.h"
+#include "sim/synth.h"
 
 #define A100 "profiles/clusters/dgx-a100-80g.json"
 #define GPT3 "examples/llm/gpt3-175b.json"
 #define LLAMA8B "examples/llm/llama3-8b.json"
 #define H100 "profiles/clusters/dgx-h100.json"
-#define ESTIMATE_TOL 0.05 /* the estimate's iteration against the simulator's */
+#define ESTIMATE_TOL 0.01 /* the estimate's iteration against the simulator's (was 0.05
+                            before the interleaved and zb-h1 orders were replayed and
+                            the interleaved chunks' all-reduces added up: 3.8 % worst) */
 
 static transformer *model(const char *path)
 {
@@ -156,7 +159,7 @@ Test(search3d, estimate_agrees_with_the_simulator)
  * (m 4 to 2 p, where the fill and drain weigh most) and many, 4 and 8 ranks, tensor,
  * sequence and data parallelism: each within V_TOL of the simulator (ZB-H1's bubble was
  * 2 to 14 % off on these). */
-#define V_TOL 0.02
+#define V_TOL 0.01 /* 0.02 before the replay covered two iterations (worst +1.65 %) */
 Test(search3d, v_kinds_bubble_against_the_simulator)
 {
     static const est_case cases[] = {
@@ -184,6 +187,50 @@ Test(search3d, v_kinds_bubble_against_the_simulator)
         est_run_free(&x);
     }
     cluster_free(c);
+}
+
+/* zb-h1's bubble by hand, against the simulator: p = 4 equal stages of F, I and W (ms),
+ * m = 8 microbatches, sends of ~0.1 us, no replicas. In the steady state (the simulator's
+ * iteration: the next iteration's forwards start under the last rank's deferred W) plumb's
+ * zb-h1 order (W from the r-th step on rank r, docs/schedules.md) runs m (F + I + W) +
+ * (p - 1) max(I, F + I - W) per iteration: found by replaying the order over three
+ * iterations on F, I, W in {0.5, 1, 1.5, 2, 3}, p 2 to 7, m p to 5p (3750 cases, none
+ * off). ZB-H1's (p - 1) (F + I - W) holds only for W <= F and gives 32 ms, 40.5 ms and 36
+ * ms (its bubble at 0) for the first three (35, 42 and 37.5 here); one iteration alone
+ * would give 39 ms for the third. The simulator must give the hand figure, and the estimate
+ * the simulator's. */
+Test(search3d, zb_h1_bubble_when_w_outweighs_f)
+{
+    static const struct { double F, I, W, want_ms; } cases[] = {
+        {1, 1, 2, 8 * 4 + 3 * 1.0},     /* W > F: I */
+        {1, 2, 1.5, 8 * 4.5 + 3 * 2.0}, /* W > F, I > W: I */
+        {1, 0.5, 3, 8 * 4.5 + 3 * 0.5}, /* W > F > I: I */
+        {2, 1, 1, 8 * 4 + 3 * 2.0},     /* W <= F: F + I - W, as before */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        sim_synth sy;
+        sim_synth_init(&sy);
+        sy.schedule = SCHED_ZB_H1;
+        sy.forward_ms = cases[i].F;
+        sy.input_ms = cases[i].I, sy.weight_ms = cases[i].W;
+        sy.backward_ms = cases[i].I + cases[i].W;
+        sy.bw_gbit[0] = sy.bw_gbit[1] = 1e5; /* sends of ~0.1 us */
+        plumb_err err = {{0}};
+        plan *pl = sim_synth_plan(&sy, &err);
+        cr_assert_not_null(pl, "%s", err.msg);
+        sim_report *r = sim_run(pl, NULL, &err);
+        cr_assert_not_null(r, "%s", err.msg);
+        search3d_est e;
+        cr_assert_eq(search3d_estimate(pl, &e, &err), 0, "%s", err.msg);
+        double want = cases[i].want_ms * 1e-3;
+        cr_expect(fabs(r->iteration_s - want) <= 1e-3 * want, "case %zu: simulated %.4f ms, "
+                  "by hand %.4f ms", i, 1e3 * r->iteration_s, 1e3 * want);
+        cr_expect(fabs(e.iteration_s - r->iteration_s) <= 1e-3 * r->iteration_s, "case %zu "
+                  "(F %g, I %g, W %g): estimate %.4f ms, simulated %.4f ms", i, cases[i].F,
+                  cases[i].I, cases[i].W, 1e3 * e.iteration_s, 1e3 * r->iteration_s);
+        sim_report_free(r);
+        plan_free(pl);
+    }
 }
 
 static search3d_result *search_ok(const transformer *t, const cluster *c,
