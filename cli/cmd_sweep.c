@@ -13,7 +13,6 @@
 #include "cli/cli.h"
 #include "core/device.h"
 #include "core/json.h"
-#include "core/schedule_traits.h"
 #include "planner/native.h"
 #include "planner/sweep.h"
 #include "planner/sweep3d.h"
@@ -121,17 +120,11 @@ static int parse_model_runtime(int ch, search3d_options *o)
         o->seq = seq;
         return 0;
     case M_PREC:
-        if ((v = dev_precision_parse(optarg)) < 0)
-            return cli_fail(cmd, "--precision: expected bf16, fp16, tf32 or fp32 (got \"%s\")",
-                            optarg);
+        if (cli_precision(cmd, optarg, &v)) return 2;
         o->precision = (dev_precision)v;
         return 0;
     case M_SCHED:
-        if ((v = sched_kind_parse(optarg)) < 0) {
-            char kinds[160];
-            return cli_fail(cmd, "--schedule: expected %s (got \"%s\")",
-                            sched_kind_list(kinds, sizeof kinds, ", "), optarg);
-        }
+        if (cli_sched_kind(cmd, optarg, &v)) return 2;
         o->schedule = v;
         return 0;
     case M_ATTN:
