@@ -105,6 +105,7 @@ static int kind_ok(const search3d_options *o, int k, int v, int pp, long long la
     if (o->schedule != SEARCH3D_FREE ? k != o->schedule : tr->async || tr->hold == SCHED_HOLD_ALL)
         return 0;
     if (tr->chunks_max > 1 && pp < 2) return 0;
+    if (sched_kind_chunked(k) && v < 2) return 0; /* the simulator refuses it (1f1b-flush) */
     if (o->p2p_sync && tr->place == SCHED_PLACE_V && o->schedule == SEARCH3D_FREE)
         return 0; /* they deadlock under blocking transfers (docs/sim.md) */
     return layers % ((long long)pp * v) == 0;

@@ -233,6 +233,30 @@ Test(search3d, zb_h1_bubble_when_w_outweighs_f)
     }
 }
 
+/* The chunked kinds (interleaved) run 2 chunks per rank or more: the search never tries
+ * interleaved at V = 1 (1f1b-flush's layout, which the simulator refuses under that kind).
+ * Llama-3-8B on 16 A100s with 40 simulated: 13f6d63's search tried them, and one among the
+ * 40 made the whole search fail ("interleaved needs a plan with 2 or more chunks"). */
+Test(search3d, chunked_kinds_have_two_chunks_or_more)
+{
+    transformer *t = model(LLAMA8B);
+    cluster *c = a100();
+    search3d_options o;
+    search3d_options_init(&o);
+    o.gpus = 16, o.global_batch = 64, o.simulate = 40;
+    plumb_err err = {{0}};
+    search3d_result *r = search3d_run(t, c, A100, &o, &err);
+    cr_assert_not_null(r, "%s", err.msg);
+    cr_expect_eq(r->nranked, 40);
+    for (int i = 0; i < r->nranked; i++)
+        if (sched_kind_chunked(r->ranked[i].d.schedule))
+            cr_expect_geq(r->ranked[i].d.interleave, 2, "ranked %d: %s at V %d", i,
+                          sched_kind_name(r->ranked[i].d.schedule), r->ranked[i].d.interleave);
+    search3d_free(r);
+    cluster_free(c);
+    transformer_free(t);
+}
+
 static search3d_result *search_ok(const transformer *t, const cluster *c,
                                   const search3d_options *o)
 {
