@@ -19,10 +19,10 @@
  * fill and drain path (the replayed kinds: the replay with the sends on the edges between
  * ranks, less the replay without), the data-parallel all-reduce left exposed after each
  * rank's last backward (the simulator's bucketed ring: buckets ready evenly through that
- * backward; the V kinds' rings of a rank's chunks as one, since they share its ports; an
- * interleaved rank's chunks one after another, each ALLREDUCE holding the rank after its
- * own chunk's last backward) less the slack the rank has before the next iteration reaches
- * it, and the optimizer step (memory-bound, as the simulator prices it).
+ * backward; each stage of a rank its own ring after its own last backward, the lowering's
+ * ALLREDUCE holding the rank until it ends, so a rank's chunks' tails add up) less the
+ * slack the rank has before the next iteration reaches it, and the optimizer step
+ * (memory-bound, as the simulator prices it).
  *
  * The plan's runtime is priced as the simulator prices it: tp_overlap by sim_cost_build
  * and sim_cost_stage_tp3 themselves (the exposed part of each layer's collectives in F, B,
@@ -65,63 +65,47 @@ typedef struct est_stage {
     double F, B, I, W, tp, step, send;
 } est_stage;
 
-/* The exposed part of the all-reduces of pipeline rank r after its last backward of du
- * seconds (the backward of its first stage, which the schedule runs last; st[first].B, or
- * W where split). The rank's stages share its devices and their links, so their rings add
- * up on the same ports: they are taken as one ring of all their gradient bytes in all
- * their buckets (the simulator's ring: bucket k ready at (k + 1) du / K, each taking
- * per_byte x G / K + fixed). With one stage per rank that is the stage's own ring. The
- * interleaved kind's lowering puts each chunk's ALLREDUCE right after that chunk's last
- * backward, and the simulator holds the rank there until the ring ends: its chunks' tails
- * (each of its own buckets after its own backward) add up instead. Where the parameter all-gather runs apart
- * (mo->gather_bytes, overlap_param_gather), the ring during the backward is the
- * reduce-scatter alone (r - 1 of the 2 (r - 1) steps, of 2 grad_bytes - gather_bytes), and
- * the all-gather of the first stage's parameters follows the step in the same K buckets,
- * under the next iteration's first forward of f seconds on the rank: that forward reaches
- * bucket k at k f / K of its run, so it waits max_k ((k + 1) a - k f / K) for buckets of a
- * seconds (docs/sim.md, "The parameter all-gather apart"), which is added. */
+/* The exposed part of the all-reduces of pipeline rank r after its stages' last
+ * backwards. The lowering puts each stage's ALLREDUCE right after that stage's last
+ * backward (B, or W where split: st[k]), and the simulator holds the rank there until the
+ * ring ends, so each stage (chunk) of the rank leaves its own tail, one after another: its
+ * K buckets ready evenly through that backward of du seconds (bucket k at (k + 1) du / K),
+ * each taking a = per_byte x G / K + fixed on the stage's ring, leave max(a, K a - du (K -
+ * 1) / K) after it. With one stage per rank that is the stage's own ring. Where the
+ * parameter all-gather runs apart (mo->gather_bytes, overlap_param_gather), the ring
+ * during the backward is the reduce-scatter alone (r - 1 of the 2 (r - 1) steps, of 2
+ * grad_bytes - gather_bytes), and the all-gather of the first stage's parameters follows
+ * the step in the same K buckets, under the next iteration's first forward of f seconds
+ * on the rank: that forward reaches bucket k at k f / K of its run, so it waits max_k ((k
+ * + 1) b - k f / K) for buckets of b seconds (docs/sim.md, "The parameter all-gather
+ * apart"), which is added. */
 static double exposed_allreduce(const sim_model *mo, const sim_net *net, const plan *pl,
                                 const sched_traits *tr, int r, int p, const est_stage *st,
                                 int split)
 {
-    double G = 0, per_byte, fixed, chunked = 0;
-    int K = 0, first = -1, apart = 0, n = 0;
-    for (int k = 0; k < pl->nstages; k++)
-        if (sched_kind_rank(tr->kind, k, p) == r && mo->grad_bytes[k] > 0) {
-            double gb = mo->gather_bytes ? mo->gather_bytes[k] : 0;
-            G += gb > 0 ? 2 * mo->grad_bytes[k] - gb : mo->grad_bytes[k];
-            apart |= gb > 0;
-            K += buckets(mo->grad_bytes[k]);
-            if (first < 0) first = k;
-            n++;
-        }
+    double per_byte, fixed, ex = 0;
+    int first = -1;
+    for (int k = 0; k < pl->nstages && first < 0; k++)
+        if (sched_kind_rank(tr->kind, k, p) == r && mo->grad_bytes[k] > 0) first = k;
     if (first < 0) return 0;
     const plan_stage *ps = &pl->stages[first];
     if (ps->replicas <= 1 || sim_net_ring(net, ps->devices, ps->replicas, &per_byte, &fixed))
         return 0;
-    if (apart) per_byte /= 2, fixed /= 2; /* each half: r - 1 steps */
-    double du = split ? st[first].W : st[first].B, f = st[first].F;
-    double a = per_byte * G / K + fixed;
-    double tail = K * a - du * (K - 1) / K;
-    double ex = tail > a ? tail : a;
-    if (n > 1 && !split) {
-        /* interleaved: each chunk's ALLREDUCE follows its own last backward and holds the
-         * rank until its ring ends, so the chunks' tails add up */
-        for (int k = 0; k < pl->nstages; k++) {
-            if (sched_kind_rank(tr->kind, k, p) != r || !(mo->grad_bytes[k] > 0)) continue;
-            double gb = mo->gather_bytes ? mo->gather_bytes[k] : 0;
-            int Kk = buckets(mo->grad_bytes[k]);
-            double ak = per_byte * (gb > 0 ? 2 * mo->grad_bytes[k] - gb : mo->grad_bytes[k]) /
-                        Kk + fixed;
-            double tk = Kk * ak - st[k].B * (Kk - 1) / Kk;
-            chunked += tk > ak ? tk : ak;
-        }
-        ex = chunked;
+    double *gather = mo->gather_bytes;
+    if (gather && gather[first] > 0) per_byte /= 2, fixed /= 2; /* each half: r - 1 steps */
+    for (int k = first; k < pl->nstages; k++) {
+        if (sched_kind_rank(tr->kind, k, p) != r || !(mo->grad_bytes[k] > 0)) continue;
+        double G = gather && gather[k] > 0 ? 2 * mo->grad_bytes[k] - gather[k]
+                                            : mo->grad_bytes[k];
+        int K = buckets(mo->grad_bytes[k]);
+        double a = per_byte * G / K + fixed, du = split ? st[k].W : st[k].B;
+        double tail = K * a - du * (K - 1) / K;
+        ex += tail > a ? tail : a;
     }
-    double ga = mo->gather_bytes ? mo->gather_bytes[first] : 0;
-    if (ga > 0) {
+    if (gather && gather[first] > 0) {
         int K1 = buckets(mo->grad_bytes[first]);
-        double b = per_byte * ga / K1 + fixed, last = K1 * b - (K1 - 1) * f / K1;
+        double f = st[first].F, b = per_byte * gather[first] / K1 + fixed;
+        double last = K1 * b - (K1 - 1) * f / K1;
         ex += last > b ? last : b;
     }
     return ex;
