@@ -1,8 +1,9 @@
 /* search3d.h: the search over tensor x pipeline x data layouts of a transformer
  * (docs/llm.md, "Searching layouts"). Every layout of the free dimensions is built with
  * planner/layout3d.h and priced with the simulator's own cost and memory model
- * (sim_cost_build and sim_memory_of on a short schedule of the plan) plus a closed-form
- * makespan per schedule kind; those that do not fit their devices' memory are dropped, the
+ * (sim_cost_build and sim_memory_of on a short schedule of the plan) plus the makespan of
+ * its schedule kind (a closed form, or the short schedule's order replayed at the priced
+ * times); those that do not fit their devices' memory are dropped, the
  * best estimates are simulated in full (sim_run) and ranked by simulated throughput. Only
  * synchronous schedules are searched (1f1b-flush, interleaved, and a kind the caller
  * fixes among the synchronous ones); PipeDream's asynchronous kinds change what training

@@ -84,7 +84,8 @@ int sweep3d_run(const transformer *t, const cluster *c, const char *cluster_file
         sweep3d_point *p = &res->pts[i];
         search3d_options so = *o;
         so.gpus = p->gpus = g[i];
-        if (so.simulate <= 0) so.simulate = SWEEP3D_SIMULATE;
+        if (so.simulate <= 0) /* with the search's margin under p2p sync */
+            so.simulate = SWEEP3D_SIMULATE * (o->p2p_sync ? SEARCH3D_SYNC_FACTOR : 1);
         plumb_err e = {{0}};
         search3d_result *r = search3d_run(t, c, cluster_file, &so, &e);
         p->days = p->cost = p->usd_per_million = -1;

@@ -47,7 +47,7 @@ typedef struct sweep3d_result {
 
 /* Sweeps model t on gmin..gmax GPUs of cluster c (file cluster_file, for messages) under
  * the search options o (their gpus is set per count; o->simulate 0 means
- * SWEEP3D_SIMULATE). tokens, price and deadline may be <= 0 (not given); a deadline needs
+ * SWEEP3D_SIMULATE, x SEARCH3D_SYNC_FACTOR under p2p sync as the search's default). tokens, price and deadline may be <= 0 (not given); a deadline needs
  * tokens. Returns 0 and fills *res (sweep3d_result_free), or -1 with err: a range with no
  * whole server in it or beyond the cluster, a deadline without tokens, no count on which
  * a layout fits (the largest count's line), out of memory. */

@@ -525,7 +525,8 @@ Test(sweep3d, runtime_settings_as_the_search)
         for (int k = 0; k < r.n; k++) {
             const search3d_cand *b = &r.pts[k].best;
             search3d_options so = o;
-            so.gpus = r.pts[k].gpus, so.simulate = SWEEP3D_SIMULATE;
+            so.gpus = r.pts[k].gpus;
+            so.simulate = SWEEP3D_SIMULATE * (o.p2p_sync ? SEARCH3D_SYNC_FACTOR : 1);
             search3d_result *s = search3d_run(t, c, H100, &so, &err);
             cr_assert_not_null(s, "%s", err.msg);
             const search3d_cand *w = &s->ranked[0];

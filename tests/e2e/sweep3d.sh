@@ -53,10 +53,12 @@ for s in "${settings[@]}"; do
     # shellcheck disable=SC2086
     ok "$name" "$P" sweep --model $LLAMA -c $H100 --gpus 8..16 --global-batch 128 $s --json
     cp "$d/out" "$d/sweep.json"
+    top=3 # the sweep's default, twice that under p2p sync as plan's search
+    case "$s" in *"--p2p sync"*) top=6 ;; esac
     for g in 8 16; do
         # shellcheck disable=SC2086
         ok "plan $g $s" "$P" plan --model $LLAMA -c $H100 --gpus $g --global-batch 128 \
-            --top 3 $s --json
+            --top $top $s --json
         same_best "$name at $g" $g
     done
 done
