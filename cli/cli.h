@@ -54,6 +54,14 @@ int cli_folder_ok(const char *cmd, const char *opt, const char *dir, int create)
  * -1. */
 int cli_schedule(const char *cmd, const char *s, int *out);
 
+/* Parses `--schedule K` where auto is not taken (plan --model, sweep --model): a schedule
+ * kind into *out. On failure prints one line listing the kinds and returns -1. */
+int cli_sched_kind(const char *cmd, const char *s, int *out);
+
+/* Parses a device `--precision bf16|fp16|tf32|fp32` (core/device.h's dev_precision) into
+ * *out. On failure prints one line naming the option and returns -1. */
+int cli_precision(const char *cmd, const char *s, int *out);
+
 /* Parses `--attention standard|flash` (planner/llm_profile.h's llm_attention) into *out.
  * On failure prints one line naming the option and returns -1. */
 int cli_attention(const char *cmd, const char *s, int *out);

@@ -1,5 +1,6 @@
 /* cmd_common.c: option helpers shared by the subcommands. */
 #include "cli/cli.h"
+#include "core/device.h"
 #include "core/plan.h"
 #include "core/schedule_traits.h"
 #include "exec/backend.h"
@@ -135,20 +136,43 @@ int cli_num(const char *cmd, const char *opt, const char *s, int positive, doubl
     return 0;
 }
 
-int cli_schedule(const char *cmd, const char *s, int *out)
+/* A schedule kind into *out, or with auto_ok "auto" (NATIVE_SCHED_AUTO); else one line
+ * listing them and -1. */
+static int schedule_of(const char *cmd, const char *s, int auto_ok, int *out)
 {
-    if (!strcmp(s, "auto")) {
+    if (auto_ok && !strcmp(s, "auto")) {
         *out = NATIVE_SCHED_AUTO;
         return 0;
     }
     int k = sched_kind_parse(s);
     if (k < 0) {
         char kinds[160];
-        cli_fail(cmd, "--schedule: expected %s or auto (got \"%s\")",
-                 sched_kind_list(kinds, sizeof kinds, ", "), s);
+        cli_fail(cmd, "--schedule: expected %s%s (got \"%s\")",
+                 sched_kind_list(kinds, sizeof kinds, ", "), auto_ok ? " or auto" : "", s);
         return -1;
     }
     *out = k;
+    return 0;
+}
+
+int cli_schedule(const char *cmd, const char *s, int *out)
+{
+    return schedule_of(cmd, s, 1, out);
+}
+
+int cli_sched_kind(const char *cmd, const char *s, int *out)
+{
+    return schedule_of(cmd, s, 0, out);
+}
+
+int cli_precision(const char *cmd, const char *s, int *out)
+{
+    int v = dev_precision_parse(s);
+    if (v < 0) {
+        cli_fail(cmd, "--precision: expected bf16, fp16, tf32 or fp32 (got \"%s\")", s);
+        return -1;
+    }
+    *out = v;
     return 0;
 }
 

@@ -183,17 +183,11 @@ static int parse(int argc, char **argv, layout3d_options *o, given *g, const cha
             g->recompute = 1;
             break;
         case O_PREC:
-            if ((v = dev_precision_parse(optarg)) < 0)
-                return cli_fail(cmd, "--precision: expected bf16, fp16, tf32 or fp32 (got "
-                                "\"%s\")", optarg);
+            if (cli_precision(cmd, optarg, &v)) return 2;
             o->precision = (dev_precision)v;
             break;
         case O_SCHED:
-            if ((v = sched_kind_parse(optarg)) < 0) {
-                char kinds[160];
-                return cli_fail(cmd, "--schedule: expected %s (got \"%s\")",
-                                sched_kind_list(kinds, sizeof kinds, ", "), optarg);
-            }
+            if (cli_sched_kind(cmd, optarg, &v)) return 2;
             o->schedule = v;
             g->schedule = 1;
             break;

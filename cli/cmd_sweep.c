@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "core/device.h"
 #include "core/json.h"
 #include "planner/native.h"
 #include "planner/sweep.h"
@@ -84,15 +85,67 @@ static const char *const usage_model =
     "  --price USD_PER_GPU_HOUR  cost in USD (else in GPU-hours), USD per million tokens\n"
     "  --deadline DAYS         the fewest GPUs that train --tokens within DAYS\n"
     "  --tp T, --pp P, --microbatch-size b, --interleave V, --recompute KIND,\n"
-    "  --sequence-parallel, --zero 0|1   fixed dimensions (the rest are searched)\n"
-    "  --top K                 best estimates simulated per count (default 3)\n"
+    "  --checkpoint-layers K, --sequence-parallel, --zero 0|1, --schedule KIND\n"
+    "                          fixed dimensions (the rest are searched), as plumb plan\n"
+    "                          --model takes them\n"
+    "  --precision P, --seq-len S, --attention standard|flash\n"
+    "                          how every layout computes (as plumb plan --model)\n"
+    "  --p2p overlap|sync, --tp-overlap none|backward|full, --overlap-param-gather\n"
+    "                          the runtime of every layout at every count, as plumb plan\n"
+    "                          --model sets it on its search's candidates\n"
+    "  --top K                 best estimates simulated per count (default 3; 6 under\n"
+    "                          --p2p sync, as plan's search doubles its own)\n"
     "  --json                  print the sweep as JSON (plumb-sweep3d/1)\n"
     "  --svg OUT.svg           write the time-against-cost plot (needs --tokens)\n"
     "  -h, --help              this help\n"
     "Exit status: 0 ok, 2 bad input (nothing written).\n";
 
 enum { M_MODEL = 1100, M_GPUS, M_GB, M_TOKENS, M_PRICE, M_DEADLINE, M_TP, M_PP, M_MBS, M_V,
-       M_RC, M_SP, M_ZERO, M_TOP, M_JSON, M_SVG };
+       M_RC, M_SP, M_ZERO, M_TOP, M_JSON, M_SVG, M_CKPT, M_SCHED, M_PREC, M_SEQ, M_ATTN, M_P2P,
+       M_TPO, M_OPG };
+
+/* The options of `plan --model` that set how a layout computes and runs (its schedule,
+ * precision, sequence, attention, checkpointing, runtime) into o, with plan's messages.
+ * 0, or 2 after one line; 1 when ch is none of them. */
+static int parse_model_runtime(int ch, search3d_options *o)
+{
+    const char *cmd = "sweep";
+    int v, seq;
+    switch (ch) {
+    case M_OPG: o->overlap_param_gather = 1; return 0;
+    case M_CKPT:
+        return cli_int(cmd, "--checkpoint-layers", optarg, 0, 1 << 20, &o->checkpoint_layers)
+                   ? 2 : 0;
+    case M_SEQ:
+        if (cli_int(cmd, "--seq-len", optarg, 1, 100000000, &seq)) return 2;
+        o->seq = seq;
+        return 0;
+    case M_PREC:
+        if (cli_precision(cmd, optarg, &v)) return 2;
+        o->precision = (dev_precision)v;
+        return 0;
+    case M_SCHED:
+        if (cli_sched_kind(cmd, optarg, &v)) return 2;
+        o->schedule = v;
+        return 0;
+    case M_ATTN:
+        if (cli_attention(cmd, optarg, &v)) return 2;
+        o->attention = v;
+        return 0;
+    case M_P2P:
+        if (strcmp(optarg, "overlap") && strcmp(optarg, "sync"))
+            return cli_fail(cmd, "--p2p: expected overlap or sync (got \"%s\")", optarg);
+        o->p2p_sync = !strcmp(optarg, "sync");
+        return 0;
+    case M_TPO:
+        if ((v = plan_tp_overlap_parse(optarg)) < 0)
+            return cli_fail(cmd, "--tp-overlap: expected none, backward or full (got \"%s\")",
+                            optarg);
+        o->tp_overlap = (plan_tp_overlap)v;
+        return 0;
+    default: return 1;
+    }
+}
 
 /* Parses the --model options into o and the rest. 1 after --help, 2 after one line. */
 static int parse_model(int argc, char **argv, search3d_options *o, const char **mpath,
@@ -108,7 +161,13 @@ static int parse_model(int argc, char **argv, search3d_options *o, const char **
         {"interleave", required_argument, 0, M_V}, {"recompute", required_argument, 0, M_RC},
         {"sequence-parallel", no_argument, 0, M_SP}, {"zero", required_argument, 0, M_ZERO},
         {"top", required_argument, 0, M_TOP}, {"json", no_argument, 0, M_JSON},
-        {"svg", required_argument, 0, M_SVG}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+        {"svg", required_argument, 0, M_SVG},
+        {"checkpoint-layers", required_argument, 0, M_CKPT},
+        {"schedule", required_argument, 0, M_SCHED}, {"precision", required_argument, 0, M_PREC},
+        {"seq-len", required_argument, 0, M_SEQ}, {"attention", required_argument, 0, M_ATTN},
+        {"p2p", required_argument, 0, M_P2P}, {"tp-overlap", required_argument, 0, M_TPO},
+        {"overlap-param-gather", no_argument, 0, M_OPG},
+        {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
     const char *cmd = "sweep";
     int ch, v;
     optind = 0;
@@ -144,7 +203,9 @@ static int parse_model(int argc, char **argv, search3d_options *o, const char **
                                 "\"%s\")", optarg);
             o->recompute = v;
             break;
-        default: return 2;
+        default:
+            if (parse_model_runtime(ch, o)) return 2; /* its line, or an unknown option's */
+            break;
         }
     }
     if (optind != argc)
@@ -156,6 +217,8 @@ static int parse_model(int argc, char **argv, search3d_options *o, const char **
     if (*svg && !(*tokens > 0))
         return cli_fail(cmd, "--svg: expected --tokens N with it (the plot is days to train "
                         "against cost)");
+    plumb_err err = {{0}}; /* what no GPU count changes: plan --model's checks */
+    if (search3d_options_check(o, &err)) return cli_fail(cmd, "%s", err.msg);
     return 0;
 }
 

@@ -105,6 +105,7 @@ static int kind_ok(const search3d_options *o, int k, int v, int pp, long long la
     if (o->schedule != SEARCH3D_FREE ? k != o->schedule : tr->async || tr->hold == SCHED_HOLD_ALL)
         return 0;
     if (tr->chunks_max > 1 && pp < 2) return 0;
+    if (sched_kind_chunked(k) && v < 2) return 0; /* the simulator refuses it (1f1b-flush) */
     if (o->p2p_sync && tr->place == SCHED_PLACE_V && o->schedule == SEARCH3D_FREE)
         return 0; /* they deadlock under blocking transfers (docs/sim.md) */
     return layers % ((long long)pp * v) == 0;
@@ -380,32 +381,54 @@ static int simulate(search3d_result *r, cand_list *L, const transformer *t, cons
     return 0;
 }
 
-search3d_result *search3d_run(const transformer *t, const cluster *c, const char *cluster_file,
-                              const search3d_options *o, plumb_err *err)
+int search3d_options_check(const search3d_options *o, plumb_err *err)
 {
     if (o->schedule != SEARCH3D_FREE) {
         const sched_traits *tr = sched_traits_of((sched_kind)o->schedule);
-        if (!tr) {
-            err_set(err, NULL, "--schedule", "expected a schedule kind (got %d)", o->schedule);
-            return NULL;
-        }
-        if (o->p2p_sync && tr->place == SCHED_PLACE_V) {
-            err_set(err, NULL, "--p2p", "expected overlap with schedule %s (its V placement "
-                    "deadlocks under blocking transfers; docs/sim.md) (got sync)", tr->name);
-            return NULL;
-        }
-        if (tr->async) {
-            err_set(err, NULL, "--schedule", "expected a synchronous schedule for the layout "
-                    "search (got %s, %s: it changes training semantics; give --tp, --pp and --dp "
-                    "to lay it out as it is)", tr->name, tr->semantics);
-            return NULL;
-        }
+        if (!tr)
+            return err_set(err, NULL, "--schedule", "expected a schedule kind (got %d)",
+                           o->schedule);
+        if (o->p2p_sync && tr->place == SCHED_PLACE_V)
+            return err_set(err, NULL, "--p2p", "expected overlap with schedule %s (its V "
+                           "placement deadlocks under blocking transfers; docs/sim.md) (got "
+                           "sync)", tr->name);
+        if (tr->async)
+            return err_set(err, NULL, "--schedule", "expected a synchronous schedule for the "
+                           "layout search (got %s, %s: it changes training semantics; give "
+                           "--tp, --pp and --dp to lay it out as it is)", tr->name,
+                           tr->semantics);
     }
-    if (o->global_batch < 1) {
-        err_set(err, NULL, "--global-batch", "expected an integer >= 1 (got %d)",
-                o->global_batch);
-        return NULL;
-    }
+    if (o->checkpoint_layers > 0 && o->recompute != RECOMPUTE_FULL)
+        return err_set(err, NULL, "--checkpoint-layers", "belongs to --recompute full");
+    if (o->overlap_param_gather && o->zero != SEARCH3D_FREE && o->zero != 1)
+        return err_set(err, NULL, "--overlap-param-gather", "belongs to --zero 1 (the "
+                       "distributed optimizer's parameter all-gather)");
+    if (o->tp_overlap != TP_OVERLAP_NONE && o->tp > 0 && o->tp < 2)
+        return err_set(err, NULL, "--tp-overlap", "expected --tp 2 or more (no "
+                       "tensor-parallel collectives to overlap) (got --tp %d)", o->tp);
+    if (o->global_batch < 1)
+        return err_set(err, NULL, "--global-batch", "expected an integer >= 1 (got %d)",
+                       o->global_batch);
+    return 0;
+}
+
+void search3d_runtime_text(const search3d_options *o, char *buf, size_t n)
+{
+    size_t h = 0;
+    buf[0] = 0;
+    if (o->tp_overlap != TP_OVERLAP_NONE)
+        h += (size_t)snprintf(buf, n, "tp overlap %s (tp > 1)",
+                              plan_tp_overlap_name(o->tp_overlap));
+    if (o->overlap_param_gather && h < n)
+        h += (size_t)snprintf(buf + h, n - h, "%sparameter all-gather under the forward "
+                              "(zero 1)", h ? ", " : "");
+    if (o->p2p_sync && h < n) snprintf(buf + h, n - h, "%sp2p sync", h ? ", " : "");
+}
+
+search3d_result *search3d_run(const transformer *t, const cluster *c, const char *cluster_file,
+                              const search3d_options *o, plumb_err *err)
+{
+    if (search3d_options_check(o, err)) return NULL;
     search3d_result *r = calloc(1, sizeof *r);
     cand_list L = {0};
     cluster *cut = NULL;

@@ -1,8 +1,9 @@
 /* search3d.h: the search over tensor x pipeline x data layouts of a transformer
  * (docs/llm.md, "Searching layouts"). Every layout of the free dimensions is built with
  * planner/layout3d.h and priced with the simulator's own cost and memory model
- * (sim_cost_build and sim_memory_of on a short schedule of the plan) plus a closed-form
- * makespan per schedule kind; those that do not fit their devices' memory are dropped, the
+ * (sim_cost_build and sim_memory_of on a short schedule of the plan) plus the makespan of
+ * its schedule kind (a closed form, or the short schedule's order replayed at the priced
+ * times); those that do not fit their devices' memory are dropped, the
  * best estimates are simulated in full (sim_run) and ranked by simulated throughput. Only
  * synchronous schedules are searched (1f1b-flush, interleaved, and a kind the caller
  * fixes among the synchronous ones); PipeDream's asynchronous kinds change what training
@@ -118,6 +119,18 @@ search3d_result *search3d_run(const transformer *t, const cluster *c, const char
                               const search3d_options *o, plumb_err *err);
 
 void search3d_free(search3d_result *r);
+
+/* Checks the options that do not depend on the GPU count, as `plumb plan --model`'s search
+ * does: a fixed --schedule that is synchronous and, under p2p sync, not a V kind;
+ * checkpoint_layers > 0 only with recompute full; overlap_param_gather not with zero fixed
+ * at 0; tp_overlap not with tp fixed at 1; a global batch >= 1. 0, or -1 with err naming
+ * the option ("--p2p", ...). search3d_run checks them first. */
+int search3d_options_check(const search3d_options *o, plumb_err *err);
+
+/* The runtime o gives every candidate (tp_overlap, overlap_param_gather, p2p_sync) as
+ * "tp overlap full (tp > 1), parameter all-gather under the forward (zero 1), p2p sync"
+ * into buf (always terminated); "" at the default runtime. */
+void search3d_runtime_text(const search3d_options *o, char *buf, size_t n);
 
 /* 1 when every dimension of o is fixed (the search has one layout to try). */
 int search3d_all_fixed(const search3d_options *o);

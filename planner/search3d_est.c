@@ -2,22 +2,27 @@
  * (planner/search3d.h). The stages are priced by the simulator's cost model (sim_cost_build)
  * on a schedule of the plan cut to a few microbatches per replica, enough for every stage to
  * reach the most microbatches it holds, so that the memory of each device is the
- * simulator's own (sim_memory_of). The iteration is a closed form per schedule kind:
+ * simulator's own (sim_memory_of). The iteration, per schedule kind:
  *
- *   one stage per rank (1f1b-flush): m max_s c_s + the other stages' c_s  (fill and drain)
- *   chunked (interleaved): m max_r R_r + (p - 1) max_s c_s
- *   zb-h1: m max_r R_r + (p - 1) max_s (F_s + I_s - W_s)
- *   V kinds (zb-v, dualpipev): m max_r R_r + the fill and drain of the pricing schedule,
- *     replayed (est_replay): its makespan less its microbatches x max_r R_r
+ *   one stage per rank, B whole (1f1b-flush, gpipe): m max_s c_s + the other stages' c_s
+ *     (fill and drain), a closed form
+ *   the others (interleaved, zb-h1, zb-v, dualpipev): m max_r R_r + the fill and drain of
+ *     the pricing schedule's own order, replayed (est_replay): its makespan less its
+ *     microbatches x max_r R_r; for the kinds with W apart over two iterations, the
+ *     second's end less the first's (one iteration of the steady state, where the next
+ *     iteration's forwards start under the last W, as in the simulator). Closed forms on
+ *     equal stages, kept where the replay fails: interleaved (p - 1) max_s c_s, zb-h1
+ *     (p - 1) max_s max(I_s, F_s + I_s - W_s)
  *
  * with c_s = F_s + B_s the time of one microbatch on virtual stage s, R_r the sum over
  * rank r's chunks and m the microbatches per replica; plus the pipeline sends on the
- * fill and drain path (the V kinds: the replay with the sends on the edges between ranks,
- * less the replay without), the data-parallel all-reduce left exposed after each rank's last
- * backward (the simulator's bucketed ring: buckets ready evenly through that backward; the
- * rings of a rank's chunks as one, since they share its ports) less the slack the rank has
- * before the next iteration reaches it, and the optimizer step (memory-bound, as the
- * simulator prices it).
+ * fill and drain path (the replayed kinds: the replay with the sends on the edges between
+ * ranks, less the replay without), the data-parallel all-reduce left exposed after each
+ * rank's last backward (the simulator's bucketed ring: buckets ready evenly through that
+ * backward; each stage of a rank its own ring after its own last backward, the lowering's
+ * ALLREDUCE holding the rank until it ends, so a rank's chunks' tails add up) less the
+ * slack the rank has before the next iteration reaches it, and the optimizer step
+ * (memory-bound, as the simulator prices it).
  *
  * The plan's runtime is priced as the simulator prices it: tp_overlap by sim_cost_build
  * and sim_cost_stage_tp3 themselves (the exposed part of each layer's collectives in F, B,
@@ -56,43 +61,51 @@ static int buckets(double G)
     return kb < 1 ? 1 : kb > 4096 ? 4096 : (int)kb;
 }
 
-/* The exposed part of the all-reduces of pipeline rank r after its last backward of du
- * seconds (the backward of its first stage, which the schedule runs last). The rank's
- * stages share its devices and their links, so their rings add up on the same ports: they
- * are taken as one ring of all their gradient bytes in all their buckets (the simulator's
- * ring: bucket k ready at (k + 1) du / K, each taking per_byte x G / K + fixed). With one
- * stage per rank that is the stage's own ring. Where the parameter all-gather runs apart
- * (mo->gather_bytes, overlap_param_gather), the ring during the backward is the
- * reduce-scatter alone (r - 1 of the 2 (r - 1) steps, of 2 grad_bytes - gather_bytes), and
- * the all-gather of the first stage's parameters follows the step in the same K buckets,
- * under the next iteration's first forward of f seconds on the rank: that forward reaches
- * bucket k at k f / K of its run, so it waits max_k ((k + 1) a - k f / K) for buckets of a
- * seconds (docs/sim.md, "The parameter all-gather apart"), which is added. */
+typedef struct est_stage {
+    double F, B, I, W, tp, step, send;
+} est_stage;
+
+/* The exposed part of the all-reduces of pipeline rank r after its stages' last
+ * backwards. The lowering puts each stage's ALLREDUCE right after that stage's last
+ * backward (B, or W where split: st[k]), and the simulator holds the rank there until the
+ * ring ends, so each stage (chunk) of the rank leaves its own tail, one after another: its
+ * K buckets ready evenly through that backward of du seconds (bucket k at (k + 1) du / K),
+ * each taking a = per_byte x G / K + fixed on the stage's ring, leave max(a, K a - du (K -
+ * 1) / K) after it. With one stage per rank that is the stage's own ring. Where the
+ * parameter all-gather runs apart (mo->gather_bytes, overlap_param_gather), the ring
+ * during the backward is the reduce-scatter alone (r - 1 of the 2 (r - 1) steps, of 2
+ * grad_bytes - gather_bytes), and the all-gather of the first stage's parameters follows
+ * the step in the same K buckets, under the next iteration's first forward of f seconds
+ * on the rank: that forward reaches bucket k at k f / K of its run, so it waits max_k ((k
+ * + 1) b - k f / K) for buckets of b seconds (docs/sim.md, "The parameter all-gather
+ * apart"), which is added. */
 static double exposed_allreduce(const sim_model *mo, const sim_net *net, const plan *pl,
-                                const sched_traits *tr, int r, int p, double du, double f)
+                                const sched_traits *tr, int r, int p, const est_stage *st,
+                                int split)
 {
-    double G = 0, per_byte, fixed;
-    int K = 0, first = -1, apart = 0;
-    for (int k = 0; k < pl->nstages; k++)
-        if (sched_kind_rank(tr->kind, k, p) == r && mo->grad_bytes[k] > 0) {
-            double gb = mo->gather_bytes ? mo->gather_bytes[k] : 0;
-            G += gb > 0 ? 2 * mo->grad_bytes[k] - gb : mo->grad_bytes[k];
-            apart |= gb > 0;
-            K += buckets(mo->grad_bytes[k]);
-            if (first < 0) first = k;
-        }
+    double per_byte, fixed, ex = 0;
+    int first = -1;
+    for (int k = 0; k < pl->nstages && first < 0; k++)
+        if (sched_kind_rank(tr->kind, k, p) == r && mo->grad_bytes[k] > 0) first = k;
     if (first < 0) return 0;
     const plan_stage *ps = &pl->stages[first];
     if (ps->replicas <= 1 || sim_net_ring(net, ps->devices, ps->replicas, &per_byte, &fixed))
         return 0;
-    if (apart) per_byte /= 2, fixed /= 2; /* each half: r - 1 steps */
-    double a = per_byte * G / K + fixed;
-    double tail = K * a - du * (K - 1) / K;
-    double ex = tail > a ? tail : a;
-    double ga = mo->gather_bytes ? mo->gather_bytes[first] : 0;
-    if (ga > 0) {
+    double *gather = mo->gather_bytes;
+    if (gather && gather[first] > 0) per_byte /= 2, fixed /= 2; /* each half: r - 1 steps */
+    for (int k = first; k < pl->nstages; k++) {
+        if (sched_kind_rank(tr->kind, k, p) != r || !(mo->grad_bytes[k] > 0)) continue;
+        double G = gather && gather[k] > 0 ? 2 * mo->grad_bytes[k] - gather[k]
+                                            : mo->grad_bytes[k];
+        int K = buckets(mo->grad_bytes[k]);
+        double a = per_byte * G / K + fixed, du = split ? st[k].W : st[k].B;
+        double tail = K * a - du * (K - 1) / K;
+        ex += tail > a ? tail : a;
+    }
+    if (gather && gather[first] > 0) {
         int K1 = buckets(mo->grad_bytes[first]);
-        double b = per_byte * ga / K1 + fixed, last = K1 * b - (K1 - 1) * f / K1;
+        double f = st[first].F, b = per_byte * gather[first] / K1 + fixed;
+        double last = K1 * b - (K1 - 1) * f / K1;
         ex += last > b ? last : b;
     }
     return ex;
@@ -109,33 +122,35 @@ static double send_s(const sim_model *mo, const sim_net *net, const plan *pl, in
     return lat + mo->cut_bytes[st] / rate;
 }
 
-typedef struct est_stage {
-    double F, B, I, W, tp, step, send;
-} est_stage;
-
-/* The V kinds' pipeline (zb-v, dualpipev) replayed: the compute actions of schedule s
- * (one replica per stage) in each worker's order at the priced times of st, a forward
- * waiting for the previous stage's forward of its microbatch and an I or B for the next
- * stage's, each plus that stage's send when the two stages sit on different workers
- * (sends: 0 or 1); W after its I. done: scratch of 2 x stages x microbatches, t: of the
- * workers. Returns the makespan, or -1 when the lists stall (a malformed schedule). */
-static double est_replay(const schedule *s, const est_stage *st, int sends, double *done,
-                         double *t, int *pos)
+/* The pipeline of schedule s (one iteration) replayed `iters` times over (1 or 2): the
+ * compute actions of s (one replica per stage) in each worker's order, iteration j's with
+ * microbatch + j x microbatches, at the priced times of st, a forward waiting for the
+ * previous stage's forward of its microbatch and an I or B for the next stage's, each plus
+ * that stage's send when the two stages sit on different workers (sends: 0 or 1); W after
+ * its I. done: scratch of 2 x stages x microbatches x iters, t: of the workers. Returns the
+ * makespan, or -1 when the lists stall (a malformed schedule); *first: when the first
+ * iteration's actions end (a later iteration's come after them in every list and need
+ * none of them: the makespan of that iteration alone). */
+static double est_replay(const schedule *s, const est_stage *st, int sends, int iters,
+                         double *done, double *t, int *pos, double *first)
 {
-    int S = s->nstages, n = s->microbatches, left = 0;
+    int S = s->nstages, M = s->microbatches, n = M * iters, left = 0;
     double *fdone = done, *bdone = done + (size_t)S * n, end = 0;
+    *first = 0;
     for (size_t i = 0; i < 2 * (size_t)S * n; i++) done[i] = -1;
-    for (int w = 0; w < s->nworkers; w++) t[w] = 0, pos[w] = 0, left += s->len[w];
+    for (int w = 0; w < s->nworkers; w++) t[w] = 0, pos[w] = 0, left += iters * s->len[w];
     while (left > 0) {
         int moved = 0;
         for (int w = 0; w < s->nworkers; w++)
-            for (; pos[w] < s->len[w]; pos[w]++, left--, moved++) {
-                const action *a = &s->acts[w][pos[w]];
+            for (; pos[w] < iters * s->len[w]; pos[w]++, left--, moved++) {
+                int it = pos[w] / s->len[w];
+                const action *a = &s->acts[w][pos[w] - it * s->len[w]];
                 int k = a->stage, mb = a->microbatch;
                 if (a->kind != ACT_F && a->kind != ACT_B && a->kind != ACT_I &&
                     a->kind != ACT_W)
                     continue;
-                if (mb < 0 || mb >= n || k < 0 || k >= S) return -1;
+                if (mb < 0 || mb >= M || k < 0 || k >= S) return -1;
+                mb += it * M;
                 double ready = 0, cost;
                 if (a->kind == ACT_F) {
                     if (k > 0) {
@@ -163,6 +178,7 @@ static double est_replay(const schedule *s, const est_stage *st, int sends, doub
                 if (a->kind == ACT_F) fdone[(size_t)k * n + mb] = t[w];
                 else if (a->kind != ACT_W) bdone[(size_t)k * n + mb] = t[w];
                 if (t[w] > end) end = t[w];
+                if (!it && t[w] > *first) *first = t[w];
             }
         if (!moved) return -1;
     }
@@ -171,9 +187,11 @@ static double est_replay(const schedule *s, const est_stage *st, int sends, doub
 
 /* The closed-form makespan and its parts from the priced stages st[0..S) of p ranks x v
  * chunks each, m microbatches per replica, split: the kind runs I and W apart, sync: the
- * plan's point-to-point transfers block (p2p_sync). */
+ * plan's point-to-point transfers block (p2p_sync). *fill_p2p: the part of out->p2p_s that
+ * is the sends on the fill and drain path (the rest is sync's blocking sends), which a
+ * replay of the order replaces. */
 static void est_pipeline(const est_stage *st, int S, int p, int m, int split, int sync,
-                         const sched_traits *tr, search3d_est *out)
+                         const sched_traits *tr, search3d_est *out, double *fill_p2p)
 {
     double cmax = 0, Rmax = 0, fill = 0, tp_rank = 0, zb = 0, sends_rank = 0;
     for (int r = 0; r < p; r++) {
@@ -190,7 +208,8 @@ static void est_pipeline(const est_stage *st, int S, int p, int m, int split, in
     for (int k = 0; k < S; k++) {
         double c = st[k].F + (split ? st[k].I + st[k].W : st[k].B);
         if (c > cmax) cmax = c;
-        double z = st[k].F + st[k].I - st[k].W;
+        /* zb-h1's steady bubble per rank on equal stages: max(I, F + I - W) (docs/llm.md) */
+        double z = fmax(st[k].I, st[k].F + st[k].I - st[k].W);
         if (z > zb) zb = z;
         fill += c;
     }
@@ -213,6 +232,7 @@ static void est_pipeline(const est_stage *st, int S, int p, int m, int split, in
             if (R > lock) lock = R;
         }
     }
+    *fill_p2p = p2p;
     out->p2p_s = p2p + (sync ? m * (sends_rank + lock) : 0);
     out->tp_s = m * tp_rank;
     out->compute_s = m * Rmax - out->tp_s;
@@ -256,11 +276,13 @@ static double est_tail(const est_stage *st, const double *expo, int S, int p,
 }
 
 /* The figures of pl (its zero stage as given) from the one-pipeline model mo of schedule
- * s on net: the stage state set for pl's replicas, the closed form and the memory. st and
- * expo: scratch of the plan's stages. */
+ * s on net: the stage state set for pl's replicas, the closed form (or the replay) and the
+ * memory. st and expo: scratch of the plan's stages; done and pos: the replay's; rep: the
+ * replay's makespans without and with sends once rep[0] is set (this sets it), kept for
+ * the next ZeRO stage of the same model. */
 static void est_figures(const plan *pl, const schedule *s, sim_model *mo, const sim_net *net,
                         int m, est_stage *st, double *expo, double *done, int *pos,
-                        search3d_est *out)
+                        double *rep, search3d_est *out)
 {
     const sched_traits *tr = sched_traits_of(pl->schedule);
     int S = pl->nstages, v = pl->chunks > 1 ? pl->chunks : 1, p = S / v;
@@ -280,22 +302,32 @@ static void est_figures(const plan *pl, const schedule *s, sim_model *mo, const 
                             .send = send_s(mo, net, pl, k)};
         st[k].step = mo->worker_mem_Bps[w0] > 0 ? mo->step_bytes[k] / mo->worker_mem_Bps[w0] : 0;
     }
-    for (int k = 0; k < S; k++) { /* per rank, at its first stage */
-        int r = sched_kind_rank(tr->kind, k, p), first = 0;
-        while (sched_kind_rank(tr->kind, first, p) != r) first++;
-        expo[k] = first == k ? exposed_allreduce(mo, net, pl, tr, r, p,
-                                                 split ? st[k].W : st[k].B, st[k].F) : 0;
-    }
-    est_pipeline(st, S, p, m, split, pl->p2p_sync, tr, out);
-    if (tr->place == SCHED_PLACE_V) { /* the V's fill and drain, replayed */
-        double *t = done + 2 * (size_t)S * s->microbatches;
-        double bare = est_replay(s, st, 0, done, t, pos);
-        double sent = est_replay(s, st, 1, done, t, pos);
+    double fill_p2p;
+    est_pipeline(st, S, p, m, split, pl->p2p_sync, tr, out, &fill_p2p);
+    if (tr->chunks_max > 1 || split) { /* the fill and drain of the order, replayed */
+        /* the split kinds over two iterations: the second's makespan less the first's is
+         * one iteration of the steady state, where the next forwards start under the
+         * last W (the simulator's iteration); the others end on their first rank, whose
+         * next forward waits for it, so one iteration is that */
+        if (!rep[0]) { /* the stages' times do not change with the ZeRO stage */
+            int iters = split ? 2 : 1;
+            double *t = done + 4 * (size_t)S * s->microbatches, b1, s1;
+            rep[1] = est_replay(s, st, 0, iters, done, t, pos, &b1);
+            rep[2] = est_replay(s, st, 1, iters, done, t, pos, &s1);
+            if (iters == 2) rep[1] -= b1, rep[2] -= s1;
+            rep[0] = 1;
+        }
+        double bare = rep[1], sent = rep[2];
         if (bare > 0 && sent >= bare) {
             double Rmax = (out->compute_s + out->tp_s) / m;
             out->bubble_s = fmax(bare - s->microbatches * Rmax, 0);
-            out->p2p_s = sent - bare;
+            out->p2p_s += sent - bare - fill_p2p;
         }
+    }
+    for (int k = 0; k < S; k++) { /* per rank, at its first stage */
+        int r = sched_kind_rank(tr->kind, k, p), first = 0;
+        while (sched_kind_rank(tr->kind, first, p) != r) first++;
+        expo[k] = first == k ? exposed_allreduce(mo, net, pl, tr, r, p, st, split) : 0;
     }
     double tail = est_tail(st, expo, S, p, tr, &out->dp_s, &out->step_s);
     out->iteration_s = out->compute_s + out->tp_s + out->bubble_s + out->p2p_s + tail;
@@ -341,6 +373,7 @@ int search3d_estimate_zeros(const plan *pl, int nz, const int *zeros, search3d_e
     int *pos = NULL;
     schedule *s = NULL;
     int rc = -1, built = -1; /* sim_cost_plan_is_3d of the model built */
+    double rep[3] = {0, 0, 0}; /* the replays of the model built: done, bare, with sends */
     if (!st || !expo || !one) {
         err_set(err, NULL, NULL, "out of memory");
         goto done;
@@ -351,7 +384,8 @@ int search3d_estimate_zeros(const plan *pl, int nz, const int *zeros, search3d_e
     }
     view.stages = one;
     if (!(s = schedule_from_plan(&view, 1, err))) goto done;
-    done = malloc((2 * (size_t)S * s->microbatches + s->nworkers) * sizeof *done);
+    done = malloc((4 * (size_t)S * s->microbatches + s->nworkers) * sizeof *done); /* 2
+                                                                     iterations' replay */
     pos = malloc((size_t)s->nworkers * sizeof *pos);
     if (!done || !pos) {
         err_set(err, NULL, NULL, "out of memory");
@@ -368,8 +402,9 @@ int search3d_estimate_zeros(const plan *pl, int nz, const int *zeros, search3d_e
             sim_model_release(&mo);
             if (sim_cost_build(&mo, &view, s, &net, -1, 1, err)) goto done;
             built = sim_cost_plan_is_3d(&zp);
+            rep[0] = 0; /* priced again: replay again */
         }
-        est_figures(&zp, s, &mo, &net, m, st, expo, done, pos, &out[i]);
+        est_figures(&zp, s, &mo, &net, m, st, expo, done, pos, rep, &out[i]);
     }
     rc = 0;
 done:

@@ -57,6 +57,7 @@ int sweep3d_run(const transformer *t, const cluster *c, const char *cluster_file
     memset(res, 0, sizeof *res);
     int per = c->levels[0].count, g[64];
     double t0 = cpu_s();
+    if (search3d_options_check(o, err)) return -1; /* no count would take them */
     if (deadline > 0 && !(tokens > 0))
         return err_set(err, NULL, "--deadline", "expected --tokens N with it (the days to "
                        "train need a token budget)");
@@ -76,12 +77,15 @@ int sweep3d_run(const transformer *t, const cluster *c, const char *cluster_file
     snprintf(res->model, sizeof res->model, "%s", t->name ? t->name : "model");
     snprintf(res->cluster, sizeof res->cluster, "%s", c->name ? c->name : "cluster");
     res->device_noun = cluster_device_noun(c);
+    res->opts = *o;
+    res->opts.gpus = 0;
     int any = 0;
     for (int i = 0; i < n; i++) {
         sweep3d_point *p = &res->pts[i];
         search3d_options so = *o;
         so.gpus = p->gpus = g[i];
-        if (so.simulate <= 0) so.simulate = SWEEP3D_SIMULATE;
+        if (so.simulate <= 0) /* with the search's margin under p2p sync */
+            so.simulate = SWEEP3D_SIMULATE * (o->p2p_sync ? SEARCH3D_SYNC_FACTOR : 1);
         plumb_err e = {{0}};
         search3d_result *r = search3d_run(t, c, cluster_file, &so, &e);
         p->days = p->cost = p->usd_per_million = -1;
@@ -126,6 +130,9 @@ void sweep3d_print(const sweep3d_result *r, FILE *out)
     const int wc = strlen(hours) > 14 ? (int)strlen(hours) : 14; /* "GPU-hours" 14 */
     fprintf(out, "plumb sweep: %s on %s, %d %s counts (%.1f s of CPU)\n", r->model,
             r->cluster, r->n, noun, r->cpu_s);
+    char rt[160];
+    search3d_runtime_text(&r->opts, rt, sizeof rt);
+    if (rt[0]) fprintf(out, "runtime of every layout: %s\n", rt);
     fprintf(out, "%*s  %-52s %12s %6s %10s %*s %12s\n", w, head, "best layout", "tokens/s",
             "MFU", "days", wc, r->price > 0 ? "cost (USD)" : hours,
             "USD/M tokens");
@@ -174,6 +181,9 @@ cJSON *sweep3d_to_json(const sweep3d_result *r)
         cJSON_AddNumberToObject(j, "deadline_days", r->deadline_days);
         cJSON_AddNumberToObject(j, "deadline_gpus", r->deadline_gpus);
     }
+    cJSON_AddStringToObject(j, "tp_overlap", plan_tp_overlap_name(r->opts.tp_overlap));
+    cJSON_AddBoolToObject(j, "overlap_param_gather", r->opts.overlap_param_gather);
+    cJSON_AddStringToObject(j, "p2p", r->opts.p2p_sync ? "sync" : "overlap");
     if (!(a = cJSON_AddArrayToObject(j, "points"))) {
         cJSON_Delete(j);
         return NULL;

@@ -39,12 +39,15 @@ typedef struct sweep3d_result {
     char model[64], cluster[64];
     const char *device_noun;    /* the cluster's devices in text (cluster_device_noun: "GPU",
                                    "CPU worker"; static) */
+    search3d_options opts;   /* the options every count was searched with (gpus 0): its
+                                runtime (tp_overlap, overlap_param_gather, p2p_sync) goes
+                                into every writer */
     double cpu_s;            /* CPU time of the whole sweep */
 } sweep3d_result;
 
 /* Sweeps model t on gmin..gmax GPUs of cluster c (file cluster_file, for messages) under
  * the search options o (their gpus is set per count; o->simulate 0 means
- * SWEEP3D_SIMULATE). tokens, price and deadline may be <= 0 (not given); a deadline needs
+ * SWEEP3D_SIMULATE, x SEARCH3D_SYNC_FACTOR under p2p sync as the search's default). tokens, price and deadline may be <= 0 (not given); a deadline needs
  * tokens. Returns 0 and fills *res (sweep3d_result_free), or -1 with err: a range with no
  * whole server in it or beyond the cluster, a deadline without tokens, no count on which
  * a layout fits (the largest count's line), out of memory. */
@@ -54,15 +57,18 @@ int sweep3d_run(const transformer *t, const cluster *c, const char *cluster_file
 
 void sweep3d_result_free(sweep3d_result *r);
 
-/* The table, the deadline line and the front, every figure with its unit. */
+/* The table (after a line naming the runtime of every layout where it is not the
+ * default), the deadline line and the front, every figure with its unit. */
 void sweep3d_print(const sweep3d_result *r, FILE *out);
 
-/* {"format": "plumb-sweep3d/1", ...} (docs/llm.md, "Sweeping GPU counts"); caller frees. */
+/* {"format": "plumb-sweep3d/1", ..., "tp_overlap", "overlap_param_gather", "p2p", "points"}
+ * (docs/llm.md, "Sweeping GPU counts"); caller frees. */
 struct cJSON;
 struct cJSON *sweep3d_to_json(const sweep3d_result *r);
 
 /* SVG of days to train against cost, one point per count that fits (labelled with its
- * GPUs), the Pareto front joined and filled, the deadline as a dashed line. NULL when out
+ * GPUs), the Pareto front joined and filled, the deadline as a dashed line, the runtime
+ * of every layout at the foot where it is not the default. NULL when out
  * of memory or without a token budget (nothing to plot). Caller frees. */
 char *sweep3d_svg(const sweep3d_result *r, size_t *len);
 

@@ -113,6 +113,11 @@ char *sweep3d_svg(const sweep3d_result *r, size_t *len)
     sbuf_printf(&b, "<text x=\"%.0f\" y=\"40\" text-anchor=\"middle\" fill=\"#555\">a point: the "
                 "best layout on that many GPUs; filled: the Pareto front (none both sooner "
                 "and cheaper); cost axis not from 0</text>\n", W / 2);
+    char rt[160];
+    search3d_runtime_text(&r->opts, rt, sizeof rt);
+    if (rt[0]) /* plain text: no character of it needs escaping */
+        sbuf_printf(&b, "<text class=\"runtime\" x=\"8\" y=\"%.0f\" font-size=\"11\" "
+                    "fill=\"#555\">runtime of every layout: %s</text>\n", H - 6, rt);
     draw_axes(&b, &a, r);
     if (r->deadline_days > 0) {
         double x = px(&a, r->deadline_days);
