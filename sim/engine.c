@@ -391,7 +391,10 @@ int sim_engine_run(const sim_model *m, sim_result *r, plumb_err *err)
              .niter = s->iterations > 0 ? s->iterations : 1, .err = err};
     int rc = -1;
     /* the steady window (sim_steady_window); the whole run when the IR is too short */
-    if (sim_steady_window(s, &E.k0, &E.k1) < 0) {
+    if (m->window_known) {
+        E.k0 = m->window_k0;
+        E.k1 = m->window_k1;
+    } else if (sim_steady_window(s, &E.k0, &E.k1) < 0) {
         eng_oom(&E);
         if (m->p2p_sync)
             eng_sync_order_free(&batched);
