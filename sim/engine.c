@@ -2,8 +2,8 @@
  * workers and the run; communication is in engine_comm.c, the event queue in eventq.h.
  *
  * Events are ordered by (time, insertion number), so equal times run in the order they
- * were posted and a run is deterministic; a worker's and a transfer's event sit in their
- * owner's slot of a tournament tree, the others in a 4-ary heap. Three event kinds:
+ * were posted and a run is deterministic; a worker's event sits in the worker's slot of a
+ * tournament tree, the others in a 4-ary heap (eventq.h). Three event kinds:
  * "worker w may go on" (its compute finished, its data arrived, its all-reduce finished),
  * "transfer x released its link and egress ports" and "all-reduce group g: its next bucket
  * or ring step starts, or its grouped ring step ends" (engine_comm.c, engine_ring.c).

@@ -1,7 +1,8 @@
 /* test_sim_eventq.c: the engine's event queue (sim/eventq.h) against a plain list scanned
  * for its earliest (time, insertion number) event: the same events come out in the same
- * order whatever mix of owners' slots, a second event of a full slot, ids without a slot,
- * reserved insertion numbers, slot growth and "would this run first" questions. */
+ * order whatever mix of workers' slots, a second event of a full slot, ids without a slot
+ * (transfers, groups), reserved insertion numbers, slot growth and "would this run first"
+ * questions. */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdint.h>
@@ -110,7 +111,8 @@ Test(eventq, pops_in_time_then_insertion_order)
 {
     run_mix(4, 8, 20000, 1);    /* equal times everywhere */
     run_mix(64, 100, 50000, 0); /* the engine's sizes */
-    run_mix(3, 600, 50000, 0);  /* many transfers: the slots grow past 64, then 512 */
+    run_mix(3, 600, 50000, 0);  /* many transfers */
+    run_mix(600, 20, 50000, 0); /* many workers: the slots grow past 64, then 512 */
 }
 
 Test(eventq, negative_zero_and_negative_times)
