@@ -9,6 +9,7 @@
 #include "sim/engine.h"
 #include "sim/sim.h"
 #include "sim/synth.h"
+#include "bench/synth_plan.h"
 
 static plan *make(const sim_synth *s)
 {
@@ -661,16 +662,8 @@ Test(sim, window_of_the_order_is_the_ir_s)
             for (int rep = 1; rep <= 2; rep++)
                 for (int mb = 1; mb <= 9; mb += 4)
                     for (int iters = 1; iters <= 5; iters += 2) {
-                        sim_synth sy;
-                        sim_synth_init(&sy);
-                        sy.schedule = (sched_kind)k;
-                        sy.chunks = sched_kind_chunks((sched_kind)k);
-                        sy.nstages = ranks * sy.chunks;
-                        sy.replicas = rep;
-                        sy.microbatches = mb;
                         plumb_err e;
-                        err_clear(&e);
-                        plan *pl = sim_synth_plan(&sy, &e);
+                        plan *pl = bench_synth_plan(k, ranks, rep, mb, &e);
                         if (!pl)
                             continue; /* a spec the kind refuses */
                         last_asked = 0;
