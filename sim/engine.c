@@ -1,14 +1,15 @@
 /* engine.c: the discrete-event replay of a schedule IR on a priced model (engine.h): the
- * workers and the run; communication is in engine_comm.c, the heap in eventq.h.
+ * workers and the run; communication is in engine_comm.c, the event queue in eventq.h.
  *
- * Events live in a 4-ary min-heap ordered by (time, insertion number), so equal times run
- * in the order they were posted and a run is deterministic. Three event kinds: "worker w
- * may go on" (its compute finished, its data arrived, its all-reduce finished), "transfer
- * x released its link and egress ports" and "all-reduce group g: its next bucket or ring
- * step starts, or its grouped ring step ends" (engine_comm.c, engine_ring.c).
+ * Events are ordered by (time, insertion number), so equal times run in the order they
+ * were posted and a run is deterministic; a worker's event sits in the worker's slot of a
+ * tournament tree, the others in a 4-ary heap (eventq.h). Three event kinds:
+ * "worker w may go on" (its compute finished, its data arrived, its all-reduce finished),
+ * "transfer x released its link and egress ports" and "all-reduce group g: its next bucket
+ * or ring step starts, or its grouped ring step ends" (engine_comm.c, engine_ring.c).
  *
  * The engine reads the IR in place and keeps state only for what is in flight, so a run
- * costs O(log heap) per event and its memory does not grow with the schedule's length:
+ * costs O(log in flight) per event and its memory does not grow with the schedule's length:
  * a SEND creates a transfer record (recycled once it is received and off its link) and
  * queues it on its channel (sender, receiver, direction); a RECV is posted (kept in the
  * worker's list of posted receives) and the computation that consumes its data takes the
@@ -238,7 +239,7 @@ static void eng_free(eng *E)
     free(E->hop);
     free(E->shop);
     free(E->ringw);
-    free(E->h.a);
+    heap_free(&E->h);
 }
 
 static int setup(eng *E)
@@ -391,7 +392,10 @@ int sim_engine_run(const sim_model *m, sim_result *r, plumb_err *err)
              .niter = s->iterations > 0 ? s->iterations : 1, .err = err};
     int rc = -1;
     /* the steady window (sim_steady_window); the whole run when the IR is too short */
-    if (sim_steady_window(s, &E.k0, &E.k1) < 0) {
+    if (m->window_known) {
+        E.k0 = m->window_k0;
+        E.k1 = m->window_k1;
+    } else if (sim_steady_window(s, &E.k0, &E.k1) < 0) {
         eng_oom(&E);
         if (m->p2p_sync)
             eng_sync_order_free(&batched);
@@ -424,6 +428,7 @@ int sim_engine_run(const sim_model *m, sim_result *r, plumb_err *err)
         eng_oom(&E);
         goto out;
     }
+    heap_init(&E.h, E.nw);
     if (setup(&E) || eng_ring_analyse(&E))
         goto out;
     for (int w = 0; w < E.nw; w++)
@@ -431,7 +436,7 @@ int sim_engine_run(const sim_model *m, sim_result *r, plumb_err *err)
             eng_oom(&E);
             goto out;
         }
-    while (E.h.n) {
+    while (heap_count(&E.h)) {
         event e = heap_pop(&E.h);
         r->events++;
         if (E.nvb && (e.id < E.nw || !eng_ring_independent(&E, e.id - E.nw)))

@@ -135,6 +135,10 @@ typedef struct sim_model {
                                  3D fields, which plumb's executor does not run): no
                                  in-process all-reduce receive buffer (NCCL reduces in
                                  place), no staging, one microbatch's gradients at once */
+    int window_known;         /* 1: window_k0 .. window_k1 is sim_steady_window(sched), found
+                                 before (sim_run: on the compute order it was lowered from);
+                                 0 (hand-built models): the engine finds it */
+    int window_k0, window_k1;
 } sim_model;
 
 /* Allocates the arrays of a model for s (zeroed; worker_scale 1; worker_device = worker id);

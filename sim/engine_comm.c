@@ -246,7 +246,8 @@ int eng_send(eng *E, int w, int c, int iter, double t)
     }
     int lo = a->stage < a->peer_stage ? a->stage : a->peer_stage;
     xfer *x = &E->x[xi];
-    *x = (xfer){.bytes = E->m->cut_bytes[lo], .arrival = -1, .a = a, .link = ws->link[k],
+    *x = (xfer){.bytes = E->m->cut_bytes[lo], .arrival = -1, .a = a,
+                .match = xfer_match(a->microbatch, a->stage, a->peer_stage), .link = ws->link[k],
                 .group = -1, .waiter = -1, .lnext = -1, .pnext = -1, .cnext = -1, .iter = iter,
                 .src_w = w};
     chan *ch = &E->ch[ws->schan[k]];
@@ -287,11 +288,8 @@ int eng_recv(eng *E, int w, int c, double t)
     }
     chan *ch = &E->ch[ws->rchan[k]];
     int prev = -1, xi = ch->head;
-    while (xi >= 0) {
-        const action *sa = E->x[xi].a;
-        if (sa->stage == a->peer_stage && sa->peer_stage == a->stage &&
-            sa->microbatch == a->microbatch)
-            break;
+    uint64_t want = xfer_match(a->microbatch, a->peer_stage, a->stage);
+    while (xi >= 0 && E->x[xi].match != want) {
         prev = xi;
         xi = E->x[xi].cnext;
     }

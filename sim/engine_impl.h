@@ -10,6 +10,8 @@
 typedef struct xfer {
     double bytes, arrival;   /* arrival < 0 until it starts */
     const action *a;         /* its SEND; NULL for a hop of a ring all-reduce */
+    uint64_t match;          /* its SEND's xfer_match: what the RECV that takes it matches,
+                                without reading the SEND again (long out of cache) */
     int group;               /* the all-reduce group of a ring hop, else -1 */
     int link;                /* -1: both ends on one device */
     int waiter;              /* worker whose RECV took it before it started, or -1 */
@@ -201,9 +203,15 @@ static inline int tl_of_act(int k)
     }
 }
 
-
-
-
+/* The key a SEND's transfer is matched by: its microbatch, stage and peer stage (each
+ * stage taken as 16 bits). A RECV of stage s from peer stage p, microbatch m, takes the
+ * transfer whose key is xfer_match(m, p, s): a stage outside 0..4095 (the action's bits
+ * allow -1 and a negative peer stage) never equals a valid one's key. */
+static inline uint64_t xfer_match(int mb, int stage, int peer_stage)
+{
+    return (uint64_t)(uint32_t)mb << 32 | (uint64_t)(uint16_t)stage << 16 |
+           (uint16_t)peer_stage;
+}
 
 static inline void note_end(eng *E, int iter, double t)
 {

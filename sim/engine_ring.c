@@ -741,10 +741,9 @@ int eng_ring_step(eng *E, int gi, double t)
 }
 
 /* 1 when an event with key (t, seq) would run before every pending one. */
-static int chain_next(const eng *E, double t, uint32_t seq)
+static int chain_next(eng *E, double t, uint32_t seq)
 {
-    event e = {t, seq, 0};
-    return E->h.n == 0 || ev_less(&e, &E->h.a[0]);
+    return heap_before(&E->h, t, seq);
 }
 
 int eng_ring_chains(const eng *E, int gi)

@@ -310,12 +310,21 @@ static int name_trace(sim_report *rep, const plan *pl)
     return rc;
 }
 
+/* The steady window steady_need last found on this thread. The last compute order
+ * schedule_from_plan_grown asks about is the one it lowers, and the lowered IR keeps each
+ * worker's computations in that order (sim_steady_window reads only F, B and W): sim_run
+ * hands the window to the engine instead of scanning the longer IR for it again. */
+static _Thread_local struct {
+    int k0, k1, known;
+} last_window;
+
 /* The iterations the steady window needs (sim_steady_window), for
  * schedule_from_plan_grown: < 0 out of memory. */
 static int steady_need(const schedule *s)
 {
-    int k0, k1;
-    return sim_steady_window(s, &k0, &k1);
+    int rc = sim_steady_window(s, &last_window.k0, &last_window.k1);
+    last_window.known = rc >= 0;
+    return rc;
 }
 
 /* The heap sim_malloc_for_one_run reserves and advises for huge pages: address space
@@ -391,6 +400,7 @@ sim_report *sim_run(const plan *pl, const sim_options *opt, plumb_err *err)
     for (int round = 0;; round++) {
         if (!opt->sched) { /* grown on the compute order: only the last is lowered */
             int grown = 0;
+            last_window.known = 0;
             own = schedule_from_plan_grown(&view, iters, steady_need, 8 - round, &grown, err);
             if (!own)
                 goto fail;
@@ -403,6 +413,11 @@ sim_report *sim_run(const plan *pl, const sim_options *opt, plumb_err *err)
         if (sim_cost_build(&m, &view, s, &net, opt->straggler_device,
                            opt->straggler_device >= 0 ? opt->straggler_factor : 1, err))
             goto fail;
+        if (!opt->sched && last_window.known) {
+            m.window_known = 1;
+            m.window_k0 = last_window.k0;
+            m.window_k1 = last_window.k1;
+        }
         m.record = opt->timeline != 0;
         m.skip_ring_hops = opt->timeline == SIM_TIMELINE_NO_RING_HOPS;
         if (m.record) {

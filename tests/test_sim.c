@@ -10,6 +10,7 @@
 #include "sim/sim.h"
 #include "sim/synth.h"
 #include "tests/synth.h"
+#include "bench/synth_plan.h"
 
 /* Free communication, and no parameters (so a free optimizer step): the closed forms of
  * the pipeline papers. Tests that set parameters add the step, stages[].step_s. */
@@ -623,4 +624,49 @@ Test(sim, grown_like_regenerated)
         schedule_free(ref);
         plan_free(pl);
     }
+}
+
+/* The window of the compute order schedule_from_plan_grown asked about last. */
+static int last_k0, last_k1, last_asked;
+static int window_note(const schedule *s)
+{
+    last_asked++;
+    return sim_steady_window(s, &last_k0, &last_k1);
+}
+
+/* sim_run hands the engine the steady window of the last compute order the growth asked
+ * about instead of scanning the lowered IR again: both must give the same window, for
+ * every kind, with replicas, few and many microbatches, and runs too short for one. */
+Test(sim, window_of_the_order_is_the_ir_s)
+{
+    int checked[SCHED_NKINDS] = {0};
+    for (int k = 0; k < SCHED_NKINDS; k++)
+        for (int ranks = 2; ranks <= 3; ranks++)
+            for (int rep = 1; rep <= 2; rep++)
+                for (int mb = 1; mb <= 9; mb += 4)
+                    for (int iters = 1; iters <= 5; iters += 2) {
+                        plumb_err e;
+                        plan *pl = bench_synth_plan(k, ranks, rep, mb, &e);
+                        if (!pl)
+                            continue; /* a spec the kind refuses */
+                        last_asked = 0;
+                        schedule *s = schedule_from_plan_grown(pl, iters, window_note, 8, NULL,
+                                                               &e);
+                        if (s) {
+                            int k0, k1;
+                            cr_assert_geq(sim_steady_window(s, &k0, &k1), 0);
+                            cr_assert_gt(last_asked, 0);
+                            cr_expect(k0 == last_k0 && k1 == last_k1,
+                                      "%s %d ranks x %d, %d mb, %d iterations: the IR's "
+                                      "window %d..%d, the order's %d..%d",
+                                      sched_kind_name((sched_kind)k), ranks, rep, mb, iters,
+                                      k0, k1, last_k0, last_k1);
+                            checked[k]++;
+                            schedule_free(s);
+                        }
+                        plan_free(pl);
+                    }
+    for (int k = 0; k < SCHED_NKINDS; k++)
+        cr_expect_gt(checked[k], 4, "%s: %d cases", sched_kind_name((sched_kind)k),
+                     checked[k]);
 }
