@@ -1180,6 +1180,63 @@ Test(schedule_bound, sparse_clocks_like_dense)
     cr_expect_gt(pairs, 1000, "%lld pairs with messages", pairs);
 }
 
+/* The dense clocks' 16-bit components (lists of at most 65535 actions) give the 32-bit
+ * ones' bounds: every generator, with and without replicas (all-reduces, whose replicas'
+ * own components are written as they join), both kinds of messages counted; and a list
+ * longer than 65535 actions (2 ranks, 17000 microbatches: components past 65535) keeps
+ * 32-bit components, where 16-bit ones would wrap and count the takes as not known. */
+Test(schedule_bound, narrow_clocks_like_wide)
+{
+    static const int reps[2][4] = {{1, 1, 1, 1}, {3, 2, 4, 1}};
+    const int keep = sched_bound_narrow, keep_sparse = sched_bound_sparse;
+    long long pairs = 0;
+    sched_bound_sparse = 0;
+    for (int k = 0; k < SCHED_NKINDS; k++)
+        for (int p = 2; p <= 5; p++)
+            for (int r = 0; r < 2; r++) {
+                const int chunked = sched_kind_chunked((sched_kind)k);
+                int rr[4];
+                for (int i = 0; i < 4; i++) rr[i] = reps[r][i];
+                if (sched_traits_of((sched_kind)k)->mb_per_replica)
+                    for (int i = 0; i < 4; i++) rr[i] = r ? 2 : 1;
+                plumb_err e = {{0}};
+                schedule *s = try_gen(k, p, sched_kind_chunks((sched_kind)k), 11 * (r ? 2 : 1),
+                                      3, r && !chunked ? rr : NULL, &e);
+                if (!s) continue;
+                const int W = s->nworkers;
+                for (unsigned sends = 1; sends <= 3; sends++) {
+                    const unsigned mask = ((sends & 1) ? 1u << ACT_SEND_F : 0) |
+                                          ((sends & 2) ? 1u << ACT_SEND_B : 0);
+                    sched_bound_narrow = 0;
+                    int *wide = send_bound(s, mask);
+                    sched_bound_narrow = -1;
+                    int *narrow = send_bound(s, mask);
+                    for (int i = 0; i < W * W; i++) {
+                        cr_expect_eq(narrow[i], wide[i], "%s p=%d reps %d sends %u: %d->%d "
+                                     "16-bit %d, 32-bit %d", sched_kind_name(k), p, r, sends,
+                                     i / W, i % W, narrow[i], wide[i]);
+                        pairs += wide[i] > 0;
+                    }
+                    free(wide), free(narrow);
+                }
+                schedule_free(s);
+            }
+    cr_expect_gt(pairs, 500, "%lld pairs with messages", pairs);
+    schedule *s = gen(SCHED_1F1B_FLUSH, 2, 1, 17000, 1, NULL);
+    cr_assert_gt(s->len[0], 65535, "a list past 16 bits (%d actions)", s->len[0]);
+    sched_bound_narrow = 0;
+    int *wide = send_bound(s, SENDS_FB);
+    sched_bound_narrow = -1;
+    int *narrow = send_bound(s, SENDS_FB);
+    for (int i = 0; i < 4; i++)
+        cr_expect_eq(narrow[i], wide[i], "long lists: %d->%d: %d, 32-bit %d", i / 2, i % 2,
+                     narrow[i], wide[i]);
+    cr_expect(wide[1] > 0 && wide[2] > 0, "messages both ways (%d, %d)", wide[1], wide[2]);
+    free(wide), free(narrow);
+    schedule_free(s);
+    sched_bound_narrow = keep, sched_bound_sparse = keep_sparse;
+}
+
 /* schedule_slots numbers microbatches by their own number while they lie in [0, T), and
  * begins again with a hash table when it meets one outside, at the first action or midway:
  * renumbering the microbatches one to one (some or all moved past T) keeps every count. */
