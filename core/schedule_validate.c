@@ -526,7 +526,9 @@ static int count_worker(const schedule *s, int w, int *fver, int *cur, int *infl
                 break;
             }
         }
-        if (!here) continue;
+        /* a transfer changes no count: the maxima stand as the stage's computes left
+         * them (of a stage with transfers only, 1 version, which the floor below gives) */
+        if (!here || act_is_comm(a->kind)) continue;
         size_t k = (size_t)st * T + (m >= 0 && m < T ? m : 0);
         int *vr = vref + (size_t)st * vmax;
         switch (a->kind) {
