@@ -456,6 +456,17 @@ static int emit_sorted(emitter *E, const ev *r, int nr, int n)
     return 0;
 }
 
+/* The run among live[0..nl) whose head (time ht, key hk) comes first, or -1 when nl is 0. */
+static int runs_min(const int *live, int nl, const double *ht, const uint64_t *hk)
+{
+    int m = -1;
+    for (int q = 0; q < nl; q++) {
+        int k = live[q];
+        if (m < 0 || ht[k] < ht[m] || (ht[k] == ht[m] && hk[k] < hk[m])) m = k;
+    }
+    return m;
+}
+
 /* The quick way: the worker's computes, each followed by its send, form one ascending run
  * (a compute starts no earlier than the one before it ends, when that one's send leaves;
  * transfers sort before computes at one time), read straight from the order, and the
@@ -482,16 +493,16 @@ static int emit_merged(emitter *E, const ev *r, int nr, int n)
     int i = 0, hasx = 0;
     ev x = {0, 0}, last = {-1, 0}; /* the compute run's pending send; its last event */
     double si = n ? emit_start(E, 0) : 0; /* the start of compute i */
+    /* rmin: the receive runs' least head (-1 when none are left), found again only when
+     * a receive is written (the compute run's events leave the heads as they are) */
+    int rmin = runs_min(live, nl, ht, hk);
     while (i < n || hasx || nl) {
         ev head = hasx ? x : (ev){si, EV_COMPUTE | (uint64_t)i};
         int own = i < n || hasx, best = -1;
         if (own && last.t >= 0 && ev_cmp(&last, &head) > 0) return 1;
-        for (int q = 0; q < nl; q++) {
-            int k = live[q];
-            if (best < 0 ? !own || ht[k] < head.t || (ht[k] == head.t && hk[k] < head.key)
-                         : ht[k] < ht[best] || (ht[k] == ht[best] && hk[k] < hk[best]))
-                best = k;
-        }
+        if (rmin >= 0 && (!own || ht[rmin] < head.t ||
+                          (ht[rmin] == head.t && hk[rmin] < head.key)))
+            best = rmin;
         if (best < 0) { /* the compute run's head */
             last = head;
             if (hasx) {
@@ -512,6 +523,7 @@ static int emit_merged(emitter *E, const ev *r, int nr, int n)
             while (live[q] != best) q++;
             live[q] = live[--nl];
         }
+        rmin = runs_min(live, nl, ht, hk);
     }
     put_steps(E, INT_MAX);
     return 0;
