@@ -99,6 +99,10 @@ static long lower_index(lower_st *L, plumb_err *err)
         L->start[w] = L->fused ? NULL : malloc((size_t)(lw->n + 1) * sizeof **L->start);
         if (!L->fused && !L->start[w]) return err_set(err, NULL, NULL, "out of memory");
         total += lw->n;
+        /* the iteration of the last backward's microbatch, [glo, glo + M) (a division
+         * only where the microbatches pass into another iteration) */
+        const int M = L->s->microbatches;
+        int g = 0, glo = 0;
         for (int i = 0; i < lw->n; i++) {
             const action *a = &lw->a[i];
             if (act_is_comm(a->kind))
@@ -112,7 +116,8 @@ static long lower_index(lower_st *L, plumb_err *err)
             size_t k = (size_t)a->stage * L->T + a->microbatch;
             if (L->gend && act_is_bwd_end(a->kind) &&
                 L->s->stage_workers[L->s->stage_first[a->stage]] == w) {
-                int g = a->microbatch / L->s->microbatches;
+                if (a->microbatch < glo || a->microbatch - glo >= M)
+                    g = a->microbatch / M, glo = g * M;
                 if (g < L->s->iterations) L->gend[(size_t)a->stage * L->s->iterations + g] = i;
             }
             if (a->kind == ACT_F) {
