@@ -1237,6 +1237,77 @@ Test(schedule_bound, narrow_clocks_like_wide)
     sched_bound_narrow = keep, sched_bound_sparse = keep_sparse;
 }
 
+/* schedule_slots by its definition, as intervals: a microbatch of stage st opens on
+ * worker w at a RECV_F or F of it there while it is closed, and closes at the first later
+ * action by which both its backward is done (B or W of st) and its input gradient is gone
+ * (SEND_B of st, a B or I of st - 1 on the same worker, or st = 0); the slots are the most
+ * intervals that hold one position (at least 1). */
+static int slots_by_intervals(const schedule *s, int w, int st)
+{
+    const action *l = s->acts[w];
+    const int n = s->len[w], T = s->microbatches * s->iterations;
+    int *depth = calloc((size_t)n + 1, sizeof *depth), *until = malloc(((size_t)T + 1) * sizeof *until);
+    cr_assert(depth && until);
+    for (int m = 0; m < T; m++) until[m] = -1;
+    for (int j = 0; j < n; j++) {
+        const action *a = &l[j];
+        int m = a->microbatch;
+        if (a->stage != st || (a->kind != ACT_RECV_F && a->kind != ACT_F)) continue;
+        cr_assert(m >= 0 && m < T);
+        if (until[m] > j) continue; /* open already */
+        int bwd = 0, dx = st == 0, c = j + 1;
+        for (; c < n && !(bwd && dx); c++) {
+            const action *b = &l[c];
+            if (b->microbatch != m) continue;
+            if (b->stage == st && (b->kind == ACT_B || b->kind == ACT_W)) bwd = 1;
+            if (b->stage == st && b->kind == ACT_SEND_B) dx = 1;
+            if (b->stage == st - 1 && (b->kind == ACT_B || b->kind == ACT_I)) dx = 1;
+        }
+        if (bwd && dx) c--; /* the action that closes it holds it no more */
+        for (int q = j; q < c || q == j; q++) depth[q]++;
+        until[m] = c > j ? c : j + 1;
+    }
+    int best = 0;
+    for (int q = 0; q < n; q++) best = depth[q] > best ? depth[q] : best;
+    free(depth), free(until);
+    return best > 0 ? best : 1;
+}
+
+Test(schedule_slots, counts_by_definition)
+{
+    long checked = 0, many = 0;
+    for (int k = 0; k < SCHED_NKINDS; k++)
+        for (int p = 1; p <= 5; p++)
+            for (int m = 1; m <= 9; m += 2)
+                for (int it = 1; it <= 3; it += 2)
+                    for (int r = 0; r < 2; r++) {
+                        static const int reps[5] = {2, 1, 3, 1, 2};
+                        const int chunked = sched_kind_chunked((sched_kind)k);
+                        plumb_err e = {{0}};
+                        schedule *s = try_gen(k, p, sched_kind_chunks((sched_kind)k),
+                                              r ? 6 * m : m, it, r && !chunked ? reps : NULL,
+                                              &e);
+                        if (!s) continue;
+                        for (int w = 0; w < s->nworkers; w++)
+                            for (int st = 0; st < s->nstages; st++) {
+                                int hosts = 0;
+                                for (int j = 0; j < s->replicas[st]; j++)
+                                    hosts |= s->stage_workers[s->stage_first[st] + j] == w;
+                                if (!hosts) continue;
+                                int want = slots_by_intervals(s, w, st),
+                                    got = schedule_slots(s, w, st);
+                                cr_expect_eq(got, want, "%s p=%d m=%d it=%d reps %d: worker %d "
+                                             "stage %d: %d slots, by definition %d",
+                                             sched_kind_name(k), p, m, it, r, w, st, got, want);
+                                checked++;
+                                many += want > 1;
+                            }
+                        schedule_free(s);
+                    }
+    cr_expect_gt(checked, 2000, "%ld (worker, stage) counted", checked);
+    cr_expect_gt(many, 500, "%ld hold several microbatches", many);
+}
+
 /* schedule_slots numbers microbatches by their own number while they lie in [0, T), and
  * begins again with a hash table when it meets one outside, at the first action or midway:
  * renumbering the microbatches one to one (some or all moved past T) keeps every count. */
