@@ -59,7 +59,9 @@ typedef struct bctx {
     void *clock;       /* [W x K] dense: component v of row w: v's actions known to precede
                           w's next; unsigned short components when narrow, else int */
     int narrow;        /* dense: 16-bit components (every list at most 65535 long) */
-    size_t rowb;       /* dense: bytes of a clock, K components */
+    int Kp;            /* dense: components stored per clock, K rounded up to a whole
+                          16 bytes (the ones past K stay 0) */
+    size_t rowb;       /* dense: bytes of a clock, Kp components */
     int *slot;         /* [2n] each message: 0 not posted; > 0 posted (dense: its clock is
                           pool entry slot - 1); < 0 waited for, -(first waiter + 1) */
     long long *pend;   /* [2n] a counted receive posted and its data not yet taken:
@@ -226,8 +228,10 @@ static int bctx_init(bctx *c, const schedule *s, unsigned sends, int every)
         int longest = 0;
         for (int w = 0; w < W; w++) longest = s->len[w] > longest ? s->len[w] : longest;
         c->narrow = sched_bound_narrow != 0 && longest <= USHRT_MAX;
-        c->rowb = (size_t)c->K * ck_size(c);
-        c->clock = calloc((size_t)W * c->K + 1, ck_size(c));
+        int per16 = (int)(16 / ck_size(c));
+        c->Kp = (c->K + per16 - 1) / per16 * per16;
+        c->rowb = (size_t)c->Kp * ck_size(c);
+        c->clock = calloc((size_t)W * c->Kp + 1, ck_size(c));
         return c->clock ? 0 : -1;
     }
     c->vck = calloc((size_t)W, sizeof *c->vck);
@@ -317,9 +321,9 @@ static void clock_join16(unsigned short *restrict into, const unsigned short *re
 static inline void clock_join(const bctx *c, void *into, const void *from)
 {
     if (c->narrow)
-        clock_join16(into, from, c->K);
+        clock_join16(into, from, c->Kp);
     else
-        clock_join32(into, from, c->K);
+        clock_join32(into, from, c->Kp);
 }
 
 /* Component k of dense clock row m. */
