@@ -52,9 +52,16 @@ static double dur_of(const action *a, const double *cost, double tiny)
     }
 }
 
+/* The most runs of receives a worker's list is merged from (emit_merged); more are
+ * sorted (emit_sorted). */
+enum { EMIT_FEW = 8 };
+
+/* A worker's receives: e[0..n), in runs that ascend by ev_cmp, the later runs' starts
+ * b[0..nb) (noted as they are pushed; only the first EMIT_FEW kept, nb counts all). */
 typedef struct evvec {
     ev *e;
     int n, cap;
+    int nb, b[EMIT_FEW];
 } evvec;
 
 /* The state of lowering one compute order: who computes each (stage, microbatch), when
@@ -475,18 +482,18 @@ static int runs_min(const int *live, int nl, const double *ht, const uint64_t *h
 /* The quick way: the worker's computes, each followed by its send, form one ascending run
  * (a compute starts no earlier than the one before it ends, when that one's send leaves;
  * transfers sort before computes at one time), read straight from the order, and the
- * receives r[0..nr) form at most FEW runs (one per producer); merged into the list, one
- * pass, keeping each run's head at hand. Returns 0, or 1 when the runs are not as
+ * receives rv form at most FEW runs (one per producer, their starts noted as they were
+ * pushed); merged into the list, one pass, keeping each run's head at hand. Returns 0, or 1 when the runs are not as
  * expected (an order timed with durations lost to rounding), nothing kept. */
-static int emit_merged(emitter *E, const ev *r, int nr, int n)
+static int emit_merged(emitter *E, const evvec *rv, int n)
 {
-    enum { FEW = 8 };
+    enum { FEW = EMIT_FEW };
     const lower_st *L = E->L;
-    int rb[FEW + 2], at[FEW + 1], runs = 0;
+    const ev *r = rv->e;
+    int nr = rv->n, rb[FEW + 2], at[FEW + 1], runs = 0;
+    if (rv->nb >= FEW) return 1;
     rb[runs++] = 0;
-    for (int i = 1; i < nr && runs <= FEW; i++)
-        if (ev_cmp(&r[i - 1], &r[i]) > 0) rb[runs++] = i;
-    if (runs > FEW) return 1;
+    for (int q = 0; q < rv->nb; q++) rb[runs++] = rv->b[q];
     rb[runs] = nr;
     double ht[FEW + 1];
     uint64_t hk[FEW + 1];
@@ -562,8 +569,10 @@ static int emit_step_anchors(const lower_st *L, const int *hs, int nh, sched_ste
  * sends after their computes, the receives r[0..nr) where they land; with L->fused the
  * STEPs and versions too), written into one new array of the final size. hs[0..nh): the
  * stages w holds. Returns 0, or -1 out of memory. */
-static int emit_worker(const lower_st *L, int w, const ev *r, int nr, const int *hs, int nh)
+static int emit_worker(const lower_st *L, int w, const evvec *rv, const int *hs, int nh)
 {
+    const ev *r = rv->e;
+    int nr = rv->n;
     actvec *out = &L->lists[w];
     int n = out->n, cap = n + L->nsend[w] + nr + 1 + L->room[w], rc = -1;
     emitter E = {L, w, out->a, malloc((size_t)cap * sizeof(action)), 0, NULL, 0, 0, hs, -1, 0};
@@ -572,7 +581,7 @@ static int emit_worker(const lower_st *L, int w, const ev *r, int nr, const int 
         for (int st = 0; st < L->S; st++) L->cur[st] = 0;
         if (emit_step_anchors(L, hs, nh, (sched_step_at **)&E.at, &E.nat)) goto done;
     }
-    int r1 = emit_merged(&E, r, nr, n);
+    int r1 = emit_merged(&E, rv, n);
     if (r1) { /* begin again the general way */
         E.o = 0, E.q = 0, E.pend = -1, E.freet = 0;
         for (int st = 0; L->fused && st < L->S; st++) L->cur[st] = 0;
@@ -612,13 +621,19 @@ static int lower_emit(lower_st *L)
             const action *a = &L->lists[p].a[i];
             if (!act_is_compute(a->kind)) continue;
             int c = lower_pair(L, p, a, &x);
-            if (c >= 0) L->evs[c].e[L->evs[c].n++] = x, L->nsend[p]++;
+            if (c < 0) continue;
+            evvec *v = &L->evs[c];
+            if (v->n && ev_cmp(&v->e[v->n - 1], &x) > 0) { /* a run starts */
+                if (v->nb < EMIT_FEW) v->b[v->nb] = v->n;
+                v->nb++;
+            }
+            v->e[v->n++] = x, L->nsend[p]++;
         }
     for (int w = 0; w < L->W; w++) {
         int nh = 0;
         for (int st = 0; L->fused && !L->each && st < L->S; st++)
             if (sched_hosts(L->s, w, st)) hs[nh++] = st;
-        if (emit_worker(L, w, L->evs[w].e, L->evs[w].n, hs, nh)) goto done;
+        if (emit_worker(L, w, &L->evs[w], hs, nh)) goto done;
         free(L->evs[w].e); /* as it goes: the next worker's list may take its memory */
         L->evs[w].e = NULL;
     }
