@@ -1430,6 +1430,28 @@ Test(schedule_inflight, bad_field_reported_as_by_validate)
     }
 }
 
+/* The validator's count reads a transfer's peer placement once per peer stage: a worker
+ * that was a good peer for one stage and is named for another is still refused, with
+ * schedule_validate's message (1F1B over 4 ranks: worker 1's last gradient, for stage 0,
+ * sent to worker 2, which received its activations). */
+Test(schedule_inflight, peer_of_another_stage_refused)
+{
+    schedule *s = gen(SCHED_1F1B_FLUSH, 4, 1, 6, 1, NULL);
+    int *act = calloc((size_t)s->nstages, sizeof *act);
+    int *ver = calloc((size_t)s->nstages, sizeof *ver);
+    int last = s->len[1] - 1;
+    while (s->acts[1][last].kind != ACT_SEND_B) last--;
+    cr_assert_eq(s->acts[1][last].peer, 0);
+    s->acts[1][last].peer = 2;
+    plumb_err ev = {{0}}, ei = {{0}};
+    cr_assert_neq(schedule_validate(s, &ev), 0);
+    cr_assert_neq(schedule_inflight(s, act, ver, &ei), 0, "a gradient to worker 2 counted");
+    cr_assert_str_eq(ei.msg, ev.msg);
+    cr_assert(strstr(ei.msg, "peer worker 2 does not hold stage 0"), "%s", ei.msg);
+    free(act), free(ver);
+    schedule_free(s);
+}
+
 /* The lowering of a generated order places the STEPs and fills the versions as it writes
  * (no replicated stage); the IR must be the one sched_lower then sched_place_steps and
  * sched_assign_versions (the passes an imported file still takes) build from the same
