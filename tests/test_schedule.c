@@ -1135,15 +1135,14 @@ Test(schedule_grid, chunked_kinds_replicate_whole_pipelines)
     cr_assert(strstr(e.msg, "multiple of 2"), "%s", e.msg);
 }
 
-/* The replay's sparse vector clocks (core/schedule_vclock.c, used with hundreds of
- * replicas) give the dense clocks' bounds: every generator, with and without replicas,
- * several iterations (all-reduces that join the replicas' bases), both kinds of messages
- * counted; sched_bound_sparse 1 makes every clock sparse (and, K being small, folds
- * their entries often: more than K / 4), 0 every clock dense. */
-Test(schedule_bound, sparse_clocks_like_dense)
+/* The bounds of every generator (2 to 4 ranks, three replica layouts, 5 and 13
+ * microbatches, 3 iterations: all-reduces that join the replicas' clocks) under each
+ * message mask, with *knob = a and with *knob = b, compared pair by pair (what names the
+ * two settings in a failure). Returns the pairs with messages. */
+static long long bounds_agree(int *knob, int a, int b, const char *what)
 {
     static const int reps[3][4] = {{1, 1, 1, 1}, {3, 2, 4, 1}, {6, 6, 5, 6}};
-    const int keep = sched_bound_sparse;
+    const int keep = *knob;
     long long pairs = 0;
     for (int k = 0; k < SCHED_NKINDS; k++)
         for (int p = 2; p <= 4; p++)
@@ -1162,21 +1161,32 @@ Test(schedule_bound, sparse_clocks_like_dense)
                     for (unsigned sends = 1; sends <= 3; sends++) {
                         const unsigned mask = ((sends & 1) ? 1u << ACT_SEND_F : 0) |
                                               ((sends & 2) ? 1u << ACT_SEND_B : 0);
-                        sched_bound_sparse = 0;
-                        int *dense = send_bound(s, mask);
-                        sched_bound_sparse = 1;
-                        int *sparse = send_bound(s, mask);
-                        sched_bound_sparse = keep;
+                        *knob = a;
+                        int *ba = send_bound(s, mask);
+                        *knob = b;
+                        int *bb = send_bound(s, mask);
+                        *knob = keep;
                         for (int i = 0; i < W * W; i++) {
-                            cr_expect_eq(sparse[i], dense[i], "%s p=%d reps %d m=%d sends %u: "
-                                         "%d->%d sparse %d, dense %d", sched_kind_name(k), p,
-                                         r, m, sends, i / W, i % W, sparse[i], dense[i]);
-                            pairs += dense[i] > 0;
+                            cr_expect_eq(bb[i], ba[i], "%s p=%d reps %d m=%d sends %u: %d->%d "
+                                         "%s: %d against %d", sched_kind_name(k), p, r, m,
+                                         sends, i / W, i % W, what, bb[i], ba[i]);
+                            pairs += ba[i] > 0;
                         }
-                        free(dense), free(sparse);
+                        free(ba), free(bb);
                     }
                     schedule_free(s);
                 }
+    return pairs;
+}
+
+/* The replay's sparse vector clocks (core/schedule_vclock.c, used with hundreds of
+ * replicas) give the dense clocks' bounds: every generator, with and without replicas,
+ * several iterations (all-reduces that join the replicas' bases), both kinds of messages
+ * counted; sched_bound_sparse 1 makes every clock sparse (and, K being small, folds
+ * their entries often: more than K / 4), 0 every clock dense. */
+Test(schedule_bound, sparse_clocks_like_dense)
+{
+    long long pairs = bounds_agree(&sched_bound_sparse, 0, 1, "sparse against dense");
     cr_expect_gt(pairs, 1000, "%lld pairs with messages", pairs);
 }
 
@@ -1187,41 +1197,11 @@ Test(schedule_bound, sparse_clocks_like_dense)
  * 32-bit components, where 16-bit ones would wrap and count the takes as not known. */
 Test(schedule_bound, narrow_clocks_like_wide)
 {
-    static const int reps[2][4] = {{1, 1, 1, 1}, {3, 2, 4, 1}};
-    const int keep = sched_bound_narrow, keep_sparse = sched_bound_sparse;
-    long long pairs = 0;
+    const int keep_sparse = sched_bound_sparse;
     sched_bound_sparse = 0;
-    for (int k = 0; k < SCHED_NKINDS; k++)
-        for (int p = 2; p <= 5; p++)
-            for (int r = 0; r < 2; r++) {
-                const int chunked = sched_kind_chunked((sched_kind)k);
-                int rr[4];
-                for (int i = 0; i < 4; i++) rr[i] = reps[r][i];
-                if (sched_traits_of((sched_kind)k)->mb_per_replica)
-                    for (int i = 0; i < 4; i++) rr[i] = r ? 2 : 1;
-                plumb_err e = {{0}};
-                schedule *s = try_gen(k, p, sched_kind_chunks((sched_kind)k), 11 * (r ? 2 : 1),
-                                      3, r && !chunked ? rr : NULL, &e);
-                if (!s) continue;
-                const int W = s->nworkers;
-                for (unsigned sends = 1; sends <= 3; sends++) {
-                    const unsigned mask = ((sends & 1) ? 1u << ACT_SEND_F : 0) |
-                                          ((sends & 2) ? 1u << ACT_SEND_B : 0);
-                    sched_bound_narrow = 0;
-                    int *wide = send_bound(s, mask);
-                    sched_bound_narrow = -1;
-                    int *narrow = send_bound(s, mask);
-                    for (int i = 0; i < W * W; i++) {
-                        cr_expect_eq(narrow[i], wide[i], "%s p=%d reps %d sends %u: %d->%d "
-                                     "16-bit %d, 32-bit %d", sched_kind_name(k), p, r, sends,
-                                     i / W, i % W, narrow[i], wide[i]);
-                        pairs += wide[i] > 0;
-                    }
-                    free(wide), free(narrow);
-                }
-                schedule_free(s);
-            }
-    cr_expect_gt(pairs, 500, "%lld pairs with messages", pairs);
+    long long pairs = bounds_agree(&sched_bound_narrow, 0, -1, "16-bit against 32-bit");
+    cr_expect_gt(pairs, 1000, "%lld pairs with messages", pairs);
+    const int keep = sched_bound_narrow;
     schedule *s = gen(SCHED_1F1B_FLUSH, 2, 1, 17000, 1, NULL);
     cr_assert_gt(s->len[0], 65535, "a list past 16 bits (%d actions)", s->len[0]);
     sched_bound_narrow = 0;
