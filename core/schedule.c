@@ -436,26 +436,27 @@ static int mb_id(int *keys, int *ids, unsigned cap, int *n, int mb)
 }
 
 /* schedule_slots' scan of worker w's list; direct: number microbatches by their own number
- * (every one the scan meets must lie in [0, T)), else through a hash table. Returns the
- * most open at once, -1 out of memory, or -2 when direct meets a number outside [0, T). */
+ * (every one the scan meets must lie in [0, T)), else through a hash table. Each
+ * microbatch's state is a byte: open, its backward done, its input gradient gone (a
+ * microbatch closes when both are, and may open again). Returns the most open at once,
+ * -1 out of memory, or -2 when direct meets a number outside [0, T). */
+enum { SLOT_OPEN = 1, SLOT_BWD = 2, SLOT_DX = 4 };
 static int slots_scan(const action *list, int n, int stage, int T, int direct)
 {
-    int open = 0, best = 0, used = 0, nid = 0;
+    int open = 0, best = 0, nid = 0;
     unsigned cap = 16;
     while (!direct && cap < 2u * (unsigned)n + 2) cap *= 2;
     size_t nat = direct ? (size_t)T + 1 : (size_t)n + 1;
     int *keys = direct ? NULL : malloc(cap * sizeof *keys);
     int *ids = direct ? NULL : malloc(cap * sizeof *ids);
-    struct open_mb { int mb, bwd_done, dx_gone; } *o = malloc(((size_t)n + 1) * sizeof *o);
-    int *at = malloc(nat * sizeof *at);
-    if ((!direct && (!keys || !ids)) || !o || !at) {
-        free(keys), free(ids), free(o), free(at);
+    unsigned char *state = calloc(nat, 1);
+    if ((!direct && (!keys || !ids)) || !state) {
+        free(keys), free(ids), free(state);
         return -1;
     }
-    if (direct)
-        for (size_t h = 0; h < nat; h++) at[h] = -1;
-    else
+    if (!direct)
         for (unsigned h = 0; h < cap; h++) keys[h] = -1;
+    const unsigned char dx0 = stage == 0 ? SLOT_DX : 0; /* stage 0 sends no gradient */
     for (int i = 0; i < n; i++) {
         const action *a = &list[i];
         int local_take = a->stage == stage - 1 && (a->kind == ACT_B || a->kind == ACT_I);
@@ -469,30 +470,23 @@ static int slots_scan(const action *list, int n, int stage, int T, int direct)
                 }
                 id = a->microbatch;
             } else {
-                int before = nid;
                 id = mb_id(keys, ids, cap, &nid, a->microbatch);
-                if (nid > before) at[id] = -1;
             }
         }
-        int k = id >= 0 ? at[id] : -1;
-        if (local_take) {
-            if (k >= 0) o[k].dx_gone = 1;
-        } else if (k < 0 && id >= 0 && (a->kind == ACT_RECV_F || a->kind == ACT_F)) {
-            o[used] = (struct open_mb){id, 0, stage == 0};
-            at[id] = k = used++;
-            if (++open > best) best = open;
-        } else if (k >= 0) {
-            if (a->kind == ACT_B || a->kind == ACT_W) o[k].bwd_done = 1;
-            if (a->kind == ACT_SEND_B) o[k].dx_gone = 1;
+        if (id < 0) continue;
+        unsigned char *m = &state[id];
+        if (!(*m & SLOT_OPEN)) {
+            if (!local_take && (a->kind == ACT_RECV_F || a->kind == ACT_F)) {
+                *m = SLOT_OPEN | dx0;
+                if (++open > best) best = open;
+            }
+            continue;
         }
-        if (k >= 0 && o[k].bwd_done && o[k].dx_gone) {
-            at[o[k].mb] = -1;
-            o[k] = o[--used];
-            if (k < used) at[o[k].mb] = k;
-            open--;
-        }
+        if (local_take || a->kind == ACT_SEND_B) *m |= SLOT_DX;
+        else if (a->kind == ACT_B || a->kind == ACT_W) *m |= SLOT_BWD;
+        if (*m == (SLOT_OPEN | SLOT_BWD | SLOT_DX)) *m = 0, open--;
     }
-    free(keys), free(ids), free(o), free(at);
+    free(keys), free(ids), free(state);
     return best;
 }
 

@@ -11,13 +11,16 @@
  * it. The executor's local transport sets aside that many staging buffers per pair for
  * gradients, and the simulator's memory model counts them. With hundreds of replicas the
  * clocks are kept sparse over shared bases (schedule_vclock.h, sched_bound_sparse), with
- * the same values.
+ * the same values. Dense clocks take 16-bit components where no list is longer than
+ * 65535 actions (a component counts actions of one list), half the bytes copied with
+ * each message and joined at each take (sched_bound_narrow).
  *
  * One pass over the actions: the replay runs each worker until it waits (a receive whose
  * message is not posted, an all-reduce its replicas have not all reached), and the action
  * that ends the wait marks it ready, so no wait is looked at twice. A take is noted on
  * its pair when its consumer runs: clock[b] of a sender never exceeds the actions b has
  * run, so every take a SEND asks about has been noted. */
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -31,6 +34,10 @@
  * without all-reduces to share bases, as in a deep pipeline, sparse clocks grow dense and
  * cost more); 0: always dense; 1: always sparse. */
 int sched_bound_sparse = -1;
+
+/* -1: dense clocks have 16-bit components when every list has at most 65535 actions, else
+ * 32-bit; 0: always 32-bit (tests compare the two). */
+int sched_bound_narrow = -1;
 
 typedef struct bpair {  /* the pair (from -> to) */
     int from, to;
@@ -49,8 +56,12 @@ typedef struct bctx {
     size_t n;          /* S x T: messages of one direction */
     unsigned sends;
     int *pc;           /* [W] next action of each worker */
-    int *clock;        /* [W x K] dense: clock[w * K + v]: v's actions known to precede
-                          w's next */
+    void *clock;       /* [W x K] dense: component v of row w: v's actions known to precede
+                          w's next; unsigned short components when narrow, else int */
+    int narrow;        /* dense: 16-bit components (every list at most 65535 long) */
+    int Kp;            /* dense: components stored per clock, K rounded up to a whole
+                          16 bytes (the ones past K stay 0) */
+    size_t rowb;       /* dense: bytes of a clock, Kp components */
     int *slot;         /* [2n] each message: 0 not posted; > 0 posted (dense: its clock is
                           pool entry slot - 1); < 0 waited for, -(first waiter + 1) */
     long long *pend;   /* [2n] a counted receive posted and its data not yet taken:
@@ -58,7 +69,8 @@ typedef struct bctx {
     struct bov { int b, p; size_t d; } *ov; /* pending receives whose slot of pend was
                           held by another receiver */
     int nov, capov;
-    int *pool, *pfree; /* dense message clocks [pcap x K]; free entries pfree[0 .. npfree) */
+    void *pool;        /* dense message clocks [pcap x K], components as clock's */
+    int *pfree;        /* free entries of pool: pfree[0 .. npfree) */
     int pcap, pused, npfree;
     unsigned long long *rdy; /* [W / 64 + 1] bit w: worker w may run on */
     int *wnext;        /* [W] the next worker waiting for the same message, or -1 */
@@ -158,6 +170,18 @@ static int pair_cached(bctx *c, int *cache, int w, int from, int to)
     return cache[w] = pair_get(c, from, to);
 }
 
+/* Bytes of a dense clock component. */
+static size_t ck_size(const bctx *c)
+{
+    return c->narrow ? sizeof(unsigned short) : sizeof(int);
+}
+
+/* Row r of dense clocks rows (the worker clocks or the message pool). */
+static inline void *ck_row(const bctx *c, void *rows, size_t r)
+{
+    return (char *)rows + r * c->rowb;
+}
+
 /* Sets up c for a replay of s counting `sends`; every: a component for every worker (else
  * for the workers of the stages that counted messages go to in the placement). 0, or -1
  * out of memory. */
@@ -201,7 +225,13 @@ static int bctx_init(bctx *c, const schedule *s, unsigned sends, int every)
     c->sparse = sched_bound_sparse >= 0 ? sched_bound_sparse
                                         : c->K > 128 && 2 * nrep >= W;
     if (!c->sparse) {
-        c->clock = calloc((size_t)W * c->K + 1, sizeof *c->clock);
+        int longest = 0;
+        for (int w = 0; w < W; w++) longest = s->len[w] > longest ? s->len[w] : longest;
+        c->narrow = sched_bound_narrow != 0 && longest <= USHRT_MAX;
+        int per16 = (int)(16 / ck_size(c));
+        c->Kp = (c->K + per16 - 1) / per16 * per16;
+        c->rowb = (size_t)c->Kp * ck_size(c);
+        c->clock = calloc((size_t)W * c->Kp + 1, ck_size(c));
         return c->clock ? 0 : -1;
     }
     c->vck = calloc((size_t)W, sizeof *c->vck);
@@ -253,11 +283,12 @@ static int allreduce_ready(bctx *c, const schedule *s, int w, const action *a)
     return 1;
 }
 
-/* into = max(into, from), component by component: 4 at a time in vector registers (GCC
- * and clang's vector extensions; x86-64's SSE2 has no integer max, so a compare and a
- * select), for a clock is joined at every message taken. */
+/* into = max(into, from), component by component: 4 (8 narrow) at a time in vector
+ * registers (GCC and clang's vector extensions; x86-64's SSE2 has no 32-bit nor unsigned
+ * 16-bit max, so a compare and a select), for a clock is joined at every message taken. */
 typedef int vc4 __attribute__((vector_size(16)));
-static void clock_join(int *restrict into, const int *restrict from, int W)
+typedef unsigned short vc8 __attribute__((vector_size(16)));
+static void clock_join32(int *restrict into, const int *restrict from, int W)
 {
     int v = 0;
     for (; v + 4 <= W; v += 4) {
@@ -271,22 +302,71 @@ static void clock_join(int *restrict into, const int *restrict from, int W)
     for (; v < W; v++) into[v] = from[v] > into[v] ? from[v] : into[v];
 }
 
+static void clock_join16(unsigned short *restrict into, const unsigned short *restrict from,
+                         int W)
+{
+    int v = 0;
+    for (; v + 8 <= W; v += 8) {
+        vc8 a, b;
+        memcpy(&a, into + v, sizeof a);
+        memcpy(&b, from + v, sizeof b);
+        vc8 gt = b > a;
+        a = (b & gt) | (a & ~gt);
+        memcpy(into + v, &a, sizeof a);
+    }
+    for (; v < W; v++) into[v] = from[v] > into[v] ? from[v] : into[v];
+}
+
+/* Dense clock rows: into = max(into, from). */
+static inline void clock_join(const bctx *c, void *into, const void *from)
+{
+    if (c->narrow)
+        clock_join16(into, from, c->Kp);
+    else
+        clock_join32(into, from, c->Kp);
+}
+
+/* Component k of dense clock row m. */
+static int ck_at(const bctx *c, const void *m, int k)
+{
+    return c->narrow ? ((const unsigned short *)m)[k] : ((const int *)m)[k];
+}
+
+/* Component k of dense clock row m one up. */
+static void ck_inc(const bctx *c, void *m, int k)
+{
+    if (c->narrow)
+        ((unsigned short *)m)[k]++;
+    else
+        ((int *)m)[k]++;
+}
+
 /* Component k of worker w's clock. */
 static int ck_get(const bctx *c, int w, int k)
 {
-    return c->sparse ? vc_get(&c->vs, &c->vck[w], k) : c->clock[(size_t)w * c->K + k];
+    return c->sparse ? vc_get(&c->vs, &c->vck[w], k) : ck_at(c, ck_row(c, c->clock, w), k);
 }
 
-/* Worker w's own component one up (after one of its actions). 0 or -1 (memory). */
+/* Sparse: worker w's own component one up (after one of its actions). 0 or -1 (memory).
+ * A dense clock's own component is not kept per action: it is the worker's count of
+ * actions run (pc), which no message raises (what a message knows of w happened before
+ * it), and ck_own writes it where it is read: a message posted, an all-reduce. */
 static int ck_tick(bctx *c, int w)
 {
     int k = c->tix[w];
     if (k < 0) return 0;
-    if (!c->sparse) {
-        c->clock[(size_t)w * c->K + k]++;
-        return 0;
-    }
     return vc_raise(&c->vs, &c->vck[w], k, vc_get(&c->vs, &c->vck[w], k) + 1);
+}
+
+/* Dense: worker w's own component set to n, its actions run. */
+static void ck_own(bctx *c, int w, int n)
+{
+    int k = c->tix[w];
+    if (k < 0) return;
+    if (c->narrow)
+        ((unsigned short *)ck_row(c, c->clock, w))[k] = (unsigned short)n;
+    else
+        ((int *)ck_row(c, c->clock, w))[k] = n;
 }
 
 /* Message d posted by worker w: it carries w's clock with w's send counted (the send
@@ -314,7 +394,7 @@ static int msg_post(bctx *c, size_t d, int w)
         } else {
             if (c->pused == c->pcap) {
                 int cap = c->pcap ? 2 * c->pcap : 64;
-                int *p = realloc(c->pool, (size_t)cap * c->K * sizeof *p + 1);
+                void *p = realloc(c->pool, (size_t)cap * c->rowb + 1);
                 int *f = realloc(c->pfree, (size_t)cap * sizeof *f + 1);
                 if (p) c->pool = p;
                 if (f) c->pfree = f;
@@ -325,9 +405,10 @@ static int msg_post(bctx *c, size_t d, int w)
         }
         c->slot[d] = at;
     }
-    int *m = c->pool + (size_t)(at - 1) * c->K;
-    memcpy(m, c->clock + (size_t)w * c->K, (size_t)c->K * sizeof(int));
-    if (c->tix[w] >= 0) m[c->tix[w]]++;
+    void *m = ck_row(c, c->pool, (size_t)at - 1);
+    ck_own(c, w, c->pc[w]);
+    memcpy(m, ck_row(c, c->clock, w), c->rowb);
+    if (c->tix[w] >= 0) ck_inc(c, m, c->tix[w]);
     return 0;
 }
 
@@ -341,7 +422,7 @@ static int msg_take(bctx *c, size_t d, int w)
         return rc;
     }
     int at = c->slot[d] - 1;
-    clock_join(c->clock + (size_t)w * c->K, c->pool + (size_t)at * c->K, c->K);
+    clock_join(c, ck_row(c, c->clock, w), ck_row(c, c->pool, at));
     c->pfree[c->npfree++] = at;
     c->slot[d] = 0;
     return 0;
@@ -423,18 +504,18 @@ static int send_count(bctx *c, int w, int b)
  * all-reduce precedes every replica's next action. 0 or -1. */
 static int barrier(bctx *c, const int *grp, int r, int w)
 {
-    for (int j = 0; j < r; j++)
-        if (ck_tick(c, grp[j])) return -1;
     if (c->sparse) {
+        for (int j = 0; j < r; j++)
+            if (ck_tick(c, grp[j])) return -1;
         for (int j = 0; j < r; j++) c->vgrp[j] = &c->vck[grp[j]];
         return vc_join_all(&c->vs, c->vgrp, r);
     }
-    const int K = c->K;
-    int *ck = c->clock + (size_t)w * K;
+    for (int j = 0; j < r; j++) ck_own(c, grp[j], c->pc[grp[j]] + 1);
+    void *ck = ck_row(c, c->clock, w);
     for (int j = 0; j < r; j++)
-        if (grp[j] != w) clock_join(ck, c->clock + (size_t)grp[j] * K, K);
+        if (grp[j] != w) clock_join(c, ck, ck_row(c, c->clock, grp[j]));
     for (int j = 0; j < r; j++)
-        if (grp[j] != w) memcpy(c->clock + (size_t)grp[j] * K, ck, (size_t)K * sizeof(int));
+        if (grp[j] != w) memcpy(ck_row(c, c->clock, grp[j]), ck, c->rowb);
     return 0;
 }
 
@@ -490,7 +571,7 @@ static int run_worker(bctx *c, const schedule *s, int w)
                     return -1;
             }
         }
-        if (ck_tick(c, w)) return -1;
+        if (c->sparse && ck_tick(c, w)) return -1;
         c->pc[w]++;
     }
     return 0;

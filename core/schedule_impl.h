@@ -108,5 +108,8 @@ int sched_finish(schedule *s, actvec *lists, const double *cost, plumb_err *err)
  * (schedule_vclock.h) when long and most workers are replicas, else dense; 0 always
  * dense; 1 always sparse (tests run both ways). */
 extern int sched_bound_sparse;
+/* Whether schedule_send_bound's dense clocks may take 16-bit components: -1 (the default)
+ * when every list has at most 65535 actions; 0 always 32-bit (tests compare the two). */
+extern int sched_bound_narrow;
 
 #endif

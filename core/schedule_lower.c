@@ -52,9 +52,16 @@ static double dur_of(const action *a, const double *cost, double tiny)
     }
 }
 
+/* The most runs of receives a worker's list is merged from (emit_merged); more are
+ * sorted (emit_sorted). */
+enum { EMIT_FEW = 8 };
+
+/* A worker's receives: e[0..n), in runs that ascend by ev_cmp, the later runs' starts
+ * b[0..nb) (noted as they are pushed; only the first EMIT_FEW kept, nb counts all). */
 typedef struct evvec {
     ev *e;
     int n, cap;
+    int nb, b[EMIT_FEW];
 } evvec;
 
 /* The state of lowering one compute order: who computes each (stage, microbatch), when
@@ -99,6 +106,10 @@ static long lower_index(lower_st *L, plumb_err *err)
         L->start[w] = L->fused ? NULL : malloc((size_t)(lw->n + 1) * sizeof **L->start);
         if (!L->fused && !L->start[w]) return err_set(err, NULL, NULL, "out of memory");
         total += lw->n;
+        /* the iteration of the last backward's microbatch, [glo, glo + M) (a division
+         * only where the microbatches pass into another iteration) */
+        const int M = L->s->microbatches;
+        int g = 0, glo = 0;
         for (int i = 0; i < lw->n; i++) {
             const action *a = &lw->a[i];
             if (act_is_comm(a->kind))
@@ -112,7 +123,8 @@ static long lower_index(lower_st *L, plumb_err *err)
             size_t k = (size_t)a->stage * L->T + a->microbatch;
             if (L->gend && act_is_bwd_end(a->kind) &&
                 L->s->stage_workers[L->s->stage_first[a->stage]] == w) {
-                int g = a->microbatch / L->s->microbatches;
+                if (a->microbatch < glo || a->microbatch - glo >= M)
+                    g = a->microbatch / M, glo = g * M;
                 if (g < L->s->iterations) L->gend[(size_t)a->stage * L->s->iterations + g] = i;
             }
             if (a->kind == ACT_F) {
@@ -456,21 +468,32 @@ static int emit_sorted(emitter *E, const ev *r, int nr, int n)
     return 0;
 }
 
+/* The run among live[0..nl) whose head (time ht, key hk) comes first, or -1 when nl is 0. */
+static int runs_min(const int *live, int nl, const double *ht, const uint64_t *hk)
+{
+    int m = -1;
+    for (int q = 0; q < nl; q++) {
+        int k = live[q];
+        if (m < 0 || ht[k] < ht[m] || (ht[k] == ht[m] && hk[k] < hk[m])) m = k;
+    }
+    return m;
+}
+
 /* The quick way: the worker's computes, each followed by its send, form one ascending run
  * (a compute starts no earlier than the one before it ends, when that one's send leaves;
  * transfers sort before computes at one time), read straight from the order, and the
- * receives r[0..nr) form at most FEW runs (one per producer); merged into the list, one
- * pass, keeping each run's head at hand. Returns 0, or 1 when the runs are not as
+ * receives rv form at most FEW runs (one per producer, their starts noted as they were
+ * pushed); merged into the list, one pass, keeping each run's head at hand. Returns 0, or 1 when the runs are not as
  * expected (an order timed with durations lost to rounding), nothing kept. */
-static int emit_merged(emitter *E, const ev *r, int nr, int n)
+static int emit_merged(emitter *E, const evvec *rv, int n)
 {
-    enum { FEW = 8 };
+    enum { FEW = EMIT_FEW };
     const lower_st *L = E->L;
-    int rb[FEW + 2], at[FEW + 1], runs = 0;
+    const ev *r = rv->e;
+    int nr = rv->n, rb[FEW + 2], at[FEW + 1], runs = 0;
+    if (rv->nb >= FEW) return 1;
     rb[runs++] = 0;
-    for (int i = 1; i < nr && runs <= FEW; i++)
-        if (ev_cmp(&r[i - 1], &r[i]) > 0) rb[runs++] = i;
-    if (runs > FEW) return 1;
+    for (int q = 0; q < rv->nb; q++) rb[runs++] = rv->b[q];
     rb[runs] = nr;
     double ht[FEW + 1];
     uint64_t hk[FEW + 1];
@@ -482,16 +505,16 @@ static int emit_merged(emitter *E, const ev *r, int nr, int n)
     int i = 0, hasx = 0;
     ev x = {0, 0}, last = {-1, 0}; /* the compute run's pending send; its last event */
     double si = n ? emit_start(E, 0) : 0; /* the start of compute i */
+    /* rmin: the receive runs' least head (-1 when none are left), found again only when
+     * a receive is written (the compute run's events leave the heads as they are) */
+    int rmin = runs_min(live, nl, ht, hk);
     while (i < n || hasx || nl) {
         ev head = hasx ? x : (ev){si, EV_COMPUTE | (uint64_t)i};
         int own = i < n || hasx, best = -1;
         if (own && last.t >= 0 && ev_cmp(&last, &head) > 0) return 1;
-        for (int q = 0; q < nl; q++) {
-            int k = live[q];
-            if (best < 0 ? !own || ht[k] < head.t || (ht[k] == head.t && hk[k] < head.key)
-                         : ht[k] < ht[best] || (ht[k] == ht[best] && hk[k] < hk[best]))
-                best = k;
-        }
+        if (rmin >= 0 && (!own || ht[rmin] < head.t ||
+                          (ht[rmin] == head.t && hk[rmin] < head.key)))
+            best = rmin;
         if (best < 0) { /* the compute run's head */
             last = head;
             if (hasx) {
@@ -512,6 +535,7 @@ static int emit_merged(emitter *E, const ev *r, int nr, int n)
             while (live[q] != best) q++;
             live[q] = live[--nl];
         }
+        rmin = runs_min(live, nl, ht, hk);
     }
     put_steps(E, INT_MAX);
     return 0;
@@ -545,8 +569,10 @@ static int emit_step_anchors(const lower_st *L, const int *hs, int nh, sched_ste
  * sends after their computes, the receives r[0..nr) where they land; with L->fused the
  * STEPs and versions too), written into one new array of the final size. hs[0..nh): the
  * stages w holds. Returns 0, or -1 out of memory. */
-static int emit_worker(const lower_st *L, int w, const ev *r, int nr, const int *hs, int nh)
+static int emit_worker(const lower_st *L, int w, const evvec *rv, const int *hs, int nh)
 {
+    const ev *r = rv->e;
+    int nr = rv->n;
     actvec *out = &L->lists[w];
     int n = out->n, cap = n + L->nsend[w] + nr + 1 + L->room[w], rc = -1;
     emitter E = {L, w, out->a, malloc((size_t)cap * sizeof(action)), 0, NULL, 0, 0, hs, -1, 0};
@@ -555,7 +581,7 @@ static int emit_worker(const lower_st *L, int w, const ev *r, int nr, const int 
         for (int st = 0; st < L->S; st++) L->cur[st] = 0;
         if (emit_step_anchors(L, hs, nh, (sched_step_at **)&E.at, &E.nat)) goto done;
     }
-    int r1 = emit_merged(&E, r, nr, n);
+    int r1 = emit_merged(&E, rv, n);
     if (r1) { /* begin again the general way */
         E.o = 0, E.q = 0, E.pend = -1, E.freet = 0;
         for (int st = 0; L->fused && st < L->S; st++) L->cur[st] = 0;
@@ -595,13 +621,19 @@ static int lower_emit(lower_st *L)
             const action *a = &L->lists[p].a[i];
             if (!act_is_compute(a->kind)) continue;
             int c = lower_pair(L, p, a, &x);
-            if (c >= 0) L->evs[c].e[L->evs[c].n++] = x, L->nsend[p]++;
+            if (c < 0) continue;
+            evvec *v = &L->evs[c];
+            if (v->n && ev_cmp(&v->e[v->n - 1], &x) > 0) { /* a run starts */
+                if (v->nb < EMIT_FEW) v->b[v->nb] = v->n;
+                v->nb++;
+            }
+            v->e[v->n++] = x, L->nsend[p]++;
         }
     for (int w = 0; w < L->W; w++) {
         int nh = 0;
         for (int st = 0; L->fused && !L->each && st < L->S; st++)
             if (sched_hosts(L->s, w, st)) hs[nh++] = st;
-        if (emit_worker(L, w, L->evs[w].e, L->evs[w].n, hs, nh)) goto done;
+        if (emit_worker(L, w, &L->evs[w], hs, nh)) goto done;
         free(L->evs[w].e); /* as it goes: the next worker's list may take its memory */
         L->evs[w].e = NULL;
     }

@@ -502,31 +502,48 @@ int schedule_validate(const schedule *s, plumb_err *err)
 /* The counts of schedule_inflight on worker w (check_order's, not strict, without the
  * order's flags that only explain its errors): per stage of w, the microbatches forwarded
  * and not yet backwarded and the weight versions held, their maxima raised into act and
- * ver. fver: [S x T] the version each F used (zero at first); cur, infl, held, mine: [S]
- * scratch; vref: [vmax x S] zeroed scratch, left zeroed. 0, or -1 with err naming the
- * first bad field. */
+ * ver. fver: [S x T] the version each F used (zero at first); cur, infl, held, okp: [S]
+ * and mine: [S] scratch; vref: [vmax x S] zeroed scratch, left zeroed. 0, or -1 with err
+ * naming the first bad field. */
 static int count_worker(const schedule *s, int w, int *fver, int *cur, int *infl, int *held,
-                        unsigned char *mine, int *vref, int *act, int *ver, plumb_err *err)
+                        int *okp, unsigned char *mine, int *vref, int *act, int *ver,
+                        plumb_err *err)
 {
     const int S = s->nstages, T = sched_total_mb(s), vmax = T + s->iterations + 2;
     const action *acts = s->acts[w];
+    /* okp[st]: the last peer found to hold stage st (the peers of a worker's transfers
+     * are few: their placement is read once each, not per transfer) */
     for (int st = 0; st < S; st++)
-        cur[st] = infl[st] = 0, held[st] = 1, mine[st] = (unsigned char)sched_hosts(s, w, st);
+        cur[st] = infl[st] = 0, held[st] = 1, okp[st] = -1,
+        mine[st] = (unsigned char)sched_hosts(s, w, st);
     int rc = 0;
     for (int i = 0; i < s->len[w]; i++) {
         const action *a = &acts[i];
         int st = a->stage, m = a->microbatch;
         int here = (unsigned)st < (unsigned)S && mine[st];
-        /* layer 1 (fields_ok, w's own placement read from mine) */
-        if (!here || (unsigned)a->kind >= ACT_NKINDS ||
-            (a->kind != ACT_ALLREDUCE && a->kind != ACT_STEP && (unsigned)m >= (unsigned)T) ||
-            (act_is_comm(a->kind) && !fields_ok(s, w, a, T))) {
+        /* layer 1 (fields_ok, w's own placement read from mine, a peer's from okp) */
+        int bad = !here || (unsigned)a->kind >= ACT_NKINDS ||
+                  (a->kind != ACT_ALLREDUCE && a->kind != ACT_STEP &&
+                   (unsigned)m >= (unsigned)T);
+        if (!bad && act_is_comm(a->kind)) {
+            int k = a->kind, want = (k == ACT_SEND_F || k == ACT_RECV_B) ? st + 1 : st - 1;
+            if (want < 0 || want >= S || a->peer_stage != want) {
+                bad = 1;
+            } else if (a->peer != okp[want]) {
+                bad = a->peer < 0 || a->peer >= s->nworkers || a->peer == w ||
+                      !sched_hosts(s, a->peer, want);
+                if (!bad) okp[want] = a->peer;
+            }
+        }
+        if (bad) {
             if (check_fields(s, w, i, err)) {
                 rc = -1;
                 break;
             }
         }
-        if (!here) continue;
+        /* a transfer changes no count: the maxima stand as the stage's computes left
+         * them (of a stage with transfers only, 1 version, which the floor below gives) */
+        if (!here || act_is_comm(a->kind)) continue;
         size_t k = (size_t)st * T + (m >= 0 && m < T ? m : 0);
         int *vr = vref + (size_t)st * vmax;
         switch (a->kind) {
@@ -568,7 +585,7 @@ int schedule_inflight(const schedule *s, int *max_activations, int *max_versions
     const size_t vmax = (size_t)T + s->iterations + 2;
     int *act = calloc((size_t)S + 1, sizeof *act), *ver = calloc((size_t)S + 1, sizeof *ver);
     int *fver = calloc((size_t)S * T + 1, sizeof *fver);
-    int *cur = malloc(((size_t)S + 1) * 3 * sizeof *cur);
+    int *cur = malloc(((size_t)S + 1) * 4 * sizeof *cur);
     int *vref = calloc((size_t)S * vmax + 1, sizeof *vref);
     unsigned char *mine = malloc((size_t)S + 1);
     int rc = 0;
@@ -577,8 +594,8 @@ int schedule_inflight(const schedule *s, int *max_activations, int *max_versions
     } else {
         /* per worker: the maxima of its own stages (a stage's replicas: the largest) */
         for (int w = 0; w < s->nworkers && !rc; w++)
-            rc = count_worker(s, w, fver, cur, cur + S + 1, cur + 2 * (S + 1), mine, vref,
-                              act, ver, err);
+            rc = count_worker(s, w, fver, cur, cur + S + 1, cur + 2 * (S + 1),
+                              cur + 3 * (S + 1), mine, vref, act, ver, err);
     }
     for (int st = 0; st < S && !rc; st++) {
         if (max_activations) max_activations[st] = act[st];

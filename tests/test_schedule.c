@@ -1135,15 +1135,14 @@ Test(schedule_grid, chunked_kinds_replicate_whole_pipelines)
     cr_assert(strstr(e.msg, "multiple of 2"), "%s", e.msg);
 }
 
-/* The replay's sparse vector clocks (core/schedule_vclock.c, used with hundreds of
- * replicas) give the dense clocks' bounds: every generator, with and without replicas,
- * several iterations (all-reduces that join the replicas' bases), both kinds of messages
- * counted; sched_bound_sparse 1 makes every clock sparse (and, K being small, folds
- * their entries often: more than K / 4), 0 every clock dense. */
-Test(schedule_bound, sparse_clocks_like_dense)
+/* The bounds of every generator (2 to 4 ranks, three replica layouts, 5 and 13
+ * microbatches, 3 iterations: all-reduces that join the replicas' clocks) under each
+ * message mask, with *knob = a and with *knob = b, compared pair by pair (what names the
+ * two settings in a failure). Returns the pairs with messages. */
+static long long bounds_agree(int *knob, int a, int b, const char *what)
 {
     static const int reps[3][4] = {{1, 1, 1, 1}, {3, 2, 4, 1}, {6, 6, 5, 6}};
-    const int keep = sched_bound_sparse;
+    const int keep = *knob;
     long long pairs = 0;
     for (int k = 0; k < SCHED_NKINDS; k++)
         for (int p = 2; p <= 4; p++)
@@ -1162,22 +1161,131 @@ Test(schedule_bound, sparse_clocks_like_dense)
                     for (unsigned sends = 1; sends <= 3; sends++) {
                         const unsigned mask = ((sends & 1) ? 1u << ACT_SEND_F : 0) |
                                               ((sends & 2) ? 1u << ACT_SEND_B : 0);
-                        sched_bound_sparse = 0;
-                        int *dense = send_bound(s, mask);
-                        sched_bound_sparse = 1;
-                        int *sparse = send_bound(s, mask);
-                        sched_bound_sparse = keep;
+                        *knob = a;
+                        int *ba = send_bound(s, mask);
+                        *knob = b;
+                        int *bb = send_bound(s, mask);
+                        *knob = keep;
                         for (int i = 0; i < W * W; i++) {
-                            cr_expect_eq(sparse[i], dense[i], "%s p=%d reps %d m=%d sends %u: "
-                                         "%d->%d sparse %d, dense %d", sched_kind_name(k), p,
-                                         r, m, sends, i / W, i % W, sparse[i], dense[i]);
-                            pairs += dense[i] > 0;
+                            cr_expect_eq(bb[i], ba[i], "%s p=%d reps %d m=%d sends %u: %d->%d "
+                                         "%s: %d against %d", sched_kind_name(k), p, r, m,
+                                         sends, i / W, i % W, what, bb[i], ba[i]);
+                            pairs += ba[i] > 0;
                         }
-                        free(dense), free(sparse);
+                        free(ba), free(bb);
                     }
                     schedule_free(s);
                 }
+    return pairs;
+}
+
+/* The replay's sparse vector clocks (core/schedule_vclock.c, used with hundreds of
+ * replicas) give the dense clocks' bounds: every generator, with and without replicas,
+ * several iterations (all-reduces that join the replicas' bases), both kinds of messages
+ * counted; sched_bound_sparse 1 makes every clock sparse (and, K being small, folds
+ * their entries often: more than K / 4), 0 every clock dense. */
+Test(schedule_bound, sparse_clocks_like_dense)
+{
+    long long pairs = bounds_agree(&sched_bound_sparse, 0, 1, "sparse against dense");
     cr_expect_gt(pairs, 1000, "%lld pairs with messages", pairs);
+}
+
+/* The dense clocks' 16-bit components (lists of at most 65535 actions) give the 32-bit
+ * ones' bounds: every generator, with and without replicas (all-reduces, whose replicas'
+ * own components are written as they join), both kinds of messages counted; and a list
+ * longer than 65535 actions (2 ranks, 17000 microbatches: components past 65535) keeps
+ * 32-bit components, where 16-bit ones would wrap and count the takes as not known. */
+Test(schedule_bound, narrow_clocks_like_wide)
+{
+    const int keep_sparse = sched_bound_sparse;
+    sched_bound_sparse = 0;
+    long long pairs = bounds_agree(&sched_bound_narrow, 0, -1, "16-bit against 32-bit");
+    cr_expect_gt(pairs, 1000, "%lld pairs with messages", pairs);
+    const int keep = sched_bound_narrow;
+    schedule *s = gen(SCHED_1F1B_FLUSH, 2, 1, 17000, 1, NULL);
+    cr_assert_gt(s->len[0], 65535, "a list past 16 bits (%d actions)", s->len[0]);
+    sched_bound_narrow = 0;
+    int *wide = send_bound(s, SENDS_FB);
+    sched_bound_narrow = -1;
+    int *narrow = send_bound(s, SENDS_FB);
+    for (int i = 0; i < 4; i++)
+        cr_expect_eq(narrow[i], wide[i], "long lists: %d->%d: %d, 32-bit %d", i / 2, i % 2,
+                     narrow[i], wide[i]);
+    cr_expect(wide[1] > 0 && wide[2] > 0, "messages both ways (%d, %d)", wide[1], wide[2]);
+    free(wide), free(narrow);
+    schedule_free(s);
+    sched_bound_narrow = keep, sched_bound_sparse = keep_sparse;
+}
+
+/* schedule_slots by its definition, as intervals: a microbatch of stage st opens on
+ * worker w at a RECV_F or F of it there while it is closed, and closes at the first later
+ * action by which both its backward is done (B or W of st) and its input gradient is gone
+ * (SEND_B of st, a B or I of st - 1 on the same worker, or st = 0); the slots are the most
+ * intervals that hold one position (at least 1). */
+static int slots_by_intervals(const schedule *s, int w, int st)
+{
+    const action *l = s->acts[w];
+    const int n = s->len[w], T = s->microbatches * s->iterations;
+    int *depth = calloc((size_t)n + 1, sizeof *depth), *until = malloc(((size_t)T + 1) * sizeof *until);
+    cr_assert(depth && until);
+    for (int m = 0; m < T; m++) until[m] = -1;
+    for (int j = 0; j < n; j++) {
+        const action *a = &l[j];
+        int m = a->microbatch;
+        if (a->stage != st || (a->kind != ACT_RECV_F && a->kind != ACT_F)) continue;
+        cr_assert(m >= 0 && m < T);
+        if (until[m] > j) continue; /* open already */
+        int bwd = 0, dx = st == 0, c = j + 1;
+        for (; c < n && !(bwd && dx); c++) {
+            const action *b = &l[c];
+            if (b->microbatch != m) continue;
+            if (b->stage == st && (b->kind == ACT_B || b->kind == ACT_W)) bwd = 1;
+            if (b->stage == st && b->kind == ACT_SEND_B) dx = 1;
+            if (b->stage == st - 1 && (b->kind == ACT_B || b->kind == ACT_I)) dx = 1;
+        }
+        if (bwd && dx) c--; /* the action that closes it holds it no more */
+        for (int q = j; q < c || q == j; q++) depth[q]++;
+        until[m] = c > j ? c : j + 1;
+    }
+    int best = 0;
+    for (int q = 0; q < n; q++) best = depth[q] > best ? depth[q] : best;
+    free(depth), free(until);
+    return best > 0 ? best : 1;
+}
+
+Test(schedule_slots, counts_by_definition)
+{
+    long checked = 0, many = 0;
+    for (int k = 0; k < SCHED_NKINDS; k++)
+        for (int p = 1; p <= 5; p++)
+            for (int m = 1; m <= 9; m += 2)
+                for (int it = 1; it <= 3; it += 2)
+                    for (int r = 0; r < 2; r++) {
+                        static const int reps[5] = {2, 1, 3, 1, 2};
+                        const int chunked = sched_kind_chunked((sched_kind)k);
+                        plumb_err e = {{0}};
+                        schedule *s = try_gen(k, p, sched_kind_chunks((sched_kind)k),
+                                              r ? 6 * m : m, it, r && !chunked ? reps : NULL,
+                                              &e);
+                        if (!s) continue;
+                        for (int w = 0; w < s->nworkers; w++)
+                            for (int st = 0; st < s->nstages; st++) {
+                                int hosts = 0;
+                                for (int j = 0; j < s->replicas[st]; j++)
+                                    hosts |= s->stage_workers[s->stage_first[st] + j] == w;
+                                if (!hosts) continue;
+                                int want = slots_by_intervals(s, w, st),
+                                    got = schedule_slots(s, w, st);
+                                cr_expect_eq(got, want, "%s p=%d m=%d it=%d reps %d: worker %d "
+                                             "stage %d: %d slots, by definition %d",
+                                             sched_kind_name(k), p, m, it, r, w, st, got, want);
+                                checked++;
+                                many += want > 1;
+                            }
+                        schedule_free(s);
+                    }
+    cr_expect_gt(checked, 2000, "%ld (worker, stage) counted", checked);
+    cr_expect_gt(many, 500, "%ld hold several microbatches", many);
 }
 
 /* schedule_slots numbers microbatches by their own number while they lie in [0, T), and
@@ -1300,6 +1408,28 @@ Test(schedule_inflight, bad_field_reported_as_by_validate)
         free(act), free(ver);
         schedule_free(s);
     }
+}
+
+/* The validator's count reads a transfer's peer placement once per peer stage: a worker
+ * that was a good peer for one stage and is named for another is still refused, with
+ * schedule_validate's message (1F1B over 4 ranks: worker 1's last gradient, for stage 0,
+ * sent to worker 2, which received its activations). */
+Test(schedule_inflight, peer_of_another_stage_refused)
+{
+    schedule *s = gen(SCHED_1F1B_FLUSH, 4, 1, 6, 1, NULL);
+    int *act = calloc((size_t)s->nstages, sizeof *act);
+    int *ver = calloc((size_t)s->nstages, sizeof *ver);
+    int last = s->len[1] - 1;
+    while (s->acts[1][last].kind != ACT_SEND_B) last--;
+    cr_assert_eq(s->acts[1][last].peer, 0);
+    s->acts[1][last].peer = 2;
+    plumb_err ev = {{0}}, ei = {{0}};
+    cr_assert_neq(schedule_validate(s, &ev), 0);
+    cr_assert_neq(schedule_inflight(s, act, ver, &ei), 0, "a gradient to worker 2 counted");
+    cr_assert_str_eq(ei.msg, ev.msg);
+    cr_assert(strstr(ei.msg, "peer worker 2 does not hold stage 0"), "%s", ei.msg);
+    free(act), free(ver);
+    schedule_free(s);
 }
 
 /* The lowering of a generated order places the STEPs and fills the versions as it writes
