@@ -121,9 +121,9 @@ has state16-best '^recompute .*, bf16, gradients bf16, optimizer state bf16'
 { grep -q '"grad_reduce":	"bf16"' "$d/s16.json" &&
     grep -q '"optimizer_state":	"bf16"' "$d/s16.json"; } ||
     { echo "FAIL state16-plan: the written plan lacks grad_reduce / optimizer_state bf16"; fail=1; }
-bad state16-fp32 'plan: --grad-reduce bf16: belongs to --precision bf16 \(got --precision fp32\)' \
+bad state16-fp32 'plan: --grad-reduce bf16: belongs to --precision bf16 (got --precision fp32)' \
     --gpus 64 --global-batch 64 --precision fp32 --grad-reduce bf16
-bad state16-value 'plan: --optimizer-state: expected fp32 or bf16 \(got "fp8"\)' \
+bad state16-value 'plan: --optimizer-state: expected fp32 or bf16 (got "fp8")' \
     --gpus 64 --global-batch 64 --optimizer-state fp8
 
 # plumb sweep --model: the search per GPU count, days and cost of a token budget, deadline, plot
