@@ -33,8 +33,8 @@ export ROW_TOL=${NEMO_PERF_ROW_TOL:-5} MEAN_TOL=${NEMO_PERF_MEAN_TOL:-3}
 # beyond 15 % either way fails, whether held or not.
 export BAND_TOL=${NEMO_PERF_BAND_TOL:-15}
 
-if ! { "$P" plan --model x --help 2>&1; } | grep -q -- '--tp-overlap'; then
-    echo "nemo_perf.sh: skip: plumb plan has no --tp-overlap yet"
+if ! { "$P" plan --model x --help 2>&1; } | grep -q -- '--grad-reduce'; then
+    echo "nemo_perf.sh: skip: plumb plan has no --grad-reduce yet"
     exit 0
 fi
 if ! command -v python3 >/dev/null; then
