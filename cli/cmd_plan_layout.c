@@ -85,6 +85,14 @@ static const char usage_text[] =
     "                          (each collective pipelined with its GEMM in tp chunks:\n"
     "                          --tp-comm-overlap); needs tp > 1 (the search sets it on\n"
     "                          its candidates with tp > 1)\n"
+    "  --grad-reduce E         fp32 (default: with bf16, fp32 main gradients kept and\n"
+    "                          reduced over the data-parallel group) or bf16 (gradients\n"
+    "                          kept and reduced in bf16, half the bytes: Megatron-Core's\n"
+    "                          --grad-reduce-in-bf16); bf16 needs --precision bf16\n"
+    "  --optimizer-state E     fp32 (default: fp32 master weights and Adam moments) or\n"
+    "                          bf16 (the moments in bf16, the bf16 weights their own\n"
+    "                          master copy: apex's DistributedFusedAdam dtype bf16);\n"
+    "                          bf16 needs --precision bf16\n"
     "  --search                search the dimensions not given even with --tp/--pp/--dp\n"
     "  --top K                 simulate the K best estimates in full (default %d)\n"
     "  --json                  print the simulator's report (plumb-sim-report/1); when\n"
@@ -96,7 +104,7 @@ static const char usage_text[] =
 
 enum { O_MODEL = 1200, O_GPUS, O_TP, O_PP, O_DP, O_GB, O_MBS, O_V, O_RC, O_CKPT, O_SP, O_ZERO,
        O_PREC, O_SCHED, O_SEQ, O_JSON, O_BALANCE, O_ATTN, O_SEARCH, O_TOP, O_P2P, O_OPG,
-       O_TPO };
+       O_TPO, O_GRED, O_OSTATE };
 
 /* What the command line gave besides the layout options (the search's fixed ones). */
 typedef struct given {
@@ -126,6 +134,8 @@ static int parse(int argc, char **argv, layout3d_options *o, given *g, const cha
         {"p2p", required_argument, 0, O_P2P},
         {"overlap-param-gather", no_argument, 0, O_OPG},
         {"tp-overlap", required_argument, 0, O_TPO},
+        {"grad-reduce", required_argument, 0, O_GRED},
+        {"optimizer-state", required_argument, 0, O_OSTATE},
         {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
     const char *cmd = "plan";
     int c, v, seq;
@@ -208,6 +218,15 @@ static int parse(int argc, char **argv, layout3d_options *o, given *g, const cha
                                 "\"%s\")", optarg);
             g->tp_overlap = plan_tp_overlap_parse(optarg);
             break;
+        case O_GRED:
+        case O_OSTATE: {
+            const char *opt = c == O_GRED ? "--grad-reduce" : "--optimizer-state";
+            if (strcmp(optarg, "fp32") && strcmp(optarg, "bf16"))
+                return cli_fail(cmd, "%s: expected fp32 or bf16 (got \"%s\")", opt, optarg);
+            *(c == O_GRED ? &o->grad_reduce : &o->optimizer_state) =
+                strcmp(optarg, "bf16") ? DEV_FP32 : DEV_BF16;
+            break;
+        }
         case 'h': printf(usage_text, SEARCH3D_SIMULATE); return 1;
         default: return 2;
         }
@@ -225,6 +244,11 @@ static int parse(int argc, char **argv, layout3d_options *o, given *g, const cha
     if (g->overlap_param_gather && (g->zero || !searching) && o->zero != 1)
         return cli_fail(cmd, "--overlap-param-gather: belongs to --zero 1 (the distributed "
                         "optimizer's parameter all-gather)");
+    if (o->precision != DEV_BF16 && (o->grad_reduce == DEV_BF16 ||
+                                     o->optimizer_state == DEV_BF16))
+        return cli_fail(cmd, "%s bf16: belongs to --precision bf16 (got --precision %s)",
+                        o->grad_reduce == DEV_BF16 ? "--grad-reduce" : "--optimizer-state",
+                        dev_precision_name(o->precision));
     if (g->tp_overlap && o->tp > 0 && o->tp < 2)
         return cli_fail(cmd, "--tp-overlap: expected --tp 2 or more (no tensor-parallel "
                         "collectives to overlap) (got --tp %d)", o->tp);
@@ -269,6 +293,10 @@ static void print_text(const plan *pl, const layout3d_dims *d, const sim_report 
     printf(", sequence parallel %s, zero %d%s, %s", pl->sequence_parallel ? "on" : "off",
            pl->zero, pl->overlap_param_gather ? " (parameter all-gather under the forward)" : "",
            dev_precision_name(pl->precision));
+    if (pl->grad_reduce != DEV_FP32)
+        printf(", gradients %s", dev_precision_name(pl->grad_reduce));
+    if (pl->optimizer_state != DEV_FP32)
+        printf(", optimizer state %s", dev_precision_name(pl->optimizer_state));
     if (pl->tp_overlap != TP_OVERLAP_NONE)
         printf(", tp overlap %s", plan_tp_overlap_name(pl->tp_overlap));
     printf("\n");
@@ -340,6 +368,8 @@ static void search_options(const layout3d_options *o, const given *g, search3d_o
     so->schedule = g->schedule ? o->schedule : SEARCH3D_FREE;
     so->checkpoint_layers = o->checkpoint_layers;
     so->precision = o->precision;
+    so->grad_reduce = o->grad_reduce;
+    so->optimizer_state = o->optimizer_state;
     so->seq = o->seq;
     so->attention = o->attention;
     so->simulate = g->top;
@@ -362,7 +392,9 @@ static void layout_text(const search3d_cand *c, char *buf, size_t n)
 /* The runtime the search gave every candidate, one line; nothing at the default. */
 static void print_runtime(const search3d_options *so)
 {
-    if (so->tp_overlap == TP_OVERLAP_NONE && !so->overlap_param_gather && !so->p2p_sync) return;
+    if (so->tp_overlap == TP_OVERLAP_NONE && !so->overlap_param_gather && !so->p2p_sync &&
+        so->grad_reduce == DEV_FP32 && so->optimizer_state == DEV_FP32)
+        return;
     printf("runtime of every layout:");
     const char *sep = " ";
     if (so->tp_overlap != TP_OVERLAP_NONE) {
@@ -373,7 +405,16 @@ static void print_runtime(const search3d_options *so)
         printf("%sparameter all-gather under the forward (zero 1)", sep);
         sep = ", ";
     }
-    if (so->p2p_sync) printf("%sp2p sync", sep);
+    if (so->p2p_sync) {
+        printf("%sp2p sync", sep);
+        sep = ", ";
+    }
+    if (so->grad_reduce != DEV_FP32) {
+        printf("%sgradients %s", sep, dev_precision_name(so->grad_reduce));
+        sep = ", ";
+    }
+    if (so->optimizer_state != DEV_FP32)
+        printf("%soptimizer state %s", sep, dev_precision_name(so->optimizer_state));
     printf("\n");
 }
 
@@ -417,6 +458,10 @@ static cJSON *ranking_json(const search3d_result *r, const search3d_options *so,
     cJSON_AddStringToObject(j, "tp_overlap", plan_tp_overlap_name(so->tp_overlap));
     cJSON_AddBoolToObject(j, "overlap_param_gather", so->overlap_param_gather);
     cJSON_AddStringToObject(j, "p2p", so->p2p_sync ? "sync" : "overlap");
+    if (so->grad_reduce != DEV_FP32) /* only when set: default rankings read as before */
+        cJSON_AddStringToObject(j, "grad_reduce", dev_precision_name(so->grad_reduce));
+    if (so->optimizer_state != DEV_FP32)
+        cJSON_AddStringToObject(j, "optimizer_state", dev_precision_name(so->optimizer_state));
     for (int i = 0; i < r->nranked; i++) {
         const search3d_cand *c = &r->ranked[i];
         cJSON *e = search3d_cand_json(c);

@@ -270,7 +270,8 @@ int plan_equal(const plan *a, const plan *b)
         a->sequence_parallel != b->sequence_parallel || a->zero != b->zero ||
         a->precision != b->precision || a->p2p_sync != b->p2p_sync ||
         a->overlap_param_gather != b->overlap_param_gather ||
-        a->tp_overlap != b->tp_overlap || a->nstages != b->nstages)
+        a->tp_overlap != b->tp_overlap || a->grad_reduce != b->grad_reduce ||
+        a->optimizer_state != b->optimizer_state || a->nstages != b->nstages)
         return 0;
     for (int s = 0; s < a->nstages; s++) {
         const plan_stage *x = &a->stages[s], *y = &b->stages[s];
@@ -413,6 +414,19 @@ static int check_stages(const plan *pl, const char *file, plumb_err *err, int *u
     return 0;
 }
 
+/* A training state's element (grad_reduce, optimizer_state, v): fp32, or bf16 with
+ * precision bf16 (16-bit state beside fp32 or fp16 weights is not modelled). */
+static int check_dtype(const plan *pl, const char *file, plumb_err *err, const char *key,
+                       dev_precision v)
+{
+    if (v != DEV_FP32 && v != DEV_BF16)
+        return err_set(err, file, key, "expected fp32 or bf16 (got %d)", (int)v);
+    if (v == DEV_BF16 && pl->precision != DEV_BF16)
+        return err_set(err, file, key, "expected fp32 unless precision is bf16 (got bf16 "
+                       "with precision %s)", dev_precision_name(pl->precision));
+    return 0;
+}
+
 int plan_validate(const plan *pl, const char *file, plumb_err *err)
 {
     plumb_err in;
@@ -482,6 +496,9 @@ int plan_validate(const plan *pl, const char *file, plumb_err *err)
     if ((int)pl->precision < 0 || pl->precision >= DEV_NPREC)
         return err_set(err, file, "precision", "expected fp32, tf32, bf16 or fp16 (got %d)",
                        (int)pl->precision);
+    if (check_dtype(pl, file, err, "grad_reduce", pl->grad_reduce) ||
+        check_dtype(pl, file, err, "optimizer_state", pl->optimizer_state))
+        return -1;
     int nd = pl->clus->ndevices;
     int *uses = malloc((size_t)(nd > 0 ? nd : 1) * 2 * sizeof *uses);
     if (!uses) return err_set(err, file, NULL, "out of memory");
@@ -513,7 +530,7 @@ static const char *const ROOT_KEYS[] = { "format", "profile", "cluster", "schedu
                                          "optimizer", "stages", "predicted", "planner_config",
                                          "checkpoint_layers", "tp", "sequence_parallel",
                                          "zero", "overlap_param_gather", "precision", "p2p",
-                                         "tp_overlap",
+                                         "tp_overlap", "grad_reduce", "optimizer_state",
                                          NULL };
 static const char *const STAGE_KEYS[] = { "first_layer", "last_layer", "replicas", "devices",
                                           "compute_s", "comm_s", NULL };
@@ -717,6 +734,23 @@ static int load_tp_overlap(const jctx *jc, const cJSON *root, plan *pl)
                    json_describe(v, got, sizeof got));
 }
 
+/* A 16-bit training state's element field (grad_reduce, optimizer_state): "fp32" (the
+ * default, the precision's own) or "bf16"; plan_validate checks it against the precision. */
+static int load_dtype(const jctx *jc, const cJSON *root, const char *key, dev_precision *out)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, key);
+    char got[96];
+    *out = DEV_FP32;
+    if (!v) return 0;
+    if (cJSON_IsString(v) && (!strcmp(v->valuestring, "fp32") ||
+                              !strcmp(v->valuestring, "bf16"))) {
+        *out = strcmp(v->valuestring, "bf16") ? DEV_FP32 : DEV_BF16;
+        return 0;
+    }
+    return err_set(jc->err, jc->file, key, "expected fp32 or bf16 (got %s)",
+                   json_describe(v, got, sizeof got));
+}
+
 plan *plan_from_json(const cJSON *root, const char *file, plumb_err *err)
 {
     jctx jc = { file, err };
@@ -763,6 +797,9 @@ plan *plan_from_json(const cJSON *root, const char *file, plumb_err *err)
     if (load_p2p(&jc, root, pl)) goto fail;
     if (load_tp_overlap(&jc, root, pl)) goto fail;
     if (json_get_bool(&jc, root, "", "overlap_param_gather", 0, &pl->overlap_param_gather))
+        goto fail;
+    if (load_dtype(&jc, root, "grad_reduce", &pl->grad_reduce) ||
+        load_dtype(&jc, root, "optimizer_state", &pl->optimizer_state))
         goto fail;
     s = "fp32";
     if (json_get_str(&jc, root, "", "precision", 0, &s)) goto fail;
@@ -838,7 +875,12 @@ cJSON *plan_to_json(const plan *pl)
         (pl->overlap_param_gather &&
          !cJSON_AddBoolToObject(root, "overlap_param_gather", 1)) ||
         (pl->precision != DEV_FP32 &&
-         !cJSON_AddStringToObject(root, "precision", dev_precision_name(pl->precision))))
+         !cJSON_AddStringToObject(root, "precision", dev_precision_name(pl->precision))) ||
+        (pl->grad_reduce != DEV_FP32 &&
+         !cJSON_AddStringToObject(root, "grad_reduce", dev_precision_name(pl->grad_reduce))) ||
+        (pl->optimizer_state != DEV_FP32 &&
+         !cJSON_AddStringToObject(root, "optimizer_state",
+                                  dev_precision_name(pl->optimizer_state))))
         goto fail;
     if (!(arr = cJSON_AddArrayToObject(root, "stages"))) goto fail;
     for (int s = 0; s < pl->nstages; s++) {

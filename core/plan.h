@@ -117,6 +117,17 @@ typedef struct plan {
                                     bf16/fp16: mixed precision, with fp32 gradients, fp32
                                     master weights and fp32 optimizer state; fp32/tf32
                                     (default): everything in the parameters' own bytes */
+    dev_precision grad_reduce;   /* the data-parallel gradients' element (the file's
+                                    "grad_reduce"; sim/memory.c): FP32 (default) keeps and
+                                    reduces the precision's own gradients (fp32 main
+                                    gradients with bf16); BF16 (precision bf16 only) keeps
+                                    and reduces them in bf16, half the bytes (Megatron-Core's
+                                    --grad-reduce-in-bf16, apex's grad_sync_dtype bf16) */
+    dev_precision optimizer_state; /* the optimizer state's element (the file's
+                                    "optimizer_state"; sim/memory.c): FP32 (default) fp32
+                                    master weights and moments; BF16 (precision bf16 only)
+                                    the moments in bf16 and the bf16 weights as their own
+                                    master copy (apex's DistributedFusedAdam dtype bf16) */
     optimizer_kind optimizer;
     int p2p_sync;                /* 1: the runtime's point-to-point transfers are
                                     synchronous (the file's "p2p": "sync"; sim/engine_sync.c):

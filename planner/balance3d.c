@@ -40,6 +40,8 @@ static int price_on(const plan *pl, const sim_net *net, int dev, double *out, pl
     probe->zero = pl->zero;
     probe->tp_overlap = pl->tp_overlap; /* what of the collectives blocks, as in the run */
     probe->precision = pl->precision;
+    probe->grad_reduce = pl->grad_reduce;
+    probe->optimizer_state = pl->optimizer_state;
     probe->optimizer = pl->optimizer;
     /* one worker per layer, one microbatch: the cost model needs the stages' workers */
     sched_spec spec = {.kind = SCHED_1F1B_FLUSH, .nstages = L, .chunks = 1,

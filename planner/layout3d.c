@@ -180,6 +180,8 @@ plan *layout3d_build(const transformer *t, const cluster *c, const char *cluster
     pl->zero = o->zero;
     pl->p2p_sync = o->p2p_sync ? 1 : 0;
     pl->precision = o->precision;
+    pl->grad_reduce = o->grad_reduce;
+    pl->optimizer_state = o->optimizer_state;
     pl->optimizer = OPT_ADAM;
     if (plan_validate(pl, "(3D layout)", err)) goto fail;
     profile_free(prof);

@@ -36,6 +36,9 @@ typedef struct layout3d_options {
                               (0, the default) or flash */
     int p2p_sync;          /* 1: the plan's "p2p": "sync" (synchronous point-to-point
                               transfers, sim/engine_sync.c); 0: overlapped (the default) */
+    dev_precision grad_reduce;     /* the plan's grad_reduce: DEV_FP32 (default) or
+                                      DEV_BF16 (with precision bf16) */
+    dev_precision optimizer_state; /* the plan's optimizer_state, likewise */
 } layout3d_options;
 
 /* Nothing given (tp, pp, dp, gpus 0), global batch and microbatch size 0 (the caller must

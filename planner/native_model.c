@@ -505,7 +505,9 @@ static sim_mem_setting mem_setting(const nm_model *m, const nm_setting *s, int n
                           DEV_FP32,
                           0,
                           n,
-                          s->opt};
+                          s->opt,
+                          DEV_FP32,
+                          DEV_FP32};
     return ms;
 }
 

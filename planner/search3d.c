@@ -80,6 +80,8 @@ static layout3d_options layout_of(const search3d_options *o, int gpus, int tp, i
     l.sequence_parallel = o->sequence_parallel > 0;
     l.zero = o->zero > 0;
     l.precision = o->precision;
+    l.grad_reduce = o->grad_reduce;
+    l.optimizer_state = o->optimizer_state;
     l.seq = o->seq;
     l.attention = o->attention;
     l.p2p_sync = o->p2p_sync;

@@ -37,6 +37,8 @@ typedef struct search3d_options {
                               V = 1, interleaved at V > 1) */
     int checkpoint_layers; /* as layout3d_options (-1: the default) */
     dev_precision precision;
+    dev_precision grad_reduce;     /* of every candidate (layout3d_options) */
+    dev_precision optimizer_state; /* likewise */
     long long seq;         /* tokens per sequence; 0: the model's */
     int attention;         /* llm_attention of every layout (standard or flash) */
     int simulate;          /* best estimates simulated in full; 0: SEARCH3D_SIMULATE (x

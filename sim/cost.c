@@ -285,7 +285,8 @@ void sim_cost_stage_state(sim_model *m, const plan *pl, const sim_net *net, int 
 {
     const plan_stage *ps = &pl->stages[st];
     sim_state_mul sm;
-    sim_memory_state(pl->precision, pl->zero, ps->replicas, pl->optimizer, &sm);
+    sim_memory_state_of(pl->precision, pl->grad_reduce, pl->optimizer_state, pl->zero,
+                        ps->replicas, pl->optimizer, &sm);
     m->param_bytes[st] = params;
     m->gradmem_bytes[st] = params * sm.gradients;
     m->optmem_bytes[st] = params * sm.optimizer;
@@ -349,7 +350,7 @@ static void price_stage(sim_model *m, const plan *pl, const schedule *s, const s
     sim_cost_stage_state(m, pl, net, st, L.params);
     sim_mem_setting ms = {scale, pl->recompute, pl->checkpoint_layers, splits,
                           m->nccl_buffers, pl->precision, pl->zero, ps->replicas,
-                          pl->optimizer};
+                          pl->optimizer, pl->grad_reduce, pl->optimizer_state};
     sim_stage_mem t;
     sim_memory_stage(&L, &ms, &t);
     m->stash_bytes[st] = t.stash;

@@ -181,7 +181,8 @@ void sim_memory_stage(const sim_stage_layers *L, const sim_mem_setting *s,
                       sim_stage_mem *out)
 {
     sim_state_mul sm;
-    sim_memory_state(s->precision, s->zero, s->replicas, s->opt, &sm);
+    sim_memory_state_of(s->precision, s->grad_reduce, s->optimizer_state, s->zero,
+                        s->replicas, s->opt, &sm);
     stage_mul(L, s, &sm, out);
 }
 
@@ -190,8 +191,8 @@ double sim_memory_optimizer_mul(optimizer_kind opt)
     return opt == OPT_ADAM ? 2 : opt == OPT_MOMENTUM ? 1 : 0;
 }
 
-void sim_memory_state(dev_precision prec, int zero, int replicas, optimizer_kind opt,
-                      sim_state_mul *out)
+void sim_memory_state_of(dev_precision prec, dev_precision grad, dev_precision ostate,
+                         int zero, int replicas, optimizer_kind opt, sim_state_mul *out)
 {
     double nstate = sim_memory_optimizer_mul(opt);
     out->gradients = 1;
@@ -200,19 +201,35 @@ void sim_memory_state(dev_precision prec, int zero, int replicas, optimizer_kind
     out->step = sim_step_bytes_per_param(opt);
     if (prec == DEV_BF16 || prec == DEV_FP16) {
         double e = dev_precision_bytes(prec);
-        double g = prec == DEV_BF16 ? 4 : e; /* bytes of one gradient */
+        /* bytes of one gradient: fp32 main gradients with bf16 unless they are kept in
+         * bf16 (grad), fp16's own */
+        double g = prec == DEV_BF16 && grad != DEV_BF16 ? 4 : e;
         out->gradients = g / e;
-        out->optimizer = (4 + (prec == DEV_FP16 ? 4 : 0) + 4 * nstate) / e;
         out->reduce = g / e;
-        /* read the gradient, read and write the master weight and each state, write the
-         * parameter */
-        out->step = (g + 8 + 8 * nstate + e) / e;
+        if (prec == DEV_BF16 && ostate == DEV_BF16) {
+            /* the moments in bf16; the bf16 weights are their own master copy; the step
+             * reads the gradient, reads and writes the weight and each moment */
+            out->optimizer = 2 * nstate / e;
+            out->step = (g + 2 * e + 4 * nstate) / e;
+        } else {
+            /* fp32 master weights and moments, and an fp32 copy of 16-bit gradients to
+             * step from; the step reads the gradient, reads and writes the master weight
+             * and each state, writes the parameter */
+            out->optimizer = (4 + (g < 4 ? 4 : 0) + 4 * nstate) / e;
+            out->step = (g + 8 + 8 * nstate + e) / e;
+        }
     }
     if (zero && replicas > 1) {
         out->optimizer /= replicas;
         out->step /= replicas;
         out->reduce = (out->reduce + 1) / 2;
     }
+}
+
+void sim_memory_state(dev_precision prec, int zero, int replicas, optimizer_kind opt,
+                      sim_state_mul *out)
+{
+    sim_memory_state_of(prec, DEV_FP32, DEV_FP32, zero, replicas, opt, out);
 }
 
 /* The most activation bytes worker w of a 3D plan's model holds at once, walking its list:

@@ -33,6 +33,19 @@ typedef struct sim_state_mul {
 void sim_memory_state(dev_precision prec, int zero, int replicas, optimizer_kind opt,
                       sim_state_mul *out);
 
+/* sim_memory_state with the gradients kept and reduced in grad and the optimizer state in
+ * ostate (the plan's grad_reduce and optimizer_state; each DEV_FP32, the default above, or
+ * DEV_BF16, which changes the figures only with prec bf16, e = 2). grad bf16: gradients
+ * 1 and reduce 1 (half the bytes), and with an fp32 optimizer state its fp32 copy of the
+ * gradients, optimizer (4 master + 4 copy + 4 per state) / e (Megatron-Core's distributed
+ * optimizer steps from `.float()` of the bf16 gradients). ostate bf16: optimizer 2 per
+ * state / e, no master copy and no gradient copy (apex's DistributedFusedAdam with dtype
+ * bf16: store_params off, its fused step reads the gradients as they are), step (g + 2e +
+ * 4 per state) / e. So bf16 with adam: grad bf16 20 bytes a parameter, 4 + 16 / d with
+ * ZeRO-1; both bf16 8, 4 + 4 / d (docs/sim.md). */
+void sim_memory_state_of(dev_precision prec, dev_precision grad, dev_precision ostate,
+                         int zero, int replicas, optimizer_kind opt, sim_state_mul *out);
+
 /* What the layers [first, last] of a stage hold, at the profile's minibatch (bytes): the
  * sums the memory model reads (sim_memory_layers fills it; the native planner keeps one per
  * block range, so that its estimate and the simulator price a stage from the same figures). */
@@ -83,6 +96,8 @@ typedef struct sim_mem_setting {
     int zero;             /* ZeRO stage, 0 or 1 */
     int replicas;         /* the stage's replicas (ZeRO-1 shards over them) */
     optimizer_kind opt;
+    dev_precision grad_reduce;     /* the plan's grad_reduce (sim_memory_state_of) */
+    dev_precision optimizer_state; /* the plan's optimizer_state */
 } sim_mem_setting;
 
 /* One stage's memory terms (bytes): what one device holding it keeps. */

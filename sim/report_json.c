@@ -136,6 +136,10 @@ static void layout_json(cJSON *o, const sim_report *r)
     cJSON_AddBoolToObject(o, "sequence_parallel", r->sequence_parallel);
     add_int(o, "zero", r->zero);
     cJSON_AddStringToObject(o, "precision", dev_precision_name(r->precision));
+    if (r->grad_reduce != DEV_FP32) /* only when set: default reports read as before */
+        cJSON_AddStringToObject(o, "grad_reduce", dev_precision_name(r->grad_reduce));
+    if (r->optimizer_state != DEV_FP32)
+        cJSON_AddStringToObject(o, "optimizer_state", dev_precision_name(r->optimizer_state));
     add_int(o, "gpus", r->gpus);
 }
 

@@ -253,6 +253,8 @@ static int fill_layout(sim_report *rep, const plan *pl, const sim_model *m)
     rep->sequence_parallel = pl->sequence_parallel;
     rep->zero = pl->zero;
     rep->precision = pl->precision;
+    rep->grad_reduce = pl->grad_reduce;
+    rep->optimizer_state = pl->optimizer_state;
     rep->gpus = plan_gpus(pl);
     rep->tokens_per_sample = p->tokens_per_sample;
     rep->tokens_per_s = rep->samples_per_s * (double)p->tokens_per_sample;

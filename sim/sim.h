@@ -176,6 +176,7 @@ typedef struct sim_report {
     int checkpoint_layers;    /* the plan's (full recompute) */
     int sequence_parallel, zero;
     dev_precision precision;
+    dev_precision grad_reduce, optimizer_state; /* the plan's (DEV_FP32 unless bf16) */
     int gpus;                 /* every member of every group (plan_gpus) */
     const char *device_noun;  /* what the cluster's devices are called in text
                                  (cluster_device_noun: "GPU", "CPU worker"; static; NULL

@@ -711,6 +711,9 @@ static void b_tp_not_profile(plan *pl) { pl->tp = 4; }
 static void b_sp_not_profile(plan *pl) { pl->sequence_parallel = 0; }
 static void b_zero(plan *pl) { pl->zero = 3; }
 static void b_checkpoint(plan *pl) { pl->checkpoint_layers = 99; }
+static void b_grad_fp32(plan *pl) { pl->precision = DEV_FP32, pl->grad_reduce = DEV_BF16; }
+static void b_state_fp16(plan *pl) { pl->precision = DEV_FP16, pl->optimizer_state = DEV_BF16; }
+static void b_grad_tf32(plan *pl) { pl->grad_reduce = DEV_TF32; }
 
 Test(plan3d, bad_groups_and_fields)
 {
@@ -720,4 +723,45 @@ Test(plan3d, bad_groups_and_fields)
     expect_bad3d(b_sp_not_profile, "sequence_parallel", "as the profile");
     expect_bad3d(b_zero, "zero", "0 or 1");
     expect_bad3d(b_checkpoint, "checkpoint_layers", "from 0 to 6");
+    expect_bad3d(b_grad_fp32, "grad_reduce", "unless precision is bf16 (got bf16 with "
+                 "precision fp32)");
+    expect_bad3d(b_state_fp16, "optimizer_state", "with precision fp16");
+    expect_bad3d(b_grad_tf32, "grad_reduce", "expected fp32 or bf16");
+}
+
+/* grad_reduce and optimizer_state: written only when bf16 (a default plan's file reads as
+ * before), read back equal, each changing equality; a bad value in a file is one line. */
+Test(plan3d, state_elements_round_trip)
+{
+    plan *pl = tp_plan();
+    plumb_err err;
+    cJSON *j = plan_to_json(pl);
+    cr_assert_null(cJSON_GetObjectItem(j, "grad_reduce"));
+    cr_assert_null(cJSON_GetObjectItem(j, "optimizer_state"));
+    cJSON_Delete(j);
+    for (int k = 0; k < 3; k++) {
+        plan *q = plan_clone(pl);
+        q->grad_reduce = k != 1 ? DEV_BF16 : DEV_FP32;
+        q->optimizer_state = k != 0 ? DEV_BF16 : DEV_FP32;
+        cr_assert_eq(plan_validate(q, "p", &err), 0, "%s", err.msg);
+        cr_assert_not(plan_equal(pl, q), "case %d", k);
+        round_trip(q);
+        j = plan_to_json(q);
+        const cJSON *g = cJSON_GetObjectItem(j, "grad_reduce");
+        cr_assert_eq(g != NULL, k != 1);
+        if (g) cr_assert_str_eq(g->valuestring, "bf16");
+        plan *b = plan_from_json(j, "p.json", &err);
+        cr_assert_not_null(b, "%s", err.msg);
+        cr_assert_eq(b->grad_reduce, q->grad_reduce);
+        cr_assert_eq(b->optimizer_state, q->optimizer_state);
+        plan_free(b);
+        cJSON_DeleteItemFromObject(j, "optimizer_state");
+        cJSON_AddStringToObject(j, "optimizer_state", "fp8");
+        cr_assert_null(plan_from_json(j, "p.json", &err));
+        cr_assert(strstr(err.msg, "p.json: optimizer_state: expected fp32 or bf16 (got \"fp8\")"),
+                  "%s", err.msg);
+        cJSON_Delete(j);
+        plan_free(q);
+    }
+    plan_free(pl);
 }

@@ -136,17 +136,24 @@ Test(sim_3d, tp_collectives_on_the_critical_path)
 
 /* The data-parallel reduction of a tp = 2 stage over 2 replicas on two servers: bf16
  * reduces fp32 main gradients (2 x the parameter bytes); with ZeRO-1 a reduce-scatter of
- * them and an all-gather of the bf16 parameters (1.5 x). fp32: the parameter bytes. */
+ * them and an all-gather of the bf16 parameters (1.5 x). fp32: the parameter bytes. With
+ * grad_reduce bf16 the gradients are bf16: the parameter bytes either way (a reduce-scatter
+ * of 1 x and the all-gather of 1 x; the optimizer state's element changes nothing). */
 Test(sim_3d, data_parallel_reduction_bytes)
 {
     const double P = 2 * 4e6; /* two layers of 4 MB per stage */
-    struct { dev_precision prec; int zero; double mul; } c[] = {
-        {DEV_FP32, 0, 1}, {DEV_BF16, 0, 2}, {DEV_BF16, 1, 1.5}, {DEV_FP16, 0, 1},
+    struct { dev_precision prec; int zero; dev_precision grad, ostate; double mul; } c[] = {
+        {DEV_FP32, 0, DEV_FP32, DEV_FP32, 1}, {DEV_BF16, 0, DEV_FP32, DEV_FP32, 2},
+        {DEV_BF16, 1, DEV_FP32, DEV_FP32, 1.5}, {DEV_FP16, 0, DEV_FP32, DEV_FP32, 1},
+        {DEV_BF16, 0, DEV_BF16, DEV_FP32, 1}, {DEV_BF16, 1, DEV_BF16, DEV_FP32, 1},
+        {DEV_BF16, 1, DEV_BF16, DEV_BF16, 1}, {DEV_BF16, 1, DEV_FP32, DEV_BF16, 1.5},
     };
     for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
         plan *pl = tp_plan(2, 0);
         pl->precision = c[i].prec;
         pl->zero = c[i].zero;
+        pl->grad_reduce = c[i].grad;
+        pl->optimizer_state = c[i].ostate;
         sim_report *r = synth_run(pl, NULL);
         /* a ring of 2 across the servers: 2 (r - 1) / r x bytes / BW1 + 2 (r - 1) x LAT1 */
         double want = c[i].mul * P / BW1 + 2 * LAT1;
@@ -202,6 +209,79 @@ Test(sim_3d, bytes_per_parameter_in_a_run)
         const sim_memory *m = &r->devices[0].mem;
         double got = (m->weights + m->gradients + m->optimizer) / params;
         cr_expect(close_to(got, megatron_bytes(DEV_BF16, zero ? 2 : 0), 1e-12), "%g", got);
+        sim_report_free(r);
+        plan_free(pl);
+    }
+}
+
+/* Bytes per parameter of bf16 weights with adam under the plan's grad_reduce and
+ * optimizer_state (g, o), worked by hand, non-distributed / distributed over d ranks:
+ * weights 2; gradients 4 (fp32 main gradients) or 2 (bf16); fp32 state: master 4 + two
+ * moments 8, and with bf16 gradients the optimizer's fp32 copy of them 4 (Megatron-Core:
+ * `shard_model_grad.float()`; Megatron-LM's table gives 4 + 16 / d for 16-bit gradients);
+ * bf16 state (apex DistributedFusedAdam dtype bf16, store_params off): two bf16 moments
+ * 4, no master, no copy. The optimizer step's traffic per parameter: the gradient read, the
+ * weight read and written, each moment read and written (bf16 state: 2 + 4 + 8 = 14). */
+static double hand_bytes(dev_precision g, dev_precision o, int d)
+{
+    double grad = g == DEV_BF16 ? 2 : 4;
+    double opt = o == DEV_BF16 ? 4 : 4 + 8 + (g == DEV_BF16 ? 4 : 0);
+    return 2 + grad + (d > 1 ? opt / d : opt);
+}
+
+Test(sim_3d, bytes_per_parameter_with_16bit_state)
+{
+    dev_precision dt[] = {DEV_FP32, DEV_BF16};
+    for (int gi = 0; gi < 2; gi++)
+        for (int oi = 0; oi < 2; oi++)
+            for (int d = 1; d <= 64; d *= 2)
+                for (int zero = 0; zero <= 1; zero++) {
+                    sim_state_mul m;
+                    sim_memory_state_of(DEV_BF16, dt[gi], dt[oi], zero, d, OPT_ADAM, &m);
+                    double got = 2 * (1 + m.gradients + m.optimizer);
+                    double want = hand_bytes(dt[gi], dt[oi], zero ? d : 1);
+                    cr_expect(close_to(got, want, 1e-12), "grad %s state %s d=%d zero %d: %g "
+                              "vs %g", dev_precision_name(dt[gi]), dev_precision_name(dt[oi]),
+                              d, zero, got, want);
+                }
+    /* the figures named in the docs: both bf16 take 8 bytes, 4 + 4 / d distributed */
+    cr_expect(close_to(hand_bytes(DEV_BF16, DEV_BF16, 1), 8, 0));
+    cr_expect(close_to(hand_bytes(DEV_BF16, DEV_BF16, 4), 5, 0));
+    cr_expect(close_to(hand_bytes(DEV_BF16, DEV_FP32, 4), 8, 0));
+    sim_state_mul m;
+    sim_memory_state_of(DEV_BF16, DEV_BF16, DEV_BF16, 0, 1, OPT_ADAM, &m);
+    cr_expect(close_to(2 * m.step, 2 + 2 + 2 + 4 + 4, 1e-12), "step %g", 2 * m.step);
+    sim_memory_state_of(DEV_BF16, DEV_BF16, DEV_FP32, 0, 1, OPT_ADAM, &m);
+    cr_expect(close_to(2 * m.step, 2 + 8 + 16 + 2, 1e-12), "step %g", 2 * m.step);
+    /* the defaults are sim_memory_state's, and nothing changes away from bf16 */
+    sim_state_mul a, b;
+    sim_memory_state(DEV_BF16, 1, 8, OPT_ADAM, &a);
+    sim_memory_state_of(DEV_BF16, DEV_FP32, DEV_FP32, 1, 8, OPT_ADAM, &b);
+    cr_expect(!memcmp(&a, &b, sizeof a));
+    sim_memory_state(DEV_FP16, 1, 8, OPT_ADAM, &a);
+    sim_memory_state_of(DEV_FP16, DEV_BF16, DEV_BF16, 1, 8, OPT_ADAM, &b);
+    cr_expect(!memcmp(&a, &b, sizeof a));
+}
+
+/* Through sim_run: a bf16 adam stage of 2 replicas, both settings bf16, holds 8 bytes per
+ * parameter of weights, gradients and optimizer state without ZeRO, 4 + 4 / 2 with it. */
+Test(sim_3d, bytes_per_parameter_in_a_run_with_16bit_state)
+{
+    for (int zero = 0; zero <= 1; zero++) {
+        plan *pl = tp_plan(2, 0);
+        pl->precision = DEV_BF16;
+        pl->grad_reduce = pl->optimizer_state = DEV_BF16;
+        pl->zero = zero;
+        pl->optimizer = OPT_ADAM;
+        plumb_err e;
+        cr_assert_eq(plan_validate(pl, "t", &e), 0, "%s", e.msg);
+        sim_report *r = sim_run(pl, NULL, &e);
+        cr_assert_not_null(r, "%s", e.msg);
+        double params = 2 * 4e6 / 2;
+        const sim_memory *m = &r->devices[0].mem;
+        cr_expect(close_to(m->gradients / params, 2, 1e-12), "%g", m->gradients / params);
+        double got = (m->weights + m->gradients + m->optimizer) / params;
+        cr_expect(close_to(got, zero ? 6 : 8, 1e-12), "zero %d: %g", zero, got);
         sim_report_free(r);
         plan_free(pl);
     }

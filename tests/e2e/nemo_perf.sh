@@ -4,8 +4,10 @@
 # step times of GPT-3 175B, Nemotron-4 15B and Nemotron-4 340B, 16 to 2048 GPUs, context
 # parallelism 1) runs `plumb plan --model ... -c dgx-h100.json --gpus --tp --pp --dp
 # --global-batch --microbatch-size [--interleave] --recompute --sequence-parallel --zero 1
-# --overlap-param-gather --tp-overlap full --precision bf16 --attention flash --json` (the
-# recipes' settings) and prints published against predicted seconds per step, tokens/s per
+# --overlap-param-gather --tp-overlap full --precision bf16 --attention flash
+# [--grad-reduce bf16] [--optimizer-state bf16] --json` (the recipes' settings: the last two
+# where the row's grad_sync_dtype / optim_dtype column, the recipe's optim.grad_sync_dtype
+# and optim.dtype, says bf16) and prints published against predicted seconds per step, tokens/s per
 # GPU and model TFLOP/s per GPU (NVIDIA's count, below). It checks the model files'
 # parameter counts against their closed form and the published sizes. Every planned row is
 # held to BAND_TOL (a regression bound); the rows in HELD (none by default: no row meets
@@ -31,8 +33,8 @@ export ROW_TOL=${NEMO_PERF_ROW_TOL:-5} MEAN_TOL=${NEMO_PERF_MEAN_TOL:-3}
 # beyond 15 % either way fails, whether held or not.
 export BAND_TOL=${NEMO_PERF_BAND_TOL:-15}
 
-if ! { "$P" plan --model x --help 2>&1; } | grep -q -- '--tp-overlap'; then
-    echo "nemo_perf.sh: skip: plumb plan has no --tp-overlap yet"
+if ! { "$P" plan --model x --help 2>&1; } | grep -q -- '--grad-reduce'; then
+    echo "nemo_perf.sh: skip: plumb plan has no --grad-reduce yet"
     exit 0
 fi
 if ! command -v python3 >/dev/null; then
@@ -48,8 +50,8 @@ for m in $(cut -f4 "$TSV" | tail -n +2 | sort -u); do
 done
 n=0
 # columns: run source container model gpus tp pp dp interleave microbatch_size global_batch
-#          recompute step_s published_mfu
-while IFS=$'\t' read -r run _ _ model gpus tp pp dp il mbs gb rc _ _; do
+#          recompute step_s published_mfu grad_sync_dtype optim_dtype
+while IFS=$'\t' read -r run _ _ model gpus tp pp dp il mbs gb rc _ _ gsd od; do
     [ "$run" = run ] && continue
     n=$((n + 1))
     args=(plan --model "$MODELS/$model.json" -c "$H100" --gpus "$gpus" --tp "$tp" --pp "$pp"
@@ -57,6 +59,8 @@ while IFS=$'\t' read -r run _ _ model gpus tp pp dp il mbs gb rc _ _; do
         --sequence-parallel --zero 1 --overlap-param-gather --tp-overlap full
         --precision bf16 --attention flash --json)
     [ "$il" != 1 ] && args+=(--interleave "$il")
+    [ "$gsd" = bf16 ] && args+=(--grad-reduce bf16)
+    [ "$od" = bf16 ] && args+=(--optimizer-state bf16)
     "$P" "${args[@]}" >"$d/$n.json" 2>"$d/$n.err"
     echo $? >"$d/$n.rc"
     echo "$P ${args[*]}" >"$d/$n.cmd"

@@ -5,9 +5,9 @@
 # on the written plan gives the iteration the search reported), --json gives the ranking
 # and the best report; fixed dimensions stay fixed; on 128 H100s with --tp-overlap full
 # --overlap-param-gather every candidate runs that runtime and the written plan carries it;
-# an asynchronous schedule, a GPU count no layout uses, a batch no layout divides, a model
-# no layout fits and a bad runtime combination each get one line, exit 2, no output and no
-# file.
+# --grad-reduce bf16 --optimizer-state bf16 likewise; an asynchronous schedule, a GPU count
+# no layout uses, a batch no layout divides, a model no layout fits and a bad runtime
+# combination each get one line, exit 2, no output and no file.
 set -u
 P=${PLUMB:-./plumb}
 d=$(mktemp -d)
@@ -111,6 +111,25 @@ bad runtime-tpo-mode 'plan: --tp-overlap: expected none, backward or full (got "
     --gpus 64 --global-batch 64 --tp-overlap sometimes
 bad runtime-sync-v 'plan: --p2p: expected overlap with schedule zb-v .* (got sync)' \
     --gpus 64 --global-batch 64 --p2p sync --schedule zb-v
+
+# gradients and optimizer state in bf16 on every candidate: the ranking and the best layout
+# say so and the written plan carries both; with fp32 weights, or a bad value, one line
+ok state16 "$P" plan --model $GPT3 -c $H100 --gpus 64 --global-batch 64 --grad-reduce bf16 \
+    --optimizer-state bf16 --top 2 -o "$d/s16.json"
+has state16-line '^runtime of every layout: gradients bf16, optimizer state bf16$'
+has state16-best '^recompute .*, bf16, gradients bf16, optimizer state bf16'
+{ grep -q '"grad_reduce":	"bf16"' "$d/s16.json" &&
+    grep -q '"optimizer_state":	"bf16"' "$d/s16.json"; } ||
+    { echo "FAIL state16-plan: the written plan lacks grad_reduce / optimizer_state bf16"; fail=1; }
+ok state16-sim "$P" sim "$d/s16.json"
+has state16-sim-line '^layout .*, bf16 gradients, bf16 optimizer state$'
+ok state16-sim-json "$P" sim "$d/s16.json" --json
+has state16-sim-json '^	"grad_reduce":	"bf16",$'
+has state16-sim-json-state '^	"optimizer_state":	"bf16",$'
+bad state16-fp32 'plan: --grad-reduce bf16: belongs to --precision bf16 (got --precision fp32)' \
+    --gpus 64 --global-batch 64 --precision fp32 --grad-reduce bf16
+bad state16-value 'plan: --optimizer-state: expected fp32 or bf16 (got "fp8")' \
+    --gpus 64 --global-batch 64 --optimizer-state fp8
 
 # plumb sweep --model: the search per GPU count, days and cost of a token budget, deadline, plot
 LLAMA=examples/llm/llama3-8b.json
