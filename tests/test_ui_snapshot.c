@@ -816,8 +816,14 @@ Test(ui_snapshot, layout3d_quit_leaves_a_layout_in_progress_to_the_worker)
     cr_assert_eq(ui_app_async_start(&a), 0);
     for (int i = 0; i < 3; i++) ui_app_key(&a, 'G'); /* tp 4, 2, then 1: dp 128 */
     cr_assert_eq(a.pending, 1);
-    /* the worker takes tp 4 (a fraction of a second), then tp 1 (seconds) */
-    nanosleep(&(struct timespec){1, 500000000}, NULL);
+    /* the worker takes tp 4 (a fraction of a second), then tp 1 (a large fraction of a
+     * second here): quit as soon as tp 1 is taken, not after a guessed time */
+    int waited_ms = 0;
+    while (!ui_app_async_evaluating(&a) && waited_ms < 60000) {
+        nanosleep(&(struct timespec){0, 1000000}, NULL);
+        waited_ms++;
+    }
+    cr_assert(waited_ms < 60000, "the worker never took tp 1");
     ui_app_async_stop(&a);
     cr_assert_null(a.worker);
     cr_assert_eq(a.pending, 0);

@@ -83,6 +83,11 @@ void ui_app_async_stop(ui_app *a);
 int ui_app_poll(ui_app *a);
 void ui_app_wait(ui_app *a);
 
+/* 1 while the worker evaluates the newest settings posted to it (it has taken the job and
+ * none waits behind it), else 0 (also without a worker). Lets a caller act while a layout
+ * is in progress without guessing how long one takes (the tests). */
+int ui_app_async_evaluating(ui_app *a);
+
 /* For ui/app_async.c: posts a->st->cur to the worker (0, or -1 when there is none);
  * takes a result r for a->st->cur (moved out of r) or, when r has no report and undo is 0,
  * rejects the key with r's reason (ui_app_key's rule), returning 1 when taken; keeps r,

@@ -105,6 +105,16 @@ void ui_app_async_stop(ui_app *a)
     a->pending = 0;
 }
 
+int ui_app_async_evaluating(ui_app *a)
+{
+    struct ui_worker *k = a->worker;
+    if (!k) return 0;
+    pthread_mutex_lock(&k->mu);
+    int on = k->busy && !k->has_job;
+    pthread_mutex_unlock(&k->mu);
+    return on;
+}
+
 int ui_app_async_post(ui_app *a)
 {
     struct ui_worker *k = a->worker;
