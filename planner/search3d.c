@@ -440,10 +440,20 @@ int search3d_options_check(const search3d_options *o, plumb_err *err)
                            "layout search (got %s, %s: it changes training semantics; give "
                            "--tp, --pp and --dp to lay it out as it is)", tr->name,
                            tr->semantics);
-        if (o->interleave > 1 && tr->chunks_max == 1) /* no layout could take them */
-            return err_set(err, NULL, "--interleave", "expected 1 with schedule %s, which "
-                           "runs one stage per pipeline rank (got %d)", tr->name,
-                           o->interleave);
+        if (o->interleave > 0) { /* no layout could take them (layout3d's words) */
+            int v = o->interleave;
+            if (v > 1 && tr->chunks_max == 1)
+                return err_set(err, NULL, "--interleave", "expected 1 with schedule %s, "
+                               "which runs one stage per pipeline rank (got %d)", tr->name, v);
+            if (v < tr->chunks_min || v > tr->chunks_max)
+                return err_set(err, NULL, "--interleave", "expected %d to %d virtual stages "
+                               "per rank with schedule %s (got %d)", tr->chunks_min,
+                               tr->chunks_max, tr->name, v);
+            if (v < 2 && sched_kind_chunked(o->schedule))
+                return err_set(err, NULL, "--interleave", "expected 2 or more virtual stages "
+                               "per rank with schedule %s (got 1; with one stage per rank "
+                               "use 1f1b-flush)", tr->name);
+        }
     }
     if (search3d_runtime_check(o, err)) return -1;
     if (o->global_batch < 1)

@@ -132,8 +132,9 @@ search3d_result *search3d_run(const transformer *t, const cluster *c, const char
 void search3d_free(search3d_result *r);
 
 /* Checks the options that do not depend on the GPU count, as `plumb plan --model`'s search
- * does: a fixed --schedule that is synchronous, under p2p sync not a V kind, and with a
- * fixed interleave > 1 a kind that runs chunks; then search3d_runtime_check; a global
+ * does: a fixed --schedule that is synchronous, under p2p sync not a V kind, and a fixed
+ * interleave within the kind's chunks (2 or more for the chunked kinds); then
+ * search3d_runtime_check; a global
  * batch >= 1. 0, or -1 with err naming the option ("--p2p", ...). search3d_run checks
  * them first. */
 int search3d_options_check(const search3d_options *o, plumb_err *err);

@@ -126,7 +126,17 @@ Test(search3d_balance, shared_checks_name_the_option)
     cr_expect_eq(search3d_options_check(&o, &err), -1);
     cr_expect_str_eq(err.msg, "--interleave: expected 1 with schedule zb-h1, which runs one "
                      "stage per pipeline rank (got 2)");
-    o.interleave = 1, o.zero = 0, o.overlap_param_gather = 1;
+    o.schedule = SCHED_ZB_V, o.interleave = 3;
+    cr_expect_eq(search3d_options_check(&o, &err), -1);
+    cr_expect_str_eq(err.msg, "--interleave: expected 2 to 2 virtual stages per rank with "
+                     "schedule zb-v (got 3)");
+    o.schedule = SCHED_INTERLEAVED, o.interleave = 1;
+    cr_expect_eq(search3d_options_check(&o, &err), -1);
+    cr_expect(strstr(err.msg, "--interleave: expected 2 or more virtual stages per rank with "
+                     "schedule interleaved (got 1;") == err.msg, "%s", err.msg);
+    o.interleave = 2;
+    cr_expect_eq(search3d_options_check(&o, &err), 0, "%s", err.msg);
+    o.schedule = SCHED_ZB_H1, o.interleave = 1, o.zero = 0, o.overlap_param_gather = 1;
     cr_expect_eq(search3d_runtime_check(&o, &err), -1);
     cr_expect(strstr(err.msg, "--overlap-param-gather: belongs to --zero 1") == err.msg, "%s",
               err.msg);

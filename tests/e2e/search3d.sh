@@ -167,6 +167,8 @@ bad top-fixed 'plan: --top: belongs to the layout search' \
     --tp 8 --pp 8 --dp 1 --global-batch 64 --top 3
 bad interleave-kind 'plan: --interleave: expected 1 with schedule zb-h1, which runs one stage per pipeline rank (got 2)' \
     --gpus 64 --global-batch 64 --schedule zb-h1 --interleave 2
+bad interleave-one 'plan: --interleave: expected 2 or more virtual stages per rank with schedule interleaved (got 1; with one stage per rank use 1f1b-flush)' \
+    --gpus 64 --global-batch 64 --schedule interleaved --interleave 1
 
 # plumb sweep --model: the search per GPU count, days and cost of a token budget, deadline, plot
 LLAMA=examples/llm/llama3-8b.json
