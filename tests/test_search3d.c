@@ -491,7 +491,8 @@ Test(sweep3d, counts_that_do_not_fit)
 }
 
 /* The runtime of plan --model's search (tp overlap, the parameter all-gather apart, p2p
- * sync, gradients and optimizer state in bf16), the precision and a fixed schedule, each swept over Llama-3-8B on 8 and 16 H100s:
+ * sync, gradients and optimizer state in bf16), the precision and a fixed schedule, each
+ * swept over Llama-3-8B on 8 and 16 H100s:
  * every count's best is the search's best on that count alone with the same options (same
  * layout, same simulated iteration), and each writer names the runtime. */
 Test(sweep3d, runtime_settings_as_the_search)
