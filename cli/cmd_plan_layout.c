@@ -23,6 +23,7 @@
 #include "sim/sim.h"
 
 int cmd_plan_layout(int argc, char **argv);
+int cli_state_precision(const char *cmd, const char *opt, const char *arg, dev_precision *v);
 
 static const char usage_text[] =
     "usage: plumb plan --model FILE -c CLUSTER.json --tp T --pp P --dp D --global-batch B\n"
@@ -32,7 +33,8 @@ static const char usage_text[] =
     "                  [--precision bf16|fp16|fp32]\n"
     "                  [--schedule KIND] [--seq-len S] [--attention standard|flash]\n"
     "                  [--balance] [--p2p overlap|sync]\n"
-    "                  [--tp-overlap none|backward|full] [--json] [-o PLAN.json]\n"
+    "                  [--tp-overlap none|backward|full] [--grad-reduce fp32|bf16]\n"
+    "                  [--optimizer-state fp32|bf16] [--json] [-o PLAN.json]\n"
     "       plumb plan --model FILE -c CLUSTER.json --gpus N --global-batch B [--search]\n"
     "                  [any of the options above, fixed] [--top K] [--json] [-o PLAN.json]\n"
     "\n"
@@ -71,6 +73,7 @@ static const char usage_text[] =
     "  --seq-len S             tokens per sequence (default: max_position_embeddings)\n"
     "  --balance               move whole blocks off the stages that carry the embedding\n"
     "                          and the head where that runs faster, and print the gain\n"
+    "                          (searching: in every layout simulated in full)\n"
     "  --attention KIND        standard (default: softmax and dropout kernels keep the s x s\n"
     "                          probabilities) or flash (fused: keeps its output and softmax\n"
     "                          statistics, recomputes the scores in its backward)\n"
@@ -94,7 +97,8 @@ static const char usage_text[] =
     "                          master copy: apex's DistributedFusedAdam dtype bf16);\n"
     "                          bf16 needs --precision bf16\n"
     "  --search                search the dimensions not given even with --tp/--pp/--dp\n"
-    "  --top K                 simulate the K best estimates in full (default %d)\n"
+    "  --top K                 searching: simulate the K best estimates in full\n"
+    "                          (default %d)\n"
     "  --json                  print the simulator's report (plumb-sim-report/1); when\n"
     "                          searching, {\"ranking\": [...], \"best\": report}\n"
     "  -o, --output FILE       write the plan (plumb-plan/1), atomically\n"
@@ -112,6 +116,42 @@ typedef struct given {
     int overlap_param_gather;  /* --overlap-param-gather (set on the built plan) */
     int tp_overlap;            /* --tp-overlap (plan_tp_overlap; set on the built plan) */
 } given;
+
+/* The value of --grad-reduce or --optimizer-state (opt): "fp32" or "bf16" into *v; 0, or
+ * 2 after cmd's one line. plumb sweep --model parses them with it too. */
+int cli_state_precision(const char *cmd, const char *opt, const char *arg, dev_precision *v)
+{
+    if (strcmp(arg, "fp32") && strcmp(arg, "bf16"))
+        return cli_fail(cmd, "%s: expected fp32 or bf16 (got \"%s\")", opt, arg);
+    *v = strcmp(arg, "bf16") ? DEV_FP32 : DEV_BF16;
+    return 0;
+}
+
+/* The search's options from the command line: what was given is fixed. */
+static void search_options(const layout3d_options *o, const given *g, search3d_options *so)
+{
+    search3d_options_init(so);
+    so->gpus = o->gpus;
+    so->global_batch = o->global_batch;
+    so->tp = o->tp, so->pp = o->pp, so->dp = o->dp;
+    so->microbatch_size = g->mbs ? o->microbatch_size : 0;
+    so->interleave = g->interleave ? o->interleave : 0;
+    so->recompute = g->recompute ? o->recompute : SEARCH3D_FREE;
+    so->sequence_parallel = g->sp ? 1 : SEARCH3D_FREE;
+    so->zero = g->zero ? o->zero : SEARCH3D_FREE;
+    so->schedule = g->schedule ? o->schedule : SEARCH3D_FREE;
+    so->checkpoint_layers = o->checkpoint_layers;
+    so->precision = o->precision;
+    so->grad_reduce = o->grad_reduce;
+    so->optimizer_state = o->optimizer_state;
+    so->seq = o->seq;
+    so->attention = o->attention;
+    so->simulate = g->top;
+    so->tp_overlap = (plan_tp_overlap)g->tp_overlap;
+    so->overlap_param_gather = g->overlap_param_gather;
+    so->p2p_sync = o->p2p_sync;
+    so->balance = o->balance;
+}
 
 /* Parses the options into o; 1 after --help, 2 after one line, else 0. */
 static int parse(int argc, char **argv, layout3d_options *o, given *g, const char **model,
@@ -219,14 +259,12 @@ static int parse(int argc, char **argv, layout3d_options *o, given *g, const cha
             g->tp_overlap = plan_tp_overlap_parse(optarg);
             break;
         case O_GRED:
-        case O_OSTATE: {
-            const char *opt = c == O_GRED ? "--grad-reduce" : "--optimizer-state";
-            if (strcmp(optarg, "fp32") && strcmp(optarg, "bf16"))
-                return cli_fail(cmd, "%s: expected fp32 or bf16 (got \"%s\")", opt, optarg);
-            *(c == O_GRED ? &o->grad_reduce : &o->optimizer_state) =
-                strcmp(optarg, "bf16") ? DEV_FP32 : DEV_BF16;
+            if (cli_state_precision(cmd, "--grad-reduce", optarg, &o->grad_reduce)) return 2;
             break;
-        }
+        case O_OSTATE:
+            if (cli_state_precision(cmd, "--optimizer-state", optarg, &o->optimizer_state))
+                return 2;
+            break;
         case 'h': printf(usage_text, SEARCH3D_SIMULATE); return 1;
         default: return 2;
         }
@@ -237,21 +275,17 @@ static int parse(int argc, char **argv, layout3d_options *o, given *g, const cha
     if (!*model) return cli_fail(cmd, "expected --model FILE");
     if (!*clus) return cli_fail(cmd, "expected -c CLUSTER.json with --model");
     if (!o->global_batch) return cli_fail(cmd, "expected --global-batch B with --model");
-    if (o->checkpoint_layers > 0 && o->recompute != RECOMPUTE_FULL)
-        return cli_fail(cmd, "--checkpoint-layers: belongs to --recompute full");
-    /* the search applies it to its zero 1 candidates when --zero is not given */
     int searching = g->search || (o->tp > 0) + (o->pp > 0) + (o->dp > 0) < 2;
-    if (g->overlap_param_gather && (g->zero || !searching) && o->zero != 1)
-        return cli_fail(cmd, "--overlap-param-gather: belongs to --zero 1 (the distributed "
-                        "optimizer's parameter all-gather)");
-    if (o->precision != DEV_BF16 && (o->grad_reduce == DEV_BF16 ||
-                                     o->optimizer_state == DEV_BF16))
-        return cli_fail(cmd, "%s bf16: belongs to --precision bf16 (got --precision %s)",
-                        o->grad_reduce == DEV_BF16 ? "--grad-reduce" : "--optimizer-state",
-                        dev_precision_name(o->precision));
-    if (g->tp_overlap && o->tp > 0 && o->tp < 2)
-        return cli_fail(cmd, "--tp-overlap: expected --tp 2 or more (no tensor-parallel "
-                        "collectives to overlap) (got --tp %d)", o->tp);
+    if (g->top && !searching)
+        return cli_fail(cmd, "--top: belongs to the layout search (fewer than two of --tp, "
+                        "--pp and --dp, or --search); a fixed layout is simulated once");
+    /* the runtime's checks, as the search and plumb sweep --model make them; the search
+     * applies --overlap-param-gather to its zero 1 candidates when --zero is not given */
+    search3d_options so;
+    plumb_err err = {{0}};
+    search_options(o, g, &so);
+    if (!searching) so.zero = o->zero;
+    if (search3d_runtime_check(&so, &err)) return cli_fail(cmd, "%s", err.msg);
     return 0;
 }
 
@@ -353,31 +387,6 @@ static void print_balance(const layout3d_balance_result *b)
     }
 }
 
-/* The search's options from the command line: what was given is fixed. */
-static void search_options(const layout3d_options *o, const given *g, search3d_options *so)
-{
-    search3d_options_init(so);
-    so->gpus = o->gpus;
-    so->global_batch = o->global_batch;
-    so->tp = o->tp, so->pp = o->pp, so->dp = o->dp;
-    so->microbatch_size = g->mbs ? o->microbatch_size : 0;
-    so->interleave = g->interleave ? o->interleave : 0;
-    so->recompute = g->recompute ? o->recompute : SEARCH3D_FREE;
-    so->sequence_parallel = g->sp ? 1 : SEARCH3D_FREE;
-    so->zero = g->zero ? o->zero : SEARCH3D_FREE;
-    so->schedule = g->schedule ? o->schedule : SEARCH3D_FREE;
-    so->checkpoint_layers = o->checkpoint_layers;
-    so->precision = o->precision;
-    so->grad_reduce = o->grad_reduce;
-    so->optimizer_state = o->optimizer_state;
-    so->seq = o->seq;
-    so->attention = o->attention;
-    so->simulate = g->top;
-    so->tp_overlap = (plan_tp_overlap)g->tp_overlap;
-    so->overlap_param_gather = g->overlap_param_gather;
-    so->p2p_sync = o->p2p_sync;
-}
-
 /* One ranked layout as "tp 4 x pp 8 x dp 32, microbatch 1, interleaved V 12, ...". */
 static void layout_text(const search3d_cand *c, char *buf, size_t n)
 {
@@ -389,33 +398,16 @@ static void layout_text(const search3d_cand *c, char *buf, size_t n)
              c->o.sequence_parallel ? ", sequence parallel" : "", c->o.zero);
 }
 
-/* The runtime the search gave every candidate, one line; nothing at the default. */
+/* The runtime the search gave every candidate, and --balance, a line each; nothing at
+ * the default. */
 static void print_runtime(const search3d_options *so)
 {
-    if (so->tp_overlap == TP_OVERLAP_NONE && !so->overlap_param_gather && !so->p2p_sync &&
-        so->grad_reduce == DEV_FP32 && so->optimizer_state == DEV_FP32)
-        return;
-    printf("runtime of every layout:");
-    const char *sep = " ";
-    if (so->tp_overlap != TP_OVERLAP_NONE) {
-        printf("%stp overlap %s (tp > 1)", sep, plan_tp_overlap_name(so->tp_overlap));
-        sep = ", ";
-    }
-    if (so->overlap_param_gather) {
-        printf("%sparameter all-gather under the forward (zero 1)", sep);
-        sep = ", ";
-    }
-    if (so->p2p_sync) {
-        printf("%sp2p sync", sep);
-        sep = ", ";
-    }
-    if (so->grad_reduce != DEV_FP32) {
-        printf("%sgradients %s", sep, dev_precision_name(so->grad_reduce));
-        sep = ", ";
-    }
-    if (so->optimizer_state != DEV_FP32)
-        printf("%soptimizer state %s", sep, dev_precision_name(so->optimizer_state));
-    printf("\n");
+    char rt[256];
+    search3d_runtime_text(so, rt, sizeof rt);
+    if (rt[0]) printf("runtime of every layout: %s\n", rt);
+    if (so->balance)
+        printf("stages balanced (--balance) in every layout simulated; the estimates split "
+               "the blocks evenly\n");
 }
 
 static void print_ranking(const search3d_result *r, const search3d_options *so, int gpus,
@@ -431,9 +423,11 @@ static void print_ranking(const search3d_result *r, const search3d_options *so, 
         const search3d_cand *c = &r->ranked[i];
         layout_text(c, lay, sizeof lay);
         search3d_why(r, i, why, sizeof why);
-        printf("#%d %s\n   iteration %.3f s (estimate %.3f s), %.0f tokens/s, %.1f TFLOP/s per "
-               "%s, MFU %.1f %%, peak %s of %s\n   why: %s\n", i + 1, lay, c->iteration_s,
-               c->est.iteration_s, c->tokens_per_s, c->tflops_per_gpu, noun, 100 * c->mfu,
+        char even[48] = "";
+        if (c->balanced) snprintf(even, sizeof even, "; even split %.3f s", c->even_iteration_s);
+        printf("#%d %s\n   iteration %.3f s (estimate %.3f s%s), %.0f tokens/s, %.1f TFLOP/s "
+               "per %s, MFU %.1f %%, peak %s of %s\n   why: %s\n", i + 1, lay, c->iteration_s,
+               c->est.iteration_s, even, c->tokens_per_s, c->tflops_per_gpu, noun, 100 * c->mfu,
                units_bytes(c->peak_bytes, pk, sizeof pk),
                units_bytes(c->est.capacity_bytes, cap, sizeof cap), why);
     }
@@ -441,7 +435,8 @@ static void print_ranking(const search3d_result *r, const search3d_options *so, 
 }
 
 /* The ranking as JSON: {"searched", "fitting", "estimate_cpu_s", "simulate_cpu_s",
- * "tp_overlap", "overlap_param_gather", "p2p", "ranking": [...], "best": report}. */
+ * "tp_overlap", "overlap_param_gather", "p2p", ["grad_reduce", "optimizer_state", "balance"
+ * where set], "ranking": [...], "best": report}. */
 static cJSON *ranking_json(const search3d_result *r, const search3d_options *so,
                            const char *out)
 {
@@ -462,6 +457,7 @@ static cJSON *ranking_json(const search3d_result *r, const search3d_options *so,
         cJSON_AddStringToObject(j, "grad_reduce", dev_precision_name(so->grad_reduce));
     if (so->optimizer_state != DEV_FP32)
         cJSON_AddStringToObject(j, "optimizer_state", dev_precision_name(so->optimizer_state));
+    if (so->balance) cJSON_AddBoolToObject(j, "balance", 1);
     for (int i = 0; i < r->nranked; i++) {
         const search3d_cand *c = &r->ranked[i];
         cJSON *e = search3d_cand_json(c);
@@ -510,6 +506,7 @@ static int run_search(const transformer *t, const cluster *cl, const char *cpath
         const search3d_cand *b = &r->ranked[0];
         print_ranking(r, &so, b->d.gpus, cluster_device_noun(cl));
         print_text(r->best, &b->d, r->best_report);
+        if (so.balance) print_balance(&r->best_balance);
         if (out) printf("plan written to %s\n", out);
     }
     rc = 0;
@@ -545,11 +542,10 @@ int cmd_plan_layout(int argc, char **argv)
         goto done;
     }
     if (layout3d_resolve(t, cl, cpath, &o, &d, &err)) goto bad;
-    if (g.tp_overlap && d.tp < 2) {
-        cli_fail("plan", "--tp-overlap: expected --tp 2 or more (no tensor-parallel "
-                 "collectives to overlap) (got --tp %d)", d.tp);
-        goto done;
-    }
+    search3d_options so; /* again with the tp the other two gave */
+    search_options(&o, &g, &so);
+    so.zero = o.zero, so.tp = d.tp;
+    if (search3d_runtime_check(&so, &err)) goto bad;
     if (!(pl = layout3d_build(t, cl, cpath, &o, &err))) goto bad;
     pl->overlap_param_gather = g.overlap_param_gather;
     pl->tp_overlap = (plan_tp_overlap)g.tp_overlap;

@@ -33,7 +33,7 @@ static const char *const usage_text =
     "  --microbatch-size B     sequences per microbatch (default 1)\n"
     "  --precision P           bf16 (default), fp16, tf32 or fp32\n"
     "  --attention KIND        standard (default) or flash (fused: keeps no s x s tensor)\n"
-    "  --quiet                 no table\n"
+    "  --quiet                 no table (needs -o)\n"
     "  -h, --help              this text\n"
     "Exit status: 0 ok, 2 bad input (one line naming the file and key; nothing written).\n";
 
@@ -142,6 +142,9 @@ int cmd_profile_llm(int argc, char **argv)
     if (!cpath)
         return cli_fail("profile", "expected -c CLUSTER.json with --model (its device type "
                         "costs the layers)");
+    if (quiet && !out) /* it would print nothing and write nothing */
+        return cli_fail("profile", "--quiet: expected -o PROFILE.json with it (without -o "
+                        "the table is the only output)");
     const char *inputs[2] = {mpath, cpath};
     if (out && cli_output_ok("profile", "-o", out, inputs, 2)) return 2;
     plumb_err err = {{0}};

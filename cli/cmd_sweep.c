@@ -90,9 +90,12 @@ static const char *const usage_model =
     "                          --model takes them\n"
     "  --precision P, --seq-len S, --attention standard|flash\n"
     "                          how every layout computes (as plumb plan --model)\n"
-    "  --p2p overlap|sync, --tp-overlap none|backward|full, --overlap-param-gather\n"
+    "  --p2p overlap|sync, --tp-overlap none|backward|full, --overlap-param-gather,\n"
+    "  --grad-reduce fp32|bf16, --optimizer-state fp32|bf16\n"
     "                          the runtime of every layout at every count, as plumb plan\n"
     "                          --model sets it on its search's candidates\n"
+    "  --balance               balance the stages of every layout simulated in full, as\n"
+    "                          plumb plan --model --balance does (the estimates stay even)\n"
     "  --top K                 best estimates simulated per count (default 3; 6 under\n"
     "                          --p2p sync, as plan's search doubles its own)\n"
     "  --json                  print the sweep as JSON (plumb-sweep3d/1)\n"
@@ -102,7 +105,10 @@ static const char *const usage_model =
 
 enum { M_MODEL = 1100, M_GPUS, M_GB, M_TOKENS, M_PRICE, M_DEADLINE, M_TP, M_PP, M_MBS, M_V,
        M_RC, M_SP, M_ZERO, M_TOP, M_JSON, M_SVG, M_CKPT, M_SCHED, M_PREC, M_SEQ, M_ATTN, M_P2P,
-       M_TPO, M_OPG };
+       M_TPO, M_OPG, M_GRED, M_OSTATE, M_BALANCE };
+
+/* cli/cmd_plan_layout.c: --grad-reduce / --optimizer-state's value, plan's words. */
+int cli_state_precision(const char *cmd, const char *opt, const char *arg, dev_precision *v);
 
 /* The options of `plan --model` that set how a layout computes and runs (its schedule,
  * precision, sequence, attention, checkpointing, runtime) into o, with plan's messages.
@@ -113,6 +119,10 @@ static int parse_model_runtime(int ch, search3d_options *o)
     int v, seq;
     switch (ch) {
     case M_OPG: o->overlap_param_gather = 1; return 0;
+    case M_BALANCE: o->balance = 1; return 0;
+    case M_GRED: return cli_state_precision(cmd, "--grad-reduce", optarg, &o->grad_reduce);
+    case M_OSTATE:
+        return cli_state_precision(cmd, "--optimizer-state", optarg, &o->optimizer_state);
     case M_CKPT:
         return cli_int(cmd, "--checkpoint-layers", optarg, 0, 1 << 20, &o->checkpoint_layers)
                    ? 2 : 0;
@@ -167,6 +177,9 @@ static int parse_model(int argc, char **argv, search3d_options *o, const char **
         {"seq-len", required_argument, 0, M_SEQ}, {"attention", required_argument, 0, M_ATTN},
         {"p2p", required_argument, 0, M_P2P}, {"tp-overlap", required_argument, 0, M_TPO},
         {"overlap-param-gather", no_argument, 0, M_OPG},
+        {"grad-reduce", required_argument, 0, M_GRED},
+        {"optimizer-state", required_argument, 0, M_OSTATE},
+        {"balance", no_argument, 0, M_BALANCE},
         {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
     const char *cmd = "sweep";
     int ch, v;

@@ -14,6 +14,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "core/device.h"
 #include "core/schedule_traits.h"
 #include "core/units.h"
 
@@ -343,6 +344,18 @@ static void explain(const cand_list *L, const transformer *t, const cluster *cut
             "global batch of each replica (got %d)", o->microbatch_size);
 }
 
+/* --balance: balances pl's stages (layout3d_balance, from pl's even report *rep) and, when
+ * they moved, replaces *rep with the balanced plan's simulation. 0, or -1 with err. */
+static int balance_plan(plan *pl, sim_report **rep, layout3d_balance_result *bal,
+                        plumb_err *err)
+{
+    if (layout3d_balance(pl, NULL, *rep, bal, err)) return -1;
+    if (!bal->changed) return 0;
+    sim_report_free(*rep);
+    *rep = sim_run_folded(pl, NULL, 0, err);
+    return *rep ? 0 : -1;
+}
+
 /* Simulates the first k candidates of L in full and ranks those that fit by simulated
  * throughput; keeps the best one's plan and report in r. 0 or -1 with err. */
 static int simulate(search3d_result *r, cand_list *L, const transformer *t, const cluster *cut,
@@ -356,10 +369,18 @@ static int simulate(search3d_result *r, cand_list *L, const transformer *t, cons
         plan *pl = layout3d_build(t, cut, cluster_file, &c.o, err);
         if (pl) search3d_apply_runtime(pl, o);
         sim_report *rep = pl ? sim_run_folded(pl, NULL, 0, err) : NULL;
+        layout3d_balance_result bal = {0};
+        if (rep) c.even_iteration_s = rep->iteration_s;
+        if (rep && o->balance && balance_plan(pl, &rep, &bal, err)) {
+            sim_report_free(rep);
+            rep = NULL;
+        }
         if (!rep) {
             plan_free(pl);
             return -1;
         }
+        c.o.balance = o->balance;
+        c.balanced = bal.changed;
         c.simulated = 1;
         c.iteration_s = rep->iteration_s;
         c.tokens_per_s = rep->tokens_per_s;
@@ -373,6 +394,7 @@ static int simulate(search3d_result *r, cand_list *L, const transformer *t, cons
             plan_free(r->best);
             sim_report_free(r->best_report);
             r->best = pl, r->best_report = rep;
+            r->best_balance = bal;
             pl = NULL, rep = NULL;
             best = c.tokens_per_s;
         }
@@ -380,6 +402,25 @@ static int simulate(search3d_result *r, cand_list *L, const transformer *t, cons
         sim_report_free(rep);
     }
     qsort(r->ranked, (size_t)r->nranked, sizeof *r->ranked, cmp_sim);
+    return 0;
+}
+
+int search3d_runtime_check(const search3d_options *o, plumb_err *err)
+{
+    if (o->checkpoint_layers > 0 && o->recompute != RECOMPUTE_FULL)
+        return err_set(err, NULL, "--checkpoint-layers", "belongs to --recompute full");
+    if (o->overlap_param_gather && o->zero != SEARCH3D_FREE && o->zero != 1)
+        return err_set(err, NULL, "--overlap-param-gather", "belongs to --zero 1 (the "
+                       "distributed optimizer's parameter all-gather)");
+    if (o->precision != DEV_BF16 &&
+        (o->grad_reduce == DEV_BF16 || o->optimizer_state == DEV_BF16))
+        return err_set(err, NULL, o->grad_reduce == DEV_BF16 ? "--grad-reduce bf16"
+                                                              : "--optimizer-state bf16",
+                       "belongs to --precision bf16 (got --precision %s)",
+                       dev_precision_name(o->precision));
+    if (o->tp_overlap != TP_OVERLAP_NONE && o->tp > 0 && o->tp < 2)
+        return err_set(err, NULL, "--tp-overlap", "expected --tp 2 or more (no "
+                       "tensor-parallel collectives to overlap) (got --tp %d)", o->tp);
     return 0;
 }
 
@@ -399,15 +440,22 @@ int search3d_options_check(const search3d_options *o, plumb_err *err)
                            "layout search (got %s, %s: it changes training semantics; give "
                            "--tp, --pp and --dp to lay it out as it is)", tr->name,
                            tr->semantics);
+        if (o->interleave > 0) { /* no layout could take them (layout3d's words) */
+            int v = o->interleave;
+            if (v > 1 && tr->chunks_max == 1)
+                return err_set(err, NULL, "--interleave", "expected 1 with schedule %s, "
+                               "which runs one stage per pipeline rank (got %d)", tr->name, v);
+            if (v < tr->chunks_min || v > tr->chunks_max)
+                return err_set(err, NULL, "--interleave", "expected %d to %d virtual stages "
+                               "per rank with schedule %s (got %d)", tr->chunks_min,
+                               tr->chunks_max, tr->name, v);
+            if (v < 2 && sched_kind_chunked(o->schedule))
+                return err_set(err, NULL, "--interleave", "expected 2 or more virtual stages "
+                               "per rank with schedule %s (got 1; with one stage per rank "
+                               "use 1f1b-flush)", tr->name);
+        }
     }
-    if (o->checkpoint_layers > 0 && o->recompute != RECOMPUTE_FULL)
-        return err_set(err, NULL, "--checkpoint-layers", "belongs to --recompute full");
-    if (o->overlap_param_gather && o->zero != SEARCH3D_FREE && o->zero != 1)
-        return err_set(err, NULL, "--overlap-param-gather", "belongs to --zero 1 (the "
-                       "distributed optimizer's parameter all-gather)");
-    if (o->tp_overlap != TP_OVERLAP_NONE && o->tp > 0 && o->tp < 2)
-        return err_set(err, NULL, "--tp-overlap", "expected --tp 2 or more (no "
-                       "tensor-parallel collectives to overlap) (got --tp %d)", o->tp);
+    if (search3d_runtime_check(o, err)) return -1;
     if (o->global_batch < 1)
         return err_set(err, NULL, "--global-batch", "expected an integer >= 1 (got %d)",
                        o->global_batch);
@@ -424,7 +472,13 @@ void search3d_runtime_text(const search3d_options *o, char *buf, size_t n)
     if (o->overlap_param_gather && h < n)
         h += (size_t)snprintf(buf + h, n - h, "%sparameter all-gather under the forward "
                               "(zero 1)", h ? ", " : "");
-    if (o->p2p_sync && h < n) snprintf(buf + h, n - h, "%sp2p sync", h ? ", " : "");
+    if (o->p2p_sync && h < n) h += (size_t)snprintf(buf + h, n - h, "%sp2p sync", h ? ", " : "");
+    if (o->grad_reduce != DEV_FP32 && h < n)
+        h += (size_t)snprintf(buf + h, n - h, "%sgradients %s", h ? ", " : "",
+                              dev_precision_name(o->grad_reduce));
+    if (o->optimizer_state != DEV_FP32 && h < n)
+        snprintf(buf + h, n - h, "%soptimizer state %s", h ? ", " : "",
+                 dev_precision_name(o->optimizer_state));
 }
 
 search3d_result *search3d_run(const transformer *t, const cluster *c, const char *cluster_file,
@@ -543,5 +597,9 @@ cJSON *search3d_cand_json(const search3d_cand *c)
     cJSON_AddNumberToObject(e, "mfu", c->mfu);
     cJSON_AddNumberToObject(e, "peak_bytes", c->peak_bytes);
     cJSON_AddNumberToObject(e, "capacity_bytes", c->est.capacity_bytes);
+    if (c->o.balance) { /* only with --balance: other rankings read as before */
+        cJSON_AddBoolToObject(e, "balanced", c->balanced);
+        cJSON_AddNumberToObject(e, "even_iteration_s", c->even_iteration_s);
+    }
     return e;
 }

@@ -14,6 +14,7 @@
 #include "core/cluster.h"
 #include "core/plan.h"
 #include "core/transformer.h"
+#include "planner/balance3d.h"
 #include "planner/layout3d.h"
 #include "sim/sim.h"
 
@@ -50,6 +51,9 @@ typedef struct search3d_options {
                                    synchronous) */
     int p2p_sync;               /* 1: synchronous point-to-point transfers; the V kinds
                                    (zb-v, dualpipev), which deadlock under it, are skipped */
+    int balance;                /* 1: each candidate simulated in full has its stages
+                                   balanced first (layout3d_balance, planner/balance3d.h) and
+                                   is ranked by the plan it keeps; the estimates stay even */
 } search3d_options;
 
 /* Everything free, bf16, the model's sequence length; gpus and global_batch 0 (the caller
@@ -84,6 +88,9 @@ typedef struct search3d_cand {
     int simulated;         /* 1: the figures below are sim_run's */
     double iteration_s, tokens_per_s, tflops_per_gpu, mfu, bubble_fraction, peak_bytes;
     int fits;
+    int balanced;          /* with search3d_options.balance: 1 when its stages moved (the
+                              figures above are the balanced plan's) */
+    double even_iteration_s; /* ... the even split's simulated iteration (balanced: before) */
 } search3d_cand;
 
 typedef struct search3d_result {
@@ -93,6 +100,8 @@ typedef struct search3d_result {
     search3d_cand *ranked; /* [nranked] by simulated tokens/s, descending */
     plan *best;            /* the best layout's plan (pred_* set from its run); owned */
     sim_report *best_report; /* its simulation; owned */
+    layout3d_balance_result best_balance; /* with search3d_options.balance: what balancing
+                                             the best layout's stages found */
     double estimate_cpu_s, simulate_cpu_s; /* CPU time of the two phases */
 } search3d_result;
 
@@ -123,15 +132,25 @@ search3d_result *search3d_run(const transformer *t, const cluster *c, const char
 void search3d_free(search3d_result *r);
 
 /* Checks the options that do not depend on the GPU count, as `plumb plan --model`'s search
- * does: a fixed --schedule that is synchronous and, under p2p sync, not a V kind;
- * checkpoint_layers > 0 only with recompute full; overlap_param_gather not with zero fixed
- * at 0; tp_overlap not with tp fixed at 1; a global batch >= 1. 0, or -1 with err naming
- * the option ("--p2p", ...). search3d_run checks them first. */
+ * does: a fixed --schedule that is synchronous, under p2p sync not a V kind, and a fixed
+ * interleave within the kind's chunks (2 or more for the chunked kinds); then
+ * search3d_runtime_check; a global
+ * batch >= 1. 0, or -1 with err naming the option ("--p2p", ...). search3d_run checks
+ * them first. */
 int search3d_options_check(const search3d_options *o, plumb_err *err);
 
-/* The runtime o gives every candidate (tp_overlap, overlap_param_gather, p2p_sync) as
- * "tp overlap full (tp > 1), parameter all-gather under the forward (zero 1), p2p sync"
- * into buf (always terminated); "" at the default runtime. */
+/* The checks of o that hold for a fixed layout too (`plumb plan --model --tp T --pp P
+ * --dp D` gives its own values: zero 0 or 1, tp the given or resolved one, 0 when not
+ * known yet): checkpoint_layers > 0 only with recompute full; overlap_param_gather not
+ * with zero fixed at 0; grad_reduce or optimizer_state bf16 only at precision bf16;
+ * tp_overlap not with tp fixed at 1. 0, or -1 with err naming the option
+ * ("--checkpoint-layers: belongs to --recompute full"). */
+int search3d_runtime_check(const search3d_options *o, plumb_err *err);
+
+/* The runtime o gives every candidate (tp_overlap, overlap_param_gather, p2p_sync,
+ * grad_reduce, optimizer_state) as "tp overlap full (tp > 1), parameter all-gather under
+ * the forward (zero 1), p2p sync, gradients bf16, optimizer state bf16" into buf (always
+ * terminated); "" at the default runtime. */
 void search3d_runtime_text(const search3d_options *o, char *buf, size_t n);
 
 /* 1 when every dimension of o is fixed (the search has one layout to try). */
@@ -150,7 +169,8 @@ void search3d_apply_runtime(plan *pl, const search3d_options *o);
 /* Candidate c as a JSON object: "tp", "pp", "dp", "microbatch_size", "interleave",
  * "schedule", "recompute", "sequence_parallel", "zero", "iteration_s",
  * "estimate_iteration_s", "tokens_per_s", "tflops_per_gpu", "mfu", "peak_bytes",
- * "capacity_bytes". NULL when out of memory; the caller owns it (cJSON_Delete). */
+ * "capacity_bytes"; with balance also "balanced" and "even_iteration_s". NULL when out of
+ * memory; the caller owns it (cJSON_Delete). */
 struct cJSON;
 struct cJSON *search3d_cand_json(const search3d_cand *c);
 

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "core/device.h"
 #include "core/schedule_traits.h"
 
 void sweep3d_result_free(sweep3d_result *r)
@@ -133,6 +134,9 @@ void sweep3d_print(const sweep3d_result *r, FILE *out)
     char rt[160];
     search3d_runtime_text(&r->opts, rt, sizeof rt);
     if (rt[0]) fprintf(out, "runtime of every layout: %s\n", rt);
+    if (r->opts.balance)
+        fprintf(out, "stages balanced (--balance) in every layout simulated; the estimates "
+                "split the blocks evenly\n");
     fprintf(out, "%*s  %-52s %12s %6s %10s %*s %12s\n", w, head, "best layout", "tokens/s",
             "MFU", "days", wc, r->price > 0 ? "cost (USD)" : hours,
             "USD/M tokens");
@@ -184,6 +188,12 @@ cJSON *sweep3d_to_json(const sweep3d_result *r)
     cJSON_AddStringToObject(j, "tp_overlap", plan_tp_overlap_name(r->opts.tp_overlap));
     cJSON_AddBoolToObject(j, "overlap_param_gather", r->opts.overlap_param_gather);
     cJSON_AddStringToObject(j, "p2p", r->opts.p2p_sync ? "sync" : "overlap");
+    if (r->opts.grad_reduce != DEV_FP32) /* only when set, as plan --model's ranking */
+        cJSON_AddStringToObject(j, "grad_reduce", dev_precision_name(r->opts.grad_reduce));
+    if (r->opts.optimizer_state != DEV_FP32)
+        cJSON_AddStringToObject(j, "optimizer_state",
+                                dev_precision_name(r->opts.optimizer_state));
+    if (r->opts.balance) cJSON_AddBoolToObject(j, "balance", 1);
     if (!(a = cJSON_AddArrayToObject(j, "points"))) {
         cJSON_Delete(j);
         return NULL;

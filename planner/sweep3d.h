@@ -40,8 +40,9 @@ typedef struct sweep3d_result {
     const char *device_noun;    /* the cluster's devices in text (cluster_device_noun: "GPU",
                                    "CPU worker"; static) */
     search3d_options opts;   /* the options every count was searched with (gpus 0): its
-                                runtime (tp_overlap, overlap_param_gather, p2p_sync) goes
-                                into every writer */
+                                runtime (tp_overlap, overlap_param_gather, p2p_sync,
+                                grad_reduce, optimizer_state) and balance go into
+                                every writer */
     double cpu_s;            /* CPU time of the whole sweep */
 } sweep3d_result;
 
@@ -58,10 +59,11 @@ int sweep3d_run(const transformer *t, const cluster *c, const char *cluster_file
 void sweep3d_result_free(sweep3d_result *r);
 
 /* The table (after a line naming the runtime of every layout where it is not the
- * default), the deadline line and the front, every figure with its unit. */
+ * default, and one for --balance), the deadline line and the front, every figure with its unit. */
 void sweep3d_print(const sweep3d_result *r, FILE *out);
 
-/* {"format": "plumb-sweep3d/1", ..., "tp_overlap", "overlap_param_gather", "p2p", "points"}
+/* {"format": "plumb-sweep3d/1", ..., "tp_overlap", "overlap_param_gather", "p2p",
+ * ["grad_reduce", "optimizer_state" when bf16, "balance" when set], "points"}
  * (docs/llm.md, "Sweeping GPU counts"); caller frees. */
 struct cJSON;
 struct cJSON *sweep3d_to_json(const sweep3d_result *r);

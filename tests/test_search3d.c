@@ -491,7 +491,8 @@ Test(sweep3d, counts_that_do_not_fit)
 }
 
 /* The runtime of plan --model's search (tp overlap, the parameter all-gather apart, p2p
- * sync), the precision and a fixed schedule, each swept over Llama-3-8B on 8 and 16 H100s:
+ * sync, gradients and optimizer state in bf16), the precision and a fixed schedule, each
+ * swept over Llama-3-8B on 8 and 16 H100s:
  * every count's best is the search's best on that count alone with the same options (same
  * layout, same simulated iteration), and each writer names the runtime. */
 Test(sweep3d, runtime_settings_as_the_search)
@@ -500,14 +501,20 @@ Test(sweep3d, runtime_settings_as_the_search)
     plumb_err err = {{0}};
     cluster *c = cluster_load(H100, &err);
     cr_assert_not_null(c, "%s", err.msg);
-    static const struct { int tpo, opg, sync, prec, sched; const char *text; } set[] = {
-        {TP_OVERLAP_FULL, 0, 0, DEV_BF16, SEARCH3D_FREE, "tp overlap full (tp > 1)"},
-        {TP_OVERLAP_BACKWARD, 0, 0, DEV_BF16, SEARCH3D_FREE, "tp overlap backward"},
-        {TP_OVERLAP_NONE, 1, 0, DEV_BF16, SEARCH3D_FREE, "parameter all-gather under the "
-         "forward (zero 1)"},
-        {TP_OVERLAP_NONE, 0, 1, DEV_BF16, SEARCH3D_FREE, "p2p sync"},
-        {TP_OVERLAP_FULL, 1, 1, DEV_FP16, SCHED_ZB_H1, "tp overlap full (tp > 1), parameter "
-         "all-gather under the forward (zero 1), p2p sync"},
+    enum { F32 = DEV_FP32, B16 = DEV_BF16 };
+    static const struct { int tpo, opg, sync, prec, sched, gred, ostate; const char *text; }
+    set[] = {
+        {TP_OVERLAP_FULL, 0, 0, B16, SEARCH3D_FREE, F32, F32, "tp overlap full (tp > 1)"},
+        {TP_OVERLAP_BACKWARD, 0, 0, B16, SEARCH3D_FREE, F32, F32, "tp overlap backward"},
+        {TP_OVERLAP_NONE, 1, 0, B16, SEARCH3D_FREE, F32, F32, "parameter all-gather under "
+         "the forward (zero 1)"},
+        {TP_OVERLAP_NONE, 0, 1, B16, SEARCH3D_FREE, F32, F32, "p2p sync"},
+        {TP_OVERLAP_FULL, 1, 1, DEV_FP16, SCHED_ZB_H1, F32, F32, "tp overlap full (tp > 1), "
+         "parameter all-gather under the forward (zero 1), p2p sync"},
+        {TP_OVERLAP_NONE, 0, 0, B16, SEARCH3D_FREE, B16, B16, "runtime of every layout: "
+         "gradients bf16, optimizer state bf16"},
+        {TP_OVERLAP_NONE, 1, 0, B16, SEARCH3D_FREE, B16, F32, "parameter all-gather under "
+         "the forward (zero 1), gradients bf16"},
     };
     for (size_t i = 0; i < sizeof set / sizeof set[0]; i++) {
         search3d_options o;
@@ -518,6 +525,8 @@ Test(sweep3d, runtime_settings_as_the_search)
         o.p2p_sync = set[i].sync;
         o.precision = (dev_precision)set[i].prec;
         o.schedule = set[i].sched;
+        o.grad_reduce = (dev_precision)set[i].gred;
+        o.optimizer_state = (dev_precision)set[i].ostate;
         sweep3d_result r;
         cr_assert_eq(sweep3d_run(t, c, H100, &o, 8, 16, 1e11, 0, 0, &r, &err), 0, "setting "
                      "%zu: %s", i, err.msg);
@@ -546,6 +555,8 @@ Test(sweep3d, runtime_settings_as_the_search)
                          s->best->zero == 1);
             cr_expect_eq(s->best->p2p_sync, o.p2p_sync);
             cr_expect_eq(s->best->precision, o.precision);
+            cr_expect_eq(s->best->grad_reduce, o.grad_reduce);
+            cr_expect_eq(s->best->optimizer_state, o.optimizer_state);
             if (o.schedule != SEARCH3D_FREE) cr_expect_eq(b->d.schedule, o.schedule);
             search3d_free(s);
         }
@@ -570,6 +581,12 @@ Test(sweep3d, runtime_settings_as_the_search)
                   cJSON_IsTrue(cJSON_GetObjectItem(j, "overlap_param_gather")) ==
                       o.overlap_param_gather, "setting %zu", i);
         cr_expect(p2p && !strcmp(p2p, o.p2p_sync ? "sync" : "overlap"), "setting %zu", i);
+        const char *gr = cJSON_GetStringValue(cJSON_GetObjectItem(j, "grad_reduce"));
+        const char *os = cJSON_GetStringValue(cJSON_GetObjectItem(j, "optimizer_state"));
+        cr_expect(o.grad_reduce == DEV_BF16 ? gr && !strcmp(gr, "bf16") : !gr, "setting %zu: "
+                  "grad_reduce %s", i, gr ? gr : "absent");
+        cr_expect(o.optimizer_state == DEV_BF16 ? os && !strcmp(os, "bf16") : !os, "setting "
+                  "%zu: optimizer_state %s", i, os ? os : "absent");
         cJSON_Delete(j);
         sweep3d_result_free(&r);
     }

@@ -49,6 +49,12 @@ grep -q 'selective recomputation: 0.0000 ms' "$d/out" ||
     { echo "FAIL profile-flash: selective recomputation left with flash attention"; fail=1; }
 expect_bad bad-attention '--attention: expected standard or flash (got "fused")' \
     "$P" profile --model examples/llm/gpt2.json -c $A100 --attention fused
+# --quiet without -o would print nothing and write nothing: refused, not ignored
+expect_bad quiet-no-output 'profile: --quiet: expected -o PROFILE.json with it' \
+    "$P" profile --model examples/llm/gpt2.json -c $A100 --quiet
+ok profile-quiet "$P" profile --model examples/llm/gpt2.json -c $A100 --quiet -o "$d/q.json"
+[ -s "$d/out" ] && { echo "FAIL profile-quiet: printed with --quiet"; fail=1; }
+[ -s "$d/q.json" ] || { echo "FAIL profile-quiet: no profile written"; fail=1; }
 expect_bad config-as-spec 'gpt2.json is a transformer config.*--model' \
     "$P" profile examples/llm/gpt2.json -o "$d/x.json"
 [ -e "$d/x.json" ] && { echo "FAIL: a refused profile wrote its output"; fail=1; }

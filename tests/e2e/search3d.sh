@@ -7,7 +7,8 @@
 # --overlap-param-gather every candidate runs that runtime and the written plan carries it;
 # --grad-reduce bf16 --optimizer-state bf16 likewise; an asynchronous schedule, a GPU count
 # no layout uses, a batch no layout divides, a model no layout fits and a bad runtime
-# combination each get one line, exit 2, no output and no file.
+# combination each get one line, exit 2, no output and no file; --balance balances every
+# layout simulated; --top with a fixed layout is refused.
 set -u
 P=${PLUMB:-./plumb}
 d=$(mktemp -d)
@@ -130,6 +131,44 @@ bad state16-fp32 'plan: --grad-reduce bf16: belongs to --precision bf16 (got --p
     --gpus 64 --global-batch 64 --precision fp32 --grad-reduce bf16
 bad state16-value 'plan: --optimizer-state: expected fp32 or bf16 (got "fp8")' \
     --gpus 64 --global-batch 64 --optimizer-state fp8
+
+# --balance in the search: every layout simulated has its stages balanced as a fixed
+# layout's are; GPT-2 at pp 4 (its head outweighs a block) gains, the best's plan is the
+# balanced one (plumb sim on it gives the iteration ranked) and the balancing line is that
+# of plan --balance on the same fixed layout
+GPT2=examples/llm/gpt2.json
+SEARCH_B=(--model $GPT2 -c $A100 --gpus 8 --pp 4 --global-batch 64)
+ok bal-even "$P" plan "${SEARCH_B[@]}"
+even1=$(sed -n 's/^   iteration \([0-9.]*\) s .*/\1/p' "$d/out" | head -1)
+ok bal-search "$P" plan "${SEARCH_B[@]}" --balance -o "$d/bal.json"
+has bal-line '^stages balanced \(--balance\) in every layout simulated; the estimates split the blocks evenly$'
+has bal-even-split '^   iteration [0-9.]+ s \(estimate [0-9.]+ s; even split [0-9.]+ s\), '
+has bal-best '^balancing: [0-9.]+ s -> [0-9.]+ s per iteration \(-[0-9.]+ %\), first stage [0-9]+ blocks?, last [0-9]+ blocks? \+ head'
+bal1=$(sed -n 's/^   iteration \([0-9.]*\) s .*/\1/p' "$d/out" | head -1)
+balline=$(grep '^balancing:' "$d/out")
+best=$(sed -n 's/^iteration \([0-9.]*\) s, .*/\1/p' "$d/out")
+awk -v a="$bal1" -v b="$even1" 'BEGIN { exit !(a > 0 && a < 0.95 * b) }' ||
+    { echo "FAIL bal-gain: balanced search's best $bal1 s against the even search's $even1 s"; fail=1; }
+lay=$(sed -n 's/^#1 tp \([0-9]*\) x pp \([0-9]*\) x dp \([0-9]*\), microbatch \([0-9]*\), \([a-z0-9-]*\).*, zero \([01]\)$/--tp \1 --pp \2 --dp \3 --microbatch-size \4 --schedule \5 --zero \6/p' "$d/out")
+# shellcheck disable=SC2086
+ok bal-fixed "$P" plan --model $GPT2 -c $A100 --gpus 8 --global-batch 64 $lay --balance
+[ -n "$lay" ] && [ "$(grep '^balancing:' "$d/out")" = "$balline" ] ||
+    { echo "FAIL bal-fixed: '$lay' balanced alone: $(grep '^balancing:' "$d/out") / in the search: $balline"; fail=1; }
+ok bal-sim "$P" sim "$d/bal.json" --json
+simit=$(sed -n 's/^	"iteration_s":	\([0-9.e+-]*\),$/\1/p' "$d/out" | head -1)
+awk -v a="$best" -v b="$simit" 'BEGIN { exit !(b > 0 && (a - b) / b < 1e-3 && (b - a) / b < 1e-3) }' ||
+    { echo "FAIL bal-sim: the search reported $best s, plumb sim on its plan $simit s"; fail=1; }
+ok bal-json "$P" plan "${SEARCH_B[@]}" --balance --json
+has bal-json '^	"balance":	true,$'
+has bal-json-cand '^			"balanced":	true,$'
+# accepted and ignored before: --top with a fixed layout, an interleave the schedule cannot
+# run in the search (it searched nothing and blamed --gpus)
+bad top-fixed 'plan: --top: belongs to the layout search' \
+    --tp 8 --pp 8 --dp 1 --global-batch 64 --top 3
+bad interleave-kind 'plan: --interleave: expected 1 with schedule zb-h1, which runs one stage per pipeline rank (got 2)' \
+    --gpus 64 --global-batch 64 --schedule zb-h1 --interleave 2
+bad interleave-one 'plan: --interleave: expected 2 or more virtual stages per rank with schedule interleaved (got 1; with one stage per rank use 1f1b-flush)' \
+    --gpus 64 --global-batch 64 --schedule interleaved --interleave 1
 
 # plumb sweep --model: the search per GPU count, days and cost of a token budget, deadline, plot
 LLAMA=examples/llm/llama3-8b.json

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # sweep3d.sh: `plumb sweep --model` prices what `plumb plan --model` prices. Each runtime
-# setting of plan's search (--tp-overlap, --overlap-param-gather, --p2p sync) and the other
+# setting of plan's search (--tp-overlap, --overlap-param-gather, --p2p sync, --grad-reduce,
+# --optimizer-state), --balance and the other
 # options that change a candidate's cost (--precision, --schedule, --sequence-parallel,
 # --seq-len, --attention, --recompute full --checkpoint-layers) swept over Llama-3-8B on 8
 # and 16 H100s: at each count the sweep's best layout and its simulated iteration are those
@@ -30,8 +31,10 @@ a, b = pt[0]["layout"], plan["ranking"][0]
 keys = ["tp", "pp", "dp", "microbatch_size", "interleave", "schedule", "recompute",
         "sequence_parallel", "zero", "iteration_s", "tokens_per_s", "mfu"]
 diff = [k for k in keys if a[k] != b[k]]
-for k in ("tp_overlap", "overlap_param_gather", "p2p"):
-    if sweep[k] != plan[k]: diff.append(k)
+diff += [k for k in ("balanced", "even_iteration_s") if a.get(k) != b.get(k)]
+for k in ("tp_overlap", "overlap_param_gather", "p2p", "grad_reduce", "optimizer_state",
+          "balance"):
+    if sweep.get(k) != plan.get(k): diff.append(k)
 if diff:
     sys.exit(print("%d GPUs: sweep and plan differ in %s: %s / %s" % (gpus, diff,
              {k: a.get(k, sweep.get(k)) for k in diff}, {k: b.get(k, plan.get(k)) for k in diff})) or 1)
@@ -47,6 +50,9 @@ settings=(
     "--precision fp16 --schedule zb-h1"
     "--sequence-parallel --seq-len 4096 --attention flash"
     "--recompute full --checkpoint-layers 2"
+    "--grad-reduce bf16 --optimizer-state bf16"
+    "--grad-reduce bf16 --zero 1 --overlap-param-gather"
+    "--balance --pp 4"
 )
 for s in "${settings[@]}"; do
     name="sweep ${s// /_}"
@@ -69,6 +75,12 @@ ok sweep-text "$P" sweep --model $LLAMA -c $H100 --gpus 8..16 --global-batch 128
 has sweep-text '^runtime of every layout: tp overlap full \(tp > 1\), parameter all-gather under the forward \(zero 1\), p2p sync$'
 grep -q 'runtime of every layout: tp overlap full' "$d/rt.svg" ||
     { echo "FAIL sweep-svg: the plot does not name the runtime"; fail=1; }
+ok sweep-state16 "$P" sweep --model $LLAMA -c $H100 --gpus 8..16 --global-batch 128 \
+    --grad-reduce bf16 --optimizer-state bf16 --balance --tokens 1e11 --svg "$d/s16.svg"
+has sweep-state16 '^runtime of every layout: gradients bf16, optimizer state bf16$'
+has sweep-balance '^stages balanced \(--balance\) in every layout simulated; the estimates split the blocks evenly$'
+grep -q 'runtime of every layout: gradients bf16, optimizer state bf16' "$d/s16.svg" ||
+    { echo "FAIL sweep-svg-state16: the plot does not name the gradients' precision"; fail=1; }
 ok sweep-default "$P" sweep --model $LLAMA -c $H100 --gpus 8..16 --global-batch 128
 grep -q '^runtime of every layout' "$d/out" &&
     { echo "FAIL sweep-default: a runtime line at the default runtime"; fail=1; }
@@ -99,9 +111,14 @@ sweep_bad attention 'sweep: --attention: expected standard or flash (got "sparse
     --attention sparse
 sweep_bad ckpt 'sweep: --checkpoint-layers: belongs to --recompute full$' \
     --recompute selective --checkpoint-layers 2
+sweep_bad state16-fp16 'sweep: --grad-reduce bf16: belongs to --precision bf16 (got --precision fp16)$' \
+    --precision fp16 --grad-reduce bf16
+sweep_bad state16-value 'sweep: --optimizer-state: expected fp32 or bf16 (got "fp8")$' \
+    --optimizer-state fp8
 # and plan --model refuses each of them with the same words
 for c in "--zero 0 --overlap-param-gather" "--tp 1 --tp-overlap full" "--p2p sync --schedule zb-v" \
-         "--recompute selective --checkpoint-layers 2"; do
+         "--recompute selective --checkpoint-layers 2" "--precision fp32 --optimizer-state bf16" \
+         "--grad-reduce e5m2" "--schedule zb-h1 --interleave 2"; do
     # shellcheck disable=SC2086
     "$P" sweep --model $LLAMA -c $H100 --gpus 8..16 --global-batch 128 $c 2>"$d/sweep.err" >/dev/null
     # shellcheck disable=SC2086
