@@ -6,6 +6,8 @@
 
 #include <getopt.h>
 
+#include "core/device.h"
+
 #define PLUMB_VERSION "0.1.0"
 
 int cmd_import(int argc, char **argv);
@@ -61,6 +63,11 @@ int cli_sched_kind(const char *cmd, const char *s, int *out);
 /* Parses a device `--precision bf16|fp16|tf32|fp32` (core/device.h's dev_precision) into
  * *out. On failure prints one line naming the option and returns -1. */
 int cli_precision(const char *cmd, const char *s, int *out);
+
+/* Parses the value of `--grad-reduce` or `--optimizer-state` (opt names it): "fp32" or
+ * "bf16" into *v (plan --model and sweep --model). Returns 0, or 2 after one line naming
+ * opt. */
+int cli_state_precision(const char *cmd, const char *opt, const char *arg, dev_precision *v);
 
 /* Parses `--attention standard|flash` (planner/llm_profile.h's llm_attention) into *out.
  * On failure prints one line naming the option and returns -1. */

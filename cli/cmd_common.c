@@ -176,6 +176,14 @@ int cli_precision(const char *cmd, const char *s, int *out)
     return 0;
 }
 
+int cli_state_precision(const char *cmd, const char *opt, const char *arg, dev_precision *v)
+{
+    if (strcmp(arg, "fp32") && strcmp(arg, "bf16"))
+        return cli_fail(cmd, "%s: expected fp32 or bf16 (got \"%s\")", opt, arg);
+    *v = strcmp(arg, "bf16") ? DEV_FP32 : DEV_BF16;
+    return 0;
+}
+
 int cli_attention(const char *cmd, const char *s, int *out)
 {
     llm_attention a;

@@ -23,7 +23,6 @@
 #include "sim/sim.h"
 
 int cmd_plan_layout(int argc, char **argv);
-int cli_state_precision(const char *cmd, const char *opt, const char *arg, dev_precision *v);
 
 static const char usage_text[] =
     "usage: plumb plan --model FILE -c CLUSTER.json --tp T --pp P --dp D --global-batch B\n"
@@ -116,16 +115,6 @@ typedef struct given {
     int overlap_param_gather;  /* --overlap-param-gather (set on the built plan) */
     int tp_overlap;            /* --tp-overlap (plan_tp_overlap; set on the built plan) */
 } given;
-
-/* The value of --grad-reduce or --optimizer-state (opt): "fp32" or "bf16" into *v; 0, or
- * 2 after cmd's one line. plumb sweep --model parses them with it too. */
-int cli_state_precision(const char *cmd, const char *opt, const char *arg, dev_precision *v)
-{
-    if (strcmp(arg, "fp32") && strcmp(arg, "bf16"))
-        return cli_fail(cmd, "%s: expected fp32 or bf16 (got \"%s\")", opt, arg);
-    *v = strcmp(arg, "bf16") ? DEV_FP32 : DEV_BF16;
-    return 0;
-}
 
 /* The search's options from the command line: what was given is fixed. */
 static void search_options(const layout3d_options *o, const given *g, search3d_options *so)

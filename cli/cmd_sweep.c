@@ -107,9 +107,6 @@ enum { M_MODEL = 1100, M_GPUS, M_GB, M_TOKENS, M_PRICE, M_DEADLINE, M_TP, M_PP, 
        M_RC, M_SP, M_ZERO, M_TOP, M_JSON, M_SVG, M_CKPT, M_SCHED, M_PREC, M_SEQ, M_ATTN, M_P2P,
        M_TPO, M_OPG, M_GRED, M_OSTATE, M_BALANCE };
 
-/* cli/cmd_plan_layout.c: --grad-reduce / --optimizer-state's value, plan's words. */
-int cli_state_precision(const char *cmd, const char *opt, const char *arg, dev_precision *v);
-
 /* The options of `plan --model` that set how a layout computes and runs (its schedule,
  * precision, sequence, attention, checkpointing, runtime) into o, with plan's messages.
  * 0, or 2 after one line; 1 when ch is none of them. */
