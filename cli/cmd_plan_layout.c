@@ -312,7 +312,10 @@ static void print_text(const plan *pl, const layout3d_dims *d, const sim_report 
     if (tr && tr->async) /* the search never picks these (docs/llm.md, "Searching layouts") */
         printf("schedule %s is %s: it changes training semantics\n", tr->name, tr->semantics);
     printf("recompute %s", recompute_kind_name((recompute_kind)pl->recompute));
-    if (pl->recompute == RECOMPUTE_FULL) printf(" (every %d blocks)", pl->checkpoint_layers);
+    if (pl->recompute == RECOMPUTE_FULL) {
+        if (pl->checkpoint_layers > 0) printf(" (every %d blocks)", pl->checkpoint_layers);
+        else printf(" (each stage's input)");
+    }
     printf(", sequence parallel %s, zero %d%s, %s", pl->sequence_parallel ? "on" : "off",
            pl->zero, pl->overlap_param_gather ? " (parameter all-gather under the forward)" : "",
            dev_precision_name(pl->precision));

@@ -23,6 +23,10 @@ has text '^stage 7: layers 85-97 \(block84 \.\. head\) on devices 896-1023 \(16 
 has text '1536 microbatches of 1, 96 per replica'
 has text '^iteration [0-9.]+ s, [0-9.]+ samples/s'
 has text '^  rank 7 \(device 896\): weights .* peak .* of 79.00 GiB$'
+has text '^recompute full \(every 1 blocks\), '
+# --checkpoint-layers 0 keeps only each stage's input (was printed as "every 0 blocks")
+ok ckpt0 "$P" plan --model $GPT3 -c $A100 "${LAYOUT[@]}" --checkpoint-layers 0
+has ckpt0 "^recompute full \(each stage's input\), "
 
 ok json "$P" plan --model $GPT3 -c $A100 "${LAYOUT[@]}" --json
 for k in iteration_s samples_per_s tp pp dp interleave global_batch microbatch_size recompute \
