@@ -379,6 +379,31 @@ static void print_balance(const layout3d_balance_result *b)
     }
 }
 
+/* --balance --json: what print_balance says, as the report's "balance" object (changed,
+ * tried, even and balanced iteration seconds, null when nothing was simulated, blocks of the
+ * even split and of the first and last virtual stage kept). 0, or -1 out of memory. */
+static int balance_json(cJSON *j, const layout3d_balance_result *b)
+{
+    cJSON *o = cJSON_AddObjectToObject(j, "balance");
+    if (!o || !cJSON_AddBoolToObject(o, "changed", b->changed) ||
+        !cJSON_AddBoolToObject(o, "tried", b->tried))
+        return -1;
+    if (b->even_s >= 0) {
+        if (!cJSON_AddNumberToObject(o, "even_iteration_s", b->even_s) ||
+            !cJSON_AddNumberToObject(o, "balanced_iteration_s", b->balanced_s))
+            return -1;
+    } else if (!cJSON_AddNullToObject(o, "even_iteration_s") ||
+               !cJSON_AddNullToObject(o, "balanced_iteration_s")) {
+        return -1;
+    }
+    if (!cJSON_AddNumberToObject(o, "even_bottleneck_s", b->even_bottleneck_s) ||
+        !cJSON_AddNumberToObject(o, "even_blocks", b->even_blocks) ||
+        !cJSON_AddNumberToObject(o, "first_blocks", b->first_blocks) ||
+        !cJSON_AddNumberToObject(o, "last_blocks", b->last_blocks))
+        return -1;
+    return 0;
+}
+
 /* One ranked layout as "tp 4 x pp 8 x dp 32, microbatch 1, interleaved V 12, ...". */
 static void layout_text(const search3d_cand *c, char *buf, size_t n)
 {
@@ -565,6 +590,7 @@ int cmd_plan_layout(int argc, char **argv)
     pl->pred_iteration_s = r->iteration_s;
     pl->pred_samples_per_s = r->samples_per_s;
     if (!(j = sim_report_to_json(r, NULL, out))) goto oom;
+    if (o.balance && balance_json(j, &bal)) goto oom;
     if (json && !(text = cJSON_Print(j))) goto oom;
     if (out && plan_save(pl, out, &err)) goto bad;
     if (json) {

@@ -154,6 +154,15 @@ lay=$(sed -n 's/^#1 tp \([0-9]*\) x pp \([0-9]*\) x dp \([0-9]*\), microbatch \(
 ok bal-fixed "$P" plan --model $GPT2 -c $A100 --gpus 8 --global-batch 64 $lay --balance
 [ -n "$lay" ] && [ "$(grep '^balancing:' "$d/out")" = "$balline" ] ||
     { echo "FAIL bal-fixed: '$lay' balanced alone: $(grep '^balancing:' "$d/out") / in the search: $balline"; fail=1; }
+# the fixed layout's --json carries what balancing gained, as its text line says
+# shellcheck disable=SC2086
+ok bal-fixed-json "$P" plan --model $GPT2 -c $A100 --gpus 8 --global-batch 64 $lay --balance --json
+has bal-fixed-json '^	"balance":	\{$'
+has bal-fixed-changed '^		"changed":	true,$'
+fixed_even=$(sed -n 's/^		"even_iteration_s":	\([0-9.e+-]*\),$/\1/p' "$d/out")
+fixed_bal=$(sed -n 's/^		"balanced_iteration_s":	\([0-9.e+-]*\),$/\1/p' "$d/out")
+awk -v e="$fixed_even" -v b="$fixed_bal" 'BEGIN { exit !(b > 0 && b < e) }' ||
+    { echo "FAIL bal-fixed-json: even $fixed_even s, balanced $fixed_bal s"; fail=1; }
 ok bal-sim "$P" sim "$d/bal.json" --json
 simit=$(sed -n 's/^	"iteration_s":	\([0-9.e+-]*\),$/\1/p' "$d/out" | head -1)
 awk -v a="$best" -v b="$simit" 'BEGIN { exit !(b > 0 && (a - b) / b < 1e-3 && (b - a) / b < 1e-3) }' ||
