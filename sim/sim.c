@@ -331,8 +331,8 @@ static int steady_need(const schedule *s)
  * machine whose balloon reports free 2 MiB blocks to the host (free page reporting), a
  * process started a few seconds after the last one gets its huge pages from blocks the
  * host took back, and the kernel's zeroing of each faults it in again 4 KiB at a time:
- * `plumb sim` of a 64-stage x 1024-microbatch interleaved plan took 0.28-0.36 s with the
- * heap advised against 0.24-0.25 s without, every time. */
+ * `plumb sim` of a 64-stage x 1024-microbatch interleaved plan, 3 s after the last
+ * process, took 0.28-0.36 s with the heap advised against 0.24-0.25 s without (10 runs). */
 void sim_malloc_for_one_run(void)
 {
 #ifdef __GLIBC__
