@@ -1,7 +1,6 @@
 /* sim.c: sim_run, the simulator's entry point: options -> schedule IR -> cost model ->
  * discrete-event engine -> memory model -> report; and the comparison of a what-if run with
  * its base run. */
-#define _DEFAULT_SOURCE /* madvise, MADV_HUGEPAGE (sim_malloc_for_one_run) */
 #include "sim/sim.h"
 
 #include <math.h>
@@ -11,7 +10,6 @@
 #include <string.h>
 #ifdef __GLIBC__
 #include <malloc.h>
-#include <sys/mman.h>
 #endif
 
 #include "core/bounds.h"
@@ -329,35 +327,17 @@ static int steady_need(const schedule *s)
     return rc;
 }
 
-/* The heap sim_malloc_for_one_run reserves and advises for huge pages: address space
- * only (a page costs when it is first written); a 64-stage x 1024-microbatch run peaks
- * at 32 to 72 MiB of heap. */
-#define SIM_HEAP_RESERVE ((size_t)256 << 20)
-#define SIM_HUGE_PAGE ((uintptr_t)2 << 20)
-
+/* No transparent huge pages here (docs/sim.md, "Huge pages taken back"): on a virtual
+ * machine whose balloon reports free 2 MiB blocks to the host (free page reporting), a
+ * process started a few seconds after the last one gets its huge pages from blocks the
+ * host took back, and the kernel's zeroing of each faults it in again 4 KiB at a time:
+ * `plumb sim` of a 64-stage x 1024-microbatch interleaved plan, 3 s after the last
+ * process, took 0.28-0.36 s with the heap advised against 0.24-0.25 s without (10 runs). */
 void sim_malloc_for_one_run(void)
 {
 #ifdef __GLIBC__
     mallopt(M_MMAP_THRESHOLD, 32 << 20); /* glibc's largest */
     mallopt(M_TRIM_THRESHOLD, 1 << 30);
-#ifdef MADV_HUGEPAGE
-    /* Grow the heap once by SIM_HEAP_RESERVE past a block larger than its free top (the
-     * top pad), hand the block back (no trimming under 1 GiB keeps it), and ask for
-     * transparent huge pages on what lies past the block's start: the run's lists and
-     * arrays then fault in 2 MiB at a time (where the kernel's THP mode is `madvise`).
-     * Advice only: a failure changes nothing but the speed. */
-    size_t probe = (size_t)4 << 20;
-    mallopt(M_TOP_PAD, (int)SIM_HEAP_RESERVE);
-    char *p = malloc(probe);
-    mallopt(M_TOP_PAD, 128 << 10); /* glibc's default */
-    if (p) {
-        uintptr_t lo = ((uintptr_t)p + SIM_HUGE_PAGE - 1) & ~(SIM_HUGE_PAGE - 1);
-        uintptr_t hi = ((uintptr_t)p + SIM_HEAP_RESERVE) & ~(SIM_HUGE_PAGE - 1);
-        free(p);
-        if (hi > lo)
-            (void)madvise((void *)lo, hi - lo, MADV_HUGEPAGE);
-    }
-#endif
 #endif
 }
 

@@ -55,10 +55,8 @@ void sim_options_init(sim_options *o);
  * that stand for it): the allocator keeps what is freed for the next allocation instead
  * of handing it back to the kernel and faulting fresh pages in again (glibc's mallopt:
  * no mmap for blocks under 32 MiB, no trimming under 1 GiB; nothing elsewhere). Half the
- * page faults of a 64-stage x 1024-microbatch run (docs/sim.md, Speed). On Linux it also
- * grows the heap once by 256 MiB of address space advised for transparent huge pages
- * (madvise MADV_HUGEPAGE; a page costs memory only once written): the run's lists fault in
- * 2 MiB at a time. Advice only: nothing fails if the kernel refuses. Call it first. */
+ * page faults of a 64-stage x 1024-microbatch run (docs/sim.md, Speed). It asks for no
+ * transparent huge pages (docs/sim.md, "Huge pages taken back"). Call it first. */
 void sim_malloc_for_one_run(void);
 
 /* 1 when o asks for any what-if (schedule, microbatches, straggler, bandwidth, memory). */
