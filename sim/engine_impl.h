@@ -22,6 +22,8 @@ typedef struct xfer {
                                 rate over that many lanes of each port; 0 otherwise */
     unsigned char received, done;
     unsigned char held;      /* p2p_sync: issued, waiting for its receiver's RECV */
+    unsigned char piece;     /* part of a wide ring hop started on the lanes that were free
+                                (the hop's rest waits for more); holds lanes, not the link */
 } xfer;
 
 typedef struct link {
