@@ -507,7 +507,7 @@ Test(sim_engine, rail_rings_share_the_port)
     }
 }
 
-/* A pipeline send and a wide ring hop through one port (rail_servers(16): 2 lanes).
+/* Pipeline sends and a wide ring hop through one port (rail_servers(16): 2 lanes).
  * Stage 0 (devices 0, 1, 4, 5) runs a 0.1 ms forward, then its ALLREDUCE of 4e6 bytes (6
  * steps of 1e6 bytes per hop; the crossing hops 1 -> 4 and 5 -> 0 2 wide, 0.5 ms; the
  * in-server ones 10 us). Stage 1 (device 2) sends 1e6 bytes to stage 2 (device 6) at 0,
@@ -515,14 +515,20 @@ Test(sim_engine, rail_rings_share_the_port)
  * Per-lane shares: step 1's hop 1 -> 4 finds one lane free at 0.1 ms; one share moves
  * 0.1 - 0.6, the other on the lane it frees, 0.6 - 1.1; steps 2-6 then take 0.5 ms each:
  * the ring ends at 1.1 + 2.5 = 3.6 ms (the send arrives at 1 ms, stage 2 ends at 1.1).
- * Waiting for both lanes at once would start the hop at 1.0 and end at 4.0 ms. */
-static double ring_and_send(int per_hop)
+ * Waiting for both lanes at once would start the hop at 1.0 and end at 4.0 ms.
+ * With second (stage 3 on device 3 sends 1e6 bytes to stage 4 on device 7 after a 0.3 ms
+ * forward): both lanes are taken at 0.3 (the first send, the hop's first share), so it
+ * queues behind the hop's waiting share and starts when the first send ends, 1.0 - 2.0;
+ * step 2 (at 1.1) finds one lane free: 1.1 - 1.6 and 1.6 - 2.1; steps 3-6 end at 4.1 ms.
+ * Waiting for both lanes at once, the second send found a lane free at 0.3 and passed the
+ * waiting hop (0.3 - 1.3), the hop moved 1.3 - 1.8 and the ring ended at 4.3 ms. */
+static double ring_and_send(int per_hop, int second)
 {
     schedule s = {0};
-    int replicas[3] = {4, 1, 1}, first[3] = {0, 4, 5}, sw[6], len[6];
-    int dev[6] = {0, 1, 4, 5, 2, 6};
-    action acts[6][2], *rows[6];
-    for (int w = 0; w < 6; w++) {
+    int replicas[5] = {4, 1, 1, 1, 1}, first[5] = {0, 4, 5, 6, 7}, sw[8], len[8];
+    int dev[8] = {0, 1, 4, 5, 2, 6, 3, 7}, nw = second ? 8 : 6;
+    action acts[8][2], *rows[8];
+    for (int w = 0; w < 8; w++) {
         sw[w] = w;
         rows[w] = acts[w];
         len[w] = 2;
@@ -531,13 +537,15 @@ static double ring_and_send(int per_hop)
         acts[w][0] = A(ACT_F, 0, 0, -1, -1);
         acts[w][1] = A(ACT_ALLREDUCE, 0, 0, -1, -1);
     }
-    acts[4][0] = A(ACT_F, 1, 0, -1, -1);
-    acts[4][1] = A(ACT_SEND_F, 1, 0, 5, 2);
-    acts[5][0] = A(ACT_RECV_F, 2, 0, 4, 1);
-    acts[5][1] = A(ACT_F, 2, 0, -1, -1);
+    for (int k = 0; k < 2; k++) {  /* stage 1 + 2k sends to stage 2 + 2k */
+        acts[4 + 2 * k][0] = A(ACT_F, 1 + 2 * k, 0, -1, -1);
+        acts[4 + 2 * k][1] = A(ACT_SEND_F, 1 + 2 * k, 0, 5 + 2 * k, 2 + 2 * k);
+        acts[5 + 2 * k][0] = A(ACT_RECV_F, 2 + 2 * k, 0, 4 + 2 * k, 1 + 2 * k);
+        acts[5 + 2 * k][1] = A(ACT_F, 2 + 2 * k, 0, -1, -1);
+    }
     s.kind = SCHED_GPIPE;
-    s.nworkers = 6;
-    s.nstages = 3;
+    s.nworkers = nw;
+    s.nstages = second ? 5 : 3;
     s.chunks = 1;
     s.microbatches = 1;
     s.iterations = 1;
@@ -551,11 +559,14 @@ static double ring_and_send(int per_hop)
     sim_model m;
     cr_assert_eq(sim_model_alloc(&m, &s), 0);
     sim_net_from_cluster(&m.net, c, NULL);
-    for (int w = 0; w < 6; w++)
+    for (int w = 0; w < nw; w++)
         m.worker_device[w] = dev[w];
-    m.act_s[SIM_C_F] = m.act_s[2 * SIM_NC + SIM_C_F] = 1e-4;
-    m.act_s[SIM_NC + SIM_C_F] = 0;
+    double f[5] = {1e-4, 0, 1e-4, 3e-4, 1e-4};
+    for (int st = 0; st < s.nstages; st++)
+        m.act_s[st * SIM_NC + SIM_C_F] = f[st];
     m.cut_bytes[1] = 1e6;
+    if (second)
+        m.cut_bytes[3] = 1e6;
     m.grad_bytes[0] = 4e6;
     m.allreduce_s[0] = sim_net_allreduce_s(&m.net, dev, 4, 4e6);
     m.ring_per_hop = per_hop;
@@ -565,8 +576,11 @@ static double ring_and_send(int per_hop)
 Test(sim_engine, wide_hop_shares_take_free_lanes)
 {
     for (int per_hop = 0; per_hop < 2; per_hop++) {
-        double t = ring_and_send(per_hop);
+        double t = ring_and_send(per_hop, 0);
         cr_expect(fabs(t - 3.6e-3) < 1e-12, "per hop %d: %.12g s, want 3.6 ms", per_hop, t);
+        t = ring_and_send(per_hop, 1);
+        cr_expect(fabs(t - 4.1e-3) < 1e-12, "two sends, per hop %d: %.12g s, want 4.1 ms",
+                  per_hop, t);
     }
 }
 
