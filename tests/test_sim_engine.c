@@ -434,6 +434,26 @@ Test(sim_engine, net_ring_widths_by_definition)
     }
 }
 
+/* Fills s as a one-microbatch, one-iteration gpipe schedule of nw workers (rows[w] of
+ * len[w] actions on device dev[w]) and nstages stages (stage k's replicas[k] workers from
+ * first[k] in sw); s keeps pointers to the arrays, which the caller owns. */
+static void one_step_gpipe(schedule *s, int nw, int nstages, int *replicas, int *first,
+                           int *sw, int *len, action **rows, int *dev)
+{
+    s->kind = SCHED_GPIPE;
+    s->nworkers = nw;
+    s->nstages = nstages;
+    s->chunks = 1;
+    s->microbatches = 1;
+    s->iterations = 1;
+    s->replicas = replicas;
+    s->stage_first = first;
+    s->stage_workers = sw;
+    s->len = len;
+    s->acts = rows;
+    s->worker_device = dev;
+}
+
 /* Two rings of four, stage 0 on devices 0, 1, 4, 5 and stage 1 on 2, 3, 6, 7 of
  * rail_servers: each has two members per server, so its crossing hops are 2 wide (2e9
  * bytes/s) when the port has 2 lanes free. Every worker runs its stage's ALLREDUCE of 4e6
@@ -453,18 +473,7 @@ static double two_rail_rings(double egress_gbit, int both, int per_hop)
         acts[w] = A(ACT_ALLREDUCE, w / 4, 0, -1, -1);
         rows[w] = &acts[w];
     }
-    s.kind = SCHED_GPIPE;
-    s.nworkers = nw;
-    s.nstages = both ? 2 : 1;
-    s.chunks = 1;
-    s.microbatches = 1;
-    s.iterations = 1;
-    s.replicas = replicas;
-    s.stage_first = first;
-    s.stage_workers = sw;
-    s.len = len;
-    s.acts = rows;
-    s.worker_device = wdev;
+    one_step_gpipe(&s, nw, both ? 2 : 1, replicas, first, sw, len, rows, wdev);
     cluster *c = rail_servers(egress_gbit);
     sim_model m;
     cr_assert_eq(sim_model_alloc(&m, &s), 0);
@@ -543,18 +552,7 @@ static double ring_and_send(int per_hop, int second)
         acts[5 + 2 * k][0] = A(ACT_RECV_F, 2 + 2 * k, 0, 4 + 2 * k, 1 + 2 * k);
         acts[5 + 2 * k][1] = A(ACT_F, 2 + 2 * k, 0, -1, -1);
     }
-    s.kind = SCHED_GPIPE;
-    s.nworkers = nw;
-    s.nstages = second ? 5 : 3;
-    s.chunks = 1;
-    s.microbatches = 1;
-    s.iterations = 1;
-    s.replicas = replicas;
-    s.stage_first = first;
-    s.stage_workers = sw;
-    s.len = len;
-    s.acts = rows;
-    s.worker_device = dev;
+    one_step_gpipe(&s, nw, second ? 5 : 3, replicas, first, sw, len, rows, dev);
     cluster *c = rail_servers(16);
     sim_model m;
     cr_assert_eq(sim_model_alloc(&m, &s), 0);
