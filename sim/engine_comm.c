@@ -139,8 +139,8 @@ static void port_wait(eng *E, int pi, int xi, int front)
  * channels each leaving on its own NIC, so k of them start now as a piece of the hop (a
  * transfer of its own, k lanes wide, of their bytes, at k times the link's rate) and the
  * rest stay with xi, which waits at port pi for the next lane (at the queue's head when
- * front: it was first there already). The hop's step counts the piece as one more pending hop. Returns the piece's
- * index, or -1 when out of memory. */
+ * front: it was first there already). The hop's step counts the piece as one more pending
+ * hop. Returns the piece's index, or -1 when out of memory. */
 static int hop_piece(eng *E, int xi, int k, int pi, int front)
 {
     int yi = eng_xfer_alloc(E);
@@ -152,6 +152,7 @@ static int hop_piece(eng *E, int xi, int k, int pi, int front)
     y->bytes = share * k;
     y->wide = k - 1;
     y->piece = 1;
+    x->piece = 2;
     y->lnext = y->pnext = y->cnext = -1;
     x->bytes -= y->bytes;
     x->wide -= k;
@@ -193,7 +194,7 @@ static int xfer_try_start(eng *E, int xi, double t, int from)
         xi = yi;
     }
     xfer *x = &E->x[xi];
-    if (!x->piece) {
+    if (x->piece != 1) {
         l->head = x->lnext;
         if (l->head < 0)
             l->tail = -1;
@@ -204,8 +205,7 @@ static int xfer_try_start(eng *E, int xi, double t, int from)
     double occ = x->bytes / (x->wide ? l->rate * (x->wide + 1) : l->rate), end = t + occ;
     /* a piece's link time is its share of the hop's (its lanes' part); the hop's last
      * piece, the transfer record that holds the link, counts the transfer */
-    double lt = x->group >= 0 && (x->piece || x->bytes != E->gr[x->group].hop_bytes)
-                        ? occ * (x->bytes / E->gr[x->group].hop_bytes) : occ;
+    double lt = x->piece ? occ * (x->bytes / E->gr[x->group].hop_bytes) : occ;
     x->arrival = x->a ? end + l->lat : end;  /* a ring's latency counts per bucket */
     if (heap_push(&E->h, end, -(xi + 1)))
         return eng_oom(E);
@@ -213,7 +213,7 @@ static int xfer_try_start(eng *E, int xi, double t, int from)
         return eng_oom(E);
     l->st.bytes += x->bytes;
     l->st.busy_s += lt;
-    l->st.transfers += !x->piece;
+    l->st.transfers += x->piece != 1;
     if (x->iter >= E->k0 && x->iter <= E->k1)
         l->st.bytes_window += x->bytes;
     if (E->ws[x->src_w].ring_g >= 0)  /* its grouped ring steps' link time first */
@@ -256,7 +256,7 @@ static int hop_done(eng *E, int gi, double t);
 int eng_xfer_done(eng *E, int xi, double t)
 {
     link *l = &E->lk[E->x[xi].link];
-    int gi = E->x[xi].group, piece = E->x[xi].piece;
+    int gi = E->x[xi].group, piece = E->x[xi].piece == 1;
     for (int i = 0; i < l->nports; i++)
         E->pt[l->ports[i]].busy -= 1 + E->x[xi].wide;
     if (!piece)  /* a piece never held the link: its hop's rest is still the link's head */

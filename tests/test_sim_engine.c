@@ -530,8 +530,9 @@ Test(sim_engine, rail_rings_share_the_port)
  * queues behind the hop's waiting share and starts when the first send ends, 1.0 - 2.0;
  * step 2 (at 1.1) finds one lane free: 1.1 - 1.6 and 1.6 - 2.1; steps 3-6 end at 4.1 ms.
  * Waiting for both lanes at once, the second send found a lane free at 0.3 and passed the
- * waiting hop (0.3 - 1.3), the hop moved 1.3 - 1.8 and the ring ended at 4.3 ms. */
-static double ring_and_send(int per_hop, int second)
+ * waiting hop (0.3 - 1.3), the hop moved 1.3 - 1.8 and the ring ended at 4.3 ms.
+ * hop: the link 1 -> 4's figures (its split hop counted once, its link time by lanes). */
+static double ring_and_send(int per_hop, int second, sim_link_stat *hop)
 {
     schedule s = {0};
     int replicas[5] = {4, 1, 1, 1, 1}, first[5] = {0, 4, 5, 6, 7}, sw[8], len[8];
@@ -568,15 +569,31 @@ static double ring_and_send(int per_hop, int second)
     m.grad_bytes[0] = 4e6;
     m.allreduce_s[0] = sim_net_allreduce_s(&m.net, dev, 4, 4e6);
     m.ring_per_hop = per_hop;
-    return makespan_and_free(&m, c);
+    sim_result r;
+    plumb_err e;
+    cr_assert_eq(sim_engine_run(&m, &r, &e), 0, "%s", e.msg);
+    double t = r.makespan_s;
+    for (int i = 0; i < r.nlinks; i++)
+        if (r.links[i].src == 1 && r.links[i].dst == 4)
+            *hop = r.links[i];
+    sim_result_free(&r);
+    sim_model_release(&m);
+    cluster_free(c);
+    return t;
 }
 
 Test(sim_engine, wide_hop_shares_take_free_lanes)
 {
     for (int per_hop = 0; per_hop < 2; per_hop++) {
-        double t = ring_and_send(per_hop, 0);
+        sim_link_stat h = {0};
+        double t = ring_and_send(per_hop, 0, &h);
         cr_expect(fabs(t - 3.6e-3) < 1e-12, "per hop %d: %.12g s, want 3.6 ms", per_hop, t);
-        t = ring_and_send(per_hop, 1);
+        /* 6 hops of 1e6 bytes, 0.5 ms of the link's time each (step 1's as two halves of
+         * 0.5 ms on one lane each) */
+        cr_expect(h.transfers == 6 && fabs(h.bytes - 6e6) < 1e-6 &&
+                  fabs(h.busy_s - 3e-3) < 1e-12, "link 1 -> 4: %lld transfers, %.12g bytes, "
+                  "%.12g s", h.transfers, h.bytes, h.busy_s);
+        t = ring_and_send(per_hop, 1, &h);
         cr_expect(fabs(t - 4.1e-3) < 1e-12, "two sends, per hop %d: %.12g s, want 4.1 ms",
                   per_hop, t);
     }
