@@ -116,48 +116,109 @@ static void xfer_release(eng *E, int xi)
 
 /* --- transfers --------------------------------------------------------------------------- */
 
+/* Queues transfer xi in port pi's wait queue: at its head when front (a wide ring hop's
+ * remaining lanes, first in the queue already), else at its tail. */
+static void port_wait(eng *E, int pi, int xi, int front)
+{
+    port *p = &E->pt[pi];
+    if (front && p->whead >= 0) {
+        E->x[xi].pnext = p->whead;
+        p->whead = xi;
+        return;
+    }
+    E->x[xi].pnext = -1;
+    if (p->wtail >= 0)
+        E->x[p->wtail].pnext = xi;
+    else
+        p->whead = xi;
+    p->wtail = xi;
+}
+
+/* A wide ring hop xi (the head of its idle link) finds only k (0 < k <= its wide) lanes
+ * free on its ports: its per-lane shares are independent, as a collective library's
+ * channels each leaving on its own NIC, so k of them start now as a piece of the hop (a
+ * transfer of its own, k lanes wide, of their bytes, at k times the link's rate) and the
+ * rest stay with xi, which waits at port pi for the next lane (at the queue's head when
+ * front: it was first there already). The hop's step counts the piece as one more pending
+ * hop. Returns the piece's index, or -1 when out of memory. */
+static int hop_piece(eng *E, int xi, int k, int pi, int front)
+{
+    int yi = eng_xfer_alloc(E);
+    if (yi < 0)
+        return eng_oom(E);
+    xfer *x = &E->x[xi], *y = &E->x[yi];
+    double share = x->bytes / (x->wide + 1);
+    *y = *x;
+    y->bytes = share * k;
+    y->wide = k - 1;
+    y->piece = 1;
+    x->piece = 2;
+    y->lnext = y->pnext = y->cnext = -1;
+    x->bytes -= y->bytes;
+    x->wide -= k;
+    E->gr[x->group].pending++;
+    port_wait(E, pi, xi, front);
+    return yi;
+}
+
 /* Starts transfer xi (the head of its idle link) at t when every egress port it needs has
- * a free lane; otherwise queues it at the first full port. */
-static int xfer_try_start(eng *E, int xi, double t)
+ * a free lane for each lane it takes; otherwise queues it at the first full port (at the
+ * queue's head when that is port from, whose queue it has just left as first; from -1:
+ * none). A wide ring hop with fewer lanes free than it takes, but some, starts a piece on
+ * those (hop_piece) and waits with the rest. 0, or -1 when out of memory. */
+static int xfer_try_start(eng *E, int xi, double t, int from)
 {
     link *l = &E->lk[E->x[xi].link];
+    int k = E->x[xi].wide + 1, full = -1;  /* k: the lanes it can take now */
     for (int i = 0; i < l->nports; i++) {
         port *p = &E->pt[l->ports[i]];
         if (p->nvirt)
             eng_vport_expire(E, l->ports[i]);
-        if (p->busy + E->x[xi].wide >= p->lanes) {
-            if (p->nvirt && eng_vport_materialize(E, l->ports[i]))
-                return -1;
-            E->x[xi].pnext = -1;
-            if (p->wtail >= 0)
-                E->x[p->wtail].pnext = xi;
-            else
-                p->whead = xi;
-            p->wtail = xi;
+        int freel = p->lanes - p->busy;
+        if (freel < k)
+            k = freel > 0 ? freel : 0, full = i;
+        if (k == 0)
+            break;
+    }
+    if (k < E->x[xi].wide + 1) {
+        int pi = l->ports[full];
+        if (E->pt[pi].nvirt && eng_vport_materialize(E, pi))
+            return -1;
+        if (k == 0) {
+            port_wait(E, pi, xi, pi == from);
             return 0;
         }
+        int yi = hop_piece(E, xi, k, pi, pi == from);
+        if (yi < 0)
+            return -1;
+        xi = yi;
     }
     xfer *x = &E->x[xi];
-    l->head = x->lnext;
-    if (l->head < 0)
-        l->tail = -1;
-    l->busy = 1;
+    if (x->piece != 1) {
+        l->head = x->lnext;
+        if (l->head < 0)
+            l->tail = -1;
+        l->busy = 1;
+    }
     for (int i = 0; i < l->nports; i++)
         E->pt[l->ports[i]].busy += 1 + x->wide;
     double occ = x->bytes / (x->wide ? l->rate * (x->wide + 1) : l->rate), end = t + occ;
+    /* a piece's link time is its share of the hop's (its lanes' part); the hop's last
+     * piece, the transfer record that holds the link, counts the transfer */
+    double lt = x->piece ? occ * (x->bytes / E->gr[x->group].hop_bytes) : occ;
     x->arrival = x->a ? end + l->lat : end;  /* a ring's latency counts per bucket */
     if (heap_push(&E->h, end, -(xi + 1)))
         return eng_oom(E);
     if (x->waiter >= 0 && heap_push(&E->h, x->arrival, x->waiter))
         return eng_oom(E);
     l->st.bytes += x->bytes;
-    l->st.busy_s += occ;
-    l->st.transfers++;
+    l->st.busy_s += lt;
+    l->st.transfers += x->piece != 1;
     if (x->iter >= E->k0 && x->iter <= E->k1)
         l->st.bytes_window += x->bytes;
     if (E->ws[x->src_w].ring_g >= 0)  /* its grouped ring steps' link time first */
         eng_ring_flush(E, x->src_w);
-    E->comm_it[(size_t)x->src_w * E->niter + x->iter] += occ;
+    E->comm_it[(size_t)x->src_w * E->niter + x->iter] += lt;
     note_end(E, x->iter, x->arrival);
     if (x->a && E->m->p2p_sync && eng_sync_started(E, xi))
         return -1;
@@ -186,7 +247,7 @@ int eng_xfer_enqueue(eng *E, int xi, int li, double t)
         l->head = xi;
     l->tail = xi;
     if (!l->busy && l->head == xi)
-        return xfer_try_start(E, xi, t);
+        return xfer_try_start(E, xi, t, -1);
     return 0;
 }
 
@@ -195,26 +256,28 @@ static int hop_done(eng *E, int gi, double t);
 int eng_xfer_done(eng *E, int xi, double t)
 {
     link *l = &E->lk[E->x[xi].link];
-    int gi = E->x[xi].group;
+    int gi = E->x[xi].group, piece = E->x[xi].piece == 1;
     for (int i = 0; i < l->nports; i++)
         E->pt[l->ports[i]].busy -= 1 + E->x[xi].wide;
-    l->busy = 0;
+    if (!piece)  /* a piece never held the link: its hop's rest is still the link's head */
+        l->busy = 0;
     E->x[xi].done = 1;
     if (E->x[xi].received)
         xfer_release(E, xi);
-    /* waiters of the freed ports first (FIFO), then the next transfer on this link */
+    /* waiters of the freed ports first (FIFO; a wide hop takes what lanes are free and
+     * stays first with the rest), then the next transfer on this link */
     for (int i = 0; i < l->nports; i++) {
         port *p = &E->pt[l->ports[i]];
-        while (p->whead >= 0 && p->busy + E->x[p->whead].wide < p->lanes) {
+        while (p->whead >= 0 && p->busy < p->lanes) {
             int y = p->whead;
             p->whead = E->x[y].pnext;
             if (p->whead < 0)
                 p->wtail = -1;
-            if (xfer_try_start(E, y, t))
+            if (xfer_try_start(E, y, t, l->ports[i]))
                 return -1;
         }
     }
-    if (!l->busy && l->head >= 0 && xfer_try_start(E, l->head, t))
+    if (!piece && !l->busy && l->head >= 0 && xfer_try_start(E, l->head, t, -1))
         return -1;
     return gi >= 0 ? hop_done(E, gi, t) : 0;
 }

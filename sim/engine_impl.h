@@ -22,6 +22,9 @@ typedef struct xfer {
                                 rate over that many lanes of each port; 0 otherwise */
     unsigned char received, done;
     unsigned char held;      /* p2p_sync: issued, waiting for its receiver's RECV */
+    unsigned char piece;     /* a wide ring hop split on the lanes that were free: 1 a part
+                                started on them (holds lanes, not the link), 2 the hop's rest
+                                (waits for more lanes, then holds the link); 0 otherwise */
 } xfer;
 
 typedef struct link {

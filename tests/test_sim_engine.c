@@ -434,6 +434,26 @@ Test(sim_engine, net_ring_widths_by_definition)
     }
 }
 
+/* Fills s as a one-microbatch, one-iteration gpipe schedule of nw workers (rows[w] of
+ * len[w] actions on device dev[w]) and nstages stages (stage k's replicas[k] workers from
+ * first[k] in sw); s keeps pointers to the arrays, which the caller owns. */
+static void one_step_gpipe(schedule *s, int nw, int nstages, int *replicas, int *first,
+                           int *sw, int *len, action **rows, int *dev)
+{
+    s->kind = SCHED_GPIPE;
+    s->nworkers = nw;
+    s->nstages = nstages;
+    s->chunks = 1;
+    s->microbatches = 1;
+    s->iterations = 1;
+    s->replicas = replicas;
+    s->stage_first = first;
+    s->stage_workers = sw;
+    s->len = len;
+    s->acts = rows;
+    s->worker_device = dev;
+}
+
 /* Two rings of four, stage 0 on devices 0, 1, 4, 5 and stage 1 on 2, 3, 6, 7 of
  * rail_servers: each has two members per server, so its crossing hops are 2 wide (2e9
  * bytes/s) when the port has 2 lanes free. Every worker runs its stage's ALLREDUCE of 4e6
@@ -453,18 +473,7 @@ static double two_rail_rings(double egress_gbit, int both, int per_hop)
         acts[w] = A(ACT_ALLREDUCE, w / 4, 0, -1, -1);
         rows[w] = &acts[w];
     }
-    s.kind = SCHED_GPIPE;
-    s.nworkers = nw;
-    s.nstages = both ? 2 : 1;
-    s.chunks = 1;
-    s.microbatches = 1;
-    s.iterations = 1;
-    s.replicas = replicas;
-    s.stage_first = first;
-    s.stage_workers = sw;
-    s.len = len;
-    s.acts = rows;
-    s.worker_device = wdev;
+    one_step_gpipe(&s, nw, both ? 2 : 1, replicas, first, sw, len, rows, wdev);
     cluster *c = rail_servers(egress_gbit);
     sim_model m;
     cr_assert_eq(sim_model_alloc(&m, &s), 0);
@@ -495,14 +504,98 @@ Test(sim_engine, rail_rings_share_the_port)
         cr_expect(fabs(closed - one) < 1e-12, "closed form %.12g s, engine %.12g s", closed,
                   one);
         cluster_free(c);
-        /* 3 lanes: still 2 wide, but one ring's crossing hop waits for the other's: 12
-         * crossing hops of 0.5 ms through each port, one after another */
+        /* 3 lanes: still 2 wide; each port carries 12 crossing hops of 2 lanes x 0.5 ms,
+         * 12 lane-ms over 3 lanes: 4 ms at best, reached as each hop's per-lane shares
+         * take lanes as they free (waiting for 2 lanes at once took 6 ms) */
         one = two_rail_rings(24, 0, per_hop), two = two_rail_rings(24, 1, per_hop);
         cr_expect(fabs(one - 3e-3) < 1e-12, "3 lanes, one ring: %.12g s", one);
-        cr_expect(fabs(two - 6e-3) < 1e-12, "3 lanes, two rings: %.12g s", two);
+        cr_expect(fabs(two - 4e-3) < 1e-12, "3 lanes, two rings: %.12g s", two);
         /* one lane: 1 wide, 1 ms a crossing hop, the rings in turn: 12 ms */
         two = two_rail_rings(0, 1, per_hop);
         cr_expect(fabs(two - 12e-3) < 1e-12, "one lane, two rings: %.12g s", two);
+    }
+}
+
+/* Pipeline sends and a wide ring hop through one port (rail_servers(16): 2 lanes).
+ * Stage 0 (devices 0, 1, 4, 5) runs a 0.1 ms forward, then its ALLREDUCE of 4e6 bytes (6
+ * steps of 1e6 bytes per hop; the crossing hops 1 -> 4 and 5 -> 0 2 wide, 0.5 ms; the
+ * in-server ones 10 us). Stage 1 (device 2) sends 1e6 bytes to stage 2 (device 6) at 0,
+ * one lane of server 0's port for 1 ms; stage 2 then runs a 0.1 ms forward.
+ * Per-lane shares: step 1's hop 1 -> 4 finds one lane free at 0.1 ms; one share moves
+ * 0.1 - 0.6, the other on the lane it frees, 0.6 - 1.1; steps 2-6 then take 0.5 ms each:
+ * the ring ends at 1.1 + 2.5 = 3.6 ms (the send arrives at 1 ms, stage 2 ends at 1.1).
+ * Waiting for both lanes at once would start the hop at 1.0 and end at 4.0 ms.
+ * With second (stage 3 on device 3 sends 1e6 bytes to stage 4 on device 7 after a 0.3 ms
+ * forward): both lanes are taken at 0.3 (the first send, the hop's first share), so it
+ * queues behind the hop's waiting share and starts when the first send ends, 1.0 - 2.0;
+ * step 2 (at 1.1) finds one lane free: 1.1 - 1.6 and 1.6 - 2.1; steps 3-6 end at 4.1 ms.
+ * Waiting for both lanes at once, the second send found a lane free at 0.3 and passed the
+ * waiting hop (0.3 - 1.3), the hop moved 1.3 - 1.8 and the ring ended at 4.3 ms.
+ * hop: the link 1 -> 4's figures (its split hop counted once, its link time by lanes). */
+static double ring_and_send(int per_hop, int second, sim_link_stat *hop)
+{
+    schedule s = {0};
+    int replicas[5] = {4, 1, 1, 1, 1}, first[5] = {0, 4, 5, 6, 7}, sw[8], len[8];
+    int dev[8] = {0, 1, 4, 5, 2, 6, 3, 7}, nw = second ? 8 : 6;
+    action acts[8][2], *rows[8];
+    for (int w = 0; w < 8; w++) {
+        sw[w] = w;
+        rows[w] = acts[w];
+        len[w] = 2;
+    }
+    for (int w = 0; w < 4; w++) {
+        acts[w][0] = A(ACT_F, 0, 0, -1, -1);
+        acts[w][1] = A(ACT_ALLREDUCE, 0, 0, -1, -1);
+    }
+    for (int k = 0; k < 2; k++) {  /* stage 1 + 2k sends to stage 2 + 2k */
+        acts[4 + 2 * k][0] = A(ACT_F, 1 + 2 * k, 0, -1, -1);
+        acts[4 + 2 * k][1] = A(ACT_SEND_F, 1 + 2 * k, 0, 5 + 2 * k, 2 + 2 * k);
+        acts[5 + 2 * k][0] = A(ACT_RECV_F, 2 + 2 * k, 0, 4 + 2 * k, 1 + 2 * k);
+        acts[5 + 2 * k][1] = A(ACT_F, 2 + 2 * k, 0, -1, -1);
+    }
+    one_step_gpipe(&s, nw, second ? 5 : 3, replicas, first, sw, len, rows, dev);
+    cluster *c = rail_servers(16);
+    sim_model m;
+    cr_assert_eq(sim_model_alloc(&m, &s), 0);
+    sim_net_from_cluster(&m.net, c, NULL);
+    for (int w = 0; w < nw; w++)
+        m.worker_device[w] = dev[w];
+    double f[5] = {1e-4, 0, 1e-4, 3e-4, 1e-4};
+    for (int st = 0; st < s.nstages; st++)
+        m.act_s[st * SIM_NC + SIM_C_F] = f[st];
+    m.cut_bytes[1] = 1e6;
+    if (second)
+        m.cut_bytes[3] = 1e6;
+    m.grad_bytes[0] = 4e6;
+    m.allreduce_s[0] = sim_net_allreduce_s(&m.net, dev, 4, 4e6);
+    m.ring_per_hop = per_hop;
+    sim_result r;
+    plumb_err e;
+    cr_assert_eq(sim_engine_run(&m, &r, &e), 0, "%s", e.msg);
+    double t = r.makespan_s;
+    for (int i = 0; i < r.nlinks; i++)
+        if (r.links[i].src == 1 && r.links[i].dst == 4)
+            *hop = r.links[i];
+    sim_result_free(&r);
+    sim_model_release(&m);
+    cluster_free(c);
+    return t;
+}
+
+Test(sim_engine, wide_hop_shares_take_free_lanes)
+{
+    for (int per_hop = 0; per_hop < 2; per_hop++) {
+        sim_link_stat h = {0};
+        double t = ring_and_send(per_hop, 0, &h);
+        cr_expect(fabs(t - 3.6e-3) < 1e-12, "per hop %d: %.12g s, want 3.6 ms", per_hop, t);
+        /* 6 hops of 1e6 bytes, 0.5 ms of the link's time each (step 1's as two halves of
+         * 0.5 ms on one lane each) */
+        cr_expect(h.transfers == 6 && fabs(h.bytes - 6e6) < 1e-6 &&
+                  fabs(h.busy_s - 3e-3) < 1e-12, "link 1 -> 4: %lld transfers, %.12g bytes, "
+                  "%.12g s", h.transfers, h.bytes, h.busy_s);
+        t = ring_and_send(per_hop, 1, &h);
+        cr_expect(fabs(t - 4.1e-3) < 1e-12, "two sends, per hop %d: %.12g s, want 4.1 ms",
+                  per_hop, t);
     }
 }
 
