@@ -28,18 +28,23 @@ static const char *const usage =
     "  --bandwidth LEVEL=GBPS level LEVEL (index or name) at GBPS gigabits/s; repeatable\n"
     "  --memory-limit GIB     device memory capacity at most GIB GiB\n"
     "  --json                 print the report as JSON (plumb-sim-report/1) instead\n"
-    "  --trace T.json         write the timeline as Chrome trace-event JSON (Perfetto)\n"
+    "  --trace T.json         write the timeline as Chrome trace-event JSON (Perfetto):\n"
+    "                         each all-reduce once per replica on its collective track\n"
+    "  --trace-hops           and every ring hop of the all-reduces on its link track\n"
+    "                         (r^2 events per ring step: large for replicated stages)\n"
+    "  --trace-limit GIB      refuse a trace estimated above GIB GiB (default 1)\n"
     "  --svg T.svg            write the timeline as an SVG picture\n"
     "  --gantt                print a text Gantt chart of the timeline\n"
     "  --width N              Gantt width in columns (default 100)\n"
     "  -h, --help             this help\n"
     "Exit status: 0 ok; 2 bad input (nothing written), or a plan that does not fit its\n"
     "devices' memory as written: the report is printed with those devices flagged, one\n"
-    "line on stderr names the first, and no --trace/--svg file is written. A what-if that\n"
+    "line on stderr names the first, and no --trace/--svg file is written; a trace over\n"
+    "--trace-limit is refused the same way (one line, nothing written). A what-if that\n"
     "does not fit is an answer, not bad input: flagged in the report, exit 0.\n";
 
 enum { O_SCHED = 1000, O_MB, O_IT, O_STRAG, O_BW, O_MEM, O_JSON, O_TRACE, O_SVG, O_GANTT,
-       O_WIDTH };
+       O_WIDTH, O_HOPS, O_TLIMIT };
 
 /* Splits "A=B" into a (copied to buf) and b. Returns 0 or -1. */
 static int split_eq(const char *s, char *buf, size_t n, const char **b)
@@ -93,6 +98,22 @@ static int outputs_ok(const char *path, const plan *pl, const char *trace, const
     return 0;
 }
 
+/* 1, after one line on stderr naming the options that narrow it, when the trace of rep
+ * would be over limit_gib GiB (timeline_chrome_size); else 0. Fewer iterations narrow it
+ * only when the run did not have to raise them for its steady state. */
+static int trace_too_big(const char *trace, const sim_report *rep, int hops, double limit_gib)
+{
+    double est = timeline_chrome_size(rep->tl);
+    if (est <= limit_gib * 1073741824.0)
+        return 0;
+    int fewer_it = rep->iterations > 1 && rep->iterations <= rep->iterations_requested;
+    cli_fail("sim", "--trace %s: expected a trace of at most %g GiB (got about %.3g GiB, "
+             "%zu events); narrow it with %sfewer --microbatches%s, or raise --trace-limit GIB",
+             trace, limit_gib, est / 1073741824.0, rep->tl->n,
+             hops ? "no --trace-hops, " : "", fewer_it ? " or --iterations" : "");
+    return 1;
+}
+
 int cmd_sim(int argc, char **argv)
 {
     static const struct option longopts[] = {
@@ -107,6 +128,8 @@ int cmd_sim(int argc, char **argv)
         {"svg", required_argument, 0, O_SVG},
         {"gantt", no_argument, 0, O_GANTT},
         {"width", required_argument, 0, O_WIDTH},
+        {"trace-hops", no_argument, 0, O_HOPS},
+        {"trace-limit", required_argument, 0, O_TLIMIT},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0},
     };
@@ -115,8 +138,8 @@ int cmd_sim(int argc, char **argv)
     sim_options_init(&o);
     const char *trace = NULL, *svg = NULL;
     const char *strag = NULL, *bws[CLUSTER_MAX_LEVELS * 4];
-    int nbw = 0, json = 0, gantt = 0, width = 100;
-    double gib = 0;
+    int nbw = 0, json = 0, gantt = 0, width = 100, hops = 0;
+    double gib = 0, trace_gib = 1;
     optind = 0;
     int c;
     while ((c = cli_getopt("sim", argc, argv, "h", longopts)) != -1) {
@@ -163,6 +186,13 @@ int cmd_sim(int argc, char **argv)
             break;
         case O_GANTT:
             gantt = 1;
+            break;
+        case O_HOPS:
+            hops = 1;
+            break;
+        case O_TLIMIT:
+            if (cli_num("sim", "--trace-limit", optarg, 1e-6, 1e6, &trace_gib))
+                return 2;
             break;
         case O_WIDTH:
             if (cli_int("sim", "--width", optarg, 20, 10000, &width))
@@ -237,7 +267,10 @@ int cmd_sim(int argc, char **argv)
     }
     if (outputs_ok(path, pl, trace, svg))
         goto out;
-    o.timeline = trace || svg || gantt;
+    /* the ring hops (r^2 per ring step) only when asked for: the trace's collective tracks
+     * hold each all-reduce; without --trace the Gantt keeps its link rows as before */
+    if (trace || svg || gantt)
+        o.timeline = trace && !hops ? SIM_TIMELINE_NO_RING_HOPS : SIM_TIMELINE_FULL;
     if (o.schedule >= 0 && sched_kind_chunked((sched_kind)o.schedule) && pl->chunks < 2) {
         cli_fail("sim", "--schedule: %s needs a plan with 2 or more chunks (stages) per device "
                  "(the plan has %d; with one stage per device use 1f1b-flush)",
@@ -264,6 +297,8 @@ int cmd_sim(int argc, char **argv)
             goto out;
         }
     }
+    if (trace && trace_too_big(trace, rep, hops, trace_gib))
+        goto out;
     /* every output is built in memory first; files are written only when all are ready */
     if ((trace && !(texts[0] = timeline_chrome_text(rep->tl, &lens[0]))) ||
         (svg && !(texts[1] = sim_svg_text(rep, &lens[1])))) {

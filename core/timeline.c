@@ -462,6 +462,119 @@ char *timeline_chrome_text(const timeline *tl, size_t *len)
     return b.p;
 }
 
+/* --- size bound: what timeline_chrome_text would write, counted without writing --------- */
+
+/* Characters of %d of v. */
+static int dig_int(long long v)
+{
+    int n = v < 0 ? 2 : 1;
+    for (v = v < 0 ? -v : v; v >= 10; v /= 10)
+        n++;
+    return n;
+}
+
+/* At most the characters of %.3f of x. */
+static int dig_fixed3(double x)
+{
+    if (!isfinite(x))
+        return 5;
+    int n = x < 0 ? 6 : 5;  /* sign, one integer digit, ".ddd"; 9.9996 prints as 10.000 */
+    for (x = fabs(x) + 0.0005; x >= 10; x /= 10)
+        n++;
+    return n;
+}
+
+/* At most the characters of %.17g of x: an integer below 1e17 as its digits, else 24. */
+static int dig_g17(double x)
+{
+    if (isfinite(x) && x == floor(x) && fabs(x) < 1e17)
+        return dig_int((long long)x);
+    return 24;
+}
+
+/* The characters of tl_event_name(e). */
+static int name_len(const tl_event *e)
+{
+    switch (e->kind) {
+    case TL_F: case TL_B: case TL_I: case TL_W:
+        return 3 + dig_int(e->microbatch) + dig_int(e->stage);
+    case TL_SEND_F: case TL_SEND_B:
+        return 5 + dig_int(e->microbatch) + dig_int(e->stage) + dig_int(e->peer_stage);
+    case TL_ALLREDUCE:
+        return 4 + dig_int(e->stage);
+    case TL_STEP:
+        return 6 + dig_int(e->stage);
+    case TL_TP_ALLREDUCE: case TL_TP_REDUCE_SCATTER: case TL_TP_ALL_GATHER:
+        return 7 + (e->microbatch >= 0 ? dig_int(e->microbatch) : 0) + dig_int(e->stage);
+    default:
+        return 3 + dig_int(e->stage);
+    }
+}
+
+/* At most the characters of s written by sb_str (6 per control character, quotes). */
+static double str_bound(const char *s)
+{
+    return s ? 2 + 6.0 * (double)strlen(s) : 2;
+}
+
+double timeline_chrome_size(const timeline *tl)
+{
+    int *tdig = malloc(((size_t)tl->ntracks + 1) * sizeof *tdig);
+    if (!tdig)
+        return INFINITY;
+    double n = 512 + str_bound(tl->source) + str_bound(tl->model) +
+               tl->nstage_layers * (6.0 + 2 * 11) + 8;
+    for (int i = 0; i < 3; i++)  /* process metadata: two lines of < 160 characters */
+        n += 320;
+    for (int i = 0; i < tl->ntracks; i++) {
+        const tl_track *t = &tl->tracks[i];
+        tdig[i] = t->kind == TL_TRACK_LINK ? dig_int(tl->ntracks)
+                                           : dig_int(t->device + (long long)TL_TID_TP_STRIDE *
+                                                                   t->tp_rank);
+        /* two metadata lines: 170 characters of text besides these fields */
+        n += 170 + 3 * tdig[i] + str_bound(t->name) + 12 + dig_int(t->device) +
+             dig_int(t->peer) + 24 + 24 + 16 + dig_int(t->tp_rank) + 16 + dig_int(i);
+    }
+    size_t flows = 0;
+    int tmax = 1;
+    for (int i = 0; i < tl->ntracks; i++)
+        tmax = tdig[i] > tmax ? tdig[i] : tmax;
+    int tsmax = dig_fixed3(timeline_end(tl) * 1e6);
+    for (size_t i = 0; i < tl->n; i++) {
+        const tl_event *e = &tl->ev[i];
+        int ok = e->track >= 0 && e->track < tl->ntracks;
+        const tl_track *t = ok ? &tl->tracks[e->track] : NULL;
+        int kl = (int)strlen(tl_kind_name(e->kind));
+        int td = ok ? tdig[e->track] : 11;
+        /* 144 characters of text besides the fields, "}}", the receiving stage's and the
+         * link's ends */
+        n += 146 + name_len(e) + 2 * kl + dig_fixed3(e->start_s * 1e6) +
+             dig_fixed3(e->dur_s * 1e6) + 1 + td + dig_int(e->stage) + dig_int(e->microbatch) +
+             dig_int(e->iteration) + dig_g17(e->bytes);
+        if (e->peer_stage >= 0)
+            n += 16 + dig_int(e->peer_stage);
+        if (t && t->kind == TL_TRACK_LINK) {
+            n += 18 + dig_int(t->device) + dig_int(t->peer);
+            if (e->kind == TL_SEND_F || e->kind == TL_SEND_B) {
+                /* a flow pair: 167 characters of text, both ends' fields (the receiver
+                 * ends by the timeline's end, on a track of at most tmax digits) */
+                flows++;
+                n += 167 + 2 * name_len(e) + 2 * dig_int((long long)flows) +
+                     dig_fixed3((e->start_s + e->dur_s) * 1e6) + tsmax + 2 + td + tmax;
+            }
+        }
+    }
+    for (size_t i = 0; i < tl->ncounters; i++) {
+        const tl_counter *c = &tl->counters[i];
+        int ok = c->track >= 0 && c->track < tl->ntracks;
+        if (ok)  /* 80 characters of text besides the fields */
+            n += 80 + dig_int(tl->tracks[c->track].device) + dig_fixed3(c->t_s * 1e6) + 1 +
+                 tdig[c->track] + dig_g17(c->bytes);
+    }
+    free(tdig);
+    return n;
+}
+
 int timeline_write_chrome(const timeline *tl, const char *path, plumb_err *err)
 {
     size_t n;

@@ -132,6 +132,13 @@ double timeline_end(const timeline *tl);
  * a counter event ("C", "memory dN", args {"bytes": ...}) per memory sample. */
 char *timeline_chrome_text(const timeline *tl, size_t *len);
 
+/* At least the length in bytes of timeline_chrome_text(tl), counted from the events'
+ * fields without writing them (O(events + tracks), no text): each number's digits, each
+ * name's longest escaping, a flow for every transfer on a link, a fractional byte count as
+ * 24 characters. Within a few per cent of the text for the simulator's traces
+ * (docs/formats.md); INFINITY when out of memory. */
+double timeline_chrome_size(const timeline *tl);
+
 /* Writes tl as Chrome trace-event JSON to path atomically. Returns 0, or -1 with err. */
 int timeline_write_chrome(const timeline *tl, const char *path, plumb_err *err);
 

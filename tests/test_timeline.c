@@ -282,3 +282,112 @@ Test(timeline, chrome_flows_and_counters)
     free(text);
     timeline_free(tl);
 }
+
+/* timeline_chrome_size is at least the written text's length, and close to it, for the
+ * sample, for a large mixed timeline (times to 1e5 s, fractional and huge byte counts,
+ * six-digit microbatches, tensor-parallel tracks, names needing escapes, counters) and for
+ * an empty one. */
+Test(timeline, size_bounds_the_text)
+{
+    timeline *tl[3] = {sample(), timeline_new("sim\t\"x\""), timeline_new("exec")};
+    cr_assert(tl[1] && tl[2]);
+    int first[2] = {0, 5}, last[2] = {4, 9};
+    cr_assert_eq(timeline_set_model(tl[1], "m\\odel", 2, first, last), 0);
+    int tr[12];
+    for (int d = 0; d < 4; d++) {
+        tr[3 * d] = timeline_track_tp(tl[1], TL_TRACK_DEVICE, 1000 * d, -1, d % 3, NULL);
+        tr[3 * d + 1] = timeline_track(tl[1], TL_TRACK_COLLECTIVE, 1000 * d, -1, "c\n\"d\"");
+        tr[3 * d + 2] = timeline_track(tl[1], TL_TRACK_LINK, 1000 * d, 1000 * d + 1, NULL);
+        tl[1]->tracks[tr[3 * d]].peak_bytes = d ? 1e9 / 3 : 123456789012.0;
+    }
+    unsigned x = 12345;
+    for (int i = 0; i < 20000; i++) {
+        x = x * 1103515245u + 12345u;
+        int k = (int)(x >> 8) % TL_NKINDS, d = (int)(x >> 20) % 4;
+        int on = TL_SEND_F <= k && k <= TL_SEND_B ? 2 : k >= TL_ALLREDUCE ? 1 : 0;
+        double t = (x >> 4) % 7 == 0 ? 1e5 * (x % 1000) / 999.0 : (x % 100000) * 1e-6;
+        tl_event e = {.start_s = t, .dur_s = t / 7, .track = tr[3 * d + on], .kind = k,
+                      .stage = (int)(x % 64), .iteration = i / 5000,
+                      .microbatch = k == TL_STEP || k == TL_ALLREDUCE ? -1 : i * 37,
+                      .peer_stage = on == 2 ? (int)(x % 64) + 1 : -1,
+                      .bytes = i % 3 == 0 ? 0 : i % 3 == 1 ? 1e20 / (i + 1) : (double)i * 4096};
+        cr_assert_eq(timeline_add(tl[1], &e), 0);
+        /* a receiver for every transfer: each has its flow */
+        if (on == 2) {
+            tl_event r = {.start_s = t + 1, .dur_s = 1e-3, .track = tr[3 * ((d + 1) % 4)],
+                          .kind = k == TL_SEND_F ? TL_F : TL_B, .stage = e.peer_stage,
+                          .microbatch = e.microbatch, .peer_stage = -1};
+            tl[1]->tracks[e.track].peer = 1000 * ((d + 1) % 4);
+            cr_assert_eq(timeline_add(tl[1], &r), 0);
+        }
+        if (i % 4 == 0)
+            cr_assert_eq(timeline_counter_add(tl[1], tr[3 * d], t, i % 8 ? 1e9 + i : 1.5e9 / 7),
+                         0);
+    }
+    for (int j = 0; j < 3; j++) {
+        size_t len = 0;
+        char *text = timeline_chrome_text(tl[j], &len);
+        cr_assert_not_null(text);
+        double est = timeline_chrome_size(tl[j]);
+        cr_expect(est >= (double)len, "timeline %d: bound %.0f below the text's %zu bytes", j,
+                  est, len);
+        if (j == 1)  /* 1.079 when written */
+            cr_expect(est <= 1.1 * (double)len, "bound %.0f far above the text's %zu bytes",
+                      est, len);
+        free(text);
+        timeline_free(tl[j]);
+    }
+}
+
+/* n events of kind k (a transfer with its receiver) on devices 0 and 1, at 1 to 2 s (every
+ * time of the same width), with whole byte counts: what timeline_chrome_size counts. */
+static timeline *of_kind(int k, int n)
+{
+    timeline *tl = timeline_new("sim");
+    cr_assert_not_null(tl);
+    int d0 = timeline_track(tl, TL_TRACK_DEVICE, 0, -1, NULL);
+    int d1 = timeline_track(tl, TL_TRACK_DEVICE, 1, -1, NULL);
+    int c0 = timeline_track(tl, TL_TRACK_COLLECTIVE, 0, -1, NULL);
+    int l01 = timeline_track(tl, TL_TRACK_LINK, 0, 1, NULL);
+    int send = k == TL_SEND_F || k == TL_SEND_B;
+    for (int i = 0; i < n; i++) {
+        double t = 1 + 1e-3 * i;
+        tl_event e = {.start_s = t, .dur_s = 2e-4, .bytes = 4096.0 * (i + 1), .kind = k,
+                      .stage = 3, .microbatch = 100 + i, .iteration = 1, .peer_stage = -1,
+                      .track = k == TL_ALLREDUCE || k >= TL_TP_ALLREDUCE ? c0 : d0};
+        if (send) {
+            e.track = l01;
+            e.peer_stage = 4;
+            tl_event r = {.start_s = t + 5e-4, .dur_s = 1e-4, .track = d1,
+                          .kind = k == TL_SEND_F ? TL_F : TL_B, .stage = 4,
+                          .microbatch = e.microbatch, .iteration = 1, .peer_stage = -1};
+            cr_assert_eq(timeline_add(tl, &r), 0);
+        }
+        cr_assert_eq(timeline_add(tl, &e), 0);
+        cr_assert_eq(timeline_counter_add(tl, d0, t, 1e9 + i), 0);
+    }
+    return tl;
+}
+
+/* Per event (of every kind, with its flow and a counter) timeline_chrome_size counts the
+ * written characters exactly: 90 events more add to the bound what they add to the text. */
+Test(timeline, size_counts_each_event_exactly)
+{
+    for (int k = 0; k < TL_NKINDS; k++) {
+        double est[2];
+        size_t len[2];
+        for (int j = 0; j < 2; j++) {
+            timeline *tl = of_kind(k, 10 + 90 * j);
+            char *text = timeline_chrome_text(tl, &len[j]);
+            cr_assert_not_null(text);
+            est[j] = timeline_chrome_size(tl);
+            cr_expect(est[j] >= (double)len[j], "%s: bound %.0f below the text's %zu bytes",
+                      tl_kind_name(k), est[j], len[j]);
+            free(text);
+            timeline_free(tl);
+        }
+        cr_expect_eq(est[1] - est[0], (double)(len[1] - len[0]),
+                     "%s: 90 events add %.0f to the bound, %zu to the text", tl_kind_name(k),
+                     est[1] - est[0], len[1] - len[0]);
+    }
+}

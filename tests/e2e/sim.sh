@@ -76,6 +76,51 @@ if command -v rsvg-convert >/dev/null; then
         || fail "SVG does not render: $(cat "$tmp/err")"
 fi
 
+# the trace of replicated stages (a gnmt-like plan: 2 stages x 8 replicas on dgx-h100, 3
+# iterations, 8 microbatches: one per replica per iteration). Counted by hand: F, B, step
+# and the collective tracks' all-reduces 16 devices x 3 = 48 each; send_f, send_b 8 x 3 =
+# 24. Ring hops (link tracks' allreduce) only with --trace-hops: per iteration and stage K
+# buckets (ceil(gradient bytes / 25 MiB): stage 0 491,458,560 B -> 19, stage 1
+# 283,605,248 B -> 11) x 2 (r - 1) = 14 ring steps x r = 8 hops: 3 x 30 x 14 x 8 = 10080.
+cat >"$tmp/rep.json" <<EOF
+{"format": "plumb-plan/1", "profile": "$PWD/profiles/pipedream/gnmt.json",
+ "cluster": "$PWD/profiles/clusters/dgx-h100.json", "schedule": "1f1b-flush",
+ "microbatch_size": 16, "microbatches": 8, "recompute": false, "optimizer": "momentum",
+ "stages": [{"first_layer": 0, "last_layer": 22, "replicas": 8, "devices": [0,1,2,3,4,5,6,7]},
+            {"first_layer": 23, "last_layer": 47, "replicas": 8,
+             "devices": [8,9,10,11,12,13,14,15]}]}
+EOF
+# count_x FILE CAT PID: complete events of category CAT in process PID (one per line)
+count_x() { grep -c "\"cat\": \"$2\", \"ph\": \"X\".*\"pid\": $3," "$1"; }
+for hops in 0 1; do
+    opt=; [ $hops = 1 ] && opt=--trace-hops
+    "$PLUMB" sim "$tmp/rep.json" --iterations 3 --trace "$tmp/r$hops.json" $opt >/dev/null \
+        2>"$tmp/err" || fail "replicated trace $opt: exit $?: $(cat "$tmp/err")"
+    for want in "F 1 48" "B 1 48" "step 1 48" "allreduce 2 48" "send_f 3 24" "send_b 3 24" \
+                "allreduce 3 $((hops * 10080))"; do
+        set -- $want
+        got=$(count_x "$tmp/r$hops.json" "$1" "$2")
+        [ "$got" = "$3" ] || fail "replicated trace $opt: $1 in process $2: $got, expected $3"
+    done
+done
+# a plan without replicas: the trace is the same either way
+"$PLUMB" sim "$E" --trace "$tmp/a.json" >/dev/null && "$PLUMB" sim "$E" --trace "$tmp/b.json" \
+    --trace-hops >/dev/null && cmp -s "$tmp/a.json" "$tmp/b.json" \
+    || fail "unreplicated trace differs with --trace-hops"
+# over --trace-limit (the hops' trace is ~2.9 MB, the default's ~0.1 MB): one line, exit 2,
+# nothing written, a file already there kept
+expect_bad "--trace-limit GIB" "$tmp/rep.json" --trace-hops --trace-limit 0.002
+grep -qF 'no --trace-hops' "$tmp/err" || fail "refusal does not name --trace-hops"
+echo old >"$tmp/keep.json"
+"$PLUMB" sim "$tmp/rep.json" --trace-hops --trace-limit 0.002 --trace "$tmp/keep.json" \
+    >"$tmp/out" 2>"$tmp/err"
+[ $? = 2 ] && [ ! -s "$tmp/out" ] && [ "$(cat "$tmp/keep.json")" = old ] \
+    || fail "refused trace: rc, stdout or the file there before: $(cat "$tmp/err")"
+"$PLUMB" sim "$tmp/rep.json" --trace-limit 0.002 --trace "$tmp/keep.json" >/dev/null \
+    && [ "$(count_x "$tmp/keep.json" F 1)" = 48 ] || fail "default trace within 0.002 GiB"
+expect_bad "--trace-limit" "$E" --trace-limit 0
+expect_bad "--trace-limit" "$E" --trace-limit x
+
 # what-ifs: the straggler slows throughput; changes carry base, what-if and ratio
 "$PLUMB" sim "$E" --straggler 1=2 >"$tmp/out" || fail "straggler: exit $?"
 grep -q 'what changed' "$tmp/out" || fail "straggler: no changes section"
