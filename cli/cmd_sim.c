@@ -31,7 +31,7 @@ static const char *const usage =
     "  --trace T.json         write the timeline as Chrome trace-event JSON (Perfetto):\n"
     "                         each all-reduce once per replica on its collective track\n"
     "  --trace-hops           and every ring hop of the all-reduces on its link track\n"
-    "                         (r^2 events per ring step: large for replicated stages)\n"
+    "                         (2 (r - 1) x r per bucket among r replicas: large)\n"
     "  --trace-limit GIB      refuse a trace estimated above GIB GiB (default 1)\n"
     "  --svg T.svg            write the timeline as an SVG picture\n"
     "  --gantt                print a text Gantt chart of the timeline\n"
@@ -39,9 +39,10 @@ static const char *const usage =
     "  -h, --help             this help\n"
     "Exit status: 0 ok; 2 bad input (nothing written), or a plan that does not fit its\n"
     "devices' memory as written: the report is printed with those devices flagged, one\n"
-    "line on stderr names the first, and no --trace/--svg file is written; a trace over\n"
-    "--trace-limit is refused the same way (one line, nothing written). A what-if that\n"
-    "does not fit is an answer, not bad input: flagged in the report, exit 0.\n";
+    "line on stderr names the first, and no --trace/--svg file is written. A trace over\n"
+    "--trace-limit is refused: one line on stderr, nothing else printed or written,\n"
+    "exit 2. A what-if that does not fit is an answer, not bad input: flagged in the\n"
+    "report, exit 0.\n";
 
 enum { O_SCHED = 1000, O_MB, O_IT, O_STRAG, O_BW, O_MEM, O_JSON, O_TRACE, O_SVG, O_GANTT,
        O_WIDTH, O_HOPS, O_TLIMIT };
