@@ -31,6 +31,7 @@ static const char *const usage =
     "  --trace T.json         write the timeline as Chrome trace-event JSON (Perfetto):\n"
     "                         each all-reduce once per replica on its collective track\n"
     "  --trace-hops           and every ring hop of the all-reduces on its link track\n"
+    "                         (the trace's and the Gantt's link rows)\n"
     "                         (2 (r - 1) x r per bucket among r replicas: large)\n"
     "  --trace-limit GIB      refuse a trace estimated above GIB GiB (default 1)\n"
     "  --svg T.svg            write the timeline as an SVG picture\n"
@@ -268,10 +269,10 @@ int cmd_sim(int argc, char **argv)
     }
     if (outputs_ok(path, pl, trace, svg))
         goto out;
-    /* the ring hops (r^2 per ring step) only when asked for: the trace's collective tracks
-     * hold each all-reduce; without --trace the Gantt keeps its link rows as before */
+    /* the ring hops (2 (r - 1) x r per bucket) only when asked for: the collective tracks
+     * hold each all-reduce (the SVG draws no hops either way) */
     if (trace || svg || gantt)
-        o.timeline = trace && !hops ? SIM_TIMELINE_NO_RING_HOPS : SIM_TIMELINE_FULL;
+        o.timeline = hops ? SIM_TIMELINE_FULL : SIM_TIMELINE_NO_RING_HOPS;
     if (o.schedule >= 0 && sched_kind_chunked((sched_kind)o.schedule) && pl->chunks < 2) {
         cli_fail("sim", "--schedule: %s needs a plan with 2 or more chunks (stages) per device "
                  "(the plan has %d; with one stage per device use 1f1b-flush)",

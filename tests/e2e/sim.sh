@@ -103,6 +103,16 @@ for hops in 0 1; do
         [ "$got" = "$3" ] || fail "replicated trace $opt: $1 in process $2: $got, expected $3"
     done
 done
+# the Gantt's link rows: the 8 replica pairs' links both ways (16); with --trace-hops also
+# each stage's ring of 8 links (32); the SVG draws no hops either way
+for hops in 0 1; do
+    opt=; [ $hops = 1 ] && opt=--trace-hops
+    "$PLUMB" sim "$tmp/rep.json" --gantt --svg "$tmp/r$hops.svg" $opt >"$tmp/out" \
+        || fail "replicated Gantt $opt: exit $?"
+    got=$(grep -Ec '^link [0-9]+->[0-9]+ \(level [0-9]+\) +\|' "$tmp/out")
+    [ "$got" = $((16 + 16 * hops)) ] || fail "replicated Gantt $opt: $got link rows"
+done
+cmp -s "$tmp/r0.svg" "$tmp/r1.svg" || fail "replicated SVG differs with --trace-hops"
 # a plan without replicas: the trace is the same either way
 "$PLUMB" sim "$E" --trace "$tmp/a.json" >/dev/null && "$PLUMB" sim "$E" --trace "$tmp/b.json" \
     --trace-hops >/dev/null && cmp -s "$tmp/a.json" "$tmp/b.json" \
