@@ -117,10 +117,15 @@ cmp -s "$tmp/r0.svg" "$tmp/r1.svg" || fail "replicated SVG differs with --trace-
 "$PLUMB" sim "$E" --trace "$tmp/a.json" >/dev/null && "$PLUMB" sim "$E" --trace "$tmp/b.json" \
     --trace-hops >/dev/null && cmp -s "$tmp/a.json" "$tmp/b.json" \
     || fail "unreplicated trace differs with --trace-hops"
-# over --trace-limit (the hops' trace is ~2.9 MB, the default's ~0.1 MB): one line, exit 2,
-# nothing written, a file already there kept
+# over --trace-limit (the hops' trace is 2.3 MB, the default's 0.1 MB): one line, exit 2,
+# nothing written, a file already there kept. At 0.001 GiB (1.07 MB) the hops are refused
+# before they are simulated (at least 10080 hops x 200 characters: 0.00196 GiB); at 0.002
+# GiB (2.15 MB) that lower bound passes and the full timeline's bound (2.35 MB) refuses.
+expect_bad "(got at least 0.00196 GiB, 10080 ring hops)" "$tmp/rep.json" --trace-hops \
+    --trace-limit 0.001
 expect_bad "--trace-limit GIB" "$tmp/rep.json" --trace-hops --trace-limit 0.002
 grep -qF 'no --trace-hops' "$tmp/err" || fail "refusal does not name --trace-hops"
+grep -qF 'got about 0.00219 GiB, 10320 events' "$tmp/err" || fail "full bound: $(cat "$tmp/err")"
 echo old >"$tmp/keep.json"
 "$PLUMB" sim "$tmp/rep.json" --trace-hops --trace-limit 0.002 --trace "$tmp/keep.json" \
     >"$tmp/out" 2>"$tmp/err"
