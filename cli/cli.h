@@ -69,6 +69,14 @@ int cli_precision(const char *cmd, const char *s, int *out);
  * opt. */
 int cli_state_precision(const char *cmd, const char *opt, const char *arg, dev_precision *v);
 
+/* Parses `--p2p overlap|sync` into *sync (1 for sync). On failure prints one line naming
+ * the option and returns 2. */
+int cli_p2p(const char *cmd, const char *s, int *sync);
+
+/* Parses `--tp-overlap none|backward|full` (core/plan.h's plan_tp_overlap) into *out. On
+ * failure prints one line naming the option and returns 2. */
+int cli_tp_overlap(const char *cmd, const char *s, int *out);
+
 /* Parses `--attention standard|flash` (planner/llm_profile.h's llm_attention) into *out.
  * On failure prints one line naming the option and returns -1. */
 int cli_attention(const char *cmd, const char *s, int *out);

@@ -184,6 +184,23 @@ int cli_state_precision(const char *cmd, const char *opt, const char *arg, dev_p
     return 0;
 }
 
+int cli_p2p(const char *cmd, const char *s, int *sync)
+{
+    if (strcmp(s, "overlap") && strcmp(s, "sync"))
+        return cli_fail(cmd, "--p2p: expected overlap or sync (got \"%s\")", s);
+    *sync = !strcmp(s, "sync");
+    return 0;
+}
+
+int cli_tp_overlap(const char *cmd, const char *s, int *out)
+{
+    int v = plan_tp_overlap_parse(s);
+    if (v < 0)
+        return cli_fail(cmd, "--tp-overlap: expected none, backward or full (got \"%s\")", s);
+    *out = v;
+    return 0;
+}
+
 int cli_attention(const char *cmd, const char *s, int *out)
 {
     llm_attention a;

@@ -236,17 +236,8 @@ static int parse(int argc, char **argv, layout3d_options *o, given *g, const cha
             o->attention = (llm_attention)a;
             break;
         }
-        case O_P2P:
-            if (strcmp(optarg, "overlap") && strcmp(optarg, "sync"))
-                return cli_fail(cmd, "--p2p: expected overlap or sync (got \"%s\")", optarg);
-            o->p2p_sync = !strcmp(optarg, "sync");
-            break;
-        case O_TPO:
-            if (plan_tp_overlap_parse(optarg) < 0)
-                return cli_fail(cmd, "--tp-overlap: expected none, backward or full (got "
-                                "\"%s\")", optarg);
-            g->tp_overlap = plan_tp_overlap_parse(optarg);
-            break;
+        case O_P2P: if (cli_p2p(cmd, optarg, &o->p2p_sync)) return 2; break;
+        case O_TPO: if (cli_tp_overlap(cmd, optarg, &g->tp_overlap)) return 2; break;
         case O_GRED:
             if (cli_state_precision(cmd, "--grad-reduce", optarg, &o->grad_reduce)) return 2;
             break;

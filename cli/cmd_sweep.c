@@ -139,15 +139,9 @@ static int parse_model_runtime(int ch, search3d_options *o)
         if (cli_attention(cmd, optarg, &v)) return 2;
         o->attention = v;
         return 0;
-    case M_P2P:
-        if (strcmp(optarg, "overlap") && strcmp(optarg, "sync"))
-            return cli_fail(cmd, "--p2p: expected overlap or sync (got \"%s\")", optarg);
-        o->p2p_sync = !strcmp(optarg, "sync");
-        return 0;
+    case M_P2P: return cli_p2p(cmd, optarg, &o->p2p_sync);
     case M_TPO:
-        if ((v = plan_tp_overlap_parse(optarg)) < 0)
-            return cli_fail(cmd, "--tp-overlap: expected none, backward or full (got \"%s\")",
-                            optarg);
+        if (cli_tp_overlap(cmd, optarg, &v)) return 2;
         o->tp_overlap = (plan_tp_overlap)v;
         return 0;
     default: return 1;
