@@ -32,18 +32,22 @@ static int path_first(int L)
     return L == 0 ? 0 : 1;
 }
 
+/* The level crossed between devices a != b (the lowest level whose groups hold both). */
+static int net_level(const sim_net *n, int a, int b)
+{
+    for (int l = 0; l < n->nlevels; l++)
+        if (a / n->gsize[l] == b / n->gsize[l])
+            return l;
+    return n->nlevels - 1;
+}
+
 int sim_net_path(const sim_net *n, int a, int b, double *rate, double *latency)
 {
     *rate = INFINITY;
     *latency = 0;
     if (a == b)
         return -1;
-    int L = n->nlevels - 1;
-    for (int l = 0; l < n->nlevels; l++)
-        if (a / n->gsize[l] == b / n->gsize[l]) {
-            L = l;
-            break;
-        }
+    int L = net_level(n, a, b);
     for (int l = path_first(L); l <= L; l++) {
         double r = n->bw[l] < n->egress[l] ? n->bw[l] : n->egress[l];
         if (r < *rate)
@@ -101,15 +105,6 @@ static int lower_bound(const int *v, int nv, long long x)
 static int count_in(const int *v, int nv, long long lo, long long hi)
 {
     return lower_bound(v, nv, hi) - lower_bound(v, nv, lo);
-}
-
-/* The level crossed between devices a != b (sim_net_path's, without its rate). */
-static int net_level(const sim_net *n, int a, int b)
-{
-    for (int l = 0; l < n->nlevels; l++)
-        if (a / n->gsize[l] == b / n->gsize[l])
-            return l;
-    return n->nlevels - 1;
 }
 
 /* Hop width at level l: the k members of the sender's group share its j hops out,
