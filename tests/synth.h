@@ -33,6 +33,17 @@ static inline sim_report *synth_run(const plan *pl, const sim_options *o)
     return r;
 }
 
+/* The cluster sim_synth_cluster builds from s. Fails the test when refused. The caller
+ * frees it with cluster_free. */
+static inline cluster *synth_cluster_of(const sim_synth *s)
+{
+    plumb_err e;
+    err_clear(&e);
+    cluster *c = sim_synth_cluster(s, &e);
+    cr_assert_not_null(c, "synthetic cluster: %s", e.msg);
+    return c;
+}
+
 /* `servers` servers of `per_server` devices (sim_synth_cluster): link level `level` (0
  * inside a server, 1 between servers) at gbit Gb/s, egress_gbit (0: the bandwidth) and
  * latency_us; the other level as sim_synth_init sets it. Fails the test when refused. The
@@ -47,11 +58,7 @@ static inline cluster *synth_servers(int servers, int per_server, int level, dou
     s.bw_gbit[level] = gbit;
     s.egress_gbit[level] = egress_gbit;
     s.latency_us[level] = latency_us;
-    plumb_err e;
-    err_clear(&e);
-    cluster *c = sim_synth_cluster(&s, &e);
-    cr_assert_not_null(c, "synthetic cluster: %s", e.msg);
-    return c;
+    return synth_cluster_of(&s);
 }
 
 /* Tensor parallelism tp on pl (its plan and its profile) and on each layer l of its

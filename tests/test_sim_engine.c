@@ -64,31 +64,10 @@ static void hand_pair(hand *h)
     h->stage_first[1] = 1;
 }
 
-/* `servers` servers of `per` devices: bw0_gbit inside a server (<= 0: sim_synth's
- * default), bw1_gbit per transfer between servers, egress1_gbit out of each (0: = bw1),
- * latency1_us between them. */
-static cluster *servers_cluster(int per, int servers, double bw0_gbit, double bw1_gbit,
-                                double egress1_gbit, double latency1_us)
-{
-    sim_synth sp;
-    sim_synth_init(&sp);
-    sp.devices_per_server = per;
-    sp.servers = servers;
-    if (bw0_gbit > 0)
-        sp.bw_gbit[0] = bw0_gbit;
-    sp.bw_gbit[1] = bw1_gbit;
-    sp.egress_gbit[1] = egress1_gbit;
-    sp.latency_us[1] = latency1_us;
-    plumb_err e;
-    cluster *c = sim_synth_cluster(&sp, &e);
-    cr_assert_not_null(c, "%s", e.msg);
-    return c;
-}
-
 /* Two servers of one device each, 1e9 bytes/s (8 Gb/s) and latency_us between them. */
 static cluster *two_servers(double latency_us)
 {
-    return servers_cluster(1, 2, 0, 8, 0, latency_us);
+    return synth_servers(2, 1, 1, 8, 0, latency_us);
 }
 
 /* Runs m and returns its makespan; releases m and c. */
@@ -333,7 +312,14 @@ Test(sim_engine, net_path_levels)
  * no latency. */
 static cluster *rail_servers(double egress_gbit)
 {
-    return servers_cluster(4, 2, 800, 8, egress_gbit, 0);
+    sim_synth s;
+    sim_synth_init(&s);
+    s.servers = 2;
+    s.devices_per_server = 4;
+    s.bw_gbit[0] = 800;
+    s.bw_gbit[1] = 8;
+    s.egress_gbit[1] = egress_gbit;
+    return synth_cluster_of(&s);
 }
 
 /* A ring with k members in each server moves its inter-server hop over min(k, lanes)
