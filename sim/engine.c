@@ -431,6 +431,10 @@ int sim_engine_run(const sim_model *m, sim_result *r, plumb_err *err)
     heap_init(&E.h, E.nw);
     if (setup(&E) || eng_ring_analyse(&E))
         goto out;
+    E.quiet = !m->xfer_events;
+    for (int st = 0; E.rg && st < E.ns; st++)
+        if (E.rg[st].nshared > 0)
+            E.quiet = 0;
     for (int w = 0; w < E.nw; w++)
         if (heap_push(&E.h, 0.0, w)) {
             eng_oom(&E);

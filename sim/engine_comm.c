@@ -63,7 +63,7 @@ int eng_link_of(eng *E, int a_dev, int b_dev)
             p->lanes = sim_net_lanes(n, lv[i]);
             p->busy = 0;
             p->whead = p->wtail = p->vhead = -1;
-            p->nvirt = 0;
+            p->nvirt = p->nq = 0;
             if (ht_put(&E->ph, (uint64_t)lv[i], grp[i], pi))
                 return -1;
         }
@@ -112,6 +112,132 @@ static void xfer_release(eng *E, int xi)
 {
     E->x[xi].cnext = E->xfree;
     E->xfree = xi;
+}
+
+/* --- quiet transfers ----------------------------------------------------------------------
+ *
+ * About half the events of a chunked schedule (interleaved, zb-v, dualpipev) are transfers'
+ * ends, and nearly every one of them does nothing but release its link and lanes: nothing
+ * waits on them. A point-to-point transfer that starts with nothing queued behind it on its
+ * link or at any of its ports therefore moves "quietly", as a ring's virtual hop does
+ * (engine_ring.c): it holds its link and lanes, its end keeps the key (time, sequence
+ * number reserved at its start) its event would have had, and no event is posted. The key
+ * is kept in its link (vend, vseq) and in each of its ports (qend, qseq), so that a check
+ * of a port reads no link. Whatever reads the link or a port first releases it there when
+ * that key is at most the running event's (its end would have run by then): the link when
+ * a transfer is queued on it (quiet_touch), a port when a transfer checks its lanes
+ * (quiet_expire); when a transfer queues behind it while it moves (on its link, or at a
+ * full port it holds), its end event is posted with the reserved key (quiet_post), so it
+ * ends, and starts what waits, exactly where its own event would have. Its event is
+ * counted at its start (and uncounted when posted after all), so the run's event count is
+ * the same. Only runs whose rings have no shared hops use it (E->quiet): only a transfer
+ * start and a queueing read a port's lanes then, and the repeated ring steps' bookkeeping
+ * (which runs before every event a transfer's end could touch) is never needed. */
+
+static int quiet_past(const eng *E, double end, uint32_t seq)
+{
+    return end < E->now_t || (end == E->now_t && seq <= E->now_seq);
+}
+
+/* 1 when transfer x, just started on link l, may move quietly: a point-to-point one,
+ * nothing queued behind it on l, at each of its ports no waiter and room for its key. */
+static int quiet_ok(const eng *E, const link *l, const xfer *x)
+{
+    if (!E->quiet || !x->a || l->head >= 0)
+        return 0;
+    for (int i = 0; i < l->nports; i++) {
+        const port *p = &E->pt[l->ports[i]];
+        if (p->whead >= 0 || p->nq == PORT_QUIET)
+            return 0;
+    }
+    return 1;
+}
+
+/* Transfer xi, just started on link li, ends at `end` quietly (above). */
+static void quiet_hold(eng *E, int li, int xi, double end)
+{
+    link *l = &E->lk[li];
+    l->vg = VG_QUIET;
+    l->vh = xi;
+    l->vend = end;
+    l->vseq = E->h.seq++;
+    for (int i = 0; i < l->nports; i++) {
+        port *p = &E->pt[l->ports[i]];
+        p->qlink[p->nq] = li;
+        p->qend[p->nq] = end;
+        p->qseq[p->nq++] = l->vseq;
+    }
+    E->r->events++;
+    E->r->xfers_quiet++;
+}
+
+/* Removes entry k of port p's quiet transfers. */
+static void quiet_drop(port *p, int k)
+{
+    int n = --p->nq;
+    p->qlink[k] = p->qlink[n];
+    p->qend[k] = p->qend[n];
+    p->qseq[k] = p->qseq[n];
+}
+
+/* Releases the lanes of port pi held by quiet transfers that have ended. */
+static void quiet_expire(eng *E, int pi)
+{
+    port *p = &E->pt[pi];
+    for (int k = 0; k < p->nq;)
+        if (quiet_past(E, p->qend[k], p->qseq[k])) {
+            p->busy--;
+            quiet_drop(p, k);
+        } else {
+            k++;
+        }
+}
+
+/* Link li's quiet transfer, still moving, posts its end event with its reserved key and
+ * is an ordinary transfer from now on (it keeps its link and lanes until that event). 0
+ * or -1. */
+static int quiet_post(eng *E, int li)
+{
+    link *l = &E->lk[li];
+    for (int i = 0; i < l->nports; i++) {
+        port *p = &E->pt[l->ports[i]];
+        for (int k = 0; k < p->nq; k++)
+            if (p->qlink[k] == li) {
+                quiet_drop(p, k);
+                break;
+            }
+    }
+    l->vg = -1;
+    E->r->events--;  /* counted at its start: its event counts when it runs */
+    E->r->xfers_quiet_split++;
+    return heap_push_seq(&E->h, l->vend, -(l->vh + 1), l->vseq) ? eng_oom(E) : 0;
+}
+
+/* A transfer queues at port pi, full: its quiet transfers (all still moving after
+ * quiet_expire) post their end events. 0 or -1. */
+static int quiet_post_port(eng *E, int pi)
+{
+    while (E->pt[pi].nq > 0)
+        if (quiet_post(E, E->pt[pi].qlink[0]))
+            return -1;
+    return 0;
+}
+
+/* Before a transfer is queued on link li, which a quiet transfer holds: when its end has
+ * passed, the link is free and the transfer done (its lanes are released by its ports'
+ * next check); else it posts its end event. 0 or -1. */
+static int quiet_touch(eng *E, int li)
+{
+    link *l = &E->lk[li];
+    if (!quiet_past(E, l->vend, l->vseq))
+        return quiet_post(E, li);
+    l->vg = -1;
+    l->busy = 0;
+    xfer *x = &E->x[l->vh];
+    x->done = 1;
+    if (x->received)
+        xfer_release(E, l->vh);
+    return 0;
 }
 
 /* --- transfers --------------------------------------------------------------------------- */
@@ -174,6 +300,8 @@ static int xfer_try_start(eng *E, int xi, double t, int from)
         port *p = &E->pt[l->ports[i]];
         if (p->nvirt)
             eng_vport_expire(E, l->ports[i]);
+        if (p->nq)
+            quiet_expire(E, l->ports[i]);
         int freel = p->lanes - p->busy;
         if (freel < k)
             k = freel > 0 ? freel : 0, full = i;
@@ -183,6 +311,8 @@ static int xfer_try_start(eng *E, int xi, double t, int from)
     if (k < E->x[xi].wide + 1) {
         int pi = l->ports[full];
         if (E->pt[pi].nvirt && eng_vport_materialize(E, pi))
+            return -1;
+        if (E->pt[pi].nq && quiet_post_port(E, pi))
             return -1;
         if (k == 0) {
             port_wait(E, pi, xi, pi == from);
@@ -207,7 +337,9 @@ static int xfer_try_start(eng *E, int xi, double t, int from)
      * piece, the transfer record that holds the link, counts the transfer */
     double lt = x->piece ? occ * (x->bytes / E->gr[x->group].hop_bytes) : occ;
     x->arrival = x->a ? end + l->lat : end;  /* a ring's latency counts per bucket */
-    if (heap_push(&E->h, end, -(xi + 1)))
+    if (quiet_ok(E, l, x))
+        quiet_hold(E, x->link, xi, end);
+    else if (heap_push(&E->h, end, -(xi + 1)))
         return eng_oom(E);
     if (x->waiter >= 0 && heap_push(&E->h, x->arrival, x->waiter))
         return eng_oom(E);
@@ -239,6 +371,8 @@ static int xfer_try_start(eng *E, int xi, double t, int from)
 int eng_xfer_enqueue(eng *E, int xi, int li, double t)
 {
     if (E->lk[li].vg >= 0 && eng_vlink_touch(E, li))
+        return -1;
+    if (E->lk[li].vg == VG_QUIET && quiet_touch(E, li))
         return -1;
     link *l = &E->lk[li];
     if (l->tail >= 0)

@@ -27,24 +27,36 @@ typedef struct xfer {
                                 (waits for more lanes, then holds the link); 0 otherwise */
 } xfer;
 
+#define VG_QUIET (-2)  /* link.vg of a quiet point-to-point transfer */
+#define PORT_QUIET 4   /* the most quiet transfers a port keeps (more start with events) */
+
 typedef struct link {
     int busy, head, tail, track, nports;
     int ports[CLUSTER_MAX_LEVELS];   /* egress ports it leaves through */
     double rate, lat;
     sim_link_stat st;
     /* a ring hop moving here without a transfer record or event of its own (a "virtual"
-     * hop, engine_ring.c): it holds the link and a lane of each port as a transfer would,
-     * until its end event's key (vend, vseq), or until something queues behind it */
-    int vg;                          /* its group, or -1: none */
-    int vh;                          /* its index in eng.hop */
+     * hop, engine_ring.c), or a point-to-point transfer moving here without an end event
+     * of its own (a "quiet" transfer, engine_comm.c): it holds the link and a lane of each
+     * port as a transfer would, until its end event's key (vend, vseq), or until something
+     * queues behind it */
+    int vg;                          /* its group, VG_QUIET: a quiet transfer, or -1: none */
+    int vh;                          /* its index in eng.hop; a quiet transfer's record */
     double vend;
     uint32_t vseq;
-    int vnext[CLUSTER_MAX_LEVELS];   /* next link with a virtual hop on ports[k] */
+    int vnext[CLUSTER_MAX_LEVELS];   /* next link with a virtual hop on ports[k] (a quiet
+                                        transfer is on no list: port.qlink) */
 } link;
 
 typedef struct port {
     int lanes, busy, whead, wtail;
     int vhead, nvirt;                /* links with a virtual hop holding a lane here */
+    /* the quiet transfers holding a lane here (engine_comm.c), ended or not: their links
+     * and their ends' keys, kept here so that a port's check reads no link */
+    int nq;
+    int qlink[PORT_QUIET];
+    uint32_t qseq[PORT_QUIET];
+    double qend[PORT_QUIET];
 } port;
 
 typedef struct chan {        /* transfers from one worker to another in one direction */
@@ -179,6 +191,10 @@ typedef struct eng {
     double now_t;            /* the key (time, sequence number) of the event being run */
     uint32_t now_seq;
     int finished;
+    int quiet;               /* 1: a point-to-point transfer that starts with nothing queued
+                                behind it on its link or ports moves quietly (no end event
+                                unless something queues behind it; engine_comm.c): no ring
+                                has shared hops and the model does not ask otherwise */
     plumb_err *err;
 } eng;
 
