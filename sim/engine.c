@@ -57,6 +57,22 @@ int eng_grow(void **p, int n, int *cap, size_t size)
     return 0;
 }
 
+int eng_grow_lines(void **p, int n, int *cap, size_t size)
+{
+    if (n < *cap)
+        return 0;
+    int nc = *cap ? 2 * *cap : 16;
+    void *np = aligned_alloc(64, (size_t)nc * size);
+    if (!np)
+        return -1;
+    if (n > 0)
+        memcpy(np, *p, (size_t)n * size);
+    free(*p);
+    *p = np;
+    *cap = nc;
+    return 0;
+}
+
 int eng_record(eng *E, int track, int kind, double start, double dur, double bytes,
                   int stage, int peer_stage, int mb, int iter)
 {

@@ -31,7 +31,7 @@ int eng_link_of(eng *E, int a_dev, int b_dev)
     int li = ht_find(&E->lh, (uint64_t)(uint32_t)a_dev, (uint64_t)(uint32_t)b_dev);
     if (li >= 0)
         return li;
-    if (eng_grow((void **)&E->lk, E->nlk, &E->caplk, sizeof *E->lk))
+    if (eng_grow_lines((void **)&E->lk, E->nlk, &E->caplk, sizeof *E->lk))
         return -1;
     const sim_net *n = &E->m->net;
     li = E->nlk++;
@@ -56,7 +56,7 @@ int eng_link_of(eng *E, int a_dev, int b_dev)
     for (int i = 0; i < np; i++) {
         int pi = ht_find(&E->ph, (uint64_t)lv[i], grp[i]);
         if (pi < 0) {
-            if (eng_grow((void **)&E->pt, E->npt, &E->cappt, sizeof *E->pt))
+            if (eng_grow_lines((void **)&E->pt, E->npt, &E->cappt, sizeof *E->pt))
                 return -1;
             pi = E->npt++;
             port *p = &E->pt[pi];
@@ -153,12 +153,14 @@ static int quiet_ok(const eng *E, const link *l, const xfer *x)
     return 1;
 }
 
-/* Transfer xi, just started on link li, ends at `end` quietly (above). */
+/* Transfer xi, just started on link li, ends at `end` quietly (above). Its record is off
+ * the link from now on (done: recycled once received); the link keeps what its end needs. */
 static void quiet_hold(eng *E, int li, int xi, double end)
 {
     link *l = &E->lk[li];
+    E->x[xi].done = 1;
     l->vg = VG_QUIET;
-    l->vh = xi;
+    l->vh = -1;
     l->vend = end;
     l->vseq = E->h.seq++;
     for (int i = 0; i < l->nports; i++) {
@@ -193,12 +195,17 @@ static void quiet_expire(eng *E, int pi)
         }
 }
 
-/* Link li's quiet transfer, still moving, posts its end event with its reserved key and
- * is an ordinary transfer from now on (it keeps its link and lanes until that event). 0
- * or -1. */
+/* Link li's quiet transfer, still moving, posts its end event with its reserved key: a
+ * transfer record of its own for the end (the transfer's record went with the data to its
+ * receiver), which holds the link and lanes until that event. 0 or -1. */
 static int quiet_post(eng *E, int li)
 {
+    int yi = eng_xfer_alloc(E);
+    if (yi < 0)
+        return eng_oom(E);
     link *l = &E->lk[li];
+    E->x[yi] = (xfer){.arrival = l->vend, .group = -1, .link = li, .waiter = -1, .lnext = -1,
+                      .pnext = -1, .cnext = -1, .received = 1};
     for (int i = 0; i < l->nports; i++) {
         port *p = &E->pt[l->ports[i]];
         for (int k = 0; k < p->nq; k++)
@@ -210,7 +217,7 @@ static int quiet_post(eng *E, int li)
     l->vg = -1;
     E->r->events--;  /* counted at its start: its event counts when it runs */
     E->r->xfers_quiet_split++;
-    return heap_push_seq(&E->h, l->vend, -(l->vh + 1), l->vseq) ? eng_oom(E) : 0;
+    return heap_push_seq(&E->h, l->vend, -(yi + 1), l->vseq) ? eng_oom(E) : 0;
 }
 
 /* A transfer queues at port pi, full: its quiet transfers (all still moving after
@@ -224,8 +231,8 @@ static int quiet_post_port(eng *E, int pi)
 }
 
 /* Before a transfer is queued on link li, which a quiet transfer holds: when its end has
- * passed, the link is free and the transfer done (its lanes are released by its ports'
- * next check); else it posts its end event. 0 or -1. */
+ * passed, the link is free (its lanes are released by its ports' next check); else it
+ * posts its end event. 0 or -1. */
 static int quiet_touch(eng *E, int li)
 {
     link *l = &E->lk[li];
@@ -233,10 +240,6 @@ static int quiet_touch(eng *E, int li)
         return quiet_post(E, li);
     l->vg = -1;
     l->busy = 0;
-    xfer *x = &E->x[l->vh];
-    x->done = 1;
-    if (x->received)
-        xfer_release(E, l->vh);
     return 0;
 }
 
