@@ -277,7 +277,7 @@ static int setup(eng *E)
     for (int w = 0; w < nw; w++) {
         wstate *ws = &E->ws[w];
         for (int k = 0; k < 4; k++)
-            ws->lpeer[k] = ws->speer[k] = ws->rpeer[k] = -1;
+            ws->speer[k] = ws->rpeer[k] = -1;
         ws->ring_g = -1;
         E->dev_track[w] = E->coll_track[w] = -1;
         if (!E->m->record)

@@ -432,22 +432,19 @@ int eng_send(eng *E, int w, int c, int iter, double t)
     if (xi < 0)
         return eng_oom(E);
     int k = 2 * fwd + (a->peer > w); /* the cached link and channel of this way */
-    if (a->peer != ws->lpeer[k]) {
+    if (a->peer != ws->speer[k]) {
         int d0 = E->m->worker_device[w], d1 = E->m->worker_device[a->peer];
         ws->link[k] = d0 == d1 ? -1 : eng_link_of(E, d0, d1);
         if (d0 != d1 && ws->link[k] < 0)
             return ws->link[k] == -2 ? -1 : eng_oom(E);
         ws->port[k] = d0 == d1 ? 0 : E->lk[ws->link[k]].ports[0];
-        ws->lpeer[k] = a->peer;
+        if ((ws->schan[k] = chan_of(E, w, a->peer, fwd)) < 0)
+            return eng_oom(E);
+        ws->speer[k] = a->peer;
     }
     if (ws->link[k] >= 0) {  /* read below, long out of cache: fetched meanwhile */
         __builtin_prefetch(&E->lk[ws->link[k]]);
         __builtin_prefetch(&E->pt[ws->port[k]]);
-    }
-    if (a->peer != ws->speer[k]) {
-        if ((ws->schan[k] = chan_of(E, w, a->peer, fwd)) < 0)
-            return eng_oom(E);
-        ws->speer[k] = a->peer;
     }
     int lo = a->stage < a->peer_stage ? a->stage : a->peer_stage;
     xfer *x = &E->x[xi];

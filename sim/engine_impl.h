@@ -108,10 +108,9 @@ typedef struct wstate {      /* per worker */
     int cursor, iter, inflight;
     int mb_it, mb_lo;        /* the iteration of its last microbatch and its first one */
     /* per direction and side (2 fwd + (peer > worker): a V placement sends activations
-     * both ways), the last peer sent to and its link, the last peer sent to and the
-     * channel, the last peer received from and the channel */
-    int lpeer[4], link[4], port[4];  /* (port: the link's first egress port) */
-    int speer[4], schan[4];
+     * both ways), the last peer sent to, its link, the link's first egress port and the
+     * channel; the last peer received from and the channel */
+    int speer[4], link[4], port[4], schan[4];
     int rpeer[4], rchan[4];
     int *post;               /* its posted RECVs whose consumer has not run (action
                                 indices, in posting order): post[p0 .. npost) */
