@@ -25,9 +25,29 @@
 #include "sim/synth.h"
 #include "tests/synth.h"
 
+/* The engine on schedule s of plan pl: record 0 no timeline, 1 the full one, 2 without
+ * the ring hops' link events (the dashboard's, sim_model.skip_ring_hops); per_hop: every
+ * ring step as per-hop transfers; sync: synchronous point-to-point; xev: every transfer's
+ * end an event (sim_model.xfer_events). sim_engine_run's return, its error in e. */
+static int engine_on(const plan *pl, const schedule *s, int record, int per_hop, int sync,
+                     int xev, sim_result *r, plumb_err *e)
+{
+    sim_net net;
+    sim_net_from_cluster(&net, pl->clus, NULL);
+    sim_model m;
+    cr_assert_eq(sim_cost_build(&m, pl, s, &net, -1, 1, e), 0, "%s", e->msg);
+    m.record = record != 0;
+    m.skip_ring_hops = record == 2;
+    m.ring_per_hop = per_hop;
+    m.p2p_sync = sync;
+    m.xfer_events = xev;
+    int rc = sim_engine_run(&m, r, e);
+    sim_model_release(&m);
+    return rc;
+}
+
 /* Runs plan s for iters iterations with grouped steps allowed (per_hop 0) or not; record
- * 0: no timeline, 1: the full one, 2: without the ring hops' link events (the dashboard's,
- * sim_model.skip_ring_hops). */
+ * as engine_on. */
 static void run_engine(const sim_synth *sp, int iters, int per_hop, int record, sim_result *r)
 {
     plumb_err e;
@@ -35,15 +55,7 @@ static void run_engine(const sim_synth *sp, int iters, int per_hop, int record, 
     plan *pl = synth_plan(sp);
     schedule *s = schedule_from_plan(pl, iters, &e);
     cr_assert_not_null(s, "schedule: %s", e.msg);
-    sim_net net;
-    sim_net_from_cluster(&net, pl->clus, NULL);
-    sim_model m;
-    cr_assert_eq(sim_cost_build(&m, pl, s, &net, -1, 1, &e), 0, "%s", e.msg);
-    m.record = record != 0;
-    m.skip_ring_hops = record == 2;
-    m.ring_per_hop = per_hop;
-    cr_assert_eq(sim_engine_run(&m, r, &e), 0, "%s", e.msg);
-    sim_model_release(&m);
+    cr_assert_eq(engine_on(pl, s, record, per_hop, 0, 0, r, &e), 0, "%s", e.msg);
     schedule_free(s);
     plan_free(pl);
 }
@@ -640,9 +652,8 @@ Test(sim_allreduce, add_repeated_matches_loop)
 
 /* One run of sp for the quiet transfers' test: xfer_events 1 posts every point-to-point
  * transfer's end as an event (the reference), 0 lets the engine end quiet ones without;
- * record as run_engine; sync: synchronous point-to-point. 0; 1 when the engine refused the
- * run (its message in msg); -1 when the synthetic plan or its schedule is refused (the
- * random case is skipped). */
+ * the rest as engine_on. 0; 1 when the engine refused the run (its message in msg); -1
+ * when the synthetic plan or its schedule is refused (the random case is skipped). */
 static int run_quiet(const sim_synth *sp, int iters, int xev, int record, int per_hop,
                      int sync, sim_result *r, char *msg, size_t nmsg)
 {
@@ -656,18 +667,8 @@ static int run_quiet(const sim_synth *sp, int iters, int xev, int record, int pe
         plan_free(pl);
         return -1;
     }
-    sim_net net;
-    sim_net_from_cluster(&net, pl->clus, NULL);
-    sim_model m;
-    cr_assert_eq(sim_cost_build(&m, pl, s, &net, -1, 1, &e), 0, "%s", e.msg);
-    m.record = record != 0;
-    m.skip_ring_hops = record == 2;
-    m.ring_per_hop = per_hop;
-    m.p2p_sync = sync;
-    m.xfer_events = xev;
-    int rc = sim_engine_run(&m, r, &e) ? 1 : 0;
+    int rc = engine_on(pl, s, record, per_hop, sync, xev, r, &e) ? 1 : 0;
     snprintf(msg, nmsg, "%s", rc ? e.msg : "");
-    sim_model_release(&m);
     schedule_free(s);
     plan_free(pl);
     return rc;
