@@ -57,6 +57,22 @@ int eng_grow(void **p, int n, int *cap, size_t size)
     return 0;
 }
 
+int eng_grow_lines(void **p, int n, int *cap, size_t size)
+{
+    if (n < *cap)
+        return 0;
+    int nc = *cap ? 2 * *cap : 16;
+    void *np = aligned_alloc(64, (size_t)nc * size);
+    if (!np)
+        return -1;
+    if (n > 0)
+        memcpy(np, *p, (size_t)n * size);
+    free(*p);
+    *p = np;
+    *cap = nc;
+    return 0;
+}
+
 int eng_record(eng *E, int track, int kind, double start, double dur, double bytes,
                   int stage, int peer_stage, int mb, int iter)
 {
@@ -261,7 +277,7 @@ static int setup(eng *E)
     for (int w = 0; w < nw; w++) {
         wstate *ws = &E->ws[w];
         for (int k = 0; k < 4; k++)
-            ws->lpeer[k] = ws->speer[k] = ws->rpeer[k] = -1;
+            ws->speer[k] = ws->rpeer[k] = -1;
         ws->ring_g = -1;
         E->dev_track[w] = E->coll_track[w] = -1;
         if (!E->m->record)
@@ -431,6 +447,10 @@ int sim_engine_run(const sim_model *m, sim_result *r, plumb_err *err)
     heap_init(&E.h, E.nw);
     if (setup(&E) || eng_ring_analyse(&E))
         goto out;
+    E.quiet = !m->xfer_events;
+    for (int st = 0; E.rg && st < E.ns; st++)
+        if (E.rg[st].nshared > 0)
+            E.quiet = 0;
     for (int w = 0; w < E.nw; w++)
         if (heap_push(&E.h, 0.0, w)) {
             eng_oom(&E);

@@ -139,6 +139,10 @@ typedef struct sim_model {
                                  before (sim_run: on the compute order it was lowered from);
                                  0 (hand-built models): the engine finds it */
     int window_k0, window_k1;
+    int xfer_events;          /* 1: every point-to-point transfer's end runs as an event of
+                                 its own (the quiet transfers' reference, for tests); 0
+                                 (default): a transfer that nothing queues behind ends
+                                 without one (same results, docs/sim.md, "Engine") */
 } sim_model;
 
 /* Allocates the arrays of a model for s (zeroed; worker_scale 1; worker_device = worker id);
@@ -175,6 +179,10 @@ typedef struct sim_result {
     long long ring_hops_virtual;  /* shared hops started without a transfer of their own */
     long long ring_hops_split;    /* of those, hops made transfers again mid-step (something
                                      queued behind them) */
+    long long xfers_quiet;        /* point-to-point transfers started without an end event
+                                     of their own (sim_model.xfer_events) */
+    long long xfers_quiet_split;  /* of those, transfers whose end event was posted after
+                                     all (something queued behind them while they moved) */
     long long ring_steps_repeated; /* grouped steps that repeated the last one of their
                                       ring in O(1) (docs/sim.md) */
     timeline *tl;             /* when model.record */

@@ -31,7 +31,7 @@ int eng_link_of(eng *E, int a_dev, int b_dev)
     int li = ht_find(&E->lh, (uint64_t)(uint32_t)a_dev, (uint64_t)(uint32_t)b_dev);
     if (li >= 0)
         return li;
-    if (eng_grow((void **)&E->lk, E->nlk, &E->caplk, sizeof *E->lk))
+    if (eng_grow_lines((void **)&E->lk, E->nlk, &E->caplk, sizeof *E->lk))
         return -1;
     const sim_net *n = &E->m->net;
     li = E->nlk++;
@@ -56,14 +56,14 @@ int eng_link_of(eng *E, int a_dev, int b_dev)
     for (int i = 0; i < np; i++) {
         int pi = ht_find(&E->ph, (uint64_t)lv[i], grp[i]);
         if (pi < 0) {
-            if (eng_grow((void **)&E->pt, E->npt, &E->cappt, sizeof *E->pt))
+            if (eng_grow_lines((void **)&E->pt, E->npt, &E->cappt, sizeof *E->pt))
                 return -1;
             pi = E->npt++;
             port *p = &E->pt[pi];
             p->lanes = sim_net_lanes(n, lv[i]);
             p->busy = 0;
             p->whead = p->wtail = p->vhead = -1;
-            p->nvirt = 0;
+            p->nvirt = p->nq = 0;
             if (ht_put(&E->ph, (uint64_t)lv[i], grp[i], pi))
                 return -1;
         }
@@ -112,6 +112,135 @@ static void xfer_release(eng *E, int xi)
 {
     E->x[xi].cnext = E->xfree;
     E->xfree = xi;
+}
+
+/* --- quiet transfers ----------------------------------------------------------------------
+ *
+ * About half the events of a chunked schedule (interleaved, zb-v, dualpipev) are transfers'
+ * ends, and nearly every one of them does nothing but release its link and lanes: nothing
+ * waits on them. A point-to-point transfer that starts with nothing queued behind it on its
+ * link or at any of its ports therefore moves "quietly", as a ring's virtual hop does
+ * (engine_ring.c): it holds its link and lanes, its end keeps the key (time, sequence
+ * number reserved at its start) its event would have had, and no event is posted. The key
+ * is kept in its link (vend, vseq) and in each of its ports (qend, qseq), so that a check
+ * of a port reads no link. Whatever reads the link or a port first releases it there when
+ * that key is at most the running event's (its end would have run by then): the link when
+ * a transfer is queued on it (quiet_touch), a port when a transfer checks its lanes
+ * (quiet_expire); when a transfer queues behind it while it moves (on its link, or at a
+ * full port it holds), its end event is posted with the reserved key (quiet_post), so it
+ * ends, and starts what waits, exactly where its own event would have. Its event is
+ * counted at its start (and uncounted when posted after all), so the run's event count is
+ * the same. Only runs whose rings have no shared hops use it (E->quiet): only a transfer
+ * start and a queueing read a port's lanes then, and the repeated ring steps' bookkeeping
+ * (which runs before every event a transfer's end could touch) is never needed. */
+
+static int quiet_past(const eng *E, double end, uint32_t seq)
+{
+    return end < E->now_t || (end == E->now_t && seq <= E->now_seq);
+}
+
+/* 1 when transfer x, just started on link l, may move quietly: a point-to-point one,
+ * nothing queued behind it on l, at each of its ports no waiter and room for its key. */
+static int quiet_ok(const eng *E, const link *l, const xfer *x)
+{
+    if (!E->quiet || !x->a || l->head >= 0)
+        return 0;
+    for (int i = 0; i < l->nports; i++) {
+        const port *p = &E->pt[l->ports[i]];
+        if (p->whead >= 0 || p->nq == PORT_QUIET)
+            return 0;
+    }
+    return 1;
+}
+
+/* Transfer xi, just started on link li, ends at `end` quietly (above). Its record is off
+ * the link from now on (done: recycled once received); the link keeps what its end needs. */
+static void quiet_hold(eng *E, int li, int xi, double end)
+{
+    link *l = &E->lk[li];
+    E->x[xi].done = 1;
+    l->vg = VG_QUIET;
+    l->vh = -1;
+    l->vend = end;
+    l->vseq = E->h.seq++;
+    for (int i = 0; i < l->nports; i++) {
+        port *p = &E->pt[l->ports[i]];
+        p->qlink[p->nq] = li;
+        p->qend[p->nq] = end;
+        p->qseq[p->nq++] = l->vseq;
+    }
+    E->r->events++;
+    E->r->xfers_quiet++;
+}
+
+/* Removes entry k of port p's quiet transfers. */
+static void quiet_drop(port *p, int k)
+{
+    int n = --p->nq;
+    p->qlink[k] = p->qlink[n];
+    p->qend[k] = p->qend[n];
+    p->qseq[k] = p->qseq[n];
+}
+
+/* Releases the lanes of port pi held by quiet transfers that have ended. */
+static void quiet_expire(eng *E, int pi)
+{
+    port *p = &E->pt[pi];
+    for (int k = 0; k < p->nq;)
+        if (quiet_past(E, p->qend[k], p->qseq[k])) {
+            p->busy--;
+            quiet_drop(p, k);
+        } else {
+            k++;
+        }
+}
+
+/* Link li's quiet transfer, still moving, posts its end event with its reserved key: a
+ * transfer record of its own for the end (the transfer's record went with the data to its
+ * receiver), which holds the link and lanes until that event. 0 or -1. */
+static int quiet_post(eng *E, int li)
+{
+    int yi = eng_xfer_alloc(E);
+    if (yi < 0)
+        return eng_oom(E);
+    link *l = &E->lk[li];
+    E->x[yi] = (xfer){.arrival = l->vend, .group = -1, .link = li, .waiter = -1, .lnext = -1,
+                      .pnext = -1, .cnext = -1, .received = 1};
+    for (int i = 0; i < l->nports; i++) {
+        port *p = &E->pt[l->ports[i]];
+        for (int k = 0; k < p->nq; k++)
+            if (p->qlink[k] == li) {
+                quiet_drop(p, k);
+                break;
+            }
+    }
+    l->vg = -1;
+    E->r->events--;  /* counted at its start: its event counts when it runs */
+    E->r->xfers_quiet_split++;
+    return heap_push_seq(&E->h, l->vend, -(yi + 1), l->vseq) ? eng_oom(E) : 0;
+}
+
+/* A transfer queues at port pi, full: its quiet transfers (all still moving after
+ * quiet_expire) post their end events. 0 or -1. */
+static int quiet_post_port(eng *E, int pi)
+{
+    while (E->pt[pi].nq > 0)
+        if (quiet_post(E, E->pt[pi].qlink[0]))
+            return -1;
+    return 0;
+}
+
+/* Before a transfer is queued on link li, which a quiet transfer holds: when its end has
+ * passed, the link is free (its lanes are released by its ports' next check); else it
+ * posts its end event. 0 or -1. */
+static int quiet_touch(eng *E, int li)
+{
+    link *l = &E->lk[li];
+    if (!quiet_past(E, l->vend, l->vseq))
+        return quiet_post(E, li);
+    l->vg = -1;
+    l->busy = 0;
+    return 0;
 }
 
 /* --- transfers --------------------------------------------------------------------------- */
@@ -174,6 +303,8 @@ static int xfer_try_start(eng *E, int xi, double t, int from)
         port *p = &E->pt[l->ports[i]];
         if (p->nvirt)
             eng_vport_expire(E, l->ports[i]);
+        if (p->nq)
+            quiet_expire(E, l->ports[i]);
         int freel = p->lanes - p->busy;
         if (freel < k)
             k = freel > 0 ? freel : 0, full = i;
@@ -183,6 +314,8 @@ static int xfer_try_start(eng *E, int xi, double t, int from)
     if (k < E->x[xi].wide + 1) {
         int pi = l->ports[full];
         if (E->pt[pi].nvirt && eng_vport_materialize(E, pi))
+            return -1;
+        if (E->pt[pi].nq && quiet_post_port(E, pi))
             return -1;
         if (k == 0) {
             port_wait(E, pi, xi, pi == from);
@@ -207,7 +340,9 @@ static int xfer_try_start(eng *E, int xi, double t, int from)
      * piece, the transfer record that holds the link, counts the transfer */
     double lt = x->piece ? occ * (x->bytes / E->gr[x->group].hop_bytes) : occ;
     x->arrival = x->a ? end + l->lat : end;  /* a ring's latency counts per bucket */
-    if (heap_push(&E->h, end, -(xi + 1)))
+    if (quiet_ok(E, l, x))
+        quiet_hold(E, x->link, xi, end);
+    else if (heap_push(&E->h, end, -(xi + 1)))
         return eng_oom(E);
     if (x->waiter >= 0 && heap_push(&E->h, x->arrival, x->waiter))
         return eng_oom(E);
@@ -239,6 +374,8 @@ static int xfer_try_start(eng *E, int xi, double t, int from)
 int eng_xfer_enqueue(eng *E, int xi, int li, double t)
 {
     if (E->lk[li].vg >= 0 && eng_vlink_touch(E, li))
+        return -1;
+    if (E->lk[li].vg == VG_QUIET && quiet_touch(E, li))
         return -1;
     link *l = &E->lk[li];
     if (l->tail >= 0)
@@ -295,17 +432,19 @@ int eng_send(eng *E, int w, int c, int iter, double t)
     if (xi < 0)
         return eng_oom(E);
     int k = 2 * fwd + (a->peer > w); /* the cached link and channel of this way */
-    if (a->peer != ws->lpeer[k]) {
+    if (a->peer != ws->speer[k]) {
         int d0 = E->m->worker_device[w], d1 = E->m->worker_device[a->peer];
         ws->link[k] = d0 == d1 ? -1 : eng_link_of(E, d0, d1);
         if (d0 != d1 && ws->link[k] < 0)
             return ws->link[k] == -2 ? -1 : eng_oom(E);
-        ws->lpeer[k] = a->peer;
-    }
-    if (a->peer != ws->speer[k]) {
+        ws->port[k] = d0 == d1 ? 0 : E->lk[ws->link[k]].ports[0];
         if ((ws->schan[k] = chan_of(E, w, a->peer, fwd)) < 0)
             return eng_oom(E);
         ws->speer[k] = a->peer;
+    }
+    if (ws->link[k] >= 0) {  /* read below, long out of cache: fetched meanwhile */
+        __builtin_prefetch(&E->lk[ws->link[k]]);
+        __builtin_prefetch(&E->pt[ws->port[k]]);
     }
     int lo = a->stage < a->peer_stage ? a->stage : a->peer_stage;
     xfer *x = &E->x[xi];

@@ -27,24 +27,43 @@ typedef struct xfer {
                                 (waits for more lanes, then holds the link); 0 otherwise */
 } xfer;
 
+#define VG_QUIET (-2)  /* link.vg of a quiet point-to-point transfer */
+#define PORT_QUIET 2   /* the most quiet transfers a port keeps (more start with events) */
+
+/* A link's fields in the order a transfer reads them: what every point-to-point transfer
+ * reads and writes (queue, quiet end, rate, statistics, its ports) lies in the first two
+ * cache lines of the record (the array is 64-byte aligned, eng_grow_lines), the rest
+ * after. */
 typedef struct link {
-    int busy, head, tail, track, nports;
-    int ports[CLUSTER_MAX_LEVELS];   /* egress ports it leaves through */
+    _Alignas(64) int busy;
+    int head, tail, nports;
+    /* a ring hop moving here without a transfer record or event of its own (a "virtual"
+     * hop, engine_ring.c), or a point-to-point transfer moving here without an end event
+     * of its own (a "quiet" transfer, engine_comm.c): it holds the link and a lane of each
+     * port as a transfer would, until its end event's key (vend, vseq), or until something
+     * queues behind it */
+    int vg;                          /* its group, VG_QUIET: a quiet transfer, or -1: none */
+    int vh;                          /* its index in eng.hop */
+    uint32_t vseq;
+    int track;
+    double vend;
     double rate, lat;
     sim_link_stat st;
-    /* a ring hop moving here without a transfer record or event of its own (a "virtual"
-     * hop, engine_ring.c): it holds the link and a lane of each port as a transfer would,
-     * until its end event's key (vend, vseq), or until something queues behind it */
-    int vg;                          /* its group, or -1: none */
-    int vh;                          /* its index in eng.hop */
-    double vend;
-    uint32_t vseq;
-    int vnext[CLUSTER_MAX_LEVELS];   /* next link with a virtual hop on ports[k] */
+    int ports[CLUSTER_MAX_LEVELS];   /* egress ports it leaves through */
+    int vnext[CLUSTER_MAX_LEVELS];   /* next link with a virtual hop on ports[k] (a quiet
+                                        transfer is on no list: port.qlink) */
 } link;
 
-typedef struct port {
-    int lanes, busy, whead, wtail;
+typedef struct port {         /* one cache line (the array is aligned, eng_grow_lines) */
+    _Alignas(64) int lanes;
+    int busy, whead, wtail;
     int vhead, nvirt;                /* links with a virtual hop holding a lane here */
+    /* the quiet transfers holding a lane here (engine_comm.c), ended or not: their links
+     * and their ends' keys, kept here so that a port's check reads no link */
+    int nq;
+    int qlink[PORT_QUIET];
+    uint32_t qseq[PORT_QUIET];
+    double qend[PORT_QUIET];
 } port;
 
 typedef struct chan {        /* transfers from one worker to another in one direction */
@@ -89,10 +108,9 @@ typedef struct wstate {      /* per worker */
     int cursor, iter, inflight;
     int mb_it, mb_lo;        /* the iteration of its last microbatch and its first one */
     /* per direction and side (2 fwd + (peer > worker): a V placement sends activations
-     * both ways), the last peer sent to and its link, the last peer sent to and the
-     * channel, the last peer received from and the channel */
-    int lpeer[4], link[4];
-    int speer[4], schan[4];
+     * both ways), the last peer sent to, its link, the link's first egress port and the
+     * channel; the last peer received from and the channel */
+    int speer[4], link[4], port[4], schan[4];
     int rpeer[4], rchan[4];
     int *post;               /* its posted RECVs whose consumer has not run (action
                                 indices, in posting order): post[p0 .. npost) */
@@ -179,6 +197,10 @@ typedef struct eng {
     double now_t;            /* the key (time, sequence number) of the event being run */
     uint32_t now_seq;
     int finished;
+    int quiet;               /* 1: a point-to-point transfer that starts with nothing queued
+                                behind it on its link or ports moves quietly (no end event
+                                unless something queues behind it; engine_comm.c): no ring
+                                has shared hops and the model does not ask otherwise */
     plumb_err *err;
 } eng;
 
@@ -229,6 +251,10 @@ int eng_oom(eng *E);
 int eng_bad_action(eng *E, int w, int i, const char *what);
 /* Makes room for one more element in a growable array of *cap elements. 0 or -1. */
 int eng_grow(void **p, int n, int *cap, size_t size);
+/* eng_grow for an array of 64-byte aligned records (size a multiple of 64) that must
+ * start on a cache line: the array is moved to a new aligned block when it grows (free
+ * it with free). 0 or -1. */
+int eng_grow_lines(void **p, int n, int *cap, size_t size);
 /* Appends a timed action to the result's timeline; 0 or -1. */
 int eng_record(eng *E, int track, int kind, double start, double dur, double bytes,
                int stage, int peer_stage, int mb, int iter);

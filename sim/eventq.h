@@ -149,10 +149,11 @@ static inline double ev_time(uint64_t k)
     return t;
 }
 
-/* The key of event id at time t (-0.0 taken as +0.0), inserted as number seq. */
+/* The key of event id at time t (-0.0 taken as +0.0: t + 0.0 is t for every other t, and
+ * +0.0 for both zeros), inserted as number seq. */
 static inline evkey ev_key(double t, uint32_t seq, int32_t id)
 {
-    return (evkey)ev_tkey(t == 0 ? 0.0 : t) << 64 | (evkey)seq << 32 | (uint32_t)id;
+    return (evkey)ev_tkey(t + 0.0) << 64 | (evkey)seq << 32 | (uint32_t)id;
 }
 
 /* The event of key e. */
@@ -301,10 +302,10 @@ static inline int tree_grow(heap *h, int i)
 
 /* --- the queue */
 
-/* Inserts an event with insertion number seq (see heap_push_seq). 0 or -1 (memory). */
-static inline int heap_put(heap *h, double t, int id, uint32_t seq)
+/* heap_put's rarer cases: a slot beyond the tree (grown first), a worker's event while its
+ * slot is full, any other event (the 4-ary heap). 0 or -1 (memory). */
+static __attribute__((noinline)) int heap_put_slow(heap *h, evkey e, int id)
 {
-    evkey e = ev_key(t, seq, id);
     int i = tree_slot(h, id);
     if (i >= 0) {
         if (i >= h->L && tree_grow(h, i))
@@ -323,6 +324,25 @@ static inline int heap_put(heap *h, double t, int id, uint32_t seq)
         return -1;
     h->count++;
     return 0;
+}
+
+/* Inserts an event with insertion number seq (see heap_push_seq). 0 or -1 (memory). The
+ * usual case inline: a worker refills the slot its event was popped from, or an empty
+ * one. */
+static inline int heap_put(heap *h, double t, int id, uint32_t seq)
+{
+    evkey e = ev_key(t, seq, id);
+    if (id >= 0 && id < h->nw && id < h->L) {
+        evkey *lf = &h->node[(size_t)h->L + (size_t)id];
+        if (id == h->pend || *lf == EV_EMPTY) {
+            h->pend = id == h->pend ? -1 : h->pend;
+            *lf = e;
+            tree_fix(h, id);
+            h->count++;
+            return 0;
+        }
+    }
+    return heap_put_slow(h, e, id);
 }
 
 /* Posts event id at time t, after every event posted before it at the same time. 0 or -1

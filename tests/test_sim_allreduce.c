@@ -8,7 +8,9 @@
  * cost grows linearly in the replicas, that steps repeating their ring's last one in O(1)
  * give the per-hop results (also for the two rings of an interleaved device, which share
  * its links: one class), that steps of rings of private hops run without the event queue
- * keep their places among equal-time events, that the dashboard's timeline without the ring hops
+ * keep their places among equal-time events, that quiet point-to-point transfers (no end
+ * event unless something queues behind them) give the results of transfers with end
+ * events on random plans, that the dashboard's timeline without the ring hops
  * is the full one less those events and grows linearly too, and that the exact repeated addition behind the
  * deferred statistics matches the loop it replaces. */
 #include <criterion/criterion.h>
@@ -23,9 +25,29 @@
 #include "sim/synth.h"
 #include "tests/synth.h"
 
+/* The engine on schedule s of plan pl: record 0 no timeline, 1 the full one, 2 without
+ * the ring hops' link events (the dashboard's, sim_model.skip_ring_hops); per_hop: every
+ * ring step as per-hop transfers; sync: synchronous point-to-point; xev: every transfer's
+ * end an event (sim_model.xfer_events). sim_engine_run's return, its error in e. */
+static int engine_on(const plan *pl, const schedule *s, int record, int per_hop, int sync,
+                     int xev, sim_result *r, plumb_err *e)
+{
+    sim_net net;
+    sim_net_from_cluster(&net, pl->clus, NULL);
+    sim_model m;
+    cr_assert_eq(sim_cost_build(&m, pl, s, &net, -1, 1, e), 0, "%s", e->msg);
+    m.record = record != 0;
+    m.skip_ring_hops = record == 2;
+    m.ring_per_hop = per_hop;
+    m.p2p_sync = sync;
+    m.xfer_events = xev;
+    int rc = sim_engine_run(&m, r, e);
+    sim_model_release(&m);
+    return rc;
+}
+
 /* Runs plan s for iters iterations with grouped steps allowed (per_hop 0) or not; record
- * 0: no timeline, 1: the full one, 2: without the ring hops' link events (the dashboard's,
- * sim_model.skip_ring_hops). */
+ * as engine_on. */
 static void run_engine(const sim_synth *sp, int iters, int per_hop, int record, sim_result *r)
 {
     plumb_err e;
@@ -33,15 +55,7 @@ static void run_engine(const sim_synth *sp, int iters, int per_hop, int record, 
     plan *pl = synth_plan(sp);
     schedule *s = schedule_from_plan(pl, iters, &e);
     cr_assert_not_null(s, "schedule: %s", e.msg);
-    sim_net net;
-    sim_net_from_cluster(&net, pl->clus, NULL);
-    sim_model m;
-    cr_assert_eq(sim_cost_build(&m, pl, s, &net, -1, 1, &e), 0, "%s", e.msg);
-    m.record = record != 0;
-    m.skip_ring_hops = record == 2;
-    m.ring_per_hop = per_hop;
-    cr_assert_eq(sim_engine_run(&m, r, &e), 0, "%s", e.msg);
-    sim_model_release(&m);
+    cr_assert_eq(engine_on(pl, s, record, per_hop, 0, 0, r, &e), 0, "%s", e.msg);
     schedule_free(s);
     plan_free(pl);
 }
@@ -634,4 +648,99 @@ Test(sim_allreduce, add_repeated_matches_loop)
     cr_expect(same_bits(eng_add_repeated(0.0, 0.1, 1000000), loop_add(0.0, 0.1, 1000000)));
     cr_expect(same_bits(eng_add_repeated(1e-3, 3.7, 777777), loop_add(1e-3, 3.7, 777777)));
     cr_expect(same_bits(eng_add_repeated(5.0, 0.0, 10), 5.0));
+}
+
+/* One run of sp for the quiet transfers' test: xfer_events 1 posts every point-to-point
+ * transfer's end as an event (the reference), 0 lets the engine end quiet ones without;
+ * the rest as engine_on. 0; 1 when the engine refused the run (its message in msg); -1
+ * when the synthetic plan or its schedule is refused (the random case is skipped). */
+static int run_quiet(const sim_synth *sp, int iters, int xev, int record, int per_hop,
+                     int sync, sim_result *r, char *msg, size_t nmsg)
+{
+    plumb_err e;
+    err_clear(&e);
+    plan *pl = sim_synth_plan(sp, &e);
+    if (!pl)
+        return -1;
+    schedule *s = schedule_from_plan(pl, iters, &e);
+    if (!s) {
+        plan_free(pl);
+        return -1;
+    }
+    int rc = engine_on(pl, s, record, per_hop, sync, xev, r, &e) ? 1 : 0;
+    snprintf(msg, nmsg, "%s", rc ? e.msg : "");
+    schedule_free(s);
+    plan_free(pl);
+    return rc;
+}
+
+/* Quiet point-to-point transfers (engine_comm.c): a transfer that starts with nothing
+ * queued behind it ends without an event of its own unless something queues behind it
+ * while it moves. Random plans of every kind (2-5 ranks, 1-3 replicas, 1-12 microbatches,
+ * 1-4 iterations), on servers of 1-4 devices whose links and egress lanes are slow enough
+ * for transfers to queue on a link and at a port (1-3 lanes), with and without a timeline,
+ * per-hop rings and synchronous transfers, against the same runs with every transfer's
+ * end an event: every result bit for bit, and the same event count. The cases must start
+ * quiet transfers and post some of their ends after all (contention), and runs whose rings
+ * share links must keep to events. */
+Test(sim_allreduce, quiet_transfers_like_events)
+{
+    uint64_t x = 0x9e3779b97f4a7c15ULL;
+    long long quiet = 0, split = 0;
+    int ran = 0;
+    for (int i = 0; i < 400; i++) {
+        sim_synth sp;
+        sim_synth_init(&sp);
+        sp.schedule = (sched_kind)(rng_next(&x) % SCHED_NKINDS);
+        sp.chunks = sched_kind_chunks(sp.schedule);
+        int ranks = 2 + (int)(rng_next(&x) % 4);
+        sp.nstages = ranks * sp.chunks;
+        sp.replicas = 1 + (int)(rng_next(&x) % 3);
+        sp.microbatches = 1 + (int)(rng_next(&x) % 12);
+        sp.devices_per_server = 1 + (int)(rng_next(&x) % 4);
+        sp.forward_ms = 0.2 + (double)(rng_next(&x) % 100) / 50;
+        sp.backward_ms = 0.2 + (double)(rng_next(&x) % 100) / 25;
+        if (rng_next(&x) % 3 == 0) {
+            sp.input_ms = sp.backward_ms / 2;
+            sp.weight_ms = sp.backward_ms / 2;
+        }
+        sp.activation_bytes = 1e5 * (double)(1 + rng_next(&x) % 400);
+        sp.parameter_bytes = 1e5 * (double)(1 + rng_next(&x) % 200);
+        for (int l = 0; l < 2; l++) {
+            sp.bw_gbit[l] = 1 + (double)(rng_next(&x) % 200);
+            sp.egress_gbit[l] = sp.bw_gbit[l] * (double)(1 + rng_next(&x) % 3);
+            sp.latency_us[l] = (double)(rng_next(&x) % 3) * 5;
+        }
+        int iters = 1 + (int)(rng_next(&x) % 4), record = (int)(rng_next(&x) % 3);
+        int per_hop = rng_next(&x) % 3 == 0, sync = rng_next(&x) % 3 == 0;
+        sim_result a, b;
+        char ma[1100], mb[1100], what[200];
+        int ra = run_quiet(&sp, iters, 1, record, per_hop, sync, &a, ma, sizeof ma);
+        if (ra < 0)
+            continue;
+        snprintf(what, sizeof what, "case %d: %s, %d stages x %d replicas, %d microbatches, "
+                 "%d iterations, record %d, per-hop %d, sync %d", i,
+                 sched_kind_name(sp.schedule), sp.nstages, sp.replicas, sp.microbatches,
+                 iters, record, per_hop, sync);
+        int rb = run_quiet(&sp, iters, 0, record, per_hop, sync, &b, mb, sizeof mb);
+        cr_assert_eq(ra, rb, "%s: %s / %s", what, ma, mb);
+        if (ra) {  /* refused alike (a synchronous schedule that deadlocks) */
+            cr_expect_str_eq(ma, mb, "%s", what);
+            continue;
+        }
+        expect_same(&a, &b, what);
+        cr_expect_eq(a.events, b.events, "%s: %lld events vs %lld", what, a.events, b.events);
+        cr_expect_eq(a.xfers_quiet, 0, "%s: quiet transfers in the reference", what);
+        if (b.ring_hops_virtual > 0)
+            cr_expect_eq(b.xfers_quiet, 0, "%s: quiet transfers beside shared ring hops",
+                         what);
+        quiet += b.xfers_quiet;
+        split += b.xfers_quiet_split;
+        ran++;
+        sim_result_free(&a);
+        sim_result_free(&b);
+    }
+    cr_expect(ran >= 150, "only %d random cases ran", ran);
+    cr_expect(quiet > 1000, "%lld quiet transfers", quiet);
+    cr_expect(split > 50, "%lld quiet transfers' ends posted after all", split);
 }
