@@ -34,37 +34,41 @@ shown() {
 }
 
 # check NAME ROW "PLAN ARGS" "UI ARGS" KEYS: the frame after KEYS under UI ARGS shows plan's
-# figures under PLAN ARGS, and its runtime row (160 columns: the option names) matches ROW
+# figures under PLAN ARGS, at 120x40 and at 160x40, and the 160-column frame's runtime row
+# (the option names) matches ROW
 check() {
     local name=$1 row=$2 pargs=$3 uargs=$4 keys=$5
     # shellcheck disable=SC2086
     if ! "$P" plan "${M[@]}" $pargs --json >"$d/plan.json" 2>"$d/err"; then
         echo "FAIL $name: plan --model $pargs: $(cat "$d/err")"; fail=1; return
     fi
-    # shellcheck disable=SC2086
-    if ! "$P" ui "${M[@]}" $uargs --snapshot 160x40 --keys "$keys" --mono >"$d/frame" \
-        2>"$d/err"; then
-        echo "FAIL $name: ui --model $uargs --keys '$keys': $(cat "$d/err")"; fail=1; return
-    fi
-    local want got
+    local want got size
     want=$(figures "$d/plan.json")
-    got=$(shown "$d/frame")
-    if [ "$want" != "$got" ]; then
-        echo "FAIL $name: the dashboard shows '$got', plan --model $pargs '$want':"
-        sed -n 1,5p "$d/frame"; fail=1
-    fi
+    for size in 120x40 160x40; do
+        # shellcheck disable=SC2086
+        if ! "$P" ui "${M[@]}" $uargs --snapshot $size --keys "$keys" --mono >"$d/frame" \
+            2>"$d/err"; then
+            echo "FAIL $name: ui --model $uargs --keys '$keys': $(cat "$d/err")"; fail=1; return
+        fi
+        got=$(shown "$d/frame")
+        if [ "$want" != "$got" ]; then
+            echo "FAIL $name ($size): the dashboard shows '$got', plan --model $pargs '$want':"
+            sed -n 1,5p "$d/frame"; fail=1
+        fi
+    done
     if ! sed -n 4p "$d/frame" | grep -Eq -- "^runtime .*$row"; then
         echo "FAIL $name: the runtime row lacks '$row':"; sed -n 4p "$d/frame"; fail=1
     fi
-    echo "$want" >"$d/last"
 }
 
-# differs NAME "ARGS": plan's figures under ARGS differ from its default runtime's
+# differs NAME "ARGS" "BASE": plan's figures under ARGS differ from those under BASE (the
+# same layout without the option)
 differs() {
     # shellcheck disable=SC2086
-    "$P" plan "${M[@]}" $2 --json >"$d/a.json" 2>/dev/null &&
-        "$P" plan "${M[@]}" $3 --json >"$d/b.json" 2>/dev/null || {
-        echo "FAIL $1: plan --model refused $2 or $3"; fail=1; return; }
+    if ! "$P" plan "${M[@]}" $2 --json >"$d/a.json" 2>/dev/null ||
+        ! "$P" plan "${M[@]}" $3 --json >"$d/b.json" 2>/dev/null; then
+        echo "FAIL $1: plan --model refused $2 or $3"; fail=1; return
+    fi
     [ "$(figures "$d/a.json")" != "$(figures "$d/b.json")" ] ||
         { echo "FAIL $1: $2 prices the same as $3 here: the check cannot fail"; fail=1; }
 }
@@ -107,6 +111,7 @@ check "oo back to zero 1" 'overlap-param-gather on' "$O --overlap-param-gather" 
     "$O --overlap-param-gather" 'oo'
 
 # 80x24 holds every runtime field (short labels)
+# shellcheck disable=SC2086
 "$P" ui "${M[@]}" $L --tp-overlap backward --p2p sync --grad-reduce bf16 --optimizer-state bf16 \
     --attention flash --balance --snapshot 80x24 --mono >"$d/frame" 2>&1
 sed -n 4p "$d/frame" | grep -Eq '^tpo backward opg off p2p sync grad bf16 state bf16 attn flash bal ' ||
