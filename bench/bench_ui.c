@@ -100,7 +100,7 @@ static int bench_layout3d(char **argv, const char *keyspec)
         return 2;
     }
     double t0 = 1e3 * bench_clock_s(CLOCK_MONOTONIC);
-    if (ui_app_open_model(a, argv[0], argv[1], &o, ".", &e)) {
+    if (ui_app_open_model(a, argv[0], argv[1], &o, NULL, ".", &e)) {
         fprintf(stderr, "bench_ui: %s\n", e.msg);
         free(a);
         ui_fb_free(&fb);
@@ -164,7 +164,7 @@ static int bench_layout3d(char **argv, const char *keyspec)
     ui_app_free(a);
     /* the terminal's way: the layout on the background worker; the key's answer (state,
      * redraw) apart from the time until the layout is on screen */
-    if (ui_app_open_model(a, argv[0], argv[1], &o, ".", &e) || ui_app_async_start(a)) {
+    if (ui_app_open_model(a, argv[0], argv[1], &o, NULL, ".", &e) || ui_app_async_start(a)) {
         fprintf(stderr, "bench_ui: %s\n", e.msg[0] ? e.msg : "no worker thread");
         free(a);
         ui_fb_free(&fb);

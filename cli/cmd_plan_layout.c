@@ -557,12 +557,6 @@ int cmd_plan_layout(int argc, char **argv)
     if (!(pl = layout3d_build(t, cl, cpath, &o, &err))) goto bad;
     pl->overlap_param_gather = g.overlap_param_gather;
     pl->tp_overlap = (plan_tp_overlap)g.tp_overlap;
-    const sched_traits *tr = sched_traits_of(pl->schedule);
-    if (pl->overlap_param_gather && tr->async) {
-        cli_fail("plan", "--overlap-param-gather: expected a synchronous schedule (got %s, "
-                 "whose forwards run ahead of the step)", tr->name);
-        goto done;
-    }
     if (!(r = sim_run_folded(pl, NULL, 0, &err))) {
         fprintf(stderr, "plumb: %s: the layout: %s\n", mpath, err.msg);
         goto done;

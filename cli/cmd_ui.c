@@ -26,21 +26,28 @@ static void usage(FILE *out)
             "       plumb ui --model FILE -c CLUSTER --tp T --pp P --dp D --global-batch B\n"
             "                [--gpus N] [--microbatch-size b] [--interleave V]\n"
             "                [--recompute none|selective|full] [--checkpoint-layers K]\n"
-            "                [--sequence-parallel] [--zero 0|1] [--precision P]\n"
-            "                [--schedule KIND] [--seq-len S] [options]\n\n"
+            "                [--sequence-parallel] [--zero 0|1 [--overlap-param-gather]]\n"
+            "                [--precision P] [--schedule KIND] [--seq-len S]\n"
+            "                [--attention standard|flash] [--balance] [--p2p overlap|sync]\n"
+            "                [--tp-overlap none|backward|full] [--grad-reduce fp32|bf16]\n"
+            "                [--optimizer-state fp32|bf16] [options]\n\n"
             "Terminal dashboard for what-if planning: the plan's stages, the pipeline\n"
             "timeline and the figures; keys change the device count, bandwidths, schedule,\n"
             "microbatches, memory limit, straggler and recomputation, and re-plan and\n"
             "re-simulate at once (? in the dashboard lists the keys). Without files it\n"
             "opens the shipped example %s.\n"
             "With --model it lays a transformer out in 3D as plumb plan --model does (the\n"
-            "same options, docs/llm.md) and its keys change tp, pp, dp, the microbatch\n"
-            "size, interleave, recompute, sequence parallelism and ZeRO (docs/ui.md).\n\n"
+            "same options and checks, docs/llm.md: plumb plan --model --help) and its keys\n"
+            "change tp, pp, dp, the microbatch size, interleave, recompute, sequence\n"
+            "parallelism and ZeRO (docs/ui.md); the runtime options (--tp-overlap,\n"
+            "--overlap-param-gather, --p2p, --grad-reduce, --optimizer-state, --attention,\n"
+            "--balance) hold for every layout the keys reach, and the frame shows them.\n\n"
             "options:\n"
             "  -p, --profile FILE    a profile (plumb-profile/1), with -c\n"
             "  -c, --cluster FILE    a cluster (plumb-cluster/1), with -p or --model\n"
             "      --model FILE      a transformer (config.json or plumb-transformer/1),\n"
-            "                        with -c and the layout options of plumb plan --model\n"
+            "                        with -c and the layout and runtime options of plumb\n"
+            "                        plan --model\n"
             "  -o, --out DIR         where s (save plan) and e (export) write (default .)\n"
             "      --planner NAME    who re-plans after a what-if: native (plumb's own,\n"
             "                        default), pipedream (PipeDream's partitioner) or even\n"
@@ -94,12 +101,14 @@ static int parse_size(const char *s, int *w, int *h)
     return 0;
 }
 
-/* The layout options (plumb plan --model's): option code, name, and the int of o it sets
- * with its range (ptr NULL: parsed by name below). */
+/* The layout and runtime options (plumb plan --model's): option code, name, and the int
+ * of o it sets with its range (ptr NULL: parsed by name below, with plan's parsers). */
 enum { L_MODEL = 1300, L_GPUS, L_TP, L_PP, L_DP, L_GB, L_MBS, L_V, L_CKPT, L_ZERO, L_SEQ,
-       L_SP, L_RC, L_PREC, L_SCHED };
+       L_SP, L_RC, L_PREC, L_SCHED, L_ATTN, L_BAL, L_P2P, L_TPO, L_OPG, L_GRED, L_OSTATE };
 
-static int layout_opt(int c, const char *arg, layout3d_options *o, int *seq)
+/* One layout or runtime option c with value arg into o and rt. 0, 2 after one line, or
+ * -1 for an option that is neither. */
+static int layout_opt(int c, const char *arg, layout3d_options *o, ui_runtime *rt, int *seq)
 {
     static const struct { int code; const char *name; size_t off; long lo, hi; } N[] = {
         { L_GPUS, "--gpus", offsetof(layout3d_options, gpus), 1, UI_MAX_GPUS },
@@ -118,10 +127,11 @@ static int layout_opt(int c, const char *arg, layout3d_options *o, int *seq)
             return cli_int("ui", N[i].name, arg, N[i].lo, N[i].hi, (int *)((char *)o + N[i].off))
                        ? 2 : 0;
     int v;
-    char kinds[160];
     switch (c) {
     case L_SEQ: return cli_int("ui", "--seq-len", arg, 1, 100000000, seq) ? 2 : 0;
     case L_SP: o->sequence_parallel = 1; return 0;
+    case L_BAL: o->balance = 1; return 0;
+    case L_OPG: rt->overlap_param_gather = 1; return 0;
     case L_RC:
         if ((v = recompute_kind_parse(arg)) < 0)
             return cli_fail("ui", "--recompute: expected none, selective or full (got \"%s\")",
@@ -129,17 +139,19 @@ static int layout_opt(int c, const char *arg, layout3d_options *o, int *seq)
         o->recompute = v;
         return 0;
     case L_PREC:
-        if ((v = dev_precision_parse(arg)) < 0)
-            return cli_fail("ui", "--precision: expected bf16, fp16, tf32 or fp32 (got \"%s\")",
-                            arg);
+        if (cli_precision("ui", arg, &v)) return 2;
         o->precision = (dev_precision)v;
         return 0;
-    case L_SCHED:
-        if ((v = sched_kind_parse(arg)) < 0)
-            return cli_fail("ui", "--schedule: expected %s (got \"%s\")",
-                            sched_kind_list(kinds, sizeof kinds, ", "), arg);
-        o->schedule = v;
+    case L_SCHED: return cli_sched_kind("ui", arg, &o->schedule) ? 2 : 0;
+    case L_ATTN:
+        if (cli_attention("ui", arg, &v)) return 2;
+        o->attention = v;
         return 0;
+    case L_P2P: return cli_p2p("ui", arg, &o->p2p_sync) ? 2 : 0;
+    case L_TPO: return cli_tp_overlap("ui", arg, &rt->tp_overlap) ? 2 : 0;
+    case L_GRED: return cli_state_precision("ui", "--grad-reduce", arg, &o->grad_reduce) ? 2 : 0;
+    case L_OSTATE:
+        return cli_state_precision("ui", "--optimizer-state", arg, &o->optimizer_state) ? 2 : 0;
     }
     return -1;
 }
@@ -162,11 +174,18 @@ int cmd_ui(int argc, char **argv)
         { "recompute", required_argument, NULL, L_RC },
         { "precision", required_argument, NULL, L_PREC },
         { "schedule", required_argument, NULL, L_SCHED },
+        { "attention", required_argument, NULL, L_ATTN },
+        { "balance", no_argument, NULL, L_BAL },     { "p2p", required_argument, NULL, L_P2P },
+        { "tp-overlap", required_argument, NULL, L_TPO },
+        { "overlap-param-gather", no_argument, NULL, L_OPG },
+        { "grad-reduce", required_argument, NULL, L_GRED },
+        { "optimizer-state", required_argument, NULL, L_OSTATE },
         { "help", no_argument, NULL, 'h' },          { NULL, 0, NULL, 0 },
     };
     const char *model = NULL;
     layout3d_options lo;
     layout3d_options_init(&lo);
+    ui_runtime rt = { 0, 0 };
     lo.microbatch_size = 1;
     int seq = 0, nlayout = 0, r;
     const char *prof = NULL, *clus = NULL, *out = ".", *snap = NULL, *keyspec = NULL;
@@ -190,7 +209,7 @@ int cmd_ui(int argc, char **argv)
         case 'h': usage(stdout); return 0;
         case L_MODEL: model = optarg; break;
         default:
-            if ((r = layout_opt(c, optarg, &lo, &seq)) < 0) return 2;
+            if ((r = layout_opt(c, optarg, &lo, &rt, &seq)) < 0) return 2;
             if (r) return r;
             nlayout++;
         }
@@ -208,8 +227,10 @@ int cmd_ui(int argc, char **argv)
     if (model && !lo.global_batch) return cli_fail("ui", "expected --global-batch B with --model");
     if (!model && nlayout)
         return cli_fail("ui", "expected --model FILE with the layout options (--tp, --pp, ...)");
-    if (lo.checkpoint_layers > 0 && lo.recompute != RECOMPUTE_FULL)
-        return cli_fail("ui", "--checkpoint-layers: belongs to --recompute full");
+    plumb_err rte;
+    err_clear(&rte);
+    if (model && ui_runtime_check(&lo, &rt, lo.tp, &rte)) /* plan --model's check */
+        return cli_fail("ui", "%s", rte.msg);
     if (planf && (prof || clus))
         return cli_fail("ui", "expected a plan file or -p PROFILE -c CLUSTER, not both");
     if (!model && !planf && (!prof != !clus))
@@ -241,7 +262,7 @@ int cmd_ui(int argc, char **argv)
     if (a && model) { /* a refused model, cluster or layout: one line, exit 2 */
         plumb_err e;
         err_clear(&e);
-        if (ui_app_open_model(a, model, clus, &lo, out, &e)) {
+        if (ui_app_open_model(a, model, clus, &lo, &rt, out, &e)) {
             free(a);
             free(keys);
             return cli_fail("ui", "%s", e.msg);

@@ -412,6 +412,14 @@ int search3d_runtime_check(const search3d_options *o, plumb_err *err)
     if (o->overlap_param_gather && o->zero != SEARCH3D_FREE && o->zero != 1)
         return err_set(err, NULL, "--overlap-param-gather", "belongs to --zero 1 (the "
                        "distributed optimizer's parameter all-gather)");
+    const sched_traits *tr = o->schedule >= 0 ? sched_traits_of((sched_kind)o->schedule) : NULL;
+    if (o->overlap_param_gather && tr && tr->async)
+        return err_set(err, NULL, "--overlap-param-gather", "expected a synchronous schedule "
+                       "(got %s, whose forwards run ahead of the step)", tr->name);
+    if (o->p2p_sync && tr && tr->place == SCHED_PLACE_V)
+        return err_set(err, NULL, "--p2p", "expected overlap with schedule %s (its V "
+                       "placement deadlocks under blocking transfers; docs/sim.md) (got "
+                       "sync)", tr->name);
     if (o->precision != DEV_BF16 &&
         (o->grad_reduce == DEV_BF16 || o->optimizer_state == DEV_BF16))
         return err_set(err, NULL, o->grad_reduce == DEV_BF16 ? "--grad-reduce bf16"
@@ -431,10 +439,6 @@ int search3d_options_check(const search3d_options *o, plumb_err *err)
         if (!tr)
             return err_set(err, NULL, "--schedule", "expected a schedule kind (got %d)",
                            o->schedule);
-        if (o->p2p_sync && tr->place == SCHED_PLACE_V)
-            return err_set(err, NULL, "--p2p", "expected overlap with schedule %s (its V "
-                           "placement deadlocks under blocking transfers; docs/sim.md) (got "
-                           "sync)", tr->name);
         if (tr->async)
             return err_set(err, NULL, "--schedule", "expected a synchronous schedule for the "
                            "layout search (got %s, %s: it changes training semantics; give "

@@ -132,19 +132,20 @@ search3d_result *search3d_run(const transformer *t, const cluster *c, const char
 void search3d_free(search3d_result *r);
 
 /* Checks the options that do not depend on the GPU count, as `plumb plan --model`'s search
- * does: a fixed --schedule that is synchronous, under p2p sync not a V kind, and a fixed
- * interleave within the kind's chunks (2 or more for the chunked kinds); then
- * search3d_runtime_check; a global
- * batch >= 1. 0, or -1 with err naming the option ("--p2p", ...). search3d_run checks
- * them first. */
+ * does: a fixed --schedule that is synchronous, and a fixed interleave within the kind's
+ * chunks (2 or more for the chunked kinds); then search3d_runtime_check; a global batch
+ * >= 1. 0, or -1 with err naming the option ("--schedule", ...). search3d_run checks them
+ * first. */
 int search3d_options_check(const search3d_options *o, plumb_err *err);
 
 /* The checks of o that hold for a fixed layout too (`plumb plan --model --tp T --pp P
- * --dp D` gives its own values: zero 0 or 1, tp the given or resolved one, 0 when not
- * known yet): checkpoint_layers > 0 only with recompute full; overlap_param_gather not
- * with zero fixed at 0; grad_reduce or optimizer_state bf16 only at precision bf16;
- * tp_overlap not with tp fixed at 1. 0, or -1 with err naming the option
- * ("--checkpoint-layers: belongs to --recompute full"). */
+ * --dp D` and `plumb ui --model` give their own values: zero 0 or 1, tp the given or
+ * resolved one, 0 when not known yet): checkpoint_layers > 0 only with recompute full;
+ * overlap_param_gather not with zero fixed at 0 nor with an asynchronous schedule fixed;
+ * p2p_sync not with a fixed V-placed schedule (zb-v, dualpipev: they deadlock under it);
+ * grad_reduce or optimizer_state bf16 only at precision bf16; tp_overlap not with tp fixed
+ * at 1. 0, or -1 with err naming the option ("--checkpoint-layers: belongs to --recompute
+ * full"). The one owner of these rules and their lines. */
 int search3d_runtime_check(const search3d_options *o, plumb_err *err);
 
 /* The runtime o gives every candidate (tp_overlap, overlap_param_gather, p2p_sync,

@@ -1,13 +1,14 @@
 /* test_ui_layout.c: the dashboard layout is a pure function; for every screen size from
- * 80x24 to 300x100 and a spread of contents, panels lie inside the screen, never overlap,
- * tile the rows, and leave the timeline room for at least three devices. */
+ * 80x24 to 300x100 and a spread of contents (pinned or not, with or without a transformer's
+ * runtime row), panels lie inside the screen, never overlap, tile the rows, and leave the
+ * timeline room for at least three devices. */
 #include <criterion/criterion.h>
 
 #include "ui/layout.h"
 
-static void check_one(int w, int h, int nst, int ndev, int pinned, int help)
+static void check_one(int w, int h, int nst, int ndev, int pinned, int help, int runtime)
 {
-    ui_layout_in in = { w, h, nst, ndev, pinned, help, 30 };
+    ui_layout_in in = { w, h, nst, ndev, pinned, help, 30, runtime };
     ui_layout L;
     ui_layout_compute(&in, &L);
     cr_assert(!L.too_small, "%dx%d reported too small", w, h);
@@ -31,7 +32,10 @@ static void check_one(int w, int h, int nst, int ndev, int pinned, int help)
     cr_assert_eq(L.status.y, h - 1);
     cr_assert_eq(L.status.h, 1);
     cr_assert_eq(L.header.y, 0);
-    cr_assert_eq(L.header.h, ui_layout_header_rows(pinned));
+    cr_assert_eq(L.header.h, ui_layout_header_rows(pinned, runtime));
+    cr_assert_eq(L.header.h, 3 + 2 * pinned + runtime);
+    cr_assert_eq(L.stages.y, L.header.h, "%dx%d: the stages do not start below the header", w,
+                 h);
     cr_assert_geq(L.timeline.h, 6, "%dx%d: timeline too short (%d)", w, h, L.timeline.h);
     cr_assert_geq(L.stages.h, 4);
     cr_assert_eq(L.timeline.w, w);
@@ -47,7 +51,8 @@ Test(ui_layout, every_size_80x24_to_300x100)
     for (int w = UI_MIN_W; w <= 300; w++)
         for (int h = UI_MIN_H; h <= 100; h++)
             for (int k = 0; k < 5; k++)
-                check_one(w, h, nst[k], ndev[(k + w + h) % 5], (w + h) % 2, (w * h) % 3 == 0);
+                check_one(w, h, nst[k], ndev[(k + w + h) % 5], (w + h) % 2, (w * h) % 3 == 0,
+                          (w / 3 + h + k) % 2);
 }
 
 Test(ui_layout, pinned_and_help_variants_at_the_corners)
@@ -57,12 +62,14 @@ Test(ui_layout, pinned_and_help_variants_at_the_corners)
     for (int i = 0; i < 6; i++)
         for (int p = 0; p < 2; p++)
             for (int hp = 0; hp < 2; hp++)
-                for (int n = 0; n <= 40; n += 8) check_one(sizes[i][0], sizes[i][1], n, n, p, hp);
+                for (int n = 0; n <= 40; n += 8)
+                    for (int rt = 0; rt < 2; rt++)
+                        check_one(sizes[i][0], sizes[i][1], n, n, p, hp, rt);
 }
 
 Test(ui_layout, small_stage_tables_give_rows_to_the_timeline)
 {
-    ui_layout_in in = { 120, 40, 2, 16, 0, 0, 0 };
+    ui_layout_in in = { 120, 40, 2, 16, 0, 0, 0, 0 };
     ui_layout L;
     ui_layout_compute(&in, &L);
     cr_assert_eq(L.stages.h, 5); /* box (2) + column header + 2 stages */
@@ -77,14 +84,14 @@ Test(ui_layout, too_small_screens_get_one_message)
 {
     static const int sizes[][2] = { { 79, 24 }, { 80, 23 }, { 10, 5 }, { 1, 1 } };
     for (int i = 0; i < 4; i++) {
-        ui_layout_in in = { sizes[i][0], sizes[i][1], 4, 4, 1, 1, 10 };
+        ui_layout_in in = { sizes[i][0], sizes[i][1], 4, 4, 1, 1, 10, 1 };
         ui_layout L;
         ui_layout_compute(&in, &L);
         cr_assert(L.too_small);
         cr_assert(ui_rect_inside(L.message, sizes[i][0], sizes[i][1]));
         cr_assert(!ui_rect_present(L.header) && !ui_rect_present(L.timeline));
     }
-    ui_layout_in in = { 0, 0, 4, 4, 0, 0, 0 };
+    ui_layout_in in = { 0, 0, 4, 4, 0, 0, 0, 0 };
     ui_layout L;
     ui_layout_compute(&in, &L);
     cr_assert(L.too_small && !ui_rect_present(L.message));

@@ -546,7 +546,7 @@ static void open_gpt3(ui_app *a)
     o.recompute = RECOMPUTE_FULL;
     plumb_err e;
     err_clear(&e);
-    cr_assert_eq(ui_app_open_model(a, GPT3, A100, &o, tmpdir, &e), 0, "%s", e.msg);
+    cr_assert_eq(ui_app_open_model(a, GPT3, A100, &o, NULL, tmpdir, &e), 0, "%s", e.msg);
 }
 
 /* The frame's figures and layout equal plumb sim --json of the plan it saves. */
@@ -680,6 +680,53 @@ static void mem_row(const char *frame, int rank, double v[5])
     double fb;
     cr_assert_eq(sscanf(l + 1, "%d %d %31s %lf %lf %lf %lf %lf %lf", &r, &st, devs, &fb, &v[0],
                         &v[1], &v[2], &v[3], &v[4]), 9, "%.100s", l);
+}
+
+/* The runtime of plumb plan --model (tp overlap, p2p, gradient precision, balancing) rides
+ * every layout the keys reach: the row names it (n/a where the layout cannot take it), the
+ * figures equal plumb sim --json of the plan saved, and that plan carries the runtime. */
+Test(ui_snapshot, layout3d_runtime_rides_every_layout_and_is_saved)
+{
+    layout3d_options o;
+    layout3d_options_init(&o);
+    o.tp = 2, o.pp = 2, o.dp = 2;
+    o.global_batch = 16;
+    o.microbatch_size = 1;
+    o.p2p_sync = 1;
+    o.grad_reduce = DEV_BF16;
+    o.balance = 1;
+    ui_runtime rt = { TP_OVERLAP_FULL, 0 };
+    ui_app a;
+    plumb_err e;
+    err_clear(&e);
+    cr_assert_eq(ui_app_open_model(&a, "examples/llm/gpt2.json", A100, &o, &rt, tmpdir, &e), 0,
+                 "%s", e.msg);
+    cr_assert(a.cur.pl && a.cur.pl->tp_overlap == TP_OVERLAP_FULL && a.cur.pl->p2p_sync &&
+              a.cur.pl->grad_reduce == DEV_BF16 && a.cur.balanced);
+    char *s = snap(&a, 80, 24, NULL);
+    cr_assert(strstr(s, "\ntpo full opg off p2p sync grad bf16 state fp32 attn standard bal "),
+              "%s", s);
+    free(s);
+    /* dp up: the runtime stays, balanced again; saved, simulated by plumb sim */
+    s = snap(&a, 130, 40, "ws");
+    cr_assert(strstr(s, "tpo full  opg off  p2p sync  grad bf16"), "%s", s);
+    assert_saved_layout(s, 2, 2, 4, 0, 0);
+    plan *pl = plan_load(saved_plan_path(s), &e);
+    cr_assert_not_null(pl, "%s", e.msg);
+    cr_assert(pl->tp_overlap == TP_OVERLAP_FULL && pl->p2p_sync && pl->grad_reduce == DEV_BF16);
+    plan_free(pl);
+    free(s);
+    /* tp down to 1: no tensor-parallel collectives, tp overlap n/a, the rest stays */
+    s = snap(&a, 130, 40, "Gs");
+    cr_assert(strstr(s, "GPUs 16 = tp 1 x pp 2 x dp 8"), "%s", s);
+    cr_assert(strstr(s, "tpo n/a  opg off  p2p sync  grad bf16"), "%s", s);
+    assert_saved_layout(s, 1, 2, 8, 0, 0);
+    pl = plan_load(saved_plan_path(s), &e);
+    cr_assert_not_null(pl, "%s", e.msg);
+    cr_assert(pl->tp_overlap == TP_OVERLAP_NONE && pl->p2p_sync && pl->grad_reduce == DEV_BF16);
+    plan_free(pl);
+    free(s);
+    ui_app_free(&a);
 }
 
 Test(ui_snapshot, layout3d_memory_panel_holds_megatron_bytes_per_parameter)
@@ -862,8 +909,8 @@ Test(ui_snapshot, layout3d_random_keys_keep_the_screen_and_the_settings_in_step)
         ui_app a;
         plumb_err e;
         err_clear(&e);
-        cr_assert_eq(ui_app_open_model(&a, "examples/llm/gpt2.json", A100, &o, tmpdir, &e), 0,
-                     "%s", e.msg);
+        cr_assert_eq(ui_app_open_model(&a, "examples/llm/gpt2.json", A100, &o, NULL, tmpdir,
+                                       &e), 0, "%s", e.msg);
         if (async) cr_assert_eq(ui_app_async_start(&a), 0);
         const char keys[] = "gGdDwWnNmMiIraocC+-uUuxXbB";
         unsigned seed = 2024;

@@ -80,13 +80,14 @@ static void start(ui_app *a, double t0)
 }
 
 int ui_app_open_model(ui_app *a, const char *model_path, const char *cluster_path,
-                      const layout3d_options *o, const char *out_dir, plumb_err *err)
+                      const layout3d_options *o, const ui_runtime *rt, const char *out_dir,
+                      plumb_err *err)
 {
     double t0 = now_ms();
     memset(a, 0, sizeof *a);
     snprintf(a->out_dir, sizeof a->out_dir, "%s", out_dir && *out_dir ? out_dir : ".");
     if (!(a->st = calloc(1, sizeof *a->st))) return err_set(err, NULL, NULL, "out of memory");
-    if (ui_base_load_model(&a->base, model_path, cluster_path, o, err)) {
+    if (ui_base_load_model(&a->base, model_path, cluster_path, o, rt, err)) {
         ui_app_free(a);
         return -1;
     }

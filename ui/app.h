@@ -52,11 +52,12 @@ int ui_app_open(ui_app *a, const char *profile_path, const char *cluster_path,
                 const char *plan_path, const char *out_dir, int planner);
 
 /* Opens the dashboard on a transformer laid out in 3D (ui_base_load_model: model file,
- * cluster file, layout options o), with the 3D what-if keys (ui_whatif3d_key). Returns 0;
- * -1 with err set when a file or the layout is refused (a is then freed: nothing to show),
- * or when out of memory. */
+ * cluster file, layout options o, runtime rt or NULL for the default), with the 3D what-if
+ * keys (ui_whatif3d_key). Returns 0; -1 with err set when a file, the runtime or the layout
+ * is refused (a is then freed: nothing to show), or when out of memory. */
 int ui_app_open_model(ui_app *a, const char *model_path, const char *cluster_path,
-                      const layout3d_options *o, const char *out_dir, plumb_err *err);
+                      const layout3d_options *o, const ui_runtime *rt, const char *out_dir,
+                      plumb_err *err);
 void ui_app_free(ui_app *a);
 
 /* Feeds one key (UI_KEY_* or ASCII): updates the state, re-plans and re-simulates the live

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "ui/app.h"
+#include "core/device.h"
 #include "core/schedule_traits.h"
 
 static const char *const HELP[] = {
@@ -314,6 +315,47 @@ static void draw_whatifs(ui_app *a, int x, int y, int w, ui_fb *fb)
     pen_field(&p, "undo", v, UI_ST_DIM);
 }
 
+/* One runtime setting: its label (short on narrow rows), and the value the live plan runs,
+ * "n/a" (dim) where the setting was asked for and the layout on screen cannot take it
+ * (tp overlap at tp 1; the parameter all-gather apart at zero 0 or on an async schedule). */
+static void runtime_field(pen *p, const char *label, const char *value, int asked, int taken)
+{
+    if (asked && !taken) pen_field(p, label, "n/a", UI_ST_DIM);
+    else pen_field(p, label, value, asked ? UI_ST_VALUE | UI_A_BOLD : UI_ST_VALUE);
+}
+
+/* A transformer's runtime row: the settings of `plumb plan --model` that every layout the
+ * keys reach runs with (the live plan's where it has them): the option names from
+ * UI_WIDE_W columns, short labels below (and below 100 columns, balancing's outcome as
+ * "even" or the change alone), so that every field fits 80 columns. */
+static void draw_runtime(ui_app *a, int x, int y, int w, ui_fb *fb)
+{
+    const search3d_options *rt = &a->base.rt;
+    const plan *pl = a->cur.pl;
+    int wide = w >= UI_WIDE_W, narrow = w < 100;
+    pen p = { fb, x, y, x + w, w >= 100 ? 2 : 1 };
+    char v[64];
+    if (wide) pen_text(&p, "runtime  ", UI_ST_TITLE);
+    runtime_field(&p, wide ? "tp-overlap" : "tpo", plan_tp_overlap_name(rt->tp_overlap),
+                  rt->tp_overlap != TP_OVERLAP_NONE, !pl || pl->tp_overlap == rt->tp_overlap);
+    runtime_field(&p, wide ? "overlap-param-gather" : "opg", rt->overlap_param_gather ? "on"
+                  : "off", rt->overlap_param_gather, !pl || pl->overlap_param_gather);
+    runtime_field(&p, "p2p", rt->p2p_sync ? "sync" : "overlap", rt->p2p_sync, 1);
+    runtime_field(&p, wide ? "grad-reduce" : "grad", dev_precision_name(rt->grad_reduce),
+                  rt->grad_reduce != DEV_FP32, 1);
+    runtime_field(&p, wide ? "optimizer-state" : "state",
+                  dev_precision_name(rt->optimizer_state), rt->optimizer_state != DEV_FP32, 1);
+    runtime_field(&p, wide ? "attention" : "attn", rt->attention ? "flash" : "standard",
+                  rt->attention != 0, 1);
+    const layout3d_balance_result *b = &a->cur.balance;
+    if (!rt->balance) snprintf(v, sizeof v, "off");
+    else if (!a->cur.balanced) snprintf(v, sizeof v, "on");
+    else if (!b->changed) snprintf(v, sizeof v, narrow ? "even" : "on (even kept)");
+    else snprintf(v, sizeof v, narrow ? "%+.1f%%" : "on (%+.1f%%)",
+                  100 * (b->balanced_s / b->even_s - 1));
+    runtime_field(&p, wide ? "balance" : "bal", v, rt->balance, 1);
+}
+
 /* What the header adds after an asynchronous schedule's name (no flush: updates use
  * stale weights), or NULL for a flushing one. Short form for narrow screens. */
 static const char *async_note(int kind, int narrow)
@@ -374,6 +416,7 @@ static void draw_header(ui_app *a, ui_rect r, ui_fb *fb)
         draw_diff(fb, r.x, y++, r.w, &a->cur, &a->pin);
     }
     draw_whatifs(a, r.x, y, r.w, fb);
+    if (a->st->layout3d) draw_runtime(a, r.x, y + 1, r.w, fb);
 }
 
 /* ---- stage table ------------------------------------------------------------------- */
@@ -662,7 +705,8 @@ void ui_app_layout(const ui_app *a, int w, int h, ui_layout *L)
     int l3 = a->st && a->st->layout3d;
     ui_layout_in in = { w, h, panel_rows(a->cur.pl, l3),
                         a->cur.rep ? a->cur.rep->ndevices : 0, a->loaded && a->st->pinned,
-                        a->st ? a->st->view.help : 0, l3 ? NHELP3D : NHELP };
+                        a->st ? a->st->view.help : 0, l3 ? NHELP3D : NHELP,
+                        a->loaded && l3 };
     ui_layout_compute(&in, L);
 }
 

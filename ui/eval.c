@@ -11,6 +11,7 @@
 
 #include "core/schedule_traits.h"
 #include "core/bounds.h"
+#include "planner/balance3d.h"
 #include "planner/native.h"
 #include "planner/planner.h"
 #include "planner/policy.h"
@@ -160,8 +161,42 @@ fail:
     return -1;
 }
 
+/* The options of the runtime check and search3d_apply_runtime for layout options o and
+ * runtime rt (NULL: the default) at tp (0: not known): what `plumb plan --model` fixes
+ * for a fixed layout. */
+static void runtime_options(const layout3d_options *o, const ui_runtime *rt, int tp,
+                            search3d_options *so)
+{
+    search3d_options_init(so);
+    so->gpus = o->gpus;
+    so->global_batch = o->global_batch;
+    so->tp = tp, so->pp = o->pp, so->dp = o->dp;
+    so->zero = o->zero;
+    so->recompute = o->recompute;
+    so->checkpoint_layers = o->checkpoint_layers;
+    so->schedule = o->schedule >= 0 ? o->schedule : SEARCH3D_FREE;
+    so->precision = o->precision;
+    so->grad_reduce = o->grad_reduce;
+    so->optimizer_state = o->optimizer_state;
+    so->seq = o->seq;
+    so->attention = o->attention;
+    so->p2p_sync = o->p2p_sync;
+    so->balance = o->balance;
+    if (rt) {
+        so->tp_overlap = (plan_tp_overlap)rt->tp_overlap;
+        so->overlap_param_gather = rt->overlap_param_gather;
+    }
+}
+
+int ui_runtime_check(const layout3d_options *o, const ui_runtime *rt, int tp, plumb_err *err)
+{
+    search3d_options so;
+    runtime_options(o, rt, tp, &so);
+    return search3d_runtime_check(&so, err);
+}
+
 int ui_base_load_model(ui_base *b, const char *model_path, const char *cluster_path,
-                       const layout3d_options *o, plumb_err *err)
+                       const layout3d_options *o, const ui_runtime *rt, plumb_err *err)
 {
     char src[512];
     plan *pl = NULL;
@@ -170,6 +205,9 @@ int ui_base_load_model(ui_base *b, const char *model_path, const char *cluster_p
     if (!(b->clus = cluster_load(cluster_path, err))) goto fail;
     b->lopt = *o;
     if (layout3d_resolve(b->model, b->clus, cluster_path, o, &b->dims, err)) goto fail;
+    /* again with the tp the other two gave, as plumb plan --model checks a fixed layout */
+    runtime_options(o, rt, b->dims.tp, &b->rt);
+    if (search3d_runtime_check(&b->rt, err)) goto fail;
     if (!(pl = layout3d_build(b->model, b->clus, cluster_path, o, err))) goto fail;
     b->prof = profile_clone(pl->prof);
     plan_free(pl);
@@ -341,7 +379,9 @@ static plan *layout(const ui_base *b, const cluster *clus, const ui_whatif *w, p
     if (w->recompute != RECOMPUTE_FULL) o.checkpoint_layers = -1; /* full's own option */
     o.sequence_parallel = w->seqpar;
     o.zero = w->zero;
-    return layout3d_build(b->model, clus, b->cluster_file, &o, err);
+    plan *pl = layout3d_build(b->model, clus, b->cluster_file, &o, err);
+    if (pl) search3d_apply_runtime(pl, &b->rt); /* each setting where this layout takes it */
+    return pl;
 }
 
 plan *ui_replan(const ui_base *b, const cluster *clus, const ui_whatif *w, const char **origin,
@@ -454,6 +494,22 @@ static void predict(plan *pl, const sim_report *r, double dp)
                 pl->pred_peak_memory_bytes[r->devices[i].device] = r->devices[i].mem.total;
 }
 
+/* --balance: balances r's layout (layout3d_balance under r's options, its even report
+ * given) and simulates it again when its stages moved; r->rep is NULL with err when either
+ * fails. */
+static void balance(ui_result *r, plumb_err *err)
+{
+    sim_options o = r->opt;
+    o.timeline = 0; /* balancing reads the figures; the shown run draws the timeline */
+    r->balanced = 1;
+    int rc = layout3d_balance(r->pl, &o, r->rep, &r->balance, err);
+    if (rc || r->balance.changed) {
+        sim_report_free(r->rep);
+        r->rep = NULL;
+    }
+    if (!rc && r->balance.changed) r->rep = sim_run_folded(r->pl, &r->opt, 1, err);
+}
+
 int ui_evaluate(const ui_base *b, const ui_whatif *w, ui_result *r)
 {
     plumb_err e;
@@ -476,6 +532,8 @@ int ui_evaluate(const ui_base *b, const ui_whatif *w, ui_result *r)
      * the dashboard shows four digits) */
     if (r->pl)
         r->rep = b->model ? sim_run_folded(r->pl, &r->opt, 1, &e) : sim_run(r->pl, &r->opt, &e);
+    if (r->rep && b->model && b->lopt.balance) /* as plumb plan --model --balance */
+        balance(r, &e);
     if (r->rep) {
         /* a transformer's layouts are compared by their MFU, not against a data-parallel
          * copy of the whole model (which would cost more than the layout) */

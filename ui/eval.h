@@ -10,7 +10,9 @@
 #include "core/plan.h"
 #include "core/profile.h"
 #include "core/transformer.h"
+#include "planner/balance3d.h"
 #include "planner/layout3d.h"
+#include "planner/search3d.h"
 #include "sim/sim.h"
 #include "ui/whatif.h"
 
@@ -31,6 +33,21 @@ typedef enum ui_planner {
 const char *ui_planner_name(int p);
 int ui_planner_parse(const char *name);
 
+/* The runtime settings of a transformer's layouts that `plumb plan --model` takes beside
+ * its layout options and sets on the built plan (the others, --p2p, --grad-reduce,
+ * --optimizer-state, --attention and --balance, are layout3d_options' own fields). */
+typedef struct ui_runtime {
+    int tp_overlap;                /* plan_tp_overlap, on every layout with tp > 1 */
+    int overlap_param_gather;      /* 1: the parameter all-gather under the forward, on
+                                      every zero 1 layout of a synchronous schedule */
+} ui_runtime;
+
+/* The runtime check of `plumb plan --model`'s fixed layouts (search3d_runtime_check, the
+ * one owner of its rules and messages) for layout options o and runtime rt (NULL: the
+ * default) at tensor-parallel degree tp (0: not known yet). 0, or -1 with err set to the
+ * option's line ("--tp-overlap: expected --tp 2 or more ..."). */
+int ui_runtime_check(const layout3d_options *o, const ui_runtime *rt, int tp, plumb_err *err);
+
 typedef struct ui_base {
     profile *prof;                 /* owned */
     cluster *clus;                 /* owned: the cluster as loaded (before what-ifs) */
@@ -46,6 +63,8 @@ typedef struct ui_base {
     layout3d_options lopt;         /* the layout it was opened with: global batch,
                                       precision, sequence length, checkpoint interval */
     layout3d_dims dims;            /* that layout's resolved dimensions */
+    search3d_options rt;           /* the runtime every layout gets (search3d_apply_runtime)
+                                      and the options of its check */
     char *cluster_file;            /* the cluster's path, for layout3d's messages */
 } ui_base;
 
@@ -56,11 +75,14 @@ int ui_base_load(ui_base *b, const char *profile_path, const char *cluster_path,
 void ui_base_free(ui_base *b);
 
 /* Loads a transformer (model_path: Hugging Face config.json or plumb-transformer/1) and a
- * cluster, and lays the model out under o (layout3d_build) once, to check the layout and
- * give the base its profile (prof: that layout's). Returns 0, or -1 with err set to the
- * file's or the layout's one line (b is then empty). */
+ * cluster, checks the runtime rt (NULL: the default) at the layout's resolved tp as `plumb
+ * plan --model` does (ui_runtime_check), and lays the model out under o (layout3d_build)
+ * once, to check the layout and give the base its profile (prof: that layout's). Every
+ * layout of a what-if then gets rt and o's runtime fields (p2p, gradient and optimizer
+ * state precision, attention, balance). Returns 0, or -1 with err set to the file's, the
+ * runtime's or the layout's one line (b is then empty). */
 int ui_base_load_model(ui_base *b, const char *model_path, const char *cluster_path,
-                       const layout3d_options *o, plumb_err *err);
+                       const layout3d_options *o, const ui_runtime *rt, plumb_err *err);
 
 /* The settings the base starts from: its GPU count, the plan's schedule, microbatches and
  * recomputation (a transformer: its layout's dimensions, microbatch size, interleave,
@@ -93,18 +115,24 @@ typedef struct ui_result {
                                       (eval_ms is that visit's) */
     char note[PLUMB_ERR_MAX];      /* why the planner's answer was not used ("" = it was) */
     char err[PLUMB_ERR_MAX];       /* why pl or rep is missing ("" when both are there) */
+    int balanced;                  /* 1: a transformer's layout under --balance: pl's stages
+                                      are what layout3d_balance kept, rep its run */
+    layout3d_balance_result balance; /* what balancing found (when balanced) */
 } ui_result;
 
-/* Re-plans and re-simulates. Always fills r (freeing what it held first); returns 0, or -1
- * when the plan or the simulation failed (r->err says why, and what did succeed stays). */
+/* Re-plans and re-simulates (a transformer's layout with the base's runtime, and under
+ * --balance balanced as `plumb plan --model --balance` balances it, then simulated again).
+ * Always fills r (freeing what it held first); returns 0, or -1 when the plan or the
+ * simulation failed (r->err says why, and what did succeed stays). */
 int ui_evaluate(const ui_base *b, const ui_whatif *w, ui_result *r);
 void ui_result_free(ui_result *r);
 
 /* The plan for w on clus (already what-if'ed): with a transformer (b->model), its layout
  * by layout3d_build under w's tp, pp, dp, microbatch size, interleave, schedule, recompute
- * kind, sequence parallelism and ZeRO on the first w->ngpus devices (err: layout3d's one
- * line); else the loaded plan as written while the GPU
- * count and the schedule's chunking stay as the file has them; else a new plan from b's
+ * kind, sequence parallelism and ZeRO on the first w->ngpus devices, with b->rt's runtime
+ * where the layout takes it (search3d_apply_runtime; err: layout3d's one line); else the
+ * loaded plan as written while the GPU count and the schedule's chunking stay as the file
+ * has them; else a new plan from b's
  * planner: the native planner (planner_native with w's schedule, microbatches,
  * recomputation and memory limit; zb-v, which it does not plan, gets the even split),
  * PipeDream's partitioner (memory limit as its memory constraint; one stage per device, so

@@ -1,6 +1,6 @@
 /* layout.c: the dashboard's layout, a pure function of screen size and content rows.
  *
- *   row 0 ...      header (3 rows; 5 when a plan is pinned)
+ *   row 0 ...      header (3 rows; 5 when a plan is pinned; +1 for the runtime row)
  *   ...            stage table box | pinned stage table box (wide screens)
  *   ...            timeline box
  *   ...            pinned timeline box (tall screens, when pinned)
@@ -29,7 +29,10 @@ int ui_rect_inside(ui_rect r, int w, int h)
     return r.x >= 0 && r.y >= 0 && r.x + r.w <= w && r.y + r.h <= h;
 }
 
-int ui_layout_header_rows(int pinned) { return pinned ? 5 : 3; }
+int ui_layout_header_rows(int pinned, int runtime)
+{
+    return (pinned ? 5 : 3) + (runtime ? 1 : 0);
+}
 
 static ui_rect rect(int x, int y, int w, int h) { return (ui_rect){ x, y, w, h }; }
 
@@ -42,7 +45,7 @@ void ui_layout_compute(const ui_layout_in *in, ui_layout *out)
         if (W > 0 && H > 0) out->message = rect(0, 0, W, H);
         return;
     }
-    int hdr = ui_layout_header_rows(in->pinned);
+    int hdr = ui_layout_header_rows(in->pinned, in->runtime);
     out->header = rect(0, 0, W, hdr);
     out->status = rect(0, H - 1, W, 1);
 

@@ -22,6 +22,8 @@ typedef struct ui_layout_in {
     int pinned;              /* 1: a pinned plan is shown beside the live one */
     int help;                /* 1: the help overlay is open */
     int help_rows;           /* lines of help text */
+    int runtime;             /* 1: the header has a row for the runtime settings (a
+                                transformer's layouts, plumb ui --model) */
 } ui_layout_in;
 
 typedef struct ui_layout {
@@ -37,8 +39,8 @@ typedef struct ui_layout {
 } ui_layout;
 
 /* Rows of the header: 3 (title, figures, what-ifs), 5 when pinned (pinned figures and
- * their difference too). */
-int ui_layout_header_rows(int pinned);
+ * their difference too); one more for the runtime settings when runtime is 1. */
+int ui_layout_header_rows(int pinned, int runtime);
 
 /* Computes the layout. Always succeeds; a screen smaller than the minimum gets too_small
  * and one message rect (absent when the screen has no cells). Panels never overlap one

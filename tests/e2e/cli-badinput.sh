@@ -67,6 +67,31 @@ expect_bad pipedream-outdir-is-file '--output_directory .*graph.txt: is not a fo
 expect_bad pipedream-json-out-missing-folder '--output_directory .*: folder .*/nope does not' \
     "$P" plan --pipedream -f "$d/graph.txt" -n 4 -b 1e9 -o "$d/nope/plan.json"
 
+# plumb ui --model refuses a bad runtime option with plan --model's own line ("plan:" read
+# as "ui:"), exit 2, nothing printed (the check and its messages have one owner)
+GPT2=(--model examples/llm/gpt2.json -c profiles/clusters/dgx-a100-80g.json --global-batch 16)
+for bad in "--tp 2 --pp 2 --dp 2 --tp-overlap sometimes" "--tp 2 --pp 2 --dp 2 --p2p async" \
+    "--tp 2 --pp 2 --dp 2 --grad-reduce fp16" "--tp 2 --pp 2 --dp 2 --optimizer-state int8" \
+    "--tp 2 --pp 2 --dp 2 --attention sparse" "--tp 1 --pp 2 --dp 4 --tp-overlap full" \
+    "--pp 2 --dp 4 --gpus 8 --tp-overlap backward" \
+    "--tp 2 --pp 2 --dp 2 --zero 0 --overlap-param-gather" \
+    "--tp 2 --pp 2 --dp 2 --overlap-param-gather" \
+    "--tp 2 --pp 2 --dp 2 --zero 1 --overlap-param-gather --schedule pipedream" \
+    "--tp 2 --pp 2 --dp 2 --precision fp32 --grad-reduce bf16" \
+    "--tp 2 --pp 2 --dp 2 --precision fp16 --optimizer-state bf16" \
+    "--tp 2 --pp 2 --dp 2 --checkpoint-layers 2" \
+    "--tp 2 --pp 2 --dp 2 --p2p sync --schedule zb-v"; do
+    # shellcheck disable=SC2086
+    "$P" plan "${GPT2[@]}" $bad >"$d/out" 2>"$d/err"
+    want=$(sed 's/^plumb: plan: /plumb: ui: /' "$d/err")
+    case "$want" in "plumb: ui: --"*) ;; *) echo "FAIL plan $bad: not an option's line: $want"
+        fail=1 ;; esac
+    # shellcheck disable=SC2086
+    expect_bad "ui $bad" '^plumb: ui: --' "$P" ui "${GPT2[@]}" $bad --snapshot 80x24
+    [ "$(cat "$d/err")" = "$want" ] ||
+        { echo "FAIL ui $bad: '$(cat "$d/err")', plan says '$want'"; fail=1; }
+done
+
 [ "$(sum)" = "$before" ] || { echo "FAIL: an input file changed"; fail=1; }
 left=$(find "$d" -mindepth 1 ! -name prof.json ! -name cluster.json ! -name model.json \
        ! -name out ! -name err ! -name ro ! -name graph.txt)

@@ -171,14 +171,17 @@ wait_for 'error: /nonexistent/plan.json: '
 T send-keys -t ui 'q'
 wait_file "$dir/rc" && [ "$(cat "$dir/rc")" = 0 ] || bad "load error: bad exit"
 
-# 5. plumb ui --model: GPT-3 175B at tp 8 x pp 8 x dp 16 on 1024 A100s; tp down (dp
-# follows), ZeRO-1, sequence parallelism refused at tp 1, save, and plumb sim of the plan
+# 5. plumb ui --model: GPT-3 175B at tp 8 x pp 8 x dp 16 on 1024 A100s with plan's
+# --tp-overlap full; tp down (dp follows), ZeRO-1, sequence parallelism refused at tp 1
+# (tp overlap n/a there), save, and plumb sim of the plan (which carries the tp overlap)
 rm -f "$dir/rc"
 T kill-server >/dev/null 2>&1
 sock=plumb-ui-e2e-$$-4
 T new-session -d -x 120 -y 40 -s ui "'$P' ui ${GPT3[*]} --gpus 1024 --tp 8 --pp 8 --dp 16 \
-    --global-batch 1536 --recompute full -o '$dir'; echo \$? > '$dir/rc'; sleep 5"
+    --global-batch 1536 --recompute full --tp-overlap full -o '$dir'; echo \$? > '$dir/rc'; \
+    sleep 5"
 wait_for 'GPUs 1024 = tp 8 x pp 8 x dp 16 +mbs 1 +v 1 +recomp full +sp off +zero 0' 30
+wait_for '^tpo full +opg off +p2p overlap +grad fp32 +state fp32 +attn standard +bal off'
 wait_for 'memory per pipeline rank'
 wait_for '   7 7 +896-1023 '
 wait_for 'tokens/s [0-9]+ +MFU [0-9.]+%'
@@ -194,12 +197,15 @@ wait_for 'saved .*gpt3-175b-1024gpu-1f1b-flush.plan.json' 30
 T send-keys -t ui 'GGGa'
 wait_for 'kept the layout: --sequence-parallel: expected --tp 2 or more' 60
 wait_for 'tp 1 x pp 8 x dp 128 .*sp off'
+wait_for '^tpo n/a +opg off'
 T send-keys -t ui 'q'
 wait_file "$dir/rc" 30 && [ "$(cat "$dir/rc")" = 0 ] || bad "--model: bad exit"
 "$P" sim "$dir/gpt3-175b-1024gpu-1f1b-flush.plan.json" --json > "$dir/sim.json" 2>&1 ||
     bad "--model: plumb sim of the saved plan: $(head -c 300 "$dir/sim.json")"
 grep -q '"tp":	4' "$dir/sim.json" && grep -q '"dp":	32' "$dir/sim.json" &&
     grep -q '"zero":	1' "$dir/sim.json" || bad "--model: the saved plan is not tp 4 dp 32 zero 1"
+grep -q '"tp_overlap":[[:space:]]*"full"' "$dir/gpt3-175b-1024gpu-1f1b-flush.plan.json" ||
+    bad "--model: the saved plan lacks the tp overlap"
 
 [ $fail = 0 ] && echo "ui: ok"
 exit $fail

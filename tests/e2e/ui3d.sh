@@ -1,0 +1,121 @@
+#!/usr/bin/env bash
+# ui3d.sh: `plumb ui --model` prices what `plumb plan --model` prices. For each runtime
+# option set (--tp-overlap, --p2p, --grad-reduce and --optimizer-state bf16,
+# --overlap-param-gather, --balance, --attention) the dashboard's first frame shows the
+# iteration time and tokens/s of `plumb plan --model ... --json` with the same options,
+# written as the dashboard writes them, and its runtime row names the setting; after a
+# what-if key (dp up, tp down, ZeRO off) the frame shows plan's figures for the changed
+# layout, with the settings that layout cannot take marked n/a. Each option must also
+# change plan's figures here, so that a dashboard that dropped it would fail.
+set -u
+P=${PLUMB:-./plumb}
+d=$(mktemp -d)
+trap 'rm -rf "$d"' EXIT
+fail=0
+M=(--model examples/llm/gpt2.json -c profiles/clusters/dgx-a100-80g.json --global-batch 16)
+LAY=(--tp 2 --pp 2 --dp 2)
+
+# figures FILE: "ITER TOKENS" as the dashboard prints them, from plan --model's JSON report
+# (ui_fmt_time's four significant digits; tokens/s as %.0f)
+figures() {
+    python3 - "$1" <<'EOF'
+import json, sys
+r = json.load(open(sys.argv[1]))
+s = r["iteration_s"]
+u, v = ("s", s) if s >= 1 else ("ms", s * 1e3) if s >= 1e-3 else ("us", s * 1e6)
+dec = 0 if v >= 1000 else 1 if v >= 100 else 2 if v >= 10 else 3
+print("%.*f %s %.0f" % (dec, v, u, r["tokens_per_s"]))
+EOF
+}
+
+# shown FILE: "ITER TOKENS" from the frame's figures row
+shown() {
+    sed -n 2p "$1" | sed -E 's/.*iter ([0-9.]+ [mu]?s) .*tokens\/s ([0-9]+) .*/\1 \2/'
+}
+
+# check NAME ROW "PLAN ARGS" "UI ARGS" KEYS: the frame after KEYS under UI ARGS shows plan's
+# figures under PLAN ARGS, at 120x40 and at 160x40, and the 160-column frame's runtime row
+# (the option names) matches ROW
+check() {
+    local name=$1 row=$2 pargs=$3 uargs=$4 keys=$5
+    # shellcheck disable=SC2086
+    if ! "$P" plan "${M[@]}" $pargs --json >"$d/plan.json" 2>"$d/err"; then
+        echo "FAIL $name: plan --model $pargs: $(cat "$d/err")"; fail=1; return
+    fi
+    local want got size
+    want=$(figures "$d/plan.json")
+    for size in 120x40 160x40; do
+        # shellcheck disable=SC2086
+        if ! "$P" ui "${M[@]}" $uargs --snapshot $size --keys "$keys" --mono >"$d/frame" \
+            2>"$d/err"; then
+            echo "FAIL $name: ui --model $uargs --keys '$keys': $(cat "$d/err")"; fail=1; return
+        fi
+        got=$(shown "$d/frame")
+        if [ "$want" != "$got" ]; then
+            echo "FAIL $name ($size): the dashboard shows '$got', plan --model $pargs '$want':"
+            sed -n 1,5p "$d/frame"; fail=1
+        fi
+    done
+    if ! sed -n 4p "$d/frame" | grep -Eq -- "^runtime .*$row"; then
+        echo "FAIL $name: the runtime row lacks '$row':"; sed -n 4p "$d/frame"; fail=1
+    fi
+}
+
+# differs NAME "ARGS" "BASE": plan's figures under ARGS differ from those under BASE (the
+# same layout without the option)
+differs() {
+    # shellcheck disable=SC2086
+    if ! "$P" plan "${M[@]}" $2 --json >"$d/a.json" 2>/dev/null ||
+        ! "$P" plan "${M[@]}" $3 --json >"$d/b.json" 2>/dev/null; then
+        echo "FAIL $1: plan --model refused $2 or $3"; fail=1; return
+    fi
+    [ "$(figures "$d/a.json")" != "$(figures "$d/b.json")" ] ||
+        { echo "FAIL $1: $2 prices the same as $3 here: the check cannot fail"; fail=1; }
+}
+
+L="${LAY[*]}"
+# --overlap-param-gather pays off where the all-gather outlasts the first forward: 16
+# replicas over two servers, short sequences
+O="--tp 1 --pp 1 --dp 16 --seq-len 128 --zero 1"
+check default 'tp-overlap none  overlap-param-gather off  p2p overlap  grad-reduce fp32' \
+    "$L" "$L" ''
+# LAYOUT|OPTIONS|RUNTIME ROW
+for opt in "$L|--tp-overlap full|tp-overlap full" "$L|--tp-overlap backward|tp-overlap backward" \
+    "$L|--p2p sync|p2p sync" \
+    "$L|--grad-reduce bf16 --optimizer-state bf16|grad-reduce bf16  optimizer-state bf16" \
+    "$O|--overlap-param-gather|overlap-param-gather on" \
+    "$L|--balance|balance on \\(-[0-9.]+%\\)" "$L|--attention flash|attention flash" \
+    "$L|--tp-overlap full --p2p sync --grad-reduce bf16 --balance|tp-overlap full .*p2p sync"; do
+    lay=${opt%%|*} rest=${opt#*|}
+    args=${rest%%|*} row=${rest#*|}
+    check "$args" "$row" "$lay $args" "$lay $args" ''
+    differs "$args" "$lay $args" "$lay"
+done
+
+# what-if keys carry the runtime: w (dp 2 -> 4, 16 GPUs), G (tp 2 -> 1: tp overlap n/a),
+# o (ZeRO 1 -> 0: the parameter all-gather apart n/a)
+check "w with tp overlap, p2p sync, bf16" 'tp-overlap full  .*p2p sync  grad-reduce bf16' \
+    "--tp 2 --pp 2 --dp 4 --tp-overlap full --p2p sync --grad-reduce bf16" \
+    "$L --tp-overlap full --p2p sync --grad-reduce bf16" 'w'
+differs "w: the runtime" "--tp 2 --pp 2 --dp 4 --tp-overlap full --p2p sync --grad-reduce bf16" \
+    "--tp 2 --pp 2 --dp 4"
+check "w with balance" 'balance on' "--tp 2 --pp 2 --dp 4 --balance" "$L --balance" 'w'
+differs "w: balance" "--tp 2 --pp 2 --dp 4 --balance" "--tp 2 --pp 2 --dp 4"
+check "G with tp overlap" 'tp-overlap n/a  .*p2p sync' "--tp 1 --pp 2 --dp 4 --p2p sync" \
+    "$L --tp-overlap full --p2p sync" 'G'
+differs "G: p2p sync" "--tp 1 --pp 2 --dp 4 --p2p sync" "--tp 1 --pp 2 --dp 4"
+check "o with overlap-param-gather" 'overlap-param-gather n/a  .*optimizer-state bf16' \
+    "${O/--zero 1/--zero 0} --optimizer-state bf16" \
+    "$O --overlap-param-gather --optimizer-state bf16" 'o'
+check "oo back to zero 1" 'overlap-param-gather on' "$O --overlap-param-gather" \
+    "$O --overlap-param-gather" 'oo'
+
+# 80x24 holds every runtime field (short labels)
+# shellcheck disable=SC2086
+"$P" ui "${M[@]}" $L --tp-overlap backward --p2p sync --grad-reduce bf16 --optimizer-state bf16 \
+    --attention flash --balance --snapshot 80x24 --mono >"$d/frame" 2>&1
+sed -n 4p "$d/frame" | grep -Eq '^tpo backward opg off p2p sync grad bf16 state bf16 attn flash bal ' ||
+    { echo "FAIL 80x24: the runtime row:"; sed -n 1,5p "$d/frame"; fail=1; }
+
+[ $fail = 0 ] && echo "ui3d: ok"
+exit $fail
