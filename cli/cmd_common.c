@@ -192,6 +192,15 @@ int cli_p2p(const char *cmd, const char *s, int *sync)
     return 0;
 }
 
+int cli_recompute(const char *cmd, const char *s, int *out)
+{
+    int v = recompute_kind_parse(s);
+    if (v < 0)
+        return cli_fail(cmd, "--recompute: expected none, selective or full (got \"%s\")", s);
+    *out = v;
+    return 0;
+}
+
 int cli_tp_overlap(const char *cmd, const char *s, int *out)
 {
     int v = plan_tp_overlap_parse(s);

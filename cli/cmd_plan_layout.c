@@ -215,9 +215,7 @@ static int parse(int argc, char **argv, layout3d_options *o, given *g, const cha
             o->seq = seq;
             break;
         case O_RC:
-            if ((v = recompute_kind_parse(optarg)) < 0)
-                return cli_fail(cmd, "--recompute: expected none, selective or full (got "
-                                "\"%s\")", optarg);
+            if (cli_recompute(cmd, optarg, &v)) return 2;
             o->recompute = v;
             g->recompute = 1;
             break;

@@ -202,9 +202,7 @@ static int parse_model(int argc, char **argv, search3d_options *o, const char **
         case M_ZERO: if (cli_int(cmd, "--zero", optarg, 0, 1, &o->zero)) return 2; break;
         case M_TOP: if (cli_int(cmd, "--top", optarg, 1, 1000, &o->simulate)) return 2; break;
         case M_RC:
-            if ((v = recompute_kind_parse(optarg)) < 0)
-                return cli_fail(cmd, "--recompute: expected none, selective or full (got "
-                                "\"%s\")", optarg);
+            if (cli_recompute(cmd, optarg, &v)) return 2;
             o->recompute = v;
             break;
         default:

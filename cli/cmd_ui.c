@@ -133,9 +133,7 @@ static int layout_opt(int c, const char *arg, layout3d_options *o, ui_runtime *r
     case L_BAL: o->balance = 1; return 0;
     case L_OPG: rt->overlap_param_gather = 1; return 0;
     case L_RC:
-        if ((v = recompute_kind_parse(arg)) < 0)
-            return cli_fail("ui", "--recompute: expected none, selective or full (got \"%s\")",
-                            arg);
+        if (cli_recompute("ui", arg, &v)) return 2;
         o->recompute = v;
         return 0;
     case L_PREC:
