@@ -80,7 +80,7 @@ for bad in "--tp 2 --pp 2 --dp 2 --tp-overlap sometimes" "--tp 2 --pp 2 --dp 2 -
     "--tp 2 --pp 2 --dp 2 --precision fp32 --grad-reduce bf16" \
     "--tp 2 --pp 2 --dp 2 --precision fp16 --optimizer-state bf16" \
     "--tp 2 --pp 2 --dp 2 --checkpoint-layers 2" \
-    "--tp 2 --pp 2 --dp 2 --p2p sync --schedule zb-v"; do
+    "--tp 2 --pp 2 --dp 2 --p2p sync --schedule zb-v" "--tp 2 --pp 2 --dp 2 --recompute some"; do
     # shellcheck disable=SC2086
     "$P" plan "${GPT2[@]}" $bad >"$d/out" 2>"$d/err"
     want=$(sed 's/^plumb: plan: /plumb: ui: /' "$d/err")
@@ -91,6 +91,10 @@ for bad in "--tp 2 --pp 2 --dp 2 --tp-overlap sometimes" "--tp 2 --pp 2 --dp 2 -
     [ "$(cat "$d/err")" = "$want" ] ||
         { echo "FAIL ui $bad: '$(cat "$d/err")', plan says '$want'"; fail=1; }
 done
+
+# sweep --model takes the same line for a bad --recompute
+expect_bad sweep-recompute '^plumb: sweep: --recompute: expected none, selective or full (got "some")$' \
+    "$P" sweep "${GPT2[@]}" --recompute some
 
 [ "$(sum)" = "$before" ] || { echo "FAIL: an input file changed"; fail=1; }
 left=$(find "$d" -mindepth 1 ! -name prof.json ! -name cluster.json ! -name model.json \
