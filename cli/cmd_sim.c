@@ -100,32 +100,53 @@ static int outputs_ok(const char *path, const plan *pl, const char *trace, const
     return 0;
 }
 
-/* 1, after one line on stderr naming the options that narrow it, when the trace of rep
- * would be over limit_gib GiB (timeline_chrome_size); else 0. Fewer iterations narrow it
- * only when the run did not have to raise them for its steady state. */
-static int trace_too_big(const char *trace, const sim_report *rep, int hops, double limit_gib)
+/* The trace of rep rendered within limit_gib GiB (timeline_chrome_render: the writer's own
+ * count, exact): 0 with *text (caller frees) and *len; 2 after one line on stderr naming its
+ * size and the options that narrow it when it is longer (nothing kept); 1 after "out of
+ * memory". Fewer iterations narrow it only when the run did not have to raise them for its
+ * steady state. */
+static int trace_render(const char *trace, const sim_report *rep, int hops, double limit_gib,
+                        char **text, size_t *len)
 {
-    double est = timeline_chrome_size(rep->tl);
-    if (est <= limit_gib * 1073741824.0)
+    double max = limit_gib * 1073741824.0; /* at least a byte: max 0 would mean no limit */
+    int rc = timeline_chrome_render(rep->tl, max < 1 ? 1 : (size_t)max, text, len);
+    if (rc < 0) {
+        fprintf(stderr, "plumb: sim: out of memory\n");
+        return 1;
+    }
+    if (rc == 0)
         return 0;
     int fewer_it = rep->iterations > 1 && rep->iterations <= rep->iterations_requested;
-    cli_fail("sim", "--trace %s: expected a trace of at most %g GiB (got about %.3g GiB, "
+    cli_fail("sim", "--trace %s: expected a trace of at most %g GiB (got %.3g GiB, %zu bytes, "
              "%zu events); narrow it with %sfewer --microbatches%s, or raise --trace-limit GIB",
-             trace, limit_gib, est / 1073741824.0, rep->tl->n,
+             trace, limit_gib, (double)*len / 1073741824.0, *len, rep->tl->n,
              hops ? "no --trace-hops, " : "", fewer_it ? " or --iterations" : "");
-    return 1;
+    return 2;
 }
 
-/* The fewest characters the writer spends on one ring hop's event: its fixed text (146),
- * "AR s0", "allreduce" twice, the link's ends and the shortest numbers. */
-#define HOP_MIN_CHARS 200
+/* The fewest bytes the trace writer spends on one ring hop: an all-reduce event of stage 0,
+ * microbatch 0, iteration 0, at time 0 for 0 s moving 0 bytes on the link 0->1, counted by
+ * the writer itself (the size of a one-link trace with that event less without it); 0 when
+ * out of memory. */
+static size_t hop_min_bytes(void)
+{
+    timeline *tl = timeline_new("sim");
+    int link = tl ? timeline_track(tl, TL_TRACK_LINK, 0, 1, NULL) : -1;
+    size_t without = link >= 0 ? timeline_chrome_size(tl) : 0, with = 0;
+    tl_event e = {.track = link, .kind = TL_ALLREDUCE, .peer_stage = -1};
+    if (without && !timeline_add(tl, &e))
+        with = timeline_chrome_size(tl);
+    timeline_free(tl);
+    return with > without ? with - without : 0;
+}
 
-/* With --trace-hops, before the hops are simulated: 1 (after trace_too_big's line) when
- * even a lower bound of the full trace is over the limit: the trace without hops (rep, run
- * without them) plus HOP_MIN_CHARS per hop, the hops being the links' transfers less the
- * point-to-point ones (a hop split over free lanes records one more event, so this counts
- * no more than the full timeline holds). Spares the full timeline's memory: ~48 bytes per
- * hop, 2.7 GB for gnmt on 4096 H100s. Else 0. */
+/* With --trace-hops, before the hops are simulated: 1 (after one line on stderr) when the
+ * hops alone are over the limit at hop_min_bytes each, the hops being rep's links'
+ * transfers (rep run without them) less the point-to-point ones (a hop split over free
+ * lanes records one more event, so this counts no more than the full timeline holds).
+ * Spares the full timeline's memory: ~48 bytes per hop, 2.7 GB for gnmt on 4096 H100s. A
+ * bound, not the count: the hops' events do not exist yet; a trace under this bound but
+ * over the limit is refused by trace_render after the full run. Else 0. */
 static int hops_too_big(const char *trace, const sim_report *rep, double limit_gib)
 {
     long long hops = 0;
@@ -136,7 +157,7 @@ static int hops_too_big(const char *trace, const sim_report *rep, double limit_g
         hops -= (e->kind == TL_SEND_F || e->kind == TL_SEND_B) &&
                 rep->tl->tracks[e->track].kind == TL_TRACK_LINK;
     }
-    double low = timeline_chrome_size(rep->tl) + (double)(hops > 0 ? hops : 0) * HOP_MIN_CHARS;
+    double low = (double)(hops > 0 ? hops : 0) * (double)hop_min_bytes();
     if (low <= limit_gib * 1073741824.0)
         return 0;
     cli_fail("sim", "--trace %s: expected a trace of at most %g GiB (got at least %.3g GiB, "
@@ -242,7 +263,7 @@ int cmd_sim(int argc, char **argv)
             hops = 1;
             break;
         case O_TLIMIT:
-            if (cli_num("sim", "--trace-limit", optarg, 1e-6, 1e6, &trace_gib))
+            if (cli_num("sim", "--trace-limit", optarg, 1, 1e6, &trace_gib))
                 return 2;
             break;
         case O_WIDTH:
@@ -350,11 +371,12 @@ int cmd_sim(int argc, char **argv)
             goto out;
         }
     }
-    if (trace && trace_too_big(trace, rep, hops, trace_gib))
+    /* every output is built in memory first (the trace within the limit); files are
+     * written only when all are ready */
+    if (trace && (rc = trace_render(trace, rep, hops, trace_gib, &texts[0], &lens[0])))
         goto out;
-    /* every output is built in memory first; files are written only when all are ready */
-    if ((trace && !(texts[0] = timeline_chrome_text(rep->tl, &lens[0]))) ||
-        (svg && !(texts[1] = sim_svg_text(rep, &lens[1])))) {
+    rc = 2;
+    if (svg && !(texts[1] = sim_svg_text(rep, &lens[1]))) {
         fprintf(stderr, "plumb: sim: out of memory\n");
         rc = 1;
         goto out;
