@@ -33,7 +33,7 @@ static const char *const usage =
     "  --trace-hops           and every ring hop of the all-reduces on its link track\n"
     "                         (the trace's and the Gantt's link rows)\n"
     "                         (2 (r - 1) x r per bucket among r replicas: large)\n"
-    "  --trace-limit GIB      refuse a trace estimated above GIB GiB (default 1)\n"
+    "  --trace-limit GIB      refuse a trace longer than GIB GiB (default 1)\n"
     "  --svg T.svg            write the timeline as an SVG picture\n"
     "  --gantt                print a text Gantt chart of the timeline\n"
     "  --width N              Gantt width in columns (default 100)\n"
