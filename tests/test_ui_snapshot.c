@@ -597,6 +597,45 @@ Test(ui_snapshot, export_over_the_trace_limit_writes_nothing)
     ui_app_free(&a);
 }
 
+/* A transformer's layout is simulated folded (one pipeline for its alike replicas, copied
+ * to the others: the same figures to rounding where rings mix): the export runs its plan
+ * in full, so the trace is plumb sim's of that plan byte for byte (without its 4-way data
+ * parallel ring hops). */
+Test(ui_snapshot, export_of_a_layout_is_the_unfolded_trace)
+{
+    layout3d_options o;
+    layout3d_options_init(&o);
+    o.gpus = 16, o.tp = 2, o.pp = 2, o.dp = 4;
+    o.global_batch = 32;
+    o.microbatch_size = 1;
+    ui_app a;
+    plumb_err e;
+    err_clear(&e);
+    cr_assert_eq(ui_app_open_model(&a, "examples/llm/gpt2.json", A100, &o, tmpdir, &e), 0,
+                 "%s", e.msg);
+    char *s = snap(&a, 200, 30, "e");
+    cr_assert(strstr(a.msg, "exported ") && !a.msg_err, "status: %s", a.msg);
+    free(s);
+    char stem[700], tp[800];
+    ui_app_stem(&a, stem, sizeof stem);
+    snprintf(tp, sizeof tp, "%s.trace.json", stem);
+    size_t flen, len;
+    char *file = file_read_all(tp, (size_t)1 << 30, "too large", &flen, &e);
+    cr_assert_not_null(file, "%s", e.msg);
+    sim_options so = a.cur.opt;
+    so.timeline = SIM_TIMELINE_NO_RING_HOPS;
+    sim_report *r = sim_run(a.cur.pl, &so, &e);
+    cr_assert_not_null(r, "%s", e.msg);
+    char *want = timeline_chrome_text(r->tl, &len);
+    cr_assert_not_null(want);
+    cr_expect(flen == len && !memcmp(file, want, len), "exported trace (%zu bytes) is not "
+              "plumb sim's (%zu bytes)", flen, len);
+    free(want);
+    free(file);
+    sim_report_free(r);
+    ui_app_free(&a);
+}
+
 /* The frame's figures and layout equal plumb sim --json of the plan it saves. */
 static void assert_saved_layout(const char *frame, int tp, int pp, int dp, int sp, int zero)
 {
