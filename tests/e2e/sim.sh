@@ -140,6 +140,19 @@ echo old >"$tmp/keep.json"
     && [ "$(count_x "$tmp/keep.json" F 1)" = 48 ] || fail "default trace within 0.002 GiB"
 expect_bad "--trace-limit" "$E" --trace-limit 0
 expect_bad "--trace-limit" "$E" --trace-limit x
+# the dashboard's export (`plumb ui PLAN --keys e`) writes the trace plumb sim writes of
+# the plan by default, byte for byte (the replicated plan's ring hops left out), and the
+# report and SVG beside it
+R=examples/plans/vgg16-hybrid-pipedream.json
+mkdir "$tmp/ui"
+"$PLUMB" ui "$R" --snapshot 200x30 --keys e -o "$tmp/ui" >"$tmp/out" 2>"$tmp/err" \
+    && grep -qF "exported $tmp/ui/vgg16-16gpu-pipedream.{report.json,trace.json,svg}" "$tmp/out" \
+    || fail "ui export: $(cat "$tmp/err") $(grep -F export "$tmp/out")"
+"$PLUMB" sim "$R" --trace "$tmp/ui.json" >/dev/null \
+    && cmp -s "$tmp/ui.json" "$tmp/ui/vgg16-16gpu-pipedream.trace.json" \
+    || fail "ui export: the trace is not plumb sim's"
+[ -s "$tmp/ui/vgg16-16gpu-pipedream.report.json" ] && [ -s "$tmp/ui/vgg16-16gpu-pipedream.svg" ] \
+    || fail "ui export: no report or SVG"
 
 # what-ifs: the straggler slows throughput; changes carry base, what-if and ratio
 "$PLUMB" sim "$E" --straggler 1=2 >"$tmp/out" || fail "straggler: exit $?"
