@@ -597,17 +597,24 @@ Test(ui_snapshot, export_over_the_trace_limit_writes_nothing)
     ui_app_free(&a);
 }
 
+/* Layout options tp x pp x dp on as many GPUs, global batch b, microbatch size 1. */
+static layout3d_options layout_of(int tp, int pp, int dp, int b)
+{
+    layout3d_options o;
+    layout3d_options_init(&o);
+    o.gpus = tp * pp * dp, o.tp = tp, o.pp = pp, o.dp = dp;
+    o.global_batch = b;
+    o.microbatch_size = 1;
+    return o;
+}
+
 /* A transformer's layout is simulated folded (one pipeline for its alike replicas, copied
  * to the others: the same figures to rounding where rings mix): the export runs its plan
  * in full, so the trace is plumb sim's of that plan byte for byte (without its 4-way data
  * parallel ring hops). */
 Test(ui_snapshot, export_of_a_layout_is_the_unfolded_trace)
 {
-    layout3d_options o;
-    layout3d_options_init(&o);
-    o.gpus = 16, o.tp = 2, o.pp = 2, o.dp = 4;
-    o.global_batch = 32;
-    o.microbatch_size = 1;
+    layout3d_options o = layout_of(2, 2, 4, 32);
     ui_app a;
     plumb_err e;
     err_clear(&e);
@@ -940,11 +947,7 @@ Test(ui_snapshot, layout3d_random_keys_keep_the_screen_and_the_settings_in_step)
     /* GPT-2 (12 layers, 12 heads: tp 8 is refused by the layout) on 64 A100s; each of
      * the two apps, one evaluating in the key and one on the worker, presses the same 400
      * random keys */
-    layout3d_options o;
-    layout3d_options_init(&o);
-    o.gpus = 64, o.tp = 2, o.pp = 4, o.dp = 8;
-    o.global_batch = 256;
-    o.microbatch_size = 1;
+    layout3d_options o = layout_of(2, 4, 8, 256);
     for (int async = 0; async < 2; async++) {
         ui_app a;
         plumb_err e;
