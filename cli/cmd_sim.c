@@ -33,7 +33,7 @@ static const char *const usage =
     "  --trace-hops           and every ring hop of the all-reduces on its link track\n"
     "                         (the trace's and the Gantt's link rows)\n"
     "                         (2 (r - 1) x r per bucket among r replicas: large)\n"
-    "  --trace-limit GIB      refuse a trace estimated above GIB GiB (default 1)\n"
+    "  --trace-limit GIB      refuse a trace longer than GIB GiB (default 1)\n"
     "  --svg T.svg            write the timeline as an SVG picture\n"
     "  --gantt                print a text Gantt chart of the timeline\n"
     "  --width N              Gantt width in columns (default 100)\n"
@@ -100,32 +100,193 @@ static int outputs_ok(const char *path, const plan *pl, const char *trace, const
     return 0;
 }
 
-/* 1, after one line on stderr naming the options that narrow it, when the trace of rep
- * would be over limit_gib GiB (timeline_chrome_size); else 0. Fewer iterations narrow it
- * only when the run did not have to raise them for its steady state. */
-static int trace_too_big(const char *trace, const sim_report *rep, int hops, double limit_gib)
+/* What the command line asked for (parse_args). */
+typedef struct sim_args {
+    sim_options o;
+    const char *path;                            /* the plan file */
+    const char *trace, *svg;                     /* output files, or NULL */
+    const char *strag;                           /* --straggler DEV=FACTOR, or NULL */
+    const char *bws[CLUSTER_MAX_LEVELS * 4];     /* --bandwidth LEVEL=GBPS, each */
+    int nbw, json, gantt, width, hops;
+    double trace_gib;                            /* --trace-limit */
+} sim_args;
+
+/* Parses argv into a. Returns -1 to go on, 0 after --help, 2 after one line on stderr. */
+static int parse_args(int argc, char **argv, sim_args *a)
 {
-    double est = timeline_chrome_size(rep->tl);
-    if (est <= limit_gib * 1073741824.0)
-        return 0;
-    int fewer_it = rep->iterations > 1 && rep->iterations <= rep->iterations_requested;
-    cli_fail("sim", "--trace %s: expected a trace of at most %g GiB (got about %.3g GiB, "
-             "%zu events); narrow it with %sfewer --microbatches%s, or raise --trace-limit GIB",
-             trace, limit_gib, est / 1073741824.0, rep->tl->n,
-             hops ? "no --trace-hops, " : "", fewer_it ? " or --iterations" : "");
-    return 1;
+    static const struct option longopts[] = {
+        {"schedule", required_argument, 0, O_SCHED},
+        {"microbatches", required_argument, 0, O_MB},
+        {"iterations", required_argument, 0, O_IT},
+        {"straggler", required_argument, 0, O_STRAG},
+        {"bandwidth", required_argument, 0, O_BW},
+        {"memory-limit", required_argument, 0, O_MEM},
+        {"json", no_argument, 0, O_JSON},
+        {"trace", required_argument, 0, O_TRACE},
+        {"svg", required_argument, 0, O_SVG},
+        {"gantt", no_argument, 0, O_GANTT},
+        {"width", required_argument, 0, O_WIDTH},
+        {"trace-hops", no_argument, 0, O_HOPS},
+        {"trace-limit", required_argument, 0, O_TLIMIT},
+        {"help", no_argument, 0, 'h'},
+        {0, 0, 0, 0},
+    };
+    memset(a, 0, sizeof *a);
+    sim_options_init(&a->o);
+    a->width = 100;
+    a->trace_gib = 1;
+    double gib;
+    optind = 0;
+    int c;
+    while ((c = cli_getopt("sim", argc, argv, "h", longopts)) != -1) {
+        switch (c) {
+        case 'h':
+            fputs(usage, stdout);
+            return 0;
+        case O_SCHED:
+            if ((a->o.schedule = sched_kind_parse(optarg)) < 0) {
+                char kinds[160];
+                return cli_fail("sim", "--schedule: expected %s (got \"%s\")",
+                                sched_kind_list(kinds, sizeof kinds, ", "), optarg);
+            }
+            break;
+        case O_MB:
+            if (cli_int("sim", "--microbatches", optarg, 1, 1 << 24, &a->o.microbatches))
+                return 2;
+            break;
+        case O_IT:
+            if (cli_int("sim", "--iterations", optarg, 1, 100000, &a->o.iterations))
+                return 2;
+            break;
+        case O_STRAG: a->strag = optarg; break;
+        case O_BW:
+            if (a->nbw == (int)(sizeof a->bws / sizeof a->bws[0]))
+                return cli_fail("sim", "--bandwidth: too many (at most %d)", a->nbw);
+            a->bws[a->nbw++] = optarg;
+            break;
+        case O_MEM:
+            if (cli_num("sim", "--memory-limit", optarg, 1, 1e6, &gib))
+                return 2;
+            a->o.memory_limit_bytes = gib * 1073741824.0;
+            break;
+        case O_JSON: a->json = 1; break;
+        case O_TRACE: a->trace = optarg; break;
+        case O_SVG: a->svg = optarg; break;
+        case O_GANTT: a->gantt = 1; break;
+        case O_HOPS: a->hops = 1; break;
+        case O_TLIMIT:
+            if (cli_num("sim", "--trace-limit", optarg, 1, 1e6, &a->trace_gib))
+                return 2;
+            break;
+        case O_WIDTH:
+            if (cli_int("sim", "--width", optarg, 20, 10000, &a->width))
+                return 2;
+            break;
+        default:
+            return 2;
+        }
+    }
+    if (optind + 1 != argc)
+        return cli_fail("sim", "expected one plan file (got %d arguments); see plumb sim "
+                        "--help", argc - optind);
+    a->path = argv[optind];
+    return -1;
 }
 
-/* The fewest characters the writer spends on one ring hop's event: its fixed text (146),
- * "AR s0", "allreduce" twice, the link's ends and the shortest numbers. */
-#define HOP_MIN_CHARS 200
+/* --straggler and --bandwidth into a->o, checked against pl's cluster. 0, or 2 after one
+ * line on stderr. */
+static int apply_whatifs(const plan *pl, sim_args *a)
+{
+    char name[256];
+    const char *v;
+    if (a->strag) {
+        int dev;
+        double f;
+        if (split_eq(a->strag, name, sizeof name, &v))
+            return cli_fail("sim", "--straggler: expected DEV=FACTOR, e.g. 3=2 (got \"%s\")",
+                            a->strag);
+        if (cli_int("sim", "--straggler DEV", name, 0, pl->clus->ndevices - 1, &dev) ||
+            cli_num("sim", "--straggler FACTOR", v, 1, 1e6, &f))
+            return 2;
+        a->o.straggler_device = dev;
+        a->o.straggler_factor = f;
+    }
+    for (int i = 0; i < a->nbw; i++) {
+        double g;
+        if (split_eq(a->bws[i], name, sizeof name, &v))
+            return cli_fail("sim", "--bandwidth: expected LEVEL=GBPS, e.g. 1=25 or "
+                            "ethernet=25 (got \"%s\")", a->bws[i]);
+        int lv = -1;
+        for (int l = 0; l < pl->clus->nlevels; l++)
+            if (strcmp(pl->clus->levels[l].name, name) == 0)
+                lv = l;
+        if (lv < 0) {
+            char *end;
+            long x = strtol(name, &end, 10);
+            if (*end || end == name || x < 0 || x >= pl->clus->nlevels)
+                return cli_fail("sim", "--bandwidth: expected a level index 0..%d or a level "
+                                "name of cluster \"%s\" (got \"%s\")", pl->clus->nlevels - 1,
+                                pl->clus->name, name);
+            lv = (int)x;
+        }
+        if (cli_num("sim", "--bandwidth GBPS", v, 1, BOUND_BW_BPS_MAX * 8 / 1e9, &g))
+            return 2;
+        if (g < BOUND_BW_BPS_MIN * 8 / 1e9)
+            return cli_fail("sim", "--bandwidth GBPS: expected a number from %g to %g (1 kbit/s "
+                            "to 100 Tbit/s) (got \"%s\")", BOUND_BW_BPS_MIN * 8 / 1e9,
+                            BOUND_BW_BPS_MAX * 8 / 1e9, v);
+        a->o.bandwidth_Bps[lv] = g * 1e9 / 8;
+    }
+    return 0;
+}
 
-/* With --trace-hops, before the hops are simulated: 1 (after trace_too_big's line) when
- * even a lower bound of the full trace is over the limit: the trace without hops (rep, run
- * without them) plus HOP_MIN_CHARS per hop, the hops being the links' transfers less the
- * point-to-point ones (a hop split over free lanes records one more event, so this counts
- * no more than the full timeline holds). Spares the full timeline's memory: ~48 bytes per
- * hop, 2.7 GB for gnmt on 4096 H100s. Else 0. */
+/* The trace of rep rendered within limit_gib GiB (timeline_chrome_render: the writer's own
+ * count, exact): 0 with *text (caller frees) and *len; 2 after one line on stderr naming its
+ * size and the options that narrow it when it is longer (nothing kept); 1 after "out of
+ * memory". Fewer iterations narrow it only when the run did not have to raise them for its
+ * steady state. */
+static int trace_render(const char *trace, const sim_report *rep, int hops, double limit_gib,
+                        char **text, size_t *len)
+{
+    double max = limit_gib * 1073741824.0; /* at least a byte: max 0 would mean no limit */
+    int rc = timeline_chrome_render(rep->tl, max < 1 ? 1 : (size_t)max, text, len);
+    if (rc < 0) {
+        fprintf(stderr, "plumb: sim: out of memory\n");
+        return 1;
+    }
+    if (rc == 0)
+        return 0;
+    int fewer_it = rep->iterations > 1 && rep->iterations <= rep->iterations_requested;
+    cli_fail("sim", "--trace %s: expected a trace of at most %g GiB (got %.3g GiB, %zu bytes, "
+             "%zu events); narrow it with %sfewer --microbatches%s, or raise --trace-limit GIB",
+             trace, limit_gib, (double)*len / 1073741824.0, *len, rep->tl->n,
+             hops ? "no --trace-hops, " : "", fewer_it ? " or --iterations" : "");
+    return 2;
+}
+
+/* The fewest bytes the trace writer spends on one ring hop: an all-reduce event of stage 0,
+ * microbatch 0, iteration 0, at time 0 for 0 s moving 0 bytes on the link 0->1, counted by
+ * the writer itself (the size of a one-link trace with that event less without it); 0 when
+ * out of memory. */
+static size_t hop_min_bytes(void)
+{
+    timeline *tl = timeline_new("sim");
+    int link = tl ? timeline_track(tl, TL_TRACK_LINK, 0, 1, NULL) : -1;
+    size_t without = link >= 0 ? timeline_chrome_size(tl) : 0, with = 0;
+    tl_event e = {.track = link, .kind = TL_ALLREDUCE, .peer_stage = -1};
+    if (without && !timeline_add(tl, &e))
+        with = timeline_chrome_size(tl);
+    timeline_free(tl);
+    return with > without ? with - without : 0;
+}
+
+/* With --trace-hops, before the hops are simulated: 1 (after one line on stderr) when the
+ * hops alone are over the limit at hop_min_bytes each, the hops being rep's links'
+ * transfers (rep run without them) less the point-to-point ones (a hop split over free
+ * lanes records one more event, so this counts no more than the full timeline holds).
+ * Spares the full timeline's memory: ~48 bytes per hop, 2.7 GB for gnmt on 4096 H100s. A
+ * bound, not the count: the hops' events do not exist yet; a trace under this bound but
+ * over the limit is refused by trace_render after the full run. Else 0. */
 static int hops_too_big(const char *trace, const sim_report *rep, double limit_gib)
 {
     long long hops = 0;
@@ -136,7 +297,7 @@ static int hops_too_big(const char *trace, const sim_report *rep, double limit_g
         hops -= (e->kind == TL_SEND_F || e->kind == TL_SEND_B) &&
                 rep->tl->tracks[e->track].kind == TL_TRACK_LINK;
     }
-    double low = timeline_chrome_size(rep->tl) + (double)(hops > 0 ? hops : 0) * HOP_MIN_CHARS;
+    double low = (double)(hops > 0 ? hops : 0) * (double)hop_min_bytes();
     if (low <= limit_gib * 1073741824.0)
         return 0;
     cli_fail("sim", "--trace %s: expected a trace of at most %g GiB (got at least %.3g GiB, "
@@ -165,246 +326,134 @@ static int hops_refused(const plan *pl, const sim_options *o, const char *path,
     return refused;
 }
 
-int cmd_sim(int argc, char **argv)
+/* The runs: *rep as asked and, with what-ifs, *base as written and *ch what changed
+ * (caller frees all three). 0, or 2 (1 out of memory) after one line on stderr. */
+static int run_all(const plan *pl, sim_args *a, sim_report **rep, sim_report **base,
+                   sim_changes *ch)
 {
-    static const struct option longopts[] = {
-        {"schedule", required_argument, 0, O_SCHED},
-        {"microbatches", required_argument, 0, O_MB},
-        {"iterations", required_argument, 0, O_IT},
-        {"straggler", required_argument, 0, O_STRAG},
-        {"bandwidth", required_argument, 0, O_BW},
-        {"memory-limit", required_argument, 0, O_MEM},
-        {"json", no_argument, 0, O_JSON},
-        {"trace", required_argument, 0, O_TRACE},
-        {"svg", required_argument, 0, O_SVG},
-        {"gantt", no_argument, 0, O_GANTT},
-        {"width", required_argument, 0, O_WIDTH},
-        {"trace-hops", no_argument, 0, O_HOPS},
-        {"trace-limit", required_argument, 0, O_TLIMIT},
-        {"help", no_argument, 0, 'h'},
-        {0, 0, 0, 0},
-    };
-    sim_malloc_for_one_run(); /* one plan, one run, then the process exits */
-    sim_options o;
-    sim_options_init(&o);
-    const char *trace = NULL, *svg = NULL;
-    const char *strag = NULL, *bws[CLUSTER_MAX_LEVELS * 4];
-    int nbw = 0, json = 0, gantt = 0, width = 100, hops = 0;
-    double gib = 0, trace_gib = 1;
-    optind = 0;
-    int c;
-    while ((c = cli_getopt("sim", argc, argv, "h", longopts)) != -1) {
-        switch (c) {
-        case 'h':
-            fputs(usage, stdout);
-            return 0;
-        case O_SCHED:
-            if ((o.schedule = sched_kind_parse(optarg)) < 0) {
-                char kinds[160];
-                return cli_fail("sim", "--schedule: expected %s (got \"%s\")",
-                                sched_kind_list(kinds, sizeof kinds, ", "), optarg);
-            }
-            break;
-        case O_MB:
-            if (cli_int("sim", "--microbatches", optarg, 1, 1 << 24, &o.microbatches))
-                return 2;
-            break;
-        case O_IT:
-            if (cli_int("sim", "--iterations", optarg, 1, 100000, &o.iterations))
-                return 2;
-            break;
-        case O_STRAG:
-            strag = optarg;
-            break;
-        case O_BW:
-            if (nbw == (int)(sizeof bws / sizeof bws[0]))
-                return cli_fail("sim", "--bandwidth: too many (at most %d)", nbw);
-            bws[nbw++] = optarg;
-            break;
-        case O_MEM:
-            if (cli_num("sim", "--memory-limit", optarg, 1, 1e6, &gib))
-                return 2;
-            o.memory_limit_bytes = gib * 1073741824.0;
-            break;
-        case O_JSON:
-            json = 1;
-            break;
-        case O_TRACE:
-            trace = optarg;
-            break;
-        case O_SVG:
-            svg = optarg;
-            break;
-        case O_GANTT:
-            gantt = 1;
-            break;
-        case O_HOPS:
-            hops = 1;
-            break;
-        case O_TLIMIT:
-            if (cli_num("sim", "--trace-limit", optarg, 1e-6, 1e6, &trace_gib))
-                return 2;
-            break;
-        case O_WIDTH:
-            if (cli_int("sim", "--width", optarg, 20, 10000, &width))
-                return 2;
-            break;
-        default:
-            return 2;
-        }
-    }
-    if (optind + 1 != argc)
-        return cli_fail("sim", "expected one plan file (got %d arguments); see plumb sim "
-                        "--help", argc - optind);
-    const char *path = argv[optind];
     plumb_err err;
     err_clear(&err);
-    plan *pl = plan_load(path, &err);
+    /* the ring hops (2 (r - 1) x r per bucket) only when asked for: the collective tracks
+     * hold each all-reduce (the SVG draws no hops either way) */
+    if (a->trace || a->svg || a->gantt)
+        a->o.timeline = a->hops ? SIM_TIMELINE_FULL : SIM_TIMELINE_NO_RING_HOPS;
+    if (a->o.schedule >= 0 && sched_kind_chunked((sched_kind)a->o.schedule) && pl->chunks < 2)
+        return cli_fail("sim", "--schedule: %s needs a plan with 2 or more chunks (stages) per "
+                        "device (the plan has %d; with one stage per device use 1f1b-flush)",
+                        sched_kind_name((sched_kind)a->o.schedule), pl->chunks);
+    if (a->trace && a->hops && hops_refused(pl, &a->o, a->path, a->trace, a->trace_gib))
+        return 2;
+    if (!(*rep = sim_run(pl, &a->o, &err))) {
+        fprintf(stderr, "plumb: %s: %s\n", a->path, err.msg);
+        return 2;
+    }
+    if (!sim_options_has_whatif(&a->o))
+        return 0;
+    sim_options b;
+    sim_options_init(&b);
+    b.iterations = a->o.iterations;
+    if (!(*base = sim_run(pl, &b, &err))) {
+        fprintf(stderr, "plumb: %s: base run: %s\n", a->path, err.msg);
+        return 2;
+    }
+    if (sim_compare(*base, *rep, ch)) {
+        fprintf(stderr, "plumb: sim: out of memory\n");
+        return 1;
+    }
+    return 0;
+}
+
+/* Every output built in memory before any is written: texts[0] the trace (within the
+ * limit), texts[1] the SVG, *jtext the JSON report (each NULL when not asked; caller
+ * frees). 0, or 2 / 1 (out of memory) after one line on stderr. */
+static int build_outputs(const sim_args *a, const sim_report *rep, const sim_report *base,
+                         const sim_changes *ch, char *texts[2], size_t lens[2], char **jtext)
+{
+    int rc;
+    if (a->trace && (rc = trace_render(a->trace, rep, a->hops, a->trace_gib, &texts[0],
+                                       &lens[0])))
+        return rc;
+    if (a->svg && !(texts[1] = sim_svg_text(rep, &lens[1]))) {
+        fprintf(stderr, "plumb: sim: out of memory\n");
+        return 1;
+    }
+    if (a->json) {
+        cJSON *j = sim_report_to_json(rep, base ? ch : NULL, a->path);
+        *jtext = j ? cJSON_Print(j) : NULL;
+        cJSON_Delete(j);
+        if (!*jtext) {
+            fprintf(stderr, "plumb: sim: out of memory\n");
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* Writes the files (only when the plan as written fits) and prints the report and the
+ * Gantt. 0; 2 when a file cannot be written or the plan does not fit (one line on
+ * stderr). */
+static int write_outputs(const sim_args *a, const sim_report *rep,
+                         const sim_report *base, const sim_changes *ch, char *const texts[2],
+                         const size_t lens[2], const char *jtext)
+{
+    plumb_err err;
+    err_clear(&err);
+    /* a plan that does not fit as written is bad input (README): the report still shows
+     * where, no file is written, exit 2 */
+    char nofit[PLUMB_ERR_MAX + 256];
+    int fits = plan_fits(a->path, base ? base : rep, nofit, sizeof nofit);
+    const char *paths[2] = {fits ? a->trace : NULL, fits ? a->svg : NULL};
+    const char *data[2] = {texts[0], texts[1]};
+    if (files_write_atomic(2, paths, data, lens, &err)) {
+        err_print(&err);
+        return 2;
+    }
+    if (a->json) {
+        fputs(jtext, stdout);
+        fputc('\n', stdout);
+    } else {
+        printf("plumb sim: %s\n", a->path);
+        sim_print_report(rep, base ? ch : NULL, stdout);
+        if (a->trace && fits)
+            printf("\ntrace written to %s (open in https://ui.perfetto.dev)\n", a->trace);
+        if (a->svg && fits)
+            printf("timeline written to %s\n", a->svg);
+    }
+    if (a->gantt) {
+        FILE *g = a->json ? stderr : stdout;
+        fputc('\n', g);
+        sim_print_gantt(rep, a->width, g);
+    }
+    if (fits)
+        return 0;
+    fflush(stdout);
+    fprintf(stderr, "%s\n", nofit);
+    return 2;
+}
+
+int cmd_sim(int argc, char **argv)
+{
+    sim_malloc_for_one_run(); /* one plan, one run, then the process exits */
+    sim_args a;
+    int rc = parse_args(argc, argv, &a);
+    if (rc >= 0)
+        return rc;
+    plumb_err err;
+    err_clear(&err);
+    plan *pl = plan_load(a.path, &err);
     if (!pl) {
         err_print(&err);
         return 2;
     }
-    int rc = 2;
     sim_report *base = NULL, *rep = NULL;
     sim_changes ch = {0};
-    char *texts[2] = {NULL, NULL};
+    char *texts[2] = {NULL, NULL}, *jtext = NULL;
     size_t lens[2] = {0, 0};
-    char name[256];
-    const char *v;
-    if (strag) {
-        int dev;
-        double f;
-        if (split_eq(strag, name, sizeof name, &v)) {
-            cli_fail("sim", "--straggler: expected DEV=FACTOR, e.g. 3=2 (got \"%s\")", strag);
-            goto out;
-        }
-        if (cli_int("sim", "--straggler DEV", name, 0, pl->clus->ndevices - 1, &dev) ||
-            cli_num("sim", "--straggler FACTOR", v, 1, 1e6, &f))
-            goto out;
-        o.straggler_device = dev;
-        o.straggler_factor = f;
-    }
-    for (int i = 0; i < nbw; i++) {
-        double g;
-        if (split_eq(bws[i], name, sizeof name, &v)) {
-            cli_fail("sim", "--bandwidth: expected LEVEL=GBPS, e.g. 1=25 or ethernet=25 "
-                     "(got \"%s\")", bws[i]);
-            goto out;
-        }
-        int lv = -1;
-        for (int l = 0; l < pl->clus->nlevels; l++)
-            if (strcmp(pl->clus->levels[l].name, name) == 0)
-                lv = l;
-        if (lv < 0) {
-            char *end;
-            long x = strtol(name, &end, 10);
-            if (*end || end == name || x < 0 || x >= pl->clus->nlevels) {
-                cli_fail("sim", "--bandwidth: expected a level index 0..%d or a level name "
-                         "of cluster \"%s\" (got \"%s\")", pl->clus->nlevels - 1,
-                         pl->clus->name, name);
-                goto out;
-            }
-            lv = (int)x;
-        }
-        if (cli_num("sim", "--bandwidth GBPS", v, 1, BOUND_BW_BPS_MAX * 8 / 1e9, &g))
-            goto out;
-        if (g < BOUND_BW_BPS_MIN * 8 / 1e9) {
-            cli_fail("sim", "--bandwidth GBPS: expected a number from %g to %g (1 kbit/s to "
-                     "100 Tbit/s) (got \"%s\")", BOUND_BW_BPS_MIN * 8 / 1e9,
-                     BOUND_BW_BPS_MAX * 8 / 1e9, v);
-            goto out;
-        }
-        o.bandwidth_Bps[lv] = g * 1e9 / 8;
-    }
-    if (outputs_ok(path, pl, trace, svg))
-        goto out;
-    /* the ring hops (2 (r - 1) x r per bucket) only when asked for: the collective tracks
-     * hold each all-reduce (the SVG draws no hops either way) */
-    if (trace || svg || gantt)
-        o.timeline = hops ? SIM_TIMELINE_FULL : SIM_TIMELINE_NO_RING_HOPS;
-    if (o.schedule >= 0 && sched_kind_chunked((sched_kind)o.schedule) && pl->chunks < 2) {
-        cli_fail("sim", "--schedule: %s needs a plan with 2 or more chunks (stages) per device "
-                 "(the plan has %d; with one stage per device use 1f1b-flush)",
-                 sched_kind_name((sched_kind)o.schedule), pl->chunks);
-        goto out;
-    }
-    if (trace && hops && hops_refused(pl, &o, path, trace, trace_gib))
-        goto out;
-    rep = sim_run(pl, &o, &err);
-    if (!rep) {
-        fprintf(stderr, "plumb: %s: %s\n", path, err.msg);
-        goto out;
-    }
-    if (sim_options_has_whatif(&o)) {
-        sim_options b;
-        sim_options_init(&b);
-        b.iterations = o.iterations;
-        base = sim_run(pl, &b, &err);
-        if (!base) {
-            fprintf(stderr, "plumb: %s: base run: %s\n", path, err.msg);
-            goto out;
-        }
-        if (sim_compare(base, rep, &ch)) {
-            fprintf(stderr, "plumb: sim: out of memory\n");
-            rc = 1;
-            goto out;
-        }
-    }
-    if (trace && trace_too_big(trace, rep, hops, trace_gib))
-        goto out;
-    /* every output is built in memory first; files are written only when all are ready */
-    if ((trace && !(texts[0] = timeline_chrome_text(rep->tl, &lens[0]))) ||
-        (svg && !(texts[1] = sim_svg_text(rep, &lens[1])))) {
-        fprintf(stderr, "plumb: sim: out of memory\n");
-        rc = 1;
-        goto out;
-    }
-    char *jtext = NULL;
-    if (json) {
-        cJSON *j = sim_report_to_json(rep, base ? &ch : NULL, path);
-        jtext = j ? cJSON_Print(j) : NULL;
-        cJSON_Delete(j);
-        if (!jtext) {
-            fprintf(stderr, "plumb: sim: out of memory\n");
-            rc = 1;
-            goto out;
-        }
-    }
-    /* a plan that does not fit as written is bad input (README): the report still shows
-     * where, no file is written, exit 2 */
-    char nofit[PLUMB_ERR_MAX + 256];
-    int fits = plan_fits(path, base ? base : rep, nofit, sizeof nofit);
-    const char *paths[2] = {fits ? trace : NULL, fits ? svg : NULL};
-    const char *data[2] = {texts[0], texts[1]};
-    if (files_write_atomic(2, paths, data, lens, &err)) {
-        err_print(&err);
-        free(jtext);
-        goto out;
-    }
-    if (json) {
-        fputs(jtext, stdout);
-        fputc('\n', stdout);
-        free(jtext);
-    } else {
-        printf("plumb sim: %s\n", path);
-        sim_print_report(rep, base ? &ch : NULL, stdout);
-        if (trace && fits)
-            printf("\ntrace written to %s (open in https://ui.perfetto.dev)\n", trace);
-        if (svg && fits)
-            printf("timeline written to %s\n", svg);
-    }
-    if (gantt) {
-        FILE *g = json ? stderr : stdout;
-        fputc('\n', g);
-        sim_print_gantt(rep, width, g);
-    }
-    rc = 0;
-    if (!fits) {
-        fflush(stdout);
-        fprintf(stderr, "%s\n", nofit);
-        rc = 2;
-    }
-out:
+    if (!(rc = apply_whatifs(pl, &a)) && !(rc = outputs_ok(a.path, pl, a.trace, a.svg)) &&
+        !(rc = run_all(pl, &a, &rep, &base, &ch)) &&
+        !(rc = build_outputs(&a, rep, base, &ch, texts, lens, &jtext)))
+        rc = write_outputs(&a, rep, base, &ch, texts, lens, jtext);
+    free(jtext);
     free(texts[0]);
     free(texts[1]);
     sim_changes_free(&ch);

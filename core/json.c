@@ -445,23 +445,32 @@ static int exact_numbers(cJSON *n)
     return 0;
 }
 
-int json_save_file(const char *path, const cJSON *root, plumb_err *err)
+char *json_text_exact(const cJSON *root, size_t *len)
 {
     cJSON *copy = cJSON_Duplicate(root, 1);
     if (!copy || exact_numbers(copy)) {
         cJSON_Delete(copy);
-        return err_set(err, path, NULL, "out of memory while formatting JSON");
+        return NULL;
     }
     char *text = cJSON_Print(copy);
     cJSON_Delete(copy);
-    if (!text) return err_set(err, path, NULL, "out of memory while formatting JSON");
+    if (!text) return NULL;
     size_t n = strlen(text);
     char *withnl = realloc(text, n + 2);
-    if (!withnl) { free(text); return err_set(err, path, NULL, "out of memory"); }
+    if (!withnl) { free(text); return NULL; }
     withnl[n] = '\n';
     withnl[n + 1] = '\0';
-    int rc = file_write_atomic(path, withnl, n + 1, err);
-    free(withnl);
+    *len = n + 1;
+    return withnl;
+}
+
+int json_save_file(const char *path, const cJSON *root, plumb_err *err)
+{
+    size_t n;
+    char *text = json_text_exact(root, &n);
+    if (!text) return err_set(err, path, NULL, "out of memory while formatting JSON");
+    int rc = file_write_atomic(path, text, n, err);
+    free(text);
     return rc;
 }
 

@@ -94,6 +94,11 @@ int file_write_atomic(const char *path, const char *data, size_t len, plumb_err 
 int files_write_atomic(int n, const char *const *paths, const char *const *data,
                        const size_t *lens, plumb_err *err);
 
+/* The text json_save_file writes of root: formatted, every number that %.15g would not read
+ * back exactly in 17 digits, a trailing newline. Returns it (caller frees) with *len its
+ * length, or NULL when out of memory. */
+char *json_text_exact(const cJSON *root, size_t *len);
+
 /* Prints root (formatted) and writes it atomically to path, with a trailing newline. */
 int json_save_file(const char *path, const cJSON *root, plumb_err *err);
 

@@ -1,19 +1,27 @@
 /* strbuf.h: a growable text buffer for the writers that build a whole file in memory
- * before writing it atomically (Chrome trace, SVG pictures). */
+ * before writing it atomically (Chrome trace, SVG pictures). It can also count: the same
+ * writer's code then measures its text without storing it, so a size check before writing
+ * is the writer's own count and cannot drift from what it writes. */
 #ifndef PLUMB_STRBUF_H
 #define PLUMB_STRBUF_H
 
 #include <stddef.h>
 
 typedef struct sbuf {
-    char *p;      /* the text, NUL-terminated once anything was written; owned (free it) */
-    size_t n;     /* bytes written, excluding the NUL */
+    char *p;      /* the text, NUL-terminated once anything was written; owned (free it);
+                     NULL while counting */
+    size_t n;     /* bytes written (or counted), excluding the NUL */
     size_t cap;   /* bytes allocated */
     int oom;      /* set when memory ran out: later writes are ignored */
+    int counting; /* 1: nothing is stored, n counts the bytes each write would add */
+    size_t max;   /* > 0: once the text would be longer than max bytes, it is freed and the
+                     buffer counts from then on (the caller learns the whole length in one
+                     pass without holding more than max bytes) */
 } sbuf;
 
-/* Appends printf-style text, growing the buffer (a zeroed sbuf is a valid empty one).
- * Out of memory sets b->oom and drops this and every later write. */
+/* Appends printf-style text, growing the buffer (a zeroed sbuf is a valid empty one), or
+ * only counts it (see counting, max). Out of memory sets b->oom and drops this and every
+ * later write. */
 void sbuf_printf(sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 #endif

@@ -368,29 +368,28 @@ static int write_flows(const timeline *tl, const int *tid, sbuf *b)
     return 0;
 }
 
-char *timeline_chrome_text(const timeline *tl, size_t *len)
+/* Writes (or, b->counting, counts) the whole trace of tl into b: the one place that knows
+ * the format. Out of memory sets b->oom. */
+static void chrome_emit(const timeline *tl, sbuf *b)
 {
-    sbuf b = {.cap = 4096 + tl->n * 200};
-    b.p = malloc(b.cap);
     int *tid = track_tids(tl);
-    if (!b.p || !tid) {
-        free(b.p);
-        free(tid);
-        return NULL;
+    if (!tid) {
+        b->oom = 1;
+        return;
     }
-    sbuf_printf(&b, "{\"displayTimeUnit\": \"ms\",\n\"otherData\": {\"format\": ");
-    sb_str(&b, TRACE_FORMAT);
-    sbuf_printf(&b, ", \"source\": ");
-    sb_str(&b, tl->source);
+    sbuf_printf(b, "{\"displayTimeUnit\": \"ms\",\n\"otherData\": {\"format\": ");
+    sb_str(b, TRACE_FORMAT);
+    sbuf_printf(b, ", \"source\": ");
+    sb_str(b, tl->source);
     if (tl->model) {
-        sbuf_printf(&b, ", \"model\": ");
-        sb_str(&b, tl->model);
+        sbuf_printf(b, ", \"model\": ");
+        sb_str(b, tl->model);
     }
     for (int i = 0; i < tl->nstage_layers; i++)
-        sbuf_printf(&b, "%s[%d, %d]%s", i ? ", " : ", \"stage_layers\": [",
+        sbuf_printf(b, "%s[%d, %d]%s", i ? ", " : ", \"stage_layers\": [",
                     tl->stage_layers[2 * i], tl->stage_layers[2 * i + 1],
                     i == tl->nstage_layers - 1 ? "]" : "");
-    sbuf_printf(&b, ", \"time_unit\": \"us\"},\n\"traceEvents\": [\n");
+    sbuf_printf(b, ", \"time_unit\": \"us\"},\n\"traceEvents\": [\n");
     static const char *const pnames[] = {"", "devices", "collectives", "links"};
     int used[4] = {0};
     for (int i = 0; i < tl->ntracks; i++)
@@ -399,26 +398,26 @@ char *timeline_chrome_text(const timeline *tl, size_t *len)
     for (int p = 1; p <= 3; p++) {
         if (!used[p])
             continue;
-        sbuf_printf(&b, "%s{\"name\": \"process_name\", \"ph\": \"M\", \"pid\": %d, \"tid\": 0, "
+        sbuf_printf(b, "%s{\"name\": \"process_name\", \"ph\": \"M\", \"pid\": %d, \"tid\": 0, "
                   "\"args\": {\"name\": \"%s\"}},\n", sep, p, pnames[p]);
-        sbuf_printf(&b, "{\"name\": \"process_sort_index\", \"ph\": \"M\", \"pid\": %d, "
+        sbuf_printf(b, "{\"name\": \"process_sort_index\", \"ph\": \"M\", \"pid\": %d, "
                   "\"tid\": 0, \"args\": {\"sort_index\": %d}}", p, p);
         sep = ",\n";
     }
     for (int i = 0; i < tl->ntracks; i++) {
         const tl_track *t = &tl->tracks[i];
         int pid = track_pid(t);
-        sbuf_printf(&b, "%s{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": %d, \"tid\": %d, "
+        sbuf_printf(b, "%s{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": %d, \"tid\": %d, "
                   "\"args\": {\"name\": ", sep, pid, tid[i]);
-        sb_str(&b, t->name);
-        sbuf_printf(&b, ", \"track\": \"%s\", \"device\": %d, \"peer\": %d",
+        sb_str(b, t->name);
+        sbuf_printf(b, ", \"track\": \"%s\", \"device\": %d, \"peer\": %d",
                   track_kind_names[t->kind], t->device, t->peer);
         if (t->kind == TL_TRACK_DEVICE && t->peak_bytes >= 0)
-            sbuf_printf(&b, ", \"peak_memory_bytes\": %.17g", t->peak_bytes);
+            sbuf_printf(b, ", \"peak_memory_bytes\": %.17g", t->peak_bytes);
         if (t->tp_rank > 0)
-            sbuf_printf(&b, ", \"tp_rank\": %d", t->tp_rank);
-        sbuf_printf(&b, "}},\n");
-        sbuf_printf(&b, "{\"name\": \"thread_sort_index\", \"ph\": \"M\", \"pid\": %d, "
+            sbuf_printf(b, ", \"tp_rank\": %d", t->tp_rank);
+        sbuf_printf(b, "}},\n");
+        sbuf_printf(b, "{\"name\": \"thread_sort_index\", \"ph\": \"M\", \"pid\": %d, "
                   "\"tid\": %d, \"args\": {\"sort_index\": %d}}", pid, tid[i], i);
         sep = ",\n";
     }
@@ -426,7 +425,7 @@ char *timeline_chrome_text(const timeline *tl, size_t *len)
     for (size_t i = 0; i < tl->n; i++) {
         const tl_event *e = &tl->ev[i];
         const tl_track *t = &tl->tracks[e->track];
-        sbuf_printf(&b, "%s{\"name\": \"%s\", \"cat\": \"%s\", \"ph\": \"X\", \"ts\": %.3f, "
+        sbuf_printf(b, "%s{\"name\": \"%s\", \"cat\": \"%s\", \"ph\": \"X\", \"ts\": %.3f, "
                   "\"dur\": %.3f, \"pid\": %d, \"tid\": %d, \"args\": {\"stage\": %d, "
                   "\"microbatch\": %d, \"kind\": \"%s\", \"iteration\": %d, "
                   "\"bytes\": %.17g",
@@ -434,145 +433,64 @@ char *timeline_chrome_text(const timeline *tl, size_t *len)
                   e->start_s * 1e6, e->dur_s * 1e6, track_pid(t), tid[e->track], e->stage,
                   e->microbatch, tl_kind_name(e->kind), e->iteration, e->bytes);
         if (e->peer_stage >= 0)
-            sbuf_printf(&b, ", \"peer_stage\": %d", e->peer_stage);
+            sbuf_printf(b, ", \"peer_stage\": %d", e->peer_stage);
         if (t->kind == TL_TRACK_LINK)
-            sbuf_printf(&b, ", \"src\": %d, \"dst\": %d", t->device, t->peer);
-        sbuf_printf(&b, "}}");
+            sbuf_printf(b, ", \"src\": %d, \"dst\": %d", t->device, t->peer);
+        sbuf_printf(b, "}}");
         sep = ",\n";
     }
-    if (*sep && write_flows(tl, tid, &b))
-        b.oom = 1;
+    if (*sep && write_flows(tl, tid, b))
+        b->oom = 1;
     for (size_t i = 0; *sep && i < tl->ncounters; i++) {
         const tl_counter *c = &tl->counters[i];
         if (c->track < 0 || c->track >= tl->ntracks)
             continue;
-        sbuf_printf(&b, ",\n{\"name\": \"memory d%d\", \"ph\": \"C\", \"ts\": %.3f, "
+        sbuf_printf(b, ",\n{\"name\": \"memory d%d\", \"ph\": \"C\", \"ts\": %.3f, "
                     "\"pid\": %d, \"tid\": %d, \"args\": {\"bytes\": %.17g}}",
                     tl->tracks[c->track].device, c->t_s * 1e6, PID_DEVICES, tid[c->track],
                     c->bytes);
     }
-    sbuf_printf(&b, "\n]}\n");
+    sbuf_printf(b, "\n]}\n");
     free(tid);
+}
+
+int timeline_chrome_render(const timeline *tl, size_t max, char **text, size_t *len)
+{
+    sbuf b = {.cap = 4096 + tl->n * 200, .max = max};
+    if (max && b.cap > max + 1)
+        b.cap = max + 1;
+    *text = NULL;
+    *len = 0;
+    if (!(b.p = malloc(b.cap)))
+        return -1;
+    chrome_emit(tl, &b);
     if (b.oom) {
         free(b.p);
+        return -1;
+    }
+    *len = b.n;
+    if (b.counting)
+        return 1;
+    *text = b.p;
+    return 0;
+}
+
+char *timeline_chrome_text(const timeline *tl, size_t *len)
+{
+    char *text;
+    size_t n;
+    if (timeline_chrome_render(tl, 0, &text, &n))
         return NULL;
-    }
     if (len)
-        *len = b.n;
-    return b.p;
+        *len = n;
+    return text;
 }
 
-/* --- size bound: what timeline_chrome_text would write, counted without writing --------- */
-
-/* Characters of %d of v. */
-static int dig_int(long long v)
+size_t timeline_chrome_size(const timeline *tl)
 {
-    int n = v < 0 ? 2 : 1;
-    for (v = v < 0 ? -v : v; v >= 10; v /= 10)
-        n++;
-    return n;
-}
-
-/* At most the characters of %.3f of x. */
-static int dig_fixed3(double x)
-{
-    if (!isfinite(x))
-        return 5;
-    int n = x < 0 ? 6 : 5;  /* sign, one integer digit, ".ddd"; 9.9996 prints as 10.000 */
-    for (x = fabs(x) + 0.0005; x >= 10; x /= 10)
-        n++;
-    return n;
-}
-
-/* At most the characters of %.17g of x: an integer below 1e17 as its digits, else 24. */
-static int dig_g17(double x)
-{
-    if (isfinite(x) && x == floor(x) && fabs(x) < 1e17)
-        return dig_int((long long)x);
-    return 24;
-}
-
-/* The characters of tl_event_name(e). */
-static int name_len(const tl_event *e)
-{
-    switch (e->kind) {
-    case TL_F: case TL_B: case TL_I: case TL_W:
-        return 3 + dig_int(e->microbatch) + dig_int(e->stage);
-    case TL_SEND_F: case TL_SEND_B:
-        return 5 + dig_int(e->microbatch) + dig_int(e->stage) + dig_int(e->peer_stage);
-    case TL_ALLREDUCE:
-        return 4 + dig_int(e->stage);
-    case TL_STEP:
-        return 6 + dig_int(e->stage);
-    case TL_TP_ALLREDUCE: case TL_TP_REDUCE_SCATTER: case TL_TP_ALL_GATHER:
-        return 7 + (e->microbatch >= 0 ? dig_int(e->microbatch) : 0) + dig_int(e->stage);
-    default:
-        return 3 + dig_int(e->stage);
-    }
-}
-
-/* At most the characters of s written by sb_str (6 per control character, quotes). */
-static double str_bound(const char *s)
-{
-    return s ? 2 + 6.0 * (double)strlen(s) : 2;
-}
-
-double timeline_chrome_size(const timeline *tl)
-{
-    int *tdig = malloc(((size_t)tl->ntracks + 1) * sizeof *tdig);
-    if (!tdig)
-        return INFINITY;
-    double n = 512 + str_bound(tl->source) + str_bound(tl->model) +
-               tl->nstage_layers * (6.0 + 2 * 11) + 8;
-    for (int i = 0; i < 3; i++)  /* process metadata: two lines of < 160 characters */
-        n += 320;
-    for (int i = 0; i < tl->ntracks; i++) {
-        const tl_track *t = &tl->tracks[i];
-        tdig[i] = t->kind == TL_TRACK_LINK ? dig_int(tl->ntracks)
-                                           : dig_int(t->device + (long long)TL_TID_TP_STRIDE *
-                                                                   t->tp_rank);
-        /* two metadata lines: 170 characters of text besides these fields */
-        n += 170 + 3 * tdig[i] + str_bound(t->name) + 12 + dig_int(t->device) +
-             dig_int(t->peer) + 24 + 24 + 16 + dig_int(t->tp_rank) + 16 + dig_int(i);
-    }
-    size_t flows = 0;
-    int tmax = 1;
-    for (int i = 0; i < tl->ntracks; i++)
-        tmax = tdig[i] > tmax ? tdig[i] : tmax;
-    int tsmax = dig_fixed3(timeline_end(tl) * 1e6);
-    for (size_t i = 0; i < tl->n; i++) {
-        const tl_event *e = &tl->ev[i];
-        int ok = e->track >= 0 && e->track < tl->ntracks;
-        const tl_track *t = ok ? &tl->tracks[e->track] : NULL;
-        int kl = (int)strlen(tl_kind_name(e->kind));
-        int td = ok ? tdig[e->track] : 11;
-        /* 144 characters of text besides the fields, "}}", the receiving stage's and the
-         * link's ends */
-        n += 146 + name_len(e) + 2 * kl + dig_fixed3(e->start_s * 1e6) +
-             dig_fixed3(e->dur_s * 1e6) + 1 + td + dig_int(e->stage) + dig_int(e->microbatch) +
-             dig_int(e->iteration) + dig_g17(e->bytes);
-        if (e->peer_stage >= 0)
-            n += 16 + dig_int(e->peer_stage);
-        if (t && t->kind == TL_TRACK_LINK) {
-            n += 18 + dig_int(t->device) + dig_int(t->peer);
-            if (e->kind == TL_SEND_F || e->kind == TL_SEND_B) {
-                /* a flow pair: 167 characters of text, both ends' fields (the receiver
-                 * ends by the timeline's end, on a track of at most tmax digits) */
-                flows++;
-                n += 167 + 2 * name_len(e) + 2 * dig_int((long long)flows) +
-                     dig_fixed3((e->start_s + e->dur_s) * 1e6) + tsmax + 2 + td + tmax;
-            }
-        }
-    }
-    for (size_t i = 0; i < tl->ncounters; i++) {
-        const tl_counter *c = &tl->counters[i];
-        int ok = c->track >= 0 && c->track < tl->ntracks;
-        if (ok)  /* 80 characters of text besides the fields */
-            n += 80 + dig_int(tl->tracks[c->track].device) + dig_fixed3(c->t_s * 1e6) + 1 +
-                 tdig[c->track] + dig_g17(c->bytes);
-    }
-    free(tdig);
-    return n;
+    sbuf b = {.counting = 1};
+    chrome_emit(tl, &b);
+    return b.oom ? 0 : b.n;
 }
 
 int timeline_write_chrome(const timeline *tl, const char *path, plumb_err *err)

@@ -132,12 +132,17 @@ double timeline_end(const timeline *tl);
  * a counter event ("C", "memory dN", args {"bytes": ...}) per memory sample. */
 char *timeline_chrome_text(const timeline *tl, size_t *len);
 
-/* At least the length in bytes of timeline_chrome_text(tl), counted from the events'
- * fields without writing them (O(events + tracks), no text): each number's digits, each
- * name's longest escaping, a flow for every transfer on a link, a fractional byte count as
- * 24 characters. Within a few per cent of the text for the simulator's traces
- * (docs/formats.md); INFINITY when out of memory. */
-double timeline_chrome_size(const timeline *tl);
+/* The same text, built only when it is at most max bytes long (max 0: any length), in one
+ * pass of the writer: returns 0 with *text (caller frees) and *len its length; 1 when it
+ * would be longer than max, with *text NULL and *len its exact length (the writer counts
+ * on without storing once past max, so no more than max + 1 bytes are held); -1 when out
+ * of memory (*text NULL). */
+int timeline_chrome_render(const timeline *tl, size_t max, char **text, size_t *len);
+
+/* The exact length in bytes of timeline_chrome_text(tl): the writer's own code run in a
+ * counting buffer (strbuf.h), which formats every field but stores nothing. 0 when out of
+ * memory (the text is never empty). */
+size_t timeline_chrome_size(const timeline *tl);
 
 /* Writes tl as Chrome trace-event JSON to path atomically. Returns 0, or -1 with err. */
 int timeline_write_chrome(const timeline *tl, const char *path, plumb_err *err);

@@ -283,64 +283,92 @@ Test(timeline, chrome_flows_and_counters)
     timeline_free(tl);
 }
 
-/* timeline_chrome_size is at least the written text's length, and close to it, for the
- * sample, for a large mixed timeline (times to 1e5 s, fractional and huge byte counts,
- * six-digit microbatches, tensor-parallel tracks, names needing escapes, counters) and for
- * an empty one. */
-Test(timeline, size_bounds_the_text)
+/* A random mixed timeline of n events (seed x): every event kind, device, collective and
+ * link tracks of tensor-parallel ranks, times from 0 to 1e5 s, zero, fractional and huge
+ * byte counts, negative and six-digit numbers, names needing escapes, a model with stage
+ * layers, transfers with and without a receiver (flows), memory counters. */
+static timeline *random_timeline(unsigned x, int n)
 {
-    timeline *tl[3] = {sample(), timeline_new("sim\t\"x\""), timeline_new("exec")};
-    cr_assert(tl[1] && tl[2]);
+    timeline *tl = timeline_new(x % 2 ? "sim\t\"x\"" : "exec");
+    cr_assert_not_null(tl);
     int first[2] = {0, 5}, last[2] = {4, 9};
-    cr_assert_eq(timeline_set_model(tl[1], "m\\odel", 2, first, last), 0);
+    if (x % 3)
+        cr_assert_eq(timeline_set_model(tl, "m\\odel\x01", 2, first, last), 0);
     int tr[12];
     for (int d = 0; d < 4; d++) {
-        tr[3 * d] = timeline_track_tp(tl[1], TL_TRACK_DEVICE, 1000 * d, -1, d % 3, NULL);
-        tr[3 * d + 1] = timeline_track(tl[1], TL_TRACK_COLLECTIVE, 1000 * d, -1, "c\n\"d\"");
-        tr[3 * d + 2] = timeline_track(tl[1], TL_TRACK_LINK, 1000 * d, 1000 * d + 1, NULL);
-        tl[1]->tracks[tr[3 * d]].peak_bytes = d ? 1e9 / 3 : 123456789012.0;
+        int dev = (int)(x % 5) * 1000 * d + d;
+        tr[3 * d] = timeline_track_tp(tl, TL_TRACK_DEVICE, dev, -1, d % 3, NULL);
+        tr[3 * d + 1] = timeline_track(tl, TL_TRACK_COLLECTIVE, dev, -1, "c\n\"d\"");
+        tr[3 * d + 2] = timeline_track(tl, TL_TRACK_LINK, dev, dev + 1, NULL);
+        if (d != 1)
+            tl->tracks[tr[3 * d]].peak_bytes = d ? 1e9 / 3 : 123456789012.0;
     }
-    unsigned x = 12345;
-    for (int i = 0; i < 20000; i++) {
+    for (int i = 0; i < n; i++) {
         x = x * 1103515245u + 12345u;
         int k = (int)(x >> 8) % TL_NKINDS, d = (int)(x >> 20) % 4;
         int on = TL_SEND_F <= k && k <= TL_SEND_B ? 2 : k >= TL_ALLREDUCE ? 1 : 0;
+        if (on == 1 && (x >> 3) % 5 == 0)
+            on = 2; /* a ring hop on a link */
         double t = (x >> 4) % 7 == 0 ? 1e5 * (x % 1000) / 999.0 : (x % 100000) * 1e-6;
         tl_event e = {.start_s = t, .dur_s = t / 7, .track = tr[3 * d + on], .kind = k,
-                      .stage = (int)(x % 64), .iteration = i / 5000,
+                      .stage = (int)(x % 64), .iteration = i / 500,
                       .microbatch = k == TL_STEP || k == TL_ALLREDUCE ? -1 : i * 37,
                       .peer_stage = on == 2 ? (int)(x % 64) + 1 : -1,
                       .bytes = i % 3 == 0 ? 0 : i % 3 == 1 ? 1e20 / (i + 1) : (double)i * 4096};
-        cr_assert_eq(timeline_add(tl[1], &e), 0);
-        /* a receiver for every transfer: each has its flow */
-        if (on == 2) {
+        cr_assert_eq(timeline_add(tl, &e), 0);
+        /* a receiver for most transfers: each of those has its flow */
+        if ((k == TL_SEND_F || k == TL_SEND_B) && (x >> 12) % 4) {
             tl_event r = {.start_s = t + 1, .dur_s = 1e-3, .track = tr[3 * ((d + 1) % 4)],
-                          .kind = k == TL_SEND_F ? TL_F : TL_B, .stage = e.peer_stage,
-                          .microbatch = e.microbatch, .peer_stage = -1};
-            tl[1]->tracks[e.track].peer = 1000 * ((d + 1) % 4);
-            cr_assert_eq(timeline_add(tl[1], &r), 0);
+                          .kind = k == TL_SEND_F ? TL_F : (x >> 14) % 2 ? TL_B : TL_I,
+                          .stage = e.peer_stage, .microbatch = e.microbatch, .peer_stage = -1};
+            tl->tracks[e.track].peer = tl->tracks[r.track].device;
+            tl->tracks[e.track].tp_rank = tl->tracks[r.track].tp_rank;
+            cr_assert_eq(timeline_add(tl, &r), 0);
         }
         if (i % 4 == 0)
-            cr_assert_eq(timeline_counter_add(tl[1], tr[3 * d], t, i % 8 ? 1e9 + i : 1.5e9 / 7),
+            cr_assert_eq(timeline_counter_add(tl, tr[3 * d], t, i % 8 ? 1e9 + i : 1.5e9 / 7),
                          0);
     }
-    for (int j = 0; j < 3; j++) {
+    return tl;
+}
+
+/* timeline_chrome_size is the written text's length to the byte, and
+ * timeline_chrome_render within a limit gives the same text when it fits (at exactly its
+ * length too) and that length when it does not (one byte short, a third, one byte): for
+ * the sample, random timelines of every kind and size, and an empty one. */
+Test(timeline, size_is_the_written_length)
+{
+    for (int j = 0; j < 14; j++) {
+        timeline *tl = j == 0 ? sample() : j == 1 ? timeline_new("sim")
+                                         : random_timeline(7919u * j, j < 8 ? j * j : 3000 * j);
+        cr_assert_not_null(tl);
         size_t len = 0;
-        char *text = timeline_chrome_text(tl[j], &len);
+        char *text = timeline_chrome_text(tl, &len);
         cr_assert_not_null(text);
-        double est = timeline_chrome_size(tl[j]);
-        cr_expect(est >= (double)len, "timeline %d: bound %.0f below the text's %zu bytes", j,
-                  est, len);
-        if (j == 1)  /* 1.079 when written */
-            cr_expect(est <= 1.1 * (double)len, "bound %.0f far above the text's %zu bytes",
-                      est, len);
+        cr_expect_eq(timeline_chrome_size(tl), len, "timeline %d: counted %zu, wrote %zu", j,
+                     timeline_chrome_size(tl), len);
+        char *kept = NULL;
+        size_t klen = 0;
+        cr_expect_eq(timeline_chrome_render(tl, len, &kept, &klen), 0, "timeline %d", j);
+        cr_expect(kept && klen == len && !memcmp(kept, text, len),
+                  "timeline %d: the text within its own length differs", j);
+        free(kept);
+        size_t maxes[3] = {len - 1, len / 3, 1};
+        for (int m = 0; m < 3; m++) {
+            char *over = (char *)1;
+            size_t olen = 0;
+            cr_expect_eq(timeline_chrome_render(tl, maxes[m], &over, &olen), 1,
+                         "timeline %d within %zu of %zu bytes", j, maxes[m], len);
+            cr_expect(over == NULL && olen == len, "timeline %d within %zu: %zu bytes, not %zu",
+                      j, maxes[m], olen, len);
+        }
         free(text);
-        timeline_free(tl[j]);
+        timeline_free(tl);
     }
 }
 
 /* n events of kind k (a transfer with its receiver) on devices 0 and 1, at 1 to 2 s (every
- * time of the same width), with whole byte counts: what timeline_chrome_size counts. */
+ * time of the same width), with whole byte counts. */
 static timeline *of_kind(int k, int n)
 {
     timeline *tl = timeline_new("sim");
@@ -369,25 +397,20 @@ static timeline *of_kind(int k, int n)
     return tl;
 }
 
-/* Per event (of every kind, with its flow and a counter) timeline_chrome_size counts the
- * written characters exactly: 90 events more add to the bound what they add to the text. */
+/* Per event kind (a transfer with its flow, a counter each) the count is the text's
+ * length: 10 and 100 events of each, so a count that drifts by one character per event of
+ * one kind shows. */
 Test(timeline, size_counts_each_event_exactly)
 {
-    for (int k = 0; k < TL_NKINDS; k++) {
-        double est[2];
-        size_t len[2];
+    for (int k = 0; k < TL_NKINDS; k++)
         for (int j = 0; j < 2; j++) {
             timeline *tl = of_kind(k, 10 + 90 * j);
-            char *text = timeline_chrome_text(tl, &len[j]);
+            size_t len;
+            char *text = timeline_chrome_text(tl, &len);
             cr_assert_not_null(text);
-            est[j] = timeline_chrome_size(tl);
-            cr_expect(est[j] >= (double)len[j], "%s: bound %.0f below the text's %zu bytes",
-                      tl_kind_name(k), est[j], len[j]);
+            cr_expect_eq(timeline_chrome_size(tl), len, "%s x %d: counted %zu, wrote %zu",
+                         tl_kind_name(k), 10 + 90 * j, timeline_chrome_size(tl), len);
             free(text);
             timeline_free(tl);
         }
-        cr_expect_eq(est[1] - est[0], (double)(len[1] - len[0]),
-                     "%s: 90 events add %.0f to the bound, %zu to the text", tl_kind_name(k),
-                     est[1] - est[0], len[1] - len[0]);
-    }
 }

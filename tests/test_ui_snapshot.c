@@ -461,28 +461,33 @@ Test(ui_snapshot, save_and_export_write_files)
         cr_assert_eq(stat(p, &st), 0, "%s missing", p);
         cr_assert_gt(st.st_size, 100);
     }
-    /* the exported trace is the full timeline, ring all-reduce hops on their links too
-     * (the dashboard's own leaves those out): as many events as a full simulation's */
+    /* the exported trace is what `plumb sim --trace` writes of the plan by default: the
+     * ring all-reduce hops left out (this plan's replicated stage has some), byte for byte */
     char tp[256];
     snprintf(tp, sizeof tp, "%s/vgg16-16gpu-pipedream.trace.json", tmpdir);
     plumb_err te;
     err_clear(&te);
-    timeline *tl = timeline_read_chrome(tp, &te);
-    cr_assert_not_null(tl, "%s", te.msg);
-    sim_options o = a.cur.opt;
+    size_t flen;
+    char *file = file_read_all(tp, (size_t)1 << 30, "too large", &flen, &te);
+    cr_assert_not_null(file, "%s", te.msg);
+    sim_options o;
+    sim_options_init(&o);
+    o.timeline = SIM_TIMELINE_NO_RING_HOPS;
+    sim_report *lean = sim_run(a.cur.pl, &o, &te);
+    cr_assert_not_null(lean, "%s", te.msg);
+    size_t len;
+    char *want = timeline_chrome_text(lean->tl, &len);
+    cr_assert_not_null(want);
+    cr_expect(flen == len && !memcmp(file, want, len), "exported trace (%zu bytes) is not "
+              "plumb sim's (%zu bytes)", flen, len);
     o.timeline = SIM_TIMELINE_FULL;
     sim_report *full = sim_run(a.cur.pl, &o, &te);
     cr_assert_not_null(full, "%s", te.msg);
-    size_t hops = 0;
-    for (size_t i = 0; i < tl->n; i++)
-        hops += tl->ev[i].kind == TL_ALLREDUCE &&
-                tl->tracks[tl->ev[i].track].kind == TL_TRACK_LINK;
-    cr_expect_gt(hops, 0, "no ring hop in the exported trace");
-    cr_expect_eq(tl->n, full->tl->n, "exported %zu events, a full timeline has %zu", tl->n,
-                 full->tl->n);
-    cr_expect_lt(a.cur.rep->tl->n, tl->n, "the dashboard's timeline is not the smaller");
+    cr_expect_lt(lean->tl->n, full->tl->n, "the plan has no ring hop to leave out");
+    free(want);
+    free(file);
     sim_report_free(full);
-    timeline_free(tl);
+    sim_report_free(lean);
     s = snap(&a, 200, 30, "s");
     char p[256];
     snprintf(p, sizeof p, "%s/vgg16-16gpu-pipedream.plan.json", tmpdir);
@@ -547,6 +552,95 @@ static void open_gpt3(ui_app *a)
     plumb_err e;
     err_clear(&e);
     cr_assert_eq(ui_app_open_model(a, GPT3, A100, &o, NULL, tmpdir, &e), 0, "%s", e.msg);
+}
+
+/* A trace over the dashboard's limit: one status line naming its size, nothing written,
+ * the files already there kept; within the limit (its exact length) all three written. */
+Test(ui_snapshot, export_over_the_trace_limit_writes_nothing)
+{
+    ui_app a;
+    ui_app_open(&a, NULL, NULL, PLAN, tmpdir, UI_PLANNER_NATIVE);
+    size_t len;
+    char *text = timeline_chrome_text(a.cur.rep->tl, &len);
+    cr_assert_not_null(text);
+    free(text);
+    const char *ext[] = {"report.json", "trace.json", "svg"};
+    char p[3][256];
+    for (int i = 0; i < 3; i++)
+        snprintf(p[i], sizeof p[i], "%s/vgg16-16gpu-pipedream.%s", tmpdir, ext[i]);
+    FILE *f = fopen(p[1], "w");
+    cr_assert_not_null(f);
+    fputs("old", f);
+    fclose(f);
+    a.trace_limit_bytes = (double)len - 1;
+    char *s = snap(&a, 200, 30, "e");
+    char want[128];
+    snprintf(want, sizeof want, "the trace would be %.3g GiB (%zu bytes, %zu events), over the",
+             (double)len / 1073741824.0, len, a.cur.rep->tl->n);
+    cr_expect(strstr(a.msg, want) && strstr(a.msg, "nothing written") && a.msg_err,
+              "status: %s", a.msg);
+    cr_expect(strstr(s, "nothing written"), "%s", s);
+    free(s);
+    struct stat st;
+    cr_expect_neq(stat(p[0], &st), 0, "the report was written");
+    cr_expect_neq(stat(p[2], &st), 0, "the SVG was written");
+    cr_expect(stat(p[1], &st) == 0 && st.st_size == 3, "the trace there before was replaced");
+    a.trace_limit_bytes = (double)len;
+    s = snap(&a, 200, 30, "e");
+    cr_expect(strstr(a.msg, "exported ") && !a.msg_err, "status: %s", a.msg);
+    free(s);
+    for (int i = 0; i < 3; i++)
+        cr_expect(stat(p[i], &st) == 0 && st.st_size > 100, "%s not written", p[i]);
+    cr_expect_eq(stat(p[1], &st), 0);
+    cr_expect_eq((size_t)st.st_size, len, "the trace is %zu bytes, %zu counted",
+                 (size_t)st.st_size, len);
+    ui_app_free(&a);
+}
+
+/* Layout options tp x pp x dp on as many GPUs, global batch b, microbatch size 1. */
+static layout3d_options layout_of(int tp, int pp, int dp, int b)
+{
+    layout3d_options o;
+    layout3d_options_init(&o);
+    o.gpus = tp * pp * dp, o.tp = tp, o.pp = pp, o.dp = dp;
+    o.global_batch = b;
+    o.microbatch_size = 1;
+    return o;
+}
+
+/* A transformer's layout is simulated folded (one pipeline for its alike replicas, copied
+ * to the others: the same figures to rounding where rings mix): the export runs its plan
+ * in full, so the trace is plumb sim's of that plan byte for byte (without its 4-way data
+ * parallel ring hops). */
+Test(ui_snapshot, export_of_a_layout_is_the_unfolded_trace)
+{
+    layout3d_options o = layout_of(2, 2, 4, 32);
+    ui_app a;
+    plumb_err e;
+    err_clear(&e);
+    cr_assert_eq(ui_app_open_model(&a, "examples/llm/gpt2.json", A100, &o, tmpdir, &e), 0,
+                 "%s", e.msg);
+    char *s = snap(&a, 200, 30, "e");
+    cr_assert(strstr(a.msg, "exported ") && !a.msg_err, "status: %s", a.msg);
+    free(s);
+    char stem[700], tp[800];
+    ui_app_stem(&a, stem, sizeof stem);
+    snprintf(tp, sizeof tp, "%s.trace.json", stem);
+    size_t flen, len;
+    char *file = file_read_all(tp, (size_t)1 << 30, "too large", &flen, &e);
+    cr_assert_not_null(file, "%s", e.msg);
+    sim_options so = a.cur.opt;
+    so.timeline = SIM_TIMELINE_NO_RING_HOPS;
+    sim_report *r = sim_run(a.cur.pl, &so, &e);
+    cr_assert_not_null(r, "%s", e.msg);
+    char *want = timeline_chrome_text(r->tl, &len);
+    cr_assert_not_null(want);
+    cr_expect(flen == len && !memcmp(file, want, len), "exported trace (%zu bytes) is not "
+              "plumb sim's (%zu bytes)", flen, len);
+    free(want);
+    free(file);
+    sim_report_free(r);
+    ui_app_free(&a);
 }
 
 /* The frame's figures and layout equal plumb sim --json of the plan it saves. */
@@ -900,11 +994,7 @@ Test(ui_snapshot, layout3d_random_keys_keep_the_screen_and_the_settings_in_step)
     /* GPT-2 (12 layers, 12 heads: tp 8 is refused by the layout) on 64 A100s; each of
      * the two apps, one evaluating in the key and one on the worker, presses the same 400
      * random keys */
-    layout3d_options o;
-    layout3d_options_init(&o);
-    o.gpus = 64, o.tp = 2, o.pp = 4, o.dp = 8;
-    o.global_batch = 256;
-    o.microbatch_size = 1;
+    layout3d_options o = layout_of(2, 4, 8, 256);
     for (int async = 0; async < 2; async++) {
         ui_app a;
         plumb_err e;

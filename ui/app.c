@@ -159,9 +159,23 @@ static void do_save(ui_app *a)
     else set_msg(a, 0, "saved %s", path);
 }
 
+/* The simulation the files are made of: what `plumb sim --trace` runs by default (the ring
+ * all-reduce hops left out, each all-reduce once per replica on its collective track), the
+ * dashboard's own simulation (*owned NULL), or, where that was folded to one pipeline (a
+ * transformer's layout), the plan run in full (*owned, caller frees). NULL with e set when
+ * that run fails. */
+static const sim_report *export_report(const ui_app *a, sim_report **owned, plumb_err *e)
+{
+    *owned = NULL;
+    if (!a->base.model) return a->cur.rep;
+    sim_options o = a->cur.opt;
+    o.timeline = SIM_TIMELINE_NO_RING_HOPS;
+    return *owned = sim_run(a->cur.pl, &o, e);
+}
+
 static void do_export(ui_app *a)
 {
-    char stem[700], p1[800], p2[800], p3[800];
+    char stem[700], m[900];
     plumb_err e;
     err_clear(&e);
     if (!a->cur.rep) {
@@ -169,31 +183,46 @@ static void do_export(ui_app *a)
         return;
     }
     ui_app_stem(a, stem, sizeof stem);
-    snprintf(p1, sizeof p1, "%s.report.json", stem);
-    snprintf(p2, sizeof p2, "%s.trace.json", stem);
-    snprintf(p3, sizeof p3, "%s.svg", stem);
-    /* the dashboard's timeline leaves out the ring all-reduce hops: the files get the full
-     * one, re-simulated (same figures) */
-    sim_options o = a->cur.opt;
-    o.timeline = SIM_TIMELINE_FULL;
-    sim_report *full = sim_run(a->cur.pl, &o, &e);
-    if (!full) {
+    char p[3][800];
+    snprintf(p[0], sizeof p[0], "%s.report.json", stem);
+    snprintf(p[1], sizeof p[1], "%s.trace.json", stem);
+    snprintf(p[2], sizeof p[2], "%s.svg", stem);
+    sim_report *owned;
+    const sim_report *r = export_report(a, &owned, &e);
+    if (!r) {
         set_msg(a, 1, "export failed: %s", e.msg);
         return;
     }
-    cJSON *j = sim_report_to_json(full, NULL, NULL);
-    int rc = j ? json_save_file(p1, j, &e) : err_set(&e, NULL, NULL, "out of memory");
+    /* every file built before any is written; the trace within the limit, measured by the
+     * writer as it writes (timeline_chrome_render) */
+    double lim = a->trace_limit_bytes > 0 ? a->trace_limit_bytes : UI_TRACE_LIMIT_BYTES;
+    char *text[3] = {NULL, NULL, NULL};
+    size_t len[3] = {0, 0, 0};
+    int rc = timeline_chrome_render(r->tl, lim < 1 ? 1 : (size_t)lim, &text[1], &len[1]);
+    if (rc == 1) {
+        snprintf(m, sizeof m, "export: the trace would be %.3g GiB (%zu bytes, %zu events), "
+                 "over the %.3g GiB limit: nothing written", (double)len[1] / 1073741824.0,
+                 len[1], r->tl->n, lim / 1073741824.0);
+        set_msg(a, 1, "%s", m);
+        goto done;
+    }
+    cJSON *j = rc ? NULL : sim_report_to_json(r, NULL, NULL);
+    if (j) text[0] = json_text_exact(j, &len[0]);
     cJSON_Delete(j);
-    if (!rc) rc = timeline_write_chrome(full->tl, p2, &e);
-    if (!rc) rc = sim_write_svg(full, p3, &e);
-    sim_report_free(full);
-    if (rc) {
+    if (text[0]) text[2] = sim_svg_text(r, &len[2]);
+    const char *paths[3] = {p[0], p[1], p[2]};
+    const char *data[3] = {text[0], text[1], text[2]};
+    if (!text[2]) {
+        set_msg(a, 1, "export failed: %s", "out of memory");
+    } else if (files_write_atomic(3, paths, data, len, &e)) {
         set_msg(a, 1, "export failed: %s", e.msg);
-        return;
+    } else {
+        snprintf(m, sizeof m, "%s.{report.json,trace.json,svg}", stem);
+        set_msg(a, 0, "exported %s", m);
     }
-    char m[900];
-    snprintf(m, sizeof m, "%s.{report.json,trace.json,svg}", stem);
-    set_msg(a, 0, "exported %s", m);
+done:
+    for (int i = 0; i < 3; i++) free(text[i]);
+    sim_report_free(owned);
 }
 
 void ui_app_keep(ui_app *a, const ui_whatif *w, ui_result *r)

@@ -14,6 +14,9 @@
  * costs a simulation of up to a few hundred ms at 1024 GPUs, and a revisit none. */
 #define UI_KEPT_RESULTS 8
 
+/* The longest trace `e` (export) writes: 1 GiB, `plumb sim --trace-limit`'s default. */
+#define UI_TRACE_LIMIT_BYTES 1073741824.0
+
 typedef struct ui_kept {
     int used;
     long long stamp;               /* last use, for replacement */
@@ -42,6 +45,8 @@ typedef struct ui_app {
                                       background (ui_app_async_start) */
     int pending;                   /* 1: the live settings are being laid out there; `cur`
                                       still shows the layout before */
+    double trace_limit_bytes;      /* `e` refuses a trace longer than this (nothing
+                                      written); 0: UI_TRACE_LIMIT_BYTES */
 } ui_app;
 
 /* Opens the dashboard on a plan file (plan_path) or a profile and cluster, re-planning

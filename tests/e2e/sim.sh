@@ -119,13 +119,18 @@ cmp -s "$tmp/r0.svg" "$tmp/r1.svg" || fail "replicated SVG differs with --trace-
     || fail "unreplicated trace differs with --trace-hops"
 # over --trace-limit (the hops' trace is 2.3 MB, the default's 0.1 MB): one line, exit 2,
 # nothing written, a file already there kept. At 0.001 GiB (1.07 MB) the hops are refused
-# before they are simulated (at least 10080 hops x 200 characters: 0.00196 GiB); at 0.002
-# GiB (2.15 MB) that lower bound passes and the full timeline's bound (2.35 MB) refuses.
-expect_bad "(got at least 0.00196 GiB, 10080 ring hops)" "$tmp/rep.json" --trace-hops \
+# before they are simulated (at least 10080 hops x 205 bytes, the writer's shortest hop:
+# 0.00192 GiB); at 0.002 GiB (2.15 MB) that lower bound passes and the full trace, counted
+# by the writer as it writes (2,317,201 bytes, the length written without a limit),
+# refuses.
+expect_bad "(got at least 0.00192 GiB, 10080 ring hops)" "$tmp/rep.json" --trace-hops \
     --trace-limit 0.001
 expect_bad "--trace-limit GIB" "$tmp/rep.json" --trace-hops --trace-limit 0.002
 grep -qF 'no --trace-hops' "$tmp/err" || fail "refusal does not name --trace-hops"
-grep -qF 'got about 0.00219 GiB, 10320 events' "$tmp/err" || fail "full bound: $(cat "$tmp/err")"
+grep -qF 'got 0.00216 GiB, 2317201 bytes, 10320 events' "$tmp/err" \
+    || fail "full trace's size: $(cat "$tmp/err")"
+"$PLUMB" sim "$tmp/rep.json" --iterations 3 --trace-hops --trace "$tmp/all.json" >/dev/null \
+    && [ "$(wc -c <"$tmp/all.json")" = 2317201 ] || fail "the refused size is not the written"
 echo old >"$tmp/keep.json"
 "$PLUMB" sim "$tmp/rep.json" --trace-hops --trace-limit 0.002 --trace "$tmp/keep.json" \
     >"$tmp/out" 2>"$tmp/err"
@@ -135,6 +140,19 @@ echo old >"$tmp/keep.json"
     && [ "$(count_x "$tmp/keep.json" F 1)" = 48 ] || fail "default trace within 0.002 GiB"
 expect_bad "--trace-limit" "$E" --trace-limit 0
 expect_bad "--trace-limit" "$E" --trace-limit x
+# the dashboard's export (`plumb ui PLAN --keys e`) writes the trace plumb sim writes of
+# the plan by default, byte for byte (the replicated plan's ring hops left out), and the
+# report and SVG beside it
+R=examples/plans/vgg16-hybrid-pipedream.json
+mkdir "$tmp/ui"
+"$PLUMB" ui "$R" --snapshot 200x30 --keys e -o "$tmp/ui" >"$tmp/out" 2>"$tmp/err" \
+    && grep -qF "exported $tmp/ui/vgg16-16gpu-pipedream.{report.json,trace.json,svg}" "$tmp/out" \
+    || fail "ui export: $(cat "$tmp/err") $(grep -F export "$tmp/out")"
+"$PLUMB" sim "$R" --trace "$tmp/ui.json" >/dev/null \
+    && cmp -s "$tmp/ui.json" "$tmp/ui/vgg16-16gpu-pipedream.trace.json" \
+    || fail "ui export: the trace is not plumb sim's"
+[ -s "$tmp/ui/vgg16-16gpu-pipedream.report.json" ] && [ -s "$tmp/ui/vgg16-16gpu-pipedream.svg" ] \
+    || fail "ui export: no report or SVG"
 
 # what-ifs: the straggler slows throughput; changes carry base, what-if and ratio
 "$PLUMB" sim "$E" --straggler 1=2 >"$tmp/out" || fail "straggler: exit $?"
