@@ -618,7 +618,7 @@ Test(ui_snapshot, export_of_a_layout_is_the_unfolded_trace)
     ui_app a;
     plumb_err e;
     err_clear(&e);
-    cr_assert_eq(ui_app_open_model(&a, "examples/llm/gpt2.json", A100, &o, tmpdir, &e), 0,
+    cr_assert_eq(ui_app_open_model(&a, "examples/llm/gpt2.json", A100, &o, NULL, tmpdir, &e), 0,
                  "%s", e.msg);
     char *s = snap(&a, 200, 30, "e");
     cr_assert(strstr(a.msg, "exported ") && !a.msg_err, "status: %s", a.msg);
