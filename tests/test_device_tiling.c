@@ -1,8 +1,8 @@
 /* test_device_tiling.c: tile and wave quantization of a device's matrix multiplies
  * (core/device.h's device_gemm_waste and device_gemm_s with a gemm_tiling). The waste is
  * checked against tile and wave counts worked out by hand for an H100-like device (132 SMs,
- * 128 x 256 tiles), the multiply's time against the roofline written out here, and the
- * cluster file's "gemm_tiling" object against bad input and a save/load round trip. */
+ * 128 x 256 tiles) and the multiply's time against the roofline written out here (the
+ * cluster file's "gemm_tiling" object: tests/test_llm.c, device_figures_validated_...). */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdio.h>
@@ -10,8 +10,6 @@
 
 #include "core/cluster.h"
 #include "core/device.h"
-#include "core/json.h"
-#include "tests/tmpdir.h"
 
 static const device_tiling H100_TILES = {132, 128, 256};
 
@@ -76,64 +74,4 @@ Test(device_tiling, gemm_time_counts_the_waste)
     double bytes = 2 * (8192 + 8192.0 * 8192 + 8192);
     near(device_gemm_s(&t, DEV_BF16, 1, 1, 8192, 8192, 0), bytes / (3350e9 * 0.8) + 5e-6,
          "matrix-vector");
-}
-
-static cluster *cluster_text(const char *text, plumb_err *err)
-{
-    cJSON *root = json_parse_text("c.json", text, strlen(text), err);
-    if (!root) return NULL;
-    cluster *c = cluster_from_json(root, "c.json", err);
-    cJSON_Delete(root);
-    return c;
-}
-
-#define HEAD "{\"format\": \"plumb-cluster/1\", \"name\": \"x\", \"levels\": [{\"name\": "     \
-    "\"nv\", \"count\": 8, \"bandwidth_gbit_per_s\": 100, \"latency_us\": 1}], "            \
-    "\"device_type\": \"g\", \"device_types\": [{\"name\": \"g\", \"memory_gib\": 8, "      \
-    "\"speed\": 1, "
-
-Test(device_tiling, file_field_checked_and_round_trips)
-{
-    static const struct { const char *tail, *want; } bad[] = {
-        {"\"gemm_tiling\": {\"sms\": 0, \"tile_m\": 128, \"tile_n\": 256}}]}",
-         "c.json: device_types[0].gemm_tiling.sms"},
-        {"\"gemm_tiling\": {\"sms\": 132, \"tile_m\": 128}}]}",
-         "c.json: device_types[0].gemm_tiling.tile_n: missing"},
-        {"\"gemm_tiling\": {\"sms\": 132, \"tile_m\": 128.5, \"tile_n\": 256}}]}",
-         "c.json: device_types[0].gemm_tiling.tile_m"},
-        {"\"gemm_tiling\": {\"sms\": 132, \"tile_m\": 128, \"tile_n\": 256, \"tile_k\": 64}}]}",
-         "c.json: device_types[0].gemm_tiling.tile_k"},
-        {"\"gemm_tiling\": 132}]}", "c.json: device_types[0].gemm_tiling"},
-    };
-    char text[1024];
-    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        snprintf(text, sizeof text, "%s%s", HEAD, bad[i].tail);
-        plumb_err err = {{0}};
-        cr_assert_null(cluster_text(text, &err), "accepted %s", text);
-        cr_assert(strstr(err.msg, bad[i].want), "\"%s\" lacks \"%s\"", err.msg, bad[i].want);
-    }
-    snprintf(text, sizeof text, "%s%s", HEAD,
-             "\"gemm_tiling\": {\"sms\": 132, \"tile_m\": 128, \"tile_n\": 256}}]}");
-    plumb_err err = {{0}};
-    cluster *c = cluster_text(text, &err);
-    cr_assert_not_null(c, "%s", err.msg);
-    cr_assert_eq(c->types[0].tiling.sms, 132);
-    cr_assert_eq(c->types[0].tiling.tile_m, 128);
-    cr_assert_eq(c->types[0].tiling.tile_n, 256);
-    char *dir = make_tmpdir_named("tiling");
-    char path[256];
-    snprintf(path, sizeof path, "%s/c.json", dir);
-    cr_assert_eq(cluster_save(c, path, &err), 0, "%s", err.msg);
-    cluster *d = cluster_load(path, &err);
-    cr_assert_not_null(d, "%s", err.msg);
-    cr_assert(cluster_equal(c, d));
-    d->types[0].tiling.tile_n = 128;
-    cr_assert(!cluster_equal(c, d), "a changed tile compares equal");
-    d->types[0].tiling.sms = 0;
-    cr_assert(!cluster_equal(c, d), "a dropped tiling compares equal");
-    cluster_free(d);
-    cluster_free(c);
-    remove(path);
-    rmdir(dir);
-    free(dir);
 }
