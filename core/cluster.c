@@ -238,7 +238,7 @@ static const char *const LEVEL_KEYS[] = { "name", "count", "bandwidth_gbit_per_s
                                           "egress_gbit_per_s", NULL };
 static const char *const TYPE_KEYS[] = { "name", "memory_gib", "speed", "peak_tflops",
                                          "peak_tflops_by_precision", "memory_gbyte_per_s",
-                                         "efficiency", "cores", NULL };
+                                         "efficiency", "gemm_tiling", "cores", NULL };
 static const char *const SERVER_KEYS[] = { "device_type", "count", NULL };
 
 

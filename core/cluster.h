@@ -44,6 +44,14 @@ typedef struct device_efficiency {
     double kernel_overhead_s; /* fixed time per kernel launch, >= 0; file: kernel_overhead_us */
 } device_efficiency;
 
+/* How a device runs a large matrix multiply (core/device.h; docs/llm.md): output tiles of
+ * tile_m x tile_n elements, one per SM at a time, in waves over `sms` SMs. sms is 0 when the
+ * file does not give the "gemm_tiling" object (then no tile or wave quantization). */
+typedef struct device_tiling {
+    int sms;                 /* streaming multiprocessors, >= 1 when given */
+    int tile_m, tile_n;      /* the output tile, >= 1 each when sms is given */
+} device_tiling;
+
 typedef struct device_type {
     char *name;              /* e.g. "V100" */
     double memory_bytes;     /* usable memory per device; the file gives memory_gib */
@@ -55,6 +63,7 @@ typedef struct device_type {
                                           peak_tflops_by_precision {fp32, tf32, bf16, fp16} */
     double memory_Bps;       /* memory (HBM) bandwidth, bytes/s; file: memory_gbyte_per_s */
     device_efficiency eff;   /* file: efficiency {gemm, attention, memory, kernel_overhead_us} */
+    device_tiling tiling;    /* file: gemm_tiling {sms, tile_m, tile_n}; sms 0 when absent */
     int cores;               /* CPU cores one server of this type has for its workers, 0 when
                                 not given (a GPU: each device computes on its own); a plan
                                 with more workers on one server than cores shares them */

@@ -12,6 +12,7 @@ static const char *const PREC_NAMES[DEV_NPREC] = {"fp32", "tf32", "bf16", "fp16"
 static const char *const PREC_KEYS[] = {"fp32", "tf32", "bf16", "fp16", NULL};
 static const char *const EFF_KEYS[] = {"gemm", "attention", "memory", "kernel_overhead_us",
                                        NULL};
+static const char *const TILING_KEYS[] = {"sms", "tile_m", "tile_n", NULL};
 
 const char *dev_precision_name(dev_precision p)
 {
@@ -29,10 +30,30 @@ int dev_precision_bytes(dev_precision p) { return p == DEV_BF16 || p == DEV_FP16
 
 /* ---- the file's figures ------------------------------------------------------------------ */
 
+/* The optional "gemm_tiling" object: all three fields or none. 0, or -1 with jc->err set. */
+static int tiling_from_json(const jctx *jc, const cJSON *tv, const char *path, device_type *t)
+{
+    const cJSON *g = NULL;
+    char gp[192];
+    long long sms = 0, tm = 0, tn = 0;
+    memset(&t->tiling, 0, sizeof t->tiling);
+    if (json_get_obj(jc, tv, path, "gemm_tiling", 0, &g)) return -1;
+    if (!g) return 0;
+    json_path(gp, sizeof gp, path, "gemm_tiling");
+    if (json_check_keys(jc, g, gp, TILING_KEYS) ||
+        json_get_int(jc, g, gp, "sms", 1, 1, 1 << 20, &sms) ||
+        json_get_int(jc, g, gp, "tile_m", 1, 1, 1 << 16, &tm) ||
+        json_get_int(jc, g, gp, "tile_n", 1, 1, 1 << 16, &tn))
+        return -1;
+    t->tiling = (device_tiling){(int)sms, (int)tm, (int)tn};
+    return 0;
+}
+
 int device_figures_from_json(const jctx *jc, const cJSON *tv, const char *path, device_type *t)
 {
     const cJSON *prec = NULL, *eff = NULL;
     char pp[192], ep[192];
+    if (tiling_from_json(jc, tv, path, t)) return -1;
     for (int i = 0; i < DEV_NPREC; i++) t->peak_flops_prec[i] = -1;
     t->memory_Bps = -1;
     t->eff.gemm = t->eff.attention = t->eff.memory = t->eff.kernel_overhead_s = -1;
@@ -86,6 +107,10 @@ int device_figures_validate(const device_type *t, const char *file, const char *
     if (!isfinite(t->eff.kernel_overhead_s))
         return err_set(err, file, json_path(fp, sizeof fp, path, "efficiency.kernel_overhead_us"),
                        "expected a finite time (got %g s)", t->eff.kernel_overhead_s);
+    if (t->tiling.sms < 0 || (t->tiling.sms > 0 && (t->tiling.tile_m < 1 || t->tiling.tile_n < 1)))
+        return err_set(err, file, json_path(fp, sizeof fp, path, "gemm_tiling"),
+                       "expected sms >= 1 and a tile of at least 1 x 1 (got %d SMs, %d x %d)",
+                       t->tiling.sms, t->tiling.tile_m, t->tiling.tile_n);
     return 0;
 }
 
@@ -112,6 +137,13 @@ int device_figures_to_json(const device_type *t, cJSON *o)
             !json_add_num(e, "kernel_overhead_us", units_s_to_us(t->eff.kernel_overhead_s)))
             return -1;
     }
+    if (t->tiling.sms > 0) {
+        cJSON *g = cJSON_AddObjectToObject(o, "gemm_tiling");
+        if (!g || !json_add_num(g, "sms", t->tiling.sms) ||
+            !json_add_num(g, "tile_m", t->tiling.tile_m) ||
+            !json_add_num(g, "tile_n", t->tiling.tile_n))
+            return -1;
+    }
     return 0;
 }
 
@@ -123,6 +155,10 @@ int device_figures_equal(const device_type *a, const device_type *b)
     for (int i = 0; i < DEV_NPREC; i++)
         if (!same(a->peak_flops_prec[i], b->peak_flops_prec[i])) return 0;
     int ea = a->eff.gemm > 0, eb = b->eff.gemm > 0;
+    const device_tiling *ga = &a->tiling, *gb = &b->tiling;
+    if (ga->sms != gb->sms ||
+        (ga->sms > 0 && (ga->tile_m != gb->tile_m || ga->tile_n != gb->tile_n)))
+        return 0;
     return same(a->memory_Bps, b->memory_Bps) && ea == eb &&
            (!ea || (a->eff.gemm == b->eff.gemm && a->eff.attention == b->eff.attention &&
                     a->eff.memory == b->eff.memory &&
@@ -162,12 +198,29 @@ static double roofline_s(const device_type *t, double flops, double peak, double
     return (compute > memory ? compute : memory) + kernels * t->eff.kernel_overhead_s;
 }
 
+double device_gemm_waste(const device_tiling *g, double batch, double m, double n)
+{
+    if (g->sms <= 0) return 1;
+    double best = -1;
+    for (int o = 0; o < 2; o++) { /* the tile either way round: the better one is run */
+        double tm = o ? g->tile_n : g->tile_m, tn = o ? g->tile_m : g->tile_n;
+        if (m < tm || n < tn) continue;
+        double tiles = batch * ceil(m / tm) * ceil(n / tn);
+        if (tiles < g->sms) continue;
+        double w = ceil(tiles / g->sms) * g->sms * tm * tn / (batch * m * n);
+        if (best < 0 || w < best) best = w;
+    }
+    return best < 0 ? 1 : best;
+}
+
 double device_gemm_s(const device_type *t, dev_precision p, double batch, double m, double n,
                      double k, int attention)
 {
     double flops = 2 * batch * m * n * k;
     double bytes = dev_precision_bytes(p) * batch * (m * k + k * n + m * n);
-    return device_fused_s(t, p, flops, bytes, attention);
+    double plateau = attention ? t->eff.attention : t->eff.gemm;
+    double run = flops * device_gemm_waste(&t->tiling, batch, m, n);
+    return roofline_s(t, run, t->peak_flops_prec[p] * plateau, bytes, 1);
 }
 
 double device_gemm_efficiency(const device_type *t, dev_precision p, double batch, double m,

@@ -7,7 +7,9 @@
  * where F is its FLOPs, B the bytes it reads and writes once, e_c the compute plateau
  * (efficiency.gemm or efficiency.attention), e_m efficiency.memory and overhead the fixed
  * time of one kernel launch. Its achieved fraction of peak F / (peak t) therefore rises with
- * size and arithmetic intensity towards e_c and never exceeds it. */
+ * size and arithmetic intensity towards e_c and never exceeds it. A device type with
+ * gemm_tiling prices a multiply's F as the SMs run it: whole output tiles in whole waves
+ * (device_gemm_waste), so its efficiency is a sawtooth under e_c. */
 #ifndef PLUMB_DEVICE_H
 #define PLUMB_DEVICE_H
 
@@ -27,9 +29,19 @@ int dev_precision_bytes(dev_precision p);
 int device_has_figures(const device_type *t, dev_precision p, const char *file, int i,
                        plumb_err *err);
 
+/* Tile and wave quantization of a multiply with a batch x m x n output on tiling g: the work
+ * the SMs do over the work asked, >= 1. A multiply of `tiles` = batch ceil(m / tile_m)
+ * ceil(n / tile_n) output tiles runs in ceil(tiles / sms) waves of sms tiles each, so it
+ * costs ceil(tiles / sms) sms tile_m tile_n / (batch m n) times its FLOPs; the tile is taken
+ * whichever way round wastes less. 1 (no waste) without tiling (g->sms <= 0) and for a
+ * multiply under one full wave or narrower than the tile either way round: cuBLAS runs those
+ * with smaller tiles or split K, which this does not model (docs/llm.md). */
+double device_gemm_waste(const device_tiling *g, double batch, double m, double n);
+
 /* Seconds of one (m x k) by (k x n) multiply in precision p, `batch` times over (a batched
- * kernel, one launch): F = 2 batch m n k, B = bytes(p) batch (m k + k n + m n). `attention`
- * selects the attention plateau instead of the GEMM one. Needs device_has_figures. */
+ * kernel, one launch): F = 2 batch m n k, B = bytes(p) batch (m k + k n + m n), the compute
+ * side priced on F times device_gemm_waste. `attention` selects the attention plateau
+ * instead of the GEMM one. Needs device_has_figures. */
 double device_gemm_s(const device_type *t, dev_precision p, double batch, double m, double n,
                      double k, int attention);
 

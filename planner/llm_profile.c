@@ -330,7 +330,13 @@ profile *llm_profile_build(const transformer *t, const cluster *c, const char *c
         pr->layers[l + 1].selective_recompute_ms = core_ms;
         pr->layers[l + 1].selective_saved_bytes = saved - core_saved(&sh);
     }
-    /* LM head: final norm, logits (vocabulary split over ranks), cross-entropy in fp32. It
+    /* LM head: final norm, logits (vocabulary split over ranks), cross-entropy in fp32 as
+     * Megatron-Core's vocabulary-parallel cross-entropy runs it (megatron/core/
+     * tensor_parallel/cross_entropy.py), one kernel per pass over the logits: forward the
+     * fp32 copy (reads e and writes 4 bytes per logit), the row maximum (reads 4), its
+     * subtraction in place (8), exp in place (8), the row sum (4) and the division by it in
+     * place (8), e + 36 bytes in 6 kernels; backward the product with the loss's gradient in
+     * place (8) and the cast back to the precision (4 + e), 12 + e bytes in 2 kernels. It
      * keeps the final norm's output and the fp32 probabilities (which its backward turns into
      * the logits' gradient in place, as Megatron-LM's vocab-parallel cross-entropy does).
      * While it runs it needs one more logits-sized tensor in the model's precision: the
@@ -339,9 +345,11 @@ profile *llm_profile_build(const transformer *t, const cluster *c, const char *c
      * scratch, e bytes per logit. With tied embeddings its vocabulary matrix is layer 0's. */
     cost head = {0};
     add_linear(&sh, &head, h, sh.vt);
-    double ce = M * sh.vt * (e + 4);
-    head.fwd_s += device_stream_s(dev, 2 * M * h * e, 1) + device_stream_s(dev, ce, 1);
-    head.bwd_in_s += device_stream_s(dev, 4 * M * h * e, 2) + device_stream_s(dev, ce, 1);
+    double logits = M * sh.vt;
+    head.fwd_s += device_stream_s(dev, 2 * M * h * e, 1) +
+                  device_stream_s(dev, logits * (e + 36), 6);
+    head.bwd_in_s += device_stream_s(dev, 4 * M * h * e, 2) +
+                     device_stream_s(dev, logits * (12 + e), 2);
     if (set_layer(pr, (int)t->layers + 1, "head", "LMHead", &head, speed, M * 4,
                   (sh.vt * h + norm) * e, M * h * e / sp + M * sh.vt * 4, M * sh.vt * e))
         goto oom;

@@ -371,6 +371,15 @@ Test(llm, device_figures_validated_and_round_trip)
         {"\"peak_tflops_by_precision\": {\"fp8\": 1}}]}",
          "c.json: device_types[0].peak_tflops_by_precision.fp8"},
         {"\"memory_gbyte_per_s\": -3}]}", "c.json: device_types[0].memory_gbyte_per_s"},
+        {"\"gemm_tiling\": {\"sms\": 0, \"tile_m\": 128, \"tile_n\": 256}}]}",
+         "c.json: device_types[0].gemm_tiling.sms"},
+        {"\"gemm_tiling\": {\"sms\": 132, \"tile_m\": 128}}]}",
+         "c.json: device_types[0].gemm_tiling.tile_n: missing"},
+        {"\"gemm_tiling\": {\"sms\": 132, \"tile_m\": 128.5, \"tile_n\": 256}}]}",
+         "c.json: device_types[0].gemm_tiling.tile_m"},
+        {"\"gemm_tiling\": {\"sms\": 132, \"tile_m\": 128, \"tile_n\": 256, "
+         "\"tile_k\": 64}}]}", "c.json: device_types[0].gemm_tiling.tile_k"},
+        {"\"gemm_tiling\": 132}]}", "c.json: device_types[0].gemm_tiling"},
     };
     char text[1024];
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
@@ -389,6 +398,18 @@ Test(llm, device_figures_validated_and_round_trip)
     cr_assert(cluster_equal(c, d));
     d->types[0].eff.attention = 0.25;
     cr_assert(!cluster_equal(c, d), "a changed efficiency compares equal");
+    cluster_free(d);
+    /* a device's tiling: read, saved, read back equal; a changed or dropped one differs */
+    c->types[0].tiling = (device_tiling){132, 128, 256};
+    cr_assert_eq(cluster_save(c, path, &err), 0, "%s", err.msg);
+    d = cluster_ok(path);
+    cr_assert_eq(d->types[0].tiling.sms, 132);
+    cr_assert_eq(d->types[0].tiling.tile_n, 256);
+    cr_assert(cluster_equal(c, d));
+    d->types[0].tiling.tile_n = 128;
+    cr_assert(!cluster_equal(c, d), "a changed tile compares equal");
+    d->types[0].tiling.sms = 0;
+    cr_assert(!cluster_equal(c, d), "a dropped tiling compares equal");
     cluster_free(d);
     cluster_free(c);
     remove(path);
@@ -733,6 +754,38 @@ Test(llm, gated_mlp_and_gqa_bytes)
     expect_within(p->layers[1].activation_bytes + p->layers[1].saved_bytes, want, 1e-12,
                   "llama block bytes");
     profile_free(p);
+    transformer_free(t);
+}
+
+/* The head's cross-entropy as Megatron-Core's vocabulary-parallel one runs it, one kernel
+ * per pass over the L = b s V / t logits (bytes per logit): forward the fp32 copy (e + 4),
+ * the row maximum (4), its subtraction (4 + 4), exp (4 + 4), the row sum (4), the division
+ * (4 + 4); backward the product with the loss's gradient (4 + 4) and the cast back (4 + e).
+ * The README's 1.7B model on H100 (vocabulary 131,072) at tp 1 and 2: the head's times less
+ * its logits multiply and final norm are those passes at the file's streaming bandwidth. */
+Test(llm, head_cross_entropy_passes)
+{
+    const char *file = "profiles/clusters/dgx-h100.json";
+    transformer *t = load_ok("examples/llm/megatron-h100/gpt-1.7b.json");
+    cluster *c = cluster_ok(file);
+    const device_type *dev = &c->types[0];
+    double BW = dev->memory_Bps * dev->eff.memory, ko = dev->eff.kernel_overhead_s;
+    double s = 4096, h = 2048, e = 2, ms = 1e3 * dev->speed;
+    for (int tp = 1; tp <= 2; tp++) {
+        profile *p = build_ok(t, file, tp, 1, 4096);
+        const profile_layer *H = &p->layers[p->nlayers - 1];
+        double vt = 131072.0 / tp, L = s * vt;
+        double logits = device_gemm_s(dev, DEV_BF16, 1, s, vt, h, 0);
+        double dx = device_gemm_s(dev, DEV_BF16, 1, s, h, vt, 0);
+        double fwd = logits + (2 * s * h * e / BW + ko) + (L * 38 / BW + 6 * ko);
+        double bwd = dx + (4 * s * h * e / BW + 2 * ko) + (L * 14 / BW + 2 * ko);
+        expect_within(H->forward_ms, fwd * ms, 1e-12, "head forward");
+        expect_within(H->backward_input_ms, bwd * ms, 1e-12, "head input gradient");
+        /* at tp 1 the passes move 38 + 14 bytes per logit, 27.9 GB: 10.4 ms at 2.68 TB/s */
+        if (tp == 1) expect_within(L * 52 / BW, 10.4e-3, 0.01, "the passes' time");
+        profile_free(p);
+    }
+    cluster_free(c);
     transformer_free(t);
 }
 

@@ -22,17 +22,17 @@ trap 'rm -rf "$d"' EXIT
 export H100=${H100:-profiles/clusters/dgx-h100.json}
 TSV=${MEGATRON_H100_TSV:-tests/data/megatron/h100-readme.tsv}
 MODELS=examples/llm/megatron-h100
-# Held to the limits: 16B, 70B, 119B, 177B, 314B, 462B and the 177B on 96 and on 4608
-# GPUs, with dgx-h100.json's efficiencies (fitted with the tensor-parallel collectives
-# overlapped with the GEMMs, --tp-overlap full, and the parameter all-gather under the
-# next forward) and the data-parallel rings leaving each node through as many of its NICs
-# as the ring has GPUs there (docs/sim.md, "Rails"). Printed, not held (docs/llm.md): 1.7B
-# and 7.1B (tp 1 and 2), whose rings now cross at 8 and 4 NICs' rate and which plumb then
-# predicts faster than measured (the small GEMMs of hidden 2048 and 4096 at the efficiency
-# fitted on the large ones); 32B (tp 8, one GPU per node in each ring, one NIC), whose fp32
-# gradient reduce-scatter outlasts the last of its 4 one-sequence backwards.
-export HELD=${MEGATRON_H100_HELD:-"mlm24-16b mlm24-70b mlm24-119b mlm24-177b mlm24-314b
-    mlm24-462b mlm24-177b-strong-96 mlm24-177b-strong-4608"}
+# Held to the limits: 7.1B, 16B, 70B, 119B, 177B, 314B, 462B and the 177B on 96 and on
+# 4608 GPUs, with dgx-h100.json's efficiencies (attention at cuDNN fused attention's
+# published rate; gemm and memory fitted with the tensor-parallel collectives overlapped
+# with the GEMMs, --tp-overlap full, and the parameter all-gather under the next forward)
+# and the data-parallel rings leaving each node through as many of its NICs as the ring has
+# GPUs there (docs/sim.md, "Rails"). Printed, not held (docs/llm.md): 1.7B (tp 1), which
+# plumb predicts faster than measured (hidden 2048: "Shape-dependent efficiency" there);
+# 32B (tp 8, one GPU per node in each ring, one NIC), whose fp32 gradient reduce-scatter
+# outlasts the last of its 4 one-sequence backwards.
+export HELD=${MEGATRON_H100_HELD:-"mlm24-7.1b mlm24-16b mlm24-70b mlm24-119b mlm24-177b
+    mlm24-314b mlm24-462b mlm24-177b-strong-96 mlm24-177b-strong-4608"}
 # The README's runs overlap the distributed optimizer's parameter all-gather with the next
 # forward (--overlap-param-gather); MEGATRON_H100_OPG=0 prices it in one ring with the
 # backward instead, as plumb does without the flag.
