@@ -238,22 +238,26 @@ static int any_waiting(const nm_setting *s, const nm_part *parts, int n)
     return 0;
 }
 
-/* The partitions with every stage on the same number of units r, for each count r of m's
- * list (but one device: the straight pipelines of nm_baselines), at most max in all into
- * parts: the program sees one stage at a time and cannot
+/* The partitions with every stage on the same number of units r (quick programs), for
+ * each count r of m's list that leaves room for two stages (but one device: the straight
+ * pipelines of nm_baselines), at most max in all into parts: the program sees one stage at a time and cannot
  * price the waiting of unequal counts (native_rr.c), so it is also asked for these, whose
  * replicas never wait on an out-of-phase neighbour. Returns how many. */
 static int equal_partitions(const nm_model *m, const nm_setting *g, nm_part *parts, int max,
                             int *dp_runs)
 {
     int n = 0;
+    nm_setting q = *g;
+    q.quick = 1; /* the min-max program and one fill threshold */
     for (int ri = 0; ri < m->nr && n < max; ri++) {
-        if (m->rlist[ri] * m->g == 1) continue; /* straight pipelines: nm_baselines' */
+        int r = m->rlist[ri];
+        if (r * m->g == 1) continue; /* straight pipelines: nm_baselines' */
+        if (2 * r > m->U) break;     /* one stage: data parallelism, the main program's */
         nm_model one = *m;
         one.kept = NULL; /* other replica counts than m's programs */
         one.nr = 1;
-        one.rlist[0] = m->rlist[ri];
-        n += nm_partitions(&one, g, parts + n, max - n < NM_EQ_EACH ? max - n : NM_EQ_EACH,
+        one.rlist[0] = r;
+        n += nm_partitions(&one, &q, parts + n, max - n < NM_EQ_EACH ? max - n : NM_EQ_EACH,
                            dp_runs);
     }
     return n;
@@ -275,7 +279,7 @@ int nm_gather(const nm_models *ms, const nm_setting *s, int fixedM, nm_cands *ou
          * to the simulator) */
         if (!fixedM) g.M = pass ? 2 * m->ndev : program_m(m, s->kind);
         int n = nm_partitions(m, &g, parts, NM_PARTS, dp_runs);
-        if (s->nstages <= 0 && any_waiting(&g, parts, n))
+        if (s->nstages <= 0 && !s->quick && any_waiting(&g, parts, n))
             n += equal_partitions(m, &g, parts + n, NM_EQ_PARTS, dp_runs);
         for (int i = 0; i < n; i++) {
             nm_cand c = {.mod = k, .s = g, .pt = parts[i]};
