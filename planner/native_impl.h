@@ -162,14 +162,15 @@ void nm_price_exact(const nm_model *m, const nm_setting *s, nm_part *part);
  * counts are not all equal. 1 or 0. */
 int nm_rr_applies(sched_kind kind, int S, const int *reps);
 
-/* The compute order of S stages with reps[s] replicas each, M microbatches handed out
- * round robin (microbatch g on replica g % reps[s]) and ordered as kind's generator
- * orders them (docs/schedules.md), replayed with f[s] and b[s] seconds of forward and
+/* The compute order of S stages with reps[s] replicas each and M microbatches, as kind's
+ * generator lays it out (schedule_generate, on reps / d replicas and M / d microbatches,
+ * d their greatest common divisor: d identical lanes), replayed with f[s] and b[s] seconds of forward and
  * backward per microbatch and x[s] seconds per transfer from stage s to s + 1 (and back):
  * the seconds one flushed iteration takes (gpipe, 1f1b-flush: from the first forward to
  * the last backward), or for the asynchronous kinds what M more microbatches add in the
- * steady state. No contention, no all-reduce, no optimizer step. -1 when out of memory or
- * for arguments out of range (S < 1, M < 1, a count < 1). */
+ * steady state. No contention, no all-reduce, no optimizer step. -1 when out of memory,
+ * for arguments out of range (S < 1, M < 1, a count < 1) or a lane the generator refuses
+ * (the caller keeps its closed form). */
 double nm_rr_time(sched_kind kind, int S, const int *reps, const double *f, const double *b,
                   const double *x, int M);
 
