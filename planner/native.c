@@ -238,17 +238,15 @@ static int any_waiting(const nm_setting *s, const nm_part *parts, int n)
     return 0;
 }
 
-/* The partitions with every stage on the same number of units r (quick programs), for
- * each count r of m's list that leaves room for two stages (but one device: the straight
- * pipelines of nm_baselines), at most max in all into parts: the program sees one stage at a time and cannot
- * price the waiting of unequal counts (native_rr.c), so it is also asked for these, whose
- * replicas never wait on an out-of-phase neighbour. Returns how many. */
+/* The partitions with every stage on the same number of units r, for each count r of m's
+ * list that leaves room for two stages (but one device: the straight pipelines of
+ * nm_baselines), at most max in all into parts: the program sees one stage at a time and
+ * cannot price the waiting of unequal counts (native_rr.c), so it is also asked for these,
+ * whose replicas never wait on an out-of-phase neighbour. Returns how many. */
 static int equal_partitions(const nm_model *m, const nm_setting *g, nm_part *parts, int max,
                             int *dp_runs)
 {
     int n = 0;
-    nm_setting q = *g;
-    q.quick = 1; /* the min-max program and one fill threshold */
     for (int ri = 0; ri < m->nr && n < max; ri++) {
         int r = m->rlist[ri];
         if (r * m->g == 1) continue; /* straight pipelines: nm_baselines' */
@@ -257,7 +255,7 @@ static int equal_partitions(const nm_model *m, const nm_setting *g, nm_part *par
         one.kept = NULL; /* other replica counts than m's programs */
         one.nr = 1;
         one.rlist[0] = r;
-        n += nm_partitions(&one, &q, parts + n, max - n < NM_EQ_EACH ? max - n : NM_EQ_EACH,
+        n += nm_partitions(&one, g, parts + n, max - n < NM_EQ_EACH ? max - n : NM_EQ_EACH,
                            dp_runs);
     }
     return n;
