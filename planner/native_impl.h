@@ -156,6 +156,9 @@ void nm_price(const nm_model *m, const nm_setting *s, nm_part *part);
  * plans the planner keeps and reports: a schedule per call (the memo keeps the latest). */
 void nm_price_exact(const nm_model *m, const nm_setting *s, nm_part *part);
 
+/* The greatest common divisor of a and b (>= 0; nm_gcd(a, 0) = a). */
+long long nm_gcd(long long a, long long b);
+
 /* Whether the planner prices a partition of S stages with reps[s] replicas (devices)
  * each under kind by replaying its compute order (nm_rr_time): the one-stage-per-rank
  * kinds without a split backward (gpipe, 1f1b-flush, pipedream, 2bw) when the replica

@@ -1298,7 +1298,7 @@ int nm_partitions_interleaved(const nm_model *m, const nm_setting *s, nm_part *o
 
 /* --- plans ------------------------------------------------------------------------------ */
 
-static long long gcd_ll(long long a, long long b)
+long long nm_gcd(long long a, long long b)
 {
     while (b) {
         long long t = a % b;
@@ -1317,7 +1317,7 @@ int nm_policy_microbatches(sched_kind k, int nst, const int *reps)
         int n = reps[i] > 0 ? reps[i] : 1;
         if (n > maxr) maxr = n;
         W += n;
-        L = L / gcd_ll(L, n) * n;
+        L = L / nm_gcd(L, n) * n;
         if (L > 4096) L = 4097;
     }
     /* flushing kinds: every replica of every stage gets 2 x depth microbatches per flush
@@ -1358,7 +1358,7 @@ int nm_legacy_microbatches(const nm_model *m, sched_kind k, const nm_part *pt)
     for (int i = 0; i < pt->nst; i++) {
         int n = pt->st[i].r * m->g;
         if (n > maxr) maxr = n;
-        L = L / gcd_ll(L, n) * n;
+        L = L / nm_gcd(L, n) * n;
         if (L > 4096) L = 4097;
     }
     int base = 4 * pt->nst > maxr ? 4 * pt->nst : maxr;

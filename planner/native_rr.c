@@ -25,16 +25,6 @@
 
 #include <stdlib.h>
 
-static long long gcd_of(long long a, long long b)
-{
-    while (b) {
-        long long t = a % b;
-        a = b;
-        b = t;
-    }
-    return a;
-}
-
 /* The makespan of n microbatches (per iteration, `iters` iterations) of one lane (q[s]
  * replicas per stage) in the order kind's generator lays out (schedule_generate: the
  * compute actions of each worker's list; its sends, receives, all-reduces and steps take
@@ -112,7 +102,7 @@ double nm_rr_time(sched_kind kind, int S, const int *reps, const double *f, cons
     long long d = M;
     for (int s = 0; s < S; s++) {
         if (reps[s] < 1) return -1;
-        d = gcd_of(d, reps[s]);
+        d = nm_gcd(d, reps[s]);
     }
     int q[NM_MAX_STAGES], n = (int)(M / d);
     for (int s = 0; s < S; s++) q[s] = (int)(reps[s] / d);
