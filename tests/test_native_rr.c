@@ -354,3 +354,36 @@ Test(native_rr, estimate_against_the_simulator, .timeout = 120)
     cr_expect(gm < 0.01, "geometric mean error %.2f %%", 100 * gm);
     cluster_free(c);
 }
+
+/* The schedule takes at most 1024 replicas a stage: the default plan of resnet50 on the
+ * 2208 GPUs of dgx-a100-80g (one stage of 2208 replicas before, which the simulator
+ * refused and `plumb plan` returned unsimulated) keeps every stage within it, and the
+ * simulator runs it. */
+Test(native_rr, no_stage_above_the_schedules_replicas, .timeout = 120)
+{
+    plumb_err e;
+    profile *p = profile_load(PROFILE_DIR "/resnet50.json", &e);
+    cr_assert_not_null(p, "%s", e.msg);
+    cluster *c = cluster_load(CLUSTER_DIR "/dgx-a100-80g.json", &e);
+    cr_assert_not_null(c, "%s", e.msg);
+    cr_assert_gt(c->ndevices, NM_MAX_REPLICAS);
+    native_options o;
+    native_options_init(&o);
+    native_result res;
+    memset(&res, 0, sizeof res);
+    plan *pl = planner_native(p, c, &o, &res, &e);
+    cr_assert_not_null(pl, "%s", e.msg);
+    for (int s = 0; s < pl->nstages; s++)
+        cr_expect_leq(pl->stages[s].replicas, NM_MAX_REPLICAS, "stage %d: %d replicas", s,
+                      pl->stages[s].replicas);
+    cr_expect(res.ncand > 0 && res.cand[0].simulated, "the plan returned was not simulated");
+    sim_options so;
+    sim_options_init(&so);
+    sim_report *r = sim_run(pl, &so, &e);
+    cr_expect_not_null(r, "sim_run: %s", e.msg);
+    sim_report_free(r);
+    plan_free(pl);
+    native_result_free(&res);
+    cluster_free(c);
+    profile_free(p);
+}
