@@ -12,8 +12,11 @@
  * the compute order of a complete partition instead, as a max-plus recurrence (no events,
  * no contention): each action starts when its replica is free and its input has arrived
  * (the forward of the stage before, or the backward of the stage after, plus one
- * transfer). The orders are the generator's own (schedule_generate): the planner keeps
- * no copy of the rule that hands microbatches to replicas.
+ * transfer). Each replica's order is written here as core/schedule_gen.c's generator lays
+ * it out (gen_single), without the lowering that schedule_generate adds (its sends,
+ * receives and steps: 1.6x the CPU of `plumb plan --schedule auto` for gnmt on the
+ * heterogeneous cluster); tests/test_native_rr.c holds the two orders equal
+ * (native_rr/orders_are_the_generators).
  *
  * With d the greatest common divisor of the replica counts and the microbatch count, the
  * microbatches g = a d + e of lane e run on replica d (a % q) + e of a stage of q d
@@ -21,51 +24,78 @@
  * replay runs one of them (gnmt on 4096 devices: 32 replicas, 112 microbatches). */
 #include "planner/native_impl.h"
 
-#include "core/schedule.h"
-
 #include <stdlib.h>
 
-/* The makespan of n microbatches (per iteration, `iters` iterations) of one lane (q[s]
- * replicas per stage) in the order kind's generator lays out (schedule_generate: the
- * compute actions of each worker's list; its sends, receives, all-reduces and steps take
- * no time here). -1 when the generator refuses the lane or memory runs out. */
-static double rr_lane(sched_kind kind, int S, const int *q, const double *f, const double *b,
-                      const double *x, int n, int iters)
+int nm_rr_order(int q, int j, int n, int k, int hold_all, int *out)
 {
-    sched_spec sp = {kind, 0, S, 1, n, iters, q, NULL};
-    plumb_err e;
-    err_clear(&e);
-    schedule *sc = schedule_generate(&sp, &e);
-    if (!sc) return -1;
-    size_t T = (size_t)n * iters;
-    int nw = sc->nworkers;
-    double *fd = malloc((size_t)S * T * sizeof *fd), *bd = malloc((size_t)S * T * sizeof *bd);
+    int cnt = 0, na = 0;
+    for (int a = j; a < n; a += q) na++;
+    if (hold_all) {
+        for (int t = 0; t < na; t++) out[cnt++] = j + t * q + 1;
+        for (int t = 0; t < na; t++) out[cnt++] = -(j + t * q + 1);
+        return cnt;
+    }
+    if (k > na) k = na;
+    if (k < 0) k = 0;
+    for (int t = 0; t < k; t++) out[cnt++] = j + t * q + 1;
+    for (int t = 0; t < na; t++) {
+        if (t + k < na) out[cnt++] = j + (t + k) * q + 1;
+        out[cnt++] = -(j + t * q + 1);
+    }
+    return cnt;
+}
+
+/* The makespan of n microbatches of one lane (q[s] replicas per stage). -1 when out of
+ * memory or when the order cannot finish (it always can: the generator's orders are
+ * deadlock-free; kept as a guard). */
+static double rr_lane(int S, const int *q, const double *f, const double *b, const double *x,
+                      int n, int hold_all)
+{
+    int nw = 0, Wq = 0;
+    size_t nact = 0;
+    for (int s = 0; s < S; s++) {
+        nw += q[s];
+        nact += (size_t)q[s] * 2 * ((n + q[s] - 1) / q[s]); /* 2 ceil(n / q) per replica */
+    }
+    double *fd = malloc((size_t)S * n * sizeof *fd), *bd = malloc((size_t)S * n * sizeof *bd);
     double *freet = calloc((size_t)nw, sizeof *freet);
-    int *pos = calloc((size_t)nw, sizeof *pos);
+    int *acts = malloc((nact + 1) * sizeof *acts), *len = calloc((size_t)nw, sizeof *len);
+    int *pos = calloc((size_t)nw, sizeof *pos), *wst = malloc((size_t)nw * sizeof *wst);
+    size_t *at = malloc((size_t)nw * sizeof *at);
     double span = -1;
-    if (!fd || !bd || !freet || !pos) goto done;
-    for (size_t i = 0; i < (size_t)S * T; i++) fd[i] = bd[i] = -1;
-    /* sweep the workers, each as far as its inputs allow, until none moves */
+    if (!fd || !bd || !freet || !acts || !len || !pos || !wst || !at) goto done;
+    for (size_t i = 0; i < (size_t)S * n; i++) fd[i] = bd[i] = -1;
+    int w = nw;
+    size_t off = nact;
+    for (int s = S - 1; s >= 0; s--) {
+        Wq += q[s];
+        int k = (Wq + q[s] - 1) / q[s] - 1;
+        for (int j = q[s] - 1; j >= 0; j--) {
+            w--;
+            wst[w] = s;
+            off -= 2 * (size_t)((n + q[s] - 1) / q[s]);
+            at[w] = off;
+            len[w] = nm_rr_order(q[s], j, n, k, hold_all, acts + off);
+        }
+    }
+    /* sweep the replicas, each as far as its inputs allow, until none moves */
     for (int moved = 1; moved;) {
         moved = 0;
-        for (int w = 0; w < nw; w++) {
-            while (pos[w] < sc->len[w]) {
-                const action *a = &sc->acts[w][pos[w]];
-                int st = a->stage;
-                size_t g = (size_t)a->microbatch;
-                double ready = 0, t;
-                if (a->kind == ACT_F) {
-                    if (st > 0 && fd[(st - 1) * T + g] < 0) break;
-                    if (st > 0) ready = fd[(st - 1) * T + g] + x[st - 1];
-                } else if (a->kind == ACT_B) {
-                    if (st + 1 < S && bd[(st + 1) * T + g] < 0) break;
-                    if (st + 1 < S) ready = bd[(st + 1) * T + g] + x[st];
-                } else { /* communication and steps: priced elsewhere */
-                    pos[w]++;
-                    continue;
+        for (w = 0; w < nw; w++) {
+            int s = wst[w];
+            const int *L = acts + at[w];
+            while (pos[w] < len[w]) {
+                int v = L[pos[w]], a = (v > 0 ? v : -v) - 1;
+                double ready;
+                if (v > 0) {
+                    if (s > 0 && fd[(size_t)(s - 1) * n + a] < 0) break;
+                    ready = s > 0 ? fd[(size_t)(s - 1) * n + a] + x[s - 1] : 0;
+                } else {
+                    if (s + 1 < S && bd[(size_t)(s + 1) * n + a] < 0) break;
+                    ready = s + 1 < S ? bd[(size_t)(s + 1) * n + a] + x[s] : 0;
                 }
-                t = (freet[w] > ready ? freet[w] : ready) + (a->kind == ACT_F ? f[st] : b[st]);
-                (a->kind == ACT_F ? fd : bd)[st * T + g] = t;
+                double t = (freet[w] > ready ? freet[w] : ready) + (v > 0 ? f[s] : b[s]);
+                (v > 0 ? fd : bd)[(size_t)s * n + a] = t;
                 freet[w] = t;
                 pos[w]++;
                 moved = 1;
@@ -73,16 +103,15 @@ static double rr_lane(sched_kind kind, int S, const int *q, const double *f, con
         }
     }
     span = 0;
-    for (int w = 0; w < nw; w++) {
-        if (pos[w] < sc->len[w]) { /* the generator's orders are deadlock-free: a guard */
+    for (w = 0; w < nw; w++) {
+        if (pos[w] < len[w]) {
             span = -1;
             break;
         }
         if (freet[w] > span) span = freet[w];
     }
 done:
-    free(fd), free(bd), free(freet), free(pos);
-    schedule_free(sc);
+    free(fd), free(bd), free(freet), free(acts), free(len), free(pos), free(wst), free(at);
     return span;
 }
 
@@ -106,8 +135,10 @@ double nm_rr_time(sched_kind kind, int S, const int *reps, const double *f, cons
     }
     int q[NM_MAX_STAGES], n = (int)(M / d);
     for (int s = 0; s < S; s++) q[s] = (int)(reps[s] / d);
-    if (!sched_traits_of(kind)->async) return rr_lane(kind, S, q, f, b, x, n, 1);
+    const sched_traits *tr = sched_traits_of(kind);
+    int hold_all = tr->hold == SCHED_HOLD_ALL;
+    if (!tr->async) return rr_lane(S, q, f, b, x, n, hold_all);
     /* one continuous order: the steady cost of M more microbatches */
-    double t1 = rr_lane(kind, S, q, f, b, x, n, 1), t2 = rr_lane(kind, S, q, f, b, x, n, 2);
+    double t1 = rr_lane(S, q, f, b, x, n, 0), t2 = rr_lane(S, q, f, b, x, 2 * n, 0);
     return t1 < 0 || t2 < 0 ? -1 : t2 - t1;
 }

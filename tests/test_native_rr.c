@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "core/profile.h"
+#include "core/schedule.h"
 #include "planner/native.h"
 #include "planner/native_impl.h"
 #include "sim/sim.h"
@@ -112,6 +113,69 @@ static double ref_iteration(int S, const int *reps, const double *f, const doubl
     for (w = 0; w < R.nw; w++) free(R.act[w]), free(R.end[w]);
     free(R.wst), free(R.wrep), free(R.len), free(R.act), free(R.end), free(R.fpos), free(R.bpos);
     return span;
+}
+
+/* --- the planner's orders are the generator's ---------------------------------------- */
+
+/* nm_rr_order against schedule_generate's compute actions (F and B of each worker, in
+ * order), for gpipe, 1f1b-flush, pipedream and 2bw on 2 to 4 stages of 1 to 6 replicas
+ * and 1 to 3 rounds of microbatches: the planner writes the generator's order itself
+ * (without the lowering), so this is what keeps the two one rule. */
+Test(native_rr, orders_are_the_generators)
+{
+    static const sched_kind kinds[] = {SCHED_GPIPE, SCHED_1F1B_FLUSH, SCHED_PIPEDREAM,
+                                       SCHED_2BW};
+    unsigned seed = 11;
+    int shapes = 0, workers = 0;
+    for (int t = 0; t < 300; t++) {
+        int S = 2 + (int)(rand_r(&seed) % 3), reps[4], lcm = 1;
+        for (int s = 0; s < S; s++) {
+            reps[s] = 1 + (int)(rand_r(&seed) % 6);
+            int a = lcm, b = reps[s];
+            while (b) {
+                int r = a % b;
+                a = b;
+                b = r;
+            }
+            lcm = lcm / a * reps[s];
+        }
+        sched_kind kind = kinds[t % 4];
+        int n = lcm * (1 + (int)(rand_r(&seed) % 3));
+        sched_spec sp = {kind, 0, S, 1, n, 1, reps, NULL};
+        plumb_err e;
+        err_clear(&e);
+        schedule *sc = schedule_generate(&sp, &e);
+        if (!sc) continue; /* 2bw needs enough microbatches for its versions */
+        int w = 0, W = 0, mine[512];
+        for (int s = 0; s < S; s++) W += reps[s];
+        for (int s = 0; s < S; s++) {
+            int k = (W + reps[s] - 1) / reps[s] - 1;
+            for (int j = 0; j < reps[s]; j++, w++) {
+                int cnt = nm_rr_order(reps[s], j, n, k,
+                                      sched_traits_of(kind)->hold == SCHED_HOLD_ALL, mine);
+                int worker = sc->stage_workers[sc->stage_first[s] + j], i = 0;
+                for (int x = 0; x < sc->len[worker]; x++) {
+                    const action *a = &sc->acts[worker][x];
+                    if (a->kind != ACT_F && a->kind != ACT_B) continue;
+                    int v = a->kind == ACT_F ? a->microbatch + 1 : -(a->microbatch + 1);
+                    cr_assert(i < cnt && mine[i] == v,
+                              "%s %d stages, stage %d replica %d of %d, %d microbatches: "
+                              "action %d is %d, the planner's %d", sched_kind_name(kind), S, s,
+                              j, reps[s], n, i, v, i < cnt ? mine[i] : 0);
+                    i++;
+                }
+                cr_assert_eq(i, cnt, "stage %d replica %d: %d compute actions, planner %d", s,
+                             j, i, cnt);
+            }
+            W -= reps[s];
+        }
+        workers += w;
+        shapes++;
+        schedule_free(sc);
+    }
+    cr_log_info("native_rr: %d shapes, %d workers' orders equal to the generator's\n", shapes,
+                workers);
+    cr_assert_gt(shapes, 250);
 }
 
 /* --- a pair of stages in the steady state -------------------------------------------- */
