@@ -131,13 +131,7 @@ Test(native_rr, orders_are_the_generators)
         int S = 2 + (int)(rand_r(&seed) % 3), reps[4], lcm = 1;
         for (int s = 0; s < S; s++) {
             reps[s] = 1 + (int)(rand_r(&seed) % 6);
-            int a = lcm, b = reps[s];
-            while (b) {
-                int r = a % b;
-                a = b;
-                b = r;
-            }
-            lcm = lcm / a * reps[s];
+            lcm = lcm / (int)nm_gcd(lcm, reps[s]) * reps[s];
         }
         sched_kind kind = kinds[t % 4];
         int n = lcm * (1 + (int)(rand_r(&seed) % 3));
@@ -368,10 +362,7 @@ Test(native_rr, estimate_against_the_simulator, .timeout = 120)
     double worst = 0, logsum = 0;
     int n = 0;
     for (int f = 0; f < 3; f++) {
-        char path[256];
-        snprintf(path, sizeof path, PROFILE_DIR "/%s.json", profs[f]);
-        profile *p = profile_load(path, &e);
-        cr_assert_not_null(p, "%s", e.msg);
+        profile *p = shipped_profile(profs[f]);
         nm_model m;
         cr_assert_eq(nm_model_build(&m, p, c, c->ndevices, NULL, 0, &e), 0, "%s", e.msg);
         cr_assert_eq(m.g, 1);
@@ -379,13 +370,7 @@ Test(native_rr, estimate_against_the_simulator, .timeout = 120)
             int S = 0, reps[5], lcm = 1;
             while (S < 5 && shapes[h][S]) {
                 reps[S] = shapes[h][S];
-                int a = lcm, b = reps[S];
-                while (b) {
-                    int t = a % b;
-                    a = b;
-                    b = t;
-                }
-                lcm = lcm / a * reps[S];
+                lcm = lcm / (int)nm_gcd(lcm, reps[S]) * reps[S];
                 S++;
             }
             nm_part pt;
