@@ -162,6 +162,9 @@ int nm_cands_push(nm_cands *cs, const nm_cand *c)
 }
 
 #define NM_PARTS 8
+#define NM_EQ_EACH 2  /* partitions kept per equal replica count */
+#define NM_EQ_PARTS 64 /* and at most this many in all */
+#define NM_EQ_WAIT 0.05 /* the waiting that asks for them (any_waiting) */
 
 /* The microbatch count the program prices with when none is given: a guess for the
  * memory bound and the all-reduce share (2 per device); 0 for pipedream and 2bw, whose
@@ -220,10 +223,48 @@ int nm_baselines(const nm_models *ms, const nm_setting *s, int fixedM, nm_cands 
     return added;
 }
 
+/* Whether some of parts[0..n) (priced under s) waits: its replicas' waiting on
+ * out-of-phase neighbours, which the replay of its compute order prices (nm_rr_applies),
+ * makes its iteration more than NM_EQ_WAIT longer than the closed form `M x period + fill
+ * + all-reduce` the program optimised. */
+static int any_waiting(const nm_setting *s, const nm_part *parts, int n)
+{
+    const sched_traits *tr = sched_traits_of(s->kind);
+    for (int i = 0; i < n; i++) {
+        const nm_part *p = &parts[i];
+        double cf = p->M * p->period + (tr->async ? 0 : p->fill) + p->ar;
+        if (p->iter_s > (1 + NM_EQ_WAIT) * cf) return 1;
+    }
+    return 0;
+}
+
+/* The partitions with every stage on the same number of units r, for each count r of m's
+ * list that leaves room for two stages (but one device: the straight pipelines of
+ * nm_baselines), at most max in all into parts: the program sees one stage at a time and
+ * cannot price the waiting of unequal counts (native_rr.c), so it is also asked for these,
+ * whose replicas never wait on an out-of-phase neighbour. Returns how many. */
+static int equal_partitions(const nm_model *m, const nm_setting *g, nm_part *parts, int max,
+                            int *dp_runs)
+{
+    int n = 0;
+    for (int ri = 0; ri < m->nr && n < max; ri++) {
+        int r = m->rlist[ri];
+        if (r * m->g == 1) continue; /* straight pipelines: nm_baselines' */
+        if (2 * r > m->U) break;     /* one stage: data parallelism, the main program's */
+        nm_model one = *m;
+        one.kept = NULL; /* other replica counts than m's programs */
+        one.nr = 1;
+        one.rlist[0] = r;
+        n += nm_partitions(&one, g, parts + n, max - n < NM_EQ_EACH ? max - n : NM_EQ_EACH,
+                           dp_runs);
+    }
+    return n;
+}
+
 int nm_gather(const nm_models *ms, const nm_setting *s, int fixedM, nm_cands *out,
               int *dp_runs)
 {
-    nm_part *parts = malloc(NM_PARTS * sizeof *parts);
+    nm_part *parts = malloc((NM_PARTS + NM_EQ_PARTS) * sizeof *parts);
     if (!parts) return -1;
     int added = 0;
     int async = sched_traits_of(s->kind)->async;
@@ -236,6 +277,8 @@ int nm_gather(const nm_models *ms, const nm_setting *s, int fixedM, nm_cands *ou
          * to the simulator) */
         if (!fixedM) g.M = pass ? 2 * m->ndev : program_m(m, s->kind);
         int n = nm_partitions(m, &g, parts, NM_PARTS, dp_runs);
+        if (s->nstages <= 0 && !s->quick && any_waiting(&g, parts, n))
+            n += equal_partitions(m, &g, parts + n, NM_EQ_PARTS, dp_runs);
         for (int i = 0; i < n; i++) {
             nm_cand c = {.mod = k, .s = g, .pt = parts[i]};
             if (!fixedM) settle_m(m, &c);

@@ -13,6 +13,8 @@
 #define NM_MAX_BLOCKS 48        /* the chain is coarsened to at most this many blocks */
 #define NM_MAX_UNITS 32         /* devices are grouped into at most this many units */
 #define NM_MAX_STAGES 128
+#define NM_MAX_REPLICAS 1024     /* replicas of one stage the schedule accepts
+                                    (schedule_generate refuses more: core/schedule.c) */
 #define NM_BUCKET_BYTES (25.0 * 1024 * 1024) /* all-reduce bucket (the last is exposed) */
 
 /* Per (first unit u, units r): facts of the device range [u g, (u + r) g) in the order. */
@@ -153,6 +155,34 @@ void nm_price(const nm_model *m, const nm_setting *s, nm_part *part);
  * peak_mem and fits are the simulator's (nm_part_memory's largest). For the complete
  * plans the planner keeps and reports: a schedule per call (the memo keeps the latest). */
 void nm_price_exact(const nm_model *m, const nm_setting *s, nm_part *part);
+
+/* The greatest common divisor of a and b (>= 0; nm_gcd(a, 0) = a). */
+long long nm_gcd(long long a, long long b);
+
+/* The compute order of replica j of a stage of q replicas over microbatches 0..n-1 (its
+ * own j, j + q, ...), as the generator lays it out: gpipe (hold_all) every forward then
+ * every backward; 1F1B k warmup forwards (ceil(W / q) - 1, W the replicas of this stage
+ * and those after it), then one forward and one backward in turn. Into out (room for
+ * 2 ceil(n / q)): forward of microbatch a as a + 1, backward as -(a + 1). Returns the count
+ * written. */
+int nm_rr_order(int q, int j, int n, int k, int hold_all, int *out);
+
+/* Whether the planner prices a partition of S stages with reps[s] replicas (devices)
+ * each under kind by replaying its compute order (nm_rr_time): the one-stage-per-rank
+ * kinds without a split backward (gpipe, 1f1b-flush, pipedream, 2bw) when the replica
+ * counts are not all equal. 1 or 0. */
+int nm_rr_applies(sched_kind kind, int S, const int *reps);
+
+/* The compute order of S stages with reps[s] replicas each and M microbatches, as kind's
+ * generator lays it out (nm_rr_order, on reps / d replicas and M / d microbatches, d their
+ * greatest common divisor: d identical lanes), replayed with f[s] and b[s] seconds of forward and
+ * backward per microbatch and x[s] seconds per transfer from stage s to s + 1 (and back):
+ * the seconds one flushed iteration takes (gpipe, 1f1b-flush: from the first forward to
+ * the last backward), or for the asynchronous kinds what M more microbatches add in the
+ * steady state. No contention, no all-reduce, no optimizer step. -1 when out of memory,
+ * or for arguments out of range (S < 1, M < 1, a count < 1). */
+double nm_rr_time(sched_kind kind, int S, const int *reps, const double *f, const double *b,
+                  const double *x, int M);
 
 /* The dynamic program for s: the partitions it proposes (min-max period, then least fill
  * under a few period thresholds), priced, distinct, at most `max` of them into out.

@@ -376,10 +376,11 @@ int nm_model_build(nm_model *m, const profile *p, const cluster *c, int ndev,
 
     /* replica counts (units): 1..8, powers of two, whole servers, everything, and all
      * but 1..4 units (PipeDream's typical "15-1": one big replicated stage beside a few
-     * small ones) */
+     * small ones); none above the schedule's NM_MAX_REPLICAS per stage */
     int per = c->levels[0].count > 0 ? c->levels[0].count : 1;
     for (int r = 1; r <= U && m->nr < NM_MAX_UNITS; r++)
-        if (r <= 8 || is_pow2(r) || (r * m->g) % per == 0 || r >= U - 4)
+        if ((r <= 8 || is_pow2(r) || (r * m->g) % per == 0 || r >= U - 4) &&
+            (r == 1 || r * m->g <= NM_MAX_REPLICAS))
             m->rlist[m->nr++] = r;
 
     sim_net_from_cluster(&m->net, c, NULL);
@@ -451,6 +452,7 @@ oom:
 typedef struct nm_cost {
     double c, b;      /* compute and backward per microbatch on one replica */
     double per;       /* period */
+    double comm;      /* seconds per microbatch of its busiest link (0: none) */
     double lat;       /* latency per microbatch through the stage and its output link */
     double arx;       /* exposed all-reduce */
     double mem;       /* bytes per device */
@@ -616,6 +618,7 @@ static int stage_cost_k(const nm_model *m, const nm_setting *s, int b0, int b1, 
     o->c = c;
     o->b = B;
     o->per = per;
+    o->comm = comm;
     o->lat = lat;
     o->arx = arx;
     o->mem = mem;
@@ -853,7 +856,8 @@ static void price(const nm_model *m, const nm_setting *s, nm_part *pt, int exact
         pt->fill = (p - 1) * dmax / v + sumlat;
         pt->ar = 0;
     } else {
-        int W = 0, kzb = pipeline_kzb(m, pt);
+        int W = 0, kzb = pipeline_kzb(m, pt), reps[NM_MAX_STAGES];
+        double f[NM_MAX_STAGES], b[NM_MAX_STAGES], x[NM_MAX_STAGES], comm = 0;
         sim_memory mem[NM_MAX_STAGES];
         part_memory(m, s, pt, exact, mem);
         for (int i = 0; i < pt->nst; i++) W += pt->st[i].r * m->g;
@@ -873,18 +877,38 @@ static void price(const nm_model *m, const nm_setting *s, nm_part *pt, int exact
             if (o.arx > ar) ar = o.arx;
             if (o.mem > peak) peak = o.mem;
             if (o.cap < cap) cap = o.cap;
+            if (o.comm > comm) comm = o.comm;
+            reps[i] = st->r * m->g;
+            f[i] = o.c - o.b;
+            b[i] = o.b;
+            x[i] = (o.lat - o.c) / 2;
         }
         double port = port_time(m, s, pt);
         if (port > per) per = port;
+        if (port > comm) comm = port;
         pt->period = per;
         pt->fill = sumlat - botlat;
         pt->ar = sched_traits_of(s->kind)->step_each_round ? 0 : ar;
+        /* unequal replica counts: the compute order replayed prices the replicas'
+         * waiting on out-of-phase neighbours (native_rr.c); the closed form keeps the
+         * links' and ports' bound */
+        if (s->M > 0 && nm_rr_applies(s->kind, pt->nst, reps)) {
+            double t = nm_rr_time(s->kind, pt->nst, reps, f, b, x, s->M);
+            if (t > 0) {
+                const sched_traits *tr = sched_traits_of(s->kind);
+                double bound = tr->async ? s->M * per : s->M * comm + pt->fill;
+                pt->M = s->M;
+                pt->iter_s = (t > bound ? t : bound) + pt->ar;
+                goto done;
+            }
+        }
     }
     /* the fill and drain: none without a flush, less where split backwards fill it */
     const sched_traits *tr = sched_traits_of(s->kind);
     double fillfac = tr->async ? 0 : tr->split_backward ? 0.4 : 1;
     pt->M = s->M;
     pt->iter_s = s->M * pt->period + fillfac * pt->fill + pt->ar;
+done:
     pt->thr = pt->iter_s > 0 ? (double)s->M * s->mbsize / pt->iter_s : 0;
     pt->peak_mem = peak;
     pt->cap = cap;
@@ -1274,7 +1298,7 @@ int nm_partitions_interleaved(const nm_model *m, const nm_setting *s, nm_part *o
 
 /* --- plans ------------------------------------------------------------------------------ */
 
-static long long gcd_ll(long long a, long long b)
+long long nm_gcd(long long a, long long b)
 {
     while (b) {
         long long t = a % b;
@@ -1293,7 +1317,7 @@ int nm_policy_microbatches(sched_kind k, int nst, const int *reps)
         int n = reps[i] > 0 ? reps[i] : 1;
         if (n > maxr) maxr = n;
         W += n;
-        L = L / gcd_ll(L, n) * n;
+        L = L / nm_gcd(L, n) * n;
         if (L > 4096) L = 4097;
     }
     /* flushing kinds: every replica of every stage gets 2 x depth microbatches per flush
@@ -1334,7 +1358,7 @@ int nm_legacy_microbatches(const nm_model *m, sched_kind k, const nm_part *pt)
     for (int i = 0; i < pt->nst; i++) {
         int n = pt->st[i].r * m->g;
         if (n > maxr) maxr = n;
-        L = L / gcd_ll(L, n) * n;
+        L = L / nm_gcd(L, n) * n;
         if (L > 4096) L = 4097;
     }
     int base = 4 * pt->nst > maxr ? 4 * pt->nst : maxr;

@@ -68,4 +68,16 @@ static inline int shipped_profiles(void)
     return list_json(PROFILE_DIR, names, 64);
 }
 
+/* The shipped profile PROFILE_DIR/name.json, loaded; fails the test when it cannot be.
+ * The caller frees it with profile_free. */
+static inline profile *shipped_profile(const char *name)
+{
+    char path[256];
+    plumb_err e;
+    snprintf(path, sizeof path, PROFILE_DIR "/%s.json", name);
+    profile *p = profile_load(path, &e);
+    cr_assert_not_null(p, "%s", e.msg);
+    return p;
+}
+
 #endif

@@ -286,10 +286,7 @@ Test(memory_terms, random_replicated_plans_exact, .timeout = 600)
     unsigned seed = 23;
     tally k = {0};
     for (int f = 0; f < 3; f++) {
-        char path[256];
-        snprintf(path, sizeof path, PROFILE_DIR "/%s.json", profs[f]);
-        profile *p = profile_load(path, &e);
-        cr_assert_not_null(p, "%s", e.msg);
+        profile *p = shipped_profile(profs[f]);
         nm_model m;
         cr_assert_eq(nm_model_build(&m, p, c, c->ndevices, NULL, 0, &e), 0, "%s", e.msg);
         for (int t = 0; t < 8; t++) {

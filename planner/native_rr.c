@@ -1,0 +1,144 @@
+/* native_rr.c: the planner's price of a pipeline whose stages have unequal replica counts.
+ *
+ * Microbatch g of a stage with r replicas runs on replica g % r (1F1B-RR,
+ * docs/schedules.md), and each replica runs its microbatches in a fixed order: all
+ * forwards then all backwards (gpipe), or a warmup of ceil(W / r) - 1 forwards (W: the
+ * devices of this stage and those after it) and then one forward and one backward in turn
+ * (the 1F1B kinds). When the counts differ, a replica's next microbatch comes from a
+ * replica of the neighbouring stage that is in another phase of its own order, and it
+ * waits: with r = 2, 3, 4 and balanced stages 25 % longer per microbatch than any stage
+ * alone needs (docs/planner-native.md, section 7). That wait depends on every stage's
+ * count at once, which the dynamic program cannot see stage by stage; this file replays
+ * the compute order of a complete partition instead, as a max-plus recurrence (no events,
+ * no contention): each action starts when its replica is free and its input has arrived
+ * (the forward of the stage before, or the backward of the stage after, plus one
+ * transfer). Each replica's order is written here as core/schedule_gen.c's generator lays
+ * it out (gen_single), without the lowering that schedule_generate adds (its sends,
+ * receives and steps: 1.6x the CPU of `plumb plan --schedule auto` for gnmt on the
+ * heterogeneous cluster); tests/test_native_rr.c holds the two orders equal
+ * (native_rr/orders_are_the_generators).
+ *
+ * With d the greatest common divisor of the replica counts and the microbatch count, the
+ * microbatches g = a d + e of lane e run on replica d (a % q) + e of a stage of q d
+ * replicas: d independent, identical pipelines of q replicas and M / d microbatches. The
+ * replay runs one of them (gnmt on 4096 devices: 32 replicas, 112 microbatches). */
+#include "planner/native_impl.h"
+
+#include <stdlib.h>
+
+int nm_rr_order(int q, int j, int n, int k, int hold_all, int *out)
+{
+    int cnt = 0, na = 0;
+    for (int a = j; a < n; a += q) na++;
+    if (hold_all) {
+        for (int t = 0; t < na; t++) out[cnt++] = j + t * q + 1;
+        for (int t = 0; t < na; t++) out[cnt++] = -(j + t * q + 1);
+        return cnt;
+    }
+    if (k > na) k = na;
+    if (k < 0) k = 0;
+    for (int t = 0; t < k; t++) out[cnt++] = j + t * q + 1;
+    for (int t = 0; t < na; t++) {
+        if (t + k < na) out[cnt++] = j + (t + k) * q + 1;
+        out[cnt++] = -(j + t * q + 1);
+    }
+    return cnt;
+}
+
+/* The makespan of n microbatches of one lane (q[s] replicas per stage). -1 when out of
+ * memory or when the order cannot finish (it always can: the generator's orders are
+ * deadlock-free; kept as a guard). */
+static double rr_lane(int S, const int *q, const double *f, const double *b, const double *x,
+                      int n, int hold_all)
+{
+    int nw = 0, Wq = 0;
+    size_t nact = 0;
+    for (int s = 0; s < S; s++) {
+        nw += q[s];
+        nact += (size_t)q[s] * 2 * ((n + q[s] - 1) / q[s]); /* 2 ceil(n / q) per replica */
+    }
+    double *fd = malloc((size_t)S * n * sizeof *fd), *bd = malloc((size_t)S * n * sizeof *bd);
+    double *freet = calloc((size_t)nw, sizeof *freet);
+    int *acts = malloc((nact + 1) * sizeof *acts), *len = calloc((size_t)nw, sizeof *len);
+    int *pos = calloc((size_t)nw, sizeof *pos), *wst = malloc((size_t)nw * sizeof *wst);
+    size_t *at = malloc((size_t)nw * sizeof *at);
+    double span = -1;
+    if (!fd || !bd || !freet || !acts || !len || !pos || !wst || !at) goto done;
+    for (size_t i = 0; i < (size_t)S * n; i++) fd[i] = bd[i] = -1;
+    int w = nw;
+    size_t off = nact;
+    for (int s = S - 1; s >= 0; s--) {
+        Wq += q[s];
+        int k = (Wq + q[s] - 1) / q[s] - 1;
+        for (int j = q[s] - 1; j >= 0; j--) {
+            w--;
+            wst[w] = s;
+            off -= 2 * (size_t)((n + q[s] - 1) / q[s]);
+            at[w] = off;
+            len[w] = nm_rr_order(q[s], j, n, k, hold_all, acts + off);
+        }
+    }
+    /* sweep the replicas, each as far as its inputs allow, until none moves */
+    for (int moved = 1; moved;) {
+        moved = 0;
+        for (w = 0; w < nw; w++) {
+            int s = wst[w];
+            const int *L = acts + at[w];
+            while (pos[w] < len[w]) {
+                int v = L[pos[w]], a = (v > 0 ? v : -v) - 1;
+                double ready;
+                if (v > 0) {
+                    if (s > 0 && fd[(size_t)(s - 1) * n + a] < 0) break;
+                    ready = s > 0 ? fd[(size_t)(s - 1) * n + a] + x[s - 1] : 0;
+                } else {
+                    if (s + 1 < S && bd[(size_t)(s + 1) * n + a] < 0) break;
+                    ready = s + 1 < S ? bd[(size_t)(s + 1) * n + a] + x[s] : 0;
+                }
+                double t = (freet[w] > ready ? freet[w] : ready) + (v > 0 ? f[s] : b[s]);
+                (v > 0 ? fd : bd)[(size_t)s * n + a] = t;
+                freet[w] = t;
+                pos[w]++;
+                moved = 1;
+            }
+        }
+    }
+    span = 0;
+    for (w = 0; w < nw; w++) {
+        if (pos[w] < len[w]) {
+            span = -1;
+            break;
+        }
+        if (freet[w] > span) span = freet[w];
+    }
+done:
+    free(fd), free(bd), free(freet), free(acts), free(len), free(pos), free(wst), free(at);
+    return span;
+}
+
+int nm_rr_applies(sched_kind kind, int S, const int *reps)
+{
+    const sched_traits *tr = sched_traits_of(kind);
+    if (S < 2 || sched_kind_chunked(kind) || tr->split_backward) return 0;
+    for (int s = 1; s < S; s++)
+        if (reps[s] != reps[0]) return 1;
+    return 0;
+}
+
+double nm_rr_time(sched_kind kind, int S, const int *reps, const double *f, const double *b,
+                  const double *x, int M)
+{
+    if (S < 1 || S > NM_MAX_STAGES || M < 1) return -1;
+    long long d = M;
+    for (int s = 0; s < S; s++) {
+        if (reps[s] < 1) return -1;
+        d = nm_gcd(d, reps[s]);
+    }
+    int q[NM_MAX_STAGES], n = (int)(M / d);
+    for (int s = 0; s < S; s++) q[s] = (int)(reps[s] / d);
+    const sched_traits *tr = sched_traits_of(kind);
+    int hold_all = tr->hold == SCHED_HOLD_ALL;
+    if (!tr->async) return rr_lane(S, q, f, b, x, n, hold_all);
+    /* one continuous order: the steady cost of M more microbatches */
+    double t1 = rr_lane(S, q, f, b, x, n, 0), t2 = rr_lane(S, q, f, b, x, 2 * n, 0);
+    return t1 < 0 || t2 < 0 ? -1 : t2 - t1;
+}
