@@ -293,12 +293,15 @@ void schedule_free(schedule *s)
     free(s->stage_first);
     free(s->worker_device);
     free(s->worker_stage);
+    free(s->inflight);
     free(s);
 }
 
 int sched_adopt(schedule *s, actvec *lists, plumb_err *err)
 {
     (void)err;
+    free(s->inflight); /* counts of the lists replaced */
+    s->inflight = NULL;
     for (int w = 0; w < s->nworkers; w++) {
         free(s->acts[w]);
         s->acts[w] = lists[w].a;

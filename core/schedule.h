@@ -74,6 +74,12 @@ typedef struct schedule {
     int backward_split;  /* sched_split: whether some compute is an I (a zero-bubble split
                             backward), as the generator's lowering found; 0 = not known
                             (a schedule built elsewhere: scan the lists) */
+    int *inflight;       /* [2 * nstages] schedule_inflight's counts of these lists ([st]
+                            the most activations, [nstages + st] the most versions, >= 1),
+                            taken by the generator's lowering as it wrote them (where it
+                            placed the steps and versions: no replicated stage), or NULL
+                            (not taken). Owned, freed by schedule_free; whoever changes
+                            the lists after generation frees it and sets it to NULL. */
 } schedule;
 
 /* schedule.backward_split. */
@@ -149,6 +155,11 @@ int schedule_validate(const schedule *s, plumb_err *err);
  * Counts even an IR that fails validation; -1 with err only for out-of-range fields. */
 int schedule_inflight(const schedule *s, int *max_activations, int *max_versions,
                       plumb_err *err);
+
+/* schedule_inflight's counts without its pass where the lowering took them
+ * (s->inflight), else schedule_inflight. Same contract. */
+int schedule_inflight_fresh(const schedule *s, int *max_activations, int *max_versions,
+                            plumb_err *err);
 
 /* The buffer slots the executor gives stage `stage` on worker w: the most of its
  * microbatches open at once in w's list. A slot opens at RECV_F (posted before the compute

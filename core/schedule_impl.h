@@ -71,7 +71,8 @@ static inline int sched_hosts(const schedule *s, int w, int st)
     return 0;
 }
 
-/* Moves lists[0..nworkers) into s (replacing its lists); the vectors are left empty. */
+/* Moves lists[0..nworkers) into s (replacing its lists; frees s->inflight, the counts of
+ * the old ones); the vectors are left empty. */
 int sched_adopt(schedule *s, actvec *lists, plumb_err *err);
 
 /* The generators that live in files of their own: the compute order (F, B, I, W) of

@@ -7,7 +7,8 @@
  * send blocks until its receive is reached (and so neither with buffered sends). Each
  * worker's list is written once; sched_finish's lowering also places the optimizer STEPs
  * and fills the weight versions in that write where it can (the emitter below), else the
- * passes of core/schedule_steps.c do. */
+ * passes of core/schedule_steps.c do; where it does, it also takes schedule_inflight's
+ * counts as it writes and leaves them in the schedule (schedule.inflight). */
 #include "schedule_impl.h"
 
 #include <limits.h>
@@ -91,6 +92,12 @@ typedef struct lower_st {
                                     backward end of group k of stage st in its worker's
                                     order, -1 for none */
     int *fver, *cur;             /* fused: [k] the version of the forward; [st] the newest */
+    int *cnt;                    /* fused: schedule_inflight's counts, taken as the lists are
+                                    written (count_*): [st] the most activations, [S + st]
+                                    the most versions, [2S + st] activations and [3S + st]
+                                    versions held now, [4S + st * vmax + v] the forwards in
+                                    flight that used version v of st */
+    int vmax;                    /* fused: versions counted per stage (T + iterations + 2) */
 } lower_st;
 
 /* Fills fw and bw from the compute order, checking that it is compute-only, in range, and
@@ -395,10 +402,50 @@ static double emit_start(emitter *E, int i)
     return ready;
 }
 
+/* schedule_inflight's count (count_worker in schedule_validate.c) of compute or STEP a
+ * of stage st, written with its version: the same steps in the same list order. Fused
+ * lowering only: no replicated stage, so a stage's counts are its one worker's, and
+ * L->cur[st] before a STEP is count_worker's own count of the stage's STEPs so far. */
+static inline void count_action(const lower_st *L, const action *a, int old)
+{
+    int S = L->S, st = a->stage, v = a->version, *c = L->cnt;
+    int *infl = c + 2 * S, *held = c + 3 * S, *vr = c + 4 * S + (size_t)st * L->vmax;
+    switch (a->kind) {
+    case ACT_F:
+        infl[st]++;
+        if (v >= 0 && v < L->vmax && vr[v]++ == 0 && v != L->cur[st]) held[st]++;
+        break;
+    case ACT_B: case ACT_W: /* the version of its forward, as put_compute wrote it */
+        if (infl[st] > 0) infl[st]--;
+        if (v >= 0 && v < L->vmax && --vr[v] == 0 && v != L->cur[st]) held[st]--;
+        break;
+    case ACT_STEP:
+        held[st]++;
+        if (old >= 0 && old < L->vmax && vr[old] == 0) held[st]--;
+        break;
+    default: break;
+    }
+    if (infl[st] > c[st]) c[st] = infl[st];
+    if (held[st] > c[S + st]) c[S + st] = held[st];
+}
+
+/* Sets worker w's stages' counts back to none (before its list is written again). */
+static void count_reset(const lower_st *L, int w)
+{
+    int S = L->S, *c = L->cnt;
+    for (int st = 0; st < S; st++) {
+        if (!sched_hosts(L->s, w, st)) continue;
+        c[st] = c[S + st] = c[2 * S + st] = 0, c[3 * S + st] = 1;
+        memset(c + 4 * S + (size_t)st * L->vmax, 0, (size_t)L->vmax * sizeof *c);
+    }
+}
+
 static void put_step(emitter *E, int st)
 {
     action a = act_make(ACT_STEP, st, -1);
+    int old = E->L->cur[st];
     a.version = ++E->L->cur[st];
+    count_action(E->L, &a, old);
     E->dst[E->o++] = a;
 }
 
@@ -428,6 +475,7 @@ static void put_compute(emitter *E, int i)
             if (L->each && act_is_bwd_end(a.kind) && sched_hosts(L->s, E->w, a.stage))
                 E->pend = a.stage;
         }
+        count_action(L, &a, 0);
     }
     E->dst[E->o++] = a;
 }
@@ -585,6 +633,7 @@ static int emit_worker(const lower_st *L, int w, const evvec *rv, const int *hs,
     if (r1) { /* begin again the general way */
         E.o = 0, E.q = 0, E.pend = -1, E.freet = 0;
         for (int st = 0; L->fused && st < L->S; st++) L->cur[st] = 0;
+        if (L->fused) count_reset(L, w);
         if (emit_sorted(&E, r, nr, n)) goto done;
     }
     free(out->a);
@@ -649,13 +698,13 @@ done:
  * no ALLREDUCE and no replicated stage). Returns 0, or -1 with err set (an order that
  * cannot run, out of memory). */
 static int lower_compute(const schedule *s, actvec *lists, const double *cost,
-                         const int *room, int fused, plumb_err *err)
+                         const int *room, int fused, int **counts, plumb_err *err)
 {
     int S = s->nstages, T = sched_total_mb(s), W = s->nworkers, rc = -1;
     size_t ST = (size_t)S * (size_t)T, SI = (size_t)S * (size_t)s->iterations;
     lower_st L = {s, lists, cost, S, T, W, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
                   NULL, NULL, room, NULL, NULL, NULL, 1e-3, 0, NULL, fused,
-                  sched_traits_of(s->kind)->step_each_round, NULL, NULL, NULL};
+                  sched_traits_of(s->kind)->step_each_round, NULL, NULL, NULL, NULL, 0};
     L.nsend = calloc((size_t)W + 1, sizeof *L.nsend);
     if (fused) {
         L.fver = malloc((ST + 1) * sizeof *L.fver), L.cur = malloc(((size_t)S + 1) * sizeof *L.cur);
@@ -666,6 +715,13 @@ static int lower_compute(const schedule *s, actvec *lists, const double *cost,
         }
         for (size_t i = 0; i < ST; i++) L.fver[i] = -1;
         for (size_t i = 0; L.gend && i < SI; i++) L.gend[i] = -1;
+        L.vmax = T + s->iterations + 2;
+        L.cnt = calloc(4 * (size_t)S + (size_t)S * L.vmax + 1, sizeof *L.cnt);
+        if (!L.cnt) {
+            err_set(err, NULL, NULL, "out of memory");
+            goto done;
+        }
+        for (int st = 0; st < S; st++) L.cnt[3 * S + st] = 1;
     }
     L.fw = malloc(ST * sizeof *L.fw), L.bw = malloc(ST * sizeof *L.bw);
     L.fend = malloc(ST * sizeof *L.fend), L.bend = malloc(ST * sizeof *L.bend);
@@ -707,8 +763,15 @@ static int lower_compute(const schedule *s, actvec *lists, const double *cost,
         err_set(err, NULL, NULL, "out of memory");
         goto done;
     }
+    if (counts && fused) { /* the maxima, [0, 2S) (a version at least): the rest is scratch */
+        for (int st = 0; st < S; st++)
+            if (L.cnt[S + st] < 1) L.cnt[S + st] = 1;
+        int *c = realloc(L.cnt, (2 * (size_t)S + 1) * sizeof *c);
+        *counts = c ? c : L.cnt, L.cnt = NULL;
+    }
     rc = 0;
 done:
+    free(L.cnt);
     free(L.fw), free(L.bw), free(L.fend), free(L.bend), free(L.pc);
     free(L.arcnt), free(L.freet), free(L.arfast), free(L.arrived), free(L.atar);
     free(L.nsend), free(L.fver), free(L.cur), free(L.gend);
@@ -729,7 +792,7 @@ done:
  * sched_place_steps and sched_assign_versions would do after it, one pass instead of
  * three), and set *placed to 1; else *placed is 0. */
 static int lower_lists(const schedule *s, actvec *lists, const double *cost, int place,
-                       int *any_i, int *placed, plumb_err *err)
+                       int *any_i, int *placed, int **counts, plumb_err *err)
 {
     int W = s->nworkers, rc = -1, each = sched_traits_of(s->kind)->step_each_round;
     int fused = place;
@@ -767,7 +830,7 @@ static int lower_lists(const schedule *s, actvec *lists, const double *cost, int
         fused &= !steps[w].n;
     }
     for (int w = 0; w < W; w++) room[w] += steps[w].n;
-    if (lower_compute(s, lists, cost, room, fused, err)) goto done;
+    if (lower_compute(s, lists, cost, room, fused, counts, err)) goto done;
     *placed = fused;
     for (int w = 0; w < W; w++) {
         if (!steps[w].n) continue;
@@ -804,14 +867,17 @@ done:
 int sched_lower(const schedule *s, actvec *lists, const double *cost, plumb_err *err)
 {
     int any_i = 0, placed = 0;
-    return lower_lists(s, lists, cost, 0, &any_i, &placed, err);
+    return lower_lists(s, lists, cost, 0, &any_i, &placed, NULL, err);
 }
 
 int sched_finish(schedule *s, actvec *lists, const double *cost, plumb_err *err)
 {
-    int any_i = 0, placed = 0;
+    int any_i = 0, placed = 0, *counts = NULL;
     if (sched_add_allreduce(s, lists, err)) return -1;
-    if (lower_lists(s, lists, cost, 1, &any_i, &placed, err)) return -1;
+    if (lower_lists(s, lists, cost, 1, &any_i, &placed, &counts, err)) {
+        free(counts);
+        return -1;
+    }
     if (!placed) {
         if (sched_place_steps(s, lists, err)) return -1;
         sched_assign_versions(s, lists);
@@ -819,5 +885,10 @@ int sched_finish(schedule *s, actvec *lists, const double *cost, plumb_err *err)
     /* the lowering read every compute: whether the cost model needs I's costs is known
      * (the steps and versions add no compute) */
     s->backward_split = any_i ? SCHED_SPLIT_YES : SCHED_SPLIT_NO;
-    return sched_adopt(s, lists, err);
+    if (sched_adopt(s, lists, err)) {
+        free(counts);
+        return -1;
+    }
+    s->inflight = counts; /* after the adoption, which drops counts of older lists */
+    return 0;
 }
