@@ -8,7 +8,8 @@
  * worker's list is written once; sched_finish's lowering also places the optimizer STEPs
  * and fills the weight versions in that write where it can (the emitter below), else the
  * passes of core/schedule_steps.c do; where it does, it also takes schedule_inflight's
- * counts as it writes and leaves them in the schedule (schedule.inflight). */
+ * and schedule_slots' counts as it writes and leaves them in the schedule
+ * (schedule.counts). */
 #include "schedule_impl.h"
 
 #include <limits.h>
@@ -67,13 +68,14 @@ typedef struct evvec {
 
 /* The state of lowering one compute order: who computes each (stage, microbatch), when
  * each compute ends, and each worker's progress through its list. Indexes k = stage * T +
- * microbatch; -1 = not (yet) known. */
+ * microbatch; the per-k arrays hold 0 for not (yet) known (an end is > 0: every compute
+ * lasts > 0), so they start as calloc's pages, which cost nothing until written. */
 typedef struct lower_st {
     const schedule *s;
     actvec *lists;
     const double *cost;
     int S, T, W;
-    int *fw, *bw;                /* [k] the worker of the forward / backward */
+    int *fw, *bw;                /* [k] the worker of the forward / backward, + 1 */
     double *fend, *bend;  /* [k] end of the forward, of the backward (B or I: input grad) */
     int *pc, *arcnt;             /* [w] next action; [w * S + st] all-reduces done */
     double *freet;               /* [w] when the worker is free */
@@ -91,13 +93,16 @@ typedef struct lower_st {
     int *gend;                   /* fused, per iteration: [st * iterations + k] the last
                                     backward end of group k of stage st in its worker's
                                     order, -1 for none */
-    int *fver, *cur;             /* fused: [k] the version of the forward; [st] the newest */
-    int *cnt;                    /* fused: schedule_inflight's counts, taken as the lists are
-                                    written (count_*): [st] the most activations, [S + st]
-                                    the most versions, [2S + st] activations and [3S + st]
-                                    versions held now, [4S + st * vmax + v] the forwards in
-                                    flight that used version v of st */
+    int *fver, *cur;             /* fused: [k] the version of the forward + 1; [st] the newest */
+    int *cnt;                    /* fused: the counts taken as the lists are written (count_*,
+                                    slot_*), [0, 3S) what schedule.counts keeps: [st] the most
+                                    activations, [S + st] the most versions (schedule_inflight),
+                                    [2S + st] the most slots (schedule_slots); [3S + st]
+                                    activations, [4S + st] versions and [5S + st] slots held
+                                    now, [6S + st * vmax + v] the forwards in flight that used
+                                    version v of st */
     int vmax;                    /* fused: versions counted per stage (T + iterations + 2) */
+    unsigned char *sstate;       /* fused: [k] the slot of (stage, microbatch) k: SLOT_* */
 } lower_st;
 
 /* Fills fw and bw from the compute order, checking that it is compute-only, in range, and
@@ -135,15 +140,17 @@ static long lower_index(lower_st *L, plumb_err *err)
                 if (g < L->s->iterations) L->gend[(size_t)a->stage * L->s->iterations + g] = i;
             }
             if (a->kind == ACT_F) {
-                if (L->fw[k] >= 0)
+                if (L->fw[k])
                     return err_set(err, NULL, NULL, "stage %d microbatch %d has two forwards "
-                                   "(workers %d and %d)", a->stage, a->microbatch, L->fw[k], w);
-                L->fw[k] = w;
+                                   "(workers %d and %d)", a->stage, a->microbatch, L->fw[k] - 1,
+                                   w);
+                L->fw[k] = w + 1;
             } else if (a->kind == ACT_B || a->kind == ACT_I) {
-                if (L->bw[k] >= 0)
+                if (L->bw[k])
                     return err_set(err, NULL, NULL, "stage %d microbatch %d has two backwards "
-                                   "(workers %d and %d)", a->stage, a->microbatch, L->bw[k], w);
-                L->bw[k] = w;
+                                   "(workers %d and %d)", a->stage, a->microbatch, L->bw[k] - 1,
+                                   w);
+                L->bw[k] = w + 1;
             }
         }
     }
@@ -203,36 +210,36 @@ static int lower_step(lower_st *L, int w, plumb_err *err)
     double ready = L->freet[w];
     if (a->kind == ACT_F && st > 0) {
         size_t kp = k - (size_t)T;
-        if (L->fend[kp] < 0) {
-            if (L->fw[kp] == w || L->fw[kp] < 0)
+        if (!(L->fend[kp] > 0)) {
+            if (L->fw[kp] == w + 1 || !L->fw[kp])
                 return err_set(err, NULL, NULL, "worker %d action %d (%s): its input (forward "
                                "of stage %d) is %s", w, L->pc[w],
                                action_format(a, a_txt, sizeof a_txt), st - 1,
-                               L->fw[kp] < 0 ? "never computed"
+                               !L->fw[kp] ? "never computed"
                                              : "computed later on the same worker");
             return 0;
         }
         if (L->fend[kp] > ready) ready = L->fend[kp];
     } else if (a->kind == ACT_B || a->kind == ACT_I) {
-        if (L->fend[k] < 0 || L->fw[k] != w)
+        if (!(L->fend[k] > 0) || L->fw[k] != w + 1)
             return err_set(err, NULL, NULL, "worker %d action %d (%s): backward before its "
                            "forward on this worker", w, L->pc[w],
                            action_format(a, a_txt, sizeof a_txt));
         if (st < L->S - 1) {
             size_t kn = k + (size_t)T;
-            if (L->bend[kn] < 0) {
-                if (L->bw[kn] == w || L->bw[kn] < 0)
+            if (!(L->bend[kn] > 0)) {
+                if (L->bw[kn] == w + 1 || !L->bw[kn])
                     return err_set(err, NULL, NULL, "worker %d action %d (%s): its output "
                                    "gradient (backward of stage %d) is %s", w, L->pc[w],
                                    action_format(a, a_txt, sizeof a_txt), st + 1,
-                                   L->bw[kn] < 0 ? "never computed"
+                                   !L->bw[kn] ? "never computed"
                                                  : "computed later on the same worker");
                 return 0;
             }
             if (L->bend[kn] > ready) ready = L->bend[kn];
         }
     } else if (a->kind == ACT_W) {
-        if (L->bend[k] < 0) /* no input gradient yet */
+        if (!(L->bend[k] > 0)) /* no input gradient yet */
             return err_set(err, NULL, NULL, "worker %d action %d (%s): W before its I", w,
                            L->pc[w], action_format(a, a_txt, sizeof a_txt));
     } else if (a->kind == ACT_ALLREDUCE) {
@@ -330,14 +337,14 @@ static action ev_action(const lower_st *L, int w, const action *src, uint64_t ke
     size_t k = (size_t)st * T + m;
     action a;
     if (!(key & 1)) { /* activations of stage st to st + 1 */
-        int p = L->fw[k];
+        int p = L->fw[k] - 1;
         a = act_make(w == p ? ACT_SEND_F : ACT_RECV_F, w == p ? st : st + 1, m);
-        a.peer = w == p ? L->fw[k + T] : p;
+        a.peer = w == p ? L->fw[k + T] - 1 : p;
         a.peer_stage = w == p ? st + 1 : st;
     } else { /* the input gradient of stage st to st - 1 */
-        int p = L->bw[k];
+        int p = L->bw[k] - 1;
         a = act_make(w == p ? ACT_SEND_B : ACT_RECV_B, w == p ? st : st - 1, m);
-        a.peer = w == p ? L->bw[k - T] : p;
+        a.peer = w == p ? L->bw[k - T] - 1 : p;
         a.peer_stage = w == p ? st - 1 : st;
     }
     return a;
@@ -352,13 +359,13 @@ static int lower_pair(const lower_st *L, int p, const action *a, ev *x)
     const int *fw = L->fw, *bw = L->bw;
     size_t k = (size_t)st * T + m;
     uint64_t id = (uint64_t)st << 33 | (uint64_t)m << 1;
-    if (a->kind == ACT_F && st + 1 < S && fw[k + T] >= 0 && fw[k + T] != p) {
+    if (a->kind == ACT_F && st + 1 < S && fw[k + T] && fw[k + T] != p + 1) {
         *x = (ev){L->fend[k], id};
-        return fw[k + T];
+        return fw[k + T] - 1;
     }
-    if ((a->kind == ACT_B || a->kind == ACT_I) && st > 0 && bw[k - T] >= 0 && bw[k - T] != p) {
+    if ((a->kind == ACT_B || a->kind == ACT_I) && st > 0 && bw[k - T] && bw[k - T] != p + 1) {
         *x = (ev){L->bend[k], id | 1};
-        return bw[k - T];
+        return bw[k - T] - 1;
     }
     return -1;
 }
@@ -409,7 +416,7 @@ static double emit_start(emitter *E, int i)
 static inline void count_action(const lower_st *L, const action *a, int old)
 {
     int S = L->S, st = a->stage, v = a->version, *c = L->cnt;
-    int *infl = c + 2 * S, *held = c + 3 * S, *vr = c + 4 * S + (size_t)st * L->vmax;
+    int *infl = c + 3 * S, *held = c + 4 * S, *vr = c + 6 * S + (size_t)st * L->vmax;
     switch (a->kind) {
     case ACT_F:
         infl[st]++;
@@ -435,9 +442,53 @@ static void count_reset(const lower_st *L, int w)
     int S = L->S, *c = L->cnt;
     for (int st = 0; st < S; st++) {
         if (!sched_hosts(L->s, w, st)) continue;
-        c[st] = c[S + st] = c[2 * S + st] = 0, c[3 * S + st] = 1;
-        memset(c + 4 * S + (size_t)st * L->vmax, 0, (size_t)L->vmax * sizeof *c);
+        c[st] = c[S + st] = c[2 * S + st] = c[3 * S + st] = c[5 * S + st] = 0;
+        c[4 * S + st] = 1;
+        memset(c + 6 * S + (size_t)st * L->vmax, 0, (size_t)L->vmax * sizeof *c);
+        memset(L->sstate + (size_t)st * L->T, 0, (size_t)L->T);
     }
+}
+
+/* schedule_slots' scan (slots_scan in schedule.c) as the fused lowering writes: the slot
+ * of microbatch m of stage st opens (an F or RECV_F of st, where it is not open). */
+static inline void slot_open(const lower_st *L, int st, int m)
+{
+    unsigned char *sm = &L->sstate[(size_t)st * L->T + m];
+    int S = L->S, *c = L->cnt;
+    if (*sm & SLOT_OPEN) return;
+    *sm = SLOT_OPEN | (st == 0 ? SLOT_DX : 0); /* stage 0 sends no gradient */
+    if (++c[5 * S + st] > c[2 * S + st]) c[2 * S + st] = c[5 * S + st];
+}
+
+/* ... and an open slot gets `bit` (SLOT_BWD: a B or W of st; SLOT_DX: a SEND_B of st, or
+ * a B or I of st - 1 on st's worker taking its input gradient); closed with all three. */
+static inline void slot_mark(const lower_st *L, int st, int m, unsigned char bit)
+{
+    unsigned char *sm = &L->sstate[(size_t)st * L->T + m];
+    if (!(*sm & SLOT_OPEN)) return;
+    *sm |= bit;
+    if (*sm == (SLOT_OPEN | SLOT_BWD | SLOT_DX)) *sm = 0, L->cnt[5 * L->S + st]--;
+}
+
+/* Writes action a at the end of the worker's list; fused, counts the slots it changes
+ * (the kinds the scan acts on; fused: no replicated stage, so a stage's slots are its one
+ * worker's). */
+static inline __attribute__((always_inline)) void put(emitter *E, action a)
+{
+    const lower_st *L = E->L;
+    E->dst[E->o++] = a;
+    if (!L->fused) return;
+    int st = a.stage, m = a.microbatch;
+    switch (a.kind) {
+    case ACT_F: case ACT_RECV_F: slot_open(L, st, m); return;
+    case ACT_W: slot_mark(L, st, m, SLOT_BWD); return;
+    case ACT_SEND_B: slot_mark(L, st, m, SLOT_DX); return;
+    case ACT_B: slot_mark(L, st, m, SLOT_BWD); break;
+    case ACT_I: break;
+    default: return;
+    }
+    if (st + 1 < L->S && L->s->stage_workers[L->s->stage_first[st + 1]] == E->w)
+        slot_mark(L, st + 1, m, SLOT_DX); /* the input gradient of st + 1 taken here */
 }
 
 static void put_step(emitter *E, int st)
@@ -446,7 +497,7 @@ static void put_step(emitter *E, int st)
     int old = E->L->cur[st];
     a.version = ++E->L->cur[st];
     count_action(E->L, &a, old);
-    E->dst[E->o++] = a;
+    put(E, a);
 }
 
 /* Places the STEPs anchored before compute `before` (INT_MAX: all that are left). */
@@ -469,15 +520,16 @@ static void put_compute(emitter *E, int i)
     if (L->fused) {
         size_t k = (size_t)a.stage * L->T + a.microbatch;
         if (a.kind == ACT_F) {
-            a.version = L->fver[k] = L->cur[a.stage];
+            a.version = L->cur[a.stage];
+            L->fver[k] = a.version + 1;
         } else {
-            a.version = L->fver[k] >= 0 ? L->fver[k] : 0;
+            a.version = L->fver[k] ? L->fver[k] - 1 : 0;
             if (L->each && act_is_bwd_end(a.kind) && sched_hosts(L->s, E->w, a.stage))
                 E->pend = a.stage;
         }
         count_action(L, &a, 0);
     }
-    E->dst[E->o++] = a;
+    put(E, a);
 }
 
 /* Writes event key of the worker (a compute, or one end of a transfer). */
@@ -486,7 +538,7 @@ static void put_ev(emitter *E, uint64_t key)
     if (key & EV_COMPUTE)
         put_compute(E, (int)(key & ~EV_COMPUTE));
     else
-        E->dst[E->o++] = ev_action(E->L, E->w, E->src, key);
+        put(E, ev_action(E->L, E->w, E->src, key));
 }
 
 /* The general way: every event of the worker (computes, each followed by its send, then
@@ -566,7 +618,7 @@ static int emit_merged(emitter *E, const evvec *rv, int n)
         if (best < 0) { /* the compute run's head */
             last = head;
             if (hasx) {
-                E->dst[E->o++] = ev_action(L, E->w, E->src, x.key);
+                put(E, ev_action(L, E->w, E->src, x.key));
                 hasx = 0;
             } else {
                 put_compute(E, i);
@@ -575,7 +627,7 @@ static int emit_merged(emitter *E, const evvec *rv, int n)
             }
             continue;
         }
-        E->dst[E->o++] = ev_action(L, E->w, E->src, hk[best]);
+        put(E, ev_action(L, E->w, E->src, hk[best]));
         if (++at[best] < rb[best + 1]) {
             ht[best] = r[at[best]].t, hk[best] = r[at[best]].key;
         } else {
@@ -704,27 +756,27 @@ static int lower_compute(const schedule *s, actvec *lists, const double *cost,
     size_t ST = (size_t)S * (size_t)T, SI = (size_t)S * (size_t)s->iterations;
     lower_st L = {s, lists, cost, S, T, W, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
                   NULL, NULL, room, NULL, NULL, NULL, 1e-3, 0, NULL, fused,
-                  sched_traits_of(s->kind)->step_each_round, NULL, NULL, NULL, NULL, 0};
+                  sched_traits_of(s->kind)->step_each_round, NULL, NULL, NULL, NULL, 0, NULL};
     L.nsend = calloc((size_t)W + 1, sizeof *L.nsend);
     if (fused) {
-        L.fver = malloc((ST + 1) * sizeof *L.fver), L.cur = malloc(((size_t)S + 1) * sizeof *L.cur);
+        L.fver = calloc(ST + 1, sizeof *L.fver), L.cur = malloc(((size_t)S + 1) * sizeof *L.cur);
         L.gend = L.each ? NULL : malloc((SI + 1) * sizeof *L.gend);
         if (!L.fver || !L.cur || (!L.each && !L.gend)) {
             err_set(err, NULL, NULL, "out of memory");
             goto done;
         }
-        for (size_t i = 0; i < ST; i++) L.fver[i] = -1;
         for (size_t i = 0; L.gend && i < SI; i++) L.gend[i] = -1;
         L.vmax = T + s->iterations + 2;
-        L.cnt = calloc(4 * (size_t)S + (size_t)S * L.vmax + 1, sizeof *L.cnt);
-        if (!L.cnt) {
+        L.cnt = calloc(6 * (size_t)S + (size_t)S * L.vmax + 1, sizeof *L.cnt);
+        L.sstate = calloc(ST + 1, 1);
+        if (!L.cnt || !L.sstate) {
             err_set(err, NULL, NULL, "out of memory");
             goto done;
         }
-        for (int st = 0; st < S; st++) L.cnt[3 * S + st] = 1;
+        for (int st = 0; st < S; st++) L.cnt[4 * S + st] = 1;
     }
-    L.fw = malloc(ST * sizeof *L.fw), L.bw = malloc(ST * sizeof *L.bw);
-    L.fend = malloc(ST * sizeof *L.fend), L.bend = malloc(ST * sizeof *L.bend);
+    L.fw = calloc(ST + 1, sizeof *L.fw), L.bw = calloc(ST + 1, sizeof *L.bw);
+    L.fend = calloc(ST + 1, sizeof *L.fend), L.bend = calloc(ST + 1, sizeof *L.bend);
     L.pc = calloc((size_t)W, sizeof *L.pc), L.arcnt = calloc((size_t)W * S, sizeof *L.arcnt);
     L.freet = calloc((size_t)W, sizeof *L.freet);
     L.start = calloc((size_t)W, sizeof *L.start);
@@ -749,7 +801,6 @@ static int lower_compute(const schedule *s, actvec *lists, const double *cost,
             if (L.tiny < 0 || cost[i] < L.tiny) L.tiny = cost[i];
         L.tiny *= 1e-3;
     }
-    for (size_t i = 0; i < ST; i++) L.fw[i] = L.bw[i] = -1, L.fend[i] = L.bend[i] = -1;
     for (int st = 0; st < S && s->worker_stage; st++) {
         L.arfast[st] = 1;
         for (int j = 0; j < s->replicas[st]; j++) {
@@ -763,15 +814,18 @@ static int lower_compute(const schedule *s, actvec *lists, const double *cost,
         err_set(err, NULL, NULL, "out of memory");
         goto done;
     }
-    if (counts && fused) { /* the maxima, [0, 2S) (a version at least): the rest is scratch */
-        for (int st = 0; st < S; st++)
+    if (counts && fused) { /* the maxima, [0, 3S) (a version and a slot at least): the
+                            * rest is scratch */
+        for (int st = 0; st < S; st++) {
             if (L.cnt[S + st] < 1) L.cnt[S + st] = 1;
-        int *c = realloc(L.cnt, (2 * (size_t)S + 1) * sizeof *c);
+            if (L.cnt[2 * S + st] < 1) L.cnt[2 * S + st] = 1;
+        }
+        int *c = realloc(L.cnt, (3 * (size_t)S + 1) * sizeof *c);
         *counts = c ? c : L.cnt, L.cnt = NULL;
     }
     rc = 0;
 done:
-    free(L.cnt);
+    free(L.cnt), free(L.sstate);
     free(L.fw), free(L.bw), free(L.fend), free(L.bend), free(L.pc);
     free(L.arcnt), free(L.freet), free(L.arfast), free(L.arrived), free(L.atar);
     free(L.nsend), free(L.fver), free(L.cur), free(L.gend);
@@ -889,6 +943,6 @@ int sched_finish(schedule *s, actvec *lists, const double *cost, plumb_err *err)
         free(counts);
         return -1;
     }
-    s->inflight = counts; /* after the adoption, which drops counts of older lists */
+    s->counts = counts; /* after the adoption, which drops counts of older lists */
     return 0;
 }

@@ -318,7 +318,8 @@ void sim_memory_of(const sim_model *m, int w, const int *versions, optimizer_kin
                 int r = sw[0] == w ? 0 : s->replicas[st] > 1 && sw[1] == w ? 1 : 2;
                 sim_stage_mem t;
                 model_stage(m, st, opt, &t);
-                sim_memory_add(&a, &t, versions ? versions[st] : 1, schedule_slots(s, w, st),
+                sim_memory_add(&a, &t, versions ? versions[st] : 1,
+                               schedule_slots_fresh(s, w, st),
                                sim_allreduce_scratch(t.gradients, s->replicas[st], r),
                                m->nccl_buffers);
                 break;
@@ -366,7 +367,7 @@ int sim_memory_timeline(const sim_model *m, const sim_report *rep, timeline *tl,
         for (int g = 0; !m->nccl_buffers && g < s->nstages; g++)
             for (int j = 0; j < s->replicas[g]; j++)
                 if (s->stage_workers[s->stage_first[g] + j] == d->worker) {
-                    slots += schedule_slots(s, d->worker, g) *
+                    slots += schedule_slots_fresh(s, d->worker, g) *
                              (m->stash_bytes[g] + m->slotbuf_bytes[g]);
                     break;
                 }

@@ -1497,13 +1497,14 @@ Test(schedule_lower, fused_steps_and_versions_as_the_passes)
     cr_assert_gt(checked, 1200, "checked %ld", checked);
 }
 
-/* A generated IR with no replicated stage carries its lowering's counts (s->inflight) and
- * schedule_inflight_fresh answers them: they must be schedule_inflight's (checked against
- * its definition above) in every case of lower_case (its far apart costs take the
- * lowering's general merge, which writes a list again). That the answer is the stored
- * one, not a pass: a list changed afterwards without dropping them (outside the contract)
- * keeps the counts taken at lowering. A replicated schedule and an imported file carry
- * none (the pass answers). */
+/* A generated IR with no replicated stage carries its lowering's counts (s->counts) and
+ * schedule_inflight_fresh and schedule_slots_fresh answer them: they must be
+ * schedule_inflight's and schedule_slots' (each checked against its definition in this
+ * file) in every case of lower_case (its far apart costs take the lowering's general
+ * merge, which writes a list again). That the answer is the stored one, not a pass: a
+ * list changed afterwards without dropping them (outside the contract) keeps the counts
+ * taken at lowering. A replicated schedule and an imported file carry none (the pass and
+ * the scan answer). */
 Test(schedule_inflight, fresh_counts_equal_the_pass)
 {
     long checked = 0;
@@ -1518,7 +1519,7 @@ Test(schedule_inflight, fresh_counts_equal_the_pass)
         plumb_err e = {{0}};
         int act[64], ver[64], fa[64], fv[64];
         inflight(s, act, ver);
-        cr_assert(s->inflight, "%s p=%d m=%d it=%d costs %d: no counts taken",
+        cr_assert(s->counts, "%s p=%d m=%d it=%d costs %d: no counts taken",
                   sched_kind_name(k), p, m, it, c);
         cr_assert_eq(schedule_inflight_fresh(s, fa, fv, &e), 0, "%s", e.msg);
         for (int st = 0; st < S; st++) {
@@ -1528,6 +1529,10 @@ Test(schedule_inflight, fresh_counts_equal_the_pass)
             cr_assert_eq(fv[st], ver[st], "%s p=%d m=%d it=%d costs %d stage "
                          "%d: %d versions, the pass %d", sched_kind_name(k),
                          p, m, it, c, st, fv[st], ver[st]);
+            int w = s->stage_workers[s->stage_first[st]];
+            int fs = schedule_slots_fresh(s, w, st), ps = schedule_slots(s, w, st);
+            cr_assert_eq(fs, ps, "%s p=%d m=%d it=%d costs %d stage %d: %d slots, the "
+                         "scan %d", sched_kind_name(k), p, m, it, c, st, fs, ps);
         }
         schedule_free(s);
         checked++;
@@ -1544,6 +1549,8 @@ Test(schedule_inflight, fresh_counts_equal_the_pass)
     cr_assert_eq(schedule_inflight_fresh(s, fa, fv, &e), 0, "%s", e.msg);
     cr_assert_eq(fa[0], act[0], "fresh %d, lowered %d", fa[0], act[0]);
     cr_assert_eq(act[0], 6);
+    cr_assert_eq(schedule_slots_fresh(s, 0, 0), 6);
+    cr_assert_eq(schedule_slots(s, 0, 0), 1, "the scan counts the changed list");
     int changed[3];
     inflight(s, changed, ver);
     cr_assert_eq(changed[0], 0, "the pass counts the changed list (%d)", changed[0]);
@@ -1551,7 +1558,7 @@ Test(schedule_inflight, fresh_counts_equal_the_pass)
     /* a replicated schedule carries none: the pass counts its changed list */
     static const int reps[3] = {1, 2, 1};
     s = gen(SCHED_GPIPE, 3, 1, 6, 1, reps);
-    cr_assert_null(s->inflight);
+    cr_assert_null(s->counts);
     for (int i = 0; i < s->len[0]; i++)
         if (s->acts[0][i].kind == ACT_F) s->acts[0][i].kind = ACT_I;
     cr_assert_eq(schedule_inflight_fresh(s, fa, fv, &e), 0, "%s", e.msg);
@@ -1569,7 +1576,7 @@ Test(schedule_inflight, fresh_counts_equal_the_pass)
     schedule *r = schedule_read_csv(path, &sp, &e);
     unlink(path);
     cr_assert(r, "%s", e.msg);
-    cr_assert_null(r->inflight);
+    cr_assert_null(r->counts);
     inflight(s, act, ver);
     cr_assert_eq(schedule_inflight_fresh(r, fa, fv, &e), 0, "%s", e.msg);
     for (int st = 0; st < 3; st++)
