@@ -69,7 +69,8 @@ typedef struct evvec {
 /* The state of lowering one compute order: who computes each (stage, microbatch), when
  * each compute ends, and each worker's progress through its list. Indexes k = stage * T +
  * microbatch; the per-k arrays hold 0 for not (yet) known (an end is > 0: every compute
- * lasts > 0), so they start as calloc's pages, which cost nothing until written. */
+ * lasts > 0), so they start zeroed (zeroed_alloc; fver, written before it is read, as
+ * calloc's pages). */
 typedef struct lower_st {
     const schedule *s;
     actvec *lists;
@@ -101,9 +102,20 @@ typedef struct lower_st {
                                     activations, [4S + st] versions and [5S + st] slots held
                                     now, [6S + st * vmax + v] the forwards in flight that used
                                     version v of st */
-    int vmax;                    /* fused: versions counted per stage (T + iterations + 2) */
+    int vmax;                    /* fused: versions counted per stage (iterations + 2, T more
+                                    where each round steps) */
     unsigned char *sstate;       /* fused: [k] the slot of (stage, microbatch) k: SLOT_* */
 } lower_st;
+
+/* n zeroed bytes written (malloc and memset), or NULL: for an array read before it is
+ * written, whose fresh calloc'd pages would each fault twice (the shared zero page at the
+ * first read, its copy at the first write) where a memset faults once. */
+static void *zeroed_alloc(size_t n)
+{
+    void *p = malloc(n + 1);
+    if (p) memset(p, 0, n);
+    return p;
+}
 
 /* Fills fw and bw from the compute order, checking that it is compute-only, in range, and
  * has one forward and one backward per (stage, microbatch). Returns the action count, or
@@ -766,17 +778,19 @@ static int lower_compute(const schedule *s, actvec *lists, const double *cost,
             goto done;
         }
         for (size_t i = 0; L.gend && i < SI; i++) L.gend[i] = -1;
-        L.vmax = T + s->iterations + 2;
-        L.cnt = calloc(6 * (size_t)S + (size_t)S * L.vmax + 1, sizeof *L.cnt);
-        L.sstate = calloc(ST + 1, 1);
+        /* a STEP per iteration: at most iterations + 1 versions (T more where each round
+         * steps) */
+        L.vmax = (L.each ? T : 0) + s->iterations + 2;
+        L.cnt = zeroed_alloc((6 * (size_t)S + (size_t)S * L.vmax) * sizeof *L.cnt);
+        L.sstate = zeroed_alloc(ST);
         if (!L.cnt || !L.sstate) {
             err_set(err, NULL, NULL, "out of memory");
             goto done;
         }
         for (int st = 0; st < S; st++) L.cnt[4 * S + st] = 1;
     }
-    L.fw = calloc(ST + 1, sizeof *L.fw), L.bw = calloc(ST + 1, sizeof *L.bw);
-    L.fend = calloc(ST + 1, sizeof *L.fend), L.bend = calloc(ST + 1, sizeof *L.bend);
+    L.fw = zeroed_alloc(ST * sizeof *L.fw), L.bw = zeroed_alloc(ST * sizeof *L.bw);
+    L.fend = zeroed_alloc(ST * sizeof *L.fend), L.bend = zeroed_alloc(ST * sizeof *L.bend);
     L.pc = calloc((size_t)W, sizeof *L.pc), L.arcnt = calloc((size_t)W * S, sizeof *L.arcnt);
     L.freet = calloc((size_t)W, sizeof *L.freet);
     L.start = calloc((size_t)W, sizeof *L.start);
