@@ -37,22 +37,6 @@ static int ev_cmp(const void *pa, const void *pb)
     return (x->key > y->key) - (x->key < y->key);
 }
 
-/* Duration of a of stage st under cost ([S*3] F, I, W; NULL = unit costs); tiny is the
- * duration of an all-reduce or a step. */
-static double dur_of(const action *a, const double *cost, double tiny)
-{
-    double f = 1, i = 1, w = 1;
-    if (cost && a->stage >= 0) {
-        f = cost[3 * a->stage], i = cost[3 * a->stage + 1], w = cost[3 * a->stage + 2];
-    }
-    switch (a->kind) {
-    case ACT_F: return f;
-    case ACT_B: return i + w;
-    case ACT_I: return i;
-    case ACT_W: return w;
-    default: return tiny;
-    }
-}
 
 /* The most runs of receives a worker's list is merged from (emit_merged); more are
  * sorted (emit_sorted). */
@@ -87,6 +71,8 @@ typedef struct lower_st {
     int *arfast, *arrived;       /* [st] replicas hold only st; replicas at its all-reduce */
     char *atar;                  /* [w] counted in arrived at the all-reduce at pc */
     double tiny;                 /* duration of an all-reduce or a step */
+    double *dur;                 /* [4 st + kind] duration of compute kind (F, B, I, W) of
+                                    stage st under cost (NULL: F, I, W 1, B 2) */
     long done;                   /* actions timed so far */
     int *nsend;                  /* [w] the sends of worker w */
     int fused, each;             /* place the STEPs and versions while writing (emitter);
@@ -106,6 +92,13 @@ typedef struct lower_st {
                                     where each round steps) */
     unsigned char *sstate;       /* fused: [k] the slot of (stage, microbatch) k: SLOT_* */
 } lower_st;
+
+/* Duration of action a (its stage's, tiny for an all-reduce or a step). */
+static inline double dur_of(const lower_st *L, const action *a)
+{
+    _Static_assert(ACT_F == 0 && ACT_B == 1 && ACT_I == 2 && ACT_W == 3, "compute kinds");
+    return act_is_compute(a->kind) ? L->dur[4 * a->stage + a->kind] : L->tiny;
+}
 
 /* n zeroed bytes written (malloc and memset), or NULL: for an array read before it is
  * written, whose fresh calloc'd pages would each fault twice (the shared zero page at the
@@ -257,7 +250,7 @@ static int lower_step(lower_st *L, int w, plumb_err *err)
     } else if (a->kind == ACT_ALLREDUCE) {
         return lower_allreduce(L, w, ready);
     }
-    double end = ready + dur_of(a, L->cost, L->tiny);
+    double end = ready + dur_of(L, a);
     if (L->start[w]) L->start[w][L->pc[w]] = ready;
     L->freet[w] = end;
     if (a->kind == ACT_F) L->fend[k] = end;
@@ -417,7 +410,7 @@ static double emit_start(emitter *E, int i)
     } else if ((a->kind == ACT_B || a->kind == ACT_I) && st < L->S - 1) {
         if (L->bend[k + T] > ready) ready = L->bend[k + T];
     }
-    E->freet = ready + dur_of(a, L->cost, L->tiny);
+    E->freet = ready + dur_of(L, a);
     return ready;
 }
 
@@ -767,7 +760,7 @@ static int lower_compute(const schedule *s, actvec *lists, const double *cost,
     int S = s->nstages, T = sched_total_mb(s), W = s->nworkers, rc = -1;
     size_t ST = (size_t)S * (size_t)T, SI = (size_t)S * (size_t)s->iterations;
     lower_st L = {s, lists, cost, S, T, W, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
-                  NULL, NULL, room, NULL, NULL, NULL, 1e-3, 0, NULL, fused,
+                  NULL, NULL, room, NULL, NULL, NULL, 1e-3, NULL, 0, NULL, fused,
                   sched_traits_of(s->kind)->step_each_round, NULL, NULL, NULL, NULL, 0, NULL};
     L.nsend = calloc((size_t)W + 1, sizeof *L.nsend);
     if (fused) {
@@ -798,7 +791,8 @@ static int lower_compute(const schedule *s, actvec *lists, const double *cost,
     L.arfast = calloc((size_t)S, sizeof *L.arfast);
     L.arrived = calloc((size_t)S, sizeof *L.arrived);
     L.atar = calloc((size_t)W, sizeof *L.atar);
-    if (!L.fw || !L.bw || !L.fend || !L.bend || !L.pc || !L.arcnt || !L.freet ||
+    L.dur = malloc((4 * (size_t)S + 1) * sizeof *L.dur);
+    if (!L.dur || !L.fw || !L.bw || !L.fend || !L.bend || !L.pc || !L.arcnt || !L.freet ||
         !L.start || !L.evs || !L.arfast || !L.arrived || !L.atar || !L.nsend) {
         err_set(err, NULL, NULL, "out of memory");
         goto done;
@@ -814,6 +808,12 @@ static int lower_compute(const schedule *s, actvec *lists, const double *cost,
         for (int i = 0; i < 3 * S; i++)
             if (L.tiny < 0 || cost[i] < L.tiny) L.tiny = cost[i];
         L.tiny *= 1e-3;
+    }
+    for (int st = 0; st < S; st++) {
+        double f = cost ? cost[3 * st] : 1, i = cost ? cost[3 * st + 1] : 1;
+        double w = cost ? cost[3 * st + 2] : 1;
+        double *d = L.dur + 4 * st;
+        d[ACT_F] = f, d[ACT_B] = i + w, d[ACT_I] = i, d[ACT_W] = w;
     }
     for (int st = 0; st < S && s->worker_stage; st++) {
         L.arfast[st] = 1;
@@ -839,7 +839,7 @@ static int lower_compute(const schedule *s, actvec *lists, const double *cost,
     }
     rc = 0;
 done:
-    free(L.cnt), free(L.sstate);
+    free(L.cnt), free(L.sstate), free(L.dur);
     free(L.fw), free(L.bw), free(L.fend), free(L.bend), free(L.pc);
     free(L.arcnt), free(L.freet), free(L.arfast), free(L.arrived), free(L.atar);
     free(L.nsend), free(L.fver), free(L.cur), free(L.gend);
