@@ -37,7 +37,6 @@ static int ev_cmp(const void *pa, const void *pb)
     return (x->key > y->key) - (x->key < y->key);
 }
 
-
 /* The most runs of receives a worker's list is merged from (emit_merged); more are
  * sorted (emit_sorted). */
 enum { EMIT_FEW = 8 };
