@@ -674,8 +674,9 @@ Test(sim, window_of_the_order_is_the_ir_s)
 }
 
 /* The memory model reads a generated schedule's counts from its lowering (schedule.counts:
- * schedule_inflight_fresh, schedule_slots_fresh): the report must be the one the passes
- * give, the same schedule simulated with its counts dropped (NULL: the pass and the scan),
+ * schedule_inflight_fresh, schedule_slots_fresh) and, where they are kept, its gradient
+ * senders from the placement (sim_memory_staging): the report must be the one the passes
+ * give, the same schedule simulated with its counts dropped (NULL: the passes and scans),
  * for every kind, with and without replicas (which carry none), 1 to 9 microbatches, with
  * non-zero costs and activations. */
 Test(sim, lowering_counts_give_the_passes_report)
