@@ -334,7 +334,9 @@ done:
 
 /* The action of worker w's event key: its compute src[id], or the SEND (w produced the
  * data) or RECV of pair id, as lower_pair found it. */
-static action ev_action(const lower_st *L, int w, const action *src, uint64_t key)
+static inline __attribute__((always_inline)) action ev_action(const lower_st *L, int w,
+                                                              const action *src,
+                                                              uint64_t key)
 {
     if (key & EV_COMPUTE) return src[key & ~EV_COMPUTE];
     int T = L->T, st = (int)(key >> 33), m = (int)(key >> 1 & 0xffffffffu);
@@ -357,7 +359,8 @@ static action ev_action(const lower_st *L, int w, const action *src, uint64_t ke
 /* The SEND/RECV pair, if any, of producer p's compute a (see lower_emit): fills x with
  * its time and key (the same on both workers) and returns the consumer's worker, or -1
  * when a's data stays on p (or goes nowhere). */
-static int lower_pair(const lower_st *L, int p, const action *a, ev *x)
+static inline __attribute__((always_inline)) int lower_pair(const lower_st *L, int p,
+                                                          const action *a, ev *x)
 {
     int S = L->S, T = L->T, st = a->stage, m = a->microbatch;
     const int *fw = L->fw, *bw = L->bw;
@@ -396,7 +399,7 @@ typedef struct emitter {
 /* The start of compute i of the worker, asked for each i in order: as lower_time found
  * it, read from L->start, or, fused (no all-reduce: a compute waits only for its worker
  * and the one input it takes), timed again the same way from the ends it waits for. */
-static double emit_start(emitter *E, int i)
+static inline __attribute__((always_inline)) double emit_start(emitter *E, int i)
 {
     const lower_st *L = E->L;
     if (L->start[E->w]) return L->start[E->w][i];
@@ -417,7 +420,8 @@ static double emit_start(emitter *E, int i)
  * of stage st, written with its version: the same steps in the same list order. Fused
  * lowering only: no replicated stage, so a stage's counts are its one worker's, and
  * L->cur[st] before a STEP is count_worker's own count of the stage's STEPs so far. */
-static inline void count_action(const lower_st *L, const action *a, int old)
+static inline __attribute__((always_inline)) void count_action(const lower_st *L,
+                                                               const action *a, int old)
 {
     int S = L->S, st = a->stage, v = a->version, *c = L->cnt;
     int *infl = c + 3 * S, *held = c + 4 * S, *vr = c + 6 * S + (size_t)st * L->vmax;
@@ -505,7 +509,7 @@ static void put_step(emitter *E, int st)
 }
 
 /* Places the STEPs anchored before compute `before` (INT_MAX: all that are left). */
-static void put_steps(emitter *E, int before)
+static inline __attribute__((always_inline)) void put_steps(emitter *E, int before)
 {
     if (!E->L->fused) return;
     while (E->q < E->nat && E->at[E->q].after < before) put_step(E, E->hs[E->at[E->q++].rank]);
@@ -516,7 +520,7 @@ static void put_steps(emitter *E, int before)
 }
 
 /* Writes compute i of the order (with its version when fused). */
-static void put_compute(emitter *E, int i)
+static inline __attribute__((always_inline)) void put_compute(emitter *E, int i)
 {
     const lower_st *L = E->L;
     put_steps(E, i);
