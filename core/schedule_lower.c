@@ -577,7 +577,9 @@ static int emit_sorted(emitter *E, const ev *r, int nr, int n)
 }
 
 /* The run among live[0..nl) whose head (time ht, key hk) comes first, or -1 when nl is 0. */
-static int runs_min(const int *live, int nl, const double *ht, const uint64_t *hk)
+static inline __attribute__((always_inline)) int runs_min(const int *live, int nl,
+                                                          const double *ht,
+                                                          const uint64_t *hk)
 {
     int m = -1;
     for (int q = 0; q < nl; q++) {
