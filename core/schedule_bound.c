@@ -84,7 +84,8 @@ typedef struct bctx {
     int npr, cappr;
     int *ph;           /* open-addressing index of pr by (from, to): -1 empty */
     int phcap;         /* a power of two, at least 2 npr */
-    int *scache, *rcache; /* [W] the last pair a worker sent on / took from */
+    int *scache, *rcache; /* [2W] the last two pairs a worker sent on / took from (a
+                             worker of two chunks alternates between two neighbours) */
     int sparse;        /* 1: the clocks below, not clock and pool */
     vcset vs;
     vclock *vck;       /* [W] each worker's clock */
@@ -165,12 +166,17 @@ static int pair_get(bctx *c, int from, int to)
     return k;
 }
 
-/* pair_get through the worker's last pair (cache: scache or rcache). */
-static int pair_cached(bctx *c, int *cache, int w, int from, int to)
+/* pair_get through the worker's last two pairs (cache: scache or rcache), the one found
+ * put first. */
+static inline __attribute__((always_inline)) int pair_cached(bctx *c, int *cache, int w,
+                                                             int from, int to)
 {
-    int k = cache[w];
+    int *two = cache + 2 * (size_t)w, k = two[0];
     if (k >= 0 && c->pr[k].from == from && c->pr[k].to == to) return k;
-    return cache[w] = pair_get(c, from, to);
+    k = two[1];
+    if (k < 0 || c->pr[k].from != from || c->pr[k].to != to) k = pair_get(c, from, to);
+    two[1] = two[0], two[0] = k;
+    return k;
 }
 
 /* Bytes of a dense clock component. */
@@ -215,13 +221,13 @@ static int bctx_init(bctx *c, const schedule *s, unsigned sends, int every)
     c->cappr = 16, c->phcap = 32;
     c->pr = malloc((size_t)c->cappr * sizeof *c->pr);
     c->ph = malloc((size_t)c->phcap * sizeof *c->ph);
-    c->scache = malloc(((size_t)W + 1) * sizeof *c->scache);
-    c->rcache = malloc(((size_t)W + 1) * sizeof *c->rcache);
+    c->scache = malloc((2 * (size_t)W + 1) * sizeof *c->scache);
+    c->rcache = malloc((2 * (size_t)W + 1) * sizeof *c->rcache);
     if (!c->pc || !c->slot || !c->pend || !c->rdy || !c->wnext || !c->arc ||
         !c->waiting || !c->nwaiting || !c->pr || !c->ph || !c->scache || !c->rcache)
         return -1;
     memset(c->ph, 0xff, (size_t)c->phcap * sizeof *c->ph);
-    for (int w = 0; w < W; w++) c->scache[w] = c->rcache[w] = -1;
+    for (int w = 0; w < 2 * W; w++) c->scache[w] = c->rcache[w] = -1;
     int nrep = 0;
     for (int st = 0; st < c->S; st++)
         if (s->replicas[st] > 1) nrep += s->replicas[st];
