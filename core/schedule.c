@@ -293,12 +293,15 @@ void schedule_free(schedule *s)
     free(s->stage_first);
     free(s->worker_device);
     free(s->worker_stage);
+    free(s->counts);
     free(s);
 }
 
 int sched_adopt(schedule *s, actvec *lists, plumb_err *err)
 {
     (void)err;
+    free(s->counts); /* counts of the lists replaced */
+    s->counts = NULL;
     for (int w = 0; w < s->nworkers; w++) {
         free(s->acts[w]);
         s->acts[w] = lists[w].a;
@@ -440,7 +443,6 @@ static int mb_id(int *keys, int *ids, unsigned cap, int *n, int mb)
  * microbatch's state is a byte: open, its backward done, its input gradient gone (a
  * microbatch closes when both are, and may open again). Returns the most open at once,
  * -1 out of memory, or -2 when direct meets a number outside [0, T). */
-enum { SLOT_OPEN = 1, SLOT_BWD = 2, SLOT_DX = 4 };
 static int slots_scan(const action *list, int n, int stage, int T, int direct)
 {
     int open = 0, best = 0, nid = 0;
@@ -508,4 +510,12 @@ int schedule_slots(const schedule *s, int w, int stage)
     if (best < 0)
         return n > 0 ? n : 1; /* pessimistic */
     return best > 0 ? best : 1;
+}
+
+int schedule_slots_fresh(const schedule *s, int w, int stage)
+{
+    if (s && s->counts && stage >= 0 && stage < s->nstages && w >= 0 && w < s->nworkers &&
+        s->stage_workers[s->stage_first[stage]] == w)
+        return s->counts[2 * s->nstages + stage];
+    return schedule_slots(s, w, stage);
 }

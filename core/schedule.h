@@ -74,6 +74,13 @@ typedef struct schedule {
     int backward_split;  /* sched_split: whether some compute is an I (a zero-bubble split
                             backward), as the generator's lowering found; 0 = not known
                             (a schedule built elsewhere: scan the lists) */
+    int *counts;         /* [3 * nstages] counts of these lists taken by the generator's
+                            lowering as it wrote them (where it placed the steps and
+                            versions: no replicated stage), or NULL (not taken): [st]
+                            and [nstages + st] schedule_inflight's most activations and
+                            versions (>= 1), [2 nstages + st] schedule_slots of st on its
+                            one worker. Owned, freed by schedule_free; whoever changes the
+                            lists after generation frees it and sets it to NULL. */
 } schedule;
 
 /* schedule.backward_split. */
@@ -150,6 +157,11 @@ int schedule_validate(const schedule *s, plumb_err *err);
 int schedule_inflight(const schedule *s, int *max_activations, int *max_versions,
                       plumb_err *err);
 
+/* schedule_inflight's counts without its pass where the lowering took them
+ * (s->counts), else schedule_inflight. Same contract. */
+int schedule_inflight_fresh(const schedule *s, int *max_activations, int *max_versions,
+                            plumb_err *err);
+
 /* The buffer slots the executor gives stage `stage` on worker w: the most of its
  * microbatches open at once in w's list. A slot opens at RECV_F (posted before the compute
  * that comes first in the list) or at the first F, and closes once the backward is done (B,
@@ -158,6 +170,9 @@ int schedule_inflight(const schedule *s, int *max_activations, int *max_versions
  * slot, the stage's input, activations and gradient buffers; the simulator's memory model
  * counts the same. */
 int schedule_slots(const schedule *s, int w, int stage);
+/* schedule_slots without its scan where the lowering counted them (s->counts, w the
+ * stage's one worker), else schedule_slots. */
+int schedule_slots_fresh(const schedule *s, int w, int stage);
 
 /* The staging a pair of workers needs: bound[from * nworkers + to] is the most messages of
  * the kinds in `sends` (a mask of 1u << ACT_SEND_F and 1u << ACT_SEND_B; all-reduce traffic

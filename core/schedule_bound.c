@@ -23,6 +23,9 @@
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 
 #include "schedule.h"
 #include "schedule_impl.h"
@@ -81,7 +84,8 @@ typedef struct bctx {
     int npr, cappr;
     int *ph;           /* open-addressing index of pr by (from, to): -1 empty */
     int phcap;         /* a power of two, at least 2 npr */
-    int *scache, *rcache; /* [W] the last pair a worker sent on / took from */
+    int *scache, *rcache; /* [2W] the last two pairs a worker sent on / took from (a
+                             worker of two chunks alternates between two neighbours) */
     int sparse;        /* 1: the clocks below, not clock and pool */
     vcset vs;
     vclock *vck;       /* [W] each worker's clock */
@@ -162,12 +166,17 @@ static int pair_get(bctx *c, int from, int to)
     return k;
 }
 
-/* pair_get through the worker's last pair (cache: scache or rcache). */
-static int pair_cached(bctx *c, int *cache, int w, int from, int to)
+/* pair_get through the worker's last two pairs (cache: scache or rcache), the one found
+ * put first. */
+static inline __attribute__((always_inline)) int pair_cached(bctx *c, int *cache, int w,
+                                                             int from, int to)
 {
-    int k = cache[w];
+    int *two = cache + 2 * (size_t)w, k = two[0];
     if (k >= 0 && c->pr[k].from == from && c->pr[k].to == to) return k;
-    return cache[w] = pair_get(c, from, to);
+    k = two[1];
+    if (k < 0 || c->pr[k].from != from || c->pr[k].to != to) k = pair_get(c, from, to);
+    two[1] = two[0], two[0] = k;
+    return k;
 }
 
 /* Bytes of a dense clock component. */
@@ -212,13 +221,13 @@ static int bctx_init(bctx *c, const schedule *s, unsigned sends, int every)
     c->cappr = 16, c->phcap = 32;
     c->pr = malloc((size_t)c->cappr * sizeof *c->pr);
     c->ph = malloc((size_t)c->phcap * sizeof *c->ph);
-    c->scache = malloc(((size_t)W + 1) * sizeof *c->scache);
-    c->rcache = malloc(((size_t)W + 1) * sizeof *c->rcache);
+    c->scache = malloc((2 * (size_t)W + 1) * sizeof *c->scache);
+    c->rcache = malloc((2 * (size_t)W + 1) * sizeof *c->rcache);
     if (!c->pc || !c->slot || !c->pend || !c->rdy || !c->wnext || !c->arc ||
         !c->waiting || !c->nwaiting || !c->pr || !c->ph || !c->scache || !c->rcache)
         return -1;
     memset(c->ph, 0xff, (size_t)c->phcap * sizeof *c->ph);
-    for (int w = 0; w < W; w++) c->scache[w] = c->rcache[w] = -1;
+    for (int w = 0; w < 2 * W; w++) c->scache[w] = c->rcache[w] = -1;
     int nrep = 0;
     for (int st = 0; st < c->S; st++)
         if (s->replicas[st] > 1) nrep += s->replicas[st];
@@ -306,6 +315,15 @@ static void clock_join16(unsigned short *restrict into, const unsigned short *re
                          int W)
 {
     int v = 0;
+#ifdef __SSE2__
+    /* max(a, b) = a + (b - a saturated at 0): two instructions per 8 components (SSE2
+     * has no unsigned 16-bit max) */
+    for (; v + 8 <= W; v += 8) {
+        __m128i a = _mm_loadu_si128((const __m128i *)(const void *)(into + v));
+        __m128i b = _mm_loadu_si128((const __m128i *)(const void *)(from + v));
+        _mm_storeu_si128((__m128i *)(void *)(into + v), _mm_add_epi16(a, _mm_subs_epu16(b, a)));
+    }
+#else
     for (; v + 8 <= W; v += 8) {
         vc8 a, b;
         memcpy(&a, into + v, sizeof a);
@@ -314,6 +332,7 @@ static void clock_join16(unsigned short *restrict into, const unsigned short *re
         a = (b & gt) | (a & ~gt);
         memcpy(into + v, &a, sizeof a);
     }
+#endif
     for (; v < W; v++) into[v] = from[v] > into[v] ? from[v] : into[v];
 }
 
@@ -359,7 +378,7 @@ static int ck_tick(bctx *c, int w)
 }
 
 /* Dense: worker w's own component set to n, its actions run. */
-static void ck_own(bctx *c, int w, int n)
+static inline void ck_own(bctx *c, int w, int n)
 {
     int k = c->tix[w];
     if (k < 0) return;

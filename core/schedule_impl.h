@@ -71,7 +71,13 @@ static inline int sched_hosts(const schedule *s, int w, int st)
     return 0;
 }
 
-/* Moves lists[0..nworkers) into s (replacing its lists); the vectors are left empty. */
+/* A microbatch's buffer slot while schedule_slots scans a list (and the fused lowering
+ * counts as it writes): open, its backward done, its input gradient gone (SLOT_DX: sent,
+ * or taken by the stage before on the same worker). It closes when all three are set. */
+enum { SLOT_OPEN = 1, SLOT_BWD = 2, SLOT_DX = 4 };
+
+/* Moves lists[0..nworkers) into s (replacing its lists; frees s->counts, the counts of
+ * the old ones); the vectors are left empty. */
 int sched_adopt(schedule *s, actvec *lists, plumb_err *err);
 
 /* The generators that live in files of their own: the compute order (F, B, I, W) of

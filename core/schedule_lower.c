@@ -7,7 +7,9 @@
  * send blocks until its receive is reached (and so neither with buffered sends). Each
  * worker's list is written once; sched_finish's lowering also places the optimizer STEPs
  * and fills the weight versions in that write where it can (the emitter below), else the
- * passes of core/schedule_steps.c do. */
+ * passes of core/schedule_steps.c do; where it does, it also takes schedule_inflight's
+ * and schedule_slots' counts as it writes and leaves them in the schedule
+ * (schedule.counts). */
 #include "schedule_impl.h"
 
 #include <limits.h>
@@ -35,23 +37,6 @@ static int ev_cmp(const void *pa, const void *pb)
     return (x->key > y->key) - (x->key < y->key);
 }
 
-/* Duration of a of stage st under cost ([S*3] F, I, W; NULL = unit costs); tiny is the
- * duration of an all-reduce or a step. */
-static double dur_of(const action *a, const double *cost, double tiny)
-{
-    double f = 1, i = 1, w = 1;
-    if (cost && a->stage >= 0) {
-        f = cost[3 * a->stage], i = cost[3 * a->stage + 1], w = cost[3 * a->stage + 2];
-    }
-    switch (a->kind) {
-    case ACT_F: return f;
-    case ACT_B: return i + w;
-    case ACT_I: return i;
-    case ACT_W: return w;
-    default: return tiny;
-    }
-}
-
 /* The most runs of receives a worker's list is merged from (emit_merged); more are
  * sorted (emit_sorted). */
 enum { EMIT_FEW = 8 };
@@ -66,13 +51,15 @@ typedef struct evvec {
 
 /* The state of lowering one compute order: who computes each (stage, microbatch), when
  * each compute ends, and each worker's progress through its list. Indexes k = stage * T +
- * microbatch; -1 = not (yet) known. */
+ * microbatch; the per-k arrays hold 0 for not (yet) known (an end is > 0: every compute
+ * lasts > 0), so they start zeroed (zeroed_alloc; fver, written before it is read, as
+ * calloc's pages). */
 typedef struct lower_st {
     const schedule *s;
     actvec *lists;
     const double *cost;
     int S, T, W;
-    int *fw, *bw;                /* [k] the worker of the forward / backward */
+    int *fw, *bw;                /* [k] the worker of the forward / backward, + 1 */
     double *fend, *bend;  /* [k] end of the forward, of the backward (B or I: input grad) */
     int *pc, *arcnt;             /* [w] next action; [w * S + st] all-reduces done */
     double *freet;               /* [w] when the worker is free */
@@ -83,6 +70,8 @@ typedef struct lower_st {
     int *arfast, *arrived;       /* [st] replicas hold only st; replicas at its all-reduce */
     char *atar;                  /* [w] counted in arrived at the all-reduce at pc */
     double tiny;                 /* duration of an all-reduce or a step */
+    double *dur;                 /* [4 st + kind] duration of compute kind (F, B, I, W) of
+                                    stage st under cost (NULL: F, I, W 1, B 2) */
     long done;                   /* actions timed so far */
     int *nsend;                  /* [w] the sends of worker w */
     int fused, each;             /* place the STEPs and versions while writing (emitter);
@@ -90,8 +79,35 @@ typedef struct lower_st {
     int *gend;                   /* fused, per iteration: [st * iterations + k] the last
                                     backward end of group k of stage st in its worker's
                                     order, -1 for none */
-    int *fver, *cur;             /* fused: [k] the version of the forward; [st] the newest */
+    int *fver, *cur;             /* fused: [k] the version of the forward + 1; [st] the newest */
+    int *cnt;                    /* fused: the counts taken as the lists are written (count_*,
+                                    slot_*), [0, 3S) what schedule.counts keeps: [st] the most
+                                    activations, [S + st] the most versions (schedule_inflight),
+                                    [2S + st] the most slots (schedule_slots); [3S + st]
+                                    activations, [4S + st] versions and [5S + st] slots held
+                                    now, [6S + st * vmax + v] the forwards in flight that used
+                                    version v of st */
+    int vmax;                    /* fused: versions counted per stage (iterations + 2, T more
+                                    where each round steps) */
+    unsigned char *sstate;       /* fused: [k] the slot of (stage, microbatch) k: SLOT_* */
 } lower_st;
+
+/* Duration of action a (its stage's, tiny for an all-reduce or a step). */
+static inline double dur_of(const lower_st *L, const action *a)
+{
+    _Static_assert(ACT_F == 0 && ACT_B == 1 && ACT_I == 2 && ACT_W == 3, "compute kinds");
+    return act_is_compute(a->kind) ? L->dur[4 * a->stage + a->kind] : L->tiny;
+}
+
+/* n zeroed bytes written (malloc and memset), or NULL: for an array read before it is
+ * written, whose fresh calloc'd pages would each fault twice (the shared zero page at the
+ * first read, its copy at the first write) where a memset faults once. */
+static void *zeroed_alloc(size_t n)
+{
+    void *p = malloc(n + 1);
+    if (p) memset(p, 0, n);
+    return p;
+}
 
 /* Fills fw and bw from the compute order, checking that it is compute-only, in range, and
  * has one forward and one backward per (stage, microbatch). Returns the action count, or
@@ -128,15 +144,17 @@ static long lower_index(lower_st *L, plumb_err *err)
                 if (g < L->s->iterations) L->gend[(size_t)a->stage * L->s->iterations + g] = i;
             }
             if (a->kind == ACT_F) {
-                if (L->fw[k] >= 0)
+                if (L->fw[k])
                     return err_set(err, NULL, NULL, "stage %d microbatch %d has two forwards "
-                                   "(workers %d and %d)", a->stage, a->microbatch, L->fw[k], w);
-                L->fw[k] = w;
+                                   "(workers %d and %d)", a->stage, a->microbatch, L->fw[k] - 1,
+                                   w);
+                L->fw[k] = w + 1;
             } else if (a->kind == ACT_B || a->kind == ACT_I) {
-                if (L->bw[k] >= 0)
+                if (L->bw[k])
                     return err_set(err, NULL, NULL, "stage %d microbatch %d has two backwards "
-                                   "(workers %d and %d)", a->stage, a->microbatch, L->bw[k], w);
-                L->bw[k] = w;
+                                   "(workers %d and %d)", a->stage, a->microbatch, L->bw[k] - 1,
+                                   w);
+                L->bw[k] = w + 1;
             }
         }
     }
@@ -196,42 +214,42 @@ static int lower_step(lower_st *L, int w, plumb_err *err)
     double ready = L->freet[w];
     if (a->kind == ACT_F && st > 0) {
         size_t kp = k - (size_t)T;
-        if (L->fend[kp] < 0) {
-            if (L->fw[kp] == w || L->fw[kp] < 0)
+        if (!(L->fend[kp] > 0)) {
+            if (L->fw[kp] == w + 1 || !L->fw[kp])
                 return err_set(err, NULL, NULL, "worker %d action %d (%s): its input (forward "
                                "of stage %d) is %s", w, L->pc[w],
                                action_format(a, a_txt, sizeof a_txt), st - 1,
-                               L->fw[kp] < 0 ? "never computed"
+                               !L->fw[kp] ? "never computed"
                                              : "computed later on the same worker");
             return 0;
         }
         if (L->fend[kp] > ready) ready = L->fend[kp];
     } else if (a->kind == ACT_B || a->kind == ACT_I) {
-        if (L->fend[k] < 0 || L->fw[k] != w)
+        if (!(L->fend[k] > 0) || L->fw[k] != w + 1)
             return err_set(err, NULL, NULL, "worker %d action %d (%s): backward before its "
                            "forward on this worker", w, L->pc[w],
                            action_format(a, a_txt, sizeof a_txt));
         if (st < L->S - 1) {
             size_t kn = k + (size_t)T;
-            if (L->bend[kn] < 0) {
-                if (L->bw[kn] == w || L->bw[kn] < 0)
+            if (!(L->bend[kn] > 0)) {
+                if (L->bw[kn] == w + 1 || !L->bw[kn])
                     return err_set(err, NULL, NULL, "worker %d action %d (%s): its output "
                                    "gradient (backward of stage %d) is %s", w, L->pc[w],
                                    action_format(a, a_txt, sizeof a_txt), st + 1,
-                                   L->bw[kn] < 0 ? "never computed"
+                                   !L->bw[kn] ? "never computed"
                                                  : "computed later on the same worker");
                 return 0;
             }
             if (L->bend[kn] > ready) ready = L->bend[kn];
         }
     } else if (a->kind == ACT_W) {
-        if (L->bend[k] < 0) /* no input gradient yet */
+        if (!(L->bend[k] > 0)) /* no input gradient yet */
             return err_set(err, NULL, NULL, "worker %d action %d (%s): W before its I", w,
                            L->pc[w], action_format(a, a_txt, sizeof a_txt));
     } else if (a->kind == ACT_ALLREDUCE) {
         return lower_allreduce(L, w, ready);
     }
-    double end = ready + dur_of(a, L->cost, L->tiny);
+    double end = ready + dur_of(L, a);
     if (L->start[w]) L->start[w][L->pc[w]] = ready;
     L->freet[w] = end;
     if (a->kind == ACT_F) L->fend[k] = end;
@@ -316,21 +334,23 @@ done:
 
 /* The action of worker w's event key: its compute src[id], or the SEND (w produced the
  * data) or RECV of pair id, as lower_pair found it. */
-static action ev_action(const lower_st *L, int w, const action *src, uint64_t key)
+static inline __attribute__((always_inline)) action ev_action(const lower_st *L, int w,
+                                                              const action *src,
+                                                              uint64_t key)
 {
     if (key & EV_COMPUTE) return src[key & ~EV_COMPUTE];
     int T = L->T, st = (int)(key >> 33), m = (int)(key >> 1 & 0xffffffffu);
     size_t k = (size_t)st * T + m;
     action a;
     if (!(key & 1)) { /* activations of stage st to st + 1 */
-        int p = L->fw[k];
+        int p = L->fw[k] - 1;
         a = act_make(w == p ? ACT_SEND_F : ACT_RECV_F, w == p ? st : st + 1, m);
-        a.peer = w == p ? L->fw[k + T] : p;
+        a.peer = w == p ? L->fw[k + T] - 1 : p;
         a.peer_stage = w == p ? st + 1 : st;
     } else { /* the input gradient of stage st to st - 1 */
-        int p = L->bw[k];
+        int p = L->bw[k] - 1;
         a = act_make(w == p ? ACT_SEND_B : ACT_RECV_B, w == p ? st : st - 1, m);
-        a.peer = w == p ? L->bw[k - T] : p;
+        a.peer = w == p ? L->bw[k - T] - 1 : p;
         a.peer_stage = w == p ? st - 1 : st;
     }
     return a;
@@ -339,19 +359,20 @@ static action ev_action(const lower_st *L, int w, const action *src, uint64_t ke
 /* The SEND/RECV pair, if any, of producer p's compute a (see lower_emit): fills x with
  * its time and key (the same on both workers) and returns the consumer's worker, or -1
  * when a's data stays on p (or goes nowhere). */
-static int lower_pair(const lower_st *L, int p, const action *a, ev *x)
+static inline __attribute__((always_inline)) int lower_pair(const lower_st *L, int p,
+                                                          const action *a, ev *x)
 {
     int S = L->S, T = L->T, st = a->stage, m = a->microbatch;
     const int *fw = L->fw, *bw = L->bw;
     size_t k = (size_t)st * T + m;
     uint64_t id = (uint64_t)st << 33 | (uint64_t)m << 1;
-    if (a->kind == ACT_F && st + 1 < S && fw[k + T] >= 0 && fw[k + T] != p) {
+    if (a->kind == ACT_F && st + 1 < S && fw[k + T] && fw[k + T] != p + 1) {
         *x = (ev){L->fend[k], id};
-        return fw[k + T];
+        return fw[k + T] - 1;
     }
-    if ((a->kind == ACT_B || a->kind == ACT_I) && st > 0 && bw[k - T] >= 0 && bw[k - T] != p) {
+    if ((a->kind == ACT_B || a->kind == ACT_I) && st > 0 && bw[k - T] && bw[k - T] != p + 1) {
         *x = (ev){L->bend[k], id | 1};
-        return bw[k - T];
+        return bw[k - T] - 1;
     }
     return -1;
 }
@@ -378,7 +399,7 @@ typedef struct emitter {
 /* The start of compute i of the worker, asked for each i in order: as lower_time found
  * it, read from L->start, or, fused (no all-reduce: a compute waits only for its worker
  * and the one input it takes), timed again the same way from the ends it waits for. */
-static double emit_start(emitter *E, int i)
+static inline __attribute__((always_inline)) double emit_start(emitter *E, int i)
 {
     const lower_st *L = E->L;
     if (L->start[E->w]) return L->start[E->w][i];
@@ -391,19 +412,104 @@ static double emit_start(emitter *E, int i)
     } else if ((a->kind == ACT_B || a->kind == ACT_I) && st < L->S - 1) {
         if (L->bend[k + T] > ready) ready = L->bend[k + T];
     }
-    E->freet = ready + dur_of(a, L->cost, L->tiny);
+    E->freet = ready + dur_of(L, a);
     return ready;
+}
+
+/* schedule_inflight's count (count_worker in schedule_validate.c) of compute or STEP a
+ * of stage st, written with its version: the same steps in the same list order. Fused
+ * lowering only: no replicated stage, so a stage's counts are its one worker's, and
+ * L->cur[st] before a STEP is count_worker's own count of the stage's STEPs so far. */
+static inline __attribute__((always_inline)) void count_action(const lower_st *L,
+                                                               const action *a, int old)
+{
+    int S = L->S, st = a->stage, v = a->version, *c = L->cnt;
+    int *infl = c + 3 * S, *held = c + 4 * S, *vr = c + 6 * S + (size_t)st * L->vmax;
+    switch (a->kind) {
+    case ACT_F:
+        infl[st]++;
+        if (v >= 0 && v < L->vmax && vr[v]++ == 0 && v != L->cur[st]) held[st]++;
+        break;
+    case ACT_B: case ACT_W: /* the version of its forward, as put_compute wrote it */
+        if (infl[st] > 0) infl[st]--;
+        if (v >= 0 && v < L->vmax && --vr[v] == 0 && v != L->cur[st]) held[st]--;
+        break;
+    case ACT_STEP:
+        held[st]++;
+        if (old >= 0 && old < L->vmax && vr[old] == 0) held[st]--;
+        break;
+    default: break;
+    }
+    if (infl[st] > c[st]) c[st] = infl[st];
+    if (held[st] > c[S + st]) c[S + st] = held[st];
+}
+
+/* Sets worker w's stages' counts back to none (before its list is written again). */
+static void count_reset(const lower_st *L, int w)
+{
+    int S = L->S, *c = L->cnt;
+    for (int st = 0; st < S; st++) {
+        if (!sched_hosts(L->s, w, st)) continue;
+        c[st] = c[S + st] = c[2 * S + st] = c[3 * S + st] = c[5 * S + st] = 0;
+        c[4 * S + st] = 1;
+        memset(c + 6 * S + (size_t)st * L->vmax, 0, (size_t)L->vmax * sizeof *c);
+        memset(L->sstate + (size_t)st * L->T, 0, (size_t)L->T);
+    }
+}
+
+/* schedule_slots' scan (slots_scan in schedule.c) as the fused lowering writes: the slot
+ * of microbatch m of stage st opens (an F or RECV_F of st, where it is not open). */
+static inline void slot_open(const lower_st *L, int st, int m)
+{
+    unsigned char *sm = &L->sstate[(size_t)st * L->T + m];
+    int S = L->S, *c = L->cnt;
+    if (*sm & SLOT_OPEN) return;
+    *sm = SLOT_OPEN | (st == 0 ? SLOT_DX : 0); /* stage 0 sends no gradient */
+    if (++c[5 * S + st] > c[2 * S + st]) c[2 * S + st] = c[5 * S + st];
+}
+
+/* ... and an open slot gets `bit` (SLOT_BWD: a B or W of st; SLOT_DX: a SEND_B of st, or
+ * a B or I of st - 1 on st's worker taking its input gradient); closed with all three. */
+static inline void slot_mark(const lower_st *L, int st, int m, unsigned char bit)
+{
+    unsigned char *sm = &L->sstate[(size_t)st * L->T + m];
+    if (!(*sm & SLOT_OPEN)) return;
+    *sm |= bit;
+    if (*sm == (SLOT_OPEN | SLOT_BWD | SLOT_DX)) *sm = 0, L->cnt[5 * L->S + st]--;
+}
+
+/* Writes action a at the end of the worker's list; fused, counts the slots it changes
+ * (the kinds the scan acts on; fused: no replicated stage, so a stage's slots are its one
+ * worker's). */
+static inline __attribute__((always_inline)) void put(emitter *E, action a)
+{
+    const lower_st *L = E->L;
+    E->dst[E->o++] = a;
+    if (!L->fused) return;
+    int st = a.stage, m = a.microbatch;
+    switch (a.kind) {
+    case ACT_F: case ACT_RECV_F: slot_open(L, st, m); return;
+    case ACT_W: slot_mark(L, st, m, SLOT_BWD); return;
+    case ACT_SEND_B: slot_mark(L, st, m, SLOT_DX); return;
+    case ACT_B: slot_mark(L, st, m, SLOT_BWD); break;
+    case ACT_I: break;
+    default: return;
+    }
+    if (st + 1 < L->S && L->s->stage_workers[L->s->stage_first[st + 1]] == E->w)
+        slot_mark(L, st + 1, m, SLOT_DX); /* the input gradient of st + 1 taken here */
 }
 
 static void put_step(emitter *E, int st)
 {
     action a = act_make(ACT_STEP, st, -1);
+    int old = E->L->cur[st];
     a.version = ++E->L->cur[st];
-    E->dst[E->o++] = a;
+    count_action(E->L, &a, old);
+    put(E, a);
 }
 
 /* Places the STEPs anchored before compute `before` (INT_MAX: all that are left). */
-static void put_steps(emitter *E, int before)
+static inline __attribute__((always_inline)) void put_steps(emitter *E, int before)
 {
     if (!E->L->fused) return;
     while (E->q < E->nat && E->at[E->q].after < before) put_step(E, E->hs[E->at[E->q++].rank]);
@@ -414,7 +520,7 @@ static void put_steps(emitter *E, int before)
 }
 
 /* Writes compute i of the order (with its version when fused). */
-static void put_compute(emitter *E, int i)
+static inline __attribute__((always_inline)) void put_compute(emitter *E, int i)
 {
     const lower_st *L = E->L;
     put_steps(E, i);
@@ -422,14 +528,16 @@ static void put_compute(emitter *E, int i)
     if (L->fused) {
         size_t k = (size_t)a.stage * L->T + a.microbatch;
         if (a.kind == ACT_F) {
-            a.version = L->fver[k] = L->cur[a.stage];
+            a.version = L->cur[a.stage];
+            L->fver[k] = a.version + 1;
         } else {
-            a.version = L->fver[k] >= 0 ? L->fver[k] : 0;
+            a.version = L->fver[k] ? L->fver[k] - 1 : 0;
             if (L->each && act_is_bwd_end(a.kind) && sched_hosts(L->s, E->w, a.stage))
                 E->pend = a.stage;
         }
+        count_action(L, &a, 0);
     }
-    E->dst[E->o++] = a;
+    put(E, a);
 }
 
 /* Writes event key of the worker (a compute, or one end of a transfer). */
@@ -438,7 +546,7 @@ static void put_ev(emitter *E, uint64_t key)
     if (key & EV_COMPUTE)
         put_compute(E, (int)(key & ~EV_COMPUTE));
     else
-        E->dst[E->o++] = ev_action(E->L, E->w, E->src, key);
+        put(E, ev_action(E->L, E->w, E->src, key));
 }
 
 /* The general way: every event of the worker (computes, each followed by its send, then
@@ -469,7 +577,9 @@ static int emit_sorted(emitter *E, const ev *r, int nr, int n)
 }
 
 /* The run among live[0..nl) whose head (time ht, key hk) comes first, or -1 when nl is 0. */
-static int runs_min(const int *live, int nl, const double *ht, const uint64_t *hk)
+static inline __attribute__((always_inline)) int runs_min(const int *live, int nl,
+                                                          const double *ht,
+                                                          const uint64_t *hk)
 {
     int m = -1;
     for (int q = 0; q < nl; q++) {
@@ -518,7 +628,7 @@ static int emit_merged(emitter *E, const evvec *rv, int n)
         if (best < 0) { /* the compute run's head */
             last = head;
             if (hasx) {
-                E->dst[E->o++] = ev_action(L, E->w, E->src, x.key);
+                put(E, ev_action(L, E->w, E->src, x.key));
                 hasx = 0;
             } else {
                 put_compute(E, i);
@@ -527,7 +637,7 @@ static int emit_merged(emitter *E, const evvec *rv, int n)
             }
             continue;
         }
-        E->dst[E->o++] = ev_action(L, E->w, E->src, hk[best]);
+        put(E, ev_action(L, E->w, E->src, hk[best]));
         if (++at[best] < rb[best + 1]) {
             ht[best] = r[at[best]].t, hk[best] = r[at[best]].key;
         } else {
@@ -585,6 +695,7 @@ static int emit_worker(const lower_st *L, int w, const evvec *rv, const int *hs,
     if (r1) { /* begin again the general way */
         E.o = 0, E.q = 0, E.pend = -1, E.freet = 0;
         for (int st = 0; L->fused && st < L->S; st++) L->cur[st] = 0;
+        if (L->fused) count_reset(L, w);
         if (emit_sorted(&E, r, nr, n)) goto done;
     }
     free(out->a);
@@ -649,26 +760,35 @@ done:
  * no ALLREDUCE and no replicated stage). Returns 0, or -1 with err set (an order that
  * cannot run, out of memory). */
 static int lower_compute(const schedule *s, actvec *lists, const double *cost,
-                         const int *room, int fused, plumb_err *err)
+                         const int *room, int fused, int **counts, plumb_err *err)
 {
     int S = s->nstages, T = sched_total_mb(s), W = s->nworkers, rc = -1;
     size_t ST = (size_t)S * (size_t)T, SI = (size_t)S * (size_t)s->iterations;
     lower_st L = {s, lists, cost, S, T, W, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
-                  NULL, NULL, room, NULL, NULL, NULL, 1e-3, 0, NULL, fused,
-                  sched_traits_of(s->kind)->step_each_round, NULL, NULL, NULL};
+                  NULL, NULL, room, NULL, NULL, NULL, 1e-3, NULL, 0, NULL, fused,
+                  sched_traits_of(s->kind)->step_each_round, NULL, NULL, NULL, NULL, 0, NULL};
     L.nsend = calloc((size_t)W + 1, sizeof *L.nsend);
     if (fused) {
-        L.fver = malloc((ST + 1) * sizeof *L.fver), L.cur = malloc(((size_t)S + 1) * sizeof *L.cur);
+        L.fver = calloc(ST + 1, sizeof *L.fver), L.cur = malloc(((size_t)S + 1) * sizeof *L.cur);
         L.gend = L.each ? NULL : malloc((SI + 1) * sizeof *L.gend);
         if (!L.fver || !L.cur || (!L.each && !L.gend)) {
             err_set(err, NULL, NULL, "out of memory");
             goto done;
         }
-        for (size_t i = 0; i < ST; i++) L.fver[i] = -1;
         for (size_t i = 0; L.gend && i < SI; i++) L.gend[i] = -1;
+        /* a STEP per iteration: at most iterations + 1 versions (T more where each round
+         * steps) */
+        L.vmax = (L.each ? T : 0) + s->iterations + 2;
+        L.cnt = zeroed_alloc((6 * (size_t)S + (size_t)S * L.vmax) * sizeof *L.cnt);
+        L.sstate = zeroed_alloc(ST);
+        if (!L.cnt || !L.sstate) {
+            err_set(err, NULL, NULL, "out of memory");
+            goto done;
+        }
+        for (int st = 0; st < S; st++) L.cnt[4 * S + st] = 1;
     }
-    L.fw = malloc(ST * sizeof *L.fw), L.bw = malloc(ST * sizeof *L.bw);
-    L.fend = malloc(ST * sizeof *L.fend), L.bend = malloc(ST * sizeof *L.bend);
+    L.fw = zeroed_alloc(ST * sizeof *L.fw), L.bw = zeroed_alloc(ST * sizeof *L.bw);
+    L.fend = zeroed_alloc(ST * sizeof *L.fend), L.bend = zeroed_alloc(ST * sizeof *L.bend);
     L.pc = calloc((size_t)W, sizeof *L.pc), L.arcnt = calloc((size_t)W * S, sizeof *L.arcnt);
     L.freet = calloc((size_t)W, sizeof *L.freet);
     L.start = calloc((size_t)W, sizeof *L.start);
@@ -676,7 +796,8 @@ static int lower_compute(const schedule *s, actvec *lists, const double *cost,
     L.arfast = calloc((size_t)S, sizeof *L.arfast);
     L.arrived = calloc((size_t)S, sizeof *L.arrived);
     L.atar = calloc((size_t)W, sizeof *L.atar);
-    if (!L.fw || !L.bw || !L.fend || !L.bend || !L.pc || !L.arcnt || !L.freet ||
+    L.dur = malloc((4 * (size_t)S + 1) * sizeof *L.dur);
+    if (!L.dur || !L.fw || !L.bw || !L.fend || !L.bend || !L.pc || !L.arcnt || !L.freet ||
         !L.start || !L.evs || !L.arfast || !L.arrived || !L.atar || !L.nsend) {
         err_set(err, NULL, NULL, "out of memory");
         goto done;
@@ -693,7 +814,12 @@ static int lower_compute(const schedule *s, actvec *lists, const double *cost,
             if (L.tiny < 0 || cost[i] < L.tiny) L.tiny = cost[i];
         L.tiny *= 1e-3;
     }
-    for (size_t i = 0; i < ST; i++) L.fw[i] = L.bw[i] = -1, L.fend[i] = L.bend[i] = -1;
+    for (int st = 0; st < S; st++) {
+        double f = cost ? cost[3 * st] : 1, i = cost ? cost[3 * st + 1] : 1;
+        double w = cost ? cost[3 * st + 2] : 1;
+        double *d = L.dur + 4 * st;
+        d[ACT_F] = f, d[ACT_B] = i + w, d[ACT_I] = i, d[ACT_W] = w;
+    }
     for (int st = 0; st < S && s->worker_stage; st++) {
         L.arfast[st] = 1;
         for (int j = 0; j < s->replicas[st]; j++) {
@@ -707,8 +833,18 @@ static int lower_compute(const schedule *s, actvec *lists, const double *cost,
         err_set(err, NULL, NULL, "out of memory");
         goto done;
     }
+    if (counts && fused) { /* the maxima, [0, 3S) (a version and a slot at least): the
+                            * rest is scratch */
+        for (int st = 0; st < S; st++) {
+            if (L.cnt[S + st] < 1) L.cnt[S + st] = 1;
+            if (L.cnt[2 * S + st] < 1) L.cnt[2 * S + st] = 1;
+        }
+        int *c = realloc(L.cnt, (3 * (size_t)S + 1) * sizeof *c);
+        *counts = c ? c : L.cnt, L.cnt = NULL;
+    }
     rc = 0;
 done:
+    free(L.cnt), free(L.sstate), free(L.dur);
     free(L.fw), free(L.bw), free(L.fend), free(L.bend), free(L.pc);
     free(L.arcnt), free(L.freet), free(L.arfast), free(L.arrived), free(L.atar);
     free(L.nsend), free(L.fver), free(L.cur), free(L.gend);
@@ -729,7 +865,7 @@ done:
  * sched_place_steps and sched_assign_versions would do after it, one pass instead of
  * three), and set *placed to 1; else *placed is 0. */
 static int lower_lists(const schedule *s, actvec *lists, const double *cost, int place,
-                       int *any_i, int *placed, plumb_err *err)
+                       int *any_i, int *placed, int **counts, plumb_err *err)
 {
     int W = s->nworkers, rc = -1, each = sched_traits_of(s->kind)->step_each_round;
     int fused = place;
@@ -767,7 +903,7 @@ static int lower_lists(const schedule *s, actvec *lists, const double *cost, int
         fused &= !steps[w].n;
     }
     for (int w = 0; w < W; w++) room[w] += steps[w].n;
-    if (lower_compute(s, lists, cost, room, fused, err)) goto done;
+    if (lower_compute(s, lists, cost, room, fused, counts, err)) goto done;
     *placed = fused;
     for (int w = 0; w < W; w++) {
         if (!steps[w].n) continue;
@@ -804,14 +940,17 @@ done:
 int sched_lower(const schedule *s, actvec *lists, const double *cost, plumb_err *err)
 {
     int any_i = 0, placed = 0;
-    return lower_lists(s, lists, cost, 0, &any_i, &placed, err);
+    return lower_lists(s, lists, cost, 0, &any_i, &placed, NULL, err);
 }
 
 int sched_finish(schedule *s, actvec *lists, const double *cost, plumb_err *err)
 {
-    int any_i = 0, placed = 0;
+    int any_i = 0, placed = 0, *counts = NULL;
     if (sched_add_allreduce(s, lists, err)) return -1;
-    if (lower_lists(s, lists, cost, 1, &any_i, &placed, err)) return -1;
+    if (lower_lists(s, lists, cost, 1, &any_i, &placed, &counts, err)) {
+        free(counts);
+        return -1;
+    }
     if (!placed) {
         if (sched_place_steps(s, lists, err)) return -1;
         sched_assign_versions(s, lists);
@@ -819,5 +958,10 @@ int sched_finish(schedule *s, actvec *lists, const double *cost, plumb_err *err)
     /* the lowering read every compute: whether the cost model needs I's costs is known
      * (the steps and versions add no compute) */
     s->backward_split = any_i ? SCHED_SPLIT_YES : SCHED_SPLIT_NO;
-    return sched_adopt(s, lists, err);
+    if (sched_adopt(s, lists, err)) {
+        free(counts);
+        return -1;
+    }
+    s->counts = counts; /* after the adoption, which drops counts of older lists */
+    return 0;
 }

@@ -604,3 +604,13 @@ int schedule_inflight(const schedule *s, int *max_activations, int *max_versions
     free(act), free(ver), free(fver), free(cur), free(vref), free(mine);
     return rc ? -1 : 0;
 }
+
+int schedule_inflight_fresh(const schedule *s, int *max_activations, int *max_versions,
+                            plumb_err *err)
+{
+    if (!s || !s->counts) return schedule_inflight(s, max_activations, max_versions, err);
+    const int S = s->nstages;
+    if (max_activations) memcpy(max_activations, s->counts, (size_t)S * sizeof *max_activations);
+    if (max_versions) memcpy(max_versions, s->counts + S, (size_t)S * sizeof *max_versions);
+    return 0;
+}

@@ -46,8 +46,21 @@ int sim_memory_staging(sim_model *m, plumb_err *err)
         free(big);
         return -1;
     }
+    /* a generated IR with one worker per stage, as its lowering wrote it (which kept its
+     * counts: s->counts), sends stage st's input gradient of every microbatch from st's
+     * worker to st - 1's wherever the two differ: the senders and their peers are read
+     * from the placement instead of a pass over the lists */
+    const int placed = s->counts != NULL;
     for (int w = 0, k = 0; w < W; w++) {
-        for (int i = 0; i < s->len[w]; i++) {
+        int one = placed && s->worker_stage ? s->worker_stage[w] : -2;
+        int lo = one >= 0 ? one : 1, hi = one >= 0 ? one + 1 : one == -1 ? 0 : s->nstages;
+        for (int st = lo > 0 ? lo : 1; placed && st < hi; st++) {
+            int to = s->stage_workers[s->stage_first[st - 1]];
+            if (s->stage_workers[s->stage_first[st]] == w && to != w &&
+                m->cut_bytes[st - 1] > big[to])
+                big[to] = m->cut_bytes[st - 1];
+        }
+        for (int i = 0; !placed && i < s->len[w]; i++) {
             const action *a = &s->acts[w][i];
             if (a->kind == ACT_SEND_B && a->stage > 0 && a->peer >= 0 && a->peer < W &&
                 m->cut_bytes[a->stage - 1] > big[a->peer])
@@ -318,7 +331,8 @@ void sim_memory_of(const sim_model *m, int w, const int *versions, optimizer_kin
                 int r = sw[0] == w ? 0 : s->replicas[st] > 1 && sw[1] == w ? 1 : 2;
                 sim_stage_mem t;
                 model_stage(m, st, opt, &t);
-                sim_memory_add(&a, &t, versions ? versions[st] : 1, schedule_slots(s, w, st),
+                sim_memory_add(&a, &t, versions ? versions[st] : 1,
+                               schedule_slots_fresh(s, w, st),
                                sim_allreduce_scratch(t.gradients, s->replicas[st], r),
                                m->nccl_buffers);
                 break;
@@ -366,7 +380,7 @@ int sim_memory_timeline(const sim_model *m, const sim_report *rep, timeline *tl,
         for (int g = 0; !m->nccl_buffers && g < s->nstages; g++)
             for (int j = 0; j < s->replicas[g]; j++)
                 if (s->stage_workers[s->stage_first[g] + j] == d->worker) {
-                    slots += schedule_slots(s, d->worker, g) *
+                    slots += schedule_slots_fresh(s, d->worker, g) *
                              (m->stash_bytes[g] + m->slotbuf_bytes[g]);
                     break;
                 }

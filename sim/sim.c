@@ -445,7 +445,8 @@ sim_report *sim_run(const plan *pl, const sim_options *opt, plumb_err *err)
         err_set(err, NULL, NULL, "out of memory");
         goto fail;
     }
-    if (schedule_inflight(s, inflight, versions, err))
+    /* a generated IR carries its lowering's counts (s->counts: no pass) */
+    if (schedule_inflight_fresh(s, inflight, versions, err))
         goto fail;
     rep->schedule = s->kind;
     rep->microbatches = s->microbatches;

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include "core/schedule.h"
 #include "core/schedule_impl.h"
@@ -1432,53 +1433,154 @@ Test(schedule_inflight, peer_of_another_stage_refused)
     schedule_free(s);
 }
 
+/* Case i (0 <= i < LOWER_CASES) of the generated schedules the lowering tests below run
+ * over: every kind, 1 to 6 ranks, 1 to 9 microbatches, 1 to 3 iterations, unit and uneven
+ * costs, and costs so far apart that a forward's end rounds to its start (its send then
+ * sorts before it: the lowering's general merge). Fills *sp, cost[3 * stages] and *c (the
+ * cost shape); NULL where the kind refuses (2bw below its minimum). */
+enum { LOWER_CASES = SCHED_NKINDS * 6 * 9 * 3 * 3 };
+static schedule *lower_case(long i, sched_spec *sp, double *cost, int *c)
+{
+    int k = (int)(i / (6 * 9 * 3 * 3)), p = 1 + (int)(i / (9 * 3 * 3) % 6);
+    int m = 1 + (int)(i / (3 * 3) % 9), it = 1 + (int)(i / 3 % 3), v = sched_kind_chunks(k);
+    int S = p * v;
+    *c = (int)(i % 3);
+    for (int st = 0; st < S; st++)
+        for (int q = 0; q < 3; q++)
+            cost[3 * st + q] = *c == 0 ? 1
+                : *c == 1 ? 1 + 0.37 * ((st * 7 + q * 3 + m) % 5)
+                : st == 0 && q == 0 ? 1e-9 : 1e9;
+    *sp = (sched_spec){(sched_kind)k, 0, S, v, m, it, NULL, NULL};
+    plumb_err e = {{0}};
+    return schedule_generate_costed(sp, cost, &e);
+}
+
 /* The lowering of a generated order places the STEPs and fills the versions as it writes
  * (no replicated stage); the IR must be the one sched_lower then sched_place_steps and
  * sched_assign_versions (the passes an imported file still takes) build from the same
- * compute order and costs: every kind, 1 to 6 ranks, 1 to 9 microbatches, 1 to 3
- * iterations, unit and uneven costs, and costs so far apart that a forward's end rounds
- * to its start (its send then sorts before it: the lowering's general merge). */
+ * compute order and costs, in every case of lower_case. */
 Test(schedule_lower, fused_steps_and_versions_as_the_passes)
 {
     long checked = 0;
-    for (int k = 0; k < SCHED_NKINDS; k++)
-        for (int p = 1; p <= 6; p++)
-            for (int m = 1; m <= 9; m++)
-                for (int it = 1; it <= 3; it++)
-                    for (int c = 0; c < 3; c++) {
-                        int v = sched_kind_chunks((sched_kind)k), S = p * v;
-                        double cost[3 * 64];
-                        for (int st = 0; st < S; st++)
-                            for (int q = 0; q < 3; q++)
-                                cost[3 * st + q] = c == 0 ? 1
-                                    : c == 1 ? 1 + 0.37 * ((st * 7 + q * 3 + m) % 5)
-                                    : st == 0 && q == 0 ? 1e-9 : 1e9;
-                        sched_spec sp = {(sched_kind)k, 0, S, v, m, it, NULL, NULL};
-                        plumb_err e = {{0}};
-                        schedule *s = schedule_generate_costed(&sp, cost, &e);
-                        if (!s) continue; /* 2bw below its minimum */
-                        schedule *r = sched_alloc(&sp, &e);
-                        cr_assert(r, "%s", e.msg);
-                        actvec *l = calloc((size_t)r->nworkers, sizeof *l);
-                        cr_assert(l);
-                        for (int w = 0; w < s->nworkers; w++)
-                            for (int i = 0; i < s->len[w]; i++) {
-                                action a = s->acts[w][i];
-                                if (!act_is_compute(a.kind)) continue;
-                                a.version = -1;
-                                cr_assert_eq(actvec_push(&l[w], a), 0);
-                            }
-                        cr_assert_eq(sched_lower(r, l, cost, &e), 0, "%s", e.msg);
-                        cr_assert_eq(sched_place_steps(r, l, &e), 0, "%s", e.msg);
-                        sched_assign_versions(r, l);
-                        cr_assert_eq(sched_adopt(r, l, &e), 0);
-                        r->backward_split = s->backward_split;
-                        cr_assert(schedule_equal(s, r), "kind %d p=%d m=%d it=%d costs %d", k, p,
-                                  m, it, c);
-                        free(l);
-                        schedule_free(r);
-                        schedule_free(s);
-                        checked++;
-                    }
+    for (long i = 0; i < LOWER_CASES; i++) {
+        sched_spec sp;
+        double cost[3 * 64];
+        int c, k, p, m, it;
+        schedule *s = lower_case(i, &sp, cost, &c);
+        if (!s) continue;
+        k = sp.kind, p = sp.nstages / sp.chunks, m = sp.microbatches;
+        it = sp.iterations;
+        plumb_err e = {{0}};
+        schedule *r = sched_alloc(&sp, &e);
+        cr_assert(r, "%s", e.msg);
+        actvec *l = calloc((size_t)r->nworkers, sizeof *l);
+        cr_assert(l);
+        for (int w = 0; w < s->nworkers; w++)
+            for (int j = 0; j < s->len[w]; j++) {
+                action a = s->acts[w][j];
+                if (!act_is_compute(a.kind)) continue;
+                a.version = -1;
+                cr_assert_eq(actvec_push(&l[w], a), 0);
+            }
+        cr_assert_eq(sched_lower(r, l, cost, &e), 0, "%s", e.msg);
+        cr_assert_eq(sched_place_steps(r, l, &e), 0, "%s", e.msg);
+        sched_assign_versions(r, l);
+        cr_assert_eq(sched_adopt(r, l, &e), 0);
+        r->backward_split = s->backward_split;
+        cr_assert(schedule_equal(s, r), "kind %d p=%d m=%d it=%d costs %d", k, p,
+                  m, it, c);
+        free(l);
+        schedule_free(r);
+        schedule_free(s);
+        checked++;
+    }
     cr_assert_gt(checked, 1200, "checked %ld", checked);
+}
+
+/* A generated IR with no replicated stage carries its lowering's counts (s->counts) and
+ * schedule_inflight_fresh and schedule_slots_fresh answer them: they must be
+ * schedule_inflight's and schedule_slots' (each checked against its definition in this
+ * file) in every case of lower_case (its far apart costs take the lowering's general
+ * merge, which writes a list again). That the answer is the stored one, not a pass: a
+ * list changed afterwards without dropping them (outside the contract) keeps the counts
+ * taken at lowering. A replicated schedule and an imported file carry none (the pass and
+ * the scan answer). */
+Test(schedule_inflight, fresh_counts_equal_the_pass)
+{
+    long checked = 0;
+    for (long i = 0; i < LOWER_CASES; i++) {
+        sched_spec sp;
+        double cost[3 * 64];
+        int c;
+        schedule *s = lower_case(i, &sp, cost, &c);
+        if (!s) continue;
+        int k = sp.kind, p = sp.nstages / sp.chunks, m = sp.microbatches;
+        int it = sp.iterations, S = sp.nstages;
+        plumb_err e = {{0}};
+        int act[64], ver[64], fa[64], fv[64];
+        inflight(s, act, ver);
+        cr_assert(s->counts, "%s p=%d m=%d it=%d costs %d: no counts taken",
+                  sched_kind_name(k), p, m, it, c);
+        cr_assert_eq(schedule_inflight_fresh(s, fa, fv, &e), 0, "%s", e.msg);
+        for (int st = 0; st < S; st++) {
+            cr_assert_eq(fa[st], act[st], "%s p=%d m=%d it=%d costs %d stage "
+                         "%d: %d in flight, the pass %d", sched_kind_name(k),
+                         p, m, it, c, st, fa[st], act[st]);
+            cr_assert_eq(fv[st], ver[st], "%s p=%d m=%d it=%d costs %d stage "
+                         "%d: %d versions, the pass %d", sched_kind_name(k),
+                         p, m, it, c, st, fv[st], ver[st]);
+            int w = s->stage_workers[s->stage_first[st]];
+            int fs = schedule_slots_fresh(s, w, st), ps = schedule_slots(s, w, st);
+            cr_assert_eq(fs, ps, "%s p=%d m=%d it=%d costs %d stage %d: %d slots, the "
+                         "scan %d", sched_kind_name(k), p, m, it, c, st, fs, ps);
+        }
+        schedule_free(s);
+        checked++;
+    }
+    cr_assert_gt(checked, 1200, "checked %ld", checked);
+
+    /* the lowering's answer: a forward dropped afterwards changes the pass, not it */
+    schedule *s = gen(SCHED_GPIPE, 3, 1, 6, 1, NULL);
+    int act[3], ver[3], fa[3], fv[3];
+    inflight(s, act, ver);
+    for (int i = 0; i < s->len[0]; i++)
+        if (s->acts[0][i].kind == ACT_F) s->acts[0][i].kind = ACT_I; /* counts nothing */
+    plumb_err e = {{0}};
+    cr_assert_eq(schedule_inflight_fresh(s, fa, fv, &e), 0, "%s", e.msg);
+    cr_assert_eq(fa[0], act[0], "fresh %d, lowered %d", fa[0], act[0]);
+    cr_assert_eq(act[0], 6);
+    cr_assert_eq(schedule_slots_fresh(s, 0, 0), 6);
+    cr_assert_eq(schedule_slots(s, 0, 0), 1, "the scan counts the changed list");
+    int changed[3];
+    inflight(s, changed, ver);
+    cr_assert_eq(changed[0], 0, "the pass counts the changed list (%d)", changed[0]);
+    schedule_free(s);
+    /* a replicated schedule carries none: the pass counts its changed list */
+    static const int reps[3] = {1, 2, 1};
+    s = gen(SCHED_GPIPE, 3, 1, 6, 1, reps);
+    cr_assert_null(s->counts);
+    for (int i = 0; i < s->len[0]; i++)
+        if (s->acts[0][i].kind == ACT_F) s->acts[0][i].kind = ACT_I;
+    cr_assert_eq(schedule_inflight_fresh(s, fa, fv, &e), 0, "%s", e.msg);
+    cr_assert_eq(fa[0], 0, "replicated: the pass (got %d)", fa[0]);
+    schedule_free(s);
+    /* nor does an imported file (its lists adopted: sched_adopt drops counts) */
+    s = gen(SCHED_1F1B_FLUSH, 3, 1, 6, 1, NULL);
+    char path[] = "/tmp/plumb_fresh_XXXXXX";
+    int fd = mkstemp(path);
+    cr_assert_geq(fd, 0);
+    FILE *f = fdopen(fd, "w");
+    cr_assert_eq(schedule_write_csv(s, f), 0);
+    fclose(f);
+    sched_spec sp = {SCHED_1F1B_FLUSH, 0, 3, 1, 6, 1, NULL, NULL};
+    schedule *r = schedule_read_csv(path, &sp, &e);
+    unlink(path);
+    cr_assert(r, "%s", e.msg);
+    cr_assert_null(r->counts);
+    inflight(s, act, ver);
+    cr_assert_eq(schedule_inflight_fresh(r, fa, fv, &e), 0, "%s", e.msg);
+    for (int st = 0; st < 3; st++)
+        cr_assert(fa[st] == act[st] && fv[st] == ver[st], "stage %d", st);
+    schedule_free(r);
+    schedule_free(s);
 }

@@ -4,6 +4,8 @@
  * means zero activation bytes and zero latency. */
 #include <criterion/criterion.h>
 #include <math.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "core/schedule.h"
 #include "sim/engine.h"
@@ -669,4 +671,59 @@ Test(sim, window_of_the_order_is_the_ir_s)
     for (int k = 0; k < SCHED_NKINDS; k++)
         cr_expect_gt(checked[k], 4, "%s: %d cases", sched_kind_name((sched_kind)k),
                      checked[k]);
+}
+
+/* The memory model reads a generated schedule's counts from its lowering (schedule.counts:
+ * schedule_inflight_fresh, schedule_slots_fresh) and, where they are kept, its gradient
+ * senders from the placement (sim_memory_staging): the report must be the one the passes
+ * give, the same schedule simulated with its counts dropped (NULL: the passes and scans),
+ * for every kind, with and without replicas (which carry none), 1 to 9 microbatches, with
+ * non-zero costs and activations. */
+Test(sim, lowering_counts_give_the_passes_report)
+{
+    int with[SCHED_NKINDS] = {0};
+    for (int k = 0; k < SCHED_NKINDS; k++)
+        for (int ranks = 2; ranks <= 4; ranks += 2)
+            for (int rep = 1; rep <= 2; rep++)
+                for (int mb = 1; mb <= 9; mb += 4) {
+                    plumb_err e;
+                    plan *pl = bench_synth_plan(k, ranks, rep, mb, &e);
+                    if (!pl) continue; /* a spec the kind refuses */
+                    schedule *s = schedule_from_plan(pl, 2, &e);
+                    if (!s) { /* microbatches the kind refuses with these replicas */
+                        plan_free(pl);
+                        continue;
+                    }
+                    with[k] += s->counts != NULL;
+                    sim_options o;
+                    sim_options_init(&o);
+                    o.sched = s;
+                    sim_report *a = sim_run(pl, &o, &e);
+                    cr_assert(a, "%s", e.msg);
+                    free(s->counts);
+                    s->counts = NULL;
+                    sim_report *b = sim_run(pl, &o, &e);
+                    cr_assert(b, "%s", e.msg);
+                    cr_assert_eq(a->ndevices, b->ndevices);
+                    for (int d = 0; d < a->ndevices; d++) {
+                        const sim_device_report *x = &a->devices[d], *y = &b->devices[d];
+                        cr_assert(!memcmp(&x->mem, &y->mem, sizeof x->mem) &&
+                                      x->weight_versions == y->weight_versions,
+                                  "%s %d ranks x %d, %d mb: device %d's memory %.0f with the "
+                                  "lowering's counts, %.0f with the passes'",
+                                  sched_kind_name((sched_kind)k), ranks, rep, mb, d,
+                                  x->mem.total, y->mem.total);
+                    }
+                    for (int st = 0; st < a->nstages; st++)
+                        cr_assert(a->stages[st].weight_versions ==
+                                          b->stages[st].weight_versions &&
+                                      a->stages[st].max_inflight == b->stages[st].max_inflight,
+                                  "%s stage %d", sched_kind_name((sched_kind)k), st);
+                    sim_report_free(a);
+                    sim_report_free(b);
+                    schedule_free(s);
+                    plan_free(pl);
+                }
+    for (int k = 0; k < SCHED_NKINDS; k++)
+        cr_expect_gt(with[k], 0, "%s: no schedule carried counts", sched_kind_name((sched_kind)k));
 }
