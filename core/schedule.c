@@ -243,9 +243,9 @@ schedule *sched_alloc(const sched_spec *spec, plumb_err *err)
     int total = 0;
     for (int st = 0; st < s->nstages; st++) {
         int r = spec->replicas ? spec->replicas[st] : 1;
-        if (r < 1 || r > 1024) {
-            err_set(err, NULL, "replicas", "stage %d: expected 1 to 1024 replicas (got %d)", st,
-                    r);
+        if (r < 1 || r > SCHED_MAX_REPLICAS) {
+            err_set(err, NULL, "replicas", "stage %d: expected 1 to %d replicas (got %d)", st,
+                    SCHED_MAX_REPLICAS, r);
             goto fail;
         }
         if (chunked && st > 0 && r != s->replicas[0]) {

@@ -29,6 +29,8 @@ typedef enum act_kind {
 /* The largest stage an action can name (its bit-field's range; a schedule has at most
  * 4096 stages). */
 #define ACT_STAGE_MAX 4095
+/* Replicas of one stage schedule_generate accepts (more: refused, "replicas"). */
+#define SCHED_MAX_REPLICAS 1024
 
 /* One action: 16 bytes (the passes over an IR of millions of actions are bound by their
  * memory traffic). kind, stage and peer_stage are bit-fields of one 32-bit word: read and

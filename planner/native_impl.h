@@ -13,8 +13,6 @@
 #define NM_MAX_BLOCKS 48        /* the chain is coarsened to at most this many blocks */
 #define NM_MAX_UNITS 32         /* devices are grouped into at most this many units */
 #define NM_MAX_STAGES 128
-#define NM_MAX_REPLICAS 1024     /* replicas of one stage the schedule accepts
-                                    (schedule_generate refuses more: core/schedule.c) */
 #define NM_BUCKET_BYTES (25.0 * 1024 * 1024) /* all-reduce bucket (the last is exposed) */
 
 /* Per (first unit u, units r): facts of the device range [u g, (u + r) g) in the order. */

@@ -376,11 +376,11 @@ int nm_model_build(nm_model *m, const profile *p, const cluster *c, int ndev,
 
     /* replica counts (units): 1..8, powers of two, whole servers, everything, and all
      * but 1..4 units (PipeDream's typical "15-1": one big replicated stage beside a few
-     * small ones); none above the schedule's NM_MAX_REPLICAS per stage */
+     * small ones); none above the schedule's SCHED_MAX_REPLICAS per stage */
     int per = c->levels[0].count > 0 ? c->levels[0].count : 1;
     for (int r = 1; r <= U && m->nr < NM_MAX_UNITS; r++)
         if ((r <= 8 || is_pow2(r) || (r * m->g) % per == 0 || r >= U - 4) &&
-            (r == 1 || r * m->g <= NM_MAX_REPLICAS))
+            (r == 1 || r * m->g <= SCHED_MAX_REPLICAS))
             m->rlist[m->nr++] = r;
 
     sim_net_from_cluster(&m->net, c, NULL);

@@ -415,7 +415,7 @@ Test(native_rr, no_stage_above_the_schedules_replicas, .timeout = 120)
     cr_assert_not_null(p, "%s", e.msg);
     cluster *c = cluster_load(CLUSTER_DIR "/dgx-a100-80g.json", &e);
     cr_assert_not_null(c, "%s", e.msg);
-    cr_assert_gt(c->ndevices, NM_MAX_REPLICAS);
+    cr_assert_gt(c->ndevices, SCHED_MAX_REPLICAS);
     native_options o;
     native_options_init(&o);
     native_result res;
@@ -423,7 +423,7 @@ Test(native_rr, no_stage_above_the_schedules_replicas, .timeout = 120)
     plan *pl = planner_native(p, c, &o, &res, &e);
     cr_assert_not_null(pl, "%s", e.msg);
     for (int s = 0; s < pl->nstages; s++)
-        cr_expect_leq(pl->stages[s].replicas, NM_MAX_REPLICAS, "stage %d: %d replicas", s,
+        cr_expect_leq(pl->stages[s].replicas, SCHED_MAX_REPLICAS, "stage %d: %d replicas", s,
                       pl->stages[s].replicas);
     cr_expect(res.ncand > 0 && res.cand[0].simulated, "the plan returned was not simulated");
     sim_options so;
