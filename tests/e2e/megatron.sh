@@ -77,22 +77,19 @@ for tsv in $TABLES; do
     #          p2p
     while IFS=$'\t' read -r run model gpus tp pp dp gb mbs il rc sp zero prec _ _ p2p; do
         [ "$run" = run ] && continue
-        n=$((n + 1))
         plan_args "$MODELS/$model.json" "$A100" "$gpus" "$tp" "$pp" "$dp" "$gb" "$mbs" "$rc"
         args+=(--zero "$zero" --precision "$prec" --p2p "${p2p:-overlap}" --json)
         layout_extras "$il" "$sp"
         case $run in k22-*) tpo=$TPO_K22 ;; *) tpo=none ;; esac
         [ "$tp" -gt 1 ] && [ "$tpo" != none ] && args+=(--tp-overlap "$tpo")
-        plan_row_or_fail $n "$run"
+        plan_row_or_fail "$run"
     done <"$tsv"
     gated=0
     case " $GATED " in *" $tsv "*) gated=1 ;; esac
     python3 - "$tsv" "$MODELS" "$d" "$gated" <<'PY' || fail=1
 import json, math, os, sys
 
-sys.dont_write_bytecode = True  # nothing written beside the helper
-sys.path.insert(0, os.environ["E2E_LIB"])
-from published import layout_errors, read_rows  # noqa: E402
+from published import layout_errors, read_rows
 
 tsv, models, tmp, gated = sys.argv[1:5]
 ROW_TOL, MEAN_TOL = 5.0, 3.0

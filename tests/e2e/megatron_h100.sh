@@ -87,26 +87,22 @@ done
 # The model files' parameter counts, as `plumb profile` prints them (checked below).
 # shellcheck disable=SC2046 # one name a word
 profile_models path "$H100" "$MODELS" $(model_names "$MODELS")
-n=0
 # columns: run model gpus tp pp dp global_batch microbatch_size interleave recompute
 #          sequence_parallel zero precision attention published_tflops_per_gpu published_mfu
 while IFS=$'\t' read -r run model gpus tp pp dp gb mbs il rc sp zero prec attn _ _; do
     [ "$run" = run ] && continue
-    n=$((n + 1))
     plan_args "$MODELS/$model.json" "$d/cluster.json" "$gpus" "$tp" "$pp" "$dp" "$gb" "$mbs" "$rc"
     args+=(--zero "$zero" --precision "$prec" --attention "$attn" --json)
     layout_extras "$il" "$sp"
     [ "$zero" = 1 ] && [ "$OPG" = 1 ] && args+=(--overlap-param-gather)
     [ "$tp" -gt 1 ] && args+=(--tp-overlap "$TPO")
-    plan_row_or_fail $n "$run"
+    plan_row_or_fail "$run"
 done <"$TSV"
 
 python3 - "$TSV" "$MODELS" "$d" <<'PY' || fail=1
 import json, os, sys
 
-sys.dont_write_bytecode = True  # nothing written beside the helper
-sys.path.insert(0, os.environ["E2E_LIB"])
-from published import (layout_errors, limits, profiled_params, read_rows,  # noqa: E402
+from published import (layout_errors, limits, profiled_params, read_rows,
                        report, summarize)
 
 tsv, models, tmp = sys.argv[1:4]

@@ -85,9 +85,7 @@ done <"$TSV"
 python3 - "$TSV" "$d" <<'PY' || fail=1
 import json, math, os, sys
 
-sys.dont_write_bytecode = True  # nothing written beside the helper
-sys.path.insert(0, os.environ["E2E_LIB"])
-from published import layout_errors, read_rows  # noqa: E402
+from published import layout_errors, read_rows
 
 tsv, tmp = sys.argv[1:3]
 ROW_TOL = 5.0

@@ -33,27 +33,23 @@ needs nemo_perf.sh --grad-reduce --grad-reduce
 # The model files' parameter counts, as `plumb profile` prints them (checked below).
 # shellcheck disable=SC2046 # one name a word
 profile_models name "$H100" "$MODELS" $(cut -f4 "$TSV" | tail -n +2 | sort -u)
-n=0
 # columns: run source container model gpus tp pp dp interleave microbatch_size global_batch
 #          recompute step_s published_mfu grad_sync_dtype optim_dtype
 while IFS=$'\t' read -r run _ _ model gpus tp pp dp il mbs gb rc _ _ gsd od; do
     [ "$run" = run ] && continue
-    n=$((n + 1))
     plan_args "$MODELS/$model.json" "$H100" "$gpus" "$tp" "$pp" "$dp" "$gb" "$mbs" "$rc"
     args+=(--sequence-parallel --zero 1 --overlap-param-gather --tp-overlap full
         --precision bf16 --attention flash --json)
     layout_extras "$il" 0
     [ "$gsd" = bf16 ] && args+=(--grad-reduce bf16)
     [ "$od" = bf16 ] && args+=(--optimizer-state bf16)
-    plan_row $n # the reader says why a row failed (a layout over 80 GB is not held)
+    plan_row # the reader says why a row failed (a layout over 80 GB is not held)
 done <"$TSV"
 
 python3 - "$TSV" "$MODELS" "$d" <<'PY' || fail=1
 import json, os, re, sys
 
-sys.dont_write_bytecode = True  # nothing written beside the helper
-sys.path.insert(0, os.environ["E2E_LIB"])
-from published import (layout_errors, limits, profiled_params, read_rows,  # noqa: E402
+from published import (layout_errors, limits, profiled_params, read_rows,
                        report, summarize)
 
 tsv, models, tmp = sys.argv[1:4]

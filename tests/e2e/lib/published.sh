@@ -1,12 +1,17 @@
 # shellcheck shell=bash disable=SC2034 # fail is the sourcing script's
 # published.sh: what the end-to-end scripts that hold plumb against published runs share
 # (megatron_h100.sh, nemo_perf.sh, megatron.sh, megatron_memory.sh source it; not a test
-# itself: run-tests.sh runs only tests/e2e/*.sh). Sourcing it runs start.sh (P, E2E_LIB for
-# the scripts' Python, which imports published.py from it, the scratch folder d, fail=0).
-# Each script keeps its own table, columns, flags and limits; these helpers profile the
-# model files, build and run the `plumb plan` command of a row and say why one failed.
+# itself: run-tests.sh runs only tests/e2e/*.sh). Sourcing it runs start.sh (P, the scratch
+# folder d, fail=0), sets n=0 (the rows planned) and puts this folder first on PYTHONPATH,
+# with PYTHONDONTWRITEBYTECODE, so that the scripts' Python imports published.py and
+# writes nothing beside it. Each script keeps its own table, columns, flags and limits;
+# these helpers profile the model files, build and run the `plumb plan` command of a row
+# and say why one failed.
 # shellcheck source=start.sh
 . "$(dirname "${BASH_SOURCE[0]}")/start.sh"
+PYTHONPATH=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)${PYTHONPATH:+:$PYTHONPATH}
+export PYTHONPATH PYTHONDONTWRITEBYTECODE=1
+n=0
 
 # plan_has PATTERN: true when `plumb plan --model`'s help matches PATTERN (grep), the test of
 # whether the binary has the options a table needs.
@@ -73,11 +78,13 @@ layout_extras() {
     return 0
 }
 
-# plan_row N: runs "$P" "${args[@]}" with the report in $d/N.json and the errors in $d/N.err;
+# plan_row: the table's next row (n, counted from 1, its number among the rows planned:
+# n=n+1): runs "$P" "${args[@]}" with the report in $d/N.json and the errors in $d/N.err;
 # records the exit status in $d/N.rc, the command in $d/N.cmd and, when it succeeds, the
 # wall time in nanoseconds in $d/N.wall. Returns the command's exit status.
 plan_row() {
-    local n=$1 t0 rc
+    local t0 rc
+    n=$((n + 1))
     t0=$(date +%s%N)
     "$P" "${args[@]}" >"$d/$n.json" 2>"$d/$n.err"
     rc=$?
@@ -87,13 +94,13 @@ plan_row() {
     return $rc
 }
 
-# plan_row_or_fail N RUN: plan_row N; when it fails prints "FAIL RUN: COMMAND" and the first
-# three lines of its errors, removes $d/N.json (the reader then reports the row as not
-# predicted) and sets fail=1.
+# plan_row_or_fail RUN: plan_row; when the plan fails prints "FAIL RUN: COMMAND" and the
+# first three lines of its errors, removes $d/N.json (the reader then reports the row as
+# not predicted) and sets fail=1.
 plan_row_or_fail() {
-    plan_row "$1" && return 0
-    echo "FAIL $2: $(cat "$d/$1.cmd")"
-    head -3 "$d/$1.err"
-    rm -f "$d/$1.json"
+    plan_row && return 0
+    echo "FAIL $1: $(cat "$d/$n.cmd")"
+    head -3 "$d/$n.err"
+    rm -f "$d/$n.json"
     fail=1
 }
