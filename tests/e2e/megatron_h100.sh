@@ -102,8 +102,8 @@ done <"$TSV"
 python3 - "$TSV" "$MODELS" "$d" <<'PY' || fail=1
 import json, os, sys
 
-from published import (layout_errors, limits, profiled_params, read_rows,
-                       report, summarize)
+from published import (held_error, layout_errors, limits, mfu_mismatch, profiled_params,
+                       read_rows, report, summarize)
 
 tsv, models, tmp = sys.argv[1:4]
 held, ROW_TOL, MEAN_TOL = limits(os.environ)
@@ -162,13 +162,10 @@ for k, r in enumerate(rows, 1):
     # plumb's own MFU uses the same FLOP count: a check that the row's model file and the
     # conversion above describe the same work.
     mfu_pub = F / (t_pred * n * PEAK * 1e12)
-    if abs(rep["mfu"] / mfu_pub - 1) > 0.02:
-        print(f"FAIL {run}: plumb's mfu {rep['mfu']:.4f} is not Megatron-LM's count"
-              f" {mfu_pub:.4f} at the predicted time")
-        bad += 1
-    err = 100.0 * (t_pub / t_pred - 1.0)
+    bad += mfu_mismatch(run, rep, mfu_pub,
+                        f"Megatron-LM's count {mfu_pub:.4f} at the predicted time")
     is_held = run in held
-    errs[is_held].append(abs(err))
+    err = held_error(errs, is_held, t_pub, t_pred)
     flag = ""
     if abs(err) > ROW_TOL:
         flag = "  FAIL > %g %%" % ROW_TOL if is_held else "  (> %g %%, not held)" % ROW_TOL
@@ -176,8 +173,7 @@ for k, r in enumerate(rows, 1):
     print(f"{run + ('*' if is_held else ''):24} {shown:>14} {t_pub:10.3f} {t_pred:10.3f}"
           f" {err:+7.2f}% {rep['tflops_per_gpu']:13.1f} {rep['mfu']:6.3f}"
           f" {rep.get('bubble_fraction', 0):6.3f}{flag}")
-bad += summarize(errs, held, MEAN_TOL)
-sys.exit(1 if bad else 0)
+sys.exit(1 if bad + summarize(errs, held, MEAN_TOL) else 0)
 PY
 [ "$fail" = 0 ] && echo "megatron_h100.sh: ok"
 exit "$fail"

@@ -55,6 +55,24 @@ def layout_errors(run, rep, row, keys, only_present=False):
     return bad
 
 
+def mfu_mismatch(run, rep, mfu, counted):
+    """1, with a FAIL line, when the report REP's own mfu is not MFU (the source's FLOP count
+    at plumb's predicted time) within 2 %, a sign that the model file and the count describe
+    different work; COUNTED says whose count it is (printed after "is not"); else 0."""
+    if abs(rep["mfu"] / mfu - 1) > 0.02:
+        print(f"FAIL {run}: plumb's mfu {rep['mfu']:.4f} is not {counted}")
+        return 1
+    return 0
+
+
+def held_error(errs, is_held, t_pub, t_pred):
+    """The error in per cent, t_pub / t_pred - 1 (that of a throughput); its magnitude is
+    appended to errs[is_held] for summarize."""
+    err = 100.0 * (t_pub / t_pred - 1.0)
+    errs[is_held].append(abs(err))
+    return err
+
+
 def summarize(errs, held, mean_tol):
     """Prints the mean and worst |error| of the held rows and of the others.
 
