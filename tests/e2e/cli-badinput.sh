@@ -3,11 +3,7 @@
 # the option and the path, exit status 2, no work done first, and no file written or
 # destroyed (an output path that is an input, a folder, or in a missing folder is refused
 # before the command reads or trains anything).
-set -u
-P=${PLUMB:-./plumb}
-d=$(mktemp -d)
-trap 'rm -rf "$d"' EXIT
-fail=0
+. "$(dirname "$0")/lib/start.sh" # set -u, P, d (removed on exit), fail=0
 . "$(dirname "$0")/lib/expect.sh" # expect_bad NAME PATTERN CMD...
 M=examples/models/fmnist-mlp.json
 cp profiles/pipedream/alexnet.json "$d/prof.json"

@@ -4,11 +4,7 @@
 # at tp 1 planned on the first 64 GPUs of a 3072-GPU cluster file and simulated; every shipped config profiles; a config with a missing or unknown key, a bad
 # --tp and a --gpus that is not whole nodes get one line naming the key or option, exit 2,
 # and no output file.
-set -u
-P=${PLUMB:-./plumb}
-d=$(mktemp -d)
-trap 'rm -rf "$d"' EXIT
-fail=0
+. "$(dirname "$0")/lib/start.sh" # set -u, P, d (removed on exit), fail=0
 A100=profiles/clusters/dgx-a100-80g.json
 . "$(dirname "$0")/lib/expect.sh" # expect_bad, ok
 

@@ -5,15 +5,8 @@
 # with -o and read back by plumb sim and the dashboard's snapshot; each bad input gets one
 # line, exit 2, no output and no file; an output never overwrites an input; a CPU cluster's
 # devices are CPU workers in every command's text.
-set -u
-P=${PLUMB:-./plumb}
-d=$(mktemp -d)
-trap 'rm -rf "$d"' EXIT
-fail=0
-A100=profiles/clusters/dgx-a100-80g.json
-GPT3=examples/llm/gpt3-175b.json
-. "$(dirname "$0")/lib/expect.sh" # expect_bad, expect_bad_silent, ok, has, bad_plan_model
-bad() { bad_plan_model "$@"; } # plan exits 2 with one line, prints nothing, writes nothing
+# shellcheck source=lib/plan_model.sh
+. "$(dirname "$0")/lib/plan_model.sh" # P, d, fail=0, A100, GPT3, bad, expect_bad, ok, has...
 LAYOUT=(--gpus 1024 --tp 8 --pp 8 --dp 16 --global-batch 1536 --microbatch-size 1 --recompute full)
 
 ok text "$P" plan --model $GPT3 -c $A100 "${LAYOUT[@]}"
@@ -61,8 +54,10 @@ has sim '"nstages":	16'
 sim_it=$(grep -m1 '^	"iteration_s":' "$d/out")
 ok interleaved-json "$P" plan --model $GPT3 -c $A100 --gpus 64 --tp 8 --pp 8 --global-batch 64 \
     --interleave 2 --recompute selective --sequence-parallel --zero 1 --json
-[ -n "$sim_it" ] && [ "$(grep -m1 '^	"iteration_s":' "$d/out")" = "$sim_it" ] ||
-    { echo "FAIL sim-same: plumb sim on the written plan ($sim_it) differs from plan --json"; fail=1; }
+if [ -z "$sim_it" ] || [ "$(grep -m1 '^	"iteration_s":' "$d/out")" != "$sim_it" ]; then
+    echo "FAIL sim-same: plumb sim on the written plan ($sim_it) differs from plan --json"
+    fail=1
+fi
 ok ui "$P" ui "$d/plan.json" --snapshot 100x30
 has ui 'gpt3-175b on dgx-a100-80g +interleaved'
 # a what-if that re-plans says that a tensor-parallel layout is re-laid out by plan --model
@@ -94,7 +89,7 @@ bad no-fit 'gpt3-175b.json: stages\[0\]: expected the layout to fit the memory o
 # a CPU cluster (device types with cores) is counted in CPU workers, not GPUs, by plan,
 # sim, sweep and the dashboard
 CPU8=examples/clusters/cpu-1x8.json
-MINI=(--model examples/llm/gpt-mini.json -c $CPU8 --gpus 8 --global-batch 8 --precision fp32)
+MINI=(--model examples/llm/gpt-mini.json -c "$CPU8" --gpus 8 --global-batch 8 --precision fp32)
 ok cpu-plan "$P" plan "${MINI[@]}" --tp 2 --pp 2 --dp 2 --microbatch-size 2 -o "$d/cpu.json"
 has cpu-plan '^plumb plan: gpt-mini on cpu-1x8, 8 CPU workers: tp 2 x pp 2 x dp 2'
 has cpu-plan 'TFLOP/s per CPU worker \(model FLOPs'
@@ -118,5 +113,5 @@ before=$(cksum <"$d/model.json")
 expect_bad out-is-model '-o .*model.json: is the input' \
     "$P" plan --model "$d/model.json" -c $A100 --gpus 64 --tp 8 --pp 8 --global-batch 64 -o "$d/model.json"
 [ "$(cksum <"$d/model.json")" = "$before" ] || { echo "FAIL: the model was overwritten"; fail=1; }
-[ $fail = 0 ] && echo "llm3d.sh: ok"
-exit $fail
+[ "$fail" = 0 ] && echo "llm3d.sh: ok"
+exit "$fail"

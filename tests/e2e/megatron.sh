@@ -16,10 +16,7 @@
 # t_published / t_predicted - 1, is the error of the predicted TFLOP/s per GPU whatever FLOP
 # count plumb's own tflops_per_gpu uses. Until `plumb plan` has the --tp layout options
 # (issue #25) the script prints one skip line and exits 0.
-set -u
-P=${PLUMB:-./plumb}
-d=$(mktemp -d)
-trap 'rm -rf "$d"' EXIT
+. "$(dirname "$0")/lib/published.sh" # P, d, fail=0, plan_has, profile_models, plan_args...
 A100=${A100:-profiles/clusters/dgx-a100-80g.json}
 # Megatron-LM of 2022 (the Korthikanti rows, k22-*) runs the input gradient's all-reduce of
 # a column-parallel layer under its weight-gradient GEMM (--async-tensor-model-parallel-
@@ -35,16 +32,13 @@ TABLES=${MEGATRON_TABLES:-"$DATA/sc21-table1.tsv $DATA/korthikanti2022.tsv"}
 # schedules and the same blocking point-to-point calls, which no device figure can absorb).
 GATED=${MEGATRON_GATED:-"$DATA/korthikanti2022.tsv"}
 
-fail=0
 # The model files: each profiles, and its parameter count is the paper's equation (2),
 # 12 l h^2 (1 + 13/(12h) + (V + s)/(12 l h)), plus the final LayerNorm's 2h, and rounds to
 # the count Table 1 prints (this part runs before the --tp check below).
 if command -v python3 >/dev/null; then
-    for f in "$MODELS"/*.json; do
-        if ! "$P" profile --model "$f" -c "$A100" >"$d/prof" 2>"$d/err"; then
-            echo "FAIL profile $f:"; cat "$d/err"; fail=1; continue
-        fi
-        python3 - "$f" "$(head -1 "$d/prof")" <<'PY' || fail=1
+    for name in $(model_names "$MODELS"); do
+        profile_models path "$A100" "$MODELS" "$name" || continue
+        python3 - "$MODELS/$name.json" "$(head -1 "$d/$name.prof")" <<'PY' || fail=1
 import json, os, re, sys
 f, line = sys.argv[1:3]
 m = json.load(open(f))
@@ -67,9 +61,9 @@ PY
     done
 fi
 
-if ! { "$P" plan --help 2>&1 || "$P" plan -h 2>&1; } | grep -q -- '--tp\b'; then
-    [ $fail = 0 ] && echo "megatron.sh: model files ok; skip: plumb plan has no --tp yet"
-    exit $fail
+if ! plan_has '--tp\b'; then
+    [ "$fail" = 0 ] && echo "megatron.sh: model files ok; skip: plumb plan has no --tp yet"
+    exit "$fail"
 fi
 if ! command -v python3 >/dev/null; then
     echo "megatron.sh: skip: python3 is needed to read the JSON reports"
@@ -83,34 +77,23 @@ for tsv in $TABLES; do
     #          p2p
     while IFS=$'\t' read -r run model gpus tp pp dp gb mbs il rc sp zero prec _ _ p2p; do
         [ "$run" = run ] && continue
-        n=$((n + 1))
-        args=(plan --model "$MODELS/$model.json" -c "$A100" --gpus "$gpus" --tp "$tp" --pp "$pp"
-            --dp "$dp" --global-batch "$gb" --microbatch-size "$mbs" --recompute "$rc"
-            --zero "$zero" --precision "$prec" --p2p "${p2p:-overlap}" --json)
-        [ "$il" != 1 ] && args+=(--interleave "$il")
-        [ "$sp" = 1 ] && args+=(--sequence-parallel)
+        plan_args "$MODELS/$model.json" "$A100" "$gpus" "$tp" "$pp" "$dp" "$gb" "$mbs" "$rc"
+        args+=(--zero "$zero" --precision "$prec" --p2p "${p2p:-overlap}" --json)
+        layout_extras "$il" "$sp"
         case $run in k22-*) tpo=$TPO_K22 ;; *) tpo=none ;; esac
         [ "$tp" -gt 1 ] && [ "$tpo" != none ] && args+=(--tp-overlap "$tpo")
-        t0=$(date +%s%N)
-        if "$P" "${args[@]}" >"$d/$n.json" 2>"$d/$n.err"; then
-            echo $(($(date +%s%N) - t0)) >"$d/$n.wall"
-        else
-            echo "FAIL $run: $P ${args[*]}"
-            head -3 "$d/$n.err"
-            rm -f "$d/$n.json"
-            fail=1
-        fi
+        plan_row_or_fail "$run"
     done <"$tsv"
     gated=0
     case " $GATED " in *" $tsv "*) gated=1 ;; esac
     python3 - "$tsv" "$MODELS" "$d" "$gated" <<'PY' || fail=1
 import json, math, os, sys
 
+from published import layout_errors, read_rows
+
 tsv, models, tmp, gated = sys.argv[1:5]
 ROW_TOL, MEAN_TOL = 5.0, 3.0
-rows = [l.rstrip("\n").split("\t") for l in open(tsv) if l.strip()]
-head, rows = rows[0], rows[1:]
-col = {name: i for i, name in enumerate(head)}
+rows = read_rows(tsv)
 bad = 0
 errs = []
 print(f"{os.path.basename(tsv)}: published against plumb plan (error = t_pub / t_pred - 1,"
@@ -118,7 +101,7 @@ print(f"{os.path.basename(tsv)}: published against plumb plan (error = t_pub / t
 print(f"{'run':24} {'published':>14} {'t_pub (s)':>10} {'t_pred (s)':>10} {'error':>8}"
       f" {'plumb TFLOP/s':>13} {'mfu':>6} {'wall (s)':>8}")
 for k, r in enumerate(rows, 1):
-    g = lambda name: r[col[name]]
+    g = r.get
     run = g("run")
     m = json.load(open(os.path.join(models, g("model") + ".json")))
     l, h = m["num_hidden_layers"], m["hidden_size"]
@@ -160,10 +143,7 @@ for k, r in enumerate(rows, 1):
     for key in ("dims", "parallel", "layout"):
         if isinstance(rep.get(key), dict):
             dims.update(rep[key])
-    for key in ("tp", "pp", "dp"):
-        if key in dims and str(dims[key]) != g(key):
-            print(f"FAIL {run}: the report's {key} is {dims[key]}, asked for {g(key)}")
-            bad += 1
+    bad += layout_errors(run, dims, r, ("tp", "pp", "dp"), only_present=True)
     err = 100.0 * (t_pub / t_pred - 1.0)
     errs.append(abs(err))
     tf = rep.get("tflops_per_gpu")
@@ -192,5 +172,5 @@ if gated == "0" and bad:
 sys.exit(1 if bad else 0)
 PY
 done
-[ $fail = 0 ] && echo "megatron.sh: ok"
-exit $fail
+[ "$fail" = 0 ] && echo "megatron.sh: ok"
+exit "$fail"

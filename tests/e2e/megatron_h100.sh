@@ -13,12 +13,7 @@
 #
 # H100=FILE runs the table on another cluster file (the fit in docs/llm.md does that); the
 # script writes only to its scratch folder.
-set -u
-P=${PLUMB:-./plumb}
-E2E_LIB=$(cd "$(dirname "$0")" && pwd)/lib
-export E2E_LIB
-d=$(mktemp -d)
-trap 'rm -rf "$d"' EXIT
+. "$(dirname "$0")/lib/published.sh" # P, d, fail=0, needs, profile_models, plan_args, plan_row...
 export H100=${H100:-profiles/clusters/dgx-h100.json}
 TSV=${MEGATRON_H100_TSV:-tests/data/megatron/h100-readme.tsv}
 MODELS=examples/llm/megatron-h100
@@ -43,14 +38,7 @@ OPG=${MEGATRON_H100_OPG:-1}
 TPO=${MEGATRON_H100_TPO:-full}
 export ROW_TOL=${MEGATRON_H100_ROW_TOL:-5} MEAN_TOL=${MEGATRON_H100_MEAN_TOL:-3}
 
-if ! { "$P" plan --model x --help 2>&1; } | grep -q -- '--attention'; then
-    echo "megatron_h100.sh: skip: plumb plan has no --attention yet"
-    exit 0
-fi
-if ! command -v python3 >/dev/null; then
-    echo "megatron_h100.sh: skip: python3 is needed to read the JSON reports"
-    exit 0
-fi
+needs megatron_h100.sh --attention --attention
 
 # The file describes 512 nodes; the README's largest runs used 768 (6144 GPUs) and 576: a
 # copy with the outer level's count raised to the table's largest run, nothing else changed.
@@ -69,7 +57,6 @@ then
     echo "FAIL: cannot read $H100 or $TSV"
     exit 1
 fi
-fail=0
 # --overlap-param-gather belongs to --zero 1 and a synchronous schedule: one line, exit 2,
 # nothing on stdout
 for extra in "--zero 0" "--zero 1 --schedule pipedream"; do
@@ -98,56 +85,32 @@ for extra in "--tp 1 --tp-overlap full" "--tp 2 --tp-overlap sometimes"; do
     fi
 done
 # The model files' parameter counts, as `plumb profile` prints them (checked below).
-for f in "$MODELS"/*.json; do
-    "$P" profile --model "$f" -c "$H100" >"$d/$(basename "$f" .json).prof" 2>"$d/err" ||
-        { echo "FAIL profile $f:"; cat "$d/err"; fail=1; }
-done
-n=0
+# shellcheck disable=SC2046 # one name a word
+profile_models path "$H100" "$MODELS" $(model_names "$MODELS")
 # columns: run model gpus tp pp dp global_batch microbatch_size interleave recompute
 #          sequence_parallel zero precision attention published_tflops_per_gpu published_mfu
 while IFS=$'\t' read -r run model gpus tp pp dp gb mbs il rc sp zero prec attn _ _; do
     [ "$run" = run ] && continue
-    n=$((n + 1))
-    args=(plan --model "$MODELS/$model.json" -c "$d/cluster.json" --gpus "$gpus" --tp "$tp" --pp "$pp"
-        --dp "$dp" --global-batch "$gb" --microbatch-size "$mbs" --recompute "$rc"
-        --zero "$zero" --precision "$prec" --attention "$attn" --json)
-    [ "$il" != 1 ] && args+=(--interleave "$il")
-    [ "$sp" = 1 ] && args+=(--sequence-parallel)
+    plan_args "$MODELS/$model.json" "$d/cluster.json" "$gpus" "$tp" "$pp" "$dp" "$gb" "$mbs" "$rc"
+    args+=(--zero "$zero" --precision "$prec" --attention "$attn" --json)
+    layout_extras "$il" "$sp"
     [ "$zero" = 1 ] && [ "$OPG" = 1 ] && args+=(--overlap-param-gather)
     [ "$tp" -gt 1 ] && args+=(--tp-overlap "$TPO")
-    if ! "$P" "${args[@]}" >"$d/$n.json" 2>"$d/$n.err"; then
-        echo "FAIL $run: $P ${args[*]}"
-        head -3 "$d/$n.err"
-        rm -f "$d/$n.json"
-        fail=1
-    fi
+    plan_row_or_fail "$run"
 done <"$TSV"
 
 python3 - "$TSV" "$MODELS" "$d" <<'PY' || fail=1
-import csv, json, math, os, re, sys
+import json, os, sys
 
-sys.dont_write_bytecode = True  # nothing written beside the helper
-sys.path.insert(0, os.environ["E2E_LIB"])
-from published import limits, summarize  # noqa: E402
+from published import (held_error, layout_errors, limits, mfu_mismatch, profiled_params,
+                       read_rows, report, summarize)
 
 tsv, models, tmp = sys.argv[1:4]
 held, ROW_TOL, MEAN_TOL = limits(os.environ)
 PEAK = 989.4  # H100 SXM dense bf16 TFLOP/s, the figure the source's MFU divides by
-rows = list(csv.DictReader(open(tsv), delimiter="\t"))
+rows = read_rows(tsv)
 bad = 0
 errs = {True: [], False: []}
-
-
-def report(path):
-    """(report, iteration_s) of a plan's --json output, or (None, why not)."""
-    if not os.path.exists(path):
-        return None, "plumb plan failed (above)"
-    try:
-        rep = json.load(open(path))
-        t = float(rep["iteration_s"])
-    except (ValueError, KeyError, TypeError) as e:
-        return None, f"no numeric iteration_s in the report ({e!r})"
-    return (rep, t) if t > 0 and math.isfinite(t) else (None, f"iteration_s is {t}")
 
 
 # plumb's parameter count of each model file is Megatron's GPT with an untied output
@@ -159,10 +122,9 @@ for name in sorted(f[:-5] for f in os.listdir(models) if f.endswith(".json")):
     l, h = m["num_hidden_layers"], m["hidden_size"]
     want = 12 * l * h * h + 13 * l * h + (2 * m["vocab_size"] + m["max_position_embeddings"]
                                           + 2) * h
-    prof = os.path.join(tmp, name + ".prof")
-    got = re.search(r"\((\d+) parameters\)", open(prof).read()) if os.path.exists(prof) else None
-    if not got or int(got.group(1)) != want or abs(want / float(name[4:-1]) / 1e9 - 1) > 0.05:
-        print(f"FAIL {name}: plumb counts {got and got.group(1)} parameters, expected {want}")
+    got = profiled_params(tmp, name)
+    if got != want or abs(want / float(name[4:-1]) / 1e9 - 1) > 0.05:
+        print(f"FAIL {name}: plumb counts {got} parameters, expected {want}")
         bad += 1
 
 print(f"{os.path.basename(tsv)} on {os.environ['H100']}: published against plumb plan;"
@@ -196,20 +158,14 @@ for k, r in enumerate(rows, 1):
         print(f"FAIL {run} ({shown}, t_pub {t_pub:.3f} s): {t_pred}")
         bad += 1
         continue
-    for key in ("tp", "pp", "dp", "gpus", "global_batch"):
-        if str(rep.get(key)) != r[key]:
-            print(f"FAIL {run}: the report's {key} is {rep.get(key)}, asked for {r[key]}")
-            bad += 1
+    bad += layout_errors(run, rep, r, ("tp", "pp", "dp", "gpus", "global_batch"))
     # plumb's own MFU uses the same FLOP count: a check that the row's model file and the
     # conversion above describe the same work.
     mfu_pub = F / (t_pred * n * PEAK * 1e12)
-    if abs(rep["mfu"] / mfu_pub - 1) > 0.02:
-        print(f"FAIL {run}: plumb's mfu {rep['mfu']:.4f} is not Megatron-LM's count"
-              f" {mfu_pub:.4f} at the predicted time")
-        bad += 1
-    err = 100.0 * (t_pub / t_pred - 1.0)
+    bad += mfu_mismatch(run, rep, mfu_pub,
+                        f"Megatron-LM's count {mfu_pub:.4f} at the predicted time")
     is_held = run in held
-    errs[is_held].append(abs(err))
+    err = held_error(errs, is_held, t_pub, t_pred)
     flag = ""
     if abs(err) > ROW_TOL:
         flag = "  FAIL > %g %%" % ROW_TOL if is_held else "  (> %g %%, not held)" % ROW_TOL
@@ -217,8 +173,7 @@ for k, r in enumerate(rows, 1):
     print(f"{run + ('*' if is_held else ''):24} {shown:>14} {t_pub:10.3f} {t_pred:10.3f}"
           f" {err:+7.2f}% {rep['tflops_per_gpu']:13.1f} {rep['mfu']:6.3f}"
           f" {rep.get('bubble_fraction', 0):6.3f}{flag}")
-bad += summarize(errs, held, MEAN_TOL)
-sys.exit(1 if bad else 0)
+sys.exit(1 if bad + summarize(errs, held, MEAN_TOL) else 0)
 PY
-[ $fail = 0 ] && echo "megatron_h100.sh: ok"
-exit $fail
+[ "$fail" = 0 ] && echo "megatron_h100.sh: ok"
+exit "$fail"

@@ -22,10 +22,7 @@
 # row's `attention` column is passed as --attention (every source ran fused attention).
 # Sources and assumptions: tests/data/megatron/SOURCES.md ("Measured memory"). Until `plumb
 # plan` has the --tp layout options the script prints one skip line and exits 0.
-set -u
-P=${PLUMB:-./plumb}
-d=$(mktemp -d)
-trap 'rm -rf "$d"' EXIT
+. "$(dirname "$0")/lib/published.sh" # P, d, fail=0, needs, plan_args, layout_extras...
 TSV=${MEGATRON_MEMORY_TSV:-tests/data/megatron/memory.tsv}
 # Every peak row (max_allocated: the figure that decides whether a layout fits) beyond 5 %
 # fails the script. The between-iterations rows (allocated:last) fail it only with
@@ -34,16 +31,8 @@ TSV=${MEGATRON_MEMORY_TSV:-tests/data/megatron/memory.tsv}
 # printed for the record.
 export MEGATRON_MEMORY_HOLD=${MEGATRON_MEMORY_HOLD:-0}
 
-if ! { "$P" plan --help 2>&1 || "$P" plan -h 2>&1; } | grep -q -- '--tp\b'; then
-    echo "megatron_memory.sh: skip: plumb plan has no --tp yet"
-    exit 0
-fi
-if ! command -v python3 >/dev/null; then
-    echo "megatron_memory.sh: skip: python3 is needed to read the JSON reports"
-    exit 0
-fi
+needs megatron_memory.sh '--tp\b' --tp
 
-fail=0
 # an unknown attention kind: one line, exit 2, nothing on stdout
 "$P" plan --model examples/llm/gpt2.json -c profiles/clusters/dgx-a100-80g.json --tp 1 --pp 1 \
     --dp 8 --global-batch 8 --attention fused >"$d/bad.out" 2>"$d/bad.err"
@@ -62,7 +51,8 @@ plan_json() {
         return 0
     fi
     grep -q 'expected the layout to fit' "$out.err" || return 1
-    local big="$d/$(basename "$cluster" .json).big.json"
+    local big
+    big="$d/$(basename "$cluster" .json).big.json"
     python3 - "$cluster" "$big" <<'PY' || return 1
 import json, sys
 c = json.load(open(sys.argv[1]))
@@ -81,8 +71,7 @@ while IFS=$'\t' read -r run model cluster gpus tp pp dp gb mbs seq il rc sp zero
     args=(--model "examples/llm/$model.json" --gpus "$gpus" --tp "$tp" --pp "$pp" --dp "$dp"
         --global-batch "$gb" --microbatch-size "$mbs" --seq-len "$seq" --zero "$zero"
         --precision "$prec" --attention "$attn" --json)
-    [ "$il" != 1 ] && args+=(--interleave "$il")
-    [ "$sp" = 1 ] && args+=(--sequence-parallel)
+    layout_extras "$il" "$sp"
     c="profiles/clusters/$cluster.json"
     if ! plan_json "$d/$n.json" "$c" "${args[@]}" --recompute "$rc"; then
         echo "FAIL $run: $P plan -c $c ${args[*]} --recompute $rc"
@@ -96,12 +85,12 @@ done <"$TSV"
 python3 - "$TSV" "$d" <<'PY' || fail=1
 import json, math, os, sys
 
+from published import layout_errors, read_rows
+
 tsv, tmp = sys.argv[1:3]
 ROW_TOL = 5.0
 GIB = 2.0 ** 30
-rows = [l.rstrip("\n").split("\t") for l in open(tsv) if l.strip()]
-head, rows = rows[0], rows[1:]
-col = {name: i for i, name in enumerate(head)}
+rows = read_rows(tsv)
 PARTS = ("weights_bytes", "gradients_bytes", "optimizer_bytes", "activations_bytes",
          "buffers_bytes", "workspace_bytes")
 
@@ -133,7 +122,7 @@ print(f"{'run':28} {'measures':18} {'dev':>3} {'published':>9} {'predicted':>9} 
       f"  {'weights':>7} {'grads':>6} {'optim':>6} {'activ':>7} {'buffers':>7}"
       f" {'scratch':>7}")
 for k, r in enumerate(rows, 1):
-    g = lambda name: r[col[name]]
+    g = r.get
     run, measures, gpus, tp = g("run"), g("measures"), int(g("gpus")), int(g("tp"))
     pub = float(g("published_peak_bytes"))
     path = os.path.join(tmp, f"{k}.json")
@@ -148,10 +137,7 @@ for k, r in enumerate(rows, 1):
         print(f"{run:28} {measures:18} {'':>3} {pub / GIB:9.2f} {'(failed)':>9}")
         bad += 1
         continue
-    for key in ("tp", "pp", "dp", "interleave"):
-        if key in rep and str(rep[key]) != g(key):
-            print(f"FAIL {run}: the report's {key} is {rep[key]}, asked for {g(key)}")
-            bad += 1
+    bad += layout_errors(run, rep, r, ("tp", "pp", "dp", "interleave"), only_present=True)
     if not (pred > 0 and math.isfinite(pred)):
         print(f"FAIL {run}: predicted {pred} bytes")
         bad += 1
@@ -178,5 +164,5 @@ if errs:
           f" {ROW_TOL:g} % each), {len(errs)} of {len(rows)} rows predicted")
 sys.exit(1 if bad else 0)
 PY
-[ $fail = 0 ] && echo "megatron_memory.sh: ok"
-exit $fail
+[ "$fail" = 0 ] && echo "megatron_memory.sh: ok"
+exit "$fail"

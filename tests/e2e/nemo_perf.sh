@@ -18,12 +18,7 @@
 #
 # H100=FILE runs the table on another cluster file; the script writes only to its scratch
 # folder.
-set -u
-P=${PLUMB:-./plumb}
-E2E_LIB=$(cd "$(dirname "$0")" && pwd)/lib
-export E2E_LIB
-d=$(mktemp -d)
-trap 'rm -rf "$d"' EXIT
+. "$(dirname "$0")/lib/published.sh" # P, d, fail=0, needs, profile_models, plan_args, plan_row...
 export H100=${H100:-profiles/clusters/dgx-h100.json}
 TSV=${NEMO_PERF_TSV:-tests/data/nemo/dgxc-h100-bf16.tsv}
 MODELS=examples/llm
@@ -33,50 +28,34 @@ export ROW_TOL=${NEMO_PERF_ROW_TOL:-5} MEAN_TOL=${NEMO_PERF_MEAN_TOL:-3}
 # beyond 15 % either way fails, whether held or not.
 export BAND_TOL=${NEMO_PERF_BAND_TOL:-15}
 
-if ! { "$P" plan --model x --help 2>&1; } | grep -q -- '--grad-reduce'; then
-    echo "nemo_perf.sh: skip: plumb plan has no --grad-reduce yet"
-    exit 0
-fi
-if ! command -v python3 >/dev/null; then
-    echo "nemo_perf.sh: skip: python3 is needed to read the JSON reports"
-    exit 0
-fi
+needs nemo_perf.sh --grad-reduce --grad-reduce
 
-fail=0
 # The model files' parameter counts, as `plumb profile` prints them (checked below).
-for m in $(cut -f4 "$TSV" | tail -n +2 | sort -u); do
-    "$P" profile --model "$MODELS/$m.json" -c "$H100" >"$d/$(basename "$m").prof" 2>"$d/err" ||
-        { echo "FAIL profile $m:"; cat "$d/err"; fail=1; }
-done
-n=0
+# shellcheck disable=SC2046 # one name a word
+profile_models name "$H100" "$MODELS" $(cut -f4 "$TSV" | tail -n +2 | sort -u)
 # columns: run source container model gpus tp pp dp interleave microbatch_size global_batch
 #          recompute step_s published_mfu grad_sync_dtype optim_dtype
 while IFS=$'\t' read -r run _ _ model gpus tp pp dp il mbs gb rc _ _ gsd od; do
     [ "$run" = run ] && continue
-    n=$((n + 1))
-    args=(plan --model "$MODELS/$model.json" -c "$H100" --gpus "$gpus" --tp "$tp" --pp "$pp"
-        --dp "$dp" --global-batch "$gb" --microbatch-size "$mbs" --recompute "$rc"
-        --sequence-parallel --zero 1 --overlap-param-gather --tp-overlap full
+    plan_args "$MODELS/$model.json" "$H100" "$gpus" "$tp" "$pp" "$dp" "$gb" "$mbs" "$rc"
+    args+=(--sequence-parallel --zero 1 --overlap-param-gather --tp-overlap full
         --precision bf16 --attention flash --json)
-    [ "$il" != 1 ] && args+=(--interleave "$il")
+    layout_extras "$il" 0
     [ "$gsd" = bf16 ] && args+=(--grad-reduce bf16)
     [ "$od" = bf16 ] && args+=(--optimizer-state bf16)
-    "$P" "${args[@]}" >"$d/$n.json" 2>"$d/$n.err"
-    echo $? >"$d/$n.rc"
-    echo "$P ${args[*]}" >"$d/$n.cmd"
+    plan_row # the reader says why a row failed (a layout over 80 GB is not held)
 done <"$TSV"
 
 python3 - "$TSV" "$MODELS" "$d" <<'PY' || fail=1
-import csv, json, math, os, re, sys
+import json, os, re, sys
 
-sys.dont_write_bytecode = True  # nothing written beside the helper
-sys.path.insert(0, os.environ["E2E_LIB"])
-from published import limits, summarize  # noqa: E402
+from published import (held_error, layout_errors, limits, mfu_mismatch, profiled_params,
+                       read_rows, report, summarize)
 
 tsv, models, tmp = sys.argv[1:4]
 held, ROW_TOL, MEAN_TOL = limits(os.environ)
 BAND = float(os.environ["BAND_TOL"])
-rows = list(csv.DictReader(open(tsv), delimiter="\t"))
+rows = read_rows(tsv)
 bad = 0
 errs = {True: [], False: []}
 
@@ -100,11 +79,10 @@ def closed_form(m):
 
 for name in sorted({r["model"] for r in rows}):
     m = json.load(open(os.path.join(models, name + ".json")))
-    prof = os.path.join(tmp, os.path.basename(name) + ".prof")
-    got = re.search(r"\((\d+) parameters\)", open(prof).read()) if os.path.exists(prof) else None
+    got = profiled_params(tmp, name)
     want, pub = closed_form(m), PUBLISHED.get(os.path.basename(name))
-    if not got or int(got.group(1)) != want or not pub or abs(want / pub - 1) > 0.01:
-        print(f"FAIL {name}: plumb counts {got and got.group(1)} parameters, closed form"
+    if got != want or not pub or abs(want / pub - 1) > 0.01:
+        print(f"FAIL {name}: plumb counts {got} parameters, closed form"
               f" {want}, published {pub}")
         bad += 1
 
@@ -152,30 +130,18 @@ for k, r in enumerate(rows, 1):
             print(f"{run:22} {t_pub:9.3f} {'-':>10} {'-':>8}   not held: plumb refuses the"
                   f" layout ({got.group(1) if got else '?'} on a rank, over 80 GB)")
         continue
-    try:
-        rep = json.load(open(os.path.join(tmp, f"{k}.json")))
-        t = float(rep["iteration_s"])
-    except (ValueError, KeyError, TypeError) as e:
-        print(f"FAIL {run}: no numeric iteration_s in the report ({e!r})")
+    rep, t = report(os.path.join(tmp, f"{k}.json"))
+    if rep is None:
+        print(f"FAIL {run}: {t}")
         bad += 1
         continue
-    if not (t > 0 and math.isfinite(t)):
-        print(f"FAIL {run}: iteration_s is {t}")
-        bad += 1
-        continue
-    for key in ("tp", "pp", "dp", "gpus", "global_batch"):
-        if str(rep.get(key)) != r[key]:
-            print(f"FAIL {run}: the report's {key} is {rep.get(key)}, asked for {r[key]}")
-            bad += 1
+    bad += layout_errors(run, rep, r, ("tp", "pp", "dp", "gpus", "global_batch"))
     # Without grouped-query attention plumb's own MFU counts what NVIDIA counts: a check
     # that the model file and the count above describe the same work.
     if m.get("num_key_value_heads", m["num_attention_heads"]) == m["num_attention_heads"]:
         mfu = F / (t * n * 989.4e12)
-        if abs(rep["mfu"] / mfu - 1) > 0.02:
-            print(f"FAIL {run}: plumb's mfu {rep['mfu']:.4f} is not NVIDIA's count {mfu:.4f}")
-            bad += 1
-    err = 100.0 * (t_pub / t - 1.0)
-    errs[is_held].append(abs(err))
+        bad += mfu_mismatch(run, rep, mfu, f"NVIDIA's count {mfu:.4f}")
+    err = held_error(errs, is_held, t_pub, t)
     flag = ""
     if abs(err) > BAND:
         flag = f"  FAIL > {BAND:g} % (the band every row is held to)"
@@ -187,8 +153,7 @@ for k, r in enumerate(rows, 1):
     print(f"{run + ('*' if is_held else ''):22} {t_pub:9.3f} {t:10.3f} {err:+7.2f}%"
           f" {tok / t_pub:13.0f} {tok / t:6.0f} {F / n / t_pub / 1e12:15.1f}"
           f" {F / n / t / 1e12:6.1f} {rep.get('bubble_fraction', 0):6.3f}{flag}")
-bad += summarize(errs, held, MEAN_TOL)
-sys.exit(1 if bad else 0)
+sys.exit(1 if bad + summarize(errs, held, MEAN_TOL) else 0)
 PY
-[ $fail = 0 ] && echo "nemo_perf.sh: ok"
-exit $fail
+[ "$fail" = 0 ] && echo "nemo_perf.sh: ok"
+exit "$fail"

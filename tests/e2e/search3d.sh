@@ -9,15 +9,8 @@
 # no layout uses, a batch no layout divides, a model no layout fits and a bad runtime
 # combination each get one line, exit 2, no output and no file; --balance balances every
 # layout simulated; --top with a fixed layout is refused.
-set -u
-P=${PLUMB:-./plumb}
-d=$(mktemp -d)
-trap 'rm -rf "$d"' EXIT
-fail=0
-A100=profiles/clusters/dgx-a100-80g.json
-GPT3=examples/llm/gpt3-175b.json
-. "$(dirname "$0")/lib/expect.sh" # expect_bad, expect_bad_silent, ok, has, bad_plan_model
-bad() { bad_plan_model "$@"; } # plan exits 2 with one line, prints nothing, writes nothing
+# shellcheck source=lib/plan_model.sh
+. "$(dirname "$0")/lib/plan_model.sh" # P, d, fail=0, A100, GPT3, bad, expect_bad, ok, has...
 
 ok search "$P" plan --model $GPT3 -c $A100 --gpus 64 --global-batch 64 -o "$d/best.json"
 has search '^plumb plan: searched [0-9]+ layouts on 64 GPUs \([0-9]+ fit memory by the estimate\), simulated the best 5'
@@ -137,7 +130,7 @@ bad state16-value 'plan: --optimizer-state: expected fp32 or bf16 (got "fp8")' \
 # balanced one (plumb sim on it gives the iteration ranked) and the balancing line is that
 # of plan --balance on the same fixed layout
 GPT2=examples/llm/gpt2.json
-SEARCH_B=(--model $GPT2 -c $A100 --gpus 8 --pp 4 --global-batch 64)
+SEARCH_B=(--model "$GPT2" -c "$A100" --gpus 8 --pp 4 --global-batch 64)
 ok bal-even "$P" plan "${SEARCH_B[@]}"
 even1=$(sed -n 's/^   iteration \([0-9.]*\) s .*/\1/p' "$d/out" | head -1)
 ok bal-search "$P" plan "${SEARCH_B[@]}" --balance -o "$d/bal.json"
@@ -152,8 +145,10 @@ awk -v a="$bal1" -v b="$even1" 'BEGIN { exit !(a > 0 && a < 0.95 * b) }' ||
 lay=$(sed -n 's/^#1 tp \([0-9]*\) x pp \([0-9]*\) x dp \([0-9]*\), microbatch \([0-9]*\), \([a-z0-9-]*\).*, zero \([01]\)$/--tp \1 --pp \2 --dp \3 --microbatch-size \4 --schedule \5 --zero \6/p' "$d/out")
 # shellcheck disable=SC2086
 ok bal-fixed "$P" plan --model $GPT2 -c $A100 --gpus 8 --global-batch 64 $lay --balance
-[ -n "$lay" ] && [ "$(grep '^balancing:' "$d/out")" = "$balline" ] ||
-    { echo "FAIL bal-fixed: '$lay' balanced alone: $(grep '^balancing:' "$d/out") / in the search: $balline"; fail=1; }
+if [ -z "$lay" ] || [ "$(grep '^balancing:' "$d/out")" != "$balline" ]; then
+    echo "FAIL bal-fixed: '$lay' balanced alone: $(grep '^balancing:' "$d/out") / in the search: $balline"
+    fail=1
+fi
 # the fixed layout's --json carries what balancing gained, as its text line says
 # shellcheck disable=SC2086
 ok bal-fixed-json "$P" plan --model $GPT2 -c $A100 --gpus 8 --global-batch 64 $lay --balance --json
@@ -212,5 +207,5 @@ sweep_bad sweep-no-fit 'expected a layout that fits the devices' \
 ok profile-tp "$P" profile --model $LLAMA -c $A100 --tp 8 -o "$d/tp8.json"
 sweep_bad sweep-tp-profile "tp8.json: tensor_parallel: expected 1: plumb sweep -p places whole layers on single devices (got 8)" \
     -p "$d/tp8.json" -c $A100 --gpus 8..16
-[ $fail = 0 ] && echo "search3d.sh: ok"
-exit $fail
+[ "$fail" = 0 ] && echo "search3d.sh: ok"
+exit "$fail"

@@ -8,11 +8,7 @@
 # of plan --model's search with the same options on that count (both --json); the table,
 # the JSON and the plot name the runtime. The combinations plan refuses get plan's line,
 # exit 2, no output and no file.
-set -u
-P=${PLUMB:-./plumb}
-d=$(mktemp -d)
-trap 'rm -rf "$d"' EXIT
-fail=0
+. "$(dirname "$0")/lib/start.sh" # set -u, P, d (removed on exit), fail=0
 H100=profiles/clusters/dgx-h100.json
 LLAMA=examples/llm/llama3-8b.json
 . "$(dirname "$0")/lib/expect.sh" # expect_bad_silent, ok, has

@@ -7,11 +7,7 @@
 # what-if key (dp up, tp down, ZeRO off) the frame shows plan's figures for the changed
 # layout, with the settings that layout cannot take marked n/a. Each option must also
 # change plan's figures here, so that a dashboard that dropped it would fail.
-set -u
-P=${PLUMB:-./plumb}
-d=$(mktemp -d)
-trap 'rm -rf "$d"' EXIT
-fail=0
+. "$(dirname "$0")/lib/start.sh" # set -u, P, d (removed on exit), fail=0
 M=(--model examples/llm/gpt2.json -c profiles/clusters/dgx-a100-80g.json --global-batch 16)
 LAY=(--tp 2 --pp 2 --dp 2)
 

@@ -1,3 +1,4 @@
+# shellcheck shell=bash disable=SC2034,SC2154 # d and fail are the sourcing script's
 # expect.sh: helpers the end-to-end scripts source (not a test itself: run-tests.sh runs only
 # tests/e2e/*.sh). The script sets $d (its scratch folder) and fail=0 first.
 
@@ -33,12 +34,4 @@ ok() {
 # has NAME PATTERN: $d/out matches the extended regular expression.
 has() {
     grep -Eq -- "$2" "$d/out" || { echo "FAIL $1: no '$2' in:"; head -40 "$d/out"; fail=1; }
-}
-
-# bad_plan_model NAME PATTERN ARGS...: `$P plan --model $GPT3 -c $A100 ARGS -o $d/bad.json`
-# exits 2 with one line, prints nothing and writes nothing (the script sets P, GPT3, A100).
-bad_plan_model() {
-    local name=$1 pat=$2; shift 2
-    expect_bad_silent "$name" "$pat" "$d/bad.json" \
-        "$P" plan --model "$GPT3" -c "$A100" "$@" -o "$d/bad.json"
 }

@@ -1,5 +1,76 @@
 """published.py: what the end-to-end scripts that hold plumb against published runs share
-(imported by megatron_h100.sh and nemo_perf.sh from tests/e2e/lib; not a test itself)."""
+(imported by megatron_h100.sh, nemo_perf.sh, megatron.sh and megatron_memory.sh from
+tests/e2e/lib, whose published.sh runs the plans; not a test itself)."""
+
+import csv
+import json
+import math
+import os
+import re
+
+
+def read_rows(tsv):
+    """The rows of a tab-separated table with a header line, as dicts keyed by column name
+    (blank lines skipped)."""
+    with open(tsv) as f:
+        return list(csv.DictReader(f, delimiter="\t"))
+
+
+def profiled_params(tmp, name):
+    """The parameter count `plumb profile` printed for model NAME (published.sh's
+    profile_models wrote it to TMP/BASENAME.prof), or None when there is no such file or
+    count."""
+    path = os.path.join(tmp, os.path.basename(name) + ".prof")
+    if not os.path.exists(path):
+        return None
+    got = re.search(r"\((\d+) parameters\)", open(path).read())
+    return int(got.group(1)) if got else None
+
+
+def report(path):
+    """(report, iteration_s) of a `plumb plan --json` report at PATH, or (None, why not)
+    when there is none (the plan failed), it has no numeric iteration_s or that is not
+    positive and finite."""
+    if not os.path.exists(path):
+        return None, "plumb plan failed (above)"
+    try:
+        rep = json.load(open(path))
+        t = float(rep["iteration_s"])
+    except (ValueError, KeyError, TypeError) as e:
+        return None, f"no numeric iteration_s in the report ({e!r})"
+    return (rep, t) if t > 0 and math.isfinite(t) else (None, f"iteration_s is {t}")
+
+
+def layout_errors(run, rep, row, keys, only_present=False):
+    """Prints a FAIL line for each of KEYS whose value in the report REP is not the row's
+    (compared as text); with only_present a key the report lacks is not compared. Returns
+    the number of FAIL lines."""
+    bad = 0
+    for key in keys:
+        if only_present and key not in rep:
+            continue
+        if str(rep.get(key)) != row[key]:
+            print(f"FAIL {run}: the report's {key} is {rep.get(key)}, asked for {row[key]}")
+            bad += 1
+    return bad
+
+
+def mfu_mismatch(run, rep, mfu, counted):
+    """1, with a FAIL line, when the report REP's own mfu is not MFU (the source's FLOP count
+    at plumb's predicted time) within 2 %, a sign that the model file and the count describe
+    different work; COUNTED says whose count it is (printed after "is not"); else 0."""
+    if abs(rep["mfu"] / mfu - 1) > 0.02:
+        print(f"FAIL {run}: plumb's mfu {rep['mfu']:.4f} is not {counted}")
+        return 1
+    return 0
+
+
+def held_error(errs, is_held, t_pub, t_pred):
+    """The error in per cent, t_pub / t_pred - 1 (that of a throughput); its magnitude is
+    appended to errs[is_held] for summarize."""
+    err = 100.0 * (t_pub / t_pred - 1.0)
+    errs[is_held].append(abs(err))
+    return err
 
 
 def summarize(errs, held, mean_tol):
