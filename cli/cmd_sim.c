@@ -329,10 +329,17 @@ static int hops_too_big(const char *trace, const sim_report *rep, double limit_g
 }
 
 /* --trace-hops: runs o without the hops first and refuses (1, one line on stderr) when
- * hops_too_big; also 1 when that run fails. 0: go on with the full timeline. */
+ * hops_too_big; also 1 when that run fails. 0: go on with the full timeline. A plan
+ * without replicated stages has no data-parallel ring and so no hops: 0 at once, the
+ * plan is simulated once (its trace is the default one). */
 static int hops_refused(const plan *pl, const sim_options *o, const char *path,
                         const char *trace, double limit_gib)
 {
+    int rings = 0;
+    for (int s = 0; s < pl->nstages; s++)
+        rings |= pl->stages[s].replicas > 1;
+    if (!rings)
+        return 0;
     plumb_err err;
     err_clear(&err);
     sim_options lean = *o;

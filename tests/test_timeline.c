@@ -335,16 +335,25 @@ static timeline *random_timeline(unsigned x, int n)
     return tl;
 }
 
+#define N_SIZED 14
+
+/* Timeline j of N_SIZED: the sample, an empty one, random ones of 4 to 39,000 events. */
+static timeline *sized(int j)
+{
+    timeline *tl = j == 0 ? sample() : j == 1 ? timeline_new("sim")
+                                     : random_timeline(7919u * j, j < 8 ? j * j : 3000 * j);
+    cr_assert_not_null(tl);
+    return tl;
+}
+
 /* timeline_chrome_size is the written text's length to the byte, and
  * timeline_chrome_render within a limit gives the same text when it fits (at exactly its
  * length too) and that length when it does not (one byte short, a third, one byte): for
  * the sample, random timelines of every kind and size, and an empty one. */
 Test(timeline, size_is_the_written_length)
 {
-    for (int j = 0; j < 14; j++) {
-        timeline *tl = j == 0 ? sample() : j == 1 ? timeline_new("sim")
-                                         : random_timeline(7919u * j, j < 8 ? j * j : 3000 * j);
-        cr_assert_not_null(tl);
+    for (int j = 0; j < N_SIZED; j++) {
+        timeline *tl = sized(j);
         size_t len = 0;
         char *text = timeline_chrome_text(tl, &len);
         cr_assert_not_null(text);
@@ -390,10 +399,8 @@ static char *read_back(FILE *f, size_t *n)
  * cannot be written gives -1. Same timelines as above. */
 Test(timeline, stream_writes_the_text_within_the_limit)
 {
-    for (int j = 0; j < 14; j++) {
-        timeline *tl = j == 0 ? sample() : j == 1 ? timeline_new("sim")
-                                         : random_timeline(7919u * j, j < 8 ? j * j : 3000 * j);
-        cr_assert_not_null(tl);
+    for (int j = 0; j < N_SIZED; j++) {
+        timeline *tl = sized(j);
         size_t len = 0;
         char *text = timeline_chrome_text(tl, &len);
         cr_assert_not_null(text);
@@ -441,12 +448,9 @@ Test(timeline, stream_writes_the_text_within_the_limit)
 Test(timeline, failed_write_keeps_the_file_there)
 {
     char *dir = make_tmpdir_named("tracefail");
-    char path[300], got[8] = {0};
+    char path[300];
     snprintf(path, sizeof path, "%s/t.json", dir);
-    FILE *f = fopen(path, "w");
-    cr_assert_not_null(f);
-    fputs("old", f);
-    fclose(f);
+    file_put_text(path, "old");
     timeline *tl = random_timeline(17u, 30000);
     size_t len = timeline_chrome_size(tl);
     cr_assert_gt(len, 1u << 21, "the trace is %zu bytes", len);
@@ -457,18 +461,14 @@ Test(timeline, failed_write_keeps_the_file_there)
     err_clear(&e);
     cr_expect_eq(timeline_write_chrome(tl, path, &e), -1);
     cr_expect(strstr(e.msg, path) != NULL, "%s", e.msg);
-    f = fopen(path, "r");
-    cr_assert_not_null(f);
-    cr_expect_eq(fread(got, 1, sizeof got - 1, f), 3);
-    fclose(f);
-    cr_expect_str_eq(got, "old");
+    expect_file_text(path, "old");
     cr_expect_eq(count_files(dir), 1, "a temporary left behind");
     /* within the limit the same call writes it, byte for byte the text */
     rl.rlim_cur = RLIM_INFINITY;
     cr_assert_eq(setrlimit(RLIMIT_FSIZE, &rl), 0);
     cr_expect_eq(timeline_write_chrome(tl, path, &e), 0, "%s", e.msg);
     char *text = timeline_chrome_text(tl, NULL);
-    f = fopen(path, "r");
+    FILE *f = fopen(path, "r");
     cr_assert_not_null(f);
     fseek(f, 0, SEEK_END);
     size_t wn;
