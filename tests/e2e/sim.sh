@@ -152,6 +152,13 @@ echo old >"$tmp/keep.svg"
     || fail "failed trace write: rc, stdout, stderr or the files there before: $(cat "$tmp/err")"
 ls "$tmp" | grep -qF '.tmp.' && fail "temporaries left: $(ls "$tmp" | grep -F .tmp.)"
 rm -f "$tmp/keep.svg"
+# a plan that does not fit writes no file: its trace is only counted, and over the limit
+# refused with the same line (the dashboard's example at 64-sample microbatches)
+sed -e 's/"microbatch_size": 32/"microbatch_size": 64/' \
+    -e "s#\\.\\./\\.\\./profiles#$PWD/profiles#g" examples/plans/vgg16-hybrid-pipedream.json \
+    >"$tmp/nofit.json"
+expect_bad "(got 0.00218 GiB, 2342040 bytes, 9765 events)" "$tmp/nofit.json" --trace-hops \
+    --trace-limit 0.002
 "$PLUMB" sim "$tmp/rep.json" --trace-limit 0.002 --trace "$tmp/keep.json" >/dev/null \
     && [ "$(count_x "$tmp/keep.json" F 1)" = 48 ] || fail "default trace within 0.002 GiB"
 expect_bad "--trace-limit" "$E" --trace-limit 0
