@@ -12,11 +12,14 @@ trap 'rm -rf "$tmp"' EXIT
 "$PLUMB" plan -p profiles/pipedream/gnmt.json -c profiles/clusters/dgx-h100.json \
     -o "$tmp/gnmt4096.json" >/dev/null
 "$PLUMB_BENCH_DIR/bench_trace" "$tmp/gnmt4096.json" "${TRACE_REPEATS:-3}"
-command -v /usr/bin/time >/dev/null || { echo "trace.sh: peak memory skipped (no /usr/bin/time)"; exit 0; }
-/usr/bin/time -f %M -o "$tmp/rss0" "$PLUMB" sim "$tmp/gnmt4096.json" >/dev/null
-/usr/bin/time -f %M -o "$tmp/rss1" "$PLUMB" sim "$tmp/gnmt4096.json" --trace "$tmp/t.json" >/dev/null
+command -v /usr/bin/time >/dev/null \
+    || { echo "trace.sh: peak memory skipped (no /usr/bin/time)"; exit 0; }
+g=$tmp/gnmt4096.json
+/usr/bin/time -f %M -o "$tmp/rss0" "$PLUMB" sim "$g" >/dev/null
+/usr/bin/time -f %M -o "$tmp/rss1" "$PLUMB" sim "$g" --trace "$tmp/t.json" >/dev/null
 r0=$(tail -1 "$tmp/rss0") r1=$(tail -1 "$tmp/rss1")
 add=$(( (r1 - r0) / 1024 ))
 echo "plumb sim peak resident: $((r0 / 1024)) MiB without the trace, $((r1 / 1024)) MiB with" \
     "it ($(stat -c %s "$tmp/t.json") bytes written): +$add MiB"
-[ "$add" -le 64 ] || { echo "trace.sh: FAIL: the trace adds $add MiB (over 64: held in memory?)"; exit 1; }
+[ "$add" -le 64 ] \
+    || { echo "trace.sh: FAIL: the trace adds $add MiB (over 64: held in memory?)"; exit 1; }

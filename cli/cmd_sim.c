@@ -419,8 +419,8 @@ static int build_outputs(const sim_args *a, const sim_report *rep, const sim_rep
  * nothing written or printed), a file cannot be written or the plan does not fit (one
  * line on stderr). */
 static int write_outputs(const sim_args *a, const sim_report *rep,
-                         const sim_report *base, const sim_changes *ch, const char *svg, size_t svglen,
-                         const char *jtext)
+                         const sim_report *base, const sim_changes *ch, const char *svg,
+                         size_t svglen, const char *jtext)
 {
     plumb_err err;
     err_clear(&err);
