@@ -3,9 +3,10 @@
  * hops left out), then times, alternating, best of REPEATS (CPU seconds of this process):
  * timeline_chrome_text (the text built), timeline_chrome_size (the writer's counting pass:
  * formats every field, stores nothing) and timeline_chrome_render within half the text's
- * length (stores up to the limit, counts the rest). Prints one line with the three times,
- * the counting pass as a ratio of the written one, and checks that the count equals the
- * text's length (exit 1 when not). */
+ * length (stores up to the limit, counts the rest), and timeline_chrome_stream into a
+ * temporary file (as plumb sim --trace writes it). Prints one line with the four times, the
+ * counting pass and the streamed write as ratios of the text built, and checks that the
+ * count and the streamed length equal the text's length (exit 1 when not). */
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -41,8 +42,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "bench_trace: %s\n", err.msg);
         return 1;
     }
-    double best[3] = {1e30, 1e30, 1e30};
-    size_t len = 0, count = 0, rlen = 0;
+    double best[4] = {1e30, 1e30, 1e30, 1e30};
+    size_t len = 0, count = 0, rlen = 0, slen = 0;
     int bad = 0;
     for (int k = 0; k < reps; k++) {
         double t0 = cpu_s();
@@ -54,15 +55,22 @@ int main(int argc, char **argv)
         char *half = NULL;
         int rc = timeline_chrome_render(r->tl, len / 2, &half, &rlen);
         double t3 = cpu_s();
-        bad |= !text || count != len || rc != 1 || rlen != len;
+        FILE *f = tmpfile();
+        int src = f ? timeline_chrome_stream(r->tl, f, 0, &slen) : -1;
+        bad |= !f || fflush(f) != 0;
+        if (f) fclose(f);
+        double t4 = cpu_s();
+        bad |= !text || count != len || rc != 1 || rlen != len || src != 0 || slen != len;
         free(half);
         best[0] = t1 - t0 < best[0] ? t1 - t0 : best[0];
         best[1] = t2 - t1 < best[1] ? t2 - t1 : best[1];
         best[2] = t3 - t2 < best[2] ? t3 - t2 : best[2];
+        best[3] = t4 - t3 < best[3] ? t4 - t3 : best[3];
     }
     printf("trace %zu bytes, %zu events: written %.3f s, counted %.3f s (%.2fx the written), "
-           "refused at half %.3f s; count %s the text\n", len, r->tl->n, best[0], best[1],
-           best[1] / best[0], best[2], bad ? "DIFFERS FROM" : "equals");
+           "refused at half %.3f s, streamed to a file %.3f s (%.2fx); count %s the text\n",
+           len, r->tl->n, best[0], best[1], best[1] / best[0], best[2], best[3],
+           best[3] / best[0], bad ? "DIFFERS FROM" : "equals");
     sim_report_free(r);
     plan_free(pl);
     return bad;

@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # trace.sh: what the Chrome trace writer costs on a large trace (gnmt planned on 4096
 # H100s: 1.3 M events, 0.46 GiB), written and only counted (bench_trace.c); fails when the
-# writer's count differs from the text it writes.
+# writer's count differs from the text it writes. Then the peak memory of `plumb sim
+# --trace` against the same simulation without it, measured in this run (/usr/bin/time):
+# the trace is streamed into its file, so it must add far less than its 473 MiB of text;
+# fails when it adds more than 64 MiB (it held the whole text before: +506 MB).
 set -eu
 : "${PLUMB:=build/plumb}" "${PLUMB_BENCH_DIR:=build/bench}"
 tmp=$(mktemp -d)
@@ -9,3 +12,14 @@ trap 'rm -rf "$tmp"' EXIT
 "$PLUMB" plan -p profiles/pipedream/gnmt.json -c profiles/clusters/dgx-h100.json \
     -o "$tmp/gnmt4096.json" >/dev/null
 "$PLUMB_BENCH_DIR/bench_trace" "$tmp/gnmt4096.json" "${TRACE_REPEATS:-3}"
+command -v /usr/bin/time >/dev/null \
+    || { echo "trace.sh: peak memory skipped (no /usr/bin/time)"; exit 0; }
+g=$tmp/gnmt4096.json
+/usr/bin/time -f %M -o "$tmp/rss0" "$PLUMB" sim "$g" >/dev/null
+/usr/bin/time -f %M -o "$tmp/rss1" "$PLUMB" sim "$g" --trace "$tmp/t.json" >/dev/null
+r0=$(tail -1 "$tmp/rss0") r1=$(tail -1 "$tmp/rss1")
+add=$(( (r1 - r0) / 1024 ))
+echo "plumb sim peak resident: $((r0 / 1024)) MiB without the trace, $((r1 / 1024)) MiB with" \
+    "it ($(stat -c %s "$tmp/t.json") bytes written): +$add MiB"
+[ "$add" -le 64 ] \
+    || { echo "trace.sh: FAIL: the trace adds $add MiB (over 64: held in memory?)"; exit 1; }

@@ -4,6 +4,7 @@
  * timeline or a text Gantt; with what-ifs (schedule, microbatches, straggler, bandwidth,
  * memory limit) it also runs the plan as written and shows what changed. */
 #include <cjson/cJSON.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -240,26 +241,46 @@ static int apply_whatifs(const plan *pl, sim_args *a)
     return 0;
 }
 
-/* The trace of rep rendered within limit_gib GiB (timeline_chrome_render: the writer's own
- * count, exact): 0 with *text (caller frees) and *len; 2 after one line on stderr naming its
- * size and the options that narrow it when it is longer (nothing kept); 1 after "out of
- * memory". Fewer iterations narrow it only when the run did not have to raise them for its
- * steady state. */
-static int trace_render(const char *trace, const sim_report *rep, int hops, double limit_gib,
-                        char **text, size_t *len)
+/* The trace being streamed into its temporary file (files_write_atomic_out). */
+typedef struct trace_out {
+    const char *path;
+    const sim_report *rep;
+    size_t max;  /* the limit in bytes (at least 1) */
+    size_t len;  /* the text's exact length once written or refused */
+    int over;    /* 1: longer than max (the writer refused; the temporary is removed) */
+} trace_out;
+
+/* The limit --trace-limit GIB in bytes, at least one: max 0 would mean no limit. */
+static size_t trace_max(double limit_gib)
 {
-    double max = limit_gib * 1073741824.0; /* at least a byte: max 0 would mean no limit */
-    int rc = timeline_chrome_render(rep->tl, max < 1 ? 1 : (size_t)max, text, len);
-    if (rc < 0) {
-        fprintf(stderr, "plumb: sim: out of memory\n");
-        return 1;
+    double max = limit_gib * 1073741824.0;
+    return max < 1 ? 1 : (size_t)max;
+}
+
+/* Streams the trace within t->max (timeline_chrome_stream: the writer counts as it writes
+ * and counts on past the limit, so t->len is exact either way). 0, or -1: over the limit
+ * (t->over) or a write failed (err). */
+static int trace_writer(FILE *f, void *ctx, plumb_err *err)
+{
+    trace_out *t = ctx;
+    int rc = timeline_chrome_stream(t->rep->tl, f, t->max, &t->len);
+    if (rc == 1) {
+        t->over = 1;
+        return err_set(err, t->path, NULL, "over --trace-limit");
     }
-    if (rc == 0)
-        return 0;
+    return rc ? err_set(err, t->path, NULL, "cannot write: %s", strerror(errno)) : 0;
+}
+
+/* The refusal of a trace of len bytes over limit_gib GiB: one line on stderr naming its
+ * size and the options that narrow it; returns 2. Fewer iterations narrow it only when
+ * the run did not have to raise them for its steady state. */
+static int trace_refuse(const char *trace, const sim_report *rep, int hops, double limit_gib,
+                        size_t len)
+{
     int fewer_it = rep->iterations > 1 && rep->iterations <= rep->iterations_requested;
     cli_fail("sim", "--trace %s: expected a trace of at most %g GiB (got %.3g GiB, %zu bytes, "
              "%zu events); narrow it with %sfewer --microbatches%s, or raise --trace-limit GIB",
-             trace, limit_gib, (double)*len / 1073741824.0, *len, rep->tl->n,
+             trace, limit_gib, (double)len / 1073741824.0, len, rep->tl->n,
              hops ? "no --trace-hops, " : "", fewer_it ? " or --iterations" : "");
     return 2;
 }
@@ -286,7 +307,7 @@ static size_t hop_min_bytes(void)
  * lanes records one more event, so this counts no more than the full timeline holds).
  * Spares the full timeline's memory: ~48 bytes per hop, 2.7 GB for gnmt on 4096 H100s. A
  * bound, not the count: the hops' events do not exist yet; a trace under this bound but
- * over the limit is refused by trace_render after the full run. Else 0. */
+ * over the limit is refused by the trace's writer after the full run. Else 0. */
 static int hops_too_big(const char *trace, const sim_report *rep, double limit_gib)
 {
     long long hops = 0;
@@ -308,10 +329,17 @@ static int hops_too_big(const char *trace, const sim_report *rep, double limit_g
 }
 
 /* --trace-hops: runs o without the hops first and refuses (1, one line on stderr) when
- * hops_too_big; also 1 when that run fails. 0: go on with the full timeline. */
+ * hops_too_big; also 1 when that run fails. 0: go on with the full timeline. A plan
+ * without replicated stages has no data-parallel ring and so no hops: 0 at once, the
+ * plan is simulated once (its trace is the default one). */
 static int hops_refused(const plan *pl, const sim_options *o, const char *path,
                         const char *trace, double limit_gib)
 {
+    int rings = 0;
+    for (int s = 0; s < pl->nstages; s++)
+        rings |= pl->stages[s].replicas > 1;
+    if (!rings)
+        return 0;
     plumb_err err;
     err_clear(&err);
     sim_options lean = *o;
@@ -363,17 +391,13 @@ static int run_all(const plan *pl, sim_args *a, sim_report **rep, sim_report **b
     return 0;
 }
 
-/* Every output built in memory before any is written: texts[0] the trace (within the
- * limit), texts[1] the SVG, *jtext the JSON report (each NULL when not asked; caller
- * frees). 0, or 2 / 1 (out of memory) after one line on stderr. */
+/* The small outputs built in memory before any file is written: *svg the SVG (*svglen
+ * bytes), *jtext the JSON report (each NULL when not asked; caller frees); the trace is
+ * streamed by write_outputs instead. 0, or 1 (out of memory) after one line on stderr. */
 static int build_outputs(const sim_args *a, const sim_report *rep, const sim_report *base,
-                         const sim_changes *ch, char *texts[2], size_t lens[2], char **jtext)
+                         const sim_changes *ch, char **svg, size_t *svglen, char **jtext)
 {
-    int rc;
-    if (a->trace && (rc = trace_render(a->trace, rep, a->hops, a->trace_gib, &texts[0],
-                                       &lens[0])))
-        return rc;
-    if (a->svg && !(texts[1] = sim_svg_text(rep, &lens[1]))) {
+    if (a->svg && !(*svg = sim_svg_text(rep, svglen))) {
         fprintf(stderr, "plumb: sim: out of memory\n");
         return 1;
     }
@@ -389,12 +413,14 @@ static int build_outputs(const sim_args *a, const sim_report *rep, const sim_rep
     return 0;
 }
 
-/* Writes the files (only when the plan as written fits) and prints the report and the
- * Gantt. 0; 2 when a file cannot be written or the plan does not fit (one line on
- * stderr). */
+/* Writes the files (only when the plan as written fits: the trace streamed into its
+ * temporary file within the limit, then the SVG, renamed together) and prints the report
+ * and the Gantt. 0; 2 when the trace is over the limit (whether or not the plan fits:
+ * nothing written or printed), a file cannot be written or the plan does not fit (one
+ * line on stderr). */
 static int write_outputs(const sim_args *a, const sim_report *rep,
-                         const sim_report *base, const sim_changes *ch, char *const texts[2],
-                         const size_t lens[2], const char *jtext)
+                         const sim_report *base, const sim_changes *ch, const char *svg,
+                         size_t svglen, const char *jtext)
 {
     plumb_err err;
     err_clear(&err);
@@ -402,12 +428,24 @@ static int write_outputs(const sim_args *a, const sim_report *rep,
      * where, no file is written, exit 2 */
     char nofit[PLUMB_ERR_MAX + 256];
     int fits = plan_fits(a->path, base ? base : rep, nofit, sizeof nofit);
-    const char *paths[2] = {fits ? a->trace : NULL, fits ? a->svg : NULL};
-    const char *data[2] = {texts[0], texts[1]};
-    if (files_write_atomic(2, paths, data, lens, &err)) {
-        err_print(&err);
-        return 2;
+    trace_out t = {.path = a->trace, .rep = rep, .max = trace_max(a->trace_gib)};
+    if (a->trace && !fits) {
+        /* nothing is written: the writer's own count decides the refusal */
+        if (!(t.len = timeline_chrome_size(rep->tl))) {
+            fprintf(stderr, "plumb: sim: out of memory\n");
+            return 1;
+        }
+        t.over = t.len > t.max;
+    } else if (fits) {
+        file_out fo[2] = {{.path = a->trace, .write = trace_writer, .ctx = &t},
+                          {.path = a->svg, .data = svg, .len = svglen}};
+        if (files_write_atomic_out(2, fo, &err) && !t.over) {
+            err_print(&err);
+            return 2;
+        }
     }
+    if (t.over)
+        return trace_refuse(a->trace, rep, a->hops, a->trace_gib, t.len);
     if (a->json) {
         fputs(jtext, stdout);
         fputc('\n', stdout);
@@ -447,15 +485,14 @@ int cmd_sim(int argc, char **argv)
     }
     sim_report *base = NULL, *rep = NULL;
     sim_changes ch = {0};
-    char *texts[2] = {NULL, NULL}, *jtext = NULL;
-    size_t lens[2] = {0, 0};
+    char *svg = NULL, *jtext = NULL;
+    size_t svglen = 0;
     if (!(rc = apply_whatifs(pl, &a)) && !(rc = outputs_ok(a.path, pl, a.trace, a.svg)) &&
         !(rc = run_all(pl, &a, &rep, &base, &ch)) &&
-        !(rc = build_outputs(&a, rep, base, &ch, texts, lens, &jtext)))
-        rc = write_outputs(&a, rep, base, &ch, texts, lens, jtext);
+        !(rc = build_outputs(&a, rep, base, &ch, &svg, &svglen, &jtext)))
+        rc = write_outputs(&a, rep, base, &ch, svg, svglen, jtext);
     free(jtext);
-    free(texts[0]);
-    free(texts[1]);
+    free(svg);
     sim_changes_free(&ch);
     sim_report_free(base);
     sim_report_free(rep);

@@ -350,49 +350,90 @@ int json_item_int(const jctx *c, const cJSON *item, const char *path, int i, lon
     return check_int(c, item, fp, lo, hi, out);
 }
 
-/* Writes data to a new temporary file beside path (its name, told apart by idx, into tmp,
- * n bytes) and syncs it. 0, or -1 with err set and nothing left behind. */
-static int write_temp(const char *path, int idx, const char *data, size_t len, char *tmp,
-                      size_t n, plumb_err *err)
+/* Writes the whole of data (len bytes) to fd. 0, or -1 with errno set. */
+static int write_all(int fd, const char *data, size_t len)
 {
-    snprintf(tmp, n, "%s.tmp.%ld.%d", path, (long)getpid(), idx);
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (fd < 0) return err_set(err, path, NULL, "cannot write: %s", strerror(errno));
     size_t off = 0;
     while (off < len) {
         ssize_t w = write(fd, data + off, len - off);
         if (w < 0) {
             if (errno == EINTR) continue;
-            int e = errno;
-            close(fd);
-            unlink(tmp);
-            return err_set(err, path, NULL, "cannot write: %s", strerror(e));
+            return -1;
         }
         off += (size_t)w;
-    }
-    if (fsync(fd) != 0 || close(fd) != 0) {
-        int e = errno;
-        unlink(tmp);
-        return err_set(err, path, NULL, "cannot write: %s", strerror(e));
     }
     return 0;
 }
 
-int files_write_atomic(int n, const char *const *paths, const char *const *data,
-                       const size_t *lens, plumb_err *err)
+/* Streams fo's text through its writer into fd (closed here either way). 0, or -1 with
+ * err set (by the writer, or here naming path when writing or flushing failed). */
+static int stream_temp(int fd, const file_out *fo, plumb_err *err)
+{
+    FILE *f = fdopen(fd, "w");
+    if (!f) {
+        int e = errno;
+        close(fd);
+        return err_set(err, fo->path, NULL, "cannot write: %s", strerror(e));
+    }
+    /* large writes: the formatting, not the system calls, should cost */
+    setvbuf(f, NULL, _IOFBF, 1 << 20);
+    int rc = fo->write(f, fo->ctx, err);
+    if (rc) {
+        fclose(f); /* abandoned: the caller removes it */
+        return rc;
+    }
+    if (fflush(f) != 0 || ferror(f) || fsync(fileno(f)) != 0) {
+        int e = errno ? errno : EIO;
+        fclose(f);
+        return err_set(err, fo->path, NULL, "cannot write: %s", strerror(e));
+    }
+    if (fclose(f) != 0)
+        return err_set(err, fo->path, NULL, "cannot write: %s", strerror(errno));
+    return 0;
+}
+
+/* Writes fo's text to a new temporary file beside fo->path (its name, told apart by idx,
+ * into tmp, n bytes) and syncs it. 0, or -1 with err set and nothing left behind. */
+static int write_temp(const file_out *fo, int idx, char *tmp, size_t n, plumb_err *err)
+{
+    snprintf(tmp, n, "%s.tmp.%ld.%d", fo->path, (long)getpid(), idx);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd < 0) return err_set(err, fo->path, NULL, "cannot write: %s", strerror(errno));
+    if (fo->write) {
+        if (stream_temp(fd, fo, err)) {
+            unlink(tmp);
+            return -1;
+        }
+        return 0;
+    }
+    if (write_all(fd, fo->data, fo->len) || fsync(fd) != 0) {
+        int e = errno;
+        close(fd);
+        unlink(tmp);
+        return err_set(err, fo->path, NULL, "cannot write: %s", strerror(e));
+    }
+    if (close(fd) != 0) {
+        int e = errno;
+        unlink(tmp);
+        return err_set(err, fo->path, NULL, "cannot write: %s", strerror(e));
+    }
+    return 0;
+}
+
+int files_write_atomic_out(int n, const file_out *files, plumb_err *err)
 {
     char **tmp = calloc((size_t)n + 1, sizeof *tmp);
     int rc = -1, i;
     if (!tmp) return err_set(err, NULL, NULL, "out of memory");
     /* every file is written beside its path first; none replaces anything until all are */
     for (i = 0; i < n; i++) {
-        if (!paths[i]) continue;
-        size_t tn = strlen(paths[i]) + 32;
+        if (!files[i].path) continue;
+        size_t tn = strlen(files[i].path) + 32;
         if (!(tmp[i] = malloc(tn))) {
-            err_set(err, paths[i], NULL, "out of memory");
+            err_set(err, files[i].path, NULL, "out of memory");
             goto cleanup;
         }
-        if (write_temp(paths[i], i, data[i], lens[i], tmp[i], tn, err)) {
+        if (write_temp(&files[i], i, tmp[i], tn, err)) {
             free(tmp[i]);
             tmp[i] = NULL;
             goto cleanup;
@@ -400,8 +441,8 @@ int files_write_atomic(int n, const char *const *paths, const char *const *data,
     }
     for (i = 0; i < n; i++) {
         if (!tmp[i]) continue;
-        if (rename(tmp[i], paths[i]) != 0) {
-            err_set(err, paths[i], NULL, "cannot write: %s", strerror(errno));
+        if (rename(tmp[i], files[i].path) != 0) {
+            err_set(err, files[i].path, NULL, "cannot write: %s", strerror(errno));
             goto cleanup;
         }
         free(tmp[i]);
@@ -414,6 +455,18 @@ cleanup:
         free(tmp[i]);
     }
     free(tmp);
+    return rc;
+}
+
+int files_write_atomic(int n, const char *const *paths, const char *const *data,
+                       const size_t *lens, plumb_err *err)
+{
+    file_out *fo = calloc((size_t)n + 1, sizeof *fo);
+    if (!fo) return err_set(err, NULL, NULL, "out of memory");
+    for (int i = 0; i < n; i++)
+        fo[i] = (file_out){.path = paths[i], .data = data[i], .len = lens[i]};
+    int rc = files_write_atomic_out(n, fo, err);
+    free(fo);
     return rc;
 }
 

@@ -5,6 +5,7 @@
 #define PLUMB_JSON_H
 
 #include <stddef.h>
+#include <stdio.h>
 #include <cjson/cJSON.h>
 
 #include "err.h"
@@ -93,6 +94,28 @@ int file_write_atomic(const char *path, const char *data, size_t len, plumb_err 
  * meanwhile; the files renamed before it then stay written.) */
 int files_write_atomic(int n, const char *const *paths, const char *const *data,
                        const size_t *lens, plumb_err *err);
+
+/* Writes one file's text into f, the open temporary file beside its path (the caller
+ * flushes, syncs and closes it). Returns 0, or -1 with err set: the set is then abandoned
+ * (every temporary removed, nothing renamed). */
+typedef int (*file_writer)(FILE *f, void *ctx, plumb_err *err);
+
+/* One file of files_write_atomic_out: its text as data (len bytes), or, when write is
+ * non-NULL, streamed by write(f, ctx, err) so that it is never held in memory whole. */
+typedef struct file_out {
+    const char *path; /* NULL: skipped */
+    const char *data;
+    size_t len;
+    file_writer write;
+    void *ctx;
+} file_out;
+
+/* files_write_atomic with files that may be streamed: same contract (every file to a
+ * temporary beside its path, renamed only when all were written and synced; on failure,
+ * including a writer's -1, no temporary is left and no path is touched). Files are
+ * written in order, so a writer that refuses stops the set before a later file's
+ * temporary exists. Returns 0, or -1 with err set. */
+int files_write_atomic_out(int n, const file_out *files, plumb_err *err);
 
 /* The text json_save_file writes of root: formatted, every number that %.15g would not read
  * back exactly in 17 digits, a trailing newline. Returns it (caller frees) with *len its

@@ -1,6 +1,7 @@
 /* strbuf.c: the growable text buffer (see strbuf.h). */
 #include "strbuf.h"
 
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,9 +15,29 @@ static void sbuf_start_counting(sbuf *b)
     b->counting = 1;
 }
 
+/* Streaming: writes to b->out while the text is within b->max (counts past it). */
+static void sbuf_vstream(sbuf *b, const char *fmt, va_list ap)
+{
+    int k = b->counting ? vsnprintf(NULL, 0, fmt, ap) : vfprintf(b->out, fmt, ap);
+    if (k < 0) {
+        b->werr = errno ? errno : EIO;
+        return;
+    }
+    b->n += (size_t)k;
+    if (b->max && b->n > b->max)
+        b->counting = 1; /* the file is over the limit: the caller removes it */
+}
+
 void sbuf_printf(sbuf *b, const char *fmt, ...)
 {
-    if (b->oom) return;
+    if (b->oom || b->werr) return;
+    if (b->out) {
+        va_list ap;
+        va_start(ap, fmt);
+        sbuf_vstream(b, fmt, ap);
+        va_end(ap);
+        return;
+    }
     for (;;) {
         va_list ap;
         va_start(ap, fmt);

@@ -1,11 +1,14 @@
 /* strbuf.h: a growable text buffer for the writers that build a whole file in memory
  * before writing it atomically (Chrome trace, SVG pictures). It can also count: the same
  * writer's code then measures its text without storing it, so a size check before writing
- * is the writer's own count and cannot drift from what it writes. */
+ * is the writer's own count and cannot drift from what it writes. And it can stream: the
+ * text goes to an open file as it is formatted (the Chrome trace into the temporary file
+ * that the atomic write renames into place), counted all the same. */
 #ifndef PLUMB_STRBUF_H
 #define PLUMB_STRBUF_H
 
 #include <stddef.h>
+#include <stdio.h>
 
 typedef struct sbuf {
     char *p;      /* the text, NUL-terminated once anything was written; owned (free it);
@@ -17,11 +20,15 @@ typedef struct sbuf {
     size_t max;   /* > 0: once the text would be longer than max bytes, it is freed and the
                      buffer counts from then on (the caller learns the whole length in one
                      pass without holding more than max bytes) */
+    FILE *out;    /* non-NULL: each write goes to out (p stays NULL); past max the buffer
+                     only counts and writes nothing more (the caller discards the file) */
+    int werr;     /* streaming: errno of the first write to out that failed, else 0; later
+                     writes are dropped */
 } sbuf;
 
 /* Appends printf-style text, growing the buffer (a zeroed sbuf is a valid empty one), or
- * only counts it (see counting, max). Out of memory sets b->oom and drops this and every
- * later write. */
+ * writes it to b->out, or only counts it (see counting, max, out). Out of memory sets
+ * b->oom and a failed write to out b->werr; either drops this and every later write. */
 void sbuf_printf(sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 #endif

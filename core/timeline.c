@@ -12,6 +12,7 @@
 #include "core/strbuf.h"
 #include "timeline.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -493,15 +494,38 @@ size_t timeline_chrome_size(const timeline *tl)
     return b.oom ? 0 : b.n;
 }
 
+int timeline_chrome_stream(const timeline *tl, FILE *f, size_t max, size_t *len)
+{
+    sbuf b = {.out = f, .max = max};
+    chrome_emit(tl, &b);
+    *len = b.n;
+    if (b.oom || b.werr) {
+        errno = b.oom ? ENOMEM : b.werr;
+        return -1;
+    }
+    return b.counting ? 1 : 0;
+}
+
+typedef struct chrome_file {
+    const timeline *tl;
+    const char *path;
+} chrome_file;
+
+/* timeline_write_chrome's writer: the whole trace streamed into the temporary file. */
+static int chrome_writer(FILE *f, void *ctx, plumb_err *err)
+{
+    const chrome_file *c = ctx;
+    size_t n;
+    if (timeline_chrome_stream(c->tl, f, 0, &n) == 0)
+        return 0;
+    return err_set(err, c->path, NULL, "cannot write: %s", strerror(errno));
+}
+
 int timeline_write_chrome(const timeline *tl, const char *path, plumb_err *err)
 {
-    size_t n;
-    char *text = timeline_chrome_text(tl, &n);
-    if (!text)
-        return err_set(err, path, NULL, "out of memory writing the trace");
-    int rc = file_write_atomic(path, text, n, err);
-    free(text);
-    return rc;
+    chrome_file c = {tl, path};
+    file_out fo = {.path = path, .write = chrome_writer, .ctx = &c};
+    return files_write_atomic_out(1, &fo, err);
 }
 
 /* --- reader ---------------------------------------------------------------------------- */

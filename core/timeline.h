@@ -9,6 +9,7 @@
 #define PLUMB_TIMELINE_H
 
 #include <stddef.h>
+#include <stdio.h>
 
 #include "err.h"
 
@@ -144,7 +145,16 @@ int timeline_chrome_render(const timeline *tl, size_t max, char **text, size_t *
  * memory (the text is never empty). */
 size_t timeline_chrome_size(const timeline *tl);
 
-/* Writes tl as Chrome trace-event JSON to path atomically. Returns 0, or -1 with err. */
+/* Streams the text of timeline_chrome_text(tl) into f as the writer formats it, holding no
+ * more than f's buffer, while it is at most max bytes long (max 0: any length): returns 0
+ * with *len its length; 1 when it would be longer than max, with *len its exact length
+ * (past max the writer only counts; f then holds a prefix of no use: the caller discards
+ * it); -1 when out of memory or a write to f failed (errno set). The caller flushes f and
+ * checks it for errors. */
+int timeline_chrome_stream(const timeline *tl, FILE *f, size_t max, size_t *len);
+
+/* Writes tl as Chrome trace-event JSON to path atomically, streamed into the temporary
+ * file (timeline_chrome_stream). Returns 0, or -1 with err. */
 int timeline_write_chrome(const timeline *tl, const char *path, plumb_err *err);
 
 /* Reads a trace written by timeline_write_chrome (or by hand in that format). Returns a

@@ -570,36 +570,58 @@ Test(plan, documented_examples_load)
 Test(plan, files_write_atomic_all_or_nothing)
 {
     char *tmp = make_tmpdir_named("writeall");
-    char a[300], b[300], got[16] = {0};
+    char a[300], b[300];
     snprintf(a, sizeof a, "%s/old.json", tmp);
     snprintf(b, sizeof b, "%s/missing/x.svg", tmp);
-    FILE *f = fopen(a, "w");
-    cr_assert_not_null(f);
-    fputs("old", f);
-    fclose(f);
+    file_put_text(a, "old");
     plumb_err err;
     err_clear(&err);
     const char *paths[2] = {a, b}, *data[2] = {"new trace", "new svg"};
     size_t lens[2] = {9, 7};
     cr_assert_eq(files_write_atomic(2, paths, data, lens, &err), -1);
     cr_expect(strstr(err.msg, "missing/x.svg") != NULL, "%s", err.msg);
-    f = fopen(a, "r");
-    cr_assert_not_null(f);
-    cr_expect_eq(fread(got, 1, sizeof got - 1, f), 3);
-    fclose(f);
-    cr_expect_str_eq(got, "old");
+    expect_file_text(a, "old");
     cr_expect_eq(count_files(tmp), 1, "temporaries left behind");
     /* both writable: both written; a NULL path is skipped */
     snprintf(b, sizeof b, "%s/x.svg", tmp);
     const char *paths3[3] = {a, NULL, b}, *data3[3] = {"new trace", NULL, "new svg"};
     size_t lens3[3] = {9, 0, 7};
     cr_assert_eq(files_write_atomic(3, paths3, data3, lens3, &err), 0, "%s", err.msg);
-    f = fopen(b, "r");
-    cr_assert_not_null(f);
-    memset(got, 0, sizeof got);
-    cr_expect_eq(fread(got, 1, sizeof got - 1, f), 7);
-    fclose(f);
-    cr_expect_str_eq(got, "new svg");
+    expect_file_text(b, "new svg");
+    cr_expect_eq(count_files(tmp), 2);
+    cr_expect_eq(rm_tree(tmp), 0);
+}
+
+/* A streamed file's writer: writes ctx's text, then refuses when it starts with "no". */
+static int text_writer(FILE *f, void *ctx, plumb_err *err)
+{
+    const char *text = ctx;
+    fputs(text, f);
+    return strncmp(text, "no", 2) ? 0 : err_set(err, NULL, NULL, "refused");
+}
+
+/* files_write_atomic_out: a writer that refuses after writing leaves the files there as
+ * they were, no temporary, and no later file begun; a writer that succeeds is renamed into
+ * place with the files beside it. */
+Test(plan, files_write_atomic_out_streams_as_one)
+{
+    char *tmp = make_tmpdir_named("writeout");
+    char a[300], b[300];
+    snprintf(a, sizeof a, "%s/t.json", tmp);
+    snprintf(b, sizeof b, "%s/t.svg", tmp);
+    file_put_text(a, "old");
+    plumb_err err;
+    err_clear(&err);
+    file_out fo[2] = {{.path = a, .write = text_writer, .ctx = "no: a long streamed text"},
+                      {.path = b, .data = "svg", .len = 3}};
+    cr_assert_eq(files_write_atomic_out(2, fo, &err), -1);
+    cr_expect_str_eq(err.msg, "refused");
+    expect_file_text(a, "old");
+    cr_expect_eq(count_files(tmp), 1, "a temporary or the SVG left behind");
+    fo[0].ctx = "streamed trace";
+    cr_assert_eq(files_write_atomic_out(2, fo, &err), 0, "%s", err.msg);
+    expect_file_text(a, "streamed trace");
+    expect_file_text(b, "svg");
     cr_expect_eq(count_files(tmp), 2);
     cr_expect_eq(rm_tree(tmp), 0);
 }

@@ -6,11 +6,14 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <signal.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "core/json.h"
 #include "core/timeline.h"
+#include "tests/tmpdir.h"
 
 static timeline *sample(void)
 {
@@ -332,16 +335,25 @@ static timeline *random_timeline(unsigned x, int n)
     return tl;
 }
 
+#define N_SIZED 14
+
+/* Timeline j of N_SIZED: the sample, an empty one, random ones of 4 to 39,000 events. */
+static timeline *sized(int j)
+{
+    timeline *tl = j == 0 ? sample() : j == 1 ? timeline_new("sim")
+                                     : random_timeline(7919u * j, j < 8 ? j * j : 3000 * j);
+    cr_assert_not_null(tl);
+    return tl;
+}
+
 /* timeline_chrome_size is the written text's length to the byte, and
  * timeline_chrome_render within a limit gives the same text when it fits (at exactly its
  * length too) and that length when it does not (one byte short, a third, one byte): for
  * the sample, random timelines of every kind and size, and an empty one. */
 Test(timeline, size_is_the_written_length)
 {
-    for (int j = 0; j < 14; j++) {
-        timeline *tl = j == 0 ? sample() : j == 1 ? timeline_new("sim")
-                                         : random_timeline(7919u * j, j < 8 ? j * j : 3000 * j);
-        cr_assert_not_null(tl);
+    for (int j = 0; j < N_SIZED; j++) {
+        timeline *tl = sized(j);
         size_t len = 0;
         char *text = timeline_chrome_text(tl, &len);
         cr_assert_not_null(text);
@@ -365,6 +377,108 @@ Test(timeline, size_is_the_written_length)
         free(text);
         timeline_free(tl);
     }
+}
+
+/* The file f's whole content (caller frees), *n its length. */
+static char *read_back(FILE *f, size_t *n)
+{
+    cr_assert_eq(fflush(f), 0);
+    long end = ftell(f);
+    cr_assert_geq(end, 0);
+    char *buf = malloc((size_t)end + 1);
+    cr_assert_not_null(buf);
+    rewind(f);
+    cr_assert_eq(fread(buf, 1, (size_t)end, f), (size_t)end);
+    *n = (size_t)end;
+    return buf;
+}
+
+/* timeline_chrome_stream writes timeline_chrome_text's bytes into the file, within its own
+ * length too; within less it stops writing (what it wrote is a prefix, never the whole
+ * text when the limit is a third of it) and still gives the exact length; a file that
+ * cannot be written gives -1. Same timelines as above. */
+Test(timeline, stream_writes_the_text_within_the_limit)
+{
+    for (int j = 0; j < N_SIZED; j++) {
+        timeline *tl = sized(j);
+        size_t len = 0;
+        char *text = timeline_chrome_text(tl, &len);
+        cr_assert_not_null(text);
+        size_t maxes[5] = {0, len, len - 1, len / 3, 1};
+        for (int m = 0; m < 5; m++) {
+            FILE *f = tmpfile();
+            cr_assert_not_null(f);
+            size_t slen = 0, wn = 0;
+            int rc = timeline_chrome_stream(tl, f, maxes[m], &slen);
+            char *got = read_back(f, &wn);
+            fclose(f);
+            cr_expect_eq(rc, m < 2 ? 0 : 1, "timeline %d within %zu of %zu", j, maxes[m], len);
+            cr_expect_eq(slen, len, "timeline %d within %zu: %zu bytes, not %zu", j, maxes[m],
+                         slen, len);
+            if (m < 2)
+                cr_expect(wn == len && !memcmp(got, text, len),
+                          "timeline %d: the streamed text differs", j);
+            else
+                cr_expect(wn <= len && !memcmp(got, text, wn),
+                          "timeline %d within %zu: %zu bytes written, not a prefix", j,
+                          maxes[m], wn);
+            if (m == 3 && len > 100000)
+                cr_expect_lt(wn, len, "timeline %d: wrote on past a third", j);
+            free(got);
+        }
+        /* a stream that refuses every write */
+        char path[] = "/tmp/plumb-test-ro-XXXXXX";
+        int fd = mkstemp(path);
+        cr_assert_geq(fd, 0);
+        close(fd);
+        FILE *ro = fopen(path, "r");
+        cr_assert_not_null(ro);
+        setvbuf(ro, NULL, _IONBF, 0);
+        size_t slen;
+        cr_expect_eq(timeline_chrome_stream(tl, ro, 0, &slen), -1, "timeline %d", j);
+        fclose(ro);
+        unlink(path);
+        free(text);
+        timeline_free(tl);
+    }
+}
+
+/* A trace that cannot be written whole (the file size limit hit midway through the
+ * stream) leaves the file that was there as it was and no temporary beside it. */
+Test(timeline, failed_write_keeps_the_file_there)
+{
+    char *dir = make_tmpdir_named("tracefail");
+    char path[300];
+    snprintf(path, sizeof path, "%s/t.json", dir);
+    file_put_text(path, "old");
+    timeline *tl = random_timeline(17u, 30000);
+    size_t len = timeline_chrome_size(tl);
+    cr_assert_gt(len, 1u << 21, "the trace is %zu bytes", len);
+    signal(SIGXFSZ, SIG_IGN); /* a write past the limit fails with EFBIG instead */
+    struct rlimit rl = {.rlim_cur = 1u << 20, .rlim_max = RLIM_INFINITY};
+    cr_assert_eq(setrlimit(RLIMIT_FSIZE, &rl), 0);
+    plumb_err e;
+    err_clear(&e);
+    cr_expect_eq(timeline_write_chrome(tl, path, &e), -1);
+    cr_expect(strstr(e.msg, path) != NULL, "%s", e.msg);
+    expect_file_text(path, "old");
+    cr_expect_eq(count_files(dir), 1, "a temporary left behind");
+    /* within the limit the same call writes it, byte for byte the text */
+    rl.rlim_cur = RLIM_INFINITY;
+    cr_assert_eq(setrlimit(RLIMIT_FSIZE, &rl), 0);
+    cr_expect_eq(timeline_write_chrome(tl, path, &e), 0, "%s", e.msg);
+    char *text = timeline_chrome_text(tl, NULL);
+    FILE *f = fopen(path, "r");
+    cr_assert_not_null(f);
+    fseek(f, 0, SEEK_END);
+    size_t wn;
+    char *back = read_back(f, &wn);
+    fclose(f);
+    cr_expect(wn == len && !memcmp(back, text, len), "the written trace differs");
+    free(back);
+    free(text);
+    timeline_free(tl);
+    cr_expect_eq(rm_tree(dir), 0);
 }
 
 /* n events of kind k (a transfer with its receiver) on devices 0 and 1, at 1 to 2 s (every

@@ -35,6 +35,27 @@ static inline int count_files(const char *dir)
     return n;
 }
 
+/* Creates (or replaces) the file at path with text. */
+static inline void file_put_text(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    cr_assert_not_null(f, "%s", path);
+    fputs(text, f);
+    cr_assert_eq(fclose(f), 0, "%s", path);
+}
+
+/* Expects the file at path to hold exactly want (up to 255 bytes compared). */
+static inline void expect_file_text(const char *path, const char *want)
+{
+    char got[256] = {0};
+    FILE *f = fopen(path, "r");
+    cr_assert_not_null(f, "%s", path);
+    size_t n = fread(got, 1, sizeof got - 1, f);
+    fclose(f);
+    cr_expect(n == strlen(want) && !strcmp(got, want), "%s holds \"%s\", not \"%s\"", path,
+              got, want);
+}
+
 /* Removes dir's files and dir itself, and frees the name (from make_tmpdir_named). Returns
  * 0, or -1 when dir could not be removed (it held a folder, or was not there). */
 static inline int rm_tree(char *dir)

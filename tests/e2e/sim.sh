@@ -136,6 +136,29 @@ echo old >"$tmp/keep.json"
     >"$tmp/out" 2>"$tmp/err"
 [ $? = 2 ] && [ ! -s "$tmp/out" ] && [ "$(cat "$tmp/keep.json")" = old ] \
     || fail "refused trace: rc, stdout or the file there before: $(cat "$tmp/err")"
+# the trace is streamed into a temporary beside its path: refused past the limit, or cut
+# short by a failed write (a 1 MiB file size limit, the trace 2.2 MB), the file there
+# before is kept, the SVG is not written, and no temporary is left
+echo old >"$tmp/keep.svg"
+"$PLUMB" sim "$tmp/rep.json" --trace-hops --trace-limit 0.002 --trace "$tmp/keep.json" \
+    --svg "$tmp/keep.svg" >/dev/null 2>&1
+[ $? = 2 ] && [ "$(cat "$tmp/keep.json")" = old ] && [ "$(cat "$tmp/keep.svg")" = old ] \
+    || fail "refused trace with --svg: rc or the files there before"
+(trap '' XFSZ; ulimit -f 1024; exec "$PLUMB" sim "$tmp/rep.json" --iterations 3 --trace-hops \
+    --trace "$tmp/keep.json" --svg "$tmp/keep.svg") >"$tmp/out" 2>"$tmp/err"
+[ $? = 2 ] && [ ! -s "$tmp/out" ] && [ "$(wc -l <"$tmp/err")" = 1 ] \
+    && grep -qF "$tmp/keep.json: cannot write" "$tmp/err" && [ "$(cat "$tmp/keep.json")" = old ] \
+    && [ "$(cat "$tmp/keep.svg")" = old ] \
+    || fail "failed trace write: rc, stdout, stderr or the files there before: $(cat "$tmp/err")"
+ls "$tmp" | grep -qF '.tmp.' && fail "temporaries left: $(ls "$tmp" | grep -F .tmp.)"
+rm -f "$tmp/keep.svg"
+# a plan that does not fit writes no file: its trace is only counted, and over the limit
+# refused with the same line (the dashboard's example at 64-sample microbatches)
+sed -e 's/"microbatch_size": 32/"microbatch_size": 64/' \
+    -e "s#\\.\\./\\.\\./profiles#$PWD/profiles#g" examples/plans/vgg16-hybrid-pipedream.json \
+    >"$tmp/nofit.json"
+expect_bad "(got 0.00218 GiB, 2342040 bytes, 9765 events)" "$tmp/nofit.json" --trace-hops \
+    --trace-limit 0.002
 "$PLUMB" sim "$tmp/rep.json" --trace-limit 0.002 --trace "$tmp/keep.json" >/dev/null \
     && [ "$(count_x "$tmp/keep.json" F 1)" = 48 ] || fail "default trace within 0.002 GiB"
 expect_bad "--trace-limit" "$E" --trace-limit 0

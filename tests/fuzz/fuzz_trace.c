@@ -4,8 +4,12 @@
  * rest is the file. Any input must be rejected with a message or read as a timeline whose
  * events name its tracks, whose written form reads back and writes again unchanged, whose
  * counted size (timeline_chrome_size, and timeline_chrome_render within any shorter limit)
- * is the written length, and which summarises or fails with a message. Anything else (crash, leak, UB) is a finding. */
+ * is the written length, whose streamed form (timeline_chrome_stream, as `plumb sim
+ * --trace` writes it) is the same bytes and within a shorter limit a refusal with the
+ * written length, and which summarises or fails with a message. Anything else (crash,
+ * leak, UB) is a finding. */
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -45,6 +49,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     size_t lim = n1 - 1 - (size_t)skip * (n1 / 4); /* the text is never under 8 bytes */
     if (timeline_chrome_render(tl, lim, &over, &olen) != 1 || over || olen != n1)
         abort(); /* refused within a shorter limit, with the written length */
+    char *st = NULL;
+    size_t stn = 0, slen = 0;
+    FILE *f = open_memstream(&st, &stn);
+    if (!f) abort();
+    int src = timeline_chrome_stream(tl, f, 0, &slen);
+    if (fclose(f) || src != 0 || slen != n1 || stn != n1 || memcmp(st, t1, n1)) abort();
+    free(st);
+    st = NULL;
+    if (!(f = open_memstream(&st, &stn))) abort();
+    src = timeline_chrome_stream(tl, f, lim, &slen);
+    if (fclose(f) || src != 1 || slen != n1 || memcmp(st, t1, stn)) abort();
+    free(st);
     timeline *b = read_text("again.json", t1, n1);
     if (!b || b->n != tl->n || b->ntracks != tl->ntracks) abort();
     char *t2 = timeline_chrome_text(b, &n2);
