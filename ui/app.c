@@ -2,6 +2,7 @@
  * re-plan and re-simulate, save and export, the --keys parser and the snapshot frame. */
 #include "ui/app.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -173,6 +174,26 @@ static const sim_report *export_report(const ui_app *a, sim_report **owned, plum
     return *owned = sim_run(a->cur.pl, &o, e);
 }
 
+/* The export's trace streamed into its temporary file within max bytes
+ * (files_write_atomic_out): len its exact length once written or refused, over 1 when it
+ * was longer than max. */
+typedef struct export_trace {
+    const timeline *tl;
+    size_t max, len;
+    int over;
+} export_trace;
+
+static int export_trace_write(FILE *f, void *ctx, plumb_err *err)
+{
+    export_trace *t = ctx;
+    int rc = timeline_chrome_stream(t->tl, f, t->max, &t->len);
+    if (rc == 1) {
+        t->over = 1;
+        return err_set(err, NULL, NULL, "over the trace limit");
+    }
+    return rc ? err_set(err, NULL, NULL, "cannot write the trace: %s", strerror(errno)) : 0;
+}
+
 static void do_export(ui_app *a)
 {
     char stem[700], m[900];
@@ -184,8 +205,8 @@ static void do_export(ui_app *a)
     }
     ui_app_stem(a, stem, sizeof stem);
     char p[3][800];
-    snprintf(p[0], sizeof p[0], "%s.report.json", stem);
-    snprintf(p[1], sizeof p[1], "%s.trace.json", stem);
+    snprintf(p[0], sizeof p[0], "%s.trace.json", stem);
+    snprintf(p[1], sizeof p[1], "%s.report.json", stem);
     snprintf(p[2], sizeof p[2], "%s.svg", stem);
     sim_report *owned;
     const sim_report *r = export_report(a, &owned, &e);
@@ -193,35 +214,39 @@ static void do_export(ui_app *a)
         set_msg(a, 1, "export failed: %s", e.msg);
         return;
     }
-    /* every file built before any is written; the trace within the limit, measured by the
-     * writer as it writes (timeline_chrome_render) */
+    /* the report and the SVG built first; the trace streamed into its temporary file
+     * first of the three, within the limit, measured by the writer as it writes
+     * (timeline_chrome_stream): over it, no temporary is left and nothing renamed */
     double lim = a->trace_limit_bytes > 0 ? a->trace_limit_bytes : UI_TRACE_LIMIT_BYTES;
-    char *text[3] = {NULL, NULL, NULL};
-    size_t len[3] = {0, 0, 0};
-    int rc = timeline_chrome_render(r->tl, lim < 1 ? 1 : (size_t)lim, &text[1], &len[1]);
-    if (rc == 1) {
-        snprintf(m, sizeof m, "export: the trace would be %.3g GiB (%zu bytes, %zu events), "
-                 "over the %.3g GiB limit: nothing written", (double)len[1] / 1073741824.0,
-                 len[1], r->tl->n, lim / 1073741824.0);
-        set_msg(a, 1, "%s", m);
-        goto done;
-    }
-    cJSON *j = rc ? NULL : sim_report_to_json(r, NULL, NULL);
+    export_trace t = {r->tl, lim < 1 ? 1 : (size_t)lim, 0, 0};
+    char *text[2] = {NULL, NULL};
+    size_t len[2] = {0, 0};
+    cJSON *j = sim_report_to_json(r, NULL, NULL);
     if (j) text[0] = json_text_exact(j, &len[0]);
     cJSON_Delete(j);
-    if (text[0]) text[2] = sim_svg_text(r, &len[2]);
-    const char *paths[3] = {p[0], p[1], p[2]};
-    const char *data[3] = {text[0], text[1], text[2]};
-    if (!text[2]) {
+    if (text[0]) text[1] = sim_svg_text(r, &len[1]);
+    if (!text[1]) {
         set_msg(a, 1, "export failed: %s", "out of memory");
-    } else if (files_write_atomic(3, paths, data, len, &e)) {
-        set_msg(a, 1, "export failed: %s", e.msg);
+        goto done;
+    }
+    file_out fo[3] = {{.path = p[0], .write = export_trace_write, .ctx = &t},
+                      {.path = p[1], .data = text[0], .len = len[0]},
+                      {.path = p[2], .data = text[1], .len = len[1]}};
+    if (files_write_atomic_out(3, fo, &e)) {
+        if (t.over) {
+            snprintf(m, sizeof m, "export: the trace would be %.3g GiB (%zu bytes, %zu events), "
+                     "over the %.3g GiB limit: nothing written", (double)t.len / 1073741824.0,
+                     t.len, r->tl->n, lim / 1073741824.0);
+            set_msg(a, 1, "%s", m);
+        } else {
+            set_msg(a, 1, "export failed: %s", e.msg);
+        }
     } else {
         snprintf(m, sizeof m, "%s.{report.json,trace.json,svg}", stem);
         set_msg(a, 0, "exported %s", m);
     }
 done:
-    for (int i = 0; i < 3; i++) free(text[i]);
+    for (int i = 0; i < 2; i++) free(text[i]);
     sim_report_free(owned);
 }
 
