@@ -630,12 +630,12 @@ Test(sim, grown_like_regenerated)
 }
 
 /* The window of the compute order schedule_from_plan_grown asked about last. */
-static int last_k0, last_k1, last_asked;
+typedef struct { int k0, k1, asked; } window_seen;
 static int window_note(const schedule *s, void *ctx)
 {
-    (void)ctx;
-    last_asked++;
-    return sim_steady_window(s, &last_k0, &last_k1);
+    window_seen *n = ctx; /* passed through by schedule_from_plan_grown */
+    n->asked++;
+    return sim_steady_window(s, &n->k0, &n->k1);
 }
 
 /* sim_run hands the engine the steady window of the last compute order the growth asked
@@ -653,18 +653,18 @@ Test(sim, window_of_the_order_is_the_ir_s)
                         plan *pl = bench_synth_plan(k, ranks, rep, mb, &e);
                         if (!pl)
                             continue; /* a spec the kind refuses */
-                        last_asked = 0;
-                        schedule *s = schedule_from_plan_grown(pl, iters, window_note, NULL, 8, NULL,
-                                                               &e);
+                        window_seen seen = {-1, -1, 0};
+                        schedule *s = schedule_from_plan_grown(pl, iters, window_note, &seen,
+                                                               8, NULL, &e);
                         if (s) {
                             int k0, k1;
                             cr_assert_geq(sim_steady_window(s, &k0, &k1), 0);
-                            cr_assert_gt(last_asked, 0);
-                            cr_expect(k0 == last_k0 && k1 == last_k1,
+                            cr_assert_gt(seen.asked, 0);
+                            cr_expect(k0 == seen.k0 && k1 == seen.k1,
                                       "%s %d ranks x %d, %d mb, %d iterations: the IR's "
                                       "window %d..%d, the order's %d..%d",
                                       sched_kind_name((sched_kind)k), ranks, rep, mb, iters,
-                                      k0, k1, last_k0, last_k1);
+                                      k0, k1, seen.k0, seen.k1);
                             checked[k]++;
                             schedule_free(s);
                         }
