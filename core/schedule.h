@@ -110,15 +110,17 @@ schedule *schedule_generate_costed(const sched_spec *spec, const double *stage_c
 /* Builds the schedule a plan asks for, with `iterations` iterations; its transfers are
  * placed with the stage costs of the plan's profile and devices (schedule_plan_costs). */
 schedule *schedule_from_plan(const plan *pl, int iterations, plumb_err *err);
-/* schedule_from_plan, with the iterations grown before the IR is lowered: while need(s) of
- * the compute order (each worker's F/B/I/W in order, as the IR will have them; need >= 0)
- * is above the iterations, and at most `rounds` times, the order is generated again with
- * need iterations, and only the last is lowered. Same IR as schedule_from_plan with the
- * final count (s->iterations); *grown (may be NULL) is set to the times it grew. need
- * returning < 0 is out of memory: NULL with err. */
+/* schedule_from_plan, with the iterations grown before the IR is lowered: while need(s,
+ * ctx) of the compute order (each worker's F/B/I/W in order, as the IR will have them;
+ * need >= 0) is above the iterations, and at most `rounds` times, the order is generated
+ * again with need iterations, and only the last is lowered (so the last call of need saw
+ * the order the IR keeps: need may note what it found in ctx, which is passed through
+ * untouched). Same IR as schedule_from_plan with the final count (s->iterations); *grown
+ * (may be NULL) is set to the times it grew. need returning < 0 is out of memory: NULL
+ * with err. */
 schedule *schedule_from_plan_grown(const plan *pl, int iterations,
-                                   int (*need)(const schedule *), int rounds, int *grown,
-                                   plumb_err *err);
+                                   int (*need)(const schedule *, void *ctx), void *ctx,
+                                   int rounds, int *grown, plumb_err *err);
 
 void schedule_free(schedule *s);
 

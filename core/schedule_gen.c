@@ -324,7 +324,8 @@ schedule *schedule_generate_costed(const sched_spec *spec, const double *stage_c
 
 /* need(s) of s's compute order (lists, not yet lowered): s lent the lists as its actions
  * for the call. */
-static int order_need(schedule *s, actvec *lists, int (*need)(const schedule *))
+static int order_need(schedule *s, actvec *lists, int (*need)(const schedule *, void *),
+                      void *ctx)
 {
     action **acts = s->acts;
     int *len = s->len, rc = -1;
@@ -332,7 +333,7 @@ static int order_need(schedule *s, actvec *lists, int (*need)(const schedule *))
     s->len = malloc(((size_t)s->nworkers + 1) * sizeof *s->len);
     if (s->acts && s->len) {
         for (int w = 0; w < s->nworkers; w++) s->acts[w] = lists[w].a, s->len[w] = lists[w].n;
-        rc = need(s);
+        rc = need(s, ctx);
     }
     free(s->acts), free(s->len);
     s->acts = acts, s->len = len;
@@ -379,8 +380,8 @@ static int cmp_int(const void *a, const void *b)
 }
 
 schedule *schedule_from_plan_grown(const plan *pl, int iterations,
-                                   int (*need)(const schedule *), int rounds, int *grown,
-                                   plumb_err *err)
+                                   int (*need)(const schedule *, void *ctx), void *ctx,
+                                   int rounds, int *grown, plumb_err *err)
 {
     if (grown) *grown = 0;
     if (!pl || pl->nstages < 1 || !pl->stages)
@@ -428,7 +429,7 @@ schedule *schedule_from_plan_grown(const plan *pl, int iterations,
     actvec *lists = NULL;
     for (int round = 0;; round++) { /* the compute order, grown while need asks */
         if (gen_order(&spec, &s, &lists, err)) goto done;
-        int k = need ? order_need(s, lists, need) : 0;
+        int k = need ? order_need(s, lists, need, ctx) : 0;
         if (k < 0) {
             err_set(err, NULL, NULL, "out of memory");
             sched_order_free(s, lists);
@@ -455,5 +456,5 @@ done:
 
 schedule *schedule_from_plan(const plan *pl, int iterations, plumb_err *err)
 {
-    return schedule_from_plan_grown(pl, iterations, NULL, 0, NULL, err);
+    return schedule_from_plan_grown(pl, iterations, NULL, NULL, 0, NULL, err);
 }

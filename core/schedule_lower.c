@@ -484,7 +484,12 @@ static inline void slot_mark(const lower_st *L, int st, int m, unsigned char bit
 static inline __attribute__((always_inline)) void put(emitter *E, action a)
 {
     const lower_st *L = E->L;
-    E->dst[E->o++] = a;
+    /* Two 8-byte stores of the action's bytes: a field-by-field copy writes the bitfields'
+     * word as a read-modify-write of the destination (a load of a cold line, then a narrow
+     * store followed by a wider load that cannot be forwarded). */
+    uint64_t q[2];
+    memcpy(q, &a, sizeof a);
+    memcpy(&E->dst[E->o++], q, sizeof q);
     if (!L->fused) return;
     int st = a.stage, m = a.microbatch;
     switch (a.kind) {

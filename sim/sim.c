@@ -310,20 +310,22 @@ static int name_trace(sim_report *rep, const plan *pl)
     return rc;
 }
 
-/* The steady window steady_need last found on this thread. The last compute order
- * schedule_from_plan_grown asks about is the one it lowers, and the lowered IR keeps each
- * worker's computations in that order (sim_steady_window reads only F, B and W): sim_run
- * hands the window to the engine instead of scanning the longer IR for it again. */
-static _Thread_local struct {
+/* The steady window steady_need last found, kept by sim_run for the round it grows. The
+ * last compute order schedule_from_plan_grown asks about is the one it lowers, and the
+ * lowered IR keeps each worker's computations in that order (sim_steady_window reads only
+ * F, B and W): sim_run hands the window to the engine instead of scanning the longer IR
+ * for it again. */
+typedef struct steady_note {
     int k0, k1, known;
-} last_window;
+} steady_note;
 
 /* The iterations the steady window needs (sim_steady_window), for
- * schedule_from_plan_grown: < 0 out of memory. */
-static int steady_need(const schedule *s)
+ * schedule_from_plan_grown; notes the window in ctx (a steady_note): < 0 out of memory. */
+static int steady_need(const schedule *s, void *ctx)
 {
-    int rc = sim_steady_window(s, &last_window.k0, &last_window.k1);
-    last_window.known = rc >= 0;
+    steady_note *n = ctx;
+    int rc = sim_steady_window(s, &n->k0, &n->k1);
+    n->known = rc >= 0;
     return rc;
 }
 
@@ -375,6 +377,7 @@ sim_report *sim_run(const plan *pl, const sim_options *opt, plumb_err *err)
         return NULL;
     }
     int requested = iters;
+    steady_note win = {0, 0, 0};
     /* Generate, price and replay; while the IR is too short for a steady window, or the
      * window's gaps have not settled, regenerate with more iterations (the window's need
      * grows with the run only until the pipeline is full; settling doubles the run, up to
@@ -382,8 +385,9 @@ sim_report *sim_run(const plan *pl, const sim_options *opt, plumb_err *err)
     for (int round = 0;; round++) {
         if (!opt->sched) { /* grown on the compute order: only the last is lowered */
             int grown = 0;
-            last_window.known = 0;
-            own = schedule_from_plan_grown(&view, iters, steady_need, 8 - round, &grown, err);
+            win.known = 0;
+            own = schedule_from_plan_grown(&view, iters, steady_need, &win, 8 - round, &grown,
+                                           err);
             if (!own)
                 goto fail;
             round += grown;
@@ -395,10 +399,10 @@ sim_report *sim_run(const plan *pl, const sim_options *opt, plumb_err *err)
         if (sim_cost_build(&m, &view, s, &net, opt->straggler_device,
                            opt->straggler_device >= 0 ? opt->straggler_factor : 1, err))
             goto fail;
-        if (!opt->sched && last_window.known) {
+        if (!opt->sched && win.known) {
             m.window_known = 1;
-            m.window_k0 = last_window.k0;
-            m.window_k1 = last_window.k1;
+            m.window_k0 = win.k0;
+            m.window_k1 = win.k1;
         }
         m.record = opt->timeline != 0;
         m.skip_ring_hops = opt->timeline == SIM_TIMELINE_NO_RING_HOPS;

@@ -569,8 +569,9 @@ Test(sim, allreduce_contends_with_transfers)
 }
 
 /* The steady window's need, for schedule_from_plan_grown. */
-static int window_need(const schedule *s)
+static int window_need(const schedule *s, void *ctx)
 {
+    (void)ctx;
     int k0, k1;
     return sim_steady_window(s, &k0, &k1);
 }
@@ -603,13 +604,13 @@ Test(sim, grown_like_regenerated)
         for (;;) {
             ref = schedule_from_plan(pl, it, &e);
             cr_assert_not_null(ref, "case %zu: %s", c, e.msg);
-            int need = window_need(ref);
+            int need = window_need(ref, NULL);
             if (need <= it) break;
             schedule_free(ref);
             it = need, rounds++;
         }
         int grown = -1;
-        schedule *s = schedule_from_plan_grown(pl, cases[c].iters, window_need, 8, &grown, &e);
+        schedule *s = schedule_from_plan_grown(pl, cases[c].iters, window_need, NULL, 8, &grown, &e);
         cr_assert_not_null(s, "case %zu: %s", c, e.msg);
         cr_expect_eq(grown, rounds, "case %zu: grown %d times, regenerated %d", c, grown,
                      rounds);
@@ -618,7 +619,7 @@ Test(sim, grown_like_regenerated)
         cr_expect(schedule_equal(s, ref), "case %zu: the IR differs", c);
         schedule_free(s);
         /* no rounds left: the first order, as asked */
-        s = schedule_from_plan_grown(pl, cases[c].iters, window_need, 0, &grown, &e);
+        s = schedule_from_plan_grown(pl, cases[c].iters, window_need, NULL, 0, &grown, &e);
         cr_assert_not_null(s, "case %zu: %s", c, e.msg);
         cr_expect_eq(grown, 0);
         cr_expect_eq(s->iterations, cases[c].iters, "case %zu", c);
@@ -629,11 +630,12 @@ Test(sim, grown_like_regenerated)
 }
 
 /* The window of the compute order schedule_from_plan_grown asked about last. */
-static int last_k0, last_k1, last_asked;
-static int window_note(const schedule *s)
+typedef struct { int k0, k1, asked; } window_seen;
+static int window_note(const schedule *s, void *ctx)
 {
-    last_asked++;
-    return sim_steady_window(s, &last_k0, &last_k1);
+    window_seen *n = ctx; /* passed through by schedule_from_plan_grown */
+    n->asked++;
+    return sim_steady_window(s, &n->k0, &n->k1);
 }
 
 /* sim_run hands the engine the steady window of the last compute order the growth asked
@@ -651,18 +653,18 @@ Test(sim, window_of_the_order_is_the_ir_s)
                         plan *pl = bench_synth_plan(k, ranks, rep, mb, &e);
                         if (!pl)
                             continue; /* a spec the kind refuses */
-                        last_asked = 0;
-                        schedule *s = schedule_from_plan_grown(pl, iters, window_note, 8, NULL,
-                                                               &e);
+                        window_seen seen = {-1, -1, 0};
+                        schedule *s = schedule_from_plan_grown(pl, iters, window_note, &seen,
+                                                               8, NULL, &e);
                         if (s) {
                             int k0, k1;
                             cr_assert_geq(sim_steady_window(s, &k0, &k1), 0);
-                            cr_assert_gt(last_asked, 0);
-                            cr_expect(k0 == last_k0 && k1 == last_k1,
+                            cr_assert_gt(seen.asked, 0);
+                            cr_expect(k0 == seen.k0 && k1 == seen.k1,
                                       "%s %d ranks x %d, %d mb, %d iterations: the IR's "
                                       "window %d..%d, the order's %d..%d",
                                       sched_kind_name((sched_kind)k), ranks, rep, mb, iters,
-                                      k0, k1, last_k0, last_k1);
+                                      k0, k1, seen.k0, seen.k1);
                             checked[k]++;
                             schedule_free(s);
                         }
