@@ -280,9 +280,7 @@ Test(sim_engine, net_path_levels)
     sp.bw_gbit[1] = 80;
     sp.latency_us[0] = 1;
     sp.latency_us[1] = 20;
-    plumb_err e;
-    cluster *c = sim_synth_cluster(&sp, &e);
-    cr_assert_not_null(c, "%s", e.msg);
+    cluster *c = synth_cluster_of(&sp);
     sim_net n;
     sim_net_from_cluster(&n, c, NULL);
     double rate, lat;
