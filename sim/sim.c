@@ -343,6 +343,65 @@ void sim_malloc_for_one_run(void)
 #endif
 }
 
+/* The timeline's row names, "device D (TYPE)" per worker, into *names (the text) and
+ * *ptrs (one pointer per worker), set as m->device_names; the caller frees both (also on
+ * failure, when they may be NULL). Returns 0, or -1 with err set when out of memory. */
+static int name_workers(sim_model *m, int nworkers, const cluster *c, char **names,
+                        const char ***ptrs, plumb_err *err)
+{
+    *names = malloc((size_t)nworkers * 64 + 1);
+    *ptrs = malloc(((size_t)nworkers + 1) * sizeof **ptrs);
+    if (!*names || !*ptrs)
+        return err_set(err, NULL, NULL, "out of memory");
+    for (int w = 0; w < nworkers; w++) {
+        const device_type *t = cluster_device_type(c, m->worker_device[w]);
+        snprintf(*names + (size_t)w * 64, 64, "device %d (%s)", m->worker_device[w],
+                 t ? t->name : "?");
+        (*ptrs)[w] = *names + (size_t)w * 64;
+    }
+    m->device_names = *ptrs;
+    return 0;
+}
+
+/* The run's scalar figures into rep: the schedule s replayed for view, its result res,
+ * `requested` iterations asked for. */
+static void fill_run(sim_report *rep, const plan *view, const schedule *s,
+                     const sim_result *res, int requested)
+{
+    rep->schedule = s->kind;
+    rep->microbatches = s->microbatches;
+    rep->microbatch_size = view->microbatch_size;
+    rep->iterations = res->iterations;
+    rep->iterations_requested = requested;
+    rep->steady = res->steady;
+    rep->steady_first = res->k0;
+    rep->steady_last = res->k1;
+    rep->settled = res->settled;
+    rep->nstages = s->nstages;
+    rep->chunks = s->chunks;
+    rep->recompute = view->recompute;
+    rep->iteration_s = res->iteration_s;
+    rep->samples_per_s = res->iteration_s > 0
+        ? (double)view->microbatch_size * s->microbatches / res->iteration_s : 0;
+    rep->makespan_s = res->makespan_s;
+    rep->events = res->events;
+    rep->actions = res->actions;
+}
+
+/* rep->tl gets each device's predicted peak memory on its track (for plumb compare) and
+ * each device's memory over time (Chrome counter events, sim_memory_timeline). Returns 0,
+ * or -1 with err set. */
+static int trace_memory(sim_report *rep, const sim_model *m, plumb_err *err)
+{
+    for (int i = 0; i < rep->ndevices; i++)
+        for (int k = 0; k < rep->tl->ntracks; k++) {
+            tl_track *t = &rep->tl->tracks[k];
+            if (t->kind == TL_TRACK_DEVICE && t->device == rep->devices[i].device)
+                t->peak_bytes = rep->devices[i].mem.total;
+        }
+    return sim_memory_timeline(m, rep, rep->tl, err);
+}
+
 sim_report *sim_run(const plan *pl, const sim_options *opt, plumb_err *err)
 {
     sim_options dflt;
@@ -406,21 +465,8 @@ sim_report *sim_run(const plan *pl, const sim_options *opt, plumb_err *err)
         }
         m.record = opt->timeline != 0;
         m.skip_ring_hops = opt->timeline == SIM_TIMELINE_NO_RING_HOPS;
-        if (m.record) {
-            names = malloc((size_t)s->nworkers * 64 + 1);
-            nameptr = malloc(((size_t)s->nworkers + 1) * sizeof *nameptr);
-            if (!names || !nameptr) {
-                err_set(err, NULL, NULL, "out of memory");
-                goto fail;
-            }
-            for (int w = 0; w < s->nworkers; w++) {
-                const device_type *t = cluster_device_type(pl->clus, m.worker_device[w]);
-                snprintf(names + (size_t)w * 64, 64, "device %d (%s)", m.worker_device[w],
-                         t ? t->name : "?");
-                nameptr[w] = names + (size_t)w * 64;
-            }
-            m.device_names = nameptr;
-        }
+        if (m.record && name_workers(&m, s->nworkers, pl->clus, &names, &nameptr, err))
+            goto fail;
         if (sim_engine_run(&m, &res, err))
             goto fail;
         have_res = 1;
@@ -452,24 +498,7 @@ sim_report *sim_run(const plan *pl, const sim_options *opt, plumb_err *err)
     /* a generated IR carries its lowering's counts (s->counts: no pass) */
     if (schedule_inflight_fresh(s, inflight, versions, err))
         goto fail;
-    rep->schedule = s->kind;
-    rep->microbatches = s->microbatches;
-    rep->microbatch_size = view.microbatch_size;
-    rep->iterations = res.iterations;
-    rep->iterations_requested = requested;
-    rep->steady = res.steady;
-    rep->steady_first = res.k0;
-    rep->steady_last = res.k1;
-    rep->settled = res.settled;
-    rep->nstages = s->nstages;
-    rep->chunks = s->chunks;
-    rep->recompute = view.recompute;
-    rep->iteration_s = res.iteration_s;
-    rep->samples_per_s = res.iteration_s > 0
-        ? (double)view.microbatch_size * s->microbatches / res.iteration_s : 0;
-    rep->makespan_s = res.makespan_s;
-    rep->events = res.events;
-    rep->actions = res.actions;
+    fill_run(rep, &view, s, &res, requested);
     if (fill_report(rep, &view, &m, &res, versions, inflight, opt->memory_limit_bytes) ||
         fill_layout(rep, &view, &m)) {
         err_set(err, NULL, NULL, "out of memory");
@@ -489,15 +518,7 @@ sim_report *sim_run(const plan *pl, const sim_options *opt, plumb_err *err)
     for (int l = 0; l < pl->clus->nlevels && l < CLUSTER_MAX_LEVELS; l++)
         snprintf(rep->level_names[l], sizeof rep->level_names[l], "%s",
                  pl->clus->levels[l].name ? pl->clus->levels[l].name : "");
-    /* the trace carries each device's predicted peak memory, for plumb compare */
-    for (int i = 0; rep->tl && i < rep->ndevices; i++)
-        for (int k = 0; k < rep->tl->ntracks; k++) {
-            tl_track *t = &rep->tl->tracks[k];
-            if (t->kind == TL_TRACK_DEVICE && t->device == rep->devices[i].device)
-                t->peak_bytes = rep->devices[i].mem.total;
-        }
-    /* ... and each device's memory over time (Chrome counter events) */
-    if (rep->tl && sim_memory_timeline(&m, rep, rep->tl, err))
+    if (rep->tl && trace_memory(rep, &m, err))
         goto fail;
     sim_result_free(&res);
     sim_model_release(&m);
