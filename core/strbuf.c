@@ -6,15 +6,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-/* Stops storing b's text: frees it, counts from now on. */
-static void sbuf_start_counting(sbuf *b)
-{
-    free(b->p);
-    b->p = NULL;
-    b->cap = 0;
-    b->counting = 1;
-}
-
 /* Streaming: writes to b->out while the text is within b->max (counts past it). */
 static void sbuf_vstream(sbuf *b, const char *fmt, va_list ap)
 {
@@ -51,17 +42,9 @@ void sbuf_printf(sbuf *b, const char *fmt, ...)
         }
         if (b->counting || (b->p && (size_t)k < b->cap - b->n)) {
             b->n += (size_t)k;
-            if (b->max && b->n > b->max && !b->counting)
-                sbuf_start_counting(b);
             return;
         }
-        if (b->max && b->n + (size_t)k > b->max) {
-            sbuf_start_counting(b);
-            continue;
-        }
         size_t nc = (b->cap ? b->cap * 2 : 65536) + (size_t)k + 1;
-        if (b->max && nc > b->max + 1)
-            nc = b->max + 1; /* room for the longest text kept and its NUL */
         char *np = realloc(b->p, nc);
         if (!np) {
             b->oom = 1;

@@ -17,11 +17,9 @@ typedef struct sbuf {
     size_t cap;   /* bytes allocated */
     int oom;      /* set when memory ran out: later writes are ignored */
     int counting; /* 1: nothing is stored, n counts the bytes each write would add */
-    size_t max;   /* > 0: once the text would be longer than max bytes, it is freed and the
-                     buffer counts from then on (the caller learns the whole length in one
-                     pass without holding more than max bytes) */
-    FILE *out;    /* non-NULL: each write goes to out (p stays NULL); past max the buffer
-                     only counts and writes nothing more (the caller discards the file) */
+    size_t max;   /* with out, > 0: once the text is longer than max bytes the buffer only
+                     counts and writes nothing more (the caller discards the file) */
+    FILE *out;    /* non-NULL: each write goes to out (p stays NULL) */
     int werr;     /* streaming: errno of the first write to out that failed, else 0; later
                      writes are dropped */
 } sbuf;

@@ -455,36 +455,19 @@ static void chrome_emit(const timeline *tl, sbuf *b)
     free(tid);
 }
 
-int timeline_chrome_render(const timeline *tl, size_t max, char **text, size_t *len)
+char *timeline_chrome_text(const timeline *tl, size_t *len)
 {
-    sbuf b = {.cap = 4096 + tl->n * 200, .max = max};
-    if (max && b.cap > max + 1)
-        b.cap = max + 1;
-    *text = NULL;
-    *len = 0;
+    sbuf b = {.cap = 4096 + tl->n * 200};
     if (!(b.p = malloc(b.cap)))
-        return -1;
+        return NULL;
     chrome_emit(tl, &b);
     if (b.oom) {
         free(b.p);
-        return -1;
-    }
-    *len = b.n;
-    if (b.counting)
-        return 1;
-    *text = b.p;
-    return 0;
-}
-
-char *timeline_chrome_text(const timeline *tl, size_t *len)
-{
-    char *text;
-    size_t n;
-    if (timeline_chrome_render(tl, 0, &text, &n))
         return NULL;
+    }
     if (len)
-        *len = n;
-    return text;
+        *len = b.n;
+    return b.p;
 }
 
 size_t timeline_chrome_size(const timeline *tl)

@@ -133,13 +133,6 @@ double timeline_end(const timeline *tl);
  * a counter event ("C", "memory dN", args {"bytes": ...}) per memory sample. */
 char *timeline_chrome_text(const timeline *tl, size_t *len);
 
-/* The same text, built only when it is at most max bytes long (max 0: any length), in one
- * pass of the writer: returns 0 with *text (caller frees) and *len its length; 1 when it
- * would be longer than max, with *text NULL and *len its exact length (the writer counts
- * on without storing once past max, so no more than max + 1 bytes are held); -1 when out
- * of memory (*text NULL). */
-int timeline_chrome_render(const timeline *tl, size_t max, char **text, size_t *len);
-
 /* The exact length in bytes of timeline_chrome_text(tl): the writer's own code run in a
  * counting buffer (strbuf.h), which formats every field but stores nothing. 0 when out of
  * memory (the text is never empty). */
