@@ -4,7 +4,6 @@
  * timeline or a text Gantt; with what-ifs (schedule, microbatches, straggler, bandwidth,
  * memory limit) it also runs the plan as written and shows what changed. */
 #include <cjson/cJSON.h>
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -241,34 +240,11 @@ static int apply_whatifs(const plan *pl, sim_args *a)
     return 0;
 }
 
-/* The trace being streamed into its temporary file (files_write_atomic_out). */
-typedef struct trace_out {
-    const char *path;
-    const sim_report *rep;
-    size_t max;  /* the limit in bytes (at least 1) */
-    size_t len;  /* the text's exact length once written or refused */
-    int over;    /* 1: longer than max (the writer refused; the temporary is removed) */
-} trace_out;
-
 /* The limit --trace-limit GIB in bytes, at least one: max 0 would mean no limit. */
 static size_t trace_max(double limit_gib)
 {
     double max = limit_gib * 1073741824.0;
     return max < 1 ? 1 : (size_t)max;
-}
-
-/* Streams the trace within t->max (timeline_chrome_stream: the writer counts as it writes
- * and counts on past the limit, so t->len is exact either way). 0, or -1: over the limit
- * (t->over) or a write failed (err). */
-static int trace_writer(FILE *f, void *ctx, plumb_err *err)
-{
-    trace_out *t = ctx;
-    int rc = timeline_chrome_stream(t->rep->tl, f, t->max, &t->len);
-    if (rc == 1) {
-        t->over = 1;
-        return err_set(err, t->path, NULL, "over --trace-limit");
-    }
-    return rc ? err_set(err, t->path, NULL, "cannot write: %s", strerror(errno)) : 0;
 }
 
 /* The refusal of a trace of len bytes over limit_gib GiB: one line on stderr naming its
@@ -428,7 +404,7 @@ static int write_outputs(const sim_args *a, const sim_report *rep,
      * where, no file is written, exit 2 */
     char nofit[PLUMB_ERR_MAX + 256];
     int fits = plan_fits(a->path, base ? base : rep, nofit, sizeof nofit);
-    trace_out t = {.path = a->trace, .rep = rep, .max = trace_max(a->trace_gib)};
+    timeline_chrome_file t = {.tl = rep->tl, .path = a->trace, .max = trace_max(a->trace_gib)};
     if (a->trace && !fits) {
         /* nothing is written: the writer's own count decides the refusal */
         if (!(t.len = timeline_chrome_size(rep->tl))) {
@@ -437,7 +413,7 @@ static int write_outputs(const sim_args *a, const sim_report *rep,
         }
         t.over = t.len > t.max;
     } else if (fits) {
-        file_out fo[2] = {{.path = a->trace, .write = trace_writer, .ctx = &t},
+        file_out fo[2] = {{.path = a->trace, .write = timeline_chrome_file_write, .ctx = &t},
                           {.path = a->svg, .data = svg, .len = svglen}};
         if (files_write_atomic_out(2, fo, &err) && !t.over) {
             err_print(&err);

@@ -489,25 +489,21 @@ int timeline_chrome_stream(const timeline *tl, FILE *f, size_t max, size_t *len)
     return b.counting ? 1 : 0;
 }
 
-typedef struct chrome_file {
-    const timeline *tl;
-    const char *path;
-} chrome_file;
-
-/* timeline_write_chrome's writer: the whole trace streamed into the temporary file. */
-static int chrome_writer(FILE *f, void *ctx, plumb_err *err)
+int timeline_chrome_file_write(FILE *f, void *ctx, plumb_err *err)
 {
-    const chrome_file *c = ctx;
-    size_t n;
-    if (timeline_chrome_stream(c->tl, f, 0, &n) == 0)
-        return 0;
-    return err_set(err, c->path, NULL, "cannot write: %s", strerror(errno));
+    timeline_chrome_file *c = ctx;
+    int rc = timeline_chrome_stream(c->tl, f, c->max, &c->len);
+    if (rc == 1) {
+        c->over = 1;
+        return err_set(err, c->path, NULL, "longer than the limit of %zu bytes", c->max);
+    }
+    return rc ? err_set(err, c->path, NULL, "cannot write: %s", strerror(errno)) : 0;
 }
 
 int timeline_write_chrome(const timeline *tl, const char *path, plumb_err *err)
 {
-    chrome_file c = {tl, path};
-    file_out fo = {.path = path, .write = chrome_writer, .ctx = &c};
+    timeline_chrome_file c = {.tl = tl, .path = path};
+    file_out fo = {.path = path, .write = timeline_chrome_file_write, .ctx = &c};
     return files_write_atomic_out(1, &fo, err);
 }
 

@@ -146,6 +146,21 @@ size_t timeline_chrome_size(const timeline *tl);
  * checks it for errors. */
 int timeline_chrome_stream(const timeline *tl, FILE *f, size_t max, size_t *len);
 
+/* A trace streamed into the temporary file of an atomic write (core/json.h's
+ * files_write_atomic_out, with timeline_chrome_file_write as the file's writer). */
+typedef struct timeline_chrome_file {
+    const timeline *tl;
+    const char *path; /* named in the error */
+    size_t max;       /* the limit in bytes; 0: any length */
+    size_t len;       /* set: the text's exact length once written or refused */
+    int over;         /* set to 1 when the text is longer than max (the write refused) */
+} timeline_chrome_file;
+
+/* files_write_atomic_out's writer of a timeline_chrome_file (ctx): streams its text into f
+ * (timeline_chrome_stream). Returns 0; -1 with err set when the text is longer than max
+ * (over set, len the exact length) or a write failed. */
+int timeline_chrome_file_write(FILE *f, void *ctx, plumb_err *err);
+
 /* Writes tl as Chrome trace-event JSON to path atomically, streamed into the temporary
  * file (timeline_chrome_stream). Returns 0, or -1 with err. */
 int timeline_write_chrome(const timeline *tl, const char *path, plumb_err *err);

@@ -2,7 +2,6 @@
  * re-plan and re-simulate, save and export, the --keys parser and the snapshot frame. */
 #include "ui/app.h"
 
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -174,26 +173,6 @@ static const sim_report *export_report(const ui_app *a, sim_report **owned, plum
     return *owned = sim_run(a->cur.pl, &o, e);
 }
 
-/* The export's trace streamed into its temporary file within max bytes
- * (files_write_atomic_out): len its exact length once written or refused, over 1 when it
- * was longer than max. */
-typedef struct export_trace {
-    const timeline *tl;
-    size_t max, len;
-    int over;
-} export_trace;
-
-static int export_trace_write(FILE *f, void *ctx, plumb_err *err)
-{
-    export_trace *t = ctx;
-    int rc = timeline_chrome_stream(t->tl, f, t->max, &t->len);
-    if (rc == 1) {
-        t->over = 1;
-        return err_set(err, NULL, NULL, "over the trace limit");
-    }
-    return rc ? err_set(err, NULL, NULL, "cannot write the trace: %s", strerror(errno)) : 0;
-}
-
 static void do_export(ui_app *a)
 {
     char stem[700], m[900];
@@ -218,7 +197,7 @@ static void do_export(ui_app *a)
      * first of the three, within the limit, measured by the writer as it writes
      * (timeline_chrome_stream): over it, no temporary is left and nothing renamed */
     double lim = a->trace_limit_bytes > 0 ? a->trace_limit_bytes : UI_TRACE_LIMIT_BYTES;
-    export_trace t = {r->tl, lim < 1 ? 1 : (size_t)lim, 0, 0};
+    timeline_chrome_file t = {.tl = r->tl, .path = p[0], .max = lim < 1 ? 1 : (size_t)lim};
     char *text[2] = {NULL, NULL};
     size_t len[2] = {0, 0};
     cJSON *j = sim_report_to_json(r, NULL, NULL);
@@ -229,7 +208,7 @@ static void do_export(ui_app *a)
         set_msg(a, 1, "export failed: %s", "out of memory");
         goto done;
     }
-    file_out fo[3] = {{.path = p[0], .write = export_trace_write, .ctx = &t},
+    file_out fo[3] = {{.path = p[0], .write = timeline_chrome_file_write, .ctx = &t},
                       {.path = p[1], .data = text[0], .len = len[0]},
                       {.path = p[2], .data = text[1], .len = len[1]}};
     if (files_write_atomic_out(3, fo, &e)) {
