@@ -71,6 +71,33 @@ static inline int sched_hosts(const schedule *s, int w, int st)
     return 0;
 }
 
+/* One step of schedule_inflight's count of a stage on one worker (its pass, count_worker
+ * in schedule_validate.c, and the fused lowering, which counts as it writes, both take
+ * it): compute or STEP `kind` using version v (an F: its own; a B or W: its forward's; a
+ * STEP: v is the version it replaces, the newest before it). cur is the stage's newest
+ * version (before a STEP: v itself); *infl and *held the activations and versions the
+ * stage holds now; vr[0..vmax) the forwards in flight per version. Other kinds change
+ * nothing. */
+static inline void sched_count_step(int kind, int v, int cur, int vmax, int *infl,
+                                    int *held, int *vr)
+{
+    switch (kind) {
+    case ACT_F:
+        (*infl)++;
+        if (v >= 0 && v < vmax && vr[v]++ == 0 && v != cur) (*held)++;
+        break;
+    case ACT_B: case ACT_W:
+        if (*infl > 0) (*infl)--;
+        if (v >= 0 && v < vmax && --vr[v] == 0 && v != cur) (*held)--;
+        break;
+    case ACT_STEP:
+        (*held)++;
+        if (v >= 0 && v < vmax && vr[v] == 0) (*held)--;
+        break;
+    default: break;
+    }
+}
+
 /* A microbatch's buffer slot while schedule_slots scans a list (and the fused lowering
  * counts as it writes): open, its backward done, its input gradient gone (SLOT_DX: sent,
  * or taken by the stage before on the same worker). It closes when all three are set. */

@@ -416,30 +416,20 @@ static inline __attribute__((always_inline)) double emit_start(emitter *E, int i
     return ready;
 }
 
-/* schedule_inflight's count (count_worker in schedule_validate.c) of compute or STEP a
- * of stage st, written with its version: the same steps in the same list order. Fused
+/* schedule_inflight's count (sched_count_step, as count_worker in schedule_validate.c
+ * takes it) of compute or STEP a of stage st, written with its version (a B or W: its
+ * forward's, as put_compute wrote it): the same steps in the same list order. Fused
  * lowering only: no replicated stage, so a stage's counts are its one worker's, and
- * L->cur[st] before a STEP is count_worker's own count of the stage's STEPs so far. */
+ * L->cur[st] before a STEP (old) is count_worker's own count of the stage's STEPs so
+ * far. */
 static inline __attribute__((always_inline)) void count_action(const lower_st *L,
                                                                const action *a, int old)
 {
-    int S = L->S, st = a->stage, v = a->version, *c = L->cnt;
+    int S = L->S, st = a->stage, *c = L->cnt;
     int *infl = c + 3 * S, *held = c + 4 * S, *vr = c + 6 * S + (size_t)st * L->vmax;
-    switch (a->kind) {
-    case ACT_F:
-        infl[st]++;
-        if (v >= 0 && v < L->vmax && vr[v]++ == 0 && v != L->cur[st]) held[st]++;
-        break;
-    case ACT_B: case ACT_W: /* the version of its forward, as put_compute wrote it */
-        if (infl[st] > 0) infl[st]--;
-        if (v >= 0 && v < L->vmax && --vr[v] == 0 && v != L->cur[st]) held[st]--;
-        break;
-    case ACT_STEP:
-        held[st]++;
-        if (old >= 0 && old < L->vmax && vr[old] == 0) held[st]--;
-        break;
-    default: break;
-    }
+    int step = a->kind == ACT_STEP;
+    sched_count_step(a->kind, step ? old : a->version, step ? old : L->cur[st], L->vmax,
+                     &infl[st], &held[st], vr);
     if (infl[st] > c[st]) c[st] = infl[st];
     if (held[st] > c[S + st]) c[S + st] = held[st];
 }

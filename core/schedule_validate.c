@@ -546,28 +546,10 @@ static int count_worker(const schedule *s, int w, int *fver, int *cur, int *infl
         if (!here || act_is_comm(a->kind)) continue;
         size_t k = (size_t)st * T + (m >= 0 && m < T ? m : 0);
         int *vr = vref + (size_t)st * vmax;
-        switch (a->kind) {
-        case ACT_F:
-            fver[k] = a->version;
-            infl[st]++;
-            if (a->version >= 0 && a->version < vmax && vr[a->version]++ == 0 &&
-                a->version != cur[st])
-                held[st]++;
-            break;
-        case ACT_B: case ACT_W: {
-            if (infl[st] > 0) infl[st]--;
-            int v = fver[k];
-            if (v >= 0 && v < vmax && --vr[v] == 0 && v != cur[st]) held[st]--;
-            break;
-        }
-        case ACT_STEP: {
-            int old = cur[st]++;
-            held[st]++;
-            if (old >= 0 && old < vmax && vr[old] == 0) held[st]--;
-            break;
-        }
-        default: break;
-        }
+        int v = a->kind == ACT_F ? (fver[k] = a->version)
+                : a->kind == ACT_STEP ? cur[st]++ : fver[k];
+        sched_count_step(a->kind, v, a->kind == ACT_STEP ? v : cur[st], vmax, &infl[st],
+                         &held[st], vr);
         if (infl[st] > act[st]) act[st] = infl[st];
         if (held[st] > ver[st]) ver[st] = held[st];
     }
