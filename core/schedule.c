@@ -458,7 +458,6 @@ static int slots_scan(const action *list, int n, int stage, int T, int direct)
     }
     if (!direct)
         for (unsigned h = 0; h < cap; h++) keys[h] = -1;
-    const unsigned char dx0 = stage == 0 ? SLOT_DX : 0; /* stage 0 sends no gradient */
     for (int i = 0; i < n; i++) {
         const action *a = &list[i];
         int local_take = a->stage == stage - 1 && (a->kind == ACT_B || a->kind == ACT_I);
@@ -478,15 +477,12 @@ static int slots_scan(const action *list, int n, int stage, int T, int direct)
         if (id < 0) continue;
         unsigned char *m = &state[id];
         if (!(*m & SLOT_OPEN)) {
-            if (!local_take && (a->kind == ACT_RECV_F || a->kind == ACT_F)) {
-                *m = SLOT_OPEN | dx0;
-                if (++open > best) best = open;
-            }
+            if (!local_take && (a->kind == ACT_RECV_F || a->kind == ACT_F))
+                sched_slot_open(m, stage, &open, &best);
             continue;
         }
-        if (local_take || a->kind == ACT_SEND_B) *m |= SLOT_DX;
-        else if (a->kind == ACT_B || a->kind == ACT_W) *m |= SLOT_BWD;
-        if (*m == (SLOT_OPEN | SLOT_BWD | SLOT_DX)) *m = 0, open--;
+        if (local_take || a->kind == ACT_SEND_B) sched_slot_mark(m, SLOT_DX, &open);
+        else if (a->kind == ACT_B || a->kind == ACT_W) sched_slot_mark(m, SLOT_BWD, &open);
     }
     free(keys), free(ids), free(state);
     return best;

@@ -103,6 +103,21 @@ static inline void sched_count_step(int kind, int v, int cur, int vmax, int *inf
  * or taken by the stage before on the same worker). It closes when all three are set. */
 enum { SLOT_OPEN = 1, SLOT_BWD = 2, SLOT_DX = 4 };
 
+/* Opens slot *m (not open) of a microbatch of stage `stage`: *open counts the slots open
+ * now, *best the most so far (schedule_slots' scan and the fused lowering both take it). */
+static inline void sched_slot_open(unsigned char *m, int stage, int *open, int *best)
+{
+    *m = SLOT_OPEN | (stage == 0 ? SLOT_DX : 0); /* stage 0 sends no gradient */
+    if (++*open > *best) *best = *open;
+}
+
+/* Marks open slot *m with bit (SLOT_BWD or SLOT_DX); it closes with all three. */
+static inline void sched_slot_mark(unsigned char *m, unsigned char bit, int *open)
+{
+    *m |= bit;
+    if (*m == (SLOT_OPEN | SLOT_BWD | SLOT_DX)) *m = 0, --*open;
+}
+
 /* Moves lists[0..nworkers) into s (replacing its lists; frees s->counts, the counts of
  * the old ones); the vectors are left empty. */
 int sched_adopt(schedule *s, actvec *lists, plumb_err *err);

@@ -453,9 +453,8 @@ static inline void slot_open(const lower_st *L, int st, int m)
 {
     unsigned char *sm = &L->sstate[(size_t)st * L->T + m];
     int S = L->S, *c = L->cnt;
-    if (*sm & SLOT_OPEN) return;
-    *sm = SLOT_OPEN | (st == 0 ? SLOT_DX : 0); /* stage 0 sends no gradient */
-    if (++c[5 * S + st] > c[2 * S + st]) c[2 * S + st] = c[5 * S + st];
+    if (!(*sm & SLOT_OPEN))
+        sched_slot_open(sm, st, &c[5 * S + st], &c[2 * S + st]);
 }
 
 /* ... and an open slot gets `bit` (SLOT_BWD: a B or W of st; SLOT_DX: a SEND_B of st, or
@@ -463,9 +462,8 @@ static inline void slot_open(const lower_st *L, int st, int m)
 static inline void slot_mark(const lower_st *L, int st, int m, unsigned char bit)
 {
     unsigned char *sm = &L->sstate[(size_t)st * L->T + m];
-    if (!(*sm & SLOT_OPEN)) return;
-    *sm |= bit;
-    if (*sm == (SLOT_OPEN | SLOT_BWD | SLOT_DX)) *sm = 0, L->cnt[5 * L->S + st]--;
+    if (*sm & SLOT_OPEN)
+        sched_slot_mark(sm, bit, &L->cnt[5 * L->S + st]);
 }
 
 /* Writes action a at the end of the worker's list; fused, counts the slots it changes
