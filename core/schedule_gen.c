@@ -93,9 +93,19 @@ static int gen_single(const schedule *s, actvec *lists)
     return 0;
 }
 
+/* Rounds of the interleaved order: at least p microbatches each (one round when M < p). */
+static int interleaved_rounds(int M, int p) { return M / p > 0 ? M / p : 1; }
+
+int sched_interleaved_warmup(int p, int V, int M, int r)
+{
+    int rounds = interleaved_rounds(M, p), G = (M + rounds - 1) / rounds;
+    int k = 2 * (p - r - 1) + (V - 1) * G;
+    return k > M * V ? M * V : k;
+}
+
 /* Megatron-LM's interleaved 1F1B on rank r: microbatches in groups of p (the last group
  * may be smaller), each group through chunk 0, then chunk 1, ...; backwards in the same
- * order with the chunks reversed; 2 (p - r - 1) + (V - 1) p warmup forwards. */
+ * order with the chunks reversed; sched_interleaved_warmup's warmup forwards. */
 static int gen_interleaved(const schedule *s, actvec *lists)
 {
     int p = sched_nranks(s), V = s->chunks, M = s->microbatches, total = M * V;
@@ -106,7 +116,7 @@ static int gen_interleaved(const schedule *s, actvec *lists)
     }
     /* rounds of at least p microbatches each (one round when M < p), sizes as even as
      * possible, the larger first */
-    int rounds = M / p > 0 ? M / p : 1, n = 0, g0 = 0, G = (M + rounds - 1) / rounds;
+    int rounds = interleaved_rounds(M, p), n = 0, g0 = 0;
     for (int q = 0; q < rounds; q++) {
         int size = M / rounds + (q < M % rounds);
         for (int c = 0; c < V; c++)
@@ -115,8 +125,7 @@ static int gen_interleaved(const schedule *s, actvec *lists)
     }
     for (int r = 0; r < p; r++) {
         actvec *v = &lists[sched_rank_worker(s, r)];
-        int k = 2 * (p - r - 1) + (V - 1) * G;
-        if (k > total) k = total;
+        int k = sched_interleaved_warmup(p, V, M, r);  /* M: one pipeline's */
         for (int it = 0; it < s->iterations; it++) {
             int base = it * M, rc = 0;
             for (int i = 0; i < k && !rc; i++) rc = emit(v, ACT_F, tc[i] * p + r, base + tm[i]);

@@ -58,6 +58,12 @@ void sched_order_free(schedule *s, actvec *lists);
 int sched_nranks(const schedule *s);
 /* The worker of pipeline rank r (chunked kinds). */
 int sched_rank_worker(const schedule *s, int r);
+/* Warmup forwards of pipeline rank r of p in an interleaved order of V chunks and M
+ * microbatches (one pipeline's, per iteration): 2 (p - r - 1) + (V - 1) G, G the
+ * microbatches of the order's first round (p when p divides M), at most M V (all of
+ * them). The forward after them pairs with the first backward, as does each later forward
+ * with the backward that follows it: the steady state's pairs. */
+int sched_interleaved_warmup(int p, int V, int M, int r);
 /* Total microbatches laid out: microbatches * iterations. */
 static inline int sched_total_mb(const schedule *s) { return s->microbatches * s->iterations; }
 /* 1 when worker w hosts a replica of stage st. Inline: the validator asks it per

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/schedule_impl.h"
 #include "sim/engine_impl.h"
 
 /* 1 when the receiver of transfer x (a SEND's) has posted the matching RECV whose
@@ -104,11 +105,20 @@ static int feeds(const action *a, const action *c)
 }
 
 /* 1 when the gap before computation g of n (0 .. n; comp[] their actions) is a batch
- * point: every gap but the one between the F and the B of a chunked schedule's steady
- * pair (pair = 1). */
+ * point: every gap after a forward or backward but the one between the F and the B of a
+ * chunked schedule's steady pair (pair = 1: the worker's list has steady pairs), and the
+ * gap before an iteration's first forward. A stage's all-reduce and step, which the IR
+ * places after the stage's last backward (between an interleaved rank's chunks), are not
+ * the runtime's: its exchanges run between its forwards and backwards, its optimizer after
+ * them. */
 static int batch_point(const action *const *comp, int n, int g, int pair)
 {
-    return g == 0 || g == n || !pair || comp[g - 1]->kind != ACT_F || comp[g]->kind != ACT_B;
+    if (g == 0 || g == n)
+        return 1;
+    int prev = comp[g - 1]->kind, next = comp[g]->kind;
+    if (!act_is_compute(prev))
+        return next == ACT_F;
+    return !pair || prev != ACT_F || next != ACT_B;
 }
 
 /* Worker list acts[0 .. len) placed into out[0 .. len); scratch: comp[len], gap[len],
@@ -162,6 +172,26 @@ static void order_worker(const action *acts, int len, int pair, action *out,
     }
 }
 
+/* 1 when worker w's list has steady F-B pairs that such a runtime runs back to back: an
+ * interleaved rank whose warmup leaves forwards to pair (a rank whose warmup holds every
+ * forward, as rank 0 does when M = p, exchanges after each of them and then after each
+ * backward); the other chunked kinds' every F then B. */
+static int has_pairs(const schedule *s, int w)
+{
+    if (s->chunks < 2)
+        return 0;
+    if (s->kind != SCHED_INTERLEAVED)
+        return 1;
+    /* the rank and its microbatches from the list itself: a folded IR's fields count
+     * replicas it does not lay out */
+    int nf = 0, st = -1, V = s->chunks, p = sched_nranks(s);
+    for (int i = 0; i < s->len[w]; i++)
+        if (s->acts[w][i].kind == ACT_F && nf++ == 0)
+            st = s->acts[w][i].stage;
+    int M = nf / (V * (s->iterations > 0 ? s->iterations : 1));
+    return nf > 0 && sched_interleaved_warmup(p, V, M, st % p) < M * V;
+}
+
 int eng_sync_order(const schedule *s, schedule *out)
 {
     *out = *s;
@@ -179,7 +209,7 @@ int eng_sync_order(const schedule *s, schedule *out)
     for (int w = 0; w < nw; w++) {
         if (!(out->acts[w] = malloc(((size_t)s->len[w] + 1) * sizeof **out->acts)))
             goto done;
-        order_worker(s->acts[w], s->len[w], s->chunks > 1, out->acts[w], comp, gap, cnt);
+        order_worker(s->acts[w], s->len[w], has_pairs(s, w), out->acts[w], comp, gap, cnt);
     }
     out->len = s->len;
     rc = 0;
