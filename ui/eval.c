@@ -167,21 +167,8 @@ fail:
 static void runtime_options(const layout3d_options *o, const ui_runtime *rt, int tp,
                             search3d_options *so)
 {
-    search3d_options_init(so);
-    so->gpus = o->gpus;
-    so->global_batch = o->global_batch;
-    so->tp = tp, so->pp = o->pp, so->dp = o->dp;
-    so->zero = o->zero;
-    so->recompute = o->recompute;
-    so->checkpoint_layers = o->checkpoint_layers;
-    so->schedule = o->schedule >= 0 ? o->schedule : SEARCH3D_FREE;
-    so->precision = o->precision;
-    so->grad_reduce = o->grad_reduce;
-    so->optimizer_state = o->optimizer_state;
-    so->seq = o->seq;
-    so->attention = o->attention;
-    so->p2p_sync = o->p2p_sync;
-    so->balance = o->balance;
+    search3d_options_from_layout(o, so);
+    so->tp = tp;
     if (rt) {
         so->tp_overlap = (plan_tp_overlap)rt->tp_overlap;
         so->overlap_param_gather = rt->overlap_param_gather;
