@@ -116,30 +116,20 @@ typedef struct given {
     int tp_overlap;            /* --tp-overlap (plan_tp_overlap; set on the built plan) */
 } given;
 
-/* The search's options from the command line: what was given is fixed. */
+/* The search's options from the command line: what was given is fixed, the layout
+ * dimensions not given are searched. */
 static void search_options(const layout3d_options *o, const given *g, search3d_options *so)
 {
-    search3d_options_init(so);
-    so->gpus = o->gpus;
-    so->global_batch = o->global_batch;
-    so->tp = o->tp, so->pp = o->pp, so->dp = o->dp;
-    so->microbatch_size = g->mbs ? o->microbatch_size : 0;
-    so->interleave = g->interleave ? o->interleave : 0;
-    so->recompute = g->recompute ? o->recompute : SEARCH3D_FREE;
-    so->sequence_parallel = g->sp ? 1 : SEARCH3D_FREE;
-    so->zero = g->zero ? o->zero : SEARCH3D_FREE;
-    so->schedule = g->schedule ? o->schedule : SEARCH3D_FREE;
-    so->checkpoint_layers = o->checkpoint_layers;
-    so->precision = o->precision;
-    so->grad_reduce = o->grad_reduce;
-    so->optimizer_state = o->optimizer_state;
-    so->seq = o->seq;
-    so->attention = o->attention;
+    search3d_options_from_layout(o, so);
+    if (!g->mbs) so->microbatch_size = 0;
+    if (!g->interleave) so->interleave = 0;
+    if (!g->recompute) so->recompute = SEARCH3D_FREE;
+    if (!g->sp) so->sequence_parallel = SEARCH3D_FREE;
+    if (!g->zero) so->zero = SEARCH3D_FREE;
+    if (!g->schedule) so->schedule = SEARCH3D_FREE;
     so->simulate = g->top;
     so->tp_overlap = (plan_tp_overlap)g->tp_overlap;
     so->overlap_param_gather = g->overlap_param_gather;
-    so->p2p_sync = o->p2p_sync;
-    so->balance = o->balance;
 }
 
 /* Parses the options into o; 1 after --help, 2 after one line, else 0. */

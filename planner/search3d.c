@@ -26,6 +26,28 @@ void search3d_options_init(search3d_options *o)
     o->precision = DEV_BF16;
 }
 
+void search3d_options_from_layout(const layout3d_options *o, search3d_options *so)
+{
+    search3d_options_init(so);
+    so->gpus = o->gpus;
+    so->global_batch = o->global_batch;
+    so->tp = o->tp, so->pp = o->pp, so->dp = o->dp;
+    so->microbatch_size = o->microbatch_size;
+    so->interleave = o->interleave;
+    so->recompute = o->recompute;
+    so->checkpoint_layers = o->checkpoint_layers;
+    so->sequence_parallel = o->sequence_parallel;
+    so->zero = o->zero;
+    so->schedule = o->schedule >= 0 ? o->schedule : SEARCH3D_FREE;
+    so->precision = o->precision;
+    so->grad_reduce = o->grad_reduce;
+    so->optimizer_state = o->optimizer_state;
+    so->seq = o->seq;
+    so->attention = o->attention;
+    so->p2p_sync = o->p2p_sync;
+    so->balance = o->balance;
+}
+
 int search3d_all_fixed(const search3d_options *o)
 {
     return o->tp > 0 && o->pp > 0 && o->dp > 0 && o->microbatch_size > 0 && o->interleave > 0 &&

@@ -61,6 +61,17 @@ typedef struct search3d_options {
  * overlapped point-to-point). */
 void search3d_options_init(search3d_options *o);
 
+/* Initialises *so (search3d_options_init) and copies into it every field that the fixed
+ * layout o fixes: gpus, global batch, tp, pp, dp, microbatch size, interleave (0 stays 0:
+ * layout3d_resolve derives it), recompute, checkpoint layers, sequence parallelism, zero,
+ * schedule (-1: SEARCH3D_FREE, layout3d's default), precision, gradient and optimizer-state
+ * precision, sequence length, attention, p2p and balance. What a layout does not hold
+ * stays at search3d_options_init's value (simulate, tp_overlap, overlap_param_gather): the
+ * caller sets those, and frees the fields it searches. The one owner of this copy (`plumb
+ * plan --model`'s search and fixed layout, `plumb ui --model`'s runtime check). Cannot
+ * fail; o is not kept. */
+void search3d_options_from_layout(const layout3d_options *o, search3d_options *so);
+
 /* The closed-form estimate of one layout, seconds per iteration and its parts. */
 typedef struct search3d_est {
     double iteration_s;    /* the estimate: pipeline makespan + exposed all-reduce + step */

@@ -9,6 +9,7 @@
 
 #include "core/schedule_traits.h"
 #include "ui/eval.h"
+#include "planner/llm_profile.h"
 #include "planner/policy.h"
 
 #define PROFILE "profiles/pipedream/vgg16.json"
@@ -269,4 +270,69 @@ Test(ui_eval, large_clusters_are_not_cut_silently)
         ui_base_free(&b);
     }
     unlink(path);
+}
+
+/* search3d_options_from_layout copies every field a fixed layout fixes (each set to a
+ * value unlike its default here) and nothing else; the dashboard's runtime options (the
+ * check of every what-if) are that copy, so they describe one fixed layout
+ * (search3d_all_fixed), as `plumb plan --model --tp --pp --dp` gives its check. */
+Test(ui_eval, runtime_options_are_the_fixed_layout)
+{
+    layout3d_options o;
+    layout3d_options_init(&o);
+    o.gpus = 16, o.tp = 2, o.pp = 4, o.dp = 2, o.global_batch = 64;
+    o.microbatch_size = 4, o.interleave = 3, o.recompute = RECOMPUTE_FULL;
+    o.checkpoint_layers = 2, o.sequence_parallel = 1, o.zero = 1;
+    o.precision = DEV_BF16, o.schedule = SCHED_INTERLEAVED, o.seq = 512, o.balance = 1;
+    o.attention = LLM_ATTN_FLASH, o.p2p_sync = 1;
+    o.grad_reduce = DEV_BF16, o.optimizer_state = DEV_BF16;
+    search3d_options so;
+    memset(&so, 0x5a, sizeof so); /* initialised by the copy, not by the caller */
+    search3d_options_from_layout(&o, &so);
+    cr_expect_eq(so.gpus, 16);
+    cr_expect_eq(so.global_batch, 64);
+    cr_expect(so.tp == 2 && so.pp == 4 && so.dp == 2);
+    cr_expect_eq(so.microbatch_size, 4);
+    cr_expect_eq(so.interleave, 3);
+    cr_expect_eq(so.recompute, RECOMPUTE_FULL);
+    cr_expect_eq(so.checkpoint_layers, 2);
+    cr_expect_eq(so.sequence_parallel, 1);
+    cr_expect_eq(so.zero, 1);
+    cr_expect_eq(so.schedule, SCHED_INTERLEAVED);
+    cr_expect_eq(so.precision, DEV_BF16);
+    cr_expect_eq(so.grad_reduce, DEV_BF16);
+    cr_expect_eq(so.optimizer_state, DEV_BF16);
+    cr_expect_eq(so.seq, 512);
+    cr_expect_eq(so.attention, LLM_ATTN_FLASH);
+    cr_expect_eq(so.p2p_sync, 1);
+    cr_expect_eq(so.balance, 1);
+    cr_expect_eq(so.simulate, 0);
+    cr_expect_eq(so.tp_overlap, TP_OVERLAP_NONE);
+    cr_expect_eq(so.overlap_param_gather, 0);
+    cr_expect(search3d_all_fixed(&so));
+    layout3d_options_init(&o); /* layout3d's defaults: the schedule left to the layout */
+    search3d_options_from_layout(&o, &so);
+    cr_expect_eq(so.schedule, SEARCH3D_FREE);
+    cr_expect_eq(so.sequence_parallel, 0);
+    cr_expect_eq(so.zero, 0);
+
+    /* the dashboard's base: the layout as opened, at its resolved tp */
+    layout3d_options_init(&o);
+    o.pp = 2, o.dp = 2, o.gpus = 8, o.global_batch = 16, o.microbatch_size = 2;
+    o.interleave = 1, o.sequence_parallel = 1, o.zero = 1;
+    ui_runtime rt = { TP_OVERLAP_FULL, 1 };
+    ui_base b;
+    plumb_err e;
+    err_clear(&e);
+    cr_assert_eq(ui_base_load_model(&b, "examples/llm/gpt2.json",
+                                    "profiles/clusters/dgx-a100-80g.json", &o, &rt, &e), 0,
+                 "%s", e.msg);
+    cr_expect_eq(b.rt.tp, 2, "the resolved tp");
+    cr_expect_eq(b.rt.microbatch_size, 2);
+    cr_expect_eq(b.rt.sequence_parallel, 1);
+    cr_expect_eq(b.rt.zero, 1);
+    cr_expect_eq(b.rt.tp_overlap, TP_OVERLAP_FULL);
+    cr_expect_eq(b.rt.overlap_param_gather, 1);
+    cr_expect(search3d_all_fixed(&b.rt), "the opened layout is one fixed layout");
+    ui_base_free(&b);
 }

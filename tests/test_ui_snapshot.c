@@ -17,6 +17,7 @@
 
 #include "cli/cli.h"
 #include "core/json.h"
+#include "planner/llm_profile.h"
 #include "tests/tmpdir.h"
 #include "ui/app.h"
 #include "ui/draw.h"
@@ -823,6 +824,90 @@ Test(ui_snapshot, layout3d_runtime_rides_every_layout_and_is_saved)
     ui_app_free(&a);
 }
 
+/* Layout options tp x pp x dp on as many GPUs, global batch b, microbatch size 1. */
+static layout3d_options layout_of(int tp, int pp, int dp, int b);
+
+/* The sum of the forward times of a plan's layers (its profile: the attention kind's). */
+static double forward_ms(const plan *pl)
+{
+    double s = 0;
+    for (int i = 0; i < pl->prof->nlayers; i++) s += pl->prof->layers[i].forward_ms;
+    return s;
+}
+
+/* The runtime keys (k tp overlap, y p2p, f attention, j the all-gather apart) lay the
+ * model out again with the setting: the row names it, the figures equal plumb sim --json
+ * of the plan saved, which carries it (attention flash: the profile layout3d_build makes
+ * with it); a setting the layout cannot take is refused with the runtime check's line,
+ * the plan, settings and undo stack kept. */
+Test(ui_snapshot, layout3d_runtime_keys_lay_out_again_and_are_saved)
+{
+    layout3d_options o = layout_of(2, 2, 2, 16);
+    o.zero = 1;
+    ui_app a;
+    plumb_err e;
+    err_clear(&e);
+    cr_assert_eq(ui_app_open_model(&a, "examples/llm/gpt2.json", A100, &o, NULL, tmpdir, &e), 0,
+                 "%s", e.msg);
+    char *s = snap(&a, 130, 40, NULL);
+    figs first = read_figs(s);
+    free(s);
+    s = snap(&a, 130, 40, "kyfs");
+    cr_assert(strstr(s, "tpo backward  opg off  p2p sync  grad fp32  state fp32  attn flash"),
+              "%s", s);
+    assert_saved_layout(s, 2, 2, 2, 0, 1);
+    figs kyf = read_figs(s);
+    cr_assert(kyf.iter_s != first.iter_s);
+    plan *pl = plan_load(saved_plan_path(s), &e);
+    cr_assert_not_null(pl, "%s", e.msg);
+    cr_assert(pl->tp_overlap == TP_OVERLAP_BACKWARD && pl->p2p_sync == 1 &&
+              pl->overlap_param_gather == 0);
+    transformer *t = transformer_load("examples/llm/gpt2.json", &e);
+    cluster *c = cluster_load(A100, &e);
+    cr_assert(t && c, "%s", e.msg);
+    layout3d_options fo = o;
+    fo.attention = LLM_ATTN_FLASH;
+    plan *flash = layout3d_build(t, c, A100, &fo, &e);
+    cr_assert_not_null(flash, "%s", e.msg);
+    cr_assert_float_eq(forward_ms(pl), forward_ms(flash), 1e-9 * forward_ms(flash),
+                       "the saved plan's layers are not flash attention's");
+    plan_free(flash);
+    plan_free(pl);
+    free(s);
+    /* j: the all-gather under the forward (zero 1), saved */
+    s = snap(&a, 130, 40, "js");
+    cr_assert(strstr(s, "opg on"), "%s", s);
+    assert_saved_layout(s, 2, 2, 2, 0, 1);
+    pl = plan_load(saved_plan_path(s), &e);
+    cr_assert(pl && pl->overlap_param_gather == 1, "%s", e.msg);
+    plan_free(pl);
+    free(s);
+    /* ZeRO off: the all-gather asked shows n/a; asked again (off, on) it is refused */
+    s = snap(&a, 130, 40, "oj");
+    cr_assert(strstr(s, "opg off"), "%s", s);
+    free(s);
+    int undo = a.st->undo_n;
+    s = snap(&a, 130, 40, NULL);
+    figs before = read_figs(s);
+    free(s);
+    s = snap(&a, 130, 40, "j");
+    cr_assert(strstr(s, "--overlap-param-gather: belongs to --zero 1"), "%s", s);
+    cr_assert(strstr(a.msg, "--overlap-param-gather: belongs to --zero 1") && a.msg_err);
+    cr_assert(strstr(s, "opg off") && strstr(s, "zero 0"), "%s", s);
+    figs after = read_figs(s);
+    cr_assert(before.iter_s == after.iter_s && a.st->undo_n == undo);
+    free(s);
+    /* undo walks back through the runtime keys to the first layout, kept */
+    for (int i = 0; i < undo; i++) ui_app_key(&a, 'u');
+    s = snap(&a, 130, 40, NULL);
+    cr_assert(strstr(s, "tpo none  opg off  p2p overlap"), "%s", s);
+    cr_assert_eq(read_figs(s).iter_s, first.iter_s);
+    free(s);
+    transformer_free(t);
+    cluster_free(c);
+    ui_app_free(&a);
+}
+
 Test(ui_snapshot, layout3d_memory_panel_holds_megatron_bytes_per_parameter)
 {
     ui_app a;
@@ -987,6 +1072,14 @@ static void assert_in_step(const ui_app *a)
     cr_assert(r->microbatch_size == w->mbs && r->interleave == w->interleave &&
               r->recompute == w->recompute && r->sequence_parallel == w->seqpar &&
               r->zero == w->zero && (int)r->schedule == w->schedule);
+    /* the runtime: p2p as asked; tp overlap where tp > 1, the all-gather apart where zero
+     * is 1 and the schedule synchronous (pipedream and 2bw are not) */
+    const plan *pl = a->cur.pl;
+    int sync = w->schedule != SCHED_PIPEDREAM && w->schedule != SCHED_2BW;
+    cr_assert_eq(pl->p2p_sync, w->p2p_sync);
+    cr_assert_eq((int)pl->tp_overlap, w->tp > 1 ? w->tp_overlap : TP_OVERLAP_NONE);
+    cr_assert_eq(pl->overlap_param_gather, w->opg && w->zero == 1 && sync);
+    cr_assert(!w->p2p_sync || (w->schedule != SCHED_ZB_V && w->schedule != SCHED_DUALPIPEV));
 }
 
 Test(ui_snapshot, layout3d_random_keys_keep_the_screen_and_the_settings_in_step)
@@ -1002,7 +1095,7 @@ Test(ui_snapshot, layout3d_random_keys_keep_the_screen_and_the_settings_in_step)
         cr_assert_eq(ui_app_open_model(&a, "examples/llm/gpt2.json", A100, &o, NULL, tmpdir,
                                        &e), 0, "%s", e.msg);
         if (async) cr_assert_eq(ui_app_async_start(&a), 0);
-        const char keys[] = "gGdDwWnNmMiIraocC+-uUuxXbB";
+        const char keys[] = "gGdDwWnNmMiIraocC+-uUuxXbBkKjyf";
         unsigned seed = 2024;
         int refused = 0;
         for (int i = 0; i < 400; i++) {

@@ -243,7 +243,7 @@ static ui_state *fresh3d(void)
     w.straggler = -1;
     w.straggler_factor = 2;
     ui_state_init(&st, &w, 2, 8, 80 * GIB);
-    ui_state_set_layout3d(&st, 96, 1536);
+    ui_state_set_layout3d(&st, 96, 1536, NULL);
     return &st;
 }
 
@@ -354,12 +354,131 @@ Test(ui_state, layout3d_reject_undoes_without_redo_and_random_keys_keep_a_layout
     cr_assert_eq(ui_state_reject(fresh3d()), 0, "nothing to reject");
     /* any key sequence stays on layouts the rules allow */
     st = fresh3d();
-    const char keys[] = "gGdDwWnNmMiIraocC+-uU";
+    const char keys[] = "gGdDwWnNmMiIraocC+-uUkKjyf";
     unsigned seed = 12345;
     for (int i = 0; i < 3000; i++) {
         seed = seed * 1103515245u + 12345u;
         ui_state_key(st, keys[(seed >> 16) % (sizeof keys - 1)]);
         assert_lays_out(&st->cur);
         cr_assert(ui_layout3d_ok(st, &st->cur));
+        /* p2p sync never on a V-placed schedule (they deadlock under it) */
+        cr_assert(!st->cur.p2p_sync || (st->cur.schedule != SCHED_ZB_V &&
+                                         st->cur.schedule != SCHED_DUALPIPEV));
     }
+}
+
+/* The runtime keys: k K cycle the tp overlap, j the parameter all-gather apart, y p2p, f
+ * attention; each change is undoable. What `plumb plan --model` refuses (written out
+ * here: tp overlap at tp 1, the all-gather without ZeRO-1 or on an asynchronous schedule,
+ * p2p sync on a V-placed schedule) is refused with the check's line, the settings and the
+ * undo stack kept; a layout key keeps tp overlap and the all-gather asked where the layout
+ * cannot take them (n/a on screen), and the schedule keys skip zb-v and dualpipev under p2p
+ * sync. */
+Test(ui_state, layout3d_runtime_keys_and_the_runtime_check)
+{
+    ui_state *st = fresh3d();
+    static const int cycle[] = { TP_OVERLAP_BACKWARD, TP_OVERLAP_FULL, TP_OVERLAP_NONE };
+    for (int i = 0; i < 3; i++) {
+        cr_assert(ui_state_key(st, 'k') & UI_DO_EVAL);
+        cr_assert_eq(st->cur.tp_overlap, cycle[i]);
+    }
+    ui_state_key(st, 'K');
+    cr_assert_eq(st->cur.tp_overlap, TP_OVERLAP_FULL);
+    ui_state_key(st, 'f');
+    ui_state_key(st, 'y');
+    cr_assert(st->cur.attention == 1 && st->cur.p2p_sync == 1);
+    cr_assert_eq(st->undo_n, 6);
+    ui_state_key(st, 'u');
+    ui_state_key(st, 'u');
+    cr_assert(st->cur.attention == 0 && st->cur.p2p_sync == 0 && st->redo_n == 2);
+    ui_state_key(st, 'U');
+    cr_assert(st->cur.attention == 1 && st->cur.p2p_sync == 0);
+
+    /* j without ZeRO-1: refused, nothing changes */
+    ui_whatif before = st->cur;
+    int undo = st->undo_n;
+    cr_assert_eq(ui_state_key(st, 'j'), UI_DO_REDRAW);
+    cr_assert(strstr(st->note, "--overlap-param-gather: belongs to --zero 1"), "%s", st->note);
+    cr_assert(ui_whatif_equal(&st->cur, &before) && st->undo_n == undo);
+    ui_state_key(st, 'o');
+    cr_assert(ui_state_key(st, 'j') & UI_DO_EVAL);
+    cr_assert(st->cur.opg == 1 && st->note[0] == 0);
+    /* ZeRO off again, and an asynchronous schedule: taken, the all-gather kept as asked */
+    ui_state_key(st, 'o');
+    cr_assert(st->cur.zero == 0 && st->cur.opg == 1, "a layout key keeps the runtime asked");
+    ui_state_key(st, 'o');
+    ui_state_key(st, 'c'); /* 1f1b-flush -> pipedream */
+    cr_assert(st->cur.schedule == SCHED_PIPEDREAM && st->cur.opg == 1);
+    ui_state_key(st, 'j'); /* off: always taken */
+    cr_assert_eq(st->cur.opg, 0);
+    before = st->cur;
+    cr_assert_eq(ui_state_key(st, 'j'), UI_DO_REDRAW);
+    cr_assert(strstr(st->note, "--overlap-param-gather: expected a synchronous schedule (got "
+                     "pipedream"), "%s", st->note);
+    cr_assert(ui_whatif_equal(&st->cur, &before));
+    ui_state_key(st, 'C');
+
+    /* tp 1 keeps the tp overlap asked (n/a); k asks for the next one and is refused */
+    for (int i = 0; i < 3; i++) ui_state_key(st, 'G');
+    cr_assert(st->cur.tp == 1 && st->cur.tp_overlap == TP_OVERLAP_FULL);
+    before = st->cur;
+    cr_assert_eq(ui_state_key(st, 'K'), UI_DO_REDRAW);
+    cr_assert(strstr(st->note, "--tp-overlap: expected --tp 2 or more"), "%s", st->note);
+    cr_assert(ui_whatif_equal(&st->cur, &before));
+    cr_assert(ui_state_key(st, 'k') & UI_DO_EVAL); /* full -> none */
+    cr_assert_eq(st->cur.tp_overlap, TP_OVERLAP_NONE);
+    cr_assert_eq(ui_state_key(st, 'k'), UI_DO_REDRAW);
+    cr_assert_eq(st->cur.tp_overlap, TP_OVERLAP_NONE);
+
+    /* p2p sync: every schedule but the V-placed ones, forward and back */
+    st = fresh3d();
+    ui_state_key(st, 'y');
+    int seen[SCHED_NKINDS] = { 0 };
+    for (int k = 0; k < 2 * SCHED_NKINDS; k++) {
+        ui_state_key(st, k < SCHED_NKINDS ? 'c' : 'C');
+        seen[st->cur.schedule] = 1;
+        assert_lays_out(&st->cur);
+    }
+    for (int k = 0; k < SCHED_NKINDS; k++)
+        cr_assert_eq(seen[k], sched_traits_of((sched_kind)k)->place != SCHED_PLACE_V,
+                     "schedule %s", sched_kind_name((sched_kind)k));
+    /* on zb-v, y asks for p2p sync and is refused with the check's line */
+    st = fresh3d();
+    for (int k = 0; k < SCHED_NKINDS && st->cur.schedule != SCHED_ZB_V; k++)
+        ui_state_key(st, 'c');
+    cr_assert_eq(st->cur.schedule, SCHED_ZB_V);
+    before = st->cur;
+    cr_assert_eq(ui_state_key(st, 'y'), UI_DO_REDRAW);
+    cr_assert(strstr(st->note, "--p2p: expected overlap with schedule zb-v"), "%s", st->note);
+    cr_assert(ui_whatif_equal(&st->cur, &before));
+}
+
+/* ui_layout3d_check gives search3d_runtime_check the opened layout's options with the
+ * what-if's own put in: a precision the opened layout has (fp16) refuses bf16 optimizer
+ * state whatever the keys do, and checkpoint layers count only under full recompute. */
+Test(ui_state, layout3d_check_takes_the_opened_options)
+{
+    ui_state *st = fresh3d();
+    layout3d_options o;
+    layout3d_options_init(&o);
+    o.global_batch = 1536;
+    o.precision = DEV_FP16;
+    o.checkpoint_layers = 2;
+    ui_state_set_layout3d(st, 96, 1536, &o);
+    char why[256];
+    cr_assert_eq(ui_layout3d_check(st, &st->cur, 0, why, sizeof why), 0, "%s", why);
+    ui_whatif w = st->cur;
+    w.recompute = RECOMPUTE_SELECTIVE; /* the layout drops the checkpoint interval */
+    cr_assert_eq(ui_layout3d_check(st, &w, 0, why, sizeof why), 0, "%s", why);
+    cr_assert_eq(why[0], 0);
+    cr_assert_eq(ui_whatif_layout3d(&o, &w).checkpoint_layers, -1);
+    cr_assert_eq(ui_whatif_layout3d(&o, &st->cur).checkpoint_layers, 2);
+    o.optimizer_state = DEV_BF16;
+    ui_state_set_layout3d(st, 96, 1536, &o);
+    cr_assert_eq(ui_layout3d_check(st, &st->cur, 0, why, sizeof why), -1);
+    cr_assert(strstr(why, "--optimizer-state bf16: belongs to --precision bf16"), "%s", why);
+    /* every key that changes the settings is refused with that line */
+    cr_assert_eq(ui_state_key(st, 'f'), UI_DO_REDRAW);
+    cr_assert(strstr(st->note, "--optimizer-state bf16"), "%s", st->note);
+    cr_assert_eq(st->cur.attention, 0);
 }

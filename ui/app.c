@@ -64,7 +64,8 @@ static void start(ui_app *a, double t0)
         if (a->base.clus->types[i].memory_bytes > mem) mem = a->base.clus->types[i].memory_bytes;
     ui_state_init(a->st, &w, a->base.clus->nlevels, a->base.clus->levels[0].count, mem);
     if (a->base.model)
-        ui_state_set_layout3d(a->st, (int)a->base.model->layers, a->base.lopt.global_batch);
+        ui_state_set_layout3d(a->st, (int)a->base.model->layers, a->base.lopt.global_batch,
+                              &a->base.lopt);
     ui_evaluate(&a->base, &a->st->cur, &a->cur);
     a->cur_w = a->st->cur;
     if (a->st->cur.microbatches == 0) {

@@ -50,20 +50,20 @@ static const char *const HELP3D[] = {
     "  w W + -     data-parallel replicas up / down (device count follows)",
     "  n  N        microbatch size up / down (m M: microbatches up / down)",
     "  i  I        virtual stages per pipeline rank up / down (interleaved)",
-    "  r           recomputation none / selective / full",
-    "  a           sequence parallelism on / off (needs tp 2 or more)",
-    "  o           ZeRO-1 on / off: optimizer state sharded over the replicas",
+    "  r  a  o     recompute none/selective/full; sequence parallel; ZeRO-1",
     "  c  C        next / previous schedule (interleave follows its chunks)",
+    "  k K  j      tp overlap none/backward/full; param all-gather under fwd",
+    "  y  f        p2p overlap / sync; attention standard / flash",
     "  1..8 l b B  select a cluster level; double / halve its bandwidth",
     "  x X t T     memory limit; straggler on the selected device, slowdown",
     "  p P u U     pin, unpin, undo, redo;  s e  save the plan, export",
     "  arrows z Z  select a device, scroll, zoom;  ?  help;  q  quit",
-    "Keys step to the nearest value that lays out: tp divides a server,",
-    "pp x interleave the layers, dp x microbatch size the global batch.",
-    "A layout refused otherwise (heads, sequence parallelism at tp 1) is",
-    "not taken: the status line says why. Memory per pipeline rank:",
-    "W weights, G gradients, O optimizer state, A activations at the peak,",
-    "+ other buffers, . free; | marks the capacity when over it (red, !).",
+    "Keys step to the nearest value that lays out: tp divides a server, pp x",
+    "interleave the layers, dp x microbatch size the global batch. What plumb",
+    "plan --model refuses (heads, sp or tp overlap at tp 1, the all-gather",
+    "without ZeRO-1, p2p sync on zb-v) is refused: the status line says why.",
+    "Memory per pipeline rank: W weights, G gradients, O optimizer state,",
+    "A activations at the peak, + other buffers, . free; | capacity (red, !).",
 };
 #define NHELP3D (int)(sizeof HELP3D / sizeof HELP3D[0])
 
@@ -73,7 +73,7 @@ static const char KEYS_LINE[] =
 
 static const char KEYS_LINE3D[] =
     "q quit  ? help  g/G tp  d/D pp  w/W dp  n/N mbs  i/I interleave  r recomp  a seq-par  "
-    "o zero  c sched  p pin  u undo";
+    "o zero  c sched  k tpo  j opg  y p2p  f attn  p pin  u undo";
 
 int ui_help_rows(void) { return NHELP > NHELP3D ? NHELP : NHELP3D; }
 
@@ -325,28 +325,31 @@ static void runtime_field(pen *p, const char *label, const char *value, int aske
 }
 
 /* A transformer's runtime row: the settings of `plumb plan --model` that every layout the
- * keys reach runs with (the live plan's where it has them): the option names from
+ * keys reach runs with (the runtime keys change tp-overlap, overlap-param-gather, p2p and
+ * attention; the live plan's where it has them): the option names from
  * UI_WIDE_W columns, short labels below (and below 100 columns, balancing's outcome as
  * "even" or the change alone), so that every field fits 80 columns. */
 static void draw_runtime(ui_app *a, int x, int y, int w, ui_fb *fb)
 {
     const search3d_options *rt = &a->base.rt;
+    const ui_whatif *wi = &a->st->cur; /* the runtime keys' settings */
     const plan *pl = a->cur.pl;
     int wide = w >= UI_WIDE_W, narrow = w < 100;
     pen p = { fb, x, y, x + w, w >= 100 ? 2 : 1 };
     char v[64];
     if (wide) pen_text(&p, "runtime  ", UI_ST_TITLE);
-    runtime_field(&p, wide ? "tp-overlap" : "tpo", plan_tp_overlap_name(rt->tp_overlap),
-                  rt->tp_overlap != TP_OVERLAP_NONE, !pl || pl->tp_overlap == rt->tp_overlap);
-    runtime_field(&p, wide ? "overlap-param-gather" : "opg", rt->overlap_param_gather ? "on"
-                  : "off", rt->overlap_param_gather, !pl || pl->overlap_param_gather);
-    runtime_field(&p, "p2p", rt->p2p_sync ? "sync" : "overlap", rt->p2p_sync, 1);
+    runtime_field(&p, wide ? "tp-overlap" : "tpo",
+                  plan_tp_overlap_name((plan_tp_overlap)wi->tp_overlap),
+                  wi->tp_overlap != TP_OVERLAP_NONE, !pl || (int)pl->tp_overlap == wi->tp_overlap);
+    runtime_field(&p, wide ? "overlap-param-gather" : "opg", wi->opg ? "on" : "off", wi->opg,
+                  !pl || pl->overlap_param_gather);
+    runtime_field(&p, "p2p", wi->p2p_sync ? "sync" : "overlap", wi->p2p_sync, 1);
     runtime_field(&p, wide ? "grad-reduce" : "grad", dev_precision_name(rt->grad_reduce),
                   rt->grad_reduce != DEV_FP32, 1);
     runtime_field(&p, wide ? "optimizer-state" : "state",
                   dev_precision_name(rt->optimizer_state), rt->optimizer_state != DEV_FP32, 1);
-    runtime_field(&p, wide ? "attention" : "attn", rt->attention ? "flash" : "standard",
-                  rt->attention != 0, 1);
+    runtime_field(&p, wide ? "attention" : "attn", wi->attention ? "flash" : "standard",
+                  wi->attention != 0, 1);
     const layout3d_balance_result *b = &a->cur.balance;
     if (!rt->balance) snprintf(v, sizeof v, "off");
     else if (!a->cur.balanced) snprintf(v, sizeof v, "on");

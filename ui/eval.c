@@ -167,21 +167,8 @@ fail:
 static void runtime_options(const layout3d_options *o, const ui_runtime *rt, int tp,
                             search3d_options *so)
 {
-    search3d_options_init(so);
-    so->gpus = o->gpus;
-    so->global_batch = o->global_batch;
-    so->tp = tp, so->pp = o->pp, so->dp = o->dp;
-    so->zero = o->zero;
-    so->recompute = o->recompute;
-    so->checkpoint_layers = o->checkpoint_layers;
-    so->schedule = o->schedule >= 0 ? o->schedule : SEARCH3D_FREE;
-    so->precision = o->precision;
-    so->grad_reduce = o->grad_reduce;
-    so->optimizer_state = o->optimizer_state;
-    so->seq = o->seq;
-    so->attention = o->attention;
-    so->p2p_sync = o->p2p_sync;
-    so->balance = o->balance;
+    search3d_options_from_layout(o, so);
+    so->tp = tp;
     if (rt) {
         so->tp_overlap = (plan_tp_overlap)rt->tp_overlap;
         so->overlap_param_gather = rt->overlap_param_gather;
@@ -239,6 +226,10 @@ void ui_base_whatif(const ui_base *b, ui_whatif *w)
         w->interleave = d->interleave;
         w->seqpar = b->lopt.sequence_parallel;
         w->zero = b->lopt.zero;
+        w->tp_overlap = b->rt.tp_overlap;
+        w->opg = b->rt.overlap_param_gather;
+        w->p2p_sync = b->lopt.p2p_sync;
+        w->attention = b->lopt.attention;
     } else if (b->loaded) {
         w->schedule = b->loaded->schedule;
         w->microbatches = b->loaded->microbatches;
@@ -369,18 +360,13 @@ static int cluster_as_loaded(const ui_whatif *w, int ndevices)
 /* The transformer's layout for w on clus (layout3d_build), or NULL with err. */
 static plan *layout(const ui_base *b, const cluster *clus, const ui_whatif *w, plumb_err *err)
 {
-    layout3d_options o = b->lopt;
-    o.gpus = w->ngpus;
-    o.tp = w->tp, o.pp = w->pp, o.dp = w->dp;
-    o.microbatch_size = w->mbs;
-    o.interleave = w->interleave;
-    o.schedule = w->schedule;
-    o.recompute = w->recompute;
-    if (w->recompute != RECOMPUTE_FULL) o.checkpoint_layers = -1; /* full's own option */
-    o.sequence_parallel = w->seqpar;
-    o.zero = w->zero;
+    layout3d_options o = ui_whatif_layout3d(&b->lopt, w);
+    search3d_options rt = b->rt; /* the runtime w asks for */
+    rt.tp_overlap = (plan_tp_overlap)w->tp_overlap;
+    rt.overlap_param_gather = w->opg;
+    rt.p2p_sync = w->p2p_sync;
     plan *pl = layout3d_build(b->model, clus, b->cluster_file, &o, err);
-    if (pl) search3d_apply_runtime(pl, &b->rt); /* each setting where this layout takes it */
+    if (pl) search3d_apply_runtime(pl, &rt); /* each setting where this layout takes it */
     return pl;
 }
 

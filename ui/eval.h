@@ -61,10 +61,14 @@ typedef struct ui_base {
     transformer *model;            /* owned, or NULL: a transformer that every what-if lays
                                       out again with layout3d_build (ui_base_load_model) */
     layout3d_options lopt;         /* the layout it was opened with: global batch,
-                                      precision, sequence length, checkpoint interval */
+                                      precision, sequence length, checkpoint interval;
+                                      every what-if lays out and is checked as it with its
+                                      own settings put in (ui_whatif_layout3d) */
     layout3d_dims dims;            /* that layout's resolved dimensions */
-    search3d_options rt;           /* the runtime every layout gets (search3d_apply_runtime)
-                                      and the options of its check */
+    search3d_options rt;           /* the layout as opened and its runtime, as `plumb plan
+                                      --model` checks it: the runtime keys start from it
+                                      (ui_base_whatif); its gradient and optimizer-state
+                                      precision and balance ride every layout */
     char *cluster_file;            /* the cluster's path, for layout3d's messages */
 } ui_base;
 
@@ -77,17 +81,20 @@ void ui_base_free(ui_base *b);
 /* Loads a transformer (model_path: Hugging Face config.json or plumb-transformer/1) and a
  * cluster, checks the runtime rt (NULL: the default) at the layout's resolved tp as `plumb
  * plan --model` does (ui_runtime_check), and lays the model out under o (layout3d_build)
- * once, to check the layout and give the base its profile (prof: that layout's). Every
- * layout of a what-if then gets rt and o's runtime fields (p2p, gradient and optimizer
- * state precision, attention, balance). Returns 0, or -1 with err set to the file's, the
- * runtime's or the layout's one line (b is then empty). */
+ * once, to check the layout and give the base its profile (prof: that layout's). The
+ * what-ifs start from rt and o's p2p and attention (ui_base_whatif; the keys change
+ * them), and every layout gets o's gradient and optimizer-state precision and balance.
+ * Returns 0, or -1 with err set to the file's, the runtime's or the layout's one line (b
+ * is then empty). */
 int ui_base_load_model(ui_base *b, const char *model_path, const char *cluster_path,
                        const layout3d_options *o, const ui_runtime *rt, plumb_err *err);
 
 /* The settings the base starts from: its GPU count, the plan's schedule, microbatches and
  * recomputation (a transformer: its layout's dimensions, microbatch size, interleave,
- * recompute kind, sequence parallelism and ZeRO; or, from a profile: 1f1b-flush, pipedream for PipeDream's partitioner,
- * and microbatches 0 = "the planner chooses"; the app adopts the planner's choice),
+ * recompute kind, sequence parallelism and ZeRO, and its runtime: tp overlap, the
+ * all-gather apart, p2p, attention; or, from a profile: 1f1b-flush, pipedream for
+ * PipeDream's partitioner, and microbatches 0 = "the planner chooses"; the app adopts the
+ * planner's choice),
  * bandwidths as given, no memory limit, no straggler. */
 void ui_base_whatif(const ui_base *b, ui_whatif *w);
 
@@ -129,8 +136,9 @@ void ui_result_free(ui_result *r);
 
 /* The plan for w on clus (already what-if'ed): with a transformer (b->model), its layout
  * by layout3d_build under w's tp, pp, dp, microbatch size, interleave, schedule, recompute
- * kind, sequence parallelism and ZeRO on the first w->ngpus devices, with b->rt's runtime
- * where the layout takes it (search3d_apply_runtime; err: layout3d's one line); else the
+ * kind, sequence parallelism, ZeRO, p2p and attention on the first w->ngpus devices, with
+ * w's tp overlap and all-gather apart where the layout takes them (search3d_apply_runtime)
+ * and b->rt's other runtime (err: layout3d's one line); else the
  * loaded plan as written while the GPU count and the schedule's chunking stay as the file
  * has them; else a new plan from b's
  * planner: the native planner (planner_native with w's schedule, microbatches,

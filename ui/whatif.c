@@ -26,7 +26,9 @@ int ui_whatif_equal(const ui_whatif *a, const ui_whatif *b)
         return 0;
     if (a->straggler >= 0 && a->straggler_factor != b->straggler_factor) return 0;
     if (a->tp != b->tp || a->pp != b->pp || a->dp != b->dp || a->mbs != b->mbs ||
-        a->interleave != b->interleave || a->seqpar != b->seqpar || a->zero != b->zero)
+        a->interleave != b->interleave || a->seqpar != b->seqpar || a->zero != b->zero ||
+        a->tp_overlap != b->tp_overlap || a->opg != b->opg || a->p2p_sync != b->p2p_sync ||
+        a->attention != b->attention)
         return 0;
     for (int l = 0; l < CLUSTER_MAX_LEVELS; l++)
         if (a->bw_exp[l] != b->bw_exp[l]) return 0;
@@ -277,11 +279,18 @@ static int view_key(ui_state *st, int key)
     return UI_DO_REDRAW;
 }
 
-void ui_state_set_layout3d(ui_state *st, int layers, int global_batch)
+void ui_state_set_layout3d(ui_state *st, int layers, int global_batch,
+                           const layout3d_options *lopt)
 {
     st->layout3d = 1;
     st->layers = layers;
     st->global_batch = global_batch;
+    if (lopt) {
+        st->lopt = *lopt;
+    } else {
+        layout3d_options_init(&st->lopt);
+        st->lopt.global_batch = global_batch;
+    }
 }
 
 int ui_state_reject(ui_state *st)

@@ -8,6 +8,7 @@
 #define PLUMB_UI_WHATIF_H
 
 #include "core/cluster.h"
+#include "planner/layout3d.h"
 
 /* Keys that are not plain ASCII. */
 enum {
@@ -46,6 +47,13 @@ typedef struct ui_whatif {
     int interleave;                  /* virtual stages per pipeline rank */
     int seqpar;                      /* 1: sequence parallelism */
     int zero;                        /* 0, or 1: the optimizer state sharded over replicas */
+    /* its runtime (`plumb plan --model`'s --tp-overlap, --overlap-param-gather, --p2p,
+     * --attention): asked of every layout; tp_overlap and opg are set where the layout
+     * takes them (search3d_apply_runtime: tp > 1; zero 1 on a synchronous schedule) */
+    int tp_overlap;                  /* plan_tp_overlap */
+    int opg;                         /* 1: the parameter all-gather under the forward */
+    int p2p_sync;                    /* 1: blocking point-to-point transfers */
+    int attention;                   /* llm_attention: standard or flash */
 } ui_whatif;
 
 /* How things are shown; not part of undo. */
@@ -81,7 +89,10 @@ typedef struct ui_state {
                                         sequence parallelism, ZeRO keys) */
     int layers;                      /* its blocks: pp x interleave must divide them */
     int global_batch;                /* its sequences per iteration: dp x mbs divides it */
-    char note[192];                  /* why the last 3D key could not move ("" = it did) */
+    layout3d_options lopt;           /* the layout opened (ui_base.lopt): each 3D what-if
+                                        lays out as it with its own settings put in
+                                        (ui_whatif_layout3d) and is checked so */
+    char note[256];                  /* why the last 3D key could not move ("" = it did) */
     int nrows;                       /* timeline rows: the devices the live plan uses ... */
     int row_device[UI_MAX_GPUS];     /* ... their ids, ascending (0 rows: 0..ngpus-1) */
     int undo_n, redo_n;
@@ -109,8 +120,10 @@ int ui_state_key(ui_state *st, int key);
 
 /* Switches st to the 3D layout keys of a transformer with `layers` blocks and a global
  * batch of `global_batch` sequences (st->cur must hold a layout that satisfies
- * ui_layout3d_ok). */
-void ui_state_set_layout3d(ui_state *st, int layers, int global_batch);
+ * ui_layout3d_ok), opened as lopt (copied; NULL: layout3d_options_init's with that global
+ * batch), which ui_layout3d_check checks each what-if as. */
+void ui_state_set_layout3d(ui_state *st, int layers, int global_batch,
+                           const layout3d_options *lopt);
 
 /* Undoes the last what-if key without keeping it for redo: the caller found that its
  * settings have no plan (a 3D layout that layout3d_build refuses). Returns UI_DO_* flags
@@ -123,13 +136,37 @@ int ui_state_reject(ui_state *st);
  * remaining checks (heads, memory) are layout3d_build's and the simulator's. */
 int ui_layout3d_ok(const ui_state *st, const ui_whatif *w);
 
+/* Which of the settings a layout takes only where it can are checked as asked. */
+enum { UI_ASK_TP_OVERLAP = 1, UI_ASK_OPG = 2 };
+
+/* The layout options of what-if w on the layout opened as base (its global batch,
+ * precision, sequence length, checkpoint interval, state precisions, balance): w's GPU
+ * count, tp, pp, dp, microbatch size, interleave, schedule, recompute kind (the
+ * checkpoint interval only with full, else -1), sequence parallelism, ZeRO, p2p and
+ * attention. What the dashboard lays out (ui/eval.c) and checks (ui_layout3d_check). */
+layout3d_options ui_whatif_layout3d(const layout3d_options *base, const ui_whatif *w);
+
+/* The runtime check of what-if w on st (search3d_runtime_check, the one owner of its
+ * rules and lines) as `plumb plan --model` checks the fixed layout w lays out: the
+ * search options of ui_whatif_layout3d(&st->lopt, w) (search3d_options_from_layout) with
+ * w's tp_overlap and opg where `asked` (UI_ASK_* flags: the key that changes them) names
+ * them; otherwise a layout takes them where it can and shows them n/a elsewhere
+ * (search3d_apply_runtime). 0, or -1 with the check's one line in why (n > 0: always
+ * terminated). */
+int ui_layout3d_check(const ui_state *st, const ui_whatif *w, int asked, char *why, size_t n);
+
 /* The 3D keys (ui/whatif3d.c), applied to st->cur: g G tensor-parallel ranks, d D
  * pipeline ranks (both keep the GPU count: dp follows), w W + - replicas (the GPU count
  * follows), n N microbatch size up / down (m M: microbatches up / down, the size the other
  * way), i I interleave, r recompute none -> selective -> full, a sequence parallelism, o
- * ZeRO, c C schedule (the interleave follows its chunks). Each steps to the nearest value
- * that keeps ui_layout3d_ok; where none does, st->note says why and nothing changes.
- * Returns 1 when the key is one of these, else 0. */
+ * ZeRO, c C schedule (the interleave follows its chunks; kinds the runtime check refuses,
+ * zb-v and dualpipev under p2p sync, are skipped). Each steps to the nearest value that
+ * keeps ui_layout3d_ok; where none does, st->note says why and nothing changes. The
+ * runtime keys: k K tp overlap none -> backward -> full (K the other way), j the parameter
+ * all-gather under the forward on / off, y p2p overlap / sync, f attention standard /
+ * flash. Every change is checked (ui_layout3d_check; k K and j ask for their setting):
+ * refused, the check's line is st->note and nothing changes. Returns 1 when the key is
+ * one of these, else 0. */
 int ui_whatif3d_key(ui_state *st, int key);
 
 /* The GPU count one step up (dir > 0) or down from n: the next valid count above or below

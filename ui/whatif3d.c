@@ -1,13 +1,17 @@
 /* whatif3d.c: the dashboard's keys for a transformer's 3D layout: tensor-parallel ranks,
  * pipeline ranks, data-parallel replicas, microbatch size, interleave, recomputation,
- * sequence parallelism and ZeRO. Each key steps to the nearest value the layout can take
- * (ui_layout3d_ok) or says why none exists; pure data, like ui/whatif.c. */
+ * sequence parallelism and ZeRO, and its runtime (tp overlap, the parameter all-gather
+ * under the forward, p2p, attention). Each layout key steps to the nearest value the
+ * layout can take (ui_layout3d_ok) or says why none exists; every change passes the
+ * runtime check of `plumb plan --model` (ui_layout3d_check) or is refused with its line.
+ * Pure data, like ui/whatif.c. */
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "core/plan.h"
 #include "core/schedule_traits.h"
+#include "planner/search3d.h"
 #include "ui/whatif.h"
 
 int ui_layout3d_ok(const ui_state *st, const ui_whatif *w)
@@ -22,6 +26,37 @@ int ui_layout3d_ok(const ui_state *st, const ui_whatif *w)
     if (unit > st->global_batch || st->global_batch % unit) return 0;
     const sched_traits *tr = sched_traits_of((sched_kind)w->schedule);
     return tr && w->interleave >= tr->chunks_min && w->interleave <= tr->chunks_max;
+}
+
+layout3d_options ui_whatif_layout3d(const layout3d_options *base, const ui_whatif *w)
+{
+    layout3d_options o = *base;
+    o.gpus = w->ngpus;
+    o.tp = w->tp, o.pp = w->pp, o.dp = w->dp;
+    o.microbatch_size = w->mbs;
+    o.interleave = w->interleave;
+    o.schedule = w->schedule;
+    o.recompute = w->recompute;
+    if (w->recompute != RECOMPUTE_FULL) o.checkpoint_layers = -1; /* full's own option */
+    o.sequence_parallel = w->seqpar;
+    o.zero = w->zero;
+    o.p2p_sync = w->p2p_sync;
+    o.attention = w->attention;
+    return o;
+}
+
+int ui_layout3d_check(const ui_state *st, const ui_whatif *w, int asked, char *why, size_t n)
+{
+    layout3d_options o = ui_whatif_layout3d(&st->lopt, w);
+    search3d_options so;
+    plumb_err e;
+    err_clear(&e);
+    search3d_options_from_layout(&o, &so);
+    if (asked & UI_ASK_TP_OVERLAP) so.tp_overlap = (plan_tp_overlap)w->tp_overlap;
+    if (asked & UI_ASK_OPG) so.overlap_param_gather = w->opg;
+    int rc = search3d_runtime_check(&so, &e);
+    if (n) snprintf(why, n, "%s", rc ? e.msg : "");
+    return rc;
 }
 
 /* The field a stepping key changes, and how the others follow it. */
@@ -83,10 +118,12 @@ static void step(ui_state *st, int field, int dir)
              field == F_DP ? "whole servers" : "kept", st->global_batch);
 }
 
-/* The next schedule (dir) whose chunks the layout can take: the interleave follows the
- * kind (one chunk, or the kind's default when the current one is outside its range). */
+/* The next schedule (dir) whose chunks the layout can take and that the runtime check
+ * accepts (ui_layout3d_check: not zb-v or dualpipev under p2p sync): the interleave follows
+ * the kind (one chunk, or the kind's default when the current one is outside its range). */
 static void next_schedule(ui_state *st, int dir)
 {
+    char why[sizeof st->note] = "";
     for (int k = 1; k < SCHED_NKINDS; k++) {
         ui_whatif w = st->cur;
         w.schedule = (st->cur.schedule + dir * k + SCHED_NKINDS * k) % SCHED_NKINDS;
@@ -95,18 +132,20 @@ static void next_schedule(ui_state *st, int dir)
         else if (w.interleave < tr->chunks_min || w.interleave > tr->chunks_max ||
                  (w.interleave == 1 && w.schedule == SCHED_INTERLEAVED))
             w.interleave = tr->chunks_default;
-        if (ui_layout3d_ok(st, &w)) {
+        if (ui_layout3d_ok(st, &w) && !ui_layout3d_check(st, &w, 0, why, sizeof why)) {
             st->cur = w;
             return;
         }
     }
-    snprintf(st->note, sizeof st->note, "no other schedule: pp x its chunks must divide the "
-             "%d layers", st->layers);
+    if (why[0]) snprintf(st->note, sizeof st->note, "no other schedule: %s", why);
+    else snprintf(st->note, sizeof st->note, "no other schedule: pp x its chunks must divide "
+                  "the %d layers", st->layers);
 }
 
 int ui_whatif3d_key(ui_state *st, int key)
 {
-    ui_whatif *w = &st->cur;
+    ui_whatif *w = &st->cur, before = st->cur;
+    int asked = 0; /* UI_ASK_*: the setting a runtime key asks for */
     switch (key) {
     case 'g': step(st, F_TP, +1); break;
     case 'G': step(st, F_TP, -1); break;
@@ -127,7 +166,19 @@ int ui_whatif3d_key(ui_state *st, int key)
         break;
     case 'a': w->seqpar = !w->seqpar; break;
     case 'o': w->zero = !w->zero; break;
+    case 'k': /* none -> backward -> full -> none; K the other way */
+    case 'K':
+        w->tp_overlap = (w->tp_overlap + (key == 'k' ? 1 : TP_OVERLAP_NKINDS - 1)) %
+                        TP_OVERLAP_NKINDS;
+        asked = UI_ASK_TP_OVERLAP;
+        break;
+    case 'j': w->opg = !w->opg, asked = UI_ASK_OPG; break;
+    case 'y': w->p2p_sync = !w->p2p_sync; break;
+    case 'f': w->attention = !w->attention; break;
     default: return 0;
     }
+    if (!ui_whatif_equal(w, &before) &&
+        ui_layout3d_check(st, w, asked, st->note, sizeof st->note))
+        st->cur = before; /* refused: the check's line says why */
     return 1;
 }

@@ -6,7 +6,10 @@
 # written as the dashboard writes them, and its runtime row names the setting; after a
 # what-if key (dp up, tp down, ZeRO off) the frame shows plan's figures for the changed
 # layout, with the settings that layout cannot take marked n/a. Each option must also
-# change plan's figures here, so that a dashboard that dropped it would fail.
+# change plan's figures here, so that a dashboard that dropped it would fail. The runtime
+# keys (k K y j f) set the same options: the frame after them shows plan's figures, a
+# combination plan refuses is refused with plan's line and the settings kept, and `s`
+# saves a plan that carries them.
 . "$(dirname "$0")/lib/start.sh" # set -u, P, d (removed on exit), fail=0
 M=(--model examples/llm/gpt2.json -c profiles/clusters/dgx-a100-80g.json --global-batch 16)
 LAY=(--tp 2 --pp 2 --dp 2)
@@ -105,6 +108,96 @@ check "o with overlap-param-gather" 'overlap-param-gather n/a  .*optimizer-state
     "$O --overlap-param-gather --optimizer-state bf16" 'o'
 check "oo back to zero 1" 'overlap-param-gather on' "$O --overlap-param-gather" \
     "$O --overlap-param-gather" 'oo'
+
+# the runtime keys: k K (tp-overlap none -> backward -> full, K the other way), y (p2p),
+# j (overlap-param-gather), f (attention): the frame after them shows plan's figures
+# under the options they set, alone, together and with layout keys after them
+check "k" 'tp-overlap backward' "$L --tp-overlap backward" "$L" 'k'
+check "kk" 'tp-overlap full' "$L --tp-overlap full" "$L" 'kk'
+check "kkk back to none" 'tp-overlap none' "$L" "$L" 'kkk'
+check "K from full" 'tp-overlap backward' "$L --tp-overlap backward" "$L --tp-overlap full" 'K'
+check "y" 'p2p sync' "$L --p2p sync" "$L" 'y'
+check "y from sync" 'p2p overlap' "$L" "$L --p2p sync" 'y'
+check "f" 'attention flash' "$L --attention flash" "$L" 'f'
+check "j" 'overlap-param-gather on' "$O --overlap-param-gather" "$O" 'j'
+check "j from on" 'overlap-param-gather off' "$O" "$O --overlap-param-gather" 'j'
+check "kyf" 'tp-overlap backward .*p2p sync .*attention flash' \
+    "$L --tp-overlap backward --p2p sync --attention flash" "$L" 'kyf'
+check "kkyw" 'tp-overlap full .*p2p sync' "--tp 2 --pp 2 --dp 4 --tp-overlap full --p2p sync" \
+    "$L" 'kkyw'
+check "kG: n/a at tp 1" 'tp-overlap n/a  .*p2p sync' "--tp 1 --pp 2 --dp 4 --p2p sync" "$L" 'kyG'
+check "jo: n/a at zero 0" 'overlap-param-gather n/a' "${O/--zero 1/--zero 0}" "$O" 'jo'
+# under p2p sync the schedule keys skip zb-v and dualpipev (they deadlock under it): from
+# zb-h1, c reaches gpipe
+check "y then c past zb-v" 'p2p sync' "$L --p2p sync --schedule gpipe" "$L --schedule zb-h1" 'yc'
+check "c past zb-v under --p2p sync" 'p2p sync' "$L --p2p sync --schedule gpipe" \
+    "$L --p2p sync --schedule zb-h1" 'c'
+check "C past dualpipev under --p2p sync" 'p2p sync' "$L --p2p sync --schedule zb-h1" \
+    "$L --p2p sync --schedule gpipe" 'C'
+
+# refused NAME "UI ARGS" KEYS "PLAN ARGS": what plan --model refuses under PLAN ARGS, the
+# keys ask for under UI ARGS: the frame's status line is plan's line (without "plumb:
+# plan: "), never the simulator's deadlock line, the frame shows plan's figures under UI
+# ARGS (the settings kept), and u after the key finds nothing to undo
+refused() {
+    local name=$1 uargs=$2 keys=$3 pargs=$4 line
+    # shellcheck disable=SC2086
+    if "$P" plan "${M[@]}" $pargs --json >/dev/null 2>"$d/err"; then
+        echo "FAIL $name: plan --model $pargs is not refused"; fail=1; return
+    fi
+    line=$(sed 's/^plumb: plan: //' "$d/err")
+    # shellcheck disable=SC2086
+    "$P" plan "${M[@]}" $uargs --json >"$d/plan.json" 2>/dev/null
+    # shellcheck disable=SC2086
+    "$P" ui "${M[@]}" $uargs --snapshot 300x40 --keys "$keys" --mono >"$d/frame" 2>&1
+    grep -qF -- "$line" "$d/frame" ||
+        { echo "FAIL $name: the frame lacks plan's line '$line':"; cat "$d/frame"; fail=1; }
+    grep -Eq "schedule deadlocks|deadlock:" "$d/frame" &&
+        { echo "FAIL $name: the simulator's deadlock line"; fail=1; }
+    [ "$(shown "$d/frame")" = "$(figures "$d/plan.json")" ] ||
+        { echo "FAIL $name: the settings were not kept: $(shown "$d/frame")"; fail=1; }
+    # shellcheck disable=SC2086
+    "$P" ui "${M[@]}" $uargs --snapshot 300x40 --keys "${keys}u" --mono >"$d/frame" 2>&1
+    grep -q "nothing to undo" "$d/frame" ||
+        { echo "FAIL $name: the refused key was recorded:"; tail -1 "$d/frame"; fail=1; }
+}
+refused "k at tp 1" "--tp 1 --pp 2 --dp 4" 'k' "--tp 1 --pp 2 --dp 4 --tp-overlap backward"
+refused "K at tp 1" "--tp 1 --pp 2 --dp 4" 'K' "--tp 1 --pp 2 --dp 4 --tp-overlap full"
+refused "j at zero 0" "$L" 'j' "$L --overlap-param-gather"
+refused "j on pipedream" "$L --zero 1 --schedule pipedream" 'j' \
+    "$L --zero 1 --schedule pipedream --overlap-param-gather"
+refused "y on zb-v" "$L --schedule zb-v" 'y' "$L --schedule zb-v --p2p sync"
+refused "y on dualpipev" "$L --schedule dualpipev" 'y' "$L --schedule dualpipev --p2p sync"
+
+# s after the runtime keys saves a plan that carries them: plumb sim of it prints plan's
+# figures under the options the keys set, and its fields name them
+saved() {
+    local name=$1 uargs=$2 keys=$3 pargs=$4 fields=$5 f
+    rm -rf "$d/out" && mkdir "$d/out"
+    # shellcheck disable=SC2086
+    "$P" ui "${M[@]}" $uargs --snapshot 120x40 --keys "$keys" --mono -o "$d/out" >"$d/frame" 2>&1
+    f=$(ls "$d"/out/*.plan.json 2>/dev/null | head -1)
+    if [ -z "$f" ]; then echo "FAIL $name: nothing saved:"; tail -1 "$d/frame"; fail=1; return; fi
+    # shellcheck disable=SC2086
+    "$P" plan "${M[@]}" $pargs --json >"$d/plan.json" 2>&1
+    "$P" sim "$f" --json >"$d/sim.json" 2>&1
+    [ "$(figures "$d/sim.json")" = "$(figures "$d/plan.json")" ] ||
+        { echo "FAIL $name: plumb sim of the saved plan '$(figures "$d/sim.json")', plan" \
+            "--model $pargs '$(figures "$d/plan.json")'"; fail=1; }
+    python3 - "$f" "$fields" <<'EOF2' || fail=1
+import json, sys
+p = json.load(open(sys.argv[1]))
+for kv in sys.argv[2].split():
+    k, v = kv.split("=")
+    got = str(p.get(k)).lower()
+    if got != v:
+        print("FAIL saved %s: %s is %s, expected %s" % (sys.argv[1], k, got, v))
+        sys.exit(1)
+EOF2
+}
+saved "kyf s" "$L" 'kyfs' "$L --tp-overlap backward --p2p sync --attention flash" \
+    'tp_overlap=backward p2p=sync'
+saved "j s" "$O" 'js' "$O --overlap-param-gather" 'overlap_param_gather=true'
 
 # 80x24 holds every runtime field (short labels)
 # shellcheck disable=SC2086
