@@ -103,3 +103,21 @@ def limits(environ):
     script did not export them as numbers."""
     return (set(environ["HELD"].split()), float(environ["ROW_TOL"]),
             float(environ["MEAN_TOL"]))
+
+
+def decoder_params(m):
+    """The parameter count of a plumb-transformer/1 model file M (a dict) with a plain (not
+    gated) MLP: per block the query and output projections, the grouped key/value
+    projections, the MLP and two LayerNorms (weight and bias), biases on every projection
+    when m["bias"]; the token embedding, the LM head unless tied, learned positions when the
+    file has them and the final LayerNorm. Raises ValueError for a gated MLP."""
+    if m["mlp"] not in ("gelu", "relu"):
+        raise ValueError(f"decoder_params: a plain MLP is counted, not {m['mlp']}")
+    l, h, f, V = (m[k] for k in ("num_hidden_layers", "hidden_size", "intermediate_size",
+                                 "vocab_size"))
+    kv = m.get("num_key_value_heads", m["num_attention_heads"]) * h // m["num_attention_heads"]
+    block = 2 * h * h + 2 * h * kv + 2 * h * f + 4 * h
+    if m["bias"]:
+        block += h + 2 * kv + f + h + h  # Q K V, output projection, MLP in and out
+    pos = m["max_position_embeddings"] * h if m["position_embedding"] == "learned" else 0
+    return l * block + (1 if m["tie_word_embeddings"] else 2) * V * h + pos + 2 * h
