@@ -1,6 +1,6 @@
 """published.py: what the end-to-end scripts that hold plumb against published runs share
-(imported by megatron_h100.sh, nemo_perf.sh, megatron.sh and megatron_memory.sh from
-tests/e2e/lib, whose published.sh runs the plans; not a test itself)."""
+(imported by megatron_h100.sh, nemo_perf.sh, megatron.sh, megatron_memory.sh and
+megatron_a100.sh from tests/e2e/lib, whose published.sh runs the plans; not a test itself)."""
 
 import csv
 import json
