@@ -1,6 +1,6 @@
 """published.py: what the end-to-end scripts that hold plumb against published runs share
-(imported by megatron_h100.sh, nemo_perf.sh, megatron.sh and megatron_memory.sh from
-tests/e2e/lib, whose published.sh runs the plans; not a test itself)."""
+(imported by megatron_h100.sh, nemo_perf.sh, megatron.sh, megatron_memory.sh and
+megatron_a100.sh from tests/e2e/lib, whose published.sh runs the plans; not a test itself)."""
 
 import csv
 import json
@@ -103,3 +103,60 @@ def limits(environ):
     script did not export them as numbers."""
     return (set(environ["HELD"].split()), float(environ["ROW_TOL"]),
             float(environ["MEAN_TOL"]))
+
+
+def decoder_params(m):
+    """The parameter count of a plumb-transformer/1 model file M (a dict) with a plain (not
+    gated) MLP: per block the query and output projections, the grouped key/value
+    projections, the MLP and two LayerNorms (weight and bias), biases on every projection
+    when m["bias"]; the token embedding, the LM head unless tied, learned positions when the
+    file has them and the final LayerNorm. Raises ValueError for a gated MLP."""
+    if m["mlp"] not in ("gelu", "relu"):
+        raise ValueError(f"decoder_params: a plain MLP is counted, not {m['mlp']}")
+    l, h, f, V = (m[k] for k in ("num_hidden_layers", "hidden_size", "intermediate_size",
+                                 "vocab_size"))
+    kv = m.get("num_key_value_heads", m["num_attention_heads"]) * h // m["num_attention_heads"]
+    block = 2 * h * h + 2 * h * kv + 2 * h * f + 4 * h
+    if m["bias"]:
+        block += h + 2 * kv + f + h + h  # Q K V, output projection, MLP in and out
+    pos = m["max_position_embeddings"] * h if m["position_embedding"] == "learned" else 0
+    return l * block + (1 if m["tie_word_embeddings"] else 2) * V * h + pos + 2 * h
+
+
+def planned_report(tmp, k, run, is_held, t_pub, width):
+    """(report, iteration_s, failures) of the K-th planned row (published.sh's plan_row wrote
+    TMP/K.rc, .err, .cmd and .json). When there is no usable report it prints why and
+    returns (None, None, failures): a plan that failed is a FAIL line with its command and
+    first errors (1), unless the row is not held and plumb refused it in one line as too
+    large for its devices' memory, printed as RUN (in WIDTH columns), T_PUB and 'not held:
+    plumb refuses the layout (X GiB on a rank)' (0); a report without a positive finite
+    iteration_s is a FAIL line (1)."""
+    rc = int(open(os.path.join(tmp, f"{k}.rc")).read())
+    err_line = open(os.path.join(tmp, f"{k}.err")).read().strip().splitlines()
+    if rc != 0:
+        fits = rc == 2 and len(err_line) == 1 and "fit the memory" in err_line[0]
+        if is_held or not fits:
+            print(f"FAIL {run}: exit {rc}: {open(os.path.join(tmp, f'{k}.cmd')).read().strip()}")
+            print("\n".join(err_line[:3]))
+            return None, None, 1
+        got = re.search(r"got ([0-9.]+ GiB)", err_line[0])
+        print(f"{run:{width}} {t_pub:9.3f} {'-':>10} {'-':>8}   not held: plumb refuses the"
+              f" layout ({got.group(1) if got else '?'} on a rank, over its memory)")
+        return None, None, 0
+    rep, t = report(os.path.join(tmp, f"{k}.json"))
+    if rep is None:
+        print(f"FAIL {run}: {t}")
+        return None, None, 1
+    return rep, t, 0
+
+
+def error_flag(err, is_held, row_tol, band):
+    """(flag, failures) for a row's error ERR in per cent: beyond BAND a FAIL whether held or
+    not; beyond ROW_TOL a FAIL when held, 'not held:' otherwise; else ('', 0)."""
+    if abs(err) > band:
+        return f"  FAIL > {band:g} % (the band every row is held to)", 1
+    if abs(err) > row_tol:
+        if is_held:
+            return f"  FAIL > {row_tol:g} %", 1
+        return f"  not held: > {row_tol:g} %", 0
+    return "", 0

@@ -1,10 +1,10 @@
 # shellcheck shell=bash disable=SC2034 # fail is the sourcing script's
 # published.sh: what the end-to-end scripts that hold plumb against published runs share
-# (megatron_h100.sh, nemo_perf.sh, megatron.sh, megatron_memory.sh source it; not a test
-# itself: run-tests.sh runs only tests/e2e/*.sh). Sourcing it runs start.sh (P, the scratch
-# folder d, fail=0), sets n=0 (the rows planned) and puts this folder first on PYTHONPATH,
-# with PYTHONDONTWRITEBYTECODE, so that the scripts' Python imports published.py and
-# writes nothing beside it. Each script keeps its own table, columns, flags and limits;
+# (megatron_h100.sh, nemo_perf.sh, megatron.sh, megatron_memory.sh and megatron_a100.sh source
+# it; not a test itself: run-tests.sh runs only tests/e2e/*.sh). Sourcing it runs start.sh (P,
+# the scratch folder d, fail=0), sets n=0 (the rows planned) and puts this folder first on
+# PYTHONPATH, with PYTHONDONTWRITEBYTECODE, so that the scripts' Python imports published.py
+# and writes nothing beside it. Each script keeps its own table, columns, flags and limits;
 # these helpers profile the model files, build and run the `plumb plan` command of a row
 # and say why one failed.
 # shellcheck source=start.sh
