@@ -47,10 +47,10 @@ while IFS=$'\t' read -r run _ _ model gpus tp pp dp il mbs gb rc _ _ gsd od; do
 done <"$TSV"
 
 python3 - "$TSV" "$MODELS" "$d" <<'PY' || fail=1
-import json, os, re, sys
+import json, os, sys
 
-from published import (held_error, layout_errors, limits, mfu_mismatch, profiled_params,
-                       read_rows, report, summarize)
+from published import (error_flag, held_error, layout_errors, limits, mfu_mismatch,
+                       planned_report, profiled_params, read_rows, summarize)
 
 tsv, models, tmp = sys.argv[1:4]
 held, ROW_TOL, MEAN_TOL = limits(os.environ)
@@ -117,23 +117,9 @@ for k, r in enumerate(rows, 1):
         print(f"FAIL {run}: NVIDIA's count gives MFU {100 * mfu_pub:.2f} %, the source"
               f" {r['published_mfu']} %")
         bad += 1
-    rc = int(open(os.path.join(tmp, f"{k}.rc")).read())
-    err_line = open(os.path.join(tmp, f"{k}.err")).read().strip().splitlines()
-    if rc != 0:
-        fits = rc == 2 and len(err_line) == 1 and "fit the memory" in err_line[0]
-        if is_held or not fits:
-            print(f"FAIL {run}: exit {rc}: {open(os.path.join(tmp, f'{k}.cmd')).read().strip()}")
-            print("\n".join(err_line[:3]))
-            bad += 1
-        else:
-            got = re.search(r"got ([0-9.]+ GiB)", err_line[0])
-            print(f"{run:22} {t_pub:9.3f} {'-':>10} {'-':>8}   not held: plumb refuses the"
-                  f" layout ({got.group(1) if got else '?'} on a rank, over 80 GB)")
-        continue
-    rep, t = report(os.path.join(tmp, f"{k}.json"))
+    rep, t, failed = planned_report(tmp, k, run, is_held, t_pub, 22)
+    bad += failed
     if rep is None:
-        print(f"FAIL {run}: {t}")
-        bad += 1
         continue
     bad += layout_errors(run, rep, r, ("tp", "pp", "dp", "gpus", "global_batch"))
     # Without grouped-query attention plumb's own MFU counts what NVIDIA counts: a check
@@ -142,13 +128,8 @@ for k, r in enumerate(rows, 1):
         mfu = F / (t * n * 989.4e12)
         bad += mfu_mismatch(run, rep, mfu, f"NVIDIA's count {mfu:.4f}")
     err = held_error(errs, is_held, t_pub, t)
-    flag = ""
-    if abs(err) > BAND:
-        flag = f"  FAIL > {BAND:g} % (the band every row is held to)"
-        bad += 1
-    elif abs(err) > ROW_TOL:
-        flag = f"  FAIL > {ROW_TOL:g} %" if is_held else f"  not held: > {ROW_TOL:g} %"
-        bad += is_held
+    flag, failed = error_flag(err, is_held, ROW_TOL, BAND)
+    bad += failed
     tok = s * B / n
     print(f"{run + ('*' if is_held else ''):22} {t_pub:9.3f} {t:10.3f} {err:+7.2f}%"
           f" {tok / t_pub:13.0f} {tok / t:6.0f} {F / n / t_pub / 1e12:15.1f}"
