@@ -21,7 +21,7 @@ B=${BENCH:-build/bench/bench_sim_scale}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 kinds="gpipe 1f1b-flush pipedream 2bw interleaved zb-h1 zb-v dualpipev"
-n=0 bad=0
+n=0 bad=0 label=
 # same ARGS...: runs plumb ARGS with each build (a "@T" argument is a trace path of the
 # run's own, "@S" an SVG path) and compares stdout, stderr, the exit status, the trace and
 # the SVG.
@@ -58,7 +58,7 @@ same() {
     done
     if [ $differs = 1 ]; then
         bad=$((bad + 1))
-        echo "DIFFERS: plumb $*"
+        echo "DIFFERS: plumb $*${label:+ ($label)}"
         diff "$tmp/old.out" "$tmp/new.out" | head -5
     fi
 }
@@ -81,6 +81,7 @@ shapes="4:1:8 8:1:64 16:2:32 2:8:64 8:1:333"
 for k in $kinds; do
     for sh in $shapes; do
         IFS=: read -r st r mb <<<"$sh"
+        label="$k $sh"
         "$B" plan "$k" "$st" "$r" "$mb" "$tmp/p.json" 2>/dev/null || continue
         same sim "$tmp/p.json" --json --iterations 4
         if [ "$mb" -le 64 ]; then
@@ -91,6 +92,7 @@ for k in $kinds; do
         [ "$mb" -le 64 ] && same schedule --plan "$tmp/p.json" --csv --steps --iterations 2
     done
 done
+label=
 for k in $kinds; do
     for st in 1 3 8; do
         for mb in 1 5 17; do
