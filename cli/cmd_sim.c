@@ -392,7 +392,8 @@ static int write_outputs(const sim_args *a, const sim_report *rep,
      * where, no file is written, exit 2 */
     char nofit[PLUMB_ERR_MAX + 256];
     int fits = plan_fits(a->path, base ? base : rep, nofit, sizeof nofit);
-    timeline_chrome_file t = {.tl = rep->tl, .path = a->trace, .max = timeline_chrome_max(a->trace_gib * 1073741824.0)};
+    timeline_chrome_file t = {.tl = rep->tl, .path = a->trace,
+                              .max = timeline_chrome_max(a->trace_gib * 1073741824.0)};
     if (a->trace && !fits) {
         /* nothing is written: the writer's own count decides the refusal */
         if (!(t.len = timeline_chrome_size(rep->tl))) {
@@ -452,7 +453,8 @@ int cmd_sim(int argc, char **argv)
     sim_changes ch = {0};
     char *jtext = NULL;
     if (!(rc = apply_whatifs(pl, &a)) && !(rc = outputs_ok(a.path, pl, a.trace, a.svg)) &&
-        !(rc = run_all(pl, &a, &rep, &base, &ch)) && !(rc = build_outputs(&a, rep, base, &ch, &jtext)))
+        !(rc = run_all(pl, &a, &rep, &base, &ch)) &&
+        !(rc = build_outputs(&a, rep, base, &ch, &jtext)))
         rc = write_outputs(&a, rep, base, &ch, jtext);
     free(jtext);
     sim_changes_free(&ch);

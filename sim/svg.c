@@ -284,8 +284,9 @@ static void pixels_of(double u0, double u1, long *first, long *last)
     if (*last > PW - 1) *last = PW - 1;
 }
 
-/* Keeps lane l's narrow events ev[0 .. n) that share a pixel with another one as spans
- * from sp (returns their count), marking the others alone. */
+/* Of one lane's narrow events ev[0 .. n) (sorted here by start), copies the ones that share
+ * a pixel with another one to sp as spans and returns their count; marks the others alone
+ * (bit ev[j].i of alone). */
 static size_t lane_merged(narrow_ev *ev, size_t n, svg_span *sp, unsigned char *alone)
 {
     qsort(ev, n, sizeof *ev, cmp_narrow);
@@ -327,7 +328,8 @@ static int merged_find(const timeline *tl, const svg_rows *R, double T, svg_merg
         const tl_event *e = &tl->ev[i];
         long l = lane_of(tl, R, e);
         if (l >= 0 && is_narrow(e, T))
-            ev[M->off[l + 1]++] = (narrow_ev){e->start_s / T * PW, (e->start_s + e->dur_s) / T * PW, i};
+            ev[M->off[l + 1]++] = (narrow_ev){e->start_s / T * PW,
+                                              (e->start_s + e->dur_s) / T * PW, i};
     }
     /* each lane's merged spans, packed: off[l] becomes their start */
     size_t k = 0, from = 0;

@@ -404,7 +404,8 @@ static void sampled_busy(const timeline *tl, double T, double *busy)
     double dt = T / PLOT_W / S; /* point k is at (k + 0.5) dt */
     for (size_t i = 0; i < tl->n; i++) {
         const tl_event *e = &tl->ev[i];
-        long k0 = (long)ceil(e->start_s / dt - 0.5), k1 = (long)ceil((e->start_s + e->dur_s) / dt - 0.5);
+        long k0 = (long)ceil(e->start_s / dt - 0.5);
+        long k1 = (long)ceil((e->start_s + e->dur_s) / dt - 0.5);
         for (long k = k0 < 0 ? 0 : k0; k < k1 && k < (long)PLOT_W * S; k++) in[k] = 1;
     }
     for (int p = 0; p < PLOT_W; p++) {
@@ -468,7 +469,8 @@ Test(svg, merged_boxes_match_sampled_busy_and_stay_bounded)
     cr_expect_eq(count(svg, "class=\"b F\""), nown, "boxes alone in their pixels");
     for (int i = 0; i < n; i++) {
         cr_assert(got[i].x >= PLOT_X && got[i].w >= 1 && got[i].x + got[i].w <= PLOT_X + PLOT_W);
-        for (int p = got[i].x - PLOT_X; p < got[i].x - PLOT_X + got[i].w; p++) have[p] = got[i].busy;
+        for (int p = got[i].x - PLOT_X; p < got[i].x - PLOT_X + got[i].w; p++)
+            have[p] = got[i].busy;
         if (i > 0 && got[i - 1].x + got[i - 1].w == got[i].x)
             cr_expect_neq(got[i - 1].busy, got[i].busy, "run at x %d not maximal", got[i].x);
     }
