@@ -293,7 +293,7 @@ typedef struct sim_svg_file {
 } sim_svg_file;
 
 /* files_write_atomic_out's writer of a sim_svg_file (ctx): formats the SVG straight into f,
- * holding only the picture's rows and its merged events' indices. Returns 0; -1 with err
+ * holding the picture's rows and its narrow boxes' spans, not the text. Returns 0; -1 with err
  * naming the path when the report has no timeline, memory runs out or a write fails. */
 int sim_svg_file_write(FILE *f, void *ctx, plumb_err *err);
 
