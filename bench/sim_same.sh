@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # sim_same.sh: the simulator's and planner's outputs of two builds, byte for byte: `plumb
-# sim` text, --json and --trace of the shipped plans under every schedule (and with
+# sim` text, --json, --trace and --svg of the shipped plans under every schedule (and with
 # what-ifs), of synthetic plans of every kind up to 64 stages x 1024 microbatches
 # (bench_sim_scale plan), with replicas; `plumb schedule --csv --steps` of every kind;
 # `plumb plan` of two profiles. For a change meant to keep every output: run it with
@@ -21,18 +21,23 @@ B=${BENCH:-build/bench/bench_sim_scale}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 kinds="gpipe 1f1b-flush pipedream 2bw interleaved zb-h1 zb-v dualpipev"
-n=0 bad=0
+n=0 bad=0 label=
 # same ARGS...: runs plumb ARGS with each build (a "@T" argument is a trace path of the
-# run's own) and compares stdout, stderr, the exit status and the trace.
+# run's own, "@S" an SVG path) and compares stdout, stderr, the exit status, the trace and
+# the SVG.
 same() {
     local side out
     for side in old new; do
         local bin=$BASE args=()
         [ $side = new ] && bin=$NEW
         for a in "$@"; do
-            if [ "$a" = @T ]; then args+=("$tmp/$side.trace"); else args+=("$a"); fi
+            case $a in
+            @T) args+=("$tmp/$side.trace") ;;
+            @S) args+=("$tmp/$side.svg") ;;
+            *) args+=("$a") ;;
+            esac
         done
-        rm -f "$tmp/$side.trace"
+        rm -f "$tmp/$side.trace" "$tmp/$side.svg"
         OPENBLAS_NUM_THREADS=1 "$bin" "${args[@]}" >"$tmp/$side.out" 2>"$tmp/$side.err"
         echo "exit $?" >>"$tmp/$side.out"
         # the stderr and the paths may name the run's own files; the planner's own wall
@@ -45,25 +50,28 @@ same() {
     local differs=0
     cmp -s "$tmp/old.out" "$tmp/new.out" || differs=1
     cmp -s "$tmp/old.err" "$tmp/new.err" || differs=1
-    if [ -f "$tmp/old.trace" ] || [ -f "$tmp/new.trace" ]; then
-        cmp -s "$tmp/old.trace" "$tmp/new.trace" || differs=1
-    fi
+    local f
+    for f in trace svg; do
+        if [ -f "$tmp/old.$f" ] || [ -f "$tmp/new.$f" ]; then
+            cmp -s "$tmp/old.$f" "$tmp/new.$f" || differs=1
+        fi
+    done
     if [ $differs = 1 ]; then
         bad=$((bad + 1))
-        echo "DIFFERS: plumb $*"
+        echo "DIFFERS: plumb $*${label:+ ($label)}"
         diff "$tmp/old.out" "$tmp/new.out" | head -5
     fi
 }
 for p in examples/plans/*.json; do
     same sim "$p"
     same sim "$p" --json
-    same sim "$p" --trace @T --bandwidth 0=10
+    same sim "$p" --trace @T --svg @S --bandwidth 0=10
     for k in $kinds; do
         for mb in 4 12 16; do
             same sim "$p" --schedule "$k" --microbatches "$mb" --json
         done
         same sim "$p" --schedule "$k" --microbatches 8 --iterations 5
-        same sim "$p" --schedule "$k" --microbatches 8 --straggler 1=2 --trace @T
+        same sim "$p" --schedule "$k" --microbatches 8 --straggler 1=2 --trace @T --svg @S
         same sim "$p" --schedule "$k" --memory-limit 1 --json
     done
 done
@@ -73,12 +81,18 @@ shapes="4:1:8 8:1:64 16:2:32 2:8:64 8:1:333"
 for k in $kinds; do
     for sh in $shapes; do
         IFS=: read -r st r mb <<<"$sh"
+        label="$k $sh"
         "$B" plan "$k" "$st" "$r" "$mb" "$tmp/p.json" 2>/dev/null || continue
         same sim "$tmp/p.json" --json --iterations 4
-        [ "$mb" -le 64 ] && same sim "$tmp/p.json" --trace @T --iterations 3
+        if [ "$mb" -le 64 ]; then
+            same sim "$tmp/p.json" --trace @T --svg @S --iterations 3
+        else
+            same sim "$tmp/p.json" --svg @S --iterations 2
+        fi
         [ "$mb" -le 64 ] && same schedule --plan "$tmp/p.json" --csv --steps --iterations 2
     done
 done
+label=
 for k in $kinds; do
     for st in 1 3 8; do
         for mb in 1 5 17; do

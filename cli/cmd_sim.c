@@ -240,13 +240,6 @@ static int apply_whatifs(const plan *pl, sim_args *a)
     return 0;
 }
 
-/* The limit --trace-limit GIB in bytes, at least one: max 0 would mean no limit. */
-static size_t trace_max(double limit_gib)
-{
-    double max = limit_gib * 1073741824.0;
-    return max < 1 ? 1 : (size_t)max;
-}
-
 /* The refusal of a trace of len bytes over limit_gib GiB: one line on stderr naming its
  * size and the options that narrow it; returns 2. Fewer iterations narrow it only when
  * the run did not have to raise them for its steady state. */
@@ -367,16 +360,12 @@ static int run_all(const plan *pl, sim_args *a, sim_report **rep, sim_report **b
     return 0;
 }
 
-/* The small outputs built in memory before any file is written: *svg the SVG (*svglen
- * bytes), *jtext the JSON report (each NULL when not asked; caller frees); the trace is
- * streamed by write_outputs instead. 0, or 1 (out of memory) after one line on stderr. */
+/* The JSON report, built in memory before any file is written: *jtext (NULL when not
+ * asked; caller frees); the trace and the SVG are streamed by write_outputs instead. 0, or
+ * 1 (out of memory) after one line on stderr. */
 static int build_outputs(const sim_args *a, const sim_report *rep, const sim_report *base,
-                         const sim_changes *ch, char **svg, size_t *svglen, char **jtext)
+                         const sim_changes *ch, char **jtext)
 {
-    if (a->svg && !(*svg = sim_svg_text(rep, svglen))) {
-        fprintf(stderr, "plumb: sim: out of memory\n");
-        return 1;
-    }
     if (a->json) {
         cJSON *j = sim_report_to_json(rep, base ? ch : NULL, a->path);
         *jtext = j ? cJSON_Print(j) : NULL;
@@ -390,13 +379,12 @@ static int build_outputs(const sim_args *a, const sim_report *rep, const sim_rep
 }
 
 /* Writes the files (only when the plan as written fits: the trace streamed into its
- * temporary file within the limit, then the SVG, renamed together) and prints the report
+ * temporary file within the limit, then the SVG streamed, renamed together) and prints the report
  * and the Gantt. 0; 2 when the trace is over the limit (whether or not the plan fits:
  * nothing written or printed), a file cannot be written or the plan does not fit (one
  * line on stderr). */
 static int write_outputs(const sim_args *a, const sim_report *rep,
-                         const sim_report *base, const sim_changes *ch, const char *svg,
-                         size_t svglen, const char *jtext)
+                         const sim_report *base, const sim_changes *ch, const char *jtext)
 {
     plumb_err err;
     err_clear(&err);
@@ -404,7 +392,8 @@ static int write_outputs(const sim_args *a, const sim_report *rep,
      * where, no file is written, exit 2 */
     char nofit[PLUMB_ERR_MAX + 256];
     int fits = plan_fits(a->path, base ? base : rep, nofit, sizeof nofit);
-    timeline_chrome_file t = {.tl = rep->tl, .path = a->trace, .max = trace_max(a->trace_gib)};
+    timeline_chrome_file t = {.tl = rep->tl, .path = a->trace,
+                              .max = timeline_chrome_max(a->trace_gib * 1073741824.0)};
     if (a->trace && !fits) {
         /* nothing is written: the writer's own count decides the refusal */
         if (!(t.len = timeline_chrome_size(rep->tl))) {
@@ -413,8 +402,9 @@ static int write_outputs(const sim_args *a, const sim_report *rep,
         }
         t.over = t.len > t.max;
     } else if (fits) {
+        sim_svg_file sv = {.r = rep, .path = a->svg};
         file_out fo[2] = {{.path = a->trace, .write = timeline_chrome_file_write, .ctx = &t},
-                          {.path = a->svg, .data = svg, .len = svglen}};
+                          {.path = a->svg, .write = sim_svg_file_write, .ctx = &sv}};
         if (files_write_atomic_out(2, fo, &err) && !t.over) {
             err_print(&err);
             return 2;
@@ -461,14 +451,12 @@ int cmd_sim(int argc, char **argv)
     }
     sim_report *base = NULL, *rep = NULL;
     sim_changes ch = {0};
-    char *svg = NULL, *jtext = NULL;
-    size_t svglen = 0;
+    char *jtext = NULL;
     if (!(rc = apply_whatifs(pl, &a)) && !(rc = outputs_ok(a.path, pl, a.trace, a.svg)) &&
         !(rc = run_all(pl, &a, &rep, &base, &ch)) &&
-        !(rc = build_outputs(&a, rep, base, &ch, &svg, &svglen, &jtext)))
-        rc = write_outputs(&a, rep, base, &ch, svg, svglen, jtext);
+        !(rc = build_outputs(&a, rep, base, &ch, &jtext)))
+        rc = write_outputs(&a, rep, base, &ch, jtext);
     free(jtext);
-    free(svg);
     sim_changes_free(&ch);
     sim_report_free(base);
     sim_report_free(rep);

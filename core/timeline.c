@@ -15,6 +15,7 @@
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -487,6 +488,13 @@ int timeline_chrome_stream(const timeline *tl, FILE *f, size_t max, size_t *len)
         return -1;
     }
     return b.counting ? 1 : 0;
+}
+
+size_t timeline_chrome_max(double limit_bytes)
+{
+    if (!(limit_bytes >= 1))
+        return 1;
+    return limit_bytes >= (double)SIZE_MAX ? SIZE_MAX : (size_t)limit_bytes;
 }
 
 int timeline_chrome_file_write(FILE *f, void *ctx, plumb_err *err)

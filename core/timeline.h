@@ -156,6 +156,11 @@ typedef struct timeline_chrome_file {
     int over;         /* set to 1 when the text is longer than max (the write refused) */
 } timeline_chrome_file;
 
+/* A trace limit of limit_bytes as timeline_chrome_file's max: at least one byte (max 0
+ * would mean no limit), SIZE_MAX when it is above what size_t holds; 1 when it is not a
+ * number. */
+size_t timeline_chrome_max(double limit_bytes);
+
 /* files_write_atomic_out's writer of a timeline_chrome_file (ctx): streams its text into f
  * (timeline_chrome_stream). Returns 0; -1 with err set when the text is longer than max
  * (over set, len the exact length) or a write failed. */

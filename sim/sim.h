@@ -274,12 +274,28 @@ struct cJSON *sim_options_to_json(const sim_options *o, const cluster *c);
 /* SVG timeline of r->tl: a row per device labelled with its stages (idle devices of the
  * cluster too, consecutive ones folded into one row), F/B/I/W blocks coloured by
  * microbatch and shaded by kind, one row per stage boundary that carried transfers, a
- * time axis, and a legend of the kinds the run has. Writes atomically; -1 with err when
- * r has no timeline or the file cannot be written. */
+ * time axis, and a legend of the kinds the run has. Boxes narrower than a pixel are merged
+ * per lane into one box per run of pixels of the same busy fraction (docs/sim.md), so the
+ * text grows with the rows and the picture's width, not with the events. Streamed into the
+ * temporary file of an atomic write (sim_svg_file_write), never held whole in memory; -1
+ * with err when r has no timeline or the file cannot be written. */
 int sim_write_svg(const sim_report *r, const char *path, plumb_err *err);
 
-/* The SVG text (caller frees), NULL when r has no timeline or out of memory. */
+/* The SVG text built in memory (caller frees), NULL when r has no timeline or out of
+ * memory. The same text as the streamed file, byte for byte. */
 char *sim_svg_text(const sim_report *r, size_t *len);
+
+/* An SVG streamed into the temporary file of an atomic write (core/json.h's
+ * files_write_atomic_out, with sim_svg_file_write as the file's writer). */
+typedef struct sim_svg_file {
+    const sim_report *r;
+    const char *path; /* named in the error */
+} sim_svg_file;
+
+/* files_write_atomic_out's writer of a sim_svg_file (ctx): formats the SVG straight into f,
+ * holding the picture's rows and its narrow boxes' spans, not the text. Returns 0; -1 with err
+ * naming the path when the report has no timeline, memory runs out or a write fails. */
+int sim_svg_file_write(FILE *f, void *ctx, plumb_err *err);
 
 /* Text Gantt of r->tl on `width` columns (>= 20): one row per device, a letter per column
  * for the action that fills most of it (F, B, I, W, S = step, . = idle), and a time axis. */

@@ -6,14 +6,19 @@
  * the last point has an x tick, the target and cost lines differ in colour and dash, and
  * the linear-scaling line is drawn over the throughput line. */
 #include <criterion/criterion.h>
+#include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
+#include "core/json.h"
 #include "core/svg.h"
 #include "planner/sweep.h"
 #include "sim/sim.h"
 #include "sim/synth.h"
+#include "tests/tmpdir.h"
 
 /* The value of attribute `attr` in the tag that holds `at` (a position inside it): "" when
  * the tag has none. */
@@ -259,4 +264,267 @@ Test(svg, shared_helpers)
     svg_escape(&b, "a<b>&\"c");
     cr_assert_str_eq(b.p, "a&lt;b&gt;&amp;&quot;c");
     free(b.p);
+}
+
+/* --- boxes narrower than a pixel --------------------------------------------------------- */
+
+/* The plot's left edge and width in pixels (sim/svg.c's LM and PW). */
+enum { PLOT_X = 200, PLOT_W = 1100 };
+
+/* A report around tl with nothing else (no devices named, schedule 0): enough to draw. */
+static sim_report *bare_report(timeline *tl, int devices)
+{
+    sim_report *r = calloc(1, sizeof *r);
+    cr_assert_not_null(r);
+    r->tl = tl;
+    r->devices_total = devices;
+    return r;
+}
+
+static void add(timeline *tl, int track, int kind, double start, double dur, int stage,
+                int peer_stage, int mb)
+{
+    tl_event e = {.start_s = start, .dur_s = dur, .track = track, .kind = kind,
+                  .stage = stage, .peer_stage = peer_stage, .microbatch = mb};
+    cr_assert_eq(timeline_add(tl, &e), 0);
+}
+
+/* One merged box as the SVG gives it: lane ("compute", "send_f", ...), x, width, busy. */
+typedef struct busy_box {
+    char lane[16];
+    int x, w;
+    double busy;
+} busy_box;
+
+/* The merged boxes of svg in their order (at most cap), with their count. */
+static int busy_boxes(const char *svg, busy_box *out, int cap)
+{
+    int n = 0;
+    for (const char *p = strstr(svg, "class=\"b busy "); p; p = strstr(p + 1, "class=\"b busy ")) {
+        char v[32], op[32];
+        cr_assert_lt(n, cap);
+        busy_box *b = &out[n++];
+        sscanf(p, "class=\"b busy %15[^\"]", b->lane);
+        attr_of(p, "x", v, sizeof v), b->x = atoi(v);
+        attr_of(p, "width", v, sizeof v), b->w = atoi(v);
+        attr_of(p, "data-busy", v, sizeof v), b->busy = atof(v);
+        attr_of(p, "fill-opacity", op, sizeof op);
+        cr_expect_str_eq(op, v, "the opacity is the busy fraction");
+    }
+    return n;
+}
+
+/* A picture 1.1 s wide (a pixel is 1 ms) with sub-pixel boxes whose merged boxes are worked
+ * out by hand: on device 0, pixel 10 holds 0.4 + 0.3 + 0.1 ms of three boxes, pixel 11 the
+ * other 0.1 ms of the third, pixels 12-14 are filled by two boxes each (one run), pixels 20
+ * and 21 hold two 0.1 ms boxes each (one run of the same fraction); two activations overlap
+ * on the boundary row (the union: 0.8 of pixel 500, 0.2 of 501, where a sum would give
+ * 1.1); two gradients in pixel 600, two all-reduces in pixel 700. A sub-pixel box alone in
+ * its pixel (30 on device 0, 650 of the gradients) is not over-dense: it is drawn on its
+ * own as before, as are the boxes 1.2 px and wider. */
+Test(svg, sub_pixel_boxes_merge_into_busy_fractions)
+{
+    timeline *tl = timeline_new("sim");
+    cr_assert_not_null(tl);
+    int d0 = timeline_track(tl, TL_TRACK_DEVICE, 0, -1, NULL);
+    int d1 = timeline_track(tl, TL_TRACK_DEVICE, 1, -1, NULL);
+    int c1 = timeline_track(tl, TL_TRACK_COLLECTIVE, 1, -1, NULL);
+    int l01 = timeline_track(tl, TL_TRACK_LINK, 0, 1, NULL);
+    int l10 = timeline_track(tl, TL_TRACK_LINK, 1, 0, NULL);
+    add(tl, d0, TL_F, 0.0100, 0.0004, 0, -1, 0);
+    add(tl, d0, TL_B, 0.0104, 0.0003, 0, -1, 0);
+    add(tl, d0, TL_F, 0.0109, 0.0002, 0, -1, 1);
+    add(tl, d0, TL_F, 0.0120, 0.0005, 0, -1, 2);
+    add(tl, d0, TL_B, 0.0125, 0.0005, 0, -1, 2);
+    add(tl, d0, TL_F, 0.0130, 0.0009, 0, -1, 3);
+    add(tl, d0, TL_B, 0.0139, 0.0001, 0, -1, 3);
+    add(tl, d0, TL_F, 0.0140, 0.0006, 0, -1, 4);
+    add(tl, d0, TL_B, 0.0146, 0.0004, 0, -1, 4);
+    add(tl, d0, TL_F, 0.0201, 0.0001, 0, -1, 5);
+    add(tl, d0, TL_B, 0.0205, 0.0001, 0, -1, 5);
+    add(tl, d0, TL_F, 0.0213, 0.0001, 0, -1, 6);
+    add(tl, d0, TL_B, 0.0217, 0.0001, 0, -1, 6);
+    add(tl, d0, TL_F, 0.0302, 0.0003, 0, -1, 6);   /* alone in pixel 30 */
+    add(tl, d0, TL_F, 0.1000, 0.0500, 0, -1, 7);   /* 50 px */
+    add(tl, d0, TL_B, 0.2000, 0.0012, 0, -1, 7);   /* 1.2 px */
+    add(tl, d0, TL_STEP, 0.3000, 0.0001, 0, -1, -1); /* a marker, never merged */
+    add(tl, l01, TL_SEND_F, 0.5002, 0.0006, 0, 1, 8);
+    add(tl, l01, TL_SEND_F, 0.5005, 0.0007, 0, 1, 9);
+    add(tl, l10, TL_SEND_B, 0.6000, 0.0003, 1, 0, 8);
+    add(tl, l10, TL_SEND_B, 0.6006, 0.0002, 1, 0, 9);
+    add(tl, l10, TL_SEND_B, 0.6502, 0.0003, 1, 0, 10); /* alone in pixel 650 */
+    add(tl, c1, TL_ALLREDUCE, 0.7000, 0.0001, 1, -1, -1);
+    add(tl, c1, TL_ALLREDUCE, 0.7005, 0.0002, 1, -1, -1);
+    add(tl, d1, TL_F, 1.0000, 0.1000, 1, -1, 8); /* the run ends at 1.1 s */
+    sim_report *r = bare_report(tl, 2);
+    char *svg = sim_svg_text(r, NULL);
+    cr_assert_not_null(svg);
+    const busy_box want[] = {
+        {"compute", PLOT_X + 10, 1, 0.8}, {"compute", PLOT_X + 11, 1, 0.1},
+        {"compute", PLOT_X + 12, 3, 1.0}, {"compute", PLOT_X + 20, 2, 0.2},
+        {"allreduce", PLOT_X + 700, 1, 0.3},
+        {"send_f", PLOT_X + 500, 1, 0.8}, {"send_f", PLOT_X + 501, 1, 0.2},
+        {"send_b", PLOT_X + 600, 1, 0.5},
+    };
+    int nw = (int)(sizeof want / sizeof want[0]);
+    busy_box got[32];
+    int n = busy_boxes(svg, got, 32);
+    cr_expect_eq(n, nw, "%d merged boxes, want %d", n, nw);
+    for (int i = 0; i < n && i < nw; i++)
+        cr_expect(!strcmp(got[i].lane, want[i].lane) && got[i].x == want[i].x &&
+                  got[i].w == want[i].w && fabs(got[i].busy - want[i].busy) < 1e-9,
+                  "box %d: %s x %d width %d busy %.3f, want %s x %d width %d busy %.3f", i,
+                  got[i].lane, got[i].x, got[i].w, got[i].busy, want[i].lane, want[i].x,
+                  want[i].w, want[i].busy);
+    /* drawn one by one: the two wide F, the one alone (0.3 px), the 1.2 px B, the step,
+     * the gradient alone (drawn 0.5 px wide, as every transfer narrower was) */
+    cr_expect_eq(count(svg, "class=\"b F\""), 3);
+    cr_expect(strstr(svg, "class=\"b F\" x=\"230.20\" y=\"58.0\" width=\"0.30\""));
+    cr_expect_eq(count(svg, "class=\"b B\""), 1);
+    cr_expect_eq(count(svg, "class=\"b step\""), 1);
+    cr_expect_eq(count(svg, "class=\"b send_b\""), 1);
+    cr_expect(strstr(svg, "class=\"b send_b\" x=\"850.20\""));
+    cr_expect_eq(count(svg, "class=\"b send_f\"") + count(svg, "class=\"b allreduce\""), 0);
+    cr_expect(strstr(svg, "class=\"legend busy\""), "the legend states the rule");
+    /* the legend still names the kinds that were merged */
+    cr_expect(strstr(svg, ">all-reduce</text>") && strstr(svg, "activations (top half)"));
+    free(svg);
+    free(r);
+    timeline_free(tl);
+}
+
+/* Busy fractions by sampling: each pixel of the picture (T seconds wide) at S points, the
+ * share of points inside any of tl's events (every event marks the points it covers), a
+ * count no one in sim/ or core/ computes. */
+static void sampled_busy(const timeline *tl, double T, double *busy)
+{
+    enum { S = 2000 };
+    unsigned char *in = calloc((size_t)PLOT_W * S, 1);
+    cr_assert_not_null(in);
+    double dt = T / PLOT_W / S; /* point k is at (k + 0.5) dt */
+    for (size_t i = 0; i < tl->n; i++) {
+        const tl_event *e = &tl->ev[i];
+        long k0 = (long)ceil(e->start_s / dt - 0.5);
+        long k1 = (long)ceil((e->start_s + e->dur_s) / dt - 0.5);
+        for (long k = k0 < 0 ? 0 : k0; k < k1 && k < (long)PLOT_W * S; k++) in[k] = 1;
+    }
+    for (int p = 0; p < PLOT_W; p++) {
+        int c = 0;
+        for (int s = 0; s < S; s++) c += in[(size_t)p * S + s];
+        busy[p] = (double)c / S;
+    }
+    free(in);
+}
+
+/* Many random sub-pixel boxes on one device, some overlapping (as the transfers of many
+ * links on one boundary row do): the merged boxes tile the busy pixels, each pixel's
+ * fraction within 0.0015 of the sampled share (0.0005 rounding, 0.001 sampling), runs
+ * maximal (two adjacent boxes differ), at most one box per pixel: the text no longer grows
+ * with the events (4000 events, over 100 bytes each when drawn one by one). */
+Test(svg, merged_boxes_match_sampled_busy_and_stay_bounded)
+{
+    timeline *tl = timeline_new("sim");
+    cr_assert_not_null(tl);
+    int d0 = timeline_track(tl, TL_TRACK_DEVICE, 0, -1, NULL);
+    cr_assert_eq(d0, 0);
+    unsigned seed = 12345u;
+    double T = 2.0;
+    for (int i = 0; i < 4000; i++) {
+        seed = seed * 1103515245u + 12345u;
+        double start = (seed >> 8) / 16777216.0 * (T - 0.01);
+        seed = seed * 1103515245u + 12345u;
+        double dur = (seed >> 8) / 16777216.0 * 0.3 * T / PLOT_W; /* under 0.3 px */
+        add(tl, d0, TL_F, start, dur, 0, -1, i);
+    }
+    add(tl, d0, TL_B, T - 0.005, 0.005, 0, -1, 0); /* 2.75 px; ends the run at T */
+    sim_report *r = bare_report(tl, 1);
+    size_t len;
+    char *svg = sim_svg_text(r, &len);
+    cr_assert_not_null(svg);
+    static busy_box got[PLOT_W + 1];
+    int n = busy_boxes(svg, got, PLOT_W + 1);
+    static double want[PLOT_W], have[PLOT_W];
+    sampled_busy(tl, T, want);
+    /* a box alone in its pixels (every pixel it touches touched by no other sub-pixel box:
+     * counted per pixel here) is drawn on its own, and those pixels get no merged box */
+    static int touch[PLOT_W];
+    static char own[PLOT_W];
+    int nown = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        for (size_t i = 0; i + 1 < tl->n; i++) { /* the last event is the wide B */
+            double u0 = tl->ev[i].start_s / T * PLOT_W;
+            double u1 = (tl->ev[i].start_s + tl->ev[i].dur_s) / T * PLOT_W;
+            int a = (int)floor(u0), b = (int)ceil(u1) - 1, alone = 1;
+            if (b < a) b = a;
+            for (int q = a; q <= b; q++) {
+                if (pass == 0) touch[q]++;
+                alone &= touch[q] == 1;
+            }
+            if (pass == 1 && alone) {
+                for (int q = a; q <= b; q++) own[q] = 1;
+                nown++;
+            }
+        }
+    }
+    cr_expect_eq(count(svg, "class=\"b F\""), nown, "boxes alone in their pixels");
+    for (int i = 0; i < n; i++) {
+        cr_assert(got[i].x >= PLOT_X && got[i].w >= 1 && got[i].x + got[i].w <= PLOT_X + PLOT_W);
+        for (int p = got[i].x - PLOT_X; p < got[i].x - PLOT_X + got[i].w; p++)
+            have[p] = got[i].busy;
+        if (i > 0 && got[i - 1].x + got[i - 1].w == got[i].x)
+            cr_expect_neq(got[i - 1].busy, got[i].busy, "run at x %d not maximal", got[i].x);
+    }
+    /* the last 2.75 px are the wide B's; sub-pixel boxes may start under it */
+    int worst = -1;
+    for (int p = 0; p < PLOT_W - 3; p++) {
+        if (own[p]) cr_expect_eq(have[p], 0, "pixel %d: merged and alone", p);
+        else if (fabs(have[p] - want[p]) > 0.0015 && worst < 0) worst = p;
+    }
+    cr_expect_lt(worst, 0, "pixel %d: busy %.4f, sampled %.4f", worst,
+                 worst >= 0 ? have[worst] : 0, worst >= 0 ? want[worst] : 0);
+    cr_expect_gt(n, 100, "a random picture has runs of many fractions (%d)", n);
+    cr_expect(nown > 0 && nown < 200, "%d of 4000 boxes alone in their pixels", nown);
+    cr_expect_lt(len, 200000u, "the SVG is %zu bytes for 4001 events", len);
+    free(svg);
+    free(r);
+    timeline_free(tl);
+}
+
+/* sim_write_svg streams the text into the atomic write's temporary file: the file is
+ * sim_svg_text's text byte for byte; a write that fails part-way (a file size limit under
+ * the text's length) keeps the file that was there and leaves no temporary. */
+Test(svg, streamed_file_is_the_text_and_a_failed_write_keeps_the_file)
+{
+    plan *pl;
+    sim_report *r = run(SCHED_ZB_H1, 2, &pl);
+    size_t len;
+    char *text = sim_svg_text(r, &len);
+    cr_assert_not_null(text);
+    cr_assert_gt(len, 1u << 14, "the SVG is %zu bytes", len);
+    char *dir = make_tmpdir_named("svgfail");
+    char path[300];
+    snprintf(path, sizeof path, "%s/t.svg", dir);
+    file_put_text(path, "old");
+    signal(SIGXFSZ, SIG_IGN); /* a write past the limit fails with EFBIG instead */
+    struct rlimit rl = {.rlim_cur = 1u << 13, .rlim_max = RLIM_INFINITY};
+    cr_assert_eq(setrlimit(RLIMIT_FSIZE, &rl), 0);
+    plumb_err e;
+    err_clear(&e);
+    cr_expect_eq(sim_write_svg(r, path, &e), -1);
+    cr_expect(strstr(e.msg, path) && strstr(e.msg, "cannot write"), "%s", e.msg);
+    expect_file_text(path, "old");
+    cr_expect_eq(count_files(dir), 1, "a temporary left behind");
+    rl.rlim_cur = RLIM_INFINITY;
+    cr_assert_eq(setrlimit(RLIMIT_FSIZE, &rl), 0);
+    cr_expect_eq(sim_write_svg(r, path, &e), 0, "%s", e.msg);
+    size_t n = 0;
+    char *back = file_read_all(path, 1u << 26, "too large", &n, &e);
+    cr_assert_not_null(back, "%s", e.msg);
+    cr_expect(n == len && !memcmp(back, text, len), "the written SVG differs (%zu of %zu bytes)",
+              n, len);
+    free(back);
+    free(text);
+    cr_expect_eq(rm_tree(dir), 0);
+    sim_report_free(r);
+    plan_free(pl);
 }

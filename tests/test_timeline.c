@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <signal.h>
+#include <stdint.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -511,4 +512,20 @@ Test(timeline, size_counts_each_event_exactly)
             free(text);
             timeline_free(tl);
         }
+}
+
+/* The one spelling of a trace limit in bytes (plumb sim --trace-limit, the dashboard's
+ * export): never 0, which would mean no limit; whole bytes, rounded down; what size_t
+ * cannot hold is its largest value; not a number is the smallest limit. */
+Test(timeline, chrome_max_is_at_least_one_byte)
+{
+    cr_expect_eq(timeline_chrome_max(0), 1u);
+    cr_expect_eq(timeline_chrome_max(0.4), 1u);
+    cr_expect_eq(timeline_chrome_max(-5), 1u);
+    cr_expect_eq(timeline_chrome_max(NAN), 1u);
+    cr_expect_eq(timeline_chrome_max(1), 1u);
+    cr_expect_eq(timeline_chrome_max(1000.9), 1000u);
+    cr_expect_eq(timeline_chrome_max(0.5 * 1073741824.0), 536870912u);
+    cr_expect_eq(timeline_chrome_max(1e30), SIZE_MAX);
+    cr_expect_eq(timeline_chrome_max(INFINITY), SIZE_MAX);
 }

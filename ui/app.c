@@ -194,24 +194,24 @@ static void do_export(ui_app *a)
         set_msg(a, 1, "export failed: %s", e.msg);
         return;
     }
-    /* the report and the SVG built first; the trace streamed into its temporary file
-     * first of the three, within the limit, measured by the writer as it writes
-     * (timeline_chrome_stream): over it, no temporary is left and nothing renamed */
+    /* the report built first; the trace streamed into its temporary file first of the
+     * three, within the limit, measured by the writer as it writes (timeline_chrome_stream):
+     * over it, no temporary is left and nothing renamed; the SVG streamed last */
     double lim = a->trace_limit_bytes > 0 ? a->trace_limit_bytes : UI_TRACE_LIMIT_BYTES;
-    timeline_chrome_file t = {.tl = r->tl, .path = p[0], .max = lim < 1 ? 1 : (size_t)lim};
-    char *text[2] = {NULL, NULL};
-    size_t len[2] = {0, 0};
+    timeline_chrome_file t = {.tl = r->tl, .path = p[0], .max = timeline_chrome_max(lim)};
+    sim_svg_file sv = {.r = r, .path = p[2]};
+    size_t len = 0;
+    char *text = NULL;
     cJSON *j = sim_report_to_json(r, NULL, NULL);
-    if (j) text[0] = json_text_exact(j, &len[0]);
+    if (j) text = json_text_exact(j, &len);
     cJSON_Delete(j);
-    if (text[0]) text[1] = sim_svg_text(r, &len[1]);
-    if (!text[1]) {
+    if (!text) {
         set_msg(a, 1, "export failed: %s", "out of memory");
         goto done;
     }
     file_out fo[3] = {{.path = p[0], .write = timeline_chrome_file_write, .ctx = &t},
-                      {.path = p[1], .data = text[0], .len = len[0]},
-                      {.path = p[2], .data = text[1], .len = len[1]}};
+                      {.path = p[1], .data = text, .len = len},
+                      {.path = p[2], .write = sim_svg_file_write, .ctx = &sv}};
     if (files_write_atomic_out(3, fo, &e)) {
         if (t.over) {
             snprintf(m, sizeof m, "export: the trace would be %.3g GiB (%zu bytes, %zu events), "
@@ -226,7 +226,7 @@ static void do_export(ui_app *a)
         set_msg(a, 0, "exported %s", m);
     }
 done:
-    for (int i = 0; i < 2; i++) free(text[i]);
+    free(text);
     sim_report_free(owned);
 }
 

@@ -76,6 +76,30 @@ if command -v rsvg-convert >/dev/null; then
         || fail "SVG does not render: $(cat "$tmp/err")"
 fi
 
+# an over-dense timeline (2048 microbatches: boxes far under a pixel) is drawn merged: at
+# most one box per pixel of each lane (a device row's compute and all-reduce strips, a
+# boundary row's two halves), each with its busy fraction in (0, 1] as its opacity, and
+# almost no box on its own (it was a box per event: 86,028 boxes, 8.9 MB; now 1.2 MB)
+"$PLUMB" sim "$E" --microbatches 2048 --svg "$tmp/d.svg" >/dev/null || fail "dense SVG: exit $?"
+rows=$(grep -Ec 'class="row (device|cut)"' "$tmp/d.svg")
+busy=$(grep -c 'class="b busy ' "$tmp/d.svg")
+[ "$busy" -gt 0 ] && [ "$busy" -le $((rows * 2 * 1100)) ] \
+    || fail "dense SVG: $busy merged boxes for $rows rows"
+[ "$(grep -Ec 'class="b [FB]"' "$tmp/d.svg")" -lt 100 ] || fail "dense SVG: boxes one by one"
+grep -o 'data-busy="[^"]*"' "$tmp/d.svg" | tr -dc '0-9.\n' | awk '!($1 > 0 && $1 <= 1) {
+    bad = 1 } END { exit bad }' || fail "dense SVG: a busy fraction outside (0, 1]"
+[ "$(wc -c <"$tmp/d.svg")" -lt 2000000 ] || fail "dense SVG: $(wc -c <"$tmp/d.svg") bytes"
+# the SVG is streamed into a temporary beside its path: a write cut short (a 512 KiB file
+# size limit) is one line, exit 2, the file there before kept, no temporary left
+echo old >"$tmp/keep.svg"
+(trap '' XFSZ; ulimit -f 512; exec "$PLUMB" sim "$E" --microbatches 2048 --svg "$tmp/keep.svg") \
+    >"$tmp/out" 2>"$tmp/err"
+[ $? = 2 ] && [ ! -s "$tmp/out" ] && [ "$(wc -l <"$tmp/err")" = 1 ] \
+    && grep -qF "$tmp/keep.svg: cannot write" "$tmp/err" && [ "$(cat "$tmp/keep.svg")" = old ] \
+    || fail "failed SVG write: rc, stdout, stderr or the file there before: $(cat "$tmp/err")"
+ls "$tmp" | grep -qF '.tmp.' && fail "temporaries left: $(ls "$tmp" | grep -F .tmp.)"
+rm -f "$tmp/keep.svg"
+
 # the trace of replicated stages (a gnmt-like plan: 2 stages x 8 replicas on dgx-h100, 3
 # iterations, 8 microbatches: one per replica per iteration). Counted by hand: F, B, step
 # and the collective tracks' all-reduces 16 devices x 3 = 48 each; send_f, send_b 8 x 3 =
