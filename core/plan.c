@@ -269,6 +269,7 @@ int plan_equal(const plan *a, const plan *b)
         a->checkpoint_layers != b->checkpoint_layers || a->tp != b->tp ||
         a->sequence_parallel != b->sequence_parallel || a->zero != b->zero ||
         a->precision != b->precision || a->p2p_sync != b->p2p_sync ||
+        a->grad_sync_end != b->grad_sync_end ||
         a->overlap_param_gather != b->overlap_param_gather ||
         a->tp_overlap != b->tp_overlap || a->grad_reduce != b->grad_reduce ||
         a->optimizer_state != b->optimizer_state || a->nstages != b->nstages)
@@ -487,6 +488,14 @@ int plan_validate(const plan *pl, const char *file, plumb_err *err)
         return err_set(err, file, "overlap_param_gather", "expected false with schedule %s "
                        "(asynchronous: its forwards run ahead of the step) (got true)",
                        tr->name);
+    if (pl->grad_sync_end && tr->async)
+        return err_set(err, file, "grad_sync", "expected overlap with schedule %s "
+                       "(asynchronous: its iterations overlap on a worker) (got end)",
+                       tr->name);
+    if (pl->overlap_param_gather && pl->grad_sync_end)
+        return err_set(err, file, "overlap_param_gather", "expected false with grad_sync end "
+                       "(the all-gather apart follows an overlapped reduction, as Megatron-"
+                       "Core's --overlap-param-gather needs --overlap-grad-reduce) (got true)");
     if ((int)pl->tp_overlap < 0 || pl->tp_overlap >= TP_OVERLAP_NKINDS)
         return err_set(err, file, "tp_overlap", "expected none, backward or full (got %d)",
                        (int)pl->tp_overlap);
@@ -531,7 +540,7 @@ static const char *const ROOT_KEYS[] = { "format", "profile", "cluster", "schedu
                                          "checkpoint_layers", "tp", "sequence_parallel",
                                          "zero", "overlap_param_gather", "precision", "p2p",
                                          "tp_overlap", "grad_reduce", "optimizer_state",
-                                         NULL };
+                                         "grad_sync", NULL };
 static const char *const STAGE_KEYS[] = { "first_layer", "last_layer", "replicas", "devices",
                                           "compute_s", "comm_s", NULL };
 static const char *const PRED_KEYS[] = { "iteration_s", "samples_per_s", "speedup_vs_dp",
@@ -719,6 +728,22 @@ static int load_p2p(const jctx *jc, const cJSON *root, plan *pl)
                    json_describe(v, got, sizeof got));
 }
 
+/* "grad_sync": "overlap" (the default) or "end" (sim/engine_gradsync.c). */
+static int load_grad_sync(const jctx *jc, const cJSON *root, plan *pl)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, "grad_sync");
+    char got[96];
+    pl->grad_sync_end = 0;
+    if (!v) return 0;
+    if (cJSON_IsString(v) && (!strcmp(v->valuestring, "overlap") ||
+                              !strcmp(v->valuestring, "end"))) {
+        pl->grad_sync_end = !strcmp(v->valuestring, "end");
+        return 0;
+    }
+    return err_set(jc->err, jc->file, "grad_sync", "expected overlap or end (got %s)",
+                   json_describe(v, got, sizeof got));
+}
+
 /* "tp_overlap": "none" (the default), "backward" or "full" (sim/cost.c). */
 static int load_tp_overlap(const jctx *jc, const cJSON *root, plan *pl)
 {
@@ -795,6 +820,7 @@ plan *plan_from_json(const cJSON *root, const char *file, plumb_err *err)
     if (json_get_int(&jc, root, "", "zero", 0, 0, 1, &x)) goto fail;
     pl->zero = (int)x;
     if (load_p2p(&jc, root, pl)) goto fail;
+    if (load_grad_sync(&jc, root, pl)) goto fail;
     if (load_tp_overlap(&jc, root, pl)) goto fail;
     if (json_get_bool(&jc, root, "", "overlap_param_gather", 0, &pl->overlap_param_gather))
         goto fail;
@@ -870,6 +896,7 @@ cJSON *plan_to_json(const plan *pl)
         (pl->sequence_parallel && !cJSON_AddBoolToObject(root, "sequence_parallel", 1)) ||
         (pl->zero && !json_add_num(root, "zero", pl->zero)) ||
         (pl->p2p_sync && !cJSON_AddStringToObject(root, "p2p", "sync")) ||
+        (pl->grad_sync_end && !cJSON_AddStringToObject(root, "grad_sync", "end")) ||
         (pl->tp_overlap != TP_OVERLAP_NONE &&
          !cJSON_AddStringToObject(root, "tp_overlap", plan_tp_overlap_name(pl->tp_overlap))) ||
         (pl->overlap_param_gather &&
