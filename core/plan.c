@@ -712,35 +712,21 @@ static int load_recompute(const jctx *jc, const cJSON *root, plan *pl)
                    "false (got %s)", json_describe(v, got, sizeof got));
 }
 
-/* "p2p": "overlap" (the default) or "sync" (sim/engine_sync.c). */
-static int load_p2p(const jctx *jc, const cJSON *root, plan *pl)
+/* A field of two strings: absent or `off` (the default) gives *out 0, `on` 1; else -1 with
+ * the error naming the field. "p2p": "overlap" or "sync" (sim/engine_sync.c); "grad_sync":
+ * "overlap" or "end" (sim/engine_gradsync.c). */
+static int load_switch(const jctx *jc, const cJSON *root, const char *key, const char *off,
+                       const char *on, int *out)
 {
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, "p2p");
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, key);
     char got[96];
-    pl->p2p_sync = 0;
+    *out = 0;
     if (!v) return 0;
-    if (cJSON_IsString(v) && (!strcmp(v->valuestring, "overlap") ||
-                              !strcmp(v->valuestring, "sync"))) {
-        pl->p2p_sync = !strcmp(v->valuestring, "sync");
+    if (cJSON_IsString(v) && (!strcmp(v->valuestring, off) || !strcmp(v->valuestring, on))) {
+        *out = !strcmp(v->valuestring, on);
         return 0;
     }
-    return err_set(jc->err, jc->file, "p2p", "expected overlap or sync (got %s)",
-                   json_describe(v, got, sizeof got));
-}
-
-/* "grad_sync": "overlap" (the default) or "end" (sim/engine_gradsync.c). */
-static int load_grad_sync(const jctx *jc, const cJSON *root, plan *pl)
-{
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, "grad_sync");
-    char got[96];
-    pl->grad_sync_end = 0;
-    if (!v) return 0;
-    if (cJSON_IsString(v) && (!strcmp(v->valuestring, "overlap") ||
-                              !strcmp(v->valuestring, "end"))) {
-        pl->grad_sync_end = !strcmp(v->valuestring, "end");
-        return 0;
-    }
-    return err_set(jc->err, jc->file, "grad_sync", "expected overlap or end (got %s)",
+    return err_set(jc->err, jc->file, key, "expected %s or %s (got %s)", off, on,
                    json_describe(v, got, sizeof got));
 }
 
@@ -819,8 +805,8 @@ plan *plan_from_json(const cJSON *root, const char *file, plumb_err *err)
     x = 0;
     if (json_get_int(&jc, root, "", "zero", 0, 0, 1, &x)) goto fail;
     pl->zero = (int)x;
-    if (load_p2p(&jc, root, pl)) goto fail;
-    if (load_grad_sync(&jc, root, pl)) goto fail;
+    if (load_switch(&jc, root, "p2p", "overlap", "sync", &pl->p2p_sync)) goto fail;
+    if (load_switch(&jc, root, "grad_sync", "overlap", "end", &pl->grad_sync_end)) goto fail;
     if (load_tp_overlap(&jc, root, pl)) goto fail;
     if (json_get_bool(&jc, root, "", "overlap_param_gather", 0, &pl->overlap_param_gather))
         goto fail;
