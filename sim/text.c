@@ -89,7 +89,7 @@ static void print_layout(const sim_report *r, FILE *out)
             r->zero ? ", ZeRO-1 optimizer" : "",
             r->grad_reduce == DEV_BF16 ? ", bf16 gradients" : "",
             r->optimizer_state == DEV_BF16 ? ", bf16 optimizer state" : "",
-            r->grad_sync_end ? ", gradients reduced after the backward" : "");
+            r->grad_sync_end ? ", gradients reduced at the end" : "");
     if (r->tokens_per_sample <= 0 && r->tflops_per_gpu < 0)
         return;
     fprintf(out, "model speed    ");

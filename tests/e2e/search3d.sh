@@ -114,6 +114,8 @@ ok gsync "$P" plan --model $GPT3 -c $A100 --gpus 64 --global-batch 64 --grad-syn
 has gsync-text '^runtime of every layout: .*gradients reduced at the end'
 grep -q '"grad_sync":	"end"' "$d/gs.json" || { echo "FAIL gsync: the plan lacks grad_sync"; fail=1; }
 it=$(sed -n 's/^   iteration \([0-9.]*\) s .*/\1/p' "$d/out" | head -1)
+ok gsync-sim-text "$P" sim "$d/gs.json"
+has gsync-sim-text '^layout .*, gradients reduced at the end$'
 ok gsync-sim "$P" sim "$d/gs.json" --json
 has gsync-sim-json '^	"grad_sync":	"end",$'
 simit=$(sed -n 's/^	"iteration_s":	\([0-9.e+-]*\),$/\1/p' "$d/out" | head -1)
