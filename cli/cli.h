@@ -73,6 +73,10 @@ int cli_state_precision(const char *cmd, const char *opt, const char *arg, dev_p
  * the option and returns 2. */
 int cli_p2p(const char *cmd, const char *s, int *sync);
 
+/* Parses `--grad-sync overlap|end` into *end (1 for end). On failure prints one line naming
+ * the option and returns 2. */
+int cli_grad_sync(const char *cmd, const char *s, int *end);
+
 /* Parses `--recompute none|selective|full` (core/plan.h's recompute_kind) into *out. On
  * failure prints one line naming the option and returns 2. */
 int cli_recompute(const char *cmd, const char *s, int *out);

@@ -192,6 +192,14 @@ int cli_p2p(const char *cmd, const char *s, int *sync)
     return 0;
 }
 
+int cli_grad_sync(const char *cmd, const char *s, int *end)
+{
+    if (strcmp(s, "overlap") && strcmp(s, "end"))
+        return cli_fail(cmd, "--grad-sync: expected overlap or end (got \"%s\")", s);
+    *end = !strcmp(s, "end");
+    return 0;
+}
+
 int cli_recompute(const char *cmd, const char *s, int *out)
 {
     int v = recompute_kind_parse(s);

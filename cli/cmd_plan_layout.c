@@ -31,7 +31,7 @@ static const char usage_text[] =
     "                  [--sequence-parallel] [--zero 0|1 [--overlap-param-gather]]\n"
     "                  [--precision bf16|fp16|fp32]\n"
     "                  [--schedule KIND] [--seq-len S] [--attention standard|flash]\n"
-    "                  [--balance] [--p2p overlap|sync]\n"
+    "                  [--balance] [--p2p overlap|sync] [--grad-sync overlap|end]\n"
     "                  [--tp-overlap none|backward|full] [--grad-reduce fp32|bf16]\n"
     "                  [--optimizer-state fp32|bf16] [--json] [-o PLAN.json]\n"
     "       plumb plan --model FILE -c CLUSTER.json --gpus N --global-batch B [--search]\n"
@@ -81,6 +81,11 @@ static const char usage_text[] =
     "                          posted the receive, and the sender computes again only when\n"
     "                          it has arrived: Megatron-LM's blocking p2p; the search\n"
     "                          skips zb-v and dualpipev, which deadlock under it)\n"
+    "  --grad-sync MODE        overlap (default: each stage's data-parallel all-reduce runs\n"
+    "                          under its last backward, as PyTorch DDP) or end (after the\n"
+    "                          rank's last backward, its stages' rings one after another,\n"
+    "                          then the optimizer: Megatron-LM's own DDP, Megatron-Core\n"
+    "                          without --overlap-grad-reduce)\n"
     "  --tp-overlap MODE       none (default: every tensor-parallel collective blocks),\n"
     "                          backward (the input-gradient all-reduce under the weight-\n"
     "                          gradient GEMM: Megatron-LM's asynchronous all-reduce) or full\n"
@@ -106,7 +111,7 @@ static const char usage_text[] =
     "line; nothing written).\n";
 
 enum { O_MODEL = 1200, O_GPUS, O_TP, O_PP, O_DP, O_GB, O_MBS, O_V, O_RC, O_CKPT, O_SP, O_ZERO,
-       O_PREC, O_SCHED, O_SEQ, O_JSON, O_BALANCE, O_ATTN, O_SEARCH, O_TOP, O_P2P, O_OPG,
+       O_PREC, O_SCHED, O_SEQ, O_JSON, O_BALANCE, O_ATTN, O_SEARCH, O_TOP, O_P2P, O_GSYNC, O_OPG,
        O_TPO, O_GRED, O_OSTATE };
 
 /* What the command line gave besides the layout options (the search's fixed ones). */
@@ -151,6 +156,7 @@ static int parse(int argc, char **argv, layout3d_options *o, given *g, const cha
         {"attention", required_argument, 0, O_ATTN},
         {"search", no_argument, 0, O_SEARCH}, {"top", required_argument, 0, O_TOP},
         {"p2p", required_argument, 0, O_P2P},
+        {"grad-sync", required_argument, 0, O_GSYNC},
         {"overlap-param-gather", no_argument, 0, O_OPG},
         {"tp-overlap", required_argument, 0, O_TPO},
         {"grad-reduce", required_argument, 0, O_GRED},
@@ -225,6 +231,7 @@ static int parse(int argc, char **argv, layout3d_options *o, given *g, const cha
             break;
         }
         case O_P2P: if (cli_p2p(cmd, optarg, &o->p2p_sync)) return 2; break;
+        case O_GSYNC: if (cli_grad_sync(cmd, optarg, &o->grad_sync_end)) return 2; break;
         case O_TPO: if (cli_tp_overlap(cmd, optarg, &g->tp_overlap)) return 2; break;
         case O_GRED:
             if (cli_state_precision(cmd, "--grad-reduce", optarg, &o->grad_reduce)) return 2;
@@ -431,7 +438,7 @@ static void print_ranking(const search3d_result *r, const search3d_options *so, 
 }
 
 /* The ranking as JSON: {"searched", "fitting", "estimate_cpu_s", "simulate_cpu_s",
- * "tp_overlap", "overlap_param_gather", "p2p", ["grad_reduce", "optimizer_state", "balance"
+ * "tp_overlap", "overlap_param_gather", "p2p", ["grad_sync", "grad_reduce", "optimizer_state", "balance"
  * where set], "ranking": [...], "best": report}. */
 static cJSON *ranking_json(const search3d_result *r, const search3d_options *so,
                            const char *out)
@@ -449,6 +456,8 @@ static cJSON *ranking_json(const search3d_result *r, const search3d_options *so,
     cJSON_AddStringToObject(j, "tp_overlap", plan_tp_overlap_name(so->tp_overlap));
     cJSON_AddBoolToObject(j, "overlap_param_gather", so->overlap_param_gather);
     cJSON_AddStringToObject(j, "p2p", so->p2p_sync ? "sync" : "overlap");
+    if (so->grad_sync_end) /* only when set: default rankings read as before */
+        cJSON_AddStringToObject(j, "grad_sync", "end");
     if (so->grad_reduce != DEV_FP32) /* only when set: default rankings read as before */
         cJSON_AddStringToObject(j, "grad_reduce", dev_precision_name(so->grad_reduce));
     if (so->optimizer_state != DEV_FP32)

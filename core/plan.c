@@ -269,6 +269,7 @@ int plan_equal(const plan *a, const plan *b)
         a->checkpoint_layers != b->checkpoint_layers || a->tp != b->tp ||
         a->sequence_parallel != b->sequence_parallel || a->zero != b->zero ||
         a->precision != b->precision || a->p2p_sync != b->p2p_sync ||
+        a->grad_sync_end != b->grad_sync_end ||
         a->overlap_param_gather != b->overlap_param_gather ||
         a->tp_overlap != b->tp_overlap || a->grad_reduce != b->grad_reduce ||
         a->optimizer_state != b->optimizer_state || a->nstages != b->nstages)
@@ -487,6 +488,14 @@ int plan_validate(const plan *pl, const char *file, plumb_err *err)
         return err_set(err, file, "overlap_param_gather", "expected false with schedule %s "
                        "(asynchronous: its forwards run ahead of the step) (got true)",
                        tr->name);
+    if (pl->grad_sync_end && tr->async)
+        return err_set(err, file, "grad_sync", "expected overlap with schedule %s "
+                       "(asynchronous: its iterations overlap on a worker) (got end)",
+                       tr->name);
+    if (pl->overlap_param_gather && pl->grad_sync_end)
+        return err_set(err, file, "overlap_param_gather", "expected false with grad_sync end "
+                       "(the all-gather apart follows an overlapped reduction, as Megatron-"
+                       "Core's --overlap-param-gather needs --overlap-grad-reduce) (got true)");
     if ((int)pl->tp_overlap < 0 || pl->tp_overlap >= TP_OVERLAP_NKINDS)
         return err_set(err, file, "tp_overlap", "expected none, backward or full (got %d)",
                        (int)pl->tp_overlap);
@@ -531,7 +540,7 @@ static const char *const ROOT_KEYS[] = { "format", "profile", "cluster", "schedu
                                          "checkpoint_layers", "tp", "sequence_parallel",
                                          "zero", "overlap_param_gather", "precision", "p2p",
                                          "tp_overlap", "grad_reduce", "optimizer_state",
-                                         NULL };
+                                         "grad_sync", NULL };
 static const char *const STAGE_KEYS[] = { "first_layer", "last_layer", "replicas", "devices",
                                           "compute_s", "comm_s", NULL };
 static const char *const PRED_KEYS[] = { "iteration_s", "samples_per_s", "speedup_vs_dp",
@@ -703,19 +712,21 @@ static int load_recompute(const jctx *jc, const cJSON *root, plan *pl)
                    "false (got %s)", json_describe(v, got, sizeof got));
 }
 
-/* "p2p": "overlap" (the default) or "sync" (sim/engine_sync.c). */
-static int load_p2p(const jctx *jc, const cJSON *root, plan *pl)
+/* A field of two strings: absent or `off` (the default) gives *out 0, `on` 1; else -1 with
+ * the error naming the field. "p2p": "overlap" or "sync" (sim/engine_sync.c); "grad_sync":
+ * "overlap" or "end" (sim/engine_gradsync.c). */
+static int load_switch(const jctx *jc, const cJSON *root, const char *key, const char *off,
+                       const char *on, int *out)
 {
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, "p2p");
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, key);
     char got[96];
-    pl->p2p_sync = 0;
+    *out = 0;
     if (!v) return 0;
-    if (cJSON_IsString(v) && (!strcmp(v->valuestring, "overlap") ||
-                              !strcmp(v->valuestring, "sync"))) {
-        pl->p2p_sync = !strcmp(v->valuestring, "sync");
+    if (cJSON_IsString(v) && (!strcmp(v->valuestring, off) || !strcmp(v->valuestring, on))) {
+        *out = !strcmp(v->valuestring, on);
         return 0;
     }
-    return err_set(jc->err, jc->file, "p2p", "expected overlap or sync (got %s)",
+    return err_set(jc->err, jc->file, key, "expected %s or %s (got %s)", off, on,
                    json_describe(v, got, sizeof got));
 }
 
@@ -794,7 +805,8 @@ plan *plan_from_json(const cJSON *root, const char *file, plumb_err *err)
     x = 0;
     if (json_get_int(&jc, root, "", "zero", 0, 0, 1, &x)) goto fail;
     pl->zero = (int)x;
-    if (load_p2p(&jc, root, pl)) goto fail;
+    if (load_switch(&jc, root, "p2p", "overlap", "sync", &pl->p2p_sync)) goto fail;
+    if (load_switch(&jc, root, "grad_sync", "overlap", "end", &pl->grad_sync_end)) goto fail;
     if (load_tp_overlap(&jc, root, pl)) goto fail;
     if (json_get_bool(&jc, root, "", "overlap_param_gather", 0, &pl->overlap_param_gather))
         goto fail;
@@ -870,6 +882,7 @@ cJSON *plan_to_json(const plan *pl)
         (pl->sequence_parallel && !cJSON_AddBoolToObject(root, "sequence_parallel", 1)) ||
         (pl->zero && !json_add_num(root, "zero", pl->zero)) ||
         (pl->p2p_sync && !cJSON_AddStringToObject(root, "p2p", "sync")) ||
+        (pl->grad_sync_end && !cJSON_AddStringToObject(root, "grad_sync", "end")) ||
         (pl->tp_overlap != TP_OVERLAP_NONE &&
          !cJSON_AddStringToObject(root, "tp_overlap", plan_tp_overlap_name(pl->tp_overlap))) ||
         (pl->overlap_param_gather &&

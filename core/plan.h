@@ -134,6 +134,13 @@ typedef struct plan {
                                     a send moves once its receiver has posted the receive, and
                                     the sender computes again only when it has arrived; 0
                                     ("overlap", the default): transfers overlap with compute */
+    int grad_sync_end;           /* 1: the data-parallel gradient reduction runs after the
+                                    worker's last forward / backward of the iteration (the
+                                    file's "grad_sync": "end"; sim/engine_gradsync.c): its
+                                    stages' rings one after another, then its steps, as
+                                    Megatron-LM's own DDP and Megatron-Core without
+                                    --overlap-grad-reduce; 0 ("overlap", the default): each
+                                    stage's ring overlaps its last backward (PyTorch DDP) */
     int nstages;
     plan_stage *stages;
     /* predicted figures; < 0 when not predicted */

@@ -36,6 +36,8 @@ typedef struct layout3d_options {
                               (0, the default) or flash */
     int p2p_sync;          /* 1: the plan's "p2p": "sync" (synchronous point-to-point
                               transfers, sim/engine_sync.c); 0: overlapped (the default) */
+    int grad_sync_end;     /* 1: the plan's "grad_sync": "end" (the gradients reduced after
+                              the last backward, sim/engine_gradsync.c); 0: overlapped */
     dev_precision grad_reduce;     /* the plan's grad_reduce: DEV_FP32 (default) or
                                       DEV_BF16 (with precision bf16) */
     dev_precision optimizer_state; /* the plan's optimizer_state, likewise */

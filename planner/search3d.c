@@ -45,6 +45,7 @@ void search3d_options_from_layout(const layout3d_options *o, search3d_options *s
     so->seq = o->seq;
     so->attention = o->attention;
     so->p2p_sync = o->p2p_sync;
+    so->grad_sync_end = o->grad_sync_end;
     so->balance = o->balance;
 }
 
@@ -108,6 +109,7 @@ static layout3d_options layout_of(const search3d_options *o, int gpus, int tp, i
     l.seq = o->seq;
     l.attention = o->attention;
     l.p2p_sync = o->p2p_sync;
+    l.grad_sync_end = o->grad_sync_end;
     return l;
 }
 
@@ -117,6 +119,7 @@ void search3d_apply_runtime(plan *pl, const search3d_options *o)
     pl->tp_overlap = pl->tp > 1 ? o->tp_overlap : TP_OVERLAP_NONE;
     pl->overlap_param_gather = o->overlap_param_gather && pl->zero == 1 && tr && !tr->async;
     pl->p2p_sync = o->p2p_sync ? 1 : 0;
+    pl->grad_sync_end = o->grad_sync_end && tr && !tr->async;
 }
 
 /* 1 when the search tries kind k at V chunks per rank on pp ranks of `layers` layers: the
@@ -442,6 +445,15 @@ int search3d_runtime_check(const search3d_options *o, plumb_err *err)
         return err_set(err, NULL, "--p2p", "expected overlap with schedule %s (its V "
                        "placement deadlocks under blocking transfers; docs/sim.md) (got "
                        "sync)", tr->name);
+    if (o->grad_sync_end && o->overlap_param_gather)
+        return err_set(err, NULL, "--overlap-param-gather", "expected --grad-sync overlap (the "
+                       "all-gather apart follows an overlapped reduction: Megatron-Core's "
+                       "--overlap-param-gather needs --overlap-grad-reduce) (got --grad-sync "
+                       "end)");
+    if (o->grad_sync_end && tr && tr->async)
+        return err_set(err, NULL, "--grad-sync", "expected overlap with schedule %s (its "
+                       "iterations overlap: no end of the backward to reduce at) (got end)",
+                       tr->name);
     if (o->precision != DEV_BF16 &&
         (o->grad_reduce == DEV_BF16 || o->optimizer_state == DEV_BF16))
         return err_set(err, NULL, o->grad_reduce == DEV_BF16 ? "--grad-reduce bf16"
@@ -499,6 +511,8 @@ void search3d_runtime_text(const search3d_options *o, char *buf, size_t n)
         h += (size_t)snprintf(buf + h, n - h, "%sparameter all-gather under the forward "
                               "(zero 1)", h ? ", " : "");
     if (o->p2p_sync && h < n) h += (size_t)snprintf(buf + h, n - h, "%sp2p sync", h ? ", " : "");
+    if (o->grad_sync_end && h < n)
+        h += (size_t)snprintf(buf + h, n - h, "%sgradients reduced at the end", h ? ", " : "");
     if (o->grad_reduce != DEV_FP32 && h < n)
         h += (size_t)snprintf(buf + h, n - h, "%sgradients %s", h ? ", " : "",
                               dev_precision_name(o->grad_reduce));

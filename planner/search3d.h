@@ -51,6 +51,9 @@ typedef struct search3d_options {
                                    synchronous) */
     int p2p_sync;               /* 1: synchronous point-to-point transfers; the V kinds
                                    (zb-v, dualpipev), which deadlock under it, are skipped */
+    int grad_sync_end;          /* 1: the gradients reduced after each worker's last
+                                   backward (plan "grad_sync": "end"); all schedules searched
+                                   flush, so every candidate takes it */
     int balance;                /* 1: each candidate simulated in full has its stages
                                    balanced first (layout3d_balance, planner/balance3d.h) and
                                    is ranked by the plan it keeps; the estimates stay even */
@@ -120,7 +123,8 @@ typedef struct search3d_result {
  * (sim_cost_build on a schedule of the plan cut to the microbatches that reach its
  * steady memory), the device memory (sim_memory_of) of each pipeline rank's first
  * group, and the closed-form iteration time of its schedule kind, under the plan's
- * runtime (tp_overlap, overlap_param_gather, p2p_sync; search3d_apply_runtime). 0, or -1
+ * runtime (tp_overlap, overlap_param_gather, p2p_sync, grad_sync_end;
+ * search3d_apply_runtime). 0, or -1
  * with err (out of memory, a schedule the generator refuses). */
 int search3d_estimate(const plan *pl, search3d_est *out, plumb_err *err);
 
@@ -154,14 +158,16 @@ int search3d_options_check(const search3d_options *o, plumb_err *err);
  * resolved one, 0 when not known yet): checkpoint_layers > 0 only with recompute full;
  * overlap_param_gather not with zero fixed at 0 nor with an asynchronous schedule fixed;
  * p2p_sync not with a fixed V-placed schedule (zb-v, dualpipev: they deadlock under it);
- * grad_reduce or optimizer_state bf16 only at precision bf16; tp_overlap not with tp fixed
+ * grad_sync_end not with an asynchronous schedule fixed (its iterations overlap) nor with
+ * overlap_param_gather; grad_reduce or optimizer_state bf16 only at precision bf16; tp_overlap not with tp fixed
  * at 1. 0, or -1 with err naming the option ("--checkpoint-layers: belongs to --recompute
  * full"). The one owner of these rules and their lines. */
 int search3d_runtime_check(const search3d_options *o, plumb_err *err);
 
 /* The runtime o gives every candidate (tp_overlap, overlap_param_gather, p2p_sync,
- * grad_reduce, optimizer_state) as "tp overlap full (tp > 1), parameter all-gather under
- * the forward (zero 1), p2p sync, gradients bf16, optimizer state bf16" into buf (always
+ * grad_sync_end, grad_reduce, optimizer_state) as "tp overlap full (tp > 1), parameter
+ * all-gather under the forward (zero 1), p2p sync, gradients reduced at the end, gradients
+ * bf16, optimizer state bf16" into buf (always
  * terminated); "" at the default runtime. */
 void search3d_runtime_text(const search3d_options *o, char *buf, size_t n);
 
@@ -173,9 +179,10 @@ int search3d_all_fixed(const search3d_options *o);
  * i > 0 also how much slower than the first and the part that costs it most. */
 void search3d_why(const search3d_result *r, int i, char *buf, size_t n);
 
-/* Sets o's runtime (tp_overlap, overlap_param_gather, p2p_sync) on plan pl, each where
- * pl can take it (plan_validate): tp_overlap where pl->tp > 1, the all-gather apart where
- * pl->zero is 1 and its schedule synchronous. */
+/* Sets o's runtime (tp_overlap, overlap_param_gather, p2p_sync, grad_sync_end) on plan pl,
+ * each where pl can take it (plan_validate): tp_overlap where pl->tp > 1, the all-gather
+ * apart where pl->zero is 1 and its schedule synchronous, the reduction at the end where
+ * its schedule is synchronous. */
 void search3d_apply_runtime(plan *pl, const search3d_options *o);
 
 /* Candidate c as a JSON object: "tp", "pp", "dp", "microbatch_size", "interleave",

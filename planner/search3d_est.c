@@ -69,7 +69,8 @@ typedef struct est_stage {
  * backwards. The lowering puts each stage's ALLREDUCE right after that stage's last
  * backward (B, or W where split: st[k]), and the simulator holds the rank there until the
  * ring ends, so each stage (chunk) of the rank leaves its own tail, one after another: its
- * K buckets ready evenly through that backward of du seconds (bucket k at (k + 1) du / K),
+ * K buckets ready evenly through that backward of du seconds (bucket k at (k + 1) du / K;
+ * du = 0 under grad_sync end, where the rings run one after another after the last one),
  * each taking a = per_byte x G / K + fixed on the stage's ring, leave max(a, K a - du (K -
  * 1) / K) after it. With one stage per rank that is the stage's own ring. Where the
  * parameter all-gather runs apart (mo->gather_bytes, overlap_param_gather), the ring
@@ -98,7 +99,9 @@ static double exposed_allreduce(const sim_model *mo, const sim_net *net, const p
         double G = gather && gather[k] > 0 ? 2 * mo->grad_bytes[k] - gather[k]
                                             : mo->grad_bytes[k];
         int K = buckets(mo->grad_bytes[k]);
-        double a = per_byte * G / K + fixed, du = split ? st[k].W : st[k].B;
+        /* grad_sync end: every bucket ready at once, after the rank's last backward */
+        double a = per_byte * G / K + fixed,
+               du = pl->grad_sync_end ? 0 : split ? st[k].W : st[k].B;
         double tail = K * a - du * (K - 1) / K;
         ex += tail > a ? tail : a;
     }

@@ -188,6 +188,8 @@ cJSON *sweep3d_to_json(const sweep3d_result *r)
     cJSON_AddStringToObject(j, "tp_overlap", plan_tp_overlap_name(r->opts.tp_overlap));
     cJSON_AddBoolToObject(j, "overlap_param_gather", r->opts.overlap_param_gather);
     cJSON_AddStringToObject(j, "p2p", r->opts.p2p_sync ? "sync" : "overlap");
+    if (r->opts.grad_sync_end) /* only when set: default sweeps read as before */
+        cJSON_AddStringToObject(j, "grad_sync", "end");
     if (r->opts.grad_reduce != DEV_FP32) /* only when set, as plan --model's ranking */
         cJSON_AddStringToObject(j, "grad_reduce", dev_precision_name(r->opts.grad_reduce));
     if (r->opts.optimizer_state != DEV_FP32)

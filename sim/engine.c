@@ -398,10 +398,16 @@ int sim_engine_run(const sim_model *m, sim_result *r, plumb_err *err)
 {
     const schedule *s = m->sched;
     schedule batched = {0};  /* p2p_sync: the transfers at the runtime's batch points */
+    schedule ends = {0};     /* grad_sync_end: the reductions after the last computation */
     memset(r, 0, sizeof *r);
+    if (m->grad_sync_end && eng_gradsync_order(s, &ends, err))
+        return -1;
+    s = m->grad_sync_end ? &ends : s;
     if (m->p2p_sync) {
-        if (eng_sync_order(m->sched, &batched))
+        if (eng_sync_order(s, &batched)) {
+            eng_sync_order_free(&ends);
             return err_set(err, NULL, NULL, "out of memory");
+        }
         s = &batched;
     }
     eng E = {.m = m, .s = s, .r = r, .nw = s->nworkers, .ns = s->nstages,
@@ -415,6 +421,7 @@ int sim_engine_run(const sim_model *m, sim_result *r, plumb_err *err)
         eng_oom(&E);
         if (m->p2p_sync)
             eng_sync_order_free(&batched);
+        eng_sync_order_free(&ends);
         return -1;
     }
     r->steady = E.k1 >= E.k0;
@@ -522,6 +529,7 @@ out:
     eng_free(&E);
     if (m->p2p_sync)
         eng_sync_order_free(&batched);
+    eng_sync_order_free(&ends);
     if (rc)
         sim_result_free(r);
     return rc;

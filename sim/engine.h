@@ -116,6 +116,11 @@ typedef struct sim_model {
                                  computation waits until every send it issued before it
                                  has been delivered; 0 (default): sends and receives
                                  overlap with compute */
+    int grad_sync_end;        /* 1: each worker reduces its gradients after its last
+                                 computation of the iteration (a plan's "grad_sync": "end",
+                                 engine_gradsync.c): its stages' rings one after another,
+                                 all buckets ready at once, then its steps; 0 (default):
+                                 a stage's ring overlaps its last backward */
     /* The memory model's training state per stage (sim/memory.c; the engine reads none of
      * them). sim_cost_build fills them; NULL in hand-built models, where grad_bytes stands
      * for all three. */

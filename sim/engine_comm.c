@@ -784,7 +784,7 @@ static int group_register(eng *E, int gi, double st, double du)
 int eng_backward(eng *E, int w, int c, int s, double t, double dur)
 {
     const schedule *sc = E->s;
-    if (E->m->allreduce_s[s] <= 0)
+    if (E->m->allreduce_s[s] <= 0 || E->m->grad_sync_end)  /* end: eng_allreduce registers */
         return 0;
     /* the last backward of s before its next ALLREDUCE? (a few actions ahead) */
     int last = 0;

@@ -336,6 +336,14 @@ int eng_sync_gate(eng *E, int w, double t);
 int eng_sync_order(const schedule *s, schedule *out);
 void eng_sync_order_free(schedule *out);
 
+/* The schedule s with each worker's ALLREDUCE and STEP actions of an iteration moved after
+ * its last computation of that iteration and the sends that follow it, the all-reduces
+ * first, then the steps, each in ascending stage order (engine_gradsync.c;
+ * sim_model.grad_sync_end). Fills out as eng_sync_order does (free with
+ * eng_sync_order_free). 0, or -1 with err set: out of memory, or a schedule whose
+ * iterations overlap on a worker (an asynchronous kind); out then holds nothing to free. */
+int eng_gradsync_order(const schedule *s, schedule *out, plumb_err *err);
+
 /* Grouped ring all-reduce (engine_ring.c). */
 
 /* Finds each ring hop's width (E->ringw, when some stage all-reduces) and decides which

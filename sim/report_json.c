@@ -140,6 +140,8 @@ static void layout_json(cJSON *o, const sim_report *r)
         cJSON_AddStringToObject(o, "grad_reduce", dev_precision_name(r->grad_reduce));
     if (r->optimizer_state != DEV_FP32)
         cJSON_AddStringToObject(o, "optimizer_state", dev_precision_name(r->optimizer_state));
+    if (r->grad_sync_end)
+        cJSON_AddStringToObject(o, "grad_sync", "end");
     add_int(o, "gpus", r->gpus);
 }
 

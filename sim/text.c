@@ -78,16 +78,18 @@ static void print_whatifs(const sim_report *r, FILE *out)
  * MFU where known, for plans with tensor parallelism or a token model. */
 static void print_layout(const sim_report *r, FILE *out)
 {
-    if (r->tp <= 1 && r->tokens_per_sample <= 0 && r->precision == DEV_FP32 && !r->zero)
+    if (r->tp <= 1 && r->tokens_per_sample <= 0 && r->precision == DEV_FP32 && !r->zero &&
+        !r->grad_sync_end)
         return;
     const char *noun = r->device_noun ? r->device_noun : "GPU";
-    fprintf(out, "layout          tp %d x pp %d x dp %d = %d %ss%s, global batch %d, %s%s%s%s%s\n",
+    fprintf(out, "layout          tp %d x pp %d x dp %d = %d %ss%s, global batch %d, %s%s%s%s%s%s\n",
             r->tp, r->pp, r->dp, r->gpus, noun, r->interleave > 1 ? " (interleaved)" : "",
             r->global_batch, dev_precision_name(r->precision),
             r->sequence_parallel ? ", sequence parallel" : "",
             r->zero ? ", ZeRO-1 optimizer" : "",
             r->grad_reduce == DEV_BF16 ? ", bf16 gradients" : "",
-            r->optimizer_state == DEV_BF16 ? ", bf16 optimizer state" : "");
+            r->optimizer_state == DEV_BF16 ? ", bf16 optimizer state" : "",
+            r->grad_sync_end ? ", gradients reduced at the end" : "");
     if (r->tokens_per_sample <= 0 && r->tflops_per_gpu < 0)
         return;
     fprintf(out, "model speed    ");

@@ -1,5 +1,5 @@
 /* test_search3d_runtime.c: the layout search under a fixed runtime (planner/search3d.h:
- * tp_overlap, overlap_param_gather, p2p_sync). The estimate of each setting against the
+ * tp_overlap, overlap_param_gather, p2p_sync, grad_sync_end). The estimate of each setting against the
  * simulator on GPT-3 175B layouts on H100s: its iteration within RUNTIME_TOL and the change
  * the setting makes within RUNTIME_DELTA_TOL of the change the simulator sees (the part
  * that fails when the estimate ignores the setting); p2p sync by its blocking sends and
@@ -224,6 +224,23 @@ Test(search3d_runtime, p2p_sync_against_the_simulator, .init = setup, .fini = te
         cr_expect(fabs(est1 / sim1 - 1) <= RUNTIME_TOL, "case %zu (%s): estimate %.4f s, "
                   "simulated %.4f s", i, sched_kind_name((sched_kind)lays[i].sched), est1, sim1);
     }
+}
+
+/* The reduction at the end (grad_sync end): each rank's rings after its last backward, one
+ * after another, with nothing to hide under: the estimate within RUNTIME_TOL of the
+ * simulator and its added time within RUNTIME_DELTA_TOL of the simulator's, on layouts
+ * with data parallelism (one stage a rank, interleaved, zb-h1). */
+Test(search3d_runtime, grad_sync_end_against_the_simulator, .init = setup, .fini = teardown)
+{
+    static const lay lays[] = {
+        {256, 8, 8, 1, S, 0, K1}, {256, 8, 8, 4, S, 0, KI}, {256, 4, 8, 1, F, 0, KZ},
+        {256, 8, 4, 1, S, 1, K1},
+    };
+    search3d_options rt;
+    search3d_options_init(&rt);
+    rt.grad_sync_end = 1;
+    for (size_t i = 0; i < sizeof lays / sizeof lays[0]; i++)
+        against_default(t, c, &lays[i], 256, &rt, "grad_sync end", 1);
 }
 
 /* The search under Megatron-Core's H100 runtime: every ranked candidate simulated with the

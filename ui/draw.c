@@ -357,6 +357,8 @@ static void draw_runtime(ui_app *a, int x, int y, int w, ui_fb *fb)
     else snprintf(v, sizeof v, narrow ? "%+.1f%%" : "on (%+.1f%%)",
                   100 * (b->balanced_s / b->even_s - 1));
     runtime_field(&p, wide ? "balance" : "bal", v, rt->balance, 1);
+    if (rt->grad_sync_end) /* only when asked: n/a on an asynchronous schedule */
+        runtime_field(&p, wide ? "grad-sync" : "gsync", "end", 1, !pl || pl->grad_sync_end);
 }
 
 /* What the header adds after an asynchronous schedule's name (no flush: updates use

@@ -3,8 +3,10 @@
 # tests/data/megatron/sc21-table1.tsv (Narayanan et al. 2021, Table 1: achieved TFLOP/s per
 # GPU) and korthikanti2022.tsv (Korthikanti et al. 2022: seconds per iteration), runs
 # `plumb plan --model ... --tp --pp --dp --global-batch --microbatch-size [--interleave]
-# --recompute [--sequence-parallel] --zero --precision --p2p --json` on the DGX A100 cluster
-# file (--p2p from the table's p2p column: sync, Megatron-LM's blocking point-to-point calls),
+# --recompute [--sequence-parallel] --zero --precision --p2p --grad-sync --json` on the DGX
+# A100 cluster file (--p2p from the table's p2p column: sync, Megatron-LM's blocking
+# point-to-point calls; --grad-sync from its grad_sync column: end where Megatron's own DDP
+# reduces the gradients after the pipeline, overlap where PyTorch DDP overlaps them),
 # reads `iteration_s` (and, for the record, `tflops_per_gpu` and `mfu`) from the report,
 # prints published against predicted, and fails when a row is off by more than 5 % or a
 # table's mean absolute error exceeds 3 %. First it checks the model files' parameter counts
@@ -74,11 +76,12 @@ for tsv in $TABLES; do
     n=0
     # columns: run model gpus tp pp dp global_batch microbatch_size interleave recompute
     #          sequence_parallel zero precision published_tflops_per_gpu published_iteration_s
-    #          p2p
-    while IFS=$'\t' read -r run model gpus tp pp dp gb mbs il rc sp zero prec _ _ p2p; do
+    #          p2p grad_sync
+    while IFS=$'\t' read -r run model gpus tp pp dp gb mbs il rc sp zero prec _ _ p2p gsync; do
         [ "$run" = run ] && continue
         plan_args "$MODELS/$model.json" "$A100" "$gpus" "$tp" "$pp" "$dp" "$gb" "$mbs" "$rc"
-        args+=(--zero "$zero" --precision "$prec" --p2p "${p2p:-overlap}" --json)
+        args+=(--zero "$zero" --precision "$prec" --p2p "${p2p:-overlap}")
+        args+=(--grad-sync "${gsync:-overlap}" --json)
         layout_extras "$il" "$sp"
         case $run in k22-*) tpo=$TPO_K22 ;; *) tpo=none ;; esac
         [ "$tp" -gt 1 ] && [ "$tpo" != none ] && args+=(--tp-overlap "$tpo")

@@ -106,6 +106,31 @@ bad runtime-tpo-mode 'plan: --tp-overlap: expected none, backward or full (got "
 bad runtime-sync-v 'plan: --p2p: expected overlap with schedule zb-v .* (got sync)' \
     --gpus 64 --global-batch 64 --p2p sync --schedule zb-v
 
+# the gradients reduced after the last backward on every candidate: the ranking says so,
+# the written plan carries it, plumb sim of that plan gives the search's figure, and the
+# best layout's iteration is no shorter than the same layout overlapped
+ok gsync "$P" plan --model $GPT3 -c $A100 --gpus 64 --global-batch 64 --grad-sync end \
+    -o "$d/gs.json"
+has gsync-text '^runtime of every layout: .*gradients reduced at the end'
+grep -q '"grad_sync":	"end"' "$d/gs.json" || { echo "FAIL gsync: the plan lacks grad_sync"; fail=1; }
+it=$(sed -n 's/^   iteration \([0-9.]*\) s .*/\1/p' "$d/out" | head -1)
+ok gsync-sim-text "$P" sim "$d/gs.json"
+has gsync-sim-text '^layout .*, gradients reduced at the end$'
+ok gsync-sim "$P" sim "$d/gs.json" --json
+has gsync-sim-json '^	"grad_sync":	"end",$'
+simit=$(sed -n 's/^	"iteration_s":	\([0-9.e+-]*\),$/\1/p' "$d/out" | head -1)
+awk -v a="$it" -v b="$simit" 'BEGIN { exit !(b > 0 && (a - b) / b < 1e-3 && (b - a) / b < 1e-3) }' ||
+    { echo "FAIL gsync-sim: the search reported $it s, plumb sim on its plan $simit s"; fail=1; }
+ok gsync-json "$P" plan --model $GPT3 -c $A100 --gpus 64 --global-batch 64 --grad-sync end \
+    --json --top 6
+has gsync-json '^	"grad_sync":	"end",$'
+bad gsync-mode 'plan: --grad-sync: expected overlap or end (got "later")' \
+    --gpus 64 --global-batch 64 --grad-sync later
+bad gsync-async 'plan: --grad-sync: expected overlap with schedule pipedream .* (got end)' \
+    --tp 8 --pp 2 --dp 4 --global-batch 64 --grad-sync end --schedule pipedream
+bad gsync-opg 'plan: --overlap-param-gather: expected --grad-sync overlap .* (got --grad-sync end)' \
+    --gpus 64 --global-batch 64 --grad-sync end --overlap-param-gather
+
 # gradients and optimizer state in bf16 on every candidate: the ranking and the best layout
 # say so and the written plan carries both; with fp32 weights, or a bad value, one line
 ok state16 "$P" plan --model $GPT3 -c $H100 --gpus 64 --global-batch 64 --grad-reduce bf16 \

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # sweep3d.sh: `plumb sweep --model` prices what `plumb plan --model` prices. Each runtime
-# setting of plan's search (--tp-overlap, --overlap-param-gather, --p2p sync, --grad-reduce,
-# --optimizer-state), --balance and the other
+# setting of plan's search (--tp-overlap, --overlap-param-gather, --p2p sync, --grad-sync
+# end, --grad-reduce, --optimizer-state), --balance and the other
 # options that change a candidate's cost (--precision, --schedule, --sequence-parallel,
 # --seq-len, --attention, --recompute full --checkpoint-layers) swept over Llama-3-8B on 8
 # and 16 H100s: at each count the sweep's best layout and its simulated iteration are those
@@ -28,8 +28,8 @@ keys = ["tp", "pp", "dp", "microbatch_size", "interleave", "schedule", "recomput
         "sequence_parallel", "zero", "iteration_s", "tokens_per_s", "mfu"]
 diff = [k for k in keys if a[k] != b[k]]
 diff += [k for k in ("balanced", "even_iteration_s") if a.get(k) != b.get(k)]
-for k in ("tp_overlap", "overlap_param_gather", "p2p", "grad_reduce", "optimizer_state",
-          "balance"):
+for k in ("tp_overlap", "overlap_param_gather", "p2p", "grad_sync", "grad_reduce",
+          "optimizer_state", "balance"):
     if sweep.get(k) != plan.get(k): diff.append(k)
 if diff:
     sys.exit(print("%d GPUs: sweep and plan differ in %s: %s / %s" % (gpus, diff,
@@ -49,6 +49,7 @@ settings=(
     "--grad-reduce bf16 --optimizer-state bf16"
     "--grad-reduce bf16 --zero 1 --overlap-param-gather"
     "--balance --pp 4"
+    "--grad-sync end --p2p sync"
 )
 for s in "${settings[@]}"; do
     name="sweep ${s// /_}"

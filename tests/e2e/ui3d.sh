@@ -84,6 +84,7 @@ for opt in "$L|--tp-overlap full|tp-overlap full" "$L|--tp-overlap backward|tp-o
     "$L|--grad-reduce bf16 --optimizer-state bf16|grad-reduce bf16  optimizer-state bf16" \
     "$O|--overlap-param-gather|overlap-param-gather on" \
     "$L|--balance|balance on \\(-[0-9.]+%\\)" "$L|--attention flash|attention flash" \
+    "$L|--grad-sync end|grad-sync end" \
     "$L|--tp-overlap full --p2p sync --grad-reduce bf16 --balance|tp-overlap full .*p2p sync"; do
     lay=${opt%%|*} rest=${opt#*|}
     args=${rest%%|*} row=${rest#*|}
