@@ -701,7 +701,8 @@ static inline __attribute__((always_inline)) int runs_min(const int *live, int n
 
 /* The quick way: the worker's computes, each followed by its send, form one ascending run
  * (a compute starts no earlier than the one before it ends, when that one's send leaves;
- * transfers sort before computes at one time), read straight from the order, and the
+ * transfers sort before computes at one time; so only a send leaving at its own compute's
+ * start, a duration lost to rounding, breaks it), read straight from the order, and the
  * receives rv form at most FEW runs (one per producer, their starts noted as they were
  * pushed); merged into the list, one pass, keeping each run's head at hand. Returns 0, or 1 when the runs are not as
  * expected (an order timed with durations lost to rounding), nothing kept. */
@@ -723,43 +724,48 @@ static int emit_merged(emitter *E, const evvec *rv, int n)
         if (rb[q] < rb[q + 1]) live[nl++] = q, ht[q] = r[rb[q]].t, hk[q] = r[rb[q]].key;
     }
     int i = 0, hasx = 0;
-    ev x = {0, 0}, last = {-1, 0}; /* the compute run's pending send; its last event */
+    ev x = {0, 0}; /* the compute run's pending send */
     action xa = act_make(ACT_SEND_F, 0, 0); /* the pending send's action */
     double si = n ? emit_start(E, 0) : 0; /* the start of compute i */
     /* rmin: the receive runs' least head (-1 when none are left), found again only when
      * a receive is written (the compute run's events leave the heads as they are) */
     int rmin = runs_min(live, nl, ht, hk);
-    while (i < n || hasx || nl) {
-        ev head = hasx ? x : (ev){si, EV_COMPUTE | (uint64_t)i};
-        int own = i < n || hasx, best = -1;
-        if (own && last.t >= 0 && ev_after(&last, &head)) return 1;
-        if (rmin >= 0 && (!own || ht[rmin] < head.t ||
-                          (ht[rmin] == head.t && hk[rmin] < head.key)))
-            best = rmin;
-        if (best < 0) { /* the compute run's head */
-            last = head;
-            if (hasx) {
-                put(E, xa);
-                if (L->fused && xa.kind == ACT_SEND_B)
-                    slot_mark(L, xa.stage, xa.microbatch, SLOT_DX);
-                hasx = 0;
-            } else {
-                put_compute(E, i);
-                hasx = act_is_compute(E->src[i].kind) &&
-                       lower_send(L, E->w, &E->src[i], &x, &xa) >= 0;
-                if (++i < n) si = emit_start(E, i);
+    double rt = rmin >= 0 ? ht[rmin] : 0; /* its head, at hand */
+    uint64_t rk = rmin >= 0 ? hk[rmin] : 0;
+    for (;;) {
+        if (i < n || hasx) { /* the compute run's head, when it comes first */
+            double ot = hasx ? x.t : si;
+            uint64_t ok = hasx ? x.key : EV_COMPUTE | (uint64_t)i;
+            if (rmin < 0 || ot < rt || (ot == rt && ok < rk)) {
+                if (hasx) {
+                    put(E, xa);
+                    if (L->fused && xa.kind == ACT_SEND_B)
+                        slot_mark(L, xa.stage, xa.microbatch, SLOT_DX);
+                    hasx = 0;
+                } else {
+                    put_compute(E, i);
+                    hasx = act_is_compute(E->src[i].kind) &&
+                           lower_send(L, E->w, &E->src[i], &x, &xa) >= 0;
+                    /* the run ascends but where a send leaves at its compute's start (a
+                     * duration lost to rounding: a transfer sorts first at one time) */
+                    if (hasx && !(x.t > si)) return 1;
+                    if (++i < n) si = emit_start(E, i);
+                }
+                continue;
             }
-            continue;
+        } else if (rmin < 0) {
+            break;
         }
-        put_xfer(E, hk[best]);
-        if (++at[best] < rb[best + 1]) {
-            ht[best] = r[at[best]].t, hk[best] = r[at[best]].key;
+        put_xfer(E, rk);
+        if (++at[rmin] < rb[rmin + 1]) {
+            ht[rmin] = r[at[rmin]].t, hk[rmin] = r[at[rmin]].key;
         } else {
             int q = 0;
-            while (live[q] != best) q++;
+            while (live[q] != rmin) q++;
             live[q] = live[--nl];
         }
         rmin = runs_min(live, nl, ht, hk);
+        if (rmin >= 0) rt = ht[rmin], rk = hk[rmin];
     }
     put_steps(E, INT_MAX);
     return 0;
