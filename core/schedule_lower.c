@@ -1007,22 +1007,25 @@ static int lower_lists(const schedule *s, actvec *lists, const double *cost, int
          * more grows) */
         for (int st = 0; st < s->nstages && !each; st++)
             room[w] += sched_hosts(s, w, st) ? s->iterations : 0;
-        int n = 0, kept = 0, seen_i = 0;
-        for (int i = 0; i < lists[w].n; i++) {
-            int k = lists[w].a[i].kind;
-            seen_i |= k == ACT_I;
-            room[w] += each && act_is_bwd_end(k);
-            fused &= k != ACT_ALLREDUCE;
-            if (k == ACT_STEP) {
-                action a = lists[w].a[i];
-                a.microbatch = kept; /* the anchor: compute actions before it */
-                if (actvec_push(&steps[w], a)) goto oom;
+        /* the kinds counted first (one load and an increment per action); the STEPs,
+         * which only an imported order has, taken out in a second scan */
+        int nk[32] = {0}, n = 0;
+        const action *a = lists[w].a;
+        for (int i = 0; i < lists[w].n; i++) nk[a[i].kind & 31]++;
+        int seen_i = nk[ACT_I] > 0;
+        room[w] += each ? nk[ACT_B] + nk[ACT_W] : 0;
+        fused &= !nk[ACT_ALLREDUCE];
+        for (int i = 0; nk[ACT_STEP] && i < lists[w].n; i++) {
+            if (lists[w].a[i].kind == ACT_STEP) {
+                action st = lists[w].a[i];
+                st.microbatch = n; /* the anchor: compute actions before it */
+                if (actvec_push(&steps[w], st)) goto oom;
             } else {
                 if (n < i) lists[w].a[n] = lists[w].a[i]; /* written only once moved */
                 n++;
-                kept++;
             }
         }
+        if (!nk[ACT_STEP]) n = lists[w].n;
         *any_i |= seen_i;
         lists[w].n = n;
         fused &= !steps[w].n;
