@@ -97,8 +97,6 @@ typedef struct lower_st {
     int vmax;                    /* fused: versions counted per stage (iterations + 2, T more
                                     where each round steps) */
     unsigned char *sstate;       /* fused: [k] the slot of (stage, microbatch) k: SLOT_* */
-    int *wait;                   /* [w] the action at which lower_step last found worker w
-                                    waiting for an input, -1 for none */
     int inplace;                 /* fused, and every compute's version and peer -1: the
                                     timing keeps each compute's start in those 8 bytes of
                                     the compute order (start_put), where the writer reads
@@ -288,9 +286,10 @@ static int lower_step(lower_st *L, int w, plumb_err *err)
 
 /* lower_step for worker w's run of computes whose inputs are ready, with the worker's
  * clock and position held in registers: each compute it can time, timed as lower_step
- * would; at the first action it cannot (an input not yet computed, an all-reduce, an error)
- * it stores them back and lower_step decides. Returns what lower_step returned last (1 when
- * the list was finished), and sets *moved when some action was timed. */
+ * would; at the first action it cannot, it stores them back and returns 0 where the input
+ * is still to come from another worker, else lower_step decides (an all-reduce, an input
+ * that never comes: its error). Returns 1 when the list was finished, else as lower_step;
+ * sets *moved when some action was timed. */
 static inline __attribute__((always_inline)) int lower_run(lower_st *L, int w, int *moved,
                                                           plumb_err *err)
 {
@@ -298,8 +297,8 @@ static inline __attribute__((always_inline)) int lower_run(lower_st *L, int w, i
     const int n = L->lists[w].n, T = L->T, S = L->S, inplace = L->inplace;
     double *fend = L->fend, *bend = L->bend, *start = L->start[w];
     const double *dur = L->dur;
-    const int *fw = L->fw;
-    int pc = L->pc[w], r;
+    const int *fw = L->fw, *bw = L->bw;
+    int pc = L->pc[w], r, by = 0; /* by: the producer waited for, + 1 */
     double freet = L->freet[w];
     long done = 0;
     while (pc < n) {
@@ -312,14 +311,20 @@ static inline __attribute__((always_inline)) int lower_run(lower_st *L, int w, i
         if (kind == ACT_F) {
             if (st > 0) {
                 double e = fend[k - T];
-                if (!(e > 0)) goto wait;
+                if (!(e > 0)) {
+                    by = fw[k - T];
+                    goto wait;
+                }
                 ready = e > ready ? e : ready;
             }
         } else if (kind == ACT_B || kind == ACT_I) {
             if (!(fend[k] > 0) || fw[k] != w + 1) break;
             if (st < S - 1) {
                 double e = bend[k + T];
-                if (!(e > 0)) goto wait;
+                if (!(e > 0)) {
+                    by = bw[k + T];
+                    goto wait;
+                }
                 ready = e > ready ? e : ready;
             }
         } else if (kind == ACT_W) {
@@ -342,14 +347,11 @@ static inline __attribute__((always_inline)) int lower_run(lower_st *L, int w, i
     r = lower_step(L, w, err);
     *moved |= r > 0;
     return r;
-wait: /* its input not yet computed: lower_step waits, or finds it never will be (which it
-       * found already when it waited here before) */
+wait: /* its input not yet computed: it waits for another worker, or (lower_step's error)
+       * it never will be */
     L->pc[w] = pc, L->freet[w] = freet, L->done += done;
     *moved |= done > 0;
-    if (L->wait[w] == pc) return 0;
-    r = lower_step(L, w, err);
-    if (!r) L->wait[w] = pc;
-    return r;
+    return by && by != w + 1 ? 0 : lower_step(L, w, err);
 }
 
 /* Times every action of the order (each as soon as its inputs are computed and its worker
@@ -887,7 +889,7 @@ static int lower_compute(const schedule *s, actvec *lists, const double *cost,
     lower_st L = {s, lists, cost, S, T, W, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
                   NULL, NULL, room, NULL, NULL, NULL, 1e-3, NULL, 0, NULL, fused,
                   sched_traits_of(s->kind)->step_each_round, NULL, NULL, NULL, NULL, 0, NULL,
-                  NULL, 0};
+                  0};
     L.nsend = calloc((size_t)W + 1, sizeof *L.nsend);
     if (fused) {
         L.fver = calloc(ST + 1, sizeof *L.fver), L.cur = malloc(((size_t)S + 1) * sizeof *L.cur);
@@ -911,8 +913,7 @@ static int lower_compute(const schedule *s, actvec *lists, const double *cost,
     L.fw = zeroed_alloc(ST * sizeof *L.fw), L.bw = zeroed_alloc(ST * sizeof *L.bw);
     L.fend = zeroed_alloc(ST * sizeof *L.fend), L.bend = zeroed_alloc(ST * sizeof *L.bend);
     L.pc = calloc((size_t)W, sizeof *L.pc), L.arcnt = calloc((size_t)W * S, sizeof *L.arcnt);
-    L.wait = malloc(((size_t)W + 1) * sizeof *L.wait);
-    for (int w = 0; L.wait && w < W; w++) L.wait[w] = -1;
+
     L.freet = calloc((size_t)W, sizeof *L.freet);
     L.start = calloc((size_t)W, sizeof *L.start);
     L.evs = calloc((size_t)W, sizeof *L.evs);
@@ -921,8 +922,7 @@ static int lower_compute(const schedule *s, actvec *lists, const double *cost,
     L.atar = calloc((size_t)W, sizeof *L.atar);
     L.dur = malloc((4 * (size_t)S + 1) * sizeof *L.dur);
     if (!L.dur || !L.fw || !L.bw || !L.fend || !L.bend || !L.pc || !L.arcnt || !L.freet ||
-        !L.start || !L.evs || !L.arfast || !L.arrived || !L.atar || !L.nsend ||
-        !L.wait) {
+        !L.start || !L.evs || !L.arfast || !L.arrived || !L.atar || !L.nsend) {
         err_set(err, NULL, NULL, "out of memory");
         goto done;
     }
@@ -971,7 +971,7 @@ static int lower_compute(const schedule *s, actvec *lists, const double *cost,
 done:
     free(L.cnt), free(L.sstate), free(L.dur);
     free(L.fw), free(L.bw), free(L.fend), free(L.bend), free(L.pc);
-    free(L.arcnt), free(L.freet), free(L.arfast), free(L.arrived), free(L.atar), free(L.wait);
+    free(L.arcnt), free(L.freet), free(L.arfast), free(L.arrived), free(L.atar);
     free(L.nsend), free(L.fver), free(L.cur), free(L.gend);
     if (L.start)
         for (int w = 0; w < W; w++) free(L.start[w]);
