@@ -503,6 +503,8 @@ typedef struct emitter {
     int pend;                    /* kinds that step each round: the stage whose STEP waits,
                                     or -1 */
     double freet;                /* fused: when the last compute timed by emit_start ends */
+    int nexta;                   /* the anchor of at[q], INT_MAX when none is left (or not
+                                    fused): put_steps' quick test */
 } emitter;
 
 /* The start of compute i of the worker, asked for each i in order: as lower_time found
@@ -511,8 +513,8 @@ typedef struct emitter {
 static inline __attribute__((always_inline)) double emit_start(emitter *E, int i)
 {
     const lower_st *L = E->L;
-    if (L->start[E->w]) return L->start[E->w][i];
     if (L->inplace) return start_get(&E->src[i]);
+    if (L->start[E->w]) return L->start[E->w][i];
     const action *a = &E->src[i];
     int st = a->stage, T = L->T;
     size_t k = (size_t)st * T + a->microbatch;
@@ -612,8 +614,10 @@ static void put_step(emitter *E, int st)
 /* Places the STEPs anchored before compute `before` (INT_MAX: all that are left). */
 static inline __attribute__((always_inline)) void put_steps(emitter *E, int before)
 {
+    if (E->nexta >= before && E->pend < 0) return; /* the usual case: none due */
     if (!E->L->fused) return;
     while (E->q < E->nat && E->at[E->q].after < before) put_step(E, E->hs[E->at[E->q++].rank]);
+    E->nexta = E->q < E->nat ? E->at[E->q].after : INT_MAX;
     if (E->pend >= 0) {
         put_step(E, E->pend);
         E->pend = -1;
@@ -807,15 +811,18 @@ static int emit_worker(const lower_st *L, int w, const evvec *rv, const int *hs,
     int nr = rv->n;
     actvec *out = &L->lists[w];
     int n = out->n, cap = n + L->nsend[w] + nr + 1 + L->room[w], rc = -1;
-    emitter E = {L, w, out->a, malloc((size_t)cap * sizeof(action)), 0, NULL, 0, 0, hs, -1, 0};
+    emitter E = {L, w, out->a, malloc((size_t)cap * sizeof(action)), 0, NULL, 0, 0, hs, -1, 0,
+                 INT_MAX};
     if (!E.dst) return -1;
     if (L->fused) {
         for (int st = 0; st < L->S; st++) L->cur[st] = 0;
         if (emit_step_anchors(L, hs, nh, (sched_step_at **)&E.at, &E.nat)) goto done;
+        E.nexta = E.nat ? E.at[0].after : INT_MAX;
     }
     int r1 = emit_merged(&E, rv, n);
     if (r1) { /* begin again the general way */
         E.o = 0, E.q = 0, E.pend = -1, E.freet = 0;
+        E.nexta = E.nat ? E.at[0].after : INT_MAX;
         for (int st = 0; L->fused && st < L->S; st++) L->cur[st] = 0;
         if (L->fused) count_reset(L, w);
         if (emit_sorted(&E, r, nr, n)) goto done;
