@@ -128,14 +128,16 @@ static int worker_run(eng *E, int w, double t)
         /* an action of a microbatch counts in its iteration; an all-reduce or a step in
          * that of the worker's last computation (a receive of the next iteration posted
          * before a step does not move the step) */
-        int iter = ws->iter, rc;
-        if (a->microbatch >= 0 && nmb > 0) {
-            /* its iteration: the last one's when in its microbatches (no division) */
-            int it = a->microbatch - ws->mb_lo < nmb && a->microbatch >= ws->mb_lo
-                         ? ws->mb_it : a->microbatch / nmb;
-            if (it != ws->mb_it)
-                ws->mb_it = it, ws->mb_lo = it * nmb;
-            iter = it >= E->niter ? E->niter - 1 : it;
+        int iter = ws->iter, rc, mb = a->microbatch;
+        if ((unsigned)mb - (unsigned)ws->mb_lo < (unsigned)nmb) {
+            /* in the last one's iteration: one compare, no division */
+            iter = ws->mb_iter;
+            if (a->kind <= ACT_W)
+                ws->iter = iter;
+        } else if (mb >= 0 && nmb > 0) {
+            int it = mb / nmb;
+            ws->mb_lo = it * nmb;
+            ws->mb_iter = iter = it >= E->niter ? E->niter - 1 : it;
             if (a->kind <= ACT_W)
                 ws->iter = iter;
         }
