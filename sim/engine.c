@@ -203,7 +203,7 @@ static int worker_run(eng *E, int w, double t)
                 return -1;
             break;
         case ACT_RECV_F: case ACT_RECV_B:
-            if (a->peer < 0 || a->peer >= E->nw)
+            if ((unsigned)a->peer >= (unsigned)E->nw)
                 return eng_bad_action(E, w, c, "peer worker out of range");
             if (ws->npost == ws->cappost && ws->p0 > 0) {  /* reuse the taken front */
                 memmove(ws->post, ws->post + ws->p0,

@@ -270,6 +270,27 @@ Test(sim_engine, unmatched_receive)
     run_expect_error(&h, "(1F0): its data is never sent");
 }
 
+/* A transfer naming a worker or stage outside the schedule is refused with its action,
+ * on either side of the range (the checks compare as unsigned: -1 is out of range too). */
+Test(sim_engine, transfer_peer_out_of_range)
+{
+    static const struct { int kind, peer, peer_stage; const char *msg; } bad[] = {
+        {ACT_SEND_F, -1, 1, "(0SEND_F0): peer worker or stage out of range"},
+        {ACT_SEND_F, 2, 1, "(0SEND_F0): peer worker or stage out of range"},
+        {ACT_SEND_F, 1, -1, "(0SEND_F0): peer worker or stage out of range"},
+        {ACT_SEND_F, 1, 2, "(0SEND_F0): peer worker or stage out of range"},
+        {ACT_RECV_B, -1, 1, "(0RECV_B0): peer worker out of range"},
+        {ACT_RECV_B, 2, 1, "(0RECV_B0): peer worker out of range"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        hand h;
+        hand_pair(&h);
+        push(&h, 0, A(ACT_F, 0, 0, -1, -1));
+        push(&h, 0, A(bad[i].kind, 0, 0, bad[i].peer, bad[i].peer_stage));
+        run_expect_error(&h, bad[i].msg);
+    }
+}
+
 Test(sim_engine, net_path_levels)
 {
     sim_synth sp;
