@@ -356,14 +356,24 @@ int sim_steady_window(const schedule *s, int *k0, int *k1)
     int overlap = 0, D = 0;
     for (int w = 0; w < s->nworkers; w++) {
         memset(cnt, 0, (size_t)n * sizeof *cnt);
-        int oldest = 0, inflight = 0, most = 0;
+        int oldest = 0, inflight = 0, most = 0, lo = 0, lo_it = 0;
         long nf = 0;
         for (int i = 0; i < s->len[w]; i++) {
             const action *a = &s->acts[w][i];
             if (a->kind != ACT_F && a->kind != ACT_B && a->kind != ACT_W)
                 continue;
-            int it = a->microbatch >= 0 && nmb > 0 ? a->microbatch / nmb : 0;
-            it = it >= n ? n - 1 : it;
+            /* its iteration (at most the last): the last one's while its microbatch stays
+             * in [lo, lo + nmb), one unsigned compare; a division when it moves on */
+            int mb = a->microbatch, it;
+            if ((unsigned)mb - (unsigned)lo < (unsigned)nmb) {
+                it = lo_it;
+            } else if (mb >= 0 && nmb > 0) {
+                it = mb / nmb;
+                lo = it * nmb;
+                it = lo_it = it >= n ? n - 1 : it;
+            } else {
+                it = 0;
+            }
             if (a->kind == ACT_F) {
                 while (oldest < it && cnt[oldest] == 0)
                     oldest++;
