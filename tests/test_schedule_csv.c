@@ -255,22 +255,23 @@ Test(schedule_csv, bad_files, .init = setup, .fini = teardown)
  * for another worker's input without asking again, core/schedule_lower.c) names the action
  * and why, as when it checked every action it stopped at. ZB-V on 2 ranks: rank 0 holds
  * stages 0 and 3, rank 1 stages 1 and 2. */
+static schedule *read_zbv(const char *text, plumb_err *e)
+{
+    sched_spec sp = {SCHED_ZB_V, 0, 4, 2, 1, 1, NULL, NULL};
+    return schedule_read_csv(write_file("lw.csv", text), &sp, e);
+}
+
 static void expect_lowering_error(const char *text, const char *needle)
 {
-    const char *path = write_file("lw.csv", text);
-    sched_spec sp = {SCHED_ZB_V, 0, 4, 2, 1, 1, NULL, NULL};
     plumb_err e = {{0}};
-    cr_assert_null(schedule_read_csv(path, &sp, &e), "accepted %s", text);
+    cr_assert_null(read_zbv(text, &e), "accepted %s", text);
     cr_assert(strstr(e.msg, needle), "got \"%s\", expected \"%s\"", e.msg, needle);
 }
 
 Test(schedule_csv, lowering_names_the_input_it_waits_for, .init = setup, .fini = teardown)
 {
-    const char *ok = "0F0,3F0,3B0,0B0\r\n1F0,2F0,2B0,1B0\r\n";
-    const char *path = write_file("ok.csv", ok);
-    sched_spec sp = {SCHED_ZB_V, 0, 4, 2, 1, 1, NULL, NULL};
     plumb_err e = {{0}};
-    schedule *s = schedule_read_csv(path, &sp, &e);
+    schedule *s = read_zbv("0F0,3F0,3B0,0B0\r\n1F0,2F0,2B0,1B0\r\n", &e); /* the order */
     cr_assert(s, "%s", e.msg);
     schedule_free(s);
     /* rank 1 forwards stage 2 before stage 1, whose output it needs */
