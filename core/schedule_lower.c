@@ -156,7 +156,7 @@ static long lower_index(lower_st *L, plumb_err *err)
                                "a compute-only order", w, i,
                                action_format(a, a_txt, sizeof a_txt));
             if (!act_is_compute(a->kind)) continue;
-            if (a->stage < 0 || a->stage >= L->S || a->microbatch < 0 || a->microbatch >= L->T)
+            if ((unsigned)a->stage >= (unsigned)L->S || (unsigned)a->microbatch >= (unsigned)L->T)
                 return err_set(err, NULL, NULL, "worker %d action %d (%s): stage or microbatch "
                                "out of range", w, i, action_format(a, a_txt, sizeof a_txt));
             size_t k = (size_t)a->stage * L->T + a->microbatch;
