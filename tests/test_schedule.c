@@ -1455,6 +1455,22 @@ static schedule *lower_case(long i, sched_spec *sp, double *cost, int *c)
     return schedule_generate_costed(sp, cost, &e);
 }
 
+/* The compute order of IR s (its F, B, I, W in list order), each with version -1 and the
+ * given peer: a new vector per worker (the caller frees the array). */
+static actvec *compute_order_of(const schedule *s, int peer)
+{
+    actvec *l = calloc((size_t)s->nworkers, sizeof *l);
+    cr_assert(l);
+    for (int w = 0; w < s->nworkers; w++)
+        for (int j = 0; j < s->len[w]; j++) {
+            action a = s->acts[w][j];
+            if (!act_is_compute(a.kind)) continue;
+            a.version = -1, a.peer = peer;
+            cr_assert_eq(actvec_push(&l[w], a), 0);
+        }
+    return l;
+}
+
 /* The lowering of a generated order places the STEPs and fills the versions as it writes
  * (no replicated stage); the IR must be the one sched_lower then sched_place_steps and
  * sched_assign_versions (the passes an imported file still takes) build from the same
@@ -1473,15 +1489,7 @@ Test(schedule_lower, fused_steps_and_versions_as_the_passes)
         plumb_err e = {{0}};
         schedule *r = sched_alloc(&sp, &e);
         cr_assert(r, "%s", e.msg);
-        actvec *l = calloc((size_t)r->nworkers, sizeof *l);
-        cr_assert(l);
-        for (int w = 0; w < s->nworkers; w++)
-            for (int j = 0; j < s->len[w]; j++) {
-                action a = s->acts[w][j];
-                if (!act_is_compute(a.kind)) continue;
-                a.version = -1;
-                cr_assert_eq(actvec_push(&l[w], a), 0);
-            }
+        actvec *l = compute_order_of(s, -1);
         cr_assert_eq(sched_lower(r, l, cost, &e), 0, "%s", e.msg);
         cr_assert_eq(sched_place_steps(r, l, &e), 0, "%s", e.msg);
         sched_assign_versions(r, l);
@@ -1515,15 +1523,7 @@ Test(schedule_lower, computes_with_a_peer_timed_again)
         plumb_err e = {{0}};
         schedule *r = sched_alloc(&sp, &e);
         cr_assert(r, "%s", e.msg);
-        actvec *l = calloc((size_t)r->nworkers, sizeof *l);
-        cr_assert(l);
-        for (int w = 0; w < s->nworkers; w++)
-            for (int j = 0; j < s->len[w]; j++) {
-                action a = s->acts[w][j];
-                if (!act_is_compute(a.kind)) continue;
-                a.version = -1, a.peer = 7;
-                cr_assert_eq(actvec_push(&l[w], a), 0);
-            }
+        actvec *l = compute_order_of(s, 7);
         cr_assert_eq(sched_finish(r, l, cost, &e), 0, "%s", e.msg);
         for (int w = 0; w < s->nworkers; w++) {
             cr_assert_eq(r->len[w], s->len[w], "case %ld worker %d", i, w);
