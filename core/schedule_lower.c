@@ -13,6 +13,7 @@
 #include "schedule_impl.h"
 
 #include <limits.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,6 +36,12 @@ static int ev_cmp(const void *pa, const void *pb)
     const ev *x = pa, *y = pb;
     if (x->t != y->t) return x->t < y->t ? -1 : 1;
     return (x->key > y->key) - (x->key < y->key);
+}
+
+/* 1 when x comes after y in ev_cmp's order (inline, for the merge's and the runs' checks). */
+static inline int ev_after(const ev *x, const ev *y)
+{
+    return x->t > y->t || (x->t == y->t && x->key > y->key);
 }
 
 /* The most runs of receives a worker's list is merged from (emit_merged); more are
@@ -90,6 +97,10 @@ typedef struct lower_st {
     int vmax;                    /* fused: versions counted per stage (iterations + 2, T more
                                     where each round steps) */
     unsigned char *sstate;       /* fused: [k] the slot of (stage, microbatch) k: SLOT_* */
+    int inplace;                 /* fused, and every compute's version and peer -1: the
+                                    timing keeps each compute's start in those 8 bytes of
+                                    the compute order (start_put), where the writer reads
+                                    it (emit_start) and writes -1 back */
 } lower_st;
 
 /* Duration of action a (its stage's, tiny for an all-reduce or a step). */
@@ -108,6 +119,18 @@ static void *zeroed_alloc(size_t n)
     if (p) memset(p, 0, n);
     return p;
 }
+
+/* The start of a compute kept in its version and peer (L->inplace): written by the
+ * timing, read by the writer. */
+static inline void start_put(action *a, double t) { memcpy((char *)a + 8, &t, sizeof t); }
+static inline double start_get(const action *a)
+{
+    double t;
+    memcpy(&t, (const char *)a + 8, sizeof t);
+    return t;
+}
+_Static_assert(offsetof(action, version) == 8 && offsetof(action, peer) == 12,
+               "a compute's start takes its version and peer");
 
 /* Fills fw and bw from the compute order, checking that it is compute-only, in range, and
  * has one forward and one backward per (stage, microbatch). Returns the action count, or
@@ -133,10 +156,11 @@ static long lower_index(lower_st *L, plumb_err *err)
                                "a compute-only order", w, i,
                                action_format(a, a_txt, sizeof a_txt));
             if (!act_is_compute(a->kind)) continue;
-            if (a->stage < 0 || a->stage >= L->S || a->microbatch < 0 || a->microbatch >= L->T)
+            if ((unsigned)a->stage >= (unsigned)L->S || (unsigned)a->microbatch >= (unsigned)L->T)
                 return err_set(err, NULL, NULL, "worker %d action %d (%s): stage or microbatch "
                                "out of range", w, i, action_format(a, a_txt, sizeof a_txt));
             size_t k = (size_t)a->stage * L->T + a->microbatch;
+            L->inplace &= (a->version == -1) & (a->peer == -1);
             if (L->gend && act_is_bwd_end(a->kind) &&
                 L->s->stage_workers[L->s->stage_first[a->stage]] == w) {
                 if (a->microbatch < glo || a->microbatch - glo >= M)
@@ -251,12 +275,83 @@ static int lower_step(lower_st *L, int w, plumb_err *err)
     }
     double end = ready + dur_of(L, a);
     if (L->start[w]) L->start[w][L->pc[w]] = ready;
+    else if (L->inplace) start_put(&L->lists[w].a[L->pc[w]], ready);
     L->freet[w] = end;
     if (a->kind == ACT_F) L->fend[k] = end;
     if (a->kind == ACT_B || a->kind == ACT_I) L->bend[k] = end;
     L->pc[w]++;
     L->done++;
     return 1;
+}
+
+/* lower_step for worker w's run of computes whose inputs are ready, with the worker's
+ * clock and position held in registers: each compute it can time, timed as lower_step
+ * would; at the first action it cannot, it stores them back and returns 0 where the input
+ * is still to come from another worker, else lower_step decides (an all-reduce, an input
+ * that never comes: its error). Returns 1 when the list was finished, else as lower_step;
+ * sets *moved when some action was timed. */
+static inline __attribute__((always_inline)) int lower_run(lower_st *L, int w, int *moved,
+                                                          plumb_err *err)
+{
+    action *acts = L->lists[w].a;
+    const int n = L->lists[w].n, T = L->T, S = L->S, inplace = L->inplace;
+    double *fend = L->fend, *bend = L->bend, *start = L->start[w];
+    const double *dur = L->dur;
+    const int *fw = L->fw, *bw = L->bw;
+    int pc = L->pc[w], r, by = 0; /* by: the producer waited for, + 1 */
+    double freet = L->freet[w];
+    long done = 0;
+    while (pc < n) {
+        action *a = &acts[pc];
+        __builtin_prefetch(a + 8); /* the workers' lists are read in turn: fetch ahead */
+        int kind = a->kind, st = a->stage;
+        size_t k = (size_t)st * T + a->microbatch;
+        double ready = freet;
+        /* kind, stage and microbatch in range: checked by lower_index */
+        if (kind == ACT_F) {
+            if (st > 0) {
+                double e = fend[k - T];
+                if (!(e > 0)) {
+                    by = fw[k - T];
+                    goto wait;
+                }
+                ready = e > ready ? e : ready;
+            }
+        } else if (kind == ACT_B || kind == ACT_I) {
+            if (!(fend[k] > 0) || fw[k] != w + 1) break;
+            if (st < S - 1) {
+                double e = bend[k + T];
+                if (!(e > 0)) {
+                    by = bw[k + T];
+                    goto wait;
+                }
+                ready = e > ready ? e : ready;
+            }
+        } else if (kind == ACT_W) {
+            if (!(bend[k] > 0)) break;
+        } else {
+            break;
+        }
+        double end = ready + dur[4 * st + kind]; /* dur_of */
+        if (start) start[pc] = ready;
+        else if (inplace) start_put(a, ready);
+        freet = end;
+        if (kind == ACT_F) fend[k] = end;
+        else if (kind != ACT_W) bend[k] = end;
+        pc++;
+        done++;
+    }
+    L->pc[w] = pc, L->freet[w] = freet, L->done += done;
+    *moved |= done > 0;
+    if (pc == n) return 1;
+    r = lower_step(L, w, err);
+    *moved |= r > 0;
+    return r;
+wait: /* its input not yet computed: it waits for another worker, or (lower_step's error)
+       * it never will be */
+    L->pc[w] = pc, L->freet[w] = freet, L->done += done;
+    *moved |= done > 0;
+    return by && by != w + 1 ? 0 : lower_step(L, w, err);
 }
 
 /* Times every action of the order (each as soon as its inputs are computed and its worker
@@ -267,11 +362,10 @@ static int lower_time(lower_st *L, long total, plumb_err *err)
     while (L->done < total) {
         int progress = 0;
         for (int w = 0; w < L->W; w++) {
-            while (L->pc[w] < L->lists[w].n) {
-                int r = lower_step(L, w, err);
+            for (;;) {
+                int r = lower_run(L, w, &progress, err);
                 if (r < 0) return -1;
-                if (!r) break;
-                progress = 1;
+                if (!r || L->pc[w] >= L->lists[w].n) break;
             }
         }
         if (!progress) {
@@ -377,6 +471,21 @@ static inline __attribute__((always_inline)) int lower_pair(const lower_st *L, i
     return -1;
 }
 
+/* lower_pair of the worker's own compute a (p = the worker): when it sends its data, also
+ * builds the SEND action (ev_action's, without decoding x's key) into *sa. */
+static inline __attribute__((always_inline)) int lower_send(const lower_st *L, int p,
+                                                          const action *a, ev *x, action *sa)
+{
+    int c = lower_pair(L, p, a, x);
+    if (c >= 0) {
+        int fwd = a->kind == ACT_F;
+        *sa = act_make(fwd ? ACT_SEND_F : ACT_SEND_B, a->stage, a->microbatch);
+        sa->peer = c;
+        sa->peer_stage = fwd ? a->stage + 1 : a->stage - 1;
+    }
+    return c;
+}
+
 /* The writer of one worker's lowered list. With L->fused it also places the optimizer
  * STEPs and fills the weight versions as it writes, as sched_place_steps and
  * sched_assign_versions would (see lower_lists): a STEP anchored at compute i (the last
@@ -394,6 +503,8 @@ typedef struct emitter {
     int pend;                    /* kinds that step each round: the stage whose STEP waits,
                                     or -1 */
     double freet;                /* fused: when the last compute timed by emit_start ends */
+    int nexta;                   /* the anchor of at[q], INT_MAX when none is left (or not
+                                    fused): put_steps' quick test */
 } emitter;
 
 /* The start of compute i of the worker, asked for each i in order: as lower_time found
@@ -402,6 +513,7 @@ typedef struct emitter {
 static inline __attribute__((always_inline)) double emit_start(emitter *E, int i)
 {
     const lower_st *L = E->L;
+    if (L->inplace) return start_get(&E->src[i]);
     if (L->start[E->w]) return L->start[E->w][i];
     const action *a = &E->src[i];
     int st = a->stage, T = L->T;
@@ -417,21 +529,21 @@ static inline __attribute__((always_inline)) double emit_start(emitter *E, int i
 }
 
 /* schedule_inflight's count (sched_count_step, as count_worker in schedule_validate.c
- * takes it) of compute or STEP a of stage st, written with its version (a B or W: its
- * forward's, as put_compute wrote it): the same steps in the same list order. Fused
- * lowering only: no replicated stage, so a stage's counts are its one worker's, and
- * L->cur[st] before a STEP (old) is count_worker's own count of the stage's STEPs so
- * far. */
-static inline __attribute__((always_inline)) void count_action(const lower_st *L,
-                                                               const action *a, int old)
+ * takes it) of a compute or STEP of stage st: kind (ACT_F, ACT_B for a B or a W, which
+ * count alike, or ACT_STEP; a constant where it is inlined, so that the step's switch
+ * folds; an I changes no count and is not counted), v its version (a B or W: its
+ * forward's, as put_compute wrote it; a STEP: old, the version it replaces): the same steps
+ * in the same list order. Fused lowering only: no replicated stage, so a stage's counts
+ * are its one worker's, and L->cur[st] before a STEP (old) is count_worker's own count of
+ * the stage's STEPs so far. */
+static inline __attribute__((always_inline)) void count_action(const lower_st *L, int kind,
+                                                               int st, int v)
 {
-    int S = L->S, st = a->stage, *c = L->cnt;
-    int *infl = c + 3 * S, *held = c + 4 * S, *vr = c + 6 * S + (size_t)st * L->vmax;
-    int step = a->kind == ACT_STEP;
-    sched_count_step(a->kind, step ? old : a->version, step ? old : L->cur[st], L->vmax,
-                     &infl[st], &held[st], vr);
-    if (infl[st] > c[st]) c[st] = infl[st];
-    if (held[st] > c[S + st]) c[S + st] = held[st];
+    int S = L->S, *c = L->cnt;
+    int *infl = c + 3 * S + st, *held = c + 4 * S + st, *vr = c + 6 * S + (size_t)st * L->vmax;
+    sched_count_step(kind, v, kind == ACT_STEP ? v : L->cur[st], L->vmax, infl, held, vr);
+    if (*infl > c[st]) c[st] = *infl;
+    if (*held > c[S + st]) c[S + st] = *held;
 }
 
 /* Sets worker w's stages' counts back to none (before its list is written again). */
@@ -466,30 +578,28 @@ static inline void slot_mark(const lower_st *L, int st, int m, unsigned char bit
         sched_slot_mark(sm, bit, &L->cnt[5 * L->S + st]);
 }
 
-/* Writes action a at the end of the worker's list; fused, counts the slots it changes
- * (the kinds the scan acts on; fused: no replicated stage, so a stage's slots are its one
- * worker's). */
+/* Writes action a at the end of the worker's list: two 8-byte stores of its bytes (a
+ * field-by-field copy writes the bitfields' word as a read-modify-write of the destination:
+ * a load of a cold line, then a narrow store followed by a wider load that cannot be
+ * forwarded). Fused, the caller counts the slots a changes (schedule_slots' scan: no
+ * replicated stage, so a stage's slots are its one worker's), each kind where it is known:
+ * put_compute, put_xfer. */
 static inline __attribute__((always_inline)) void put(emitter *E, action a)
 {
-    const lower_st *L = E->L;
-    /* Two 8-byte stores of the action's bytes: a field-by-field copy writes the bitfields'
-     * word as a read-modify-write of the destination (a load of a cold line, then a narrow
-     * store followed by a wider load that cannot be forwarded). */
     uint64_t q[2];
     memcpy(q, &a, sizeof a);
     memcpy(&E->dst[E->o++], q, sizeof q);
-    if (!L->fused) return;
-    int st = a.stage, m = a.microbatch;
-    switch (a.kind) {
-    case ACT_F: case ACT_RECV_F: slot_open(L, st, m); return;
-    case ACT_W: slot_mark(L, st, m, SLOT_BWD); return;
-    case ACT_SEND_B: slot_mark(L, st, m, SLOT_DX); return;
-    case ACT_B: slot_mark(L, st, m, SLOT_BWD); break;
-    case ACT_I: break;
-    default: return;
-    }
-    if (st + 1 < L->S && L->s->stage_workers[L->s->stage_first[st + 1]] == E->w)
-        slot_mark(L, st + 1, m, SLOT_DX); /* the input gradient of st + 1 taken here */
+}
+
+/* Writes transfer end `key` of the worker (ev_action); fused, a RECV_F opens its slot and
+ * a SEND_B marks it. */
+static inline __attribute__((always_inline)) void put_xfer(emitter *E, uint64_t key)
+{
+    action a = ev_action(E->L, E->w, E->src, key);
+    put(E, a);
+    if (!E->L->fused) return;
+    if (a.kind == ACT_RECV_F) slot_open(E->L, a.stage, a.microbatch);
+    else if (a.kind == ACT_SEND_B) slot_mark(E->L, a.stage, a.microbatch, SLOT_DX);
 }
 
 static void put_step(emitter *E, int st)
@@ -497,40 +607,53 @@ static void put_step(emitter *E, int st)
     action a = act_make(ACT_STEP, st, -1);
     int old = E->L->cur[st];
     a.version = ++E->L->cur[st];
-    count_action(E->L, &a, old);
+    count_action(E->L, ACT_STEP, st, old);
     put(E, a);
 }
 
 /* Places the STEPs anchored before compute `before` (INT_MAX: all that are left). */
 static inline __attribute__((always_inline)) void put_steps(emitter *E, int before)
 {
+    if (E->nexta >= before && E->pend < 0) return; /* the usual case: none due */
     if (!E->L->fused) return;
     while (E->q < E->nat && E->at[E->q].after < before) put_step(E, E->hs[E->at[E->q++].rank]);
+    E->nexta = E->q < E->nat ? E->at[E->q].after : INT_MAX;
     if (E->pend >= 0) {
         put_step(E, E->pend);
         E->pend = -1;
     }
 }
 
-/* Writes compute i of the order (with its version when fused). */
+/* Writes compute i of the order; fused, with its version, counting it (count_action) and
+ * the slots it changes: an F opens its slot, a B or W marks its backward done, a B or I
+ * takes the input gradient of st + 1 where st + 1 is on this worker. */
 static inline __attribute__((always_inline)) void put_compute(emitter *E, int i)
 {
     const lower_st *L = E->L;
     put_steps(E, i);
     action a = E->src[i];
-    if (L->fused) {
-        size_t k = (size_t)a.stage * L->T + a.microbatch;
-        if (a.kind == ACT_F) {
-            a.version = L->cur[a.stage];
-            L->fver[k] = a.version + 1;
-        } else {
-            a.version = L->fver[k] ? L->fver[k] - 1 : 0;
-            if (L->each && act_is_bwd_end(a.kind) && sched_hosts(L->s, E->w, a.stage))
-                E->pend = a.stage;
-        }
-        count_action(L, &a, 0);
+    if (!L->fused) {
+        put(E, a);
+        return;
     }
+    int st = a.stage, m = a.microbatch;
+    size_t k = (size_t)st * L->T + m;
+    if (L->inplace) a.peer = -1; /* its start was kept here: -1, as it came */
+    if (a.kind == ACT_F) {
+        a.version = L->cur[st];
+        L->fver[k] = a.version + 1;
+        count_action(L, ACT_F, st, a.version);
+        put(E, a);
+        slot_open(L, st, m);
+        return;
+    }
+    a.version = L->fver[k] ? L->fver[k] - 1 : 0;
+    if (L->each && act_is_bwd_end(a.kind) && sched_hosts(L->s, E->w, st)) E->pend = st;
+    if (a.kind != ACT_I) count_action(L, ACT_B, st, a.version); /* a W counts as a B */
     put(E, a);
+    if (act_is_bwd_end(a.kind)) slot_mark(L, st, m, SLOT_BWD);
+    if (a.kind != ACT_W && st + 1 < L->S && L->s->stage_workers[L->s->stage_first[st + 1]] == E->w)
+        slot_mark(L, st + 1, m, SLOT_DX); /* the input gradient of st + 1 taken here */
 }
 
 /* Writes event key of the worker (a compute, or one end of a transfer). */
@@ -539,7 +662,7 @@ static void put_ev(emitter *E, uint64_t key)
     if (key & EV_COMPUTE)
         put_compute(E, (int)(key & ~EV_COMPUTE));
     else
-        put(E, ev_action(E->L, E->w, E->src, key));
+        put_xfer(E, key);
 }
 
 /* The general way: every event of the worker (computes, each followed by its send, then
@@ -584,7 +707,8 @@ static inline __attribute__((always_inline)) int runs_min(const int *live, int n
 
 /* The quick way: the worker's computes, each followed by its send, form one ascending run
  * (a compute starts no earlier than the one before it ends, when that one's send leaves;
- * transfers sort before computes at one time), read straight from the order, and the
+ * transfers sort before computes at one time; so only a send leaving at its own compute's
+ * start, a duration lost to rounding, breaks it), read straight from the order, and the
  * receives rv form at most FEW runs (one per producer, their starts noted as they were
  * pushed); merged into the list, one pass, keeping each run's head at hand. Returns 0, or 1 when the runs are not as
  * expected (an order timed with durations lost to rounding), nothing kept. */
@@ -606,39 +730,48 @@ static int emit_merged(emitter *E, const evvec *rv, int n)
         if (rb[q] < rb[q + 1]) live[nl++] = q, ht[q] = r[rb[q]].t, hk[q] = r[rb[q]].key;
     }
     int i = 0, hasx = 0;
-    ev x = {0, 0}, last = {-1, 0}; /* the compute run's pending send; its last event */
+    ev x = {0, 0}; /* the compute run's pending send */
+    action xa = act_make(ACT_SEND_F, 0, 0); /* the pending send's action */
     double si = n ? emit_start(E, 0) : 0; /* the start of compute i */
     /* rmin: the receive runs' least head (-1 when none are left), found again only when
      * a receive is written (the compute run's events leave the heads as they are) */
     int rmin = runs_min(live, nl, ht, hk);
-    while (i < n || hasx || nl) {
-        ev head = hasx ? x : (ev){si, EV_COMPUTE | (uint64_t)i};
-        int own = i < n || hasx, best = -1;
-        if (own && last.t >= 0 && ev_cmp(&last, &head) > 0) return 1;
-        if (rmin >= 0 && (!own || ht[rmin] < head.t ||
-                          (ht[rmin] == head.t && hk[rmin] < head.key)))
-            best = rmin;
-        if (best < 0) { /* the compute run's head */
-            last = head;
-            if (hasx) {
-                put(E, ev_action(L, E->w, E->src, x.key));
-                hasx = 0;
-            } else {
-                put_compute(E, i);
-                hasx = act_is_compute(E->src[i].kind) && lower_pair(L, E->w, &E->src[i], &x) >= 0;
-                if (++i < n) si = emit_start(E, i);
+    double rt = rmin >= 0 ? ht[rmin] : 0; /* its head, at hand */
+    uint64_t rk = rmin >= 0 ? hk[rmin] : 0;
+    for (;;) {
+        if (i < n || hasx) { /* the compute run's head, when it comes first */
+            double ot = hasx ? x.t : si;
+            uint64_t ok = hasx ? x.key : EV_COMPUTE | (uint64_t)i;
+            if (rmin < 0 || ot < rt || (ot == rt && ok < rk)) {
+                if (hasx) {
+                    put(E, xa);
+                    if (L->fused && xa.kind == ACT_SEND_B)
+                        slot_mark(L, xa.stage, xa.microbatch, SLOT_DX);
+                    hasx = 0;
+                } else {
+                    put_compute(E, i);
+                    hasx = act_is_compute(E->src[i].kind) &&
+                           lower_send(L, E->w, &E->src[i], &x, &xa) >= 0;
+                    /* the run ascends but where a send leaves at its compute's start (a
+                     * duration lost to rounding: a transfer sorts first at one time) */
+                    if (hasx && !(x.t > si)) return 1;
+                    if (++i < n) si = emit_start(E, i);
+                }
+                continue;
             }
-            continue;
+        } else if (rmin < 0) {
+            break;
         }
-        put(E, ev_action(L, E->w, E->src, hk[best]));
-        if (++at[best] < rb[best + 1]) {
-            ht[best] = r[at[best]].t, hk[best] = r[at[best]].key;
+        put_xfer(E, rk);
+        if (++at[rmin] < rb[rmin + 1]) {
+            ht[rmin] = r[at[rmin]].t, hk[rmin] = r[at[rmin]].key;
         } else {
             int q = 0;
-            while (live[q] != best) q++;
+            while (live[q] != rmin) q++;
             live[q] = live[--nl];
         }
         rmin = runs_min(live, nl, ht, hk);
+        if (rmin >= 0) rt = ht[rmin], rk = hk[rmin];
     }
     put_steps(E, INT_MAX);
     return 0;
@@ -678,15 +811,18 @@ static int emit_worker(const lower_st *L, int w, const evvec *rv, const int *hs,
     int nr = rv->n;
     actvec *out = &L->lists[w];
     int n = out->n, cap = n + L->nsend[w] + nr + 1 + L->room[w], rc = -1;
-    emitter E = {L, w, out->a, malloc((size_t)cap * sizeof(action)), 0, NULL, 0, 0, hs, -1, 0};
+    emitter E = {L, w, out->a, malloc((size_t)cap * sizeof(action)), 0, NULL, 0, 0, hs, -1, 0,
+                 INT_MAX};
     if (!E.dst) return -1;
     if (L->fused) {
         for (int st = 0; st < L->S; st++) L->cur[st] = 0;
         if (emit_step_anchors(L, hs, nh, (sched_step_at **)&E.at, &E.nat)) goto done;
+        E.nexta = E.nat ? E.at[0].after : INT_MAX;
     }
     int r1 = emit_merged(&E, rv, n);
     if (r1) { /* begin again the general way */
         E.o = 0, E.q = 0, E.pend = -1, E.freet = 0;
+        E.nexta = E.nat ? E.at[0].after : INT_MAX;
         for (int st = 0; L->fused && st < L->S; st++) L->cur[st] = 0;
         if (L->fused) count_reset(L, w);
         if (emit_sorted(&E, r, nr, n)) goto done;
@@ -727,7 +863,7 @@ static int lower_emit(lower_st *L)
             int c = lower_pair(L, p, a, &x);
             if (c < 0) continue;
             evvec *v = &L->evs[c];
-            if (v->n && ev_cmp(&v->e[v->n - 1], &x) > 0) { /* a run starts */
+            if (v->n && ev_after(&v->e[v->n - 1], &x)) { /* a run starts */
                 if (v->nb < EMIT_FEW) v->b[v->nb] = v->n;
                 v->nb++;
             }
@@ -759,7 +895,8 @@ static int lower_compute(const schedule *s, actvec *lists, const double *cost,
     size_t ST = (size_t)S * (size_t)T, SI = (size_t)S * (size_t)s->iterations;
     lower_st L = {s, lists, cost, S, T, W, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
                   NULL, NULL, room, NULL, NULL, NULL, 1e-3, NULL, 0, NULL, fused,
-                  sched_traits_of(s->kind)->step_each_round, NULL, NULL, NULL, NULL, 0, NULL};
+                  sched_traits_of(s->kind)->step_each_round, NULL, NULL, NULL, NULL, 0, NULL,
+                  0};
     L.nsend = calloc((size_t)W + 1, sizeof *L.nsend);
     if (fused) {
         L.fver = calloc(ST + 1, sizeof *L.fver), L.cur = malloc(((size_t)S + 1) * sizeof *L.cur);
@@ -783,6 +920,7 @@ static int lower_compute(const schedule *s, actvec *lists, const double *cost,
     L.fw = zeroed_alloc(ST * sizeof *L.fw), L.bw = zeroed_alloc(ST * sizeof *L.bw);
     L.fend = zeroed_alloc(ST * sizeof *L.fend), L.bend = zeroed_alloc(ST * sizeof *L.bend);
     L.pc = calloc((size_t)W, sizeof *L.pc), L.arcnt = calloc((size_t)W * S, sizeof *L.arcnt);
+
     L.freet = calloc((size_t)W, sizeof *L.freet);
     L.start = calloc((size_t)W, sizeof *L.start);
     L.evs = calloc((size_t)W, sizeof *L.evs);
@@ -820,6 +958,7 @@ static int lower_compute(const schedule *s, actvec *lists, const double *cost,
             if (s->worker_stage[w] != st) L.arfast[st] = 0;
         }
     }
+    L.inplace = fused;
     long total = lower_index(&L, err);
     if (total < 0 || lower_time(&L, total, err)) goto done;
     if (lower_emit(&L)) {
@@ -875,22 +1014,25 @@ static int lower_lists(const schedule *s, actvec *lists, const double *cost, int
          * more grows) */
         for (int st = 0; st < s->nstages && !each; st++)
             room[w] += sched_hosts(s, w, st) ? s->iterations : 0;
-        int n = 0, kept = 0, seen_i = 0;
-        for (int i = 0; i < lists[w].n; i++) {
-            int k = lists[w].a[i].kind;
-            seen_i |= k == ACT_I;
-            room[w] += each && act_is_bwd_end(k);
-            fused &= k != ACT_ALLREDUCE;
-            if (k == ACT_STEP) {
-                action a = lists[w].a[i];
-                a.microbatch = kept; /* the anchor: compute actions before it */
-                if (actvec_push(&steps[w], a)) goto oom;
+        /* the kinds counted first (one load and an increment per action); the STEPs,
+         * which only an imported order has, taken out in a second scan */
+        int nk[32] = {0}, n = 0;
+        const action *a = lists[w].a;
+        for (int i = 0; i < lists[w].n; i++) nk[a[i].kind & 31]++;
+        int seen_i = nk[ACT_I] > 0;
+        room[w] += each ? nk[ACT_B] + nk[ACT_W] : 0;
+        fused &= !nk[ACT_ALLREDUCE];
+        for (int i = 0; nk[ACT_STEP] && i < lists[w].n; i++) {
+            if (lists[w].a[i].kind == ACT_STEP) {
+                action st = lists[w].a[i];
+                st.microbatch = n; /* the anchor: compute actions before it */
+                if (actvec_push(&steps[w], st)) goto oom;
             } else {
                 if (n < i) lists[w].a[n] = lists[w].a[i]; /* written only once moved */
                 n++;
-                kept++;
             }
         }
+        if (!nk[ACT_STEP]) n = lists[w].n;
         *any_i |= seen_i;
         lists[w].n = n;
         fused &= !steps[w].n;

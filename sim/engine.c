@@ -128,14 +128,16 @@ static int worker_run(eng *E, int w, double t)
         /* an action of a microbatch counts in its iteration; an all-reduce or a step in
          * that of the worker's last computation (a receive of the next iteration posted
          * before a step does not move the step) */
-        int iter = ws->iter, rc;
-        if (a->microbatch >= 0 && nmb > 0) {
-            /* its iteration: the last one's when in its microbatches (no division) */
-            int it = a->microbatch - ws->mb_lo < nmb && a->microbatch >= ws->mb_lo
-                         ? ws->mb_it : a->microbatch / nmb;
-            if (it != ws->mb_it)
-                ws->mb_it = it, ws->mb_lo = it * nmb;
-            iter = it >= E->niter ? E->niter - 1 : it;
+        int iter = ws->iter, rc, mb = a->microbatch;
+        if ((unsigned)mb - (unsigned)ws->mb_lo < (unsigned)nmb) {
+            /* in the last one's iteration: one compare, no division */
+            iter = ws->mb_iter;
+            if (a->kind <= ACT_W)
+                ws->iter = iter;
+        } else if (mb >= 0 && nmb > 0) {
+            int it = mb / nmb;
+            ws->mb_lo = it * nmb;
+            ws->mb_iter = iter = it >= E->niter ? E->niter - 1 : it;
             if (a->kind <= ACT_W)
                 ws->iter = iter;
         }
@@ -201,7 +203,7 @@ static int worker_run(eng *E, int w, double t)
                 return -1;
             break;
         case ACT_RECV_F: case ACT_RECV_B:
-            if (a->peer < 0 || a->peer >= E->nw)
+            if ((unsigned)a->peer >= (unsigned)E->nw)
                 return eng_bad_action(E, w, c, "peer worker out of range");
             if (ws->npost == ws->cappost && ws->p0 > 0) {  /* reuse the taken front */
                 memmove(ws->post, ws->post + ws->p0,
@@ -354,14 +356,24 @@ int sim_steady_window(const schedule *s, int *k0, int *k1)
     int overlap = 0, D = 0;
     for (int w = 0; w < s->nworkers; w++) {
         memset(cnt, 0, (size_t)n * sizeof *cnt);
-        int oldest = 0, inflight = 0, most = 0;
+        int oldest = 0, inflight = 0, most = 0, lo = 0, lo_it = 0;
         long nf = 0;
         for (int i = 0; i < s->len[w]; i++) {
             const action *a = &s->acts[w][i];
             if (a->kind != ACT_F && a->kind != ACT_B && a->kind != ACT_W)
                 continue;
-            int it = a->microbatch >= 0 && nmb > 0 ? a->microbatch / nmb : 0;
-            it = it >= n ? n - 1 : it;
+            /* its iteration (at most the last): the last one's while its microbatch stays
+             * in [lo, lo + nmb), one unsigned compare; a division when it moves on */
+            int mb = a->microbatch, it;
+            if ((unsigned)mb - (unsigned)lo < (unsigned)nmb) {
+                it = lo_it;
+            } else if (mb >= 0 && nmb > 0) {
+                it = mb / nmb;
+                lo = it * nmb;
+                it = lo_it = it >= n ? n - 1 : it;
+            } else {
+                it = 0;
+            }
             if (a->kind == ACT_F) {
                 while (oldest < it && cnt[oldest] == 0)
                     oldest++;

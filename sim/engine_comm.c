@@ -139,20 +139,6 @@ static int quiet_past(const eng *E, double end, uint32_t seq)
     return end < E->now_t || (end == E->now_t && seq <= E->now_seq);
 }
 
-/* 1 when transfer x, just started on link l, may move quietly: a point-to-point one,
- * nothing queued behind it on l, at each of its ports no waiter and room for its key. */
-static int quiet_ok(const eng *E, const link *l, const xfer *x)
-{
-    if (!E->quiet || !x->a || l->head >= 0)
-        return 0;
-    for (int i = 0; i < l->nports; i++) {
-        const port *p = &E->pt[l->ports[i]];
-        if (p->whead >= 0 || p->nq == PORT_QUIET)
-            return 0;
-    }
-    return 1;
-}
-
 /* Transfer xi, just started on link li, ends at `end` quietly (above). Its record is off
  * the link from now on (done: recycled once received); the link keeps what its end needs. */
 static void quiet_hold(eng *E, int li, int xi, double end)
@@ -333,14 +319,20 @@ static int xfer_try_start(eng *E, int xi, double t, int from)
             l->tail = -1;
         l->busy = 1;
     }
-    for (int i = 0; i < l->nports; i++)
-        E->pt[l->ports[i]].busy += 1 + x->wide;
+    /* its lanes taken; it may move quietly (a point-to-point transfer, nothing queued
+     * behind it on l, at each of its ports no waiter and room for its key) */
+    int quiet = E->quiet && x->a && l->head < 0;
+    for (int i = 0; i < l->nports; i++) {
+        port *p = &E->pt[l->ports[i]];
+        p->busy += 1 + x->wide;
+        quiet &= p->whead < 0 && p->nq != PORT_QUIET;
+    }
     double occ = x->bytes / (x->wide ? l->rate * (x->wide + 1) : l->rate), end = t + occ;
     /* a piece's link time is its share of the hop's (its lanes' part); the hop's last
      * piece, the transfer record that holds the link, counts the transfer */
     double lt = x->piece ? occ * (x->bytes / E->gr[x->group].hop_bytes) : occ;
     x->arrival = x->a ? end + l->lat : end;  /* a ring's latency counts per bucket */
-    if (quiet_ok(E, l, x))
+    if (quiet)
         quiet_hold(E, x->link, xi, end);
     else if (heap_push(&E->h, end, -(xi + 1)))
         return eng_oom(E);
@@ -426,7 +418,7 @@ int eng_send(eng *E, int w, int c, int iter, double t)
     const action *a = &E->s->acts[w][c];
     wstate *ws = &E->ws[w];
     int fwd = a->kind == ACT_SEND_F;
-    if (a->peer < 0 || a->peer >= E->nw || a->peer_stage < 0 || a->peer_stage >= E->ns)
+    if ((unsigned)a->peer >= (unsigned)E->nw || (unsigned)a->peer_stage >= (unsigned)E->ns)
         return eng_bad_action(E, w, c, "peer worker or stage out of range");
     int xi = eng_xfer_alloc(E);
     if (xi < 0)

@@ -106,7 +106,8 @@ typedef struct group {       /* the k-th all-reduce of one stage among its repli
 
 typedef struct wstate {      /* per worker */
     int cursor, iter, inflight;
-    int mb_it, mb_lo;        /* the iteration of its last microbatch and its first one */
+    int mb_lo, mb_iter;      /* the first microbatch of its last microbatch's iteration
+                                and that iteration (at most the last one run) */
     /* per direction and side (2 fwd + (peer > worker): a V placement sends activations
      * both ways), the last peer sent to, its link, the link's first egress port and the
      * channel; the last peer received from and the channel */

@@ -1455,6 +1455,22 @@ static schedule *lower_case(long i, sched_spec *sp, double *cost, int *c)
     return schedule_generate_costed(sp, cost, &e);
 }
 
+/* The compute order of IR s (its F, B, I, W in list order), each with version -1 and the
+ * given peer: a new vector per worker (the caller frees the array). */
+static actvec *compute_order_of(const schedule *s, int peer)
+{
+    actvec *l = calloc((size_t)s->nworkers, sizeof *l);
+    cr_assert(l);
+    for (int w = 0; w < s->nworkers; w++)
+        for (int j = 0; j < s->len[w]; j++) {
+            action a = s->acts[w][j];
+            if (!act_is_compute(a.kind)) continue;
+            a.version = -1, a.peer = peer;
+            cr_assert_eq(actvec_push(&l[w], a), 0);
+        }
+    return l;
+}
+
 /* The lowering of a generated order places the STEPs and fills the versions as it writes
  * (no replicated stage); the IR must be the one sched_lower then sched_place_steps and
  * sched_assign_versions (the passes an imported file still takes) build from the same
@@ -1473,15 +1489,7 @@ Test(schedule_lower, fused_steps_and_versions_as_the_passes)
         plumb_err e = {{0}};
         schedule *r = sched_alloc(&sp, &e);
         cr_assert(r, "%s", e.msg);
-        actvec *l = calloc((size_t)r->nworkers, sizeof *l);
-        cr_assert(l);
-        for (int w = 0; w < s->nworkers; w++)
-            for (int j = 0; j < s->len[w]; j++) {
-                action a = s->acts[w][j];
-                if (!act_is_compute(a.kind)) continue;
-                a.version = -1;
-                cr_assert_eq(actvec_push(&l[w], a), 0);
-            }
+        actvec *l = compute_order_of(s, -1);
         cr_assert_eq(sched_lower(r, l, cost, &e), 0, "%s", e.msg);
         cr_assert_eq(sched_place_steps(r, l, &e), 0, "%s", e.msg);
         sched_assign_versions(r, l);
@@ -1495,6 +1503,71 @@ Test(schedule_lower, fused_steps_and_versions_as_the_passes)
         checked++;
     }
     cr_assert_gt(checked, 1200, "checked %ld", checked);
+}
+
+/* The fused lowering keeps each compute's start in the compute's version and peer while
+ * it writes, where every compute has -1 there; an order whose computes carry a peer of
+ * their own is timed again as it is written instead (core/schedule_lower.c, emit_start):
+ * the same IR but for that peer, kept, and the same counts, in every seventh case of
+ * lower_case (rounding costs included). It fails when the start is kept in such a compute
+ * (its peer comes back as -1) or when the two timings differ. */
+Test(schedule_lower, computes_with_a_peer_timed_again)
+{
+    long checked = 0;
+    for (long i = 0; i < LOWER_CASES; i += 7) {
+        sched_spec sp;
+        double cost[3 * 64];
+        int c;
+        schedule *s = lower_case(i, &sp, cost, &c);
+        if (!s) continue;
+        plumb_err e = {{0}};
+        schedule *r = sched_alloc(&sp, &e);
+        cr_assert(r, "%s", e.msg);
+        actvec *l = compute_order_of(s, 7);
+        cr_assert_eq(sched_finish(r, l, cost, &e), 0, "%s", e.msg);
+        for (int w = 0; w < s->nworkers; w++) {
+            cr_assert_eq(r->len[w], s->len[w], "case %ld worker %d", i, w);
+            for (int j = 0; j < s->len[w]; j++) {
+                action x = r->acts[w][j];
+                if (act_is_compute(x.kind)) {
+                    cr_assert_eq(x.peer, 7, "case %ld worker %d action %d", i, w, j);
+                    x.peer = -1;
+                }
+                cr_assert(!memcmp(&x, &s->acts[w][j], sizeof x), "case %ld worker %d action %d "
+                          "(costs %d)", i, w, j, c);
+            }
+        }
+        cr_assert(r->counts && s->counts);
+        cr_assert(!memcmp(r->counts, s->counts, 3 * (size_t)s->nstages * sizeof *s->counts));
+        free(l);
+        schedule_free(r);
+        schedule_free(s);
+        checked++;
+    }
+    cr_assert_gt(checked, 150, "checked %ld", checked);
+}
+
+/* A compute whose stage or microbatch lies outside the schedule (below 0 or past the
+ * last) is refused by the lowering with its worker and place, before anything indexes by
+ * it. */
+Test(schedule_lower, compute_out_of_range_refused)
+{
+    static const int bad[][2] = {{-1, 0}, {2, 0}, {0, -1}, {0, 2}}; /* stage, microbatch */
+    sched_spec sp = {SCHED_GPIPE, 0, 2, 1, 2, 1, NULL, NULL};
+    for (int b = 0; b < 4; b++) {
+        plumb_err e = {{0}};
+        schedule *r = sched_alloc(&sp, &e);
+        cr_assert(r, "%s", e.msg);
+        actvec l[2] = {{0}};
+        cr_assert_eq(actvec_push(&l[0], act_make(ACT_F, 0, 0)), 0);
+        cr_assert_eq(actvec_push(&l[0], act_make(ACT_F, bad[b][0], bad[b][1])), 0);
+        cr_assert_eq(sched_lower(r, l, NULL, &e), -1);
+        cr_assert(strstr(e.msg, "worker 0 action 1 ("), "%s", e.msg);
+        cr_assert(strstr(e.msg, "): stage or microbatch out of range"), "%s", e.msg);
+        actvec_free(&l[0]);
+        actvec_free(&l[1]);
+        schedule_free(r);
+    }
 }
 
 /* A generated IR with no replicated stage carries its lowering's counts (s->counts) and

@@ -251,6 +251,41 @@ Test(schedule_csv, bad_files, .init = setup, .fini = teardown)
     cr_assert(strstr(e.msg, "none.csv: cannot read"), "%s", e.msg);
 }
 
+/* An order whose input the lowering waits for in vain: the lowering's timing (which waits
+ * for another worker's input without asking again, core/schedule_lower.c) names the action
+ * and why, as when it checked every action it stopped at. ZB-V on 2 ranks: rank 0 holds
+ * stages 0 and 3, rank 1 stages 1 and 2. */
+static schedule *read_zbv(const char *text, plumb_err *e)
+{
+    sched_spec sp = {SCHED_ZB_V, 0, 4, 2, 1, 1, NULL, NULL};
+    return schedule_read_csv(write_file("lw.csv", text), &sp, e);
+}
+
+static void expect_lowering_error(const char *text, const char *needle)
+{
+    plumb_err e = {{0}};
+    cr_assert_null(read_zbv(text, &e), "accepted %s", text);
+    cr_assert(strstr(e.msg, needle), "got \"%s\", expected \"%s\"", e.msg, needle);
+}
+
+Test(schedule_csv, lowering_names_the_input_it_waits_for, .init = setup, .fini = teardown)
+{
+    plumb_err e = {{0}};
+    schedule *s = read_zbv("0F0,3F0,3B0,0B0\r\n1F0,2F0,2B0,1B0\r\n", &e); /* the order */
+    cr_assert(s, "%s", e.msg);
+    schedule_free(s);
+    /* rank 1 forwards stage 2 before stage 1, whose output it needs */
+    expect_lowering_error("0F0,3F0,3B0,0B0\r\n2F0,1F0,2B0,1B0\r\n",
+                          "worker 1 action 0 (2F0): its input (forward of stage 1) is computed "
+                          "later on the same worker");
+    /* the same for a backward, whose output gradient comes from stage 2 on its worker */
+    expect_lowering_error("0F0,3F0,3B0,0B0\r\n1F0,2F0,1B0,2B0\r\n",
+                          "worker 1 action 2 (1B0): its output gradient (backward of stage 2) "
+                          "is computed later on the same worker");
+    /* rank 0's stage 3 waits (other worker) while rank 1 never forwards stage 2 */
+    expect_lowering_error("0F0,3F0,3B0,0B0\r\n1F0,1B0\r\n", "never computed");
+}
+
 Test(schedule_csv, iterations_bound, .init = setup, .fini = teardown)
 {
     const char *path = write_file("it.csv", "0F0,0B0,0F1,0B1,0F2,0B2\r\n");

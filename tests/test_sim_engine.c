@@ -270,6 +270,102 @@ Test(sim_engine, unmatched_receive)
     run_expect_error(&h, "(1F0): its data is never sent");
 }
 
+/* A transfer naming a worker or stage outside the schedule is refused with its action,
+ * on either side of the range (the checks compare as unsigned: -1 is out of range too). */
+Test(sim_engine, transfer_peer_out_of_range)
+{
+    static const struct { int kind, peer, peer_stage; const char *msg; } bad[] = {
+        {ACT_SEND_F, -1, 1, "(0SEND_F0): peer worker or stage out of range"},
+        {ACT_SEND_F, 2, 1, "(0SEND_F0): peer worker or stage out of range"},
+        {ACT_SEND_F, 1, -1, "(0SEND_F0): peer worker or stage out of range"},
+        {ACT_SEND_F, 1, 2, "(0SEND_F0): peer worker or stage out of range"},
+        {ACT_RECV_B, -1, 1, "(0RECV_B0): peer worker out of range"},
+        {ACT_RECV_B, 2, 1, "(0RECV_B0): peer worker out of range"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        hand h;
+        hand_pair(&h);
+        push(&h, 0, A(ACT_F, 0, 0, -1, -1));
+        push(&h, 0, A(bad[i].kind, 0, 0, bad[i].peer, bad[i].peer_stage));
+        run_expect_error(&h, bad[i].msg);
+    }
+}
+
+/* sim_steady_window by its definition, each computation's iteration divided out of its
+ * microbatch (microbatch / microbatches, 0 for none, at most the last), against the
+ * engine's, which divides only when a worker's microbatches move to another iteration. */
+static int window_by_division(const schedule *s, int *k0, int *k1)
+{
+    int n = s->iterations > 0 ? s->iterations : 1, nmb = s->microbatches, overlap = 0, D = 0;
+    int cnt[8];
+    for (int w = 0; w < s->nworkers; w++) {
+        memset(cnt, 0, sizeof cnt);
+        int oldest = 0, inflight = 0, most = 0;
+        long nf = 0;
+        for (int i = 0; i < s->len[w]; i++) {
+            const action *a = &s->acts[w][i];
+            if (a->kind != ACT_F && a->kind != ACT_B && a->kind != ACT_W) continue;
+            int it = a->microbatch >= 0 && nmb > 0 ? a->microbatch / nmb : 0;
+            it = it >= n ? n - 1 : it;
+            if (a->kind == ACT_F) {
+                while (oldest < it && cnt[oldest] == 0) oldest++;
+                if (inflight > 0 && oldest < it) overlap = 1;
+                cnt[it]++, nf++;
+                if (++inflight > most) most = inflight;
+            } else if (cnt[it] > 0) {
+                cnt[it]--, inflight--;
+            }
+        }
+        if (nf > 0) {
+            int d = (int)ceil(most / ((double)nf / n) - 1e-9);
+            if (d > D) D = d;
+        }
+    }
+    if (!overlap) {
+        *k0 = 1, *k1 = n - 1;
+        return 3;
+    }
+    *k0 = D + 1, *k1 = n - 1 - D;
+    return 2 * D + 3;
+}
+
+Test(sim_engine, steady_window_iterations_as_divided)
+{
+    enum { NA = 48 };
+    static const int kinds[] = {ACT_F, ACT_F, ACT_B, ACT_W, ACT_I, ACT_STEP, ACT_SEND_F};
+    unsigned x = 12345;
+    int moved = 0;
+    for (int trial = 0; trial < 400; trial++) {
+        action a[3][NA], *rows[3];
+        int len[3];
+        schedule s = {0};
+        s.nworkers = 1 + trial % 3, s.microbatches = trial % 7 == 6 ? 0 : 1 + trial % 5;
+        s.iterations = 1 + trial % 6;
+        s.len = len, s.acts = rows;
+        int top = (s.microbatches > 0 ? s.microbatches : 4) * (s.iterations + 1);
+        for (int w = 0; w < s.nworkers; w++) {
+            rows[w] = a[w], len[w] = NA;
+            int mb = 0;
+            for (int i = 0; i < NA; i++) {
+                x = x * 1103515245u + 12345u;
+                unsigned r = x >> 8;
+                /* mostly the next microbatches, now and then a jump (back, far, none) */
+                if (r % 5 == 0) mb = (int)(r / 5 % (unsigned)(top + 2)) - 1, moved++;
+                else mb += (int)(r / 5 % 3);
+                a[w][i] = (action){.kind = kinds[r / 16 % 7], .stage = 0,
+                                   .microbatch = mb, .version = -1, .peer = -1,
+                                   .peer_stage = -1};
+            }
+        }
+        int k0, k1, r0, r1;
+        int got = sim_steady_window(&s, &k0, &k1), want = window_by_division(&s, &r0, &r1);
+        cr_assert_eq(got, want, "trial %d: need %d, by division %d", trial, got, want);
+        cr_assert(k0 == r0 && k1 == r1, "trial %d: window %d..%d, by division %d..%d", trial,
+                  k0, k1, r0, r1);
+    }
+    cr_assert_gt(moved, 1000);
+}
+
 Test(sim_engine, net_path_levels)
 {
     sim_synth sp;
