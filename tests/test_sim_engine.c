@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "core/plan.h"
+#include "core/schedule_traits.h"
 #include "sim/engine.h"
 #include "sim/sim.h"
 #include "sim/synth.h"
@@ -860,4 +861,52 @@ Test(sim_engine, sync_plan_field)
     cJSON_Delete(j);
     plan_free(ps);
     plan_free(pl);
+}
+
+/* Every timed action of a microbatch is recorded in its iteration, microbatch / M (the last
+ * simulated one for a microbatch past it), which the engine finds without dividing while a
+ * worker stays in one iteration's microbatches: every kind, one and two replicas (the
+ * one-stage kinds and interleaved), 1 to 4 iterations. */
+Test(sim_engine, events_in_their_microbatch_s_iteration)
+{
+    int checked = 0;
+    for (int k = 0; k < SCHED_NKINDS; k++)
+        for (int reps = 1; reps <= 2; reps++)
+            for (int iters = 1; iters <= 4; iters++) {
+                const sched_traits *tr = sched_traits_of(k);
+                if (reps > 1 && tr->chunks_max > 1 && k != SCHED_INTERLEAVED) continue;
+                sim_synth sp;
+                sim_synth_init(&sp);
+                sp.schedule = k;
+                sp.replicas = reps;
+                sp.chunks = tr->chunks_max > 1 ? 2 : 1;
+                sp.nstages = 4 * sp.chunks;
+                if (tr->split_backward) sp.input_ms = 1, sp.weight_ms = 1;
+                sp.microbatches = 8;
+                plan *pl = synth_plan(&sp);
+                sim_options o;
+                sim_options_init(&o);
+                o.iterations = iters;
+                o.timeline = SIM_TIMELINE_FULL;
+                plumb_err e;
+                sim_report *r = sim_run(pl, &o, &e);
+                cr_assert_not_null(r, "%s: %s", tr->name, e.msg);
+                int M = r->microbatches, niter = 0;
+                for (size_t i = 0; i < r->tl->n; i++)
+                    if (r->tl->ev[i].iteration + 1 > niter) niter = r->tl->ev[i].iteration + 1;
+                cr_assert(M > 0 && niter >= 1);
+                for (size_t i = 0; i < r->tl->n; i++) {
+                    const tl_event *ev = &r->tl->ev[i];
+                    if (ev->microbatch < 0) continue;
+                    int want = ev->microbatch / M;
+                    if (want > niter - 1) want = niter - 1;
+                    cr_expect_eq(ev->iteration, want, "%s reps %d iterations %d: kind %d of "
+                                 "microbatch %d in iteration %d, by division %d", tr->name,
+                                 reps, iters, ev->kind, ev->microbatch, ev->iteration, want);
+                    checked++;
+                }
+                sim_report_free(r);
+                plan_free(pl);
+            }
+    cr_assert_gt(checked, 1000);
 }
