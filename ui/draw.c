@@ -53,7 +53,7 @@ static const char *const HELP3D[] = {
     "  r  a  o     recompute none/selective/full; sequence parallel; ZeRO-1",
     "  c  C        next / previous schedule (interleave follows its chunks)",
     "  k K  j      tp overlap none/backward/full; param all-gather under fwd",
-    "  y  E  f     p2p overlap/sync; grad-sync overlap/end; attention std/flash",
+    "  y  E  f     p2p overlap/sync; grad-sync overlap/end; std/flash attn",
     "  1..8 l b B  select a cluster level; double / halve its bandwidth",
     "  x X t T     memory limit; straggler on the selected device, slowdown",
     "  p P u U     pin, unpin, undo, redo;  s e  save the plan, export",
@@ -61,8 +61,7 @@ static const char *const HELP3D[] = {
     "Keys step to the nearest value that lays out: tp divides a server, pp x",
     "interleave the layers, dp x microbatch size the global batch. What plumb",
     "plan --model refuses (heads, sp or tp overlap at tp 1, the all-gather",
-    "without ZeRO-1, p2p sync on zb-v, grad-sync end on pipedream or with the",
-    "all-gather) is refused: the status line says why.",
+    "without ZeRO-1, p2p sync on zb-v, grad-sync end on pipedream) refused.",
     "Memory per pipeline rank: W weights, G gradients, O optimizer state,",
     "A activations at the peak, + other buffers, . free; | capacity (red, !).",
 };
