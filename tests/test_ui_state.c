@@ -262,6 +262,17 @@ static void assert_lays_out(const ui_whatif *w)
               "%d chunks on schedule %d", w->interleave, w->schedule);
 }
 
+/* Presses c a round of the kinds, then C as many times, marking in seen[] each schedule
+ * reached; every layout on the way lays out. */
+static void schedules_reached(ui_state *st, int *seen)
+{
+    for (int k = 0; k < 2 * SCHED_NKINDS; k++) {
+        ui_state_key(st, k < SCHED_NKINDS ? 'c' : 'C');
+        seen[st->cur.schedule] = 1;
+        assert_lays_out(&st->cur);
+    }
+}
+
 Test(ui_state, layout3d_tp_and_pp_keep_the_gpus_and_dp_follows)
 {
     ui_state *st = fresh3d();
@@ -434,11 +445,7 @@ Test(ui_state, layout3d_runtime_keys_and_the_runtime_check)
     st = fresh3d();
     ui_state_key(st, 'y');
     int seen[SCHED_NKINDS] = { 0 };
-    for (int k = 0; k < 2 * SCHED_NKINDS; k++) {
-        ui_state_key(st, k < SCHED_NKINDS ? 'c' : 'C');
-        seen[st->cur.schedule] = 1;
-        assert_lays_out(&st->cur);
-    }
+    schedules_reached(st, seen);
     for (int k = 0; k < SCHED_NKINDS; k++)
         cr_assert_eq(seen[k], sched_traits_of((sched_kind)k)->place != SCHED_PLACE_V,
                      "schedule %s", sched_kind_name((sched_kind)k));
@@ -468,11 +475,7 @@ Test(ui_state, layout3d_grad_sync_key)
     ui_state_key(st, 'U');
     cr_assert_eq(st->cur.grad_sync_end, 1);
     int seen[SCHED_NKINDS] = { 0 };
-    for (int k = 0; k < 2 * SCHED_NKINDS; k++) {
-        ui_state_key(st, k < SCHED_NKINDS ? 'c' : 'C');
-        seen[st->cur.schedule] = 1;
-        assert_lays_out(&st->cur);
-    }
+    schedules_reached(st, seen);
     for (int k = 0; k < SCHED_NKINDS; k++)
         cr_assert_eq(seen[k], !sched_traits_of((sched_kind)k)->async, "schedule %s",
                      sched_kind_name((sched_kind)k));
