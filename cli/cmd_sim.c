@@ -219,6 +219,8 @@ static int runtime_ok(const plan *pl, const sim_options *w)
 {
     if (w->schedule < 0 && w->p2p_sync < 0 && w->grad_sync_end < 0)
         return 0; /* the plan as written: its loader's checks */
+    /* the fields the rules above read; the rest neutral (the plan's precisions, tp overlap
+     * and recompute passed its loader's checks and no what-if changes them) */
     search3d_options so = {.schedule = w->schedule >= 0 ? w->schedule : (int)pl->schedule,
                            .zero = pl->zero, .overlap_param_gather = pl->overlap_param_gather,
                            .p2p_sync = w->p2p_sync >= 0 ? w->p2p_sync : pl->p2p_sync,
