@@ -2,7 +2,8 @@
  * busy / idle / communication time and peak memory against capacity, throughput,
  * iteration time, bubble, bytes per link), optionally as JSON, a Chrome trace, an SVG
  * timeline or a text Gantt; with what-ifs (schedule, microbatches, straggler, bandwidth,
- * memory limit) it also runs the plan as written and shows what changed. */
+ * memory limit, point-to-point and gradient-reduction runtime) it also runs the plan as
+ * written and shows what changed. */
 #include <cjson/cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,6 +15,7 @@
 #include "core/plan.h"
 #include "core/schedule_traits.h"
 #include "core/units.h"
+#include "planner/search3d.h"
 #include "sim/sim.h"
 
 static const char *const usage =
@@ -27,6 +29,12 @@ static const char *const usage =
     "  --straggler DEV=FACTOR device DEV computes FACTOR times slower (e.g. 3=2)\n"
     "  --bandwidth LEVEL=GBPS level LEVEL (index or name) at GBPS gigabits/s; repeatable\n"
     "  --memory-limit GIB     device memory capacity at most GIB GiB\n"
+    "  --p2p overlap|sync     point-to-point transfers instead of the plan's \"p2p\":\n"
+    "                         sync blocks as Megatron-LM's 2021-22 runtime (not with\n"
+    "                         zb-v or dualpipev)\n"
+    "  --grad-sync overlap|end  the data-parallel gradient reduction instead of the plan's\n"
+    "                         \"grad_sync\": end reduces after the whole forward-backward\n"
+    "                         loop (not with pipedream, 2bw or overlap_param_gather)\n"
     "  --json                 print the report as JSON (plumb-sim-report/1) instead\n"
     "  --trace T.json         write the timeline as Chrome trace-event JSON (Perfetto):\n"
     "                         each all-reduce once per replica on its collective track\n"
@@ -46,7 +54,7 @@ static const char *const usage =
     "report, exit 0.\n";
 
 enum { O_SCHED = 1000, O_MB, O_IT, O_STRAG, O_BW, O_MEM, O_JSON, O_TRACE, O_SVG, O_GANTT,
-       O_WIDTH, O_HOPS, O_TLIMIT };
+       O_WIDTH, O_HOPS, O_TLIMIT, O_P2P, O_GSYNC };
 
 /* Splits "A=B" into a (copied to buf) and b. Returns 0 or -1. */
 static int split_eq(const char *s, char *buf, size_t n, const char **b)
@@ -121,6 +129,8 @@ static int parse_args(int argc, char **argv, sim_args *a)
         {"straggler", required_argument, 0, O_STRAG},
         {"bandwidth", required_argument, 0, O_BW},
         {"memory-limit", required_argument, 0, O_MEM},
+        {"p2p", required_argument, 0, O_P2P},
+        {"grad-sync", required_argument, 0, O_GSYNC},
         {"json", no_argument, 0, O_JSON},
         {"trace", required_argument, 0, O_TRACE},
         {"svg", required_argument, 0, O_SVG},
@@ -169,6 +179,14 @@ static int parse_args(int argc, char **argv, sim_args *a)
                 return 2;
             a->o.memory_limit_bytes = gib * 1073741824.0;
             break;
+        case O_P2P:
+            if (cli_p2p("sim", optarg, &a->o.p2p_sync))
+                return 2;
+            break;
+        case O_GSYNC:
+            if (cli_grad_sync("sim", optarg, &a->o.grad_sync_end))
+                return 2;
+            break;
         case O_JSON: a->json = 1; break;
         case O_TRACE: a->trace = optarg; break;
         case O_SVG: a->svg = optarg; break;
@@ -191,6 +209,30 @@ static int parse_args(int argc, char **argv, sim_args *a)
                         "--help", argc - optind);
     a->path = argv[optind];
     return -1;
+}
+
+/* The plan's runtime under the what-ifs (its schedule, p2p and grad_sync replaced where
+ * asked) checked as plumb plan --model checks its options (search3d_runtime_check: end
+ * with an asynchronous schedule or with overlap_param_gather, sync with zb-v or
+ * dualpipev). 0, or 2 after one line on stderr. */
+static int runtime_ok(const plan *pl, const sim_options *w)
+{
+    if (w->schedule < 0 && w->p2p_sync < 0 && w->grad_sync_end < 0)
+        return 0; /* the plan as written: its loader's checks */
+    /* the fields the rules above read; the rest neutral (the plan's precisions, tp overlap
+     * and recompute passed its loader's checks and no what-if changes them) */
+    search3d_options so = {.schedule = w->schedule >= 0 ? w->schedule : (int)pl->schedule,
+                           .zero = pl->zero, .overlap_param_gather = pl->overlap_param_gather,
+                           .p2p_sync = w->p2p_sync >= 0 ? w->p2p_sync : pl->p2p_sync,
+                           .grad_sync_end = w->grad_sync_end >= 0 ? w->grad_sync_end
+                                                                  : pl->grad_sync_end,
+                           .precision = DEV_BF16, .grad_reduce = DEV_FP32,
+                           .optimizer_state = DEV_FP32, .tp_overlap = TP_OVERLAP_NONE};
+    plumb_err err;
+    err_clear(&err);
+    if (search3d_runtime_check(&so, &err))
+        return cli_fail("sim", "%s", err.msg);
+    return 0;
 }
 
 /* --straggler and --bandwidth into a->o, checked against pl's cluster. 0, or 2 after one
@@ -338,6 +380,8 @@ static int run_all(const plan *pl, sim_args *a, sim_report **rep, sim_report **b
         return cli_fail("sim", "--schedule: %s needs a plan with 2 or more chunks (stages) per "
                         "device (the plan has %d; with one stage per device use 1f1b-flush)",
                         sched_kind_name((sched_kind)a->o.schedule), pl->chunks);
+    if (runtime_ok(pl, &a->o))
+        return 2;
     if (a->trace && a->hops && hops_refused(pl, &a->o, a->path, a->trace, a->trace_gib))
         return 2;
     if (!(*rep = sim_run(pl, &a->o, &err))) {

@@ -46,6 +46,10 @@ static cJSON *whatif_json(const sim_options *o, const char *const *names, int nn
     }
     if (o->memory_limit_bytes > 0)
         json_add_num(j, "memory_limit_bytes", o->memory_limit_bytes);
+    if (o->p2p_sync >= 0) /* the plan's field and words (docs/formats.md) */
+        cJSON_AddStringToObject(j, "p2p", o->p2p_sync ? "sync" : "overlap");
+    if (o->grad_sync_end >= 0)
+        cJSON_AddStringToObject(j, "grad_sync", o->grad_sync_end ? "end" : "overlap");
     return j;
 }
 

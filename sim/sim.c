@@ -23,11 +23,14 @@ void sim_options_init(sim_options *o)
     o->schedule = -1;
     o->straggler_device = -1;
     o->straggler_factor = 1;
+    o->p2p_sync = -1;
+    o->grad_sync_end = -1;
 }
 
 int sim_options_has_whatif(const sim_options *o)
 {
     if (o->schedule >= 0 || o->microbatches > 0 || o->memory_limit_bytes > 0 ||
+        o->p2p_sync >= 0 || o->grad_sync_end >= 0 ||
         (o->straggler_device >= 0 && o->straggler_factor != 1))
         return 1;
     for (int l = 0; l < CLUSTER_MAX_LEVELS; l++)
@@ -65,6 +68,10 @@ static int check_options(const plan *pl, const sim_options *o, plumb_err *err)
         return err_set(err, NULL, "schedule", "%s needs a plan with 2 or more chunks "
                        "(stages) per device (got %d; with one stage per device use "
                        "1f1b-flush)", sched_kind_name(kind), pl->chunks);
+    if (o->p2p_sync < -1 || o->p2p_sync > 1 || o->grad_sync_end < -1 || o->grad_sync_end > 1)
+        return err_set(err, NULL, o->p2p_sync < -1 || o->p2p_sync > 1 ? "p2p" : "grad_sync",
+                       "expected -1 (the plan's), 0 or 1 (got %d)",
+                       o->p2p_sync < -1 || o->p2p_sync > 1 ? o->p2p_sync : o->grad_sync_end);
     if (!(o->memory_limit_bytes >= 0 && isfinite(o->memory_limit_bytes)))
         return err_set(err, NULL, "memory_limit", "expected bytes >= 0 (got %g)",
                        o->memory_limit_bytes);
@@ -421,6 +428,10 @@ sim_report *sim_run(const plan *pl, const sim_options *opt, plumb_err *err)
         view.schedule = (sched_kind)opt->schedule;
     if (opt->microbatches > 0)
         view.microbatches = opt->microbatches;
+    if (opt->p2p_sync >= 0)
+        view.p2p_sync = opt->p2p_sync;
+    if (opt->grad_sync_end >= 0)
+        view.grad_sync_end = opt->grad_sync_end;
     int iters = opt->iterations > 0 ? opt->iterations : SIM_DEFAULT_ITERATIONS;
 
     sim_report *rep = calloc(1, sizeof *rep);

@@ -36,6 +36,13 @@ typedef struct sim_options {
     double bandwidth_Bps[CLUSTER_MAX_LEVELS]; /* > 0: replaces level L's bandwidth (its
                                  egress is scaled by the same ratio); 0 = keep */
     double memory_limit_bytes; /* > 0: each device's capacity is min(its memory, this) */
+    int p2p_sync;             /* the runtime's point-to-point transfers instead of the plan's
+                                 "p2p": 0 overlap, 1 sync; -1 = the plan's */
+    int grad_sync_end;        /* the data-parallel reduction instead of the plan's
+                                 "grad_sync": 0 overlap, 1 end; -1 = the plan's. Neither is
+                                 checked against the schedule here: the engine refuses end
+                                 with an asynchronous kind; callers check the rest (plumb
+                                 sim: search3d_runtime_check) */
     int timeline;             /* SIM_TIMELINE_FULL (1): record every timed action in
                                  report->tl; SIM_TIMELINE_NO_RING_HOPS: all of them but
                                  the per-hop link events of ring all-reduces (each
@@ -59,7 +66,8 @@ void sim_options_init(sim_options *o);
  * transparent huge pages (docs/sim.md, "Huge pages taken back"). Call it first. */
 void sim_malloc_for_one_run(void);
 
-/* 1 when o asks for any what-if (schedule, microbatches, straggler, bandwidth, memory). */
+/* 1 when o asks for any what-if (schedule, microbatches, straggler, bandwidth, memory,
+ * p2p, grad_sync). */
 int sim_options_has_whatif(const sim_options *o);
 
 /* Memory of one device at its peak, bytes. */

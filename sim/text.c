@@ -68,9 +68,17 @@ static void print_whatifs(const sim_report *r, FILE *out)
                     units_gbit(o->bandwidth_Bps[l], a, sizeof a));
             sep = "; ";
         }
-    if (o->memory_limit_bytes > 0)
+    if (o->memory_limit_bytes > 0) {
         fprintf(out, "%smemory at most %s per device", sep,
                 units_bytes(o->memory_limit_bytes, a, sizeof a));
+        sep = "; ";
+    }
+    if (o->p2p_sync >= 0) {
+        fprintf(out, "%sp2p %s", sep, o->p2p_sync ? "sync" : "overlap");
+        sep = "; ";
+    }
+    if (o->grad_sync_end >= 0)
+        fprintf(out, "%sgrad-sync %s", sep, o->grad_sync_end ? "end" : "overlap");
     fprintf(out, " (instead of the plan as written)\n");
 }
 

@@ -380,6 +380,60 @@ Test(sim_gradsync, folded_is_the_full_run)
         }
 }
 
+/* The what-ifs (sim_options.p2p_sync and grad_sync_end, plumb sim --p2p / --grad-sync)
+ * simulate what the plan written with those fields simulates, bit for bit, in sim_run and
+ * in the folded simulation, both ways (a written field undone by the what-if); the report
+ * names them as what-ifs and its layout the reduction it ran; an option out of range is
+ * refused. */
+Test(sim_gradsync, whatifs_are_the_plan_fields)
+{
+    for (int fold = 0; fold < 2; fold++)
+        for (int k = 0; k < 4; k++) {
+            int end = k & 1, sync = k >> 1;
+            plan *asked = gpt_plan(end, sync, 0, 0), *other = gpt_plan(!end, !sync, 0, 0);
+            plumb_err e;
+            err_clear(&e);
+            sim_options o;
+            sim_options_init(&o);
+            o.grad_sync_end = end;
+            o.p2p_sync = sync;
+            sim_report *want = fold ? sim_run_folded(asked, NULL, 0, &e) : sim_run(asked, NULL, &e);
+            cr_assert_not_null(want, "%s", e.msg);
+            sim_report *got = fold ? sim_run_folded(other, &o, 0, &e) : sim_run(other, &o, &e);
+            cr_assert_not_null(got, "%s", e.msg);
+            sim_report *base = sim_run(other, NULL, &e);
+            cr_assert_not_null(base, "%s", e.msg);
+            cr_expect(got->iteration_s == want->iteration_s && got->iteration_s !=
+                      base->iteration_s, "fold %d end %d sync %d: what-if %.17g, plan "
+                      "%.17g, written %.17g", fold, end, sync, got->iteration_s,
+                      want->iteration_s, base->iteration_s);
+            for (int i = 0; i < got->ndevices && i < want->ndevices; i++)
+                cr_expect(got->devices[i].comm_s == want->devices[i].comm_s, "device %d", i);
+            cr_expect(sim_options_has_whatif(&got->whatif));
+            cr_expect_eq(got->grad_sync_end, end);
+            cJSON *w = sim_options_to_json(&got->whatif, other->clus);
+            cr_expect_str_eq(cJSON_GetObjectItem(w, "grad_sync")->valuestring,
+                             end ? "end" : "overlap");
+            cr_expect_str_eq(cJSON_GetObjectItem(w, "p2p")->valuestring,
+                             sync ? "sync" : "overlap");
+            cJSON_Delete(w);
+            sim_report_free(want);
+            sim_report_free(got);
+            sim_report_free(base);
+            plan_free(asked);
+            plan_free(other);
+        }
+    plan *pl = gpt_plan(0, 0, 0, 0);
+    sim_options o;
+    sim_options_init(&o);
+    cr_expect(!sim_options_has_whatif(&o), "the defaults are the plan as written");
+    o.grad_sync_end = 2;
+    plumb_err e;
+    cr_expect_null(sim_run(pl, &o, &e));
+    cr_expect(strstr(e.msg, "grad_sync: expected -1 (the plan's), 0 or 1 (got 2)"), "%s", e.msg);
+    plan_free(pl);
+}
+
 /* ZeRO-1's all-gather apart (overlap_param_gather) follows an overlapped reduction
  * (Megatron-Core asserts --overlap-grad-reduce with --overlap-param-gather): a plan with
  * both is refused with one line naming the field, as an asynchronous schedule is. */

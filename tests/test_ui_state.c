@@ -262,6 +262,17 @@ static void assert_lays_out(const ui_whatif *w)
               "%d chunks on schedule %d", w->interleave, w->schedule);
 }
 
+/* Presses c a round of the kinds, then C as many times, marking in seen[] each schedule
+ * reached; every layout on the way lays out. */
+static void schedules_reached(ui_state *st, int *seen)
+{
+    for (int k = 0; k < 2 * SCHED_NKINDS; k++) {
+        ui_state_key(st, k < SCHED_NKINDS ? 'c' : 'C');
+        seen[st->cur.schedule] = 1;
+        assert_lays_out(&st->cur);
+    }
+}
+
 Test(ui_state, layout3d_tp_and_pp_keep_the_gpus_and_dp_follows)
 {
     ui_state *st = fresh3d();
@@ -434,11 +445,7 @@ Test(ui_state, layout3d_runtime_keys_and_the_runtime_check)
     st = fresh3d();
     ui_state_key(st, 'y');
     int seen[SCHED_NKINDS] = { 0 };
-    for (int k = 0; k < 2 * SCHED_NKINDS; k++) {
-        ui_state_key(st, k < SCHED_NKINDS ? 'c' : 'C');
-        seen[st->cur.schedule] = 1;
-        assert_lays_out(&st->cur);
-    }
+    schedules_reached(st, seen);
     for (int k = 0; k < SCHED_NKINDS; k++)
         cr_assert_eq(seen[k], sched_traits_of((sched_kind)k)->place != SCHED_PLACE_V,
                      "schedule %s", sched_kind_name((sched_kind)k));
@@ -450,6 +457,53 @@ Test(ui_state, layout3d_runtime_keys_and_the_runtime_check)
     before = st->cur;
     cr_assert_eq(ui_state_key(st, 'y'), UI_DO_REDRAW);
     cr_assert(strstr(st->note, "--p2p: expected overlap with schedule zb-v"), "%s", st->note);
+    cr_assert(ui_whatif_equal(&st->cur, &before));
+}
+
+/* E toggles grad-sync (the reduction after the whole loop) through the runtime check:
+ * undoable; under it the schedule keys skip the asynchronous kinds, on which E is refused;
+ * with the parameter all-gather apart taken (ZeRO 1) E is refused, and so is the ZeRO key
+ * that would take it under grad-sync end, each with plan --model's line. */
+Test(ui_state, layout3d_grad_sync_key)
+{
+    ui_state *st = fresh3d();
+    ui_whatif before = st->cur;
+    cr_assert(ui_state_key(st, 'E') & UI_DO_EVAL);
+    cr_assert(st->cur.grad_sync_end == 1 && !ui_whatif_equal(&st->cur, &before));
+    ui_state_key(st, 'u');
+    cr_assert(st->cur.grad_sync_end == 0 && ui_whatif_equal(&st->cur, &before));
+    ui_state_key(st, 'U');
+    cr_assert_eq(st->cur.grad_sync_end, 1);
+    int seen[SCHED_NKINDS] = { 0 };
+    schedules_reached(st, seen);
+    for (int k = 0; k < SCHED_NKINDS; k++)
+        cr_assert_eq(seen[k], !sched_traits_of((sched_kind)k)->async, "schedule %s",
+                     sched_kind_name((sched_kind)k));
+    st = fresh3d(); /* on pipedream E is refused */
+    ui_state_key(st, 'c');
+    cr_assert_eq(st->cur.schedule, SCHED_PIPEDREAM);
+    before = st->cur;
+    int undo = st->undo_n;
+    cr_assert_eq(ui_state_key(st, 'E'), UI_DO_REDRAW);
+    cr_assert(strstr(st->note, "--grad-sync: expected overlap with schedule pipedream"), "%s",
+              st->note);
+    cr_assert(ui_whatif_equal(&st->cur, &before) && st->undo_n == undo);
+    st = fresh3d(); /* ZeRO 1 with the all-gather apart: E refused */
+    ui_state_key(st, 'o');
+    ui_state_key(st, 'j');
+    cr_assert(st->cur.zero == 1 && st->cur.opg == 1);
+    before = st->cur;
+    cr_assert_eq(ui_state_key(st, 'E'), UI_DO_REDRAW);
+    cr_assert(strstr(st->note, "--overlap-param-gather: expected --grad-sync overlap"), "%s",
+              st->note);
+    cr_assert(ui_whatif_equal(&st->cur, &before));
+    ui_state_key(st, 'o'); /* ZeRO 0: the all-gather n/a, E taken */
+    cr_assert(ui_state_key(st, 'E') & UI_DO_EVAL);
+    cr_assert(st->cur.grad_sync_end == 1 && st->cur.zero == 0 && st->cur.opg == 1);
+    before = st->cur;
+    cr_assert_eq(ui_state_key(st, 'o'), UI_DO_REDRAW); /* back to ZeRO 1: refused */
+    cr_assert(strstr(st->note, "--overlap-param-gather: expected --grad-sync overlap"), "%s",
+              st->note);
     cr_assert(ui_whatif_equal(&st->cur, &before));
 }
 

@@ -53,7 +53,7 @@ static const char *const HELP3D[] = {
     "  r  a  o     recompute none/selective/full; sequence parallel; ZeRO-1",
     "  c  C        next / previous schedule (interleave follows its chunks)",
     "  k K  j      tp overlap none/backward/full; param all-gather under fwd",
-    "  y  f        p2p overlap / sync; attention standard / flash",
+    "  y  E  f     p2p overlap/sync; grad-sync overlap/end; std/flash attn",
     "  1..8 l b B  select a cluster level; double / halve its bandwidth",
     "  x X t T     memory limit; straggler on the selected device, slowdown",
     "  p P u U     pin, unpin, undo, redo;  s e  save the plan, export",
@@ -61,7 +61,7 @@ static const char *const HELP3D[] = {
     "Keys step to the nearest value that lays out: tp divides a server, pp x",
     "interleave the layers, dp x microbatch size the global batch. What plumb",
     "plan --model refuses (heads, sp or tp overlap at tp 1, the all-gather",
-    "without ZeRO-1, p2p sync on zb-v) is refused: the status line says why.",
+    "without ZeRO-1, p2p sync on zb-v, grad-sync end on pipedream) refused.",
     "Memory per pipeline rank: W weights, G gradients, O optimizer state,",
     "A activations at the peak, + other buffers, . free; | capacity (red, !).",
 };
@@ -73,7 +73,7 @@ static const char KEYS_LINE[] =
 
 static const char KEYS_LINE3D[] =
     "q quit  ? help  g/G tp  d/D pp  w/W dp  n/N mbs  i/I interleave  r recomp  a seq-par  "
-    "o zero  c sched  k tpo  j opg  y p2p  f attn  p pin  u undo";
+    "o zero  c sched  k tpo  j opg  y p2p  E gsync  f attn  p pin  u undo";
 
 int ui_help_rows(void) { return NHELP > NHELP3D ? NHELP : NHELP3D; }
 
@@ -325,8 +325,8 @@ static void runtime_field(pen *p, const char *label, const char *value, int aske
 }
 
 /* A transformer's runtime row: the settings of `plumb plan --model` that every layout the
- * keys reach runs with (the runtime keys change tp-overlap, overlap-param-gather, p2p and
- * attention; the live plan's where it has them): the option names from
+ * keys reach runs with (the runtime keys change tp-overlap, overlap-param-gather, p2p,
+ * grad-sync and attention; the live plan's where it has them): the option names from
  * UI_WIDE_W columns, short labels below (and below 100 columns, balancing's outcome as
  * "even" or the change alone), so that every field fits 80 columns. */
 static void draw_runtime(ui_app *a, int x, int y, int w, ui_fb *fb)
@@ -357,7 +357,8 @@ static void draw_runtime(ui_app *a, int x, int y, int w, ui_fb *fb)
     else snprintf(v, sizeof v, narrow ? "%+.1f%%" : "on (%+.1f%%)",
                   100 * (b->balanced_s / b->even_s - 1));
     runtime_field(&p, wide ? "balance" : "bal", v, rt->balance, 1);
-    if (rt->grad_sync_end) /* only when asked: n/a on an asynchronous schedule */
+    if (wi->grad_sync_end) /* only when asked (E, --grad-sync end): n/a on an asynchronous
+                              schedule */
         runtime_field(&p, wide ? "grad-sync" : "gsync", "end", 1, !pl || pl->grad_sync_end);
 }
 

@@ -229,6 +229,7 @@ void ui_base_whatif(const ui_base *b, ui_whatif *w)
         w->tp_overlap = b->rt.tp_overlap;
         w->opg = b->rt.overlap_param_gather;
         w->p2p_sync = b->lopt.p2p_sync;
+        w->grad_sync_end = b->lopt.grad_sync_end;
         w->attention = b->lopt.attention;
     } else if (b->loaded) {
         w->schedule = b->loaded->schedule;
@@ -365,6 +366,7 @@ static plan *layout(const ui_base *b, const cluster *clus, const ui_whatif *w, p
     rt.tp_overlap = (plan_tp_overlap)w->tp_overlap;
     rt.overlap_param_gather = w->opg;
     rt.p2p_sync = w->p2p_sync;
+    rt.grad_sync_end = w->grad_sync_end;
     plan *pl = layout3d_build(b->model, clus, b->cluster_file, &o, err);
     if (pl) search3d_apply_runtime(pl, &rt); /* each setting where this layout takes it */
     return pl;

@@ -48,11 +48,13 @@ typedef struct ui_whatif {
     int seqpar;                      /* 1: sequence parallelism */
     int zero;                        /* 0, or 1: the optimizer state sharded over replicas */
     /* its runtime (`plumb plan --model`'s --tp-overlap, --overlap-param-gather, --p2p,
-     * --attention): asked of every layout; tp_overlap and opg are set where the layout
+     * --grad-sync, --attention): asked of every layout; tp_overlap and opg are set where the layout
      * takes them (search3d_apply_runtime: tp > 1; zero 1 on a synchronous schedule) */
     int tp_overlap;                  /* plan_tp_overlap */
     int opg;                         /* 1: the parameter all-gather under the forward */
     int p2p_sync;                    /* 1: blocking point-to-point transfers */
+    int grad_sync_end;               /* 1: the gradients reduced after the whole loop
+                                        (--grad-sync end; n/a on an asynchronous kind) */
     int attention;                   /* llm_attention: standard or flash */
 } ui_whatif;
 
@@ -142,15 +144,16 @@ enum { UI_ASK_TP_OVERLAP = 1, UI_ASK_OPG = 2 };
 /* The layout options of what-if w on the layout opened as base (its global batch,
  * precision, sequence length, checkpoint interval, state precisions, balance): w's GPU
  * count, tp, pp, dp, microbatch size, interleave, schedule, recompute kind (the
- * checkpoint interval only with full, else -1), sequence parallelism, ZeRO, p2p and
- * attention. What the dashboard lays out (ui/eval.c) and checks (ui_layout3d_check). */
+ * checkpoint interval only with full, else -1), sequence parallelism, ZeRO, p2p,
+ * grad-sync and attention. What the dashboard lays out (ui/eval.c) and checks (ui_layout3d_check). */
 layout3d_options ui_whatif_layout3d(const layout3d_options *base, const ui_whatif *w);
 
 /* The runtime check of what-if w on st (search3d_runtime_check, the one owner of its
  * rules and lines) as `plumb plan --model` checks the fixed layout w lays out: the
  * search options of ui_whatif_layout3d(&st->lopt, w) (search3d_options_from_layout) with
  * w's tp_overlap and opg where `asked` (UI_ASK_* flags: the key that changes them) names
- * them; otherwise a layout takes them where it can and shows them n/a elsewhere
+ * them, and opg too where the layout takes it (ZeRO 1, a synchronous schedule) under
+ * grad-sync end; otherwise a layout takes them where it can and shows them n/a elsewhere
  * (search3d_apply_runtime). 0, or -1 with the check's one line in why (n > 0: always
  * terminated). */
 int ui_layout3d_check(const ui_state *st, const ui_whatif *w, int asked, char *why, size_t n);
@@ -163,8 +166,8 @@ int ui_layout3d_check(const ui_state *st, const ui_whatif *w, int asked, char *w
  * zb-v and dualpipev under p2p sync, are skipped). Each steps to the nearest value that
  * keeps ui_layout3d_ok; where none does, st->note says why and nothing changes. The
  * runtime keys: k K tp overlap none -> backward -> full (K the other way), j the parameter
- * all-gather under the forward on / off, y p2p overlap / sync, f attention standard /
- * flash. Every change is checked (ui_layout3d_check; k K and j ask for their setting):
+ * all-gather under the forward on / off, y p2p overlap / sync, E the gradient reduction
+ * overlapped / at the end (grad-sync), f attention standard / flash. Every change is checked (ui_layout3d_check; k K and j ask for their setting):
  * refused, the check's line is st->note and nothing changes. Returns 1 when the key is
  * one of these, else 0. */
 int ui_whatif3d_key(ui_state *st, int key);

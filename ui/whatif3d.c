@@ -1,7 +1,7 @@
 /* whatif3d.c: the dashboard's keys for a transformer's 3D layout: tensor-parallel ranks,
  * pipeline ranks, data-parallel replicas, microbatch size, interleave, recomputation,
  * sequence parallelism and ZeRO, and its runtime (tp overlap, the parameter all-gather
- * under the forward, p2p, attention). Each layout key steps to the nearest value the
+ * under the forward, p2p, the gradient reduction's place, attention). Each layout key steps to the nearest value the
  * layout can take (ui_layout3d_ok) or says why none exists; every change passes the
  * runtime check of `plumb plan --model` (ui_layout3d_check) or is refused with its line.
  * Pure data, like ui/whatif.c. */
@@ -41,6 +41,7 @@ layout3d_options ui_whatif_layout3d(const layout3d_options *base, const ui_whati
     o.sequence_parallel = w->seqpar;
     o.zero = w->zero;
     o.p2p_sync = w->p2p_sync;
+    o.grad_sync_end = w->grad_sync_end;
     o.attention = w->attention;
     return o;
 }
@@ -53,7 +54,12 @@ int ui_layout3d_check(const ui_state *st, const ui_whatif *w, int asked, char *w
     err_clear(&e);
     search3d_options_from_layout(&o, &so);
     if (asked & UI_ASK_TP_OVERLAP) so.tp_overlap = (plan_tp_overlap)w->tp_overlap;
-    if (asked & UI_ASK_OPG) so.overlap_param_gather = w->opg;
+    /* the all-gather apart where this layout takes it (search3d_apply_runtime: ZeRO 1, a
+     * synchronous schedule) meets grad-sync end whichever key brought them together */
+    const sched_traits *tr = sched_traits_of((sched_kind)w->schedule);
+    int opg_taken = w->opg && w->zero == 1 && tr && !tr->async;
+    if ((asked & UI_ASK_OPG) || (opg_taken && w->grad_sync_end))
+        so.overlap_param_gather = w->opg;
     int rc = search3d_runtime_check(&so, &e);
     if (n) snprintf(why, n, "%s", rc ? e.msg : "");
     return rc;
@@ -174,6 +180,7 @@ int ui_whatif3d_key(ui_state *st, int key)
         break;
     case 'j': w->opg = !w->opg, asked = UI_ASK_OPG; break;
     case 'y': w->p2p_sync = !w->p2p_sync; break;
+    case 'E': w->grad_sync_end = !w->grad_sync_end; break; /* reduce at the End */
     case 'f': w->attention = !w->attention; break;
     default: return 0;
     }

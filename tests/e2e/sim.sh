@@ -219,6 +219,64 @@ for k in gpipe pipedream 2bw zb-h1; do
     grep -q "^schedule  *$k," "$tmp/out" || fail "--schedule $k not applied"
 done
 
+# the runtime what-ifs --p2p and --grad-sync: the what-if run is the plan written with the
+# field set (plan --model's own file, simulated as it is), the base the plan as written;
+# the line lists them; the combinations plan --model refuses are refused with its line
+G=(--model examples/llm/gpt2.json -c profiles/clusters/dgx-a100-80g.json --global-batch 16
+   --tp 2 --pp 2 --dp 2)
+for v in base "--grad-sync end" "--p2p sync" "--grad-sync end --p2p sync" \
+         "--schedule pipedream" "--schedule zb-v" "--zero 1 --overlap-param-gather"; do
+    # shellcheck disable=SC2086
+    [ "$v" = base ] && a= || a=$v
+    # shellcheck disable=SC2086
+    "$PLUMB" plan "${G[@]}" $a -o "$tmp/g-${v// /}.json" >/dev/null 2>"$tmp/err" \
+        || fail "plan --model $v: $(cat "$tmp/err")"
+done
+iter() { python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); print(repr(r["iteration_s"]))' "$1"; }
+changed() {
+    python3 -c 'import json,sys
+r = json.load(open(sys.argv[1]))
+c = [c for c in r["changes"] if c["figure"] == "iteration_s"][0]
+print(repr(c["base"]), repr(c["whatif"]), json.dumps(r["whatif"], sort_keys=True))' "$1"
+}
+for w in "--grad-sync end|--grad-sync end|\"grad_sync\": \"end\"" \
+         "--p2p sync|--p2p sync|\"p2p\": \"sync\"" \
+         "--grad-sync end --p2p sync|--grad-sync end --p2p sync|\"grad_sync\": \"end\", \"p2p\": \"sync\""; do
+    args=${w%%|*} rest=${w#*|}
+    file=${rest%%|*} want=${rest#*|}
+    # shellcheck disable=SC2086
+    "$PLUMB" sim "$tmp/g-base.json" $args --json >"$tmp/w.json" 2>"$tmp/err" \
+        || { fail "sim $args: $(cat "$tmp/err")"; continue; }
+    "$PLUMB" sim "$tmp/g-${file// /}.json" --json >"$tmp/f.json"
+    "$PLUMB" sim "$tmp/g-base.json" --json >"$tmp/b.json"
+    got=$(changed "$tmp/w.json")
+    [ "$got" = "$(iter "$tmp/b.json") $(iter "$tmp/f.json") {$want}" ] \
+        || fail "sim $args: base, what-if, what-ifs '$got', expected the plan's" \
+            "$(iter "$tmp/b.json"), the plan with $file $(iter "$tmp/f.json"), {$want}"
+    [ "$(iter "$tmp/b.json")" != "$(iter "$tmp/f.json")" ] \
+        || fail "sim $args: the same as the plan as written here: the check cannot fail"
+done
+# the way back: the plan's own field undone by the what-if
+"$PLUMB" sim "$tmp/g---grad-syncend.json" --grad-sync overlap --p2p overlap >"$tmp/out" \
+    && grep -qF "what-ifs        p2p overlap; grad-sync overlap (instead of the plan as written)" \
+        "$tmp/out" || fail "sim --grad-sync overlap: $(grep what-ifs "$tmp/out")"
+"$PLUMB" sim "$tmp/g---grad-syncend.json" --json >"$tmp/f.json"
+"$PLUMB" sim "$tmp/g---grad-syncend.json" --grad-sync overlap --json >"$tmp/w.json" \
+    && [ "$(changed "$tmp/w.json")" = "$(iter "$tmp/f.json") $(iter "$tmp/b.json") {\"grad_sync\": \"overlap\"}" ] \
+    || fail "sim --grad-sync overlap of an end plan: $(changed "$tmp/w.json")"
+expect_bad "plumb: sim: --grad-sync: expected overlap with schedule pipedream (its iterations overlap: no end of the backward to reduce at) (got end)" \
+    "$tmp/g---schedulepipedream.json" --grad-sync end
+expect_bad "plumb: sim: --grad-sync: expected overlap with schedule pipedream" \
+    "$tmp/g---grad-syncend.json" --schedule pipedream
+expect_bad "plumb: sim: --p2p: expected overlap with schedule zb-v (its V placement deadlocks under blocking transfers; docs/sim.md) (got sync)" \
+    "$tmp/g---schedulezb-v.json" --p2p sync
+expect_bad "plumb: sim: --overlap-param-gather: expected --grad-sync overlap" \
+    "$tmp/g---zero1--overlap-param-gather.json" --grad-sync end
+expect_bad "plumb: sim: --overlap-param-gather: expected a synchronous schedule (got pipedream" \
+    "$tmp/g---zero1--overlap-param-gather.json" --schedule pipedream
+expect_bad "plumb: sim: --grad-sync: expected overlap or end (got \"later\")" "$E" --grad-sync later
+expect_bad "plumb: sim: --p2p: expected overlap or sync (got \"async\")" "$E" --p2p async
+
 # bad input
 expect_bad "cannot open" /nonexistent/plan.json
 echo '{"format": "plumb-plan/1"' >"$tmp/bad.json"

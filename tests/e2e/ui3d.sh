@@ -7,7 +7,7 @@
 # what-if key (dp up, tp down, ZeRO off) the frame shows plan's figures for the changed
 # layout, with the settings that layout cannot take marked n/a. Each option must also
 # change plan's figures here, so that a dashboard that dropped it would fail. The runtime
-# keys (k K y j f) set the same options: the frame after them shows plan's figures, a
+# keys (k K y j E f) set the same options: the frame after them shows plan's figures, a
 # combination plan refuses is refused with plan's line and the settings kept, and `s`
 # saves a plan that carries them.
 . "$(dirname "$0")/lib/start.sh" # set -u, P, d (removed on exit), fail=0
@@ -111,8 +111,9 @@ check "oo back to zero 1" 'overlap-param-gather on' "$O --overlap-param-gather" 
     "$O --overlap-param-gather" 'oo'
 
 # the runtime keys: k K (tp-overlap none -> backward -> full, K the other way), y (p2p),
-# j (overlap-param-gather), f (attention): the frame after them shows plan's figures
-# under the options they set, alone, together and with layout keys after them
+# j (overlap-param-gather), E (grad-sync), f (attention): the frame after them shows
+# plan's figures under the options they set, alone, together and with layout keys after
+# them
 check "k" 'tp-overlap backward' "$L --tp-overlap backward" "$L" 'k'
 check "kk" 'tp-overlap full' "$L --tp-overlap full" "$L" 'kk'
 check "kkk back to none" 'tp-overlap none' "$L" "$L" 'kkk'
@@ -122,6 +123,16 @@ check "y from sync" 'p2p overlap' "$L" "$L --p2p sync" 'y'
 check "f" 'attention flash' "$L --attention flash" "$L" 'f'
 check "j" 'overlap-param-gather on' "$O --overlap-param-gather" "$O" 'j'
 check "j from on" 'overlap-param-gather off' "$O" "$O --overlap-param-gather" 'j'
+check "E" 'grad-sync end' "$L --grad-sync end" "$L" 'E'
+check "E from end" 'balance off' "$L" "$L --grad-sync end" 'E'
+grep -q 'grad-sync' <(sed -n 4p "$d/frame") &&
+    { echo "FAIL E from end: the runtime row still names grad-sync:"; sed -n 4p "$d/frame"; fail=1; }
+check "EyEw" 'p2p sync .*grad-sync end' "--tp 2 --pp 2 --dp 4 --p2p sync --grad-sync end" \
+    "$L --grad-sync end" 'EyEw'
+# under grad-sync end the schedule keys skip pipedream and 2bw: from 1f1b-flush, c reaches
+# interleaved (at its default 2 chunks)
+check "E then c past pipedream and 2bw" 'grad-sync end' \
+    "$L --grad-sync end --schedule interleaved --interleave 2" "$L" 'Ec'
 check "kyf" 'tp-overlap backward .*p2p sync .*attention flash' \
     "$L --tp-overlap backward --p2p sync --attention flash" "$L" 'kyf'
 check "kkyw" 'tp-overlap full .*p2p sync' "--tp 2 --pp 2 --dp 4 --tp-overlap full --p2p sync" \
@@ -169,6 +180,11 @@ refused "j on pipedream" "$L --zero 1 --schedule pipedream" 'j' \
     "$L --zero 1 --schedule pipedream --overlap-param-gather"
 refused "y on zb-v" "$L --schedule zb-v" 'y' "$L --schedule zb-v --p2p sync"
 refused "y on dualpipev" "$L --schedule dualpipev" 'y' "$L --schedule dualpipev --p2p sync"
+refused "E on pipedream" "$L --schedule pipedream" 'E' "$L --schedule pipedream --grad-sync end"
+refused "E on 2bw" "$L --schedule 2bw" 'E' "$L --schedule 2bw --grad-sync end"
+refused "E with overlap-param-gather" "$O --overlap-param-gather" 'E' \
+    "$O --overlap-param-gather --grad-sync end"
+refused "j under grad-sync end" "$O --grad-sync end" 'j' "$O --overlap-param-gather --grad-sync end"
 
 # s after the runtime keys saves a plan that carries them: plumb sim of it prints plan's
 # figures under the options the keys set, and its fields name them
@@ -199,6 +215,7 @@ EOF2
 saved "kyf s" "$L" 'kyfs' "$L --tp-overlap backward --p2p sync --attention flash" \
     'tp_overlap=backward p2p=sync'
 saved "j s" "$O" 'js' "$O --overlap-param-gather" 'overlap_param_gather=true'
+saved "E s" "$L" 'Es' "$L --grad-sync end" 'grad_sync=end'
 
 # 80x24 holds every runtime field (short labels)
 # shellcheck disable=SC2086
