@@ -98,7 +98,9 @@ const struct backend *cli_backend(const char *cmd, const char *name, const char 
 
 /* getopt_long with plumb's error messages: returns the option, -1 at the end, or '?' after
  * printing "plumb: CMD: unknown option ...", "... needs a value", "... takes no value" or
- * "ambiguous option ...". Resets optind when called with a new argv. */
+ * "ambiguous option ...". An option's value "--help" or "-h" returns 'h' when longopts has
+ * {"help", ..., 'h'} ("plumb plan --model --help"). Resets optind when called with a new
+ * argv. */
 int cli_getopt(const char *cmd, int argc, char **argv, const char *shortopts,
                const struct option *longopts);
 

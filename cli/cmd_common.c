@@ -290,7 +290,14 @@ int cli_getopt(const char *cmd, int argc, char **argv, const char *shortopts,
     snprintf(so, sizeof so, ":%s", shortopts); /* ':' for a missing value */
     opterr = 0;
     int c = getopt_long(argc, argv, so, longopts, NULL);
-    if (c != '?' && c != ':') return c;
+    if (c != '?' && c != ':') {
+        /* "--model --help": a value that asks for the help is the help (the commands'
+         * usage lines point there), where the command has --help */
+        if (optarg && (!strcmp(optarg, "--help") || !strcmp(optarg, "-h")))
+            for (const struct option *o = longopts; o && o->name; o++)
+                if (!strcmp(o->name, "help") && o->val == 'h') return 'h';
+        return c;
+    }
     const char *bad = argv[optind - 1 < argc ? optind - 1 : argc - 1];
     int is_long = bad[0] == '-' && bad[1] == '-';
     if (c == ':' && is_long)

@@ -19,6 +19,8 @@
 
 static const char *const usage =
     "usage: plumb sweep -p PROFILE -c CLUSTER --gpus A..B [options]\n"
+    "       plumb sweep --model FILE -c CLUSTER --gpus A..B --global-batch B [options]\n"
+    "                  (a transformer's 3D layouts: plumb sweep --model --help)\n"
     "Plans the model on A, A+1, ..., B GPUs of the cluster (resized: fewer devices in a\n"
     "server, or whole servers added or removed) and prints, for each count, the best plan's\n"
     "simulated throughput, its scaling efficiency against linear and its cost.\n"

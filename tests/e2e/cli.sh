@@ -28,6 +28,13 @@ for c in $("$P" --help | awk '/^commands:/{f=1;next} f&&/^  [a-z]/{print $1}'); 
     check "$c --bogus" 2 "$P" "$c" --bogus-option
     [ "$(wc -l <"$d/err")" = 1 ] || { echo "FAIL $c --bogus: not one line"; cat "$d/err"; fail=1; }
 done
+# the usage lines point at "plumb CMD --model --help": --help where a value is due is the help
+for c in plan sweep profile; do
+    check "$c --model --help" 0 "$P" "$c" --model --help
+    grep -q "usage: plumb $c --model" "$d/out" || { echo "FAIL $c --model --help: not its usage"; fail=1; }
+done
+check "plan --model X -c --help" 0 "$P" plan --model examples/llm/gpt2.json -c --help
+grep -q "usage: plumb plan --model" "$d/out" || { echo "FAIL plan -c --help: not its usage"; fail=1; }
 # under a ~1 GB address-space limit OpenBLAS's eager thread pool once made every command
 # hang (a pool thread retried its buffer's mmap forever); plumb now starts no pool there
 # unless a command trains or profiles
