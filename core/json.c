@@ -80,12 +80,60 @@ cJSON *json_parse_text(const char *name, const char *text, size_t len, plumb_err
     return root;
 }
 
+FILE *file_open_read(const char *path, const char *expected, plumb_err *err)
+{
+    /* without O_NONBLOCK, opening a FIFO waits for a writer, which may never come */
+    int fd = open(path, O_RDONLY | O_NONBLOCK);
+    if (fd < 0) {
+        err_set(err, path, NULL, "cannot open: %s", strerror(errno));
+        return NULL;
+    }
+    struct stat st;
+    int head = -1; /* a FIFO's first byte, read to tell a writer from none */
+    if (fstat(fd, &st) != 0) {
+        err_set(err, path, NULL, "cannot read: %s (expected %s)", strerror(errno), expected);
+        goto fail;
+    }
+    if (S_ISDIR(st.st_mode)) {
+        err_set(err, path, NULL, "cannot read: %s (expected %s)", strerror(EISDIR), expected);
+        goto fail;
+    }
+    if (S_ISFIFO(st.st_mode)) {
+        unsigned char c;
+        ssize_t r = read(fd, &c, 1);
+        if (r == 0) {
+            err_set(err, path, NULL, "cannot read: a FIFO with no writer (expected %s)",
+                    expected);
+            goto fail;
+        }
+        if (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK) {
+            err_set(err, path, NULL, "cannot read: %s (expected %s)", strerror(errno), expected);
+            goto fail;
+        }
+        if (r == 1) head = c;
+    }
+    int fl = fcntl(fd, F_GETFL);
+    FILE *f = fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) < 0 ? NULL : fdopen(fd, "rb");
+    if (!f) {
+        err_set(err, path, NULL, "cannot read: %s (expected %s)", strerror(errno), expected);
+        goto fail;
+    }
+    if (head >= 0) ungetc(head, f);
+    return f;
+fail:
+    close(fd);
+    return NULL;
+}
+
 char *file_read_all(const char *path, size_t max_bytes, const char *too_large, size_t *len,
                     plumb_err *err)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        err_set(err, path, NULL, "cannot open: %s", strerror(errno));
+    FILE *f = file_open_read(path, "a file", err);
+    if (!f) return NULL;
+    struct stat st;
+    if (fstat(fileno(f), &st) == 0 && S_ISREG(st.st_mode) && (size_t)st.st_size > max_bytes) {
+        fclose(f);
+        err_set(err, path, NULL, "%s", too_large);
         return NULL;
     }
     size_t cap = 1 << 16, n = 0;
@@ -102,20 +150,24 @@ char *file_read_all(const char *path, size_t max_bytes, const char *too_large, s
             err_set(err, path, NULL, "%s", too_large);
             return NULL;
         }
-        if (n + 1 >= cap) {
-            char *nb = realloc(buf, cap * 2);
+        if (n + 1 >= cap) { /* never more than max_bytes + 2: a stream stops past it */
+            size_t ncap = cap * 2 < max_bytes + 2 ? cap * 2 : max_bytes + 2;
+            char *nb = realloc(buf, ncap);
             if (!nb) free(buf);
             buf = nb;
-            cap *= 2;
+            cap = ncap;
             continue;
         }
         size_t got = fread(buf + n, 1, cap - n - 1, f);
         n += got;
         if (got == 0) break;
+        /* text only: a device that streams zeros or noise stops at its first NUL byte,
+         * which the caller's parser refuses */
+        if (memchr(buf + n - got, '\0', got)) break;
     }
     int rerr = ferror(f), rerrno = errno;
     fclose(f);
-    if (rerr) { /* a folder given for a file fails here, with EISDIR */
+    if (rerr) {
         free(buf);
         err_set(err, path, NULL, "cannot read: %s (expected a file)", strerror(rerrno));
         return NULL;

@@ -76,9 +76,19 @@ char *json_path_idx(char *buf, size_t n, const char *parent, const char *key, in
 /* Describes a node for "(got ...)": its value when short, else its type. Returns buf. */
 char *json_describe(const cJSON *v, char *buf, size_t n);
 
-/* Reads the whole file at path into a new NUL-terminated buffer (the caller frees it) and
- * sets *len to its size. NULL with err set when it cannot be opened or read, when memory
- * runs out, or when it is larger than max_bytes (err then says `too_large`). */
+/* Opens the file at path for reading without waiting: a FIFO is opened at once (a FIFO
+ * with no writer is refused instead of waited on; one with a writer is read as it comes).
+ * Returns the stream (the caller fcloses it), or NULL with err set, naming path and, for a
+ * folder or an unreadable one, `expected` ("a file", "a CSV file"). */
+FILE *file_open_read(const char *path, const char *expected, plumb_err *err);
+
+/* Reads the whole file at path (opened by file_open_read) into a new NUL-terminated buffer
+ * (the caller frees it) and sets *len to its size. NULL with err set when it cannot be
+ * opened or read, when memory runs out, or when it is larger than max_bytes (err then says
+ * `too_large`; a regular file is refused by its size before it is read, a stream as soon as
+ * it passes max_bytes, holding at most max_bytes + 2 bytes). For text: reading stops after
+ * the first chunk that holds a NUL byte (a device streaming zeros ends at once), which the
+ * returned buffer then holds for the caller's parser to refuse. */
 char *file_read_all(const char *path, size_t max_bytes, const char *too_large, size_t *len,
                     plumb_err *err);
 

@@ -203,8 +203,8 @@ static int size_error(const char *path, size_t n, size_t k, int more, plumb_err 
 
 int ckpt_peek(const char *path, const model *m, int *opt_kind, long *step, plumb_err *err)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f) return err_set(err, path, NULL, "cannot open: %s", strerror(errno));
+    FILE *f = file_open_read(path, "a checkpoint file", err);
+    if (!f) return -1;
     unsigned crc[3];
     int kind, rc = -1;
     long st;
@@ -231,7 +231,8 @@ done:
 int ckpt_is_checkpoint(const char *path)
 {
     unsigned char h[8];
-    FILE *f = fopen(path, "rb");
+    plumb_err e;
+    FILE *f = file_open_read(path, "a file", &e);
     if (!f) return 0;
     size_t got = fread(h, 1, sizeof h, f);
     fclose(f);
@@ -263,8 +264,8 @@ static int check_body(const char *path, const unsigned char *body, size_t n, siz
 int ckpt_load(const char *path, const model *m, ckpt *c, plumb_err *err)
 {
     memset(c, 0, sizeof *c);
-    FILE *f = fopen(path, "rb");
-    if (!f) return err_set(err, path, NULL, "cannot open: %s", strerror(errno));
+    FILE *f = file_open_read(path, "a checkpoint file", err);
+    if (!f) return -1;
     int rc = -1;
     size_t n = (size_t)m->nparams;
     unsigned crc[3];

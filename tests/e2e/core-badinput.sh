@@ -35,5 +35,34 @@ expect_bad pipedream-bandwidth '--network_bandwidths: expected bytes/s from 125 
     "$P" plan --pipedream -f tests/fuzz/seeds/pipedream-vgg16.txt -n 4 -b 1e-300
 expect_bad sim-what-if-bandwidth '--bandwidth GBPS: expected a number from 1e-06 to 100000' \
     "$P" sim examples/plans/vgg16-4stage-1f1b.json --bandwidth 1=1e-300
+# a FIFO with no writer is refused at once, not waited on, by every reader of files (each
+# once blocked in open() for ever); a device streaming zeros stops at its first NUL byte
+# (it once read 2 GiB into 4 GiB of memory before refusing)
+mkfifo "$d/fifo"
+expect_bad fifo-info 'fifo: cannot read: a FIFO with no writer (expected a file)' \
+    timeout 10 "$P" info "$d/fifo"
+expect_bad fifo-sim 'fifo: cannot read: a FIFO with no writer' timeout 10 "$P" sim "$d/fifo"
+expect_bad fifo-cluster 'fifo: cannot read: a FIFO with no writer' \
+    timeout 10 "$P" plan -p profiles/pipedream/alexnet.json -c "$d/fifo"
+expect_bad fifo-import 'fifo: cannot read: a FIFO with no writer' \
+    timeout 10 "$P" import pipedream "$d/fifo" -o "$d/imp.json"
+expect_bad fifo-csv 'fifo: cannot read: a FIFO with no writer (expected a CSV file)' \
+    timeout 10 "$P" schedule --kind gpipe --stages 2 --microbatches 2 --import "$d/fifo"
+expect_bad fifo-model 'fifo: cannot read: a FIFO with no writer' \
+    timeout 10 "$P" train "$d/fifo" --steps 1
+expect_bad fifo-resume 'fifo: cannot read: a FIFO with no writer (expected a checkpoint file)' \
+    timeout 10 "$P" train examples/models/fmnist-mlp.json --steps 1 --resume "$d/fifo"
+expect_bad fifo-text 'fifo: cannot read: a FIFO with no writer (expected a text file)' \
+    timeout 10 "$P" train examples/models/gpt-mini.json --steps 1 --text "$d/fifo"
+expect_bad fifo-compare 'fifo: cannot read: a FIFO with no writer' \
+    timeout 10 "$P" compare "$d/fifo" "$d/fifo"
+expect_bad dev-zero 'zero: malformed JSON: expected text, found a NUL byte' \
+    timeout 10 "$P" info /dev/zero
+expect_bad dev-zero-graph 'zero: expected a text file (got a NUL byte)' \
+    timeout 10 "$P" import pipedream /dev/zero -o "$d/imp.json"
+[ -e "$d/imp.json" ] && { echo "FAIL fifo/dev-zero import wrote its output"; fail=1; }
+# a pipe with a writer is read as a file
+ok pipe-cluster "$P" plan -p profiles/pipedream/alexnet.json \
+    -c <(cat profiles/clusters/cluster-a-4x4.json)
 [ $fail = 0 ] && echo "core-badinput: ok"
 exit $fail
