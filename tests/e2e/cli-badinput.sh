@@ -92,6 +92,15 @@ done
 expect_bad sweep-recompute '^plumb: sweep: --recompute: expected none, selective or full (got "some")$' \
     "$P" sweep "${GPT2[@]}" --recompute some
 
+# plumb ui --snapshot of a file that does not load: the loader's line, exit 2, no frame
+# (it printed a frame saying "nothing loaded" and exited 0)
+printf '{"format": "plumb-plan/1",' > "$d/trunc.json"
+expect_bad ui-snapshot-bad-plan '^plumb: ui: .*trunc.json: malformed JSON at line 1' \
+    "$P" ui "$d/trunc.json" --snapshot 80x24
+expect_bad ui-snapshot-bad-cluster '^plumb: ui: .*prof.json: format: expected "plumb-cluster/1"' \
+    "$P" ui -p "$d/prof.json" -c "$d/prof.json" --snapshot 80x24
+rm -f "$d/trunc.json"
+
 [ "$(sum)" = "$before" ] || { echo "FAIL: an input file changed"; fail=1; }
 left=$(find "$d" -mindepth 1 ! -name prof.json ! -name cluster.json ! -name model.json \
        ! -name out ! -name err ! -name ro ! -name graph.txt)
