@@ -472,8 +472,24 @@ static int write_temp(const file_out *fo, int idx, char *tmp, size_t n, plumb_er
     return 0;
 }
 
+int file_check_replaceable(const char *path, plumb_err *err)
+{
+    struct stat st;
+    if (stat(path, &st) != 0 || S_ISREG(st.st_mode)) return 0;
+    const char *what = S_ISDIR(st.st_mode)    ? "a folder"
+                       : S_ISFIFO(st.st_mode) ? "a FIFO"
+                       : S_ISCHR(st.st_mode)  ? "a character device"
+                       : S_ISBLK(st.st_mode)  ? "a block device"
+                       : S_ISSOCK(st.st_mode) ? "a socket"
+                                              : "not a regular file";
+    return err_set(err, path, NULL, "is %s; expected a file name (writing would replace it)",
+                   what);
+}
+
 int files_write_atomic_out(int n, const file_out *files, plumb_err *err)
 {
+    for (int k = 0; k < n; k++)
+        if (files[k].path && file_check_replaceable(files[k].path, err)) return -1;
     char **tmp = calloc((size_t)n + 1, sizeof *tmp);
     int rc = -1, i;
     if (!tmp) return err_set(err, NULL, NULL, "out of memory");

@@ -92,6 +92,12 @@ FILE *file_open_read(const char *path, const char *expected, plumb_err *err);
 char *file_read_all(const char *path, size_t max_bytes, const char *too_large, size_t *len,
                     plumb_err *err);
 
+/* The rule every write below keeps: a path that exists may be replaced only when it is a
+ * regular file (or a link to one): never a folder, FIFO, device or socket (rename would put
+ * a file in the place of /dev/null). 0, or -1 with err naming path and what it is. The CLI
+ * calls it before any work (cli_output_ok), the writers again before writing. */
+int file_check_replaceable(const char *path, plumb_err *err);
+
 /* Writes data to path atomically: a temporary file beside it, fsync, rename. On failure
  * nothing is left behind at path or beside it; returns -1 with err set. */
 int file_write_atomic(const char *path, const char *data, size_t len, plumb_err *err);

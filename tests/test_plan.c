@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "tests/tmpdir.h"
@@ -623,6 +624,30 @@ Test(plan, files_write_atomic_out_streams_as_one)
     expect_file_text(a, "streamed trace");
     expect_file_text(b, "svg");
     cr_expect_eq(count_files(tmp), 2);
+    cr_expect_eq(rm_tree(tmp), 0);
+}
+
+/* The writers replace only regular files: a FIFO at a path (or a device: rename would put
+ * a file in the place of /dev/null) is refused before any temporary exists, and stays. */
+Test(plan, files_write_atomic_keeps_a_fifo)
+{
+    char *tmp = make_tmpdir_named("writefifo");
+    char a[300], b[300];
+    snprintf(a, sizeof a, "%s/t.json", tmp);
+    snprintf(b, sizeof b, "%s/fifo", tmp);
+    cr_assert_eq(mkfifo(b, 0600), 0);
+    plumb_err err;
+    err_clear(&err);
+    const char *paths[2] = {a, b}, *data[2] = {"trace", "svg"};
+    size_t lens[2] = {5, 3};
+    cr_assert_eq(files_write_atomic(2, paths, data, lens, &err), -1);
+    cr_expect(strstr(err.msg, "/fifo: is a FIFO; expected a file name"), "%s", err.msg);
+    struct stat st;
+    cr_expect(stat(b, &st) == 0 && S_ISFIFO(st.st_mode), "the FIFO was replaced");
+    cr_expect_eq(count_files(tmp), 1, "a temporary or t.json left behind");
+    cr_expect_eq(file_check_replaceable(a, &err), 0, "a new name is replaceable");
+    cr_expect_eq(file_check_replaceable(tmp, &err), -1, "a folder is not");
+    cr_expect(strstr(err.msg, ": is a folder;"), "%s", err.msg);
     cr_expect_eq(rm_tree(tmp), 0);
 }
 

@@ -36,6 +36,26 @@ if [ "$(id -u)" != 0 ]; then # root writes anywhere
     expect_bad train-save-read-only 'folder .*/ro is not writable' \
         "$P" train "$d/model.json" --steps 1 --save "$d/ro/x.ckpt"
 fi
+# an output path that is a FIFO or a device is refused before any work: the atomic write
+# renamed a regular file over it (as root, plan -o /dev/null replaced the system's
+# /dev/null with the plan)
+mkfifo "$d/ofifo"
+expect_bad plan-out-fifo '-o .*ofifo: is a FIFO; expected a file name' \
+    "$P" plan -p "$d/prof.json" -c "$d/cluster.json" -o "$d/ofifo"
+expect_bad sim-trace-fifo '--trace .*ofifo: is a FIFO' \
+    "$P" sim examples/plans/vgg16-4stage-1f1b.json --trace "$d/ofifo"
+expect_bad train-save-fifo '--save .*ofifo: is a FIFO' \
+    "$P" train "$d/model.json" --steps 1 --save "$d/ofifo"
+[ -p "$d/ofifo" ] || { echo "FAIL: the FIFO was replaced"; fail=1; }
+if [ "$(id -u)" = 0 ] && mknod "$d/null" c 1 3 2>/dev/null; then # a copy of /dev/null
+    expect_bad profile-out-device '-o .*null: is a character device' \
+        "$P" profile "$d/model.json" --batch 4 -o "$d/null"
+    expect_bad sweep-svg-device '--svg .*null: is a character device' \
+        "$P" sweep -p "$d/prof.json" -c "$d/cluster.json" --gpus 1..2 --svg "$d/null"
+    [ -c "$d/null" ] || { echo "FAIL: the device was replaced"; fail=1; }
+    rm -f "$d/null"
+fi
+rm -f "$d/ofifo"
 expect_bad info-folder 'cannot read: Is a directory (expected a file)' "$P" info "$d"
 expect_bad sim-folder 'cannot read: Is a directory' "$P" sim "$d"
 expect_bad schedule-import-folder 'cannot read: Is a directory (expected a CSV file)' \
