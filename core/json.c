@@ -208,6 +208,19 @@ int json_check_format(const jctx *c, const cJSON *root, const char *format)
     return 0;
 }
 
+int json_check_unique(const jctx *c, const cJSON *obj, const char *path)
+{
+    if (!cJSON_IsObject(obj)) return 0;
+    for (const cJSON *it = obj->child; it; it = it->next)
+        for (const cJSON *prev = obj->child; it->string && prev != it; prev = prev->next)
+            if (prev->string && !strcmp(prev->string, it->string)) {
+                char fp[256];
+                json_path(fp, sizeof fp, path, it->string);
+                return err_set(c->err, c->file, fp, "expected each field once (got it twice)");
+            }
+    return 0;
+}
+
 int json_check_keys(const jctx *c, const cJSON *obj, const char *path,
                     const char *const *known)
 {
@@ -217,13 +230,7 @@ int json_check_keys(const jctx *c, const cJSON *obj, const char *path,
         json_path(fp, sizeof fp, path, it->string ? it->string : "?");
         int ok = 0;
         for (int k = 0; known[k] && !ok; k++) ok = it->string && !strcmp(it->string, known[k]);
-        if (ok) {
-            for (const cJSON *prev = obj->child; prev != it; prev = prev->next)
-                if (prev->string && !strcmp(prev->string, it->string))
-                    return err_set(c->err, c->file, fp,
-                                   "expected each field once (got it twice)");
-            continue;
-        }
+        if (ok) continue;
         char list[512];
         size_t used = 0;
         list[0] = '\0';
@@ -232,7 +239,7 @@ int json_check_keys(const jctx *c, const cJSON *obj, const char *path,
                                      known[k]);
         return err_set(c->err, c->file, fp, "unknown field; expected one of %s", list);
     }
-    return 0;
+    return json_check_unique(c, obj, path);
 }
 
 static const cJSON *field(const jctx *c, const cJSON *obj, const char *path, const char *key,

@@ -40,6 +40,11 @@ int json_check_format(const jctx *c, const cJSON *root, const char *format);
 int json_check_keys(const jctx *c, const cJSON *obj, const char *path,
                     const char *const *known);
 
+/* Rejects a key of obj given twice (any key: a Hugging Face config.json's fields are not
+ * all known, but a field given twice is two answers to one question). Returns 0, or -1 with
+ * err naming the field path. A non-object obj passes. */
+int json_check_unique(const jctx *c, const cJSON *obj, const char *path);
+
 /* Field getters. obj must be an object; path is obj's own path ("" for the root).
  * When required is 0 and the field is absent, *out keeps its value and 0 is returned. */
 int json_get_num(const jctx *c, const cJSON *obj, const char *path, const char *key,

@@ -64,5 +64,14 @@ expect_bad dev-zero-graph 'zero: expected a text file (got a NUL byte)' \
 # a pipe with a writer is read as a file
 ok pipe-cluster "$P" plan -p profiles/pipedream/alexnet.json \
     -c <(cat profiles/clusters/cluster-a-4x4.json)
+# a Hugging Face config.json with a field given twice (cJSON kept the first, silently) and
+# a plumb-transformer/1 description that is not a string are refused at load
+sed 's/"n_embd": 768,/"n_embd": 768, "n_embd": 1024,/' examples/llm/gpt2.json > "$d/dup.json"
+LAY=(-c profiles/clusters/dgx-a100-80g.json --gpus 8 --tp 2 --pp 2 --dp 2 --global-batch 8)
+expect_bad hf-duplicate 'dup.json: n_embd: expected each field once (got it twice)' \
+    "$P" plan --model "$d/dup.json" "${LAY[@]}"
+sed 's/"description": "[^"]*"/"description": -1/' examples/llm/gpt-mini.json > "$d/desc.json"
+expect_bad transformer-description 'desc.json: description: expected a string (got -1)' \
+    "$P" plan --model "$d/desc.json" "${LAY[@]}"
 [ $fail = 0 ] && echo "core-badinput: ok"
 exit $fail
