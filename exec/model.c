@@ -115,7 +115,7 @@ static int check_fields(const jctx *c, const cJSON *obj, const char *lpath, laye
                            "unknown field for %s; expected only type and name", kind_names[k]);
         }
     }
-    return 0;
+    return json_check_unique(c, obj, lpath);
 }
 
 static int get_hp(const jctx *c, const cJSON *obj, const char *lpath, const char *key,
@@ -466,7 +466,9 @@ model *model_from_json(const cJSON *root, const char *file, plumb_err *err)
             }
         }
     }
-    if (json_get_str(&c, root, "", "name", 0, &name) ||
+    const char *desc = NULL;
+    if (json_check_unique(&c, root, "") || json_get_str(&c, root, "", "name", 0, &name) ||
+        json_get_str(&c, root, "", "description", 0, &desc) ||
         json_get_arr(&c, root, "", "input", 1, &in, &nin) ||
         json_get_int(&c, root, "", "classes", 1, 2, 1 << 24, &classes) ||
         json_get_int(&c, root, "", "seed", 0, 0, 9007199254740991LL, &seed) ||
