@@ -10,6 +10,7 @@
 #include <zlib.h>
 
 #include "core/json.h"
+#include "core/schedule.h"
 
 #define FMNIST_MEAN 0.2860f
 #define FMNIST_STD 0.3530f
@@ -34,6 +35,14 @@ void data_free(dataset *d)
 static dataset *data_new(const char *name, int n, size_t numel, int tps, int classes,
                          plumb_err *err)
 {
+    double need = (double)n * ((double)numel + tps) * sizeof(float),
+           have = sched_memory_available();
+    if (need > have) { /* refused, not allocated and filled until the machine stops */
+        err_set(err, NULL, "--samples", "%d %s samples of %zu values need %.1f GiB, above the "
+                "%.1f GiB this process may use: expected fewer samples or a smaller model "
+                "input", n, name, numel, need / 1073741824.0, have / 1073741824.0);
+        return NULL;
+    }
     dataset *d = calloc(1, sizeof *d);
     if (d) {
         d->name = strdup(name);

@@ -73,5 +73,28 @@ expect_bad hf-duplicate 'dup.json: n_embd: expected each field once (got it twic
 sed 's/"description": "[^"]*"/"description": -1/' examples/llm/gpt-mini.json > "$d/desc.json"
 expect_bad transformer-description 'desc.json: description: expected a string (got -1)' \
     "$P" plan --model "$d/desc.json" "${LAY[@]}"
+# a model spec whose layers at the batch cannot fit this process's memory is refused before
+# anything is allocated, naming the layer (a context of 10^5 tokens crashed plumb train and
+# profile: the allocation failed inside a block and freeing its unset children segfaulted;
+# 10^6 filled memory with 4 GB buffers)
+sed 's/"input": \[64\]/"input": [100000]/' examples/models/gpt-mini.json > "$d/long.json"
+expect_bad model-memory-train 'long.json: layers\[1\]: residual at 8 samples per microbatch needs at least' \
+    timeout 20 "$P" train "$d/long.json" --steps 1 --samples 16 --batch 8 --data synthetic
+expect_bad model-memory-profile 'long.json: layers\[1\]: .*this process may use' \
+    timeout 20 "$P" profile "$d/long.json" --batch 4 -o "$d/p.json"
+[ -e "$d/p.json" ] && { echo "FAIL model-memory-profile wrote a profile"; fail=1; }
+sed 's/"seed": 1,/"seed": 1, "seed": 2,/' examples/models/fmnist-mlp.json > "$d/dupseed.json"
+expect_bad model-duplicate 'dupseed.json: seed: expected each field once (got it twice)' \
+    "$P" train "$d/dupseed.json" --steps 1
+# an allocation that fails inside a residual block (the bound above passed, the run's
+# buffers do not fit a 4 GB address space) is one line, not a segmentation fault
+if [ -z "${PLUMB_SAN:-}" ]; then # the sanitizers' shadow memory needs no address limit
+    sed 's/"input": \[64\]/"input": [4500]/' examples/models/gpt-mini.json > "$d/mid.json"
+    (ulimit -v 4000000
+     "$P" train "$d/mid.json" --steps 1 --samples 16 --batch 8 --data synthetic >"$d/out" 2>"$d/err"
+     echo $? >"$d/rc")
+    grep -q '^plumb: out of memory' "$d/err" && [ "$(cat "$d/rc")" = 1 ] ||
+        { echo "FAIL model-alloc-fails: exit $(cat "$d/rc"): $(head -c 200 "$d/err")"; fail=1; }
+fi
 [ $fail = 0 ] && echo "core-badinput: ok"
 exit $fail
