@@ -250,6 +250,9 @@ int cmd_train(int argc, char **argv)
     if (savepath && cli_output_ok("train", "--save", savepath, inputs, 2)) return 2;
     if (tracepath && cli_output_ok("train", "--trace", tracepath, inputs, 2)) return 2;
     if (ckdir && cli_folder_ok("train", "--checkpoint", ckdir, 1)) return 2;
+    plumb_err cke = {{0}};
+    if (ckdir && ckpt_dir_check_fresh(ckdir, resumepath, &cke))
+        return cli_fail("train", "--checkpoint %s", cke.msg);
     if (tkind == 2 && strncmp(bkname, "cuda", 4))
         return cli_fail("train", "--transport nccl: needs a CUDA backend (--backend cuda, "
                         "cuda-tf32 or cuda-bf16)");
@@ -284,9 +287,19 @@ int cmd_train(int argc, char **argv)
     if (!bk) return 2;
     char *resume_found = NULL;
     ckpt resume_state = {0, 0, NULL, NULL, NULL}; /* read once, handed to the run */
-    { /* the device must exist (a GPU for cuda): one line, status 2, before MPI starts */
-        bk_ctx *probe = bk->create(device, &err);
-        if (!probe) { err_print(&err); return 2; }
+    /* the devices must exist (a GPU for cuda; --devices N: the last of them too): one line,
+     * status 2, before MPI starts and before any work */
+    for (int k = 0; k < (ndevices > 1 ? 2 : 1); k++) {
+        bk_ctx *probe = bk->create(k ? device + ndevices - 1 : device, &err);
+        if (!probe) {
+            if (k) {
+                plumb_err e2 = err;
+                err_set(&err, NULL, "--devices", "%d from --device %d: %s", ndevices, device,
+                        e2.msg);
+            }
+            err_print(&err);
+            return 2;
+        }
         bk->destroy(probe);
     }
     if (!(m = model_load(argv[optind], &err))) goto fail;

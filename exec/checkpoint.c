@@ -417,6 +417,32 @@ void ckpt_sweep_file(const char *path)
     free(dir);
 }
 
+/* 1 when path is the folder dir, or a file directly in it (compared by device and inode). */
+static int in_folder(const char *path, const char *dir)
+{
+    struct stat d, p;
+    if (stat(dir, &d) != 0 || stat(path, &p) != 0) return 0;
+    if (S_ISDIR(p.st_mode)) return p.st_dev == d.st_dev && p.st_ino == d.st_ino;
+    const char *slash = strrchr(path, '/');
+    char *parent = slash ? strndup(path, slash == path ? 1 : (size_t)(slash - path))
+                         : strdup(".");
+    int same = parent && stat(parent, &p) == 0 && p.st_dev == d.st_dev && p.st_ino == d.st_ino;
+    free(parent);
+    return same;
+}
+
+int ckpt_dir_check_fresh(const char *dir, const char *resume, plumb_err *err)
+{
+    int n;
+    long *st = list_steps(dir, &n);
+    long newest = n ? st[0] : -1;
+    free(st);
+    if (n == 0 || (resume && in_folder(resume, dir))) return 0;
+    return err_set(err, dir, NULL, "holds the checkpoints of another run (the newest "
+                   "ckpt-%08ld.ckpt), which this run's would replace or remove; expected a "
+                   "new or empty folder, or --resume %s to continue that run", newest, dir);
+}
+
 int ckpt_save_dir(const char *dir, const model *m, const ckpt *c, int keep, plumb_err *err)
 {
     if (mkdir(dir, 0755) != 0 && errno != EEXIST)

@@ -60,6 +60,13 @@ void ckpt_sweep_file(const char *path);
  * Returns 0, or -1 with err set (no checkpoint is removed then). */
 int ckpt_save_dir(const char *dir, const model *m, const ckpt *c, int keep, plumb_err *err);
 
+/* Checks, before a run, that a `--checkpoint dir` is its own: 0 when dir does not exist or
+ * holds no checkpoint file, or when the run resumes from dir or from a file in it (it
+ * continues that run, whose older files ckpt_save_dir then prunes). Otherwise -1 with err
+ * naming dir and its newest checkpoint: a fresh run would replace the files of the same
+ * steps and remove the older ones, another run's work. */
+int ckpt_dir_check_fresh(const char *dir, const char *resume, plumb_err *err);
+
 /* The path (malloc'd, caller frees) of the newest checkpoint in dir, read and checked in
  * full by ckpt_load; when state is not NULL it receives that checkpoint's state, so that a
  * resume reads the file once (free with ckpt_free; zeroed on failure). NULL with err set

@@ -71,6 +71,22 @@ expect_bad train-checkpoint-missing-parent 'train: --checkpoint .*: folder .*/no
     "$P" train "$d/model.json" --steps 1 --checkpoint "$d/nope/ck" --checkpoint-every 1
 expect_bad train-checkpoint-is-file '--checkpoint .*model.json: is not a folder' \
     "$P" train "$d/model.json" --steps 1 --checkpoint "$d/model.json" --checkpoint-every 1
+# a fresh run into a checkpoint folder of another run is refused before training: it
+# replaced that run's file of the same step and removed its older ones
+mkdir "$d/ck" && "$P" train "$d/model.json" --steps 2 --samples 64 --batch 8 --data synthetic \
+    --quiet --checkpoint "$d/ck" --checkpoint-every 1 >/dev/null 2>&1
+ckbefore=$(cksum "$d"/ck/*)
+expect_bad train-checkpoint-other-run '--checkpoint .*ck: holds the checkpoints of another run (the newest ckpt-00000002.ckpt)' \
+    "$P" train examples/models/fmnist-cnn.json --steps 3 --samples 64 --batch 8 --data synthetic \
+    --checkpoint "$d/ck" --checkpoint-every 1
+[ "$(cksum "$d"/ck/*)" = "$ckbefore" ] || { echo "FAIL: the other run's checkpoints changed"; fail=1; }
+ok train-checkpoint-resumed "$P" train "$d/model.json" --steps 3 --samples 64 --batch 8 \
+    --data synthetic --quiet --checkpoint "$d/ck" --checkpoint-every 1 --resume "$d/ck"
+rm -rf "$d/ck"
+# --devices beyond the backend's devices: refused before work (it printed the run's header,
+# loaded the data, then failed with exit 1)
+expect_bad train-devices-missing '^plumb: --devices: 2 from --device 0: device: the CPU backend has one device' \
+    "$P" train "$d/model.json" --schedule gpipe --devices 2 --steps 1
 expect_bad train-missing-value 'option --steps needs a value' "$P" train "$d/model.json" --steps
 expect_bad train-flag-with-value 'option --help takes no value' "$P" train "$d/model.json" --help=1
 expect_bad train-ambiguous 'ambiguous option --s ' "$P" train "$d/model.json" --s 3
