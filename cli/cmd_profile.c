@@ -169,7 +169,8 @@ int cmd_profile(int argc, char **argv)
         err_print(&err);
         return 2;
     }
-    if (model_check_batch(m, input, cfg.batch, &err)) { /* before any allocation */
+    /* before any allocation; the profiler's data is 4 batches (profiler_run) */
+    if (model_check_batch(m, input, cfg.batch, 4 * cfg.batch, &err)) {
         err_print(&err);
         model_free(m);
         return 2;

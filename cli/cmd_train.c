@@ -332,7 +332,7 @@ int cmd_train(int argc, char **argv)
     } else if (!mbsize) {
         mbsize = 64 / nmicro > 0 ? 64 / nmicro : 1;
     }
-    if (model_check_batch(m, argv[optind], mbsize, &err)) goto fail; /* before any work */
+    if (model_check_batch(m, argv[optind], mbsize, 0, &err)) goto fail; /* before any work */
     if (resumepath) {
         if (!(resume_found = train_resume_open(resumepath, m, okind, &resume_state, &err)))
             goto fail;

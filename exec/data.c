@@ -38,9 +38,9 @@ static dataset *data_new(const char *name, int n, size_t numel, int tps, int cla
     double need = (double)n * ((double)numel + tps) * sizeof(float),
            have = sched_memory_available();
     if (need > have) { /* refused, not allocated and filled until the machine stops */
-        err_set(err, NULL, "--samples", "%d %s samples of %zu values need %.1f GiB, above the "
-                "%.1f GiB this process may use: expected fewer samples or a smaller model "
-                "input", n, name, numel, need / 1073741824.0, have / 1073741824.0);
+        err_set(err, NULL, NULL, "%d %s samples of %zu values need %.1f GiB, above the %.1f "
+                "GiB this process may use: expected fewer samples (--samples) or a smaller "
+                "model input", n, name, numel, need / 1073741824.0, have / 1073741824.0);
         return NULL;
     }
     dataset *d = calloc(1, sizeof *d);

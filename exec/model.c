@@ -625,23 +625,22 @@ static double layer_bytes_min(const layer *L, int B)
     return b;
 }
 
-int model_check_batch(const model *m, const char *file, int batch, plumb_err *err)
+int model_check_batch(const model *m, const char *file, int batch, int samples,
+                      plumb_err *err)
 {
-    double have = sched_memory_available(), weights = 8.0 * (double)m->nparams;
+    double in = (double)shape_numel(m->in_ndim, m->in_shape) * sizeof(float);
+    double have = sched_memory_available(), weights = 8.0 * (double)m->nparams,
+           fixed = weights + in * ((double)samples + batch); /* the data and one input */
     for (int i = 0; i < m->nlayers; i++) {
-        double need = weights + layer_bytes_min(&m->layers[i], batch);
+        double need = fixed + layer_bytes_min(&m->layers[i], batch);
         if (need <= have) continue;
         char path[32];
         snprintf(path, sizeof path, "layers[%d]", i);
         return err_set(err, file, path, "%s at %d samples per microbatch needs at least %.1f "
-                       "GiB with the weights and their gradients, above the %.1f GiB this "
-                       "process may use: expected a smaller input or batch",
+                       "GiB with the weights, their gradients and the input, above the %.1f "
+                       "GiB this process may use: expected a smaller input or batch",
                        kind_names[m->layers[i].kind], batch, need / 1073741824.0,
                        have / 1073741824.0);
     }
-    if (weights > have)
-        return err_set(err, file, "layers", "%lld parameters need %.1f GiB with their "
-                       "gradients, above the %.1f GiB this process may use", m->nparams,
-                       weights / 1073741824.0, have / 1073741824.0);
     return 0;
 }

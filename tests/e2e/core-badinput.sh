@@ -83,6 +83,9 @@ expect_bad model-memory-train 'long.json: layers\[1\]: residual at 8 samples per
 expect_bad model-memory-profile 'long.json: layers\[1\]: .*this process may use' \
     timeout 20 "$P" profile "$d/long.json" --batch 4 -o "$d/p.json"
 [ -e "$d/p.json" ] && { echo "FAIL model-memory-profile wrote a profile"; fail=1; }
+sed 's/"input": \[1, 28, 28\]/"input": [1000000, 28, 28]/' examples/models/fmnist-cnn.json > "$d/wide.json"
+expect_bad model-memory-input 'wide.json: layers\[0\]: conv2d at 4 samples .* and the input' \
+    timeout 20 "$P" profile "$d/wide.json" --batch 4
 sed 's/"seed": 1,/"seed": 1, "seed": 2,/' examples/models/fmnist-mlp.json > "$d/dupseed.json"
 expect_bad model-duplicate 'dupseed.json: seed: expected each field once (got it twice)' \
     "$P" train "$d/dupseed.json" --steps 1
