@@ -651,6 +651,39 @@ Test(plan, files_write_atomic_keeps_a_fifo)
     cr_expect_eq(rm_tree(tmp), 0);
 }
 
+/* Readers never wait: a FIFO with no writer is refused at once; a device streaming zeros
+ * stops at the first chunk (the NUL byte is the parser's to refuse); a regular file over
+ * the limit is refused by its size; a key given twice is refused by json_check_unique. */
+Test(plan, readers_refuse_fifos_and_stop_at_nul)
+{
+    char *tmp = make_tmpdir_named("readfifo");
+    char f[300], big[300];
+    snprintf(f, sizeof f, "%s/fifo", tmp);
+    snprintf(big, sizeof big, "%s/big.json", tmp);
+    cr_assert_eq(mkfifo(f, 0600), 0);
+    plumb_err err;
+    err_clear(&err);
+    size_t len = 0;
+    cr_assert_null(file_read_all(f, 100, "too large", &len, &err));
+    cr_expect(strstr(err.msg, "fifo: cannot read: a FIFO with no writer (expected a file)"),
+              "%s", err.msg);
+    char *z = file_read_all("/dev/zero", (size_t)1 << 31, "too large", &len, &err);
+    cr_assert_not_null(z, "%s", err.msg);
+    cr_expect(len > 0 && len <= (size_t)1 << 20 && memchr(z, '\0', len), "read %zu bytes", len);
+    free(z);
+    file_put_text(big, "{\"a\": 12345}");
+    cr_assert_null(file_read_all(big, 4, "over the limit", &len, &err));
+    cr_expect(strstr(err.msg, "big.json: over the limit"), "%s", err.msg);
+    const char *text = "{\"a\": 1, \"b\": 2, \"a\": 3}";
+    cJSON *root = json_parse_text("t.json", text, strlen(text), &err);
+    cr_assert_not_null(root);
+    jctx c = {"t.json", &err};
+    cr_expect_eq(json_check_unique(&c, root, "x"), -1);
+    cr_expect_str_eq(err.msg, "t.json: x.a: expected each field once (got it twice)");
+    cJSON_Delete(root);
+    cr_expect_eq(rm_tree(tmp), 0);
+}
+
 /* devices used: the stages' devices marked, the idle ones named as ranges */
 Test(plan, devices_used_and_idle)
 {
