@@ -246,9 +246,18 @@ int cmd_train(int argc, char **argv)
         return cli_fail("train", "--trace: not with checkpoints or --resume (a trace covers "
                         "one uninterrupted run)");
     /* outputs are checked before the run, so that a bad path costs no training */
-    const char *inputs[2] = {argv[optind], npos == 2 ? argv[optind + 1] : NULL};
-    if (savepath && cli_output_ok("train", "--save", savepath, inputs, 2)) return 2;
-    if (tracepath && cli_output_ok("train", "--trace", tracepath, inputs, 2)) return 2;
+    /* every file the run reads: the model, the plan, the checkpoint it resumes, its text and
+     * Fashion-MNIST's four files (a folder to resume from is checked once its newest
+     * checkpoint is found) */
+    char fm[4][4200];
+    static const char *const fmn[4] = {"train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz",
+                                       "t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz"};
+    for (int k = 0; k < 4; k++)
+        snprintf(fm[k], sizeof fm[k], "%s/%s", datadir ? datadir : FMNIST_DIR, fmn[k]);
+    const char *inputs[8] = {argv[optind], npos == 2 ? argv[optind + 1] : NULL, resumepath,
+                             textfile, fm[0], fm[1], fm[2], fm[3]};
+    if (savepath && cli_output_ok("train", "--save", savepath, inputs, 8)) return 2;
+    if (tracepath && cli_output_ok("train", "--trace", tracepath, inputs, 8)) return 2;
     if (ckdir && cli_folder_ok("train", "--checkpoint", ckdir, 1)) return 2;
     plumb_err cke = {{0}};
     if (ckdir && ckpt_dir_check_fresh(ckdir, resumepath, &cke))
@@ -337,6 +346,11 @@ int cmd_train(int argc, char **argv)
         if (!(resume_found = train_resume_open(resumepath, m, okind, &resume_state, &err)))
             goto fail;
         resumepath = resume_found;
+        const char *found[1] = {resume_found}; /* --save onto the folder's newest */
+        if (savepath && cli_output_ok("train", "--save", savepath, found, 1)) {
+            rc = 2;
+            goto out;
+        }
     }
     train_data_spec dspec = {data, datadir, textfile, samples};
     if (train_data_load(m, argv[optind], &dspec, &tr, &te, &err)) goto fail;

@@ -83,6 +83,18 @@ expect_bad train-checkpoint-other-run '--checkpoint .*ck: holds the checkpoints 
 ok train-checkpoint-resumed "$P" train "$d/model.json" --steps 3 --samples 64 --batch 8 \
     --data synthetic --quiet --checkpoint "$d/ck" --checkpoint-every 1 --resume "$d/ck"
 rm -rf "$d/ck"
+# --save onto the checkpoint the run resumes from or onto its --text file: refused (both
+# were overwritten)
+"$P" train "$d/model.json" --steps 1 --samples 64 --batch 8 --data synthetic --quiet \
+    --save "$d/r.ckpt" >/dev/null 2>&1
+cp README.md "$d/t.txt"
+rsum=$(cksum "$d/r.ckpt" "$d/t.txt")
+expect_bad train-save-is-resume '--save .*r.ckpt: is the input' "$P" train "$d/model.json" \
+    --steps 2 --samples 64 --batch 8 --data synthetic --resume "$d/r.ckpt" --save "$d/./r.ckpt"
+expect_bad train-save-is-text '--save .*t.txt: is the input' "$P" train examples/models/gpt-mini.json \
+    --steps 1 --samples 8 --batch 8 --text "$d/t.txt" --save "$d/t.txt"
+[ "$(cksum "$d/r.ckpt" "$d/t.txt")" = "$rsum" ] || { echo "FAIL: the resumed checkpoint or the text changed"; fail=1; }
+rm -f "$d/r.ckpt" "$d/t.txt"
 # --devices beyond the backend's devices: refused before work (it printed the run's header,
 # loaded the data, then failed with exit 1)
 expect_bad train-devices-missing '^plumb: --devices: 2 from --device 0: device: the CPU backend has one device' \
