@@ -12,6 +12,10 @@ expect_bad negative-count 'levels\[0\].count' "$P" info "$d/neg.json"
 sed 's/"forward_ms":[[:space:]]*[0-9.e+-]*/"forward_ms": "fast"/' profiles/pipedream/alexnet.json > "$d/type.json"
 expect_bad wrong-type 'forward_ms: expected a number' "$P" info "$d/type.json"
 expect_bad missing-file 'cannot open' "$P" info "$d/nope.json"
+# info of several files prints nothing when one of them is bad (it printed the good ones
+# first: partial output)
+expect_bad info-good-then-bad 'trunc.json: malformed JSON' \
+    "$P" info profiles/clusters/cluster-a-4x4.json "$d/trunc.json"
 # import: a malformed graph leaves no output behind
 printf 'node1 -- Input -- forward_compute_time=oops\n' > "$d/graph.txt"
 expect_bad import-malformed 'graph.txt' "$P" import pipedream "$d/graph.txt" -o "$d/out.json"
