@@ -629,13 +629,21 @@ Test(plan, files_write_atomic_out_streams_as_one)
 
 /* The writers replace only regular files: a FIFO at a path (or a device: rename would put
  * a file in the place of /dev/null) is refused before any temporary exists, and stays. */
+/* A new scratch folder (returned) holding a FIFO, whose path goes in fifo, and the path of
+ * name `other` beside it in path. */
+static char *tmp_with_fifo(const char *tag, char *fifo, char *path, size_t n, const char *other)
+{
+    char *tmp = make_tmpdir_named(tag);
+    snprintf(fifo, n, "%s/fifo", tmp);
+    snprintf(path, n, "%s/%s", tmp, other);
+    cr_assert_eq(mkfifo(fifo, 0600), 0);
+    return tmp;
+}
+
 Test(plan, files_write_atomic_keeps_a_fifo)
 {
-    char *tmp = make_tmpdir_named("writefifo");
     char a[300], b[300];
-    snprintf(a, sizeof a, "%s/t.json", tmp);
-    snprintf(b, sizeof b, "%s/fifo", tmp);
-    cr_assert_eq(mkfifo(b, 0600), 0);
+    char *tmp = tmp_with_fifo("writefifo", b, a, sizeof a, "t.json");
     plumb_err err;
     err_clear(&err);
     const char *paths[2] = {a, b}, *data[2] = {"trace", "svg"};
@@ -656,11 +664,8 @@ Test(plan, files_write_atomic_keeps_a_fifo)
  * the limit is refused by its size; a key given twice is refused by json_check_unique. */
 Test(plan, readers_refuse_fifos_and_stop_at_nul)
 {
-    char *tmp = make_tmpdir_named("readfifo");
     char f[300], big[300];
-    snprintf(f, sizeof f, "%s/fifo", tmp);
-    snprintf(big, sizeof big, "%s/big.json", tmp);
-    cr_assert_eq(mkfifo(f, 0600), 0);
+    char *tmp = tmp_with_fifo("readfifo", f, big, sizeof f, "big.json");
     plumb_err err;
     err_clear(&err);
     size_t len = 0;
