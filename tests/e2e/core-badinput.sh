@@ -20,6 +20,11 @@ expect_bad info-good-then-bad 'trunc.json: malformed JSON' \
 printf 'node1 -- Input -- forward_compute_time=oops\n' > "$d/graph.txt"
 expect_bad import-malformed 'graph.txt' "$P" import pipedream "$d/graph.txt" -o "$d/out.json"
 if compgen -G "$d/out.json*" >/dev/null; then echo "FAIL import left a partial file"; fail=1; fi
+# a graph value past the profile's bounds is named as the graph names it: line and field
+# (it was "g.txt: layers[1].forward_ms", a field the graph does not have)
+sed '0,/forward_compute_time=4.000/s//forward_compute_time=1e300/' tests/data/pipedream_tiny_graph.txt > "$d/g.txt"
+expect_bad import-bound 'g.txt:2: forward_compute_time: expected a number from 0 to 1e+09 (got 1e+300)' \
+    "$P" import pipedream "$d/g.txt" -b 4 -o "$d/out.json"
 # values outside the physical bounds (docs/formats.md): refused at load, never simulated
 # (1e-308 Gbit/s once crashed plumb ui --snapshot and made plumb sim --svg run forever)
 sed 's/"bandwidth_gbit_per_s": *[0-9.]*/"bandwidth_gbit_per_s": 1e-308/' \
