@@ -54,6 +54,21 @@ static void line_col(const char *text, const char *at, int *line, int *col)
     }
 }
 
+/* The depth of arrays and objects open at `at` (strings skipped). */
+static int depth_at(const char *text, const char *at)
+{
+    int depth = 0, in_str = 0;
+    for (const char *p = text; p < at && *p; p++) {
+        if (in_str) {
+            if (*p == '\\' && p + 1 < at) p++;
+            else if (*p == '"') in_str = 0;
+        } else if (*p == '"') in_str = 1;
+        else if (*p == '[' || *p == '{') depth++;
+        else if ((*p == ']' || *p == '}') && depth > 0) depth--;
+    }
+    return depth;
+}
+
 cJSON *json_parse_text(const char *name, const char *text, size_t len, plumb_err *err)
 {
     const char *end = NULL;
@@ -61,8 +76,12 @@ cJSON *json_parse_text(const char *name, const char *text, size_t len, plumb_err
     if (!root) {
         int line, col;
         line_col(text, end ? end : text, &line, &col);
-        err_set(err, name, NULL, "malformed JSON at line %d, column %d: expected a valid JSON value",
-                line, col);
+        if (end && depth_at(text, end) >= CJSON_NESTING_LIMIT)
+            err_set(err, name, NULL, "malformed JSON at line %d, column %d: expected arrays "
+                    "and objects nested at most %d deep", line, col, CJSON_NESTING_LIMIT);
+        else
+            err_set(err, name, NULL, "malformed JSON at line %d, column %d: expected a valid "
+                    "JSON value", line, col);
         return NULL;
     }
     /* nothing but white space may follow the value */

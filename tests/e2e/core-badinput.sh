@@ -5,6 +5,10 @@
 . "$(dirname "$0")/lib/expect.sh" # expect_bad NAME PATTERN CMD...
 printf '{"format": "plumb-cluster/1", "name": "x",' > "$d/trunc.json"
 expect_bad truncated "trunc.json: malformed JSON at line 1" "$P" info "$d/trunc.json"
+# JSON nested past the parser's limit says so (it said "expected a valid JSON value")
+awk 'BEGIN { for (i = 0; i < 5000; i++) printf "["; for (i = 0; i < 5000; i++) printf "]" }' > "$d/deep.json"
+expect_bad deep-nesting 'deep.json: malformed JSON at line 1, column 1001: expected arrays and objects nested at most 1000 deep' \
+    "$P" info "$d/deep.json"
 printf '{"format": "plumb-cluster/2"}' > "$d/ver.json"
 expect_bad version 'format' "$P" info "$d/ver.json"
 sed 's/"count": 4/"count": -4/' profiles/clusters/cluster-a-4x4.json > "$d/neg.json"
