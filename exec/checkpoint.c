@@ -231,6 +231,10 @@ done:
 int ckpt_is_checkpoint(const char *path)
 {
     unsigned char h[8];
+    struct stat st;
+    /* a checkpoint is read by its size (ckpt_peek): only a regular file can be one, and a
+     * pipe read here would have lost its first bytes for the caller's JSON reader */
+    if (stat(path, &st) != 0 || !S_ISREG(st.st_mode)) return 0;
     plumb_err e;
     FILE *f = file_open_read(path, "a file", &e);
     if (!f) return 0;

@@ -42,8 +42,9 @@ int ckpt_peek(const char *path, const model *m, int *opt_kind, long *step, plumb
 
 void ckpt_free(ckpt *c);
 
-/* 1 when path starts with a checkpoint's magic number (any version), else 0 (also when it
- * cannot be read): what a checkpoint's header says is then ckpt_peek's to check. */
+/* 1 when path is a regular file that starts with a checkpoint's magic number (any version),
+ * else 0 (also when it cannot be read, or is a pipe, which it leaves unread): what a
+ * checkpoint's header says is then ckpt_peek's to check. */
 int ckpt_is_checkpoint(const char *path);
 
 /* Removes the temporary files "NAME.tmp.PID" beside path (NAME its file name) whose PID

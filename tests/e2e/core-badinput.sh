@@ -77,6 +77,10 @@ expect_bad dev-zero-graph 'zero: expected a text file (got a NUL byte)' \
 # a pipe with a writer is read as a file
 ok pipe-cluster "$P" plan -p profiles/pipedream/alexnet.json \
     -c <(cat profiles/clusters/cluster-a-4x4.json)
+# and info reads it once (it sniffed the pipe for a checkpoint first, then found it empty)
+ok pipe-info "$P" info <(cat profiles/clusters/cluster-a-4x4.json)
+has pipe-info '^cluster cluster-a-4x4: 16 devices'
+
 # a Hugging Face config.json with a field given twice (cJSON kept the first, silently) and
 # a plumb-transformer/1 description that is not a string are refused at load
 sed 's/"n_embd": 768,/"n_embd": 768, "n_embd": 1024,/' examples/llm/gpt2.json > "$d/dup.json"
