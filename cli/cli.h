@@ -33,7 +33,8 @@ int cli_num(const char *cmd, const char *opt, const char *s, int positive, doubl
             double *out);
 
 /* Checks, before any work, that `path` (the value of option opt) can be written: its folder
- * exists and is writable, it is not a folder, and it is not the same file as any of the
+ * exists and is writable, it is not a folder, a FIFO or a device (file_check_replaceable),
+ * and it is not the same file as any of the
  * `ninputs` paths in inputs (NULL entries are skipped), which writing it would destroy.
  * 0, or 2 after printing one line naming the option and the path. */
 int cli_output_ok(const char *cmd, const char *opt, const char *path, const char *const *inputs,

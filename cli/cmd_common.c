@@ -1,6 +1,7 @@
 /* cmd_common.c: option helpers shared by the subcommands. */
 #include "cli/cli.h"
 #include "core/device.h"
+#include "core/json.h"
 #include "core/plan.h"
 #include "core/schedule_traits.h"
 #include "exec/backend.h"
@@ -70,6 +71,9 @@ int cli_output_ok(const char *cmd, const char *opt, const char *path, const char
     if (!*path) return cli_fail(cmd, "%s: expected a file name (got \"\")", opt);
     if (stat(path, &out) == 0 && S_ISDIR(out.st_mode))
         return cli_fail(cmd, "%s %s: is a folder; expected a file name", opt, path);
+    plumb_err e;
+    err_clear(&e);
+    if (file_check_replaceable(path, &e)) return cli_fail(cmd, "%s %s", opt, e.msg);
     if (not_an_input(cmd, opt, path, inputs, ninputs)) return 2;
     char dir[4096];
     parent_of(path, dir, sizeof dir);

@@ -2,6 +2,7 @@
  * checkpoints: what the file describes, its sizes and totals, each with its unit. The file
  * kind comes from "format", or a checkpoint's magic number (read against --model). */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
@@ -34,7 +35,8 @@ static void usage(FILE *out)
 /* A checkpoint of model m: its step and optimizer state, read from the header (ckpt_peek:
  * the header's checksum and fields, the file's size), or with `check` in full (ckpt_load:
  * the tensors' checksums and values too). 0, or 2 with err set. */
-static int info_checkpoint(const char *path, const model *m, int check, plumb_err *err)
+static int info_checkpoint(FILE *out, const char *path, const model *m, int check,
+                           plumb_err *err)
 {
     static const char *const opt[] = {"sgd: weights only", "momentum: weights and momentum",
                                       "adam: weights and both moments"};
@@ -51,15 +53,15 @@ static int info_checkpoint(const char *path, const model *m, int check, plumb_er
     struct stat sb;
     char sz[32];
     units_bytes(stat(path, &sb) ? 0 : (double)sb.st_size, sz, sizeof sz);
-    printf("checkpoint %s: model %s (%d layers, %lld parameters), %ld optimizer steps, "
+    fprintf(out, "checkpoint %s: model %s (%d layers, %lld parameters), %ld optimizer steps, "
            "optimizer %s; %s\n", path, m->name, m->nlayers, m->nparams, step,
            opt[kind >= 0 && kind <= 2 ? kind : 0], sz);
-    printf("  %s\n", check ? "checked whole: header, size, every tensor's checksum and values"
+    fprintf(out, "  %s\n", check ? "checked whole: header, size, every tensor's checksum and values"
                            : "header and size checked (--check reads the tensors too)");
     return 0;
 }
 
-static void info_profile(const profile *p)
+static void info_profile(FILE *out, const profile *p)
 {
     int kinds_input = 0;
     double act = 0;
@@ -67,61 +69,61 @@ static void info_profile(const profile *p)
         if (!strncmp(p->layers[i].kind, "Input", 5)) kinds_input++;
         act += p->layers[i].activation_bytes;
     }
-    printf("profile %s: %d layers (%d inputs), %d edges (%s), profiled on %s at minibatch %d\n",
+    fprintf(out, "profile %s: %d layers (%d inputs), %d edges (%s), profiled on %s at minibatch %d\n",
            p->name, p->nlayers, kinds_input, p->nedges, profile_is_chain(p) ? "chain" : "DAG",
            p->device, p->minibatch);
     char pb[32], ab[32];
-    printf("  forward %.3f ms, backward %.3f ms per minibatch; parameters %s; "
+    fprintf(out, "  forward %.3f ms, backward %.3f ms per minibatch; parameters %s; "
            "activations %s per minibatch\n",
            profile_total_forward_ms(p), profile_total_backward_ms(p),
            units_bytes(profile_total_parameter_bytes(p), pb, sizeof pb),
            units_bytes(act, ab, sizeof ab));
 }
 
-static void info_cluster(const cluster *c)
+static void info_cluster(FILE *out, const cluster *c)
 {
-    printf("cluster %s: %d devices in %d servers, %d levels\n", c->name, c->ndevices,
+    fprintf(out, "cluster %s: %d devices in %d servers, %d levels\n", c->name, c->ndevices,
            c->nservers, c->nlevels);
     char bw[32], mem[32];
     for (int l = 0; l < c->nlevels; l++)
-        printf("  level %d %-10s x%-4d %14s  latency %.1f us\n", l, c->levels[l].name,
+        fprintf(out, "  level %d %-10s x%-4d %14s  latency %.1f us\n", l, c->levels[l].name,
                c->levels[l].count, units_gbit(c->levels[l].bandwidth_Bps, bw, sizeof bw),
                c->levels[l].latency_s * 1e6);
     for (int t = 0; t < c->ntypes; t++) {
         int n = 0;
         for (int s = 0; s < c->nservers; s++) n += c->server_type[s] == t;
-        printf("  device %-8s memory %s, speed x%.2f, %d servers\n", c->types[t].name,
+        fprintf(out, "  device %-8s memory %s, speed x%.2f, %d servers\n", c->types[t].name,
                units_bytes(c->types[t].memory_bytes, mem, sizeof mem), c->types[t].speed, n);
         const device_type *d = &c->types[t];
         if (d->peak_flops_prec[DEV_BF16] > 0 || d->memory_Bps > 0) { /* docs/llm.md */
-            printf("    dense peak TFLOP/s:");
+            fprintf(out, "    dense peak TFLOP/s:");
             for (int k = 0; k < DEV_NPREC; k++)
                 if (d->peak_flops_prec[k] > 0)
-                    printf(" %s %.4g", dev_precision_name((dev_precision)k),
+                    fprintf(out, " %s %.4g", dev_precision_name((dev_precision)k),
                            d->peak_flops_prec[k] / 1e12);
-            if (d->memory_Bps > 0) printf("; memory %.4g GB/s", d->memory_Bps / 1e9);
-            putchar('\n');
+            if (d->memory_Bps > 0) fprintf(out, "; memory %.4g GB/s", d->memory_Bps / 1e9);
+            fputc('\n', out);
         }
         if (d->eff.gemm > 0)
-            printf("    efficiency: gemm %.2f, attention %.2f, memory %.2f, kernel %.3g us\n",
+            fprintf(out, "    efficiency: gemm %.2f, attention %.2f, memory %.2f, kernel %.3g us\n",
                    d->eff.gemm, d->eff.attention, d->eff.memory, d->eff.kernel_overhead_s * 1e6);
     }
 }
 
-static void info_plan(const plan *pl)
+static void info_plan(FILE *out, const plan *pl)
 {
-    printf("plan: %s on %s, schedule %s, %d stages, %d microbatches of %d samples%s\n",
+    fprintf(out, "plan: %s on %s, schedule %s, %d stages, %d microbatches of %d samples%s\n",
            pl->prof->name, pl->clus->name, sched_kind_name(pl->schedule), pl->nstages,
            pl->microbatches, pl->microbatch_size, pl->recompute ? ", recomputation" : "");
     for (int s = 0; s < pl->nstages; s++) {
         const plan_stage *st = &pl->stages[s];
-        printf("  stage %d: layers %d-%d, %d replica%s on devices", s, st->first_layer,
+        fprintf(out, "  stage %d: layers %d-%d, %d replica%s on devices", s, st->first_layer,
                st->last_layer, st->replicas, st->replicas == 1 ? "" : "s");
-        for (int r = 0; r < st->replicas; r++) printf(" %d", st->devices[r]);
-        printf("\n");
+        for (int r = 0; r < st->replicas; r++) fprintf(out, " %d", st->devices[r]);
+        fprintf(out, "\n");
     }
     if (pl->pred_samples_per_s > 0)
-        printf("  predicted %.1f samples/s, %.4f s per iteration\n", pl->pred_samples_per_s,
+        fprintf(out, "  predicted %.1f samples/s, %.4f s per iteration\n", pl->pred_samples_per_s,
                pl->pred_iteration_s);
 }
 
@@ -149,12 +151,20 @@ int cmd_info(int argc, char **argv)
     err_clear(&err);
     model *m = model_file ? model_load(model_file, &err) : NULL;
     if (model_file && !m) { err_print(&err); return 2; }
+    /* the summaries are printed only when every file loads: no partial output */
+    char *text = NULL;
+    size_t len = 0;
+    FILE *out = open_memstream(&text, &len);
+    if (!out) {
+        model_free(m);
+        return cli_fail("info", "out of memory");
+    }
     int rc = 0;
     for (int i = optind; i < argc && !rc; i++) {
         err_clear(&err);
         if (ckpt_is_checkpoint(argv[i])) {
             if (m) {
-                rc = info_checkpoint(argv[i], m, check, &err);
+                rc = info_checkpoint(out, argv[i], m, check, &err);
             } else {
                 err_set(&err, argv[i], NULL, "a plumb checkpoint: expected --model "
                         "MODEL.json, the model spec it was saved from");
@@ -173,17 +183,17 @@ int cmd_info(int argc, char **argv)
         const char *fmt = cJSON_IsString(f) ? f->valuestring : "";
         if (!strcmp(fmt, PROFILE_FORMAT)) {
             profile *p = profile_from_json(root, argv[i], &err);
-            if (p) info_profile(p); else rc = 2;
+            if (p) info_profile(out, p); else rc = 2;
             profile_free(p);
         } else if (!strcmp(fmt, CLUSTER_FORMAT)) {
             cluster *cl = cluster_from_json(root, argv[i], &err);
-            if (cl) info_cluster(cl); else rc = 2;
+            if (cl) info_cluster(out, cl); else rc = 2;
             cluster_free(cl);
         } else if (!strcmp(fmt, PLAN_FORMAT)) {
             cJSON_Delete(root);
             root = NULL;
             plan *pl = plan_load(argv[i], &err);
-            if (pl) info_plan(pl); else rc = 2;
+            if (pl) info_plan(out, pl); else rc = 2;
             plan_free(pl);
         } else {
             err_set(&err, argv[i], "format",
@@ -195,5 +205,8 @@ int cmd_info(int argc, char **argv)
         if (rc) err_print(&err);
     }
     model_free(m);
+    if (fclose(out) != 0 && !rc) rc = cli_fail("info", "out of memory");
+    if (!rc) fwrite(text, 1, len, stdout);
+    free(text);
     return rc;
 }

@@ -169,6 +169,12 @@ int cmd_profile(int argc, char **argv)
         err_print(&err);
         return 2;
     }
+    /* before any allocation; the profiler's data is 4 batches (profiler_run) */
+    if (model_check_batch(m, input, cfg.batch, 4 * cfg.batch, &err)) {
+        err_print(&err);
+        model_free(m);
+        return 2;
+    }
     /* a device that is not there (no GPU, wrong index) is the user's to fix: status 2 */
     bk_ctx *probe = bk->create(cfg.device, &err);
     if (!probe) {

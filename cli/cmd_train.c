@@ -144,6 +144,44 @@ done:
     return rc;
 }
 
+/* 0 when output path (option opt) is none of the files the run reads: reads[4] (the model,
+ * the plan, the checkpoint it resumes, its text; NULLs skipped) and Fashion-MNIST's four
+ * files in datadir (a folder to resume from is checked once its newest checkpoint is
+ * found); else 2 after cli_output_ok's one line. */
+static int outputs_ok(const char *opt, const char *path, const char *const reads[4],
+                      const char *datadir)
+{
+    static const char *const fmn[4] = {"train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz",
+                                       "t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz"};
+    char fm[4][4200];
+    const char *inputs[8];
+    for (int k = 0; k < 4; k++) {
+        snprintf(fm[k], sizeof fm[k], "%s/%s", datadir ? datadir : FMNIST_DIR, fmn[k]);
+        inputs[k] = reads[k];
+        inputs[4 + k] = fm[k];
+    }
+    return cli_output_ok("train", opt, path, inputs, 8);
+}
+
+/* 0 when the backend's device and, with --devices N, the last of the N exist (a GPU for
+ * cuda), else -1 with err naming the option. */
+static int devices_ok(const backend *bk, int device, int ndevices, plumb_err *err)
+{
+    for (int k = 0; k < (ndevices > 1 ? 2 : 1); k++) {
+        bk_ctx *probe = bk->create(k ? device + ndevices - 1 : device, err);
+        if (!probe) {
+            if (k) {
+                plumb_err e2 = *err;
+                err_set(err, NULL, "--devices", "%d from --device %d: %s", ndevices, device,
+                        e2.msg);
+            }
+            return -1;
+        }
+        bk->destroy(probe);
+    }
+    return 0;
+}
+
 int cmd_train(int argc, char **argv)
 {
     static const struct option longopts[] = {
@@ -246,10 +284,15 @@ int cmd_train(int argc, char **argv)
         return cli_fail("train", "--trace: not with checkpoints or --resume (a trace covers "
                         "one uninterrupted run)");
     /* outputs are checked before the run, so that a bad path costs no training */
-    const char *inputs[2] = {argv[optind], npos == 2 ? argv[optind + 1] : NULL};
-    if (savepath && cli_output_ok("train", "--save", savepath, inputs, 2)) return 2;
-    if (tracepath && cli_output_ok("train", "--trace", tracepath, inputs, 2)) return 2;
+    const char *reads[4] = {argv[optind], npos == 2 ? argv[optind + 1] : NULL, resumepath,
+                            textfile};
+    if ((savepath && outputs_ok("--save", savepath, reads, datadir)) ||
+        (tracepath && outputs_ok("--trace", tracepath, reads, datadir)))
+        return 2;
     if (ckdir && cli_folder_ok("train", "--checkpoint", ckdir, 1)) return 2;
+    plumb_err cke = {{0}};
+    if (ckdir && ckpt_dir_check_fresh(ckdir, resumepath, &cke))
+        return cli_fail("train", "--checkpoint %s", cke.msg);
     if (tkind == 2 && strncmp(bkname, "cuda", 4))
         return cli_fail("train", "--transport nccl: needs a CUDA backend (--backend cuda, "
                         "cuda-tf32 or cuda-bf16)");
@@ -284,10 +327,9 @@ int cmd_train(int argc, char **argv)
     if (!bk) return 2;
     char *resume_found = NULL;
     ckpt resume_state = {0, 0, NULL, NULL, NULL}; /* read once, handed to the run */
-    { /* the device must exist (a GPU for cuda): one line, status 2, before MPI starts */
-        bk_ctx *probe = bk->create(device, &err);
-        if (!probe) { err_print(&err); return 2; }
-        bk->destroy(probe);
+    if (devices_ok(bk, device, ndevices, &err)) { /* before MPI starts and any work */
+        err_print(&err);
+        return 2;
     }
     if (!(m = model_load(argv[optind], &err))) goto fail;
     if (tp_check(m, tpn, argv[optind], &err) ||
@@ -319,10 +361,16 @@ int cmd_train(int argc, char **argv)
     } else if (!mbsize) {
         mbsize = 64 / nmicro > 0 ? 64 / nmicro : 1;
     }
+    if (model_check_batch(m, argv[optind], mbsize, 0, &err)) goto fail; /* before any work */
     if (resumepath) {
         if (!(resume_found = train_resume_open(resumepath, m, okind, &resume_state, &err)))
             goto fail;
         resumepath = resume_found;
+        const char *found[1] = {resume_found}; /* --save onto the folder's newest */
+        if (savepath && cli_output_ok("train", "--save", savepath, found, 1)) {
+            rc = 2;
+            goto out;
+        }
     }
     train_data_spec dspec = {data, datadir, textfile, samples};
     if (train_data_load(m, argv[optind], &dspec, &tr, &te, &err)) goto fail;

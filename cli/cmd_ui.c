@@ -276,7 +276,9 @@ int cmd_ui(int argc, char **argv)
         return cli_fail("ui", "out of memory");
     }
     int rc = 0;
-    if (snap) {
+    if (snap && !a->loaded) /* a batch run: the file's one line, not a frame saying it */
+        rc = cli_fail("ui", "%s", a->load_err);
+    else if (snap) {
         char *text = ui_app_snapshot(a, w, h, keys, nkeys);
         if (!text) rc = cli_fail("ui", "out of memory");
         else fputs(text, stdout);

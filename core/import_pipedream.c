@@ -621,6 +621,30 @@ static void names_from_path(const char *path, char *name, size_t nn, char *rel, 
     else snprintf(rel, rn, "%s", base);
 }
 
+
+/* A bound that profile_validate refused (its message "layers[i].FIELD: ...", no file) said
+ * in the graph's own terms: "FILE:LINE: forward_compute_time: ..." for the node that layer
+ * i came from (order maps layers to nodes); other messages get the file in front. */
+static void graph_field_error(const pd_graph *g, const int *order, const char *path,
+                              plumb_err *err)
+{
+    static const char *const names[4][2] = {
+        {"forward_ms", "forward_compute_time"}, {"backward_ms", "backward_compute_time"},
+        {"activation_bytes", "activation_size"}, {"parameter_bytes", "parameter_size"}};
+    plumb_err e = *err;
+    int i = -1, used = 0;
+    char field[40];
+    if (sscanf(e.msg, "layers[%d].%39[a-z_]: %n", &i, field, &used) == 2 && used > 0 &&
+        i >= 0 && i < g->nnodes)
+        for (int k = 0; k < 4; k++)
+            if (!strcmp(field, names[k][0])) {
+                err_set(err, NULL, NULL, "%s:%d: %s: %s", path, g->nodes[order[i]].line,
+                        names[k][1], e.msg + used);
+                return;
+            }
+    err_set(err, path, NULL, "%s", e.msg);
+}
+
 profile *pd_graph_to_profile(const pd_graph *g, const char *path, const pd_import_opts *o,
                              plumb_err *err)
 {
@@ -665,7 +689,10 @@ profile *pd_graph_to_profile(const pd_graph *g, const char *path, const pd_impor
     }
     for (int e = 0; e < g->nedges; e++)
         p->edges[e] = (profile_edge){pos[g->edges[e].src], pos[g->edges[e].dst]};
-    if (profile_validate(p, path, err)) goto fail;
+    if (profile_validate(p, NULL, err)) {
+        graph_field_error(g, order, path, err);
+        goto fail;
+    }
     free(order);
     free(pos);
     return p;

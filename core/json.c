@@ -54,6 +54,21 @@ static void line_col(const char *text, const char *at, int *line, int *col)
     }
 }
 
+/* The depth of arrays and objects open at `at` (strings skipped). */
+static int depth_at(const char *text, const char *at)
+{
+    int depth = 0, in_str = 0;
+    for (const char *p = text; p < at && *p; p++) {
+        if (in_str) {
+            if (*p == '\\' && p + 1 < at) p++;
+            else if (*p == '"') in_str = 0;
+        } else if (*p == '"') in_str = 1;
+        else if (*p == '[' || *p == '{') depth++;
+        else if ((*p == ']' || *p == '}') && depth > 0) depth--;
+    }
+    return depth;
+}
+
 cJSON *json_parse_text(const char *name, const char *text, size_t len, plumb_err *err)
 {
     const char *end = NULL;
@@ -61,8 +76,12 @@ cJSON *json_parse_text(const char *name, const char *text, size_t len, plumb_err
     if (!root) {
         int line, col;
         line_col(text, end ? end : text, &line, &col);
-        err_set(err, name, NULL, "malformed JSON at line %d, column %d: expected a valid JSON value",
-                line, col);
+        if (end && depth_at(text, end) >= CJSON_NESTING_LIMIT)
+            err_set(err, name, NULL, "malformed JSON at line %d, column %d: expected arrays "
+                    "and objects nested at most %d deep", line, col, CJSON_NESTING_LIMIT);
+        else
+            err_set(err, name, NULL, "malformed JSON at line %d, column %d: expected a valid "
+                    "JSON value", line, col);
         return NULL;
     }
     /* nothing but white space may follow the value */
@@ -80,12 +99,60 @@ cJSON *json_parse_text(const char *name, const char *text, size_t len, plumb_err
     return root;
 }
 
+FILE *file_open_read(const char *path, const char *expected, plumb_err *err)
+{
+    /* without O_NONBLOCK, opening a FIFO waits for a writer, which may never come */
+    int fd = open(path, O_RDONLY | O_NONBLOCK);
+    if (fd < 0) {
+        err_set(err, path, NULL, "cannot open: %s", strerror(errno));
+        return NULL;
+    }
+    struct stat st;
+    int head = -1; /* a FIFO's first byte, read to tell a writer from none */
+    if (fstat(fd, &st) != 0) {
+        err_set(err, path, NULL, "cannot read: %s (expected %s)", strerror(errno), expected);
+        goto fail;
+    }
+    if (S_ISDIR(st.st_mode)) {
+        err_set(err, path, NULL, "cannot read: %s (expected %s)", strerror(EISDIR), expected);
+        goto fail;
+    }
+    if (S_ISFIFO(st.st_mode)) {
+        unsigned char c;
+        ssize_t r = read(fd, &c, 1);
+        if (r == 0) {
+            err_set(err, path, NULL, "cannot read: a FIFO with no writer (expected %s)",
+                    expected);
+            goto fail;
+        }
+        if (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK) {
+            err_set(err, path, NULL, "cannot read: %s (expected %s)", strerror(errno), expected);
+            goto fail;
+        }
+        if (r == 1) head = c;
+    }
+    int fl = fcntl(fd, F_GETFL);
+    FILE *f = fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) < 0 ? NULL : fdopen(fd, "rb");
+    if (!f) {
+        err_set(err, path, NULL, "cannot read: %s (expected %s)", strerror(errno), expected);
+        goto fail;
+    }
+    if (head >= 0) ungetc(head, f);
+    return f;
+fail:
+    close(fd);
+    return NULL;
+}
+
 char *file_read_all(const char *path, size_t max_bytes, const char *too_large, size_t *len,
                     plumb_err *err)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        err_set(err, path, NULL, "cannot open: %s", strerror(errno));
+    FILE *f = file_open_read(path, "a file", err);
+    if (!f) return NULL;
+    struct stat st;
+    if (fstat(fileno(f), &st) == 0 && S_ISREG(st.st_mode) && (size_t)st.st_size > max_bytes) {
+        fclose(f);
+        err_set(err, path, NULL, "%s", too_large);
         return NULL;
     }
     size_t cap = 1 << 16, n = 0;
@@ -102,20 +169,24 @@ char *file_read_all(const char *path, size_t max_bytes, const char *too_large, s
             err_set(err, path, NULL, "%s", too_large);
             return NULL;
         }
-        if (n + 1 >= cap) {
-            char *nb = realloc(buf, cap * 2);
+        if (n + 1 >= cap) { /* never more than max_bytes + 2: a stream stops past it */
+            size_t ncap = cap * 2 < max_bytes + 2 ? cap * 2 : max_bytes + 2;
+            char *nb = realloc(buf, ncap);
             if (!nb) free(buf);
             buf = nb;
-            cap *= 2;
+            cap = ncap;
             continue;
         }
         size_t got = fread(buf + n, 1, cap - n - 1, f);
         n += got;
         if (got == 0) break;
+        /* text only: a device that streams zeros or noise stops at its first NUL byte,
+         * which the caller's parser refuses */
+        if (memchr(buf + n - got, '\0', got)) break;
     }
     int rerr = ferror(f), rerrno = errno;
     fclose(f);
-    if (rerr) { /* a folder given for a file fails here, with EISDIR */
+    if (rerr) {
         free(buf);
         err_set(err, path, NULL, "cannot read: %s (expected a file)", strerror(rerrno));
         return NULL;
@@ -156,6 +227,19 @@ int json_check_format(const jctx *c, const cJSON *root, const char *format)
     return 0;
 }
 
+int json_check_unique(const jctx *c, const cJSON *obj, const char *path)
+{
+    if (!cJSON_IsObject(obj)) return 0;
+    for (const cJSON *it = obj->child; it; it = it->next)
+        for (const cJSON *prev = obj->child; it->string && prev != it; prev = prev->next)
+            if (prev->string && !strcmp(prev->string, it->string)) {
+                char fp[256];
+                json_path(fp, sizeof fp, path, it->string);
+                return err_set(c->err, c->file, fp, "expected each field once (got it twice)");
+            }
+    return 0;
+}
+
 int json_check_keys(const jctx *c, const cJSON *obj, const char *path,
                     const char *const *known)
 {
@@ -165,13 +249,7 @@ int json_check_keys(const jctx *c, const cJSON *obj, const char *path,
         json_path(fp, sizeof fp, path, it->string ? it->string : "?");
         int ok = 0;
         for (int k = 0; known[k] && !ok; k++) ok = it->string && !strcmp(it->string, known[k]);
-        if (ok) {
-            for (const cJSON *prev = obj->child; prev != it; prev = prev->next)
-                if (prev->string && !strcmp(prev->string, it->string))
-                    return err_set(c->err, c->file, fp,
-                                   "expected each field once (got it twice)");
-            continue;
-        }
+        if (ok) continue;
         char list[512];
         size_t used = 0;
         list[0] = '\0';
@@ -180,7 +258,7 @@ int json_check_keys(const jctx *c, const cJSON *obj, const char *path,
                                      known[k]);
         return err_set(c->err, c->file, fp, "unknown field; expected one of %s", list);
     }
-    return 0;
+    return json_check_unique(c, obj, path);
 }
 
 static const cJSON *field(const jctx *c, const cJSON *obj, const char *path, const char *key,
@@ -420,8 +498,24 @@ static int write_temp(const file_out *fo, int idx, char *tmp, size_t n, plumb_er
     return 0;
 }
 
+int file_check_replaceable(const char *path, plumb_err *err)
+{
+    struct stat st;
+    if (stat(path, &st) != 0 || S_ISREG(st.st_mode)) return 0;
+    const char *what = S_ISDIR(st.st_mode)    ? "a folder"
+                       : S_ISFIFO(st.st_mode) ? "a FIFO"
+                       : S_ISCHR(st.st_mode)  ? "a character device"
+                       : S_ISBLK(st.st_mode)  ? "a block device"
+                       : S_ISSOCK(st.st_mode) ? "a socket"
+                                              : "not a regular file";
+    return err_set(err, path, NULL, "is %s; expected a file name (writing would replace it)",
+                   what);
+}
+
 int files_write_atomic_out(int n, const file_out *files, plumb_err *err)
 {
+    for (int k = 0; k < n; k++)
+        if (files[k].path && file_check_replaceable(files[k].path, err)) return -1;
     char **tmp = calloc((size_t)n + 1, sizeof *tmp);
     int rc = -1, i;
     if (!tmp) return err_set(err, NULL, NULL, "out of memory");

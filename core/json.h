@@ -40,6 +40,11 @@ int json_check_format(const jctx *c, const cJSON *root, const char *format);
 int json_check_keys(const jctx *c, const cJSON *obj, const char *path,
                     const char *const *known);
 
+/* Rejects a key of obj given twice (any key: a Hugging Face config.json's fields are not
+ * all known, but a field given twice is two answers to one question). Returns 0, or -1 with
+ * err naming the field path. A non-object obj passes. */
+int json_check_unique(const jctx *c, const cJSON *obj, const char *path);
+
 /* Field getters. obj must be an object; path is obj's own path ("" for the root).
  * When required is 0 and the field is absent, *out keeps its value and 0 is returned. */
 int json_get_num(const jctx *c, const cJSON *obj, const char *path, const char *key,
@@ -76,11 +81,27 @@ char *json_path_idx(char *buf, size_t n, const char *parent, const char *key, in
 /* Describes a node for "(got ...)": its value when short, else its type. Returns buf. */
 char *json_describe(const cJSON *v, char *buf, size_t n);
 
-/* Reads the whole file at path into a new NUL-terminated buffer (the caller frees it) and
- * sets *len to its size. NULL with err set when it cannot be opened or read, when memory
- * runs out, or when it is larger than max_bytes (err then says `too_large`). */
+/* Opens the file at path for reading without waiting: a FIFO is opened at once (a FIFO
+ * with no writer is refused instead of waited on; one with a writer is read as it comes).
+ * Returns the stream (the caller fcloses it), or NULL with err set, naming path and, for a
+ * folder or an unreadable one, `expected` ("a file", "a CSV file"). */
+FILE *file_open_read(const char *path, const char *expected, plumb_err *err);
+
+/* Reads the whole file at path (opened by file_open_read) into a new NUL-terminated buffer
+ * (the caller frees it) and sets *len to its size. NULL with err set when it cannot be
+ * opened or read, when memory runs out, or when it is larger than max_bytes (err then says
+ * `too_large`; a regular file is refused by its size before it is read, a stream as soon as
+ * it passes max_bytes, holding at most max_bytes + 2 bytes). For text: reading stops after
+ * the first chunk that holds a NUL byte (a device streaming zeros ends at once), which the
+ * returned buffer then holds for the caller's parser to refuse. */
 char *file_read_all(const char *path, size_t max_bytes, const char *too_large, size_t *len,
                     plumb_err *err);
+
+/* The rule every write below keeps: a path that exists may be replaced only when it is a
+ * regular file (or a link to one): never a folder, FIFO, device or socket (rename would put
+ * a file in the place of /dev/null). 0, or -1 with err naming path and what it is. The CLI
+ * calls it before any work (cli_output_ok), the writers again before writing. */
+int file_check_replaceable(const char *path, plumb_err *err);
 
 /* Writes data to path atomically: a temporary file beside it, fsync, rename. On failure
  * nothing is left behind at path or beside it; returns -1 with err set. */

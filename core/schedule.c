@@ -62,9 +62,7 @@ double schedule_bytes_estimate(const sched_spec *spec)
     return actions * SCHED_BYTES_PER_ACTION;
 }
 
-/* Bytes of memory this process may use: the machine's physical memory, or less when an
- * address-space or data limit is set. */
-static double sched_memory_available(void)
+double sched_memory_available(void)
 {
     double have = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGE_SIZE);
     struct rlimit rl;

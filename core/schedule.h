@@ -137,6 +137,11 @@ void schedule_free(schedule *s);
  * machine's memory (or the process's address-space or data limit). 0 for NULL. */
 double schedule_bytes_estimate(const sched_spec *spec);
 
+/* Bytes of memory this process may use: the machine's physical memory, or less when an
+ * address-space or data limit is set (what schedule_generate and the executor's stages
+ * refuse to exceed). */
+double sched_memory_available(void);
+
 /* Fills cost[3 * nstages] for pl: per stage the forward, input-gradient and weight-gradient
  * time of its layers (ms, profiled minibatch; the backward split in half where the profile
  * does not split it; recomputation adds a forward to I) divided by the speed of the stage's

@@ -12,6 +12,7 @@
  * Steps, all-reduces of replicated stages and weight versions are recomputed from the
  * schedule kind unless the file carries them. */
 #include "schedule_impl.h"
+#include "json.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -509,8 +510,8 @@ static int csv_split(const char *text, size_t len, csvrows *out)
 
 schedule *schedule_read_csv(const char *path, const sched_spec *spec, plumb_err *err)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f) return err_set(err, path, NULL, "cannot read (%s)", strerror(errno)), NULL;
+    FILE *f = file_open_read(path, "a CSV file", err);
+    if (!f) return NULL;
     char *buf = NULL;
     size_t len = 0, cap = 0;
     for (;;) {

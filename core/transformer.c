@@ -236,9 +236,11 @@ static int load_plumb(const jctx *jc, const cJSON *root, transformer *t)
     static const char *const mlps[] = {"gelu", "relu", "swiglu", "geglu"};
     static const char *const norms[] = {"layernorm", "rmsnorm"};
     static const char *const pos[] = {"learned", "rotary"};
-    const char *name = NULL;
+    const char *name = NULL, *desc = NULL;
     int mlp = 0, norm = 0, p = 0, bias = 0;
-    if (json_check_keys(jc, root, "", PLUMB_KEYS) || json_get_str(jc, root, "", "name", 1, &name))
+    if (json_check_keys(jc, root, "", PLUMB_KEYS) ||
+        json_get_str(jc, root, "", "name", 1, &name) ||
+        json_get_str(jc, root, "", "description", 0, &desc))
         return -1;
     if (!*name) return err_set(jc->err, jc->file, "name", "expected a non-empty string");
     free(t->name);
@@ -315,7 +317,7 @@ transformer *transformer_from_json(const cJSON *root, const char *file, plumb_er
     fam f = F_PLUMB;
     int rc;
     if (format) rc = json_check_format(&jc, root, TRANSFORMER_FORMAT) || load_plumb(&jc, root, t);
-    else if ((rc = hf_family(&jc, root, &f)) == 0)
+    else if ((rc = json_check_unique(&jc, root, "") || hf_family(&jc, root, &f)) == 0)
         rc = f == F_GPT2 ? load_gpt2(&jc, root, t) : load_hf(&jc, root, f, t);
     const char *fname = f == F_PLUMB ? "plumb" : FAMILIES[f].model_type;
     if (!rc) rc = f == F_GPT2 ? check_shapes(&jc, t, "n_head", "n_embd")

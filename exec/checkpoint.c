@@ -203,8 +203,8 @@ static int size_error(const char *path, size_t n, size_t k, int more, plumb_err 
 
 int ckpt_peek(const char *path, const model *m, int *opt_kind, long *step, plumb_err *err)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f) return err_set(err, path, NULL, "cannot open: %s", strerror(errno));
+    FILE *f = file_open_read(path, "a checkpoint file", err);
+    if (!f) return -1;
     unsigned crc[3];
     int kind, rc = -1;
     long st;
@@ -231,7 +231,12 @@ done:
 int ckpt_is_checkpoint(const char *path)
 {
     unsigned char h[8];
-    FILE *f = fopen(path, "rb");
+    struct stat st;
+    /* a checkpoint is read by its size (ckpt_peek): only a regular file can be one, and a
+     * pipe read here would have lost its first bytes for the caller's JSON reader */
+    if (stat(path, &st) != 0 || !S_ISREG(st.st_mode)) return 0;
+    plumb_err e;
+    FILE *f = file_open_read(path, "a file", &e);
     if (!f) return 0;
     size_t got = fread(h, 1, sizeof h, f);
     fclose(f);
@@ -263,8 +268,8 @@ static int check_body(const char *path, const unsigned char *body, size_t n, siz
 int ckpt_load(const char *path, const model *m, ckpt *c, plumb_err *err)
 {
     memset(c, 0, sizeof *c);
-    FILE *f = fopen(path, "rb");
-    if (!f) return err_set(err, path, NULL, "cannot open: %s", strerror(errno));
+    FILE *f = file_open_read(path, "a checkpoint file", err);
+    if (!f) return -1;
     int rc = -1;
     size_t n = (size_t)m->nparams;
     unsigned crc[3];
@@ -414,6 +419,32 @@ void ckpt_sweep_file(const char *path)
     dir[dl ? dl : 1] = '\0';
     sweep_tmp(dir, slash + 1);
     free(dir);
+}
+
+/* 1 when path is the folder dir, or a file directly in it (compared by device and inode). */
+static int in_folder(const char *path, const char *dir)
+{
+    struct stat d, p;
+    if (stat(dir, &d) != 0 || stat(path, &p) != 0) return 0;
+    if (S_ISDIR(p.st_mode)) return p.st_dev == d.st_dev && p.st_ino == d.st_ino;
+    const char *slash = strrchr(path, '/');
+    char *parent = slash ? strndup(path, slash == path ? 1 : (size_t)(slash - path))
+                         : strdup(".");
+    int same = parent && stat(parent, &p) == 0 && p.st_dev == d.st_dev && p.st_ino == d.st_ino;
+    free(parent);
+    return same;
+}
+
+int ckpt_dir_check_fresh(const char *dir, const char *resume, plumb_err *err)
+{
+    int n;
+    long *st = list_steps(dir, &n);
+    long newest = n ? st[0] : -1;
+    free(st);
+    if (n == 0 || (resume && in_folder(resume, dir))) return 0;
+    return err_set(err, dir, NULL, "holds the checkpoints of another run (the newest "
+                   "ckpt-%08ld.ckpt), which this run's would replace or remove; expected a "
+                   "new or empty folder, or --resume %s to continue that run", newest, dir);
 }
 
 int ckpt_save_dir(const char *dir, const model *m, const ckpt *c, int keep, plumb_err *err)

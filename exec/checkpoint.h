@@ -42,8 +42,9 @@ int ckpt_peek(const char *path, const model *m, int *opt_kind, long *step, plumb
 
 void ckpt_free(ckpt *c);
 
-/* 1 when path starts with a checkpoint's magic number (any version), else 0 (also when it
- * cannot be read): what a checkpoint's header says is then ckpt_peek's to check. */
+/* 1 when path is a regular file that starts with a checkpoint's magic number (any version),
+ * else 0 (also when it cannot be read, or is a pipe, which it leaves unread): what a
+ * checkpoint's header says is then ckpt_peek's to check. */
 int ckpt_is_checkpoint(const char *path);
 
 /* Removes the temporary files "NAME.tmp.PID" beside path (NAME its file name) whose PID
@@ -59,6 +60,13 @@ void ckpt_sweep_file(const char *path);
  * temporary files "ckpt-STEP.ckpt.tmp.PID" of writers that died (PID not running).
  * Returns 0, or -1 with err set (no checkpoint is removed then). */
 int ckpt_save_dir(const char *dir, const model *m, const ckpt *c, int keep, plumb_err *err);
+
+/* Checks, before a run, that a `--checkpoint dir` is its own: 0 when dir does not exist or
+ * holds no checkpoint file, or when the run resumes from dir or from a file in it (it
+ * continues that run, whose older files ckpt_save_dir then prunes). Otherwise -1 with err
+ * naming dir and its newest checkpoint: a fresh run would replace the files of the same
+ * steps and remove the older ones, another run's work. */
+int ckpt_dir_check_fresh(const char *dir, const char *resume, plumb_err *err);
 
 /* The path (malloc'd, caller frees) of the newest checkpoint in dir, read and checked in
  * full by ckpt_load; when state is not NULL it receives that checkpoint's state, so that a

@@ -6,7 +6,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <zlib.h>
+
+#include "core/json.h"
+#include "core/schedule.h"
 
 #define FMNIST_MEAN 0.2860f
 #define FMNIST_STD 0.3530f
@@ -31,6 +35,14 @@ void data_free(dataset *d)
 static dataset *data_new(const char *name, int n, size_t numel, int tps, int classes,
                          plumb_err *err)
 {
+    double need = (double)n * ((double)numel + tps) * sizeof(float),
+           have = sched_memory_available();
+    if (need > have) { /* refused, not allocated and filled until the machine stops */
+        err_set(err, NULL, NULL, "%d %s samples of %zu values need %.1f GiB, above the %.1f "
+                "GiB this process may use: expected fewer samples (--samples) or a smaller "
+                "model input", n, name, numel, need / 1073741824.0, have / 1073741824.0);
+        return NULL;
+    }
     dataset *d = calloc(1, sizeof *d);
     if (d) {
         d->name = strdup(name);
@@ -52,8 +64,13 @@ static dataset *data_new(const char *name, int n, size_t numel, int tps, int cla
 /* Reads a whole gzip file into memory. Returns the bytes (caller frees) or NULL. */
 static unsigned char *gz_read_all(const char *path, size_t *len, plumb_err *err)
 {
-    gzFile f = gzopen(path, "rb");
+    FILE *raw = file_open_read(path, "a gzip file", err);
+    if (!raw) return NULL;
+    int fd = dup(fileno(raw));
+    fclose(raw);
+    gzFile f = fd < 0 ? NULL : gzdopen(fd, "rb");
     if (!f) {
+        if (fd >= 0) close(fd);
         err_set(err, path, NULL, "cannot open: %s", errno ? strerror(errno) : "gzip error");
         return NULL;
     }
@@ -245,8 +262,8 @@ dataset *data_text(const model *m, const char *path, int n, unsigned long long s
     char *text = NULL;
     size_t len = 0;
     if (path) {
-        FILE *f = fopen(path, "rb");
-        if (!f) { err_set(err, path, NULL, "cannot open: %s", strerror(errno)); return NULL; }
+        FILE *f = file_open_read(path, "a text file", err);
+        if (!f) return NULL;
         size_t cap = 1 << 16;
         text = malloc(cap);
         size_t got;

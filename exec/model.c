@@ -1,6 +1,7 @@
 /* model.c: loading and validating model specs (plumb-model/1), shape inference, parameter
  * counts and deterministic weight initialization. */
 #include "exec/model.h"
+#include "core/schedule.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -115,7 +116,7 @@ static int check_fields(const jctx *c, const cJSON *obj, const char *lpath, laye
                            "unknown field for %s; expected only type and name", kind_names[k]);
         }
     }
-    return 0;
+    return json_check_unique(c, obj, lpath);
 }
 
 static int get_hp(const jctx *c, const cJSON *obj, const char *lpath, const char *key,
@@ -466,7 +467,9 @@ model *model_from_json(const cJSON *root, const char *file, plumb_err *err)
             }
         }
     }
-    if (json_get_str(&c, root, "", "name", 0, &name) ||
+    const char *desc = NULL;
+    if (json_check_unique(&c, root, "") || json_get_str(&c, root, "", "name", 0, &name) ||
+        json_get_str(&c, root, "", "description", 0, &desc) ||
         json_get_arr(&c, root, "", "input", 1, &in, &nin) ||
         json_get_int(&c, root, "", "classes", 1, 2, 1 << 24, &classes) ||
         json_get_int(&c, root, "", "seed", 0, 0, 9007199254740991LL, &seed) ||
@@ -607,4 +610,37 @@ void model_init_params(const model *m, int first, int last, float *host)
     long long base = m->layers[first].param_offset;
     for (int i = first; i <= last; i++)
         init_layer(m, &m->layers[i], host + (m->layers[i].param_offset - base));
+}
+
+/* A lower bound of the bytes a run allocates for L at B samples (its output, an attention's
+ * probabilities, its children's), in double: B x heads x T x T wraps a size_t for a context
+ * of 2^24 tokens. */
+static double layer_bytes_min(const layer *L, int B)
+{
+    double b = (double)B * (double)shape_numel(L->out_ndim, L->out_shape);
+    if (L->kind == LK_ATTENTION)
+        b += (double)B * L->heads * (double)L->in_shape[0] * (double)L->in_shape[0];
+    b *= sizeof(float);
+    for (int i = 0; i < L->nchildren; i++) b += layer_bytes_min(&L->children[i], B);
+    return b;
+}
+
+int model_check_batch(const model *m, const char *file, int batch, int samples,
+                      plumb_err *err)
+{
+    double in = (double)shape_numel(m->in_ndim, m->in_shape) * sizeof(float);
+    double have = sched_memory_available(), weights = 8.0 * (double)m->nparams,
+           fixed = weights + in * ((double)samples + batch); /* the data and one input */
+    for (int i = 0; i < m->nlayers; i++) {
+        double need = fixed + layer_bytes_min(&m->layers[i], batch);
+        if (need <= have) continue;
+        char path[32];
+        snprintf(path, sizeof path, "layers[%d]", i);
+        return err_set(err, file, path, "%s at %d samples per microbatch needs at least %.1f "
+                       "GiB with the weights, their gradients and the input, above the %.1f "
+                       "GiB this process may use: expected a smaller input or batch",
+                       kind_names[m->layers[i].kind], batch, need / 1073741824.0,
+                       have / 1073741824.0);
+    }
+    return 0;
 }

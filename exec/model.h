@@ -98,6 +98,16 @@ void model_init_params(const model *m, int first, int last, float *host);
 /* Parameters (floats) of top-level layers [first, last]. */
 long long model_range_params(const model *m, int first, int last);
 
+/* Checks that the model at `batch` samples per microbatch fits this process's memory
+ * (core/schedule.h's sched_memory_available): no top-level layer's output, attention
+ * probabilities and children, plus the weights and their gradients, one batch of input and
+ * `samples` more samples of input data (0 when the data is checked where it is made), may
+ * need more, which every run (train's stages, profile's one layer at a time) allocates at
+ * least. Refused before any allocation (a context of 10^6 tokens once filled memory with 4
+ * GB buffers until the machine stopped). 0, or -1 with err naming file and the layer. */
+int model_check_batch(const model *m, const char *file, int batch, int samples,
+                      plumb_err *err);
+
 /* A small deterministic generator (splitmix64) used for initialization, shuffling and
  * synthetic data; the state is the caller's. */
 unsigned long long rng_next(unsigned long long *state);

@@ -53,6 +53,7 @@ static void slot_free(stage *st, float **a)
 
 static void node_free(stage *st, snode *n)
 {
+    if (!n->L) return; /* a block's child after one whose allocation failed: never set up */
     for (int i = 0; i < n->nchildren; i++) node_free(st, &n->children[i]);
     free(n->children);
     if (n->L->kind != LK_FLATTEN) slot_free(st, n->out);

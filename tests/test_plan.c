@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "tests/tmpdir.h"
@@ -623,6 +624,68 @@ Test(plan, files_write_atomic_out_streams_as_one)
     expect_file_text(a, "streamed trace");
     expect_file_text(b, "svg");
     cr_expect_eq(count_files(tmp), 2);
+    cr_expect_eq(rm_tree(tmp), 0);
+}
+
+/* The writers replace only regular files: a FIFO at a path (or a device: rename would put
+ * a file in the place of /dev/null) is refused before any temporary exists, and stays. */
+/* A new scratch folder (returned) holding a FIFO, whose path goes in fifo, and the path of
+ * name `other` beside it in path. */
+static char *tmp_with_fifo(const char *tag, char *fifo, char *path, size_t n, const char *other)
+{
+    char *tmp = make_tmpdir_named(tag);
+    snprintf(fifo, n, "%s/fifo", tmp);
+    snprintf(path, n, "%s/%s", tmp, other);
+    cr_assert_eq(mkfifo(fifo, 0600), 0);
+    return tmp;
+}
+
+Test(plan, files_write_atomic_keeps_a_fifo)
+{
+    char a[300], b[300];
+    char *tmp = tmp_with_fifo("writefifo", b, a, sizeof a, "t.json");
+    plumb_err err;
+    err_clear(&err);
+    const char *paths[2] = {a, b}, *data[2] = {"trace", "svg"};
+    size_t lens[2] = {5, 3};
+    cr_assert_eq(files_write_atomic(2, paths, data, lens, &err), -1);
+    cr_expect(strstr(err.msg, "/fifo: is a FIFO; expected a file name"), "%s", err.msg);
+    struct stat st;
+    cr_expect(stat(b, &st) == 0 && S_ISFIFO(st.st_mode), "the FIFO was replaced");
+    cr_expect_eq(count_files(tmp), 1, "a temporary or t.json left behind");
+    cr_expect_eq(file_check_replaceable(a, &err), 0, "a new name is replaceable");
+    cr_expect_eq(file_check_replaceable(tmp, &err), -1, "a folder is not");
+    cr_expect(strstr(err.msg, ": is a folder;"), "%s", err.msg);
+    cr_expect_eq(rm_tree(tmp), 0);
+}
+
+/* Readers never wait: a FIFO with no writer is refused at once; a device streaming zeros
+ * stops at the first chunk (the NUL byte is the parser's to refuse); a regular file over
+ * the limit is refused by its size; a key given twice is refused by json_check_unique. */
+Test(plan, readers_refuse_fifos_and_stop_at_nul)
+{
+    char f[300], big[300];
+    char *tmp = tmp_with_fifo("readfifo", f, big, sizeof f, "big.json");
+    plumb_err err;
+    err_clear(&err);
+    size_t len = 0;
+    cr_assert_null(file_read_all(f, 100, "too large", &len, &err));
+    cr_expect(strstr(err.msg, "fifo: cannot read: a FIFO with no writer (expected a file)"),
+              "%s", err.msg);
+    char *z = file_read_all("/dev/zero", (size_t)1 << 31, "too large", &len, &err);
+    cr_assert_not_null(z, "%s", err.msg);
+    cr_expect(len > 0 && len <= (size_t)1 << 20 && memchr(z, '\0', len), "read %zu bytes", len);
+    free(z);
+    file_put_text(big, "{\"a\": 12345}");
+    cr_assert_null(file_read_all(big, 4, "over the limit", &len, &err));
+    cr_expect(strstr(err.msg, "big.json: over the limit"), "%s", err.msg);
+    const char *text = "{\"a\": 1, \"b\": 2, \"a\": 3}";
+    cJSON *root = json_parse_text("t.json", text, strlen(text), &err);
+    cr_assert_not_null(root);
+    jctx c = {"t.json", &err};
+    cr_expect_eq(json_check_unique(&c, root, "x"), -1);
+    cr_expect_str_eq(err.msg, "t.json: x.a: expected each field once (got it twice)");
+    cJSON_Delete(root);
     cr_expect_eq(rm_tree(tmp), 0);
 }
 

@@ -248,7 +248,7 @@ Test(schedule_csv, bad_files, .init = setup, .fini = teardown)
     char missing[160];
     snprintf(missing, sizeof missing, "%s/none.csv", tmpdir);
     cr_assert_null(schedule_read_csv(missing, &sp, &e));
-    cr_assert(strstr(e.msg, "none.csv: cannot read"), "%s", e.msg);
+    cr_assert(strstr(e.msg, "none.csv: cannot open: No such file"), "%s", e.msg);
 }
 
 /* An order whose input the lowering waits for in vain: the lowering's timing (which waits

@@ -36,6 +36,26 @@ if [ "$(id -u)" != 0 ]; then # root writes anywhere
     expect_bad train-save-read-only 'folder .*/ro is not writable' \
         "$P" train "$d/model.json" --steps 1 --save "$d/ro/x.ckpt"
 fi
+# an output path that is a FIFO or a device is refused before any work: the atomic write
+# renamed a regular file over it (as root, plan -o /dev/null replaced the system's
+# /dev/null with the plan)
+mkfifo "$d/ofifo"
+expect_bad plan-out-fifo '-o .*ofifo: is a FIFO; expected a file name' \
+    "$P" plan -p "$d/prof.json" -c "$d/cluster.json" -o "$d/ofifo"
+expect_bad sim-trace-fifo '--trace .*ofifo: is a FIFO' \
+    "$P" sim examples/plans/vgg16-4stage-1f1b.json --trace "$d/ofifo"
+expect_bad train-save-fifo '--save .*ofifo: is a FIFO' \
+    "$P" train "$d/model.json" --steps 1 --save "$d/ofifo"
+[ -p "$d/ofifo" ] || { echo "FAIL: the FIFO was replaced"; fail=1; }
+if [ "$(id -u)" = 0 ] && mknod "$d/null" c 1 3 2>/dev/null; then # a copy of /dev/null
+    expect_bad profile-out-device '-o .*null: is a character device' \
+        "$P" profile "$d/model.json" --batch 4 -o "$d/null"
+    expect_bad sweep-svg-device '--svg .*null: is a character device' \
+        "$P" sweep -p "$d/prof.json" -c "$d/cluster.json" --gpus 1..2 --svg "$d/null"
+    [ -c "$d/null" ] || { echo "FAIL: the device was replaced"; fail=1; }
+    rm -f "$d/null"
+fi
+rm -f "$d/ofifo"
 expect_bad info-folder 'cannot read: Is a directory (expected a file)' "$P" info "$d"
 expect_bad sim-folder 'cannot read: Is a directory' "$P" sim "$d"
 expect_bad schedule-import-folder 'cannot read: Is a directory (expected a CSV file)' \
@@ -51,6 +71,34 @@ expect_bad train-checkpoint-missing-parent 'train: --checkpoint .*: folder .*/no
     "$P" train "$d/model.json" --steps 1 --checkpoint "$d/nope/ck" --checkpoint-every 1
 expect_bad train-checkpoint-is-file '--checkpoint .*model.json: is not a folder' \
     "$P" train "$d/model.json" --steps 1 --checkpoint "$d/model.json" --checkpoint-every 1
+# a fresh run into a checkpoint folder of another run is refused before training: it
+# replaced that run's file of the same step and removed its older ones
+mkdir "$d/ck" && "$P" train "$d/model.json" --steps 2 --samples 64 --batch 8 --data synthetic \
+    --quiet --checkpoint "$d/ck" --checkpoint-every 1 >/dev/null 2>&1
+ckbefore=$(cksum "$d"/ck/*)
+expect_bad train-checkpoint-other-run '--checkpoint .*ck: holds the checkpoints of another run (the newest ckpt-00000002.ckpt)' \
+    "$P" train examples/models/fmnist-cnn.json --steps 3 --samples 64 --batch 8 --data synthetic \
+    --checkpoint "$d/ck" --checkpoint-every 1
+[ "$(cksum "$d"/ck/*)" = "$ckbefore" ] || { echo "FAIL: the other run's checkpoints changed"; fail=1; }
+ok train-checkpoint-resumed "$P" train "$d/model.json" --steps 3 --samples 64 --batch 8 \
+    --data synthetic --quiet --checkpoint "$d/ck" --checkpoint-every 1 --resume "$d/ck"
+rm -rf "$d/ck"
+# --save onto the checkpoint the run resumes from or onto its --text file: refused (both
+# were overwritten)
+"$P" train "$d/model.json" --steps 1 --samples 64 --batch 8 --data synthetic --quiet \
+    --save "$d/r.ckpt" >/dev/null 2>&1
+cp README.md "$d/t.txt"
+rsum=$(cksum "$d/r.ckpt" "$d/t.txt")
+expect_bad train-save-is-resume '--save .*r.ckpt: is the input' "$P" train "$d/model.json" \
+    --steps 2 --samples 64 --batch 8 --data synthetic --resume "$d/r.ckpt" --save "$d/./r.ckpt"
+expect_bad train-save-is-text '--save .*t.txt: is the input' "$P" train examples/models/gpt-mini.json \
+    --steps 1 --samples 8 --batch 8 --text "$d/t.txt" --save "$d/t.txt"
+[ "$(cksum "$d/r.ckpt" "$d/t.txt")" = "$rsum" ] || { echo "FAIL: the resumed checkpoint or the text changed"; fail=1; }
+rm -f "$d/r.ckpt" "$d/t.txt"
+# --devices beyond the backend's devices: refused before work (it printed the run's header,
+# loaded the data, then failed with exit 1)
+expect_bad train-devices-missing '^plumb: --devices: 2 from --device 0: device: the CPU backend has one device' \
+    "$P" train "$d/model.json" --schedule gpipe --devices 2 --steps 1
 expect_bad train-missing-value 'option --steps needs a value' "$P" train "$d/model.json" --steps
 expect_bad train-flag-with-value 'option --help takes no value' "$P" train "$d/model.json" --help=1
 expect_bad train-ambiguous 'ambiguous option --s ' "$P" train "$d/model.json" --s 3
@@ -91,6 +139,15 @@ done
 # sweep --model takes the same line for a bad --recompute
 expect_bad sweep-recompute '^plumb: sweep: --recompute: expected none, selective or full (got "some")$' \
     "$P" sweep "${GPT2[@]}" --recompute some
+
+# plumb ui --snapshot of a file that does not load: the loader's line, exit 2, no frame
+# (it printed a frame saying "nothing loaded" and exited 0)
+printf '{"format": "plumb-plan/1",' > "$d/trunc.json"
+expect_bad ui-snapshot-bad-plan '^plumb: ui: .*trunc.json: malformed JSON at line 1' \
+    "$P" ui "$d/trunc.json" --snapshot 80x24
+expect_bad ui-snapshot-bad-cluster '^plumb: ui: .*prof.json: format: expected "plumb-cluster/1"' \
+    "$P" ui -p "$d/prof.json" -c "$d/prof.json" --snapshot 80x24
+rm -f "$d/trunc.json"
 
 [ "$(sum)" = "$before" ] || { echo "FAIL: an input file changed"; fail=1; }
 left=$(find "$d" -mindepth 1 ! -name prof.json ! -name cluster.json ! -name model.json \

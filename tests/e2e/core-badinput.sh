@@ -5,6 +5,10 @@
 . "$(dirname "$0")/lib/expect.sh" # expect_bad NAME PATTERN CMD...
 printf '{"format": "plumb-cluster/1", "name": "x",' > "$d/trunc.json"
 expect_bad truncated "trunc.json: malformed JSON at line 1" "$P" info "$d/trunc.json"
+# JSON nested past the parser's limit says so (it said "expected a valid JSON value")
+awk 'BEGIN { for (i = 0; i < 5000; i++) printf "["; for (i = 0; i < 5000; i++) printf "]" }' > "$d/deep.json"
+expect_bad deep-nesting 'deep.json: malformed JSON at line 1, column 1001: expected arrays and objects nested at most 1000 deep' \
+    "$P" info "$d/deep.json"
 printf '{"format": "plumb-cluster/2"}' > "$d/ver.json"
 expect_bad version 'format' "$P" info "$d/ver.json"
 sed 's/"count": 4/"count": -4/' profiles/clusters/cluster-a-4x4.json > "$d/neg.json"
@@ -12,10 +16,19 @@ expect_bad negative-count 'levels\[0\].count' "$P" info "$d/neg.json"
 sed 's/"forward_ms":[[:space:]]*[0-9.e+-]*/"forward_ms": "fast"/' profiles/pipedream/alexnet.json > "$d/type.json"
 expect_bad wrong-type 'forward_ms: expected a number' "$P" info "$d/type.json"
 expect_bad missing-file 'cannot open' "$P" info "$d/nope.json"
+# info of several files prints nothing when one of them is bad (it printed the good ones
+# first: partial output)
+expect_bad info-good-then-bad 'trunc.json: malformed JSON' \
+    "$P" info profiles/clusters/cluster-a-4x4.json "$d/trunc.json"
 # import: a malformed graph leaves no output behind
 printf 'node1 -- Input -- forward_compute_time=oops\n' > "$d/graph.txt"
 expect_bad import-malformed 'graph.txt' "$P" import pipedream "$d/graph.txt" -o "$d/out.json"
 if compgen -G "$d/out.json*" >/dev/null; then echo "FAIL import left a partial file"; fail=1; fi
+# a graph value past the profile's bounds is named as the graph names it: line and field
+# (it was "g.txt: layers[1].forward_ms", a field the graph does not have)
+sed '0,/forward_compute_time=4.000/s//forward_compute_time=1e300/' tests/data/pipedream_tiny_graph.txt > "$d/g.txt"
+expect_bad import-bound 'g.txt:2: forward_compute_time: expected a number from 0 to 1e+09 (got 1e+300)' \
+    "$P" import pipedream "$d/g.txt" -b 4 -o "$d/out.json"
 # values outside the physical bounds (docs/formats.md): refused at load, never simulated
 # (1e-308 Gbit/s once crashed plumb ui --snapshot and made plumb sim --svg run forever)
 sed 's/"bandwidth_gbit_per_s": *[0-9.]*/"bandwidth_gbit_per_s": 1e-308/' \
@@ -35,5 +48,73 @@ expect_bad pipedream-bandwidth '--network_bandwidths: expected bytes/s from 125 
     "$P" plan --pipedream -f tests/fuzz/seeds/pipedream-vgg16.txt -n 4 -b 1e-300
 expect_bad sim-what-if-bandwidth '--bandwidth GBPS: expected a number from 1e-06 to 100000' \
     "$P" sim examples/plans/vgg16-4stage-1f1b.json --bandwidth 1=1e-300
+# a FIFO with no writer is refused at once, not waited on, by every reader of files (each
+# once blocked in open() for ever); a device streaming zeros stops at its first NUL byte
+# (it once read 2 GiB into 4 GiB of memory before refusing)
+mkfifo "$d/fifo"
+expect_bad fifo-info 'fifo: cannot read: a FIFO with no writer (expected a file)' \
+    timeout 10 "$P" info "$d/fifo"
+expect_bad fifo-sim 'fifo: cannot read: a FIFO with no writer' timeout 10 "$P" sim "$d/fifo"
+expect_bad fifo-cluster 'fifo: cannot read: a FIFO with no writer' \
+    timeout 10 "$P" plan -p profiles/pipedream/alexnet.json -c "$d/fifo"
+expect_bad fifo-import 'fifo: cannot read: a FIFO with no writer' \
+    timeout 10 "$P" import pipedream "$d/fifo" -o "$d/imp.json"
+expect_bad fifo-csv 'fifo: cannot read: a FIFO with no writer (expected a CSV file)' \
+    timeout 10 "$P" schedule --kind gpipe --stages 2 --microbatches 2 --import "$d/fifo"
+expect_bad fifo-model 'fifo: cannot read: a FIFO with no writer' \
+    timeout 10 "$P" train "$d/fifo" --steps 1
+expect_bad fifo-resume 'fifo: cannot read: a FIFO with no writer (expected a checkpoint file)' \
+    timeout 10 "$P" train examples/models/fmnist-mlp.json --steps 1 --resume "$d/fifo"
+expect_bad fifo-text 'fifo: cannot read: a FIFO with no writer (expected a text file)' \
+    timeout 10 "$P" train examples/models/gpt-mini.json --steps 1 --text "$d/fifo"
+expect_bad fifo-compare 'fifo: cannot read: a FIFO with no writer' \
+    timeout 10 "$P" compare "$d/fifo" "$d/fifo"
+expect_bad dev-zero 'zero: malformed JSON: expected text, found a NUL byte' \
+    timeout 10 "$P" info /dev/zero
+expect_bad dev-zero-graph 'zero: expected a text file (got a NUL byte)' \
+    timeout 10 "$P" import pipedream /dev/zero -o "$d/imp.json"
+[ -e "$d/imp.json" ] && { echo "FAIL fifo/dev-zero import wrote its output"; fail=1; }
+# a pipe with a writer is read as a file
+ok pipe-cluster "$P" plan -p profiles/pipedream/alexnet.json \
+    -c <(cat profiles/clusters/cluster-a-4x4.json)
+# and info reads it once (it sniffed the pipe for a checkpoint first, then found it empty)
+ok pipe-info "$P" info <(cat profiles/clusters/cluster-a-4x4.json)
+has pipe-info '^cluster cluster-a-4x4: 16 devices'
+
+# a Hugging Face config.json with a field given twice (cJSON kept the first, silently) and
+# a plumb-transformer/1 description that is not a string are refused at load
+sed 's/"n_embd": 768,/"n_embd": 768, "n_embd": 1024,/' examples/llm/gpt2.json > "$d/dup.json"
+LAY=(-c profiles/clusters/dgx-a100-80g.json --gpus 8 --tp 2 --pp 2 --dp 2 --global-batch 8)
+expect_bad hf-duplicate 'dup.json: n_embd: expected each field once (got it twice)' \
+    "$P" plan --model "$d/dup.json" "${LAY[@]}"
+sed 's/"description": "[^"]*"/"description": -1/' examples/llm/gpt-mini.json > "$d/desc.json"
+expect_bad transformer-description 'desc.json: description: expected a string (got -1)' \
+    "$P" plan --model "$d/desc.json" "${LAY[@]}"
+# a model spec whose layers at the batch cannot fit this process's memory is refused before
+# anything is allocated, naming the layer (a context of 10^5 tokens crashed plumb train and
+# profile: the allocation failed inside a block and freeing its unset children segfaulted;
+# 10^6 filled memory with 4 GB buffers)
+sed 's/"input": \[64\]/"input": [100000]/' examples/models/gpt-mini.json > "$d/long.json"
+expect_bad model-memory-train 'long.json: layers\[1\]: residual at 8 samples per microbatch needs at least' \
+    timeout 20 "$P" train "$d/long.json" --steps 1 --samples 16 --batch 8 --data synthetic
+expect_bad model-memory-profile 'long.json: layers\[1\]: .*this process may use' \
+    timeout 20 "$P" profile "$d/long.json" --batch 4 -o "$d/p.json"
+[ -e "$d/p.json" ] && { echo "FAIL model-memory-profile wrote a profile"; fail=1; }
+sed 's/"input": \[1, 28, 28\]/"input": [1000000, 28, 28]/' examples/models/fmnist-cnn.json > "$d/wide.json"
+expect_bad model-memory-input 'wide.json: layers\[0\]: conv2d at 4 samples .* and the input' \
+    timeout 20 "$P" profile "$d/wide.json" --batch 4
+sed 's/"seed": 1,/"seed": 1, "seed": 2,/' examples/models/fmnist-mlp.json > "$d/dupseed.json"
+expect_bad model-duplicate 'dupseed.json: seed: expected each field once (got it twice)' \
+    "$P" train "$d/dupseed.json" --steps 1
+# an allocation that fails inside a residual block (the bound above passed, the run's
+# buffers do not fit a 4 GB address space) is one line, not a segmentation fault
+if [ -z "${PLUMB_SAN:-}" ]; then # the sanitizers' shadow memory needs no address limit
+    sed 's/"input": \[64\]/"input": [4500]/' examples/models/gpt-mini.json > "$d/mid.json"
+    (ulimit -v 4000000
+     "$P" train "$d/mid.json" --steps 1 --samples 16 --batch 8 --data synthetic >"$d/out" 2>"$d/err"
+     echo $? >"$d/rc")
+    grep -q '^plumb: out of memory' "$d/err" && [ "$(cat "$d/rc")" = 1 ] ||
+        { echo "FAIL model-alloc-fails: exit $(cat "$d/rc"): $(head -c 200 "$d/err")"; fail=1; }
+fi
 [ $fail = 0 ] && echo "core-badinput: ok"
 exit $fail

@@ -94,7 +94,7 @@ grep -q 'deadlock-free with buffered sends' "$tmp/t" || fail "buffered validatio
 printf '0F0,0F1,0Q0\n1F0\n' >"$tmp/bad.csv"
 expect_bad "bad.csv: row 1, field 3: expected an action" \
     --kind 1f1b-flush --stages 2 --microbatches 2 --import "$tmp/bad.csv"
-expect_bad "cannot read" --kind gpipe --stages 2 --microbatches 2 --import "$tmp/none.csv"
+expect_bad "cannot open" --kind gpipe --stages 2 --microbatches 2 --import "$tmp/none.csv"
 
 # bad options
 expect_bad "--kind: expected gpipe" --kind nope --stages 2 --microbatches 2
