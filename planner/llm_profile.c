@@ -260,6 +260,11 @@ static int check_options(const transformer *t, const llm_options *o, long long s
     if (o->microbatch < 1)
         return err_set(err, NULL, "--microbatch-size", "expected an integer >= 1 (got %d)",
                        o->microbatch);
+    return llm_seq_check(t, seq, err);
+}
+
+int llm_seq_check(const transformer *t, long long seq, plumb_err *err)
+{
     if (seq < 1 || (t->learned_positions && seq > t->max_positions))
         return err_set(err, NULL, "--seq-len", "expected 1 to the model's %lld learned "
                        "positions (got %lld)", t->max_positions, seq);

@@ -55,6 +55,10 @@ void llm_options_init(llm_options *o);
  * sequence parallelism at tp 1 ("--sequence-parallel"), a sequence longer than learned
  * positions allow ("--seq-len"), a cluster with several device types ("servers") or without
  * the device figures the roofline needs (the missing field). */
+/* 0 when seq tokens per sequence suit t (>= 1, and no more than its learned positions when
+ * it has them); -1 with err naming "--seq-len" otherwise. */
+int llm_seq_check(const transformer *t, long long seq, plumb_err *err);
+
 profile *llm_profile_build(const transformer *t, const cluster *c, const char *cluster_file,
                            const llm_options *o, plumb_err *err);
 

@@ -17,6 +17,7 @@
 #include "core/device.h"
 #include "core/schedule_traits.h"
 #include "core/units.h"
+#include "planner/llm_profile.h"
 
 void search3d_options_init(search3d_options *o)
 {
@@ -524,7 +525,9 @@ void search3d_runtime_text(const search3d_options *o, char *buf, size_t n)
 search3d_result *search3d_run(const transformer *t, const cluster *c, const char *cluster_file,
                               const search3d_options *o, plumb_err *err)
 {
-    if (search3d_options_check(o, err)) return NULL;
+    if (search3d_options_check(o, err) ||
+        llm_seq_check(t, o->seq > 0 ? o->seq : t->max_positions, err))
+        return NULL;
     search3d_result *r = calloc(1, sizeof *r);
     cand_list L = {0};
     cluster *cut = NULL;

@@ -40,6 +40,13 @@ fi
 # renamed a regular file over it (as root, plan -o /dev/null replaced the system's
 # /dev/null with the plan)
 mkfifo "$d/ofifo"
+# a sequence longer than the learned positions: the search names --seq-len, as a fixed layout does
+expect_bad plan-search-seq-len "plan: --seq-len: expected 1 to the model's 1024 learned positions" \
+    "$P" plan --model examples/llm/gpt2.json -c profiles/clusters/dgx-a100-80g.json --gpus 8 \
+    --global-batch 16 --seq-len 2048
+expect_bad sweep-model-seq-len "sweep: --seq-len: expected 1 to the model's 1024 learned positions" \
+    "$P" sweep --model examples/llm/gpt2.json -c profiles/clusters/dgx-a100-80g.json --gpus 8..16 \
+    --global-batch 16 --seq-len 2048
 expect_bad plan-out-fifo '-o .*ofifo: is a FIFO; expected a file name' \
     "$P" plan -p "$d/prof.json" -c "$d/cluster.json" -o "$d/ofifo"
 expect_bad sim-trace-fifo '--trace .*ofifo: is a FIFO' \
