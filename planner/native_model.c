@@ -648,10 +648,19 @@ void nm_stage_terms(const nm_model *m, const nm_setting *s, const nm_stage *st, 
     block_mem(m, s, st->b0, st->b1, st->r * m->g, &out->mem);
 }
 
+/* The server of the d-th device of stage st. */
+static int server_at(const nm_model *m, const nm_stage *st, int d)
+{
+    return cluster_server_of(m->c, m->order[st->u * m->g + d]);
+}
+
 /* Seconds per microbatch that the busiest server port spends on activations and gradients
  * leaving its server, all stages together (the program prices stages one by one; this is
  * where stages sharing a server's port meet). Microbatches go round-robin, so a cut's bytes
- * spread evenly over the pairs of sending and receiving replicas. */
+ * spread evenly over the pairs of sending and receiving replicas: a server holding a of
+ * the na senders and b of the nb receivers sends x a (nb - b) / (na nb) forward and
+ * x b (na - a) / (na nb) back per microbatch of x bytes. Each server is counted once per
+ * cut (its first device of either stage in the order adds it). */
 static double port_time(const nm_model *m, const nm_setting *s, const nm_part *pt)
 {
     const cluster *c = m->c;
@@ -664,24 +673,22 @@ static double port_time(const nm_model *m, const nm_setting *s, const nm_part *p
     double bscale = (double)s->mbsize / m->p->minibatch;
     for (int i = 0; i + 1 < pt->nst; i++) {
         const nm_stage *A = &pt->st[i], *B = &pt->st[i + 1];
-        double x = m->cut[A->b1] * bscale;
-        int na = A->r * m->g, nb = B->r * m->g;
+        const double x = m->cut[A->b1] * bscale;
+        const int na = A->r * m->g, nb = B->r * m->g, n = na + nb;
         if (x <= 0) continue;
-        for (int d = 0; d < na; d++) ca[cluster_server_of(c, m->order[A->u * m->g + d])]++;
-        for (int d = 0; d < nb; d++) cb[cluster_server_of(c, m->order[B->u * m->g + d])]++;
-        for (int d = 0; d < na; d++) {
-            int sv = cluster_server_of(c, m->order[A->u * m->g + d]);
-            if (ca[sv]) load[sv] += x * ca[sv] * (nb - cb[sv]) / ((double)na * nb);
-            ca[sv] = -ca[sv]; /* counted */
+        for (int d = 0; d < na; d++) ca[server_at(m, A, d)]++;
+        for (int d = 0; d < nb; d++) cb[server_at(m, B, d)]++;
+        for (int d = 0; d < n; d++) {
+            const int sv = d < na ? server_at(m, A, d) : server_at(m, B, d - na);
+            if (ca[sv] < 0) continue; /* counted */
+            load[sv] += x * ((double)ca[sv] * (nb - cb[sv]) + (double)cb[sv] * (na - ca[sv])) /
+                        ((double)na * nb);
+            ca[sv] = -1;
         }
-        for (int d = 0; d < nb; d++) {
-            int sv = cluster_server_of(c, m->order[B->u * m->g + d]);
-            int k = ca[sv] < 0 ? -ca[sv] : ca[sv];
-            if (cb[sv] > 0) load[sv] += x * cb[sv] * (na - k) / ((double)na * nb);
-            cb[sv] = -cb[sv];
+        for (int d = 0; d < n; d++) {
+            const int sv = d < na ? server_at(m, A, d) : server_at(m, B, d - na);
+            ca[sv] = cb[sv] = 0;
         }
-        for (int d = 0; d < na; d++) ca[cluster_server_of(c, m->order[A->u * m->g + d])] = 0;
-        for (int d = 0; d < nb; d++) cb[cluster_server_of(c, m->order[B->u * m->g + d])] = 0;
     }
     for (int sv = 0; sv < c->nservers; sv++)
         if (load[sv] / eg > worst) worst = load[sv] / eg;
@@ -857,7 +864,8 @@ static void price(const nm_model *m, const nm_setting *s, nm_part *pt, int exact
         pt->ar = 0;
     } else {
         int W = 0, kzb = pipeline_kzb(m, pt), reps[NM_MAX_STAGES];
-        double f[NM_MAX_STAGES], b[NM_MAX_STAGES], x[NM_MAX_STAGES], comm = 0;
+        double f[NM_MAX_STAGES], b[NM_MAX_STAGES], x[NM_MAX_STAGES], arx[NM_MAX_STAGES];
+        double comm = 0;
         sim_memory mem[NM_MAX_STAGES];
         part_memory(m, s, pt, exact, mem);
         for (int i = 0; i < pt->nst; i++) W += pt->st[i].r * m->g;
@@ -870,8 +878,10 @@ static void price(const nm_model *m, const nm_setting *s, nm_part *pt, int exact
             }
             W -= st->r * m->g;
             if (o.per > per) {
+                /* the bottleneck's own latency is what M periods replace in the fill: the
+                 * stage's, or when its link binds one transfer (its compute stays) */
                 per = o.per;
-                botlat = o.lat;
+                botlat = o.comm > 0 && o.comm >= o.per ? o.comm : o.lat;
             }
             sumlat += o.lat;
             if (o.arx > ar) ar = o.arx;
@@ -882,23 +892,31 @@ static void price(const nm_model *m, const nm_setting *s, nm_part *pt, int exact
             f[i] = o.c - o.b;
             b[i] = o.b;
             x[i] = (o.lat - o.c) / 2;
+            arx[i] = o.arx;
         }
         double port = port_time(m, s, pt);
-        if (port > per) per = port;
+        if (port > per) {
+            per = port; /* a server's port binds: every stage's latency is in the fill */
+            botlat = port;
+        }
         if (port > comm) comm = port;
         pt->period = per;
         pt->fill = sumlat - botlat;
         pt->ar = sched_traits_of(s->kind)->step_each_round ? 0 : ar;
-        /* unequal replica counts: the compute order replayed prices the replicas'
-         * waiting on out-of-phase neighbours (native_rr.c); the closed form keeps the
-         * links' and ports' bound */
-        if (s->M > 0 && nm_rr_applies(s->kind, pt->nst, reps)) {
-            double t = nm_rr_time(s->kind, pt->nst, reps, f, b, x, s->M);
+        /* the compute order replayed prices what the closed form cannot see: replicas
+         * waiting on out-of-phase neighbours (unequal counts), a replica's few
+         * microbatches, each stage's all-reduce from its own last backward (native_rr.c);
+         * the closed form keeps the links' and ports' bound */
+        if (s->M > 0 && nm_rr_applies(s->kind, pt->nst)) {
+            const sched_traits *tr = sched_traits_of(s->kind);
+            double plain, t = nm_rr_time(s->kind, pt->nst, reps, f, b, x,
+                                         tr->async ? NULL : arx, s->M, &plain);
             if (t > 0) {
-                const sched_traits *tr = sched_traits_of(s->kind);
-                double bound = tr->async ? s->M * per : s->M * comm + pt->fill;
+                /* links or ports slower than the order: everything ends that much later */
+                double bound = s->M * comm + sumlat - comm;
                 pt->M = s->M;
-                pt->iter_s = (t > bound ? t : bound) + pt->ar;
+                if (tr->async) pt->iter_s = (t > s->M * per ? t : s->M * per) + pt->ar;
+                else pt->iter_s = t + (bound > plain ? bound - plain : 0);
                 goto done;
             }
         }
