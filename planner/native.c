@@ -223,10 +223,10 @@ int nm_baselines(const nm_models *ms, const nm_setting *s, int fixedM, nm_cands 
     return added;
 }
 
-/* Whether some of parts[0..n) (priced under s) waits: its replicas' waiting on
- * out-of-phase neighbours, which the replay of its compute order prices (nm_rr_applies),
- * makes its iteration more than NM_EQ_WAIT longer than the closed form `M x period + fill
- * + all-reduce` the program optimised. */
+/* Whether some of parts[0..n) (priced under s) waits: the replay of its compute order
+ * (nm_rr_applies: its replicas' waiting on out-of-phase neighbours, or with a replica's
+ * few microbatches the order's fill and drain) makes its iteration more than NM_EQ_WAIT
+ * longer than the closed form `M x period + fill + all-reduce` the program optimised. */
 static int any_waiting(const nm_setting *s, const nm_part *parts, int n)
 {
     const sched_traits *tr = sched_traits_of(s->kind);
