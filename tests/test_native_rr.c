@@ -6,7 +6,11 @@
  * form (derived in docs/planner-native.md, "Unequal replica counts"), the simulator's
  * iteration against a replay written here (a recursion over each replica's actions, not the
  * planner's sweep nor the simulator's engine) on small synthetic plans, and the planner's
- * estimate against the simulator on shipped profiles whose plans have unequal counts. */
+ * estimate against the simulator on shipped profiles whose plans have unequal counts.
+ * Then the estimate's other terms on synthetic plans whose answer the test works out by
+ * hand or with its replay (docs/planner-native.md, section 8): a server's port, the fill
+ * when a port binds, equal counts replayed, each stage's all-reduce after its own last
+ * backward; and a straight pipeline's memory, read from its schedule. */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdlib.h>
@@ -348,6 +352,21 @@ static void cut_part(const nm_model *m, unsigned *seed, int S, const int *reps, 
     }
 }
 
+/* The simulator's iteration of the plan the planner writes for partition pt under s. */
+static double simulate_part(const nm_model *m, const nm_setting *s, const nm_part *pt)
+{
+    plumb_err e;
+    plan *pl = nm_plan(m, s, pt, &e);
+    cr_assert_not_null(pl, "%s", e.msg);
+    sim_options o;
+    sim_options_init(&o);
+    sim_report *r = synth_run(pl, &o);
+    double t = r->iteration_s;
+    sim_report_free(r);
+    plan_free(pl);
+    return t;
+}
+
 /* The planner's estimate of plans with unequal replica counts (gnmt, vgg16 and resnet50 on
  * 16 devices of dgx-h100, two servers; 2 to 4 stages at random cuts; 1f1b-flush, gpipe
  * and 2bw) against the simulator's run of the plan it writes: within 3 % each, 1 % in the
@@ -384,19 +403,12 @@ Test(native_rr, estimate_against_the_simulator, .timeout = 120)
                 nm_setting s = {kinds[k], 4 * lcm, p->minibatch / 4, 0, 1, OPT_SGD, 0, 0};
                 nm_part q = pt;
                 nm_price(&m, &s, &q);
-                plan *pl = nm_plan(&m, &s, &q, &e);
-                cr_assert_not_null(pl, "%s", e.msg);
-                sim_options o;
-                sim_options_init(&o);
-                sim_report *r = synth_run(pl, &o);
-                double err = q.iter_s / r->iteration_s - 1;
+                double sim = simulate_part(&m, &s, &q), err = q.iter_s / sim - 1;
                 cr_expect(fabs(err) < 0.03, "%s shape %zu %s: estimate %.6f s, simulated %.6f s",
-                          profs[f], h, sched_kind_name(kinds[k]), q.iter_s, r->iteration_s);
+                          profs[f], h, sched_kind_name(kinds[k]), q.iter_s, sim);
                 if (fabs(err) > worst) worst = fabs(err);
                 logsum += log(1 + fabs(err));
                 n++;
-                sim_report_free(r);
-                plan_free(pl);
             }
         }
         nm_model_free(&m);
@@ -485,15 +497,8 @@ static double est_iteration(const plan *base, int S, const int *first, const int
     for (int s = 0; s < S; s++) pt.st[s] = (nm_stage){first[s], first[s + 1], dev0[s], reps[s]};
     nm_setting st = {kind, M, base->prof->minibatch, 0, 1, OPT_SGD, 0, 0};
     nm_price(&m, &st, &pt);
-    plan *pl = nm_plan(&m, &st, &pt, &e);
-    cr_assert_not_null(pl, "%s", e.msg);
-    sim_options o;
-    sim_options_init(&o);
-    sim_report *r = synth_run(pl, &o);
-    *simulated = r->iteration_s;
+    *simulated = simulate_part(&m, &st, &pt);
     if (out) *out = pt;
-    sim_report_free(r);
-    plan_free(pl);
     nm_model_free(&m);
     return pt.iter_s;
 }
