@@ -831,6 +831,37 @@ int nm_part_memory(const nm_model *m, const nm_setting *s, const nm_part *pt,
     return pt->nst;
 }
 
+/* How late the last of stage 0's first sends arrives: every replica of stage 0 runs its
+ * first forward at once, and those whose receiver (stage 1's replica g % r1 for replica g)
+ * is in another server queue at their server's port, lanes at a time
+ * (sim_net_lanes), each bytes / rate of its path: (ceil(k / lanes) - 1) transfers for a
+ * server sending k. 0 when no port is shared. */
+static double first_burst(const nm_model *m, const nm_setting *s, const nm_part *pt)
+{
+    const cluster *c = m->c;
+    if (pt->nst < 2 || c->nlevels < 2 || c->nservers < 2) return 0;
+    const nm_stage *A = &pt->st[0], *B = &pt->st[1];
+    const double bytes = m->cut[A->b1] * ((double)s->mbsize / m->p->minibatch);
+    const int na = A->r * m->g, nb = B->r * m->g;
+    int *k = calloc((size_t)c->nservers, sizeof *k);
+    double worst = 0;
+    if (!k || bytes <= 0) goto done;
+    for (int g = 0; g < na; g++) {
+        const int a = m->order[A->u * m->g + g], b = m->order[B->u * m->g + g % nb];
+        const int sv = cluster_server_of(c, a);
+        double rate, lat;
+        int L = sim_net_path(&m->net, a, b, &rate, &lat);
+        if (L < 1 || !(rate > 0)) continue; /* inside the server */
+        const int lanes = sim_net_lanes(&m->net, L);
+        k[sv]++;
+        const double t = ((k[sv] + lanes - 1) / lanes - 1) * (bytes / rate);
+        if (t > worst) worst = t;
+    }
+done:
+    free(k);
+    return worst;
+}
+
 /* nm_price, with the schedule's counts where the closed form's may differ (exact 1), or
  * the closed form's only (0). */
 static void price(const nm_model *m, const nm_setting *s, nm_part *pt, int exact)
@@ -914,7 +945,8 @@ static void price(const nm_model *m, const nm_setting *s, nm_part *pt, int exact
         if (s->M > 0 && nm_rr_applies(s->kind, pt->nst)) {
             const sched_traits *tr = sched_traits_of(s->kind);
             double plain, t = nm_rr_time(s->kind, pt->nst, reps, f, b, x,
-                                         tr->async ? NULL : arx, s->M, &plain);
+                                         tr->async ? NULL : arx, first_burst(m, s, pt), s->M,
+                                         &plain);
             if (t > 0) {
                 /* links or ports slower than the order: everything ends that much later */
                 double bound = s->M * comm + sumlat - comm;

@@ -46,11 +46,12 @@ int nm_rr_order(int q, int j, int n, int k, int hold_all, int *out)
 }
 
 /* The makespan of n microbatches of one lane (q[s] replicas per stage), each stage ending
- * ar[s] seconds after its last action (ar NULL: 0); *plain (NULL: not asked) the last
+ * ar[s] seconds after its last action (ar NULL: 0), the first forward each replica of
+ * stage 0 sends arriving burst0 seconds late; *plain (NULL: not asked) the last
  * action's end. -1 when out of memory or when the order cannot finish (it always can: the
  * generator's orders are deadlock-free; kept as a guard). */
 static double rr_lane(int S, const int *q, const double *f, const double *b, const double *x,
-                      const double *ar, int n, int hold_all, double *plain)
+                      const double *ar, double burst0, int n, int hold_all, double *plain)
 {
     int nw = 0, Wq = 0;
     size_t nact = 0;
@@ -92,6 +93,7 @@ static double rr_lane(int S, const int *q, const double *f, const double *b, con
                 if (v > 0) {
                     if (s > 0 && fd[(size_t)(s - 1) * n + a] < 0) break;
                     ready = s > 0 ? fd[(size_t)(s - 1) * n + a] + x[s - 1] : 0;
+                    if (s == 1 && a < q[0]) ready += burst0; /* stage 0's first sends */
                 } else {
                     if (s + 1 < S && bd[(size_t)(s + 1) * n + a] < 0) break;
                     ready = s + 1 < S ? bd[(size_t)(s + 1) * n + a] + x[s] : 0;
@@ -126,7 +128,7 @@ int nm_rr_applies(sched_kind kind, int S)
 }
 
 double nm_rr_time(sched_kind kind, int S, const int *reps, const double *f, const double *b,
-                  const double *x, const double *ar, int M, double *plain)
+                  const double *x, const double *ar, double burst0, int M, double *plain)
 {
     if (S < 1 || S > NM_MAX_STAGES || M < 1) return -1;
     long long d = M;
@@ -138,10 +140,10 @@ double nm_rr_time(sched_kind kind, int S, const int *reps, const double *f, cons
     for (int s = 0; s < S; s++) q[s] = (int)(reps[s] / d);
     const sched_traits *tr = sched_traits_of(kind);
     int hold_all = tr->hold == SCHED_HOLD_ALL;
-    if (!tr->async) return rr_lane(S, q, f, b, x, ar, n, hold_all, plain);
+    if (!tr->async) return rr_lane(S, q, f, b, x, ar, burst0, n, hold_all, plain);
     /* one continuous order: the steady cost of M more microbatches */
-    double t1 = rr_lane(S, q, f, b, x, NULL, n, 0, NULL);
-    double t2 = rr_lane(S, q, f, b, x, NULL, 2 * n, 0, NULL);
+    double t1 = rr_lane(S, q, f, b, x, NULL, 0, n, 0, NULL);
+    double t2 = rr_lane(S, q, f, b, x, NULL, 0, 2 * n, 0, NULL);
     if (plain) *plain = t2 - t1;
     return t1 < 0 || t2 < 0 ? -1 : t2 - t1;
 }
