@@ -1,4 +1,8 @@
-/* native_rr.c: the planner's price of a pipeline whose stages have unequal replica counts.
+/* native_rr.c: the planner's price of a complete pipeline (gpipe, 1f1b-flush, pipedream,
+ * 2bw): the replay of its compute order, made for stages of unequal replica counts and
+ * used for every count since (docs/planner-native.md, sections 7 and 8: a replica's few
+ * microbatches, each stage's all-reduce after its own last backward, stage 0's first
+ * sends queued at a port).
  *
  * Microbatch g of a stage with r replicas runs on replica g % r (1F1B-RR,
  * docs/schedules.md), and each replica runs its microbatches in a fixed order: all
