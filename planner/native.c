@@ -223,18 +223,27 @@ int nm_baselines(const nm_models *ms, const nm_setting *s, int fixedM, nm_cands 
     return added;
 }
 
-/* Whether some of parts[0..n) (priced under s) waits: its replicas' waiting on
- * out-of-phase neighbours, which the replay of its compute order prices (nm_rr_applies),
- * makes its iteration more than NM_EQ_WAIT longer than the closed form `M x period + fill
- * + all-reduce` the program optimised. */
+/* Whether one of parts[0..n) (priced under s) waits where it matters: the replay of its
+ * compute order (nm_rr_applies: its replicas' waiting on out-of-phase neighbours, or with
+ * a replica's few microbatches the order's fill and drain) makes its iteration more than
+ * NM_EQ_WAIT longer than the closed form `M x period + fill + all-reduce` the program
+ * optimised, and that closed form is within NM_EQ_WAIT of the best priced partition's
+ * time per microbatch: its waiting is what puts it behind. A partition that the closed
+ * form already puts behind is no reason to look further. */
 static int any_waiting(const nm_setting *s, const nm_part *parts, int n)
 {
     const sched_traits *tr = sched_traits_of(s->kind);
+    double cf[NM_PARTS + NM_EQ_PARTS], least = INFINITY;
+    if (n > NM_PARTS + NM_EQ_PARTS) n = NM_PARTS + NM_EQ_PARTS;
     for (int i = 0; i < n; i++) {
         const nm_part *p = &parts[i];
-        double cf = p->M * p->period + (tr->async ? 0 : p->fill) + p->ar;
-        if (p->iter_s > (1 + NM_EQ_WAIT) * cf) return 1;
+        cf[i] = p->M * p->period + (tr->async ? 0 : p->fill) + p->ar;
+        if (p->iter_s > 0 && p->M > 0 && p->iter_s / p->M < least) least = p->iter_s / p->M;
     }
+    for (int i = 0; i < n; i++)
+        if (cf[i] <= (1 + NM_EQ_WAIT) * least * parts[i].M &&
+            parts[i].iter_s > (1 + NM_EQ_WAIT) * cf[i])
+            return 1;
     return 0;
 }
 

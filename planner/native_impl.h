@@ -165,22 +165,28 @@ long long nm_gcd(long long a, long long b);
  * written. */
 int nm_rr_order(int q, int j, int n, int k, int hold_all, int *out);
 
-/* Whether the planner prices a partition of S stages with reps[s] replicas (devices)
- * each under kind by replaying its compute order (nm_rr_time): the one-stage-per-rank
- * kinds without a split backward (gpipe, 1f1b-flush, pipedream, 2bw) when the replica
- * counts are not all equal. 1 or 0. */
-int nm_rr_applies(sched_kind kind, int S, const int *reps);
+/* Whether the planner prices a complete partition of S stages under kind by replaying
+ * its compute order (nm_rr_time): the one-stage-per-rank kinds without a split backward
+ * (gpipe, 1f1b-flush, pipedream, 2bw), two stages or more, whatever their replica counts
+ * (equal counts too: a replica's few microbatches per iteration, or a fast stage after a
+ * slow one, leave the closed form's fill and drain far from the order's). 1 or 0. */
+int nm_rr_applies(sched_kind kind, int S);
 
 /* The compute order of S stages with reps[s] replicas each and M microbatches, as kind's
  * generator lays it out (nm_rr_order, on reps / d replicas and M / d microbatches, d their
  * greatest common divisor: d identical lanes), replayed with f[s] and b[s] seconds of forward and
  * backward per microbatch and x[s] seconds per transfer from stage s to s + 1 (and back):
  * the seconds one flushed iteration takes (gpipe, 1f1b-flush: from the first forward to
- * the last backward), or for the asynchronous kinds what M more microbatches add in the
- * steady state. No contention, no all-reduce, no optimizer step. -1 when out of memory,
- * or for arguments out of range (S < 1, M < 1, a count < 1). */
+ * the end of the last stage to finish, stage s finishing ar[s] seconds after its last
+ * backward: its exposed all-reduce; ar NULL: 0; the first forward each replica of stage
+ * 0 sends arriving burst0 seconds late: the lanes start together and their first sends
+ * queue at a server's port), or for the asynchronous kinds what M more microbatches add
+ * in the steady state (ar, burst0 not read). *plain (NULL: not asked): the
+ * same without the all-reduces (the last backward's end). No contention, no optimizer
+ * step. -1 when out of memory, or for arguments out of range (S < 1, M < 1, a count <
+ * 1). */
 double nm_rr_time(sched_kind kind, int S, const int *reps, const double *f, const double *b,
-                  const double *x, int M);
+                  const double *x, const double *ar, double burst0, int M, double *plain);
 
 /* The dynamic program for s: the partitions it proposes (min-max period, then least fill
  * under a few period thresholds), priced, distinct, at most `max` of them into out.

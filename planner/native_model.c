@@ -648,10 +648,19 @@ void nm_stage_terms(const nm_model *m, const nm_setting *s, const nm_stage *st, 
     block_mem(m, s, st->b0, st->b1, st->r * m->g, &out->mem);
 }
 
+/* The server of the d-th device of stage st. */
+static int server_at(const nm_model *m, const nm_stage *st, int d)
+{
+    return cluster_server_of(m->c, m->order[st->u * m->g + d]);
+}
+
 /* Seconds per microbatch that the busiest server port spends on activations and gradients
  * leaving its server, all stages together (the program prices stages one by one; this is
  * where stages sharing a server's port meet). Microbatches go round-robin, so a cut's bytes
- * spread evenly over the pairs of sending and receiving replicas. */
+ * spread evenly over the pairs of sending and receiving replicas: a server holding a of
+ * the na senders and b of the nb receivers sends x a (nb - b) / (na nb) forward and
+ * x b (na - a) / (na nb) back per microbatch of x bytes. Each server is counted once per
+ * cut (its first device of either stage in the order adds it). */
 static double port_time(const nm_model *m, const nm_setting *s, const nm_part *pt)
 {
     const cluster *c = m->c;
@@ -664,24 +673,22 @@ static double port_time(const nm_model *m, const nm_setting *s, const nm_part *p
     double bscale = (double)s->mbsize / m->p->minibatch;
     for (int i = 0; i + 1 < pt->nst; i++) {
         const nm_stage *A = &pt->st[i], *B = &pt->st[i + 1];
-        double x = m->cut[A->b1] * bscale;
-        int na = A->r * m->g, nb = B->r * m->g;
+        const double x = m->cut[A->b1] * bscale;
+        const int na = A->r * m->g, nb = B->r * m->g, n = na + nb;
         if (x <= 0) continue;
-        for (int d = 0; d < na; d++) ca[cluster_server_of(c, m->order[A->u * m->g + d])]++;
-        for (int d = 0; d < nb; d++) cb[cluster_server_of(c, m->order[B->u * m->g + d])]++;
-        for (int d = 0; d < na; d++) {
-            int sv = cluster_server_of(c, m->order[A->u * m->g + d]);
-            if (ca[sv]) load[sv] += x * ca[sv] * (nb - cb[sv]) / ((double)na * nb);
-            ca[sv] = -ca[sv]; /* counted */
+        for (int d = 0; d < na; d++) ca[server_at(m, A, d)]++;
+        for (int d = 0; d < nb; d++) cb[server_at(m, B, d)]++;
+        for (int d = 0; d < n; d++) {
+            const int sv = d < na ? server_at(m, A, d) : server_at(m, B, d - na);
+            if (ca[sv] < 0) continue; /* counted */
+            load[sv] += x * ((double)ca[sv] * (nb - cb[sv]) + (double)cb[sv] * (na - ca[sv])) /
+                        ((double)na * nb);
+            ca[sv] = -1;
         }
-        for (int d = 0; d < nb; d++) {
-            int sv = cluster_server_of(c, m->order[B->u * m->g + d]);
-            int k = ca[sv] < 0 ? -ca[sv] : ca[sv];
-            if (cb[sv] > 0) load[sv] += x * cb[sv] * (na - k) / ((double)na * nb);
-            cb[sv] = -cb[sv];
+        for (int d = 0; d < n; d++) {
+            const int sv = d < na ? server_at(m, A, d) : server_at(m, B, d - na);
+            ca[sv] = cb[sv] = 0;
         }
-        for (int d = 0; d < na; d++) ca[cluster_server_of(c, m->order[A->u * m->g + d])] = 0;
-        for (int d = 0; d < nb; d++) cb[cluster_server_of(c, m->order[B->u * m->g + d])] = 0;
     }
     for (int sv = 0; sv < c->nservers; sv++)
         if (load[sv] / eg > worst) worst = load[sv] / eg;
@@ -748,15 +755,19 @@ static int pipeline_kzb(const nm_model *m, const nm_part *pt)
 }
 
 /* 1 when the closed form's counts may differ from the schedule's for pt under s (a
- * one-stage-per-rank kind): a replicated stage, whose counts depend on the stages before
- * it as well, or zb-h1's deferred weight gradients. */
+ * one-stage-per-rank kind): any pipeline of two stages or more. A replicated stage's
+ * counts depend on the stages before it as well; zb-h1's on its deferred weight
+ * gradients; and a straight pipeline's buffer slots on the stages' costs: the lowering
+ * posts a RECV_F when the stage before produces the data, so a stage holds the one slot
+ * more that the closed form counts for every receiver only when its input comes ahead of
+ * its previous backward (alexnet on cluster-a-4x4, 12 one-device stages at random cuts:
+ * the closed form a slot over on most devices, up to 46 % of a device's total). The
+ * schedule owns that rule; the estimate of a complete plan reads it there, the dynamic
+ * program keeps the closed form (a slot over where they differ). */
 static int counts_need_ir(const nm_model *m, const nm_setting *s, const nm_part *pt)
 {
-    if (pt->nst < 2) return 0; /* data parallelism: nothing received or sent back */
-    if (sched_traits_of(s->kind)->hold == SCHED_HOLD_ZB) return 1;
-    for (int i = 0; i < pt->nst; i++)
-        if (pt->st[i].r * m->g > 1) return 1;
-    return 0;
+    (void)m, (void)s;
+    return pt->nst >= 2; /* one stage: data parallelism, nothing received or sent back */
 }
 
 /* The memory of the fullest replica (the first of the largest total) of stage i of the
@@ -820,6 +831,37 @@ int nm_part_memory(const nm_model *m, const nm_setting *s, const nm_part *pt,
     return pt->nst;
 }
 
+/* How late the last of stage 0's first sends arrives: every replica of stage 0 runs its
+ * first forward at once, and those whose receiver (stage 1's replica g % r1 for replica g)
+ * is in another server queue at their server's port, lanes at a time
+ * (sim_net_lanes), each bytes / rate of its path: (ceil(k / lanes) - 1) transfers for a
+ * server sending k. 0 when no port is shared. */
+static double first_burst(const nm_model *m, const nm_setting *s, const nm_part *pt)
+{
+    const cluster *c = m->c;
+    if (pt->nst < 2 || c->nlevels < 2 || c->nservers < 2) return 0;
+    const nm_stage *A = &pt->st[0], *B = &pt->st[1];
+    const double bytes = m->cut[A->b1] * ((double)s->mbsize / m->p->minibatch);
+    const int na = A->r * m->g, nb = B->r * m->g;
+    int *k = calloc((size_t)c->nservers, sizeof *k);
+    double worst = 0;
+    if (!k || bytes <= 0) goto done;
+    for (int g = 0; g < na; g++) {
+        const int a = m->order[A->u * m->g + g], b = m->order[B->u * m->g + g % nb];
+        const int sv = cluster_server_of(c, a);
+        double rate, lat;
+        int L = sim_net_path(&m->net, a, b, &rate, &lat);
+        if (L < 1 || !(rate > 0)) continue; /* inside the server */
+        const int lanes = sim_net_lanes(&m->net, L);
+        k[sv]++;
+        const double t = ((k[sv] + lanes - 1) / lanes - 1) * (bytes / rate);
+        if (t > worst) worst = t;
+    }
+done:
+    free(k);
+    return worst;
+}
+
 /* nm_price, with the schedule's counts where the closed form's may differ (exact 1), or
  * the closed form's only (0). */
 static void price(const nm_model *m, const nm_setting *s, nm_part *pt, int exact)
@@ -857,7 +899,8 @@ static void price(const nm_model *m, const nm_setting *s, nm_part *pt, int exact
         pt->ar = 0;
     } else {
         int W = 0, kzb = pipeline_kzb(m, pt), reps[NM_MAX_STAGES];
-        double f[NM_MAX_STAGES], b[NM_MAX_STAGES], x[NM_MAX_STAGES], comm = 0;
+        double f[NM_MAX_STAGES], b[NM_MAX_STAGES], x[NM_MAX_STAGES], arx[NM_MAX_STAGES];
+        double comm = 0;
         sim_memory mem[NM_MAX_STAGES];
         part_memory(m, s, pt, exact, mem);
         for (int i = 0; i < pt->nst; i++) W += pt->st[i].r * m->g;
@@ -870,8 +913,10 @@ static void price(const nm_model *m, const nm_setting *s, nm_part *pt, int exact
             }
             W -= st->r * m->g;
             if (o.per > per) {
+                /* the bottleneck's own latency is what M periods replace in the fill: the
+                 * stage's, or when its link binds one transfer (its compute stays) */
                 per = o.per;
-                botlat = o.lat;
+                botlat = o.comm > 0 && o.comm >= o.per ? o.comm : o.lat;
             }
             sumlat += o.lat;
             if (o.arx > ar) ar = o.arx;
@@ -882,23 +927,32 @@ static void price(const nm_model *m, const nm_setting *s, nm_part *pt, int exact
             f[i] = o.c - o.b;
             b[i] = o.b;
             x[i] = (o.lat - o.c) / 2;
+            arx[i] = o.arx;
         }
         double port = port_time(m, s, pt);
-        if (port > per) per = port;
+        if (port > per) {
+            per = port; /* a server's port binds: every stage's latency is in the fill */
+            botlat = port;
+        }
         if (port > comm) comm = port;
         pt->period = per;
         pt->fill = sumlat - botlat;
         pt->ar = sched_traits_of(s->kind)->step_each_round ? 0 : ar;
-        /* unequal replica counts: the compute order replayed prices the replicas'
-         * waiting on out-of-phase neighbours (native_rr.c); the closed form keeps the
-         * links' and ports' bound */
-        if (s->M > 0 && nm_rr_applies(s->kind, pt->nst, reps)) {
-            double t = nm_rr_time(s->kind, pt->nst, reps, f, b, x, s->M);
+        /* the compute order replayed prices what the closed form cannot see: replicas
+         * waiting on out-of-phase neighbours (unequal counts), a replica's few
+         * microbatches, each stage's all-reduce from its own last backward (native_rr.c);
+         * the closed form keeps the links' and ports' bound */
+        if (s->M > 0 && nm_rr_applies(s->kind, pt->nst)) {
+            const sched_traits *tr = sched_traits_of(s->kind);
+            double plain, t = nm_rr_time(s->kind, pt->nst, reps, f, b, x,
+                                         tr->async ? NULL : arx, first_burst(m, s, pt), s->M,
+                                         &plain);
             if (t > 0) {
-                const sched_traits *tr = sched_traits_of(s->kind);
-                double bound = tr->async ? s->M * per : s->M * comm + pt->fill;
+                /* links or ports slower than the order: everything ends that much later */
+                double bound = s->M * comm + sumlat - comm;
                 pt->M = s->M;
-                pt->iter_s = (t > bound ? t : bound) + pt->ar;
+                if (tr->async) pt->iter_s = (t > s->M * per ? t : s->M * per) + pt->ar;
+                else pt->iter_s = t + (bound > plain ? bound - plain : 0);
                 goto done;
             }
         }

@@ -1,4 +1,8 @@
-/* native_rr.c: the planner's price of a pipeline whose stages have unequal replica counts.
+/* native_rr.c: the planner's price of a complete pipeline (gpipe, 1f1b-flush, pipedream,
+ * 2bw): the replay of its compute order, made for stages of unequal replica counts and
+ * used for every count since (docs/planner-native.md, sections 7 and 8: a replica's few
+ * microbatches, each stage's all-reduce after its own last backward, stage 0's first
+ * sends queued at a port).
  *
  * Microbatch g of a stage with r replicas runs on replica g % r (1F1B-RR,
  * docs/schedules.md), and each replica runs its microbatches in a fixed order: all
@@ -45,11 +49,13 @@ int nm_rr_order(int q, int j, int n, int k, int hold_all, int *out)
     return cnt;
 }
 
-/* The makespan of n microbatches of one lane (q[s] replicas per stage). -1 when out of
- * memory or when the order cannot finish (it always can: the generator's orders are
- * deadlock-free; kept as a guard). */
+/* The makespan of n microbatches of one lane (q[s] replicas per stage), each stage ending
+ * ar[s] seconds after its last action (ar NULL: 0), the first forward each replica of
+ * stage 0 sends arriving burst0 seconds late; *plain (NULL: not asked) the last
+ * action's end. -1 when out of memory or when the order cannot finish (it always can: the
+ * generator's orders are deadlock-free; kept as a guard). */
 static double rr_lane(int S, const int *q, const double *f, const double *b, const double *x,
-                      int n, int hold_all)
+                      const double *ar, double burst0, int n, int hold_all, double *plain)
 {
     int nw = 0, Wq = 0;
     size_t nact = 0;
@@ -63,6 +69,7 @@ static double rr_lane(int S, const int *q, const double *f, const double *b, con
     int *pos = calloc((size_t)nw, sizeof *pos), *wst = malloc((size_t)nw * sizeof *wst);
     size_t *at = malloc((size_t)nw * sizeof *at);
     double span = -1;
+    if (plain) *plain = 0;
     if (!fd || !bd || !freet || !acts || !len || !pos || !wst || !at) goto done;
     for (size_t i = 0; i < (size_t)S * n; i++) fd[i] = bd[i] = -1;
     int w = nw;
@@ -90,6 +97,7 @@ static double rr_lane(int S, const int *q, const double *f, const double *b, con
                 if (v > 0) {
                     if (s > 0 && fd[(size_t)(s - 1) * n + a] < 0) break;
                     ready = s > 0 ? fd[(size_t)(s - 1) * n + a] + x[s - 1] : 0;
+                    if (s == 1 && a < q[0]) ready += burst0; /* stage 0's first sends */
                 } else {
                     if (s + 1 < S && bd[(size_t)(s + 1) * n + a] < 0) break;
                     ready = s + 1 < S ? bd[(size_t)(s + 1) * n + a] + x[s] : 0;
@@ -108,24 +116,23 @@ static double rr_lane(int S, const int *q, const double *f, const double *b, con
             span = -1;
             break;
         }
-        if (freet[w] > span) span = freet[w];
+        const double end = freet[w] + (ar ? ar[wst[w]] : 0);
+        if (end > span) span = end;
+        if (plain && freet[w] > *plain) *plain = freet[w];
     }
 done:
     free(fd), free(bd), free(freet), free(acts), free(len), free(pos), free(wst), free(at);
     return span;
 }
 
-int nm_rr_applies(sched_kind kind, int S, const int *reps)
+int nm_rr_applies(sched_kind kind, int S)
 {
     const sched_traits *tr = sched_traits_of(kind);
-    if (S < 2 || sched_kind_chunked(kind) || tr->split_backward) return 0;
-    for (int s = 1; s < S; s++)
-        if (reps[s] != reps[0]) return 1;
-    return 0;
+    return S >= 2 && !sched_kind_chunked(kind) && !tr->split_backward;
 }
 
 double nm_rr_time(sched_kind kind, int S, const int *reps, const double *f, const double *b,
-                  const double *x, int M)
+                  const double *x, const double *ar, double burst0, int M, double *plain)
 {
     if (S < 1 || S > NM_MAX_STAGES || M < 1) return -1;
     long long d = M;
@@ -137,8 +144,10 @@ double nm_rr_time(sched_kind kind, int S, const int *reps, const double *f, cons
     for (int s = 0; s < S; s++) q[s] = (int)(reps[s] / d);
     const sched_traits *tr = sched_traits_of(kind);
     int hold_all = tr->hold == SCHED_HOLD_ALL;
-    if (!tr->async) return rr_lane(S, q, f, b, x, n, hold_all);
+    if (!tr->async) return rr_lane(S, q, f, b, x, ar, burst0, n, hold_all, plain);
     /* one continuous order: the steady cost of M more microbatches */
-    double t1 = rr_lane(S, q, f, b, x, n, 0), t2 = rr_lane(S, q, f, b, x, 2 * n, 0);
+    double t1 = rr_lane(S, q, f, b, x, NULL, 0, n, 0, NULL);
+    double t2 = rr_lane(S, q, f, b, x, NULL, 0, 2 * n, 0, NULL);
+    if (plain) *plain = t2 - t1;
     return t1 < 0 || t2 < 0 ? -1 : t2 - t1;
 }
