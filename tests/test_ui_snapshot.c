@@ -504,6 +504,58 @@ Test(ui_snapshot, save_and_export_write_files)
     ui_app_free(&a);
 }
 
+/* The files already there are kept: a save or export whose derived name is taken (here by
+ * a file of someone's, then by the dashboard's own earlier save) writes under the next free
+ * stem, STEM-2, STEM-3, never over a file (the dashboard's input plan included). */
+Test(ui_snapshot, save_and_export_never_replace_a_file)
+{
+    const char *dir = tmpdir;
+    char p[256], q[256];
+    snprintf(p, sizeof p, "%s/vgg16-16gpu-pipedream.plan.json", dir);
+    FILE *f = fopen(p, "w");
+    cr_assert_not_null(f);
+    fputs("someone's file\n", f);
+    fclose(f);
+    snprintf(q, sizeof q, "%s/vgg16-16gpu-pipedream.svg", dir);
+    f = fopen(q, "w");
+    cr_assert_not_null(f);
+    fputs("someone's picture\n", f);
+    fclose(f);
+    ui_app a;
+    ui_app_open(&a, NULL, NULL, PLAN, dir, UI_PLANNER_NATIVE);
+    char *s = snap(&a, 200, 30, "s");
+    char want[300];
+    snprintf(want, sizeof want, "saved %s/vgg16-16gpu-pipedream-2.plan.json", dir);
+    cr_expect(strstr(s, want), "%s", s);
+    free(s);
+    s = snap(&a, 200, 30, "s");
+    snprintf(want, sizeof want, "saved %s/vgg16-16gpu-pipedream-3.plan.json", dir);
+    cr_expect(strstr(s, want), "%s", s);
+    free(s);
+    s = snap(&a, 200, 30, "e");  /* the .svg is taken: all three files move to -2 */
+    snprintf(want, sizeof want, "exported %s/vgg16-16gpu-pipedream-2.{", dir);
+    cr_expect(strstr(s, want), "%s", s);
+    free(s);
+    plumb_err e;
+    err_clear(&e);
+    size_t n;
+    char *text = file_read_all(p, 1 << 20, "too large", &n, &e);
+    cr_assert_not_null(text, "%s", e.msg);
+    cr_expect_str_eq(text, "someone's file\n");
+    free(text);
+    text = file_read_all(q, 1 << 20, "too large", &n, &e);
+    cr_assert_not_null(text, "%s", e.msg);
+    cr_expect_str_eq(text, "someone's picture\n");
+    free(text);
+    char r[256];
+    snprintf(r, sizeof r, "%s/vgg16-16gpu-pipedream-2.report.json", dir);
+    struct stat st;
+    cr_expect_eq(stat(r, &st), 0, "%s missing", r);
+    snprintf(r, sizeof r, "%s/vgg16-16gpu-pipedream.report.json", dir);
+    cr_expect_neq(stat(r, &st), 0, "%s written beside a taken .svg", r);
+    ui_app_free(&a);
+}
+
 Test(ui_snapshot, keys_parser)
 {
     int k[16];
@@ -590,6 +642,10 @@ Test(ui_snapshot, export_over_the_trace_limit_writes_nothing)
     s = snap(&a, 200, 30, "e");
     cr_expect(strstr(a.msg, "exported ") && !a.msg_err, "status: %s", a.msg);
     free(s);
+    /* within the limit: written beside the trace that was there, which is kept */
+    cr_expect(stat(p[1], &st) == 0 && st.st_size == 3, "the trace there before was replaced");
+    for (int i = 0; i < 3; i++)
+        snprintf(p[i], sizeof p[i], "%s/vgg16-16gpu-pipedream-2.%s", tmpdir, ext[i]);
     for (int i = 0; i < 3; i++)
         cr_expect(stat(p[i], &st) == 0 && st.st_size > 100, "%s not written", p[i]);
     cr_expect_eq(stat(p[1], &st), 0);

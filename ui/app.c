@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include <cjson/cJSON.h>
@@ -145,9 +146,35 @@ void ui_app_stem(const ui_app *a, char *buf, size_t n)
              sched_kind_name((sched_kind)a->st->cur.schedule));
 }
 
+/* The dashboard's files never replace one that is there (its own input plan, an earlier
+ * save or export, anyone's file): path[i] becomes STEM SUFFIX[i] for the first of STEM,
+ * STEM-2, ... STEM-999 under which none of the n files exists, and *used that stem. 0, or
+ * -1 when every one is taken. */
+static int free_paths(const char *stem, const char *const *suffix, int n, char (*path)[800],
+                      char *used, size_t used_n)
+{
+    for (int k = 1; k <= 999; k++) {
+        char s[720];
+        if (k == 1) snprintf(s, sizeof s, "%s", stem);
+        else snprintf(s, sizeof s, "%s-%d", stem, k);
+        int taken = 0;
+        for (int i = 0; i < n && !taken; i++) {
+            struct stat st;
+            snprintf(path[i], 800, "%s%s", s, suffix[i]);
+            taken = lstat(path[i], &st) == 0;
+        }
+        if (!taken) {
+            snprintf(used, used_n, "%s", s);
+            return 0;
+        }
+    }
+    return -1;
+}
+
 static void do_save(ui_app *a)
 {
-    char stem[700], path[800];
+    char stem[700], path[1][800], used[720];
+    static const char *const suffix[] = {".plan.json"};
     plumb_err e;
     err_clear(&e);
     if (!a->cur.pl) {
@@ -155,9 +182,12 @@ static void do_save(ui_app *a)
         return;
     }
     ui_app_stem(a, stem, sizeof stem);
-    snprintf(path, sizeof path, "%s.plan.json", stem);
-    if (plan_save(a->cur.pl, path, &e)) set_msg(a, 1, "save failed: %s", e.msg);
-    else set_msg(a, 0, "saved %s", path);
+    if (free_paths(stem, suffix, 1, path, used, sizeof used)) {
+        set_msg(a, 1, "save: %s.plan.json and -2 ... -999 are all taken: nothing written", stem);
+        return;
+    }
+    if (plan_save(a->cur.pl, path[0], &e)) set_msg(a, 1, "save failed: %s", e.msg);
+    else set_msg(a, 0, "saved %s", path[0]);
 }
 
 /* The simulation the files are made of: what `plumb sim --trace` runs by default (the ring
@@ -184,10 +214,13 @@ static void do_export(ui_app *a)
         return;
     }
     ui_app_stem(a, stem, sizeof stem);
-    char p[3][800];
-    snprintf(p[0], sizeof p[0], "%s.trace.json", stem);
-    snprintf(p[1], sizeof p[1], "%s.report.json", stem);
-    snprintf(p[2], sizeof p[2], "%s.svg", stem);
+    char p[3][800], used[720];
+    static const char *const suffix[] = {".trace.json", ".report.json", ".svg"};
+    if (free_paths(stem, suffix, 3, p, used, sizeof used)) {
+        set_msg(a, 1, "export: %s.{report.json,trace.json,svg} and -2 ... -999 are all taken: "
+                "nothing written", stem);
+        return;
+    }
     sim_report *owned;
     const sim_report *r = export_report(a, &owned, &e);
     if (!r) {
@@ -222,7 +255,7 @@ static void do_export(ui_app *a)
             set_msg(a, 1, "export failed: %s", e.msg);
         }
     } else {
-        snprintf(m, sizeof m, "%s.{report.json,trace.json,svg}", stem);
+        snprintf(m, sizeof m, "%s.{report.json,trace.json,svg}", used);
         set_msg(a, 0, "exported %s", m);
     }
 done:
