@@ -13,8 +13,8 @@
  *    estimate (nm_part_memory) has the simulator's weights, activations, buffers, staging,
  *    gradients, optimizer state, scratch and total exactly: its counts (weight versions,
  *    buffer slots, staged gradients) are the IR's, replicated stages (PipeDream's hybrid
- *    plans) and zb-h1 included (the planner reads them from the plan's schedule; a
- *    straight pipeline's from the closed form); the planner's terms with the IR's counts
+ *    plans), zb-h1 and straight pipelines included (the planner reads them from the
+ *    plan's schedule, counts_need_ir); the planner's terms with the IR's counts
  *    (schedule_inflight, schedule_slots, the simulator's staging) give the simulator's
  *    figure too, and the test tallies per kind the devices whose counts differ (none);
  *  - the exact estimate's peak (nm_price_exact) is the largest of those devices; the
