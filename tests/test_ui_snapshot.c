@@ -644,6 +644,52 @@ Test(ui_snapshot, export_of_a_layout_is_the_unfolded_trace)
     ui_app_free(&a);
 }
 
+/* The last line of a frame, trailing blanks cut, into buf. */
+static const char *status_of(const char *frame, char *buf, size_t n)
+{
+    size_t len = strlen(frame);
+    while (len && (frame[len - 1] == '\n' || frame[len - 1] == ' ')) len--;
+    size_t b = len;
+    while (b && frame[b - 1] != '\n') b--;
+    snprintf(buf, n, "%.*s", (int)(len - b), frame + b);
+    while (*buf && buf[strlen(buf) - 1] == ' ') buf[strlen(buf) - 1] = 0;
+    return buf;
+}
+
+/* A transformer's status line at 80 to 160 columns: every key whole, the runtime keys
+ * (k j y E f) there from 80 on; a refusal's long line leaves "q quit  ? help" after it. */
+Test(ui_snapshot, layout3d_status_line_keeps_whole_keys)
+{
+    static const struct { int w; const char *end; } T[] = {
+        { 80, "  kK tpo  j opg  y p2p  E gsync" },
+        { 100, "  kK tpo  j opg  y p2p  E gsync  f attn  nN mbs" },
+        { 120, "  y p2p  E gsync  f attn  nN mbs  iI intlv  r recomp  a sp" },
+        { 160, "  f attn  nN mbs  iI intlv  r recomp  a sp  o zero  u undo  p pin  s save  e export" },
+    };
+    layout3d_options o = layout_of(2, 2, 2, 16);
+    ui_app a;
+    plumb_err e;
+    err_clear(&e);
+    cr_assert_eq(ui_app_open_model(&a, "examples/llm/gpt2.json", A100, &o, NULL, tmpdir, &e), 0,
+                 "%s", e.msg);
+    char st[512];
+    for (size_t i = 0; i < sizeof T / sizeof T[0]; i++) {
+        char *s = snap(&a, T[i].w, 30, NULL);
+        status_of(s, st, sizeof st);
+        size_t l = strlen(st), k = strlen(T[i].end);
+        cr_assert(!strncmp(st, "q quit  ? help  gG tp", 21) && l >= k &&
+                  !strcmp(st + l - k, T[i].end), "at %d: %s", T[i].w, st);
+        free(s);
+    }
+    char *s = snap(&a, 80, 24, "j"); /* refused at zero 0: plan --model's line */
+    status_of(s, st, sizeof st);
+    cr_assert(a.msg_err && strstr(a.msg, "--overlap-param-gather"), "%s", a.msg);
+    cr_assert(!strncmp(st, "--overlap-param-gather", 22) && strlen(st) <= 80 &&
+              !strcmp(st + strlen(st) - 16, "  q quit  ? help"), "%s", st);
+    free(s);
+    ui_app_free(&a);
+}
+
 /* The frame's figures and layout equal plumb sim --json of the plan it saves. */
 static void assert_saved_layout(const char *frame, int tp, int pp, int dp, int sp, int zero)
 {
