@@ -292,6 +292,83 @@ Test(ui_snapshot, stage_row_shows_the_fullest_replica)
     ui_app_free(&a);
 }
 
+/* Writes a 4-stage 1f1b-flush plan of VGG-16 on cluster-a-4x4 with the runtime field
+ * `extra` ("\"p2p\": \"sync\"") to tmpdir/name; returns its path (static). */
+static const char *runtime_plan(const char *name, const char *extra)
+{
+    static char path[512];
+    char cwd[256];
+    cr_assert_not_null(getcwd(cwd, sizeof cwd));
+    snprintf(path, sizeof path, "%s/%s", tmpdir, name);
+    FILE *f = fopen(path, "w");
+    cr_assert_not_null(f);
+    fprintf(f, "{\"format\": \"plumb-plan/1\", \"profile\": \"%s/" PROFILE "\", "
+               "\"cluster\": \"%s/" CLUSTER "\", \"schedule\": \"1f1b-flush\", "
+               "\"microbatch_size\": 32, \"microbatches\": 8, \"recompute\": false, "
+               "\"optimizer\": \"momentum\", %s, \"stages\": ["
+               "{\"first_layer\": 0, \"last_layer\": 3, \"replicas\": 1, \"devices\": [0]}, "
+               "{\"first_layer\": 4, \"last_layer\": 10, \"replicas\": 1, \"devices\": [1]}, "
+               "{\"first_layer\": 11, \"last_layer\": 17, \"replicas\": 1, \"devices\": [2]}, "
+               "{\"first_layer\": 18, \"last_layer\": 40, \"replicas\": 1, \"devices\": [3]}]}\n",
+            cwd, cwd, extra);
+    fclose(f);
+    return path;
+}
+
+/* A plan file's runtime rides every what-if of the 2D view, and c C pass by the kinds it
+ * cannot take: under "grad_sync": "end" c goes from 1f1b-flush past pipedream and 2bw to
+ * interleaved (re-planned, reduced at the end: plumb sim of the saved plan gives the
+ * figures); under "p2p": "sync" c and C never reach zb-v or dualpipev (which deadlock),
+ * and the interleaved plan the native planner makes is saved with p2p sync. */
+Test(ui_snapshot, plan_runtime_rides_the_schedule_keys)
+{
+    ui_app a;
+    cr_assert_eq(ui_app_open(&a, NULL, NULL, runtime_plan("gs.json", "\"grad_sync\": \"end\""),
+                             tmpdir, UI_PLANNER_NATIVE), 0);
+    cr_assert(a.loaded, "%s", a.load_err);
+    char *s = snap(&a, 120, 30, "cs");
+    cr_assert(!a.cur.err[0] && a.cur.pl, "%s", a.cur.err);
+    cr_assert_eq(a.st->cur.schedule, SCHED_INTERLEAVED, "%s", s);
+    cr_assert(a.cur.pl->grad_sync_end);
+    plan *pl = plan_load(saved_plan_path(s), &(plumb_err){ 0 });
+    cr_assert(pl && pl->grad_sync_end && pl->schedule == SCHED_INTERLEAVED);
+    plan_free(pl);
+    figs f = read_figs(s);
+    cJSON *rep = sim_json(saved_plan_path(s), NULL, NULL);
+    assert_same_figures(&f, rep);
+    cJSON_Delete(rep);
+    free(s);
+    s = snap(&a, 120, 30, "uC"); /* back, then C: gpipe, not 2bw */
+    cr_assert_eq(a.st->cur.schedule, SCHED_GPIPE, "%s", s);
+    cr_assert(!a.cur.err[0], "%s", a.cur.err);
+    free(s);
+    ui_app_free(&a);
+
+    cr_assert_eq(ui_app_open(&a, NULL, NULL, runtime_plan("p2p.json", "\"p2p\": \"sync\""),
+                             tmpdir, UI_PLANNER_NATIVE), 0);
+    cr_assert(a.loaded, "%s", a.load_err);
+    for (int k = 0; k < 2 * SCHED_NKINDS; k++) {
+        s = snap(&a, 100, 30, k < SCHED_NKINDS ? "c" : "C");
+        int kind = a.st->cur.schedule;
+        cr_assert(kind != SCHED_ZB_V && kind != SCHED_DUALPIPEV, "%s", s);
+        cr_assert(!a.cur.err[0] && a.cur.pl && a.cur.pl->p2p_sync, "%s: %s",
+                  sched_kind_name((sched_kind)kind), a.cur.err);
+        if (kind == SCHED_INTERLEAVED && k < SCHED_NKINDS) {
+            free(s);
+            s = snap(&a, 100, 30, "s");
+            pl = plan_load(saved_plan_path(s), &(plumb_err){ 0 });
+            cr_assert(pl && pl->p2p_sync && pl->schedule == SCHED_INTERLEAVED);
+            plan_free(pl);
+            f = read_figs(s);
+            rep = sim_json(saved_plan_path(s), NULL, NULL);
+            assert_same_figures(&f, rep);
+            cJSON_Delete(rep);
+        }
+        free(s);
+    }
+    ui_app_free(&a);
+}
+
 Test(ui_snapshot, straggler_and_memory_limit_match_plumb_sim_options)
 {
     ui_app a;
