@@ -675,8 +675,9 @@ static void draw_status(ui_app *a, ui_rect r, ui_fb *fb)
     int n, x = r.x;
     const ui_key_label *keys = ui_layout_keys(a->st->layout3d, &n);
     if (a->msg[0]) {
-        char first[64];
-        int room = r.w - 2 - (ui_layout_keys_line(keys, 2, r.w, first, sizeof first) ? (int)strlen(first) : 0);
+        char first[64]; /* "q quit  ? help" */
+        ui_layout_keys_line(keys, 2, r.w, first, sizeof first);
+        int room = r.w - 2 - (int)strlen(first);
         x += ui_fb_text(fb, x, r.y, room > 0 ? room : r.w, a->msg,
                         a->msg_err ? UI_ST_BAD | UI_A_BOLD : UI_ST_GOOD | UI_A_BOLD);
         x += ui_fb_text(fb, x, r.y, r.x + r.w - x, "  ", UI_ST_STATUS);
