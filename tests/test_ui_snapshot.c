@@ -686,18 +686,25 @@ static layout3d_options layout_of(int tp, int pp, int dp, int b)
     return o;
 }
 
+/* Opens GPT-2 on dgx-a100-80g laid out as o, at the default runtime. */
+static void open_gpt2(ui_app *a, layout3d_options o)
+{
+    plumb_err e;
+    err_clear(&e);
+    cr_assert_eq(ui_app_open_model(a, "examples/llm/gpt2.json", A100, &o, NULL, tmpdir, &e), 0,
+                 "%s", e.msg);
+}
+
 /* A transformer's layout is simulated folded (one pipeline for its alike replicas, copied
  * to the others: the same figures to rounding where rings mix): the export runs its plan
  * in full, so the trace is plumb sim's of that plan byte for byte (without its 4-way data
  * parallel ring hops). */
 Test(ui_snapshot, export_of_a_layout_is_the_unfolded_trace)
 {
-    layout3d_options o = layout_of(2, 2, 4, 32);
     ui_app a;
     plumb_err e;
     err_clear(&e);
-    cr_assert_eq(ui_app_open_model(&a, "examples/llm/gpt2.json", A100, &o, NULL, tmpdir, &e), 0,
-                 "%s", e.msg);
+    open_gpt2(&a, layout_of(2, 2, 4, 32));
     char *s = snap(&a, 200, 30, "e");
     cr_assert(strstr(a.msg, "exported ") && !a.msg_err, "status: %s", a.msg);
     free(s);
@@ -743,12 +750,8 @@ Test(ui_snapshot, layout3d_status_line_keeps_whole_keys)
         { 120, "  y p2p  E gsync  f attn  nN mbs  iI intlv  r recomp  a sp" },
         { 160, "  f attn  nN mbs  iI intlv  r recomp  a sp  o zero  u undo  p pin  s save  e export" },
     };
-    layout3d_options o = layout_of(2, 2, 2, 16);
     ui_app a;
-    plumb_err e;
-    err_clear(&e);
-    cr_assert_eq(ui_app_open_model(&a, "examples/llm/gpt2.json", A100, &o, NULL, tmpdir, &e), 0,
-                 "%s", e.msg);
+    open_gpt2(&a, layout_of(2, 2, 2, 16));
     char st[512];
     for (size_t i = 0; i < sizeof T / sizeof T[0]; i++) {
         char *s = snap(&a, T[i].w, 30, NULL);
