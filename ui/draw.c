@@ -17,7 +17,7 @@ static const char *const HELP[] = {
     "  +  -          devices up / down by a server (below one: its divisors)",
     "  1..8  l  Tab  select the cluster level the bandwidth keys change",
     "  b  B          double / halve the selected level's bandwidth",
-    "  c  C          next / previous pipeline schedule",
+    "  c  C          next / previous schedule the plan's runtime can take",
     "  m  M          double / halve the microbatches per iteration",
     "  x  X          tighten / loosen the per-device memory limit",
     "  Up  Down      select a device (PgUp PgDn: 10 at a time)",
