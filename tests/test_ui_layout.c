@@ -4,6 +4,8 @@
  * timeline room for at least three devices. */
 #include <criterion/criterion.h>
 
+#include <string.h>
+
 #include "ui/layout.h"
 
 static void check_one(int w, int h, int nst, int ndev, int pinned, int help, int runtime)
@@ -95,4 +97,99 @@ Test(ui_layout, too_small_screens_get_one_message)
     ui_layout L;
     ui_layout_compute(&in, &L);
     cr_assert(L.too_small && !ui_rect_present(L.message));
+}
+
+/* The keys of a status line split at their two-space separators into toks (at most 64);
+ * returns the count. */
+static int split_keys(const char *line, char toks[][64])
+{
+    int n = 0;
+    const char *p = line;
+    while (*p && n < 64) {
+        const char *q = strstr(p, "  ");
+        size_t len = q ? (size_t)(q - p) : strlen(p);
+        cr_assert_lt(len, 64);
+        memcpy(toks[n], p, len);
+        toks[n++][len] = 0;
+        p = q ? q + 2 : p + len;
+    }
+    return n;
+}
+
+/* The status line at every width from 80 to 300, both views: within the width, every key
+ * whole (a label of the table, all full or all brief), the most useful first (a prefix of
+ * the table, "q quit" and "? help" always), as many as fit (the next brief key would not),
+ * never fewer on a wider screen. */
+Test(ui_layout, status_keys_are_whole_and_most_useful_first)
+{
+    for (int l3 = 0; l3 < 2; l3++) {
+        int n, last = 0;
+        const ui_key_label *keys = ui_layout_keys(l3, &n);
+        cr_assert(n >= 14 && !strcmp(keys[0].full, "q quit") && !strcmp(keys[1].full, "? help"));
+        for (int w = UI_MIN_W; w <= 300; w++) {
+            char line[512], toks[64][64];
+            int m = ui_layout_keys_line(keys, n, w, line, sizeof line);
+            cr_assert_leq((int)strlen(line), w, "%d: %s", w, line);
+            cr_assert_eq(split_keys(line, toks), m, "%d: %s", w, line);
+            cr_assert_geq(m, last, "width %d shows fewer keys than %d", w, w - 1);
+            last = m;
+            int full = 0, brief = 0, blen = 0;
+            for (int i = 0; i < m; i++) {
+                full += !strcmp(toks[i], keys[i].full);
+                brief += !strcmp(toks[i], keys[i].brief);
+                blen += (i ? 2 : 0) + (int)strlen(keys[i].brief);
+                cr_assert(!strcmp(toks[i], keys[i].full) || !strcmp(toks[i], keys[i].brief),
+                          "%d: key %d is \"%s\": %s", w, i, toks[i], line);
+            }
+            cr_assert(full == m || brief == m, "%d: full and brief labels mixed: %s", w, line);
+            if (m < n)
+                cr_assert_gt(blen + 2 + (int)strlen(keys[m].brief), w, "%d: %s fits too: %s",
+                             w, keys[m].brief, line);
+            cr_assert_geq(m, 9, "%d: %s", w, line);
+        }
+        cr_assert_eq(last, n, "300 columns show every key");
+    }
+}
+
+/* The widths of the screens the dashboard is used at, by hand: a transformer's status
+ * line names the runtime keys (k j y E f) from 80 columns on, and 220 shows every key in
+ * full; the 2D view's from 140. */
+Test(ui_layout, status_keys_at_the_usual_widths)
+{
+    static const struct { int l3, w; const char *line; } T[] = {
+        { 1, 80, "q quit  ? help  gG tp  dD pp  wW dp  cC sched  kK tpo  j opg  y p2p  E gsync" },
+        { 1, 100, "q quit  ? help  gG tp  dD pp  wW dp  cC sched  kK tpo  j opg  y p2p  E gsync"
+                  "  f attn  nN mbs" },
+        { 1, 120, "q quit  ? help  gG tp  dD pp  wW dp  cC sched  kK tpo  j opg  y p2p  E gsync"
+                  "  f attn  nN mbs  iI intlv  r recomp  a sp" },
+        { 1, 160, "q quit  ? help  gG tp  dD pp  wW dp  cC sched  kK tpo  j opg  y p2p  E gsync"
+                  "  f attn  nN mbs  iI intlv  r recomp  a sp  o zero  u undo  p pin  s save  e export" },
+        { 1, 220, "q quit  ? help  g/G tp  d/D pp  w/W dp  c/C schedule  k/K tp-overlap  "
+                  "j param-gather  y p2p  E grad-sync  f attention  n/N mbs  i/I interleave  "
+                  "r recompute  a seq-par  o zero  u/U undo  p/P pin  s save  e export" },
+        { 0, 80, "q quit  ? help  +- gpus  cC sched  mM mb  bB bw  xX mem  tT strag  r recomp" },
+        { 0, 120, "q quit  ? help  +- gpus  cC sched  mM mb  bB bw  xX mem  tT strag  r recomp"
+                  "  p pin  u undo  s save  e export  zZ view" },
+        { 0, 140, "q quit  ? help  +/- devices  c/C sched  m/M mb  b/B bw  x/X mem  t/T strag  "
+                  "r recomp  p/P pin  u/U undo  s save  e export  z/Z arrows view" },
+    };
+    for (size_t i = 0; i < sizeof T / sizeof T[0]; i++) {
+        int n;
+        const ui_key_label *keys = ui_layout_keys(T[i].l3, &n);
+        char line[512];
+        ui_layout_keys_line(keys, n, T[i].w, line, sizeof line);
+        cr_assert_str_eq(line, T[i].line, "%s view at %d", T[i].l3 ? "3D" : "2D", T[i].w);
+    }
+}
+
+/* Too narrow for even the first key: nothing; a buffer too small: whole keys only. */
+Test(ui_layout, status_keys_never_cut_a_key)
+{
+    int n;
+    const ui_key_label *keys = ui_layout_keys(1, &n);
+    char line[64];
+    cr_assert_eq(ui_layout_keys_line(keys, n, 5, line, sizeof line), 0);
+    cr_assert_str_eq(line, "");
+    cr_assert_eq(ui_layout_keys_line(keys, n, 300, line, 20), 2);
+    cr_assert_str_eq(line, "q quit  ? help");
 }

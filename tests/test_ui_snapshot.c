@@ -292,6 +292,83 @@ Test(ui_snapshot, stage_row_shows_the_fullest_replica)
     ui_app_free(&a);
 }
 
+/* Writes a 4-stage 1f1b-flush plan of VGG-16 on cluster-a-4x4 with the runtime field
+ * `extra` ("\"p2p\": \"sync\"") to tmpdir/name; returns its path (static). */
+static const char *runtime_plan(const char *name, const char *extra)
+{
+    static char path[512];
+    char cwd[256];
+    cr_assert_not_null(getcwd(cwd, sizeof cwd));
+    snprintf(path, sizeof path, "%s/%s", tmpdir, name);
+    FILE *f = fopen(path, "w");
+    cr_assert_not_null(f);
+    fprintf(f, "{\"format\": \"plumb-plan/1\", \"profile\": \"%s/" PROFILE "\", "
+               "\"cluster\": \"%s/" CLUSTER "\", \"schedule\": \"1f1b-flush\", "
+               "\"microbatch_size\": 32, \"microbatches\": 8, \"recompute\": false, "
+               "\"optimizer\": \"momentum\", %s, \"stages\": ["
+               "{\"first_layer\": 0, \"last_layer\": 3, \"replicas\": 1, \"devices\": [0]}, "
+               "{\"first_layer\": 4, \"last_layer\": 10, \"replicas\": 1, \"devices\": [1]}, "
+               "{\"first_layer\": 11, \"last_layer\": 17, \"replicas\": 1, \"devices\": [2]}, "
+               "{\"first_layer\": 18, \"last_layer\": 40, \"replicas\": 1, \"devices\": [3]}]}\n",
+            cwd, cwd, extra);
+    fclose(f);
+    return path;
+}
+
+/* A plan file's runtime rides every what-if of the 2D view, and c C pass by the kinds it
+ * cannot take: under "grad_sync": "end" c goes from 1f1b-flush past pipedream and 2bw to
+ * interleaved (re-planned, reduced at the end: plumb sim of the saved plan gives the
+ * figures); under "p2p": "sync" c and C never reach zb-v or dualpipev (which deadlock),
+ * and the interleaved plan the native planner makes is saved with p2p sync. */
+Test(ui_snapshot, plan_runtime_rides_the_schedule_keys)
+{
+    ui_app a;
+    cr_assert_eq(ui_app_open(&a, NULL, NULL, runtime_plan("gs.json", "\"grad_sync\": \"end\""),
+                             tmpdir, UI_PLANNER_NATIVE), 0);
+    cr_assert(a.loaded, "%s", a.load_err);
+    char *s = snap(&a, 120, 30, "cs");
+    cr_assert(!a.cur.err[0] && a.cur.pl, "%s", a.cur.err);
+    cr_assert_eq(a.st->cur.schedule, SCHED_INTERLEAVED, "%s", s);
+    cr_assert(a.cur.pl->grad_sync_end);
+    plan *pl = plan_load(saved_plan_path(s), &(plumb_err){ 0 });
+    cr_assert(pl && pl->grad_sync_end && pl->schedule == SCHED_INTERLEAVED);
+    plan_free(pl);
+    figs f = read_figs(s);
+    cJSON *rep = sim_json(saved_plan_path(s), NULL, NULL);
+    assert_same_figures(&f, rep);
+    cJSON_Delete(rep);
+    free(s);
+    s = snap(&a, 120, 30, "uC"); /* back, then C: gpipe, not 2bw */
+    cr_assert_eq(a.st->cur.schedule, SCHED_GPIPE, "%s", s);
+    cr_assert(!a.cur.err[0], "%s", a.cur.err);
+    free(s);
+    ui_app_free(&a);
+
+    cr_assert_eq(ui_app_open(&a, NULL, NULL, runtime_plan("p2p.json", "\"p2p\": \"sync\""),
+                             tmpdir, UI_PLANNER_NATIVE), 0);
+    cr_assert(a.loaded, "%s", a.load_err);
+    for (int k = 0; k < 2 * SCHED_NKINDS; k++) {
+        s = snap(&a, 100, 30, k < SCHED_NKINDS ? "c" : "C");
+        int kind = a.st->cur.schedule;
+        cr_assert(kind != SCHED_ZB_V && kind != SCHED_DUALPIPEV, "%s", s);
+        cr_assert(!a.cur.err[0] && a.cur.pl && a.cur.pl->p2p_sync, "%s: %s",
+                  sched_kind_name((sched_kind)kind), a.cur.err);
+        if (kind == SCHED_INTERLEAVED && k < SCHED_NKINDS) {
+            free(s);
+            s = snap(&a, 100, 30, "s");
+            pl = plan_load(saved_plan_path(s), &(plumb_err){ 0 });
+            cr_assert(pl && pl->p2p_sync && pl->schedule == SCHED_INTERLEAVED);
+            plan_free(pl);
+            f = read_figs(s);
+            rep = sim_json(saved_plan_path(s), NULL, NULL);
+            assert_same_figures(&f, rep);
+            cJSON_Delete(rep);
+        }
+        free(s);
+    }
+    ui_app_free(&a);
+}
+
 Test(ui_snapshot, straggler_and_memory_limit_match_plumb_sim_options)
 {
     ui_app a;
@@ -665,18 +742,25 @@ static layout3d_options layout_of(int tp, int pp, int dp, int b)
     return o;
 }
 
+/* Opens GPT-2 on dgx-a100-80g laid out as o, at the default runtime. */
+static void open_gpt2(ui_app *a, layout3d_options o)
+{
+    plumb_err e;
+    err_clear(&e);
+    cr_assert_eq(ui_app_open_model(a, "examples/llm/gpt2.json", A100, &o, NULL, tmpdir, &e), 0,
+                 "%s", e.msg);
+}
+
 /* A transformer's layout is simulated folded (one pipeline for its alike replicas, copied
  * to the others: the same figures to rounding where rings mix): the export runs its plan
  * in full, so the trace is plumb sim's of that plan byte for byte (without its 4-way data
  * parallel ring hops). */
 Test(ui_snapshot, export_of_a_layout_is_the_unfolded_trace)
 {
-    layout3d_options o = layout_of(2, 2, 4, 32);
     ui_app a;
     plumb_err e;
     err_clear(&e);
-    cr_assert_eq(ui_app_open_model(&a, "examples/llm/gpt2.json", A100, &o, NULL, tmpdir, &e), 0,
-                 "%s", e.msg);
+    open_gpt2(&a, layout_of(2, 2, 4, 32));
     char *s = snap(&a, 200, 30, "e");
     cr_assert(strstr(a.msg, "exported ") && !a.msg_err, "status: %s", a.msg);
     free(s);
@@ -697,6 +781,48 @@ Test(ui_snapshot, export_of_a_layout_is_the_unfolded_trace)
     free(want);
     free(file);
     sim_report_free(r);
+    ui_app_free(&a);
+}
+
+/* The last line of a frame, trailing blanks cut, into buf. */
+static const char *status_of(const char *frame, char *buf, size_t n)
+{
+    size_t len = strlen(frame);
+    while (len && (frame[len - 1] == '\n' || frame[len - 1] == ' ')) len--;
+    size_t b = len;
+    while (b && frame[b - 1] != '\n') b--;
+    snprintf(buf, n, "%.*s", (int)(len - b), frame + b);
+    while (*buf && buf[strlen(buf) - 1] == ' ') buf[strlen(buf) - 1] = 0;
+    return buf;
+}
+
+/* A transformer's status line at 80 to 160 columns: every key whole, the runtime keys
+ * (k j y E f) there from 80 on; a refusal's long line leaves "q quit  ? help" after it. */
+Test(ui_snapshot, layout3d_status_line_keeps_whole_keys)
+{
+    static const struct { int w; const char *end; } T[] = {
+        { 80, "  kK tpo  j opg  y p2p  E gsync" },
+        { 100, "  kK tpo  j opg  y p2p  E gsync  f attn  nN mbs" },
+        { 120, "  y p2p  E gsync  f attn  nN mbs  iI intlv  r recomp  a sp" },
+        { 160, "  f attn  nN mbs  iI intlv  r recomp  a sp  o zero  u undo  p pin  s save  e export" },
+    };
+    ui_app a;
+    open_gpt2(&a, layout_of(2, 2, 2, 16));
+    char st[512];
+    for (size_t i = 0; i < sizeof T / sizeof T[0]; i++) {
+        char *s = snap(&a, T[i].w, 30, NULL);
+        status_of(s, st, sizeof st);
+        size_t l = strlen(st), k = strlen(T[i].end);
+        cr_assert(!strncmp(st, "q quit  ? help  gG tp", 21) && l >= k &&
+                  !strcmp(st + l - k, T[i].end), "at %d: %s", T[i].w, st);
+        free(s);
+    }
+    char *s = snap(&a, 80, 24, "j"); /* refused at zero 0: plan --model's line */
+    status_of(s, st, sizeof st);
+    cr_assert(a.msg_err && strstr(a.msg, "--overlap-param-gather"), "%s", a.msg);
+    cr_assert(!strncmp(st, "--overlap-param-gather", 22) && strlen(st) <= 80 &&
+              !strcmp(st + strlen(st) - 16, "  q quit  ? help"), "%s", st);
+    free(s);
     ui_app_free(&a);
 }
 

@@ -536,3 +536,34 @@ Test(ui_state, layout3d_check_takes_the_opened_options)
     cr_assert(strstr(st->note, "--optimizer-state bf16"), "%s", st->note);
     cr_assert_eq(st->cur.attention, 0);
 }
+
+/* The 2D view (a plan file's runtime, kept by every what-if): c and C pass by the kinds
+ * search3d_runtime_check refuses it (p2p sync: zb-v and dualpipev; grad-sync end or the
+ * all-gather apart: pipedream and 2bw) and reach every other; with no runtime, every kind. */
+Test(ui_state, schedule_keys_pass_the_kinds_the_plan_runtime_refuses)
+{
+    for (int rt = 0; rt < 4; rt++) {
+        ui_state *st = fresh();
+        st->cur.p2p_sync = rt == 1;
+        st->cur.grad_sync_end = rt == 2;
+        st->cur.opg = rt == 3;
+        int seen[SCHED_NKINDS] = { 0 };
+        for (int k = 0; k < 2 * SCHED_NKINDS; k++) {
+            int f = ui_state_key(st, k < SCHED_NKINDS ? 'c' : 'C');
+            cr_assert(f & UI_DO_EVAL);
+            seen[st->cur.schedule] = 1;
+            cr_assert_eq(ui_runtime2d_check(&st->cur, NULL, 0), 0);
+        }
+        for (int k = 0; k < SCHED_NKINDS; k++) {
+            const sched_traits *tr = sched_traits_of((sched_kind)k);
+            int refused = rt == 1 ? tr->place == SCHED_PLACE_V : rt >= 2 ? tr->async : 0;
+            cr_assert_eq(seen[k], !refused, "runtime %d, schedule %s", rt,
+                         sched_kind_name((sched_kind)k));
+        }
+    }
+    ui_whatif w = fresh()->cur; /* the check's own line */
+    w.p2p_sync = 1, w.schedule = SCHED_DUALPIPEV;
+    char why[256];
+    cr_assert_eq(ui_runtime2d_check(&w, why, sizeof why), -1);
+    cr_assert(strstr(why, "--p2p: expected overlap with schedule dualpipev"), "%s", why);
+}

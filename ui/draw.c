@@ -17,7 +17,7 @@ static const char *const HELP[] = {
     "  +  -          devices up / down by a server (below one: its divisors)",
     "  1..8  l  Tab  select the cluster level the bandwidth keys change",
     "  b  B          double / halve the selected level's bandwidth",
-    "  c  C          next / previous pipeline schedule",
+    "  c  C          next / previous schedule the plan's runtime can take",
     "  m  M          double / halve the microbatches per iteration",
     "  x  X          tighten / loosen the per-device memory limit",
     "  Up  Down      select a device (PgUp PgDn: 10 at a time)",
@@ -66,14 +66,6 @@ static const char *const HELP3D[] = {
     "A activations at the peak, + other buffers, . free; | capacity (red, !).",
 };
 #define NHELP3D (int)(sizeof HELP3D / sizeof HELP3D[0])
-
-static const char KEYS_LINE[] =
-    "q quit  ? help  +/- devices  b/B bw  c sched  m/M mb  x/X mem  t strag  r recomp  "
-    "p pin  s save  e export  u undo  z/Z arrows view";
-
-static const char KEYS_LINE3D[] =
-    "q quit  ? help  g/G tp  d/D pp  w/W dp  n/N mbs  i/I interleave  r recomp  a seq-par  "
-    "o zero  c sched  k tpo  j opg  y p2p  E gsync  f attn  p pin  u undo";
 
 int ui_help_rows(void) { return NHELP > NHELP3D ? NHELP : NHELP3D; }
 
@@ -675,17 +667,24 @@ done:
 
 /* ---- status line and overlays ------------------------------------------------------ */
 
+/* The note of the last key (if any), then the keys that fit whole in the rest, most
+ * useful first (ui_layout_keys_line); a long note leaves room for "q quit  ? help". */
 static void draw_status(ui_app *a, ui_rect r, ui_fb *fb)
 {
     ui_fb_fill(fb, r.x, r.y, r.w, 1, ' ', UI_ST_STATUS);
-    int x = r.x;
+    int n, x = r.x;
+    const ui_key_label *keys = ui_layout_keys(a->st->layout3d, &n);
     if (a->msg[0]) {
-        x += ui_fb_text(fb, x, r.y, r.w, a->msg, a->msg_err ? UI_ST_BAD | UI_A_BOLD
-                                                            : UI_ST_GOOD | UI_A_BOLD);
+        char first[64]; /* "q quit  ? help" */
+        ui_layout_keys_line(keys, 2, r.w, first, sizeof first);
+        int room = r.w - 2 - (int)strlen(first);
+        x += ui_fb_text(fb, x, r.y, room > 0 ? room : r.w, a->msg,
+                        a->msg_err ? UI_ST_BAD | UI_A_BOLD : UI_ST_GOOD | UI_A_BOLD);
         x += ui_fb_text(fb, x, r.y, r.x + r.w - x, "  ", UI_ST_STATUS);
     }
-    ui_fb_text(fb, x, r.y, r.x + r.w - x, a->st->layout3d ? KEYS_LINE3D : KEYS_LINE,
-               UI_ST_STATUS);
+    char line[512];
+    ui_layout_keys_line(keys, n, r.x + r.w - x, line, sizeof line);
+    ui_fb_text(fb, x, r.y, r.x + r.w - x, line, UI_ST_STATUS);
 }
 
 static void draw_help(ui_rect r, ui_fb *fb, int layout3d)

@@ -235,6 +235,9 @@ void ui_base_whatif(const ui_base *b, ui_whatif *w)
         w->schedule = b->loaded->schedule;
         w->microbatches = b->loaded->microbatches;
         w->recompute = b->loaded->recompute;
+        w->opg = b->loaded->overlap_param_gather; /* the file's runtime: every what-if's */
+        w->p2p_sync = b->loaded->p2p_sync;
+        w->grad_sync_end = b->loaded->grad_sync_end;
     } else {
         w->schedule = b->planner == UI_PLANNER_PIPEDREAM ? SCHED_PIPEDREAM : SCHED_1F1B_FLUSH;
         w->microbatches = 0; /* the planner chooses; the app adopts its choice */
@@ -429,6 +432,8 @@ plan *ui_replan(const ui_base *b, const cluster *clus, const ui_whatif *w, const
     if (w->microbatches > 0 || strcmp(*origin, "native planner")) /* else: its choice */
         pl->microbatches = planner_microbatches(pl, (sched_kind)w->schedule, w->microbatches);
     if (w->recompute != UI_RECOMPUTE_AUTO) pl->recompute = w->recompute;
+    pl->p2p_sync = w->p2p_sync; /* the plan file's runtime rides every plan (its all-gather */
+    pl->grad_sync_end = w->grad_sync_end; /* apart needs its ZeRO-1: the file's stages only) */
     pl->pred_iteration_s = pl->pred_samples_per_s = pl->pred_speedup_vs_dp = -1;
     pl->pred_speedup_vs_1 = -1;
     free(pl->pred_peak_memory_bytes);

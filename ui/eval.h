@@ -94,7 +94,8 @@ int ui_base_load_model(ui_base *b, const char *model_path, const char *cluster_p
  * recompute kind, sequence parallelism and ZeRO, and its runtime: tp overlap, the
  * all-gather apart, p2p, attention; or, from a profile: 1f1b-flush, pipedream for
  * PipeDream's partitioner, and microbatches 0 = "the planner chooses"; the app adopts the
- * planner's choice),
+ * planner's choice; a plan file: its schedule, microbatches, recomputation and runtime:
+ * "p2p", "grad_sync", "overlap_param_gather"),
  * bandwidths as given, no memory limit, no straggler. */
 void ui_base_whatif(const ui_base *b, ui_whatif *w);
 
@@ -150,7 +151,8 @@ void ui_result_free(ui_result *r);
  * plan on the first w->ngpus devices (PipeDream's partitioner, which takes whole levels,
  * only when that is all of clus). The microbatch count is planner_microbatches of
  * w->microbatches (0: the native planner's own choice, or its default rule for the stages
- * of any other origin). *origin says
+ * of any other origin). Every plan gets w's p2p and grad-sync (a plan file's runtime);
+ * the parameter all-gather apart stays with the file's own stages (ZeRO-1's). *origin says
  * where the stages came from; the partitioner's time is added to *plan_ms. NULL with err. */
 plan *ui_replan(const ui_base *b, const cluster *clus, const ui_whatif *w, const char **origin,
                 double *plan_ms, char *note, size_t note_n, plumb_err *err);

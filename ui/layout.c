@@ -7,9 +7,11 @@
  *   last row       status line
  *
  * The stage table gets the rows it wants up to about two fifths of the middle, the
- * timeline the rest (its rows scroll); the help overlay is centred on top. */
+ * timeline the rest (its rows scroll); the help overlay is centred on top. The status
+ * line's keys degrade with the width: brief labels, then the least useful keys left out. */
 #include "ui/layout.h"
 
+#include <stdio.h>
 #include <string.h>
 
 static int imin(int a, int b) { return a < b ? a : b; }
@@ -82,4 +84,64 @@ void ui_layout_compute(const ui_layout_in *in, ui_layout *out)
         int hw = imin(W - 4, 78), hh = imin(H - 2, imax(in->help_rows, 1) + 2);
         out->help = rect((W - hw) / 2, (H - hh) / 2, hw, hh);
     }
+}
+
+/* ---- the status line's keys --------------------------------------------------------- */
+
+static const ui_key_label KEYS2D[] = {
+    { "q quit", "q quit" },        { "? help", "? help" },
+    { "+/- devices", "+- gpus" },  { "c/C sched", "cC sched" },
+    { "m/M mb", "mM mb" },         { "b/B bw", "bB bw" },
+    { "x/X mem", "xX mem" },       { "t/T strag", "tT strag" },
+    { "r recomp", "r recomp" },    { "p/P pin", "p pin" },
+    { "u/U undo", "u undo" },      { "s save", "s save" },
+    { "e export", "e export" },    { "z/Z arrows view", "zZ view" },
+};
+
+/* a transformer's layout: its dimensions, the schedule and the runtime keys first */
+static const ui_key_label KEYS3D[] = {
+    { "q quit", "q quit" },           { "? help", "? help" },
+    { "g/G tp", "gG tp" },            { "d/D pp", "dD pp" },
+    { "w/W dp", "wW dp" },            { "c/C schedule", "cC sched" },
+    { "k/K tp-overlap", "kK tpo" },   { "j param-gather", "j opg" },
+    { "y p2p", "y p2p" },             { "E grad-sync", "E gsync" },
+    { "f attention", "f attn" },      { "n/N mbs", "nN mbs" },
+    { "i/I interleave", "iI intlv" }, { "r recompute", "r recomp" },
+    { "a seq-par", "a sp" },          { "o zero", "o zero" },
+    { "u/U undo", "u undo" },         { "p/P pin", "p pin" },
+    { "s save", "s save" },           { "e export", "e export" },
+};
+
+const ui_key_label *ui_layout_keys(int layout3d, int *n)
+{
+    *n = layout3d ? (int)(sizeof KEYS3D / sizeof KEYS3D[0])
+                  : (int)(sizeof KEYS2D / sizeof KEYS2D[0]);
+    return layout3d ? KEYS3D : KEYS2D;
+}
+
+#define KEYS_SEP 2 /* spaces between two keys */
+
+int ui_layout_keys_line(const ui_key_label *keys, int n, int width, char *buf, size_t bufn)
+{
+    if (bufn) buf[0] = 0;
+    int m = 0, used = 0;
+    for (; m < n; m++) { /* the prefix that fits in brief labels */
+        int need = (m ? KEYS_SEP : 0) + (int)strlen(keys[m].brief);
+        if (used + need > width) break;
+        used += need;
+    }
+    if (m == 0 || bufn == 0) return m;
+    int full = 0; /* the full labels when all of the m keys fit in them */
+    for (int i = 0; i < m; i++) full += (i ? KEYS_SEP : 0) + (int)strlen(keys[i].full);
+    size_t len = 0;
+    for (int i = 0; i < m; i++) {
+        const char *l = full <= width ? keys[i].full : keys[i].brief;
+        int k = snprintf(buf + len, bufn - len, "%s%s", i ? "  " : "", l);
+        if (k < 0 || (size_t)k >= bufn - len) { /* buf too small: whole keys only */
+            buf[len] = 0;
+            return i;
+        }
+        len += (size_t)k;
+    }
+    return m;
 }

@@ -6,6 +6,8 @@
 #ifndef PLUMB_UI_LAYOUT_H
 #define PLUMB_UI_LAYOUT_H
 
+#include <stddef.h>
+
 #define UI_MIN_W 80
 #define UI_MIN_H 24
 #define UI_WIDE_W 160        /* from this width the pinned plan's stages sit beside the live */
@@ -47,6 +49,24 @@ int ui_layout_header_rows(int pinned, int runtime);
  * another (the help overlay excepted), all lie inside the screen, and together with the
  * header and status they tile every row. */
 void ui_layout_compute(const ui_layout_in *in, ui_layout *out);
+
+/* One key of the status line: its full label ("k/K tp-overlap") and a brief one ("kK tpo")
+ * for narrow screens. */
+typedef struct ui_key_label {
+    const char *full, *brief;
+} ui_key_label;
+
+/* The keys of the status line, most useful first: the 2D view's (layout3d 0) or a
+ * transformer's 3D layout's (1). The first two are "q quit" and "? help". Sets *n to their
+ * count; the table is static. */
+const ui_key_label *ui_layout_keys(int layout3d, int *n);
+
+/* The status line's keys for `width` cells into buf (always terminated when bufn > 0):
+ * the longest prefix of keys[0..n-1] whose brief labels fit, two spaces apart, in their
+ * full labels when those fit too (all full or all brief). Every key shown
+ * is whole; none past the first left out. Returns the count shown (0 when not even the
+ * first fits; fewer when buf is too small, buf then ending after a whole key). */
+int ui_layout_keys_line(const ui_key_label *keys, int n, int width, char *buf, size_t bufn);
 
 /* 1 when r is present (w > 0 and h > 0). */
 int ui_rect_present(ui_rect r);

@@ -3,9 +3,12 @@
 #include "ui/whatif.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "core/plan.h"
+#include "core/schedule_traits.h"
+#include "planner/search3d.h"
 
 void ui_state_init(ui_state *st, const ui_whatif *initial, int nlevels, int per_server,
                    double device_memory)
@@ -84,6 +87,33 @@ double ui_straggler_next(double f)
     return F[0];
 }
 
+int ui_runtime2d_check(const ui_whatif *w, char *why, size_t n)
+{
+    search3d_options so;
+    plumb_err e;
+    err_clear(&e);
+    search3d_options_init(&so); /* every other setting free: none refused */
+    so.schedule = w->schedule;
+    so.overlap_param_gather = w->opg;
+    so.p2p_sync = w->p2p_sync;
+    so.grad_sync_end = w->grad_sync_end;
+    int rc = search3d_runtime_check(&so, &e);
+    if (n) snprintf(why, n, "%s", rc ? e.msg : "");
+    return rc;
+}
+
+/* The 2D view's next schedule (dir) that the plan's runtime takes (ui_runtime2d_check);
+ * the same one when none other does. */
+static int next_schedule2d(const ui_whatif *cur, int dir)
+{
+    for (int k = 1; k < SCHED_NKINDS; k++) {
+        ui_whatif w = *cur;
+        w.schedule = (cur->schedule + dir * k + SCHED_NKINDS * k) % SCHED_NKINDS;
+        if (!ui_runtime2d_check(&w, NULL, 0)) return w.schedule;
+    }
+    return cur->schedule;
+}
+
 static ui_snap snap_of(const ui_state *st)
 {
     ui_snap s;
@@ -150,11 +180,11 @@ static int whatif_key(ui_state *st, int key)
     case 'B':
         if (w->bw_exp[l] > -UI_MAX_BW_EXP) w->bw_exp[l]--;
         break;
-    case 'c':
-        w->schedule = (w->schedule + 1) % SCHED_NKINDS;
+    case 'c': /* kinds the plan's runtime cannot take passed by */
+        w->schedule = next_schedule2d(w, +1);
         break;
     case 'C':
-        w->schedule = (w->schedule + SCHED_NKINDS - 1) % SCHED_NKINDS;
+        w->schedule = next_schedule2d(w, -1);
         break;
     case 'm':
         if (w->microbatches * 2 <= UI_MAX_MICROBATCHES) w->microbatches *= 2;

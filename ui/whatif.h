@@ -49,7 +49,8 @@ typedef struct ui_whatif {
     int zero;                        /* 0, or 1: the optimizer state sharded over replicas */
     /* its runtime (`plumb plan --model`'s --tp-overlap, --overlap-param-gather, --p2p,
      * --grad-sync, --attention): asked of every layout; tp_overlap and opg are set where the layout
-     * takes them (search3d_apply_runtime: tp > 1; zero 1 on a synchronous schedule) */
+     * takes them (search3d_apply_runtime: tp > 1; zero 1 on a synchronous schedule). The 2D
+     * view: a plan file's opg, p2p_sync and grad_sync_end, kept by every what-if */
     int tp_overlap;                  /* plan_tp_overlap */
     int opg;                         /* 1: the parameter all-gather under the forward */
     int p2p_sync;                    /* 1: blocking point-to-point transfers */
@@ -157,6 +158,14 @@ layout3d_options ui_whatif_layout3d(const layout3d_options *base, const ui_whati
  * (search3d_apply_runtime). 0, or -1 with the check's one line in why (n > 0: always
  * terminated). */
 int ui_layout3d_check(const ui_state *st, const ui_whatif *w, int asked, char *why, size_t n);
+
+/* The runtime check of the 2D view's what-if w (a plan file's "p2p", "grad_sync" and
+ * "overlap_param_gather", which every what-if keeps: w->p2p_sync, w->grad_sync_end, w->opg)
+ * under w's schedule: search3d_runtime_check, the one owner of the rules (p2p sync not on
+ * zb-v or dualpipev, grad-sync end and the all-gather apart not on pipedream or 2bw), with
+ * every other setting free. 0, or -1 with the check's line in why (n > 0: always
+ * terminated). The 2D view's c C pass by the kinds it refuses. */
+int ui_runtime2d_check(const ui_whatif *w, char *why, size_t n);
 
 /* The 3D keys (ui/whatif3d.c), applied to st->cur: g G tensor-parallel ranks, d D
  * pipeline ranks (both keep the GPU count: dp follows), w W + - replicas (the GPU count

@@ -224,5 +224,22 @@ saved "E s" "$L" 'Es' "$L --grad-sync end" 'grad_sync=end'
 sed -n 4p "$d/frame" | grep -Eq '^tpo backward opg off p2p sync grad bf16 state bf16 attn flash bal ' ||
     { echo "FAIL 80x24: the runtime row:"; sed -n 1,5p "$d/frame"; fail=1; }
 
+# the status line: whole keys, the runtime keys k j y E f from 80 columns on
+for w in 80 100 120 160; do
+    # shellcheck disable=SC2086
+    "$P" ui "${M[@]}" $L --snapshot "${w}x30" --mono >"$d/frame" 2>&1
+    last=$(tail -n 1 "$d/frame" | sed 's/ *$//')
+    case $w in
+    80) want='  kK tpo  j opg  y p2p  E gsync' ;;
+    100) want='  y p2p  E gsync  f attn  nN mbs' ;;
+    120) want='  y p2p  E gsync  f attn  nN mbs  iI intlv  r recomp  a sp' ;;
+    *) want='  y p2p  E gsync  f attn  nN mbs  iI intlv  r recomp  a sp  o zero  u undo  p pin  s save  e export' ;;
+    esac
+    case $last in
+    "q quit  ? help  gG tp"*"$want") ;;
+    *) echo "FAIL status ${w}x30: '$last' does not end in whole keys '$want'"; fail=1 ;;
+    esac
+done
+
 [ $fail = 0 ] && echo "ui3d: ok"
 exit $fail
