@@ -73,8 +73,11 @@ static const char *const usage_text =
     "  --precision P      fp32, tf32 or bf16: the arithmetic of GEMMs and convolutions\n"
     "                     (bf16: inputs rounded to bf16, fp32 accumulation and master\n"
     "                     weights); --backend cuda --precision bf16 is cuda-bf16\n"
-    "  --device N         device index for the backend (default 0)\n"
-    "  --devices N        pipelined: spread the workers over N backend devices (default 1)\n"
+    "  --device N         device index for the backend (default 0); pipelined, the first\n"
+    "                     of the workers' devices\n"
+    "  --devices N        pipelined: spread the workers over N backend devices, worker w\n"
+    "                     on device --device + w mod N (default 1; all must exist; local\n"
+    "                     transport only: under mpirun each rank takes one device)\n"
     "  --log-every N      steps between progress lines (default: about 20 lines)\n"
     "  --quiet            print only the final lines\n"
     "  -h, --help         this text\n";
@@ -266,6 +269,10 @@ int cmd_train(int argc, char **argv)
     if (rt_fault_parse(getenv("PLUMB_FAULT"), &fault, &ferr)) { err_print(&ferr); return 2; }
     if (recompute && !schedname && npos != 2 && tpn <= 1)
         return cli_fail("train", "--recompute: for pipelined runs (a plan or --schedule)");
+    if (ndevices > 1 && tkind)
+        return cli_fail("train", "--devices: not with --transport %s (each rank runs one "
+                        "worker, on %s)", trname, tkind == 2 ? "its node-local GPU" :
+                        "--device");
     if (nstages && !schedname)
         return cli_fail("train", "--stages: needs --schedule");
     if (data && strcmp(data, "fashion-mnist") && strcmp(data, "synthetic") && strcmp(data, "text"))
@@ -284,10 +291,12 @@ int cmd_train(int argc, char **argv)
     if (!bk) return 2;
     char *resume_found = NULL;
     ckpt resume_state = {0, 0, NULL, NULL, NULL}; /* read once, handed to the run */
-    { /* the device must exist (a GPU for cuda): one line, status 2, before MPI starts */
-        bk_ctx *probe = bk->create(device, &err);
-        if (!probe) { err_print(&err); return 2; }
-        bk->destroy(probe);
+    /* the devices must exist (GPUs for cuda): one line, status 2, before MPI starts; a
+     * local pipelined run's workers use devices --device .. --device + --devices - 1 */
+    int pipelined = npos == 2 || schedname || tracepath || tpn > 1;
+    if (train_devices_check(bk, device, pipelined && !tkind ? ndevices : 1, &err)) {
+        err_print(&err);
+        return 2;
     }
     if (!(m = model_load(argv[optind], &err))) goto fail;
     if (tp_check(m, tpn, argv[optind], &err) ||
