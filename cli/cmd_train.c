@@ -74,7 +74,8 @@ static const char *const usage_text =
     "                     (bf16: inputs rounded to bf16, fp32 accumulation and master\n"
     "                     weights); --backend cuda --precision bf16 is cuda-bf16\n"
     "  --device N         device index for the backend (default 0); pipelined, the first\n"
-    "                     of the workers' devices\n"
+    "                     of the workers' devices; --transport nccl: not used (each rank\n"
+    "                     takes its node-local GPU)\n"
     "  --devices N        pipelined: spread the workers over N backend devices, worker w\n"
     "                     on device --device + w mod N (default 1; all must exist; local\n"
     "                     transport only: under mpirun each rank takes one device)\n"
@@ -238,6 +239,10 @@ int cmd_train(int argc, char **argv)
     if (tkind && !schedname && npos != 2 && tpn <= 1)
         return cli_fail("train", "--transport: for pipelined runs (a plan, --schedule or "
                         "--tp)");
+    if (ndevices > 1 && tkind)
+        return cli_fail("train", "--devices: not with --transport %s (each rank runs one "
+                        "worker, on %s)", trname, tkind == 2 ? "its node-local GPU" :
+                        "--device");
     if (sp && tpn < 2)
         return cli_fail("train", "--sequence-parallel: needs --tp 2 or more");
     if (tpn > 1 && npos == 2)
@@ -269,10 +274,6 @@ int cmd_train(int argc, char **argv)
     if (rt_fault_parse(getenv("PLUMB_FAULT"), &fault, &ferr)) { err_print(&ferr); return 2; }
     if (recompute && !schedname && npos != 2 && tpn <= 1)
         return cli_fail("train", "--recompute: for pipelined runs (a plan or --schedule)");
-    if (ndevices > 1 && tkind)
-        return cli_fail("train", "--devices: not with --transport %s (each rank runs one "
-                        "worker, on %s)", trname, tkind == 2 ? "its node-local GPU" :
-                        "--device");
     if (nstages && !schedname)
         return cli_fail("train", "--stages: needs --schedule");
     if (data && strcmp(data, "fashion-mnist") && strcmp(data, "synthetic") && strcmp(data, "text"))
