@@ -73,8 +73,12 @@ static const char *const usage_text =
     "  --precision P      fp32, tf32 or bf16: the arithmetic of GEMMs and convolutions\n"
     "                     (bf16: inputs rounded to bf16, fp32 accumulation and master\n"
     "                     weights); --backend cuda --precision bf16 is cuda-bf16\n"
-    "  --device N         device index for the backend (default 0)\n"
-    "  --devices N        pipelined: spread the workers over N backend devices (default 1)\n"
+    "  --device N         device index for the backend (default 0); pipelined, the first\n"
+    "                     of the workers' devices; --transport nccl: not used (each rank\n"
+    "                     takes its node-local GPU)\n"
+    "  --devices N        pipelined: spread the workers over N backend devices, worker w\n"
+    "                     on device --device + w mod N (default 1; all must exist; local\n"
+    "                     transport only: under mpirun each rank takes one device)\n"
     "  --log-every N      steps between progress lines (default: about 20 lines)\n"
     "  --quiet            print only the final lines\n"
     "  -h, --help         this text\n";
@@ -161,25 +165,6 @@ static int outputs_ok(const char *opt, const char *path, const char *const reads
         inputs[4 + k] = fm[k];
     }
     return cli_output_ok("train", opt, path, inputs, 8);
-}
-
-/* 0 when the backend's device and, with --devices N, the last of the N exist (a GPU for
- * cuda), else -1 with err naming the option. */
-static int devices_ok(const backend *bk, int device, int ndevices, plumb_err *err)
-{
-    for (int k = 0; k < (ndevices > 1 ? 2 : 1); k++) {
-        bk_ctx *probe = bk->create(k ? device + ndevices - 1 : device, err);
-        if (!probe) {
-            if (k) {
-                plumb_err e2 = *err;
-                err_set(err, NULL, "--devices", "%d from --device %d: %s", ndevices, device,
-                        e2.msg);
-            }
-            return -1;
-        }
-        bk->destroy(probe);
-    }
-    return 0;
 }
 
 int cmd_train(int argc, char **argv)
@@ -273,6 +258,10 @@ int cmd_train(int argc, char **argv)
     if (tkind && !schedname && npos != 2 && tpn <= 1)
         return cli_fail("train", "--transport: for pipelined runs (a plan, --schedule or "
                         "--tp)");
+    if (ndevices > 1 && tkind)
+        return cli_fail("train", "--devices: not with --transport %s (each rank runs one "
+                        "worker, on %s)", trname, tkind == 2 ? "its node-local GPU" :
+                        "--device");
     if (sp && tpn < 2)
         return cli_fail("train", "--sequence-parallel: needs --tp 2 or more");
     if (tpn > 1 && npos == 2)
@@ -327,7 +316,10 @@ int cmd_train(int argc, char **argv)
     if (!bk) return 2;
     char *resume_found = NULL;
     ckpt resume_state = {0, 0, NULL, NULL, NULL}; /* read once, handed to the run */
-    if (devices_ok(bk, device, ndevices, &err)) { /* before MPI starts and any work */
+    /* the devices must exist (GPUs for cuda): one line, status 2, before MPI starts; a
+     * local pipelined run's workers use devices --device .. --device + --devices - 1 */
+    int pipelined = npos == 2 || schedname || tracepath || tpn > 1;
+    if (train_devices_check(bk, device, pipelined && !tkind ? ndevices : 1, &err)) {
         err_print(&err);
         return 2;
     }

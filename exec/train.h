@@ -123,10 +123,24 @@ typedef struct train_result {
  * the model, the minibatch is larger than the data set, a backend failure). */
 int train_run(const train_run_cfg *rc, train_result *res, plumb_err *err);
 
+/* The backend device of pipeline worker w: the one owner of this policy. In a local run
+ * (rc->local_workers NULL) rc->device + w mod ndevices, so the workers spread over devices
+ * rc->device .. rc->device + ndevices - 1 (ndevices <= 1: all on rc->device); under mpirun
+ * (rc->local_workers set) the process runs one worker, on rc->device (--device, or the
+ * rank's node-local GPU for nccl), and ndevices is not used. Never fails. */
+int train_worker_device(const train_run_cfg *rc, int w, int ndevices);
+
+/* Checks, before any work, that backend bk has every device a local pipelined run on
+ * devices device .. device + ndevices - 1 uses, by creating and destroying a context on
+ * each. Returns 0, or -1 with err set: the backend's own line for `device` itself, a
+ * "--devices" line naming the missing device for the others. */
+int train_devices_check(const backend *bk, int device, int ndevices, plumb_err *err);
+
 /* The same run executed by the pipeline runtime (exec/runtime.h) on schedule s, whose
  * stage s covers top-level layers [first[s], last[s]]; s->iterations minibatches of
  * s->microbatches microbatches of rc->cfg.microbatch samples, in the same sample order as
- * train_run. Workers use backend devices (w % ndevices). Progress lines are printed as
+ * train_run. Worker w uses backend device train_worker_device(rc, w, ndevices) (all its
+ * tensor-parallel ranks alike). Progress lines are printed as
  * iterations complete, one per logging interval; *trace (may be NULL) receives the
  * measured trace (caller frees).
  *

@@ -184,6 +184,34 @@ static void name_endpoints(const schedule *s, int tp, plumb_err *err)
     memcpy(err->msg, out, o + 1);
 }
 
+int train_worker_device(const train_run_cfg *rc, int w, int ndevices)
+{
+    if (rc->local_workers) return rc->device; /* mpirun: this process's one device */
+    return rc->device + (ndevices > 1 ? w % ndevices : 0);
+}
+
+int train_devices_check(const backend *bk, int device, int ndevices, plumb_err *err)
+{
+    if (ndevices < 1) ndevices = 1;
+    for (int d = device; d < device + ndevices; d++) {
+        plumb_err e = {{0}};
+        bk_ctx *probe = bk->create(d, &e);
+        if (probe) {
+            bk->destroy(probe);
+            continue;
+        }
+        if (d == device) { /* --device itself: the backend's own line */
+            *err = e;
+            return -1;
+        }
+        const char *why = strncmp(e.msg, "device: ", 8) ? e.msg : e.msg + 8;
+        return err_set(err, NULL, "--devices", "expected the workers' devices %d to %d "
+                       "(--device %d, --devices %d) to exist, device %d is missing (%s)",
+                       device, device + ndevices - 1, device, ndevices, d, why);
+    }
+    return 0;
+}
+
 int train_run_pipeline(const train_run_cfg *rc, const schedule *s, const int *first,
                        const int *last, int ndevices, train_result *res, timeline **trace,
                        plumb_err *err)
@@ -226,11 +254,8 @@ int train_run_pipeline(const train_run_cfg *rc, const schedule *s, const int *fi
         }
         data_shuffle(b.perm[e], d->n, rc->seed, e);
     }
-    for (int w = 0; w < s->nworkers; w++) devs[w] = ndevices > 0 ? w % ndevices : 0;
+    for (int w = 0; w < s->nworkers; w++) devs[w] = train_worker_device(rc, w, ndevices);
     const int tpn = rc->tp > 1 ? rc->tp : 1; /* local workers are endpoints w tp + r */
-    for (int i = 0; rc->local_workers && i < rc->nlocal; i++) /* one process per rank */
-        if (rc->local_workers[i] >= 0 && rc->local_workers[i] < s->nworkers * tpn)
-            devs[rc->local_workers[i] / tpn] = rc->device;
     long start = 0;
     if (rc->resume_state) { /* read once by the caller: its arrays are taken */
         ck = *rc->resume_state;

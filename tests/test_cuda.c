@@ -47,6 +47,8 @@ Test(cuda, not_built)
 #include "exec/cuda/cuda_backend.h"
 #include "exec/cuda/cuda_internal.h"
 #include "exec/cuda/cuda_nccl.h"
+#include "exec/train.h"
+#include "exec/train_plan.h"
 #include "exec/transport.h"
 #include "tests/tpxent.h"
 
@@ -758,6 +760,75 @@ Test(cuda, handoff_between_devices)
     cuda_mark_free(sent), cuda_mark_free(done);
     close_side(&a), close_side(&b);
     free(X), free(back);
+}
+
+/* The CUDA backend with create wrapped: each context's device is counted. */
+static pthread_mutex_t dev_mu = PTHREAD_MUTEX_INITIALIZER;
+static int dev_count[16];
+static backend dev_bk;
+
+static bk_ctx *dev_create(int device, plumb_err *err)
+{
+    bk_ctx *c = backend_cuda()->create(device, err);
+    if (!c) return NULL;
+    pthread_mutex_lock(&dev_mu);
+    int d = cuda_ctx_device(c);
+    if (d >= 0 && d < 16) dev_count[d]++;
+    pthread_mutex_unlock(&dev_mu);
+    return c;
+}
+
+/* A local pipelined run puts worker w on device --device + w mod --devices (the rule is
+ * written out here, not taken from train_worker_device): 4 workers, each case's contexts
+ * counted per device. Before: worker w on w mod --devices, --device ignored. */
+Test(cuda, pipeline_workers_take_device_plus_w_mod_devices)
+{
+    need_gpu();
+    plumb_err e = {{0}};
+    int n = cuda_device_count(&e);
+    if (n < 2) cr_skip_test("CUDA test skipped: it needs 2 GPUs");
+    dev_bk = *backend_cuda();
+    dev_bk.create = dev_create;
+    model *m = model_parse("m.json", "{\"format\":\"plumb-model/1\",\"input\":[12],\"classes\":4,"
+                           "\"seed\":3,\"layers\":[{\"type\":\"linear\",\"out\":16},{\"type\":"
+                           "\"linear\",\"out\":16},{\"type\":\"linear\",\"out\":16},{\"type\":"
+                           "\"linear\",\"out\":4},{\"type\":\"softmax_cross_entropy\"}]}", &e);
+    cr_assert_not_null(m, "%s", e.msg);
+    dataset *d = data_synthetic(m, 64, 1, &e);
+    cr_assert_not_null(d, "%s", e.msg);
+    const int cases[][2] = {{1, 1}, {0, 2}, {1, 2}, {0, 1}}; /* --device, --devices */
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        int dev = cases[k][0], nd = cases[k][1];
+        if (dev + nd > n) continue; /* {1, 2} needs 3 devices */
+        train_run_cfg cfg = {.bk = &dev_bk, .device = dev, .m = m, .train = d, .epochs = 1,
+                             .steps = 2, .seed = 1,
+                             .cfg = {.microbatch = 4, .microbatches = 4,
+                                     .opt = train_default_opt(0)}};
+        train_pipeline tp;
+        cr_assert_eq(train_from_plan(&cfg, NULL, "1f1b-flush", 4, 4, &tp, &e), 0, "%s", e.msg);
+        cr_assert_eq(tp.sched->nworkers, 4);
+        memset(dev_count, 0, sizeof dev_count);
+        train_result res;
+        int rc = train_run_pipeline(&cfg, tp.sched, tp.first, tp.last, nd, &res, NULL, &e);
+        train_pipeline_free(&tp);
+        cr_assert_eq(rc, 0, "--device %d --devices %d: %s", dev, nd, e.msg);
+        int want[16] = {0};
+        for (int w = 0; w < 4; w++) want[dev + w % nd]++;
+        for (int x = 0; x < 16; x++)
+            cr_expect_eq(dev_count[x], want[x], "--device %d --devices %d: %d contexts on "
+                         "device %d, expected %d", dev, nd, dev_count[x], x, want[x]);
+    }
+    /* before any work: every device must exist */
+    cr_expect_eq(train_devices_check(backend_cuda(), 0, n, &e), 0, "%s", e.msg);
+    cr_expect_eq(train_devices_check(backend_cuda(), n - 1, 2, &e), -1);
+    cr_expect(strstr(e.msg, "--devices: ") == e.msg, "%s", e.msg);
+    char want[32];
+    snprintf(want, sizeof want, "device %d is missing", n);
+    cr_expect(strstr(e.msg, want), "%s", e.msg);
+    cr_expect_eq(train_devices_check(backend_cuda(), n, 1, &e), -1);
+    cr_expect(strstr(e.msg, "expected a CUDA device index"), "%s", e.msg);
+    data_free(d);
+    model_free(m);
 }
 
 typedef struct ar_peer {

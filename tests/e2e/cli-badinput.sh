@@ -104,7 +104,7 @@ expect_bad train-save-is-text '--save .*t.txt: is the input' "$P" train examples
 rm -f "$d/r.ckpt" "$d/t.txt"
 # --devices beyond the backend's devices: refused before work (it printed the run's header,
 # loaded the data, then failed with exit 1)
-expect_bad train-devices-missing '^plumb: --devices: 2 from --device 0: device: the CPU backend has one device' \
+expect_bad train-devices-missing "^plumb: --devices: expected the workers' devices 0 to 1 (--device 0, --devices 2) to exist, device 1 is missing (the CPU backend has one device" \
     "$P" train "$d/model.json" --schedule gpipe --devices 2 --steps 1
 expect_bad train-missing-value 'option --steps needs a value' "$P" train "$d/model.json" --steps
 expect_bad train-flag-with-value 'option --help takes no value' "$P" train "$d/model.json" --help=1

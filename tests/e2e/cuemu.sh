@@ -81,4 +81,44 @@ echo "plumb profile --backend cuda, then plan on it"
 "$PLUMB" plan -p "$tmp/profile.json" -c profiles/clusters/cluster-a-4x4.json -o "$tmp/plan.json" \
     > "$tmp/plan.log" 2>&1 || fail "plan on the cuemu profile failed: $(tail -3 "$tmp/plan.log")"
 echo "  profile and plan written"
+
+# which device each worker uses: the backend's log (PLUMB_CUDA_LOG) names the device of the
+# context that picks each convolution; fmnist-cnn's two convolutions fall in stages 0 and 1
+# of 4 stages, so a local run puts them on --device and --device + 1 mod --devices
+echo "--device and --devices: worker w on device --device + w mod --devices"
+SMALL=(train examples/models/fmnist-cnn.json --data synthetic --samples 64 --steps 1 --batch 16
+       --seed 7 --backend cuda)
+convdevs() { grep -o 'plumb cuda: device [0-9]*: conv ([0-9]*, [0-9]*' "$1" |
+    awk '{ sub(":", "", $4); print $4 ":" $7 }' | sort -u | tr "\n" " "; }
+PLUMB_CUDA_LOG=1 "$EMU" "${SMALL[@]}" --schedule gpipe --stages 2 --microbatches 2 --device 1 \
+    > "$tmp/dev.log" 2>&1 || fail "--device 1 on cuemu failed: $(tail -3 "$tmp/dev.log")"
+got=$(convdevs "$tmp/dev.log")
+[ "$got" = "1:1 1:32 " ] || fail "--device 1, 2 stages: convolutions (device:channels in) on [$got], expected every one on device 1"
+echo "  --device 1: both stages on device 1 ($got)"
+CUEMU_DEVICES=3 PLUMB_CUDA_LOG=1 "$EMU" "${SMALL[@]}" --schedule 1f1b-flush --stages 4 \
+    --microbatches 4 --device 1 --devices 2 > "$tmp/dev.log" 2>&1 ||
+    fail "--device 1 --devices 2 on cuemu failed: $(tail -3 "$tmp/dev.log")"
+got=$(convdevs "$tmp/dev.log") # device 1 also evaluates both convolutions at the end
+[ "$got" = "1:1 1:32 2:32 " ] || fail "--device 1 --devices 2, 4 stages: convolutions (device:channels in) on [$got], expected stage 0's on device 1 and stage 1's on device 2"
+echo "  --device 1 --devices 2 of 3 devices: stage 0 on device 1, stage 1 on device 2 ($got)"
+# bad input: a device beyond those present is one line, status 2, before any work
+badinput() { # WANT-IN-LINE ARGS...
+    local want=$1
+    shift
+    local rc=0
+    "$@" > "$tmp/bad.out" 2> "$tmp/bad.err" || rc=$?
+    [ "$rc" = 2 ] || fail "$* exited $rc, expected 2: $(cat "$tmp/bad.err")"
+    [ "$(wc -l < "$tmp/bad.err")" = 1 ] && grep -q "^plumb: .*$want" "$tmp/bad.err" ||
+        fail "$*: expected one line with \"$want\", got: $(cat "$tmp/bad.err")"
+    [ ! -s "$tmp/bad.out" ] || fail "$*: printed before refusing: $(head -2 "$tmp/bad.out")"
+    echo "  refused: $(cat "$tmp/bad.err")"
+}
+badinput "device: expected a CUDA device index in \[0, 2) (got 2)" \
+    "$EMU" "${SMALL[@]}" --schedule gpipe --stages 2 --device 2
+badinput "--devices: expected the workers' devices 1 to 2 .*device 2 is missing" \
+    "$EMU" "${SMALL[@]}" --schedule gpipe --stages 2 --device 1 --devices 2
+badinput "--devices: expected the workers' devices 0 to 1 .*device 1 is missing (the CPU backend" \
+    "$PLUMB" "${SMALL[@]/cuda/cpu}" --schedule gpipe --stages 2 --devices 2
+badinput "--devices: not with --transport mpi" \
+    "$PLUMB" "${SMALL[@]/cuda/cpu}" --schedule gpipe --stages 2 --transport mpi --devices 2
 echo "cuemu.sh: all passed"
