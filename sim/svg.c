@@ -275,10 +275,17 @@ typedef struct svg_merged {
     unsigned char *alone;
 } svg_merged;
 
+/* x as a pixel index kept within [-2, PW], NaN at -2, so that it converts to a long (a
+ * non-finite or huge time would not). */
+static long pixel_clamp(double x)
+{
+    return x > PW ? PW : x >= -2 ? (long)x : -2;
+}
+
 /* The pixels [first, last] that [u0, u1) touches, within the plot. */
 static void pixels_of(double u0, double u1, long *first, long *last)
 {
-    *first = (long)floor(u0), *last = (long)ceil(u1) - 1;
+    *first = pixel_clamp(floor(u0)), *last = pixel_clamp(ceil(u1)) - 1;
     if (*last < *first) *last = *first; /* no duration: the pixel it is in */
     if (*first < 0) *first = 0;
     if (*last > PW - 1) *last = PW - 1;
