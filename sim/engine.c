@@ -128,19 +128,10 @@ static int worker_run(eng *E, int w, double t)
         /* an action of a microbatch counts in its iteration; an all-reduce or a step in
          * that of the worker's last computation (a receive of the next iteration posted
          * before a step does not move the step) */
-        int iter = ws->iter, rc, mb = a->microbatch;
-        if ((unsigned)mb - (unsigned)ws->mb_lo < (unsigned)nmb) {
-            /* in the last one's iteration: one compare, no division */
-            iter = ws->mb_iter;
-            if (a->kind <= ACT_W)
-                ws->iter = iter;
-        } else if (mb >= 0 && nmb > 0) {
-            int it = mb / nmb;
-            ws->mb_lo = it * nmb;
-            ws->mb_iter = iter = it >= E->niter ? E->niter - 1 : it;
-            if (a->kind <= ACT_W)
-                ws->iter = iter;
-        }
+        int iter = mb_iteration(a->microbatch, nmb, E->niter, &ws->mb_lo, &ws->mb_iter,
+                                ws->iter), rc;
+        if (a->kind <= ACT_W)
+            ws->iter = iter;
         E->r->actions++;
         switch (a->kind) {
         case ACT_F: case ACT_B: case ACT_I: case ACT_W: case ACT_STEP: {
@@ -362,18 +353,7 @@ int sim_steady_window(const schedule *s, int *k0, int *k1)
             const action *a = &s->acts[w][i];
             if (a->kind != ACT_F && a->kind != ACT_B && a->kind != ACT_W)
                 continue;
-            /* its iteration (at most the last): the last one's while its microbatch stays
-             * in [lo, lo + nmb), one unsigned compare; a division when it moves on */
-            int mb = a->microbatch, it;
-            if ((unsigned)mb - (unsigned)lo < (unsigned)nmb) {
-                it = lo_it;
-            } else if (mb >= 0 && nmb > 0) {
-                it = mb / nmb;
-                lo = it * nmb;
-                it = lo_it = it >= n ? n - 1 : it;
-            } else {
-                it = 0;
-            }
+            int it = mb_iteration(a->microbatch, nmb, n, &lo, &lo_it, 0);
             if (a->kind == ACT_F) {
                 while (oldest < it && cnt[oldest] == 0)
                     oldest++;

@@ -205,6 +205,22 @@ typedef struct eng {
     plumb_err *err;
 } eng;
 
+/* The iteration of microbatch mb (nmb microbatches an iteration), at most niter - 1, or
+ * none when mb is no microbatch (< 0) or nmb is 0. *lo and *lo_it remember the first microbatch
+ * of the last iteration found and that iteration (start them at 0 and 0): while mb stays
+ * in [*lo, *lo + nmb) the answer is one unsigned compare; a division only when it moves on
+ * (the engine and sim_steady_window look it up per action). */
+static inline int mb_iteration(int mb, int nmb, int niter, int *lo, int *lo_it, int none)
+{
+    if ((unsigned)mb - (unsigned)*lo < (unsigned)nmb)
+        return *lo_it;
+    if (mb < 0 || nmb <= 0)
+        return none;
+    int it = mb / nmb;
+    *lo = it * nmb;
+    return *lo_it = it >= niter ? niter - 1 : it;
+}
+
 static inline int comp_slot(int k)
 {
     switch (k) {
