@@ -84,25 +84,23 @@ static int order_worker(const action *acts, int len, int nmb, int niter, action 
 
 int eng_gradsync_order(const schedule *s, schedule *out, plumb_err *err)
 {
-    *out = *s;
-    out->acts = NULL;
-    out->len = NULL;
-    int maxlen = 0, nw = s->nworkers, bad = 0;
+    int maxlen, bad = 0;
     int nmb = s->microbatches > 0 ? s->microbatches : 1;
     int niter = s->iterations > 0 ? s->iterations : 1;
-    for (int w = 0; w < nw; w++)
-        if (s->len[w] > maxlen) maxlen = s->len[w];
+    if (eng_order_alloc(s, out, &maxlen))
+        return err_set(err, NULL, NULL, "out of memory");
     int *it = malloc(((size_t)maxlen + 1) * sizeof *it);
     int *last = malloc(((size_t)niter + 1) * sizeof *last);
     gs_move *mv = malloc(((size_t)maxlen + 1) * sizeof *mv);
-    out->acts = calloc((size_t)nw + 1, sizeof *out->acts);
-    if (!it || !last || !mv || !out->acts)
-        goto oom;
-    for (int w = 0; w < nw && !bad; w++) {
-        if (!(out->acts[w] = malloc(((size_t)s->len[w] + 1) * sizeof **out->acts)))
-            goto oom;
-        bad = order_worker(s->acts[w], s->len[w], nmb, niter, out->acts[w], it, mv, last);
+    if (!it || !last || !mv) {
+        free(it);
+        free(last);
+        free(mv);
+        eng_sync_order_free(out);
+        return err_set(err, NULL, NULL, "out of memory");
     }
+    for (int w = 0; w < s->nworkers && !bad; w++)
+        bad = order_worker(s->acts[w], s->len[w], nmb, niter, out->acts[w], it, mv, last);
     free(it);
     free(last);
     free(mv);
@@ -112,12 +110,5 @@ int eng_gradsync_order(const schedule *s, schedule *out, plumb_err *err)
         return err_set(err, NULL, "grad_sync", "expected overlap with schedule %s, whose "
                        "iterations overlap on a worker (got end)", tr ? tr->name : "?");
     }
-    out->len = s->len;
     return 0;
-oom:
-    free(it);
-    free(last);
-    free(mv);
-    eng_sync_order_free(out);
-    return err_set(err, NULL, NULL, "out of memory");
 }

@@ -351,6 +351,11 @@ int eng_sync_gate(eng *E, int w, double t);
  * copy of s with its own action lists; free with eng_sync_order_free). 0, or -1 when out
  * of memory (out then holds nothing to free). */
 int eng_sync_order(const schedule *s, schedule *out);
+/* What the pre-passes (eng_sync_order, eng_gradsync_order) fill: out a copy of s's fields
+ * sharing its len, with its own list of len[w] + 1 actions per worker, unfilled; *maxlen
+ * the longest list. 0, or -1 out of memory (nothing left allocated). Free with
+ * eng_sync_order_free. */
+int eng_order_alloc(const schedule *s, schedule *out, int *maxlen);
 void eng_sync_order_free(schedule *out);
 
 /* The schedule s with each worker's ALLREDUCE and STEP actions of an iteration moved after

@@ -192,28 +192,36 @@ static int has_pairs(const schedule *s, int w)
     return nf > 0 && sched_interleaved_warmup(p, V, M, st % p) < M * V;
 }
 
-int eng_sync_order(const schedule *s, schedule *out)
+int eng_order_alloc(const schedule *s, schedule *out, int *maxlen)
 {
     *out = *s;
-    out->acts = NULL;
-    out->len = NULL;
-    int maxlen = 0, nw = s->nworkers, rc = -1;
-    for (int w = 0; w < nw; w++)
-        if (s->len[w] > maxlen) maxlen = s->len[w];
+    out->len = s->len;
+    *maxlen = 0;
+    if (!(out->acts = calloc((size_t)s->nworkers + 1, sizeof *out->acts)))
+        return -1;
+    for (int w = 0; w < s->nworkers; w++) {
+        if (s->len[w] > *maxlen) *maxlen = s->len[w];
+        if (!(out->acts[w] = malloc(((size_t)s->len[w] + 1) * sizeof **out->acts))) {
+            eng_sync_order_free(out);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+int eng_sync_order(const schedule *s, schedule *out)
+{
+    int maxlen, rc = -1;
+    if (eng_order_alloc(s, out, &maxlen))
+        return -1;
     const action **comp = malloc(((size_t)maxlen + 1) * sizeof *comp);
     int *gap = malloc(((size_t)maxlen + 1) * sizeof *gap);
     int *cnt = malloc(4 * ((size_t)maxlen + 1) * sizeof *cnt);
-    out->acts = calloc((size_t)nw + 1, sizeof *out->acts);
-    if (!comp || !gap || !cnt || !out->acts)
-        goto done;
-    for (int w = 0; w < nw; w++) {
-        if (!(out->acts[w] = malloc(((size_t)s->len[w] + 1) * sizeof **out->acts)))
-            goto done;
-        order_worker(s->acts[w], s->len[w], has_pairs(s, w), out->acts[w], comp, gap, cnt);
+    if (comp && gap && cnt) {
+        for (int w = 0; w < s->nworkers; w++)
+            order_worker(s->acts[w], s->len[w], has_pairs(s, w), out->acts[w], comp, gap, cnt);
+        rc = 0;
     }
-    out->len = s->len;
-    rc = 0;
-done:
     free(comp);
     free(gap);
     free(cnt);
