@@ -38,7 +38,7 @@ static const char *const usage =
     "  --memory-limit GIB      device memory capacity at most GIB GiB\n"
     "  --optimizer O           sgd, momentum (default) or adam: its state counts in memory\n"
     "  --p2p overlap|sync      every plan's point-to-point transfers, as plumb plan -p takes\n"
-    "                          it (sync: not with zb-v or dualpipev; auto skips them)\n"
+    "                          it (sync: not with zb-v or dualpipev)\n"
     "  --grad-sync overlap|end every plan's gradient reduction, as plumb plan -p takes it\n"
     "                          (end: not with pipedream or 2bw; auto skips them)\n"
     "  --json                  print the sweep as JSON (plumb-sweep/1) instead of a table\n"
