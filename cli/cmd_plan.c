@@ -74,6 +74,15 @@ static void plan_usage(FILE *out)
         "      --stages N            native: exactly N pipeline stages (ranks for\n"
         "                            interleaved and zb-v), each replicated as the planner\n"
         "                            chooses (default: the planner chooses the depth)\n"
+        "      --p2p overlap|sync    native: the plan's point-to-point transfers: overlap\n"
+        "                            (default) with compute, or sync: blocking, as\n"
+        "                            Megatron-LM's batched exchanges (not with zb-v or\n"
+        "                            dualpipev); candidates are simulated so, the cost\n"
+        "                            model's estimate ignores it\n"
+        "      --grad-sync overlap|end  native: the data-parallel gradient reduction: overlap\n"
+        "                            (default) with the last backward, or end: after the\n"
+        "                            whole forward-backward loop (not with pipedream or 2bw;\n"
+        "                            auto skips them); simulated likewise\n"
         "      --gpus N              use the first N devices of the cluster file (whole\n"
         "                            servers; the plan embeds that part of the cluster)\n"
         "  -h, --help                this text\n"
@@ -496,6 +505,8 @@ int cmd_plan(int argc, char **argv)
         {"no-recompute", no_argument, NULL, 1007},
         {"stages", required_argument, NULL, 1008},
         {"gpus", required_argument, NULL, 1009},
+        {"p2p", required_argument, NULL, 1010},
+        {"grad-sync", required_argument, NULL, 1011},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -513,7 +524,7 @@ int cmd_plan(int argc, char **argv)
     optind = 0;
     while ((c = cli_getopt("plan", argc, argv, "p:c:o:h", longopts)) != -1) {
         if (c == 'S' || c == 'M' || c == 'z' || c == 'F' || c == 'r' || c == 'x') pd_only = 1;
-        if (c >= 1002 && c <= 1008) nat_only = 1;
+        if ((c >= 1002 && c <= 1008) || c == 1010 || c == 1011) nat_only = 1;
         switch (c) {
         case 1001:
             if (strcmp(optarg, "native") && strcmp(optarg, "pipedream"))
@@ -538,6 +549,12 @@ int cmd_plan(int argc, char **argv)
             break;
         case 1009:
             if (cli_int("plan", "--gpus", optarg, 1, CLUSTER_MAX_DEVICES, &gpus)) return 2;
+            break;
+        case 1010:
+            if (cli_p2p("plan", optarg, &no.p2p_sync)) return 2;
+            break;
+        case 1011:
+            if (cli_grad_sync("plan", optarg, &no.grad_sync_end)) return 2;
             break;
         case 1006: no.recompute = 1; break;
         case 1007: no.recompute = 0; break;
@@ -577,7 +594,14 @@ int cmd_plan(int argc, char **argv)
                         "pipedream");
     if (mode == 2 && nat_only)
         return cli_fail("plan", "--schedule, --microbatches, --microbatch-size, --memory-limit, "
-                        "--recompute/--no-recompute and --stages belong to --mode native");
+                        "--recompute/--no-recompute, --stages, --p2p and --grad-sync belong to "
+                        "--mode native");
+    if (mode == 1 && no.schedule != NATIVE_SCHED_AUTO) { /* the runtime's rule, its owner's line */
+        plumb_err re;
+        err_clear(&re);
+        if (native_runtime_check(&no, (sched_kind)no.schedule, &re))
+            return cli_fail("plan", "%s", re.msg);
+    }
     const char *inputs[2] = {ppath, cpath};
     if (out && cli_output_ok("plan", "-o", out, inputs, 2)) return 2;
     plumb_err err;

@@ -38,14 +38,16 @@ static void print_devices(const plan_stage *s)
 }
 
 static void print_plan(const profile *p, const cluster *c, const plan *pl,
-                       const native_candidate *b, const native_result *r)
+                       const native_candidate *b, const native_result *r,
+                       const native_options *o)
 {
-    char pk[32], cap[32];
-    printf("plumb plan: %s on %s (native cost model; schedule %s, %s)\n",
+    char pk[32], cap[32], rt[160];
+    native_runtime_text(o, rt, sizeof rt); /* "" at the default runtime */
+    printf("plumb plan: %s on %s (native cost model; schedule %s, %s%s%s)\n",
            p->name ? p->name : "model", c->name ? c->name : "cluster",
            sched_kind_name(pl->schedule),
            sched_kind_is_async(pl->schedule) ? "ASYNCHRONOUS: stale weights"
-                                             : "synchronous");
+                                             : "synchronous", rt[0] ? "; " : "", rt);
     for (int s = 0; s < pl->nstages; s++) {
         const plan_stage *st = &pl->stages[s];
         printf("stage %d: layers %d-%d (%s .. %s), %d replica%s on devices ", s,
@@ -101,6 +103,10 @@ static cJSON *plan_json(const profile *p, const cluster *c, const plan *pl,
     json_add_num(j, "microbatch_size", pl->microbatch_size);
     json_add_num(j, "chunks", pl->chunks);
     cJSON_AddBoolToObject(j, "recompute", pl->recompute);
+    if (pl->p2p_sync) /* only when set, as in plan files: default outputs read as before */
+        cJSON_AddStringToObject(j, "p2p", "sync");
+    if (pl->grad_sync_end)
+        cJSON_AddStringToObject(j, "grad_sync", "end");
     cJSON_AddStringToObject(j, "replicas", pl->planner_config ? pl->planner_config : "");
     unsigned char *used = calloc((size_t)pl->clus->ndevices + 1, 1);
     if (used) {
@@ -139,8 +145,9 @@ static cJSON *plan_json(const profile *p, const cluster *c, const plan *pl,
             cJSON_AddItemToArray(st, e);
         }
     if (ranking) {
-        cJSON *rk = native_result_to_json(r, NATIVE_TOP);
+        cJSON *rk = native_result_to_json(r, NATIVE_TOP), *sk = native_skipped_to_json(r);
         if (rk) cJSON_AddItemToObject(j, "candidates", rk);
+        if (sk) cJSON_AddItemToObject(j, "skipped", sk);
     }
     return j;
 }
@@ -176,7 +183,7 @@ int cmd_plan_native(const profile *p, const cluster *c, const native_options *o,
             native_result_print(&r, NATIVE_TOP, stdout);
             printf("\n");
         }
-        print_plan(p, c, pl, b, &r);
+        print_plan(p, c, pl, b, &r, o);
         if (out) printf("plan written to %s\n", out);
     }
 done:

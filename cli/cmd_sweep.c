@@ -37,13 +37,17 @@ static const char *const usage =
     "                          only where nothing fits without)\n"
     "  --memory-limit GIB      device memory capacity at most GIB GiB\n"
     "  --optimizer O           sgd, momentum (default) or adam: its state counts in memory\n"
+    "  --p2p overlap|sync      every plan's point-to-point transfers, as plumb plan -p takes\n"
+    "                          it (sync: not with zb-v or dualpipev)\n"
+    "  --grad-sync overlap|end every plan's gradient reduction, as plumb plan -p takes it\n"
+    "                          (end: not with pipedream or 2bw; auto skips them)\n"
     "  --json                  print the sweep as JSON (plumb-sweep/1) instead of a table\n"
     "  --svg OUT.svg           write a plot of throughput and cost against GPUs\n"
     "  -h, --help              this help\n"
     "Exit status: 0 ok, 2 bad input (nothing written).\n";
 
 enum { O_GPUS = 1000, O_TARGET, O_PRICE, O_SCHED, O_MB, O_MBS, O_RC, O_MEM, O_OPT, O_JSON,
-       O_SVG };
+       O_SVG, O_P2P, O_GSYNC };
 
 /* "A..B" or "N" into lo, hi. */
 static int parse_range(const char *s, int *lo, int *hi)
@@ -303,6 +307,8 @@ int cmd_sweep(int argc, char **argv)
         {"optimizer", required_argument, 0, O_OPT},
         {"json", no_argument, 0, O_JSON},
         {"svg", required_argument, 0, O_SVG},
+        {"p2p", required_argument, 0, O_P2P},
+        {"grad-sync", required_argument, 0, O_GSYNC},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0},
     };
@@ -357,6 +363,12 @@ int cmd_sweep(int argc, char **argv)
             break;
         case O_JSON: json = 1; break;
         case O_SVG: svg = optarg; break;
+        case O_P2P:
+            if (cli_p2p("sweep", optarg, &o.p2p_sync)) return 2;
+            break;
+        case O_GSYNC:
+            if (cli_grad_sync("sweep", optarg, &o.grad_sync_end)) return 2;
+            break;
         default: return 2;
         }
     }
@@ -366,6 +378,12 @@ int cmd_sweep(int argc, char **argv)
     if (!ppath || !cpath || !lo)
         return cli_fail("sweep", "expected -p PROFILE, -c CLUSTER and --gpus A..B; see plumb "
                         "sweep --help");
+    if (o.schedule != NATIVE_SCHED_AUTO) { /* the runtime's rule, its owner's line */
+        plumb_err re;
+        err_clear(&re);
+        if (native_runtime_check(&o, (sched_kind)o.schedule, &re))
+            return cli_fail("sweep", "%s", re.msg);
+    }
     const char *inputs[2] = {ppath, cpath};
     if (svg && cli_output_ok("sweep", "--svg", svg, inputs, 2)) return 2;
     plumb_err err;

@@ -1,6 +1,7 @@
 /* auto.c: `--schedule auto`: the search over schedules, microbatch counts, microbatch sizes
  * and recomputation (each candidate partitioned by the native dynamic program and priced by
- * the native cost model, the best simulated), the reason each ranked candidate wins or
+ * the native cost model, the best simulated; the kinds the asked runtime refuses skipped,
+ * with the reason its rule's owner gives), the reason each ranked candidate wins or
  * loses, and the ranking's text and JSON forms. */
 #include "planner/native_impl.h"
 
@@ -55,6 +56,23 @@ static int same_partition(const native_candidate *a, const native_candidate *b)
             u->replicas != v->replicas ||
             memcmp(u->devices, v->devices, (size_t)u->replicas * sizeof(int)))
             return 0;
+    }
+    return 1;
+}
+
+/* 1 when o's runtime refuses kind (native_runtime_check, the rule's owner): recorded in
+ * res->skipped with the owner's line, for the ranking to say. 0 when it takes it. */
+static int skip_kind(const native_options *o, sched_kind kind, native_result *res)
+{
+    plumb_err e;
+    err_clear(&e);
+    if (!native_runtime_check(o, kind, &e)) return 0;
+    if (res->nskipped < NATIVE_MAX_SKIPPED) {
+        res->skipped[res->nskipped].schedule = kind;
+        char *r = res->skipped[res->nskipped].reason;
+        snprintf(r, sizeof res->skipped[0].reason, "%.*s",
+                 (int)sizeof res->skipped[0].reason - 1, e.msg);
+        res->nskipped++;
     }
     return 1;
 }
@@ -145,6 +163,7 @@ int planner_auto(const profile *p, const cluster *c, const native_options *o,
      * differs a little); each gets its own program only when none of those fits */
     for (int k = 0; k < AUTO_NKINDS; k++) {
         sched_kind kind = AUTO_KINDS[k];
+        if (skip_kind(o, kind, res)) continue;
         /* the profiled microbatch size first; smaller ones only when nothing fits */
         for (int mb = mb0; mb >= 1; mb /= 2) {
             int before = cs.n, fit = 0;
@@ -284,6 +303,29 @@ void native_result_print(const native_result *res, int top, FILE *out)
     fprintf(out, "(smp = samples; * = cost-model estimate, not simulated; ASYNC = the schedule "
             "changes training semantics; %d candidates, %d simulated, %d dynamic programs, "
             "%.1f ms)\n", res->ncand, res->nsimulated, res->dp_runs, res->plan_ms);
+    for (int i = 0; i < res->nskipped; i++)
+        fprintf(out, "skipped: %s: %s\n", sched_kind_name(res->skipped[i].schedule),
+                res->skipped[i].reason);
+}
+
+cJSON *native_skipped_to_json(const native_result *res)
+{
+    if (res->nskipped < 1) return NULL;
+    cJSON *arr = cJSON_CreateArray();
+    for (int i = 0; arr && i < res->nskipped; i++) {
+        cJSON *o = cJSON_CreateObject();
+        if (!o || !cJSON_AddItemToArray(arr, o)) {
+            cJSON_Delete(o);
+            cJSON_Delete(arr);
+            return NULL;
+        }
+        if (!cJSON_AddStringToObject(o, "schedule", sched_kind_name(res->skipped[i].schedule)) ||
+            !cJSON_AddStringToObject(o, "reason", res->skipped[i].reason)) {
+            cJSON_Delete(arr);
+            return NULL;
+        }
+    }
+    return arr;
 }
 
 cJSON *native_result_to_json(const native_result *res, int top)

@@ -498,6 +498,7 @@ static int simulate(const nm_models *ms, nm_cand *c, const native_options *o, pl
 {
     plan *pl = nm_plan(&ms->m[c->mod], &c->s, &c->pt, err);
     if (!pl) return -1;
+    native_runtime_apply(pl, o); /* scored as it will run; the memo's key reads it */
     const nm_sim_fig *kept = o->sim_memo ? nm_sim_memo_get(o->sim_memo, pl, o) : NULL;
     if (kept) {
         take_figures(c, pl, kept);
@@ -795,6 +796,7 @@ int nm_finish(const nm_models *ms, nm_cands *cs, const native_options *o, int ns
         if (!nc->pl) {
             plumb_err e;
             nc->pl = nm_plan(m, &c->s, &c->pt, &e);
+            native_runtime_apply(nc->pl, o);
             if (nc->pl && c->copied) {
                 nc->pl->pred_iteration_s = c->sim_iter;
                 nc->pl->pred_samples_per_s = c->sim_thr;
@@ -1077,6 +1079,10 @@ plan *planner_native(const profile *p, const cluster *c, const native_options *o
     if (o->schedule < 0 || o->schedule >= SCHED_NKINDS) {
         memset(res, 0, sizeof *res);
         err_set(err, NULL, NULL, "schedule: expected a schedule kind (got %d)", o->schedule);
+        goto done;
+    }
+    if (native_runtime_check(o, (sched_kind)o->schedule, err)) { /* the owner's line */
+        memset(res, 0, sizeof *res);
         goto done;
     }
     nm_models ms;

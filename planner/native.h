@@ -28,6 +28,7 @@
 #define NATIVE_SCHED_AUTO (-1)     /* native_options.schedule: search every schedule */
 #define NATIVE_RECOMPUTE_AUTO (-1) /* native_options.recompute: try both */
 #define NATIVE_TOP 5               /* candidates `plumb plan --schedule auto` prints */
+#define NATIVE_MAX_SKIPPED 8       /* kinds auto can skip (native_result.skipped) */
 
 /* What to plan. Fill with native_options_init, then change. */
 typedef struct native_options {
@@ -67,10 +68,35 @@ typedef struct native_options {
                                    (pipeline ranks for interleaved and zb-v), each still
                                    replicated as the program chooses; 0 = the planner
                                    chooses. At most the devices (and the model's blocks) */
+    int p2p_sync;               /* 1: every plan's point-to-point transfers are synchronous
+                                   (the plan file's "p2p": "sync"; sim/engine_sync.c): the
+                                   candidates are simulated so and the plan carries it;
+                                   0 ("overlap") the default. The cost model's estimate
+                                   ignores it (docs/planner-native.md) */
+    int grad_sync_end;          /* 1: every plan's data-parallel reduction runs after the
+                                   worker's whole forward-backward loop ("grad_sync": "end";
+                                   sim/engine_gradsync.c), simulated and carried alike; 0
+                                   ("overlap") the default; the estimate ignores it too.
+                                   Which kinds take either: native_runtime_check */
 } native_options;
 
 /* Sets o to the defaults above. */
 void native_options_init(native_options *o);
+
+/* Whether schedule k can run under o's runtime (p2p_sync, grad_sync_end), as the rule's
+ * one owner (planner/search3d.h, search3d_runtime_check) says: p2p sync not with a
+ * V-placed kind (zb-v, dualpipev), grad_sync end not with an asynchronous one (pipedream,
+ * 2bw). 0, or -1 with err set to the owner's line ("--grad-sync: expected overlap with
+ * schedule pipedream (...) (got end)"). */
+int native_runtime_check(const native_options *o, sched_kind k, plumb_err *err);
+
+/* o's runtime in words, as search3d_runtime_text gives them ("p2p sync, gradients reduced
+ * at the end"), into buf (always terminated); "" at the default. */
+void native_runtime_text(const native_options *o, char *buf, size_t n);
+
+/* Sets o's runtime (p2p_sync, grad_sync_end) on plan pl, as the planner's candidates carry
+ * it (before they are simulated and when they are returned). */
+void native_runtime_apply(plan *pl, const native_options *o);
 
 /* The microbatch count the native planner gives pl's stages under schedule k when none is
  * asked for: a multiple of every stage's replica count (of the largest when their lcm
@@ -105,6 +131,12 @@ typedef struct native_candidate {
     char reason[320];           /* why it wins or loses (auto ranking), with units */
 } native_candidate;
 
+/* A kind `--schedule auto` did not search, and why. */
+typedef struct native_skip {
+    sched_kind schedule;
+    char reason[256];           /* the owner's line (native_runtime_check) */
+} native_skip;
+
 typedef struct native_result {
     int ncand;
     native_candidate *cand;     /* ranked: fitting candidates by simulated (else estimated)
@@ -118,6 +150,9 @@ typedef struct native_result {
     int nothing_fits;           /* 1: no candidate fits memory */
     char suggestion[640];       /* when nothing fits: what would ("recomputation (peak 9.1
                                    GiB)", "microbatches of 32 samples", "24 devices") */
+    int nskipped;               /* --schedule auto: kinds not searched, as their runtime
+                                   refuses them (native_runtime_check) */
+    native_skip skipped[NATIVE_MAX_SKIPPED];
     double plan_ms;             /* wall time of the call */
 } native_result;
 
@@ -155,7 +190,8 @@ plan *native_dp_plan(const profile *p, const cluster *c, int ndev, plumb_err *er
 
 /* Simulates pl's partition as planner_native would score it under o (NULL = defaults):
  * o's schedule (NATIVE_SCHED_AUTO: 1f1b-flush), microbatch size (0: the profile's),
- * microbatches (0: native_default_microbatches), optimizer, memory limit and iterations;
+ * microbatches (0: native_default_microbatches), optimizer, runtime (p2p_sync,
+ * grad_sync_end), memory limit and iterations;
  * recomputation off, on, or both (o->recompute), keeping the run that fits, then the
  * faster. Returns its samples/s (-1 when the simulator refused every run) and sets
  * *recompute and *fits (either may be NULL). Does not modify pl. */
@@ -163,11 +199,16 @@ double native_sim_as(const plan *pl, const native_options *o, int *recompute, in
 
 /* Prints the top `top` candidates of res as a table (rank, schedule, sync/async mark,
  * microbatches x size, recompute, stages, throughput, peak memory, reason), every figure
- * with its unit. */
+ * with its unit; then one line per kind auto skipped ("skipped: pipedream: --grad-sync:
+ * ..."). */
 void native_result_print(const native_result *res, int top, FILE *out);
 
 /* The JSON of res's top `top` candidates (an array of objects; caller frees). */
 struct cJSON;
 struct cJSON *native_result_to_json(const native_result *res, int top);
+
+/* The kinds auto skipped as a JSON array of {"schedule", "reason"} (caller frees); NULL
+ * when none was skipped or out of memory. */
+struct cJSON *native_skipped_to_json(const native_result *res);
 
 #endif

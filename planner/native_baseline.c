@@ -74,6 +74,7 @@ double native_sim_as(const plan *pl, const native_options *o, int *recompute, in
                                               : native_default_microbatches(q, k);
         q->recompute = rc;
         q->optimizer = o->optimizer;
+        native_runtime_apply(q, o);
         if (!sched_kind_chunked(k)) q->chunks = 1;
         plumb_err e;
         sim_report *r = nm_sim_score(q, o, &e);

@@ -292,9 +292,9 @@ int nm_reprice(const nm_models *ms, nm_cands *cs, int from, int to, sched_kind k
 double nm_compute_bound(const nm_models *ms, const nm_cand *c);
 
 /* Simulations kept for native_options.sim_memo: a plan's figures under a key of everything
- * the simulator reads of it (schedule, counts, stages, devices, and of each device its
- * type's figures and its group at every level of the cluster, the levels' links), so the
- * same plan on a resized cluster is simulated once. nm_sim_memo_new returns NULL when out
+ * the simulator reads of it (schedule, counts, runtime (p2p, grad_sync), stages, devices,
+ * and of each device its type's figures and its group at every level of the cluster, the
+ * levels' links), so the same plan on a resized cluster is simulated once. nm_sim_memo_new returns NULL when out
  * of memory; free with nm_sim_memo_free (NULL is fine). */
 typedef struct nm_sim_memo nm_sim_memo;
 nm_sim_memo *nm_sim_memo_new(void);

@@ -90,7 +90,8 @@ static void build_key(nm_sim_memo *mo, const plan *pl, const native_options *o)
     mo->oom = 0;
     long long f[] = {pl->schedule, pl->chunks, pl->microbatch_size, pl->microbatches,
                      pl->recompute, pl->checkpoint_layers, pl->tp, pl->sequence_parallel,
-                     pl->zero, pl->precision, pl->optimizer, pl->nstages, o->sim_iterations};
+                     pl->zero, pl->precision, pl->optimizer, pl->nstages, o->sim_iterations,
+                     pl->p2p_sync, pl->grad_sync_end};
     put(mo, f, sizeof f);
     put_num(mo, o->memory_limit_bytes);
     const cluster *c = pl->clus;

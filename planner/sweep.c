@@ -36,6 +36,8 @@ int planner_sweep(const profile *p, const cluster *c, int gmin, int gmax,
         o = &dflt;
     }
     /* inputs that cannot work at any size in the range */
+    if (o->schedule != NATIVE_SCHED_AUTO && native_runtime_check(o, (sched_kind)o->schedule, err))
+        return -1;
     {
         int use;
         cluster *big = planner_cluster_resize(c, gmax, &use, err);
@@ -52,6 +54,9 @@ int planner_sweep(const profile *p, const cluster *c, int gmin, int gmax,
     res->target = target;
     res->price = price;
     res->target_gpus = -1;
+    res->p2p_sync = o->p2p_sync ? 1 : 0;
+    res->grad_sync_end = o->grad_sync_end ? 1 : 0;
+    native_runtime_text(o, res->runtime, sizeof res->runtime);
     const device_type *t0 = cluster_device_type(c, 0);
     double work = profile_compute_ms(p) * 1e-3;
     res->thr1 = work > 0 ? p->minibatch * (t0 && t0->speed > 0 ? t0->speed : 1) / work : 0;
@@ -79,6 +84,8 @@ int planner_sweep(const profile *p, const cluster *c, int gmin, int gmax,
         oc.sim_memo = memo;
         native_result nr;
         plan *pl = planner_native(p, cl, &oc, &nr, &e);
+        if (res->nskipped == 0) /* auto's skips: the runtime's, whatever the count */
+            for (int i = 0; i < nr.nskipped; i++) res->skipped[res->nskipped++] = nr.skipped[i];
         if (!pl) {
             snprintf(pt->why, sizeof pt->why, "%s", e.msg);
         } else {
@@ -130,8 +137,12 @@ int planner_sweep(const profile *p, const cluster *c, int gmin, int gmax,
 
 void sweep_print(const sweep_result *r, FILE *out)
 {
-    fprintf(out, "%s on %s (resized); linear baseline: one device %.1f samples/s\n",
-            r->profile_name, r->cluster_name, r->thr1);
+    fprintf(out, "%s on %s (resized); linear baseline: one device %.1f samples/s%s%s\n",
+            r->profile_name, r->cluster_name, r->thr1, r->runtime[0] ? "; runtime: " : "",
+            r->runtime);
+    for (int i = 0; i < r->nskipped; i++)
+        fprintf(out, "skipped: %s: %s\n", sched_kind_name(r->skipped[i].schedule),
+                r->skipped[i].reason);
     const char *noun = r->device_noun ? r->device_noun : "GPU";
     char head[32];
     snprintf(head, sizeof head, "%ss", noun);
@@ -188,6 +199,8 @@ cJSON *sweep_to_json(const sweep_result *r)
                              : cJSON_AddNullToObject(root, "target_gpus")) ||
         !(r->price > 0 ? json_add_num(root, "price_usd_per_gpu_hour", r->price)
                        : cJSON_AddNullToObject(root, "price_usd_per_gpu_hour")) ||
+        (r->p2p_sync && !cJSON_AddStringToObject(root, "p2p", "sync")) ||
+        (r->grad_sync_end && !cJSON_AddStringToObject(root, "grad_sync", "end")) ||
         !(pts = cJSON_AddArrayToObject(root, "points")))
         goto fail;
     for (int i = 0; i < r->n; i++) {

@@ -49,19 +49,27 @@ typedef struct sweep_result {
     char profile_name[64], cluster_name[64];
     const char *device_noun;    /* the cluster's devices in text (cluster_device_noun: "GPU",
                                    "CPU worker"; static) */
+    int p2p_sync, grad_sync_end; /* the runtime every plan carries (native_options) */
+    char runtime[160];          /* it in words (native_runtime_text); "" at the default */
+    int nskipped;               /* --schedule auto: the kinds the runtime refuses, with the
+                                   owner's line (native_result.skipped); the same at every
+                                   count */
+    native_skip skipped[NATIVE_MAX_SKIPPED];
 } sweep_result;
 
 void sweep_result_free(sweep_result *r);
 
 /* Runs the sweep over gmin..gmax GPUs (1 <= gmin <= gmax <= SWEEP_MAX_GPUS) with the
- * planner options o (schedule, memory limit ...; max_devices is set per point). target and
- * price may be <= 0 (not given). Returns 0 and fills *res, or -1 with err on bad input
- * (planner_native_check on the largest count). */
+ * planner options o (schedule, memory limit, runtime ...; max_devices is set per point).
+ * target and price may be <= 0 (not given). Returns 0 and fills *res, or -1 with err on
+ * bad input (a fixed schedule the runtime refuses, native_runtime_check's line;
+ * planner_native_check on the largest count). */
 int planner_sweep(const profile *p, const cluster *c, int gmin, int gmax,
                   const native_options *o, double target, double price, sweep_result *res,
                   plumb_err *err);
 
-/* Text table and the target line, every figure with its unit. */
+/* Text table and the target line, every figure with its unit; the runtime in the first
+ * line and the kinds auto skipped after it, when not the default. */
 void sweep_print(const sweep_result *r, FILE *out);
 
 /* JSON document "plumb-sweep/1" (docs/planner-native.md); caller frees. */

@@ -105,6 +105,42 @@ expect2 "--stages 17" "$PLUMB" plan -p profiles/pipedream/vgg16.json \
     -c profiles/clusters/cluster-a-4x4.json --stages 17
 grep -q "stages: expected at most 16" "$tmp/err" || fail "--stages 17: $(cat "$tmp/err")"
 expect2 "--stages in pipedream mode" "$PLUMB" plan --mode pipedream -p "$prof" -c "$clus" --stages 2
+# --p2p / --grad-sync: the plan carries the runtime, its figure is the simulator's under it;
+# auto skips the kinds the runtime refuses (the owner's line); bad values and kinds refused
+"$PLUMB" plan -p "$prof" -c profiles/clusters/cluster-a-4x4.json --p2p sync -o "$tmp/sync.json" \
+    --json > "$tmp/sync.out" || fail "--p2p sync: exit $?"
+grep -q '"p2p":[[:space:]]*"sync"' "$tmp/sync.json" || fail "--p2p sync: the plan lacks \"p2p\""
+grep -q '"p2p":[[:space:]]*"sync"' "$tmp/sync.out" || fail "--p2p sync: the JSON lacks \"p2p\""
+"$PLUMB" sim "$tmp/sync.json" --json > "$tmp/sync.sim" || fail "--p2p sync: sim exit $?"
+[ -n "$(field "$tmp/sync.out" samples_per_s)" ] &&
+    [ "$(field "$tmp/sync.out" samples_per_s)" = "$(field "$tmp/sync.sim" samples_per_s)" ] ||
+    fail "--p2p sync: planned $(field "$tmp/sync.out" samples_per_s), simulated $(field "$tmp/sync.sim" samples_per_s) samples/s"
+"$PLUMB" plan -p "$prof" -c profiles/clusters/cluster-a-4x4.json --p2p sync --grad-sync end \
+    > "$tmp/sync.txt" || fail "--p2p sync --grad-sync end: exit $?"
+head -1 "$tmp/sync.txt" | grep -q "; p2p sync, gradients reduced at the end)$" ||
+    fail "--p2p sync --grad-sync end: header $(head -1 "$tmp/sync.txt")"
+"$PLUMB" plan -p "$prof" -c profiles/clusters/cluster-a-4x4.json > "$tmp/dflt.txt" || fail "default"
+head -1 "$tmp/dflt.txt" | grep -q "p2p\|gradients" && fail "default header names a runtime"
+"$PLUMB" plan -p "$prof" -c profiles/clusters/cluster-a-4x4.json --schedule auto --grad-sync end \
+    > "$tmp/auto.txt" || fail "auto --grad-sync end: exit $?"
+for k in pipedream 2bw; do
+    grep -q "^skipped: $k: --grad-sync: expected overlap with schedule $k" "$tmp/auto.txt" ||
+        fail "auto --grad-sync end: $k not skipped: $(cat "$tmp/auto.txt")"
+done
+grep -q "ASYNC  " "$tmp/auto.txt" && fail "auto --grad-sync end ranks an asynchronous kind"
+"$PLUMB" plan -p "$prof" -c profiles/clusters/cluster-a-4x4.json --schedule auto --grad-sync end \
+    --json > "$tmp/auto.json" || fail "auto --grad-sync end --json: exit $?"
+grep -q '"skipped":' "$tmp/auto.json" || fail "auto --grad-sync end --json: no \"skipped\""
+expect2 "--p2p foo" "$PLUMB" plan -p "$prof" -c "$clus" --p2p foo
+grep -q 'plumb: plan: --p2p: expected overlap or sync (got "foo")' "$tmp/err" || fail "--p2p foo: $(cat "$tmp/err")"
+expect2 "--grad-sync bar" "$PLUMB" plan -p "$prof" -c "$clus" --grad-sync bar
+expect2 "--grad-sync end with pipedream" "$PLUMB" plan -p "$prof" -c "$clus" --grad-sync end \
+    --schedule pipedream -o "$tmp/never.json"
+grep -q -- "--grad-sync: expected overlap with schedule pipedream" "$tmp/err" || fail "pipedream end: $(cat "$tmp/err")"
+expect2 "--p2p sync with zb-v" "$PLUMB" plan -p "$prof" -c "$clus" --p2p sync --schedule zb-v
+expect2 "--p2p in pipedream mode" "$PLUMB" plan --mode pipedream -p "$prof" -c "$clus" --p2p sync
+expect2 "--grad-sync with PipeDream's options" "$PLUMB" plan -p "$prof" -c "$clus" $PD --grad-sync end
+[ -e "$tmp/never.json" ] && fail "a refused runtime wrote a plan"
 expect2 "pipedream without -f" "$PLUMB" plan --pipedream -n 4
 expect2 "pipedream -n/-b mismatch" "$PLUMB" plan --pipedream -f "$graph" -n 4 4 -b 1e9
 expect2 "pipedream bad -n" "$PLUMB" plan --pipedream -f "$graph" -n four

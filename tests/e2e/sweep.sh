@@ -118,5 +118,23 @@ printf '{"format":"plumb-cluster/1","name":"nil","levels":[{"name":"l0","count":
 expect_bad "bandwidth" plan -p $PR/vgg16.json -c "$tmp/zero.json"
 expect_bad "bandwidth" sweep -p $PR/vgg16.json -c "$tmp/zero.json" --gpus 1..2
 
+# --- sweep -p under a runtime (--p2p, --grad-sync): named in the header and the JSON, auto's
+# skips listed, refused kinds and bad values one line --------------------------------------
+"$PLUMB" sweep -p $PR/vgg16.json -c $CL/cluster-a-4x4.json --gpus 4..5 --p2p sync \
+    >"$tmp/rt" 2>"$tmp/err" || fail "sweep --p2p sync: exit $?: $(cat "$tmp/err")"
+head -1 "$tmp/rt" | grep -q "; runtime: p2p sync$" || fail "sweep --p2p sync: $(head -1 "$tmp/rt")"
+"$PLUMB" sweep -p $PR/vgg16.json -c $CL/cluster-a-4x4.json --gpus 4 --grad-sync end --json \
+    >"$tmp/rt.json" || fail "sweep --grad-sync end --json: exit $?"
+grep -q '"grad_sync":[[:space:]]*"end"' "$tmp/rt.json" || fail "sweep --json lacks grad_sync"
+"$PLUMB" sweep -p $PR/vgg16.json -c $CL/cluster-a-4x4.json --gpus 4 --schedule auto \
+    --grad-sync end >"$tmp/rt" || fail "sweep auto --grad-sync end: exit $?"
+grep -q "^skipped: 2bw: --grad-sync: expected overlap" "$tmp/rt" || fail "sweep auto: $(cat "$tmp/rt")"
+"$PLUMB" sweep -p $PR/vgg16.json -c $CL/cluster-a-4x4.json --gpus 4 >"$tmp/rt" || fail "sweep"
+grep -q "runtime\|skipped" "$tmp/rt" && fail "the default sweep names a runtime"
+expect_bad 'plumb: sweep: --p2p: expected overlap or sync (got "foo")' sweep -p $PR/vgg16.json \
+    -c $CL/cluster-a-4x4.json --gpus 4 --p2p foo
+expect_bad "plumb: sweep: --grad-sync: expected overlap with schedule pipedream" sweep \
+    -p $PR/vgg16.json -c $CL/cluster-a-4x4.json --gpus 4 --schedule pipedream --grad-sync end
+
 [ "$fails" -eq 0 ] || { echo "sweep.sh: $fails failure(s)"; exit 1; }
 echo "sweep.sh: all passed"
