@@ -357,6 +357,7 @@ Test(search3d, options_from_plan)
     pl->tp_overlap = TP_OVERLAP_FULL;
     pl->overlap_param_gather = 1;
     search3d_options o;
+    memset(&o, 0x5a, sizeof o); /* initialised by the builder, not by the caller */
     search3d_options_from_plan(pl, NULL, &o);
     cr_assert_eq(o.gpus, 8);
     cr_assert_eq(o.global_batch, 16);
