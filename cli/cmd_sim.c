@@ -212,22 +212,15 @@ static int parse_args(int argc, char **argv, sim_args *a)
 }
 
 /* The plan's runtime under the what-ifs (its schedule, p2p and grad_sync replaced where
- * asked) checked as plumb plan --model checks its options (search3d_runtime_check: end
- * with an asynchronous schedule or with overlap_param_gather, sync with zb-v or
- * dualpipev). 0, or 2 after one line on stderr. */
+ * asked: search3d_options_from_plan) checked as plumb plan --model checks its options
+ * (search3d_runtime_check: end with an asynchronous schedule or with overlap_param_gather,
+ * sync with zb-v or dualpipev). 0, or 2 after one line on stderr. */
 static int runtime_ok(const plan *pl, const sim_options *w)
 {
     if (w->schedule < 0 && w->p2p_sync < 0 && w->grad_sync_end < 0)
         return 0; /* the plan as written: its loader's checks */
-    /* the fields the rules above read; the rest neutral (the plan's precisions, tp overlap
-     * and recompute passed its loader's checks and no what-if changes them) */
-    search3d_options so = {.schedule = w->schedule >= 0 ? w->schedule : (int)pl->schedule,
-                           .zero = pl->zero, .overlap_param_gather = pl->overlap_param_gather,
-                           .p2p_sync = w->p2p_sync >= 0 ? w->p2p_sync : pl->p2p_sync,
-                           .grad_sync_end = w->grad_sync_end >= 0 ? w->grad_sync_end
-                                                                  : pl->grad_sync_end,
-                           .precision = DEV_BF16, .grad_reduce = DEV_FP32,
-                           .optimizer_state = DEV_FP32, .tp_overlap = TP_OVERLAP_NONE};
+    search3d_options so;
+    search3d_options_from_plan(pl, w, &so);
     plumb_err err;
     err_clear(&err);
     if (search3d_runtime_check(&so, &err))

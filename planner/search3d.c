@@ -50,6 +50,35 @@ void search3d_options_from_layout(const layout3d_options *o, search3d_options *s
     so->balance = o->balance;
 }
 
+void search3d_options_from_plan(const plan *pl, const sim_options *w, search3d_options *so)
+{
+    search3d_options_init(so);
+    if (!pl) return;
+    int microbatches = w && w->microbatches > 0 ? w->microbatches : pl->microbatches;
+    int chunks = pl->chunks > 0 ? pl->chunks : 1;
+    so->gpus = plan_gpus(pl);
+    so->global_batch = pl->microbatch_size * microbatches;
+    so->tp = pl->tp;
+    so->pp = pl->nstages / chunks;
+    so->dp = pl->nstages > 0 ? pl->stages[0].replicas : 0;
+    for (int s = 1; s < pl->nstages; s++)
+        if (pl->stages[s].replicas != so->dp) so->dp = 0;
+    so->microbatch_size = pl->microbatch_size;
+    so->interleave = chunks;
+    so->recompute = pl->recompute;
+    so->checkpoint_layers = pl->recompute == RECOMPUTE_FULL ? pl->checkpoint_layers : -1;
+    so->sequence_parallel = pl->sequence_parallel;
+    so->zero = pl->zero;
+    so->schedule = w && w->schedule >= 0 ? w->schedule : (int)pl->schedule;
+    so->precision = pl->precision;
+    so->grad_reduce = pl->grad_reduce;
+    so->optimizer_state = pl->optimizer_state;
+    so->tp_overlap = pl->tp_overlap;
+    so->overlap_param_gather = pl->overlap_param_gather;
+    so->p2p_sync = w && w->p2p_sync >= 0 ? w->p2p_sync : pl->p2p_sync;
+    so->grad_sync_end = w && w->grad_sync_end >= 0 ? w->grad_sync_end : pl->grad_sync_end;
+}
+
 int search3d_all_fixed(const search3d_options *o)
 {
     return o->tp > 0 && o->pp > 0 && o->dp > 0 && o->microbatch_size > 0 && o->interleave > 0 &&

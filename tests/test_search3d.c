@@ -338,6 +338,98 @@ Test(search3d, fixed_dimensions)
     transformer_free(t);
 }
 
+/* search3d_options_from_plan: every setting a plan fixes, the what-ifs of sim_options in
+ * place of the plan's (schedule, microbatches, p2p, grad-sync; -1 and 0 keep the plan's),
+ * a checkpoint interval only with full recompute, no one dp over replicas that differ, and
+ * no plan at all as search3d_options_init. */
+Test(search3d, options_from_plan)
+{
+    transformer *t = model(LLAMA8B);
+    cluster *c = a100();
+    hand h = { 2, 2, 1, 2, RECOMPUTE_FULL, 1, 1, SCHED_INTERLEAVED };
+    layout3d_options lo = layout(8, 16, &h);
+    lo.checkpoint_layers = 2;
+    lo.precision = DEV_BF16, lo.grad_reduce = DEV_BF16, lo.optimizer_state = DEV_BF16;
+    lo.p2p_sync = 1;
+    plumb_err err = {{0}};
+    plan *pl = layout3d_build(t, c, A100, &lo, &err);
+    cr_assert_not_null(pl, "%s", err.msg);
+    pl->tp_overlap = TP_OVERLAP_FULL;
+    pl->overlap_param_gather = 1;
+    search3d_options o;
+    memset(&o, 0x5a, sizeof o); /* initialised by the builder, not by the caller */
+    search3d_options_from_plan(pl, NULL, &o);
+    cr_assert_eq(o.gpus, 8);
+    cr_assert_eq(o.global_batch, 16);
+    cr_assert(o.tp == 2 && o.pp == 2 && o.dp == 2, "%d x %d x %d", o.tp, o.pp, o.dp);
+    cr_assert_eq(o.microbatch_size, 1);
+    cr_assert_eq(o.interleave, 2);
+    cr_assert_eq(o.recompute, RECOMPUTE_FULL);
+    cr_assert_eq(o.checkpoint_layers, 2);
+    cr_assert_eq(o.sequence_parallel, 1);
+    cr_assert_eq(o.zero, 1);
+    cr_assert_eq(o.schedule, SCHED_INTERLEAVED);
+    cr_assert_eq(o.precision, DEV_BF16);
+    cr_assert_eq(o.grad_reduce, DEV_BF16);
+    cr_assert_eq(o.optimizer_state, DEV_BF16);
+    cr_assert_eq(o.tp_overlap, TP_OVERLAP_FULL);
+    cr_assert_eq(o.overlap_param_gather, 1);
+    cr_assert_eq(o.p2p_sync, 1);
+    cr_assert_eq(o.grad_sync_end, 0);
+    search3d_options init; /* what a plan does not hold */
+    search3d_options_init(&init);
+    cr_assert(o.seq == init.seq && o.attention == init.attention &&
+              o.simulate == init.simulate && o.balance == init.balance);
+    cr_assert_eq(search3d_runtime_check(&o, &err), 0, "%s", err.msg);
+
+    /* the what-ifs in the plan's place, each where it is set */
+    sim_options w;
+    sim_options_init(&w);
+    search3d_options_from_plan(pl, &w, &init);
+    cr_assert_eq(memcmp(&init, &o, sizeof o), 0, "no what-if: the plan as written");
+    w.schedule = SCHED_PIPEDREAM, w.microbatches = 4, w.p2p_sync = 0, w.grad_sync_end = 1;
+    search3d_options_from_plan(pl, &w, &o);
+    cr_assert_eq(o.schedule, SCHED_PIPEDREAM);
+    cr_assert_eq(o.global_batch, 4);
+    cr_assert_eq(o.p2p_sync, 0);
+    cr_assert_eq(o.grad_sync_end, 1);
+    cr_assert_eq(o.interleave, 2, "the simulator keeps the plan's chunks");
+    cr_assert_eq(search3d_runtime_check(&o, &err), -1, "pipedream with the all-gather apart");
+    cr_assert(strstr(err.msg, "--overlap-param-gather: expected a synchronous schedule"),
+              "%s", err.msg);
+    sim_options_init(&w);
+    w.p2p_sync = 0;
+    search3d_options_from_plan(pl, &w, &o);
+    cr_assert(o.p2p_sync == 0 && o.grad_sync_end == 0 && o.schedule == SCHED_INTERLEAVED &&
+              o.global_batch == 16);
+
+    /* a checkpoint interval is full recompute's own: a file's under another kind is not
+     * refused (its loader takes it; the simulator reads it only under full) */
+    pl->recompute = RECOMPUTE_SELECTIVE;
+    search3d_options_from_plan(pl, NULL, &o);
+    cr_assert_eq(o.recompute, RECOMPUTE_SELECTIVE);
+    cr_assert_eq(o.checkpoint_layers, -1);
+    cr_assert_eq(search3d_runtime_check(&o, &err), 0, "%s", err.msg);
+    plan_free(pl);
+
+    /* PipeDream's 15-1 plan: two stages of 15 and 1 replicas, no one dp */
+    pl = plan_load("examples/plans/vgg16-hybrid-pipedream.json", &err);
+    cr_assert_not_null(pl, "%s", err.msg);
+    search3d_options_from_plan(pl, NULL, &o);
+    cr_assert(o.gpus == 16 && o.pp == 2 && o.dp == 0 && o.tp == 1 && o.interleave == 1,
+              "%d gpus, pp %d, dp %d", o.gpus, o.pp, o.dp);
+    cr_assert_eq(o.schedule, SCHED_PIPEDREAM);
+    cr_assert_eq(o.global_batch, pl->microbatch_size * pl->microbatches);
+    cr_assert_eq(o.checkpoint_layers, -1);
+    plan_free(pl);
+
+    search3d_options_from_plan(NULL, &w, &o); /* no plan: every setting free */
+    search3d_options_init(&init);
+    cr_assert_eq(memcmp(&init, &o, sizeof o), 0);
+    cluster_free(c);
+    transformer_free(t);
+}
+
 static void bad(const char *path, search3d_options *o, const char *want)
 {
     transformer *t = model(path);

@@ -369,6 +369,72 @@ Test(ui_snapshot, plan_runtime_rides_the_schedule_keys)
     ui_app_free(&a);
 }
 
+/* The 2D header names a plan file's runtime when it is not the default: a fourth row (a
+ * sixth pinned) under the what-ifs, "p2p sync  gsync end  opg off" (the option names from
+ * 160 columns), in every frame size; the all-gather apart shows n/a on a plan that does
+ * not take it. A plan at the default runtime keeps its three rows. */
+Test(ui_snapshot, header_shows_the_plan_runtime)
+{
+    ui_app a;
+    const char *path = runtime_plan("se.json", "\"p2p\": \"sync\", \"grad_sync\": \"end\"");
+    cr_assert_eq(ui_app_open(&a, NULL, NULL, path, tmpdir, UI_PLANNER_NATIVE), 0);
+    cr_assert(a.loaded, "%s", a.load_err);
+    char *s = snap(&a, 80, 24, NULL);
+    const char *row = line_with(s, "p2p sync gsync end opg off");
+    cr_assert(row, "%s", s);
+    cr_assert(line_with(s, "GPUs 16 bw") && line_with(s, "GPUs 16 bw") < row, "%s", s);
+    cr_assert(!strncmp(strchr(row, '\n') + 1, "+ stages", 8), "the header's last row:\n%s", s);
+    free(s);
+    s = snap(&a, 120, 30, NULL);
+    cr_assert(line_with(s, "p2p sync  gsync end  opg off"), "%s", s);
+    free(s);
+    s = snap(&a, 160, 40, NULL);
+    cr_assert(line_with(s, "runtime  p2p sync  grad-sync end  overlap-param-gather off"), "%s",
+              s);
+    free(s);
+    int kk[] = { 'p', '-' }; /* pinned, re-planned on fewer GPUs: the runtime rides it */
+    for (int i = 0; i < 2; i++) ui_app_key(&a, kk[i]);
+    for (int w = 80; w <= 300; w += 22)
+        for (int h = 24; h <= 100; h += 19) {
+            s = ui_app_snapshot(&a, w, h, NULL, 0);
+            cr_assert_not_null(s);
+            int lines = 0;
+            for (const char *l = s; *l; lines++) {
+                const char *e = strchr(l, '\n');
+                cr_assert_not_null(e);
+                cr_assert_leq(e - l, w, "%dx%d: line %d is %d wide", w, h, lines, (int)(e - l));
+                if (lines == 5) cr_assert(!strncmp(l, w >= 160 ? "runtime  p2p sync" : "p2p sync",
+                                                   w >= 160 ? 17 : 8), "%dx%d:\n%s", w, h, s);
+                l = e + 1;
+            }
+            cr_assert_eq(lines, h, "%dx%d: %d lines", w, h, lines);
+            free(s);
+        }
+    ui_app_free(&a);
+
+    /* the all-gather apart: on with the file's ZeRO-1 stages, n/a on a re-planned plan */
+    path = runtime_plan("opg.json", "\"zero\": 1, \"overlap_param_gather\": true");
+    cr_assert_eq(ui_app_open(&a, NULL, NULL, path, tmpdir, UI_PLANNER_NATIVE), 0);
+    cr_assert(a.loaded, "%s", a.load_err);
+    s = snap(&a, 100, 30, NULL);
+    cr_assert(line_with(s, "p2p overlap  gsync overlap  opg on"), "%s", s);
+    free(s);
+    s = snap(&a, 100, 30, "-"); /* 12 GPUs: re-planned */
+    cr_assert(a.cur.pl && !a.cur.pl->overlap_param_gather, "%s", s);
+    cr_assert(line_with(s, "p2p overlap  gsync overlap  opg n/a"), "%s", s);
+    free(s);
+    ui_app_free(&a);
+
+    cr_assert_eq(ui_app_open(&a, NULL, NULL, runtime_plan("none.json", "\"p2p\": \"overlap\""),
+                             tmpdir, UI_PLANNER_NATIVE), 0);
+    s = snap(&a, 80, 24, NULL);
+    row = line_with(s, "GPUs 16 bw");
+    cr_assert(row && !strncmp(strchr(row, '\n') + 1, "+ stages", 8), "%s", s);
+    cr_assert(!strstr(s, "p2p"), "%s", s);
+    free(s);
+    ui_app_free(&a);
+}
+
 Test(ui_snapshot, straggler_and_memory_limit_match_plumb_sim_options)
 {
     ui_app a;

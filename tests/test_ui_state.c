@@ -552,7 +552,7 @@ Test(ui_state, schedule_keys_pass_the_kinds_the_plan_runtime_refuses)
             int f = ui_state_key(st, k < SCHED_NKINDS ? 'c' : 'C');
             cr_assert(f & UI_DO_EVAL);
             seen[st->cur.schedule] = 1;
-            cr_assert_eq(ui_runtime2d_check(&st->cur, NULL, 0), 0);
+            cr_assert_eq(ui_runtime2d_check(st, &st->cur, NULL, 0), 0);
         }
         for (int k = 0; k < SCHED_NKINDS; k++) {
             const sched_traits *tr = sched_traits_of((sched_kind)k);
@@ -564,6 +564,40 @@ Test(ui_state, schedule_keys_pass_the_kinds_the_plan_runtime_refuses)
     ui_whatif w = fresh()->cur; /* the check's own line */
     w.p2p_sync = 1, w.schedule = SCHED_DUALPIPEV;
     char why[256];
-    cr_assert_eq(ui_runtime2d_check(&w, why, sizeof why), -1);
+    cr_assert_eq(ui_runtime2d_check(fresh(), &w, why, sizeof why), -1);
     cr_assert(strstr(why, "--p2p: expected overlap with schedule dualpipev"), "%s", why);
+}
+
+/* The 2D check reads the plan file's settings (ui_state_set_plan: search3d_options_from_plan
+ * of the plan as written) with the what-if's schedule and runtime put in; without a file,
+ * every setting free. */
+Test(ui_state, runtime2d_check_reads_the_plan_file)
+{
+    plumb_err err = {{0}};
+    plan *pl = plan_load("examples/plans/vgg16-4stage-1f1b.json", &err);
+    cr_assert_not_null(pl, "%s", err.msg);
+    ui_state *st = fresh();
+    search3d_options want, free_rt;
+    search3d_options_init(&free_rt);
+    cr_assert_eq(memcmp(&st->plan_rt, &free_rt, sizeof free_rt), 0);
+    ui_state_set_plan(st, pl);
+    search3d_options_from_plan(pl, NULL, &want);
+    cr_assert_eq(memcmp(&st->plan_rt, &want, sizeof want), 0);
+    cr_assert_eq(st->plan_rt.zero, 0);
+    ui_whatif w = st->cur;
+    w.opg = 1; /* the all-gather apart is ZeRO-1's: this file's zero 0 refuses it */
+    char why[256];
+    cr_assert_eq(ui_runtime2d_check(st, &w, why, sizeof why), -1);
+    cr_assert(strstr(why, "--overlap-param-gather: belongs to --zero 1"), "%s", why);
+    w.opg = 0, w.grad_sync_end = 1, w.schedule = SCHED_2BW; /* the what-if's, not the file's */
+    cr_assert_eq(ui_runtime2d_check(st, &w, why, sizeof why), -1);
+    cr_assert(strstr(why, "--grad-sync: expected overlap with schedule 2bw"), "%s", why);
+    w.schedule = SCHED_ZB_H1;
+    cr_assert_eq(ui_runtime2d_check(st, &w, why, sizeof why), 0, "%s", why);
+    cr_assert_eq(why[0], 0);
+    ui_state_set_plan(st, NULL);
+    cr_assert_eq(memcmp(&st->plan_rt, &free_rt, sizeof free_rt), 0);
+    w = st->cur, w.opg = 1; /* no file: every other setting free */
+    cr_assert_eq(ui_runtime2d_check(st, &w, NULL, 0), 0);
+    plan_free(pl);
 }

@@ -64,6 +64,7 @@ static void start(ui_app *a, double t0)
     for (int i = 0; i < a->base.clus->ntypes; i++)
         if (a->base.clus->types[i].memory_bytes > mem) mem = a->base.clus->types[i].memory_bytes;
     ui_state_init(a->st, &w, a->base.clus->nlevels, a->base.clus->levels[0].count, mem);
+    ui_state_set_plan(a->st, a->base.loaded); /* the 2D schedule keys check its runtime */
     if (a->base.model)
         ui_state_set_layout3d(a->st, (int)a->base.model->layers, a->base.lopt.global_batch,
                               &a->base.lopt);

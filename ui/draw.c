@@ -354,6 +354,32 @@ static void draw_runtime(ui_app *a, int x, int y, int w, ui_fb *fb)
         runtime_field(&p, wide ? "grad-sync" : "gsync", "end", 1, !pl || pl->grad_sync_end);
 }
 
+/* 1 when the 2D view's header has a runtime row: a plan file whose "p2p", "grad_sync" or
+ * "overlap_param_gather" is not the default (every what-if keeps them; ui_base_whatif). */
+static int runtime2d_row(const ui_state *st)
+{
+    return st && !st->layout3d && (st->cur.p2p_sync || st->cur.grad_sync_end || st->cur.opg);
+}
+
+/* The 2D view's runtime row (runtime2d_row): the plan file's settings that ride every plan
+ * shown, labelled as the 3D row labels them (the option names from UI_WIDE_W columns,
+ * short below, so that the row fits 80): p2p, grad-sync and the all-gather apart ("n/a"
+ * where the plan on screen does not take it: it is ZeRO-1's, which stays with the file's
+ * own stages). */
+static void draw_runtime2d(ui_app *a, int x, int y, int w, ui_fb *fb)
+{
+    const ui_whatif *wi = &a->st->cur;
+    const plan *pl = a->cur.pl;
+    int wide = w >= UI_WIDE_W;
+    pen p = { fb, x, y, x + w, w >= 100 ? 2 : 1 };
+    if (wide) pen_text(&p, "runtime  ", UI_ST_TITLE);
+    runtime_field(&p, "p2p", wi->p2p_sync ? "sync" : "overlap", wi->p2p_sync, 1);
+    runtime_field(&p, wide ? "grad-sync" : "gsync", wi->grad_sync_end ? "end" : "overlap",
+                  wi->grad_sync_end, !pl || pl->grad_sync_end == wi->grad_sync_end);
+    runtime_field(&p, wide ? "overlap-param-gather" : "opg", wi->opg ? "on" : "off", wi->opg,
+                  !pl || pl->overlap_param_gather);
+}
+
 /* What the header adds after an asynchronous schedule's name (no flush: updates use
  * stale weights), or NULL for a flushing one. Short form for narrow screens. */
 static const char *async_note(int kind, int narrow)
@@ -415,6 +441,7 @@ static void draw_header(ui_app *a, ui_rect r, ui_fb *fb)
     }
     draw_whatifs(a, r.x, y, r.w, fb);
     if (a->st->layout3d) draw_runtime(a, r.x, y + 1, r.w, fb);
+    else if (runtime2d_row(a->st)) draw_runtime2d(a, r.x, y + 1, r.w, fb);
 }
 
 /* ---- stage table ------------------------------------------------------------------- */
@@ -711,7 +738,7 @@ void ui_app_layout(const ui_app *a, int w, int h, ui_layout *L)
     ui_layout_in in = { w, h, panel_rows(a->cur.pl, l3),
                         a->cur.rep ? a->cur.rep->ndevices : 0, a->loaded && a->st->pinned,
                         a->st ? a->st->view.help : 0, l3 ? NHELP3D : NHELP,
-                        a->loaded && l3 };
+                        a->loaded && (l3 || runtime2d_row(a->st)) };
     ui_layout_compute(&in, L);
 }
 

@@ -25,7 +25,9 @@ typedef struct ui_layout_in {
     int help;                /* 1: the help overlay is open */
     int help_rows;           /* lines of help text */
     int runtime;             /* 1: the header has a row for the runtime settings (a
-                                transformer's layouts, plumb ui --model) */
+                                transformer's layouts, plumb ui --model; a plan file's
+                                p2p, grad_sync or overlap_param_gather when not the
+                                default) */
 } ui_layout_in;
 
 typedef struct ui_layout {

@@ -19,6 +19,12 @@ void ui_state_init(ui_state *st, const ui_whatif *initial, int nlevels, int per_
     st->per_server = per_server < 1 ? 1 : per_server;
     st->device_memory = device_memory;
     st->view.level = st->nlevels - 1; /* the slowest level is the interesting one */
+    search3d_options_init(&st->plan_rt); /* no plan file yet: every setting free */
+}
+
+void ui_state_set_plan(ui_state *st, const plan *pl)
+{
+    search3d_options_from_plan(pl, NULL, &st->plan_rt);
 }
 
 int ui_whatif_equal(const ui_whatif *a, const ui_whatif *b)
@@ -87,12 +93,11 @@ double ui_straggler_next(double f)
     return F[0];
 }
 
-int ui_runtime2d_check(const ui_whatif *w, char *why, size_t n)
+int ui_runtime2d_check(const ui_state *st, const ui_whatif *w, char *why, size_t n)
 {
-    search3d_options so;
+    search3d_options so = st->plan_rt;
     plumb_err e;
     err_clear(&e);
-    search3d_options_init(&so); /* every other setting free: none refused */
     so.schedule = w->schedule;
     so.overlap_param_gather = w->opg;
     so.p2p_sync = w->p2p_sync;
@@ -104,12 +109,12 @@ int ui_runtime2d_check(const ui_whatif *w, char *why, size_t n)
 
 /* The 2D view's next schedule (dir) that the plan's runtime takes (ui_runtime2d_check);
  * the same one when none other does. */
-static int next_schedule2d(const ui_whatif *cur, int dir)
+static int next_schedule2d(const ui_state *st, const ui_whatif *cur, int dir)
 {
     for (int k = 1; k < SCHED_NKINDS; k++) {
         ui_whatif w = *cur;
         w.schedule = (cur->schedule + dir * k + SCHED_NKINDS * k) % SCHED_NKINDS;
-        if (!ui_runtime2d_check(&w, NULL, 0)) return w.schedule;
+        if (!ui_runtime2d_check(st, &w, NULL, 0)) return w.schedule;
     }
     return cur->schedule;
 }
@@ -181,10 +186,10 @@ static int whatif_key(ui_state *st, int key)
         if (w->bw_exp[l] > -UI_MAX_BW_EXP) w->bw_exp[l]--;
         break;
     case 'c': /* kinds the plan's runtime cannot take passed by */
-        w->schedule = next_schedule2d(w, +1);
+        w->schedule = next_schedule2d(st, w, +1);
         break;
     case 'C':
-        w->schedule = next_schedule2d(w, -1);
+        w->schedule = next_schedule2d(st, w, -1);
         break;
     case 'm':
         if (w->microbatches * 2 <= UI_MAX_MICROBATCHES) w->microbatches *= 2;

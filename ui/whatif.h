@@ -8,7 +8,9 @@
 #define PLUMB_UI_WHATIF_H
 
 #include "core/cluster.h"
+#include "core/plan.h"
 #include "planner/layout3d.h"
+#include "planner/search3d.h"
 
 /* Keys that are not plain ASCII. */
 enum {
@@ -95,6 +97,10 @@ typedef struct ui_state {
     layout3d_options lopt;           /* the layout opened (ui_base.lopt): each 3D what-if
                                         lays out as it with its own settings put in
                                         (ui_whatif_layout3d) and is checked so */
+    search3d_options plan_rt;        /* the 2D view's plan file as its runtime is checked
+                                        (ui_state_set_plan; every setting free without a
+                                        file): ui_runtime2d_check puts each what-if's
+                                        schedule and runtime in */
     char note[256];                  /* why the last 3D key could not move ("" = it did) */
     int nrows;                       /* timeline rows: the devices the live plan uses ... */
     int row_device[UI_MAX_GPUS];     /* ... their ids, ascending (0 rows: 0..ngpus-1) */
@@ -128,6 +134,11 @@ int ui_state_key(ui_state *st, int key);
 void ui_state_set_layout3d(ui_state *st, int layers, int global_batch,
                            const layout3d_options *lopt);
 
+/* The 2D view's plan file pl (NULL: none, a profile planned on a cluster): its settings
+ * (search3d_options_from_plan, the plan as written) into st->plan_rt, which
+ * ui_runtime2d_check checks every what-if under. pl is not kept. */
+void ui_state_set_plan(ui_state *st, const plan *pl);
+
 /* Undoes the last what-if key without keeping it for redo: the caller found that its
  * settings have no plan (a 3D layout that layout3d_build refuses). Returns UI_DO_* flags
  * for going back (0 when there is nothing to undo). */
@@ -159,13 +170,15 @@ layout3d_options ui_whatif_layout3d(const layout3d_options *base, const ui_whati
  * terminated). */
 int ui_layout3d_check(const ui_state *st, const ui_whatif *w, int asked, char *why, size_t n);
 
-/* The runtime check of the 2D view's what-if w (a plan file's "p2p", "grad_sync" and
- * "overlap_param_gather", which every what-if keeps: w->p2p_sync, w->grad_sync_end, w->opg)
- * under w's schedule: search3d_runtime_check, the one owner of the rules (p2p sync not on
- * zb-v or dualpipev, grad-sync end and the all-gather apart not on pipedream or 2bw), with
- * every other setting free. 0, or -1 with the check's line in why (n > 0: always
- * terminated). The 2D view's c C pass by the kinds it refuses. */
-int ui_runtime2d_check(const ui_whatif *w, char *why, size_t n);
+/* The runtime check of the 2D view's what-if w on st: the plan file's settings
+ * (st->plan_rt: search3d_options_from_plan, as `plumb sim` checks its what-ifs) with w's
+ * schedule and the runtime w carries (the file's "p2p", "grad_sync" and
+ * "overlap_param_gather", which every what-if keeps: w->p2p_sync, w->grad_sync_end,
+ * w->opg) put in, by search3d_runtime_check, the one owner of the rules (p2p sync not on
+ * zb-v or dualpipev, grad-sync end and the all-gather apart not on pipedream or 2bw).
+ * 0, or -1 with the check's line in why (n > 0: always terminated). The 2D view's c C
+ * pass by the kinds it refuses. */
+int ui_runtime2d_check(const ui_state *st, const ui_whatif *w, char *why, size_t n);
 
 /* The 3D keys (ui/whatif3d.c), applied to st->cur: g G tensor-parallel ranks, d D
  * pipeline ranks (both keep the GPU count: dp follows), w W + - replicas (the GPU count
