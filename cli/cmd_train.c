@@ -90,62 +90,173 @@ enum {
     O_TRANSPORT, O_TIMEOUT, O_PRECISION, O_TP, O_SP
 };
 
+/* plumb train's long options; their values go to train_opts (parse_options). */
+static const struct option longopts[] = {
+    {"data", required_argument, 0, O_DATA},       {"data-dir", required_argument, 0, O_DATADIR},
+    {"text", required_argument, 0, O_TEXT},       {"samples", required_argument, 0, O_SAMPLES},
+    {"epochs", required_argument, 0, O_EPOCHS},   {"steps", required_argument, 0, O_STEPS},
+    {"batch", required_argument, 0, O_BATCH},     {"microbatches", required_argument, 0, O_MICRO},
+    {"optimizer", required_argument, 0, O_OPT},   {"lr", required_argument, 0, O_LR},
+    {"momentum", required_argument, 0, O_MOM},    {"weight-decay", required_argument, 0, O_WD},
+    {"seed", required_argument, 0, O_SEED},       {"backend", required_argument, 0, O_BACKEND},
+    {"device", required_argument, 0, O_DEVICE},   {"log-every", required_argument, 0, O_LOG},
+    {"quiet", no_argument, 0, O_QUIET},           {"help", no_argument, 0, O_HELP},
+    {"schedule", required_argument, 0, O_SCHED},  {"stages", required_argument, 0, O_STAGES},
+    {"trace", required_argument, 0, O_TRACE},     {"devices", required_argument, 0, O_DEVICES},
+    {"save", required_argument, 0, O_SAVE},       {"resume", required_argument, 0, O_RESUME},
+    {"recompute", no_argument, 0, O_RECOMPUTE},   {"checkpoint", required_argument, 0, O_CKDIR},
+    {"checkpoint-every", required_argument, 0, O_CKEVERY},
+    {"transport", required_argument, 0, O_TRANSPORT},
+    {"timeout", required_argument, 0, O_TIMEOUT},
+    {"precision", required_argument, 0, O_PRECISION},
+    {"tp", required_argument, 0, O_TP},
+    {"sequence-parallel", no_argument, 0, O_SP},
+    {0, 0, 0, 0}};
+
+/* The command line of one `plumb train`, with the defaults --help gives (parse_options);
+ * otherwise a NULL string or a 0 number is an option not given, and lr and mom < 0. */
+typedef struct train_opts {
+    const char *model_path, *plan_path; /* the file arguments; plan_path NULL without one */
+    const char *data, *datadir, *textfile, *bkname, *optname, *precision;
+    const char *schedname, *tracepath, *savepath, *resumepath, *ckdir, *trname;
+    int samples, epochs, steps, batch, micro, device, logevery, quiet, have_seed, seed;
+    int nstages, ndevices, recompute, ckevery, tpn, sp;
+    int tkind; /* --transport: 0 local, 1 mpi, 2 nccl (set by check_options) */
+    double lr, mom, wd, timeout;
+} train_opts;
+
 /* How a pipelined run spans processes: the transport (NULL: local), this rank, the size. */
 typedef struct procs {
     transport *tr;
     int rank, size, node_size;
 } procs;
 
-/* A pipelined (or traced) run: the pipeline train_from_plan makes (the plan's stages and
- * schedule, or `schedname` over nstages stages), over this process's transport. Returns
- * the exit status (0, 1 at run time, 2 for bad input) with err set on failure. */
-static int run_pipelined(const train_run_cfg *cfg_in, const plan *pl, const char *schedname,
-                         int nstages, int nmicro, int ndevices, const char *tracepath,
-                         const procs *pr, train_result *res, plumb_err *err)
+/* What a run holds from its setup to its end; job_free releases it. */
+typedef struct train_job {
+    const backend *bk;
+    const plugin_api *tplug; /* --transport mpi or nccl; NULL: local */
+    model *m;
+    plan *pl;                /* NULL without a plan */
+    dataset *train, *test;
+    char *resume_found;      /* the checkpoint resumed from (a folder's newest), or NULL */
+    ckpt resume_state;       /* read once, handed to the run */
+    int nmicro, mbsize, okind; /* microbatches, their size, the optimizer kind */
+    train_run_cfg cfg;       /* points into the job: the job must not move once it is set */
+    procs pr;                /* this process under mpirun; rank 0 of 1 alone */
+    bk_ctx *nccl_ctx;        /* nccl: this rank's context, which the transport uses */
+    int mpi_on;              /* the MPI session began: job_free ends it */
+} train_job;
+
+/* Whether the run is pipelined (train_run_pipeline) rather than sequential (train_run): a
+ * plan, --schedule, --trace or --tp. */
+static int is_pipelined(const train_opts *o)
 {
-    train_run_cfg cfgv = *cfg_in, *cfg = &cfgv;
-    train_pipeline tp;
-    int rc = train_from_plan(cfg, pl, schedname, nstages, nmicro, &tp, err);
-    if (rc) return rc;
-    timeline *tl = NULL;
-    rc = 1;
-    int me = pr->rank;
-    if (pr->tr) {
-        int tpn = cfg->tp > 1 ? cfg->tp : 1;
-        if (tp.sched->nworkers * tpn != pr->size) {
-            char lay[96] = "";
-            int dp = pl ? pl->stages[0].replicas : 0;
-            for (int i = 0; pl && i < pl->nstages; i++)
-                if (pl->stages[i].replicas != dp) dp = 0;
-            if (dp && tp.sched->nworkers % dp == 0) /* every stage replicated dp times */
-                snprintf(lay, sizeof lay, ": the plan's tp x pp x dp = %d x %d x %d", tpn,
-                         tp.sched->nworkers / dp, dp);
-            err_set(err, NULL, "--transport", "expected mpirun -np %d, one rank per worker of "
-                    "the schedule%s%s (got %d ranks)", tp.sched->nworkers * tpn,
-                    tpn > 1 ? " and tensor-parallel rank" : "", lay, pr->size);
-            rc = 2;
-            goto done;
+    return o->plan_path || o->schedname || o->tracepath || o->tpn > 1;
+}
+
+/* Parses argv into o (defaults first). 0, 1 after printing --help, or 2 after one line (a
+ * bad value, an unknown option, not one or two file arguments). */
+static int parse_options(int argc, char **argv, train_opts *o)
+{
+    *o = (train_opts){.bkname = "cpu", .trname = "local", .samples = 8192, .epochs = 1,
+                      .ndevices = 1, .tpn = 1, .lr = -1, .mom = -1};
+    const char *cmd = "train";
+    int c;
+    optind = 1;
+    while ((c = cli_getopt(cmd, argc, argv, "h", longopts)) != -1) {
+        switch (c) {
+        case O_DATA: o->data = optarg; break;
+        case O_DATADIR: o->datadir = optarg; break;
+        case O_TEXT: o->textfile = optarg; break;
+        case O_SAMPLES:
+            if (cli_int(cmd, "--samples", optarg, 1, 1 << 24, &o->samples)) return 2;
+            break;
+        case O_EPOCHS: if (cli_int(cmd, "--epochs", optarg, 1, 100000, &o->epochs)) return 2; break;
+        case O_STEPS: if (cli_int(cmd, "--steps", optarg, 1, 1 << 30, &o->steps)) return 2; break;
+        case O_BATCH: if (cli_int(cmd, "--batch", optarg, 1, 1 << 20, &o->batch)) return 2; break;
+        case O_MICRO:
+            if (cli_int(cmd, "--microbatches", optarg, 1, 1 << 16, &o->micro)) return 2;
+            break;
+        case O_OPT: o->optname = optarg; break;
+        case O_LR: if (cli_num(cmd, "--lr", optarg, 1, 1e3, &o->lr)) return 2; break;
+        case O_MOM: if (cli_num(cmd, "--momentum", optarg, 0, 1, &o->mom)) return 2; break;
+        case O_WD: if (cli_num(cmd, "--weight-decay", optarg, 0, 1e3, &o->wd)) return 2; break;
+        case O_SEED: if (cli_int(cmd, "--seed", optarg, 0, 2147483647, &o->seed)) return 2;
+            o->have_seed = 1; break;
+        case O_BACKEND: o->bkname = optarg; break;
+        case O_PRECISION: o->precision = optarg; break;
+        case O_DEVICE: if (cli_int(cmd, "--device", optarg, 0, 1023, &o->device)) return 2; break;
+        case O_LOG:
+            if (cli_int(cmd, "--log-every", optarg, 1, 1 << 30, &o->logevery)) return 2;
+            break;
+        case O_QUIET: o->quiet = 1; break;
+        case O_SCHED: o->schedname = optarg; break;
+        case O_STAGES: if (cli_int(cmd, "--stages", optarg, 1, 1024, &o->nstages)) return 2; break;
+        case O_TRACE: o->tracepath = optarg; break;
+        case O_SAVE: o->savepath = optarg; break;
+        case O_RECOMPUTE: o->recompute = 1; break;
+        case O_RESUME: o->resumepath = optarg; break;
+        case O_CKDIR: o->ckdir = optarg; break;
+        case O_CKEVERY:
+            if (cli_int(cmd, "--checkpoint-every", optarg, 1, 1 << 30, &o->ckevery)) return 2;
+            break;
+        case O_TRANSPORT: o->trname = optarg; break;
+        case O_TIMEOUT: if (cli_num(cmd, "--timeout", optarg, 1, 1e6, &o->timeout)) return 2; break;
+        case O_DEVICES:
+            if (cli_int(cmd, "--devices", optarg, 1, 1024, &o->ndevices)) return 2;
+            break;
+        case O_TP: if (cli_int(cmd, "--tp", optarg, 1, 1024, &o->tpn)) return 2; break;
+        case O_SP: o->sp = 1; break;
+        case 'h':
+        case O_HELP: fputs(usage_text, stdout); return 1;
+        default: return 2;
         }
-        cfg->tr = pr->tr;
-        cfg->local_workers = &me;
-        cfg->nlocal = 1;
-        cfg->node_procs = pr->node_size;
-        cfg->rank = pr->rank;
     }
-    if (train_run_pipeline(cfg, tp.sched, tp.first, tp.last, ndevices, res,
-                           tracepath ? &tl : NULL, err))
-        goto done;
-    if (tracepath && timeline_set_model(tl, cfg->m->name, tp.nstages, tp.tfirst, tp.tlast)) {
-        err_set(err, NULL, NULL, "out of memory");
-        goto done;
-    }
-    /* under mpirun every process holds the gathered trace: rank 0 writes it */
-    if (tracepath && pr->rank == 0 && timeline_write_chrome(tl, tracepath, err)) goto done;
-    rc = 0;
-done:
-    timeline_free(tl);
-    train_pipeline_free(&tp);
-    return rc;
+    int npos = argc - optind;
+    if (npos < 1 || npos > 2)
+        return cli_fail("train", "expected MODEL.json and an optional PLAN.json (got %d file "
+                        "arguments); see plumb train --help", npos);
+    o->model_path = argv[optind];
+    o->plan_path = npos == 2 ? argv[optind + 1] : NULL;
+    return 0;
+}
+
+/* Checks the options against each other, needing no file, and sets o->tkind. 0, or 2
+ * after one line. */
+static int check_options(train_opts *o)
+{
+    if (o->optname && optimizer_kind_parse(o->optname) < 0)
+        return cli_fail("train", "--optimizer: expected sgd, momentum or adam (got \"%s\")",
+                        o->optname);
+    char kinds[160];
+    if (o->schedname && sched_kind_parse(o->schedname) < 0)
+        return cli_fail("train", "--schedule: expected %s (got \"%s\")",
+                        sched_kind_list(kinds, sizeof kinds, ", "), o->schedname);
+    if (o->schedname && o->plan_path)
+        return cli_fail("train", "--schedule: not with a plan (the plan names its schedule)");
+    const char *trname = o->trname;
+    o->tkind = !strcmp(trname, "local") ? 0 : !strcmp(trname, "mpi") ? 1
+               : !strcmp(trname, "nccl") ? 2 : -1;
+    if (o->tkind < 0)
+        return cli_fail("train", "--transport: expected local, mpi or nccl (got \"%s\")", trname);
+    if (o->tkind && !o->schedname && !o->plan_path && o->tpn <= 1)
+        return cli_fail("train", "--transport: for pipelined runs (a plan, --schedule or "
+                        "--tp)");
+    if (o->ndevices > 1 && o->tkind)
+        return cli_fail("train", "--devices: not with --transport %s (each rank runs one "
+                        "worker, on %s)", trname, o->tkind == 2 ? "its node-local GPU" :
+                        "--device");
+    if (o->sp && o->tpn < 2)
+        return cli_fail("train", "--sequence-parallel: needs --tp 2 or more");
+    if (o->tpn > 1 && o->plan_path)
+        return cli_fail("train", "--tp: not with a plan (the plan names its tp)");
+    if (!o->ckdir != !o->ckevery)
+        return cli_fail("train", "%s: needs %s", o->ckdir ? "--checkpoint" : "--checkpoint-every",
+                        o->ckdir ? "--checkpoint-every N" : "--checkpoint DIR");
+    if (o->tracepath && (o->savepath || o->resumepath || o->ckdir))
+        return cli_fail("train", "--trace: not with checkpoints or --resume (a trace covers "
+                        "one uninterrupted run)");
+    return 0;
 }
 
 /* 0 when output path (option opt) is none of the files the run reads: reads[4] (the model,
@@ -167,274 +278,322 @@ static int outputs_ok(const char *opt, const char *path, const char *const reads
     return cli_output_ok("train", opt, path, inputs, 8);
 }
 
-int cmd_train(int argc, char **argv)
+/* Checks the outputs before the run, so that a bad path costs no training: --save and
+ * --trace (outputs_ok), and the --checkpoint folder, which must be this run's own
+ * (ckpt_dir_check_fresh). 0, or 2 after one line. */
+static int check_outputs(const train_opts *o)
 {
-    static const struct option longopts[] = {
-        {"data", required_argument, 0, O_DATA},       {"data-dir", required_argument, 0, O_DATADIR},
-        {"text", required_argument, 0, O_TEXT},       {"samples", required_argument, 0, O_SAMPLES},
-        {"epochs", required_argument, 0, O_EPOCHS},   {"steps", required_argument, 0, O_STEPS},
-        {"batch", required_argument, 0, O_BATCH},     {"microbatches", required_argument, 0, O_MICRO},
-        {"optimizer", required_argument, 0, O_OPT},   {"lr", required_argument, 0, O_LR},
-        {"momentum", required_argument, 0, O_MOM},    {"weight-decay", required_argument, 0, O_WD},
-        {"seed", required_argument, 0, O_SEED},       {"backend", required_argument, 0, O_BACKEND},
-        {"device", required_argument, 0, O_DEVICE},   {"log-every", required_argument, 0, O_LOG},
-        {"quiet", no_argument, 0, O_QUIET},           {"help", no_argument, 0, O_HELP},
-        {"schedule", required_argument, 0, O_SCHED},  {"stages", required_argument, 0, O_STAGES},
-        {"trace", required_argument, 0, O_TRACE},     {"devices", required_argument, 0, O_DEVICES},
-        {"save", required_argument, 0, O_SAVE},       {"resume", required_argument, 0, O_RESUME},
-        {"recompute", no_argument, 0, O_RECOMPUTE},   {"checkpoint", required_argument, 0, O_CKDIR},
-        {"checkpoint-every", required_argument, 0, O_CKEVERY},
-        {"transport", required_argument, 0, O_TRANSPORT},
-        {"timeout", required_argument, 0, O_TIMEOUT},
-        {"precision", required_argument, 0, O_PRECISION},
-        {"tp", required_argument, 0, O_TP},
-        {"sequence-parallel", no_argument, 0, O_SP},
-        {0, 0, 0, 0}};
-    const char *data = NULL, *datadir = NULL, *textfile = NULL, *bkname = "cpu", *optname = NULL;
-    int samples = 8192, epochs = 1, steps = 0, batch = 0, micro = 0, device = 0, logevery = 0;
-    int quiet = 0, have_seed = 0, seed = 0, nstages = 0, ndevices = 1, recompute = 0;
-    const char *schedname = NULL, *tracepath = NULL, *savepath = NULL, *resumepath = NULL;
-    const char *ckdir = NULL, *trname = "local", *precision = NULL;
-    int ckevery = 0, tpn = 1, sp = 0;
-    double lr = -1, mom = -1, wd = 0, timeout = 0;
-    int c;
-    optind = 1;
-    while ((c = cli_getopt("train", argc, argv, "h", longopts)) != -1) {
-        switch (c) {
-        case O_DATA: data = optarg; break;
-        case O_DATADIR: datadir = optarg; break;
-        case O_TEXT: textfile = optarg; break;
-        case O_SAMPLES: if (cli_int("train", "--samples", optarg, 1, 1 << 24, &samples)) return 2; break;
-        case O_EPOCHS: if (cli_int("train", "--epochs", optarg, 1, 100000, &epochs)) return 2; break;
-        case O_STEPS: if (cli_int("train", "--steps", optarg, 1, 1 << 30, &steps)) return 2; break;
-        case O_BATCH: if (cli_int("train", "--batch", optarg, 1, 1 << 20, &batch)) return 2; break;
-        case O_MICRO: if (cli_int("train", "--microbatches", optarg, 1, 1 << 16, &micro)) return 2; break;
-        case O_OPT: optname = optarg; break;
-        case O_LR: if (cli_num("train", "--lr", optarg, 1, 1e3, &lr)) return 2; break;
-        case O_MOM: if (cli_num("train", "--momentum", optarg, 0, 1, &mom)) return 2; break;
-        case O_WD: if (cli_num("train", "--weight-decay", optarg, 0, 1e3, &wd)) return 2; break;
-        case O_SEED: if (cli_int("train", "--seed", optarg, 0, 2147483647, &seed)) return 2;
-            have_seed = 1; break;
-        case O_BACKEND: bkname = optarg; break;
-        case O_PRECISION: precision = optarg; break;
-        case O_DEVICE: if (cli_int("train", "--device", optarg, 0, 1023, &device)) return 2; break;
-        case O_LOG: if (cli_int("train", "--log-every", optarg, 1, 1 << 30, &logevery)) return 2; break;
-        case O_QUIET: quiet = 1; break;
-        case O_SCHED: schedname = optarg; break;
-        case O_STAGES: if (cli_int("train", "--stages", optarg, 1, 1024, &nstages)) return 2; break;
-        case O_TRACE: tracepath = optarg; break;
-        case O_SAVE: savepath = optarg; break;
-        case O_RECOMPUTE: recompute = 1; break;
-        case O_RESUME: resumepath = optarg; break;
-        case O_CKDIR: ckdir = optarg; break;
-        case O_CKEVERY: if (cli_int("train", "--checkpoint-every", optarg, 1, 1 << 30, &ckevery)) return 2; break;
-        case O_TRANSPORT: trname = optarg; break;
-        case O_TIMEOUT: if (cli_num("train", "--timeout", optarg, 1, 1e6, &timeout)) return 2; break;
-        case O_DEVICES: if (cli_int("train", "--devices", optarg, 1, 1024, &ndevices)) return 2; break;
-        case O_TP: if (cli_int("train", "--tp", optarg, 1, 1024, &tpn)) return 2; break;
-        case O_SP: sp = 1; break;
-        case 'h':
-        case O_HELP: fputs(usage_text, stdout); return 0;
-        default: return 2;
-        }
-    }
-    int npos = argc - optind;
-    if (npos < 1 || npos > 2)
-        return cli_fail("train", "expected MODEL.json and an optional PLAN.json (got %d file "
-                        "arguments); see plumb train --help", npos);
-    if (optname && optimizer_kind_parse(optname) < 0)
-        return cli_fail("train", "--optimizer: expected sgd, momentum or adam (got \"%s\")",
-                        optname);
-    char kinds[160];
-    if (schedname && sched_kind_parse(schedname) < 0)
-        return cli_fail("train", "--schedule: expected %s (got \"%s\")",
-                        sched_kind_list(kinds, sizeof kinds, ", "), schedname);
-    if (schedname && npos == 2)
-        return cli_fail("train", "--schedule: not with a plan (the plan names its schedule)");
-    int tkind = !strcmp(trname, "local") ? 0 : !strcmp(trname, "mpi") ? 1
-                : !strcmp(trname, "nccl") ? 2 : -1;
-    if (tkind < 0)
-        return cli_fail("train", "--transport: expected local, mpi or nccl (got \"%s\")", trname);
-    if (tkind && !schedname && npos != 2 && tpn <= 1)
-        return cli_fail("train", "--transport: for pipelined runs (a plan, --schedule or "
-                        "--tp)");
-    if (ndevices > 1 && tkind)
-        return cli_fail("train", "--devices: not with --transport %s (each rank runs one "
-                        "worker, on %s)", trname, tkind == 2 ? "its node-local GPU" :
-                        "--device");
-    if (sp && tpn < 2)
-        return cli_fail("train", "--sequence-parallel: needs --tp 2 or more");
-    if (tpn > 1 && npos == 2)
-        return cli_fail("train", "--tp: not with a plan (the plan names its tp)");
-    if (!ckdir != !ckevery)
-        return cli_fail("train", "%s: needs %s", ckdir ? "--checkpoint" : "--checkpoint-every",
-                        ckdir ? "--checkpoint-every N" : "--checkpoint DIR");
-    if (tracepath && (savepath || resumepath || ckdir))
-        return cli_fail("train", "--trace: not with checkpoints or --resume (a trace covers "
-                        "one uninterrupted run)");
-    /* outputs are checked before the run, so that a bad path costs no training */
-    const char *reads[4] = {argv[optind], npos == 2 ? argv[optind + 1] : NULL, resumepath,
-                            textfile};
-    if ((savepath && outputs_ok("--save", savepath, reads, datadir)) ||
-        (tracepath && outputs_ok("--trace", tracepath, reads, datadir)))
+    const char *reads[4] = {o->model_path, o->plan_path, o->resumepath, o->textfile};
+    if ((o->savepath && outputs_ok("--save", o->savepath, reads, o->datadir)) ||
+        (o->tracepath && outputs_ok("--trace", o->tracepath, reads, o->datadir)))
         return 2;
-    if (ckdir && cli_folder_ok("train", "--checkpoint", ckdir, 1)) return 2;
+    if (o->ckdir && cli_folder_ok("train", "--checkpoint", o->ckdir, 1)) return 2;
     plumb_err cke = {{0}};
-    if (ckdir && ckpt_dir_check_fresh(ckdir, resumepath, &cke))
+    if (o->ckdir && ckpt_dir_check_fresh(o->ckdir, o->resumepath, &cke))
         return cli_fail("train", "--checkpoint %s", cke.msg);
-    if (tkind == 2 && strncmp(bkname, "cuda", 4))
+    return 0;
+}
+
+/* Loads the plugin of --transport mpi or nccl (plumb-mpi.so or plumb-nccl.so) into *plug,
+ * before any work, so that a missing one is one line; *plug is NULL for local. 0, or 2
+ * after one line (nccl without a CUDA backend, the plugin missing or not built). */
+static int load_transport(const train_opts *o, const plugin_api **plug)
+{
+    *plug = NULL;
+    if (o->tkind == 2 && strncmp(o->bkname, "cuda", 4))
         return cli_fail("train", "--transport nccl: needs a CUDA backend (--backend cuda, "
                         "cuda-tf32 or cuda-bf16)");
-    /* plumb-mpi.so or plumb-nccl.so, loaded before any work: a missing one is one line */
-    const plugin_api *tplug = NULL;
-    if (tkind) {
-        char opt[64];
-        plumb_err perr = {{0}};
-        snprintf(opt, sizeof opt, "--transport %s", trname);
-        if (!(tplug = plugin_load(trname, opt, &perr))) return cli_fail("train", "%s", perr.msg);
-    }
-    rt_fault fault;
-    plumb_err ferr = {{0}};
-    if (rt_fault_parse(getenv("PLUMB_FAULT"), &fault, &ferr)) { err_print(&ferr); return 2; }
-    if (recompute && !schedname && npos != 2 && tpn <= 1)
-        return cli_fail("train", "--recompute: for pipelined runs (a plan or --schedule)");
-    if (nstages && !schedname)
-        return cli_fail("train", "--stages: needs --schedule");
-    if (data && strcmp(data, "fashion-mnist") && strcmp(data, "synthetic") && strcmp(data, "text"))
-        return cli_fail("train", "--data: expected fashion-mnist, synthetic or text (got \"%s\")",
-                        data);
+    if (!o->tkind) return 0;
+    char opt[64];
+    plumb_err perr = {{0}};
+    snprintf(opt, sizeof opt, "--transport %s", o->trname);
+    if (!(*plug = plugin_load(o->trname, opt, &perr))) return cli_fail("train", "%s", perr.msg);
+    return 0;
+}
 
-    plumb_err err = {{0}};
-    int rc = 2;
-    procs pr = {NULL, 0, 1, 1};
-    bk_ctx *nccl_ctx = NULL;
-    int mpi_on = 0;
-    model *m = NULL;
-    plan *pl = NULL;
-    dataset *tr = NULL, *te = NULL;
-    const backend *bk = cli_backend("train", bkname, precision);
-    if (!bk) return 2;
-    char *resume_found = NULL;
-    ckpt resume_state = {0, 0, NULL, NULL, NULL}; /* read once, handed to the run */
-    /* the devices must exist (GPUs for cuda): one line, status 2, before MPI starts; a
-     * local pipelined run's workers use devices --device .. --device + --devices - 1 */
-    int pipelined = npos == 2 || schedname || tracepath || tpn > 1;
-    if (train_devices_check(bk, device, pipelined && !tkind ? ndevices : 1, &err)) {
-        err_print(&err);
+/* The last checks that need no file: PLUMB_FAULT (into *fault), and the options that only a
+ * pipelined run or a schedule takes, and --data. 0, or 2 after one line. */
+static int check_run_options(const train_opts *o, rt_fault *fault)
+{
+    plumb_err ferr = {{0}};
+    if (rt_fault_parse(getenv("PLUMB_FAULT"), fault, &ferr)) {
+        err_print(&ferr);
         return 2;
     }
-    if (!(m = model_load(argv[optind], &err))) goto fail;
-    if (tp_check(m, tpn, argv[optind], &err) ||
-        (sp && tp_check_seq(m, tpn, argv[optind], &err)))
-        goto fail; /* before any work */
-    if (have_seed) m->seed = (unsigned long long)seed;
-    int okind = optname ? optimizer_kind_parse(optname) : OPT_SGD;
-    int mbsize = 0, nmicro = micro ? micro : 1;
-    if (npos == 2) {
-        if (!(pl = plan_load(argv[optind + 1], &err))) goto fail;
-        /* nor may an output be the profile or cluster file the plan names */
-        if ((tracepath && cli_plan_refs_ok("train", "--trace", tracepath, argv[optind + 1], pl)) ||
-            (savepath && cli_plan_refs_ok("train", "--save", savepath, argv[optind + 1], pl))) {
-            rc = 2;
-            goto out;
-        }
-        if (train_plan_check(m, argv[optind], pl, argv[optind + 1], &err)) goto fail;
-        if (!optname) okind = (int)pl->optimizer;
-        if (!micro) nmicro = pl->microbatches;
-        mbsize = pl->microbatch_size;
+    if (o->recompute && !o->schedname && !o->plan_path && o->tpn <= 1)
+        return cli_fail("train", "--recompute: for pipelined runs (a plan or --schedule)");
+    if (o->nstages && !o->schedname)
+        return cli_fail("train", "--stages: needs --schedule");
+    const char *d = o->data;
+    if (d && strcmp(d, "fashion-mnist") && strcmp(d, "synthetic") && strcmp(d, "text"))
+        return cli_fail("train", "--data: expected fashion-mnist, synthetic or text (got \"%s\")",
+                        d);
+    return 0;
+}
+
+/* 2 after printing err's line: a setup step's bad input. */
+static int setup_fail(const plumb_err *err)
+{
+    err_print(err);
+    return 2;
+}
+
+/* The model (with --seed) and the plan, each checked against the other and --tp before any
+ * work; an output may not be a file the plan names. 0, or 2 after one line. */
+static int job_load_model(const train_opts *o, train_job *j)
+{
+    plumb_err err = {{0}};
+    if (!(j->m = model_load(o->model_path, &err))) return setup_fail(&err);
+    if (tp_check(j->m, o->tpn, o->model_path, &err) ||
+        (o->sp && tp_check_seq(j->m, o->tpn, o->model_path, &err)))
+        return setup_fail(&err);
+    if (o->have_seed) j->m->seed = (unsigned long long)o->seed;
+    if (!o->plan_path) return 0;
+    if (!(j->pl = plan_load(o->plan_path, &err))) return setup_fail(&err);
+    /* nor may an output be the profile or cluster file the plan names */
+    if ((o->tracepath && cli_plan_refs_ok("train", "--trace", o->tracepath, o->plan_path, j->pl)) ||
+        (o->savepath && cli_plan_refs_ok("train", "--save", o->savepath, o->plan_path, j->pl)))
+        return 2;
+    if (train_plan_check(j->m, o->model_path, j->pl, o->plan_path, &err)) return setup_fail(&err);
+    return 0;
+}
+
+/* The optimizer, the microbatch count and size: the options', else the plan's, else sgd,
+ * 1 and 64 / count; the model must take that microbatch. 0, or 2 after one line. */
+static int job_minibatch(const train_opts *o, train_job *j)
+{
+    j->okind = o->optname ? optimizer_kind_parse(o->optname) : OPT_SGD;
+    j->nmicro = o->micro ? o->micro : 1;
+    j->mbsize = 0;
+    if (j->pl) {
+        if (!o->optname) j->okind = (int)j->pl->optimizer;
+        if (!o->micro) j->nmicro = j->pl->microbatches;
+        j->mbsize = j->pl->microbatch_size;
     }
-    if (batch) {
-        if (batch % nmicro) {
-            rc = cli_fail("train", "--batch: expected a multiple of the %d microbatches (got %d)",
-                          nmicro, batch);
-            goto out;
-        }
-        mbsize = batch / nmicro;
-    } else if (!mbsize) {
-        mbsize = 64 / nmicro > 0 ? 64 / nmicro : 1;
+    if (o->batch) {
+        if (o->batch % j->nmicro)
+            return cli_fail("train", "--batch: expected a multiple of the %d microbatches (got "
+                            "%d)", j->nmicro, o->batch);
+        j->mbsize = o->batch / j->nmicro;
+    } else if (!j->mbsize) {
+        j->mbsize = 64 / j->nmicro > 0 ? 64 / j->nmicro : 1;
     }
-    if (model_check_batch(m, argv[optind], mbsize, 0, &err)) goto fail; /* before any work */
-    if (resumepath) {
-        if (!(resume_found = train_resume_open(resumepath, m, okind, &resume_state, &err)))
-            goto fail;
-        resumepath = resume_found;
-        const char *found[1] = {resume_found}; /* --save onto the folder's newest */
-        if (savepath && cli_output_ok("train", "--save", savepath, found, 1)) {
-            rc = 2;
-            goto out;
-        }
-    }
-    train_data_spec dspec = {data, datadir, textfile, samples};
-    if (train_data_load(m, argv[optind], &dspec, &tr, &te, &err)) goto fail;
-    if (mbsize * nmicro > tr->n) {
-        rc = cli_fail("train", "--batch: expected at most the %d samples of the %s data (got a "
-                      "minibatch of %d)", tr->n, tr->name, mbsize * nmicro);
-        goto out;
-    }
-    train_run_cfg cfg = {
-        .bk = bk, .device = device, .m = m, .train = tr, .test = te,
-        .cfg = {.microbatch = mbsize, .microbatches = nmicro, .opt = train_default_opt(okind)},
-        .epochs = epochs, .steps = steps, .seed = m->seed, .log_every = logevery,
-        .log = quiet ? NULL : stdout, .resume = resumepath,
-        .resume_state = resume_found ? &resume_state : NULL, .save = savepath,
-        .checkpoint_dir = ckdir, .checkpoint_every = ckevery,
-        .recompute = recompute || (pl && pl->recompute), .fault = fault, .timeout_s = timeout,
-        .tp = tpn, .sp = sp,
+    plumb_err err = {{0}};
+    if (model_check_batch(j->m, o->model_path, j->mbsize, 0, &err)) return setup_fail(&err);
+    return 0;
+}
+
+/* The checkpoint of --resume (a file, or a folder's newest), read once into the job;
+ * --save may not be that file. 0, or 2 after one line. */
+static int job_resume(const train_opts *o, train_job *j)
+{
+    if (!o->resumepath) return 0;
+    plumb_err err = {{0}};
+    j->resume_found = train_resume_open(o->resumepath, j->m, j->okind, &j->resume_state, &err);
+    if (!j->resume_found) return setup_fail(&err);
+    const char *found[1] = {j->resume_found}; /* --save onto the folder's newest */
+    if (o->savepath && cli_output_ok("train", "--save", o->savepath, found, 1)) return 2;
+    return 0;
+}
+
+/* The training and test sets, which must hold a minibatch. 0, or 2 after one line. */
+static int job_load_data(const train_opts *o, train_job *j)
+{
+    plumb_err err = {{0}};
+    train_data_spec dspec = {o->data, o->datadir, o->textfile, o->samples};
+    if (train_data_load(j->m, o->model_path, &dspec, &j->train, &j->test, &err))
+        return setup_fail(&err);
+    if (j->mbsize * j->nmicro > j->train->n)
+        return cli_fail("train", "--batch: expected at most the %d samples of the %s data (got "
+                        "a minibatch of %d)", j->train->n, j->train->name,
+                        j->mbsize * j->nmicro);
+    return 0;
+}
+
+/* The run's configuration from the options and what the job loaded. */
+static void job_config(const train_opts *o, const rt_fault *fault, train_job *j)
+{
+    j->cfg = (train_run_cfg){
+        .bk = j->bk, .device = o->device, .m = j->m, .train = j->train, .test = j->test,
+        .cfg = {.microbatch = j->mbsize, .microbatches = j->nmicro,
+                .opt = train_default_opt(j->okind)},
+        .epochs = o->epochs, .steps = o->steps, .seed = j->m->seed, .log_every = o->logevery,
+        .log = o->quiet ? NULL : stdout,
+        .resume = j->resume_found ? j->resume_found : o->resumepath,
+        .resume_state = j->resume_found ? &j->resume_state : NULL, .save = o->savepath,
+        .checkpoint_dir = o->ckdir, .checkpoint_every = o->ckevery,
+        .recompute = o->recompute || (j->pl && j->pl->recompute), .fault = *fault,
+        .timeout_s = o->timeout, .tp = o->tpn, .sp = o->sp,
     };
-    if (lr > 0) cfg.cfg.opt.lr = (float)lr;
-    if (mom >= 0) cfg.cfg.opt.momentum = (float)mom;
-    cfg.cfg.opt.weight_decay = (float)wd;
-    train_result res;
-    if (tplug) {
-        /* from here a failure is this rank's own (status 1): the others may be waiting for
-         * it in a collective, so the job must end with MPI_Abort, not MPI_Finalize */
-        rc = 1;
-        if (tplug->session_begin(&pr.rank, &pr.size, &pr.node_size, &err)) goto fail;
-        mpi_on = 1;
-        if (tplug->local_device) { /* nccl: this rank's GPU */
-            int dev = tplug->local_device(0, &err);
-            if (dev < 0 || !(nccl_ctx = bk->create(dev, &err))) goto fail;
-            cfg.device = dev;
-        }
-        pr.tr = tplug->transport_create(nccl_ctx, timeout, &err);
-        if (!pr.tr) goto fail;
-        if (pr.rank != 0 && quiet) cfg.log = NULL;
-        rc = 2;
+    if (o->lr > 0) j->cfg.cfg.opt.lr = (float)o->lr;
+    if (o->mom >= 0) j->cfg.cfg.opt.momentum = (float)o->mom;
+    j->cfg.cfg.opt.weight_decay = (float)o->wd;
+}
+
+/* Everything the run needs that this process can find alone, in the order of the checks'
+ * cost: model and plan, minibatch, checkpoint, data, then j->cfg. 0, or 2 after one line. */
+static int job_setup(const train_opts *o, const rt_fault *fault, train_job *j)
+{
+    if (job_load_model(o, j) || job_minibatch(o, j) || job_resume(o, j) ||
+        job_load_data(o, j))
+        return 2;
+    job_config(o, fault, j);
+    return 0;
+}
+
+/* Under --transport mpi or nccl: begins the MPI session, takes this rank's GPU (nccl) and
+ * creates its transport, a collective. 0 (at once for local), or 1 with err set: from
+ * here a failure is this rank's own, and the others may wait for it in a collective, so
+ * the job must end with MPI_Abort (job_free's session_end(1)), not MPI_Finalize. */
+static int job_join(const train_opts *o, train_job *j, plumb_err *err)
+{
+    const plugin_api *p = j->tplug;
+    if (!p) return 0;
+    if (p->session_begin(&j->pr.rank, &j->pr.size, &j->pr.node_size, err)) return 1;
+    j->mpi_on = 1;
+    if (p->local_device) { /* nccl: this rank's GPU */
+        int dev = p->local_device(0, err);
+        if (dev < 0 || !(j->nccl_ctx = j->bk->create(dev, err))) return 1;
+        j->cfg.device = dev;
     }
-    if (!pl && !schedname && !tracepath && tpn <= 1) {
-        if (train_run(&cfg, &res, &err)) {
-            rc = 1; /* inputs were checked above: a failure at run time */
-            goto fail;
-        }
-    } else {
-        rc = run_pipelined(&cfg, pl, schedname, nstages, nmicro, ndevices, tracepath, &pr,
-                           &res, &err);
-        if (rc) goto fail;
+    j->pr.tr = p->transport_create(j->nccl_ctx, o->timeout, err);
+    if (!j->pr.tr) return 1;
+    if (j->pr.rank != 0 && o->quiet) j->cfg.log = NULL;
+    return 0;
+}
+
+/* 0 when the processes under mpirun (pr) are one per endpoint of the schedule's nworkers
+ * workers (each a group of tpn ranks), else 2 with err set naming the count expected and,
+ * for a plan whose every stage has the same replicas, its tp x pp x dp layout. */
+static int check_ranks(const procs *pr, const plan *pl, int nworkers, int tpn, plumb_err *err)
+{
+    if (nworkers * tpn == pr->size) return 0;
+    char lay[96] = "";
+    int dp = pl ? pl->stages[0].replicas : 0;
+    for (int i = 0; pl && i < pl->nstages; i++)
+        if (pl->stages[i].replicas != dp) dp = 0;
+    if (dp && nworkers % dp == 0) /* every stage replicated dp times */
+        snprintf(lay, sizeof lay, ": the plan's tp x pp x dp = %d x %d x %d", tpn,
+                 nworkers / dp, dp);
+    err_set(err, NULL, "--transport", "expected mpirun -np %d, one rank per worker of the "
+            "schedule%s%s (got %d ranks)", nworkers * tpn,
+            tpn > 1 ? " and tensor-parallel rank" : "", lay, pr->size);
+    return 2;
+}
+
+/* A pipelined (or traced) run: the pipeline train_from_plan makes (the plan's stages and
+ * schedule, or --schedule over --stages stages), over this process's transport, its trace
+ * written by rank 0. Returns the exit status (0, 1 at run time, 2 for bad input) with err
+ * set on failure. */
+static int run_pipelined(const train_opts *o, const train_job *j, train_result *res,
+                         plumb_err *err)
+{
+    train_run_cfg cfgv = j->cfg, *cfg = &cfgv;
+    train_pipeline tp;
+    int rc = train_from_plan(cfg, j->pl, o->schedname, o->nstages, j->nmicro, &tp, err);
+    if (rc) return rc;
+    timeline *tl = NULL;
+    const char *tracepath = o->tracepath;
+    int me = j->pr.rank;
+    if (j->pr.tr) {
+        if ((rc = check_ranks(&j->pr, j->pl, tp.sched->nworkers, cfg->tp > 1 ? cfg->tp : 1, err)))
+            goto done;
+        cfg->tr = j->pr.tr;
+        cfg->local_workers = &me;
+        cfg->nlocal = 1;
+        cfg->node_procs = j->pr.node_size;
+        cfg->rank = j->pr.rank;
     }
-    if (quiet && pr.rank == 0)
-        printf("final: train loss %.4f, test loss %.4f, test accuracy %.2f%%, %.0f samples/s\n",
-               res.train_loss, res.test_loss, 100 * res.test_acc, res.samples_per_s);
-    if (tracepath && pr.rank == 0)
-        printf("trace written to %s (plumb compare reads it; open in https://ui.perfetto.dev)\n",
-               tracepath);
+    rc = 1;
+    if (train_run_pipeline(cfg, tp.sched, tp.first, tp.last, o->ndevices, res,
+                           tracepath ? &tl : NULL, err))
+        goto done;
+    if (tracepath && timeline_set_model(tl, cfg->m->name, tp.nstages, tp.tfirst, tp.tlast)) {
+        err_set(err, NULL, NULL, "out of memory");
+        goto done;
+    }
+    /* under mpirun every process holds the gathered trace: rank 0 writes it */
+    if (tracepath && j->pr.rank == 0 && timeline_write_chrome(tl, tracepath, err)) goto done;
     rc = 0;
-    goto out;
-fail:
-    /* bad input (status 2) is found alike on every rank: rank 0 says it; a failure at run
-     * time is the failing rank's own, and names it */
-    if (!mpi_on || pr.size == 1 || rc != 2 || pr.rank == 0) {
-        if (mpi_on && pr.size > 1 && rc != 2) fprintf(stderr, "[rank %d] ", pr.rank);
-        err_print(&err);
+done:
+    timeline_free(tl);
+    train_pipeline_free(&tp);
+    return rc;
+}
+
+/* Trains: sequentially, or pipelined. The exit status (0, 1 at run time, 2 for bad input
+ * found by the pipeline's setup) with err set on failure. */
+static int job_run(const train_opts *o, train_job *j, train_result *res, plumb_err *err)
+{
+    if (is_pipelined(o)) return run_pipelined(o, j, res, err);
+    return train_run(&j->cfg, res, err) ? 1 : 0; /* inputs were checked: a run-time failure */
+}
+
+/* The final lines, rank 0's: the figures under --quiet, where the trace went. */
+static void job_report(const train_opts *o, const train_job *j, const train_result *res)
+{
+    if (o->quiet && j->pr.rank == 0)
+        printf("final: train loss %.4f, test loss %.4f, test accuracy %.2f%%, %.0f samples/s\n",
+               res->train_loss, res->test_loss, 100 * res->test_acc, res->samples_per_s);
+    if (o->tracepath && j->pr.rank == 0)
+        printf("trace written to %s (plumb compare reads it; open in https://ui.perfetto.dev)\n",
+               o->tracepath);
+}
+
+/* Prints err, the failure (status rc) of job_join or job_run: bad input (status 2) is
+ * found alike on every rank, so rank 0 says it; a failure at run time is the failing
+ * rank's own, and names it. */
+static void job_say_failure(const train_job *j, int rc, const plumb_err *err)
+{
+    int many = j->mpi_on && j->pr.size > 1;
+    if (many && rc == 2 && j->pr.rank != 0) return;
+    if (many && rc != 2) fprintf(stderr, "[rank %d] ", j->pr.rank);
+    err_print(err);
+}
+
+/* Releases what the job holds and ends its MPI session with status rc (MPI_Abort unless 0
+ * or 2). */
+static void job_free(train_job *j, int rc)
+{
+    if (j->pr.tr) j->pr.tr->destroy(j->pr.tr);
+    if (j->nccl_ctx) j->bk->destroy(j->nccl_ctx);
+    if (j->mpi_on) j->tplug->session_end(rc);
+    free(j->resume_found);
+    ckpt_free(&j->resume_state);
+    data_free(j->train);
+    data_free(j->test);
+    plan_free(j->pl);
+    model_free(j->m);
+}
+
+int cmd_train(int argc, char **argv)
+{
+    train_opts o;
+    int rc = parse_options(argc, argv, &o);
+    if (rc) return rc == 1 ? 0 : 2;
+    const plugin_api *tplug = NULL;
+    rt_fault fault = {0};
+    if (check_options(&o) || check_outputs(&o) || load_transport(&o, &tplug) ||
+        check_run_options(&o, &fault))
+        return 2;
+    const backend *bk = cli_backend("train", o.bkname, o.precision);
+    if (!bk) return 2;
+    /* the devices must exist (GPUs for cuda): one line, status 2, before MPI starts; a
+     * local pipelined run's workers use devices --device .. --device + --devices - 1 */
+    plumb_err err = {{0}};
+    if (train_devices_check(bk, o.device, is_pipelined(&o) && !o.tkind ? o.ndevices : 1,
+                            &err))
+        return setup_fail(&err);
+    train_job j = {.bk = bk, .tplug = tplug, .resume_state = {0, 0, NULL, NULL, NULL},
+                   .pr = {NULL, 0, 1, 1}};
+    rc = job_setup(&o, &fault, &j);
+    if (!rc) {
+        train_result res;
+        rc = job_join(&o, &j, &err);
+        if (!rc) rc = job_run(&o, &j, &res, &err);
+        if (rc) job_say_failure(&j, rc, &err);
+        else job_report(&o, &j, &res);
     }
-out:
-    if (pr.tr) pr.tr->destroy(pr.tr);
-    if (nccl_ctx) bk->destroy(nccl_ctx);
-    if (mpi_on) tplug->session_end(rc);
-    free(resume_found);
-    ckpt_free(&resume_state);
-    data_free(tr);
-    data_free(te);
-    plan_free(pl);
-    model_free(m);
+    job_free(&j, rc);
     return rc;
 }

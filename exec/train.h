@@ -141,8 +141,9 @@ int train_devices_check(const backend *bk, int device, int ndevices, plumb_err *
  * s->microbatches microbatches of rc->cfg.microbatch samples, in the same sample order as
  * train_run. Worker w uses backend device train_worker_device(rc, w, ndevices) (all its
  * tensor-parallel ranks alike). Progress lines are printed as
- * iterations complete, one per logging interval; *trace (may be NULL) receives the
- * measured trace (caller frees).
+ * iterations complete, one per logging interval, and at the end, for each worker whose
+ * backend measures it, "worker w (device d): peak memory X MiB", d being that backend
+ * device; *trace (may be NULL) receives the measured trace (caller frees).
  *
  * With rc->checkpoint_every = N or rc->resume the run is cut into segments at the multiples
  * of N (and at the resumed step), each a whole schedule from rc->make_sched that ends with

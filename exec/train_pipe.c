@@ -381,11 +381,10 @@ int train_run_pipeline(const train_run_cfg *rc, const schedule *s, const int *fi
     if (log0)
         fprintf(log0, "trained %ld steps in %.1f s: %.0f samples/s\n", total - start,
                 res->seconds, res->samples_per_s);
-    if (rc->log && rr.peak_bytes)
+    if (rc->log && rr.peak_bytes) /* each worker's backend device: the one it ran on */
         for (int w = 0; w < s->nworkers; w++)
             if (rr.peak_bytes[w] >= 0)
-                fprintf(rc->log, "worker %d (device %d): peak memory %.2f MiB\n", w,
-                        s->worker_device ? s->worker_device[w] : w,
+                fprintf(rc->log, "worker %d (device %d): peak memory %.2f MiB\n", w, devs[w],
                         rr.peak_bytes[w] / 1048576.0);
     if (trace) {
         *trace = rr.trace;

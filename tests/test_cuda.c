@@ -780,7 +780,8 @@ static bk_ctx *dev_create(int device, plumb_err *err)
 
 /* A local pipelined run puts worker w on device --device + w mod --devices (the rule is
  * written out here, not taken from train_worker_device): 4 workers, each case's contexts
- * counted per device. Before: worker w on w mod --devices, --device ignored. */
+ * counted per device, and each worker's peak memory line names that device. Before: worker
+ * w on w mod --devices, --device ignored; the line named the schedule's device id (w). */
 Test(cuda, pipeline_workers_take_device_plus_w_mod_devices)
 {
     need_gpu();
@@ -800,8 +801,12 @@ Test(cuda, pipeline_workers_take_device_plus_w_mod_devices)
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
         int dev = cases[k][0], nd = cases[k][1];
         if (dev + nd > n) continue; /* {1, 2} needs 3 devices */
+        char *log = NULL;
+        size_t loglen = 0;
+        FILE *lf = open_memstream(&log, &loglen);
+        cr_assert_not_null(lf);
         train_run_cfg cfg = {.bk = &dev_bk, .device = dev, .m = m, .train = d, .epochs = 1,
-                             .steps = 2, .seed = 1,
+                             .steps = 2, .seed = 1, .log = lf,
                              .cfg = {.microbatch = 4, .microbatches = 4,
                                      .opt = train_default_opt(0)}};
         train_pipeline tp;
@@ -811,9 +816,17 @@ Test(cuda, pipeline_workers_take_device_plus_w_mod_devices)
         train_result res;
         int rc = train_run_pipeline(&cfg, tp.sched, tp.first, tp.last, nd, &res, NULL, &e);
         train_pipeline_free(&tp);
+        cr_assert_eq(fclose(lf), 0);
         cr_assert_eq(rc, 0, "--device %d --devices %d: %s", dev, nd, e.msg);
         int want[16] = {0};
-        for (int w = 0; w < 4; w++) want[dev + w % nd]++;
+        for (int w = 0; w < 4; w++) {
+            want[dev + w % nd]++;
+            char line[64];
+            snprintf(line, sizeof line, "worker %d (device %d): peak memory ", w, dev + w % nd);
+            cr_expect(strstr(log, line), "--device %d --devices %d: no line \"%s\" in:\n%s",
+                      dev, nd, line, log);
+        }
+        free(log);
         for (int x = 0; x < 16; x++)
             cr_expect_eq(dev_count[x], want[x], "--device %d --devices %d: %d contexts on "
                          "device %d, expected %d", dev, nd, dev_count[x], x, want[x]);

@@ -3,7 +3,7 @@
 # emulated between processes through files), 2 ranks on the CPU: a 2-stage GPipe and a
 # 2-stage PipeDream pipeline and a stage on 2 replicas (ncclAllReduce) give the same final
 # weights, byte for byte, as the local transport on cuemu, and 2-stage pipelines the same
-# peak memory per worker; a failing, a killed and a silent
+# peak memory per worker, each on the same device; a failing, a killed and a silent
 # rank end the run with an error in bounded time; the communicators leave no files behind
 # (TMPDIR is a fresh folder); a rank that cannot create the transport ends the job.
 # Skipped when build/emu/plumb or mpirun is missing, or the binary lacks NCCL or MPI.
@@ -69,19 +69,24 @@ same() { # $1 label, rest: plumb train arguments; local vs nccl final checkpoint
 # same_peak LABEL ARGS: the NCCL transport lends activations and reserves the gradients'
 # staging in the worker's context, as the local transport does, so each worker's peak
 # memory is the same with either (2 steps: the peak is reached in the first; without
-# --quiet, which leaves the peak lines out; each rank prints its own worker's)
+# --quiet, which leaves the peak lines out; each rank prints its own worker's). The lines
+# name the device each worker ran on: rank w's node-local GPU w under nccl, so the local
+# run spreads its workers the same way (--devices 2: worker w on device w) and the lines
+# must be equal whole, "worker w (device w): peak memory X MiB"
 same_peak() {
     local label=$1; shift
     local args="--data synthetic --samples 256 --steps 2 --microbatches 4 --backend cuda"
-    timeout 120 "$EMU" train "$@" $args > "$tmp/local.out" 2>&1 ||
+    timeout 120 "$EMU" train "$@" $args --devices 2 > "$tmp/local.out" 2>&1 ||
         fail "$label: local run failed: $(cat "$tmp/local.out")"
     timeout 120 $MPIRUN "$EMU" train "$@" $args --transport nccl > "$tmp/nccl.out" 2>&1 ||
         fail "$label: nccl run failed: $(cat "$tmp/nccl.out")"
     local pl pn
     pl=$(grep 'peak memory' "$tmp/local.out" | sort)
     pn=$(grep 'peak memory' "$tmp/nccl.out" | sort)
-    [ "$(echo "$pl" | grep -c peak)" -eq 2 ] && [ "$pl" = "$pn" ] ||
-        fail "$label: peak memory differs between local and nccl: [$pl] / [$pn]"
+    [ "$(echo "$pl" | grep -c '^worker 0 (device 0): peak memory ')" -eq 1 ] &&
+        [ "$(echo "$pl" | grep -c '^worker 1 (device 1): peak memory ')" -eq 1 ] ||
+        fail "$label: expected worker w's line to name device w: [$pl]"
+    [ "$pl" = "$pn" ] || fail "$label: peak memory differs between local and nccl: [$pl] / [$pn]"
     leftovers "$label"
     echo "  $label:" $pn
 }

@@ -95,12 +95,19 @@ PLUMB_CUDA_LOG=1 "$EMU" "${SMALL[@]}" --schedule gpipe --stages 2 --microbatches
 got=$(convdevs "$tmp/dev.log")
 [ "$got" = "1:1 1:32 " ] || fail "--device 1, 2 stages: convolutions (device:channels in) on [$got], expected every one on device 1"
 echo "  --device 1: both stages on device 1 ($got)"
+peaks() { grep -o '^worker [0-9]* (device [0-9]*): peak' "$1" | tr "\n" ";"; }
+got=$(peaks "$tmp/dev.log") # before: worker w's line named device w, the schedule's id
+[ "$got" = "worker 0 (device 1): peak;worker 1 (device 1): peak;" ] ||
+    fail "--device 1, 2 stages: peak memory lines [$got], expected both on device 1"
 CUEMU_DEVICES=3 PLUMB_CUDA_LOG=1 "$EMU" "${SMALL[@]}" --schedule 1f1b-flush --stages 4 \
     --microbatches 4 --device 1 --devices 2 > "$tmp/dev.log" 2>&1 ||
     fail "--device 1 --devices 2 on cuemu failed: $(tail -3 "$tmp/dev.log")"
 got=$(convdevs "$tmp/dev.log") # device 1 also evaluates both convolutions at the end
 [ "$got" = "1:1 1:32 2:32 " ] || fail "--device 1 --devices 2, 4 stages: convolutions (device:channels in) on [$got], expected stage 0's on device 1 and stage 1's on device 2"
-echo "  --device 1 --devices 2 of 3 devices: stage 0 on device 1, stage 1 on device 2 ($got)"
+got=$(peaks "$tmp/dev.log")
+[ "$got" = "worker 0 (device 1): peak;worker 1 (device 2): peak;worker 2 (device 1): peak;worker 3 (device 2): peak;" ] ||
+    fail "--device 1 --devices 2, 4 stages: peak memory lines [$got], expected worker w's on device 1 + w mod 2"
+echo "  --device 1 --devices 2 of 3 devices: stage 0 on device 1, stage 1 on device 2 ($(convdevs "$tmp/dev.log")), peak memory lines alike"
 # bad input: a device beyond those present is one line, status 2, before any work
 badinput() { # WANT-IN-LINE ARGS...
     local want=$1

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # train.sh: end-to-end checks of `plumb train` on the CPU backend: the Fashion-MNIST MLP
 # trains a few hundred steps and its loss falls; a tiny transformer learns generated text;
-# synthetic data and gradient accumulation run; bad input fails with one line and status 2.
+# synthetic data and gradient accumulation run; the peak memory lines name the device each
+# worker ran on; bad input fails with one line and status 2.
 set -u
 PLUMB=${PLUMB:-./plumb}
 tmp=$(mktemp -d)
@@ -67,6 +68,15 @@ echo "  trace: $nev timed events"
     fail "zb-h1 with --recompute: $(cat "$tmp/rec.out") vs sequential $(cat "$tmp/seq.out")"
 "$PLUMB" train examples/models/fmnist-mlp.json --steps 20 --microbatches 4 --quiet \
     --schedule pipedream --stages 2 > "$tmp/pd.out" 2>&1 || fail "pipedream run failed: $(cat "$tmp/pd.out")"
+echo "the peak memory lines name the device each worker ran on (the CPU backend's one)"
+"$PLUMB" train examples/models/fmnist-mlp.json --data synthetic --samples 256 --steps 2 \
+    --microbatches 2 --schedule gpipe --stages 2 > "$tmp/peak.out" 2>&1 ||
+    fail "2-stage run failed: $(cat "$tmp/peak.out")"
+got=$(grep -o '^worker [0-9]* (device [0-9]*): peak memory' "$tmp/peak.out" | tr '\n' ';')
+# before: "worker 1 (device 1)", the schedule's device id
+[ "$got" = "worker 0 (device 0): peak memory;worker 1 (device 0): peak memory;" ] ||
+    fail "expected both workers' lines to name device 0: $(cat "$tmp/peak.out")"
+echo "  $(grep -c '^worker [01] (device 0): peak memory' "$tmp/peak.out") lines on device 0"
 
 layer() { printf '{"name": "l%d", "kind": "%s", "forward_ms": 1, "backward_ms": 1, "activation_bytes": 1024, "parameter_bytes": %d}' "$@"; }
 sst() { printf '{"first_layer": %d, "last_layer": %d, "replicas": 1, "devices": [%d]}' "$@"; }
