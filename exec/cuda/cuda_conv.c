@@ -105,6 +105,15 @@ static void plan_log(const bk_ctx *c, const cuda_conv_plan *p, int d, float ms, 
             a->ws, ms, k + 1, nr);
 }
 
+/* Keeps the n results of a cudnnFind* search (perf: the direction's own
+ * cudnnConvolution*AlgoPerf_t array; the three types have the same fields) in r from r[nr]
+ * on, advancing nr; none when the search failed (st). A macro: the three types differ. */
+#define PERF_KEEP(perf, n, st, r, nr)                                                    \
+    for (int k_ = 0; (st) == CUDNN_STATUS_SUCCESS && k_ < (n); k_++, (nr)++)            \
+        (r)[nr].status = (perf)[k_].status, (r)[nr].algo = (perf)[k_].algo,             \
+        (r)[nr].memory = (perf)[k_].memory, (r)[nr].math = (perf)[k_].mathType,         \
+        (r)[nr].ms = (perf)[k_].time
+
 /* Runs cudnnFind* for direction d with tensors of type bf16 (0/1) under `math`, and keeps
  * the fastest successful result whose math type is allowed. Returns 1 when one was found. */
 static int plan_find(bk_ctx *c, cuda_conv_plan *p, int d, int bf16, cudnnMathType_t math)
@@ -120,26 +129,17 @@ static int plan_find(bk_ctx *c, cuda_conv_plan *p, int d, int bf16, cudnnMathTyp
         cudnnConvolutionFwdAlgoPerf_t perf[16];
         st = cudnnFindConvolutionForwardAlgorithm(c->dnn, p->x[i], p->w[i], p->conv[i], p->y[i],
                                                   16, &n, perf);
-        for (int k = 0; st == CUDNN_STATUS_SUCCESS && k < n; k++, nr++)
-            r[nr].status = perf[k].status, r[nr].algo = perf[k].algo,
-            r[nr].memory = perf[k].memory, r[nr].math = perf[k].mathType,
-            r[nr].ms = perf[k].time;
+        PERF_KEEP(perf, n, st, r, nr);
     } else if (d == DIR_BWD_DATA) {
         cudnnConvolutionBwdDataAlgoPerf_t perf[16];
         st = cudnnFindConvolutionBackwardDataAlgorithm(c->dnn, p->w[i], p->y[i], p->conv[i],
                                                        p->x[i], 16, &n, perf);
-        for (int k = 0; st == CUDNN_STATUS_SUCCESS && k < n; k++, nr++)
-            r[nr].status = perf[k].status, r[nr].algo = perf[k].algo,
-            r[nr].memory = perf[k].memory, r[nr].math = perf[k].mathType,
-            r[nr].ms = perf[k].time;
+        PERF_KEEP(perf, n, st, r, nr);
     } else {
         cudnnConvolutionBwdFilterAlgoPerf_t perf[16];
         st = cudnnFindConvolutionBackwardFilterAlgorithm(c->dnn, p->x[i], p->y[i], p->conv[i],
                                                          p->w[i], 16, &n, perf);
-        for (int k = 0; st == CUDNN_STATUS_SUCCESS && k < n; k++, nr++)
-            r[nr].status = perf[k].status, r[nr].algo = perf[k].algo,
-            r[nr].memory = perf[k].memory, r[nr].math = perf[k].mathType,
-            r[nr].ms = perf[k].time;
+        PERF_KEEP(perf, n, st, r, nr);
     }
     cudaGetLastError(); /* a failed search leaves nothing to report: the next option runs */
     cuda_conv_result cr[16];
