@@ -18,25 +18,33 @@ rc=0 missed=0 summary=""
 verdict() { # verdict 1|0: PASS or MISS
     if [ "$1" = 1 ]; then echo PASS; else echo MISS; fi
 }
+# target WHAT FIGURE TEST: the verdict on a target, PASS when FIGURE is measured (not
+# empty) and the awk test TEST of it (as r) holds; a MISS sets missed; the summary gets
+# "WHAT: PASS|MISS".
+target() {
+    local v
+    v=$(verdict "$(awk -v r="$2" "BEGIN { print (r != \"\" && $3) }")")
+    [ "$v" = MISS ] && missed=1
+    summary+="$1: $v"$'\n'
+}
+# worst_ratio OUT: the largest "ratio X" in the bench's output OUT
+worst_ratio() {
+    echo "$1" | sed -n 's/.*ratio \([0-9.]*\).*/\1/p' | sort -g | tail -1
+}
 out=$("$B" micro 8 "${SIM_SCALE_MB:-2000}") || rc=1
 echo "$out"
-worst=$(echo "$out" | sed -n 's/.*ratio \([0-9.]*\).*/\1/p' | sort -g | tail -1)
-v=$(verdict "$(awk -v r="$worst" 'BEGIN { print (r != "" && r < 10) }')")
-[ "$v" = MISS ] && missed=1
-summary+="target (a) 8x the microbatches < 10x CPU, every schedule: worst ratio $worst: $v"$'\n'
+worst=$(worst_ratio "$out")
+target "target (a) 8x the microbatches < 10x CPU, every schedule: worst ratio $worst" "$worst" \
+    "r < 10"
 "$B" lower 8 "${SIM_SCALE_MB:-2000}" || rc=1 # the lowering alone; no target of its own
 out=$("$B" replicas 2 256 512) || rc=1
 echo "$out"
-worst=$(echo "$out" | sed -n 's/.*ratio \([0-9.]*\).*/\1/p' | sort -g | tail -1)
-v=$(verdict "$(awk -v r="$worst" 'BEGIN { print (r != "" && r < 5) }')")
-[ "$v" = MISS ] && missed=1
-summary+="target (b) 4x the replicas < 5x CPU: worst ratio $worst: $v"$'\n'
+worst=$(worst_ratio "$out")
+target "target (b) 4x the replicas < 5x CPU: worst ratio $worst" "$worst" "r < 5"
 out=$("$B" events 64 1024 4) || rc=1
 echo "$out"
 low=$(echo "$out" | sed -n 's/.*: \([0-9.]*\) M events\/s.*/\1/p' | sort -g | head -1)
-v=$(verdict "$(awk -v r="$low" 'BEGIN { print (r != "" && r >= 10) }')")
-[ "$v" = MISS ] && missed=1
-summary+="target (c) whole sim_run >= 10 M events/s, 64 x 1024 x 4: lowest $low M: $v"$'\n'
+target "target (c) whole sim_run >= 10 M events/s, 64 x 1024 x 4: lowest $low M" "$low" "r >= 10"
 gpus=${SIM_SCALE_GPUS:-1..1024}
 TIMEFORMAT='%U %S'
 t=$( { time "$P" sweep -p profiles/pipedream/resnet50.json -c profiles/clusters/h200-4x8.json \
@@ -44,9 +52,7 @@ t=$( { time "$P" sweep -p profiles/pipedream/resnet50.json -c profiles/clusters/
 cpu=$(echo "$t" | awk '{ printf "%.1f", $1 + $2 }')
 echo "sweep resnet50 on h200-4x8 resized, --gpus $gpus: $cpu s CPU (user + sys)"
 if [ "$gpus" = 1..1024 ]; then
-    v=$(verdict "$(awk -v r="$cpu" 'BEGIN { print (r < 10) }')")
-    [ "$v" = MISS ] && missed=1
-    summary+="target (d) sweep 1..1024 < 10 s CPU: $cpu s: $v"$'\n'
+    target "target (d) sweep 1..1024 < 10 s CPU: $cpu s" "$cpu" "r < 10"
 else
     summary+="target (d) sweep 1..1024 < 10 s CPU: not measured (--gpus $gpus: $cpu s)"$'\n'
 fi

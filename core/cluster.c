@@ -19,15 +19,6 @@
 
 /* ---- small helpers ------------------------------------------------------------------- */
 
-static char *dup_str(const char *s)
-{
-    if (!s) return NULL;
-    size_t n = strlen(s) + 1;
-    char *d = malloc(n);
-    if (d) memcpy(d, s, n);
-    return d;
-}
-
 /* Product of level counts [from, to), or -1 when it exceeds CLUSTER_MAX_DEVICES. */
 static long long count_product(const cluster *c, int from, int to)
 {
@@ -69,11 +60,11 @@ cluster *cluster_clone(const cluster *c)
     for (int i = 0; i < CLUSTER_MAX_LEVELS; i++) d->levels[i].name = NULL;
     d->nlevels = 0;
     d->ntypes = 0;
-    if (!(d->name = dup_str(c->name ? c->name : ""))) goto fail;
-    if (!(d->description = dup_str(c->description ? c->description : ""))) goto fail;
+    if (!(d->name = strdup(c->name ? c->name : ""))) goto fail;
+    if (!(d->description = strdup(c->description ? c->description : ""))) goto fail;
     for (int i = 0; i < c->nlevels; i++) {
         d->levels[i] = c->levels[i];
-        d->levels[i].name = dup_str(c->levels[i].name ? c->levels[i].name : "");
+        d->levels[i].name = strdup(c->levels[i].name ? c->levels[i].name : "");
         d->nlevels = i + 1;
         if (!d->levels[i].name) goto fail;
     }
@@ -83,7 +74,7 @@ cluster *cluster_clone(const cluster *c)
         d->ntypes = c->ntypes;
         for (int i = 0; i < c->ntypes; i++) {
             d->types[i] = c->types[i];
-            d->types[i].name = dup_str(c->types[i].name ? c->types[i].name : "");
+            d->types[i].name = strdup(c->types[i].name ? c->types[i].name : "");
             if (!d->types[i].name) goto fail;
         }
     }
@@ -285,7 +276,7 @@ static int load_levels(const jctx *jc, const cJSON *root, cluster *c)
             return err_set(jc->err, jc->file, json_path(fp, sizeof fp, p, "name"),
                            "expected a non-empty string (got \"\")");
         }
-        if (!(l->name = dup_str(name))) return err_set(jc->err, jc->file, p, "out of memory");
+        if (!(l->name = strdup(name))) return err_set(jc->err, jc->file, p, "out of memory");
         c->nlevels = i + 1;
         if (json_get_int(jc, lv, p, "count", 1, 1, CLUSTER_MAX_DEVICES, &count)) return -1;
         prod *= count;
@@ -339,7 +330,7 @@ static int load_types(const jctx *jc, const cJSON *root, cluster *c)
             return err_set(jc->err, jc->file, fp,
                            "expected a unique device type name (got \"%.60s\" again, first at "
                            "device_types[%d])", name, dup);
-        if (!(t->name = dup_str(name))) return err_set(jc->err, jc->file, p, "out of memory");
+        if (!(t->name = strdup(name))) return err_set(jc->err, jc->file, p, "out of memory");
         c->ntypes = i + 1;
         t->peak_flops = -1;
         if (json_get_converted(jc, tv, p, "memory_gib", 1, J_POS, units_gib_to_bytes,
@@ -423,10 +414,10 @@ cluster *cluster_from_json(const cJSON *root, const char *file, plumb_err *err)
     cluster *c = calloc(1, sizeof *c);
     if (!c) { err_set(err, file, NULL, "out of memory"); return NULL; }
     if (json_get_str(&jc, root, "", "name", 1, &s)) goto fail;
-    if (!(c->name = dup_str(s))) goto oom;
+    if (!(c->name = strdup(s))) goto oom;
     s = "";
     if (json_get_str(&jc, root, "", "description", 0, &s)) goto fail;
-    if (!(c->description = dup_str(s))) goto oom;
+    if (!(c->description = strdup(s))) goto oom;
     if (load_levels(&jc, root, c) || load_types(&jc, root, c) || load_servers(&jc, root, c))
         goto fail;
     if (cluster_validate(c, file, err)) goto fail;
@@ -517,11 +508,7 @@ fail:
 int cluster_save(const cluster *c, const char *path, plumb_err *err)
 {
     if (cluster_validate(c, path, err)) return -1;
-    cJSON *root = cluster_to_json(c);
-    if (!root) return err_set(err, path, NULL, "out of memory while building JSON");
-    int rc = json_save_file(path, root, err);
-    cJSON_Delete(root);
-    return rc;
+    return json_save_tree(path, cluster_to_json(c), err);
 }
 
 /* ---- device numbering ---------------------------------------------------------------- */

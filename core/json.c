@@ -621,6 +621,14 @@ int json_save_file(const char *path, const cJSON *root, plumb_err *err)
     return rc;
 }
 
+int json_save_tree(const char *path, cJSON *root, plumb_err *err)
+{
+    if (!root) return err_set(err, path, NULL, "out of memory while building JSON");
+    int rc = json_save_file(path, root, err);
+    cJSON_Delete(root);
+    return rc;
+}
+
 cJSON *json_add_num(cJSON *obj, const char *key, double v)
 {
     /* cJSON prints with %1.15g and retries %1.17g when that does not round-trip, so

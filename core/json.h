@@ -146,6 +146,11 @@ char *json_text_exact(const cJSON *root, size_t *len);
 /* Prints root (formatted) and writes it atomically to path, with a trailing newline. */
 int json_save_file(const char *path, const cJSON *root, plumb_err *err);
 
+/* json_save_file for a tree built only to be saved (a noun's *_to_json): frees root (owned)
+ * after writing it; a NULL root, a builder that ran out of memory, is reported against path.
+ * Returns 0, or -1 with err set. */
+int json_save_tree(const char *path, cJSON *root, plumb_err *err);
+
 /* Adds a number to obj, rounding-safe: values print with 17 significant digits so that a
  * load of the saved file gives the identical double. Returns the new node or NULL. */
 cJSON *json_add_num(cJSON *obj, const char *key, double v);

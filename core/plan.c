@@ -80,15 +80,6 @@ int plan_tp_overlap_parse(const char *name)
 
 /* ---- lifetime ------------------------------------------------------------------------ */
 
-static char *dup_str(const char *s)
-{
-    if (!s) return NULL;
-    size_t n = strlen(s) + 1;
-    char *d = malloc(n);
-    if (d) memcpy(d, s, n);
-    return d;
-}
-
 void plan_free(plan *pl)
 {
     if (!pl) return;
@@ -237,9 +228,9 @@ plan *plan_clone(const plan *pl)
     }
     if (pl->prof && !(d->prof = profile_clone(pl->prof))) goto fail;
     if (pl->clus && !(d->clus = cluster_clone(pl->clus))) goto fail;
-    if (pl->profile_ref && !(d->profile_ref = dup_str(pl->profile_ref))) goto fail;
-    if (pl->cluster_ref && !(d->cluster_ref = dup_str(pl->cluster_ref))) goto fail;
-    if (pl->planner_config && !(d->planner_config = dup_str(pl->planner_config))) goto fail;
+    if (pl->profile_ref && !(d->profile_ref = strdup(pl->profile_ref))) goto fail;
+    if (pl->cluster_ref && !(d->cluster_ref = strdup(pl->cluster_ref))) goto fail;
+    if (pl->planner_config && !(d->planner_config = strdup(pl->planner_config))) goto fail;
     if (pl->pred_peak_memory_bytes && pl->clus && pl->clus->ndevices > 0) {
         size_t sz = (size_t)pl->clus->ndevices * sizeof(double);
         if (!(d->pred_peak_memory_bytes = malloc(sz))) goto fail;
@@ -550,7 +541,7 @@ static const char *const PRED_KEYS[] = { "iteration_s", "samples_per_s", "speedu
 char *plan_ref_path(const char *file, const char *ref)
 {
     const char *slash = file ? strrchr(file, '/') : NULL;
-    if (ref[0] == '/' || !slash) return dup_str(ref);
+    if (ref[0] == '/' || !slash) return strdup(ref);
     size_t dl = (size_t)(slash - file) + 1, rl = strlen(ref);
     char *p = malloc(dl + rl + 1);
     if (!p) return NULL;
@@ -581,7 +572,7 @@ static int load_noun(const jctx *jc, const cJSON *root, const char *key, int is_
         return err_set(jc->err, jc->file, key,
                        "expected an embedded %s object or a file path string (got %s)", key,
                        json_describe(v, got, sizeof got));
-    if (!(*ref = dup_str(v->valuestring))) return err_set(jc->err, jc->file, key, "out of memory");
+    if (!(*ref = strdup(v->valuestring))) return err_set(jc->err, jc->file, key, "out of memory");
     char *path = plan_ref_path(jc->file, v->valuestring);
     if (!path) return err_set(jc->err, jc->file, key, "out of memory");
     *out = is_profile ? (void *)profile_load(path, jc->err) : (void *)cluster_load(path, jc->err);
@@ -834,7 +825,7 @@ plan *plan_from_json(const cJSON *root, const char *file, plumb_err *err)
     if (load_stages(&jc, root, pl) || load_predicted(&jc, root, pl)) goto fail;
     s = NULL;
     if (json_get_str(&jc, root, "", "planner_config", 0, &s)) goto fail;
-    if (s && !(pl->planner_config = dup_str(s))) {
+    if (s && !(pl->planner_config = strdup(s))) {
         err_set(err, file, NULL, "out of memory");
         goto fail;
     }
@@ -942,9 +933,5 @@ fail:
 int plan_save(const plan *pl, const char *path, plumb_err *err)
 {
     if (plan_validate(pl, path, err)) return -1;
-    cJSON *root = plan_to_json(pl);
-    if (!root) return err_set(err, path, NULL, "out of memory while building JSON");
-    int rc = json_save_file(path, root, err);
-    cJSON_Delete(root);
-    return rc;
+    return json_save_tree(path, plan_to_json(pl), err);
 }

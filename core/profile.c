@@ -810,9 +810,5 @@ fail:
 int profile_save(const profile *p, const char *path, plumb_err *err)
 {
     if (profile_validate(p, path, err)) return -1;
-    cJSON *root = profile_to_json(p);
-    if (!root) return err_set(err, path, NULL, "out of memory while building JSON");
-    int rc = json_save_file(path, root, err);
-    cJSON_Delete(root);
-    return rc;
+    return json_save_tree(path, profile_to_json(p), err);
 }

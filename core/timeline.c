@@ -9,6 +9,7 @@
  * Each transfer gets a flow to the computation that receives it (ph "s" inside the
  * transfer, ph "f" with "bp": "e" inside the receiving F, B or I; Perfetto draws an arrow),
  * and each memory sample a counter event (ph "C", name "memory dN", process "devices"). */
+#include "core/grow.h"
 #include "core/strbuf.h"
 #include "timeline.h"
 
@@ -171,12 +172,10 @@ int timeline_track_tp(timeline *tl, int kind, int device, int peer, int tp_rank,
 int timeline_add(timeline *tl, const tl_event *e)
 {
     if (tl->n == tl->cap) {
-        size_t nc = tl->cap ? 2 * tl->cap : 1024;
-        tl_event *ne = realloc(tl->ev, nc * sizeof *ne);
+        tl_event *ne = array_grow(tl->ev, &tl->cap, 1024, sizeof *ne);
         if (!ne)
             return -1;
         tl->ev = ne;
-        tl->cap = nc;
     }
     tl->ev[tl->n++] = *e;
     return 0;
@@ -185,12 +184,10 @@ int timeline_add(timeline *tl, const tl_event *e)
 int timeline_counter_add(timeline *tl, int track, double t_s, double bytes)
 {
     if (tl->ncounters == tl->cap_counters) {
-        size_t nc = tl->cap_counters ? 2 * tl->cap_counters : 256;
-        tl_counter *c = realloc(tl->counters, nc * sizeof *c);
+        tl_counter *c = array_grow(tl->counters, &tl->cap_counters, 256, sizeof *c);
         if (!c)
             return -1;
         tl->counters = c;
-        tl->cap_counters = nc;
     }
     tl->counters[tl->ncounters++] = (tl_counter){.track = track, .t_s = t_s, .bytes = bytes};
     return 0;

@@ -24,14 +24,6 @@ static long long dim_max(const char *key)
     return TF_MAX_DIM;
 }
 
-static char *dup_str(const char *s)
-{
-    size_t n = strlen(s) + 1;
-    char *d = malloc(n);
-    if (d) memcpy(d, s, n);
-    return d;
-}
-
 void transformer_free(transformer *t)
 {
     if (!t) return;
@@ -244,7 +236,7 @@ static int load_plumb(const jctx *jc, const cJSON *root, transformer *t)
         return -1;
     if (!*name) return err_set(jc->err, jc->file, "name", "expected a non-empty string");
     free(t->name);
-    if (!(t->name = dup_str(name))) return err_set(jc->err, jc->file, NULL, "out of memory");
+    if (!(t->name = strdup(name))) return err_set(jc->err, jc->file, NULL, "out of memory");
     if (load_hf(jc, root, F_LLAMA, t) || get_choice(jc, root, "mlp", mlps, 4, &mlp) ||
         get_choice(jc, root, "norm", norms, 2, &norm) ||
         get_choice(jc, root, "position_embedding", pos, 2, &p) ||
@@ -322,7 +314,7 @@ transformer *transformer_from_json(const cJSON *root, const char *file, plumb_er
     const char *fname = f == F_PLUMB ? "plumb" : FAMILIES[f].model_type;
     if (!rc) rc = f == F_GPT2 ? check_shapes(&jc, t, "n_head", "n_embd")
                               : check_shapes(&jc, t, "num_attention_heads", "hidden_size");
-    if (!rc && !(t->family = dup_str(fname))) rc = err_set(err, file, NULL, "out of memory");
+    if (!rc && !(t->family = strdup(fname))) rc = err_set(err, file, NULL, "out of memory");
     if (rc) {
         transformer_free(t);
         return NULL;

@@ -35,14 +35,6 @@ double profiler_median(double *v, int n)
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-static char *dupstr(const char *s)
-{
-    size_t n = strlen(s) + 1;
-    char *d = malloc(n);
-    if (d) memcpy(d, s, n);
-    return d;
-}
-
 profile *profiler_skeleton(const model *m, int batch, const char *device, const char *source,
                            plumb_err *err)
 {
@@ -53,9 +45,9 @@ profile *profiler_skeleton(const model *m, int batch, const char *device, const 
     profile *p = profile_alloc(m->nlayers, 0);
     if (!p) goto oom;
     p->minibatch = batch;
-    if (!(p->name = dupstr(m->name ? m->name : "model")) ||
-        !(p->device = dupstr(device ? device : "")) ||
-        !(p->source = dupstr(source ? source : "")))
+    if (!(p->name = strdup(m->name ? m->name : "model")) ||
+        !(p->device = strdup(device ? device : "")) ||
+        !(p->source = strdup(source ? source : "")))
         goto oom;
     for (int i = 0; i < m->nlayers; i++) {
         const layer *L = &m->layers[i];
@@ -70,8 +62,8 @@ profile *profiler_skeleton(const model *m, int batch, const char *device, const 
         shape_format(L->out_ndim, L->out_shape, shape, sizeof shape);
         char desc[96];
         snprintf(desc, sizeof desc, "output %s per sample", shape);
-        if (!(pl->name = dupstr(name)) || !(pl->kind = dupstr(layer_kind_name(L->kind))) ||
-            !(pl->desc = dupstr(desc)))
+        if (!(pl->name = strdup(name)) || !(pl->kind = strdup(layer_kind_name(L->kind))) ||
+            !(pl->desc = strdup(desc)))
             goto oom;
         pl->activation_bytes =
             (double)batch * (double)shape_numel(L->out_ndim, L->out_shape) * sizeof(float);

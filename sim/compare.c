@@ -11,14 +11,6 @@
 #include "core/json.h"
 #include "sim/sim.h"
 
-static char *dupstr(const char *s)
-{
-    size_t n = strlen(s ? s : "") + 1;
-    char *d = malloc(n);
-    if (d) memcpy(d, s ? s : "", n);
-    return d;
-}
-
 void compare_side_free(compare_side *s)
 {
     if (!s) return;
@@ -38,8 +30,8 @@ static int side_alloc(compare_side *s, int n, const char *file, const char *what
     memset(s, 0, sizeof *s);
     s->nstages = n;
     s->iteration_s = -1;
-    s->file = dupstr(file);
-    s->what = dupstr(what);
+    s->file = strdup(file ? file : "");
+    s->what = strdup(what ? what : "");
     s->cells = calloc((size_t)n * TL_NKINDS + 1, sizeof *s->cells);
     s->busy_s = malloc(((size_t)n + 1) * sizeof *s->busy_s);
     if (!s->file || !s->what || !s->cells || !s->busy_s) {

@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/grow.h"
+
 /* --- a small open-addressing hash from (uint64, uint64) keys to ints ------------------- */
 
 typedef struct hslot {
@@ -198,12 +200,10 @@ static inline void heap4_rise(evkey *a, size_t i, evkey e)
 static inline int heap4_push(heap *h, evkey e)
 {
     if (h->hn == h->hcap) {
-        size_t nc = h->hcap ? 2 * h->hcap : 64;
-        evkey *na = realloc(h->ha, nc * sizeof *na);
+        evkey *na = array_grow(h->ha, &h->hcap, 64, sizeof *na);
         if (!na)
             return -1;
         h->ha = na;
-        h->hcap = nc;
     }
     heap4_rise(h->ha, h->hn++, e);
     return 0;

@@ -439,7 +439,7 @@ sim_report *sim_run(const plan *pl, const sim_options *opt, plumb_err *err)
     const schedule *s = opt->sched;
     sim_model m = {0};
     sim_result res = {0};
-    int have_res = 0;
+    int have_res = 0, ok = 0;
     int *versions = NULL, *inflight = NULL;
     char *names = NULL;
     const char **nameptr = NULL;
@@ -460,7 +460,7 @@ sim_report *sim_run(const plan *pl, const sim_options *opt, plumb_err *err)
             own = schedule_from_plan_grown(&view, iters, steady_need, &win, 8 - round, &grown,
                                            err);
             if (!own)
-                goto fail;
+                goto done;
             round += grown;
             iters = own->iterations;
             s = own;
@@ -469,7 +469,7 @@ sim_report *sim_run(const plan *pl, const sim_options *opt, plumb_err *err)
         sim_net_from_cluster(&net, pl->clus, opt->bandwidth_Bps);
         if (sim_cost_build(&m, &view, s, &net, opt->straggler_device,
                            opt->straggler_device >= 0 ? opt->straggler_factor : 1, err))
-            goto fail;
+            goto done;
         if (!opt->sched && win.known) {
             m.window_known = 1;
             m.window_k0 = win.k0;
@@ -478,15 +478,15 @@ sim_report *sim_run(const plan *pl, const sim_options *opt, plumb_err *err)
         m.record = opt->timeline != 0;
         m.skip_ring_hops = opt->timeline == SIM_TIMELINE_NO_RING_HOPS;
         if (m.record && name_workers(&m, s->nworkers, pl->clus, &names, &nameptr, err))
-            goto fail;
+            goto done;
         if (sim_engine_run(&m, &res, err))
-            goto fail;
+            goto done;
         have_res = 1;
         if (!isfinite(res.iteration_s) || !isfinite(res.makespan_s)) { /* defence in depth */
             err_set(err, NULL, NULL, "the simulated times are not finite (got an iteration of "
                     "%g s): a time, size or bandwidth is out of the bounds of docs/formats.md",
                     res.iteration_s);
-            goto fail;
+            goto done;
         }
         if (opt->sched || res.settled || !res.steady || iters >= SIM_MAX_ITERATIONS)
             break;
@@ -505,23 +505,23 @@ sim_report *sim_run(const plan *pl, const sim_options *opt, plumb_err *err)
     inflight = calloc((size_t)s->nstages + 1, sizeof *inflight);
     if (!versions || !inflight) {
         err_set(err, NULL, NULL, "out of memory");
-        goto fail;
+        goto done;
     }
     /* a generated IR carries its lowering's counts (s->counts: no pass) */
     if (schedule_inflight_fresh(s, inflight, versions, err))
-        goto fail;
+        goto done;
     fill_run(rep, &view, s, &res, requested);
     if (fill_report(rep, &view, &m, &res, versions, inflight, opt->memory_limit_bytes) ||
         fill_layout(rep, &view, &m)) {
         err_set(err, NULL, NULL, "out of memory");
-        goto fail;
+        goto done;
     }
     rep->tl = res.tl;
     res.tl = NULL;
     snprintf(rep->model, sizeof rep->model, "%s", pl->prof->name ? pl->prof->name : "");
     if (rep->tl && name_trace(rep, pl)) {
         err_set(err, NULL, NULL, "out of memory");
-        goto fail;
+        goto done;
     }
     rep->whatif = *opt;
     rep->whatif.sched = NULL;
@@ -531,16 +531,9 @@ sim_report *sim_run(const plan *pl, const sim_options *opt, plumb_err *err)
         snprintf(rep->level_names[l], sizeof rep->level_names[l], "%s",
                  pl->clus->levels[l].name ? pl->clus->levels[l].name : "");
     if (rep->tl && trace_memory(rep, &m, err))
-        goto fail;
-    sim_result_free(&res);
-    sim_model_release(&m);
-    schedule_free(own);
-    free(versions);
-    free(inflight);
-    free(names);
-    free(nameptr);
-    return rep;
-fail:
+        goto done;
+    ok = 1;
+done:
     if (have_res)
         sim_result_free(&res);
     sim_model_release(&m);
@@ -549,6 +542,8 @@ fail:
     free(inflight);
     free(names);
     free(nameptr);
+    if (ok)
+        return rep;
     sim_report_free(rep);
     return NULL;
 }

@@ -5,7 +5,7 @@
  * all-reduces as a hatched strip along the bottom; below, one thin row per stage boundary
  * that carried transfers (activations in its top half, gradients in its bottom half, over
  * all the links between the two stages); a time axis with its unit and a legend of the
- * kinds the run has, each swatch drawn as the blocks are. Boxes narrower than a pixel are
+ * kinds drawn on their own, each swatch drawn as the blocks are. Boxes narrower than a pixel are
  * not drawn one by one: on each lane (a device's compute or all-reduce strip, a boundary
  * row's half) they are merged into one box per run of pixels of the same busy fraction,
  * drawn with that fraction as its opacity, so the picture's size grows with its rows and
@@ -352,9 +352,10 @@ static int merged_find(const timeline *tl, const svg_rows *R, double T, svg_merg
 }
 
 /* Draws every event but the merged ones (M); sets bit k of *kinds for each tl_kind drawn
- * or merged, and *maxmb. */
+ * or merged, of *drawn for each drawn on its own, and *maxmb to the highest microbatch of
+ * a compute block drawn on its own. */
 static void draw_events(sbuf *b, const timeline *tl, const svg_rows *R, double T,
-                        const svg_merged *M, unsigned *kinds, int *maxmb)
+                        const svg_merged *M, unsigned *kinds, unsigned *drawn, int *maxmb)
 {
     char fill[16], label[32];
     for (size_t i = 0; i < tl->n; i++) {
@@ -365,10 +366,11 @@ static void draw_events(sbuf *b, const timeline *tl, const svg_rows *R, double T
         double x = LM + e->start_s / T * PW, w = e->dur_s / T * PW;
         int dark;
         *kinds |= 1u << e->kind;
-        if (lane % LANES == LANE_COMPUTE && e->kind != TL_STEP && e->microbatch > *maxmb)
-            *maxmb = e->microbatch;
         if (is_narrow(e, T) && !(M->alone[i / 8] & (1u << (i % 8))))
             continue;
+        *drawn |= 1u << e->kind;
+        if (lane % LANES == LANE_COMPUTE && e->kind != TL_STEP && e->microbatch > *maxmb)
+            *maxmb = e->microbatch;
         if (lane % LANES >= LANE_ACT) {
             int grad = lane % LANES == LANE_GRAD;
             fill_of(grad ? TL_B : TL_F, e->microbatch, fill, sizeof fill, &dark);
@@ -459,37 +461,42 @@ static void swatch(sbuf *b, int kind, double x, double y)
                     "fill=\"url(#hatch)\"/>\n", x, y);
 }
 
-/* The legend of the kinds drawn (bits of `kinds`) and the microbatch hues, and the rule
- * of the merged boxes when busy (any were drawn). */
-static void draw_legend(sbuf *b, double ly, unsigned kinds, int nhues, int busy)
+/* The legend: a key for each kind drawn on its own (bits of `drawn`; a kind whose boxes
+ * were all merged has no colour to show), the microbatch hues of the nhues drawn (none:
+ * no line), the stage rows' halves when the run has transfers (bits of `kinds`: drawn or
+ * merged, the rows are there), and the rule of the merged boxes when busy (any were
+ * drawn). */
+static void draw_legend(sbuf *b, double ly, unsigned drawn, unsigned kinds, int nhues,
+                        int busy)
 {
     static const char *const what[] = { "F forward (light)", "B backward (dark)",
                                         "I input gradient (full colour)",
                                         "W weight gradient (light, hatched)" };
     double lx = LM;
     for (int k = TL_F; k <= TL_W; k++) {
-        if (!(kinds & (1u << k))) continue;
+        if (!(drawn & (1u << k))) continue;
         swatch(b, k, lx, ly - 11);
         sbuf_printf(b, "<text class=\"legend\" x=\"%.1f\" y=\"%.1f\" font-size=\"12\">%s</text>\n",
                     lx + 36, ly, what[k]);
         lx += 36 + 7.2 * strlen(what[k]) + 18;
     }
-    if (kinds & (1u << TL_STEP)) {
+    if (drawn & (1u << TL_STEP)) {
         sbuf_printf(b, "<rect x=\"%.1f\" y=\"%.1f\" width=\"3\" height=\"14\" fill=\"#000000\"/>"
                     "<text class=\"legend\" x=\"%.1f\" y=\"%.1f\" font-size=\"12\">optimizer "
                     "step</text>\n", lx, ly - 11, lx + 10, ly);
         lx += 130;
     }
-    if (kinds & (1u << TL_ALLREDUCE)) {
+    if (drawn & (1u << TL_ALLREDUCE)) {
         sbuf_printf(b, "<rect x=\"%.1f\" y=\"%.1f\" width=\"22\" height=\"6\" "
                     "fill=\"url(#hatchdark)\" stroke=\"#333333\" stroke-width=\"0.5\"/><text "
                     "class=\"legend\" x=\"%.1f\" y=\"%.1f\" font-size=\"12\">all-reduce</text>\n",
                     lx, ly - 6, lx + 28, ly);
     }
     ly += 26;
-    sbuf_printf(b, "<text x=\"%d\" y=\"%.1f\" font-size=\"12\">colour = microbatch mod 10:</text>\n",
-                LM, ly);
-    int back = kinds & (1u << TL_B) ? TL_B : TL_I;
+    if (nhues > 0)
+        sbuf_printf(b, "<text x=\"%d\" y=\"%.1f\" font-size=\"12\">colour = microbatch mod "
+                    "10:</text>\n", LM, ly);
+    int back = drawn & (1u << TL_B) ? TL_B : TL_I;
     for (int m = 0; m < nhues; m++) { /* each hue as its forward and backward blocks */
         char f1[16], f2[16];
         int dark;
@@ -553,9 +560,9 @@ static int svg_emit(const sim_report *r, sbuf *b)
        r->iteration_s / unit, uname, r->iterations >= 3 ? "steady state" : "whole run / N",
        100 * r->bubble_fraction, r->peak_memory_bytes / 1073741824.0);
     draw_rows(b, r, &R);
-    unsigned kinds = 0;
+    unsigned kinds = 0, drawn = 0;
     int maxmb = -1;
-    draw_events(b, tl, &R, T, &M, &kinds, &maxmb);
+    draw_events(b, tl, &R, T, &M, &kinds, &drawn, &maxmb);
     if (draw_busy(b, &R, &M))
         goto cleanup;
     /* time axis */
@@ -572,7 +579,7 @@ static int svg_emit(const sim_report *r, sbuf *b)
     }
     sbuf_printf(b, "<text x=\"%d\" y=\"%.1f\" font-size=\"12\" text-anchor=\"middle\">time (%s)"
        "</text>\n", LM + PW / 2, axis_y + 36, uname);
-    draw_legend(b, axis_y + 62, kinds, maxmb + 1 < 10 ? maxmb + 1 : 10, merged);
+    draw_legend(b, axis_y + 62, drawn, kinds, maxmb + 1 < 10 ? maxmb + 1 : 10, merged);
     sbuf_printf(b, "</svg>\n");
     rc = 0;
 cleanup:

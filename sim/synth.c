@@ -69,15 +69,6 @@ cluster *sim_synth_cluster(const sim_synth *s, plumb_err *err)
     return c;
 }
 
-static char *dup(const char *t)
-{
-    size_t n = strlen(t) + 1;
-    char *d = malloc(n);
-    if (d)
-        memcpy(d, t, n);
-    return d;
-}
-
 static profile *synth_profile(const sim_synth *s, plumb_err *err)
 {
     int n = s->nstages * s->layers_per_stage;
@@ -86,18 +77,18 @@ static profile *synth_profile(const sim_synth *s, plumb_err *err)
         err_set(err, NULL, NULL, "out of memory");
         return NULL;
     }
-    p->name = dup("synthetic");
-    p->device = dup("synth");
-    p->source = dup("sim_synth_plan");
+    p->name = strdup("synthetic");
+    p->device = strdup("synth");
+    p->source = strdup("sim_synth_plan");
     p->minibatch = s->minibatch;
     int ok = p->name && p->device && p->source;
     for (int i = 0; i < n && ok; i++) {
         profile_layer *L = &p->layers[i];
         char nm[32];
         snprintf(nm, sizeof nm, "layer%d", i);
-        L->name = dup(nm);
-        L->kind = dup("Linear");
-        L->desc = dup("");
+        L->name = strdup(nm);
+        L->kind = strdup("Linear");
+        L->desc = strdup("");
         ok = L->name && L->kind && L->desc;
         L->forward_ms = s->forward_ms;
         L->backward_ms = s->backward_ms;

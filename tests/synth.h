@@ -61,6 +61,25 @@ static inline cluster *synth_servers(int servers, int per_server, int level, dou
     return synth_cluster_of(&s);
 }
 
+/* The layout where a ring all-reduce contends with gradient transfers: two stages of 2
+ * replicas under GPipe, 4 microbatches, one device per server, 10 GB/s between servers
+ * through `lanes` lanes per server port (egress lanes x the bandwidth), 20 MB activations
+ * (2 ms per transfer) and 4 ms backwards; parameter_bytes per stage (0: no ring). */
+static inline void synth_contended_ring(sim_synth *s, int lanes, double parameter_bytes)
+{
+    sim_synth_init(s);
+    s->schedule = SCHED_GPIPE;
+    s->nstages = 2;
+    s->replicas = 2;
+    s->microbatches = 4;
+    s->devices_per_server = 1;
+    s->bw_gbit[1] = 80;
+    s->egress_gbit[1] = 80.0 * lanes;
+    s->activation_bytes = 20e6;
+    s->parameter_bytes = parameter_bytes;
+    s->backward_ms = 4;
+}
+
 /* Tensor parallelism tp on pl (its plan and its profile) and on each layer l of its
  * profile `fwd` forward and `bwd` backward collectives of bytes[l % nbytes] bytes (at the
  * profiled minibatch). */

@@ -538,17 +538,7 @@ Test(sim, allreduce_contends_with_transfers)
     for (int params = 0; params < 2; params++)
         for (int lanes = 1; lanes <= 2; lanes++) {
             sim_synth s;
-            sim_synth_init(&s);
-            s.schedule = SCHED_GPIPE;
-            s.nstages = 2;
-            s.replicas = 2;
-            s.microbatches = 4;
-            s.devices_per_server = 1;
-            s.bw_gbit[1] = 80;              /* 10 GB/s */
-            s.egress_gbit[1] = 80.0 * lanes;
-            s.activation_bytes = 20e6;      /* 2 ms per transfer */
-            s.parameter_bytes = params ? 20e6 : 0;
-            s.backward_ms = 4;
+            synth_contended_ring(&s, lanes, params ? 20e6 : 0);
             plan *pl = synth_plan(&s);
             sim_report *r = synth_run(pl, NULL);
             it[params][lanes - 1] = r->iteration_s;

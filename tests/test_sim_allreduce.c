@@ -223,17 +223,7 @@ Test(sim_allreduce, contended_ring_splits_hops)
 {
     for (int lanes = 1; lanes <= 2; lanes++) {
         sim_synth s;
-        sim_synth_init(&s);
-        s.schedule = SCHED_GPIPE;
-        s.nstages = 2;
-        s.replicas = 2;
-        s.microbatches = 4;
-        s.devices_per_server = 1;
-        s.bw_gbit[1] = 80;
-        s.egress_gbit[1] = 80.0 * lanes;
-        s.activation_bytes = 20e6;
-        s.parameter_bytes = 20e6;
-        s.backward_ms = 4;
+        synth_contended_ring(&s, lanes, 20e6);
         long long grouped = both_ways(&s, 3, lanes == 1 ? "one lane" : "two lanes", NULL,
                                       NULL);
         cr_expect(grouped > 0, "no grouped step");

@@ -12,6 +12,7 @@
 #include "sim/engine.h"
 #include "sim/sim.h"
 #include "sim/synth.h"
+#include "tests/planfix.h"
 #include "tests/synth.h"
 
 #define MAXA 8
@@ -828,39 +829,15 @@ Test(sim_engine, sync_early_receive_joins_its_batch)
     expect_times(1, 0, OVERLAP_MS);  /* overlapped: where the RECV sits changes nothing */
 }
 
+static int p2p_sync_of(const plan *pl) { return pl->p2p_sync; }
+
 /* The plan field: "p2p": "sync" loads, is written back, and is what sim_run simulates; a
  * value other than overlap or sync is one clear error naming the field. */
 Test(sim_engine, sync_plan_field)
 {
-    plumb_err e;
-    plan *pl = plan_load("examples/plans/vgg16-4stage-1f1b.json", &e);
-    cr_assert_not_null(pl, "%s", e.msg);
-    cr_expect_eq(pl->p2p_sync, 0);
-    cJSON *j = plan_to_json(pl);
-    cr_assert_not_null(j);
-    cr_expect_null(cJSON_GetObjectItemCaseSensitive(j, "p2p"), "overlap is not written");
-    cJSON_AddStringToObject(j, "p2p", "sync");
-    plan *ps = plan_from_json(j, "x.json", &e);
-    cr_assert_not_null(ps, "%s", e.msg);
-    cr_expect_eq(ps->p2p_sync, 1);
-    cJSON *back = plan_to_json(ps);
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(back, "p2p");
-    cr_expect(cJSON_IsString(v) && !strcmp(v->valuestring, "sync"));
-    cr_expect(!plan_equal(pl, ps));
-    sim_report *r0 = sim_run(pl, NULL, &e), *r1 = sim_run(ps, NULL, &e);
-    cr_assert(r0 && r1, "%s", e.msg);
-    cr_expect(r1->iteration_s > r0->iteration_s, "sync %g s, overlap %g s", r1->iteration_s,
-              r0->iteration_s);
-    sim_report_free(r0);
-    sim_report_free(r1);
-    cJSON_ReplaceItemInObjectCaseSensitive(j, "p2p", cJSON_CreateString("blocking"));
-    cr_expect_null(plan_from_json(j, "x.json", &e));
-    cr_expect(strstr(e.msg, "x.json: p2p: expected overlap or sync (got \"blocking\")") != NULL,
-              "%s", e.msg);
-    cJSON_Delete(back);
-    cJSON_Delete(j);
-    plan_free(ps);
-    plan_free(pl);
+    const plan_field f = {.key = "p2p", .value = "sync", .bad = "blocking",
+                          .choices = "overlap or sync", .get = p2p_sync_of, .slower = 1};
+    plan_field_check("examples/plans/vgg16-4stage-1f1b.json", &f);
 }
 
 /* Every timed action of a microbatch is recorded in its iteration, microbatch / M (the last

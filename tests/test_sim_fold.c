@@ -18,6 +18,7 @@
 #include "core/transformer.h"
 #include "planner/layout3d.h"
 #include "sim/sim.h"
+#include "tests/planfix.h"
 
 #define A100 "profiles/clusters/dgx-a100-80g.json"
 #define GPT3 "examples/llm/gpt3-175b.json"
@@ -32,11 +33,6 @@ typedef struct lay {
 /* opg 1: overlap_param_gather (zero 1), the all-gather under the next forward */
 static plan *build_opg(const lay *L, int opg)
 {
-    plumb_err e;
-    err_clear(&e);
-    transformer *t = transformer_load(L->model, &e);
-    cluster *c = cluster_load(A100, &e);
-    cr_assert(t && c, "%s", e.msg);
     layout3d_options o;
     layout3d_options_init(&o);
     o.gpus = L->gpus, o.tp = L->tp, o.pp = L->pp, o.dp = L->dp;
@@ -47,11 +43,8 @@ static plan *build_opg(const lay *L, int opg)
     o.schedule = L->schedule;
     o.zero = L->zero;
     o.sequence_parallel = L->seqpar;
-    plan *pl = layout3d_build(t, c, A100, &o, &e);
-    cr_assert(pl, "%s", e.msg);
+    plan *pl = plan3d(L->model, A100, &o);
     pl->overlap_param_gather = opg;
-    transformer_free(t);
-    cluster_free(c);
     return pl;
 }
 

@@ -28,6 +28,7 @@
 #include "sim/engine_impl.h"
 #include "sim/sim.h"
 #include "sim/synth.h"
+#include "tests/planfix.h"
 #include "tests/synth.h"
 
 #define MS 1e-3
@@ -266,11 +267,6 @@ Test(sim_gradsync, asynchronous_schedule_refused)
 /* A 3D plan of gpt-1.7b (tp 1, pp 2, interleave 2, dp 4) on the DGX A100 file. */
 static plan *gpt_plan(int end, int sync, int zero, int opg)
 {
-    plumb_err e;
-    err_clear(&e);
-    transformer *t = transformer_load(GPT17, &e);
-    cluster *c = cluster_load(A100, &e);
-    cr_assert(t && c, "%s", e.msg);
     layout3d_options o;
     layout3d_options_init(&o);
     o.tp = 1, o.pp = 2, o.dp = 4, o.gpus = 8;
@@ -279,11 +275,8 @@ static plan *gpt_plan(int end, int sync, int zero, int opg)
     o.zero = zero;
     o.p2p_sync = sync;
     o.grad_sync_end = end;
-    plan *pl = layout3d_build(t, c, A100, &o, &e);
-    cr_assert_not_null(pl, "%s", e.msg);
+    plan *pl = plan3d(GPT17, A100, &o);
     pl->overlap_param_gather = opg;
-    transformer_free(t);
-    cluster_free(c);
     return pl;
 }
 
@@ -450,6 +443,8 @@ Test(sim_gradsync, plan_refuses_what_cannot_end)
     plan_free(pl);
 }
 
+static int grad_sync_end_of(const plan *pl) { return pl->grad_sync_end; }
+
 /* The plan field on a plan of the 2D planner (four replicated gpipe stages):
  * "grad_sync": "end" loads, is written back, and is what sim_run simulates (no shorter:
  * stage 0's ring, after the flush's last backward either way, decides the iteration);
@@ -457,33 +452,7 @@ Test(sim_gradsync, plan_refuses_what_cannot_end)
  * field. */
 Test(sim_gradsync, plan_field)
 {
-    plumb_err e;
-    plan *pl = plan_load("examples/plans/resnet50-2x8-gpipe-replicated.json", &e);
-    cr_assert_not_null(pl, "%s", e.msg);
-    cr_expect_eq(pl->grad_sync_end, 0);
-    cJSON *j = plan_to_json(pl);
-    cr_assert_not_null(j);
-    cr_expect_null(cJSON_GetObjectItemCaseSensitive(j, "grad_sync"), "overlap is not written");
-    cJSON_AddStringToObject(j, "grad_sync", "end");
-    plan *pe = plan_from_json(j, "x.json", &e);
-    cr_assert_not_null(pe, "%s", e.msg);
-    cr_expect_eq(pe->grad_sync_end, 1);
-    cJSON *back = plan_to_json(pe);
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(back, "grad_sync");
-    cr_expect(cJSON_IsString(v) && !strcmp(v->valuestring, "end"));
-    cr_expect(!plan_equal(pl, pe));
-    sim_report *r0 = sim_run(pl, NULL, &e), *r1 = sim_run(pe, NULL, &e);
-    cr_assert(r0 && r1, "%s", e.msg);
-    cr_expect(r1->iteration_s >= r0->iteration_s, "end %g s, overlap %g s", r1->iteration_s,
-              r0->iteration_s);
-    sim_report_free(r0);
-    sim_report_free(r1);
-    cJSON_ReplaceItemInObjectCaseSensitive(j, "grad_sync", cJSON_CreateString("later"));
-    cr_expect_null(plan_from_json(j, "x.json", &e));
-    cr_expect(strstr(e.msg, "x.json: grad_sync: expected overlap or end (got \"later\")") !=
-                  NULL, "%s", e.msg);
-    cJSON_Delete(back);
-    cJSON_Delete(j);
-    plan_free(pe);
-    plan_free(pl);
+    const plan_field f = {.key = "grad_sync", .value = "end", .bad = "later",
+                          .choices = "overlap or end", .get = grad_sync_end_of, .slower = 0};
+    plan_field_check("examples/plans/resnet50-2x8-gpipe-replicated.json", &f);
 }

@@ -1,8 +1,8 @@
 /* test_svg.c: the structure of plumb's SVG pictures. The simulator's timeline: a row per
  * device labelled with its stages, idle devices of the cluster folded into rows of their
  * own, one row per stage boundary that carried transfers and none that did not (their
- * transfer counts add up to the timeline's), legend entries for exactly the kinds the run
- * has, and legend swatches drawn in the fills the blocks of that kind use. The sweep plot:
+ * transfer counts add up to the timeline's), legend entries for exactly the kinds drawn
+ * on their own (not merged into busy boxes), and legend swatches drawn in the fills the blocks of that kind use. The sweep plot:
  * the last point has an x tick, the target and cost lines differ in colour and dash, and
  * the linear-scaling line is drawn over the throughput line. */
 #include <criterion/criterion.h>
@@ -289,6 +289,25 @@ static void add(timeline *tl, int track, int kind, double start, double dur, int
     cr_assert_eq(timeline_add(tl, &e), 0);
 }
 
+/* An empty timeline of two devices' tracks: each device's compute, device 1's collectives
+ * and the link each way between them. */
+typedef struct two_dev {
+    timeline *tl;
+    int d0, d1, c1, l01, l10;
+} two_dev;
+
+static two_dev two_devices(void)
+{
+    two_dev t = {.tl = timeline_new("sim")};
+    cr_assert_not_null(t.tl);
+    t.d0 = timeline_track(t.tl, TL_TRACK_DEVICE, 0, -1, NULL);
+    t.d1 = timeline_track(t.tl, TL_TRACK_DEVICE, 1, -1, NULL);
+    t.c1 = timeline_track(t.tl, TL_TRACK_COLLECTIVE, 1, -1, NULL);
+    t.l01 = timeline_track(t.tl, TL_TRACK_LINK, 0, 1, NULL);
+    t.l10 = timeline_track(t.tl, TL_TRACK_LINK, 1, 0, NULL);
+    return t;
+}
+
 /* One merged box as the SVG gives it: lane ("compute", "send_f", ...), x, width, busy. */
 typedef struct busy_box {
     char lane[16];
@@ -324,13 +343,9 @@ static int busy_boxes(const char *svg, busy_box *out, int cap)
  * own as before, as are the boxes 1.2 px and wider. */
 Test(svg, sub_pixel_boxes_merge_into_busy_fractions)
 {
-    timeline *tl = timeline_new("sim");
-    cr_assert_not_null(tl);
-    int d0 = timeline_track(tl, TL_TRACK_DEVICE, 0, -1, NULL);
-    int d1 = timeline_track(tl, TL_TRACK_DEVICE, 1, -1, NULL);
-    int c1 = timeline_track(tl, TL_TRACK_COLLECTIVE, 1, -1, NULL);
-    int l01 = timeline_track(tl, TL_TRACK_LINK, 0, 1, NULL);
-    int l10 = timeline_track(tl, TL_TRACK_LINK, 1, 0, NULL);
+    two_dev t = two_devices();
+    timeline *tl = t.tl;
+    int d0 = t.d0, d1 = t.d1, c1 = t.c1, l01 = t.l01, l10 = t.l10;
     add(tl, d0, TL_F, 0.0100, 0.0004, 0, -1, 0);
     add(tl, d0, TL_B, 0.0104, 0.0003, 0, -1, 0);
     add(tl, d0, TL_F, 0.0109, 0.0002, 0, -1, 1);
@@ -386,8 +401,49 @@ Test(svg, sub_pixel_boxes_merge_into_busy_fractions)
     cr_expect(strstr(svg, "class=\"b send_b\" x=\"850.20\""));
     cr_expect_eq(count(svg, "class=\"b send_f\"") + count(svg, "class=\"b allreduce\""), 0);
     cr_expect(strstr(svg, "class=\"legend busy\""), "the legend states the rule");
-    /* the legend still names the kinds that were merged */
-    cr_expect(strstr(svg, ">all-reduce</text>") && strstr(svg, "activations (top half)"));
+    /* keys for the kinds drawn on their own; every all-reduce was merged: no key for it,
+     * the stage rows' line stays (the rows are there) */
+    cr_expect(strstr(svg, ">F forward (light)</text>") && strstr(svg, ">B backward (dark)</text>"));
+    cr_expect_null(strstr(svg, ">all-reduce</text>"), "every all-reduce was merged");
+    cr_expect(strstr(svg, "activations (top half)"));
+    free(svg);
+    free(r);
+    timeline_free(tl);
+}
+
+/* A picture in which every box was merged (each shares its pixel with another of its
+ * lane): the legend keys no kind, since no block shows its colour, nor the microbatch
+ * hues; it keeps the merged boxes' rule and the stage rows' line. */
+Test(svg, legend_keys_only_the_kinds_drawn_unmerged)
+{
+    two_dev t = two_devices();
+    timeline *tl = t.tl;
+    int d0 = t.d0, d1 = t.d1, c1 = t.c1, l01 = t.l01;
+    for (int p = 0; p < 4; p++) { /* pairs of 0.2 ms boxes in pixels 10, 20, 30, 40 */
+        double t = 0.010 * (p + 1);
+        add(tl, d0, TL_F, t, 0.0002, 0, -1, p);
+        add(tl, d0, TL_B, t + 0.0004, 0.0002, 0, -1, p);
+        add(tl, d1, TL_I, t + 0.0001, 0.0002, 1, -1, p);
+        add(tl, d1, TL_W, t + 0.0005, 0.0002, 1, -1, p);
+        add(tl, l01, TL_SEND_F, t, 0.0002, 0, 1, p);
+        add(tl, l01, TL_SEND_F, t + 0.0005, 0.0002, 0, 1, p);
+        add(tl, c1, TL_ALLREDUCE, t, 0.0002, 1, -1, -1);
+        add(tl, c1, TL_ALLREDUCE, t + 0.0005, 0.0002, 1, -1, -1);
+    }
+    add(tl, d0, TL_F, 1.0996, 0.0002, 0, -1, 9); /* the run ends at 1.1 s, in pixel 1099 */
+    add(tl, d0, TL_B, 1.0998, 0.0002, 0, -1, 9);
+    sim_report *r = bare_report(tl, 2);
+    char *svg = sim_svg_text(r, NULL);
+    cr_assert_not_null(svg);
+    cr_expect_gt(count(svg, "class=\"b busy "), 0);
+    cr_expect_eq(count(svg, "class=\"b ") - count(svg, "class=\"b busy "), 0,
+                 "every box was merged");
+    cr_expect_eq(count(svg, "class=\"swatch ") - count(svg, "class=\"swatch busy\""), 0,
+                 "no kind's swatch: no block shows a kind's colour");
+    cr_expect_eq(count(svg, "class=\"legend\""), 1, "only the stage rows' line");
+    cr_expect(strstr(svg, "activations (top half)"));
+    cr_expect_null(strstr(svg, "colour = microbatch"), "no block shows a hue");
+    cr_expect(strstr(svg, "class=\"legend busy\""), "the merged boxes' rule");
     free(svg);
     free(r);
     timeline_free(tl);

@@ -105,6 +105,15 @@ static void plan_log(const bk_ctx *c, const cuda_conv_plan *p, int d, float ms, 
             a->ws, ms, k + 1, nr);
 }
 
+/* Keeps the n results of a cudnnFind* search (perf: the direction's own
+ * cudnnConvolution*AlgoPerf_t array; the three types have the same fields) in r from r[nr]
+ * on, advancing nr; none when the search failed (st). A macro: the three types differ. */
+#define PERF_KEEP(perf, n, st, r, nr)                                                    \
+    for (int k_ = 0; (st) == CUDNN_STATUS_SUCCESS && k_ < (n); k_++, (nr)++)            \
+        (r)[nr].status = (perf)[k_].status, (r)[nr].algo = (perf)[k_].algo,             \
+        (r)[nr].memory = (perf)[k_].memory, (r)[nr].math = (perf)[k_].mathType,         \
+        (r)[nr].ms = (perf)[k_].time
+
 /* Runs cudnnFind* for direction d with tensors of type bf16 (0/1) under `math`, and keeps
  * the fastest successful result whose math type is allowed. Returns 1 when one was found. */
 static int plan_find(bk_ctx *c, cuda_conv_plan *p, int d, int bf16, cudnnMathType_t math)
@@ -120,26 +129,17 @@ static int plan_find(bk_ctx *c, cuda_conv_plan *p, int d, int bf16, cudnnMathTyp
         cudnnConvolutionFwdAlgoPerf_t perf[16];
         st = cudnnFindConvolutionForwardAlgorithm(c->dnn, p->x[i], p->w[i], p->conv[i], p->y[i],
                                                   16, &n, perf);
-        for (int k = 0; st == CUDNN_STATUS_SUCCESS && k < n; k++, nr++)
-            r[nr].status = perf[k].status, r[nr].algo = perf[k].algo,
-            r[nr].memory = perf[k].memory, r[nr].math = perf[k].mathType,
-            r[nr].ms = perf[k].time;
+        PERF_KEEP(perf, n, st, r, nr);
     } else if (d == DIR_BWD_DATA) {
         cudnnConvolutionBwdDataAlgoPerf_t perf[16];
         st = cudnnFindConvolutionBackwardDataAlgorithm(c->dnn, p->w[i], p->y[i], p->conv[i],
                                                        p->x[i], 16, &n, perf);
-        for (int k = 0; st == CUDNN_STATUS_SUCCESS && k < n; k++, nr++)
-            r[nr].status = perf[k].status, r[nr].algo = perf[k].algo,
-            r[nr].memory = perf[k].memory, r[nr].math = perf[k].mathType,
-            r[nr].ms = perf[k].time;
+        PERF_KEEP(perf, n, st, r, nr);
     } else {
         cudnnConvolutionBwdFilterAlgoPerf_t perf[16];
         st = cudnnFindConvolutionBackwardFilterAlgorithm(c->dnn, p->x[i], p->y[i], p->conv[i],
                                                          p->w[i], 16, &n, perf);
-        for (int k = 0; st == CUDNN_STATUS_SUCCESS && k < n; k++, nr++)
-            r[nr].status = perf[k].status, r[nr].algo = perf[k].algo,
-            r[nr].memory = perf[k].memory, r[nr].math = perf[k].mathType,
-            r[nr].ms = perf[k].time;
+        PERF_KEEP(perf, n, st, r, nr);
     }
     cudaGetLastError(); /* a failed search leaves nothing to report: the next option runs */
     cuda_conv_result cr[16];
@@ -347,47 +347,41 @@ static int dnn_run(bk_ctx *c, cuda_conv_plan *p, int d, const float *in1, const 
 
 /* ------------------------------------------------------------------ entries */
 
+/* Runs direction d of g, through cuDNN where plan_get found it an algorithm, else by im2col
+ * + cuBLAS. in1, in2 are dnn_run's two inputs (fwd: x, w; bwd data: w, dy; bwd filter: x,
+ * dy); out is overwritten, except the filter gradient, which is accumulated. Returns 0, or
+ * -1 when there was no plan or cuDNN failed (recorded: the caller adds nothing more). */
+static int conv_run(bk_ctx *c, const bk_conv *g, int d, const float *in1, const float *in2,
+                    float *out)
+{
+    cuda_enter(c);
+    cuda_conv_plan *p = plan_get(c, g, d);
+    if (!p) return -1;
+#ifdef PLUMB_HAVE_CUDNN
+    if (p->a[d].ok) return dnn_run(c, p, d, in1, in2, out, d == DIR_BWD_FILTER ? 1.0f : 0.0f);
+#endif
+    if (d == DIR_FWD) im2col_fwd(c, g, in1, in2, out);
+    else if (d == DIR_BWD_DATA) im2col_bwd_data(c, g, in2, in1, out);
+    else im2col_bwd_weight(c, g, in2, in1, out);
+    return 0;
+}
+
 void cuda_conv2d_fwd(bk_ctx *c, const bk_conv *g, const float *x, const float *w,
                      const float *b, float *y)
 {
-    cuda_enter(c);
-    cuda_conv_plan *p = plan_get(c, g, DIR_FWD);
-    if (!p) return;
-#ifdef PLUMB_HAVE_CUDNN
-    if (p->a[DIR_FWD].ok) {
-        if (dnn_run(c, p, DIR_FWD, x, w, y, 0.0f)) return;
-    } else
-#endif
-        im2col_fwd(c, g, x, w, y);
+    if (conv_run(c, g, DIR_FWD, x, w, y)) return;
     if (b) KERNEL_CHECK(c, ck_bias_chw(c->stream, g->B, g->K, g->P * g->Q, b, y));
 }
 
 void cuda_conv2d_bwd_data(bk_ctx *c, const bk_conv *g, const float *dy, const float *w,
                           float *dx)
 {
-    cuda_enter(c);
-    cuda_conv_plan *p = plan_get(c, g, DIR_BWD_DATA);
-    if (!p) return;
-#ifdef PLUMB_HAVE_CUDNN
-    if (p->a[DIR_BWD_DATA].ok) {
-        dnn_run(c, p, DIR_BWD_DATA, w, dy, dx, 0.0f);
-        return;
-    }
-#endif
-    im2col_bwd_data(c, g, dy, w, dx);
+    conv_run(c, g, DIR_BWD_DATA, w, dy, dx);
 }
 
 void cuda_conv2d_bwd_weight(bk_ctx *c, const bk_conv *g, const float *dy, const float *x,
                             float *dw, float *db)
 {
-    cuda_enter(c);
-    cuda_conv_plan *p = plan_get(c, g, DIR_BWD_FILTER);
-    if (!p) return;
-#ifdef PLUMB_HAVE_CUDNN
-    if (p->a[DIR_BWD_FILTER].ok) {
-        if (dnn_run(c, p, DIR_BWD_FILTER, x, dy, dw, 1.0f)) return;
-    } else
-#endif
-        im2col_bwd_weight(c, g, dy, x, dw);
+    if (conv_run(c, g, DIR_BWD_FILTER, x, dy, dw)) return;
     if (db) KERNEL_CHECK(c, ck_bias_chw_bwd(c->stream, g->B, g->K, g->P * g->Q, dy, db));
 }

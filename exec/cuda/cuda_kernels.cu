@@ -9,6 +9,17 @@
 #include "exec/cuda/cuda_common.cuh"
 #include "exec/cuda/cuda_kernels.h"
 
+/* The body of a ck_ entry that runs kernel k over n items: k launched on stream s with
+ * grid_for(n) blocks of THREADS (for a FOR_EACH loop) and the arguments after k, or not at
+ * all when n is 0; returns the launch's error. A macro in this file, not a function, so
+ * that each launch stays the kernel's own: cuemu's build rewrites every launch line of a
+ * .cu file into a launch that names the kernel in its messages. */
+#define RETURN_LAUNCH(s, n, k, ...)                                                      \
+    do {                                                                                 \
+        if (n) k<<<grid_for(n), THREADS, 0, s>>>(__VA_ARGS__);                          \
+        return cudaGetLastError();                                                       \
+    } while (0)
+
 /* ---------------------------------------------------------------- element-wise */
 
 __global__ void k_axpy(size_t n, float a, const float *x, float *y)
@@ -79,58 +90,49 @@ __global__ void k_from_bf16(size_t n, const uint16_t *x, float *y)
 
 extern "C" cudaError_t ck_axpy(cudaStream_t s, size_t n, float a, const float *x, float *y)
 {
-    if (n) k_axpy<<<grid_for(n), THREADS, 0, s>>>(n, a, x, y);
-    return cudaGetLastError();
+    RETURN_LAUNCH(s, n, k_axpy, n, a, x, y);
 }
 
 extern "C" cudaError_t ck_scale(cudaStream_t s, size_t n, float a, float *x)
 {
-    if (n) k_scale<<<grid_for(n), THREADS, 0, s>>>(n, a, x);
-    return cudaGetLastError();
+    RETURN_LAUNCH(s, n, k_scale, n, a, x);
 }
 
 extern "C" cudaError_t ck_add(cudaStream_t s, size_t n, const float *a, const float *b, float *y)
 {
-    if (n) k_add<<<grid_for(n), THREADS, 0, s>>>(n, a, b, y);
-    return cudaGetLastError();
+    RETURN_LAUNCH(s, n, k_add, n, a, b, y);
 }
 
 extern "C" cudaError_t ck_relu_fwd(cudaStream_t s, size_t n, const float *x, float *y)
 {
-    if (n) k_relu_fwd<<<grid_for(n), THREADS, 0, s>>>(n, x, y);
-    return cudaGetLastError();
+    RETURN_LAUNCH(s, n, k_relu_fwd, n, x, y);
 }
 
 extern "C" cudaError_t ck_relu_bwd(cudaStream_t s, size_t n, const float *x, const float *dy,
                                    float *dx)
 {
-    if (n) k_relu_bwd<<<grid_for(n), THREADS, 0, s>>>(n, x, dy, dx);
-    return cudaGetLastError();
+    RETURN_LAUNCH(s, n, k_relu_bwd, n, x, dy, dx);
 }
 
 extern "C" cudaError_t ck_gelu_fwd(cudaStream_t s, size_t n, const float *x, float *y)
 {
-    if (n) k_gelu_fwd<<<grid_for(n), THREADS, 0, s>>>(n, x, y);
-    return cudaGetLastError();
+    RETURN_LAUNCH(s, n, k_gelu_fwd, n, x, y);
 }
 
 extern "C" cudaError_t ck_gelu_bwd(cudaStream_t s, size_t n, const float *x, const float *dy,
                                    float *dx)
 {
-    if (n) k_gelu_bwd<<<grid_for(n), THREADS, 0, s>>>(n, x, dy, dx);
-    return cudaGetLastError();
+    RETURN_LAUNCH(s, n, k_gelu_bwd, n, x, dy, dx);
 }
 
 extern "C" cudaError_t ck_to_bf16(cudaStream_t s, size_t n, const float *x, uint16_t *y)
 {
-    if (n) k_to_bf16<<<grid_for(n), THREADS, 0, s>>>(n, x, y);
-    return cudaGetLastError();
+    RETURN_LAUNCH(s, n, k_to_bf16, n, x, y);
 }
 
 extern "C" cudaError_t ck_from_bf16(cudaStream_t s, size_t n, const uint16_t *x, float *y)
 {
-    if (n) k_from_bf16<<<grid_for(n), THREADS, 0, s>>>(n, x, y);
-    return cudaGetLastError();
+    RETURN_LAUNCH(s, n, k_from_bf16, n, x, y);
 }
 
 /* ---------------------------------------------------------------- biases */
@@ -181,8 +183,7 @@ __global__ void k_bias_chw_bwd(int B, int K, int PQ, const float *dy, float *db)
 extern "C" cudaError_t ck_bias_rows(cudaStream_t s, int rows, int cols, const float *b, float *y)
 {
     size_t n = (size_t)rows * cols;
-    if (n) k_bias_rows<<<grid_for(n), THREADS, 0, s>>>(rows, cols, b, y);
-    return cudaGetLastError();
+    RETURN_LAUNCH(s, n, k_bias_rows, rows, cols, b, y);
 }
 
 extern "C" size_t ck_col_scratch(int rows, int cols)
@@ -204,8 +205,7 @@ extern "C" cudaError_t ck_colsum_acc(cudaStream_t s, int rows, int cols, const f
 extern "C" cudaError_t ck_bias_chw(cudaStream_t s, int B, int K, int PQ, const float *b, float *y)
 {
     size_t n = (size_t)B * K * PQ;
-    if (n) k_bias_chw<<<grid_for(n), THREADS, 0, s>>>(B, K, PQ, b, y);
-    return cudaGetLastError();
+    RETURN_LAUNCH(s, n, k_bias_chw, B, K, PQ, b, y);
 }
 
 extern "C" cudaError_t ck_bias_chw_bwd(cudaStream_t s, int B, int K, int PQ, const float *dy,
@@ -303,30 +303,26 @@ __global__ void k_maxpool_bwd(bk_pool g, const float *x, const float *dy, float 
 extern "C" cudaError_t ck_im2col(cudaStream_t s, bk_conv g, const float *x, float *col)
 {
     size_t n = (size_t)g.C * g.kernel * g.kernel * g.P * g.Q;
-    if (n) k_im2col<<<grid_for(n), THREADS, 0, s>>>(g, x, col);
-    return cudaGetLastError();
+    RETURN_LAUNCH(s, n, k_im2col, g, x, col);
 }
 
 extern "C" cudaError_t ck_col2im(cudaStream_t s, bk_conv g, const float *col, float *dx)
 {
     size_t n = (size_t)g.C * g.H * g.W;
-    if (n) k_col2im<<<grid_for(n), THREADS, 0, s>>>(g, col, dx);
-    return cudaGetLastError();
+    RETURN_LAUNCH(s, n, k_col2im, g, col, dx);
 }
 
 extern "C" cudaError_t ck_maxpool_fwd(cudaStream_t s, bk_pool g, const float *x, float *y)
 {
     size_t n = (size_t)g.B * g.C * g.P * g.Q;
-    if (n) k_maxpool_fwd<<<grid_for(n), THREADS, 0, s>>>(g, x, y);
-    return cudaGetLastError();
+    RETURN_LAUNCH(s, n, k_maxpool_fwd, g, x, y);
 }
 
 extern "C" cudaError_t ck_maxpool_bwd(cudaStream_t s, bk_pool g, const float *x, const float *dy,
                                       float *dx)
 {
     size_t n = (size_t)g.B * g.C * g.H * g.W;
-    if (n) k_maxpool_bwd<<<grid_for(n), THREADS, 0, s>>>(g, x, dy, dx);
-    return cudaGetLastError();
+    RETURN_LAUNCH(s, n, k_maxpool_bwd, g, x, dy, dx);
 }
 
 /* ---------------------------------------------------------------- loss */
@@ -401,8 +397,7 @@ extern "C" cudaError_t ck_xent_bwd(cudaStream_t s, int N, int V, const float *pr
                                    const int32_t *targets, float scale, float *dlogits)
 {
     size_t n = (size_t)N * V;
-    if (n) k_xent_bwd<<<grid_for(n), THREADS, 0, s>>>(N, V, probs, targets, scale, dlogits);
-    return cudaGetLastError();
+    RETURN_LAUNCH(s, n, k_xent_bwd, N, V, probs, targets, scale, dlogits);
 }
 
 /* The vocabulary-parallel cross-entropy (backend.h: xent_tp_*), one block per row. */
@@ -510,8 +505,7 @@ extern "C" cudaError_t ck_xent_tp_bwd(cudaStream_t s, int N, int v, int lo, cons
                                       const int32_t *targets, float scale, float *dlogits)
 {
     size_t n = (size_t)N * v;
-    if (n) k_xent_tp_bwd<<<grid_for(n), THREADS, 0, s>>>(N, v, lo, probs, targets, scale, dlogits);
-    return cudaGetLastError();
+    RETURN_LAUNCH(s, n, k_xent_tp_bwd, N, v, lo, probs, targets, scale, dlogits);
 }
 
 /* ---------------------------------------------------------------- optimizers */

@@ -52,16 +52,13 @@ while IFS=$'\t' read -r run _ model gpus tp pp dp gb mbs il rc sp zero prec attn
 done <"$TSV"
 
 python3 - "$TSV" "$MODELS" "$d" <<'PY' || fail=1
-import json, os, sys
+import os, sys
 
-from published import (decoder_params, error_flag, held_error, layout_errors, limits,
-                       planned_report, profiled_params, read_rows, summarize)
+from published import (model_rows, parameter_errors, planned_report, row_verdict, start,
+                       summarize)
 
-tsv, models, tmp = sys.argv[1:4]
-held, ROW_TOL, MEAN_TOL = limits(os.environ)
+tsv, models, tmp, rows, held, ROW_TOL, MEAN_TOL = start(sys.argv, os.environ)
 BAND = float(os.environ["BAND_TOL"])
-rows = read_rows(tsv)
-bad = 0
 errs = {True: [], False: []}
 
 # The sizes the sources give each model (NeMo's "5B" and "175B", the CI's "7b"); the model
@@ -69,22 +66,14 @@ errs = {True: [], False: []}
 # 2020's 174.6 B within 1 %).
 PUBLISHED = {"a100/nemo-gpt3-5b-v50304": (5e9, 0.05), "a100/nemo-gpt3-5b-v50432": (5e9, 0.05),
              "megatron/gpt-175b": (174.6e9, 0.01), "a100/mcore-gpt3-7b-gqa-v131072": (7e9, 0.05)}
-for name in sorted({r["model"] for r in rows}):
-    m = json.load(open(os.path.join(models, name + ".json")))
-    got, want = profiled_params(tmp, name), decoder_params(m)
-    pub, tol = PUBLISHED.get(name, (None, 0))
-    if got != want or not pub or abs(want / pub - 1) > tol:
-        print(f"FAIL {name}: plumb counts {got} parameters, closed form {want},"
-              f" published {pub}")
-        bad += 1
+bad = parameter_errors(tmp, models, {r["model"] for r in rows}, PUBLISHED)
 
 print(f"{os.path.basename(tsv)} on {os.environ['A100']}: published against plumb plan;"
       " error = t_pub / t_pred - 1 (that of tokens/s); * = held\n"
       f"{'run':20} {'t_pub (s)':>9} {'t_pred (s)':>10} {'error':>8} {'tok/s/GPU pub':>13}"
       f" {'pred':>6} {'mfu':>6} {'bubble':>6}")
-for k, r in enumerate(rows, 1):
-    run, is_held = r["run"], r["run"] in held
-    m = json.load(open(os.path.join(models, r["model"] + ".json")))
+for k, r, is_held, m in model_rows(rows, models, held):
+    run = r["run"]
     s, B, n = m["max_position_embeddings"], int(r["global_batch"]), int(r["gpus"])
     if r["published_iteration_s"] != "-":
         t_pub = float(r["published_iteration_s"])
@@ -94,9 +83,7 @@ for k, r in enumerate(rows, 1):
     bad += failed
     if rep is None:
         continue
-    bad += layout_errors(run, rep, r, ("tp", "pp", "dp", "gpus", "global_batch"))
-    err = held_error(errs, is_held, t_pub, t)
-    flag, failed = error_flag(err, is_held, ROW_TOL, BAND)
+    err, flag, failed = row_verdict(errs, run, rep, r, is_held, t_pub, t, ROW_TOL, BAND)
     bad += failed
     tok = s * B / n
     print(f"{run + ('*' if is_held else ''):20} {t_pub:9.3f} {t:10.3f} {err:+7.2f}%"

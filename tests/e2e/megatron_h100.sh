@@ -102,13 +102,11 @@ done <"$TSV"
 python3 - "$TSV" "$MODELS" "$d" <<'PY' || fail=1
 import json, os, sys
 
-from published import (held_error, layout_errors, limits, mfu_mismatch, profiled_params,
-                       read_rows, report, summarize)
+from published import (mfu_mismatch, model_rows, profiled_params, report, row_verdict, start,
+                       summarize)
 
-tsv, models, tmp = sys.argv[1:4]
-held, ROW_TOL, MEAN_TOL = limits(os.environ)
+tsv, models, tmp, rows, held, ROW_TOL, MEAN_TOL = start(sys.argv, os.environ)
 PEAK = 989.4  # H100 SXM dense bf16 TFLOP/s, the figure the source's MFU divides by
-rows = read_rows(tsv)
 bad = 0
 errs = {True: [], False: []}
 
@@ -131,9 +129,8 @@ print(f"{os.path.basename(tsv)} on {os.environ['H100']}: published against plumb
       " error = t_pub / t_pred - 1 (the error of TFLOP/s per GPU); * = held\n"
       f"{'run':24} {'published':>14} {'t_pub (s)':>10} {'t_pred (s)':>10} {'error':>8}"
       f" {'plumb TFLOP/s':>13} {'mfu':>6} {'bubble':>6}")
-for k, r in enumerate(rows, 1):
+for k, r, is_held, m in model_rows(rows, models, held):
     run = r["run"]
-    m = json.load(open(os.path.join(models, r["model"] + ".json")))
     L, h, s, V = (m[key] for key in ("num_hidden_layers", "hidden_size",
                                      "max_position_embeddings", "vocab_size"))
     B, n = int(r["global_batch"]), int(r["gpus"])
@@ -158,18 +155,14 @@ for k, r in enumerate(rows, 1):
         print(f"FAIL {run} ({shown}, t_pub {t_pub:.3f} s): {t_pred}")
         bad += 1
         continue
-    bad += layout_errors(run, rep, r, ("tp", "pp", "dp", "gpus", "global_batch"))
+    err, flag, failed = row_verdict(errs, run, rep, r, is_held, t_pub, t_pred, ROW_TOL,
+                                    not_held="  (> {tol:g} %, not held)")
+    bad += failed
     # plumb's own MFU uses the same FLOP count: a check that the row's model file and the
     # conversion above describe the same work.
     mfu_pub = F / (t_pred * n * PEAK * 1e12)
     bad += mfu_mismatch(run, rep, mfu_pub,
                         f"Megatron-LM's count {mfu_pub:.4f} at the predicted time")
-    is_held = run in held
-    err = held_error(errs, is_held, t_pub, t_pred)
-    flag = ""
-    if abs(err) > ROW_TOL:
-        flag = "  FAIL > %g %%" % ROW_TOL if is_held else "  (> %g %%, not held)" % ROW_TOL
-        bad += is_held
     print(f"{run + ('*' if is_held else ''):24} {shown:>14} {t_pub:10.3f} {t_pred:10.3f}"
           f" {err:+7.2f}% {rep['tflops_per_gpu']:13.1f} {rep['mfu']:6.3f}"
           f" {rep.get('bubble_fraction', 0):6.3f}{flag}")

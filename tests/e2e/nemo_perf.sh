@@ -47,44 +47,21 @@ while IFS=$'\t' read -r run _ _ model gpus tp pp dp il mbs gb rc _ _ gsd od; do
 done <"$TSV"
 
 python3 - "$TSV" "$MODELS" "$d" <<'PY' || fail=1
-import json, os, sys
+import os, sys
 
-from published import (error_flag, held_error, layout_errors, limits, mfu_mismatch,
-                       planned_report, profiled_params, read_rows, summarize)
+from published import (mfu_mismatch, model_rows, parameter_errors, planned_report,
+                       row_verdict, start, summarize)
 
-tsv, models, tmp = sys.argv[1:4]
-held, ROW_TOL, MEAN_TOL = limits(os.environ)
+tsv, models, tmp, rows, held, ROW_TOL, MEAN_TOL = start(sys.argv, os.environ)
 BAND = float(os.environ["BAND_TOL"])
-rows = read_rows(tsv)
-bad = 0
 errs = {True: [], False: []}
 
 # Published sizes the model files must reproduce within 1 %: GPT-3 175B (Brown et al. 2020,
 # 174.6 B with the LM head tied), Nemotron-4 15B (15.6 B, its technical report) and 340B
 # (the model card's 340 B).
-PUBLISHED = {"gpt3-175b": 174.6e9, "nemotron4-15b": 15.6e9, "nemotron4-340b": 340.0e9}
-
-
-def closed_form(m):
-    """Parameters of a pre-LayerNorm decoder with grouped-query attention and a plain MLP."""
-    l, h, f, V = (m[k] for k in ("num_hidden_layers", "hidden_size", "intermediate_size",
-                                 "vocab_size"))
-    kv = m.get("num_key_value_heads", m["num_attention_heads"]) * h // m["num_attention_heads"]
-    block = 2 * h * h + 2 * h * kv + 2 * h * f + 4 * h  # Q, O, K, V, MLP, two LayerNorms
-    if m["bias"]:
-        block += h + 2 * kv + f + h + h  # Q K V, output projection, MLP in and out
-    pos = m["max_position_embeddings"] * h if m["position_embedding"] == "learned" else 0
-    return l * block + (1 if m["tie_word_embeddings"] else 2) * V * h + pos + 2 * h
-
-
-for name in sorted({r["model"] for r in rows}):
-    m = json.load(open(os.path.join(models, name + ".json")))
-    got = profiled_params(tmp, name)
-    want, pub = closed_form(m), PUBLISHED.get(os.path.basename(name))
-    if got != want or not pub or abs(want / pub - 1) > 0.01:
-        print(f"FAIL {name}: plumb counts {got} parameters, closed form"
-              f" {want}, published {pub}")
-        bad += 1
+PUBLISHED = {"gpt3-175b": (174.6e9, 0.01), "nemo/nemotron4-15b": (15.6e9, 0.01),
+             "nemo/nemotron4-340b": (340.0e9, 0.01)}
+bad = parameter_errors(tmp, models, {r["model"] for r in rows}, PUBLISHED)
 
 
 def nvidia_flops(m, s):
@@ -101,9 +78,8 @@ print(f"{os.path.basename(tsv)} on {os.environ['H100']}: published step time aga
       " * = held\n"
       f"{'run':22} {'t_pub (s)':>9} {'t_pred (s)':>10} {'error':>8} {'tok/s/GPU pub':>13}"
       f" {'pred':>6} {'TFLOP/s/GPU pub':>15} {'pred':>6} {'bubble':>6}")
-for k, r in enumerate(rows, 1):
-    run, is_held = r["run"], r["run"] in held
-    m = json.load(open(os.path.join(models, r["model"] + ".json")))
+for k, r, is_held, m in model_rows(rows, models, held):
+    run = r["run"]
     s, B, n = m["max_position_embeddings"], int(r["global_batch"]), int(r["gpus"])
     if m["mlp"] not in ("gelu", "relu"):
         print(f"FAIL {run}: NVIDIA's count above is for a plain (not gated) MLP")
@@ -121,15 +97,13 @@ for k, r in enumerate(rows, 1):
     bad += failed
     if rep is None:
         continue
-    bad += layout_errors(run, rep, r, ("tp", "pp", "dp", "gpus", "global_batch"))
+    err, flag, failed = row_verdict(errs, run, rep, r, is_held, t_pub, t, ROW_TOL, BAND)
+    bad += failed
     # Without grouped-query attention plumb's own MFU counts what NVIDIA counts: a check
     # that the model file and the count above describe the same work.
     if m.get("num_key_value_heads", m["num_attention_heads"]) == m["num_attention_heads"]:
         mfu = F / (t * n * 989.4e12)
         bad += mfu_mismatch(run, rep, mfu, f"NVIDIA's count {mfu:.4f}")
-    err = held_error(errs, is_held, t_pub, t)
-    flag, failed = error_flag(err, is_held, ROW_TOL, BAND)
-    bad += failed
     tok = s * B / n
     print(f"{run + ('*' if is_held else ''):22} {t_pub:9.3f} {t:10.3f} {err:+7.2f}%"
           f" {tok / t_pub:13.0f} {tok / t:6.0f} {F / n / t_pub / 1e12:15.1f}"

@@ -105,6 +105,21 @@ def limits(environ):
             float(environ["MEAN_TOL"]))
 
 
+def start(argv, environ):
+    """What a reader starts from: (tsv, models, tmp, rows, held, row_tol, mean_tol), its
+    arguments TSV MODELS TMP (argv[1:4]), the rows of TSV (read_rows) and limits(environ)."""
+    tsv, models, tmp = argv[1:4]
+    return (tsv, models, tmp, read_rows(tsv)) + limits(environ)
+
+
+def model_rows(rows, models, held):
+    """(k, row, is_held, m) for each of ROWS: k counted from 1 (plan_row's N), whether its run
+    is in HELD, and its model file MODELS/<model>.json read as a dict."""
+    for k, r in enumerate(rows, 1):
+        with open(os.path.join(models, r["model"] + ".json")) as f:
+            yield k, r, r["run"] in held, json.load(f)
+
+
 def decoder_params(m):
     """The parameter count of a plumb-transformer/1 model file M (a dict) with a plain (not
     gated) MLP: per block the query and output projections, the grouped key/value
@@ -121,6 +136,24 @@ def decoder_params(m):
         block += h + 2 * kv + f + h + h  # Q K V, output projection, MLP in and out
     pos = m["max_position_embeddings"] * h if m["position_embedding"] == "learned" else 0
     return l * block + (1 if m["tie_word_embeddings"] else 2) * V * h + pos + 2 * h
+
+
+def parameter_errors(tmp, models, names, published):
+    """Prints a FAIL line for each model of NAMES whose parameter count as `plumb profile`
+    printed it (profiled_params) is not decoder_params of its file MODELS/NAME.json, or whose
+    closed form is not its published size within the tolerance: PUBLISHED maps NAME to
+    (size, relative tolerance); a name it lacks fails. Returns the number of FAIL lines."""
+    bad = 0
+    for name in sorted(names):
+        with open(os.path.join(models, name + ".json")) as f:
+            m = json.load(f)
+        got, want = profiled_params(tmp, name), decoder_params(m)
+        pub, tol = published.get(name, (None, 0))
+        if got != want or not pub or abs(want / pub - 1) > tol:
+            print(f"FAIL {name}: plumb counts {got} parameters, closed form {want},"
+                  f" published {pub}")
+            bad += 1
+    return bad
 
 
 def planned_report(tmp, k, run, is_held, t_pub, width):
@@ -150,13 +183,29 @@ def planned_report(tmp, k, run, is_held, t_pub, width):
     return rep, t, 0
 
 
-def error_flag(err, is_held, row_tol, band):
+def error_flag(err, is_held, row_tol, band, not_held="  not held: > {tol:g} %"):
     """(flag, failures) for a row's error ERR in per cent: beyond BAND a FAIL whether held or
-    not; beyond ROW_TOL a FAIL when held, 'not held:' otherwise; else ('', 0)."""
+    not; beyond ROW_TOL a FAIL when held, NOT_HELD (formatted with tol=ROW_TOL) otherwise;
+    else ('', 0)."""
     if abs(err) > band:
         return f"  FAIL > {band:g} % (the band every row is held to)", 1
     if abs(err) > row_tol:
         if is_held:
             return f"  FAIL > {row_tol:g} %", 1
-        return f"  not held: > {row_tol:g} %", 0
+        return not_held.format(tol=row_tol), 0
     return "", 0
+
+
+LAYOUT = ("tp", "pp", "dp", "gpus", "global_batch")
+
+
+def row_verdict(errs, run, rep, row, is_held, t_pub, t_pred, row_tol, band=math.inf,
+                not_held="  not held: > {tol:g} %"):
+    """The verdict on a predicted row: (error in per cent, flag, failures). Prints a FAIL line
+    for each LAYOUT column the report REP does not give as the row asked (layout_errors),
+    records the error in errs (held_error) and flags it (error_flag with BAND and
+    NOT_HELD)."""
+    bad = layout_errors(run, rep, row, LAYOUT)
+    err = held_error(errs, is_held, t_pub, t_pred)
+    flag, failed = error_flag(err, is_held, row_tol, band, not_held)
+    return err, flag, bad + failed
