@@ -1,7 +1,8 @@
 /* test_ui_eval.c: the dashboard's evaluation helpers: the even split (balanced, covering,
  * valid plans for every schedule), the cluster what-ifs (resizing along the hierarchy,
  * bandwidth factors, heterogeneous servers), and the evaluation of a what-if on a profile
- * and cluster (the plan validates, the report is there, the cache answers repeats). */
+ * and cluster (the plan validates, the report is there, the cache answers repeats), and
+ * re-planning under a plan file's runtime (as plumb plan -p --p2p sync plans). */
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <string.h>
@@ -10,6 +11,7 @@
 #include "core/schedule_traits.h"
 #include "ui/eval.h"
 #include "planner/llm_profile.h"
+#include "planner/native.h"
 #include "planner/policy.h"
 
 #define PROFILE "profiles/pipedream/vgg16.json"
@@ -230,6 +232,89 @@ Test(ui_eval, loaded_plan_is_replanned_when_the_cluster_changes)
     w.bw_exp[b.clus->nlevels - 1] = 0; /* back to the loaded cluster: the file again */
     cr_assert_eq(ui_evaluate(&b, &w, &r), 0, "%s", r.err);
     cr_assert_str_eq(r.origin, "plan file");
+    ui_result_free(&r);
+    ui_base_free(&b);
+}
+
+/* The stages of a and b (layers, replicas, devices) are the same. */
+static int same_stages(const plan *a, const plan *b)
+{
+    if (a->nstages != b->nstages) return 0;
+    for (int s = 0; s < a->nstages; s++) {
+        const plan_stage *x = &a->stages[s], *y = &b->stages[s];
+        if (x->first_layer != y->first_layer || x->last_layer != y->last_layer ||
+            x->replicas != y->replicas)
+            return 0;
+        for (int j = 0; j < x->replicas; j++)
+            if (x->devices[j] != y->devices[j]) return 0;
+    }
+    return 1;
+}
+
+/* A plan file's runtime ("p2p": "sync") is the native planner's when the dashboard
+ * re-plans: on PLAN_1F1B with p2p sync on 8 GPUs (`- -`) it shows the plan `plumb plan -p
+ * vgg16 -c cluster-a-4x4 --gpus 8 --schedule 1f1b-flush --microbatches 8
+ * --microbatch-size 32 --no-recompute --p2p sync` makes (1 stage on 4 devices, 749.2
+ * samples/s), not the one ranked under overlap (2 stages, 569.7 samples/s under sync). */
+Test(ui_eval, replanning_ranks_under_the_plan_files_runtime)
+{
+    char path[128], cwd[256];
+    cr_assert_not_null(getcwd(cwd, sizeof cwd));
+    snprintf(path, sizeof path, "/tmp/plumb-test-ui-p2p-%d.json", (int)getpid());
+    FILE *f = fopen(path, "w");
+    cr_assert_not_null(f);
+    fprintf(f, "{\"format\": \"plumb-plan/1\", \"profile\": \"%s/" PROFILE "\", "
+               "\"cluster\": \"%s/" CLUSTER "\", \"schedule\": \"1f1b-flush\", "
+               "\"microbatch_size\": 32, \"microbatches\": 8, \"recompute\": false, "
+               "\"optimizer\": \"momentum\", \"p2p\": \"sync\", \"stages\": ["
+               "{\"first_layer\": 0, \"last_layer\": 3, \"replicas\": 1, \"devices\": [0]}, "
+               "{\"first_layer\": 4, \"last_layer\": 10, \"replicas\": 1, \"devices\": [1]}, "
+               "{\"first_layer\": 11, \"last_layer\": 17, \"replicas\": 1, \"devices\": [2]}, "
+               "{\"first_layer\": 18, \"last_layer\": 40, \"replicas\": 1, \"devices\": [3]}]}\n",
+            cwd, cwd);
+    fclose(f);
+    ui_base b;
+    plumb_err e;
+    err_clear(&e);
+    cr_assert_eq(ui_base_load(&b, NULL, NULL, path, &e), 0, "%s", e.msg);
+    unlink(path);
+    ui_whatif w;
+    ui_base_whatif(&b, &w);
+    cr_assert_eq(w.p2p_sync, 1);
+    w.ngpus = 8;
+    ui_result r;
+    memset(&r, 0, sizeof r);
+    cr_assert_eq(ui_evaluate(&b, &w, &r), 0, "%s", r.err);
+    cr_assert_str_eq(r.origin, "native planner", "%s", r.note);
+    cr_assert(r.pl->p2p_sync);
+
+    /* plumb plan -p's options for the same what-if, under either runtime */
+    cluster *c = cluster_load(CLUSTER, &e);
+    cr_assert_not_null(c, "%s", e.msg);
+    cluster *c8 = cluster_take_gpus(c, 8, CLUSTER, &e);
+    cr_assert_not_null(c8, "%s", e.msg);
+    native_options o;
+    native_options_init(&o);
+    o.schedule = SCHED_1F1B_FLUSH;
+    o.microbatches = 8;
+    o.microbatch_size = 32;
+    o.recompute = 0;
+    o.p2p_sync = 1;
+    plan *sync = planner_native(b.prof, c8, &o, NULL, &e);
+    cr_assert_not_null(sync, "%s", e.msg);
+    o.p2p_sync = 0;
+    plan *overlap = planner_native(b.prof, c8, &o, NULL, &e);
+    cr_assert_not_null(overlap, "%s", e.msg);
+    cr_assert(!same_stages(sync, overlap), "the runtime must change the plan here");
+    cr_assert(same_stages(r.pl, sync), "%d stages, plumb plan --p2p sync's %d",
+              r.pl->nstages, sync->nstages);
+    cr_assert_eq(r.pl->microbatches, sync->microbatches);
+    cr_assert_float_eq(r.rep->samples_per_s, sync->pred_samples_per_s,
+                       1e-6 * sync->pred_samples_per_s);
+    plan_free(overlap);
+    plan_free(sync);
+    cluster_free(c8);
+    cluster_free(c);
     ui_result_free(&r);
     ui_base_free(&b);
 }

@@ -363,9 +363,9 @@ static int runtime2d_row(const ui_state *st)
 
 /* The 2D view's runtime row (runtime2d_row): the plan file's settings that ride every plan
  * shown, labelled as the 3D row labels them (the option names from UI_WIDE_W columns,
- * short below, so that the row fits 80): p2p, grad-sync and the all-gather apart ("n/a"
- * where the plan on screen does not take it: it is ZeRO-1's, which stays with the file's
- * own stages). */
+ * short below, so that the row fits 80): p2p, grad-sync and the all-gather apart, "n/a
+ * (zero 0)" where the plan on screen is a re-plan: the all-gather is ZeRO-1's, which only
+ * the file's own stages keep (the planners plan without ZeRO). */
 static void draw_runtime2d(ui_app *a, int x, int y, int w, ui_fb *fb)
 {
     const ui_whatif *wi = &a->st->cur;
@@ -376,8 +376,11 @@ static void draw_runtime2d(ui_app *a, int x, int y, int w, ui_fb *fb)
     runtime_field(&p, "p2p", wi->p2p_sync ? "sync" : "overlap", wi->p2p_sync, 1);
     runtime_field(&p, wide ? "grad-sync" : "gsync", wi->grad_sync_end ? "end" : "overlap",
                   wi->grad_sync_end, !pl || pl->grad_sync_end == wi->grad_sync_end);
-    runtime_field(&p, wide ? "overlap-param-gather" : "opg", wi->opg ? "on" : "off", wi->opg,
-                  !pl || pl->overlap_param_gather);
+    if (wi->opg && pl && !pl->overlap_param_gather && !pl->zero)
+        pen_field(&p, wide ? "overlap-param-gather" : "opg", "n/a (zero 0)", UI_ST_DIM);
+    else
+        runtime_field(&p, wide ? "overlap-param-gather" : "opg", wi->opg ? "on" : "off",
+                      wi->opg, !pl || pl->overlap_param_gather);
 }
 
 /* What the header adds after an asynchronous schedule's name (no flush: updates use

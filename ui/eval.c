@@ -52,12 +52,15 @@ static void cache_free(struct ui_plan_cache *c)
     free(c);
 }
 
-/* Planner answers depend on everything but the straggler (the simulator's what-if). */
+/* Planner answers depend on everything but the straggler (the simulator's what-if), the
+ * runtime the native planner ranks under included. */
 static int same_key(const ui_whatif *a, const ui_whatif *b)
 {
     return a->ngpus == b->ngpus && a->mem_limit_bytes == b->mem_limit_bytes &&
            a->schedule == b->schedule && a->microbatches == b->microbatches &&
-           a->recompute == b->recompute && !memcmp(a->bw_exp, b->bw_exp, sizeof a->bw_exp);
+           a->recompute == b->recompute && a->p2p_sync == b->p2p_sync &&
+           a->grad_sync_end == b->grad_sync_end &&
+           !memcmp(a->bw_exp, b->bw_exp, sizeof a->bw_exp);
 }
 
 static cache_slot *cache_find(struct ui_plan_cache *c, const ui_whatif *w)
@@ -277,14 +280,17 @@ cluster *ui_cluster_whatif(const cluster *base, const ui_whatif *w, plumb_err *e
 
 static int chunked(int kind) { return sched_kind_chunked((sched_kind)kind); }
 
-/* PipeDream's partitioner on clus, remembered in b's cache. Returns a new plan, or NULL
- * with err. */
 static double now_ms(void)
 {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
     return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
 }
+
+/* The plan of b's planner (native or PipeDream's partitioner) for w on clus, remembered in
+ * b's cache. The native planner plans w's schedule, microbatches, recomputation and memory
+ * limit under w's runtime (p2p, grad-sync: its candidates simulated and ranked so, as
+ * `plumb plan -p --p2p --grad-sync` ranks them). Returns a new plan, or NULL with err. */
 
 static plan *planned(const ui_base *b, const cluster *clus, const ui_whatif *w,
                      double *plan_ms, plumb_err *err)
@@ -304,6 +310,8 @@ static plan *planned(const ui_base *b, const cluster *clus, const ui_whatif *w,
                                                              : w->recompute;
             o.memory_limit_bytes = w->mem_limit_bytes;
             o.max_devices = w->ngpus < clus->ndevices ? w->ngpus : 0;
+            o.p2p_sync = w->p2p_sync; /* ranked under the runtime it runs, as plumb plan */
+            o.grad_sync_end = w->grad_sync_end; /* -p --p2p --grad-sync ranks them */
             if (b->loaded) {
                 o.microbatch_size = b->loaded->microbatch_size;
                 o.optimizer = b->loaded->optimizer;
@@ -432,8 +440,10 @@ plan *ui_replan(const ui_base *b, const cluster *clus, const ui_whatif *w, const
     if (w->microbatches > 0 || strcmp(*origin, "native planner")) /* else: its choice */
         pl->microbatches = planner_microbatches(pl, (sched_kind)w->schedule, w->microbatches);
     if (w->recompute != UI_RECOMPUTE_AUTO) pl->recompute = w->recompute;
-    pl->p2p_sync = w->p2p_sync; /* the plan file's runtime rides every plan (its all-gather */
-    pl->grad_sync_end = w->grad_sync_end; /* apart needs its ZeRO-1: the file's stages only) */
+    /* the plan file's runtime rides every plan (the native planner's already ranked under
+     * it; its all-gather apart needs the file's ZeRO-1, which only its own stages keep) */
+    pl->p2p_sync = w->p2p_sync;
+    pl->grad_sync_end = w->grad_sync_end;
     pl->pred_iteration_s = pl->pred_samples_per_s = pl->pred_speedup_vs_dp = -1;
     pl->pred_speedup_vs_1 = -1;
     free(pl->pred_peak_memory_bytes);

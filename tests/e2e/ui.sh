@@ -4,8 +4,9 @@
 # reflows it; s saves a plan; q (and, in a second run, Ctrl-C) quits with status 0 and the
 # terminal's modes (echo, icanon) restored; TERM=vt100 and NO_COLOR run in monochrome;
 # plumb ui --model lays GPT-3 175B out on 1024 GPUs and its 3D keys re-lay it out.
-# Bad --model options are checked first, without a terminal; the rest skips with a note
-# when tmux is not installed.
+# Bad --model options and a re-plan under a plan file's "p2p": "sync" (--keys --snapshot:
+# plumb plan --p2p sync's stages) are checked first, without a terminal; the rest skips
+# with a note when tmux is not installed.
 set -u
 P=${PLUMB:-./plumb}
 case $P in /*) ;; *) P=$PWD/$P ;; esac
@@ -36,8 +37,28 @@ refused model-alone 'plumb: ui: expected --model FILE with the layout options (-
 refused model-file 'plumb: ui: /nonexistent/m.json: cannot open: No such file or directory' \
     --model /nonexistent/m.json -c profiles/clusters/dgx-a100-80g.json --tp 8 --pp 8 \
     --global-batch 8
+# A plan file's runtime is the planner's when the dashboard re-plans (no terminal needed):
+# vgg16-4stage-1f1b with "p2p": "sync" on 8 GPUs (- -) shows and saves the stages and
+# samples/s of plumb plan -p --gpus 8 ... --p2p sync (not the plan ranked under overlap).
+rt=$(mktemp -d /tmp/plumb-ui-e2e-rt.XXXXXX)
+sed -e "s#\"\.\./\.\./#\"$PWD/#" -e 's#"optimizer": "momentum",#&\n  "p2p": "sync",#' \
+    examples/plans/vgg16-4stage-1f1b.json > "$rt/p2p.json"
+shot=$("$P" ui "$rt/p2p.json" --keys '--s' --snapshot 120x30 --mono -o "$rt" 2>&1)
+"$P" plan -p profiles/pipedream/vgg16.json -c profiles/clusters/cluster-a-4x4.json --gpus 8 \
+    --schedule 1f1b-flush --microbatches 8 --microbatch-size 32 --no-recompute --p2p sync \
+    -o "$rt/cli.json" > "$rt/cli.txt" 2>&1
+stages() { grep -E '"(first_layer|last_layer|replicas|devices|microbatches|p2p)"' "$1" | tr -d ,; }
+cli_sps=$(sed -n 's/^throughput: \([0-9.]*\) samples\/s simulated.*/\1/p' "$rt/cli.txt")
+if [ -z "$cli_sps" ] || ! grep -q "samples/s $cli_sps " <<< "$shot" ||
+    ! grep -q '(native planner)' <<< "$shot" || [ ! -s "$rt"/vgg16-8gpu-1f1b-flush.plan.json ] ||
+    [ "$(stages "$rt"/vgg16-8gpu-1f1b-flush.plan.json)" != "$(stages "$rt/cli.json")" ]; then
+    echo "FAIL ui: p2p sync re-plan: not plumb plan --p2p sync's (${cli_sps:-no} samples/s):"
+    sed 's/^/    | /' <<< "$shot" | head -5
+    early=1
+fi
+rm -rf "$rt"
 if ! command -v tmux >/dev/null 2>&1; then
-    [ $early = 0 ] && echo "ui: bad --model options ok; SKIP the rest (tmux is not installed)"
+    [ $early = 0 ] && echo "ui: bad --model options and the p2p sync re-plan ok; SKIP the rest (tmux is not installed)"
     exit $early
 fi
 dir=$(mktemp -d /tmp/plumb-ui-e2e.XXXXXX)
