@@ -2,8 +2,8 @@
  * workers talk along a forest (every kind with one worker per stage but interleaved on
  * three ranks or more with two chunks or more, whose loop closes a ring). The bound of a
  * pair (a -> b) at a SEND of a is its sends so far less the takes of b that a knows to
- * precede it: those among b's first clock[a][b] actions (schedule_bound.c). When the only path from b to a is
- * their edge, what a knows of b came with b's own messages to a (knowledge that reached a
+ * precede it: those among b's first clock[a][b] actions (schedule_bound.c). When the
+ * only path from b to a is their edge, what a knows of b came with b's own messages to a (knowledge that reached a
  * through another neighbour c went from b to c through a, so a had it first), and a
  * message from b carries b's position at its SEND. So clock[a][b] is the largest
  * (position + 1) of b's SENDs whose messages a has taken, both read off the two lists
