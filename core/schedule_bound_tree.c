@@ -2,18 +2,18 @@
  * workers talk along a forest (every kind with one worker per stage but interleaved on
  * three ranks or more with two chunks or more, whose loop closes a ring). The bound of a
  * pair (a -> b) at a SEND of a is its sends so far less the takes of b that a knows to
- * precede it: those among b's first clock[a][b] actions (schedule_bound.c). When the
- * only path from b to a is their edge, what a knows of b came with b's own messages to a (knowledge that reached a
- * through another neighbour c went from b to c through a, so a had it first), and a
- * message from b carries b's position at its SEND. So clock[a][b] is the largest
- * (position + 1) of b's SENDs whose messages a has taken, both read off the two lists
- * without running them: one pass over every list notes each SEND's position and each
- * counted take's (the lowering posts every RECV before the computation that takes its
- * data), a second walks each list with what its worker knows of each neighbour. The
- * values are the replay's; test_schedule's schedule_bound suite compares the two on
- * every kind's grid. Only lists as the generator's lowering wrote them are read
- * (s->counts set); one with an all-reduce, a message off the placement's edges or one
- * sent twice or taken and never sent still goes back to the replay. */
+ * precede it: those among b's first clock[a][b] actions (schedule_bound.c). When the only
+ * path from b to a is their edge, what a knows of b came with b's own messages to a
+ * (knowledge that reached a through another neighbour c went from b to c through a, so a
+ * had it first), and a message from b carries b's position at its SEND. So clock[a][b] is
+ * the largest (position + 1) of b's SENDs whose messages a has taken, both read off the
+ * two lists without running them: one pass over every list notes each SEND's position and
+ * each counted take's (the lowering posts every RECV before the computation that takes its
+ * data), a second walks each list with what its worker knows of each neighbour. The values
+ * are the replay's; test_schedule's schedule_bound suite compares the two on every kind's
+ * grid. Only lists as the generator's lowering wrote them are read (s->counts set); one
+ * with an all-reduce, a message off the placement's edges or one sent twice or taken and
+ * never sent still goes back to the replay. */
 #include <stdlib.h>
 #include <string.h>
 
