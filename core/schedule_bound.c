@@ -639,6 +639,14 @@ int schedule_send_bound(const schedule *s, unsigned sends, int *bound, plumb_err
     if (!s || !bound) return err_set(err, NULL, NULL, "no schedule");
     const int W = s->nworkers;
     memset(bound, 0, (size_t)W * W * sizeof *bound);
+    sched_pair_bound *p = NULL;
+    int np = 0, fast = sched_bound_tree(s, sends, &p, &np, err);
+    if (fast) {
+        for (int k = 0; fast > 0 && k < np; k++)
+            bound[(size_t)p[k].from * W + p[k].to] = p[k].bound;
+        free(p);
+        return fast > 0 ? 0 : -1;
+    }
     bctx c = {0};
     int rc = bound_run(&c, s, sends, err);
     for (int k = 0; !rc && k < c.npr; k++)
@@ -658,7 +666,8 @@ int schedule_send_bound_pairs(const schedule *s, unsigned sends, sched_pair_boun
                               int *n, plumb_err *err)
 {
     if (!s || !out || !n) return err_set(err, NULL, NULL, "no schedule");
-    *out = NULL, *n = 0;
+    int fast = sched_bound_tree(s, sends, out, n, err);
+    if (fast) return fast > 0 ? 0 : -1;
     bctx c = {0};
     int rc = bound_run(&c, s, sends, err);
     if (!rc) {

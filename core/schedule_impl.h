@@ -165,5 +165,18 @@ extern int sched_bound_sparse;
 /* Whether schedule_send_bound's dense clocks may take 16-bit components: -1 (the default)
  * when every list has at most 65535 actions; 0 always 32-bit (tests compare the two). */
 extern int sched_bound_narrow;
+/* Whether schedule_send_bound reads a generated IR's lists instead of replaying them
+ * where sched_bound_tree applies: -1 (the default) or 1 yes; 0 always the replay (tests
+ * compare the two). */
+extern int sched_bound_fast;
+
+/* schedule_send_bound_pairs without the replay (core/schedule_bound_tree.c), for an IR
+ * its generator's lowering wrote (s->counts set: no replicated stage, so no all-reduce)
+ * whose placement's workers talk along a forest: 1 with *out (sorted, the caller frees
+ * it) and *n as schedule_send_bound_pairs sets them, the same values; 0 when it does not
+ * apply (a ring, lists the generators never write, sched_bound_fast 0: *out NULL, the
+ * caller replays); -1 with err out of memory. */
+int sched_bound_tree(const schedule *s, unsigned sends, sched_pair_bound **out, int *n,
+                     plumb_err *err);
 
 #endif

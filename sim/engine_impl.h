@@ -209,7 +209,8 @@ typedef struct eng {
  * none when mb is no microbatch (< 0) or nmb is 0. *lo and *lo_it remember the first microbatch
  * of the last iteration found and that iteration (start them at 0 and 0): while mb stays
  * in [*lo, *lo + nmb) the answer is one unsigned compare; a division only when it moves on
- * (the engine and sim_steady_window look it up per action). */
+ * (the engine and sim_steady_window look it up per action; sim_fold per action of the
+ * lists it copies). */
 static inline int mb_iteration(int mb, int nmb, int niter, int *lo, int *lo_it, int none)
 {
     if ((unsigned)mb - (unsigned)*lo < (unsigned)nmb)

@@ -252,13 +252,11 @@ static schedule *fold_schedule(const schedule *s, const plan *pl)
              * in (that of its last computation): the engine counts an action of a
              * microbatch in that microbatch's iteration, and the reduced worker computes
              * nothing to tell it */
-            int it = 0, nmb = s->microbatches > 0 ? s->microbatches : 1;
+            int it = 0, nmb = s->microbatches > 0 ? s->microbatches : 1, lo = 0, lo_it = 0;
             for (int i = 0; i < s->len[w]; i++) {
                 action a = s->acts[w][i];
-                if (a.kind <= ACT_W && a.microbatch >= 0) {
-                    it = a.microbatch / nmb;
-                    if (it >= s->iterations) it = s->iterations - 1;
-                }
+                if (a.kind <= ACT_W && a.microbatch >= 0)
+                    it = mb_iteration(a.microbatch, nmb, s->iterations, &lo, &lo_it, it);
                 if (a.kind != ACT_ALLREDUCE || a.stage != st) continue;
                 a.microbatch = it * nmb;
                 f->acts[k][f->len[k]++] = a;

@@ -1143,7 +1143,8 @@ Test(schedule_grid, chunked_kinds_replicate_whole_pipelines)
 static long long bounds_agree(int *knob, int a, int b, const char *what)
 {
     static const int reps[3][4] = {{1, 1, 1, 1}, {3, 2, 4, 1}, {6, 6, 5, 6}};
-    const int keep = *knob;
+    const int keep = *knob, keep_fast = sched_bound_fast;
+    if (knob != &sched_bound_fast) sched_bound_fast = 0; /* the replay's own settings */
     long long pairs = 0;
     for (int k = 0; k < SCHED_NKINDS; k++)
         for (int p = 2; p <= 4; p++)
@@ -1177,6 +1178,7 @@ static long long bounds_agree(int *knob, int a, int b, const char *what)
                     }
                     schedule_free(s);
                 }
+    sched_bound_fast = keep_fast;
     return pairs;
 }
 
@@ -1216,6 +1218,83 @@ Test(schedule_bound, narrow_clocks_like_wide)
     free(wide), free(narrow);
     schedule_free(s);
     sched_bound_narrow = keep, sched_bound_sparse = keep_sparse;
+}
+
+/* The generated IR's bound read off its lists (sched_bound_tree, core/schedule_bound_tree.c)
+ * against the full replay, pair by pair, over every kind x ranks x chunks x microbatches x
+ * iterations x replicas x message mask: the same pairs and bounds. The lists are read
+ * exactly where the placement's workers talk along a forest and no stage is replicated
+ * (every kind but interleaved on 3 ranks or more with 2 chunks or more, whose loop closes
+ * a ring), and never
+ * for lists changed after generation (counts dropped). */
+Test(schedule_bound, lists_read_like_the_replay)
+{
+    static const int mbs[] = {1, 2, 3, 5, 8, 13};
+    static const int reps[6] = {2, 1, 3, 1, 2, 2};
+    const int keep = sched_bound_fast;
+    long long read = 0, replayed = 0, pairs = 0;
+    for (int k = 0; k < SCHED_NKINDS; k++) {
+        const sched_traits *tr = sched_traits_of((sched_kind)k);
+        const int chunked = sched_kind_chunked((sched_kind)k);
+        for (int p = 1; p <= 5; p++)
+            for (int v = tr->chunks_min; v <= tr->chunks_max && v <= 3; v++)
+                for (size_t mi = 0; mi < sizeof mbs / sizeof mbs[0]; mi++)
+                    for (int it = 1; it <= 2; it++)
+                        for (int r = 0; r < 2; r++) {
+                            int rr[16];
+                            for (int i = 0; i < p * v; i++)
+                                rr[i] = chunked || tr->mb_per_replica ? 2 : reps[i % 6];
+                            const int m = mbs[mi] * (r && tr->mb_per_replica ? 6 : 1);
+                            plumb_err e = {{0}};
+                            schedule *s = try_gen(k, p, v, m, it, r ? rr : NULL, &e);
+                            if (!s) continue;
+                            const int ring = tr->place == SCHED_PLACE_LOOP && p > 2 && v > 1;
+                            for (unsigned sends = 1; sends <= 3; sends++) {
+                                const unsigned mask = ((sends & 1) ? 1u << ACT_SEND_F : 0) |
+                                                      ((sends & 2) ? 1u << ACT_SEND_B : 0);
+                                sched_pair_bound *fp = NULL, *rp = NULL;
+                                int fn = -1, rn = -1;
+                                int got = sched_bound_tree(s, mask, &fp, &fn, &e);
+                                cr_assert_eq(got, r || ring ? 0 : 1, "%s p=%d v=%d m=%d it=%d "
+                                             "reps %d: sched_bound_tree %d", tr->name, p, v,
+                                             m, it, r, got);
+                                read += got == 1, replayed += got == 0;
+                                sched_bound_fast = 0;
+                                cr_assert_eq(schedule_send_bound_pairs(s, mask, &rp, &rn, &e), 0,
+                                             "%s", e.msg);
+                                sched_bound_fast = keep;
+                                if (got == 1) {
+                                    cr_assert_eq(fn, rn, "%s p=%d v=%d m=%d it=%d sends %u: "
+                                                 "%d pairs read, %d replayed", tr->name, p, v,
+                                                 m, it, mask, fn, rn);
+                                    for (int i = 0; i < rn; i++) {
+                                        cr_expect(fp[i].from == rp[i].from &&
+                                                  fp[i].to == rp[i].to &&
+                                                  fp[i].bound == rp[i].bound,
+                                                  "%s p=%d v=%d m=%d it=%d sends %u: "
+                                                  "%d->%d: %d read, %d->%d: %d replayed",
+                                                  tr->name, p, v, m, it, mask, fp[i].from,
+                                                  fp[i].to, fp[i].bound, rp[i].from,
+                                                  rp[i].to, rp[i].bound);
+                                        pairs += rp[i].bound > 0;
+                                    }
+                                }
+                                free(fp), free(rp);
+                            }
+                            if (!r && !ring) { /* lists changed after generation: replayed */
+                                free(s->counts);
+                                s->counts = NULL;
+                                sched_pair_bound *fp = NULL;
+                                int fn = -1;
+                                cr_expect_eq(sched_bound_tree(s, SENDS_FB, &fp, &fn, &e), 0);
+                                free(fp);
+                            }
+                            schedule_free(s);
+                        }
+    }
+    cr_expect_gt(read, 1000, "%lld bounds read off the lists", read);
+    cr_expect_gt(replayed, 300, "%lld replayed", replayed);
+    cr_expect_gt(pairs, 4000, "%lld pairs with messages compared", pairs);
 }
 
 /* schedule_slots by its definition, as intervals: a microbatch of stage st opens on
