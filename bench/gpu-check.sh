@@ -12,9 +12,13 @@
 #      one GPU (two ranks, local transport) against the CPU's, and its samples/s at tp 2
 #      against tp 1;
 #   3. `plumb profile` of vgg16 at batch 64 on the GPU;
-#   4. training throughput of vgg16 and gpt-mini (samples/s) in fp32 and bf16, and where
-#      PyTorch is importable the same models timed in PyTorch with the same shapes (the
-#      parameter counts are compared) and precision, with the ratio plumb / PyTorch;
+#   4. training throughput of vgg16 and gpt-mini (samples/s) in fp32 and bf16; the GEMM and
+#      attention efficiency curve (bench_gemm --curve: each GEMM and attention pass of a
+#      transformer block and the LM head at the shapes of examples/llm's models at TP 1, 2,
+#      4 and 8, sequence 4096, bf16: TFLOP/s and the fraction of the GPU's dense bf16 peak,
+#      from which a cluster file's `efficiency` is fitted); and where PyTorch is importable
+#      the same models timed in PyTorch with the same shapes (the parameter counts are
+#      compared) and precision, with the ratio plumb / PyTorch;
 #   5. with what is left of the budget, PipeDream's loop (bench/gpu-loop.sh: profile, plan,
 #      sim, measured training, compare) for fmnist-cnn and vgg16.
 # Then it prints one table. Every command has a time limit; a failing or missing piece is
@@ -34,11 +38,14 @@
 #     step or two, so that the parsing and PyTorch's model code run without a GPU;
 #   GPU_CHECK_EMU=1 (a rehearsal without a GPU): the CUDA steps run on cuemu, plumb's CPU
 #     emulator of CUDA (tests/cuemu/): test_cuda_emu for the layers, build/emu/plumb for the
-#     rest, at the small sizes of the CPU dry run;
-#   GPU_CHECK_PYTHON (default python3), GPU_CHECK_BUILD (default build-gpu).
+#     rest, at the small sizes of the CPU dry run (the profile of fmnist-cnn instead of
+#     vgg16's, the curve at gpt-mini's shapes);
+#   GPU_CHECK_PYTHON (default python3), GPU_CHECK_BUILD (default build-gpu);
+#   GPU_CHECK_PEAK_TFLOPS: the dense bf16 peak the curve divides by (default from the GPU's
+#     name: H100 and H200 SXM 989.4, H100 PCIe 756, H100 NVL 835, A100 312; else none).
 # Results: at most 8 files in $OUT/gpu-check/ (else out/gpu-check/): table.tsv (the final
-#   table), log.txt, nvidia-smi.txt, layers.tsv, throughput.tsv, vgg16-profile.json and
-#   logs.tgz (build.log, test_cuda.log and every step's log).
+#   table), log.txt, nvidia-smi.txt, layers.tsv, throughput.tsv, vgg16-profile.json,
+#   gemm-curve.tsv and logs.tgz (build.log, test_cuda.log and every step's log).
 # Exit status 0 when every check that ran passed (or there is no GPU: nothing to check).
 set -u
 START=$(date +%s)
@@ -346,8 +353,10 @@ NVF="-O3 -std=c++17 -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90
 CFB=$(sed -n 's/^CFLAGS_BASE *:= *//p' Makefile | sed 's/ -Werror//')
 say "building plumb in $BUILD ($MAKE -j$JOBS, sm_90 + compute_90 PTX)"
 t0=$(date +%s)
-if run_t 300 "$MAKE" -j"$JOBS" BUILD="$BUILD" CC="$CC" CUDA_HOME="$CUDA_HOME" HAVE_CUDA=1 \
-    HAVE_CUDNN="$HC" HAVE_NCCL="$HN" HAVE_MPI= ${CFB:+CFLAGS_BASE="$CFB"} NVCCFLAGS="$NVF" \
+# the same variables for every make here: another value would rebuild everything
+MK=("$MAKE" -j"$JOBS" BUILD="$BUILD" CC="$CC" CUDA_HOME="$CUDA_HOME" HAVE_CUDA=1
+    HAVE_CUDNN="$HC" HAVE_NCCL="$HN" HAVE_MPI= ${CFB:+CFLAGS_BASE="$CFB"} NVCCFLAGS="$NVF")
+if run_t 300 "${MK[@]}" \
     "$BUILD/plumb" "$BUILD/tests/test_cuda" ${EMU:+"$BUILD/emu/plumb" "$BUILD/tests/test_cuda_emu"} \
     >"$W/build.log" 2>&1; then
     nw=$(grep -c 'warning:' "$W/build.log")
@@ -529,33 +538,34 @@ fi
 # ------------------------------------------------------------------ 5. plumb profile vgg16
 PB=64 # the profile's batch
 [ -n "$SMALL" ] && PB=1
+PM=vgg16 # the profiled model; cuemu: fmnist-cnn at batch 8 (a few seconds), as vgg16's one
+[ -n "$EMU" ] && PM=fmnist-cnn PB=8 # batch-1 pass took 76 to over 300 s on the 2-core machine
+PF="$PM-profile.json"
 phelp=$(timeout 30 "$PLUMB" profile --help 2>&1)
 if echo "$phelp" | grep -q -- '--backend'; then
-    pargs=(profile examples/models/vgg16.json --backend "$DEV")
+    pargs=(profile "examples/models/$PM.json" --backend "$DEV")
     if echo "$phelp" | grep -q -- '--batch'; then pargs+=(--batch "$PB")
     elif echo "$phelp" | grep -q -- '--minibatch'; then pargs+=(--minibatch "$PB"); fi
     if echo "$phelp" | grep -q -- '--runs'; then
         if [ -n "$SMALL" ]; then pargs+=(--runs 1 --warmup 1); else pargs+=(--runs 10 --warmup 2); fi
     fi
-    if echo "$phelp" | grep -q -- '--output'; then pargs+=(--output "$W/vgg16-profile.json")
-    elif echo "$phelp" | grep -q -- ' -o '; then pargs+=(-o "$W/vgg16-profile.json"); fi
+    if echo "$phelp" | grep -q -- '--output'; then pargs+=(--output "$W/$PF")
+    elif echo "$phelp" | grep -q -- ' -o '; then pargs+=(-o "$W/$PF"); fi
     t0=$(date +%s)
-    # seconds on an H200; on cuemu one batch-1 pass of vgg16 takes 76 to 132 s here
-    PLIM=120
-    [ -n "$EMU" ] && PLIM=300
-    run_t $PLIM "$PLUMB" "${pargs[@]}" >"$W/profile.log" 2>&1
+    # seconds: vgg16 took 19 s on an H200
+    run_t 120 "$PLUMB" "${pargs[@]}" >"$W/profile.log" 2>&1
     prc=$?
     if [ $prc -eq 0 ]; then
-        f="$W/vgg16-profile.json"
+        f="$W/$PF"
         [ -s "$f" ] || { grep -q plumb-profile "$W/profile.log" && cp "$W/profile.log" "$f"; }
-        [ -s "$f" ] && cp "$f" "$RES/vgg16-profile.json"
+        [ -s "$f" ] && cp "$f" "$RES/$PF"
         sum=$(py 60 -c "import json,sys; p=json.load(open(sys.argv[1])); L=p['layers']; print('%d layers, forward %.1f ms + backward %.1f ms per minibatch of %s' % (len(L), sum(l.get('forward_ms',0) for l in L), sum(l.get('backward_ms',0) for l in L), p.get('minibatch','?')))" "$f" 2>/dev/null)
-        row "plumb profile vgg16, batch $PB, $DEV" PASS "$(($(date +%s) - t0)) s; ${sum:-written}"
+        row "plumb profile $PM, batch $PB, $DEV" PASS "$(($(date +%s) - t0)) s; ${sum:-written}"
     else
-        row "plumb profile vgg16, batch $PB, $DEV" FAIL "$(why "$W/profile.log" $prc | cut -c1-140)"
+        row "plumb profile $PM, batch $PB, $DEV" FAIL "$(why "$W/profile.log" $prc | cut -c1-140)"
     fi
 else
-    row "plumb profile vgg16, batch $PB" SKIP "plumb profile has no --backend option in this build ($(echo "$phelp" | head -1 | cut -c1-80))"
+    row "plumb profile $PM, batch $PB" SKIP "plumb profile has no --backend option in this build ($(echo "$phelp" | head -1 | cut -c1-80))"
 fi
 
 # ------------------------------------------------------------------ 6. throughput
@@ -596,6 +606,69 @@ elif [ $DEV = cuda ]; then
 else # the CPU has fp32 only; vgg16 takes seconds a step there
     bench_plumb examples/models/vgg16.json 1 1 fp32
     bench_plumb examples/models/gpt-mini.json 2 6 fp32
+fi
+
+# ------------------------------------------------------------------ 6b. GEMM/attention curve
+# bench_gemm --curve (issue 25): every GEMM of a transformer block and the LM head (forward,
+# input and weight gradient) and the attention core (forward, backward), at the shapes one
+# rank runs at TP 1, 2, 4 and 8, for the models of examples/llm (the Megatron-LM H100 set
+# first) at sequence 4096, in bf16 (cuda-bf16: fp32 tensors, bf16 tensor-core products):
+# gemm-curve.tsv, shape -> TFLOP/s and the fraction of the GPU's dense bf16 peak, from
+# which a cluster file's efficiency (gemm, attention) can be fitted. bench_gemm loads the
+# CUDA plugin from its own folder: it runs from beside $PLUMB. About 60 s on an H100 or H200
+# (1,000 cases at 0.02 s); rows so far are kept when the limit stops it.
+CURVE="$RES/gemm-curve.tsv"
+case "$GPU_NAME" in # dense bf16 TFLOP/s (NVIDIA's data sheets, without sparsity)
+    *H100*PCIe*) peak=756 ;;
+    *H100*NVL*) peak=835 ;;
+    *H100* | *H200*) peak=989.4 ;;
+    *A100*) peak=312 ;;
+    *) peak=0 ;;
+esac
+peak=${GPU_CHECK_PEAK_TFLOPS:-$peak}
+if [ -n "$EMU" ]; then # cuemu: gpt-mini's shapes only (seconds a case at the others')
+    cargs=(--backend cuda-bf16 --seq 64 --tp "1,2,4" --seconds 0.01 examples/llm/gpt-mini.json)
+    CLIM=120
+elif [ $DEV = cpu ]; then
+    cargs=(--backend cpu --seq 64 --tp "1,2,4" --seconds 0.01 examples/llm/gpt-mini.json)
+    CLIM=60
+else
+    cargs=(--backend cuda-bf16 --seq 4096 --seconds 0.02 examples/llm/megatron-h100/*.json
+        examples/llm/gpt3-175b.json examples/llm/llama3-8b.json examples/llm/llama3-70b.json
+        examples/llm/megatron-7b-swiglu.json examples/llm/megatron-gpt3-7b-gqa.json
+        examples/llm/mistral-7b.json examples/llm/gpt2.json)
+    CLIM=150
+fi
+BG="$(dirname "$PLUMB")/bench_gemm"
+t0=$(date +%s)
+if ! run_t 120 "${MK[@]}" "$BUILD/bench/bench_gemm" >"$W/build-bench_gemm.log" 2>&1 ||
+    ! cp -f "$BUILD/bench/bench_gemm" "$BG"; then
+    row "GEMM/attention curve (bench_gemm)" FAIL "build: $(grep -m1 -E 'error|Error|No rule' "$W/build-bench_gemm.log" | cut -c1-130)"
+else
+    run_t $CLIM "$BG" --curve --peak "$peak" "${cargs[@]}" >"$CURVE" 2>"$W/gemm-curve.log"
+    crc=$?
+    cp -f "$CURVE" "$W/gemm-curve.tsv" 2>/dev/null
+    # per kind (the GEMMs, the attention core): cases, median TFLOP/s and fraction of peak
+    csum=$(awk -F'\t' 'NR > 1 && $11 + 0 > 0 { k = $3 == "attention" ? "attention" : "GEMMs"
+            n[k]++; v[k, n[k]] = $11; f[k, n[k]] = $12 }
+        function med(a, k, m,   i, j, t, x) { for (i = 1; i <= m; i++) x[i] = a[k, i]
+            for (i = 2; i <= m; i++) for (j = i; j > 1 && x[j - 1] + 0 > x[j] + 0; j--) {
+                t = x[j]; x[j] = x[j - 1]; x[j - 1] = t }
+            return x[int((m + 1) / 2)] }
+        END { for (k in n) { s = s sprintf("%s%s %d, median %.3g TFLOP/s", s ? "; " : "", k, n[k],
+                  med(v, k, n[k])); if (f[k, 1] != "-") s = s sprintf(" (%.2f of peak)", med(f, k, n[k])) }
+              print s }' "$CURVE" 2>/dev/null)
+    nrows=$(($(wc -l <"$CURVE") - 1))
+    [ "$nrows" -lt 0 ] && nrows=0
+    pk="peak $peak TFLOP/s"
+    [ "$peak" = 0 ] && pk="peak unknown"
+    if [ $crc -eq 0 ] && [ "$nrows" -gt 0 ]; then
+        row "GEMM/attention curve (bench_gemm, ${cargs[1]})" PASS "$nrows cases in $(($(date +%s) - t0)) s; ${csum:-?}; $pk; gemm-curve.tsv"
+    elif [ "$nrows" -gt 0 ] && { [ $crc -eq 124 ] || [ $crc -eq 137 ]; }; then
+        row "GEMM/attention curve (bench_gemm, ${cargs[1]})" partial "stopped at the limit after $nrows cases: ${csum:-?}; $pk; gemm-curve.tsv"
+    else
+        row "GEMM/attention curve (bench_gemm, ${cargs[1]})" FAIL "exit $crc after $nrows cases: $(why "$W/gemm-curve.log" $crc | cut -c1-120)"
+    fi
 fi
 
 # ------------------------------------------------------------------ 7. PyTorch, same models
