@@ -111,7 +111,7 @@ TEST_SRCS := $(wildcard tests/test_*.c)
 TEST_BINS := $(TEST_SRCS:tests/%.c=$(BUILD)/tests/%)
 # each fuzz target, without libFuzzer, replayed over its seeds (tests/e2e/fuzz-replay.sh)
 FUZZ_SRCS := $(wildcard tests/fuzz/fuzz_*.c)
-TEST_EXTRA := $(FUZZ_SRCS:tests/fuzz/fuzz_%.c=$(BUILD)/fuzz/replay_%)
+TEST_EXTRA := $(FUZZ_SRCS:tests/fuzz/fuzz_%.c=$(BUILD)/fuzz/replay_%) $(BUILD)/bench/bench_gemm
 ifeq ($(HAVE_CUDA),1) # the CUDA backend on cuemu (tests/cuemu/cuemu.mk)
   TEST_BINS += $(EMU_TEST) $(EMU_SELFTEST)
   TEST_EXTRA += $(EMU_BIN)
