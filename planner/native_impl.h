@@ -178,15 +178,17 @@ int nm_rr_applies(sched_kind kind, int S);
  * backward per microbatch and x[s] seconds per transfer from stage s to s + 1 (and back):
  * the seconds one flushed iteration takes (gpipe, 1f1b-flush: from the first forward to
  * the end of the last stage to finish, stage s finishing ar[s] seconds after its last
- * backward: its exposed all-reduce; ar NULL: 0; the first forward each replica of stage
- * 0 sends arriving burst0 seconds late: the lanes start together and their first sends
- * queue at a server's port), or for the asynchronous kinds what M more microbatches add
- * in the steady state (ar, burst0 not read). *plain (NULL: not asked): the
+ * backward: its exposed all-reduce; ar NULL: 0; the first forward replica g of stage 0
+ * sends arriving late0[g] seconds late, reps[0] of them or NULL for none: the replicas
+ * start together and their first sends queue at a server's port), or for the
+ * asynchronous kinds what M more microbatches add in the steady state (ar, late0 not
+ * read). *plain (NULL: not asked): the
  * same without the all-reduces (the last backward's end). No contention, no optimizer
  * step. -1 when out of memory, or for arguments out of range (S < 1, M < 1, a count <
  * 1). */
 double nm_rr_time(sched_kind kind, int S, const int *reps, const double *f, const double *b,
-                  const double *x, const double *ar, double burst0, int M, double *plain);
+                  const double *x, const double *ar, const double *late0, int M,
+                  double *plain);
 
 /* The dynamic program for s: the partitions it proposes (min-max period, then least fill
  * under a few period thresholds), priced, distinct, at most `max` of them into out.

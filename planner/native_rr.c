@@ -50,12 +50,12 @@ int nm_rr_order(int q, int j, int n, int k, int hold_all, int *out)
 }
 
 /* The makespan of n microbatches of one lane (q[s] replicas per stage), each stage ending
- * ar[s] seconds after its last action (ar NULL: 0), the first forward each replica of
- * stage 0 sends arriving burst0 seconds late; *plain (NULL: not asked) the last
+ * ar[s] seconds after its last action (ar NULL: 0), the first forward replica a of
+ * stage 0 sends arriving late[a] seconds late (late NULL: none; else q[0] of them); *plain (NULL: not asked) the last
  * action's end. -1 when out of memory or when the order cannot finish (it always can: the
  * generator's orders are deadlock-free; kept as a guard). */
 static double rr_lane(int S, const int *q, const double *f, const double *b, const double *x,
-                      const double *ar, double burst0, int n, int hold_all, double *plain)
+                      const double *ar, const double *late, int n, int hold_all, double *plain)
 {
     int nw = 0, Wq = 0;
     size_t nact = 0;
@@ -97,7 +97,7 @@ static double rr_lane(int S, const int *q, const double *f, const double *b, con
                 if (v > 0) {
                     if (s > 0 && fd[(size_t)(s - 1) * n + a] < 0) break;
                     ready = s > 0 ? fd[(size_t)(s - 1) * n + a] + x[s - 1] : 0;
-                    if (s == 1 && a < q[0]) ready += burst0; /* stage 0's first sends */
+                    if (s == 1 && late && a < q[0]) ready += late[a]; /* stage 0's first sends */
                 } else {
                     if (s + 1 < S && bd[(size_t)(s + 1) * n + a] < 0) break;
                     ready = s + 1 < S ? bd[(size_t)(s + 1) * n + a] + x[s] : 0;
@@ -132,7 +132,8 @@ int nm_rr_applies(sched_kind kind, int S)
 }
 
 double nm_rr_time(sched_kind kind, int S, const int *reps, const double *f, const double *b,
-                  const double *x, const double *ar, double burst0, int M, double *plain)
+                  const double *x, const double *ar, const double *late0, int M,
+                  double *plain)
 {
     if (S < 1 || S > NM_MAX_STAGES || M < 1) return -1;
     long long d = M;
@@ -144,10 +145,21 @@ double nm_rr_time(sched_kind kind, int S, const int *reps, const double *f, cons
     for (int s = 0; s < S; s++) q[s] = (int)(reps[s] / d);
     const sched_traits *tr = sched_traits_of(kind);
     int hold_all = tr->hold == SCHED_HOLD_ALL;
-    if (!tr->async) return rr_lane(S, q, f, b, x, ar, burst0, n, hold_all, plain);
+    if (!tr->async) {
+        /* lane e's microbatch a d + e, a < q[0], is replica a d + e's first: the lane
+         * replayed takes the latest of the d at each a */
+        double *late = NULL;
+        if (late0 && !(late = calloc((size_t)q[0], sizeof *late))) return -1;
+        for (int a = 0; late && a < q[0]; a++)
+            for (int e = 0; e < d; e++)
+                if (late0[a * d + e] > late[a]) late[a] = late0[a * d + e];
+        double t = rr_lane(S, q, f, b, x, ar, late, n, hold_all, plain);
+        free(late);
+        return t;
+    }
     /* one continuous order: the steady cost of M more microbatches */
-    double t1 = rr_lane(S, q, f, b, x, NULL, 0, n, 0, NULL);
-    double t2 = rr_lane(S, q, f, b, x, NULL, 0, 2 * n, 0, NULL);
+    double t1 = rr_lane(S, q, f, b, x, NULL, NULL, n, 0, NULL);
+    double t2 = rr_lane(S, q, f, b, x, NULL, NULL, 2 * n, 0, NULL);
     if (plain) *plain = t2 - t1;
     return t1 < 0 || t2 < 0 ? -1 : t2 - t1;
 }
