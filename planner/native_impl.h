@@ -157,13 +157,6 @@ void nm_price_exact(const nm_model *m, const nm_setting *s, nm_part *part);
 /* The greatest common divisor of a and b (>= 0; nm_gcd(a, 0) = a). */
 long long nm_gcd(long long a, long long b);
 
-/* The compute order of replica j of a stage of q replicas over microbatches 0..n-1 (its
- * own j, j + q, ...), as the generator lays it out: gpipe (hold_all) every forward then
- * every backward; 1F1B k warmup forwards (ceil(W / q) - 1, W the replicas of this stage
- * and those after it), then one forward and one backward in turn. Into out (room for
- * 2 ceil(n / q)): forward of microbatch a as a + 1, backward as -(a + 1). Returns the count
- * written. */
-int nm_rr_order(int q, int j, int n, int k, int hold_all, int *out);
 
 /* Whether the planner prices a complete partition of S stages under kind by replaying
  * its compute order (nm_rr_time): the one-stage-per-rank kinds without a split backward
@@ -173,7 +166,7 @@ int nm_rr_order(int q, int j, int n, int k, int hold_all, int *out);
 int nm_rr_applies(sched_kind kind, int S);
 
 /* The compute order of S stages with reps[s] replicas each and M microbatches, as kind's
- * generator lays it out (nm_rr_order, on reps / d replicas and M / d microbatches, d their
+ * generator lays it out (sched_replica_order, on reps / d replicas and M / d microbatches, d their
  * greatest common divisor: d identical lanes), replayed with f[s] and b[s] seconds of forward and
  * backward per microbatch and x[s] seconds per transfer from stage s to s + 1 (and back):
  * the seconds one flushed iteration takes (gpipe, 1f1b-flush: from the first forward to

@@ -16,11 +16,10 @@
  * the compute order of a complete partition instead, as a max-plus recurrence (no events,
  * no contention): each action starts when its replica is free and its input has arrived
  * (the forward of the stage before, or the backward of the stage after, plus one
- * transfer). Each replica's order is written here as core/schedule_gen.c's generator lays
- * it out (gen_single), without the lowering that schedule_generate adds (its sends,
- * receives and steps: 1.6x the CPU of `plumb plan --schedule auto` for gnmt on the
- * heterogeneous cluster); tests/test_native_rr.c holds the two orders equal
- * (native_rr/orders_are_the_generators).
+ * transfer). Each replica's order is the generator's own (sched_replica_order, which
+ * core/schedule_gen.c's gen_single lays out), without the lowering that schedule_generate
+ * adds (its sends, receives and steps: 1.6x the CPU of `plumb plan --schedule auto` for
+ * gnmt on the heterogeneous cluster); native_rr/orders_are_the_generators checks it.
  *
  * With d the greatest common divisor of the replica counts and the microbatch count, the
  * microbatches g = a d + e of lane e run on replica d (a % q) + e of a stage of q d
@@ -30,24 +29,7 @@
 
 #include <stdlib.h>
 
-int nm_rr_order(int q, int j, int n, int k, int hold_all, int *out)
-{
-    int cnt = 0, na = 0;
-    for (int a = j; a < n; a += q) na++;
-    if (hold_all) {
-        for (int t = 0; t < na; t++) out[cnt++] = j + t * q + 1;
-        for (int t = 0; t < na; t++) out[cnt++] = -(j + t * q + 1);
-        return cnt;
-    }
-    if (k > na) k = na;
-    if (k < 0) k = 0;
-    for (int t = 0; t < k; t++) out[cnt++] = j + t * q + 1;
-    for (int t = 0; t < na; t++) {
-        if (t + k < na) out[cnt++] = j + (t + k) * q + 1;
-        out[cnt++] = -(j + t * q + 1);
-    }
-    return cnt;
-}
+#include "core/schedule.h" /* sched_replica_order: the generator's order */
 
 /* The makespan of n microbatches of one lane (q[s] replicas per stage), each stage ending
  * ar[s] seconds after its last action (ar NULL: 0), the first forward replica a of
@@ -82,7 +64,7 @@ static double rr_lane(int S, const int *q, const double *f, const double *b, con
             wst[w] = s;
             off -= 2 * (size_t)((n + q[s] - 1) / q[s]);
             at[w] = off;
-            len[w] = nm_rr_order(q[s], j, n, k, hold_all, acts + off);
+            len[w] = sched_replica_order(q[s], j, 0, n, k, hold_all, acts + off);
         }
     }
     /* sweep the replicas, each as far as its inputs allow, until none moves */

@@ -138,10 +138,10 @@ static double ref_iteration(int S, const int *reps, const double *f, const doubl
 
 /* --- the planner's orders are the generator's ---------------------------------------- */
 
-/* nm_rr_order against schedule_generate's compute actions (F and B of each worker, in
- * order), for gpipe, 1f1b-flush, pipedream and 2bw on 2 to 4 stages of 1 to 6 replicas
- * and 1 to 3 rounds of microbatches: the planner writes the generator's order itself
- * (without the lowering), so this is what keeps the two one rule. */
+/* sched_replica_order, which the planner's replay calls, against schedule_generate's
+ * compute actions (F and B of each worker, in order), for gpipe, 1f1b-flush, pipedream
+ * and 2bw on 2 to 4 stages of 1 to 6 replicas and 1 to 3 rounds of microbatches: the
+ * generator lays its order out with the same function, so the two are one rule. */
 Test(native_rr, orders_are_the_generators)
 {
     static const sched_kind kinds[] = {SCHED_GPIPE, SCHED_1F1B_FLUSH, SCHED_PIPEDREAM,
@@ -166,8 +166,9 @@ Test(native_rr, orders_are_the_generators)
         for (int s = 0; s < S; s++) {
             int k = (W + reps[s] - 1) / reps[s] - 1;
             for (int j = 0; j < reps[s]; j++, w++) {
-                int cnt = nm_rr_order(reps[s], j, n, k,
-                                      sched_traits_of(kind)->hold == SCHED_HOLD_ALL, mine);
+                int cnt = sched_replica_order(reps[s], j, 0, n, k,
+                                              sched_traits_of(kind)->hold == SCHED_HOLD_ALL,
+                                              mine);
                 int worker = sc->stage_workers[sc->stage_first[s] + j], i = 0;
                 for (int x = 0; x < sc->len[worker]; x++) {
                     const action *a = &sc->acts[worker][x];
