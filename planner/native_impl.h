@@ -360,4 +360,85 @@ double nm_now_ms(void);
 /* GiB from bytes, for messages. */
 static inline double nm_gib(double b) { return b / (1024.0 * 1024.0 * 1024.0); }
 
+/* --- shared by the model's files (native_model.c, native_stage.c, native_part_memory.c,
+ * native_price.c, native_dp.c, native_plan.c) ------------------------------------------ */
+
+static inline int nm_ceil_div(int a, int b) { return (a + b - 1) / b; }
+
+/* One stage's price (nm_stage_cost_k). */
+typedef struct nm_cost {
+    double c, b;      /* compute and backward per microbatch on one replica */
+    double per;       /* period */
+    double comm;      /* seconds per microbatch of its busiest link (0: none) */
+    double lat;       /* latency per microbatch through the stage and its output link */
+    double arx;       /* exposed all-reduce */
+    double mem;       /* bytes per device */
+    double cap;
+} nm_cost;
+
+/* What the closed form counts for a stage: its weight versions, buffer slots and staged
+ * input gradients (the schedule's; docs/planner-native.md). */
+typedef struct nm_counts {
+    int ver, slots, staged;
+} nm_counts;
+
+/* The input gradients a stage holding k microbatches (km per flush; 0: no flush) can have
+ * staged on their way back to the stage before it (native_stage.c). */
+int nm_staged_grads(sched_kind kind, int k, int km);
+
+/* The buffer slots a stage holding k microbatches (km per flush; 0: no flush) keeps; 
+ * receives: 1 when it receives from a stage before it (native_stage.c). */
+int nm_held_slots(sched_kind kind, int k, int km, int receives);
+
+/* How the plan nm_plan makes runs a stage of n replicas under s, for the memory model. */
+sim_mem_setting nm_mem_setting(const nm_model *m, const nm_setting *s, int n);
+
+/* The memory terms of blocks [b0, b1) on n replicas under s into *t (sim_memory_stage). */
+void nm_block_mem(const nm_model *m, const nm_setting *s, int b0, int b1, int n,
+                  sim_stage_mem *t);
+
+/* The closed form's counts of a stage starting at block b0 on n devices, W devices from
+ * it to the end of the pipeline, kzb the zero-bubble kinds' warmup (0: unknown), into *o. */
+void nm_count_stage(const nm_setting *s, int b0, int W, int n, int kzb, nm_counts *o);
+
+/* The memory of the first device of a stage (blocks [b0, b1) on n devices) with counts
+ * cn and capacity cap, into *out. */
+void nm_stage_memory(const nm_model *m, const nm_setting *s, int b0, int b1, int n,
+                     const nm_counts *cn, double cap, sim_memory *out);
+
+/* The price of blocks [b0, b1) on units [u, u + r) into *o, W devices from this stage to
+ * the end of the pipeline, kzb the zero-bubble kinds' warmup; given: the stage's memory
+ * (its fullest device's), or NULL for the closed form's counts. Returns 1 when it fits
+ * memory (and its microbatches split evenly where the kind needs it), else 0 (*o filled
+ * as far as priced). */
+int nm_stage_cost_k(const nm_model *m, const nm_setting *s, int b0, int b1, int u, int r,
+                    int W, int kzb, const sim_memory *given, nm_cost *o);
+
+/* nm_stage_cost_k with the closed form's counts and no zero-bubble warmup. */
+int nm_stage_cost(const nm_model *m, const nm_setting *s, int b0, int b1, int u, int r,
+                  int W, nm_cost *o);
+
+/* The memory of each rank of the chunked partition pt under s into out[pt->ranks]
+ * (native_part_memory.c). */
+void nm_chunked_memory(const nm_model *m, const nm_setting *s, const nm_part *pt,
+                       sim_memory *out);
+
+/* The zero-bubble kinds' warmup of pt: the largest ceil(devices from a stage on / its
+ * replicas). */
+int nm_pipeline_kzb(const nm_model *m, const nm_part *pt);
+
+/* The memory of each stage's fullest device of the one-stage-per-rank partition pt under
+ * s into out[pt->nst]: exact 1, the schedule's counts where the closed form's may differ;
+ * exact 0 (or no schedule), the closed form's. */
+void nm_pipeline_memory(const nm_model *m, const nm_setting *s, const nm_part *pt, int exact,
+                        sim_memory *out);
+
+/* The model's schedule memo (NM_MEMO entries, empty), or NULL out of memory; freed with
+ * nm_memo_free (NULL is fine). */
+struct nm_sched_memo *nm_memo_new(void);
+void nm_memo_free(struct nm_sched_memo *memo);
+
+/* The model's kept programs (empty), or NULL out of memory; freed with free(). */
+struct nm_dp_memo *nm_kept_new(void);
+
 #endif

@@ -32,9 +32,9 @@
 #include "core/schedule.h" /* sched_replica_order: the generator's order */
 
 /* The makespan of n microbatches of one lane (q[s] replicas per stage), each stage ending
- * ar[s] seconds after its last action (ar NULL: 0), the first forward replica a of
- * stage 0 sends arriving late[a] seconds late (late NULL: none; else q[0] of them); *plain (NULL: not asked) the last
- * action's end. -1 when out of memory or when the order cannot finish (it always can: the
+ * ar[s] seconds after its last action (ar NULL: 0), the first forward replica a of stage
+ * 0 sends arriving late[a] seconds late (late NULL: none; else q[0] of them); *plain
+ * (NULL: not asked) the last action's end. -1 when out of memory or when the order cannot finish (it always can: the
  * generator's orders are deadlock-free; kept as a guard). */
 static double rr_lane(int S, const int *q, const double *f, const double *b, const double *x,
                       const double *ar, const double *late, int n, int hold_all, double *plain)

@@ -757,8 +757,8 @@ Test(native_rr, a_port_idles_while_the_pipeline_fills_and_drains)
 /* Stage 0's first sends queue at a server's port in replica order, and only those that
  * leave their server: stage 0 (4 layers of F 10 ms, B 20 ms) on 5 replicas, 4 of server
  * 0 and 1 of server 1, stage 1 (1 layer) on 3 replicas of server 1, 6.25 MB at 10 Gb/s
- * in a server and between them (5 ms a transfer), 15 microbatches: replica g < 4 sends g x 5 ms late, replica 4 (in
- * server 1) not at all. The test's replay with those arrivals, plus each stage's ring, is
+ * in a server and between them (5 ms a transfer), 15 microbatches: replica g < 4 sends
+ * g x 5 ms late, replica 4 (in server 1) not at all. The test's replay with those arrivals, plus each stage's ring, is
  * the iteration; the estimate delayed every first send by the last one's 15 ms (alexnet
  * on Cluster-B 14-2: -4.6 %). */
 Test(native_rr, first_sends_queue_in_replica_order)
