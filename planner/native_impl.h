@@ -1,5 +1,6 @@
-/* native_impl.h: internals of plumb's native planner (planner/native_model.c, native.c,
- * auto.c, sweep.c): the coarsened layer chain, the cost model of a stage, the dynamic
+/* native_impl.h: internals of plumb's native planner (planner/native_model.c,
+ * native_stage.c, native_part_memory.c, native_price.c, native_dp.c, native_plan.c,
+ * native_rr.c, native.c, auto.c, sweep.c): the coarsened layer chain, the cost model of a stage, the dynamic
  * program over (first block, first device unit), and candidate partitions. Not a public
  * API: the rest of plumb calls planner/native.h. Units: seconds, bytes. */
 #ifndef PLUMB_PLANNER_NATIVE_IMPL_H

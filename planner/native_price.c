@@ -290,8 +290,8 @@ static void price(const nm_model *m, const nm_setting *s, nm_part *pt, int exact
                 /* links or ports slower than the order: everything ends that much later;
                  * a port's traffic only from its first send to its last (port_bound), a
                  * link's every stage's latency but one transfer */
-                double bound = link > 0 ? s->M * link + sumlat - link : 0;
-                if (port > 0) {
+                double bound = s->M * link + sumlat - link;
+                if (port > 0 && !tr->async) {
                     double pb = port_bound(m, s, pt, f, b, x);
                     if (pb > bound) bound = pb;
                 }
