@@ -65,24 +65,41 @@ static double port_rate(const nm_model *m)
     return m->net.egress[1] > m->net.bw[1] ? m->net.egress[1] : m->net.bw[1];
 }
 
-/* Seconds per microbatch that the busiest server port spends on activations and gradients
- * leaving its server, all stages together (port_loads; the program prices stages one by
- * one, this is where stages sharing a server's port meet). 0 when no port is shared or
- * out of memory. */
-static double port_time(const nm_model *m, const nm_setting *s, const nm_part *pt)
+/* The servers' ports of a partition: port_loads' figures (lf, lb NULL: no port shared,
+ * or out of memory: none priced). */
+typedef struct ports {
+    int ns, nc;       /* servers, cuts */
+    double *lf, *lb;  /* [ns nc] (port_loads) */
+} ports;
+
+/* The ports of pt under s into *P (ports_free after). */
+static void ports_load(const nm_model *m, const nm_setting *s, const nm_part *pt, ports *P)
 {
     const double eg = port_rate(m);
-    const int nc = pt->nst - 1, ns = m->c->nservers;
-    if (!(eg > 0) || nc < 1) return 0;
-    double *lf = calloc((size_t)ns * nc, sizeof *lf), *lb = calloc((size_t)ns * nc, sizeof *lb);
+    P->ns = m->c->nservers, P->nc = pt->nst - 1, P->lf = P->lb = NULL;
+    if (!(eg > 0) || P->nc < 1) return;
+    P->lf = calloc((size_t)2 * P->ns * P->nc, sizeof *P->lf);
+    if (!P->lf) return;
+    P->lb = P->lf + (size_t)P->ns * P->nc;
+    if (port_loads(m, s, pt, eg, P->lf, P->lb)) {
+        free(P->lf);
+        P->lf = P->lb = NULL;
+    }
+}
+
+static void ports_free(ports *P) { free(P->lf); }
+
+/* Seconds per microbatch that the busiest server port spends on activations and gradients
+ * leaving its server, all stages together (the program prices stages one by one; this is
+ * where stages sharing a server's port meet). 0 when none is priced. */
+static double port_time(const ports *P)
+{
     double worst = 0;
-    if (lf && lb && !port_loads(m, s, pt, eg, lf, lb))
-        for (int sv = 0; sv < ns; sv++) {
-            double t = 0;
-            for (int i = 0; i < nc; i++) t += lf[sv * nc + i] + lb[sv * nc + i];
-            if (t > worst) worst = t;
-        }
-    free(lf), free(lb);
+    for (int sv = 0; P->lf && sv < P->ns; sv++) {
+        double t = 0;
+        for (int i = 0; i < P->nc; i++) t += P->lf[sv * P->nc + i] + P->lb[sv * P->nc + i];
+        if (t > worst) worst = t;
+    }
     return worst;
 }
 
@@ -95,20 +112,18 @@ static double port_time(const nm_model *m, const nm_setting *s, const nm_part *p
  * round trip brings a gradient (or a later forward) to it; and after the last activation
  * only the c = warmup + 1 backwards per replica that follow each replica's last forward.
  * Stage s computes f[s] + b[s] a microbatch, x[s] seconds per transfer to stage s + 1;
- * kind the schedule (hold_all: gpipe's w and c are M). 0 when no port is shared or out of
- * memory. */
-static double port_bound(const nm_model *m, const nm_setting *s, const nm_part *pt,
-                         const double *f, const double *b, const double *x)
+ * s->kind the schedule (hold_all: gpipe's w and c are M); P the ports' loads. 0 when none
+ * is priced. */
+static double port_bound(const ports *P, const nm_model *m, const nm_setting *s,
+                         const nm_part *pt, const double *f, const double *b, const double *x)
 {
-    const double eg = port_rate(m);
-    const int S = pt->nst, nc = S - 1, ns = m->c->nservers, M = s->M;
-    if (!(eg > 0) || nc < 1 || M < 1) return 0;
+    const double eg = port_rate(m), *lf = P->lf, *lb = P->lb;
+    const int S = pt->nst, nc = S - 1, ns = P->ns, M = s->M;
+    if (!lf || !(eg > 0) || nc < 1 || M < 1) return 0;
     const int hold_all = sched_traits_of(s->kind)->hold == SCHED_HOLD_ALL;
-    double *lf = calloc((size_t)ns * nc, sizeof *lf), *lb = calloc((size_t)ns * nc, sizeof *lb);
     double fend[NM_MAX_STAGES], bend[NM_MAX_STAGES], one[NM_MAX_STAGES];
     int warm[NM_MAX_STAGES], W = 0;
     double worst = 0;
-    if (!lf || !lb || port_loads(m, s, pt, eg, lf, lb)) goto done;
     /* the first microbatch alone: its forward on stage i ends at fend[i], its backward on
      * stage i at bend[i]; one[i] a whole microbatch of cut i on one port */
     for (int i = 0; i < S; i++) W += pt->st[i].r * m->g;
@@ -157,8 +172,6 @@ static double port_bound(const nm_model *m, const nm_setting *s, const nm_part *
         }
         if (t > worst) worst = t;
     }
-done:
-    free(lf), free(lb);
     return worst;
 }
 
@@ -268,7 +281,9 @@ static void price(const nm_model *m, const nm_setting *s, nm_part *pt, int exact
             x[i] = (o.lat - o.c) / 2;
             arx[i] = o.arx;
         }
-        double port = port_time(m, s, pt), link = comm;
+        ports P;
+        ports_load(m, s, pt, &P);
+        double port = port_time(&P), link = comm;
         if (port > per) {
             per = port; /* a server's port binds: every stage's latency is in the fill */
             botlat = port;
@@ -292,15 +307,17 @@ static void price(const nm_model *m, const nm_setting *s, nm_part *pt, int exact
                  * link's every stage's latency but one transfer */
                 double bound = s->M * link + sumlat - link;
                 if (port > 0 && !tr->async) {
-                    double pb = port_bound(m, s, pt, f, b, x);
+                    double pb = port_bound(&P, m, s, pt, f, b, x);
                     if (pb > bound) bound = pb;
                 }
                 pt->M = s->M;
                 if (tr->async) pt->iter_s = (t > s->M * per ? t : s->M * per) + pt->ar;
                 else pt->iter_s = t + (bound > plain ? bound - plain : 0);
+                ports_free(&P);
                 goto done;
             }
         }
+        ports_free(&P);
     }
     /* the fill and drain: none without a flush, less where split backwards fill it */
     const sched_traits *tr = sched_traits_of(s->kind);
