@@ -387,7 +387,7 @@ typedef struct nm_counts {
  * staged on their way back to the stage before it (native_stage.c). */
 int nm_staged_grads(sched_kind kind, int k, int km);
 
-/* The buffer slots a stage holding k microbatches (km per flush; 0: no flush) keeps; 
+/* The buffer slots a stage holding k microbatches (km per flush; 0: no flush) keeps;
  * receives: 1 when it receives from a stage before it (native_stage.c). */
 int nm_held_slots(sched_kind kind, int k, int km, int receives);
 
