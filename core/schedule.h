@@ -131,6 +131,17 @@ void schedule_free(schedule *s);
  * docs/sim.md, Scale). */
 #define SCHED_BYTES_PER_ACTION 128
 
+/* The compute order of replica j (0 <= j < r) of a stage of r replicas over the
+ * microbatches g in [lo, hi) with g % r == j (PipeDream's 1F1B-RR), as the generator lays
+ * it out for the one-stage-per-rank kinds: hold_all (gpipe) every forward then every
+ * backward; else k warmup forwards (clamped to [0, count]; the generator's ceil(W / r) - 1,
+ * W the replicas of this stage and of every stage after it), then one forward and one
+ * backward in turn, then the remaining backwards (zb-h1 then splits each backward into I
+ * and W). Into out (room for 2 ceil((hi - lo) / r)): the forward of g as g + 1, its
+ * backward as -(g + 1). Returns the count written. The generator and the native planner's
+ * replay of the order (planner/native_rr.c) both call this one. */
+int sched_replica_order(int r, int j, int lo, int hi, int k, int hold_all, int *out);
+
 /* The memory, in bytes, that generating and simulating spec's schedule needs: its actions
  * (6 per stage, microbatch and iteration, 2 per replica and iteration) x
  * SCHED_BYTES_PER_ACTION. schedule_generate refuses a spec whose estimate is above the

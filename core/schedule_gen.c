@@ -18,38 +18,48 @@ static int inflight_of(const schedule *s, int st)
     return (w + s->replicas[st] - 1) / s->replicas[st];
 }
 
-/* Microbatches in [lo, hi) of replica j of stage st, into out; returns the count. */
-static int replica_mbs(const schedule *s, int st, int j, int lo, int hi, int *out)
+int sched_replica_order(int r, int j, int lo, int hi, int k, int hold_all, int *out)
 {
-    int n = 0, r = s->replicas[st];
-    int g = lo + ((j - lo % r) % r + r) % r; /* the first g >= lo with g % r == j */
-    for (; g < hi; g += r) out[n++] = g;
-    return n;
+    int n = 0, cnt = 0;
+    int g0 = lo + ((j - lo % r) % r + r) % r; /* the first g >= lo with g % r == j */
+    for (int g = g0; g < hi; g += r) n++;
+    if (hold_all) {
+        for (int t = 0; t < n; t++) out[cnt++] = g0 + t * r + 1;
+        for (int t = 0; t < n; t++) out[cnt++] = -(g0 + t * r + 1);
+        return cnt;
+    }
+    if (k > n) k = n;
+    if (k < 0) k = 0;
+    for (int t = 0; t < k; t++) out[cnt++] = g0 + t * r + 1;
+    for (int t = 0; t < n; t++) {
+        if (t + k < n) out[cnt++] = g0 + (t + k) * r + 1;
+        out[cnt++] = -(g0 + t * r + 1);
+    }
+    return cnt;
 }
 
 static int emit(actvec *v, int kind, int st, int m) { return actvec_push(v, act_make(kind, st, m)); }
 
-/* Warmup of k forwards, then one forward and one backward in turn, then the remaining
- * backwards. zb: the backward is split into I and W, and W of the oldest pending
- * microbatch follows each I from the d-th on (the rest come last). */
-static int emit_1f1b(actvec *v, int st, const int *mbs, int n, int k, int zb, int d)
+/* The order of sched_replica_order (n codes in ord) as stage st's actions. zb: each
+ * backward is split into I and W, and W of the oldest pending microbatch follows each I
+ * from the d-th on (the rest come last); pend: room for n microbatches (zb only). */
+static int emit_order(actvec *v, int st, const int *ord, int n, int zb, int d, int *pend)
 {
-    if (k > n) k = n;
-    if (k < 0) k = 0;
-    for (int i = 0; i < k; i++)
-        if (emit(v, ACT_F, st, mbs[i])) return -1;
-    int wn = 0;
-    for (int t = 0; t < n; t++) {
-        if (t + k < n && emit(v, ACT_F, st, mbs[t + k])) return -1;
-        if (!zb) {
-            if (emit(v, ACT_B, st, mbs[t])) return -1;
-            continue;
+    int nb = 0, wn = 0;
+    for (int i = 0; i < n; i++) {
+        const int g = (ord[i] > 0 ? ord[i] : -ord[i]) - 1;
+        if (ord[i] > 0) {
+            if (emit(v, ACT_F, st, g)) return -1;
+        } else if (!zb) {
+            if (emit(v, ACT_B, st, g)) return -1;
+        } else {
+            if (emit(v, ACT_I, st, g)) return -1;
+            pend[nb] = g;
+            if (nb++ >= d && emit(v, ACT_W, st, pend[wn++])) return -1;
         }
-        if (emit(v, ACT_I, st, mbs[t])) return -1;
-        if (t >= d && emit(v, ACT_W, st, mbs[wn++])) return -1;
     }
-    while (zb && wn < n)
-        if (emit(v, ACT_W, st, mbs[wn++])) return -1;
+    while (zb && wn < nb)
+        if (emit(v, ACT_W, st, pend[wn++])) return -1;
     return 0;
 }
 
@@ -59,37 +69,29 @@ static int emit_1f1b(actvec *v, int st, const int *mbs, int n, int k, int zb, in
  * ones (pipedream, 2bw) one continuous 1F1B over every microbatch of every iteration. */
 static int gen_single(const schedule *s, actvec *lists)
 {
+    const sched_traits *tr = sched_traits_of(s->kind);
     int M = s->microbatches, T = sched_total_mb(s), kmax = 0;
-    int *mbs = malloc((size_t)T * sizeof *mbs);
-    if (!mbs) return -1;
+    int async = tr->async, hold_all = tr->hold == SCHED_HOLD_ALL, span = async ? T : M;
+    /* one replica's order of one iteration (all of them when async), and its pending W */
+    int *ord = malloc((size_t)3 * span * sizeof *ord), *pend = ord + 2 * (size_t)span;
+    if (!ord) return -1;
     for (int st = 0; st < s->nstages; st++)
         if (inflight_of(s, st) - 1 > kmax) kmax = inflight_of(s, st) - 1;
-    const sched_traits *tr = sched_traits_of(s->kind);
-    int async = tr->async;
     for (int st = 0; st < s->nstages; st++) {
-        int k = inflight_of(s, st) - 1;
-        for (int j = 0; j < s->replicas[st]; j++) {
+        int k = inflight_of(s, st) - 1, r = s->replicas[st];
+        for (int j = 0; j < r; j++) {
             actvec *v = &lists[s->stage_workers[s->stage_first[st] + j]];
             for (int it = 0; it < (async ? 1 : s->iterations); it++) {
-                int n = async ? replica_mbs(s, st, j, 0, T, mbs)
-                              : replica_mbs(s, st, j, it * M, it * M + M, mbs);
-                int rc = 0;
-                if (tr->hold == SCHED_HOLD_ALL) {
-                    for (int i = 0; i < n && !rc; i++) rc = emit(v, ACT_F, st, mbs[i]);
-                    for (int i = 0; i < n && !rc; i++) rc = emit(v, ACT_B, st, mbs[i]);
-                } else if (tr->split_backward) {
-                    rc = emit_1f1b(v, st, mbs, n, k, 1, kmax - k);
-                } else {
-                    rc = emit_1f1b(v, st, mbs, n, k, 0, 0);
-                }
-                if (rc) {
-                    free(mbs);
+                int n = async ? sched_replica_order(r, j, 0, T, k, hold_all, ord)
+                              : sched_replica_order(r, j, it * M, it * M + M, k, hold_all, ord);
+                if (emit_order(v, st, ord, n, tr->split_backward, kmax - k, pend)) {
+                    free(ord);
                     return -1;
                 }
             }
         }
     }
-    free(mbs);
+    free(ord);
     return 0;
 }
 

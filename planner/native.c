@@ -2,7 +2,7 @@
  * the baselines every plan is ranked against (data parallelism, straight pipelines),
  * simulator-in-the-loop ranking, the "what would fit" search, and planner_native itself
  * (one schedule; NATIVE_SCHED_AUTO goes to planner_auto in auto.c). The cost model and
- * the dynamic program are in native_model.c. */
+ * the dynamic program are in native_model.c, native_stage.c, native_price.c and native_dp.c. */
 #include "planner/native_impl.h"
 
 #include <math.h>

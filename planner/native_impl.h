@@ -1,5 +1,6 @@
-/* native_impl.h: internals of plumb's native planner (planner/native_model.c, native.c,
- * auto.c, sweep.c): the coarsened layer chain, the cost model of a stage, the dynamic
+/* native_impl.h: internals of plumb's native planner (planner/native_model.c,
+ * native_stage.c, native_part_memory.c, native_price.c, native_dp.c, native_plan.c,
+ * native_rr.c, native.c, auto.c, sweep.c): the coarsened layer chain, the cost model of a stage, the dynamic
  * program over (first block, first device unit), and candidate partitions. Not a public
  * API: the rest of plumb calls planner/native.h. Units: seconds, bytes. */
 #ifndef PLUMB_PLANNER_NATIVE_IMPL_H
@@ -157,13 +158,6 @@ void nm_price_exact(const nm_model *m, const nm_setting *s, nm_part *part);
 /* The greatest common divisor of a and b (>= 0; nm_gcd(a, 0) = a). */
 long long nm_gcd(long long a, long long b);
 
-/* The compute order of replica j of a stage of q replicas over microbatches 0..n-1 (its
- * own j, j + q, ...), as the generator lays it out: gpipe (hold_all) every forward then
- * every backward; 1F1B k warmup forwards (ceil(W / q) - 1, W the replicas of this stage
- * and those after it), then one forward and one backward in turn. Into out (room for
- * 2 ceil(n / q)): forward of microbatch a as a + 1, backward as -(a + 1). Returns the count
- * written. */
-int nm_rr_order(int q, int j, int n, int k, int hold_all, int *out);
 
 /* Whether the planner prices a complete partition of S stages under kind by replaying
  * its compute order (nm_rr_time): the one-stage-per-rank kinds without a split backward
@@ -173,20 +167,22 @@ int nm_rr_order(int q, int j, int n, int k, int hold_all, int *out);
 int nm_rr_applies(sched_kind kind, int S);
 
 /* The compute order of S stages with reps[s] replicas each and M microbatches, as kind's
- * generator lays it out (nm_rr_order, on reps / d replicas and M / d microbatches, d their
+ * generator lays it out (sched_replica_order, on reps / d replicas and M / d microbatches, d their
  * greatest common divisor: d identical lanes), replayed with f[s] and b[s] seconds of forward and
  * backward per microbatch and x[s] seconds per transfer from stage s to s + 1 (and back):
  * the seconds one flushed iteration takes (gpipe, 1f1b-flush: from the first forward to
  * the end of the last stage to finish, stage s finishing ar[s] seconds after its last
- * backward: its exposed all-reduce; ar NULL: 0; the first forward each replica of stage
- * 0 sends arriving burst0 seconds late: the lanes start together and their first sends
- * queue at a server's port), or for the asynchronous kinds what M more microbatches add
- * in the steady state (ar, burst0 not read). *plain (NULL: not asked): the
+ * backward: its exposed all-reduce; ar NULL: 0; the first forward replica g of stage 0
+ * sends arriving late0[g] seconds late, reps[0] of them or NULL for none: the replicas
+ * start together and their first sends queue at a server's port), or for the
+ * asynchronous kinds what M more microbatches add in the steady state (ar, late0 not
+ * read). *plain (NULL: not asked): the
  * same without the all-reduces (the last backward's end). No contention, no optimizer
  * step. -1 when out of memory, or for arguments out of range (S < 1, M < 1, a count <
  * 1). */
 double nm_rr_time(sched_kind kind, int S, const int *reps, const double *f, const double *b,
-                  const double *x, const double *ar, double burst0, int M, double *plain);
+                  const double *x, const double *ar, const double *late0, int M,
+                  double *plain);
 
 /* The dynamic program for s: the partitions it proposes (min-max period, then least fill
  * under a few period thresholds), priced, distinct, at most `max` of them into out.
@@ -364,5 +360,86 @@ double nm_now_ms(void);
 
 /* GiB from bytes, for messages. */
 static inline double nm_gib(double b) { return b / (1024.0 * 1024.0 * 1024.0); }
+
+/* --- shared by the model's files (native_model.c, native_stage.c, native_part_memory.c,
+ * native_price.c, native_dp.c, native_plan.c) ------------------------------------------ */
+
+static inline int nm_ceil_div(int a, int b) { return (a + b - 1) / b; }
+
+/* One stage's price (nm_stage_cost_k). */
+typedef struct nm_cost {
+    double c, b;      /* compute and backward per microbatch on one replica */
+    double per;       /* period */
+    double comm;      /* seconds per microbatch of its busiest link (0: none) */
+    double lat;       /* latency per microbatch through the stage and its output link */
+    double arx;       /* exposed all-reduce */
+    double mem;       /* bytes per device */
+    double cap;
+} nm_cost;
+
+/* What the closed form counts for a stage: its weight versions, buffer slots and staged
+ * input gradients (the schedule's; docs/planner-native.md). */
+typedef struct nm_counts {
+    int ver, slots, staged;
+} nm_counts;
+
+/* The input gradients a stage holding k microbatches (km per flush; 0: no flush) can have
+ * staged on their way back to the stage before it (native_stage.c). */
+int nm_staged_grads(sched_kind kind, int k, int km);
+
+/* The buffer slots a stage holding k microbatches (km per flush; 0: no flush) keeps;
+ * receives: 1 when it receives from a stage before it (native_stage.c). */
+int nm_held_slots(sched_kind kind, int k, int km, int receives);
+
+/* How the plan nm_plan makes runs a stage of n replicas under s, for the memory model. */
+sim_mem_setting nm_mem_setting(const nm_model *m, const nm_setting *s, int n);
+
+/* The memory terms of blocks [b0, b1) on n replicas under s into *t (sim_memory_stage). */
+void nm_block_mem(const nm_model *m, const nm_setting *s, int b0, int b1, int n,
+                  sim_stage_mem *t);
+
+/* The closed form's counts of a stage starting at block b0 on n devices, W devices from
+ * it to the end of the pipeline, kzb the zero-bubble kinds' warmup (0: unknown), into *o. */
+void nm_count_stage(const nm_setting *s, int b0, int W, int n, int kzb, nm_counts *o);
+
+/* The memory of the first device of a stage (blocks [b0, b1) on n devices) with counts
+ * cn and capacity cap, into *out. */
+void nm_stage_memory(const nm_model *m, const nm_setting *s, int b0, int b1, int n,
+                     const nm_counts *cn, double cap, sim_memory *out);
+
+/* The price of blocks [b0, b1) on units [u, u + r) into *o, W devices from this stage to
+ * the end of the pipeline, kzb the zero-bubble kinds' warmup; given: the stage's memory
+ * (its fullest device's), or NULL for the closed form's counts. Returns 1 when it fits
+ * memory (and its microbatches split evenly where the kind needs it), else 0 (*o filled
+ * as far as priced). */
+int nm_stage_cost_k(const nm_model *m, const nm_setting *s, int b0, int b1, int u, int r,
+                    int W, int kzb, const sim_memory *given, nm_cost *o);
+
+/* nm_stage_cost_k with the closed form's counts and no zero-bubble warmup. */
+int nm_stage_cost(const nm_model *m, const nm_setting *s, int b0, int b1, int u, int r,
+                  int W, nm_cost *o);
+
+/* The memory of each rank of the chunked partition pt under s into out[pt->ranks]
+ * (native_part_memory.c). */
+void nm_chunked_memory(const nm_model *m, const nm_setting *s, const nm_part *pt,
+                       sim_memory *out);
+
+/* The zero-bubble kinds' warmup of pt: the largest ceil(devices from a stage on / its
+ * replicas). */
+int nm_pipeline_kzb(const nm_model *m, const nm_part *pt);
+
+/* The memory of each stage's fullest device of the one-stage-per-rank partition pt under
+ * s into out[pt->nst]: exact 1, the schedule's counts where the closed form's may differ;
+ * exact 0 (or no schedule), the closed form's. */
+void nm_pipeline_memory(const nm_model *m, const nm_setting *s, const nm_part *pt, int exact,
+                        sim_memory *out);
+
+/* The model's schedule memo (NM_MEMO entries, empty), or NULL out of memory; freed with
+ * nm_memo_free (NULL is fine). */
+struct nm_sched_memo *nm_memo_new(void);
+void nm_memo_free(struct nm_sched_memo *memo);
+
+/* The model's kept programs (empty), or NULL out of memory; freed with free(). */
+struct nm_dp_memo *nm_kept_new(void);
 
 #endif

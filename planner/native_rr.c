@@ -16,11 +16,10 @@
  * the compute order of a complete partition instead, as a max-plus recurrence (no events,
  * no contention): each action starts when its replica is free and its input has arrived
  * (the forward of the stage before, or the backward of the stage after, plus one
- * transfer). Each replica's order is written here as core/schedule_gen.c's generator lays
- * it out (gen_single), without the lowering that schedule_generate adds (its sends,
- * receives and steps: 1.6x the CPU of `plumb plan --schedule auto` for gnmt on the
- * heterogeneous cluster); tests/test_native_rr.c holds the two orders equal
- * (native_rr/orders_are_the_generators).
+ * transfer). Each replica's order is the generator's own (sched_replica_order, which
+ * core/schedule_gen.c's gen_single lays out), without the lowering that schedule_generate
+ * adds (its sends, receives and steps: 1.6x the CPU of `plumb plan --schedule auto` for
+ * gnmt on the heterogeneous cluster); native_rr/orders_are_the_generators checks it.
  *
  * With d the greatest common divisor of the replica counts and the microbatch count, the
  * microbatches g = a d + e of lane e run on replica d (a % q) + e of a stage of q d
@@ -30,32 +29,15 @@
 
 #include <stdlib.h>
 
-int nm_rr_order(int q, int j, int n, int k, int hold_all, int *out)
-{
-    int cnt = 0, na = 0;
-    for (int a = j; a < n; a += q) na++;
-    if (hold_all) {
-        for (int t = 0; t < na; t++) out[cnt++] = j + t * q + 1;
-        for (int t = 0; t < na; t++) out[cnt++] = -(j + t * q + 1);
-        return cnt;
-    }
-    if (k > na) k = na;
-    if (k < 0) k = 0;
-    for (int t = 0; t < k; t++) out[cnt++] = j + t * q + 1;
-    for (int t = 0; t < na; t++) {
-        if (t + k < na) out[cnt++] = j + (t + k) * q + 1;
-        out[cnt++] = -(j + t * q + 1);
-    }
-    return cnt;
-}
+#include "core/schedule.h" /* sched_replica_order: the generator's order */
 
 /* The makespan of n microbatches of one lane (q[s] replicas per stage), each stage ending
- * ar[s] seconds after its last action (ar NULL: 0), the first forward each replica of
- * stage 0 sends arriving burst0 seconds late; *plain (NULL: not asked) the last
- * action's end. -1 when out of memory or when the order cannot finish (it always can: the
+ * ar[s] seconds after its last action (ar NULL: 0), the first forward replica a of stage
+ * 0 sends arriving late[a] seconds late (late NULL: none; else q[0] of them); *plain
+ * (NULL: not asked) the last action's end. -1 when out of memory or when the order cannot finish (it always can: the
  * generator's orders are deadlock-free; kept as a guard). */
 static double rr_lane(int S, const int *q, const double *f, const double *b, const double *x,
-                      const double *ar, double burst0, int n, int hold_all, double *plain)
+                      const double *ar, const double *late, int n, int hold_all, double *plain)
 {
     int nw = 0, Wq = 0;
     size_t nact = 0;
@@ -82,7 +64,7 @@ static double rr_lane(int S, const int *q, const double *f, const double *b, con
             wst[w] = s;
             off -= 2 * (size_t)((n + q[s] - 1) / q[s]);
             at[w] = off;
-            len[w] = nm_rr_order(q[s], j, n, k, hold_all, acts + off);
+            len[w] = sched_replica_order(q[s], j, 0, n, k, hold_all, acts + off);
         }
     }
     /* sweep the replicas, each as far as its inputs allow, until none moves */
@@ -97,7 +79,7 @@ static double rr_lane(int S, const int *q, const double *f, const double *b, con
                 if (v > 0) {
                     if (s > 0 && fd[(size_t)(s - 1) * n + a] < 0) break;
                     ready = s > 0 ? fd[(size_t)(s - 1) * n + a] + x[s - 1] : 0;
-                    if (s == 1 && a < q[0]) ready += burst0; /* stage 0's first sends */
+                    if (s == 1 && late && a < q[0]) ready += late[a]; /* stage 0's first sends */
                 } else {
                     if (s + 1 < S && bd[(size_t)(s + 1) * n + a] < 0) break;
                     ready = s + 1 < S ? bd[(size_t)(s + 1) * n + a] + x[s] : 0;
@@ -132,7 +114,8 @@ int nm_rr_applies(sched_kind kind, int S)
 }
 
 double nm_rr_time(sched_kind kind, int S, const int *reps, const double *f, const double *b,
-                  const double *x, const double *ar, double burst0, int M, double *plain)
+                  const double *x, const double *ar, const double *late0, int M,
+                  double *plain)
 {
     if (S < 1 || S > NM_MAX_STAGES || M < 1) return -1;
     long long d = M;
@@ -144,10 +127,21 @@ double nm_rr_time(sched_kind kind, int S, const int *reps, const double *f, cons
     for (int s = 0; s < S; s++) q[s] = (int)(reps[s] / d);
     const sched_traits *tr = sched_traits_of(kind);
     int hold_all = tr->hold == SCHED_HOLD_ALL;
-    if (!tr->async) return rr_lane(S, q, f, b, x, ar, burst0, n, hold_all, plain);
+    if (!tr->async) {
+        /* lane e's microbatch a d + e, a < q[0], is replica a d + e's first: the lane
+         * replayed takes the latest of the d at each a */
+        double *late = NULL;
+        if (late0 && !(late = calloc((size_t)q[0], sizeof *late))) return -1;
+        for (int a = 0; late && a < q[0]; a++)
+            for (int e = 0; e < d; e++)
+                if (late0[a * d + e] > late[a]) late[a] = late0[a * d + e];
+        double t = rr_lane(S, q, f, b, x, ar, late, n, hold_all, plain);
+        free(late);
+        return t;
+    }
     /* one continuous order: the steady cost of M more microbatches */
-    double t1 = rr_lane(S, q, f, b, x, NULL, 0, n, 0, NULL);
-    double t2 = rr_lane(S, q, f, b, x, NULL, 0, 2 * n, 0, NULL);
+    double t1 = rr_lane(S, q, f, b, x, NULL, NULL, n, 0, NULL);
+    double t2 = rr_lane(S, q, f, b, x, NULL, NULL, 2 * n, 0, NULL);
     if (plain) *plain = t2 - t1;
     return t1 < 0 || t2 < 0 ? -1 : t2 - t1;
 }
