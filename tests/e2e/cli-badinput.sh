@@ -147,6 +147,19 @@ done
 expect_bad sweep-recompute '^plumb: sweep: --recompute: expected none, selective or full (got "some")$' \
     "$P" sweep "${GPT2[@]}" --recompute some
 
+# a plan file with "p2p": "sync" on a V-placed kind (zb-v, dualpipev), which plan -p and
+# sim --p2p refuse: its loader refuses it with that rule, naming the field (sim ran it into
+# the engine's deadlock line, or simulated dualpipev and exited 0; ui and info showed it)
+"$P" plan -p "$d/prof.json" -c "$d/cluster.json" --schedule dualpipev --gpus 4 \
+    -o "$d/dpv.json" >/dev/null 2>&1
+sed 's/^\t"optimizer":/\t"p2p":\t"sync",\n&/' "$d/dpv.json" >"$d/dpv-sync.json"
+for c in sim info "ui --snapshot 80x24"; do
+    # shellcheck disable=SC2086
+    expect_bad "$c p2p-sync-dualpipev" "dpv-sync.json: p2p: expected overlap with schedule dualpipev (its V placement deadlocks" \
+        "$P" $c "$d/dpv-sync.json"
+done
+rm -f "$d/dpv.json" "$d/dpv-sync.json"
+
 # plumb ui --snapshot of a file that does not load: the loader's line, exit 2, no frame
 # (it printed a frame saying "nothing loaded" and exited 0)
 printf '{"format": "plumb-plan/1",' > "$d/trunc.json"
