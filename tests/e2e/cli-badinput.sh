@@ -102,6 +102,12 @@ expect_bad train-save-is-text '--save .*t.txt: is the input' "$P" train examples
     --steps 1 --samples 8 --batch 8 --text "$d/t.txt" --save "$d/t.txt"
 [ "$(cksum "$d/r.ckpt" "$d/t.txt")" = "$rsum" ] || { echo "FAIL: the resumed checkpoint or the text changed"; fail=1; }
 rm -f "$d/r.ckpt" "$d/t.txt"
+# --text or --data-dir with a data kind that does not read it: refused before any work
+# (the run trained on the other data, exit 0)
+expect_bad train-text-not-text '^plumb: --text: belongs to --data text (the data is synthetic)$' \
+    "$P" train "$d/model.json" --steps 1 --samples 16 --batch 8 --data synthetic --text README.md
+expect_bad train-data-dir-not-fmnist "^plumb: --data-dir: belongs to --data fashion-mnist (the data is text, the model's default)$" \
+    "$P" train examples/models/gpt-mini.json --steps 1 --samples 8 --batch 8 --data-dir "$d"
 # --devices beyond the backend's devices: refused before work (it printed the run's header,
 # loaded the data, then failed with exit 1)
 expect_bad train-devices-missing "^plumb: --devices: expected the workers' devices 0 to 1 (--device 0, --devices 2) to exist, device 1 is missing (the CPU backend has one device" \
