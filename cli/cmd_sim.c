@@ -116,6 +116,7 @@ typedef struct sim_args {
     const char *strag;                           /* --straggler DEV=FACTOR, or NULL */
     const char *bws[CLUSTER_MAX_LEVELS * 4];     /* --bandwidth LEVEL=GBPS, each */
     int nbw, json, gantt, width, hops;
+    int width_set, tlimit_set;                   /* --width, --trace-limit given */
     double trace_gib;                            /* --trace-limit */
 } sim_args;
 
@@ -195,15 +196,25 @@ static int parse_args(int argc, char **argv, sim_args *a)
         case O_TLIMIT:
             if (cli_num("sim", "--trace-limit", optarg, 1, 1e6, &a->trace_gib))
                 return 2;
+            a->tlimit_set = 1;
             break;
         case O_WIDTH:
             if (cli_int("sim", "--width", optarg, 20, 10000, &a->width))
                 return 2;
+            a->width_set = 1;
             break;
         default:
             return 2;
         }
     }
+    /* an option for an output not asked for is refused, not ignored */
+    if (a->hops && !a->trace && !a->gantt)
+        return cli_fail("sim", "--trace-hops: goes with --trace or --gantt (the ring hops "
+                        "are drawn on their link rows; the SVG and the report have none)");
+    if (a->tlimit_set && !a->trace)
+        return cli_fail("sim", "--trace-limit: goes with --trace");
+    if (a->width_set && !a->gantt)
+        return cli_fail("sim", "--width: goes with --gantt");
     if (optind + 1 != argc)
         return cli_fail("sim", "expected one plan file (got %d arguments); see plumb sim "
                         "--help", argc - optind);

@@ -67,6 +67,13 @@ expect_bad info-folder 'cannot read: Is a directory (expected a file)' "$P" info
 expect_bad sim-folder 'cannot read: Is a directory' "$P" sim "$d"
 expect_bad schedule-import-folder 'cannot read: Is a directory (expected a CSV file)' \
     "$P" schedule --kind gpipe --stages 2 --microbatches 2 --import "$d"
+# an option for a sim output not asked for: refused (it was ignored, exit 0)
+expect_bad sim-hops-alone '^plumb: sim: --trace-hops: goes with --trace or --gantt' \
+    "$P" sim examples/plans/vgg16-4stage-1f1b.json --trace-hops --svg "$d/x.svg"
+expect_bad sim-trace-limit-alone '^plumb: sim: --trace-limit: goes with --trace$' \
+    "$P" sim examples/plans/vgg16-4stage-1f1b.json --trace-limit 2
+expect_bad sim-width-alone '^plumb: sim: --width: goes with --gantt$' \
+    "$P" sim examples/plans/vgg16-4stage-1f1b.json --width 50 --json
 expect_bad sim-iterations-garbage '--iterations: expected an integer from 1 to' \
     "$P" sim examples/plans/vgg16-4stage-1f1b.json --iterations 4x
 expect_bad train-lr-nan '--lr: expected a number > 0' "$P" train "$d/model.json" --lr nan
