@@ -97,6 +97,14 @@ expect_bad train-checkpoint-other-run '--checkpoint .*ck: holds the checkpoints 
 ok train-checkpoint-resumed "$P" train "$d/model.json" --steps 3 --samples 64 --batch 8 \
     --data synthetic --quiet --checkpoint "$d/ck" --checkpoint-every 1 --resume "$d/ck"
 rm -rf "$d/ck"
+# --save with a checkpoint name in the --checkpoint folder: refused before training (the
+# run's checkpoint of that step replaced it, or its pruning removed it: the --save file lost)
+mkdir "$d/ck"
+expect_bad train-save-in-checkpoint-dir '--save .*ckpt-00000009.ckpt: is a checkpoint name of the --checkpoint folder' \
+    "$P" train "$d/model.json" --steps 3 --samples 64 --batch 8 --data synthetic \
+    --checkpoint "$d/ck" --checkpoint-every 1 --save "$d/ck/ckpt-00000009.ckpt"
+[ -z "$(ls "$d/ck")" ] || { echo "FAIL: train-save-in-checkpoint-dir wrote checkpoints"; fail=1; }
+rm -rf "$d/ck"
 # --save onto the checkpoint the run resumes from or onto its --text file: refused (both
 # were overwritten)
 "$P" train "$d/model.json" --steps 1 --samples 64 --batch 8 --data synthetic --quiet \
