@@ -369,6 +369,36 @@ static int hops_refused(const plan *pl, const sim_options *o, const char *path,
     return refused;
 }
 
+/* --schedule k (-1: none) against the plan's stages: a kind needs the plan's chunks per
+ * device within its own range and, with 2 or more, the plan's placement of them (the
+ * engine's layout checks named the file's fields instead). 0, or 2 after one line. */
+static int schedule_fits(const plan *pl, int k)
+{
+    if (k < 0) return 0;
+    const sched_traits *to = sched_traits_of((sched_kind)k), *from = sched_traits_of(pl->schedule);
+    if (sched_kind_chunked((sched_kind)k) && pl->chunks < 2)
+        return cli_fail("sim", "--schedule: %s needs a plan with 2 or more chunks (stages) per "
+                        "device (the plan has %d; with one stage per device use 1f1b-flush)",
+                        to->name, pl->chunks);
+    if (pl->chunks < to->chunks_min || pl->chunks > to->chunks_max) {
+        char want[48];
+        if (to->chunks_min == to->chunks_max)
+            snprintf(want, sizeof want, "%d", to->chunks_min);
+        else
+            snprintf(want, sizeof want, "%d to %d", to->chunks_min, to->chunks_max);
+        return cli_fail("sim", "--schedule: %s runs %s stage%s per device (the plan has %d, "
+                        "placed for %s)", to->name, want, to->chunks_max > 1 ? "s" : "",
+                        pl->chunks, from->name);
+    }
+    if (pl->chunks > 1 && to->place != from->place)
+        return cli_fail("sim", "--schedule: %s places a device's stages otherwise than the "
+                        "plan's %s (%s); expected a kind that places them as %s does",
+                        to->name, from->name, from->place == SCHED_PLACE_V ? "rank r holds "
+                        "stages r and 2p - 1 - r" : "rank r holds stages r, r + p, ...",
+                        from->name);
+    return 0;
+}
+
 /* The runs: *rep as asked and, with what-ifs, *base as written and *ch what changed
  * (caller frees all three). 0, or 2 (1 out of memory) after one line on stderr. */
 static int run_all(const plan *pl, sim_args *a, sim_report **rep, sim_report **base,
@@ -380,10 +410,8 @@ static int run_all(const plan *pl, sim_args *a, sim_report **rep, sim_report **b
      * hold each all-reduce (the SVG draws no hops either way) */
     if (a->trace || a->svg || a->gantt)
         a->o.timeline = a->hops ? SIM_TIMELINE_FULL : SIM_TIMELINE_NO_RING_HOPS;
-    if (a->o.schedule >= 0 && sched_kind_chunked((sched_kind)a->o.schedule) && pl->chunks < 2)
-        return cli_fail("sim", "--schedule: %s needs a plan with 2 or more chunks (stages) per "
-                        "device (the plan has %d; with one stage per device use 1f1b-flush)",
-                        sched_kind_name((sched_kind)a->o.schedule), pl->chunks);
+    if (schedule_fits(pl, a->o.schedule))
+        return 2;
     if (runtime_ok(pl, &a->o))
         return 2;
     if (a->trace && a->hops && hops_refused(pl, &a->o, a->path, a->trace, a->trace_gib))

@@ -179,6 +179,14 @@ for c in sim info "ui --snapshot 80x24"; do
     expect_bad "$c p2p-sync-dualpipev" "dpv-sync.json: p2p: expected overlap with schedule dualpipev (its V placement deadlocks" \
         "$P" $c "$d/dpv-sync.json"
 done
+# --schedule of a kind that cannot run the plan's stages: the what-if's line (the engine's
+# layout checks named the file's fields: "dpv.json: chunks: 1f1b-flush runs one stage per
+# rank", "dpv.json: workers: interleaved: stage 2 is a chunk of rank 0, ...")
+expect_bad sim-schedule-one-chunk '^plumb: sim: --schedule: 1f1b-flush runs 1 stage per device (the plan has 2, placed for dualpipev)$' \
+    "$P" sim "$d/dpv.json" --schedule 1f1b-flush
+expect_bad sim-schedule-placement '^plumb: sim: --schedule: interleaved places a device.s stages otherwise than the plan.s dualpipev' \
+    "$P" sim "$d/dpv.json" --schedule interleaved
+ok sim-schedule-same-placement "$P" sim "$d/dpv.json" --schedule zb-v
 rm -f "$d/dpv.json" "$d/dpv-sync.json"
 
 # plumb ui --snapshot of a file that does not load: the loader's line, exit 2, no frame
