@@ -246,6 +246,8 @@ static int check_options(train_opts *o)
         return cli_fail("train", "--devices: not with --transport %s (each rank runs one "
                         "worker, on %s)", trname, o->tkind == 2 ? "its node-local GPU" :
                         "--device");
+    if (o->datadir && !*o->datadir) /* else "/train-images-idx3-ubyte.gz: cannot open" */
+        return cli_fail("train", "--data-dir: expected a folder (got \"\")");
     if (o->sp && o->tpn < 2)
         return cli_fail("train", "--sequence-parallel: needs --tp 2 or more");
     if (o->tpn > 1 && o->plan_path)

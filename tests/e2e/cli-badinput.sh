@@ -123,6 +123,15 @@ expect_bad train-text-not-text '^plumb: --text: belongs to --data text (the data
     "$P" train "$d/model.json" --steps 1 --samples 16 --batch 8 --data synthetic --text README.md
 expect_bad train-data-dir-not-fmnist "^plumb: --data-dir: belongs to --data fashion-mnist (the data is text, the model's default)$" \
     "$P" train examples/models/gpt-mini.json --steps 1 --samples 8 --batch 8 --data-dir "$d"
+# an empty path: the line names it "" and what was expected (it named no file: "plumb:
+# cannot open: No such file or directory"; --data-dir '' read /train-images-idx3-ubyte.gz)
+expect_bad sim-empty-path '^plumb: "": cannot open: an empty file name (expected a file)$' "$P" sim ''
+expect_bad plan-empty-profile '^plumb: "": cannot open: an empty file name' \
+    "$P" plan -p '' -c "$d/cluster.json"
+expect_bad schedule-empty-csv '^plumb: "": cannot open: an empty file name (expected a CSV file)$' \
+    "$P" schedule --kind gpipe --stages 2 --microbatches 2 --import ''
+expect_bad train-empty-data-dir '^plumb: train: --data-dir: expected a folder (got "")$' \
+    "$P" train "$d/model.json" --steps 1 --data-dir ''
 # --devices beyond the backend's devices: refused before work (it printed the run's header,
 # loaded the data, then failed with exit 1)
 expect_bad train-devices-missing "^plumb: --devices: expected the workers' devices 0 to 1 (--device 0, --devices 2) to exist, device 1 is missing (the CPU backend has one device" \
