@@ -116,6 +116,7 @@ typedef struct sim_args {
     const char *strag;                           /* --straggler DEV=FACTOR, or NULL */
     const char *bws[CLUSTER_MAX_LEVELS * 4];     /* --bandwidth LEVEL=GBPS, each */
     int nbw, json, gantt, width, hops;
+    int width_set, tlimit_set;                   /* --width, --trace-limit given */
     double trace_gib;                            /* --trace-limit */
 } sim_args;
 
@@ -195,15 +196,25 @@ static int parse_args(int argc, char **argv, sim_args *a)
         case O_TLIMIT:
             if (cli_num("sim", "--trace-limit", optarg, 1, 1e6, &a->trace_gib))
                 return 2;
+            a->tlimit_set = 1;
             break;
         case O_WIDTH:
             if (cli_int("sim", "--width", optarg, 20, 10000, &a->width))
                 return 2;
+            a->width_set = 1;
             break;
         default:
             return 2;
         }
     }
+    /* an option for an output not asked for is refused, not ignored */
+    if (a->hops && !a->trace && !a->gantt)
+        return cli_fail("sim", "--trace-hops: goes with --trace or --gantt (the ring hops "
+                        "are drawn on their link rows; the SVG and the report have none)");
+    if (a->tlimit_set && !a->trace)
+        return cli_fail("sim", "--trace-limit: goes with --trace");
+    if (a->width_set && !a->gantt)
+        return cli_fail("sim", "--width: goes with --gantt");
     if (optind + 1 != argc)
         return cli_fail("sim", "expected one plan file (got %d arguments); see plumb sim "
                         "--help", argc - optind);
@@ -358,6 +369,36 @@ static int hops_refused(const plan *pl, const sim_options *o, const char *path,
     return refused;
 }
 
+/* --schedule k (-1: none) against the plan's stages: a kind needs the plan's chunks per
+ * device within its own range and, with 2 or more, the plan's placement of them (the
+ * engine's layout checks named the file's fields instead). 0, or 2 after one line. */
+static int schedule_fits(const plan *pl, int k)
+{
+    if (k < 0) return 0;
+    const sched_traits *to = sched_traits_of((sched_kind)k), *from = sched_traits_of(pl->schedule);
+    if (sched_kind_chunked((sched_kind)k) && pl->chunks < 2)
+        return cli_fail("sim", "--schedule: %s needs a plan with 2 or more chunks (stages) per "
+                        "device (the plan has %d; with one stage per device use 1f1b-flush)",
+                        to->name, pl->chunks);
+    if (pl->chunks < to->chunks_min || pl->chunks > to->chunks_max) {
+        char want[48];
+        if (to->chunks_min == to->chunks_max)
+            snprintf(want, sizeof want, "%d", to->chunks_min);
+        else
+            snprintf(want, sizeof want, "%d to %d", to->chunks_min, to->chunks_max);
+        return cli_fail("sim", "--schedule: %s runs %s stage%s per device (the plan has %d, "
+                        "placed for %s)", to->name, want, to->chunks_max > 1 ? "s" : "",
+                        pl->chunks, from->name);
+    }
+    if (pl->chunks > 1 && to->place != from->place)
+        return cli_fail("sim", "--schedule: %s places a device's stages otherwise than the "
+                        "plan's %s (%s); expected a kind that places them as %s does",
+                        to->name, from->name, from->place == SCHED_PLACE_V ? "rank r holds "
+                        "stages r and 2p - 1 - r" : "rank r holds stages r, r + p, ...",
+                        from->name);
+    return 0;
+}
+
 /* The runs: *rep as asked and, with what-ifs, *base as written and *ch what changed
  * (caller frees all three). 0, or 2 (1 out of memory) after one line on stderr. */
 static int run_all(const plan *pl, sim_args *a, sim_report **rep, sim_report **base,
@@ -369,10 +410,8 @@ static int run_all(const plan *pl, sim_args *a, sim_report **rep, sim_report **b
      * hold each all-reduce (the SVG draws no hops either way) */
     if (a->trace || a->svg || a->gantt)
         a->o.timeline = a->hops ? SIM_TIMELINE_FULL : SIM_TIMELINE_NO_RING_HOPS;
-    if (a->o.schedule >= 0 && sched_kind_chunked((sched_kind)a->o.schedule) && pl->chunks < 2)
-        return cli_fail("sim", "--schedule: %s needs a plan with 2 or more chunks (stages) per "
-                        "device (the plan has %d; with one stage per device use 1f1b-flush)",
-                        sched_kind_name((sched_kind)a->o.schedule), pl->chunks);
+    if (schedule_fits(pl, a->o.schedule))
+        return 2;
     if (runtime_ok(pl, &a->o))
         return 2;
     if (a->trace && a->hops && hops_refused(pl, &a->o, a->path, a->trace, a->trace_gib))

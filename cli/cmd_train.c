@@ -246,6 +246,8 @@ static int check_options(train_opts *o)
         return cli_fail("train", "--devices: not with --transport %s (each rank runs one "
                         "worker, on %s)", trname, o->tkind == 2 ? "its node-local GPU" :
                         "--device");
+    if (o->datadir && !*o->datadir) /* else "/train-images-idx3-ubyte.gz: cannot open" */
+        return cli_fail("train", "--data-dir: expected a folder (got \"\")");
     if (o->sp && o->tpn < 2)
         return cli_fail("train", "--sequence-parallel: needs --tp 2 or more");
     if (o->tpn > 1 && o->plan_path)
@@ -288,6 +290,10 @@ static int check_outputs(const train_opts *o)
         (o->tracepath && outputs_ok("--trace", o->tracepath, reads, o->datadir)))
         return 2;
     if (o->ckdir && cli_folder_ok("train", "--checkpoint", o->ckdir, 1)) return 2;
+    if (o->savepath && o->ckdir && ckpt_dir_owns(o->ckdir, o->savepath))
+        return cli_fail("train", "--save %s: is a checkpoint name of the --checkpoint folder "
+                        "(ckpt-STEP.ckpt), whose files of the same step replace it and whose "
+                        "pruning removes it; expected another name", o->savepath);
     plumb_err cke = {{0}};
     if (o->ckdir && ckpt_dir_check_fresh(o->ckdir, o->resumepath, &cke))
         return cli_fail("train", "--checkpoint %s", cke.msg);

@@ -101,6 +101,10 @@ cJSON *json_parse_text(const char *name, const char *text, size_t len, plumb_err
 
 FILE *file_open_read(const char *path, const char *expected, plumb_err *err)
 {
+    if (!*path) { /* else the line named no file: "plumb: cannot open: No such file ..." */
+        err_set(err, "\"\"", NULL, "cannot open: an empty file name (expected %s)", expected);
+        return NULL;
+    }
     /* without O_NONBLOCK, opening a FIFO waits for a writer, which may never come */
     int fd = open(path, O_RDONLY | O_NONBLOCK);
     if (fd < 0) {

@@ -84,7 +84,8 @@ char *json_describe(const cJSON *v, char *buf, size_t n);
 /* Opens the file at path for reading without waiting: a FIFO is opened at once (a FIFO
  * with no writer is refused instead of waited on; one with a writer is read as it comes).
  * Returns the stream (the caller fcloses it), or NULL with err set, naming path and, for a
- * folder or an unreadable one, `expected` ("a file", "a CSV file"). */
+ * folder or an unreadable one, `expected` ("a file", "a CSV file"); an empty path is named
+ * "" (it named no file). */
 FILE *file_open_read(const char *path, const char *expected, plumb_err *err);
 
 /* Reads the whole file at path (opened by file_open_read) into a new NUL-terminated buffer

@@ -479,6 +479,10 @@ int plan_validate(const plan *pl, const char *file, plumb_err *err)
         return err_set(err, file, "overlap_param_gather", "expected false with schedule %s "
                        "(asynchronous: its forwards run ahead of the step) (got true)",
                        tr->name);
+    if (pl->p2p_sync && tr->place == SCHED_PLACE_V) /* search3d_runtime_check's rule */
+        return err_set(err, file, "p2p", "expected overlap with schedule %s (its V "
+                       "placement deadlocks under blocking transfers; docs/sim.md) (got "
+                       "sync)", tr->name);
     if (pl->grad_sync_end && tr->async)
         return err_set(err, file, "grad_sync", "expected overlap with schedule %s "
                        "(asynchronous: its iterations overlap on a worker) (got end)",

@@ -322,6 +322,20 @@ static long name_step(const char *name)
     return st;
 }
 
+int ckpt_dir_owns(const char *dir, const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    const char *base = slash ? slash + 1 : path;
+    if (name_step(base) < 0) return 0;
+    char *parent = slash ? strndup(path, slash == path ? 1 : (size_t)(slash - path))
+                         : strdup(".");
+    struct stat d, p; /* the folders compared by device and inode */
+    int same = parent && stat(parent, &p) == 0 && stat(dir, &d) == 0 &&
+               p.st_dev == d.st_dev && p.st_ino == d.st_ino;
+    free(parent);
+    return same;
+}
+
 static char *join(const char *dir, const char *name)
 {
     size_t n = strlen(dir) + strlen(name) + 2;

@@ -68,6 +68,11 @@ int ckpt_save_dir(const char *dir, const model *m, const ckpt *c, int keep, plum
  * steps and remove the older ones, another run's work. */
 int ckpt_dir_check_fresh(const char *dir, const char *resume, plumb_err *err);
 
+/* 1 when path is one of the files a `--checkpoint dir` run writes and prunes: directly in
+ * dir (its folder and dir the same by device and inode; path itself need not exist) and
+ * named "ckpt-STEP.ckpt"; else 0 (also when either folder does not exist). */
+int ckpt_dir_owns(const char *dir, const char *path);
+
 /* The path (malloc'd, caller frees) of the newest checkpoint in dir, read and checked in
  * full by ckpt_load; when state is not NULL it receives that checkpoint's state, so that a
  * resume reads the file once (free with ckpt_free; zeroed on failure). NULL with err set

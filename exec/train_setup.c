@@ -14,6 +14,13 @@ int train_data_load(const model *m, const char *model_path, const train_data_spe
     const int ntest = spec->samples / 4 > 0 ? spec->samples / 4 : 1;
     dataset *tr = NULL, *te = NULL;
     *train = *test = NULL;
+    /* a source the kind does not read is refused, not ignored */
+    if (spec->text && strcmp(kind, "text"))
+        return err_set(err, NULL, "--text", "belongs to --data text (the data is %s%s)", kind,
+                       spec->kind ? "" : ", the model's default");
+    if (spec->dir && strcmp(kind, "fashion-mnist"))
+        return err_set(err, NULL, "--data-dir", "belongs to --data fashion-mnist (the data is "
+                       "%s%s)", kind, spec->kind ? "" : ", the model's default");
     if (!strcmp(kind, "fashion-mnist")) {
         if (!(tr = data_fashion_mnist(spec->dir, 1, err)) ||
             !(te = data_fashion_mnist(spec->dir, 0, err)))

@@ -21,7 +21,8 @@ typedef struct train_data_spec {
 /* Loads the training set into *train and the test set into *test as spec says (the
  * synthetic and text sets seeded from m->seed, the test set from m->seed + 1000003) and
  * checks both fit m, naming model_path in front of a mismatch. Returns 0, or -1 with err
- * set ("--data" for an unknown kind) and nothing left allocated. */
+ * set ("--data" for an unknown kind; "--text" or "--data-dir" when the kind is not the one
+ * that reads it) and nothing left allocated. */
 int train_data_load(const model *m, const char *model_path, const train_data_spec *spec,
                     dataset **train, dataset **test, plumb_err *err);
 

@@ -315,3 +315,22 @@ Test(fault, injected_worker_failure_ends_the_run)
     data_free(d);
     model_free(m);
 }
+
+/* The files a --checkpoint folder writes and prunes: "ckpt-STEP.ckpt" directly in it, by
+ * any spelling of the folder; not another name there, nor that name elsewhere. */
+Test(ckpt, dir_owns_its_checkpoint_names)
+{
+    char *dir = make_tmpdir_named("ckpt-owns"), p[320], q[320];
+    snprintf(p, sizeof p, "%s/ckpt-00000009.ckpt", dir); /* need not exist */
+    cr_expect_eq(ckpt_dir_owns(dir, p), 1);
+    snprintf(q, sizeof q, "%s/./ckpt-00000001.ckpt", dir);
+    cr_expect_eq(ckpt_dir_owns(dir, q), 1);
+    snprintf(q, sizeof q, "%s/final.ckpt", dir);
+    cr_expect_eq(ckpt_dir_owns(dir, q), 0);
+    snprintf(q, sizeof q, "%s/ckpt-00000001.ckpt.tmp.1", dir);
+    cr_expect_eq(ckpt_dir_owns(dir, q), 0);
+    cr_expect_eq(ckpt_dir_owns("/", p), 0, "another folder");
+    snprintf(q, sizeof q, "%s/nope", dir);
+    cr_expect_eq(ckpt_dir_owns(q, p), 0, "a folder that does not exist");
+    cr_expect_eq(rm_tree(dir), 0);
+}

@@ -108,6 +108,18 @@ Test(train_setup, data_refusals)
     cr_expect_eq(train_data_load(f12, "f12.json", &sp, &tr, &te, &e), -1);
     cr_expect(strstr(e.msg, "/nonexistent-plumb-dir"), "%s", e.msg);
     cr_expect(tr == NULL && te == NULL);
+    /* a source the kind does not read: refused, not ignored */
+    sp.kind = "synthetic";
+    cr_expect_eq(train_data_load(f12, "f12.json", &sp, &tr, &te, &e), -1);
+    cr_expect(strstr(e.msg, "--data-dir: belongs to --data fashion-mnist (the data is "
+                     "synthetic)"), "%s", e.msg);
+    sp.dir = NULL;
+    sp.kind = NULL;
+    sp.text = "t.txt";
+    cr_expect_eq(train_data_load(f12, "f12.json", &sp, &tr, &te, &e), -1);
+    cr_expect(strstr(e.msg, "--text: belongs to --data text (the data is synthetic, the "
+                     "model's default)"), "%s", e.msg);
+    cr_expect(tr == NULL && te == NULL);
     model_free(t16);
     model_free(f12);
 }

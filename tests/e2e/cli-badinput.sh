@@ -67,6 +67,13 @@ expect_bad info-folder 'cannot read: Is a directory (expected a file)' "$P" info
 expect_bad sim-folder 'cannot read: Is a directory' "$P" sim "$d"
 expect_bad schedule-import-folder 'cannot read: Is a directory (expected a CSV file)' \
     "$P" schedule --kind gpipe --stages 2 --microbatches 2 --import "$d"
+# an option for a sim output not asked for: refused (it was ignored, exit 0)
+expect_bad sim-hops-alone '^plumb: sim: --trace-hops: goes with --trace or --gantt' \
+    "$P" sim examples/plans/vgg16-4stage-1f1b.json --trace-hops --svg "$d/x.svg"
+expect_bad sim-trace-limit-alone '^plumb: sim: --trace-limit: goes with --trace$' \
+    "$P" sim examples/plans/vgg16-4stage-1f1b.json --trace-limit 2
+expect_bad sim-width-alone '^plumb: sim: --width: goes with --gantt$' \
+    "$P" sim examples/plans/vgg16-4stage-1f1b.json --width 50 --json
 expect_bad sim-iterations-garbage '--iterations: expected an integer from 1 to' \
     "$P" sim examples/plans/vgg16-4stage-1f1b.json --iterations 4x
 expect_bad train-lr-nan '--lr: expected a number > 0' "$P" train "$d/model.json" --lr nan
@@ -90,6 +97,14 @@ expect_bad train-checkpoint-other-run '--checkpoint .*ck: holds the checkpoints 
 ok train-checkpoint-resumed "$P" train "$d/model.json" --steps 3 --samples 64 --batch 8 \
     --data synthetic --quiet --checkpoint "$d/ck" --checkpoint-every 1 --resume "$d/ck"
 rm -rf "$d/ck"
+# --save with a checkpoint name in the --checkpoint folder: refused before training (the
+# run's checkpoint of that step replaced it, or its pruning removed it: the --save file lost)
+mkdir "$d/ck"
+expect_bad train-save-in-checkpoint-dir '--save .*ckpt-00000009.ckpt: is a checkpoint name of the --checkpoint folder' \
+    "$P" train "$d/model.json" --steps 3 --samples 64 --batch 8 --data synthetic \
+    --checkpoint "$d/ck" --checkpoint-every 1 --save "$d/ck/ckpt-00000009.ckpt"
+[ -z "$(ls "$d/ck")" ] || { echo "FAIL: train-save-in-checkpoint-dir wrote checkpoints"; fail=1; }
+rm -rf "$d/ck"
 # --save onto the checkpoint the run resumes from or onto its --text file: refused (both
 # were overwritten)
 "$P" train "$d/model.json" --steps 1 --samples 64 --batch 8 --data synthetic --quiet \
@@ -102,6 +117,21 @@ expect_bad train-save-is-text '--save .*t.txt: is the input' "$P" train examples
     --steps 1 --samples 8 --batch 8 --text "$d/t.txt" --save "$d/t.txt"
 [ "$(cksum "$d/r.ckpt" "$d/t.txt")" = "$rsum" ] || { echo "FAIL: the resumed checkpoint or the text changed"; fail=1; }
 rm -f "$d/r.ckpt" "$d/t.txt"
+# --text or --data-dir with a data kind that does not read it: refused before any work
+# (the run trained on the other data, exit 0)
+expect_bad train-text-not-text '^plumb: --text: belongs to --data text (the data is synthetic)$' \
+    "$P" train "$d/model.json" --steps 1 --samples 16 --batch 8 --data synthetic --text README.md
+expect_bad train-data-dir-not-fmnist "^plumb: --data-dir: belongs to --data fashion-mnist (the data is text, the model's default)$" \
+    "$P" train examples/models/gpt-mini.json --steps 1 --samples 8 --batch 8 --data-dir "$d"
+# an empty path: the line names it "" and what was expected (it named no file: "plumb:
+# cannot open: No such file or directory"; --data-dir '' read /train-images-idx3-ubyte.gz)
+expect_bad sim-empty-path '^plumb: "": cannot open: an empty file name (expected a file)$' "$P" sim ''
+expect_bad plan-empty-profile '^plumb: "": cannot open: an empty file name' \
+    "$P" plan -p '' -c "$d/cluster.json"
+expect_bad schedule-empty-csv '^plumb: "": cannot open: an empty file name (expected a CSV file)$' \
+    "$P" schedule --kind gpipe --stages 2 --microbatches 2 --import ''
+expect_bad train-empty-data-dir '^plumb: train: --data-dir: expected a folder (got "")$' \
+    "$P" train "$d/model.json" --steps 1 --data-dir ''
 # --devices beyond the backend's devices: refused before work (it printed the run's header,
 # loaded the data, then failed with exit 1)
 expect_bad train-devices-missing "^plumb: --devices: expected the workers' devices 0 to 1 (--device 0, --devices 2) to exist, device 1 is missing (the CPU backend has one device" \
@@ -146,6 +176,27 @@ done
 # sweep --model takes the same line for a bad --recompute
 expect_bad sweep-recompute '^plumb: sweep: --recompute: expected none, selective or full (got "some")$' \
     "$P" sweep "${GPT2[@]}" --recompute some
+
+# a plan file with "p2p": "sync" on a V-placed kind (zb-v, dualpipev), which plan -p and
+# sim --p2p refuse: its loader refuses it with that rule, naming the field (sim ran it into
+# the engine's deadlock line, or simulated dualpipev and exited 0; ui and info showed it)
+"$P" plan -p "$d/prof.json" -c "$d/cluster.json" --schedule dualpipev --gpus 4 \
+    -o "$d/dpv.json" >/dev/null 2>&1
+sed 's/^\t"optimizer":/\t"p2p":\t"sync",\n&/' "$d/dpv.json" >"$d/dpv-sync.json"
+for c in sim info "ui --snapshot 80x24"; do
+    # shellcheck disable=SC2086
+    expect_bad "$c p2p-sync-dualpipev" "dpv-sync.json: p2p: expected overlap with schedule dualpipev (its V placement deadlocks" \
+        "$P" $c "$d/dpv-sync.json"
+done
+# --schedule of a kind that cannot run the plan's stages: the what-if's line (the engine's
+# layout checks named the file's fields: "dpv.json: chunks: 1f1b-flush runs one stage per
+# rank", "dpv.json: workers: interleaved: stage 2 is a chunk of rank 0, ...")
+expect_bad sim-schedule-one-chunk '^plumb: sim: --schedule: 1f1b-flush runs 1 stage per device (the plan has 2, placed for dualpipev)$' \
+    "$P" sim "$d/dpv.json" --schedule 1f1b-flush
+expect_bad sim-schedule-placement '^plumb: sim: --schedule: interleaved places a device.s stages otherwise than the plan.s dualpipev' \
+    "$P" sim "$d/dpv.json" --schedule interleaved
+ok sim-schedule-same-placement "$P" sim "$d/dpv.json" --schedule zb-v
+rm -f "$d/dpv.json" "$d/dpv-sync.json"
 
 # plumb ui --snapshot of a file that does not load: the loader's line, exit 2, no frame
 # (it printed a frame saying "nothing loaded" and exited 0)
