@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "core/bounds.h"
 #include "core/import_pipedream.h"
 #include "core/profile.h"
 
@@ -50,7 +51,7 @@ int cmd_import(int argc, char **argv)
             o.name = optarg;
             break;
         case 'b':
-            if (cli_int("import", "--minibatch", optarg, 1, 1000000000, &o.minibatch)) return 2;
+            if (cli_int("import", "--minibatch", optarg, 1, BOUND_BATCH_MAX, &o.minibatch)) return 2;
             break;
         case 'd':
             if (!*optarg) return cli_fail("import", "--device: expected a non-empty name");

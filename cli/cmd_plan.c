@@ -540,7 +540,7 @@ int cmd_plan(int argc, char **argv)
                 return 2;
             break;
         case 1004:
-            if (cli_int("plan", "--microbatch-size", optarg, 1, 1 << 24, &no.microbatch_size))
+            if (cli_int("plan", "--microbatch-size", optarg, 1, BOUND_BATCH_MAX, &no.microbatch_size))
                 return 2;
             break;
         case 1005:

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "core/bounds.h"
 #include "core/device.h"
 #include "core/json.h"
 #include "core/schedule_traits.h"
@@ -185,7 +186,7 @@ static int parse(int argc, char **argv, layout3d_options *o, given *g, const cha
         case O_PP: if (cli_int(cmd, "--pp", optarg, 1, 65536, &o->pp)) return 2; break;
         case O_DP: if (cli_int(cmd, "--dp", optarg, 1, 1 << 20, &o->dp)) return 2; break;
         case O_GB:
-            if (cli_int(cmd, "--global-batch", optarg, 1, 1 << 24, &o->global_batch))
+            if (cli_int(cmd, "--global-batch", optarg, 1, BOUND_BATCH_MAX, &o->global_batch))
                 return 2;
             break;
         case O_MBS:

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "core/bounds.h"
 #include "core/device.h"
 #include "core/json.h"
 #include "planner/native.h"
@@ -194,7 +195,7 @@ static int parse_model(int argc, char **argv, search3d_options *o, const char **
         case M_SP: o->sequence_parallel = 1; break;
         case M_GPUS: if (parse_range(optarg, lo, hi)) return 2; break;
         case M_GB:
-            if (cli_int(cmd, "--global-batch", optarg, 1, 1 << 24, &o->global_batch)) return 2;
+            if (cli_int(cmd, "--global-batch", optarg, 1, BOUND_BATCH_MAX, &o->global_batch)) return 2;
             break;
         case M_TOKENS: if (cli_num(cmd, "--tokens", optarg, 1, 1e18, tokens)) return 2; break;
         case M_PRICE: if (cli_num(cmd, "--price", optarg, 1, 1e6, price)) return 2; break;
@@ -347,7 +348,7 @@ int cmd_sweep(int argc, char **argv)
                 return 2;
             break;
         case O_MBS:
-            if (cli_int("sweep", "--microbatch-size", optarg, 1, 1 << 24, &o.microbatch_size))
+            if (cli_int("sweep", "--microbatch-size", optarg, 1, BOUND_BATCH_MAX, &o.microbatch_size))
                 return 2;
             break;
         case O_RC: o.recompute = 1; break;

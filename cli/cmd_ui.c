@@ -11,6 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/bounds.h"
 #include "core/device.h"
 #include "core/schedule_traits.h"
 #include "ui/app.h"
@@ -118,7 +119,7 @@ static int layout_opt(int c, const char *arg, layout3d_options *o, ui_runtime *r
         { L_TP, "--tp", offsetof(layout3d_options, tp), 1, 4096 },
         { L_PP, "--pp", offsetof(layout3d_options, pp), 1, 65536 },
         { L_DP, "--dp", offsetof(layout3d_options, dp), 1, UI_MAX_GPUS },
-        { L_GB, "--global-batch", offsetof(layout3d_options, global_batch), 1, 1 << 24 },
+        { L_GB, "--global-batch", offsetof(layout3d_options, global_batch), 1, BOUND_BATCH_MAX },
         { L_MBS, "--microbatch-size", offsetof(layout3d_options, microbatch_size), 1, 1 << 20 },
         { L_V, "--interleave", offsetof(layout3d_options, interleave), 1, 64 },
         { L_CKPT, "--checkpoint-layers", offsetof(layout3d_options, checkpoint_layers), 0,

@@ -26,5 +26,8 @@
 #define BOUND_FLOPS_MAX 1e21          /* a layer's FLOPs per minibatch */
 #define BOUND_TP_MAX 1024             /* tensor-parallel ranks of a profile or plan */
 #define BOUND_TOKENS_MAX 1073741824LL /* tokens in one sample (2^30) */
+#define BOUND_BATCH_MAX 16777216      /* samples in a profiled minibatch, a microbatch or a
+                                        global batch (2^24): the planner multiplies it by
+                                        microbatch counts in ints */
 
 #endif

@@ -439,8 +439,9 @@ int profile_validate(const profile *p, const char *file, plumb_err *err)
     if (!p->name || !*p->name) return err_set(err, file, "name", "expected a non-empty string");
     if (!p->device || !*p->device)
         return err_set(err, file, "device", "expected a non-empty string");
-    if (p->minibatch <= 0)
-        return err_set(err, file, "minibatch", "expected an integer > 0 (got %d)", p->minibatch);
+    if (p->minibatch <= 0 || p->minibatch > BOUND_BATCH_MAX)
+        return err_set(err, file, "minibatch", "expected an integer from 1 to %d (got %d)",
+                       BOUND_BATCH_MAX, p->minibatch);
     if (!(p->input_bytes >= 0 && p->input_bytes <= BOUND_BYTES_MAX))
         return err_set(err, file, "input_bytes", "expected a number from 0 to %g (got %g)",
                        BOUND_BYTES_MAX, p->input_bytes);
@@ -669,7 +670,7 @@ profile *profile_from_json(const cJSON *root, const char *file, plumb_err *err)
     if (json_get_str(&c, root, "", "name", 1, &name) ||
         json_get_str(&c, root, "", "device", 1, &device) ||
         json_get_str(&c, root, "", "source", 0, &source) ||
-        json_get_int(&c, root, "", "minibatch", 1, 1, INT_MAX, &mb) ||
+        json_get_int(&c, root, "", "minibatch", 1, 1, BOUND_BATCH_MAX, &mb) ||
         json_get_num(&c, root, "", "input_bytes", 0, J_NONNEG, &inb) ||
         json_get_num(&c, root, "", "input_gather_ms", 0, J_NONNEG, &gather) ||
         json_get_num(&c, root, "", STEP_KEYS[0], 0, J_NONNEG, &step[0]) ||

@@ -278,7 +278,7 @@ Test(profile_bad, negative_and_zero)
     expect_bad("\"backward_ms\": 3.0", "\"backward_ms\": -3.0",
                "t.json: layers[0].backward_ms: expected a number >= 0 (got -3)");
     expect_bad("\"minibatch\": 32", "\"minibatch\": 0",
-               "t.json: minibatch: expected an integer from 1 to 2147483647 (got 0)");
+               "t.json: minibatch: expected an integer from 1 to 16777216 (got 0)");
     expect_bad("\"stage_id\": 1", "\"stage_id\": -1",
                "t.json: layers[2].stage_id: expected an integer from 0 to 2147483647 (got -1)");
 }

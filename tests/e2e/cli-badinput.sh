@@ -207,6 +207,15 @@ expect_bad ui-snapshot-bad-cluster '^plumb: ui: .*prof.json: format: expected "p
     "$P" ui -p "$d/prof.json" -c "$d/prof.json" --snapshot 80x24
 rm -f "$d/trunc.json"
 
+# a minibatch past 2^24 samples: the planner multiplied it by microbatch counts in ints
+# (UBSan: signed overflow; the plain build printed "2147483647 samples per iteration")
+expect_bad import-minibatch-huge '^plumb: import: --minibatch: expected an integer from 1 to 16777216' \
+    "$P" import pipedream "$d/graph.txt" -b 1000000000 -o "$d/big.json"
+sed 's/"minibatch":[^,]*,/"minibatch": 16777217,/' "$d/prof.json" > "$d/big.json"
+expect_bad plan-profile-minibatch-huge 'big.json: minibatch: expected an integer from 1 to 16777216 .got 16777217.' \
+    "$P" plan -p "$d/big.json" -c "$d/cluster.json"
+rm -f "$d/big.json"
+
 [ "$(sum)" = "$before" ] || { echo "FAIL: an input file changed"; fail=1; }
 left=$(find "$d" -mindepth 1 ! -name prof.json ! -name cluster.json ! -name model.json \
        ! -name out ! -name err ! -name ro ! -name graph.txt)
