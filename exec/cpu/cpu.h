@@ -49,13 +49,17 @@ static inline float cpu_out(const bk_ctx *c, float x) { return c->bf16 ? cpu_bf1
 /* Row-major C = alpha op(A) op(B) + beta C through OpenBLAS, as the backend's gemm entry;
  * in a cpu-bf16 context A and B are first copied rounded to bf16 (fp32 accumulation, as
  * cuBLAS's bf16 compute type). Records "out of memory" in c when the copies do not fit.
- * With cpu_par_threads() > 1 and M N K >= 2 CPU_GEMM_PIECE_MNK it splits C's rows (M > N)
- * or columns over cpu_par, each piece one single-threaded OpenBLAS call. Safe from
- * several threads at once in an fp32 context (cpu-bf16's copies are the context's). */
-/* A piece's least M N K when cpu_sgemm splits: above OpenBLAS's small-matrix and direct
- * kernels' limits (1e6 and 28 512 512), so that each piece takes the same blocked path as
- * the whole GEMM, whose sums over K are in the same order whatever the M and N of a
- * piece: the same bits at any thread count (tests/test_cpu_par.c checks). */
+ * With M N K >= 2 CPU_GEMM_PIECE_MNK it cuts C's rows (M > N) or columns into pieces of a
+ * width fixed by M, N and K (at any thread count, one included), each one single-threaded
+ * OpenBLAS call, and hands the pieces to cpu_par. Safe from several threads at once in an
+ * fp32 context (cpu-bf16's copies are the context's). */
+/* A piece's least M N K when cpu_sgemm cuts a GEMM: above OpenBLAS's small-matrix and
+ * direct kernels' limits (1e6 and 28 512 512), so that every piece takes the blocked path.
+ * The pieces do not depend on the thread count, so neither do the bits: OpenBLAS's
+ * kernels may round an element differently when a piece's extent changes its tiling (its
+ * Zen kernels do: a 300 x 260 x 700 GEMM cut at row 150 differs from the whole in the
+ * last bit), so a cut that followed the threads gave other bits at each count
+ * (tests/test_cpu_par.c checks 1 to 4 threads). */
 #define CPU_GEMM_PIECE_MNK (8.0 * 1024 * 1024)
 void cpu_sgemm(bk_ctx *c, int trans_a, int trans_b, int M, int N, int K, float alpha,
                const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc);

@@ -150,34 +150,42 @@ static const float *rounded(bk_ctx *c, int slot, const float *x, size_t n)
     return r;
 }
 
-/* A GEMM split over threads: piece i computes the columns (or rows) [n i / t, n (i+1) / t)
- * of C, as its own single-threaded OpenBLAS call. */
+/* A GEMM cut into fixed pieces: piece p computes the rows (or columns) [w p, w (p + 1)) of
+ * C, the last one up to the end, as its own single-threaded OpenBLAS call. The cut depends
+ * on M, N and K only, never on the thread count: OpenBLAS's kernels may round an element
+ * differently when a piece's extent changes its tiling (Zen's do), so the pieces, not the
+ * threads, fix the bits. */
 typedef struct gemm_arg {
     int ta, tb, M, N, K, lda, ldb, ldc, by_rows;
+    size_t width, pieces;
     float alpha, beta;
     const float *A, *B;
     float *C;
 } gemm_arg;
 
-static void gemm_part(void *p, size_t lo, size_t hi, int slot)
+static void gemm_part(void *p, size_t first, size_t end, int slot)
 {
     const gemm_arg *g = p;
     (void)slot;
-    const float *A = g->A, *B = g->B;
-    float *C = g->C;
-    int M = g->M, N = g->N;
-    if (g->by_rows) { /* rows lo..hi of C: of op(A) */
-        A += g->ta ? lo : lo * (size_t)g->lda;
-        C += lo * (size_t)g->ldc;
-        M = (int)(hi - lo);
-    } else { /* columns lo..hi of C: of op(B) */
-        B += g->tb ? lo * (size_t)g->ldb : lo;
-        C += lo;
-        N = (int)(hi - lo);
+    size_t n = (size_t)(g->by_rows ? g->M : g->N);
+    for (size_t q = first; q < end; q++) {
+        size_t lo = q * g->width, hi = q + 1 == g->pieces ? n : lo + g->width;
+        const float *A = g->A, *B = g->B;
+        float *C = g->C;
+        int M = g->M, N = g->N;
+        if (g->by_rows) { /* rows lo..hi of C: of op(A) */
+            A += g->ta ? lo : lo * (size_t)g->lda;
+            C += lo * (size_t)g->ldc;
+            M = (int)(hi - lo);
+        } else { /* columns lo..hi of C: of op(B) */
+            B += g->tb ? lo * (size_t)g->ldb : lo;
+            C += lo;
+            N = (int)(hi - lo);
+        }
+        cblas_sgemm(CblasRowMajor, g->ta ? CblasTrans : CblasNoTrans,
+                    g->tb ? CblasTrans : CblasNoTrans, M, N, g->K, g->alpha, A, g->lda, B,
+                    g->ldb, g->beta, C, g->ldc);
     }
-    cblas_sgemm(CblasRowMajor, g->ta ? CblasTrans : CblasNoTrans,
-                g->tb ? CblasTrans : CblasNoTrans, M, N, g->K, g->alpha, A, g->lda, B, g->ldb,
-                g->beta, C, g->ldc);
 }
 
 void cpu_sgemm(bk_ctx *c, int ta, int tb, int M, int N, int K, float alpha, const float *A,
@@ -189,14 +197,15 @@ void cpu_sgemm(bk_ctx *c, int ta, int tb, int M, int N, int K, float alpha, cons
         size_t nb = (size_t)((tb ? N : K) - 1) * ldb + (size_t)(tb ? K : N);
         if (!(A = rounded(c, 0, A, na)) || !(B = rounded(c, 1, B, nb))) return;
     }
-    int t = cpu_par_threads();
     double mnk = (double)M * N * K;
-    if (t > 1 && mnk >= 2 * CPU_GEMM_PIECE_MNK) {
-        gemm_arg g = {ta, tb, M, N, K, lda, ldb, ldc, M > N, alpha, beta, A, B, C};
+    if (mnk >= 2 * CPU_GEMM_PIECE_MNK) {
+        gemm_arg g = {ta, tb, M, N, K, lda, ldb, ldc, M > N, 0, 0, alpha, beta, A, B, C};
         size_t n = (size_t)(g.by_rows ? M : N);
-        size_t min = (size_t)(CPU_GEMM_PIECE_MNK / ((double)(g.by_rows ? N : M) * K)) + 1;
-        if (min < 16) min = 16; /* no thin piece (OpenBLAS may send 1-wide ones to GEMV) */
-        cpu_par(n, min, gemm_part, &g);
+        size_t w = (size_t)(CPU_GEMM_PIECE_MNK / ((double)(g.by_rows ? N : M) * K)) + 1;
+        if (w < 16) w = 16; /* no thin piece (OpenBLAS may send 1-wide ones to GEMV) */
+        g.width = w;
+        g.pieces = n / w > 0 ? n / w : 1; /* the last piece takes the rest: w .. 2w - 1 */
+        cpu_par(g.pieces, 1, gemm_part, &g);
         return;
     }
     cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
