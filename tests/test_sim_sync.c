@@ -294,32 +294,41 @@ Test(sim_sync, async_batches_are_the_1f1b_loop_s)
                                        it);
 }
 
+/* The synthetic `kind` plan of nst stages with replicas reps[] (stage s on the next
+ * reps[s] devices of one server) and M microbatches. The caller frees it with plan_free. */
+static plan *async_plan(sched_kind kind, const int *reps, int nst, int M, int sync)
+{
+    sim_synth sy;
+    sim_synth_init(&sy);
+    sy.schedule = kind;
+    sy.nstages = nst;
+    sy.replicas = 1;
+    sy.microbatches = M;
+    sy.servers = 1;
+    sy.devices_per_server = 0;
+    for (int st = 0; st < nst; st++) sy.devices_per_server += reps[st];
+    plumb_err e;
+    plan *pl = sim_synth_plan(&sy, &e);
+    cr_assert_not_null(pl, "%s", e.msg);
+    for (int st = 0, d = 0; st < nst; st++) {
+        free(pl->stages[st].devices);
+        pl->stages[st].devices = malloc((size_t)reps[st] * sizeof *pl->stages[st].devices);
+        cr_assert_not_null(pl->stages[st].devices);
+        pl->stages[st].replicas = reps[st];
+        for (int j = 0; j < reps[st]; j++) pl->stages[st].devices[j] = d++;
+    }
+    pl->p2p_sync = sync;
+    return pl;
+}
+
 /* The iteration of the synthetic 2-stage `kind` plan with replicas r0, r1 and M
  * microbatches, or -1 with msg when the run is refused. */
 static double async_iteration(sched_kind kind, int r0, int r1, int M, int sync, char *msg,
                               size_t n)
 {
-    sim_synth sy;
-    sim_synth_init(&sy);
-    sy.schedule = kind;
-    sy.nstages = 2;
-    sy.replicas = 1;
-    sy.microbatches = M;
-    sy.servers = 1;
-    sy.devices_per_server = r0 + r1;
+    int reps[2] = {r0, r1};
+    plan *pl = async_plan(kind, reps, 2, M, sync);
     plumb_err e;
-    plan *pl = sim_synth_plan(&sy, &e);
-    cr_assert_not_null(pl, "%s", e.msg);
-    /* stage 0 on devices 0 .. r0 - 1, stage 1 on the next r1 */
-    for (int st = 0, d = 0; st < 2; st++) {
-        int r = st ? r1 : r0;
-        free(pl->stages[st].devices);
-        pl->stages[st].devices = malloc((size_t)r * sizeof *pl->stages[st].devices);
-        cr_assert_not_null(pl->stages[st].devices);
-        pl->stages[st].replicas = r;
-        for (int j = 0; j < r; j++) pl->stages[st].devices[j] = d++;
-    }
-    pl->p2p_sync = sync;
     double it = -1;
     sim_report *rep = sim_run(pl, NULL, &e);
     if (rep)
@@ -348,4 +357,62 @@ Test(sim_sync, async_unequal_replicas_run)
             cr_expect(sy >= ov * (1 - 1e-12), "kind %d replicas %d,%d: sync %g s faster than "
                       "overlapped %g s", kinds[k], rr[i][0], rr[i][1], sy, ov);
         }
+}
+
+/* What the engine does with blocking transfers on every replica shape of 2 and 3 stages (1
+ * to 5 replicas each, at most 16 devices, M a multiple of every count, at least twice the
+ * devices) is what
+ * plan_sync_replicas_check says: it refuses exactly the shapes that deadlock (stage 0 on 15
+ * replicas over 1, vgg16-hybrid-pipedream.json, among them) and the others run. */
+Test(sim_sync, async_replica_rule_refuses_what_deadlocks)
+{
+    static const sched_kind kinds[] = {SCHED_PIPEDREAM, SCHED_2BW};
+    int refused = 0, ran = 0;
+    for (size_t k = 0; k < 2; k++)
+        for (int nst = 2; nst <= 3; nst++)
+            for (int code = 0; code < 125; code++) {
+                int reps[3] = {1 + code % 5, 1 + code / 5 % 5, 1 + code / 25}, sum = 0, M = 1;
+                if (nst == 2 && reps[2] > 1) continue;
+                for (int st = 0; st < nst; st++) {
+                    int a = M, b = reps[st];
+                    while (b) { int t = a % b; a = b; b = t; }
+                    M = M / a * reps[st];
+                    sum += reps[st];
+                }
+                if (sum > 16) continue;
+                for (int l = M; M < 2 * sum;) M += l;  /* 2bw: a minibatch covers the in-flight */
+                plan *pl = async_plan(kinds[k], reps, nst, M, 1);
+                plumb_err e, re;
+                err_clear(&e);
+                err_clear(&re);
+                int refuse = plan_sync_replicas_check(pl, kinds[k], "p.json", "p2p", &re) != 0;
+                sim_report *rep = sim_run(pl, NULL, &e);
+                int dead = !rep && strstr(e.msg, "deadlock") != NULL;
+                cr_expect(rep || dead, "%s", e.msg);
+                cr_expect_eq(refuse, dead, "kind %d replicas %d,%d,%d (%d stages): rule %s, "
+                             "engine %s", kinds[k], reps[0], reps[1], reps[2], nst,
+                             refuse ? re.msg : "runs", rep ? "runs" : e.msg);
+                refused += refuse, ran += !refuse;
+                sim_report_free(rep);
+                plan_free(pl);
+            }
+    cr_expect(refused > 10 && ran > 100, "%d refused, %d ran", refused, ran);
+}
+
+/* The file of the bad-input sweep with "p2p": "sync": one line naming the field. */
+Test(sim_sync, async_replica_rule_names_the_field)
+{
+    plumb_err e;
+    plan *pl = plan_load("examples/plans/vgg16-hybrid-pipedream.json", &e);
+    cr_assert_not_null(pl, "%s", e.msg);
+    cr_expect_eq(plan_validate(pl, "v.json", &e), 0, "%s", e.msg);
+    pl->p2p_sync = 1;
+    err_clear(&e);
+    cr_expect_neq(plan_validate(pl, "v.json", &e), 0);
+    cr_expect(strstr(e.msg, "v.json") && strstr(e.msg, "p2p") &&
+              strstr(e.msg, "expected overlap with schedule pipedream") &&
+              strstr(e.msg, "stage 0's 15 replicas") && !strchr(e.msg, '\n'), "%s", e.msg);
+    pl->p2p_sync = 0;
+    cr_expect_eq(plan_sync_replicas_check(pl, SCHED_1F1B_FLUSH, NULL, "p2p", &e), 0);
+    plan_free(pl);
 }
