@@ -225,7 +225,9 @@ static int parse_args(int argc, char **argv, sim_args *a)
 /* The plan's runtime under the what-ifs (its schedule, p2p and grad_sync replaced where
  * asked: search3d_options_from_plan) checked as plumb plan --model checks its options
  * (search3d_runtime_check: end with an asynchronous schedule or with overlap_param_gather,
- * sync with zb-v or dualpipev). 0, or 2 after one line on stderr. */
+ * sync with zb-v or dualpipev), and sync with an asynchronous schedule on the stages'
+ * replica counts by the plan's rule (plan_sync_replicas_check). 0, or 2 after one line on
+ * stderr. */
 static int runtime_ok(const plan *pl, const sim_options *w)
 {
     if (w->schedule < 0 && w->p2p_sync < 0 && w->grad_sync_end < 0)
@@ -235,6 +237,12 @@ static int runtime_ok(const plan *pl, const sim_options *w)
     plumb_err err;
     err_clear(&err);
     if (search3d_runtime_check(&so, &err))
+        return cli_fail("sim", "%s", err.msg);
+    /* the stages' replica counts: the plan's rule (plan_sync_replicas_check) */
+    sched_kind kind = w->schedule >= 0 ? (sched_kind)w->schedule : pl->schedule;
+    int sync = w->p2p_sync >= 0 ? w->p2p_sync : pl->p2p_sync;
+    if (sync && plan_sync_replicas_check(pl, kind, NULL, w->p2p_sync > 0 ? "--p2p" : "--schedule",
+                                         &err))
         return cli_fail("sim", "%s", err.msg);
     return 0;
 }

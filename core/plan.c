@@ -419,6 +419,31 @@ static int check_dtype(const plan *pl, const char *file, plumb_err *err, const c
     return 0;
 }
 
+int plan_sync_replicas_check(const plan *pl, sched_kind kind, const char *file,
+                             const char *field, plumb_err *err)
+{
+    const sched_traits *tr = sched_traits_of(kind);
+    if (!tr || !tr->async)
+        return 0;
+    /* in flight per replica: ceil(workers of stages s .. p-1 / replicas of s), the IR's */
+    int workers = 0, w_next = 0;
+    for (int s = pl->nstages - 1; s >= 0; s--) {
+        int r = pl->stages[s].replicas, r_next = s + 1 < pl->nstages ? pl->stages[s + 1].replicas : 0;
+        workers += r;
+        int w = (workers + r - 1) / r;
+        if (r_next > 0 && (long long)(w - 1) * r > (long long)(w_next + 1) * r_next)
+            return err_set(err, file, field, "expected overlap with schedule %s on these "
+                           "replicas: stage %d's %d replicas keep %d microbatches in flight each "
+                           "and stage %d's %d keep %d, (%d - 1) x %d > (%d + 1) x %d, so the "
+                           "all-reduce of stage %d waits on forwards that stage %d receives only "
+                           "after gradients it sends past that all-reduce: blocking transfers "
+                           "deadlock (docs/sim.md) (got sync)", tr->name, s, r, w, s + 1, r_next,
+                           w_next, w, r, w_next, r_next, s, s + 1);
+        w_next = w;
+    }
+    return 0;
+}
+
 int plan_validate(const plan *pl, const char *file, plumb_err *err)
 {
     plumb_err in;
@@ -509,6 +534,8 @@ int plan_validate(const plan *pl, const char *file, plumb_err *err)
     int rc = check_stages(pl, file, err, uses, uses + nd);
     free(uses);
     if (rc) return rc;
+    if (pl->p2p_sync && plan_sync_replicas_check(pl, pl->schedule, file, "p2p", err))
+        return -1;
     if (check_pred(err, file, "predicted.iteration_s", pl->pred_iteration_s, "seconds") ||
         check_pred(err, file, "predicted.samples_per_s", pl->pred_samples_per_s, "samples/s") ||
         check_pred(err, file, "predicted.speedup_vs_dp", pl->pred_speedup_vs_dp, "x") ||

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/plan.h"
 #include "core/schedule_impl.h"
 #include "sim/engine_impl.h"
 
@@ -107,23 +108,26 @@ static int feeds(const action *a, const action *c)
 /* 1 when the gap before computation g of n (0 .. n; comp[] their actions) is a batch
  * point: every gap after a forward or backward but the one between the F and the B of a
  * chunked schedule's steady pair (pair = 1: the worker's list has steady pairs), and the
- * gap before an iteration's first forward. A stage's all-reduce and step, which the IR
- * places after the stage's last backward (between an interleaved rank's chunks), are not
- * the runtime's: its exchanges run between its forwards and backwards, its optimizer after
- * them. */
-static int batch_point(const action *const *comp, int n, int g, int pair)
+ * gap before an iteration's first forward of a flushing schedule (async = 0). A stage's
+ * all-reduce and step, which the IR places after the stage's last backward (between an
+ * interleaved rank's chunks), are not the runtime's: its exchanges run between its
+ * forwards and backwards, its optimizer after them. An asynchronous schedule (pipedream,
+ * 2bw) never drains: its steps sit in the steady 1F1B loop, after the exchange that
+ * follows the backward (sending its gradient and receiving the next forward's input, as
+ * a 1F1B loop does), so a step there is no batch point either. */
+static int batch_point(const action *const *comp, int n, int g, int pair, int async)
 {
     if (g == 0 || g == n)
         return 1;
     int prev = comp[g - 1]->kind, next = comp[g]->kind;
     if (!act_is_compute(prev))
-        return next == ACT_F;
+        return !async && next == ACT_F;
     return !pair || prev != ACT_F || next != ACT_B;
 }
 
-/* Worker list acts[0 .. len) placed into out[0 .. len); scratch: comp[len], gap[len],
- * cnt[4 (len + 1)]. */
-static void order_worker(const action *acts, int len, int pair, action *out,
+/* Worker list acts[0 .. len) placed into out[0 .. len) (pair, async: batch_point's);
+ * scratch: comp[len], gap[len], cnt[4 (len + 1)]. */
+static void order_worker(const action *acts, int len, int pair, int async, action *out,
                          const action **comp, int *gap, int *cnt)
 {
     int n = 0;
@@ -142,12 +146,12 @@ static void order_worker(const action *acts, int len, int pair, action *out,
             int j = k - 1;
             while (j >= 0 && !feeds(a, comp[j])) j--;
             if (j >= 0)
-                for (g = j + 1; !batch_point(comp, n, g, pair); g++) {}
+                for (g = j + 1; !batch_point(comp, n, g, pair, async); g++) {}
         } else {     /* the last batch before the computation that takes its data */
             int j = k;
             while (j < n && !feeds(a, comp[j])) j++;
             if (j < n)
-                for (g = j; !batch_point(comp, n, g, pair); g--) {}
+                for (g = j; !batch_point(comp, n, g, pair, async); g--) {}
         }
         gap[i] = g;
         (send ? ns : nr)[g]++;
@@ -219,7 +223,8 @@ int eng_sync_order(const schedule *s, schedule *out)
     int *cnt = malloc(4 * ((size_t)maxlen + 1) * sizeof *cnt);
     if (comp && gap && cnt) {
         for (int w = 0; w < s->nworkers; w++)
-            order_worker(s->acts[w], s->len[w], has_pairs(s, w), out->acts[w], comp, gap, cnt);
+            order_worker(s->acts[w], s->len[w], has_pairs(s, w), sched_kind_is_async(s->kind),
+                         out->acts[w], comp, gap, cnt);
         rc = 0;
     }
     free(comp);

@@ -16,6 +16,8 @@
  * first backward and deadlocked. */
 #include <criterion/criterion.h>
 #include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/cluster.h"
@@ -25,6 +27,7 @@
 #include "planner/layout3d.h"
 #include "sim/engine_impl.h"
 #include "sim/sim.h"
+#include "sim/synth.h"
 
 #define A100 "profiles/clusters/dgx-a100-80g.json"
 #define GPT17 "examples/llm/megatron/gpt-1.7b.json"
@@ -219,4 +222,197 @@ Test(sim_sync, interleaved_folded_replicas_pair_as_one_pipeline)
     }
     cluster_free(c);
     transformer_free(t);
+}
+
+/* --- the asynchronous kinds (pipedream, 2bw) on stages of different replica counts ------ */
+
+/* The batch (gap among the worker's computations, 0: before the first) a 1F1B loop with
+ * blocking batched exchanges gives comm action a of worker list acts[0 .. len), written
+ * here from the loop: F, one exchange, B, one exchange, then the step (and the stage's
+ * all-reduce), which never drain the pipeline; a SEND leaves in the exchange right after
+ * the computation that made its data, a RECV arrives in the exchange right after the
+ * forward or backward before the one that takes it (before the first computation when
+ * none precedes it). -2: not found (a test failure). */
+static int loop_gap(const action *acts, int len, const action *a)
+{
+    int send = a->kind == ACT_SEND_F || a->kind == ACT_SEND_B;
+    int want = a->kind == ACT_SEND_F || a->kind == ACT_RECV_F ? ACT_F : ACT_B;
+    int last_fb = -1;  /* computation index of the latest F or B seen */
+    for (int i = 0, ci = 0; i < len; i++) {
+        const action *c = &acts[i];
+        if (is_comm(c->kind)) continue;
+        if (c->kind == want && c->stage == a->stage && c->microbatch == a->microbatch)
+            return send ? ci + 1 : last_fb + 1;
+        if (c->kind == ACT_F || c->kind == ACT_B) last_fb = ci;
+        ci++;
+    }
+    return -2;
+}
+
+/* Checks every comm action of the 2-stage `kind` schedule with replicas r0, r1 and M
+ * microbatches against loop_gap. */
+static void check_async_layout(sched_kind kind, int r0, int r1, int M, int iters)
+{
+    int replicas[2] = {r0, r1};
+    sched_spec sp = {.kind = kind, .nstages = 2, .chunks = 1, .microbatches = M,
+                     .iterations = iters, .replicas = replicas};
+    plumb_err e;
+    schedule *s = schedule_generate(&sp, &e);
+    cr_assert_not_null(s, "%s", e.msg);
+    schedule b;
+    cr_assert_eq(eng_sync_order(s, &b), 0);
+    for (int w = 0; w < b.nworkers; w++)
+        for (int i = 0, ci = 0; i < b.len[w]; i++) {
+            const action *a = &b.acts[w][i];
+            if (!is_comm(a->kind)) {
+                ci++;
+                continue;
+            }
+            int want = loop_gap(b.acts[w], b.len[w], a);
+            cr_expect_eq(ci, want, "kind %d replicas %d,%d M %d: worker %d: kind %d of stage "
+                         "%d microbatch %d in the batch after computation %d, the 1F1B "
+                         "loop's after %d", kind, r0, r1, M, w, a->kind, a->stage,
+                         a->microbatch, ci - 1, want - 1);
+        }
+    eng_sync_order_free(&b);
+    schedule_free(s);
+}
+
+/* The step between a backward and the next forward of pipedream and 2bw was a batch point:
+ * the last stage's gradient send and next input's receive were two batches, the step
+ * between them waiting for the send, and 2 replicas of stage 0 over 1 of stage 1
+ * deadlocked (the vgg16-hybrid-pipedream.json shape, smaller). */
+Test(sim_sync, async_batches_are_the_1f1b_loop_s)
+{
+    static const int rr[][2] = {{1, 1}, {2, 1}, {1, 2}, {2, 2}, {2, 3}, {3, 2}, {3, 1}, {4, 3}};
+    static const sched_kind kinds[] = {SCHED_PIPEDREAM, SCHED_2BW};
+    for (size_t k = 0; k < 2; k++)
+        for (size_t i = 0; i < sizeof rr / sizeof *rr; i++)
+            for (int per = 1; per <= 2; per++)
+                for (int it = 1; it <= 2; it++)
+                    check_async_layout(kinds[k], rr[i][0], rr[i][1], per * rr[i][0] * rr[i][1],
+                                       it);
+}
+
+/* The synthetic `kind` plan of nst stages with replicas reps[] (stage s on the next
+ * reps[s] devices of one server) and M microbatches. The caller frees it with plan_free. */
+static plan *async_plan(sched_kind kind, const int *reps, int nst, int M, int sync)
+{
+    sim_synth sy;
+    sim_synth_init(&sy);
+    sy.schedule = kind;
+    sy.nstages = nst;
+    sy.replicas = 1;
+    sy.microbatches = M;
+    sy.servers = 1;
+    sy.devices_per_server = 0;
+    for (int st = 0; st < nst; st++) sy.devices_per_server += reps[st];
+    plumb_err e;
+    plan *pl = sim_synth_plan(&sy, &e);
+    cr_assert_not_null(pl, "%s", e.msg);
+    for (int st = 0, d = 0; st < nst; st++) {
+        free(pl->stages[st].devices);
+        pl->stages[st].devices = malloc((size_t)reps[st] * sizeof *pl->stages[st].devices);
+        cr_assert_not_null(pl->stages[st].devices);
+        pl->stages[st].replicas = reps[st];
+        for (int j = 0; j < reps[st]; j++) pl->stages[st].devices[j] = d++;
+    }
+    pl->p2p_sync = sync;
+    return pl;
+}
+
+/* The iteration of the synthetic 2-stage `kind` plan with replicas r0, r1 and M
+ * microbatches, or -1 with msg when the run is refused. */
+static double async_iteration(sched_kind kind, int r0, int r1, int M, int sync, char *msg,
+                              size_t n)
+{
+    int reps[2] = {r0, r1};
+    plan *pl = async_plan(kind, reps, 2, M, sync);
+    plumb_err e;
+    double it = -1;
+    sim_report *rep = sim_run(pl, NULL, &e);
+    if (rep)
+        it = rep->iteration_s;
+    else
+        snprintf(msg, n, "%s", e.msg);
+    sim_report_free(rep);
+    plan_free(pl);
+    return it;
+}
+
+/* Stage 0 on up to twice stage 1's replicas runs under sync (2,1 and 2,3 deadlocked),
+ * no faster than with overlapped transfers. */
+Test(sim_sync, async_unequal_replicas_run)
+{
+    static const int rr[][2] = {{2, 1}, {2, 3}, {3, 2}, {4, 3}, {4, 2}, {1, 2}};
+    static const sched_kind kinds[] = {SCHED_PIPEDREAM, SCHED_2BW};
+    for (size_t k = 0; k < 2; k++)
+        for (size_t i = 0; i < sizeof rr / sizeof *rr; i++) {
+            int M = rr[i][0] * rr[i][1];
+            char msg[1100] = "";
+            double ov = async_iteration(kinds[k], rr[i][0], rr[i][1], M, 0, msg, sizeof msg);
+            double sy = async_iteration(kinds[k], rr[i][0], rr[i][1], M, 1, msg, sizeof msg);
+            cr_expect(ov > 0 && sy > 0, "kind %d replicas %d,%d: %s", kinds[k], rr[i][0],
+                      rr[i][1], msg);
+            cr_expect(sy >= ov * (1 - 1e-12), "kind %d replicas %d,%d: sync %g s faster than "
+                      "overlapped %g s", kinds[k], rr[i][0], rr[i][1], sy, ov);
+        }
+}
+
+/* What the engine does with blocking transfers on every replica shape of 2 and 3 stages (1
+ * to 5 replicas each, at most 16 devices, M a multiple of every count, at least twice the
+ * devices) is what
+ * plan_sync_replicas_check says: it refuses exactly the shapes that deadlock (stage 0 on 15
+ * replicas over 1, vgg16-hybrid-pipedream.json, among them) and the others run. */
+Test(sim_sync, async_replica_rule_refuses_what_deadlocks)
+{
+    static const sched_kind kinds[] = {SCHED_PIPEDREAM, SCHED_2BW};
+    int refused = 0, ran = 0;
+    for (size_t k = 0; k < 2; k++)
+        for (int nst = 2; nst <= 3; nst++)
+            for (int code = 0; code < 125; code++) {
+                int reps[3] = {1 + code % 5, 1 + code / 5 % 5, 1 + code / 25}, sum = 0, M = 1;
+                if (nst == 2 && reps[2] > 1) continue;
+                for (int st = 0; st < nst; st++) {
+                    int a = M, b = reps[st];
+                    while (b) { int t = a % b; a = b; b = t; }
+                    M = M / a * reps[st];
+                    sum += reps[st];
+                }
+                if (sum > 16) continue;
+                for (int l = M; M < 2 * sum;) M += l;  /* 2bw: a minibatch covers the in-flight */
+                plan *pl = async_plan(kinds[k], reps, nst, M, 1);
+                plumb_err e, re;
+                err_clear(&e);
+                err_clear(&re);
+                int refuse = plan_sync_replicas_check(pl, kinds[k], "p.json", "p2p", &re) != 0;
+                sim_report *rep = sim_run(pl, NULL, &e);
+                int dead = !rep && strstr(e.msg, "deadlock") != NULL;
+                cr_expect(rep || dead, "%s", e.msg);
+                cr_expect_eq(refuse, dead, "kind %d replicas %d,%d,%d (%d stages): rule %s, "
+                             "engine %s", kinds[k], reps[0], reps[1], reps[2], nst,
+                             refuse ? re.msg : "runs", rep ? "runs" : e.msg);
+                refused += refuse, ran += !refuse;
+                sim_report_free(rep);
+                plan_free(pl);
+            }
+    cr_expect(refused > 10 && ran > 100, "%d refused, %d ran", refused, ran);
+}
+
+/* The file of the bad-input sweep with "p2p": "sync": one line naming the field. */
+Test(sim_sync, async_replica_rule_names_the_field)
+{
+    plumb_err e;
+    plan *pl = plan_load("examples/plans/vgg16-hybrid-pipedream.json", &e);
+    cr_assert_not_null(pl, "%s", e.msg);
+    cr_expect_eq(plan_validate(pl, "v.json", &e), 0, "%s", e.msg);
+    pl->p2p_sync = 1;
+    err_clear(&e);
+    cr_expect_neq(plan_validate(pl, "v.json", &e), 0);
+    cr_expect(strstr(e.msg, "v.json") && strstr(e.msg, "p2p") &&
+              strstr(e.msg, "expected overlap with schedule pipedream") &&
+              strstr(e.msg, "stage 0's 15 replicas") && !strchr(e.msg, '\n'), "%s", e.msg);
+    pl->p2p_sync = 0;
+    cr_expect_eq(plan_sync_replicas_check(pl, SCHED_1F1B_FLUSH, NULL, "p2p", &e), 0);
+    plan_free(pl);
 }
