@@ -1069,7 +1069,8 @@ plan *planner_native(const profile *p, const cluster *c, const native_options *o
             nm_setting s = {SCHED_1F1B_FLUSH, o->microbatches,
                             o->microbatch_size > 0 ? o->microbatch_size : p->minibatch, 0,
                             o->chunks > 1 ? o->chunks : sched_kind_chunks(SCHED_1F1B_FLUSH),
-                            o->optimizer, 0, o->nstages};
+                            o->optimizer, 0, o->nstages,
+                            o->p2p_sync ? 1 : 0, o->grad_sync_end ? 1 : 0};
             nm_suggest(p, c, o, &s, res, err);
             goto done;
         }
@@ -1091,7 +1092,8 @@ plan *planner_native(const profile *p, const cluster *c, const native_options *o
                     o->microbatch_size > 0 ? o->microbatch_size : p->minibatch,
                     o->recompute == 1,
                     o->chunks > 1 ? o->chunks : sched_kind_chunks((sched_kind)o->schedule),
-                    o->optimizer, 0, o->nstages};
+                    o->optimizer, 0, o->nstages,
+                    o->p2p_sync ? 1 : 0, o->grad_sync_end ? 1 : 0};
     int rc = nm_search(&ms, o, &s, res, err);
     nm_models_free(&ms);
     if (rc) goto done;
