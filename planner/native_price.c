@@ -3,7 +3,9 @@
  * (native_stage.c), the servers' ports that stages share, and for the one-stage-per-rank
  * kinds the compute order replayed (native_rr.c) with stage 0's first sends queued at a
  * port and each stage's all-reduce after its own last backward, bounded by the links and
- * ports; chunked kinds per device. */
+ * ports; chunked kinds per device. The setting's runtime (p2p sync, grad_sync end) is
+ * priced in the stages' terms (native_stage.c), the replay (native_rr.c) and the chunked
+ * ranks' periods (section 8, "Under the runtime"). */
 #include "planner/native_impl.h"
 
 #include <math.h>

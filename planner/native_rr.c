@@ -24,7 +24,13 @@
  * With d the greatest common divisor of the replica counts and the microbatch count, the
  * microbatches g = a d + e of lane e run on replica d (a % q) + e of a stage of q d
  * replicas: d independent, identical pipelines of q replicas and M / d microbatches. The
- * replay runs one of them (gnmt on 4096 devices: 32 replicas, 112 microbatches). */
+ * replay runs one of them (gnmt on 4096 devices: 32 replicas, 112 microbatches).
+ *
+ * Under blocking transfers (p2p sync, nm_rr_time_p2p) the same sweep also keeps when each
+ * receive is posted (the end of the receiver's computation before the one that takes it,
+ * as Megatron-LM's batches place it): a transfer leaves no earlier than its post, and a
+ * computation waits for the arrival of the send of the one before it
+ * (docs/planner-native.md, section 8, "Under the runtime"). */
 #include "planner/native_impl.h"
 
 #include <stdlib.h>
