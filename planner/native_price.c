@@ -233,9 +233,9 @@ static void price(const nm_model *m, const nm_setting *s, nm_part *pt, int exact
             one.kind = SCHED_1F1B_FLUSH;
             nm_stage_cost(m, &one, st->b0, st->b1, st->u, 1, m->ndev, &o);
             int rk = sched_kind_rank(s->kind, i, p);
-            /* blocking transfers: the rank waits for each exchange (one transfer, its
-             * neighbours' at once) after each forward and backward */
-            devper[rk] += o.c + (s->p2p_sync && o.lat > o.c ? o.lat - o.c : 0);
+            /* blocking transfers: the rank waits for one exchange (one transfer, its
+             * neighbours' at once) per steady F-B pair, which runs back to back */
+            devper[rk] += o.c + (s->p2p_sync && o.lat > o.c ? (o.lat - o.c) / 2 : 0);
             double comm = i + 1 < pt->nst && o.lat > o.c ? (o.lat - o.c) / 2 : 0;
             if (comm > per) per = comm;
             sumlat += o.lat - o.c;
