@@ -29,8 +29,8 @@ typedef struct nm_range {
     double out_lat;   /* seconds per transfer to the next unit */
     double in_total;  /* bytes/s of all the range's transfers back to the previous stage
                          (over the level between the previous device and the range's end) */
-    double in_rate, in_lat; /* one transfer back to the previous unit's last device: bytes/s
-                         and seconds of latency (the path the planner's plan uses) */
+    double in_rate, in_lat; /* one transfer from the range's first device back to the
+                         device before it: bytes/s and seconds of latency (sim_net_path) */
 } nm_range;
 
 /* The model of one placement order of the devices. */
