@@ -8,9 +8,9 @@
  * and the all-reduce of its gradients is overlapped with the backward: only
  * max(all-reduce - backward, last bucket) is exposed (all of it with grad_sync end), once
  * per iteration for the flushing kinds and 2bw, once per microbatch round for pipedream.
- * Memory: the simulator's own functions (sim/memory.h: sim_memory_layers per block range, sim_memory_stage,
- * sim_memory_add and sim_memory_close) with the planner's counts of weight versions,
- * buffer slots and staged gradients (a closed form of the schedule's warmup; the complete
+ * Memory: the simulator's own functions (sim/memory.h: sim_memory_layers per block
+ * range, sim_memory_stage, sim_memory_add and sim_memory_close) with the planner's counts
+ * of weight versions, buffer slots and staged gradients (a closed form of the schedule's warmup; the complete
  * partitions read theirs from the schedule: native_part_memory.c). */
 #include "planner/native_impl.h"
 
