@@ -4,20 +4,30 @@
 # replica counts, `estimated_samples_per_s`, the simulated `samples_per_s` and the
 # estimate's error, then how many of the simulated plans the estimate meets within 3 % and
 # within 5 %, and the CPU seconds of the 120 plans. With BASE naming another plumb, each
-# row also shows that build's plan and the count of plans that changed.
-# Usage: [PLUMB=build/plumb] [BASE=/path/to/old/plumb] bash bench/native_est.sh
+# row also shows that build's plan and the count of plans that changed. RUNTIME names the
+# runtime every plan carries (`plumb plan -p --p2p / --grad-sync`): overlap (the default),
+# sync (--p2p sync), end (--grad-sync end) or sync-end (both).
+# Usage: [PLUMB=build/plumb] [BASE=/path/to/old/plumb] [RUNTIME=overlap|sync|end|sync-end]
+#        bash bench/native_est.sh
 # Exits 1 when a plan fails or is not simulated.
 set -u
 P=${PLUMB:-build/plumb}
 [ -x "$P" ] || { echo "native_est.sh: $P not built (make)"; exit 1; }
 [ -z "${BASE:-}" ] || [ -x "$BASE" ] || { echo "native_est.sh: BASE $BASE is not executable"; exit 1; }
+case ${RUNTIME:-overlap} in
+overlap) rt=() ;;
+sync) rt=(--p2p sync) ;;
+end) rt=(--grad-sync end) ;;
+sync-end) rt=(--p2p sync --grad-sync end) ;;
+*) echo "native_est.sh: RUNTIME: expected overlap, sync, end or sync-end (got $RUNTIME)"; exit 1 ;;
+esac
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 rc=0
 # row BIN PROFILE CLUSTER: "replicas estimate simulated cpu_s" of one plan, or "FAIL"
 row() {
     local e
-    /usr/bin/time -o "$tmp/t" -f '%U %S' "$1" plan -p "$2" -c "$3" --json >"$tmp/o.json" 2>/dev/null
+    /usr/bin/time -o "$tmp/t" -f '%U %S' "$1" plan -p "$2" -c "$3" ${rt[@]+"${rt[@]}"} --json >"$tmp/o.json" 2>/dev/null
     if ! jq -e '.simulated == true' "$tmp/o.json" >/dev/null 2>&1; then echo FAIL; return; fi
     e=$(tail -1 "$tmp/t" | awk '{ print $1 + $2 }')
     jq -r --arg cpu "$e" '"\(.replicas) \(.estimated_samples_per_s) \(.samples_per_s) \($cpu)"' "$tmp/o.json"

@@ -264,7 +264,8 @@ static int kept_is(const nm_dp_kept *e, const nm_setting *s)
 {
     return e->solved && e->s.kind == s->kind && e->s.M == s->M && e->s.mbsize == s->mbsize &&
            e->s.recompute == s->recompute && e->s.chunks == s->chunks && e->s.opt == s->opt &&
-           e->s.nstages == s->nstages;
+           e->s.nstages == s->nstages && e->s.p2p_sync == s->p2p_sync &&
+           e->s.grad_sync_end == s->grad_sync_end;
 }
 
 /* Solves the programs of s with nf thresholds into e. 0, or -1 out of memory. */

@@ -29,6 +29,8 @@ typedef struct nm_range {
     double out_lat;   /* seconds per transfer to the next unit */
     double in_total;  /* bytes/s of all the range's transfers back to the previous stage
                          (over the level between the previous device and the range's end) */
+    double in_rate, in_lat; /* one transfer from the range's first device back to the
+                         device before it: bytes/s and seconds of latency (sim_net_path) */
 } nm_range;
 
 /* The model of one placement order of the devices. */
@@ -85,6 +87,11 @@ typedef struct nm_setting {
     optimizer_kind opt;
     int quick;        /* 1: the min-max program and one fill threshold only */
     int nstages;      /* > 0: exactly this many stages (ranks for chunked kinds); 0: any */
+    int p2p_sync;     /* 1: the plans' transfers block (native_options.p2p_sync): a stage
+                         waits for each transfer it sends, and a transfer starts only once
+                         its receiver has posted the receive (docs/planner-native.md, 8) */
+    int grad_sync_end; /* 1: the rings run after the stage's last backward, none of it
+                          hidden (native_options.grad_sync_end) */
 } nm_setting;
 
 typedef struct nm_stage {
@@ -183,6 +190,17 @@ int nm_rr_applies(sched_kind kind, int S);
 double nm_rr_time(sched_kind kind, int S, const int *reps, const double *f, const double *b,
                   const double *x, const double *ar, const double *late0, int M,
                   double *plain);
+
+/* nm_rr_time with blocking transfers when sync is 1 (p2p sync; docs/sim.md, "Synchronous
+ * point-to-point"): each computation also waits for the send of the one before it on its
+ * replica, which leaves only once its receiver has posted the receive (when the
+ * receiver's computation before the one that takes it ends) and takes x; a receive's data
+ * leaves no earlier than its post; a replica ends when its last send has arrived (*plain
+ * too). sync 0: nm_rr_time. (grad_sync end needs nothing here: the caller's ar holds the
+ * whole ring, which starts at the stage's last backward either way.) */
+double nm_rr_time_p2p(sched_kind kind, int S, const int *reps, const double *f,
+                      const double *b, const double *x, const double *ar, const double *late0,
+                      int M, int sync, double *plain);
 
 /* The dynamic program for s: the partitions it proposes (min-max period, then least fill
  * under a few period thresholds), priced, distinct, at most `max` of them into out.

@@ -241,6 +241,7 @@ int nm_model_build(nm_model *m, const profile *p, const cluster *c, int ndev,
             if (d0 > 0) {
                 int L = sim_net_path(&m->net, m->order[d0 - 1], m->order[d1 - 1], &rate, &lat);
                 R->in_total = range_total(m, c, d0, d1, L, rate, ident);
+                sim_net_path(&m->net, m->order[d0], m->order[d0 - 1], &R->in_rate, &R->in_lat);
             }
             if (d1 < ndev) {
                 /* microbatches go round-robin from every replica to the next stage: the

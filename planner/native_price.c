@@ -3,7 +3,9 @@
  * (native_stage.c), the servers' ports that stages share, and for the one-stage-per-rank
  * kinds the compute order replayed (native_rr.c) with stage 0's first sends queued at a
  * port and each stage's all-reduce after its own last backward, bounded by the links and
- * ports; chunked kinds per device. */
+ * ports; chunked kinds per device. The setting's runtime (p2p sync, grad_sync end) is
+ * priced in the stages' terms (native_stage.c), the replay (native_rr.c) and the chunked
+ * ranks' periods (section 8, "Under the runtime"). */
 #include "planner/native_impl.h"
 
 #include <math.h>
@@ -231,7 +233,9 @@ static void price(const nm_model *m, const nm_setting *s, nm_part *pt, int exact
             one.kind = SCHED_1F1B_FLUSH;
             nm_stage_cost(m, &one, st->b0, st->b1, st->u, 1, m->ndev, &o);
             int rk = sched_kind_rank(s->kind, i, p);
-            devper[rk] += o.c;
+            /* blocking transfers: the rank waits for one exchange (one transfer, its
+             * neighbours' at once) per steady F-B pair, which runs back to back */
+            devper[rk] += o.c + (s->p2p_sync && o.lat > o.c ? (o.lat - o.c) / 2 : 0);
             double comm = i + 1 < pt->nst && o.lat > o.c ? (o.lat - o.c) / 2 : 0;
             if (comm > per) per = comm;
             sumlat += o.lat - o.c;
@@ -298,8 +302,9 @@ static void price(const nm_model *m, const nm_setting *s, nm_part *pt, int exact
         if (s->M > 0 && nm_rr_applies(s->kind, pt->nst)) {
             const sched_traits *tr = sched_traits_of(s->kind);
             double *late = tr->async ? NULL : first_late(m, s, pt);
-            double plain, t = nm_rr_time(s->kind, pt->nst, reps, f, b, x,
-                                         tr->async ? NULL : arx, late, s->M, &plain);
+            double plain, t = nm_rr_time_p2p(s->kind, pt->nst, reps, f, b, x,
+                                             tr->async ? NULL : arx, late, s->M, s->p2p_sync,
+                                             &plain);
             free(late);
             if (t > 0) {
                 /* links or ports slower than the order: everything ends that much later;

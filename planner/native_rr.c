@@ -24,12 +24,34 @@
  * With d the greatest common divisor of the replica counts and the microbatch count, the
  * microbatches g = a d + e of lane e run on replica d (a % q) + e of a stage of q d
  * replicas: d independent, identical pipelines of q replicas and M / d microbatches. The
- * replay runs one of them (gnmt on 4096 devices: 32 replicas, 112 microbatches). */
+ * replay runs one of them (gnmt on 4096 devices: 32 replicas, 112 microbatches).
+ *
+ * Under blocking transfers (p2p sync, nm_rr_time_p2p) the same sweep also keeps when each
+ * receive is posted (the end of the receiver's computation before the one that takes it,
+ * as Megatron-LM's batches place it): a transfer leaves no earlier than its post, and a
+ * computation waits for the arrival of the send of the one before it
+ * (docs/planner-native.md, section 8, "Under the runtime"). */
 #include "planner/native_impl.h"
 
 #include <stdlib.h>
 
 #include "core/schedule.h" /* sched_replica_order: the generator's order */
+
+/* Under blocking transfers (sync), when the send that follows action v (> 0: forward of
+ * microbatch v - 1, < 0: backward) of stage s, ending at t, arrives: it leaves once its
+ * receiver (stage s + 1's forward, s - 1's backward) has posted the receive (pf, pb: when
+ * each was posted, -1 not yet) and takes one transfer. t when the action sends nothing
+ * (the last stage's forward, the first stage's backward); -1 when the receive is not
+ * posted yet. */
+static double sent(int v, int s, int S, int n, const double *x, double t, const double *pf,
+                   const double *pb)
+{
+    int a = (v > 0 ? v : -v) - 1, r = v > 0 ? s + 1 : s - 1;
+    if (r < 0 || r >= S) return t;
+    double p = (v > 0 ? pf : pb)[(size_t)r * n + a];
+    if (p < 0) return -1;
+    return (p > t ? p : t) + x[v > 0 ? s : s - 1];
+}
 
 /* The makespan of n microbatches of one lane (q[s] replicas per stage), each stage ending
  * ar[s] seconds after its last action (ar NULL: 0), the first forward replica a of stage
@@ -37,7 +59,8 @@
  * (NULL: not asked) the last action's end. -1 when out of memory or when the order cannot finish (it always can: the
  * generator's orders are deadlock-free; kept as a guard). */
 static double rr_lane(int S, const int *q, const double *f, const double *b, const double *x,
-                      const double *ar, const double *late, int n, int hold_all, double *plain)
+                      const double *ar, const double *late, int n, int hold_all, int sync,
+                      double *plain)
 {
     int nw = 0, Wq = 0;
     size_t nact = 0;
@@ -50,10 +73,15 @@ static double rr_lane(int S, const int *q, const double *f, const double *b, con
     int *acts = malloc((nact + 1) * sizeof *acts), *len = calloc((size_t)nw, sizeof *len);
     int *pos = calloc((size_t)nw, sizeof *pos), *wst = malloc((size_t)nw * sizeof *wst);
     size_t *at = malloc((size_t)nw * sizeof *at);
+    /* sync: when each forward's (pf) and backward's (pb) receive is posted; else unused */
+    double *pf = sync ? malloc((size_t)S * n * sizeof *pf) : NULL;
+    double *pb = sync ? malloc((size_t)S * n * sizeof *pb) : NULL;
     double span = -1;
     if (plain) *plain = 0;
     if (!fd || !bd || !freet || !acts || !len || !pos || !wst || !at) goto done;
+    if (sync && (!pf || !pb)) goto done;
     for (size_t i = 0; i < (size_t)S * n; i++) fd[i] = bd[i] = -1;
+    for (size_t i = 0; sync && i < (size_t)S * n; i++) pf[i] = pb[i] = -1;
     int w = nw;
     size_t off = nact;
     for (int s = S - 1; s >= 0; s--) {
@@ -76,13 +104,25 @@ static double rr_lane(int S, const int *q, const double *f, const double *b, con
             while (pos[w] < len[w]) {
                 int v = L[pos[w]], a = (v > 0 ? v : -v) - 1;
                 double ready;
+                if (sync) /* the batch before this computation posts its receive */
+                    (v > 0 ? pf : pb)[(size_t)s * n + a] = freet[w];
                 if (v > 0) {
                     if (s > 0 && fd[(size_t)(s - 1) * n + a] < 0) break;
                     ready = s > 0 ? fd[(size_t)(s - 1) * n + a] + x[s - 1] : 0;
+                    if (sync && s > 0 && freet[w] > fd[(size_t)(s - 1) * n + a])
+                        ready = freet[w] + x[s - 1]; /* sent once the receive is posted */
                     if (s == 1 && late && a < q[0]) ready += late[a]; /* stage 0's first sends */
                 } else {
                     if (s + 1 < S && bd[(size_t)(s + 1) * n + a] < 0) break;
                     ready = s + 1 < S ? bd[(size_t)(s + 1) * n + a] + x[s] : 0;
+                    if (sync && s + 1 < S && freet[w] > bd[(size_t)(s + 1) * n + a])
+                        ready = freet[w] + x[s];
+                }
+                if (sync && pos[w] > 0) {
+                    /* the previous computation's send must have arrived */
+                    double sa = sent(L[pos[w] - 1], s, S, n, x, freet[w], pf, pb);
+                    if (sa < 0) break; /* its receiver has not posted the receive yet */
+                    if (sa > ready) ready = sa;
                 }
                 double t = (freet[w] > ready ? freet[w] : ready) + (v > 0 ? f[s] : b[s]);
                 (v > 0 ? fd : bd)[(size_t)s * n + a] = t;
@@ -98,12 +138,21 @@ static double rr_lane(int S, const int *q, const double *f, const double *b, con
             span = -1;
             break;
         }
-        const double end = freet[w] + (ar ? ar[wst[w]] : 0);
-        if (end > span) span = end;
-        if (plain && freet[w] > *plain) *plain = freet[w];
+    }
+    for (w = 0; w < nw && span >= 0; w++) {
+        double last = freet[w]; /* the last computation, and under sync its send's arrival */
+        if (sync && len[w] > 0) {
+            double sa = sent(acts[at[w] + len[w] - 1], wst[w], S, n, x, freet[w], pf, pb);
+            if (sa > last) last = sa;
+        }
+        double e = freet[w] + (ar ? ar[wst[w]] : 0);
+        if (last > e) e = last;
+        if (e > span) span = e;
+        if (plain && last > *plain) *plain = last;
     }
 done:
     free(fd), free(bd), free(freet), free(acts), free(len), free(pos), free(wst), free(at);
+    free(pf), free(pb);
     return span;
 }
 
@@ -116,6 +165,13 @@ int nm_rr_applies(sched_kind kind, int S)
 double nm_rr_time(sched_kind kind, int S, const int *reps, const double *f, const double *b,
                   const double *x, const double *ar, const double *late0, int M,
                   double *plain)
+{
+    return nm_rr_time_p2p(kind, S, reps, f, b, x, ar, late0, M, 0, plain);
+}
+
+double nm_rr_time_p2p(sched_kind kind, int S, const int *reps, const double *f,
+                      const double *b, const double *x, const double *ar, const double *late0,
+                      int M, int sync, double *plain)
 {
     if (S < 1 || S > NM_MAX_STAGES || M < 1) return -1;
     long long d = M;
@@ -135,13 +191,13 @@ double nm_rr_time(sched_kind kind, int S, const int *reps, const double *f, cons
         for (int a = 0; late && a < q[0]; a++)
             for (int e = 0; e < d; e++)
                 if (late0[a * d + e] > late[a]) late[a] = late0[a * d + e];
-        double t = rr_lane(S, q, f, b, x, ar, late, n, hold_all, plain);
+        double t = rr_lane(S, q, f, b, x, ar, late, n, hold_all, sync, plain);
         free(late);
         return t;
     }
     /* one continuous order: the steady cost of M more microbatches */
-    double t1 = rr_lane(S, q, f, b, x, NULL, NULL, n, 0, NULL);
-    double t2 = rr_lane(S, q, f, b, x, NULL, NULL, 2 * n, 0, NULL);
+    double t1 = rr_lane(S, q, f, b, x, NULL, NULL, n, 0, sync, NULL);
+    double t2 = rr_lane(S, q, f, b, x, NULL, NULL, 2 * n, 0, sync, NULL);
     if (plain) *plain = t2 - t1;
     return t1 < 0 || t2 < 0 ? -1 : t2 - t1;
 }

@@ -2,14 +2,15 @@
  * (docs/planner-native.md, "The cost model"). Per microbatch a stage costs
  *   compute  c = (F + B [+ F with recompute]) x microbatch / profiled minibatch / speed,
  *   period   max(c / replicas [+ exposed all-reduce / replicas for pipedream],
- *                output bytes / the range's outgoing transfer rate)   (links overlap compute)
+ *                output bytes / the range's outgoing transfer rate)   (links overlap compute;
+ *            with blocking transfers, p2p sync, c also holds one transfer out and one back)
  *   latency  c + 2 (link latency + bytes / rate)   (the fill and drain of flushing kinds)
  * and the all-reduce of its gradients is overlapped with the backward: only
- * max(all-reduce - backward, last bucket) is exposed, once per iteration for the flushing
- * kinds and 2bw, once per microbatch round for pipedream. Memory: the simulator's own
- * functions (sim/memory.h: sim_memory_layers per block range, sim_memory_stage,
- * sim_memory_add and sim_memory_close) with the planner's counts of weight versions,
- * buffer slots and staged gradients (a closed form of the schedule's warmup; the complete
+ * max(all-reduce - backward, last bucket) is exposed (all of it with grad_sync end), once
+ * per iteration for the flushing kinds and 2bw, once per microbatch round for pipedream.
+ * Memory: the simulator's own functions (sim/memory.h: sim_memory_layers per block
+ * range, sim_memory_stage, sim_memory_add and sim_memory_close) with the planner's counts
+ * of weight versions, buffer slots and staged gradients (a closed form of the schedule's warmup; the complete
  * partitions read theirs from the schedule: native_part_memory.c). */
 #include "planner/native_impl.h"
 
@@ -141,7 +142,9 @@ int nm_stage_cost_k(const nm_model *m, const nm_setting *s, int b0, int b1, int 
         F += sim_cost_gather_s(m->p, s->mbsize) / R->speed;
     double c = F + B, P = m->lay[b0 * (m->nb + 1) + b1].params;
     double ar = range_allreduce_s(R, n, P), arx = 0;
-    if (ar > 0) {
+    if (ar > 0 && s->grad_sync_end) {
+        arx = ar; /* after the last backward: nothing to hide under */
+    } else if (ar > 0) {
         double tail = ar * (NM_BUCKET_BYTES < P ? NM_BUCKET_BYTES / P : 1);
         arx = ar - B > tail ? ar - B : tail;
     }
@@ -156,7 +159,14 @@ int nm_stage_cost_k(const nm_model *m, const nm_setting *s, int b0, int b1, int 
     double in = b0 > 0 ? m->cut[b0] * bscale : 0;
     if (in > 0 && R->in_total > 0 && in / R->in_total > comm) comm = in / R->in_total;
     const sched_traits *tr = sched_traits_of(s->kind);
-    double per = tr->step_each_round ? (c + arx) / n : c / n;
+    /* blocking transfers: each replica waits for its output's transfer after a forward
+     * and for its input gradient's after a backward (the link no longer overlaps) */
+    double busy = c;
+    if (s->p2p_sync) {
+        if (out > 0) busy += R->out_lat + out / R->out_rate;
+        if (in > 0 && R->in_rate > 0) busy += R->in_lat + in / R->in_rate;
+    }
+    double per = tr->step_each_round ? (busy + arx) / n : busy / n;
     if (comm > per) per = comm;
     sim_memory mm;
     if (given) {
