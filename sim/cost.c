@@ -358,6 +358,7 @@ static void price_stage(sim_model *m, const plan *pl, const schedule *s, const s
     m->gradbuf_bytes[st] = t.gradbuf;
     m->slotbuf_bytes[st] = t.slotbuf;
     m->workspace_bytes[st] = t.workspace;
+    m->kept_bytes[st] = t.kept;
 }
 
 int sim_cost_build(sim_model *m, const plan *pl, const schedule *s, const sim_net *net,
@@ -419,7 +420,8 @@ int sim_cost_build(sim_model *m, const plan *pl, const schedule *s, const sim_ne
     m->param_bytes = calloc(ns, sizeof *m->param_bytes);
     m->gradmem_bytes = calloc(ns, sizeof *m->gradmem_bytes);
     m->optmem_bytes = calloc(ns, sizeof *m->optmem_bytes);
-    if (!m->param_bytes || !m->gradmem_bytes || !m->optmem_bytes) {
+    m->kept_bytes = calloc(ns, sizeof *m->kept_bytes);
+    if (!m->param_bytes || !m->gradmem_bytes || !m->optmem_bytes || !m->kept_bytes) {
         free(cross);
         return err_set(err, NULL, NULL, "out of memory");
     }
@@ -487,5 +489,6 @@ void sim_model_release(sim_model *m)
     free(m->param_bytes);
     free(m->gradmem_bytes);
     free(m->optmem_bytes);
+    free(m->kept_bytes);
     memset(m, 0, sizeof *m);
 }

@@ -128,6 +128,9 @@ typedef struct sim_model {
     double *gradmem_bytes;    /* [nstages] gradient buffers (fp32 main gradients with bf16) */
     double *optmem_bytes;     /* [nstages] optimizer state (and fp32 master weights with
                                  mixed precision), sharded over the replicas with ZeRO-1 */
+    double *kept_bytes;       /* [nstages] what a Megatron-LM-style runtime keeps between
+                                 iterations beyond the training state (sim_stage_mem.kept;
+                                 0 without nccl_buffers) */
     double *gather_bytes;     /* [nstages] 0, or where the ZeRO parameter all-gather runs
                                  apart from the gradients' reduce-scatter (plan's
                                  overlap_param_gather): its bytes. grad_bytes is then the

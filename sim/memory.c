@@ -23,7 +23,9 @@
  * buffer and no staging (sim_model.nccl_buffers; docs/sim.md), and activations as such a
  * runtime holds them (held_3d): the microbatches forwarded and not yet backwarded, an input
  * received before its forward as the one tensor that arrived, and a recomputation's
- * transient once at a time per device. One formula serves the simulator and the native
+ * transient once at a time per device; between iterations (not at the peak) such a
+ * runtime also keeps each received stage input of the last microbatch and its gradient
+ * (sim_memory.kept_inputs). One formula serves the simulator and the native
  * planner's estimate: sim_memory_layers (a stage's sums), sim_memory_stage (its terms),
  * sim_memory_add and sim_memory_close (a device's total). */
 #include "sim/memory.h"
@@ -165,6 +167,9 @@ static void stage_mul(const sim_stage_layers *L, const sim_mem_setting *s,
         out->slotbuf = 0;
     }
     out->workspace = L->ws;
+    /* between iterations a Megatron-LM-style runtime still holds the chunk's last received
+     * input and its gradient (sim_stage_mem.kept) */
+    out->kept = s->nccl ? 2 * L->in * sc : 0;
     double keep = s->splits ? L->split * sc : 0; /* output gradients kept for W */
     /* a Megatron-LM-style runtime frees a stage's output once it is sent (it keeps only its
      * autograd node: deallocate_pipeline_outputs); plumb's executor keeps it in the slot */
@@ -306,6 +311,7 @@ static void model_stage(const sim_model *m, int st, optimizer_kind opt, sim_stag
     t->transient = m->transient_bytes[st];
     t->gradbuf = m->gradbuf_bytes[st];
     t->workspace = m->workspace_bytes[st];
+    t->kept = m->kept_bytes ? m->kept_bytes[st] : 0;
 }
 
 void sim_memory_of(const sim_model *m, int w, const int *versions, optimizer_kind opt,

@@ -115,6 +115,13 @@ typedef struct sim_stage_mem {
     double gradbuf;       /* once: the backward's input-gradient buffers and the blocks'
                              inner ones (with nccl also one microbatch's slot gradients) */
     double workspace;     /* the backend scratch (a device's stages share the largest) */
+    double kept;          /* between iterations, with nccl, a stage that receives its input
+                             (not the first): its last microbatch's received input and the
+                             gradient computed for it, 2 x `in`. Megatron-LM passes the
+                             received tensor to the model chunk (set_input_tensor, which the
+                             chunk's TransformerBlock keeps until its next forward) and
+                             retains its gradient (backward_step: retain_grad), so both
+                             outlive the iteration; 0 otherwise */
 } sim_stage_mem;
 
 /* Fills out from the layer sums L under setting s. The one formula of a stage's memory:
@@ -162,6 +169,7 @@ static inline void sim_memory_add(sim_memory_acc *a, const sim_stage_mem *t, int
     m->weights += t->params * (versions > 0 ? versions : 1);
     m->gradients += t->gradients;
     m->optimizer += t->optimizer;
+    m->kept_inputs += t->kept;
     if (!nccl) {
         m->activations += slots * t->stash + t->transient;
         m->buffers += t->gradbuf + slots * t->slotbuf;
@@ -172,7 +180,8 @@ static inline void sim_memory_add(sim_memory_acc *a, const sim_stage_mem *t, int
     if (t->workspace > m->workspace) m->workspace = t->workspace;
 }
 
-/* Closes a into out: buffers plus the receive buffer, staging, total, capacity, fits. */
+/* Closes a into out: buffers plus the receive buffer, staging, total, capacity, fits
+ * (kept_inputs as summed, not part of total). */
 static inline void sim_memory_close(const sim_memory_acc *a, double staging,
                                     double capacity, sim_memory *out)
 {
@@ -192,7 +201,8 @@ static inline void sim_memory_close(const sim_memory_acc *a, double staging,
  * m->nccl_buffers (a Megatron-LM-style runtime) the activations are the most w's list holds
  * at once (in-flight microbatches' stash_bytes, received inputs waiting for their forward
  * at cut_bytes, one backward's transient_bytes) and the gradient buffers the largest of its
- * stages' (one backward at a time). */
+ * stages' (one backward at a time), and kept_inputs the sum of its stages' kept_bytes
+ * (what stays between iterations; 0 in a model without them). */
 void sim_memory_of(const sim_model *m, int w, const int *versions, optimizer_kind opt,
                    double capacity, sim_memory *out);
 

@@ -91,6 +91,8 @@ static cJSON *device_json(const sim_device_report *d)
         json_add_num(m, "workspace_bytes", d->mem.workspace);
         json_add_num(m, "staging_bytes", d->mem.staging);
         json_add_num(m, "peak_bytes", d->mem.total);
+        if (d->mem.kept_inputs > 0) /* only when held: other reports read as before */
+            json_add_num(m, "kept_inputs_bytes", d->mem.kept_inputs);
     }
     return o;
 }

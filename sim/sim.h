@@ -84,6 +84,12 @@ typedef struct sim_memory {
                                  gradients the device sends: per peer, the most that can be
                                  in flight (schedule_send_bound) x the largest */
     double total;             /* sum of the above */
+    double kept_inputs;       /* between iterations, not at the peak and not in total: with
+                                 a Megatron-LM-style runtime (3D plans), what the device
+                                 keeps beyond its weights, gradients and optimizer state:
+                                 each of its stages but the first keeps the last
+                                 microbatch's received input and that input's gradient
+                                 (sim_stage_mem.kept); 0 otherwise */
     double capacity;          /* device memory (or the memory limit when smaller) */
     int fits;                 /* total <= capacity */
 } sim_memory;

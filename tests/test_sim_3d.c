@@ -679,3 +679,78 @@ Test(sim_3d, mixed_backward_kinds_free_their_microbatch)
     sim_report_free(r);
     plan_free(pl);
 }
+
+/* ---- (e) what a Megatron-LM-style runtime keeps between iterations ---------------------- */
+
+/* The JSON report's kept_inputs_bytes of device `device`, or -1 when the key is absent. */
+static double json_kept(const sim_report *r, int device)
+{
+    cJSON *j = sim_report_to_json(r, NULL, NULL);
+    cr_assert_not_null(j);
+    double v = -1;
+    const cJSON *d;
+    cJSON_ArrayForEach(d, cJSON_GetObjectItemCaseSensitive(j, "devices"))
+    {
+        if (cJSON_GetObjectItemCaseSensitive(d, "device")->valuedouble != device) continue;
+        const cJSON *m = cJSON_GetObjectItemCaseSensitive(d, "memory");
+        const cJSON *k = cJSON_GetObjectItemCaseSensitive(m, "kept_inputs_bytes");
+        if (k) v = k->valuedouble;
+    }
+    cJSON_Delete(j);
+    return v;
+}
+
+/* Megatron-LM hands each model chunk its received input (set_input_tensor: the chunk's
+ * TransformerBlock keeps it until its next forward) and retains that input's gradient
+ * (backward_step: retain_grad), so after the last microbatch every chunk that receives
+ * its input still holds one s x b x h tensor and its gradient, in bf16 2 x 2 s b h bytes,
+ * outside the peak. GPT-2 (h 768) at pp 2 with 2 virtual stages per rank, sequences of
+ * 1024, microbatch 1: rank 0 (device 0) holds stages 0 and 2, of which stage 2 receives:
+ * 2 x 2 x 1024 x 768 = 3,145,728 bytes; rank 1 (device 4) stages 1 and 3: twice that. At
+ * pp 1 nothing is received: 0, and the JSON report leaves the key out. The peak (total)
+ * is the sum of the other terms, as before. */
+Test(sim_3d, kept_inputs_between_iterations)
+{
+    const double one = 2.0 * 2 * 1024 * 768;
+    plan *pl = layout_plan("examples/llm/gpt2.json", 2, 2, RECOMPUTE_NONE, 1);
+    cr_assert_eq(pl->nstages, 4);
+    sim_report *r = run_ok(pl);
+    plan_free(pl);
+    for (int d = 0; d <= 4; d += 4) {
+        const sim_memory *m = &dev_of(r, d)->mem;
+        double want = d == 0 ? one : 2 * one;
+        cr_expect(close_to(m->kept_inputs, want, 1e-12), "device %d: %g vs %g", d,
+                  m->kept_inputs, want);
+        cr_expect(close_to(json_kept(r, d), want, 1e-12), "device %d: JSON %g", d,
+                  json_kept(r, d));
+        double sum = m->weights + m->gradients + m->optimizer + m->activations + m->buffers +
+                     m->workspace + m->staging;
+        cr_expect(close_to(m->total, sum, 1e-12), "device %d: peak %g vs %g", d, m->total, sum);
+    }
+    sim_report_free(r);
+    pl = layout_plan("examples/llm/gpt2.json", 1, 1, RECOMPUTE_NONE, 1);
+    r = run_ok(pl);
+    plan_free(pl);
+    cr_expect_eq(dev_of(r, 0)->mem.kept_inputs, 0);
+    cr_expect_eq(json_kept(r, 0), -1);
+    sim_report_free(r);
+}
+
+/* The kept input is the tensor a rank receives: with tensor parallelism alone the whole
+ * s b h activation on every rank (2 x 2 s b h bytes in bf16), with sequence parallelism
+ * its 1 / t share (2 x 2 s b h / t). GPT-3 175B at tp 8 over 8 stages, one stage per
+ * device group: the first stage (device 0) receives nothing, the second (device 8) one
+ * input. */
+Test(sim_3d, kept_inputs_per_tensor_rank)
+{
+    for (int sp = 0; sp <= 1; sp++) {
+        gpt_case g = gpt_plan(sp);
+        double sbh = g.s * g.b * g.h, want = 2 * 2 * sbh / (sp ? T : 1);
+        sim_report *r = synth_run(g.pl, NULL);
+        cr_expect_eq(dev_of(r, 0)->mem.kept_inputs, 0, "sp %d", sp);
+        cr_expect(close_to(dev_of(r, T)->mem.kept_inputs, want, 1e-12), "sp %d: %g vs %g", sp,
+                  dev_of(r, T)->mem.kept_inputs, want);
+        sim_report_free(r);
+        plan_free(g.pl);
+    }
+}
