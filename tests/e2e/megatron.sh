@@ -20,10 +20,12 @@
 # (issue #25) the script prints one skip line and exits 0.
 . "$(dirname "$0")/lib/published.sh" # P, d, fail=0, plan_has, profile_models, plan_args...
 A100=${A100:-profiles/clusters/dgx-a100-80g.json}
-# Megatron-LM of 2022 (the Korthikanti rows, k22-*) runs the input gradient's all-reduce of
-# a column-parallel layer under its weight-gradient GEMM (--async-tensor-model-parallel-
-# allreduce, on by default): --tp-overlap backward on those rows with tp > 1
-# (MEGATRON_TPO_K22=none prices it blocking); the 2021 code (SC21) blocks.
+# Megatron-LM of 2022 (the Korthikanti rows, k22-*) runs the input gradient's all-reduce
+# (with sequence parallelism, its reduce-scatter) of a column-parallel layer under its
+# weight-gradient GEMM; the 2021 code (SC21) blocks (SOURCES.md, "Tensor-parallel
+# communication in the backward"). MEGATRON_TPO_K22=backward prices the k22 rows with
+# tp > 1 so; the default, none, prices every collective blocking, the convention the A100
+# file is fitted with (docs/llm.md, "Overlapped backward collectives on the 2022 A100 runs").
 TPO_K22=${MEGATRON_TPO_K22:-none}
 DATA=tests/data/megatron
 MODELS=examples/llm/megatron
