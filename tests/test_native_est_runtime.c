@@ -12,6 +12,7 @@
 #include "planner/native.h"
 #include "planner/native_impl.h"
 #include "sim/sim.h"
+#include "planfix.h"
 #include "shipped.h"
 #include "synth.h"
 
@@ -114,12 +115,7 @@ static void compare(const char *cpath, int sync, int end, errs *er)
         nm_model m;
         cr_assert_eq(nm_model_build(&m, p, c, c->ndevices, NULL, 0, &e), 0, "%s", e.msg);
         for (size_t h = 0; h < sizeof shapes / sizeof shapes[0]; h++) {
-            int S = 0, reps[5], lcm = 1;
-            while (S < 5 && shapes[h][S]) {
-                reps[S] = shapes[h][S];
-                lcm = lcm / (int)nm_gcd(lcm, reps[S]) * reps[S];
-                S++;
-            }
+            int reps[5], lcm, S = shape_replicas(shapes[h], 5, reps, &lcm);
             nm_part pt;
             even_part(&m, S, reps, &pt);
             for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
