@@ -108,10 +108,7 @@ static void compare(const char *cpath, int sync, int end, errs *er)
     cluster *c = cluster_load_cut(cpath, 16, 2, &e);
     cr_assert_not_null(c, "%s", e.msg);
     for (int fi = 0; fi < 3; fi++) {
-        char path[256];
-        snprintf(path, sizeof path, PROFILE_DIR "/%s.json", profs[fi]);
-        profile *p = profile_load(path, &e);
-        cr_assert_not_null(p, "%s", e.msg);
+        profile *p = shipped_profile(profs[fi]);
         nm_model m;
         cr_assert_eq(nm_model_build(&m, p, c, c->ndevices, NULL, 0, &e), 0, "%s", e.msg);
         for (size_t h = 0; h < sizeof shapes / sizeof shapes[0]; h++) {
