@@ -4,6 +4,7 @@
 #ifndef PLUMB_GROW_H
 #define PLUMB_GROW_H
 
+#include <limits.h>
 #include <stdint.h>
 #include <stdlib.h>
 
@@ -26,6 +27,23 @@ static inline void *array_grow(void *p, size_t *cap, size_t first, size_t elem)
     void *np = nc ? realloc(p, nc * elem) : NULL;
     if (np)
         *cap = nc;
+    return np;
+}
+
+/* Room for one more element in the array p of n used of *cap elements (int counts) of elem
+ * bytes each: p itself when n < *cap, else p grown as array_grow grows it (doubling from
+ * first) with *cap updated. NULL when memory runs out or the count would pass INT_MAX: p
+ * and *cap are then unchanged and p still owned by the caller. */
+static inline void *array_room(void *p, int n, int *cap, int first, size_t elem)
+{
+    if (n < *cap)
+        return p;
+    if (*cap < 0 || *cap > INT_MAX / 2 || first < 1)
+        return NULL;
+    size_t c = (size_t)*cap;
+    void *np = array_grow(p, &c, (size_t)first, elem);
+    if (np)
+        *cap = (int)c;
     return np;
 }
 

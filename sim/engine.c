@@ -45,25 +45,12 @@ int eng_bad_action(eng *E, int w, int i, const char *what)
                    action_format(&E->s->acts[w][i], buf, sizeof buf), what);
 }
 
-/* The capacity that an array of cap elements (an int count) grows to: grow.h's, or 0
- * past what an int counts. */
-static int grow_cap(int cap, int first, size_t size)
-{
-    size_t nc = cap >= 0 && cap <= INT_MAX / 2 ? array_next_cap((size_t)cap, (size_t)first, size)
-                                               : 0;
-    return (int)nc;
-}
-
 int eng_grow(void **p, int n, int *cap, size_t size)
 {
-    if (n < *cap)
-        return 0;
-    int nc = grow_cap(*cap, 64, size);
-    void *np = nc ? realloc(*p, (size_t)nc * size) : NULL;
+    void *np = array_room(*p, n, cap, 64, size);
     if (!np)
         return -1;
     *p = np;
-    *cap = nc;
     return 0;
 }
 
@@ -71,7 +58,8 @@ int eng_grow_lines(void **p, int n, int *cap, size_t size)
 {
     if (n < *cap)
         return 0;
-    int nc = grow_cap(*cap, 16, size);
+    /* the capacity array_room would give; the block is moved here, aligned */
+    int nc = *cap >= 0 && *cap <= INT_MAX / 2 ? (int)array_next_cap((size_t)*cap, 16, size) : 0;
     void *np = nc ? aligned_alloc(64, (size_t)nc * size) : NULL;
     if (!np)
         return -1;

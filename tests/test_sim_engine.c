@@ -893,9 +893,10 @@ Test(sim_engine, events_in_their_microbatch_s_iteration)
     cr_assert_gt(checked, 1000);
 }
 
-/* The engine's growable arrays grow as core/grow.h says (doubling from a first capacity;
- * aligned ones on a cache line) and refuse, unchanged, a capacity past what an int counts
- * or a byte size that overflows, rather than wrapping. */
+/* The engine's growable arrays, and core/grow.h's array_room that core and the executor
+ * grow their int-counted arrays by, grow as core/grow.h says (doubling from a first
+ * capacity; aligned ones on a cache line) and refuse, unchanged, a capacity past what an
+ * int counts or a byte size that overflows, rather than wrapping. */
 Test(sim_engine, arrays_grow_by_the_one_rule)
 {
     void *p = NULL;
@@ -929,5 +930,19 @@ Test(sim_engine, arrays_grow_by_the_one_rule)
     cr_expect_eq(array_next_cap(16, 16, 8), 32);
     cr_expect_eq(array_next_cap(SIZE_MAX / 2 + 1, 16, 1), 0);
     cr_expect_eq(array_next_cap(SIZE_MAX / 8, 16, 8), 0);
+    /* array_room, the int-counted arrays' (core's and the executor's) */
+    int ac = 0, *a = array_room(NULL, 0, &ac, 8, sizeof *a);
+    cr_assert_not_null(a);
+    cr_expect_eq(ac, 8);
+    cr_expect(array_room(a, 7, &ac, 8, sizeof *a) == a && ac == 8, "room left: unchanged");
+    a = array_room(a, 8, &ac, 8, sizeof *a);
+    cr_assert_not_null(a);
+    cr_expect_eq(ac, 16);
+    int huge = INT_MAX / 2 + 1;
+    cr_expect_null(array_room(a, huge, &huge, 8, sizeof *a), "past INT_MAX");
+    cr_expect_eq(huge, INT_MAX / 2 + 1);
+    cr_expect_null(array_room(a, 16, &ac, 8, SIZE_MAX / 20), "bytes overflow");
+    cr_expect_eq(ac, 16);
+    free(a);
     cr_expect_eq(array_next_cap(SIZE_MAX / 32, 16, 8), SIZE_MAX / 32 * 2);
 }
