@@ -1,6 +1,8 @@
 /* grow.h: how an array that is appended to one element at a time makes room: its capacity
  * doubles (from a first capacity when empty), and a size whose byte count would overflow
- * is refused rather than wrapped (the timeline, the event heap and the engine's arrays). Header-only so that the simulator's hot loop inlines it. */
+ * is refused rather than wrapped. Arrays counted in size_t grow by array_grow, those
+ * counted in int by array_room, an aligned block moved by hand by array_next_cap.
+ * Header-only so that the simulator's hot loop inlines it. */
 #ifndef PLUMB_GROW_H
 #define PLUMB_GROW_H
 
