@@ -185,10 +185,9 @@ Test(native_est_runtime, end_against_the_simulator, .timeout = 120)
 Test(native_est_runtime, sync_proposes_the_overlapped_partitions, .timeout = 120)
 {
     plumb_err e;
-    profile *p = profile_load(PROFILE_DIR "/squeezenet1_0.json", &e);
-    cr_assert_not_null(p, "%s", e.msg);
-    cluster *c = cluster_load(CLUSTER_DIR "/hetero-2xh200-2xv100.json", &e);
-    cr_assert_not_null(c, "%s", e.msg);
+    profile *p;
+    cluster *c;
+    load_pair(PROFILE_DIR "/squeezenet1_0.json", CLUSTER_DIR "/hetero-2xh200-2xv100.json", &p, &c);
     native_options o;
     native_options_init(&o);
     o.p2p_sync = 1;

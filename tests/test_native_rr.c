@@ -437,10 +437,9 @@ Test(native_rr, estimate_against_the_simulator, .timeout = 120)
 Test(native_rr, no_stage_above_the_schedules_replicas, .timeout = 120)
 {
     plumb_err e;
-    profile *p = profile_load(PROFILE_DIR "/resnet50.json", &e);
-    cr_assert_not_null(p, "%s", e.msg);
-    cluster *c = cluster_load(CLUSTER_DIR "/dgx-a100-80g.json", &e);
-    cr_assert_not_null(c, "%s", e.msg);
+    profile *p;
+    cluster *c;
+    load_pair(PROFILE_DIR "/resnet50.json", CLUSTER_DIR "/dgx-a100-80g.json", &p, &c);
     cr_assert_gt(c->ndevices, SCHED_MAX_REPLICAS);
     native_options o;
     native_options_init(&o);
