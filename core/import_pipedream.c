@@ -2,6 +2,7 @@
  * plumb profiles (layers in a deterministic topological order). Every malformed line gets
  * one message "FILE:LINE: what was expected (got ...)". */
 #include "import_pipedream.h"
+#include "grow.h"
 #include "json.h"
 
 #include <errno.h>
@@ -355,12 +356,9 @@ pd_graph *pd_graph_parse(const char *file, const char *text, size_t len, plumb_e
                          "(got %s)", snip(got, sizeof got, body.s, body.n));
                 goto fail;
             }
-            if (g->nedges == ecap) {
-                ecap = ecap ? 2 * ecap : 64;
-                raw_edge *r = realloc(raw, (size_t)ecap * sizeof *r);
-                if (!r) goto oom;
-                raw = r;
-            }
+            raw_edge *r = array_room(raw, g->nedges, &ecap, 64, sizeof *r);
+            if (!r) goto oom;
+            raw = r;
             raw[g->nedges++] = (raw_edge){trim(f[0]), trim(f[1]), line};
             continue;
         }
@@ -371,12 +369,9 @@ pd_graph *pd_graph_parse(const char *file, const char *text, size_t len, plumb_e
                      snip(got, sizeof got, ln.s, ln.n));
             goto fail;
         }
-        if (g->nnodes == ncap) {
-            ncap = ncap ? 2 * ncap : 64;
-            pd_node *nn = realloc(g->nodes, (size_t)ncap * sizeof *nn);
-            if (!nn) goto oom;
-            g->nodes = nn;
-        }
+        pd_node *nn = array_room(g->nodes, g->nnodes, &ncap, 64, sizeof *nn);
+        if (!nn) goto oom;
+        g->nodes = nn;
         pd_node *n = &g->nodes[g->nnodes++];
         memset(n, 0, sizeof *n);
         if (parse_node(file, line, trim(ln), n, err)) goto fail;

@@ -14,6 +14,7 @@
 #include "bounds.h"
 #include "device.h"
 #include "json.h"
+#include "schedule.h"
 #include "schedule_traits.h"
 
 /* ---- names --------------------------------------------------------------------------- */
@@ -425,23 +426,25 @@ int plan_sync_replicas_check(const plan *pl, sched_kind kind, const char *file,
     const sched_traits *tr = sched_traits_of(kind);
     if (!tr || !tr->async)
         return 0;
-    /* in flight per replica: ceil(workers of stages s .. p-1 / replicas of s), the IR's */
-    int workers = 0, w_next = 0;
-    for (int s = pl->nstages - 1; s >= 0; s--) {
-        int r = pl->stages[s].replicas, r_next = s + 1 < pl->nstages ? pl->stages[s + 1].replicas : 0;
-        workers += r;
-        int w = (workers + r - 1) / r;
-        if (r_next > 0 && (long long)(w - 1) * r > (long long)(w_next + 1) * r_next)
-            return err_set(err, file, field, "expected overlap with schedule %s on these "
-                           "replicas: stage %d's %d replicas keep %d microbatches in flight each "
-                           "and stage %d's %d keep %d, (%d - 1) x %d > (%d + 1) x %d, so the "
-                           "all-reduce of stage %d waits on forwards that stage %d receives only "
-                           "after gradients it sends past that all-reduce: blocking transfers "
-                           "deadlock (docs/sim.md) (got sync)", tr->name, s, r, w, s + 1, r_next,
-                           w_next, w, r, w_next, r_next, s, s + 1);
-        w_next = w;
+    int n = pl->nstages, rc = 0;
+    int *rep = malloc((size_t)(n > 0 ? n : 1) * sizeof *rep);
+    if (!rep) return err_set(err, file, NULL, "out of memory");
+    for (int s = 0; s < n; s++) rep[s] = pl->stages[s].replicas;
+    /* in flight per replica: the IR's (sched_inflight_1f1b); the last stage first */
+    for (int s = n - 2; s >= 0 && !rc; s--) {
+        int r = rep[s], r_next = rep[s + 1];
+        int w = sched_inflight_1f1b(rep, n, s), w_next = sched_inflight_1f1b(rep, n, s + 1);
+        if ((long long)(w - 1) * r > (long long)(w_next + 1) * r_next)
+            rc = err_set(err, file, field, "expected overlap with schedule %s on these "
+                         "replicas: stage %d's %d replicas keep %d microbatches in flight each "
+                         "and stage %d's %d keep %d, (%d - 1) x %d > (%d + 1) x %d, so the "
+                         "all-reduce of stage %d waits on forwards that stage %d receives only "
+                         "after gradients it sends past that all-reduce: blocking transfers "
+                         "deadlock (docs/sim.md) (got sync)", tr->name, s, r, w, s + 1, r_next,
+                         w_next, w, r, w_next, r_next, s, s + 1);
     }
-    return 0;
+    free(rep);
+    return rc;
 }
 
 int plan_validate(const plan *pl, const char *file, plumb_err *err)

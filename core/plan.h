@@ -173,11 +173,12 @@ int plan_validate(const plan *pl, const char *file, plumb_err *err);
 /* Whether pl's stages run schedule `kind` under blocking point-to-point transfers (p2p
  * sync) without deadlock. An asynchronous kind (pipedream, 2bw) deadlocks when some stage s
  * of r replicas, each keeping w = ceil(workers of stages s .. p-1 / r) microbatches in
- * flight, feeds a stage of r' replicas keeping w' each with (w - 1) r > (w' + 1) r': the
+ * flight (the generator's count, sched_inflight_1f1b), feeds a stage of r' replicas keeping w' each with (w - 1) r > (w' + 1) r': the
  * all-reduce of s's first backwards needs sends that stage s + 1 receives only after
  * gradients it sends past that all-reduce (docs/sim.md, "Synchronous point-to-point").
  * Returns 0 (the other kinds, and every layout whose stages have equal replica counts), or
- * -1 with err naming file and field (the plan's "p2p", or the option that asked). pl's
+ * -1 with err naming file and field (the plan's "p2p", or the option that asked; no field
+ * when out of memory). pl's
  * stages must be valid (plan_validate's). */
 int plan_sync_replicas_check(const plan *pl, sched_kind kind, const char *file,
                              const char *field, plumb_err *err);

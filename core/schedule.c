@@ -10,6 +10,8 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include "grow.h"
+
 static const char *const kind_names[ACT_NKINDS] = {
     "F", "B", "I", "W", "SEND_F", "RECV_F", "SEND_B", "RECV_B", "REDUCE_GRAD", "STEP",
 };
@@ -21,11 +23,9 @@ const char *act_kind_name(act_kind k)
 
 int actvec_grow(actvec *v)
 {
-    int cap = v->cap ? 2 * v->cap : 16;
-    action *p = realloc(v->a, (size_t)cap * sizeof *p);
+    action *p = array_room(v->a, v->n, &v->cap, 16, sizeof *p);
     if (!p) return -1;
     v->a = p;
-    v->cap = cap;
     return 0;
 }
 

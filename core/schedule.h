@@ -131,6 +131,14 @@ void schedule_free(schedule *s);
  * docs/sim.md, Scale). */
 #define SCHED_BYTES_PER_ACTION 128
 
+/* The most microbatches a replica of stage st keeps in flight under the one-stage-per-rank
+ * 1F1B kinds (the generator's warmup forwards plus one): ceil(W / r), W the replicas of
+ * stages st .. nstages - 1 (the workers from st on; PipeDream's NOAM for the input stage),
+ * r those of st. replicas: [nstages] counts >= 1. Returns -1 when replicas is NULL, st is
+ * out of range or replicas[st] < 1. The generator and plan_sync_replicas_check both ask
+ * this one. */
+int sched_inflight_1f1b(const int *replicas, int nstages, int st);
+
 /* The compute order of replica j (0 <= j < r) of a stage of r replicas over the
  * microbatches g in [lo, hi) with g % r == j (PipeDream's 1F1B-RR), as the generator lays
  * it out for the one-stage-per-rank kinds: hold_all (gpipe) every forward then every

@@ -27,6 +27,7 @@
 #include <emmintrin.h>
 #endif
 
+#include "grow.h"
 #include "schedule.h"
 #include "schedule_impl.h"
 #include "schedule_vclock.h"
@@ -461,13 +462,10 @@ static int pend_note(bctx *c, int b, size_t d, int p)
     if ((int)(v >> 32) == b + 1) return 0;
     for (int i = 0; i < c->nov; i++)
         if (c->ov[i].b == b && c->ov[i].d == d) return 0;
-    if (c->nov == c->capov) { /* another receiver holds the slot: an IR the generators
-                                 never make, kept aside */
-        int cap = c->capov ? 2 * c->capov : 16;
-        struct bov *o = realloc(c->ov, (size_t)cap * sizeof *o);
-        if (!o) return -1;
-        c->ov = o, c->capov = cap;
-    }
+    /* another receiver holds the slot: an IR the generators never make, kept aside */
+    struct bov *o = array_room(c->ov, c->nov, &c->capov, 16, sizeof *o);
+    if (!o) return -1;
+    c->ov = o;
     c->ov[c->nov++] = (struct bov){b, p, d};
     return 0;
 }
@@ -494,9 +492,9 @@ static int take_note(bctx *c, int b, size_t d, int i)
             memmove(g->q, g->q + g->qh, (size_t)g->qn * sizeof *g->q);
             g->qh = 0;
         } else {
-            int cap = g->qcap ? 2 * g->qcap : 8, *q = realloc(g->q, (size_t)cap * sizeof *q);
+            int *q = array_room(g->q, g->qh + g->qn, &g->qcap, 8, sizeof *q);
             if (!q) return -1;
-            g->q = q, g->qcap = cap;
+            g->q = q;
         }
     }
     g->q[g->qh + g->qn++] = i;

@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "grow.h"
 #include "schedule.h"
 #include "schedule_impl.h"
 
@@ -56,12 +57,9 @@ static int tpair_get(tctx *c, int from, int to)
 {
     for (int k = c->head[from]; k >= 0; k = c->pr[k].next)
         if (c->pr[k].to == to) return k;
-    if (c->npr == c->cappr) {
-        int cap = c->cappr ? 2 * c->cappr : 16;
-        tpair *p = realloc(c->pr, (size_t)cap * sizeof *p);
-        if (!p) return -1;
-        c->pr = p, c->cappr = cap;
-    }
+    tpair *p = array_room(c->pr, c->npr, &c->cappr, 16, sizeof *p);
+    if (!p) return -1;
+    c->pr = p;
     int k = c->npr++;
     c->pr[k] = (tpair){.from = from, .to = to, .next = c->head[from]};
     c->head[from] = k;
@@ -135,11 +133,9 @@ static inline size_t take_slot(const tctx *c, int w, int k, int st, int mb, int 
 static int take_add(tctx *c, int k, int i)
 {
     tpair *g = &c->pr[k];
-    if (g->nt == g->capt) {
-        int cap = g->capt ? 2 * g->capt : 64, *t = realloc(g->t, (size_t)cap * sizeof *t);
-        if (!t) return -1;
-        g->t = t, g->capt = cap;
-    }
+    int *t = array_room(g->t, g->nt, &g->capt, 64, sizeof *t);
+    if (!t) return -1;
+    g->t = t;
     g->t[g->nt++] = i;
     return 0;
 }

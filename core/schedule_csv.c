@@ -11,6 +11,7 @@
  * receives added; compute_comms keeps them, their peers resolved from the placement.
  * Steps, all-reduces of replicated stages and weight versions are recomputed from the
  * schedule kind unless the file carries them. */
+#include "grow.h"
 #include "schedule_impl.h"
 #include "json.h"
 
@@ -482,16 +483,13 @@ static int csv_split(const char *text, size_t len, csvrows *out)
                 f[l++] = ch;
             }
             f[l] = '\0';
-            if (nf == fcap) {
-                fcap = fcap ? 2 * fcap : 8;
-                char **g = realloc(fields, (size_t)fcap * sizeof *g);
-                if (!g) {
-                    free(f);
-                    return -1;
-                }
-                fields = g;
-                out->rows[out->n - 1] = fields;
+            char **g = array_room(fields, nf, &fcap, 8, sizeof *g);
+            if (!g) {
+                free(f);
+                return -1;
             }
+            fields = g;
+            out->rows[out->n - 1] = fields;
             fields[nf++] = f;
             out->nf[out->n - 1] = nf;
             if (i >= len) {

@@ -10,12 +10,18 @@
 
 #include <stdlib.h>
 
-/* Most microbatches a replica of stage st holds under 1F1B. */
+int sched_inflight_1f1b(const int *replicas, int nstages, int st)
+{
+    if (!replicas || st < 0 || st >= nstages || replicas[st] < 1) return -1;
+    int w = 0;
+    for (int t = st; t < nstages; t++) w += replicas[t];
+    return (w + replicas[st] - 1) / replicas[st];
+}
+
+/* Most microbatches a replica of stage st holds under 1F1B (sched_inflight_1f1b). */
 static int inflight_of(const schedule *s, int st)
 {
-    int w = 0;
-    for (int t = st; t < s->nstages; t++) w += s->replicas[t];
-    return (w + s->replicas[st] - 1) / s->replicas[st];
+    return sched_inflight_1f1b(s->replicas, s->nstages, st);
 }
 
 int sched_replica_order(int r, int j, int lo, int hi, int k, int hold_all, int *out)

@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "grow.h"
+
 /* A new base holding v (taken over), with one reference, in a free slot or a new one;
  * its index or -1. */
 static int base_new(vcset *S, int *v)
@@ -17,12 +19,9 @@ static int base_new(vcset *S, int *v)
     if (i >= 0) {
         S->free_head = S->b[i].next_free;
     } else {
-        if (S->nb == S->capb) {
-            int cap = S->capb ? 2 * S->capb : 64;
-            vc_base *p = realloc(S->b, (size_t)cap * sizeof *p);
-            if (!p) return -1;
-            S->b = p, S->capb = cap;
-        }
+        vc_base *p = array_room(S->b, S->nb, &S->capb, 64, sizeof *p);
+        if (!p) return -1;
+        S->b = p;
         i = S->nb++;
         S->b[i].gen = 0;
     }

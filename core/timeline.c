@@ -135,14 +135,10 @@ int timeline_track_tp(timeline *tl, int kind, int device, int peer, int tp_rank,
         if (t->kind == kind && t->device == device && t->peer == peer && t->tp_rank == tp_rank)
             return tl->hint = i;
     }
-    if (tl->ntracks == tl->cap_tracks) {
-        int nc = tl->cap_tracks ? 2 * tl->cap_tracks : 16;
-        tl_track *nt = realloc(tl->tracks, (size_t)nc * sizeof *nt);
-        if (!nt)
-            return -1;
-        tl->tracks = nt;
-        tl->cap_tracks = nc;
-    }
+    tl_track *nt = array_room(tl->tracks, tl->ntracks, &tl->cap_tracks, 16, sizeof *nt);
+    if (!nt)
+        return -1;
+    tl->tracks = nt;
     char dflt[64];
     if (!name && tp_rank > 0) {
         snprintf(dflt, sizeof dflt, "device %d tp rank %d%s", device, tp_rank,
@@ -579,14 +575,10 @@ static int read_thread_name(const jctx *c, timeline *tl, tkey **keys, int *nkeys
         tl->tracks[id].peak_bytes = peak;
     if (find_key(*keys, *nkeys, pid, tid) >= 0)
         return 0;
-    if (*nkeys == *cap) {
-        int nc = *cap ? 2 * *cap : 16;
-        tkey *nk = realloc(*keys, (size_t)nc * sizeof *nk);
-        if (!nk)
-            return err_set(c->err, c->file, NULL, "out of memory");
-        *keys = nk;
-        *cap = nc;
-    }
+    tkey *nk = array_room(*keys, *nkeys, cap, 16, sizeof *nk);
+    if (!nk)
+        return err_set(c->err, c->file, NULL, "out of memory");
+    *keys = nk;
     (*keys)[(*nkeys)++] = (tkey){pid, tid, id};
     return 0;
 }

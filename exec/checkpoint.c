@@ -22,6 +22,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include "core/grow.h"
 #include "json.h"
 
 #define CK_MAGIC "PLUMBCK1"
@@ -357,13 +358,9 @@ static long *list_steps(const char *dir, int *n)
     while ((e = readdir(d))) {
         long s = name_step(e->d_name);
         if (s < 0) continue;
-        if (*n == cap) {
-            int nc = cap ? 2 * cap : 16;
-            long *ns = realloc(st, (size_t)nc * sizeof *ns);
-            if (!ns) break;
-            st = ns;
-            cap = nc;
-        }
+        long *ns = array_room(st, *n, &cap, 16, sizeof *ns);
+        if (!ns) break;
+        st = ns;
         st[(*n)++] = s;
     }
     closedir(d);

@@ -389,7 +389,7 @@ static int inject_fault(worker *wk)
         raise(SIGKILL);
     }
     if (c->fault.mode == RT_FAULT_STALL) {
-        double lim = (c->timeout_s > 0 ? c->timeout_s : 120) + 5, t0 = train_now();
+        double lim = transport_timeout_s(c->timeout_s) + 5, t0 = train_now();
         while (train_now() - t0 < lim) {
             struct timespec ts = {0, 100000000L};
             nanosleep(&ts, NULL);

@@ -9,18 +9,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/grow.h"
 #include "exec/runtime.h"
 #include "exec/transport.h"
 
 int rt_recs_add(rt_recs *recs, rt_rec r)
 {
-    if (recs->n == recs->cap) {
-        int nc = recs->cap ? 2 * recs->cap : 256;
-        rt_rec *ne = realloc(recs->ev, (size_t)nc * sizeof *ne);
-        if (!ne) return -1;
-        recs->ev = ne;
-        recs->cap = nc;
-    }
+    rt_rec *ne = array_room(recs->ev, recs->n, &recs->cap, 256, sizeof *ne);
+    if (!ne) return -1;
+    recs->ev = ne;
     recs->ev[recs->n++] = r;
     return 0;
 }

@@ -17,6 +17,14 @@
 
 typedef struct transport transport;
 
+/* The receive timeout, in seconds, of every transport and of the runtime that waits on
+ * it: timeout_s, or 120 s when it is <= 0 (none given). A receive or collective that waits
+ * longer fails as a deadlock. */
+static inline double transport_timeout_s(double timeout_s)
+{
+    return timeout_s > 0 ? timeout_s : 120;
+}
+
 /* Message tags. The callers' tags (send, recv, and each collective's own) are >= 0. A
  * transport that runs a collective as messages of its own (local) tags them from the
  * collective's tag t with transport_coll_tag, one tag per leg (0: what goes to the

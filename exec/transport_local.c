@@ -648,7 +648,7 @@ transport *transport_local_create(int nworkers, double timeout_s, plumb_err *err
     pthread_mutex_init(&l->mu, NULL);
     pthread_cond_init(&l->cv, NULL);
     l->nworkers = nworkers;
-    l->timeout_s = timeout_s > 0 ? timeout_s : 120;
+    l->timeout_s = transport_timeout_s(timeout_s);
     l->spare = spare;
     l->held = held;
     l->part = part;

@@ -20,12 +20,14 @@
  * are created on first use and looked up by hash. */
 #include "sim/engine.h"
 
+#include <limits.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/grow.h"
 #include "sim/engine_impl.h"
 #include "sim/sim.h"
 
@@ -43,17 +45,12 @@ int eng_bad_action(eng *E, int w, int i, const char *what)
                    action_format(&E->s->acts[w][i], buf, sizeof buf), what);
 }
 
-/* Makes room for one more element in a growable array. 0 or -1. */
 int eng_grow(void **p, int n, int *cap, size_t size)
 {
-    if (n < *cap)
-        return 0;
-    int nc = *cap ? 2 * *cap : 64;
-    void *np = realloc(*p, (size_t)nc * size);
+    void *np = array_room(*p, n, cap, 64, size);
     if (!np)
         return -1;
     *p = np;
-    *cap = nc;
     return 0;
 }
 
@@ -61,8 +58,9 @@ int eng_grow_lines(void **p, int n, int *cap, size_t size)
 {
     if (n < *cap)
         return 0;
-    int nc = *cap ? 2 * *cap : 16;
-    void *np = aligned_alloc(64, (size_t)nc * size);
+    /* the capacity array_room would give; the block is moved here, aligned */
+    int nc = *cap >= 0 && *cap <= INT_MAX / 2 ? (int)array_next_cap((size_t)*cap, 16, size) : 0;
+    void *np = nc ? aligned_alloc(64, (size_t)nc * size) : NULL;
     if (!np)
         return -1;
     if (n > 0)

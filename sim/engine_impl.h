@@ -267,7 +267,9 @@ static inline void note_end(eng *E, int iter, double t)
 /* Shared helpers (engine.c). Each error helper fills E->err and returns -1. */
 int eng_oom(eng *E);
 int eng_bad_action(eng *E, int w, int i, const char *what);
-/* Makes room for one more element in a growable array of *cap elements. 0 or -1. */
+/* Makes room for one more element in a growable array of *cap elements (n used): the
+ * capacity grows as core/grow.h says (doubling from 64), or -1 (p and *cap unchanged) when
+ * memory runs out or the count would pass INT_MAX. 0 or -1. */
 int eng_grow(void **p, int n, int *cap, size_t size);
 /* eng_grow for an array of 64-byte aligned records (size a multiple of 64) that must
  * start on a cache line: the array is moved to a new aligned block when it grows (free

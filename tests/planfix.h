@@ -1,7 +1,8 @@
-/* planfix.h: plan fixtures of the simulator tests, made or checked or the test fails: a 3D
- * layout of a transformer model file on a cluster file (layout3d_build), and the round trip
- * of a plan field that picks how the simulator runs the plan. Header-only: each test file
- * is its own binary. */
+/* planfix.h: plan fixtures of the simulator and planner tests, made or checked or the test
+ * fails: a 3D layout of a transformer model file on a cluster file (layout3d_build), the
+ * round trip of a plan field that picks how the simulator runs the plan, a plan's simulated
+ * iteration or the reason it is refused, and a table row of replica counts as stages.
+ * Header-only: each test file is its own binary. */
 #ifndef PLUMB_TESTS_PLANFIX_H
 #define PLUMB_TESTS_PLANFIX_H
 
@@ -86,6 +87,41 @@ static inline void plan_field_check(const char *path, const plan_field *f)
     cJSON_Delete(j);
     plan_free(ps);
     plan_free(pl);
+}
+
+/* The iteration sim_run gives pl (s), or -1 with the refusal's line in msg[n]: the run's,
+ * or e's when pl is NULL (its maker refused it, saying why in e). Frees pl. */
+static inline double plan_iteration(plan *pl, plumb_err *e, char *msg, size_t n)
+{
+    double it = -1;
+    sim_report *rep = pl ? sim_run(pl, NULL, e) : NULL;
+    if (rep)
+        it = rep->iteration_s;
+    else
+        snprintf(msg, n, "%s", e->msg);
+    sim_report_free(rep);
+    plan_free(pl);
+    return it;
+}
+
+/* A table row of replica counts ended by 0 or by max entries, as stages: copies the counts
+ * into reps[max] and their least common multiple into *lcm (the fewest microbatches every
+ * stage's replicas divide). Returns the stage count. */
+static inline int shape_replicas(const int *shape, int max, int *reps, int *lcm)
+{
+    int S = 0;
+    *lcm = 1;
+    while (S < max && shape[S]) {
+        int a = *lcm, b = shape[S];
+        while (b) {
+            int t = a % b;
+            a = b, b = t;
+        }
+        reps[S] = shape[S];
+        *lcm = *lcm / a * shape[S];
+        S++;
+    }
+    return S;
 }
 
 #endif

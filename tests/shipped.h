@@ -1,6 +1,6 @@
 /* shipped.h: the shipped profiles and clusters that the model-agreement tests
- * (test_model_terms.c, test_memory_terms.c) walk. Header-only: each test file is its own
- * binary. */
+ * (test_model_terms.c, test_memory_terms.c, test_planner_native.c) walk, and those a test
+ * names, loaded. Header-only: each test file is its own binary. */
 #ifndef PLUMB_TESTS_SHIPPED_H
 #define PLUMB_TESTS_SHIPPED_H
 
@@ -78,6 +78,17 @@ static inline profile *shipped_profile(const char *name)
     profile *p = profile_load(path, &e);
     cr_assert_not_null(p, "%s", e.msg);
     return p;
+}
+
+/* The profile file prof and the cluster file clus, loaded into *p and *c; fails the test
+ * when either cannot be. The caller frees them with profile_free and cluster_free. */
+static inline void load_pair(const char *prof, const char *clus, profile **p, cluster **c)
+{
+    plumb_err e;
+    *p = profile_load(prof, &e);
+    cr_assert(*p, "%s", e.msg);
+    *c = cluster_load(clus, &e);
+    cr_assert(*c, "%s", e.msg);
 }
 
 #endif

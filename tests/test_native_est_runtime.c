@@ -12,6 +12,7 @@
 #include "planner/native.h"
 #include "planner/native_impl.h"
 #include "sim/sim.h"
+#include "planfix.h"
 #include "shipped.h"
 #include "synth.h"
 
@@ -107,19 +108,11 @@ static void compare(const char *cpath, int sync, int end, errs *er)
     cluster *c = cluster_load_cut(cpath, 16, 2, &e);
     cr_assert_not_null(c, "%s", e.msg);
     for (int fi = 0; fi < 3; fi++) {
-        char path[256];
-        snprintf(path, sizeof path, PROFILE_DIR "/%s.json", profs[fi]);
-        profile *p = profile_load(path, &e);
-        cr_assert_not_null(p, "%s", e.msg);
+        profile *p = shipped_profile(profs[fi]);
         nm_model m;
         cr_assert_eq(nm_model_build(&m, p, c, c->ndevices, NULL, 0, &e), 0, "%s", e.msg);
         for (size_t h = 0; h < sizeof shapes / sizeof shapes[0]; h++) {
-            int S = 0, reps[5], lcm = 1;
-            while (S < 5 && shapes[h][S]) {
-                reps[S] = shapes[h][S];
-                lcm = lcm / (int)nm_gcd(lcm, reps[S]) * reps[S];
-                S++;
-            }
+            int reps[5], lcm, S = shape_replicas(shapes[h], 5, reps, &lcm);
             nm_part pt;
             even_part(&m, S, reps, &pt);
             for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
@@ -192,10 +185,9 @@ Test(native_est_runtime, end_against_the_simulator, .timeout = 120)
 Test(native_est_runtime, sync_proposes_the_overlapped_partitions, .timeout = 120)
 {
     plumb_err e;
-    profile *p = profile_load(PROFILE_DIR "/squeezenet1_0.json", &e);
-    cr_assert_not_null(p, "%s", e.msg);
-    cluster *c = cluster_load(CLUSTER_DIR "/hetero-2xh200-2xv100.json", &e);
-    cr_assert_not_null(c, "%s", e.msg);
+    profile *p;
+    cluster *c;
+    load_pair(PROFILE_DIR "/squeezenet1_0.json", CLUSTER_DIR "/hetero-2xh200-2xv100.json", &p, &c);
     native_options o;
     native_options_init(&o);
     o.p2p_sync = 1;

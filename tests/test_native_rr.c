@@ -22,6 +22,7 @@
 #include "planner/native_impl.h"
 #include "sim/sim.h"
 #include "sim/synth.h"
+#include "planfix.h"
 #include "shipped.h"
 #include "synth.h"
 
@@ -404,12 +405,7 @@ Test(native_rr, estimate_against_the_simulator, .timeout = 120)
         cr_assert_eq(nm_model_build(&m, p, c, c->ndevices, NULL, 0, &e), 0, "%s", e.msg);
         cr_assert_eq(m.g, 1);
         for (size_t h = 0; h < sizeof shapes / sizeof shapes[0]; h++) {
-            int S = 0, reps[5], lcm = 1;
-            while (S < 5 && shapes[h][S]) {
-                reps[S] = shapes[h][S];
-                lcm = lcm / (int)nm_gcd(lcm, reps[S]) * reps[S];
-                S++;
-            }
+            int reps[5], lcm, S = shape_replicas(shapes[h], 5, reps, &lcm);
             nm_part pt;
             cut_part(&m, &seed, S, reps, &pt);
             for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
@@ -441,10 +437,9 @@ Test(native_rr, estimate_against_the_simulator, .timeout = 120)
 Test(native_rr, no_stage_above_the_schedules_replicas, .timeout = 120)
 {
     plumb_err e;
-    profile *p = profile_load(PROFILE_DIR "/resnet50.json", &e);
-    cr_assert_not_null(p, "%s", e.msg);
-    cluster *c = cluster_load(CLUSTER_DIR "/dgx-a100-80g.json", &e);
-    cr_assert_not_null(c, "%s", e.msg);
+    profile *p;
+    cluster *c;
+    load_pair(PROFILE_DIR "/resnet50.json", CLUSTER_DIR "/dgx-a100-80g.json", &p, &c);
     cr_assert_gt(c->ndevices, SCHED_MAX_REPLICAS);
     native_options o;
     native_options_init(&o);

@@ -6,7 +6,6 @@
  * PipeDream's partition scored the same way (native_sim_as). Synthetic profiles and clusters are
  * built here so that the expected answers follow from their numbers. */
 #include <criterion/criterion.h>
-#include <dirent.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,6 +18,7 @@
 #include "planner/policy.h"
 #include "planner/planner.h"
 #include "sim/sim.h"
+#include "shipped.h"
 
 #define GiB (1024.0 * 1024.0 * 1024.0)
 
@@ -477,23 +477,6 @@ Test(quality, native_partition_beats_pipedream_under_the_simulator)
     cluster_free(c);
 }
 
-/* Sorted *.json paths under dir (at most max); returns the count. */
-static int list_json(const char *dir, char out[][256], int max)
-{
-    DIR *d = opendir(dir);
-    cr_assert(d, "cannot open %s", dir);
-    int n = 0;
-    struct dirent *e;
-    while ((e = readdir(d)) && n < max) {
-        size_t l = strlen(e->d_name);
-        if (l > 5 && !strcmp(e->d_name + l - 5, ".json"))
-            snprintf(out[n++], 256, "%s/%s", dir, e->d_name);
-    }
-    closedir(d);
-    qsort(out, (size_t)n, sizeof out[0], (int (*)(const void *, const void *))strcmp);
-    return n;
-}
-
 /* The default plan's simulated samples/s must reach the baseline's (scored by
  * native_sim_as with the same options) unless the baseline does not fit. */
 static void assert_not_below(const plan *nat, const plan *base, const char *what,
@@ -717,16 +700,6 @@ Test(memory, estimate_counts_staging_slots_and_kept_outputs)
         profile_free(p);
         cluster_free(c);
     }
-}
-
-/* Loads profile and cluster files (asserts they load). */
-static void load_pair(const char *prof, const char *clus, profile **p, cluster **c)
-{
-    plumb_err e;
-    *p = profile_load(prof, &e);
-    cr_assert(*p, "%s", e.msg);
-    *c = cluster_load(clus, &e);
-    cr_assert(*c, "%s", e.msg);
 }
 
 /* auto ranks the default plan's candidate among its own: its winner is never slower, as

@@ -239,6 +239,29 @@ Test(schedule_theory, pipedream_rr_input_stage_noam)
     schedule_free(s);
 }
 
+/* sched_inflight_1f1b, the count the generator lays out and plan_sync_replicas_check
+ * prices, is what the IR holds: pipedream's activations in flight per replica of each
+ * stage over replica patterns of up to 4 stages; out of range: -1. */
+Test(schedule_theory, inflight_1f1b_is_the_irs)
+{
+    static const int pats[6][4] = {{1, 1, 1, 1}, {2, 1, 1, 1}, {1, 2, 1, 1},
+                                   {3, 2, 1, 1}, {2, 2, 2, 2}, {1, 1, 3, 2}};
+    for (int i = 0; i < 6; i++) {
+        schedule *s = gen(SCHED_PIPEDREAM, 4, 1, 24, 1, pats[i]);
+        int act[4], ver[4];
+        inflight(s, act, ver);
+        for (int st = 0; st < 4; st++)
+            cr_assert_eq(sched_inflight_1f1b(pats[i], 4, st), act[st],
+                         "pattern %d stage %d: %d, the IR holds %d", i, st,
+                         sched_inflight_1f1b(pats[i], 4, st), act[st]);
+        schedule_free(s);
+    }
+    cr_expect_eq(sched_inflight_1f1b(pats[3], 4, 0), 3); /* ceil(7 / 3) */
+    cr_expect_eq(sched_inflight_1f1b(pats[0], 4, 4), -1);
+    cr_expect_eq(sched_inflight_1f1b(pats[0], 4, -1), -1);
+    cr_expect_eq(sched_inflight_1f1b(NULL, 4, 0), -1);
+}
+
 Test(schedule_theory, twobw_at_most_two_versions)
 {
     for (int p = 2; p <= 8; p++)

@@ -4,12 +4,17 @@
  * Times are seconds; a "unit" transfer of 1e7 bytes at 1e9 bytes/s takes 10 ms. */
 #include <cjson/cJSON.h>
 #include <criterion/criterion.h>
+#include <limits.h>
 #include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "core/grow.h"
 #include "core/plan.h"
 #include "core/schedule_traits.h"
 #include "sim/engine.h"
+#include "sim/engine_impl.h"
 #include "sim/sim.h"
 #include "sim/synth.h"
 #include "tests/planfix.h"
@@ -886,4 +891,58 @@ Test(sim_engine, events_in_their_microbatch_s_iteration)
                 plan_free(pl);
             }
     cr_assert_gt(checked, 1000);
+}
+
+/* The engine's growable arrays, and core/grow.h's array_room that core and the executor
+ * grow their int-counted arrays by, grow as core/grow.h says (doubling from a first
+ * capacity; aligned ones on a cache line) and refuse, unchanged, a capacity past what an
+ * int counts or a byte size that overflows, rather than wrapping. */
+Test(sim_engine, arrays_grow_by_the_one_rule)
+{
+    void *p = NULL;
+    int cap = 0;
+    cr_assert_eq(eng_grow(&p, 0, &cap, 8), 0);
+    cr_expect_eq(cap, 64);
+    cr_assert_eq(eng_grow(&p, 10, &cap, 8), 0);
+    cr_expect_eq(cap, 64, "room left: unchanged");
+    cr_assert_eq(eng_grow(&p, 64, &cap, 8), 0);
+    cr_expect_eq(cap, 128);
+    void *q = p;
+    int big = INT_MAX / 2 + 1;
+    cr_expect_eq(eng_grow(&p, big, &big, 1), -1, "past INT_MAX");
+    cr_expect(p == q && big == INT_MAX / 2 + 1);
+    cap = 128;
+    cr_expect_eq(eng_grow(&p, 128, &cap, SIZE_MAX / 200), -1, "bytes overflow");
+    cr_expect(p == q && cap == 128);
+    free(p);
+    void *l = NULL;
+    int lc = 0;
+    cr_assert_eq(eng_grow_lines(&l, 0, &lc, 64), 0);
+    cr_expect_eq(lc, 16);
+    memset(l, 7, 64);
+    cr_assert_eq(eng_grow_lines(&l, 16, &lc, 64), 0);
+    cr_expect_eq(lc, 32);
+    cr_expect_eq((uintptr_t)l % 64, 0);
+    cr_expect_eq(((unsigned char *)l)[63], 7, "the records move with the array");
+    cr_expect_eq(eng_grow_lines(&l, INT_MAX / 2 + 1, &(int){INT_MAX / 2 + 1}, 64), -1);
+    free(l);
+    cr_expect_eq(array_next_cap(0, 16, 8), 16);
+    cr_expect_eq(array_next_cap(16, 16, 8), 32);
+    cr_expect_eq(array_next_cap(SIZE_MAX / 2 + 1, 16, 1), 0);
+    cr_expect_eq(array_next_cap(SIZE_MAX / 8, 16, 8), 0);
+    /* array_room, the int-counted arrays' (core's and the executor's) */
+    int ac = 0, *a = array_room(NULL, 0, &ac, 8, sizeof *a);
+    cr_assert_not_null(a);
+    cr_expect_eq(ac, 8);
+    cr_expect(array_room(a, 7, &ac, 8, sizeof *a) == a && ac == 8, "room left: unchanged");
+    a = array_room(a, 8, &ac, 8, sizeof *a);
+    cr_assert_not_null(a);
+    cr_expect_eq(ac, 16);
+    int huge = INT_MAX / 2 + 1;
+    cr_expect_null(array_room(a, huge, &huge, 8, sizeof *a), "past INT_MAX");
+    cr_expect_eq(huge, INT_MAX / 2 + 1);
+    cr_expect_null(array_room(a, 16, &ac, 8, SIZE_MAX / 20), "bytes overflow");
+    cr_expect_eq(ac, 16);
+    free(a);
+    cr_expect_eq(array_next_cap(SIZE_MAX / 32, 16, 8), SIZE_MAX / 32 * 2);
 }

@@ -28,6 +28,7 @@
 #include "sim/engine_impl.h"
 #include "sim/sim.h"
 #include "sim/synth.h"
+#include "planfix.h"
 
 #define A100 "profiles/clusters/dgx-a100-80g.json"
 #define GPT17 "examples/llm/megatron/gpt-1.7b.json"
@@ -161,15 +162,7 @@ static double iteration_on(int gpus, int p, int V, int per_rank, int sync, char 
     o.microbatch_size = 1;
     o.interleave = V;
     o.p2p_sync = sync;
-    double it = -1;
-    plan *pl = layout3d_build(t, c, A100, &o, &e);
-    sim_report *rep = pl ? sim_run(pl, NULL, &e) : NULL;
-    if (rep)
-        it = rep->iteration_s;
-    else
-        snprintf(msg, n, "%s", e.msg);
-    sim_report_free(rep);
-    plan_free(pl);
+    double it = plan_iteration(layout3d_build(t, c, A100, &o, &e), &e, msg, n);
     cluster_free(c);
     transformer_free(t);
     return it;
@@ -327,17 +320,8 @@ static double async_iteration(sched_kind kind, int r0, int r1, int M, int sync, 
                               size_t n)
 {
     int reps[2] = {r0, r1};
-    plan *pl = async_plan(kind, reps, 2, M, sync);
     plumb_err e;
-    double it = -1;
-    sim_report *rep = sim_run(pl, NULL, &e);
-    if (rep)
-        it = rep->iteration_s;
-    else
-        snprintf(msg, n, "%s", e.msg);
-    sim_report_free(rep);
-    plan_free(pl);
-    return it;
+    return plan_iteration(async_plan(kind, reps, 2, M, sync), &e, msg, n);
 }
 
 /* Stage 0 on up to twice stage 1's replicas runs under sync (2,1 and 2,3 deadlocked),

@@ -52,6 +52,15 @@ Test(transport, out_of_order_tags_and_sizes)
     bk->destroy(c);
 }
 
+/* One timeout for every transport and the runtime: the one given, or 120 s for none. */
+Test(transport, timeout_default_is_one_rule)
+{
+    cr_expect_eq(transport_timeout_s(5), 5);
+    cr_expect_eq(transport_timeout_s(0.25), 0.25);
+    cr_expect_eq(transport_timeout_s(0), 120);
+    cr_expect_eq(transport_timeout_s(-1), 120);
+}
+
 static void *reduce_main(void *p)
 {
     peer *q = p;

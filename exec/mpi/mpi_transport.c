@@ -446,7 +446,7 @@ transport *transport_mpi_create(double timeout_s, plumb_err *err)
     int *ub = NULL, flag = 0;
     MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &ub, &flag);
     x->abort_tag = flag && ub && *ub > 1 ? *ub : 32767;
-    x->timeout_s = timeout_s > 0 ? timeout_s : 120;
+    x->timeout_s = transport_timeout_s(timeout_s);
     pthread_mutex_init(&x->mu, NULL);
     t->name = "mpi";
     t->impl = x;
@@ -507,7 +507,7 @@ static int world_sum(void *buf, size_t count, MPI_Datatype type, double timeout_
     if (MPI_Iallreduce(MPI_IN_PLACE, buf, (int)count, type, MPI_SUM, MPI_COMM_WORLD, &req) !=
         MPI_SUCCESS)
         return err_set(err, NULL, NULL, "MPI_Iallreduce over all ranks failed");
-    double t0 = now_s(), lim = timeout_s > 0 ? timeout_s : 120;
+    double t0 = now_s(), lim = transport_timeout_s(timeout_s);
     int round = 0, done = 0;
     for (;;) {
         MPI_Test(&req, &done, MPI_STATUS_IGNORE);

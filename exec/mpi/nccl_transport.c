@@ -715,7 +715,7 @@ transport *transport_nccl_create(bk_ctx *c, double timeout_s, plumb_err *err)
     MPI_Comm_rank(MPI_COMM_WORLD, &x->self);
     MPI_Comm_size(MPI_COMM_WORLD, &x->n);
     x->device = cuda_ctx_device(c);
-    x->timeout_s = timeout_s > 0 ? timeout_s : 120;
+    x->timeout_s = transport_timeout_s(timeout_s);
     atomic_init(&x->aborted, 0);
     x->links = calloc((size_t)x->n, sizeof *x->links);
     ids_out = calloc((size_t)x->n, sizeof *ids_out);
