@@ -447,6 +447,55 @@ int plan_sync_replicas_check(const plan *pl, sched_kind kind, const char *file,
     return rc;
 }
 
+/* The runtime rules' messages, one row per rule, in the two namings: a plan file's fields
+ * (file non-NULL) and the options of `plumb plan`/`sweep`/`sim`/`ui` (file NULL). */
+typedef struct {
+    const char *file_field, *file_why, *opt_field, *opt_why;
+} runtime_rule_text;
+
+enum { RULE_OPG_ZERO, RULE_OPG_ASYNC, RULE_P2P_V, RULE_GSYNC_OPG, RULE_GSYNC_ASYNC };
+
+static const runtime_rule_text RUNTIME_RULES[] = {
+    [RULE_OPG_ZERO] = {"overlap_param_gather", "expected false unless zero is 1 (the parameter "
+                       "all-gather is the distributed optimizer's) (got true)",
+                       "--overlap-param-gather", "belongs to --zero 1 (the distributed "
+                       "optimizer's parameter all-gather)"},
+    [RULE_OPG_ASYNC] = {"overlap_param_gather", "expected false with schedule %s "
+                        "(asynchronous: its forwards run ahead of the step) (got true)",
+                        "--overlap-param-gather", "expected a synchronous schedule (got %s, "
+                        "whose forwards run ahead of the step)"},
+    [RULE_P2P_V] = {"p2p", "expected overlap with schedule %s (its V placement deadlocks "
+                    "under blocking transfers; docs/sim.md) (got sync)",
+                    "--p2p", "expected overlap with schedule %s (its V placement deadlocks "
+                    "under blocking transfers; docs/sim.md) (got sync)"},
+    [RULE_GSYNC_OPG] = {"overlap_param_gather", "expected false with grad_sync end (the "
+                        "all-gather apart follows an overlapped reduction, as Megatron-Core's "
+                        "--overlap-param-gather needs --overlap-grad-reduce) (got true)",
+                        "--overlap-param-gather", "expected --grad-sync overlap (the all-gather "
+                        "apart follows an overlapped reduction: Megatron-Core's "
+                        "--overlap-param-gather needs --overlap-grad-reduce) (got --grad-sync "
+                        "end)"},
+    [RULE_GSYNC_ASYNC] = {"grad_sync", "expected overlap with schedule %s (asynchronous: its "
+                          "iterations overlap on a worker) (got end)",
+                          "--grad-sync", "expected overlap with schedule %s (its iterations "
+                          "overlap: no end of the backward to reduce at) (got end)"},
+};
+
+int plan_runtime_check(const sched_traits *tr, int zero, int opg, int p2p_sync,
+                       int grad_sync_end, const char *file, plumb_err *err)
+{
+    int rule = -1;
+    if (opg && zero == 0) rule = RULE_OPG_ZERO;
+    else if (opg && tr && tr->async) rule = RULE_OPG_ASYNC;
+    else if (p2p_sync && tr && tr->place == SCHED_PLACE_V) rule = RULE_P2P_V;
+    else if (grad_sync_end && opg) rule = RULE_GSYNC_OPG;
+    else if (grad_sync_end && tr && tr->async) rule = RULE_GSYNC_ASYNC;
+    if (rule < 0) return 0;
+    const runtime_rule_text *t = &RUNTIME_RULES[rule];
+    return err_set(err, file, file ? t->file_field : t->opt_field, file ? t->file_why : t->opt_why,
+                   tr ? tr->name : "");
+}
+
 int plan_validate(const plan *pl, const char *file, plumb_err *err)
 {
     plumb_err in;
@@ -500,25 +549,9 @@ int plan_validate(const plan *pl, const char *file, plumb_err *err)
                        pl->sequence_parallel ? "true" : "false");
     if (pl->zero < 0 || pl->zero > 1)
         return err_set(err, file, "zero", "expected 0 or 1 (got %d)", pl->zero);
-    if (pl->overlap_param_gather && !pl->zero)
-        return err_set(err, file, "overlap_param_gather", "expected false unless zero is 1 "
-                       "(the parameter all-gather is the distributed optimizer's) (got true)");
-    if (pl->overlap_param_gather && tr->async)
-        return err_set(err, file, "overlap_param_gather", "expected false with schedule %s "
-                       "(asynchronous: its forwards run ahead of the step) (got true)",
-                       tr->name);
-    if (pl->p2p_sync && tr->place == SCHED_PLACE_V) /* search3d_runtime_check's rule */
-        return err_set(err, file, "p2p", "expected overlap with schedule %s (its V "
-                       "placement deadlocks under blocking transfers; docs/sim.md) (got "
-                       "sync)", tr->name);
-    if (pl->grad_sync_end && tr->async)
-        return err_set(err, file, "grad_sync", "expected overlap with schedule %s "
-                       "(asynchronous: its iterations overlap on a worker) (got end)",
-                       tr->name);
-    if (pl->overlap_param_gather && pl->grad_sync_end)
-        return err_set(err, file, "overlap_param_gather", "expected false with grad_sync end "
-                       "(the all-gather apart follows an overlapped reduction, as Megatron-"
-                       "Core's --overlap-param-gather needs --overlap-grad-reduce) (got true)");
+    if (plan_runtime_check(tr, pl->zero, pl->overlap_param_gather, pl->p2p_sync,
+                           pl->grad_sync_end, file, err))
+        return -1;
     if ((int)pl->tp_overlap < 0 || pl->tp_overlap >= TP_OVERLAP_NKINDS)
         return err_set(err, file, "tp_overlap", "expected none, backward or full (got %d)",
                        (int)pl->tp_overlap);

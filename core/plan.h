@@ -170,6 +170,17 @@ struct cJSON *plan_to_json(const plan *pl);
 int plan_save(const plan *pl, const char *path, plumb_err *err);
 int plan_validate(const plan *pl, const char *file, plumb_err *err);
 
+/* The rules between the runtime settings and the schedule, one owner for plan files
+ * (plan_validate) and the options of the planners, `plumb sim` and the dashboard
+ * (search3d_runtime_check): overlap_param_gather needs zero 1 and a synchronous schedule
+ * and an overlapped gradient reduction; p2p sync does not run a V placement (zb-v,
+ * dualpipev: it deadlocks); grad_sync end needs a synchronous schedule. tr NULL (no
+ * schedule fixed yet) skips the schedule's rules; zero < 0 means not fixed. Returns 0, or -1
+ * with err naming the plan file's field (file non-NULL) or the option (file NULL). */
+struct sched_traits;
+int plan_runtime_check(const struct sched_traits *tr, int zero, int opg, int p2p_sync,
+                       int grad_sync_end, const char *file, plumb_err *err);
+
 /* Whether pl's stages run schedule `kind` under blocking point-to-point transfers (p2p
  * sync) without deadlock. An asynchronous kind (pipedream, 2bw) deadlocks when some stage s
  * of r replicas, each keeping w = ceil(workers of stages s .. p-1 / r) microbatches in

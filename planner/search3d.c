@@ -464,26 +464,10 @@ int search3d_runtime_check(const search3d_options *o, plumb_err *err)
 {
     if (o->checkpoint_layers > 0 && o->recompute != RECOMPUTE_FULL)
         return err_set(err, NULL, "--checkpoint-layers", "belongs to --recompute full");
-    if (o->overlap_param_gather && o->zero != SEARCH3D_FREE && o->zero != 1)
-        return err_set(err, NULL, "--overlap-param-gather", "belongs to --zero 1 (the "
-                       "distributed optimizer's parameter all-gather)");
     const sched_traits *tr = o->schedule >= 0 ? sched_traits_of((sched_kind)o->schedule) : NULL;
-    if (o->overlap_param_gather && tr && tr->async)
-        return err_set(err, NULL, "--overlap-param-gather", "expected a synchronous schedule "
-                       "(got %s, whose forwards run ahead of the step)", tr->name);
-    if (o->p2p_sync && tr && tr->place == SCHED_PLACE_V)
-        return err_set(err, NULL, "--p2p", "expected overlap with schedule %s (its V "
-                       "placement deadlocks under blocking transfers; docs/sim.md) (got "
-                       "sync)", tr->name);
-    if (o->grad_sync_end && o->overlap_param_gather)
-        return err_set(err, NULL, "--overlap-param-gather", "expected --grad-sync overlap (the "
-                       "all-gather apart follows an overlapped reduction: Megatron-Core's "
-                       "--overlap-param-gather needs --overlap-grad-reduce) (got --grad-sync "
-                       "end)");
-    if (o->grad_sync_end && tr && tr->async)
-        return err_set(err, NULL, "--grad-sync", "expected overlap with schedule %s (its "
-                       "iterations overlap: no end of the backward to reduce at) (got end)",
-                       tr->name);
+    if (plan_runtime_check(tr, o->zero == SEARCH3D_FREE ? -1 : o->zero, o->overlap_param_gather,
+                           o->p2p_sync, o->grad_sync_end, NULL, err))
+        return -1;
     if (o->precision != DEV_BF16 &&
         (o->grad_reduce == DEV_BF16 || o->optimizer_state == DEV_BF16))
         return err_set(err, NULL, o->grad_reduce == DEV_BF16 ? "--grad-reduce bf16"

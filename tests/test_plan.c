@@ -850,3 +850,43 @@ Test(plan3d, state_elements_round_trip)
     }
     plan_free(pl);
 }
+
+/* The runtime rules have one owner, plan_runtime_check: over every schedule kind and every
+ * combination of zero, overlap_param_gather, p2p and grad_sync, it refuses exactly what the
+ * rules written out here refuse, naming the plan file's field with a file and the option
+ * without one, and the first rule broken in this order. */
+Test(plan_runtime, one_rule_for_files_and_options)
+{
+    for (int k = 0; k < SCHED_NKINDS; k++) {
+        const sched_traits *tr = sched_traits_of((sched_kind)k);
+        for (int bits = 0; bits < 16; bits++) {
+            int zero = bits & 1, opg = bits >> 1 & 1, p2p = bits >> 2 & 1, gse = bits >> 3 & 1;
+            const char *file_field = NULL, *opt_field = NULL;
+            if (opg && !zero) file_field = "overlap_param_gather", opt_field = "--overlap-param-gather";
+            else if (opg && tr->async) file_field = "overlap_param_gather", opt_field = "--overlap-param-gather";
+            else if (p2p && tr->place == SCHED_PLACE_V) file_field = "p2p", opt_field = "--p2p";
+            else if (gse && opg) file_field = "overlap_param_gather", opt_field = "--overlap-param-gather";
+            else if (gse && tr->async) file_field = "grad_sync", opt_field = "--grad-sync";
+            plumb_err e1 = {0}, e2 = {0};
+            int r1 = plan_runtime_check(tr, zero, opg, p2p, gse, "p.json", &e1);
+            int r2 = plan_runtime_check(tr, zero, opg, p2p, gse, NULL, &e2);
+            cr_assert_eq(r1, file_field ? -1 : 0, "%s bits %d: %s", tr->name, bits, e1.msg);
+            cr_assert_eq(r2, r1, "%s bits %d: %s", tr->name, bits, e2.msg);
+            if (!file_field) continue;
+            char want[128];
+            snprintf(want, sizeof want, "p.json: %s: ", file_field);
+            cr_assert(strstr(e1.msg, want) == e1.msg, "%s", e1.msg);
+            snprintf(want, sizeof want, "%s: ", opt_field);
+            cr_assert(strstr(e2.msg, want) == e2.msg, "%s", e2.msg);
+            if (strstr(e2.msg, "schedule") && !strstr(e2.msg, "--grad-sync overlap"))
+                cr_assert(strstr(e2.msg, tr->name), "%s", e2.msg);
+        }
+    }
+    /* A schedule not fixed yet (the layout search's) and zero not fixed: the schedule's rules
+     * and the zero rule wait for them. */
+    plumb_err e = {0};
+    cr_assert_eq(plan_runtime_check(NULL, -1, 1, 1, 0, NULL, &e), 0, "%s", e.msg);
+    cr_assert_eq(plan_runtime_check(NULL, -1, 1, 0, 1, NULL, &e), -1);
+    cr_assert(strstr(e.msg, "--overlap-param-gather: expected --grad-sync overlap") == e.msg,
+              "%s", e.msg);
+}
