@@ -26,6 +26,10 @@
 #define BOUND_FLOPS_MAX 1e21          /* a layer's FLOPs per minibatch */
 #define BOUND_TP_MAX 1024             /* tensor-parallel ranks of a profile or plan */
 #define BOUND_TOKENS_MAX 1073741824LL /* tokens in one sample (2^30) */
+#define BOUND_BLOCKS_MAX 4096         /* a transformer's layers (n_layer, num_hidden_layers):
+                                        10x the deepest published ones; the 3D search
+                                        builds a profile of every block per candidate
+                                        layout (100000 blocks took 146 s to refuse) */
 #define BOUND_BATCH_MAX 16777216      /* samples in a profiled minibatch, a microbatch or a
                                         global batch (2^24): the planner multiplies it by
                                         microbatch counts in ints */

@@ -94,6 +94,15 @@ expect_bad transformer-description 'desc.json: description: expected a string (g
 # anything is allocated, naming the layer (a context of 10^5 tokens crashed plumb train and
 # profile: the allocation failed inside a block and freeing its unset children segfaulted;
 # 10^6 filled memory with 4 GB buffers)
+# a transformer deeper than core/bounds.h's 4096 blocks is refused at load (the 3D search
+# builds a profile of every block per candidate layout: 100000 blocks took minutes to refuse)
+sed 's/"n_layer": 12,/"n_layer": 100000,/' examples/llm/gpt2.json > "$d/deep-gpt.json"
+expect_bad transformer-layers 'deep-gpt.json: n_layer: expected an integer from 1 to 4096 (got 100000)' \
+    timeout 20 "$P" sweep --model "$d/deep-gpt.json" -c profiles/clusters/dgx-a100-80g.json \
+    --gpus 8..16 --global-batch 16
+expect_bad transformer-layers-plan 'deep-gpt.json: n_layer: expected an integer from 1 to 4096' \
+    timeout 20 "$P" plan --model "$d/deep-gpt.json" -c profiles/clusters/dgx-a100-80g.json \
+    --gpus 8 --global-batch 16
 sed 's/"input": \[64\]/"input": [100000]/' examples/models/gpt-mini.json > "$d/long.json"
 expect_bad model-memory-train 'long.json: layers\[1\]: residual at 8 samples per microbatch needs at least' \
     timeout 20 "$P" train "$d/long.json" --steps 1 --samples 16 --batch 8 --data synthetic
