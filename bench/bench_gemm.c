@@ -4,7 +4,7 @@
  * reference, the backend's pool for the backend): square GEMMs, the linear layer, and
  * conv2d forward / input-gradient / weight-gradient (im2col + GEMM) at the shapes of
  * fmnist-cnn and of a VGG-16 block.
- * Usage: bench_gemm [SECONDS_PER_CASE]   (default 0.3)
+ * Usage: bench_gemm [SECONDS_PER_CASE]   (default 0.3, at most 60)
  *
  * --curve: the efficiency curve of a backend (bench/gpu-check.sh runs it with cuda-bf16):
  * each transformer block's GEMMs (the QKV, attention output, MLP up and down projections
@@ -17,20 +17,46 @@
  *   bench_gemm --curve [--backend NAME] [--peak TFLOPS] [--seconds S] [--tp LIST]
  *              [--seq TOKENS] MODEL.json...
  * Defaults: cuda-bf16, no peak, 0.02 s per case, TP 1,2,4,8, each model's own sequence.
+ * Ranges: --peak 0 (none) to 1e9, --seconds above 0 to 60, --seq 0 (the model's) to 2^30,
+ * --tp 1 to 8 degrees of 1 to 1024.
  * A TP that does not divide the model's heads, and a case with an operand of 2^31 elements or
  * more, are left out (a line on stderr each). Exit 0; 1 when the backend could not start or
  * a case failed (a line on stderr, no row, the next case runs); 2 on bad arguments or model
  * files. */
 #include <cblas.h>
+#include <errno.h>
 #include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/bounds.h"
 #include "core/transformer.h"
 #include "exec/backend.h"
 #include "exec/cpu/cpu.h"
 #include "exec/train.h"
+
+#define SECONDS_MAX 60.0 /* per case: a round of up to 2^20 calls stops at the budget, so
+                            an unbounded one (inf, 1e308) never ended */
+
+/* The number v of option opt: finite, from lo (excluded with lo_open) to hi. 0 with *out
+ * set, or 2 after one line naming the option and the range. */
+static int arg_num(const char *opt, const char *v, double lo, int lo_open, double hi,
+                   double *out)
+{
+    char *end;
+    errno = 0;
+    double x = strtod(v, &end);
+    if (errno || end == v || *end || !isfinite(x) || (lo_open ? !(x > lo) : !(x >= lo)) ||
+        x > hi) {
+        fprintf(stderr, "bench_gemm: %s: expected a number %s %g and at most %.15g (got \"%s\")\n",
+                opt, lo_open ? ">" : ">=", lo, hi, v);
+        return 2;
+    }
+    *out = x;
+    return 0;
+}
 
 typedef struct bench {
     const backend *bk;
@@ -296,18 +322,21 @@ static double curve_time(curve *cv, const curve_case *k, plumb_err *err)
     }
 }
 
-/* A comma-separated list of TP degrees into tps (at most 8); their count, 0 when bad. */
+/* A comma-separated list of TP degrees into tps (at most 8); their count, 0 when bad (a
+ * ninth degree was dropped without a word, "1," taken as "1"). */
 static int parse_tps(const char *s, int *tps)
 {
     int n = 0;
-    for (const char *p = s; *p && n < 8;) {
+    for (const char *p = s;; p++) {
         char *end;
+        errno = 0;
         long v = strtol(p, &end, 10);
-        if (end == p || v < 1 || v > 1024 || (*end && *end != ',')) return 0;
+        if (n == 8 || errno || end == p || v < 1 || v > 1024 || (*end && *end != ','))
+            return 0;
         tps[n++] = (int)v;
-        p = *end ? end + 1 : end;
+        p = end;
+        if (!*p) return n;
     }
-    return n;
 }
 
 static int curve_main(int argc, char **argv)
@@ -323,19 +352,26 @@ static int curve_main(int argc, char **argv)
     if (!models) return 1;
     for (int i = 2; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        char *end = NULL;
+        double x;
         if (!strcmp(a, "--backend") && v) bk_name = v;
-        else if (!strcmp(a, "--peak") && v) { cv.peak = strtod(v, &end); }
-        else if (!strcmp(a, "--seconds") && v) { cv.budget = strtod(v, &end); }
-        else if (!strcmp(a, "--seq") && v) { seq = (int)strtol(v, &end, 10); }
-        else if (!strcmp(a, "--tp") && v) {
-            if (!(ntp = parse_tps(v, tps))) {
-                fprintf(stderr, "bench_gemm: --tp: expected degrees 1..1024 separated by commas "
-                                "(got \"%s\")\n", v);
+        else if (!strcmp(a, "--peak") && v) { /* TFLOP/s: core/bounds.h's peaks */
+            if (arg_num(a, v, 0, 0, BOUND_PEAK_FLOPS_MAX / 1e12, &cv.peak)) goto done;
+        } else if (!strcmp(a, "--seconds") && v) {
+            if (arg_num(a, v, 0, 1, SECONDS_MAX, &cv.budget)) goto done;
+        } else if (!strcmp(a, "--seq") && v) { /* an int: 2^32 + 32 was taken as 32 */
+            if (arg_num(a, v, 0, 0, (double)BOUND_TOKENS_MAX, &x)) goto done;
+            if (x != floor(x)) {
+                fprintf(stderr, "bench_gemm: --seq: expected a whole number of tokens (got "
+                                "\"%s\")\n", v);
                 goto done;
             }
-            i++;
-            continue;
+            seq = (int)x;
+        } else if (!strcmp(a, "--tp") && v) {
+            if (!(ntp = parse_tps(v, tps))) {
+                fprintf(stderr, "bench_gemm: --tp: expected 1 to 8 degrees 1..1024 separated by "
+                                "commas (got \"%s\")\n", v);
+                goto done;
+            }
         } else if (a[0] == '-') {
             fprintf(stderr, "bench_gemm: unknown option %s (or it lacks its value)\n", a);
             goto done;
@@ -347,15 +383,10 @@ static int curve_main(int argc, char **argv)
             nm++;
             continue;
         }
-        if (end && (*end || end == v)) {
-            fprintf(stderr, "bench_gemm: %s: expected a number (got \"%s\")\n", a, v);
-            goto done;
-        }
         i++;
     }
-    if (!nm || !(cv.budget > 0) || cv.peak < 0 || seq < 0) {
-        fprintf(stderr, "bench_gemm: --curve needs model files, --seconds > 0, --peak >= 0 and "
-                        "--seq >= 0\n");
+    if (!nm) {
+        fprintf(stderr, "bench_gemm: --curve needs model files\n");
         goto done;
     }
     rc = 1;
@@ -435,11 +466,14 @@ int main(int argc, char **argv)
 {
     if (argc > 1 && !strcmp(argv[1], "--curve")) return curve_main(argc, argv);
     plumb_err e = {{0}};
-    bench b = {backend_cpu(), NULL, argc > 1 ? atof(argv[1]) : 0.3};
-    if (!(b.budget > 0)) {
-        fprintf(stderr, "bench_gemm: expected seconds per case > 0 (got \"%s\")\n", argv[1]);
+    bench b = {backend_cpu(), NULL, 0.3};
+    if (argc > 2) { /* a second argument was ignored */
+        fprintf(stderr, "bench_gemm: expected at most SECONDS_PER_CASE (got \"%s\" too)\n",
+                argv[2]);
         return 2;
     }
+    if (argc > 1 && arg_num("SECONDS_PER_CASE", argv[1], 0, 1, SECONDS_MAX, &b.budget))
+        return 2;
     if (!(b.c = b.bk->create(0, &e))) {
         fprintf(stderr, "bench_gemm: %s\n", e.msg);
         return 1;

@@ -27,6 +27,7 @@ static void usage(FILE *out)
             "checkpoint's model, optimizer step and state.\n\n"
             "  --model MODEL.json  the model spec a checkpoint (plumb train --save or\n"
             "                      --checkpoint) was written from, which it is read against\n"
+            "                      (only with a checkpoint among the files)\n"
             "  --check             read a checkpoint whole: every tensor's checksum and values\n"
             "                      (by default its header and size only, as a resume checks\n"
             "                      them first)\n");
@@ -159,10 +160,11 @@ int cmd_info(int argc, char **argv)
         model_free(m);
         return cli_fail("info", "out of memory");
     }
-    int rc = 0;
+    int rc = 0, nckpt = 0;
     for (int i = optind; i < argc && !rc; i++) {
         err_clear(&err);
         if (ckpt_is_checkpoint(argv[i])) {
+            nckpt++;
             if (m) {
                 rc = info_checkpoint(out, argv[i], m, check, &err);
             } else {
@@ -205,6 +207,11 @@ int cmd_info(int argc, char **argv)
         if (rc) err_print(&err);
     }
     model_free(m);
+    /* --model (and --check) read checkpoints only: with none among the files they were
+     * ignored, exit 0 */
+    if (!rc && model_file && !nckpt)
+        rc = cli_fail("info", "--model: goes with a checkpoint file (expected one among the "
+                      "files, got none)");
     if (fclose(out) != 0 && !rc) rc = cli_fail("info", "out of memory");
     if (!rc) fwrite(text, 1, len, stdout);
     free(text);

@@ -64,7 +64,8 @@ static const char *const usage_text =
     "                     drained at each one)\n"
     "  --checkpoint-every N  steps between checkpoints\n"
     "  --resume PATH      start from a checkpoint file, or the newest in a folder; its steps\n"
-    "                     count toward --steps/--epochs and the data order continues\n"
+    "                     count toward --steps/--epochs (which may not be fewer) and the\n"
+    "                     data order continues\n"
     "  --transport NAME   pipelined: local (workers as threads, default), mpi (one CPU\n"
     "                     worker per rank) or nccl (one GPU worker per rank); mpi and nccl\n"
     "                     run under mpirun -np WORKERS, rank 0 printing and writing files\n"
@@ -416,6 +417,25 @@ static int job_load_data(const train_opts *o, train_job *j)
     return 0;
 }
 
+/* The run's total steps (--steps, or --epochs passes over the loaded data) against the
+ * checkpoint it resumes: fewer than the checkpoint took trained nothing and exited 0, as if
+ * the run had been done. 0, or 2 after one line. */
+static int job_check_steps(const train_opts *o, const train_job *j)
+{
+    if (!o->resumepath) return 0;
+    long done = j->resume_state.step, per_epoch = j->train->n / (j->mbsize * j->nmicro);
+    long total = o->steps > 0 ? o->steps : (long)o->epochs * per_epoch;
+    const char *ck = j->resume_found ? j->resume_found : o->resumepath;
+    if (total >= done) return 0;
+    if (o->steps > 0)
+        return cli_fail("train", "--steps %d: expected at least the %ld steps that --resume %s "
+                        "took (the run's total, the checkpoint's steps included)", o->steps,
+                        done, ck);
+    return cli_fail("train", "--epochs %d: expected at least the %ld steps that --resume %s "
+                    "took (got %ld steps of %ld per epoch; --steps or --epochs count the "
+                    "checkpoint's steps too)", o->epochs, done, ck, total, per_epoch);
+}
+
 /* The run's configuration from the options and what the job loaded. */
 static void job_config(const train_opts *o, const rt_fault *fault, train_job *j)
 {
@@ -441,7 +461,7 @@ static void job_config(const train_opts *o, const rt_fault *fault, train_job *j)
 static int job_setup(const train_opts *o, const rt_fault *fault, train_job *j)
 {
     if (job_load_model(o, j) || job_minibatch(o, j) || job_resume(o, j) ||
-        job_load_data(o, j))
+        job_load_data(o, j) || job_check_steps(o, j))
         return 2;
     job_config(o, fault, j);
     return 0;

@@ -36,7 +36,8 @@ static void usage(FILE *out)
             PLUMB_VERSION);
     for (size_t i = 0; i < NCOMMANDS; i++)
         fprintf(out, "  %-9s %s\n", commands[i].name, commands[i].summary);
-    fprintf(out, "\n  --help     this text\n  --version  print the version\n");
+    fprintf(out, "\n  --help     this text (plumb help COMMAND: the command's)\n"
+                 "  --version  print the version\n");
 }
 
 /* OpenBLAS starts its thread pool when the library loads, before main, and each pool
@@ -70,11 +71,27 @@ int main(int argc, char **argv)
         usage(stderr);
         return 2;
     }
-    if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
+    int help = !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help");
+    int version = !strcmp(argv[1], "--version") || !strcmp(argv[1], "-V");
+    if (help && argc == 3) { /* "plumb help sim": that command's --help */
+        for (size_t i = 0; i < NCOMMANDS; i++)
+            if (!strcmp(argv[2], commands[i].name)) {
+                char *args[] = {argv[2], "--help", NULL};
+                return commands[i].run(2, args);
+            }
+        fprintf(stderr, "plumb: %s: unknown command \"%s\"; see plumb --help\n", argv[1], argv[2]);
+        return 2;
+    }
+    if ((help || version) && argc > 2) { /* "plumb --version extra" printed and exited 0 */
+        fprintf(stderr, "plumb: %s: expected %s (got \"%s\" too); see plumb --help\n", argv[1],
+                help ? "at most one command" : "no arguments", argv[help ? 3 : 2]);
+        return 2;
+    }
+    if (help) {
         usage(stdout);
         return 0;
     }
-    if (!strcmp(argv[1], "--version") || !strcmp(argv[1], "-V")) {
+    if (version) {
         printf("plumb %s\n", PLUMB_VERSION);
         return 0;
     }

@@ -19,13 +19,20 @@
 #define BOUND_SPEED_MIN 1e-3          /* a device type's speed relative to the profiled one */
 #define BOUND_SPEED_MAX 1e3
 #define BOUND_PEAK_FLOPS_MIN 1e6      /* a device type's peak FLOP/s: 1e-6 TFLOP/s ... */
-#define BOUND_PEAK_FLOPS_MAX 1e21     /* ... 1e9 TFLOP/s */
+#define BOUND_PEAK_FLOPS_MAX 1e21     /* ... 1e9 TFLOP/s (also each precision's peak) */
+#define BOUND_MEMORY_BPS_MIN 1e3      /* a device's memory bandwidth, bytes/s: 1 kB/s ... */
+#define BOUND_MEMORY_BPS_MAX 1e15     /* ... 1 PB/s (kernel overheads: 0 to the latency's
+                                         BOUND_LATENCY_S_MAX) */
 #define BOUND_LAYER_MS_MAX 1e9        /* a layer's forward/backward time: 1e6 s (11.6 days) */
 #define BOUND_BYTES_MAX 1e15          /* 1 PB: a layer's activations, parameters, saved
                                          tensors, buffers; a profile's input bytes */
 #define BOUND_FLOPS_MAX 1e21          /* a layer's FLOPs per minibatch */
 #define BOUND_TP_MAX 1024             /* tensor-parallel ranks of a profile or plan */
 #define BOUND_TOKENS_MAX 1073741824LL /* tokens in one sample (2^30) */
+#define BOUND_BLOCKS_MAX 4096         /* a transformer's layers (n_layer, num_hidden_layers):
+                                        10x the deepest published ones; the 3D search
+                                        builds a profile of every block per candidate
+                                        layout (100000 blocks took 146 s to refuse) */
 #define BOUND_BATCH_MAX 16777216      /* samples in a profiled minibatch, a microbatch or a
                                         global batch (2^24): the planner multiplies it by
                                         microbatch counts in ints */

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "bounds.h"
 #include "units.h"
 
 static const char *const PREC_NAMES[DEV_NPREC] = {"fp32", "tf32", "bf16", "fp16"};
@@ -96,17 +97,32 @@ int device_figures_validate(const device_type *t, const char *file, const char *
         if (!isfinite(fr[i].v) || fr[i].v > 1)
             return err_set(err, file, json_path(fp, sizeof fp, path, fr[i].key),
                            "expected a fraction of the peak in (0, 1] (got %g)", fr[i].v);
-    for (int i = 0; i < DEV_NPREC; i++)
-        if (!isfinite(t->peak_flops_prec[i]))
-            return err_set(err, file, json_path(fp, sizeof fp, path, "peak_tflops_by_precision"),
-                           "expected finite numbers (got %g FLOP/s for %s)",
-                           t->peak_flops_prec[i], PREC_NAMES[i]);
-    if (!isfinite(t->memory_Bps))
+    /* core/bounds.h's ranges (absent: <= 0, or < 0 for the overhead): a peak of 1e-308
+     * TFLOP/s or a memory of 1e-299 bytes/s made every block's time infinite, refused far
+     * from the file ("plan: --microbatch-size: ... (got 0)", "(analytic profile):
+     * layers[1].forward_ms: expected a finite number (got inf)") */
+    for (int i = 0; i < DEV_NPREC; i++) {
+        double v = t->peak_flops_prec[i];
+        if (!isfinite(v) || (v > 0 && !(v >= BOUND_PEAK_FLOPS_MIN && v <= BOUND_PEAK_FLOPS_MAX))) {
+            int n = (int)strlen(json_path(fp, sizeof fp, path, "peak_tflops_by_precision"));
+            snprintf(fp + n, sizeof fp - (size_t)n, ".%s", PREC_NAMES[i]);
+            return err_set(err, file, fp, "expected a peak from %g to %g TFLOP/s, or absent "
+                           "(got %.10g)", units_flops_to_tflops(BOUND_PEAK_FLOPS_MIN),
+                           units_flops_to_tflops(BOUND_PEAK_FLOPS_MAX),
+                           units_flops_to_tflops(v));
+        }
+    }
+    double m = t->memory_Bps;
+    if (!isfinite(m) || (m > 0 && !(m >= BOUND_MEMORY_BPS_MIN && m <= BOUND_MEMORY_BPS_MAX)))
         return err_set(err, file, json_path(fp, sizeof fp, path, "memory_gbyte_per_s"),
-                       "expected a finite bandwidth (got %g bytes/s)", t->memory_Bps);
-    if (!isfinite(t->eff.kernel_overhead_s))
+                       "expected a bandwidth from %g to %g GB/s, or absent (got %.10g)",
+                       units_Bps_to_gbyte(BOUND_MEMORY_BPS_MIN),
+                       units_Bps_to_gbyte(BOUND_MEMORY_BPS_MAX), units_Bps_to_gbyte(m));
+    double k = t->eff.kernel_overhead_s;
+    if (!isfinite(k) || k > BOUND_LATENCY_S_MAX)
         return err_set(err, file, json_path(fp, sizeof fp, path, "efficiency.kernel_overhead_us"),
-                       "expected a finite time (got %g s)", t->eff.kernel_overhead_s);
+                       "expected a time from 0 to %g us (got %.10g)",
+                       units_s_to_us(BOUND_LATENCY_S_MAX), units_s_to_us(k));
     if (t->tiling.sms < 0 || (t->tiling.sms > 0 && (t->tiling.tile_m < 1 || t->tiling.tile_n < 1)))
         return err_set(err, file, json_path(fp, sizeof fp, path, "gemm_tiling"),
                        "expected sms >= 1 and a tile of at least 1 x 1 (got %d SMs, %d x %d)",

@@ -8,12 +8,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bounds.h"
 #include "json.h"
 
-/* The largest sizes taken: with these the parameter count stays below 2^63. */
+/* The largest sizes taken: with these the parameter count stays below 2^63; the layers
+ * are core/bounds.h's (a search's time grows with them). */
 static const struct { const char *key; long long max; } LIMITS[] = {
-    {"n_embd", 1000000},        {"hidden_size", 1000000},     {"n_layer", 100000},
-    {"num_hidden_layers", 100000}, {"n_inner", 10000000},     {"intermediate_size", 10000000},
+    {"n_embd", 1000000},        {"hidden_size", 1000000},     {"n_layer", BOUND_BLOCKS_MAX},
+    {"num_hidden_layers", BOUND_BLOCKS_MAX}, {"n_inner", 10000000},
+    {"intermediate_size", 10000000},
 };
 #define TF_MAX_DIM 100000000LL /* heads, vocabulary, positions */
 

@@ -94,7 +94,7 @@ echo "bad arguments: one line, exit 2"
 bad() {
     local want=$1
     shift
-    "$BG" "$@" > "$tmp/bad.out" 2> "$tmp/bad.err"
+    timeout 20 "$BG" "$@" > "$tmp/bad.out" 2> "$tmp/bad.err"
     local rc=$?
     [ $rc -eq 2 ] || fail "bench_gemm $*: exit $rc, expected 2"
     [ "$(wc -l < "$tmp/bad.err")" -eq 1 ] && grep -q -- "$want" "$tmp/bad.err" ||
@@ -105,7 +105,26 @@ bad "--tp: expected" --curve --tp 0,2 examples/llm/gpt-mini.json
 bad "--seconds: expected a number" --curve --seconds x examples/llm/gpt-mini.json
 bad "unknown option --bogus" --curve --bogus examples/llm/gpt-mini.json
 bad "nonexistent.json" --curve --backend cpu "$tmp/nonexistent.json"
-echo "  5 refused"
+# values that were taken: an endless budget (inf, 1e308: every case timed up to 2^21
+# calls, for hours), a non-finite peak (nan: no fraction; inf: 0.000), a sequence past an
+# int (2^32 + 32 ran as 32), a ninth TP degree (dropped), a second SECONDS_PER_CASE
+bad "--seconds: expected a number > 0 and at most 60 (got \"inf\")" \
+    --curve --backend cpu --seconds inf examples/llm/gpt-mini.json
+bad "--seconds: expected a number > 0 and at most 60" \
+    --curve --backend cpu --seconds 1e308 examples/llm/gpt-mini.json
+bad "--peak: expected a number >= 0 and at most 1000000000 (got \"nan\")" \
+    --curve --backend cpu --seconds 0.001 --peak nan examples/llm/gpt-mini.json
+bad "--peak: expected" --curve --backend cpu --seconds 0.001 --peak inf examples/llm/gpt-mini.json
+bad "--seq: expected a number >= 0 and at most 1073741824 (got \"4294967328\")" \
+    --curve --backend cpu --seconds 0.001 --seq 4294967328 examples/llm/gpt-mini.json
+bad "--seq: expected a whole number" --curve --backend cpu --seconds 0.001 --seq 32.5 \
+    examples/llm/gpt-mini.json
+bad "--tp: expected 1 to 8 degrees" --curve --backend cpu --seconds 0.001 \
+    --tp 1,1,1,1,1,1,1,1,2 examples/llm/gpt-mini.json
+bad "--tp: expected" --curve --backend cpu --seconds 0.001 --tp 1, examples/llm/gpt-mini.json
+bad "SECONDS_PER_CASE: expected a number > 0 and at most 60 (got \"inf\")" inf
+bad "expected at most SECONDS_PER_CASE (got \"2\" too)" 1 2
+echo "  15 refused"
 
 # cuemu: the CUDA plugin is loaded from bench_gemm's own folder, as gpu-check.sh runs it
 # beside plumb; a folder with links to both stands in here

@@ -63,6 +63,18 @@ if [ "$(id -u)" = 0 ] && mknod "$d/null" c 1 3 2>/dev/null; then # a copy of /de
     rm -f "$d/null"
 fi
 rm -f "$d/ofifo"
+# an argument that a command does not take is refused, not ignored (plumb --version extra
+# printed the version and exited 0; plumb help sim printed the general help)
+expect_bad version-extra '^plumb: --version: expected no arguments (got "extra" too)' \
+    "$P" --version extra
+expect_bad help-extra '^plumb: help: expected at most one command (got "extra" too)' \
+    "$P" help sim extra
+expect_bad help-unknown '^plumb: --help: unknown command "bogus"' "$P" --help bogus
+ok help-command "$P" help sim
+has help-command '^usage: plumb sim PLAN.json'
+# info --model reads checkpoints only: with none among the files it was ignored (exit 0)
+expect_bad info-model-no-checkpoint '^plumb: info: --model: goes with a checkpoint file' \
+    "$P" info --model "$d/model.json" "$d/prof.json"
 expect_bad info-folder 'cannot read: Is a directory (expected a file)' "$P" info "$d"
 expect_bad sim-folder 'cannot read: Is a directory' "$P" sim "$d"
 expect_bad schedule-import-folder 'cannot read: Is a directory (expected a CSV file)' \
@@ -94,6 +106,15 @@ expect_bad train-checkpoint-other-run '--checkpoint .*ck: holds the checkpoints 
     "$P" train examples/models/fmnist-cnn.json --steps 3 --samples 64 --batch 8 --data synthetic \
     --checkpoint "$d/ck" --checkpoint-every 1
 [ "$(cksum "$d"/ck/*)" = "$ckbefore" ] || { echo "FAIL: the other run's checkpoints changed"; fail=1; }
+# a resumed run asked for fewer steps in all than its checkpoint took: refused before work
+# (it trained 0 steps, said "resumed ... at step 1" of a step-2 checkpoint and exited 0)
+expect_bad train-resume-fewer-steps '^plumb: train: --steps 1: expected at least the 2 steps that --resume .*ck/ckpt-00000002.ckpt took' \
+    "$P" train "$d/model.json" --steps 1 --samples 64 --batch 8 --data synthetic \
+    --checkpoint "$d/ck" --checkpoint-every 1 --resume "$d/ck"
+expect_bad train-resume-fewer-epochs '^plumb: train: --epochs 1: expected at least the 2 steps .*(got 1 steps of 1 per epoch' \
+    "$P" train "$d/model.json" --epochs 1 --samples 8 --batch 8 --data synthetic \
+    --resume "$d/ck"
+[ "$(cksum "$d"/ck/*)" = "$ckbefore" ] || { echo "FAIL: train-resume-fewer-steps changed the checkpoints"; fail=1; }
 ok train-checkpoint-resumed "$P" train "$d/model.json" --steps 3 --samples 64 --batch 8 \
     --data synthetic --quiet --checkpoint "$d/ck" --checkpoint-every 1 --resume "$d/ck"
 rm -rf "$d/ck"

@@ -40,6 +40,26 @@ expect_bad bandwidth-1e-308 'slow.json: levels\[0\].bandwidth_gbit_per_s: expect
 [ -e "$d/t.svg" ] && { echo "FAIL bandwidth-1e-308 left an SVG"; fail=1; }
 expect_bad plan-bandwidth-1e-308 'bandwidth_gbit_per_s: expected a bandwidth from' \
     timeout 20 "$P" plan -p profiles/pipedream/vgg16.json -c "$d/slow.json"
+# a device's figures past core/bounds.h (a peak in any precision, the memory bandwidth,
+# the kernel overhead): refused at load naming the field (5e-324 TFLOP/s and 1e-308 GB/s
+# made every block's time infinite: plan --model blamed "--microbatch-size ... (got 0)",
+# profile --model "(analytic profile): layers[1].forward_ms"; 2^31 TFLOP/s was taken)
+DGX=profiles/clusters/dgx-a100-80g.json
+sed 's/"fp32": 19.5/"fp32": 5e-324/' $DGX > "$d/peak.json"
+expect_bad device-peak-tiny 'peak.json: device_types\[0\].peak_tflops_by_precision.fp32: expected a peak from 1e-06 to 1e+09 TFLOP/s' \
+    "$P" plan --model examples/llm/gpt-mini.json -c "$d/peak.json" --gpus 8 --global-batch 16 --precision fp32
+expect_bad device-peak-tiny-profile 'peak.json: device_types\[0\].peak_tflops_by_precision.fp32: expected' \
+    "$P" profile --model examples/llm/gpt-mini.json -c "$d/peak.json" --precision fp32 -o "$d/p.json"
+sed 's/"fp16": 312/"fp16": 2147483648/' $DGX > "$d/peak.json"
+expect_bad device-peak-huge 'peak_tflops_by_precision.fp16: expected a peak from 1e-06 to 1e+09 TFLOP/s, or absent (got 2147483648)' \
+    "$P" info "$d/peak.json"
+sed 's/"memory_gbyte_per_s": *[0-9.]*/"memory_gbyte_per_s": 1e-308/' $DGX > "$d/mbw.json"
+expect_bad device-memory-bw-tiny 'mbw.json: device_types\[0\].memory_gbyte_per_s: expected a bandwidth from 1e-06 to 1e+06 GB/s' \
+    "$P" plan --model examples/llm/gpt-mini.json -c "$d/mbw.json" --gpus 8 --global-batch 16
+sed 's/"kernel_overhead_us": *[0-9.]*/"kernel_overhead_us": 2147483648/' $DGX > "$d/kov.json"
+expect_bad device-kernel-overhead 'kov.json: device_types\[0\].efficiency.kernel_overhead_us: expected a time from 0 to 1e+07 us' \
+    "$P" info "$d/kov.json"
+[ -e "$d/p.json" ] && { echo "FAIL device-peak-tiny-profile wrote a profile"; fail=1; }
 sed '0,/"parameter_bytes":[[:space:]]*[0-9.e+-]*/s//"parameter_bytes": 1e308/' \
     profiles/pipedream/alexnet.json > "$d/huge.json"
 expect_bad parameter-bytes-1e308 'parameter_bytes: expected a number from 0 to 1e+15 (got 1e+308)' \
@@ -94,6 +114,15 @@ expect_bad transformer-description 'desc.json: description: expected a string (g
 # anything is allocated, naming the layer (a context of 10^5 tokens crashed plumb train and
 # profile: the allocation failed inside a block and freeing its unset children segfaulted;
 # 10^6 filled memory with 4 GB buffers)
+# a transformer deeper than core/bounds.h's 4096 blocks is refused at load (the 3D search
+# builds a profile of every block per candidate layout: 100000 blocks took minutes to refuse)
+sed 's/"n_layer": 12,/"n_layer": 100000,/' examples/llm/gpt2.json > "$d/deep-gpt.json"
+expect_bad transformer-layers 'deep-gpt.json: n_layer: expected an integer from 1 to 4096 (got 100000)' \
+    timeout 20 "$P" sweep --model "$d/deep-gpt.json" -c profiles/clusters/dgx-a100-80g.json \
+    --gpus 8..16 --global-batch 16
+expect_bad transformer-layers-plan 'deep-gpt.json: n_layer: expected an integer from 1 to 4096' \
+    timeout 20 "$P" plan --model "$d/deep-gpt.json" -c profiles/clusters/dgx-a100-80g.json \
+    --gpus 8 --global-batch 16
 sed 's/"input": \[64\]/"input": [100000]/' examples/models/gpt-mini.json > "$d/long.json"
 expect_bad model-memory-train 'long.json: layers\[1\]: residual at 8 samples per microbatch needs at least' \
     timeout 20 "$P" train "$d/long.json" --steps 1 --samples 16 --batch 8 --data synthetic
