@@ -21,8 +21,8 @@
  * --tp 1 to 8 degrees of 1 to 1024.
  * A TP that does not divide the model's heads, and a case with an operand of 2^31 elements or
  * more, are left out (a line on stderr each). Exit 0; 1 when the backend could not start or
- * a case failed (a line on stderr, no row, the next case runs); 2 on bad arguments or model
- * files. */
+ * a case failed (a line on stderr, no row, the next case runs); 2 on bad arguments (an
+ * unknown --backend included) or model files. */
 #include <cblas.h>
 #include <errno.h>
 #include <limits.h>
@@ -389,8 +389,12 @@ static int curve_main(int argc, char **argv)
         fprintf(stderr, "bench_gemm: --curve needs model files\n");
         goto done;
     }
+    if (!(cv.bk = backend_find(bk_name, &e))) { /* a name no backend has: bad input */
+        fprintf(stderr, "bench_gemm: %s\n", e.msg);
+        goto done;
+    }
     rc = 1;
-    if (!(cv.bk = backend_find(bk_name, &e)) || !(cv.c = cv.bk->create(0, &e))) {
+    if (!(cv.c = cv.bk->create(0, &e))) {
         fprintf(stderr, "bench_gemm: %s\n", e.msg);
         goto done;
     }

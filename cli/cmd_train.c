@@ -558,9 +558,12 @@ static int job_run(const train_opts *o, train_job *j, train_result *res, plumb_e
 /* The final lines, rank 0's: the figures under --quiet, where the trace went. */
 static void job_report(const train_opts *o, const train_job *j, const train_result *res)
 {
-    if (o->quiet && j->pr.rank == 0)
+    if (o->quiet && j->pr.rank == 0 && res->steps_run > 0)
         printf("final: train loss %.4f, test loss %.4f, test accuracy %.2f%%, %.0f samples/s\n",
                res->train_loss, res->test_loss, 100 * res->test_acc, res->samples_per_s);
+    else if (o->quiet && j->pr.rank == 0) /* resumed at the end: nothing trained, no train loss */
+        printf("final: no step trained (the checkpoint had all %ld), test loss %.4f, test "
+               "accuracy %.2f%%\n", res->steps, res->test_loss, 100 * res->test_acc);
     if (o->tracepath && j->pr.rank == 0)
         printf("trace written to %s (plumb compare reads it; open in https://ui.perfetto.dev)\n",
                o->tracepath);

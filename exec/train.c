@@ -309,6 +309,7 @@ int train_run(const train_run_cfg *rc, train_result *res, plumb_err *err)
         }
     }
     res->steps = total;
+    res->steps_run = total - start;
     res->seconds = train_now() - t0;
     res->samples_per_s = res->seconds > 0 ? (double)(total - start) * mbs / res->seconds : 0;
     if (rc->save && seqtrain_save(t, rc->save, err)) goto done;

@@ -111,7 +111,8 @@ typedef struct train_run_cfg {
 } train_run_cfg;
 
 typedef struct train_result {
-    long steps;
+    long steps;                     /* the run's total, a resumed checkpoint's included */
+    long steps_run;                 /* of them, those this run trained (0: resumed at the end) */
     double first_loss, last_loss;   /* mean loss of the first and the last minibatch */
     double train_loss, train_acc;   /* means over the last logging interval */
     double test_loss, test_acc;     /* < 0 when there is no test set */

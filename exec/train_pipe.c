@@ -362,6 +362,7 @@ int train_run_pipeline(const train_run_cfg *rc, const schedule *s, const int *fi
     }
     loss_figures(&pg, start, res);
     res->steps = total;
+    res->steps_run = total - start;
     res->seconds = seconds;
     res->samples_per_s = seconds > 0 ? (double)(total - start) * mbs / seconds : 0;
     if (rc->save && rc->rank == 0) {

@@ -124,7 +124,8 @@ bad "--tp: expected 1 to 8 degrees" --curve --backend cpu --seconds 0.001 \
 bad "--tp: expected" --curve --backend cpu --seconds 0.001 --tp 1, examples/llm/gpt-mini.json
 bad "SECONDS_PER_CASE: expected a number > 0 and at most 60 (got \"inf\")" inf
 bad "expected at most SECONDS_PER_CASE (got \"2\" too)" 1 2
-echo "  15 refused"
+bad '--backend: expected "cpu"' --curve --backend nope examples/llm/gpt-mini.json
+echo "  16 refused"
 
 # cuemu: the CUDA plugin is loaded from bench_gemm's own folder, as gpu-check.sh runs it
 # beside plumb; a folder with links to both stands in here

@@ -47,6 +47,15 @@ killed_and_resumed "2bw, 2 stages, adam" 0 9 4 --steps 12 --microbatches 4 \
     --schedule 2bw --stages 2 --optimizer adam
 killed_and_resumed "sequential, adam" 0 11 4 --steps 16 --optimizer adam
 
+echo "resumed at the end (--steps equal to the checkpoint's): nothing trained, no train loss"
+"$PLUMB" train "$model" --steps 4 --quiet --checkpoint "$tmp/end" --checkpoint-every 4 \
+    > "$tmp/end.out" 2>&1 || fail "checkpointed run failed: $(cat "$tmp/end.out")"
+"$PLUMB" train "$model" --steps 4 --quiet --resume "$tmp/end" > "$tmp/end.out" 2>&1 ||
+    fail "resumed at the end: $(cat "$tmp/end.out")"
+grep -q '^final: no step trained (the checkpoint had all 4), test loss' "$tmp/end.out" ||
+    fail "resumed at the end: expected the no-step final line: $(cat "$tmp/end.out")"
+echo "  --steps 4 resumed from step 4: final line says no step trained"
+
 echo "a corrupt newest checkpoint is reported; a dead writer's temporary file is removed"
 "$PLUMB" train "$model" --steps 8 --quiet --checkpoint "$tmp/cc" --checkpoint-every 4 \
     > "$tmp/cc.out" 2>&1 || fail "checkpointed run failed: $(cat "$tmp/cc.out")"
