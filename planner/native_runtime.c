@@ -32,14 +32,9 @@ void native_runtime_text(const native_options *o, char *buf, size_t n)
 {
     search3d_options so;
     runtime_options(o, SEARCH3D_FREE, &so);
-    int h = o->zero ? snprintf(buf, n, "zero 1") : 0;
-    if (h < 0 || (size_t)h >= n) return;
-    search3d_runtime_text(&so, buf + h, n - (size_t)h);
-    if (h > 0 && buf[h] && (size_t)h + 2 < n) { /* "zero 1, " before the rest */
-        char rest[256];
-        snprintf(rest, sizeof rest, "%s", buf + h);
-        snprintf(buf + h, n - (size_t)h, ", %s", rest);
-    }
+    char rest[256];
+    search3d_runtime_text(&so, rest, sizeof rest);
+    snprintf(buf, n, "%s%s%s", o->zero ? "zero 1" : "", o->zero && rest[0] ? ", " : "", rest);
 }
 
 void native_runtime_apply(plan *pl, const native_options *o)
