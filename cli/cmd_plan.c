@@ -83,6 +83,13 @@ static void plan_usage(FILE *out)
         "                            whole forward-backward loop (not with pipedream or 2bw;\n"
         "                            auto skips them); priced and simulated likewise;\n"
         "                            --mode pipedream refuses both\n"
+        "      --zero 0|1            native: 1: ZeRO-1, each replica of a stage keeps 1/r of\n"
+        "                            the optimizer state (the candidates' memory counts it;\n"
+        "                            a reduce-scatter and an all-gather replace the\n"
+        "                            all-reduce); the plan carries \"zero\": 1 (default 0)\n"
+        "      --overlap-param-gather  native, with --zero 1: the all-gather after the step\n"
+        "                            runs under the next forwards (not with pipedream, 2bw\n"
+        "                            or --grad-sync end; auto skips the first two)\n"
         "      --gpus N              use the first N devices of the cluster file (whole\n"
         "                            servers; the plan embeds that part of the cluster)\n"
         "  -h, --help                this text\n"
@@ -507,6 +514,8 @@ int cmd_plan(int argc, char **argv)
         {"gpus", required_argument, NULL, 1009},
         {"p2p", required_argument, NULL, 1010},
         {"grad-sync", required_argument, NULL, 1011},
+        {"zero", required_argument, NULL, 1012},
+        {"overlap-param-gather", no_argument, NULL, 1013},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -524,7 +533,7 @@ int cmd_plan(int argc, char **argv)
     optind = 0;
     while ((c = cli_getopt("plan", argc, argv, "p:c:o:h", longopts)) != -1) {
         if (c == 'S' || c == 'M' || c == 'z' || c == 'F' || c == 'r' || c == 'x') pd_only = 1;
-        if ((c >= 1002 && c <= 1008) || c == 1010 || c == 1011) nat_only = 1;
+        if ((c >= 1002 && c <= 1008) || (c >= 1010 && c <= 1013)) nat_only = 1;
         switch (c) {
         case 1001:
             if (strcmp(optarg, "native") && strcmp(optarg, "pipedream"))
@@ -556,6 +565,10 @@ int cmd_plan(int argc, char **argv)
         case 1011:
             if (cli_grad_sync("plan", optarg, &no.grad_sync_end)) return 2;
             break;
+        case 1012:
+            if (cli_int("plan", "--zero", optarg, 0, 1, &no.zero)) return 2;
+            break;
+        case 1013: no.overlap_param_gather = 1; break;
         case 1006: no.recompute = 1; break;
         case 1007: no.recompute = 0; break;
         case 1008:
@@ -594,9 +607,9 @@ int cmd_plan(int argc, char **argv)
                         "pipedream");
     if (mode == 2 && nat_only)
         return cli_fail("plan", "--schedule, --microbatches, --microbatch-size, --memory-limit, "
-                        "--recompute/--no-recompute, --stages, --p2p and --grad-sync belong to "
-                        "--mode native");
-    if (mode == 1 && no.schedule != NATIVE_SCHED_AUTO) { /* the runtime's rule, its owner's line */
+                        "--recompute/--no-recompute, --stages, --p2p, --grad-sync, --zero and "
+                        "--overlap-param-gather belong to --mode native");
+    if (mode == 1) { /* the runtime's rule, its owner's line (auto: the kind-free ones) */
         plumb_err re;
         err_clear(&re);
         if (native_runtime_check(&no, (sched_kind)no.schedule, &re))

@@ -107,6 +107,8 @@ static cJSON *plan_json(const profile *p, const cluster *c, const plan *pl,
         cJSON_AddStringToObject(j, "p2p", "sync");
     if (pl->grad_sync_end)
         cJSON_AddStringToObject(j, "grad_sync", "end");
+    if (pl->zero) json_add_num(j, "zero", pl->zero);
+    if (pl->overlap_param_gather) cJSON_AddTrueToObject(j, "overlap_param_gather");
     cJSON_AddStringToObject(j, "replicas", pl->planner_config ? pl->planner_config : "");
     unsigned char *used = calloc((size_t)pl->clus->ndevices + 1, 1);
     if (used) {

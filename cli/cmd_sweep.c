@@ -42,13 +42,17 @@ static const char *const usage =
     "                          it (sync: not with zb-v or dualpipev)\n"
     "  --grad-sync overlap|end every plan's gradient reduction, as plumb plan -p takes it\n"
     "                          (end: not with pipedream or 2bw; auto skips them)\n"
+    "  --zero 0|1              1: every plan ZeRO-1 (optimizer state split over a stage's\n"
+    "                          replicas), as plumb plan -p takes it\n"
+    "  --overlap-param-gather  with --zero 1: the all-gather under the next forwards (not\n"
+    "                          with pipedream, 2bw or --grad-sync end; auto skips them)\n"
     "  --json                  print the sweep as JSON (plumb-sweep/1) instead of a table\n"
     "  --svg OUT.svg           write a plot of throughput and cost against GPUs\n"
     "  -h, --help              this help\n"
     "Exit status: 0 ok, 2 bad input (nothing written).\n";
 
 enum { O_GPUS = 1000, O_TARGET, O_PRICE, O_SCHED, O_MB, O_MBS, O_RC, O_MEM, O_OPT, O_JSON,
-       O_SVG, O_P2P, O_GSYNC };
+       O_SVG, O_P2P, O_GSYNC, O_ZERO, O_OPG };
 
 /* "A..B" or "N" into lo, hi. */
 static int parse_range(const char *s, int *lo, int *hi)
@@ -310,6 +314,8 @@ int cmd_sweep(int argc, char **argv)
         {"svg", required_argument, 0, O_SVG},
         {"p2p", required_argument, 0, O_P2P},
         {"grad-sync", required_argument, 0, O_GSYNC},
+        {"zero", required_argument, 0, O_ZERO},
+        {"overlap-param-gather", no_argument, 0, O_OPG},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0},
     };
@@ -370,6 +376,10 @@ int cmd_sweep(int argc, char **argv)
         case O_GSYNC:
             if (cli_grad_sync("sweep", optarg, &o.grad_sync_end)) return 2;
             break;
+        case O_ZERO:
+            if (cli_int("sweep", "--zero", optarg, 0, 1, &o.zero)) return 2;
+            break;
+        case O_OPG: o.overlap_param_gather = 1; break;
         default: return 2;
         }
     }
@@ -379,7 +389,7 @@ int cmd_sweep(int argc, char **argv)
     if (!ppath || !cpath || !lo)
         return cli_fail("sweep", "expected -p PROFILE, -c CLUSTER and --gpus A..B; see plumb "
                         "sweep --help");
-    if (o.schedule != NATIVE_SCHED_AUTO) { /* the runtime's rule, its owner's line */
+    { /* the runtime's rule, its owner's line (auto: the kind-free ones) */
         plumb_err re;
         err_clear(&re);
         if (native_runtime_check(&o, (sched_kind)o.schedule, &re))

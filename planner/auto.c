@@ -95,7 +95,7 @@ static int default_search(const nm_models *ms, const profile *p, const native_op
                     o->recompute == 1,
                     o->chunks > 1 ? o->chunks : sched_kind_chunks(SCHED_1F1B_FLUSH),
                     o->optimizer, 0, o->nstages,
-                    o->p2p_sync ? 1 : 0, o->grad_sync_end ? 1 : 0};
+                    o->p2p_sync ? 1 : 0, o->grad_sync_end ? 1 : 0, o->zero ? 1 : 0};
     memset(dr, 0, sizeof *dr);
     dr->single_samples_per_s = res->single_samples_per_s; /* nm_begin's, as for auto */
     dr->capacity_bytes = res->capacity_bytes;
@@ -173,7 +173,7 @@ int planner_auto(const profile *p, const cluster *c, const native_options *o,
                 nm_setting s = {kind, o->microbatches, mb, rc,
                                 o->chunks > 1 ? o->chunks : sched_kind_chunks(kind),
                                 o->optimizer, rc || mb != mb0, o->nstages,
-                                o->p2p_sync ? 1 : 0, o->grad_sync_end ? 1 : 0};
+                                o->p2p_sync ? 1 : 0, o->grad_sync_end ? 1 : 0, o->zero ? 1 : 0};
                 /* quick (min-max and one threshold) for recomputation and the smaller
                  * microbatches: they matter when memory is short, where the min-max
                  * partition is what fits */

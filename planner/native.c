@@ -88,12 +88,17 @@ int planner_native_check(const profile *p, const cluster *c, const native_option
                        "in all%s", pn, cn, optimizer_kind_name(o ? o->optimizer : OPT_MOMENTUM),
                        nm_gib(need), nd, nm_gib(total_cap),
                        lim > 0 ? " under the memory limit" : "");
+    /* a layer's least: under ZeRO-1 its optimizer state split over every device (the
+     * total above holds: r replicas hold r weights and gradients and one state) */
+    double per1 = o && o->zero ? 2 + (per - 2) / nd : per;
     for (int i = 0; i < p->nlayers; i++)
-        if (p->layers[i].parameter_bytes * per > max_cap)
+        if (p->layers[i].parameter_bytes * per1 > max_cap)
             return err_set(err, NULL, NULL, "profile %s does not fit cluster %s: layer %s alone "
-                           "needs %.2f GiB for its weights, gradients and optimizer state but "
-                           "the largest device holds %.2f GiB", pn, cn, p->layers[i].name,
-                           nm_gib(p->layers[i].parameter_bytes * per), nm_gib(max_cap));
+                           "needs %.2f GiB for its weights, gradients and optimizer state%s "
+                           "but the largest device holds %.2f GiB", pn, cn, p->layers[i].name,
+                           nm_gib(p->layers[i].parameter_bytes * per1),
+                           o && o->zero ? " (zero 1: the state split over every device)" : "",
+                           nm_gib(max_cap));
     return 0;
 }
 
@@ -1084,13 +1089,17 @@ plan *planner_native(const profile *p, const cluster *c, const native_options *o
     double t0 = nm_now_ms();
     plan *best = NULL;
     if (o->schedule == NATIVE_SCHED_AUTO) {
+        if (native_runtime_check(o, (sched_kind)NATIVE_SCHED_AUTO, err)) { /* kind-free rules */
+            memset(res, 0, sizeof *res);
+            goto done;
+        }
         if (planner_auto(p, c, o, res, err)) goto done;
         if (res->nothing_fits) {
             nm_setting s = {SCHED_1F1B_FLUSH, o->microbatches,
                             o->microbatch_size > 0 ? o->microbatch_size : p->minibatch, 0,
                             o->chunks > 1 ? o->chunks : sched_kind_chunks(SCHED_1F1B_FLUSH),
                             o->optimizer, 0, o->nstages,
-                            o->p2p_sync ? 1 : 0, o->grad_sync_end ? 1 : 0};
+                            o->p2p_sync ? 1 : 0, o->grad_sync_end ? 1 : 0, o->zero ? 1 : 0};
             nm_suggest(p, c, o, &s, res, err);
             goto done;
         }
@@ -1113,7 +1122,7 @@ plan *planner_native(const profile *p, const cluster *c, const native_options *o
                     o->recompute == 1,
                     o->chunks > 1 ? o->chunks : sched_kind_chunks((sched_kind)o->schedule),
                     o->optimizer, 0, o->nstages,
-                    o->p2p_sync ? 1 : 0, o->grad_sync_end ? 1 : 0};
+                    o->p2p_sync ? 1 : 0, o->grad_sync_end ? 1 : 0, o->zero ? 1 : 0};
     int rc = nm_search(&ms, o, &s, res, err);
     nm_models_free(&ms);
     if (rc) goto done;

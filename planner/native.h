@@ -78,24 +78,38 @@ typedef struct native_options {
                                    sim/engine_gradsync.c), simulated and carried alike; 0
                                    ("overlap") the default; the estimate ignores it too.
                                    Which kinds take either: native_runtime_check */
+    int zero;                   /* 1: ZeRO-1, the distributed optimizer (the plan file's
+                                   "zero": 1): each replica of a stage keeps 1/r of the
+                                   optimizer state, which the candidates' memory counts
+                                   (sim_memory_state), and reduces its gradients as a
+                                   reduce-scatter then an all-gather; 0 the default */
+    int overlap_param_gather;   /* 1 (with zero 1 only): the all-gather after the step runs
+                                   under the next forwards ("overlap_param_gather": true),
+                                   simulated and carried; not with the asynchronous kinds
+                                   nor grad_sync_end (native_runtime_check) */
 } native_options;
 
 /* Sets o to the defaults above. */
 void native_options_init(native_options *o);
 
-/* Whether schedule k can run under o's runtime (p2p_sync, grad_sync_end), as the rule's
- * one owner (planner/search3d.h, search3d_runtime_check) says: p2p sync not with a
- * V-placed kind (zb-v, dualpipev), grad_sync end not with an asynchronous one (pipedream,
- * 2bw). 0, or -1 with err set to the owner's line ("--grad-sync: expected overlap with
+/* Whether schedule k can run under o's runtime (p2p_sync, grad_sync_end, zero,
+ * overlap_param_gather), as the rule's one owner (planner/search3d.h,
+ * search3d_runtime_check) says: p2p sync not with a V-placed kind (zb-v, dualpipev),
+ * grad_sync end not with an asynchronous one (pipedream, 2bw), overlap_param_gather only
+ * with zero 1, not with an asynchronous kind nor grad_sync end; zero 1 itself with every
+ * kind. 0, or -1 with err set to the owner's line ("--grad-sync: expected overlap with
  * schedule pipedream (...) (got end)"). */
 int native_runtime_check(const native_options *o, sched_kind k, plumb_err *err);
 
-/* o's runtime in words, as search3d_runtime_text gives them ("p2p sync, gradients reduced
- * at the end"), into buf (always terminated); "" at the default. */
+/* o's runtime in words: "zero 1" when set, then search3d_runtime_text's ("parameter
+ * all-gather under the forward (zero 1), p2p sync, gradients reduced at the end"), into
+ * buf (always terminated); "" at the default. */
 void native_runtime_text(const native_options *o, char *buf, size_t n);
 
-/* Sets o's runtime (p2p_sync, grad_sync_end) on plan pl, as the planner's candidates carry
- * it (before they are simulated and when they are returned). */
+/* Sets o's runtime (p2p_sync, grad_sync_end, zero, overlap_param_gather) on plan pl, as
+ * the planner's candidates carry it (before they are simulated and when they are
+ * returned); overlap_param_gather only where pl can take it (zero 1, a synchronous
+ * kind). */
 void native_runtime_apply(plan *pl, const native_options *o);
 
 /* The microbatch count the native planner gives pl's stages under schedule k when none is

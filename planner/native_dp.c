@@ -58,12 +58,13 @@ static void dp_layer(const nm_model *m, const nm_setting *s, nm_dp *d, int mode,
         for (int u = 0; u <= U; u++) d->val[dp_v(t, lay + nb * W1 + u)] = K > 0 ? INFINITY : 0;
         for (int b = 0; b < nb; b++) d->val[dp_v(t, lay + b * W1 + U)] = INFINITY;
     }
-    /* the memory terms of the stages starting at block b, by their end: the plan's ZeRO
-     * stage is 0, so they do not depend on the replicas (sim_memory_state) */
+    /* the memory terms of the stages starting at block b, by their end, on one replica:
+     * at ZeRO 0 they do not depend on the replicas (sim_memory_state); at ZeRO 1 (s->zero)
+     * only the optimizer state does, set per count below */
     const sim_mem_setting ms1 = nm_mem_setting(m, s, 1);
     sim_stage_mem bt[NM_MAX_BLOCKS + 1];
     /* the training state per parameter byte on each replica count (ZeRO 0: the same for
-     * every count, but taken as sim_memory_state gives it) */
+     * every count, but taken as sim_memory_state gives it; ZeRO 1: the optimizer's 1/n) */
     sim_state_mul smr[NM_MAX_UNITS];
     for (int ri = 0; ri < m->nr; ri++)
         sim_memory_state(ms1.precision, ms1.zero, m->rlist[ri] * m->g, s->opt, &smr[ri]);
@@ -105,9 +106,13 @@ static void dp_layer(const nm_model *m, const nm_setting *s, nm_dp *d, int mode,
                  * and the input gradient, the kept outputs without recompute; the inner
                  * gradient buffers; the staging */
                 const double pcoef = cn.ver + sm.gradients + sm.optimizer +
-                                     (n > 1 ? sm.gradients : 0);
-                const double fixed = cn.slots * ((b ? in : m->p->input_bytes * bscale) + in) +
-                                     cn.staged * in;
+                                     (n > 1 && !s->zero ? sm.gradients : 0);
+                /* ZeRO 1 (nm_mem_setting): no receive buffer, no staging, the slot's
+                 * gradients and outputs not per slot: the data alone */
+                const double fixed =
+                    s->zero ? cn.slots * (b ? in : m->p->input_bytes * bscale)
+                            : cn.slots * ((b ? in : m->p->input_bytes * bscale) + in) +
+                                  cn.staged * in;
                 double sc = kscale / R->speed;
                 double incomm = in > 0 && R->in_total > 0 ? in / R->in_total : 0;
                 /* the last units can only hold the last stage; pinned, the last stage
@@ -128,7 +133,8 @@ static void dp_layer(const nm_model *m, const nm_setting *s, nm_dp *d, int mode,
                     }
                     double lp = m->cP[j] - m->cP[b] - m->tied_total;
                     double lower = (lp > 0 ? lp : 0) * pcoef + fixed +
-                                   (m->cG[j] - m->cG[b] + (rc ? 0 : cn.slots * (m->cS[j] - m->cS[b]))) *
+                                   (m->cG[j] - m->cG[b] +
+                                    (rc || s->zero ? 0 : cn.slots * (m->cS[j] - m->cS[b]))) *
                                        bscale;
                     if (lower > R->cap) break; /* memory grows with j */
                     const double P = bt[j].params;
@@ -171,10 +177,12 @@ static void dp_layer(const nm_model *m, const nm_setting *s, nm_dp *d, int mode,
                      * with recompute a slot keeps the stage's output) */
                     sim_memory_acc acc;
                     memset(&acc, 0, sizeof acc);
-                    sim_memory_add(&acc, &bt[j], cn.ver, cn.slots,
-                                   sim_allreduce_scratch_max(bt[j].gradients, n), 0);
+                    sim_stage_mem tj = bt[j];
+                    if (s->zero) tj.optimizer = tj.params * sm.optimizer; /* its 1/n */
+                    sim_memory_add(&acc, &tj, cn.ver, cn.slots,
+                                   s->zero ? 0 : sim_allreduce_scratch_max(bt[j].gradients, n), 0);
                     sim_memory mm;
-                    sim_memory_close(&acc, cn.staged * in, R->cap, &mm);
+                    sim_memory_close(&acc, s->zero ? 0 : cn.staged * in, R->cap, &mm);
                     if (!mm.fits) continue;
                     if (mode == 0) {
                         best = bests[0] = v0;
@@ -265,7 +273,7 @@ static int kept_is(const nm_dp_kept *e, const nm_setting *s)
     return e->solved && e->s.kind == s->kind && e->s.M == s->M && e->s.mbsize == s->mbsize &&
            e->s.recompute == s->recompute && e->s.chunks == s->chunks && e->s.opt == s->opt &&
            e->s.nstages == s->nstages && e->s.p2p_sync == s->p2p_sync &&
-           e->s.grad_sync_end == s->grad_sync_end;
+           e->s.grad_sync_end == s->grad_sync_end && e->s.zero == s->zero;
 }
 
 /* Solves the programs of s with nf thresholds into e. 0, or -1 out of memory. */

@@ -92,6 +92,8 @@ typedef struct nm_setting {
                          its receiver has posted the receive (docs/planner-native.md, 8) */
     int grad_sync_end; /* 1: the rings run after the stage's last backward, none of it
                           hidden (native_options.grad_sync_end) */
+    int zero;         /* 1: ZeRO-1 (native_options.zero): a stage's optimizer state is
+                         split over its replicas in the memory terms (sim_memory_state) */
 } nm_setting;
 
 typedef struct nm_stage {
@@ -306,7 +308,8 @@ int nm_reprice(const nm_models *ms, nm_cands *cs, int from, int to, sched_kind k
 double nm_compute_bound(const nm_models *ms, const nm_cand *c);
 
 /* Simulations kept for native_options.sim_memo: a plan's figures under a key of everything
- * the simulator reads of it (schedule, counts, runtime (p2p, grad_sync), stages, devices,
+ * the simulator reads of it (schedule, counts, zero, runtime (p2p, grad_sync, the
+ * all-gather apart), stages, devices,
  * and of each device its type's figures and its group at every level of the cluster, the
  * levels' links), so the same plan on a resized cluster is simulated once. nm_sim_memo_new returns NULL when out
  * of memory; free with nm_sim_memo_free (NULL is fine). */

@@ -91,7 +91,7 @@ static void build_key(nm_sim_memo *mo, const plan *pl, const native_options *o)
     long long f[] = {pl->schedule, pl->chunks, pl->microbatch_size, pl->microbatches,
                      pl->recompute, pl->checkpoint_layers, pl->tp, pl->sequence_parallel,
                      pl->zero, pl->precision, pl->optimizer, pl->nstages, o->sim_iterations,
-                     pl->p2p_sync, pl->grad_sync_end};
+                     pl->p2p_sync, pl->grad_sync_end, pl->overlap_param_gather};
     put(mo, f, sizeof f);
     put_num(mo, o->memory_limit_bytes);
     const cluster *c = pl->clus;

@@ -217,7 +217,8 @@ void nm_chunked_memory(const nm_model *m, const nm_setting *s, const nm_part *pt
     }
     for (int w = 0; w < p; w++) {
         double staging = 0;
-        for (int to = 0; e && to < p; to++) staging += e->bound[w * p + to] * big[w * p + to];
+        for (int to = 0; e && !s->zero && to < p; to++) /* zero: nm_mem_setting */
+            staging += e->bound[w * p + to] * big[w * p + to];
         sim_memory_close(&acc[w], staging, m->rg[pt->st[w].u * (m->U + 1) + 1].cap, &out[w]);
     }
 }
@@ -268,8 +269,9 @@ static void stage_memory_ir(const nm_model *m, const nm_setting *s, const nm_sta
         sim_memory_acc a;
         sim_memory mm;
         memset(&a, 0, sizeof a);
-        sim_memory_add(&a, &t, e->ver[i], c[0], sim_allreduce_scratch(t.gradients, n, j), 0);
-        sim_memory_close(&a, c[1] * in, cap, &mm);
+        sim_memory_add(&a, &t, e->ver[i], c[0],
+                       s->zero ? 0 : sim_allreduce_scratch(t.gradients, n, j), 0);
+        sim_memory_close(&a, s->zero ? 0 : c[1] * in, cap, &mm); /* zero: nm_mem_setting */
         if (j == 0 || mm.total > out->total) *out = mm;
     }
 }

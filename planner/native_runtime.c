@@ -1,7 +1,8 @@
 /* native_runtime.c: the runtime the native planner's plans carry (native_options.p2p_sync,
- * grad_sync_end: `plumb plan -p --p2p / --grad-sync`): which schedule kinds can take it,
- * asked of the rule's one owner (search3d_runtime_check, planner/search3d.h) and never
- * decided here; its words; and setting it on a candidate plan. */
+ * grad_sync_end, zero, overlap_param_gather: `plumb plan -p --p2p / --grad-sync / --zero /
+ * --overlap-param-gather`): which schedule kinds can take it, asked of the rule's one owner
+ * (search3d_runtime_check, planner/search3d.h) and never decided here; its words; and
+ * setting it on a candidate plan. */
 #include "planner/native.h"
 
 #include <stdio.h>
@@ -16,6 +17,8 @@ static void runtime_options(const native_options *o, int k, search3d_options *so
     so->schedule = k;
     so->p2p_sync = o->p2p_sync ? 1 : 0;
     so->grad_sync_end = o->grad_sync_end ? 1 : 0;
+    so->zero = o->zero ? 1 : 0;
+    so->overlap_param_gather = o->overlap_param_gather ? 1 : 0;
 }
 
 int native_runtime_check(const native_options *o, sched_kind k, plumb_err *err)
@@ -29,7 +32,9 @@ void native_runtime_text(const native_options *o, char *buf, size_t n)
 {
     search3d_options so;
     runtime_options(o, SEARCH3D_FREE, &so);
-    search3d_runtime_text(&so, buf, n);
+    char rest[256];
+    search3d_runtime_text(&so, rest, sizeof rest);
+    snprintf(buf, n, "%s%s%s", o->zero ? "zero 1" : "", o->zero && rest[0] ? ", " : "", rest);
 }
 
 void native_runtime_apply(plan *pl, const native_options *o)
@@ -37,4 +42,7 @@ void native_runtime_apply(plan *pl, const native_options *o)
     if (!pl || !o) return;
     pl->p2p_sync = o->p2p_sync ? 1 : 0;
     pl->grad_sync_end = o->grad_sync_end ? 1 : 0;
+    pl->zero = o->zero ? 1 : 0;
+    const sched_traits *tr = sched_traits_of(pl->schedule);
+    pl->overlap_param_gather = o->overlap_param_gather && pl->zero && tr && !tr->async;
 }

@@ -53,18 +53,20 @@ static double range_allreduce_s(const nm_range *R, int n, double P)
 }
 
 /* How the plan nm_plan makes runs a stage of n replicas under s, for the memory model:
- * the plan's precision (fp32) and ZeRO stage (0), no checkpoints; the schedule's split
+ * the plan's precision (fp32) and ZeRO stage (s->zero), no checkpoints; the schedule's split
  * backward (the simulator looks for I actions in the generated lists: the kinds with
- * split_backward have them). */
+ * split_backward have them); at ZeRO 1 the Megatron-LM-style buffers the simulator gives
+ * such a plan (sim_cost_plan_is_3d: nccl; no all-reduce scratch nor staging either, which
+ * the callers leave out where s->zero). */
 sim_mem_setting nm_mem_setting(const nm_model *m, const nm_setting *s, int n)
 {
     sim_mem_setting ms = {(double)s->mbsize / m->p->minibatch,
                           s->recompute ? RECOMPUTE_FULL : RECOMPUTE_NONE,
                           0,
                           sched_traits_of(s->kind)->split_backward,
-                          0,
+                          s->zero,
                           DEV_FP32,
-                          0,
+                          s->zero,
                           n,
                           s->opt,
                           DEV_FP32,
@@ -122,9 +124,10 @@ void nm_stage_memory(const nm_model *m, const nm_setting *s, int b0, int b1, int
     nm_block_mem(m, s, b0, b1, n, &t);
     sim_memory_acc a;
     memset(&a, 0, sizeof a);
-    sim_memory_add(&a, &t, cn->ver, cn->slots, sim_allreduce_scratch_max(t.gradients, n), 0);
+    sim_memory_add(&a, &t, cn->ver, cn->slots,
+                   s->zero ? 0 : sim_allreduce_scratch_max(t.gradients, n), 0);
     double in = b0 > 0 ? m->cut[b0] * ((double)s->mbsize / m->p->minibatch) : 0;
-    sim_memory_close(&a, cn->staged * in, cap, out);
+    sim_memory_close(&a, s->zero ? 0 : cn->staged * in, cap, out);
 }
 
 /* W: devices of this stage and every later one; given: the stage's memory (its fullest

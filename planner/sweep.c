@@ -36,7 +36,7 @@ int planner_sweep(const profile *p, const cluster *c, int gmin, int gmax,
         o = &dflt;
     }
     /* inputs that cannot work at any size in the range */
-    if (o->schedule != NATIVE_SCHED_AUTO && native_runtime_check(o, (sched_kind)o->schedule, err))
+    if (native_runtime_check(o, (sched_kind)o->schedule, err)) /* auto: the kind-free rules */
         return -1;
     {
         int use;
@@ -56,6 +56,8 @@ int planner_sweep(const profile *p, const cluster *c, int gmin, int gmax,
     res->target_gpus = -1;
     res->p2p_sync = o->p2p_sync ? 1 : 0;
     res->grad_sync_end = o->grad_sync_end ? 1 : 0;
+    res->zero = o->zero ? 1 : 0;
+    res->overlap_param_gather = o->overlap_param_gather && o->zero ? 1 : 0;
     native_runtime_text(o, res->runtime, sizeof res->runtime);
     const device_type *t0 = cluster_device_type(c, 0);
     double work = profile_compute_ms(p) * 1e-3;
@@ -201,6 +203,8 @@ cJSON *sweep_to_json(const sweep_result *r)
                        : cJSON_AddNullToObject(root, "price_usd_per_gpu_hour")) ||
         (r->p2p_sync && !cJSON_AddStringToObject(root, "p2p", "sync")) ||
         (r->grad_sync_end && !cJSON_AddStringToObject(root, "grad_sync", "end")) ||
+        (r->zero && !json_add_num(root, "zero", 1)) ||
+        (r->overlap_param_gather && !cJSON_AddTrueToObject(root, "overlap_param_gather")) ||
         !(pts = cJSON_AddArrayToObject(root, "points")))
         goto fail;
     for (int i = 0; i < r->n; i++) {

@@ -50,6 +50,7 @@ typedef struct sweep_result {
     const char *device_noun;    /* the cluster's devices in text (cluster_device_noun: "GPU",
                                    "CPU worker"; static) */
     int p2p_sync, grad_sync_end; /* the runtime every plan carries (native_options) */
+    int zero, overlap_param_gather; /* likewise (native_options.zero, overlap_param_gather) */
     char runtime[160];          /* it in words (native_runtime_text); "" at the default */
     int nskipped;               /* --schedule auto: the kinds the runtime refuses, with the
                                    owner's line (native_result.skipped); the same at every

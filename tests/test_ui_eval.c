@@ -2,7 +2,8 @@
  * valid plans for every schedule), the cluster what-ifs (resizing along the hierarchy,
  * bandwidth factors, heterogeneous servers), and the evaluation of a what-if on a profile
  * and cluster (the plan validates, the report is there, the cache answers repeats), and
- * re-planning under a plan file's runtime (as plumb plan -p --p2p sync plans). */
+ * re-planning under a plan file's runtime and ZeRO stage (as plumb plan -p --p2p sync and
+ * --zero 1 plan). */
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <string.h>
@@ -314,6 +315,68 @@ Test(ui_eval, replanning_ranks_under_the_plan_files_runtime)
     plan_free(overlap);
     plan_free(sync);
     cluster_free(c8);
+    cluster_free(c);
+    ui_result_free(&r);
+    ui_base_free(&b);
+}
+
+/* A plan file's ZeRO-1 ("zero": 1) is the native planner's too when the dashboard re-plans:
+ * VGG-16 on cluster-a-4x4 at 1 GiB per device (`x` what-ifs) fits only with the optimizer
+ * state split over the replicas (node35's weights, gradient and momentum take 1.15 GiB),
+ * so the re-planned plan is `plumb plan -p vgg16 -c cluster-a-4x4 --memory-limit 1
+ * --microbatch-size 8 --microbatches 64 --recompute --zero 1`'s (4 stages, 1135.2
+ * samples/s), keeps zero 1 and fits; without the file's zero the planner finds nothing
+ * and the even split is shown. */
+Test(ui_eval, replanning_keeps_the_plan_files_zero)
+{
+    char path[128], cwd[256];
+    cr_assert_not_null(getcwd(cwd, sizeof cwd));
+    snprintf(path, sizeof path, "/tmp/plumb-test-ui-zero-%d.json", (int)getpid());
+    FILE *f = fopen(path, "w");
+    cr_assert_not_null(f);
+    fprintf(f, "{\"format\": \"plumb-plan/1\", \"profile\": \"%s/" PROFILE "\", "
+               "\"cluster\": \"%s/" CLUSTER "\", \"schedule\": \"1f1b-flush\", "
+               "\"microbatch_size\": 8, \"microbatches\": 64, \"recompute\": true, "
+               "\"optimizer\": \"momentum\", \"zero\": 1, \"stages\": ["
+               "{\"first_layer\": 0, \"last_layer\": 3, \"replicas\": 1, \"devices\": [0]}, "
+               "{\"first_layer\": 4, \"last_layer\": 10, \"replicas\": 1, \"devices\": [1]}, "
+               "{\"first_layer\": 11, \"last_layer\": 17, \"replicas\": 1, \"devices\": [2]}, "
+               "{\"first_layer\": 18, \"last_layer\": 40, \"replicas\": 2, "
+               "\"devices\": [3, 4]}]}\n",
+            cwd, cwd);
+    fclose(f);
+    ui_base b;
+    plumb_err e;
+    err_clear(&e);
+    cr_assert_eq(ui_base_load(&b, NULL, NULL, path, &e), 0, "%s", e.msg);
+    unlink(path);
+    ui_whatif w;
+    ui_base_whatif(&b, &w);
+    cr_assert_eq(w.zero, 1);
+    w.mem_limit_bytes = 1073741824.0;
+    ui_result r;
+    memset(&r, 0, sizeof r);
+    cr_assert_eq(ui_evaluate(&b, &w, &r), 0, "%s", r.err);
+    cr_assert_str_eq(r.origin, "native planner", "%s", r.note);
+    cr_assert_eq(r.pl->zero, 1);
+    cr_expect(r.rep->fits, "peak %.0f bytes", r.rep->peak_memory_bytes);
+
+    cluster *c = cluster_load(CLUSTER, &e);
+    cr_assert_not_null(c, "%s", e.msg);
+    native_options o;
+    native_options_init(&o);
+    o.memory_limit_bytes = 1073741824.0;
+    o.microbatch_size = 8;
+    o.microbatches = 64;
+    o.recompute = 1;
+    o.zero = 1;
+    plan *z = planner_native(b.prof, c, &o, NULL, &e);
+    cr_assert_not_null(z, "%s", e.msg);
+    cr_assert(same_stages(r.pl, z), "%d stages, plumb plan --zero 1's %d", r.pl->nstages,
+              z->nstages);
+    cr_assert_float_eq(r.rep->samples_per_s, z->pred_samples_per_s,
+                       1e-6 * z->pred_samples_per_s);
+    plan_free(z);
     cluster_free(c);
     ui_result_free(&r);
     ui_base_free(&b);

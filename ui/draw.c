@@ -364,8 +364,8 @@ static int runtime2d_row(const ui_state *st)
 /* The 2D view's runtime row (runtime2d_row): the plan file's settings that ride every plan
  * shown, labelled as the 3D row labels them (the option names from UI_WIDE_W columns,
  * short below, so that the row fits 80): p2p, grad-sync and the all-gather apart, "n/a
- * (zero 0)" where the plan on screen is a re-plan: the all-gather is ZeRO-1's, which only
- * the file's own stages keep (the planners plan without ZeRO). */
+ * (zero 0)" where the plan on screen has no ZeRO-1 (the all-gather is ZeRO-1's; re-plans
+ * keep the file's zero, ui_replan, so only a plan without it shows this). */
 static void draw_runtime2d(ui_app *a, int x, int y, int w, ui_fb *fb)
 {
     const ui_whatif *wi = &a->st->cur;

@@ -59,7 +59,7 @@ static int same_key(const ui_whatif *a, const ui_whatif *b)
     return a->ngpus == b->ngpus && a->mem_limit_bytes == b->mem_limit_bytes &&
            a->schedule == b->schedule && a->microbatches == b->microbatches &&
            a->recompute == b->recompute && a->p2p_sync == b->p2p_sync &&
-           a->grad_sync_end == b->grad_sync_end &&
+           a->grad_sync_end == b->grad_sync_end && a->zero == b->zero && a->opg == b->opg &&
            !memcmp(a->bw_exp, b->bw_exp, sizeof a->bw_exp);
 }
 
@@ -238,7 +238,8 @@ void ui_base_whatif(const ui_base *b, ui_whatif *w)
         w->schedule = b->loaded->schedule;
         w->microbatches = b->loaded->microbatches;
         w->recompute = b->loaded->recompute;
-        w->opg = b->loaded->overlap_param_gather; /* the file's runtime: every what-if's */
+        w->zero = b->loaded->zero; /* the file's ZeRO stage and runtime: every what-if's */
+        w->opg = b->loaded->overlap_param_gather;
         w->p2p_sync = b->loaded->p2p_sync;
         w->grad_sync_end = b->loaded->grad_sync_end;
     } else {
@@ -289,8 +290,18 @@ static double now_ms(void)
 
 /* The plan of b's planner (native or PipeDream's partitioner) for w on clus, remembered in
  * b's cache. The native planner plans w's schedule, microbatches, recomputation and memory
- * limit under w's runtime (p2p, grad-sync: its candidates simulated and ranked so, as
- * `plumb plan -p --p2p --grad-sync` ranks them). Returns a new plan, or NULL with err. */
+ * limit under w's ZeRO stage and runtime (zero, the all-gather apart where w's schedule
+ * takes it, p2p, grad-sync: its candidates' memory counted and simulated and ranked so, as
+ * `plumb plan -p --zero --overlap-param-gather --p2p --grad-sync` ranks them). Returns a
+ * new plan, or NULL with err. */
+
+/* 1 when w's plans take its all-gather apart: zero 1, a synchronous schedule, gradients
+ * reduced under the backward (plan_validate's conditions). */
+static int opg_taken(const ui_whatif *w)
+{
+    const sched_traits *tr = sched_traits_of((sched_kind)w->schedule);
+    return w->opg && w->zero == 1 && tr && !tr->async && !w->grad_sync_end;
+}
 
 static plan *planned(const ui_base *b, const cluster *clus, const ui_whatif *w,
                      double *plan_ms, plumb_err *err)
@@ -312,6 +323,8 @@ static plan *planned(const ui_base *b, const cluster *clus, const ui_whatif *w,
             o.max_devices = w->ngpus < clus->ndevices ? w->ngpus : 0;
             o.p2p_sync = w->p2p_sync; /* ranked under the runtime it runs, as plumb plan */
             o.grad_sync_end = w->grad_sync_end; /* -p --p2p --grad-sync ranks them */
+            o.zero = w->zero;                   /* and --zero 1: its memory too */
+            o.overlap_param_gather = opg_taken(w);
             if (b->loaded) {
                 o.microbatch_size = b->loaded->microbatch_size;
                 o.optimizer = b->loaded->optimizer;
@@ -440,10 +453,12 @@ plan *ui_replan(const ui_base *b, const cluster *clus, const ui_whatif *w, const
     if (w->microbatches > 0 || strcmp(*origin, "native planner")) /* else: its choice */
         pl->microbatches = planner_microbatches(pl, (sched_kind)w->schedule, w->microbatches);
     if (w->recompute != UI_RECOMPUTE_AUTO) pl->recompute = w->recompute;
-    /* the plan file's runtime rides every plan (the native planner's already ranked under
-     * it; its all-gather apart needs the file's ZeRO-1, which only its own stages keep) */
+    /* the plan file's ZeRO stage and runtime ride every plan (the native planner's already
+     * planned under them); the all-gather apart where the schedule shown takes it */
     pl->p2p_sync = w->p2p_sync;
     pl->grad_sync_end = w->grad_sync_end;
+    pl->zero = w->zero;
+    pl->overlap_param_gather = opg_taken(w);
     pl->pred_iteration_s = pl->pred_samples_per_s = pl->pred_speedup_vs_dp = -1;
     pl->pred_speedup_vs_1 = -1;
     free(pl->pred_peak_memory_bytes);

@@ -140,6 +140,36 @@ grep -q -- "--grad-sync: expected overlap with schedule pipedream" "$tmp/err" ||
 expect2 "--p2p sync with zb-v" "$PLUMB" plan -p "$prof" -c "$clus" --p2p sync --schedule zb-v
 expect2 "--p2p in pipedream mode" "$PLUMB" plan --mode pipedream -p "$prof" -c "$clus" --p2p sync
 expect2 "--grad-sync with PipeDream's options" "$PLUMB" plan -p "$prof" -c "$clus" $PD --grad-sync end
+# --zero 1: VGG-16 at 1 GiB per device fits only with the optimizer state split over the
+# replicas (node35: weights, gradient and momentum 1.15 GiB); the plan carries "zero": 1 and
+# simulates within the limit to its figure; --overlap-param-gather rides it
+Z="-p $prof -c profiles/clusters/cluster-a-4x4.json --memory-limit 1"
+expect2 "1 GiB without --zero 1" "$PLUMB" plan $Z -o "$tmp/never.json"
+grep -q "layer node35 alone needs 1.15 GiB" "$tmp/err" || fail "1 GiB: $(cat "$tmp/err")"
+"$PLUMB" plan $Z --zero 1 -o "$tmp/z1.json" --json > "$tmp/z1.out" || fail "--zero 1: exit $?"
+grep -q '"zero":[[:space:]]*1' "$tmp/z1.json" || fail "--zero 1: the plan lacks \"zero\""
+grep -q '"zero":[[:space:]]*1' "$tmp/z1.out" || fail "--zero 1: the JSON lacks \"zero\""
+"$PLUMB" sim "$tmp/z1.json" --memory-limit 1 --json > "$tmp/z1.sim" || fail "--zero 1: sim exit $?"
+grep -q '"fits":[[:space:]]*true' "$tmp/z1.sim" || fail "--zero 1: the plan does not fit 1 GiB"
+close "$(field "$tmp/z1.sim" samples_per_s)" "$(field "$tmp/z1.out" samples_per_s)" ||
+    fail "--zero 1: planned $(field "$tmp/z1.out" samples_per_s), simulated $(field "$tmp/z1.sim" samples_per_s)"
+"$PLUMB" plan $Z --zero 1 --overlap-param-gather > "$tmp/z1.txt" -o "$tmp/opg.json" ||
+    fail "--zero 1 --overlap-param-gather: exit $?"
+head -1 "$tmp/z1.txt" | grep -q "; zero 1, parameter all-gather under the forward (zero 1))$" ||
+    fail "--overlap-param-gather: header $(head -1 "$tmp/z1.txt")"
+grep -q '"overlap_param_gather":[[:space:]]*true' "$tmp/opg.json" || fail "opg: the plan lacks it"
+expect2 "--overlap-param-gather without --zero 1" "$PLUMB" plan -p "$prof" -c "$clus" \
+    --overlap-param-gather -o "$tmp/never.json"
+grep -q -- "--overlap-param-gather: belongs to --zero 1" "$tmp/err" || fail "opg alone: $(cat "$tmp/err")"
+expect2 "--overlap-param-gather with pipedream" "$PLUMB" plan -p "$prof" -c "$clus" --zero 1 \
+    --overlap-param-gather --schedule 2bw
+grep -q -- "--overlap-param-gather: expected a synchronous schedule" "$tmp/err" || fail "opg 2bw: $(cat "$tmp/err")"
+expect2 "--zero 2" "$PLUMB" plan -p "$prof" -c "$clus" --zero 2
+expect2 "--zero in pipedream mode" "$PLUMB" plan --mode pipedream -p "$prof" -c "$clus" --zero 1
+"$PLUMB" plan -p "$prof" -c "$clus" --schedule auto --zero 1 --overlap-param-gather > "$tmp/auto.txt" ||
+    fail "auto --zero 1 --overlap-param-gather: exit $?"
+grep -q "^skipped: pipedream: --overlap-param-gather: expected a synchronous" "$tmp/auto.txt" ||
+    fail "auto opg: pipedream not skipped: $(cat "$tmp/auto.txt")"
 [ -e "$tmp/never.json" ] && fail "a refused runtime wrote a plan"
 expect2 "pipedream without -f" "$PLUMB" plan --pipedream -n 4
 expect2 "pipedream -n/-b mismatch" "$PLUMB" plan --pipedream -f "$graph" -n 4 4 -b 1e9

@@ -136,5 +136,14 @@ expect_bad 'plumb: sweep: --p2p: expected overlap or sync (got "foo")' sweep -p 
 expect_bad "plumb: sweep: --grad-sync: expected overlap with schedule pipedream" sweep \
     -p $PR/vgg16.json -c $CL/cluster-a-4x4.json --gpus 4 --schedule pipedream --grad-sync end
 
+# --zero 1: every point's plan ZeRO-1; VGG-16 at 1 GiB fits only so (refused without)
+"$PLUMB" sweep -p $PR/vgg16.json -c $CL/cluster-a-4x4.json --gpus 16 --memory-limit 1 \
+    --zero 1 --json >"$tmp/z.json" 2>"$tmp/err" || fail "sweep --zero 1: exit $?: $(cat "$tmp/err")"
+grep -q '"zero":[[:space:]]*1' "$tmp/z.json" || fail "sweep --zero 1 --json lacks zero"
+grep -q '"ok":[[:space:]]*true' "$tmp/z.json" || fail "sweep --zero 1: the point does not fit"
+expect_bad "layer node35 alone needs 1.15 GiB" sweep -p $PR/vgg16.json \
+    -c $CL/cluster-a-4x4.json --gpus 16 --memory-limit 1
+expect_bad "plumb: sweep: --overlap-param-gather: belongs to --zero 1" sweep \
+    -p $PR/vgg16.json -c $CL/cluster-a-4x4.json --gpus 4 --overlap-param-gather
 [ "$fails" -eq 0 ] || { echo "sweep.sh: $fails failure(s)"; exit 1; }
 echo "sweep.sh: all passed"
