@@ -117,7 +117,7 @@ static void compare(const char *cpath, int sync, int end, errs *er)
             even_part(&m, S, reps, &pt);
             for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
                 nm_setting s = {kinds[k], 4 * lcm, p->minibatch / 4, 0, 1, OPT_SGD, 0, 0,
-                                sync, end};
+                                sync, end, 0};
                 nm_setting s0 = s;
                 s0.p2p_sync = s0.grad_sync_end = 0;
                 nm_part q = pt, q0 = pt;

@@ -968,7 +968,7 @@ Test(programs, kept_partitions_equal_solved_ones)
                             /* quick (solved), full (solved: the quick one has fewer
                              * thresholds), quick and full again (both served) */
                             nm_setting s = {kinds[k], 4 * c->ndevices, mb, rc, 1,
-                                            OPT_MOMENTUM, pass % 2 == 0, 0, 0, 0};
+                                            OPT_MOMENTUM, pass % 2 == 0, 0, 0, 0, 0};
                             int r1 = 0, r2 = 0;
                             int n1 = nm_partitions(&m, &s, kept, 8, &r1);
                             int n2 = nm_partitions(&bare, &s, alone, 8, &r2);
