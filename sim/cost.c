@@ -359,6 +359,7 @@ static void price_stage(sim_model *m, const plan *pl, const schedule *s, const s
     m->slotbuf_bytes[st] = t.slotbuf;
     m->workspace_bytes[st] = t.workspace;
     m->kept_bytes[st] = t.kept;
+    m->recv_bytes[st] = t.received;
 }
 
 int sim_cost_build(sim_model *m, const plan *pl, const schedule *s, const sim_net *net,
@@ -421,7 +422,9 @@ int sim_cost_build(sim_model *m, const plan *pl, const schedule *s, const sim_ne
     m->gradmem_bytes = calloc(ns, sizeof *m->gradmem_bytes);
     m->optmem_bytes = calloc(ns, sizeof *m->optmem_bytes);
     m->kept_bytes = calloc(ns, sizeof *m->kept_bytes);
-    if (!m->param_bytes || !m->gradmem_bytes || !m->optmem_bytes || !m->kept_bytes) {
+    m->recv_bytes = calloc(ns, sizeof *m->recv_bytes);
+    if (!m->param_bytes || !m->gradmem_bytes || !m->optmem_bytes || !m->kept_bytes ||
+        !m->recv_bytes) {
         free(cross);
         return err_set(err, NULL, NULL, "out of memory");
     }
@@ -490,5 +493,6 @@ void sim_model_release(sim_model *m)
     free(m->gradmem_bytes);
     free(m->optmem_bytes);
     free(m->kept_bytes);
+    free(m->recv_bytes);
     memset(m, 0, sizeof *m);
 }
