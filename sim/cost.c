@@ -15,7 +15,8 @@
  *    (sim_cost_stage_tp3);
  *  - transfers: the activation bytes crossing the cut after a stage (for a chain, the last
  *    layer's output; for a DAG every tensor with a consumer beyond the cut), scaled the same;
- *    with tp > 1 and no sequence parallelism a rank sends 1 / tp of them;
+ *    with tp > 1 and no sequence parallelism a rank sends 1 / tp of them (and holds them
+ *    whole once received: recv_bytes, the memory's);
  *  - all-reduce: ring over the stage's replicas (sim_net_allreduce_s) of its gradient bytes
  *    (sim_memory_state: fp32 main gradients with bf16; with ZeRO-1 a reduce-scatter of the
  *    gradients and an all-gather of the parameters);

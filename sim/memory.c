@@ -22,7 +22,8 @@
  * optimizer state per precision and ZeRO (sim_memory_state), no in-process all-reduce
  * buffer and no staging (sim_model.nccl_buffers; docs/sim.md), and activations as such a
  * runtime holds them (held_3d): the microbatches forwarded and not yet backwarded, an input
- * received before its forward as the one tensor that arrived, and a recomputation's
+ * received before its forward as the one tensor that arrived, whole on each tensor rank
+ * (sim_stage_mem.received; 1 / t of it with sequence parallelism), and a recomputation's
  * transient once at a time per device; between iterations (not at the peak) such a
  * runtime also keeps each received stage input of the last microbatch and its gradient
  * (sim_memory.kept_inputs). One formula serves the simulator and the native
