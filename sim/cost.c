@@ -15,7 +15,8 @@
  *    (sim_cost_stage_tp3);
  *  - transfers: the activation bytes crossing the cut after a stage (for a chain, the last
  *    layer's output; for a DAG every tensor with a consumer beyond the cut), scaled the same;
- *    with tp > 1 and no sequence parallelism a rank sends 1 / tp of them;
+ *    with tp > 1 and no sequence parallelism a rank sends 1 / tp of them (and holds them
+ *    whole once received: recv_bytes, the memory's);
  *  - all-reduce: ring over the stage's replicas (sim_net_allreduce_s) of its gradient bytes
  *    (sim_memory_state: fp32 main gradients with bf16; with ZeRO-1 a reduce-scatter of the
  *    gradients and an all-gather of the parameters);
@@ -359,6 +360,7 @@ static void price_stage(sim_model *m, const plan *pl, const schedule *s, const s
     m->slotbuf_bytes[st] = t.slotbuf;
     m->workspace_bytes[st] = t.workspace;
     m->kept_bytes[st] = t.kept;
+    m->recv_bytes[st] = t.received;
 }
 
 int sim_cost_build(sim_model *m, const plan *pl, const schedule *s, const sim_net *net,
@@ -421,7 +423,9 @@ int sim_cost_build(sim_model *m, const plan *pl, const schedule *s, const sim_ne
     m->gradmem_bytes = calloc(ns, sizeof *m->gradmem_bytes);
     m->optmem_bytes = calloc(ns, sizeof *m->optmem_bytes);
     m->kept_bytes = calloc(ns, sizeof *m->kept_bytes);
-    if (!m->param_bytes || !m->gradmem_bytes || !m->optmem_bytes || !m->kept_bytes) {
+    m->recv_bytes = calloc(ns, sizeof *m->recv_bytes);
+    if (!m->param_bytes || !m->gradmem_bytes || !m->optmem_bytes || !m->kept_bytes ||
+        !m->recv_bytes) {
         free(cross);
         return err_set(err, NULL, NULL, "out of memory");
     }
@@ -490,5 +494,6 @@ void sim_model_release(sim_model *m)
     free(m->gradmem_bytes);
     free(m->optmem_bytes);
     free(m->kept_bytes);
+    free(m->recv_bytes);
     memset(m, 0, sizeof *m);
 }

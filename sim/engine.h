@@ -131,6 +131,11 @@ typedef struct sim_model {
     double *kept_bytes;       /* [nstages] what a Megatron-LM-style runtime keeps between
                                  iterations beyond the training state (sim_stage_mem.kept;
                                  0 without nccl_buffers) */
+    double *recv_bytes;       /* [nstages] a received input waiting for its forward as a
+                                 tensor rank of stage s holds it (sim_stage_mem.received):
+                                 the whole tensor, where cut_bytes[s - 1] is what one rank's
+                                 transfer moves (1 / tp of it with tp > 1 and no sequence
+                                 parallelism); NULL in hand-built models: cut_bytes[s - 1] */
     double *gather_bytes;     /* [nstages] 0, or where the ZeRO parameter all-gather runs
                                  apart from the gradients' reduce-scatter (plan's
                                  overlap_param_gather): its bytes. grad_bytes is then the

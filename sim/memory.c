@@ -22,7 +22,8 @@
  * optimizer state per precision and ZeRO (sim_memory_state), no in-process all-reduce
  * buffer and no staging (sim_model.nccl_buffers; docs/sim.md), and activations as such a
  * runtime holds them (held_3d): the microbatches forwarded and not yet backwarded, an input
- * received before its forward as the one tensor that arrived, and a recomputation's
+ * received before its forward as the one tensor that arrived, whole on each tensor rank
+ * (sim_stage_mem.received; 1 / t of it with sequence parallelism), and a recomputation's
  * transient once at a time per device; between iterations (not at the peak) such a
  * runtime also keeps each received stage input of the last microbatch and its gradient
  * (sim_memory.kept_inputs). One formula serves the simulator and the native
@@ -170,6 +171,7 @@ static void stage_mul(const sim_stage_layers *L, const sim_mem_setting *s,
     /* between iterations a Megatron-LM-style runtime still holds the chunk's last received
      * input and its gradient (sim_stage_mem.kept) */
     out->kept = s->nccl ? 2 * L->in * sc : 0;
+    out->received = s->nccl ? L->in * sc : 0;
     double keep = s->splits ? L->split * sc : 0; /* output gradients kept for W */
     /* a Megatron-LM-style runtime frees a stage's output once it is sent (it keeps only its
      * autograd node: deallocate_pipeline_outputs); plumb's executor keeps it in the slot */
@@ -253,8 +255,9 @@ void sim_memory_state(dev_precision prec, int zero, int replicas, optimizer_kind
 /* The most activation bytes worker w of a 3D plan's model holds at once, walking its list:
  * each stage's stash_bytes from its F to the end of its backward (its B, or its W where
  * the backward is split into I and W: DualPipeV mixes both in one list); an input received
- * before its forward, cut_bytes of the stage before (the tensor that arrives; its stash
- * counts it once the forward runs); and during a backward (B or I) the stage's
+ * before its forward, the stage's recv_bytes (the tensor as a rank holds it: whole without
+ * sequence parallelism, where the transfer, cut_bytes, moves 1 / tp of it; cut_bytes of the
+ * stage before in hand-built models; its stash counts it once the forward runs); and during a backward (B or I) the stage's
  * transient_bytes (what recomputation rebuilds: a device runs one backward at a time, so
  * one stage's transient, not the sum over its stages). */
 static double held_3d(const sim_model *m, int w)
@@ -268,7 +271,8 @@ static double held_3d(const sim_model *m, int w)
         const action *a = &s->acts[w][i];
         int st = a->stage;
         if (st < 0 || st >= s->nstages) continue;
-        double in = st > 0 ? m->cut_bytes[st - 1] : 0, now = held + recv;
+        double in = st <= 0 ? 0 : m->recv_bytes ? m->recv_bytes[st] : m->cut_bytes[st - 1];
+        double now = held + recv;
         switch (a->kind) {
         case ACT_RECV_F:
             pending[st]++;
@@ -312,6 +316,9 @@ static void model_stage(const sim_model *m, int st, optimizer_kind opt, sim_stag
     t->gradbuf = m->gradbuf_bytes[st];
     t->workspace = m->workspace_bytes[st];
     t->kept = m->kept_bytes ? m->kept_bytes[st] : 0;
+    t->received = m->recv_bytes          ? m->recv_bytes[st]
+                  : m->nccl_buffers && st > 0 ? m->cut_bytes[st - 1]
+                                              : 0;
 }
 
 void sim_memory_of(const sim_model *m, int w, const int *versions, optimizer_kind opt,

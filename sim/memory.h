@@ -122,6 +122,13 @@ typedef struct sim_stage_mem {
                              chunk's TransformerBlock keeps until its next forward) and
                              retains its gradient (backward_step: retain_grad), so both
                              outlive the iteration; 0 otherwise */
+    double received;      /* with nccl, a stage that receives its input (not the first): one
+                             input received and waiting for its forward, as a tensor rank
+                             holds it, `in`: the whole tensor (1 / t of it with sequence
+                             parallelism, as the profile's bytes are), though without
+                             sequence parallelism the transfer (cut_bytes) moves 1 / t per
+                             rank, Megatron-LM's scatter-gather all-gathering it after the
+                             receive; 0 otherwise */
 } sim_stage_mem;
 
 /* Fills out from the layer sums L under setting s. The one formula of a stage's memory:

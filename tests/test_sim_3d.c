@@ -299,9 +299,6 @@ typedef struct gpt_case {
     double s, b, h, a, L; /* sequence, microbatch, hidden, heads, blocks per stage */
 } gpt_case;
 
-/* GPT-3 175B at tp 8, microbatch 1, 2048 tokens, on PP stages of 12 blocks (the first
- * also the embedding, the last the head), 1F1B with 16 microbatches. sp: the sequence-
- * parallel profile fields, set as Korthikanti's Table 2 counts them. */
 /* Loads the transformer `model` and the A100 cluster file, or fails the test. */
 static void load_model(const char *model, transformer **t, cluster **c)
 {
@@ -312,7 +309,10 @@ static void load_model(const char *model, transformer **t, cluster **c)
     cr_assert_not_null(*c, "%s", e.msg);
 }
 
-static gpt_case gpt_plan(int sp)
+/* GPT-3 175B at tp 8, microbatch 1, 2048 tokens, on pp stages of 96 / pp blocks (the
+ * first also the embedding, the last the head), 1F1B with 16 microbatches. sp: the
+ * sequence-parallel profile fields, set as Korthikanti's Table 2 counts them. */
+static gpt_case gpt_plan_pp(int sp, int pp)
 {
     plumb_err e = {{0}};
     transformer *t;
@@ -326,7 +326,7 @@ static gpt_case gpt_plan(int sp)
     profile *p = llm_profile_build(t, c, A100, &o, &e);
     cr_assert_not_null(p, "%s", e.msg);
     gpt_case g = {NULL, 2048, 1, (double)t->hidden, (double)t->heads,
-                  (double)t->layers / PP};
+                  (double)t->layers / pp};
     double sbh = g.s * g.b * g.h;
     p->tp = T;
     p->sequence_parallel = sp;
@@ -345,11 +345,11 @@ static gpt_case gpt_plan(int sp)
         p->layers[0].activation_bytes = 2 * sbh / T;
         p->layers[0].saved_bytes = sbh / T; /* the embedding's dropout mask */
     }
-    plan *pl = plan_new(p, c, PP);
+    plan *pl = plan_new(p, c, pp);
     cr_assert_not_null(pl);
-    for (int st = 0; st < PP; st++) {
+    for (int st = 0; st < pp; st++) {
         int first = st == 0 ? 0 : 1 + st * (int)g.L, last = (st + 1) * (int)g.L;
-        if (st == PP - 1) last = p->nlayers - 1;
+        if (st == pp - 1) last = p->nlayers - 1;
         int dev = st * T;
         cr_assert_eq(plan_set_stage(pl, st, first, last, 1, &dev), 0);
     }
@@ -365,6 +365,12 @@ static gpt_case gpt_plan(int sp)
     transformer_free(t);
     g.pl = pl;
     return g;
+}
+
+/* gpt_plan_pp on PP stages of 12 blocks. */
+static gpt_case gpt_plan(int sp)
+{
+    return gpt_plan_pp(sp, PP);
 }
 
 static double first_stage_activations(plan *pl)
@@ -532,8 +538,8 @@ Test(sim_3d, text_report_lines)
 /* A middle stage of the GPT-3 layout (12 blocks, 7 microbatches in flight under 1F1B)
  * keeps per microbatch its blocks' inputs and saved tensors, 12 x s b h (10 + 24/t +
  * 5 a s / (h t)) (the stage's output is freed once sent), and one received input waiting
- * for its forward: 2 s b h / t bytes (a rank's share of the cut), not a whole microbatch's
- * activations. */
+ * for its forward: the whole 2 s b h tensor on every tensor rank (Megatron-LM all-gathers
+ * the 1 / t each rank received), not a whole microbatch's activations. */
 Test(sim_3d, receive_holds_the_received_tensor)
 {
     gpt_case g = gpt_plan(0);
@@ -545,10 +551,46 @@ Test(sim_3d, receive_holds_the_received_tensor)
         if (r->devices[i].device == T) d = &r->devices[i]; /* stage 1 */
     cr_assert_not_null(d);
     cr_expect_eq(d->max_inflight, PP - 1);
-    double want = (PP - 1) * g.L * none + 2 * sbh / T;
+    double want = (PP - 1) * g.L * none + 2 * sbh;
     cr_expect(close_to(d->mem.activations, want, 1e-12), "%g vs %g", d->mem.activations, want);
     sim_report_free(r);
     plan_free(g.pl);
+}
+
+/* GPT-3 175B at tp 8, pp 2 (48 blocks a stage), 1F1B: the second (last) stage holds one
+ * microbatch, its input, its 48 blocks' inputs and saved tensors and the head's bytes
+ * (read from the profile), and at its peak the next microbatch's input, received before
+ * its forward. Without sequence parallelism that input is the whole s b h tensor on every
+ * tensor rank, 2 x 2048 x 1 x 12288 = 50331648 bytes (48 MiB) in bf16, though each rank's
+ * transfer moved 1 / 8 of it (Megatron-LM's scatter-gather sends 1 / t and all-gathers it
+ * after the receive); with sequence parallelism it is 1 / 8 of it, 6291456 bytes. */
+Test(sim_3d, received_input_whole_per_tensor_rank)
+{
+    for (int sp = 0; sp <= 1; sp++) {
+        gpt_case g = gpt_plan_pp(sp, 2);
+        const profile *p = g.pl->prof;
+        double s = g.s, b = g.b, h = g.h, a = g.a, t = T, sbh = s * b * h;
+        double block = sp ? sbh / t * (34 + 5 * a * s / h)
+                          : sbh * (10 + 24 / t + 5 * a * s / (h * t));
+        double x = sp ? 2 * sbh / t : 2 * sbh; /* a block's output, the stage's input */
+        double head = 0;
+        for (int l = 1 + 2 * (int)g.L; l < p->nlayers; l++)
+            head += p->layers[l].activation_bytes + p->layers[l].saved_bytes;
+        cr_assert_eq(x, sp ? 6291456.0 : 50331648.0);
+        sim_report *r = synth_run(g.pl, NULL);
+        const sim_device_report *d = NULL;
+        for (int i = 0; i < r->ndevices; i++)
+            if (r->devices[i].device == T) d = &r->devices[i]; /* stage 1 */
+        cr_assert_not_null(d);
+        cr_expect_eq(d->max_inflight, 1);
+        /* 48 x (a block's input, the first's the stage's, and saved) + the last block's
+         * output + the head, then the received input */
+        double want = g.L * block + x + head + x;
+        cr_expect(close_to(d->mem.activations, want, 1e-12), "sp %d: %.0f vs %.0f (diff %.0f)",
+                  sp, d->mem.activations, want, d->mem.activations - want);
+        sim_report_free(r);
+        plan_free(g.pl);
+    }
 }
 
 /* A layout3d plan of `model` on one DGX A100 (8 GPUs): tp 1, pp, dp 8 / pp, 2 pp
