@@ -34,7 +34,9 @@ void native_runtime_text(const native_options *o, char *buf, size_t n)
     runtime_options(o, SEARCH3D_FREE, &so);
     char rest[256];
     search3d_runtime_text(&so, rest, sizeof rest);
-    snprintf(buf, n, "%s%s%s", o->zero ? "zero 1" : "", o->zero && rest[0] ? ", " : "", rest);
+    /* the all-gather's words name zero 1 already ("... under the forward (zero 1)") */
+    int zero = o->zero && !o->overlap_param_gather;
+    snprintf(buf, n, "%s%s%s", zero ? "zero 1" : "", zero && rest[0] ? ", " : "", rest);
 }
 
 void native_runtime_apply(plan *pl, const native_options *o)

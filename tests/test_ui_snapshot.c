@@ -412,6 +412,19 @@ Test(ui_snapshot, header_shows_the_plan_runtime)
         }
     ui_app_free(&a);
 
+    /* a file with zero 1 alone has the row too, its zero shown (re-plans keep it) */
+    path = runtime_plan("z1.json", "\"zero\": 1");
+    cr_assert_eq(ui_app_open(&a, NULL, NULL, path, tmpdir, UI_PLANNER_NATIVE), 0);
+    cr_assert(a.loaded, "%s", a.load_err);
+    s = snap(&a, 80, 24, NULL);
+    cr_assert(line_with(s, "p2p overlap gsync overlap opg off zero 1"), "%s", s);
+    free(s);
+    ui_app_key(&a, '-');
+    s = snap(&a, 80, 24, NULL);
+    cr_assert(line_with(s, "p2p overlap gsync overlap opg off zero 1"), "re-planned:\n%s", s);
+    free(s);
+    ui_app_free(&a);
+
     /* the all-gather apart: on with the file's ZeRO-1 stages, and on a re-planned plan,
      * which the planner makes under the file's zero 1 (ui_replan) */
     path = runtime_plan("opg.json", "\"zero\": 1, \"overlap_param_gather\": true");

@@ -354,18 +354,20 @@ static void draw_runtime(ui_app *a, int x, int y, int w, ui_fb *fb)
         runtime_field(&p, wide ? "grad-sync" : "gsync", "end", 1, !pl || pl->grad_sync_end);
 }
 
-/* 1 when the 2D view's header has a runtime row: a plan file whose "p2p", "grad_sync" or
- * "overlap_param_gather" is not the default (every what-if keeps them; ui_base_whatif). */
+/* 1 when the 2D view's header has a runtime row: a plan file whose "p2p", "grad_sync",
+ * "overlap_param_gather" or "zero" is not the default (every what-if keeps them;
+ * ui_base_whatif). */
 static int runtime2d_row(const ui_state *st)
 {
-    return st && !st->layout3d && (st->cur.p2p_sync || st->cur.grad_sync_end || st->cur.opg);
+    return st && !st->layout3d &&
+           (st->cur.p2p_sync || st->cur.grad_sync_end || st->cur.opg || st->cur.zero);
 }
 
 /* The 2D view's runtime row (runtime2d_row): the plan file's settings that ride every plan
  * shown, labelled as the 3D row labels them (the option names from UI_WIDE_W columns,
- * short below, so that the row fits 80): p2p, grad-sync and the all-gather apart, "n/a
- * (zero 0)" where the plan on screen has no ZeRO-1 (the all-gather is ZeRO-1's; re-plans
- * keep the file's zero, ui_replan, so only a plan without it shows this). */
+ * short below, so that the row fits 80): p2p, grad-sync, the all-gather apart ("n/a
+ * (zero 0)" where the plan on screen has no ZeRO-1: the all-gather is ZeRO-1's; re-plans
+ * keep the file's zero, ui_replan, so only a plan without it shows this) and zero. */
 static void draw_runtime2d(ui_app *a, int x, int y, int w, ui_fb *fb)
 {
     const ui_whatif *wi = &a->st->cur;
@@ -381,6 +383,7 @@ static void draw_runtime2d(ui_app *a, int x, int y, int w, ui_fb *fb)
     else
         runtime_field(&p, wide ? "overlap-param-gather" : "opg", wi->opg ? "on" : "off",
                       wi->opg, !pl || pl->overlap_param_gather);
+    runtime_field(&p, "zero", wi->zero ? "1" : "0", wi->zero, !pl || pl->zero == wi->zero);
 }
 
 /* What the header adds after an asynchronous schedule's name (no flush: updates use
