@@ -9,6 +9,7 @@
 #include "planner/native.h"
 
 #include <errno.h>
+#include <float.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -130,10 +131,16 @@ int cli_num(const char *cmd, const char *opt, const char *s, int positive, doubl
     char *end;
     errno = 0;
     double v = strtod(s, &end);
-    if (errno || end == s || *end || !isfinite(v) || (positive ? !(v > 0) : !(v >= 0)) ||
-        v > hi) {
-        cli_fail(cmd, "%s: expected a number %s and at most %.15g (got \"%s\")", opt,
-                 positive ? "> 0" : ">= 0", hi, s);
+    /* decimal only: strtod also reads hexadecimal ("0x10" is 16) */
+    int bad = errno || end == s || *end || strpbrk(s, "xX") || !isfinite(v) ||
+              (positive ? !(v > 0) : !(v >= 0)) || v > hi;
+    if (bad) {
+        /* a value below the smallest normal double ("5e-324") underflows: say so rather
+         * than call a positive number not > 0 */
+        int tiny = errno == ERANGE && fabs(v) <= DBL_MIN && end != s && !*end;
+        cli_fail(cmd, "%s: expected a%s number %s and at most %.15g (got \"%s\"%s)", opt,
+                 strpbrk(s, "xX") ? " decimal" : "", positive ? "> 0" : ">= 0", hi, s,
+                 tiny ? ", too small to represent" : "");
         return -1;
     }
     *out = v;

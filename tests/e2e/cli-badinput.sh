@@ -63,6 +63,12 @@ if [ "$(id -u)" = 0 ] && mknod "$d/null" c 1 3 2>/dev/null; then # a copy of /de
     rm -f "$d/null"
 fi
 rm -f "$d/ofifo"
+# numbers are decimal ("0x10" was read as 16), and one too small to represent says so
+# (5e-324 was called not > 0)
+expect_bad num-hex '^plumb: sim: --memory-limit: expected a decimal number > 0 .*(got "0x10")' \
+    "$P" sim examples/plans/vgg16-4stage-1f1b.json --memory-limit 0x10
+expect_bad num-subnormal '(got "5e-324", too small to represent)' \
+    "$P" sim examples/plans/vgg16-4stage-1f1b.json --memory-limit 5e-324
 # an argument that a command does not take is refused, not ignored (plumb --version extra
 # printed the version and exited 0; plumb help sim printed the general help)
 expect_bad version-extra '^plumb: --version: expected no arguments (got "extra" too)' \
