@@ -30,6 +30,7 @@ struct nm_sched_memo {
     int *staged;      /* one stage per rank: [2 nworkers] per replica (the stages' in
                          turn) its slots and the gradients its worker can have staged
                          (schedule_send_bound summed over its peers) */
+    schedule *sc;     /* chunked: the schedule itself (its price replays it, native_ir.c) */
 };
 
 typedef struct nm_sched_memo nm_sched_memo;
@@ -43,6 +44,7 @@ static void memo_clear(nm_sched_memo *e)
     free(e->bound);
     free(e->ver);
     free(e->staged);
+    schedule_free(e->sc);
     memset(e, 0, sizeof *e);
 }
 
@@ -171,7 +173,10 @@ static const nm_sched_memo *memo_get(const nm_model *m, const nm_setting *s, con
     e->b0[nst] = pt->st[nst - 1].b1;
     schedule *sc = memo_schedule(m, s, pt, p, &err);
     int rc = !sc || memo_fill(e, sc, p);
-    schedule_free(sc);
+    if (!rc && sched_kind_chunked(s->kind))
+        e->sc = sc; /* kept for the price's replay */
+    else
+        schedule_free(sc);
     if (rc) {
         free(e->worker), free(e->slots), free(e->bound), free(e->ver), free(e->staged);
         e->worker = e->slots = e->bound = e->ver = e->staged = NULL;
@@ -220,6 +225,13 @@ void nm_chunked_memory(const nm_model *m, const nm_setting *s, const nm_part *pt
         for (int to = 0; e && to < p; to++) staging += e->bound[w * p + to] * big[w * p + to];
         sim_memory_close(&acc[w], staging, m->rg[pt->st[w].u * (m->U + 1) + 1].cap, &out[w]);
     }
+}
+
+const schedule *nm_chunked_schedule(const nm_model *m, const nm_setting *s, const nm_part *pt)
+{
+    const int p = pt->ranks > 0 ? pt->ranks : 1;
+    const nm_sched_memo *e = p <= NM_MAX_UNITS ? memo_get(m, s, pt, p) : NULL;
+    return e ? e->sc : NULL;
 }
 
 /* The zero-bubble kinds' warmup of a pipeline: the largest ceil(devices from a stage on /

@@ -223,23 +223,43 @@ static void price(const nm_model *m, const nm_setting *s, nm_part *pt, int exact
     double per = 0, sumlat = 0, botlat = 0, ar = 0, peak = 0, cap = INFINITY;
     int fits = 1, memfits = 1;
     if (sched_kind_chunked(s->kind)) {
-        /* per device: its chunks' compute; links per stage */
+        /* per device: its chunks' compute; links per stage, each transfer over the path
+         * between the two stages' devices (the V kinds' turn stays on its rank; the
+         * interleaved wrap goes back to rank 0) */
         int p = pt->ranks, v = pt->nst / (p > 0 ? p : 1);
+        const double bscale = (double)s->mbsize / m->p->minibatch;
         double devper[NM_MAX_UNITS] = {0};
+        double f[NM_MAX_STAGES], b[NM_MAX_STAGES], bi[NM_MAX_STAGES], bw[NM_MAX_STAGES];
+        double xs[NM_MAX_STAGES] = {0}, xl[NM_MAX_STAGES] = {0};
         for (int i = 0; i < pt->nst; i++) {
             const nm_stage *st = &pt->st[i];
-            nm_cost o;
-            nm_setting one = *s;
-            one.kind = SCHED_1F1B_FLUSH;
-            nm_stage_cost(m, &one, st->b0, st->b1, st->u, 1, m->ndev, &o);
+            const nm_range *R = &m->rg[st->u * (m->U + 1) + 1];
+            nm_stage_compute(m, s, st->b0, st->b1, st->u, 1, &f[i], &b[i]);
+            /* the split halves: the simulator's even split of a layer's backward (the
+             * profiles give no other), the forward again in I with recomputation */
+            double rf = s->recompute ? (m->cF[st->b1] - m->cF[st->b0]) * bscale * 1e-3 / R->speed
+                                     : 0;
+            bi[i] = (b[i] - rf) / 2 + rf;
+            bw[i] = (b[i] - rf) / 2;
+            double x = 0;
+            if (i + 1 < pt->nst) {
+                const int a = m->order[st->u * m->g], d = m->order[pt->st[i + 1].u * m->g];
+                const double bytes = m->cut[st->b1] * bscale;
+                double rate, lat;
+                if (a != d && bytes > 0 && sim_net_path(&m->net, a, d, &rate, &lat) >= 0 &&
+                    rate > 0) {
+                    xs[i] = bytes / rate;
+                    xl[i] = lat;
+                    x = xs[i] + xl[i];
+                }
+            }
             int rk = sched_kind_rank(s->kind, i, p);
             /* blocking transfers: the rank waits for one exchange (one transfer, its
              * neighbours' at once) per steady F-B pair, which runs back to back */
-            devper[rk] += o.c + (s->p2p_sync && o.lat > o.c ? (o.lat - o.c) / 2 : 0);
-            double comm = i + 1 < pt->nst && o.lat > o.c ? (o.lat - o.c) / 2 : 0;
-            if (comm > per) per = comm;
-            sumlat += o.lat - o.c;
-            if (o.cap < cap) cap = o.cap;
+            devper[rk] += f[i] + b[i] + (s->p2p_sync ? x : 0);
+            if (x > per) per = x;
+            sumlat += 2 * x;
+            if (R->cap < cap) cap = R->cap;
         }
         sim_memory mem[NM_MAX_UNITS];
         nm_chunked_memory(m, s, pt, mem);
@@ -253,6 +273,15 @@ static void price(const nm_model *m, const nm_setting *s, nm_part *pt, int exact
         pt->period = per;
         pt->fill = (p - 1) * dmax / v + sumlat;
         pt->ar = 0;
+        /* overlapped transfers: the schedule's order replayed (native_ir.c); blocking
+         * ones keep the closed form */
+        const schedule *sc = s->p2p_sync || s->M < 1 ? NULL : nm_chunked_schedule(m, s, pt);
+        double t = sc && sc->nstages == pt->nst ? nm_ir_time(sc, f, b, bi, bw, xs, xl) : -1;
+        if (t > 0) {
+            pt->M = s->M;
+            pt->iter_s = t;
+            goto done;
+        }
     } else {
         int W = 0, kzb = nm_pipeline_kzb(m, pt), reps[NM_MAX_STAGES];
         double f[NM_MAX_STAGES], b[NM_MAX_STAGES], x[NM_MAX_STAGES], arx[NM_MAX_STAGES];
