@@ -458,13 +458,16 @@ const schedule *nm_chunked_schedule(const nm_model *m, const nm_setting *s, cons
 /* The iteration of the chunked schedule sc as it runs (native_ir.c; docs/planner-native.md,
  * section 8, "The chunked kinds replayed"): each worker's F, B, I and W in the schedule's
  * order, each starting when its worker is free and its input has arrived; a transfer
- * leaves when its producer ends, queues FIFO on its directed link (worker pair) for
- * xs[c] seconds and arrives xl[c] later (cut c: between stages c and c + 1; nothing
- * moves between stages on one worker). f, b, bi, bw [sc->nstages]: a microbatch's
- * forward, backward and its split halves on the stage's worker. Returns the makespan
- * (seconds), or -1 when the order cannot finish (or out of memory). */
-double nm_ir_time(const schedule *sc, const double *f, const double *b, const double *bi,
-                  const double *bw, const double *xs, const double *xl);
+ * leaves when its producer ends, queues FIFO on its directed link (worker pair) and takes
+ * a lane of each egress port on its path for bytes / rate of the path (net: sim_net_path,
+ * sim_net_lanes, as the simulator's engine), and arrives the path's latency later
+ * (nothing moves between stages on one worker). wdev [sc->nworkers]: each worker's
+ * device; f, b, bi, bw [sc->nstages]: a microbatch's forward, backward and its split
+ * halves on the stage's worker; bytes [sc->nstages]: what cut c (stage c to c + 1) moves
+ * per microbatch, each way. Returns the makespan (seconds), or -1 when the order cannot
+ * finish (or out of memory). */
+double nm_ir_time(const schedule *sc, const sim_net *net, const int *wdev, const double *f,
+                  const double *b, const double *bi, const double *bw, const double *bytes);
 
 /* The zero-bubble kinds' warmup of pt: the largest ceil(devices from a stage on / its
  * replicas). */

@@ -230,7 +230,8 @@ static void price(const nm_model *m, const nm_setting *s, nm_part *pt, int exact
         const double bscale = (double)s->mbsize / m->p->minibatch;
         double devper[NM_MAX_UNITS] = {0};
         double f[NM_MAX_STAGES], b[NM_MAX_STAGES], bi[NM_MAX_STAGES], bw[NM_MAX_STAGES];
-        double xs[NM_MAX_STAGES] = {0}, xl[NM_MAX_STAGES] = {0};
+        double bytes[NM_MAX_STAGES] = {0};
+        int wdev[NM_MAX_UNITS] = {0};
         for (int i = 0; i < pt->nst; i++) {
             const nm_stage *st = &pt->st[i];
             const nm_range *R = &m->rg[st->u * (m->U + 1) + 1];
@@ -242,18 +243,16 @@ static void price(const nm_model *m, const nm_setting *s, nm_part *pt, int exact
             bi[i] = (b[i] - rf) / 2 + rf;
             bw[i] = (b[i] - rf) / 2;
             double x = 0;
+            int rk = sched_kind_rank(s->kind, i, p);
+            if (rk >= 0 && rk < NM_MAX_UNITS) wdev[rk] = m->order[st->u * m->g];
             if (i + 1 < pt->nst) {
                 const int a = m->order[st->u * m->g], d = m->order[pt->st[i + 1].u * m->g];
-                const double bytes = m->cut[st->b1] * bscale;
                 double rate, lat;
-                if (a != d && bytes > 0 && sim_net_path(&m->net, a, d, &rate, &lat) >= 0 &&
-                    rate > 0) {
-                    xs[i] = bytes / rate;
-                    xl[i] = lat;
-                    x = xs[i] + xl[i];
-                }
+                bytes[i] = m->cut[st->b1] * bscale;
+                if (a != d && bytes[i] > 0 && sim_net_path(&m->net, a, d, &rate, &lat) >= 0 &&
+                    rate > 0)
+                    x = bytes[i] / rate + lat;
             }
-            int rk = sched_kind_rank(s->kind, i, p);
             /* blocking transfers: the rank waits for one exchange (one transfer, its
              * neighbours' at once) per steady F-B pair, which runs back to back */
             devper[rk] += f[i] + b[i] + (s->p2p_sync ? x : 0);
@@ -276,7 +275,9 @@ static void price(const nm_model *m, const nm_setting *s, nm_part *pt, int exact
         /* overlapped transfers: the schedule's order replayed (native_ir.c); blocking
          * ones keep the closed form */
         const schedule *sc = s->p2p_sync || s->M < 1 ? NULL : nm_chunked_schedule(m, s, pt);
-        double t = sc && sc->nstages == pt->nst ? nm_ir_time(sc, f, b, bi, bw, xs, xl) : -1;
+        double t = sc && sc->nstages == pt->nst && sc->nworkers == p
+                       ? nm_ir_time(sc, &m->net, wdev, f, b, bi, bw, bytes)
+                       : -1;
         if (t > 0) {
             pt->M = s->M;
             pt->iter_s = t;
