@@ -12,18 +12,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* A port's lanes: per lane its busy intervals, sorted (a transfer takes the earliest gap
- * that fits it: the replay visits the workers in turn, not in time order). */
-typedef struct ir_lane {
-    double *iv; /* [2 n]: start, end */
-    int n, cap;
-} ir_lane;
-
+/* An egress port met by a transfer: the level it belongs to, the sender's group there
+ * (the device itself at level 0) and when each of its lanes is free. */
 typedef struct ir_port {
     int level;
     long long group;
     int lanes;
-    ir_lane *lane;
+    double *free; /* [lanes] */
 } ir_port;
 
 /* The replay's state: per (stage, microbatch) when its input activation (fin) and its
@@ -52,44 +47,18 @@ static ir_port *ir_port_of(ir_state *z, int l, long long g)
     if (z->nport >= (int)(sizeof z->port / sizeof z->port[0])) return NULL;
     ir_port *p = &z->port[z->nport];
     const int lanes = sim_net_lanes(z->net, l);
-    p->lane = calloc((size_t)lanes, sizeof *p->lane);
-    if (!p->lane) return NULL;
+    p->free = calloc((size_t)lanes, sizeof *p->free);
+    if (!p->free) return NULL;
     p->level = l, p->group = g, p->lanes = lanes;
     z->nport++;
     return p;
 }
 
-/* The earliest start >= t at which lane q is free for d seconds; *at its insertion index. */
-static double ir_gap(const ir_lane *q, double t, double d, int *at)
-{
-    int i = 0;
-    for (; i < q->n; i++) {
-        if (t + d <= q->iv[2 * i]) break;
-        if (q->iv[2 * i + 1] > t) t = q->iv[2 * i + 1];
-    }
-    *at = i;
-    return t;
-}
-
-/* Marks lane q busy over [t, t + d) at index at. 0, or -1 out of memory. */
-static int ir_take(ir_lane *q, int at, double t, double d)
-{
-    if (q->n == q->cap) {
-        int c = q->cap ? 2 * q->cap : 16;
-        double *iv = realloc(q->iv, 2 * (size_t)c * sizeof *iv);
-        if (!iv) return -1;
-        q->iv = iv, q->cap = c;
-    }
-    memmove(&q->iv[2 * (at + 1)], &q->iv[2 * at], 2 * (size_t)(q->n - at) * sizeof *q->iv);
-    q->iv[2 * at] = t, q->iv[2 * at + 1] = t + d;
-    q->n++;
-    return 0;
-}
-
 /* Data made at time t by stage from for stage to (adjacent): its arrival, after the
- * transfer over the directed link between their workers (FIFO) and a lane of each egress
- * port it leaves through (eng_path_ports' ports: the device's own inside a server, else
- * the sender's group's at each level crossed); nothing moves on one worker. < 0 out of
+ * transfer over the directed link between their workers and a lane of each egress port
+ * it leaves through (eng_path_ports' ports: the device's own inside a server, else the
+ * sender's group's at each level crossed), each taken first come first served (the
+ * replay issues transfers in time order); nothing moves on one worker. < 0 out of
  * memory. */
 static double ir_send(ir_state *z, int from, int to, double t)
 {
@@ -101,30 +70,47 @@ static double ir_send(ir_state *z, int from, int to, double t)
     const double d = z->bytes[c] > 0 && rate > 0 ? z->bytes[c] / rate : 0;
     double *lf = &z->lfree[(size_t)a * z->W + b];
     double start = t > *lf ? t : *lf;
-    ir_port *ports[CLUSTER_MAX_LEVELS + 1];
-    int np = 0, lane[CLUSTER_MAX_LEVELS + 1], at[CLUSTER_MAX_LEVELS + 1];
+    double *lane[CLUSTER_MAX_LEVELS + 1];
+    int np = 0;
     for (int l = L <= 0 ? 0 : 1; d > 0 && l <= (L < 0 ? 0 : L); l++) {
-        ports[np] = ir_port_of(z, l, l ? da / z->net->gsize[l - 1] : da);
-        if (!ports[np]) return -1;
+        ir_port *p = ir_port_of(z, l, l ? da / z->net->gsize[l - 1] : da);
+        if (!p) return -1;
+        lane[np] = &p->free[0]; /* its lane free first */
+        for (int q = 1; q < p->lanes; q++)
+            if (p->free[q] < *lane[np]) lane[np] = &p->free[q];
+        if (*lane[np] > start) start = *lane[np];
         np++;
     }
-    /* the earliest start every port has a lane free for: raise it until all agree */
-    for (int moved = 1; moved;) {
-        moved = 0;
-        for (int i = 0; i < np; i++) {
-            double best = INFINITY;
-            for (int q = 0; q < ports[i]->lanes; q++) {
-                int k;
-                double s = ir_gap(&ports[i]->lane[q], start, d, &k);
-                if (s < best) best = s, lane[i] = q, at[i] = k;
-            }
-            if (best > start) start = best, moved = 1;
-        }
-    }
-    for (int i = 0; i < np; i++)
-        if (ir_take(&ports[i]->lane[lane[i]], at[i], start, d)) return -1;
+    for (int i = 0; i < np; i++) *lane[i] = start + d;
     *lf = start + d;
     return *lf + lat;
+}
+
+/* The duration of worker w's next computation and when its input is there (*need), its
+ * non-computations skipped (sends, receives and steps: the transfers are the producers');
+ * -1 when w is done or its input has not been sent yet. */
+static double ir_next(ir_state *z, int *pc, int w, const double *f, const double *b,
+                      const double *bi, const double *bw, double *need)
+{
+    const schedule *sc = z->sc;
+    for (; pc[w] < sc->len[w]; pc[w]++) {
+        const action *a = &sc->acts[w][pc[w]];
+        const int st = a->stage;
+        const size_t k = (size_t)st * z->M + a->microbatch;
+        *need = 0;
+        switch (a->kind) {
+        case ACT_F:
+            if (st > 0 && (*need = z->fin[k]) < 0) return -1;
+            return f[st];
+        case ACT_B:
+        case ACT_I:
+            if (st + 1 < z->S && (*need = z->gin[k]) < 0) return -1;
+            return a->kind == ACT_B ? b[st] : bi[st];
+        case ACT_W: return bw[st];
+        default: break;
+        }
+    }
+    return -1;
 }
 
 double nm_ir_time(const schedule *sc, const sim_net *net, const int *wdev, const double *f,
@@ -144,54 +130,40 @@ double nm_ir_time(const schedule *sc, const sim_net *net, const int *wdev, const
     if (!z.fin || !z.lfree || !clock || !pc) goto cleanup;
     z.gin = z.fin + SM;
     for (size_t k = 0; k < 2 * SM; k++) z.fin[k] = -1;
-    int left = z.W, moved = 1;
-    for (int w = 0; w < z.W; w++)
-        if (pc[w] >= sc->len[w]) left--;
-    while (left > 0 && moved) {
-        moved = 0;
-        for (int w = 0; w < z.W; w++) {
-            if (pc[w] >= sc->len[w]) continue;
-            while (pc[w] < sc->len[w]) {
-                const action *a = &sc->acts[w][pc[w]];
-                const int st = a->stage, j = a->microbatch;
-                const size_t k = (size_t)st * z.M + j;
-                double need = 0, d;
-                if (a->kind == ACT_F) {
-                    if (st > 0 && (need = z.fin[k]) < 0) break;
-                    d = f[st];
-                } else if (a->kind == ACT_B || a->kind == ACT_I) {
-                    if (st + 1 < z.S && (need = z.gin[k]) < 0) break;
-                    d = a->kind == ACT_B ? b[st] : bi[st];
-                } else if (a->kind == ACT_W) {
-                    d = bw[st];
-                } else {
-                    pc[w]++; /* sends, receives and steps: the transfers are the producers' */
-                    continue;
-                }
-                const double t = (clock[w] > need ? clock[w] : need) + d;
-                clock[w] = t;
-                double arr = 0;
-                if (a->kind == ACT_F && st + 1 < z.S)
-                    arr = z.fin[k + z.M] = ir_send(&z, st, st + 1, t);
-                else if (a->kind != ACT_F && a->kind != ACT_W && st > 0)
-                    arr = z.gin[k - z.M] = ir_send(&z, st, st - 1, t);
-                if (arr < 0) goto cleanup;
-                pc[w]++;
-                moved = 1;
-            }
-            if (pc[w] >= sc->len[w]) left--;
+    /* the computation that ends first among those whose input is there, one at a time:
+     * every later one ends no earlier, so transfers are issued in time order */
+    for (;;) {
+        int w = -1;
+        double end = INFINITY;
+        for (int v = 0; v < z.W; v++) {
+            double need, d = ir_next(&z, pc, v, f, b, bi, bw, &need);
+            if (d < 0) continue;
+            double e = (clock[v] > need ? clock[v] : need) + d;
+            if (e < end) end = e, w = v;
         }
+        if (w < 0) break;
+        const action *a = &sc->acts[w][pc[w]];
+        const int st = a->stage;
+        const size_t k = (size_t)st * z.M + a->microbatch;
+        clock[w] = end;
+        double arr = 0;
+        if (a->kind == ACT_F && st + 1 < z.S)
+            arr = z.fin[k + z.M] = ir_send(&z, st, st + 1, end);
+        else if ((a->kind == ACT_B || a->kind == ACT_I) && st > 0)
+            arr = z.gin[k - z.M] = ir_send(&z, st, st - 1, end);
+        if (arr < 0) goto cleanup;
+        pc[w]++;
     }
-    if (left == 0) {
-        result = 0;
-        for (int w = 0; w < z.W; w++)
-            if (clock[w] > result) result = clock[w];
+    result = 0;
+    for (int w = 0; w < z.W; w++) {
+        if (pc[w] < sc->len[w]) { /* waits forever: not a schedule that finishes */
+            result = -1;
+            break;
+        }
+        if (clock[w] > result) result = clock[w];
     }
 cleanup:
-    for (int i = 0; i < z.nport; i++) {
-        for (int q = 0; q < z.port[i].lanes; q++) free(z.port[i].lane[q].iv);
-        free(z.port[i].lane);
-    }
+    for (int i = 0; i < z.nport; i++) free(z.port[i].free);
     free(z.fin), free(z.lfree), free(clock), free(pc);
     return result;
 }
