@@ -21,6 +21,14 @@ typedef struct ir_port {
     double *free; /* [lanes] */
 } ir_port;
 
+/* A directed worker pair's path, found on its first transfer: rate and latency
+ * (sim_net_path), its egress ports (indices into ir_state.port); np < 0 not yet found. */
+typedef struct ir_pair {
+    double rate, lat;
+    int np;
+    short port[CLUSTER_MAX_LEVELS + 1];
+} ir_pair;
+
 /* The replay's state: per (stage, microbatch) when its input activation (fin) and its
  * output gradient (gin) have arrived (< 0: not yet sent), each directed link's free time,
  * the egress ports met so far. */
@@ -32,6 +40,7 @@ typedef struct ir_state {
     int S, M, W;
     double *fin, *gin; /* [S M] */
     double *lfree;     /* [W W] */
+    ir_pair *pair;     /* [W W] */
     ir_port port[2 * NM_MAX_UNITS * CLUSTER_MAX_LEVELS];
     int nport;
 } ir_state;
@@ -64,26 +73,33 @@ static double ir_send(ir_state *z, int from, int to, double t)
 {
     const int a = ir_worker(z->sc, from), b = ir_worker(z->sc, to);
     if (a == b) return t;
-    const int c = from < to ? from : to, da = z->wdev[a];
-    double rate, lat;
-    const int L = sim_net_path(z->net, da, z->wdev[b], &rate, &lat);
-    const double d = z->bytes[c] > 0 && rate > 0 ? z->bytes[c] / rate : 0;
+    const int c = from < to ? from : to;
+    ir_pair *pr = &z->pair[(size_t)a * z->W + b];
+    if (pr->np < 0) {
+        const int da = z->wdev[a];
+        const int L = sim_net_path(z->net, da, z->wdev[b], &pr->rate, &pr->lat);
+        pr->np = 0;
+        for (int l = L <= 0 ? 0 : 1; l <= (L < 0 ? 0 : L); l++) {
+            ir_port *p = ir_port_of(z, l, l ? da / z->net->gsize[l - 1] : da);
+            if (!p) return -1;
+            pr->port[pr->np++] = (short)(p - z->port);
+        }
+    }
+    const double d = z->bytes[c] > 0 && pr->rate > 0 ? z->bytes[c] / pr->rate : 0;
     double *lf = &z->lfree[(size_t)a * z->W + b];
     double start = t > *lf ? t : *lf;
     double *lane[CLUSTER_MAX_LEVELS + 1];
-    int np = 0;
-    for (int l = L <= 0 ? 0 : 1; d > 0 && l <= (L < 0 ? 0 : L); l++) {
-        ir_port *p = ir_port_of(z, l, l ? da / z->net->gsize[l - 1] : da);
-        if (!p) return -1;
-        lane[np] = &p->free[0]; /* its lane free first */
+    const int np = d > 0 ? pr->np : 0;
+    for (int i = 0; i < np; i++) {
+        ir_port *p = &z->port[pr->port[i]];
+        lane[i] = &p->free[0]; /* its lane free first */
         for (int q = 1; q < p->lanes; q++)
-            if (p->free[q] < *lane[np]) lane[np] = &p->free[q];
-        if (*lane[np] > start) start = *lane[np];
-        np++;
+            if (p->free[q] < *lane[i]) lane[i] = &p->free[q];
+        if (*lane[i] > start) start = *lane[i];
     }
     for (int i = 0; i < np; i++) *lane[i] = start + d;
     *lf = start + d;
-    return *lf + lat;
+    return *lf + pr->lat;
 }
 
 /* The duration of worker w's next computation and when its input is there (*need), its
@@ -113,6 +129,14 @@ static double ir_next(ir_state *z, int *pc, int w, const double *f, const double
     return -1;
 }
 
+/* When worker w's next computation ends if it starts as soon as it can (ir_next), or -1. */
+static double ir_end(ir_state *z, int *pc, const double *clock, int w, const double *f,
+                     const double *b, const double *bi, const double *bw)
+{
+    double need, d = ir_next(z, pc, w, f, b, bi, bw, &need);
+    return d < 0 ? -1 : (clock[w] > need ? clock[w] : need) + d;
+}
+
 double nm_ir_time(const schedule *sc, const sim_net *net, const int *wdev, const double *f,
                   const double *b, const double *bi, const double *bw, const double *bytes)
 {
@@ -121,38 +145,46 @@ double nm_ir_time(const schedule *sc, const sim_net *net, const int *wdev, const
     z.sc = sc, z.net = net, z.wdev = wdev, z.bytes = bytes;
     z.S = sc->nstages, z.M = sc->microbatches * sc->iterations, z.W = sc->nworkers;
     const size_t SM = (size_t)z.S * z.M;
-    double result = -1, *clock = NULL;
+    double result = -1, *clock = NULL, *nend = NULL;
     int *pc = NULL;
     z.fin = malloc(2 * SM * sizeof *z.fin);
     z.lfree = calloc((size_t)z.W * z.W, sizeof *z.lfree);
+    z.pair = malloc((size_t)z.W * z.W * sizeof *z.pair);
     clock = calloc((size_t)z.W, sizeof *clock);
+    nend = calloc((size_t)z.W, sizeof *nend);
     pc = calloc((size_t)z.W, sizeof *pc);
-    if (!z.fin || !z.lfree || !clock || !pc) goto cleanup;
+    if (!z.fin || !z.lfree || !z.pair || !clock || !nend || !pc) goto cleanup;
+    for (size_t k = 0; k < (size_t)z.W * z.W; k++) z.pair[k].np = -1;
     z.gin = z.fin + SM;
     for (size_t k = 0; k < 2 * SM; k++) z.fin[k] = -1;
     /* the computation that ends first among those whose input is there, one at a time:
-     * every later one ends no earlier, so transfers are issued in time order */
+     * every later one ends no earlier, so transfers are issued in time order; each
+     * worker's next end is kept (< 0: waits for its input, or done) and found again only
+     * when it ran or its input arrived */
+    for (int v = 0; v < z.W; v++) nend[v] = ir_end(&z, pc, clock, v, f, b, bi, bw);
     for (;;) {
         int w = -1;
         double end = INFINITY;
-        for (int v = 0; v < z.W; v++) {
-            double need, d = ir_next(&z, pc, v, f, b, bi, bw, &need);
-            if (d < 0) continue;
-            double e = (clock[v] > need ? clock[v] : need) + d;
-            if (e < end) end = e, w = v;
-        }
+        for (int v = 0; v < z.W; v++)
+            if (nend[v] >= 0 && nend[v] < end) end = nend[v], w = v;
         if (w < 0) break;
         const action *a = &sc->acts[w][pc[w]];
         const int st = a->stage;
         const size_t k = (size_t)st * z.M + a->microbatch;
+        int to = -1;
         clock[w] = end;
         double arr = 0;
         if (a->kind == ACT_F && st + 1 < z.S)
-            arr = z.fin[k + z.M] = ir_send(&z, st, st + 1, end);
+            arr = z.fin[k + z.M] = ir_send(&z, st, to = st + 1, end);
         else if ((a->kind == ACT_B || a->kind == ACT_I) && st > 0)
-            arr = z.gin[k - z.M] = ir_send(&z, st, st - 1, end);
+            arr = z.gin[k - z.M] = ir_send(&z, st, to = st - 1, end);
         if (arr < 0) goto cleanup;
         pc[w]++;
+        nend[w] = ir_end(&z, pc, clock, w, f, b, bi, bw);
+        if (to >= 0) {
+            const int r = ir_worker(sc, to);
+            if (nend[r] < 0) nend[r] = ir_end(&z, pc, clock, r, f, b, bi, bw);
+        }
     }
     result = 0;
     for (int w = 0; w < z.W; w++) {
@@ -164,6 +196,6 @@ double nm_ir_time(const schedule *sc, const sim_net *net, const int *wdev, const
     }
 cleanup:
     for (int i = 0; i < z.nport; i++) free(z.port[i].free);
-    free(z.fin), free(z.lfree), free(clock), free(pc);
+    free(z.fin), free(z.lfree), free(z.pair), free(clock), free(nend), free(pc);
     return result;
 }
