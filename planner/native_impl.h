@@ -449,9 +449,9 @@ int nm_stage_cost(const nm_model *m, const nm_setting *s, int b0, int b1, int u,
 void nm_chunked_memory(const nm_model *m, const nm_setting *s, const nm_part *pt,
                        sim_memory *out);
 
-/* The schedule the simulator runs for the chunked partition pt under s (one iteration,
- * laid out as the plan's: the memo's, built on first use), or NULL when it cannot be
- * built. Borrowed: the model's memo owns it (valid until NM_MEMO other partitions are
+/* The schedule the simulator runs for the chunked partition pt under s (one iteration;
+ * the split-backward kinds the simulator's scoring iterations, 3; laid out as the plan's:
+ * the memo's, built on first use), or NULL when it cannot be built. Borrowed: the model's memo owns it (valid until NM_MEMO other partitions are
  * priced). (native_part_memory.c) */
 const schedule *nm_chunked_schedule(const nm_model *m, const nm_setting *s, const nm_part *pt);
 
@@ -464,8 +464,10 @@ const schedule *nm_chunked_schedule(const nm_model *m, const nm_setting *s, cons
  * (nothing moves between stages on one worker). wdev [sc->nworkers]: each worker's
  * device; f, b, bi, bw [sc->nstages]: a microbatch's forward, backward and its split
  * halves on the stage's worker; bytes [sc->nstages]: what cut c (stage c to c + 1) moves
- * per microbatch, each way. Returns the makespan (seconds), or -1 when the order cannot
- * finish (or out of memory). */
+ * per microbatch, each way. Returns the makespan (seconds); for a schedule of several
+ * iterations the steady one's, (end of the last - end of the first) / (iterations - 1),
+ * each iteration ending with its last computation; or -1 when the order cannot finish
+ * (or out of memory). */
 double nm_ir_time(const schedule *sc, const sim_net *net, const int *wdev, const double *f,
                   const double *b, const double *bi, const double *bw, const double *bytes);
 
