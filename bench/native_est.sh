@@ -6,10 +6,13 @@
 # within 5 %, and the CPU seconds of the 120 plans. With BASE naming another plumb, each
 # row also shows that build's plan and the count of plans that changed. RUNTIME names the
 # runtime every plan carries (`plumb plan -p --p2p / --grad-sync`): overlap (the default),
-# sync (--p2p sync), end (--grad-sync end) or sync-end (both).
+# sync (--p2p sync), end (--grad-sync end) or sync-end (both). SCHEDULE names the
+# schedule every plan asks for (`plumb plan -p --schedule`; default: none, the planner's
+# own), e.g. interleaved, zb-v or dualpipev for the chunked kinds.
 # Usage: [PLUMB=build/plumb] [BASE=/path/to/old/plumb] [RUNTIME=overlap|sync|end|sync-end]
-#        bash bench/native_est.sh
-# Exits 1 when a plan fails or is not simulated.
+#        [SCHEDULE=KIND] bash bench/native_est.sh
+# Exits 1 when a plan fails or is not simulated (with SCHEDULE, a pair with no plan is
+# listed as such).
 set -u
 P=${PLUMB:-build/plumb}
 [ -x "$P" ] || { echo "native_est.sh: $P not built (make)"; exit 1; }
@@ -21,13 +24,16 @@ end) rt=(--grad-sync end) ;;
 sync-end) rt=(--p2p sync --grad-sync end) ;;
 *) echo "native_est.sh: RUNTIME: expected overlap, sync, end or sync-end (got $RUNTIME)"; exit 1 ;;
 esac
+[ -z "${SCHEDULE:-}" ] || rt+=(--schedule "$SCHEDULE")
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 rc=0
-# row BIN PROFILE CLUSTER: "replicas estimate simulated cpu_s" of one plan, or "FAIL"
+# row BIN PROFILE CLUSTER: "replicas estimate simulated cpu_s" of one plan, "NONE" when
+# plumb plan finds none (nothing fits), or "FAIL" when its plan is not simulated
 row() {
     local e
     /usr/bin/time -o "$tmp/t" -f '%U %S' "$1" plan -p "$2" -c "$3" ${rt[@]+"${rt[@]}"} --json >"$tmp/o.json" 2>/dev/null
+    if ! [ -s "$tmp/o.json" ]; then echo NONE; return; fi
     if ! jq -e '.simulated == true' "$tmp/o.json" >/dev/null 2>&1; then echo FAIL; return; fi
     e=$(tail -1 "$tmp/t" | awk '{ print $1 + $2 }')
     jq -r --arg cpu "$e" '"\(.replicas) \(.estimated_samples_per_s) \(.samples_per_s) \($cpu)"' "$tmp/o.json"
@@ -40,13 +46,15 @@ for p in profiles/pipedream/*.json; do
         pn=$(basename "$p" .json) cn=$(basename "$c" .json)
         r=$(row "$P" "$p" "$c")
         if [ "$r" = FAIL ]; then echo "$pn $cn: FAIL (no simulated plan)"; rc=1; continue; fi
+        # a schedule asked for may fit nowhere (the chunked kinds do not replicate)
+        if [ "$r" = NONE ]; then echo "$pn $cn: no plan"; [ -n "${SCHEDULE:-}" ] || rc=1; continue; fi
         set -- $r
         line=$(awk -v pn="$pn" -v cn="$cn" -v r="$1" -v e="$2" -v s="$3" \
             'BEGIN { printf "%-20s %-22s %-28s %12.0f %12.0f %+7.1f%%", pn, cn, r, e, s, 100 * (e / s - 1) }')
         echo "$1 $2 $3 $4" >>"$tmp/new"
         if [ -n "${BASE:-}" ]; then
             b=$(row "$BASE" "$p" "$c")
-            if [ "$b" = FAIL ]; then line="$line  base: FAIL"
+            if [ "$b" = FAIL ] || [ "$b" = NONE ]; then line="$line  base: $b"
             else
                 set -- $b
                 line="$line$(awk -v r="$1" -v e="$2" -v s="$3" 'BEGIN { printf "  %-28s %+7.1f%%", r, 100 * (e / s - 1) }')"

@@ -6,6 +6,7 @@
 #ifndef PLUMB_PLANNER_NATIVE_IMPL_H
 #define PLUMB_PLANNER_NATIVE_IMPL_H
 
+#include "core/schedule.h"
 #include "core/schedule_traits.h"
 #include "planner/native.h"
 #include "sim/engine.h" /* sim_net: the planner prices transfers as the simulator does */
@@ -436,6 +437,12 @@ void nm_stage_memory(const nm_model *m, const nm_setting *s, int b0, int b1, int
 int nm_stage_cost_k(const nm_model *m, const nm_setting *s, int b0, int b1, int u, int r,
                     int W, int kzb, const sim_memory *given, nm_cost *o);
 
+/* The compute of one microbatch of blocks [b0, b1) on a replica of units [u, u + r) under
+ * s: *F its forward (the batch gather of a first or last stage included), *B its backward
+ * (the forward again with recomputation), seconds, as the simulator prices them. */
+void nm_stage_compute(const nm_model *m, const nm_setting *s, int b0, int b1, int u, int r,
+                      double *F, double *B);
+
 /* nm_stage_cost_k with the closed form's counts and no zero-bubble warmup. */
 int nm_stage_cost(const nm_model *m, const nm_setting *s, int b0, int b1, int u, int r,
                   int W, nm_cost *o);
@@ -444,6 +451,28 @@ int nm_stage_cost(const nm_model *m, const nm_setting *s, int b0, int b1, int u,
  * (native_part_memory.c). */
 void nm_chunked_memory(const nm_model *m, const nm_setting *s, const nm_part *pt,
                        sim_memory *out);
+
+/* The schedule the simulator runs for the chunked partition pt under s (one iteration;
+ * the split-backward kinds the simulator's scoring iterations, 3; laid out as the plan's:
+ * the memo's, built on first use), or NULL when it cannot be built. Borrowed: the model's memo owns it (valid until NM_MEMO other partitions are
+ * priced). (native_part_memory.c) */
+const schedule *nm_chunked_schedule(const nm_model *m, const nm_setting *s, const nm_part *pt);
+
+/* The iteration of the chunked schedule sc as it runs (native_ir.c; docs/planner-native.md,
+ * section 8, "The chunked kinds replayed"): each worker's F, B, I and W in the schedule's
+ * order, each starting when its worker is free and its input has arrived; a transfer
+ * leaves when its producer ends, queues FIFO on its directed link (worker pair) and takes
+ * a lane of each egress port on its path for bytes / rate of the path (net: sim_net_path,
+ * sim_net_lanes, as the simulator's engine), and arrives the path's latency later
+ * (nothing moves between stages on one worker). wdev [sc->nworkers]: each worker's
+ * device; f, b, bi, bw [sc->nstages]: a microbatch's forward, backward and its split
+ * halves on the stage's worker; bytes [sc->nstages]: what cut c (stage c to c + 1) moves
+ * per microbatch, each way. Returns the makespan (seconds); for a schedule of several
+ * iterations the steady one's, (end of the last - end of the first) / (iterations - 1),
+ * each iteration ending with its last computation; or -1 when the order cannot finish
+ * (or out of memory). */
+double nm_ir_time(const schedule *sc, const sim_net *net, const int *wdev, const double *f,
+                  const double *b, const double *bi, const double *bw, const double *bytes);
 
 /* The zero-bubble kinds' warmup of pt: the largest ceil(devices from a stage on / its
  * replicas). */

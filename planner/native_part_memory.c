@@ -30,6 +30,9 @@ struct nm_sched_memo {
     int *staged;      /* one stage per rank: [2 nworkers] per replica (the stages' in
                          turn) its slots and the gradients its worker can have staged
                          (schedule_send_bound summed over its peers) */
+    schedule *sc;     /* chunked: the schedule itself (its price replays it, native_ir.c):
+                         one iteration, NM_IR_ITERATIONS for the split-backward kinds; may
+                         be NULL (not built) */
 };
 
 typedef struct nm_sched_memo nm_sched_memo;
@@ -43,6 +46,7 @@ static void memo_clear(nm_sched_memo *e)
     free(e->bound);
     free(e->ver);
     free(e->staged);
+    schedule_free(e->sc);
     memset(e, 0, sizeof *e);
 }
 
@@ -66,10 +70,10 @@ static int memo_is(const nm_sched_memo *e, const nm_setting *s, const nm_part *p
 
 /* The schedule of partition pt (p ranks) under s: generated as schedule_from_plan
  * generates nm_plan's plan of it (the stages' costs from schedule_plan_costs over a view
- * of that plan: the layers and devices, nothing copied); chunked, one iteration, else
- * NM_IR_ITERATIONS with the stages' replicas. NULL with err. */
+ * of that plan: the layers and devices, nothing copied); chunked, `iterations`
+ * iterations, else NM_IR_ITERATIONS with the stages' replicas. NULL with err. */
 static schedule *memo_schedule(const nm_model *m, const nm_setting *s, const nm_part *pt,
-                               int p, plumb_err *err)
+                               int p, int iterations, plumb_err *err)
 {
     plan_stage st[NM_MAX_STAGES];
     plan view;
@@ -91,7 +95,7 @@ static schedule *memo_schedule(const nm_model *m, const nm_setting *s, const nm_
     }
     if (!chunked) return schedule_from_plan(&view, NM_IR_ITERATIONS, err);
     double cost[3 * NM_MAX_STAGES];
-    sched_spec sp = {s->kind, p, pt->nst, pt->nst / p, s->M, 1, NULL, NULL};
+    sched_spec sp = {s->kind, p, pt->nst, pt->nst / p, s->M, iterations, NULL, NULL};
     return schedule_generate_costed(&sp, schedule_plan_costs(&view, cost) ? NULL : cost, err);
 }
 
@@ -169,9 +173,20 @@ static const nm_sched_memo *memo_get(const nm_model *m, const nm_setting *s, con
         e->ur[2 * i + 1] = pt->st[i].r;
     }
     e->b0[nst] = pt->st[nst - 1].b1;
-    schedule *sc = memo_schedule(m, s, pt, p, &err);
+    schedule *sc = memo_schedule(m, s, pt, p, 1, &err);
     int rc = !sc || memo_fill(e, sc, p);
-    schedule_free(sc);
+    if (!rc && sched_kind_chunked(s->kind)) {
+        /* kept for the price's replay; the split-backward kinds' iterations overlap (a
+         * rank's next forwards run beside another's last weight gradients): theirs with
+         * the simulator's scoring iterations, whose steady state the replay prices */
+        if (sched_traits_of(s->kind)->split_backward) {
+            schedule_free(sc);
+            sc = memo_schedule(m, s, pt, p, NM_IR_ITERATIONS, &err);
+        }
+        e->sc = sc;
+    } else {
+        schedule_free(sc);
+    }
     if (rc) {
         free(e->worker), free(e->slots), free(e->bound), free(e->ver), free(e->staged);
         e->worker = e->slots = e->bound = e->ver = e->staged = NULL;
@@ -221,6 +236,13 @@ void nm_chunked_memory(const nm_model *m, const nm_setting *s, const nm_part *pt
             staging += e->bound[w * p + to] * big[w * p + to];
         sim_memory_close(&acc[w], staging, m->rg[pt->st[w].u * (m->U + 1) + 1].cap, &out[w]);
     }
+}
+
+const schedule *nm_chunked_schedule(const nm_model *m, const nm_setting *s, const nm_part *pt)
+{
+    const int p = pt->ranks > 0 ? pt->ranks : 1;
+    const nm_sched_memo *e = p <= NM_MAX_UNITS ? memo_get(m, s, pt, p) : NULL;
+    return e ? e->sc : NULL;
 }
 
 /* The zero-bubble kinds' warmup of a pipeline: the largest ceil(devices from a stage on /

@@ -138,25 +138,60 @@ static double port_bound(const ports *P, const nm_model *m, const nm_setting *s,
         one[i] = i < nc ? m->cut[pt->st[i].b1] * ((double)s->mbsize / m->p->minibatch) / eg : 0;
     }
     for (int i = S - 1; i >= 0; i--) bend[i] = (i < nc ? bend[i + 1] + x[i] : fend[S - 1]) + b[i];
+    /* the first backward of each stage (its first replica's, microbatch 0) under the
+     * ports' pace: while the pipeline fills, a port carries only activations, one
+     * microbatch of cut j every pace[j] (the busiest server sending across it, all its
+     * cuts' activations together), so the g-th forward of stage i ends no earlier than
+     * fend[i] + g pace[j] for each cut j before it; the replica turns to its first
+     * backward after its warmup forwards (microbatches 0, r, ..., warm - r; gpipe all of
+     * its own) and once the gradient of stage i + 1's first backward is in */
+    double pace[NM_MAX_STAGES] = {0}, bfirst[NM_MAX_STAGES];
+    for (int sv = 0; sv < ns; sv++) {
+        double F = 0;
+        for (int i = 0; i < nc; i++) F += lf[sv * nc + i];
+        for (int i = 0; i < nc; i++)
+            if (lf[sv * nc + i] > 0 && F > pace[i]) pace[i] = F;
+    }
+    for (int i = S - 1; i >= 0; i--) {
+        const int r = pt->st[i].r * m->g;
+        int g = hold_all ? r * (nm_ceil_div(M, r) - 1) : warm[i] - r;
+        if (g > M - 1) g = M - 1;
+        if (g < 0) g = 0;
+        double fe = fend[i];
+        for (int j = 0; j < i; j++)
+            if (fend[i] + g * pace[j] > fe) fe = fend[i] + g * pace[j];
+        double in = i < nc ? bfirst[i + 1] + x[i] : 0;
+        bfirst[i] = (fe > in ? fe : in) + b[i];
+    }
+    /* gpipe: the phases (below), each at least its slowest replica's compute and the
+     * first microbatch's way on from it */
+    double fphase = 0, bphase = 0;
+    for (int i = 0; hold_all && i < S; i++) {
+        const int k = nm_ceil_div(M, pt->st[i].r * m->g);
+        if (bend[0] - bend[i] + k * b[i] > bphase) bphase = bend[0] - bend[i] + k * b[i];
+    }
     for (int sv = 0; sv < ns; sv++) {
         double total = 0, Wf = 0, Wd = 0, head = INFINITY, tail = INFINITY;
-        double s2 = INFINITY, e2 = INFINITY;
+        double s2 = INFINITY, e2 = INFINITY, fhead = INFINITY, fon = INFINITY, btail = INFINITY;
         for (int i = 0; i < nc; i++) {
             const double F = lf[sv * nc + i], B = lb[sv * nc + i];
             total += M * (F + B);
             if (F > 0) { /* activations: sent as stage i's forwards end */
                 const double t = bend[0] - fend[i] - one[i];
                 if (fend[i] < head) head = fend[i];
+                if (fend[i] < fhead) fhead = fend[i];
+                if (fend[S - 1] - fend[i] - one[i] < fon) fon = fend[S - 1] - fend[i] - one[i];
                 if (t < tail) tail = t;
                 if (t < e2) e2 = t; /* the last activation, then its whole way */
                 Wf += F * warm[i];
-                if (warm[i] < M && bend[i] + f[i] < s2) s2 = bend[i] + f[i];
+                if (warm[i] < M && bfirst[i] + f[i] < s2) s2 = bfirst[i] + f[i];
             }
             if (B > 0) { /* gradients: sent as stage i + 1's backwards end */
                 const double t = bend[0] - bend[i + 1] - one[i];
                 if (bend[i + 1] < head) head = bend[i + 1];
-                if (bend[i + 1] < s2) s2 = bend[i + 1];
+                if (bfirst[i + 1] < s2) s2 = bfirst[i + 1];
                 if (t < tail) tail = t;
+                if (t < btail) btail = t;
                 Wd += B * warm[i + 1];
                 /* a gradient before stage i + 1's last forward: that forward's way on */
                 const double tn = bend[0] - fend[i + 1] + f[i + 1] - one[i];
@@ -164,6 +199,8 @@ static double port_bound(const ports *P, const nm_model *m, const nm_setting *s,
             }
         }
         if (!(total > 0)) continue;
+        if (hold_all && Wf > 0 && fhead + Wf + fon > fphase) fphase = fhead + Wf + fon;
+        if (hold_all && Wd > 0 && Wd + btail > bphase) bphase = Wd + btail;
         double t;
         if (Wf + Wd > total) {
             t = head + total + tail; /* few microbatches: no steady part */
@@ -174,6 +211,11 @@ static double port_bound(const ports *P, const nm_model *m, const nm_setting *s,
         }
         if (t > worst) worst = t;
     }
+    /* gpipe runs every forward before any backward: the forward phase ends no earlier than
+     * a port's last activation and its way to the last stage, and the backward phase takes
+     * a port's gradients or the slowest replica's backwards after that (a server sending
+     * both adds them above) */
+    if (fphase > 0 && fphase + bphase > worst) worst = fphase + bphase;
     return worst;
 }
 
@@ -223,23 +265,42 @@ static void price(const nm_model *m, const nm_setting *s, nm_part *pt, int exact
     double per = 0, sumlat = 0, botlat = 0, ar = 0, peak = 0, cap = INFINITY;
     int fits = 1, memfits = 1;
     if (sched_kind_chunked(s->kind)) {
-        /* per device: its chunks' compute; links per stage */
+        /* per device: its chunks' compute; links per stage, each transfer over the path
+         * between the two stages' devices (the V kinds' turn stays on its rank; the
+         * interleaved wrap goes back to rank 0) */
         int p = pt->ranks, v = pt->nst / (p > 0 ? p : 1);
+        const double bscale = (double)s->mbsize / m->p->minibatch;
         double devper[NM_MAX_UNITS] = {0};
+        double f[NM_MAX_STAGES], b[NM_MAX_STAGES], bi[NM_MAX_STAGES], bw[NM_MAX_STAGES];
+        double bytes[NM_MAX_STAGES] = {0};
+        int wdev[NM_MAX_UNITS] = {0};
         for (int i = 0; i < pt->nst; i++) {
             const nm_stage *st = &pt->st[i];
-            nm_cost o;
-            nm_setting one = *s;
-            one.kind = SCHED_1F1B_FLUSH;
-            nm_stage_cost(m, &one, st->b0, st->b1, st->u, 1, m->ndev, &o);
+            const nm_range *R = &m->rg[st->u * (m->U + 1) + 1];
+            nm_stage_compute(m, s, st->b0, st->b1, st->u, 1, &f[i], &b[i]);
+            /* the split halves: the simulator's even split of a layer's backward (the
+             * profiles give no other), the forward again in I with recomputation */
+            double rf = s->recompute ? (m->cF[st->b1] - m->cF[st->b0]) * bscale * 1e-3 / R->speed
+                                     : 0;
+            bi[i] = (b[i] - rf) / 2 + rf;
+            bw[i] = (b[i] - rf) / 2;
+            double x = 0;
             int rk = sched_kind_rank(s->kind, i, p);
+            if (rk >= 0 && rk < NM_MAX_UNITS) wdev[rk] = m->order[st->u * m->g];
+            if (i + 1 < pt->nst) {
+                const int a = m->order[st->u * m->g], d = m->order[pt->st[i + 1].u * m->g];
+                double rate, lat;
+                bytes[i] = m->cut[st->b1] * bscale;
+                if (a != d && bytes[i] > 0 && sim_net_path(&m->net, a, d, &rate, &lat) >= 0 &&
+                    rate > 0)
+                    x = bytes[i] / rate + lat;
+            }
             /* blocking transfers: the rank waits for one exchange (one transfer, its
              * neighbours' at once) per steady F-B pair, which runs back to back */
-            devper[rk] += o.c + (s->p2p_sync && o.lat > o.c ? (o.lat - o.c) / 2 : 0);
-            double comm = i + 1 < pt->nst && o.lat > o.c ? (o.lat - o.c) / 2 : 0;
-            if (comm > per) per = comm;
-            sumlat += o.lat - o.c;
-            if (o.cap < cap) cap = o.cap;
+            devper[rk] += f[i] + b[i] + (s->p2p_sync ? x : 0);
+            if (x > per) per = x;
+            sumlat += 2 * x;
+            if (R->cap < cap) cap = R->cap;
         }
         sim_memory mem[NM_MAX_UNITS];
         nm_chunked_memory(m, s, pt, mem);
@@ -253,6 +314,17 @@ static void price(const nm_model *m, const nm_setting *s, nm_part *pt, int exact
         pt->period = per;
         pt->fill = (p - 1) * dmax / v + sumlat;
         pt->ar = 0;
+        /* overlapped transfers: the schedule's order replayed (native_ir.c); blocking
+         * ones keep the closed form */
+        const schedule *sc = s->p2p_sync || s->M < 1 ? NULL : nm_chunked_schedule(m, s, pt);
+        double t = sc && sc->nstages == pt->nst && sc->nworkers == p
+                       ? nm_ir_time(sc, &m->net, wdev, f, b, bi, bw, bytes)
+                       : -1;
+        if (t > 0) {
+            pt->M = s->M;
+            pt->iter_s = t;
+            goto done;
+        }
     } else {
         int W = 0, kzb = nm_pipeline_kzb(m, pt), reps[NM_MAX_STAGES];
         double f[NM_MAX_STAGES], b[NM_MAX_STAGES], x[NM_MAX_STAGES], arx[NM_MAX_STAGES];

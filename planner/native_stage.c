@@ -130,6 +130,18 @@ void nm_stage_memory(const nm_model *m, const nm_setting *s, int b0, int b1, int
     sim_memory_close(&a, s->zero ? 0 : cn->staged * in, cap, out);
 }
 
+void nm_stage_compute(const nm_model *m, const nm_setting *s, int b0, int b1, int u, int r,
+                      double *F, double *B)
+{
+    const nm_range *R = &m->rg[u * (m->U + 1) + r];
+    double scale = (double)s->mbsize / m->p->minibatch * 1e-3 / R->speed;
+    *F = (m->cF[b1] - m->cF[b0]) * scale;
+    *B = (m->cB[b1] - m->cB[b0]) * scale;
+    if (s->recompute) *B += *F;
+    if (b0 == 0 || b1 == m->nb) /* the batch gather, priced as the simulator does */
+        *F += sim_cost_gather_s(m->p, s->mbsize) / R->speed;
+}
+
 /* W: devices of this stage and every later one; given: the stage's memory (its fullest
  * device's), or NULL for the closed form's counts (nm_count_stage). Returns 1 when it fits
  * memory. */
@@ -138,11 +150,8 @@ int nm_stage_cost_k(const nm_model *m, const nm_setting *s, int b0, int b1, int 
 {
     const nm_range *R = &m->rg[u * (m->U + 1) + r];
     int n = r * m->g;
-    double scale = (double)s->mbsize / m->p->minibatch * 1e-3 / R->speed;
-    double F = (m->cF[b1] - m->cF[b0]) * scale, B = (m->cB[b1] - m->cB[b0]) * scale;
-    if (s->recompute) B += F;
-    if (b0 == 0 || b1 == m->nb) /* the batch gather, priced as the simulator does */
-        F += sim_cost_gather_s(m->p, s->mbsize) / R->speed;
+    double F, B;
+    nm_stage_compute(m, s, b0, b1, u, r, &F, &B);
     double c = F + B, P = m->lay[b0 * (m->nb + 1) + b1].params;
     double ar = range_allreduce_s(R, n, P), arx = 0;
     if (ar > 0 && s->grad_sync_end) {
