@@ -90,12 +90,13 @@ static int default_search(const nm_models *ms, const profile *p, const native_op
     native_options od = *o;
     od.schedule = SCHED_1F1B_FLUSH;
     od.no_suggest = 1;
-    nm_setting s = {SCHED_1F1B_FLUSH, o->microbatches,
-                    o->microbatch_size > 0 ? o->microbatch_size : p->minibatch,
-                    o->recompute == 1,
-                    o->chunks > 1 ? o->chunks : sched_kind_chunks(SCHED_1F1B_FLUSH),
-                    o->optimizer, 0, o->nstages,
-                    o->p2p_sync ? 1 : 0, o->grad_sync_end ? 1 : 0, o->zero ? 1 : 0};
+    nm_setting s = {.kind = SCHED_1F1B_FLUSH, .M = o->microbatches,
+                    .mbsize = o->microbatch_size > 0 ? o->microbatch_size : p->minibatch,
+                    .recompute = o->recompute == 1,
+                    .chunks = o->chunks > 1 ? o->chunks : sched_kind_chunks(SCHED_1F1B_FLUSH),
+                    .opt = o->optimizer, .nstages = o->nstages,
+                    .p2p_sync = o->p2p_sync ? 1 : 0,
+                    .grad_sync_end = o->grad_sync_end ? 1 : 0, .zero = o->zero ? 1 : 0};
     memset(dr, 0, sizeof *dr);
     dr->single_samples_per_s = res->single_samples_per_s; /* nm_begin's, as for auto */
     dr->capacity_bytes = res->capacity_bytes;
@@ -170,10 +171,13 @@ int planner_auto(const profile *p, const cluster *c, const native_options *o,
             int before = cs.n, fit = 0;
             /* recomputation off, on, or both (the default), as asked */
             for (int rc = o->recompute == 1 ? 1 : 0; rc <= (o->recompute == 0 ? 0 : 1); rc++) {
-                nm_setting s = {kind, o->microbatches, mb, rc,
-                                o->chunks > 1 ? o->chunks : sched_kind_chunks(kind),
-                                o->optimizer, rc || mb != mb0, o->nstages,
-                                o->p2p_sync ? 1 : 0, o->grad_sync_end ? 1 : 0, o->zero ? 1 : 0};
+                nm_setting s = {.kind = kind, .M = o->microbatches, .mbsize = mb,
+                                .recompute = rc,
+                                .chunks = o->chunks > 1 ? o->chunks : sched_kind_chunks(kind),
+                                .opt = o->optimizer, .quick = rc || mb != mb0,
+                                .nstages = o->nstages, .p2p_sync = o->p2p_sync ? 1 : 0,
+                                .grad_sync_end = o->grad_sync_end ? 1 : 0,
+                                .zero = o->zero ? 1 : 0};
                 /* quick (min-max and one threshold) for recomputation and the smaller
                  * microbatches: they matter when memory is short, where the min-max
                  * partition is what fits */

@@ -1095,11 +1095,15 @@ plan *planner_native(const profile *p, const cluster *c, const native_options *o
         }
         if (planner_auto(p, c, o, res, err)) goto done;
         if (res->nothing_fits) {
-            nm_setting s = {SCHED_1F1B_FLUSH, o->microbatches,
-                            o->microbatch_size > 0 ? o->microbatch_size : p->minibatch, 0,
-                            o->chunks > 1 ? o->chunks : sched_kind_chunks(SCHED_1F1B_FLUSH),
-                            o->optimizer, 0, o->nstages,
-                            o->p2p_sync ? 1 : 0, o->grad_sync_end ? 1 : 0, o->zero ? 1 : 0};
+            nm_setting s = {.kind = SCHED_1F1B_FLUSH, .M = o->microbatches,
+                            .mbsize = o->microbatch_size > 0 ? o->microbatch_size : p->minibatch,
+                            .recompute = 0,
+                            .chunks = o->chunks > 1 ? o->chunks
+                                                    : sched_kind_chunks(SCHED_1F1B_FLUSH),
+                            .opt = o->optimizer, .nstages = o->nstages,
+                            .p2p_sync = o->p2p_sync ? 1 : 0,
+                            .grad_sync_end = o->grad_sync_end ? 1 : 0,
+                            .zero = o->zero ? 1 : 0};
             nm_suggest(p, c, o, &s, res, err);
             goto done;
         }
@@ -1117,12 +1121,14 @@ plan *planner_native(const profile *p, const cluster *c, const native_options *o
     }
     nm_models ms;
     if (nm_begin(p, c, o, res, &ms, err)) goto done;
-    nm_setting s = {(sched_kind)o->schedule, o->microbatches,
-                    o->microbatch_size > 0 ? o->microbatch_size : p->minibatch,
-                    o->recompute == 1,
-                    o->chunks > 1 ? o->chunks : sched_kind_chunks((sched_kind)o->schedule),
-                    o->optimizer, 0, o->nstages,
-                    o->p2p_sync ? 1 : 0, o->grad_sync_end ? 1 : 0, o->zero ? 1 : 0};
+    nm_setting s = {.kind = (sched_kind)o->schedule, .M = o->microbatches,
+                    .mbsize = o->microbatch_size > 0 ? o->microbatch_size : p->minibatch,
+                    .recompute = o->recompute == 1,
+                    .chunks = o->chunks > 1 ? o->chunks
+                                            : sched_kind_chunks((sched_kind)o->schedule),
+                    .opt = o->optimizer, .nstages = o->nstages,
+                    .p2p_sync = o->p2p_sync ? 1 : 0,
+                    .grad_sync_end = o->grad_sync_end ? 1 : 0, .zero = o->zero ? 1 : 0};
     int rc = nm_search(&ms, o, &s, res, err);
     nm_models_free(&ms);
     if (rc) goto done;

@@ -205,8 +205,9 @@ static void check_pair(const char *pname, const char *cname, const profile *p,
     cr_assert_eq(nm_models_build(&ms, p, c, c->ndevices, 0, &e), 0, "%s", e.msg);
     for (int x = 0; x < NKINDS; x++)
         for (int rc = 0; rc < 2; rc++) {
-            nm_setting s = {kinds[x], 0, p->minibatch, rc,
-                            sched_kind_chunked(kinds[x]) ? 2 : 1, opts[turn++ % 3], 1, 0, 0, 0, 0};
+            nm_setting s = {.kind = kinds[x], .M = 0, .mbsize = p->minibatch,
+                            .recompute = rc, .chunks = sched_kind_chunked(kinds[x]) ? 2 : 1,
+                            .opt = opts[turn++ % 3], .quick = 1};
             nm_cands cs = {0};
             int runs = 0;
             cr_assert_geq(nm_gather(&ms, &s, 0, &cs, &runs), 0);
@@ -299,8 +300,9 @@ Test(memory_terms, random_replicated_plans_exact, .timeout = 600)
                 total += n;
             }
             for (int x = 0; x < (int)(sizeof k1 / sizeof k1[0]); x++) {
-                nm_setting s = {k1[x], lcm * ((2 * total + lcm - 1) / lcm), p->minibatch,
-                                (t + x) % 2, 1, OPT_ADAM, 1, 0, 0, 0, 0};
+                nm_setting s = {.kind = k1[x], .M = lcm * ((2 * total + lcm - 1) / lcm),
+                                .mbsize = p->minibatch, .recompute = (t + x) % 2,
+                                .chunks = 1, .opt = OPT_ADAM, .quick = 1};
                 nm_part q = pt;
                 nm_price(&m, &s, &q);
                 char where[256];
@@ -356,7 +358,8 @@ Test(memory_terms, tied_parameters_counted_once)
     cr_assert_eq(nm_model_build(&m, p, c, 2, NULL, 0, &e), 0, "%s", e.msg);
     double total = 0;
     for (int i = 0; i < n; i++) total += p->layers[i].parameter_bytes;
-    nm_setting s = {SCHED_1F1B_FLUSH, 4, p->minibatch, 0, 1, OPT_ADAM, 1, 0, 0, 0, 0};
+    nm_setting s = {.kind = SCHED_1F1B_FLUSH, .M = 4, .mbsize = p->minibatch, .recompute = 0,
+                    .chunks = 1, .opt = OPT_ADAM, .quick = 1};
     /* one stage on one device; then two stages, the tied layers apart */
     nm_part one = {.nst = 1, .st = {{0, m.nb, 0, 1}}, .ranks = 1};
     nm_part two = {.nst = 2, .st = {{0, m.nb / 2, 0, 1}, {m.nb / 2, m.nb, 1, 1}}, .ranks = 2};

@@ -136,9 +136,12 @@ static void check_pair(const char *pname, const char *cname, const profile *p,
                        const cluster *c, void *arg)
 {
     counts *k = arg;
-    nm_setting s1 = {SCHED_1F1B_FLUSH, 16, p->minibatch, 0, 1, OPT_SGD, 1, 0, 0, 0, 0};
-    nm_setting s2 = {SCHED_PIPEDREAM, 16, p->minibatch, 0, 1, OPT_ADAM, 1, 0, 0, 0, 0};
-    nm_setting s3 = {SCHED_GPIPE, 16, p->minibatch, 1, 1, OPT_MOMENTUM, 1, 0, 0, 0, 0};
+    nm_setting s1 = {.kind = SCHED_1F1B_FLUSH, .M = 16, .mbsize = p->minibatch,
+                     .recompute = 0, .chunks = 1, .opt = OPT_SGD, .quick = 1};
+    nm_setting s2 = {.kind = SCHED_PIPEDREAM, .M = 16, .mbsize = p->minibatch,
+                     .recompute = 0, .chunks = 1, .opt = OPT_ADAM, .quick = 1};
+    nm_setting s3 = {.kind = SCHED_GPIPE, .M = 16, .mbsize = p->minibatch, .recompute = 1,
+                     .chunks = 1, .opt = OPT_MOMENTUM, .quick = 1};
     check_one(pname, cname, p, c, s1, k);
     check_one(pname, cname, p, c, s2, k);
     check_one(pname, cname, p, c, s3, k);

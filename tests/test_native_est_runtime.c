@@ -117,8 +117,9 @@ static void compare(const char *cpath, int sync, int end, errs *er)
             nm_part pt;
             even_part(&m, S, reps, &pt);
             for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
-                nm_setting s = {kinds[k], 4 * lcm, p->minibatch / 4, 0, 1, OPT_SGD, 0, 0,
-                                sync, end, 0};
+                nm_setting s = {.kind = kinds[k], .M = 4 * lcm, .mbsize = p->minibatch / 4,
+                                .recompute = 0, .chunks = 1, .opt = OPT_SGD,
+                                .p2p_sync = sync, .grad_sync_end = end};
                 nm_setting s0 = s;
                 s0.p2p_sync = s0.grad_sync_end = 0;
                 nm_part q = pt, q0 = pt;
@@ -196,7 +197,8 @@ Test(native_est_runtime, overlapped_ports_against_the_simulator, .timeout = 120)
             nm_part pt;
             even_part(&m, S, reps, &pt);
             for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
-                nm_setting s = {kinds[k], 4 * lcm, p->minibatch / 4, 0, 1, OPT_SGD, 0, 0, 0, 0};
+                nm_setting s = {.kind = kinds[k], .M = 4 * lcm, .mbsize = p->minibatch / 4,
+                                .recompute = 0, .chunks = 1, .opt = OPT_SGD};
                 nm_part q = pt;
                 nm_price(&m, &s, &q);
                 double sim = simulate_part(&m, &s, &q), err = fabs(q.iter_s / sim - 1);

@@ -409,7 +409,8 @@ Test(native_rr, estimate_against_the_simulator, .timeout = 120)
             nm_part pt;
             cut_part(&m, &seed, S, reps, &pt);
             for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
-                nm_setting s = {kinds[k], 4 * lcm, p->minibatch / 4, 0, 1, OPT_SGD, 0, 0, 0, 0, 0};
+                nm_setting s = {.kind = kinds[k], .M = 4 * lcm, .mbsize = p->minibatch / 4,
+                                .recompute = 0, .chunks = 1, .opt = OPT_SGD};
                 nm_part q = pt;
                 nm_price(&m, &s, &q);
                 double sim = simulate_part(&m, &s, &q), err = q.iter_s / sim - 1;
@@ -503,7 +504,8 @@ static double est_iteration(const plan *base, int S, const int *first, const int
     memset(&pt, 0, sizeof pt);
     pt.nst = pt.ranks = S;
     for (int s = 0; s < S; s++) pt.st[s] = (nm_stage){first[s], first[s + 1], dev0[s], reps[s]};
-    nm_setting st = {kind, M, base->prof->minibatch, 0, 1, OPT_SGD, 0, 0, 0, 0, 0};
+    nm_setting st = {.kind = kind, .M = M, .mbsize = base->prof->minibatch, .recompute = 0,
+                     .chunks = 1, .opt = OPT_SGD};
     nm_price(&m, &st, &pt);
     *simulated = simulate_part(&m, &st, &pt);
     if (out) *out = pt;
@@ -684,7 +686,8 @@ Test(native_rr, straight_pipelines_hold_the_schedules_slots, .timeout = 120)
     pt.st[0] = (nm_stage){0, 4, 0, 1}, pt.st[1] = (nm_stage){4, 5, 1, 1};
     pt.st[2] = (nm_stage){5, 6, 2, 1};
     for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
-        nm_setting s = {kinds[k], 8, base->prof->minibatch, 0, 1, OPT_SGD, 0, 0, 0, 0, 0};
+        nm_setting s = {.kind = kinds[k], .M = 8, .mbsize = base->prof->minibatch,
+                        .recompute = 0, .chunks = 1, .opt = OPT_SGD};
         bad += straight_memory_differs(&m, &s, &pt, &worst);
         n += 3;
     }
@@ -714,7 +717,8 @@ Test(native_rr, straight_pipelines_hold_the_schedules_slots, .timeout = 120)
         memset(&pt, 0, sizeof pt);
         pt.nst = pt.ranks = 12;
         for (int i = 0; i < 12; i++) pt.st[i] = (nm_stage){cuts[i], cuts[i + 1], i, 1};
-        nm_setting s = {kinds[t % 3], 48, p->minibatch, 0, 1, OPT_SGD, 0, 0, 0, 0, 0};
+        nm_setting s = {.kind = kinds[t % 3], .M = 48, .mbsize = p->minibatch,
+                        .recompute = 0, .chunks = 1, .opt = OPT_SGD};
         bad += straight_memory_differs(&m, &s, &pt, &worst);
         n += 12;
     }

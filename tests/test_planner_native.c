@@ -967,8 +967,9 @@ Test(programs, kept_partitions_equal_solved_ones)
                         for (int pass = 0; pass < 4; pass++) {
                             /* quick (solved), full (solved: the quick one has fewer
                              * thresholds), quick and full again (both served) */
-                            nm_setting s = {kinds[k], 4 * c->ndevices, mb, rc, 1,
-                                            OPT_MOMENTUM, pass % 2 == 0, 0, 0, 0, 0};
+                            nm_setting s = {.kind = kinds[k], .M = 4 * c->ndevices,
+                                            .mbsize = mb, .recompute = rc, .chunks = 1,
+                                            .opt = OPT_MOMENTUM, .quick = pass % 2 == 0};
                             int r1 = 0, r2 = 0;
                             int n1 = nm_partitions(&m, &s, kept, 8, &r1);
                             int n2 = nm_partitions(&bare, &s, alone, 8, &r2);
