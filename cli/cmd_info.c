@@ -30,7 +30,9 @@ static void usage(FILE *out)
             "                      (only with a checkpoint among the files)\n"
             "  --check             read a checkpoint whole: every tensor's checksum and values\n"
             "                      (by default its header and size only, as a resume checks\n"
-            "                      them first)\n");
+            "                      them first; with --model)\n"
+            "  -h, --help          this text\n"
+            "Exit status: 0 ok; 2 bad input (nothing printed: every file is read first).\n");
 }
 
 /* A checkpoint of model m: its step and optimizer state, read from the header (ckpt_peek:

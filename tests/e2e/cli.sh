@@ -28,6 +28,17 @@ for c in $("$P" --help | awk '/^commands:/{f=1;next} f&&/^  [a-z]/{print $1}'); 
     check "$c --bogus" 2 "$P" "$c" --bogus-option
     [ "$(wc -l <"$d/err")" = 1 ] || { echo "FAIL $c --bogus: not one line"; cat "$d/err"; fail=1; }
 done
+# every long option a command takes (its getopt tables in cli/) is named by its help, the
+# --model form's included: a help line missing an option is a stale help
+for c in $("$P" --help | awk '/^commands:/{f=1;next} f&&/^  [a-z]/{print $1}'); do
+    src=$(ls cli/cmd_"$c".c cli/cmd_"$c"_*.c 2>/dev/null)
+    [ -n "$src" ] || { echo "FAIL $c: no cli/cmd_$c.c to read its options from"; fail=1; continue; }
+    { "$P" "$c" --help; "$P" "$c" --model x --help; } >"$d/help" 2>&1
+    for o in $(grep -ohE '\{"[a-z0-9-]+", *(no|required|optional)_argument' $src |
+               sed -E 's/^\{"([^"]+)".*/\1/' | sort -u); do
+        grep -q -- "--$o\b" "$d/help" || { echo "FAIL $c --help: no --$o"; fail=1; }
+    done
+done
 # the usage lines point at "plumb CMD --model --help": --help where a value is due is the help
 for c in plan sweep profile; do
     check "$c --model --help" 0 "$P" "$c" --model --help
