@@ -34,8 +34,8 @@ for c in $("$P" --help | awk '/^commands:/{f=1;next} f&&/^  [a-z]/{print $1}'); 
     src=$(ls cli/cmd_"$c".c cli/cmd_"$c"_*.c 2>/dev/null)
     [ -n "$src" ] || { echo "FAIL $c: no cli/cmd_$c.c to read its options from"; fail=1; continue; }
     { "$P" "$c" --help; "$P" "$c" --model x --help; } >"$d/help" 2>&1
-    for o in $(grep -ohE '\{"[a-z0-9-]+", *(no|required|optional)_argument' $src |
-               sed -E 's/^\{"([^"]+)".*/\1/' | sort -u); do
+    for o in $(grep -ohE '\{ *"[a-z0-9-]+", *(no|required|optional)_argument' $src |
+               sed -E 's/^\{ *"([^"]+)".*/\1/' | sort -u); do
         grep -q -- "--$o\b" "$d/help" || { echo "FAIL $c --help: no --$o"; fail=1; }
     done
 done
