@@ -35,7 +35,7 @@ static const char *const usage =
     "                          replica, a multiple of the replica counts)\n"
     "  --microbatch-size N     samples per microbatch (default: the profile's minibatch)\n"
     "  --recompute             always recompute activations in the backward pass (default:\n"
-    "                          only where nothing fits without)\n"
+    "                          both tried, the simulator picks, as plumb plan -p does)\n"
     "  --memory-limit GIB      device memory capacity at most GIB GiB\n"
     "  --optimizer O           sgd, momentum (default) or adam: its state counts in memory\n"
     "  --p2p overlap|sync      every plan's point-to-point transfers, as plumb plan -p takes\n"
