@@ -2,7 +2,8 @@
  * p2p_sync and grad_sync_end: `plumb plan -p --p2p / --grad-sync`, planner/native_runtime.c):
  * the plan returned carries it and its predicted throughput is the simulator's under it;
  * the simulation memo never answers a plan under one runtime with another's figures;
- * --schedule auto skips the kinds the rule's owner (search3d_runtime_check) refuses, with
+ * --schedule auto skips the kinds the rules' owner (plan_runtime_check, asked through
+ * search3d_runtime_check) refuses, with
  * its line; a fixed kind it refuses is refused with that line; the sweep carries it. */
 #include <criterion/criterion.h>
 #include <math.h>

@@ -3,7 +3,8 @@
  * fits a memory limit only with the optimizer state split over a stage's replicas is
  * planned under zero 1, and its plan carries it and simulates to its figure within the
  * limit (the same stages under zero 0 do not fit); the memo's key tells the all-gather
- * apart from the default; the rules are the owner's (search3d_runtime_check): auto skips
+ * apart from the default; the rules are the owner's (plan_runtime_check, through
+ * search3d_runtime_check): auto skips
  * the asynchronous kinds under --overlap-param-gather, which is refused without zero 1;
  * the sweep carries it. The case: VGG-16 (its fc6 layer, node35, holds 392.0 MiB of
  * weights: weights, gradient and momentum 1.15 GiB) on cluster-a-4x4 at 1 GiB per device. */
