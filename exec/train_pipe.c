@@ -326,7 +326,8 @@ int train_run_pipeline(const train_run_cfg *rc, const schedule *s, const int *fi
                       .node_procs = rc->node_procs,
                       .timeout_s = rc->timeout_s, .init_params = cur_w, .init_m = cur_m,
                       .init_v = cur_v, .start_iteration = it0, .want_state = want_state,
-                      .fault = rc->fault, .tp = rc->tp, .sp = rc->sp};
+                      .fault = rc->fault, .tp = rc->tp, .sp = rc->sp,
+                      .zero = rc->zero};
         if (trace && rc->tr && rc->tr->allsum_double) { /* the processes start together */
             double z = 0;
             if (rc->tr->allsum_double(rc->tr, &z, 1, err)) goto done;

@@ -196,8 +196,6 @@ expect_bad bf16 "precision: the executor runs plans with whole-stage recomputati
 plan3d "$d/ck.json" --recompute full
 expect_bad checkpoint-layers "checkpoint_layers: .*--checkpoint-layers 0" \
     "$PLUMB" train "$model" "$d/ck.json" --steps 2
-plan3d "$d/zero.json" --zero 1
-expect_bad zero "zero: the executor runs plans with" "$PLUMB" train "$model" "$d/zero.json" --steps 2
 expect_bad other-model "plan.json: profile.layers: expected 7 layers, one per top-level layer" \
     "$PLUMB" train examples/models/fmnist-mlp.json "$d/plan.json" --steps 2
 sed 's/"intermediate_size": 512/"intermediate_size": 256/' "$llm" > "$d/ffn.json"
