@@ -7,8 +7,9 @@
 # digit (the local transport's reduce-scatter sums each part in the all-reduce's order),
 # each worker's peak memory lower; --checkpoint-every / --save write the whole optimizer
 # state (the same bytes as zero 0's checkpoint) and --resume shards it again, ending where
-# the whole run ends; under `mpirun -np 8 --transport mpi` the 3D plan's test figures are
-# the threads' (2 replicas: each sum is a + b, the same bits in either order).
+# the whole run ends; under `mpirun -np 8 --transport mpi` the 3D plan's test figures and
+# checkpoint are the threads' zero 0 run's (2 replicas: each sum is a + b, the same bits in
+# either order).
 set -u
 PLUMB=${PLUMB:-./plumb}
 d=$(mktemp -d)
@@ -53,7 +54,8 @@ for lay in "--gpus 8 --tp 2 --pp 2 --dp 2" "--gpus 8 --tp 1 --pp 2 --dp 4"; do
         die "$lay: each worker's peak under zero 1 below zero 0's: $(peaks "$d/run0.log") | $(peaks "$d/run1.log")"
     echo "  $lay: $(figures "$d/run1.log" | tail -1); peak MiB zero 0 / 1:" \
         "$(paste -d/ <(peaks "$d/run0.log" | cut -d' ' -f2) <(peaks "$d/run1.log" | cut -d' ' -f2) | tr '\n' ' ')"
-    [ -f "$d/z1-3d.json" ] || { cp "$d/z1.json" "$d/z1-3d.json"; cp "$d/run0.log" "$d/run0-3d.log"; }
+    [ -f "$d/z1-3d.json" ] || { cp "$d/z1.json" "$d/z1-3d.json"; cp "$d/z0.json" "$d/z0-3d.json"
+                                cp "$d/run0.log" "$d/run0-3d.log"; }
 done
 
 # the 2-stage plan of 4 replicas each (z0/z1.json from the last layout): checkpoints hold
@@ -79,14 +81,18 @@ if command -v mpirun > /dev/null 2>&1 && ! "$PLUMB" train "$model" --tp 2 --tran
     mkdir -p "$d/tmpdir"
     TMPDIR="$d/tmpdir" timeout 300 mpirun --allow-run-as-root --oversubscribe -np 8 -x TMPDIR \
         -x OPENBLAS_NUM_THREADS=1 ${ASAN_OPTIONS:+-x ASAN_OPTIONS} "$PLUMB" train "$model" \
-        "$d/z1-3d.json" "${args[@]}" --transport mpi > "$d/mpi.log" 2>&1 ||
+        "$d/z1-3d.json" "${args[@]}" --transport mpi --save "$d/mpi.ck" > "$d/mpi.log" 2>&1 ||
         die "mpirun -np 8: $(cat "$d/mpi.log")"
     grep -q "4 workers x tp 2 (8 ranks)" "$d/mpi.log" || die "not 8 ranks: $(head -3 "$d/mpi.log")"
     # the progress lines need both replicas' losses, in other processes until the end: the
     # test figures (of the final weights) are compared with the threads' zero 0 run
     [ "$(grep '^test:' "$d/mpi.log")" = "$(grep '^test:' "$d/run0-3d.log")" ] ||
         die "mpirun: $(grep '^test:' "$d/mpi.log"), threads: $(grep '^test:' "$d/run0-3d.log")"
-    echo "  $(grep '^test:' "$d/mpi.log"), as the threads' zero 0"
+    # the state gathered over the processes: the threads' zero 0 checkpoint
+    "$PLUMB" train "$model" "$d/z0-3d.json" "${args[@]}" --quiet --save "$d/thr.ck" > "$d/thr.log" 2>&1 ||
+        die "zero 0 --save: $(cat "$d/thr.log")"
+    cmp -s "$d/mpi.ck" "$d/thr.ck" || die "mpirun zero 1's checkpoint differs from the threads' zero 0"
+    echo "  $(grep '^test:' "$d/mpi.log"), as the threads' zero 0; the same checkpoint"
 else
     echo "mpi: SKIP: mpirun or the MPI transport not available"
 fi
