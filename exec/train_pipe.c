@@ -279,10 +279,11 @@ int train_run_pipeline(const train_run_cfg *rc, const schedule *s, const int *fi
     if (log0)
         fprintf(log0,
                 "plumb train: %s (%lld parameters) on %s, %s data (%d samples), %s schedule: "
-                "%d stages on %d workers%s, minibatch %d = %d x %d, %ld steps%s%s%s\n",
+                "%d stages on %d workers%s, minibatch %d = %d x %d, %ld steps%s%s%s%s\n",
                 m->name, m->nparams, rc->bk->name, d->name, d->n, sched_kind_name(s->kind),
                 s->nstages, s->nworkers, tpnote, mbs, s->microbatches, rc->cfg.microbatch, total,
                 rc->recompute ? ", activations recomputed" : "",
+                rc->zero ? ", zero 1 (each replica keeps its share of the optimizer state)" : "",
                 rc->tr ? ", transport " : "", rc->tr ? rc->tr->name : "");
     if (log0 && rc->bk->note && rc->bk->note()) fprintf(log0, "%s\n", rc->bk->note());
     long cores = sysconf(_SC_NPROCESSORS_ONLN);

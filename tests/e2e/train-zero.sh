@@ -45,6 +45,8 @@ for lay in "--gpus 8 --tp 2 --pp 2 --dp 2" "--gpus 8 --tp 1 --pp 2 --dp 4"; do
         "$PLUMB" train "$model" "$d/z$z.json" "${args[@]}" > "$d/run$z.log" 2>&1 ||
             die "$lay zero $z: $(cat "$d/run$z.log")"
     done
+    grep -q "12 steps, zero 1 (each replica keeps its share of the optimizer state)$" \
+        "$d/run1.log" || die "$lay: no zero 1 in the header: $(head -1 "$d/run1.log")"
     [ "$(figures "$d/run0.log" | wc -l)" -eq 5 ] || die "$lay: no figures: $(cat "$d/run0.log")"
     [ "$(figures "$d/run0.log")" = "$(figures "$d/run1.log")" ] ||
         die "$lay: zero 1's figures differ from zero 0's: $(cat "$d/run0.log") against $(cat "$d/run1.log")"
