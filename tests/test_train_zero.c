@@ -4,7 +4,7 @@
  * has the bits of the same part of the all-reduce's sum, and the optimizers are
  * elementwise, so the weights, losses and optimizer state must be the same bits as
  * without it (zero 0) for every optimizer, replica count (shards padded where r does not
- * divide a stage's parameters) and schedule; each replica's device peak is lower by the
+ * divide a stage's parameters) and schedule (synchronous, split backward, asynchronous); each replica's device peak is lower by the
  * state it no longer holds; a run resumed from the gathered state equals a whole one. */
 #include <criterion/criterion.h>
 #include <stdlib.h>
@@ -76,6 +76,9 @@ Test(zero, adam_3x2_padded_same_bits) { same_case(SCHED_1F1B_FLUSH, 3, 2, BK_ADA
 Test(zero, gpipe_2x1_same_bits) { same_case(SCHED_GPIPE, 2, 1, BK_ADAM); }
 /* the split backward (I and W) before the reduce-scatter */
 Test(zero, zbh1_2x2_same_bits) { same_case(SCHED_ZB_H1, 2, 2, BK_ADAM); }
+/* a step per round and stashed weight versions (the stash is taken before the step) */
+Test(zero, pipedream_2x2_same_bits) { same_case(SCHED_PIPEDREAM, 2, 2, BK_ADAM); }
+Test(zero, twobw_2x2_same_bits) { same_case(SCHED_2BW, 2, 2, BK_MOMENTUM); }
 
 /* Adam's two moments at 1/r: each worker's device peak is lower by at least what it no
  * longer holds: 2 whole vectors of n floats against two shards of c = ceil(n / r), the
