@@ -47,6 +47,7 @@ typedef struct rstage {
     long long off;           /* the stage's first parameter in the model's vector */
     int sharded;             /* ZeRO-1 with replicas: the optimizer state is a shard */
     int shard_ready;         /* sharded: the reduce-scatter filled the shard's gradients */
+    long zero_round;         /* sharded: reduce-scatters and all-gathers so far (tags) */
 } rstage;
 
 typedef struct shared {
@@ -353,7 +354,7 @@ static int shard_gather(worker *wk, rstage *rs, const float *shard, float *full)
     const rt_cfg *c = wk->cfg;
     int r = dp_group_of(wk, rs->s);
     return c->tr->all_gather(c->tr, c->bk, wk->ctx, wk->ep, wk->dp_group, r,
-                             rt_ar_tag(rs->s, rs->ar_round++), shard, full,
+                             rt_zero_tag(rs->s, rs->zero_round++), shard, full,
                              (size_t)stage_shard_count(rs->st), &wk->err);
 }
 
@@ -366,7 +367,7 @@ static int shard_reduce(worker *wk, rstage *rs)
     stage_settle_grads(rs->st);
     int r = dp_group_of(wk, rs->s);
     if (c->tr->reduce_scatter(c->tr, c->bk, wk->ctx, wk->ep, wk->dp_group, r,
-                              rt_ar_tag(rs->s, rs->ar_round++), stage_grads(rs->st),
+                              rt_zero_tag(rs->s, rs->zero_round++), stage_grads(rs->st),
                               stage_shard_grads(rs->st), (size_t)stage_shard_count(rs->st),
                               &wk->err))
         return -1;
