@@ -110,7 +110,7 @@ static int probe_init(const model *m, int i, const prof_cfg *cfg, bk_ctx *ctx, p
     memset(pr, 0, sizeof *pr);
     /* the model's first layers give no input gradient in a run (stage_opts.no_input_grad):
      * neither here */
-    stage_opts so = {1, 0, NULL, i < stage_input_grad_from(m)};
+    stage_opts so = {1, 0, NULL, i < stage_input_grad_from(m), 0, 0};
     if (!(pr->st = stage_create_opts(bk, ctx, m, i, i, B, 1, &so, err))) return -1;
     size_t nin = (size_t)B * stage_in_numel(pr->st), nout = (size_t)B * stage_out_numel(pr->st);
     size_t nmax = nin > nout ? nin : nout;

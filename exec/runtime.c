@@ -45,6 +45,9 @@ typedef struct rstage {
     int step_i, ar_i;        /* those run so far (this run) */
     int last_step;           /* list index of the stage's last STEP, -1 */
     long long off;           /* the stage's first parameter in the model's vector */
+    int sharded;             /* ZeRO-1 with replicas: the optimizer state is a shard */
+    int shard_ready;         /* sharded: the reduce-scatter filled the shard's gradients */
+    long zero_round;         /* sharded: reduce-scatters and all-gathers so far (tags) */
 } rstage;
 
 typedef struct shared {
@@ -123,6 +126,18 @@ static void slot_maybe_close(rstage *rs, int i)
 
 static int is_compute(int k) { return k == ACT_F || k == ACT_B || k == ACT_I || k == ACT_W; }
 
+/* ZeRO-1, resuming: uploads the stage's range of the whole state full (host, the model's
+ * vector; NULL: nothing) into the stage's gradients, which hold nothing yet, takes this
+ * replica's shard into shard (device) and zeroes the gradients again. 0, or -1. */
+static int shard_load(worker *wk, rstage *rs, float *shard, const float *full)
+{
+    if (!shard || !full) return 0;
+    if (stage_put_full(rs->st, full + rs->off, stage_grads(rs->st), &wk->err)) return -1;
+    stage_shard_take(rs->st, stage_grads(rs->st), shard);
+    stage_zero_grads(rs->st);
+    return 0;
+}
+
 /* Resuming: uploads the stage's range of the starting weights and optimizer state, and
  * sets its optimizer step count to start_iteration iterations' worth of its STEP actions
  * (every iteration of a drained schedule has the same number). */
@@ -141,6 +156,8 @@ static int stage_load_state(worker *wk, rstage *rs, const action *list, int n)
     if ((c->init_m || c->init_v) && c->opt.kind != BK_SGD) {
         float *m = NULL, *v = NULL;
         if (stage_opt_state(rs->st, c->opt.kind, &m, &v, &wk->err)) return -1;
+        if (rs->sharded) /* whole through the (still unused) gradients, then the shard */
+            return shard_load(wk, rs, m, c->init_m) || shard_load(wk, rs, v, c->init_v) ? -1 : 0;
         if (m && c->init_m && stage_put_full(rs->st, c->init_m + off, m, &wk->err)) return -1;
         if (v && c->init_v && stage_put_full(rs->st, c->init_v + off, v, &wk->err)) return -1;
     }
@@ -254,7 +271,9 @@ static int stage_init(worker *wk, rstage *rs, int s, int replica)
     stage_tp tpc = {wk->rank, c->tp, c->sp, tp_allreduce, wk, tp_reduce_scatter,
                     tp_all_gather};
     /* the first stage's input is the data: its gradient is not wanted */
-    stage_opts so = {split, c->recompute, c->tp > 1 ? &tpc : NULL, rs->first};
+    rs->sharded = c->zero && c->sched->replicas[s] > 1;
+    stage_opts so = {split, c->recompute, c->tp > 1 ? &tpc : NULL, rs->first,
+                     rs->sharded ? c->sched->replicas[s] : 0, replica};
     rs->st = stage_create_opts(c->bk, wk->ctx, c->m, c->stage_first[s], c->stage_last[s],
                                c->microbatch, rs->nslots, &so, &wk->err);
     if (!rs->st) return -1;
@@ -317,6 +336,45 @@ static void release_version(worker *wk, rstage *rs, int v, int i)
     (void)wk;
 }
 
+/* Fills wk->dp_group with the endpoints of stage s's replicas at wk's tensor-parallel
+ * rank (the group of its replicas' collectives); returns how many. */
+static int dp_group_of(worker *wk, int s)
+{
+    const schedule *sc = wk->cfg->sched;
+    const int *grp = sc->stage_workers + sc->stage_first[s];
+    for (int j = 0; j < sc->replicas[s]; j++) wk->dp_group[j] = grp[j] * wk->cfg->tp + wk->rank;
+    return sc->replicas[s];
+}
+
+/* ZeRO-1: all-gathers every replica's shard (shard: this one's, stage_shard_count floats;
+ * may be full's own part) into full (a padded vector of rs: weights, gradients) over the
+ * stage's replicas, as the stage's next collective. 0, or -1 with wk->err set. */
+static int shard_gather(worker *wk, rstage *rs, const float *shard, float *full)
+{
+    const rt_cfg *c = wk->cfg;
+    int r = dp_group_of(wk, rs->s);
+    return c->tr->all_gather(c->tr, c->bk, wk->ctx, wk->ep, wk->dp_group, r,
+                             rt_zero_tag(rs->s, rs->zero_round++), shard, full,
+                             (size_t)stage_shard_count(rs->st), &wk->err);
+}
+
+/* ZeRO-1: the gradients' sum over the replicas, this replica's shard of it only (a
+ * reduce-scatter into stage_shard_grads), in place of the all-reduce. 0, or -1. */
+static int shard_reduce(worker *wk, rstage *rs)
+{
+    const rt_cfg *c = wk->cfg;
+    stage_tp_finish_grads(rs->st); /* what do_step does before the step, done before the sum */
+    stage_settle_grads(rs->st);
+    int r = dp_group_of(wk, rs->s);
+    if (c->tr->reduce_scatter(c->tr, c->bk, wk->ctx, wk->ep, wk->dp_group, r,
+                              rt_zero_tag(rs->s, rs->zero_round++), stage_grads(rs->st),
+                              stage_shard_grads(rs->st), (size_t)stage_shard_count(rs->st),
+                              &wk->err))
+        return -1;
+    rs->shard_ready = 1;
+    return 0;
+}
+
 static int do_step(worker *wk, rstage *rs, const action *a, int i)
 {
     const rt_cfg *c = wk->cfg;
@@ -327,13 +385,28 @@ static int do_step(worker *wk, rstage *rs, const action *a, int i)
         c->bk->copy(wk->ctx, buf, stage_params(rs->st), bytes);
         rs->stash[rs->cur] = buf;
     }
-    stage_tp_finish_grads(rs->st); /* sequence parallelism: the norms' shares summed */
+    if (rs->sharded && !rs->shard_ready)
+        return err_set(&wk->err, NULL, NULL, "worker %d: stage %d: STEP under zero 1 without "
+                       "the replicas' ALLREDUCE before it", wk->w, rs->s);
+    if (!rs->sharded)
+        stage_tp_finish_grads(rs->st); /* sequence parallelism: the norms' shares summed */
+    /* zero 1: the summed gradients are shards: gathered whole where they are wanted */
+    if (c->want_grads && i == rs->last_step && rs->sharded &&
+        shard_gather(wk, rs, stage_shard_grads(rs->st), stage_grads(rs->st)))
+        return -1;
     if (c->want_grads && i == rs->last_step && rs->replica == 0 &&
         stage_out(wk, rs, stage_grads(rs->st), wk->grads_out, wk->chk_grads))
         return -1;
     bk_opt o = c->opt;
     o.step = ++rs->steps;
     if (stage_step(rs->st, &o, &wk->err)) return -1;
+    if (rs->sharded) { /* every replica's stepped shard, to every replica */
+        float *p = stage_params(rs->st);
+        if (shard_gather(wk, rs, p + (size_t)stage_shard_index(rs->st) *
+                                         (size_t)stage_shard_count(rs->st), p))
+            return -1;
+        rs->shard_ready = 0;
+    }
     stage_zero_grads(rs->st);
     rs->cur = a->version >= 0 ? a->version : rs->cur + 1;
     return 0;
@@ -586,10 +659,12 @@ static int run_action(worker *wk, const action *a, int i)
     }
     case ACT_ALLREDUCE: {
         /* among the replicas' ranks of this tensor-parallel rank */
-        const int *grp = sc->stage_workers + sc->stage_first[a->stage];
-        for (int j = 0; j < sc->replicas[a->stage]; j++)
-            wk->dp_group[j] = grp[j] * c->tp + wk->rank;
         bytes = (double)stage_nparams(rs->st) * sizeof(float);
+        if (rs->sharded) {
+            if (shard_reduce(wk, rs)) return -1;
+            break;
+        }
+        dp_group_of(wk, a->stage);
         if (c->tr->allreduce(c->tr, bk, wk->ctx, wk->ep, wk->dp_group, sc->replicas[a->stage],
                              rt_ar_tag(a->stage, rs->ar_round++), stage_grads(rs->st),
                              (size_t)stage_nparams(rs->st), &wk->err))
@@ -655,6 +730,25 @@ static int reserve_staging(worker *wk)
     return rc;
 }
 
+/* ZeRO-1, want_state: each optimizer state vector gathered whole over the stage's replicas
+ * (every replica takes part, in the order of its stages, as every replica of them does)
+ * into the stage's gradients, free after the run's last step, so that the gather needs
+ * no memory of its own; replica 0 writes it out. 0, or -1 with wk->err set. */
+static int state_out_sharded(worker *wk, rstage *rs)
+{
+    const rt_cfg *c = wk->cfg;
+    float *m = NULL, *v = NULL, *buf = stage_grads(rs->st);
+    if (stage_opt_state(rs->st, c->opt.kind, &m, &v, &wk->err)) return -1;
+    if (m && (shard_gather(wk, rs, m, buf) ||
+              (rs->replica == 0 && stage_out(wk, rs, buf, wk->m_out, NULL))))
+        return -1;
+    if (v && (shard_gather(wk, rs, v, buf) ||
+              (rs->replica == 0 && stage_out(wk, rs, buf, wk->v_out, NULL))))
+        return -1;
+    stage_zero_grads(rs->st);
+    return 0;
+}
+
 static void *worker_main(void *arg)
 {
     worker *wk = arg;
@@ -699,6 +793,15 @@ static void *worker_main(void *arg)
         if (run_action(wk, &sc->acts[wk->w][i], i)) { fail(wk); return NULL; }
     for (int k = 0; k < wk->nst; k++) {
         rstage *rs = &wk->st[k];
+        if (rs->sharded && c->want_state && c->opt.kind != BK_SGD) {
+            if (state_out_sharded(wk, rs)) { fail(wk); return NULL; }
+            if (rs->replica == 0 &&
+                stage_out(wk, rs, stage_params(rs->st), wk->params_out, wk->chk_params)) {
+                fail(wk);
+                return NULL;
+            }
+            continue;
+        }
         if (rs->replica != 0) continue;
         if (stage_out(wk, rs, stage_params(rs->st), wk->params_out, wk->chk_params)) {
             fail(wk);

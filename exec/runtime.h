@@ -88,6 +88,11 @@ typedef struct rt_cfg {
     int sp;                    /* 1: sequence parallelism within each group (stage_tp.seq;
                                   needs tp > 1; zero-bubble schedules included) */
     int want_grads;            /* 1: fill rt_result.grads */
+    /* ZeRO-1 (the distributed optimizer; 0: none): each replica of a stage with r > 1
+     * replicas keeps 1/r of its optimizer state (stage.h's shards): ALLREDUCE becomes a
+     * reduce-scatter of the gradients, STEP steps the replica's shard and all-gathers the
+     * weights. Resuming shards init_m / init_v; want_state gathers the state whole. */
+    int zero;
 } rt_cfg;
 
 typedef struct rt_result {

@@ -122,6 +122,10 @@ int runtime_tag_text(const schedule *s, long tag, char *buf, size_t n)
     if (t >= RT_TP_TAG_BASE)
         return snprintf(buf, n, "the tensor-parallel group's collective %ld",
                         t - RT_TP_TAG_BASE + 1);
+    if (t >= RT_ZERO_TAG_BASE)
+        return snprintf(buf, n, "the replicas' reduce-scatter or all-gather %ld of stage %ld "
+                        "(zero 1)", (t - RT_ZERO_TAG_BASE) % RT_AR_TAG_STRIDE + 1,
+                        (t - RT_ZERO_TAG_BASE) / RT_AR_TAG_STRIDE);
     return snprintf(buf, n, "the replicas' all-reduce %ld of stage %ld",
                     t % RT_AR_TAG_STRIDE + 1, t / RT_AR_TAG_STRIDE);
 }

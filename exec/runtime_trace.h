@@ -15,6 +15,9 @@
  * makes the same calls in the same order), from RT_TP_TAG_BASE on. */
 #define RT_AR_TAG_STRIDE 1000003L
 #define RT_TP_TAG_BASE (1L << 40)
+/* ZeRO-1's reduce-scatters and all-gathers among a stage's replicas (rt_cfg.zero): number
+ * `round` of the stage from RT_ZERO_TAG_BASE + stage x RT_AR_TAG_STRIDE on */
+#define RT_ZERO_TAG_BASE (1L << 36)
 
 static inline long rt_msg_tag(const schedule *s, int mb, int recv_stage, int grad)
 {
@@ -24,6 +27,11 @@ static inline long rt_msg_tag(const schedule *s, int mb, int recv_stage, int gra
 static inline long rt_ar_tag(int stage, long round)
 {
     return (long)stage * RT_AR_TAG_STRIDE + round;
+}
+
+static inline long rt_zero_tag(int stage, long round)
+{
+    return RT_ZERO_TAG_BASE + rt_ar_tag(stage, round);
 }
 
 static inline long rt_tp_tag(long round)

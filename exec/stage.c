@@ -212,7 +212,7 @@ int stage_input_grad_from(const model *m)
 stage *stage_create(const backend *bk, bk_ctx *ctx, const model *m, int first, int last,
                     int max_batch, int nslots, int split_bw, plumb_err *err)
 {
-    stage_opts o = {split_bw, 0, NULL, 0};
+    stage_opts o = {split_bw, 0, NULL, 0, 0, 0};
     return stage_create_opts(bk, ctx, m, first, last, max_batch, nslots, &o, err);
 }
 
@@ -268,8 +268,10 @@ stage *stage_create_opts(const backend *bk, bk_ctx *ctx, const model *m, int fir
         goto fail;
     st->dx_from = dx_needed_from(&m->layers[first], st->nnodes, !o->no_input_grad);
     if (share_dx(st, err)) goto fail;
-    if (!(st->params = dalloc(st, (size_t)st->nparams, err)) ||
-        !(st->grads = dalloc(st, (size_t)st->nparams, err)))
+    stage_shard_plan(st, o->zero_parts, o->zero_index);
+    if (!(st->params = dalloc(st, (size_t)st->zalloc, err)) ||
+        !(st->grads = dalloc(st, (size_t)st->zalloc, err)) ||
+        (st->zparts > 1 && !(st->zgrads = dalloc(st, (size_t)st->zcount, err))))
         goto fail;
     if (!(st->input = slot_array(st, (size_t)max_batch * st->nodes[0].in_n, err))) goto fail;
     if (st->recompute &&
@@ -316,6 +318,7 @@ void stage_free(stage *st)
     if (st->targets) slot_free(st, (float **)st->targets);
     st->bk->free(st->ctx, st->params);
     st->bk->free(st->ctx, st->grads);
+    st->bk->free(st->ctx, st->zgrads);
     st->bk->free(st->ctx, st->opt_m);
     st->bk->free(st->ctx, st->opt_v);
     st->bk->free(st->ctx, st->zero_pos);
@@ -343,7 +346,7 @@ int stage_has_loss(const stage *st) { return st->last == st->m->nlayers - 1; }
 
 void stage_zero_grads(stage *st)
 {
-    st->bk->zero(st->ctx, st->grads, (size_t)st->nparams * sizeof(float));
+    st->bk->zero(st->ctx, st->grads, (size_t)st->zalloc * sizeof(float));
 }
 
 static bk_conv conv_geom(const layer *L, int B)
@@ -636,7 +639,7 @@ int stage_loss(stage *st, int slot, int B, double *loss_sum, double *correct_sum
 
 int stage_opt_state(stage *st, int kind, float **m, float **v, plumb_err *err)
 {
-    size_t n = (size_t)st->nparams;
+    size_t n = (size_t)st->zcount;
     if (kind != BK_SGD && !st->opt_m && !(st->opt_m = dalloc(st, n, err))) return -1;
     if (kind == BK_ADAM && !st->opt_v && !(st->opt_v = dalloc(st, n, err))) return -1;
     *m = kind != BK_SGD ? st->opt_m : NULL;
@@ -644,16 +647,26 @@ int stage_opt_state(stage *st, int kind, float **m, float **v, plumb_err *err)
     return 0;
 }
 
-int stage_step(stage *st, const bk_opt *o, plumb_err *err)
+void stage_settle_grads(stage *st)
 {
-    size_t n = (size_t)st->nparams;
     const snode *e = &st->nodes[0];
     if (e->role == TP_VOCAB) /* the zero row's gradient (other ranks' tokens): it stays 0 */
         st->bk->zero(st->ctx, st->grads + e->poff + (size_t)(e->vocab - 1) * e->L->dim,
                      (size_t)e->L->dim * sizeof(float));
-    if (o->kind != BK_SGD && !st->opt_m && !(st->opt_m = dalloc(st, n, err))) return -1;
-    if (o->kind == BK_ADAM && !st->opt_v && !(st->opt_v = dalloc(st, n, err))) return -1;
-    st->bk->opt_step(st->ctx, o, n, st->params, st->grads, st->opt_m, st->opt_v);
-    return 0;
 }
 
+int stage_step(stage *st, const bk_opt *o, plumb_err *err)
+{
+    stage_settle_grads(st);
+    float *m = NULL, *v = NULL;
+    if (stage_opt_state(st, o->kind, &m, &v, err)) return -1;
+    if (st->zparts <= 1) {
+        st->bk->opt_step(st->ctx, o, (size_t)st->nparams, st->params, st->grads, m, v);
+        return 0;
+    }
+    /* the owned shard's real floats (the last shards may be padding, partly or wholly) */
+    long long lo = (long long)st->zindex * st->zcount, n = st->nparams - lo;
+    if (n > st->zcount) n = st->zcount;
+    if (n > 0) st->bk->opt_step(st->ctx, o, (size_t)n, st->params + lo, st->zgrads, m, v);
+    return 0;
+}

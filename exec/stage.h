@@ -46,6 +46,9 @@ typedef struct stage_opts {
     int recompute;
     const struct stage_tp *tp; /* NULL: no tensor parallelism */
     int no_input_grad;
+    /* ZeRO-1 (exec/stage_zero.c): the stage is replica zero_index of zero_parts > 1 data-
+     * parallel replicas that each keep 1/zero_parts of its optimizer state; <= 1: none */
+    int zero_parts, zero_index;
 } stage_opts;
 
 /* Tensor parallelism (exec/tp.h's layout): this stage is rank `rank` of a group of `size`
@@ -161,13 +164,35 @@ float *stage_params(stage *st);
 float *stage_grads(stage *st);
 void stage_zero_grads(stage *st);
 /* One optimizer step on the stage's own parameters with its gradients (state allocated on
- * first use). Does not zero the gradients. Returns 0, or -1 with err when out of memory. */
+ * first use); with ZeRO-1, on the owned shard only, from stage_shard_grads (the caller
+ * all-gathers the weights after). Does not zero the gradients. Returns 0, or -1 with err when out of memory. */
 int stage_step(stage *st, const bk_opt *o, plumb_err *err);
 
-/* The optimizer state vectors (device, stage_nparams floats), allocated zeroed for `kind`
+/* The optimizer state vectors (device, stage_nparams floats; with ZeRO-1 the shard's
+ * stage_shard_count floats), allocated zeroed for `kind`
  * when missing: *m for momentum and Adam, *v for Adam; NULL where the optimizer has none.
  * Returns 0, or -1 with err when out of memory. */
 int stage_opt_state(stage *st, int kind, float **m, float **v, plumb_err *err);
+
+/* ZeRO-1 (stage_opts.zero_parts = r > 1, exec/stage_zero.c): the parameters and
+ * gradients are allocated padded to r x stage_shard_count floats (the padding zero), split
+ * into r contiguous shards; replica i owns shard i: the floats [i c, (i + 1) c) of the
+ * vectors, c = stage_shard_count. The replicas reduce-scatter their gradients into
+ * stage_shard_grads (c floats), stage_step updates the owned shard of the weights from it
+ * with optimizer state of c floats (stage_opt_state returns those), and the replicas then
+ * all-gather the weights. Without zero_parts: stage_shard_count is stage_nparams and
+ * stage_shard_grads NULL. */
+long long stage_shard_count(const stage *st);
+int stage_shard_parts(const stage *st);
+int stage_shard_index(const stage *st);
+float *stage_shard_grads(stage *st);
+/* Makes the gradients final before they are summed over replicas: clears the vocabulary-
+ * parallel zero row's gradient (stage_step does it too; doing it twice is harmless). */
+void stage_settle_grads(stage *st);
+/* Copies this replica's shard of a whole device vector full (stage_nparams floats or more,
+ * e.g. the gradients' buffer holding an uploaded optimizer state) into the shard-sized
+ * vector shard (c floats). Nothing without zero_parts. */
+void stage_shard_take(stage *st, const float *full, float *shard);
 
 /* Targets per sample of the loss, samples' input floats, output floats per sample. */
 size_t stage_in_numel(const stage *st);

@@ -66,6 +66,11 @@ struct stage {
     float *seqtmp;          /* and the same in rank order, (tp, max_batch, T / tp, F): what
                                the collectives move */
     size_t seq_floats;      /* the floats of each */
+    int zparts, zindex;     /* ZeRO-1: replicas sharing the optimizer state, this one's
+                               shard; zparts 1: none */
+    long long zcount;       /* floats per shard (nparams without ZeRO-1) */
+    long long zalloc;       /* floats allocated for params and grads: zparts x zcount */
+    float *zgrads;          /* ZeRO-1: the summed gradients of the owned shard (zcount) */
 };
 
 static inline int stage_has_weights(const layer *L)
@@ -93,6 +98,9 @@ void stage_xent_tp_bwd(stage *st, snode *n, int N, const float *probs, float *dx
  * moves (tp - 1) / tp of the whole per rank each way; the rank-order copy between the
  * sequence order and the collectives' stays on the device (st->seqtmp). dst must not be
  * seqtmp; full is left changed. */
+/* Sets st's ZeRO-1 shard (exec/stage_zero.c): parts replicas (<= 1: none, one shard of
+ * nparams), this one `index`; fills zparts, zindex, zcount and zalloc from nparams. */
+void stage_shard_plan(stage *st, int parts, int index);
 void stage_seq_gather(stage *st, const float *src, float *dst, int B, int F);
 void stage_seq_scatter(stage *st, float *full, float *dst, int B, int F);
 

@@ -56,7 +56,7 @@ seq_trainer *seqtrain_create(const backend *bk, bk_ctx *ctx, const model *m,
     t->ctx = ctx;
     t->m = m;
     t->cfg = *cfg;
-    stage_opts so = {0, 0, NULL, 1}; /* the input is the data: no input gradient */
+    stage_opts so = {0, 0, NULL, 1, 0, 0}; /* the input is the data: no input gradient */
     t->st = stage_create_opts(bk, ctx, m, 0, m->nlayers - 1, cfg->microbatch, 1, &so, err);
     if (!t->st) { free(t); return NULL; }
     return t;

@@ -108,6 +108,7 @@ typedef struct train_run_cfg {
     double timeout_s;         /* receive timeout of the transport (<= 0: 120 s) */
     int tp;                   /* tensor-parallel ranks per worker (rt_cfg.tp; <= 1: none) */
     int sp;                   /* sequence parallelism in the groups (rt_cfg.sp) */
+    int zero;                 /* ZeRO-1 among each stage's replicas (rt_cfg.zero) */
 } train_run_cfg;
 
 typedef struct train_result {

@@ -279,10 +279,11 @@ int train_run_pipeline(const train_run_cfg *rc, const schedule *s, const int *fi
     if (log0)
         fprintf(log0,
                 "plumb train: %s (%lld parameters) on %s, %s data (%d samples), %s schedule: "
-                "%d stages on %d workers%s, minibatch %d = %d x %d, %ld steps%s%s%s\n",
+                "%d stages on %d workers%s, minibatch %d = %d x %d, %ld steps%s%s%s%s\n",
                 m->name, m->nparams, rc->bk->name, d->name, d->n, sched_kind_name(s->kind),
                 s->nstages, s->nworkers, tpnote, mbs, s->microbatches, rc->cfg.microbatch, total,
                 rc->recompute ? ", activations recomputed" : "",
+                rc->zero ? ", zero 1 (each replica keeps its share of the optimizer state)" : "",
                 rc->tr ? ", transport " : "", rc->tr ? rc->tr->name : "");
     if (log0 && rc->bk->note && rc->bk->note()) fprintf(log0, "%s\n", rc->bk->note());
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
@@ -326,7 +327,8 @@ int train_run_pipeline(const train_run_cfg *rc, const schedule *s, const int *fi
                       .node_procs = rc->node_procs,
                       .timeout_s = rc->timeout_s, .init_params = cur_w, .init_m = cur_m,
                       .init_v = cur_v, .start_iteration = it0, .want_state = want_state,
-                      .fault = rc->fault, .tp = rc->tp, .sp = rc->sp};
+                      .fault = rc->fault, .tp = rc->tp, .sp = rc->sp,
+                      .zero = rc->zero};
         if (trace && rc->tr && rc->tr->allsum_double) { /* the processes start together */
             double z = 0;
             if (rc->tr->allsum_double(rc->tr, &z, 1, err)) goto done;

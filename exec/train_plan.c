@@ -188,14 +188,14 @@ static int plan_supported(const plan *pl, plumb_err *err)
     const char *f = pl->checkpoint_layers > 0 ? "checkpoint_layers"
                   : pl->recompute == RECOMPUTE_SELECTIVE ? "recompute"
                   : pl->precision == DEV_BF16 || pl->precision == DEV_FP16 ? "precision"
-                  : pl->zero ? "zero" : NULL;
+                  : NULL;
     if (f)
         return err_set(err, NULL, f, "the executor runs plans with whole-stage recomputation "
-                       "(recompute none, or full with checkpoint_layers 0), fp32 or tf32 and "
-                       "zero 0 (this plan has checkpoint_layers %d, recompute %s, %s, zero %d); "
-                       "plumb plan --model takes --checkpoint-layers 0, --precision fp32 and "
-                       "--zero 0", pl->checkpoint_layers, recompute_kind_name(pl->recompute),
-                       dev_precision_name(pl->precision), pl->zero), 2;
+                       "(recompute none, or full with checkpoint_layers 0) and fp32 or tf32 "
+                       "(this plan has checkpoint_layers %d, recompute %s, %s); "
+                       "plumb plan --model takes --checkpoint-layers 0 and --precision fp32",
+                       pl->checkpoint_layers, recompute_kind_name(pl->recompute),
+                       dev_precision_name(pl->precision)), 2;
     return 0;
 }
 
@@ -269,6 +269,7 @@ int train_from_plan(train_run_cfg *cfg, const plan *pl, const char *schedname, i
     if (pl) { /* what the plan says runs */
         cfg->tp = pl->tp;
         cfg->sp = pl->sequence_parallel;
+        cfg->zero = pl->zero;
         if (pl->recompute == RECOMPUTE_FULL) cfg->recompute = 1;
     }
     cfg->make_sched = train_pipeline_segment;

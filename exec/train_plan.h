@@ -48,9 +48,9 @@ int train_plan_layers(const model *m, const plan *pl, int *lo, int *hi);
 
 /* The pipeline cfg runs: with pl (checked by train_plan_check), its stages mapped onto
  * m's layers (train_plan_layers), its schedule, tp, sequence parallelism and full
- * recomputation (cfg->tp, cfg->sp, cfg->recompute are set from it; a plan the executor
- * does not run, with checkpoint_layers > 0, selective recomputation, bf16/fp16, zero 1 or
- * sequence parallelism under a split backward, is bad input: one line naming the field);
+ * recomputation and ZeRO-1 (cfg->tp, cfg->sp, cfg->recompute, cfg->zero are set from it;
+ * a plan the executor does not run, with checkpoint_layers > 0, selective recomputation,
+ * bf16/fp16 or sequence parallelism under a split backward, is bad input: one line naming the field);
  * else `schedname` (NULL: 1f1b-flush) over nstages stages (0: 2; 1 when schedname is NULL
  * too) split by forward FLOPs with the planner's even partitioner, nmicro microbatches per
  * iteration. The iteration count is cfg->steps, or cfg->epochs x the minibatches in

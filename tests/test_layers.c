@@ -453,7 +453,7 @@ static float *grads_of(const backend *bk, const model *m, int last, int split, i
 {
     plumb_err e = {{0}};
     bk_ctx *c = bk->create(0, &e);
-    stage_opts o = {split, recompute, NULL, no_dx};
+    stage_opts o = {split, recompute, NULL, no_dx, 0, 0};
     stage *st = stage_create_opts(bk, c, m, 0, last, 3, 2, &o, &e);
     cr_assert(st, "%s", e.msg);
     size_t nin = 3 * stage_in_numel(st), nout = 3 * stage_out_numel(st);

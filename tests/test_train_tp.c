@@ -498,7 +498,7 @@ Test(tp, shards_gather_to_whole)
     long long local = 0;
     for (int r = 0; r < 4; r++) {
         stage_tp t = {.rank = r, .size = 4};
-        stage_opts o = {0, 0, &t, 0};
+        stage_opts o = {0, 0, &t, 0, 0, 0};
         stage *st = stage_create_opts(bk, c, f.m, 1, 2, 2, 1, &o, &e);
         cr_assert(st, "%s", e.msg);
         cr_assert_eq(stage_full_nparams(st), n);
@@ -527,7 +527,7 @@ Test(tp, shards_gather_to_whole)
     for (long long i = 0; i < ne; i++) emb[i] = (float)(i + 1);
     for (int r = 0; r < 4; r++) {
         stage_tp t = {.rank = r, .size = 4};
-        stage_opts o = {0, 0, &t, 0};
+        stage_opts o = {0, 0, &t, 0, 0, 0};
         stage *st = stage_create_opts(bk, c, f.m, 0, 0, 2, 1, &o, &e);
         cr_assert(st, "%s", e.msg);
         cr_assert_eq(stage_nparams(st), (V / 4 + 1 + T) * D);

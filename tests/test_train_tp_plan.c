@@ -174,7 +174,6 @@ Test(train_tp_plan, what_the_executor_runs_and_refuses)
         {set_bf16, "precision: the executor runs plans with"},
         {set_full, "checkpoint_layers: the executor runs plans with"},
         {set_selective, "recompute: the executor runs plans with"},
-        {set_zero, "zero: the executor runs plans with"},
     };
     plumb_err e = {{0}};
     model *m = model_load(MODEL, &e);
@@ -193,10 +192,10 @@ Test(train_tp_plan, what_the_executor_runs_and_refuses)
         cr_assert_null(tpl.sched);
         plan_free(pl);
     }
-    /* full recomputation of whole stages, and sequence parallelism under 1F1B and under
-     * zb-h1's split backward, run */
-    void (*ok[])(layout3d_options *) = {set_full0, set_sp, set_sp_zb};
-    for (int k = 0; k < 3; k++) {
+    /* full recomputation of whole stages, sequence parallelism under 1F1B and under
+     * zb-h1's split backward, and ZeRO-1 (the replicas' shards of the optimizer state) run */
+    void (*ok[])(layout3d_options *) = {set_full0, set_sp, set_sp_zb, set_zero};
+    for (int k = 0; k < 4; k++) {
         plan *pl = make_plan(t, 2, 2, 2, ok[k], &e);
         cr_assert_not_null(pl, "%s", e.msg);
         cr_assert_eq(train_plan_check(m, MODEL, pl, "plan.json", &e), 0, "%s", e.msg);
@@ -205,7 +204,8 @@ Test(train_tp_plan, what_the_executor_runs_and_refuses)
         train_pipeline tpl;
         cr_assert_eq(train_from_plan(&cfg, pl, NULL, 0, 4, &tpl, &e), 0, "%s", e.msg);
         cr_assert_eq(cfg.recompute, k == 0);
-        cr_assert_eq(cfg.sp, k >= 1);
+        cr_assert_eq(cfg.sp, k == 1 || k == 2);
+        cr_assert_eq(cfg.zero, k == 3);
         train_pipeline_free(&tpl);
         plan_free(pl);
     }

@@ -127,7 +127,8 @@ Test(train_trace, every_process_gets_every_event)
 /* A transport's timeout names a message by its tag; runtime_tag_text reads it back as what
  * it carries: pipeline messages ((microbatch x stages + receiving stage) x 2 + gradient)
  * and both messages (-(2 t + 1), -(2 t + 2)) of collective t, tensor-parallel (from 2^40
- * on, numbered from 1) or a replicas' all-reduce (stage x 1000003 + round). */
+ * on, numbered from 1), a replicas' all-reduce (stage x 1000003 + round) or, under zero 1,
+ * their reduce-scatter or all-gather (from 2^36 on, as the all-reduce). */
 Test(train_trace, message_tags_read_as_what_they_carry)
 {
     schedule s;
@@ -146,6 +147,9 @@ Test(train_trace, message_tags_read_as_what_they_carry)
     t = 1 * 1000003L + 2;
     runtime_tag_text(&s, -(2 * t + 2), buf, sizeof buf);
     cr_assert_str_eq(buf, "the replicas' all-reduce 3 of stage 1");
+    t = (1L << 36) + 1 * 1000003L + 4; /* zero 1: reduce-scatters and all-gathers */
+    runtime_tag_text(&s, -(2 * t + 1), buf, sizeof buf);
+    cr_assert_str_eq(buf, "the replicas' reduce-scatter or all-gather 5 of stage 1 (zero 1)");
 }
 
 /* The transport's collective messages (exec/transport.h) and the runtime's own tags

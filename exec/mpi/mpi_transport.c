@@ -247,8 +247,8 @@ static const struct {
     const char *what, *call, *wait;
 } coll_names[] = {
     [COLL_AR] = {"all-reduce", "MPI_Iallreduce", "a gradient all-reduce"},
-    [COLL_RS] = {"reduce-scatter", "MPI_Ireduce_scatter_block", "a tensor-parallel reduce-scatter"},
-    [COLL_AG] = {"all-gather", "MPI_Iallgather", "a tensor-parallel all-gather"},
+    [COLL_RS] = {"reduce-scatter", "MPI_Ireduce_scatter_block", "a reduce-scatter"},
+    [COLL_AG] = {"all-gather", "MPI_Iallgather", "an all-gather"},
 };
 
 /* Runs collective `kind` over group grp (n members, self among them): an all-reduce of

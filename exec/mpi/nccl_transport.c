@@ -505,8 +505,8 @@ static const struct {
     const char *what, *call, *wait;
 } coll_names[] = {
     [COLL_AR] = {"all-reduce", "ncclAllReduce", "the gradient all-reduce"},
-    [COLL_RS] = {"reduce-scatter", "ncclReduceScatter", "a tensor-parallel reduce-scatter"},
-    [COLL_AG] = {"all-gather", "ncclAllGather", "a tensor-parallel all-gather"},
+    [COLL_RS] = {"reduce-scatter", "ncclReduceScatter", "a reduce-scatter"},
+    [COLL_AG] = {"all-gather", "ncclAllGather", "an all-gather"},
 };
 
 /* Runs collective `kind` over members (n, self among them): an all-reduce of count floats

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # cuemu-nccl.sh: the nccl transport under mpirun on cuemu (tests/cuemu/cuemu_nccl.cc: NCCL
 # emulated between processes through files), 2 ranks on the CPU: a 2-stage GPipe and a
-# 2-stage PipeDream pipeline and a stage on 2 replicas (ncclAllReduce) give the same final
-# weights, byte for byte, as the local transport on cuemu, and 2-stage pipelines the same
+# 2-stage PipeDream pipeline and a stage on 2 replicas (ncclAllReduce; and under ZeRO-1,
+# ncclReduceScatter and ncclAllGather, also zero 0's) give the same final weights, byte for
+# byte, as the local transport on cuemu, and 2-stage pipelines the same
 # peak memory per worker, each on the same device; a failing, a killed and a silent
 # rank end the run with an error in bounded time; the communicators leave no files behind
 # (TMPDIR is a fresh folder); a rank that cannot create the transport ends the job.
@@ -106,6 +107,16 @@ same "gpipe, 2 stages" "$model" --schedule gpipe --stages 2
 same "pipedream, 2 stages" "$model" --schedule pipedream --stages 2
 # one stage of the whole model on 2 replicas: the gradient all-reduce
 same "one stage on 2 replicas (ncclAllReduce)" "$model" tests/data/fmnist-mlp-2-replicas.json
+# the same under ZeRO-1: each replica's half of the momentum (ncclReduceScatter of the
+# gradients, ncclAllGather of the weights), the whole state gathered on --save: the
+# checkpoint is the local transport's, and the local one's is zero 0's (2 replicas: a + b)
+cp "$tmp/local.ck" "$tmp/zero0.ck"
+sed -e 's|"format": "plumb-plan/1",|"format": "plumb-plan/1", "zero": 1,|' \
+    -e "s|\"cluster\": \"../../|\"cluster\": \"$PWD/|" tests/data/fmnist-mlp-2-replicas.json \
+    > "$tmp/zero1.json"
+same "one stage on 2 replicas, zero 1 (ncclReduceScatter, ncclAllGather)" "$model" "$tmp/zero1.json"
+cmp -s "$tmp/zero0.ck" "$tmp/local.ck" || fail "zero 1's checkpoint differs from zero 0's"
+echo "  and zero 0's checkpoint"
 echo "local vs nccl transport: peak memory per worker"
 same_peak "gpipe, 2 stages" "$model" --schedule gpipe --stages 2
 same_peak "1f1b, 2 stages" "$model" --schedule 1f1b-flush --stages 2

@@ -5,11 +5,12 @@
 # threads; and under `mpirun -np 8 --transport mpi`, one process per rank) with the losses
 # and test figures of sequential training of the same minibatches (within 2e-4, as
 # train-tp.sh: only the summation order differs) and of the flags' run (--tp 2 --schedule
-# 1f1b-flush --stages 2); six more layouts and options end with the sequential figures;
-# --trace records it (under mpirun the processes' traces gathered into one) and `plumb
-# compare` sets `plumb sim`'s prediction of the same plan beside it; a wrong -np, plans of
-# another model and plans the executor does not run get one line and status 2, before any
-# output; a stalled rank's timeout names the worker, tp rank, stage and replica.
+# 1f1b-flush --stages 2); eight more layouts and options (two with zero 1: train-zero.sh)
+# end with the sequential figures; --trace records it (under mpirun the processes' traces
+# gathered into one) and `plumb compare` sets `plumb sim`'s prediction of the same plan
+# beside it; a wrong -np, plans of another model and plans the executor does not run get
+# one line and status 2, before any output; a stalled rank's timeout names the worker, tp
+# rank, stage and replica.
 set -u
 PLUMB=${PLUMB:-./plumb}
 d=$(mktemp -d)
@@ -78,7 +79,9 @@ close() { # $1 $2 final lines: the same three figures, each within 2e-4
 for lay in "--tp 4 --pp 2 --dp 1" "--tp 1 --pp 4 --dp 2" "--tp 2 --pp 2 --dp 2 --interleave 2" \
     "--tp 2 --pp 2 --dp 2 --sequence-parallel" "--tp 2 --pp 2 --dp 2 --schedule zb-h1" \
     "--tp 2 --pp 2 --dp 2 --sequence-parallel --schedule zb-h1" \
-    "--tp 2 --pp 2 --dp 2 --recompute full --checkpoint-layers 0"; do
+    "--tp 2 --pp 2 --dp 2 --recompute full --checkpoint-layers 0" \
+    "--tp 2 --pp 2 --dp 2 --interleave 2 --zero 1" \
+    "--tp 2 --pp 2 --dp 2 --sequence-parallel --schedule zb-h1 --zero 1"; do
     # shellcheck disable=SC2086
     "$PLUMB" plan --model "$llm" -c "$clus" --gpus 8 $lay --global-batch 8 --microbatch-size 2 \
         --precision fp32 -o "$d/lay.json" > "$d/plan.log" 2>&1 || die "plan $lay: $(cat "$d/plan.log")"
@@ -196,8 +199,6 @@ expect_bad bf16 "precision: the executor runs plans with whole-stage recomputati
 plan3d "$d/ck.json" --recompute full
 expect_bad checkpoint-layers "checkpoint_layers: .*--checkpoint-layers 0" \
     "$PLUMB" train "$model" "$d/ck.json" --steps 2
-plan3d "$d/zero.json" --zero 1
-expect_bad zero "zero: the executor runs plans with" "$PLUMB" train "$model" "$d/zero.json" --steps 2
 expect_bad other-model "plan.json: profile.layers: expected 7 layers, one per top-level layer" \
     "$PLUMB" train examples/models/fmnist-mlp.json "$d/plan.json" --steps 2
 sed 's/"intermediate_size": 512/"intermediate_size": 256/' "$llm" > "$d/ffn.json"

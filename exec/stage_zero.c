@@ -1,0 +1,27 @@
+/* stage_zero.c: a stage's ZeRO-1 shard (stage.h, stage_opts.zero_parts): how its
+ * parameter and gradient vectors split into one contiguous shard per data-parallel
+ * replica, and the shard's gradient buffer that the replicas' reduce-scatter fills. The
+ * step itself is stage_step's (exec/stage.c); the collectives are the runtime's. */
+#include "exec/stage_int.h"
+
+void stage_shard_plan(stage *st, int parts, int index)
+{
+    st->zparts = parts > 1 ? parts : 1;
+    st->zindex = parts > 1 && index > 0 && index < parts ? index : 0;
+    /* ceil(nparams / parts) floats each, so the parts cover the vector with padding */
+    st->zcount = (st->nparams + st->zparts - 1) / st->zparts;
+    if (st->zparts > 1 && st->zcount < 1) st->zcount = 1;
+    st->zalloc = st->zcount * st->zparts;
+}
+
+long long stage_shard_count(const stage *st) { return st->zcount; }
+int stage_shard_parts(const stage *st) { return st->zparts; }
+int stage_shard_index(const stage *st) { return st->zindex; }
+float *stage_shard_grads(stage *st) { return st->zgrads; }
+
+void stage_shard_take(stage *st, const float *full, float *shard)
+{
+    if (st->zparts <= 1) return;
+    st->bk->copy(st->ctx, shard, full + (size_t)st->zindex * (size_t)st->zcount,
+                 (size_t)st->zcount * sizeof(float));
+}
