@@ -80,6 +80,18 @@ static inline profile *shipped_profile(const char *name)
     return p;
 }
 
+/* The shipped cluster CLUSTER_DIR/name.json, loaded; fails the test when it cannot be.
+ * The caller frees it with cluster_free. */
+static inline cluster *shipped_cluster(const char *name)
+{
+    char path[256];
+    plumb_err e;
+    snprintf(path, sizeof path, CLUSTER_DIR "/%s.json", name);
+    cluster *c = cluster_load(path, &e);
+    cr_assert_not_null(c, "%s", e.msg);
+    return c;
+}
+
 /* The profile file prof and the cluster file clus, loaded into *p and *c; fails the test
  * when either cannot be. The caller frees them with profile_free and cluster_free. */
 static inline void load_pair(const char *prof, const char *clus, profile **p, cluster **c)

@@ -14,22 +14,7 @@
 #include "planner/search3d.h"
 #include "planner/sweep.h"
 #include "sim/sim.h"
-
-static profile *vgg16(void)
-{
-    plumb_err e;
-    profile *p = profile_load("profiles/pipedream/vgg16.json", &e);
-    cr_assert(p, "%s", e.msg);
-    return p;
-}
-
-static cluster *cluster_a(void)
-{
-    plumb_err e;
-    cluster *c = cluster_load("profiles/clusters/cluster-a-4x4.json", &e);
-    cr_assert(c, "%s", e.msg);
-    return c;
-}
+#include "tests/shipped.h"
 
 /* `plumb sim PLAN`'s samples/s of pl (its own runtime, default options). */
 static double sim_thr(const plan *pl)
@@ -46,8 +31,8 @@ static double sim_thr(const plan *pl)
 
 Test(native_runtime, plan_under_p2p_sync_carries_it_and_simulates_to_its_figure)
 {
-    profile *p = vgg16();
-    cluster *c = cluster_a();
+    profile *p = shipped_profile("vgg16");
+    cluster *c = shipped_cluster("cluster-a-4x4");
     native_options o;
     native_options_init(&o);
     plumb_err e;
@@ -83,8 +68,8 @@ Test(native_runtime, plan_under_p2p_sync_carries_it_and_simulates_to_its_figure)
 
 Test(native_runtime, grad_sync_end_plan_simulates_to_its_figure)
 {
-    profile *p = vgg16();
-    cluster *c = cluster_a();
+    profile *p = shipped_profile("vgg16");
+    cluster *c = shipped_cluster("cluster-a-4x4");
     native_options o;
     native_options_init(&o);
     o.grad_sync_end = 1;
@@ -104,8 +89,8 @@ Test(native_runtime, grad_sync_end_plan_simulates_to_its_figure)
  * answered with the figures kept for the same plan under the default runtime. */
 Test(native_runtime, memo_key_tells_the_runtimes_apart)
 {
-    profile *p = vgg16();
-    cluster *c = cluster_a();
+    profile *p = shipped_profile("vgg16");
+    cluster *c = shipped_cluster("cluster-a-4x4");
     plumb_err e;
     plan *pl = native_dp_plan(p, c, 4, &e);
     cr_assert(pl, "%s", e.msg);
@@ -138,8 +123,8 @@ Test(native_runtime, memo_key_tells_the_runtimes_apart)
  * gives that call's own figures, as a call without a memo does. */
 Test(native_runtime, shared_memo_does_not_mix_runtimes)
 {
-    profile *p = vgg16();
-    cluster *c = cluster_a();
+    profile *p = shipped_profile("vgg16");
+    cluster *c = shipped_cluster("cluster-a-4x4");
     native_options o;
     native_options_init(&o);
     o.best_only = 1;
@@ -173,8 +158,8 @@ Test(native_runtime, shared_memo_does_not_mix_runtimes)
 
 Test(native_runtime, auto_skips_the_kinds_the_runtime_refuses)
 {
-    profile *p = vgg16();
-    cluster *c = cluster_a();
+    profile *p = shipped_profile("vgg16");
+    cluster *c = shipped_cluster("cluster-a-4x4");
     native_options o;
     native_options_init(&o);
     o.schedule = NATIVE_SCHED_AUTO;
@@ -218,8 +203,8 @@ Test(native_runtime, auto_skips_the_kinds_the_runtime_refuses)
 
 Test(native_runtime, fixed_kind_refused_with_the_owners_line)
 {
-    profile *p = vgg16();
-    cluster *c = cluster_a();
+    profile *p = shipped_profile("vgg16");
+    cluster *c = shipped_cluster("cluster-a-4x4");
     native_options o;
     native_options_init(&o);
     plumb_err e;
@@ -245,8 +230,8 @@ Test(native_runtime, fixed_kind_refused_with_the_owners_line)
 
 Test(native_runtime, sweep_plans_under_the_runtime)
 {
-    profile *p = vgg16();
-    cluster *c = cluster_a();
+    profile *p = shipped_profile("vgg16");
+    cluster *c = shipped_cluster("cluster-a-4x4");
     native_options o;
     native_options_init(&o);
     o.p2p_sync = 1;

@@ -17,24 +17,9 @@
 #include "planner/search3d.h"
 #include "planner/sweep.h"
 #include "sim/sim.h"
+#include "tests/shipped.h"
 
 #define GIB 1073741824.0
-
-static profile *vgg16(void)
-{
-    plumb_err e;
-    profile *p = profile_load("profiles/pipedream/vgg16.json", &e);
-    cr_assert(p, "%s", e.msg);
-    return p;
-}
-
-static cluster *cluster_a(void)
-{
-    plumb_err e;
-    cluster *c = cluster_load("profiles/clusters/cluster-a-4x4.json", &e);
-    cr_assert(c, "%s", e.msg);
-    return c;
-}
 
 /* `plumb sim PLAN --memory-limit 1` of pl (its own zero and runtime). */
 static sim_report *sim_1gib(const plan *pl)
@@ -60,8 +45,8 @@ static void one_gib(native_options *o)
 
 Test(native_zero, fits_only_with_zero1_and_simulates_to_its_figure)
 {
-    profile *p = vgg16();
-    cluster *c = cluster_a();
+    profile *p = shipped_profile("vgg16");
+    cluster *c = shipped_cluster("cluster-a-4x4");
     native_options o;
     one_gib(&o);
     plumb_err e;
@@ -97,8 +82,8 @@ Test(native_zero, fits_only_with_zero1_and_simulates_to_its_figure)
 
 Test(native_zero, overlap_param_gather_is_carried_and_simulated)
 {
-    profile *p = vgg16();
-    cluster *c = cluster_a();
+    profile *p = shipped_profile("vgg16");
+    cluster *c = shipped_cluster("cluster-a-4x4");
     native_options o;
     one_gib(&o);
     o.zero = 1;
@@ -124,8 +109,8 @@ Test(native_zero, overlap_param_gather_is_carried_and_simulated)
 /* The memo's key holds the ZeRO stage and the all-gather apart. */
 Test(native_zero, memo_key_tells_zero_and_the_gather_apart)
 {
-    profile *p = vgg16();
-    cluster *c = cluster_a();
+    profile *p = shipped_profile("vgg16");
+    cluster *c = shipped_cluster("cluster-a-4x4");
     plumb_err e;
     plan *pl = native_dp_plan(p, c, 4, &e);
     cr_assert(pl, "%s", e.msg);
@@ -155,8 +140,8 @@ Test(native_zero, memo_key_tells_zero_and_the_gather_apart)
 
 Test(native_zero, rules_are_the_owners)
 {
-    profile *p = vgg16();
-    cluster *c = cluster_a();
+    profile *p = shipped_profile("vgg16");
+    cluster *c = shipped_cluster("cluster-a-4x4");
     native_options o;
     native_options_init(&o);
     plumb_err e, own;
@@ -207,8 +192,8 @@ Test(native_zero, rules_are_the_owners)
 
 Test(native_zero, sweep_plans_under_zero1)
 {
-    profile *p = vgg16();
-    cluster *c = cluster_a();
+    profile *p = shipped_profile("vgg16");
+    cluster *c = shipped_cluster("cluster-a-4x4");
     native_options o;
     one_gib(&o);
     o.zero = 1;
