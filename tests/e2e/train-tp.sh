@@ -173,7 +173,7 @@ if command -v mpirun > /dev/null 2>&1 && ! "$PLUMB" train "$model" --tp 2 --tran
         -np 2 -x PLUMB_FAULT "$PLUMB" train "$model" "${small[@]}" --tp 2 --sequence-parallel \
         --transport mpi --timeout 3 > "$tmp/f3.log" 2>&1
     rc=$?
-    [ $rc -ne 0 ] && grep -q "rank 1 (worker 0 tp rank 1, stage 0, replica 0) waited 3 s for a tensor-parallel \(reduce-scatter\|all-gather\): a stalled peer" \
+    [ $rc -ne 0 ] && grep -q "rank 1 (worker 0 tp rank 1, stage 0, replica 0) waited 3 s for a \(reduce-scatter\|n all-gather\): a stalled peer" \
         "$tmp/f3.log" || fail "mpirun, a stalled rank with sequence parallelism: status $rc: $(cat "$tmp/f3.log")"
     echo "  mpi: $(grep -m1 "waited 3 s" "$tmp/f3.log")"
 fi
