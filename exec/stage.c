@@ -270,8 +270,7 @@ stage *stage_create_opts(const backend *bk, bk_ctx *ctx, const model *m, int fir
     if (share_dx(st, err)) goto fail;
     stage_shard_plan(st, o->zero_parts, o->zero_index);
     if (!(st->params = dalloc(st, (size_t)st->zalloc, err)) ||
-        !(st->grads = dalloc(st, (size_t)st->zalloc, err)) ||
-        (st->zparts > 1 && !(st->zgrads = dalloc(st, (size_t)st->zcount, err))))
+        !(st->grads = dalloc(st, (size_t)st->zalloc, err)))
         goto fail;
     if (!(st->input = slot_array(st, (size_t)max_batch * st->nodes[0].in_n, err))) goto fail;
     if (st->recompute &&
@@ -318,7 +317,6 @@ void stage_free(stage *st)
     if (st->targets) slot_free(st, (float **)st->targets);
     st->bk->free(st->ctx, st->params);
     st->bk->free(st->ctx, st->grads);
-    st->bk->free(st->ctx, st->zgrads);
     st->bk->free(st->ctx, st->opt_m);
     st->bk->free(st->ctx, st->opt_v);
     st->bk->free(st->ctx, st->zero_pos);
@@ -667,6 +665,6 @@ int stage_step(stage *st, const bk_opt *o, plumb_err *err)
     /* the owned shard's real floats (the last shards may be padding, partly or wholly) */
     long long lo = (long long)st->zindex * st->zcount, n = st->nparams - lo;
     if (n > st->zcount) n = st->zcount;
-    if (n > 0) st->bk->opt_step(st->ctx, o, (size_t)n, st->params + lo, st->zgrads, m, v);
+    if (n > 0) st->bk->opt_step(st->ctx, o, (size_t)n, st->params + lo, st->grads + lo, m, v);
     return 0;
 }

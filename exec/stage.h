@@ -177,8 +177,8 @@ int stage_opt_state(stage *st, int kind, float **m, float **v, plumb_err *err);
 /* ZeRO-1 (stage_opts.zero_parts = r > 1, exec/stage_zero.c): the parameters and
  * gradients are allocated padded to r x stage_shard_count floats (the padding zero), split
  * into r contiguous shards; replica i owns shard i: the floats [i c, (i + 1) c) of the
- * vectors, c = stage_shard_count. The replicas reduce-scatter their gradients into
- * stage_shard_grads (c floats), stage_step updates the owned shard of the weights from it
+ * vectors, c = stage_shard_count. The replicas reduce-scatter their gradients in place into
+ * stage_shard_grads (the owned c floats of the gradients themselves), stage_step updates the owned shard of the weights from it
  * with optimizer state of c floats (stage_opt_state returns those), and the replicas then
  * all-gather the weights. Without zero_parts: stage_shard_count is stage_nparams and
  * stage_shard_grads NULL. */

@@ -70,7 +70,6 @@ struct stage {
                                shard; zparts 1: none */
     long long zcount;       /* floats per shard (nparams without ZeRO-1) */
     long long zalloc;       /* floats allocated for params and grads: zparts x zcount */
-    float *zgrads;          /* ZeRO-1: the summed gradients of the owned shard (zcount) */
 };
 
 static inline int stage_has_weights(const layer *L)

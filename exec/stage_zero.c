@@ -1,6 +1,6 @@
 /* stage_zero.c: a stage's ZeRO-1 shard (stage.h, stage_opts.zero_parts): how its
  * parameter and gradient vectors split into one contiguous shard per data-parallel
- * replica, and the shard's gradient buffer that the replicas' reduce-scatter fills. The
+ * replica; the replicas' reduce-scatter sums the owned shard in place, in the gradients. The
  * step itself is stage_step's (exec/stage.c); the collectives are the runtime's. */
 #include "exec/stage_int.h"
 
@@ -17,7 +17,10 @@ void stage_shard_plan(stage *st, int parts, int index)
 long long stage_shard_count(const stage *st) { return st->zcount; }
 int stage_shard_parts(const stage *st) { return st->zparts; }
 int stage_shard_index(const stage *st) { return st->zindex; }
-float *stage_shard_grads(stage *st) { return st->zgrads; }
+float *stage_shard_grads(stage *st)
+{
+    return st->zparts > 1 ? st->grads + (size_t)st->zindex * (size_t)st->zcount : NULL;
+}
 
 void stage_shard_take(stage *st, const float *full, float *shard)
 {

@@ -69,10 +69,11 @@ struct transport {
                      int n, long tag, float *buf, size_t count, plumb_err *err);
     /* Reduce-scatter: src (n * count floats, device, ctx's) is summed over the n workers
      * of group and member i of the group receives floats [i count, (i + 1) count) of the
-     * sum in dst (count floats); src is left unchanged, src and dst must not overlap.
-     * Every member calls it with the same group order, tag and count. Each worker sends
-     * and receives (n - 1) count floats, a ring's share. Returns 0, or -1 with err set
-     * (aborted, a member stalled past the timeout). */
+     * sum in dst (count floats). dst is either apart from src (src is left unchanged) or
+     * src + i count, member i's own part (in place, as NCCL allows: the rest of src is
+     * left unchanged); no other overlap. Every member calls it with the same group order,
+     * tag and count. Each worker sends and receives (n - 1) count floats, a ring's share.
+     * Returns 0, or -1 with err set (aborted, a member stalled past the timeout). */
     int (*reduce_scatter)(transport *t, const backend *bk, bk_ctx *ctx, int self,
                           const int *group, int n, long tag, const float *src, float *dst,
                           size_t count, plumb_err *err);

@@ -460,7 +460,12 @@ static int lent_settle(local *l, const backend *bk, bk_ctx *ctx, const int *grou
 
 /* Each member sums its part: member 0's share, then members 1, 2 ... added in group
  * order with the backend's axpy, as the all-reduce's root adds, so the bits match the
- * same part of local_allreduce's sum. */
+ * same part of local_allreduce's sum. In place (dst = src + me count, the member's own
+ * part) member me < 2 sums into dst itself (own + part 0 has the bits of part 0 + own)
+ * and member me >= 2 into the kept buffer's second half, copied over its own part at the
+ * end: the kept buffer is local_allreduce's (2 parts for me >= 2), so an in-place
+ * reduce-scatter needs no more than the all-reduce. Own's part is never lent, so it may
+ * be written before the others have copied theirs out. */
 static int local_reduce_scatter(transport *t, const backend *bk, bk_ctx *ctx, int self,
                                 const int *group, int n, long tag, const float *src,
                                 float *dst, size_t count, plumb_err *err)
@@ -469,24 +474,36 @@ static int local_reduce_scatter(transport *t, const backend *bk, bk_ctx *ctx, in
     const int me = member_of(group, n, self, err);
     if (me < 0) return -1;
     const float *own = src + (size_t)me * count;
+    const int inplace = dst == own;
     if (n == 1) {
-        bk->copy(ctx, dst, own, bytes);
+        if (!inplace) bk->copy(ctx, dst, own, bytes);
         return 0;
     }
     local *l = t->impl;
     const long tg = transport_coll_tag(tag, 0);
     hand **out = calloc((size_t)n, sizeof *out);
     if (!out) return err_set(err, NULL, NULL, "out of memory");
-    float *part = part_get(l, bk, ctx, self, bytes, err);
+    /* part: a received part; in place for me >= 2, the running sum after it */
+    float *part = part_get(l, bk, ctx, self, (inplace && me >= 2 ? 2 : 1) * bytes, err);
+    float *sum = inplace && me >= 2 ? part + count : dst; // (count)
     int rc = part ? lend_parts(t, bk, ctx, group, n, me, tg, src, (size_t)n * count, 1, out,
                                err)
                   : -1;
-    if (!rc && me == 0) bk->copy(ctx, dst, own, bytes);
-    else if (!rc) rc = local_recv(t, bk, ctx, self, group[0], tg, dst, bytes, err);
+    if (!rc && me == 0 && !inplace) bk->copy(ctx, dst, own, bytes);
+    else if (!rc && me == 1 && inplace) {
+        if (local_recv(t, bk, ctx, self, group[0], tg, part, bytes, err)) rc = -1;
+        else bk->axpy(ctx, count, 1.0f, part, dst); /* own + part 0 */
+    } else if (!rc && me != 0)
+        rc = local_recv(t, bk, ctx, self, group[0], tg, sum, bytes, err);
     for (int i = 1; i < n && !rc; i++) {
+        if (inplace && i == me) {
+            if (me >= 2) bk->axpy(ctx, count, 1.0f, own, sum);
+            continue;
+        }
         if (i != me && local_recv(t, bk, ctx, self, group[i], tg, part, bytes, err)) rc = -1;
-        else bk->axpy(ctx, count, 1.0f, i == me ? own : part, dst);
+        else bk->axpy(ctx, count, 1.0f, i == me ? own : part, sum);
     }
+    if (!rc && sum != dst) bk->copy(ctx, dst, sum, bytes);
     return lent_settle(l, bk, ctx, group, n, me, out, rc, err);
 }
 

@@ -2,7 +2,8 @@
  * a reduce-scatter gives each member the bits of its part of the all-reduce's sum (the
  * same summation order), an all-gather the members' parts in group order, on the host
  * path and on the device path (tests/markbk.h: lent, ordered by marks, nothing allocated
- * after the first round, everything freed); a member that never comes makes the others
+ * after the first round, everything freed); an in-place reduce-scatter (dst: the member's
+ * own part of src) gives the same bits as out of place, for 2 to 4 members; a member that never comes makes the others
  * fail with the timeout's line, and an abort wakes them. */
 #include <criterion/criterion.h>
 #include <pthread.h>
@@ -14,7 +15,7 @@
 #include "tests/markbk.h"
 
 enum { NW = 4, PART = 37 };
-enum { OP_AR, OP_RS, OP_AG };
+enum { OP_AR, OP_RS, OP_AG, OP_RS_IN_PLACE };
 
 typedef struct member {
     transport *tr;
@@ -39,6 +40,12 @@ static void *member_main(void *p)
     else if (m->op == OP_RS)
         m->rc = t->reduce_scatter(t, m->bk, m->ctx, m->self, m->group, m->n, m->tag, m->src,
                                   m->dst, PART, &m->err);
+    else if (m->op == OP_RS_IN_PLACE) { /* into the member's own part of src */
+        int me = 0;
+        while (me < m->n && m->group[me] != m->self) me++;
+        m->rc = t->reduce_scatter(t, m->bk, m->ctx, m->self, m->group, m->n, m->tag, m->src,
+                                  m->src + (size_t)me * PART, PART, &m->err);
+    }
     else
         m->rc = t->all_gather(t, m->bk, m->ctx, m->self, m->group, m->n, m->tag, m->src,
                               m->dst, PART, &m->err);
@@ -178,6 +185,54 @@ Test(transport_coll, device_path_lent_and_reused)
     cr_expect_eq(markbk_violations, 0, "marks recorded by their maker, before any wait");
     cr_expect_eq(markbk_bufs_live, bufs, "receive buffers all freed");
     cr_expect_eq(markbk_marks_live, marks);
+}
+
+/* Reduce-scatters of the first n members of the group (n = 2 to 4: in place, members 0 and
+ * 1 sum into their part, members 2 and 3 through the kept buffer), out of place and then
+ * in place on the same inputs: member i's own part of src ends with the bits of the
+ * out-of-place dst, and the rest of its src is unchanged. */
+static void in_place_check(world *w, int r)
+{
+    static float in[NW][NW * PART], out[NW][PART], h[NW * PART];
+    for (int n = 2; n <= NW; n++) {
+        uint32_t s = 31u + (uint32_t)(r * NW + n);
+        for (int i = 0; i < n; i++) {
+            for (int k = 0; k < n * PART; k++) in[i][k] = val(&s);
+            put(&w->m[i], w->m[i].src, in[i], (size_t)n * PART);
+        }
+        run_op(w->m, n, n, OP_RS, 200 + 2 * (r * NW + n));
+        for (int i = 0; i < n; i++) {
+            cr_assert_eq(w->m[i].rc, 0, "%s", w->m[i].err.msg);
+            get(&w->m[i], out[i], w->m[i].dst, PART);
+        }
+        run_op(w->m, n, n, OP_RS_IN_PLACE, 201 + 2 * (r * NW + n));
+        for (int i = 0; i < n; i++) {
+            cr_assert_eq(w->m[i].rc, 0, "%s", w->m[i].err.msg);
+            get(&w->m[i], h, w->m[i].src, (size_t)n * PART);
+            cr_expect(!memcmp(h + i * PART, out[i], sizeof out[i]), "round %d, %d members: "
+                      "member %d's in-place part differs from out of place", r, n, i);
+            memcpy(h + i * PART, in[i] + i * PART, sizeof out[i]);
+            cr_expect(!memcmp(h, in[i], (size_t)n * PART * sizeof(float)), "round %d, %d "
+                      "members: member %d's other parts were changed", r, n, i);
+        }
+    }
+}
+
+Test(transport_coll, in_place_reduce_scatter_bits_host)
+{
+    world w;
+    world_open(&w, hostbk(), 10);
+    for (int r = 0; r < 2; r++) in_place_check(&w, r);
+    world_close(&w);
+}
+
+Test(transport_coll, in_place_reduce_scatter_bits_device)
+{
+    world w;
+    world_open(&w, markbk(), 10);
+    for (int r = 0; r < 2; r++) in_place_check(&w, r);
+    world_close(&w);
+    cr_expect_eq(markbk_violations, 0, "marks recorded by their maker, before any wait");
 }
 
 /* A member that never comes: the others fail with the timeout's line, for both. */

@@ -252,8 +252,8 @@ static const struct {
 };
 
 /* Runs collective `kind` over group grp (n members, self among them): an all-reduce of
- * count floats (src = dst), a reduce-scatter of n * count floats into this member's count,
- * an all-gather of count floats into n * count; waited for with the abort check and the
+ * count floats (src = dst), a reduce-scatter of n * count floats into this member's count
+ * (dst apart from src, or src + rank count: in place), an all-gather of count floats into n * count; waited for with the abort check and the
  * timeout; for one member a copy. 0, or -1 with err set. */
 static int mpi_coll(transport *t, const backend *bk, bk_ctx *ctx, int self, const int *grp,
                     int n, int kind, const float *src, float *dst, size_t count,
@@ -271,10 +271,12 @@ static int mpi_coll(transport *t, const backend *bk, bk_ctx *ctx, int self, cons
     if (whole > INT_MAX)
         return err_set(err, NULL, NULL, "mpi transport: %s of %zu floats is larger than "
                        "one MPI call", coll_names[kind].what, whole);
-    /* host: the input, then (but for the all-reduce, in place) the result */
+    /* host: the input, then the all-gather's result; the all-reduce and the
+     * reduce-scatter sum in place (MPI_IN_PLACE: the reduce-scatter's part lands at the
+     * start), so dst may also be src's own part (src + rank count) */
     const size_t in = kind == COLL_AG ? count : whole, out = kind == COLL_RS ? count : whole,
-                 res = kind == COLL_AR ? 0 : in;
-    float *host = malloc((res + out) * sizeof(float) + 1);
+                 res = kind == COLL_AG ? in : 0;
+    float *host = malloc((res + out > in ? res + out : in) * sizeof(float) + 1);
     if (!host) return err_set(err, NULL, NULL, "out of memory");
     bk->download(ctx, host, src, in * sizeof(float));
     int rc = -1;
@@ -291,7 +293,7 @@ static int mpi_coll(transport *t, const backend *bk, bk_ctx *ctx, int self, cons
         prc = MPI_Iallgather(host, (int)count, MPI_FLOAT, host + res, (int)count, MPI_FLOAT, c,
                              &req);
     else if (c != MPI_COMM_NULL)
-        prc = MPI_Ireduce_scatter_block(host, host + res, (int)count, MPI_FLOAT, MPI_SUM, c,
+        prc = MPI_Ireduce_scatter_block(MPI_IN_PLACE, host, (int)count, MPI_FLOAT, MPI_SUM, c,
                                         &req);
     pthread_mutex_unlock(&x->mu);
     if (ab) { aborted_err(x, err); goto done; }

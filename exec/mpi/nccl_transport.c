@@ -510,8 +510,8 @@ static const struct {
 };
 
 /* Runs collective `kind` over members (n, self among them): an all-reduce of count floats
- * (src = dst), a reduce-scatter of n * count floats into this member's count, an
- * all-gather of count floats into n * count (src may be dst + rank count: in place); for
+ * (src = dst), a reduce-scatter of n * count floats into this member's count (dst may be
+ * src + rank count: in place), an all-gather of count floats into n * count (src may be dst + rank count: in place); for
  * one member a copy. 0, or -1 with err set (the communicators aborted on NCCL errors). */
 static int nt_coll(transport *t, const backend *bk, bk_ctx *ctx, int self, const int *members,
                    int n, int kind, const float *src, float *dst, size_t count,
