@@ -191,7 +191,8 @@ float *stage_shard_grads(stage *st);
 void stage_settle_grads(stage *st);
 /* Copies this replica's shard of a whole device vector full (stage_nparams floats or more,
  * e.g. the gradients' buffer holding an uploaded optimizer state) into the shard-sized
- * vector shard (c floats). Nothing without zero_parts. */
+ * vector shard (c floats): its floats below stage_nparams, zeros for the padding past it
+ * (nothing of full is read there). Nothing without zero_parts. */
 void stage_shard_take(stage *st, const float *full, float *shard);
 
 /* Targets per sample of the loss, samples' input floats, output floats per sample. */

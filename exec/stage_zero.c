@@ -25,6 +25,11 @@ float *stage_shard_grads(stage *st)
 void stage_shard_take(stage *st, const float *full, float *shard)
 {
     if (st->zparts <= 1) return;
-    st->bk->copy(st->ctx, shard, full + (size_t)st->zindex * (size_t)st->zcount,
-                 (size_t)st->zcount * sizeof(float));
+    /* the shard's real floats only: full may end at nparams, inside the last shards */
+    long long lo = (long long)st->zindex * st->zcount, n = st->nparams - lo;
+    if (n > st->zcount) n = st->zcount;
+    if (n < 0) n = 0;
+    if (n > 0) st->bk->copy(st->ctx, shard, full + lo, (size_t)n * sizeof(float));
+    if (n < st->zcount)
+        st->bk->zero(st->ctx, shard + n, (size_t)(st->zcount - n) * sizeof(float));
 }

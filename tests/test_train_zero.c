@@ -12,6 +12,7 @@
 
 #include "core/schedule.h"
 #include "exec/runtime.h"
+#include "exec/stage.h"
 #include "exec/train.h"
 #include "tests/batches.h"
 
@@ -162,3 +163,37 @@ static void resume_case(int r0, int r1)
 
 Test(zero, resumed_2x2_equals_whole) { resume_case(2, 2); }
 Test(zero, resumed_3x2_equals_zero0_resumed) { resume_case(3, 2); }
+
+/* stage_shard_take from a vector of stage_nparams floats, as stage.h allows: the last
+ * replica's shard (256 parameters in 3 shards of 86: 84 real floats, 2 of padding) takes
+ * the real floats only and zero padding, whatever lies past the vector's end (here 7s in
+ * a longer block; the copy of the whole shard read them, past an exactly sized one). */
+Test(zero, shard_take_reads_only_the_real_floats)
+{
+    fixture f = fixture_synthetic("m", spec, 16, 1, MB);
+    const backend *bk = backend_cpu();
+    plumb_err e = {{0}};
+    bk_ctx *ctx = bk->create(0, &e);
+    cr_assert(ctx, "%s", e.msg);
+    stage_opts so = {0, 0, NULL, 0, 3, 2};
+    stage *st = stage_create_opts(bk, ctx, f.m, 4, 8, MB, 1, &so, &e);
+    cr_assert(st, "%s", e.msg);
+    const long long n = stage_nparams(st), c = stage_shard_count(st);
+    cr_assert_eq(n, 256);
+    cr_assert_eq(c, 86);
+    float host[258], got[86];
+    for (int i = 0; i < 258; i++) host[i] = i < n ? (float)(i + 1) : 7.0f;
+    float *full = bk->alloc(ctx, sizeof host, &e), *shard = bk->alloc(ctx, sizeof got, &e);
+    cr_assert(full && shard, "%s", e.msg);
+    bk->upload(ctx, full, host, sizeof host);
+    stage_shard_take(st, full, shard);
+    bk->download(ctx, got, shard, sizeof got);
+    for (int k = 0; k < 86; k++)
+        cr_expect_eq(got[k], k < 84 ? (float)(2 * 86 + k + 1) : 0.0f, "shard float %d: %g", k,
+                     got[k]);
+    bk->free(ctx, full);
+    bk->free(ctx, shard);
+    stage_free(st);
+    bk->destroy(ctx);
+    fixture_free(&f);
+}
