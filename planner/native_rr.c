@@ -2,7 +2,8 @@
  * 2bw): the replay of its compute order, made for stages of unequal replica counts and
  * used for every count since (docs/planner-native.md, sections 7 and 8: a replica's few
  * microbatches, each stage's all-reduce after its own last backward, stage 0's first
- * sends queued at a port).
+ * sends queued at a port; the asynchronous kinds' all-reduce inside their loop, section
+ * 8, "The asynchronous kinds' all-reduce in the loop").
  *
  * Microbatch g of a stage with r replicas runs on replica g % r (1F1B-RR,
  * docs/schedules.md), and each replica runs its microbatches in a fixed order: all
@@ -53,13 +54,13 @@ static double sent(int v, int s, int S, int n, const double *x, double t, const 
     return (p > t ? p : t) + x[v > 0 ? s : s - 1];
 }
 
-/* The asynchronous kinds' all-reduce inside the loop: grp > 0 lane microbatches per
- * group (2bw: an iteration, n / iters; pipedream: a round, q[s] of the stage), each
- * replicated stage's replicas held after their last backward of a group until every
- * replica of the stage has reached it and ar[s] more (the simulator's ALLREDUCE releases
- * its members when the last has joined and the ring is done); iend[iters] (iters <=
- * RR_ITERS) each iteration's end (its computations' and its groups' releases). grp 0:
- * none (the flushing kinds). */
+/* The asynchronous kinds' all-reduce inside the loop: a group of grp lane microbatches
+ * (2bw: an iteration, n / iters) or, grp 0, one round of each stage's replicas (q[s]:
+ * pipedream, a step after every backward); a stage with ar[s] > 0 (replicated) holds each
+ * replica after its last backward of a group until every replica of the stage has
+ * reached it and ar[s] more (the simulator's ALLREDUCE releases its members when the last
+ * has joined and the ring is done); iend[iters] (iters <= RR_ITERS) each iteration's end
+ * (its computations' and its groups' releases). The flushing kinds pass none (NULL). */
 #define RR_ITERS 5
 typedef struct rr_groups {
     int grp, iters;
