@@ -54,13 +54,12 @@ static double sent(int v, int s, int S, int n, const double *x, double t, const 
     return (p > t ? p : t) + x[v > 0 ? s : s - 1];
 }
 
-/* The asynchronous kinds' all-reduce inside the loop: a group of grp lane microbatches
- * (2bw: an iteration, n / iters) or, grp 0, one round of each stage's replicas (q[s]:
- * pipedream, a step after every backward); a stage with ar[s] > 0 (replicated) holds each
- * replica after its last backward of a group until every replica of the stage has
- * reached it and ar[s] more (the simulator's ALLREDUCE releases its members when the last
- * has joined and the ring is done); iend[iters] (iters <= RR_ITERS) each iteration's end
- * (its computations' and its groups' releases). The flushing kinds pass none (NULL). */
+/* 2bw's all-reduce inside its loop: a group of grp lane microbatches (an iteration, n /
+ * iters); a stage with ar[s] > 0 (replicated) holds each replica after its last backward
+ * of a group until every replica of the stage has reached it and ar[s] more (the
+ * simulator's ALLREDUCE releases its members when the last has joined and the ring is
+ * done); iend[iters] (iters <= RR_ITERS) each iteration's end (its computations' and its
+ * groups' releases). The other kinds pass none (NULL). */
 #define RR_ITERS 5
 typedef struct rr_groups {
     int grp, iters;
@@ -129,7 +128,7 @@ static double rr_lane(int S, const int *q, const double *f, const double *b, con
                 double ready, rel = 0;
                 if (gs && pos[w] > 0 && L[pos[w] - 1] < 0) {
                     /* after a group's last backward of a replicated stage: its all-reduce */
-                    int pa = -L[pos[w] - 1] - 1, G = gs->grp > 0 ? gs->grp : q[s];
+                    int pa = -L[pos[w] - 1] - 1, G = gs->grp;
                     if (ar && ar[s] > 0 && pa % G >= G - q[s]) {
                         size_t gi = (size_t)s * ngrp + pa / G;
                         if (gcnt[gi] < q[s]) break; /* another replica has not reached it */
@@ -160,7 +159,7 @@ static double rr_lane(int S, const int *q, const double *f, const double *b, con
                 double t = (freet[w] > ready ? freet[w] : ready) + (v > 0 ? f[s] : b[s]);
                 (v > 0 ? fd : bd)[(size_t)s * n + a] = t;
                 if (gs) {
-                    int it = a / (n / gs->iters), G = gs->grp > 0 ? gs->grp : q[s];
+                    int it = a / (n / gs->iters), G = gs->grp;
                     if (it < gs->iters && t > gs->iend[it]) gs->iend[it] = t;
                     if (v < 0 && ar && ar[s] > 0 && a % G >= G - q[s]) {
                         size_t gi = (size_t)s * ngrp + a / G;
@@ -239,11 +238,21 @@ double nm_rr_time_p2p(sched_kind kind, int S, const int *reps, const double *f,
         free(late);
         return t;
     }
-    /* one continuous order of RR_ITERS iterations, each replicated stage's all-reduce
-     * inside it (after each iteration's last backward of a replica, 2bw; after each,
-     * pipedream): the steady iteration, as the simulator's window measures it (from the
-     * second iteration's end to the fourth's: past the fill, before the drain) */
-    rr_groups gs = {.grp = tr->step_each_round ? 0 : n, .iters = RR_ITERS};
+    if (tr->step_each_round) {
+        /* pipedream: one continuous order without its all-reduce after every round, the
+         * steady cost of M more microbatches (holding each round, as 2bw's iterations
+         * below, moved 6 of its shipped plans to slower ones: docs/planner-native.md,
+         * section 8) */
+        double t1 = rr_lane(S, q, f, b, x, NULL, NULL, n, 0, sync, NULL, NULL);
+        double t2 = rr_lane(S, q, f, b, x, NULL, NULL, 2 * n, 0, sync, NULL, NULL);
+        if (plain) *plain = t2 - t1;
+        return t1 < 0 || t2 < 0 ? -1 : t2 - t1;
+    }
+    /* 2bw: one continuous order of RR_ITERS iterations, each replicated stage's
+     * all-reduce inside it (after each replica's last backward of an iteration): the
+     * steady iteration, as the simulator's window measures it (from the second
+     * iteration's end to the fourth's: past the fill, before the drain) */
+    rr_groups gs = {.grp = n, .iters = RR_ITERS};
     double t = rr_lane(S, q, f, b, x, ar, NULL, RR_ITERS * n, 0, sync, &gs, NULL);
     if (t < 0) return -1;
     t = (gs.iend[3] - gs.iend[1]) / 2;
