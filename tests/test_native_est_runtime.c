@@ -3,7 +3,8 @@
  * docs/planner-native.md, section 8): the compute order replayed with blocking transfers
  * against the simulator's timeline worked out by hand (tests/test_sim_engine.c,
  * sim_engine/sync_blocking_by_hand), the ring priced whole at the end, and the estimate of
- * complete partitions against the simulator's run of the plan under each runtime. */
+ * complete partitions against the simulator's run of the plan under each runtime, and
+ * 2bw's replicated stages held at their all-reduce inside the loop under both. */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdlib.h>
