@@ -185,8 +185,12 @@ int nm_rr_applies(sched_kind kind, int S);
  * backward: its exposed all-reduce; ar NULL: 0; the first forward replica g of stage 0
  * sends arriving late0[g] seconds late, reps[0] of them or NULL for none: the replicas
  * start together and their first sends queue at a server's port), or for the
- * asynchronous kinds what M more microbatches add in the steady state (ar, late0 not
- * read). *plain (NULL: not asked): the
+ * asynchronous kinds their steady iteration: 2bw's from 5 iterations of one continuous
+ * order, each replicated stage's replicas held after their last backward of an
+ * iteration until all have reached it and ar[s] more (the simulator's all-reduce inside
+ * the loop), (end of the 4th - end of the 2nd) / 2; pipedream's what M more microbatches
+ * add to the order without its all-reduces (ar not read) (late0 not read; *plain the
+ * same). *plain (NULL: not asked), flushing kinds: the
  * same without the all-reduces (the last backward's end). No contention, no optimizer
  * step. -1 when out of memory, or for arguments out of range (S < 1, M < 1, a count <
  * 1). */

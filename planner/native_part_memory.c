@@ -203,6 +203,45 @@ static const nm_sched_memo *memo_get(const nm_model *m, const nm_setting *s, con
  * stage i sends them to stage i - 1's worker), summed as the simulator sums them. When
  * the schedule cannot be built, the slots of rank r are its warmup count, 2 (p - r - 1) +
  * (v - 1) p + 1 at most M v, shared by its v stages, and no staging. */
+/* Under ZeRO-1 (a Megatron-LM-style runtime, as the simulator models any zero 1 plan):
+ * the most activation bytes worker w of sc holds at once, walking its list as the
+ * simulator does (sim/memory.c's held_3d): each stage's stash from its F to the end of its
+ * backward (its B, or W where the backward is split), an input received before its
+ * forward (recv), and during a backward (B or I) its transient. */
+static double held_walk(const schedule *sc, int w, const double *stash, const double *recv,
+                        const double *transient)
+{
+    double held = 0, rcv = 0, peak = 0;
+    int pending[NM_MAX_STAGES] = {0};
+    for (int i = 0; i < sc->len[w]; i++) {
+        const action *a = &sc->acts[w][i];
+        const int st = a->stage;
+        if (st < 0 || st >= sc->nstages || st >= NM_MAX_STAGES) continue;
+        double now = held + rcv;
+        switch (a->kind) {
+        case ACT_RECV_F:
+            pending[st]++;
+            rcv += recv[st];
+            now = held + rcv;
+            break;
+        case ACT_F:
+            if (pending[st] > 0) pending[st]--, rcv -= recv[st];
+            held += stash[st];
+            now = held + rcv;
+            break;
+        case ACT_B:
+            now = held + rcv + transient[st];
+            held -= stash[st];
+            break;
+        case ACT_I: now = held + rcv + transient[st]; break;
+        case ACT_W: held -= stash[st]; break;
+        default: break;
+        }
+        if (now > peak) peak = now;
+    }
+    return peak;
+}
+
 void nm_chunked_memory(const nm_model *m, const nm_setting *s, const nm_part *pt,
                        sim_memory *out)
 {
@@ -211,12 +250,25 @@ void nm_chunked_memory(const nm_model *m, const nm_setting *s, const nm_part *pt
     const double bscale = (double)s->mbsize / m->p->minibatch;
     sim_memory_acc acc[NM_MAX_UNITS];
     double big[NM_MAX_UNITS * NM_MAX_UNITS] = {0}; /* [p x p] largest gradient per pair */
+    /* zero 1: the runtime's own activations, walked over the schedule (held_walk) */
+    const schedule *sc = s->zero && e && e->sc && e->sc->nstages == pt->nst &&
+                                 e->sc->nworkers == p && pt->nst <= NM_MAX_STAGES
+                             ? e->sc
+                             : NULL;
+    double stash[NM_MAX_STAGES], recv[NM_MAX_STAGES], tr[NM_MAX_STAGES];
+    int wk[NM_MAX_UNITS] = {0}; /* each rank's worker */
     memset(acc, 0, sizeof acc);
     for (int i = 0; i < pt->nst; i++) {
         const nm_stage *st = &pt->st[i];
         const int rk = sched_kind_rank(s->kind, i, p);
         sim_stage_mem t;
         nm_block_mem(m, s, st->b0, st->b1, 1, &t);
+        if (sc) {
+            stash[i] = t.stash, recv[i] = t.received, tr[i] = t.transient;
+            wk[rk] = e->worker[i];
+            sim_memory_add(&acc[rk], &t, 1, 0, 0, 1);
+            continue;
+        }
         double slots;
         if (e) {
             slots = e->slots[i];
@@ -231,6 +283,7 @@ void nm_chunked_memory(const nm_model *m, const nm_setting *s, const nm_part *pt
         sim_memory_add(&acc[rk], &t, 1, slots, 0, 0);
     }
     for (int w = 0; w < p; w++) {
+        if (sc) acc[w].mem.activations = held_walk(sc, wk[w], stash, recv, tr);
         double staging = 0;
         for (int to = 0; e && !s->zero && to < p; to++) /* zero: nm_mem_setting */
             staging += e->bound[w * p + to] * big[w * p + to];

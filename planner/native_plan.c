@@ -86,6 +86,29 @@ void nm_config(const nm_model *m, const nm_part *pt, char *buf, size_t n)
     if (o + 8 >= n && n > 4) snprintf(buf + n - 4, 4, "...");
 }
 
+/* A chunked partition's stage i (one replica): its compute per microbatch (*compute, F +
+ * B) and its transfers (*comm: its output to stage i + 1 and that gradient back, each
+ * bytes / rate + latency of the path between the two stages' devices, as nm_price's
+ * replay sends them; 0 on one device or for the last stage). The wrap of interleaved
+ * goes from the last rank back to rank 0, and the V kinds' middle stage stays on its
+ * device, which a unit range's next unit (nm_stage_cost) does not see. */
+static void chunked_stage_costs(const nm_model *m, const nm_setting *s, const nm_part *pt,
+                                int i, double *compute, double *comm)
+{
+    const nm_stage *st = &pt->st[i];
+    double F, B, x = 0;
+    nm_stage_compute(m, s, st->b0, st->b1, st->u, 1, &F, &B);
+    if (i + 1 < pt->nst) {
+        const int a = m->order[st->u * m->g], d = m->order[pt->st[i + 1].u * m->g];
+        const double bytes = m->cut[st->b1] * ((double)s->mbsize / m->p->minibatch);
+        double rate, lat;
+        if (a != d && bytes > 0 && sim_net_path(&m->net, a, d, &rate, &lat) >= 0 && rate > 0)
+            x = bytes / rate + lat;
+    }
+    *compute = F + B;
+    *comm = 2 * x;
+}
+
 plan *nm_plan(const nm_model *m, const nm_setting *s, const nm_part *pt, plumb_err *err)
 {
     plan *pl = plan_new(m->p, m->c, pt->nst);
@@ -96,10 +119,12 @@ plan *nm_plan(const nm_model *m, const nm_setting *s, const nm_part *pt, plumb_e
         int nd = st->r * m->g;
         for (int k = 0; k < nd; k++) devs[k] = m->order[st->u * m->g + k];
         if (plan_set_stage(pl, i, m->bfirst[st->b0], m->bfirst[st->b1] - 1, nd, devs)) goto oom;
+        if (sched_kind_chunked(s->kind)) {
+            chunked_stage_costs(m, s, pt, i, &pl->stages[i].compute_s, &pl->stages[i].comm_s);
+            continue;
+        }
         nm_cost o;
-        nm_setting one = *s;
-        if (sched_kind_chunked(one.kind)) one.kind = SCHED_1F1B_FLUSH;
-        nm_stage_cost(m, &one, st->b0, st->b1, st->u, st->r, m->ndev, &o);
+        nm_stage_cost(m, s, st->b0, st->b1, st->u, st->r, m->ndev, &o);
         pl->stages[i].compute_s = o.c;
         pl->stages[i].comm_s = o.lat - o.c;
     }

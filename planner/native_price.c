@@ -374,9 +374,8 @@ static void price(const nm_model *m, const nm_setting *s, nm_part *pt, int exact
         if (s->M > 0 && nm_rr_applies(s->kind, pt->nst)) {
             const sched_traits *tr = sched_traits_of(s->kind);
             double *late = tr->async ? NULL : first_late(m, s, pt);
-            double plain, t = nm_rr_time_p2p(s->kind, pt->nst, reps, f, b, x,
-                                             tr->async ? NULL : arx, late, s->M, s->p2p_sync,
-                                             &plain);
+            double plain, t = nm_rr_time_p2p(s->kind, pt->nst, reps, f, b, x, arx, late,
+                                             s->M, s->p2p_sync, &plain);
             free(late);
             if (t > 0) {
                 /* links or ports slower than the order: everything ends that much later;
@@ -388,7 +387,7 @@ static void price(const nm_model *m, const nm_setting *s, nm_part *pt, int exact
                     if (pb > bound) bound = pb;
                 }
                 pt->M = s->M;
-                if (tr->async) pt->iter_s = (t > s->M * per ? t : s->M * per) + pt->ar;
+                if (tr->async) pt->iter_s = t > s->M * per ? t : s->M * per;
                 else pt->iter_s = t + (bound > plain ? bound - plain : 0);
                 ports_free(&P);
                 goto done;

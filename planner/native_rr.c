@@ -2,7 +2,8 @@
  * 2bw): the replay of its compute order, made for stages of unequal replica counts and
  * used for every count since (docs/planner-native.md, sections 7 and 8: a replica's few
  * microbatches, each stage's all-reduce after its own last backward, stage 0's first
- * sends queued at a port).
+ * sends queued at a port; the asynchronous kinds' all-reduce inside their loop, section
+ * 8, "The asynchronous kinds' all-reduce in the loop").
  *
  * Microbatch g of a stage with r replicas runs on replica g % r (1F1B-RR,
  * docs/schedules.md), and each replica runs its microbatches in a fixed order: all
@@ -53,14 +54,27 @@ static double sent(int v, int s, int S, int n, const double *x, double t, const 
     return (p > t ? p : t) + x[v > 0 ? s : s - 1];
 }
 
+/* 2bw's all-reduce inside its loop: a group of grp lane microbatches (an iteration, n /
+ * iters); a stage with ar[s] > 0 (replicated) holds each replica after its last backward
+ * of a group until every replica of the stage has reached it and ar[s] more (the
+ * simulator's ALLREDUCE releases its members when the last has joined and the ring is
+ * done); iend[iters] (iters <= RR_ITERS) each iteration's end (its computations' and its
+ * groups' releases). The other kinds pass none (NULL). */
+#define RR_ITERS 5
+typedef struct rr_groups {
+    int grp, iters;
+    double iend[RR_ITERS];
+} rr_groups;
+
 /* The makespan of n microbatches of one lane (q[s] replicas per stage), each stage ending
- * ar[s] seconds after its last action (ar NULL: 0), the first forward replica a of stage
- * 0 sends arriving late[a] seconds late (late NULL: none; else q[0] of them); *plain
- * (NULL: not asked) the last action's end. -1 when out of memory or when the order cannot finish (it always can: the
- * generator's orders are deadlock-free; kept as a guard). */
+ * ar[s] seconds after its last action (ar NULL: 0; with gs, after each group instead),
+ * the first forward replica a of stage 0 sends arriving late[a] seconds late (late NULL:
+ * none; else q[0] of them); *plain (NULL: not asked) the last action's end. -1 when out
+ * of memory or when the order cannot finish (it always can: the generator's orders are
+ * deadlock-free; kept as a guard). */
 static double rr_lane(int S, const int *q, const double *f, const double *b, const double *x,
                       const double *ar, const double *late, int n, int hold_all, int sync,
-                      double *plain)
+                      rr_groups *gs, double *plain)
 {
     int nw = 0, Wq = 0;
     size_t nact = 0;
@@ -73,6 +87,13 @@ static double rr_lane(int S, const int *q, const double *f, const double *b, con
     int *acts = malloc((nact + 1) * sizeof *acts), *len = calloc((size_t)nw, sizeof *len);
     int *pos = calloc((size_t)nw, sizeof *pos), *wst = malloc((size_t)nw * sizeof *wst);
     size_t *at = malloc((size_t)nw * sizeof *at);
+    /* the groups (gs): per stage and group, the replicas that reached its end and when the
+     * last did; a group of stage s is G(s) lane microbatches */
+    int ngrp = gs ? n : 0;
+    int *gcnt = gs ? calloc((size_t)S * ngrp, sizeof *gcnt) : NULL;
+    double *gmax = gs ? calloc((size_t)S * ngrp, sizeof *gmax) : NULL;
+    if (gs)
+        for (int k = 0; k < gs->iters; k++) gs->iend[k] = 0;
     /* sync: when each forward's (pf) and backward's (pb) receive is posted; else unused */
     double *pf = sync ? malloc((size_t)S * n * sizeof *pf) : NULL;
     double *pb = sync ? malloc((size_t)S * n * sizeof *pb) : NULL;
@@ -80,6 +101,7 @@ static double rr_lane(int S, const int *q, const double *f, const double *b, con
     if (plain) *plain = 0;
     if (!fd || !bd || !freet || !acts || !len || !pos || !wst || !at) goto done;
     if (sync && (!pf || !pb)) goto done;
+    if (gs && (!gcnt || !gmax)) goto done;
     for (size_t i = 0; i < (size_t)S * n; i++) fd[i] = bd[i] = -1;
     for (size_t i = 0; sync && i < (size_t)S * n; i++) pf[i] = pb[i] = -1;
     int w = nw;
@@ -103,7 +125,16 @@ static double rr_lane(int S, const int *q, const double *f, const double *b, con
             const int *L = acts + at[w];
             while (pos[w] < len[w]) {
                 int v = L[pos[w]], a = (v > 0 ? v : -v) - 1;
-                double ready;
+                double ready, rel = 0;
+                if (gs && pos[w] > 0 && L[pos[w] - 1] < 0) {
+                    /* after a group's last backward of a replicated stage: its all-reduce */
+                    int pa = -L[pos[w] - 1] - 1, G = gs->grp;
+                    if (ar && ar[s] > 0 && pa % G >= G - q[s]) {
+                        size_t gi = (size_t)s * ngrp + pa / G;
+                        if (gcnt[gi] < q[s]) break; /* another replica has not reached it */
+                        rel = gmax[gi] + ar[s];
+                    }
+                }
                 if (sync) /* the batch before this computation posts its receive */
                     (v > 0 ? pf : pb)[(size_t)s * n + a] = freet[w];
                 if (v > 0) {
@@ -124,8 +155,20 @@ static double rr_lane(int S, const int *q, const double *f, const double *b, con
                     if (sa < 0) break; /* its receiver has not posted the receive yet */
                     if (sa > ready) ready = sa;
                 }
+                if (rel > ready) ready = rel;
                 double t = (freet[w] > ready ? freet[w] : ready) + (v > 0 ? f[s] : b[s]);
                 (v > 0 ? fd : bd)[(size_t)s * n + a] = t;
+                if (gs) {
+                    int it = a / (n / gs->iters), G = gs->grp;
+                    if (it < gs->iters && t > gs->iend[it]) gs->iend[it] = t;
+                    if (v < 0 && ar && ar[s] > 0 && a % G >= G - q[s]) {
+                        size_t gi = (size_t)s * ngrp + a / G;
+                        if (t > gmax[gi]) gmax[gi] = t;
+                        if (++gcnt[gi] == q[s] && it < gs->iters &&
+                            gmax[gi] + ar[s] > gs->iend[it])
+                            gs->iend[it] = gmax[gi] + ar[s]; /* the release counts in it */
+                    }
+                }
                 freet[w] = t;
                 pos[w]++;
                 moved = 1;
@@ -152,7 +195,7 @@ static double rr_lane(int S, const int *q, const double *f, const double *b, con
     }
 done:
     free(fd), free(bd), free(freet), free(acts), free(len), free(pos), free(wst), free(at);
-    free(pf), free(pb);
+    free(pf), free(pb), free(gcnt), free(gmax);
     return span;
 }
 
@@ -191,13 +234,28 @@ double nm_rr_time_p2p(sched_kind kind, int S, const int *reps, const double *f,
         for (int a = 0; late && a < q[0]; a++)
             for (int e = 0; e < d; e++)
                 if (late0[a * d + e] > late[a]) late[a] = late0[a * d + e];
-        double t = rr_lane(S, q, f, b, x, ar, late, n, hold_all, sync, plain);
+        double t = rr_lane(S, q, f, b, x, ar, late, n, hold_all, sync, NULL, plain);
         free(late);
         return t;
     }
-    /* one continuous order: the steady cost of M more microbatches */
-    double t1 = rr_lane(S, q, f, b, x, NULL, NULL, n, 0, sync, NULL);
-    double t2 = rr_lane(S, q, f, b, x, NULL, NULL, 2 * n, 0, sync, NULL);
-    if (plain) *plain = t2 - t1;
-    return t1 < 0 || t2 < 0 ? -1 : t2 - t1;
+    if (tr->step_each_round) {
+        /* pipedream: one continuous order without its all-reduce after every round, the
+         * steady cost of M more microbatches (holding each round, as 2bw's iterations
+         * below, moved 6 of its shipped plans to slower ones: docs/planner-native.md,
+         * section 8) */
+        double t1 = rr_lane(S, q, f, b, x, NULL, NULL, n, 0, sync, NULL, NULL);
+        double t2 = rr_lane(S, q, f, b, x, NULL, NULL, 2 * n, 0, sync, NULL, NULL);
+        if (plain) *plain = t2 - t1;
+        return t1 < 0 || t2 < 0 ? -1 : t2 - t1;
+    }
+    /* 2bw: one continuous order of RR_ITERS iterations, each replicated stage's
+     * all-reduce inside it (after each replica's last backward of an iteration): the
+     * steady iteration, as the simulator's window measures it (from the second
+     * iteration's end to the fourth's: past the fill, before the drain) */
+    rr_groups gs = {.grp = n, .iters = RR_ITERS};
+    double t = rr_lane(S, q, f, b, x, ar, NULL, RR_ITERS * n, 0, sync, &gs, NULL);
+    if (t < 0) return -1;
+    t = (gs.iend[3] - gs.iend[1]) / 2;
+    if (plain) *plain = t;
+    return t;
 }

@@ -11,6 +11,7 @@
 #include "planner/native.h"
 #include "planner/native_impl.h"
 #include "shipped.h"
+#include "sim/engine.h"
 
 /* The candidates planner_native simulates for `plumb plan -p PROFILE -c CLUSTER
  * --schedule KIND`: each one's estimate within tol of its simulated throughput. Returns
@@ -79,4 +80,67 @@ Test(native_chunked, estimate_against_the_simulator, .timeout = 120)
         if (w > worst) worst = w;
     }
     cr_log_info("native_chunked: worst estimate error %.2f %%\n", 100 * worst);
+}
+
+/* The plan's per-stage transfers of a chunked partition (`comm_s`, the stage lines of
+ * `plumb plan -p`): its output to the next stage and that gradient back over the path
+ * between the two stages' devices, as the estimate's replay sends them, and a compute on
+ * every stage. They came from the unit range's next unit: alexnet's stage 3 on
+ * cluster-a-4x4 (rank 3 of 4 on server 0, whose wrap goes back to device 0 over PCIe) was
+ * 0.229 s, over the Ethernet to device 4 (17.9 ms now); alexnet's wrap on cluster-b-2x8
+ * (device 7 back to 0) 21.4 ms to device 8 on the other server (2.7 ms now); a stage on
+ * the last device in the order had its costs unfilled. (A stage of a zero-time layer
+ * computes 0 s.) */
+Test(native_chunked, plan_transfers_are_the_paths, .timeout = 120)
+{
+    static const struct {
+        const char *p, *c;
+        sched_kind k;
+    } pairs[] = {
+        {"alexnet", "cluster-a-4x4", SCHED_INTERLEAVED},
+        {"alexnet", "cluster-b-2x8", SCHED_INTERLEAVED},
+        {"alexnet", "cluster-b-2x8", SCHED_ZB_V},
+        {"gnmt", "h200-4x8", SCHED_DUALPIPEV},
+    };
+    for (size_t i = 0; i < sizeof pairs / sizeof pairs[0]; i++) {
+        char pp[256], cp[256];
+        snprintf(pp, sizeof pp, PROFILE_DIR "/%s.json", pairs[i].p);
+        snprintf(cp, sizeof cp, CLUSTER_DIR "/%s.json", pairs[i].c);
+        plumb_err e;
+        profile *p = profile_load(pp, &e);
+        cr_assert(p, "%s", e.msg);
+        cluster *c = cluster_load(cp, &e);
+        cr_assert(c, "%s", e.msg);
+        native_options o;
+        native_options_init(&o);
+        o.schedule = pairs[i].k;
+        plan *pl = planner_native(p, c, &o, NULL, &e);
+        cr_assert(pl, "%s on %s: %s", pairs[i].p, pairs[i].c, e.msg);
+        nm_model m;
+        cr_assert_eq(nm_model_build(&m, p, c, c->ndevices, NULL, 0, &e), 0, "%s", e.msg);
+        const double bscale = (double)pl->microbatch_size / p->minibatch;
+        for (int s = 0; s < pl->nstages; s++) {
+            const plan_stage *st = &pl->stages[s];
+            double want = 0;
+            if (s + 1 < pl->nstages && st->devices[0] != pl->stages[s + 1].devices[0]) {
+                int b = 1;
+                while (b < m.nb && m.bfirst[b] != st->last_layer + 1) b++;
+                cr_assert_lt(b, m.nb, "stage %d ends inside a block", s);
+                double rate, lat;
+                cr_assert_geq(sim_net_path(&m.net, st->devices[0], pl->stages[s + 1].devices[0],
+                                           &rate, &lat), 0);
+                want = 2 * (m.cut[b] * bscale / rate + lat);
+            }
+            cr_expect_geq(st->compute_s, 0, "%s on %s, %s stage %d: compute %g s", pairs[i].p,
+                          pairs[i].c, sched_kind_name(pairs[i].k), s, st->compute_s);
+            cr_expect(fabs(st->comm_s - want) <= 1e-9 * (want > 1 ? want : 1),
+                      "%s on %s, %s stage %d (device %d): comm_s %.6f s, the path's %.6f s",
+                      pairs[i].p, pairs[i].c, sched_kind_name(pairs[i].k), s,
+                      st->devices[0], st->comm_s, want);
+        }
+        nm_model_free(&m);
+        plan_free(pl);
+        cluster_free(c);
+        profile_free(p);
+    }
 }

@@ -3,7 +3,8 @@
  * docs/planner-native.md, section 8): the compute order replayed with blocking transfers
  * against the simulator's timeline worked out by hand (tests/test_sim_engine.c,
  * sim_engine/sync_blocking_by_hand), the ring priced whole at the end, and the estimate of
- * complete partitions against the simulator's run of the plan under each runtime. */
+ * complete partitions against the simulator's run of the plan under each runtime, and
+ * 2bw's replicated stages held at their all-reduce inside the loop under both. */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdlib.h>
@@ -255,4 +256,84 @@ Test(native_est_runtime, sync_proposes_the_overlapped_partitions, .timeout = 120
     plan_free(pl);
     cluster_free(c);
     profile_free(p);
+}
+
+/* Errors of the asynchronous kinds' estimate against the simulator: worst, beyond 3 % and
+ * 5 %, how many compared. */
+typedef struct aerrs {
+    double worst;
+    int over3, over5, n;
+} aerrs;
+
+/* The estimate of kind (pipedream, 2bw) for vgg16, gnmt and resnet50 cut evenly into 1-1,
+ * 2-2, 4-2-2, 1-1-1-1, 4-4-4-4, 2-3 and 4-2 stages (4 x the lcm of the counts
+ * microbatches) on the first 16 devices of cluster file cname, under runtime sync,
+ * against the simulator's run of its plan, added to *er (each logged; within lim when lim
+ * > 0). */
+static void compare_async(const char *cname, sched_kind kind, int sync, double lim, aerrs *er)
+{
+    static const char *profs[] = {"vgg16", "gnmt", "resnet50"};
+    static const int shapes[][5] = {{1, 1, 0, 0, 0}, {2, 2, 0, 0, 0}, {4, 2, 2, 0, 0},
+                                    {1, 1, 1, 1, 0}, {4, 4, 4, 4, 0}, {2, 3, 0, 0, 0},
+                                    {4, 2, 0, 0, 0}};
+    plumb_err e;
+    char cpath[256];
+    snprintf(cpath, sizeof cpath, CLUSTER_DIR "/%s.json", cname);
+    cluster *c = cluster_load_cut(cpath, 16, 2, &e);
+    cr_assert_not_null(c, "%s", e.msg);
+    for (int fi = 0; fi < 3; fi++) {
+        profile *p = shipped_profile(profs[fi]);
+        nm_model m;
+        cr_assert_eq(nm_model_build(&m, p, c, c->ndevices, NULL, 0, &e), 0, "%s", e.msg);
+        for (size_t h = 0; h < sizeof shapes / sizeof shapes[0]; h++) {
+            int reps[5], lcm, S = shape_replicas(shapes[h], 5, reps, &lcm);
+            nm_part pt;
+            even_part(&m, S, reps, &pt);
+            nm_setting s = {.kind = kind, .M = 4 * lcm, .mbsize = p->minibatch / 4,
+                            .recompute = 0, .chunks = 1, .opt = OPT_SGD, .p2p_sync = sync};
+            nm_price(&m, &s, &pt);
+            double sim = simulate_part(&m, &s, &pt);
+            if (sim <= 0) { /* the replica counts that deadlock under sync */
+                cr_log_info("%s %s %s shape %zu sync %d: refused by the simulator\n",
+                            sched_kind_name(kind), cname, profs[fi], h, sync);
+                continue;
+            }
+            double err = pt.iter_s / sim - 1;
+            cr_log_info("%s %s %s shape %zu sync %d: estimate %.6f s, simulated %.6f s, "
+                        "%+.1f %%\n", sched_kind_name(kind), cname, profs[fi], h, sync,
+                        pt.iter_s, sim, 100 * err);
+            if (lim > 0)
+                cr_expect(fabs(err) < lim, "%s %s %s shape %zu sync %d: estimate %.6f s, "
+                          "simulated %.6f s", sched_kind_name(kind), cname, profs[fi], h,
+                          sync, pt.iter_s, sim);
+            err = fabs(err);
+            if (err > er->worst) er->worst = err;
+            er->over3 += err > 0.03;
+            er->over5 += err > 0.05;
+            er->n++;
+        }
+        nm_model_free(&m);
+        profile_free(p);
+    }
+    cluster_free(c);
+}
+
+/* 2bw's replicated stages hold at their all-reduce inside the loop (native_rr.c's groups):
+ * on dgx-h100 each of the 21 partitions within 5 % of the simulator under both runtimes
+ * (before, under sync: 6 beyond 3 %, worst -11.5 %, gnmt 4-2). Logged: cluster-a-4x4
+ * (not checked: a replica across the servers' slow links, which the replay's one transfer
+ * time per stage misses) and pipedream on both. */
+Test(native_est_runtime, async_against_the_simulator, .timeout = 120)
+{
+    static const char *cl[] = {"dgx-h100", "cluster-a-4x4"};
+    static const sched_kind kinds[] = {SCHED_2BW, SCHED_PIPEDREAM};
+    for (int k = 0; k < 2; k++)
+        for (int ci = 0; ci < 2; ci++)
+            for (int sync = 0; sync <= 1; sync++) {
+                aerrs er = {0};
+                compare_async(cl[ci], kinds[k], sync, k == 0 && ci == 0 ? 0.05 : 0, &er);
+                cr_log_info("%s on %s, p2p sync %d: %d plans, %d beyond 3 %%, %d beyond 5 %%, "
+                            "worst %.1f %%\n", sched_kind_name(kinds[k]), cl[ci], sync, er.n,
+                            er.over3, er.over5, 100 * er.worst);
+            }
 }
