@@ -222,8 +222,8 @@ Test(native_zero, sweep_plans_under_zero1)
 Test(native_zero, chunked_memory_under_zero1_is_the_simulators)
 {
     static const sched_kind kinds[] = {SCHED_INTERLEAVED, SCHED_ZB_V, SCHED_DUALPIPEV};
-    profile *p = vgg16();
-    cluster *c = cluster_a();
+    profile *p = shipped_profile("vgg16");
+    cluster *c = shipped_cluster("cluster-a-4x4");
     for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
         native_options o;
         native_options_init(&o);
