@@ -447,6 +447,15 @@ int nm_stage_cost_k(const nm_model *m, const nm_setting *s, int b0, int b1, int 
 void nm_stage_compute(const nm_model *m, const nm_setting *s, int b0, int b1, int u, int r,
                       double *F, double *B);
 
+/* A chunked partition's stage i (one replica): the seconds of one transfer of its output
+ * to stage i + 1, bytes / rate + latency over the path between the two stages' devices
+ * (the interleaved wrap goes from the last rank back to rank 0; a V kind's middle stage
+ * stays on its device); 0 on one device, for the last stage or a path not found. *bytes
+ * (may be NULL) gets the transfer's bytes (0 for the last stage). nm_price's replay and
+ * the written plan's comm_s both ask it. */
+double nm_chunk_transfer(const nm_model *m, const nm_setting *s, const nm_part *pt, int i,
+                         double *bytes);
+
 /* nm_stage_cost_k with the closed form's counts and no zero-bubble warmup. */
 int nm_stage_cost(const nm_model *m, const nm_setting *s, int b0, int b1, int u, int r,
                   int W, nm_cost *o);

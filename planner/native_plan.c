@@ -87,26 +87,17 @@ void nm_config(const nm_model *m, const nm_part *pt, char *buf, size_t n)
 }
 
 /* A chunked partition's stage i (one replica): its compute per microbatch (*compute, F +
- * B) and its transfers (*comm: its output to stage i + 1 and that gradient back, each
- * bytes / rate + latency of the path between the two stages' devices, as nm_price's
- * replay sends them; 0 on one device or for the last stage). The wrap of interleaved
- * goes from the last rank back to rank 0, and the V kinds' middle stage stays on its
- * device, which a unit range's next unit (nm_stage_cost) does not see. */
+ * B) and its transfers (*comm: its output to stage i + 1 and that gradient back, each the
+ * path's time that nm_price's replay sends them in, nm_chunk_transfer's), which a unit
+ * range's next unit (nm_stage_cost) does not see. */
 static void chunked_stage_costs(const nm_model *m, const nm_setting *s, const nm_part *pt,
                                 int i, double *compute, double *comm)
 {
     const nm_stage *st = &pt->st[i];
-    double F, B, x = 0;
+    double F, B;
     nm_stage_compute(m, s, st->b0, st->b1, st->u, 1, &F, &B);
-    if (i + 1 < pt->nst) {
-        const int a = m->order[st->u * m->g], d = m->order[pt->st[i + 1].u * m->g];
-        const double bytes = m->cut[st->b1] * ((double)s->mbsize / m->p->minibatch);
-        double rate, lat;
-        if (a != d && bytes > 0 && sim_net_path(&m->net, a, d, &rate, &lat) >= 0 && rate > 0)
-            x = bytes / rate + lat;
-    }
     *compute = F + B;
-    *comm = 2 * x;
+    *comm = 2 * nm_chunk_transfer(m, s, pt, i, NULL);
 }
 
 plan *nm_plan(const nm_model *m, const nm_setting *s, const nm_part *pt, plumb_err *err)

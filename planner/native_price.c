@@ -260,6 +260,22 @@ done:
 
 /* nm_price, with the schedule's counts where the closed form's may differ (exact 1), or
  * the closed form's only (0). */
+double nm_chunk_transfer(const nm_model *m, const nm_setting *s, const nm_part *pt, int i,
+                         double *bytes)
+{
+    double b = 0, x = 0;
+    if (i + 1 < pt->nst) {
+        const nm_stage *st = &pt->st[i];
+        const int a = m->order[st->u * m->g], d = m->order[pt->st[i + 1].u * m->g];
+        double rate, lat;
+        b = m->cut[st->b1] * ((double)s->mbsize / m->p->minibatch);
+        if (a != d && b > 0 && sim_net_path(&m->net, a, d, &rate, &lat) >= 0 && rate > 0)
+            x = b / rate + lat;
+    }
+    if (bytes) *bytes = b;
+    return x;
+}
+
 static void price(const nm_model *m, const nm_setting *s, nm_part *pt, int exact)
 {
     double per = 0, sumlat = 0, botlat = 0, ar = 0, peak = 0, cap = INFINITY;
@@ -284,17 +300,9 @@ static void price(const nm_model *m, const nm_setting *s, nm_part *pt, int exact
                                      : 0;
             bi[i] = (b[i] - rf) / 2 + rf;
             bw[i] = (b[i] - rf) / 2;
-            double x = 0;
             int rk = sched_kind_rank(s->kind, i, p);
             if (rk >= 0 && rk < NM_MAX_UNITS) wdev[rk] = m->order[st->u * m->g];
-            if (i + 1 < pt->nst) {
-                const int a = m->order[st->u * m->g], d = m->order[pt->st[i + 1].u * m->g];
-                double rate, lat;
-                bytes[i] = m->cut[st->b1] * bscale;
-                if (a != d && bytes[i] > 0 && sim_net_path(&m->net, a, d, &rate, &lat) >= 0 &&
-                    rate > 0)
-                    x = bytes[i] / rate + lat;
-            }
+            const double x = nm_chunk_transfer(m, s, pt, i, &bytes[i]);
             /* blocking transfers: the rank waits for one exchange (one transfer, its
              * neighbours' at once) per steady F-B pair, which runs back to back */
             devper[rk] += f[i] + b[i] + (s->p2p_sync ? x : 0);
