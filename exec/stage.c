@@ -662,9 +662,7 @@ int stage_step(stage *st, const bk_opt *o, plumb_err *err)
         st->bk->opt_step(st->ctx, o, (size_t)st->nparams, st->params, st->grads, m, v);
         return 0;
     }
-    /* the owned shard's real floats (the last shards may be padding, partly or wholly) */
-    long long lo = (long long)st->zindex * st->zcount, n = st->nparams - lo;
-    if (n > st->zcount) n = st->zcount;
+    long long lo, n = stage_shard_real(st, &lo); /* the owned shard's real floats */
     if (n > 0) st->bk->opt_step(st->ctx, o, (size_t)n, st->params + lo, st->grads + lo, m, v);
     return 0;
 }

@@ -183,7 +183,6 @@ int stage_opt_state(stage *st, int kind, float **m, float **v, plumb_err *err);
  * all-gather the weights. Without zero_parts: stage_shard_count is stage_nparams and
  * stage_shard_grads NULL. */
 long long stage_shard_count(const stage *st);
-int stage_shard_parts(const stage *st);
 int stage_shard_index(const stage *st);
 float *stage_shard_grads(stage *st);
 /* Makes the gradients final before they are summed over replicas: clears the vocabulary-

@@ -97,10 +97,14 @@ void stage_xent_tp_bwd(stage *st, snode *n, int N, const float *probs, float *dx
  * moves (tp - 1) / tp of the whole per rank each way; the rank-order copy between the
  * sequence order and the collectives' stays on the device (st->seqtmp). dst must not be
  * seqtmp; full is left changed. */
+void stage_seq_gather(stage *st, const float *src, float *dst, int B, int F);
+void stage_seq_scatter(stage *st, float *full, float *dst, int B, int F);
+
 /* Sets st's ZeRO-1 shard (exec/stage_zero.c): parts replicas (<= 1: none, one shard of
  * nparams), this one `index`; fills zparts, zindex, zcount and zalloc from nparams. */
 void stage_shard_plan(stage *st, int parts, int index);
-void stage_seq_gather(stage *st, const float *src, float *dst, int B, int F);
-void stage_seq_scatter(stage *st, float *full, float *dst, int B, int F);
+/* The owned shard's real floats: their count (0 .. zcount; the last shards may be padding,
+ * partly or wholly), the first at *lo in the parameter vector. */
+long long stage_shard_real(const stage *st, long long *lo);
 
 #endif

@@ -15,20 +15,24 @@ void stage_shard_plan(stage *st, int parts, int index)
 }
 
 long long stage_shard_count(const stage *st) { return st->zcount; }
-int stage_shard_parts(const stage *st) { return st->zparts; }
 int stage_shard_index(const stage *st) { return st->zindex; }
 float *stage_shard_grads(stage *st)
 {
     return st->zparts > 1 ? st->grads + (size_t)st->zindex * (size_t)st->zcount : NULL;
 }
 
+long long stage_shard_real(const stage *st, long long *lo)
+{
+    *lo = (long long)st->zindex * st->zcount;
+    long long n = st->nparams - *lo;
+    return n < 0 ? 0 : n > st->zcount ? st->zcount : n;
+}
+
 void stage_shard_take(stage *st, const float *full, float *shard)
 {
     if (st->zparts <= 1) return;
     /* the shard's real floats only: full may end at nparams, inside the last shards */
-    long long lo = (long long)st->zindex * st->zcount, n = st->nparams - lo;
-    if (n > st->zcount) n = st->zcount;
-    if (n < 0) n = 0;
+    long long lo, n = stage_shard_real(st, &lo);
     if (n > 0) st->bk->copy(st->ctx, shard, full + lo, (size_t)n * sizeof(float));
     if (n < st->zcount)
         st->bk->zero(st->ctx, shard + n, (size_t)(st->zcount - n) * sizeof(float));
