@@ -172,14 +172,14 @@ int ui_tui_run(ui_app *a, int mono, const int *keys, int nkeys)
     if (!isatty(STDIN_FILENO) || !isatty(STDOUT_FILENO)) {
         fprintf(stderr, "plumb: ui: needs a terminal on stdin and stdout (use --snapshot WxH "
                         "for a text frame)\n");
-        return 1;
+        return 2;
     }
     setlocale(LC_ALL, "");
     const char *term = getenv("TERM");
     SCREEN *scr = newterm(NULL, stdout, stdin);
     if (!scr) {
         fprintf(stderr, "plumb: ui: cannot drive terminal type \"%s\"\n", term ? term : "");
-        return 1;
+        return 2;
     }
     struct sigaction sa, old_int, old_term, old_hup;
     memset(&sa, 0, sizeof sa);

@@ -9,8 +9,8 @@
 
 /* Runs the dashboard on the terminal until q, Ctrl-C, SIGTERM or SIGHUP. mono = 1 forces
  * monochrome (NO_COLOR and terminals without colours get it anyway). keys/nkeys are fed
- * first (may be NULL/0). Returns 0, or 1 with a message on stderr when there is no usable
- * terminal. */
+ * first (may be NULL/0). Returns 0, or 2 with one line on stderr when there is no usable
+ * terminal (the exit status of bad input). */
 int ui_tui_run(ui_app *a, int mono, const int *keys, int nkeys);
 
 #endif

@@ -57,6 +57,15 @@ if [ -z "$cli_sps" ] || ! grep -q "samples/s $cli_sps " <<< "$shot" ||
     early=1
 fi
 rm -rf "$rt"
+# Without a terminal (and without --snapshot): one line, exit 2, nothing on stdout.
+nt_out=$("$P" ui examples/plans/vgg16-4stage-1f1b.json < /dev/null 2>/tmp/plumb-ui-e2e-nt.$$)
+nt_rc=$?
+nt_err=$(cat /tmp/plumb-ui-e2e-nt.$$); rm -f /tmp/plumb-ui-e2e-nt.$$
+if [ "$nt_rc" != 2 ] || [ -n "$nt_out" ] || [ "$(printf '%s\n' "$nt_err" | wc -l)" != 1 ] ||
+    ! grep -q 'needs a terminal' <<< "$nt_err"; then
+    echo "FAIL ui: without a terminal: rc $nt_rc, stderr '$nt_err' (expected one line, exit 2)"
+    early=1
+fi
 if ! command -v tmux >/dev/null 2>&1; then
     [ $early = 0 ] && echo "ui: bad --model options and the p2p sync re-plan ok; SKIP the rest (tmux is not installed)"
     exit $early
