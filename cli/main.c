@@ -40,6 +40,36 @@ static void usage(FILE *out)
                  "  --version  print the version\n");
 }
 
+/* The help command (also --help, -h): "plumb help" prints the usage, "plumb help CMD" runs
+ * CMD --help. A --help or -h among its arguments asks the same thing again and is skipped
+ * ("plumb help --help", "plumb help sim --help"), and "help" names itself: the usage. Returns
+ * the exit status: 0, or 2 after one error line for an unknown command or a second name. */
+static int help_run(int argc, char **argv)
+{
+    char *name = NULL;
+    for (int i = 2; i < argc; i++) {
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) continue;
+        if (name) {
+            fprintf(stderr,
+                    "plumb: %s: expected at most one command (got \"%s\" too); see plumb --help\n",
+                    argv[1], argv[i]);
+            return 2;
+        }
+        name = argv[i];
+    }
+    if (!name || !strcmp(name, "help")) {
+        usage(stdout);
+        return 0;
+    }
+    for (size_t i = 0; i < NCOMMANDS; i++)
+        if (!strcmp(name, commands[i].name)) {
+            char *args[] = {name, "--help", NULL};
+            return commands[i].run(2, args);
+        }
+    fprintf(stderr, "plumb: %s: unknown command \"%s\"; see plumb --help\n", argv[1], name);
+    return 2;
+}
+
 /* OpenBLAS starts its thread pool when the library loads, before main, and each pool
  * thread maps its 128 MiB buffer at once; under an address-space limit (ulimit -v) a thread
  * whose buffer cannot be mapped retries forever, so that even --version hung. Under such a
@@ -73,23 +103,11 @@ int main(int argc, char **argv)
     }
     int help = !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help");
     int version = !strcmp(argv[1], "--version") || !strcmp(argv[1], "-V");
-    if (help && argc == 3) { /* "plumb help sim": that command's --help */
-        for (size_t i = 0; i < NCOMMANDS; i++)
-            if (!strcmp(argv[2], commands[i].name)) {
-                char *args[] = {argv[2], "--help", NULL};
-                return commands[i].run(2, args);
-            }
-        fprintf(stderr, "plumb: %s: unknown command \"%s\"; see plumb --help\n", argv[1], argv[2]);
+    if (help) return help_run(argc, argv);
+    if (version && argc > 2) { /* "plumb --version extra" printed and exited 0 */
+        fprintf(stderr, "plumb: %s: expected no arguments (got \"%s\" too); see plumb --help\n",
+                argv[1], argv[2]);
         return 2;
-    }
-    if ((help || version) && argc > 2) { /* "plumb --version extra" printed and exited 0 */
-        fprintf(stderr, "plumb: %s: expected %s (got \"%s\" too); see plumb --help\n", argv[1],
-                help ? "at most one command" : "no arguments", argv[help ? 3 : 2]);
-        return 2;
-    }
-    if (help) {
-        usage(stdout);
-        return 0;
     }
     if (version) {
         printf("plumb %s\n", PLUMB_VERSION);

@@ -655,10 +655,10 @@ void stage_settle_grads(stage *st)
 
 int stage_step(stage *st, const bk_opt *o, plumb_err *err)
 {
-    stage_settle_grads(st);
     float *m = NULL, *v = NULL;
     if (stage_opt_state(st, o->kind, &m, &v, err)) return -1;
     if (st->zparts <= 1) {
+        stage_settle_grads(st); /* sharded: settled before the reduce-scatter, once */
         st->bk->opt_step(st->ctx, o, (size_t)st->nparams, st->params, st->grads, m, v);
         return 0;
     }

@@ -165,7 +165,9 @@ float *stage_grads(stage *st);
 void stage_zero_grads(stage *st);
 /* One optimizer step on the stage's own parameters with its gradients (state allocated on
  * first use); with ZeRO-1, on the owned shard only, from stage_shard_grads (the caller
- * all-gathers the weights after). Does not zero the gradients. Returns 0, or -1 with err when out of memory. */
+ * all-gathers the weights after), reading and writing nothing of the gradients outside it:
+ * stage_settle_grads is then the caller's, before the reduce-scatter. Does not zero the
+ * gradients. Returns 0, or -1 with err when out of memory. */
 int stage_step(stage *st, const bk_opt *o, plumb_err *err);
 
 /* The optimizer state vectors (device, stage_nparams floats; with ZeRO-1 the shard's
@@ -186,7 +188,9 @@ long long stage_shard_count(const stage *st);
 int stage_shard_index(const stage *st);
 float *stage_shard_grads(stage *st);
 /* Makes the gradients final before they are summed over replicas: clears the vocabulary-
- * parallel zero row's gradient (stage_step does it too; doing it twice is harmless). */
+ * parallel zero row's gradient. stage_step does it for a stage without zero_parts (doing
+ * it twice is harmless); a stage with zero_parts must be settled by the caller before its
+ * reduce-scatter, since its stage_step touches the owned shard alone. */
 void stage_settle_grads(stage *st);
 /* Copies this replica's shard of a whole device vector full (stage_nparams floats or more,
  * e.g. the gradients' buffer holding an uploaded optimizer state) into the shard-sized

@@ -14,16 +14,13 @@
 #include "planner/search3d.h"
 #include "planner/sweep.h"
 #include "sim/sim.h"
+#include "tests/planfix.h"
 #include "tests/shipped.h"
 
 /* `plumb sim PLAN`'s samples/s of pl (its own runtime, default options). */
 static double sim_thr(const plan *pl)
 {
-    plumb_err e;
-    sim_options so;
-    sim_options_init(&so);
-    sim_report *r = sim_run(pl, &so, &e);
-    cr_assert(r, "%s", e.msg);
+    sim_report *r = plan_sim_limit(pl, 0);
     double t = r->samples_per_s;
     sim_report_free(r);
     return t;
@@ -89,34 +86,10 @@ Test(native_runtime, grad_sync_end_plan_simulates_to_its_figure)
  * answered with the figures kept for the same plan under the default runtime. */
 Test(native_runtime, memo_key_tells_the_runtimes_apart)
 {
-    profile *p = shipped_profile("vgg16");
-    cluster *c = shipped_cluster("cluster-a-4x4");
-    plumb_err e;
-    plan *pl = native_dp_plan(p, c, 4, &e);
-    cr_assert(pl, "%s", e.msg);
-    pl->microbatch_size = p->minibatch;
-    pl->microbatches = 8;
-    native_options o;
-    native_options_init(&o);
-    nm_sim_memo *mo = nm_sim_memo_new();
-    cr_assert(mo);
-    cr_assert_null(nm_sim_memo_get(mo, pl, &o));
-    int dev[4] = {0, 1, 2, 3};
-    double mem[4] = {1, 1, 1, 1};
-    nm_sim_fig f = {123.0, 1.0, 0.1, 1.0, 1, 4, dev, mem};
-    nm_sim_memo_put(mo, &f);
-    const nm_sim_fig *k = nm_sim_memo_get(mo, pl, &o);
-    cr_assert(k, "the same plan should hit");
-    cr_expect_eq(k->thr, 123.0);
-    pl->p2p_sync = 1;
-    cr_expect_null(nm_sim_memo_get(mo, pl, &o), "p2p sync answered with overlap's figures");
-    pl->p2p_sync = 0;
-    pl->grad_sync_end = 1;
-    cr_expect_null(nm_sim_memo_get(mo, pl, &o), "grad_sync end answered with overlap's figures");
-    nm_sim_memo_free(mo);
-    plan_free(pl);
-    cluster_free(c);
-    profile_free(p);
+    static const memo_flip runtimes[] = {
+        {offsetof(plan, p2p_sync), 1, "p2p sync answered with overlap's figures"},
+        {offsetof(plan, grad_sync_end), 1, "grad_sync end answered with overlap's figures"}};
+    memo_key_holds(0, runtimes, 2);
 }
 
 /* A memo filled under the default runtime and handed to a planning call under p2p sync
@@ -167,9 +140,7 @@ Test(native_runtime, auto_skips_the_kinds_the_runtime_refuses)
     plumb_err e;
     native_result res;
     cr_assert_eq(planner_auto(p, c, &o, &res, &e), 0, "%s", e.msg);
-    cr_assert_eq(res.nskipped, 2);
-    cr_expect_eq(res.skipped[0].schedule, SCHED_PIPEDREAM);
-    cr_expect_eq(res.skipped[1].schedule, SCHED_2BW);
+    auto_skipped_async(&res);
     /* the owner's line, word for word */
     search3d_options so;
     search3d_options_init(&so);

@@ -197,3 +197,47 @@ Test(zero, shard_take_reads_only_the_real_floats)
     bk->destroy(ctx);
     fixture_free(&f);
 }
+
+/* Under ZeRO-1 the gradients are settled once, by the runtime before the reduce-scatter
+ * (the vocabulary-parallel zero row cleared on every replica, so its sum is 0); stage_step
+ * then steps the owned shard and touches no gradient outside it. gpt-mini's embedding on
+ * tp rank 0 of 2, replica 0 of 2: 129 token rows (the zero row, 128, last) and 64
+ * position rows of 128 floats, 24704 floats in shards of 12352; the zero row, floats
+ * 16384 .. 16511, lies in replica 1's shard, so replica 0's step leaves it as it was (it
+ * was cleared a second time, in the step, before). */
+static int no_allreduce(void *user, float *buf, size_t count)
+{
+    (void)user, (void)buf, (void)count;
+    return 0;
+}
+
+Test(zero, step_settles_nothing_outside_its_shard)
+{
+    plumb_err e = {{0}};
+    model *m = model_load("examples/models/gpt-mini.json", &e);
+    cr_assert(m, "%s", e.msg);
+    const backend *bk = backend_cpu();
+    bk_ctx *ctx = bk->create(0, &e);
+    cr_assert(ctx, "%s", e.msg);
+    stage_tp tp = {.rank = 0, .size = 2, .allreduce = no_allreduce};
+    stage_opts so = {0, 0, &tp, 0, 2, 0};
+    stage *st = stage_create_opts(bk, ctx, m, 0, 0, 2, 1, &so, &e);
+    cr_assert(st, "%s", e.msg);
+    const long long n = stage_nparams(st), c = stage_shard_count(st);
+    cr_assert_eq(n, 24704);
+    cr_assert_eq(c, 12352);
+    float *host = malloc((size_t)(2 * c) * sizeof *host);
+    cr_assert(host);
+    for (long long i = 0; i < 2 * c; i++) host[i] = 1.0f;
+    bk->upload(ctx, stage_grads(st), host, (size_t)(2 * c) * sizeof *host);
+    bk_opt o = train_default_opt(BK_SGD);
+    cr_assert_eq(stage_step(st, &o, &e), 0, "%s", e.msg);
+    bk->download(ctx, host, stage_grads(st), (size_t)(2 * c) * sizeof *host);
+    for (long long i = 16384; i < 16512; i++)
+        cr_expect_eq(host[i], 1.0f, "gradient float %lld (replica 1's zero row): %g", i,
+                     host[i]);
+    free(host);
+    stage_free(st);
+    bk->destroy(ctx);
+    model_free(m);
+}

@@ -22,9 +22,24 @@ check no-args 2 "$P"
 check unknown-cmd 2 "$P" frobnicate
 [ "$(wc -l <"$d/err")" = 1 ] || { echo "FAIL unknown command: not one line"; fail=1; }
 grep -q 'unknown command "frobnicate"' "$d/err" || { echo "FAIL unknown command text"; fail=1; }
+# the help command answers its own --help, and "help CMD" ignores a repeated --help
+for h in "help --help" "help -h" "help help" "--help --help" "-h help"; do
+    check "$h" 0 "$P" $h
+    grep -q "usage: plumb COMMAND" "$d/out" || { echo "FAIL $h: not the usage"; fail=1; }
+done
+check "help nosuch" 2 "$P" help nosuch
+[ "$(wc -l <"$d/err")" = 1 ] || { echo "FAIL help nosuch: not one line"; fail=1; }
+grep -q 'unknown command "nosuch"' "$d/err" || { echo "FAIL help nosuch text"; fail=1; }
+check "help sim plan" 2 "$P" help sim plan
+[ "$(wc -l <"$d/err")" = 1 ] || { echo "FAIL help sim plan: not one line"; fail=1; }
 for c in $("$P" --help | awk '/^commands:/{f=1;next} f&&/^  [a-z]/{print $1}'); do
     check "$c --help" 0 "$P" "$c" --help
     [ -s "$d/out" ] || { echo "FAIL $c --help printed nothing"; fail=1; }
+    cp "$d/out" "$d/cmdhelp"
+    for h in "help $c" "help $c --help" "help $c -h"; do # the same text as CMD --help
+        check "$h" 0 "$P" $h
+        cmp -s "$d/out" "$d/cmdhelp" || { echo "FAIL $h: not the text of $c --help"; fail=1; }
+    done
     check "$c --bogus" 2 "$P" "$c" --bogus-option
     [ "$(wc -l <"$d/err")" = 1 ] || { echo "FAIL $c --bogus: not one line"; cat "$d/err"; fail=1; }
 done

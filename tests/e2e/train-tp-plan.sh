@@ -18,14 +18,8 @@ trap 'rm -rf "$d"' EXIT
 fail=0
 . "$(dirname "$0")/lib/expect.sh"
 die() { echo "train-tp-plan.sh: FAIL: $*" >&2; exit 1; }
-model=examples/models/gpt-mini.json
-llm=examples/llm/gpt-mini.json
-clus=examples/clusters/cpu-1x8.json
-args=(--steps 12 --samples 512 --log-every 3)
-if [ "${PLUMB_SAN:-0}" = 1 ] || grep -qa __asan_init "$PLUMB" 2> /dev/null; then
-    # the MPI library's own allocations outlive MPI_Finalize: not plumb's leaks
-    export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
-fi
+# shellcheck source=lib/train_mini.sh
+. "$(dirname "$0")/lib/train_mini.sh" # model llm clus args; mpi_usable, mpi_train8
 
 # the losses of the progress lines and the test loss and accuracy, one per line
 figures() {
@@ -147,15 +141,9 @@ for s in 0 1; do
     grep -Eq "^$s +step .* 22 / 22 " "$d/cmp.log" || die "stage $s steps: $(cat "$d/cmp.log")"
 done
 
-if command -v mpirun > /dev/null 2>&1 && ! "$PLUMB" train "$model" --tp 2 --transport mpi \
-        --steps 1 2>&1 | grep -q "not built into this binary"; then
+if mpi_usable "$model"; then
     echo "mpirun -np 8 plumb train MODEL PLAN --transport mpi"
-    mkdir -p "$d/tmpdir"
-    TMPDIR="$d/tmpdir" timeout 300 mpirun --allow-run-as-root --oversubscribe -np 8 -x TMPDIR \
-        -x OPENBLAS_NUM_THREADS=1 ${ASAN_OPTIONS:+-x ASAN_OPTIONS} "$PLUMB" train "$model" \
-        "$d/plan.json" "${args[@]}" --transport mpi --trace "$d/mpi-meas.json" > "$d/mpi.log" 2>&1 ||
-        die "mpirun -np 8: $(cat "$d/mpi.log")"
-    grep -q "4 workers x tp 2 (8 ranks)" "$d/mpi.log" || die "not 8 ranks: $(head -3 "$d/mpi.log")"
+    mpi_train8 "$d/mpi.log" "$model" "$d/plan.json" "${args[@]}" --trace "$d/mpi-meas.json"
     # the progress lines need the losses of both replicas, which are in other processes
     # until the end: the test figures (of the final weights) are compared
     same "$d/seq.log" "$d/mpi.log" 2

@@ -15,13 +15,8 @@ PLUMB=${PLUMB:-./plumb}
 d=$(mktemp -d)
 trap 'rm -rf "$d"' EXIT
 die() { echo "train-zero.sh: FAIL: $*" >&2; exit 1; }
-model=examples/models/gpt-mini.json
-llm=examples/llm/gpt-mini.json
-clus=examples/clusters/cpu-1x8.json
-args=(--steps 12 --samples 512 --log-every 3)
-if [ "${PLUMB_SAN:-0}" = 1 ] || grep -qa __asan_init "$PLUMB" 2> /dev/null; then
-    export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
-fi
+# shellcheck source=lib/train_mini.sh
+. "$(dirname "$0")/lib/train_mini.sh" # model llm clus args; mpi_usable, mpi_train8
 
 plan() { # $1 output, the rest: layout options of plumb plan --model
     local out=$1
@@ -77,15 +72,9 @@ grep -q "resumed from $d/ck.* at step 4" "$d/res.log" || die "no resume line: $(
 cmp -s "$d/whole1.ck" "$d/resumed.ck" || die "zero 1 resumed at step 4 differs from the whole run"
 echo "  --save of zero 1 = zero 0's ($(wc -c < "$d/whole1.ck") bytes); resumed at step 4 = whole"
 
-if command -v mpirun > /dev/null 2>&1 && ! "$PLUMB" train "$model" --tp 2 --transport mpi \
-        --steps 1 2>&1 | grep -q "not built into this binary"; then
+if mpi_usable "$model"; then
     echo "mpirun -np 8 plumb train MODEL PLAN --transport mpi (tp 2 x pp 2 x dp 2, zero 1)"
-    mkdir -p "$d/tmpdir"
-    TMPDIR="$d/tmpdir" timeout 300 mpirun --allow-run-as-root --oversubscribe -np 8 -x TMPDIR \
-        -x OPENBLAS_NUM_THREADS=1 ${ASAN_OPTIONS:+-x ASAN_OPTIONS} "$PLUMB" train "$model" \
-        "$d/z1-3d.json" "${args[@]}" --transport mpi --save "$d/mpi.ck" > "$d/mpi.log" 2>&1 ||
-        die "mpirun -np 8: $(cat "$d/mpi.log")"
-    grep -q "4 workers x tp 2 (8 ranks)" "$d/mpi.log" || die "not 8 ranks: $(head -3 "$d/mpi.log")"
+    mpi_train8 "$d/mpi.log" "$model" "$d/z1-3d.json" "${args[@]}" --save "$d/mpi.ck"
     # the progress lines need both replicas' losses, in other processes until the end: the
     # test figures (of the final weights) are compared with the threads' zero 0 run
     [ "$(grep '^test:' "$d/mpi.log")" = "$(grep '^test:' "$d/run0-3d.log")" ] ||
