@@ -67,7 +67,7 @@ static const char usage_text[] =
     "                          under the next forward, bucket by bucket (Megatron-Core's\n"
     "                          --overlap-param-gather; default: one ring with the backward;\n"
     "                          the search sets it on its zero 1 candidates)\n"
-    "  --precision P           bf16 (default), fp16, tf32 or fp32\n"
+    "  --precision P           bf16 (default), fp16, tf32, fp32 or fp8 (FP8 projections)\n"
     "  --schedule KIND         1f1b-flush (default; interleaved with V > 1), gpipe, zb-h1,\n"
     "                          pipedream, 2bw, interleaved, zb-v, dualpipev\n"
     "  --seq-len S             tokens per sequence (default: max_position_embeddings)\n"

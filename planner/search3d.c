@@ -468,11 +468,11 @@ int search3d_runtime_check(const search3d_options *o, plumb_err *err)
     if (plan_runtime_check(tr, o->zero == SEARCH3D_FREE ? -1 : o->zero, o->overlap_param_gather,
                            o->p2p_sync, o->grad_sync_end, NULL, err))
         return -1;
-    if (o->precision != DEV_BF16 &&
+    if (o->precision != DEV_BF16 && o->precision != DEV_FP8 &&
         (o->grad_reduce == DEV_BF16 || o->optimizer_state == DEV_BF16))
         return err_set(err, NULL, o->grad_reduce == DEV_BF16 ? "--grad-reduce bf16"
                                                               : "--optimizer-state bf16",
-                       "belongs to --precision bf16 (got --precision %s)",
+                       "belongs to --precision bf16 or fp8 (got --precision %s)",
                        dev_precision_name(o->precision));
     if (o->tp_overlap != TP_OVERLAP_NONE && o->tp > 0 && o->tp < 2)
         return err_set(err, NULL, "--tp-overlap", "expected --tp 2 or more (no "
