@@ -37,7 +37,10 @@ expect_bad bad-tp '--tp: expected a divisor of the 12 attention heads (got 5)' \
     "$P" profile --model examples/llm/gpt2.json -c $A100 --tp 5 -o "$d/x.json"
 expect_bad no-figures 'h200-4x8.json: device_types\[0\].peak_tflops_by_precision.bf16: missing' \
     "$P" profile --model examples/llm/gpt2.json -c profiles/clusters/h200-4x8.json -o "$d/x.json"
-expect_bad bad-precision '--precision: expected bf16, fp16, tf32 or fp32' \
+expect_bad bad-precision '--precision: expected bf16, fp16, tf32, fp32 or fp8' \
+    "$P" profile --model examples/llm/gpt2.json -c $A100 --precision int8 -o "$d/x.json"
+# fp8 needs the device's fp8 peak (A100 has none): one line naming the field
+expect_bad fp8-no-peak 'dgx-a100-80g.json: device_types\[0\].peak_tflops_by_precision.fp8: missing' \
     "$P" profile --model examples/llm/gpt2.json -c $A100 --precision fp8 -o "$d/x.json"
 # fused attention keeps no s x s tensor: nothing left for selective recomputation
 ok profile-flash "$P" profile --model examples/llm/gpt2.json -c $A100 --attention flash
