@@ -42,6 +42,20 @@ expect_bad bad-precision '--precision: expected bf16, fp16, tf32, fp32 or fp8' \
 # fp8 needs the device's fp8 peak (A100 has none): one line naming the field
 expect_bad fp8-no-peak 'dgx-a100-80g.json: device_types\[0\].peak_tflops_by_precision.fp8: missing' \
     "$P" profile --model examples/llm/gpt2.json -c $A100 --precision fp8 -o "$d/x.json"
+# fp8 (Transformer Engine's FP8 projections) on H100: a plan file that says so, read back by
+# sim, which gives the MFU against the bf16 peak; plumb train has no FP8 kernels
+H100=profiles/clusters/dgx-h100.json
+ok plan-fp8 "$P" plan --model examples/llm/nemo/llama2-7b.json -c $H100 --gpus 8 --tp 2 \
+    --pp 2 --dp 2 --global-batch 64 --precision fp8 --attention flash -o "$d/fp8.json"
+grep -q '"precision":[[:space:]]*"fp8"' "$d/fp8.json" ||
+    { echo "FAIL plan-fp8: the plan file does not say fp8"; fail=1; }
+ok sim-fp8 "$P" sim "$d/fp8.json"
+has sim-fp8 'global batch 64, fp8'
+has sim-fp8 'MFU [0-9.]+ % of the bf16 peak'
+ok plan-fp8-mini "$P" plan --model examples/llm/gpt-mini.json -c $H100 --gpus 8 --tp 2 --pp 2 \
+    --dp 2 --global-batch 8 --precision fp8 -o "$d/mini8.json"
+expect_bad train-fp8 'precision: the executor runs plans with .*fp8' \
+    "$P" train examples/models/gpt-mini.json "$d/mini8.json" --steps 1
 # fused attention keeps no s x s tensor: nothing left for selective recomputation
 ok profile-flash "$P" profile --model examples/llm/gpt2.json -c $A100 --attention flash
 grep -q 'selective recomputation: 0.0000 ms' "$d/out" ||
