@@ -551,6 +551,12 @@ search3d_result *search3d_run(const transformer *t, const cluster *c, const char
     double t0 = cpu_s();
     cut = cluster_take_gpus(c, o->gpus > 0 ? o->gpus : c->ndevices, cluster_file, err);
     if (!cut) goto fail;
+    /* a device without the precision's figures (fp8 on A100) is named here: every layout's
+     * profile would fail alike and the search would report no layout instead */
+    if (cut->nservers > 0 &&
+        !device_has_figures(&cut->types[cut->server_type[0]], o->precision, cluster_file,
+                            cut->server_type[0], err))
+        goto fail;
     int layouts, batch_layouts;
     if (enumerate(&L, t, cut, cluster_file, o, &layouts, &batch_layouts, err)) goto fail;
     r->enumerated = L.enumerated;

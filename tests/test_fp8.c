@@ -15,6 +15,7 @@
 #include "core/profile.h"
 #include "core/transformer.h"
 #include "planner/llm_profile.h"
+#include "planner/search3d.h"
 #include "sim/cost.h"
 #include "sim/memory.h"
 
@@ -205,6 +206,16 @@ Test(fp8, device_without_fp8_peak)
     cr_assert(strstr(e.msg, "dgx-a100-80g.json: device_types[0].peak_tflops_by_precision.fp8: "
                      "missing"), "%s", e.msg);
     cr_assert_null(strchr(e.msg, '\n'));
+    /* the 3D search (plan --model without a layout, sweep) names the same field, not a
+     * layout it could not find */
+    search3d_options so;
+    search3d_options_init(&so);
+    so.gpus = 8;
+    so.global_batch = 16;
+    so.precision = DEV_FP8;
+    plumb_err e2 = {{0}};
+    cr_assert_null(search3d_run(t, c, A100, &so, &e2));
+    cr_assert(strstr(e2.msg, "peak_tflops_by_precision.fp8: missing"), "%s", e2.msg);
     transformer_free(t);
     cluster_free(c);
 }

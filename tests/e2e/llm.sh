@@ -52,6 +52,10 @@ grep -q '"precision":[[:space:]]*"fp8"' "$d/fp8.json" ||
 ok sim-fp8 "$P" sim "$d/fp8.json"
 has sim-fp8 'global batch 64, fp8'
 has sim-fp8 'MFU [0-9.]+ % of the bf16 peak'
+# the dashboard names fp8 on its wide runtime row (other precisions' rows read as before)
+ok ui-fp8 "$P" ui --model examples/llm/gpt2.json -c $H100 --global-batch 16 --tp 2 --pp 2 \
+    --dp 2 --precision fp8 --snapshot 160x40 --keys "" --mono
+has ui-fp8 '^runtime .*p2p overlap  precision fp8  grad-reduce fp32'
 ok plan-fp8-mini "$P" plan --model examples/llm/gpt-mini.json -c $H100 --gpus 8 --tp 2 --pp 2 \
     --dp 2 --global-batch 8 --precision fp8 -o "$d/mini8.json"
 expect_bad train-fp8 'precision: the executor runs plans with .*fp8' \
