@@ -43,11 +43,11 @@ typedef enum dev_precision {
  * fraction in (0, 1], or <= 0 when the file does not give the "efficiency" object. */
 typedef struct device_efficiency {
     double gemm;             /* large dense matrix multiplies: achieved / peak FLOP/s */
-    double gemm_fp8;         /* the same for FP8 multiplies (of the fp8 peak); file: optional
-                                gemm_fp8, <= 0 when absent (then gemm applies) */
     double attention;        /* the attention's batched score and value multiplies */
     double memory;           /* streaming kernels: achieved / peak memory bandwidth */
     double kernel_overhead_s; /* fixed time per kernel launch, >= 0; file: kernel_overhead_us */
+    double gemm_fp8;         /* the same for FP8 multiplies (of the fp8 peak); file: optional
+                                gemm_fp8, <= 0 when absent (then gemm applies) */
 } device_efficiency;
 
 /* How a device runs a large matrix multiply (core/device.h; docs/llm.md): output tiles of
