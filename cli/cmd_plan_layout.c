@@ -328,8 +328,9 @@ static void print_text(const plan *pl, const layout3d_dims *d, const sim_report 
     if (r->tokens_per_s > 0) printf(", %.0f tokens/s", r->tokens_per_s);
     printf(", bubble %.1f %%\n", 100 * r->bubble_fraction);
     if (r->tflops_per_gpu >= 0 && r->mfu >= 0)
-        printf("%.1f TFLOP/s per %s (model FLOPs %.1f), MFU %.1f %%\n", r->tflops_per_gpu,
-               noun, r->model_tflops_per_gpu, 100 * r->mfu);
+        printf("%.1f TFLOP/s per %s (model FLOPs %.1f), MFU %.1f %%%s\n", r->tflops_per_gpu,
+               noun, r->model_tflops_per_gpu, 100 * r->mfu,
+               r->precision == DEV_FP8 ? " of the bf16 peak" : "");
     printf("memory per pipeline rank (its first group's first device):\n");
     for (int rank = 0; rank < d->pp; rank++) {
         int dev = layout3d_group_device(rank, 0, d->tp, d->dp);
