@@ -72,11 +72,11 @@ static void add_linear(const shape *c, cost *k, dev_precision p, double kin, dou
  * inputs of the two projections that follow no norm (the attention's output projection
  * and the MLP's second, after Megatron-Core's bf16 activation) cast to FP8, reading 2 and
  * writing 1 byte an element and, without sequence parallelism, the transpose the weight
- * gradient reads (1 more; with it the FP8 input is gathered and transposed in the
- * backward); the two that follow a norm get their FP8 input from the norm itself
- * (layernorm_linear.py's layernorm_fwd_fp8). Backward, each projection's output gradient
- * cast to FP8 with its transpose (grad_output_preprocess): 2 read, 1 + 1 written. The
- * weights' casts, once per step on its first microbatch, are left out (docs/llm.md). */
+ * gradient reads (1 more); the two that follow a norm get their FP8 input from the norm
+ * itself (layernorm_fwd_fp8). Backward, each projection's output gradient cast to FP8 with
+ * its transpose (grad_output_preprocess): 2 read, 1 + 1 written. Left out (docs/llm.md):
+ * the weights' casts, once per step on its first microbatch, and with sequence parallelism
+ * the backward's transpose of the FP8 input (fp8_transpose). */
 static void add_fp8_casts(const shape *c, cost *k)
 {
     double M = c->M, in = c->at * c->d + c->ft, tr = c->sp > 1 ? 0 : 1;
@@ -201,7 +201,7 @@ static double flash_saved(const shape *c)
  * parallelism s b h / t (34 + 5 a s / h); with fused attention s b h (10 + 24/t) + 4 a s b / t
  * (flash_saved's statistics for core_saved's probabilities).
  * fp8: the four projections keep their inputs as Transformer Engine saves them, in FP8 (1
- * byte; linear.py's saved_inputmat or its transpose, layernorm_linear.py's ln_out: the
+ * byte; linear.py's saved_inputmat or its transpose, the norms' FP8 outputs: the
  * norms' outputs and the MLP's second input, split over the sequence as before), and the
  * output projection's FP8 input beside fused attention's bf16 output (standard attention
  * keeps no bf16 copy: its backward reads the probabilities and V); the rest stays bf16. */
