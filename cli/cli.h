@@ -61,7 +61,7 @@ int cli_schedule(const char *cmd, const char *s, int *out);
  * kind into *out. On failure prints one line listing the kinds and returns -1. */
 int cli_sched_kind(const char *cmd, const char *s, int *out);
 
-/* Parses a device `--precision bf16|fp16|tf32|fp32` (core/device.h's dev_precision) into
+/* Parses a device `--precision bf16|fp16|tf32|fp32|fp8` (core/device.h's dev_precision) into
  * *out. On failure prints one line naming the option and returns -1. */
 int cli_precision(const char *cmd, const char *s, int *out);
 

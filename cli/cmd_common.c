@@ -180,7 +180,7 @@ int cli_precision(const char *cmd, const char *s, int *out)
 {
     int v = dev_precision_parse(s);
     if (v < 0) {
-        cli_fail(cmd, "--precision: expected bf16, fp16, tf32 or fp32 (got \"%s\")", s);
+        cli_fail(cmd, "--precision: expected bf16, fp16, tf32, fp32 or fp8 (got \"%s\")", s);
         return -1;
     }
     *out = v;

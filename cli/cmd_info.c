@@ -110,6 +110,8 @@ static void info_cluster(FILE *out, const cluster *c)
         if (d->eff.gemm > 0)
             fprintf(out, "    efficiency: gemm %.2f, attention %.2f, memory %.2f, kernel %.3g us\n",
                    d->eff.gemm, d->eff.attention, d->eff.memory, d->eff.kernel_overhead_s * 1e6);
+        if (d->eff.gemm_fp8 > 0) /* only then: other files' lines read as before */
+            fprintf(out, "    efficiency of fp8 multiplies: gemm_fp8 %.4g\n", d->eff.gemm_fp8);
     }
 }
 

@@ -30,7 +30,7 @@ static const char usage_text[] =
     "                  [--gpus N] [--microbatch-size b] [--interleave V]\n"
     "                  [--recompute none|selective|full] [--checkpoint-layers K]\n"
     "                  [--sequence-parallel] [--zero 0|1 [--overlap-param-gather]]\n"
-    "                  [--precision bf16|fp16|fp32]\n"
+    "                  [--precision bf16|fp16|fp32|fp8]\n"
     "                  [--schedule KIND] [--seq-len S] [--attention standard|flash]\n"
     "                  [--balance] [--p2p overlap|sync] [--grad-sync overlap|end]\n"
     "                  [--tp-overlap none|backward|full] [--grad-reduce fp32|bf16]\n"
@@ -67,7 +67,7 @@ static const char usage_text[] =
     "                          under the next forward, bucket by bucket (Megatron-Core's\n"
     "                          --overlap-param-gather; default: one ring with the backward;\n"
     "                          the search sets it on its zero 1 candidates)\n"
-    "  --precision P           bf16 (default), fp16, tf32 or fp32\n"
+    "  --precision P           bf16 (default), fp16, tf32, fp32 or fp8 (FP8 projections)\n"
     "  --schedule KIND         1f1b-flush (default; interleaved with V > 1), gpipe, zb-h1,\n"
     "                          pipedream, 2bw, interleaved, zb-v, dualpipev\n"
     "  --seq-len S             tokens per sequence (default: max_position_embeddings)\n"
@@ -96,11 +96,11 @@ static const char usage_text[] =
     "  --grad-reduce E         fp32 (default: with bf16, fp32 main gradients kept and\n"
     "                          reduced over the data-parallel group) or bf16 (gradients\n"
     "                          kept and reduced in bf16, half the bytes: Megatron-Core's\n"
-    "                          --grad-reduce-in-bf16); bf16 needs --precision bf16\n"
+    "                          --grad-reduce-in-bf16); bf16 needs --precision bf16 or fp8\n"
     "  --optimizer-state E     fp32 (default: fp32 master weights and Adam moments) or\n"
     "                          bf16 (the moments in bf16, the bf16 weights their own\n"
     "                          master copy: apex's DistributedFusedAdam dtype bf16);\n"
-    "                          bf16 needs --precision bf16\n"
+    "                          bf16 needs --precision bf16 or fp8\n"
     "  --search                search the dimensions not given even with --tp/--pp/--dp\n"
     "  --top K                 searching: simulate the K best estimates in full\n"
     "                          (default %d)\n"
@@ -328,8 +328,9 @@ static void print_text(const plan *pl, const layout3d_dims *d, const sim_report 
     if (r->tokens_per_s > 0) printf(", %.0f tokens/s", r->tokens_per_s);
     printf(", bubble %.1f %%\n", 100 * r->bubble_fraction);
     if (r->tflops_per_gpu >= 0 && r->mfu >= 0)
-        printf("%.1f TFLOP/s per %s (model FLOPs %.1f), MFU %.1f %%\n", r->tflops_per_gpu,
-               noun, r->model_tflops_per_gpu, 100 * r->mfu);
+        printf("%.1f TFLOP/s per %s (model FLOPs %.1f), MFU %.1f %%%s\n", r->tflops_per_gpu,
+               noun, r->model_tflops_per_gpu, 100 * r->mfu,
+               r->precision == DEV_FP8 ? " of the bf16 peak" : "");
     printf("memory per pipeline rank (its first group's first device):\n");
     for (int rank = 0; rank < d->pp; rank++) {
         int dev = layout3d_group_device(rank, 0, d->tp, d->dp);

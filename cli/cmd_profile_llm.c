@@ -31,7 +31,7 @@ static const char *const usage_text =
     "                          tensor-parallel regions are split over the sequence too\n"
     "  --seq-len S             tokens per sequence (default: max_position_embeddings)\n"
     "  --microbatch-size B     sequences per microbatch (default 1)\n"
-    "  --precision P           bf16 (default), fp16, tf32 or fp32\n"
+    "  --precision P           bf16 (default), fp16, tf32, fp32 or fp8 (FP8 projections)\n"
     "  --attention KIND        standard (default) or flash (fused: keeps no s x s tensor)\n"
     "  --quiet                 no table (needs -o)\n"
     "  -h, --help              this text\n"
@@ -118,7 +118,7 @@ int cmd_profile_llm(int argc, char **argv)
         case O_PREC: {
             int p = dev_precision_parse(optarg);
             if (p < 0)
-                return cli_fail("profile", "--precision: expected bf16, fp16, tf32 or fp32 "
+                return cli_fail("profile", "--precision: expected bf16, fp16, tf32, fp32 or fp8 "
                                 "(got \"%s\")", optarg);
             o.precision = (dev_precision)p;
             break;

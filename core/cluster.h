@@ -32,8 +32,12 @@ typedef struct cluster_level {
                                 egress_gbit_per_s, default = bandwidth */
 } cluster_level;
 
-/* Number formats of the analytic cost model (core/device.h). */
-typedef enum dev_precision { DEV_FP32 = 0, DEV_TF32, DEV_BF16, DEV_FP16, DEV_NPREC } dev_precision;
+/* Number formats of the analytic cost model (core/device.h). DEV_FP8 is Transformer Engine's
+ * FP8 training: the projections' multiplies in FP8, everything else (weights, activations,
+ * attention, norms) in bf16 (docs/llm.md, "FP8 training"). */
+typedef enum dev_precision {
+    DEV_FP32 = 0, DEV_TF32, DEV_BF16, DEV_FP16, DEV_FP8, DEV_NPREC
+} dev_precision;
 
 /* The roofline's efficiency figures of a device type (core/device.h; docs/llm.md): each a
  * fraction in (0, 1], or <= 0 when the file does not give the "efficiency" object. */
@@ -42,6 +46,8 @@ typedef struct device_efficiency {
     double attention;        /* the attention's batched score and value multiplies */
     double memory;           /* streaming kernels: achieved / peak memory bandwidth */
     double kernel_overhead_s; /* fixed time per kernel launch, >= 0; file: kernel_overhead_us */
+    double gemm_fp8;         /* the same for FP8 multiplies (of the fp8 peak); file: optional
+                                gemm_fp8, <= 0 when absent (then gemm applies) */
 } device_efficiency;
 
 /* How a device runs a large matrix multiply (core/device.h; docs/llm.md): output tiles of
@@ -60,7 +66,8 @@ typedef struct device_type {
     double peak_flops;       /* peak FLOP/s, <= 0 when not given; file: peak_tflops */
     /* Optional datasheet figures for analytic profiles (<= 0 when not given): */
     double peak_flops_prec[DEV_NPREC]; /* dense peak FLOP/s per precision; file:
-                                          peak_tflops_by_precision {fp32, tf32, bf16, fp16} */
+                                          peak_tflops_by_precision {fp32, tf32, bf16, fp16,
+                                          fp8} */
     double memory_Bps;       /* memory (HBM) bandwidth, bytes/s; file: memory_gbyte_per_s */
     device_efficiency eff;   /* file: efficiency {gemm, attention, memory, kernel_overhead_us} */
     device_tiling tiling;    /* file: gemm_tiling {sms, tile_m, tile_n}; sms 0 when absent */

@@ -9,10 +9,10 @@
 #include "bounds.h"
 #include "units.h"
 
-static const char *const PREC_NAMES[DEV_NPREC] = {"fp32", "tf32", "bf16", "fp16"};
-static const char *const PREC_KEYS[] = {"fp32", "tf32", "bf16", "fp16", NULL};
+static const char *const PREC_NAMES[DEV_NPREC] = {"fp32", "tf32", "bf16", "fp16", "fp8"};
+static const char *const PREC_KEYS[] = {"fp32", "tf32", "bf16", "fp16", "fp8", NULL};
 static const char *const EFF_KEYS[] = {"gemm", "attention", "memory", "kernel_overhead_us",
-                                       NULL};
+                                       "gemm_fp8", NULL};
 static const char *const TILING_KEYS[] = {"sms", "tile_m", "tile_n", NULL};
 
 const char *dev_precision_name(dev_precision p)
@@ -27,7 +27,11 @@ int dev_precision_parse(const char *name)
     return -1;
 }
 
-int dev_precision_bytes(dev_precision p) { return p == DEV_BF16 || p == DEV_FP16 ? 2 : 4; }
+/* fp8: the bf16 element of everything but the projections' FP8 operands (docs/llm.md) */
+int dev_precision_bytes(dev_precision p)
+{
+    return p == DEV_BF16 || p == DEV_FP16 || p == DEV_FP8 ? 2 : 4;
+}
 
 /* ---- the file's figures ------------------------------------------------------------------ */
 
@@ -58,6 +62,7 @@ int device_figures_from_json(const jctx *jc, const cJSON *tv, const char *path, 
     for (int i = 0; i < DEV_NPREC; i++) t->peak_flops_prec[i] = -1;
     t->memory_Bps = -1;
     t->eff.gemm = t->eff.attention = t->eff.memory = t->eff.kernel_overhead_s = -1;
+    t->eff.gemm_fp8 = -1;
     if (json_get_obj(jc, tv, path, "peak_tflops_by_precision", 0, &prec) ||
         json_get_obj(jc, tv, path, "efficiency", 0, &eff) ||
         json_get_converted(jc, tv, path, "memory_gbyte_per_s", 0, J_POS, units_gbyte_to_Bps,
@@ -80,7 +85,8 @@ int device_figures_from_json(const jctx *jc, const cJSON *tv, const char *path, 
                                NULL) ||
             json_get_converted(jc, eff, ep, "memory", 1, J_POS, NULL, &t->eff.memory, NULL) ||
             json_get_converted(jc, eff, ep, "kernel_overhead_us", 1, J_NONNEG, units_us_to_s,
-                               &t->eff.kernel_overhead_s, NULL))
+                               &t->eff.kernel_overhead_s, NULL) ||
+            json_get_converted(jc, eff, ep, "gemm_fp8", 0, J_POS, NULL, &t->eff.gemm_fp8, NULL))
             return -1;
     }
     return 0;
@@ -92,8 +98,8 @@ int device_figures_validate(const device_type *t, const char *file, const char *
     char fp[192];
     const struct { double v; const char *key; } fr[] = {
         {t->eff.gemm, "efficiency.gemm"}, {t->eff.attention, "efficiency.attention"},
-        {t->eff.memory, "efficiency.memory"}};
-    for (int i = 0; i < 3; i++)
+        {t->eff.memory, "efficiency.memory"}, {t->eff.gemm_fp8, "efficiency.gemm_fp8"}};
+    for (int i = 0; i < 4; i++)
         if (!isfinite(fr[i].v) || fr[i].v > 1)
             return err_set(err, file, json_path(fp, sizeof fp, path, fr[i].key),
                            "expected a fraction of the peak in (0, 1] (got %g)", fr[i].v);
@@ -150,7 +156,8 @@ int device_figures_to_json(const device_type *t, cJSON *o)
         if (!e || !json_add_num(e, "gemm", t->eff.gemm) ||
             !json_add_num(e, "attention", t->eff.attention) ||
             !json_add_num(e, "memory", t->eff.memory) ||
-            !json_add_num(e, "kernel_overhead_us", units_s_to_us(t->eff.kernel_overhead_s)))
+            !json_add_num(e, "kernel_overhead_us", units_s_to_us(t->eff.kernel_overhead_s)) ||
+            (t->eff.gemm_fp8 > 0 && !json_add_num(e, "gemm_fp8", t->eff.gemm_fp8)))
             return -1;
     }
     if (t->tiling.sms > 0) {
@@ -178,7 +185,8 @@ int device_figures_equal(const device_type *a, const device_type *b)
     return same(a->memory_Bps, b->memory_Bps) && ea == eb &&
            (!ea || (a->eff.gemm == b->eff.gemm && a->eff.attention == b->eff.attention &&
                     a->eff.memory == b->eff.memory &&
-                    a->eff.kernel_overhead_s == b->eff.kernel_overhead_s));
+                    a->eff.kernel_overhead_s == b->eff.kernel_overhead_s &&
+                    same(a->eff.gemm_fp8, b->eff.gemm_fp8)));
 }
 
 int device_has_figures(const device_type *t, dev_precision p, const char *file, int i,
@@ -190,7 +198,14 @@ int device_has_figures(const device_type *t, dev_precision p, const char *file, 
     if (!(t->peak_flops_prec[p] > 0)) {
         snprintf(fp + n, sizeof fp - n, ".peak_tflops_by_precision.%s", PREC_NAMES[p]);
         return err_set(err, file, fp, "missing; the analytic profile needs the device's dense "
-                       "peak TFLOP/s in %s", PREC_NAMES[p]), 0;
+                       "peak TFLOP/s in %s%s", PREC_NAMES[p],
+                       p == DEV_FP8 ? " (FP8 training runs the projections in FP8)" : ""), 0;
+    }
+    /* FP8 training runs everything but the projections in bf16 */
+    if (p == DEV_FP8 && !(t->peak_flops_prec[DEV_BF16] > 0)) {
+        snprintf(fp + n, sizeof fp - n, ".peak_tflops_by_precision.bf16");
+        return err_set(err, file, fp, "missing; fp8 training runs attention and the output "
+                       "layer in bf16, so the analytic profile needs the bf16 peak too"), 0;
     }
     if (!(t->memory_Bps > 0)) {
         snprintf(fp + n, sizeof fp - n, ".memory_gbyte_per_s");
@@ -235,6 +250,10 @@ double device_gemm_s(const device_type *t, dev_precision p, double batch, double
     double flops = 2 * batch * m * n * k;
     double bytes = dev_precision_bytes(p) * batch * (m * k + k * n + m * n);
     double plateau = attention ? t->eff.attention : t->eff.gemm;
+    if (p == DEV_FP8) { /* one-byte operands, a bf16 output; its own plateau when given */
+        bytes = batch * (m * k + k * n + 2 * m * n);
+        if (!attention && t->eff.gemm_fp8 > 0) plateau = t->eff.gemm_fp8;
+    }
     double run = flops * device_gemm_waste(&t->tiling, batch, m, n);
     return roofline_s(t, run, t->peak_flops_prec[p] * plateau, bytes, 1);
 }

@@ -16,15 +16,17 @@
 #include "cluster.h"
 #include "json.h"
 
-/* "fp32", "tf32", "bf16", "fp16". */
+/* "fp32", "tf32", "bf16", "fp16", "fp8". */
 const char *dev_precision_name(dev_precision p);
 /* Parses a name; -1 when unknown. */
 int dev_precision_parse(const char *name);
-/* Bytes of one element stored in precision p (tf32 is stored as fp32). */
+/* Bytes of one element stored in precision p (tf32 is stored as fp32; fp8 training keeps its
+ * weights and activations in bf16, 2). */
 int dev_precision_bytes(dev_precision p);
 
 /* 1 when t carries everything the roofline needs for precision p: its peak, the memory
- * bandwidth and the efficiency figures. Otherwise 0, with err naming (file and
+ * bandwidth and the efficiency figures (fp8: the bf16 peak too, for everything but the
+ * projections). Otherwise 0, with err naming (file and
  * device_types[i]) the first missing field. */
 int device_has_figures(const device_type *t, dev_precision p, const char *file, int i,
                        plumb_err *err);
@@ -41,7 +43,9 @@ double device_gemm_waste(const device_tiling *g, double batch, double m, double 
 /* Seconds of one (m x k) by (k x n) multiply in precision p, `batch` times over (a batched
  * kernel, one launch): F = 2 batch m n k, B = bytes(p) batch (m k + k n + m n), the compute
  * side priced on F times device_gemm_waste. `attention` selects the attention plateau
- * instead of the GEMM one. Needs device_has_figures. */
+ * instead of the GEMM one. p DEV_FP8 (Transformer Engine's FP8 GEMM): one-byte operands and a
+ * bf16 output, B = batch (m k + k n + 2 m n), on the fp8 peak at efficiency.gemm_fp8 when
+ * the file gives it, else efficiency.gemm. Needs device_has_figures. */
 double device_gemm_s(const device_type *t, dev_precision p, double batch, double m, double n,
                      double k, int attention);
 

@@ -408,14 +408,15 @@ static int check_stages(const plan *pl, const char *file, plumb_err *err, int *u
 }
 
 /* A training state's element (grad_reduce, optimizer_state, v): fp32, or bf16 with
- * precision bf16 (16-bit state beside fp32 or fp16 weights is not modelled). */
+ * precision bf16 or fp8 (whose weights are bf16; 16-bit state beside fp32 or fp16 weights
+ * is not modelled). */
 static int check_dtype(const plan *pl, const char *file, plumb_err *err, const char *key,
                        dev_precision v)
 {
     if (v != DEV_FP32 && v != DEV_BF16)
         return err_set(err, file, key, "expected fp32 or bf16 (got %d)", (int)v);
-    if (v == DEV_BF16 && pl->precision != DEV_BF16)
-        return err_set(err, file, key, "expected fp32 unless precision is bf16 (got bf16 "
+    if (v == DEV_BF16 && pl->precision != DEV_BF16 && pl->precision != DEV_FP8)
+        return err_set(err, file, key, "expected fp32 unless precision is bf16 or fp8 (got bf16 "
                        "with precision %s)", dev_precision_name(pl->precision));
     return 0;
 }
@@ -559,7 +560,7 @@ int plan_validate(const plan *pl, const char *file, plumb_err *err)
         return err_set(err, file, "tp_overlap", "expected none with tp 1 (no tensor-parallel "
                        "collectives to overlap) (got %s)", plan_tp_overlap_name(pl->tp_overlap));
     if ((int)pl->precision < 0 || pl->precision >= DEV_NPREC)
-        return err_set(err, file, "precision", "expected fp32, tf32, bf16 or fp16 (got %d)",
+        return err_set(err, file, "precision", "expected fp32, tf32, bf16, fp16 or fp8 (got %d)",
                        (int)pl->precision);
     if (check_dtype(pl, file, err, "grad_reduce", pl->grad_reduce) ||
         check_dtype(pl, file, err, "optimizer_state", pl->optimizer_state))
@@ -875,7 +876,7 @@ plan *plan_from_json(const cJSON *root, const char *file, plumb_err *err)
     if (json_get_str(&jc, root, "", "precision", 0, &s)) goto fail;
     if (dev_precision_parse(s) < 0) {
         const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, "precision");
-        err_set(err, file, "precision", "expected one of fp32, tf32, bf16, fp16 (got %s)",
+        err_set(err, file, "precision", "expected one of fp32, tf32, bf16, fp16, fp8 (got %s)",
                 json_describe(v, got, sizeof got));
         goto fail;
     }

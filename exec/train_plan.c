@@ -187,7 +187,8 @@ static int plan_supported(const plan *pl, plumb_err *err)
 {
     const char *f = pl->checkpoint_layers > 0 ? "checkpoint_layers"
                   : pl->recompute == RECOMPUTE_SELECTIVE ? "recompute"
-                  : pl->precision == DEV_BF16 || pl->precision == DEV_FP16 ? "precision"
+                  : pl->precision == DEV_BF16 || pl->precision == DEV_FP16 ||
+                    pl->precision == DEV_FP8 ? "precision"
                   : NULL;
     if (f)
         return err_set(err, NULL, f, "the executor runs plans with whole-stage recomputation "

@@ -1,7 +1,9 @@
 /* llm_profile.c: the analytic profile of a transformer (planner/llm_profile.h): per layer the
  * FLOPs, the roofline times of its kernels on one tensor-parallel rank, the bytes it passes on
  * and keeps for the backward (Korthikanti et al. 2022, generalized to grouped-query
- * attention, gated MLPs and any element size), and its parameter bytes per rank. */
+ * attention, gated MLPs and any element size), and its parameter bytes per rank. With
+ * precision fp8 (Transformer Engine's FP8 training) the four projections multiply in FP8
+ * with their casts, everything else stays bf16 (docs/llm.md, "FP8 training"). */
 #include "planner/llm_profile.h"
 
 #include <math.h>
@@ -38,7 +40,9 @@ int llm_attention_parse(const char *s, llm_attention *out)
 typedef struct shape {
     const transformer *t;
     const device_type *dev;
-    dev_precision p;
+    dev_precision p;     /* of everything but the projections: bf16 with fp8 */
+    dev_precision pj;    /* of the block's projections' multiplies (DEV_FP8 with fp8) */
+    int fp8;             /* 1: fp8 training (pj is DEV_FP8) */
     double b, s, M, e;   /* sequences, tokens per sequence, rows b s, bytes per element */
     double h, d;         /* width, head width */
     double at, kvt;      /* query heads and key/value heads per rank */
@@ -53,14 +57,32 @@ typedef struct cost {
     double flops, fwd_s, bwd_in_s, bwd_w_s;
 } cost;
 
-/* A projection of M rows from kin to nout features: the forward, the input gradient
- * dX = dY W^T and the weight gradient dW = X^T dY, each one multiply. */
-static void add_linear(const shape *c, cost *k, double kin, double nout)
+/* A projection of M rows from kin to nout features in precision p: the forward, the input
+ * gradient dX = dY W^T and the weight gradient dW = X^T dY, each one multiply. */
+static void add_linear(const shape *c, cost *k, dev_precision p, double kin, double nout)
 {
     k->flops += 2 * c->M * kin * nout;
-    k->fwd_s += device_gemm_s(c->dev, c->p, 1, c->M, nout, kin, 0);
-    k->bwd_in_s += device_gemm_s(c->dev, c->p, 1, c->M, kin, nout, 0);
-    k->bwd_w_s += device_gemm_s(c->dev, c->p, 1, kin, nout, c->M, 0);
+    k->fwd_s += device_gemm_s(c->dev, p, 1, c->M, nout, kin, 0);
+    k->bwd_in_s += device_gemm_s(c->dev, p, 1, c->M, kin, nout, 0);
+    k->bwd_w_s += device_gemm_s(c->dev, p, 1, kin, nout, c->M, 0);
+}
+
+/* FP8 training's casts, streaming kernels (Transformer Engine 0004dbd023,
+ * transformer_engine/pytorch/module/linear.py, _Linear.forward and backward): forward, the
+ * inputs of the two projections that follow no norm (the attention's output projection
+ * and the MLP's second, after Megatron-Core's bf16 activation) cast to FP8, reading 2 and
+ * writing 1 byte an element and, without sequence parallelism, the transpose the weight
+ * gradient reads (1 more); the two that follow a norm get their FP8 input from the norm
+ * itself (layernorm_fwd_fp8). Backward, each projection's output gradient cast to FP8 with
+ * its transpose (grad_output_preprocess): 2 read, 1 + 1 written. Left out (docs/llm.md):
+ * the weights' casts, once per step on its first microbatch, and with sequence parallelism
+ * the backward's transpose of the FP8 input (fp8_transpose). */
+static void add_fp8_casts(const shape *c, cost *k)
+{
+    double M = c->M, in = c->at * c->d + c->ft, tr = c->sp > 1 ? 0 : 1;
+    double q = (c->at + 2 * c->kvt) * c->d, g = (c->t->gated_mlp ? 2 : 1) * c->ft;
+    k->fwd_s += device_stream_s(c->dev, M * in * (3 + tr), 2);
+    k->bwd_in_s += device_stream_s(c->dev, 4 * M * (q + c->h + g + c->h), 4);
 }
 
 /* The attention core per head: scores S = Q K^T (s x s, inner d) and O = P V (s x d, inner s)
@@ -106,11 +128,12 @@ static void block_cost(const shape *c, cost *k)
     const transformer *t = c->t;
     double M = c->M, h = c->h, e = c->e, ft = c->ft;
     double probs = c->b * c->at * c->s * c->s; /* attention probabilities on this rank */
-    add_linear(c, k, h, (c->at + 2 * c->kvt) * c->d);
+    add_linear(c, k, c->pj, h, (c->at + 2 * c->kvt) * c->d);
     add_attention(c, k);
-    add_linear(c, k, c->at * c->d, h);
-    add_linear(c, k, h, (t->gated_mlp ? 2 : 1) * ft);
-    add_linear(c, k, ft, h);
+    add_linear(c, k, c->pj, c->at * c->d, h);
+    add_linear(c, k, c->pj, h, (t->gated_mlp ? 2 : 1) * ft);
+    add_linear(c, k, c->pj, ft, h);
+    if (c->fp8) add_fp8_casts(c, k);
     /* two norms (read, write), two residual adds (two reads, one write), the softmax (read,
      * write), the activation (gated: two reads, one write), dropout masks of one byte. Fused
      * attention does its softmax and dropout on chip: no s x s bytes and no softmax kernel,
@@ -176,20 +199,27 @@ static double flash_saved(const shape *c)
  * rank's share of the sequence with sequence parallelism (c->sp). For GPT (e = 2, f = 4h,
  * kv = a, dropout) input + this = s b h (10 + 24/t + 5 a s / (h t)), and with sequence
  * parallelism s b h / t (34 + 5 a s / h); with fused attention s b h (10 + 24/t) + 4 a s b / t
- * (flash_saved's statistics for core_saved's probabilities). */
+ * (flash_saved's statistics for core_saved's probabilities).
+ * fp8: the four projections keep their inputs as Transformer Engine saves them, in FP8 (1
+ * byte; linear.py's saved_inputmat or its transpose, the norms' FP8 outputs: the
+ * norms' outputs and the MLP's second input, split over the sequence as before), and the
+ * output projection's FP8 input beside fused attention's bf16 output (standard attention
+ * keeps no bf16 copy: its backward reads the probabilities and V); the rest stays bf16. */
 static double block_saved(const shape *c)
 {
     const transformer *t = c->t;
     double M = c->M, e = c->e, d = c->d;
-    double repl = 3 * M * c->h * e;                          /* LN1 out, LN2 in, LN2 out */
-    double attn = M * (c->at + c->kvt) * d * e + M * c->kvt * d * e + M * c->at * d * e +
+    double x = c->fp8 ? 1 : e;                /* bytes of a saved projection input */
+    double repl = M * c->h * (x + e + x);                    /* LN1 out, LN2 in, LN2 out */
+    double proj_in = c->fp8 ? 1 + (c->flash ? e : 0) : e;    /* the output projection's */
+    double attn = M * (c->at + c->kvt) * d * e + M * c->kvt * d * e + M * c->at * d * proj_in +
                   core_saved(c) + flash_saved(c);
     /* the MLP: act(x W1) keeps W1's output (the activation's input) and the activation's
      * output (W2's input); the gated act(a) * b as two kernels (Megatron-LM's swiglu,
      * F.silu(a) * b) keeps the first projection's 2f-wide output (a and b are views of it:
      * the SiLU's input and the product's right operand), the SiLU's output (the product's
      * left operand) and the product (W2's input): 4 f-wide tensors */
-    double mlp = (t->gated_mlp ? 4 : 2) * M * c->ft * e;
+    double mlp = ((t->gated_mlp ? 3 : 1) * e + x) * M * c->ft;
     if (t->dropout) repl += 2 * M * c->h;                    /* the two residual masks */
     return repl / c->sp + attn + mlp;
 }
@@ -292,7 +322,9 @@ profile *llm_profile_build(const transformer *t, const cluster *c, const char *c
     const device_type *dev = one_type(c, cluster_file, o->precision, err);
     if (!dev) return NULL;
     double tp = o->tp;
-    shape sh = {t, dev, o->precision, o->microbatch, (double)seq, (double)o->microbatch * seq,
+    int fp8 = o->precision == DEV_FP8;
+    shape sh = {t, dev, fp8 ? DEV_BF16 : o->precision, o->precision, fp8, o->microbatch,
+                (double)seq, (double)o->microbatch * seq,
                 dev_precision_bytes(o->precision), (double)t->hidden,
                 (double)transformer_head_dim(t), t->heads / tp, t->kv_heads / tp, t->ffn / tp,
                 ceil((double)t->vocab / tp), o->sequence_parallel ? tp : 1,
@@ -349,7 +381,9 @@ profile *llm_profile_build(const transformer *t, const cluster *c, const char *c
      * precision beside the fp32 one in the backward (.float()'s backward): the layer's
      * scratch, e bytes per logit. With tied embeddings its vocabulary matrix is layer 0's. */
     cost head = {0};
-    add_linear(&sh, &head, h, sh.vt);
+    /* Megatron-Core's output layer is its own ColumnParallelLinear, not a Transformer Engine
+     * module: bf16 with fp8 too (megatron/core/models/gpt/gpt_model.py) */
+    add_linear(&sh, &head, sh.p, h, sh.vt);
     double logits = M * sh.vt;
     head.fwd_s += device_stream_s(dev, 2 * M * h * e, 1) +
                   device_stream_s(dev, logits * (e + 36), 6);

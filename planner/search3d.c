@@ -468,11 +468,11 @@ int search3d_runtime_check(const search3d_options *o, plumb_err *err)
     if (plan_runtime_check(tr, o->zero == SEARCH3D_FREE ? -1 : o->zero, o->overlap_param_gather,
                            o->p2p_sync, o->grad_sync_end, NULL, err))
         return -1;
-    if (o->precision != DEV_BF16 &&
+    if (o->precision != DEV_BF16 && o->precision != DEV_FP8 &&
         (o->grad_reduce == DEV_BF16 || o->optimizer_state == DEV_BF16))
         return err_set(err, NULL, o->grad_reduce == DEV_BF16 ? "--grad-reduce bf16"
                                                               : "--optimizer-state bf16",
-                       "belongs to --precision bf16 (got --precision %s)",
+                       "belongs to --precision bf16 or fp8 (got --precision %s)",
                        dev_precision_name(o->precision));
     if (o->tp_overlap != TP_OVERLAP_NONE && o->tp > 0 && o->tp < 2)
         return err_set(err, NULL, "--tp-overlap", "expected --tp 2 or more (no "
@@ -551,6 +551,12 @@ search3d_result *search3d_run(const transformer *t, const cluster *c, const char
     double t0 = cpu_s();
     cut = cluster_take_gpus(c, o->gpus > 0 ? o->gpus : c->ndevices, cluster_file, err);
     if (!cut) goto fail;
+    /* a device without the precision's figures (fp8 on A100) is named here: every layout's
+     * profile would fail alike and the search would report no layout instead */
+    if (cut->nservers > 0 &&
+        !device_has_figures(&cut->types[cut->server_type[0]], o->precision, cluster_file,
+                            cut->server_type[0], err))
+        goto fail;
     int layouts, batch_layouts;
     if (enumerate(&L, t, cut, cluster_file, o, &layouts, &batch_layouts, err)) goto fail;
     r->enumerated = L.enumerated;

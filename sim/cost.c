@@ -139,7 +139,7 @@ int sim_cost_plan_is_3d(const plan *pl)
 {
     return pl->tp > 1 || pl->sequence_parallel || pl->zero || pl->checkpoint_layers > 0 ||
            pl->recompute == RECOMPUTE_SELECTIVE || pl->precision == DEV_BF16 ||
-           pl->precision == DEV_FP16;
+           pl->precision == DEV_FP16 || pl->precision == DEV_FP8;
 }
 
 /* What the layers [first, last] of a stage take to compute, at the profile's minibatch
@@ -354,6 +354,7 @@ static void price_stage(sim_model *m, const plan *pl, const schedule *s, const s
                           pl->optimizer, pl->grad_reduce, pl->optimizer_state};
     sim_stage_mem t;
     sim_memory_stage(&L, &ms, &t);
+    m->fp8_weight_bytes[st] = t.params - L.params;
     m->stash_bytes[st] = t.stash;
     m->transient_bytes[st] = t.transient;
     m->gradbuf_bytes[st] = t.gradbuf;
@@ -420,12 +421,13 @@ int sim_cost_build(sim_model *m, const plan *pl, const schedule *s, const sim_ne
             if (s->acts[w][i].kind == ACT_I) { splits = 1; break; }
     size_t ns = (size_t)s->nstages + 1;
     m->param_bytes = calloc(ns, sizeof *m->param_bytes);
+    m->fp8_weight_bytes = calloc(ns, sizeof *m->fp8_weight_bytes);
     m->gradmem_bytes = calloc(ns, sizeof *m->gradmem_bytes);
     m->optmem_bytes = calloc(ns, sizeof *m->optmem_bytes);
     m->kept_bytes = calloc(ns, sizeof *m->kept_bytes);
     m->recv_bytes = calloc(ns, sizeof *m->recv_bytes);
     if (!m->param_bytes || !m->gradmem_bytes || !m->optmem_bytes || !m->kept_bytes ||
-        !m->recv_bytes) {
+        !m->recv_bytes || !m->fp8_weight_bytes) {
         free(cross);
         return err_set(err, NULL, NULL, "out of memory");
     }
@@ -491,6 +493,7 @@ void sim_model_release(sim_model *m)
     free(m->worker_mem_Bps);
     free(m->staging_bytes);
     free(m->param_bytes);
+    free(m->fp8_weight_bytes);
     free(m->gradmem_bytes);
     free(m->optmem_bytes);
     free(m->kept_bytes);

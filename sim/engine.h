@@ -125,6 +125,10 @@ typedef struct sim_model {
      * them). sim_cost_build fills them; NULL in hand-built models, where grad_bytes stands
      * for all three. */
     double *param_bytes;      /* [nstages] weights of one version */
+    double *fp8_weight_bytes; /* [nstages] with precision fp8, Transformer Engine's FP8 copies
+                                 of the stage's projection weights and their transposes
+                                 (sim_stage_layers.fp8_copies), held beside the weights;
+                                 0 otherwise, NULL in hand-built models */
     double *gradmem_bytes;    /* [nstages] gradient buffers (fp32 main gradients with bf16) */
     double *optmem_bytes;     /* [nstages] optimizer state (and fp32 master weights with
                                  mixed precision), sharded over the replicas with ZeRO-1 */

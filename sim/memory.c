@@ -140,6 +140,7 @@ void sim_memory_layers(const profile *p, const double *cross, int first, int las
         int tied = L->tied_bytes > 0 && L->tied_layer >= first && L->tied_layer <= last &&
                    L->tied_layer != l;
         o->params += L->parameter_bytes - (tied ? L->tied_bytes : 0);
+        if (!strcmp(L->kind, "TransformerBlock")) o->fp8_copies += L->parameter_bytes;
         o->acts += held;
     }
     o->in = first > 0 ? cross[first - 1] : 0;
@@ -158,7 +159,9 @@ static void stage_mul(const sim_stage_layers *L, const sim_mem_setting *s,
                       const sim_state_mul *sm, sim_stage_mem *out)
 {
     const double sc = s->scale;
-    out->params = L->params;
+    /* FP8 training: Transformer Engine's FP8 copy of each projection weight and its
+     * transpose, one byte each, cast on a step's first microbatch and kept through it */
+    out->params = L->params + (s->precision == DEV_FP8 ? L->fp8_copies : 0);
     out->gradients = L->params * sm->gradients;
     out->optimizer = L->params * sm->optimizer;
     out->gradbuf = (L->gradbuf + L->inner) * sc;
@@ -215,6 +218,8 @@ void sim_memory_state_of(dev_precision prec, dev_precision grad, dev_precision o
                          int zero, int replicas, optimizer_kind opt, sim_state_mul *out)
 {
     double nstate = sim_memory_optimizer_mul(opt);
+    if (prec == DEV_FP8) /* bf16 weights, the state of bf16 mixed precision (docs/llm.md) */
+        prec = DEV_BF16;
     out->gradients = 1;
     out->optimizer = nstate;
     out->reduce = 1;
@@ -307,7 +312,7 @@ static double held_3d(const sim_model *m, int w)
 static void model_stage(const sim_model *m, int st, optimizer_kind opt, sim_stage_mem *t)
 {
     double pb = m->param_bytes ? m->param_bytes[st] : m->grad_bytes[st];
-    t->params = pb;
+    t->params = pb + (m->fp8_weight_bytes ? m->fp8_weight_bytes[st] : 0);
     t->gradients = m->gradmem_bytes ? m->gradmem_bytes[st] : pb;
     t->optimizer = m->optmem_bytes ? m->optmem_bytes[st] : sim_memory_optimizer_mul(opt) * pb;
     t->stash = m->stash_bytes[st];

@@ -42,7 +42,8 @@ void sim_memory_state(dev_precision prec, int zero, int replicas, optimizer_kind
  * state / e, no master copy and no gradient copy (apex's DistributedFusedAdam with dtype
  * bf16: store_params off, its fused step reads the gradients as they are), step (g + 2e +
  * 4 per state) / e. So bf16 with adam: grad bf16 20 bytes a parameter, 4 + 16 / d with
- * ZeRO-1; both bf16 8, 4 + 4 / d (docs/sim.md). */
+ * ZeRO-1; both bf16 8, 4 + 4 / d (docs/sim.md). prec fp8 (bf16 weights, FP8 multiplies)
+ * gives bf16's figures; its FP8 weight copies are sim_memory_stage's. */
 void sim_memory_state_of(dev_precision prec, dev_precision grad, dev_precision ostate,
                          int zero, int replicas, optimizer_kind opt, sim_state_mul *out);
 
@@ -74,6 +75,10 @@ typedef struct sim_stage_layers {
                              layer's, except on a DAG before the last stage every tensor
                              crossing the cut (`out`: the stage sends them all, and the
                              receiver copies them out of its buffers) */
+    double fp8_copies;    /* parameter bytes of the range's transformer blocks (layers of
+                             kind TransformerBlock, 2 bytes a parameter): with precision fp8
+                             the bytes of their FP8 weight copies and transposes (1 + 1
+                             bytes a parameter; the norms' few counted alike) */
     double loss;          /* the last stage: the loss layer's saved bytes (its rows and
                              targets, kept with recompute too); else 0 */
     int last;             /* 1: the range ends at the profile's last layer */
@@ -102,7 +107,7 @@ typedef struct sim_mem_setting {
 
 /* One stage's memory terms (bytes): what one device holding it keeps. */
 typedef struct sim_stage_mem {
-    double params;        /* weights of one version */
+    double params;        /* weights of one version (fp8: with their FP8 copies) */
     double gradients;     /* gradient buffers (sim_memory_state) */
     double optimizer;     /* optimizer state (sim_memory_state) */
     double stash;         /* per buffer slot: the input (the first stage: its data), every
@@ -132,7 +137,8 @@ typedef struct sim_stage_mem {
 } sim_stage_mem;
 
 /* Fills out from the layer sums L under setting s. The one formula of a stage's memory:
- * the simulator (sim_cost_build) and the native planner's estimate both call it. */
+ * the simulator (sim_cost_build) and the native planner's estimate both call it. With
+ * precision fp8 the weights (params) include L's fp8_copies. */
 void sim_memory_stage(const sim_stage_layers *L, const sim_mem_setting *s,
                       sim_stage_mem *out);
 

@@ -234,10 +234,13 @@ static int fill_report(sim_report *rep, const plan *pl, const sim_model *m, cons
 }
 
 /* Dense peak FLOP/s of device type t at precision p: its figure for p, or for fp32 its
- * peak_tflops; 0 when unknown. */
+ * peak_tflops; 0 when unknown. fp8 training's MFU is against the bf16 peak (its attention,
+ * output layer and norms run in bf16; NVIDIA's recipes quote FP8 runs' MFU over 989 TFLOP/s
+ * on H100 too: docs/llm.md, "FP8 training"). */
 static double peak_flops_at(const device_type *t, dev_precision p)
 {
     if (!t) return 0;
+    if (p == DEV_FP8) p = DEV_BF16;
     if (p >= 0 && p < DEV_NPREC && t->peak_flops_prec[p] > 0) return t->peak_flops_prec[p];
     return p == DEV_FP32 && t->peak_flops > 0 ? t->peak_flops : 0;
 }

@@ -108,7 +108,8 @@ static void print_layout(const sim_report *r, FILE *out)
                 r->tokens_per_sample > 0 ? "," : "", r->tflops_per_gpu, noun,
                 r->model_tflops_per_gpu);
     if (r->mfu >= 0)
-        fprintf(out, ", MFU %.1f %%", 100 * r->mfu);
+        fprintf(out, ", MFU %.1f %%%s", 100 * r->mfu,
+                r->precision == DEV_FP8 ? " of the bf16 peak" : "");
     fprintf(out, "\n");
 }
 

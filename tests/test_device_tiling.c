@@ -61,7 +61,7 @@ Test(device_tiling, gemm_time_counts_the_waste)
     memset(&t, 0, sizeof t);
     t.peak_flops_prec[DEV_BF16] = 989.4e12;
     t.memory_Bps = 3350e9;
-    t.eff = (device_efficiency){0.555, 0.8, 0.8, 5e-6};
+    t.eff = (device_efficiency){0.555, 0.8, 0.8, 5e-6, 0}; /* no gemm_fp8 */
     double m = 4096, n = 4608, k = 12288, f = 2 * m * n * k;
     double plain = device_gemm_s(&t, DEV_BF16, 1, m, n, k, 0);
     near(plain, f / (989.4e12 * 0.555) + 5e-6, "without tiling");

@@ -368,8 +368,11 @@ Test(llm, device_figures_validated_and_round_trip)
          "fraction"},
         {"\"efficiency\": {\"gemm\": 0.5, \"attention\": 0.5, \"kernel_overhead_us\": 1}}]}",
          "c.json: device_types[0].efficiency.memory: missing"},
-        {"\"peak_tflops_by_precision\": {\"fp8\": 1}}]}",
-         "c.json: device_types[0].peak_tflops_by_precision.fp8"},
+        {"\"peak_tflops_by_precision\": {\"int8\": 1}}]}",
+         "c.json: device_types[0].peak_tflops_by_precision.int8"},
+        {"\"efficiency\": {\"gemm\": 0.5, \"attention\": 0.5, \"memory\": 0.5, "
+         "\"kernel_overhead_us\": 1, \"gemm_fp8\": 1.5}}]}",
+         "c.json: device_types[0].efficiency.gemm_fp8: expected a fraction"},
         {"\"memory_gbyte_per_s\": -3}]}", "c.json: device_types[0].memory_gbyte_per_s"},
         {"\"gemm_tiling\": {\"sms\": 0, \"tile_m\": 128, \"tile_n\": 256}}]}",
          "c.json: device_types[0].gemm_tiling.sms"},

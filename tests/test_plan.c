@@ -808,7 +808,8 @@ Test(plan3d, bad_groups_and_fields)
     expect_bad3d(b_sp_not_profile, "sequence_parallel", "as the profile");
     expect_bad3d(b_zero, "zero", "0 or 1");
     expect_bad3d(b_checkpoint, "checkpoint_layers", "from 0 to 6");
-    expect_bad3d(b_grad_fp32, "grad_reduce", "unless precision is bf16 (got bf16 with "
+    expect_bad3d(b_grad_fp32, "grad_reduce", "unless precision is bf16 or fp8 (got bf16 "
+                 "with "
                  "precision fp32)");
     expect_bad3d(b_state_fp16, "optimizer_state", "with precision fp16");
     expect_bad3d(b_grad_tf32, "grad_reduce", "expected fp32 or bf16");

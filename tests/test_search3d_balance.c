@@ -115,11 +115,11 @@ Test(search3d_balance, shared_checks_name_the_option)
     cr_expect_eq(search3d_options_check(&o, &err), 0, "%s", err.msg);
     o.precision = DEV_FP16, o.optimizer_state = DEV_BF16;
     cr_expect_eq(search3d_runtime_check(&o, &err), -1);
-    cr_expect_str_eq(err.msg, "--optimizer-state bf16: belongs to --precision bf16 (got "
+    cr_expect_str_eq(err.msg, "--optimizer-state bf16: belongs to --precision bf16 or fp8 (got "
                      "--precision fp16)");
     o.grad_reduce = DEV_BF16;
     cr_expect_eq(search3d_options_check(&o, &err), -1);
-    cr_expect_str_eq(err.msg, "--grad-reduce bf16: belongs to --precision bf16 (got "
+    cr_expect_str_eq(err.msg, "--grad-reduce bf16: belongs to --precision bf16 or fp8 (got "
                      "--precision fp16)");
     search3d_options_init(&o);
     o.global_batch = 8, o.schedule = SCHED_ZB_H1, o.interleave = 2;

@@ -192,6 +192,18 @@ Test(train_tp_plan, what_the_executor_runs_and_refuses)
         cr_assert_null(tpl.sched);
         plan_free(pl);
     }
+    /* an fp8 plan (Transformer Engine's FP8 projections): the executor has no FP8 kernels */
+    plan *p8 = make_plan(t, 2, 2, 2, NULL, &e);
+    cr_assert_not_null(p8, "%s", e.msg);
+    p8->precision = DEV_FP8;
+    train_run_cfg c8 = {.m = m, .train = d, .cfg = {2, 4, train_default_opt(OPT_SGD)},
+                        .steps = 2};
+    train_pipeline t8;
+    cr_assert_eq(train_from_plan(&c8, p8, NULL, 0, 4, &t8, &e), 2, "an fp8 plan ran");
+    cr_assert(strstr(e.msg, "precision: the executor runs plans with") &&
+              strstr(e.msg, "fp8"), "%s", e.msg);
+    cr_assert_null(t8.sched);
+    plan_free(p8);
     /* full recomputation of whole stages, sequence parallelism under 1F1B and under
      * zb-h1's split backward, and ZeRO-1 (the replicas' shards of the optimizer state) run */
     void (*ok[])(layout3d_options *) = {set_full0, set_sp, set_sp_zb, set_zero};

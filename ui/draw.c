@@ -336,6 +336,8 @@ static void draw_runtime(ui_app *a, int x, int y, int w, ui_fb *fb)
     runtime_field(&p, wide ? "overlap-param-gather" : "opg", wi->opg ? "on" : "off", wi->opg,
                   !pl || pl->overlap_param_gather);
     runtime_field(&p, "p2p", wi->p2p_sync ? "sync" : "overlap", wi->p2p_sync, 1);
+    if (wide && rt->precision == DEV_FP8) /* only then: the other rows read as before */
+        runtime_field(&p, "precision", "fp8", 1, 1);
     runtime_field(&p, wide ? "grad-reduce" : "grad", dev_precision_name(rt->grad_reduce),
                   rt->grad_reduce != DEV_FP32, 1);
     runtime_field(&p, wide ? "optimizer-state" : "state",

@@ -37,8 +37,29 @@ expect_bad bad-tp '--tp: expected a divisor of the 12 attention heads (got 5)' \
     "$P" profile --model examples/llm/gpt2.json -c $A100 --tp 5 -o "$d/x.json"
 expect_bad no-figures 'h200-4x8.json: device_types\[0\].peak_tflops_by_precision.bf16: missing' \
     "$P" profile --model examples/llm/gpt2.json -c profiles/clusters/h200-4x8.json -o "$d/x.json"
-expect_bad bad-precision '--precision: expected bf16, fp16, tf32 or fp32' \
+expect_bad bad-precision '--precision: expected bf16, fp16, tf32, fp32 or fp8' \
+    "$P" profile --model examples/llm/gpt2.json -c $A100 --precision int8 -o "$d/x.json"
+# fp8 needs the device's fp8 peak (A100 has none): one line naming the field
+expect_bad fp8-no-peak 'dgx-a100-80g.json: device_types\[0\].peak_tflops_by_precision.fp8: missing' \
     "$P" profile --model examples/llm/gpt2.json -c $A100 --precision fp8 -o "$d/x.json"
+# fp8 (Transformer Engine's FP8 projections) on H100: a plan file that says so, read back by
+# sim, which gives the MFU against the bf16 peak; plumb train has no FP8 kernels
+H100=profiles/clusters/dgx-h100.json
+ok plan-fp8 "$P" plan --model examples/llm/nemo/llama2-7b.json -c $H100 --gpus 8 --tp 2 \
+    --pp 2 --dp 2 --global-batch 64 --precision fp8 --attention flash -o "$d/fp8.json"
+grep -q '"precision":[[:space:]]*"fp8"' "$d/fp8.json" ||
+    { echo "FAIL plan-fp8: the plan file does not say fp8"; fail=1; }
+ok sim-fp8 "$P" sim "$d/fp8.json"
+has sim-fp8 'global batch 64, fp8'
+has sim-fp8 'MFU [0-9.]+ % of the bf16 peak'
+# the dashboard names fp8 on its wide runtime row (other precisions' rows read as before)
+ok ui-fp8 "$P" ui --model examples/llm/gpt2.json -c $H100 --global-batch 16 --tp 2 --pp 2 \
+    --dp 2 --precision fp8 --snapshot 160x40 --keys "" --mono
+has ui-fp8 '^runtime .*p2p overlap  precision fp8  grad-reduce fp32'
+ok plan-fp8-mini "$P" plan --model examples/llm/gpt-mini.json -c $H100 --gpus 8 --tp 2 --pp 2 \
+    --dp 2 --global-batch 8 --precision fp8 -o "$d/mini8.json"
+expect_bad train-fp8 'precision: the executor runs plans with .*fp8' \
+    "$P" train examples/models/gpt-mini.json "$d/mini8.json" --steps 1
 # fused attention keeps no s x s tensor: nothing left for selective recomputation
 ok profile-flash "$P" profile --model examples/llm/gpt2.json -c $A100 --attention flash
 grep -q 'selective recomputation: 0.0000 ms' "$d/out" ||

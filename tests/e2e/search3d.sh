@@ -145,7 +145,7 @@ has state16-sim-line '^layout .*, bf16 gradients, bf16 optimizer state$'
 ok state16-sim-json "$P" sim "$d/s16.json" --json
 has state16-sim-json '^	"grad_reduce":	"bf16",$'
 has state16-sim-json-state '^	"optimizer_state":	"bf16",$'
-bad state16-fp32 'plan: --grad-reduce bf16: belongs to --precision bf16 (got --precision fp32)' \
+bad state16-fp32 'plan: --grad-reduce bf16: belongs to --precision bf16 or fp8 (got --precision fp32)' \
     --gpus 64 --global-batch 64 --precision fp32 --grad-reduce bf16
 bad state16-value 'plan: --optimizer-state: expected fp32 or bf16 (got "fp8")' \
     --gpus 64 --global-batch 64 --optimizer-state fp8

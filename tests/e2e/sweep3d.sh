@@ -102,13 +102,13 @@ sweep_bad sync-dualpipev 'sweep: --p2p: expected overlap with schedule dualpipev
 sweep_bad async 'sweep: --schedule: expected a synchronous schedule for the layout search (got pipedream' \
     --schedule pipedream
 sweep_bad sched-name 'sweep: --schedule: expected gpipe, .* (got "auto")$' --schedule auto
-sweep_bad precision 'sweep: --precision: expected bf16, fp16, tf32 or fp32 (got "int8")$' \
+sweep_bad precision 'sweep: --precision: expected bf16, fp16, tf32, fp32 or fp8 (got "int8")$' \
     --precision int8
 sweep_bad attention 'sweep: --attention: expected standard or flash (got "sparse")$' \
     --attention sparse
 sweep_bad ckpt 'sweep: --checkpoint-layers: belongs to --recompute full$' \
     --recompute selective --checkpoint-layers 2
-sweep_bad state16-fp16 'sweep: --grad-reduce bf16: belongs to --precision bf16 (got --precision fp16)$' \
+sweep_bad state16-fp16 'sweep: --grad-reduce bf16: belongs to --precision bf16 or fp8 (got --precision fp16)$' \
     --precision fp16 --grad-reduce bf16
 sweep_bad state16-value 'sweep: --optimizer-state: expected fp32 or bf16 (got "fp8")$' \
     --optimizer-state fp8
