@@ -131,8 +131,20 @@ if [ -z "$sg_it" ] || [ -z "$wh_it" ] || [ "$sim_wh" != "$wh_it" ] ||
 fi
 ok split-sp "$P" plan --model $GPT3 -c $A100 "${SPLIT[@]}" --sequence-parallel --p2p-split whole
 has split-sp 'p2p whole tensor \(no effect: sequence parallel or tp 1\)'
-bad split-bad 'plan: --p2p-split: expected scatter-gather or whole \(got "half"\)' \
+bad split-bad 'plan: --p2p-split: expected scatter-gather or whole (got "half")' \
     "${SPLIT[@]}" --p2p-split half
+# the search, plumb sweep --model and the dashboard take it for every layout
+ok split-search "$P" plan "${MINI[@]}" --p2p-split whole
+has split-search '^runtime of every layout: p2p whole tensor \(tp > 1 without sequence parallelism\)$'
+ok split-sweep "$P" sweep --model examples/llm/gpt-mini.json -c $CPU8 --gpus 8 --global-batch 8 \
+    --p2p-split whole --json
+has split-sweep '"p2p_split":	"whole"'
+ok split-ui "$P" ui --model $GPT3 -c $A100 "${SPLIT[@]}" --p2p-split whole --snapshot 160x40
+has split-ui 'p2p-split whole'
+expect_bad split-bad-sweep 'sweep: --p2p-split: expected scatter-gather or whole (got "all")' \
+    "$P" sweep --model examples/llm/gpt-mini.json -c $CPU8 --gpus 8 --global-batch 8 --p2p-split all
+expect_bad split-bad-ui 'ui: --p2p-split: expected scatter-gather or whole (got "")' \
+    "$P" ui --model $GPT3 -c $A100 "${SPLIT[@]}" --p2p-split "" --snapshot 160x40
 
 cp $GPT3 "$d/model.json"
 before=$(cksum <"$d/model.json")
