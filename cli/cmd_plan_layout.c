@@ -452,7 +452,8 @@ static void print_ranking(const search3d_result *r, const search3d_options *so, 
 }
 
 /* The ranking as JSON: {"searched", "fitting", "estimate_cpu_s", "simulate_cpu_s",
- * "tp_overlap", "overlap_param_gather", "p2p", ["grad_sync", "p2p_split", "grad_reduce", "optimizer_state", "balance"
+ * "tp_overlap", "overlap_param_gather", "p2p", ["grad_sync", "p2p_split", "grad_reduce",
+ * "optimizer_state", "balance"
  * where set], "ranking": [...], "best": report}. */
 static cJSON *ranking_json(const search3d_result *r, const search3d_options *so,
                            const char *out)
