@@ -78,6 +78,10 @@ int cli_p2p(const char *cmd, const char *s, int *sync);
  * the option and returns 2. */
 int cli_grad_sync(const char *cmd, const char *s, int *end);
 
+/* Parses `--p2p-split scatter-gather|whole` into *whole (1 for whole). On failure prints
+ * one line naming the option and returns 2. */
+int cli_p2p_split(const char *cmd, const char *s, int *whole);
+
 /* Parses `--recompute none|selective|full` (core/plan.h's recompute_kind) into *out. On
  * failure prints one line naming the option and returns 2. */
 int cli_recompute(const char *cmd, const char *s, int *out);

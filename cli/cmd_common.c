@@ -211,6 +211,14 @@ int cli_grad_sync(const char *cmd, const char *s, int *end)
     return 0;
 }
 
+int cli_p2p_split(const char *cmd, const char *s, int *whole)
+{
+    if (strcmp(s, "scatter-gather") && strcmp(s, "whole"))
+        return cli_fail(cmd, "--p2p-split: expected scatter-gather or whole (got \"%s\")", s);
+    *whole = !strcmp(s, "whole");
+    return 0;
+}
+
 int cli_recompute(const char *cmd, const char *s, int *out)
 {
     int v = recompute_kind_parse(s);

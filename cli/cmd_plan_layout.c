@@ -33,6 +33,7 @@ static const char usage_text[] =
     "                  [--precision bf16|fp16|fp32|fp8]\n"
     "                  [--schedule KIND] [--seq-len S] [--attention standard|flash]\n"
     "                  [--balance] [--p2p overlap|sync] [--grad-sync overlap|end]\n"
+    "                  [--p2p-split scatter-gather|whole]\n"
     "                  [--tp-overlap none|backward|full] [--grad-reduce fp32|bf16]\n"
     "                  [--optimizer-state fp32|bf16] [--json] [-o PLAN.json]\n"
     "       plumb plan --model FILE -c CLUSTER.json --gpus N --global-batch B [--search]\n"
@@ -87,6 +88,13 @@ static const char usage_text[] =
     "                          rank's last backward, its stages' rings one after another,\n"
     "                          then the optimizer: Megatron-LM's own DDP, Megatron-Core\n"
     "                          without --overlap-grad-reduce)\n"
+    "  --p2p-split FORM        the pipeline sends at tp > 1 without sequence parallelism:\n"
+    "                          scatter-gather (default: each tensor rank sends 1 / tp of\n"
+    "                          the s x b x h tensor, an all-gather after the receive\n"
+    "                          rebuilds it, as Megatron-LM of 2021-2022; the all-gather's\n"
+    "                          time is not priced) or whole (every tensor rank sends the\n"
+    "                          whole tensor over its own link: current Megatron-Core,\n"
+    "                          tp times the bytes); no effect with --sequence-parallel\n"
     "  --tp-overlap MODE       none (default: every tensor-parallel collective blocks),\n"
     "                          backward (the input-gradient all-reduce under the weight-\n"
     "                          gradient GEMM: Megatron-LM's asynchronous all-reduce) or full\n"
@@ -113,7 +121,7 @@ static const char usage_text[] =
 
 enum { O_MODEL = 1200, O_GPUS, O_TP, O_PP, O_DP, O_GB, O_MBS, O_V, O_RC, O_CKPT, O_SP, O_ZERO,
        O_PREC, O_SCHED, O_SEQ, O_JSON, O_BALANCE, O_ATTN, O_SEARCH, O_TOP, O_P2P, O_GSYNC, O_OPG,
-       O_TPO, O_GRED, O_OSTATE };
+       O_TPO, O_GRED, O_OSTATE, O_SPLIT };
 
 /* What the command line gave besides the layout options (the search's fixed ones). */
 typedef struct given {
@@ -158,6 +166,7 @@ static int parse(int argc, char **argv, layout3d_options *o, given *g, const cha
         {"search", no_argument, 0, O_SEARCH}, {"top", required_argument, 0, O_TOP},
         {"p2p", required_argument, 0, O_P2P},
         {"grad-sync", required_argument, 0, O_GSYNC},
+        {"p2p-split", required_argument, 0, O_SPLIT},
         {"overlap-param-gather", no_argument, 0, O_OPG},
         {"tp-overlap", required_argument, 0, O_TPO},
         {"grad-reduce", required_argument, 0, O_GRED},
@@ -233,6 +242,7 @@ static int parse(int argc, char **argv, layout3d_options *o, given *g, const cha
         }
         case O_P2P: if (cli_p2p(cmd, optarg, &o->p2p_sync)) return 2; break;
         case O_GSYNC: if (cli_grad_sync(cmd, optarg, &o->grad_sync_end)) return 2; break;
+        case O_SPLIT: if (cli_p2p_split(cmd, optarg, &o->p2p_whole)) return 2; break;
         case O_TPO: if (cli_tp_overlap(cmd, optarg, &g->tp_overlap)) return 2; break;
         case O_GRED:
             if (cli_state_precision(cmd, "--grad-reduce", optarg, &o->grad_reduce)) return 2;
@@ -312,6 +322,9 @@ static void print_text(const plan *pl, const layout3d_dims *d, const sim_report 
         printf(", optimizer state %s", dev_precision_name(pl->optimizer_state));
     if (pl->tp_overlap != TP_OVERLAP_NONE)
         printf(", tp overlap %s", plan_tp_overlap_name(pl->tp_overlap));
+    if (pl->p2p_whole) /* only when set: default outputs read as before */
+        printf(", p2p whole tensor%s", pl->tp > 1 && !pl->sequence_parallel ? ""
+                                       : " (no effect: sequence parallel or tp 1)");
     printf("\n");
     printf("global batch %d sequences of %lld tokens: %d microbatches of %d, %d per replica\n",
            plan_minibatch(pl), p->tokens_per_sample, pl->microbatches, pl->microbatch_size,
@@ -440,7 +453,8 @@ static void print_ranking(const search3d_result *r, const search3d_options *so, 
 }
 
 /* The ranking as JSON: {"searched", "fitting", "estimate_cpu_s", "simulate_cpu_s",
- * "tp_overlap", "overlap_param_gather", "p2p", ["grad_sync", "grad_reduce", "optimizer_state", "balance"
+ * "tp_overlap", "overlap_param_gather", "p2p", ["grad_sync", "p2p_split", "grad_reduce",
+ * "optimizer_state", "balance"
  * where set], "ranking": [...], "best": report}. */
 static cJSON *ranking_json(const search3d_result *r, const search3d_options *so,
                            const char *out)
@@ -460,6 +474,8 @@ static cJSON *ranking_json(const search3d_result *r, const search3d_options *so,
     cJSON_AddStringToObject(j, "p2p", so->p2p_sync ? "sync" : "overlap");
     if (so->grad_sync_end) /* only when set: default rankings read as before */
         cJSON_AddStringToObject(j, "grad_sync", "end");
+    if (so->p2p_whole) /* only when set: default rankings read as before */
+        cJSON_AddStringToObject(j, "p2p_split", "whole");
     if (so->grad_reduce != DEV_FP32) /* only when set: default rankings read as before */
         cJSON_AddStringToObject(j, "grad_reduce", dev_precision_name(so->grad_reduce));
     if (so->optimizer_state != DEV_FP32)

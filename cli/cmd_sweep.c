@@ -103,7 +103,7 @@ static const char *const usage_model =
     "  --precision P, --seq-len S, --attention standard|flash\n"
     "                          how every layout computes (as plumb plan --model)\n"
     "  --p2p overlap|sync, --grad-sync overlap|end, --tp-overlap none|backward|full,\n"
-    "  --overlap-param-gather,\n"
+    "  --overlap-param-gather, --p2p-split scatter-gather|whole,\n"
     "  --grad-reduce fp32|bf16, --optimizer-state fp32|bf16\n"
     "                          the runtime of every layout at every count, as plumb plan\n"
     "                          --model sets it on its search's candidates\n"
@@ -118,7 +118,7 @@ static const char *const usage_model =
 
 enum { M_MODEL = 1100, M_GPUS, M_GB, M_TOKENS, M_PRICE, M_DEADLINE, M_TP, M_PP, M_MBS, M_V,
        M_RC, M_SP, M_ZERO, M_TOP, M_JSON, M_SVG, M_CKPT, M_SCHED, M_PREC, M_SEQ, M_ATTN, M_P2P,
-       M_TPO, M_OPG, M_GRED, M_OSTATE, M_BALANCE, M_GSYNC };
+       M_TPO, M_OPG, M_GRED, M_OSTATE, M_BALANCE, M_GSYNC, M_SPLIT };
 
 /* The options of `plan --model` that set how a layout computes and runs (its schedule,
  * precision, sequence, attention, checkpointing, runtime) into o, with plan's messages.
@@ -154,6 +154,7 @@ static int parse_model_runtime(int ch, search3d_options *o)
         return 0;
     case M_P2P: return cli_p2p(cmd, optarg, &o->p2p_sync);
     case M_GSYNC: return cli_grad_sync(cmd, optarg, &o->grad_sync_end);
+    case M_SPLIT: return cli_p2p_split(cmd, optarg, &o->p2p_whole);
     case M_TPO:
         if (cli_tp_overlap(cmd, optarg, &v)) return 2;
         o->tp_overlap = (plan_tp_overlap)v;
@@ -182,6 +183,7 @@ static int parse_model(int argc, char **argv, search3d_options *o, const char **
         {"seq-len", required_argument, 0, M_SEQ}, {"attention", required_argument, 0, M_ATTN},
         {"p2p", required_argument, 0, M_P2P}, {"tp-overlap", required_argument, 0, M_TPO},
         {"grad-sync", required_argument, 0, M_GSYNC},
+        {"p2p-split", required_argument, 0, M_SPLIT},
         {"overlap-param-gather", no_argument, 0, M_OPG},
         {"grad-reduce", required_argument, 0, M_GRED},
         {"optimizer-state", required_argument, 0, M_OSTATE},

@@ -30,7 +30,7 @@ static void usage(FILE *out)
             "                [--sequence-parallel] [--zero 0|1 [--overlap-param-gather]]\n"
             "                [--precision P] [--schedule KIND] [--seq-len S]\n"
             "                [--attention standard|flash] [--balance] [--p2p overlap|sync]\n"
-            "                [--grad-sync overlap|end]\n"
+            "                [--grad-sync overlap|end] [--p2p-split scatter-gather|whole]\n"
             "                [--tp-overlap none|backward|full] [--grad-reduce fp32|bf16]\n"
             "                [--optimizer-state fp32|bf16] [options]\n\n"
             "Terminal dashboard for what-if planning: the plan's stages, the pipeline\n"
@@ -42,7 +42,8 @@ static void usage(FILE *out)
             "same options and checks, docs/llm.md: plumb plan --model --help) and its keys\n"
             "change tp, pp, dp, the microbatch size, interleave, recompute, sequence\n"
             "parallelism and ZeRO (docs/ui.md); the runtime options (--tp-overlap,\n"
-            "--overlap-param-gather, --p2p, --grad-sync, --grad-reduce, --optimizer-state,\n"
+            "--overlap-param-gather, --p2p, --grad-sync, --p2p-split, --grad-reduce,\n"
+            "--optimizer-state,\n"
             "--attention, --balance) hold for every layout the keys reach, and the frame\n"
             "shows them; keys change four of them (k K tp overlap, j the all-gather, y p2p, f attention).\n\n"
             "options:\n"
@@ -108,7 +109,7 @@ static int parse_size(const char *s, int *w, int *h)
  * of o it sets with its range (ptr NULL: parsed by name below, with plan's parsers). */
 enum { L_MODEL = 1300, L_GPUS, L_TP, L_PP, L_DP, L_GB, L_MBS, L_V, L_CKPT, L_ZERO, L_SEQ,
        L_SP, L_RC, L_PREC, L_SCHED, L_ATTN, L_BAL, L_P2P, L_GSYNC, L_TPO, L_OPG, L_GRED,
-       L_OSTATE };
+       L_OSTATE, L_SPLIT };
 
 /* One layout or runtime option c with value arg into o and rt. 0, 2 after one line, or
  * -1 for an option that is neither. */
@@ -151,6 +152,7 @@ static int layout_opt(int c, const char *arg, layout3d_options *o, ui_runtime *r
         return 0;
     case L_P2P: return cli_p2p("ui", arg, &o->p2p_sync) ? 2 : 0;
     case L_GSYNC: return cli_grad_sync("ui", arg, &o->grad_sync_end) ? 2 : 0;
+    case L_SPLIT: return cli_p2p_split("ui", arg, &o->p2p_whole) ? 2 : 0;
     case L_TPO: return cli_tp_overlap("ui", arg, &rt->tp_overlap) ? 2 : 0;
     case L_GRED: return cli_state_precision("ui", "--grad-reduce", arg, &o->grad_reduce) ? 2 : 0;
     case L_OSTATE:
@@ -180,6 +182,7 @@ int cmd_ui(int argc, char **argv)
         { "attention", required_argument, NULL, L_ATTN },
         { "balance", no_argument, NULL, L_BAL },     { "p2p", required_argument, NULL, L_P2P },
         { "grad-sync", required_argument, NULL, L_GSYNC },
+        { "p2p-split", required_argument, NULL, L_SPLIT },
         { "tp-overlap", required_argument, NULL, L_TPO },
         { "overlap-param-gather", no_argument, NULL, L_OPG },
         { "grad-reduce", required_argument, NULL, L_GRED },

@@ -261,7 +261,7 @@ int plan_equal(const plan *a, const plan *b)
         a->checkpoint_layers != b->checkpoint_layers || a->tp != b->tp ||
         a->sequence_parallel != b->sequence_parallel || a->zero != b->zero ||
         a->precision != b->precision || a->p2p_sync != b->p2p_sync ||
-        a->grad_sync_end != b->grad_sync_end ||
+        a->grad_sync_end != b->grad_sync_end || a->p2p_whole != b->p2p_whole ||
         a->overlap_param_gather != b->overlap_param_gather ||
         a->tp_overlap != b->tp_overlap || a->grad_reduce != b->grad_reduce ||
         a->optimizer_state != b->optimizer_state || a->nstages != b->nstages)
@@ -599,7 +599,7 @@ static const char *const ROOT_KEYS[] = { "format", "profile", "cluster", "schedu
                                          "checkpoint_layers", "tp", "sequence_parallel",
                                          "zero", "overlap_param_gather", "precision", "p2p",
                                          "tp_overlap", "grad_reduce", "optimizer_state",
-                                         "grad_sync", NULL };
+                                         "grad_sync", "p2p_split", NULL };
 static const char *const STAGE_KEYS[] = { "first_layer", "last_layer", "replicas", "devices",
                                           "compute_s", "comm_s", NULL };
 static const char *const PRED_KEYS[] = { "iteration_s", "samples_per_s", "speedup_vs_dp",
@@ -773,7 +773,8 @@ static int load_recompute(const jctx *jc, const cJSON *root, plan *pl)
 
 /* A field of two strings: absent or `off` (the default) gives *out 0, `on` 1; else -1 with
  * the error naming the field. "p2p": "overlap" or "sync" (sim/engine_sync.c); "grad_sync":
- * "overlap" or "end" (sim/engine_gradsync.c). */
+ * "overlap" or "end" (sim/engine_gradsync.c); "p2p_split": "scatter-gather" or "whole"
+ * (sim/cost.c). */
 static int load_switch(const jctx *jc, const cJSON *root, const char *key, const char *off,
                        const char *on, int *out)
 {
@@ -866,6 +867,8 @@ plan *plan_from_json(const cJSON *root, const char *file, plumb_err *err)
     pl->zero = (int)x;
     if (load_switch(&jc, root, "p2p", "overlap", "sync", &pl->p2p_sync)) goto fail;
     if (load_switch(&jc, root, "grad_sync", "overlap", "end", &pl->grad_sync_end)) goto fail;
+    if (load_switch(&jc, root, "p2p_split", "scatter-gather", "whole", &pl->p2p_whole))
+        goto fail;
     if (load_tp_overlap(&jc, root, pl)) goto fail;
     if (json_get_bool(&jc, root, "", "overlap_param_gather", 0, &pl->overlap_param_gather))
         goto fail;
@@ -942,6 +945,7 @@ cJSON *plan_to_json(const plan *pl)
         (pl->zero && !json_add_num(root, "zero", pl->zero)) ||
         (pl->p2p_sync && !cJSON_AddStringToObject(root, "p2p", "sync")) ||
         (pl->grad_sync_end && !cJSON_AddStringToObject(root, "grad_sync", "end")) ||
+        (pl->p2p_whole && !cJSON_AddStringToObject(root, "p2p_split", "whole")) ||
         (pl->tp_overlap != TP_OVERLAP_NONE &&
          !cJSON_AddStringToObject(root, "tp_overlap", plan_tp_overlap_name(pl->tp_overlap))) ||
         (pl->overlap_param_gather &&

@@ -134,6 +134,15 @@ typedef struct plan {
                                     a send moves once its receiver has posted the receive, and
                                     the sender computes again only when it has arrived; 0
                                     ("overlap", the default): transfers overlap with compute */
+    int p2p_whole;               /* 1: with tp > 1 and no sequence parallelism, every
+                                    tensor rank sends and receives the whole s x b x h
+                                    tensor over its own link (the file's "p2p_split":
+                                    "whole"; current Megatron-Core); 0 ("scatter-gather",
+                                    the default): a rank sends 1 / tp of it and an
+                                    all-gather after the receive rebuilds it (Megatron-LM
+                                    of 2021-2022; sim/cost.c, docs/sim.md). No effect with
+                                    sequence parallelism or tp 1 (the send is one rank's
+                                    share already, or there is one rank) */
     int grad_sync_end;           /* 1: the data-parallel gradient reduction runs after the
                                     worker's last forward / backward of the iteration (the
                                     file's "grad_sync": "end"; sim/engine_gradsync.c): its

@@ -179,6 +179,7 @@ plan *layout3d_build(const transformer *t, const cluster *c, const char *cluster
                             : o->recompute == RECOMPUTE_FULL ? 1 : 0;
     pl->zero = o->zero;
     pl->p2p_sync = o->p2p_sync ? 1 : 0;
+    pl->p2p_whole = o->p2p_whole ? 1 : 0;
     pl->grad_sync_end = o->grad_sync_end ? 1 : 0;
     pl->precision = o->precision;
     pl->grad_reduce = o->grad_reduce;

@@ -36,6 +36,9 @@ typedef struct layout3d_options {
                               (0, the default) or flash */
     int p2p_sync;          /* 1: the plan's "p2p": "sync" (synchronous point-to-point
                               transfers, sim/engine_sync.c); 0: overlapped (the default) */
+    int p2p_whole;         /* 1: the plan's "p2p_split": "whole" (with tp > 1 and no
+                              sequence parallelism every tensor rank sends the whole
+                              tensor, sim/cost.c); 0: scatter-gather (the default) */
     int grad_sync_end;     /* 1: the plan's "grad_sync": "end" (the gradients reduced after
                               the last backward, sim/engine_gradsync.c); 0: overlapped */
     dev_precision grad_reduce;     /* the plan's grad_reduce: DEV_FP32 (default) or

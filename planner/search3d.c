@@ -46,6 +46,7 @@ void search3d_options_from_layout(const layout3d_options *o, search3d_options *s
     so->seq = o->seq;
     so->attention = o->attention;
     so->p2p_sync = o->p2p_sync;
+    so->p2p_whole = o->p2p_whole;
     so->grad_sync_end = o->grad_sync_end;
     so->balance = o->balance;
 }
@@ -76,6 +77,7 @@ void search3d_options_from_plan(const plan *pl, const sim_options *w, search3d_o
     so->tp_overlap = pl->tp_overlap;
     so->overlap_param_gather = pl->overlap_param_gather;
     so->p2p_sync = w && w->p2p_sync >= 0 ? w->p2p_sync : pl->p2p_sync;
+    so->p2p_whole = pl->p2p_whole;
     so->grad_sync_end = w && w->grad_sync_end >= 0 ? w->grad_sync_end : pl->grad_sync_end;
 }
 
@@ -139,6 +141,7 @@ static layout3d_options layout_of(const search3d_options *o, int gpus, int tp, i
     l.seq = o->seq;
     l.attention = o->attention;
     l.p2p_sync = o->p2p_sync;
+    l.p2p_whole = o->p2p_whole;
     l.grad_sync_end = o->grad_sync_end;
     return l;
 }
@@ -149,6 +152,7 @@ void search3d_apply_runtime(plan *pl, const search3d_options *o)
     pl->tp_overlap = pl->tp > 1 ? o->tp_overlap : TP_OVERLAP_NONE;
     pl->overlap_param_gather = o->overlap_param_gather && pl->zero == 1 && tr && !tr->async;
     pl->p2p_sync = o->p2p_sync ? 1 : 0;
+    pl->p2p_whole = o->p2p_whole ? 1 : 0;
     pl->grad_sync_end = o->grad_sync_end && tr && !tr->async;
 }
 
@@ -525,6 +529,9 @@ void search3d_runtime_text(const search3d_options *o, char *buf, size_t n)
         h += (size_t)snprintf(buf + h, n - h, "%sparameter all-gather under the forward "
                               "(zero 1)", h ? ", " : "");
     if (o->p2p_sync && h < n) h += (size_t)snprintf(buf + h, n - h, "%sp2p sync", h ? ", " : "");
+    if (o->p2p_whole && h < n)
+        h += (size_t)snprintf(buf + h, n - h, "%sp2p whole tensor (tp > 1 without sequence "
+                              "parallelism)", h ? ", " : "");
     if (o->grad_sync_end && h < n)
         h += (size_t)snprintf(buf + h, n - h, "%sgradients reduced at the end", h ? ", " : "");
     if (o->grad_reduce != DEV_FP32 && h < n)

@@ -51,6 +51,9 @@ typedef struct search3d_options {
                                    synchronous) */
     int p2p_sync;               /* 1: synchronous point-to-point transfers; the V kinds
                                    (zb-v, dualpipev), which deadlock under it, are skipped */
+    int p2p_whole;              /* 1: the pipeline sends of tp > 1 without sequence
+                                   parallelism move the whole tensor from every tensor rank
+                                   (plan "p2p_split": "whole"); 0: scatter-gather */
     int grad_sync_end;          /* 1: the gradients reduced after each worker's last
                                    backward (plan "grad_sync": "end"); all schedules searched
                                    flush, so every candidate takes it */
@@ -68,7 +71,7 @@ void search3d_options_init(search3d_options *o);
  * layout o fixes: gpus, global batch, tp, pp, dp, microbatch size, interleave (0 stays 0:
  * layout3d_resolve derives it), recompute, checkpoint layers, sequence parallelism, zero,
  * schedule (-1: SEARCH3D_FREE, layout3d's default), precision, gradient and optimizer-state
- * precision, sequence length, attention, p2p and balance. What a layout does not hold
+ * precision, sequence length, attention, p2p, p2p split and balance. What a layout does not hold
  * stays at search3d_options_init's value (simulate, tp_overlap, overlap_param_gather): the
  * caller sets those, and frees the fields it searches. The one owner of this copy (`plumb
  * plan --model`'s search and fixed layout, `plumb ui --model`'s runtime check). Cannot
@@ -82,7 +85,7 @@ void search3d_options_from_layout(const layout3d_options *o, search3d_options *s
  * 0 where they differ: no one dp), microbatch size, interleave (chunks), recompute,
  * checkpoint layers (full recompute's own: -1 with another kind), sequence parallelism,
  * zero, precision, gradient and optimizer-state precision, tp overlap, the all-gather
- * apart, p2p and grad-sync (w's where >= 0). What a plan does not hold stays at
+ * apart, p2p split, p2p and grad-sync (w's where >= 0). What a plan does not hold stays at
  * search3d_options_init's value (seq, attention, simulate, balance); pl NULL leaves every
  * setting there (free). The one owner of a plan's runtime as search3d_runtime_check reads
  * it (`plumb sim`'s what-ifs, the 2D dashboard's schedule keys). Cannot fail; pl and w
@@ -179,8 +182,9 @@ int search3d_options_check(const search3d_options *o, plumb_err *err);
 int search3d_runtime_check(const search3d_options *o, plumb_err *err);
 
 /* The runtime o gives every candidate (tp_overlap, overlap_param_gather, p2p_sync,
- * grad_sync_end, grad_reduce, optimizer_state) as "tp overlap full (tp > 1), parameter
- * all-gather under the forward (zero 1), p2p sync, gradients reduced at the end, gradients
+ * p2p_whole, grad_sync_end, grad_reduce, optimizer_state) as "tp overlap full (tp > 1),
+ * parameter all-gather under the forward (zero 1), p2p sync, p2p whole tensor (tp > 1
+ * without sequence parallelism), gradients reduced at the end, gradients
  * bf16, optimizer state bf16" into buf (always
  * terminated); "" at the default runtime. */
 void search3d_runtime_text(const search3d_options *o, char *buf, size_t n);
@@ -193,7 +197,8 @@ int search3d_all_fixed(const search3d_options *o);
  * i > 0 also how much slower than the first and the part that costs it most. */
 void search3d_why(const search3d_result *r, int i, char *buf, size_t n);
 
-/* Sets o's runtime (tp_overlap, overlap_param_gather, p2p_sync, grad_sync_end) on plan pl,
+/* Sets o's runtime (tp_overlap, overlap_param_gather, p2p_sync, p2p_whole, grad_sync_end)
+ * on plan pl,
  * each where pl can take it (plan_validate): tp_overlap where pl->tp > 1, the all-gather
  * apart where pl->zero is 1 and its schedule synchronous, the reduction at the end where
  * its schedule is synchronous. */

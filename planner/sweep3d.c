@@ -190,6 +190,8 @@ cJSON *sweep3d_to_json(const sweep3d_result *r)
     cJSON_AddStringToObject(j, "p2p", r->opts.p2p_sync ? "sync" : "overlap");
     if (r->opts.grad_sync_end) /* only when set: default sweeps read as before */
         cJSON_AddStringToObject(j, "grad_sync", "end");
+    if (r->opts.p2p_whole) /* only when set, as plan --model's ranking */
+        cJSON_AddStringToObject(j, "p2p_split", "whole");
     if (r->opts.grad_reduce != DEV_FP32) /* only when set, as plan --model's ranking */
         cJSON_AddStringToObject(j, "grad_reduce", dev_precision_name(r->opts.grad_reduce));
     if (r->opts.optimizer_state != DEV_FP32)

@@ -341,9 +341,12 @@ static void price_stage(sim_model *m, const plan *pl, const schedule *s, const s
         a[SIM_C_F] += sim_cost_gather_s(p, pl->microbatch_size);
     int last = ps->last_layer < n ? ps->last_layer : n - 1;
     double cut = st + 1 < s->nstages && last >= 0 ? cross[last] * scale : 0;
-    /* with tp > 1 every rank sends its share on its own link: without sequence
-     * parallelism the activation is whole on each rank and a rank sends 1 / tp of it */
-    m->cut_bytes[st] = pl->tp > 1 && !pl->sequence_parallel ? cut / pl->tp : cut;
+    /* with tp > 1 every rank sends on its own link: without sequence parallelism the
+     * activation is whole on each rank and a rank sends 1 / tp of it (scatter-gather, the
+     * default; the all-gather after the receive is not priced, docs/sim.md) or all of it
+     * (p2p_split whole, current Megatron-Core) */
+    m->cut_bytes[st] = pl->tp > 1 && !pl->sequence_parallel && !pl->p2p_whole ? cut / pl->tp
+                                                                             : cut;
     /* its memory: the one formula the native planner's estimate calls too */
     sim_stage_layers L;
     sim_memory_layers(p, cross, ps->first_layer, ps->last_layer,

@@ -148,6 +148,8 @@ static void layout_json(cJSON *o, const sim_report *r)
         cJSON_AddStringToObject(o, "optimizer_state", dev_precision_name(r->optimizer_state));
     if (r->grad_sync_end)
         cJSON_AddStringToObject(o, "grad_sync", "end");
+    if (r->p2p_whole) /* only when set: default reports read as before */
+        cJSON_AddStringToObject(o, "p2p_split", "whole");
     add_int(o, "gpus", r->gpus);
 }
 

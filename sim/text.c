@@ -90,14 +90,15 @@ static void print_layout(const sim_report *r, FILE *out)
         !r->grad_sync_end)
         return;
     const char *noun = r->device_noun ? r->device_noun : "GPU";
-    fprintf(out, "layout          tp %d x pp %d x dp %d = %d %ss%s, global batch %d, %s%s%s%s%s%s\n",
+    fprintf(out, "layout          tp %d x pp %d x dp %d = %d %ss%s, global batch %d, %s%s%s%s%s%s%s\n",
             r->tp, r->pp, r->dp, r->gpus, noun, r->interleave > 1 ? " (interleaved)" : "",
             r->global_batch, dev_precision_name(r->precision),
             r->sequence_parallel ? ", sequence parallel" : "",
             r->zero ? ", ZeRO-1 optimizer" : "",
             r->grad_reduce == DEV_BF16 ? ", bf16 gradients" : "",
             r->optimizer_state == DEV_BF16 ? ", bf16 optimizer state" : "",
-            r->grad_sync_end ? ", gradients reduced at the end" : "");
+            r->grad_sync_end ? ", gradients reduced at the end" : "",
+            r->p2p_whole && r->tp > 1 && !r->sequence_parallel ? ", whole-tensor p2p" : "");
     if (r->tokens_per_sample <= 0 && r->tflops_per_gpu < 0)
         return;
     fprintf(out, "model speed    ");

@@ -852,6 +852,59 @@ Test(plan3d, state_elements_round_trip)
     plan_free(pl);
 }
 
+/* p2p_split: "scatter-gather" (the default) is not written (a default plan's file reads as
+ * before) and reads back as it; "whole" is written, read back equal and changes equality;
+ * a bad value in a file is one line naming the field. Any tp and sequence parallelism take
+ * either (with sequence parallelism or tp 1 the choice changes nothing). */
+Test(plan3d, p2p_split_round_trip)
+{
+    plan *pl = tp_plan();
+    plumb_err err;
+    cr_assert_eq(pl->p2p_whole, 0);
+    cJSON *j = plan_to_json(pl);
+    cr_assert_null(cJSON_GetObjectItem(j, "p2p_split"));
+    cJSON_AddStringToObject(j, "p2p_split", "scatter-gather");
+    plan *b = plan_from_json(j, "p.json", &err);
+    cr_assert_not_null(b, "%s", err.msg);
+    cr_assert_eq(b->p2p_whole, 0);
+    cr_assert(plan_equal(pl, b));
+    plan_free(b);
+    cJSON_Delete(j);
+    for (int sp = 1; sp >= 0; sp--) {
+        plan *q = plan_clone(pl);
+        q->prof->sequence_parallel = q->sequence_parallel = sp;
+        q->p2p_whole = 1;
+        cr_assert_eq(plan_validate(q, "p", &err), 0, "%s", err.msg);
+        cr_assert_not(plan_equal(pl, q));
+        round_trip(q);
+        j = plan_to_json(q);
+        const cJSON *v = cJSON_GetObjectItem(j, "p2p_split");
+        cr_assert(cJSON_IsString(v) && !strcmp(v->valuestring, "whole"));
+        b = plan_from_json(j, "p.json", &err);
+        cr_assert_not_null(b, "%s", err.msg);
+        cr_assert_eq(b->p2p_whole, 1);
+        plan_free(b);
+        static const char *const bad[] = {"split", "Whole", ""};
+        for (int i = 0; i < 3; i++) {
+            cJSON_DeleteItemFromObject(j, "p2p_split");
+            cJSON_AddStringToObject(j, "p2p_split", bad[i]);
+            err_clear(&err);
+            cr_assert_null(plan_from_json(j, "p.json", &err));
+            cr_assert(strstr(err.msg, "p.json: p2p_split: expected scatter-gather or whole (got"),
+                      "%s", err.msg);
+            cr_assert_null(strchr(err.msg, '\n'));
+        }
+        cJSON_DeleteItemFromObject(j, "p2p_split");
+        cJSON_AddBoolToObject(j, "p2p_split", 1);
+        cr_assert_null(plan_from_json(j, "p.json", &err));
+        cr_assert(strstr(err.msg, "p.json: p2p_split: expected scatter-gather or whole (got true)"),
+                  "%s", err.msg);
+        cJSON_Delete(j);
+        plan_free(q);
+    }
+    plan_free(pl);
+}
+
 /* The runtime rules have one owner, plan_runtime_check: over every schedule kind and every
  * combination of zero, overlap_param_gather, p2p and grad_sync, it refuses exactly what the
  * rules written out here refuse, naming the plan file's field with a file and the option

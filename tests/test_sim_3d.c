@@ -18,6 +18,7 @@
 #include "core/transformer.h"
 #include "planner/layout3d.h"
 #include "planner/llm_profile.h"
+#include "sim/engine.h"
 #include "sim/memory.h"
 #include "sim/sim.h"
 #include "sim/synth.h"
@@ -793,6 +794,46 @@ Test(sim_3d, kept_inputs_per_tensor_rank)
         cr_expect(close_to(dev_of(r, T)->mem.kept_inputs, want, 1e-12), "sp %d: %g vs %g", sp,
                   dev_of(r, T)->mem.kept_inputs, want);
         sim_report_free(r);
+        plan_free(g.pl);
+    }
+}
+
+/* The pipeline send's form at tp 8 without sequence parallelism (plan p2p_split): GPT-3
+ * 175B at tp 8 x pp 2 on DGX A100s (stage 0 on devices 0-7, stage 1 on 8-15: the send
+ * crosses InfiniBand, 200 Gbit/s, 5 us), one microbatch, synchronous transfers. A stage's
+ * output is 2 s b h = 50331648 bytes in bf16: scatter-gather (the default) sends 1 / 8 of
+ * it per tensor rank, whole all of it, 8 times the bytes. One microbatch runs F0, the
+ * activation's send, F1, B1, the gradient's send, B0 and the steps in a chain, so the
+ * iteration grows by 2 x (x - x / 8) / rate exactly (the latencies cancel). With sequence
+ * parallelism the choice changes nothing (the send is s / t x b x h already). */
+Test(sim_3d, p2p_split_whole_sends_t_times_the_bytes)
+{
+    sim_net net;
+    double rate, lat;
+    for (int sp = 0; sp <= 1; sp++) {
+        gpt_case g = gpt_plan_pp(sp, 2);
+        double x = 2 * g.s * g.b * g.h, t = T;
+        g.pl->microbatches = 1;
+        g.pl->p2p_sync = 1;
+        sim_net_from_cluster(&net, g.pl->clus, NULL);
+        cr_assert_eq(sim_net_path(&net, 0, T, &rate, &lat), 1);
+        cr_assert(close_to(rate, 25e9, 1e-12), "%g", rate);
+        cr_assert_eq(g.pl->p2p_whole, 0); /* the default */
+        sim_report *sg = synth_run(g.pl, NULL);
+        g.pl->p2p_whole = 1;
+        sim_report *wh = synth_run(g.pl, NULL);
+        double want_sg = x / t, want_wh = sp ? x / t : x; /* sp: x is s / t b h */
+        cr_expect(close_to(sg->stages[0].send_bytes, want_sg, 1e-12), "sp %d: %.0f",
+                  sp, sg->stages[0].send_bytes);
+        cr_expect(close_to(wh->stages[0].send_bytes, want_wh, 1e-12), "sp %d: %.0f",
+                  sp, wh->stages[0].send_bytes);
+        double dt = sp ? 0 : 2 * (x - x / t) / rate; /* 3.5 ms */
+        cr_expect(close_to(wh->iteration_s - sg->iteration_s, dt, 1e-6) ||
+                      (sp && fabs(wh->iteration_s - sg->iteration_s) < 1e-12),
+                  "sp %d: whole %.6f s, scatter-gather %.6f s (diff %.6f, want %.6f)", sp,
+                  wh->iteration_s, sg->iteration_s, wh->iteration_s - sg->iteration_s, dt);
+        sim_report_free(sg);
+        sim_report_free(wh);
         plan_free(g.pl);
     }
 }

@@ -354,6 +354,10 @@ static void draw_runtime(ui_app *a, int x, int y, int w, ui_fb *fb)
     if (wi->grad_sync_end) /* only when asked (E, --grad-sync end): n/a on an asynchronous
                               schedule */
         runtime_field(&p, wide ? "grad-sync" : "gsync", "end", 1, !pl || pl->grad_sync_end);
+    if (rt->p2p_whole) /* only when asked (--p2p-split whole): n/a with sequence parallelism
+                          or tp 1, where the sends are one rank's share already */
+        runtime_field(&p, wide ? "p2p-split" : "split", "whole", 1,
+                      !pl || (pl->tp > 1 && !pl->sequence_parallel));
 }
 
 /* 1 when the 2D view's header has a runtime row: a plan file whose "p2p", "grad_sync",

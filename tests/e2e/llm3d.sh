@@ -108,6 +108,44 @@ has cpu-ui '^CPU workers 8 '
 ok cpu-all sh -c "'$P' plan ${MINI[*]} --tp 2 --pp 2 --dp 2 --microbatch-size 2; '$P' sim '$d/cpu.json'"
 grep -q 'GPU' "$d/out" && { echo "FAIL cpu-all: GPU in the CPU cluster's text:"; grep GPU "$d/out"; fail=1; }
 
+# --p2p-split whole (tp 8 without sequence parallelism, current Megatron-Core's sends): the
+# text says so, the plan file carries "p2p_split": "whole" and plumb sim reads it back at
+# the same iteration, which under --p2p sync is longer than scatter-gather's (8 x the bytes
+# per send); with --sequence-parallel the text says it changes nothing; a bad value is one
+# line
+SPLIT=(--gpus 64 --tp 8 --pp 8 --global-batch 64 --recompute full --zero 1 --p2p sync)
+ok split-sg "$P" plan --model $GPT3 -c $A100 "${SPLIT[@]}" --json
+sg_it=$(sed -n 's/^	"iteration_s":	\([0-9.e+-]*\),$/\1/p' "$d/out" | head -1)
+ok split-whole "$P" plan --model $GPT3 -c $A100 "${SPLIT[@]}" --p2p-split whole -o "$d/whole.json"
+has split-whole '^recompute full .*, p2p whole tensor$'
+grep -q '"p2p_split":	"whole"' "$d/whole.json" ||
+    { echo "FAIL split-whole: the plan file lacks \"p2p_split\": \"whole\""; fail=1; }
+ok split-whole-json "$P" plan --model $GPT3 -c $A100 "${SPLIT[@]}" --p2p-split whole --json
+wh_it=$(sed -n 's/^	"iteration_s":	\([0-9.e+-]*\),$/\1/p' "$d/out" | head -1)
+ok split-sim "$P" sim "$d/whole.json" --json
+sim_wh=$(sed -n 's/^	"iteration_s":	\([0-9.e+-]*\),$/\1/p' "$d/out" | head -1)
+if [ -z "$sg_it" ] || [ -z "$wh_it" ] || [ "$sim_wh" != "$wh_it" ] ||
+   ! awk -v a="$wh_it" -v b="$sg_it" 'BEGIN { exit !(a > b) }'; then
+    echo "FAIL split: whole $wh_it s (plumb sim $sim_wh s) vs scatter-gather $sg_it s"
+    fail=1
+fi
+ok split-sp "$P" plan --model $GPT3 -c $A100 "${SPLIT[@]}" --sequence-parallel --p2p-split whole
+has split-sp 'p2p whole tensor \(no effect: sequence parallel or tp 1\)'
+bad split-bad 'plan: --p2p-split: expected scatter-gather or whole (got "half")' \
+    "${SPLIT[@]}" --p2p-split half
+# the search, plumb sweep --model and the dashboard take it for every layout
+ok split-search "$P" plan "${MINI[@]}" --p2p-split whole
+has split-search '^runtime of every layout: p2p whole tensor \(tp > 1 without sequence parallelism\)$'
+ok split-sweep "$P" sweep --model examples/llm/gpt-mini.json -c $CPU8 --gpus 8 --global-batch 8 \
+    --p2p-split whole --json
+has split-sweep '"p2p_split":	"whole"'
+ok split-ui "$P" ui --model $GPT3 -c $A100 "${SPLIT[@]}" --p2p-split whole --snapshot 160x40
+has split-ui 'p2p-split whole'
+expect_bad split-bad-sweep 'sweep: --p2p-split: expected scatter-gather or whole (got "all")' \
+    "$P" sweep --model examples/llm/gpt-mini.json -c $CPU8 --gpus 8 --global-batch 8 --p2p-split all
+expect_bad split-bad-ui 'ui: --p2p-split: expected scatter-gather or whole (got "")' \
+    "$P" ui --model $GPT3 -c $A100 "${SPLIT[@]}" --p2p-split "" --snapshot 160x40
+
 cp $GPT3 "$d/model.json"
 before=$(cksum <"$d/model.json")
 expect_bad out-is-model '-o .*model.json: is the input' \
