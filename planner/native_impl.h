@@ -209,6 +209,26 @@ double nm_rr_time_p2p(sched_kind kind, int S, const int *reps, const double *f,
                       const double *b, const double *x, const double *ar, const double *late0,
                       int M, int sync, double *plain);
 
+/* Each replica's own transfers for nm_rr_time_links: replica j of stage s on device
+ * devs[s][j] (reps[s] of them, the plan's order), bytes[s] what stage s sends stage s + 1
+ * a microbatch (and gets back), net the paths (sim_net_path, as the simulator takes a
+ * transfer: bytes / rate + latency). */
+typedef struct nm_rr_links {
+    const sim_net *net;
+    const int *devs[NM_MAX_STAGES];
+    double bytes[NM_MAX_STAGES];
+} nm_rr_links;
+
+/* nm_rr_time_p2p with each microbatch's transfer over the path between the two replicas
+ * it leaves and reaches (lk; NULL: x[s] for every one): where a stage's replicas sit on
+ * both sides of a server's slower link, the transfers of those replicas take that link's
+ * time, not the stage's one x[s] (x then not read). Of the d identical lanes the one
+ * whose transfers take longest in all is replayed. Same returns. */
+double nm_rr_time_links(sched_kind kind, int S, const int *reps, const double *f,
+                        const double *b, const double *x, const double *ar,
+                        const double *late0, int M, int sync, const nm_rr_links *lk,
+                        double *plain);
+
 /* The dynamic program for s: the partitions it proposes (min-max period, then least fill
  * under a few period thresholds), priced, distinct, at most `max` of them into out.
  * Returns how many (0 when no partition fits memory); *dp_runs counts programs solved. */

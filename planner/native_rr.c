@@ -44,14 +44,27 @@
  * each was posted, -1 not yet) and takes one transfer. t when the action sends nothing
  * (the last stage's forward, the first stage's backward); -1 when the receive is not
  * posted yet. */
-static double sent(int v, int s, int S, int n, const double *x, double t, const double *pf,
+/* The transfer times of a replay: x[s] for every microbatch between stages s and s + 1,
+ * or with t (not NULL) t[s * per + a % per] for lane microbatch a (each replica pair's
+ * own path). */
+typedef struct rr_x {
+    const double *x, *t;
+    int per;
+} rr_x;
+
+static double rr_xof(const rr_x *X, int s, int a)
+{
+    return X->t ? X->t[(size_t)s * X->per + a % X->per] : X->x[s];
+}
+
+static double sent(int v, int s, int S, int n, const rr_x *X, double t, const double *pf,
                    const double *pb)
 {
     int a = (v > 0 ? v : -v) - 1, r = v > 0 ? s + 1 : s - 1;
     if (r < 0 || r >= S) return t;
     double p = (v > 0 ? pf : pb)[(size_t)r * n + a];
     if (p < 0) return -1;
-    return (p > t ? p : t) + x[v > 0 ? s : s - 1];
+    return (p > t ? p : t) + rr_xof(X, v > 0 ? s : s - 1, a);
 }
 
 /* 2bw's all-reduce inside its loop: a group of grp lane microbatches (an iteration, n /
@@ -72,7 +85,7 @@ typedef struct rr_groups {
  * none; else q[0] of them); *plain (NULL: not asked) the last action's end. -1 when out
  * of memory or when the order cannot finish (it always can: the generator's orders are
  * deadlock-free; kept as a guard). */
-static double rr_lane(int S, const int *q, const double *f, const double *b, const double *x,
+static double rr_lane(int S, const int *q, const double *f, const double *b, const rr_x *x,
                       const double *ar, const double *late, int n, int hold_all, int sync,
                       rr_groups *gs, double *plain)
 {
@@ -139,15 +152,15 @@ static double rr_lane(int S, const int *q, const double *f, const double *b, con
                     (v > 0 ? pf : pb)[(size_t)s * n + a] = freet[w];
                 if (v > 0) {
                     if (s > 0 && fd[(size_t)(s - 1) * n + a] < 0) break;
-                    ready = s > 0 ? fd[(size_t)(s - 1) * n + a] + x[s - 1] : 0;
+                    ready = s > 0 ? fd[(size_t)(s - 1) * n + a] + rr_xof(x, s - 1, a) : 0;
                     if (sync && s > 0 && freet[w] > fd[(size_t)(s - 1) * n + a])
-                        ready = freet[w] + x[s - 1]; /* sent once the receive is posted */
+                        ready = freet[w] + rr_xof(x, s - 1, a); /* sent once the receive is posted */
                     if (s == 1 && late && a < q[0]) ready += late[a]; /* stage 0's first sends */
                 } else {
                     if (s + 1 < S && bd[(size_t)(s + 1) * n + a] < 0) break;
-                    ready = s + 1 < S ? bd[(size_t)(s + 1) * n + a] + x[s] : 0;
+                    ready = s + 1 < S ? bd[(size_t)(s + 1) * n + a] + rr_xof(x, s, a) : 0;
                     if (sync && s + 1 < S && freet[w] > bd[(size_t)(s + 1) * n + a])
-                        ready = freet[w] + x[s];
+                        ready = freet[w] + rr_xof(x, s, a);
                 }
                 if (sync && pos[w] > 0) {
                     /* the previous computation's send must have arrived */
@@ -216,6 +229,36 @@ double nm_rr_time_p2p(sched_kind kind, int S, const int *reps, const double *f,
                       const double *b, const double *x, const double *ar, const double *late0,
                       int M, int sync, double *plain)
 {
+    return nm_rr_time_links(kind, S, reps, f, b, x, ar, late0, M, sync, NULL, plain);
+}
+
+/* Lane e's transfer times (n lane microbatches, stage boundaries S - 1) from lk into t:
+ * microbatch a d + e goes from replica (a d + e) % reps[s] of stage s to replica
+ * (a d + e) % reps[s + 1] of stage s + 1, over the path between their devices (bytes /
+ * rate + latency, 0 on one device). Returns the lane's sum. */
+static double lane_links(const nm_rr_links *lk, int S, const int *reps, int d, int e, int n,
+                         double *t)
+{
+    double sum = 0;
+    for (int s = 0; s + 1 < S; s++)
+        for (int a = 0; a < n; a++) {
+            long long g = (long long)a * d + e;
+            int da = lk->devs[s][g % reps[s]], db = lk->devs[s + 1][g % reps[s + 1]];
+            double rate, lat, v = 0;
+            if (da != db && lk->bytes[s] > 0 &&
+                sim_net_path(lk->net, da, db, &rate, &lat) >= 0 && rate > 0)
+                v = lk->bytes[s] / rate + lat;
+            t[(size_t)s * n + a] = v;
+            sum += v;
+        }
+    return sum;
+}
+
+double nm_rr_time_links(sched_kind kind, int S, const int *reps, const double *f,
+                        const double *b, const double *x, const double *ar,
+                        const double *late0, int M, int sync, const nm_rr_links *lk,
+                        double *plain)
+{
     if (S < 1 || S > NM_MAX_STAGES || M < 1) return -1;
     long long d = M;
     for (int s = 0; s < S; s++) {
@@ -226,36 +269,66 @@ double nm_rr_time_p2p(sched_kind kind, int S, const int *reps, const double *f,
     for (int s = 0; s < S; s++) q[s] = (int)(reps[s] / d);
     const sched_traits *tr = sched_traits_of(kind);
     int hold_all = tr->hold == SCHED_HOLD_ALL;
+    rr_x X = {x, NULL, n};
+    double *xt = NULL, *xe = NULL;
+    if (lk && S > 1) {
+        /* each replica pair's own path; of the d lanes the one whose transfers take
+         * longest in all is replayed (the lanes are the same pipeline on other devices) */
+        xt = malloc((size_t)(S - 1) * n * sizeof *xt);
+        xe = malloc((size_t)(S - 1) * n * sizeof *xe);
+        if (!xt || !xe) {
+            free(xt), free(xe);
+            return -1;
+        }
+        double best = -1;
+        for (int e = 0; e < d; e++) {
+            double sum = lane_links(lk, S, reps, (int)d, e, n, xe);
+            if (sum > best) {
+                best = sum;
+                double *sw = xt;
+                xt = xe, xe = sw;
+            }
+        }
+        X.t = xt;
+    }
+    double t;
     if (!tr->async) {
         /* lane e's microbatch a d + e, a < q[0], is replica a d + e's first: the lane
          * replayed takes the latest of the d at each a */
         double *late = NULL;
-        if (late0 && !(late = calloc((size_t)q[0], sizeof *late))) return -1;
+        if (late0 && !(late = calloc((size_t)q[0], sizeof *late))) {
+            t = -1;
+            goto done;
+        }
         for (int a = 0; late && a < q[0]; a++)
             for (int e = 0; e < d; e++)
                 if (late0[a * d + e] > late[a]) late[a] = late0[a * d + e];
-        double t = rr_lane(S, q, f, b, x, ar, late, n, hold_all, sync, NULL, plain);
+        t = rr_lane(S, q, f, b, &X, ar, late, n, hold_all, sync, NULL, plain);
         free(late);
-        return t;
+        goto done;
     }
     if (tr->step_each_round) {
         /* pipedream: one continuous order without its all-reduce after every round, the
          * steady cost of M more microbatches (holding each round, as 2bw's iterations
          * below, moved 6 of its shipped plans to slower ones: docs/planner-native.md,
          * section 8) */
-        double t1 = rr_lane(S, q, f, b, x, NULL, NULL, n, 0, sync, NULL, NULL);
-        double t2 = rr_lane(S, q, f, b, x, NULL, NULL, 2 * n, 0, sync, NULL, NULL);
+        double t1 = rr_lane(S, q, f, b, &X, NULL, NULL, n, 0, sync, NULL, NULL);
+        double t2 = rr_lane(S, q, f, b, &X, NULL, NULL, 2 * n, 0, sync, NULL, NULL);
         if (plain) *plain = t2 - t1;
-        return t1 < 0 || t2 < 0 ? -1 : t2 - t1;
+        t = t1 < 0 || t2 < 0 ? -1 : t2 - t1;
+        goto done;
     }
     /* 2bw: one continuous order of RR_ITERS iterations, each replicated stage's
      * all-reduce inside it (after each replica's last backward of an iteration): the
      * steady iteration, as the simulator's window measures it (from the second
      * iteration's end to the fourth's: past the fill, before the drain) */
     rr_groups gs = {.grp = n, .iters = RR_ITERS};
-    double t = rr_lane(S, q, f, b, x, ar, NULL, RR_ITERS * n, 0, sync, &gs, NULL);
-    if (t < 0) return -1;
-    t = (gs.iend[3] - gs.iend[1]) / 2;
-    if (plain) *plain = t;
+    t = rr_lane(S, q, f, b, &X, ar, NULL, RR_ITERS * n, 0, sync, &gs, NULL);
+    if (t >= 0) {
+        t = (gs.iend[3] - gs.iend[1]) / 2;
+        if (plain) *plain = t;
+    }
+done:
+    free(xt), free(xe);
     return t;
 }

@@ -337,3 +337,89 @@ Test(native_est_runtime, async_against_the_simulator, .timeout = 120)
                             er.over3, er.over5, 100 * er.worst);
             }
 }
+
+/* The error of kind's estimate for profile prof cut evenly into the stages of shape on the
+ * first 16 devices of cluster file cname, under runtime sync, against the simulator's run
+ * of its plan (4 x the lcm of the counts microbatches of a quarter minibatch). */
+static double async_error(const char *cname, const char *prof, const int *shape,
+                          sched_kind kind, int sync)
+{
+    plumb_err e;
+    char cpath[256];
+    snprintf(cpath, sizeof cpath, CLUSTER_DIR "/%s.json", cname);
+    cluster *c = cluster_load_cut(cpath, 16, 2, &e);
+    cr_assert_not_null(c, "%s", e.msg);
+    profile *p = shipped_profile(prof);
+    nm_model m;
+    cr_assert_eq(nm_model_build(&m, p, c, c->ndevices, NULL, 0, &e), 0, "%s", e.msg);
+    int reps[5], lcm, S = shape_replicas(shape, 5, reps, &lcm);
+    nm_part pt;
+    even_part(&m, S, reps, &pt);
+    nm_setting s = {.kind = kind, .M = 4 * lcm, .mbsize = p->minibatch / 4, .recompute = 0,
+                    .chunks = 1, .opt = OPT_SGD, .p2p_sync = sync};
+    nm_price(&m, &s, &pt);
+    double sim = simulate_part(&m, &s, &pt);
+    cr_assert_gt(sim, 0, "%s %s: refused by the simulator", cname, prof);
+    nm_model_free(&m);
+    profile_free(p);
+    cluster_free(c);
+    return pt.iter_s / sim - 1;
+}
+
+/* A stage whose replicas sit on both sides of a server's Ethernet: 2-3 on cluster-a-4x4
+ * puts stage 1's third replica on device 4, the second server, so a third of the
+ * microbatches cross the Ethernet both ways (41 ms each for resnet50, where the path from
+ * the range's first device, which the stage's one x[s] took, is 3.2 ms of PCIe). 2bw's
+ * replay takes each replica pair's own path (nm_rr_time_links): vgg16, gnmt and resnet50
+ * each within 5 % of the simulator under `--p2p sync` (before: -12.2, -6.4 and -27.5 %),
+ * within 15 % overlapped (before: worst -24.3 %, resnet50; the servers' ports, not in
+ * the replay, leave -14.3 % of it). */
+Test(native_est_runtime, replicas_across_servers_take_their_own_paths, .timeout = 120)
+{
+    static const char *profs[] = {"vgg16", "gnmt", "resnet50"};
+    static const int shape[5] = {2, 3, 0, 0, 0};
+    for (int fi = 0; fi < 3; fi++) {
+        double es = async_error("cluster-a-4x4", profs[fi], shape, SCHED_2BW, 1);
+        double eo = async_error("cluster-a-4x4", profs[fi], shape, SCHED_2BW, 0);
+        cr_log_info("2bw %s 2-3 on cluster-a-4x4: %+.1f %% under sync, %+.1f %% overlapped\n",
+                    profs[fi], 100 * es, 100 * eo);
+        cr_expect(fabs(es) < 0.05, "%s sync: %+.1f %%", profs[fi], 100 * es);
+        cr_expect(fabs(eo) < 0.15, "%s overlapped: %+.1f %%", profs[fi], 100 * eo);
+    }
+}
+
+/* nm_rr_time_links with every replica pair on the same path is nm_rr_time_p2p with that
+ * path's x: 2bw and pipedream, 2/3 and 4/2/2 replicas, one server of dgx-h100's cut. */
+Test(native_est_runtime, links_of_one_path_are_the_stage_transfer)
+{
+    plumb_err e;
+    cluster *c = cluster_load_cut(CLUSTER_DIR "/dgx-h100.json", 8, 1, &e);
+    cr_assert_not_null(c, "%s", e.msg);
+    sim_net net;
+    sim_net_from_cluster(&net, c, NULL);
+    double rate, lat;
+    cr_assert_geq(sim_net_path(&net, 0, 1, &rate, &lat), 0);
+    static const int shapes[2][3] = {{2, 3, 0}, {4, 2, 2}};
+    static const sched_kind kinds[] = {SCHED_2BW, SCHED_PIPEDREAM};
+    static const int devs[8] = {0, 1, 2, 3, 4, 5, 6, 7};
+    for (int h = 0; h < 2; h++)
+        for (int k = 0; k < 2; k++) {
+            int S = shapes[h][2] ? 3 : 2, M = 4 * 12;
+            double f[3] = {3e-3, 2e-3, 4e-3}, b[3] = {6e-3, 5e-3, 7e-3}, x[3], ar[3] = {0};
+            nm_rr_links lk = {.net = &net};
+            int u = 0;
+            for (int s = 0; s < S; s++) {
+                lk.devs[s] = devs + u;
+                u += shapes[h][s];
+                lk.bytes[s] = s + 1 < S ? 64e6 : 0;
+                x[s] = s + 1 < S ? 64e6 / rate + lat : 0;
+                ar[s] = shapes[h][s] > 1 ? 2e-3 : 0;
+            }
+            double a = nm_rr_time_p2p(kinds[k], S, shapes[h], f, b, x, ar, NULL, M, 0, NULL);
+            double l = nm_rr_time_links(kinds[k], S, shapes[h], f, b, x, ar, NULL, M, 0, &lk,
+                                        NULL);
+            cr_expect(a > 0 && fabs(l - a) < 1e-12 * a, "%s shape %d: %.9g s, one x %.9g s",
+                      sched_kind_name(kinds[k]), h, l, a);
+        }
+    cluster_free(c);
+}
