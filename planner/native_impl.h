@@ -139,6 +139,12 @@ typedef struct nm_terms {
 } nm_terms;
 void nm_stage_terms(const nm_model *m, const nm_setting *s, const nm_stage *st, nm_terms *out);
 
+/* The seconds of stage st's optimizer step under s, as the simulator's engine takes it
+ * (step_bytes / the device's step bandwidth: the parameters times sim_memory_state_of's
+ * step bytes, over sim_cost_step_Bps of the stage's first device); 0 when the device
+ * gives no bandwidth. */
+double nm_stage_step_s(const nm_model *m, const nm_setting *s, const nm_stage *st);
+
 /* The memory of each device of part under s as the exact estimate (nm_price_exact)
  * counts it: for each stage its fullest replica (the first of the largest total; chunked
  * kinds: each pipeline rank), its terms (sim_memory_stage) held with the schedule's
@@ -217,6 +223,7 @@ typedef struct nm_rr_links {
     const sim_net *net;
     const int *devs[NM_MAX_STAGES];
     double bytes[NM_MAX_STAGES];
+    double step[NM_MAX_STAGES];
 } nm_rr_links;
 
 /* nm_rr_time_p2p with each microbatch's transfer over the path between the two replicas

@@ -390,6 +390,7 @@ static void price(const nm_model *m, const nm_setting *s, nm_part *pt, int exact
                 lk.bytes[i] = pt->st[i].b1 < m->nb
                                   ? m->cut[pt->st[i].b1] * ((double)s->mbsize / m->p->minibatch)
                                   : 0;
+                lk.step[i] = nm_stage_step_s(m, s, &pt->st[i]);
             }
             double plain, t = nm_rr_time_links(s->kind, pt->nst, reps, f, b, x, arx, late,
                                                s->M, s->p2p_sync, tr->async ? &lk : NULL,

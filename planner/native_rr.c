@@ -76,6 +76,7 @@ static double sent(int v, int s, int S, int n, const rr_x *X, double t, const do
 #define RR_ITERS 5
 typedef struct rr_groups {
     int grp, iters;
+    const double *step;
     double iend[RR_ITERS];
 } rr_groups;
 
@@ -141,11 +142,15 @@ static double rr_lane(int S, const int *q, const double *f, const double *b, con
                 double ready, rel = 0;
                 if (gs && pos[w] > 0 && L[pos[w] - 1] < 0) {
                     /* after a group's last backward of a replicated stage: its all-reduce */
-                    int pa = -L[pos[w] - 1] - 1, G = gs->grp;
-                    if (ar && ar[s] > 0 && pa % G >= G - q[s]) {
-                        size_t gi = (size_t)s * ngrp + pa / G;
-                        if (gcnt[gi] < q[s]) break; /* another replica has not reached it */
-                        rel = gmax[gi] + ar[s];
+                    int pa = -L[pos[w] - 1] - 1, G = gs->grp > 0 ? gs->grp : q[s];
+                    if (pa % G >= G - q[s]) {
+                        double held = freet[w];
+                        if (ar && ar[s] > 0) {
+                            size_t gi = (size_t)s * ngrp + pa / G;
+                            if (gcnt[gi] < q[s]) break; /* another replica has not reached it */
+                            held = gmax[gi] + ar[s];
+                        }
+                        rel = held + (gs->step ? gs->step[s] : 0); /* then its step */
                     }
                 }
                 if (sync) /* the batch before this computation posts its receive */
@@ -172,14 +177,18 @@ static double rr_lane(int S, const int *q, const double *f, const double *b, con
                 double t = (freet[w] > ready ? freet[w] : ready) + (v > 0 ? f[s] : b[s]);
                 (v > 0 ? fd : bd)[(size_t)s * n + a] = t;
                 if (gs) {
-                    int it = a / (n / gs->iters), G = gs->grp;
+                    int it = a / (n / gs->iters), G = gs->grp > 0 ? gs->grp : q[s];
                     if (it < gs->iters && t > gs->iend[it]) gs->iend[it] = t;
+                    double st = gs->step ? gs->step[s] : 0;
                     if (v < 0 && ar && ar[s] > 0 && a % G >= G - q[s]) {
                         size_t gi = (size_t)s * ngrp + a / G;
                         if (t > gmax[gi]) gmax[gi] = t;
                         if (++gcnt[gi] == q[s] && it < gs->iters &&
-                            gmax[gi] + ar[s] > gs->iend[it])
-                            gs->iend[it] = gmax[gi] + ar[s]; /* the release counts in it */
+                            gmax[gi] + ar[s] + st > gs->iend[it])
+                            gs->iend[it] = gmax[gi] + ar[s] + st; /* the release counts in it */
+                    } else if (v < 0 && a % G >= G - q[s] && it < gs->iters &&
+                               t + st > gs->iend[it]) {
+                        gs->iend[it] = t + st;
                     }
                 }
                 freet[w] = t;
@@ -307,22 +316,15 @@ double nm_rr_time_links(sched_kind kind, int S, const int *reps, const double *f
         free(late);
         goto done;
     }
-    if (tr->step_each_round) {
-        /* pipedream: one continuous order without its all-reduce after every round, the
-         * steady cost of M more microbatches (holding each round, as 2bw's iterations
-         * below, moved 6 of its shipped plans to slower ones: docs/planner-native.md,
-         * section 8) */
-        double t1 = rr_lane(S, q, f, b, &X, NULL, NULL, n, 0, sync, NULL, NULL);
-        double t2 = rr_lane(S, q, f, b, &X, NULL, NULL, 2 * n, 0, sync, NULL, NULL);
-        if (plain) *plain = t2 - t1;
-        t = t1 < 0 || t2 < 0 ? -1 : t2 - t1;
-        goto done;
-    }
-    /* 2bw: one continuous order of RR_ITERS iterations, each replicated stage's
-     * all-reduce inside it (after each replica's last backward of an iteration): the
-     * steady iteration, as the simulator's window measures it (from the second
-     * iteration's end to the fourth's: past the fill, before the drain) */
-    rr_groups gs = {.grp = n, .iters = RR_ITERS};
+    /* the asynchronous kinds: one continuous order of RR_ITERS iterations, each stage's
+     * all-reduce and optimizer step inside it: 2bw's after each replica's last backward
+     * of an iteration, pipedream's after every round (each replica's backward of it); a
+     * replicated stage's replicas held until all have reached it and ar[s] more, then the
+     * step (lk's; none without lk). The steady iteration, as the simulator's window
+     * measures it: from the second iteration's end to the fourth's (past the fill,
+     * before the drain) */
+    rr_groups gs = {.grp = tr->step_each_round ? 0 : n, .iters = RR_ITERS,
+                    .step = lk ? lk->step : NULL};
     t = rr_lane(S, q, f, b, &X, ar, NULL, RR_ITERS * n, 0, sync, &gs, NULL);
     if (t >= 0) {
         t = (gs.iend[3] - gs.iend[1]) / 2;

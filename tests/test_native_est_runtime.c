@@ -318,11 +318,15 @@ static void compare_async(const char *cname, sched_kind kind, int sync, double l
     cluster_free(c);
 }
 
-/* 2bw's replicated stages hold at their all-reduce inside the loop (native_rr.c's groups):
- * on dgx-h100 each of the 21 partitions within 5 % of the simulator under both runtimes
- * (before, under sync: 6 beyond 3 %, worst -11.5 %, gnmt 4-2). Logged: cluster-a-4x4
- * (not checked: a replica across the servers' slow links, which the replay's one transfer
- * time per stage misses) and pipedream on both. */
+/* The asynchronous kinds' replicated stages hold at their all-reduce inside the loop, and
+ * every stage takes its optimizer step there (native_rr.c's groups: 2bw once an iteration,
+ * pipedream after every round). On dgx-h100, 2bw: each of the 21 partitions within 0.5 %
+ * of the simulator under both runtimes (before the hold, under sync: 6 beyond 3 %, worst
+ * -11.5 %, gnmt 4-2; with the hold but no step: worst 0.9 %); pipedream overlapped: each
+ * within 3 % (before, its order without the all-reduces: 4 beyond 3 %, worst 28.3 %; held
+ * but without the step, a step after every microbatch of gnmt 1-1: 3 at -3.7 %). Logged:
+ * pipedream under sync there (gnmt and resnet50 2-3 -25 %), and cluster-a-4x4 (not
+ * checked: the servers' ports, not in the replay). */
 Test(native_est_runtime, async_against_the_simulator, .timeout = 120)
 {
     static const char *cl[] = {"dgx-h100", "cluster-a-4x4"};
@@ -331,7 +335,8 @@ Test(native_est_runtime, async_against_the_simulator, .timeout = 120)
         for (int ci = 0; ci < 2; ci++)
             for (int sync = 0; sync <= 1; sync++) {
                 aerrs er = {0};
-                compare_async(cl[ci], kinds[k], sync, k == 0 && ci == 0 ? 0.05 : 0, &er);
+                double lim = ci > 0 ? 0 : k == 0 ? 0.005 : sync ? 0 : 0.03;
+                compare_async(cl[ci], kinds[k], sync, lim, &er);
                 cr_log_info("%s on %s, p2p sync %d: %d plans, %d beyond 3 %%, %d beyond 5 %%, "
                             "worst %.1f %%\n", sched_kind_name(kinds[k]), cl[ci], sync, er.n,
                             er.over3, er.over5, 100 * er.worst);
