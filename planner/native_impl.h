@@ -191,14 +191,13 @@ int nm_rr_applies(sched_kind kind, int S);
  * backward: its exposed all-reduce; ar NULL: 0; the first forward replica g of stage 0
  * sends arriving late0[g] seconds late, reps[0] of them or NULL for none: the replicas
  * start together and their first sends queue at a server's port), or for the
- * asynchronous kinds their steady iteration: 2bw's from 5 iterations of one continuous
- * order, each replicated stage's replicas held after their last backward of an
- * iteration until all have reached it and ar[s] more (the simulator's all-reduce inside
- * the loop), (end of the 4th - end of the 2nd) / 2; pipedream's what M more microbatches
- * add to the order without its all-reduces (ar not read) (late0 not read; *plain the
- * same). *plain (NULL: not asked), flushing kinds: the
- * same without the all-reduces (the last backward's end). No contention, no optimizer
- * step. -1 when out of memory, or for arguments out of range (S < 1, M < 1, a count <
+ * asynchronous kinds their steady iteration, from 5 iterations of one continuous order,
+ * each replicated stage's replicas held after their last backward of an iteration (2bw)
+ * or of a round (pipedream) until all have reached it and ar[s] more (the simulator's
+ * all-reduce inside the loop), (end of the 4th - end of the 2nd) / 2 (late0 not read;
+ * *plain the same; nm_rr_time_links adds each stage's optimizer step there). *plain
+ * (NULL: not asked), flushing kinds: the same without the all-reduces (the last
+ * backward's end). No contention, no optimizer step here. -1 when out of memory, or for arguments out of range (S < 1, M < 1, a count <
  * 1). */
 double nm_rr_time(sched_kind kind, int S, const int *reps, const double *f, const double *b,
                   const double *x, const double *ar, const double *late0, int M,
@@ -218,7 +217,8 @@ double nm_rr_time_p2p(sched_kind kind, int S, const int *reps, const double *f,
 /* Each replica's own transfers for nm_rr_time_links: replica j of stage s on device
  * devs[s][j] (reps[s] of them, the plan's order), bytes[s] what stage s sends stage s + 1
  * a microbatch (and gets back), net the paths (sim_net_path, as the simulator takes a
- * transfer: bytes / rate + latency). */
+ * transfer: bytes / rate + latency); step[s] the stage's optimizer step in seconds
+ * (nm_stage_step_s). */
 typedef struct nm_rr_links {
     const sim_net *net;
     const int *devs[NM_MAX_STAGES];
@@ -230,7 +230,9 @@ typedef struct nm_rr_links {
  * it leaves and reaches (lk; NULL: x[s] for every one): where a stage's replicas sit on
  * both sides of a server's slower link, the transfers of those replicas take that link's
  * time, not the stage's one x[s] (x then not read). Of the d identical lanes the one
- * whose transfers take longest in all is replayed. Same returns. */
+ * whose transfers take longest in all is replayed. The asynchronous kinds also take
+ * lk->step[s] seconds of optimizer step after each hold (every stage, replicated or not:
+ * 2bw's once an iteration, pipedream's every round). Same returns. */
 double nm_rr_time_links(sched_kind kind, int S, const int *reps, const double *f,
                         const double *b, const double *x, const double *ar,
                         const double *late0, int M, int sync, const nm_rr_links *lk,

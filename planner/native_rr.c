@@ -2,8 +2,9 @@
  * 2bw): the replay of its compute order, made for stages of unequal replica counts and
  * used for every count since (docs/planner-native.md, sections 7 and 8: a replica's few
  * microbatches, each stage's all-reduce after its own last backward, stage 0's first
- * sends queued at a port; the asynchronous kinds' all-reduce inside their loop, section
- * 8, "The asynchronous kinds' all-reduce in the loop").
+ * sends queued at a port; the asynchronous kinds' all-reduce and optimizer step inside
+ * their loop, and each replica pair's own path, section 8, "The asynchronous kinds'
+ * all-reduce in the loop" and "Per-replica paths, the optimizer step and a steady score").
  *
  * Microbatch g of a stage with r replicas runs on replica g % r (1F1B-RR,
  * docs/schedules.md), and each replica runs its microbatches in a fixed order: all
@@ -67,12 +68,14 @@ static double sent(int v, int s, int S, int n, const rr_x *X, double t, const do
     return (p > t ? p : t) + rr_xof(X, v > 0 ? s : s - 1, a);
 }
 
-/* 2bw's all-reduce inside its loop: a group of grp lane microbatches (an iteration, n /
- * iters); a stage with ar[s] > 0 (replicated) holds each replica after its last backward
+/* The asynchronous kinds' all-reduce and step inside their loop: a group of grp lane
+ * microbatches (2bw: an iteration, n / iters; 0: each stage's own q[s], pipedream's
+ * round); a stage with ar[s] > 0 (replicated) holds each replica after its last backward
  * of a group until every replica of the stage has reached it and ar[s] more (the
  * simulator's ALLREDUCE releases its members when the last has joined and the ring is
- * done); iend[iters] (iters <= RR_ITERS) each iteration's end (its computations' and its
- * groups' releases). The other kinds pass none (NULL). */
+ * done), and every stage then takes its optimizer step, step[s] seconds (NULL: none);
+ * iend[iters] (iters <= RR_ITERS) each iteration's end (its computations' and its groups'
+ * releases). The flushing kinds pass none (NULL). */
 #define RR_ITERS 5
 typedef struct rr_groups {
     int grp, iters;
