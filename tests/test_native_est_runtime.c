@@ -474,3 +474,31 @@ Test(native_est_runtime, score_waits_for_a_steady_window)
     profile_free(p);
     cluster_free(c);
 }
+
+/* pipedream for resnet18 on dgx-h100: two cuts of 512-1024-1024-512-1024 (256 samples a
+ * microbatch, no recomputation) are estimated at 3.3 and 3.5 M samples/s and simulate at
+ * 2.0 M; as the group's two leads they left 1024-1024-1024-1024 (3.3 M estimated, 3.1 M
+ * simulated) unscored, and the plan was 512 x 8 with recomputation at 2.0 M. The
+ * asynchronous kinds' second lead of a group has other replica counts than the first
+ * (nm_finish), so the plan is 1024-1024-1024-1024 above 3 M samples/s. */
+Test(native_est_runtime, async_leads_of_other_counts, .timeout = 240)
+{
+    profile *p = shipped_profile("resnet18");
+    cluster *c = shipped_cluster("dgx-h100");
+    native_options o;
+    native_options_init(&o);
+    o.schedule = SCHED_PIPEDREAM;
+    plumb_err e;
+    native_result r = {0};
+    plan *pl = planner_native(p, c, &o, &r, &e);
+    cr_assert_not_null(pl, "%s", e.msg);
+    cr_assert_gt(r.ncand, 0);
+    cr_log_info("%s: %.1f samples/s (simulated %d)\n", r.cand[0].config,
+                r.cand[0].sim_samples_per_s, r.cand[0].simulated);
+    cr_expect(r.cand[0].simulated && r.cand[0].sim_samples_per_s > 3e6,
+              "%s: %.1f samples/s", r.cand[0].config, r.cand[0].sim_samples_per_s);
+    plan_free(pl);
+    native_result_free(&r);
+    cluster_free(c);
+    profile_free(p);
+}
