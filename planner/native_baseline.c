@@ -21,11 +21,15 @@ sim_report *nm_sim_score(const plan *pl, const native_options *o, plumb_err *err
     schedule *sc = schedule_from_plan(pl, iters, err);
     if (!sc) return NULL;
     int k0, k1, need = sim_steady_window(sc, &k0, &k1);
-    if (o->sim_iterations <= 0 && need > iters) {
+    /* a longer IR may need a longer window again (a worker of pipedream's with one
+     * microbatch an iteration holds more of them once the pipeline is deeper than 3
+     * iterations): rebuilt until the window fits, as sim_run raises its own */
+    while (o->sim_iterations <= 0 && need > iters && iters < NM_SCORE_MAX_ITERATIONS) {
+        iters = need < NM_SCORE_MAX_ITERATIONS ? need : NM_SCORE_MAX_ITERATIONS;
         schedule_free(sc);
-        sc = schedule_from_plan(pl, need < NM_SCORE_MAX_ITERATIONS ? need
-                                        : NM_SCORE_MAX_ITERATIONS, err);
+        sc = schedule_from_plan(pl, iters, err);
         if (!sc) return NULL;
+        need = sim_steady_window(sc, &k0, &k1);
     }
     sim_options so;
     sim_options_init(&so);

@@ -139,6 +139,12 @@ typedef struct nm_terms {
 } nm_terms;
 void nm_stage_terms(const nm_model *m, const nm_setting *s, const nm_stage *st, nm_terms *out);
 
+/* The seconds of stage st's optimizer step under s, as the simulator's engine takes it
+ * (step_bytes / the device's step bandwidth: the parameters times sim_memory_state_of's
+ * step bytes, over sim_cost_step_Bps of the stage's first device); 0 when the device
+ * gives no bandwidth. */
+double nm_stage_step_s(const nm_model *m, const nm_setting *s, const nm_stage *st);
+
 /* The memory of each device of part under s as the exact estimate (nm_price_exact)
  * counts it: for each stage its fullest replica (the first of the largest total; chunked
  * kinds: each pipeline rank), its terms (sim_memory_stage) held with the schedule's
@@ -185,14 +191,13 @@ int nm_rr_applies(sched_kind kind, int S);
  * backward: its exposed all-reduce; ar NULL: 0; the first forward replica g of stage 0
  * sends arriving late0[g] seconds late, reps[0] of them or NULL for none: the replicas
  * start together and their first sends queue at a server's port), or for the
- * asynchronous kinds their steady iteration: 2bw's from 5 iterations of one continuous
- * order, each replicated stage's replicas held after their last backward of an
- * iteration until all have reached it and ar[s] more (the simulator's all-reduce inside
- * the loop), (end of the 4th - end of the 2nd) / 2; pipedream's what M more microbatches
- * add to the order without its all-reduces (ar not read) (late0 not read; *plain the
- * same). *plain (NULL: not asked), flushing kinds: the
- * same without the all-reduces (the last backward's end). No contention, no optimizer
- * step. -1 when out of memory, or for arguments out of range (S < 1, M < 1, a count <
+ * asynchronous kinds their steady iteration, from 5 iterations of one continuous order,
+ * each replicated stage's replicas held after their last backward of an iteration (2bw)
+ * or of a round (pipedream) until all have reached it and ar[s] more (the simulator's
+ * all-reduce inside the loop), (end of the 4th - end of the 2nd) / 2 (late0 not read;
+ * *plain the same; nm_rr_time_links adds each stage's optimizer step there). *plain
+ * (NULL: not asked), flushing kinds: the same without the all-reduces (the last
+ * backward's end). No contention, no optimizer step here. -1 when out of memory, or for arguments out of range (S < 1, M < 1, a count <
  * 1). */
 double nm_rr_time(sched_kind kind, int S, const int *reps, const double *f, const double *b,
                   const double *x, const double *ar, const double *late0, int M,
@@ -208,6 +213,30 @@ double nm_rr_time(sched_kind kind, int S, const int *reps, const double *f, cons
 double nm_rr_time_p2p(sched_kind kind, int S, const int *reps, const double *f,
                       const double *b, const double *x, const double *ar, const double *late0,
                       int M, int sync, double *plain);
+
+/* Each replica's own transfers for nm_rr_time_links: replica j of stage s on device
+ * devs[s][j] (reps[s] of them, the plan's order), bytes[s] what stage s sends stage s + 1
+ * a microbatch (and gets back), net the paths (sim_net_path, as the simulator takes a
+ * transfer: bytes / rate + latency); step[s] the stage's optimizer step in seconds
+ * (nm_stage_step_s). */
+typedef struct nm_rr_links {
+    const sim_net *net;
+    const int *devs[NM_MAX_STAGES];
+    double bytes[NM_MAX_STAGES];
+    double step[NM_MAX_STAGES];
+} nm_rr_links;
+
+/* nm_rr_time_p2p with each microbatch's transfer over the path between the two replicas
+ * it leaves and reaches (lk; NULL: x[s] for every one): where a stage's replicas sit on
+ * both sides of a server's slower link, the transfers of those replicas take that link's
+ * time, not the stage's one x[s] (x then not read). Of the d identical lanes the one
+ * whose transfers take longest in all is replayed. The asynchronous kinds also take
+ * lk->step[s] seconds of optimizer step after each hold (every stage, replicated or not:
+ * 2bw's once an iteration, pipedream's every round). Same returns. */
+double nm_rr_time_links(sched_kind kind, int S, const int *reps, const double *f,
+                        const double *b, const double *x, const double *ar,
+                        const double *late0, int M, int sync, const nm_rr_links *lk,
+                        double *plain);
 
 /* The dynamic program for s: the partitions it proposes (min-max period, then least fill
  * under a few period thresholds), priced, distinct, at most `max` of them into out.

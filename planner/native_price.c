@@ -382,8 +382,19 @@ static void price(const nm_model *m, const nm_setting *s, nm_part *pt, int exact
         if (s->M > 0 && nm_rr_applies(s->kind, pt->nst)) {
             const sched_traits *tr = sched_traits_of(s->kind);
             double *late = tr->async ? NULL : first_late(m, s, pt);
-            double plain, t = nm_rr_time_p2p(s->kind, pt->nst, reps, f, b, x, arx, late,
-                                             s->M, s->p2p_sync, &plain);
+            /* the asynchronous kinds: each replica's transfers over its own path (a
+             * stage's replicas may sit on both sides of a server's Ethernet) */
+            nm_rr_links lk = {.net = &m->net};
+            for (int i = 0; i < pt->nst; i++) {
+                lk.devs[i] = m->order + pt->st[i].u * m->g;
+                lk.bytes[i] = pt->st[i].b1 < m->nb
+                                  ? m->cut[pt->st[i].b1] * ((double)s->mbsize / m->p->minibatch)
+                                  : 0;
+                lk.step[i] = nm_stage_step_s(m, s, &pt->st[i]);
+            }
+            double plain, t = nm_rr_time_links(s->kind, pt->nst, reps, f, b, x, arx, late,
+                                               s->M, s->p2p_sync, tr->async ? &lk : NULL,
+                                               &plain);
             free(late);
             if (t > 0) {
                 /* links or ports slower than the order: everything ends that much later;

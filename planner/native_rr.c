@@ -2,8 +2,9 @@
  * 2bw): the replay of its compute order, made for stages of unequal replica counts and
  * used for every count since (docs/planner-native.md, sections 7 and 8: a replica's few
  * microbatches, each stage's all-reduce after its own last backward, stage 0's first
- * sends queued at a port; the asynchronous kinds' all-reduce inside their loop, section
- * 8, "The asynchronous kinds' all-reduce in the loop").
+ * sends queued at a port; the asynchronous kinds' all-reduce and optimizer step inside
+ * their loop, and each replica pair's own path, section 8, "The asynchronous kinds'
+ * all-reduce in the loop" and "Per-replica paths, the optimizer step and a steady score").
  *
  * Microbatch g of a stage with r replicas runs on replica g % r (1F1B-RR,
  * docs/schedules.md), and each replica runs its microbatches in a fixed order: all
@@ -44,25 +45,41 @@
  * each was posted, -1 not yet) and takes one transfer. t when the action sends nothing
  * (the last stage's forward, the first stage's backward); -1 when the receive is not
  * posted yet. */
-static double sent(int v, int s, int S, int n, const double *x, double t, const double *pf,
+/* The transfer times of a replay: x[s] for every microbatch between stages s and s + 1,
+ * or with t (not NULL) t[s * per + a % per] for lane microbatch a (each replica pair's
+ * own path). */
+typedef struct rr_x {
+    const double *x, *t;
+    int per;
+} rr_x;
+
+static double rr_xof(const rr_x *X, int s, int a)
+{
+    return X->t ? X->t[(size_t)s * X->per + a % X->per] : X->x[s];
+}
+
+static double sent(int v, int s, int S, int n, const rr_x *X, double t, const double *pf,
                    const double *pb)
 {
     int a = (v > 0 ? v : -v) - 1, r = v > 0 ? s + 1 : s - 1;
     if (r < 0 || r >= S) return t;
     double p = (v > 0 ? pf : pb)[(size_t)r * n + a];
     if (p < 0) return -1;
-    return (p > t ? p : t) + x[v > 0 ? s : s - 1];
+    return (p > t ? p : t) + rr_xof(X, v > 0 ? s : s - 1, a);
 }
 
-/* 2bw's all-reduce inside its loop: a group of grp lane microbatches (an iteration, n /
- * iters); a stage with ar[s] > 0 (replicated) holds each replica after its last backward
+/* The asynchronous kinds' all-reduce and step inside their loop: a group of grp lane
+ * microbatches (2bw: an iteration, n / iters; 0: each stage's own q[s], pipedream's
+ * round); a stage with ar[s] > 0 (replicated) holds each replica after its last backward
  * of a group until every replica of the stage has reached it and ar[s] more (the
  * simulator's ALLREDUCE releases its members when the last has joined and the ring is
- * done); iend[iters] (iters <= RR_ITERS) each iteration's end (its computations' and its
- * groups' releases). The other kinds pass none (NULL). */
+ * done), and every stage then takes its optimizer step, step[s] seconds (NULL: none);
+ * iend[iters] (iters <= RR_ITERS) each iteration's end (its computations' and its groups'
+ * releases). The flushing kinds pass none (NULL). */
 #define RR_ITERS 5
 typedef struct rr_groups {
     int grp, iters;
+    const double *step;
     double iend[RR_ITERS];
 } rr_groups;
 
@@ -72,7 +89,7 @@ typedef struct rr_groups {
  * none; else q[0] of them); *plain (NULL: not asked) the last action's end. -1 when out
  * of memory or when the order cannot finish (it always can: the generator's orders are
  * deadlock-free; kept as a guard). */
-static double rr_lane(int S, const int *q, const double *f, const double *b, const double *x,
+static double rr_lane(int S, const int *q, const double *f, const double *b, const rr_x *x,
                       const double *ar, const double *late, int n, int hold_all, int sync,
                       rr_groups *gs, double *plain)
 {
@@ -128,26 +145,30 @@ static double rr_lane(int S, const int *q, const double *f, const double *b, con
                 double ready, rel = 0;
                 if (gs && pos[w] > 0 && L[pos[w] - 1] < 0) {
                     /* after a group's last backward of a replicated stage: its all-reduce */
-                    int pa = -L[pos[w] - 1] - 1, G = gs->grp;
-                    if (ar && ar[s] > 0 && pa % G >= G - q[s]) {
-                        size_t gi = (size_t)s * ngrp + pa / G;
-                        if (gcnt[gi] < q[s]) break; /* another replica has not reached it */
-                        rel = gmax[gi] + ar[s];
+                    int pa = -L[pos[w] - 1] - 1, G = gs->grp > 0 ? gs->grp : q[s];
+                    if (pa % G >= G - q[s]) {
+                        double held = freet[w];
+                        if (ar && ar[s] > 0) {
+                            size_t gi = (size_t)s * ngrp + pa / G;
+                            if (gcnt[gi] < q[s]) break; /* another replica has not reached it */
+                            held = gmax[gi] + ar[s];
+                        }
+                        rel = held + (gs->step ? gs->step[s] : 0); /* then its step */
                     }
                 }
                 if (sync) /* the batch before this computation posts its receive */
                     (v > 0 ? pf : pb)[(size_t)s * n + a] = freet[w];
                 if (v > 0) {
                     if (s > 0 && fd[(size_t)(s - 1) * n + a] < 0) break;
-                    ready = s > 0 ? fd[(size_t)(s - 1) * n + a] + x[s - 1] : 0;
+                    ready = s > 0 ? fd[(size_t)(s - 1) * n + a] + rr_xof(x, s - 1, a) : 0;
                     if (sync && s > 0 && freet[w] > fd[(size_t)(s - 1) * n + a])
-                        ready = freet[w] + x[s - 1]; /* sent once the receive is posted */
+                        ready = freet[w] + rr_xof(x, s - 1, a); /* sent once the receive is posted */
                     if (s == 1 && late && a < q[0]) ready += late[a]; /* stage 0's first sends */
                 } else {
                     if (s + 1 < S && bd[(size_t)(s + 1) * n + a] < 0) break;
-                    ready = s + 1 < S ? bd[(size_t)(s + 1) * n + a] + x[s] : 0;
+                    ready = s + 1 < S ? bd[(size_t)(s + 1) * n + a] + rr_xof(x, s, a) : 0;
                     if (sync && s + 1 < S && freet[w] > bd[(size_t)(s + 1) * n + a])
-                        ready = freet[w] + x[s];
+                        ready = freet[w] + rr_xof(x, s, a);
                 }
                 if (sync && pos[w] > 0) {
                     /* the previous computation's send must have arrived */
@@ -159,14 +180,18 @@ static double rr_lane(int S, const int *q, const double *f, const double *b, con
                 double t = (freet[w] > ready ? freet[w] : ready) + (v > 0 ? f[s] : b[s]);
                 (v > 0 ? fd : bd)[(size_t)s * n + a] = t;
                 if (gs) {
-                    int it = a / (n / gs->iters), G = gs->grp;
+                    int it = a / (n / gs->iters), G = gs->grp > 0 ? gs->grp : q[s];
                     if (it < gs->iters && t > gs->iend[it]) gs->iend[it] = t;
+                    double st = gs->step ? gs->step[s] : 0;
                     if (v < 0 && ar && ar[s] > 0 && a % G >= G - q[s]) {
                         size_t gi = (size_t)s * ngrp + a / G;
                         if (t > gmax[gi]) gmax[gi] = t;
                         if (++gcnt[gi] == q[s] && it < gs->iters &&
-                            gmax[gi] + ar[s] > gs->iend[it])
-                            gs->iend[it] = gmax[gi] + ar[s]; /* the release counts in it */
+                            gmax[gi] + ar[s] + st > gs->iend[it])
+                            gs->iend[it] = gmax[gi] + ar[s] + st; /* the release counts in it */
+                    } else if (v < 0 && a % G >= G - q[s] && it < gs->iters &&
+                               t + st > gs->iend[it]) {
+                        gs->iend[it] = t + st;
                     }
                 }
                 freet[w] = t;
@@ -216,6 +241,36 @@ double nm_rr_time_p2p(sched_kind kind, int S, const int *reps, const double *f,
                       const double *b, const double *x, const double *ar, const double *late0,
                       int M, int sync, double *plain)
 {
+    return nm_rr_time_links(kind, S, reps, f, b, x, ar, late0, M, sync, NULL, plain);
+}
+
+/* Lane e's transfer times (n lane microbatches, stage boundaries S - 1) from lk into t:
+ * microbatch a d + e goes from replica (a d + e) % reps[s] of stage s to replica
+ * (a d + e) % reps[s + 1] of stage s + 1, over the path between their devices (bytes /
+ * rate + latency, 0 on one device). Returns the lane's sum. */
+static double lane_links(const nm_rr_links *lk, int S, const int *reps, int d, int e, int n,
+                         double *t)
+{
+    double sum = 0;
+    for (int s = 0; s + 1 < S; s++)
+        for (int a = 0; a < n; a++) {
+            long long g = (long long)a * d + e;
+            int da = lk->devs[s][g % reps[s]], db = lk->devs[s + 1][g % reps[s + 1]];
+            double rate, lat, v = 0;
+            if (da != db && lk->bytes[s] > 0 &&
+                sim_net_path(lk->net, da, db, &rate, &lat) >= 0 && rate > 0)
+                v = lk->bytes[s] / rate + lat;
+            t[(size_t)s * n + a] = v;
+            sum += v;
+        }
+    return sum;
+}
+
+double nm_rr_time_links(sched_kind kind, int S, const int *reps, const double *f,
+                        const double *b, const double *x, const double *ar,
+                        const double *late0, int M, int sync, const nm_rr_links *lk,
+                        double *plain)
+{
     if (S < 1 || S > NM_MAX_STAGES || M < 1) return -1;
     long long d = M;
     for (int s = 0; s < S; s++) {
@@ -226,36 +281,59 @@ double nm_rr_time_p2p(sched_kind kind, int S, const int *reps, const double *f,
     for (int s = 0; s < S; s++) q[s] = (int)(reps[s] / d);
     const sched_traits *tr = sched_traits_of(kind);
     int hold_all = tr->hold == SCHED_HOLD_ALL;
+    rr_x X = {x, NULL, n};
+    double *xt = NULL, *xe = NULL;
+    if (lk && S > 1) {
+        /* each replica pair's own path; of the d lanes the one whose transfers take
+         * longest in all is replayed (the lanes are the same pipeline on other devices) */
+        xt = malloc((size_t)(S - 1) * n * sizeof *xt);
+        xe = malloc((size_t)(S - 1) * n * sizeof *xe);
+        if (!xt || !xe) {
+            free(xt), free(xe);
+            return -1;
+        }
+        double best = -1;
+        for (int e = 0; e < d; e++) {
+            double sum = lane_links(lk, S, reps, (int)d, e, n, xe);
+            if (sum > best) {
+                best = sum;
+                double *sw = xt;
+                xt = xe, xe = sw;
+            }
+        }
+        X.t = xt;
+    }
+    double t;
     if (!tr->async) {
         /* lane e's microbatch a d + e, a < q[0], is replica a d + e's first: the lane
          * replayed takes the latest of the d at each a */
         double *late = NULL;
-        if (late0 && !(late = calloc((size_t)q[0], sizeof *late))) return -1;
+        if (late0 && !(late = calloc((size_t)q[0], sizeof *late))) {
+            t = -1;
+            goto done;
+        }
         for (int a = 0; late && a < q[0]; a++)
             for (int e = 0; e < d; e++)
                 if (late0[a * d + e] > late[a]) late[a] = late0[a * d + e];
-        double t = rr_lane(S, q, f, b, x, ar, late, n, hold_all, sync, NULL, plain);
+        t = rr_lane(S, q, f, b, &X, ar, late, n, hold_all, sync, NULL, plain);
         free(late);
-        return t;
+        goto done;
     }
-    if (tr->step_each_round) {
-        /* pipedream: one continuous order without its all-reduce after every round, the
-         * steady cost of M more microbatches (holding each round, as 2bw's iterations
-         * below, moved 6 of its shipped plans to slower ones: docs/planner-native.md,
-         * section 8) */
-        double t1 = rr_lane(S, q, f, b, x, NULL, NULL, n, 0, sync, NULL, NULL);
-        double t2 = rr_lane(S, q, f, b, x, NULL, NULL, 2 * n, 0, sync, NULL, NULL);
-        if (plain) *plain = t2 - t1;
-        return t1 < 0 || t2 < 0 ? -1 : t2 - t1;
+    /* the asynchronous kinds: one continuous order of RR_ITERS iterations, each stage's
+     * all-reduce and optimizer step inside it: 2bw's after each replica's last backward
+     * of an iteration, pipedream's after every round (each replica's backward of it); a
+     * replicated stage's replicas held until all have reached it and ar[s] more, then the
+     * step (lk's; none without lk). The steady iteration, as the simulator's window
+     * measures it: from the second iteration's end to the fourth's (past the fill,
+     * before the drain) */
+    rr_groups gs = {.grp = tr->step_each_round ? 0 : n, .iters = RR_ITERS,
+                    .step = lk ? lk->step : NULL};
+    t = rr_lane(S, q, f, b, &X, ar, NULL, RR_ITERS * n, 0, sync, &gs, NULL);
+    if (t >= 0) {
+        t = (gs.iend[3] - gs.iend[1]) / 2;
+        if (plain) *plain = t;
     }
-    /* 2bw: one continuous order of RR_ITERS iterations, each replicated stage's
-     * all-reduce inside it (after each replica's last backward of an iteration): the
-     * steady iteration, as the simulator's window measures it (from the second
-     * iteration's end to the fourth's: past the fill, before the drain) */
-    rr_groups gs = {.grp = n, .iters = RR_ITERS};
-    double t = rr_lane(S, q, f, b, x, ar, NULL, RR_ITERS * n, 0, sync, &gs, NULL);
-    if (t < 0) return -1;
-    t = (gs.iend[3] - gs.iend[1]) / 2;
-    if (plain) *plain = t;
+done:
+    free(xt), free(xe);
     return t;
 }

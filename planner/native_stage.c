@@ -221,3 +221,13 @@ void nm_stage_terms(const nm_model *m, const nm_setting *s, const nm_stage *st, 
     out->allreduce_s = range_allreduce_s(R, st->r * m->g, P);
     nm_block_mem(m, s, st->b0, st->b1, st->r * m->g, &out->mem);
 }
+
+double nm_stage_step_s(const nm_model *m, const nm_setting *s, const nm_stage *st)
+{
+    const double P = m->lay[st->b0 * (m->nb + 1) + st->b1].params;
+    sim_state_mul sm;
+    sim_memory_state_of(DEV_FP32, DEV_FP32, DEV_FP32, s->zero, st->r * m->g, s->opt, &sm);
+    const device_type *t = cluster_device_type(m->c, m->order[st->u * m->g]);
+    double Bps = sim_cost_step_Bps(m->p, s->opt, t);
+    return Bps > 0 ? P * sm.step / Bps : 0;
+}

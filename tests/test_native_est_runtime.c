@@ -318,11 +318,15 @@ static void compare_async(const char *cname, sched_kind kind, int sync, double l
     cluster_free(c);
 }
 
-/* 2bw's replicated stages hold at their all-reduce inside the loop (native_rr.c's groups):
- * on dgx-h100 each of the 21 partitions within 5 % of the simulator under both runtimes
- * (before, under sync: 6 beyond 3 %, worst -11.5 %, gnmt 4-2). Logged: cluster-a-4x4
- * (not checked: a replica across the servers' slow links, which the replay's one transfer
- * time per stage misses) and pipedream on both. */
+/* The asynchronous kinds' replicated stages hold at their all-reduce inside the loop, and
+ * every stage takes its optimizer step there (native_rr.c's groups: 2bw once an iteration,
+ * pipedream after every round). On dgx-h100, 2bw: each of the 21 partitions within 0.5 %
+ * of the simulator under both runtimes (before the hold, under sync: 6 beyond 3 %, worst
+ * -11.5 %, gnmt 4-2; with the hold but no step: worst 0.9 %); pipedream overlapped: each
+ * within 3 % (before, its order without the all-reduces: 4 beyond 3 %, worst 28.3 %; held
+ * but without the step, a step after every microbatch of gnmt 1-1: 3 at -3.7 %). Logged:
+ * pipedream under sync there (gnmt and resnet50 2-3 -25 %), and cluster-a-4x4 (not
+ * checked: the servers' ports, not in the replay). */
 Test(native_est_runtime, async_against_the_simulator, .timeout = 120)
 {
     static const char *cl[] = {"dgx-h100", "cluster-a-4x4"};
@@ -331,9 +335,170 @@ Test(native_est_runtime, async_against_the_simulator, .timeout = 120)
         for (int ci = 0; ci < 2; ci++)
             for (int sync = 0; sync <= 1; sync++) {
                 aerrs er = {0};
-                compare_async(cl[ci], kinds[k], sync, k == 0 && ci == 0 ? 0.05 : 0, &er);
+                double lim = ci > 0 ? 0 : k == 0 ? 0.005 : sync ? 0 : 0.03;
+                compare_async(cl[ci], kinds[k], sync, lim, &er);
                 cr_log_info("%s on %s, p2p sync %d: %d plans, %d beyond 3 %%, %d beyond 5 %%, "
                             "worst %.1f %%\n", sched_kind_name(kinds[k]), cl[ci], sync, er.n,
                             er.over3, er.over5, 100 * er.worst);
             }
+}
+
+/* The error of kind's estimate for profile prof cut evenly into the stages of shape on the
+ * first 16 devices of cluster file cname, under runtime sync, against the simulator's run
+ * of its plan (4 x the lcm of the counts microbatches of a quarter minibatch). */
+static double async_error(const char *cname, const char *prof, const int *shape,
+                          sched_kind kind, int sync)
+{
+    plumb_err e;
+    char cpath[256];
+    snprintf(cpath, sizeof cpath, CLUSTER_DIR "/%s.json", cname);
+    cluster *c = cluster_load_cut(cpath, 16, 2, &e);
+    cr_assert_not_null(c, "%s", e.msg);
+    profile *p = shipped_profile(prof);
+    nm_model m;
+    cr_assert_eq(nm_model_build(&m, p, c, c->ndevices, NULL, 0, &e), 0, "%s", e.msg);
+    int reps[5], lcm, S = shape_replicas(shape, 5, reps, &lcm);
+    nm_part pt;
+    even_part(&m, S, reps, &pt);
+    nm_setting s = {.kind = kind, .M = 4 * lcm, .mbsize = p->minibatch / 4, .recompute = 0,
+                    .chunks = 1, .opt = OPT_SGD, .p2p_sync = sync};
+    nm_price(&m, &s, &pt);
+    double sim = simulate_part(&m, &s, &pt);
+    cr_assert_gt(sim, 0, "%s %s: refused by the simulator", cname, prof);
+    nm_model_free(&m);
+    profile_free(p);
+    cluster_free(c);
+    return pt.iter_s / sim - 1;
+}
+
+/* A stage whose replicas sit on both sides of a server's Ethernet: 2-3 on cluster-a-4x4
+ * puts stage 1's third replica on device 4, the second server, so a third of the
+ * microbatches cross the Ethernet both ways (41 ms each for resnet50, where the path from
+ * the range's first device, which the stage's one x[s] took, is 3.2 ms of PCIe). 2bw's
+ * replay takes each replica pair's own path (nm_rr_time_links): vgg16, gnmt and resnet50
+ * each within 5 % of the simulator under `--p2p sync` (before: -12.2, -6.4 and -27.5 %),
+ * within 15 % overlapped (before: worst -24.3 %, resnet50; the servers' ports, not in
+ * the replay, leave -14.3 % of it). */
+Test(native_est_runtime, replicas_across_servers_take_their_own_paths, .timeout = 120)
+{
+    static const char *profs[] = {"vgg16", "gnmt", "resnet50"};
+    static const int shape[5] = {2, 3, 0, 0, 0};
+    for (int fi = 0; fi < 3; fi++) {
+        double es = async_error("cluster-a-4x4", profs[fi], shape, SCHED_2BW, 1);
+        double eo = async_error("cluster-a-4x4", profs[fi], shape, SCHED_2BW, 0);
+        cr_log_info("2bw %s 2-3 on cluster-a-4x4: %+.1f %% under sync, %+.1f %% overlapped\n",
+                    profs[fi], 100 * es, 100 * eo);
+        cr_expect(fabs(es) < 0.05, "%s sync: %+.1f %%", profs[fi], 100 * es);
+        cr_expect(fabs(eo) < 0.15, "%s overlapped: %+.1f %%", profs[fi], 100 * eo);
+    }
+}
+
+/* nm_rr_time_links with every replica pair on the same path is nm_rr_time_p2p with that
+ * path's x: 2bw and pipedream, 2/3 and 4/2/2 replicas, one server of dgx-h100's cut. */
+Test(native_est_runtime, links_of_one_path_are_the_stage_transfer)
+{
+    plumb_err e;
+    cluster *c = cluster_load_cut(CLUSTER_DIR "/dgx-h100.json", 8, 1, &e);
+    cr_assert_not_null(c, "%s", e.msg);
+    sim_net net;
+    sim_net_from_cluster(&net, c, NULL);
+    double rate, lat;
+    cr_assert_geq(sim_net_path(&net, 0, 1, &rate, &lat), 0);
+    static const int shapes[2][3] = {{2, 3, 0}, {4, 2, 2}};
+    static const sched_kind kinds[] = {SCHED_2BW, SCHED_PIPEDREAM};
+    static const int devs[8] = {0, 1, 2, 3, 4, 5, 6, 7};
+    for (int h = 0; h < 2; h++)
+        for (int k = 0; k < 2; k++) {
+            int S = shapes[h][2] ? 3 : 2, M = 4 * 12;
+            double f[3] = {3e-3, 2e-3, 4e-3}, b[3] = {6e-3, 5e-3, 7e-3}, x[3], ar[3] = {0};
+            nm_rr_links lk = {.net = &net};
+            int u = 0;
+            for (int s = 0; s < S; s++) {
+                lk.devs[s] = devs + u;
+                u += shapes[h][s];
+                lk.bytes[s] = s + 1 < S ? 64e6 : 0;
+                x[s] = s + 1 < S ? 64e6 / rate + lat : 0;
+                ar[s] = shapes[h][s] > 1 ? 2e-3 : 0;
+            }
+            double a = nm_rr_time_p2p(kinds[k], S, shapes[h], f, b, x, ar, NULL, M, 0, NULL);
+            double l = nm_rr_time_links(kinds[k], S, shapes[h], f, b, x, ar, NULL, M, 0, &lk,
+                                        NULL);
+            cr_expect(a > 0 && fabs(l - a) < 1e-12 * a, "%s shape %d: %.9g s, one x %.9g s",
+                      sched_kind_name(kinds[k]), h, l, a);
+        }
+    cluster_free(c);
+}
+
+/* The planner's score of a pipedream plan whose replicas each take one microbatch an
+ * iteration (gnmt 1-1-1-1, M 1, on dgx-h100's first 16 devices): a 3-iteration IR asks
+ * for 9 (a worker holds 3 microbatches there), the 9-iteration one for 11 (it holds 4);
+ * nm_sim_score rebuilds until the window fits, so its figure is sim_run's (which raises
+ * its own). Before it measured the 9 iterations whole, fill and drain in them, not
+ * steady: gnmt 1024-1024-1024-1024 on dgx-h100 scored 1,867,730 samples/s where `plumb
+ * sim` of the plan gives 2,342,304. */
+Test(native_est_runtime, score_waits_for_a_steady_window)
+{
+    plumb_err e;
+    cluster *c = cluster_load_cut(CLUSTER_DIR "/dgx-h100.json", 16, 2, &e);
+    cr_assert_not_null(c, "%s", e.msg);
+    profile *p = shipped_profile("gnmt");
+    nm_model m;
+    cr_assert_eq(nm_model_build(&m, p, c, c->ndevices, NULL, 0, &e), 0, "%s", e.msg);
+    static const int shape[5] = {1, 1, 1, 1, 0};
+    int reps[5], lcm, S = shape_replicas(shape, 5, reps, &lcm);
+    nm_part pt;
+    even_part(&m, S, reps, &pt);
+    nm_setting s = {.kind = SCHED_PIPEDREAM, .M = 1, .mbsize = p->minibatch, .chunks = 1,
+                    .opt = OPT_MOMENTUM};
+    nm_price(&m, &s, &pt);
+    plan *pl = nm_plan(&m, &s, &pt, &e);
+    cr_assert_not_null(pl, "%s", e.msg);
+    native_options o;
+    native_options_init(&o);
+    sim_report *r = nm_sim_score(pl, &o, &e);
+    cr_assert_not_null(r, "%s", e.msg);
+    sim_options so;
+    sim_options_init(&so);
+    sim_report *full = sim_run(pl, &so, &e);
+    cr_assert_not_null(full, "%s", e.msg);
+    cr_expect(r->steady, "scored over iterations %d-%d of %d, not steady", r->steady_first,
+              r->steady_last, r->iterations);
+    cr_expect(fabs(r->iteration_s / full->iteration_s - 1) < 1e-9,
+              "scored %.6f s an iteration, sim_run %.6f s", r->iteration_s, full->iteration_s);
+    cr_log_info("score: %d iterations, %.6f s; sim_run: %d, %.6f s; estimate %.6f s\n",
+                r->iterations, r->iteration_s, full->iterations, full->iteration_s, pt.iter_s);
+    sim_report_free(r);
+    sim_report_free(full);
+    plan_free(pl);
+    nm_model_free(&m);
+    profile_free(p);
+    cluster_free(c);
+}
+
+/* pipedream for resnet18 on dgx-h100: two cuts of 512-1024-1024-512-1024 (256 samples a
+ * microbatch, no recomputation) are estimated at 3.3 and 3.5 M samples/s and simulate at
+ * 2.0 M; as the group's two leads they left 1024-1024-1024-1024 (3.3 M estimated, 3.1 M
+ * simulated) unscored, and the plan was 512 x 8 with recomputation at 2.0 M. The
+ * asynchronous kinds' second lead of a group has other replica counts than the first
+ * (nm_finish), so the plan is 1024-1024-1024-1024 above 3 M samples/s. */
+Test(native_est_runtime, async_leads_of_other_counts, .timeout = 240)
+{
+    profile *p = shipped_profile("resnet18");
+    cluster *c = shipped_cluster("dgx-h100");
+    native_options o;
+    native_options_init(&o);
+    o.schedule = SCHED_PIPEDREAM;
+    plumb_err e;
+    native_result r = {0};
+    plan *pl = planner_native(p, c, &o, &r, &e);
+    cr_assert_not_null(pl, "%s", e.msg);
+    cr_assert_gt(r.ncand, 0);
+    cr_log_info("%s: %.1f samples/s (simulated %d)\n", r.cand[0].config,
+                r.cand[0].sim_samples_per_s, r.cand[0].simulated);
+    cr_expect(r.cand[0].simulated && r.cand[0].sim_samples_per_s > 3e6,
+              "%s: %.1f samples/s", r.cand[0].config, r.cand[0].sim_samples_per_s);
+    plan_free(pl);
+    native_result_free(&r);
+    cluster_free(c);
+    profile_free(p);
 }
