@@ -163,6 +163,8 @@ ok cp-sim "$P" sim "$d/cp.json" --json
 sim_cp=$(sed -n 's/^	"iteration_s":	\([0-9.e+-]*\),$/\1/p' "$d/out" | head -1)
 ok cp-sim-text "$P" sim "$d/cp.json"
 has cp-sim-text '^layout          tp 2 x cp 2 x pp 1 x dp 2 = 8 GPUs'
+ok cp-ui "$P" ui "$d/cp.json" --snapshot 160x40
+has cp-ui '^runtime .* cp 2$'
 ok cp-1 "$P" plan --model $L3 -c $A100 "${CP[@]}" --dp 4 --json
 one_it=$(sed -n 's/^	"iteration_s":	\([0-9.e+-]*\),$/\1/p' "$d/out" | head -1)
 if [ -z "$cp_it" ] || [ "$sim_cp" != "$cp_it" ] ||
