@@ -503,6 +503,11 @@ int profile_validate(const profile *p, const char *file, plumb_err *err)
             check_layer_num(file, err, i, "selective_recompute_ms", l->selective_recompute_ms, 1, BOUND_LAYER_MS_MAX) ||
             check_layer_num(file, err, i, "selective_saved_bytes", l->selective_saved_bytes, 1, BOUND_BYTES_MAX))
             return -1;
+        if (l->cp_ring_bytes > 0 && p->cp < 2) {
+            snprintf(path, sizeof path, "layers[%d].cp_ring_bytes", i);
+            return err_set(err, file, path, "expected 0 when context_parallel is 1 (got %g)",
+                           l->cp_ring_bytes);
+        }
         if ((l->tp_forward_collectives || l->tp_backward_collectives) && p->tp < 2) {
             snprintf(path, sizeof path, "layers[%d].tp_forward_collectives", i);
             return err_set(err, file, path, "expected 0 when tensor_parallel is 1 (got %d)",
