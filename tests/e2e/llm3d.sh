@@ -165,6 +165,14 @@ ok cp-sim-text "$P" sim "$d/cp.json"
 has cp-sim-text '^layout          tp 2 x cp 2 x pp 1 x dp 2 = 8 GPUs'
 ok cp-ui "$P" ui "$d/cp.json" --snapshot 160x40
 has cp-ui '^runtime .* cp 2$'
+# the native planner and plumb sweep -p place whole sequences: a cp profile is one line
+ok cp-tp1 "$P" plan --model $L3 -c $A100 "${CP[@]}" --tp 1 --cp 2 --dp 4 -o "$d/cp1.json"
+python3 -c 'import json, sys; json.dump(json.load(open(sys.argv[1]))["profile"], open(sys.argv[2], "w"))' \
+    "$d/cp1.json" "$d/cp1.prof"
+expect_bad cp-bad-native 'context_parallel: expected 1: plumb plan -p places whole sequences' \
+    "$P" plan -p "$d/cp1.prof" -c $A100
+expect_bad cp-bad-sweep 'context_parallel: expected 1: plumb sweep -p places whole sequences' \
+    "$P" sweep -p "$d/cp1.prof" -c $A100 --gpus 8..16
 ok cp-1 "$P" plan --model $L3 -c $A100 "${CP[@]}" --dp 4 --json
 one_it=$(sed -n 's/^	"iteration_s":	\([0-9.e+-]*\),$/\1/p' "$d/out" | head -1)
 if [ -z "$cp_it" ] || [ "$sim_cp" != "$cp_it" ] ||
