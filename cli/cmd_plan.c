@@ -636,6 +636,12 @@ int cmd_plan(int argc, char **argv)
                 "--model FILE --tp T --pp P --dp D", p->tp);
         goto bad;
     }
+    if (p->cp > 1) {
+        err_set(&err, ppath, "context_parallel", "expected 1: plumb plan -p places whole "
+                "sequences on single devices (got %d); lay context parallelism out with plumb "
+                "plan --model FILE --cp C --tp T --pp P --dp D", p->cp);
+        goto bad;
+    }
     if (mode == 1) {
         status = cmd_plan_native(p, cl, &no, ppath, cpath, out, json);
         profile_free(p);

@@ -27,7 +27,7 @@ int cmd_plan_layout(int argc, char **argv);
 
 static const char usage_text[] =
     "usage: plumb plan --model FILE -c CLUSTER.json --tp T --pp P --dp D --global-batch B\n"
-    "                  [--gpus N] [--microbatch-size b] [--interleave V]\n"
+    "                  [--gpus N] [--cp C] [--microbatch-size b] [--interleave V]\n"
     "                  [--recompute none|selective|full] [--checkpoint-layers K]\n"
     "                  [--sequence-parallel] [--zero 0|1 [--overlap-param-gather]]\n"
     "                  [--precision bf16|fp16|fp32|fp8]\n"
@@ -42,11 +42,11 @@ static const char usage_text[] =
     "Lays a transformer out as Megatron-LM does and simulates it: the blocks split evenly\n"
     "over pp x V virtual stages (the embedding with the first, the head with the last),\n"
     "virtual stage k on pipeline rank k %% pp, ranks ordered tensor-parallel fastest, then\n"
-    "data-parallel, then pipeline (docs/llm.md, \"3D layouts\"). With fewer than two of\n"
-    "--tp/--pp/--dp, or with --search, it searches the dimensions not given (tp, pp, dp,\n"
-    "microbatch size, interleaving, recompute, sequence parallelism, ZeRO; synchronous\n"
-    "schedules), ranks the best estimates by simulated throughput and prints the top five\n"
-    "(docs/llm.md, \"Searching layouts\").\n"
+    "context-parallel (--cp), data-parallel, then pipeline (docs/llm.md, \"3D layouts\").\n"
+    "With fewer than two of --tp/--pp/--dp, or with --search, it searches the dimensions\n"
+    "not given (tp, pp, dp, microbatch size, interleaving, recompute, sequence\n"
+    "parallelism, ZeRO; synchronous schedules; not cp), ranks the best estimates by\n"
+    "simulated throughput and prints the top five (docs/llm.md, \"Searching layouts\").\n"
     "\n"
     "  --model FILE            the transformer (Hugging Face config.json or\n"
     "                          plumb-transformer/1)\n"
@@ -55,7 +55,13 @@ static const char usage_text[] =
     "                          or the whole cluster)\n"
     "  --tp T, --pp P, --dp D  tensor-parallel ranks (within one server), pipeline ranks,\n"
     "                          data-parallel replicas; give two and the third is\n"
-    "                          N / (their product)\n"
+    "                          N / (their product x cp)\n"
+    "  --cp C                  context-parallel ranks (default 1; a fixed layout only):\n"
+    "                          each sequence split over C ranks (Megatron-Core's\n"
+    "                          --context-parallel-size, Transformer Engine's K/V ring);\n"
+    "                          gpus = tp x cp x pp x dp; needs --attention flash and\n"
+    "                          2 C dividing the sequence (docs/llm.md, \"Context\n"
+    "                          parallelism\")\n"
     "  --global-batch B        sequences per iteration (a multiple of dp x b)\n"
     "  --microbatch-size b     sequences per microbatch (default 1)\n"
     "  --interleave V          virtual stages per pipeline rank (default 1; V > 1: the\n"
@@ -119,7 +125,7 @@ static const char usage_text[] =
     "Exit status: 0 ok; 2 bad input or a layout that does not fit its devices' memory (one\n"
     "line; nothing written).\n";
 
-enum { O_MODEL = 1200, O_GPUS, O_TP, O_PP, O_DP, O_GB, O_MBS, O_V, O_RC, O_CKPT, O_SP, O_ZERO,
+enum { O_MODEL = 1200, O_GPUS, O_CP, O_TP, O_PP, O_DP, O_GB, O_MBS, O_V, O_RC, O_CKPT, O_SP, O_ZERO,
        O_PREC, O_SCHED, O_SEQ, O_JSON, O_BALANCE, O_ATTN, O_SEARCH, O_TOP, O_P2P, O_GSYNC, O_OPG,
        O_TPO, O_GRED, O_OSTATE, O_SPLIT };
 
@@ -154,6 +160,7 @@ static int parse(int argc, char **argv, layout3d_options *o, given *g, const cha
         {"model", required_argument, 0, O_MODEL}, {"cluster", required_argument, 0, 'c'},
         {"output", required_argument, 0, 'o'}, {"gpus", required_argument, 0, O_GPUS},
         {"tp", required_argument, 0, O_TP}, {"pp", required_argument, 0, O_PP},
+        {"cp", required_argument, 0, O_CP},
         {"dp", required_argument, 0, O_DP}, {"global-batch", required_argument, 0, O_GB},
         {"microbatch-size", required_argument, 0, O_MBS},
         {"interleave", required_argument, 0, O_V}, {"recompute", required_argument, 0, O_RC},
@@ -192,6 +199,7 @@ static int parse(int argc, char **argv, layout3d_options *o, given *g, const cha
                 return 2;
             break;
         case O_TP: if (cli_int(cmd, "--tp", optarg, 1, 4096, &o->tp)) return 2; break;
+        case O_CP: if (cli_int(cmd, "--cp", optarg, 1, 4096, &o->cp)) return 2; break;
         case O_PP: if (cli_int(cmd, "--pp", optarg, 1, 65536, &o->pp)) return 2; break;
         case O_DP: if (cli_int(cmd, "--dp", optarg, 1, 1 << 20, &o->dp)) return 2; break;
         case O_GB:
@@ -262,6 +270,9 @@ static int parse(int argc, char **argv, layout3d_options *o, given *g, const cha
     if (!*clus) return cli_fail(cmd, "expected -c CLUSTER.json with --model");
     if (!o->global_batch) return cli_fail(cmd, "expected --global-batch B with --model");
     int searching = g->search || (o->tp > 0) + (o->pp > 0) + (o->dp > 0) < 2;
+    if (searching && o->cp > 1)
+        return cli_fail(cmd, "--cp: needs a fixed layout (two of --tp, --pp and --dp, no "
+                        "--search): the layout search does not search context parallelism");
     if (g->top && !searching)
         return cli_fail(cmd, "--top: belongs to the layout search (fewer than two of --tp, "
                         "--pp and --dp, or --search); a fixed layout is simulated once");
@@ -300,8 +311,10 @@ static void print_text(const plan *pl, const layout3d_dims *d, const sim_report 
     char b[6][32];
     const profile *p = pl->prof;
     const char *noun = cluster_device_noun(pl->clus);
-    printf("plumb plan: %s on %s, %d %ss: tp %d x pp %d x dp %d, schedule %s", p->name,
-           pl->clus->name ? pl->clus->name : "cluster", d->gpus, noun, d->tp, d->pp, d->dp,
+    char cps[32] = ""; /* only when set: outputs without --cp read as before */
+    if (d->cp > 1) snprintf(cps, sizeof cps, " x cp %d", d->cp);
+    printf("plumb plan: %s on %s, %d %ss: tp %d%s x pp %d x dp %d, schedule %s", p->name,
+           pl->clus->name ? pl->clus->name : "cluster", d->gpus, noun, d->tp, cps, d->pp, d->dp,
            sched_kind_name(pl->schedule));
     if (pl->chunks > 1) printf(" (%d virtual stages per rank)", pl->chunks);
     printf("\n");
@@ -331,11 +344,11 @@ static void print_text(const plan *pl, const layout3d_dims *d, const sim_report 
            pl->microbatches / d->dp);
     for (int k = 0; k < pl->nstages; k++) {
         const plan_stage *s = &pl->stages[k];
-        int lo = s->devices[0], hi = s->devices[s->replicas - 1] + d->tp - 1;
+        int lo = s->devices[0], hi = s->devices[s->replicas - 1] + d->tp * d->cp - 1;
         printf("stage %d: layers %d-%d (%s .. %s) on devices %d-%d (%d group%s of %d)\n", k,
                s->first_layer, s->last_layer, p->layers[s->first_layer].name,
                p->layers[s->last_layer].name, lo, hi, s->replicas,
-               s->replicas == 1 ? "" : "s", d->tp);
+               s->replicas == 1 ? "" : "s", d->tp * d->cp);
     }
     printf("iteration %.4f s, %.2f samples/s", r->iteration_s, r->samples_per_s);
     if (r->tokens_per_s > 0) printf(", %.0f tokens/s", r->tokens_per_s);
@@ -346,7 +359,7 @@ static void print_text(const plan *pl, const layout3d_dims *d, const sim_report 
                r->precision == DEV_FP8 ? " of the bf16 peak" : "");
     printf("memory per pipeline rank (its first group's first device):\n");
     for (int rank = 0; rank < d->pp; rank++) {
-        int dev = layout3d_group_device(rank, 0, d->tp, d->dp);
+        int dev = layout3d_group_device(rank, 0, d->tp * d->cp, d->dp);
         const sim_device_report *dr = sim_report_device(r, dev);
         if (!dr) continue;
         const sim_memory *m = &dr->mem;

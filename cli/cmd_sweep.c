@@ -419,6 +419,12 @@ int cmd_sweep(int argc, char **argv)
         err_print(&err);
         goto done;
     }
+    if (p->cp > 1) { /* likewise: it places whole sequences on single devices */
+        err_set(&err, ppath, "context_parallel", "expected 1: plumb sweep -p places whole "
+                "sequences on single devices (got %d)", p->cp);
+        err_print(&err);
+        goto done;
+    }
     if (planner_sweep(p, c, lo, hi, &o, target, price, &r, &err)) {
         fprintf(stderr, "plumb: %s + %s: %s\n", ppath, cpath, err.msg);
         goto done;

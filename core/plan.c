@@ -111,6 +111,7 @@ static plan *plan_blank(int nstages)
     pl->microbatches = 1;
     pl->optimizer = OPT_SGD;
     pl->tp = 1;
+    pl->cp = 1;
     pl->precision = DEV_FP32;
     pl->pred_iteration_s = pl->pred_samples_per_s = -1;
     pl->pred_speedup_vs_dp = pl->pred_speedup_vs_1 = -1;
@@ -127,6 +128,7 @@ plan *plan_new(const profile *prof, const cluster *clus, int nstages)
     if (!pl->prof || !pl->clus) { plan_free(pl); return NULL; }
     pl->microbatch_size = prof->minibatch > 0 ? prof->minibatch : 1;
     pl->tp = prof->tp > 0 ? prof->tp : 1;
+    pl->cp = prof->cp > 0 ? prof->cp : 1;
     pl->sequence_parallel = prof->sequence_parallel;
     return pl;
 }
@@ -154,10 +156,16 @@ int plan_minibatch(const plan *pl)
     return m > INT_MAX ? INT_MAX : (int)m;
 }
 
+int plan_group_width(const plan *pl)
+{
+    if (!pl) return 1;
+    return (pl->tp > 1 ? pl->tp : 1) * (pl->cp > 1 ? pl->cp : 1);
+}
+
 int plan_devices_used(const plan *pl, unsigned char *used)
 {
     int nd = pl && pl->clus ? pl->clus->ndevices : 0, k = 0;
-    int tp = pl && pl->tp > 1 ? pl->tp : 1;
+    int tp = plan_group_width(pl);
     if (nd > 0) memset(used, 0, (size_t)nd);
     for (int s = 0; pl && s < pl->nstages; s++)
         for (int q = 0; pl->stages[s].devices && q < pl->stages[s].replicas; q++)
@@ -258,7 +266,7 @@ int plan_equal(const plan *a, const plan *b)
     if (a->schedule != b->schedule || a->chunks != b->chunks ||
         a->microbatch_size != b->microbatch_size || a->microbatches != b->microbatches ||
         a->recompute != b->recompute || a->optimizer != b->optimizer ||
-        a->checkpoint_layers != b->checkpoint_layers || a->tp != b->tp ||
+        a->checkpoint_layers != b->checkpoint_layers || a->tp != b->tp || a->cp != b->cp ||
         a->sequence_parallel != b->sequence_parallel || a->zero != b->zero ||
         a->precision != b->precision || a->p2p_sync != b->p2p_sync ||
         a->grad_sync_end != b->grad_sync_end || a->p2p_whole != b->p2p_whole ||
@@ -317,7 +325,7 @@ static int check_stages(const plan *pl, const char *file, plumb_err *err, int *u
                         int *first_stage)
 {
     char p[128];
-    int nl = pl->prof->nlayers, nd = pl->clus->ndevices;
+    int nl = pl->prof->nlayers, nd = pl->clus->ndevices, width = plan_group_width(pl);
     if (pl->nstages < 1 || !pl->stages)
         return err_set(err, file, "stages", "expected at least one stage (got %d)", pl->nstages);
     if (pl->nstages > nl)
@@ -366,12 +374,16 @@ static int check_stages(const plan *pl, const char *file, plumb_err *err, int *u
                 return err_set(err, file, p, "expected the first device of a tensor-parallel "
                                "group of tp = %d devices on one server (devices %d to %d are "
                                "not)", pl->tp, d, d + pl->tp - 1);
+            if (pl->cp > 1 && (d + width > nd || (pl->tp > 1 && d % pl->tp)))
+                return err_set(err, file, p, "expected the first device of a tp x cp = %d x %d "
+                               "group in the cluster, a multiple of tp (devices %d to %d)",
+                               pl->tp, pl->cp, d, d + width - 1);
             for (int q = 0; q < r; q++)
                 if (st->devices[q] == d)
                     return err_set(err, file, p,
                                    "expected distinct devices within a stage (device %d is "
                                    "also stages[%d].devices[%d])", d, s, q);
-            for (int t = 0; t < pl->tp; t++) { /* each member of the group holds the stage */
+            for (int t = 0; t < width; t++) { /* each member of the group holds the stage */
                 int m = d + t;
                 if (pl->chunks == 1 && uses[m] > 0)
                     return err_set(err, file, p,
@@ -544,6 +556,14 @@ int plan_validate(const plan *pl, const char *file, plumb_err *err)
         return err_set(err, file, "tp", "expected %d, the profile's tensor_parallel (its "
                        "figures are one rank's share of tp ranks) (got %d)", pl->prof->tp,
                        pl->tp);
+    if (pl->cp != pl->prof->cp)
+        return err_set(err, file, "cp", "expected %d, the profile's context_parallel (its "
+                       "figures are one rank's share of cp ranks) (got %d)", pl->prof->cp,
+                       pl->cp);
+    if (pl->cp > 1 && pl->prof->tokens_per_sample % (2LL * pl->cp))
+        return err_set(err, file, "cp", "expected 2 x cp to divide the %lld tokens of a "
+                       "sequence (Transformer Engine's load-balanced causal split) (got cp "
+                       "%d)", pl->prof->tokens_per_sample, pl->cp);
     if (pl->sequence_parallel != pl->prof->sequence_parallel)
         return err_set(err, file, "sequence_parallel", "expected %s, as the profile was made "
                        "(got %s)", pl->prof->sequence_parallel ? "true" : "false",
@@ -596,7 +616,7 @@ int plan_validate(const plan *pl, const char *file, plumb_err *err)
 static const char *const ROOT_KEYS[] = { "format", "profile", "cluster", "schedule", "chunks",
                                          "microbatch_size", "microbatches", "recompute",
                                          "optimizer", "stages", "predicted", "planner_config",
-                                         "checkpoint_layers", "tp", "sequence_parallel",
+                                         "checkpoint_layers", "tp", "cp", "sequence_parallel",
                                          "zero", "overlap_param_gather", "precision", "p2p",
                                          "tp_overlap", "grad_reduce", "optimizer_state",
                                          "grad_sync", "p2p_split", NULL };
@@ -860,6 +880,9 @@ plan *plan_from_json(const cJSON *root, const char *file, plumb_err *err)
     x = pl->prof->tp;
     if (json_get_int(&jc, root, "", "tp", 0, 1, BOUND_TP_MAX, &x)) goto fail;
     pl->tp = (int)x;
+    x = pl->prof->cp;
+    if (json_get_int(&jc, root, "", "cp", 0, 1, BOUND_TP_MAX, &x)) goto fail;
+    pl->cp = (int)x;
     pl->sequence_parallel = pl->prof->sequence_parallel;
     if (json_get_bool(&jc, root, "", "sequence_parallel", 0, &pl->sequence_parallel)) goto fail;
     x = 0;
@@ -941,6 +964,7 @@ cJSON *plan_to_json(const plan *pl)
     if ((pl->checkpoint_layers > 0 &&
          !json_add_num(root, "checkpoint_layers", pl->checkpoint_layers)) ||
         (pl->tp > 1 && !json_add_num(root, "tp", pl->tp)) ||
+        (pl->cp > 1 && !json_add_num(root, "cp", pl->cp)) ||
         (pl->sequence_parallel && !cJSON_AddBoolToObject(root, "sequence_parallel", 1)) ||
         (pl->zero && !json_add_num(root, "zero", pl->zero)) ||
         (pl->p2p_sync && !cJSON_AddStringToObject(root, "p2p", "sync")) ||

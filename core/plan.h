@@ -97,6 +97,13 @@ typedef struct plan {
     int tp;                      /* tensor-parallel ranks per stage replica, >= 1; equals
                                     the profile's tp (its figures are one rank's share) */
     int sequence_parallel;       /* 1: sequence parallelism (equals the profile's) */
+    int cp;                      /* context-parallel ranks per stage replica, >= 1 (the
+                                    file's "cp", written when > 1; equals the profile's cp):
+                                    a replica is then tp x cp devices from its first, tp
+                                    fastest (Megatron-Core's order tp-cp-dp-pp), context-
+                                    parallel rank k holding tensor group d + k tp, and
+                                    tokens_per_sample a multiple of 2 cp (Transformer
+                                    Engine's load-balanced causal split) */
     int zero;                    /* ZeRO stage: 0, or 1 (the optimizer state and master
                                     weights sharded over a stage's replicas, Megatron-LM's
                                     distributed optimizer) */
@@ -219,12 +226,15 @@ int plan_set_stage(plan *pl, int s, int first, int last, int replicas, const int
  * batch of a tp x pp x dp plan. */
 int plan_minibatch(const plan *pl);
 
+/* Devices one stage replica spans: tp x cp (>= 1). */
+int plan_group_width(const plan *pl);
+
 /* Devices the plan runs on: its stages' replicas (on one device each chunk's stages count
- * once) times tp. */
+ * once) times tp x cp. */
 int plan_gpus(const plan *pl);
 
 /* Marks in used[0..pl->clus->ndevices - 1] (caller's array, cleared here) the devices pl's
- * stages run on, every member of a tensor-parallel group. Returns how many are used. */
+ * stages run on, every member of a tensor (x context) parallel group. Returns how many are used. */
 int plan_devices_used(const plan *pl, unsigned char *used);
 
 /* How many of `total` devices are used, the idle ones listed as ranges: "16 of 16 used",

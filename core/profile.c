@@ -27,6 +27,7 @@ profile *profile_alloc(int n, int m)
     p->nlayers = n;
     p->nedges = m;
     p->tp = 1;
+    p->cp = 1;
     p->layers = calloc(n ? (size_t)n : 1, sizeof *p->layers);
     p->edges = calloc(m ? (size_t)m : 1, sizeof *p->edges);
     if (!p->layers || !p->edges) {
@@ -84,6 +85,7 @@ profile *profile_clone(const profile *p)
     q->input_gather_ms = p->input_gather_ms;
     memcpy(q->step_ns_per_byte, p->step_ns_per_byte, sizeof q->step_ns_per_byte);
     q->tp = p->tp;
+    q->cp = p->cp;
     q->sequence_parallel = p->sequence_parallel;
     q->tokens_per_sample = p->tokens_per_sample;
     for (int i = 0; i < p->nlayers; i++) {
@@ -124,7 +126,7 @@ int profile_equal(const profile *a, const profile *b)
         !str_eq(a->source, b->source) || a->minibatch != b->minibatch ||
         a->input_bytes != b->input_bytes || a->input_gather_ms != b->input_gather_ms ||
         memcmp(a->step_ns_per_byte, b->step_ns_per_byte, sizeof a->step_ns_per_byte) ||
-        a->tp != b->tp || a->sequence_parallel != b->sequence_parallel ||
+        a->tp != b->tp || a->cp != b->cp || a->sequence_parallel != b->sequence_parallel ||
         a->tokens_per_sample != b->tokens_per_sample || a->nlayers != b->nlayers ||
         a->nedges != b->nedges)
         return 0;
@@ -143,6 +145,9 @@ int profile_equal(const profile *a, const profile *b)
             x->tp_collective_bytes != y->tp_collective_bytes ||
             x->tp_forward_collectives != y->tp_forward_collectives ||
             x->tp_backward_collectives != y->tp_backward_collectives ||
+            x->cp_ring_bytes != y->cp_ring_bytes ||
+            x->cp_attention_fwd_ms != y->cp_attention_fwd_ms ||
+            x->cp_attention_bwd_ms != y->cp_attention_bwd_ms ||
             x->selective_recompute_ms != y->selective_recompute_ms ||
             x->selective_saved_bytes != y->selective_saved_bytes ||
             x->tied_bytes != y->tied_bytes ||
@@ -457,6 +462,9 @@ int profile_validate(const profile *p, const char *file, plumb_err *err)
     if (p->tp < 1 || p->tp > BOUND_TP_MAX)
         return err_set(err, file, "tensor_parallel", "expected an integer from 1 to %d (got %d)",
                        BOUND_TP_MAX, p->tp);
+    if (p->cp < 1 || p->cp > BOUND_TP_MAX)
+        return err_set(err, file, "context_parallel", "expected an integer from 1 to %d (got "
+                       "%d)", BOUND_TP_MAX, p->cp);
     if (p->sequence_parallel && p->tp < 2)
         return err_set(err, file, "sequence_parallel", "expected false when tensor_parallel "
                        "is 1 (sequence parallelism splits the tensor-parallel group's work)");
@@ -489,9 +497,17 @@ int profile_validate(const profile *p, const char *file, plumb_err *err)
             check_layer_num(file, err, i, "tp_collective_bytes", l->tp_collective_bytes, 0, BOUND_BYTES_MAX) ||
             check_layer_num(file, err, i, "tp_forward_collectives", l->tp_forward_collectives, 0, 64) ||
             check_layer_num(file, err, i, "tp_backward_collectives", l->tp_backward_collectives, 0, 64) ||
+            check_layer_num(file, err, i, "cp_ring_bytes", l->cp_ring_bytes, 0, BOUND_BYTES_MAX) ||
+            check_layer_num(file, err, i, "cp_attention_fwd_ms", l->cp_attention_fwd_ms, 0, BOUND_LAYER_MS_MAX) ||
+            check_layer_num(file, err, i, "cp_attention_bwd_ms", l->cp_attention_bwd_ms, 0, BOUND_LAYER_MS_MAX) ||
             check_layer_num(file, err, i, "selective_recompute_ms", l->selective_recompute_ms, 1, BOUND_LAYER_MS_MAX) ||
             check_layer_num(file, err, i, "selective_saved_bytes", l->selective_saved_bytes, 1, BOUND_BYTES_MAX))
             return -1;
+        if (l->cp_ring_bytes > 0 && p->cp < 2) {
+            snprintf(path, sizeof path, "layers[%d].cp_ring_bytes", i);
+            return err_set(err, file, path, "expected 0 when context_parallel is 1 (got %g)",
+                           l->cp_ring_bytes);
+        }
         if ((l->tp_forward_collectives || l->tp_backward_collectives) && p->tp < 2) {
             snprintf(path, sizeof path, "layers[%d].tp_forward_collectives", i);
             return err_set(err, file, path, "expected 0 when tensor_parallel is 1 (got %d)",
@@ -561,6 +577,7 @@ static const char *const ROOT_KEYS[] = {"format", "name", "device", "source", "m
                                         "input_bytes", "input_gather_ms",
                                         "sgd_step_ns_per_byte", "momentum_step_ns_per_byte",
                                         "adam_step_ns_per_byte", "tensor_parallel",
+                                        "context_parallel",
                                         "sequence_parallel", "tokens_per_sample", "layers",
                                         "edges", NULL};
 static const char *const LAYER_KEYS[] = {"name", "kind", "desc", "forward_ms", "backward_ms",
@@ -569,7 +586,9 @@ static const char *const LAYER_KEYS[] = {"name", "kind", "desc", "forward_ms", "
                                          "saved_bytes", "split_saved_bytes",
                                          "grad_buffer_bytes", "workspace_bytes", "stage_id",
                                          "tp_collective_bytes", "tp_forward_collectives",
-                                         "tp_backward_collectives", "selective_recompute_ms",
+                                         "tp_backward_collectives", "cp_ring_bytes",
+                                         "cp_attention_fwd_ms", "cp_attention_bwd_ms",
+                                         "selective_recompute_ms",
                                          "selective_saved_bytes", "tied", NULL};
 
 
@@ -617,6 +636,9 @@ static int layer_from_json(const jctx *c, const cJSON *item, int i, profile *p)
         json_get_num(c, item, lp, "grad_buffer_bytes", 0, J_NONNEG, &l->grad_buffer_bytes) ||
         json_get_num(c, item, lp, "workspace_bytes", 0, J_NONNEG, &l->workspace_bytes) ||
         json_get_num(c, item, lp, "tp_collective_bytes", 0, J_NONNEG, &l->tp_collective_bytes) ||
+        json_get_num(c, item, lp, "cp_ring_bytes", 0, J_NONNEG, &l->cp_ring_bytes) ||
+        json_get_num(c, item, lp, "cp_attention_fwd_ms", 0, J_NONNEG, &l->cp_attention_fwd_ms) ||
+        json_get_num(c, item, lp, "cp_attention_bwd_ms", 0, J_NONNEG, &l->cp_attention_bwd_ms) ||
         json_get_num(c, item, lp, "selective_recompute_ms", 0, J_NONNEG,
                      &l->selective_recompute_ms) ||
         json_get_num(c, item, lp, "selective_saved_bytes", 0, J_NONNEG,
@@ -665,7 +687,7 @@ profile *profile_from_json(const cJSON *root, const char *file, plumb_err *err)
     if (json_check_format(&c, root, PROFILE_FORMAT)) return NULL;
     if (json_check_keys(&c, root, "", ROOT_KEYS)) return NULL;
     const char *name, *device, *source = "";
-    long long mb, tp = 1, tokens = 0;
+    long long mb, tp = 1, cpn = 1, tokens = 0;
     int sp = 0;
     double inb = 0, gather = 0, step[3] = {0, 0, 0};
     const cJSON *layers, *edges;
@@ -680,6 +702,7 @@ profile *profile_from_json(const cJSON *root, const char *file, plumb_err *err)
         json_get_num(&c, root, "", STEP_KEYS[1], 0, J_NONNEG, &step[1]) ||
         json_get_num(&c, root, "", STEP_KEYS[2], 0, J_NONNEG, &step[2]) ||
         json_get_int(&c, root, "", "tensor_parallel", 0, 1, BOUND_TP_MAX, &tp) ||
+        json_get_int(&c, root, "", "context_parallel", 0, 1, BOUND_TP_MAX, &cpn) ||
         json_get_bool(&c, root, "", "sequence_parallel", 0, &sp) ||
         json_get_int(&c, root, "", "tokens_per_sample", 0, 0, BOUND_TOKENS_MAX, &tokens) ||
         json_get_arr(&c, root, "", "layers", 1, &layers, &nl) ||
@@ -695,6 +718,7 @@ profile *profile_from_json(const cJSON *root, const char *file, plumb_err *err)
     p->input_gather_ms = gather;
     memcpy(p->step_ns_per_byte, step, sizeof step);
     p->tp = (int)tp;
+    p->cp = (int)cpn;
     p->sequence_parallel = sp;
     p->tokens_per_sample = tokens;
     if (dup_into(&c, &p->name, name) || dup_into(&c, &p->device, device) ||
@@ -742,6 +766,7 @@ cJSON *profile_to_json(const profile *p)
             !json_add_num(root, STEP_KEYS[k], p->step_ns_per_byte[k]))
             goto fail;
     if ((p->tp > 1 && !json_add_num(root, "tensor_parallel", p->tp)) ||
+        (p->cp > 1 && !json_add_num(root, "context_parallel", p->cp)) ||
         (p->sequence_parallel && !cJSON_AddBoolToObject(root, "sequence_parallel", 1)) ||
         (p->tokens_per_sample > 0 &&
          !json_add_num(root, "tokens_per_sample", (double)p->tokens_per_sample)))
@@ -782,6 +807,11 @@ cJSON *profile_to_json(const profile *p)
              !json_add_num(o, "tp_forward_collectives", l->tp_forward_collectives)) ||
             (l->tp_backward_collectives > 0 &&
              !json_add_num(o, "tp_backward_collectives", l->tp_backward_collectives)) ||
+            (l->cp_ring_bytes > 0 && !json_add_num(o, "cp_ring_bytes", l->cp_ring_bytes)) ||
+            (l->cp_attention_fwd_ms > 0 &&
+             !json_add_num(o, "cp_attention_fwd_ms", l->cp_attention_fwd_ms)) ||
+            (l->cp_attention_bwd_ms > 0 &&
+             !json_add_num(o, "cp_attention_bwd_ms", l->cp_attention_bwd_ms)) ||
             (l->selective_recompute_ms >= 0 &&
              !json_add_num(o, "selective_recompute_ms", l->selective_recompute_ms)) ||
             (l->selective_saved_bytes >= 0 &&

@@ -38,6 +38,15 @@ typedef struct profile_layer {
     double tp_collective_bytes;
     int tp_forward_collectives;  /* in the forward (a Megatron block: 2) */
     int tp_backward_collectives; /* in the input-gradient half of the backward (2) */
+    /* Context parallelism (profile.cp > 1; 0 otherwise): the attention's K/V ring among the
+     * cp ranks of a context-parallel group (Transformer Engine's AttnFuncWithCPAndKVP2P),
+     * which the layer's times leave out. Each of the cp - 1 steps forward sends this rank's
+     * K and V chunk (cp_ring_bytes at the minibatch) to the next rank, and each backward
+     * step K, V and their gradients (twice the bytes), each step overlapped with the
+     * attention of the chunk before (cp_attention_fwd_ms, cp_attention_bwd_ms: the
+     * attention core's whole time on the rank, of cp equal steps; sim/cost.c). */
+    double cp_ring_bytes;
+    double cp_attention_fwd_ms, cp_attention_bwd_ms;
     /* Selective recomputation (Korthikanti et al. 2022): the parts of the layer recomputed
      * instead of kept (a block's attention core); both < 0 when the layer has none. */
     double selective_recompute_ms; /* forward time of the recomputed part, ms, before the
@@ -71,6 +80,9 @@ typedef struct profile {
                                    adam), >= 0 (0: not said) */
     int tp;            /* tensor-parallel ranks each layer's figures are one share of, >= 1
                           (file key tensor_parallel; 1 when absent) */
+    int cp;            /* context-parallel ranks each sequence is split over, >= 1 (file key
+                          context_parallel; 1 when absent): each layer's figures are one
+                          rank's tokens_per_sample / cp tokens of every sequence */
     int sequence_parallel; /* 1: with tp > 1, the activations outside the tensor-parallel
                               regions (norms, dropout, the blocks' outputs) are split over
                               the sequence too, so activation_bytes is one rank's share */

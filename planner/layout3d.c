@@ -31,17 +31,22 @@ static int resolve_dims(const layout3d_options *o, int gpus, layout3d_dims *d, p
                        "(the third is --gpus divided by their product; with fewer, plumb plan "
                        "--model searches the layouts) (got %d)", given);
     d->tp = o->tp, d->pp = o->pp, d->dp = o->dp;
+    int cp = d->cp;
     if (given == 2) {
         int *miss = !o->tp ? &d->tp : !o->pp ? &d->pp : &d->dp;
         const char *name = !o->tp ? "--tp" : !o->pp ? "--pp" : "--dp";
         long long prod = (long long)(o->tp ? o->tp : 1) * (o->pp ? o->pp : 1) *
-                         (o->dp ? o->dp : 1);
+                         (o->dp ? o->dp : 1) * cp;
         if (gpus % prod)
-            return err_set(err, NULL, name, "expected --gpus / (the other two) to be whole "
-                           "(got %d / %lld)", gpus, prod);
+            return err_set(err, NULL, name, "expected --gpus / (the other two%s) to be whole "
+                           "(got %d / %lld)", cp > 1 ? " x --cp" : "", gpus, prod);
         *miss = (int)(gpus / prod);
     }
-    if ((long long)d->tp * d->pp * d->dp != gpus)
+    if (cp > 1 && (long long)d->tp * cp * d->pp * d->dp != gpus)
+        return err_set(err, NULL, "--gpus", "expected tp x cp x pp x dp = %d x %d x %d x %d = "
+                       "%lld devices (got %d)", d->tp, cp, d->pp, d->dp,
+                       (long long)d->tp * cp * d->pp * d->dp, gpus);
+    if ((long long)d->tp * cp * d->pp * d->dp != gpus)
         return err_set(err, NULL, "--gpus", "expected tp x pp x dp = %d x %d x %d = %lld "
                        "devices (got %d)", d->tp, d->pp, d->dp,
                        (long long)d->tp * d->pp * d->dp, gpus);
@@ -79,9 +84,10 @@ int layout3d_resolve(const transformer *t, const cluster *c, const char *cluster
                      const layout3d_options *o, layout3d_dims *d, plumb_err *err)
 {
     int per_server = c->levels[0].count;
-    if (o->tp < 0 || o->pp < 0 || o->dp < 0 || o->gpus < 0)
+    if (o->tp < 0 || o->pp < 0 || o->dp < 0 || o->gpus < 0 || o->cp < 0)
         return err_set(err, NULL, o->tp < 0 ? "--tp" : o->pp < 0 ? "--pp" : o->dp < 0
-                       ? "--dp" : "--gpus", "expected a positive integer");
+                       ? "--dp" : o->cp < 0 ? "--cp" : "--gpus", "expected a positive integer");
+    d->cp = o->cp > 1 ? o->cp : 1;
     if (o->tp > per_server)
         return err_set(err, NULL, "--tp", "expected at most the %d devices of one server "
                        "(got %d)", per_server, o->tp);
@@ -90,7 +96,8 @@ int layout3d_resolve(const transformer *t, const cluster *c, const char *cluster
                        "so that each tensor-parallel group is on one server (got %d)",
                        per_server, o->tp);
     d->gpus = o->gpus > 0 ? o->gpus
-              : o->tp > 0 && o->pp > 0 && o->dp > 0 ? o->tp * o->pp * o->dp : c->ndevices;
+              : o->tp > 0 && o->pp > 0 && o->dp > 0 ? o->tp * d->cp * o->pp * o->dp
+              : c->ndevices;
     cluster *cut = cluster_take_gpus(c, d->gpus, cluster_file, err);
     if (!cut) return -1;
     cluster_free(cut);
@@ -138,7 +145,8 @@ static int place_stages(plan *pl, const layout3d_dims *d, int blocks)
     for (int k = 0; k < S; k++) {
         int rank = sched_kind_rank(d->schedule, k, d->pp);
         int first = k == 0 ? 0 : 1 + k * n, last = k == S - 1 ? blocks + 1 : (k + 1) * n;
-        for (int r = 0; r < d->dp; r++) devs[r] = layout3d_group_device(rank, r, d->tp, d->dp);
+        for (int r = 0; r < d->dp; r++)
+            devs[r] = layout3d_group_device(rank, r, d->tp * (d->cp > 1 ? d->cp : 1), d->dp);
         if (plan_set_stage(pl, k, first, last, d->dp, devs)) {
             free(devs);
             return -1;
@@ -163,6 +171,7 @@ plan *layout3d_build(const transformer *t, const cluster *c, const char *cluster
     lo.precision = o->precision;
     lo.sequence_parallel = o->sequence_parallel;
     lo.attention = o->attention == LLM_ATTN_FLASH ? LLM_ATTN_FLASH : LLM_ATTN_STANDARD;
+    lo.cp = d.cp > 1 ? d.cp : 1;
     profile *prof = llm_profile_build(t, cut, cluster_file, &lo, err);
     plan *pl = prof ? plan_new(prof, cut, d.pp * d.interleave) : NULL;
     if (!prof) goto fail;

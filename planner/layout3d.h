@@ -16,7 +16,10 @@
 typedef struct layout3d_options {
     int gpus;              /* devices used, whole servers from the cluster's first; 0: tp x pp
                               x dp when all three are given, else the whole cluster */
-    int tp, pp, dp;        /* 0: not given; with two given, the third is gpus / (product) */
+    int tp, pp, dp;        /* 0: not given; with two given, the third is gpus / (product x
+                              cp) */
+    int cp;                /* context-parallel ranks, >= 1 (0: 1): each replica is tp x cp
+                              devices, tp fastest (Megatron-Core's order tp-cp-dp-pp) */
     int global_batch;      /* sequences per iteration, > 0 */
     int microbatch_size;   /* sequences per microbatch, > 0 */
     int interleave;        /* virtual stages per pipeline rank; 0: 1, or the schedule's
@@ -55,6 +58,7 @@ void layout3d_options_init(layout3d_options *o);
 /* The resolved dimensions of a layout (layout3d_resolve). */
 typedef struct layout3d_dims {
     int gpus, tp, pp, dp, interleave, microbatches;
+    int cp;                /* context-parallel ranks, >= 1 */
     sched_kind schedule;
 } layout3d_dims;
 
@@ -66,7 +70,10 @@ int layout3d_resolve(const transformer *t, const cluster *c, const char *cluster
                      const layout3d_options *o, layout3d_dims *dims, plumb_err *err);
 
 /* The first device of the tensor-parallel group of replica r of pipeline rank p
- * (Megatron-LM's order: tp fastest, then dp, then pp): (p dp + r) tp. */
+ * (Megatron-LM's order: tp fastest, then dp, then pp): (p dp + r) tp. With context
+ * parallelism pass tp x cp as tp: the replica's tp x cp devices from there, tp fastest
+ * (Megatron-Core's tp-cp-ep-dp-pp, megatron/core/parallel_state.py at 934c8260ad,
+ * initialize_model_parallel's order). */
 int layout3d_group_device(int p, int r, int tp, int dp);
 
 /* Builds the plan of model t under o on the first gpus devices of cluster c: the profile

@@ -21,6 +21,7 @@ void llm_options_init(llm_options *o)
     o->precision = DEV_BF16;
     o->sequence_parallel = 0;
     o->attention = LLM_ATTN_STANDARD;
+    o->cp = 1;
 }
 
 const char *llm_attention_name(llm_attention a)
@@ -43,7 +44,10 @@ typedef struct shape {
     dev_precision p;     /* of everything but the projections: bf16 with fp8 */
     dev_precision pj;    /* of the block's projections' multiplies (DEV_FP8 with fp8) */
     int fp8;             /* 1: fp8 training (pj is DEV_FP8) */
-    double b, s, M, e;   /* sequences, tokens per sequence, rows b s, bytes per element */
+    double b, s, M, e;   /* sequences, tokens per sequence on this rank (s / cp), rows b s,
+                            bytes per element */
+    double skv;          /* keys each query row can attend to on this rank's ring: the whole
+                            sequence (cp s) */
     double h, d;         /* width, head width */
     double at, kvt;      /* query heads and key/value heads per rank */
     double ft, vt;       /* MLP width and vocabulary rows per rank */
@@ -99,14 +103,18 @@ static void add_fp8_casts(const shape *c, cost *k)
  * 4 s^2 d per head (Megatron-LM's MFU count: no mask, no recomputation). */
 static void add_attention(const shape *c, cost *k)
 {
-    double batch = c->b * c->at, s = c->s, d = c->d, e = c->e;
-    double mult = 2 * batch * s * s * d; /* one s x s x d multiply */
+    /* with context parallelism (skv = cp s) the rank's s queries meet all skv keys over
+     * the ring's cp steps, and its balanced causal split (2 cp chunks, rank r holding r and
+     * 2 cp - 1 - r) skips half of them too: 1 / cp of the sequence's causal work; Q and O
+     * are the rank's s rows, K and V the ring's skv */
+    double batch = c->b * c->at, s = c->s, kv = c->skv, d = c->d, e = c->e;
+    double mult = 2 * batch * s * kv * d; /* one s x skv x d multiply */
     k->flops += 2 * mult;
     if (c->flash) {
         k->fwd_s += device_fused_s(c->dev, c->p, 0.5 * 2 * mult,
-                                   batch * (4 * s * d * e + 4 * s), 1);
+                                   batch * (2 * (s + kv) * d * e + 4 * s), 1);
         k->bwd_in_s += device_fused_s(c->dev, c->p, 0.5 * 5 * mult,
-                                      batch * (8 * s * d * e + 2 * 4 * s), 1);
+                                      batch * (4 * (s + kv) * d * e + 2 * 4 * s), 1);
         return;
     }
     double scores = device_gemm_s(c->dev, c->p, batch, s, s, d, 1);
@@ -270,6 +278,26 @@ static void set_collectives(profile *pr, int i, double bytes, int fwd, int bwd)
     pr->layers[i].tp_backward_collectives = bwd;
 }
 
+/* Block i's context-parallel ring (cp > 1): the K/V chunk bytes of one exchange, the
+ * attention core's time the ring's steps overlap, and the ring's buffers as the block's
+ * workspace. Transformer Engine (9c61cd7e5e, transformer_engine/pytorch/attention/
+ * dot_product_attention/context_parallel.py, AttnFuncWithCPAndKVP2P) keeps every chunk the
+ * forward received in its list p2p_comm_buffers until the layer's forward returns (cp - 1
+ * beside the rank's own) and saves for the backward only its own q, k, v, out and
+ * softmax_lse (in block_saved already); the backward circulates K, V and their gradients in
+ * two send / receive buffers each (4 chunks). Its workspace: the larger of the two. */
+static void set_ring(profile *pr, int i, const shape *c, double bytes, double speed)
+{
+    cost a = {0};
+    add_attention(c, &a);
+    profile_layer *L = &pr->layers[i];
+    int cp = pr->cp;
+    L->cp_ring_bytes = bytes;
+    L->cp_attention_fwd_ms = a.fwd_s * 1e3 * speed;
+    L->cp_attention_bwd_ms = a.bwd_in_s * 1e3 * speed;
+    L->workspace_bytes = (cp - 1 > 4 ? cp - 1 : 4) * bytes;
+}
+
 /* Checks the options against the model; 0 or -1 with err set. */
 static int check_options(const transformer *t, const llm_options *o, long long seq,
                          plumb_err *err)
@@ -290,6 +318,15 @@ static int check_options(const transformer *t, const llm_options *o, long long s
     if (o->microbatch < 1)
         return err_set(err, NULL, "--microbatch-size", "expected an integer >= 1 (got %d)",
                        o->microbatch);
+    if (o->cp < 1)
+        return err_set(err, NULL, "--cp", "expected an integer >= 1 (got %d)", o->cp);
+    if (o->cp > 1 && o->attention != LLM_ATTN_FLASH)
+        return err_set(err, NULL, "--cp", "expected --attention flash with --cp %d (Transformer "
+                       "Engine's context parallelism runs its fused attention)", o->cp);
+    if (o->cp > 1 && seq % (2LL * o->cp))
+        return err_set(err, NULL, "--cp", "expected 2 x cp = %lld to divide the sequence of "
+                       "%lld tokens (Transformer Engine's load-balanced causal split) (got "
+                       "--cp %d)", 2LL * o->cp, seq, o->cp);
     return llm_seq_check(t, seq, err);
 }
 
@@ -321,11 +358,11 @@ profile *llm_profile_build(const transformer *t, const cluster *c, const char *c
     if (check_options(t, o, seq, err)) return NULL;
     const device_type *dev = one_type(c, cluster_file, o->precision, err);
     if (!dev) return NULL;
-    double tp = o->tp;
+    double tp = o->tp, cp = o->cp > 1 ? o->cp : 1;
     int fp8 = o->precision == DEV_FP8;
     shape sh = {t, dev, fp8 ? DEV_BF16 : o->precision, o->precision, fp8, o->microbatch,
-                (double)seq, (double)o->microbatch * seq,
-                dev_precision_bytes(o->precision), (double)t->hidden,
+                (double)seq / cp, (double)o->microbatch * seq / cp,
+                dev_precision_bytes(o->precision), (double)seq, (double)t->hidden,
                 (double)transformer_head_dim(t), t->heads / tp, t->kv_heads / tp, t->ffn / tp,
                 ceil((double)t->vocab / tp), o->sequence_parallel ? tp : 1,
                 o->attention == LLM_ATTN_FLASH};
@@ -334,13 +371,16 @@ profile *llm_profile_build(const transformer *t, const cluster *c, const char *c
     profile *pr = profile_alloc((int)t->layers + 2, 0);
     if (!pr) return err_set(err, NULL, NULL, "out of memory"), NULL;
     char src[512], name[32];
-    snprintf(src, sizeof src, "plumb analytic profile (docs/llm.md): %s on %s from %s, tp %d%s, "
+    char cps[32] = "";
+    if (cp > 1) snprintf(cps, sizeof cps, ", cp %d", o->cp);
+    snprintf(src, sizeof src, "plumb analytic profile (docs/llm.md): %s on %s from %s, tp %d%s%s, "
              "microbatch %d x %lld tokens, %s, %s attention; times x speed %g", t->name,
              dev->name, cluster_file, o->tp, o->sequence_parallel ? " sequence-parallel" : "",
-             o->microbatch, seq, dev_precision_name(o->precision),
+             cps, o->microbatch, seq, dev_precision_name(o->precision),
              llm_attention_name(o->attention), speed);
     pr->minibatch = o->microbatch;
     pr->tp = o->tp;
+    pr->cp = (int)cp;
     pr->sequence_parallel = o->sequence_parallel ? 1 : 0;
     pr->tokens_per_sample = seq;
     pr->input_bytes = M * 8; /* token ids as 64-bit integers */
@@ -357,6 +397,10 @@ profile *llm_profile_build(const transformer *t, const cluster *c, const char *c
     set_collectives(pr, 0, M * h * e, 1, 0);
     cost blk = {0};
     block_cost(&sh, &blk);
+    /* the ring's chunk: this rank's keys and values, key/value heads / tp, in the
+     * attention's precision (bf16 with fp8: Megatron-Core's FP8 recipes keep the
+     * attention in bf16) */
+    double ring_bytes = 2 * M * sh.kvt * sh.d * dev_precision_bytes(sh.p);
     double core_ms = core_forward_s(&sh) * 1e3 * speed, saved = block_saved(&sh);
     for (long long l = 0; l < t->layers; l++) {
         snprintf(name, sizeof name, "block%lld", l);
@@ -364,6 +408,7 @@ profile *llm_profile_build(const transformer *t, const cluster *c, const char *c
                       block_params(&sh) * e, saved, block_split_saved(&sh)))
             goto oom;
         set_collectives(pr, (int)l + 1, M * h * e, 2, 2);
+        if (cp > 1) set_ring(pr, (int)l + 1, &sh, ring_bytes, speed);
         pr->layers[l + 1].selective_recompute_ms = core_ms;
         pr->layers[l + 1].selective_saved_bytes = saved - core_saved(&sh);
     }

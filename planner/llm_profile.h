@@ -34,10 +34,15 @@ typedef struct llm_options {
                                 outside the tensor-parallel regions are split over the
                                 sequence, so each rank keeps 1/tp of them */
     llm_attention attention; /* the attention core's kernels */
+    int cp;                  /* context-parallel ranks each sequence is split over, >= 1 (> 1
+                                needs flash attention and seq a multiple of 2 cp): each
+                                rank's figures are s / cp tokens of every sequence, 1 / cp of
+                                the causal attention, and each block carries its K/V ring
+                                (profile_layer.cp_ring_bytes) */
 } llm_options;
 
 /* tp 1, microbatch 1, the model's sequence length, bf16, no sequence parallelism, standard
- * attention. */
+ * attention, cp 1. */
 void llm_options_init(llm_options *o);
 
 /* Builds the profile of model t under o on the device type of the cluster c (whose file is

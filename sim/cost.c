@@ -281,25 +281,92 @@ static double comm_scale(const sim_model *m, const schedule *s, int st, int stra
     return sc > 0 ? sc : 1;
 }
 
+int sim_cost_dp_group(const plan *pl, int st, int *devs)
+{
+    const plan_stage *ps = &pl->stages[st];
+    int cp = pl->cp > 1 ? pl->cp : 1, tp = pl->tp > 1 ? pl->tp : 1, n = 0;
+    for (int r = 0; r < ps->replicas; r++)
+        for (int k = 0; k < cp; k++) devs[n++] = ps->devices[r] + k * tp;
+    return n;
+}
+
+/* The ring all-reduce of stage st's gradient bytes over its data-parallel group: its
+ * replicas, or with cp > 1 their every context-parallel rank (sim_cost_dp_group). */
+static double dp_allreduce_s(const plan *pl, const sim_net *net, int st, double bytes)
+{
+    const plan_stage *ps = &pl->stages[st];
+    if (pl->cp <= 1) return sim_net_allreduce_s(net, ps->devices, ps->replicas, bytes);
+    int *devs = malloc((size_t)ps->replicas * pl->cp * sizeof *devs);
+    if (!devs) return 0;
+    int n = sim_cost_dp_group(pl, st, devs);
+    double s = sim_net_allreduce_s(net, devs, n, bytes);
+    free(devs);
+    return s;
+}
+
 void sim_cost_stage_state(sim_model *m, const plan *pl, const sim_net *net, int st,
                           double params)
 {
     const plan_stage *ps = &pl->stages[st];
+    int cp = pl->cp > 1 ? pl->cp : 1, group = ps->replicas * cp;
     sim_state_mul sm;
     sim_memory_state_of(pl->precision, pl->grad_reduce, pl->optimizer_state, pl->zero,
-                        ps->replicas, pl->optimizer, &sm);
+                        group, pl->optimizer, &sm);
     m->param_bytes[st] = params;
     m->gradmem_bytes[st] = params * sm.gradients;
     m->optmem_bytes[st] = params * sm.optimizer;
     m->grad_bytes[st] = params * sm.reduce;
     m->step_bytes[st] = params * sm.step;
-    m->allreduce_s[st] = sim_net_allreduce_s(net, ps->devices, ps->replicas, m->grad_bytes[st]);
+    m->allreduce_s[st] = dp_allreduce_s(pl, net, st, m->grad_bytes[st]);
     /* the all-gather apart needs each iteration's forwards after the last one's step: not
      * under the asynchronous kinds, whose forwards run ahead of the all-reduce */
     const sched_traits *tr = sched_traits_of(pl->schedule);
     if (m->gather_bytes)
         m->gather_bytes[st] = pl->overlap_param_gather && pl->zero && ps->replicas > 1 &&
                               tr && !tr->async ? params : 0;
+    /* with cp > 1 the engine runs the ring over the replicas' first devices only: their
+     * bytes are scaled so that each of its hops carries what a hop of the dp x cp ring does,
+     * 2 (N - 1) / N of the bytes per member at N = dp cp against 2 (r - 1) / r at r = dp
+     * (its 2 (r - 1) latencies stay r's; docs/sim.md, "Context parallelism") */
+    if (cp > 1 && ps->replicas > 1) {
+        double r = ps->replicas, f = ((group - 1.0) / group) / ((r - 1) / r);
+        m->grad_bytes[st] *= f;
+        if (m->gather_bytes) m->gather_bytes[st] *= f;
+    }
+}
+
+void sim_cost_stage_cp(const plan *pl, const sim_net *n, int st, sim_tp_times *t)
+{
+    const profile *p = pl->prof;
+    const plan_stage *ps = &pl->stages[st];
+    memset(t, 0, sizeof *t);
+    if (pl->cp <= 1 || !ps->devices || ps->replicas < 1) return;
+    int cp = pl->cp, tp = pl->tp > 1 ? pl->tp : 1, small[64];
+    int *devs = cp <= 64 ? small : malloc((size_t)cp * sizeof *devs);
+    if (!devs) return;
+    for (int k = 0; k < cp; k++) devs[k] = ps->devices[0] + k * tp;
+    double per_byte, fixed;
+    int rc = sim_net_ring(n, devs, cp, &per_byte, &fixed);
+    if (devs != small) free(devs);
+    if (rc) return;
+    /* one ring step, every rank sending to the next at once: bytes / rate + latency, the
+     * all-reduce's line taken apart (2 (cp - 1) such steps) */
+    double step_pb = per_byte * cp / (2.0 * (cp - 1)), step_lat = fixed / (2.0 * (cp - 1));
+    double scale = (double)pl->microbatch_size / (p->minibatch > 0 ? p->minibatch : 1);
+    const device_type *dt = pl->clus ? cluster_device_type(pl->clus, ps->devices[0]) : NULL;
+    double ms_s = scale / 1e3 / (dt && dt->speed > 0 ? dt->speed : 1);
+    for (int l = ps->first_layer; l <= ps->last_layer && l < p->nlayers; l++) {
+        const profile_layer *L = &p->layers[l];
+        if (profile_layer_is_input(L) || !(L->cp_ring_bytes > 0)) continue;
+        double xf = step_pb * L->cp_ring_bytes * scale + step_lat;
+        double xb = step_pb * 2 * L->cp_ring_bytes * scale + step_lat;
+        double af = L->cp_attention_fwd_ms * ms_s / cp, ab = L->cp_attention_bwd_ms * ms_s / cp;
+        t->comm_f += (cp - 1) * xf;
+        t->comm_b += (cp - 1) * xb;
+        t->f += (cp - 1) * (xf > af ? xf - af : 0);
+        t->b += (cp - 1) * (xb > ab ? xb - ab : 0);
+    }
+    t->i = t->b;
 }
 
 /* Prices stage st of pl (cross: sim_cross_bytes; splits: the schedule splits backwards
@@ -330,6 +397,16 @@ static void price_stage(sim_model *m, const plan *pl, const schedule *s, const s
         a[SIM_C_B] += tp.b / cs;
         a[SIM_C_I] += tp.i / cs;
     }
+    /* context parallelism: what of the attention's K/V ring outlasts the attention it
+     * overlaps (sim_cost_stage_cp), inside F and B and the input-gradient half */
+    sim_tp_times cpt;
+    sim_cost_stage_cp(pl, net, st, &cpt);
+    if (cpt.f > 0 || cpt.b > 0) {
+        double cs = comm_scale(m, s, st, straggler_device, straggler_factor);
+        a[SIM_C_F] += cpt.f / cs;
+        a[SIM_C_B] += cpt.b / cs;
+        a[SIM_C_I] += cpt.i / cs;
+    }
     if (full) { /* the forward again, its collectives too */
         a[SIM_C_B] += a[SIM_C_F];
         a[SIM_C_I] += a[SIM_C_F];
@@ -353,7 +430,8 @@ static void price_stage(sim_model *m, const plan *pl, const schedule *s, const s
                       full ? pl->checkpoint_layers : 0, &L);
     sim_cost_stage_state(m, pl, net, st, L.params);
     sim_mem_setting ms = {scale, pl->recompute, pl->checkpoint_layers, splits,
-                          m->nccl_buffers, pl->precision, pl->zero, ps->replicas,
+                          m->nccl_buffers, pl->precision, pl->zero,
+                          ps->replicas * (pl->cp > 1 ? pl->cp : 1),
                           pl->optimizer, pl->grad_reduce, pl->optimizer_state};
     sim_stage_mem t;
     sim_memory_stage(&L, &ms, &t);

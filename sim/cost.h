@@ -25,7 +25,10 @@ int sim_cost_build(sim_model *m, const plan *pl, const schedule *s, const sim_ne
 /* Sets stage st's training state in m (param_bytes, gradmem_bytes, optmem_bytes,
  * grad_bytes, step_bytes: `params` parameter bytes times sim_memory_state's figures for
  * pl's precision, ZeRO stage and the stage's replicas) and its ring all-reduce time
- * (allreduce_s, over the stage's replica devices). sim_cost_build prices every stage with
+ * (allreduce_s, over the stage's replica devices; with cp > 1 over every context-parallel
+ * rank of them, sim_cost_dp_group, and ZeRO sharding over those replicas x cp ranks, the
+ * engine's grad_bytes and gather_bytes scaled so that its ring over the replicas moves per
+ * hop what the replicas x cp ring does). sim_cost_build prices every stage with
  * it; the layout search (planner/search3d_est.c) prices one pipeline of a replicated plan
  * and sets each stage's state for the replicas with it. m's arrays must be allocated
  * (sim_cost_build). */
@@ -67,6 +70,21 @@ typedef struct sim_tp_times {
  * max(0, c - g) + min(c, g) / tp in each pass (each collective pipelined with its GEMM in tp
  * chunks). All 0 when pl->tp <= 1. */
 void sim_cost_stage_tp3(const plan *pl, const sim_net *n, int st, sim_tp_times *t);
+
+/* Stage st's context-parallel K/V ring of one microbatch (pl->cp > 1; all 0 otherwise),
+ * as Transformer Engine's AttnFuncWithCPAndKVP2P runs it: per layer with cp_ring_bytes
+ * b, cp - 1 steps forward each moving b from every rank of the ring ps->devices[0] +
+ * k tp (k < cp) to the next, 2 b backward (K, V and their gradients), a step taking
+ * bytes / rate + latency of that ring's slowest hop (sim_net_ring's line taken apart).
+ * Each step overlaps the attention of the chunk before (the layer's cp_attention_*_ms / cp
+ * on the device): comm_f / comm_b the steps' own seconds, f / b (= i) what blocks,
+ * (cp - 1) max(0, step - attention / cp) per layer and pass. */
+void sim_cost_stage_cp(const plan *pl, const sim_net *n, int st, sim_tp_times *t);
+
+/* Fills devs (room for replicas x cp) with stage st's data-parallel group, in rank order:
+ * for each replica r its context-parallel ranks ps->devices[r] + k tp (Megatron-Core's
+ * data-parallel group with context parallelism). Returns how many. */
+int sim_cost_dp_group(const plan *pl, int st, int *devs);
 
 /* Memory bandwidth (bytes/s) the optimizer step of a device of type t runs at: a known
  * device's (matched by name: H200 4.8 TB/s, H100 3.35, A100 2.0, V100 0.9, P100 0.73,

@@ -135,6 +135,7 @@ static void layout_json(cJSON *o, const sim_report *r)
     if (r->mfu >= 0)
         json_add_num(o, "mfu", r->mfu);
     add_int(o, "tp", r->tp);
+    if (r->cp > 1) add_int(o, "cp", r->cp); /* only when set: reports without it as before */
     add_int(o, "pp", r->pp);
     add_int(o, "dp", r->dp);
     add_int(o, "interleave", r->interleave);
@@ -188,7 +189,7 @@ cJSON *sim_report_to_json(const sim_report *r, const sim_changes *changes,
     add_int(o, "events", (double)r->events);
     add_int(o, "actions", (double)r->actions);
     /* the devices the plan leaves idle are listed, not left out */
-    add_int(o, "devices_used", r->tp > 1 ? r->gpus : r->ndevices);
+    add_int(o, "devices_used", r->tp > 1 || r->cp > 1 ? r->gpus : r->ndevices);
     add_int(o, "devices_total", r->devices_total);
     cJSON *idle = cJSON_AddArrayToObject(o, "idle_devices");
     unsigned char *used = calloc((size_t)r->devices_total + 1, 1);

@@ -99,7 +99,7 @@ static int cmp_link(const void *a, const void *b)
 
 void sim_report_mark_used(const sim_report *r, unsigned char *used, int total)
 {
-    int tp = r->tp > 1 ? r->tp : 1;
+    int tp = (r->tp > 1 ? r->tp : 1) * (r->cp > 1 ? r->cp : 1);
     for (int i = 0; i < r->ndevices; i++)
         for (int t = 0; t < tp; t++) {
             int d = r->devices[i].device + t;
@@ -253,6 +253,7 @@ static int fill_layout(sim_report *rep, const plan *pl, const sim_model *m)
 {
     const profile *p = pl->prof;
     rep->tp = pl->tp > 1 ? pl->tp : 1;
+    rep->cp = pl->cp > 1 ? pl->cp : 1;
     rep->interleave = rep->chunks > 0 ? rep->chunks : 1;
     rep->pp = rep->nstages / rep->interleave;
     rep->dp = pl->stages[0].replicas;
@@ -272,7 +273,7 @@ static int fill_layout(sim_report *rep, const plan *pl, const sim_model *m)
         sim_cost_stage_tp(pl, &m->net, st, &rep->stages[st].tp_comm_forward_s,
                           &rep->stages[st].tp_comm_backward_s);
     /* FLOPs: the profile's forward FLOPs per sample on one rank, x 3 (forward, input and
-     * weight gradients) x tp ranks x samples per iteration; full recomputation runs every
+     * weight gradients) x tp x cp ranks x samples per iteration; full recomputation runs every
      * forward again (selective: its recomputed parts' FLOPs are not in the profile and
      * are not counted) */
     double fwd = 0;
@@ -285,7 +286,7 @@ static int fill_layout(sim_report *rep, const plan *pl, const sim_model *m)
     }
     rep->tflops_per_gpu = rep->model_tflops_per_gpu = rep->mfu = -1;
     if (!known || !(fwd > 0) || !(rep->iteration_s > 0) || rep->gpus < 1) return 0;
-    double per_iter = fwd / p->minibatch * rep->global_batch * rep->tp;
+    double per_iter = fwd / p->minibatch * rep->global_batch * rep->tp * rep->cp;
     double model = 3 * per_iter, hw = model + (pl->recompute == RECOMPUTE_FULL ? per_iter : 0);
     rep->model_tflops_per_gpu = model / rep->iteration_s / rep->gpus / 1e12;
     rep->tflops_per_gpu = hw / rep->iteration_s / rep->gpus / 1e12;

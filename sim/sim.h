@@ -183,6 +183,7 @@ typedef struct sim_report {
      * parallelism"): */
     int tp, pp, dp;           /* tensor-parallel ranks; pipeline ranks (stages / chunks);
                                  replicas of stage 0 */
+    int cp;                   /* context-parallel ranks per replica (the plan's, >= 1) */
     int interleave;           /* chunks (virtual stages per device) */
     int global_batch;         /* samples per iteration (plan_minibatch) */
     int checkpoint_layers;    /* the plan's (full recompute) */

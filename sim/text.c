@@ -90,8 +90,10 @@ static void print_layout(const sim_report *r, FILE *out)
         !r->grad_sync_end)
         return;
     const char *noun = r->device_noun ? r->device_noun : "GPU";
-    fprintf(out, "layout          tp %d x pp %d x dp %d = %d %ss%s, global batch %d, %s%s%s%s%s%s%s\n",
-            r->tp, r->pp, r->dp, r->gpus, noun, r->interleave > 1 ? " (interleaved)" : "",
+    char cps[32] = ""; /* only when set: reports without it read as before */
+    if (r->cp > 1) snprintf(cps, sizeof cps, " x cp %d", r->cp);
+    fprintf(out, "layout          tp %d%s x pp %d x dp %d = %d %ss%s, global batch %d, %s%s%s%s%s%s%s\n",
+            r->tp, cps, r->pp, r->dp, r->gpus, noun, r->interleave > 1 ? " (interleaved)" : "",
             r->global_batch, dev_precision_name(r->precision),
             r->sequence_parallel ? ", sequence parallel" : "",
             r->zero ? ", ZeRO-1 optimizer" : "",

@@ -326,7 +326,8 @@ Test(profile_bad, unknown_field)
                "forward_ms, backward_ms, backward_input_ms, backward_weight_ms, "
                "activation_bytes, parameter_bytes, flops, saved_bytes, split_saved_bytes, "
                "grad_buffer_bytes, workspace_bytes, stage_id, tp_collective_bytes, "
-               "tp_forward_collectives, tp_backward_collectives, selective_recompute_ms, "
+               "tp_forward_collectives, tp_backward_collectives, cp_ring_bytes, cp_attention_fwd_ms, "
+               "cp_attention_bwd_ms, selective_recompute_ms, "
                "selective_saved_bytes, tied");
 }
 

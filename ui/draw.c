@@ -362,11 +362,12 @@ static void draw_runtime(ui_app *a, int x, int y, int w, ui_fb *fb)
 
 /* 1 when the 2D view's header has a runtime row: a plan file whose "p2p", "grad_sync",
  * "overlap_param_gather" or "zero" is not the default (every what-if keeps them;
- * ui_base_whatif). */
-static int runtime2d_row(const ui_state *st)
+ * ui_base_whatif), or whose plan on screen has context parallelism (cp > 1). */
+static int runtime2d_row(const ui_state *st, const plan *pl)
 {
     return st && !st->layout3d &&
-           (st->cur.p2p_sync || st->cur.grad_sync_end || st->cur.opg || st->cur.zero);
+           (st->cur.p2p_sync || st->cur.grad_sync_end || st->cur.opg || st->cur.zero ||
+            (pl && pl->cp > 1));
 }
 
 /* The 2D view's runtime row (runtime2d_row): the plan file's settings that ride every plan
@@ -390,6 +391,11 @@ static void draw_runtime2d(ui_app *a, int x, int y, int w, ui_fb *fb)
         runtime_field(&p, wide ? "overlap-param-gather" : "opg", wi->opg ? "on" : "off",
                       wi->opg, !pl || pl->overlap_param_gather);
     runtime_field(&p, "zero", wi->zero ? "1" : "0", wi->zero, !pl || pl->zero == wi->zero);
+    if (pl && pl->cp > 1) { /* only then: the other rows read as before */
+        char v[16];
+        snprintf(v, sizeof v, "%d", pl->cp);
+        runtime_field(&p, "cp", v, 1, 1);
+    }
 }
 
 /* What the header adds after an asynchronous schedule's name (no flush: updates use
@@ -453,7 +459,7 @@ static void draw_header(ui_app *a, ui_rect r, ui_fb *fb)
     }
     draw_whatifs(a, r.x, y, r.w, fb);
     if (a->st->layout3d) draw_runtime(a, r.x, y + 1, r.w, fb);
-    else if (runtime2d_row(a->st)) draw_runtime2d(a, r.x, y + 1, r.w, fb);
+    else if (runtime2d_row(a->st, a->cur.pl)) draw_runtime2d(a, r.x, y + 1, r.w, fb);
 }
 
 /* ---- stage table ------------------------------------------------------------------- */
@@ -750,7 +756,7 @@ void ui_app_layout(const ui_app *a, int w, int h, ui_layout *L)
     ui_layout_in in = { w, h, panel_rows(a->cur.pl, l3),
                         a->cur.rep ? a->cur.rep->ndevices : 0, a->loaded && a->st->pinned,
                         a->st ? a->st->view.help : 0, l3 ? NHELP3D : NHELP,
-                        a->loaded && (l3 || runtime2d_row(a->st)) };
+                        a->loaded && (l3 || runtime2d_row(a->st, a->cur.pl)) };
     ui_layout_compute(&in, L);
 }
 

@@ -47,7 +47,7 @@ void ui_draw_memory(ui_fb *fb, ui_rect r, const char *title, const ui_result *re
     const plan *pl = res->pl;
     const sim_report *rep = res->rep;
     int chunks = pl->chunks > 0 ? pl->chunks : 1, pp = pl->nstages / chunks;
-    int dp = pl->stages[0].replicas, tp = pl->tp;
+    int dp = pl->stages[0].replicas, tp = plan_group_width(pl); /* a replica's devices */
     /* rank, stages, devices, F+B, (W G O A in GiB when wide), peak/cap, then the bar */
     int nums = w >= 110;
     const int fixed = 4 + 1 + 7 + 1 + 11 + 1 + 9 + 1 + (nums ? 4 * 7 : 0) + 13 + 1;

@@ -427,6 +427,9 @@ plan *ui_replan(const ui_base *b, const cluster *clus, const ui_whatif *w, const
         return err_set(err, NULL, NULL, "a tensor-parallel layout (tp %d) is re-planned only "
                        "by plumb plan --model FILE --tp --pp --dp (plumb ui --model with the "
                        "same options has keys for them)", b->prof->tp), NULL;
+    } else if (b->prof->cp > 1) { /* likewise: a replica is cp devices */
+        return err_set(err, NULL, NULL, "a context-parallel layout (cp %d) is re-planned only "
+                       "by plumb plan --model FILE --cp --tp --pp --dp", b->prof->cp), NULL;
     } else {
         /* the dashboard does not ask the native planner for V placements */
         int can = b->planner == UI_PLANNER_NATIVE

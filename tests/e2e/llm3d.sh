@@ -146,6 +146,50 @@ expect_bad split-bad-sweep 'sweep: --p2p-split: expected scatter-gather or whole
 expect_bad split-bad-ui 'ui: --p2p-split: expected scatter-gather or whole (got "")' \
     "$P" ui --model $GPT3 -c $A100 "${SPLIT[@]}" --p2p-split "" --snapshot 160x40
 
+# --cp 2 (context parallelism, Llama 3 8B at 8192 tokens, tp 2 x cp 2 x dp 2 on 8 A100s):
+# the text and JSON say cp, the plan file carries "cp": 2 and plumb sim reads it back at the
+# same iteration, at 2 / 3 of cp 1's tokens per GPU or better (each rank computes half the
+# sequence); 2 cp not dividing the sequence, standard attention and the search are one line
+L3=examples/llm/llama3-8b.json
+CP=(--gpus 8 --tp 2 --pp 1 --global-batch 16 --recompute full --zero 1 --attention flash)
+ok cp-text "$P" plan --model $L3 -c $A100 "${CP[@]}" --cp 2 --dp 2 -o "$d/cp.json"
+has cp-text '^plumb plan: llama3-8b on .*8 GPUs: tp 2 x cp 2 x pp 1 x dp 2,'
+has cp-text '^stage 0: layers 0-33 \(embed \.\. head\) on devices 0-7 \(2 groups of 4\)'
+grep -q '"cp":	2' "$d/cp.json" || { echo "FAIL cp-text: the plan file lacks \"cp\": 2"; fail=1; }
+ok cp-json "$P" plan --model $L3 -c $A100 "${CP[@]}" --cp 2 --dp 2 --json
+has cp-json '^	"cp":	2,'
+cp_it=$(sed -n 's/^	"iteration_s":	\([0-9.e+-]*\),$/\1/p' "$d/out" | head -1)
+ok cp-sim "$P" sim "$d/cp.json" --json
+sim_cp=$(sed -n 's/^	"iteration_s":	\([0-9.e+-]*\),$/\1/p' "$d/out" | head -1)
+ok cp-sim-text "$P" sim "$d/cp.json"
+has cp-sim-text '^layout          tp 2 x cp 2 x pp 1 x dp 2 = 8 GPUs'
+ok cp-ui "$P" ui "$d/cp.json" --snapshot 160x40
+has cp-ui '^runtime .* cp 2$'
+# the native planner and plumb sweep -p place whole sequences: a cp profile is one line
+ok cp-tp1 "$P" plan --model $L3 -c $A100 "${CP[@]}" --tp 1 --cp 2 --dp 4 -o "$d/cp1.json"
+python3 -c 'import json, sys; json.dump(json.load(open(sys.argv[1]))["profile"], open(sys.argv[2], "w"))' \
+    "$d/cp1.json" "$d/cp1.prof"
+expect_bad cp-bad-native 'context_parallel: expected 1: plumb plan -p places whole sequences' \
+    "$P" plan -p "$d/cp1.prof" -c $A100
+expect_bad cp-bad-sweep 'context_parallel: expected 1: plumb sweep -p places whole sequences' \
+    "$P" sweep -p "$d/cp1.prof" -c $A100 --gpus 8..16
+ok cp-1 "$P" plan --model $L3 -c $A100 "${CP[@]}" --dp 4 --json
+one_it=$(sed -n 's/^	"iteration_s":	\([0-9.e+-]*\),$/\1/p' "$d/out" | head -1)
+if [ -z "$cp_it" ] || [ "$sim_cp" != "$cp_it" ] ||
+   ! awk -v a="$cp_it" -v b="$one_it" 'BEGIN { exit !(a <= 1.5 * b && a > 0.5 * b) }'; then
+    echo "FAIL cp: cp 2 $cp_it s (plumb sim $sim_cp s) vs cp 1 $one_it s"
+    fail=1
+fi
+expect_bad_silent cp-bad-seq 'plan: --cp: expected 2 x cp = 8 to divide the sequence of 100 tokens' \
+    "$d/bad.json" "$P" plan --model $L3 -c $A100 --gpus 8 --tp 2 --pp 1 --dp 1 --cp 4 \
+    --global-batch 8 --attention flash --seq-len 100 -o "$d/bad.json"
+expect_bad_silent cp-bad-attn 'plan: --cp: expected --attention flash with --cp 2' "$d/bad.json" \
+    "$P" plan --model $L3 -c $A100 --gpus 8 --tp 2 --pp 1 --dp 2 --cp 2 --global-batch 8 \
+    -o "$d/bad.json"
+expect_bad_silent cp-bad-search 'plan: --cp: needs a fixed layout' "$d/bad.json" \
+    "$P" plan --model $L3 -c $A100 --gpus 8 --cp 2 --global-batch 8 --attention flash \
+    -o "$d/bad.json"
+
 cp $GPT3 "$d/model.json"
 before=$(cksum <"$d/model.json")
 expect_bad out-is-model '-o .*model.json: is the input' \

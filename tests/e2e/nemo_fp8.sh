@@ -2,14 +2,15 @@
 # nemo_fp8.sh: plumb's FP8 training model (--precision fp8: the projections' multiplies at the
 # device's fp8 peak, docs/llm.md "FP8 training") against NVIDIA's published FP8 pretraining
 # runs on DGX-H100: NeMo 24.07's performance summary (tests/data/nemo/nemo-24.07-h100-fp8.tsv,
-# its every row with context parallelism 1). For each row runs `plumb plan --model ... -c
+# its every row; the two Llama 3 rows with --cp 2, docs/llm.md "Context parallelism"). For each row runs `plumb plan --model ... -c
 # dgx-h100.json --gpus --tp --pp --dp --global-batch --microbatch-size [--interleave]
 # --recompute none [--sequence-parallel --tp-overlap full] --zero 1 --overlap-param-gather
 # --precision fp8 --attention flash [--grad-reduce bf16] [--optimizer-state bf16] --json` and
 # prints the published time per iteration (sequence x global batch / (GPUs x tokens/s per
 # GPU)) against plumb's, error = t_pub / t_pred - 1, and the model TFLOP/s per GPU. The rows
 # in HELD (the Llama 2 and Nemotron rows, whose runtime settings the NeMo launcher's YAMLs
-# give: tests/data/nemo/SOURCES.md; dgx-h100.json's efficiency.gemm_fp8 was fitted on them)
+# give: tests/data/nemo/SOURCES.md; dgx-h100.json's efficiency.gemm_fp8 was fitted on them;
+# and Llama 3 70B at context parallelism 2, added after the fit and within ROW_TOL of it)
 # fail past ROW_TOL each or MEAN_TOL on their mean; the GPT-3 rows, run with assumed
 # settings, are printed, held only to BAND_TOL (a regression bound). Sources, the fit and
 # the errors: docs/llm.md, "FP8 training".
@@ -20,7 +21,7 @@
 export H100=${H100:-profiles/clusters/dgx-h100.json}
 TSV=${NEMO_FP8_TSV:-tests/data/nemo/nemo-24.07-h100-fp8.tsv}
 MODELS=examples/llm
-export HELD=${NEMO_FP8_HELD:-llama2-7b llama2-13b llama2-70b nemotron-8b nemotron-22b nemotron-340b}
+export HELD=${NEMO_FP8_HELD:-llama2-7b llama2-13b llama2-70b nemotron-8b nemotron-22b nemotron-340b llama3-70b}
 export ROW_TOL=${NEMO_FP8_ROW_TOL:-5} MEAN_TOL=${NEMO_FP8_MEAN_TOL:-3}
 # The GPT-3 rows sit from -7 to +10 % at the shipped figures: 15 % either way fails any row.
 export BAND_TOL=${NEMO_FP8_BAND_TOL:-15}
@@ -31,8 +32,8 @@ needs nemo_fp8.sh "fp8" "--precision fp8"
 #          tokens_per_s_gpu model_tflops_gpu grad_sync_dtype optim_dtype
 while IFS=$'\t' read -r run model gpus gb mbs _ tp pp cp dp il _ _ gsd od; do
     [ "$run" = run ] && continue
-    [ "$cp" = 1 ] || { echo "FAIL $run: context parallelism $cp is not expressible"; fail=1; }
     plan_args "$MODELS/$model.json" "$H100" "$gpus" "$tp" "$pp" "$dp" "$gb" "$mbs" none
+    [ "$cp" != 1 ] && args+=(--cp "$cp")
     args+=(--zero 1 --overlap-param-gather --precision fp8 --attention flash --json)
     [ "$tp" -gt 1 ] && args+=(--sequence-parallel --tp-overlap full)
     layout_extras "$il" 0

@@ -1,0 +1,279 @@
+/* test_cp.c: context parallelism (--cp, docs/llm.md "Context parallelism"): a context-parallel
+ * rank's share of the compute (half of cp 1's FLOPs at cp 2, its activations those of s / cp
+ * tokens), the K/V ring's bytes and buffers by hand, Megatron-Core's device order (tp
+ * fastest, then cp, then dp) and the data-parallel group over dp x cp ranks, the ring's
+ * time in the simulator's cost, the plan file's "cp" round trip, and each bad input's one
+ * line. */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/cluster.h"
+#include "core/json.h"
+#include "core/plan.h"
+#include "core/transformer.h"
+#include "planner/layout3d.h"
+#include "planner/llm_profile.h"
+#include "sim/cost.h"
+#include "sim/engine.h"
+
+#define A100 "profiles/clusters/dgx-a100-80g.json"
+
+/* A 4-block model of 8 heads (head width 32) with 2 key/value heads, 128 positions. */
+static transformer *small_model(void)
+{
+    const char *text = "{\"format\": \"plumb-transformer/1\", \"name\": \"small\", "
+        "\"hidden_size\": 256, \"num_hidden_layers\": 4, \"num_attention_heads\": 8, "
+        "\"num_key_value_heads\": 2, \"intermediate_size\": 512, "
+        "\"max_position_embeddings\": 128, \"vocab_size\": 1000, \"mlp\": \"swiglu\", "
+        "\"norm\": \"rmsnorm\", \"position_embedding\": \"rotary\", \"bias\": false, "
+        "\"tie_word_embeddings\": false, \"dropout\": false}";
+    plumb_err err = {{0}};
+    cJSON *root = json_parse_text("t.json", text, strlen(text), &err);
+    cr_assert_not_null(root, "%s", err.msg);
+    transformer *t = transformer_from_json(root, "t.json", &err);
+    cJSON_Delete(root);
+    cr_assert_not_null(t, "%s", err.msg);
+    return t;
+}
+
+static cluster *a100(void)
+{
+    plumb_err err = {{0}};
+    cluster *c = cluster_load(A100, &err);
+    cr_assert_not_null(c, "%s", err.msg);
+    return c;
+}
+
+static profile *prof_at(int tp, int cp, long long seq)
+{
+    transformer *t = small_model();
+    cluster *c = a100();
+    llm_options o;
+    llm_options_init(&o);
+    o.tp = tp, o.cp = cp, o.seq = seq, o.attention = LLM_ATTN_FLASH;
+    plumb_err err = {{0}};
+    profile *p = llm_profile_build(t, c, A100, &o, &err);
+    cr_assert_not_null(p, "%s", err.msg);
+    cluster_free(c);
+    transformer_free(t);
+    return p;
+}
+
+static layout3d_options opts(int tp, int cp, int pp, int dp)
+{
+    layout3d_options o;
+    layout3d_options_init(&o);
+    o.tp = tp, o.cp = cp, o.pp = pp, o.dp = dp, o.global_batch = 8 * dp, o.microbatch_size = 1;
+    o.attention = LLM_ATTN_FLASH;
+    return o;
+}
+
+static plan *build(const layout3d_options *o, plumb_err *err)
+{
+    transformer *t = small_model();
+    cluster *c = a100();
+    plan *pl = layout3d_build(t, c, A100, o, err);
+    cluster_free(c);
+    transformer_free(t);
+    return pl;
+}
+
+/* Each context-parallel rank computes s / cp tokens of every GEMM and 1 / cp of the causal
+ * attention: every layer's FLOPs at cp 2 are half of cp 1's (the attention's 4 s^2 d per
+ * head becomes 4 (s / 2) s d on the rank), and the head's are its GEMM's alone. */
+Test(cp, compute_half)
+{
+    profile *one = prof_at(1, 1, 128), *two = prof_at(1, 2, 128);
+    cr_assert_eq(two->cp, 2);
+    cr_assert_eq(two->tokens_per_sample, 128, "tokens per sample stay the whole sequence");
+    for (int l = 0; l < one->nlayers; l++)
+        cr_assert_float_eq(two->layers[l].flops, one->layers[l].flops / 2, 1e-6,
+                           "layer %d: %g against %g / 2", l, two->layers[l].flops,
+                           one->layers[l].flops);
+    /* the head: 2 M h V of the logits GEMM with M = 64 rows on the rank */
+    cr_assert_float_eq(two->layers[5].flops, 2.0 * 64 * 256 * 1000, 1e-6);
+    profile_free(one);
+    profile_free(two);
+}
+
+/* The ring's chunk: the rank's K and V, 2 x (s / cp) x (kv heads / tp) x head width x 2
+ * bytes = 2 x 64 x 1 x 32 x 2 = 8192 at tp 2, cp 2; its buffers the block's workspace,
+ * max(cp - 1, 4) chunks (TE's forward list, its backward's two K/V + dK/dV buffers); no
+ * ring at cp 1. */
+Test(cp, ring_bytes_by_hand)
+{
+    profile *p = prof_at(2, 2, 128), *one = prof_at(2, 1, 128);
+    for (int l = 1; l <= 4; l++) {
+        cr_assert_float_eq(p->layers[l].cp_ring_bytes, 8192, 1e-9, "block %d", l);
+        cr_assert_float_eq(p->layers[l].workspace_bytes, 4 * 8192, 1e-9);
+        cr_assert_gt(p->layers[l].cp_attention_fwd_ms, 0);
+        cr_assert_gt(p->layers[l].cp_attention_bwd_ms, p->layers[l].cp_attention_fwd_ms);
+        cr_assert_eq(one->layers[l].cp_ring_bytes, 0);
+    }
+    cr_assert_eq(p->layers[0].cp_ring_bytes, 0, "the embedding has no ring");
+    cr_assert_eq(p->layers[5].cp_ring_bytes, 0, "the head has no ring");
+    profile_free(p);
+    profile_free(one);
+}
+
+/* Memory: a block keeps for its backward what it keeps for s / cp tokens (the profile at
+ * cp 2 and 128 tokens against cp 1 at 64), its output is s / cp tokens, and the weights do
+ * not change. */
+Test(cp, memory_terms)
+{
+    profile *two = prof_at(1, 2, 128), *half = prof_at(1, 1, 64), *one = prof_at(1, 1, 128);
+    for (int l = 0; l < two->nlayers; l++) {
+        cr_assert_float_eq(two->layers[l].saved_bytes, half->layers[l].saved_bytes, 1e-6,
+                           "layer %d", l);
+        cr_assert_float_eq(two->layers[l].activation_bytes, half->layers[l].activation_bytes,
+                           1e-6, "layer %d", l);
+        cr_assert_float_eq(two->layers[l].parameter_bytes, one->layers[l].parameter_bytes,
+                           1e-9, "layer %d", l);
+    }
+    /* by hand for block 1 (rmsnorm, swiglu, flash, bf16): 64 rows; LN1 out, LN2 in and
+     * out (3 x 256 x 2), Q and K (10 heads x 32 x 2), V (2 x 32 x 2), the output
+     * projection's input (256 x 2), the softmax statistics (8 heads x 4), the MLP's 4
+     * tensors of 512 (x 2) */
+    double M = 64, byhand = M * (3 * 256 * 2 + 10 * 32 * 2 + 2 * 32 * 2 + 256 * 2 + 8 * 4 +
+                                 4 * 512 * 2);
+    cr_assert_float_eq(two->layers[1].saved_bytes, byhand, 1e-6, "%g against %g",
+                       two->layers[1].saved_bytes, byhand);
+    profile_free(two);
+    profile_free(half);
+    profile_free(one);
+}
+
+/* Megatron-Core's order tp-cp-dp-pp: at tp 2, cp 2, dp 2 on one 8-GPU server replica r of
+ * the one stage starts at device 4 r, holds 4 devices, and its data-parallel group is
+ * every context-parallel rank of every replica: devices 0, 2, 4, 6 (the first tensor rank's
+ * of each), 4 ranks the gradients are reduced and the optimizer state sharded over. */
+Test(cp, order_and_dp_group)
+{
+    layout3d_options o = opts(2, 2, 1, 2);
+    plumb_err err = {{0}};
+    plan *pl = build(&o, &err);
+    cr_assert_not_null(pl, "%s", err.msg);
+    cr_assert_eq(pl->cp, 2);
+    cr_assert_eq(pl->stages[0].replicas, 2);
+    cr_assert_eq(pl->stages[0].devices[0], 0);
+    cr_assert_eq(pl->stages[0].devices[1], 4);
+    cr_assert_eq(plan_gpus(pl), 8);
+    cr_assert_eq(plan_group_width(pl), 4);
+    int devs[8];
+    cr_assert_eq(sim_cost_dp_group(pl, 0, devs), 4);
+    int want[4] = {0, 2, 4, 6};
+    for (int i = 0; i < 4; i++) cr_assert_eq(devs[i], want[i], "member %d", i);
+    /* the reduction: the ring over those 4 devices */
+    sim_net net;
+    sim_net_from_cluster(&net, pl->clus, NULL);
+    sim_model m;
+    schedule s = {0};
+    s.nstages = 1, s.nworkers = 2;
+    cr_assert_eq(sim_model_alloc(&m, &s), 0);
+    m.param_bytes = calloc(2, sizeof *m.param_bytes);
+    m.gradmem_bytes = calloc(2, sizeof *m.gradmem_bytes);
+    m.optmem_bytes = calloc(2, sizeof *m.optmem_bytes);
+    sim_cost_stage_state(&m, pl, &net, 0, 1e9);
+    cr_assert_float_eq(m.allreduce_s[0], sim_net_allreduce_s(&net, devs, 4, m.grad_bytes[0] /
+                       ((3.0 / 4) / (1.0 / 2))), 1e-12);
+    /* ZeRO off: fp32 main gradients of bf16 weights reduced, the engine's ring over the
+     * 2 replicas scaled to carry the 4-rank ring's 2 x 3/4 per member */
+    cr_assert_float_eq(m.grad_bytes[0], 2e9 * (3.0 / 4) / (1.0 / 2), 1);
+    sim_model_release(&m);
+    plan_free(pl);
+}
+
+/* The ring in the cost: at cp 2 each block's forward moves one chunk and its backward two
+ * per step over the ring's link; the steps' own time is that, and what blocks is no more;
+ * nothing at cp 1. */
+Test(cp, ring_cost)
+{
+    layout3d_options o = opts(1, 2, 1, 4);
+    plumb_err err = {{0}};
+    plan *pl = build(&o, &err);
+    cr_assert_not_null(pl, "%s", err.msg);
+    sim_net net;
+    sim_net_from_cluster(&net, pl->clus, NULL);
+    sim_tp_times t;
+    sim_cost_stage_cp(pl, &net, 0, &t);
+    double rate, lat;
+    sim_net_path(&net, 0, 1, &rate, &lat);
+    double chunk = 2 * 64 * 2 * 32 * 2.0; /* K and V, 64 tokens, 2 kv heads, 32, bf16 */
+    cr_assert_float_eq(t.comm_f, 4 * (chunk / rate + lat), 1e-12, "%g", t.comm_f);
+    cr_assert_float_eq(t.comm_b, 4 * (2 * chunk / rate + lat), 1e-12, "%g", t.comm_b);
+    cr_assert(t.f >= 0 && t.f <= t.comm_f);
+    cr_assert(t.b >= 0 && t.b <= t.comm_b);
+    cr_assert_float_eq(t.i, t.b, 1e-15);
+    plan_free(pl);
+    layout3d_options o1 = opts(1, 1, 1, 8);
+    pl = build(&o1, &err);
+    cr_assert_not_null(pl, "%s", err.msg);
+    sim_cost_stage_cp(pl, &net, 0, &t);
+    cr_assert_eq(t.comm_f, 0);
+    cr_assert_eq(t.f, 0);
+    plan_free(pl);
+}
+
+/* The plan file carries "cp" (and its profile context_parallel); it reads back equal. */
+Test(cp, plan_round_trip)
+{
+    layout3d_options o = opts(2, 2, 2, 1);
+    plumb_err err = {{0}};
+    plan *pl = build(&o, &err);
+    cr_assert_not_null(pl, "%s", err.msg);
+    cJSON *j = plan_to_json(pl);
+    cr_assert_not_null(j);
+    const cJSON *cpj = cJSON_GetObjectItemCaseSensitive(j, "cp");
+    cr_assert(cJSON_IsNumber(cpj) && cpj->valuedouble == 2);
+    plan *back = plan_from_json(j, "p.json", &err);
+    cr_assert_not_null(back, "%s", err.msg);
+    cr_assert(plan_equal(pl, back));
+    cr_assert_eq(back->cp, 2);
+    cr_assert_eq(back->prof->cp, 2);
+    cr_assert_float_eq(back->prof->layers[1].cp_ring_bytes, pl->prof->layers[1].cp_ring_bytes,
+                       1e-9);
+    plan_free(back);
+    /* a plan at cp 1 writes no "cp" */
+    layout3d_options o1 = opts(2, 1, 2, 2);
+    plan *one = build(&o1, &err);
+    cr_assert_not_null(one, "%s", err.msg);
+    cJSON *j1 = plan_to_json(one);
+    cr_assert_null(cJSON_GetObjectItemCaseSensitive(j1, "cp"));
+    cJSON_Delete(j1);
+    plan_free(one);
+    /* "cp" not the profile's: one line naming the field */
+    cJSON_ReplaceItemInObjectCaseSensitive(j, "cp", cJSON_CreateNumber(4));
+    cr_assert_null(plan_from_json(j, "p.json", &err));
+    cr_assert(strstr(err.msg, "p.json") && strstr(err.msg, "cp") &&
+              strstr(err.msg, "context_parallel"), "%s", err.msg);
+    cJSON_Delete(j);
+    plan_free(pl);
+}
+
+/* Bad input, one line each: 2 cp not dividing the sequence, standard attention, a layout
+ * whose product is not the GPUs. */
+Test(cp, bad_input)
+{
+    plumb_err err = {{0}};
+    layout3d_options o = opts(1, 4, 1, 2); /* 2 x 4 does not divide 100 tokens */
+    o.seq = 100;
+    cr_assert_null(build(&o, &err));
+    cr_assert(strstr(err.msg, "--cp") && strstr(err.msg, "divide"), "%s", err.msg);
+    cr_assert_null(strchr(err.msg, '\n'));
+    o = opts(1, 2, 1, 4);
+    o.attention = LLM_ATTN_STANDARD;
+    cr_assert_null(build(&o, &err));
+    cr_assert(strstr(err.msg, "--cp") && strstr(err.msg, "flash"), "%s", err.msg);
+    o = opts(1, 2, 1, 2);
+    o.gpus = 16;
+    cr_assert_null(build(&o, &err));
+    cr_assert(strstr(err.msg, "--gpus") && strstr(err.msg, "cp"), "%s", err.msg);
+    o = opts(1, 2, 1, 0); /* the third from --gpus: 8 / (1 x 1 x 2) = 4 replicas */
+    o.gpus = 8, o.global_batch = 32;
+    plan *pl = build(&o, &err);
+    cr_assert_not_null(pl, "%s", err.msg);
+    cr_assert_eq(pl->stages[0].replicas, 4);
+    plan_free(pl);
+}
