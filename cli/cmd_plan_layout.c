@@ -30,7 +30,7 @@ static const char usage_text[] =
     "                  [--gpus N] [--cp C] [--microbatch-size b] [--interleave V]\n"
     "                  [--recompute none|selective|full] [--checkpoint-layers K]\n"
     "                  [--sequence-parallel] [--zero 0|1 [--overlap-param-gather]]\n"
-    "                  [--precision bf16|fp16|fp32|fp8]\n"
+    "                  [--precision bf16|fp16|tf32|fp32|fp8]\n"
     "                  [--schedule KIND] [--seq-len S] [--attention standard|flash]\n"
     "                  [--balance] [--p2p overlap|sync] [--grad-sync overlap|end]\n"
     "                  [--p2p-split scatter-gather|whole]\n"
