@@ -270,9 +270,6 @@ static int parse(int argc, char **argv, layout3d_options *o, given *g, const cha
     if (!*clus) return cli_fail(cmd, "expected -c CLUSTER.json with --model");
     if (!o->global_batch) return cli_fail(cmd, "expected --global-batch B with --model");
     int searching = g->search || (o->tp > 0) + (o->pp > 0) + (o->dp > 0) < 2;
-    if (searching && o->cp > 1)
-        return cli_fail(cmd, "--cp: needs a fixed layout (two of --tp, --pp and --dp, no "
-                        "--search): the layout search does not search context parallelism");
     if (g->top && !searching)
         return cli_fail(cmd, "--top: belongs to the layout search (fewer than two of --tp, "
                         "--pp and --dp, or --search); a fixed layout is simulated once");
@@ -421,10 +418,11 @@ static int balance_json(cJSON *j, const layout3d_balance_result *b)
 /* One ranked layout as "tp 4 x pp 8 x dp 32, microbatch 1, interleaved V 12, ...". */
 static void layout_text(const search3d_cand *c, char *buf, size_t n)
 {
-    char v[24] = "";
+    char v[24] = "", cps[24] = ""; /* cp only when > 1: rankings without it read as before */
     if (c->d.interleave > 1) snprintf(v, sizeof v, " V %d", c->d.interleave);
-    snprintf(buf, n, "tp %d x pp %d x dp %d, microbatch %d, %s%s, recompute %s%s, zero %d",
-             c->d.tp, c->d.pp, c->d.dp, c->o.microbatch_size, sched_kind_name(c->d.schedule),
+    if (c->d.cp > 1) snprintf(cps, sizeof cps, " x cp %d", c->d.cp);
+    snprintf(buf, n, "tp %d%s x pp %d x dp %d, microbatch %d, %s%s, recompute %s%s, zero %d",
+             c->d.tp, cps, c->d.pp, c->d.dp, c->o.microbatch_size, sched_kind_name(c->d.schedule),
              v, recompute_kind_name((recompute_kind)c->o.recompute),
              c->o.sequence_parallel ? ", sequence parallel" : "", c->o.zero);
 }

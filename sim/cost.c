@@ -329,6 +329,7 @@ void sim_cost_stage_state(sim_model *m, const plan *pl, const sim_net *net, int 
     /* with cp > 1 the engine runs the dp x cp ring's steps over the replicas' devices
      * (sim_model.ring_members; docs/sim.md, "Context parallelism") */
     if (m->ring_members) m->ring_members[st] = cp > 1 ? group : 0;
+    if (m->ring_stride) m->ring_stride[st] = cp > 1 && pl->tp > 1 ? pl->tp : 1;
 }
 
 /* Seconds of stage st's dp x cp gradient reduction left after its last backward when the
@@ -556,6 +557,7 @@ int sim_model_alloc(sim_model *m, const schedule *s)
     m->allreduce_s = calloc(ns, sizeof *m->allreduce_s);
     m->grad_bytes = calloc(ns, sizeof *m->grad_bytes);
     m->ring_members = calloc(ns, sizeof *m->ring_members);
+    m->ring_stride = calloc(ns, sizeof *m->ring_stride);
     m->stash_bytes = calloc(ns, sizeof *m->stash_bytes);
     m->transient_bytes = calloc(ns, sizeof *m->transient_bytes);
     m->gradbuf_bytes = calloc(ns, sizeof *m->gradbuf_bytes);
@@ -568,7 +570,8 @@ int sim_model_alloc(sim_model *m, const schedule *s)
     if (!m->staging_bytes || !m->worker_device || !m->worker_scale || !m->act_s || !m->cut_bytes ||
         !m->allreduce_s || !m->grad_bytes || !m->stash_bytes || !m->transient_bytes ||
         !m->gradbuf_bytes || !m->slotbuf_bytes || !m->workspace_bytes || !m->step_bytes ||
-        !m->worker_mem_Bps || !m->gather_bytes || !m->ring_members) {
+        !m->worker_mem_Bps || !m->gather_bytes || !m->ring_members ||
+        !m->ring_stride) {
         sim_model_release(m);
         return -1;
     }
@@ -587,6 +590,7 @@ void sim_model_release(sim_model *m)
     free(m->cut_bytes);
     free(m->allreduce_s);
     free(m->ring_members);
+    free(m->ring_stride);
     free(m->grad_bytes);
     free(m->stash_bytes);
     free(m->transient_bytes);

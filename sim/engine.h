@@ -88,7 +88,10 @@ typedef struct sim_model {
                                  engine's ring over the replicas' devices then runs the
                                  N-member ring's 2 (N - 1) steps of bytes / N per hop, the
                                  cp ranks' hops inside a replica not link transfers of their
-                                 own (docs/sim.md, "Context parallelism") */
+                                 own, its hops' widths those of the N-member ring,
+                                 sim_net_ring_widths; docs/sim.md, "Context parallelism") */
+    int *ring_stride;         /* [nstages] with ring_members: a replica's context ranks are
+                                 its device + k ring_stride (tp), k < members / replicas */
     double *stash_bytes;      /* [nstages] bytes kept per buffer slot: the stage
                                  input, every layer's output and saved tensors (with
                                  recompute the input and output), the W pass's gradients */
