@@ -218,7 +218,8 @@ static int try_plan(cand_list *L, const search3d_options *o, plan *pl, layout3d_
     int zeros[2], nz = 0, done[2] = {0, 0}, full_fits = 0;
     search3d_est full[2];
     for (int z = 0; z <= 1; z++)
-        if (o->zero != SEARCH3D_FREE ? z == o->zero : !z || d->dp > 1) zeros[nz++] = z;
+        if (o->zero != SEARCH3D_FREE ? z == o->zero : !z || d->dp * d->cp > 1)
+            zeros[nz++] = z; /* ZeRO-1 shards over dp x cp */
     if (o->recompute == SEARCH3D_FREE) {
         if (estimate_at(pl, o, RECOMPUTE_FULL, nz, zeros, full, err)) return -1;
         for (int i = 0; i < nz; i++) full_fits |= full[i].fits;
@@ -361,13 +362,15 @@ static void no_fit(const cand_list *L, const search3d_options *o, int gpus, plum
     if (o->tp > 0 || o->pp > 0)
         h += (size_t)snprintf(hint + h, sizeof hint - h, "freeing --tp/--pp, ");
     double more = gpus * L->smallest_ratio;
-    int per = s->o.tp * s->o.pp;
+    int per = s->o.tp * (s->o.cp > 1 ? s->o.cp : 1) * s->o.pp;
     long long need = per > 0 ? ((long long)(more + per - 1) / per) * per : (long long)more;
     snprintf(hint + h, sizeof hint - h, "about %lld GPUs or more", need);
+    char cps[24] = ""; /* only > 1: as before */
+    if (s->d.cp > 1) snprintf(cps, sizeof cps, " x cp %d", s->d.cp);
     err_set(err, NULL, "--gpus", "expected a layout that fits the devices' memory (got the "
-            "smallest peak %s of %s, at tp %d x pp %d x dp %d, microbatch %d, recompute %s); "
+            "smallest peak %s of %s, at tp %d%s x pp %d x dp %d, microbatch %d, recompute %s); "
             "try %s", units_bytes(s->est.peak_bytes, pk, sizeof pk),
-            units_bytes(s->est.capacity_bytes, cap, sizeof cap), s->d.tp, s->d.pp, s->d.dp,
+            units_bytes(s->est.capacity_bytes, cap, sizeof cap), s->d.tp, cps, s->d.pp, s->d.dp,
             s->o.microbatch_size, recompute_kind_name((recompute_kind)s->o.recompute), hint);
 }
 

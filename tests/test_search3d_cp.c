@@ -122,7 +122,7 @@ Test(search3d_cp, searched_where_it_applies, .init = setup, .fini = teardown)
 }
 
 /* --cp C pins it: every layout ranked has cp C; cp 1 pinned searches what the search
- * searched before cp. */
+ * searched before cp; ZeRO is searched over dp x cp. */
 Test(search3d_cp, pinned, .init = setup, .fini = teardown)
 {
     search3d_result *r = search(LLM_ATTN_FLASH, 0, 2);
@@ -130,5 +130,12 @@ Test(search3d_cp, pinned, .init = setup, .fini = teardown)
     search3d_free(r);
     r = search(LLM_ATTN_FLASH, 0, 1);
     for (int k = 0; k < r->nranked; k++) cr_assert_eq(r->ranked[k].d.cp, 1);
+    search3d_free(r);
+    /* cp 8 on 8 GPUs is dp 1: it fits only with ZeRO-1 over the 8 cp ranks, which the
+     * search tries where dp x cp > 1 */
+    r = search(LLM_ATTN_FLASH, 0, 8);
+    cr_assert_eq(r->ranked[0].d.cp, 8);
+    cr_assert_eq(r->ranked[0].d.dp, 1);
+    cr_assert_eq(r->ranked[0].o.zero, 1);
     search3d_free(r);
 }
