@@ -188,7 +188,7 @@ expect_bad_silent cp-bad-attn 'plan: --cp: expected --attention flash with --cp 
     -o "$d/bad.json"
 # the search: --cp 2 pins it (every ranked row says cp 2); without --cp it searches cp where
 # it applies (flash attention, 2 cp dividing the 8192 tokens: the best at global batch 16 is
-# tp 1 x cp 4 x dp 2, 4.258 s against cp 1's best 4.462 s); standard attention: no cp row
+# tp 1 x cp 8 x dp 1, 4.258 s against cp 1's best 4.462 s); standard attention: no cp row
 ok cp-search "$P" plan --model $L3 -c $A100 --gpus 8 --cp 2 --global-batch 16 --attention flash
 has cp-search '^#1 tp [0-9]* x cp 2 x pp [0-9]* x dp [0-9]*,'
 [ "$(grep -c '^#[0-9]' "$d/out")" = "$(grep -c '^#[0-9] tp [0-9]* x cp 2 x' "$d/out")" ] ||

@@ -124,7 +124,7 @@ for c in "--zero 0 --overlap-param-gather" "--tp 1 --tp-overlap full" "--p2p syn
         { echo "FAIL same-line $c: sweep: $(cat "$d/sweep.err") / plan: $(cat "$d/plan.err")"; fail=1; }
 done
 # context parallelism: at 32768 tokens with flash attention the sweep searches cp (the best
-# at 8 and 16 H100s: tp 2 x cp 2 x pp 2 and tp 1 x cp 8), the same best as plan's search;
+# at 8 and 16 H100s: tp 2 x cp 4 x dp 1 and tp 1 x cp 8 x dp 2), the same best as plan's search;
 # --cp 4 pins it at every count
 ok sweep-cp "$P" sweep --model $LLAMA -c $H100 --gpus 8..16 --global-batch 16 \
     --attention flash --seq-len 32768 --json
