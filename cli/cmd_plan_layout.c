@@ -45,7 +45,7 @@ static const char usage_text[] =
     "context-parallel (--cp), data-parallel, then pipeline (docs/llm.md, \"3D layouts\").\n"
     "With fewer than two of --tp/--pp/--dp, or with --search, it searches the dimensions\n"
     "not given (tp, pp, dp, microbatch size, interleaving, recompute, sequence\n"
-    "parallelism, ZeRO; synchronous schedules; not cp), ranks the best estimates by\n"
+    "parallelism, ZeRO, cp; synchronous schedules), ranks the best estimates by\n"
     "simulated throughput and prints the top five (docs/llm.md, \"Searching layouts\").\n"
     "\n"
     "  --model FILE            the transformer (Hugging Face config.json or\n"
@@ -56,7 +56,8 @@ static const char usage_text[] =
     "  --tp T, --pp P, --dp D  tensor-parallel ranks (within one server), pipeline ranks,\n"
     "                          data-parallel replicas; give two and the third is\n"
     "                          N / (their product x cp)\n"
-    "  --cp C                  context-parallel ranks (default 1; a fixed layout only):\n"
+    "  --cp C                  context-parallel ranks (a fixed layout: default 1; the\n"
+    "                          search: 1, 2, 4 or 8 where it applies, unless given):\n"
     "                          each sequence split over C ranks (Megatron-Core's\n"
     "                          --context-parallel-size, Transformer Engine's K/V ring);\n"
     "                          gpus = tp x cp x pp x dp; needs --attention flash and\n"
@@ -270,9 +271,6 @@ static int parse(int argc, char **argv, layout3d_options *o, given *g, const cha
     if (!*clus) return cli_fail(cmd, "expected -c CLUSTER.json with --model");
     if (!o->global_batch) return cli_fail(cmd, "expected --global-batch B with --model");
     int searching = g->search || (o->tp > 0) + (o->pp > 0) + (o->dp > 0) < 2;
-    if (searching && o->cp > 1)
-        return cli_fail(cmd, "--cp: needs a fixed layout (two of --tp, --pp and --dp, no "
-                        "--search): the layout search does not search context parallelism");
     if (g->top && !searching)
         return cli_fail(cmd, "--top: belongs to the layout search (fewer than two of --tp, "
                         "--pp and --dp, or --search); a fixed layout is simulated once");
@@ -421,10 +419,11 @@ static int balance_json(cJSON *j, const layout3d_balance_result *b)
 /* One ranked layout as "tp 4 x pp 8 x dp 32, microbatch 1, interleaved V 12, ...". */
 static void layout_text(const search3d_cand *c, char *buf, size_t n)
 {
-    char v[24] = "";
+    char v[24] = "", cps[24] = ""; /* cp only when > 1: rankings without it read as before */
     if (c->d.interleave > 1) snprintf(v, sizeof v, " V %d", c->d.interleave);
-    snprintf(buf, n, "tp %d x pp %d x dp %d, microbatch %d, %s%s, recompute %s%s, zero %d",
-             c->d.tp, c->d.pp, c->d.dp, c->o.microbatch_size, sched_kind_name(c->d.schedule),
+    if (c->d.cp > 1) snprintf(cps, sizeof cps, " x cp %d", c->d.cp);
+    snprintf(buf, n, "tp %d%s x pp %d x dp %d, microbatch %d, %s%s, recompute %s%s, zero %d",
+             c->d.tp, cps, c->d.pp, c->d.dp, c->o.microbatch_size, sched_kind_name(c->d.schedule),
              v, recompute_kind_name((recompute_kind)c->o.recompute),
              c->o.sequence_parallel ? ", sequence parallel" : "", c->o.zero);
 }

@@ -100,6 +100,9 @@ static const char *const usage_model =
     "  --checkpoint-layers K, --sequence-parallel, --zero 0|1, --schedule KIND\n"
     "                          fixed dimensions (the rest are searched), as plumb plan\n"
     "                          --model takes them\n"
+    "  --cp C                  context-parallel ranks of every layout (default: searched\n"
+    "                          in 1, 2, 4, 8 with --attention flash where 2 cp divides\n"
+    "                          the sequence, as plan --model's search)\n"
     "  --precision P, --seq-len S, --attention standard|flash\n"
     "                          how every layout computes (as plumb plan --model)\n"
     "  --p2p overlap|sync, --grad-sync overlap|end, --tp-overlap none|backward|full,\n"
@@ -118,7 +121,7 @@ static const char *const usage_model =
 
 enum { M_MODEL = 1100, M_GPUS, M_GB, M_TOKENS, M_PRICE, M_DEADLINE, M_TP, M_PP, M_MBS, M_V,
        M_RC, M_SP, M_ZERO, M_TOP, M_JSON, M_SVG, M_CKPT, M_SCHED, M_PREC, M_SEQ, M_ATTN, M_P2P,
-       M_TPO, M_OPG, M_GRED, M_OSTATE, M_BALANCE, M_GSYNC, M_SPLIT };
+       M_TPO, M_OPG, M_GRED, M_OSTATE, M_BALANCE, M_GSYNC, M_SPLIT, M_CP };
 
 /* The options of `plan --model` that set how a layout computes and runs (its schedule,
  * precision, sequence, attention, checkpointing, runtime) into o, with plan's messages.
@@ -187,7 +190,7 @@ static int parse_model(int argc, char **argv, search3d_options *o, const char **
         {"overlap-param-gather", no_argument, 0, M_OPG},
         {"grad-reduce", required_argument, 0, M_GRED},
         {"optimizer-state", required_argument, 0, M_OSTATE},
-        {"balance", no_argument, 0, M_BALANCE},
+        {"balance", no_argument, 0, M_BALANCE}, {"cp", required_argument, 0, M_CP},
         {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
     const char *cmd = "sweep";
     int ch, v;
@@ -211,6 +214,7 @@ static int parse_model(int argc, char **argv, search3d_options *o, const char **
             break;
         case M_TP: if (cli_int(cmd, "--tp", optarg, 1, 4096, &o->tp)) return 2; break;
         case M_PP: if (cli_int(cmd, "--pp", optarg, 1, 65536, &o->pp)) return 2; break;
+        case M_CP: if (cli_int(cmd, "--cp", optarg, 1, 4096, &o->cp)) return 2; break;
         case M_MBS:
             if (cli_int(cmd, "--microbatch-size", optarg, 1, 1 << 20, &o->microbatch_size))
                 return 2;

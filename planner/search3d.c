@@ -33,6 +33,7 @@ void search3d_options_from_layout(const layout3d_options *o, search3d_options *s
     so->gpus = o->gpus;
     so->global_batch = o->global_batch;
     so->tp = o->tp, so->pp = o->pp, so->dp = o->dp;
+    so->cp = o->cp;
     so->microbatch_size = o->microbatch_size;
     so->interleave = o->interleave;
     so->recompute = o->recompute;
@@ -60,6 +61,7 @@ void search3d_options_from_plan(const plan *pl, const sim_options *w, search3d_o
     so->gpus = plan_gpus(pl);
     so->global_batch = pl->microbatch_size * microbatches;
     so->tp = pl->tp;
+    so->cp = pl->cp > 1 ? pl->cp : 1;
     so->pp = pl->nstages / chunks;
     so->dp = pl->nstages > 0 ? pl->stages[0].replicas : 0;
     for (int s = 1; s < pl->nstages; s++)
@@ -121,12 +123,13 @@ static int list_push(cand_list *L, const search3d_cand *c)
 
 /* The options of layout (tp, pp, dp, b, V, schedule) under o, the rest from o (free ones
  * at their first value). */
-static layout3d_options layout_of(const search3d_options *o, int gpus, int tp, int pp, int dp,
-                                  int b, int v, int sched)
+static layout3d_options layout_of(const search3d_options *o, int gpus, int tp, int cp, int pp,
+                                  int dp, int b, int v, int sched)
 {
     layout3d_options l;
     layout3d_options_init(&l);
     l.gpus = gpus, l.tp = tp, l.pp = pp, l.dp = dp;
+    l.cp = cp > 1 ? cp : 0;
     l.global_batch = o->global_batch;
     l.microbatch_size = b;
     l.interleave = v;
@@ -215,7 +218,8 @@ static int try_plan(cand_list *L, const search3d_options *o, plan *pl, layout3d_
     int zeros[2], nz = 0, done[2] = {0, 0}, full_fits = 0;
     search3d_est full[2];
     for (int z = 0; z <= 1; z++)
-        if (o->zero != SEARCH3D_FREE ? z == o->zero : !z || d->dp > 1) zeros[nz++] = z;
+        if (o->zero != SEARCH3D_FREE ? z == o->zero : !z || d->dp * d->cp > 1)
+            zeros[nz++] = z; /* ZeRO-1 shards over dp x cp */
     if (o->recompute == SEARCH3D_FREE) {
         if (estimate_at(pl, o, RECOMPUTE_FULL, nz, zeros, full, err)) return -1;
         for (int i = 0; i < nz; i++) full_fits |= full[i].fits;
@@ -261,18 +265,33 @@ static int tp_ok(const transformer *t, int tp, int per_server)
            t->ffn % tp == 0;
 }
 
+/* 1 when the search tries cp context-parallel ranks at tp: the cp o fixes (> 0), else 1,
+ * or 2, 4, 8 where the attention is flash, 2 cp divides the sequence (seq tokens) and
+ * tp x cp divides a server of per_server devices (what layout3d and llm_profile_build
+ * ask of a searched cp). */
+static int cp_ok(const search3d_options *o, int tp, int cp, long long seq, int per_server)
+{
+    if (o->cp > 0) return cp == o->cp;
+    if (cp == 1) return 1;
+    return (cp == 2 || cp == 4 || cp == 8) && o->attention == LLM_ATTN_FLASH &&
+           seq % (2LL * cp) == 0 && per_server % (tp * cp) == 0;
+}
+
 /* Enumerates and estimates every layout of the free dimensions. 0, or -1 with err. */
 static int enumerate(cand_list *L, const transformer *t, const cluster *cut,
                      const char *cluster_file, const search3d_options *o, int *layouts,
                      int *batch_layouts, plumb_err *err)
 {
     int gpus = cut->ndevices, per_server = cut->levels[0].count;
+    long long seq = o->seq > 0 ? o->seq : t->seq;
     *layouts = *batch_layouts = 0;
-    for (int tp = 1; tp <= per_server; tp++) {
+    for (int tcp = 0; tcp < per_server * 8; tcp++) {
+        int tp = 1 + tcp % per_server, cp = 1 + tcp / per_server;
         if (o->tp > 0 ? tp != o->tp : !tp_ok(t, tp, per_server)) continue;
-        for (int pp = 1; pp <= t->layers && pp <= gpus / tp; pp++) {
-            if ((o->pp > 0 && pp != o->pp) || t->layers % pp || gpus % (tp * pp)) continue;
-            int dp = gpus / (tp * pp);
+        if (!cp_ok(o, tp, cp, seq, per_server)) continue;
+        for (int pp = 1; pp <= t->layers && pp <= gpus / (tp * cp); pp++) {
+            if ((o->pp > 0 && pp != o->pp) || t->layers % pp || gpus % (tp * cp * pp)) continue;
+            int dp = gpus / (tp * cp * pp);
             if (o->dp > 0 && dp != o->dp) continue;
             for (int vk = 0; vk < 64 * SCHED_NKINDS; vk++) {
                 int v = 1 + vk / SCHED_NKINDS, k = vk % SCHED_NKINDS;
@@ -291,7 +310,7 @@ static int enumerate(cand_list *L, const transformer *t, const cluster *cut,
                         if (o->sequence_parallel != SEARCH3D_FREE ? sp != o->sequence_parallel
                                                                   : sp && tp < 2)
                             continue;
-                        layout3d_options l = layout_of(o, gpus, tp, pp, dp, b, v, k);
+                        layout3d_options l = layout_of(o, gpus, tp, cp, pp, dp, b, v, k);
                         l.sequence_parallel = sp;
                         layout3d_dims d;
                         plumb_err e2 = {{0}};
@@ -343,13 +362,15 @@ static void no_fit(const cand_list *L, const search3d_options *o, int gpus, plum
     if (o->tp > 0 || o->pp > 0)
         h += (size_t)snprintf(hint + h, sizeof hint - h, "freeing --tp/--pp, ");
     double more = gpus * L->smallest_ratio;
-    int per = s->o.tp * s->o.pp;
+    int per = s->o.tp * (s->o.cp > 1 ? s->o.cp : 1) * s->o.pp;
     long long need = per > 0 ? ((long long)(more + per - 1) / per) * per : (long long)more;
     snprintf(hint + h, sizeof hint - h, "about %lld GPUs or more", need);
+    char cps[24] = ""; /* only > 1: as before */
+    if (s->d.cp > 1) snprintf(cps, sizeof cps, " x cp %d", s->d.cp);
     err_set(err, NULL, "--gpus", "expected a layout that fits the devices' memory (got the "
-            "smallest peak %s of %s, at tp %d x pp %d x dp %d, microbatch %d, recompute %s); "
+            "smallest peak %s of %s, at tp %d%s x pp %d x dp %d, microbatch %d, recompute %s); "
             "try %s", units_bytes(s->est.peak_bytes, pk, sizeof pk),
-            units_bytes(s->est.capacity_bytes, cap, sizeof cap), s->d.tp, s->d.pp, s->d.dp,
+            units_bytes(s->est.capacity_bytes, cap, sizeof cap), s->d.tp, cps, s->d.pp, s->d.dp,
             s->o.microbatch_size, recompute_kind_name((recompute_kind)s->o.recompute), hint);
 }
 
@@ -362,7 +383,7 @@ static void explain(const cand_list *L, const transformer *t, const cluster *cut
     int gpus = cut->ndevices, per = cut->levels[0].count;
     if (!layouts) {
         /* a fixed option that layout3d refuses names itself */
-        layout3d_options l = layout_of(o, gpus, o->tp, o->pp, o->dp,
+        layout3d_options l = layout_of(o, gpus, o->tp, o->cp, o->pp, o->dp,
                                        o->microbatch_size > 0 ? o->microbatch_size : 1,
                                        o->interleave > 0 ? o->interleave : 0, o->schedule);
         if ((o->tp > 0) + (o->pp > 0) + (o->dp > 0) >= 2) {
@@ -651,6 +672,7 @@ cJSON *search3d_cand_json(const search3d_cand *c)
     cJSON *e = cJSON_CreateObject();
     if (!e) return NULL;
     cJSON_AddNumberToObject(e, "tp", c->d.tp);
+    if (c->d.cp > 1) cJSON_AddNumberToObject(e, "cp", c->d.cp); /* only > 1: as before */
     cJSON_AddNumberToObject(e, "pp", c->d.pp);
     cJSON_AddNumberToObject(e, "dp", c->d.dp);
     cJSON_AddNumberToObject(e, "microbatch_size", c->o.microbatch_size);

@@ -29,6 +29,10 @@ typedef struct search3d_options {
     int gpus;              /* devices, whole servers from the cluster's first; 0: all */
     int global_batch;      /* sequences per iteration, > 0 */
     int tp, pp, dp;        /* fixed when > 0, else searched */
+    int cp;                /* context-parallel ranks: fixed when > 0; 0: searched in {1, 2,
+                              4, 8} where 2 cp divides the sequence, the attention is flash
+                              (Transformer Engine runs context parallelism only there) and
+                              tp x cp divides a server (docs/llm.md, "Context parallelism") */
     int microbatch_size;   /* fixed when > 0, else searched */
     int interleave;        /* fixed when > 0, else searched (1, and V > 1 interleaved) */
     int recompute;         /* recompute_kind, or SEARCH3D_FREE */

@@ -147,9 +147,10 @@ void sweep3d_print(const sweep3d_result *r, FILE *out)
             continue;
         }
         const search3d_cand *b = &p->best;
-        char lay[96], v[16] = "", days[24] = "-", cost[24] = "-", usd[24] = "-";
+        char lay[96], v[16] = "", cps[16] = "", days[24] = "-", cost[24] = "-", usd[24] = "-";
         if (b->d.interleave > 1) snprintf(v, sizeof v, " V %d", b->d.interleave);
-        snprintf(lay, sizeof lay, "tp %d pp %d dp %d b %d %s%s %s%s z%d", b->d.tp, b->d.pp,
+        if (b->d.cp > 1) snprintf(cps, sizeof cps, " cp %d", b->d.cp); /* only > 1: as before */
+        snprintf(lay, sizeof lay, "tp %d%s pp %d dp %d b %d %s%s %s%s z%d", b->d.tp, cps, b->d.pp,
                  b->d.dp, b->o.microbatch_size, sched_kind_name(b->d.schedule), v,
                  recompute_kind_name((recompute_kind)b->o.recompute),
                  b->o.sequence_parallel ? " sp" : "", b->o.zero);

@@ -36,8 +36,10 @@
  *    the same stage counted once. */
 #include "sim/cost.h"
 #include "sim/memory.h"
+#include "sim/sim.h"
 
 #include <ctype.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -324,15 +326,30 @@ void sim_cost_stage_state(sim_model *m, const plan *pl, const sim_net *net, int 
     if (m->gather_bytes)
         m->gather_bytes[st] = pl->overlap_param_gather && pl->zero && ps->replicas > 1 &&
                               tr && !tr->async ? params : 0;
-    /* with cp > 1 the engine runs the ring over the replicas' first devices only: their
-     * bytes are scaled so that each of its hops carries what a hop of the dp x cp ring does,
-     * 2 (N - 1) / N of the bytes per member at N = dp cp against 2 (r - 1) / r at r = dp
-     * (its 2 (r - 1) latencies stay r's; docs/sim.md, "Context parallelism") */
-    if (cp > 1 && ps->replicas > 1) {
-        double r = ps->replicas, f = ((group - 1.0) / group) / ((r - 1) / r);
-        m->grad_bytes[st] *= f;
-        if (m->gather_bytes) m->gather_bytes[st] *= f;
+    /* with cp > 1 the engine runs the dp x cp ring's steps over the replicas' devices
+     * (sim_model.ring_members; docs/sim.md, "Context parallelism") */
+    if (m->ring_members) m->ring_members[st] = cp > 1 ? group : 0;
+    if (m->ring_stride) m->ring_stride[st] = cp > 1 && pl->tp > 1 ? pl->tp : 1;
+}
+
+/* Seconds of stage st's dp x cp gradient reduction left after its last backward when the
+ * stage has one replica (no ring for the engine to run): the ring of allreduce_s in the
+ * engine's buckets, each ready evenly through that backward (b_s device seconds) as the
+ * engine's are, the last bucket's end past the backward's; all of allreduce_s with the
+ * reduction at the end (grad_sync end). 0 without cp or with replicas. */
+static double cp_reduce_exposed_s(const sim_model *m, const plan *pl, int st, double b_s)
+{
+    double ar = m->allreduce_s[st];
+    if (pl->cp <= 1 || pl->stages[st].replicas > 1 || !(ar > 0)) return 0;
+    if (pl->grad_sync_end || !(b_s > 0)) return ar;
+    double kb = ceil(m->grad_bytes[st] / SIM_BUCKET_BYTES);
+    int K = kb < 1 ? 1 : kb > 4096 ? 4096 : (int)kb;
+    double end = 0, d = ar / K;
+    for (int k = 0; k < K; k++) {
+        double ready = b_s * (k + 1) / K;
+        end = (end > ready ? end : ready) + d;
     }
+    return end - b_s;
 }
 
 void sim_cost_stage_cp(const plan *pl, const sim_net *n, int st, sim_tp_times *t)
@@ -429,6 +446,12 @@ static void price_stage(sim_model *m, const plan *pl, const schedule *s, const s
     sim_memory_layers(p, cross, ps->first_layer, ps->last_layer,
                       full ? pl->checkpoint_layers : 0, &L);
     sim_cost_stage_state(m, pl, net, st, L.params);
+    /* one replica of a cp > 1 stage: the engine runs no ring, its reduction over the cp
+     * ranks holds the optimizer step by what outlasts the last backward */
+    if (pl->cp > 1 && ps->replicas == 1) {
+        double cs = comm_scale(m, s, st, straggler_device, straggler_factor);
+        a[SIM_C_STEP] += cp_reduce_exposed_s(m, pl, st, a[splits ? SIM_C_W : SIM_C_B] * cs) / cs;
+    }
     sim_mem_setting ms = {scale, pl->recompute, pl->checkpoint_layers, splits,
                           m->nccl_buffers, pl->precision, pl->zero,
                           ps->replicas * (pl->cp > 1 ? pl->cp : 1),
@@ -533,6 +556,8 @@ int sim_model_alloc(sim_model *m, const schedule *s)
     m->cut_bytes = calloc(ns, sizeof *m->cut_bytes);
     m->allreduce_s = calloc(ns, sizeof *m->allreduce_s);
     m->grad_bytes = calloc(ns, sizeof *m->grad_bytes);
+    m->ring_members = calloc(ns, sizeof *m->ring_members);
+    m->ring_stride = calloc(ns, sizeof *m->ring_stride);
     m->stash_bytes = calloc(ns, sizeof *m->stash_bytes);
     m->transient_bytes = calloc(ns, sizeof *m->transient_bytes);
     m->gradbuf_bytes = calloc(ns, sizeof *m->gradbuf_bytes);
@@ -545,7 +570,8 @@ int sim_model_alloc(sim_model *m, const schedule *s)
     if (!m->staging_bytes || !m->worker_device || !m->worker_scale || !m->act_s || !m->cut_bytes ||
         !m->allreduce_s || !m->grad_bytes || !m->stash_bytes || !m->transient_bytes ||
         !m->gradbuf_bytes || !m->slotbuf_bytes || !m->workspace_bytes || !m->step_bytes ||
-        !m->worker_mem_Bps || !m->gather_bytes) {
+        !m->worker_mem_Bps || !m->gather_bytes || !m->ring_members ||
+        !m->ring_stride) {
         sim_model_release(m);
         return -1;
     }
@@ -563,6 +589,8 @@ void sim_model_release(sim_model *m)
     free(m->act_s);
     free(m->cut_bytes);
     free(m->allreduce_s);
+    free(m->ring_members);
+    free(m->ring_stride);
     free(m->grad_bytes);
     free(m->stash_bytes);
     free(m->transient_bytes);

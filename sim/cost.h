@@ -26,9 +26,9 @@ int sim_cost_build(sim_model *m, const plan *pl, const schedule *s, const sim_ne
  * grad_bytes, step_bytes: `params` parameter bytes times sim_memory_state's figures for
  * pl's precision, ZeRO stage and the stage's replicas) and its ring all-reduce time
  * (allreduce_s, over the stage's replica devices; with cp > 1 over every context-parallel
- * rank of them, sim_cost_dp_group, and ZeRO sharding over those replicas x cp ranks, the
- * engine's grad_bytes and gather_bytes scaled so that its ring over the replicas moves per
- * hop what the replicas x cp ring does). sim_cost_build prices every stage with
+ * rank of them, sim_cost_dp_group, and ZeRO sharding over those replicas x cp ranks,
+ * ring_members[st] (when m has it) replicas x cp so that the engine's ring runs that ring's
+ * steps; 0 without cp). sim_cost_build prices every stage with
  * it; the layout search (planner/search3d_est.c) prices one pipeline of a replicated plan
  * and sets each stage's state for the replicas with it. m's arrays must be allocated
  * (sim_cost_build). */

@@ -82,6 +82,16 @@ typedef struct sim_model {
                                  microbatch (sent s -> s+1 forward, s+1 -> s backward) */
     double *allreduce_s;      /* [nstages] ring all-reduce time of the stage's gradients */
     double *grad_bytes;       /* [nstages] gradient bytes all-reduced */
+    int *ring_members;        /* [nstages] members of the stage's data-parallel ring: 0 = its
+                                 replicas (NULL in hand-built models: all 0); more with
+                                 context parallelism (replicas x cp, sim_cost_dp_group): the
+                                 engine's ring over the replicas' devices then runs the
+                                 N-member ring's 2 (N - 1) steps of bytes / N per hop, the
+                                 cp ranks' hops inside a replica not link transfers of their
+                                 own, its hops' widths those of the N-member ring,
+                                 sim_net_ring_widths; docs/sim.md, "Context parallelism") */
+    int *ring_stride;         /* [nstages] with ring_members: a replica's context ranks are
+                                 its device + k ring_stride (tp), k < members / replicas */
     double *stash_bytes;      /* [nstages] bytes kept per buffer slot: the stage
                                  input, every layer's output and saved tensors (with
                                  recompute the input and output), the W pass's gradients */

@@ -556,10 +556,14 @@ static int group_new(eng *E, int s, int iter, int phase)
     /* the one ring moves grad_bytes per bucket and hop in 2 (r - 1) steps; split, the
      * reduce-scatter moves the gradients' share and the all-gather the parameters' */
     double bytes = group_bytes(E->m, s, phase);
+    /* with context parallelism the ring has more members than the stage has replicas
+     * (sim_model.ring_members): its steps and per-hop bytes are that ring's */
+    const int *rm = E->m->ring_members;
+    int N = rm && rm[s] > need ? rm[s] : need;
     E->gr[gi] = (group){.stage = s, .need = need, .mem_off = E->ngmem, .iter = iter,
-                        .comm = comm, .K = K, .steps = (phase ? 1 : 2) * (need - 1),
+                        .comm = comm, .K = K, .steps = (phase ? 1 : 2) * (N - 1),
                         .phase = phase, .ag = -1, .bend_off = -1,
-                        .hop_bytes = bytes / K / need, .maxreach = -INFINITY, .start = -1};
+                        .hop_bytes = bytes / K / N, .maxreach = -INFINITY, .start = -1};
     E->ngmem += need;
     if (phase == 2) {
         while (E->nbend + K > E->capbend)

@@ -308,6 +308,12 @@ out:
     return rc;
 }
 
+/* Stage s's device stride between a replica's context ranks (1 where rs says nothing). */
+static int rs_of(const int *rs, int s)
+{
+    return rs && rs[s] > 0 ? rs[s] : 1;
+}
+
 /* E->ringw: each ring hop's width, its ring's sim_net_ring_widths (1 for a stage whose
  * all-reduce moves nothing). 0 or -1 (memory). */
 static int ring_widths(eng *E)
@@ -319,23 +325,40 @@ static int ring_widths(eng *E)
         if (sc->replicas[s] > rmax)
             rmax = sc->replicas[s];
     }
-    int *devs = malloc((size_t)rmax * sizeof *devs);
+    const int *rm = E->m->ring_members, *rs = E->m->ring_stride;
+    int nmax = rmax;
+    for (int s = 0; s < E->ns; s++)
+        if (rm && rm[s] > nmax) nmax = rm[s];
+    int *devs = malloc((size_t)nmax * sizeof *devs);
+    int *fw = malloc((size_t)nmax * sizeof *fw);
     E->ringw = malloc(((size_t)tot + 1) * sizeof *E->ringw);
-    if (!devs || !E->ringw) {
+    if (!devs || !fw || !E->ringw) {
         free(devs);
+        free(fw);
         return eng_oom(E);
     }
     int rc = 0;
     for (int s = 0; s < E->ns && !rc; s++) {
         int r = sc->replicas[s], *w = E->ringw + sc->stage_first[s];
+        /* with context parallelism (ring_members = r cp) the widths are the dp x cp ring's:
+         * replica j's ranks at its device + k ring_stride, its hop to replica j + 1 the
+         * full ring's hop from its last rank */
+        int cp = rm && rm[s] > r && r > 0 && rm[s] % r == 0 && rs ? rm[s] / r : 1;
         for (int j = 0; j < r; j++) {
-            devs[j] = E->m->worker_device[sc->stage_workers[sc->stage_first[s] + j]];
+            int d = E->m->worker_device[sc->stage_workers[sc->stage_first[s] + j]];
+            for (int k = 0; k < cp; k++) devs[j * cp + k] = d + k * rs_of(rs, s);
             w[j] = 1;
         }
-        if (eng_ring_moves(E, s))
+        if (!eng_ring_moves(E, s)) continue;
+        if (cp == 1) {
             rc = sim_net_ring_widths(&E->m->net, devs, r, w);
+            continue;
+        }
+        rc = sim_net_ring_widths(&E->m->net, devs, r * cp, fw);
+        for (int j = 0; j < r && !rc; j++) w[j] = fw[j * cp + cp - 1];
     }
     free(devs);
+    free(fw);
     return rc ? eng_oom(E) : 0;
 }
 

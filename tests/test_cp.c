@@ -5,6 +5,7 @@
  * time in the simulator's cost, the plan file's "cp" round trip, and each bad input's one
  * line. */
 #include <criterion/criterion.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +18,7 @@
 #include "planner/llm_profile.h"
 #include "sim/cost.h"
 #include "sim/engine.h"
+#include "sim/sim.h"
 
 #define A100 "profiles/clusters/dgx-a100-80g.json"
 
@@ -176,11 +178,12 @@ Test(cp, order_and_dp_group)
     m.gradmem_bytes = calloc(2, sizeof *m.gradmem_bytes);
     m.optmem_bytes = calloc(2, sizeof *m.optmem_bytes);
     sim_cost_stage_state(&m, pl, &net, 0, 1e9);
-    cr_assert_float_eq(m.allreduce_s[0], sim_net_allreduce_s(&net, devs, 4, m.grad_bytes[0] /
-                       ((3.0 / 4) / (1.0 / 2))), 1e-12);
-    /* ZeRO off: fp32 main gradients of bf16 weights reduced, the engine's ring over the
-     * 2 replicas scaled to carry the 4-rank ring's 2 x 3/4 per member */
-    cr_assert_float_eq(m.grad_bytes[0], 2e9 * (3.0 / 4) / (1.0 / 2), 1);
+    cr_assert_float_eq(m.allreduce_s[0], sim_net_allreduce_s(&net, devs, 4, m.grad_bytes[0]),
+                       1e-12);
+    /* ZeRO off: fp32 main gradients of bf16 weights reduced, unscaled: the engine's ring
+     * runs the 4 members' steps (ring_members) */
+    cr_assert_float_eq(m.grad_bytes[0], 2e9, 1);
+    cr_assert_eq(m.ring_members[0], 4);
     sim_model_release(&m);
     plan_free(pl);
 }
@@ -213,6 +216,72 @@ Test(cp, ring_cost)
     sim_cost_stage_cp(pl, &net, 0, &t);
     cr_assert_eq(t.comm_f, 0);
     cr_assert_eq(t.f, 0);
+    plan_free(pl);
+}
+
+/* dp 1, cp 2 (tp 2, pp 2): stage 0's gradients are still reduced over its two cp ranks, a
+ * ring of 2 over NVLink (devices 0 and 2) of the fp32 gradients' bytes, bytes / rate + 2 latencies; the
+ * engine has no ring for one replica, so what of it outlasts the last backward (the
+ * buckets' fold, at least the last bucket) holds the optimizer step. */
+Test(cp, reduce_dp1)
+{
+    layout3d_options o = opts(2, 2, 2, 1);
+    plumb_err err = {{0}};
+    plan *pl = build(&o, &err);
+    cr_assert_not_null(pl, "%s", err.msg);
+    cr_assert_eq(pl->stages[0].replicas, 1);
+    sim_net net;
+    sim_net_from_cluster(&net, pl->clus, NULL);
+    schedule *s = schedule_from_plan(pl, 3, &err);
+    cr_assert_not_null(s, "%s", err.msg);
+    sim_model m;
+    cr_assert_eq(sim_cost_build(&m, pl, s, &net, -1, 1, &err), 0, "%s", err.msg);
+    double rate, lat;
+    cr_assert(sim_net_path(&net, 0, 2, &rate, &lat) >= 0);
+    double g = m.grad_bytes[0];
+    cr_assert(g > 0);
+    cr_assert_float_eq(m.allreduce_s[0], g / rate + 2 * lat, 1e-12 * (1 + m.allreduce_s[0]));
+    double kb = ceil(g / SIM_BUCKET_BYTES);
+    cr_assert(m.act_s[SIM_C_STEP] >= m.allreduce_s[0] / kb - 1e-15, "%g", m.act_s[SIM_C_STEP]);
+    cr_assert(m.act_s[SIM_C_STEP] <= m.allreduce_s[0] + 1e-15);
+    sim_model_release(&m);
+    schedule_free(s);
+    plan_free(pl);
+}
+
+/* dp 2, cp 2 (tp 2): the engine's ring runs the 4 members' 2 (4 - 1) steps per bucket, each
+ * a transfer on the replicas' hop 0 -> 4 (one per hop with ring_per_hop), and moves 2 x 3/4
+ * of the gradients over it per iteration. */
+Test(cp, reduce_dp2_four_members)
+{
+    layout3d_options o = opts(2, 2, 1, 2);
+    plumb_err err = {{0}};
+    plan *pl = build(&o, &err);
+    cr_assert_not_null(pl, "%s", err.msg);
+    cr_assert_eq(pl->stages[0].devices[1], 4);
+    sim_net net;
+    sim_net_from_cluster(&net, pl->clus, NULL);
+    int iters = 3;
+    schedule *s = schedule_from_plan(pl, iters, &err);
+    cr_assert_not_null(s, "%s", err.msg);
+    sim_model m;
+    cr_assert_eq(sim_cost_build(&m, pl, s, &net, -1, 1, &err), 0, "%s", err.msg);
+    m.ring_per_hop = 1;
+    double g = m.grad_bytes[0], kb = ceil(g / SIM_BUCKET_BYTES);
+    sim_result r;
+    cr_assert_eq(sim_engine_run(&m, &r, &err), 0, "%s", err.msg);
+    int found = 0;
+    for (int i = 0; i < r.nlinks; i++) {
+        const sim_link_stat *l = &r.links[i];
+        if (l->src != 0 || l->dst != 4) continue;
+        found = 1;
+        cr_assert_eq(l->transfers, (long long)(iters * kb * 2 * 3), "%lld", l->transfers);
+        cr_assert_float_eq(l->bytes, iters * g * 2 * 3 / 4, 1e-6 * g);
+    }
+    cr_assert(found, "no link 0 -> 4");
+    sim_result_free(&r);
+    sim_model_release(&m);
+    schedule_free(s);
     plan_free(pl);
 }
 

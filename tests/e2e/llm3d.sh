@@ -149,7 +149,7 @@ expect_bad split-bad-ui 'ui: --p2p-split: expected scatter-gather or whole (got 
 # --cp 2 (context parallelism, Llama 3 8B at 8192 tokens, tp 2 x cp 2 x dp 2 on 8 A100s):
 # the text and JSON say cp, the plan file carries "cp": 2 and plumb sim reads it back at the
 # same iteration, at 2 / 3 of cp 1's tokens per GPU or better (each rank computes half the
-# sequence); 2 cp not dividing the sequence, standard attention and the search are one line
+# sequence); 2 cp not dividing the sequence and standard attention are one line
 L3=examples/llm/llama3-8b.json
 CP=(--gpus 8 --tp 2 --pp 1 --global-batch 16 --recompute full --zero 1 --attention flash)
 ok cp-text "$P" plan --model $L3 -c $A100 "${CP[@]}" --cp 2 --dp 2 -o "$d/cp.json"
@@ -186,9 +186,17 @@ expect_bad_silent cp-bad-seq 'plan: --cp: expected 2 x cp = 8 to divide the sequ
 expect_bad_silent cp-bad-attn 'plan: --cp: expected --attention flash with --cp 2' "$d/bad.json" \
     "$P" plan --model $L3 -c $A100 --gpus 8 --tp 2 --pp 1 --dp 2 --cp 2 --global-batch 8 \
     -o "$d/bad.json"
-expect_bad_silent cp-bad-search 'plan: --cp: needs a fixed layout' "$d/bad.json" \
-    "$P" plan --model $L3 -c $A100 --gpus 8 --cp 2 --global-batch 8 --attention flash \
-    -o "$d/bad.json"
+# the search: --cp 2 pins it (every ranked row says cp 2); without --cp it searches cp where
+# it applies (flash attention, 2 cp dividing the 8192 tokens: the best at global batch 16 is
+# tp 1 x cp 8 x dp 1, 4.258 s against cp 1's best 4.462 s); standard attention: no cp row
+ok cp-search "$P" plan --model $L3 -c $A100 --gpus 8 --cp 2 --global-batch 16 --attention flash
+has cp-search '^#1 tp [0-9]* x cp 2 x pp [0-9]* x dp [0-9]*,'
+[ "$(grep -c '^#[0-9]' "$d/out")" = "$(grep -c '^#[0-9] tp [0-9]* x cp 2 x' "$d/out")" ] ||
+    { echo "FAIL cp-search: a row without cp 2"; fail=1; }
+ok cp-search-free "$P" plan --model $L3 -c $A100 --gpus 8 --global-batch 16 --attention flash --json
+has cp-search-free '^			"cp":	[248],'
+ok cp-search-std "$P" plan --model $L3 -c $A100 --gpus 8 --global-batch 16
+grep -q ' x cp ' "$d/out" && { echo "FAIL cp-search-std: a cp row with standard attention"; fail=1; }
 
 cp $GPT3 "$d/model.json"
 before=$(cksum <"$d/model.json")

@@ -232,5 +232,13 @@ sweep_bad sweep-no-fit 'expected a layout that fits the devices' \
 ok profile-tp "$P" profile --model $LLAMA -c $A100 --tp 8 -o "$d/tp8.json"
 sweep_bad sweep-tp-profile "tp8.json: tensor_parallel: expected 1: plumb sweep -p places whole layers on single devices (got 8)" \
     -p "$d/tp8.json" -c $A100 --gpus 8..16
+# context parallelism in the search: --cp 8 pins it (tp 1 x cp 8 on a server's 8 GPUs);
+# a sequence that 2 cp does not divide (8190 tokens) searches cp 1 only, as before
+ok search-cp8 "$P" plan --model examples/llm/llama3-8b.json -c $A100 --gpus 8 \
+    --global-batch 16 --attention flash --cp 8
+has search-cp8 '^#1 tp 1 x cp 8 x pp 1 x dp 1, '
+ok search-cp-odd "$P" plan --model examples/llm/llama3-8b.json -c $A100 --gpus 8 \
+    --global-batch 16 --attention flash --seq-len 8190
+grep -q ' x cp ' "$d/out" && { echo "FAIL search-cp-odd: a cp row at 8190 tokens"; fail=1; }
 [ "$fail" = 0 ] && echo "search3d.sh: ok"
 exit "$fail"

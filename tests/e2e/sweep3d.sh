@@ -123,5 +123,21 @@ for c in "--zero 0 --overlap-param-gather" "--tp 1 --tp-overlap full" "--p2p syn
     [ "$(sed 's/^plumb: sweep: //' "$d/sweep.err")" = "$(sed 's/^plumb: plan: //' "$d/plan.err")" ] ||
         { echo "FAIL same-line $c: sweep: $(cat "$d/sweep.err") / plan: $(cat "$d/plan.err")"; fail=1; }
 done
+# context parallelism: at 32768 tokens with flash attention the sweep searches cp (the best
+# at 8 and 16 H100s: tp 2 x cp 4 x dp 1 and tp 1 x cp 8 x dp 2), the same best as plan's search;
+# --cp 4 pins it at every count
+ok sweep-cp "$P" sweep --model $LLAMA -c $H100 --gpus 8..16 --global-batch 16 \
+    --attention flash --seq-len 32768 --json
+cp "$d/out" "$d/sweep.json"
+for g in 8 16; do
+    ok "plan-cp $g" "$P" plan --model $LLAMA -c $H100 --gpus $g --global-batch 16 --top 3 \
+        --attention flash --seq-len 32768 --json
+    same_best "sweep-cp at $g" $g
+done
+grep -q '"cp":	[248]' "$d/sweep.json" || { echo "FAIL sweep-cp: no best layout with cp"; fail=1; }
+ok sweep-cp4 "$P" sweep --model $LLAMA -c $H100 --gpus 8..16 --global-batch 16 \
+    --attention flash --seq-len 32768 --cp 4
+has sweep-cp4 '^ +8  tp [0-9]+ cp 4 pp '
+has sweep-cp4 '^ +16  tp [0-9]+ cp 4 pp '
 [ $fail = 0 ] && echo "sweep3d.sh: ok"
 exit $fail
