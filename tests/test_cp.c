@@ -19,34 +19,14 @@
 #include "sim/cost.h"
 #include "sim/engine.h"
 #include "sim/sim.h"
+#include "llmfix.h"
 
 #define A100 "profiles/clusters/dgx-a100-80g.json"
 
 /* A 4-block model of 8 heads (head width 32) with 2 key/value heads, 128 positions. */
-static transformer *small_model(void)
-{
-    const char *text = "{\"format\": \"plumb-transformer/1\", \"name\": \"small\", "
-        "\"hidden_size\": 256, \"num_hidden_layers\": 4, \"num_attention_heads\": 8, "
-        "\"num_key_value_heads\": 2, \"intermediate_size\": 512, "
-        "\"max_position_embeddings\": 128, \"vocab_size\": 1000, \"mlp\": \"swiglu\", "
-        "\"norm\": \"rmsnorm\", \"position_embedding\": \"rotary\", \"bias\": false, "
-        "\"tie_word_embeddings\": false, \"dropout\": false}";
-    plumb_err err = {{0}};
-    cJSON *root = json_parse_text("t.json", text, strlen(text), &err);
-    cr_assert_not_null(root, "%s", err.msg);
-    transformer *t = transformer_from_json(root, "t.json", &err);
-    cJSON_Delete(root);
-    cr_assert_not_null(t, "%s", err.msg);
-    return t;
-}
+static transformer *small_model(void) { return llmfix_small(2, 512); }
 
-static cluster *a100(void)
-{
-    plumb_err err = {{0}};
-    cluster *c = cluster_load(A100, &err);
-    cr_assert_not_null(c, "%s", err.msg);
-    return c;
-}
+static cluster *a100(void) { return llmfix_cluster(A100); }
 
 static profile *prof_at(int tp, int cp, long long seq)
 {

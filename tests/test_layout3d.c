@@ -15,49 +15,16 @@
 #include "core/schedule.h"
 #include "core/transformer.h"
 #include "planner/layout3d.h"
+#include "llmfix.h"
 
 #define A100 "profiles/clusters/dgx-a100-80g.json"
 #define GPT3 "examples/llm/gpt3-175b.json"
 
-static transformer *model(const char *path)
-{
-    plumb_err err = {{0}};
-    transformer *t = transformer_load(path, &err);
-    cr_assert_not_null(t, "%s: %s", path, err.msg);
-    return t;
-}
+static transformer *model(const char *path) { return llmfix_model(path); }
 
-static transformer *model_text(const char *text)
-{
-    plumb_err err = {{0}};
-    cJSON *root = json_parse_text("t.json", text, strlen(text), &err);
-    cr_assert_not_null(root, "%s", err.msg);
-    transformer *t = transformer_from_json(root, "t.json", &err);
-    cJSON_Delete(root);
-    cr_assert_not_null(t, "%s", err.msg);
-    return t;
-}
+static transformer *small_model(int kv, int ffn) { return llmfix_small(kv, ffn); }
 
-/* A 4-block model of 8 heads with kv key/value heads and MLP width ffn. */
-static transformer *small_model(int kv, int ffn)
-{
-    char text[640];
-    snprintf(text, sizeof text, "{\"format\": \"plumb-transformer/1\", \"name\": \"small\", "
-             "\"hidden_size\": 256, \"num_hidden_layers\": 4, \"num_attention_heads\": 8, "
-             "\"num_key_value_heads\": %d, \"intermediate_size\": %d, "
-             "\"max_position_embeddings\": 128, \"vocab_size\": 1000, \"mlp\": \"swiglu\", "
-             "\"norm\": \"rmsnorm\", \"position_embedding\": \"rotary\", \"bias\": false, "
-             "\"tie_word_embeddings\": false, \"dropout\": false}", kv, ffn);
-    return model_text(text);
-}
-
-static cluster *a100(void)
-{
-    plumb_err err = {{0}};
-    cluster *c = cluster_load(A100, &err);
-    cr_assert_not_null(c, "%s", err.msg);
-    return c;
-}
+static cluster *a100(void) { return llmfix_cluster(A100); }
 
 static layout3d_options opts(int gpus, int tp, int pp, int dp, int gb, int mbs)
 {

@@ -18,6 +18,7 @@
 #include "core/cluster.h"
 #include "core/schedule_traits.h"
 #include "core/transformer.h"
+#include "llmfix.h"
 #include "planner/search3d.h"
 #include "planner/sweep3d.h"
 #include "sim/sim.h"
@@ -31,21 +32,9 @@
                             before the interleaved and zb-h1 orders were replayed and
                             the interleaved chunks' all-reduces added up: 3.8 % worst) */
 
-static transformer *model(const char *path)
-{
-    plumb_err err = {{0}};
-    transformer *t = transformer_load(path, &err);
-    cr_assert_not_null(t, "%s: %s", path, err.msg);
-    return t;
-}
+static transformer *model(const char *path) { return llmfix_model(path); }
 
-static cluster *a100(void)
-{
-    plumb_err err = {{0}};
-    cluster *c = cluster_load(A100, &err);
-    cr_assert_not_null(c, "%s", err.msg);
-    return c;
-}
+static cluster *a100(void) { return llmfix_cluster(A100); }
 
 typedef struct hand {
     int tp, pp, b, v, rc, sp, zero, sched;

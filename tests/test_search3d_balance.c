@@ -13,6 +13,7 @@
 #include "planner/balance3d.h"
 #include "planner/search3d.h"
 #include "sim/sim.h"
+#include "llmfix.h"
 
 #define A100 "profiles/clusters/dgx-a100-80g.json"
 #define GPT2 "examples/llm/gpt2.json"
@@ -22,11 +23,8 @@ static cluster *c;
 
 static void setup(void)
 {
-    plumb_err err = {{0}};
-    t = transformer_load(GPT2, &err);
-    cr_assert_not_null(t, "%s", err.msg);
-    c = cluster_load(A100, &err);
-    cr_assert_not_null(c, "%s", err.msg);
+    t = llmfix_model(GPT2);
+    c = llmfix_cluster(A100);
 }
 
 static void teardown(void)

@@ -13,6 +13,7 @@
 #include "planner/llm_profile.h"
 #include "planner/search3d.h"
 #include "sim/sim.h"
+#include "llmfix.h"
 
 #define A100 "profiles/clusters/dgx-a100-80g.json"
 #define L3 "examples/llm/llama3-8b.json"
@@ -23,11 +24,8 @@ static cluster *c;
 
 static void setup(void)
 {
-    plumb_err err = {{0}};
-    t = transformer_load(L3, &err);
-    cr_assert_not_null(t, "%s", err.msg);
-    c = cluster_load(A100, &err);
-    cr_assert_not_null(c, "%s", err.msg);
+    t = llmfix_model(L3);
+    c = llmfix_cluster(A100);
 }
 
 static void teardown(void)

@@ -19,6 +19,7 @@
 #include "core/transformer.h"
 #include "planner/search3d.h"
 #include "sim/sim.h"
+#include "llmfix.h"
 
 #define H100 "profiles/clusters/dgx-h100.json"
 #define GPT3 "examples/llm/gpt3-175b.json"
@@ -26,21 +27,9 @@
 #define RUNTIME_DELTA_TOL 0.25 /* the change a setting makes, estimate against simulator,
                                   relative to the simulator's change */
 
-static transformer *gpt3(void)
-{
-    plumb_err err = {{0}};
-    transformer *t = transformer_load(GPT3, &err);
-    cr_assert_not_null(t, "%s", err.msg);
-    return t;
-}
+static transformer *gpt3(void) { return llmfix_model(GPT3); }
 
-static cluster *h100(void)
-{
-    plumb_err err = {{0}};
-    cluster *c = cluster_load(H100, &err);
-    cr_assert_not_null(c, "%s", err.msg);
-    return c;
-}
+static cluster *h100(void) { return llmfix_cluster(H100); }
 
 typedef struct lay {
     int gpus, tp, pp, v, rc, zero, sched;
