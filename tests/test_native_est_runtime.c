@@ -481,7 +481,7 @@ Test(native_est_runtime, score_waits_for_a_steady_window)
  * simulated) unscored, and the plan was 512 x 8 with recomputation at 2.0 M. The
  * asynchronous kinds' second lead of a group has other replica counts than the first
  * (nm_finish), so the plan is 1024-1024-1024-1024 above 3 M samples/s. */
-Test(native_est_runtime, async_leads_of_other_counts, .timeout = 240)
+Test(native_est_runtime, async_leads_of_other_counts, .timeout = 120)
 {
     profile *p = shipped_profile("resnet18");
     cluster *c = shipped_cluster("dgx-h100");
