@@ -93,7 +93,7 @@ static double exposed_allreduce(const sim_model *mo, const sim_net *net, const p
     if (ps->replicas <= 1) return 0;
     /* the ring of the stage's data-parallel group: with cp > 1 every context rank of its
      * replicas (sim_cost_dp_group), as the simulator's ring runs it */
-    int n = ps->replicas * (pl->cp > 1 ? pl->cp : 1), small[64];
+    int n = ps->replicas * plan_cp(pl), small[64];
     int *devs = n <= 64 ? small : malloc((size_t)n * sizeof *devs);
     if (!devs) return 0;
     n = sim_cost_dp_group(pl, first, devs);

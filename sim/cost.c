@@ -286,7 +286,7 @@ static double comm_scale(const sim_model *m, const schedule *s, int st, int stra
 int sim_cost_dp_group(const plan *pl, int st, int *devs)
 {
     const plan_stage *ps = &pl->stages[st];
-    int cp = pl->cp > 1 ? pl->cp : 1, tp = pl->tp > 1 ? pl->tp : 1, n = 0;
+    int cp = plan_cp(pl), tp = plan_tp(pl), n = 0;
     for (int r = 0; r < ps->replicas; r++)
         for (int k = 0; k < cp; k++) devs[n++] = ps->devices[r] + k * tp;
     return n;
@@ -310,7 +310,7 @@ void sim_cost_stage_state(sim_model *m, const plan *pl, const sim_net *net, int 
                           double params)
 {
     const plan_stage *ps = &pl->stages[st];
-    int cp = pl->cp > 1 ? pl->cp : 1, group = ps->replicas * cp;
+    int cp = plan_cp(pl), group = ps->replicas * cp;
     sim_state_mul sm;
     sim_memory_state_of(pl->precision, pl->grad_reduce, pl->optimizer_state, pl->zero,
                         group, pl->optimizer, &sm);
@@ -329,7 +329,7 @@ void sim_cost_stage_state(sim_model *m, const plan *pl, const sim_net *net, int 
     /* with cp > 1 the engine runs the dp x cp ring's steps over the replicas' devices
      * (sim_model.ring_members; docs/sim.md, "Context parallelism") */
     if (m->ring_members) m->ring_members[st] = cp > 1 ? group : 0;
-    if (m->ring_stride) m->ring_stride[st] = cp > 1 && pl->tp > 1 ? pl->tp : 1;
+    if (m->ring_stride) m->ring_stride[st] = cp > 1 ? plan_tp(pl) : 1;
 }
 
 /* Seconds of stage st's dp x cp gradient reduction left after its last backward when the
@@ -358,7 +358,7 @@ void sim_cost_stage_cp(const plan *pl, const sim_net *n, int st, sim_tp_times *t
     const plan_stage *ps = &pl->stages[st];
     memset(t, 0, sizeof *t);
     if (pl->cp <= 1 || !ps->devices || ps->replicas < 1) return;
-    int cp = pl->cp, tp = pl->tp > 1 ? pl->tp : 1, small[64];
+    int cp = plan_cp(pl), tp = plan_tp(pl), small[64];
     int *devs = cp <= 64 ? small : malloc((size_t)cp * sizeof *devs);
     if (!devs) return;
     for (int k = 0; k < cp; k++) devs[k] = ps->devices[0] + k * tp;
@@ -454,7 +454,7 @@ static void price_stage(sim_model *m, const plan *pl, const schedule *s, const s
     }
     sim_mem_setting ms = {scale, pl->recompute, pl->checkpoint_layers, splits,
                           m->nccl_buffers, pl->precision, pl->zero,
-                          ps->replicas * (pl->cp > 1 ? pl->cp : 1),
+                          ps->replicas * plan_cp(pl),
                           pl->optimizer, pl->grad_reduce, pl->optimizer_state};
     sim_stage_mem t;
     sim_memory_stage(&L, &ms, &t);

@@ -168,6 +168,28 @@ Test(cp, order_and_dp_group)
     plan_free(pl);
 }
 
+/* plan_tp and plan_cp, the one clamp of each degree: a plan's own degree, 1 below 1 (a plan
+ * written without the field) and for no plan; plan_group_width is their product. */
+Test(cp, degree_accessors)
+{
+    layout3d_options o = opts(2, 4, 1, 1);
+    plumb_err err = {{0}};
+    plan *pl = build(&o, &err);
+    cr_assert_not_null(pl, "%s", err.msg);
+    cr_assert_eq(plan_tp(pl), 2);
+    cr_assert_eq(plan_cp(pl), 4);
+    cr_assert_eq(plan_group_width(pl), 8);
+    pl->tp = 0, pl->cp = 0;
+    cr_assert_eq(plan_tp(pl), 1);
+    cr_assert_eq(plan_cp(pl), 1);
+    cr_assert_eq(plan_group_width(pl), 1);
+    pl->tp = 2, pl->cp = 4;
+    cr_assert_eq(plan_tp(NULL), 1);
+    cr_assert_eq(plan_cp(NULL), 1);
+    cr_assert_eq(plan_group_width(NULL), 1);
+    plan_free(pl);
+}
+
 /* The ring in the cost: at cp 2 each block's forward moves one chunk and its backward two
  * per step over the ring's link; the steps' own time is that, and what blocks is no more;
  * nothing at cp 1. */
