@@ -234,6 +234,13 @@ int plan_tp(const plan *pl);
  * context parallelism) or pl is NULL. The one place that clamps it, as plan_tp. */
 int plan_cp(const plan *pl);
 
+/* The device of context-parallel rank k of replica r of stage st: the replica's first
+ * device (stages[st].devices[r]) plus k tensor groups, Megatron-Core's order tp-cp-dp-pp
+ * (the plan's "cp" field above). The one place that says which devices form a replica's
+ * context ranks: the data-parallel group, the K/V ring and the simulator's gradient ring
+ * ask here. -1 when pl has no such stage, replica or rank (k outside 0 .. plan_cp - 1). */
+int plan_cp_device(const plan *pl, int st, int r, int k);
+
 /* Devices one stage replica spans: plan_tp x plan_cp (>= 1). */
 int plan_group_width(const plan *pl);
 

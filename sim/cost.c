@@ -286,9 +286,9 @@ static double comm_scale(const sim_model *m, const schedule *s, int st, int stra
 int sim_cost_dp_group(const plan *pl, int st, int *devs)
 {
     const plan_stage *ps = &pl->stages[st];
-    int cp = plan_cp(pl), tp = plan_tp(pl), n = 0;
+    int cp = plan_cp(pl), n = 0;
     for (int r = 0; r < ps->replicas; r++)
-        for (int k = 0; k < cp; k++) devs[n++] = ps->devices[r] + k * tp;
+        for (int k = 0; k < cp; k++) devs[n++] = plan_cp_device(pl, st, r, k);
     return n;
 }
 
@@ -329,7 +329,11 @@ void sim_cost_stage_state(sim_model *m, const plan *pl, const sim_net *net, int 
     /* with cp > 1 the engine runs the dp x cp ring's steps over the replicas' devices
      * (sim_model.ring_members; docs/sim.md, "Context parallelism") */
     if (m->ring_members) m->ring_members[st] = cp > 1 ? group : 0;
-    if (m->ring_stride) m->ring_stride[st] = cp > 1 ? plan_tp(pl) : 1;
+    if (m->ring_devices && st < m->ring_nstages) { /* sim_cost_build reports a failed malloc */
+        free(m->ring_devices[st]);
+        m->ring_devices[st] = cp > 1 ? malloc((size_t)group * sizeof **m->ring_devices) : NULL;
+        if (m->ring_devices[st]) sim_cost_dp_group(pl, st, m->ring_devices[st]);
+    }
 }
 
 /* Seconds of stage st's dp x cp gradient reduction left after its last backward when the
@@ -358,10 +362,10 @@ void sim_cost_stage_cp(const plan *pl, const sim_net *n, int st, sim_tp_times *t
     const plan_stage *ps = &pl->stages[st];
     memset(t, 0, sizeof *t);
     if (pl->cp <= 1 || !ps->devices || ps->replicas < 1) return;
-    int cp = plan_cp(pl), tp = plan_tp(pl), small[64];
+    int cp = plan_cp(pl), small[64];
     int *devs = cp <= 64 ? small : malloc((size_t)cp * sizeof *devs);
     if (!devs) return;
-    for (int k = 0; k < cp; k++) devs[k] = ps->devices[0] + k * tp;
+    for (int k = 0; k < cp; k++) devs[k] = plan_cp_device(pl, st, 0, k);
     double per_byte, fixed;
     int rc = sim_net_ring(n, devs, cp, &per_byte, &fixed);
     if (devs != small) free(devs);
@@ -541,6 +545,9 @@ int sim_cost_build(sim_model *m, const plan *pl, const schedule *s, const sim_ne
     for (int st = 0; st < s->nstages; st++)
         price_stage(m, pl, s, net, cross, st, splits, straggler_device, straggler_factor);
     free(cross);
+    for (int st = 0; st < s->nstages; st++)
+        if (m->ring_members[st] > 0 && !m->ring_devices[st])
+            return err_set(err, NULL, NULL, "out of memory");
     if (m->nccl_buffers) return 0; /* staging_bytes stay 0 */
     return sim_memory_staging(m, err);
 }
@@ -557,7 +564,8 @@ int sim_model_alloc(sim_model *m, const schedule *s)
     m->allreduce_s = calloc(ns, sizeof *m->allreduce_s);
     m->grad_bytes = calloc(ns, sizeof *m->grad_bytes);
     m->ring_members = calloc(ns, sizeof *m->ring_members);
-    m->ring_stride = calloc(ns, sizeof *m->ring_stride);
+    m->ring_devices = calloc(ns, sizeof *m->ring_devices);
+    m->ring_nstages = s->nstages;
     m->stash_bytes = calloc(ns, sizeof *m->stash_bytes);
     m->transient_bytes = calloc(ns, sizeof *m->transient_bytes);
     m->gradbuf_bytes = calloc(ns, sizeof *m->gradbuf_bytes);
@@ -571,7 +579,7 @@ int sim_model_alloc(sim_model *m, const schedule *s)
         !m->allreduce_s || !m->grad_bytes || !m->stash_bytes || !m->transient_bytes ||
         !m->gradbuf_bytes || !m->slotbuf_bytes || !m->workspace_bytes || !m->step_bytes ||
         !m->worker_mem_Bps || !m->gather_bytes || !m->ring_members ||
-        !m->ring_stride) {
+        !m->ring_devices) {
         sim_model_release(m);
         return -1;
     }
@@ -590,7 +598,9 @@ void sim_model_release(sim_model *m)
     free(m->cut_bytes);
     free(m->allreduce_s);
     free(m->ring_members);
-    free(m->ring_stride);
+    for (int st = 0; m->ring_devices && st < m->ring_nstages; st++)
+        free(m->ring_devices[st]);
+    free(m->ring_devices);
     free(m->grad_bytes);
     free(m->stash_bytes);
     free(m->transient_bytes);

@@ -308,12 +308,6 @@ out:
     return rc;
 }
 
-/* Stage s's device stride between a replica's context ranks (1 where rs says nothing). */
-static int rs_of(const int *rs, int s)
-{
-    return rs && rs[s] > 0 ? rs[s] : 1;
-}
-
 /* E->ringw: each ring hop's width, its ring's sim_net_ring_widths (1 for a stage whose
  * all-reduce moves nothing). 0 or -1 (memory). */
 static int ring_widths(eng *E)
@@ -325,7 +319,8 @@ static int ring_widths(eng *E)
         if (sc->replicas[s] > rmax)
             rmax = sc->replicas[s];
     }
-    const int *rm = E->m->ring_members, *rs = E->m->ring_stride;
+    const int *rm = E->m->ring_members;
+    int *const *rd = E->m->ring_devices;
     int nmax = rmax;
     for (int s = 0; s < E->ns; s++)
         if (rm && rm[s] > nmax) nmax = rm[s];
@@ -340,13 +335,14 @@ static int ring_widths(eng *E)
     int rc = 0;
     for (int s = 0; s < E->ns && !rc; s++) {
         int r = sc->replicas[s], *w = E->ringw + sc->stage_first[s];
-        /* with context parallelism (ring_members = r cp) the widths are the dp x cp ring's:
-         * replica j's ranks at its device + k ring_stride, its hop to replica j + 1 the
-         * full ring's hop from its last rank */
-        int cp = rm && rm[s] > r && r > 0 && rm[s] % r == 0 && rs ? rm[s] / r : 1;
+        /* with context parallelism (ring_members = r cp) the widths are the dp x cp ring's
+         * (its members' devices ring_devices, replica j's ranks at j cp + k), its hop to
+         * replica j + 1 the full ring's hop from its last rank */
+        int cp = rm && rm[s] > r && r > 0 && rm[s] % r == 0 && rd && s < E->m->ring_nstages &&
+                 rd[s] ? rm[s] / r : 1;
         for (int j = 0; j < r; j++) {
             int d = E->m->worker_device[sc->stage_workers[sc->stage_first[s] + j]];
-            for (int k = 0; k < cp; k++) devs[j * cp + k] = d + k * rs_of(rs, s);
+            for (int k = 0; k < cp; k++) devs[j * cp + k] = cp > 1 ? rd[s][j * cp + k] : d;
             w[j] = 1;
         }
         if (!eng_ring_moves(E, s)) continue;

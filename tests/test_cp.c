@@ -190,6 +190,48 @@ Test(cp, degree_accessors)
     plan_free(pl);
 }
 
+/* plan_cp_device, the one owner of a replica's context ranks: at tp 2, cp 2, dp 2, pp 2 on
+ * two 8-GPU servers, replica r of pipeline rank p starts at (2 p + r) 4 and its rank k is
+ * the tensor group 2 k further; out of range is -1. The data-parallel group, the K/V ring
+ * and the engine's ring devices (sim_model.ring_devices) are those devices. */
+Test(cp, rank_devices_one_owner)
+{
+    layout3d_options o = opts(2, 2, 2, 2);
+    o.gpus = 16;
+    transformer *t = small_model();
+    cluster *c = a100();
+    plumb_err err = {{0}};
+    plan *pl = layout3d_build(t, c, A100, &o, &err);
+    cr_assert_not_null(pl, "%s", err.msg);
+    for (int st = 0; st < 2; st++)
+        for (int r = 0; r < 2; r++)
+            for (int k = 0; k < 2; k++)
+                cr_assert_eq(plan_cp_device(pl, st, r, k), (2 * st + r) * 4 + 2 * k,
+                             "stage %d replica %d rank %d", st, r, k);
+    cr_assert_eq(plan_cp_device(pl, 0, 0, 2), -1);
+    cr_assert_eq(plan_cp_device(pl, 0, 2, 0), -1);
+    cr_assert_eq(plan_cp_device(pl, 2, 0, 0), -1);
+    cr_assert_eq(plan_cp_device(NULL, 0, 0, 0), -1);
+    int devs[4];
+    cr_assert_eq(sim_cost_dp_group(pl, 1, devs), 4);
+    int want[4] = {8, 10, 12, 14};
+    for (int i = 0; i < 4; i++) cr_assert_eq(devs[i], want[i], "member %d", i);
+    schedule *s = schedule_from_plan(pl, 2, &err);
+    cr_assert_not_null(s, "%s", err.msg);
+    sim_net net;
+    sim_net_from_cluster(&net, pl->clus, NULL);
+    sim_model m;
+    cr_assert_eq(sim_cost_build(&m, pl, s, &net, -1, 1, &err), 0, "%s", err.msg);
+    cr_assert_eq(m.ring_members[1], 4);
+    cr_assert_not_null(m.ring_devices[1]);
+    for (int i = 0; i < 4; i++) cr_assert_eq(m.ring_devices[1][i], want[i], "member %d", i);
+    sim_model_release(&m);
+    schedule_free(s);
+    plan_free(pl);
+    cluster_free(c);
+    transformer_free(t);
+}
+
 /* The ring in the cost: at cp 2 each block's forward moves one chunk and its backward two
  * per step over the ring's link; the steps' own time is that, and what blocks is no more;
  * nothing at cp 1. */
