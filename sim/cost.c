@@ -326,34 +326,15 @@ void sim_cost_stage_state(sim_model *m, const plan *pl, const sim_net *net, int 
     if (m->gather_bytes)
         m->gather_bytes[st] = pl->overlap_param_gather && pl->zero && ps->replicas > 1 &&
                               tr && !tr->async ? params : 0;
-    /* with cp > 1 the engine runs the dp x cp ring's steps over the replicas' devices
-     * (sim_model.ring_members; docs/sim.md, "Context parallelism") */
+    /* with cp > 1 the engine runs the dp x cp ring's steps over the replicas' devices, or
+     * with one replica over its context ranks' (sim_model.ring_members, ring_devices;
+     * docs/sim.md, "Context parallelism") */
     if (m->ring_members) m->ring_members[st] = cp > 1 ? group : 0;
     if (m->ring_devices && st < m->ring_nstages) { /* sim_cost_build reports a failed malloc */
         free(m->ring_devices[st]);
         m->ring_devices[st] = cp > 1 ? malloc((size_t)group * sizeof **m->ring_devices) : NULL;
         if (m->ring_devices[st]) sim_cost_dp_group(pl, st, m->ring_devices[st]);
     }
-}
-
-/* Seconds of stage st's dp x cp gradient reduction left after its last backward when the
- * stage has one replica (no ring for the engine to run): the ring of allreduce_s in the
- * engine's buckets, each ready evenly through that backward (b_s device seconds) as the
- * engine's are, the last bucket's end past the backward's; all of allreduce_s with the
- * reduction at the end (grad_sync end). 0 without cp or with replicas. */
-static double cp_reduce_exposed_s(const sim_model *m, const plan *pl, int st, double b_s)
-{
-    double ar = m->allreduce_s[st];
-    if (pl->cp <= 1 || pl->stages[st].replicas > 1 || !(ar > 0)) return 0;
-    if (pl->grad_sync_end || !(b_s > 0)) return ar;
-    double kb = ceil(m->grad_bytes[st] / SIM_BUCKET_BYTES);
-    int K = kb < 1 ? 1 : kb > 4096 ? 4096 : (int)kb;
-    double end = 0, d = ar / K;
-    for (int k = 0; k < K; k++) {
-        double ready = b_s * (k + 1) / K;
-        end = (end > ready ? end : ready) + d;
-    }
-    return end - b_s;
 }
 
 void sim_cost_stage_cp(const plan *pl, const sim_net *n, int st, sim_tp_times *t)
@@ -449,13 +430,9 @@ static void price_stage(sim_model *m, const plan *pl, const schedule *s, const s
     sim_stage_layers L;
     sim_memory_layers(p, cross, ps->first_layer, ps->last_layer,
                       full ? pl->checkpoint_layers : 0, &L);
+    /* its state and gradient reduction; with cp > 1 the engine runs the dp x cp ring, one
+     * replica's too (over its context ranks, sim_model.ring_devices) */
     sim_cost_stage_state(m, pl, net, st, L.params);
-    /* one replica of a cp > 1 stage: the engine runs no ring, its reduction over the cp
-     * ranks holds the optimizer step by what outlasts the last backward */
-    if (pl->cp > 1 && ps->replicas == 1) {
-        double cs = comm_scale(m, s, st, straggler_device, straggler_factor);
-        a[SIM_C_STEP] += cp_reduce_exposed_s(m, pl, st, a[splits ? SIM_C_W : SIM_C_B] * cs) / cs;
-    }
     sim_mem_setting ms = {scale, pl->recompute, pl->checkpoint_layers, splits,
                           m->nccl_buffers, pl->precision, pl->zero,
                           ps->replicas * plan_cp(pl),

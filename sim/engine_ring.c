@@ -314,11 +314,17 @@ static int ring_widths(eng *E)
 {
     const schedule *sc = E->s;
     int tot = 0, rmax = 1;
+    E->ringoff = malloc(((size_t)E->ns + 1) * sizeof *E->ringoff);
+    if (!E->ringoff)
+        return eng_oom(E);
     for (int s = 0; s < E->ns; s++) {
-        tot += sc->replicas[s];
-        if (sc->replicas[s] > rmax)
-            rmax = sc->replicas[s];
+        int nh = eng_ring_nhops(E, s);
+        E->ringoff[s] = tot;
+        tot += nh;
+        if (nh > rmax)
+            rmax = nh;
     }
+    E->ringoff[E->ns] = tot;
     const int *rm = E->m->ring_members;
     int *const *rd = E->m->ring_devices;
     int nmax = rmax;
@@ -334,7 +340,14 @@ static int ring_widths(eng *E)
     }
     int rc = 0;
     for (int s = 0; s < E->ns && !rc; s++) {
-        int r = sc->replicas[s], *w = E->ringw + sc->stage_first[s];
+        int r = sc->replicas[s], *w = E->ringw + E->ringoff[s];
+        if (eng_ring_solo(E->m, sc, s)) { /* one replica: its members' own ring */
+            int n = rm[s];
+            for (int j = 0; j < n; j++) w[j] = 1;
+            if (eng_ring_moves(E, s))
+                rc = sim_net_ring_widths(&E->m->net, rd[s], n, w);
+            continue;
+        }
         /* with context parallelism (ring_members = r cp) the widths are the dp x cp ring's
          * (its members' devices ring_devices, replica j's ranks at j cp + k), its hop to
          * replica j + 1 the full ring's hop from its last rank */
@@ -364,7 +377,7 @@ int eng_ring_analyse(eng *E)
     int nhop = 0;
     for (int s = 0; s < E->ns; s++)
         if (eng_ring_moves(E, s))
-            nhop += sc->replicas[s];
+            nhop += eng_ring_nhops(E, s);
     if (nhop > 0 && ring_widths(E))
         return -1;
     if (nhop == 0 || E->m->ring_per_hop)
@@ -385,21 +398,21 @@ int eng_ring_analyse(eng *E)
     for (int s = 0; s < E->ns; s++) {
         if (!eng_ring_moves(E, s))
             continue;
-        int r = sc->replicas[s];
-        const int *sw = &sc->stage_workers[sc->stage_first[s]];
+        int nh = eng_ring_nhops(E, s);
         E->rg[s].off = nhop;
-        for (int j = 0; j < r; j++) {
-            int da = E->m->worker_device[sw[j]], db = E->m->worker_device[sw[(j + 1) % r]];
+        for (int j = 0; j < nh; j++) {
+            int hw, da, db;
+            eng_ring_hop(E, s, j, &hw, &da, &db);
             if (da == db)
                 continue;
-            int pi = pair_of(&P, da, db), wd = E->ringw[sc->stage_first[s] + j];
+            int pi = pair_of(&P, da, db), wd = E->ringw[E->ringoff[s] + j];
             if (pi < 0)
                 goto out;
             P.ring[pi]++;
             if (wd > P.wid[pi])
                 P.wid[pi] = wd;
-            wring[sw[j]]++;
-            E->hop[nhop++] = (ringhop){.w = sw[j], .da = da, .db = db, .link = -1,
+            wring[hw]++;
+            E->hop[nhop++] = (ringhop){.w = hw, .da = da, .db = db, .link = -1,
                                        .width = wd};
         }
         E->rg[s].n = nhop - E->rg[s].off;
