@@ -156,10 +156,27 @@ int plan_minibatch(const plan *pl)
     return m > INT_MAX ? INT_MAX : (int)m;
 }
 
+int plan_tp(const plan *pl)
+{
+    return pl && pl->tp > 1 ? pl->tp : 1;
+}
+
+int plan_cp(const plan *pl)
+{
+    return pl && pl->cp > 1 ? pl->cp : 1;
+}
+
+int plan_cp_device(const plan *pl, int st, int r, int k)
+{
+    if (!pl || st < 0 || st >= pl->nstages || !pl->stages[st].devices || r < 0 ||
+        r >= pl->stages[st].replicas || k < 0 || k >= plan_cp(pl))
+        return -1;
+    return pl->stages[st].devices[r] + k * plan_tp(pl);
+}
+
 int plan_group_width(const plan *pl)
 {
-    if (!pl) return 1;
-    return (pl->tp > 1 ? pl->tp : 1) * (pl->cp > 1 ? pl->cp : 1);
+    return plan_tp(pl) * plan_cp(pl);
 }
 
 int plan_devices_used(const plan *pl, unsigned char *used)

@@ -226,7 +226,22 @@ int plan_set_stage(plan *pl, int s, int first, int last, int replicas, const int
  * batch of a tp x pp x dp plan. */
 int plan_minibatch(const plan *pl);
 
-/* Devices one stage replica spans: tp x cp (>= 1). */
+/* The plan's tensor-parallel degree: pl->tp, 1 where it is below 1 or pl is NULL. The one
+ * place that clamps it: every part asks here rather than testing pl->tp itself. */
+int plan_tp(const plan *pl);
+
+/* The plan's context-parallel degree: pl->cp, 1 where it is below 1 (a plan without
+ * context parallelism) or pl is NULL. The one place that clamps it, as plan_tp. */
+int plan_cp(const plan *pl);
+
+/* The device of context-parallel rank k of replica r of stage st: the replica's first
+ * device (stages[st].devices[r]) plus k tensor groups, Megatron-Core's order tp-cp-dp-pp
+ * (the plan's "cp" field above). The one place that says which devices form a replica's
+ * context ranks: the data-parallel group, the K/V ring and the simulator's gradient ring
+ * ask here. -1 when pl has no such stage, replica or rank (k outside 0 .. plan_cp - 1). */
+int plan_cp_device(const plan *pl, int st, int r, int k);
+
+/* Devices one stage replica spans: plan_tp x plan_cp (>= 1). */
 int plan_group_width(const plan *pl);
 
 /* Devices the plan runs on: its stages' replicas (on one device each chunk's stages count

@@ -67,7 +67,7 @@ static int same_place(const plan *pl, int a, int b)
 {
     const cluster *c = pl->clus;
     int da = pl->stages[a].devices[0], db = pl->stages[b].devices[0];
-    int per = c->levels[0].count, tp = pl->tp > 1 ? pl->tp : 1;
+    int per = c->levels[0].count, tp = plan_tp(pl);
     if (da == db) return 1;
     if (da / per != (da + tp - 1) / per || db / per != (db + tp - 1) / per) return 0;
     return da % per == db % per &&

@@ -146,7 +146,7 @@ static int place_stages(plan *pl, const layout3d_dims *d, int blocks)
         int rank = sched_kind_rank(d->schedule, k, d->pp);
         int first = k == 0 ? 0 : 1 + k * n, last = k == S - 1 ? blocks + 1 : (k + 1) * n;
         for (int r = 0; r < d->dp; r++)
-            devs[r] = layout3d_group_device(rank, r, d->tp * (d->cp > 1 ? d->cp : 1), d->dp);
+            devs[r] = layout3d_group_device(rank, r, d->tp * d->cp, d->dp);
         if (plan_set_stage(pl, k, first, last, d->dp, devs)) {
             free(devs);
             return -1;
@@ -171,7 +171,7 @@ plan *layout3d_build(const transformer *t, const cluster *c, const char *cluster
     lo.precision = o->precision;
     lo.sequence_parallel = o->sequence_parallel;
     lo.attention = o->attention == LLM_ATTN_FLASH ? LLM_ATTN_FLASH : LLM_ATTN_STANDARD;
-    lo.cp = d.cp > 1 ? d.cp : 1;
+    lo.cp = d.cp;
     profile *prof = llm_profile_build(t, cut, cluster_file, &lo, err);
     plan *pl = prof ? plan_new(prof, cut, d.pp * d.interleave) : NULL;
     if (!prof) goto fail;

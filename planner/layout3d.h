@@ -73,7 +73,8 @@ int layout3d_resolve(const transformer *t, const cluster *c, const char *cluster
  * (Megatron-LM's order: tp fastest, then dp, then pp): (p dp + r) tp. With context
  * parallelism pass tp x cp as tp: the replica's tp x cp devices from there, tp fastest
  * (Megatron-Core's tp-cp-ep-dp-pp, megatron/core/parallel_state.py at 934c8260ad,
- * initialize_model_parallel's order). */
+ * initialize_model_parallel's order); which of them context rank k holds is the plan's
+ * (plan_cp_device), not computed here. */
 int layout3d_group_device(int p, int r, int tp, int dp);
 
 /* Builds the plan of model t under o on the first gpus devices of cluster c: the profile

@@ -61,7 +61,7 @@ void search3d_options_from_plan(const plan *pl, const sim_options *w, search3d_o
     so->gpus = plan_gpus(pl);
     so->global_batch = pl->microbatch_size * microbatches;
     so->tp = pl->tp;
-    so->cp = pl->cp > 1 ? pl->cp : 1;
+    so->cp = plan_cp(pl);
     so->pp = pl->nstages / chunks;
     so->dp = pl->nstages > 0 ? pl->stages[0].replicas : 0;
     for (int s = 1; s < pl->nstages; s++)

@@ -90,10 +90,10 @@ static double exposed_allreduce(const sim_model *mo, const sim_net *net, const p
         if (sched_kind_rank(tr->kind, k, p) == r && mo->grad_bytes[k] > 0) first = k;
     if (first < 0) return 0;
     const plan_stage *ps = &pl->stages[first];
-    if (ps->replicas <= 1) return 0;
+    if (ps->replicas * plan_cp(pl) <= 1) return 0; /* one replica's cp ranks ring too */
     /* the ring of the stage's data-parallel group: with cp > 1 every context rank of its
      * replicas (sim_cost_dp_group), as the simulator's ring runs it */
-    int n = ps->replicas * (pl->cp > 1 ? pl->cp : 1), small[64];
+    int n = ps->replicas * plan_cp(pl), small[64];
     int *devs = n <= 64 ? small : malloc((size_t)n * sizeof *devs);
     if (!devs) return 0;
     n = sim_cost_dp_group(pl, first, devs);
@@ -412,11 +412,6 @@ int search3d_estimate_zeros(const plan *pl, int nz, const int *zeros, search3d_e
         if (built != sim_cost_plan_is_3d(&zp)) {
             sim_model_release(&mo);
             if (sim_cost_build(&mo, &view, s, &net, -1, 1, err)) goto done;
-            /* the view's one replica made sim_cost_build hold each step by the cp ranks'
-             * own reduction (act_s STEP, nothing else there): with replicas the ring over
-             * dp x cp is exposed_allreduce's instead */
-            if (pl->cp > 1 && dp > 1)
-                for (int k = 0; k < S; k++) mo.act_s[(size_t)k * SIM_NC + SIM_C_STEP] = 0;
             built = sim_cost_plan_is_3d(&zp);
             rep[0] = 0; /* priced again: replay again */
         }

@@ -286,9 +286,9 @@ static double comm_scale(const sim_model *m, const schedule *s, int st, int stra
 int sim_cost_dp_group(const plan *pl, int st, int *devs)
 {
     const plan_stage *ps = &pl->stages[st];
-    int cp = pl->cp > 1 ? pl->cp : 1, tp = pl->tp > 1 ? pl->tp : 1, n = 0;
+    int cp = plan_cp(pl), n = 0;
     for (int r = 0; r < ps->replicas; r++)
-        for (int k = 0; k < cp; k++) devs[n++] = ps->devices[r] + k * tp;
+        for (int k = 0; k < cp; k++) devs[n++] = plan_cp_device(pl, st, r, k);
     return n;
 }
 
@@ -310,7 +310,7 @@ void sim_cost_stage_state(sim_model *m, const plan *pl, const sim_net *net, int 
                           double params)
 {
     const plan_stage *ps = &pl->stages[st];
-    int cp = pl->cp > 1 ? pl->cp : 1, group = ps->replicas * cp;
+    int cp = plan_cp(pl), group = ps->replicas * cp;
     sim_state_mul sm;
     sim_memory_state_of(pl->precision, pl->grad_reduce, pl->optimizer_state, pl->zero,
                         group, pl->optimizer, &sm);
@@ -326,30 +326,15 @@ void sim_cost_stage_state(sim_model *m, const plan *pl, const sim_net *net, int 
     if (m->gather_bytes)
         m->gather_bytes[st] = pl->overlap_param_gather && pl->zero && ps->replicas > 1 &&
                               tr && !tr->async ? params : 0;
-    /* with cp > 1 the engine runs the dp x cp ring's steps over the replicas' devices
-     * (sim_model.ring_members; docs/sim.md, "Context parallelism") */
+    /* with cp > 1 the engine runs the dp x cp ring's steps over the replicas' devices, or
+     * with one replica over its context ranks' (sim_model.ring_members, ring_devices;
+     * docs/sim.md, "Context parallelism") */
     if (m->ring_members) m->ring_members[st] = cp > 1 ? group : 0;
-    if (m->ring_stride) m->ring_stride[st] = cp > 1 && pl->tp > 1 ? pl->tp : 1;
-}
-
-/* Seconds of stage st's dp x cp gradient reduction left after its last backward when the
- * stage has one replica (no ring for the engine to run): the ring of allreduce_s in the
- * engine's buckets, each ready evenly through that backward (b_s device seconds) as the
- * engine's are, the last bucket's end past the backward's; all of allreduce_s with the
- * reduction at the end (grad_sync end). 0 without cp or with replicas. */
-static double cp_reduce_exposed_s(const sim_model *m, const plan *pl, int st, double b_s)
-{
-    double ar = m->allreduce_s[st];
-    if (pl->cp <= 1 || pl->stages[st].replicas > 1 || !(ar > 0)) return 0;
-    if (pl->grad_sync_end || !(b_s > 0)) return ar;
-    double kb = ceil(m->grad_bytes[st] / SIM_BUCKET_BYTES);
-    int K = kb < 1 ? 1 : kb > 4096 ? 4096 : (int)kb;
-    double end = 0, d = ar / K;
-    for (int k = 0; k < K; k++) {
-        double ready = b_s * (k + 1) / K;
-        end = (end > ready ? end : ready) + d;
+    if (m->ring_devices && st < m->ring_nstages) { /* sim_cost_build reports a failed malloc */
+        free(m->ring_devices[st]);
+        m->ring_devices[st] = cp > 1 ? malloc((size_t)group * sizeof **m->ring_devices) : NULL;
+        if (m->ring_devices[st]) sim_cost_dp_group(pl, st, m->ring_devices[st]);
     }
-    return end - b_s;
 }
 
 void sim_cost_stage_cp(const plan *pl, const sim_net *n, int st, sim_tp_times *t)
@@ -358,10 +343,10 @@ void sim_cost_stage_cp(const plan *pl, const sim_net *n, int st, sim_tp_times *t
     const plan_stage *ps = &pl->stages[st];
     memset(t, 0, sizeof *t);
     if (pl->cp <= 1 || !ps->devices || ps->replicas < 1) return;
-    int cp = pl->cp, tp = pl->tp > 1 ? pl->tp : 1, small[64];
+    int cp = plan_cp(pl), small[64];
     int *devs = cp <= 64 ? small : malloc((size_t)cp * sizeof *devs);
     if (!devs) return;
-    for (int k = 0; k < cp; k++) devs[k] = ps->devices[0] + k * tp;
+    for (int k = 0; k < cp; k++) devs[k] = plan_cp_device(pl, st, 0, k);
     double per_byte, fixed;
     int rc = sim_net_ring(n, devs, cp, &per_byte, &fixed);
     if (devs != small) free(devs);
@@ -445,16 +430,12 @@ static void price_stage(sim_model *m, const plan *pl, const schedule *s, const s
     sim_stage_layers L;
     sim_memory_layers(p, cross, ps->first_layer, ps->last_layer,
                       full ? pl->checkpoint_layers : 0, &L);
+    /* its state and gradient reduction; with cp > 1 the engine runs the dp x cp ring, one
+     * replica's too (over its context ranks, sim_model.ring_devices) */
     sim_cost_stage_state(m, pl, net, st, L.params);
-    /* one replica of a cp > 1 stage: the engine runs no ring, its reduction over the cp
-     * ranks holds the optimizer step by what outlasts the last backward */
-    if (pl->cp > 1 && ps->replicas == 1) {
-        double cs = comm_scale(m, s, st, straggler_device, straggler_factor);
-        a[SIM_C_STEP] += cp_reduce_exposed_s(m, pl, st, a[splits ? SIM_C_W : SIM_C_B] * cs) / cs;
-    }
     sim_mem_setting ms = {scale, pl->recompute, pl->checkpoint_layers, splits,
                           m->nccl_buffers, pl->precision, pl->zero,
-                          ps->replicas * (pl->cp > 1 ? pl->cp : 1),
+                          ps->replicas * plan_cp(pl),
                           pl->optimizer, pl->grad_reduce, pl->optimizer_state};
     sim_stage_mem t;
     sim_memory_stage(&L, &ms, &t);
@@ -541,6 +522,9 @@ int sim_cost_build(sim_model *m, const plan *pl, const schedule *s, const sim_ne
     for (int st = 0; st < s->nstages; st++)
         price_stage(m, pl, s, net, cross, st, splits, straggler_device, straggler_factor);
     free(cross);
+    for (int st = 0; st < s->nstages; st++)
+        if (m->ring_members[st] > 0 && !m->ring_devices[st])
+            return err_set(err, NULL, NULL, "out of memory");
     if (m->nccl_buffers) return 0; /* staging_bytes stay 0 */
     return sim_memory_staging(m, err);
 }
@@ -557,7 +541,8 @@ int sim_model_alloc(sim_model *m, const schedule *s)
     m->allreduce_s = calloc(ns, sizeof *m->allreduce_s);
     m->grad_bytes = calloc(ns, sizeof *m->grad_bytes);
     m->ring_members = calloc(ns, sizeof *m->ring_members);
-    m->ring_stride = calloc(ns, sizeof *m->ring_stride);
+    m->ring_devices = calloc(ns, sizeof *m->ring_devices);
+    m->ring_nstages = s->nstages;
     m->stash_bytes = calloc(ns, sizeof *m->stash_bytes);
     m->transient_bytes = calloc(ns, sizeof *m->transient_bytes);
     m->gradbuf_bytes = calloc(ns, sizeof *m->gradbuf_bytes);
@@ -571,7 +556,7 @@ int sim_model_alloc(sim_model *m, const schedule *s)
         !m->allreduce_s || !m->grad_bytes || !m->stash_bytes || !m->transient_bytes ||
         !m->gradbuf_bytes || !m->slotbuf_bytes || !m->workspace_bytes || !m->step_bytes ||
         !m->worker_mem_Bps || !m->gather_bytes || !m->ring_members ||
-        !m->ring_stride) {
+        !m->ring_devices) {
         sim_model_release(m);
         return -1;
     }
@@ -590,7 +575,9 @@ void sim_model_release(sim_model *m)
     free(m->cut_bytes);
     free(m->allreduce_s);
     free(m->ring_members);
-    free(m->ring_stride);
+    for (int st = 0; m->ring_devices && st < m->ring_nstages; st++)
+        free(m->ring_devices[st]);
+    free(m->ring_devices);
     free(m->grad_bytes);
     free(m->stash_bytes);
     free(m->transient_bytes);

@@ -171,7 +171,8 @@ static int worker_run(eng *E, int w, double t)
                 E->r->max_inflight[w] = ws->inflight;
             if (a->kind == ACT_B || a->kind == ACT_W) {
                 ws->inflight--;
-                if (E->s->replicas[s] > 1 && eng_backward(E, w, c, s, t, dur))
+                if ((E->s->replicas[s] > 1 || eng_ring_solo(m, E->s, s)) &&
+                    eng_backward(E, w, c, s, t, dur))
                     return -1;
             }
             E->busy_it[(size_t)w * E->niter + iter] += dur;
@@ -246,6 +247,7 @@ static void eng_free(eng *E)
     free(E->hop);
     free(E->shop);
     free(E->ringw);
+    free(E->ringoff);
     heap_free(&E->h);
 }
 
@@ -389,13 +391,25 @@ int sim_engine_run(const sim_model *m, sim_result *r, plumb_err *err)
     const schedule *s = m->sched;
     schedule batched = {0};  /* p2p_sync: the transfers at the runtime's batch points */
     schedule ends = {0};     /* grad_sync_end: the reductions after the last computation */
+    schedule solo = {0};     /* the context ranks' reduction of a stage of one replica */
     memset(r, 0, sizeof *r);
-    if (m->grad_sync_end && eng_gradsync_order(s, &ends, err))
+    int has_solo = 0;
+    for (int st = 0; st < s->nstages && !has_solo; st++)
+        has_solo = eng_ring_solo(m, s, st);
+    if (has_solo) {
+        if (eng_solo_order(m, s, &solo))
+            return err_set(err, NULL, NULL, "out of memory");
+        s = &solo;
+    }
+    if (m->grad_sync_end && eng_gradsync_order(s, &ends, err)) {
+        eng_solo_order_free(&solo);
         return -1;
+    }
     s = m->grad_sync_end ? &ends : s;
     if (m->p2p_sync) {
         if (eng_sync_order(s, &batched)) {
             eng_sync_order_free(&ends);
+            eng_solo_order_free(&solo);
             return err_set(err, NULL, NULL, "out of memory");
         }
         s = &batched;
@@ -412,6 +426,7 @@ int sim_engine_run(const sim_model *m, sim_result *r, plumb_err *err)
         if (m->p2p_sync)
             eng_sync_order_free(&batched);
         eng_sync_order_free(&ends);
+        eng_solo_order_free(&solo);
         return -1;
     }
     r->steady = E.k1 >= E.k0;
@@ -520,6 +535,7 @@ out:
     if (m->p2p_sync)
         eng_sync_order_free(&batched);
     eng_sync_order_free(&ends);
+    eng_solo_order_free(&solo);
     if (rc)
         sim_result_free(r);
     return rc;

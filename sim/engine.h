@@ -89,9 +89,15 @@ typedef struct sim_model {
                                  N-member ring's 2 (N - 1) steps of bytes / N per hop, the
                                  cp ranks' hops inside a replica not link transfers of their
                                  own, its hops' widths those of the N-member ring,
-                                 sim_net_ring_widths; docs/sim.md, "Context parallelism") */
-    int *ring_stride;         /* [nstages] with ring_members: a replica's context ranks are
-                                 its device + k ring_stride (tp), k < members / replicas */
+                                 sim_net_ring_widths; with one replica the ring runs over
+                                 its members' devices, ring_devices, every hop a transfer
+                                 and the stage's STEPs after an ALLREDUCE the engine adds;
+                                 docs/sim.md, "Context parallelism") */
+    int **ring_devices;       /* [ring_nstages] with ring_members: the ring's members' devices
+                                 in ring order (sim_cost_dp_group: replica j's context rank k
+                                 at j cp + k, plan_cp_device), owned (sim_model_release frees
+                                 them); NULL entries (and NULL) where a ring is the replicas' */
+    int ring_nstages;         /* entries of ring_devices */
     double *stash_bytes;      /* [nstages] bytes kept per buffer slot: the stage
                                  input, every layer's output and saved tensors (with
                                  recompute the input and output), the W pass's gradients */

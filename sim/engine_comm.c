@@ -513,9 +513,39 @@ int eng_recv(eng *E, int w, int c, double t)
 
 /* --- all-reduce ---------------------------------------------------------------------------- */
 
+int eng_ring_solo(const sim_model *m, const schedule *sc, int s)
+{
+    return sc->replicas[s] == 1 && m->ring_members && m->ring_devices && s < m->ring_nstages &&
+           m->ring_members[s] > 1 && m->ring_devices[s];
+}
+
 int eng_ring_moves(const eng *E, int s)
 {
-    return E->s->replicas[s] > 1 && E->m->grad_bytes[s] > 0 && E->m->allreduce_s[s] > 0;
+    return (E->s->replicas[s] > 1 || eng_ring_solo(E->m, E->s, s)) && E->m->grad_bytes[s] > 0 &&
+           E->m->allreduce_s[s] > 0;
+}
+
+int eng_ring_nhops(const eng *E, int s)
+{
+    return eng_ring_solo(E->m, E->s, s) ? E->m->ring_members[s] : E->s->replicas[s];
+}
+
+void eng_ring_hop(const eng *E, int s, int j, int *w, int *da, int *db)
+{
+    const schedule *sc = E->s;
+    const int *sw = &sc->stage_workers[sc->stage_first[s]];
+    if (eng_ring_solo(E->m, sc, s)) {
+        const int *d = E->m->ring_devices[s];
+        int n = E->m->ring_members[s];
+        *w = sw[0];
+        *da = d[j];
+        *db = d[(j + 1) % n];
+        return;
+    }
+    int r = sc->replicas[s];
+    *w = sw[j];
+    *da = E->m->worker_device[sw[j]];
+    *db = E->m->worker_device[sw[(j + 1) % r]];
 }
 
 /* The bytes a group of stage s moves in each hop over its buckets: the gradients (phase
@@ -819,7 +849,8 @@ int eng_hop_start(eng *E, int gi, int li, int src_w, double bytes, int width, do
 }
 
 /* Starts the current step of the group's current bucket at t: a transfer of 1 / r of the
- * bucket on every hop of the ring (the stage's replicas in placement order), each queued
+ * bucket on every hop of the ring (eng_ring_hop: the stage's replicas in placement order,
+ * or a solo ring's members), each queued
  * on its link and egress ports like a point-to-point transfer. A bucket takes 2 (r - 1)
  * such steps (reduce-scatter, then all-gather), one after another. Unless the model asks
  * for per-hop rings, the step runs grouped (engine_ring.c): its private hops and the
@@ -828,19 +859,19 @@ int eng_hop_start(eng *E, int gi, int li, int src_w, double bytes, int width, do
 int eng_group_event(eng *E, int gi, double t)
 {
     group *g = &E->gr[gi];
-    const schedule *sc = E->s;
-    int s = g->stage, r = g->need;
+    int s = g->stage;
     if (g->inflight) {  /* the grouped hops' end: as their slowest one's would be */
         g->inflight = 0;
         if (E->rg && eng_ring_chains(E, gi))
             return eng_ring_chain(E, gi, t);
         return hop_done(E, gi, t);
     }
+    int nh = eng_ring_nhops(E, s);
     if (g->start < 0) {
         g->start = t;
-        for (int j = 0; j < r; j++) {  /* the slowest hop's latency, once */
-            int a = E->m->worker_device[sc->stage_workers[sc->stage_first[s] + j]];
-            int b = E->m->worker_device[sc->stage_workers[sc->stage_first[s] + (j + 1) % r]];
+        for (int j = 0; j < nh; j++) {  /* the slowest hop's latency, once */
+            int hw, a, b;
+            eng_ring_hop(E, s, j, &hw, &a, &b);
             double rate, l;
             if (sim_net_path(&E->m->net, a, b, &rate, &l) >= 0 && l > g->lat)
                 g->lat = l;
@@ -853,17 +884,15 @@ int eng_group_event(eng *E, int gi, double t)
             return -1;
         return hop_done(E, gi, t);  /* drops the hold */
     }
-    for (int j = 0; j < r; j++) {
-        int a = sc->stage_workers[sc->stage_first[s] + j];
-        int b = sc->stage_workers[sc->stage_first[s] + (j + 1) % r];
-        int da = E->m->worker_device[a], db = E->m->worker_device[b];
+    for (int j = 0; j < nh; j++) {
+        int a, da, db;
+        eng_ring_hop(E, s, j, &a, &da, &db);
         if (da == db)
             continue;
         int li = eng_link_of(E, da, db);
         if (li < 0)
             return li == -2 ? -1 : eng_oom(E);
-        if (eng_hop_start(E, gi, li, a, bytes,
-                          E->ringw ? E->ringw[sc->stage_first[s] + j] : 1, t))
+        if (eng_hop_start(E, gi, li, a, bytes, E->ringw ? E->ringw[E->ringoff[s] + j] : 1, t))
             return -1;
     }
     return hop_done(E, gi, t);  /* drops the hold */

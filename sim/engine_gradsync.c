@@ -9,7 +9,9 @@
  * the steps, likewise. The engine holds a worker at each ALLREDUCE until its ring ends, so
  * the worker's rings run one after another; no backward registers the ring (eng_backward),
  * so each member's buckets are all ready when it reaches its ALLREDUCE. docs/sim.md,
- * "Gradient reduction at the end". */
+ * "Gradient reduction at the end". eng_solo_order, a pass before it, gives a stage of one
+ * replica that reduces over its context ranks the ALLREDUCE the IR has only for replicated
+ * stages. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -109,6 +111,44 @@ int eng_gradsync_order(const schedule *s, schedule *out, plumb_err *err)
         const sched_traits *tr = sched_traits_of(s->kind);
         return err_set(err, NULL, "grad_sync", "expected overlap with schedule %s, whose "
                        "iterations overlap on a worker (got end)", tr ? tr->name : "?");
+    }
+    return 0;
+}
+
+void eng_solo_order_free(schedule *out)
+{
+    eng_sync_order_free(out);
+    free(out->len);
+    out->len = NULL;
+}
+
+int eng_solo_order(const sim_model *m, const schedule *s, schedule *out)
+{
+    *out = *s;
+    out->acts = calloc((size_t)s->nworkers + 1, sizeof *out->acts);
+    out->len = calloc((size_t)s->nworkers + 1, sizeof *out->len);
+    if (!out->acts || !out->len) {
+        eng_solo_order_free(out);
+        return -1;
+    }
+    for (int w = 0; w < s->nworkers; w++) {
+        int n = 0;
+        for (int i = 0; i < s->len[w]; i++) {
+            const action *a = &s->acts[w][i];
+            n += 1 + (a->kind == ACT_STEP && eng_ring_solo(m, s, a->stage));
+        }
+        if (!(out->acts[w] = malloc(((size_t)n + 1) * sizeof **out->acts))) {
+            eng_solo_order_free(out);
+            return -1;
+        }
+        n = 0;
+        for (int i = 0; i < s->len[w]; i++) {
+            const action *a = &s->acts[w][i];
+            if (a->kind == ACT_STEP && eng_ring_solo(m, s, a->stage))
+                out->acts[w][n++] = act_make(ACT_ALLREDUCE, a->stage, -1);
+            out->acts[w][n++] = *a;
+        }
+        out->len[w] = n;
     }
     return 0;
 }

@@ -186,9 +186,10 @@ typedef struct eng {
     ring *rg;                /* [ns] rings, or NULL: every ring runs hop by hop */
     ringhop *hop;            /* the rings' hops */
     int *shop;               /* the rings' shared hops (indices into hop) */
-    int *ringw;              /* each ring hop's width (sim_net_ring_widths), indexed as
-                                the schedule's stage_workers (its sender); NULL when no
-                                stage all-reduces */
+    int *ringw;              /* each ring hop's width (sim_net_ring_widths), stage s's hop
+                                j at ringoff[s] + j (eng_ring_hop); NULL when no stage
+                                all-reduces */
+    int *ringoff;            /* [ns + 1] each stage's first hop in ringw */
     heap h;
     int *vbs;                /* [ns] per ring class (ring.cls), its group whose steps repeat
                                 (engine_ring.c: its last step started every shared hop
@@ -321,8 +322,20 @@ int eng_link_track(eng *E, int li);
  * lv[] and grp[] (their level and the sender's group at that level) and returns how
  * many. */
 int eng_path_ports(const sim_net *n, int a, int L, int *lv, uint64_t *grp);
-/* 1 when stage s's all-reduce moves data (replicas, gradient bytes and ring time). */
+/* 1 when stage s's all-reduce moves data (replicas, or one replica's ring of context ranks
+ * (eng_ring_solo), gradient bytes and ring time). */
 int eng_ring_moves(const eng *E, int s);
+/* 1 when stage s of schedule sc has one replica whose data-parallel ring in model m has
+ * more members (sim_model.ring_members: its context ranks, ring_devices): the ring then
+ * runs over those members' devices, every hop sent by the replica's one worker. */
+int eng_ring_solo(const sim_model *m, const schedule *sc, int s);
+/* Hops of stage s's ring: its replicas, or a solo ring's members (eng_ring_solo). */
+int eng_ring_nhops(const eng *E, int s);
+/* Hop j (< eng_ring_nhops) of stage s's ring: its sending worker *w and the devices it
+ * leaves (*da) and reaches (*db): replica j's to replica j + 1's (its workers' devices),
+ * or in a solo ring member j's device to member j + 1's (ring_devices), all sent by the
+ * one worker. */
+void eng_ring_hop(const eng *E, int s, int j, int *w, int *da, int *db);
 
 /* Queues transfer xi at the tail of link li at t and starts it when the link is free
  * (engine_comm.c). 0, or -1 when out of memory. */
@@ -360,6 +373,15 @@ int eng_sync_order(const schedule *s, schedule *out);
  * eng_sync_order_free. */
 int eng_order_alloc(const schedule *s, schedule *out, int *maxlen);
 void eng_sync_order_free(schedule *out);
+
+/* The schedule s with an ALLREDUCE of stage st put right before each STEP of st on its
+ * worker, for every stage whose one replica reduces over its context ranks (eng_ring_solo
+ * of model m; the IR has no ALLREDUCE for a stage of one replica): the step waits for that
+ * ring as a replicated stage's does (engine_gradsync.c). Fills out as eng_sync_order does,
+ * with its own len (free with eng_solo_order_free). 0, or -1 out of memory (out then holds
+ * nothing to free). */
+int eng_solo_order(const sim_model *m, const schedule *s, schedule *out);
+void eng_solo_order_free(schedule *out);
 
 /* The schedule s with each worker's ALLREDUCE and STEP actions of an iteration moved after
  * its last computation of that iteration and the sends that follow it, the all-reduces

@@ -308,24 +308,25 @@ out:
     return rc;
 }
 
-/* Stage s's device stride between a replica's context ranks (1 where rs says nothing). */
-static int rs_of(const int *rs, int s)
-{
-    return rs && rs[s] > 0 ? rs[s] : 1;
-}
-
 /* E->ringw: each ring hop's width, its ring's sim_net_ring_widths (1 for a stage whose
  * all-reduce moves nothing). 0 or -1 (memory). */
 static int ring_widths(eng *E)
 {
     const schedule *sc = E->s;
     int tot = 0, rmax = 1;
+    E->ringoff = malloc(((size_t)E->ns + 1) * sizeof *E->ringoff);
+    if (!E->ringoff)
+        return eng_oom(E);
     for (int s = 0; s < E->ns; s++) {
-        tot += sc->replicas[s];
-        if (sc->replicas[s] > rmax)
-            rmax = sc->replicas[s];
+        int nh = eng_ring_nhops(E, s);
+        E->ringoff[s] = tot;
+        tot += nh;
+        if (nh > rmax)
+            rmax = nh;
     }
-    const int *rm = E->m->ring_members, *rs = E->m->ring_stride;
+    E->ringoff[E->ns] = tot;
+    const int *rm = E->m->ring_members;
+    int *const *rd = E->m->ring_devices;
     int nmax = rmax;
     for (int s = 0; s < E->ns; s++)
         if (rm && rm[s] > nmax) nmax = rm[s];
@@ -339,14 +340,22 @@ static int ring_widths(eng *E)
     }
     int rc = 0;
     for (int s = 0; s < E->ns && !rc; s++) {
-        int r = sc->replicas[s], *w = E->ringw + sc->stage_first[s];
-        /* with context parallelism (ring_members = r cp) the widths are the dp x cp ring's:
-         * replica j's ranks at its device + k ring_stride, its hop to replica j + 1 the
-         * full ring's hop from its last rank */
-        int cp = rm && rm[s] > r && r > 0 && rm[s] % r == 0 && rs ? rm[s] / r : 1;
+        int r = sc->replicas[s], *w = E->ringw + E->ringoff[s];
+        if (eng_ring_solo(E->m, sc, s)) { /* one replica: its members' own ring */
+            int n = rm[s];
+            for (int j = 0; j < n; j++) w[j] = 1;
+            if (eng_ring_moves(E, s))
+                rc = sim_net_ring_widths(&E->m->net, rd[s], n, w);
+            continue;
+        }
+        /* with context parallelism (ring_members = r cp) the widths are the dp x cp ring's
+         * (its members' devices ring_devices, replica j's ranks at j cp + k), its hop to
+         * replica j + 1 the full ring's hop from its last rank */
+        int cp = rm && rm[s] > r && r > 0 && rm[s] % r == 0 && rd && s < E->m->ring_nstages &&
+                 rd[s] ? rm[s] / r : 1;
         for (int j = 0; j < r; j++) {
             int d = E->m->worker_device[sc->stage_workers[sc->stage_first[s] + j]];
-            for (int k = 0; k < cp; k++) devs[j * cp + k] = d + k * rs_of(rs, s);
+            for (int k = 0; k < cp; k++) devs[j * cp + k] = cp > 1 ? rd[s][j * cp + k] : d;
             w[j] = 1;
         }
         if (!eng_ring_moves(E, s)) continue;
@@ -368,7 +377,7 @@ int eng_ring_analyse(eng *E)
     int nhop = 0;
     for (int s = 0; s < E->ns; s++)
         if (eng_ring_moves(E, s))
-            nhop += sc->replicas[s];
+            nhop += eng_ring_nhops(E, s);
     if (nhop > 0 && ring_widths(E))
         return -1;
     if (nhop == 0 || E->m->ring_per_hop)
@@ -389,21 +398,21 @@ int eng_ring_analyse(eng *E)
     for (int s = 0; s < E->ns; s++) {
         if (!eng_ring_moves(E, s))
             continue;
-        int r = sc->replicas[s];
-        const int *sw = &sc->stage_workers[sc->stage_first[s]];
+        int nh = eng_ring_nhops(E, s);
         E->rg[s].off = nhop;
-        for (int j = 0; j < r; j++) {
-            int da = E->m->worker_device[sw[j]], db = E->m->worker_device[sw[(j + 1) % r]];
+        for (int j = 0; j < nh; j++) {
+            int hw, da, db;
+            eng_ring_hop(E, s, j, &hw, &da, &db);
             if (da == db)
                 continue;
-            int pi = pair_of(&P, da, db), wd = E->ringw[sc->stage_first[s] + j];
+            int pi = pair_of(&P, da, db), wd = E->ringw[E->ringoff[s] + j];
             if (pi < 0)
                 goto out;
             P.ring[pi]++;
             if (wd > P.wid[pi])
                 P.wid[pi] = wd;
-            wring[sw[j]]++;
-            E->hop[nhop++] = (ringhop){.w = sw[j], .da = da, .db = db, .link = -1,
+            wring[hw]++;
+            E->hop[nhop++] = (ringhop){.w = hw, .da = da, .db = db, .link = -1,
                                        .width = wd};
         }
         E->rg[s].n = nhop - E->rg[s].off;

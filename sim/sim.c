@@ -252,8 +252,8 @@ static double peak_flops_at(const device_type *t, dev_precision p)
 static int fill_layout(sim_report *rep, const plan *pl, const sim_model *m)
 {
     const profile *p = pl->prof;
-    rep->tp = pl->tp > 1 ? pl->tp : 1;
-    rep->cp = pl->cp > 1 ? pl->cp : 1;
+    rep->tp = plan_tp(pl);
+    rep->cp = plan_cp(pl);
     rep->interleave = rep->chunks > 0 ? rep->chunks : 1;
     rep->pp = rep->nstages / rep->interleave;
     rep->dp = pl->stages[0].replicas;

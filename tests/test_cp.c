@@ -1,9 +1,10 @@
 /* test_cp.c: context parallelism (--cp, docs/llm.md "Context parallelism"): a context-parallel
  * rank's share of the compute (half of cp 1's FLOPs at cp 2, its activations those of s / cp
  * tokens), the K/V ring's bytes and buffers by hand, Megatron-Core's device order (tp
- * fastest, then cp, then dp) and the data-parallel group over dp x cp ranks, the ring's
- * time in the simulator's cost, the plan file's "cp" round trip, and each bad input's one
- * line. */
+ * fastest, then cp, then dp; plan_cp_device its one owner) and the data-parallel group over
+ * dp x cp ranks, the ring's time in the simulator's cost, the engine's gradient ring of dp
+ * 1 over the cp ranks (its transfers, and their contention with the pipeline's sends), the
+ * plan file's "cp" round trip, and each bad input's one line. */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdio.h>
@@ -168,6 +169,70 @@ Test(cp, order_and_dp_group)
     plan_free(pl);
 }
 
+/* plan_tp and plan_cp, the one clamp of each degree: a plan's own degree, 1 below 1 (a plan
+ * written without the field) and for no plan; plan_group_width is their product. */
+Test(cp, degree_accessors)
+{
+    layout3d_options o = opts(2, 4, 1, 1);
+    plumb_err err = {{0}};
+    plan *pl = build(&o, &err);
+    cr_assert_not_null(pl, "%s", err.msg);
+    cr_assert_eq(plan_tp(pl), 2);
+    cr_assert_eq(plan_cp(pl), 4);
+    cr_assert_eq(plan_group_width(pl), 8);
+    pl->tp = 0, pl->cp = 0;
+    cr_assert_eq(plan_tp(pl), 1);
+    cr_assert_eq(plan_cp(pl), 1);
+    cr_assert_eq(plan_group_width(pl), 1);
+    pl->tp = 2, pl->cp = 4;
+    cr_assert_eq(plan_tp(NULL), 1);
+    cr_assert_eq(plan_cp(NULL), 1);
+    cr_assert_eq(plan_group_width(NULL), 1);
+    plan_free(pl);
+}
+
+/* plan_cp_device, the one owner of a replica's context ranks: at tp 2, cp 2, dp 2, pp 2 on
+ * two 8-GPU servers, replica r of pipeline rank p starts at (2 p + r) 4 and its rank k is
+ * the tensor group 2 k further; out of range is -1. The data-parallel group, the K/V ring
+ * and the engine's ring devices (sim_model.ring_devices) are those devices. */
+Test(cp, rank_devices_one_owner)
+{
+    layout3d_options o = opts(2, 2, 2, 2);
+    o.gpus = 16;
+    transformer *t = small_model();
+    cluster *c = a100();
+    plumb_err err = {{0}};
+    plan *pl = layout3d_build(t, c, A100, &o, &err);
+    cr_assert_not_null(pl, "%s", err.msg);
+    for (int st = 0; st < 2; st++)
+        for (int r = 0; r < 2; r++)
+            for (int k = 0; k < 2; k++)
+                cr_assert_eq(plan_cp_device(pl, st, r, k), (2 * st + r) * 4 + 2 * k,
+                             "stage %d replica %d rank %d", st, r, k);
+    cr_assert_eq(plan_cp_device(pl, 0, 0, 2), -1);
+    cr_assert_eq(plan_cp_device(pl, 0, 2, 0), -1);
+    cr_assert_eq(plan_cp_device(pl, 2, 0, 0), -1);
+    cr_assert_eq(plan_cp_device(NULL, 0, 0, 0), -1);
+    int devs[4];
+    cr_assert_eq(sim_cost_dp_group(pl, 1, devs), 4);
+    int want[4] = {8, 10, 12, 14};
+    for (int i = 0; i < 4; i++) cr_assert_eq(devs[i], want[i], "member %d", i);
+    schedule *s = schedule_from_plan(pl, 2, &err);
+    cr_assert_not_null(s, "%s", err.msg);
+    sim_net net;
+    sim_net_from_cluster(&net, pl->clus, NULL);
+    sim_model m;
+    cr_assert_eq(sim_cost_build(&m, pl, s, &net, -1, 1, &err), 0, "%s", err.msg);
+    cr_assert_eq(m.ring_members[1], 4);
+    cr_assert_not_null(m.ring_devices[1]);
+    for (int i = 0; i < 4; i++) cr_assert_eq(m.ring_devices[1][i], want[i], "member %d", i);
+    sim_model_release(&m);
+    schedule_free(s);
+    plan_free(pl);
+    cluster_free(c);
+    transformer_free(t);
+}
+
 /* The ring in the cost: at cp 2 each block's forward moves one chunk and its backward two
  * per step over the ring's link; the steps' own time is that, and what blocks is no more;
  * nothing at cp 1. */
@@ -199,34 +264,146 @@ Test(cp, ring_cost)
     plan_free(pl);
 }
 
-/* dp 1, cp 2 (tp 2, pp 2): stage 0's gradients are still reduced over its two cp ranks, a
- * ring of 2 over NVLink (devices 0 and 2) of the fp32 gradients' bytes, bytes / rate + 2 latencies; the
- * engine has no ring for one replica, so what of it outlasts the last backward (the
- * buckets' fold, at least the last bucket) holds the optimizer step. */
-Test(cp, reduce_dp1)
+/* The iteration of pl (iters iterations) by the engine, and in *priced the figure of the
+ * model before the engine ran one replica's ring: no ring for a stage of one replica
+ * (ring_members 0), what of its reduction outlasts the stage's last backward added to its
+ * optimizer step instead, the engine's buckets replayed (each allreduce_s / K, ready
+ * evenly through that backward, all at its end with grad_sync end; the cost's former
+ * cp_reduce_exposed_s). */
+static double run_both(const plan *pl, int iters, double *priced)
 {
-    layout3d_options o = opts(2, 2, 2, 1);
+    plumb_err err = {{0}};
+    sim_net net;
+    sim_net_from_cluster(&net, pl->clus, NULL);
+    schedule *s = schedule_from_plan(pl, iters, &err);
+    cr_assert_not_null(s, "%s", err.msg);
+    double fig[2];
+    for (int old = 0; old < 2; old++) {
+        sim_model m;
+        cr_assert_eq(sim_cost_build(&m, pl, s, &net, -1, 1, &err), 0, "%s", err.msg);
+        for (int st = 0; old && st < pl->nstages; st++) {
+            if (pl->stages[st].replicas > 1 || !(m.allreduce_s[st] > 0)) continue;
+            double ar = m.allreduce_s[st], b = m.act_s[(size_t)st * SIM_NC + SIM_C_B];
+            double kb = ceil(m.grad_bytes[st] / SIM_BUCKET_BYTES), end = 0;
+            int K = kb < 1 ? 1 : kb > 4096 ? 4096 : (int)kb;
+            for (int k = 0; k < K; k++) {
+                double ready = pl->grad_sync_end ? b : b * (k + 1) / K;
+                end = (end > ready ? end : ready) + ar / K;
+            }
+            m.act_s[(size_t)st * SIM_NC + SIM_C_STEP] += end - b;
+            m.ring_members[st] = 0;
+        }
+        sim_result r;
+        cr_assert_eq(sim_engine_run(&m, &r, &err), 0, "%s", err.msg);
+        fig[old] = r.iteration_s;
+        sim_result_free(&r);
+        sim_model_release(&m);
+    }
+    schedule_free(s);
+    *priced = fig[1];
+    return fig[0];
+}
+
+/* dp 1, cp 4 (tp 2, pp 1): the stage's gradients are still reduced over its four cp
+ * ranks, a ring over NVLink (devices 0, 2, 4, 6) of the fp32 gradients' bytes, 2 (4 - 1) / 4
+ * bytes / rate + 2 (4 - 1) latencies. The engine runs it (one replica's ring over its
+ * context ranks), hop by hop or grouped alike: per bucket its 2 (4 - 1) steps, each a
+ * transfer on every hop 0 -> 2 -> 4 -> 6 -> 0 of a quarter of the bucket, nothing added to
+ * the step; with no pipeline sends to share a port with, the iteration is the figure of
+ * the former priced reduction within 0.1 %. */
+Test(cp, reduce_dp1_runs_the_ring)
+{
+    layout3d_options o = opts(2, 4, 1, 1);
     plumb_err err = {{0}};
     plan *pl = build(&o, &err);
     cr_assert_not_null(pl, "%s", err.msg);
     cr_assert_eq(pl->stages[0].replicas, 1);
     sim_net net;
     sim_net_from_cluster(&net, pl->clus, NULL);
-    schedule *s = schedule_from_plan(pl, 3, &err);
+    int iters = 3;
+    schedule *s = schedule_from_plan(pl, iters, &err);
     cr_assert_not_null(s, "%s", err.msg);
     sim_model m;
     cr_assert_eq(sim_cost_build(&m, pl, s, &net, -1, 1, &err), 0, "%s", err.msg);
     double rate, lat;
     cr_assert(sim_net_path(&net, 0, 2, &rate, &lat) >= 0);
-    double g = m.grad_bytes[0];
+    double g = m.grad_bytes[0], kb = ceil(g / SIM_BUCKET_BYTES), fig[2];
     cr_assert(g > 0);
-    cr_assert_float_eq(m.allreduce_s[0], g / rate + 2 * lat, 1e-12 * (1 + m.allreduce_s[0]));
-    double kb = ceil(g / SIM_BUCKET_BYTES);
-    cr_assert(m.act_s[SIM_C_STEP] >= m.allreduce_s[0] / kb - 1e-15, "%g", m.act_s[SIM_C_STEP]);
-    cr_assert(m.act_s[SIM_C_STEP] <= m.allreduce_s[0] + 1e-15);
+    cr_assert_float_eq(m.allreduce_s[0], 1.5 * g / rate + 6 * lat,
+                       1e-12 * (1 + m.allreduce_s[0]));
+    cr_assert_eq(m.act_s[SIM_C_STEP], 0, "the step holds no priced reduction");
+    cr_assert_eq(m.ring_members[0], 4);
+    for (int per_hop = 0; per_hop < 2; per_hop++) {
+        m.ring_per_hop = per_hop;
+        sim_result r;
+        cr_assert_eq(sim_engine_run(&m, &r, &err), 0, "%s", err.msg);
+        int found = 0;
+        for (int i = 0; i < r.nlinks; i++) {
+            const sim_link_stat *l = &r.links[i];
+            if (l->dst != (l->src + 2) % 8 || l->src % 2) continue;
+            found++;
+            cr_assert_eq(l->transfers, (long long)(iters * kb * 6), "%lld", l->transfers);
+            cr_assert_float_eq(l->bytes, iters * g * 6 / 4, 1e-6 * g);
+        }
+        cr_assert_eq(found, 4, "links 0 -> 2 -> 4 -> 6 -> 0 (got %d)", found);
+        fig[per_hop] = r.iteration_s;
+        sim_result_free(&r);
+    }
+    cr_assert_eq(fig[0], fig[1], "grouped %.17g, hop by hop %.17g", fig[0], fig[1]);
     sim_model_release(&m);
     schedule_free(s);
+    double priced, ran = run_both(pl, 3, &priced);
+    cr_assert(fabs(ran / priced - 1) <= 1e-3, "%.9g against %.9g", ran, priced);
+    pl->grad_sync_end = 1; /* the reduction after the last backward: all of it exposed */
+    ran = run_both(pl, 3, &priced);
+    cr_assert(fabs(ran / priced - 1) <= 1e-3, "grad_sync end: %.9g against %.9g", ran, priced);
     plan_free(pl);
+}
+
+/* One A100 per server over 25 Gb/s Ethernet whose egress is one link's (one lane) or 8
+ * times it: dp 1, cp 2, pp 2 puts stage 0's context ranks on servers 0 and 1 and stage 1's
+ * on 2 and 3, so the cp ring's hop 0 -> 1 leaves server 0's port with the pipeline's
+ * sends 0 -> 2, and 2 -> 3 server 2's with 2 -> 0. With 8 lanes nothing waits and the
+ * engine's ring gives the former priced figure within 0.1 %; with one lane the ring's
+ * transfers and the sends queue on the port: slower than the priced figure, which did not
+ * see them. */
+Test(cp, reduce_dp1_contends_with_sends)
+{
+    double fig[2], priced[2];
+    for (int lanes = 0; lanes < 2; lanes++) {
+        char text[1024];
+        snprintf(text, sizeof text, "{\"format\": \"plumb-cluster/1\", \"name\": \"x\", "
+                 "\"levels\": [{\"name\": \"local\", \"count\": 1, "
+                 "\"bandwidth_gbit_per_s\": 2400, \"latency_us\": 3}, {\"name\": \"eth\", "
+                 "\"count\": 4, \"bandwidth_gbit_per_s\": 25, \"latency_us\": 5, "
+                 "\"egress_gbit_per_s\": %d}], \"device_types\": [{\"name\": "
+                 "\"A100\", \"memory_gib\": 79, \"speed\": 1, \"peak_tflops\": 19.5, "
+                 "\"peak_tflops_by_precision\": {\"bf16\": 312}, "
+                 "\"memory_gbyte_per_s\": 2039, \"efficiency\": {\"gemm\": 0.77, "
+                 "\"attention\": 0.5, \"memory\": 0.6, \"kernel_overhead_us\": 5}}], "
+                 "\"device_type\": \"A100\"}",
+                 lanes ? 25 : 200);
+        cJSON *j = cJSON_Parse(text);
+        cr_assert_not_null(j);
+        plumb_err err = {{0}};
+        cluster *c = cluster_from_json(j, "x.json", &err);
+        cJSON_Delete(j);
+        cr_assert_not_null(c, "%s", err.msg);
+        transformer *t = small_model();
+        layout3d_options o = opts(1, 2, 2, 1);
+        plan *pl = layout3d_build(t, c, "x.json", &o, &err);
+        cr_assert_not_null(pl, "%s", err.msg);
+        cr_assert_eq(plan_cp_device(pl, 0, 0, 1), 1);
+        cr_assert_eq(pl->stages[1].devices[0], 2);
+        fig[lanes] = run_both(pl, 4, &priced[lanes]);
+        plan_free(pl);
+        transformer_free(t);
+        cluster_free(c);
+    }
+    cr_assert(fabs(fig[0] / priced[0] - 1) <= 1e-3, "8 lanes: %.9g against %.9g", fig[0],
+              priced[0]);
+    cr_assert_float_eq(priced[1], priced[0], 1e-12 * priced[0], "the priced figure sees no port");
+    cr_assert(fig[1] > priced[1] * 1.001, "one lane: %.9g against %.9g", fig[1], priced[1]);
 }
 
 /* dp 2, cp 2 (tp 2): the engine's ring runs the 4 members' 2 (4 - 1) steps per bucket, each
