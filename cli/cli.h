@@ -82,6 +82,12 @@ int cli_grad_sync(const char *cmd, const char *s, int *end);
  * one line naming the option and returns 2. */
 int cli_p2p_split(const char *cmd, const char *s, int *whole);
 
+/* Parses `--cp C` (context-parallel ranks, 1 to 4096: what plumb plan --model, sweep
+ * --model and ui --model take; the layout's own rules, flash attention and 2 C dividing
+ * the sequence, are checked where it is laid out) into *cp. On failure prints one line
+ * naming the option and returns -1. */
+int cli_cp(const char *cmd, const char *s, int *cp);
+
 /* Parses `--recompute none|selective|full` (core/plan.h's recompute_kind) into *out. On
  * failure prints one line naming the option and returns 2. */
 int cli_recompute(const char *cmd, const char *s, int *out);

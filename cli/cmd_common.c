@@ -219,6 +219,11 @@ int cli_p2p_split(const char *cmd, const char *s, int *whole)
     return 0;
 }
 
+int cli_cp(const char *cmd, const char *s, int *cp)
+{
+    return cli_int(cmd, "--cp", s, 1, 4096, cp);
+}
+
 int cli_recompute(const char *cmd, const char *s, int *out)
 {
     int v = recompute_kind_parse(s);

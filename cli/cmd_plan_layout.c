@@ -200,7 +200,7 @@ static int parse(int argc, char **argv, layout3d_options *o, given *g, const cha
                 return 2;
             break;
         case O_TP: if (cli_int(cmd, "--tp", optarg, 1, 4096, &o->tp)) return 2; break;
-        case O_CP: if (cli_int(cmd, "--cp", optarg, 1, 4096, &o->cp)) return 2; break;
+        case O_CP: if (cli_cp(cmd, optarg, &o->cp)) return 2; break;
         case O_PP: if (cli_int(cmd, "--pp", optarg, 1, 65536, &o->pp)) return 2; break;
         case O_DP: if (cli_int(cmd, "--dp", optarg, 1, 1 << 20, &o->dp)) return 2; break;
         case O_GB:

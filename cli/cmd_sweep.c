@@ -214,7 +214,7 @@ static int parse_model(int argc, char **argv, search3d_options *o, const char **
             break;
         case M_TP: if (cli_int(cmd, "--tp", optarg, 1, 4096, &o->tp)) return 2; break;
         case M_PP: if (cli_int(cmd, "--pp", optarg, 1, 65536, &o->pp)) return 2; break;
-        case M_CP: if (cli_int(cmd, "--cp", optarg, 1, 4096, &o->cp)) return 2; break;
+        case M_CP: if (cli_cp(cmd, optarg, &o->cp)) return 2; break;
         case M_MBS:
             if (cli_int(cmd, "--microbatch-size", optarg, 1, 1 << 20, &o->microbatch_size))
                 return 2;

@@ -25,7 +25,7 @@ static void usage(FILE *out)
     fprintf(out,
             "usage: plumb ui [-p PROFILE -c CLUSTER | PLAN.json] [options]\n"
             "       plumb ui --model FILE -c CLUSTER --tp T --pp P --dp D --global-batch B\n"
-            "                [--gpus N] [--microbatch-size b] [--interleave V]\n"
+            "                [--gpus N] [--cp C] [--microbatch-size b] [--interleave V]\n"
             "                [--recompute none|selective|full] [--checkpoint-layers K]\n"
             "                [--sequence-parallel] [--zero 0|1 [--overlap-param-gather]]\n"
             "                [--precision P] [--schedule KIND] [--seq-len S]\n"
@@ -40,12 +40,13 @@ static void usage(FILE *out)
             "opens the shipped example %s.\n"
             "With --model it lays a transformer out in 3D as plumb plan --model does (the\n"
             "same options and checks, docs/llm.md: plumb plan --model --help) and its keys\n"
-            "change tp, pp, dp, the microbatch size, interleave, recompute, sequence\n"
-            "parallelism and ZeRO (docs/ui.md); the runtime options (--tp-overlap,\n"
-            "--overlap-param-gather, --p2p, --grad-sync, --p2p-split, --grad-reduce,\n"
-            "--optimizer-state, --attention, --balance) hold for every layout the keys\n"
-            "reach, and the frame shows them; keys change five of them (k K tp overlap,\n"
-            "j the all-gather, y p2p, E grad-sync, f attention).\n\n"
+            "change tp, pp, dp, cp (context parallelism, from --cp C: flash attention, 2 C\n"
+            "dividing the sequence, tp x cp within a server), the microbatch size,\n"
+            "interleave, recompute, sequence parallelism and ZeRO (docs/ui.md); the runtime\n"
+            "options (--tp-overlap, --overlap-param-gather, --p2p, --grad-sync, --p2p-split,\n"
+            "--grad-reduce, --optimizer-state, --attention, --balance) hold for every\n"
+            "layout the keys reach, and the frame shows them; keys change five of them\n"
+            "(k K tp overlap, j the all-gather, y p2p, E grad-sync, f attention).\n\n"
             "options:\n"
             "  -p, --profile FILE    a profile (plumb-profile/1), with -c\n"
             "  -c, --cluster FILE    a cluster (plumb-cluster/1), with -p or --model\n"
@@ -109,7 +110,7 @@ static int parse_size(const char *s, int *w, int *h)
  * of o it sets with its range (ptr NULL: parsed by name below, with plan's parsers). */
 enum { L_MODEL = 1300, L_GPUS, L_TP, L_PP, L_DP, L_GB, L_MBS, L_V, L_CKPT, L_ZERO, L_SEQ,
        L_SP, L_RC, L_PREC, L_SCHED, L_ATTN, L_BAL, L_P2P, L_GSYNC, L_TPO, L_OPG, L_GRED,
-       L_OSTATE, L_SPLIT };
+       L_OSTATE, L_SPLIT, L_CP };
 
 /* One layout or runtime option c with value arg into o and rt. 0, 2 after one line, or
  * -1 for an option that is neither. */
@@ -133,6 +134,7 @@ static int layout_opt(int c, const char *arg, layout3d_options *o, ui_runtime *r
                        ? 2 : 0;
     int v;
     switch (c) {
+    case L_CP: return cli_cp("ui", arg, &o->cp) ? 2 : 0; /* plan --model's parser */
     case L_SEQ: return cli_int("ui", "--seq-len", arg, 1, 100000000, seq) ? 2 : 0;
     case L_SP: o->sequence_parallel = 1; return 0;
     case L_BAL: o->balance = 1; return 0;
@@ -170,6 +172,7 @@ int cmd_ui(int argc, char **argv)
         { "planner", required_argument, NULL, 'P' }, { "model", required_argument, NULL, L_MODEL },
         { "gpus", required_argument, NULL, L_GPUS }, { "tp", required_argument, NULL, L_TP },
         { "pp", required_argument, NULL, L_PP },     { "dp", required_argument, NULL, L_DP },
+        { "cp", required_argument, NULL, L_CP },
         { "global-batch", required_argument, NULL, L_GB },
         { "microbatch-size", required_argument, NULL, L_MBS },
         { "interleave", required_argument, NULL, L_V },

@@ -3,8 +3,10 @@
  * bandwidth factors, heterogeneous servers), and the evaluation of a what-if on a profile
  * and cluster (the plan validates, the report is there, the cache answers repeats), and
  * re-planning under a plan file's runtime and ZeRO stage (as plumb plan -p --p2p sync and
- * --zero 1 plan). */
+ * --zero 1 plan), and a transformer's what-ifs laid out with their context parallelism (as
+ * plumb plan --model --cp lays them out). */
 #include <criterion/criterion.h>
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -482,5 +484,58 @@ Test(ui_eval, runtime_options_are_the_fixed_layout)
     cr_expect_eq(b.rt.tp_overlap, TP_OVERLAP_FULL);
     cr_expect_eq(b.rt.overlap_param_gather, 1);
     cr_expect(search3d_all_fixed(&b.rt), "the opened layout is one fixed layout");
+    ui_base_free(&b);
+}
+
+/* Context parallelism (plumb ui --model --cp): the opened layout's cp is the what-if's, and
+ * every what-if lays out with its own cp, as `plumb plan --model --cp` lays it out (the
+ * same plan, simulated to the same iteration time); cp 1 is the layout without it. */
+Test(ui_eval, context_parallel_layouts_carry_their_cp)
+{
+    layout3d_options o;
+    layout3d_options_init(&o);
+    o.tp = 2, o.pp = 2, o.dp = 2, o.cp = 2, o.gpus = 16, o.global_batch = 16;
+    o.microbatch_size = 1, o.attention = LLM_ATTN_FLASH;
+    ui_base b;
+    plumb_err e;
+    err_clear(&e);
+    cr_assert_eq(ui_base_load_model(&b, "examples/llm/gpt2.json",
+                                    "profiles/clusters/dgx-a100-80g.json", &o, NULL, &e), 0,
+                 "%s", e.msg);
+    ui_whatif w;
+    ui_base_whatif(&b, &w);
+    cr_assert(w.cp == 2 && w.ngpus == 16 && w.dp == 2, "cp %d gpus %d dp %d", w.cp, w.ngpus,
+              w.dp);
+    layout3d_options lo = ui_whatif_layout3d(&b.lopt, &w);
+    cr_assert_eq(lo.cp, 2);
+    /* the opened layout, then tp 4 x cp 2 x pp 2 x dp 1, then cp 4, then cp 1 (dp 4) */
+    static const struct { int tp, cp, dp; } L[] = { { 2, 2, 2 }, { 4, 2, 1 }, { 2, 4, 1 },
+                                                    { 2, 1, 4 } };
+    double iter[4];
+    for (int i = 0; i < 4; i++) {
+        w.tp = L[i].tp, w.cp = L[i].cp, w.dp = L[i].dp;
+        ui_result r = { 0 };
+        cr_assert_eq(ui_evaluate(&b, &w, &r), 0, "%s", r.err);
+        cr_expect_eq(r.pl->cp > 1 ? r.pl->cp : 1, L[i].cp, "layout %d: plan cp %d", i, r.pl->cp);
+        cr_expect_eq(r.pl->tp, L[i].tp);
+        cr_expect_eq(r.rep->gpus, 16, "layout %d: %d GPUs", i, r.rep->gpus);
+        /* plan --model's plan of the same layout, simulated in full */
+        layout3d_options p = o;
+        p.tp = L[i].tp, p.cp = L[i].cp, p.dp = L[i].dp;
+        plan *pl = layout3d_build(b.model, b.clus, "dgx-a100-80g.json", &p, &e);
+        cr_assert_not_null(pl, "%s", e.msg);
+        sim_options so;
+        sim_options_init(&so);
+        sim_report *rep = sim_run(pl, &so, &e);
+        cr_assert_not_null(rep, "%s", e.msg);
+        cr_expect(fabs(r.rep->iteration_s / rep->iteration_s - 1) < 1e-6,
+                  "layout %d: the dashboard %.9g s, plan --model %.9g s", i, r.rep->iteration_s,
+                  rep->iteration_s);
+        iter[i] = r.rep->iteration_s;
+        sim_report_free(rep);
+        plan_free(pl);
+        ui_result_free(&r);
+    }
+    cr_expect(iter[0] != iter[3], "cp 2 and cp 1 price alike: the check cannot fail");
     ui_base_free(&b);
 }

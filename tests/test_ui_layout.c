@@ -152,21 +152,22 @@ Test(ui_layout, status_keys_are_whole_and_most_useful_first)
 }
 
 /* The widths of the screens the dashboard is used at, by hand: a transformer's status
- * line names the runtime keys (k j y E f) from 80 columns on, and 220 shows every key in
- * full; the 2D view's from 140. */
+ * line names the runtime keys (k j y E f) from 80 columns on, the cp key (v V) from 100,
+ * and 220 shows every key in full; the 2D view's from 140. */
 Test(ui_layout, status_keys_at_the_usual_widths)
 {
     static const struct { int l3, w; const char *line; } T[] = {
         { 1, 80, "q quit  ? help  gG tp  dD pp  wW dp  cC sched  kK tpo  j opg  y p2p  E gsync" },
         { 1, 100, "q quit  ? help  gG tp  dD pp  wW dp  cC sched  kK tpo  j opg  y p2p  E gsync"
-                  "  f attn  nN mbs" },
+                  "  f attn  vV cp  nN mbs" },
         { 1, 120, "q quit  ? help  gG tp  dD pp  wW dp  cC sched  kK tpo  j opg  y p2p  E gsync"
-                  "  f attn  nN mbs  iI intlv  r recomp  a sp" },
+                  "  f attn  vV cp  nN mbs  iI intlv  r recomp" },
         { 1, 160, "q quit  ? help  gG tp  dD pp  wW dp  cC sched  kK tpo  j opg  y p2p  E gsync"
-                  "  f attn  nN mbs  iI intlv  r recomp  a sp  o zero  u undo  p pin  s save  e export" },
+                  "  f attn  vV cp  nN mbs  iI intlv  r recomp  a sp  o zero  u undo  p pin  s save" },
         { 1, 220, "q quit  ? help  g/G tp  d/D pp  w/W dp  c/C schedule  k/K tp-overlap  "
-                  "j param-gather  y p2p  E grad-sync  f attention  n/N mbs  i/I interleave  "
-                  "r recompute  a seq-par  o zero  u/U undo  p/P pin  s save  e export" },
+                  "j param-gather  y p2p  E grad-sync  f attention  v/V cp  n/N mbs  "
+                  "i/I interleave  r recompute  a seq-par  o zero  u/U undo  p/P pin  s save  "
+                  "e export" },
         { 0, 80, "q quit  ? help  +- gpus  cC sched  mM mb  bB bw  xX mem  tT strag  r recomp" },
         { 0, 120, "q quit  ? help  +- gpus  cC sched  mM mb  bB bw  xX mem  tT strag  r recomp"
                   "  p pin  u undo  s save  e export  zZ view" },

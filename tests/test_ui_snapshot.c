@@ -887,9 +887,9 @@ Test(ui_snapshot, layout3d_status_line_keeps_whole_keys)
 {
     static const struct { int w; const char *end; } T[] = {
         { 80, "  kK tpo  j opg  y p2p  E gsync" },
-        { 100, "  kK tpo  j opg  y p2p  E gsync  f attn  nN mbs" },
-        { 120, "  y p2p  E gsync  f attn  nN mbs  iI intlv  r recomp  a sp" },
-        { 160, "  f attn  nN mbs  iI intlv  r recomp  a sp  o zero  u undo  p pin  s save  e export" },
+        { 100, "  kK tpo  j opg  y p2p  E gsync  f attn  vV cp  nN mbs" },
+        { 120, "  y p2p  E gsync  f attn  vV cp  nN mbs  iI intlv  r recomp" },
+        { 160, "  f attn  vV cp  nN mbs  iI intlv  r recomp  a sp  o zero  u undo  p pin  s save" },
     };
     ui_app a;
     open_gpt2(&a, layout_of(2, 2, 2, 16));
@@ -907,6 +907,45 @@ Test(ui_snapshot, layout3d_status_line_keeps_whole_keys)
     cr_assert(a.msg_err && strstr(a.msg, "--overlap-param-gather"), "%s", a.msg);
     cr_assert(!strncmp(st, "--overlap-param-gather", 22) && strlen(st) <= 80 &&
               !strcmp(st + strlen(st) - 16, "  q quit  ? help"), "%s", st);
+    free(s);
+    ui_app_free(&a);
+}
+
+/* plumb ui --model --cp: the layout row names cp, the memory panel's ranks span tp x cp x
+ * dp devices, v V lay out again with their cp (the GPUs kept, dp following), s saves the
+ * plan with its "cp" and plumb sim prices it as the frame shows, and f (standard
+ * attention) at cp 2 is refused with plan --model's line. */
+Test(ui_snapshot, layout3d_context_parallelism_rides_the_keys_and_is_saved)
+{
+    ui_app a;
+    layout3d_options o = layout_of(2, 2, 2, 16);
+    o.cp = 2, o.gpus = 16, o.attention = LLM_ATTN_FLASH;
+    open_gpt2(&a, o);
+    char *s = snap(&a, 130, 40, NULL);
+    cr_assert(strstr(s, "GPUs 16 = tp 2 x cp 2 x pp 2 x dp 2  mbs 1  v 1"), "%s", s);
+    cr_assert(strstr(s, "|   1 1       8-15 "), "rank 1 on devices 8-15:\n%s", s);
+    free(s);
+    static const struct { const char *keys, *row; int cp, dp; } K[] = {
+        { "vs", "GPUs 16 = tp 2 x cp 4 x pp 2 x dp 1  mbs 1", 4, 1 },
+        { "VVs", "GPUs 16 = tp 2 x pp 2 x dp 4  mbs 1", 1, 4 },
+        { "vws", "GPUs 32 = tp 2 x cp 2 x pp 2 x dp 4  mbs 1", 2, 4 },
+    };
+    for (size_t i = 0; i < sizeof K / sizeof K[0]; i++) {
+        s = snap(&a, 130, 40, K[i].keys);
+        cr_assert(strstr(s, K[i].row), "after %s:\n%s", K[i].keys, s);
+        figs f = read_figs(s);
+        cJSON *rep = sim_json(saved_plan_path(s), NULL, NULL);
+        assert_same_figures(&f, rep);
+        const cJSON *cp = cJSON_GetObjectItemCaseSensitive(rep, "cp");
+        cr_assert_eq(cp ? (int)cp->valuedouble : 1, K[i].cp, "after %s", K[i].keys);
+        cr_assert_eq(jnum(rep, "dp"), K[i].dp);
+        cJSON_Delete(rep);
+        free(s);
+    }
+    s = snap(&a, 200, 40, "f"); /* at cp 2 from the keys above */
+    cr_assert(strstr(s, "kept the layout: --cp: expected --attention flash with --cp 2"), "%s",
+              s);
+    cr_assert(strstr(s, "GPUs 32 = tp 2 x cp 2 x pp 2 x dp 4"), "%s", s);
     free(s);
     ui_app_free(&a);
 }

@@ -6,6 +6,7 @@
 
 #include "core/plan.h"
 #include "core/schedule_traits.h"
+#include "planner/llm_profile.h"
 #include "ui/whatif.h"
 
 #define GIB (1024.0 * 1024.0 * 1024.0)
@@ -600,4 +601,92 @@ Test(ui_state, runtime2d_check_reads_the_plan_file)
     w = st->cur, w.opg = 1; /* no file: every other setting free */
     cr_assert_eq(ui_runtime2d_check(st, &w, NULL, 0), 0);
     plan_free(pl);
+}
+
+/* GPT-3 175B's 96 layers on 1024 GPUs of 8-GPU servers with flash attention and sequences
+ * of `seq` tokens: tp 2 x pp 8 x dp 64, cp 1. */
+static ui_state *fresh3d_cp(long long seq)
+{
+    ui_state *st = fresh3d();
+    ui_whatif *w = &st->cur;
+    w->tp = 2, w->pp = 8, w->dp = 64, w->cp = 1;
+    w->attention = LLM_ATTN_FLASH;
+    layout3d_options o;
+    layout3d_options_init(&o);
+    o.global_batch = 1536;
+    o.seq = seq;
+    ui_state_set_layout3d(st, 96, 1536, &o);
+    return st;
+}
+
+/* v V change the context-parallel ranks with the GPU count kept (dp follows), only to
+ * values that apply: flash attention, 2 cp dividing the sequence, tp x cp dividing a
+ * server (g G keep that too); where none does the note says why and nothing is recorded;
+ * each step is undoable and lays out as plan --model --cp would (ui_whatif_layout3d). */
+Test(ui_state, layout3d_cp_keys_take_only_the_values_that_apply)
+{
+    ui_state *st = fresh3d_cp(2048);
+    cr_assert(ui_state_key(st, 'v') & UI_DO_EVAL);
+    cr_assert(st->cur.cp == 2 && st->cur.dp == 32 && st->cur.ngpus == 1024, "cp %d dp %d",
+              st->cur.cp, st->cur.dp);
+    layout3d_options o = ui_whatif_layout3d(&st->lopt, &st->cur);
+    cr_assert(o.cp == 2 && o.tp == 2 && o.dp == 32 && o.gpus == 1024);
+    ui_state_key(st, 'v'); /* cp 3 does not divide a server's 8 / tp 2: cp 4 */
+    cr_assert(st->cur.cp == 4 && st->cur.dp == 16, "cp %d dp %d", st->cur.cp, st->cur.dp);
+    cr_assert(ui_layout3d_ok(st, &st->cur));
+    /* tp 2 x cp 8 = 16 is more than a server: no larger cp, nothing recorded */
+    cr_assert_eq(ui_state_key(st, 'v'), UI_DO_REDRAW);
+    cr_assert(strstr(st->note, "no larger cp 4") && strstr(st->note, "tp x cp"), "%s",
+              st->note);
+    cr_assert_eq(st->undo_n, 2);
+    /* g keeps tp x cp within a server: tp 4 x cp 4 is 16 */
+    cr_assert_eq(ui_state_key(st, 'g'), UI_DO_REDRAW);
+    cr_assert(strstr(st->note, "no larger tp 2") && strstr(st->note, "tp x cp"), "%s",
+              st->note);
+    ui_state_key(st, 'V');
+    ui_state_key(st, 'g');
+    cr_assert(st->cur.tp == 4 && st->cur.cp == 2 && st->cur.dp == 16, "tp %d cp %d dp %d",
+              st->cur.tp, st->cur.cp, st->cur.dp);
+    ui_state_key(st, 'w'); /* dp up: the GPU count follows, tp x cp x pp x dp */
+    cr_assert_eq(st->cur.ngpus, 4 * 2 * 8 * st->cur.dp);
+    ui_state_key(st, 'V');
+    cr_assert(st->cur.cp == 1 && st->cur.tp * st->cur.pp * st->cur.dp == st->cur.ngpus);
+    cr_assert_eq(ui_state_key(st, 'V'), UI_DO_REDRAW);
+    cr_assert(strstr(st->note, "no smaller cp 1"), "%s", st->note);
+    while (st->undo_n) ui_state_key(st, 'u');
+    cr_assert(st->cur.cp == 1 && st->cur.tp == 2 && st->cur.dp == 64);
+
+    /* 2 x cp must divide the sequence: 2052 tokens take cp 2, not 4 */
+    st = fresh3d_cp(2052);
+    ui_state_key(st, 'v');
+    cr_assert_eq(st->cur.cp, 2);
+    cr_assert_eq(ui_state_key(st, 'v'), UI_DO_REDRAW);
+    cr_assert(strstr(st->note, "no larger cp 2") && strstr(st->note, "sequence of 2052"),
+              "%s", st->note);
+    char why[256];
+    cr_assert_eq(ui_cp_applies(st, &st->cur, 4, why, sizeof why), 0);
+    cr_assert(strstr(why, "2 x cp = 8 to divide the sequence of 2052 tokens"), "%s", why);
+    cr_assert(ui_cp_applies(st, &st->cur, 1, why, sizeof why) && !why[0]);
+
+    /* standard attention has no context parallelism: the note says to switch (f) */
+    st = fresh3d_cp(2048);
+    st->cur.attention = LLM_ATTN_STANDARD;
+    cr_assert_eq(ui_state_key(st, 'v'), UI_DO_REDRAW);
+    cr_assert(strstr(st->note, "no larger cp 1: cp 2 needs flash attention (f)"), "%s",
+              st->note);
+    cr_assert_eq(st->cur.cp, 1);
+
+    /* any key sequence stays on layouts with tp x cp within a server */
+    st = fresh3d_cp(2048);
+    const char keys[] = "gGdDwWvVvnNiIcCu";
+    unsigned seed = 777;
+    for (int i = 0; i < 2000; i++) {
+        seed = seed * 1103515245u + 12345u;
+        ui_state_key(st, keys[(seed >> 16) % (sizeof keys - 1)]);
+        const ui_whatif *w = &st->cur;
+        cr_assert_eq(w->tp * w->cp * w->pp * w->dp, w->ngpus);
+        cr_assert_eq(8 % (w->tp * w->cp), 0, "tp %d x cp %d", w->tp, w->cp);
+        cr_assert_eq(2048 % (2 * w->cp), 0);
+        cr_assert(ui_layout3d_ok(st, w));
+    }
 }

@@ -65,9 +65,11 @@ static void start(ui_app *a, double t0)
         if (a->base.clus->types[i].memory_bytes > mem) mem = a->base.clus->types[i].memory_bytes;
     ui_state_init(a->st, &w, a->base.clus->nlevels, a->base.clus->levels[0].count, mem);
     ui_state_set_plan(a->st, a->base.loaded); /* the 2D schedule keys check its runtime */
-    if (a->base.model)
-        ui_state_set_layout3d(a->st, (int)a->base.model->layers, a->base.lopt.global_batch,
-                              &a->base.lopt);
+    if (a->base.model) { /* its keys check cp against the tokens laid out */
+        layout3d_options lo = a->base.lopt;
+        if (lo.seq <= 0) lo.seq = a->base.model->max_positions; /* llm_profile_build's */
+        ui_state_set_layout3d(a->st, (int)a->base.model->layers, lo.global_batch, &lo);
+    }
     ui_evaluate(&a->base, &a->st->cur, &a->cur);
     a->cur_w = a->st->cur;
     if (a->st->cur.microbatches == 0) {

@@ -47,6 +47,7 @@ static const char *const HELP3D[] = {
     "plumb ui --model: each change lays the model out again and simulates it.",
     "  g  G        tensor-parallel ranks up / down (devices kept: dp follows)",
     "  d  D        pipeline ranks up / down (devices kept: dp follows)",
+    "  v  V        context-parallel ranks up / down (flash attn; dp follows)",
     "  w W + -     data-parallel replicas up / down (device count follows)",
     "  n  N        microbatch size up / down (m M: microbatches up / down)",
     "  i  I        virtual stages per pipeline rank up / down (interleaved)",
@@ -58,10 +59,11 @@ static const char *const HELP3D[] = {
     "  x X t T     memory limit; straggler on the selected device, slowdown",
     "  p P u U     pin, unpin, undo, redo;  s e  save the plan, export",
     "  arrows z Z  select a device, scroll, zoom;  ?  help;  q  quit",
-    "Keys step to the nearest value that lays out: tp divides a server, pp x",
-    "interleave the layers, dp x microbatch size the global batch. What plumb",
-    "plan --model refuses (heads, sp or tp overlap at tp 1, the all-gather",
-    "without ZeRO-1, p2p sync on zb-v, grad-sync end on pipedream) refused.",
+    "Keys step to the nearest value that lays out: tp (x cp) divides a server,",
+    "pp x interleave the layers, dp x microbatch size the global batch, 2 cp",
+    "the sequence. What plumb plan --model refuses (heads, sp or tp overlap",
+    "at tp 1, the all-gather without ZeRO-1, p2p sync on zb-v, grad-sync end",
+    "on pipedream, standard attention at cp > 1) refused.",
     "Memory per pipeline rank: W weights, G gradients, O optimizer state,",
     "A activations at the peak, + other buffers, . free; | capacity (red, !).",
 };
@@ -239,11 +241,13 @@ static void draw_diff(ui_fb *fb, int x, int y, int w, const ui_result *live, con
 }
 
 /* A 3D layout's what-ifs, first on the row: the GPUs (`devs`: or CPU workers) as tp x pp
- * x dp, then the rest. */
+ * x dp (tp x cp x pp x dp with context parallelism), then the rest. */
 static void draw_layout3d(pen *p, const ui_whatif *wi, const char *devs)
 {
-    char v[96];
-    snprintf(v, sizeof v, "%d = tp %d x pp %d x dp %d", wi->ngpus, wi->tp, wi->pp, wi->dp);
+    char v[96], cps[24] = ""; /* cp only when > 1: rows without it read as before */
+    if (wi->cp > 1) snprintf(cps, sizeof cps, " x cp %d", wi->cp);
+    snprintf(v, sizeof v, "%d = tp %d%s x pp %d x dp %d", wi->ngpus, wi->tp, cps, wi->pp,
+             wi->dp);
     pen_field(p, devs, v, UI_ST_VALUE | UI_A_BOLD);
     snprintf(v, sizeof v, "%d", wi->mbs);
     pen_field(p, "mbs", v, UI_ST_VALUE);

@@ -225,6 +225,7 @@ void ui_base_whatif(const ui_base *b, ui_whatif *w)
         w->microbatches = d->microbatches;
         w->recompute = b->lopt.recompute;
         w->tp = d->tp, w->pp = d->pp, w->dp = d->dp;
+        w->cp = d->cp;
         w->mbs = b->lopt.microbatch_size;
         w->interleave = d->interleave;
         w->seqpar = b->lopt.sequence_parallel;

@@ -34,10 +34,11 @@ int ui_whatif_equal(const ui_whatif *a, const ui_whatif *b)
         a->straggler != b->straggler || a->recompute != b->recompute)
         return 0;
     if (a->straggler >= 0 && a->straggler_factor != b->straggler_factor) return 0;
-    if (a->tp != b->tp || a->pp != b->pp || a->dp != b->dp || a->mbs != b->mbs ||
-        a->interleave != b->interleave || a->seqpar != b->seqpar || a->zero != b->zero ||
-        a->tp_overlap != b->tp_overlap || a->opg != b->opg || a->p2p_sync != b->p2p_sync ||
-        a->grad_sync_end != b->grad_sync_end || a->attention != b->attention)
+    if (a->tp != b->tp || a->pp != b->pp || a->dp != b->dp || a->cp != b->cp ||
+        a->mbs != b->mbs || a->interleave != b->interleave || a->seqpar != b->seqpar ||
+        a->zero != b->zero || a->tp_overlap != b->tp_overlap || a->opg != b->opg ||
+        a->p2p_sync != b->p2p_sync || a->grad_sync_end != b->grad_sync_end ||
+        a->attention != b->attention)
         return 0;
     for (int l = 0; l < CLUSTER_MAX_LEVELS; l++)
         if (a->bw_exp[l] != b->bw_exp[l]) return 0;

@@ -43,8 +43,11 @@ typedef struct ui_whatif {
                                         UI_RECOMPUTE_AUTO: the native planner tries both
                                         (other plans keep theirs, else off); a 3D layout:
                                         its recompute_kind (none, full, selective) */
-    /* a transformer's 3D layout (ui_state.layout3d; 0 otherwise): ngpus = tp x pp x dp */
+    /* a transformer's 3D layout (ui_state.layout3d; 0 otherwise): ngpus = tp x cp x pp x
+     * dp */
     int tp, pp, dp;                  /* tensor-parallel ranks, pipeline ranks, replicas */
+    int cp;                          /* context-parallel ranks, >= 1 (plumb plan --model's
+                                        --cp) */
     int mbs;                         /* sequences per microbatch */
     int interleave;                  /* virtual stages per pipeline rank */
     int seqpar;                      /* 1: sequence parallelism */
@@ -94,9 +97,10 @@ typedef struct ui_state {
                                         sequence parallelism, ZeRO keys) */
     int layers;                      /* its blocks: pp x interleave must divide them */
     int global_batch;                /* its sequences per iteration: dp x mbs divides it */
-    layout3d_options lopt;           /* the layout opened (ui_base.lopt): each 3D what-if
-                                        lays out as it with its own settings put in
-                                        (ui_whatif_layout3d) and is checked so */
+    layout3d_options lopt;           /* the layout opened (ui_base.lopt, its seq the
+                                        tokens laid out): each 3D what-if lays out as it
+                                        with its own settings put in (ui_whatif_layout3d)
+                                        and is checked so */
     search3d_options plan_rt;        /* the 2D view's plan file as its runtime is checked
                                         (ui_state_set_plan; every setting free without a
                                         file): ui_runtime2d_check puts each what-if's
@@ -145,7 +149,7 @@ void ui_state_set_plan(ui_state *st, const plan *pl);
 int ui_state_reject(ui_state *st);
 
 /* 1 when w is a 3D layout the keys may reach on st: tp divides a server, pp x interleave
- * divides the layers, tp x pp x dp = ngpus is a GPU count ui_gpu_step allows, dp x mbs
+ * divides the layers, tp x cp x pp x dp = ngpus is a GPU count ui_gpu_step allows, dp x mbs
  * divides the global batch, and the interleave is within the schedule's chunks. The
  * remaining checks (heads, memory) are layout3d_build's and the simulator's. */
 int ui_layout3d_ok(const ui_state *st, const ui_whatif *w);
@@ -155,7 +159,7 @@ enum { UI_ASK_TP_OVERLAP = 1, UI_ASK_OPG = 2 };
 
 /* The layout options of what-if w on the layout opened as base (its global batch,
  * precision, sequence length, checkpoint interval, state precisions, balance): w's GPU
- * count, tp, pp, dp, microbatch size, interleave, schedule, recompute kind (the
+ * count, tp, pp, dp, cp, microbatch size, interleave, schedule, recompute kind (the
  * checkpoint interval only with full, else -1), sequence parallelism, ZeRO, p2p,
  * grad-sync and attention. What the dashboard lays out (ui/eval.c) and checks (ui_layout3d_check). */
 layout3d_options ui_whatif_layout3d(const layout3d_options *base, const ui_whatif *w);
@@ -181,18 +185,28 @@ int ui_layout3d_check(const ui_state *st, const ui_whatif *w, int asked, char *w
 int ui_runtime2d_check(const ui_state *st, const ui_whatif *w, char *why, size_t n);
 
 /* The 3D keys (ui/whatif3d.c), applied to st->cur: g G tensor-parallel ranks, d D
- * pipeline ranks (both keep the GPU count: dp follows), w W + - replicas (the GPU count
- * follows), n N microbatch size up / down (m M: microbatches up / down, the size the other
- * way), i I interleave, r recompute none -> selective -> full, a sequence parallelism, o
- * ZeRO, c C schedule (the interleave follows its chunks; kinds the runtime check refuses,
- * zb-v and dualpipev under p2p sync, are skipped). Each steps to the nearest value that
- * keeps ui_layout3d_ok; where none does, st->note says why and nothing changes. The
- * runtime keys: k K tp overlap none -> backward -> full (K the other way), j the parameter
- * all-gather under the forward on / off, y p2p overlap / sync, E the gradient reduction
- * overlapped / at the end (grad-sync), f attention standard / flash. Every change is checked (ui_layout3d_check; k K and j ask for their setting):
- * refused, the check's line is st->note and nothing changes. Returns 1 when the key is
- * one of these, else 0. */
+ * pipeline ranks, v V context-parallel ranks (all three keep the GPU count: dp follows;
+ * tp and cp only to values where ui_cp_applies), w W + - replicas (the GPU count
+ * follows), n N microbatch size up / down (m M: microbatches up / down, the size the
+ * other way), i I interleave, r recompute none -> selective -> full, a sequence
+ * parallelism, o ZeRO, c C schedule (the interleave follows its chunks; kinds the runtime
+ * check refuses, zb-v and dualpipev under p2p sync, are skipped). Each steps to the
+ * nearest value that keeps ui_layout3d_ok; where none does, st->note says why and nothing
+ * changes. The runtime keys: k K tp overlap none -> backward -> full (K the other way), j
+ * the parameter all-gather under the forward on / off, y p2p overlap / sync, E the
+ * gradient reduction overlapped / at the end (grad-sync), f attention standard / flash
+ * (standard at cp > 1 is layout3d_build's to refuse, with plan --model's line). Every
+ * change is checked (ui_layout3d_check; k K and j ask for their setting): refused, the
+ * check's line is st->note and nothing changes. Returns 1 when the key is one of these,
+ * else 0. */
 int ui_whatif3d_key(ui_state *st, int key);
+
+/* 1 when cp context-parallel ranks apply to what-if w on st (cp 1 always does): the
+ * attention is flash, 2 cp divides the sequence (st->lopt.seq; 0: not known, not checked)
+ * and tp x cp divides a server, as plumb plan --model's search asks of the cp it tries
+ * (planner/search3d.c: cp_ok; any cp >= 1 here, not only 2, 4, 8). Else 0 with why (n >
+ * 0: always terminated) naming the first rule it breaks. */
+int ui_cp_applies(const ui_state *st, const ui_whatif *w, int cp, char *why, size_t n);
 
 /* The GPU count one step up (dir > 0) or down from n: the next valid count above or below
  * n (valid: divides per_server or is a multiple of it; at most UI_MAX_GPUS), so that

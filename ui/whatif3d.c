@@ -1,18 +1,23 @@
 /* whatif3d.c: the dashboard's keys for a transformer's 3D layout: tensor-parallel ranks,
- * pipeline ranks, data-parallel replicas, microbatch size, interleave, recomputation,
- * sequence parallelism and ZeRO, and its runtime (tp overlap, the parameter all-gather
- * under the forward, p2p, the gradient reduction's place, attention). Each layout key steps to the nearest value the
- * layout can take (ui_layout3d_ok) or says why none exists; every change passes the
- * runtime check of `plumb plan --model` (ui_layout3d_check) or is refused with its line.
- * Pure data, like ui/whatif.c. */
+ * pipeline ranks, context-parallel ranks, data-parallel replicas, microbatch size,
+ * interleave, recomputation, sequence parallelism and ZeRO, and its runtime (tp overlap,
+ * the parameter all-gather under the forward, p2p, the gradient reduction's place,
+ * attention). Each layout key steps to the nearest value the layout can take
+ * (ui_layout3d_ok; tp and cp: ui_cp_applies) or says why none exists; every change passes
+ * the runtime check of `plumb plan --model` (ui_layout3d_check) or is refused with its
+ * line. Pure data, like ui/whatif.c. */
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "core/plan.h"
 #include "core/schedule_traits.h"
+#include "planner/llm_profile.h"
 #include "planner/search3d.h"
 #include "ui/whatif.h"
+
+/* w's context-parallel ranks (a 2D what-if's 0 reads 1). */
+static int cp_of(const ui_whatif *w) { return w->cp > 1 ? w->cp : 1; }
 
 int ui_layout3d_ok(const ui_state *st, const ui_whatif *w)
 {
@@ -20,7 +25,7 @@ int ui_layout3d_ok(const ui_state *st, const ui_whatif *w)
     if (w->tp > st->per_server || st->per_server % w->tp) return 0;
     long long vs = (long long)w->pp * w->interleave;
     if (vs > st->layers || st->layers % vs) return 0;
-    long long n = (long long)w->tp * w->pp * w->dp;
+    long long n = (long long)w->tp * cp_of(w) * w->pp * w->dp;
     if (n != w->ngpus || !ui_gpu_count_ok((int)n, st->per_server)) return 0;
     long long unit = (long long)w->dp * w->mbs;
     if (unit > st->global_batch || st->global_batch % unit) return 0;
@@ -33,6 +38,7 @@ layout3d_options ui_whatif_layout3d(const layout3d_options *base, const ui_whati
     layout3d_options o = *base;
     o.gpus = w->ngpus;
     o.tp = w->tp, o.pp = w->pp, o.dp = w->dp;
+    o.cp = cp_of(w);
     o.microbatch_size = w->mbs;
     o.interleave = w->interleave;
     o.schedule = w->schedule;
@@ -65,21 +71,47 @@ int ui_layout3d_check(const ui_state *st, const ui_whatif *w, int asked, char *w
     return rc;
 }
 
+int ui_cp_applies(const ui_state *st, const ui_whatif *w, int cp, char *why, size_t n)
+{
+    long long seq = st->lopt.seq;
+    if (n) why[0] = 0;
+    if (cp == 1) return 1;
+    if (cp < 1) {
+        if (n) snprintf(why, n, "cp %d: expected 1 or more context-parallel ranks", cp);
+    } else if (w->attention != LLM_ATTN_FLASH) {
+        if (n) snprintf(why, n, "cp %d needs flash attention (f): Transformer Engine's "
+                        "context parallelism runs its fused attention", cp);
+    } else if (seq > 0 && seq % (2LL * cp)) {
+        if (n) snprintf(why, n, "cp %d needs 2 x cp = %lld to divide the sequence of %lld "
+                        "tokens", cp, 2LL * cp, seq);
+    } else if (st->per_server % ((long long)w->tp * cp)) {
+        if (n) snprintf(why, n, "cp %d needs tp x cp = %d x %d to divide a server's %d "
+                        "devices", cp, w->tp, cp, st->per_server);
+    } else {
+        return 1;
+    }
+    return 0;
+}
+
 /* The field a stepping key changes, and how the others follow it. */
-enum { F_TP, F_PP, F_DP, F_MBS, F_V };
+enum { F_TP, F_PP, F_DP, F_MBS, F_V, F_CP };
 
 static void set_field(ui_whatif *w, int field, int v)
 {
     switch (field) {
     case F_TP: /* the device count stays: dp follows */
     case F_PP:
+    case F_CP: {
         if (field == F_TP) w->tp = v;
-        else w->pp = v;
-        w->dp = w->ngpus % (w->tp * w->pp) ? 0 : w->ngpus / (w->tp * w->pp);
+        else if (field == F_PP) w->pp = v;
+        else w->cp = v;
+        int group = w->tp * w->pp * cp_of(w);
+        w->dp = w->ngpus % group ? 0 : w->ngpus / group;
         break;
+    }
     case F_DP: /* the device count follows */
         w->dp = v;
-        w->ngpus = w->tp * w->pp * v;
+        w->ngpus = w->tp * cp_of(w) * w->pp * v;
         break;
     case F_MBS: w->mbs = v; break;
     case F_V:
@@ -97,19 +129,24 @@ static int get_field(const ui_whatif *w, int field)
     static const size_t off[] = { offsetof(ui_whatif, tp), offsetof(ui_whatif, pp),
                                   offsetof(ui_whatif, dp), offsetof(ui_whatif, mbs),
                                   offsetof(ui_whatif, interleave) };
-    return *(const int *)((const char *)w + off[field]);
+    return field == F_CP ? cp_of(w) : *(const int *)((const char *)w + off[field]);
 }
 
 /* Steps `field` from its value in st->cur towards dir to the nearest value whose layout is
- * ui_layout3d_ok; on none, st->note says why and st->cur stays. */
+ * ui_layout3d_ok (tp and cp: and ui_cp_applies); on none, st->note says why and st->cur
+ * stays. */
 static void step(ui_state *st, int field, int dir)
 {
-    static const char *const name[] = { "tp", "pp", "dp", "microbatch size", "interleave" };
-    int hi = field == F_TP ? st->per_server : field == F_PP || field == F_V ? st->layers
+    static const char *const name[] = { "tp", "pp", "dp", "microbatch size", "interleave",
+                                        "cp" };
+    int hi = field == F_TP || field == F_CP ? st->per_server
+             : field == F_PP || field == F_V ? st->layers
              : field == F_DP ? UI_MAX_GPUS : st->global_batch;
     for (int v = get_field(&st->cur, field) + dir; v >= 1 && v <= hi; v += dir) {
         ui_whatif w = st->cur;
         set_field(&w, field, v);
+        if ((field == F_TP || field == F_CP) && !ui_cp_applies(st, &w, cp_of(&w), NULL, 0))
+            continue; /* tp x cp within a server; cp's own rules */
         if (ui_layout3d_ok(st, &w)) {
             st->cur = w;
             if (st->cur.straggler >= st->cur.ngpus) st->cur.straggler = -1;
@@ -117,10 +154,28 @@ static void step(ui_state *st, int field, int dir)
         }
     }
     const ui_whatif *w = &st->cur;
-    snprintf(st->note, sizeof st->note, "no %s %s %d: tp must divide a server's %d devices, "
-             "pp x interleave the %d layers, tp x pp x dp = devices (%s) and dp x microbatch "
-             "size the global batch %d", dir > 0 ? "larger" : "smaller", name[field],
-             get_field(w, field), st->per_server, st->layers,
+    char what[48];
+    snprintf(what, sizeof what, "no %s %s %d", dir > 0 ? "larger" : "smaller", name[field],
+             get_field(w, field));
+    if (field == F_CP && dir > 0 && w->attention != LLM_ATTN_FLASH) {
+        ui_whatif two = *w;
+        two.cp = 2;
+        char why[sizeof st->note - sizeof what - 2];
+        ui_cp_applies(st, &two, 2, why, sizeof why); /* its flash attention line */
+        snprintf(st->note, sizeof st->note, "%s: %s", what, why);
+        return;
+    }
+    if (field == F_CP) {
+        snprintf(st->note, sizeof st->note, "%s: 2 x cp must divide the sequence of %lld "
+                 "tokens, tp x cp a server's %d devices, tp x cp x pp x dp = devices (kept) "
+                 "and dp x microbatch size the global batch %d", what, st->lopt.seq,
+                 st->per_server, st->global_batch);
+        return;
+    }
+    const char *cp = cp_of(w) > 1 ? " x cp" : ""; /* as before without cp */
+    snprintf(st->note, sizeof st->note, "%s: tp%s must divide a server's %d devices, pp x "
+             "interleave the %d layers, tp%s x pp x dp = devices (%s) and dp x microbatch size "
+             "the global batch %d", what, cp, st->per_server, st->layers, cp,
              field == F_DP ? "whole servers" : "kept", st->global_batch);
 }
 
@@ -161,6 +216,8 @@ int ui_whatif3d_key(ui_state *st, int key)
     case 'W': case '-': case '_': step(st, F_DP, -1); break;
     case 'n': case 'M': step(st, F_MBS, +1); break; /* fewer microbatches: larger ones */
     case 'N': case 'm': step(st, F_MBS, -1); break;
+    case 'v': step(st, F_CP, +1); break;
+    case 'V': step(st, F_CP, -1); break;
     case 'i': step(st, F_V, +1); break;
     case 'I': step(st, F_V, -1); break;
     case 'c': next_schedule(st, +1); break;
@@ -181,7 +238,7 @@ int ui_whatif3d_key(ui_state *st, int key)
     case 'j': w->opg = !w->opg, asked = UI_ASK_OPG; break;
     case 'y': w->p2p_sync = !w->p2p_sync; break;
     case 'E': w->grad_sync_end = !w->grad_sync_end; break; /* reduce at the End */
-    case 'f': w->attention = !w->attention; break;
+    case 'f': w->attention = !w->attention; break; /* at cp > 1 layout3d_build refuses */
     default: return 0;
     }
     if (!ui_whatif_equal(w, &before) &&

@@ -219,13 +219,15 @@ for k in gpipe pipedream 2bw zb-h1; do
     grep -q "^schedule  *$k," "$tmp/out" || fail "--schedule $k not applied"
 done
 
-# the runtime what-ifs --p2p and --grad-sync: the what-if run is the plan written with the
-# field set (plan --model's own file, simulated as it is), the base the plan as written;
-# the line lists them; the combinations plan --model refuses are refused with its line
+# the runtime what-ifs --p2p, --grad-sync and --p2p-split: the what-if run is the plan
+# written with the field set (plan --model's own file, simulated as it is), the base the
+# plan as written; the line lists them; the combinations plan --model refuses are refused
+# with its line
 G=(--model examples/llm/gpt2.json -c profiles/clusters/dgx-a100-80g.json --global-batch 16
    --tp 2 --pp 2 --dp 2)
 for v in base "--grad-sync end" "--p2p sync" "--grad-sync end --p2p sync" \
-         "--schedule pipedream" "--schedule zb-v" "--zero 1 --overlap-param-gather"; do
+         "--schedule pipedream" "--schedule zb-v" "--zero 1 --overlap-param-gather" \
+         "--p2p-split whole" "--p2p sync --p2p-split whole"; do
     # shellcheck disable=SC2086
     [ "$v" = base ] && a= || a=$v
     # shellcheck disable=SC2086
@@ -241,7 +243,9 @@ print(repr(c["base"]), repr(c["whatif"]), json.dumps(r["whatif"], sort_keys=True
 }
 for w in "--grad-sync end|--grad-sync end|\"grad_sync\": \"end\"" \
          "--p2p sync|--p2p sync|\"p2p\": \"sync\"" \
-         "--grad-sync end --p2p sync|--grad-sync end --p2p sync|\"grad_sync\": \"end\", \"p2p\": \"sync\""; do
+         "--grad-sync end --p2p sync|--grad-sync end --p2p sync|\"grad_sync\": \"end\", \"p2p\": \"sync\"" \
+         "--p2p-split whole|--p2p-split whole|\"p2p_split\": \"whole\"" \
+         "--p2p sync --p2p-split whole|--p2p sync --p2p-split whole|\"p2p\": \"sync\", \"p2p_split\": \"whole\""; do
     args=${w%%|*} rest=${w#*|}
     file=${rest%%|*} want=${rest#*|}
     # shellcheck disable=SC2086
@@ -264,6 +268,24 @@ done
 "$PLUMB" sim "$tmp/g---grad-syncend.json" --grad-sync overlap --json >"$tmp/w.json" \
     && [ "$(changed "$tmp/w.json")" = "$(iter "$tmp/f.json") $(iter "$tmp/b.json") {\"grad_sync\": \"overlap\"}" ] \
     || fail "sim --grad-sync overlap of an end plan: $(changed "$tmp/w.json")"
+# --p2p-split whole gives the iteration of plan --model --p2p-split whole itself; the way
+# back from a whole plan; both splits named on the what-ifs line with the others
+"$PLUMB" plan "${G[@]}" --p2p-split whole --json >"$tmp/p.json"
+"$PLUMB" sim "$tmp/g-base.json" --p2p-split whole --json >"$tmp/w.json"
+[ "$(iter "$tmp/p.json")" = "$(iter "$tmp/w.json")" ] ||
+    fail "sim --p2p-split whole: $(iter "$tmp/w.json") s, plan --model --p2p-split whole $(iter "$tmp/p.json") s"
+"$PLUMB" sim "$tmp/g---p2p-splitwhole.json" --json >"$tmp/f.json"
+"$PLUMB" sim "$tmp/g-base.json" --json >"$tmp/b.json"
+"$PLUMB" sim "$tmp/g---p2p-splitwhole.json" --p2p-split scatter-gather --json >"$tmp/w.json" \
+    && [ "$(changed "$tmp/w.json")" = "$(iter "$tmp/f.json") $(iter "$tmp/b.json") {\"p2p_split\": \"scatter-gather\"}" ] \
+    || fail "sim --p2p-split scatter-gather of a whole plan: $(changed "$tmp/w.json")"
+"$PLUMB" sim "$tmp/g-base.json" --p2p-split whole >"$tmp/out" \
+    && grep -qF "what-ifs        p2p-split whole (instead of the plan as written)" "$tmp/out" \
+    || fail "sim --p2p-split whole: $(grep what-ifs "$tmp/out")"
+"$PLUMB" sim "$tmp/g-base.json" --grad-sync end --p2p sync --p2p-split whole >"$tmp/out" \
+    && grep -qF "what-ifs        p2p sync; grad-sync end; p2p-split whole (instead of the plan as written)" \
+        "$tmp/out" || fail "sim --p2p-split with the others: $(grep what-ifs "$tmp/out")"
+expect_bad "plumb: sim: --p2p-split: expected scatter-gather or whole (got \"half\")" "$E" --p2p-split half
 expect_bad "plumb: sim: --grad-sync: expected overlap with schedule pipedream (its iterations overlap: no end of the backward to reduce at) (got end)" \
     "$tmp/g---schedulepipedream.json" --grad-sync end
 expect_bad "plumb: sim: --grad-sync: expected overlap with schedule pipedream" \

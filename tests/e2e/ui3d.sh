@@ -186,6 +186,41 @@ refused "E with overlap-param-gather" "$O --overlap-param-gather" 'E' \
     "$O --overlap-param-gather --grad-sync end"
 refused "j under grad-sync end" "$O --grad-sync end" 'j' "$O --overlap-param-gather --grad-sync end"
 
+# --cp C (context parallelism) as plan --model takes it: the first frame shows plan's
+# figures and the layout row names cp; v V (cp up / down, the GPUs kept: dp follows), g
+# and w carry cp into every layout they reach; bad values are refused with plan's line
+CP="--cp 2 --attention flash"
+check "--cp 2" 'attention flash' "$L $CP" "$L $CP" ''
+grep -q 'GPUs 16 = tp 2 x cp 2 x pp 2 x dp 2  mbs 1' "$d/frame" ||
+    { echo "FAIL --cp 2: the layout row lacks cp:"; sed -n 3p "$d/frame"; fail=1; }
+differs "--cp 2" "$L $CP" "--tp 2 --pp 2 --dp 4 --attention flash"
+check "v: cp 4" 'attention flash' "--tp 2 --pp 2 --dp 1 --cp 4 --attention flash" "$L $CP" 'v'
+grep -q 'GPUs 16 = tp 2 x cp 4 x pp 2 x dp 1' "$d/frame" ||
+    { echo "FAIL v: the layout row:"; sed -n 3p "$d/frame"; fail=1; }
+check "V: cp 1" 'attention flash' "--tp 2 --pp 2 --dp 4 --attention flash" "$L $CP" 'V'
+check "v from cp 1" 'attention flash' "--tp 2 --pp 2 --dp 1 --cp 2 --attention flash" \
+    "$L --attention flash" 'v'
+check "g with cp" 'attention flash' "--tp 4 --pp 2 --dp 1 --cp 2 --attention flash" "$L $CP" 'g'
+check "w with cp" 'attention flash' "--tp 2 --pp 2 --dp 4 --cp 2 --attention flash" "$L $CP" 'w'
+# a cp that does not apply: the status line says why, nothing changes
+# shellcheck disable=SC2086
+"$P" ui "${M[@]}" $L --snapshot 200x30 --keys v --mono >"$d/frame" 2>&1
+grep -q 'no larger cp 1: cp 2 needs flash attention (f)' "$d/frame" ||
+    { echo "FAIL v under standard attention:"; tail -1 "$d/frame"; fail=1; }
+# shellcheck disable=SC2086
+"$P" ui "${M[@]}" $L $CP --snapshot 250x30 --keys vv --mono >"$d/frame" 2>&1
+grep -q 'no larger cp 4: 2 x cp must divide the sequence of 1024 tokens, tp x cp a server' \
+    "$d/frame" || { echo "FAIL vv past a server:"; tail -1 "$d/frame"; fail=1; }
+refused "f at cp 2" "$L $CP" 'f' "$L --cp 2 --attention standard"
+for bad in "--cp 0" "--cp x" "--cp 2"; do
+    # shellcheck disable=SC2086
+    "$P" plan "${M[@]}" $L $bad >/dev/null 2>"$d/perr"
+    # shellcheck disable=SC2086
+    "$P" ui "${M[@]}" $L $bad --snapshot 80x24 >/dev/null 2>"$d/uerr"; rc=$?
+    want=$(sed 's/^plumb: plan: /plumb: ui: /' "$d/perr")
+    [ $rc = 2 ] && [ "$(wc -l <"$d/uerr")" = 1 ] && [ "$(cat "$d/uerr")" = "$want" ] ||
+        { echo "FAIL ui $bad: exit $rc, '$(cat "$d/uerr")', plan says '$want'"; fail=1; }
+done
 # s after the runtime keys saves a plan that carries them: plumb sim of it prints plan's
 # figures under the options the keys set, and its fields name them
 saved() {
@@ -216,6 +251,7 @@ saved "kyf s" "$L" 'kyfs' "$L --tp-overlap backward --p2p sync --attention flash
     'tp_overlap=backward p2p=sync'
 saved "j s" "$O" 'js' "$O --overlap-param-gather" 'overlap_param_gather=true'
 saved "E s" "$L" 'Es' "$L --grad-sync end" 'grad_sync=end'
+saved "v s" "$L $CP" 'vs' "--tp 2 --pp 2 --dp 1 --cp 4 --attention flash" 'cp=4'
 
 # 80x24 holds every runtime field (short labels)
 # shellcheck disable=SC2086
@@ -224,16 +260,17 @@ saved "E s" "$L" 'Es' "$L --grad-sync end" 'grad_sync=end'
 sed -n 4p "$d/frame" | grep -Eq '^tpo backward opg off p2p sync grad bf16 state bf16 attn flash bal ' ||
     { echo "FAIL 80x24: the runtime row:"; sed -n 1,5p "$d/frame"; fail=1; }
 
-# the status line: whole keys, the runtime keys k j y E f from 80 columns on
+# the status line: whole keys, the runtime keys k j y E f from 80 columns on, v V (cp)
+# from 100
 for w in 80 100 120 160; do
     # shellcheck disable=SC2086
     "$P" ui "${M[@]}" $L --snapshot "${w}x30" --mono >"$d/frame" 2>&1
     last=$(tail -n 1 "$d/frame" | sed 's/ *$//')
     case $w in
     80) want='  kK tpo  j opg  y p2p  E gsync' ;;
-    100) want='  y p2p  E gsync  f attn  nN mbs' ;;
-    120) want='  y p2p  E gsync  f attn  nN mbs  iI intlv  r recomp  a sp' ;;
-    *) want='  y p2p  E gsync  f attn  nN mbs  iI intlv  r recomp  a sp  o zero  u undo  p pin  s save  e export' ;;
+    100) want='  y p2p  E gsync  f attn  vV cp  nN mbs' ;;
+    120) want='  y p2p  E gsync  f attn  vV cp  nN mbs  iI intlv  r recomp' ;;
+    *) want='  y p2p  E gsync  f attn  vV cp  nN mbs  iI intlv  r recomp  a sp  o zero  u undo  p pin  s save' ;;
     esac
     case $last in
     "q quit  ? help  gG tp"*"$want") ;;
