@@ -318,16 +318,28 @@ static int check_options(const transformer *t, const llm_options *o, long long s
     if (o->microbatch < 1)
         return err_set(err, NULL, "--microbatch-size", "expected an integer >= 1 (got %d)",
                        o->microbatch);
-    if (o->cp < 1)
+    switch (llm_cp_check(o->cp, o->attention, seq)) {
+    case LLM_CP_OK: break;
+    case LLM_CP_BAD_COUNT:
         return err_set(err, NULL, "--cp", "expected an integer >= 1 (got %d)", o->cp);
-    if (o->cp > 1 && o->attention != LLM_ATTN_FLASH)
+    case LLM_CP_NEEDS_FLASH:
         return err_set(err, NULL, "--cp", "expected --attention flash with --cp %d (Transformer "
                        "Engine's context parallelism runs its fused attention)", o->cp);
-    if (o->cp > 1 && seq % (2LL * o->cp))
+    case LLM_CP_SPLITS_SEQ:
         return err_set(err, NULL, "--cp", "expected 2 x cp = %lld to divide the sequence of "
                        "%lld tokens (Transformer Engine's load-balanced causal split) (got "
                        "--cp %d)", 2LL * o->cp, seq, o->cp);
+    }
     return llm_seq_check(t, seq, err);
+}
+
+llm_cp_rule llm_cp_check(int cp, llm_attention att, long long seq)
+{
+    if (cp < 1) return LLM_CP_BAD_COUNT;
+    if (cp == 1) return LLM_CP_OK;
+    if (att != LLM_ATTN_FLASH) return LLM_CP_NEEDS_FLASH;
+    if (seq > 0 && seq % (2LL * cp)) return LLM_CP_SPLITS_SEQ;
+    return LLM_CP_OK;
 }
 
 int llm_seq_check(const transformer *t, long long seq, plumb_err *err)

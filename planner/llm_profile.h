@@ -45,6 +45,19 @@ typedef struct llm_options {
  * attention, cp 1. */
 void llm_options_init(llm_options *o);
 
+/* What context parallelism at cp ranks asks of a run (Transformer Engine's ring): the one
+ * rule llm_profile_build, the 3D search and the dashboard's cp keys apply. */
+typedef enum llm_cp_rule {
+    LLM_CP_OK,         /* cp 1, or cp > 1 with both of the below */
+    LLM_CP_BAD_COUNT,  /* cp < 1 */
+    LLM_CP_NEEDS_FLASH, /* cp > 1 runs TE's fused attention */
+    LLM_CP_SPLITS_SEQ, /* 2 cp must divide the sequence (the load-balanced causal split) */
+} llm_cp_rule;
+
+/* The rule cp ranks break with attention att on sequences of seq tokens (seq <= 0: not
+ * checked), or LLM_CP_OK. Pure. */
+llm_cp_rule llm_cp_check(int cp, llm_attention att, long long seq);
+
 /* Builds the profile of model t under o on the device type of the cluster c (whose file is
  * cluster_file, for messages). Times are ms per microbatch on one rank, multiplied by the
  * device type's speed so that planning on c divides them back to the device's own time; the

@@ -273,8 +273,8 @@ static int cp_ok(const search3d_options *o, int tp, int cp, long long seq, int p
 {
     if (o->cp > 0) return cp == o->cp;
     if (cp == 1) return 1;
-    return (cp == 2 || cp == 4 || cp == 8) && o->attention == LLM_ATTN_FLASH &&
-           seq % (2LL * cp) == 0 && per_server % (tp * cp) == 0;
+    return (cp == 2 || cp == 4 || cp == 8) && llm_cp_check(cp, o->attention, seq) == LLM_CP_OK &&
+           per_server % (tp * cp) == 0;
 }
 
 /* Enumerates and estimates every layout of the free dimensions. 0, or -1 with err. */

@@ -503,3 +503,30 @@ Test(cp, bad_input)
     cr_assert_eq(pl->stages[0].replicas, 4);
     plan_free(pl);
 }
+
+/* The one rule of what cp asks (llm_cp_check), which the profile's errors, the search's
+ * candidates and the dashboard's cp keys all read: flash attention, 2 cp dividing the
+ * sequence; cp 1 always, cp 0 never; an unknown sequence (0) not checked. */
+Test(cp, rule_is_flash_and_the_balanced_split)
+{
+    cr_assert_eq(llm_cp_check(1, LLM_ATTN_STANDARD, 2049), LLM_CP_OK);
+    cr_assert_eq(llm_cp_check(0, LLM_ATTN_FLASH, 2048), LLM_CP_BAD_COUNT);
+    cr_assert_eq(llm_cp_check(2, LLM_ATTN_STANDARD, 2048), LLM_CP_NEEDS_FLASH);
+    cr_assert_eq(llm_cp_check(4, LLM_ATTN_FLASH, 2052), LLM_CP_SPLITS_SEQ); /* 8 does not divide */
+    cr_assert_eq(llm_cp_check(2, LLM_ATTN_FLASH, 2052), LLM_CP_OK);         /* 4 does */
+    cr_assert_eq(llm_cp_check(8, LLM_ATTN_FLASH, 0), LLM_CP_OK);
+    /* the profile refuses what the rule refuses, naming --cp */
+    transformer *t = llmfix_model("examples/llm/gpt2.json");
+    cluster *c = llmfix_cluster("profiles/clusters/dgx-a100-80g.json");
+    llm_options o;
+    llm_options_init(&o);
+    o.cp = 4;
+    o.attention = LLM_ATTN_FLASH;
+    o.seq = 1020; /* 8 does not divide it */
+    plumb_err e;
+    err_clear(&e);
+    cr_assert_null(llm_profile_build(t, c, "dgx-a100-80g.json", &o, &e));
+    cr_assert(strstr(e.msg, "--cp"), "%s", e.msg);
+    transformer_free(t);
+    cluster_free(c);
+}

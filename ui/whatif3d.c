@@ -75,13 +75,14 @@ int ui_cp_applies(const ui_state *st, const ui_whatif *w, int cp, char *why, siz
 {
     long long seq = st->lopt.seq;
     if (n) why[0] = 0;
+    llm_cp_rule rule = llm_cp_check(cp, (llm_attention)w->attention, seq);
     if (cp == 1) return 1;
-    if (cp < 1) {
+    if (rule == LLM_CP_BAD_COUNT) {
         if (n) snprintf(why, n, "cp %d: expected 1 or more context-parallel ranks", cp);
-    } else if (w->attention != LLM_ATTN_FLASH) {
+    } else if (rule == LLM_CP_NEEDS_FLASH) {
         if (n) snprintf(why, n, "cp %d needs flash attention (f): Transformer Engine's "
                         "context parallelism runs its fused attention", cp);
-    } else if (seq > 0 && seq % (2LL * cp)) {
+    } else if (rule == LLM_CP_SPLITS_SEQ) {
         if (n) snprintf(why, n, "cp %d needs 2 x cp = %lld to divide the sequence of %lld "
                         "tokens", cp, 2LL * cp, seq);
     } else if (st->per_server % ((long long)w->tp * cp)) {
