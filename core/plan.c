@@ -271,7 +271,8 @@ int plan_equal(const plan *a, const plan *b)
         a->precision != b->precision || a->p2p_sync != b->p2p_sync ||
         a->grad_sync_end != b->grad_sync_end || a->p2p_whole != b->p2p_whole ||
         a->overlap_param_gather != b->overlap_param_gather ||
-        a->fp8_param_gather != b->fp8_param_gather || a->tp_overlap != b->tp_overlap || a->grad_reduce != b->grad_reduce ||
+        a->fp8_param_gather != b->fp8_param_gather || a->tp_overlap != b->tp_overlap ||
+        a->grad_reduce != b->grad_reduce ||
         a->optimizer_state != b->optimizer_state || a->nstages != b->nstages)
         return 0;
     for (int s = 0; s < a->nstages; s++) {

@@ -185,7 +185,8 @@ int search3d_options_check(const search3d_options *o, plumb_err *err);
  * grad_sync_end not with an asynchronous schedule fixed (its iterations overlap) nor with
  * overlap_param_gather; grad_reduce or optimizer_state bf16 only at precision bf16;
  * fp8_param_gather only at precision fp8 with zero fixed at 1 (Megatron-Core's FP8 primary
- * weights need the distributed optimizer); tp_overlap not with tp fixed at 1. 0, or -1 with err naming the option ("--checkpoint-layers: belongs to --recompute
+ * weights need the distributed optimizer); tp_overlap not with tp fixed at 1. 0, or -1
+ * with err naming the option ("--checkpoint-layers: belongs to --recompute
  * full"). The one owner of these rules and their lines. */
 int search3d_runtime_check(const search3d_options *o, plumb_err *err);
 
