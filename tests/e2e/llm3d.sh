@@ -203,7 +203,7 @@ grep -q ' x cp ' "$d/out" && { echo "FAIL cp-search-std: a cp row with standard 
 # search and sweep put it on every candidate ("fp8 param gather" in the runtime line); rank
 # 0's peak is lower than without it by its blocks' FP8 copies (test_fp8.c holds the bytes)
 H100=profiles/clusters/dgx-h100.json
-FP8=(--model examples/llm/nemo/llama2-7b.json -c $H100 --global-batch 16 --seq-len 1024
+FP8=(--model examples/llm/nemo/llama2-7b.json -c "$H100" --global-batch 16 --seq-len 1024
      --precision fp8 --zero 1)
 ok fp8pg-text "$P" plan "${FP8[@]}" --tp 2 --pp 2 --dp 2 --fp8-param-gather -o "$d/fp8pg.json"
 has fp8pg-text '^recompute none, sequence parallel off, zero 1, fp8, fp8-param-gather$'

@@ -43,7 +43,7 @@ if [ "$got" != "$REFUSED " ]; then
     fail=1
 fi
 n=$(grep -c "plumb refuses the layout ($REFUSED_GIB GiB on a rank" "$d/1.out")
-if [ "$n" != "$(echo $REFUSED | wc -w)" ]; then
+if [ "$n" != "$(echo "$REFUSED" | wc -w)" ]; then
     echo "FAIL: $n rows refused at $REFUSED_GIB GiB, expected every refused row"
     fail=1
 fi
