@@ -30,7 +30,7 @@ static const char usage_text[] =
     "                  [--gpus N] [--cp C] [--microbatch-size b] [--interleave V]\n"
     "                  [--recompute none|selective|full] [--checkpoint-layers K]\n"
     "                  [--sequence-parallel] [--zero 0|1 [--overlap-param-gather]]\n"
-    "                  [--precision bf16|fp16|tf32|fp32|fp8]\n"
+    "                  [--precision bf16|fp16|tf32|fp32|fp8 [--fp8-param-gather]]\n"
     "                  [--schedule KIND] [--seq-len S] [--attention standard|flash]\n"
     "                  [--balance] [--p2p overlap|sync] [--grad-sync overlap|end]\n"
     "                  [--p2p-split scatter-gather|whole]\n"
@@ -76,6 +76,9 @@ static const char usage_text[] =
     "                          --overlap-param-gather; default: one ring with the backward;\n"
     "                          the search sets it on its zero 1 candidates)\n"
     "  --precision P           bf16 (default), fp16, tf32, fp32 or fp8 (FP8 projections)\n"
+    "  --fp8-param-gather      with --precision fp8 and --zero 1: FP8 primary weights\n"
+    "                          (Megatron-Core's --fp8-param-gather): the blocks' weights\n"
+    "                          held only in FP8 (no bf16 copy), their all-gather at 1 byte\n"
     "  --schedule KIND         1f1b-flush (default; interleaved with V > 1), gpipe, zb-h1,\n"
     "                          pipedream, 2bw, interleaved, zb-v, dualpipev\n"
     "  --seq-len S             tokens per sequence (default: max_position_embeddings)\n"
@@ -128,13 +131,14 @@ static const char usage_text[] =
 
 enum { O_MODEL = 1200, O_GPUS, O_CP, O_TP, O_PP, O_DP, O_GB, O_MBS, O_V, O_RC, O_CKPT, O_SP, O_ZERO,
        O_PREC, O_SCHED, O_SEQ, O_JSON, O_BALANCE, O_ATTN, O_SEARCH, O_TOP, O_P2P, O_GSYNC, O_OPG,
-       O_TPO, O_GRED, O_OSTATE, O_SPLIT };
+       O_TPO, O_GRED, O_OSTATE, O_SPLIT, O_FP8PG };
 
 /* What the command line gave besides the layout options (the search's fixed ones). */
 typedef struct given {
     int mbs, interleave, recompute, sp, zero, schedule, search, top;
     int overlap_param_gather;  /* --overlap-param-gather (set on the built plan) */
     int tp_overlap;            /* --tp-overlap (plan_tp_overlap; set on the built plan) */
+    int fp8_param_gather;      /* --fp8-param-gather (set on the built plan) */
 } given;
 
 /* The search's options from the command line: what was given is fixed, the layout
@@ -151,6 +155,7 @@ static void search_options(const layout3d_options *o, const given *g, search3d_o
     so->simulate = g->top;
     so->tp_overlap = (plan_tp_overlap)g->tp_overlap;
     so->overlap_param_gather = g->overlap_param_gather;
+    so->fp8_param_gather = g->fp8_param_gather;
 }
 
 /* Parses the options into o; 1 after --help, 2 after one line, else 0. */
@@ -176,6 +181,7 @@ static int parse(int argc, char **argv, layout3d_options *o, given *g, const cha
         {"grad-sync", required_argument, 0, O_GSYNC},
         {"p2p-split", required_argument, 0, O_SPLIT},
         {"overlap-param-gather", no_argument, 0, O_OPG},
+        {"fp8-param-gather", no_argument, 0, O_FP8PG},
         {"tp-overlap", required_argument, 0, O_TPO},
         {"grad-reduce", required_argument, 0, O_GRED},
         {"optimizer-state", required_argument, 0, O_OSTATE},
@@ -194,6 +200,7 @@ static int parse(int argc, char **argv, layout3d_options *o, given *g, const cha
         case O_BALANCE: o->balance = 1; break;
         case O_SEARCH: g->search = 1; break;
         case O_OPG: g->overlap_param_gather = 1; break;
+        case O_FP8PG: g->fp8_param_gather = 1; break;
         case O_TOP: if (cli_int(cmd, "--top", optarg, 1, 1000, &g->top)) return 2; break;
         case O_GPUS:
             if (cli_int(cmd, "--gpus", optarg, 1, CLUSTER_MAX_DEVICES, &o->gpus))
@@ -327,6 +334,8 @@ static void print_text(const plan *pl, const layout3d_dims *d, const sim_report 
     printf(", sequence parallel %s, zero %d%s, %s", pl->sequence_parallel ? "on" : "off",
            pl->zero, pl->overlap_param_gather ? " (parameter all-gather under the forward)" : "",
            dev_precision_name(pl->precision));
+    if (pl->fp8_param_gather) /* only when set: default outputs read as before */
+        printf(", fp8-param-gather");
     if (pl->grad_reduce != DEV_FP32)
         printf(", gradients %s", dev_precision_name(pl->grad_reduce));
     if (pl->optimizer_state != DEV_FP32)
@@ -466,7 +475,7 @@ static void print_ranking(const search3d_result *r, const search3d_options *so, 
 
 /* The ranking as JSON: {"searched", "fitting", "estimate_cpu_s", "simulate_cpu_s",
  * "tp_overlap", "overlap_param_gather", "p2p", ["grad_sync", "p2p_split", "grad_reduce",
- * "optimizer_state", "balance"
+ * "optimizer_state", "fp8_param_gather", "balance"
  * where set], "ranking": [...], "best": report}. */
 static cJSON *ranking_json(const search3d_result *r, const search3d_options *so,
                            const char *out)
@@ -492,6 +501,8 @@ static cJSON *ranking_json(const search3d_result *r, const search3d_options *so,
         cJSON_AddStringToObject(j, "grad_reduce", dev_precision_name(so->grad_reduce));
     if (so->optimizer_state != DEV_FP32)
         cJSON_AddStringToObject(j, "optimizer_state", dev_precision_name(so->optimizer_state));
+    if (so->fp8_param_gather) /* only when set: default rankings read as before */
+        cJSON_AddBoolToObject(j, "fp8_param_gather", 1);
     if (so->balance) cJSON_AddBoolToObject(j, "balance", 1);
     for (int i = 0; i < r->nranked; i++) {
         const search3d_cand *c = &r->ranked[i];
@@ -583,6 +594,7 @@ int cmd_plan_layout(int argc, char **argv)
     if (search3d_runtime_check(&so, &err)) goto bad;
     if (!(pl = layout3d_build(t, cl, cpath, &o, &err))) goto bad;
     pl->overlap_param_gather = g.overlap_param_gather;
+    pl->fp8_param_gather = g.fp8_param_gather;
     pl->tp_overlap = (plan_tp_overlap)g.tp_overlap;
     if (!(r = sim_run_folded(pl, NULL, 0, &err))) {
         fprintf(stderr, "plumb: %s: the layout: %s\n", mpath, err.msg);

@@ -107,7 +107,8 @@ static const char *const usage_model =
     "                          how every layout computes (as plumb plan --model)\n"
     "  --p2p overlap|sync, --grad-sync overlap|end, --tp-overlap none|backward|full,\n"
     "  --overlap-param-gather, --p2p-split scatter-gather|whole,\n"
-    "  --grad-reduce fp32|bf16, --optimizer-state fp32|bf16\n"
+    "  --grad-reduce fp32|bf16, --optimizer-state fp32|bf16,\n"
+    "  --fp8-param-gather (with --precision fp8 and --zero 1)\n"
     "                          the runtime of every layout at every count, as plumb plan\n"
     "                          --model sets it on its search's candidates\n"
     "  --balance               balance the stages of every layout simulated in full, as\n"
@@ -121,7 +122,7 @@ static const char *const usage_model =
 
 enum { M_MODEL = 1100, M_GPUS, M_GB, M_TOKENS, M_PRICE, M_DEADLINE, M_TP, M_PP, M_MBS, M_V,
        M_RC, M_SP, M_ZERO, M_TOP, M_JSON, M_SVG, M_CKPT, M_SCHED, M_PREC, M_SEQ, M_ATTN, M_P2P,
-       M_TPO, M_OPG, M_GRED, M_OSTATE, M_BALANCE, M_GSYNC, M_SPLIT, M_CP };
+       M_TPO, M_OPG, M_GRED, M_OSTATE, M_BALANCE, M_GSYNC, M_SPLIT, M_CP, M_FP8PG };
 
 /* The options of `plan --model` that set how a layout computes and runs (its schedule,
  * precision, sequence, attention, checkpointing, runtime) into o, with plan's messages.
@@ -132,6 +133,7 @@ static int parse_model_runtime(int ch, search3d_options *o)
     int v, seq;
     switch (ch) {
     case M_OPG: o->overlap_param_gather = 1; return 0;
+    case M_FP8PG: o->fp8_param_gather = 1; return 0;
     case M_BALANCE: o->balance = 1; return 0;
     case M_GRED: return cli_state_precision(cmd, "--grad-reduce", optarg, &o->grad_reduce);
     case M_OSTATE:
@@ -188,6 +190,7 @@ static int parse_model(int argc, char **argv, search3d_options *o, const char **
         {"grad-sync", required_argument, 0, M_GSYNC},
         {"p2p-split", required_argument, 0, M_SPLIT},
         {"overlap-param-gather", no_argument, 0, M_OPG},
+        {"fp8-param-gather", no_argument, 0, M_FP8PG},
         {"grad-reduce", required_argument, 0, M_GRED},
         {"optimizer-state", required_argument, 0, M_OSTATE},
         {"balance", no_argument, 0, M_BALANCE}, {"cp", required_argument, 0, M_CP},

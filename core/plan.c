@@ -288,7 +288,8 @@ int plan_equal(const plan *a, const plan *b)
         a->precision != b->precision || a->p2p_sync != b->p2p_sync ||
         a->grad_sync_end != b->grad_sync_end || a->p2p_whole != b->p2p_whole ||
         a->overlap_param_gather != b->overlap_param_gather ||
-        a->tp_overlap != b->tp_overlap || a->grad_reduce != b->grad_reduce ||
+        a->fp8_param_gather != b->fp8_param_gather || a->tp_overlap != b->tp_overlap ||
+        a->grad_reduce != b->grad_reduce ||
         a->optimizer_state != b->optimizer_state || a->nstages != b->nstages)
         return 0;
     for (int s = 0; s < a->nstages; s++) {
@@ -602,6 +603,16 @@ int plan_validate(const plan *pl, const char *file, plumb_err *err)
     if (check_dtype(pl, file, err, "grad_reduce", pl->grad_reduce) ||
         check_dtype(pl, file, err, "optimizer_state", pl->optimizer_state))
         return -1;
+    /* Megatron-Core: fp8_param needs fp8 (TransformerConfig), --fp8-param-gather the
+     * distributed optimizer (arguments.py; docs/llm.md, "FP8 primary weights") */
+    if (pl->fp8_param_gather && pl->precision != DEV_FP8)
+        return err_set(err, file, "fp8_param_gather", "expected false unless precision is fp8 "
+                       "(FP8 primary weights) (got true with precision %s)",
+                       dev_precision_name(pl->precision));
+    if (pl->fp8_param_gather && !pl->zero)
+        return err_set(err, file, "fp8_param_gather", "expected false unless zero is 1 "
+                       "(Megatron-Core's FP8 primary weights need the distributed optimizer) "
+                       "(got true with zero 0)");
     int nd = pl->clus->ndevices;
     int *uses = malloc((size_t)(nd > 0 ? nd : 1) * 2 * sizeof *uses);
     if (!uses) return err_set(err, file, NULL, "out of memory");
@@ -636,7 +647,8 @@ static const char *const ROOT_KEYS[] = { "format", "profile", "cluster", "schedu
                                          "checkpoint_layers", "tp", "cp", "sequence_parallel",
                                          "zero", "overlap_param_gather", "precision", "p2p",
                                          "tp_overlap", "grad_reduce", "optimizer_state",
-                                         "grad_sync", "p2p_split", NULL };
+                                         "grad_sync", "p2p_split", "fp8_param_gather",
+                                         NULL };
 static const char *const STAGE_KEYS[] = { "first_layer", "last_layer", "replicas", "devices",
                                           "compute_s", "comm_s", NULL };
 static const char *const PRED_KEYS[] = { "iteration_s", "samples_per_s", "speedup_vs_dp",
@@ -912,6 +924,7 @@ plan *plan_from_json(const cJSON *root, const char *file, plumb_err *err)
     if (load_tp_overlap(&jc, root, pl)) goto fail;
     if (json_get_bool(&jc, root, "", "overlap_param_gather", 0, &pl->overlap_param_gather))
         goto fail;
+    if (json_get_bool(&jc, root, "", "fp8_param_gather", 0, &pl->fp8_param_gather)) goto fail;
     if (load_dtype(&jc, root, "grad_reduce", &pl->grad_reduce) ||
         load_dtype(&jc, root, "optimizer_state", &pl->optimizer_state))
         goto fail;
@@ -993,6 +1006,7 @@ cJSON *plan_to_json(const plan *pl)
          !cJSON_AddBoolToObject(root, "overlap_param_gather", 1)) ||
         (pl->precision != DEV_FP32 &&
          !cJSON_AddStringToObject(root, "precision", dev_precision_name(pl->precision))) ||
+        (pl->fp8_param_gather && !cJSON_AddBoolToObject(root, "fp8_param_gather", 1)) ||
         (pl->grad_reduce != DEV_FP32 &&
          !cJSON_AddStringToObject(root, "grad_reduce", dev_precision_name(pl->grad_reduce))) ||
         (pl->optimizer_state != DEV_FP32 &&

@@ -113,6 +113,13 @@ typedef struct plan {
                                     only for the buckets it reaches (Megatron-Core's
                                     --overlap-param-gather); 0: one ring all-reduce with
                                     the last backward (docs/sim.md) */
+    int fp8_param_gather;        /* 1 (precision fp8 and zero 1 only): FP8 primary weights
+                                    (the file's "fp8_param_gather"; Megatron-Core's
+                                    --fp8-param-gather): the transformer blocks' weights
+                                    exist only as FP8 tensors (1 byte, and Transformer
+                                    Engine's FP8 transpose), no bf16 copy, and the
+                                    parameter all-gather moves them at 1 byte each
+                                    (sim/memory.c, sim/cost.c; docs/llm.md) */
     plan_tp_overlap tp_overlap;  /* the tensor-parallel collectives against the GEMMs
                                     (the file's "tp_overlap"; sim/cost.c): NONE (default,
                                     every collective blocks), BACKWARD (the input-gradient

@@ -70,7 +70,8 @@ sim_mem_setting nm_mem_setting(const nm_model *m, const nm_setting *s, int n)
                           n,
                           s->opt,
                           DEV_FP32,
-                          DEV_FP32};
+                          DEV_FP32,
+                          0};
     return ms;
 }
 

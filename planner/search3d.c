@@ -78,6 +78,7 @@ void search3d_options_from_plan(const plan *pl, const sim_options *w, search3d_o
     so->optimizer_state = pl->optimizer_state;
     so->tp_overlap = pl->tp_overlap;
     so->overlap_param_gather = pl->overlap_param_gather;
+    so->fp8_param_gather = pl->fp8_param_gather;
     so->p2p_sync = w && w->p2p_sync >= 0 ? w->p2p_sync : pl->p2p_sync;
     so->p2p_whole = pl->p2p_whole;
     so->grad_sync_end = w && w->grad_sync_end >= 0 ? w->grad_sync_end : pl->grad_sync_end;
@@ -157,6 +158,7 @@ void search3d_apply_runtime(plan *pl, const search3d_options *o)
     pl->p2p_sync = o->p2p_sync ? 1 : 0;
     pl->p2p_whole = o->p2p_whole ? 1 : 0;
     pl->grad_sync_end = o->grad_sync_end && tr && !tr->async;
+    pl->fp8_param_gather = o->fp8_param_gather && pl->precision == DEV_FP8 && pl->zero == 1;
 }
 
 /* 1 when the search tries kind k at V chunks per rank on pp ranks of `layers` layers: the
@@ -499,6 +501,15 @@ int search3d_runtime_check(const search3d_options *o, plumb_err *err)
                                                               : "--optimizer-state bf16",
                        "belongs to --precision bf16 or fp8 (got --precision %s)",
                        dev_precision_name(o->precision));
+    /* Megatron-Core: fp8_param needs fp8 (TransformerConfig), --fp8-param-gather the
+     * distributed optimizer (arguments.py; docs/llm.md, "FP8 primary weights") */
+    if (o->fp8_param_gather && o->precision != DEV_FP8)
+        return err_set(err, NULL, "--fp8-param-gather", "belongs to --precision fp8 (FP8 "
+                       "primary weights) (got --precision %s)", dev_precision_name(o->precision));
+    if (o->fp8_param_gather && o->zero != 1)
+        return err_set(err, NULL, "--fp8-param-gather", "expected --zero 1 (Megatron-Core's "
+                       "FP8 primary weights need the distributed optimizer) (got %s)",
+                       o->zero == 0 ? "--zero 0" : "no --zero");
     if (o->tp_overlap != TP_OVERLAP_NONE && o->tp > 0 && o->tp < 2)
         return err_set(err, NULL, "--tp-overlap", "expected --tp 2 or more (no "
                        "tensor-parallel collectives to overlap) (got --tp %d)", o->tp);
@@ -559,8 +570,10 @@ void search3d_runtime_text(const search3d_options *o, char *buf, size_t n)
         h += (size_t)snprintf(buf + h, n - h, "%sgradients %s", h ? ", " : "",
                               dev_precision_name(o->grad_reduce));
     if (o->optimizer_state != DEV_FP32 && h < n)
-        snprintf(buf + h, n - h, "%soptimizer state %s", h ? ", " : "",
-                 dev_precision_name(o->optimizer_state));
+        h += (size_t)snprintf(buf + h, n - h, "%soptimizer state %s", h ? ", " : "",
+                              dev_precision_name(o->optimizer_state));
+    if (o->fp8_param_gather && h < n)
+        snprintf(buf + h, n - h, "%sfp8 param gather", h ? ", " : "");
 }
 
 search3d_result *search3d_run(const transformer *t, const cluster *c, const char *cluster_file,

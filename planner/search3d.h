@@ -58,6 +58,9 @@ typedef struct search3d_options {
     int p2p_whole;              /* 1: the pipeline sends of tp > 1 without sequence
                                    parallelism move the whole tensor from every tensor rank
                                    (plan "p2p_split": "whole"); 0: scatter-gather */
+    int fp8_param_gather;       /* 1 (precision fp8, zero 1): FP8 primary weights on
+                                   every candidate (plan "fp8_param_gather"; Megatron-Core's
+                                   --fp8-param-gather) */
     int grad_sync_end;          /* 1: the gradients reduced after each worker's last
                                    backward (plan "grad_sync": "end"); all schedules searched
                                    flush, so every candidate takes it */
@@ -180,8 +183,10 @@ int search3d_options_check(const search3d_options *o, plumb_err *err);
  * overlap_param_gather not with zero fixed at 0 nor with an asynchronous schedule fixed;
  * p2p_sync not with a fixed V-placed schedule (zb-v, dualpipev: they deadlock under it);
  * grad_sync_end not with an asynchronous schedule fixed (its iterations overlap) nor with
- * overlap_param_gather; grad_reduce or optimizer_state bf16 only at precision bf16; tp_overlap not with tp fixed
- * at 1. 0, or -1 with err naming the option ("--checkpoint-layers: belongs to --recompute
+ * overlap_param_gather; grad_reduce or optimizer_state bf16 only at precision bf16;
+ * fp8_param_gather only at precision fp8 with zero fixed at 1 (Megatron-Core's FP8 primary
+ * weights need the distributed optimizer); tp_overlap not with tp fixed at 1. 0, or -1
+ * with err naming the option ("--checkpoint-layers: belongs to --recompute
  * full"). The one owner of these rules and their lines. */
 int search3d_runtime_check(const search3d_options *o, plumb_err *err);
 
@@ -189,7 +194,7 @@ int search3d_runtime_check(const search3d_options *o, plumb_err *err);
  * p2p_whole, grad_sync_end, grad_reduce, optimizer_state) as "tp overlap full (tp > 1),
  * parameter all-gather under the forward (zero 1), p2p sync, p2p whole tensor (tp > 1
  * without sequence parallelism), gradients reduced at the end, gradients
- * bf16, optimizer state bf16" into buf (always
+ * bf16, optimizer state bf16, fp8 param gather" into buf (always
  * terminated); "" at the default runtime. */
 void search3d_runtime_text(const search3d_options *o, char *buf, size_t n);
 
@@ -201,11 +206,11 @@ int search3d_all_fixed(const search3d_options *o);
  * i > 0 also how much slower than the first and the part that costs it most. */
 void search3d_why(const search3d_result *r, int i, char *buf, size_t n);
 
-/* Sets o's runtime (tp_overlap, overlap_param_gather, p2p_sync, p2p_whole, grad_sync_end)
- * on plan pl,
+/* Sets o's runtime (tp_overlap, overlap_param_gather, p2p_sync, p2p_whole, grad_sync_end,
+ * fp8_param_gather) on plan pl,
  * each where pl can take it (plan_validate): tp_overlap where pl->tp > 1, the all-gather
  * apart where pl->zero is 1 and its schedule synchronous, the reduction at the end where
- * its schedule is synchronous. */
+ * its schedule is synchronous, FP8 primary weights where its precision is fp8 and zero 1. */
 void search3d_apply_runtime(plan *pl, const search3d_options *o);
 
 /* Candidate c as a JSON object: "tp", "pp", "dp", "microbatch_size", "interleave",

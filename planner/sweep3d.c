@@ -198,6 +198,8 @@ cJSON *sweep3d_to_json(const sweep3d_result *r)
     if (r->opts.optimizer_state != DEV_FP32)
         cJSON_AddStringToObject(j, "optimizer_state",
                                 dev_precision_name(r->opts.optimizer_state));
+    if (r->opts.fp8_param_gather) /* only when set, as plan --model's ranking */
+        cJSON_AddBoolToObject(j, "fp8_param_gather", 1);
     if (r->opts.balance) cJSON_AddBoolToObject(j, "balance", 1);
     if (!(a = cJSON_AddArrayToObject(j, "points"))) {
         cJSON_Delete(j);

@@ -63,7 +63,8 @@ void sweep3d_result_free(sweep3d_result *r);
 void sweep3d_print(const sweep3d_result *r, FILE *out);
 
 /* {"format": "plumb-sweep3d/1", ..., "tp_overlap", "overlap_param_gather", "p2p",
- * ["grad_reduce", "optimizer_state" when bf16, "balance" when set], "points"}
+ * ["grad_reduce", "optimizer_state" when bf16, "fp8_param_gather", "balance" when set],
+ * "points"}
  * (docs/llm.md, "Sweeping GPU counts"); caller frees. */
 struct cJSON;
 struct cJSON *sweep3d_to_json(const sweep3d_result *r);

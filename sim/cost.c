@@ -317,7 +317,10 @@ void sim_cost_stage_state(sim_model *m, const plan *pl, const sim_net *net, int 
     m->param_bytes[st] = params;
     m->gradmem_bytes[st] = params * sm.gradients;
     m->optmem_bytes[st] = params * sm.optimizer;
-    m->grad_bytes[st] = params * sm.reduce;
+    /* FP8 primary weights: the all-gather half moves the blocks' weights at 1 byte */
+    double ag = params - (pl->zero && group > 1 && m->fp8_param_bytes ? m->fp8_param_bytes[st] / 2
+                                                                        : 0);
+    m->grad_bytes[st] = params * sm.reduce - (params - ag) / 2;
     m->step_bytes[st] = params * sm.step;
     m->allreduce_s[st] = dp_allreduce_s(pl, net, st, m->grad_bytes[st]);
     /* the all-gather apart needs each iteration's forwards after the last one's step: not
@@ -325,7 +328,7 @@ void sim_cost_stage_state(sim_model *m, const plan *pl, const sim_net *net, int 
     const sched_traits *tr = sched_traits_of(pl->schedule);
     if (m->gather_bytes)
         m->gather_bytes[st] = pl->overlap_param_gather && pl->zero && ps->replicas > 1 &&
-                              tr && !tr->async ? params : 0;
+                              tr && !tr->async ? ag : 0;
     /* with cp > 1 the engine runs the dp x cp ring's steps over the replicas' devices, or
      * with one replica over its context ranks' (sim_model.ring_members, ring_devices;
      * docs/sim.md, "Context parallelism") */
@@ -432,11 +435,13 @@ static void price_stage(sim_model *m, const plan *pl, const schedule *s, const s
                       full ? pl->checkpoint_layers : 0, &L);
     /* its state and gradient reduction; with cp > 1 the engine runs the dp x cp ring, one
      * replica's too (over its context ranks, sim_model.ring_devices) */
+    m->fp8_param_bytes[st] = pl->fp8_param_gather && pl->precision == DEV_FP8 ? L.fp8_copies : 0;
     sim_cost_stage_state(m, pl, net, st, L.params);
     sim_mem_setting ms = {scale, pl->recompute, pl->checkpoint_layers, splits,
                           m->nccl_buffers, pl->precision, pl->zero,
                           ps->replicas * plan_cp(pl),
-                          pl->optimizer, pl->grad_reduce, pl->optimizer_state};
+                          pl->optimizer, pl->grad_reduce, pl->optimizer_state,
+                          pl->fp8_param_gather};
     sim_stage_mem t;
     sim_memory_stage(&L, &ms, &t);
     m->fp8_weight_bytes[st] = t.params - L.params;
@@ -507,12 +512,13 @@ int sim_cost_build(sim_model *m, const plan *pl, const schedule *s, const sim_ne
     size_t ns = (size_t)s->nstages + 1;
     m->param_bytes = calloc(ns, sizeof *m->param_bytes);
     m->fp8_weight_bytes = calloc(ns, sizeof *m->fp8_weight_bytes);
+    m->fp8_param_bytes = calloc(ns, sizeof *m->fp8_param_bytes);
     m->gradmem_bytes = calloc(ns, sizeof *m->gradmem_bytes);
     m->optmem_bytes = calloc(ns, sizeof *m->optmem_bytes);
     m->kept_bytes = calloc(ns, sizeof *m->kept_bytes);
     m->recv_bytes = calloc(ns, sizeof *m->recv_bytes);
     if (!m->param_bytes || !m->gradmem_bytes || !m->optmem_bytes || !m->kept_bytes ||
-        !m->recv_bytes || !m->fp8_weight_bytes) {
+        !m->recv_bytes || !m->fp8_weight_bytes || !m->fp8_param_bytes) {
         free(cross);
         return err_set(err, NULL, NULL, "out of memory");
     }
@@ -590,6 +596,7 @@ void sim_model_release(sim_model *m)
     free(m->staging_bytes);
     free(m->param_bytes);
     free(m->fp8_weight_bytes);
+    free(m->fp8_param_bytes);
     free(m->gradmem_bytes);
     free(m->optmem_bytes);
     free(m->kept_bytes);

@@ -28,8 +28,10 @@ int sim_cost_build(sim_model *m, const plan *pl, const schedule *s, const sim_ne
  * (allreduce_s, over the stage's replica devices; with cp > 1 over every context-parallel
  * rank of them, sim_cost_dp_group, and ZeRO sharding over those replicas x cp ranks,
  * ring_members[st] (when m has it) replicas x cp so that the engine's ring runs that ring's
- * steps; 0 without cp). sim_cost_build prices every stage with
- * it; the layout search (planner/search3d_est.c) prices one pipeline of a replicated plan
+ * steps; 0 without cp). With FP8 primary weights (m's fp8_param_bytes, pl's
+ * fp8_param_gather) the ZeRO-1 all-gather half moves fp8_param_bytes[st] / 2 fewer bytes
+ * (gather_bytes; grad_bytes, the mean of the two halves, 1 / 4 of them fewer).
+ * sim_cost_build prices every stage with it; the layout search (planner/search3d_est.c) prices one pipeline of a replicated plan
  * and sets each stage's state for the replicas with it. m's arrays must be allocated
  * (sim_cost_build). */
 void sim_cost_stage_state(sim_model *m, const plan *pl, const sim_net *net, int st,

@@ -145,6 +145,11 @@ typedef struct sim_model {
                                  of the stage's projection weights and their transposes
                                  (sim_stage_layers.fp8_copies), held beside the weights;
                                  0 otherwise, NULL in hand-built models */
+    double *fp8_param_bytes;  /* [nstages] with FP8 primary weights (a plan's
+                                 fp8_param_gather), the stage's block weights at 2 bytes a
+                                 parameter (sim_stage_layers.fp8_copies), which the ZeRO-1
+                                 parameter all-gather moves at 1 byte; 0 otherwise, NULL in
+                                 hand-built models */
     double *gradmem_bytes;    /* [nstages] gradient buffers (fp32 main gradients with bf16) */
     double *optmem_bytes;     /* [nstages] optimizer state (and fp32 master weights with
                                  mixed precision), sharded over the replicas with ZeRO-1 */

@@ -160,8 +160,12 @@ static void stage_mul(const sim_stage_layers *L, const sim_mem_setting *s,
 {
     const double sc = s->scale;
     /* FP8 training: Transformer Engine's FP8 copy of each projection weight and its
-     * transpose, one byte each, cast on a step's first microbatch and kept through it */
-    out->params = L->params + (s->precision == DEV_FP8 ? L->fp8_copies : 0);
+     * transpose, one byte each, cast on a step's first microbatch and kept through it.
+     * With FP8 primary weights (fp8_param_gather) those two bytes are the blocks' only
+     * weights: their bf16 copy, as many bytes (2 a parameter), is not held, so the
+     * weights come to L->params (docs/llm.md, "FP8 primary weights") */
+    out->params = L->params +
+                  (s->precision == DEV_FP8 && !s->fp8_param_gather ? L->fp8_copies : 0);
     out->gradients = L->params * sm->gradients;
     out->optimizer = L->params * sm->optimizer;
     out->gradbuf = (L->gradbuf + L->inner) * sc;

@@ -103,11 +103,15 @@ typedef struct sim_mem_setting {
     optimizer_kind opt;
     dev_precision grad_reduce;     /* the plan's grad_reduce (sim_memory_state_of) */
     dev_precision optimizer_state; /* the plan's optimizer_state */
+    int fp8_param_gather; /* 1 (precision fp8): FP8 primary weights (the plan's
+                             fp8_param_gather): the blocks' weights held as FP8 and its
+                             transpose, 1 + 1 bytes a parameter, with no bf16 copy */
 } sim_mem_setting;
 
 /* One stage's memory terms (bytes): what one device holding it keeps. */
 typedef struct sim_stage_mem {
-    double params;        /* weights of one version (fp8: with their FP8 copies) */
+    double params;        /* weights of one version (fp8: with their FP8 copies; with
+                             fp8_param_gather the blocks' FP8 weights instead of bf16) */
     double gradients;     /* gradient buffers (sim_memory_state) */
     double optimizer;     /* optimizer state (sim_memory_state) */
     double stash;         /* per buffer slot: the input (the first stage: its data), every
@@ -138,7 +142,8 @@ typedef struct sim_stage_mem {
 
 /* Fills out from the layer sums L under setting s. The one formula of a stage's memory:
  * the simulator (sim_cost_build) and the native planner's estimate both call it. With
- * precision fp8 the weights (params) include L's fp8_copies. */
+ * precision fp8 the weights (params) include L's fp8_copies; with fp8_param_gather too
+ * those FP8 weights and transposes replace the blocks' bf16 weights (L's fp8_copies less). */
 void sim_memory_stage(const sim_stage_layers *L, const sim_mem_setting *s,
                       sim_stage_mem *out);
 

@@ -192,6 +192,7 @@ typedef struct sim_report {
     dev_precision grad_reduce, optimizer_state; /* the plan's (DEV_FP32 unless bf16) */
     int grad_sync_end;        /* the plan's: 1 when its gradients are reduced at the end */
     int p2p_whole;            /* the plan's p2p_split: 1 for "whole" */
+    int fp8_param_gather;     /* the plan's fp8_param_gather (FP8 primary weights) */
     int gpus;                 /* every member of every group (plan_gpus) */
     const char *device_noun;  /* what the cluster's devices are called in text
                                  (cluster_device_noun: "GPU", "CPU worker"; static; NULL

@@ -3,8 +3,10 @@
  * file has none) with one-byte operands and a bf16 output; a profile's projections take
  * exactly that time plus the casts, by a hand computation of the roofline, while attention,
  * the output layer and the FLOPs stay bf16's; the blocks keep their projections' inputs in
- * one byte; the memory model's state is bf16's and the weights gain the FP8 copies; a
- * device without an fp8 peak is one error naming the field. */
+ * one byte; the memory model's state is bf16's and the weights gain the FP8 copies; with
+ * FP8 primary weights (fp8_param_gather) the blocks' weights are the FP8 ones only and the
+ * ZeRO-1 parameter all-gather moves them at 1 byte; a device without an fp8 peak is one
+ * error naming the field. */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdlib.h>
@@ -14,10 +16,14 @@
 #include "core/device.h"
 #include "core/profile.h"
 #include "core/transformer.h"
+#include "core/schedule.h"
+#include "planner/layout3d.h"
 #include "planner/llm_profile.h"
 #include "planner/search3d.h"
 #include "sim/cost.h"
+#include "sim/engine.h"
 #include "sim/memory.h"
+#include "sim/sim.h"
 
 #define H100 "profiles/clusters/dgx-h100.json"
 #define A100 "profiles/clusters/dgx-a100-80g.json"
@@ -176,7 +182,7 @@ Test(fp8, memory_state_as_bf16_and_weight_copies)
     for (int l = 1; l < p->nlayers - 1; l++) blocks += p->layers[l].parameter_bytes;
     cr_assert_eq(L.fp8_copies, blocks);
     sim_mem_setting ms = {1, RECOMPUTE_NONE, 0, 0, 1, DEV_FP8, 1, 8, OPT_ADAM, DEV_FP32,
-                          DEV_FP32};
+                          DEV_FP32, 0};
     sim_stage_mem m8, m16;
     sim_memory_stage(&L, &ms, &m8);
     ms.precision = DEV_BF16;
@@ -218,4 +224,111 @@ Test(fp8, device_without_fp8_peak)
     cr_assert(strstr(e2.msg, "peak_tflops_by_precision.fp8: missing"), "%s", e2.msg);
     transformer_free(t);
     cluster_free(c);
+}
+
+/* Llama 2 7B at tp 2 x pp 2 x dp 2 on one DGX-H100, fp8, zero 1 with the parameter
+ * all-gather apart; fpg sets FP8 primary weights. */
+static plan *fp8_layout(int fpg, transformer **t, cluster **c)
+{
+    plumb_err e = {{0}};
+    *c = cluster_load(H100, &e);
+    cr_assert_not_null(*c, "%s", e.msg);
+    *t = transformer_load(LLAMA, &e);
+    cr_assert_not_null(*t, "%s", e.msg);
+    layout3d_options o;
+    layout3d_options_init(&o);
+    o.gpus = 8, o.tp = 2, o.pp = 2, o.dp = 2;
+    o.global_batch = 8, o.microbatch_size = 1, o.seq = 1024;
+    o.precision = DEV_FP8;
+    o.zero = 1;
+    o.sequence_parallel = 1;
+    o.attention = LLM_ATTN_FLASH;
+    plan *pl = layout3d_build(*t, *c, H100, &o, &e);
+    cr_assert_not_null(pl, "%s", e.msg);
+    pl->overlap_param_gather = 1;
+    pl->fp8_param_gather = fpg;
+    cr_assert_eq(plan_validate(pl, NULL, &e), 0, "%s", e.msg);
+    return pl;
+}
+
+/* FP8 primary weights, derived in docs/llm.md ("FP8 primary weights"): per block parameter
+ * 1 byte of FP8 weight and 1 of its transpose and no bf16 copy, so a stage's weights drop
+ * by its blocks' FP8 copies (fp8_copies: 2 bytes a parameter) and come to the bf16 plan's;
+ * gradients and optimizer state unchanged; the ZeRO-1 all-gather moves fp8_copies / 2
+ * fewer bytes, the ring's mean of its two halves fp8_copies / 4 fewer; a device's memory
+ * total is lower by its stage's fp8_copies exactly. */
+Test(fp8, fp8_param_gather_weights_and_all_gather)
+{
+    transformer *t0, *t1;
+    cluster *c0, *c1;
+    plan *p0 = fp8_layout(0, &t0, &c0), *p1 = fp8_layout(1, &t1, &c1);
+    plumb_err e = {{0}};
+    schedule *s = schedule_from_plan(p0, 1, &e);
+    cr_assert_not_null(s, "%s", e.msg);
+    sim_net net;
+    sim_net_from_cluster(&net, p0->clus, NULL);
+    sim_model m0 = {0}, m1 = {0};
+    cr_assert_eq(sim_cost_build(&m0, p0, s, &net, -1, 1, &e), 0, "%s", e.msg);
+    cr_assert_eq(sim_cost_build(&m1, p1, s, &net, -1, 1, &e), 0, "%s", e.msg);
+    double *cross = sim_cross_bytes(p0->prof);
+    cr_assert_not_null(cross);
+    for (int st = 0; st < p0->nstages; st++) {
+        sim_stage_layers L;
+        const plan_stage *ps = &p0->stages[st];
+        sim_memory_layers(p0->prof, cross, ps->first_layer, ps->last_layer, 0, &L);
+        cr_assert_gt(L.fp8_copies, 0);
+        cr_assert_eq(m0.fp8_weight_bytes[st], L.fp8_copies, "stage %d", st);
+        cr_assert_eq(m1.fp8_weight_bytes[st], 0, "stage %d", st);
+        cr_assert_eq(m1.param_bytes[st], m0.param_bytes[st]);
+        cr_assert_eq(m1.gradmem_bytes[st], m0.gradmem_bytes[st]);
+        cr_assert_eq(m1.optmem_bytes[st], m0.optmem_bytes[st]);
+        cr_assert_eq(m0.gather_bytes[st], L.params, "stage %d", st);
+        cr_assert_eq(m1.gather_bytes[st], L.params - L.fp8_copies / 2, "stage %d", st);
+        cr_assert_float_eq(m0.grad_bytes[st] - m1.grad_bytes[st], L.fp8_copies / 4, 1e-3);
+        for (int w = 0; w < s->nworkers; w++) {
+            if (s->stage_workers[s->stage_first[st]] != w) continue;
+            sim_memory a, b;
+            sim_memory_of(&m0, w, NULL, p0->optimizer, 80e9, &a);
+            sim_memory_of(&m1, w, NULL, p1->optimizer, 80e9, &b);
+            cr_assert_float_eq(a.total - b.total, L.fp8_copies, 1e-3, "stage %d: %.0f vs %.0f",
+                               st, a.total - b.total, L.fp8_copies);
+            cr_assert_eq(a.weights - b.weights, L.fp8_copies);
+        }
+    }
+    /* Llama 2 7B: 16 blocks a stage, each rank 1 / 2 of a block's 202,375,168 projection
+     * parameters and both norms' 8,192, 2 bytes each */
+    cr_assert_eq(m0.fp8_weight_bytes[0], 16.0 * (202375168 / 2 + 8192) * 2, "%.0f",
+                 m0.fp8_weight_bytes[0]);
+    free(cross);
+    sim_model_release(&m0);
+    sim_model_release(&m1);
+    schedule_free(s);
+    plan_free(p0), plan_free(p1);
+    transformer_free(t0), transformer_free(t1);
+    cluster_free(c0), cluster_free(c1);
+}
+
+/* The option's rules, one line naming it: precision fp8, and zero 1 given (Megatron-Core's
+ * --fp8-param-gather needs the distributed optimizer). */
+Test(fp8, fp8_param_gather_needs_fp8_and_zero_1)
+{
+    search3d_options o;
+    search3d_options_init(&o);
+    o.global_batch = 8;
+    o.fp8_param_gather = 1;
+    o.zero = 1;
+    plumb_err e = {{0}};
+    cr_assert_neq(search3d_runtime_check(&o, &e), 0);
+    cr_assert(strstr(e.msg, "--fp8-param-gather: belongs to --precision fp8"), "%s", e.msg);
+    o.precision = DEV_FP8;
+    o.zero = SEARCH3D_FREE;
+    cr_assert_neq(search3d_runtime_check(&o, &e), 0);
+    cr_assert(strstr(e.msg, "--fp8-param-gather: expected --zero 1 (Megatron-Core's FP8 "
+                     "primary weights need the distributed optimizer) (got no --zero)"),
+              "%s", e.msg);
+    o.zero = 0;
+    cr_assert_neq(search3d_runtime_check(&o, &e), 0);
+    cr_assert(strstr(e.msg, "(got --zero 0)"), "%s", e.msg);
+    o.zero = 1;
+    cr_assert_eq(search3d_runtime_check(&o, &e), 0, "%s", e.msg);
 }

@@ -905,6 +905,54 @@ Test(plan3d, p2p_split_round_trip)
     plan_free(pl);
 }
 
+/* fp8_param_gather: not written when false (a plan's file reads as before), written true,
+ * read back equal and changing equality; refused, one line naming the field, without
+ * precision fp8 or without zero 1 (Megatron-Core's FP8 primary weights need both). */
+Test(plan3d, fp8_param_gather_round_trip)
+{
+    plan *pl = tp_plan();
+    plumb_err err;
+    cr_assert_eq(pl->fp8_param_gather, 0);
+    cJSON *j = plan_to_json(pl);
+    cr_assert_null(cJSON_GetObjectItem(j, "fp8_param_gather"));
+    cJSON_Delete(j);
+    plan *q = plan_clone(pl);
+    q->precision = DEV_FP8;
+    q->fp8_param_gather = 1;
+    cr_assert_eq(plan_validate(q, "p", &err), 0, "%s", err.msg);
+    cr_assert_not(plan_equal(pl, q));
+    round_trip(q);
+    j = plan_to_json(q);
+    cr_assert(cJSON_IsTrue(cJSON_GetObjectItem(j, "fp8_param_gather")));
+    plan *b = plan_from_json(j, "p.json", &err);
+    cr_assert_not_null(b, "%s", err.msg);
+    cr_assert_eq(b->fp8_param_gather, 1);
+    cr_assert(plan_equal(q, b));
+    plan_free(b);
+    /* the file's bad values: a string, precision bf16, zero 0 */
+    cJSON_ReplaceItemInObject(j, "fp8_param_gather", cJSON_CreateString("yes"));
+    err_clear(&err);
+    cr_assert_null(plan_from_json(j, "p.json", &err));
+    cr_assert(strstr(err.msg, "p.json: fp8_param_gather: "), "%s", err.msg);
+    cJSON_ReplaceItemInObject(j, "fp8_param_gather", cJSON_CreateBool(1));
+    cJSON_ReplaceItemInObject(j, "precision", cJSON_CreateString("bf16"));
+    err_clear(&err);
+    cr_assert_null(plan_from_json(j, "p.json", &err));
+    cr_assert(strstr(err.msg, "p.json: fp8_param_gather: expected false unless precision is "
+                     "fp8 (FP8 primary weights) (got true with precision bf16)"), "%s", err.msg);
+    cr_assert_null(strchr(err.msg, '\n'));
+    cJSON_ReplaceItemInObject(j, "precision", cJSON_CreateString("fp8"));
+    cJSON_DeleteItemFromObject(j, "zero");
+    err_clear(&err);
+    cr_assert_null(plan_from_json(j, "p.json", &err));
+    cr_assert(strstr(err.msg, "p.json: fp8_param_gather: expected false unless zero is 1 "),
+              "%s", err.msg);
+    cr_assert_null(strchr(err.msg, '\n'));
+    cJSON_Delete(j);
+    plan_free(q);
+    plan_free(pl);
+}
+
 /* The runtime rules have one owner, plan_runtime_check: over every schedule kind and every
  * combination of zero, overlap_param_gather, p2p and grad_sync, it refuses exactly what the
  * rules written out here refuse, naming the plan file's field with a file and the option

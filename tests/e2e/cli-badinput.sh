@@ -204,6 +204,21 @@ done
 expect_bad sweep-recompute '^plumb: sweep: --recompute: expected none, selective or full (got "some")$' \
     "$P" sweep "${GPT2[@]}" --recompute some
 
+# --fp8-param-gather (FP8 primary weights) without what Megatron-Core requires: --precision
+# fp8 (TransformerConfig.fp8_param) and --zero 1 (the distributed optimizer); plan's fixed
+# layout and search and sweep --model give the option's one line, exit 2
+FPG_ZERO="--fp8-param-gather: expected --zero 1 (Megatron-Core's FP8 primary weights need the distributed optimizer)"
+expect_bad plan-fp8pg-bf16 '^plumb: plan: --fp8-param-gather: belongs to --precision fp8 (FP8 primary weights) (got --precision bf16)$' \
+    "$P" plan "${GPT2[@]}" --tp 2 --pp 2 --dp 2 --zero 1 --fp8-param-gather
+expect_bad plan-fp8pg-zero0 "^plumb: plan: $FPG_ZERO (got --zero 0)\$" \
+    "$P" plan "${GPT2[@]}" --tp 2 --pp 2 --dp 2 --precision fp8 --fp8-param-gather
+expect_bad plan-fp8pg-search-zero "^plumb: plan: $FPG_ZERO (got no --zero)\$" \
+    "$P" plan "${GPT2[@]}" --gpus 8 --precision fp8 --fp8-param-gather
+expect_bad sweep-fp8pg-bf16 '^plumb: sweep: --fp8-param-gather: belongs to --precision fp8' \
+    "$P" sweep "${GPT2[@]}" --gpus 8..16 --zero 1 --fp8-param-gather
+expect_bad sweep-fp8pg-zero "^plumb: sweep: $FPG_ZERO (got no --zero)\$" \
+    "$P" sweep "${GPT2[@]}" --gpus 8..16 --precision fp8 --fp8-param-gather
+
 # a plan file with "p2p": "sync" on a V-placed kind (zb-v, dualpipev), which plan -p and
 # sim --p2p refuse: its loader refuses it with that rule, naming the field (sim ran it into
 # the engine's deadlock line, or simulated dualpipev and exited 0; ui and info showed it)

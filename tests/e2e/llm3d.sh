@@ -198,6 +198,31 @@ has cp-search-free '^			"cp":	[248],'
 ok cp-search-std "$P" plan --model $L3 -c $A100 --gpus 8 --global-batch 16
 grep -q ' x cp ' "$d/out" && { echo "FAIL cp-search-std: a cp row with standard attention"; fail=1; }
 
+# FP8 primary weights (--fp8-param-gather, docs/llm.md "FP8 primary weights"): the fixed
+# layout's settings line and report say it, its plan file keeps it, sim reads it back; the
+# search and sweep put it on every candidate ("fp8 param gather" in the runtime line); rank
+# 0's peak is lower than without it by its blocks' FP8 copies (test_fp8.c holds the bytes)
+H100=profiles/clusters/dgx-h100.json
+FP8=(--model examples/llm/nemo/llama2-7b.json -c "$H100" --global-batch 16 --seq-len 1024
+     --precision fp8 --zero 1)
+ok fp8pg-text "$P" plan "${FP8[@]}" --tp 2 --pp 2 --dp 2 --fp8-param-gather -o "$d/fp8pg.json"
+has fp8pg-text '^recompute none, sequence parallel off, zero 1, fp8, fp8-param-gather$'
+grep -q '"fp8_param_gather":	true' "$d/fp8pg.json" ||
+    { echo "FAIL fp8pg-text: the plan file has no fp8_param_gather"; fail=1; }
+ok fp8pg-sim "$P" sim "$d/fp8pg.json" --json
+has fp8pg-sim '"fp8_param_gather":	true'
+fp8pg_peak() { python3 -c 'import json,sys; print(json.load(sys.stdin)["devices"][0]["memory"]["peak_bytes"])' <"$d/out"; }
+ok fp8pg-json "$P" plan "${FP8[@]}" --tp 2 --pp 2 --dp 2 --fp8-param-gather --json
+with=$(fp8pg_peak)
+ok fp8pg-json-without "$P" plan "${FP8[@]}" --tp 2 --pp 2 --dp 2 --json
+without=$(fp8pg_peak)
+python3 -c "import sys; sys.exit(0 if float('$without') > float('$with') else 1)" ||
+    { echo "FAIL fp8pg-json: peak $with with --fp8-param-gather, $without without"; fail=1; }
+ok fp8pg-search "$P" plan "${FP8[@]}" --gpus 8 --fp8-param-gather
+has fp8pg-search '^runtime of every layout: fp8 param gather$'
+ok fp8pg-sweep "$P" sweep "${FP8[@]}" --gpus 8..16 --fp8-param-gather --json
+has fp8pg-sweep '"fp8_param_gather":	true'
+
 cp $GPT3 "$d/model.json"
 before=$(cksum <"$d/model.json")
 expect_bad out-is-model '-o .*model.json: is the input' \

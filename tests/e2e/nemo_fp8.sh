@@ -5,7 +5,8 @@
 # its every row; the two Llama 3 rows with --cp 2, docs/llm.md "Context parallelism"). For each row runs `plumb plan --model ... -c
 # dgx-h100.json --gpus --tp --pp --dp --global-batch --microbatch-size [--interleave]
 # --recompute none [--sequence-parallel --tp-overlap full] --zero 1 --overlap-param-gather
-# --precision fp8 --attention flash [--grad-reduce bf16] [--optimizer-state bf16] --json` and
+# --precision fp8 --attention flash [--grad-reduce bf16] [--optimizer-state bf16]
+# [--fp8-param-gather] --json` and
 # prints the published time per iteration (sequence x global batch / (GPUs x tokens/s per
 # GPU)) against plumb's, error = t_pub / t_pred - 1, and the model TFLOP/s per GPU. The rows
 # in HELD (the Llama 2 and Nemotron rows, whose runtime settings the NeMo launcher's YAMLs
@@ -29,8 +30,9 @@ export BAND_TOL=${NEMO_FP8_BAND_TOL:-15}
 needs nemo_fp8.sh "fp8" "--precision fp8"
 
 # columns: run model gpus global_batch microbatch_size seq tp pp cp dp interleave
-#          tokens_per_s_gpu model_tflops_gpu grad_sync_dtype optim_dtype
-while IFS=$'\t' read -r run model gpus gb mbs _ tp pp cp dp il _ _ gsd od; do
+#          tokens_per_s_gpu model_tflops_gpu grad_sync_dtype optim_dtype [fp8_param_gather]
+# (the last optional: true runs the row with FP8 primary weights, --fp8-param-gather)
+while IFS=$'\t' read -r run model gpus gb mbs _ tp pp cp dp il _ _ gsd od fpg; do
     [ "$run" = run ] && continue
     plan_args "$MODELS/$model.json" "$H100" "$gpus" "$tp" "$pp" "$dp" "$gb" "$mbs" none
     [ "$cp" != 1 ] && args+=(--cp "$cp")
@@ -39,6 +41,7 @@ while IFS=$'\t' read -r run model gpus gb mbs _ tp pp cp dp il _ _ gsd od; do
     layout_extras "$il" 0
     [ "$gsd" = bf16 ] && args+=(--grad-reduce bf16)
     [ "$od" = bf16 ] && args+=(--optimizer-state bf16)
+    [ "$fpg" = true ] && args+=(--fp8-param-gather)
     plan_row # the reader says why a row failed
 done <"$TSV"
 
@@ -69,6 +72,10 @@ for k, r, is_held, m in model_rows(rows, models, held):
     bad += failed
     if rep.get("precision") != "fp8":
         print(f"FAIL {run}: the report's precision is {rep.get('precision')}, not fp8")
+        bad += 1
+    if bool(rep.get("fp8_param_gather")) != (r.get("fp8_param_gather") == "true"):
+        print(f"FAIL {run}: the report's fp8_param_gather is {rep.get('fp8_param_gather')},"
+              f" the row's {r.get('fp8_param_gather')}")
         bad += 1
     # NeMo's "Model TFLOP/s" counts FLOPs (its own count) at its measured time; the published
     # column scaled to plumb's time is the comparable prediction
