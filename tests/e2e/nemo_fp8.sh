@@ -29,8 +29,9 @@ export BAND_TOL=${NEMO_FP8_BAND_TOL:-15}
 needs nemo_fp8.sh "fp8" "--precision fp8"
 
 # columns: run model gpus global_batch microbatch_size seq tp pp cp dp interleave
-#          tokens_per_s_gpu model_tflops_gpu grad_sync_dtype optim_dtype
-while IFS=$'\t' read -r run model gpus gb mbs _ tp pp cp dp il _ _ gsd od; do
+#          tokens_per_s_gpu model_tflops_gpu grad_sync_dtype optim_dtype [pipeline_split:
+#          even, or emb+loss: Megatron-Core's --account-for-embedding/loss-in-pipeline-split]
+while IFS=$'\t' read -r run model gpus gb mbs _ tp pp cp dp il _ _ gsd od split; do
     [ "$run" = run ] && continue
     plan_args "$MODELS/$model.json" "$H100" "$gpus" "$tp" "$pp" "$dp" "$gb" "$mbs" none
     [ "$cp" != 1 ] && args+=(--cp "$cp")
@@ -39,6 +40,8 @@ while IFS=$'\t' read -r run model gpus gb mbs _ tp pp cp dp il _ _ gsd od; do
     layout_extras "$il" 0
     [ "$gsd" = bf16 ] && args+=(--grad-reduce bf16)
     [ "$od" = bf16 ] && args+=(--optimizer-state bf16)
+    [ "$split" = emb+loss ] && args+=(--account-for-embedding-in-pipeline-split
+        --account-for-loss-in-pipeline-split)
     plan_row # the reader says why a row failed
 done <"$TSV"
 
