@@ -13,7 +13,8 @@
 #      rows are refused;
 #   2. on a copy of that file in the scratch folder with memory_gib raised to 96 (memory is
 #      only a fit check: a fixed layout's times do not depend on it): every row held to
-#      BAND_TOL each and MEAN_TOL on their mean.
+#      BAND_TOL each and MEAN_TOL on their mean (11 %: the 12 rows' mean is 9.27 %; with
+#      gemm_fp8 5 % lower it is 11.46 %, and the script fails).
 # The bands are a regression bound on out-of-sample rows, not a fit: as shipped the GPT-3 and
 # 70B rows are predicted 12.8 to 15.1 % slower than published (NVIDIA's software sped up
 # since the 24.07 runs the figures were fitted on: the same GPT-3 175B layout went from 782
@@ -24,7 +25,7 @@ export PLUMB=$P NEMO_FP8_TSV=tests/data/nemo/nemo-h100-fp8-later.tsv
 ALL=$(cut -f1 "$NEMO_FP8_TSV" | tail -n +2 | tr '\n' ' ')
 L405=$(cut -f1 "$NEMO_FP8_TSV" | grep '^l405b-' | tr '\n' ' ')
 REFUSED="l3-70b-25.09 l3-70b-25.11 l3-70b-26.02 l3-70b-26.02.01 l3-70b-26.04 l3-70b-26.04.01"
-BAND_TOL=${NEMO_LATER_BAND_TOL:-18} MEAN_TOL=${NEMO_LATER_MEAN_TOL:-15}
+BAND_TOL=${NEMO_LATER_BAND_TOL:-18} MEAN_TOL=${NEMO_LATER_MEAN_TOL:-11}
 SHIPPED=profiles/clusters/dgx-h100.json
 if ! grep -q '"memory_gib": 79,' "$SHIPPED"; then
     echo "FAIL: $SHIPPED has no \"memory_gib\": 79 to raise"
