@@ -33,6 +33,10 @@ static const char usage_text[] =
     "                  [--precision bf16|fp16|tf32|fp32|fp8 [--fp8-param-gather]]\n"
     "                  [--schedule KIND] [--seq-len S] [--attention standard|flash]\n"
     "                  [--balance] [--p2p overlap|sync] [--grad-sync overlap|end]\n"
+    "                  [--decoder-first-pipeline-num-layers N]\n"
+    "                  [--decoder-last-pipeline-num-layers N]\n"
+    "                  [--account-for-embedding-in-pipeline-split]\n"
+    "                  [--account-for-loss-in-pipeline-split]\n"
     "                  [--p2p-split scatter-gather|whole]\n"
     "                  [--tp-overlap none|backward|full] [--grad-reduce fp32|bf16]\n"
     "                  [--optimizer-state fp32|bf16] [--json] [-o PLAN.json]\n"
@@ -85,6 +89,16 @@ static const char usage_text[] =
     "  --balance               move whole blocks off the stages that carry the embedding\n"
     "                          and the head where that runs faster, and print the gain\n"
     "                          (searching: in every layout simulated in full)\n"
+    "  --decoder-first-pipeline-num-layers N, --decoder-last-pipeline-num-layers N\n"
+    "                          Megatron-Core's uneven split (same names): pipeline rank 0\n"
+    "                          (pp - 1) holds N blocks, dealt evenly over its V virtual\n"
+    "                          stages, the other ranks the rest evenly; N a multiple of V\n"
+    "  --account-for-embedding-in-pipeline-split, --account-for-loss-in-pipeline-split\n"
+    "                          Megatron-Core's: the embedding (the loss) counts as a block,\n"
+    "                          so the blocks + 1 (+ 2) split evenly over pp x V and the\n"
+    "                          first (last) virtual stage holds one block fewer. Neither\n"
+    "                          kind goes with the other, --balance or the search\n"
+    "                          (docs/llm.md, \"Uneven splits\")\n"
     "  --attention KIND        standard (default: softmax and dropout kernels keep the s x s\n"
     "                          probabilities) or flash (fused: keeps its output and softmax\n"
     "                          statistics, recomputes the scores in its backward)\n"
@@ -131,7 +145,7 @@ static const char usage_text[] =
 
 enum { O_MODEL = 1200, O_GPUS, O_CP, O_TP, O_PP, O_DP, O_GB, O_MBS, O_V, O_RC, O_CKPT, O_SP, O_ZERO,
        O_PREC, O_SCHED, O_SEQ, O_JSON, O_BALANCE, O_ATTN, O_SEARCH, O_TOP, O_P2P, O_GSYNC, O_OPG,
-       O_TPO, O_GRED, O_OSTATE, O_SPLIT, O_FP8PG };
+       O_TPO, O_GRED, O_OSTATE, O_SPLIT, O_FP8PG, O_FIRST, O_LAST, O_ACC_EMB, O_ACC_LOSS };
 
 /* What the command line gave besides the layout options (the search's fixed ones). */
 typedef struct given {
@@ -185,6 +199,10 @@ static int parse(int argc, char **argv, layout3d_options *o, given *g, const cha
         {"tp-overlap", required_argument, 0, O_TPO},
         {"grad-reduce", required_argument, 0, O_GRED},
         {"optimizer-state", required_argument, 0, O_OSTATE},
+        {"decoder-first-pipeline-num-layers", required_argument, 0, O_FIRST},
+        {"decoder-last-pipeline-num-layers", required_argument, 0, O_LAST},
+        {"account-for-embedding-in-pipeline-split", no_argument, 0, O_ACC_EMB},
+        {"account-for-loss-in-pipeline-split", no_argument, 0, O_ACC_LOSS},
         {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
     const char *cmd = "plan";
     int c, v, seq;
@@ -267,6 +285,18 @@ static int parse(int argc, char **argv, layout3d_options *o, given *g, const cha
             if (cli_state_precision(cmd, "--optimizer-state", optarg, &o->optimizer_state))
                 return 2;
             break;
+        case O_FIRST:
+            if (cli_int(cmd, "--decoder-first-pipeline-num-layers", optarg, 1, 1 << 20,
+                        &o->first_blocks))
+                return 2;
+            break;
+        case O_LAST:
+            if (cli_int(cmd, "--decoder-last-pipeline-num-layers", optarg, 1, 1 << 20,
+                        &o->last_blocks))
+                return 2;
+            break;
+        case O_ACC_EMB: o->account_embedding = 1; break;
+        case O_ACC_LOSS: o->account_loss = 1; break;
         case 'h': printf(usage_text, SEARCH3D_SIMULATE); return 1;
         default: return 2;
         }
@@ -281,6 +311,13 @@ static int parse(int argc, char **argv, layout3d_options *o, given *g, const cha
     if (g->top && !searching)
         return cli_fail(cmd, "--top: belongs to the layout search (fewer than two of --tp, "
                         "--pp and --dp, or --search); a fixed layout is simulated once");
+    if (searching && layout3d_uneven(o))
+        return cli_fail(cmd, "%s: belongs to a fixed layout (two of --tp, --pp and --dp, no "
+                        "--search); the search splits the blocks evenly",
+                        o->first_blocks ? "--decoder-first-pipeline-num-layers"
+                        : o->last_blocks ? "--decoder-last-pipeline-num-layers"
+                        : o->account_embedding ? "--account-for-embedding-in-pipeline-split"
+                        : "--account-for-loss-in-pipeline-split");
     /* the runtime's checks, as the search and plumb sweep --model make them; the search
      * applies --overlap-param-gather to its zero 1 candidates when --zero is not given */
     search3d_options so;

@@ -1,8 +1,10 @@
 /* layout3d.c: a fixed tensor x pipeline x data layout of a transformer
  * (planner/layout3d.h): the dimensions derived and checked, then the analytic profile, the
- * even split of the blocks over the virtual stages, and Megatron-LM's device order. */
+ * split of the blocks over the virtual stages (even, or Megatron-Core's uneven rules), and
+ * Megatron-LM's device order. */
 #include "planner/layout3d.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "core/schedule_traits.h"
@@ -20,6 +22,131 @@ void layout3d_options_init(layout3d_options *o)
 int layout3d_group_device(int p, int r, int tp, int dp)
 {
     return (p * dp + r) * tp;
+}
+
+int layout3d_uneven(const layout3d_options *o)
+{
+    return o->first_blocks > 0 || o->last_blocks > 0 || o->account_embedding ||
+           o->account_loss;
+}
+
+static const char OPT_FIRST[] = "--decoder-first-pipeline-num-layers",
+                  OPT_LAST[] = "--decoder-last-pipeline-num-layers",
+                  OPT_EMB[] = "--account-for-embedding-in-pipeline-split",
+                  OPT_LOSS[] = "--account-for-loss-in-pipeline-split";
+
+/* Checks a first or last count F of option name against v (Megatron-Core: > 0 and a
+ * multiple of the virtual pipeline size, transformer_config.py). 0 or -1. */
+static int check_end_count(const char *name, int f, int blocks, int v, plumb_err *err)
+{
+    if (f < 1 || f > blocks)
+        return err_set(err, NULL, name, "expected 1 to the %d blocks (got %d)", blocks, f);
+    if (f % v)
+        return err_set(err, NULL, name, "expected a multiple of --interleave %d, each of the "
+                       "rank's virtual stages holding as many blocks (got %d)", v, f);
+    return 0;
+}
+
+/* --decoder-first/last-pipeline-num-layers: rank 0 holds F, rank pp - 1 holds L, the middle
+ * ranks the rest evenly; rank r's blocks dealt evenly over its chunks c, virtual stage
+ * c pp + r (Megatron-Core's get_num_layers_to_build and the offsets of
+ * get_transformer_layer_offset). 0 or -1. */
+static int split_first_last(const layout3d_options *o, int blocks, int pp, int v, int *n,
+                            plumb_err *err)
+{
+    int F = o->first_blocks, L = o->last_blocks;
+    const char *name = L > 0 ? OPT_LAST : OPT_FIRST;
+    if (o->account_embedding || o->account_loss)
+        return err_set(err, NULL, F > 0 ? OPT_FIRST : OPT_LAST, "expected no %s with it "
+                       "(Megatron-Core refuses the two kinds of uneven split together)",
+                       o->account_embedding ? OPT_EMB : OPT_LOSS);
+    if (pp < 2)
+        return err_set(err, NULL, F > 0 ? OPT_FIRST : OPT_LAST, "expected --pp 2 or more "
+                       "(got %d)", pp);
+    if (F > 0 && check_end_count(OPT_FIRST, F, blocks, v, err)) return -1;
+    if (L > 0 && check_end_count(OPT_LAST, L, blocks, v, err)) return -1;
+    int mid = blocks - (F > 0 ? F : 0) - (L > 0 ? L : 0), ranks = pp - (F > 0) - (L > 0);
+    if (mid < 0)
+        return err_set(err, NULL, name, "expected %s %d and %s %d to sum to at most the %d "
+                       "blocks (got %d)", OPT_FIRST, F, OPT_LAST, L, blocks, F + L);
+    if (!ranks && mid)
+        return err_set(err, NULL, name, "expected the first and last ranks to hold all %d "
+                       "blocks at --pp %d (got %d + %d)", blocks, pp, F, L);
+    if (!ranks && v > 1) /* Megatron-Core's interleaved offsets divide by the middle ranks */
+        return err_set(err, NULL, "--interleave", "expected 1 when the first and last ranks "
+                       "hold every block, with no middle rank (got %d)", v);
+    if (ranks && !mid)
+        return err_set(err, NULL, name, "expected blocks left for the %d middle pipeline "
+                       "rank%s (got none of the %d)", ranks, ranks == 1 ? "" : "s", blocks);
+    if (ranks && mid % ranks)
+        return err_set(err, NULL, name, "expected the %d blocks left to divide over the %d "
+                       "other pipeline ranks (got %d / %d)", mid, ranks, mid, ranks);
+    int per = ranks ? mid / ranks : 0;
+    if (ranks && per % v)
+        return err_set(err, NULL, "--interleave", "expected to divide the %d blocks of each "
+                       "middle pipeline rank (got %d)", per, v);
+    for (int k = 0; k < pp * v; k++) {
+        int r = k % pp;
+        n[k] = (r == 0 && F > 0 ? F : r == pp - 1 && L > 0 ? L : per) / v;
+    }
+    return 0;
+}
+
+int layout3d_split(const layout3d_options *o, int blocks, int pp, int v, int *n,
+                   plumb_err *err)
+{
+    if (o->first_blocks > 0 || o->last_blocks > 0)
+        return split_first_last(o, blocks, pp, v, n, err);
+    long long vs = (long long)pp * v;
+    int e = o->account_embedding ? 1 : 0, l = o->account_loss ? 1 : 0, total = blocks + e + l;
+    if (!e && !l && blocks % vs)
+        return err_set(err, NULL, v > 1 ? "--interleave" : "--pp", "expected --pp x "
+                       "--interleave to divide the %d layers (got %d x %d = %lld)", blocks,
+                       pp, v, vs);
+    if (total % vs) {
+        char what[64];
+        snprintf(what, sizeof what, "%s%s", e ? " + the embedding" : "", l ? " + the loss" : "");
+        return err_set(err, NULL, e ? OPT_EMB : OPT_LOSS, "expected --pp x --interleave to "
+                       "divide the %d blocks%s = %d (got %d x %d = %lld)", blocks, what, total,
+                       pp, v, vs);
+    }
+    for (long long k = 0; k < vs; k++) n[k] = (int)(total / vs);
+    n[0] -= e; /* Megatron-Core builds one block fewer where the embedding or loss counts */
+    n[vs - 1] -= l;
+    return 0;
+}
+
+/* layout3d_split of d's pipeline into a new array (the caller frees it), after the checks
+ * an uneven split needs of o besides: no --balance, a schedule placing virtual stage k on
+ * rank k % pp. NULL with err set (out of memory: message "out of memory"). */
+static int *split_of(const transformer *t, const layout3d_options *o, const layout3d_dims *d,
+                     plumb_err *err)
+{
+    int S = d->pp * d->interleave;
+    const char *name = o->first_blocks > 0 ? OPT_FIRST : o->last_blocks > 0 ? OPT_LAST
+                       : o->account_embedding ? OPT_EMB : OPT_LOSS;
+    if (layout3d_uneven(o) && o->balance) {
+        err_set(err, NULL, "--balance", "expected the even split, which balancing starts "
+                "from (got %s)", name);
+        return NULL;
+    }
+    for (int k = 0; layout3d_uneven(o) && k < S; k++) {
+        if (sched_kind_rank(d->schedule, k, d->pp) == k % d->pp) continue;
+        err_set(err, NULL, name, "expected a schedule that places virtual stage k on "
+                "pipeline rank k %% pp, as Megatron-Core's interleaving (got %s)",
+                sched_kind_name(d->schedule));
+        return NULL;
+    }
+    int *n = malloc((size_t)S * sizeof *n);
+    if (!n) {
+        err_set(err, NULL, NULL, "out of memory");
+        return NULL;
+    }
+    if (layout3d_split(o, (int)t->layers, d->pp, d->interleave, n, err)) {
+        free(n);
+        return NULL;
+    }
+    return n;
 }
 
 /* Fills the missing one of tp, pp, dp from gpus and checks their product. 0 or -1. */
@@ -109,11 +236,10 @@ int layout3d_resolve(const transformer *t, const cluster *c, const char *cluster
         return err_set(err, NULL, "--pp", "expected at most the %lld layers (got %d)",
                        t->layers, d->pp);
     if (resolve_schedule(o, d, err)) return -1;
-    long long vs = (long long)d->pp * d->interleave;
-    if (t->layers % vs)
-        return err_set(err, NULL, d->interleave > 1 ? "--interleave" : "--pp", "expected --pp x "
-                       "--interleave to divide the %lld layers (got %d x %d = %lld)", t->layers,
-                       d->pp, d->interleave, vs);
+    int *n = split_of(t, o, d, err), most = 0;
+    if (!n) return -1;
+    for (int k = 0; k < d->pp * d->interleave; k++) most = n[k] > most ? n[k] : most;
+    free(n);
     if (o->microbatch_size < 1)
         return err_set(err, NULL, "--microbatch-size", "expected an integer >= 1 (got %d)",
                        o->microbatch_size);
@@ -126,25 +252,28 @@ int layout3d_resolve(const transformer *t, const cluster *c, const char *cluster
     if (o->recompute < 0 || o->recompute >= RECOMPUTE_NKINDS)
         return err_set(err, NULL, "--recompute", "expected none, selective or full (got %d)",
                        o->recompute);
-    if (o->checkpoint_layers > t->layers / vs)
-        return err_set(err, NULL, "--checkpoint-layers", "expected at most the %lld blocks of a "
-                       "virtual stage (got %d)", t->layers / vs, o->checkpoint_layers);
+    if (o->checkpoint_layers > most)
+        return err_set(err, NULL, "--checkpoint-layers", "expected at most the %d blocks of a "
+                       "virtual stage (got %d)", most, o->checkpoint_layers);
     if (o->zero < 0 || o->zero > 1)
         return err_set(err, NULL, "--zero", "expected 0 or 1 (got %d)", o->zero);
     return 0;
 }
 
-/* Sets the stages of pl: virtual stage k holds blocks [k n, (k + 1) n) (profile layers
- * 1 + k n .. (k + 1) n), the embedding joined to the first and the head to the last, on
- * the dp groups of its pipeline rank. 0 or -1 (out of memory). */
-static int place_stages(plan *pl, const layout3d_dims *d, int blocks)
+/* Sets the stages of pl: virtual stage k holds the n[k] blocks after those of stages
+ * 0 .. k - 1 (profile layers 1 + offset .. offset + n[k]), the embedding joined to the first
+ * and the head to the last, on the dp groups of its pipeline rank. 0 or -1 (out of
+ * memory). */
+static int place_stages(plan *pl, const layout3d_dims *d, int blocks, const int *n)
 {
-    int S = d->pp * d->interleave, n = blocks / S;
+    int S = d->pp * d->interleave, offset = 0;
     int *devs = malloc((size_t)d->dp * sizeof *devs);
     if (!devs) return -1;
     for (int k = 0; k < S; k++) {
         int rank = sched_kind_rank(d->schedule, k, d->pp);
-        int first = k == 0 ? 0 : 1 + k * n, last = k == S - 1 ? blocks + 1 : (k + 1) * n;
+        int first = k == 0 ? 0 : 1 + offset;
+        int last = k == S - 1 ? blocks + 1 : offset + n[k];
+        offset += n[k];
         for (int r = 0; r < d->dp; r++)
             devs[r] = layout3d_group_device(rank, r, d->tp * d->cp, d->dp);
         if (plan_set_stage(pl, k, first, last, d->dp, devs)) {
@@ -174,8 +303,10 @@ plan *layout3d_build(const transformer *t, const cluster *c, const char *cluster
     lo.cp = d.cp;
     profile *prof = llm_profile_build(t, cut, cluster_file, &lo, err);
     plan *pl = prof ? plan_new(prof, cut, d.pp * d.interleave) : NULL;
+    int *n = NULL;
     if (!prof) goto fail;
-    if (!pl || place_stages(pl, &d, (int)t->layers)) {
+    if (!(n = split_of(t, o, &d, err))) goto fail;
+    if (!pl || place_stages(pl, &d, (int)t->layers, n)) {
         err_set(err, NULL, NULL, "out of memory");
         goto fail;
     }
@@ -195,10 +326,12 @@ plan *layout3d_build(const transformer *t, const cluster *c, const char *cluster
     pl->optimizer_state = o->optimizer_state;
     pl->optimizer = OPT_ADAM;
     if (plan_validate(pl, "(3D layout)", err)) goto fail;
+    free(n);
     profile_free(prof);
     cluster_free(cut);
     return pl;
 fail:
+    free(n);
     plan_free(pl);
     profile_free(prof);
     cluster_free(cut);

@@ -1,7 +1,7 @@
 /* layout3d.h: a fixed tensor x pipeline x data layout of a transformer, as Megatron-LM lays
  * it out: the analytic profile at the layout's tensor-parallel degree (planner/llm_profile.h),
  * the blocks split evenly over pp x v virtual stages (the embedding with the first, the head
- * with the last), virtual stage k on pipeline rank k % pp (or the schedule's own placement),
+ * with the last) or by Megatron-Core's uneven-split rules (layout3d_split), virtual stage k on pipeline rank k % pp (or the schedule's own placement),
  * and Megatron's rank order (tensor-parallel ranks fastest, then data-parallel, then
  * pipeline): replica r of pipeline rank p on the group whose first device is (p dp + r) tp.
  * The global batch is dealt over the dp replicas in microbatches (docs/llm.md, "3D
@@ -47,6 +47,14 @@ typedef struct layout3d_options {
     dev_precision grad_reduce;     /* the plan's grad_reduce: DEV_FP32 (default) or
                                       DEV_BF16 (with precision bf16) */
     dev_precision optimizer_state; /* the plan's optimizer_state, likewise */
+    /* Megatron-Core's uneven pipeline splits (layout3d_split); all 0: the even split */
+    int first_blocks;      /* --decoder-first-pipeline-num-layers: pipeline rank 0 holds
+                              this many blocks, over its v virtual stages; 0: not given */
+    int last_blocks;       /* --decoder-last-pipeline-num-layers: rank pp - 1 likewise */
+    int account_embedding; /* 1: --account-for-embedding-in-pipeline-split (the embedding
+                              counts as a block in the split) */
+    int account_loss;      /* 1: --account-for-loss-in-pipeline-split (the head and loss
+                              count as a block) */
 } layout3d_options;
 
 /* Nothing given (tp, pp, dp, gpus 0), global batch and microbatch size 0 (the caller must
@@ -65,9 +73,32 @@ typedef struct layout3d_dims {
 /* Derives and checks the dimensions of o for model t on cluster c (file cluster_file, for
  * messages) without building anything: the missing dimension, the schedule and its chunks,
  * the microbatches. 0, or -1 with err set to one line naming the option ("--tp", "--pp",
- * "--dp", "--gpus", "--interleave", "--global-batch", "--schedule", ...). */
+ * "--dp", "--gpus", "--interleave", "--global-batch", "--schedule", ...), with what
+ * layout3d_split refuses, and an uneven split with --balance or with a schedule that does
+ * not place virtual stage k on rank k % pp. */
 int layout3d_resolve(const transformer *t, const cluster *c, const char *cluster_file,
                      const layout3d_options *o, layout3d_dims *dims, plumb_err *err);
+
+/* 1 when o asks for one of Megatron-Core's uneven splits (first_blocks, last_blocks,
+ * account_embedding or account_loss set), else 0. */
+int layout3d_uneven(const layout3d_options *o);
+
+/* The blocks of each of the pp x v virtual stages of a model of `blocks` blocks, as
+ * Megatron-Core splits them (megatron/core/transformer/transformer_block.py,
+ * get_num_layers_to_build; transformer_layer.py, get_transformer_layer_offset;
+ * transformer_config.py's checks): virtual stage k = c pp + r is chunk c of pipeline rank r
+ * and holds blocks in order of k. Even (no option): blocks / (pp v) each. With first_blocks
+ * F and/or last_blocks L: rank 0 holds F, rank pp - 1 holds L, the other ranks split the
+ * rest evenly, each rank's blocks over its v chunks evenly. With the accountings: the split
+ * of blocks + 1 (+ 1) evenly over pp x v, then one fewer on virtual stage 0 (embedding)
+ * and on the last (loss), which may hold no block. Writes n[0 .. pp v - 1]. 0, or -1 with
+ * err set to one line naming the option Megatron refuses: --decoder-first-pipeline-num-
+ * layers / --decoder-last-pipeline-num-layers with an accounting, counts that are not
+ * multiples of v, more than the blocks, middle blocks that do not divide over the middle
+ * ranks (and then v), pp 1; the accountings' total that does not divide over pp (and then
+ * v); the even split's --pp x --interleave that does not divide the blocks. */
+int layout3d_split(const layout3d_options *o, int blocks, int pp, int v, int *n,
+                   plumb_err *err);
 
 /* The first device of the tensor-parallel group of replica r of pipeline rank p
  * (Megatron-LM's order: tp fastest, then dp, then pp): (p dp + r) tp. With context

@@ -303,3 +303,182 @@ Test(layout3d, v_placement_from_the_trait_table)
     for (int k = 0; k < 8; k++) cr_assert_eq(pl->stages[k].devices[0], want[k] * 8, "%d", k);
     plan_free(pl);
 }
+
+/* Megatron-Core's uneven splits, by its own formulas written out here (megatron/core/
+ * transformer/transformer_block.py get_num_layers_to_build, transformer_layer.py
+ * get_transformer_layer_offset): the first block (0-based, "offset") and the block count of
+ * chunk c of pipeline rank r, for pp ranks of v chunks, with first / last counts F, L (0:
+ * not given) or the embedding / loss accounted (e, l). */
+static void megatron_chunk(int blocks, int pp, int v, int F, int L, int e, int l, int c, int r,
+                           int *offset, int *count)
+{
+    if (F || L) {
+        int mid_stages = pp - (F > 0) - (L > 0), mid = blocks - F - L;
+        int per_rank = r == 0 && F ? F : r == pp - 1 && L ? L : mid / mid_stages;
+        *count = per_rank / v;
+        int mid_rank = F ? r - 1 : r;
+        if (v == 1) { /* not interleaved: no virtual pipeline size */
+            int per = mid_stages > 0 ? mid / mid_stages : 0;
+            *offset = r == 0 ? 0 : mid_rank * per + F;
+            return;
+        }
+        int total_chunks = F / v + mid / v + L / v; /* blocks per model chunk, all ranks */
+        *offset = r == 0 ? c * total_chunks
+                         : c * total_chunks + F / v + mid_rank * (mid / v / mid_stages);
+        return;
+    }
+    int n = blocks + e + l, per_virtual = n / pp / v;
+    *count = per_virtual - (e && c == 0 && r == 0) - (l && c == v - 1 && r == pp - 1);
+    *offset = c * (n / v) + r * per_virtual - (e && !(c == 0 && r == 0));
+}
+
+/* Checks every virtual stage k = c pp + r of pl against megatron_chunk: profile layers
+ * 1 + offset .. offset + count, the embedding (layer 0) joined to the first, the head to the
+ * last, on rank r's devices. */
+static void expect_megatron_split(const plan *pl, int blocks, int pp, int v, int F, int L,
+                                  int e, int l)
+{
+    cr_assert_eq(pl->nstages, pp * v);
+    int sum = 0;
+    for (int c = 0; c < v; c++)
+        for (int r = 0; r < pp; r++) {
+            int k = c * pp + r, off, cnt;
+            megatron_chunk(blocks, pp, v, F, L, e, l, c, r, &off, &cnt);
+            cr_assert_geq(cnt, 0, "chunk %d of rank %d", c, r);
+            sum += cnt;
+            const plan_stage *s = &pl->stages[k];
+            cr_assert_eq(s->first_layer, k == 0 ? 0 : 1 + off, "stage %d", k);
+            cr_assert_eq(s->last_layer, k == pp * v - 1 ? blocks + 1 : off + cnt, "stage %d",
+                         k);
+            cr_assert_eq(s->devices[0], r * pl->tp * s->replicas, "stage %d", k);
+        }
+    cr_assert_eq(sum, blocks);
+}
+
+/* Llama 3.1 405B as Megatron-Bridge runs it on 1024 H100s: 126 blocks, pp 8 x V 8, the
+ * embedding and the loss counted as a block each: 128 / 64 = 2 per virtual stage, the first
+ * holding the embedding and one block, the last one block and the head. */
+Test(layout3d, uneven_405b_accounts_embedding_and_loss)
+{
+    layout3d_options o = opts(64, 8, 8, 1, 16, 1);
+    o.interleave = 8;
+    o.account_embedding = o.account_loss = 1;
+    plan *pl = build_ok("examples/llm/nemo/llama31-405b.json", &o);
+    expect_megatron_split(pl, 126, 8, 8, 0, 0, 1, 1);
+    cr_assert_eq(pl->stages[0].last_layer, 1);     /* embed, block0 */
+    cr_assert_eq(pl->stages[1].first_layer, 2);    /* block1, block2 */
+    cr_assert_eq(pl->stages[63].first_layer, 126); /* block125, head */
+    cr_assert_eq(pl->schedule, SCHED_INTERLEAVED);
+    plan_free(pl);
+    /* without the accountings 126 blocks do not split over 64 virtual stages */
+    o.account_embedding = o.account_loss = 0;
+    transformer *t = model("examples/llm/nemo/llama31-405b.json");
+    cluster *c = a100();
+    plumb_err err = {{0}};
+    cr_assert_null(layout3d_build(t, c, A100, &o, &err));
+    cr_assert(strstr(err.msg, "--interleave: expected --pp x --interleave to divide the 126"),
+              "%s", err.msg);
+    cluster_free(c);
+    transformer_free(t);
+}
+
+/* One accounting at a time, down to virtual stages of one block: Llama 3 8B's 32 blocks + 1
+ * over pp 3 x V 11 leave the first (embedding) or the last (loss) stage no block at all. */
+Test(layout3d, uneven_one_accounting_empty_end_stage)
+{
+    for (int which = 0; which < 2; which++) {
+        layout3d_options o = opts(24, 8, 3, 1, 33, 1);
+        o.interleave = 11;
+        o.account_embedding = which == 0, o.account_loss = which == 1;
+        plan *pl = build_ok("examples/llm/llama3-8b.json", &o);
+        expect_megatron_split(pl, 32, 3, 11, 0, 0, which == 0, which == 1);
+        if (which == 0) cr_assert_eq(pl->stages[0].last_layer, 0);   /* the embedding alone */
+        else cr_assert_eq(pl->stages[32].first_layer, 33);           /* the head alone */
+        plan_free(pl);
+        o.interleave = 1; /* 33 / 3: 11 per rank, one fewer on the accounted end */
+        pl = build_ok("examples/llm/llama3-8b.json", &o);
+        expect_megatron_split(pl, 32, 3, 1, 0, 0, which == 0, which == 1);
+        plan_free(pl);
+    }
+}
+
+/* --decoder-first/last-pipeline-num-layers on GPT-3 175B's 96 blocks: first and last 6 at
+ * pp 8 x V 2 (the middle six ranks 14 each, 7 a chunk); first 18 alone at pp 4 (the rest 26
+ * each); last 30 alone at pp 4 x V 2 (22 each, 11 a chunk); pp 2 holding 40 + 56 (not
+ * interleaved: Megatron-Core's interleaved offsets divide by the middle ranks, none here). */
+Test(layout3d, uneven_first_last_pipeline_num_layers)
+{
+    struct { int pp, v, F, L; } cases[] = {{8, 2, 6, 6}, {4, 1, 18, 0}, {4, 2, 0, 30},
+                                           {2, 1, 40, 56}};
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        layout3d_options o = opts(8 * cases[i].pp, 8, cases[i].pp, 1, 8 * cases[i].pp, 1);
+        o.interleave = cases[i].v;
+        o.first_blocks = cases[i].F, o.last_blocks = cases[i].L;
+        plan *pl = build_ok(GPT3, &o);
+        expect_megatron_split(pl, 96, cases[i].pp, cases[i].v, cases[i].F, cases[i].L, 0, 0);
+        plan_free(pl);
+    }
+}
+
+Test(layout3d, uneven_bad_inputs_one_line_each)
+{
+    transformer *g3 = model(GPT3), *l405 = model("examples/llm/nemo/llama31-405b.json");
+    layout3d_options o = opts(64, 8, 8, 1, 64, 1);
+    o.first_blocks = 6;
+    o.account_loss = 1;
+    expect_bad(g3, &o, "--decoder-first-pipeline-num-layers: expected no "
+               "--account-for-loss-in-pipeline-split with it");
+    o = opts(64, 8, 8, 1, 64, 1);
+    o.interleave = 4, o.last_blocks = 6;
+    expect_bad(g3, &o, "--decoder-last-pipeline-num-layers: expected a multiple of "
+               "--interleave 4");
+    o = opts(64, 8, 8, 1, 64, 1);
+    o.first_blocks = 97;
+    expect_bad(g3, &o, "--decoder-first-pipeline-num-layers: expected 1 to the 96 blocks "
+               "(got 97)");
+    o.first_blocks = 50, o.last_blocks = 50;
+    expect_bad(g3, &o, "--decoder-last-pipeline-num-layers: expected "
+               "--decoder-first-pipeline-num-layers 50 and --decoder-last-pipeline-num-layers "
+               "50 to sum to at most the 96 blocks (got 100)");
+    o.first_blocks = 5, o.last_blocks = 5;
+    expect_bad(g3, &o, "--decoder-last-pipeline-num-layers: expected the 86 blocks left to "
+               "divide over the 6 other pipeline ranks");
+    o = opts(32, 8, 4, 1, 32, 1);
+    o.first_blocks = 39, o.interleave = 3; /* (96 - 39) / 3 = 19 a middle rank */
+    expect_bad(g3, &o, "--interleave: expected to divide the 19 blocks of each middle "
+               "pipeline rank (got 3)");
+    o = opts(16, 8, 2, 1, 16, 1);
+    o.first_blocks = 40, o.last_blocks = 40;
+    expect_bad(g3, &o, "--decoder-last-pipeline-num-layers: expected the first and last ranks "
+               "to hold all 96 blocks at --pp 2 (got 40 + 40)");
+    o.last_blocks = 56, o.interleave = 4;
+    expect_bad(g3, &o, "--interleave: expected 1 when the first and last ranks hold every "
+               "block, with no middle rank (got 4)");
+    o = opts(32, 8, 4, 1, 32, 1);
+    o.last_blocks = 96;
+    expect_bad(g3, &o, "--decoder-last-pipeline-num-layers: expected blocks left for the 3 "
+               "middle pipeline ranks (got none of the 96)");
+    o = opts(8, 8, 1, 1, 8, 1);
+    o.first_blocks = 96;
+    expect_bad(g3, &o, "--decoder-first-pipeline-num-layers: expected --pp 2 or more (got 1)");
+    o = opts(64, 8, 8, 1, 64, 1);
+    o.interleave = 8, o.account_embedding = 1;
+    expect_bad(l405, &o, "--account-for-embedding-in-pipeline-split: expected --pp x "
+               "--interleave to divide the 126 blocks + the embedding = 127 (got 8 x 8 = 64)");
+    o.account_embedding = 0, o.account_loss = 1, o.interleave = 3;
+    expect_bad(l405, &o, "--account-for-loss-in-pipeline-split: expected --pp x --interleave "
+               "to divide the 126 blocks + the loss = 127 (got 8 x 3 = 24)");
+    o = opts(64, 8, 8, 1, 64, 1);
+    o.first_blocks = 12, o.balance = 1;
+    expect_bad(g3, &o, "--balance: expected the even split, which balancing starts from (got "
+               "--decoder-first-pipeline-num-layers)");
+    o = opts(32, 8, 4, 1, 16, 1);
+    o.schedule = SCHED_ZB_V, o.account_embedding = o.account_loss = 1;
+    expect_bad(l405, &o, "--account-for-embedding-in-pipeline-split: expected a schedule that "
+               "places virtual stage k on pipeline rank k % pp");
+    o = opts(64, 8, 8, 1, 64, 1);
+    o.first_blocks = 12, o.recompute = RECOMPUTE_FULL, o.checkpoint_layers = 13;
+    expect_bad(g3, &o, "--checkpoint-layers: expected at most the 12 blocks of a virtual stage");
+    transformer_free(l405);
+    transformer_free(g3);
+}

@@ -223,6 +223,52 @@ has fp8pg-search '^runtime of every layout: fp8 param gather$'
 ok fp8pg-sweep "$P" sweep "${FP8[@]}" --gpus 8..16 --fp8-param-gather --json
 has fp8pg-sweep '"fp8_param_gather":	true'
 
+# Megatron-Core's uneven splits (docs/llm.md, "Uneven splits"): Llama 3.1 405B's 126 blocks
+# with the embedding and the loss counted as a block each over pp 8 x V 8, two a virtual
+# stage; the plan written and simulated again by plumb sim at the same iteration; first and
+# last counts on GPT-3; each refusal one line
+L405=examples/llm/nemo/llama31-405b.json
+U405=(--gpus 1024 --tp 8 --pp 8 --dp 16 --global-batch 64 --interleave 8 --recompute full
+    --sequence-parallel --zero 1 --account-for-embedding-in-pipeline-split
+    --account-for-loss-in-pipeline-split)
+ok uneven "$P" plan --model $L405 -c $A100 "${U405[@]}" -o "$d/u405.json"
+has uneven '^stage 0: layers 0-1 \(embed \.\. block0\) on devices 0-127 \(16 groups of 8\)'
+has uneven '^stage 1: layers 2-3 \(block1 \.\. block2\) on devices 128-255'
+has uneven '^stage 62: layers 124-125 \(block123 \.\. block124\) on devices 768-895'
+has uneven '^stage 63: layers 126-127 \(block125 \.\. head\) on devices 896-1023'
+[ "$(grep -c '^stage [0-9]*: layers' "$d/out")" = 64 ] || { echo "FAIL uneven: not 64 stages"; fail=1; }
+[ "$(grep -c '"first_layer"' "$d/u405.json")" = 64 ] || { echo "FAIL uneven: the plan has not 64 stages"; fail=1; }
+ok uneven-json "$P" plan --model $L405 -c $A100 "${U405[@]}" --json
+plan_it=$(grep -m1 '^	"iteration_s":' "$d/out")
+ok uneven-sim "$P" sim "$d/u405.json" --json
+if [ -z "$plan_it" ] || [ "$(grep -m1 '^	"iteration_s":' "$d/out")" != "$plan_it" ]; then
+    echo "FAIL uneven-sim: plumb sim on the written plan differs from plan --json ($plan_it)"
+    fail=1
+fi
+UFL=(--gpus 64 --tp 8 --pp 8 --global-batch 64 --interleave 2 --recompute full --zero 1)
+ok uneven-fl "$P" plan --model $GPT3 -c $A100 "${UFL[@]}" --decoder-first-pipeline-num-layers 6 \
+    --decoder-last-pipeline-num-layers 6
+has uneven-fl '^stage 0: layers 0-3 \(embed \.\. block2\) on devices 0-7'
+has uneven-fl '^stage 1: layers 4-10 \(block3 \.\. block9\) on devices 8-15'
+has uneven-fl '^stage 7: layers 46-48 \(block45 \.\. block47\) on devices 56-63'
+has uneven-fl '^stage 8: layers 49-51 \(block48 \.\. block50\) on devices 0-7'
+has uneven-fl '^stage 15: layers 94-97 \(block93 \.\. head\) on devices 56-63'
+bad uneven-both '--decoder-first-pipeline-num-layers: expected no --account-for-loss-in-pipeline-split with it' \
+    "${UFL[@]}" --decoder-first-pipeline-num-layers 6 --account-for-loss-in-pipeline-split
+bad uneven-v '--decoder-first-pipeline-num-layers: expected a multiple of --interleave 2' \
+    "${UFL[@]}" --decoder-first-pipeline-num-layers 5
+bad uneven-big '--decoder-last-pipeline-num-layers: expected 1 to the 96 blocks (got 100)' \
+    "${UFL[@]}" --decoder-last-pipeline-num-layers 100
+bad uneven-zero '--decoder-last-pipeline-num-layers' "${UFL[@]}" --decoder-last-pipeline-num-layers 0
+bad uneven-mid '--decoder-first-pipeline-num-layers: expected the 86 blocks left to divide over the 7 other pipeline ranks' \
+    --gpus 64 --tp 8 --pp 8 --global-batch 64 --decoder-first-pipeline-num-layers 10
+bad uneven-acc '--account-for-embedding-in-pipeline-split: expected --pp x --interleave to divide the 96 blocks + the embedding + the loss = 98 (got 8 x 2 = 16)' \
+    "${UFL[@]}" --account-for-embedding-in-pipeline-split --account-for-loss-in-pipeline-split
+bad uneven-balance '--balance: expected the even split, which balancing starts from' \
+    "${UFL[@]}" --decoder-first-pipeline-num-layers 6 --balance
+bad uneven-search '--decoder-first-pipeline-num-layers: belongs to a fixed layout' \
+    --gpus 64 --global-batch 64 --decoder-first-pipeline-num-layers 6
+
 cp $GPT3 "$d/model.json"
 before=$(cksum <"$d/model.json")
 expect_bad out-is-model '-o .*model.json: is the input' \
