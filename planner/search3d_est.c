@@ -26,7 +26,8 @@
  *
  * The plan's runtime is priced as the simulator prices it: tp_overlap by sim_cost_build
  * and sim_cost_stage_tp3 themselves (the exposed part of each layer's collectives in F, B,
- * I); overlap_param_gather as the reduce-scatter under the backward and the all-gather the
+ * I); the scatter-gather sends' all-gathers after the receives by sim_cost_build and
+ * sim_cost_stage_recv_gather (counted with tp_s); overlap_param_gather as the reduce-scatter under the backward and the all-gather the
  * next first forward waits for (exposed_allreduce); p2p_sync as every send of the busiest
  * rank's microbatches on its path, and for zb-h1 the next rank's deferred W in each step
  * (est_pipeline; docs/llm.md, "Searching layouts"). */
@@ -306,10 +307,13 @@ static void est_figures(const plan *pl, const schedule *s, sim_model *mo, const 
         const double *a = &mo->act_s[(size_t)k * SIM_NC];
         sim_tp_times tpt; /* what of them blocks under the plan's tp_overlap */
         sim_cost_stage_tp3(pl, net, k, &tpt);
-        double tpf = tpt.f, tpb = split ? tpt.i : tpt.b;
+        double tpf = tpt.f, tpb = split ? tpt.i : tpt.b, gf, gb;
+        /* the scatter-gather's all-gathers after the receives, inside act_s already */
+        sim_cost_stage_recv_gather(mo, pl, net, k, &gf, &gb);
         st[k] = (est_stage){.F = a[SIM_C_F] * sc, .B = a[SIM_C_B] * sc, .I = a[SIM_C_I] * sc,
                             .W = a[SIM_C_W] * sc,
-                            .tp = tpf + tpb + (pl->recompute == RECOMPUTE_FULL ? tpf : 0),
+                            .tp = tpf + tpb + gf + gb +
+                                  (pl->recompute == RECOMPUTE_FULL ? tpf : 0),
                             .send = send_s(mo, net, pl, k)};
         st[k].step = mo->worker_mem_Bps[w0] > 0 ? mo->step_bytes[k] / mo->worker_mem_Bps[w0] : 0;
     }
