@@ -103,17 +103,50 @@ double *layout3d_layer_costs(const plan *pl, plumb_err *err)
     return cost;
 }
 
+int layout3d_recv_gathers(const plan *pl, double *fixed, plumb_err *err)
+{
+    const profile *p = pl->prof;
+    int S = pl->nstages;
+    double *cross = sim_cross_bytes(p);
+    if (!cross) return err_set(err, NULL, NULL, "out of memory");
+    double scale = (double)pl->microbatch_size / (p->minibatch > 0 ? p->minibatch : 1);
+    sim_net net;
+    sim_net_from_cluster(&net, pl->clus, NULL);
+    for (int k = 0; k < S; k++) {
+        fixed[k] = 0;
+        const plan_stage *ps = &pl->stages[k];
+        if (!ps->devices || ps->replicas < 1) continue;
+        if (k > 0 && pl->stages[k - 1].devices &&
+            pl->stages[k - 1].devices[0] != ps->devices[0])
+            fixed[k] += sim_cost_recv_gather_s(pl, &net, k,
+                                               cross[pl->stages[k - 1].last_layer] * scale);
+        if (k + 1 < S && pl->stages[k + 1].devices &&
+            pl->stages[k + 1].devices[0] != ps->devices[0])
+            fixed[k] += sim_cost_recv_gather_s(pl, &net, k, cross[ps->last_layer] * scale);
+    }
+    free(cross);
+    return 0;
+}
+
 /* Stage k's time holding blocks [x, y) (pre: prefix sums of the blocks' costs on stage k's
- * device, pre[k * (n + 1) + x]), with the embedding (k = 0) and the head (k = S - 1). */
-static double stage_time(const double *cost, const double *pre, int n, int S, int k, int x,
-                         int y)
+ * device, pre[k * (n + 1) + x]), with the embedding (k = 0) and the head (k = S - 1), and
+ * its fixed time (fixed may be NULL). */
+static double stage_time(const double *cost, const double *fixed, const double *pre, int n,
+                         int S, int k, int x, int y)
 {
     const double *pk = pre + (size_t)k * (n + 1), *ck = cost + (size_t)k * (n + 2);
-    return pk[y] - pk[x] + (k == 0 ? ck[0] : 0) + (k == S - 1 ? ck[n + 1] : 0);
+    return pk[y] - pk[x] + (k == 0 ? ck[0] : 0) + (k == S - 1 ? ck[n + 1] : 0) +
+           (fixed ? fixed[k] : 0);
 }
 
 double layout3d_balance_split(const double *cost, int blocks, int nstages, const int *cap,
                               int *count)
+{
+    return layout3d_balance_split_fixed(cost, NULL, blocks, nstages, cap, count);
+}
+
+double layout3d_balance_split_fixed(const double *cost, const double *fixed, int blocks,
+                                    int nstages, const int *cap, int *count)
 {
     int n = blocks, S = nstages;
     if (n < 1 || S < 1 || S > n) return -1;
@@ -138,7 +171,7 @@ double layout3d_balance_split(const double *cost, int blocks, int nstages, const
                 if (cap && y - x > cap[k]) continue;
                 double prev = f[(size_t)k * (n + 1) + x];
                 if (prev == INFINITY) continue;
-                double t = stage_time(cost, pre, n, S, k, x, y);
+                double t = stage_time(cost, fixed, pre, n, S, k, x, y);
                 if (t < prev) t = prev;
                 if (t < v) v = t;
             }
@@ -158,7 +191,7 @@ double layout3d_balance_split(const double *cost, int blocks, int nstages, const
             for (int x = k; x < y; x++) {
                 if (cap && y - x > cap[k]) continue;
                 double prev = g[(size_t)k * (n + 1) + x];
-                if (prev == INFINITY || stage_time(cost, pre, n, S, k, x, y) > lim) continue;
+                if (prev == INFINITY || stage_time(cost, fixed, pre, n, S, k, x, y) > lim) continue;
                 double d = prev + fabs(y - x - even);
                 if (d < v) v = d, arg = x;
             }
@@ -173,7 +206,7 @@ double layout3d_balance_split(const double *cost, int blocks, int nstages, const
     }
     best = 0;
     for (int k = 0, x = 0; k < S; x += count[k], k++) {
-        double t = stage_time(cost, pre, n, S, k, x, x + count[k]);
+        double t = stage_time(cost, fixed, pre, n, S, k, x, x + count[k]);
         if (t > best) best = t;
     }
 done:
@@ -203,13 +236,13 @@ static int apply_split(plan *pl, const int *count)
     return 0;
 }
 
-/* The largest stage time of pl's current split under cost. */
-static double split_bottleneck(const plan *pl, const double *cost)
+/* The largest stage time of pl's current split under cost and fixed. */
+static double split_bottleneck(const plan *pl, const double *cost, const double *fixed)
 {
     int L = pl->prof->nlayers;
     double worst = 0;
     for (int k = 0; k < pl->nstages; k++) {
-        double t = 0;
+        double t = fixed[k];
         for (int l = pl->stages[k].first_layer; l <= pl->stages[k].last_layer; l++)
             t += cost[(size_t)k * L + l];
         if (t > worst) worst = t;
@@ -245,7 +278,7 @@ int layout3d_balance(plan *pl, const sim_options *so, const sim_report *even_rep
     if (S < 1 || n < S)
         return err_set(err, NULL, NULL, "expected at least one block per stage (got %d blocks "
                        "for %d stages)", n, S);
-    double *cost = NULL;
+    double *cost = NULL, *fixed = NULL;
     int *count = malloc((size_t)S * sizeof *count), *cap = malloc((size_t)S * sizeof *cap);
     plan *cand = NULL;
     sim_report *own = NULL, *r = NULL;
@@ -257,10 +290,12 @@ int layout3d_balance(plan *pl, const sim_options *so, const sim_report *even_rep
     out->even_s = out->balanced_s = even ? even->iteration_s : -1;
     out->even_fits = even ? even->fits : -1;
     if (!(cost = layout3d_layer_costs(pl, err))) goto done;
-    out->even_bottleneck_s = out->bottleneck_s = split_bottleneck(pl, cost);
+    if (!(fixed = malloc((size_t)S * sizeof *fixed))) goto oom;
+    if (layout3d_recv_gathers(pl, fixed, err)) goto done;
+    out->even_bottleneck_s = out->bottleneck_s = split_bottleneck(pl, cost, fixed);
     for (int k = 0; k < S; k++) cap[k] = n;
     for (;;) {
-        double t = layout3d_balance_split(cost, n, S, cap, count);
+        double t = layout3d_balance_split_fixed(cost, fixed, n, S, cap, count);
         if (t < 0) break; /* the caps leave no split */
         int same = 1;
         for (int k = 0; k < S; k++)
@@ -311,6 +346,7 @@ done:
     sim_report_free(r);
     plan_free(cand);
     free(cost);
+    free(fixed);
     free(count);
     free(cap);
     return rc;

@@ -46,6 +46,19 @@ typedef struct layout3d_balance_result {
  * with err set (out of memory, a stage without devices). */
 double *layout3d_layer_costs(const plan *pl, plumb_err *err);
 
+/* Per virtual stage k of pl, the seconds its pipeline receives add to one microbatch
+ * beyond its layers: the scatter-gather's all-gathers after them (sim_cost_recv_gather_s:
+ * tp > 1 without sequence parallelism, p2p_split scatter-gather; of the input where stage
+ * k - 1 sits on another device, of the output gradient where stage k + 1 does), at the
+ * cuts of pl's current split, which a transformer's blocks make the same wherever it cuts.
+ * Fills fixed[0..nstages); returns 0, or -1 with err (out of memory). */
+int layout3d_recv_gathers(const plan *pl, double *fixed, plumb_err *err);
+
+/* layout3d_balance_split with fixed[k] (NULL: none; layout3d_recv_gathers) added to stage
+ * k's time. */
+double layout3d_balance_split_fixed(const double *cost, const double *fixed, int blocks,
+                                    int nstages, const int *cap, int *count);
+
 /* The split of `blocks` blocks (profile layers 1 .. blocks; layer 0 the embedding, layer
  * blocks + 1 the head) into nstages contiguous ranges, at least one block each, that
  * minimises the largest stage time, stage k's time being the sum of cost[k * (blocks + 2)

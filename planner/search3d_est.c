@@ -26,9 +26,11 @@
  *
  * The plan's runtime is priced as the simulator prices it: tp_overlap by sim_cost_build
  * and sim_cost_stage_tp3 themselves (the exposed part of each layer's collectives in F, B,
- * I); overlap_param_gather as the reduce-scatter under the backward and the all-gather the
- * next first forward waits for (exposed_allreduce); p2p_sync as every send of the busiest
- * rank's microbatches on its path, and for zb-h1 the next rank's deferred W in each step
+ * I); the scatter-gather sends' all-gathers after the receives by sim_cost_build and
+ * sim_cost_stage_recv_gather (counted with tp_s); overlap_param_gather as the reduce-scatter under the backward and the all-gather the
+ * next first forward waits for (exposed_allreduce); p2p_sync as each step's slowest rank
+ * with its blocking sends (an interleaved rank's steady pair sending both ways at once),
+ * and for zb-h1 the next rank's deferred W and the slowest two cuts both ways in each step
  * (est_pipeline; docs/llm.md, "Searching layouts"). */
 #include "planner/search3d.h"
 
@@ -37,6 +39,7 @@
 #include <string.h>
 
 #include "core/schedule.h"
+#include "core/schedule_impl.h"
 #include "core/schedule_traits.h"
 #include "sim/cost.h"
 #include "sim/engine.h"
@@ -204,17 +207,45 @@ static double est_replay(const schedule *s, const est_stage *st, int sends, int 
 static void est_pipeline(const est_stage *st, int S, int p, int m, int split, int sync,
                          const sched_traits *tr, search3d_est *out, double *fill_p2p)
 {
-    double cmax = 0, Rmax = 0, fill = 0, tp_rank = 0, zb = 0, sends_rank = 0;
+    double cmax = 0, Rmax = 0, fill = 0, tp_rank = 0, zb = 0, step = 0;
+    int v = S / (p > 0 ? p : 1);
     for (int r = 0; r < p; r++) {
         double R = 0, tpr = 0, snd = 0;
+        /* the share of an interleaved rank's exchanges that are one send each: its warmup
+         * forwards' and as many cooldown backwards' (the rest pair up, below) */
+        double lone = tr->chunks_max > 1 && !split && m > 0
+                          ? fmin(1, (double)sched_interleaved_warmup(p, v, m, r) / (m * v))
+                          : 1;
         for (int k = 0; k < S; k++)
             if (sched_kind_rank(tr->kind, k, p) == r) {
                 R += st[k].F + (split ? st[k].I + st[k].W : st[k].B);
                 tpr += st[k].tp;
-                /* its F's output forward, its backward's gradient back (blocking) */
-                snd += st[k].send + (k > 0 ? st[k - 1].send : 0);
+                /* its F's output forward, its backward's gradient back, blocking: one
+                 * exchange each (1F1B's pairs a send with the opposite receive on the same
+                 * neighbour, both ways at once); an interleaved rank exchanges with both
+                 * neighbours once after each steady F-B pair, the two sends leaving at
+                 * once (each over its own lane of the egress port), so the longer one */
+                double sf = st[k].send, sb = k > 0 ? st[k - 1].send : 0;
+                snd += fmax(sf, sb) + lone * fmin(sf, sb);
             }
-        if (R > Rmax) Rmax = R, tp_rank = tpr, sends_rank = snd;
+        if (R > Rmax) Rmax = R, tp_rank = tpr;
+        /* p2p sync: a rank computes again only once each of its sends has arrived, so each
+         * of the m steps takes the slowest rank's compute and sends */
+        if (R + snd > step) step = R + snd;
+    }
+    /* zb-h1 under p2p sync: rank k + 1 posts its receive of the next forward input after
+     * its deferred W, so rank k's send waits for it (the lock: each step is at least
+     * max_k F_k + I_k + W_k + W_k+1), and rank k + 1 exchanges with both neighbours in
+     * turn, each send waiting for its receiver: a step also holds the two cuts around the
+     * slowest rank both ways, 2 (s_k + s_k+1) (measured against the simulator's steps,
+     * docs/llm.md, "Searching layouts") */
+    if (split && tr->chunks_max == 1 && S > 1) {
+        double lock = 0, cuts = 0;
+        for (int k = 0; k + 1 < S; k++) {
+            lock = fmax(lock, st[k].F + st[k].I + st[k].W + st[k + 1].W);
+            cuts = fmax(cuts, 2 * (st[k].send + st[k + 1].send));
+        }
+        if (lock + cuts > step) step = lock + cuts;
     }
     for (int k = 0; k < S; k++) {
         double c = st[k].F + (split ? st[k].I + st[k].W : st[k].B);
@@ -233,18 +264,8 @@ static void est_pipeline(const est_stage *st, int S, int p, int m, int split, in
     }
     double p2p = 0;
     for (int k = 0; k + 1 < S && k < p - 1; k++) p2p += 2 * st[k].send;
-    /* p2p sync: the busiest rank computes again only once each of its sends has arrived;
-     * zb-h1's rank r posts its receive of the next forward input after its deferred W, so
-     * rank r - 1's I waits for it: each of the m steps is max_r R_r + W_r+1 */
-    double lock = 0;
-    if (sync && split && tr->chunks_max == 1) {
-        for (int k = 0; k + 1 < S; k++) {
-            double R = st[k].F + st[k].I + st[k].W + st[k + 1].W - Rmax;
-            if (R > lock) lock = R;
-        }
-    }
     *fill_p2p = p2p;
-    out->p2p_s = p2p + (sync ? m * (sends_rank + lock) : 0);
+    out->p2p_s = p2p + (sync ? m * (step - Rmax) : 0);
     out->tp_s = m * tp_rank;
     out->compute_s = m * Rmax - out->tp_s;
 }
@@ -306,10 +327,13 @@ static void est_figures(const plan *pl, const schedule *s, sim_model *mo, const 
         const double *a = &mo->act_s[(size_t)k * SIM_NC];
         sim_tp_times tpt; /* what of them blocks under the plan's tp_overlap */
         sim_cost_stage_tp3(pl, net, k, &tpt);
-        double tpf = tpt.f, tpb = split ? tpt.i : tpt.b;
+        double tpf = tpt.f, tpb = split ? tpt.i : tpt.b, gf, gb;
+        /* the scatter-gather's all-gathers after the receives, inside act_s already */
+        sim_cost_stage_recv_gather(mo, pl, net, k, &gf, &gb);
         st[k] = (est_stage){.F = a[SIM_C_F] * sc, .B = a[SIM_C_B] * sc, .I = a[SIM_C_I] * sc,
                             .W = a[SIM_C_W] * sc,
-                            .tp = tpf + tpb + (pl->recompute == RECOMPUTE_FULL ? tpf : 0),
+                            .tp = tpf + tpb + gf + gb +
+                                  (pl->recompute == RECOMPUTE_FULL ? tpf : 0),
                             .send = send_s(mo, net, pl, k)};
         st[k].step = mo->worker_mem_Bps[w0] > 0 ? mo->step_bytes[k] / mo->worker_mem_Bps[w0] : 0;
     }

@@ -16,7 +16,8 @@
  *  - transfers: the activation bytes crossing the cut after a stage (for a chain, the last
  *    layer's output; for a DAG every tensor with a consumer beyond the cut), scaled the same;
  *    with tp > 1 and no sequence parallelism a rank sends 1 / tp of them (and holds them
- *    whole once received: recv_bytes, the memory's);
+ *    whole once received: recv_bytes, the memory's), the receiver all-gathering them over
+ *    its tensor group inside the F or B / I that takes them (sim_cost_stage_recv_gather);
  *  - all-reduce: ring over the stage's replicas (sim_net_allreduce_s) of its gradient bytes
  *    (sim_memory_state: fp32 main gradients with bf16; with ZeRO-1 a reduce-scatter of the
  *    gradients and an all-gather of the parameters);
@@ -270,6 +271,38 @@ void sim_cost_stage_tp(const plan *pl, const sim_net *n, int st, double *fwd_s, 
     *bwd_s = t.b;
 }
 
+/* 1 when stages a and b of pl sit on different devices (their first replicas): a
+ * pipeline transfer between them moves over a link */
+static int stages_apart(const plan *pl, int a, int b)
+{
+    const plan_stage *x = &pl->stages[a], *y = &pl->stages[b];
+    return x->devices && y->devices && x->replicas > 0 && y->replicas > 0 &&
+           x->devices[0] != y->devices[0];
+}
+
+double sim_cost_recv_gather_s(const plan *pl, const sim_net *n, int st, double bytes)
+{
+    const plan_stage *ps = &pl->stages[st];
+    if (pl->tp <= 1 || pl->sequence_parallel || pl->p2p_whole || !ps->devices ||
+        ps->replicas < 1)
+        return 0;
+    /* the ring all-gather of the whole tensor: half the all-reduce's 2 (t - 1) / t of its
+     * bytes and 2 (t - 1) latencies */
+    return sim_cost_tp_s(n, ps->devices[0], pl->tp, bytes, 1) / 2;
+}
+
+void sim_cost_stage_recv_gather(const sim_model *m, const plan *pl, const sim_net *n, int st,
+                                double *fwd_s, double *bwd_s)
+{
+    *fwd_s = *bwd_s = 0;
+    if (!m->cut_bytes) return;
+    /* cut_bytes is a rank's 1 / tp share of the scatter-gather's cut */
+    if (st > 0 && stages_apart(pl, st - 1, st))
+        *fwd_s = sim_cost_recv_gather_s(pl, n, st, m->cut_bytes[st - 1] * pl->tp);
+    if (st + 1 < pl->nstages && stages_apart(pl, st, st + 1))
+        *bwd_s = sim_cost_recv_gather_s(pl, n, st, m->cut_bytes[st] * pl->tp);
+}
+
 /* The factor worker_scale of stage st's first replica has without the straggler: what a
  * time that is not compute (the tensor-parallel collectives) is divided by in act_s so
  * that the engine's scaling gives it back. */
@@ -425,8 +458,8 @@ static void price_stage(sim_model *m, const plan *pl, const schedule *s, const s
     double cut = st + 1 < s->nstages && last >= 0 ? cross[last] * scale : 0;
     /* with tp > 1 every rank sends on its own link: without sequence parallelism the
      * activation is whole on each rank and a rank sends 1 / tp of it (scatter-gather, the
-     * default; the all-gather after the receive is not priced, docs/sim.md) or all of it
-     * (p2p_split whole, current Megatron-Core) */
+     * default; the receiver all-gathers it, sim_cost_stage_recv_gather, priced by
+     * sim_cost_build) or all of it (p2p_split whole, current Megatron-Core) */
     m->cut_bytes[st] = pl->tp > 1 && !pl->sequence_parallel && !pl->p2p_whole ? cut / pl->tp
                                                                              : cut;
     /* its memory: the one formula the native planner's estimate calls too */
@@ -528,6 +561,19 @@ int sim_cost_build(sim_model *m, const plan *pl, const schedule *s, const sim_ne
     for (int st = 0; st < s->nstages; st++)
         price_stage(m, pl, s, net, cross, st, splits, straggler_device, straggler_factor);
     free(cross);
+    /* the scatter-gather's all-gather after each receive, on the compute stream (blocking)
+     * inside the F that takes the input and the B / I that take the output gradient; not
+     * recomputed (every stage's cut_bytes set first) */
+    for (int st = 0; st < s->nstages; st++) {
+        double gf, gb;
+        sim_cost_stage_recv_gather(m, pl, net, st, &gf, &gb);
+        if (!(gf > 0 || gb > 0)) continue;
+        double cs = comm_scale(m, s, st, straggler_device, straggler_factor);
+        double *a = &m->act_s[(size_t)st * SIM_NC];
+        a[SIM_C_F] += gf / cs;
+        a[SIM_C_B] += gb / cs;
+        a[SIM_C_I] += gb / cs;
+    }
     for (int st = 0; st < s->nstages; st++)
         if (m->ring_members[st] > 0 && !m->ring_devices[st])
             return err_set(err, NULL, NULL, "out of memory");

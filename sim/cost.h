@@ -56,6 +56,26 @@ double sim_cost_tp_s(const sim_net *n, int first_device, int tp, double bytes, i
  * I). Both 0 when pl->tp <= 1. */
 void sim_cost_stage_tp(const plan *pl, const sim_net *n, int st, double *fwd_s, double *bwd_s);
 
+/* Seconds of the all-gathers stage st of pl runs after its pipeline receives, one
+ * microbatch (m's cut_bytes set, sim_cost_build): with the scatter-gather sends (tp > 1,
+ * no sequence parallelism, p2p_split scatter-gather) a receive brings 1 / tp of the tensor
+ * to each tensor rank and Megatron-LM's gather_split_1d_tensor all-gathers it whole over
+ * the stage's tensor group before it is used: a ring all-gather of the whole tensor
+ * (m->cut_bytes x tp) among the tp devices of the stage's first replica, half of
+ * sim_cost_tp_s's all-reduce line, (tp - 1) / tp x bytes / rate + (tp - 1) latencies.
+ * *fwd_s: after the receive of the forward input (st > 0 and stage st - 1 on another
+ * device), inside F; *bwd_s: after the receive of the output gradient (st + 1 < nstages
+ * and stage st + 1 on another device), inside B and I. Both 0 otherwise; the times are
+ * the network's (sim_cost_build divides them by the stage's communication scale, as the
+ * tensor-parallel collectives). */
+void sim_cost_stage_recv_gather(const sim_model *m, const plan *pl, const sim_net *n, int st,
+                                double *fwd_s, double *bwd_s);
+
+/* Seconds of one such all-gather of a whole tensor of `bytes` among the tp devices of plan
+ * stage st's first replica (sim_cost_stage_recv_gather's each); 0 when pl's sends are not
+ * scatter-gather (tp <= 1, sequence parallelism or p2p_split whole) or nothing moves. */
+double sim_cost_recv_gather_s(const plan *pl, const sim_net *n, int st, double bytes);
+
 /* Stage st's tensor-parallel collectives of one microbatch (sim_cost_stage_tp3). */
 typedef struct sim_tp_times {
     double f, b, i;        /* seconds that block F, B and the split backward's I */

@@ -224,20 +224,26 @@ Test(search3d_runtime, p2p_sync_against_the_simulator, .init = setup, .fini = te
 }
 
 /* The pipeline sends whole (p2p_split whole: every tensor rank sends the whole tensor, tp
- * times the bytes of scatter-gather) on GPT-3 layouts at tp 8 without sequence parallelism:
- * the simulation slows, the estimate's iteration stays within RUNTIME_TOL of the
- * simulator's (it prices the sends with the simulator's own cut_bytes), and on 1F1B
- * (overlapped and synchronous) and zb-h1 (overlapped) the time whole adds is within
- * RUNTIME_DELTA_TOL of the simulator's. Left out, as measured (docs/llm.md, "Searching
- * layouts"): interleaved V 4 adds 0.053 s by the estimate, 0.037 s simulated, overlapped;
- * under p2p sync interleaved's estimate is 3 % long and zb-h1's added time 0.017 s against
- * 0.109 s: the estimate's sync and replay models were sized on sends of s / t. The plan
- * the search writes carries the field. */
+ * times the bytes of scatter-gather, and no all-gather follows the receive) on GPT-3
+ * layouts at tp 8 (and 4) without sequence parallelism: the simulation changes (slower,
+ * or on interleaved overlapped faster: its sends hide under the compute, the all-gathers
+ * it saves did not), the estimate's iteration stays within RUNTIME_TOL of the simulator's
+ * (it prices the sends with the simulator's own cut_bytes), and the time whole adds is
+ * within RUNTIME_DELTA_TOL of the simulator's on 1F1B (overlapped and synchronous), zb-h1
+ * (overlapped; synchronous at tp 4 x pp 16 and tp 8 x pp 8) and interleaved V 4
+ * (synchronous). Measured 2026-12-07 (docs/llm.md, "Searching layouts"): under p2p sync
+ * zb-h1 tp 4 x pp 16 +0.105 s estimated against +0.094 s simulated (+0.003 s before the
+ * sync model took the slowest cuts both ways), tp 8 x pp 8 +0.229 against +0.208 s
+ * (+0.060 s before), interleaved +0.241 against +0.205 s (+0.394 s before it paired an
+ * interleaved rank's two steady sends). Left out: interleaved V 4 overlapped, +0.0006 s estimated against -0.017 s
+ * simulated (the replay's sends). The plan the search writes carries the field. */
 Test(search3d_runtime, p2p_whole_against_the_simulator, .init = setup, .fini = teardown)
 {
     static const struct { lay l; int sync, delta; } cases[] = {
         {{64, 8, 8, 1, F, 0, K1}, 0, 1}, {{64, 8, 8, 1, F, 0, K1}, 1, 1},
         {{64, 4, 16, 1, F, 0, KZ}, 0, 1}, {{64, 8, 8, 4, S, 0, KI}, 0, 0},
+        {{64, 4, 16, 1, F, 0, KZ}, 1, 1}, {{64, 8, 8, 4, S, 0, KI}, 1, 1},
+        {{64, 8, 8, 1, F, 0, KZ}, 1, 1},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         search3d_options base, rt;
@@ -250,8 +256,9 @@ Test(search3d_runtime, p2p_whole_against_the_simulator, .init = setup, .fini = t
         run_sp(t, c, &cases[i].l, 64, 0, &base, &est0, &sim0, &e0);
         run_sp(t, c, &cases[i].l, 64, 0, &rt, &est1, &sim1, &e1);
         double de = est1 - est0, ds = sim1 - sim0;
-        cr_expect(ds > 1e-3 * sim0, "case %zu: whole sends slow the simulation (%.4f -> "
-                  "%.4f s)", i, sim0, sim1);
+        fprintf(stderr, "case %zu: est %.4f -> %.4f (+%.4f) sim %.4f -> %.4f (+%.4f); p2p %.4f -> %.4f bubble %.4f -> %.4f tp %.4f -> %.4f comp %.4f -> %.4f\n", i, est0, est1, de, sim0, sim1, ds, e0.p2p_s, e1.p2p_s, e0.bubble_s, e1.bubble_s, e0.tp_s, e1.tp_s, e0.compute_s, e1.compute_s);
+        cr_expect(fabs(ds) > 1e-4 * sim0, "case %zu: whole sends change the simulation "
+                  "(%.4f -> %.4f s)", i, sim0, sim1);
         cr_expect(e1.p2p_s > e0.p2p_s, "case %zu: the estimate prices them (%.4f -> %.4f s)",
                   i, e0.p2p_s, e1.p2p_s);
         if (cases[i].delta)

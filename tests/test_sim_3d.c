@@ -80,14 +80,19 @@ Test(sim_3d, tp_collectives_in_f_and_b)
     double scale = 16.0 / 32;
     double coll = ring_tp(COLL * scale, 2);  /* 20 us + 4 us */
     double tpf = 2 * 2 * coll;                /* 2 layers x 2 collectives */
+    /* the scatter-gather's all-gather of the received 1e6 x scale bytes (half a ring
+     * all-reduce of them), in stage 1's F (its input) and stage 0's B and I (the gradient) */
+    double ag = ring_tp(1e6 * scale, 2) / 2;
     for (int st = 0; st < 2; st++) {
         const sim_stage_report *g = &r->stages[st];
+        double gf = st == 1 ? ag : 0, gb = st == 0 ? ag : 0;
         cr_expect(close_to(g->tp_comm_forward_s, tpf, 1e-12), "%g %g", g->tp_comm_forward_s, tpf);
         cr_expect(close_to(g->tp_comm_backward_s, tpf, 1e-12));
-        cr_expect(close_to(g->forward_s, 2 * 1e-3 * scale + tpf, 1e-12), "F %g", g->forward_s);
-        cr_expect(close_to(g->backward_s, 2 * 2e-3 * scale + tpf, 1e-12), "B %g",
+        cr_expect(close_to(g->forward_s, 2 * 1e-3 * scale + tpf + gf, 1e-12), "F %g",
+                  g->forward_s);
+        cr_expect(close_to(g->backward_s, 2 * 2e-3 * scale + tpf + gb, 1e-12), "B %g",
                   g->backward_s);
-        cr_expect(close_to(g->input_grad_s, 2 * 1e-3 * scale + tpf, 1e-12));
+        cr_expect(close_to(g->input_grad_s, 2 * 1e-3 * scale + tpf + gb, 1e-12));
         cr_expect(close_to(g->weight_grad_s, 2 * 1e-3 * scale, 1e-12)); /* W: no collective */
     }
     /* without sequence parallelism each rank sends 1 / tp of the activation */
@@ -100,17 +105,23 @@ Test(sim_3d, tp_collectives_in_f_and_b)
     cr_expect_eq(r->global_batch, 64);
     sim_report_free(r);
 
-    /* full recompute repeats the forward, collectives included; selective adds its part */
+    /* full recompute repeats the forward, collectives included (the receive's all-gather
+     * not); selective adds its part */
     pl->recompute = RECOMPUTE_FULL;
     r = synth_run(pl, NULL);
-    cr_expect(close_to(r->stages[0].backward_s, 2 * 2e-3 * scale + tpf + 2 * 1e-3 * scale + tpf,
-                       1e-12), "%g", r->stages[0].backward_s);
+    cr_expect(close_to(r->stages[0].backward_s,
+                       2 * 2e-3 * scale + tpf + 2 * 1e-3 * scale + tpf + ag, 1e-12), "%g",
+              r->stages[0].backward_s);
+    cr_expect(close_to(r->stages[1].backward_s,
+                       2 * 2e-3 * scale + tpf + 2 * 1e-3 * scale + tpf, 1e-12), "%g",
+              r->stages[1].backward_s); /* the gathered input is kept: not gathered again */
     sim_report_free(r);
     pl->recompute = RECOMPUTE_SELECTIVE;
     for (int l = 0; l < pl->prof->nlayers; l++) pl->prof->layers[l].selective_recompute_ms = 0.3;
     r = synth_run(pl, NULL);
-    cr_expect(close_to(r->stages[0].backward_s, 2 * 2e-3 * scale + tpf + 2 * 0.3e-3 * scale,
-                       1e-12), "%g", r->stages[0].backward_s);
+    cr_expect(close_to(r->stages[0].backward_s,
+                       2 * 2e-3 * scale + tpf + 2 * 0.3e-3 * scale + ag, 1e-12), "%g",
+              r->stages[0].backward_s);
     sim_report_free(r);
     plan_free(pl);
 }
@@ -827,7 +838,10 @@ Test(sim_3d, p2p_split_whole_sends_t_times_the_bytes)
                   sp, sg->stages[0].send_bytes);
         cr_expect(close_to(wh->stages[0].send_bytes, want_wh, 1e-12), "sp %d: %.0f",
                   sp, wh->stages[0].send_bytes);
-        double dt = sp ? 0 : 2 * (x - x / t) / rate; /* 3.5 ms */
+        /* 3.52 ms less the scatter-gather's two all-gathers after the receives over the
+         * NVLink ring (scatter_gather_prices_the_all_gather_after_receives): 0.34 ms */
+        double ag = (t - 1) / t * x / 300e9 + (t - 1) * 3e-6;
+        double dt = sp ? 0 : 2 * (x - x / t) / rate - 2 * ag;
         cr_expect(close_to(wh->iteration_s - sg->iteration_s, dt, 1e-6) ||
                       (sp && fabs(wh->iteration_s - sg->iteration_s) < 1e-12),
                   "sp %d: whole %.6f s, scatter-gather %.6f s (diff %.6f, want %.6f)", sp,
@@ -836,4 +850,101 @@ Test(sim_3d, p2p_split_whole_sends_t_times_the_bytes)
         sim_report_free(wh);
         plan_free(g.pl);
     }
+}
+
+/* GPT-3 175B (2048 tokens, microbatch 1, bf16) on DGX A100s at tp t x pp 2 (x dp 4 at tp
+ * 1, a whole server) with v
+ * virtual stages per rank, one microbatch per pipeline rank, p2p sync, built by the layout
+ * search's builder; sp: sequence parallelism, whole: p2p_split whole. */
+static plan *gather_plan(int t, int v, int sp, int whole)
+{
+    plumb_err e = {{0}};
+    transformer *tr;
+    cluster *c;
+    load_model(GPT3, &tr, &c);
+    layout3d_options o;
+    layout3d_options_init(&o);
+    o.gpus = 2 * t < 8 ? 8 : 2 * t; /* whole servers */
+    o.tp = t;
+    o.pp = 2;
+    o.dp = o.gpus / (2 * t);
+    o.global_batch = o.dp * (v > 1 ? 2 : 1);
+    o.microbatch_size = 1;
+    o.interleave = v;
+    o.seq = 2048;
+    o.sequence_parallel = sp;
+    o.p2p_sync = 1;
+    o.p2p_whole = whole;
+    plan *pl = layout3d_build(tr, c, A100, &o, &e);
+    cr_assert_not_null(pl, "%s", e.msg);
+    cluster_free(c);
+    transformer_free(tr);
+    return pl;
+}
+
+/* The scatter-gather sends' all-gather after each receive (Megatron-LM's
+ * gather_split_1d_tensor), priced inside the receiver's F (forward input) and B / I
+ * (output gradient). GPT-3 at tp 8 x pp 2, one microbatch, p2p sync: the cut is x = 2 s b
+ * h = 2 x 2048 x 12288 = 50331648 bytes; the scatter-gather sends x / 8 over a rank's own
+ * 25 GB/s NIC where whole sends x, and stage 1's F and stage 0's B each all-gather x over
+ * the server's NVLink ring of 8 (300 GB/s, 3 us a hop): g = 7 / 8 x 50331648 / 300e9 +
+ * 7 x 3e-6 = 146.8 us + 21 us = 167.8 us. So against whole sends the iteration is 2 x 7 / 8
+ * x 50331648 / 25e9 = 3.523 ms shorter and 2 g = 0.336 ms longer: it grows by exactly the
+ * two all-gathers against the scatter-gather left unpriced. Stage 0's F and stage 1's B
+ * receive nothing. Nothing changes with sequence parallelism (the send is one rank's
+ * share, nothing gathered), with whole sends, or at tp 1. Interleaved (2 virtual stages per
+ * rank): every chunk that receives gathers, the first chunk's F and the last's B do not. */
+Test(sim_3d, scatter_gather_prices_the_all_gather_after_receives)
+{
+    const double x = 2.0 * 2048 * 12288, t = T, nic = 25e9, nvl = 300e9, lat = 3e-6;
+    const double g = (t - 1) / t * x / nvl + (t - 1) * lat;
+    cr_assert(close_to(g, 167.8e-6, 1e-3), "%g", g);
+    for (int sp = 0; sp <= 1; sp++) {
+        plan *ps = gather_plan(T, 1, sp, 0), *pw = gather_plan(T, 1, sp, 1);
+        sim_report *sg = synth_run(ps, NULL), *wh = synth_run(pw, NULL);
+        double dg = sp ? 0 : g, dsend = sp ? 0 : 2 * (x - x / t) / nic;
+        cr_expect(close_to(sg->stages[1].forward_s - wh->stages[1].forward_s, dg, 1e-9) ||
+                      (sp && fabs(sg->stages[1].forward_s - wh->stages[1].forward_s) < 1e-15),
+                  "sp %d: stage 1 F %.9f against %.9f", sp, sg->stages[1].forward_s,
+                  wh->stages[1].forward_s);
+        cr_expect(close_to(sg->stages[0].backward_s - wh->stages[0].backward_s, dg, 1e-9) ||
+                      (sp && fabs(sg->stages[0].backward_s - wh->stages[0].backward_s) < 1e-15),
+                  "sp %d: stage 0 B %.9f against %.9f", sp, sg->stages[0].backward_s,
+                  wh->stages[0].backward_s);
+        cr_expect_eq(sg->stages[0].forward_s, wh->stages[0].forward_s, "sp %d", sp);
+        cr_expect_eq(sg->stages[1].backward_s, wh->stages[1].backward_s, "sp %d", sp);
+        /* the iteration: whole less the scatter-gather's saving on the sends, plus 2 g */
+        double grown = sg->iteration_s - (wh->iteration_s - dsend);
+        cr_expect(close_to(grown, 2 * dg, 1e-6) || (sp && fabs(grown) < 1e-12),
+                  "sp %d: scatter-gather %.6f s, whole %.6f s: grown %.9f s, want %.9f", sp,
+                  sg->iteration_s, wh->iteration_s, grown, 2 * dg);
+        sim_report_free(sg);
+        sim_report_free(wh);
+        plan_free(ps);
+        plan_free(pw);
+    }
+    /* tp 1: one rank, nothing scattered or gathered; whole changes nothing */
+    plan *p1 = gather_plan(1, 1, 0, 0), *p1w = gather_plan(1, 1, 0, 1);
+    sim_report *r1 = synth_run(p1, NULL), *r1w = synth_run(p1w, NULL);
+    cr_expect_eq(r1->iteration_s, r1w->iteration_s);
+    cr_expect_eq(r1->stages[1].forward_s, r1w->stages[1].forward_s);
+    cr_expect_eq(r1->stages[0].backward_s, r1w->stages[0].backward_s);
+    sim_report_free(r1);
+    sim_report_free(r1w);
+    plan_free(p1);
+    plan_free(p1w);
+    /* interleaved: virtual stages 0..3 on ranks 0, 1, 0, 1 */
+    plan *pi = gather_plan(T, 2, 0, 0), *piw = gather_plan(T, 2, 0, 1);
+    cr_assert_eq(pi->nstages, 4);
+    sim_report *ri = synth_run(pi, NULL), *riw = synth_run(piw, NULL);
+    for (int k = 0; k < 4; k++) {
+        double df = ri->stages[k].forward_s - riw->stages[k].forward_s;
+        double db = ri->stages[k].backward_s - riw->stages[k].backward_s;
+        cr_expect(k == 0 ? df == 0 : close_to(df, g, 1e-9), "chunk %d F +%.9f", k, df);
+        cr_expect(k == 3 ? db == 0 : close_to(db, g, 1e-9), "chunk %d B +%.9f", k, db);
+    }
+    sim_report_free(ri);
+    sim_report_free(riw);
+    plan_free(pi);
+    plan_free(piw);
 }
