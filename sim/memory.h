@@ -47,7 +47,7 @@ void sim_memory_state(dev_precision prec, int zero, int replicas, optimizer_kind
  * per state / e, no master copy and no gradient copy (apex's DistributedFusedAdam with
  * dtype bf16: store_params off, its fused step reads the gradients as they are), step
  * (g + 2e + 4 per state) / e. So bf16 with adam: grad bf16 16 bytes a parameter resident
- * and 2 more at the step, 4 + 12 / d (+ 2 / d at the step) with ZeRO-1; both bf16 8,
+ * and 4 more at the step, 4 + 12 / d (+ 4 / d at the step) with ZeRO-1; both bf16 8,
  * 4 + 4 / d (docs/sim.md). prec fp8 (bf16 weights, FP8 multiplies)
  * gives bf16's figures; its FP8 weight copies are sim_memory_stage's. */
 void sim_memory_state_of(dev_precision prec, dev_precision grad, dev_precision ostate,
