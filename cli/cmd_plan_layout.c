@@ -407,12 +407,14 @@ static void print_text(const plan *pl, const layout3d_dims *d, const sim_report 
         const sim_device_report *dr = sim_report_device(r, dev);
         if (!dr) continue;
         const sim_memory *m = &dr->mem;
-        printf("  rank %d (device %d): weights %s, gradients %s, optimizer %s, activations %s, "
-               "peak %s of %s%s\n", rank, dev, units_bytes(m->weights, b[0], sizeof b[0]),
+        printf("  rank %d (device %d): weights %s, gradients %s, optimizer %s, activations %s, ",
+               rank, dev, units_bytes(m->weights, b[0], sizeof b[0]),
                units_bytes(m->gradients, b[1], sizeof b[1]),
                units_bytes(m->optimizer, b[2], sizeof b[2]),
-               units_bytes(m->activations, b[3], sizeof b[3]),
-               units_bytes(m->total, b[4], sizeof b[4]),
+               units_bytes(m->activations, b[3], sizeof b[3]));
+        if (m->step_transient > 0) /* the step's fp32 gradient copy, not with the activations */
+            printf("step gradient copy %s, ", units_bytes(m->step_transient, b[0], sizeof b[0]));
+        printf("peak %s of %s%s\n", units_bytes(m->total, b[4], sizeof b[4]),
                units_bytes(m->capacity, b[5], sizeof b[5]), m->fits ? "" : " DOES NOT FIT");
     }
 }

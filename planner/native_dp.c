@@ -178,7 +178,10 @@ static void dp_layer(const nm_model *m, const nm_setting *s, nm_dp *d, int mode,
                     sim_memory_acc acc;
                     memset(&acc, 0, sizeof acc);
                     sim_stage_mem tj = bt[j];
-                    if (s->zero) tj.optimizer = tj.params * sm.optimizer; /* its 1/n */
+                    if (s->zero) { /* its 1/n */
+                        tj.optimizer = tj.params * sm.optimizer;
+                        tj.step_copy = tj.params * sm.stepcopy;
+                    }
                     sim_memory_add(&acc, &tj, cn.ver, cn.slots,
                                    s->zero ? 0 : sim_allreduce_scratch_max(bt[j].gradients, n), 0);
                     sim_memory mm;

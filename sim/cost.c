@@ -350,6 +350,7 @@ void sim_cost_stage_state(sim_model *m, const plan *pl, const sim_net *net, int 
     m->param_bytes[st] = params;
     m->gradmem_bytes[st] = params * sm.gradients;
     m->optmem_bytes[st] = params * sm.optimizer;
+    if (m->stepcopy_bytes) m->stepcopy_bytes[st] = params * sm.stepcopy;
     /* FP8 primary weights: the all-gather half moves the blocks' weights at 1 byte */
     double ag = params - (pl->zero && group > 1 && m->fp8_param_bytes ? m->fp8_param_bytes[st] / 2
                                                                         : 0);
@@ -548,9 +549,11 @@ int sim_cost_build(sim_model *m, const plan *pl, const schedule *s, const sim_ne
     m->fp8_param_bytes = calloc(ns, sizeof *m->fp8_param_bytes);
     m->gradmem_bytes = calloc(ns, sizeof *m->gradmem_bytes);
     m->optmem_bytes = calloc(ns, sizeof *m->optmem_bytes);
+    m->stepcopy_bytes = calloc(ns, sizeof *m->stepcopy_bytes);
     m->kept_bytes = calloc(ns, sizeof *m->kept_bytes);
     m->recv_bytes = calloc(ns, sizeof *m->recv_bytes);
-    if (!m->param_bytes || !m->gradmem_bytes || !m->optmem_bytes || !m->kept_bytes ||
+    if (!m->param_bytes || !m->gradmem_bytes || !m->optmem_bytes || !m->stepcopy_bytes ||
+        !m->kept_bytes ||
         !m->recv_bytes || !m->fp8_weight_bytes || !m->fp8_param_bytes) {
         free(cross);
         return err_set(err, NULL, NULL, "out of memory");
@@ -645,6 +648,7 @@ void sim_model_release(sim_model *m)
     free(m->fp8_param_bytes);
     free(m->gradmem_bytes);
     free(m->optmem_bytes);
+    free(m->stepcopy_bytes);
     free(m->kept_bytes);
     free(m->recv_bytes);
     memset(m, 0, sizeof *m);

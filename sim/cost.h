@@ -22,9 +22,9 @@ double *sim_cross_bytes(const profile *p);
 int sim_cost_build(sim_model *m, const plan *pl, const schedule *s, const sim_net *net,
                    int straggler_device, double straggler_factor, plumb_err *err);
 
-/* Sets stage st's training state in m (param_bytes, gradmem_bytes, optmem_bytes,
- * grad_bytes, step_bytes: `params` parameter bytes times sim_memory_state's figures for
- * pl's precision, ZeRO stage and the stage's replicas) and its ring all-reduce time
+/* Sets stage st's training state in m (param_bytes, gradmem_bytes, optmem_bytes, the
+ * step's gradient copy stepcopy_bytes when m has it, grad_bytes, step_bytes: `params`
+ * parameter bytes times sim_memory_state's figures for pl's precision, ZeRO stage and the stage's replicas) and its ring all-reduce time
  * (allreduce_s, over the stage's replica devices; with cp > 1 over every context-parallel
  * rank of them, sim_cost_dp_group, and ZeRO sharding over those replicas x cp ranks,
  * ring_members[st] (when m has it) replicas x cp so that the engine's ring runs that ring's

@@ -153,6 +153,9 @@ typedef struct sim_model {
     double *gradmem_bytes;    /* [nstages] gradient buffers (fp32 main gradients with bf16) */
     double *optmem_bytes;     /* [nstages] optimizer state (and fp32 master weights with
                                  mixed precision), sharded over the replicas with ZeRO-1 */
+    double *stepcopy_bytes;   /* [nstages] the optimizer step's fp32 copy of 16-bit
+                                 gradients (sim_stage_mem.step_copy), held at the step
+                                 only; NULL in hand-built models */
     double *kept_bytes;       /* [nstages] what a Megatron-LM-style runtime keeps between
                                  iterations beyond the training state (sim_stage_mem.kept;
                                  0 without nccl_buffers) */

@@ -168,6 +168,7 @@ static void stage_mul(const sim_stage_layers *L, const sim_mem_setting *s,
                   (s->precision == DEV_FP8 && !s->fp8_param_gather ? L->fp8_copies : 0);
     out->gradients = L->params * sm->gradients;
     out->optimizer = L->params * sm->optimizer;
+    out->step_copy = L->params * sm->stepcopy;
     out->gradbuf = (L->gradbuf + L->inner) * sc;
     out->slotbuf = (L->out + L->in) * sc;
     if (s->nccl) { /* the gradients of the microbatch in its backward only */
@@ -226,6 +227,7 @@ void sim_memory_state_of(dev_precision prec, dev_precision grad, dev_precision o
         prec = DEV_BF16;
     out->gradients = 1;
     out->optimizer = nstate;
+    out->stepcopy = 0;
     out->reduce = 1;
     out->step = sim_step_bytes_per_param(opt);
     if (prec == DEV_BF16 || prec == DEV_FP16) {
@@ -241,15 +243,21 @@ void sim_memory_state_of(dev_precision prec, dev_precision grad, dev_precision o
             out->optimizer = 2 * nstate / e;
             out->step = (g + 2 * e + 4 * nstate) / e;
         } else {
-            /* fp32 master weights and moments, and an fp32 copy of 16-bit gradients to
-             * step from; the step reads the gradient, reads and writes the master weight
-             * and each state, writes the parameter */
-            out->optimizer = (4 + (g < 4 ? 4 : 0) + 4 * nstate) / e;
+            /* fp32 master weights and moments; the step reads the gradient, reads and
+             * writes the master weight and each state, writes the parameter. With
+             * 16-bit gradients it steps from an fp32 copy of them, made in the step
+             * (Megatron-Core's distributed optimizer: `.float()` of the gradient shard;
+             * Float16Optimizer's _copy_model_grads_to_main_grads) and freed by the next
+             * train_step's optimizer.zero_grad(set_to_none=True) before its first
+             * forward: a moment of its own, not with the activations (docs/sim.md) */
+            out->optimizer = (4 + 4 * nstate) / e;
+            out->stepcopy = g < 4 ? 4 / e : 0;
             out->step = (g + 8 + 8 * nstate + e) / e;
         }
     }
     if (zero && replicas > 1) {
         out->optimizer /= replicas;
+        out->stepcopy /= replicas;
         out->step /= replicas;
         out->reduce = (out->reduce + 1) / 2;
     }
@@ -319,6 +327,7 @@ static void model_stage(const sim_model *m, int st, optimizer_kind opt, sim_stag
     t->params = pb + (m->fp8_weight_bytes ? m->fp8_weight_bytes[st] : 0);
     t->gradients = m->gradmem_bytes ? m->gradmem_bytes[st] : pb;
     t->optimizer = m->optmem_bytes ? m->optmem_bytes[st] : sim_memory_optimizer_mul(opt) * pb;
+    t->step_copy = m->stepcopy_bytes ? m->stepcopy_bytes[st] : 0;
     t->stash = m->stash_bytes[st];
     t->slotbuf = m->slotbuf_bytes[st];
     t->transient = m->transient_bytes[st];
@@ -406,7 +415,8 @@ int sim_memory_timeline(const sim_model *m, const sim_report *rep, timeline *tl,
                              (m->stash_bytes[g] + m->slotbuf_bytes[g]);
                     break;
                 }
-        fixed[i] = d->mem.total - slots;
+        /* the run's moment: the step's copy is never held with the activations */
+        fixed[i] = sim_memory_run_total(&d->mem) - slots;
     }
     size_t n = 0;
     for (size_t i = 0; i < tl->n; i++) {

@@ -15,8 +15,11 @@ double sim_memory_optimizer_mul(optimizer_kind opt);
 typedef struct sim_state_mul {
     double gradients;  /* gradient buffers */
     double optimizer;  /* optimizer state, with mixed precision the fp32 master weights
-                          (and with fp16 the fp32 copy of the gradients) too; divided by
-                          the stage's replicas with ZeRO-1 */
+                          too; divided by the stage's replicas with ZeRO-1 */
+    double stepcopy;   /* the fp32 copy of 16-bit gradients the optimizer step makes
+                          (0 with fp32 gradients), divided by the replicas with ZeRO-1:
+                          held from the step to the next iteration's zero_grad, never
+                          with the activations (sim_memory.step_transient) */
     double reduce;     /* the data-parallel reduction as all-reduce bytes for the ring: the
                           gradients, or with ZeRO-1 a reduce-scatter of the gradients and
                           an all-gather of the parameters, (gradients + 1) / 2 */
@@ -28,21 +31,24 @@ typedef struct sim_state_mul {
  * step sim_step_bytes_per_param (the model before mixed precision). bf16: gradients 4 / e
  * (fp32 main gradients, e = 2 bytes an element), optimizer (4 master + 4 per state
  * tensor) / e. fp16: gradients 1 (fp16, as Megatron-LM keeps them), optimizer (4 master +
- * 4 fp32 gradients + 4 per state) / e. So bf16 with adam takes 2 + 4 + 12 = 18 bytes per
- * parameter, 6 + 12 / d with ZeRO-1 over d replicas (docs/sim.md). */
+ * 4 per state) / e, stepcopy 4 / e (the fp32 gradients the step makes from them). So bf16
+ * with adam takes 2 + 4 + 12 = 18 bytes per parameter, 6 + 12 / d with ZeRO-1 over d
+ * replicas (docs/sim.md). stepcopy is 0 but for 16-bit gradients. */
 void sim_memory_state(dev_precision prec, int zero, int replicas, optimizer_kind opt,
                       sim_state_mul *out);
 
 /* sim_memory_state with the gradients kept and reduced in grad and the optimizer state in
  * ostate (the plan's grad_reduce and optimizer_state; each DEV_FP32, the default above, or
  * DEV_BF16, which changes the figures only with prec bf16, e = 2). grad bf16: gradients
- * 1 and reduce 1 (half the bytes), and with an fp32 optimizer state its fp32 copy of the
- * gradients, optimizer (4 master + 4 copy + 4 per state) / e (Megatron-Core's distributed
- * optimizer steps from `.float()` of the bf16 gradients). ostate bf16: optimizer 2 per
- * state / e, no master copy and no gradient copy (apex's DistributedFusedAdam with dtype
- * bf16: store_params off, its fused step reads the gradients as they are), step (g + 2e +
- * 4 per state) / e. So bf16 with adam: grad bf16 20 bytes a parameter, 4 + 16 / d with
- * ZeRO-1; both bf16 8, 4 + 4 / d (docs/sim.md). prec fp8 (bf16 weights, FP8 multiplies)
+ * 1 and reduce 1 (half the bytes), optimizer (4 master + 4 per state) / e, and with an fp32
+ * optimizer state its fp32 copy of the gradients at the step, stepcopy 4 / e (Megatron-Core's
+ * distributed optimizer steps from `.float()` of the bf16 gradients, and the next
+ * iteration's zero_grad(set_to_none) frees it before any forward). ostate bf16: optimizer 2
+ * per state / e, no master copy and no gradient copy (apex's DistributedFusedAdam with
+ * dtype bf16: store_params off, its fused step reads the gradients as they are), step
+ * (g + 2e + 4 per state) / e. So bf16 with adam: grad bf16 16 bytes a parameter resident
+ * and 4 more at the step, 4 + 12 / d (+ 4 / d at the step) with ZeRO-1; both bf16 8,
+ * 4 + 4 / d (docs/sim.md). prec fp8 (bf16 weights, FP8 multiplies)
  * gives bf16's figures; its FP8 weight copies are sim_memory_stage's. */
 void sim_memory_state_of(dev_precision prec, dev_precision grad, dev_precision ostate,
                          int zero, int replicas, optimizer_kind opt, sim_state_mul *out);
@@ -113,7 +119,9 @@ typedef struct sim_stage_mem {
     double params;        /* weights of one version (fp8: with their FP8 copies; with
                              fp8_param_gather the blocks' FP8 weights instead of bf16) */
     double gradients;     /* gradient buffers (sim_memory_state) */
-    double optimizer;     /* optimizer state (sim_memory_state) */
+    double optimizer;     /* optimizer state (sim_memory_state), resident */
+    double step_copy;     /* the step's fp32 copy of 16-bit gradients (sim_state_mul.stepcopy):
+                             at the step only, never with the activations */
     double stash;         /* per buffer slot: the input (the first stage: its data), every
                              layer's output and saved tensors (full recompute: the output,
                              the loss's rows on the last stage, the checkpoints' inputs),
@@ -187,6 +195,7 @@ static inline void sim_memory_add(sim_memory_acc *a, const sim_stage_mem *t, int
     m->weights += t->params * (versions > 0 ? versions : 1);
     m->gradients += t->gradients;
     m->optimizer += t->optimizer;
+    m->step_transient += t->step_copy; /* a device steps all its chunks at once */
     m->kept_inputs += t->kept;
     if (!nccl) {
         m->activations += slots * t->stash + t->transient;
@@ -198,16 +207,36 @@ static inline void sim_memory_add(sim_memory_acc *a, const sim_stage_mem *t, int
     if (t->workspace > m->workspace) m->workspace = t->workspace;
 }
 
-/* Closes a into out: buffers plus the receive buffer, staging, total, capacity, fits
- * (kept_inputs as summed, not part of total). */
+/* What m holds during the forwards and backwards: weights .. staging (sim_memory.total
+ * when the step's moment is not larger). */
+static inline double sim_memory_run_total(const sim_memory *m)
+{
+    return m->weights + m->gradients + m->optimizer + m->activations + m->buffers +
+           m->workspace + m->staging;
+}
+
+/* What m holds at the optimizer step, 0 when it makes no copy (step_transient 0): the
+ * resident weights, gradients, optimizer state, scratch, staging and kept_inputs plus
+ * step_transient; the activations and gradient buffers are freed by then. */
+static inline double sim_memory_step_total(const sim_memory *m)
+{
+    if (m->step_transient <= 0) return 0;
+    return m->weights + m->gradients + m->optimizer + m->workspace + m->staging +
+           m->kept_inputs + m->step_transient;
+}
+
+/* Closes a into out: buffers plus the receive buffer, staging, total (the larger of the
+ * run's and the step's moments: sim_memory_run_total, sim_memory_step_total), capacity,
+ * fits (kept_inputs as summed, not part of the run's moment). */
 static inline void sim_memory_close(const sim_memory_acc *a, double staging,
                                     double capacity, sim_memory *out)
 {
     *out = a->mem;
     out->buffers += a->root;
     out->staging = staging;
-    out->total = out->weights + out->gradients + out->optimizer + out->activations +
-                 out->buffers + out->workspace + out->staging;
+    out->total = sim_memory_run_total(out);
+    double step = sim_memory_step_total(out);
+    if (step > out->total) out->total = step;
     out->capacity = capacity;
     out->fits = out->total <= capacity;
 }
@@ -215,7 +244,8 @@ static inline void sim_memory_close(const sim_memory_acc *a, double staging,
 /* Fills out with worker w's memory: weights x versions[stage] (NULL or <= 0 entries
  * count 1 version), gradients, optimizer state (m's param_bytes, gradmem_bytes and
  * optmem_bytes; in a model without them, grad_bytes and opt), activations and gradient buffers
- * for the buffer slots of w's stages, the largest scratch; fits = total <= capacity. With
+ * for the buffer slots of w's stages, the largest scratch, the step's gradient copies
+ * (m's stepcopy_bytes; 0 without them); fits = total <= capacity. With
  * m->nccl_buffers (a Megatron-LM-style runtime) the activations are the most w's list holds
  * at once (in-flight microbatches' stash_bytes, received inputs waiting for their forward
  * at cut_bytes, one backward's transient_bytes) and the gradient buffers the largest of its

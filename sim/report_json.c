@@ -93,6 +93,8 @@ static cJSON *device_json(const sim_device_report *d)
         json_add_num(m, "peak_bytes", d->mem.total);
         if (d->mem.kept_inputs > 0) /* only when held: other reports read as before */
             json_add_num(m, "kept_inputs_bytes", d->mem.kept_inputs);
+        if (d->mem.step_transient > 0) /* the step's gradient copy: only when made */
+            json_add_num(m, "step_transient_bytes", d->mem.step_transient);
     }
     return o;
 }

@@ -83,7 +83,14 @@ typedef struct sim_memory {
     double staging;           /* the in-process transport's staging buffers of the
                                  gradients the device sends: per peer, the most that can be
                                  in flight (schedule_send_bound) x the largest */
-    double total;             /* sum of the above */
+    double total;             /* the peak: sum of the above, or where larger the step's
+                                 moment (sim_memory_step_total: weights, gradients,
+                                 optimizer, workspace, staging, kept_inputs and
+                                 step_transient) */
+    double step_transient;    /* at the optimizer step only, not in the sum above: the
+                                 fp32 copy of 16-bit gradients the step makes, freed by the
+                                 next iteration's zero_grad before its forwards; 0 with
+                                 fp32 gradients */
     double kept_inputs;       /* between iterations, not at the peak and not in total: with
                                  a Megatron-LM-style runtime (3D plans), what the device
                                  keeps beyond its weights, gradients and optimizer state:

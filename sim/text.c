@@ -7,6 +7,7 @@
 
 #include "core/device.h"
 #include "core/units.h"
+#include "sim/memory.h" /* sim_memory_step_total */
 #include "sim/sim.h"
 
 /* "12.3 ms", "4.56 s", "789 us". */
@@ -189,7 +190,7 @@ void sim_print_report(const sim_report *r, const sim_changes *changes, FILE *out
         const sim_device_report *dv = &r->devices[i];
         char f[32], g[32];
         fprintf(out, "  device %-4d %s x %d + %s + %s + %s + %s + %s + %s (%d microbatch%s in "
-                "flight)\n",
+                "flight)",
                 dv->device, units_bytes(dv->weight_versions > 0 ? dv->mem.weights /
                                       dv->weight_versions : dv->mem.weights, a, sizeof a),
                 dv->weight_versions > 0 ? dv->weight_versions : 1,
@@ -199,6 +200,12 @@ void sim_print_report(const sim_report *r, const sim_changes *changes, FILE *out
                 units_bytes(dv->mem.buffers, e, sizeof e),
                 units_bytes(dv->mem.workspace, f, sizeof f), units_bytes(dv->mem.staging, g, sizeof g),
                 dv->max_inflight, dv->max_inflight == 1 ? "" : "es");
+        if (dv->mem.step_transient > 0) /* the step's moment, without the activations */
+            fprintf(out, "; at the step %s: + %s fp32 gradient copy, less the activations "
+                    "and buffers",
+                    units_bytes(sim_memory_step_total(&dv->mem), a, sizeof a),
+                    units_bytes(dv->mem.step_transient, b, sizeof b));
+        fputc('\n', out);
     }
     print_tp_stages(r, out);
     if (r->nlinks) {

@@ -181,7 +181,8 @@ Test(sim_3d, data_parallel_reduction_bytes)
 /* ---- (c) bytes per parameter: Megatron-LM's distributed-optimizer table ---------------- */
 
 /* Megatron-LM docs (distributed optimizer): bytes per parameter, adam,
- * non-distributed / distributed over d data-parallel ranks. */
+ * non-distributed / distributed over d data-parallel ranks, as held at the optimizer step:
+ * fp16's 4 (or 4 / d) fp32 gradient copy is there only then (sim_state_mul.stepcopy). */
 static double megatron_bytes(dev_precision p, int d)
 {
     switch (p) {
@@ -199,8 +200,11 @@ Test(sim_3d, bytes_per_parameter_table)
             sim_state_mul m;
             sim_memory_state(ps[i], d > 0, d > 0 ? d : 1, OPT_ADAM, &m);
             double e = dev_precision_bytes(ps[i]);
-            double got = e * (1 + m.gradients + m.optimizer);
+            double got = e * (1 + m.gradients + m.optimizer + m.stepcopy);
             double want = megatron_bytes(ps[i], d);
+            double copy = ps[i] == DEV_FP16 ? 4.0 / (d > 0 ? d : 1) : 0;
+            cr_expect(close_to(e * m.stepcopy, copy, 1e-12), "%s d=%d: copy %g vs %g",
+                      dev_precision_name(ps[i]), d, e * m.stepcopy, copy);
             if (d == 1) want = megatron_bytes(ps[i], 0); /* one rank: nothing to shard */
             cr_expect(close_to(got, want, 1e-12), "%s d=%d: %g vs %g",
                       dev_precision_name(ps[i]), d, got, want);
@@ -229,16 +233,24 @@ Test(sim_3d, bytes_per_parameter_in_a_run)
 /* Bytes per parameter of bf16 weights with adam under the plan's grad_reduce and
  * optimizer_state (g, o), worked by hand, non-distributed / distributed over d ranks:
  * weights 2; gradients 4 (fp32 main gradients) or 2 (bf16); fp32 state: master 4 + two
- * moments 8, and with bf16 gradients the optimizer's fp32 copy of them 4 (Megatron-Core:
- * `shard_model_grad.float()`; Megatron-LM's table gives 4 + 16 / d for 16-bit gradients);
- * bf16 state (apex DistributedFusedAdam dtype bf16, store_params off): two bf16 moments
- * 4, no master, no copy. The optimizer step's traffic per parameter: the gradient read, the
+ * moments 8; bf16 state (apex DistributedFusedAdam dtype bf16, store_params off): two bf16
+ * moments 4, no master. The optimizer step's traffic per parameter: the gradient read, the
  * weight read and written, each moment read and written (bf16 state: 2 + 4 + 8 = 14). */
 static double hand_bytes(dev_precision g, dev_precision o, int d)
 {
     double grad = g == DEV_BF16 ? 2 : 4;
-    double opt = o == DEV_BF16 ? 4 : 4 + 8 + (g == DEV_BF16 ? 4 : 0);
+    double opt = o == DEV_BF16 ? 4 : 4 + 8;
     return 2 + grad + (d > 1 ? opt / d : opt);
+}
+
+/* With bf16 gradients and an fp32 state, the optimizer's fp32 copy of the gradients, made
+ * in the step and held only until the next zero_grad: 4 bytes, / d distributed
+ * (Megatron-Core: `shard_model_grad.float()`; Megatron-LM's table gives 4 + 16 / d for
+ * 16-bit gradients, counting it); 0 otherwise. */
+static double hand_copy(dev_precision g, dev_precision o, int d)
+{
+    double copy = g == DEV_BF16 && o != DEV_BF16 ? 4 : 0;
+    return d > 1 ? copy / d : copy;
 }
 
 Test(sim_3d, bytes_per_parameter_with_16bit_state)
@@ -255,11 +267,16 @@ Test(sim_3d, bytes_per_parameter_with_16bit_state)
                     cr_expect(close_to(got, want, 1e-12), "grad %s state %s d=%d zero %d: %g "
                               "vs %g", dev_precision_name(dt[gi]), dev_precision_name(dt[oi]),
                               d, zero, got, want);
+                    double copy = hand_copy(dt[gi], dt[oi], zero ? d : 1);
+                    cr_expect(close_to(2 * m.stepcopy, copy, 1e-12), "grad %s state %s d=%d "
+                              "zero %d: copy %g vs %g", dev_precision_name(dt[gi]),
+                              dev_precision_name(dt[oi]), d, zero, 2 * m.stepcopy, copy);
                 }
     /* the figures named in the docs: both bf16 take 8 bytes, 4 + 4 / d distributed */
     cr_expect(close_to(hand_bytes(DEV_BF16, DEV_BF16, 1), 8, 0));
     cr_expect(close_to(hand_bytes(DEV_BF16, DEV_BF16, 4), 5, 0));
-    cr_expect(close_to(hand_bytes(DEV_BF16, DEV_FP32, 4), 8, 0));
+    cr_expect(close_to(hand_bytes(DEV_BF16, DEV_FP32, 4), 7, 0));
+    cr_expect(close_to(hand_copy(DEV_BF16, DEV_FP32, 4), 1, 0));
     sim_state_mul m;
     sim_memory_state_of(DEV_BF16, DEV_BF16, DEV_BF16, 0, 1, OPT_ADAM, &m);
     cr_expect(close_to(2 * m.step, 2 + 2 + 2 + 4 + 4, 1e-12), "step %g", 2 * m.step);
