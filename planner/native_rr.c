@@ -326,6 +326,15 @@ double nm_rr_time_links(sched_kind kind, int S, const int *reps, const double *f
      * step (lk's; none without lk). The steady iteration, as the simulator's window
      * measures it: from the second iteration's end to the fourth's (past the fill,
      * before the drain) */
+    if (!sync && nm_rr_ports_apply(lk, S, reps)) {
+        /* replicas of a server queueing at its port: every lane at once, with the ports
+         * (native_rrport.c) */
+        t = nm_rr_ports_time(S, reps, f, b, ar, M, tr->step_each_round, lk);
+        if (t >= 0) {
+            if (plain) *plain = t;
+            goto done;
+        }
+    }
     rr_groups gs = {.grp = tr->step_each_round ? 0 : n, .iters = RR_ITERS,
                     .step = lk ? lk->step : NULL};
     t = rr_lane(S, q, f, b, &X, ar, NULL, RR_ITERS * n, 0, sync, &gs, NULL);

@@ -324,9 +324,13 @@ static void compare_async(const char *cname, sched_kind kind, int sync, double l
  * of the simulator under both runtimes (before the hold, under sync: 6 beyond 3 %, worst
  * -11.5 %, gnmt 4-2; with the hold but no step: worst 0.9 %); pipedream overlapped: each
  * within 3 % (before, its order without the all-reduces: 4 beyond 3 %, worst 28.3 %; held
- * but without the step, a step after every microbatch of gnmt 1-1: 3 at -3.7 %). Logged:
- * pipedream under sync there (gnmt and resnet50 2-3 -25 %), and cluster-a-4x4 (not
- * checked: the servers' ports, not in the replay). */
+ * but without the step, a step after every microbatch of gnmt 1-1: 3 at -3.7 %). On
+ * cluster-a-4x4 overlapped, where a server's 10 Gb/s port of one lane carries several
+ * replicas' sends and the rings (native_rrport.c): 2bw each within 3 %, pipedream each
+ * within 5 % (measured: worst 1.1 % and 3.7 %; before the ports: 6 and 5 beyond 3 %,
+ * worst -14.3 % and -35.0 %, resnet50 2-3; with the ports but not the rings: -14.3 % and
+ * -35.0 % still, the ring that the sends through its ports push later). Logged: under
+ * sync there (the ports not replayed) and pipedream under sync on dgx-h100. */
 Test(native_est_runtime, async_against_the_simulator, .timeout = 120)
 {
     static const char *cl[] = {"dgx-h100", "cluster-a-4x4"};
@@ -335,7 +339,8 @@ Test(native_est_runtime, async_against_the_simulator, .timeout = 120)
         for (int ci = 0; ci < 2; ci++)
             for (int sync = 0; sync <= 1; sync++) {
                 aerrs er = {0};
-                double lim = ci > 0 ? 0 : k == 0 ? 0.005 : sync ? 0 : 0.03;
+                double lim = ci > 0 ? (sync ? 0 : k == 0 ? 0.03 : 0.05)
+                                    : k == 0 ? 0.005 : sync ? 0 : 0.03;
                 compare_async(cl[ci], kinds[k], sync, lim, &er);
                 cr_log_info("%s on %s, p2p sync %d: %d plans, %d beyond 3 %%, %d beyond 5 %%, "
                             "worst %.1f %%\n", sched_kind_name(kinds[k]), cl[ci], sync, er.n,
@@ -377,8 +382,8 @@ static double async_error(const char *cname, const char *prof, const int *shape,
  * the range's first device, which the stage's one x[s] took, is 3.2 ms of PCIe). 2bw's
  * replay takes each replica pair's own path (nm_rr_time_links): vgg16, gnmt and resnet50
  * each within 5 % of the simulator under `--p2p sync` (before: -12.2, -6.4 and -27.5 %),
- * within 15 % overlapped (before: worst -24.3 %, resnet50; the servers' ports, not in
- * the replay, leave -14.3 % of it). */
+ * within 3 % overlapped (before: worst -24.3 %, resnet50; the paths alone -14.3 %, the
+ * servers' ports and the ring on them, native_rrport.c, the rest: -0.0, +0.5, -0.7 %). */
 Test(native_est_runtime, replicas_across_servers_take_their_own_paths, .timeout = 120)
 {
     static const char *profs[] = {"vgg16", "gnmt", "resnet50"};
@@ -389,7 +394,7 @@ Test(native_est_runtime, replicas_across_servers_take_their_own_paths, .timeout 
         cr_log_info("2bw %s 2-3 on cluster-a-4x4: %+.1f %% under sync, %+.1f %% overlapped\n",
                     profs[fi], 100 * es, 100 * eo);
         cr_expect(fabs(es) < 0.05, "%s sync: %+.1f %%", profs[fi], 100 * es);
-        cr_expect(fabs(eo) < 0.15, "%s overlapped: %+.1f %%", profs[fi], 100 * eo);
+        cr_expect(fabs(eo) < 0.03, "%s overlapped: %+.1f %%", profs[fi], 100 * eo);
     }
 }
 
