@@ -143,6 +143,9 @@ static double rr_lane(int S, const int *q, const double *f, const double *b, con
             while (pos[w] < len[w]) {
                 int v = L[pos[w]], a = (v > 0 ? v : -v) - 1;
                 double ready, rel = 0;
+                if (sync) /* the batch before this computation posts its receive, before
+                             a hold (the exchange after a backward precedes the all-reduce) */
+                    (v > 0 ? pf : pb)[(size_t)s * n + a] = freet[w];
                 if (gs && pos[w] > 0 && L[pos[w] - 1] < 0) {
                     /* after a group's last backward of a replicated stage: its all-reduce */
                     int pa = -L[pos[w] - 1] - 1, G = gs->grp > 0 ? gs->grp : q[s];
@@ -156,8 +159,6 @@ static double rr_lane(int S, const int *q, const double *f, const double *b, con
                         rel = held + (gs->step ? gs->step[s] : 0); /* then its step */
                     }
                 }
-                if (sync) /* the batch before this computation posts its receive */
-                    (v > 0 ? pf : pb)[(size_t)s * n + a] = freet[w];
                 if (v > 0) {
                     if (s > 0 && fd[(size_t)(s - 1) * n + a] < 0) break;
                     ready = s > 0 ? fd[(size_t)(s - 1) * n + a] + rr_xof(x, s - 1, a) : 0;

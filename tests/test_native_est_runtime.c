@@ -329,8 +329,11 @@ static void compare_async(const char *cname, sched_kind kind, int sync, double l
  * replicas' sends and the rings (native_rrport.c): 2bw each within 3 %, pipedream each
  * within 5 % (measured: worst 1.1 % and 3.7 %; before the ports: 6 and 5 beyond 3 %,
  * worst -14.3 % and -35.0 %, resnet50 2-3; with the ports but not the rings: -14.3 % and
- * -35.0 % still, the ring that the sends through its ports push later). Logged: under
- * sync there (the ports not replayed) and pipedream under sync on dgx-h100. */
+ * -35.0 % still, the ring that the sends through its ports push later). pipedream under
+ * sync on dgx-h100: each within 3 % (measured: worst 0.8 %; before, gnmt and resnet50 2-3
+ * at -25.2 and -25.0 %: a replica held at its round's all-reduce had not posted its next
+ * forward's receive, so the replay stopped short and the price fell back to the closed
+ * form's M x period). Logged: cluster-a-4x4 under sync (its ports not replayed there). */
 Test(native_est_runtime, async_against_the_simulator, .timeout = 120)
 {
     static const char *cl[] = {"dgx-h100", "cluster-a-4x4"};
@@ -340,12 +343,31 @@ Test(native_est_runtime, async_against_the_simulator, .timeout = 120)
             for (int sync = 0; sync <= 1; sync++) {
                 aerrs er = {0};
                 double lim = ci > 0 ? (sync ? 0 : k == 0 ? 0.03 : 0.05)
-                                    : k == 0 ? 0.005 : sync ? 0 : 0.03;
+                                    : k == 0 ? 0.005 : 0.03;
                 compare_async(cl[ci], kinds[k], sync, lim, &er);
                 cr_log_info("%s on %s, p2p sync %d: %d plans, %d beyond 3 %%, %d beyond 5 %%, "
                             "worst %.1f %%\n", sched_kind_name(kinds[k]), cl[ci], sync, er.n,
                             er.over3, er.over5, 100 * er.worst);
             }
+}
+
+/* Under blocking transfers a replica held at its round's all-reduce has already posted
+ * its next forward's receive (the exchange after a backward comes before the all-reduce),
+ * so pipedream's replay of 2 over 3 replicas (24 microbatches, a 2 ms ring on each
+ * replicated stage) runs to its end, no faster than overlapped; before, the held replica
+ * had not posted it, its sender could not send, and the replay stopped short (-1: the
+ * price fell back to the closed form's, 25 % low for gnmt on dgx-h100). */
+Test(native_est_runtime, held_replicas_post_their_receives)
+{
+    const int reps[2] = {2, 3};
+    const double f[2] = {3e-3, 2e-3}, b[2] = {6e-3, 5e-3}, x[2] = {1e-3, 0}, ar[2] = {2e-3, 2e-3};
+    for (int k = 0; k < 2; k++) {
+        const sched_kind kind = k ? SCHED_2BW : SCHED_PIPEDREAM;
+        double ts = nm_rr_time_p2p(kind, 2, reps, f, b, x, ar, NULL, 24, 1, NULL);
+        double to = nm_rr_time_p2p(kind, 2, reps, f, b, x, ar, NULL, 24, 0, NULL);
+        cr_expect(ts > 0 && to > 0 && ts >= to, "%s: sync %.6f s, overlapped %.6f s",
+                  sched_kind_name(kind), ts, to);
+    }
 }
 
 /* The error of kind's estimate for profile prof cut evenly into the stages of shape on the
