@@ -247,8 +247,8 @@ double nm_rr_time_links(sched_kind kind, int S, const int *reps, const double *f
  * below it has devices (several of them may queue there). 1 or 0. */
 int nm_rr_ports_apply(const nm_rr_links *lk, int S, const int *reps);
 
-/* The steady iteration of pipedream (step_each_round 1) or 2bw (0) with overlapped
- * transfers, as nm_rr_time_links prices it (5 iterations of one continuous order, the
+/* The steady iteration of pipedream (step_each_round 1) or 2bw (0), with blocking
+ * transfers when sync is 1 (nm_rr_time_p2p's rules), as nm_rr_time_links prices it (5 iterations of one continuous order, the
  * holds at each replicated stage's all-reduce, ar[s] seconds exposed, and every stage's
  * step lk->step[s]; (end of the 4th - end of the 2nd) / 2), but every replica of every
  * stage replayed at once (no lanes), in time order, each transfer sent as the simulator's
@@ -260,7 +260,8 @@ int nm_rr_ports_apply(const nm_rr_links *lk, int S, const int *reps);
  * memory or for arguments out of range (more than NM_RR_PORTS_MAX_DEVICES devices, M not
  * a multiple of a count). */
 double nm_rr_ports_time(int S, const int *reps, const double *f, const double *b,
-                        const double *ar, int M, int step_each_round, const nm_rr_links *lk);
+                        const double *ar, int M, int step_each_round, int sync,
+                        const nm_rr_links *lk);
 
 /* The dynamic program for s: the partitions it proposes (min-max period, then least fill
  * under a few period thresholds), priced, distinct, at most `max` of them into out.

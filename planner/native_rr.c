@@ -327,10 +327,10 @@ double nm_rr_time_links(sched_kind kind, int S, const int *reps, const double *f
      * step (lk's; none without lk). The steady iteration, as the simulator's window
      * measures it: from the second iteration's end to the fourth's (past the fill,
      * before the drain) */
-    if (!sync && nm_rr_ports_apply(lk, S, reps)) {
+    if (nm_rr_ports_apply(lk, S, reps)) {
         /* replicas of a server queueing at its port: every lane at once, with the ports
          * (native_rrport.c) */
-        t = nm_rr_ports_time(S, reps, f, b, ar, M, tr->step_each_round, lk);
+        t = nm_rr_ports_time(S, reps, f, b, ar, M, tr->step_each_round, sync, lk);
         if (t >= 0) {
             if (plain) *plain = t;
             goto done;

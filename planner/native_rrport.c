@@ -12,7 +12,10 @@
  * the optimizer steps are native_rr.c's (rr_groups), over the same 5 iterations and the
  * same steady window, but a ring whose hops leave through ports waits for what they are
  * sending, and the sends that pass through them while it runs push it later (rp_ring,
- * rp_hold). Overlapped transfers only; no events. */
+ * rp_hold). Under blocking transfers (sync) a send leaves once its receiver has posted
+ * the receive (at the end of the computation before the one that takes it) and its
+ * sender's next computation waits for it, as native_rr.c's nm_rr_time_p2p has it. No
+ * events. */
 #include "planner/native_impl.h"
 
 #include <math.h>
@@ -182,8 +185,129 @@ int nm_rr_ports_apply(const nm_rr_links *lk, int S, const int *reps)
     return 0;
 }
 
+/* The replay's state beyond the paths and ports: per (stage, microbatch) when its input
+ * activation (fin) and gradient (gin) arrive (< 0: not yet sent); per worker its next
+ * computation's end (cand), when it is free, where it is in its order (pos); per stage and
+ * group how many replicas joined and the last join, then the release (gmax, z->grel).
+ * Under blocking transfers (sync) also when each receive was posted (pf, pb; < 0: not
+ * yet), when each worker's last send arrived (sdone) and the send it waits to start
+ * (pto: its receiver's stage, < 0: none; pa, pfw: the microbatch and direction). */
+typedef struct rp_run {
+    rp_state z;
+    int S, M, n, sync, step_each_round;
+    const int *reps, *first, *acts, *len;
+    const size_t *at;
+    const double *ar, *fb[2]; /* ar[s]; fb[0] the forwards' seconds, fb[1] the backwards' */
+    double *fin, *gin, *freet, *cand, *gmax;
+    int *pos, *wst, *gcnt;
+    double *pf, *pb, *sdone;
+    int *pto, *pa, *pfw;
+} rp_run;
+
+/* Replica w of stage s joins group gi at t; the last to join starts the ring (rp_ring).
+ * 0, or -1 out of memory. */
+static int rp_join(rp_run *R, int s, long long gi, double t)
+{
+    if (t > R->gmax[gi]) R->gmax[gi] = t;
+    if (++R->gcnt[gi] < R->reps[s]) return 0;
+    if (rp_ring(&R->z, gi, R->first[s], R->reps[s], R->ar[s], R->gmax[gi])) return -1;
+    for (int q = R->first[s]; q < R->first[s + 1]; q++) R->cand[q] = NAN; /* released */
+    return 0;
+}
+
+/* Worker w's send of microbatch a (fwd: its activation to stage to, else its gradient)
+ * leaves at t: its arrival is the receiver's input, and under sync the end of w's send.
+ * 0, or -1 out of memory. */
+static int rp_issue(rp_run *R, int w, int to, int a, int fwd, double t)
+{
+    const int rw = R->first[to] + a % R->reps[to], s = R->wst[w];
+    const double arr = rp_send(&R->z, w, rw, R->z.lk->bytes[fwd ? s : to], t);
+    if (arr < 0) return -1;
+    (fwd ? R->fin : R->gin)[(size_t)to * R->n + a] = arr;
+    R->cand[rw] = NAN;
+    if (!R->sync) return 0;
+    R->sdone[w] = arr;
+    R->pto[w] = -1;
+    R->cand[w] = NAN;
+    return 0;
+}
+
+/* Worker w's next computation's end (INFINITY: done, or waiting for an input, a send or
+ * a hold). */
+static double rp_next(rp_run *R, int w)
+{
+    const int s = R->wst[w], *L = R->acts + R->at[w], p = R->pos[w];
+    if (p >= R->len[w] || (R->sync && R->pto[w] >= 0)) return INFINITY;
+    const int v = L[p], a = (v > 0 ? v : -v) - 1;
+    double t = R->freet[w], in = 0;
+    if (p > 0 && L[p - 1] < 0) {
+        /* after a group's last backward: its all-reduce's hold, then its step */
+        const int pa = -L[p - 1] - 1, G = R->step_each_round ? R->reps[s] : R->M;
+        if (pa % G >= G - R->reps[s]) {
+            double held = R->freet[w];
+            if (R->ar && R->ar[s] > 0) {
+                const size_t gi = (size_t)s * R->n + pa / G;
+                if (R->gcnt[gi] < R->reps[s]) return INFINITY; /* another is not there */
+                held = R->gmax[gi]; /* its release */
+            }
+            if (held + R->z.lk->step[s] > t) t = held + R->z.lk->step[s];
+        }
+    }
+    if (v > 0 && s > 0 && (in = R->fin[(size_t)s * R->n + a]) < 0) return INFINITY;
+    if (v < 0 && s + 1 < R->S && (in = R->gin[(size_t)s * R->n + a]) < 0) return INFINITY;
+    if (in > t) t = in;
+    if (R->sync && R->sdone[w] > t) t = R->sdone[w];
+    return t + (v > 0 ? R->fb[0][s] : R->fb[1][s]);
+}
+
+/* Worker w's computation v (the generator's code: forward of microbatch v - 1, > 0, or
+ * backward) ends at t: its receive of the next is posted (sync), its send leaves (or
+ * waits for its receiver's post), its iteration's end and its group's join. 0, or -1 out
+ * of memory. */
+static int rp_commit(rp_run *R, int w, int v, double t, double *iend)
+{
+    const int s = R->wst[w], a = (v > 0 ? v : -v) - 1, *L = R->acts + R->at[w];
+    R->freet[w] = t;
+    R->pos[w]++;
+    R->cand[w] = NAN;
+    if (R->sync && R->pos[w] < R->len[w]) {
+        /* the batch after this computation posts its next receive; a send that waited for
+         * it leaves now */
+        const int nv = L[R->pos[w]], na = (nv > 0 ? nv : -nv) - 1, from = nv > 0 ? s - 1 : s + 1;
+        (nv > 0 ? R->pf : R->pb)[(size_t)s * R->n + na] = t;
+        if (from >= 0 && from < R->S) {
+            const int sw = R->first[from] + na % R->reps[from];
+            if (R->pto[sw] == s && R->pa[sw] == na && R->pfw[sw] == (nv > 0) &&
+                rp_issue(R, sw, s, na, nv > 0, t))
+                return -1;
+        }
+    }
+    const int to = v > 0 ? s + 1 : s - 1, it = a / R->M;
+    if (to >= 0 && to < R->S) {
+        if (R->sync && (v > 0 ? R->pf : R->pb)[(size_t)to * R->n + a] < 0)
+            R->pto[w] = to, R->pa[w] = a, R->pfw[w] = v > 0; /* not posted yet */
+        else if (rp_issue(R, w, to, a, v > 0, t)) {
+            return -1;
+        }
+    } else if (R->sync) {
+        R->sdone[w] = t;
+    }
+    if (it < RP_ITERS && t > iend[it]) iend[it] = t;
+    const int G = R->step_each_round ? R->reps[s] : R->M;
+    if (v > 0 || a % G < G - R->reps[s]) return 0;
+    if (R->ar && R->ar[s] > 0) {
+        /* the group's join: under sync once this backward's exchange is through */
+        /* the group's join at the backward's end (under sync too: the exchange after it
+         * runs beside the ring, as native_rr.c's replay and the simulator have it) */
+        return rp_join(R, s, (long long)s * R->n + a / G, t);
+    }
+    if (it < RP_ITERS && t + R->z.lk->step[s] > iend[it]) iend[it] = t + R->z.lk->step[s];
+    return 0;
+}
+
 double nm_rr_ports_time(int S, const int *reps, const double *f, const double *b,
-                        const double *ar, int M, int step_each_round, const nm_rr_links *lk)
+                        const double *ar, int M, int step_each_round, int sync,
+                        const nm_rr_links *lk)
 {
     if (S < 2 || S > NM_MAX_STAGES || M < 1 || !lk) return -1;
     const int n = RP_ITERS * M;
@@ -197,120 +321,83 @@ double nm_rr_ports_time(int S, const int *reps, const double *f, const double *b
     }
     first[S] = W;
     if (W > NM_RR_PORTS_MAX_DEVICES) return -1;
-    rp_state z = {.lk = lk, .W = W, .n = n, .first = first};
+    rp_run R = {.z = {.lk = lk, .W = W, .n = n, .first = first},
+                .S = S, .M = M, .n = n, .sync = sync, .step_each_round = step_each_round,
+                .reps = reps, .first = first, .ar = ar, .fb = {f, b}};
+    rp_state *z = &R.z;
     double span = -1, iend[RP_ITERS] = {0};
-    double *fin = malloc((size_t)S * n * sizeof *fin), *gin = malloc((size_t)S * n * sizeof *gin);
-    double *freet = calloc((size_t)W, sizeof *freet), *cand = malloc((size_t)W * sizeof *cand);
+    const size_t sn = (size_t)S * n;
     int *acts = malloc(nact * sizeof *acts), *len = malloc((size_t)W * sizeof *len);
-    int *pos = calloc((size_t)W, sizeof *pos), *wst = malloc((size_t)W * sizeof *wst);
     size_t *at = malloc((size_t)W * sizeof *at);
-    int *gcnt = calloc((size_t)S * n, sizeof *gcnt);
-    /* per stage and group: the last join, then (all joined) the release */
-    double *gmax = calloc((size_t)S * n, sizeof *gmax);
-    z.grel = gmax, z.cand = cand;
-    z.dev = malloc((size_t)W * sizeof *z.dev);
-    z.pair = malloc((size_t)W * W * sizeof *z.pair);
-    if (!fin || !gin || !freet || !cand || !acts || !len || !pos || !wst || !at || !gcnt ||
-        !gmax || !z.dev || !z.pair)
+    R.acts = acts, R.len = len, R.at = at;
+    R.fin = malloc(sn * sizeof *R.fin), R.gin = malloc(sn * sizeof *R.gin);
+    R.freet = calloc((size_t)W, sizeof *R.freet), R.cand = malloc((size_t)W * sizeof *R.cand);
+    R.pos = calloc((size_t)W, sizeof *R.pos), R.wst = malloc((size_t)W * sizeof *R.wst);
+    R.gcnt = calloc(sn, sizeof *R.gcnt), R.gmax = calloc(sn, sizeof *R.gmax);
+    z->grel = R.gmax, z->cand = R.cand;
+    z->dev = malloc((size_t)W * sizeof *z->dev);
+    z->pair = malloc((size_t)W * W * sizeof *z->pair);
+    if (sync) {
+        R.pf = malloc(sn * sizeof *R.pf), R.pb = malloc(sn * sizeof *R.pb);
+        R.sdone = calloc((size_t)W, sizeof *R.sdone);
+        R.pto = malloc((size_t)W * sizeof *R.pto), R.pa = calloc((size_t)W, sizeof *R.pa);
+        R.pfw = calloc((size_t)W, sizeof *R.pfw);
+    }
+    if (!acts || !len || !at || !R.fin || !R.gin || !R.freet || !R.cand || !R.pos || !R.wst ||
+        !R.gcnt || !R.gmax || !z->dev || !z->pair)
         goto done;
-    for (size_t i = 0; i < (size_t)S * n; i++) fin[i] = gin[i] = -1;
-    for (size_t i = 0; i < (size_t)W * W; i++) z.pair[i] = (rp_pair){.np = -1};
+    if (sync && (!R.pf || !R.pb || !R.sdone || !R.pto || !R.pa || !R.pfw)) goto done;
+    for (size_t i = 0; i < sn; i++) R.fin[i] = R.gin[i] = -1;
+    for (size_t i = 0; sync && i < sn; i++) R.pf[i] = R.pb[i] = -1;
+    for (size_t i = 0; i < (size_t)W * W; i++) z->pair[i] = (rp_pair){.np = -1};
     size_t off = 0;
     for (int s = 0, Wq = W; s < S; Wq -= reps[s], s++) {
         const int k = (Wq + reps[s] - 1) / reps[s] - 1; /* the generator's warmup */
         for (int j = 0; j < reps[s]; j++) {
             const int w = first[s] + j;
-            wst[w] = s;
-            z.dev[w] = lk->devs[s][j];
+            R.wst[w] = s;
+            z->dev[w] = lk->devs[s][j];
             at[w] = off;
             len[w] = sched_replica_order(reps[s], j, 0, n, k, 0, acts + off);
             off += (size_t)2 * (n / reps[s]);
-            cand[w] = NAN; /* not known */
+            R.cand[w] = NAN; /* not known */
+            if (sync) {
+                R.pto[w] = -1;
+                if (len[w] > 0) { /* its first receive, posted at the start */
+                    const int v = acts[at[w]], a = (v > 0 ? v : -v) - 1;
+                    (v > 0 ? R.pf : R.pb)[(size_t)s * n + a] = 0;
+                }
+            }
         }
     }
     for (;;) {
-        /* each worker's next computation's end (INFINITY: done or waiting), the least */
+        /* each worker's next computation's end, the least runs next */
         int best = -1;
         for (int w = 0; w < W; w++) {
-            if (isnan(cand[w])) {
-                const int s = wst[w], *L = acts + at[w];
-                cand[w] = INFINITY;
-                if (pos[w] >= len[w]) continue;
-                const int v = L[pos[w]], a = (v > 0 ? v : -v) - 1;
-                double rel = 0, in = 0;
-                if (pos[w] > 0 && L[pos[w] - 1] < 0) {
-                    /* after a group's last backward: its all-reduce's hold, then its step */
-                    const int pa = -L[pos[w] - 1] - 1, G = step_each_round ? reps[s] : M;
-                    if (pa % G >= G - reps[s]) {
-                        double held = freet[w];
-                        if (ar && ar[s] > 0) {
-                            const size_t gi = (size_t)s * n + pa / G;
-                            if (gcnt[gi] < reps[s]) continue; /* another replica is not there */
-                            held = gmax[gi]; /* its release (below) */
-                        }
-                        rel = held + lk->step[s];
-                    }
-                }
-                if (v > 0 && s > 0 && (in = fin[(size_t)s * n + a]) < 0) continue;
-                if (v < 0 && s + 1 < S && (in = gin[(size_t)s * n + a]) < 0) continue;
-                double t = freet[w] > in ? freet[w] : in;
-                if (rel > t) t = rel;
-                cand[w] = t + (v > 0 ? f[s] : b[s]);
-            }
-            if (cand[w] < INFINITY && (best < 0 || cand[w] < cand[best])) best = w;
+            if (isnan(R.cand[w])) R.cand[w] = rp_next(&R, w);
+            if (R.cand[w] < INFINITY && (best < 0 || R.cand[w] < R.cand[best])) best = w;
         }
         if (best < 0) break;
-        const int w = best, s = wst[w], v = acts[at[w] + pos[w]], a = (v > 0 ? v : -v) - 1;
-        const double t = cand[w];
-        freet[w] = t;
-        pos[w]++;
-        cand[w] = NAN;
-        /* its send, and the worker that takes it */
-        const int to = v > 0 ? s + 1 : s - 1;
-        if (to >= 0 && to < S) {
-            const int rw = first[to] + a % reps[to];
-            const double arr = rp_send(&z, w, rw, lk->bytes[v > 0 ? s : to], t);
-            if (arr < 0) goto done;
-            (v > 0 ? fin : gin)[(size_t)to * n + a] = arr;
-            cand[rw] = NAN;
-        }
-        /* the iteration's end, and the group's hold (native_rr.c's rr_groups) */
-        const int it = a / M, G = step_each_round ? reps[s] : M;
-        if (it < RP_ITERS && t > iend[it]) iend[it] = t;
-        const double st = lk->step[s];
-        if (v < 0 && a % G >= G - reps[s]) {
-            if (ar && ar[s] > 0) {
-                const size_t gi = (size_t)s * n + a / G;
-                if (t > gmax[gi]) gmax[gi] = t;
-                if (++gcnt[gi] == reps[s]) {
-                    /* all joined: released ar[s] later, or when the ring's hops are
-                     * through the ports they share with the sends */
-                    if (rp_ring(&z, (long long)gi, first[s], reps[s], ar[s], gmax[gi]))
-                        goto done;
-                    for (int q = first[s]; q < first[s + 1]; q++) cand[q] = NAN; /* released */
-                }
-            } else if (it < RP_ITERS && t + st > iend[it]) {
-                iend[it] = t + st;
-            }
-        }
+        if (rp_commit(&R, best, acts[at[best] + R.pos[best]], R.cand[best], iend)) goto done;
     }
     span = 0;
     for (int w = 0; w < W; w++)
-        if (pos[w] < len[w]) span = -1; /* cannot finish (a guard: the orders always can) */
+        if (R.pos[w] < len[w]) span = -1; /* cannot finish (a guard: the orders always can) */
     /* each held group's release (rp_hold may have pushed it since) and its step */
-    for (int s = 0; s < S && ar; s++) {
+    for (int s = 0; s < S && ar && span >= 0; s++) {
         const int G = step_each_round ? reps[s] : M;
         for (int g = 0; ar[s] > 0 && g < n / G; g++) {
             const size_t gi = (size_t)s * n + g;
             const int it = g * G / M;
-            if (gcnt[gi] == reps[s] && it < RP_ITERS && gmax[gi] + lk->step[s] > iend[it])
-                iend[it] = gmax[gi] + lk->step[s];
+            if (R.gcnt[gi] == reps[s] && it < RP_ITERS && R.gmax[gi] + lk->step[s] > iend[it])
+                iend[it] = R.gmax[gi] + lk->step[s];
         }
     }
     if (span >= 0) span = (iend[3] - iend[1]) / 2;
 done:
-    for (int i = 0; i < z.nport; i++) free(z.port[i].free);
-    free(fin), free(gin), free(freet), free(cand), free(acts), free(len), free(pos), free(wst);
-    free(at), free(gcnt), free(gmax), free(z.dev), free(z.pair);
+    for (int i = 0; i < z->nport; i++) free(z->port[i].free);
+    free(acts), free(len), free(at), free(R.fin), free(R.gin), free(R.freet), free(R.cand);
+    free(R.pos), free(R.wst), free(R.gcnt), free(R.gmax), free(z->dev), free(z->pair);
+    free(R.pf), free(R.pb), free(R.sdone), free(R.pto), free(R.pa), free(R.pfw);
     return span;
 }

@@ -333,7 +333,9 @@ static void compare_async(const char *cname, sched_kind kind, int sync, double l
  * sync on dgx-h100: each within 3 % (measured: worst 0.8 %; before, gnmt and resnet50 2-3
  * at -25.2 and -25.0 %: a replica held at its round's all-reduce had not posted its next
  * forward's receive, so the replay stopped short and the price fell back to the closed
- * form's M x period). Logged: cluster-a-4x4 under sync (its ports not replayed there). */
+ * form's M x period). cluster-a-4x4 under sync, the ports replayed with blocking sends:
+ * 2bw each within 3 %, pipedream within 8 % (measured: worst 2.9 % and 7.3 %, resnet50
+ * 2-3; before: 7 and 9 beyond 3 %, worst 11.0 % and 25.9 %). */
 Test(native_est_runtime, async_against_the_simulator, .timeout = 120)
 {
     static const char *cl[] = {"dgx-h100", "cluster-a-4x4"};
@@ -342,7 +344,7 @@ Test(native_est_runtime, async_against_the_simulator, .timeout = 120)
         for (int ci = 0; ci < 2; ci++)
             for (int sync = 0; sync <= 1; sync++) {
                 aerrs er = {0};
-                double lim = ci > 0 ? (sync ? 0 : k == 0 ? 0.03 : 0.05)
+                double lim = ci > 0 ? (k == 0 ? 0.03 : sync ? 0.08 : 0.05)
                                     : k == 0 ? 0.005 : 0.03;
                 compare_async(cl[ci], kinds[k], sync, lim, &er);
                 cr_log_info("%s on %s, p2p sync %d: %d plans, %d beyond 3 %%, %d beyond 5 %%, "
