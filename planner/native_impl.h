@@ -238,6 +238,31 @@ double nm_rr_time_links(sched_kind kind, int S, const int *reps, const double *f
                         const double *late0, int M, int sync, const nm_rr_links *lk,
                         double *plain);
 
+/* The most devices (the replicas of every stage together) nm_rr_ports_time replays. */
+#define NM_RR_PORTS_MAX_DEVICES 64
+
+/* Whether the asynchronous kinds' replay of S stages of reps[s] replicas on lk's devices
+ * takes the servers' ports (nm_rr_ports_time): lk given, at most NM_RR_PORTS_MAX_DEVICES
+ * devices, and a level above the server's whose egress port has fewer lanes than a group
+ * below it has devices (several of them may queue there). 1 or 0. */
+int nm_rr_ports_apply(const nm_rr_links *lk, int S, const int *reps);
+
+/* The steady iteration of pipedream (step_each_round 1) or 2bw (0), with blocking
+ * transfers when sync is 1 (nm_rr_time_p2p's rules), as nm_rr_time_links prices it (5 iterations of one continuous order, the
+ * holds at each replicated stage's all-reduce, ar[s] seconds exposed, and every stage's
+ * step lk->step[s]; (end of the 4th - end of the 2nd) / 2), but every replica of every
+ * stage replayed at once (no lanes), in time order, each transfer sent as the simulator's
+ * engine sends it: FIFO on its directed link and on a lane of each egress port of its
+ * path (lk's devices and bytes), bytes / rate + latency; a replicated stage's ring holds
+ * the ports its hops leave through from when they are free, ar[s] seconds, and each send
+ * through one of them meanwhile adds its time to the ring (planner/native_rrport.c).
+ * M microbatches an iteration, a multiple of every reps[s]. Returns seconds, or -1 out of
+ * memory or for arguments out of range (more than NM_RR_PORTS_MAX_DEVICES devices, M not
+ * a multiple of a count). */
+double nm_rr_ports_time(int S, const int *reps, const double *f, const double *b,
+                        const double *ar, int M, int step_each_round, int sync,
+                        const nm_rr_links *lk);
+
 /* The dynamic program for s: the partitions it proposes (min-max period, then least fill
  * under a few period thresholds), priced, distinct, at most `max` of them into out.
  * Returns how many (0 when no partition fits memory); *dp_runs counts programs solved. */

@@ -68,6 +68,8 @@ static void put(nm_sim_memo *mo, const void *p, size_t n)
 static void put_int(nm_sim_memo *mo, long long v) { put(mo, &v, sizeof v); }
 static void put_num(nm_sim_memo *mo, double v) { put(mo, &v, sizeof v); }
 
+/* Each figure of device type t the simulator reads (core/device.h: its roofline's peaks
+ * and efficiencies, gemm_fp8 among them, its multiply's tiling, its cores); NULL: none. */
 static void put_type(nm_sim_memo *mo, const device_type *t)
 {
     if (!t) {
@@ -77,10 +79,12 @@ static void put_type(nm_sim_memo *mo, const device_type *t)
     const char *name = t->name ? t->name : "";
     put(mo, name, strlen(name) + 1);
     double v[] = {t->memory_bytes, t->speed, t->peak_flops, t->memory_Bps, t->eff.gemm,
-                  t->eff.attention, t->eff.memory, t->eff.kernel_overhead_s};
+                  t->eff.attention, t->eff.memory, t->eff.kernel_overhead_s, t->eff.gemm_fp8};
     put(mo, v, sizeof v);
     put(mo, t->peak_flops_prec, sizeof t->peak_flops_prec);
-    put_int(mo, t->cores);
+    /* the multiply's tiles and waves (device_gemm_s reads them, as gemm_fp8) */
+    long long g[] = {t->tiling.sms, t->tiling.tile_m, t->tiling.tile_n, t->cores};
+    put(mo, g, sizeof g);
 }
 
 /* Builds pl's key in mo->buf (the options o contribute what the scoring reads). */

@@ -143,6 +143,9 @@ static double rr_lane(int S, const int *q, const double *f, const double *b, con
             while (pos[w] < len[w]) {
                 int v = L[pos[w]], a = (v > 0 ? v : -v) - 1;
                 double ready, rel = 0;
+                if (sync) /* the batch before this computation posts its receive, before
+                             a hold (the exchange after a backward precedes the all-reduce) */
+                    (v > 0 ? pf : pb)[(size_t)s * n + a] = freet[w];
                 if (gs && pos[w] > 0 && L[pos[w] - 1] < 0) {
                     /* after a group's last backward of a replicated stage: its all-reduce */
                     int pa = -L[pos[w] - 1] - 1, G = gs->grp > 0 ? gs->grp : q[s];
@@ -156,8 +159,6 @@ static double rr_lane(int S, const int *q, const double *f, const double *b, con
                         rel = held + (gs->step ? gs->step[s] : 0); /* then its step */
                     }
                 }
-                if (sync) /* the batch before this computation posts its receive */
-                    (v > 0 ? pf : pb)[(size_t)s * n + a] = freet[w];
                 if (v > 0) {
                     if (s > 0 && fd[(size_t)(s - 1) * n + a] < 0) break;
                     ready = s > 0 ? fd[(size_t)(s - 1) * n + a] + rr_xof(x, s - 1, a) : 0;
@@ -326,6 +327,15 @@ double nm_rr_time_links(sched_kind kind, int S, const int *reps, const double *f
      * step (lk's; none without lk). The steady iteration, as the simulator's window
      * measures it: from the second iteration's end to the fourth's (past the fill,
      * before the drain) */
+    if (nm_rr_ports_apply(lk, S, reps)) {
+        /* replicas of a server queueing at its port: every lane at once, with the ports
+         * (native_rrport.c) */
+        t = nm_rr_ports_time(S, reps, f, b, ar, M, tr->step_each_round, sync, lk);
+        if (t >= 0) {
+            if (plain) *plain = t;
+            goto done;
+        }
+    }
     rr_groups gs = {.grp = tr->step_each_round ? 0 : n, .iters = RR_ITERS,
                     .step = lk ? lk->step : NULL};
     t = rr_lane(S, q, f, b, &X, ar, NULL, RR_ITERS * n, 0, sync, &gs, NULL);

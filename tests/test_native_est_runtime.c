@@ -324,9 +324,18 @@ static void compare_async(const char *cname, sched_kind kind, int sync, double l
  * of the simulator under both runtimes (before the hold, under sync: 6 beyond 3 %, worst
  * -11.5 %, gnmt 4-2; with the hold but no step: worst 0.9 %); pipedream overlapped: each
  * within 3 % (before, its order without the all-reduces: 4 beyond 3 %, worst 28.3 %; held
- * but without the step, a step after every microbatch of gnmt 1-1: 3 at -3.7 %). Logged:
- * pipedream under sync there (gnmt and resnet50 2-3 -25 %), and cluster-a-4x4 (not
- * checked: the servers' ports, not in the replay). */
+ * but without the step, a step after every microbatch of gnmt 1-1: 3 at -3.7 %). On
+ * cluster-a-4x4 overlapped, where a server's 10 Gb/s port of one lane carries several
+ * replicas' sends and the rings (native_rrport.c): 2bw each within 3 %, pipedream each
+ * within 5 % (measured: worst 1.1 % and 3.7 %; before the ports: 6 and 5 beyond 3 %,
+ * worst -14.3 % and -35.0 %, resnet50 2-3; with the ports but not the rings: -14.3 % and
+ * -35.0 % still, the ring that the sends through its ports push later). pipedream under
+ * sync on dgx-h100: each within 3 % (measured: worst 0.8 %; before, gnmt and resnet50 2-3
+ * at -25.2 and -25.0 %: a replica held at its round's all-reduce had not posted its next
+ * forward's receive, so the replay stopped short and the price fell back to the closed
+ * form's M x period). cluster-a-4x4 under sync, the ports replayed with blocking sends:
+ * 2bw each within 3 %, pipedream within 8 % (measured: worst 2.9 % and 7.3 %, resnet50
+ * 2-3; before: 7 and 9 beyond 3 %, worst 11.0 % and 25.9 %). */
 Test(native_est_runtime, async_against_the_simulator, .timeout = 120)
 {
     static const char *cl[] = {"dgx-h100", "cluster-a-4x4"};
@@ -335,7 +344,8 @@ Test(native_est_runtime, async_against_the_simulator, .timeout = 120)
         for (int ci = 0; ci < 2; ci++)
             for (int sync = 0; sync <= 1; sync++) {
                 aerrs er = {0};
-                double lim = ci > 0 ? 0 : k == 0 ? 0.005 : sync ? 0 : 0.03;
+                double lim = ci > 0 ? (k == 0 ? 0.03 : sync ? 0.08 : 0.05)
+                                    : k == 0 ? 0.005 : 0.03;
                 compare_async(cl[ci], kinds[k], sync, lim, &er);
                 cr_log_info("%s on %s, p2p sync %d: %d plans, %d beyond 3 %%, %d beyond 5 %%, "
                             "worst %.1f %%\n", sched_kind_name(kinds[k]), cl[ci], sync, er.n,
@@ -343,16 +353,36 @@ Test(native_est_runtime, async_against_the_simulator, .timeout = 120)
             }
 }
 
+/* Under blocking transfers a replica held at its round's all-reduce has already posted
+ * its next forward's receive (the exchange after a backward comes before the all-reduce),
+ * so pipedream's replay of 2 over 3 replicas (24 microbatches, a 2 ms ring on each
+ * replicated stage) runs to its end, no faster than overlapped; before, the held replica
+ * had not posted it, its sender could not send, and the replay stopped short (-1: the
+ * price fell back to the closed form's, 25 % low for gnmt on dgx-h100). */
+Test(native_est_runtime, held_replicas_post_their_receives)
+{
+    const int reps[2] = {2, 3};
+    const double f[2] = {3e-3, 2e-3}, b[2] = {6e-3, 5e-3}, x[2] = {1e-3, 0}, ar[2] = {2e-3, 2e-3};
+    for (int k = 0; k < 2; k++) {
+        const sched_kind kind = k ? SCHED_2BW : SCHED_PIPEDREAM;
+        double ts = nm_rr_time_p2p(kind, 2, reps, f, b, x, ar, NULL, 24, 1, NULL);
+        double to = nm_rr_time_p2p(kind, 2, reps, f, b, x, ar, NULL, 24, 0, NULL);
+        cr_expect(ts > 0 && to > 0 && ts >= to, "%s: sync %.6f s, overlapped %.6f s",
+                  sched_kind_name(kind), ts, to);
+    }
+}
+
 /* The error of kind's estimate for profile prof cut evenly into the stages of shape on the
- * first 16 devices of cluster file cname, under runtime sync, against the simulator's run
- * of its plan (4 x the lcm of the counts microbatches of a quarter minibatch). */
-static double async_error(const char *cname, const char *prof, const int *shape,
-                          sched_kind kind, int sync)
+ * first ndev devices (16 or 32: 2 or 4 servers) of cluster file cname, under runtime
+ * sync, against the simulator's run of its plan (4 x the lcm of the counts microbatches
+ * of a quarter minibatch). */
+static double async_error_on(const char *cname, int ndev, const char *prof, const int *shape,
+                             sched_kind kind, int sync)
 {
     plumb_err e;
     char cpath[256];
     snprintf(cpath, sizeof cpath, CLUSTER_DIR "/%s.json", cname);
-    cluster *c = cluster_load_cut(cpath, 16, 2, &e);
+    cluster *c = cluster_load_cut(cpath, ndev, ndev / 8, &e);
     cr_assert_not_null(c, "%s", e.msg);
     profile *p = shipped_profile(prof);
     nm_model m;
@@ -371,14 +401,21 @@ static double async_error(const char *cname, const char *prof, const int *shape,
     return pt.iter_s / sim - 1;
 }
 
+/* async_error_on the first 16 devices. */
+static double async_error(const char *cname, const char *prof, const int *shape,
+                          sched_kind kind, int sync)
+{
+    return async_error_on(cname, 16, prof, shape, kind, sync);
+}
+
 /* A stage whose replicas sit on both sides of a server's Ethernet: 2-3 on cluster-a-4x4
  * puts stage 1's third replica on device 4, the second server, so a third of the
  * microbatches cross the Ethernet both ways (41 ms each for resnet50, where the path from
  * the range's first device, which the stage's one x[s] took, is 3.2 ms of PCIe). 2bw's
  * replay takes each replica pair's own path (nm_rr_time_links): vgg16, gnmt and resnet50
  * each within 5 % of the simulator under `--p2p sync` (before: -12.2, -6.4 and -27.5 %),
- * within 15 % overlapped (before: worst -24.3 %, resnet50; the servers' ports, not in
- * the replay, leave -14.3 % of it). */
+ * within 3 % overlapped (before: worst -24.3 %, resnet50; the paths alone -14.3 %, the
+ * servers' ports and the ring on them, native_rrport.c, the rest: -0.0, +0.5, -0.7 %). */
 Test(native_est_runtime, replicas_across_servers_take_their_own_paths, .timeout = 120)
 {
     static const char *profs[] = {"vgg16", "gnmt", "resnet50"};
@@ -389,8 +426,33 @@ Test(native_est_runtime, replicas_across_servers_take_their_own_paths, .timeout 
         cr_log_info("2bw %s 2-3 on cluster-a-4x4: %+.1f %% under sync, %+.1f %% overlapped\n",
                     profs[fi], 100 * es, 100 * eo);
         cr_expect(fabs(es) < 0.05, "%s sync: %+.1f %%", profs[fi], 100 * es);
-        cr_expect(fabs(eo) < 0.15, "%s overlapped: %+.1f %%", profs[fi], 100 * eo);
+        cr_expect(fabs(eo) < 0.03, "%s overlapped: %+.1f %%", profs[fi], 100 * eo);
     }
+}
+
+/* The heterogeneous cluster (hetero-2xh200-2xv100: two servers of 8 H200, two of 8 V100,
+ * 100 Gb/s InfiniBand of one lane a port): 16-16 puts stage 0 on the H200s, and the 16
+ * replicas' activations and gradients leave through two servers' ports, beside each
+ * stage's ring across two servers; the lane replay had no ports (the estimated samples/s
+ * of the plans of `plumb plan --schedule pipedream` there against their simulated ones:
+ * resnet50 16-16 +70.5 %, inception_v3 +43.3 %, densenet121 +37.6 %). With the ports (native_rrport.c) resnet50, inception_v3 and
+ * densenet121 cut evenly, pipedream and 2bw, each within 4 % of the simulator's
+ * iteration (measured: worst +3.3 %, densenet121 under pipedream, the rest within 1.1 %;
+ * without the ports: -35.3, -23.5, -21.5 % under pipedream, -12.6, -7.4, -6.9 % under
+ * 2bw). */
+Test(native_est_runtime, heterogeneous_servers_ports, .timeout = 120)
+{
+    static const char *profs[] = {"resnet50", "inception_v3", "densenet121"};
+    static const int shape[5] = {16, 16, 0, 0, 0};
+    for (int fi = 0; fi < 3; fi++)
+        for (int k = 0; k < 2; k++) {
+            const sched_kind kind = k ? SCHED_2BW : SCHED_PIPEDREAM;
+            double err = async_error_on("hetero-2xh200-2xv100", 32, profs[fi], shape, kind, 0);
+            cr_log_info("%s %s 16-16 on hetero-2xh200-2xv100: %+.1f %%\n",
+                        sched_kind_name(kind), profs[fi], 100 * err);
+            cr_expect(fabs(err) < 0.04, "%s %s: %+.1f %%", sched_kind_name(kind), profs[fi],
+                      100 * err);
+        }
 }
 
 /* nm_rr_time_links with every replica pair on the same path is nm_rr_time_p2p with that
