@@ -3,9 +3,10 @@
  * interleave, recomputation, sequence parallelism and ZeRO, and its runtime (tp overlap,
  * the parameter all-gather under the forward, p2p, the gradient reduction's place,
  * attention). Each layout key steps to the nearest value the layout can take
- * (ui_layout3d_ok; tp and cp: ui_cp_applies) or says why none exists; every change passes
- * the runtime check of `plumb plan --model` (ui_layout3d_check) or is refused with its
- * line. Pure data, like ui/whatif.c. */
+ * (ui_layout3d_ok; tp and cp: ui_cp_applies; pp, interleave and schedule under
+ * Megatron-Core's uneven split: ui_split_ok) or says why none exists; every change passes
+ * the runtime check of `plumb plan --model` (ui_layout3d_check, FP8 primary weights
+ * included) or is refused with its line. Pure data, like ui/whatif.c. */
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
