@@ -5,6 +5,7 @@
 #include "core/plan.h"
 #include "core/schedule_traits.h"
 #include "exec/backend.h"
+#include "planner/layout3d.h"
 #include "planner/llm_profile.h"
 #include "planner/native.h"
 
@@ -222,6 +223,22 @@ int cli_p2p_split(const char *cmd, const char *s, int *whole)
 int cli_cp(const char *cmd, const char *s, int *cp)
 {
     return cli_int(cmd, "--cp", s, 1, 4096, cp);
+}
+
+int cli_split_opt(const char *cmd, int c, const char *arg, layout3d_options *o, int *fp8pg)
+{
+    switch (c) {
+    case CLI_O_FP8PG: *fp8pg = 1; return 0;
+    case CLI_O_FIRST:
+        return cli_int(cmd, "--decoder-first-pipeline-num-layers", arg, 1, 1 << 20,
+                       &o->first_blocks) ? 2 : 0;
+    case CLI_O_LAST:
+        return cli_int(cmd, "--decoder-last-pipeline-num-layers", arg, 1, 1 << 20,
+                       &o->last_blocks) ? 2 : 0;
+    case CLI_O_ACC_EMB: o->account_embedding = 1; return 0;
+    case CLI_O_ACC_LOSS: o->account_loss = 1; return 0;
+    }
+    return -1;
 }
 
 int cli_recompute(const char *cmd, const char *s, int *out)

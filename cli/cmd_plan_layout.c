@@ -145,7 +145,7 @@ static const char usage_text[] =
 
 enum { O_MODEL = 1200, O_GPUS, O_CP, O_TP, O_PP, O_DP, O_GB, O_MBS, O_V, O_RC, O_CKPT, O_SP, O_ZERO,
        O_PREC, O_SCHED, O_SEQ, O_JSON, O_BALANCE, O_ATTN, O_SEARCH, O_TOP, O_P2P, O_GSYNC, O_OPG,
-       O_TPO, O_GRED, O_OSTATE, O_SPLIT, O_FP8PG, O_FIRST, O_LAST, O_ACC_EMB, O_ACC_LOSS };
+       O_TPO, O_GRED, O_OSTATE, O_SPLIT };
 
 /* What the command line gave besides the layout options (the search's fixed ones). */
 typedef struct given {
@@ -195,14 +195,10 @@ static int parse(int argc, char **argv, layout3d_options *o, given *g, const cha
         {"grad-sync", required_argument, 0, O_GSYNC},
         {"p2p-split", required_argument, 0, O_SPLIT},
         {"overlap-param-gather", no_argument, 0, O_OPG},
-        {"fp8-param-gather", no_argument, 0, O_FP8PG},
         {"tp-overlap", required_argument, 0, O_TPO},
         {"grad-reduce", required_argument, 0, O_GRED},
         {"optimizer-state", required_argument, 0, O_OSTATE},
-        {"decoder-first-pipeline-num-layers", required_argument, 0, O_FIRST},
-        {"decoder-last-pipeline-num-layers", required_argument, 0, O_LAST},
-        {"account-for-embedding-in-pipeline-split", no_argument, 0, O_ACC_EMB},
-        {"account-for-loss-in-pipeline-split", no_argument, 0, O_ACC_LOSS},
+        CLI_SPLIT_LONGOPTS, /* the uneven splits and --fp8-param-gather, as ui's */
         {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
     const char *cmd = "plan";
     int c, v, seq;
@@ -218,7 +214,6 @@ static int parse(int argc, char **argv, layout3d_options *o, given *g, const cha
         case O_BALANCE: o->balance = 1; break;
         case O_SEARCH: g->search = 1; break;
         case O_OPG: g->overlap_param_gather = 1; break;
-        case O_FP8PG: g->fp8_param_gather = 1; break;
         case O_TOP: if (cli_int(cmd, "--top", optarg, 1, 1000, &g->top)) return 2; break;
         case O_GPUS:
             if (cli_int(cmd, "--gpus", optarg, 1, CLUSTER_MAX_DEVICES, &o->gpus))
@@ -285,20 +280,9 @@ static int parse(int argc, char **argv, layout3d_options *o, given *g, const cha
             if (cli_state_precision(cmd, "--optimizer-state", optarg, &o->optimizer_state))
                 return 2;
             break;
-        case O_FIRST:
-            if (cli_int(cmd, "--decoder-first-pipeline-num-layers", optarg, 1, 1 << 20,
-                        &o->first_blocks))
-                return 2;
-            break;
-        case O_LAST:
-            if (cli_int(cmd, "--decoder-last-pipeline-num-layers", optarg, 1, 1 << 20,
-                        &o->last_blocks))
-                return 2;
-            break;
-        case O_ACC_EMB: o->account_embedding = 1; break;
-        case O_ACC_LOSS: o->account_loss = 1; break;
         case 'h': printf(usage_text, SEARCH3D_SIMULATE); return 1;
-        default: return 2;
+        default:
+            if (cli_split_opt(cmd, c, optarg, o, &g->fp8_param_gather)) return 2;
         }
     }
     if (optind < argc)

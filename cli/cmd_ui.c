@@ -32,7 +32,11 @@ static void usage(FILE *out)
             "                [--attention standard|flash] [--balance] [--p2p overlap|sync]\n"
             "                [--grad-sync overlap|end] [--p2p-split scatter-gather|whole]\n"
             "                [--tp-overlap none|backward|full] [--grad-reduce fp32|bf16]\n"
-            "                [--optimizer-state fp32|bf16] [options]\n\n"
+            "                [--optimizer-state fp32|bf16] [--fp8-param-gather]\n"
+            "                [--decoder-first-pipeline-num-layers N]\n"
+            "                [--decoder-last-pipeline-num-layers N]\n"
+            "                [--account-for-embedding-in-pipeline-split]\n"
+            "                [--account-for-loss-in-pipeline-split] [options]\n\n"
             "Terminal dashboard for what-if planning: the plan's stages, the pipeline\n"
             "timeline and the figures; keys change the device count, bandwidths, schedule,\n"
             "microbatches, memory limit, straggler and recomputation, and re-plan and\n"
@@ -44,9 +48,13 @@ static void usage(FILE *out)
             "dividing the sequence, tp x cp within a server), the microbatch size,\n"
             "interleave, recompute, sequence parallelism and ZeRO (docs/ui.md); the runtime\n"
             "options (--tp-overlap, --overlap-param-gather, --p2p, --grad-sync, --p2p-split,\n"
-            "--grad-reduce, --optimizer-state, --attention, --balance) hold for every\n"
-            "layout the keys reach, and the frame shows them; keys change five of them\n"
-            "(k K tp overlap, j the all-gather, y p2p, E grad-sync, f attention).\n\n"
+            "--grad-reduce, --optimizer-state, --attention, --balance, --fp8-param-gather)\n"
+            "and Megatron-Core's uneven split (--decoder-first/last-pipeline-num-layers,\n"
+            "--account-for-embedding/loss-in-pipeline-split) hold for every layout the keys\n"
+            "reach, and the frame shows them; keys change five of them (k K tp overlap, j\n"
+            "the all-gather, y p2p, E grad-sync, f attention); a key whose layout plan\n"
+            "--model refuses (zero 0 under --fp8-param-gather, a pp the split does not\n"
+            "take) is refused with its line.\n\n"
             "options:\n"
             "  -p, --profile FILE    a profile (plumb-profile/1), with -c\n"
             "  -c, --cluster FILE    a cluster (plumb-cluster/1), with -p or --model\n"
@@ -132,7 +140,9 @@ static int layout_opt(int c, const char *arg, layout3d_options *o, ui_runtime *r
         if (N[i].code == c)
             return cli_int("ui", N[i].name, arg, N[i].lo, N[i].hi, (int *)((char *)o + N[i].off))
                        ? 2 : 0;
-    int v;
+    /* the uneven splits and FP8 primary weights: plan --model's parser */
+    int v = cli_split_opt("ui", c, arg, o, &rt->fp8_param_gather);
+    if (v >= 0) return v;
     switch (c) {
     case L_CP: return cli_cp("ui", arg, &o->cp) ? 2 : 0; /* plan --model's parser */
     case L_SEQ: return cli_int("ui", "--seq-len", arg, 1, 100000000, seq) ? 2 : 0;
@@ -190,12 +200,13 @@ int cmd_ui(int argc, char **argv)
         { "overlap-param-gather", no_argument, NULL, L_OPG },
         { "grad-reduce", required_argument, NULL, L_GRED },
         { "optimizer-state", required_argument, NULL, L_OSTATE },
+        CLI_SPLIT_LONGOPTS, /* plan --model's: the uneven splits, --fp8-param-gather */
         { "help", no_argument, NULL, 'h' },          { NULL, 0, NULL, 0 },
     };
     const char *model = NULL;
     layout3d_options lo;
     layout3d_options_init(&lo);
-    ui_runtime rt = { 0, 0 };
+    ui_runtime rt = { 0, 0, 0 };
     lo.microbatch_size = 1;
     int seq = 0, nlayout = 0, r;
     const char *prof = NULL, *clus = NULL, *out = ".", *snap = NULL, *keyspec = NULL;

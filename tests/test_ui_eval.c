@@ -4,7 +4,8 @@
  * and cluster (the plan validates, the report is there, the cache answers repeats), and
  * re-planning under a plan file's runtime and ZeRO stage (as plumb plan -p --p2p sync and
  * --zero 1 plan), and a transformer's what-ifs laid out with their context parallelism (as
- * plumb plan --model --cp lays them out). */
+ * plumb plan --model --cp lays them out), and with FP8 primary weights and Megatron-Core's
+ * uneven splits, from the command line or a plan file (as plan --model lays them out). */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdio.h>
@@ -16,6 +17,7 @@
 #include "planner/llm_profile.h"
 #include "planner/native.h"
 #include "planner/policy.h"
+#include "tests/tmpdir.h"
 
 #define PROFILE "profiles/pipedream/vgg16.json"
 #define CLUSTER "profiles/clusters/cluster-a-4x4.json"
@@ -470,7 +472,7 @@ Test(ui_eval, runtime_options_are_the_fixed_layout)
     layout3d_options_init(&o);
     o.pp = 2, o.dp = 2, o.gpus = 8, o.global_batch = 16, o.microbatch_size = 2;
     o.interleave = 1, o.sequence_parallel = 1, o.zero = 1;
-    ui_runtime rt = { TP_OVERLAP_FULL, 1 };
+    ui_runtime rt = { TP_OVERLAP_FULL, 1, 0 };
     ui_base b;
     plumb_err e;
     err_clear(&e);
@@ -538,4 +540,161 @@ Test(ui_eval, context_parallel_layouts_carry_their_cp)
     }
     cr_expect(iter[0] != iter[3], "cp 2 and cp 1 price alike: the check cannot fail");
     ui_base_free(&b);
+}
+
+/* Plan --model's plan of layout o with FP8 primary weights fp8pg (set on the built plan,
+ * as cli/cmd_plan_layout.c sets it), simulated in full: its iteration seconds, and its
+ * largest device peak into *peak (may be NULL). */
+static double plan_model_run(const ui_base *b, const layout3d_options *o, int fp8pg,
+                             double *peak)
+{
+    plumb_err e;
+    err_clear(&e);
+    plan *pl = layout3d_build(b->model, b->clus, "cluster.json", o, &e);
+    cr_assert_not_null(pl, "%s", e.msg);
+    pl->fp8_param_gather = fp8pg;
+    sim_options so;
+    sim_options_init(&so);
+    sim_report *rep = sim_run(pl, &so, &e);
+    cr_assert_not_null(rep, "%s", e.msg);
+    double it = rep->iteration_s;
+    if (peak) *peak = rep->peak_memory_bytes;
+    sim_report_free(rep);
+    plan_free(pl);
+    return it;
+}
+
+/* Megatron-Core's uneven split (plumb ui --model --decoder-first-pipeline-num-layers 4):
+ * every what-if lays out with it, as plan --model lays the same layout out (rank 0 holds
+ * the embedding and 4 blocks, rank 1 the other 8 and the head), to the same iteration;
+ * the even split prices otherwise. */
+Test(ui_eval, uneven_split_rides_every_layout)
+{
+    layout3d_options o;
+    layout3d_options_init(&o);
+    o.tp = 2, o.pp = 2, o.dp = 2, o.gpus = 8, o.global_batch = 16, o.microbatch_size = 1;
+    o.first_blocks = 4;
+    ui_base b;
+    plumb_err e;
+    err_clear(&e);
+    cr_assert_eq(ui_base_load_model(&b, "examples/llm/gpt2.json",
+                                    "profiles/clusters/dgx-a100-80g.json", &o, NULL, &e), 0,
+                 "%s", e.msg);
+    ui_whatif w;
+    ui_base_whatif(&b, &w);
+    static const struct { int tp, dp, mbs; } L[] = { { 2, 2, 1 }, { 2, 4, 1 }, { 1, 4, 2 } };
+    for (int i = 0; i < 3; i++) {
+        w.tp = L[i].tp, w.dp = L[i].dp, w.mbs = L[i].mbs, w.ngpus = L[i].tp * 2 * L[i].dp;
+        ui_result r = { 0 };
+        cr_assert_eq(ui_evaluate(&b, &w, &r), 0, "%s", r.err);
+        cr_expect(r.pl->nstages == 2 && r.pl->stages[0].last_layer == 4 &&
+                  r.pl->stages[1].first_layer == 5, "layout %d: stage 0 ends at layer %d", i,
+                  r.pl->stages[0].last_layer);
+        layout3d_options p = o;
+        p.tp = L[i].tp, p.dp = L[i].dp, p.microbatch_size = L[i].mbs, p.gpus = w.ngpus;
+        double want = plan_model_run(&b, &p, 0, NULL);
+        cr_expect(fabs(r.rep->iteration_s / want - 1) < 1e-6,
+                  "layout %d: the dashboard %.9g s, plan --model %.9g s", i,
+                  r.rep->iteration_s, want);
+        p.first_blocks = 0;
+        cr_expect(fabs(r.rep->iteration_s / plan_model_run(&b, &p, 0, NULL) - 1) > 1e-3,
+                  "layout %d: the even split prices alike: the check cannot fail", i);
+        ui_result_free(&r);
+    }
+    ui_base_free(&b);
+}
+
+/* FP8 primary weights (plumb ui --model --fp8-param-gather): every what-if's layout has
+ * them, as plan --model --fp8-param-gather builds it, at the same iteration and peak,
+ * lower than without them. */
+Test(ui_eval, fp8_param_gather_rides_every_layout)
+{
+    layout3d_options o;
+    layout3d_options_init(&o);
+    o.tp = 2, o.pp = 2, o.dp = 2, o.gpus = 8, o.global_batch = 16, o.microbatch_size = 1;
+    o.precision = DEV_FP8, o.zero = 1, o.seq = 1024;
+    ui_runtime rt = { 0, 0, 1 };
+    ui_base b;
+    plumb_err e;
+    err_clear(&e);
+    cr_assert_eq(ui_base_load_model(&b, "examples/llm/nemo/llama2-7b.json",
+                                    "profiles/clusters/dgx-h100.json", &o, &rt, &e), 0,
+                 "%s", e.msg);
+    ui_whatif w;
+    ui_base_whatif(&b, &w);
+    cr_assert_eq(w.fp8pg, 1);
+    static const struct { int tp, dp; } L[] = { { 2, 2 }, { 2, 4 }, { 1, 4 } };
+    for (int i = 0; i < 3; i++) {
+        w.tp = L[i].tp, w.dp = L[i].dp, w.ngpus = L[i].tp * 2 * L[i].dp;
+        ui_result r = { 0 };
+        cr_assert_eq(ui_evaluate(&b, &w, &r), 0, "%s", r.err);
+        cr_expect(r.pl->fp8_param_gather, "layout %d dropped fp8_param_gather", i);
+        layout3d_options p = o;
+        p.tp = L[i].tp, p.dp = L[i].dp, p.gpus = w.ngpus;
+        double peak, want = plan_model_run(&b, &p, 1, &peak);
+        cr_expect(fabs(r.rep->iteration_s / want - 1) < 1e-6,
+                  "layout %d: the dashboard %.9g s, plan --model %.9g s", i,
+                  r.rep->iteration_s, want);
+        cr_expect(fabs(r.rep->peak_memory_bytes / peak - 1) < 1e-9, "layout %d: peak %.0f, "
+                  "plan --model %.0f", i, r.rep->peak_memory_bytes, peak);
+        double without;
+        plan_model_run(&b, &p, 0, &without);
+        cr_expect(without > peak * 1.01, "layout %d: peak %.0f without them, %.0f with: the "
+                  "check cannot fail", i, without, peak);
+        ui_result_free(&r);
+    }
+    ui_base_free(&b);
+}
+
+/* A plan file written by plan --model --fp8-param-gather with an uneven split, opened in
+ * the dashboard (2D view): the what-if starts with its FP8 primary weights, and a
+ * microbatch change (the file's stages kept) keeps them and the split, at plan --model's
+ * iteration for the doubled global batch. */
+Test(ui_eval, plan_file_keeps_fp8_param_gather_and_its_split)
+{
+    layout3d_options o;
+    layout3d_options_init(&o);
+    o.tp = 2, o.pp = 2, o.dp = 2, o.gpus = 8, o.global_batch = 16, o.microbatch_size = 1;
+    o.precision = DEV_FP8, o.zero = 1, o.seq = 1024, o.first_blocks = 12;
+    plumb_err e;
+    err_clear(&e);
+    transformer *t = transformer_load("examples/llm/nemo/llama2-7b.json", &e);
+    cluster *c = t ? cluster_load("profiles/clusters/dgx-h100.json", &e) : NULL;
+    cr_assert_not_null(c, "%s", e.msg);
+    plan *pl = layout3d_build(t, c, "dgx-h100.json", &o, &e);
+    cr_assert_not_null(pl, "%s", e.msg);
+    pl->fp8_param_gather = 1;
+    char *dir = make_tmpdir_named("uieval"), path[512];
+    snprintf(path, sizeof path, "%s/fp8.json", dir);
+    cr_assert_eq(plan_save(pl, path, &e), 0, "%s", e.msg);
+    ui_base b;
+    cr_assert_eq(ui_base_load(&b, NULL, NULL, path, &e), 0, "%s", e.msg);
+    ui_whatif w;
+    ui_base_whatif(&b, &w);
+    cr_assert_eq(w.fp8pg, 1);
+    w.microbatches *= 2;
+    ui_result r = { 0 };
+    cr_assert_eq(ui_evaluate(&b, &w, &r), 0, "%s", r.err);
+    cr_expect(r.pl->fp8_param_gather, "the re-plan dropped fp8_param_gather");
+    cr_expect(r.pl->stages[0].last_layer == 12, "stage 0 ends at layer %d, not 12",
+              r.pl->stages[0].last_layer);
+    o.global_batch = 32;
+    plan *want = layout3d_build(t, c, "dgx-h100.json", &o, &e);
+    cr_assert_not_null(want, "%s", e.msg);
+    want->fp8_param_gather = 1;
+    sim_options so;
+    sim_options_init(&so);
+    sim_report *rep = sim_run(want, &so, &e);
+    cr_assert_not_null(rep, "%s", e.msg);
+    cr_expect(fabs(r.rep->iteration_s / rep->iteration_s - 1) < 1e-6,
+              "the dashboard %.9g s, plan --model %.9g s", r.rep->iteration_s,
+              rep->iteration_s);
+    sim_report_free(rep);
+    plan_free(want);
+    ui_result_free(&r);
+    ui_base_free(&b);
+    plan_free(pl);
+    cluster_free(c);
+    transformer_free(t);
+    cr_expect_eq(rm_tree(dir), 0);
 }

@@ -1096,7 +1096,7 @@ Test(ui_snapshot, layout3d_runtime_rides_every_layout_and_is_saved)
     o.p2p_sync = 1;
     o.grad_reduce = DEV_BF16;
     o.balance = 1;
-    ui_runtime rt = { TP_OVERLAP_FULL, 0 };
+    ui_runtime rt = { TP_OVERLAP_FULL, 0, 0 };
     ui_app a;
     plumb_err e;
     err_clear(&e);
@@ -1419,4 +1419,61 @@ Test(ui_snapshot, layout3d_random_keys_keep_the_screen_and_the_settings_in_step)
         cr_assert_gt(refused, 0, "no key was refused: the rejection path went untested");
         ui_app_free(&a);
     }
+}
+
+/* Megatron-Core's uneven split and FP8 primary weights (plumb ui --model
+ * --decoder-first-pipeline-num-layers 4; --fp8-param-gather) ride the keys: the runtime
+ * row names each (one word), w lays out again with it, s saves a plan that plumb sim
+ * prices as the frame shows (rank 0: the embedding and 4 blocks; "fp8_param_gather"),
+ * and o (ZeRO 0) under FP8 primary weights is refused with plan --model's line. */
+Test(ui_snapshot, layout3d_uneven_split_and_fp8_param_gather_ride_the_keys)
+{
+    ui_app a;
+    layout3d_options o = layout_of(2, 2, 2, 16);
+    o.first_blocks = 4;
+    open_gpt2(&a, o);
+    char *s = snap(&a, 160, 40, NULL);
+    cr_assert(strstr(s, "balance off  pp-first-layers-4"), "%s", s);
+    free(s);
+    s = snap(&a, 80, 24, NULL);
+    cr_assert(strstr(s, " first-4"), "%s", s);
+    free(s);
+    s = snap(&a, 130, 40, "ws");
+    cr_assert(strstr(s, "GPUs 16 = tp 2 x pp 2 x dp 4"), "%s", s);
+    figs f = read_figs(s);
+    const char *path = saved_plan_path(s);
+    cJSON *rep = sim_json(path, NULL, NULL);
+    assert_same_figures(&f, rep);
+    cJSON_Delete(rep);
+    plumb_err e;
+    err_clear(&e);
+    plan *pl = plan_load(path, &e);
+    cr_assert_not_null(pl, "%s", e.msg);
+    cr_assert(pl->nstages == 2 && pl->stages[0].last_layer == 4, "stage 0 ends at %d",
+              pl->stages[0].last_layer);
+    plan_free(pl);
+    free(s);
+    ui_app_free(&a);
+
+    o = layout_of(2, 2, 2, 16);
+    o.precision = DEV_FP8, o.zero = 1, o.seq = 1024;
+    ui_runtime rt = { 0, 0, 1 };
+    cr_assert_eq(ui_app_open_model(&a, "examples/llm/nemo/llama2-7b.json",
+                                   "profiles/clusters/dgx-h100.json", &o, &rt, tmpdir, &e), 0,
+                 "%s", e.msg);
+    s = snap(&a, 200, 40, "ws");
+    cr_assert(strstr(s, "fp8-param-gather"), "%s", s);
+    f = read_figs(s);
+    path = saved_plan_path(s);
+    rep = sim_json(path, NULL, NULL);
+    assert_same_figures(&f, rep);
+    cr_assert(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(rep, "fp8_param_gather")),
+              "the saved plan has no fp8_param_gather");
+    cJSON_Delete(rep);
+    free(s);
+    s = snap(&a, 200, 40, "o");
+    cr_assert(strstr(s, "--fp8-param-gather: expected --zero 1"), "%s", s);
+    cr_assert(a.st->cur.zero == 1 && a.cur.pl->fp8_param_gather);
+    free(s);
+    ui_app_free(&a);
 }

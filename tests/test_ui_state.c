@@ -690,3 +690,88 @@ Test(ui_state, layout3d_cp_keys_take_only_the_values_that_apply)
         cr_assert(ui_layout3d_ok(st, w));
     }
 }
+
+/* Megatron-Core's uneven splits (plumb ui --model --decoder-first/last-pipeline-num-layers,
+ * --account-for-embedding/loss-in-pipeline-split) ride every layout the keys reach: with
+ * the embedding and the loss counted, Llama 3.1 405B's 126 blocks lay out where 128
+ * divides over pp x interleave (never the even split's rule: 126 / 8 is no integer), the
+ * keys step to the pp and interleave Megatron takes, and each layout carries the split
+ * (ui_whatif_layout3d). */
+Test(ui_state, layout3d_uneven_split_keys_take_what_megatron_takes)
+{
+    ui_state *st = fresh3d();
+    layout3d_options o;
+    layout3d_options_init(&o);
+    o.global_batch = 1536;
+    o.account_embedding = o.account_loss = 1;
+    ui_state_set_layout3d(st, 126, 1536, &o);
+    cr_assert(ui_layout3d_ok(st, &st->cur), "tp 8 x pp 8: 128 / 8 virtual stages");
+    char why[256];
+    cr_assert(ui_split_ok(st, &st->cur, why, sizeof why) && !why[0], "%s", why);
+    cr_assert(ui_state_key(st, 'd') & UI_DO_EVAL);
+    cr_assert(st->cur.pp == 16 && st->cur.dp == 8, "pp %d dp %d", st->cur.pp, st->cur.dp);
+    layout3d_options lo = ui_whatif_layout3d(&st->lopt, &st->cur);
+    cr_assert(lo.account_embedding && lo.account_loss && lo.pp == 16, "the split dropped");
+    /* i: interleave 2 (128 / 32), then 3 skipped (128 / 48), 4 (128 / 64) */
+    ui_state_key(st, 'i');
+    cr_assert_eq(st->cur.interleave, 2);
+    ui_state_key(st, 'i');
+    cr_assert_eq(st->cur.interleave, 4);
+    /* the schedules that do not place virtual stage k on rank k % pp are skipped */
+    for (int k = 0; k < 2 * SCHED_NKINDS; k++) {
+        ui_state_key(st, 'c');
+        cr_assert(st->cur.schedule != SCHED_ZB_V && st->cur.schedule != SCHED_DUALPIPEV,
+                  "c reached %d under an uneven split", st->cur.schedule);
+    }
+    ui_whatif w = st->cur;
+    w.schedule = SCHED_ZB_V, w.interleave = 2;
+    cr_assert_not(ui_split_ok(st, &w, why, sizeof why));
+    cr_assert(strstr(why, "--account-for-embedding-in-pipeline-split: expected a schedule "
+                     "that places virtual stage k on pipeline rank k % pp"), "%s", why);
+
+    /* first and last counts: GPT-3's 96 blocks, 6 on rank 0 and on rank pp - 1; pp 4
+     * leaves 84 for 2 ranks, pp 2 none for the middle: D stops at 4 and says why */
+    st = fresh3d();
+    layout3d_options_init(&o);
+    o.global_batch = 1536;
+    o.first_blocks = o.last_blocks = 6;
+    ui_state_set_layout3d(st, 96, 1536, &o);
+    cr_assert(ui_layout3d_ok(st, &st->cur));
+    ui_state_key(st, 'D');
+    cr_assert_eq(st->cur.pp, 4);
+    cr_assert_eq(ui_state_key(st, 'D'), UI_DO_REDRAW);
+    cr_assert(strstr(st->note, "no smaller pp 4: pp 2: --decoder-last-pipeline-num-layers: "
+                     "expected the first and last ranks to hold all 96 blocks at --pp 2"),
+              "%s", st->note);
+    cr_assert_eq(st->undo_n, 1);
+    /* the even split would take pp 2 here */
+    st->lopt.first_blocks = st->lopt.last_blocks = 0;
+    cr_assert(ui_state_key(st, 'D') & UI_DO_EVAL);
+    cr_assert_eq(st->cur.pp, 2);
+}
+
+/* FP8 primary weights (plumb ui --model --fp8-param-gather) ride every layout: a key
+ * that would leave ZeRO 1 under them is refused with plan --model's line, nothing
+ * recorded; the what-if carries them (undo, pin and the kept layouts tell it apart). */
+Test(ui_state, layout3d_fp8_param_gather_refuses_zero_0)
+{
+    ui_state *st = fresh3d();
+    layout3d_options o;
+    layout3d_options_init(&o);
+    o.global_batch = 1536;
+    o.precision = DEV_FP8;
+    o.zero = 1;
+    ui_state_set_layout3d(st, 96, 1536, &o);
+    st->cur.zero = 1, st->cur.fp8pg = 1;
+    cr_assert_eq(ui_state_key(st, 'o'), UI_DO_REDRAW);
+    cr_assert(strstr(st->note, "--fp8-param-gather: expected --zero 1"), "%s", st->note);
+    cr_assert(st->cur.zero == 1 && st->cur.fp8pg == 1 && st->undo_n == 0);
+    ui_state_key(st, 'w');
+    cr_assert(st->cur.fp8pg == 1 && st->cur.dp > 16, "dp %d", st->cur.dp);
+    ui_whatif w = st->cur;
+    w.fp8pg = 0;
+    cr_assert_not(ui_whatif_equal(&w, &st->cur));
+    st->cur.fp8pg = 0; /* without them zero 0 is plan's to take */
+    cr_assert(ui_state_key(st, 'o') & UI_DO_EVAL);
+    cr_assert_eq(st->cur.zero, 0);
+}

@@ -156,6 +156,16 @@ static int pen_field(pen *p, const char *label, const char *value, int vstyle)
     return 1;
 }
 
+/* One word alone (a setting that is on: "fp8-param-gather"), then the gap; 0 (nothing
+ * drawn) when it does not fit. */
+static int pen_word(pen *p, const char *word, int style)
+{
+    if ((int)strlen(word) > pen_room(p)) return 0;
+    pen_text(p, word, style);
+    pen_text(p, p->gap > 1 ? "  " : " ", UI_ST_NORMAL);
+    return 1;
+}
+
 /* The device of a result's report holding the largest memory peak, or NULL. */
 static const sim_device_report *peak_device(const sim_report *r)
 {
@@ -320,6 +330,14 @@ static void runtime_field(pen *p, const char *label, const char *value, int aske
     else pen_field(p, label, value, asked ? UI_ST_VALUE | UI_A_BOLD : UI_ST_VALUE);
 }
 
+/* A setting that is on, one word: the long one where it fits, else the short one; dim
+ * where the plan shown does not have it (taken 0). */
+static void runtime_word(pen *p, const char *word, const char *brief, int taken)
+{
+    int style = taken ? UI_ST_VALUE | UI_A_BOLD : UI_ST_DIM;
+    if (!pen_word(p, word, style)) pen_word(p, brief, style);
+}
+
 /* A transformer's runtime row: the settings of `plumb plan --model` that every layout the
  * keys reach runs with (the runtime keys change tp-overlap, overlap-param-gather, p2p,
  * grad-sync and attention; the live plan's where it has them): the option names from
@@ -362,23 +380,42 @@ static void draw_runtime(ui_app *a, int x, int y, int w, ui_fb *fb)
                           or tp 1, where the sends are one rank's share already */
         runtime_field(&p, wide ? "p2p-split" : "split", "whole", 1,
                       !pl || (pl->tp > 1 && !pl->sequence_parallel));
+    /* only when on, one word each: FP8 primary weights and Megatron-Core's uneven split,
+     * which every layout keeps (a key that would drop them is refused) */
+    if (wi->fp8pg)
+        runtime_word(&p, "fp8-param-gather", "fp8pg", !pl || pl->fp8_param_gather);
+    const layout3d_options *lo = &a->base.lopt;
+    char s[32];
+    if (lo->first_blocks > 0) {
+        snprintf(v, sizeof v, "pp-first-layers-%d", lo->first_blocks);
+        snprintf(s, sizeof s, "first-%d", lo->first_blocks);
+        runtime_word(&p, v, s, 1);
+    }
+    if (lo->last_blocks > 0) {
+        snprintf(v, sizeof v, "pp-last-layers-%d", lo->last_blocks);
+        snprintf(s, sizeof s, "last-%d", lo->last_blocks);
+        runtime_word(&p, v, s, 1);
+    }
+    if (lo->account_embedding) runtime_word(&p, "embedding-in-split", "emb-split", 1);
+    if (lo->account_loss) runtime_word(&p, "loss-in-split", "loss-split", 1);
 }
 
 /* 1 when the 2D view's header has a runtime row: a plan file whose "p2p", "grad_sync",
- * "overlap_param_gather" or "zero" is not the default (every what-if keeps them;
+ * "overlap_param_gather", "zero" or "fp8_param_gather" is not the default (every what-if keeps them;
  * ui_base_whatif), or whose plan on screen has context parallelism (cp > 1). */
 static int runtime2d_row(const ui_state *st, const plan *pl)
 {
     return st && !st->layout3d &&
            (st->cur.p2p_sync || st->cur.grad_sync_end || st->cur.opg || st->cur.zero ||
-            (pl && pl->cp > 1));
+            st->cur.fp8pg || (pl && pl->cp > 1));
 }
 
 /* The 2D view's runtime row (runtime2d_row): the plan file's settings that ride every plan
  * shown, labelled as the 3D row labels them (the option names from UI_WIDE_W columns,
  * short below, so that the row fits 80): p2p, grad-sync, the all-gather apart ("n/a
  * (zero 0)" where the plan on screen has no ZeRO-1: the all-gather is ZeRO-1's; re-plans
- * keep the file's zero, ui_replan, so only a plan without it shows this) and zero. */
+ * keep the file's zero, ui_replan, so only a plan without it shows this), zero, and the
+ * word fp8-param-gather when the file has it. */
 static void draw_runtime2d(ui_app *a, int x, int y, int w, ui_fb *fb)
 {
     const ui_whatif *wi = &a->st->cur;
@@ -400,6 +437,8 @@ static void draw_runtime2d(ui_app *a, int x, int y, int w, ui_fb *fb)
         snprintf(v, sizeof v, "%d", pl->cp);
         runtime_field(&p, "cp", v, 1, 1);
     }
+    if (wi->fp8pg) /* the file's FP8 primary weights: dim where the plan shown has none */
+        runtime_word(&p, "fp8-param-gather", "fp8pg", !pl || pl->fp8_param_gather);
 }
 
 /* What the header adds after an asynchronous schedule's name (no flush: updates use

@@ -175,6 +175,7 @@ static void runtime_options(const layout3d_options *o, const ui_runtime *rt, int
     if (rt) {
         so->tp_overlap = (plan_tp_overlap)rt->tp_overlap;
         so->overlap_param_gather = rt->overlap_param_gather;
+        so->fp8_param_gather = rt->fp8_param_gather;
     }
 }
 
@@ -232,6 +233,7 @@ void ui_base_whatif(const ui_base *b, ui_whatif *w)
         w->zero = b->lopt.zero;
         w->tp_overlap = b->rt.tp_overlap;
         w->opg = b->rt.overlap_param_gather;
+        w->fp8pg = b->rt.fp8_param_gather;
         w->p2p_sync = b->lopt.p2p_sync;
         w->grad_sync_end = b->lopt.grad_sync_end;
         w->attention = b->lopt.attention;
@@ -241,6 +243,7 @@ void ui_base_whatif(const ui_base *b, ui_whatif *w)
         w->recompute = b->loaded->recompute;
         w->zero = b->loaded->zero; /* the file's ZeRO stage and runtime: every what-if's */
         w->opg = b->loaded->overlap_param_gather;
+        w->fp8pg = b->loaded->fp8_param_gather;
         w->p2p_sync = b->loaded->p2p_sync;
         w->grad_sync_end = b->loaded->grad_sync_end;
     } else {
@@ -390,6 +393,7 @@ static plan *layout(const ui_base *b, const cluster *clus, const ui_whatif *w, p
     search3d_options rt = b->rt; /* the runtime w asks for */
     rt.tp_overlap = (plan_tp_overlap)w->tp_overlap;
     rt.overlap_param_gather = w->opg;
+    rt.fp8_param_gather = w->fp8pg;
     rt.p2p_sync = w->p2p_sync;
     rt.grad_sync_end = w->grad_sync_end;
     plan *pl = layout3d_build(b->model, clus, b->cluster_file, &o, err);
@@ -463,6 +467,8 @@ plan *ui_replan(const ui_base *b, const cluster *clus, const ui_whatif *w, const
     pl->grad_sync_end = w->grad_sync_end;
     pl->zero = w->zero;
     pl->overlap_param_gather = opg_taken(w);
+    /* the file's FP8 primary weights where the plan shown takes them (fp8, ZeRO 1) */
+    pl->fp8_param_gather = w->fp8pg && pl->precision == DEV_FP8 && pl->zero == 1;
     pl->pred_iteration_s = pl->pred_samples_per_s = pl->pred_speedup_vs_dp = -1;
     pl->pred_speedup_vs_1 = -1;
     free(pl->pred_peak_memory_bytes);

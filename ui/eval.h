@@ -40,6 +40,9 @@ typedef struct ui_runtime {
     int tp_overlap;                /* plan_tp_overlap, on every layout with tp > 1 */
     int overlap_param_gather;      /* 1: the parameter all-gather under the forward, on
                                       every zero 1 layout of a synchronous schedule */
+    int fp8_param_gather;          /* 1: FP8 primary weights (--fp8-param-gather; needs
+                                      precision fp8 and zero 1, which every layout keeps:
+                                      the o key to zero 0 is refused) */
 } ui_runtime;
 
 /* The runtime check of `plumb plan --model`'s fixed layouts (search3d_runtime_check, the
@@ -92,10 +95,10 @@ int ui_base_load_model(ui_base *b, const char *model_path, const char *cluster_p
 /* The settings the base starts from: its GPU count, the plan's schedule, microbatches and
  * recomputation (a transformer: its layout's dimensions, microbatch size, interleave,
  * recompute kind, sequence parallelism and ZeRO, and its runtime: tp overlap, the
- * all-gather apart, p2p, attention; or, from a profile: 1f1b-flush, pipedream for
+ * all-gather apart, p2p, attention, FP8 primary weights; or, from a profile: 1f1b-flush, pipedream for
  * PipeDream's partitioner, and microbatches 0 = "the planner chooses"; the app adopts the
  * planner's choice; a plan file: its schedule, microbatches, recomputation and runtime:
- * "p2p", "grad_sync", "overlap_param_gather"),
+ * "p2p", "grad_sync", "overlap_param_gather", "fp8_param_gather"),
  * bandwidths as given, no memory limit, no straggler. */
 void ui_base_whatif(const ui_base *b, ui_whatif *w);
 
@@ -151,8 +154,10 @@ void ui_result_free(ui_result *r);
  * plan on the first w->ngpus devices (PipeDream's partitioner, which takes whole levels,
  * only when that is all of clus). The microbatch count is planner_microbatches of
  * w->microbatches (0: the native planner's own choice, or its default rule for the stages
- * of any other origin). Every plan gets w's p2p and grad-sync (a plan file's runtime);
- * the parameter all-gather apart stays with the file's own stages (ZeRO-1's). *origin says
+ * of any other origin). Every plan gets w's p2p and grad-sync (a plan file's runtime),
+ * and w's FP8 primary weights where it is fp8 with ZeRO 1 (the file's
+ * "fp8_param_gather": the native planner ranks without them, the plan shown runs with
+ * them); the parameter all-gather apart stays with the file's own stages (ZeRO-1's). *origin says
  * where the stages came from; the partitioner's time is added to *plan_ms. NULL with err. */
 plan *ui_replan(const ui_base *b, const cluster *clus, const ui_whatif *w, const char **origin,
                 double *plan_ms, char *note, size_t note_n, plumb_err *err);

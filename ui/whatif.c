@@ -38,7 +38,7 @@ int ui_whatif_equal(const ui_whatif *a, const ui_whatif *b)
         a->mbs != b->mbs || a->interleave != b->interleave || a->seqpar != b->seqpar ||
         a->zero != b->zero || a->tp_overlap != b->tp_overlap || a->opg != b->opg ||
         a->p2p_sync != b->p2p_sync || a->grad_sync_end != b->grad_sync_end ||
-        a->attention != b->attention)
+        a->attention != b->attention || a->fp8pg != b->fp8pg)
         return 0;
     for (int l = 0; l < CLUSTER_MAX_LEVELS; l++)
         if (a->bw_exp[l] != b->bw_exp[l]) return 0;

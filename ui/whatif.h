@@ -62,6 +62,10 @@ typedef struct ui_whatif {
     int grad_sync_end;               /* 1: the gradients reduced after the whole loop
                                         (--grad-sync end; n/a on an asynchronous kind) */
     int attention;                   /* llm_attention: standard or flash */
+    int fp8pg;                       /* 1: FP8 primary weights (--fp8-param-gather, the
+                                        file's "fp8_param_gather"); no key changes it, and
+                                        a 3D key that would leave fp8 or ZeRO 1 is refused
+                                        with plan --model's line */
 } ui_whatif;
 
 /* How things are shown; not part of undo. */
@@ -95,7 +99,8 @@ typedef struct ui_state {
     int layout3d;                    /* 1: the what-ifs lay out a transformer (tp, pp, dp,
                                         microbatch size, interleave, recompute kind,
                                         sequence parallelism, ZeRO keys) */
-    int layers;                      /* its blocks: pp x interleave must divide them */
+    int layers;                      /* its blocks: pp x interleave must divide them
+                                        (an uneven split: ui_split_ok) */
     int global_batch;                /* its sequences per iteration: dp x mbs divides it */
     layout3d_options lopt;           /* the layout opened (ui_base.lopt, its seq the
                                         tokens laid out): each 3D what-if lays out as it
@@ -149,10 +154,18 @@ void ui_state_set_plan(ui_state *st, const plan *pl);
 int ui_state_reject(ui_state *st);
 
 /* 1 when w is a 3D layout the keys may reach on st: tp divides a server, pp x interleave
- * divides the layers, tp x cp x pp x dp = ngpus is a GPU count ui_gpu_step allows, dp x mbs
+ * divides the layers (an uneven split: ui_split_ok), tp x cp x pp x dp = ngpus is a GPU count ui_gpu_step allows, dp x mbs
  * divides the global batch, and the interleave is within the schedule's chunks. The
  * remaining checks (heads, memory) are layout3d_build's and the simulator's. */
 int ui_layout3d_ok(const ui_state *st, const ui_whatif *w);
+
+/* 1 when the pipeline of what-if w (pp x interleave virtual stages, its schedule) can
+ * split st's blocks as the layout opened splits them: evenly, pp x interleave dividing
+ * them; or by Megatron-Core's uneven split that st->lopt carries (first / last counts,
+ * the accountings: layout3d_split's rules, a schedule placing virtual stage k on rank
+ * k % pp). Else 0 with the rule's one line in why (n > 0: always terminated; "" for the
+ * even split). What ui_layout3d_ok asks of the pipeline. */
+int ui_split_ok(const ui_state *st, const ui_whatif *w, char *why, size_t n);
 
 /* Which of the settings a layout takes only where it can are checked as asked. */
 enum { UI_ASK_TP_OVERLAP = 1, UI_ASK_OPG = 2 };

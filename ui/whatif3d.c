@@ -3,11 +3,13 @@
  * interleave, recomputation, sequence parallelism and ZeRO, and its runtime (tp overlap,
  * the parameter all-gather under the forward, p2p, the gradient reduction's place,
  * attention). Each layout key steps to the nearest value the layout can take
- * (ui_layout3d_ok; tp and cp: ui_cp_applies) or says why none exists; every change passes
- * the runtime check of `plumb plan --model` (ui_layout3d_check) or is refused with its
- * line. Pure data, like ui/whatif.c. */
+ * (ui_layout3d_ok; tp and cp: ui_cp_applies; pp, interleave and schedule under
+ * Megatron-Core's uneven split: ui_split_ok) or says why none exists; every change passes
+ * the runtime check of `plumb plan --model` (ui_layout3d_check, FP8 primary weights
+ * included) or is refused with its line. Pure data, like ui/whatif.c. */
 #include <stddef.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/plan.h"
@@ -19,12 +21,51 @@
 /* w's context-parallel ranks (a 2D what-if's 0 reads 1). */
 static int cp_of(const ui_whatif *w) { return w->cp > 1 ? w->cp : 1; }
 
-int ui_layout3d_ok(const ui_state *st, const ui_whatif *w)
+int ui_split_ok(const ui_state *st, const ui_whatif *w, char *why, size_t n)
+{
+    if (n) why[0] = 0;
+    long long vs = (long long)w->pp * w->interleave;
+    if (w->pp < 1 || w->interleave < 1) return 0;
+    if (!layout3d_uneven(&st->lopt)) return vs <= st->layers && st->layers % vs == 0;
+    layout3d_options o = ui_whatif_layout3d(&st->lopt, w);
+    const char *name = o.first_blocks > 0 ? "--decoder-first-pipeline-num-layers"
+                       : o.last_blocks > 0 ? "--decoder-last-pipeline-num-layers"
+                       : o.account_embedding ? "--account-for-embedding-in-pipeline-split"
+                                             : "--account-for-loss-in-pipeline-split";
+    /* layout3d_build's checks of the split (split_of): a schedule placing virtual stage k
+     * on rank k % pp, then Megatron-Core's counts; one block of slack for each accounting */
+    for (long long k = 0; k < vs && vs <= st->layers + 2; k++) {
+        if (sched_kind_rank((sched_kind)w->schedule, (int)k, w->pp) == k % w->pp) continue;
+        if (n) snprintf(why, n, "%s: expected a schedule that places virtual stage k on "
+                        "pipeline rank k %% pp, as Megatron-Core's interleaving (got %s)",
+                        name, sched_kind_name((sched_kind)w->schedule));
+        return 0;
+    }
+    int *blocks = vs <= st->layers + 2 ? malloc((size_t)vs * sizeof *blocks) : NULL;
+    plumb_err e;
+    err_clear(&e);
+    int ok = blocks && !layout3d_split(&o, st->layers, w->pp, w->interleave, blocks, &e);
+    if (!ok && n) {
+        if (blocks) snprintf(why, n, "%s", e.msg);
+        else if (vs > st->layers + 2)
+            snprintf(why, n, "%s: expected pp x interleave at most the %d blocks + the "
+                     "embedding + the loss (got %d x %d)", name, st->layers, w->pp,
+                     w->interleave);
+        else snprintf(why, n, "out of memory");
+    }
+    free(blocks);
+    return ok;
+}
+
+/* ui_layout3d_ok, with the split's own rules (ui_split_ok) only when split is 1 (else
+ * pp x interleave at most the blocks + 2: a layout the even keys would reach). */
+static int layout_ok(const ui_state *st, const ui_whatif *w, int split)
 {
     if (w->tp < 1 || w->pp < 1 || w->dp < 1 || w->mbs < 1 || w->interleave < 1) return 0;
     if (w->tp > st->per_server || st->per_server % w->tp) return 0;
-    long long vs = (long long)w->pp * w->interleave;
-    if (vs > st->layers || st->layers % vs) return 0;
+    if (split ? !ui_split_ok(st, w, NULL, 0) /* pp x interleave and the blocks */
+              : (long long)w->pp * w->interleave > st->layers + 2)
+        return 0;
     long long n = (long long)w->tp * cp_of(w) * w->pp * w->dp;
     if (n != w->ngpus || !ui_gpu_count_ok((int)n, st->per_server)) return 0;
     long long unit = (long long)w->dp * w->mbs;
@@ -32,6 +73,8 @@ int ui_layout3d_ok(const ui_state *st, const ui_whatif *w)
     const sched_traits *tr = sched_traits_of((sched_kind)w->schedule);
     return tr && w->interleave >= tr->chunks_min && w->interleave <= tr->chunks_max;
 }
+
+int ui_layout3d_ok(const ui_state *st, const ui_whatif *w) { return layout_ok(st, w, 1); }
 
 layout3d_options ui_whatif_layout3d(const layout3d_options *base, const ui_whatif *w)
 {
@@ -66,6 +109,7 @@ int ui_layout3d_check(const ui_state *st, const ui_whatif *w, int asked, char *w
     int opg_taken = w->opg && w->zero == 1 && tr && !tr->async;
     if ((asked & UI_ASK_OPG) || (opg_taken && w->grad_sync_end))
         so.overlap_param_gather = w->opg;
+    so.fp8_param_gather = w->fp8pg; /* as given: zero 0 under it is plan's to refuse */
     int rc = search3d_runtime_check(&so, &e);
     if (n) snprintf(why, n, "%s", rc ? e.msg : "");
     return rc;
@@ -172,6 +216,18 @@ static void step(ui_state *st, int field, int dir)
                  "and dp x microbatch size the global batch %d", what, st->lopt.seq,
                  st->per_server, st->global_batch);
         return;
+    }
+    if ((field == F_PP || field == F_V) && layout3d_uneven(&st->lopt)) {
+        /* the uneven split rides every layout: say what Megatron-Core's rule says of the
+         * nearest value the other rules allow */
+        char why[sizeof st->note - sizeof what - 16];
+        for (int v = get_field(w, field) + dir; v >= 1 && v <= hi; v += dir) {
+            ui_whatif next = *w;
+            set_field(&next, field, v);
+            if (!layout_ok(st, &next, 0) || ui_split_ok(st, &next, why, sizeof why)) continue;
+            snprintf(st->note, sizeof st->note, "%s: %s %d: %s", what, name[field], v, why);
+            return;
+        }
     }
     const char *cp = cp_of(w) > 1 ? " x cp" : ""; /* as before without cp */
     snprintf(st->note, sizeof st->note, "%s: tp%s must divide a server's %d devices, pp x "

@@ -355,5 +355,23 @@ else
         fail "400000 microbatches within 1 GB: $(cat "$tmp/err")"
 fi
 
+# FP8 primary weights: the layout line names fp8-param-gather as plan --model's settings
+# line does (the JSON has the field); a plan without them does not. An uneven split is not
+# recorded in the plan (only each stage's layers), so the report has nothing to name.
+FP8=(--model examples/llm/nemo/llama2-7b.json -c profiles/clusters/dgx-h100.json --global-batch 16
+     --seq-len 1024 --precision fp8 --zero 1 --tp 2 --pp 2 --dp 2)
+if "$PLUMB" plan "${FP8[@]}" --fp8-param-gather -o "$tmp/fp8pg.json" >/dev/null 2>"$tmp/err" &&
+    "$PLUMB" plan "${FP8[@]}" -o "$tmp/fp8.json" >/dev/null 2>>"$tmp/err"; then
+    "$PLUMB" sim "$tmp/fp8pg.json" >"$tmp/out" 2>&1
+    grep -Eq '^layout +tp 2 x pp 2 x dp 2 = 8 GPUs, global batch 16, fp8, fp8-param-gather, ZeRO-1 optimizer$' \
+        "$tmp/out" || fail "fp8-param-gather: the layout line: $(grep '^layout' "$tmp/out")"
+    "$PLUMB" sim "$tmp/fp8pg.json" --json | grep -q '"fp8_param_gather":	true' ||
+        fail "fp8-param-gather: the JSON report lacks the field"
+    "$PLUMB" sim "$tmp/fp8.json" >"$tmp/out" 2>&1
+    grep -q 'fp8-param-gather' "$tmp/out" && fail "a plan without fp8_param_gather names it"
+else
+    fail "plan --model --fp8-param-gather: $(cat "$tmp/err")"
+fi
+
 [ $fails = 0 ] && echo "sim: ok"
 exit $fails

@@ -253,6 +253,84 @@ saved "j s" "$O" 'js' "$O --overlap-param-gather" 'overlap_param_gather=true'
 saved "E s" "$L" 'Es' "$L --grad-sync end" 'grad_sync=end'
 saved "v s" "$L $CP" 'vs' "--tp 2 --pp 2 --dp 1 --cp 4 --attention flash" 'cp=4'
 
+# Megatron-Core's uneven split (--decoder-first-pipeline-num-layers 4: rank 0 the
+# embedding and 4 blocks, rank 1 the other 8 and the head) rides every layout: the first
+# frame and w (dp 4) show plan's figures under the split, the runtime row names it, and D
+# (pp 1, which Megatron refuses) is refused with plan's line
+U="--decoder-first-pipeline-num-layers 4"
+check "$U" 'pp-first-layers-4' "$L $U" "$L $U" ''
+differs "$U" "$L $U" "$L"
+check "w with $U" 'pp-first-layers-4' "--tp 2 --pp 2 --dp 4 $U" "$L $U" 'w'
+# shellcheck disable=SC2086
+"$P" plan "${M[@]}" --tp 2 --pp 1 --dp 8 $U >/dev/null 2>"$d/perr"
+# shellcheck disable=SC2086
+"$P" ui "${M[@]}" $L $U --snapshot 200x30 --keys D --mono >"$d/frame" 2>&1
+grep -qF -- "no smaller pp 2: pp 1: $(sed 's/^plumb: plan: //' "$d/perr")" "$d/frame" ||
+    { echo "FAIL D under $U: '$(cat "$d/perr")':"; tail -1 "$d/frame"; fail=1; }
+# a plan file written with the split, opened in the dashboard: m (twice the microbatches,
+# the file's stages kept) keeps it, at plan's figures for the doubled global batch
+# shellcheck disable=SC2086
+"$P" plan "${M[@]}" $L $U -o "$d/u.json" >/dev/null
+# shellcheck disable=SC2086
+"$P" plan "${M[@]/16/32}" $L $U --json >"$d/plan.json"
+"$P" ui "$d/u.json" --snapshot 160x30 --keys m --mono >"$d/frame" 2>&1
+[ "$(shown "$d/frame")" = "$(figures "$d/plan.json")" ] && grep -q '^|  0 0-4  ' "$d/frame" ||
+    { echo "FAIL m on a plan file with $U: '$(shown "$d/frame")', plan" \
+        "'$(figures "$d/plan.json")'"; sed -n 1,8p "$d/frame"; fail=1; }
+
+# FP8 primary weights (--fp8-param-gather, fp8 on H100s): the first frame and w show
+# plan's figures with them, the runtime row names them, o (ZeRO 0) is refused with plan's
+# line, s saves a plan that has them; a plan file with them keeps them on m
+F8=(--model examples/llm/nemo/llama2-7b.json -c profiles/clusters/dgx-h100.json
+    --global-batch 16 --seq-len 1024 --precision fp8 --zero 1 --fp8-param-gather)
+for keys in '' w; do
+    lay=$L; [ "$keys" = w ] && lay="--tp 2 --pp 2 --dp 4"
+    # shellcheck disable=SC2086
+    "$P" plan "${F8[@]}" $lay --json >"$d/plan.json"
+    # shellcheck disable=SC2086
+    "$P" ui "${F8[@]}" $L --snapshot 200x30 --keys "$keys" --mono >"$d/frame" 2>&1
+    [ "$(shown "$d/frame")" = "$(figures "$d/plan.json")" ] ||
+        { echo "FAIL --fp8-param-gather '$keys': '$(shown "$d/frame")', plan" \
+            "'$(figures "$d/plan.json")'"; fail=1; }
+    sed -n 4p "$d/frame" | grep -q 'fp8-param-gather' ||
+        { echo "FAIL --fp8-param-gather '$keys': the runtime row:"; sed -n 4p "$d/frame"; fail=1; }
+done
+# shellcheck disable=SC2086
+"$P" plan "${F8[@]}" $L --json >"$d/plan.json"
+# shellcheck disable=SC2086
+"$P" plan "${F8[@]/--zero 1/}" $L --zero 0 >/dev/null 2>"$d/perr"
+# shellcheck disable=SC2086
+"$P" ui "${F8[@]}" $L --snapshot 250x30 --keys o --mono >"$d/frame" 2>&1
+grep -qF -- "$(sed 's/^plumb: plan: //' "$d/perr")" "$d/frame" &&
+    [ "$(shown "$d/frame")" = "$(figures "$d/plan.json")" ] ||
+    { echo "FAIL o under --fp8-param-gather: plan says '$(cat "$d/perr")':"; tail -1 "$d/frame"
+      fail=1; }
+rm -rf "$d/out" && mkdir "$d/out"
+# shellcheck disable=SC2086
+"$P" ui "${F8[@]}" $L --snapshot 120x40 --keys ws --mono -o "$d/out" >"$d/frame" 2>&1
+grep -q '"fp8_param_gather":	true' "$d"/out/*.plan.json 2>/dev/null ||
+    { echo "FAIL ws under --fp8-param-gather: the saved plan lacks it"; tail -1 "$d/frame"; fail=1; }
+# shellcheck disable=SC2086
+"$P" plan "${F8[@]}" $L -o "$d/f8.json" >/dev/null
+# shellcheck disable=SC2086
+"$P" plan "${F8[@]/16/32}" $L --json >"$d/plan.json"
+"$P" ui "$d/f8.json" --snapshot 160x30 --keys m --mono >"$d/frame" 2>&1
+[ "$(shown "$d/frame")" = "$(figures "$d/plan.json")" ] &&
+    sed -n 4p "$d/frame" | grep -q 'fp8-param-gather' ||
+    { echo "FAIL m on a plan file with --fp8-param-gather: '$(shown "$d/frame")', plan" \
+        "'$(figures "$d/plan.json")'"; sed -n 1,4p "$d/frame"; fail=1; }
+# each option's bad input: plan's line, exit 2
+for bad in "--decoder-first-pipeline-num-layers 0" "--decoder-last-pipeline-num-layers 13" \
+    "--account-for-loss-in-pipeline-split" "--fp8-param-gather"; do
+    # shellcheck disable=SC2086
+    "$P" plan "${M[@]}" $L $bad >/dev/null 2>"$d/perr"
+    # shellcheck disable=SC2086
+    "$P" ui "${M[@]}" $L $bad --snapshot 80x24 >/dev/null 2>"$d/uerr"; rc=$?
+    want=$(sed 's/^plumb: plan: /plumb: ui: /' "$d/perr")
+    [ $rc = 2 ] && [ "$(wc -l <"$d/uerr")" = 1 ] && [ "$(cat "$d/uerr")" = "$want" ] ||
+        { echo "FAIL ui $bad: exit $rc, '$(cat "$d/uerr")', plan says '$want'"; fail=1; }
+done
+
 # 80x24 holds every runtime field (short labels)
 # shellcheck disable=SC2086
 "$P" ui "${M[@]}" $L --tp-overlap backward --p2p sync --grad-reduce bf16 --optimizer-state bf16 \
