@@ -39,5 +39,15 @@ if grep -q 'plumb refuses the layout' "$d/1.out"; then
     fail=1
 fi
 
+# an unknown loss kind: one line, exit 2, nothing on stdout
+"$P" plan --model examples/llm/llama3-70b.json -c "$SHIPPED" --tp 4 --pp 8 --dp 2 \
+    --global-batch 128 --cross-entropy native >"$d/bad.out" 2>"$d/bad.err"
+rc=$?
+if [ $rc != 2 ] || [ -s "$d/bad.out" ] || [ "$(wc -l <"$d/bad.err")" != 1 ] ||
+    ! grep -q -- '--cross-entropy: expected unfused or te (got "native")' "$d/bad.err"; then
+    echo "FAIL --cross-entropy native: exit $rc, $(cat "$d/bad.err")"
+    fail=1
+fi
+
 [ "$fail" = 0 ] && echo "nemo_fp8_later.sh: ok"
 exit "$fail"
