@@ -32,6 +32,7 @@ static const char usage_text[] =
     "                  [--sequence-parallel] [--zero 0|1 [--overlap-param-gather]]\n"
     "                  [--precision bf16|fp16|tf32|fp32|fp8 [--fp8-param-gather]]\n"
     "                  [--schedule KIND] [--seq-len S] [--attention standard|flash]\n"
+    "                  [--cross-entropy unfused|te]\n"
     "                  [--balance] [--p2p overlap|sync] [--grad-sync overlap|end]\n"
     "                  [--decoder-first-pipeline-num-layers N]\n"
     "                  [--decoder-last-pipeline-num-layers N]\n"
@@ -102,6 +103,10 @@ static const char usage_text[] =
     "  --attention KIND        standard (default: softmax and dropout kernels keep the s x s\n"
     "                          probabilities) or flash (fused: keeps its output and softmax\n"
     "                          statistics, recomputes the scores in its backward)\n"
+    "  --cross-entropy KIND    unfused (default: Megatron-Core's vocab-parallel loss, an fp32\n"
+    "                          copy of the logits and a kernel per pass) or te (Transformer\n"
+    "                          Engine's fused loss, cross_entropy_fusion_impl \"te\": three\n"
+    "                          passes over the logits, the gradient written over them)\n"
     "  --p2p MODE              overlap (default: transfers between pipeline ranks overlap\n"
     "                          with compute) or sync (a send moves once its receiver has\n"
     "                          posted the receive, and the sender computes again only when\n"
@@ -146,7 +151,7 @@ static const char usage_text[] =
 
 enum { O_MODEL = 1200, O_GPUS, O_CP, O_TP, O_PP, O_DP, O_GB, O_MBS, O_V, O_RC, O_CKPT, O_SP, O_ZERO,
        O_PREC, O_SCHED, O_SEQ, O_JSON, O_BALANCE, O_ATTN, O_SEARCH, O_TOP, O_P2P, O_GSYNC, O_OPG,
-       O_TPO, O_GRED, O_OSTATE, O_SPLIT };
+       O_TPO, O_GRED, O_OSTATE, O_SPLIT, O_CE };
 
 /* What the command line gave besides the layout options (the search's fixed ones). */
 typedef struct given {
@@ -191,6 +196,7 @@ static int parse(int argc, char **argv, layout3d_options *o, given *g, const cha
         {"seq-len", required_argument, 0, O_SEQ}, {"json", no_argument, 0, O_JSON},
         {"balance", no_argument, 0, O_BALANCE},
         {"attention", required_argument, 0, O_ATTN},
+        {"cross-entropy", required_argument, 0, O_CE},
         {"search", no_argument, 0, O_SEARCH}, {"top", required_argument, 0, O_TOP},
         {"p2p", required_argument, 0, O_P2P},
         {"grad-sync", required_argument, 0, O_GSYNC},
@@ -268,6 +274,14 @@ static int parse(int argc, char **argv, layout3d_options *o, given *g, const cha
             int a;
             if (cli_attention(cmd, optarg, &a)) return 2;
             o->attention = (llm_attention)a;
+            break;
+        }
+        case O_CE: {
+            llm_cross_entropy ce;
+            if (llm_cross_entropy_parse(optarg, &ce))
+                return cli_fail(cmd, "--cross-entropy: expected unfused or te (got \"%s\")",
+                                optarg);
+            o->cross_entropy = (int)ce;
             break;
         }
         case O_P2P: if (cli_p2p(cmd, optarg, &o->p2p_sync)) return 2; break;

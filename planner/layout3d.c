@@ -301,6 +301,7 @@ plan *layout3d_build(const transformer *t, const cluster *c, const char *cluster
     lo.sequence_parallel = o->sequence_parallel;
     lo.attention = o->attention == LLM_ATTN_FLASH ? LLM_ATTN_FLASH : LLM_ATTN_STANDARD;
     lo.cp = d.cp;
+    lo.cross_entropy = o->cross_entropy;
     profile *prof = llm_profile_build(t, cut, cluster_file, &lo, err);
     plan *pl = prof ? plan_new(prof, cut, d.pp * d.interleave) : NULL;
     int *n = NULL;

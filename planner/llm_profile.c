@@ -22,6 +22,20 @@ void llm_options_init(llm_options *o)
     o->sequence_parallel = 0;
     o->attention = LLM_ATTN_STANDARD;
     o->cp = 1;
+    o->cross_entropy = LLM_CE_UNFUSED;
+}
+
+const char *llm_cross_entropy_name(llm_cross_entropy c)
+{
+    return c == LLM_CE_TE ? "te" : "unfused";
+}
+
+int llm_cross_entropy_parse(const char *s, llm_cross_entropy *out)
+{
+    if (!strcmp(s, "unfused")) *out = LLM_CE_UNFUSED;
+    else if (!strcmp(s, "te")) *out = LLM_CE_TE;
+    else return -1;
+    return 0;
 }
 
 const char *llm_attention_name(llm_attention a)
@@ -436,20 +450,31 @@ profile *llm_profile_build(const transformer *t, const cluster *c, const char *c
      * While it runs it needs one more logits-sized tensor in the model's precision: the
      * logits themselves beside their fp32 copy in the forward, the gradient cast back to the
      * precision beside the fp32 one in the backward (.float()'s backward): the layer's
-     * scratch, e bytes per logit. With tied embeddings its vocabulary matrix is layer 0's. */
+     * scratch, e bytes per logit. With tied embeddings its vocabulary matrix is layer 0's.
+     * LLM_CE_TE, Transformer Engine's fused kernels (transformer_engine/pytorch/triton/
+     * cross_entropy.py at v2.7: online_softmax_kernel, cross_entropy_kernel,
+     * element_mul_kernel): forward one pass for each row's maximum and sum (reads e bytes a
+     * logit) and one that writes the loss and the logits' gradient over the logits (reads e,
+     * writes e), 3 e bytes in 2 kernels; backward the product with the loss's gradient in
+     * place (2 e in 1). It keeps the logits' tensor, holding that gradient, e bytes a logit,
+     * and needs no other logits-sized tensor. */
     cost head = {0};
     /* Megatron-Core's output layer is its own ColumnParallelLinear, not a Transformer Engine
      * module: bf16 with fp8 too (megatron/core/models/gpt/gpt_model.py) */
     add_linear(&sh, &head, sh.p, h, sh.vt);
     double logits = M * sh.vt;
+    int te_ce = o->cross_entropy == LLM_CE_TE;
     head.fwd_s += device_stream_s(dev, 2 * M * h * e, 1) +
-                  device_stream_s(dev, logits * (e + 36), 6);
+                  (te_ce ? device_stream_s(dev, logits * 3 * e, 2)
+                         : device_stream_s(dev, logits * (e + 36), 6));
     head.bwd_in_s += device_stream_s(dev, 4 * M * h * e, 2) +
-                     device_stream_s(dev, logits * (12 + e), 2);
+                     (te_ce ? device_stream_s(dev, logits * 2 * e, 1)
+                            : device_stream_s(dev, logits * (12 + e), 2));
     if (set_layer(pr, (int)t->layers + 1, "head", "LMHead", &head, speed, M * 4,
-                  (sh.vt * h + norm) * e, M * h * e / sp + M * sh.vt * 4, M * sh.vt * e))
+                  (sh.vt * h + norm) * e, M * h * e / sp + logits * (te_ce ? e : 4),
+                  M * sh.vt * e))
         goto oom;
-    pr->layers[t->layers + 1].workspace_bytes = M * sh.vt * e;
+    pr->layers[t->layers + 1].workspace_bytes = te_ce ? 0 : M * sh.vt * e;
     if (t->tied_embeddings) {
         pr->layers[t->layers + 1].tied_layer = 0;
         pr->layers[t->layers + 1].tied_bytes = sh.vt * h * e;

@@ -25,6 +25,20 @@ const char *llm_attention_name(llm_attention a);
 /* Parses "standard" or "flash" into *out; 0, or -1 for anything else. */
 int llm_attention_parse(const char *s, llm_attention *out);
 
+/* The loss's kernels over the logits. LLM_CE_UNFUSED: Megatron-Core's vocab-parallel
+ * cross-entropy (tensor_parallel/cross_entropy.py, an fp32 copy of the logits and a kernel per
+ * pass). LLM_CE_TE: Transformer Engine's fused parallel cross-entropy
+ * (transformer_engine/pytorch/triton/cross_entropy.py; Megatron-Core's
+ * cross_entropy_loss_fusion with cross_entropy_fusion_impl "te"): two forward passes over the
+ * logits in their own precision, the gradient written in place of them, one backward pass. */
+typedef enum llm_cross_entropy { LLM_CE_UNFUSED = 0, LLM_CE_TE } llm_cross_entropy;
+
+/* "unfused" or "te". */
+const char *llm_cross_entropy_name(llm_cross_entropy c);
+
+/* Parses "unfused" or "te" into *out; 0, or -1 for anything else. */
+int llm_cross_entropy_parse(const char *s, llm_cross_entropy *out);
+
 typedef struct llm_options {
     int tp;                  /* tensor-parallel ranks the heads, MLP and vocabulary split over */
     int microbatch;          /* sequences per profiled minibatch (the microbatch size), > 0 */
@@ -39,10 +53,11 @@ typedef struct llm_options {
                                 rank's figures are s / cp tokens of every sequence, 1 / cp of
                                 the causal attention, and each block carries its K/V ring
                                 (profile_layer.cp_ring_bytes) */
+    int cross_entropy;       /* llm_cross_entropy of the loss (default LLM_CE_UNFUSED) */
 } llm_options;
 
 /* tp 1, microbatch 1, the model's sequence length, bf16, no sequence parallelism, standard
- * attention, cp 1. */
+ * attention, cp 1, the unfused cross-entropy. */
 void llm_options_init(llm_options *o);
 
 /* What context parallelism at cp ranks asks of a run (Transformer Engine's ring): the one

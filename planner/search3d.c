@@ -46,6 +46,7 @@ void search3d_options_from_layout(const layout3d_options *o, search3d_options *s
     so->optimizer_state = o->optimizer_state;
     so->seq = o->seq;
     so->attention = o->attention;
+    so->cross_entropy = o->cross_entropy;
     so->p2p_sync = o->p2p_sync;
     so->p2p_whole = o->p2p_whole;
     so->grad_sync_end = o->grad_sync_end;
@@ -144,6 +145,7 @@ static layout3d_options layout_of(const search3d_options *o, int gpus, int tp, i
     l.optimizer_state = o->optimizer_state;
     l.seq = o->seq;
     l.attention = o->attention;
+    l.cross_entropy = o->cross_entropy;
     l.p2p_sync = o->p2p_sync;
     l.p2p_whole = o->p2p_whole;
     l.grad_sync_end = o->grad_sync_end;
