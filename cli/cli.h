@@ -92,10 +92,12 @@ int cli_cp(const char *cmd, const char *s, int *cp);
  * plumb plan --model and plumb ui --model take alike (docs/llm.md, "Uneven splits" and "FP8
  * primary weights"): CLI_SPLIT_LONGOPTS, five struct option entries for a longopts table
  * (codes CLI_O_FP8PG .. CLI_O_ACC_LOSS, clear of the commands' own), and cli_split_opt for
- * their values. */
+ * their values. plumb sweep --model, which takes no uneven split, takes the first of them
+ * alone: CLI_FP8PG_LONGOPT. */
 enum { CLI_O_FP8PG = 1900, CLI_O_FIRST, CLI_O_LAST, CLI_O_ACC_EMB, CLI_O_ACC_LOSS };
+#define CLI_FP8PG_LONGOPT {"fp8-param-gather", no_argument, 0, CLI_O_FP8PG}
 #define CLI_SPLIT_LONGOPTS                                                                    \
-    {"fp8-param-gather", no_argument, 0, CLI_O_FP8PG},                                        \
+    CLI_FP8PG_LONGOPT,                                                                        \
     {"decoder-first-pipeline-num-layers", required_argument, 0, CLI_O_FIRST},                 \
     {"decoder-last-pipeline-num-layers", required_argument, 0, CLI_O_LAST},                   \
     {"account-for-embedding-in-pipeline-split", no_argument, 0, CLI_O_ACC_EMB},               \

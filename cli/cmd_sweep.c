@@ -122,7 +122,7 @@ static const char *const usage_model =
 
 enum { M_MODEL = 1100, M_GPUS, M_GB, M_TOKENS, M_PRICE, M_DEADLINE, M_TP, M_PP, M_MBS, M_V,
        M_RC, M_SP, M_ZERO, M_TOP, M_JSON, M_SVG, M_CKPT, M_SCHED, M_PREC, M_SEQ, M_ATTN, M_P2P,
-       M_TPO, M_OPG, M_GRED, M_OSTATE, M_BALANCE, M_GSYNC, M_SPLIT, M_CP, M_FP8PG };
+       M_TPO, M_OPG, M_GRED, M_OSTATE, M_BALANCE, M_GSYNC, M_SPLIT, M_CP };
 
 /* The options of `plan --model` that set how a layout computes and runs (its schedule,
  * precision, sequence, attention, checkpointing, runtime) into o, with plan's messages.
@@ -133,7 +133,6 @@ static int parse_model_runtime(int ch, search3d_options *o)
     int v, seq;
     switch (ch) {
     case M_OPG: o->overlap_param_gather = 1; return 0;
-    case M_FP8PG: o->fp8_param_gather = 1; return 0;
     case M_BALANCE: o->balance = 1; return 0;
     case M_GRED: return cli_state_precision(cmd, "--grad-reduce", optarg, &o->grad_reduce);
     case M_OSTATE:
@@ -190,7 +189,7 @@ static int parse_model(int argc, char **argv, search3d_options *o, const char **
         {"grad-sync", required_argument, 0, M_GSYNC},
         {"p2p-split", required_argument, 0, M_SPLIT},
         {"overlap-param-gather", no_argument, 0, M_OPG},
-        {"fp8-param-gather", no_argument, 0, M_FP8PG},
+        CLI_FP8PG_LONGOPT, /* plan and ui's (cli_split_opt parses it) */
         {"grad-reduce", required_argument, 0, M_GRED},
         {"optimizer-state", required_argument, 0, M_OSTATE},
         {"balance", no_argument, 0, M_BALANCE}, {"cp", required_argument, 0, M_CP},
@@ -229,9 +228,15 @@ static int parse_model(int argc, char **argv, search3d_options *o, const char **
             if (cli_recompute(cmd, optarg, &v)) return 2;
             o->recompute = v;
             break;
-        default:
-            if (parse_model_runtime(ch, o)) return 2; /* its line, or an unknown option's */
+        default: {
+            layout3d_options none; /* no uneven split here: only --fp8-param-gather comes */
+            layout3d_options_init(&none);
+            int r = cli_split_opt(cmd, ch, optarg, &none, &o->fp8_param_gather);
+            if (r > 0) return r;
+            if (r < 0 && parse_model_runtime(ch, o)) return 2; /* its line, or an unknown
+                                                                  option's */
             break;
+        }
         }
     }
     if (optind != argc)

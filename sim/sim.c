@@ -301,7 +301,10 @@ static int fill_layout(sim_report *rep, const plan *pl, const sim_model *m)
         peak = pk > 0 ? peak + pk : -1;
     }
     free(used);
-    if (peak > 0) rep->mfu = model / rep->iteration_s / peak;
+    /* a rate over the peak at the plan's precision says the profile's times were made at
+     * another one (an fp8 or bf16 profile under a plan that says fp32, which a planner
+     * gives every plan it makes from a profile): no MFU rather than one over 100 % */
+    if (peak > 0 && model / rep->iteration_s <= peak) rep->mfu = model / rep->iteration_s / peak;
     return 0;
 }
 

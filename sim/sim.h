@@ -210,7 +210,8 @@ typedef struct sim_report {
                                  in TFLOP/s; < 0 when the profile lacks FLOPs */
     double model_tflops_per_gpu; /* the same without recomputation; < 0 when unknown */
     double mfu;               /* model FLOP/s / the GPUs' peak at the precision; < 0 when
-                                 unknown */
+                                 unknown, or when over 1 (the profile's times were made at
+                                 another precision than the plan's) */
 } sim_report;
 
 /* Simulates pl under opt (NULL = sim_options_init defaults). Returns a new report the

@@ -499,6 +499,32 @@ Test(sim_3d, throughput_figures)
     plan_free(g.pl);
 }
 
+/* MFU is never a rate over the peak: a plan that says fp32 (what a planner gives every plan
+ * it makes from a profile) over a profile timed at bf16 runs its model FLOPs faster than the
+ * A100's fp32 peak (19.5 TFLOP/s), so the report has no MFU (the dashboard showed 912 % for
+ * a transformer's fp8 layout re-planned so); the same plan at bf16 has its bf16 MFU. */
+Test(sim_3d, no_mfu_over_the_peak_of_the_plans_precision)
+{
+    gpt_case g = gpt_plan(1);
+    g.pl->precision = DEV_BF16;
+    sim_report *r = synth_run(g.pl, NULL);
+    cr_assert(r->mfu > 0.05 && r->mfu < 0.8, "%g", r->mfu);
+    double bf16 = r->mfu;
+    sim_report_free(r);
+    g.pl->precision = DEV_FP32;
+    r = synth_run(g.pl, NULL);
+    cr_assert(r->model_tflops_per_gpu > 19.5, "%g TFLOP/s: the check cannot fail",
+              r->model_tflops_per_gpu);
+    cr_expect(r->mfu < 0, "MFU %g (%g at bf16) against the fp32 peak", r->mfu, bf16);
+    cr_expect(r->model_tflops_per_gpu > 0, "the FLOP rate stays");
+    cJSON *j = sim_report_to_json(r, NULL, NULL);
+    cr_assert_not_null(j);
+    cr_expect_null(cJSON_GetObjectItemCaseSensitive(j, "mfu"));
+    cJSON_Delete(j);
+    sim_report_free(r);
+    plan_free(g.pl);
+}
+
 /* A 3D plan's memory counts the buffers of the runtime it describes (Megatron-LM's over
  * NCCL): the backward's gradient buffers and one microbatch's received and sent
  * gradients, no in-process all-reduce receive buffer and no staging; every member of a

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/device.h"
 #include "core/schedule_traits.h"
 #include "ui/eval.h"
 #include "planner/llm_profile.h"
@@ -692,6 +693,59 @@ Test(ui_eval, plan_file_keeps_fp8_param_gather_and_its_split)
     sim_report_free(rep);
     plan_free(want);
     ui_result_free(&r);
+    ui_base_free(&b);
+    plan_free(pl);
+    cluster_free(c);
+    transformer_free(t);
+    cr_expect_eq(rm_tree(dir), 0);
+}
+
+/* A plan file of a transformer's layout (plumb plan --model -o, tp 1, fp8) re-plans only as
+ * a layout: a what-if that would send it to the native planner (fewer GPUs) has no plan,
+ * and its line names the plumb ui --model command of the file's layout (the file does not
+ * name its model file); one that keeps its stages (twice the microbatches) keeps fp8. A
+ * plan file of a profile (vgg16) is not a layout's. */
+Test(ui_eval, transformer_plan_file_replans_only_as_a_layout)
+{
+    layout3d_options o;
+    layout3d_options_init(&o);
+    o.tp = 1, o.pp = 2, o.dp = 4, o.gpus = 8, o.global_batch = 16, o.microbatch_size = 1;
+    o.precision = DEV_FP8, o.seq = 1024;
+    plumb_err e;
+    err_clear(&e);
+    transformer *t = transformer_load("examples/llm/nemo/llama2-7b.json", &e);
+    cluster *c = t ? cluster_load("profiles/clusters/dgx-h100.json", &e) : NULL;
+    cr_assert_not_null(c, "%s", e.msg);
+    plan *pl = layout3d_build(t, c, "dgx-h100.json", &o, &e);
+    cr_assert_not_null(pl, "%s", e.msg);
+    char *dir = make_tmpdir_named("uieval"), path[512];
+    snprintf(path, sizeof path, "%s/fp8.json", dir);
+    cr_assert_eq(plan_save(pl, path, &e), 0, "%s", e.msg);
+    ui_base b;
+    cr_assert_eq(ui_base_load(&b, NULL, NULL, path, &e), 0, "%s", e.msg);
+    cr_expect_eq(ui_base_layout_file(&b), 1);
+    ui_whatif w;
+    ui_base_whatif(&b, &w);
+    w.ngpus = 4;
+    ui_result r = { 0 };
+    cr_expect_eq(ui_evaluate(&b, &w, &r), -1, "re-planned as a %s plan",
+                 r.pl ? dev_precision_name((dev_precision)r.pl->precision) : "?");
+    cr_expect_null(r.pl);
+    cr_expect(strstr(r.err, "a transformer's layout (llama2-7b, fp8) is re-planned only as a "
+                            "layout; its plan file does not name its model: plumb ui --model "
+                            "FILE -c CLUSTER --tp 1 --pp 2 --dp 4 --global-batch 16 "
+                            "--precision fp8 --seq-len 1024"), "%s", r.err);
+    ui_result_free(&r);
+    ui_base_whatif(&b, &w);
+    w.microbatches *= 2;
+    cr_assert_eq(ui_evaluate(&b, &w, &r), 0, "%s", r.err);
+    cr_expect_eq(r.pl->precision, DEV_FP8);
+    cr_expect(r.rep->mfu > 0.2 && r.rep->mfu < 0.8, "MFU %g", r.rep->mfu);
+    ui_result_free(&r);
+    ui_base_free(&b);
+    cr_assert_eq(ui_base_load(&b, NULL, NULL, "examples/plans/vgg16-hybrid-pipedream.json", &e),
+                 0, "%s", e.msg);
+    cr_expect_eq(ui_base_layout_file(&b), 0);
     ui_base_free(&b);
     plan_free(pl);
     cluster_free(c);

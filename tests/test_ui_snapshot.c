@@ -1477,3 +1477,55 @@ Test(ui_snapshot, layout3d_uneven_split_and_fp8_param_gather_ride_the_keys)
     free(s);
     ui_app_free(&a);
 }
+
+/* A plan file of a transformer's fp8 layout (tp 1): - (fewer GPUs, which the native planner
+ * would re-plan without its precision and runtime, at an MFU of 847.7 % against the fp32
+ * peak) is refused like a refused layout: the frame keeps the file's plan, its figures and
+ * MFU, the status line names the plumb ui --model command, and u finds nothing to undo. */
+Test(ui_snapshot, layout_plan_file_refuses_a_replan_and_keeps_fp8)
+{
+    layout3d_options o;
+    layout3d_options_init(&o);
+    o.tp = 1, o.pp = 2, o.dp = 4, o.gpus = 8, o.global_batch = 16, o.microbatch_size = 1;
+    o.precision = DEV_FP8, o.seq = 1024;
+    plumb_err e;
+    err_clear(&e);
+    transformer *t = transformer_load("examples/llm/nemo/llama2-7b.json", &e);
+    cluster *c = t ? cluster_load("profiles/clusters/dgx-h100.json", &e) : NULL;
+    cr_assert_not_null(c, "%s", e.msg);
+    plan *pl = layout3d_build(t, c, "dgx-h100.json", &o, &e);
+    cr_assert_not_null(pl, "%s", e.msg);
+    char path[600];
+    snprintf(path, sizeof path, "%s/fp8.json", tmpdir);
+    cr_assert_eq(plan_save(pl, path, &e), 0, "%s", e.msg);
+    ui_app a;
+    cr_assert_eq(ui_app_open(&a, NULL, NULL, path, tmpdir, UI_PLANNER_NATIVE), 0);
+    cr_assert(a.loaded, "%s", a.load_err);
+    char *s = snap(&a, 300, 40, "");
+    figs before = read_figs(s);
+    const char *m = strstr(s, "MFU ");
+    cr_assert_not_null(m, "%s", s);
+    char mfu[16];
+    snprintf(mfu, sizeof mfu, "%.10s", m);
+    free(s);
+    s = snap(&a, 300, 40, "-");
+    cr_expect(strstr(s, "a transformer's layout (llama2-7b, fp8) is re-planned only as a "
+                        "layout; its plan file does not name its model: plumb ui --model FILE "
+                        "-c CLUSTER --tp 1 --pp 2 --dp 4 --global-batch 16 --precision fp8 "
+                        "--seq-len 1024"), "%s", s);
+    cr_expect(strstr(s, "(plan file)") && !strstr(s, "native planner"), "%s", s);
+    cr_expect(strstr(s, mfu), "the MFU is not the file's %s:\n%s", mfu, s);
+    figs after = read_figs(s);
+    cr_expect(after.iter_s == before.iter_s && after.mem_gib == before.mem_gib, "%s", s);
+    cr_expect_eq(a.st->undo_n, 0, "the refused key is on the undo stack");
+    cr_expect_eq(a.st->cur.ngpus, 8);
+    cr_expect_eq(a.cur.pl->precision, DEV_FP8);
+    free(s);
+    s = snap(&a, 300, 40, "u");
+    cr_expect(strstr(s, "nothing to undo"), "%s", s);
+    free(s);
+    ui_app_free(&a);
+    plan_free(pl);
+    cluster_free(c);
+    transformer_free(t);
+}

@@ -347,6 +347,26 @@ static int eval_layout(ui_app *a, int key)
     return ui_app_take(a, &r, key == 'u' || key == 'U' || key == UI_KEY_CTRL_R);
 }
 
+/* A plan file of a transformer's layout (ui_base_layout_file): the key's what-if
+ * evaluated; one that has no plan (only a layout re-plans the file) is rejected like a
+ * refused layout: the settings and the plan shown stay, the message says why. Undo and
+ * redo are taken as they come. Returns 1 unless the key was rejected. */
+static int eval_layout_file(ui_app *a, int key)
+{
+    ui_result r;
+    memset(&r, 0, sizeof r);
+    ui_evaluate(&a->base, &a->st->cur, &r);
+    if (r.pl || key == 'u' || key == 'U' || key == UI_KEY_CTRL_R) {
+        ui_result_free(&a->cur);
+        a->cur = r;
+        return 1;
+    }
+    set_msg(a, 1, "%s", r.err[0] ? r.err : "no plan");
+    ui_result_free(&r);
+    ui_state_reject(a->st);
+    return 0;
+}
+
 int ui_app_key(ui_app *a, int key)
 {
     double t0 = now_ms();
@@ -359,7 +379,12 @@ int ui_app_key(ui_app *a, int key)
         a->key_ms = now_ms() - t0;
         return UI_DO_REDRAW;
     }
-    if ((f & UI_DO_EVAL) && !a->base.model) ui_evaluate(&a->base, &a->st->cur, &a->cur);
+    if ((f & UI_DO_EVAL) && ui_base_layout_file(&a->base) && !eval_layout_file(a, key)) {
+        a->key_ms = now_ms() - t0;
+        return UI_DO_REDRAW;
+    }
+    if ((f & UI_DO_EVAL) && !a->base.model && !ui_base_layout_file(&a->base))
+        ui_evaluate(&a->base, &a->st->cur, &a->cur);
     if (f & UI_DO_EVAL_PIN) eval_pin(a);
     if ((f & (UI_DO_SAVE | UI_DO_EXPORT)) && a->pending) ui_app_wait(a); /* the live one */
     if (f & UI_DO_SAVE) do_save(a);

@@ -11,6 +11,7 @@
 
 #include "core/schedule_traits.h"
 #include "core/bounds.h"
+#include "core/device.h"
 #include "planner/balance3d.h"
 #include "planner/native.h"
 #include "planner/planner.h"
@@ -386,6 +387,49 @@ static int cluster_as_loaded(const ui_whatif *w, int ndevices)
     return 1;
 }
 
+/* 1 when p is a transformer's analytic profile (plumb plan --model's, plumb profile
+ * --model's): an Embedding, TransformerBlocks, an LMHead. */
+static int prof_is_transformer(const profile *p)
+{
+    if (p->nlayers < 3 || !p->layers[0].kind || strcmp(p->layers[0].kind, "Embedding") ||
+        !p->layers[p->nlayers - 1].kind || strcmp(p->layers[p->nlayers - 1].kind, "LMHead"))
+        return 0;
+    for (int i = 1; i < p->nlayers - 1; i++)
+        if (!p->layers[i].kind || strcmp(p->layers[i].kind, "TransformerBlock")) return 0;
+    return 1;
+}
+
+int ui_base_layout_file(const ui_base *b)
+{
+    return b && !b->model && b->loaded && b->prof &&
+           (b->prof->tp > 1 || b->prof->cp > 1 || prof_is_transformer(b->prof));
+}
+
+/* The refusal of a re-plan of plan file L, a transformer's layout: its line names the
+ * plumb ui --model command that lays the file's layout out with keys for it. */
+static void layout_file_refused(const plan *L, plumb_err *err)
+{
+    const profile *p = L->prof;
+    int v = L->chunks > 1 ? L->chunks : 1;
+    char extra[160] = "";
+    size_t k = 0;
+    if (L->microbatch_size > 1)
+        k += (size_t)snprintf(extra + k, sizeof extra - k, " --microbatch-size %d",
+                              L->microbatch_size);
+    if (v > 1 && k < sizeof extra)
+        k += (size_t)snprintf(extra + k, sizeof extra - k, " --interleave %d", v);
+    if (L->schedule != SCHED_1F1B_FLUSH && v == 1 && k < sizeof extra)
+        k += (size_t)snprintf(extra + k, sizeof extra - k, " --schedule %s",
+                              sched_kind_name(L->schedule));
+    if (p->tokens_per_sample > 0 && k < sizeof extra)
+        snprintf(extra + k, sizeof extra - k, " --seq-len %lld", p->tokens_per_sample);
+    err_set(err, NULL, NULL, "a transformer's layout (%s, %s) is re-planned only as a "
+            "layout; its plan file does not name its model: plumb ui --model FILE -c CLUSTER "
+            "--tp %d --pp %d --dp %d --global-batch %d --precision %s%s", p->name ? p->name : "?", dev_precision_name((dev_precision)L->precision),
+            plan_tp(L), L->nstages / v, L->stages[0].replicas, plan_minibatch(L),
+            dev_precision_name((dev_precision)L->precision), extra);
+}
+
 /* The transformer's layout for w on clus (layout3d_build), or NULL with err. */
 static plan *layout(const ui_base *b, const cluster *clus, const ui_whatif *w, plumb_err *err)
 {
@@ -435,6 +479,9 @@ plan *ui_replan(const ui_base *b, const cluster *clus, const ui_whatif *w, const
     } else if (b->prof->cp > 1) { /* likewise: a replica is cp devices */
         return err_set(err, NULL, NULL, "a context-parallel layout (cp %d) is re-planned only "
                        "by plumb plan --model FILE --cp --tp --pp --dp", b->prof->cp), NULL;
+    } else if (ui_base_layout_file(b)) { /* the native planner would drop its precision,
+                                            its 3D runtime and its layout */
+        return layout_file_refused(L, err), NULL;
     } else {
         /* the dashboard does not ask the native planner for V placements */
         int can = b->planner == UI_PLANNER_NATIVE

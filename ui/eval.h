@@ -92,6 +92,12 @@ void ui_base_free(ui_base *b);
 int ui_base_load_model(ui_base *b, const char *model_path, const char *cluster_path,
                        const layout3d_options *o, const ui_runtime *rt, plumb_err *err);
 
+/* 1 when b is a plan file of a transformer's layout (its profile a transformer's analytic
+ * profile, or one rank's share of tp or cp ranks): a what-if that re-plans it is refused
+ * (ui_replan: the file does not name its model, and the other planners would drop its
+ * precision, its 3D runtime and its layout), and the dashboard rejects that key. */
+int ui_base_layout_file(const ui_base *b);
+
 /* The settings the base starts from: its GPU count, the plan's schedule, microbatches and
  * recomputation (a transformer: its layout's dimensions, microbatch size, interleave,
  * recompute kind, sequence parallelism and ZeRO, and its runtime: tp overlap, the
@@ -144,7 +150,9 @@ void ui_result_free(ui_result *r);
  * w's tp overlap and all-gather apart where the layout takes them (search3d_apply_runtime)
  * and b->rt's other runtime (err: layout3d's one line); else the
  * loaded plan as written while the GPU count and the schedule's chunking stay as the file
- * has them; else a new plan from b's
+ * has them; else, for a plan file of a transformer's layout (ui_base_layout_file), NULL
+ * with err naming the plumb plan / ui --model command that lays it out; else a new plan
+ * from b's
  * planner: the native planner (planner_native with w's schedule, microbatches,
  * recomputation and memory limit; zb-v, which it does not plan, gets the even split),
  * PipeDream's partitioner (memory limit as its memory constraint; one stage per device, so

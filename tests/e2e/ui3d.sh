@@ -356,5 +356,24 @@ for w in 80 100 120 160; do
     esac
 done
 
+# a plan file of a transformer's fp8 layout (tp 1) re-plans only as a layout: - (which the
+# native planner answered with a plan without fp8, its MFU 847.7 % against the fp32 peak)
+# is refused with a line naming plumb ui --model and the file's layout, the frame keeps
+# plan --model's figures and MFU for that layout and fp8, and u finds nothing to undo
+F1=(--model examples/llm/nemo/llama2-7b.json -c profiles/clusters/dgx-h100.json
+    --global-batch 16 --seq-len 1024 --precision fp8 --tp 1 --pp 2 --dp 4)
+"$P" plan "${F1[@]}" -o "$d/f1.json" >/dev/null
+"$P" plan "${F1[@]}" --json >"$d/plan.json"
+want_mfu=$(python3 -c 'import json,sys; print("MFU %.1f%%" % (100 * json.load(open(sys.argv[1]))["mfu"]))' "$d/plan.json")
+"$P" ui "$d/f1.json" --snapshot 300x30 --keys - --mono >"$d/frame" 2>&1
+grep -qF -- "a transformer's layout (llama2-7b, fp8) is re-planned only as a layout; its plan file does not name its model: plumb ui --model FILE -c CLUSTER --tp 1 --pp 2 --dp 4 --global-batch 16 --precision fp8 --seq-len 1024" "$d/frame" &&
+    [ "$(shown "$d/frame")" = "$(figures "$d/plan.json")" ] && grep -qF -- "$want_mfu " "$d/frame" &&
+    grep -q '(plan file)' "$d/frame" ||
+    { echo "FAIL - on a tp 1 fp8 plan file: '$(shown "$d/frame")', plan --model" \
+        "'$(figures "$d/plan.json")' $want_mfu:"; sed -n 1,3p "$d/frame"; tail -1 "$d/frame"; fail=1; }
+"$P" ui "$d/f1.json" --snapshot 300x30 --keys -u --mono >"$d/frame" 2>&1
+grep -q "nothing to undo" "$d/frame" ||
+    { echo "FAIL - on a tp 1 fp8 plan file: the refused key was recorded:"; tail -1 "$d/frame"; fail=1; }
+
 [ $fail = 0 ] && echo "ui3d: ok"
 exit $fail
