@@ -169,6 +169,17 @@ int profile_is_chain(const profile *p)
     return 1;
 }
 
+int profile_is_transformer(const profile *p)
+{
+    int n = p ? p->nlayers : 0;
+    if (n < 3 || !p->layers[0].kind || strcmp(p->layers[0].kind, "Embedding") ||
+        !p->layers[n - 1].kind || strcmp(p->layers[n - 1].kind, "LMHead"))
+        return 0;
+    for (int i = 1; i < n - 1; i++)
+        if (!p->layers[i].kind || strcmp(p->layers[i].kind, "TransformerBlock")) return 0;
+    return 1;
+}
+
 int profile_layer_is_input(const profile_layer *L)
 {
     return L->kind && !strcmp(L->kind, "Input");

@@ -137,6 +137,10 @@ void profile_free(profile *p);
 /* 1 when the profile's graph is a chain (no edges, or edges i -> i+1 only). */
 int profile_is_chain(const profile *p);
 
+/* 1 when p is a transformer's analytic profile (planner/llm_profile: plumb profile --model,
+ * plumb plan --model): an Embedding layer, TransformerBlock layers, an LMHead layer. Pure. */
+int profile_is_transformer(const profile *p);
+
 /* 1 when L is an input node (kind "Input"): PipeDream's profiles time the data loader
  * there. plumb's cost models charge such a layer no device time, as the data loader runs
  * beside the device and PipeDream's planner drops these nodes too. */

@@ -10,22 +10,10 @@
 #include "exec/tp.h"
 #include "planner/policy.h"
 
-/* 1 when p is the analytic profile of a transformer (plumb profile --model, plumb plan
- * --model): an Embedding, the TransformerBlocks, an LMHead. */
-static int prof_is_llm(const profile *p)
-{
-    if (p->nlayers < 3 || strcmp(p->layers[0].kind, "Embedding") ||
-        strcmp(p->layers[p->nlayers - 1].kind, "LMHead"))
-        return 0;
-    for (int i = 1; i < p->nlayers - 1; i++)
-        if (strcmp(p->layers[i].kind, "TransformerBlock")) return 0;
-    return 1;
-}
-
 int train_plan_layers(const model *m, const plan *pl, int *lo, int *hi)
 {
     const profile *p = pl->prof;
-    if (!prof_is_llm(p)) {
+    if (!profile_is_transformer(p)) {
         if (p->nlayers != m->nlayers) return -1;
         for (int i = 0; i < p->nlayers; i++) lo[i] = hi[i] = i;
         return 0;
@@ -76,7 +64,7 @@ static long long rank_params(const model *m, int i, int tp)
     return n;
 }
 
-/* train_plan_check for a plan made from a transformer description (prof_is_llm). */
+/* train_plan_check for a plan made from a transformer description (profile_is_transformer). */
 static int check_llm(const model *m, const char *model_path, const plan *pl,
                      const char *plan_path, plumb_err *err)
 {
@@ -131,7 +119,7 @@ done:
 int train_plan_check(const model *m, const char *model_path, const plan *pl,
                      const char *plan_path, plumb_err *err)
 {
-    if (prof_is_llm(pl->prof)) return check_llm(m, model_path, pl, plan_path, err);
+    if (profile_is_transformer(pl->prof)) return check_llm(m, model_path, pl, plan_path, err);
     if (pl->prof->nlayers != m->nlayers)
         return err_set(err, plan_path, "profile.layers",
                        "expected %d layers, one per top-level layer of %s (got %d)",

@@ -572,3 +572,31 @@ Test(profile, tensor_parallel_fields)
     cr_assert(strstr(err.msg, "layers[1].tp_forward_collectives") != NULL, "%s", err.msg);
     profile_free(p);
 }
+
+/* A transformer's analytic profile is an Embedding, TransformerBlocks and an LMHead, the
+ * shape the dashboard (which refuses to re-plan such a file with the native planner) and
+ * the executor (which maps its blocks onto a model's layers) both read. */
+Test(profile, transformer_shape_is_embedding_blocks_head)
+{
+    static const char *kinds[][4] = {
+        {"Embedding", "TransformerBlock", "TransformerBlock", "LMHead"}, /* yes */
+        {"Embedding", "TransformerBlock", "Linear", "LMHead"},           /* a foreign layer */
+        {"Embedding", "TransformerBlock", "TransformerBlock", "Linear"},  /* no head */
+    };
+    for (int k = 0; k < 3; k++) {
+        char t[1024];
+        int n = snprintf(t, sizeof t, "{\"format\": \"plumb-profile/1\", \"name\": \"t\", "
+                         "\"device\": \"cpu\", \"minibatch\": 1, \"layers\": [");
+        for (int i = 0; i < 4; i++)
+            n += snprintf(t + n, sizeof t - (size_t)n, "%s{\"name\": \"l%d\", \"kind\": \"%s\", "
+                          "\"forward_ms\": 1, \"backward_ms\": 2, \"activation_bytes\": 4, "
+                          "\"parameter_bytes\": 8}", i ? ", " : "", i, kinds[k][i]);
+        snprintf(t + n, sizeof t - (size_t)n, "]}");
+        plumb_err err;
+        profile *p = parse(t, &err);
+        cr_assert_not_null(p, "%s", err.msg);
+        cr_expect_eq(profile_is_transformer(p), k == 0, "case %d", k);
+        profile_free(p);
+    }
+    cr_expect_eq(profile_is_transformer(NULL), 0);
+}

@@ -387,22 +387,10 @@ static int cluster_as_loaded(const ui_whatif *w, int ndevices)
     return 1;
 }
 
-/* 1 when p is a transformer's analytic profile (plumb plan --model's, plumb profile
- * --model's): an Embedding, TransformerBlocks, an LMHead. */
-static int prof_is_transformer(const profile *p)
-{
-    if (p->nlayers < 3 || !p->layers[0].kind || strcmp(p->layers[0].kind, "Embedding") ||
-        !p->layers[p->nlayers - 1].kind || strcmp(p->layers[p->nlayers - 1].kind, "LMHead"))
-        return 0;
-    for (int i = 1; i < p->nlayers - 1; i++)
-        if (!p->layers[i].kind || strcmp(p->layers[i].kind, "TransformerBlock")) return 0;
-    return 1;
-}
-
 int ui_base_layout_file(const ui_base *b)
 {
     return b && !b->model && b->loaded && b->prof &&
-           (b->prof->tp > 1 || b->prof->cp > 1 || prof_is_transformer(b->prof));
+           (b->prof->tp > 1 || b->prof->cp > 1 || profile_is_transformer(b->prof));
 }
 
 /* The refusal of a re-plan of plan file L, a transformer's layout: its line names the
