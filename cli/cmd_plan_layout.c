@@ -276,14 +276,7 @@ static int parse(int argc, char **argv, layout3d_options *o, given *g, const cha
             o->attention = (llm_attention)a;
             break;
         }
-        case O_CE: {
-            llm_cross_entropy ce;
-            if (llm_cross_entropy_parse(optarg, &ce))
-                return cli_fail(cmd, "--cross-entropy: expected unfused or te (got \"%s\")",
-                                optarg);
-            o->cross_entropy = (int)ce;
-            break;
-        }
+        case O_CE: if (cli_cross_entropy(cmd, optarg, &o->cross_entropy)) return 2; break;
         case O_P2P: if (cli_p2p(cmd, optarg, &o->p2p_sync)) return 2; break;
         case O_GSYNC: if (cli_grad_sync(cmd, optarg, &o->grad_sync_end)) return 2; break;
         case O_SPLIT: if (cli_p2p_split(cmd, optarg, &o->p2p_whole)) return 2; break;

@@ -356,5 +356,22 @@ for w in 80 100 120 160; do
     esac
 done
 
+# Transformer Engine's fused loss (--cross-entropy te) rides every layout: the first frame,
+# w (dp 4) and G (tp 1) show plan's figures under it, the runtime row names it, s saves a
+# plan that carries it ("cross_entropy": "te"); a bad value gets plan's line, exit 2
+TE="--cross-entropy te"
+check "$TE" 'cross-entropy-te' "$L $TE" "$L $TE" ''
+differs "$TE" "$L $TE" "$L"
+check "w with $TE" 'cross-entropy-te' "--tp 2 --pp 2 --dp 4 $TE" "$L $TE" 'w'
+check "G with $TE" 'cross-entropy-te' "--tp 1 --pp 2 --dp 4 $TE" "$L $TE" 'G'
+saved "w s $TE" "$L $TE" 'ws' "--tp 2 --pp 2 --dp 4 $TE" 'cross_entropy=te'
+# shellcheck disable=SC2086
+"$P" plan "${M[@]}" $L --cross-entropy native >/dev/null 2>"$d/perr"
+# shellcheck disable=SC2086
+"$P" ui "${M[@]}" $L --cross-entropy native --snapshot 80x24 >/dev/null 2>"$d/uerr"; rc=$?
+want=$(sed 's/^plumb: plan: /plumb: ui: /' "$d/perr")
+[ $rc = 2 ] && [ "$(wc -l <"$d/uerr")" = 1 ] && [ "$(cat "$d/uerr")" = "$want" ] ||
+    { echo "FAIL ui --cross-entropy native: exit $rc, '$(cat "$d/uerr")', plan says '$want'"; fail=1; }
+
 [ $fail = 0 ] && echo "ui3d: ok"
 exit $fail
