@@ -124,6 +124,12 @@ int cli_tp_overlap(const char *cmd, const char *s, int *out);
  * On failure prints one line naming the option and returns -1. */
 int cli_attention(const char *cmd, const char *s, int *out);
 
+/* Parses `--cross-entropy unfused|te` (planner/llm_profile.h's llm_cross_entropy: the LM
+ * head's loss unfused in fp32 or Transformer Engine's fused one) into *out: what plumb
+ * profile --model, plan --model, sweep --model and ui --model take alike. On failure prints
+ * one line naming the option and returns -1. */
+int cli_cross_entropy(const char *cmd, const char *s, int *out);
+
 /* The compute backend of `--backend NAME` and `--precision P` (fp32, tf32 or bf16; NULL:
  * the name's own): cuda with bf16 is "cuda-bf16", cpu with bf16 "cpu-bf16". NULL after
  * printing one line when the name is unknown or not built, the precision is unknown, the

@@ -270,6 +270,17 @@ int cli_attention(const char *cmd, const char *s, int *out)
     return 0;
 }
 
+int cli_cross_entropy(const char *cmd, const char *s, int *out)
+{
+    llm_cross_entropy ce;
+    if (llm_cross_entropy_parse(s, &ce)) {
+        cli_fail(cmd, "--cross-entropy: expected unfused or te (got \"%s\")", s);
+        return -1;
+    }
+    *out = (int)ce;
+    return 0;
+}
+
 const backend *cli_backend(const char *cmd, const char *name, const char *precision)
 {
     static const char *const precs[] = {"fp32", "tf32", "bf16"};

@@ -276,14 +276,7 @@ static int parse(int argc, char **argv, layout3d_options *o, given *g, const cha
             o->attention = (llm_attention)a;
             break;
         }
-        case O_CE: {
-            llm_cross_entropy ce;
-            if (llm_cross_entropy_parse(optarg, &ce))
-                return cli_fail(cmd, "--cross-entropy: expected unfused or te (got \"%s\")",
-                                optarg);
-            o->cross_entropy = (int)ce;
-            break;
-        }
+        case O_CE: if (cli_cross_entropy(cmd, optarg, &o->cross_entropy)) return 2; break;
         case O_P2P: if (cli_p2p(cmd, optarg, &o->p2p_sync)) return 2; break;
         case O_GSYNC: if (cli_grad_sync(cmd, optarg, &o->grad_sync_end)) return 2; break;
         case O_SPLIT: if (cli_p2p_split(cmd, optarg, &o->p2p_whole)) return 2; break;
@@ -372,6 +365,8 @@ static void print_text(const plan *pl, const layout3d_dims *d, const sim_report 
            dev_precision_name(pl->precision));
     if (pl->fp8_param_gather) /* only when set: default outputs read as before */
         printf(", fp8-param-gather");
+    if (pl->cross_entropy) /* only when te: default outputs read as before */
+        printf(", cross-entropy te");
     if (pl->grad_reduce != DEV_FP32)
         printf(", gradients %s", dev_precision_name(pl->grad_reduce));
     if (pl->optimizer_state != DEV_FP32)
@@ -513,7 +508,7 @@ static void print_ranking(const search3d_result *r, const search3d_options *so, 
 
 /* The ranking as JSON: {"searched", "fitting", "estimate_cpu_s", "simulate_cpu_s",
  * "tp_overlap", "overlap_param_gather", "p2p", ["grad_sync", "p2p_split", "grad_reduce",
- * "optimizer_state", "fp8_param_gather", "balance"
+ * "optimizer_state", "fp8_param_gather", "cross_entropy", "balance"
  * where set], "ranking": [...], "best": report}. */
 static cJSON *ranking_json(const search3d_result *r, const search3d_options *so,
                            const char *out)
@@ -541,6 +536,8 @@ static cJSON *ranking_json(const search3d_result *r, const search3d_options *so,
         cJSON_AddStringToObject(j, "optimizer_state", dev_precision_name(so->optimizer_state));
     if (so->fp8_param_gather) /* only when set: default rankings read as before */
         cJSON_AddBoolToObject(j, "fp8_param_gather", 1);
+    if (so->cross_entropy == LLM_CE_TE) /* likewise */
+        cJSON_AddStringToObject(j, "cross_entropy", "te");
     if (so->balance) cJSON_AddBoolToObject(j, "balance", 1);
     for (int i = 0; i < r->nranked; i++) {
         const search3d_cand *c = &r->ranked[i];

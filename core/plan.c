@@ -289,6 +289,7 @@ int plan_equal(const plan *a, const plan *b)
         a->grad_sync_end != b->grad_sync_end || a->p2p_whole != b->p2p_whole ||
         a->overlap_param_gather != b->overlap_param_gather ||
         a->fp8_param_gather != b->fp8_param_gather || a->tp_overlap != b->tp_overlap ||
+        a->cross_entropy != b->cross_entropy ||
         a->grad_reduce != b->grad_reduce ||
         a->optimizer_state != b->optimizer_state || a->nstages != b->nstages)
         return 0;
@@ -613,6 +614,9 @@ int plan_validate(const plan *pl, const char *file, plumb_err *err)
         return err_set(err, file, "fp8_param_gather", "expected false unless zero is 1 "
                        "(Megatron-Core's FP8 primary weights need the distributed optimizer) "
                        "(got true with zero 0)");
+    if (pl->cross_entropy != 0 && pl->cross_entropy != 1)
+        return err_set(err, file, "cross_entropy", "expected unfused or te (got %d)",
+                       pl->cross_entropy);
     int nd = pl->clus->ndevices;
     int *uses = malloc((size_t)(nd > 0 ? nd : 1) * 2 * sizeof *uses);
     if (!uses) return err_set(err, file, NULL, "out of memory");
@@ -648,6 +652,7 @@ static const char *const ROOT_KEYS[] = { "format", "profile", "cluster", "schedu
                                          "zero", "overlap_param_gather", "precision", "p2p",
                                          "tp_overlap", "grad_reduce", "optimizer_state",
                                          "grad_sync", "p2p_split", "fp8_param_gather",
+                                         "cross_entropy",
                                          NULL };
 static const char *const STAGE_KEYS[] = { "first_layer", "last_layer", "replicas", "devices",
                                           "compute_s", "comm_s", NULL };
@@ -823,7 +828,7 @@ static int load_recompute(const jctx *jc, const cJSON *root, plan *pl)
 /* A field of two strings: absent or `off` (the default) gives *out 0, `on` 1; else -1 with
  * the error naming the field. "p2p": "overlap" or "sync" (sim/engine_sync.c); "grad_sync":
  * "overlap" or "end" (sim/engine_gradsync.c); "p2p_split": "scatter-gather" or "whole"
- * (sim/cost.c). */
+ * (sim/cost.c); "cross_entropy": "unfused" or "te" (planner/llm_profile.c). */
 static int load_switch(const jctx *jc, const cJSON *root, const char *key, const char *off,
                        const char *on, int *out)
 {
@@ -925,6 +930,7 @@ plan *plan_from_json(const cJSON *root, const char *file, plumb_err *err)
     if (json_get_bool(&jc, root, "", "overlap_param_gather", 0, &pl->overlap_param_gather))
         goto fail;
     if (json_get_bool(&jc, root, "", "fp8_param_gather", 0, &pl->fp8_param_gather)) goto fail;
+    if (load_switch(&jc, root, "cross_entropy", "unfused", "te", &pl->cross_entropy)) goto fail;
     if (load_dtype(&jc, root, "grad_reduce", &pl->grad_reduce) ||
         load_dtype(&jc, root, "optimizer_state", &pl->optimizer_state))
         goto fail;
@@ -1007,6 +1013,7 @@ cJSON *plan_to_json(const plan *pl)
         (pl->precision != DEV_FP32 &&
          !cJSON_AddStringToObject(root, "precision", dev_precision_name(pl->precision))) ||
         (pl->fp8_param_gather && !cJSON_AddBoolToObject(root, "fp8_param_gather", 1)) ||
+        (pl->cross_entropy && !cJSON_AddStringToObject(root, "cross_entropy", "te")) ||
         (pl->grad_reduce != DEV_FP32 &&
          !cJSON_AddStringToObject(root, "grad_reduce", dev_precision_name(pl->grad_reduce))) ||
         (pl->optimizer_state != DEV_FP32 &&

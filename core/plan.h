@@ -120,6 +120,13 @@ typedef struct plan {
                                     Engine's FP8 transpose), no bf16 copy, and the
                                     parameter all-gather moves them at 1 byte each
                                     (sim/memory.c, sim/cost.c; docs/llm.md) */
+    int cross_entropy;           /* the LM head's loss as the profile prices it (the file's
+                                    "cross_entropy", written only when "te"): 0 "unfused"
+                                    (default: Megatron-Core's vocabulary-parallel fp32 loss),
+                                    1 "te" (Transformer Engine's fused cross-entropy); the
+                                    values of planner/llm_profile.h's llm_cross_entropy. A
+                                    record of how the profile was built: the simulator reads
+                                    the profile's figures, not this */
     plan_tp_overlap tp_overlap;  /* the tensor-parallel collectives against the GEMMs
                                     (the file's "tp_overlap"; sim/cost.c): NONE (default,
                                     every collective blocks), BACKWARD (the input-gradient

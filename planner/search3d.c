@@ -80,6 +80,7 @@ void search3d_options_from_plan(const plan *pl, const sim_options *w, search3d_o
     so->tp_overlap = pl->tp_overlap;
     so->overlap_param_gather = pl->overlap_param_gather;
     so->fp8_param_gather = pl->fp8_param_gather;
+    so->cross_entropy = pl->cross_entropy;
     so->p2p_sync = w && w->p2p_sync >= 0 ? w->p2p_sync : pl->p2p_sync;
     so->p2p_whole = pl->p2p_whole;
     so->grad_sync_end = w && w->grad_sync_end >= 0 ? w->grad_sync_end : pl->grad_sync_end;

@@ -266,6 +266,7 @@ static int fill_layout(sim_report *rep, const plan *pl, const sim_model *m)
     rep->grad_sync_end = pl->grad_sync_end;
     rep->p2p_whole = pl->p2p_whole;
     rep->fp8_param_gather = pl->fp8_param_gather;
+    rep->cross_entropy = pl->cross_entropy;
     rep->optimizer_state = pl->optimizer_state;
     rep->gpus = plan_gpus(pl);
     rep->tokens_per_sample = p->tokens_per_sample;

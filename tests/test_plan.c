@@ -953,6 +953,60 @@ Test(plan3d, fp8_param_gather_round_trip)
     plan_free(pl);
 }
 
+/* cross_entropy (the LM head's loss as the profile prices it): not written when unfused (a
+ * plan's file reads as before), "te" written, read back equal and changing equality; an
+ * explicit "unfused" reads as the default; anything else refused in one line naming the
+ * field. */
+Test(plan3d, cross_entropy_round_trip)
+{
+    plan *pl = tp_plan();
+    plumb_err err;
+    cr_assert_eq(pl->cross_entropy, 0);
+    cJSON *j = plan_to_json(pl);
+    cr_assert_null(cJSON_GetObjectItem(j, "cross_entropy"));
+    cJSON_Delete(j);
+    plan *q = plan_clone(pl);
+    q->cross_entropy = 1;
+    cr_assert_eq(plan_validate(q, "p", &err), 0, "%s", err.msg);
+    cr_assert_not(plan_equal(pl, q));
+    round_trip(q);
+    j = plan_to_json(q);
+    const cJSON *v = cJSON_GetObjectItem(j, "cross_entropy");
+    cr_assert(cJSON_IsString(v) && !strcmp(v->valuestring, "te"));
+    plan *b = plan_from_json(j, "p.json", &err);
+    cr_assert_not_null(b, "%s", err.msg);
+    cr_assert_eq(b->cross_entropy, 1);
+    cr_assert(plan_equal(q, b));
+    plan_free(b);
+    cJSON_ReplaceItemInObject(j, "cross_entropy", cJSON_CreateString("unfused"));
+    b = plan_from_json(j, "p.json", &err);
+    cr_assert_not_null(b, "%s", err.msg);
+    cr_assert_eq(b->cross_entropy, 0);
+    cr_assert(plan_equal(pl, b));
+    plan_free(b);
+    static const char *const bad[] = {"native", "TE", ""};
+    for (int i = 0; i < 3; i++) {
+        cJSON_ReplaceItemInObject(j, "cross_entropy", cJSON_CreateString(bad[i]));
+        err_clear(&err);
+        cr_assert_null(plan_from_json(j, "p.json", &err));
+        cr_assert(strstr(err.msg, "p.json: cross_entropy: expected unfused or te (got"), "%s",
+                  err.msg);
+        cr_assert_null(strchr(err.msg, '\n'));
+    }
+    cJSON_ReplaceItemInObject(j, "cross_entropy", cJSON_CreateBool(1));
+    err_clear(&err);
+    cr_assert_null(plan_from_json(j, "p.json", &err));
+    cr_assert(strstr(err.msg, "p.json: cross_entropy: expected unfused or te (got true)"), "%s",
+              err.msg);
+    q->cross_entropy = 2;
+    err_clear(&err);
+    cr_assert_neq(plan_validate(q, "p", &err), 0);
+    cr_assert(strstr(err.msg, "p: cross_entropy: expected unfused or te (got 2)"), "%s", err.msg);
+    cJSON_Delete(j);
+    plan_free(q);
+    plan_free(pl);
+}
+
 /* The runtime rules have one owner, plan_runtime_check: over every schedule kind and every
  * combination of zero, overlap_param_gather, p2p and grad_sync, it refuses exactly what the
  * rules written out here refuse, naming the plan file's field with a file and the option

@@ -647,6 +647,93 @@ Test(ui_eval, fp8_param_gather_rides_every_layout)
     ui_base_free(&b);
 }
 
+/* Transformer Engine's fused loss (plumb ui --model --cross-entropy te): every what-if's
+ * layout has it ("cross_entropy" te on the plan), at the iteration of layout3d_build under
+ * it and sim_run (plan --model --cross-entropy te), which the unfused loss's differs from. */
+Test(ui_eval, cross_entropy_te_rides_every_layout)
+{
+    layout3d_options o;
+    layout3d_options_init(&o);
+    o.tp = 2, o.pp = 2, o.dp = 2, o.gpus = 8, o.global_batch = 16, o.microbatch_size = 1;
+    o.seq = 1024, o.cross_entropy = LLM_CE_TE;
+    ui_runtime rt = { 0, 0, 0 };
+    ui_base b;
+    plumb_err e;
+    err_clear(&e);
+    cr_assert_eq(ui_base_load_model(&b, "examples/llm/nemo/llama2-7b.json",
+                                    "profiles/clusters/dgx-h100.json", &o, &rt, &e), 0,
+                 "%s", e.msg);
+    ui_whatif w;
+    ui_base_whatif(&b, &w);
+    static const struct { int tp, dp; } L[] = { { 2, 2 }, { 2, 4 }, { 1, 4 } };
+    for (int i = 0; i < 3; i++) {
+        w.tp = L[i].tp, w.dp = L[i].dp, w.ngpus = L[i].tp * 2 * L[i].dp;
+        ui_result r = { 0 };
+        cr_assert_eq(ui_evaluate(&b, &w, &r), 0, "%s", r.err);
+        cr_expect_eq(r.pl->cross_entropy, 1, "layout %d dropped cross_entropy te", i);
+        layout3d_options p = o;
+        p.tp = L[i].tp, p.dp = L[i].dp, p.gpus = w.ngpus;
+        double want = plan_model_run(&b, &p, 0, NULL);
+        cr_expect(fabs(r.rep->iteration_s / want - 1) < 1e-6,
+                  "layout %d: the dashboard %.9g s, plan --model %.9g s", i,
+                  r.rep->iteration_s, want);
+        p.cross_entropy = LLM_CE_UNFUSED;
+        double unfused = plan_model_run(&b, &p, 0, NULL);
+        cr_expect(unfused > want * 1.001, "layout %d: %.9g s unfused, %.9g s with te: the "
+                  "check cannot fail", i, unfused, want);
+        ui_result_free(&r);
+    }
+    ui_base_free(&b);
+}
+
+/* A plan file written by plan --model --cross-entropy te, opened in the dashboard (2D
+ * view): a microbatch change (the file's stages kept) keeps its cross_entropy, at plan
+ * --model --cross-entropy te's iteration for the doubled global batch. */
+Test(ui_eval, plan_file_keeps_cross_entropy_te)
+{
+    layout3d_options o;
+    layout3d_options_init(&o);
+    o.tp = 2, o.pp = 2, o.dp = 2, o.gpus = 8, o.global_batch = 16, o.microbatch_size = 1;
+    o.seq = 1024, o.cross_entropy = LLM_CE_TE;
+    plumb_err e;
+    err_clear(&e);
+    transformer *t = transformer_load("examples/llm/nemo/llama2-7b.json", &e);
+    cluster *c = t ? cluster_load("profiles/clusters/dgx-h100.json", &e) : NULL;
+    cr_assert_not_null(c, "%s", e.msg);
+    plan *pl = layout3d_build(t, c, "dgx-h100.json", &o, &e);
+    cr_assert_not_null(pl, "%s", e.msg);
+    cr_assert_eq(pl->cross_entropy, 1);
+    char *dir = make_tmpdir_named("uieval"), path[512];
+    snprintf(path, sizeof path, "%s/te.json", dir);
+    cr_assert_eq(plan_save(pl, path, &e), 0, "%s", e.msg);
+    ui_base b;
+    cr_assert_eq(ui_base_load(&b, NULL, NULL, path, &e), 0, "%s", e.msg);
+    ui_whatif w;
+    ui_base_whatif(&b, &w);
+    w.microbatches *= 2;
+    ui_result r = { 0 };
+    cr_assert_eq(ui_evaluate(&b, &w, &r), 0, "%s", r.err);
+    cr_expect_eq(r.pl->cross_entropy, 1, "the re-plan dropped cross_entropy te");
+    o.global_batch = 32;
+    plan *want = layout3d_build(t, c, "dgx-h100.json", &o, &e);
+    cr_assert_not_null(want, "%s", e.msg);
+    sim_options so;
+    sim_options_init(&so);
+    sim_report *rep = sim_run(want, &so, &e);
+    cr_assert_not_null(rep, "%s", e.msg);
+    cr_expect(fabs(r.rep->iteration_s / rep->iteration_s - 1) < 1e-6,
+              "the dashboard %.9g s, plan --model %.9g s", r.rep->iteration_s,
+              rep->iteration_s);
+    sim_report_free(rep);
+    plan_free(want);
+    ui_result_free(&r);
+    ui_base_free(&b);
+    plan_free(pl);
+    cluster_free(c);
+    transformer_free(t);
+    cr_expect_eq(rm_tree(dir), 0);
+}
+
 /* A plan file written by plan --model --fp8-param-gather with an uneven split, opened in
  * the dashboard (2D view): the what-if starts with its FP8 primary weights, and a
  * microbatch change (the file's stages kept) keeps them and the split, at plan --model's

@@ -66,6 +66,21 @@ grep -q 'selective recomputation: 0.0000 ms' "$d/out" ||
     { echo "FAIL profile-flash: selective recomputation left with flash attention"; fail=1; }
 expect_bad bad-attention '--attention: expected standard or flash (got "fused")' \
     "$P" profile --model examples/llm/gpt2.json -c $A100 --attention fused
+# Transformer Engine's fused loss (--cross-entropy te, as plan --model takes it): the header
+# says it, the head's forward is shorter than the unfused fp32 loss's, the profile written
+# differs; a bad value gets plan --model's line
+ok profile-ce-te "$P" profile --model examples/llm/gpt2.json -c $A100 --cross-entropy te -o "$d/ce.json"
+has profile-ce-te '^plumb profile: gpt2 .*, bf16, cross-entropy te, analytic$'
+te_head=$(awk '$2 == "head" { print $4 }' "$d/out")
+ok profile-ce-unfused "$P" profile --model examples/llm/gpt2.json -c $A100 --cross-entropy unfused -o "$d/ce0.json"
+grep -q 'cross-entropy' "$d/out" && { echo "FAIL profile-ce-unfused: the header names the default"; fail=1; }
+unf_head=$(awk '$2 == "head" { print $4 }' "$d/out")
+python3 -c "import sys; sys.exit(0 if 0 < float('$te_head') < float('$unf_head') else 1)" ||
+    { echo "FAIL profile-ce-te: head forward $te_head ms with te, $unf_head ms unfused"; fail=1; }
+cmp -s "$d/ce.json" "$d/ce0.json" && { echo "FAIL profile-ce-te: the same profile as unfused"; fail=1; }
+"$P" plan --model examples/llm/gpt2.json -c $A100 --gpus 8 --global-batch 8 --cross-entropy native 2>"$d/perr" >/dev/null
+expect_bad bad-cross-entropy "^$(sed 's/^plumb: plan: /plumb: profile: /' "$d/perr")\$" \
+    "$P" profile --model examples/llm/gpt2.json -c $A100 --cross-entropy native
 # --quiet without -o would print nothing and write nothing: refused, not ignored
 expect_bad quiet-no-output 'profile: --quiet: expected -o PROFILE.json with it' \
     "$P" profile --model examples/llm/gpt2.json -c $A100 --quiet

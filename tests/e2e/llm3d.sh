@@ -223,6 +223,32 @@ has fp8pg-search '^runtime of every layout: fp8 param gather$'
 ok fp8pg-sweep "$P" sweep "${FP8[@]}" --gpus 8..16 --fp8-param-gather --json
 has fp8pg-sweep '"fp8_param_gather":	true'
 
+# Transformer Engine's fused loss (--cross-entropy te, docs/llm.md): the settings line, the
+# plan file ("cross_entropy": "te") and sim's report (JSON and text) say it; plumb sim of the
+# written plan gives plan's iteration, shorter than the unfused loss's; unfused writes nothing
+CE=(--model examples/llm/nemo/llama2-7b.json -c "$H100" --global-batch 16 --seq-len 1024
+    --tp 2 --pp 2 --dp 2)
+ok ce-te "$P" plan "${CE[@]}" --cross-entropy te -o "$d/ce.json"
+has ce-te '^recompute none, sequence parallel off, zero 0, bf16, cross-entropy te$'
+grep -q '"cross_entropy":	"te"' "$d/ce.json" ||
+    { echo "FAIL ce-te: the plan file has no cross_entropy"; fail=1; }
+ok ce-te-json "$P" plan "${CE[@]}" --cross-entropy te --json
+ce_it=$(sed -n 's/^	"iteration_s":	\([0-9.e+-]*\),$/\1/p' "$d/out" | head -1)
+has ce-te-json '^	"cross_entropy":	"te",$'
+ok ce-sim "$P" sim "$d/ce.json" --json
+has ce-sim '^	"cross_entropy":	"te",$'
+ce_sim=$(sed -n 's/^	"iteration_s":	\([0-9.e+-]*\),$/\1/p' "$d/out" | head -1)
+[ -n "$ce_it" ] && [ "$ce_sim" = "$ce_it" ] ||
+    { echo "FAIL ce-sim: plumb sim of the te plan ($ce_sim) is not plan's ($ce_it)"; fail=1; }
+ok ce-sim-text "$P" sim "$d/ce.json"
+has ce-sim-text '^layout .*, bf16, cross-entropy te$'
+ok ce-unfused "$P" plan "${CE[@]}" --cross-entropy unfused --json -o "$d/ce0.json"
+ce0_it=$(sed -n 's/^	"iteration_s":	\([0-9.e+-]*\),$/\1/p' "$d/out" | head -1)
+grep -q cross_entropy "$d/out" "$d/ce0.json" &&
+    { echo "FAIL ce-unfused: cross_entropy written for the default"; fail=1; }
+python3 -c "import sys; sys.exit(0 if float('$ce0_it') > float('$ce_it') else 1)" ||
+    { echo "FAIL ce-unfused: unfused $ce0_it s is not longer than te's $ce_it s"; fail=1; }
+
 # Megatron-Core's uneven splits (docs/llm.md, "Uneven splits"): Llama 3.1 405B's 126 blocks
 # with the embedding and the loss counted as a block each over pp 8 x V 8, two a virtual
 # stage; the plan written and simulated again by plumb sim at the same iteration; first and

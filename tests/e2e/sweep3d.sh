@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # sweep3d.sh: `plumb sweep --model` prices what `plumb plan --model` prices. Each runtime
 # setting of plan's search (--tp-overlap, --overlap-param-gather, --p2p sync, --grad-sync
-# end, --grad-reduce, --optimizer-state), --balance and the other
+# end, --grad-reduce, --optimizer-state), --balance, --cross-entropy te and the other
 # options that change a candidate's cost (--precision, --schedule, --sequence-parallel,
 # --seq-len, --attention, --recompute full --checkpoint-layers) swept over Llama-3-8B on 8
 # and 16 H100s: at each count the sweep's best layout and its simulated iteration are those
@@ -29,7 +29,7 @@ keys = ["tp", "pp", "dp", "microbatch_size", "interleave", "schedule", "recomput
 diff = [k for k in keys if a[k] != b[k]]
 diff += [k for k in ("balanced", "even_iteration_s") if a.get(k) != b.get(k)]
 for k in ("tp_overlap", "overlap_param_gather", "p2p", "grad_sync", "grad_reduce",
-          "optimizer_state", "balance"):
+          "optimizer_state", "balance", "cross_entropy"):
     if sweep.get(k) != plan.get(k): diff.append(k)
 if diff:
     sys.exit(print("%d GPUs: sweep and plan differ in %s: %s / %s" % (gpus, diff,
@@ -50,6 +50,7 @@ settings=(
     "--grad-reduce bf16 --zero 1 --overlap-param-gather"
     "--balance --pp 4"
     "--grad-sync end --p2p sync"
+    "--cross-entropy te"
 )
 for s in "${settings[@]}"; do
     name="sweep ${s// /_}"
@@ -78,9 +79,11 @@ has sweep-state16 '^runtime of every layout: gradients bf16, optimizer state bf1
 has sweep-balance '^stages balanced \(--balance\) in every layout simulated; the estimates split the blocks evenly$'
 grep -q 'runtime of every layout: gradients bf16, optimizer state bf16' "$d/s16.svg" ||
     { echo "FAIL sweep-svg-state16: the plot does not name the gradients' precision"; fail=1; }
+ok sweep-ce "$P" sweep --model $LLAMA -c $H100 --gpus 8..16 --global-batch 128 --cross-entropy te
+has sweep-ce "^loss of every layout: cross-entropy te \\(Transformer Engine's fused loss\\)$"
 ok sweep-default "$P" sweep --model $LLAMA -c $H100 --gpus 8..16 --global-batch 128
-grep -q '^runtime of every layout' "$d/out" &&
-    { echo "FAIL sweep-default: a runtime line at the default runtime"; fail=1; }
+grep -q '^runtime of every layout\|^loss of every layout' "$d/out" &&
+    { echo "FAIL sweep-default: a runtime or loss line at the default runtime"; fail=1; }
 
 # what plan --model refuses, with plan's line: exit 2, one line, no output, no file
 sweep_bad() { # sweep_bad NAME PATTERN ARGS...
@@ -106,6 +109,8 @@ sweep_bad precision 'sweep: --precision: expected bf16, fp16, tf32, fp32 or fp8 
     --precision int8
 sweep_bad attention 'sweep: --attention: expected standard or flash (got "sparse")$' \
     --attention sparse
+sweep_bad cross-entropy 'sweep: --cross-entropy: expected unfused or te (got "native")$' \
+    --cross-entropy native
 sweep_bad ckpt 'sweep: --checkpoint-layers: belongs to --recompute full$' \
     --recompute selective --checkpoint-layers 2
 sweep_bad state16-fp16 'sweep: --grad-reduce bf16: belongs to --precision bf16 or fp8 (got --precision fp16)$' \
@@ -115,7 +120,7 @@ sweep_bad state16-value 'sweep: --optimizer-state: expected fp32 or bf16 (got "f
 # and plan --model refuses each of them with the same words
 for c in "--zero 0 --overlap-param-gather" "--tp 1 --tp-overlap full" "--p2p sync --schedule zb-v" \
          "--recompute selective --checkpoint-layers 2" "--precision fp32 --optimizer-state bf16" \
-         "--grad-reduce e5m2" "--schedule zb-h1 --interleave 2"; do
+         "--grad-reduce e5m2" "--schedule zb-h1 --interleave 2" "--cross-entropy native"; do
     # shellcheck disable=SC2086
     "$P" sweep --model $LLAMA -c $H100 --gpus 8..16 --global-batch 128 $c 2>"$d/sweep.err" >/dev/null
     # shellcheck disable=SC2086

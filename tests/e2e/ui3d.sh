@@ -356,6 +356,23 @@ for w in 80 100 120 160; do
     esac
 done
 
+# Transformer Engine's fused loss (--cross-entropy te) rides every layout: the first frame,
+# w (dp 4) and G (tp 1) show plan's figures under it, the runtime row names it, s saves a
+# plan that carries it ("cross_entropy": "te"); a bad value gets plan's line, exit 2
+TE="--cross-entropy te"
+check "$TE" 'cross-entropy-te' "$L $TE" "$L $TE" ''
+differs "$TE" "$L $TE" "$L"
+check "w with $TE" 'cross-entropy-te' "--tp 2 --pp 2 --dp 4 $TE" "$L $TE" 'w'
+check "G with $TE" 'cross-entropy-te' "--tp 1 --pp 2 --dp 4 $TE" "$L $TE" 'G'
+saved "w s $TE" "$L $TE" 'ws' "--tp 2 --pp 2 --dp 4 $TE" 'cross_entropy=te'
+# shellcheck disable=SC2086
+"$P" plan "${M[@]}" $L --cross-entropy native >/dev/null 2>"$d/perr"
+# shellcheck disable=SC2086
+"$P" ui "${M[@]}" $L --cross-entropy native --snapshot 80x24 >/dev/null 2>"$d/uerr"; rc=$?
+want=$(sed 's/^plumb: plan: /plumb: ui: /' "$d/perr")
+[ $rc = 2 ] && [ "$(wc -l <"$d/uerr")" = 1 ] && [ "$(cat "$d/uerr")" = "$want" ] ||
+    { echo "FAIL ui --cross-entropy native: exit $rc, '$(cat "$d/uerr")', plan says '$want'"; fail=1; }
+
 # a plan file of a transformer's fp8 layout (tp 1) re-plans only as a layout: - (which the
 # native planner answered with a plan without fp8, its MFU 847.7 % against the fp32 peak)
 # is refused with a line naming plumb ui --model and the file's layout, the frame keeps
