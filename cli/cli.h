@@ -124,8 +124,8 @@ int cli_tp_overlap(const char *cmd, const char *s, int *out);
  * On failure prints one line naming the option and returns -1. */
 int cli_attention(const char *cmd, const char *s, int *out);
 
-/* Parses `--cross-entropy unfused|te` (planner/llm_profile.h's llm_cross_entropy: the LM
- * head's loss unfused in fp32 or Transformer Engine's fused one) into *out: what plumb
+/* Parses `--cross-entropy unfused|te|native` (planner/llm_profile.h's llm_cross_entropy: the
+ * LM head's loss unfused in fp32, Transformer Engine's fused one or Megatron-Core's) into *out: what plumb
  * profile --model, plan --model, sweep --model and ui --model take alike. On failure prints
  * one line naming the option and returns -1. */
 int cli_cross_entropy(const char *cmd, const char *s, int *out);

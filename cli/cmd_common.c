@@ -274,7 +274,7 @@ int cli_cross_entropy(const char *cmd, const char *s, int *out)
 {
     llm_cross_entropy ce;
     if (llm_cross_entropy_parse(s, &ce)) {
-        cli_fail(cmd, "--cross-entropy: expected unfused or te (got \"%s\")", s);
+        cli_fail(cmd, "--cross-entropy: expected unfused, te or native (got \"%s\")", s);
         return -1;
     }
     *out = (int)ce;

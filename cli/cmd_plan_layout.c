@@ -32,7 +32,7 @@ static const char usage_text[] =
     "                  [--sequence-parallel] [--zero 0|1 [--overlap-param-gather]]\n"
     "                  [--precision bf16|fp16|tf32|fp32|fp8 [--fp8-param-gather]]\n"
     "                  [--schedule KIND] [--seq-len S] [--attention standard|flash]\n"
-    "                  [--cross-entropy unfused|te]\n"
+    "                  [--cross-entropy unfused|te|native]\n"
     "                  [--balance] [--p2p overlap|sync] [--grad-sync overlap|end]\n"
     "                  [--decoder-first-pipeline-num-layers N]\n"
     "                  [--decoder-last-pipeline-num-layers N]\n"
@@ -106,7 +106,9 @@ static const char usage_text[] =
     "  --cross-entropy KIND    unfused (default: Megatron-Core's vocab-parallel loss, an fp32\n"
     "                          copy of the logits and a kernel per pass) or te (Transformer\n"
     "                          Engine's fused loss, cross_entropy_fusion_impl \"te\": three\n"
-    "                          passes over the logits, the gradient written over them)\n"
+    "                          passes over the logits, the gradient written over them) or\n"
+    "                          native (Megatron-Core's fused loss, cross_entropy_fusion_impl\n"
+    "                          \"native\": the fp32 copy in four compiled passes)\n"
     "  --p2p MODE              overlap (default: transfers between pipeline ranks overlap\n"
     "                          with compute) or sync (a send moves once its receiver has\n"
     "                          posted the receive, and the sender computes again only when\n"
@@ -365,8 +367,8 @@ static void print_text(const plan *pl, const layout3d_dims *d, const sim_report 
            dev_precision_name(pl->precision));
     if (pl->fp8_param_gather) /* only when set: default outputs read as before */
         printf(", fp8-param-gather");
-    if (pl->cross_entropy) /* only when te: default outputs read as before */
-        printf(", cross-entropy te");
+    if (pl->cross_entropy) /* only when fused: default outputs read as before */
+        printf(", cross-entropy %s", plan_cross_entropy_name(pl->cross_entropy));
     if (pl->grad_reduce != DEV_FP32)
         printf(", gradients %s", dev_precision_name(pl->grad_reduce));
     if (pl->optimizer_state != DEV_FP32)
@@ -536,8 +538,8 @@ static cJSON *ranking_json(const search3d_result *r, const search3d_options *so,
         cJSON_AddStringToObject(j, "optimizer_state", dev_precision_name(so->optimizer_state));
     if (so->fp8_param_gather) /* only when set: default rankings read as before */
         cJSON_AddBoolToObject(j, "fp8_param_gather", 1);
-    if (so->cross_entropy == LLM_CE_TE) /* likewise */
-        cJSON_AddStringToObject(j, "cross_entropy", "te");
+    if (so->cross_entropy != LLM_CE_UNFUSED) /* likewise */
+        cJSON_AddStringToObject(j, "cross_entropy", llm_cross_entropy_name(so->cross_entropy));
     if (so->balance) cJSON_AddBoolToObject(j, "balance", 1);
     for (int i = 0; i < r->nranked; i++) {
         const search3d_cand *c = &r->ranked[i];

@@ -34,7 +34,8 @@ static const char *const usage_text =
     "  --precision P           bf16 (default), fp16, tf32, fp32 or fp8 (FP8 projections)\n"
     "  --attention KIND        standard (default) or flash (fused: keeps no s x s tensor)\n"
     "  --cross-entropy KIND    unfused (default: Megatron-Core's vocab-parallel loss in fp32)\n"
-    "                          or te (Transformer Engine's fused loss): the head's times\n"
+    "                          te (Transformer Engine's fused loss) or native\n"
+    "                          (Megatron-Core's fused loss): the head's times\n"
     "  --quiet                 no table (needs -o)\n"
     "  -h, --help              this text\n"
     "Exit status: 0 ok, 2 bad input (one line naming the file and key; nothing written).\n";
@@ -44,10 +45,11 @@ enum { O_MODEL = 1100, O_TP, O_SEQ, O_MBS, O_PREC, O_QUIET, O_SP, O_ATTN, O_CE }
 static void print_table(const transformer *t, const profile *p, const llm_options *o)
 {
     printf("plumb profile: %s (%lld parameters) on %s, tp %d%s, microbatch %d x %lld tokens, "
-           "%s%s, analytic\n", t->name, transformer_param_count(t), p->device, o->tp,
+           "%s%s%s, analytic\n", t->name, transformer_param_count(t), p->device, o->tp,
            o->sequence_parallel ? " (sequence parallel)" : "", o->microbatch,
            o->seq > 0 ? o->seq : t->max_positions, dev_precision_name(o->precision),
-           o->cross_entropy == LLM_CE_TE ? ", cross-entropy te" : ""); /* only when te */
+           o->cross_entropy != LLM_CE_UNFUSED ? ", cross-entropy " : "", /* only when fused */
+           o->cross_entropy != LLM_CE_UNFUSED ? llm_cross_entropy_name(o->cross_entropy) : "");
     printf("%-4s %-12s %-17s %11s %11s %11s %11s %13s %13s %13s %11s\n", "#", "layer", "kind",
            "fwd (ms)", "bwd (ms)", "I (ms)", "W (ms)", "output (B)", "params (B)",
            "saved (B)", "TFLOP");

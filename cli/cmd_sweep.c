@@ -104,7 +104,7 @@ static const char *const usage_model =
     "                          in 1, 2, 4, 8 with --attention flash where 2 cp divides\n"
     "                          the sequence, as plan --model's search)\n"
     "  --precision P, --seq-len S, --attention standard|flash,\n"
-    "  --cross-entropy unfused|te\n"
+    "  --cross-entropy unfused|te|native\n"
     "                          how every layout computes (as plumb plan --model)\n"
     "  --p2p overlap|sync, --grad-sync overlap|end, --tp-overlap none|backward|full,\n"
     "  --overlap-param-gather, --p2p-split scatter-gather|whole,\n"

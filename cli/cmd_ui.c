@@ -37,7 +37,7 @@ static void usage(FILE *out)
             "                [--decoder-last-pipeline-num-layers N]\n"
             "                [--account-for-embedding-in-pipeline-split]\n"
             "                [--account-for-loss-in-pipeline-split]\n"
-            "                [--cross-entropy unfused|te] [options]\n\n"
+            "                [--cross-entropy unfused|te|native] [options]\n\n"
             "Terminal dashboard for what-if planning: the plan's stages, the pipeline\n"
             "timeline and the figures; keys change the device count, bandwidths, schedule,\n"
             "microbatches, memory limit, straggler and recomputation, and re-plan and\n"

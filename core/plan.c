@@ -69,6 +69,19 @@ int recompute_kind_parse(const char *name)
     return enum_parse(recompute_names, RECOMPUTE_NKINDS, name);
 }
 
+static const char *const cross_entropy_names[] = { "unfused", "te", "native" };
+#define CROSS_ENTROPY_NKINDS 3
+
+const char *plan_cross_entropy_name(int k)
+{
+    return enum_name(cross_entropy_names, CROSS_ENTROPY_NKINDS, k);
+}
+
+int plan_cross_entropy_parse(const char *name)
+{
+    return enum_parse(cross_entropy_names, CROSS_ENTROPY_NKINDS, name);
+}
+
 const char *plan_tp_overlap_name(plan_tp_overlap k)
 {
     return enum_name(tp_overlap_names, TP_OVERLAP_NKINDS, (int)k);
@@ -614,8 +627,8 @@ int plan_validate(const plan *pl, const char *file, plumb_err *err)
         return err_set(err, file, "fp8_param_gather", "expected false unless zero is 1 "
                        "(Megatron-Core's FP8 primary weights need the distributed optimizer) "
                        "(got true with zero 0)");
-    if (pl->cross_entropy != 0 && pl->cross_entropy != 1)
-        return err_set(err, file, "cross_entropy", "expected unfused or te (got %d)",
+    if (pl->cross_entropy < 0 || pl->cross_entropy >= CROSS_ENTROPY_NKINDS)
+        return err_set(err, file, "cross_entropy", "expected unfused, te or native (got %d)",
                        pl->cross_entropy);
     int nd = pl->clus->ndevices;
     int *uses = malloc((size_t)(nd > 0 ? nd : 1) * 2 * sizeof *uses);
@@ -828,7 +841,7 @@ static int load_recompute(const jctx *jc, const cJSON *root, plan *pl)
 /* A field of two strings: absent or `off` (the default) gives *out 0, `on` 1; else -1 with
  * the error naming the field. "p2p": "overlap" or "sync" (sim/engine_sync.c); "grad_sync":
  * "overlap" or "end" (sim/engine_gradsync.c); "p2p_split": "scatter-gather" or "whole"
- * (sim/cost.c); "cross_entropy": "unfused" or "te" (planner/llm_profile.c). */
+ * (sim/cost.c). */
 static int load_switch(const jctx *jc, const cJSON *root, const char *key, const char *off,
                        const char *on, int *out)
 {
@@ -856,6 +869,21 @@ static int load_tp_overlap(const jctx *jc, const cJSON *root, plan *pl)
         return 0;
     }
     return err_set(jc->err, jc->file, "tp_overlap", "expected none, backward or full (got %s)",
+                   json_describe(v, got, sizeof got));
+}
+
+/* "cross_entropy": "unfused" (the default), "te" or "native" (planner/llm_profile.c). */
+static int load_cross_entropy(const jctx *jc, const cJSON *root, plan *pl)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, "cross_entropy");
+    char got[96];
+    pl->cross_entropy = 0;
+    if (!v) return 0;
+    if (cJSON_IsString(v) && plan_cross_entropy_parse(v->valuestring) >= 0) {
+        pl->cross_entropy = plan_cross_entropy_parse(v->valuestring);
+        return 0;
+    }
+    return err_set(jc->err, jc->file, "cross_entropy", "expected unfused, te or native (got %s)",
                    json_describe(v, got, sizeof got));
 }
 
@@ -930,7 +958,7 @@ plan *plan_from_json(const cJSON *root, const char *file, plumb_err *err)
     if (json_get_bool(&jc, root, "", "overlap_param_gather", 0, &pl->overlap_param_gather))
         goto fail;
     if (json_get_bool(&jc, root, "", "fp8_param_gather", 0, &pl->fp8_param_gather)) goto fail;
-    if (load_switch(&jc, root, "cross_entropy", "unfused", "te", &pl->cross_entropy)) goto fail;
+    if (load_cross_entropy(&jc, root, pl)) goto fail;
     if (load_dtype(&jc, root, "grad_reduce", &pl->grad_reduce) ||
         load_dtype(&jc, root, "optimizer_state", &pl->optimizer_state))
         goto fail;
@@ -1013,7 +1041,8 @@ cJSON *plan_to_json(const plan *pl)
         (pl->precision != DEV_FP32 &&
          !cJSON_AddStringToObject(root, "precision", dev_precision_name(pl->precision))) ||
         (pl->fp8_param_gather && !cJSON_AddBoolToObject(root, "fp8_param_gather", 1)) ||
-        (pl->cross_entropy && !cJSON_AddStringToObject(root, "cross_entropy", "te")) ||
+        (pl->cross_entropy && !cJSON_AddStringToObject(root, "cross_entropy",
+                                                        plan_cross_entropy_name(pl->cross_entropy))) ||
         (pl->grad_reduce != DEV_FP32 &&
          !cJSON_AddStringToObject(root, "grad_reduce", dev_precision_name(pl->grad_reduce))) ||
         (pl->optimizer_state != DEV_FP32 &&

@@ -67,6 +67,9 @@ typedef enum plan_tp_overlap {
 } plan_tp_overlap;
 const char *plan_tp_overlap_name(plan_tp_overlap k); /* "none", "backward", "full" */
 int plan_tp_overlap_parse(const char *name);         /* -1 when unknown */
+/* plan.cross_entropy's words: "unfused" (0), "te" (1), "native" (2); "?" out of range. */
+const char *plan_cross_entropy_name(int k);
+int plan_cross_entropy_parse(const char *name);     /* -1 when unknown */
 
 typedef struct plan_stage {
     int first_layer, last_layer; /* inclusive range in the profile's layer order */
@@ -121,9 +124,10 @@ typedef struct plan {
                                     parameter all-gather moves them at 1 byte each
                                     (sim/memory.c, sim/cost.c; docs/llm.md) */
     int cross_entropy;           /* the LM head's loss as the profile prices it (the file's
-                                    "cross_entropy", written only when "te"): 0 "unfused"
-                                    (default: Megatron-Core's vocabulary-parallel fp32 loss),
-                                    1 "te" (Transformer Engine's fused cross-entropy); the
+                                    "cross_entropy", written only when not "unfused"): 0
+                                    "unfused" (default: Megatron-Core's vocabulary-parallel
+                                    fp32 loss), 1 "te" (Transformer Engine's fused
+                                    cross-entropy), 2 "native" (Megatron-Core's fused one); the
                                     values of planner/llm_profile.h's llm_cross_entropy. A
                                     record of how the profile was built: the simulator reads
                                     the profile's figures, not this */

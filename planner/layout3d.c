@@ -325,7 +325,7 @@ plan *layout3d_build(const transformer *t, const cluster *c, const char *cluster
     pl->precision = o->precision;
     pl->grad_reduce = o->grad_reduce;
     pl->optimizer_state = o->optimizer_state;
-    pl->cross_entropy = o->cross_entropy == LLM_CE_TE; /* recorded: the profile prices it */
+    pl->cross_entropy = o->cross_entropy; /* recorded: the profile prices it */
     pl->optimizer = OPT_ADAM;
     if (plan_validate(pl, "(3D layout)", err)) goto fail;
     free(n);

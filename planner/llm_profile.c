@@ -27,13 +27,14 @@ void llm_options_init(llm_options *o)
 
 const char *llm_cross_entropy_name(llm_cross_entropy c)
 {
-    return c == LLM_CE_TE ? "te" : "unfused";
+    return c == LLM_CE_TE ? "te" : c == LLM_CE_NATIVE ? "native" : "unfused";
 }
 
 int llm_cross_entropy_parse(const char *s, llm_cross_entropy *out)
 {
     if (!strcmp(s, "unfused")) *out = LLM_CE_UNFUSED;
     else if (!strcmp(s, "te")) *out = LLM_CE_TE;
+    else if (!strcmp(s, "native")) *out = LLM_CE_NATIVE;
     else return -1;
     return 0;
 }
@@ -457,19 +458,29 @@ profile *llm_profile_build(const transformer *t, const cluster *c, const char *c
      * logit) and one that writes the loss and the logits' gradient over the logits (reads e,
      * writes e), 3 e bytes in 2 kernels; backward the product with the loss's gradient in
      * place (2 e in 1). It keeps the logits' tensor, holding that gradient, e bytes a logit,
-     * and needs no other logits-sized tensor. */
+     * and needs no other logits-sized tensor.
+     * LLM_CE_NATIVE, Megatron-Core's fused loss (fusions/fused_cross_entropy.py: the unfused
+     * loss's steps in four functions compiled by torch.compile, core/jit.py): forward the
+     * fp32 copy with the row maximum (reads e, writes 4), the subtraction, exp and row sum
+     * into the copy (reads 4, writes 4) and the division by the sum in place (8), e + 20 bytes
+     * in 3 kernels; backward the product with the loss's gradient, written into the saved
+     * probabilities (a compiled input mutation: reads 4, writes 4) and cast to bf16 (e), 8 + e
+     * in 1. It keeps and needs what the unfused loss does (fp32 probabilities, the logits
+     * beside their copy), so only the time differs. */
     cost head = {0};
     /* Megatron-Core's output layer is its own ColumnParallelLinear, not a Transformer Engine
      * module: bf16 with fp8 too (megatron/core/models/gpt/gpt_model.py) */
     add_linear(&sh, &head, sh.p, h, sh.vt);
     double logits = M * sh.vt;
-    int te_ce = o->cross_entropy == LLM_CE_TE;
+    int te_ce = o->cross_entropy == LLM_CE_TE, native_ce = o->cross_entropy == LLM_CE_NATIVE;
     head.fwd_s += device_stream_s(dev, 2 * M * h * e, 1) +
                   (te_ce ? device_stream_s(dev, logits * 3 * e, 2)
-                         : device_stream_s(dev, logits * (e + 36), 6));
+                   : native_ce ? device_stream_s(dev, logits * (e + 20), 3)
+                               : device_stream_s(dev, logits * (e + 36), 6));
     head.bwd_in_s += device_stream_s(dev, 4 * M * h * e, 2) +
                      (te_ce ? device_stream_s(dev, logits * 2 * e, 1)
-                            : device_stream_s(dev, logits * (12 + e), 2));
+                      : native_ce ? device_stream_s(dev, logits * (8 + e), 1)
+                                  : device_stream_s(dev, logits * (12 + e), 2));
     if (set_layer(pr, (int)t->layers + 1, "head", "LMHead", &head, speed, M * 4,
                   (sh.vt * h + norm) * e, M * h * e / sp + logits * (te_ce ? e : 4),
                   M * sh.vt * e))

@@ -30,13 +30,16 @@ int llm_attention_parse(const char *s, llm_attention *out);
  * pass). LLM_CE_TE: Transformer Engine's fused parallel cross-entropy
  * (transformer_engine/pytorch/triton/cross_entropy.py; Megatron-Core's
  * cross_entropy_loss_fusion with cross_entropy_fusion_impl "te"): two forward passes over the
- * logits in their own precision, the gradient written in place of them, one backward pass. */
-typedef enum llm_cross_entropy { LLM_CE_UNFUSED = 0, LLM_CE_TE } llm_cross_entropy;
+ * logits in their own precision, the gradient written in place of them, one backward pass.
+ * LLM_CE_NATIVE: Megatron-Core's own fused loss (fusions/fused_cross_entropy.py;
+ * cross_entropy_fusion_impl "native", NeMo 2.0's cross_entropy_loss_fusion): the unfused
+ * loss's fp32 steps compiled into three forward passes and one backward pass. */
+typedef enum llm_cross_entropy { LLM_CE_UNFUSED = 0, LLM_CE_TE, LLM_CE_NATIVE } llm_cross_entropy;
 
-/* "unfused" or "te". */
+/* "unfused", "te" or "native". */
 const char *llm_cross_entropy_name(llm_cross_entropy c);
 
-/* Parses "unfused" or "te" into *out; 0, or -1 for anything else. */
+/* Parses "unfused", "te" or "native" into *out; 0, or -1 for anything else. */
 int llm_cross_entropy_parse(const char *s, llm_cross_entropy *out);
 
 typedef struct llm_options {

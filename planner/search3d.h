@@ -46,7 +46,7 @@ typedef struct search3d_options {
     dev_precision optimizer_state; /* likewise */
     long long seq;         /* tokens per sequence; 0: the model's */
     int attention;         /* llm_attention of every layout (standard or flash) */
-    int cross_entropy;     /* llm_cross_entropy of every layout (unfused or te) */
+    int cross_entropy;     /* llm_cross_entropy of every layout (unfused, te or native) */
     int simulate;          /* best estimates simulated in full; 0: SEARCH3D_SIMULATE (x
                               SEARCH3D_SYNC_FACTOR with p2p_sync) */
     /* the runtime, fixed for every candidate (not searched; docs/llm.md, "Searching

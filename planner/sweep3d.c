@@ -138,6 +138,9 @@ void sweep3d_print(const sweep3d_result *r, FILE *out)
     if (r->opts.cross_entropy == LLM_CE_TE) /* only when set: default sweeps read as before */
         fprintf(out, "loss of every layout: cross-entropy te (Transformer Engine's fused "
                 "loss)\n");
+    else if (r->opts.cross_entropy == LLM_CE_NATIVE)
+        fprintf(out, "loss of every layout: cross-entropy native (Megatron-Core's fused "
+                "loss)\n");
     if (r->opts.balance)
         fprintf(out, "stages balanced (--balance) in every layout simulated; the estimates "
                 "split the blocks evenly\n");
@@ -204,8 +207,8 @@ cJSON *sweep3d_to_json(const sweep3d_result *r)
                                 dev_precision_name(r->opts.optimizer_state));
     if (r->opts.fp8_param_gather) /* only when set, as plan --model's ranking */
         cJSON_AddBoolToObject(j, "fp8_param_gather", 1);
-    if (r->opts.cross_entropy == LLM_CE_TE) /* likewise */
-        cJSON_AddStringToObject(j, "cross_entropy", "te");
+    if (r->opts.cross_entropy != LLM_CE_UNFUSED) /* likewise */
+        cJSON_AddStringToObject(j, "cross_entropy", llm_cross_entropy_name(r->opts.cross_entropy));
     if (r->opts.balance) cJSON_AddBoolToObject(j, "balance", 1);
     if (!(a = cJSON_AddArrayToObject(j, "points"))) {
         cJSON_Delete(j);

@@ -59,11 +59,11 @@ int sweep3d_run(const transformer *t, const cluster *c, const char *cluster_file
 void sweep3d_result_free(sweep3d_result *r);
 
 /* The table (after a line naming the runtime of every layout where it is not the
- * default, one for --cross-entropy te and one for --balance), the deadline line and the front, every figure with its unit. */
+ * default, one for --cross-entropy te or native and one for --balance), the deadline line and the front, every figure with its unit. */
 void sweep3d_print(const sweep3d_result *r, FILE *out);
 
 /* {"format": "plumb-sweep3d/1", ..., "tp_overlap", "overlap_param_gather", "p2p",
- * ["grad_reduce", "optimizer_state" when bf16, "fp8_param_gather", "cross_entropy" when "te",
+ * ["grad_reduce", "optimizer_state" when bf16, "fp8_param_gather", "cross_entropy" when "te" or "native",
  * "balance" when set],
  * "points"}
  * (docs/llm.md, "Sweeping GPU counts"); caller frees. */

@@ -151,8 +151,8 @@ static void layout_json(cJSON *o, const sim_report *r)
         cJSON_AddStringToObject(o, "optimizer_state", dev_precision_name(r->optimizer_state));
     if (r->fp8_param_gather) /* only when set: default reports read as before */
         cJSON_AddBoolToObject(o, "fp8_param_gather", 1);
-    if (r->cross_entropy) /* only when "te": default reports read as before */
-        cJSON_AddStringToObject(o, "cross_entropy", "te");
+    if (r->cross_entropy) /* only when fused: default reports read as before */
+        cJSON_AddStringToObject(o, "cross_entropy", plan_cross_entropy_name(r->cross_entropy));
     if (r->grad_sync_end)
         cJSON_AddStringToObject(o, "grad_sync", "end");
     if (r->p2p_whole) /* only when set: default reports read as before */

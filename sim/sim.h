@@ -200,7 +200,7 @@ typedef struct sim_report {
     int grad_sync_end;        /* the plan's: 1 when its gradients are reduced at the end */
     int p2p_whole;            /* the plan's p2p_split: 1 for "whole" */
     int fp8_param_gather;     /* the plan's fp8_param_gather (FP8 primary weights) */
-    int cross_entropy;        /* the plan's cross_entropy: 1 for "te" (the fused loss) */
+    int cross_entropy;        /* the plan's cross_entropy: 1 "te", 2 "native" (fused) */
     int gpus;                 /* every member of every group (plan_gpus) */
     const char *device_noun;  /* what the cluster's devices are called in text
                                  (cluster_device_noun: "GPU", "CPU worker"; static; NULL

@@ -336,8 +336,57 @@ Test(llm, te_cross_entropy_streams_fewer_bytes)
     cr_assert_eq(ce, LLM_CE_TE);
     cr_assert_eq(llm_cross_entropy_parse("unfused", &ce), 0);
     cr_assert_eq(ce, LLM_CE_UNFUSED);
-    cr_assert_eq(llm_cross_entropy_parse("native", &ce), -1);
+    cr_assert_eq(llm_cross_entropy_parse("native", &ce), 0);
+    cr_assert_eq(ce, LLM_CE_NATIVE);
+    cr_assert_eq(llm_cross_entropy_parse("fused", &ce), -1);
     cr_assert_str_eq(llm_cross_entropy_name(LLM_CE_TE), "te");
+    cr_assert_str_eq(llm_cross_entropy_name(LLM_CE_NATIVE), "native");
+    profile_free(u);
+    profile_free(f);
+    cluster_free(c);
+    transformer_free(t);
+}
+
+/* Megatron-Core's fused loss (cross_entropy_fusion_impl "native"), NeMo 25.02's GPT-3 175B
+ * (TP 4, microbatch 2, sequence 2048): by hand, forward the fp32 copy with the row maximum
+ * (e + 4 bytes a logit), subtraction, exp and sum into the copy (8) and the division (8) in
+ * 3 kernels against the unfused loss's e + 36 in 6; backward the gradient written into the
+ * saved probabilities and cast to bf16 (8 + e) in 1 kernel against 12 + e in 2. It keeps
+ * the fp32 probabilities and needs the logits beside their copy, as the unfused loss. */
+Test(llm, native_cross_entropy_streams_fewer_bytes)
+{
+    transformer *t = load_ok("examples/llm/nemo/gpt3-175b-v50688.json");
+    const char *cpath = "profiles/clusters/dgx-h100.json";
+    cluster *c = cluster_ok(cpath);
+    llm_options o;
+    llm_options_init(&o);
+    o.tp = 4;
+    o.microbatch = 2;
+    plumb_err err = {{0}};
+    profile *u = llm_profile_build(t, c, cpath, &o, &err);
+    cr_assert_not_null(u, "%s", err.msg);
+    o.cross_entropy = LLM_CE_NATIVE;
+    profile *f = llm_profile_build(t, c, cpath, &o, &err);
+    cr_assert_not_null(f, "%s", err.msg);
+    const device_type *d = &c->types[0];
+    double logits = 2 * 2048.0 * (50688 / 4), e = 2;
+    const profile_layer *hu = &u->layers[97], *hf = &f->layers[97];
+    cr_assert_str_eq(hf->kind, "LMHead");
+    double dfwd = device_stream_s(d, logits * (e + 36), 6) -
+                  device_stream_s(d, logits * ((e + 4) + 8 + 8), 3);
+    double dbwd = device_stream_s(d, logits * (12 + e), 2) - device_stream_s(d, logits * (8 + e), 1);
+    cr_assert_gt(dfwd, 0);
+    cr_assert_gt(dbwd, 0);
+    expect_within(hu->forward_ms - hf->forward_ms, dfwd * 1e3, 1e-9, "forward saved (ms)");
+    expect_within(hu->backward_input_ms - hf->backward_input_ms, dbwd * 1e3, 1e-9,
+                  "backward saved (ms)");
+    cr_assert_eq(hu->backward_weight_ms, hf->backward_weight_ms);
+    cr_assert_eq(hu->flops, hf->flops);
+    cr_assert_eq(hu->saved_bytes, hf->saved_bytes);
+    cr_assert_eq(hf->workspace_bytes, logits * e);
+    cr_assert_eq(hu->workspace_bytes, hf->workspace_bytes);
+    for (int i = 0; i < 97; i++) /* the embedding and the blocks are the same */
+        cr_assert_eq(u->layers[i].forward_ms, f->layers[i].forward_ms);
     profile_free(u);
     profile_free(f);
     cluster_free(c);

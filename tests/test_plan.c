@@ -954,9 +954,9 @@ Test(plan3d, fp8_param_gather_round_trip)
 }
 
 /* cross_entropy (the LM head's loss as the profile prices it): not written when unfused (a
- * plan's file reads as before), "te" written, read back equal and changing equality; an
- * explicit "unfused" reads as the default; anything else refused in one line naming the
- * field. */
+ * plan's file reads as before), "te" and "native" written, read back equal and changing
+ * equality; an explicit "unfused" reads as the default; anything else refused in one line
+ * naming the field. */
 Test(plan3d, cross_entropy_round_trip)
 {
     plan *pl = tp_plan();
@@ -978,30 +978,47 @@ Test(plan3d, cross_entropy_round_trip)
     cr_assert_eq(b->cross_entropy, 1);
     cr_assert(plan_equal(q, b));
     plan_free(b);
+    plan *n = plan_clone(pl); /* Megatron-Core's fused loss: its own word, unequal to te */
+    n->cross_entropy = 2;
+    cr_assert_eq(plan_validate(n, "p", &err), 0, "%s", err.msg);
+    cr_assert_not(plan_equal(q, n));
+    round_trip(n);
+    cJSON *jn = plan_to_json(n);
+    v = cJSON_GetObjectItem(jn, "cross_entropy");
+    cr_assert(cJSON_IsString(v) && !strcmp(v->valuestring, "native"));
+    b = plan_from_json(jn, "p.json", &err);
+    cr_assert_not_null(b, "%s", err.msg);
+    cr_assert_eq(b->cross_entropy, 2);
+    plan_free(b);
+    cJSON_Delete(jn);
+    plan_free(n);
     cJSON_ReplaceItemInObject(j, "cross_entropy", cJSON_CreateString("unfused"));
     b = plan_from_json(j, "p.json", &err);
     cr_assert_not_null(b, "%s", err.msg);
     cr_assert_eq(b->cross_entropy, 0);
     cr_assert(plan_equal(pl, b));
     plan_free(b);
-    static const char *const bad[] = {"native", "TE", ""};
+    static const char *const bad[] = {"fused", "TE", ""};
     for (int i = 0; i < 3; i++) {
         cJSON_ReplaceItemInObject(j, "cross_entropy", cJSON_CreateString(bad[i]));
         err_clear(&err);
         cr_assert_null(plan_from_json(j, "p.json", &err));
-        cr_assert(strstr(err.msg, "p.json: cross_entropy: expected unfused or te (got"), "%s",
+        cr_assert(strstr(err.msg, "p.json: cross_entropy: expected unfused, te or native (got"),
+                  "%s",
                   err.msg);
         cr_assert_null(strchr(err.msg, '\n'));
     }
     cJSON_ReplaceItemInObject(j, "cross_entropy", cJSON_CreateBool(1));
     err_clear(&err);
     cr_assert_null(plan_from_json(j, "p.json", &err));
-    cr_assert(strstr(err.msg, "p.json: cross_entropy: expected unfused or te (got true)"), "%s",
+    cr_assert(strstr(err.msg, "p.json: cross_entropy: expected unfused, te or native (got true)"),
+              "%s",
               err.msg);
-    q->cross_entropy = 2;
+    q->cross_entropy = 3;
     err_clear(&err);
     cr_assert_neq(plan_validate(q, "p", &err), 0);
-    cr_assert(strstr(err.msg, "p: cross_entropy: expected unfused or te (got 2)"), "%s", err.msg);
+    cr_assert(strstr(err.msg, "p: cross_entropy: expected unfused, te or native (got 3)"), "%s",
+              err.msg);
     cJSON_Delete(j);
     plan_free(q);
     plan_free(pl);

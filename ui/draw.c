@@ -398,8 +398,12 @@ static void draw_runtime(ui_app *a, int x, int y, int w, ui_fb *fb)
     }
     if (lo->account_embedding) runtime_word(&p, "embedding-in-split", "emb-split", 1);
     if (lo->account_loss) runtime_word(&p, "loss-in-split", "loss-split", 1);
-    if (lo->cross_entropy) /* --cross-entropy te: every layout's loss */
-        runtime_word(&p, "cross-entropy-te", "ce-te", 1);
+    if (lo->cross_entropy) { /* --cross-entropy te or native: every layout's loss */
+        char v[40], s[24];
+        snprintf(v, sizeof v, "cross-entropy-%s", plan_cross_entropy_name(lo->cross_entropy));
+        snprintf(s, sizeof s, "ce-%s", plan_cross_entropy_name(lo->cross_entropy));
+        runtime_word(&p, v, s, 1);
+    }
 }
 
 /* 1 when the 2D view's header has a runtime row: a plan file whose "p2p", "grad_sync",

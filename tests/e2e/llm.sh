@@ -78,9 +78,9 @@ unf_head=$(awk '$2 == "head" { print $4 }' "$d/out")
 python3 -c "import sys; sys.exit(0 if 0 < float('$te_head') < float('$unf_head') else 1)" ||
     { echo "FAIL profile-ce-te: head forward $te_head ms with te, $unf_head ms unfused"; fail=1; }
 cmp -s "$d/ce.json" "$d/ce0.json" && { echo "FAIL profile-ce-te: the same profile as unfused"; fail=1; }
-"$P" plan --model examples/llm/gpt2.json -c $A100 --gpus 8 --global-batch 8 --cross-entropy native 2>"$d/perr" >/dev/null
+"$P" plan --model examples/llm/gpt2.json -c $A100 --gpus 8 --global-batch 8 --cross-entropy fused 2>"$d/perr" >/dev/null
 expect_bad bad-cross-entropy "^$(sed 's/^plumb: plan: /plumb: profile: /' "$d/perr")\$" \
-    "$P" profile --model examples/llm/gpt2.json -c $A100 --cross-entropy native
+    "$P" profile --model examples/llm/gpt2.json -c $A100 --cross-entropy fused
 # --quiet without -o would print nothing and write nothing: refused, not ignored
 expect_bad quiet-no-output 'profile: --quiet: expected -o PROFILE.json with it' \
     "$P" profile --model examples/llm/gpt2.json -c $A100 --quiet

@@ -248,6 +248,23 @@ grep -q cross_entropy "$d/out" "$d/ce0.json" &&
     { echo "FAIL ce-unfused: cross_entropy written for the default"; fail=1; }
 python3 -c "import sys; sys.exit(0 if float('$ce0_it') > float('$ce_it') else 1)" ||
     { echo "FAIL ce-unfused: unfused $ce0_it s is not longer than te's $ce_it s"; fail=1; }
+# Megatron-Core's own fused loss (--cross-entropy native): its word on the settings line, in
+# the plan file and sim's report; plumb sim of that plan gives plan's iteration, between
+# te's and the unfused loss's
+ok ce-native "$P" plan "${CE[@]}" --cross-entropy native --json -o "$d/cen.json"
+has ce-native '^	"cross_entropy":	"native",$'
+cen_it=$(sed -n 's/^	"iteration_s":	\([0-9.e+-]*\),$/\1/p' "$d/out" | head -1)
+grep -q '"cross_entropy":	"native"' "$d/cen.json" ||
+    { echo "FAIL ce-native: the plan file has no cross_entropy native"; fail=1; }
+ok ce-native-text "$P" plan "${CE[@]}" --cross-entropy native
+has ce-native-text '^recompute none, sequence parallel off, zero 0, bf16, cross-entropy native$'
+ok ce-native-sim "$P" sim "$d/cen.json" --json
+has ce-native-sim '^	"cross_entropy":	"native",$'
+cen_sim=$(sed -n 's/^	"iteration_s":	\([0-9.e+-]*\),$/\1/p' "$d/out" | head -1)
+[ -n "$cen_it" ] && [ "$cen_sim" = "$cen_it" ] ||
+    { echo "FAIL ce-native-sim: plumb sim of the native plan ($cen_sim) is not plan's ($cen_it)"; fail=1; }
+python3 -c "import sys; sys.exit(0 if float('$ce_it') < float('$cen_it') < float('$ce0_it') else 1)" ||
+    { echo "FAIL ce-native: native $cen_it s not between te's $ce_it s and unfused $ce0_it s"; fail=1; }
 
 # Megatron-Core's uneven splits (docs/llm.md, "Uneven splits"): Llama 3.1 405B's 126 blocks
 # with the embedding and the loss counted as a block each over pp 8 x V 8, two a virtual

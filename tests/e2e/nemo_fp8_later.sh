@@ -41,11 +41,11 @@ fi
 
 # an unknown loss kind: one line, exit 2, nothing on stdout
 "$P" plan --model examples/llm/llama3-70b.json -c "$SHIPPED" --tp 4 --pp 8 --dp 2 \
-    --global-batch 128 --cross-entropy native >"$d/bad.out" 2>"$d/bad.err"
+    --global-batch 128 --cross-entropy fused >"$d/bad.out" 2>"$d/bad.err"
 rc=$?
 if [ $rc != 2 ] || [ -s "$d/bad.out" ] || [ "$(wc -l <"$d/bad.err")" != 1 ] ||
-    ! grep -q -- '--cross-entropy: expected unfused or te (got "native")' "$d/bad.err"; then
-    echo "FAIL --cross-entropy native: exit $rc, $(cat "$d/bad.err")"
+    ! grep -q -- '--cross-entropy: expected unfused, te or native (got "fused")' "$d/bad.err"; then
+    echo "FAIL --cross-entropy fused: exit $rc, $(cat "$d/bad.err")"
     fail=1
 fi
 

@@ -109,8 +109,8 @@ sweep_bad precision 'sweep: --precision: expected bf16, fp16, tf32, fp32 or fp8 
     --precision int8
 sweep_bad attention 'sweep: --attention: expected standard or flash (got "sparse")$' \
     --attention sparse
-sweep_bad cross-entropy 'sweep: --cross-entropy: expected unfused or te (got "native")$' \
-    --cross-entropy native
+sweep_bad cross-entropy 'sweep: --cross-entropy: expected unfused, te or native (got "fused")$' \
+    --cross-entropy fused
 sweep_bad ckpt 'sweep: --checkpoint-layers: belongs to --recompute full$' \
     --recompute selective --checkpoint-layers 2
 sweep_bad state16-fp16 'sweep: --grad-reduce bf16: belongs to --precision bf16 or fp8 (got --precision fp16)$' \
@@ -120,7 +120,7 @@ sweep_bad state16-value 'sweep: --optimizer-state: expected fp32 or bf16 (got "f
 # and plan --model refuses each of them with the same words
 for c in "--zero 0 --overlap-param-gather" "--tp 1 --tp-overlap full" "--p2p sync --schedule zb-v" \
          "--recompute selective --checkpoint-layers 2" "--precision fp32 --optimizer-state bf16" \
-         "--grad-reduce e5m2" "--schedule zb-h1 --interleave 2" "--cross-entropy native"; do
+         "--grad-reduce e5m2" "--schedule zb-h1 --interleave 2" "--cross-entropy fused"; do
     # shellcheck disable=SC2086
     "$P" sweep --model $LLAMA -c $H100 --gpus 8..16 --global-batch 128 $c 2>"$d/sweep.err" >/dev/null
     # shellcheck disable=SC2086

@@ -366,12 +366,12 @@ check "w with $TE" 'cross-entropy-te' "--tp 2 --pp 2 --dp 4 $TE" "$L $TE" 'w'
 check "G with $TE" 'cross-entropy-te' "--tp 1 --pp 2 --dp 4 $TE" "$L $TE" 'G'
 saved "w s $TE" "$L $TE" 'ws' "--tp 2 --pp 2 --dp 4 $TE" 'cross_entropy=te'
 # shellcheck disable=SC2086
-"$P" plan "${M[@]}" $L --cross-entropy native >/dev/null 2>"$d/perr"
+"$P" plan "${M[@]}" $L --cross-entropy fused >/dev/null 2>"$d/perr"
 # shellcheck disable=SC2086
-"$P" ui "${M[@]}" $L --cross-entropy native --snapshot 80x24 >/dev/null 2>"$d/uerr"; rc=$?
+"$P" ui "${M[@]}" $L --cross-entropy fused --snapshot 80x24 >/dev/null 2>"$d/uerr"; rc=$?
 want=$(sed 's/^plumb: plan: /plumb: ui: /' "$d/perr")
 [ $rc = 2 ] && [ "$(wc -l <"$d/uerr")" = 1 ] && [ "$(cat "$d/uerr")" = "$want" ] ||
-    { echo "FAIL ui --cross-entropy native: exit $rc, '$(cat "$d/uerr")', plan says '$want'"; fail=1; }
+    { echo "FAIL ui --cross-entropy fused: exit $rc, '$(cat "$d/uerr")', plan says '$want'"; fail=1; }
 
 # a plan file of a transformer's fp8 layout (tp 1) re-plans only as a layout: - (which the
 # native planner answered with a plan without fp8, its MFU 847.7 % against the fp32 peak)
