@@ -33,8 +33,8 @@ needs nemo_fp8.sh "fp8" "--precision fp8"
 #          tokens_per_s_gpu model_tflops_gpu grad_sync_dtype optim_dtype [fp8_param_gather
 #          [pipeline_split [cross_entropy]]] (optional: true runs the row with FP8 primary
 #          weights, --fp8-param-gather; pipeline_split even, or emb+loss: Megatron-Core's
-#          --account-for-embedding/loss-in-pipeline-split; cross_entropy unfused, or te:
-#          Transformer Engine's fused loss, --cross-entropy te)
+#          --account-for-embedding/loss-in-pipeline-split; cross_entropy unfused, te
+#          (Transformer Engine's fused loss) or native (Megatron-Core's): --cross-entropy)
 while IFS=$'\t' read -r run model gpus gb mbs _ tp pp cp dp il _ _ gsd od fpg split ce; do
     [ "$run" = run ] && continue
     plan_args "$MODELS/$model.json" "$H100" "$gpus" "$tp" "$pp" "$dp" "$gb" "$mbs" none
@@ -47,7 +47,7 @@ while IFS=$'\t' read -r run model gpus gb mbs _ tp pp cp dp il _ _ gsd od fpg sp
     [ "$fpg" = true ] && args+=(--fp8-param-gather)
     [ "$split" = emb+loss ] && args+=(--account-for-embedding-in-pipeline-split
         --account-for-loss-in-pipeline-split)
-    [ "$ce" = te ] && args+=(--cross-entropy te)
+    case "$ce" in te|native) args+=(--cross-entropy "$ce") ;; esac
     plan_row # the reader says why a row failed
 done <"$TSV"
 

@@ -6,12 +6,13 @@
 # split, the embedding and the loss counted as a block each: the table's pipeline_split
 # emb+loss; sources and settings in tests/data/nemo/SOURCES.md). Every row ran with FP8
 # primary weights (the table's fp8_param_gather column: --fp8-param-gather), the Llama rows
-# with Transformer Engine's fused cross-entropy (cross_entropy column te: --cross-entropy te;
-# the GPT-3 row ran Megatron-Core's native fusion, which plumb prices as unfused). It runs
+# with Transformer Engine's fused cross-entropy (cross_entropy column te: --cross-entropy te),
+# the GPT-3 row with Megatron-Core's own (native: --cross-entropy native). It runs
 # nemo_fp8.sh's planner and reader on that table, with the shipped efficiencies, on
 # profiles/clusters/dgx-h100.json as shipped: every row held to BAND_TOL each (16 %: the worst
-# row is 13.11 %) and MEAN_TOL on their mean (9 %: the 12 rows' mean is 8.26 %; 9.27 % with
-# the Llama rows' loss priced unfused, and the script fails). Every row fits: the Llama 3 70B layout peaks at 75.42 GiB on rank 0
+# row is 13.10 %) and MEAN_TOL on their mean (9 %: the 12 rows' mean is 8.24 %, 8.26 % with
+# the GPT-3 row's loss priced unfused; 9.27 % with the Llama rows' unfused too, and the
+# script fails). Every row fits: the Llama 3 70B layout peaks at 75.42 GiB on rank 0
 # (the distributed optimizer's fp32 copy of the bf16 gradients, 4.47 GiB there, is held only
 # at the step, not with the activations: docs/sim.md; 79.89 GiB when plumb counted it at the
 # activations' peak and refused these rows on the shipped 79 GiB).
