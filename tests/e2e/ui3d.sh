@@ -361,6 +361,9 @@ done
 # plan that carries it ("cross_entropy": "te"); a bad value gets plan's line, exit 2
 TE="--cross-entropy te"
 check "$TE" 'cross-entropy-te' "$L $TE" "$L $TE" ''
+# Megatron-Core's own fused loss likewise: the first frame at plan's figures, its own word
+NA="--cross-entropy native"
+check "$NA" 'cross-entropy-native' "$L $NA" "$L $NA" ''
 differs "$TE" "$L $TE" "$L"
 check "w with $TE" 'cross-entropy-te' "--tp 2 --pp 2 --dp 4 $TE" "$L $TE" 'w'
 check "G with $TE" 'cross-entropy-te' "--tp 1 --pp 2 --dp 4 $TE" "$L $TE" 'G'
