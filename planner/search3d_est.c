@@ -199,6 +199,166 @@ static double est_replay(const schedule *s, const est_stage *st, int sends, int 
     return end;
 }
 
+/* An interleaved pipeline under p2p sync, replayed as the simulator runs it
+ * (sim/engine_sync.c): each worker's forwards and backwards in its order, its exchanges
+ * in batches at its batch points (after every F and B but between the F and the B of a
+ * steady pair, when the rank has pairs: sched_interleaved_warmup of M V short of M V); a
+ * stage's output leaves in the first batch after the computation that made it, its
+ * receiver posts the receive in the last batch before the computation that takes it, and
+ * the transfer starts when both have reached those batches (the rendezvous) and arrives
+ * one send later (latency and bytes over the path's rate); the consumer waits for it, and
+ * so does the sender's next computation (the sync gate). Two sends of one batch leave at
+ * once (on different links; a shared port's lanes are not counted). Returns the makespan
+ * (-1 when the lists stall or hold other computations, or on no memory); *slope: the time
+ * per microbatch of the steady pairs of the rank with the most of them (its pairs' span
+ * over their count, times the chunks per rank), 0 when it has fewer than two. */
+static double est_sync_replay(const schedule *s, const est_stage *st, int p, int v, int sync,
+                              double *slope)
+{
+    int S = s->nstages, M = s->microbatches, W = s->nworkers, n = 2 * S * M;
+    for (int w = 0; w < W; w++)
+        if (s->len[w] > 0) n += s->len[w]; /* the computations, steps and all-reduces */
+    double mk = -1, *end = malloc((size_t)n * sizeof *end);
+    int *wof = malloc((size_t)n * 5 * sizeof *wof), *off = malloc(((size_t)W + 1) * 3 * sizeof *off);
+    *slope = 0;
+    if (!end || !wof || !off)
+        goto cleanup;
+    /* per computation c (worker w's list from off[w]): kind, stage, microbatch, next and
+     * previous batch point; per (stage, microbatch, F/B): its computation */
+    int *who = wof, *nbp = wof + n, *pbp = wof + 2 * n, *at = wof + 3 * n, *pos = off + W + 1,
+        *pair = off + 2 * (W + 1);
+    const action **ca = malloc((size_t)n * sizeof *ca);
+    if (!ca)
+        goto cleanup;
+    for (int i = 0; i < n; i++) at[i] = -1;
+    int nc = 0;
+    for (int w = 0; w < W; w++) {
+        off[w] = nc;
+        int st0 = -1;
+        for (int i = 0; i < s->len[w]; i++) {
+            const action *a = &s->acts[w][i];
+            if (a->kind == ACT_I || a->kind == ACT_W) goto stall;
+            if (act_is_comm(a->kind)) continue;
+            if (a->stage < 0 || a->stage >= S || nc >= n) goto stall;
+            if (a->kind == ACT_F || a->kind == ACT_B) {
+                if (a->microbatch < 0 || a->microbatch >= M) goto stall;
+                if (st0 < 0 && a->kind == ACT_F) st0 = a->stage;
+                at[2 * (a->stage * M + a->microbatch) + (a->kind == ACT_B)] = nc;
+            }
+            who[nc] = w, ca[nc++] = a;
+        }
+        pair[w] = st0 >= 0 && sched_interleaved_warmup(p, v, M, st0 % p) < M * v;
+    }
+    off[W] = nc;
+    for (int w = 0; w < W; w++) { /* gap g of w (before its computation g) a batch point */
+        int c0 = off[w], c1 = off[w + 1], last = 0;
+        for (int g = 0; g <= c1 - c0; g++) {
+            int bp = g == 0 || g == c1 - c0;
+            if (!bp) {
+                int pk = ca[c0 + g - 1]->kind, nk = ca[c0 + g]->kind;
+                bp = pk != ACT_F && pk != ACT_B ? nk == ACT_F /* after a step or all-reduce */
+                                                : !pair[w] || pk != ACT_F || nk != ACT_B;
+            }
+            if (bp) {
+                for (int i = last; i < g; i++) nbp[c0 + i] = g; /* first batch after i */
+                last = g;
+            }
+            if (g < c1 - c0) pbp[c0 + g] = last;                /* last batch at or before g */
+        }
+        pos[w] = 0;
+    }
+    for (int i = 0; i < n; i++) end[i] = -1;
+    int left = nc;
+    mk = 0;
+    while (left > 0) {
+        int moved = 0;
+        for (int w = 0; w < W; w++) {
+            int c0 = off[w];
+            for (; c0 + pos[w] < off[w + 1]; pos[w]++, left--, moved++) {
+                int j = pos[w], c = c0 + j;
+                const action *a = ca[c];
+                int k = a->stage, mb = a->microbatch, fwd = a->kind == ACT_F;
+                int fb = fwd || a->kind == ACT_B;
+                double ready = j > 0 ? end[c - 1] : 0, post = ready, arr;
+                if (fb && !fwd) { /* its own forward */
+                    double d = end[at[2 * (k * M + mb)]];
+                    if (d < 0) break;
+                    if (d > ready) ready = d;
+                }
+                int k0 = fwd ? k - 1 : k + 1; /* the stage whose output it takes */
+                if (fb && k0 >= 0 && k0 < S) {
+                    int pc = at[2 * (k0 * M + mb) + !fwd];
+                    if (pc < 0) goto stall;
+                    int pw = who[pc];
+                    double sd = st[fwd ? k0 : k].send;
+                    if (end[pc] < 0) break;
+                    if (pw == w) {
+                        arr = end[pc];
+                    } else if (!sync) {
+                        arr = end[pc] + sd;
+                    } else { /* sent at pw's batch point after it, received at ours */
+                        int rg = pbp[c];
+                        double ps = end[off[pw] + nbp[pc] - 1],
+                               pr = rg > 0 ? end[c0 + rg - 1] : 0;
+                        if (ps < 0) break;
+                        arr = fmax(ps, pr) + sd;
+                    }
+                    if (arr > ready) ready = arr;
+                }
+                /* the gate (not on an all-reduce): this batch point's sends have arrived */
+                int blocked = 0;
+                for (int i = j - 1; sync && a->kind != ACT_ALLREDUCE && i >= 0 &&
+                                    nbp[c0 + i] == j; i--) {
+                    const action *b = ca[c0 + i];
+                    int bf = b->kind == ACT_F, k1 = bf ? b->stage + 1 : b->stage - 1;
+                    if ((!bf && b->kind != ACT_B) || k1 < 0 || k1 >= S) continue;
+                    int rc = at[2 * (k1 * M + b->microbatch) + !bf];
+                    if (rc < 0) goto stall;
+                    int rw = who[rc], rg = pbp[rc];
+                    if (rw == w) continue;
+                    double pr = rg > 0 ? end[off[rw] + rg - 1] : 0;
+                    if (pr < 0) { blocked = 1; break; }
+                    arr = fmax(post, pr) + st[bf ? b->stage : b->stage - 1].send;
+                    if (arr > ready) ready = arr;
+                }
+                if (blocked) break;
+                end[c] = ready + (fwd ? st[k].F : a->kind == ACT_B ? st[k].B
+                                  : a->kind == ACT_STEP ? st[k].step : 0);
+                if (fb && end[c] > mk) mk = end[c];
+            }
+        }
+        if (!moved) goto stall;
+    }
+    /* the steady pairs' rate on the rank with the most pairs */
+    int best = -1, bestn = 0;
+    for (int w = 0; w < W; w++) {
+        int np = 0;
+        for (int c = off[w] + 1; c < off[w + 1]; c++)
+            np += ca[c - 1]->kind == ACT_F && ca[c]->kind == ACT_B && nbp[c - 1] != c - off[w];
+        if (np > bestn) bestn = np, best = w;
+    }
+    if (bestn >= 2) {
+        double t0 = -1, t1 = -1;
+        for (int c = off[best] + 1; c < off[best + 1]; c++)
+            if (ca[c - 1]->kind == ACT_F && ca[c]->kind == ACT_B &&
+                nbp[c - 1] != c - off[best]) { /* c ends a steady pair */
+                if (t0 < 0) t0 = end[c];
+                t1 = end[c];
+            }
+        *slope = v * (t1 - t0) / (bestn - 1);
+    }
+    goto done;
+stall:
+    mk = -1;
+done:
+    free(ca);
+cleanup:
+    free(end);
+    free(wof);
+    free(off);
+    return mk;
+}
+
 /* The closed-form makespan and its parts from the priced stages st[0..S) of p ranks x v
  * chunks each, m microbatches per replica, split: the kind runs I and W apart, sync: the
  * plan's point-to-point transfers block (p2p_sync). *fill_p2p: the part of out->p2p_s that
@@ -350,13 +510,23 @@ static void est_figures(const plan *pl, const schedule *s, sim_model *mo, const 
             rep[1] = est_replay(s, st, 0, iters, done, t, pos, &b1);
             rep[2] = est_replay(s, st, 1, iters, done, t, pos, &s1);
             if (iters == 2) rep[1] -= b1, rep[2] -= s1;
+            rep[3] = rep[5] = -1;
+            if (pl->p2p_sync && !split) {
+                rep[3] = est_sync_replay(s, st, p, v, 1, &rep[4]);
+                rep[5] = est_sync_replay(s, st, p, v, 0, &rep[6]);
+            }
             rep[0] = 1;
         }
-        double bare = rep[1], sent = rep[2];
+        double bare = rep[1], sent = rep[2], synced = rep[3], plain = rep[5];
         if (bare > 0 && sent >= bare) {
             double Rmax = (out->compute_s + out->tp_s) / m;
-            out->bubble_s = fmax(bare - s->microbatches * Rmax, 0);
+            int M = s->microbatches;
+            out->bubble_s = fmax(bare - M * Rmax, 0);
             out->p2p_s += sent - bare - fill_p2p;
+            /* interleaved under p2p sync: the synchronous replay's makespan, and its steady
+             * rate for the microbatches the pricing schedule cut */
+            if (synced > 0 && plain > 0 && (M == m || (rep[4] > 0 && rep[6] > 0)))
+                out->p2p_s = sent - bare + fmax(synced - plain + (m - M) * (rep[4] - rep[6]), 0);
         }
     }
     for (int k = 0; k < S; k++) { /* per rank, at its first stage */
@@ -408,7 +578,9 @@ int search3d_estimate_zeros(const plan *pl, int nz, const int *zeros, search3d_e
     int *pos = NULL;
     schedule *s = NULL;
     int rc = -1, built = -1; /* sim_cost_plan_is_3d of the model built */
-    double rep[3] = {0, 0, 0}; /* the replays of the model built: done, bare, with sends */
+    double rep[7] = {0}; /* the replays of the model built: done, bare, with sends; under p2p
+                           sync the synchronous replay, its steady rate, the same replay
+                           without the sync rules, its rate */
     if (!st || !expo || !one) {
         err_set(err, NULL, NULL, "out of memory");
         goto done;
