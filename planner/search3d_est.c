@@ -29,9 +29,10 @@
  * I); the scatter-gather sends' all-gathers after the receives by sim_cost_build and
  * sim_cost_stage_recv_gather (counted with tp_s); overlap_param_gather as the reduce-scatter under the backward and the all-gather the
  * next first forward waits for (exposed_allreduce); p2p_sync as each step's slowest rank
- * with its blocking sends (an interleaved rank's steady pair sending both ways at once),
- * and for zb-h1 the next rank's deferred W and the slowest two cuts both ways in each step
- * (est_pipeline; docs/llm.md, "Searching layouts"). */
+ * with its blocking sends, for zb-h1 with the next rank's deferred W and the slowest two
+ * cuts both ways in each step (est_pipeline), for interleaved by a replay of the order
+ * under the simulator's synchronous rules (est_sync_replay: batches, rendezvous, gate) less
+ * the same replay without them (docs/llm.md, "Searching layouts"). */
 #include "planner/search3d.h"
 
 #include <math.h>
@@ -207,9 +208,12 @@ static double est_replay(const schedule *s, const est_stage *st, int sends, int 
  * receiver posts the receive in the last batch before the computation that takes it, and
  * the transfer starts when both have reached those batches (the rendezvous) and arrives
  * one send later (latency and bytes over the path's rate); the consumer waits for it, and
- * so does the sender's next computation (the sync gate). Two sends of one batch leave at
- * once (on different links; a shared port's lanes are not counted). Returns the makespan
- * (-1 when the lists stall or hold other computations, or on no memory); *slope: the time
+ * so does the sender's next computation (the sync gate). A step in the list costs the
+ * stage's step (st[k].step) and is gated, an all-reduce costs nothing. Two sends of one
+ * batch leave at once (on different links; a shared port's lanes are not counted). sync 0:
+ * the same replay without the rendezvous and the gate, each transfer leaving when its data
+ * is made. Returns the makespan of the forwards and backwards (-1 when the lists stall or
+ * hold I or W, or on no memory); *slope: the time
  * per microbatch of the steady pairs of the rank with the most of them (its pairs' span
  * over their count, times the chunks per rank), 0 when it has fewer than two. */
 static double est_sync_replay(const schedule *s, const est_stage *st, int p, int v, int sync,
@@ -384,7 +388,8 @@ static void est_pipeline(const est_stage *st, int S, int p, int m, int split, in
                  * exchange each (1F1B's pairs a send with the opposite receive on the same
                  * neighbour, both ways at once); an interleaved rank exchanges with both
                  * neighbours once after each steady F-B pair, the two sends leaving at
-                 * once (each over its own lane of the egress port), so the longer one */
+                 * once (each over its own lane of the egress port), so the longer one (the
+                 * fallback: est_sync_replay replaces interleaved's when it runs) */
                 double sf = st[k].send, sb = k > 0 ? st[k - 1].send : 0;
                 snd += fmax(sf, sb) + lone * fmin(sf, sb);
             }
