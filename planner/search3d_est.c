@@ -67,6 +67,8 @@ static int buckets(double G)
 
 typedef struct est_stage {
     double F, B, I, W, tp, step, send;
+    double hold; /* of send: the time it holds its link and ports (bytes over rate) */
+    int lvl;     /* the level its path crosses (sim_net_path), -1 when nothing moves */
 } est_stage;
 
 /* The exposed part of the all-reduces of pipeline rank r after its stages' last
@@ -126,15 +128,19 @@ static double exposed_allreduce(const sim_model *mo, const sim_net *net, const p
     return ex;
 }
 
-/* Seconds of one send of stage st's output to stage st + 1 (their first replicas). */
-static double send_s(const sim_model *mo, const sim_net *net, const plan *pl, int st)
+/* Seconds of one send of stage st's output to stage st + 1 (their first replicas); *lvl:
+ * the level its path crosses (-1 when none), *hold: its bytes over the path's rate. */
+static double send_s(const sim_model *mo, const sim_net *net, const plan *pl, int st,
+                     int *lvl, double *hold)
 {
+    *lvl = -1, *hold = 0;
     if (st + 1 >= pl->nstages || !(mo->cut_bytes[st] > 0)) return 0;
     double rate, lat;
-    if (sim_net_path(net, pl->stages[st].devices[0], pl->stages[st + 1].devices[0], &rate,
-                     &lat) < 0)
-        return 0;
-    return lat + mo->cut_bytes[st] / rate;
+    int L = sim_net_path(net, pl->stages[st].devices[0], pl->stages[st + 1].devices[0], &rate,
+                         &lat);
+    if (L < 0) return 0;
+    *lvl = L, *hold = mo->cut_bytes[st] / rate;
+    return lat + *hold;
 }
 
 /* The pipeline of schedule s (one iteration) replayed `iters` times over (1 or 2): the
@@ -200,6 +206,76 @@ static double est_replay(const schedule *s, const est_stage *st, int sends, int 
     return end;
 }
 
+/* The state of est_sync_replay that its transfers read: per computation c (worker w's
+ * from off[w]) its action, worker, next batch point after it and last batch point at or
+ * before it (gaps of w's list); per (stage, microbatch, F/B) its computation; the ends so
+ * far (-1: not yet); the lanes of each level's egress port. */
+typedef struct est_sync {
+    const action **ca;
+    const int *who, *nbp, *pbp, *at, *off;
+    const double *end;
+    const est_stage *st;
+    int S, M, lanes[CLUSTER_MAX_LEVELS];
+} est_sync;
+
+/* The computation on another worker that takes computation c's output, or -1 (none, or
+ * on c's worker). */
+static int sync_consumer(const est_sync *x, int c)
+{
+    const action *b = x->ca[c];
+    int bf = b->kind == ACT_F, k1 = bf ? b->stage + 1 : b->stage - 1;
+    if ((!bf && b->kind != ACT_B) || k1 < 0 || k1 >= x->S) return -1;
+    int rc = x->at[2 * (k1 * x->M + b->microbatch) + !bf];
+    return rc >= 0 && x->who[rc] != x->who[c] ? rc : -1;
+}
+
+/* The cut computation c's output crosses (the stage whose send it is). */
+static int sync_cut(const est_sync *x, int c)
+{
+    return x->ca[c]->kind == ACT_F ? x->ca[c]->stage : x->ca[c]->stage - 1;
+}
+
+/* When the transfer of c's output to rc may start: both have reached their batches (the
+ * sender the first after c, the receiver the last at or before rc); -1 when not yet known. */
+static double sync_start(const est_sync *x, int c, int rc)
+{
+    int w = x->who[c], rw = x->who[rc], rg = x->pbp[rc];
+    double ps = x->end[x->off[w] + x->nbp[c] - 1], pr = rg > 0 ? x->end[x->off[rw] + rg - 1] : 0;
+    return ps < 0 || pr < 0 ? -1 : fmax(ps, pr);
+}
+
+/* 1 when the sends over cuts a and b, from one device, share an egress port of one lane
+ * (eng_path_ports: level 0's is the device's, alone inside a server; levels 1..L the
+ * sender's group's). */
+static int sync_share(const est_sync *x, int a, int b)
+{
+    int L1 = x->st[a].lvl, L2 = x->st[b].lvl;
+    if (L1 < 0 || L2 < 0) return 0;
+    if (L1 == 0 || L2 == 0) return L1 == L2 && x->lanes[0] < 2;
+    for (int l = 1; l <= (L1 < L2 ? L1 : L2); l++)
+        if (x->lanes[l] < 2) return 1;
+    return 0;
+}
+
+/* When c's output arrives at rc: its start, or, when the other send of its batch shares a
+ * one-lane port with it and started first (the earlier in the list on a tie), once that
+ * one has left the port; plus its send. -1 when not yet known. */
+static double sync_arrival(const est_sync *x, int c, int rc)
+{
+    double t = sync_start(x, c, rc);
+    if (t < 0) return -1;
+    int w = x->who[c], g = x->nbp[c], k = sync_cut(x, c);
+    for (int q = c - 1; q <= c + 1; q += 2)
+        for (int i = q; i >= x->off[w] && i < x->off[w + 1] && x->nbp[i] == g; i += q - c) {
+            int ri = sync_consumer(x, i), ki = sync_cut(x, i);
+            if (ri < 0 || !sync_share(x, k, ki)) continue;
+            double ti = sync_start(x, i, ri);
+            if (ti < 0) return -1;
+            if (ti < t || (ti == t && i < c)) t = fmax(t, ti + x->st[ki].hold);
+        }
+    return t + x->st[k].send;
+}
+
 /* An interleaved pipeline under p2p sync, replayed as the simulator runs it
  * (sim/engine_sync.c): each worker's forwards and backwards in its order, its exchanges
  * in batches at its batch points (after every F and B but between the F and the B of a
@@ -209,15 +285,16 @@ static double est_replay(const schedule *s, const est_stage *st, int sends, int 
  * the transfer starts when both have reached those batches (the rendezvous) and arrives
  * one send later (latency and bytes over the path's rate); the consumer waits for it, and
  * so does the sender's next computation (the sync gate). A step in the list costs the
- * stage's step (st[k].step) and is gated, an all-reduce costs nothing. Two sends of one
- * batch leave at once (on different links; a shared port's lanes are not counted). sync 0:
+ * stage's step (st[k].step) and is gated, an all-reduce costs nothing. The two sends of a
+ * batch leave at once, or one after the other when they share an egress port of one lane
+ * (sync_arrival; the other workers' sends through a server's port are not counted). sync 0:
  * the same replay without the rendezvous and the gate, each transfer leaving when its data
  * is made. Returns the makespan of the forwards and backwards (-1 when the lists stall or
  * hold I or W, or on no memory); *slope: the time
  * per microbatch of the steady pairs of the rank with the most of them (its pairs' span
  * over their count, times the chunks per rank), 0 when it has fewer than two. */
-static double est_sync_replay(const schedule *s, const est_stage *st, int p, int v, int sync,
-                              double *slope)
+static double est_sync_replay(const schedule *s, const est_stage *st, const sim_net *net,
+                              int p, int v, int sync, double *slope)
 {
     int S = s->nstages, M = s->microbatches, W = s->nworkers, n = 2 * S * M;
     for (int w = 0; w < W; w++)
@@ -272,6 +349,10 @@ static double est_sync_replay(const schedule *s, const est_stage *st, int p, int
         pos[w] = 0;
     }
     for (int i = 0; i < n; i++) end[i] = -1;
+    est_sync x = {.ca = ca, .who = who, .nbp = nbp, .pbp = pbp, .at = at, .off = off,
+                  .end = end, .st = st, .S = S, .M = M};
+    for (int l = 0; l < net->nlevels && l < CLUSTER_MAX_LEVELS; l++)
+        x.lanes[l] = sim_net_lanes(net, l);
     int left = nc;
     mk = 0;
     while (left > 0) {
@@ -283,7 +364,7 @@ static double est_sync_replay(const schedule *s, const est_stage *st, int p, int
                 const action *a = ca[c];
                 int k = a->stage, mb = a->microbatch, fwd = a->kind == ACT_F;
                 int fb = fwd || a->kind == ACT_B;
-                double ready = j > 0 ? end[c - 1] : 0, post = ready, arr;
+                double ready = j > 0 ? end[c - 1] : 0, arr;
                 if (fb && !fwd) { /* its own forward */
                     double d = end[at[2 * (k * M + mb)]];
                     if (d < 0) break;
@@ -300,12 +381,8 @@ static double est_sync_replay(const schedule *s, const est_stage *st, int p, int
                         arr = end[pc];
                     } else if (!sync) {
                         arr = end[pc] + sd;
-                    } else { /* sent at pw's batch point after it, received at ours */
-                        int rg = pbp[c];
-                        double ps = end[off[pw] + nbp[pc] - 1],
-                               pr = rg > 0 ? end[c0 + rg - 1] : 0;
-                        if (ps < 0) break;
-                        arr = fmax(ps, pr) + sd;
+                    } else if ((arr = sync_arrival(&x, pc, c)) < 0) {
+                        break; /* sent at pw's batch point after it, received at ours */
                     }
                     if (arr > ready) ready = arr;
                 }
@@ -313,16 +390,9 @@ static double est_sync_replay(const schedule *s, const est_stage *st, int p, int
                 int blocked = 0;
                 for (int i = j - 1; sync && a->kind != ACT_ALLREDUCE && i >= 0 &&
                                     nbp[c0 + i] == j; i--) {
-                    const action *b = ca[c0 + i];
-                    int bf = b->kind == ACT_F, k1 = bf ? b->stage + 1 : b->stage - 1;
-                    if ((!bf && b->kind != ACT_B) || k1 < 0 || k1 >= S) continue;
-                    int rc = at[2 * (k1 * M + b->microbatch) + !bf];
-                    if (rc < 0) goto stall;
-                    int rw = who[rc], rg = pbp[rc];
-                    if (rw == w) continue;
-                    double pr = rg > 0 ? end[off[rw] + rg - 1] : 0;
-                    if (pr < 0) { blocked = 1; break; }
-                    arr = fmax(post, pr) + st[bf ? b->stage : b->stage - 1].send;
+                    int rc = sync_consumer(&x, c0 + i);
+                    if (rc < 0) continue;
+                    if ((arr = sync_arrival(&x, c0 + i, rc)) < 0) { blocked = 1; break; }
                     if (arr > ready) ready = arr;
                 }
                 if (blocked) break;
@@ -495,11 +565,13 @@ static void est_figures(const plan *pl, const schedule *s, sim_model *mo, const 
         double tpf = tpt.f, tpb = split ? tpt.i : tpt.b, gf, gb;
         /* the scatter-gather's all-gathers after the receives, inside act_s already */
         sim_cost_stage_recv_gather(mo, pl, net, k, &gf, &gb);
+        int lvl;
+        double hold, send = send_s(mo, net, pl, k, &lvl, &hold);
         st[k] = (est_stage){.F = a[SIM_C_F] * sc, .B = a[SIM_C_B] * sc, .I = a[SIM_C_I] * sc,
                             .W = a[SIM_C_W] * sc,
                             .tp = tpf + tpb + gf + gb +
                                   (pl->recompute == RECOMPUTE_FULL ? tpf : 0),
-                            .send = send_s(mo, net, pl, k)};
+                            .send = send, .hold = hold, .lvl = lvl};
         st[k].step = mo->worker_mem_Bps[w0] > 0 ? mo->step_bytes[k] / mo->worker_mem_Bps[w0] : 0;
     }
     double fill_p2p;
@@ -517,8 +589,8 @@ static void est_figures(const plan *pl, const schedule *s, sim_model *mo, const 
             if (iters == 2) rep[1] -= b1, rep[2] -= s1;
             rep[3] = rep[5] = -1;
             if (pl->p2p_sync && !split) {
-                rep[3] = est_sync_replay(s, st, p, v, 1, &rep[4]);
-                rep[5] = est_sync_replay(s, st, p, v, 0, &rep[6]);
+                rep[3] = est_sync_replay(s, st, net, p, v, 1, &rep[4]);
+                rep[5] = est_sync_replay(s, st, net, p, v, 0, &rep[6]);
             }
             rep[0] = 1;
         }
