@@ -194,33 +194,100 @@ Test(search3d_runtime, grad_reduce_bf16_against_the_simulator, .init = setup, .f
 }
 
 /* p2p sync: the estimate adds each blocking send of the busiest rank and, for zb-h1, the
- * next rank's deferred W that each steady step waits for (its receive is posted after it):
- * the iteration within RUNTIME_TOL and the added time within RUNTIME_DELTA_TOL of the
- * simulator's on every kind. */
+ * next rank's deferred W that each steady step waits for (its receive is posted after it);
+ * interleaved by the synchronous replay of its order (planner/search3d_est.c,
+ * est_sync_replay): the iteration within the case's tolerance of the simulator's and the
+ * added time within its delta tolerance of the simulator's. Measured 2026-12-07, the
+ * added time estimated against simulated (docs/llm.md, "Searching layouts"): interleaved
+ * tp 8 x pp 8 V 4 -0.2 % (-35.4 % before the replay), tp 4 x pp 16 V 2 -0.0 % (-44.9 %),
+ * 1f1b-flush +1.6 % both, zb-h1 +4.2 %, +3.3 %, +3.4 %; the iterations of the interleaved
+ * cases within 0.03 % (0.3 % before). */
 Test(search3d_runtime, p2p_sync_against_the_simulator, .init = setup, .fini = teardown)
 {
-    static const lay lays[] = {
-        {64, 8, 8, 4, S, 0, KI}, {64, 4, 16, 2, F, 0, KI}, {64, 4, 16, 1, F, 0, K1},
-        {64, 8, 8, 1, F, 0, KZ}, {64, 8, 8, 1, S, 0, KZ}, {64, 4, 16, 1, F, 0, KZ},
-        {64, 2, 32, 1, F, 0, K1},
+    static const struct { lay l; double tol, dtol; } cases[] = {
+        {{64, 8, 8, 4, S, 0, KI}, 0.001, 0.01}, {{64, 4, 16, 2, F, 0, KI}, 0.001, 0.01},
+        {{64, 4, 16, 1, F, 0, K1}, 0.001, 0.03}, {{64, 8, 8, 1, F, 0, KZ}, 0.01, 0.06},
+        {{64, 8, 8, 1, S, 0, KZ}, 0.01, 0.06},   {{64, 4, 16, 1, F, 0, KZ}, 0.01, 0.06},
+        {{64, 2, 32, 1, F, 0, K1}, 0.001, 0.03},
     };
     search3d_options base, rt;
     search3d_options_init(&base);
     search3d_options_init(&rt);
     rt.p2p_sync = 1;
-    for (size_t i = 0; i < sizeof lays / sizeof lays[0]; i++) {
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const lay *l = &cases[i].l;
         search3d_est e0, e1;
         double est0, sim0, est1, sim1;
-        run_one(t, c, &lays[i], 64, &base, &est0, &sim0, &e0);
-        run_one(t, c, &lays[i], 64, &rt, &est1, &sim1, &e1);
+        run_one(t, c, l, 64, &base, &est0, &sim0, &e0);
+        run_one(t, c, l, 64, &rt, &est1, &sim1, &e1);
         cr_expect(e1.p2p_s > e0.p2p_s, "case %zu: the blocking sends priced (%.4f -> %.4f s)",
                   i, e0.p2p_s, e1.p2p_s);
         double de = est1 - est0, ds = sim1 - sim0;
-        cr_expect(fabs(de - ds) <= RUNTIME_DELTA_TOL * fabs(ds) + 1e-3 * sim0, "case %zu: the "
+        cr_expect(fabs(de - ds) <= cases[i].dtol * fabs(ds) + 1e-5 * sim0, "case %zu: the "
                   "estimate adds %.4f s, the simulator %.4f s", i, de, ds);
-        cr_expect(fabs(est1 / sim1 - 1) <= RUNTIME_TOL, "case %zu (%s): estimate %.4f s, "
-                  "simulated %.4f s", i, sched_kind_name((sched_kind)lays[i].sched), est1, sim1);
+        cr_expect(fabs(est1 / sim1 - 1) <= cases[i].tol, "case %zu (%s): estimate %.4f s, "
+                  "simulated %.4f s", i, sched_kind_name((sched_kind)l->sched), est1, sim1);
     }
+}
+
+/* Interleaved under p2p sync with the sends 10 x shorter and 10 x longer (every level's
+ * bandwidth and egress scaled) and with 10 x the latency: the time sync adds is the
+ * lockstep of the batches with both neighbours (the rendezvous, the gate, the steps
+ * between the chunks' backwards), not a fixed share of the sends, so the estimate follows
+ * the simulator at every size: within 1 % (before the replay 0.0048 s against 0.0245 s at
+ * x 0.1 and 0.346 against 0.355 s at x 10 on tp 8 x pp 8, 0.0023 against 0.0156 s at
+ * x 0.1 on tp 4 x pp 16). */
+Test(search3d_runtime, p2p_sync_interleaved_any_send_size, .init = setup, .fini = teardown)
+{
+    static const lay lays[] = {{64, 8, 8, 4, S, 0, KI}, {64, 4, 16, 2, F, 0, KI}};
+    static const struct { double bw, lat; } scale[] = {{0.1, 1}, {10, 1}, {1, 10}};
+    cluster_level keep[CLUSTER_MAX_LEVELS];
+    memcpy(keep, c->levels, sizeof keep);
+    search3d_options base, rt;
+    search3d_options_init(&base);
+    rt = base;
+    rt.p2p_sync = 1;
+    for (size_t i = 0; i < sizeof lays / sizeof lays[0]; i++)
+        for (size_t k = 0; k < sizeof scale / sizeof scale[0]; k++) {
+            for (int l = 0; l < c->nlevels; l++) {
+                c->levels[l].bandwidth_Bps = keep[l].bandwidth_Bps / scale[k].bw;
+                c->levels[l].egress_Bps = keep[l].egress_Bps / scale[k].bw;
+                c->levels[l].latency_s = keep[l].latency_s * scale[k].lat;
+            }
+            search3d_est e0, e1;
+            double est0, sim0, est1, sim1;
+            run_one(t, c, &lays[i], 64, &base, &est0, &sim0, &e0);
+            run_one(t, c, &lays[i], 64, &rt, &est1, &sim1, &e1);
+            double de = est1 - est0, ds = sim1 - sim0;
+            cr_expect(fabs(de - ds) <= 0.01 * ds, "layout %zu, sends x %g, latency x %g: the "
+                      "estimate adds %.4f s, the simulator %.4f s", i, 1 / scale[k].bw,
+                      scale[k].lat, de, ds);
+        }
+    memcpy(c->levels, keep, sizeof keep);
+}
+
+/* Interleaved under p2p sync with every rank inside one server (Llama 3 8B, tp 1 x pp 8,
+ * V 4, full recomputation, 64 microbatches on 8 H100s): a rank's two sends of a batch
+ * leave through its device's one-lane NVLink port one after the other, which the estimate
+ * follows within 3 % of the time sync adds (measured 2026-12-07: +0.069 s against +0.070 s;
+ * +0.042 s before the synchronous replay, +0.046 s with it but the two sends at once). */
+Test(search3d_runtime, p2p_sync_interleaved_shared_port, .init = setup, .fini = teardown)
+{
+    transformer *ll = llmfix_model("examples/llm/llama3-8b.json");
+    static const lay l = {8, 1, 8, 4, F, 0, KI};
+    search3d_options base, rt;
+    search3d_options_init(&base);
+    rt = base;
+    rt.p2p_sync = 1;
+    search3d_est e0, e1;
+    double est0, sim0, est1, sim1;
+    run_sp(ll, c, &l, 64, 0, &base, &est0, &sim0, &e0);
+    run_sp(ll, c, &l, 64, 0, &rt, &est1, &sim1, &e1);
+    double de = est1 - est0, ds = sim1 - sim0;
+    cr_expect(fabs(de - ds) <= 0.03 * ds, "the estimate adds %.4f s, the simulator %.4f s", de,
+              ds);
+    cr_expect(fabs(est1 / sim1 - 1) <= 0.001, "estimate %.4f s, simulated %.4f s", est1, sim1);
+    transformer_free(ll);
 }
 
 /* The pipeline sends whole (p2p_split whole: every tensor rank sends the whole tensor, tp
@@ -229,21 +296,24 @@ Test(search3d_runtime, p2p_sync_against_the_simulator, .init = setup, .fini = te
  * or on interleaved overlapped faster: its sends hide under the compute, the all-gathers
  * it saves did not), the estimate's iteration stays within RUNTIME_TOL of the simulator's
  * (it prices the sends with the simulator's own cut_bytes), and the time whole adds is
- * within RUNTIME_DELTA_TOL of the simulator's on 1F1B (overlapped and synchronous), zb-h1
- * (overlapped; synchronous at tp 4 x pp 16 and tp 8 x pp 8) and interleaved V 4
- * (synchronous). Measured 2026-12-07 (docs/llm.md, "Searching layouts"): under p2p sync
- * zb-h1 tp 4 x pp 16 +0.105 s estimated against +0.094 s simulated (+0.003 s before the
- * sync model took the slowest cuts both ways), tp 8 x pp 8 +0.229 against +0.208 s
- * (+0.060 s before), interleaved +0.241 against +0.205 s (+0.394 s before it paired an
- * interleaved rank's two steady sends). Left out: interleaved V 4 overlapped, +0.0006 s estimated against -0.017 s
- * simulated (the replay's sends). The plan the search writes carries the field. */
+ * within the case's tolerance of the simulator's on 1F1B (overlapped and synchronous),
+ * zb-h1 (overlapped; synchronous at tp 4 x pp 16 and tp 8 x pp 8) and interleaved V 4
+ * (synchronous). Measured 2026-12-07 (docs/llm.md, "Searching layouts"), estimated
+ * against simulated: 1F1B overlapped +0.0032 s both, synchronous +0.0595 against +0.0587 s
+ * (+1.5 %); zb-h1 overlapped +0.0033 both, synchronous tp 4 x pp 16 +0.105 against
+ * +0.094 s (+11.0 %), tp 8 x pp 8 +0.229 against +0.208 s (+9.8 %); interleaved
+ * synchronous +0.221 against +0.205 s (+8.0 %; +17.5 % with the paired sends before the
+ * synchronous replay; what is left is the overlapped replay's error on whole sends, below,
+ * which the synchronous estimate builds on). Left out: interleaved V 4 overlapped,
+ * +0.0006 s estimated against -0.017 s simulated (the replay's sends). The plan the search
+ * writes carries the field. */
 Test(search3d_runtime, p2p_whole_against_the_simulator, .init = setup, .fini = teardown)
 {
-    static const struct { lay l; int sync, delta; } cases[] = {
-        {{64, 8, 8, 1, F, 0, K1}, 0, 1}, {{64, 8, 8, 1, F, 0, K1}, 1, 1},
-        {{64, 4, 16, 1, F, 0, KZ}, 0, 1}, {{64, 8, 8, 4, S, 0, KI}, 0, 0},
-        {{64, 4, 16, 1, F, 0, KZ}, 1, 1}, {{64, 8, 8, 4, S, 0, KI}, 1, 1},
-        {{64, 8, 8, 1, F, 0, KZ}, 1, 1},
+    static const struct { lay l; int sync; double dtol; } cases[] = {
+        {{64, 8, 8, 1, F, 0, K1}, 0, 0.01}, {{64, 8, 8, 1, F, 0, K1}, 1, 0.03},
+        {{64, 4, 16, 1, F, 0, KZ}, 0, 0.01}, {{64, 8, 8, 4, S, 0, KI}, 0, -1},
+        {{64, 4, 16, 1, F, 0, KZ}, 1, 0.15}, {{64, 8, 8, 4, S, 0, KI}, 1, 0.10},
+        {{64, 8, 8, 1, F, 0, KZ}, 1, 0.15},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         search3d_options base, rt;
@@ -256,13 +326,12 @@ Test(search3d_runtime, p2p_whole_against_the_simulator, .init = setup, .fini = t
         run_sp(t, c, &cases[i].l, 64, 0, &base, &est0, &sim0, &e0);
         run_sp(t, c, &cases[i].l, 64, 0, &rt, &est1, &sim1, &e1);
         double de = est1 - est0, ds = sim1 - sim0;
-        fprintf(stderr, "case %zu: est %.4f -> %.4f (+%.4f) sim %.4f -> %.4f (+%.4f); p2p %.4f -> %.4f bubble %.4f -> %.4f tp %.4f -> %.4f comp %.4f -> %.4f\n", i, est0, est1, de, sim0, sim1, ds, e0.p2p_s, e1.p2p_s, e0.bubble_s, e1.bubble_s, e0.tp_s, e1.tp_s, e0.compute_s, e1.compute_s);
         cr_expect(fabs(ds) > 1e-4 * sim0, "case %zu: whole sends change the simulation "
                   "(%.4f -> %.4f s)", i, sim0, sim1);
         cr_expect(e1.p2p_s > e0.p2p_s, "case %zu: the estimate prices them (%.4f -> %.4f s)",
                   i, e0.p2p_s, e1.p2p_s);
-        if (cases[i].delta)
-            cr_expect(fabs(de - ds) <= RUNTIME_DELTA_TOL * fabs(ds) + 1e-5 * sim0, "case "
+        if (cases[i].dtol >= 0)
+            cr_expect(fabs(de - ds) <= cases[i].dtol * fabs(ds) + 1e-5 * sim0, "case "
                       "%zu: the estimate adds %.4f s, the simulator %.4f s", i, de, ds);
         cr_expect(fabs(est1 / sim1 - 1) <= RUNTIME_TOL, "case %zu: estimate %.4f s, "
                   "simulated %.4f s", i, est1, sim1);
