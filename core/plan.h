@@ -67,7 +67,7 @@ typedef enum plan_tp_overlap {
 } plan_tp_overlap;
 const char *plan_tp_overlap_name(plan_tp_overlap k); /* "none", "backward", "full" */
 int plan_tp_overlap_parse(const char *name);         /* -1 when unknown */
-/* plan.cross_entropy's words: "unfused" (0), "te" (1), "native" (2); "?" out of range. */
+/* plan.cross_entropy's words: "unfused" (0), "te" (1), "native" (2); "unknown" out of range. */
 const char *plan_cross_entropy_name(int k);
 int plan_cross_entropy_parse(const char *name);     /* -1 when unknown */
 

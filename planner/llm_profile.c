@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "core/device.h"
+#include "core/plan.h"
 
 void llm_options_init(llm_options *o)
 {
@@ -25,17 +26,18 @@ void llm_options_init(llm_options *o)
     o->cross_entropy = LLM_CE_UNFUSED;
 }
 
+/* The words are the plan field's (core/plan.c owns the table; a plan's cross_entropy holds
+ * these values). */
 const char *llm_cross_entropy_name(llm_cross_entropy c)
 {
-    return c == LLM_CE_TE ? "te" : c == LLM_CE_NATIVE ? "native" : "unfused";
+    return plan_cross_entropy_name((int)c);
 }
 
 int llm_cross_entropy_parse(const char *s, llm_cross_entropy *out)
 {
-    if (!strcmp(s, "unfused")) *out = LLM_CE_UNFUSED;
-    else if (!strcmp(s, "te")) *out = LLM_CE_TE;
-    else if (!strcmp(s, "native")) *out = LLM_CE_NATIVE;
-    else return -1;
+    int k = plan_cross_entropy_parse(s);
+    if (k < 0) return -1;
+    *out = (llm_cross_entropy)k;
     return 0;
 }
 
