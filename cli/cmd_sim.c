@@ -127,8 +127,6 @@ typedef struct sim_args {
     int nbw, json, gantt, width, hops;
     int width_set, tlimit_set;                   /* --width, --trace-limit given */
     double trace_gib;                            /* --trace-limit */
-    int p2p_whole;                               /* --p2p-split: 1 whole, 0 scatter-gather,
-                                                    -1 the plan's "p2p_split" */
 } sim_args;
 
 /* Parses argv into a. Returns -1 to go on, 0 after --help, 2 after one line on stderr. */
@@ -158,7 +156,6 @@ static int parse_args(int argc, char **argv, sim_args *a)
     sim_options_init(&a->o);
     a->width = 100;
     a->trace_gib = 1;
-    a->p2p_whole = -1;
     double gib;
     optind = 0;
     int c;
@@ -202,7 +199,7 @@ static int parse_args(int argc, char **argv, sim_args *a)
                 return 2;
             break;
         case O_SPLIT: /* plan --model's parser: the same line */
-            if (cli_p2p_split("sim", optarg, &a->p2p_whole))
+            if (cli_p2p_split("sim", optarg, &a->o.p2p_whole))
                 return 2;
             break;
         case O_JSON: a->json = 1; break;
@@ -424,35 +421,10 @@ static int schedule_fits(const plan *pl, int k)
     return 0;
 }
 
-/* The plan the what-ifs run (wp): pl with --p2p-split's "p2p_split" put in, a copy into
- * *own (the caller frees it; NULL when there is no --p2p-split and wp is pl). The split
- * is the plan's field, which the cost model reads (sim/cost.c: the pipeline sends' bytes),
- * so the what-if is that plan, as `plumb plan --model --p2p-split` would write it. NULL
- * after one line on stderr when out of memory. */
-static const plan *whatif_plan(const plan *pl, const sim_args *a, plan **own)
-{
-    *own = NULL;
-    if (a->p2p_whole < 0)
-        return pl;
-    if (!(*own = plan_clone(pl))) {
-        cli_fail("sim", "out of memory");
-        return NULL;
-    }
-    (*own)->p2p_whole = a->p2p_whole;
-    return *own;
-}
-
-/* 1 when a asks for any what-if: sim_options' or --p2p-split. */
-static int has_whatif(const sim_args *a)
-{
-    return sim_options_has_whatif(&a->o) || a->p2p_whole >= 0;
-}
-
-/* The runs: *rep of wp (pl under --p2p-split: whatif_plan) as asked and, with what-ifs,
- * *base of pl as written and *ch what changed (caller frees all three). 0, or 2 (1 out of
- * memory) after one line on stderr. */
-static int run_all(const plan *pl, const plan *wp, sim_args *a, sim_report **rep,
-                   sim_report **base, sim_changes *ch)
+/* The runs: *rep as asked and, with what-ifs, *base as written and *ch what changed
+ * (caller frees all three). 0, or 2 (1 out of memory) after one line on stderr. */
+static int run_all(const plan *pl, sim_args *a, sim_report **rep, sim_report **base,
+                   sim_changes *ch)
 {
     plumb_err err;
     err_clear(&err);
@@ -464,13 +436,13 @@ static int run_all(const plan *pl, const plan *wp, sim_args *a, sim_report **rep
         return 2;
     if (runtime_ok(pl, &a->o))
         return 2;
-    if (a->trace && a->hops && hops_refused(wp, &a->o, a->path, a->trace, a->trace_gib))
+    if (a->trace && a->hops && hops_refused(pl, &a->o, a->path, a->trace, a->trace_gib))
         return 2;
-    if (!(*rep = sim_run(wp, &a->o, &err))) {
+    if (!(*rep = sim_run(pl, &a->o, &err))) {
         fprintf(stderr, "plumb: %s: %s\n", a->path, err.msg);
         return 2;
     }
-    if (!has_whatif(a))
+    if (!sim_options_has_whatif(&a->o))
         return 0;
     sim_options b;
     sim_options_init(&b);
@@ -486,58 +458,6 @@ static int run_all(const plan *pl, const plan *wp, sim_args *a, sim_report **rep
     return 0;
 }
 
-/* The --p2p-split what-if in the report's "whatif" object (made when the run had no
- * other): "p2p_split", the plan's field and words (docs/formats.md). 0, or -1 when out of
- * memory. */
-static int split_json(const sim_args *a, cJSON *j)
-{
-    if (a->p2p_whole < 0)
-        return 0;
-    cJSON *w = cJSON_GetObjectItemCaseSensitive(j, "whatif");
-    if (!w && !(w = cJSON_AddObjectToObject(j, "whatif")))
-        return -1;
-    return cJSON_AddStringToObject(w, "p2p_split", a->p2p_whole ? "whole" : "scatter-gather")
-               ? 0 : -1;
-}
-
-/* The text report (sim_print_report) with the --p2p-split what-if named on its what-ifs
- * line, as the simulator's own what-ifs are ("p2p-split whole"; the line is added, before
- * the throughput, when the run had no other). 0, or -1 when out of memory (nothing
- * printed). */
-static int print_report(const sim_args *a, const sim_report *rep, const sim_changes *ch,
-                        FILE *out)
-{
-    if (a->p2p_whole < 0) {
-        sim_print_report(rep, ch, out);
-        return 0;
-    }
-    char *text = NULL;
-    size_t len = 0;
-    FILE *m = open_memstream(&text, &len);
-    if (!m)
-        return -1;
-    sim_print_report(rep, ch, m);
-    if (fclose(m)) {
-        free(text);
-        return -1;
-    }
-    static const char tail[] = " (instead of the plan as written)\n";
-    const char *what = a->p2p_whole ? "whole" : "scatter-gather";
-    char *line = strstr(text, "\nwhat-ifs        "), *at;
-    if (line && (at = strstr(line + 1, tail)) &&
-        !memchr(line + 1, '\n', (size_t)(at - line - 1))) { /* on the what-ifs line */
-        fwrite(text, 1, (size_t)(at - text), out); /* the simulator's what-ifs, then this */
-        fprintf(out, "; p2p-split %s%s", what, at);
-    } else if ((at = strstr(text, "\nthroughput      "))) {
-        fwrite(text, 1, (size_t)(at - text + 1), out);
-        fprintf(out, "what-ifs        p2p-split %s%s%s", what, tail, at + 1);
-    } else {
-        fputs(text, out);
-    }
-    free(text);
-    return 0;
-}
-
 /* The JSON report, built in memory before any file is written: *jtext (NULL when not
  * asked; caller frees); the trace and the SVG are streamed by write_outputs instead. 0, or
  * 1 (out of memory) after one line on stderr. */
@@ -546,10 +466,6 @@ static int build_outputs(const sim_args *a, const sim_report *rep, const sim_rep
 {
     if (a->json) {
         cJSON *j = sim_report_to_json(rep, base ? ch : NULL, a->path);
-        if (j && split_json(a, j)) {
-            cJSON_Delete(j);
-            j = NULL;
-        }
         *jtext = j ? cJSON_Print(j) : NULL;
         cJSON_Delete(j);
         if (!*jtext) {
@@ -599,10 +515,7 @@ static int write_outputs(const sim_args *a, const sim_report *rep,
         fputc('\n', stdout);
     } else {
         printf("plumb sim: %s\n", a->path);
-        if (print_report(a, rep, base ? ch : NULL, stdout)) {
-            fprintf(stderr, "plumb: sim: out of memory\n");
-            return 1;
-        }
+        sim_print_report(rep, base ? ch : NULL, stdout);
         if (a->trace && fits)
             printf("\ntrace written to %s (open in https://ui.perfetto.dev)\n", a->trace);
         if (a->svg && fits)
@@ -637,19 +550,14 @@ int cmd_sim(int argc, char **argv)
     sim_report *base = NULL, *rep = NULL;
     sim_changes ch = {0};
     char *jtext = NULL;
-    plan *own = NULL;
-    const plan *wp = whatif_plan(pl, &a, &own); /* pl, or a copy under --p2p-split */
-    if (!wp)
-        rc = 1;
-    else if (!(rc = apply_whatifs(pl, &a)) && !(rc = outputs_ok(a.path, pl, a.trace, a.svg)) &&
-             !(rc = run_all(pl, wp, &a, &rep, &base, &ch)) &&
-             !(rc = build_outputs(&a, rep, base, &ch, &jtext)))
+    if (!(rc = apply_whatifs(pl, &a)) && !(rc = outputs_ok(a.path, pl, a.trace, a.svg)) &&
+        !(rc = run_all(pl, &a, &rep, &base, &ch)) &&
+        !(rc = build_outputs(&a, rep, base, &ch, &jtext)))
         rc = write_outputs(&a, rep, base, &ch, jtext);
     free(jtext);
     sim_changes_free(&ch);
     sim_report_free(base);
     sim_report_free(rep);
-    plan_free(own);
     plan_free(pl);
     return rc;
 }

@@ -50,6 +50,8 @@ static cJSON *whatif_json(const sim_options *o, const char *const *names, int nn
         cJSON_AddStringToObject(j, "p2p", o->p2p_sync ? "sync" : "overlap");
     if (o->grad_sync_end >= 0)
         cJSON_AddStringToObject(j, "grad_sync", o->grad_sync_end ? "end" : "overlap");
+    if (o->p2p_whole >= 0) /* the plan's field and words */
+        cJSON_AddStringToObject(j, "p2p_split", o->p2p_whole ? "whole" : "scatter-gather");
     return j;
 }
 

@@ -25,12 +25,13 @@ void sim_options_init(sim_options *o)
     o->straggler_factor = 1;
     o->p2p_sync = -1;
     o->grad_sync_end = -1;
+    o->p2p_whole = -1;
 }
 
 int sim_options_has_whatif(const sim_options *o)
 {
     if (o->schedule >= 0 || o->microbatches > 0 || o->memory_limit_bytes > 0 ||
-        o->p2p_sync >= 0 || o->grad_sync_end >= 0 ||
+        o->p2p_sync >= 0 || o->grad_sync_end >= 0 || o->p2p_whole >= 0 ||
         (o->straggler_device >= 0 && o->straggler_factor != 1))
         return 1;
     for (int l = 0; l < CLUSTER_MAX_LEVELS; l++)
@@ -72,6 +73,9 @@ static int check_options(const plan *pl, const sim_options *o, plumb_err *err)
         return err_set(err, NULL, o->p2p_sync < -1 || o->p2p_sync > 1 ? "p2p" : "grad_sync",
                        "expected -1 (the plan's), 0 or 1 (got %d)",
                        o->p2p_sync < -1 || o->p2p_sync > 1 ? o->p2p_sync : o->grad_sync_end);
+    if (o->p2p_whole < -1 || o->p2p_whole > 1)
+        return err_set(err, NULL, "p2p_split", "expected -1 (the plan's), 0 or 1 (got %d)",
+                       o->p2p_whole);
     if (!(o->memory_limit_bytes >= 0 && isfinite(o->memory_limit_bytes)))
         return err_set(err, NULL, "memory_limit", "expected bytes >= 0 (got %g)",
                        o->memory_limit_bytes);
@@ -442,6 +446,8 @@ sim_report *sim_run(const plan *pl, const sim_options *opt, plumb_err *err)
         view.p2p_sync = opt->p2p_sync;
     if (opt->grad_sync_end >= 0)
         view.grad_sync_end = opt->grad_sync_end;
+    if (opt->p2p_whole >= 0)
+        view.p2p_whole = opt->p2p_whole;
     int iters = opt->iterations > 0 ? opt->iterations : SIM_DEFAULT_ITERATIONS;
 
     sim_report *rep = calloc(1, sizeof *rep);

@@ -43,6 +43,9 @@ typedef struct sim_options {
                                  checked against the schedule here: the engine refuses end
                                  with an asynchronous kind; callers check the rest (plumb
                                  sim: search3d_runtime_check) */
+    int p2p_whole;            /* the pipeline sends at tp > 1 without sequence parallelism
+                                 instead of the plan's "p2p_split": 0 scatter-gather, 1
+                                 whole; -1 = the plan's */
     int timeline;             /* SIM_TIMELINE_FULL (1): record every timed action in
                                  report->tl; SIM_TIMELINE_NO_RING_HOPS: all of them but
                                  the per-hop link events of ring all-reduces (each
@@ -67,7 +70,7 @@ void sim_options_init(sim_options *o);
 void sim_malloc_for_one_run(void);
 
 /* 1 when o asks for any what-if (schedule, microbatches, straggler, bandwidth, memory,
- * p2p, grad_sync). */
+ * p2p, grad_sync, p2p_split). */
 int sim_options_has_whatif(const sim_options *o);
 
 /* Memory of one device at its peak, bytes. */

@@ -78,8 +78,12 @@ static void print_whatifs(const sim_report *r, FILE *out)
         fprintf(out, "%sp2p %s", sep, o->p2p_sync ? "sync" : "overlap");
         sep = "; ";
     }
-    if (o->grad_sync_end >= 0)
+    if (o->grad_sync_end >= 0) {
         fprintf(out, "%sgrad-sync %s", sep, o->grad_sync_end ? "end" : "overlap");
+        sep = "; ";
+    }
+    if (o->p2p_whole >= 0)
+        fprintf(out, "%sp2p-split %s", sep, o->p2p_whole ? "whole" : "scatter-gather");
     fprintf(out, " (instead of the plan as written)\n");
 }
 

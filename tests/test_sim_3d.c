@@ -889,6 +889,18 @@ Test(sim_3d, p2p_split_whole_sends_t_times_the_bytes)
                       (sp && fabs(wh->iteration_s - sg->iteration_s) < 1e-12),
                   "sp %d: whole %.6f s, scatter-gather %.6f s (diff %.6f, want %.6f)", sp,
                   wh->iteration_s, sg->iteration_s, wh->iteration_s - sg->iteration_s, dt);
+        /* the what-if (sim_options.p2p_whole, plumb sim --p2p-split) is the plan field:
+         * the scatter-gather plan run as whole gives the whole plan's figures */
+        g.pl->p2p_whole = 0;
+        sim_options o;
+        sim_options_init(&o);
+        o.p2p_whole = 1;
+        sim_report *wi = synth_run(g.pl, &o);
+        cr_expect_eq(wi->iteration_s, wh->iteration_s, "sp %d: what-if %.9f s, plan %.9f s",
+                     sp, wi->iteration_s, wh->iteration_s);
+        cr_expect_eq(wi->stages[0].send_bytes, wh->stages[0].send_bytes);
+        cr_expect(sim_options_has_whatif(&wi->whatif));
+        sim_report_free(wi);
         sim_report_free(sg);
         sim_report_free(wh);
         plan_free(g.pl);
