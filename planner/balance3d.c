@@ -113,16 +113,12 @@ int layout3d_recv_gathers(const plan *pl, double *fixed, plumb_err *err)
     sim_net net;
     sim_net_from_cluster(&net, pl->clus, NULL);
     for (int k = 0; k < S; k++) {
-        fixed[k] = 0;
         const plan_stage *ps = &pl->stages[k];
-        if (!ps->devices || ps->replicas < 1) continue;
-        if (k > 0 && pl->stages[k - 1].devices &&
-            pl->stages[k - 1].devices[0] != ps->devices[0])
-            fixed[k] += sim_cost_recv_gather_s(pl, &net, k,
-                                               cross[pl->stages[k - 1].last_layer] * scale);
-        if (k + 1 < S && pl->stages[k + 1].devices &&
-            pl->stages[k + 1].devices[0] != ps->devices[0])
-            fixed[k] += sim_cost_recv_gather_s(pl, &net, k, cross[ps->last_layer] * scale);
+        double f, b;
+        sim_cost_recv_gathers(pl, &net, k,
+                              k > 0 ? cross[pl->stages[k - 1].last_layer] * scale : 0,
+                              cross[ps->last_layer] * scale, &f, &b);
+        fixed[k] = f + b;
     }
     free(cross);
     return 0;

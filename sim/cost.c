@@ -291,16 +291,24 @@ double sim_cost_recv_gather_s(const plan *pl, const sim_net *n, int st, double b
     return sim_cost_tp_s(n, ps->devices[0], pl->tp, bytes, 1) / 2;
 }
 
+void sim_cost_recv_gathers(const plan *pl, const sim_net *n, int st, double in_bytes,
+                           double out_bytes, double *fwd_s, double *bwd_s)
+{
+    *fwd_s = *bwd_s = 0;
+    if (st > 0 && stages_apart(pl, st - 1, st))
+        *fwd_s = sim_cost_recv_gather_s(pl, n, st, in_bytes);
+    if (st + 1 < pl->nstages && stages_apart(pl, st, st + 1))
+        *bwd_s = sim_cost_recv_gather_s(pl, n, st, out_bytes);
+}
+
 void sim_cost_stage_recv_gather(const sim_model *m, const plan *pl, const sim_net *n, int st,
                                 double *fwd_s, double *bwd_s)
 {
     *fwd_s = *bwd_s = 0;
     if (!m->cut_bytes) return;
     /* cut_bytes is a rank's 1 / tp share of the scatter-gather's cut */
-    if (st > 0 && stages_apart(pl, st - 1, st))
-        *fwd_s = sim_cost_recv_gather_s(pl, n, st, m->cut_bytes[st - 1] * pl->tp);
-    if (st + 1 < pl->nstages && stages_apart(pl, st, st + 1))
-        *bwd_s = sim_cost_recv_gather_s(pl, n, st, m->cut_bytes[st] * pl->tp);
+    sim_cost_recv_gathers(pl, n, st, st > 0 ? m->cut_bytes[st - 1] * pl->tp : 0,
+                          m->cut_bytes[st] * pl->tp, fwd_s, bwd_s);
 }
 
 /* The factor worker_scale of stage st's first replica has without the straggler: what a

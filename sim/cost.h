@@ -71,6 +71,12 @@ void sim_cost_stage_tp(const plan *pl, const sim_net *n, int st, double *fwd_s, 
 void sim_cost_stage_recv_gather(const sim_model *m, const plan *pl, const sim_net *n, int st,
                                 double *fwd_s, double *bwd_s);
 
+/* sim_cost_stage_recv_gather from the whole tensors themselves: in_bytes received as stage
+ * st's forward input, out_bytes as its output gradient (for callers without a sim_model:
+ * the balancer, planner/balance3d.c). */
+void sim_cost_recv_gathers(const plan *pl, const sim_net *n, int st, double in_bytes,
+                           double out_bytes, double *fwd_s, double *bwd_s);
+
 /* Seconds of one such all-gather of a whole tensor of `bytes` among the tp devices of plan
  * stage st's first replica (sim_cost_stage_recv_gather's each); 0 when pl's sends are not
  * scatter-gather (tp <= 1, sequence parallelism or p2p_split whole) or nothing moves. */
