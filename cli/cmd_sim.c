@@ -2,7 +2,9 @@
  * busy / idle / communication time and peak memory against capacity, throughput,
  * iteration time, bubble, bytes per link), optionally as JSON, a Chrome trace, an SVG
  * timeline or a text Gantt; with what-ifs (schedule, microbatches, straggler, bandwidth,
- * memory limit, point-to-point and gradient-reduction runtime, the pipeline sends' split)
+ * memory limit, point-to-point and gradient-reduction runtime, the pipeline sends' split,
+ * and a transformer plan's runtime settings: recompute, ZeRO, tp overlap, the parameter
+ * all-gather apart, FP8 primary weights, the gradients' and optimizer state's element)
  * it also runs the plan as written and shows what changed. */
 #include <cjson/cJSON.h>
 #include <stdio.h>
@@ -42,6 +44,18 @@ static const char *const usage =
     "                         the whole tensor from every tensor rank (current\n"
     "                         Megatron-Core), scatter-gather 1 / tp per rank (plumb plan\n"
     "                         --model --p2p-split; docs/sim.md)\n"
+    "  The runtime settings of plumb plan --model, each instead of the plan's field, with\n"
+    "  plan --model's names, values and rules (docs/sim.md, \"Runtime what-ifs\"):\n"
+    "  --recompute none|selective|full  (full from another kind: every block's input\n"
+    "                         kept, as plan --model's default --checkpoint-layers 1;\n"
+    "                         selective needs the profile's selective figures)\n"
+    "  --zero 0|1             1: the optimizer state sharded over a stage's replicas\n"
+    "  --tp-overlap none|backward|full  tensor-parallel collectives against the GEMMs\n"
+    "                         (tp > 1)\n"
+    "  --overlap-param-gather the parameter all-gather under the next forward (zero 1)\n"
+    "  --fp8-param-gather     FP8 primary weights (precision fp8, zero 1; a transformer)\n"
+    "  --grad-reduce fp32|bf16  the gradients' element (bf16: precision bf16 or fp8)\n"
+    "  --optimizer-state fp32|bf16  the optimizer state's element (likewise)\n"
     "  --json                 print the report as JSON (plumb-sim-report/1) instead\n"
     "  --trace T.json         write the timeline as Chrome trace-event JSON (Perfetto):\n"
     "                         each all-reduce once per replica on its collective track\n"
@@ -63,7 +77,8 @@ static const char *const usage =
     "report, exit 0.\n";
 
 enum { O_SCHED = 1000, O_MB, O_IT, O_STRAG, O_BW, O_MEM, O_JSON, O_TRACE, O_SVG, O_GANTT,
-       O_WIDTH, O_HOPS, O_TLIMIT, O_P2P, O_GSYNC, O_SPLIT };
+       O_WIDTH, O_HOPS, O_TLIMIT, O_P2P, O_GSYNC, O_SPLIT, O_RC, O_ZERO, O_TPO, O_OPG,
+       O_GRED, O_OSTATE };
 
 /* Splits "A=B" into a (copied to buf) and b. Returns 0 or -1. */
 static int split_eq(const char *s, char *buf, size_t n, const char **b)
@@ -142,6 +157,13 @@ static int parse_args(int argc, char **argv, sim_args *a)
         {"p2p", required_argument, 0, O_P2P},
         {"grad-sync", required_argument, 0, O_GSYNC},
         {"p2p-split", required_argument, 0, O_SPLIT},
+        {"recompute", required_argument, 0, O_RC},
+        {"zero", required_argument, 0, O_ZERO},
+        {"tp-overlap", required_argument, 0, O_TPO},
+        {"overlap-param-gather", no_argument, 0, O_OPG},
+        CLI_FP8PG_LONGOPT,
+        {"grad-reduce", required_argument, 0, O_GRED},
+        {"optimizer-state", required_argument, 0, O_OSTATE},
         {"json", no_argument, 0, O_JSON},
         {"trace", required_argument, 0, O_TRACE},
         {"svg", required_argument, 0, O_SVG},
@@ -202,6 +224,30 @@ static int parse_args(int argc, char **argv, sim_args *a)
             if (cli_p2p_split("sim", optarg, &a->o.p2p_whole))
                 return 2;
             break;
+        /* the runtime settings: plan --model's parsers, so the same lines */
+        case O_RC:
+            if (cli_recompute("sim", optarg, &a->o.recompute))
+                return 2;
+            break;
+        case O_ZERO:
+            if (cli_int("sim", "--zero", optarg, 0, 1, &a->o.zero))
+                return 2;
+            break;
+        case O_TPO:
+            if (cli_tp_overlap("sim", optarg, &a->o.tp_overlap))
+                return 2;
+            break;
+        case O_OPG: a->o.overlap_param_gather = 1; break;
+        case CLI_O_FP8PG: a->o.fp8_param_gather = 1; break;
+        case O_GRED:
+        case O_OSTATE: {
+            dev_precision e;
+            if (cli_state_precision("sim", c == O_GRED ? "--grad-reduce" : "--optimizer-state",
+                                    optarg, &e))
+                return 2;
+            *(c == O_GRED ? &a->o.grad_reduce : &a->o.optimizer_state) = (int)e;
+            break;
+        }
         case O_JSON: a->json = 1; break;
         case O_TRACE: a->trace = optarg; break;
         case O_SVG: a->svg = optarg; break;
@@ -236,15 +282,47 @@ static int parse_args(int argc, char **argv, sim_args *a)
     return -1;
 }
 
-/* The plan's runtime under the what-ifs (its schedule, p2p and grad_sync replaced where
- * asked: search3d_options_from_plan) checked as plumb plan --model checks its options
- * (search3d_runtime_check: end with an asynchronous schedule or with overlap_param_gather,
- * sync with zb-v or dualpipev), and sync with an asynchronous schedule on the stages'
- * replica counts by the plan's rule (plan_sync_replicas_check). 0, or 2 after one line on
- * stderr. */
-static int runtime_ok(const plan *pl, const sim_options *w)
+/* 1 when some layer of p has selective recomputation's figures (selective_recompute_ms). */
+static int has_selective(const profile *p)
 {
-    if (w->schedule < 0 && w->p2p_sync < 0 && w->grad_sync_end < 0)
+    for (int l = 0; l < p->nlayers; l++)
+        if (p->layers[l].selective_recompute_ms >= 0)
+            return 1;
+    return 0;
+}
+
+/* The runtime what-ifs whose answer needs figures pl's profile lacks: selective
+ * recomputation without the layers' selective_recompute_ms (the simulator would price it
+ * as no recomputation at all), FP8 primary weights without transformer blocks (they are
+ * the blocks' weights: nothing would change). 0, or 2 after one line on stderr. */
+static int runtime_data_ok(const char *path, const plan *pl, const sim_options *w)
+{
+    if (w->recompute == RECOMPUTE_SELECTIVE && pl->recompute != RECOMPUTE_SELECTIVE &&
+        !has_selective(pl->prof))
+        return cli_fail("sim", "--recompute selective: expected a profile with selective "
+                        "recomputation's figures (layers' selective_recompute_ms and "
+                        "selective_saved_bytes, as plumb plan --model writes); %s's profile "
+                        "\"%s\" has none", path, pl->prof->name ? pl->prof->name : "");
+    if (w->fp8_param_gather > 0 && !pl->fp8_param_gather && !profile_is_transformer(pl->prof))
+        return cli_fail("sim", "--fp8-param-gather: expected a transformer's plan (plumb plan "
+                        "--model: FP8 primary weights are its blocks' weights); %s's profile "
+                        "\"%s\" has no TransformerBlock layers", path,
+                        pl->prof->name ? pl->prof->name : "");
+    return 0;
+}
+
+/* The plan's runtime under the what-ifs (its schedule, p2p, grad_sync and runtime settings
+ * replaced where asked: search3d_options_from_plan) checked as plumb plan --model checks
+ * its options (search3d_runtime_check: end with an asynchronous schedule or with
+ * overlap_param_gather, sync with zb-v or dualpipev, overlap_param_gather without zero 1,
+ * fp8_param_gather without precision fp8 and zero 1, bf16 states without precision bf16
+ * or fp8, tp_overlap at tp 1), sync with an asynchronous schedule on the stages' replica
+ * counts by the plan's rule (plan_sync_replicas_check), then what the profile must hold
+ * (runtime_data_ok). 0, or 2 after one line on stderr. */
+static int runtime_ok(const char *path, const plan *pl, const sim_options *w)
+{
+    if (w->schedule < 0 && w->p2p_sync < 0 && w->grad_sync_end < 0 &&
+        !sim_options_has_runtime(w))
         return 0; /* the plan as written: its loader's checks */
     search3d_options so;
     search3d_options_from_plan(pl, w, &so);
@@ -258,7 +336,7 @@ static int runtime_ok(const plan *pl, const sim_options *w)
     if (sync && plan_sync_replicas_check(pl, kind, NULL, w->p2p_sync > 0 ? "--p2p" : "--schedule",
                                          &err))
         return cli_fail("sim", "%s", err.msg);
-    return 0;
+    return runtime_data_ok(path, pl, w);
 }
 
 /* --straggler and --bandwidth into a->o, checked against pl's cluster. 0, or 2 after one
@@ -434,7 +512,7 @@ static int run_all(const plan *pl, sim_args *a, sim_report **rep, sim_report **b
         a->o.timeline = a->hops ? SIM_TIMELINE_FULL : SIM_TIMELINE_NO_RING_HOPS;
     if (schedule_fits(pl, a->o.schedule))
         return 2;
-    if (runtime_ok(pl, &a->o))
+    if (runtime_ok(a->path, pl, &a->o))
         return 2;
     if (a->trace && a->hops && hops_refused(pl, &a->o, a->path, a->trace, a->trace_gib))
         return 2;

@@ -53,14 +53,16 @@ void search3d_options_from_layout(const layout3d_options *o, search3d_options *s
     so->balance = o->balance;
 }
 
-void search3d_options_from_plan(const plan *pl, const sim_options *w, search3d_options *so)
+void search3d_options_from_plan(const plan *in, const sim_options *w, search3d_options *so)
 {
     search3d_options_init(so);
-    if (!pl) return;
-    int microbatches = w && w->microbatches > 0 ? w->microbatches : pl->microbatches;
+    if (!in) return;
+    plan view; /* the plan as the simulator runs it under w */
+    if (w) sim_options_view(in, w, &view);
+    const plan *pl = w ? &view : in;
     int chunks = pl->chunks > 0 ? pl->chunks : 1;
     so->gpus = plan_gpus(pl);
-    so->global_batch = pl->microbatch_size * microbatches;
+    so->global_batch = pl->microbatch_size * pl->microbatches;
     so->tp = pl->tp;
     so->cp = plan_cp(pl);
     so->pp = pl->nstages / chunks;
@@ -73,7 +75,7 @@ void search3d_options_from_plan(const plan *pl, const sim_options *w, search3d_o
     so->checkpoint_layers = pl->recompute == RECOMPUTE_FULL ? pl->checkpoint_layers : -1;
     so->sequence_parallel = pl->sequence_parallel;
     so->zero = pl->zero;
-    so->schedule = w && w->schedule >= 0 ? w->schedule : (int)pl->schedule;
+    so->schedule = (int)pl->schedule;
     so->precision = pl->precision;
     so->grad_reduce = pl->grad_reduce;
     so->optimizer_state = pl->optimizer_state;
@@ -81,9 +83,9 @@ void search3d_options_from_plan(const plan *pl, const sim_options *w, search3d_o
     so->overlap_param_gather = pl->overlap_param_gather;
     so->fp8_param_gather = pl->fp8_param_gather;
     so->cross_entropy = pl->cross_entropy;
-    so->p2p_sync = w && w->p2p_sync >= 0 ? w->p2p_sync : pl->p2p_sync;
+    so->p2p_sync = pl->p2p_sync;
     so->p2p_whole = pl->p2p_whole;
-    so->grad_sync_end = w && w->grad_sync_end >= 0 ? w->grad_sync_end : pl->grad_sync_end;
+    so->grad_sync_end = pl->grad_sync_end;
 }
 
 int search3d_all_fixed(const search3d_options *o)

@@ -87,13 +87,13 @@ void search3d_options_init(search3d_options *o);
 void search3d_options_from_layout(const layout3d_options *o, search3d_options *so);
 
 /* Initialises *so (search3d_options_init) and copies into it what plan pl fixes, as the
- * simulator runs it under the what-ifs w (NULL: the plan as written): the schedule (w's
- * where >= 0), gpus (plan_gpus), the global batch (microbatch size x w's microbatches
- * where > 0, else the plan's), tp, pp (stages / chunks), dp (the stages' replica count,
- * 0 where they differ: no one dp), microbatch size, interleave (chunks), recompute,
- * checkpoint layers (full recompute's own: -1 with another kind), sequence parallelism,
- * zero, precision, gradient and optimizer-state precision, tp overlap, the all-gather
- * apart, p2p split, p2p and grad-sync (w's where >= 0). What a plan does not hold stays at
+ * simulator runs it under the what-ifs w (NULL: the plan as written; else the plan
+ * sim_options_view makes, w's fields where it sets them): the schedule, gpus (plan_gpus),
+ * the global batch (microbatch size x microbatches), tp, pp (stages / chunks), dp (the
+ * stages' replica count, 0 where they differ: no one dp), microbatch size, interleave
+ * (chunks), recompute, checkpoint layers (full recompute's own: -1 with another kind),
+ * sequence parallelism, zero, precision, gradient and optimizer-state precision, tp
+ * overlap, the all-gather apart, FP8 primary weights, p2p split, p2p and grad-sync. What a plan does not hold stays at
  * search3d_options_init's value (seq, attention, simulate, balance); pl NULL leaves every
  * setting there (free). The one owner of a plan's runtime as search3d_runtime_check reads
  * it (`plumb sim`'s what-ifs, the 2D dashboard's schedule keys). Cannot fail; pl and w

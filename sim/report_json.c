@@ -52,6 +52,23 @@ static cJSON *whatif_json(const sim_options *o, const char *const *names, int nn
         cJSON_AddStringToObject(j, "grad_sync", o->grad_sync_end ? "end" : "overlap");
     if (o->p2p_whole >= 0) /* the plan's field and words */
         cJSON_AddStringToObject(j, "p2p_split", o->p2p_whole ? "whole" : "scatter-gather");
+    /* the runtime settings: the plan file's fields, with recompute's three words */
+    if (o->recompute >= 0)
+        cJSON_AddStringToObject(j, "recompute", recompute_kind_name((recompute_kind)o->recompute));
+    if (o->zero >= 0)
+        add_int(j, "zero", o->zero);
+    if (o->tp_overlap >= 0)
+        cJSON_AddStringToObject(j, "tp_overlap",
+                                plan_tp_overlap_name((plan_tp_overlap)o->tp_overlap));
+    if (o->overlap_param_gather >= 0)
+        cJSON_AddBoolToObject(j, "overlap_param_gather", o->overlap_param_gather);
+    if (o->fp8_param_gather >= 0)
+        cJSON_AddBoolToObject(j, "fp8_param_gather", o->fp8_param_gather);
+    if (o->grad_reduce >= 0)
+        cJSON_AddStringToObject(j, "grad_reduce", dev_precision_name((dev_precision)o->grad_reduce));
+    if (o->optimizer_state >= 0)
+        cJSON_AddStringToObject(j, "optimizer_state",
+                                dev_precision_name((dev_precision)o->optimizer_state));
     return j;
 }
 

@@ -26,13 +26,23 @@ void sim_options_init(sim_options *o)
     o->p2p_sync = -1;
     o->grad_sync_end = -1;
     o->p2p_whole = -1;
+    o->recompute = o->zero = o->tp_overlap = -1;
+    o->overlap_param_gather = o->fp8_param_gather = -1;
+    o->grad_reduce = o->optimizer_state = -1;
+}
+
+int sim_options_has_runtime(const sim_options *o)
+{
+    return o->recompute >= 0 || o->zero >= 0 || o->tp_overlap >= 0 ||
+           o->overlap_param_gather >= 0 || o->fp8_param_gather >= 0 || o->grad_reduce >= 0 ||
+           o->optimizer_state >= 0;
 }
 
 int sim_options_has_whatif(const sim_options *o)
 {
     if (o->schedule >= 0 || o->microbatches > 0 || o->memory_limit_bytes > 0 ||
         o->p2p_sync >= 0 || o->grad_sync_end >= 0 || o->p2p_whole >= 0 ||
-        (o->straggler_device >= 0 && o->straggler_factor != 1))
+        sim_options_has_runtime(o) || (o->straggler_device >= 0 && o->straggler_factor != 1))
         return 1;
     for (int l = 0; l < CLUSTER_MAX_LEVELS; l++)
         if (o->bandwidth_Bps[l] > 0)
@@ -76,6 +86,21 @@ static int check_options(const plan *pl, const sim_options *o, plumb_err *err)
     if (o->p2p_whole < -1 || o->p2p_whole > 1)
         return err_set(err, NULL, "p2p_split", "expected -1 (the plan's), 0 or 1 (got %d)",
                        o->p2p_whole);
+    const struct { const char *name; int v, hi; } rt[] = {
+        {"recompute", o->recompute, RECOMPUTE_NKINDS - 1}, {"zero", o->zero, 1},
+        {"tp_overlap", o->tp_overlap, TP_OVERLAP_NKINDS - 1},
+        {"overlap_param_gather", o->overlap_param_gather, 1},
+        {"fp8_param_gather", o->fp8_param_gather, 1}};
+    for (size_t i = 0; i < sizeof rt / sizeof rt[0]; i++)
+        if (rt[i].v < -1 || rt[i].v > rt[i].hi)
+            return err_set(err, NULL, rt[i].name, "expected -1 (the plan's) or 0 to %d (got %d)",
+                           rt[i].hi, rt[i].v);
+    if (!(o->grad_reduce == -1 || o->grad_reduce == DEV_FP32 || o->grad_reduce == DEV_BF16) ||
+        !(o->optimizer_state == -1 || o->optimizer_state == DEV_FP32 ||
+          o->optimizer_state == DEV_BF16))
+        return err_set(err, NULL, o->grad_reduce == -1 || o->grad_reduce == DEV_FP32 ||
+                                  o->grad_reduce == DEV_BF16 ? "optimizer_state" : "grad_reduce",
+                       "expected -1 (the plan's), fp32 or bf16");
     if (!(o->memory_limit_bytes >= 0 && isfinite(o->memory_limit_bytes)))
         return err_set(err, NULL, "memory_limit", "expected bytes >= 0 (got %g)",
                        o->memory_limit_bytes);
@@ -424,6 +449,38 @@ static int trace_memory(sim_report *rep, const sim_model *m, plumb_err *err)
     return sim_memory_timeline(m, rep, rep->tl, err);
 }
 
+void sim_options_view(const plan *pl, const sim_options *opt, plan *view)
+{
+    *view = *pl;
+    if (opt->schedule >= 0)
+        view->schedule = (sched_kind)opt->schedule;
+    if (opt->microbatches > 0)
+        view->microbatches = opt->microbatches;
+    if (opt->p2p_sync >= 0)
+        view->p2p_sync = opt->p2p_sync;
+    if (opt->grad_sync_end >= 0)
+        view->grad_sync_end = opt->grad_sync_end;
+    if (opt->p2p_whole >= 0)
+        view->p2p_whole = opt->p2p_whole;
+    if (opt->recompute >= 0 && opt->recompute != pl->recompute) {
+        view->recompute = opt->recompute;
+        view->checkpoint_layers = opt->recompute == RECOMPUTE_FULL &&
+                                  profile_is_transformer(pl->prof) ? 1 : 0;
+    }
+    if (opt->zero >= 0)
+        view->zero = opt->zero;
+    if (opt->tp_overlap >= 0)
+        view->tp_overlap = (plan_tp_overlap)opt->tp_overlap;
+    if (opt->overlap_param_gather >= 0)
+        view->overlap_param_gather = opt->overlap_param_gather;
+    if (opt->fp8_param_gather >= 0)
+        view->fp8_param_gather = opt->fp8_param_gather;
+    if (opt->grad_reduce >= 0)
+        view->grad_reduce = (dev_precision)opt->grad_reduce;
+    if (opt->optimizer_state >= 0)
+        view->optimizer_state = (dev_precision)opt->optimizer_state;
+}
+
 sim_report *sim_run(const plan *pl, const sim_options *opt, plumb_err *err)
 {
     sim_options dflt;
@@ -437,17 +494,8 @@ sim_report *sim_run(const plan *pl, const sim_options *opt, plumb_err *err)
     }
     if (check_options(pl, opt, err))
         return NULL;
-    plan view = *pl; /* shallow: only scalar fields change */
-    if (opt->schedule >= 0)
-        view.schedule = (sched_kind)opt->schedule;
-    if (opt->microbatches > 0)
-        view.microbatches = opt->microbatches;
-    if (opt->p2p_sync >= 0)
-        view.p2p_sync = opt->p2p_sync;
-    if (opt->grad_sync_end >= 0)
-        view.grad_sync_end = opt->grad_sync_end;
-    if (opt->p2p_whole >= 0)
-        view.p2p_whole = opt->p2p_whole;
+    plan view; /* shallow: only scalar fields change */
+    sim_options_view(pl, opt, &view);
     int iters = opt->iterations > 0 ? opt->iterations : SIM_DEFAULT_ITERATIONS;
 
     sim_report *rep = calloc(1, sizeof *rep);

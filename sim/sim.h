@@ -46,6 +46,22 @@ typedef struct sim_options {
     int p2p_whole;            /* the pipeline sends at tp > 1 without sequence parallelism
                                  instead of the plan's "p2p_split": 0 scatter-gather, 1
                                  whole; -1 = the plan's */
+    /* The runtime settings of a transformer's plan (`plumb plan --model`'s options; plumb
+     * sim's what-ifs), each instead of the plan's field; -1 = the plan's. Range-checked
+     * here, not against each other nor against the plan: callers check that as plan
+     * --model checks its options (plumb sim: search3d_runtime_check on
+     * search3d_options_from_plan) and that the profile has what they need. */
+    int recompute;            /* recompute_kind. Full on a plan that is not full checkpoints
+                                 as the planners do: every block's input on a transformer's
+                                 plan (checkpoint_layers 1, plan --model's default), the
+                                 stage's input on another (0); a full plan keeps its own.
+                                 None and selective: checkpoint_layers 0 */
+    int zero;                 /* ZeRO stage, 0 or 1 */
+    int tp_overlap;           /* plan_tp_overlap */
+    int overlap_param_gather; /* 0 or 1 */
+    int fp8_param_gather;     /* 0 or 1 */
+    int grad_reduce;          /* dev_precision of the gradients: DEV_FP32 or DEV_BF16 */
+    int optimizer_state;      /* dev_precision of the optimizer state: DEV_FP32 or DEV_BF16 */
     int timeline;             /* SIM_TIMELINE_FULL (1): record every timed action in
                                  report->tl; SIM_TIMELINE_NO_RING_HOPS: all of them but
                                  the per-hop link events of ring all-reduces (each
@@ -70,8 +86,19 @@ void sim_options_init(sim_options *o);
 void sim_malloc_for_one_run(void);
 
 /* 1 when o asks for any what-if (schedule, microbatches, straggler, bandwidth, memory,
- * p2p, grad_sync, p2p_split). */
+ * p2p, grad_sync, p2p_split, and the runtime settings recompute .. optimizer_state). */
 int sim_options_has_whatif(const sim_options *o);
+
+/* 1 when o replaces one of a transformer plan's runtime settings (recompute, zero,
+ * tp_overlap, overlap_param_gather, fp8_param_gather, grad_reduce, optimizer_state). */
+int sim_options_has_runtime(const sim_options *o);
+
+/* *view = *pl (shallow: stages, profile and cluster stay pl's) with the plan fields that o's
+ * what-ifs replace put in: schedule, microbatches, p2p, grad_sync, p2p_split and the
+ * runtime settings (recompute with its checkpoints: sim_options.recompute). The plan
+ * sim_run simulates; search3d_options_from_plan reads the what-ifs' runtime from it.
+ * Checks nothing (sim_run checks o's ranges). */
+void sim_options_view(const plan *pl, const sim_options *o, plan *view);
 
 /* Memory of one device at its peak, bytes. */
 typedef struct sim_memory {

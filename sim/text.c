@@ -40,6 +40,40 @@ static char *fmt_value(double v, const char *unit, char *buf, size_t n)
     return buf;
 }
 
+/* The runtime settings' what-ifs of o (recompute .. optimizer_state) as plan --model's
+ * options name them ("recompute full; zero 1; tp-overlap full; overlap-param-gather;
+ * grad-reduce bf16"), the first after sep. */
+static void print_runtime_whatifs(const sim_options *o, const char *sep, FILE *out)
+{
+    if (o->recompute >= 0) {
+        fprintf(out, "%srecompute %s", sep, recompute_kind_name((recompute_kind)o->recompute));
+        sep = "; ";
+    }
+    if (o->zero >= 0) {
+        fprintf(out, "%szero %d", sep, o->zero);
+        sep = "; ";
+    }
+    if (o->tp_overlap >= 0) {
+        fprintf(out, "%stp-overlap %s", sep, plan_tp_overlap_name((plan_tp_overlap)o->tp_overlap));
+        sep = "; ";
+    }
+    if (o->overlap_param_gather >= 0) {
+        fprintf(out, "%s%soverlap-param-gather", sep, o->overlap_param_gather ? "" : "no ");
+        sep = "; ";
+    }
+    if (o->fp8_param_gather >= 0) {
+        fprintf(out, "%s%sfp8-param-gather", sep, o->fp8_param_gather ? "" : "no ");
+        sep = "; ";
+    }
+    if (o->grad_reduce >= 0) {
+        fprintf(out, "%sgrad-reduce %s", sep, dev_precision_name((dev_precision)o->grad_reduce));
+        sep = "; ";
+    }
+    if (o->optimizer_state >= 0)
+        fprintf(out, "%soptimizer-state %s", sep,
+                dev_precision_name((dev_precision)o->optimizer_state));
+}
+
 /* One line naming every what-if the run applied, when it applied any. */
 static void print_whatifs(const sim_report *r, FILE *out)
 {
@@ -82,8 +116,11 @@ static void print_whatifs(const sim_report *r, FILE *out)
         fprintf(out, "%sgrad-sync %s", sep, o->grad_sync_end ? "end" : "overlap");
         sep = "; ";
     }
-    if (o->p2p_whole >= 0)
+    if (o->p2p_whole >= 0) {
         fprintf(out, "%sp2p-split %s", sep, o->p2p_whole ? "whole" : "scatter-gather");
+        sep = "; ";
+    }
+    print_runtime_whatifs(o, sep, out);
     fprintf(out, " (instead of the plan as written)\n");
 }
 
