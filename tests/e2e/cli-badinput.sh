@@ -258,6 +258,49 @@ expect_bad plan-profile-minibatch-huge 'big.json: minibatch: expected an integer
     "$P" plan -p "$d/big.json" -c "$d/cluster.json"
 rm -f "$d/big.json"
 
+# plumb sim's runtime what-ifs (--recompute .. --optimizer-state): plan --model's parsers
+# and rules, the same lines as plan's with "sim"; a what-if the profile has no figures for
+# is refused, not approximated (selective recomputation would have been priced as none)
+"$P" plan "${GPT2[@]}" --tp 2 --pp 2 --dp 2 -o "$d/g.json" >/dev/null 2>&1
+"$P" plan "${GPT2[@]}" --tp 2 --pp 2 --dp 2 --precision fp32 -o "$d/g32.json" >/dev/null 2>&1
+"$P" plan "${GPT2[@]}" --tp 1 --pp 2 --dp 4 -o "$d/g1.json" >/dev/null 2>&1
+"$P" plan "${GPT2[@]}" --tp 2 --pp 2 --dp 2 --zero 1 --overlap-param-gather \
+    -o "$d/gz.json" >/dev/null 2>&1
+V=examples/plans/vgg16-4stage-1f1b.json
+expect_bad sim-recompute-word '^plumb: sim: --recompute: expected none, selective or full (got "some")$' \
+    "$P" sim "$d/g.json" --recompute some
+expect_bad sim-zero-2 '^plumb: sim: --zero: expected an integer from 0 to 1 (got "2")$' \
+    "$P" sim "$d/g.json" --zero 2
+expect_bad sim-tp-overlap-word '^plumb: sim: --tp-overlap: expected none, backward or full (got "x")$' \
+    "$P" sim "$d/g.json" --tp-overlap x
+expect_bad sim-grad-reduce-fp16 '^plumb: sim: --grad-reduce: expected fp32 or bf16 (got "fp16")$' \
+    "$P" sim "$d/g.json" --grad-reduce fp16
+expect_bad sim-optimizer-state-int8 '^plumb: sim: --optimizer-state: expected fp32 or bf16 (got "int8")$' \
+    "$P" sim "$d/g.json" --optimizer-state int8
+expect_bad sim-opg-value '^plumb: sim: option --overlap-param-gather takes no value' \
+    "$P" sim "$d/g.json" --overlap-param-gather=1
+expect_bad sim-opg-zero0 '^plumb: sim: --overlap-param-gather: belongs to --zero 1 (the distributed optimizer.s parameter all-gather)$' \
+    "$P" sim "$d/g.json" --overlap-param-gather
+expect_bad sim-zero0-of-opg-plan '^plumb: sim: --overlap-param-gather: belongs to --zero 1' \
+    "$P" sim "$d/gz.json" --zero 0
+expect_bad sim-opg-grad-sync-end '^plumb: sim: --overlap-param-gather: expected --grad-sync overlap' \
+    "$P" sim "$d/gz.json" --grad-sync end
+expect_bad sim-opg-async '^plumb: sim: --overlap-param-gather: expected a synchronous schedule (got pipedream' \
+    "$P" sim "$d/g.json" --schedule pipedream --zero 1 --overlap-param-gather
+expect_bad sim-fp8pg-bf16 '^plumb: sim: --fp8-param-gather: belongs to --precision fp8 (FP8 primary weights) (got --precision bf16)$' \
+    "$P" sim "$d/g.json" --zero 1 --fp8-param-gather
+expect_bad sim-grad-reduce-fp32-plan '^plumb: sim: --grad-reduce bf16: belongs to --precision bf16 or fp8 (got --precision fp32)$' \
+    "$P" sim "$d/g32.json" --grad-reduce bf16
+expect_bad sim-optimizer-state-fp32-plan '^plumb: sim: --optimizer-state bf16: belongs to --precision bf16 or fp8 (got --precision fp32)$' \
+    "$P" sim "$d/g32.json" --optimizer-state bf16
+expect_bad sim-tp-overlap-tp1 '^plumb: sim: --tp-overlap: expected --tp 2 or more (no tensor-parallel collectives to overlap) (got --tp 1)$' \
+    "$P" sim "$d/g1.json" --tp-overlap full
+expect_bad sim-selective-no-figures '^plumb: sim: --recompute selective: expected a profile with selective recomputation.s figures .*vgg16-4stage-1f1b.json.s profile "vgg16" has none$' \
+    "$P" sim "$V" --recompute selective
+expect_bad sim-tp-overlap-vgg '^plumb: sim: --tp-overlap: expected --tp 2 or more' \
+    "$P" sim "$V" --tp-overlap backward
+rm -f "$d/g.json" "$d/g32.json" "$d/g1.json" "$d/gz.json"
+
 [ "$(sum)" = "$before" ] || { echo "FAIL: an input file changed"; fail=1; }
 left=$(find "$d" -mindepth 1 ! -name prof.json ! -name cluster.json ! -name model.json \
        ! -name out ! -name err ! -name ro ! -name graph.txt)

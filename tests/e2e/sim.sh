@@ -373,5 +373,86 @@ else
     fail "plan --model --fp8-param-gather: $(cat "$tmp/err")"
 fi
 
+# the runtime settings' what-ifs (--recompute, --zero, --tp-overlap, --overlap-param-gather,
+# --fp8-param-gather, --grad-reduce, --optimizer-state): plumb sim B.json --X v gives the
+# report of plan --model --X v on the same layout (every figure to 1e-9 relative, the
+# what-ifs and changes apart), on a layout where the setting moves the iteration or the
+# memory; the what-ifs line and the JSON name them as the plan's options and fields
+same_report() { # A.json B.json: 0 when the reports agree but for whatif, changes and plan
+    python3 - "$1" "$2" <<'EOF2'
+import json, sys
+a, b = (json.load(open(f)) for f in sys.argv[1:3])
+for r in (a, b):
+    for k in ("whatif", "changes", "plan"):
+        r.pop(k, None)
+def same(x, y):
+    if isinstance(x, dict):
+        return isinstance(y, dict) and x.keys() == y.keys() and all(same(x[k], y[k]) for k in x)
+    if isinstance(x, list):
+        return isinstance(y, list) and len(x) == len(y) and all(map(same, x, y))
+    if isinstance(x, float) or isinstance(y, float):
+        return abs(x - y) <= 1e-9 * max(abs(x), abs(y))
+    return x == y
+sys.exit(0 if same(a, b) else 1)
+EOF2
+}
+L2=(--model examples/llm/gpt2.json -c profiles/clusters/dgx-a100-80g.json --global-batch 16
+    --tp 2 --pp 2 --dp 2)
+L7=(--model examples/llm/nemo/llama2-7b.json -c profiles/clusters/dgx-h100.json
+    --global-batch 16 --seq-len 1024)
+# LAYOUT|BASE OPTIONS|WHAT-IF|its JSON
+for c in "L2||--recompute full|\"recompute\": \"full\"" \
+         "L2||--recompute selective|\"recompute\": \"selective\"" \
+         "L2|--recompute full|--recompute none|\"recompute\": \"none\"" \
+         "L2||--zero 1|\"zero\": 1" \
+         "L2|--zero 1|--zero 0|\"zero\": 0" \
+         "L2||--tp-overlap backward|\"tp_overlap\": \"backward\"" \
+         "L2||--tp-overlap full|\"tp_overlap\": \"full\"" \
+         "L7|--tp 8 --pp 1 --dp 2 --zero 1|--overlap-param-gather|\"overlap_param_gather\": true" \
+         "L7|--tp 2 --pp 2 --dp 2 --precision fp8 --zero 1|--fp8-param-gather|\"fp8_param_gather\": true" \
+         "L2||--grad-reduce bf16|\"grad_reduce\": \"bf16\"" \
+         "L2||--optimizer-state bf16|\"optimizer_state\": \"bf16\""; do
+    IFS='|' read -r lay base opt want <<<"$c"
+    [ "$lay" = L2 ] && lo=("${L2[@]}") || lo=("${L7[@]}")
+    # shellcheck disable=SC2086
+    if ! "$PLUMB" plan "${lo[@]}" $base -o "$tmp/rb.json" >/dev/null 2>"$tmp/err" ||
+        ! "$PLUMB" plan "${lo[@]}" $base $opt -o "$tmp/ra.json" >/dev/null 2>>"$tmp/err"; then
+        fail "plan --model $base $opt: $(cat "$tmp/err")"
+        continue
+    fi
+    "$PLUMB" sim "$tmp/ra.json" --json >"$tmp/a.json"
+    "$PLUMB" sim "$tmp/rb.json" --json >"$tmp/b.json"
+    # shellcheck disable=SC2086
+    "$PLUMB" sim "$tmp/rb.json" $opt --json >"$tmp/w.json" 2>"$tmp/err" ||
+        { fail "sim $opt: exit $?: $(cat "$tmp/err")"; continue; }
+    same_report "$tmp/a.json" "$tmp/w.json" ||
+        fail "sim [$base] $opt: not plan --model $opt's report (iteration $(iter "$tmp/w.json") s against $(iter "$tmp/a.json") s)"
+    same_report "$tmp/a.json" "$tmp/b.json" &&
+        fail "sim [$base] $opt: the plan as written gives the same report: the check cannot fail"
+    got=$(python3 -c 'import json,sys; print(json.dumps(json.load(open(sys.argv[1]))["whatif"]))' "$tmp/w.json")
+    [ "$got" = "{$want}" ] || fail "sim $opt: whatif $got, expected {$want}"
+    # shellcheck disable=SC2086
+    "$PLUMB" sim "$tmp/rb.json" $opt >"$tmp/out" &&
+        grep -qF "what-ifs        ${opt#--} (instead of the plan as written)" "$tmp/out" ||
+        fail "sim $opt: the what-ifs line: $(grep what-ifs "$tmp/out")"
+done
+"$PLUMB" plan "${L2[@]}" -o "$tmp/rb.json" >/dev/null
+"$PLUMB" sim "$tmp/rb.json" --p2p sync --recompute selective --zero 1 --tp-overlap full \
+    --overlap-param-gather --grad-reduce bf16 --optimizer-state bf16 >"$tmp/out" &&
+    grep -qF "what-ifs        p2p sync; recompute selective; zero 1; tp-overlap full; overlap-param-gather; grad-reduce bf16; optimizer-state bf16 (instead of the plan as written)" \
+        "$tmp/out" || fail "sim runtime what-ifs together: $(grep what-ifs "$tmp/out")"
+# a what-if that does not fit is an answer: flagged, exit 0 (Llama 2 7B at 4096 tokens fits
+# at tp 2 x dp 4 with full recomputation only: 84.35 GiB without, as plan --model says)
+if "$PLUMB" plan "${L7[@]/1024/4096}" --tp 2 --pp 1 --dp 4 --recompute full -o "$tmp/rf.json" \
+    >/dev/null 2>"$tmp/err"; then
+    "$PLUMB" sim "$tmp/rf.json" --recompute none >"$tmp/out" 2>"$tmp/err" ||
+        fail "sim --recompute none that does not fit: exit $?, expected 0: $(cat "$tmp/err")"
+    grep -Eq '^peak memory +84.35 GiB on the fullest device \(DOES NOT FIT\)$' "$tmp/out" ||
+        fail "sim --recompute none: not flagged: $(grep '^peak memory' "$tmp/out")"
+    [ -s "$tmp/err" ] && fail "sim --recompute none: wrote to stderr: $(cat "$tmp/err")"
+else
+    fail "plan --model --recompute full at 4096 tokens: $(cat "$tmp/err")"
+fi
+
 [ $fails = 0 ] && echo "sim: ok"
 exit $fails
