@@ -299,7 +299,13 @@ expect_bad sim-selective-no-figures '^plumb: sim: --recompute selective: expecte
     "$P" sim "$V" --recompute selective
 expect_bad sim-tp-overlap-vgg '^plumb: sim: --tp-overlap: expected --tp 2 or more' \
     "$P" sim "$V" --tp-overlap backward
-rm -f "$d/g.json" "$d/g32.json" "$d/g1.json" "$d/gz.json"
+# FP8 primary weights are a transformer's blocks' weights: a VGG plan at fp8 with ZeRO-1
+# (which the rules take) is refused for want of blocks rather than simulated unchanged
+sed -e "s#\"\.\./\.\./#\"$PWD/#" -e 's/^  "optimizer": /  "precision": "fp8", "zero": 1,\n&/' \
+    "$V" >"$d/v8.json"
+expect_bad sim-fp8pg-no-blocks '^plumb: sim: --fp8-param-gather: expected a transformer.s plan .*v8.json.s profile "vgg16" has no TransformerBlock layers$' \
+    "$P" sim "$d/v8.json" --fp8-param-gather
+rm -f "$d/g.json" "$d/g32.json" "$d/g1.json" "$d/gz.json" "$d/v8.json"
 
 [ "$(sum)" = "$before" ] || { echo "FAIL: an input file changed"; fail=1; }
 left=$(find "$d" -mindepth 1 ! -name prof.json ! -name cluster.json ! -name model.json \
