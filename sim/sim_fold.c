@@ -533,9 +533,9 @@ sim_report *sim_run_folded(const plan *pl, const sim_options *opt, int mixed_rin
         opt->schedule < -1 || opt->schedule >= SCHED_NKINDS || opt->microbatches < 0 ||
         opt->iterations < 0)
         return sim_run(pl, opt, err);
-    plan view = *pl; /* as sim_run: only scalar fields change */
-    if (opt->schedule >= 0) view.schedule = (sched_kind)opt->schedule;
-    if (opt->microbatches > 0) view.microbatches = opt->microbatches;
+    plan view; /* as sim_run's: every what-if put in, only scalar fields change (the cut
+                * plan's schedule, zb-v's and dualpipev's order included, reads it) */
+    sim_options_view(pl, opt, &view);
     for (int st = 0; st < pl->nstages; st++) /* the cut plan takes two of each */
         if (pl->stages[st].replicas != pl->stages[0].replicas || !pl->stages[st].devices)
             return sim_run(pl, opt, err);

@@ -297,3 +297,29 @@ Test(sim_fold, unequal_replicas_run_in_full)
     sim_report_free(b);
     plan_free(pl);
 }
+
+/* A runtime what-if reaches the folded run as sim_run's view of the plan (sim_options_view):
+ * a --recompute full what-if on a zb-v plan without recomputation is priced, and ordered
+ * (zb-v's order reads the plan's recompute, schedule_plan_costs), as sim_run does it. */
+Test(sim_fold, runtime_whatif_reaches_the_cut_plan)
+{
+    lay L = {GPT3, 512, 8, 8, 8, 512, RECOMPUTE_NONE, 0, SCHED_ZB_V, 0, 0, 1};
+    plan *pl = build_opg(&L, 0);
+    plumb_err e;
+    err_clear(&e);
+    sim_options o;
+    sim_options_init(&o);
+    o.recompute = RECOMPUTE_FULL;
+    sim_report *full = sim_run(pl, &o, &e), *one = sim_run_folded(pl, &o, 0, &e);
+    cr_assert(full && one, "%s", e.msg);
+    sim_report *plain = sim_run(pl, NULL, &e);
+    cr_assert(plain, "%s", e.msg);
+    cr_expect_gt(full->iteration_s, plain->iteration_s * 1.05, "full recompute should cost");
+    cr_expect_leq(rel(full->iteration_s, one->iteration_s), 1e-9, "%.12g vs %.12g",
+                  full->iteration_s, one->iteration_s);
+    cr_expect_eq(full->peak_memory_bytes, one->peak_memory_bytes);
+    sim_report_free(full);
+    sim_report_free(one);
+    sim_report_free(plain);
+    plan_free(pl);
+}
