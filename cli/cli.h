@@ -88,24 +88,27 @@ int cli_p2p_split(const char *cmd, const char *s, int *whole);
  * naming the option and returns -1. */
 int cli_cp(const char *cmd, const char *s, int *cp);
 
-/* The options of Megatron-Core's uneven pipeline splits and of FP8 primary weights that
- * plumb plan --model and plumb ui --model take alike (docs/llm.md, "Uneven splits" and "FP8
- * primary weights"): CLI_SPLIT_LONGOPTS, five struct option entries for a longopts table
- * (codes CLI_O_FP8PG .. CLI_O_ACC_LOSS, clear of the commands' own), and cli_split_opt for
- * their values. plumb sweep --model, which takes no uneven split, takes the first of them
- * alone: CLI_FP8PG_LONGOPT. */
-enum { CLI_O_FP8PG = 1900, CLI_O_FIRST, CLI_O_LAST, CLI_O_ACC_EMB, CLI_O_ACC_LOSS };
+/* The options of Megatron-Core's uneven pipeline splits (its layout string included) and of
+ * FP8 primary weights that plumb plan --model and plumb ui --model take alike (docs/llm.md,
+ * "Uneven splits" and "FP8 primary weights"): CLI_SPLIT_LONGOPTS, six struct option entries
+ * for a longopts table (codes CLI_O_FP8PG .. CLI_O_LAYOUT, clear of the commands' own), and
+ * cli_split_opt for their values. plumb sweep --model, which takes no uneven split, takes
+ * the first of them alone: CLI_FP8PG_LONGOPT. */
+enum { CLI_O_FP8PG = 1900, CLI_O_FIRST, CLI_O_LAST, CLI_O_ACC_EMB, CLI_O_ACC_LOSS,
+       CLI_O_LAYOUT };
 #define CLI_FP8PG_LONGOPT {"fp8-param-gather", no_argument, 0, CLI_O_FP8PG}
 #define CLI_SPLIT_LONGOPTS                                                                    \
     CLI_FP8PG_LONGOPT,                                                                        \
     {"decoder-first-pipeline-num-layers", required_argument, 0, CLI_O_FIRST},                 \
     {"decoder-last-pipeline-num-layers", required_argument, 0, CLI_O_LAST},                   \
     {"account-for-embedding-in-pipeline-split", no_argument, 0, CLI_O_ACC_EMB},               \
-    {"account-for-loss-in-pipeline-split", no_argument, 0, CLI_O_ACC_LOSS}
+    {"account-for-loss-in-pipeline-split", no_argument, 0, CLI_O_ACC_LOSS},                   \
+    {"pipeline-layout", required_argument, 0, CLI_O_LAYOUT}
 
 /* One of CLI_SPLIT_LONGOPTS (option code c, value arg) into o (the split: first_blocks,
- * last_blocks 1 to 2^20, account_embedding, account_loss) or *fp8pg (--fp8-param-gather);
- * the split's rules against the layout are layout3d_split's, --fp8-param-gather's
+ * last_blocks 1 to 2^20, account_embedding, account_loss, pipeline_layout: arg itself, kept,
+ * after its syntax is checked by pplayout_parse) or *fp8pg (--fp8-param-gather); the
+ * split's rules against the layout are layout3d_split's, --fp8-param-gather's
  * search3d_runtime_check's. 0, 2 after one line naming the option, or -1 when c is none of
  * them (nothing printed). */
 struct layout3d_options;

@@ -8,6 +8,7 @@
 #include "planner/layout3d.h"
 #include "planner/llm_profile.h"
 #include "planner/native.h"
+#include "planner/pplayout.h"
 
 #include <errno.h>
 #include <float.h>
@@ -237,6 +238,14 @@ int cli_split_opt(const char *cmd, int c, const char *arg, layout3d_options *o, 
                        &o->last_blocks) ? 2 : 0;
     case CLI_O_ACC_EMB: o->account_embedding = 1; return 0;
     case CLI_O_ACC_LOSS: o->account_loss = 1; return 0;
+    case CLI_O_LAYOUT: {
+        plumb_err err = {{0}};
+        pplayout *l = pplayout_parse(arg, &err); /* the syntax now, the model's rules later */
+        if (!l) return cli_fail(cmd, "%s", err.msg);
+        pplayout_free(l);
+        o->pipeline_layout = arg;
+        return 0;
+    }
     }
     return -1;
 }

@@ -38,6 +38,7 @@ static const char usage_text[] =
     "                  [--decoder-last-pipeline-num-layers N]\n"
     "                  [--account-for-embedding-in-pipeline-split]\n"
     "                  [--account-for-loss-in-pipeline-split]\n"
+    "                  [--pipeline-layout STRING]\n"
     "                  [--p2p-split scatter-gather|whole]\n"
     "                  [--tp-overlap none|backward|full] [--grad-reduce fp32|bf16]\n"
     "                  [--optimizer-state fp32|bf16] [--json] [-o PLAN.json]\n"
@@ -100,6 +101,15 @@ static const char usage_text[] =
     "                          first (last) virtual stage holds one block fewer. Neither\n"
     "                          kind goes with the other, --balance or the search\n"
     "                          (docs/llm.md, \"Uneven splits\")\n"
+    "  --pipeline-layout STRING\n"
+    "                          Megatron-Core's --pipeline-model-parallel-layout: virtual\n"
+    "                          stages split by '|', E the embedding, t a block, L the\n"
+    "                          loss, x*n and (...)*n repeats, commas cosmetic, e.g.\n"
+    "                          \"Et|(tt|)*62,tL\"; stage k on rank k %% pp, V = stages / pp\n"
+    "                          (--interleave, if given, must agree); E first, L last, as\n"
+    "                          many t as the model's layers; no m (MTP), no empty stage.\n"
+    "                          Goes with none of the four options above, --balance or\n"
+    "                          the search\n"
     "  --attention KIND        standard (default: softmax and dropout kernels keep the s x s\n"
     "                          probabilities) or flash (fused: keeps its output and softmax\n"
     "                          statistics, recomputes the scores in its backward)\n"
@@ -308,10 +318,7 @@ static int parse(int argc, char **argv, layout3d_options *o, given *g, const cha
     if (searching && layout3d_uneven(o))
         return cli_fail(cmd, "%s: belongs to a fixed layout (two of --tp, --pp and --dp, no "
                         "--search); the search splits the blocks evenly",
-                        o->first_blocks ? "--decoder-first-pipeline-num-layers"
-                        : o->last_blocks ? "--decoder-last-pipeline-num-layers"
-                        : o->account_embedding ? "--account-for-embedding-in-pipeline-split"
-                        : "--account-for-loss-in-pipeline-split");
+                        layout3d_split_option(o));
     /* the runtime's checks, as the search and plumb sweep --model make them; the search
      * applies --overlap-param-gather to its zero 1 candidates when --zero is not given */
     search3d_options so;
@@ -342,7 +349,10 @@ static int no_fit(const char *model, const sim_report *r, char *msg, size_t n)
     return 1;
 }
 
-static void print_text(const plan *pl, const layout3d_dims *d, const sim_report *r)
+/* The text report of the fixed layout pl (dimensions d, simulated as r); layout: its
+ * --pipeline-layout string, named on the settings line (NULL: none). */
+static void print_text(const plan *pl, const layout3d_dims *d, const sim_report *r,
+                       const char *layout)
 {
     char b[6][32];
     const profile *p = pl->prof;
@@ -378,6 +388,8 @@ static void print_text(const plan *pl, const layout3d_dims *d, const sim_report 
     if (pl->p2p_whole) /* only when set: default outputs read as before */
         printf(", p2p whole tensor%s", pl->tp > 1 && !pl->sequence_parallel ? ""
                                        : " (no effect: sequence parallel or tp 1)");
+    if (layout) /* only when given: default outputs read as before */
+        printf(", pipeline layout %s", layout);
     printf("\n");
     printf("global batch %d sequences of %lld tokens: %d microbatches of %d, %d per replica\n",
            plan_minibatch(pl), p->tokens_per_sample, pl->microbatches, pl->microbatch_size,
@@ -588,7 +600,7 @@ static int run_search(const transformer *t, const cluster *cl, const char *cpath
     } else {
         const search3d_cand *b = &r->ranked[0];
         print_ranking(r, &so, b->d.gpus, cluster_device_noun(cl));
-        print_text(r->best, &b->d, r->best_report);
+        print_text(r->best, &b->d, r->best_report, NULL);
         if (so.balance) print_balance(&r->best_balance);
         if (out) printf("plan written to %s\n", out);
     }
@@ -657,7 +669,7 @@ int cmd_plan_layout(int argc, char **argv)
     if (json) {
         printf("%s\n", text);
     } else {
-        print_text(pl, &d, r);
+        print_text(pl, &d, r, o.pipeline_layout);
         if (o.balance) print_balance(&bal);
         if (out) printf("plan written to %s\n", out);
     }

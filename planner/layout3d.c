@@ -9,6 +9,7 @@
 
 #include "core/schedule_traits.h"
 #include "planner/llm_profile.h"
+#include "planner/pplayout.h"
 
 void layout3d_options_init(layout3d_options *o)
 {
@@ -24,16 +25,36 @@ int layout3d_group_device(int p, int r, int tp, int dp)
     return (p * dp + r) * tp;
 }
 
-int layout3d_uneven(const layout3d_options *o)
-{
-    return o->first_blocks > 0 || o->last_blocks > 0 || o->account_embedding ||
-           o->account_loss;
-}
-
 static const char OPT_FIRST[] = "--decoder-first-pipeline-num-layers",
                   OPT_LAST[] = "--decoder-last-pipeline-num-layers",
                   OPT_EMB[] = "--account-for-embedding-in-pipeline-split",
-                  OPT_LOSS[] = "--account-for-loss-in-pipeline-split";
+                  OPT_LOSS[] = "--account-for-loss-in-pipeline-split",
+                  OPT_LAYOUT[] = "--pipeline-layout";
+
+int layout3d_uneven(const layout3d_options *o)
+{
+    return layout3d_split_option(o) != NULL;
+}
+
+const char *layout3d_split_option(const layout3d_options *o)
+{
+    return o->pipeline_layout ? OPT_LAYOUT : o->first_blocks > 0 ? OPT_FIRST
+           : o->last_blocks > 0 ? OPT_LAST : o->account_embedding ? OPT_EMB
+           : o->account_loss ? OPT_LOSS : NULL;
+}
+
+/* --pipeline-layout with one of the other four split options: Megatron-Core's
+ * TransformerConfig.__post_init__ raises "pipeline_model_parallel_layout cannot be set with
+ * other pipeline layout arguments". 0, or -1 with err set. */
+static int layout_conflict(const layout3d_options *o, plumb_err *err)
+{
+    layout3d_options rest = *o;
+    rest.pipeline_layout = NULL;
+    const char *other = layout3d_split_option(&rest);
+    if (!o->pipeline_layout || !other) return 0;
+    return err_set(err, NULL, OPT_LAYOUT, "expected no %s with it (Megatron-Core refuses "
+                   "the layout string with the other pipeline split options)", other);
+}
 
 /* Checks a first or last count F of option name against v (Megatron-Core: > 0 and a
  * multiple of the virtual pipeline size, transformer_config.py). 0 or -1. */
@@ -95,6 +116,8 @@ static int split_first_last(const layout3d_options *o, int blocks, int pp, int v
 int layout3d_split(const layout3d_options *o, int blocks, int pp, int v, int *n,
                    plumb_err *err)
 {
+    if (layout_conflict(o, err)) return -1;
+    if (o->pipeline_layout) return pplayout_split(o->pipeline_layout, blocks, pp, v, n, err);
     if (o->first_blocks > 0 || o->last_blocks > 0)
         return split_first_last(o, blocks, pp, v, n, err);
     long long vs = (long long)pp * v;
@@ -123,8 +146,7 @@ static int *split_of(const transformer *t, const layout3d_options *o, const layo
                      plumb_err *err)
 {
     int S = d->pp * d->interleave;
-    const char *name = o->first_blocks > 0 ? OPT_FIRST : o->last_blocks > 0 ? OPT_LAST
-                       : o->account_embedding ? OPT_EMB : OPT_LOSS;
+    const char *name = layout3d_split_option(o);
     if (layout3d_uneven(o) && o->balance) {
         err_set(err, NULL, "--balance", "expected the even split, which balancing starts "
                 "from (got %s)", name);
@@ -180,14 +202,39 @@ static int resolve_dims(const layout3d_options *o, int gpus, layout3d_dims *d, p
     return 0;
 }
 
-/* The schedule and its chunks (virtual stages per rank). 0 or -1. */
-static int resolve_schedule(const layout3d_options *o, layout3d_dims *d, plumb_err *err)
+/* --pipeline-layout: the string checked against the model's blocks and the pipeline
+ * (pplayout_check), its stages per rank into *v. 0 or -1. */
+static int layout_chunks(const transformer *t, const layout3d_options *o, int pp, int *v,
+                         plumb_err *err)
+{
+    if (layout_conflict(o, err)) return -1;
+    pplayout *l = pplayout_parse(o->pipeline_layout, err);
+    if (!l) return -1;
+    int rc = pplayout_check(l, (int)t->layers, pp, o->interleave, err);
+    *v = l->nstages / pp;
+    pplayout_free(l);
+    return rc;
+}
+
+/* The schedule and its chunks (virtual stages per rank): --interleave, the layout string's
+ * stages per rank, or the schedule's default. 0 or -1. */
+static int resolve_schedule(const transformer *t, const layout3d_options *o, layout3d_dims *d,
+                            plumb_err *err)
 {
     if (o->interleave < 0)
         return err_set(err, NULL, "--interleave", "expected an integer >= 1 (got %d)",
                        o->interleave);
+    int lv = 0; /* the layout's chunks */
+    if (o->pipeline_layout && layout_chunks(t, o, d->pp, &lv, err)) return -1;
+    if (lv && o->schedule >= 0) {
+        const sched_traits *tr = sched_traits_of((sched_kind)o->schedule);
+        if (tr && (lv < tr->chunks_min || lv > tr->chunks_max))
+            return err_set(err, NULL, OPT_LAYOUT, "expected %d to %d virtual stages per rank "
+                           "with schedule %s (got %d over --pp %d)", tr->chunks_min,
+                           tr->chunks_max, tr->name, lv, d->pp);
+    }
     if (o->schedule < 0) {
-        d->interleave = o->interleave > 0 ? o->interleave : 1;
+        d->interleave = lv ? lv : o->interleave > 0 ? o->interleave : 1;
         d->schedule = d->interleave > 1 ? SCHED_INTERLEAVED : SCHED_1F1B_FLUSH;
         return 0;
     }
@@ -196,7 +243,7 @@ static int resolve_schedule(const layout3d_options *o, layout3d_dims *d, plumb_e
         return err_set(err, NULL, "--schedule", "expected a schedule kind (got %d)",
                        o->schedule);
     d->schedule = (sched_kind)o->schedule;
-    d->interleave = o->interleave > 0 ? o->interleave : tr->chunks_default;
+    d->interleave = lv ? lv : o->interleave > 0 ? o->interleave : tr->chunks_default;
     if (d->interleave > 1 && tr->chunks_max == 1)
         return err_set(err, NULL, "--interleave", "expected 1 with schedule %s, which runs "
                        "one stage per pipeline rank (got %d)", tr->name, d->interleave);
@@ -235,7 +282,7 @@ int layout3d_resolve(const transformer *t, const cluster *c, const char *cluster
     if (d->pp > t->layers)
         return err_set(err, NULL, "--pp", "expected at most the %lld layers (got %d)",
                        t->layers, d->pp);
-    if (resolve_schedule(o, d, err)) return -1;
+    if (resolve_schedule(t, o, d, err)) return -1;
     int *n = split_of(t, o, d, err), most = 0;
     if (!n) return -1;
     for (int k = 0; k < d->pp * d->interleave; k++) most = n[k] > most ? n[k] : most;

@@ -56,6 +56,10 @@ typedef struct layout3d_options {
                               counts as a block in the split) */
     int account_loss;      /* 1: --account-for-loss-in-pipeline-split (the head and loss
                               count as a block) */
+    const char *pipeline_layout; /* --pipeline-layout: Megatron-Core's layout string
+                              (planner/pplayout.h; borrowed, the caller keeps it alive), which
+                              fixes the blocks of every virtual stage and the stages per rank;
+                              NULL: not given. Excludes the four options above */
 } layout3d_options;
 
 /* Nothing given (tp, pp, dp, gpus 0), global batch and microbatch size 0 (the caller must
@@ -81,8 +85,13 @@ int layout3d_resolve(const transformer *t, const cluster *c, const char *cluster
                      const layout3d_options *o, layout3d_dims *dims, plumb_err *err);
 
 /* 1 when o asks for one of Megatron-Core's uneven splits (first_blocks, last_blocks,
- * account_embedding or account_loss set), else 0. */
+ * account_embedding, account_loss or pipeline_layout set), else 0. */
 int layout3d_uneven(const layout3d_options *o);
+
+/* The command-line option of o's uneven split, for messages ("--pipeline-layout",
+ * "--decoder-first-pipeline-num-layers", ...: the first set in that order), or NULL for the
+ * even split. */
+const char *layout3d_split_option(const layout3d_options *o);
 
 /* The blocks of each of the pp x v virtual stages of a model of `blocks` blocks, as
  * Megatron-Core splits them (megatron/core/transformer/transformer_block.py,
@@ -92,7 +101,10 @@ int layout3d_uneven(const layout3d_options *o);
  * F and/or last_blocks L: rank 0 holds F, rank pp - 1 holds L, the other ranks split the
  * rest evenly, each rank's blocks over its v chunks evenly. With the accountings: the split
  * of blocks + 1 (+ 1) evenly over pp x v, then one fewer on virtual stage 0 (embedding)
- * and on the last (loss), which may hold no block. Writes n[0 .. pp v - 1]. 0, or -1 with
+ * and on the last (loss), which may hold no block. With pipeline_layout: the 't' count of
+ * each of the string's virtual stages (pplayout_split: its rules, v equal to its stages
+ * / pp), refused with any of the other four options (Megatron-Core's TransformerConfig
+ * refuses pipeline_model_parallel_layout with them). Writes n[0 .. pp v - 1]. 0, or -1 with
  * err set to one line naming the option Megatron refuses: --decoder-first-pipeline-num-
  * layers / --decoder-last-pipeline-num-layers with an accounting, counts that are not
  * multiples of v, more than the blocks, middle blocks that do not divide over the middle

@@ -5,7 +5,7 @@
 # prints executions and findings per target. Exits 1 when any target found a crash, leak,
 # undefined behaviour or round-trip mismatch (the input is kept in build-fuzz/findings/).
 # Usage: scripts/fuzz.sh [target ...]   (targets: profile cluster plan schedule_csv model
-#        pipedream trace checkpoint plan_sim transformer; default all)
+#        pipedream trace checkpoint plan_sim transformer pplayout; default all)
 # Environment: FUZZ_SECONDS, FUZZ_CC (default clang), FUZZ_MAX_LEN (default 65536 bytes).
 set -u
 cd "$(dirname "$0")/.." || exit 2
@@ -15,7 +15,7 @@ cc=${FUZZ_CC:-clang}
 max_len=${FUZZ_MAX_LEN:-65536}
 out=build-fuzz
 targets=("$@")
-[ ${#targets[@]} -eq 0 ] && targets=(profile cluster plan schedule_csv model pipedream trace checkpoint plan_sim transformer)
+[ ${#targets[@]} -eq 0 ] && targets=(profile cluster plan schedule_csv model pipedream trace checkpoint plan_sim transformer pplayout)
 
 if ! command -v "$cc" >/dev/null 2>&1; then
     echo "plumb: fuzz: $cc not found; install clang (apt-get install clang)" >&2
@@ -31,6 +31,7 @@ declare -A extra_srcs=(
     [pipedream]="core/import_pipedream.c"
     [trace]="core/timeline.c core/strbuf.c sim/compare.c sim/compare_mem.c"
     [transformer]="core/transformer.c planner/llm_profile.c"
+    [pplayout]="planner/pplayout.c"
     [plan_sim]="core/timeline.c core/strbuf.c core/schedule_bound.c core/import_pipedream.c core/transformer.c
                 $(echo planner/*.c sim/*.c ui/*.c)")
 declare -A extra_libs=([plan_sim]="-lncursesw -lpthread")
@@ -43,7 +44,7 @@ summary=()
 for t in "${targets[@]}"; do
     src=tests/fuzz/fuzz_$t.c
     if [ ! -f "$src" ]; then
-        echo "plumb: fuzz: unknown target '$t' (expected profile, cluster, plan, schedule_csv, model, pipedream, trace, checkpoint, plan_sim or transformer)" >&2
+        echo "plumb: fuzz: unknown target '$t' (expected profile, cluster, plan, schedule_csv, model, pipedream, trace, checkpoint, plan_sim, transformer or pplayout)" >&2
         exit 2
     fi
     bin=$out/fuzz_$t

@@ -750,6 +750,47 @@ Test(ui_state, layout3d_uneven_split_keys_take_what_megatron_takes)
     cr_assert_eq(st->cur.pp, 2);
 }
 
+/* Megatron-Core's layout string (plumb ui --model --pipeline-layout) fixes pp x interleave
+ * at its stage count and interleave at its stages per rank: GPT-3's 96 blocks as
+ * "Et*12|(t*12|)*6,t*12L" (8 stages) at pp 8: d, D, i and I are refused with the string's
+ * line and nothing changes; w (dp) and c (to schedules that keep one chunk on rank k % pp)
+ * carry it; any key sequence stays at pp 8 x interleave 1. */
+Test(ui_state, layout3d_pipeline_layout_keeps_pp_and_interleave)
+{
+    ui_state *st = fresh3d();
+    layout3d_options o;
+    layout3d_options_init(&o);
+    o.global_batch = 1536;
+    o.pipeline_layout = "Et*12|(t*12|)*6,t*12L";
+    ui_state_set_layout3d(st, 96, 1536, &o);
+    char why[256];
+    cr_assert(ui_split_ok(st, &st->cur, why, sizeof why) && !why[0], "%s", why);
+    cr_assert_eq(ui_state_key(st, 'd'), UI_DO_REDRAW);
+    cr_assert(strstr(st->note, "no larger pp 8: pp 16: --pipeline-layout: expected a number "
+                     "of virtual stages ('|'-separated) that is a multiple of --pp 16 (got 8)"),
+              "%s", st->note);
+    cr_assert_eq(ui_state_key(st, 'D'), UI_DO_REDRAW);
+    cr_assert(strstr(st->note, "no smaller pp 8: pp 4: --interleave: expected the layout's 8 "
+                     "virtual stages / --pp 4 = 2 (got 1)"), "%s", st->note);
+    cr_assert_eq(ui_state_key(st, 'i'), UI_DO_REDRAW);
+    cr_assert(strstr(st->note, "--interleave: expected the layout's 8 virtual stages / --pp 8 "
+                     "= 1 (got 2)"), "%s", st->note);
+    cr_assert(st->cur.pp == 8 && st->cur.interleave == 1 && st->undo_n == 0);
+    cr_assert(ui_state_key(st, 'w') & UI_DO_EVAL);
+    layout3d_options lo = ui_whatif_layout3d(&st->lopt, &st->cur);
+    cr_assert(lo.pipeline_layout == o.pipeline_layout && lo.dp > 16, "dp %d, layout %s", lo.dp,
+              lo.pipeline_layout ? lo.pipeline_layout : "dropped");
+    const char keys[] = "gGdDwWnNiIcCu";
+    unsigned seed = 4242;
+    for (int i = 0; i < 500; i++) {
+        seed = seed * 1103515245u + 12345u;
+        ui_state_key(st, keys[(seed >> 16) % (sizeof keys - 1)]);
+        cr_assert(st->cur.pp == 8 && st->cur.interleave == 1, "pp %d x interleave %d",
+                  st->cur.pp, st->cur.interleave);
+        cr_assert(st->cur.schedule != SCHED_ZB_V && st->cur.schedule != SCHED_DUALPIPEV);
+    }
+}
+
 /* FP8 primary weights (plumb ui --model --fp8-param-gather) ride every layout: a key
  * that would leave ZeRO 1 under them is refused with plan --model's line, nothing
  * recorded; the what-if carries them (undo, pin and the kept layouts tell it apart). */

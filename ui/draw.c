@@ -380,8 +380,9 @@ static void draw_runtime(ui_app *a, int x, int y, int w, ui_fb *fb)
                           or tp 1, where the sends are one rank's share already */
         runtime_field(&p, wide ? "p2p-split" : "split", "whole", 1,
                       !pl || (pl->tp > 1 && !pl->sequence_parallel));
-    /* only when on, one word each: FP8 primary weights and Megatron-Core's uneven split,
-     * which every layout keeps (a key that would drop them is refused) */
+    /* only when on, one word each: FP8 primary weights and Megatron-Core's uneven split (a
+     * layout string as the word pipeline-layout), which every layout keeps (a key that
+     * would drop them is refused) */
     if (wi->fp8pg)
         runtime_word(&p, "fp8-param-gather", "fp8pg", !pl || pl->fp8_param_gather);
     const layout3d_options *lo = &a->base.lopt;
@@ -398,6 +399,7 @@ static void draw_runtime(ui_app *a, int x, int y, int w, ui_fb *fb)
     }
     if (lo->account_embedding) runtime_word(&p, "embedding-in-split", "emb-split", 1);
     if (lo->account_loss) runtime_word(&p, "loss-in-split", "loss-split", 1);
+    if (lo->pipeline_layout) runtime_word(&p, "pipeline-layout", "pp-layout", 1);
     if (lo->cross_entropy) { /* --cross-entropy te or native: every layout's loss */
         char v[40], s[24];
         snprintf(v, sizeof v, "cross-entropy-%s", plan_cross_entropy_name(lo->cross_entropy));

@@ -162,8 +162,9 @@ int ui_layout3d_ok(const ui_state *st, const ui_whatif *w);
 /* 1 when the pipeline of what-if w (pp x interleave virtual stages, its schedule) can
  * split st's blocks as the layout opened splits them: evenly, pp x interleave dividing
  * them; or by Megatron-Core's uneven split that st->lopt carries (first / last counts,
- * the accountings: layout3d_split's rules, a schedule placing virtual stage k on rank
- * k % pp). Else 0 with the rule's one line in why (n > 0: always terminated; "" for the
+ * the accountings, a layout string: layout3d_split's rules, a schedule placing virtual
+ * stage k on rank k % pp; a layout string's pp x interleave is its stage count, so no pp
+ * or interleave other than the opened ones passes). Else 0 with the rule's one line in why (n > 0: always terminated; "" for the
  * even split). What ui_layout3d_ok asks of the pipeline. */
 int ui_split_ok(const ui_state *st, const ui_whatif *w, char *why, size_t n);
 

@@ -4,7 +4,7 @@
  * the parameter all-gather under the forward, p2p, the gradient reduction's place,
  * attention). Each layout key steps to the nearest value the layout can take
  * (ui_layout3d_ok; tp and cp: ui_cp_applies; pp, interleave and schedule under
- * Megatron-Core's uneven split: ui_split_ok) or says why none exists; every change passes
+ * Megatron-Core's uneven split or layout string: ui_split_ok) or says why none exists; every change passes
  * the runtime check of `plumb plan --model` (ui_layout3d_check, FP8 primary weights
  * included) or is refused with its line. Pure data, like ui/whatif.c. */
 #include <stddef.h>
@@ -28,10 +28,7 @@ int ui_split_ok(const ui_state *st, const ui_whatif *w, char *why, size_t n)
     if (w->pp < 1 || w->interleave < 1) return 0;
     if (!layout3d_uneven(&st->lopt)) return vs <= st->layers && st->layers % vs == 0;
     layout3d_options o = ui_whatif_layout3d(&st->lopt, w);
-    const char *name = o.first_blocks > 0 ? "--decoder-first-pipeline-num-layers"
-                       : o.last_blocks > 0 ? "--decoder-last-pipeline-num-layers"
-                       : o.account_embedding ? "--account-for-embedding-in-pipeline-split"
-                                             : "--account-for-loss-in-pipeline-split";
+    const char *name = layout3d_split_option(&o);
     /* layout3d_build's checks of the split (split_of): a schedule placing virtual stage k
      * on rank k % pp, then Megatron-Core's counts; one block of slack for each accounting */
     for (long long k = 0; k < vs && vs <= st->layers + 2; k++) {

@@ -306,6 +306,43 @@ sed -e "s#\"\.\./\.\./#\"$PWD/#" -e 's/^  "optimizer": /  "precision": "fp8", "z
 expect_bad sim-fp8pg-no-blocks '^plumb: sim: --fp8-param-gather: expected a transformer.s plan .*v8.json.s profile "vgg16" has no TransformerBlock layers$' \
     "$P" sim "$d/v8.json" --fp8-param-gather
 rm -f "$d/g.json" "$d/g32.json" "$d/g1.json" "$d/gz.json" "$d/v8.json"
+# --pipeline-layout (Megatron-Core's layout string, docs/llm.md "Uneven splits"): each
+# refusal one line, exit 2, no plan written (Llama 3 70B's 80 blocks, pp 8)
+PLL=(plan --model examples/llm/llama3-70b.json -c profiles/clusters/dgx-h100.json --tp 4
+     --pp 8 --dp 2 --global-batch 256 -o "$d/pll.json")
+for c in 'unknown|Et*2|(t*2|)*34,t*3|(t*2|)*3,tX|got .X. at character 30' \
+    'space|Et*2|(t*2|)*34,t*3|(t*2|)*3,t L|got byte 0x20 at character 30' \
+    'open|Et*2|(t*2|*34,t*3|(t*2|)*3,tL|expected no .(. inside the group' \
+    'close|Et*2|t*2|)*34,t*3|(t*2|)*3,tL|expected .(. before the .). at character 10' \
+    'unclosed|Et*2|(t*2|)*34,t*3|(t*2|*3,tL|expected .). to close the .(. at character 20' \
+    'count|Et*|(t*2|)*34,t*3|(t*2|)*3,tL|expected a repeat count (digits) after the .\*. at character 3' \
+    'twice|Et*2*2|(t*2|)*34,t*3|(t*2|)*3,tL|expected one repeat count, not a second' \
+    'huge|Et*2|(t*2|)*99999999999999999999999,tL|expected at most 1048576 layers and separators' \
+    'length|Et*2|(t*2|)*34,t*3|(t*2|)*2,ttL|multiple of --pp 8 (got 39)' \
+    'no-E|tt*2|(t*2|)*34,t*2|(t*2|)*3,tL|expected the embedding E as the first layer' \
+    'no-L|Et*2|(t*2|)*34,t*3|(t*2|)*3,tt|expected the loss L as the last layer' \
+    'two-E|Et*2|(t*2|)*34,t*3|(t*2|)*3,EtL|expected E exactly once (got 2)' \
+    't-count|Et*2|(t*2|)*34,t*3|(t*2|)*3,ttL|expected as many t as the model.s 80 layers (got 81)' \
+    'mtp|Et*2|(t*2|)*34,t*3|(t*2|)*3,tmL|expected no MTP layer m' \
+    'empty|Et*4|(t*2|)*33,t*3|(t*2|)*2,t*3||L|got virtual stage 38 (rank 6, chunk 4) empty'; do
+    name=${c%%|*} rest=${c#*|} want=${c##*|}
+    expect_bad_silent "plan-pipeline-layout-$name" "^plumb: plan: --pipeline-layout: .*$want" \
+        "$d/pll.json" "$P" "${PLL[@]}" --pipeline-layout "${rest%|*}"
+done
+GOOD='Et*2|(t*2|)*34,t*3|(t*2|)*3,tL'
+expect_bad_silent plan-pipeline-layout-interleave '^plumb: plan: --interleave: expected the layout.s 40 virtual stages / --pp 8 = 5 (got 4)' \
+    "$d/pll.json" "$P" "${PLL[@]}" --pipeline-layout "$GOOD" --interleave 4
+expect_bad_silent plan-pipeline-layout-uneven '^plumb: plan: --pipeline-layout: expected no --account-for-embedding-in-pipeline-split with it' \
+    "$d/pll.json" "$P" "${PLL[@]}" --pipeline-layout "$GOOD" --account-for-embedding-in-pipeline-split
+expect_bad_silent plan-pipeline-layout-balance '^plumb: plan: --balance: expected the even split, which balancing starts from (got --pipeline-layout)' \
+    "$d/pll.json" "$P" "${PLL[@]}" --pipeline-layout "$GOOD" --balance
+expect_bad_silent plan-pipeline-layout-search '^plumb: plan: --pipeline-layout: belongs to a fixed layout' \
+    "$d/pll.json" "$P" "${PLL[@]}" --pipeline-layout "$GOOD" --search
+expect_bad_silent plan-pipeline-layout-schedule '^plumb: plan: --pipeline-layout: expected 1 to 1 virtual stages per rank with schedule 1f1b-flush (got 5 over --pp 8)' \
+    "$d/pll.json" "$P" "${PLL[@]}" --pipeline-layout "$GOOD" --schedule 1f1b-flush
+expect_bad ui-pipeline-layout-empty '^plumb: ui: --pipeline-layout: expected every virtual stage' \
+    "$P" ui --model examples/llm/llama3-70b.json -c profiles/clusters/dgx-h100.json --tp 4 \
+    --pp 8 --dp 2 --global-batch 256 --snapshot 80x24 --pipeline-layout 'Et*4|(t*2|)*33,t*3|(t*2|)*2,t*3||L'
 
 [ "$(sum)" = "$before" ] || { echo "FAIL: an input file changed"; fail=1; }
 left=$(find "$d" -mindepth 1 ! -name prof.json ! -name cluster.json ! -name model.json \

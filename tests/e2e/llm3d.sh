@@ -288,6 +288,17 @@ if [ -z "$plan_it" ] || [ "$(grep -m1 '^	"iteration_s":' "$d/out")" != "$plan_it
     echo "FAIL uneven-sim: plumb sim on the written plan differs from plan --json ($plan_it)"
     fail=1
 fi
+# the same split as Megatron-Core's layout string (--pipeline-layout, no --interleave: 64
+# stages / pp 8): the same stages at the same iteration, the settings line naming the string
+ok pplayout-405b "$P" plan --model $L405 -c $A100 --gpus 1024 --tp 8 --pp 8 --dp 16 \
+    --global-batch 64 --recompute full --sequence-parallel --zero 1 \
+    --pipeline-layout 'Et|(tt|)*62,tL' -o "$d/l405.json"
+has pplayout-405b '^recompute full .*, pipeline layout Et\|\(tt\|\)\*62,tL$'
+has pplayout-405b '^stage 63: layers 126-127 \(block125 \.\. head\) on devices 896-1023'
+[ "$(grep -E '"(first_layer|last_layer|iteration_s)"' "$d/l405.json")" = \
+  "$(grep -E '"(first_layer|last_layer|iteration_s)"' "$d/u405.json")" ] ||
+    { echo "FAIL pplayout-405b: the stages or iteration differ from the accountings' plan"; fail=1; }
+rm -f "$d/l405.json"
 UFL=(--gpus 64 --tp 8 --pp 8 --global-batch 64 --interleave 2 --recompute full --zero 1)
 ok uneven-fl "$P" plan --model $GPT3 -c $A100 "${UFL[@]}" --decoder-first-pipeline-num-layers 6 \
     --decoder-last-pipeline-num-layers 6

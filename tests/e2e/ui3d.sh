@@ -278,6 +278,25 @@ grep -qF -- "no smaller pp 2: pp 1: $(sed 's/^plumb: plan: //' "$d/perr")" "$d/f
     { echo "FAIL m on a plan file with $U: '$(shown "$d/frame")', plan" \
         "'$(figures "$d/plan.json")'"; sed -n 1,8p "$d/frame"; fail=1; }
 
+# Megatron-Core's layout string (--pipeline-layout, the same split as the block above,
+# "Et*4|t*8L") rides every layout: the first frame and w show plan's figures under it, the
+# runtime row names it; d (pp 4) and i (interleave 2), which change the layout's pp x V, are
+# refused with its rule's line
+PL="--pipeline-layout Et*4|t*8L"
+check "$PL" 'pipeline-layout' "$L $PL" "$L $PL" ''
+check "w with $PL" 'pipeline-layout' "--tp 2 --pp 2 --dp 4 $PL" "$L $PL" 'w'
+# shellcheck disable=SC2086
+"$P" plan "${M[@]}" $L $U --json >"$d/a.json" && "$P" plan "${M[@]}" $L $PL --json >"$d/b.json" &&
+    [ "$(figures "$d/a.json")" = "$(figures "$d/b.json")" ] ||
+    { echo "FAIL $PL: plan prices otherwise than $U, the same split"; fail=1; }
+for kw in 'd|no larger pp 2: pp 4: --pipeline-layout: expected a number of virtual stages' \
+    'i|no larger interleave 1: interleave 2: --interleave: expected the layout.s 2 virtual'; do
+    # shellcheck disable=SC2086
+    "$P" ui "${M[@]}" $L $PL --snapshot 200x30 --keys "${kw%%|*}" --mono >"$d/frame" 2>&1
+    tail -1 "$d/frame" | grep -q -- "${kw#*|}" ||
+        { echo "FAIL ${kw%%|*} under $PL:"; tail -1 "$d/frame"; fail=1; }
+done
+
 # FP8 primary weights (--fp8-param-gather, fp8 on H100s): the first frame and w show
 # plan's figures with them, the runtime row names them, o (ZeRO 0) is refused with plan's
 # line, s saves a plan that has them; a plan file with them keeps them on m
