@@ -688,8 +688,9 @@ Test(ui_eval, cross_entropy_te_rides_every_layout)
 }
 
 /* A plan file written by plan --model --cross-entropy te without its model, opened in the
- * dashboard (2D view): a microbatch change (the file's stages kept) keeps its cross_entropy, at plan
- * --model --cross-entropy te's iteration for the doubled global batch. */
+ * dashboard (2D view): a microbatch change (the file's stages kept) keeps its
+ * cross_entropy, at plan --model --cross-entropy te's iteration for the doubled global
+ * batch. */
 Test(ui_eval, plan_file_keeps_cross_entropy_te)
 {
     layout3d_options o;
