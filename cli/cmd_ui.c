@@ -44,6 +44,8 @@ static void usage(FILE *out)
             "microbatches, memory limit, straggler and recomputation, and re-plan and\n"
             "re-simulate at once (? in the dashboard lists the keys). Without files it\n"
             "opens the shipped example %s.\n"
+            "A plan file of plumb plan --model names its model and opens as --model with\n"
+            "the file's layout and options would.\n"
             "With --model it lays a transformer out in 3D as plumb plan --model does (the\n"
             "same options and checks, docs/llm.md: plumb plan --model --help) and its keys\n"
             "change tp, pp, dp, cp (context parallelism, from --cp C: flash attention, 2 C\n"

@@ -106,6 +106,7 @@ void plan_free(plan *pl)
     free(pl->stages);
     free(pl->pred_peak_memory_bytes);
     free(pl->planner_config);
+    plan_model_free(pl->model);
     free(pl);
 }
 
@@ -256,6 +257,7 @@ plan *plan_clone(const plan *pl)
     d->clus = NULL;
     d->profile_ref = d->cluster_ref = d->planner_config = NULL;
     d->pred_peak_memory_bytes = NULL;
+    d->model = NULL;
     for (int s = 0; s < pl->nstages; s++) {
         d->stages[s] = pl->stages[s];
         d->stages[s].devices = NULL;
@@ -270,6 +272,7 @@ plan *plan_clone(const plan *pl)
     if (pl->profile_ref && !(d->profile_ref = strdup(pl->profile_ref))) goto fail;
     if (pl->cluster_ref && !(d->cluster_ref = strdup(pl->cluster_ref))) goto fail;
     if (pl->planner_config && !(d->planner_config = strdup(pl->planner_config))) goto fail;
+    if (pl->model && !(d->model = plan_model_clone(pl->model))) goto fail;
     if (pl->pred_peak_memory_bytes && pl->clus && pl->clus->ndevices > 0) {
         size_t sz = (size_t)pl->clus->ndevices * sizeof(double);
         if (!(d->pred_peak_memory_bytes = malloc(sz))) goto fail;
@@ -328,7 +331,7 @@ int plan_equal(const plan *a, const plan *b)
             if (a->pred_peak_memory_bytes[d] != b->pred_peak_memory_bytes[d]) return 0;
     if (!a->planner_config != !b->planner_config) return 0;
     if (a->planner_config && strcmp(a->planner_config, b->planner_config)) return 0;
-    return 1;
+    return plan_model_equal(a->model, b->model);
 }
 
 /* ---- validation ---------------------------------------------------------------------- */
@@ -665,7 +668,7 @@ static const char *const ROOT_KEYS[] = { "format", "profile", "cluster", "schedu
                                          "zero", "overlap_param_gather", "precision", "p2p",
                                          "tp_overlap", "grad_reduce", "optimizer_state",
                                          "grad_sync", "p2p_split", "fp8_param_gather",
-                                         "cross_entropy",
+                                         "cross_entropy", "model",
                                          NULL };
 static const char *const STAGE_KEYS[] = { "first_layer", "last_layer", "replicas", "devices",
                                           "compute_s", "comm_s", NULL };
@@ -988,6 +991,8 @@ plan *plan_from_json(const cJSON *root, const char *file, plumb_err *err)
         goto fail;
     }
     if (plan_validate(pl, file, err)) goto fail;
+    const cJSON *model = cJSON_GetObjectItemCaseSensitive(root, "model");
+    if (model && !(pl->model = plan_model_from_json(model, pl, file, err))) goto fail;
     return pl;
 fail:
     plan_free(pl);
@@ -1087,6 +1092,10 @@ cJSON *plan_to_json(const plan *pl)
     if (pl->planner_config &&
         !cJSON_AddStringToObject(root, "planner_config", pl->planner_config))
         goto fail;
+    if (pl->model) { /* only when set: plans of profiles read and write as before */
+        if (!(sub = plan_model_to_json(pl->model))) goto fail;
+        cJSON_AddItemToObject(root, "model", sub);
+    }
     return root;
 fail:
     cJSON_Delete(root);

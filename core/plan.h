@@ -11,6 +11,7 @@
 #include "cluster.h"
 #include "err.h"
 #include "profile.h"
+#include "transformer.h"
 
 #define PLAN_FORMAT "plumb-plan/1"
 
@@ -70,6 +71,33 @@ int plan_tp_overlap_parse(const char *name);         /* -1 when unknown */
 /* plan.cross_entropy's words: "unfused" (0), "te" (1), "native" (2); "unknown" out of range. */
 const char *plan_cross_entropy_name(int k);
 int plan_cross_entropy_parse(const char *name);     /* -1 when unknown */
+
+/* The model a transformer's layout was laid out from (the plan file's "model";
+ * planner/layout3d.c sets it on every plan it builds): the transformer and the layout
+ * options that the plan's own fields do not hold, so that the plan can be laid out again
+ * (plumb ui PLAN.json re-plans it as plumb ui --model does) and says how its blocks were
+ * split. The options are planner/layout3d.h's of the same names. */
+typedef struct plan_model {
+    transformer *tf;             /* owned; tf->seq is the sequence length laid out (the
+                                    file's "seq_len", equal to the profile's
+                                    tokens_per_sample) */
+    int attention;               /* llm_attention: 0 standard, 1 flash (the file's
+                                    "attention") */
+    int balance;                 /* 1: balanced after building (--balance) */
+    int first_blocks;            /* --decoder-first-pipeline-num-layers (0: not given) */
+    int last_blocks;             /* --decoder-last-pipeline-num-layers (0: not given) */
+    int account_embedding;       /* --account-for-embedding-in-pipeline-split */
+    int account_loss;            /* --account-for-loss-in-pipeline-split */
+} plan_model;
+
+/* A model of a copy of t (seq as t has it) with every option off; NULL when out of
+ * memory. plan_model_clone: a deep copy (NULL for NULL). plan_model_free takes NULL. */
+plan_model *plan_model_new(const transformer *t);
+plan_model *plan_model_clone(const plan_model *m);
+void plan_model_free(plan_model *m);
+/* 1 when both are NULL, or both describe the same transformer (transformer_equal) and
+ * options. */
+int plan_model_equal(const plan_model *a, const plan_model *b);
 
 typedef struct plan_stage {
     int first_layer, last_layer; /* inclusive range in the profile's layer order */
@@ -184,6 +212,8 @@ typedef struct plan {
     double pred_speedup_vs_1;
     double *pred_peak_memory_bytes; /* [clus->ndevices] or NULL */
     char *planner_config;        /* PipeDream configuration string like "15-1", or NULL */
+    plan_model *model;           /* owned, or NULL: the transformer it was laid out from
+                                    (the file's "model", written only when set) */
 } plan;
 
 /* Loads and validates a plan. Profiles and clusters named by path are loaded relative to
@@ -198,6 +228,21 @@ plan *plan_load(const char *path, plumb_err *err);
 char *plan_ref_path(const char *file, const char *ref);
 struct cJSON;
 plan *plan_from_json(const struct cJSON *root, const char *file, plumb_err *err);
+
+/* The "model" object v of plan file `file` whose other fields pl holds, read and checked
+ * against pl (valid: plan_validate's): a plumb-transformer/1 "transformer" whose blocks are
+ * the profile's (a transformer's analytic profile, its layers less the embedding and the
+ * head), "seq_len" the profile's tokens_per_sample (within learned positions),
+ * "attention" standard or flash (flash with cp > 1), "balance", and Megatron-Core's
+ * uneven split (decoder_first/last_pipeline_num_layers: the blocks the stages give
+ * pipeline rank 0 / pp - 1; account_for_embedding/loss_in_pipeline_split; neither kind with
+ * the other, nor with balance). Returns a new model, or NULL with err set to one line
+ * naming the file and the field ("FILE: model.seq_len: ..."). */
+plan_model *plan_model_from_json(const struct cJSON *v, const plan *pl, const char *file,
+                                 plumb_err *err);
+/* m as the file's "model" object (the transformer written by transformer_to_json; the
+ * options only when set, but seq_len and attention always). NULL when out of memory. */
+struct cJSON *plan_model_to_json(const plan_model *m);
 
 /* The plan as JSON, embedding its profile and cluster. Caller frees with cJSON_Delete. */
 struct cJSON *plan_to_json(const plan *pl);

@@ -224,11 +224,19 @@ static int load_hf(const jctx *jc, const cJSON *root, fam f, transformer *t)
 static const char *const PLUMB_KEYS[] = {
     "format", "name", "description", "hidden_size", "num_hidden_layers", "num_attention_heads",
     "num_key_value_heads", "intermediate_size", "max_position_embeddings", "vocab_size", "mlp",
-    "norm", "position_embedding", "bias", "tie_word_embeddings", "dropout", NULL};
+    "norm", "position_embedding", "bias", "qkv_bias", "out_bias", "mlp_bias",
+    "tie_word_embeddings", "dropout", NULL};
+
+/* plumb-transformer/1's "mlp" words: the activation of each and whether it is gated (the
+ * plain silu and the gated relu say what a Hugging Face config with those activations
+ * computes, so that transformer_to_json writes every family's model). */
+static const char *const MLP_NAMES[] = {"gelu", "relu", "swiglu", "geglu", "silu", "reglu"};
+static const tf_act MLP_ACT[] = {TF_GELU, TF_RELU, TF_SILU, TF_GELU, TF_SILU, TF_RELU};
+static const int MLP_GATED[] = {0, 0, 1, 1, 0, 1};
+#define NMLP ((int)(sizeof MLP_NAMES / sizeof MLP_NAMES[0]))
 
 static int load_plumb(const jctx *jc, const cJSON *root, transformer *t)
 {
-    static const char *const mlps[] = {"gelu", "relu", "swiglu", "geglu"};
     static const char *const norms[] = {"layernorm", "rmsnorm"};
     static const char *const pos[] = {"learned", "rotary"};
     const char *name = NULL, *desc = NULL;
@@ -240,20 +248,21 @@ static int load_plumb(const jctx *jc, const cJSON *root, transformer *t)
     if (!*name) return err_set(jc->err, jc->file, "name", "expected a non-empty string");
     free(t->name);
     if (!(t->name = strdup(name))) return err_set(jc->err, jc->file, NULL, "out of memory");
-    if (load_hf(jc, root, F_LLAMA, t) || get_choice(jc, root, "mlp", mlps, 4, &mlp) ||
+    if (load_hf(jc, root, F_LLAMA, t) || get_choice(jc, root, "mlp", MLP_NAMES, NMLP, &mlp) ||
         get_choice(jc, root, "norm", norms, 2, &norm) ||
         get_choice(jc, root, "position_embedding", pos, 2, &p) ||
         json_get_bool(jc, root, "", "bias", 1, &bias) ||
         json_get_bool(jc, root, "", "tie_word_embeddings", 1, &t->tied_embeddings) ||
         json_get_bool(jc, root, "", "dropout", 1, &t->dropout))
         return -1;
-    static const tf_act mlp_act[] = {TF_GELU, TF_RELU, TF_SILU, TF_GELU};
-    t->gated_mlp = mlp >= 2;
-    t->activation = mlp_act[mlp];
+    t->gated_mlp = MLP_GATED[mlp];
+    t->activation = MLP_ACT[mlp];
     t->norm = norm ? TF_RMSNORM : TF_LAYERNORM;
     t->learned_positions = p == 0;
-    t->qkv_bias = t->out_bias = t->mlp_bias = bias;
-    return 0;
+    t->qkv_bias = t->out_bias = t->mlp_bias = bias; /* each projection's own key over it */
+    return get_flag(jc, root, "qkv_bias", &t->qkv_bias) ||
+           get_flag(jc, root, "out_bias", &t->out_bias) ||
+           get_flag(jc, root, "mlp_bias", &t->mlp_bias);
 }
 
 /* Shape rules every family shares. */
@@ -376,4 +385,75 @@ double transformer_forward_flops(const transformer *t)
                    + 2 * s * h * h                  /* output projection */
                    + (t->gated_mlp ? 6 : 4) * s * h * f;
     return (double)t->layers * block + 2 * s * h * (double)t->vocab;
+}
+
+/* ---- copies and writing ------------------------------------------------------------------ */
+
+transformer *transformer_clone(const transformer *t)
+{
+    if (!t) return NULL;
+    transformer *d = malloc(sizeof *d);
+    if (!d) return NULL;
+    *d = *t;
+    d->name = t->name ? strdup(t->name) : NULL;
+    d->family = t->family ? strdup(t->family) : NULL;
+    if ((t->name && !d->name) || (t->family && !d->family)) {
+        transformer_free(d);
+        return NULL;
+    }
+    return d;
+}
+
+static int str_eq(const char *a, const char *b)
+{
+    return (!a && !b) || (a && b && strcmp(a, b) == 0);
+}
+
+int transformer_equal(const transformer *a, const transformer *b)
+{
+    if (a == b) return 1;
+    if (!a || !b) return 0;
+    return str_eq(a->name, b->name) && a->hidden == b->hidden && a->layers == b->layers &&
+           a->heads == b->heads && a->kv_heads == b->kv_heads && a->ffn == b->ffn &&
+           a->vocab == b->vocab && a->max_positions == b->max_positions && a->seq == b->seq &&
+           a->gated_mlp == b->gated_mlp && a->activation == b->activation &&
+           a->norm == b->norm && a->learned_positions == b->learned_positions &&
+           a->qkv_bias == b->qkv_bias && a->out_bias == b->out_bias &&
+           a->mlp_bias == b->mlp_bias && a->tied_embeddings == b->tied_embeddings &&
+           a->dropout == b->dropout;
+}
+
+cJSON *transformer_to_json(const transformer *t)
+{
+    if (!t) return NULL;
+    int mlp = -1;
+    for (int i = 0; i < NMLP; i++)
+        if (MLP_ACT[i] == t->activation && MLP_GATED[i] == (t->gated_mlp != 0)) mlp = i;
+    int bias = t->qkv_bias && t->out_bias && t->mlp_bias;
+    cJSON *o = cJSON_CreateObject();
+    if (!o || mlp < 0) goto fail;
+    if (!cJSON_AddStringToObject(o, "format", TRANSFORMER_FORMAT) ||
+        !cJSON_AddStringToObject(o, "name", t->name && *t->name ? t->name : "model") ||
+        !json_add_num(o, "hidden_size", (double)t->hidden) ||
+        !json_add_num(o, "num_hidden_layers", (double)t->layers) ||
+        !json_add_num(o, "num_attention_heads", (double)t->heads) ||
+        !json_add_num(o, "num_key_value_heads", (double)t->kv_heads) ||
+        !json_add_num(o, "intermediate_size", (double)t->ffn) ||
+        !json_add_num(o, "max_position_embeddings", (double)t->max_positions) ||
+        !json_add_num(o, "vocab_size", (double)t->vocab) ||
+        !cJSON_AddStringToObject(o, "mlp", MLP_NAMES[mlp]) ||
+        !cJSON_AddStringToObject(o, "norm", t->norm == TF_RMSNORM ? "rmsnorm" : "layernorm") ||
+        !cJSON_AddStringToObject(o, "position_embedding",
+                                 t->learned_positions ? "learned" : "rotary") ||
+        !cJSON_AddBoolToObject(o, "bias", bias) ||
+        ((t->qkv_bias != 0) != bias && !cJSON_AddBoolToObject(o, "qkv_bias", t->qkv_bias)) ||
+        ((t->out_bias != 0) != bias && !cJSON_AddBoolToObject(o, "out_bias", t->out_bias)) ||
+        ((t->mlp_bias != 0) != bias && !cJSON_AddBoolToObject(o, "mlp_bias", t->mlp_bias)) ||
+        !cJSON_AddBoolToObject(o, "tie_word_embeddings", t->tied_embeddings) ||
+        !cJSON_AddBoolToObject(o, "dropout", t->dropout))
+        goto fail;
+    return o;
+fail:
+    cJSON_Delete(o);
+    return NULL;
 }

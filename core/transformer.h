@@ -49,6 +49,21 @@ int transformer_json_is_config(const struct cJSON *root);
 
 void transformer_free(transformer *t);
 
+/* A deep copy of t (NULL when t is NULL or out of memory; free with transformer_free). */
+transformer *transformer_clone(const transformer *t);
+
+/* 1 when a and b describe the same model as plumb costs it: name, every size, the
+ * sequence length, the MLP, norm, positions, biases, tying and dropout (not the family
+ * the file came from: a Hugging Face config and its plumb-transformer/1 equivalent are
+ * equal). */
+int transformer_equal(const transformer *a, const transformer *b);
+
+/* t as a plumb-transformer/1 description (whatever family it was read from): reading it
+ * back (transformer_from_json) gives a transformer equal to t but for seq, which the
+ * description does not hold (it reads back as max_position_embeddings). A new object the
+ * caller frees with cJSON_Delete; NULL when out of memory. */
+struct cJSON *transformer_to_json(const transformer *t);
+
 /* Head width hidden / heads. */
 long long transformer_head_dim(const transformer *t);
 

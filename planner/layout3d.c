@@ -374,6 +374,17 @@ plan *layout3d_build(const transformer *t, const cluster *c, const char *cluster
     pl->optimizer_state = o->optimizer_state;
     pl->cross_entropy = o->cross_entropy; /* recorded: the profile prices it */
     pl->optimizer = OPT_ADAM;
+    if (!(pl->model = plan_model_new(t))) { /* the model it was laid out from, so that its */
+        err_set(err, NULL, NULL, "out of memory"); /* file can be laid out again */
+        goto fail;
+    }
+    pl->model->tf->seq = prof->tokens_per_sample;
+    pl->model->attention = lo.attention == LLM_ATTN_FLASH;
+    pl->model->balance = o->balance ? 1 : 0;
+    pl->model->first_blocks = o->first_blocks;
+    pl->model->last_blocks = o->last_blocks;
+    pl->model->account_embedding = o->account_embedding ? 1 : 0;
+    pl->model->account_loss = o->account_loss ? 1 : 0;
     if (plan_validate(pl, "(3D layout)", err)) goto fail;
     free(n);
     profile_free(prof);
@@ -385,4 +396,42 @@ fail:
     profile_free(prof);
     cluster_free(cut);
     return NULL;
+}
+
+int layout3d_options_from_plan(const plan *pl, layout3d_options *o)
+{
+    layout3d_options_init(o);
+    if (!pl || !pl->model || pl->nstages < 1 || !pl->stages) return -1;
+    const plan_model *m = pl->model;
+    int v = pl->chunks > 1 ? pl->chunks : 1;
+    o->tp = plan_tp(pl);
+    o->cp = plan_cp(pl);
+    o->pp = pl->nstages / v;
+    o->dp = pl->stages[0].replicas;
+    o->global_batch = plan_minibatch(pl);
+    o->microbatch_size = pl->microbatch_size;
+    o->interleave = v;
+    o->schedule = pl->schedule;
+    o->recompute = pl->recompute;
+    /* the interval layout3d_build derives (1 for full, else 0) as not given, so that a
+     * what-if's recomputation gets its own default as with --model */
+    int def = pl->recompute == RECOMPUTE_FULL ? 1 : 0;
+    o->checkpoint_layers = pl->checkpoint_layers == def ? -1 : pl->checkpoint_layers;
+    o->sequence_parallel = pl->sequence_parallel;
+    o->zero = pl->zero;
+    o->precision = pl->precision;
+    o->cross_entropy = pl->cross_entropy;
+    o->p2p_sync = pl->p2p_sync;
+    o->p2p_whole = pl->p2p_whole;
+    o->grad_sync_end = pl->grad_sync_end;
+    o->grad_reduce = pl->grad_reduce;
+    o->optimizer_state = pl->optimizer_state;
+    o->seq = m->tf->seq;
+    o->attention = m->attention ? LLM_ATTN_FLASH : LLM_ATTN_STANDARD;
+    o->balance = m->balance;
+    o->first_blocks = m->first_blocks;
+    o->last_blocks = m->last_blocks;
+    o->account_embedding = m->account_embedding;
+    o->account_loss = m->account_loss;
+    return 0;
 }

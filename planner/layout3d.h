@@ -128,8 +128,19 @@ int layout3d_group_device(int p, int r, int tp, int dp);
  * new plan (plan_free), or NULL with err set to one line: what layout3d_resolve refuses,
  * what llm_profile_build refuses (a tp that does not divide the heads, key/value heads or
  * MLP width; --seq-len; --sequence-parallel at tp 1; the device figures), or out of
- * memory. */
+ * memory. The plan's model (plan.model, the file's "model") is a copy of t laid out at the
+ * profile's sequence length with o's attention, balance and uneven split. */
 plan *layout3d_build(const transformer *t, const cluster *c, const char *cluster_file,
                      const layout3d_options *o, plumb_err *err);
+
+/* The layout options that lay pl out again (pl written by layout3d_build, its model set:
+ * pl->model): tp, cp, pp, dp and the devices they make, global batch, microbatch size,
+ * interleave, schedule, recomputation (the checkpoint interval only where it is not the
+ * default's), sequence parallelism, ZeRO, precision, the loss, p2p, grad-sync, the
+ * gradient and optimizer-state precision from the plan; sequence length, attention,
+ * balance and the uneven split from its model. layout3d_build(pl->model->tf, pl->clus, ...,
+ * o) then gives pl's stages again (before balancing) and its profile. 0, or -1 when pl has
+ * no model or no stages. */
+int layout3d_options_from_plan(const plan *pl, layout3d_options *o);
 
 #endif

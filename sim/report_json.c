@@ -172,6 +172,14 @@ static void layout_json(cJSON *o, const sim_report *r)
         cJSON_AddBoolToObject(o, "fp8_param_gather", 1);
     if (r->cross_entropy) /* only when fused: default reports read as before */
         cJSON_AddStringToObject(o, "cross_entropy", plan_cross_entropy_name(r->cross_entropy));
+    if (r->first_blocks) /* the uneven split, only when set: Megatron-Core's option names */
+        add_int(o, "decoder_first_pipeline_num_layers", r->first_blocks);
+    if (r->last_blocks)
+        add_int(o, "decoder_last_pipeline_num_layers", r->last_blocks);
+    if (r->account_embedding)
+        cJSON_AddBoolToObject(o, "account_for_embedding_in_pipeline_split", 1);
+    if (r->account_loss)
+        cJSON_AddBoolToObject(o, "account_for_loss_in_pipeline_split", 1);
     if (r->grad_sync_end)
         cJSON_AddStringToObject(o, "grad_sync", "end");
     if (r->p2p_whole) /* only when set: default reports read as before */

@@ -296,6 +296,12 @@ static int fill_layout(sim_report *rep, const plan *pl, const sim_model *m)
     rep->p2p_whole = pl->p2p_whole;
     rep->fp8_param_gather = pl->fp8_param_gather;
     rep->cross_entropy = pl->cross_entropy;
+    if (pl->model) { /* the uneven split the plan file records */
+        rep->first_blocks = pl->model->first_blocks;
+        rep->last_blocks = pl->model->last_blocks;
+        rep->account_embedding = pl->model->account_embedding;
+        rep->account_loss = pl->model->account_loss;
+    }
     rep->optimizer_state = pl->optimizer_state;
     rep->gpus = plan_gpus(pl);
     rep->tokens_per_sample = p->tokens_per_sample;

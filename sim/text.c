@@ -134,7 +134,17 @@ static void print_layout(const sim_report *r, FILE *out)
     const char *noun = r->device_noun ? r->device_noun : "GPU";
     char cps[32] = ""; /* only when set: reports without it read as before */
     if (r->cp > 1) snprintf(cps, sizeof cps, " x cp %d", r->cp);
-    fprintf(out, "layout          tp %d%s x pp %d x dp %d = %d %ss%s, global batch %d, %s%s%s%s%s%s%s%s%s%s\n",
+    char split[96] = ""; /* the plan's uneven split, in the dashboard's words (ui/draw.c) */
+    size_t k = 0;
+    if (r->first_blocks)
+        k += (size_t)snprintf(split, sizeof split, ", pp-first-layers-%d", r->first_blocks);
+    if (r->last_blocks && k < sizeof split)
+        k += (size_t)snprintf(split + k, sizeof split - k, ", pp-last-layers-%d", r->last_blocks);
+    if (r->account_embedding && k < sizeof split)
+        k += (size_t)snprintf(split + k, sizeof split - k, ", embedding-in-split");
+    if (r->account_loss && k < sizeof split)
+        snprintf(split + k, sizeof split - k, ", loss-in-split");
+    fprintf(out, "layout          tp %d%s x pp %d x dp %d = %d %ss%s, global batch %d, %s%s%s%s%s%s%s%s%s%s%s\n",
             r->tp, cps, r->pp, r->dp, r->gpus, noun, r->interleave > 1 ? " (interleaved)" : "",
             r->global_batch, dev_precision_name(r->precision),
             r->fp8_param_gather ? ", fp8-param-gather" : "", /* as plan --model's text */
@@ -145,7 +155,8 @@ static void print_layout(const sim_report *r, FILE *out)
             r->grad_reduce == DEV_BF16 ? ", bf16 gradients" : "",
             r->optimizer_state == DEV_BF16 ? ", bf16 optimizer state" : "",
             r->grad_sync_end ? ", gradients reduced at the end" : "",
-            r->p2p_whole && r->tp > 1 && !r->sequence_parallel ? ", whole-tensor p2p" : "");
+            r->p2p_whole && r->tp > 1 && !r->sequence_parallel ? ", whole-tensor p2p" : "",
+            split);
     if (r->tokens_per_sample <= 0 && r->tflops_per_gpu < 0)
         return;
     fprintf(out, "model speed    ");

@@ -1,6 +1,9 @@
 /* test_plan.c: plumb-plan/1: schedule and optimizer names, plans built with plan_new over a
  * small in-memory profile round-trip through files (embedded and by relative path), and each
- * class of bad input is rejected with the exact field path, leaving no file on a failed save. */
+ * class of bad input is rejected with the exact field path, leaving no file on a failed save;
+ * a transformer's layout names its model ("model": the plumb-transformer/1 description of any
+ * family and the layout options), written, read and written again byte for byte, and each
+ * bad or inconsistent "model" is one line naming the file and the field. */
 #include <criterion/criterion.h>
 #include <dirent.h>
 #include <limits.h>
@@ -15,6 +18,7 @@
 #include "core/json.h"
 #include "core/plan.h"
 #include "core/schedule_traits.h"
+#include "planner/layout3d.h"
 
 /* ---- fixtures ------------------------------------------------------------------------ */
 
@@ -1062,4 +1066,254 @@ Test(plan_runtime, one_rule_for_files_and_options)
     cr_assert_eq(plan_runtime_check(NULL, -1, 1, 0, 1, NULL, &e), -1);
     cr_assert(strstr(e.msg, "--overlap-param-gather: expected --grad-sync overlap") == e.msg,
               "%s", e.msg);
+}
+
+/* ---- a transformer's layout names its model ------------------------------------------- */
+
+#define LLAMA "examples/llm/nemo/llama2-7b.json"
+#define H100 "profiles/clusters/dgx-h100.json"
+
+/* plan --model's plan of file `model` at tp 2 x pp 2 x dp 2 with o's other options. */
+static plan *layout_plan(const char *model, layout3d_options *o)
+{
+    plumb_err e;
+    err_clear(&e);
+    transformer *t = transformer_load(model, &e);
+    cr_assert_not_null(t, "%s", e.msg);
+    cluster *c = cluster_load(H100, &e);
+    cr_assert_not_null(c, "%s", e.msg);
+    o->tp = 2, o->pp = 2, o->dp = 2, o->global_batch = 16, o->microbatch_size = 1;
+    plan *pl = layout3d_build(t, c, H100, o, &e);
+    cr_assert_not_null(pl, "%s", e.msg);
+    transformer_free(t);
+    cluster_free(c);
+    return pl;
+}
+
+static char *file_text(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    cr_assert_not_null(f, "%s", path);
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *s = malloc((size_t)n + 1);
+    cr_assert_eq(fread(s, 1, (size_t)n, f), (size_t)n);
+    s[n] = 0;
+    fclose(f);
+    return s;
+}
+
+/* A plan of llama2-7b with fp8 and an uneven split (--decoder-first-pipeline-num-layers 12)
+ * embeds its model; written, read and written again it is the same file byte for byte, the
+ * same plan (plan_equal) and the same model, and a clone keeps it. */
+Test(plan, model_round_trips_byte_identical)
+{
+    layout3d_options o;
+    layout3d_options_init(&o);
+    o.precision = DEV_FP8, o.zero = 1, o.seq = 1024, o.first_blocks = 12;
+    plan *pl = layout_plan(LLAMA, &o);
+    cr_assert_not_null(pl->model);
+    cr_expect_eq(pl->model->first_blocks, 12);
+    cr_expect_eq(pl->model->tf->seq, 1024);
+    char *tmp = make_tmpdir(), a[512], b[512];
+    snprintf(a, sizeof a, "%s/a.json", tmp);
+    snprintf(b, sizeof b, "%s/b.json", tmp);
+    plumb_err e;
+    err_clear(&e);
+    cr_assert_eq(plan_save(pl, a, &e), 0, "%s", e.msg);
+    plan *back = plan_load(a, &e);
+    cr_assert_not_null(back, "%s", e.msg);
+    cr_assert_not_null(back->model, "the model was not read back");
+    cr_expect(plan_model_equal(pl->model, back->model));
+    cr_expect(plan_equal(pl, back));
+    cr_assert_eq(plan_save(back, b, &e), 0, "%s", e.msg);
+    char *ta = file_text(a), *tb = file_text(b);
+    cr_expect_str_eq(ta, tb, "written again, the file differs");
+    cr_expect(strstr(ta, "\"decoder_first_pipeline_num_layers\":\t12"), "%s", ta);
+    plan *k = plan_clone(back);
+    cr_expect(plan_equal(k, pl) && k->model != back->model);
+    back->model->first_blocks = 0;
+    cr_expect(!plan_equal(pl, back), "plan_equal compares the model");
+    free(ta);
+    free(tb);
+    plan_free(k);
+    plan_free(back);
+    plan_free(pl);
+    rm_tree(tmp);
+}
+
+/* Every family's config.json is written as its plumb-transformer/1 equivalent, --seq-len
+ * applied: read back, the same transformer (gpt2's learned positions and tied embeddings,
+ * llama's, mistral's grouped-query attention), the same parameter count, and laid out
+ * again the same profile. A qwen2-like config keeps its Q/K/V biases alone. */
+Test(plan, model_of_every_family_reads_back_the_same)
+{
+    static const char *const files[] = { "examples/llm/gpt2.json", LLAMA,
+                                          "examples/llm/mistral-7b.json",
+                                          "examples/llm/llama3-8b.json" };
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+        layout3d_options o;
+        layout3d_options_init(&o);
+        o.seq = 512;
+        plan *pl = layout_plan(files[i], &o);
+        cJSON *j = plan_to_json(pl);
+        plumb_err e;
+        err_clear(&e);
+        plan *back = plan_from_json(j, "p.json", &e);
+        cr_assert_not_null(back, "%s: %s", files[i], e.msg);
+        const transformer *t = pl->model->tf, *r = back->model->tf;
+        cr_expect(transformer_equal(t, r), "%s: read back differs", files[i]);
+        cr_expect_eq(r->seq, 512, "%s", files[i]);
+        cr_expect_eq(transformer_param_count(r), transformer_param_count(t), "%s", files[i]);
+        cluster *c = cluster_load(H100, &e);
+        cr_assert_not_null(c, "%s", e.msg);
+        layout3d_options_init(&o);
+        o.tp = 2, o.pp = 2, o.dp = 2, o.global_batch = 16, o.microbatch_size = 1;
+        o.seq = r->seq;
+        plan *again = layout3d_build(r, c, H100, &o, &e);
+        cr_assert_not_null(again, "%s: %s", files[i], e.msg);
+        cr_expect(profile_equal(again->prof, pl->prof), "%s: the profile differs", files[i]);
+        plan_free(again);
+        cluster_free(c);
+        plan_free(back);
+        cJSON_Delete(j);
+        plan_free(pl);
+    }
+    plumb_err e;
+    err_clear(&e);
+    cJSON *q = cJSON_Parse("{\"model_type\": \"qwen2\", \"hidden_size\": 64, "
+                           "\"num_hidden_layers\": 2, \"num_attention_heads\": 4, "
+                           "\"intermediate_size\": 128, \"max_position_embeddings\": 32, "
+                           "\"vocab_size\": 100, \"hidden_act\": \"gelu\"}");
+    transformer *t = transformer_from_json(q, "qwen.json", &e);
+    cr_assert_not_null(t, "%s", e.msg);
+    cJSON *w = transformer_to_json(t);
+    transformer *r = transformer_from_json(w, "w.json", &e);
+    cr_assert_not_null(r, "%s", e.msg);
+    cr_expect(r->qkv_bias && !r->out_bias && !r->mlp_bias && r->gated_mlp &&
+              r->activation == TF_GELU);
+    cr_expect(transformer_equal(t, r));
+    cr_expect_eq(transformer_param_count(r), transformer_param_count(t));
+    transformer_free(r);
+    transformer_free(t);
+    cJSON_Delete(w);
+    cJSON_Delete(q);
+}
+
+/* A plan of a profile (no transformer) has no model and writes none, as before. */
+Test(plan, profile_plans_write_no_model)
+{
+    plumb_err e;
+    err_clear(&e);
+    plan *pl = plan_load("examples/plans/vgg16-hybrid-pipedream.json", &e);
+    cr_assert_not_null(pl, "%s", e.msg);
+    cr_expect_null(pl->model);
+    cJSON *j = plan_to_json(pl);
+    cr_expect_null(cJSON_GetObjectItem(j, "model"));
+    cJSON_Delete(j);
+    plan_free(pl);
+}
+
+/* The model plan to mutate: tp 2 x pp 2 x dp 2 of llama2-7b, rank 0 holding 12 blocks. */
+typedef void (*model_mutator)(cJSON *model, cJSON *root);
+
+static void expect_bad_model(model_mutator m, const char *path, const char *word)
+{
+    layout3d_options o;
+    layout3d_options_init(&o);
+    o.seq = 1024, o.first_blocks = 12;
+    plan *pl = layout_plan(LLAMA, &o);
+    cJSON *j = plan_to_json(pl);
+    plan_free(pl);
+    m(cJSON_GetObjectItem(j, "model"), j);
+    plumb_err err;
+    err_clear(&err);
+    plan *b = plan_from_json(j, "p.json", &err);
+    cJSON_Delete(j);
+    cr_assert_null(b, "accepted a bad model, wanted an error at %s", path);
+    char want[256];
+    snprintf(want, sizeof want, "p.json: %s: ", path);
+    cr_expect(strstr(err.msg, want) == err.msg, "message \"%s\" lacks \"%s\"", err.msg, want);
+    cr_expect(!strchr(err.msg, '\n'), "more than one line: %s", err.msg);
+    if (word) cr_expect(strstr(err.msg, word), "message \"%s\" lacks \"%s\"", err.msg, word);
+}
+
+static cJSON *tf_of(cJSON *m) { return cJSON_GetObjectItem(m, "transformer"); }
+static void mm_type(cJSON *m, cJSON *r) { (void)m; set(r, "model", cJSON_CreateNumber(3)); }
+static void mm_key(cJSON *m, cJSON *r) { (void)r; set(m, "seq_length", cJSON_CreateNumber(1)); }
+static void mm_miss_tf(cJSON *m, cJSON *r) { (void)r; cJSON_DeleteItemFromObject(m, "transformer"); }
+static void mm_tf_format(cJSON *m, cJSON *r)
+{
+    (void)r;
+    cJSON_DeleteItemFromObject(tf_of(m), "format");
+}
+static void mm_tf_hidden(cJSON *m, cJSON *r)
+{
+    (void)r;
+    set(tf_of(m), "hidden_size", cJSON_CreateString("4096"));
+}
+static void mm_tf_layers(cJSON *m, cJSON *r)
+{
+    (void)r;
+    set(tf_of(m), "num_hidden_layers", cJSON_CreateNumber(31));
+}
+static void mm_seq(cJSON *m, cJSON *r) { (void)r; set(m, "seq_len", cJSON_CreateNumber(2048)); }
+static void mm_miss_seq(cJSON *m, cJSON *r) { (void)r; cJSON_DeleteItemFromObject(m, "seq_len"); }
+static void mm_attn(cJSON *m, cJSON *r) { (void)r; set(m, "attention", cJSON_CreateString("fast")); }
+static void mm_first(cJSON *m, cJSON *r)
+{
+    (void)r;
+    set(m, "decoder_first_pipeline_num_layers", cJSON_CreateNumber(10));
+}
+static void mm_last(cJSON *m, cJSON *r)
+{
+    (void)r;
+    set(m, "decoder_last_pipeline_num_layers", cJSON_CreateNumber(12));
+}
+static void mm_both_kinds(cJSON *m, cJSON *r)
+{
+    (void)r;
+    set(m, "account_for_loss_in_pipeline_split", cJSON_CreateBool(1));
+}
+static void mm_balance(cJSON *m, cJSON *r) { (void)r; set(m, "balance", cJSON_CreateBool(1)); }
+static void mm_first_big(cJSON *m, cJSON *r)
+{
+    (void)r;
+    set(m, "decoder_first_pipeline_num_layers", cJSON_CreateNumber(33));
+}
+
+Test(plan, bad_model_one_line_each)
+{
+    expect_bad_model(mm_type, "model", "expected an object");
+    expect_bad_model(mm_key, "model.seq_length", "unknown");
+    expect_bad_model(mm_miss_tf, "model.transformer", "missing");
+    expect_bad_model(mm_tf_format, "model.transformer.format", "plumb-transformer/1");
+    expect_bad_model(mm_tf_hidden, "model.transformer.hidden_size", NULL);
+    expect_bad_model(mm_tf_layers, "model.transformer.num_hidden_layers",
+                     "the profile's 32 blocks");
+    expect_bad_model(mm_seq, "model.seq_len", "tokens_per_sample 1024");
+    expect_bad_model(mm_miss_seq, "model.seq_len", "missing");
+    expect_bad_model(mm_attn, "model.attention", "standard or flash");
+    expect_bad_model(mm_first, "model.decoder_first_pipeline_num_layers",
+                     "the 12 blocks the stages give pipeline rank 0");
+    expect_bad_model(mm_last, "model.decoder_last_pipeline_num_layers",
+                     "the 20 blocks the stages give pipeline rank 1");
+    expect_bad_model(mm_both_kinds, "model.decoder_first_pipeline_num_layers", "one kind");
+    expect_bad_model(mm_balance, "model.balance", "uneven split");
+    expect_bad_model(mm_first_big, "model.decoder_first_pipeline_num_layers", NULL);
+    /* a plan of a profile that is no transformer's */
+    plan *pl = good_plan();
+    cJSON *j = plan_to_json(pl);
+    plan_free(pl);
+    pl = layout_plan(LLAMA, &(layout3d_options){ .precision = DEV_BF16, .checkpoint_layers = -1,
+                                                   .schedule = -1 });
+    cJSON_AddItemToObject(j, "model", plan_model_to_json(pl->model));
+    plan_free(pl);
+    plumb_err err;
+    err_clear(&err);
+    cr_expect_null(plan_from_json(j, "p.json", &err));
+    cr_expect(strstr(err.msg, "p.json: model: expected a plan of a transformer's layout") ==
+              err.msg, "%s", err.msg);
+    cJSON_Delete(j);
 }

@@ -5,7 +5,8 @@
  * re-planning under a plan file's runtime and ZeRO stage (as plumb plan -p --p2p sync and
  * --zero 1 plan), and a transformer's what-ifs laid out with their context parallelism (as
  * plumb plan --model --cp lays them out), and with FP8 primary weights and Megatron-Core's
- * uneven splits, from the command line or a plan file (as plan --model lays them out). */
+ * uneven splits, from the command line or a plan file (as plan --model lays them out); a
+ * plan file that names its model opens as ui --model and every key re-plans it so. */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdio.h>
@@ -686,9 +687,10 @@ Test(ui_eval, cross_entropy_te_rides_every_layout)
     ui_base_free(&b);
 }
 
-/* A plan file written by plan --model --cross-entropy te, opened in the dashboard (2D
- * view): a microbatch change (the file's stages kept) keeps its cross_entropy, at plan
- * --model --cross-entropy te's iteration for the doubled global batch. */
+/* A plan file written by plan --model --cross-entropy te without its model, opened in the
+ * dashboard (2D view): a microbatch change (the file's stages kept) keeps its
+ * cross_entropy, at plan --model --cross-entropy te's iteration for the doubled global
+ * batch. */
 Test(ui_eval, plan_file_keeps_cross_entropy_te)
 {
     layout3d_options o;
@@ -703,6 +705,8 @@ Test(ui_eval, plan_file_keeps_cross_entropy_te)
     plan *pl = layout3d_build(t, c, "dgx-h100.json", &o, &e);
     cr_assert_not_null(pl, "%s", e.msg);
     cr_assert_eq(pl->cross_entropy, 1);
+    plan_model_free(pl->model); /* a file that does not name its model (2D view) */
+    pl->model = NULL;
     char *dir = make_tmpdir_named("uieval"), path[512];
     snprintf(path, sizeof path, "%s/te.json", dir);
     cr_assert_eq(plan_save(pl, path, &e), 0, "%s", e.msg);
@@ -734,8 +738,8 @@ Test(ui_eval, plan_file_keeps_cross_entropy_te)
     cr_expect_eq(rm_tree(dir), 0);
 }
 
-/* A plan file written by plan --model --fp8-param-gather with an uneven split, opened in
- * the dashboard (2D view): the what-if starts with its FP8 primary weights, and a
+/* A plan file written by plan --model --fp8-param-gather with an uneven split, without its
+ * model, opened in the dashboard (2D view): the what-if starts with its FP8 primary weights, and a
  * microbatch change (the file's stages kept) keeps them and the split, at plan --model's
  * iteration for the doubled global batch. */
 Test(ui_eval, plan_file_keeps_fp8_param_gather_and_its_split)
@@ -752,6 +756,8 @@ Test(ui_eval, plan_file_keeps_fp8_param_gather_and_its_split)
     plan *pl = layout3d_build(t, c, "dgx-h100.json", &o, &e);
     cr_assert_not_null(pl, "%s", e.msg);
     pl->fp8_param_gather = 1;
+    plan_model_free(pl->model); /* a file that does not name its model (2D view) */
+    pl->model = NULL;
     char *dir = make_tmpdir_named("uieval"), path[512];
     snprintf(path, sizeof path, "%s/fp8.json", dir);
     cr_assert_eq(plan_save(pl, path, &e), 0, "%s", e.msg);
@@ -787,8 +793,8 @@ Test(ui_eval, plan_file_keeps_fp8_param_gather_and_its_split)
     cr_expect_eq(rm_tree(dir), 0);
 }
 
-/* A plan file of a transformer's layout (plumb plan --model -o, tp 1, fp8) re-plans only as
- * a layout: a what-if that would send it to the native planner (fewer GPUs) has no plan,
+/* A plan file of a transformer's layout (plumb plan --model -o, tp 1, fp8) that does not
+ * name its model (written before plan files named it) re-plans only as a layout: a what-if that would send it to the native planner (fewer GPUs) has no plan,
  * and its line names the plumb ui --model command of the file's layout (the file does not
  * name its model file); one that keeps its stages (twice the microbatches) keeps fp8. A
  * plan file of a profile (vgg16) is not a layout's. */
@@ -805,6 +811,8 @@ Test(ui_eval, transformer_plan_file_replans_only_as_a_layout)
     cr_assert_not_null(c, "%s", e.msg);
     plan *pl = layout3d_build(t, c, "dgx-h100.json", &o, &e);
     cr_assert_not_null(pl, "%s", e.msg);
+    plan_model_free(pl->model); /* a file that does not name its model */
+    pl->model = NULL;
     char *dir = make_tmpdir_named("uieval"), path[512];
     snprintf(path, sizeof path, "%s/fp8.json", dir);
     cr_assert_eq(plan_save(pl, path, &e), 0, "%s", e.msg);
@@ -834,6 +842,150 @@ Test(ui_eval, transformer_plan_file_replans_only_as_a_layout)
                  0, "%s", e.msg);
     cr_expect_eq(ui_base_layout_file(&b), 0);
     ui_base_free(&b);
+    plan_free(pl);
+    cluster_free(c);
+    transformer_free(t);
+    cr_expect_eq(rm_tree(dir), 0);
+}
+
+/* A plan file of plan --model with fp8, FP8 primary weights and an uneven split (rank 0
+ * holding 12 blocks) names its model: it opens as plumb ui --model with the same options
+ * (a 3D layout, the file's first frame at plan --model's iteration), and a dp key (4 to 2:
+ * within the file's 16 devices, the cluster it embeds) and a microbatch-size key re-plan it to
+ * what layout3d_build under the same options and sim_run give. Without the model (a file
+ * that does not name it) the dp key has no plan. */
+Test(ui_eval, plan_file_with_model_replans_as_ui_model)
+{
+    layout3d_options o;
+    layout3d_options_init(&o);
+    o.tp = 2, o.pp = 2, o.dp = 4, o.gpus = 16, o.global_batch = 16, o.microbatch_size = 1;
+    o.precision = DEV_FP8, o.zero = 1, o.seq = 1024, o.first_blocks = 12;
+    plumb_err e;
+    err_clear(&e);
+    transformer *t = transformer_load("examples/llm/nemo/llama2-7b.json", &e);
+    cluster *c = t ? cluster_load("profiles/clusters/dgx-h100.json", &e) : NULL;
+    cr_assert_not_null(c, "%s", e.msg);
+    plan *pl = layout3d_build(t, c, "dgx-h100.json", &o, &e);
+    cr_assert_not_null(pl, "%s", e.msg);
+    pl->fp8_param_gather = 1;
+    char *dir = make_tmpdir_named("uieval"), path[512];
+    snprintf(path, sizeof path, "%s/model.json", dir);
+    cr_assert_eq(plan_save(pl, path, &e), 0, "%s", e.msg);
+    ui_base b;
+    cr_assert_eq(ui_base_load(&b, NULL, NULL, path, &e), 0, "%s", e.msg);
+    cr_assert_not_null(b.model, "the file's model was not taken");
+    cr_expect_null(b.loaded);
+    cr_expect_eq(ui_base_layout_file(&b), 0);
+    cr_expect_eq(b.lopt.first_blocks, 12);
+    ui_whatif w;
+    ui_base_whatif(&b, &w);
+    cr_expect(w.fp8pg == 1 && w.tp == 2 && w.pp == 2 && w.dp == 4 && w.zero == 1 &&
+              w.ngpus == 16, "fp8pg %d tp %d pp %d dp %d zero %d gpus %d", w.fp8pg, w.tp, w.pp,
+              w.dp, w.zero, w.ngpus);
+    sim_options so;
+    sim_options_init(&so);
+    /* the first frame, then dp 2 on 8 GPUs, then microbatch size 2 */
+    static const struct { int dp, mbs; } L[] = { { 4, 1 }, { 2, 1 }, { 4, 2 } };
+    for (int i = 0; i < 3; i++) {
+        w.dp = L[i].dp, w.mbs = L[i].mbs, w.ngpus = 2 * 2 * L[i].dp;
+        ui_result r = { 0 };
+        cr_assert_eq(ui_evaluate(&b, &w, &r), 0, "layout %d: %s", i, r.err);
+        cr_expect_str_eq(r.origin, "3D layout");
+        cr_expect(r.pl->fp8_param_gather && r.pl->precision == DEV_FP8, "layout %d", i);
+        cr_expect(r.pl->stages[0].last_layer == 12, "layout %d: stage 0 ends at layer %d", i,
+                  r.pl->stages[0].last_layer);
+        layout3d_options p = o;
+        p.dp = L[i].dp, p.microbatch_size = L[i].mbs, p.gpus = w.ngpus;
+        plan *want = layout3d_build(t, c, "dgx-h100.json", &p, &e);
+        cr_assert_not_null(want, "%s", e.msg);
+        want->fp8_param_gather = 1;
+        sim_report *rep = sim_run(want, &so, &e);
+        cr_assert_not_null(rep, "%s", e.msg);
+        cr_expect(fabs(r.rep->iteration_s / rep->iteration_s - 1) < 1e-6,
+                  "layout %d: the dashboard %.9g s, plan --model %.9g s", i,
+                  r.rep->iteration_s, rep->iteration_s);
+        sim_report_free(rep);
+        plan_free(want);
+        ui_result_free(&r);
+    }
+    ui_base_free(&b);
+    /* the same file without its model: the dp key is refused */
+    plan_model_free(pl->model);
+    pl->model = NULL;
+    cr_assert_eq(plan_save(pl, path, &e), 0, "%s", e.msg);
+    cr_assert_eq(ui_base_load(&b, NULL, NULL, path, &e), 0, "%s", e.msg);
+    ui_base_whatif(&b, &w);
+    w.dp = 2, w.ngpus = 8;
+    ui_result r = { 0 };
+    cr_expect_eq(ui_evaluate(&b, &w, &r), -1);
+    cr_expect(strstr(r.err, "is re-planned only by plumb plan --model"), "%s", r.err);
+    ui_result_free(&r);
+    ui_base_free(&b);
+    plan_free(pl);
+    cluster_free(c);
+    transformer_free(t);
+    cr_expect_eq(rm_tree(dir), 0);
+}
+
+/* A balanced layout's file (plan --model --balance) and a cp one (--cp 2, flash) open with
+ * their model and options: the first frame is plan --model's (balanced: the even split's
+ * stages balanced again; cp: cp 2 kept). A file whose model does not lay out to its
+ * stages is refused with one line naming the file and "model". */
+Test(ui_eval, plan_file_with_model_keeps_balance_and_cp)
+{
+    layout3d_options o;
+    layout3d_options_init(&o);
+    o.tp = 2, o.pp = 2, o.dp = 2, o.cp = 2, o.gpus = 16, o.global_batch = 16;
+    o.microbatch_size = 1, o.attention = LLM_ATTN_FLASH;
+    plumb_err e;
+    err_clear(&e);
+    transformer *t = transformer_load("examples/llm/gpt2.json", &e);
+    cluster *c = t ? cluster_load("profiles/clusters/dgx-a100-80g.json", &e) : NULL;
+    cr_assert_not_null(c, "%s", e.msg);
+    plan *pl = layout3d_build(t, c, "dgx-a100-80g.json", &o, &e);
+    cr_assert_not_null(pl, "%s", e.msg);
+    char *dir = make_tmpdir_named("uieval"), path[512];
+    snprintf(path, sizeof path, "%s/cp.json", dir);
+    cr_assert_eq(plan_save(pl, path, &e), 0, "%s", e.msg);
+    ui_base b;
+    cr_assert_eq(ui_base_load(&b, NULL, NULL, path, &e), 0, "%s", e.msg);
+    ui_whatif w;
+    ui_base_whatif(&b, &w);
+    cr_expect(b.model && w.cp == 2 && w.attention == LLM_ATTN_FLASH, "cp %d", w.cp);
+    ui_result r = { 0 };
+    cr_assert_eq(ui_evaluate(&b, &w, &r), 0, "%s", r.err);
+    sim_options so;
+    sim_options_init(&so);
+    sim_report *rep = sim_run(pl, &so, &e);
+    cr_assert_not_null(rep, "%s", e.msg);
+    cr_expect(fabs(r.rep->iteration_s / rep->iteration_s - 1) < 1e-6,
+              "the dashboard %.9g s, plan --model %.9g s", r.rep->iteration_s,
+              rep->iteration_s);
+    sim_report_free(rep);
+    ui_result_free(&r);
+    ui_base_free(&b);
+    plan_free(pl);
+    /* balanced (gpt2's 12 blocks over pp 4) */
+    layout3d_options_init(&o);
+    o.tp = 1, o.pp = 4, o.dp = 2, o.gpus = 8, o.global_batch = 16, o.microbatch_size = 1;
+    o.balance = 1;
+    pl = layout3d_build(t, c, "dgx-a100-80g.json", &o, &e);
+    cr_assert_not_null(pl, "%s", e.msg);
+    cr_expect_eq(pl->model->balance, 1);
+    cr_assert_eq(plan_save(pl, path, &e), 0, "%s", e.msg);
+    cr_assert_eq(ui_base_load(&b, NULL, NULL, path, &e), 0, "%s", e.msg);
+    cr_expect(b.model && b.lopt.balance == 1);
+    ui_base_free(&b);
+    /* a model that lays out otherwise than the stages: two blocks moved from stage 1 to 0 */
+    pl->stages[0].last_layer += 2;
+    pl->stages[1].first_layer += 2;
+    pl->model->balance = 0;
+    cr_assert_eq(plan_save(pl, path, &e), 0, "%s", e.msg);
+    cr_expect_eq(ui_base_load(&b, NULL, NULL, path, &e), -1);
+    char want[600];
+    snprintf(want, sizeof want, "%s: model: laid out again, its stage 0 holds layers 0-3, "
+             "the file's 0-5", path);
+    cr_expect(strstr(e.msg, want) == e.msg, "%s", e.msg);
     plan_free(pl);
     cluster_free(c);
     transformer_free(t);

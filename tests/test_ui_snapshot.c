@@ -2,7 +2,8 @@
  * key sequences: their content, their size at every screen size, the figures against
  * `plumb sim --json` of the very plan the UI saves, load errors shown in the frame, the
  * help overlay, save and export, the 3D dashboard's background worker and quitting while
- * it works. Runs from the repository root (make test does). */
+ * it works; a plan file that names its model shows the frames of plumb ui --model. Runs
+ * from the repository root (make test does). */
 #include <criterion/criterion.h>
 
 #include <cjson/cJSON.h>
@@ -1478,7 +1479,7 @@ Test(ui_snapshot, layout3d_uneven_split_and_fp8_param_gather_ride_the_keys)
     ui_app_free(&a);
 }
 
-/* A plan file of a transformer's fp8 layout (tp 1): - (fewer GPUs, which the native planner
+/* A plan file of a transformer's fp8 layout (tp 1) that does not name its model: - (fewer GPUs, which the native planner
  * would re-plan without its precision and runtime, at an MFU of 847.7 % against the fp32
  * peak) is refused like a refused layout: the frame keeps the file's plan, its figures and
  * MFU, the status line names the plumb ui --model command, and u finds nothing to undo. */
@@ -1495,6 +1496,8 @@ Test(ui_snapshot, layout_plan_file_refuses_a_replan_and_keeps_fp8)
     cr_assert_not_null(c, "%s", e.msg);
     plan *pl = layout3d_build(t, c, "dgx-h100.json", &o, &e);
     cr_assert_not_null(pl, "%s", e.msg);
+    plan_model_free(pl->model); /* a file that does not name its model */
+    pl->model = NULL;
     char path[600];
     snprintf(path, sizeof path, "%s/fp8.json", tmpdir);
     cr_assert_eq(plan_save(pl, path, &e), 0, "%s", e.msg);
@@ -1525,6 +1528,62 @@ Test(ui_snapshot, layout_plan_file_refuses_a_replan_and_keeps_fp8)
     cr_expect(strstr(s, "nothing to undo"), "%s", s);
     free(s);
     ui_app_free(&a);
+    plan_free(pl);
+    cluster_free(c);
+    transformer_free(t);
+}
+
+/* The frame without its first line (the title, which names the files and the time the
+ * frame took). */
+static const char *below_title(const char *frame)
+{
+    const char *nl = strchr(frame, '\n');
+    return nl ? nl + 1 : frame;
+}
+
+/* A plan file of plan --model (llama2-7b, fp8, FP8 primary weights, rank 0 holding 12 of
+ * the 32 blocks, tp 2 x pp 2 x dp 4 on two servers) names its model: plumb ui PLAN.json
+ * shows the frames of plumb ui --model with the same options, the first one and after dp
+ * down (W), dp up past the file's devices (w) and microbatch size up (n), the runtime row
+ * naming pp-first-layers-12; s saves a plan that names the model again. */
+Test(ui_snapshot, plan_file_with_model_shows_ui_model_frames)
+{
+    layout3d_options o;
+    layout3d_options_init(&o);
+    o.tp = 2, o.pp = 2, o.dp = 4, o.gpus = 16, o.global_batch = 16, o.microbatch_size = 1;
+    o.precision = DEV_FP8, o.zero = 1, o.seq = 1024, o.first_blocks = 12;
+    ui_runtime rt = { 0, 0, 1 };
+    plumb_err e;
+    err_clear(&e);
+    transformer *t = transformer_load("examples/llm/nemo/llama2-7b.json", &e);
+    cluster *c = t ? cluster_load("profiles/clusters/dgx-h100.json", &e) : NULL;
+    cr_assert_not_null(c, "%s", e.msg);
+    plan *pl = layout3d_build(t, c, "dgx-h100.json", &o, &e);
+    cr_assert_not_null(pl, "%s", e.msg);
+    pl->fp8_param_gather = 1;
+    char path[600];
+    snprintf(path, sizeof path, "%s/model.json", tmpdir);
+    cr_assert_eq(plan_save(pl, path, &e), 0, "%s", e.msg);
+    ui_app a, m;
+    cr_assert_eq(ui_app_open(&a, NULL, NULL, path, tmpdir, UI_PLANNER_NATIVE), 0);
+    cr_assert(a.loaded, "%s", a.load_err);
+    cr_assert_eq(ui_app_open_model(&m, "examples/llm/nemo/llama2-7b.json",
+                                   "profiles/clusters/dgx-h100.json", &o, &rt, tmpdir, &e), 0,
+                 "%s", e.msg);
+    static const char *const keys[] = { "", "W", "w", "n" };
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+        char *x = snap(&a, 200, 30, keys[i]), *y = snap(&m, 200, 30, keys[i]);
+        cr_expect_str_eq(below_title(x), below_title(y), "after '%s'", keys[i]);
+        cr_expect(strstr(x, "(3D layout)") && strstr(x, "pp-first-layers-12"), "%s", x);
+        free(x);
+        free(y);
+    }
+    char *x = snap(&a, 200, 30, "s");
+    free(x);
+    cr_assert_not_null(a.cur.pl->model);
+    cr_expect_eq(a.cur.pl->model->first_blocks, 12);
+    ui_app_free(&a);
+    ui_app_free(&m);
     plan_free(pl);
     cluster_free(c);
     transformer_free(t);

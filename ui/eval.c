@@ -140,6 +140,36 @@ static int base_finish(ui_base *b, const char *src, plumb_err *err)
     return -1;
 }
 
+static int base_model(ui_base *b, transformer *t, cluster *c, const char *cluster_file,
+                      const layout3d_options *o, const ui_runtime *rt, const char *src,
+                      const plan *file, plumb_err *err);
+
+/* The base of plan file `path` (L, taken) that names its model (L->model): laid out again
+ * with the options plan --model took (layout3d_options_from_plan, and its runtime), as ui
+ * --model opens them. 0, or -1 with err naming the file (b empty). */
+static int base_plan_model(ui_base *b, plan *L, const char *path, const char *src,
+                           plumb_err *err)
+{
+    layout3d_options o;
+    ui_runtime rt = { L->tp_overlap, L->overlap_param_gather, L->fp8_param_gather };
+    transformer *t = NULL;
+    cluster *c = NULL;
+    plumb_err in;
+    err_clear(&in);
+    int rc = -1;
+    if (layout3d_options_from_plan(L, &o) || !(t = transformer_clone(L->model->tf)) ||
+        !(c = cluster_clone(L->clus))) {
+        transformer_free(t);
+        err_set(err, NULL, NULL, "out of memory");
+        goto done;
+    }
+    rc = base_model(b, t, c, path, &o, &rt, src, L, &in);
+    if (rc) err_set(err, path, "model", "%s", in.msg);
+done:
+    plan_free(L);
+    return rc;
+}
+
 int ui_base_load(ui_base *b, const char *profile_path, const char *cluster_path,
                  const char *plan_path, plumb_err *err)
 {
@@ -147,9 +177,14 @@ int ui_base_load(ui_base *b, const char *profile_path, const char *cluster_path,
     memset(b, 0, sizeof *b);
     if (plan_path) {
         if (!(b->loaded = plan_load(plan_path, err))) goto fail;
+        snprintf(src, sizeof src, "%s", base_name(plan_path));
+        if (b->loaded->model) { /* a transformer's layout that names its model */
+            plan *L = b->loaded;
+            b->loaded = NULL;
+            return base_plan_model(b, L, plan_path, src, err);
+        }
         b->prof = profile_clone(b->loaded->prof);
         b->clus = cluster_clone(b->loaded->clus);
-        snprintf(src, sizeof src, "%s", base_name(plan_path));
     } else {
         if (!profile_path || !cluster_path) {
             err_set(err, NULL, NULL, "expected a plan file, or a profile (-p) and a cluster (-c)");
@@ -187,31 +222,75 @@ int ui_runtime_check(const layout3d_options *o, const ui_runtime *rt, int tp, pl
     return search3d_runtime_check(&so, err);
 }
 
-int ui_base_load_model(ui_base *b, const char *model_path, const char *cluster_path,
-                       const layout3d_options *o, const ui_runtime *rt, plumb_err *err)
+/* The first stage where pl's stages differ from the file's F (layer ranges, replicas,
+ * devices), or -1 when they are the same. */
+static int stages_differ(const plan *pl, const plan *F)
 {
-    char src[512];
+    if (pl->nstages != F->nstages) return 0;
+    for (int k = 0; k < F->nstages; k++) {
+        const plan_stage *a = &pl->stages[k], *f = &F->stages[k];
+        if (a->first_layer != f->first_layer || a->last_layer != f->last_layer ||
+            a->replicas != f->replicas ||
+            memcmp(a->devices, f->devices, (size_t)f->replicas * sizeof *f->devices))
+            return k;
+    }
+    return -1;
+}
+
+/* The base of transformer t on cluster c (both taken; cluster_file names c in layout3d's
+ * messages) under o and rt, titled src, as ui_base_load_model sets it up; with file (a
+ * plan file's plan, not balanced) the layout must give its stages. 0, or -1 with err (b
+ * empty). */
+static int base_model(ui_base *b, transformer *t, cluster *c, const char *cluster_file,
+                      const layout3d_options *o, const ui_runtime *rt, const char *src,
+                      const plan *file, plumb_err *err)
+{
     plan *pl = NULL;
-    memset(b, 0, sizeof *b);
-    if (!(b->model = transformer_load(model_path, err))) goto fail;
-    if (!(b->clus = cluster_load(cluster_path, err))) goto fail;
+    b->model = t;
+    b->clus = c;
     b->lopt = *o;
-    if (layout3d_resolve(b->model, b->clus, cluster_path, o, &b->dims, err)) goto fail;
+    if (layout3d_resolve(b->model, b->clus, cluster_file, o, &b->dims, err)) goto fail;
     /* again with the tp the other two gave, as plumb plan --model checks a fixed layout */
     runtime_options(o, rt, b->dims.tp, &b->rt);
     if (search3d_runtime_check(&b->rt, err)) goto fail;
-    if (!(pl = layout3d_build(b->model, b->clus, cluster_path, o, err))) goto fail;
+    if (!(pl = layout3d_build(b->model, b->clus, cluster_file, o, err))) goto fail;
+    int k = file && !o->balance ? stages_differ(pl, file) : -1;
+    if (k >= 0) {
+        err_set(err, NULL, NULL, "laid out again, its stage %d holds layers %d-%d, the file's "
+                "%d-%d (expected the layout the file's stages were laid out as)", k,
+                k < pl->nstages ? pl->stages[k].first_layer : -1,
+                k < pl->nstages ? pl->stages[k].last_layer : -1, file->stages[k].first_layer,
+                file->stages[k].last_layer);
+        goto fail;
+    }
     b->prof = profile_clone(pl->prof);
     plan_free(pl);
-    snprintf(src, sizeof src, "%s + %s", base_name(model_path), base_name(cluster_path));
-    if (!(b->cluster_file = dup_str(cluster_path))) {
+    pl = NULL;
+    if (!(b->cluster_file = dup_str(cluster_file))) {
         err_set(err, NULL, NULL, "out of memory");
         goto fail;
     }
     return base_finish(b, src, err);
 fail:
+    plan_free(pl);
     ui_base_free(b);
     return -1;
+}
+
+int ui_base_load_model(ui_base *b, const char *model_path, const char *cluster_path,
+                       const layout3d_options *o, const ui_runtime *rt, plumb_err *err)
+{
+    char src[512];
+    transformer *t;
+    cluster *c = NULL;
+    memset(b, 0, sizeof *b);
+    if (!(t = transformer_load(model_path, err))) return -1;
+    if (!(c = cluster_load(cluster_path, err))) {
+        transformer_free(t);
+        return -1;
+    }
+    snprintf(src, sizeof src, "%s + %s", base_name(model_path), base_name(cluster_path));
+    return base_model(b, t, c, cluster_path, o, rt, src, NULL, err);
 }
 
 void ui_base_whatif(const ui_base *b, ui_whatif *w)

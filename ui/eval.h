@@ -75,8 +75,14 @@ typedef struct ui_base {
     char *cluster_file;            /* the cluster's path, for layout3d's messages */
 } ui_base;
 
-/* Loads the base: a plan file (plan_path != NULL), or a profile and a cluster. Returns 0,
- * or -1 with err set ("FILE: FIELD.PATH: ..."); b is then empty (safe to free). */
+/* Loads the base: a plan file (plan_path != NULL), or a profile and a cluster. A plan file
+ * that names its model (plan.model: written by plumb plan --model) becomes the base of that
+ * transformer on the file's cluster as ui_base_load_model makes it, under the options
+ * layout3d_options_from_plan reads and the file's runtime (tp overlap, the all-gather
+ * apart, FP8 primary weights); b->loaded is then NULL, b->cluster_file the plan's path.
+ * Returns 0, or -1 with err set ("FILE: FIELD.PATH: ...", "FILE: model: ..." for a model
+ * whose layout is refused or, unbalanced, does not give the file's stages); b is then empty
+ * (safe to free). */
 int ui_base_load(ui_base *b, const char *profile_path, const char *cluster_path,
                  const char *plan_path, plumb_err *err);
 void ui_base_free(ui_base *b);
@@ -92,8 +98,9 @@ void ui_base_free(ui_base *b);
 int ui_base_load_model(ui_base *b, const char *model_path, const char *cluster_path,
                        const layout3d_options *o, const ui_runtime *rt, plumb_err *err);
 
-/* 1 when b is a plan file of a transformer's layout (its profile a transformer's analytic
- * profile, or one rank's share of tp or cp ranks): a what-if that re-plans it is refused
+/* 1 when b is a plan file of a transformer's layout that does not name its model (its
+ * profile a transformer's analytic profile, or one rank's share of tp or cp ranks; a file
+ * with its model opens as a model base): a what-if that re-plans it is refused
  * (ui_replan: the file does not name its model, and the other planners would drop its
  * precision, its 3D runtime and its layout), and the dashboard rejects that key. */
 int ui_base_layout_file(const ui_base *b);

@@ -60,9 +60,14 @@ if [ -z "$sim_it" ] || [ "$(grep -m1 '^	"iteration_s":' "$d/out")" != "$sim_it" 
 fi
 ok ui "$P" ui "$d/plan.json" --snapshot 100x30
 has ui 'gpt3-175b on dgx-a100-80g +interleaved'
-# a what-if that re-plans says that a tensor-parallel layout is re-laid out by plan --model
+# a what-if that re-plans lays the file's model (its "model") out again as ui --model does;
+# in a file without it, it says that a tensor-parallel layout is re-laid out by plan --model
 ok ui-replan "$P" ui "$d/plan.json" --snapshot 100x30 --keys +
-has ui-replan 'a tensor-parallel layout \(tp 8\) is re-planned only by plumb plan --model'
+has ui-replan '^GPUs 128 = tp 8 x pp 8 x dp 2  mbs 1  v 2  recomp selective  sp on  zero 1'
+python3 -c 'import json, sys; p = json.load(open(sys.argv[1])); del p["model"]
+json.dump(p, open(sys.argv[2], "w"))' "$d/plan.json" "$d/nomodel.json"
+ok ui-replan-nomodel "$P" ui "$d/nomodel.json" --snapshot 100x30 --keys +
+has ui-replan-nomodel 'a tensor-parallel layout \(tp 8\) is re-planned only by plumb plan --model'
 
 bad tp-server '--tp: expected at most the 8 devices of one server (got 16)' \
     --gpus 1024 --tp 16 --pp 8 --dp 8 --global-batch 1536
@@ -164,7 +169,11 @@ sim_cp=$(sed -n 's/^	"iteration_s":	\([0-9.e+-]*\),$/\1/p' "$d/out" | head -1)
 ok cp-sim-text "$P" sim "$d/cp.json"
 has cp-sim-text '^layout          tp 2 x cp 2 x pp 1 x dp 2 = 8 GPUs'
 ok cp-ui "$P" ui "$d/cp.json" --snapshot 160x40
-has cp-ui '^runtime .* cp 2$'
+has cp-ui '^GPUs 8 = tp 2 x cp 2 x pp 1 x dp 2 ' # the file's model: laid out as ui --model
+python3 -c 'import json, sys; p = json.load(open(sys.argv[1])); del p["model"]
+json.dump(p, open(sys.argv[2], "w"))' "$d/cp.json" "$d/cp-nomodel.json"
+ok cp-ui-nomodel "$P" ui "$d/cp-nomodel.json" --snapshot 160x40 # the 2D view of the file
+has cp-ui-nomodel '^runtime .* cp 2$'
 # the native planner and plumb sweep -p place whole sequences: a cp profile is one line
 ok cp-tp1 "$P" plan --model $L3 -c $A100 "${CP[@]}" --tp 1 --cp 2 --dp 4 -o "$d/cp1.json"
 python3 -c 'import json, sys; json.dump(json.load(open(sys.argv[1]))["profile"], open(sys.argv[2], "w"))' \

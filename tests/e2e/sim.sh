@@ -356,8 +356,7 @@ else
 fi
 
 # FP8 primary weights: the layout line names fp8-param-gather as plan --model's settings
-# line does (the JSON has the field); a plan without them does not. An uneven split is not
-# recorded in the plan (only each stage's layers), so the report has nothing to name.
+# line does (the JSON has the field); a plan without them does not.
 FP8=(--model examples/llm/nemo/llama2-7b.json -c profiles/clusters/dgx-h100.json --global-batch 16
      --seq-len 1024 --precision fp8 --zero 1 --tp 2 --pp 2 --dp 2)
 if "$PLUMB" plan "${FP8[@]}" --fp8-param-gather -o "$tmp/fp8pg.json" >/dev/null 2>"$tmp/err" &&
@@ -452,6 +451,28 @@ if "$PLUMB" plan "${L7[@]/1024/4096}" --tp 2 --pp 1 --dp 4 --recompute full -o "
     [ -s "$tmp/err" ] && fail "sim --recompute none: wrote to stderr: $(cat "$tmp/err")"
 else
     fail "plan --model --recompute full at 4096 tokens: $(cat "$tmp/err")"
+fi
+# the plan file of plan --model names its model ("model"): an uneven split it records is
+# named on the layout line in the dashboard's words (pp-first-layers-N, pp-last-layers-N,
+# embedding-in-split, loss-in-split) and in the JSON report under Megatron-Core's names; a
+# bad "model" is one line naming the file and the field, exit 2
+if "$PLUMB" plan "${FP8[@]}" --decoder-first-pipeline-num-layers 12 -o "$tmp/first.json" \
+    >/dev/null 2>"$tmp/err" &&
+    "$PLUMB" plan "${FP8[@]}" --account-for-embedding-in-pipeline-split \
+        --account-for-loss-in-pipeline-split -o "$tmp/acc.json" >/dev/null 2>>"$tmp/err"; then
+    "$PLUMB" sim "$tmp/first.json" | grep -Eq '^layout +tp 2 x pp 2 x dp 2 = 8 GPUs, global batch 16, fp8, ZeRO-1 optimizer, pp-first-layers-12$' ||
+        fail "uneven split: the layout line: $("$PLUMB" sim "$tmp/first.json" | grep '^layout')"
+    "$PLUMB" sim "$tmp/first.json" --json | grep -q '"decoder_first_pipeline_num_layers":	12' ||
+        fail "uneven split: the JSON report lacks decoder_first_pipeline_num_layers"
+    "$PLUMB" sim "$tmp/acc.json" | grep -Eq '^layout .*, embedding-in-split, loss-in-split$' ||
+        fail "accounting split: the layout line: $("$PLUMB" sim "$tmp/acc.json" | grep '^layout')"
+    "$PLUMB" sim "$tmp/fp8.json" | grep -q 'pp-first\|in-split' && fail "an even split names one"
+    python3 -c 'import json, sys; p = json.load(open(sys.argv[1])); p["model"]["seq_len"] = 2048
+json.dump(p, open(sys.argv[2], "w"))' "$tmp/first.json" "$tmp/badmodel.json"
+    expect_bad "$tmp/badmodel.json: model.seq_len: expected the profile's tokens_per_sample 1024 (got 2048)" \
+        "$tmp/badmodel.json"
+else
+    fail "plan --model with an uneven split: $(cat "$tmp/err")"
 fi
 
 [ $fails = 0 ] && echo "sim: ok"

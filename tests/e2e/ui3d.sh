@@ -267,10 +267,18 @@ check "w with $U" 'pp-first-layers-4' "--tp 2 --pp 2 --dp 4 $U" "$L $U" 'w'
 "$P" ui "${M[@]}" $L $U --snapshot 200x30 --keys D --mono >"$d/frame" 2>&1
 grep -qF -- "no smaller pp 2: pp 1: $(sed 's/^plumb: plan: //' "$d/perr")" "$d/frame" ||
     { echo "FAIL D under $U: '$(cat "$d/perr")':"; tail -1 "$d/frame"; fail=1; }
-# a plan file written with the split, opened in the dashboard: m (twice the microbatches,
-# the file's stages kept) keeps it, at plan's figures for the doubled global batch
+# nomodel IN OUT: plan file IN without its "model", as files were written before they named
+# it (the dashboard's 2D view of a plan file)
+nomodel() {
+    python3 -c 'import json, sys; p = json.load(open(sys.argv[1])); del p["model"]
+json.dump(p, open(sys.argv[2], "w"), indent="\t")' "$1" "$2"
+}
+# a plan file written with the split, without its model, opened in the dashboard: m (twice
+# the microbatches, the file's stages kept) keeps it, at plan's figures for the doubled
+# global batch
 # shellcheck disable=SC2086
-"$P" plan "${M[@]}" $L $U -o "$d/u.json" >/dev/null
+"$P" plan "${M[@]}" $L $U -o "$d/um.json" >/dev/null
+nomodel "$d/um.json" "$d/u.json"
 # shellcheck disable=SC2086
 "$P" plan "${M[@]/16/32}" $L $U --json >"$d/plan.json"
 "$P" ui "$d/u.json" --snapshot 160x30 --keys m --mono >"$d/frame" 2>&1
@@ -299,7 +307,8 @@ done
 
 # FP8 primary weights (--fp8-param-gather, fp8 on H100s): the first frame and w show
 # plan's figures with them, the runtime row names them, o (ZeRO 0) is refused with plan's
-# line, s saves a plan that has them; a plan file with them keeps them on m
+# line, s saves a plan that has them; a plan file with them (without its model) keeps them
+# on m
 F8=(--model examples/llm/nemo/llama2-7b.json -c profiles/clusters/dgx-h100.json
     --global-batch 16 --seq-len 1024 --precision fp8 --zero 1 --fp8-param-gather)
 for keys in '' w; do
@@ -330,7 +339,8 @@ rm -rf "$d/out" && mkdir "$d/out"
 grep -q '"fp8_param_gather":	true' "$d"/out/*.plan.json 2>/dev/null ||
     { echo "FAIL ws under --fp8-param-gather: the saved plan lacks it"; tail -1 "$d/frame"; fail=1; }
 # shellcheck disable=SC2086
-"$P" plan "${F8[@]}" $L -o "$d/f8.json" >/dev/null
+"$P" plan "${F8[@]}" $L -o "$d/f8m.json" >/dev/null
+nomodel "$d/f8m.json" "$d/f8.json" # the 2D view: the file without its model
 # shellcheck disable=SC2086
 "$P" plan "${F8[@]/16/32}" $L --json >"$d/plan.json"
 "$P" ui "$d/f8.json" --snapshot 160x30 --keys m --mono >"$d/frame" 2>&1
@@ -395,13 +405,15 @@ want=$(sed 's/^plumb: plan: /plumb: ui: /' "$d/perr")
 [ $rc = 2 ] && [ "$(wc -l <"$d/uerr")" = 1 ] && [ "$(cat "$d/uerr")" = "$want" ] ||
     { echo "FAIL ui --cross-entropy fused: exit $rc, '$(cat "$d/uerr")', plan says '$want'"; fail=1; }
 
-# a plan file of a transformer's fp8 layout (tp 1) re-plans only as a layout: - (which the
+# a plan file of a transformer's fp8 layout (tp 1) that does not name its model (its
+# "model" taken out, as files were written before) re-plans only as a layout: - (which the
 # native planner answered with a plan without fp8, its MFU 847.7 % against the fp32 peak)
 # is refused with a line naming plumb ui --model and the file's layout, the frame keeps
 # plan --model's figures and MFU for that layout and fp8, and u finds nothing to undo
 F1=(--model examples/llm/nemo/llama2-7b.json -c profiles/clusters/dgx-h100.json
     --global-batch 16 --seq-len 1024 --precision fp8 --tp 1 --pp 2 --dp 4)
-"$P" plan "${F1[@]}" -o "$d/f1.json" >/dev/null
+"$P" plan "${F1[@]}" -o "$d/f1m.json" >/dev/null
+nomodel "$d/f1m.json" "$d/f1.json"
 "$P" plan "${F1[@]}" --json >"$d/plan.json"
 want_mfu=$(python3 -c 'import json,sys; print("MFU %.1f%%" % (100 * json.load(open(sys.argv[1]))["mfu"]))' "$d/plan.json")
 "$P" ui "$d/f1.json" --snapshot 300x30 --keys - --mono >"$d/frame" 2>&1
@@ -413,6 +425,25 @@ grep -qF -- "a transformer's layout (llama2-7b, fp8) is re-planned only as a lay
 "$P" ui "$d/f1.json" --snapshot 300x30 --keys -u --mono >"$d/frame" 2>&1
 grep -q "nothing to undo" "$d/frame" ||
     { echo "FAIL - on a tp 1 fp8 plan file: the refused key was recorded:"; tail -1 "$d/frame"; fail=1; }
+
+# a plan file of plan --model names its model: plumb ui PLAN.json opens as plumb ui --model
+# with the file's layout and options (fp8, FP8 primary weights, Megatron-Core's uneven
+# split): its frames, the first and after dp down and up (W w) and microbatch size up (n),
+# are ui --model's but for the title; the runtime row names pp-first-layers-12, and
+# plumb sim of the file names it on its layout line
+F2=(--model examples/llm/nemo/llama2-7b.json -c profiles/clusters/dgx-h100.json
+    --global-batch 16 --seq-len 1024 --precision fp8 --zero 1 --fp8-param-gather
+    --tp 2 --pp 2 --dp 4 --decoder-first-pipeline-num-layers 12)
+"$P" plan "${F2[@]}" -o "$d/f2.json" >/dev/null
+for k in '' W w n; do
+    "$P" ui "$d/f2.json" --snapshot 200x30 --keys "$k" --mono 2>&1 | sed 1d >"$d/file.frame"
+    "$P" ui "${F2[@]}" --snapshot 200x30 --keys "$k" --mono 2>&1 | sed 1d >"$d/model.frame"
+    cmp -s "$d/file.frame" "$d/model.frame" && grep -q 'pp-first-layers-12' "$d/file.frame" ||
+        { echo "FAIL ui PLAN.json with its model, keys '$k': not ui --model's frame"
+          diff "$d/file.frame" "$d/model.frame" | head -6; fail=1; }
+done
+"$P" sim "$d/f2.json" | grep -q '^layout .*fp8-param-gather, ZeRO-1 optimizer, pp-first-layers-12$' ||
+    { echo "FAIL sim of a plan file with its model: $("$P" sim "$d/f2.json" | grep '^layout')"; fail=1; }
 
 [ $fail = 0 ] && echo "ui3d: ok"
 exit $fail
