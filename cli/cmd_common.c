@@ -8,7 +8,7 @@
 #include "planner/layout3d.h"
 #include "planner/llm_profile.h"
 #include "planner/native.h"
-#include "planner/pplayout.h"
+#include "core/pplayout.h"
 
 #include <errno.h>
 #include <float.h>

@@ -88,6 +88,8 @@ typedef struct plan_model {
     int last_blocks;             /* --decoder-last-pipeline-num-layers (0: not given) */
     int account_embedding;       /* --account-for-embedding-in-pipeline-split */
     int account_loss;            /* --account-for-loss-in-pipeline-split */
+    char *pipeline_layout;       /* owned, or NULL: --pipeline-layout, Megatron-Core's
+                                    layout string (core/pplayout.h) */
 } plan_model;
 
 /* A model of a copy of t (seq as t has it) with every option off; NULL when out of
@@ -235,8 +237,9 @@ plan *plan_from_json(const struct cJSON *root, const char *file, plumb_err *err)
  * head), "seq_len" the profile's tokens_per_sample (within learned positions),
  * "attention" standard or flash (flash with cp > 1), "balance", and Megatron-Core's
  * uneven split (decoder_first/last_pipeline_num_layers: the blocks the stages give
- * pipeline rank 0 / pp - 1; account_for_embedding/loss_in_pipeline_split; neither kind with
- * the other, nor with balance). Returns a new model, or NULL with err set to one line
+ * pipeline rank 0 / pp - 1; account_for_embedding/loss_in_pipeline_split;
+ * pipeline_model_parallel_layout: a layout string whose virtual stages hold the blocks the
+ * plan's stages do; no two kinds together, none with balance). Returns a new model, or NULL with err set to one line
  * naming the file and the field ("FILE: model.seq_len: ..."). */
 plan_model *plan_model_from_json(const struct cJSON *v, const plan *pl, const char *file,
                                  plumb_err *err);

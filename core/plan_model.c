@@ -9,6 +9,7 @@
 
 #include "json.h"
 #include "plan.h"
+#include "pplayout.h"
 #include "schedule_traits.h"
 
 #define SEQ_MAX 100000000LL /* --seq-len's bound */
@@ -32,6 +33,11 @@ plan_model *plan_model_clone(const plan_model *m)
     transformer *tf = d->tf;
     *d = *m;
     d->tf = tf;
+    d->pipeline_layout = NULL;
+    if (m->pipeline_layout && !(d->pipeline_layout = strdup(m->pipeline_layout))) {
+        plan_model_free(d);
+        return NULL;
+    }
     return d;
 }
 
@@ -39,6 +45,7 @@ void plan_model_free(plan_model *m)
 {
     if (!m) return;
     transformer_free(m->tf);
+    free(m->pipeline_layout);
     free(m);
 }
 
@@ -49,7 +56,9 @@ int plan_model_equal(const plan_model *a, const plan_model *b)
     return transformer_equal(a->tf, b->tf) && a->attention == b->attention &&
            a->balance == b->balance && a->first_blocks == b->first_blocks &&
            a->last_blocks == b->last_blocks && a->account_embedding == b->account_embedding &&
-           a->account_loss == b->account_loss;
+           a->account_loss == b->account_loss &&
+           !a->pipeline_layout == !b->pipeline_layout &&
+           (!a->pipeline_layout || !strcmp(a->pipeline_layout, b->pipeline_layout));
 }
 
 /* The file's keys for the uneven split: Megatron-Core's option names. */
@@ -57,9 +66,11 @@ int plan_model_equal(const plan_model *a, const plan_model *b)
 #define K_LAST "decoder_last_pipeline_num_layers"
 #define K_EMB "account_for_embedding_in_pipeline_split"
 #define K_LOSS "account_for_loss_in_pipeline_split"
+#define K_LAYOUT "pipeline_model_parallel_layout"
 
 static const char *const MODEL_KEYS[] = { "transformer", "seq_len", "attention", "balance",
-                                          K_FIRST, K_LAST, K_EMB, K_LOSS, NULL };
+                                          K_FIRST, K_LAST, K_EMB, K_LOSS, K_LAYOUT,
+                                          NULL };
 
 cJSON *plan_model_to_json(const plan_model *m)
 {
@@ -73,7 +84,8 @@ cJSON *plan_model_to_json(const plan_model *m)
         (m->first_blocks > 0 && !json_add_num(o, K_FIRST, m->first_blocks)) ||
         (m->last_blocks > 0 && !json_add_num(o, K_LAST, m->last_blocks)) ||
         (m->account_embedding && !cJSON_AddBoolToObject(o, K_EMB, 1)) ||
-        (m->account_loss && !cJSON_AddBoolToObject(o, K_LOSS, 1)))
+        (m->account_loss && !cJSON_AddBoolToObject(o, K_LOSS, 1)) ||
+        (m->pipeline_layout && !cJSON_AddStringToObject(o, K_LAYOUT, m->pipeline_layout)))
         goto fail;
     return o;
 fail:
@@ -131,6 +143,51 @@ static transformer *load_transformer(const jctx *jc, const cJSON *v)
     return tf;
 }
 
+/* The blocks of pl's stage k (its layers less the embedding, layer 0, and the head). */
+static int stage_blocks(const plan *pl, int k)
+{
+    const plan_stage *st = &pl->stages[k];
+    int head = pl->prof->nlayers - 1;
+    int a = st->first_layer < 1 ? 1 : st->first_layer;
+    int b = st->last_layer >= head ? head - 1 : st->last_layer;
+    return b >= a ? b - a + 1 : 0;
+}
+
+/* m's pipeline_model_parallel_layout at v (absent: none), checked against pl: alone (no
+ * other uneven split: `uneven`, nor balance), a layout string Megatron-Core takes for the
+ * plan's pp x v virtual stages (pplayout_split), each holding the blocks the plan's stage of
+ * that index holds. 0, or -1 with err naming model.pipeline_model_parallel_layout. */
+static int load_layout(const jctx *jc, const cJSON *v, const plan *pl, plan_model *m,
+                       int uneven)
+{
+    const char *s = NULL;
+    if (json_get_str(jc, v, "model", K_LAYOUT, 0, &s)) return -1;
+    if (!s) return 0;
+    if (uneven || m->balance)
+        return err_set(jc->err, jc->file, "model." K_LAYOUT, "expected no %s with it "
+                       "(Megatron-Core takes one kind of uneven split)",
+                       m->balance ? "balance" : "decoder_first/last or account_for option");
+    int vv = pl->chunks > 1 ? pl->chunks : 1, pp = pl->nstages / vv;
+    int *n = calloc((size_t)pl->nstages, sizeof *n);
+    if (!n) return err_set(jc->err, jc->file, "model." K_LAYOUT, "out of memory");
+    plumb_err in;
+    err_clear(&in);
+    int rc = 0;
+    if (pplayout_split(s, (int)m->tf->layers, pp, vv, n, &in)) {
+        rc = err_set(jc->err, jc->file, "model." K_LAYOUT, "%s", in.msg);
+    } else {
+        for (int k = 0; k < pl->nstages && !rc; k++)
+            if (n[k] != stage_blocks(pl, k))
+                rc = err_set(jc->err, jc->file, "model." K_LAYOUT, "expected virtual stage %d "
+                             "to hold the %d blocks of the plan's stage %d (the layout gives "
+                             "%d)", k, stage_blocks(pl, k), k, n[k]);
+    }
+    free(n);
+    if (!rc && !(m->pipeline_layout = strdup(s)))
+        rc = err_set(jc->err, jc->file, "model." K_LAYOUT, "out of memory");
+    return rc;
+}
+
 /* The options of m at v, checked against pl. 0, or -1 with err. */
 static int load_options(const jctx *jc, const cJSON *v, const plan *pl, plan_model *m)
 {
@@ -173,6 +230,7 @@ static int load_options(const jctx *jc, const cJSON *v, const plan *pl, plan_mod
         return err_set(jc->err, jc->file, "model.balance", "expected false with an uneven "
                        "split (the stages are Megatron-Core's, not balanced)");
     int v_ = pl->chunks > 1 ? pl->chunks : 1, pp = pl->nstages / v_;
+    if (load_layout(jc, v, pl, m, counts || acc)) return -1;
     if (m->first_blocks && rank_blocks(pl, 0) != m->first_blocks)
         return err_set(jc->err, jc->file, "model." K_FIRST, "expected the %d blocks the stages "
                        "give pipeline rank 0 (got %d)", rank_blocks(pl, 0), m->first_blocks);

@@ -6,10 +6,11 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
+#include "core/pplayout.h"
 #include "core/schedule_traits.h"
 #include "planner/llm_profile.h"
-#include "planner/pplayout.h"
 
 void layout3d_options_init(layout3d_options *o)
 {
@@ -385,6 +386,10 @@ plan *layout3d_build(const transformer *t, const cluster *c, const char *cluster
     pl->model->last_blocks = o->last_blocks;
     pl->model->account_embedding = o->account_embedding ? 1 : 0;
     pl->model->account_loss = o->account_loss ? 1 : 0;
+    if (o->pipeline_layout && !(pl->model->pipeline_layout = strdup(o->pipeline_layout))) {
+        err_set(err, NULL, NULL, "out of memory");
+        goto fail;
+    }
     if (plan_validate(pl, "(3D layout)", err)) goto fail;
     free(n);
     profile_free(prof);
@@ -433,5 +438,6 @@ int layout3d_options_from_plan(const plan *pl, layout3d_options *o)
     o->last_blocks = m->last_blocks;
     o->account_embedding = m->account_embedding;
     o->account_loss = m->account_loss;
+    o->pipeline_layout = m->pipeline_layout; /* borrowed from pl */
     return 0;
 }

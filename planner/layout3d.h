@@ -57,7 +57,7 @@ typedef struct layout3d_options {
     int account_loss;      /* 1: --account-for-loss-in-pipeline-split (the head and loss
                               count as a block) */
     const char *pipeline_layout; /* --pipeline-layout: Megatron-Core's layout string
-                              (planner/pplayout.h; borrowed, the caller keeps it alive), which
+                              (core/pplayout.h; borrowed, the caller keeps it alive), which
                               fixes the blocks of every virtual stage and the stages per rank;
                               NULL: not given. Excludes the four options above */
 } layout3d_options;
@@ -138,9 +138,10 @@ plan *layout3d_build(const transformer *t, const cluster *c, const char *cluster
  * interleave, schedule, recomputation (the checkpoint interval only where it is not the
  * default's), sequence parallelism, ZeRO, precision, the loss, p2p, grad-sync, the
  * gradient and optimizer-state precision from the plan; sequence length, attention,
- * balance and the uneven split from its model. layout3d_build(pl->model->tf, pl->clus, ...,
- * o) then gives pl's stages again (before balancing) and its profile. 0, or -1 when pl has
- * no model or no stages. */
+ * balance and the uneven split from its model (o->pipeline_layout borrowed from pl->model:
+ * valid while pl is). layout3d_build(pl->model->tf, pl->clus, ..., o) then gives pl's
+ * stages again (before balancing) and its profile. 0, or -1 when pl has no model or no
+ * stages. */
 int layout3d_options_from_plan(const plan *pl, layout3d_options *o);
 
 #endif

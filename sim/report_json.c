@@ -180,6 +180,8 @@ static void layout_json(cJSON *o, const sim_report *r)
         cJSON_AddBoolToObject(o, "account_for_embedding_in_pipeline_split", 1);
     if (r->account_loss)
         cJSON_AddBoolToObject(o, "account_for_loss_in_pipeline_split", 1);
+    if (r->pipeline_layout)
+        cJSON_AddStringToObject(o, "pipeline_model_parallel_layout", r->pipeline_layout);
     if (r->grad_sync_end)
         cJSON_AddStringToObject(o, "grad_sync", "end");
     if (r->p2p_whole) /* only when set: default reports read as before */

@@ -114,6 +114,7 @@ void sim_report_free(sim_report *r)
     free(r->devices);
     free(r->links);
     free(r->stages);
+    free(r->pipeline_layout);
     timeline_free(r->tl);
     free(r);
 }
@@ -301,6 +302,9 @@ static int fill_layout(sim_report *rep, const plan *pl, const sim_model *m)
         rep->last_blocks = pl->model->last_blocks;
         rep->account_embedding = pl->model->account_embedding;
         rep->account_loss = pl->model->account_loss;
+        if (pl->model->pipeline_layout &&
+            !(rep->pipeline_layout = strdup(pl->model->pipeline_layout)))
+            return -1;
     }
     rep->optimizer_state = pl->optimizer_state;
     rep->gpus = plan_gpus(pl);

@@ -235,6 +235,7 @@ typedef struct sim_report {
                                  --decoder-first/last-pipeline-num-layers; 0: not given) */
     int account_embedding, account_loss; /* its --account-for-embedding/loss-in-pipeline-
                                  split (1: given) */
+    char *pipeline_layout;    /* owned, or NULL: its --pipeline-layout string */
     int gpus;                 /* every member of every group (plan_gpus) */
     const char *device_noun;  /* what the cluster's devices are called in text
                                  (cluster_device_noun: "GPU", "CPU worker"; static; NULL

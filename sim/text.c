@@ -144,7 +144,7 @@ static void print_layout(const sim_report *r, FILE *out)
         k += (size_t)snprintf(split + k, sizeof split - k, ", embedding-in-split");
     if (r->account_loss && k < sizeof split)
         snprintf(split + k, sizeof split - k, ", loss-in-split");
-    fprintf(out, "layout          tp %d%s x pp %d x dp %d = %d %ss%s, global batch %d, %s%s%s%s%s%s%s%s%s%s%s\n",
+    fprintf(out, "layout          tp %d%s x pp %d x dp %d = %d %ss%s, global batch %d, %s%s%s%s%s%s%s%s%s%s%s%s%s\n",
             r->tp, cps, r->pp, r->dp, r->gpus, noun, r->interleave > 1 ? " (interleaved)" : "",
             r->global_batch, dev_precision_name(r->precision),
             r->fp8_param_gather ? ", fp8-param-gather" : "", /* as plan --model's text */
@@ -156,7 +156,8 @@ static void print_layout(const sim_report *r, FILE *out)
             r->optimizer_state == DEV_BF16 ? ", bf16 optimizer state" : "",
             r->grad_sync_end ? ", gradients reduced at the end" : "",
             r->p2p_whole && r->tp > 1 && !r->sequence_parallel ? ", whole-tensor p2p" : "",
-            split);
+            split, r->pipeline_layout ? ", pipeline layout " : "", /* as plan --model's */
+            r->pipeline_layout ? r->pipeline_layout : "");
     if (r->tokens_per_sample <= 0 && r->tflops_per_gpu < 0)
         return;
     fprintf(out, "model speed    ");

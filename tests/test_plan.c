@@ -1143,6 +1143,48 @@ Test(plan, model_round_trips_byte_identical)
     rm_tree(tmp);
 }
 
+/* A layout of Megatron-Core's layout string (--pipeline-layout) records the string in its
+ * model: written, read back (checked against the stages) and written again byte for byte;
+ * the options read back from the plan lay out the same stages. */
+Test(plan, model_pipeline_layout_round_trips)
+{
+    layout3d_options o;
+    layout3d_options_init(&o);
+    o.seq = 1024, o.pipeline_layout = "Et*12|t*20L";
+    plan *pl = layout_plan(LLAMA, &o);
+    cr_assert_not_null(pl->model);
+    cr_assert_str_eq(pl->model->pipeline_layout, "Et*12|t*20L");
+    cr_expect_eq(pl->stages[0].last_layer, 12, "the first stage holds the embedding + 12");
+    char *tmp = make_tmpdir(), a[512], b[512];
+    snprintf(a, sizeof a, "%s/a.json", tmp);
+    snprintf(b, sizeof b, "%s/b.json", tmp);
+    plumb_err e;
+    err_clear(&e);
+    cr_assert_eq(plan_save(pl, a, &e), 0, "%s", e.msg);
+    plan *back = plan_load(a, &e);
+    cr_assert_not_null(back, "%s", e.msg);
+    cr_assert_not_null(back->model);
+    cr_expect(plan_model_equal(pl->model, back->model));
+    cr_assert_eq(plan_save(back, b, &e), 0, "%s", e.msg);
+    char *ta = file_text(a), *tb = file_text(b);
+    cr_expect_str_eq(ta, tb, "written again, the file differs");
+    cr_expect(strstr(ta, "\"pipeline_model_parallel_layout\":\t\"Et*12|t*20L\""), "%s", ta);
+    plan *k = plan_clone(back);
+    cr_expect(plan_equal(k, back) && k->model->pipeline_layout != back->model->pipeline_layout);
+    free(back->model->pipeline_layout);
+    back->model->pipeline_layout = NULL;
+    cr_expect(!plan_model_equal(pl->model, back->model), "plan_model_equal compares it");
+    layout3d_options r;
+    cr_assert_eq(layout3d_options_from_plan(k, &r), 0);
+    cr_expect_str_eq(r.pipeline_layout, "Et*12|t*20L");
+    free(ta);
+    free(tb);
+    plan_free(k);
+    plan_free(back);
+    plan_free(pl);
+    rm_tree(tmp);
+}
+
 /* Every family's config.json is written as its plumb-transformer/1 equivalent, --seq-len
  * applied: read back, the same transformer (gpt2's learned positions and tied embeddings,
  * llama's, mistral's grouped-query attention), the same parameter count, and laid out
@@ -1283,8 +1325,39 @@ static void mm_first_big(cJSON *m, cJSON *r)
     set(m, "decoder_first_pipeline_num_layers", cJSON_CreateNumber(33));
 }
 
+static void mm_layout_and_first(cJSON *m, cJSON *r)
+{
+    (void)r;
+    set(m, "pipeline_model_parallel_layout", cJSON_CreateString("Et*12|t*20L"));
+}
+static void mm_layout_other_stages(cJSON *m, cJSON *r)
+{
+    (void)r;
+    cJSON_DeleteItemFromObject(m, "decoder_first_pipeline_num_layers");
+    set(m, "pipeline_model_parallel_layout", cJSON_CreateString("Et*16|t*16L"));
+}
+static void mm_layout_syntax(cJSON *m, cJSON *r)
+{
+    (void)r;
+    cJSON_DeleteItemFromObject(m, "decoder_first_pipeline_num_layers");
+    set(m, "pipeline_model_parallel_layout", cJSON_CreateString("Et*12|t*20X"));
+}
+static void mm_layout_type(cJSON *m, cJSON *r)
+{
+    (void)r;
+    cJSON_DeleteItemFromObject(m, "decoder_first_pipeline_num_layers");
+    set(m, "pipeline_model_parallel_layout", cJSON_CreateNumber(12));
+}
+
 Test(plan, bad_model_one_line_each)
 {
+    expect_bad_model(mm_layout_and_first, "model.pipeline_model_parallel_layout", "one kind");
+    expect_bad_model(mm_layout_other_stages, "model.pipeline_model_parallel_layout",
+                     "expected virtual stage 0 to hold the 12 blocks of the plan's stage 0 "
+                     "(the layout gives 16)");
+    expect_bad_model(mm_layout_syntax, "model.pipeline_model_parallel_layout",
+                     "--pipeline-layout");
+    expect_bad_model(mm_layout_type, "model.pipeline_model_parallel_layout", NULL);
     expect_bad_model(mm_type, "model", "expected an object");
     expect_bad_model(mm_key, "model.seq_length", "unknown");
     expect_bad_model(mm_miss_tf, "model.transformer", "missing");

@@ -1,4 +1,4 @@
-/* test_pplayout.c: Megatron-Core's pipeline layout string (planner/pplayout.h) and the
+/* test_pplayout.c: Megatron-Core's pipeline layout string (core/pplayout.h) and the
  * layouts it builds (planner/layout3d.h). The parser's stages are checked against unrollings
  * written out here by hand from Megatron-Core's parse_str_to_list (commas dropped, "(...)*n"
  * then "x*n" unrolled, split at '|') and its checks (the stage count a multiple of pp, E
@@ -12,7 +12,7 @@
 
 #include "core/plan.h"
 #include "planner/layout3d.h"
-#include "planner/pplayout.h"
+#include "core/pplayout.h"
 #include "sim/sim.h"
 #include "llmfix.h"
 

@@ -123,6 +123,7 @@ void ui_base_free(ui_base *b)
     cache_free(b->cache);
     transformer_free(b->model);
     free(b->cluster_file);
+    free(b->pipeline_layout);
     memset(b, 0, sizeof *b);
 }
 
@@ -158,11 +159,14 @@ static int base_plan_model(ui_base *b, plan *L, const char *path, const char *sr
     err_clear(&in);
     int rc = -1;
     if (layout3d_options_from_plan(L, &o) || !(t = transformer_clone(L->model->tf)) ||
-        !(c = cluster_clone(L->clus))) {
+        !(c = cluster_clone(L->clus)) ||
+        (o.pipeline_layout && !(b->pipeline_layout = dup_str(o.pipeline_layout)))) {
         transformer_free(t);
+        cluster_free(c);
         err_set(err, NULL, NULL, "out of memory");
         goto done;
     }
+    o.pipeline_layout = b->pipeline_layout; /* L goes: the base keeps its own copy */
     rc = base_model(b, t, c, path, &o, &rt, src, L, &in);
     if (rc) err_set(err, path, "model", "%s", in.msg);
 done:

@@ -73,6 +73,8 @@ typedef struct ui_base {
                                       (ui_base_whatif); its gradient and optimizer-state
                                       precision and balance ride every layout */
     char *cluster_file;            /* the cluster's path, for layout3d's messages */
+    char *pipeline_layout;         /* owned, or NULL: a plan file's --pipeline-layout, which
+                                      lopt.pipeline_layout points at */
 } ui_base;
 
 /* Loads the base: a plan file (plan_path != NULL), or a profile and a cluster. A plan file

@@ -467,6 +467,15 @@ if "$PLUMB" plan "${FP8[@]}" --decoder-first-pipeline-num-layers 12 -o "$tmp/fir
     "$PLUMB" sim "$tmp/acc.json" | grep -Eq '^layout .*, embedding-in-split, loss-in-split$' ||
         fail "accounting split: the layout line: $("$PLUMB" sim "$tmp/acc.json" | grep '^layout')"
     "$PLUMB" sim "$tmp/fp8.json" | grep -q 'pp-first\|in-split' && fail "an even split names one"
+    # Megatron-Core's layout string (--pipeline-layout) of the same stages: named on the
+    # layout line and in the JSON, the iteration the uneven split's
+    "$PLUMB" plan "${FP8[@]}" --pipeline-layout 'Et*12|t*20L' -o "$tmp/pll.json" >/dev/null &&
+        "$PLUMB" sim "$tmp/pll.json" | grep -Eq '^layout .*ZeRO-1 optimizer, pipeline layout Et\*12\|t\*20L$' ||
+        fail "pipeline layout: the layout line: $("$PLUMB" sim "$tmp/pll.json" | grep '^layout')"
+    "$PLUMB" sim "$tmp/pll.json" --json | grep -qF '"pipeline_model_parallel_layout":	"Et*12|t*20L"' ||
+        fail "pipeline layout: the JSON report lacks pipeline_model_parallel_layout"
+    [ "$("$PLUMB" sim "$tmp/pll.json" | grep '^iteration')" = "$("$PLUMB" sim "$tmp/first.json" | grep '^iteration')" ] ||
+        fail "pipeline layout Et*12|t*20L: not the iteration of --decoder-first-pipeline-num-layers 12"
     python3 -c 'import json, sys; p = json.load(open(sys.argv[1])); p["model"]["seq_len"] = 2048
 json.dump(p, open(sys.argv[2], "w"))' "$tmp/first.json" "$tmp/badmodel.json"
     expect_bad "$tmp/badmodel.json: model.seq_len: expected the profile's tokens_per_sample 1024 (got 2048)" \

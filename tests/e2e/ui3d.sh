@@ -444,6 +444,17 @@ for k in '' W w n; do
 done
 "$P" sim "$d/f2.json" | grep -q '^layout .*fp8-param-gather, ZeRO-1 optimizer, pp-first-layers-12$' ||
     { echo "FAIL sim of a plan file with its model: $("$P" sim "$d/f2.json" | grep '^layout')"; fail=1; }
+# the same with Megatron-Core's layout string for that split: the file's frames are ui
+# --model's (the string kept by the dashboard after the file is closed), naming it
+F3=("${F2[@]:0:${#F2[@]}-2}" --pipeline-layout 'Et*12|t*20L')
+"$P" plan "${F3[@]}" -o "$d/f3.json" >/dev/null
+for k in '' W n; do
+    "$P" ui "$d/f3.json" --snapshot 200x30 --keys "$k" --mono 2>&1 | sed 1d >"$d/file.frame"
+    "$P" ui "${F3[@]}" --snapshot 200x30 --keys "$k" --mono 2>&1 | sed 1d >"$d/model.frame"
+    cmp -s "$d/file.frame" "$d/model.frame" && grep -q 'pipeline-layout' "$d/file.frame" ||
+        { echo "FAIL ui PLAN.json with a pipeline layout, keys '$k': not ui --model's frame"
+          diff "$d/file.frame" "$d/model.frame" | head -6; fail=1; }
+done
 
 [ $fail = 0 ] && echo "ui3d: ok"
 exit $fail

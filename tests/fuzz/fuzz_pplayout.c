@@ -1,4 +1,4 @@
-/* fuzz_pplayout.c: libFuzzer target for the pipeline layout string (planner/pplayout.h,
+/* fuzz_pplayout.c: libFuzzer target for the pipeline layout string (core/pplayout.h,
  * plumb plan --model --pipeline-layout). The first input byte picks the model's blocks and
  * the pipeline ranks; the rest is the string. It must parse or fail with a one-line message,
  * never crash, overflow or run long (the unrolled layout is bounded); a parsed layout must
@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "planner/pplayout.h"
+#include "core/pplayout.h"
 
 /* A message is set and holds no newline; else abort. */
 static void one_line(const plumb_err *e)

@@ -1,7 +1,7 @@
-/* pplayout.c: Megatron-Core's flexible pipeline layout string (planner/pplayout.h): the
+/* pplayout.c: Megatron-Core's flexible pipeline layout string (core/pplayout.h): the
  * string unrolled under a bound, split into virtual stages, and checked against the model,
  * the pipeline and what plumb's stages can hold. */
-#include "planner/pplayout.h"
+#include "core/pplayout.h"
 
 #include <stdlib.h>
 #include <string.h>
