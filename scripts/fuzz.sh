@@ -29,7 +29,6 @@ declare -A extra_srcs=(
     [checkpoint]="exec/model.c exec/checkpoint.c"
     [trace]="sim/compare.c sim/compare_id.c sim/compare_mem.c"
     [transformer]="planner/llm_profile.c"
-    [pplayout]="core/pplayout.c"
     [plan_sim]="$(echo planner/*.c sim/*.c ui/*.c)")
 declare -A extra_libs=([plan_sim]="-lncursesw -lpthread" [model]="-lz" [checkpoint]="-lz")
 cflags=(-std=c11 -g -O1 -fno-omit-frame-pointer -D_POSIX_C_SOURCE=200809L -I. -Icore
