@@ -506,15 +506,18 @@ Test(cp, bad_input)
 
 /* The one rule of what cp asks (llm_cp_check), which the profile's errors, the search's
  * candidates and the dashboard's cp keys all read: flash attention, 2 cp dividing the
- * sequence; cp 1 always, cp 0 never; an unknown sequence (0) not checked. */
+ * sequence, tp x cp dividing a server; cp 1 always, cp 0 never; an unknown sequence (0) or
+ * server (0) not checked. */
 Test(cp, rule_is_flash_and_the_balanced_split)
 {
-    cr_assert_eq(llm_cp_check(1, LLM_ATTN_STANDARD, 2049), LLM_CP_OK);
-    cr_assert_eq(llm_cp_check(0, LLM_ATTN_FLASH, 2048), LLM_CP_BAD_COUNT);
-    cr_assert_eq(llm_cp_check(2, LLM_ATTN_STANDARD, 2048), LLM_CP_NEEDS_FLASH);
-    cr_assert_eq(llm_cp_check(4, LLM_ATTN_FLASH, 2052), LLM_CP_SPLITS_SEQ); /* 8 does not divide */
-    cr_assert_eq(llm_cp_check(2, LLM_ATTN_FLASH, 2052), LLM_CP_OK);         /* 4 does */
-    cr_assert_eq(llm_cp_check(8, LLM_ATTN_FLASH, 0), LLM_CP_OK);
+    cr_assert_eq(llm_cp_check(1, LLM_ATTN_STANDARD, 2049, 3, 8), LLM_CP_OK);
+    cr_assert_eq(llm_cp_check(0, LLM_ATTN_FLASH, 2048, 1, 8), LLM_CP_BAD_COUNT);
+    cr_assert_eq(llm_cp_check(2, LLM_ATTN_STANDARD, 2048, 1, 8), LLM_CP_NEEDS_FLASH);
+    /* 8 does not divide 2052, 4 does */
+    cr_assert_eq(llm_cp_check(4, LLM_ATTN_FLASH, 2052, 1, 8), LLM_CP_SPLITS_SEQ);
+    cr_assert_eq(llm_cp_check(2, LLM_ATTN_FLASH, 2052, 1, 8), LLM_CP_OK);
+    cr_assert_eq(llm_cp_check(8, LLM_ATTN_FLASH, 0, 1, 8), LLM_CP_OK);
+    cr_assert_eq(llm_cp_check(8, LLM_ATTN_FLASH, 0, 1, 0), LLM_CP_OK);
     /* the profile refuses what the rule refuses, naming --cp */
     transformer *t = llmfix_model("examples/llm/gpt2.json");
     cluster *c = llmfix_cluster("profiles/clusters/dgx-a100-80g.json");
@@ -529,4 +532,26 @@ Test(cp, rule_is_flash_and_the_balanced_split)
     cr_assert(strstr(e.msg, "--cp"), "%s", e.msg);
     transformer_free(t);
     cluster_free(c);
+}
+
+/* tp x cp must divide a server's devices where a server is given: tp 2 x cp 4 on 8, not tp
+ * 4 x cp 4 (16) nor tp 2 x cp 3 (6); the sequence's rule first; a layout given by hand (no
+ * server, as llm_profile_build asks) may span servers, and the profile builds it. */
+Test(cp, rule_tp_cp_within_a_server)
+{
+    cr_assert_eq(llm_cp_check(4, LLM_ATTN_FLASH, 8192, 2, 8), LLM_CP_OK);
+    cr_assert_eq(llm_cp_check(4, LLM_ATTN_FLASH, 8192, 4, 8), LLM_CP_SPANS_SERVERS);
+    cr_assert_eq(llm_cp_check(3, LLM_ATTN_FLASH, 8190, 2, 8), LLM_CP_SPANS_SERVERS);
+    cr_assert_eq(llm_cp_check(3, LLM_ATTN_FLASH, 8192, 2, 8), LLM_CP_SPLITS_SEQ);
+    cr_assert_eq(llm_cp_check(2, LLM_ATTN_STANDARD, 8192, 8, 8), LLM_CP_NEEDS_FLASH);
+    cr_assert_eq(llm_cp_check(2, LLM_ATTN_FLASH, 8192, 8, 1), LLM_CP_SPANS_SERVERS);
+    cr_assert_eq(llm_cp_check(2, LLM_ATTN_FLASH, 8192, 8, 0), LLM_CP_OK);
+    cr_assert_eq(llm_cp_check(1, LLM_ATTN_FLASH, 8192, 8, 4), LLM_CP_OK); /* tp's own rule */
+    plumb_err err = {{0}};
+    layout3d_options o = opts(2, 8, 1, 1); /* 16 ranks over two 8-GPU servers */
+    o.gpus = 16;
+    plan *pl = build(&o, &err);
+    cr_assert_not_null(pl, "%s", err.msg);
+    cr_assert_eq(plan_cp_device(pl, 0, 0, 4), 8);
+    plan_free(pl);
 }
