@@ -360,6 +360,31 @@ Test(cp, reduce_dp1_runs_the_ring)
     plan_free(pl);
 }
 
+/* n servers of one A100 each over 25 Gb/s Ethernet, each server's egress egress_gbit Gb/s
+ * (25: one lane, as one link; 200: 8 lanes). */
+static cluster *eth_servers(int n, int egress_gbit)
+{
+    char text[1024];
+    snprintf(text, sizeof text, "{\"format\": \"plumb-cluster/1\", \"name\": \"x\", "
+             "\"levels\": [{\"name\": \"local\", \"count\": 1, "
+             "\"bandwidth_gbit_per_s\": 2400, \"latency_us\": 3}, {\"name\": \"eth\", "
+             "\"count\": %d, \"bandwidth_gbit_per_s\": 25, \"latency_us\": 5, "
+             "\"egress_gbit_per_s\": %d}], \"device_types\": [{\"name\": "
+             "\"A100\", \"memory_gib\": 79, \"speed\": 1, \"peak_tflops\": 19.5, "
+             "\"peak_tflops_by_precision\": {\"bf16\": 312}, "
+             "\"memory_gbyte_per_s\": 2039, \"efficiency\": {\"gemm\": 0.77, "
+             "\"attention\": 0.5, \"memory\": 0.6, \"kernel_overhead_us\": 5}}], "
+             "\"device_type\": \"A100\"}",
+             n, egress_gbit);
+    cJSON *j = cJSON_Parse(text);
+    cr_assert_not_null(j);
+    plumb_err err = {{0}};
+    cluster *c = cluster_from_json(j, "x.json", &err);
+    cJSON_Delete(j);
+    cr_assert_not_null(c, "%s", err.msg);
+    return c;
+}
+
 /* One A100 per server over 25 Gb/s Ethernet whose egress is one link's (one lane) or 8
  * times it: dp 1, cp 2, pp 2 puts stage 0's context ranks on servers 0 and 1 and stage 1's
  * on 2 and 3, so the cp ring's hop 0 -> 1 leaves server 0's port with the pipeline's
@@ -371,26 +396,10 @@ Test(cp, reduce_dp1_contends_with_sends)
 {
     double fig[2], priced[2];
     for (int lanes = 0; lanes < 2; lanes++) {
-        char text[1024];
-        snprintf(text, sizeof text, "{\"format\": \"plumb-cluster/1\", \"name\": \"x\", "
-                 "\"levels\": [{\"name\": \"local\", \"count\": 1, "
-                 "\"bandwidth_gbit_per_s\": 2400, \"latency_us\": 3}, {\"name\": \"eth\", "
-                 "\"count\": 4, \"bandwidth_gbit_per_s\": 25, \"latency_us\": 5, "
-                 "\"egress_gbit_per_s\": %d}], \"device_types\": [{\"name\": "
-                 "\"A100\", \"memory_gib\": 79, \"speed\": 1, \"peak_tflops\": 19.5, "
-                 "\"peak_tflops_by_precision\": {\"bf16\": 312}, "
-                 "\"memory_gbyte_per_s\": 2039, \"efficiency\": {\"gemm\": 0.77, "
-                 "\"attention\": 0.5, \"memory\": 0.6, \"kernel_overhead_us\": 5}}], "
-                 "\"device_type\": \"A100\"}",
-                 lanes ? 25 : 200);
-        cJSON *j = cJSON_Parse(text);
-        cr_assert_not_null(j);
-        plumb_err err = {{0}};
-        cluster *c = cluster_from_json(j, "x.json", &err);
-        cJSON_Delete(j);
-        cr_assert_not_null(c, "%s", err.msg);
+        cluster *c = eth_servers(4, lanes ? 25 : 200);
         transformer *t = small_model();
         layout3d_options o = opts(1, 2, 2, 1);
+        plumb_err err = {{0}};
         plan *pl = layout3d_build(t, c, "x.json", &o, &err);
         cr_assert_not_null(pl, "%s", err.msg);
         cr_assert_eq(plan_cp_device(pl, 0, 0, 1), 1);
@@ -406,9 +415,29 @@ Test(cp, reduce_dp1_contends_with_sends)
     cr_assert(fig[1] > priced[1] * 1.001, "one lane: %.9g against %.9g", fig[1], priced[1]);
 }
 
-/* dp 2, cp 2 (tp 2): the engine's ring runs the 4 members' 2 (4 - 1) steps per bucket, each
- * a transfer on the replicas' hop 0 -> 4 (one per hop with ring_per_hop), and moves 2 x 3/4
- * of the gradients over it per iteration. */
+/* The links of r whose bytes run src -> dst: each must have moved `transfers` transfers
+ * of `bytes` in all (within 1e-6 of g); returns how many such links r has. */
+static int ring_links(const sim_result *r, const int *src, const int *dst, int n,
+                      long long transfers, double bytes, double g)
+{
+    int found = 0;
+    for (int i = 0; i < r->nlinks; i++) {
+        const sim_link_stat *l = &r->links[i];
+        for (int k = 0; k < n; k++) {
+            if (l->src != src[k] || l->dst != dst[k]) continue;
+            found++;
+            cr_assert_eq(l->transfers, transfers, "%d -> %d: %lld", l->src, l->dst,
+                         l->transfers);
+            cr_assert_float_eq(l->bytes, bytes, 1e-6 * g, "%d -> %d", l->src, l->dst);
+        }
+    }
+    return found;
+}
+
+/* dp 2, cp 2 (tp 2): the engine's ring runs over the 4 members 0 -> 2 -> 4 -> 6 -> 0
+ * (replica 0's context ranks 0 and 2, replica 1's 4 and 6), every hop a transfer, the hops
+ * inside a replica (0 -> 2, 4 -> 6) as those between replicas: per bucket 2 (4 - 1) steps
+ * of a quarter of it on each, hop by hop or grouped alike; nothing runs 0 -> 4. */
 Test(cp, reduce_dp2_four_members)
 {
     layout3d_options o = opts(2, 2, 1, 2);
@@ -423,23 +452,73 @@ Test(cp, reduce_dp2_four_members)
     cr_assert_not_null(s, "%s", err.msg);
     sim_model m;
     cr_assert_eq(sim_cost_build(&m, pl, s, &net, -1, 1, &err), 0, "%s", err.msg);
-    m.ring_per_hop = 1;
-    double g = m.grad_bytes[0], kb = ceil(g / SIM_BUCKET_BYTES);
-    sim_result r;
-    cr_assert_eq(sim_engine_run(&m, &r, &err), 0, "%s", err.msg);
-    int found = 0;
-    for (int i = 0; i < r.nlinks; i++) {
-        const sim_link_stat *l = &r.links[i];
-        if (l->src != 0 || l->dst != 4) continue;
-        found = 1;
-        cr_assert_eq(l->transfers, (long long)(iters * kb * 2 * 3), "%lld", l->transfers);
-        cr_assert_float_eq(l->bytes, iters * g * 2 * 3 / 4, 1e-6 * g);
+    double g = m.grad_bytes[0], kb = ceil(g / SIM_BUCKET_BYTES), fig[2];
+    const int src[4] = {0, 2, 4, 6}, dst[4] = {2, 4, 6, 0}, from0[1] = {0}, to4[1] = {4};
+    for (int per_hop = 0; per_hop < 2; per_hop++) {
+        m.ring_per_hop = per_hop;
+        sim_result r;
+        cr_assert_eq(sim_engine_run(&m, &r, &err), 0, "%s", err.msg);
+        int found = ring_links(&r, src, dst, 4, (long long)(iters * kb * 6), iters * g * 6 / 4,
+                               g);
+        cr_assert_eq(found, 4, "links 0 -> 2 -> 4 -> 6 -> 0 (got %d)", found);
+        cr_assert_eq(ring_links(&r, from0, to4, 1, 0, 0, g), 0, "a link 0 -> 4");
+        fig[per_hop] = r.iteration_s;
+        sim_result_free(&r);
     }
-    cr_assert(found, "no link 0 -> 4");
-    sim_result_free(&r);
+    cr_assert_eq(fig[0], fig[1], "grouped %.17g, hop by hop %.17g", fig[0], fig[1]);
     sim_model_release(&m);
     schedule_free(s);
     plan_free(pl);
+}
+
+/* dp 2, cp 2, pp 2 on one-A100 servers (25 Gb/s Ethernet, egress one lane or 8): stage 0's
+ * replicas hold context ranks 0, 1 and 2, 3, stage 1's 4, 5 and 6, 7. The ring's hop
+ * inside replica 0, 0 -> 1, is a transfer of a quarter bucket per step (2 (4 - 1) per
+ * bucket) and leaves server 0 through the port of the pipeline's sends 0 -> 4, as 2 -> 3
+ * does with 2 -> 6; the hops between replicas (1 -> 2, 3 -> 0) leave servers that send
+ * nothing else. With 8 lanes nothing waits; with one lane those in-replica hops queue with
+ * the sends on their ports: slower, grouped and hop by hop alike. */
+Test(cp, reduce_dp2_in_replica_hop_contends_with_sends)
+{
+    double fig[2];
+    const int src[4] = {0, 1, 2, 3}, dst[4] = {1, 2, 3, 0};
+    for (int lanes = 0; lanes < 2; lanes++) {
+        cluster *c = eth_servers(8, lanes ? 25 : 200);
+        transformer *t = small_model();
+        layout3d_options o = opts(1, 2, 2, 2);
+        plumb_err err = {{0}};
+        plan *pl = layout3d_build(t, c, "x.json", &o, &err);
+        cr_assert_not_null(pl, "%s", err.msg);
+        cr_assert_eq(plan_cp_device(pl, 0, 0, 1), 1);
+        cr_assert_eq(plan_cp_device(pl, 0, 1, 0), 2);
+        cr_assert_eq(pl->stages[1].devices[0], 4);
+        sim_net net;
+        sim_net_from_cluster(&net, pl->clus, NULL);
+        int iters = 4;
+        schedule *s = schedule_from_plan(pl, iters, &err);
+        cr_assert_not_null(s, "%s", err.msg);
+        sim_model m;
+        cr_assert_eq(sim_cost_build(&m, pl, s, &net, -1, 1, &err), 0, "%s", err.msg);
+        double g = m.grad_bytes[0], kb = ceil(g / SIM_BUCKET_BYTES), per[2];
+        for (int per_hop = 0; per_hop < 2; per_hop++) {
+            m.ring_per_hop = per_hop;
+            sim_result r;
+            cr_assert_eq(sim_engine_run(&m, &r, &err), 0, "%s", err.msg);
+            int found = ring_links(&r, src, dst, 4, (long long)(iters * kb * 6),
+                                   iters * g * 6 / 4, g);
+            cr_assert_eq(found, 4, "links 0 -> 1 -> 2 -> 3 -> 0 (got %d)", found);
+            per[per_hop] = r.iteration_s;
+            sim_result_free(&r);
+        }
+        cr_assert_eq(per[0], per[1], "grouped %.17g, hop by hop %.17g", per[0], per[1]);
+        fig[lanes] = per[0];
+        sim_model_release(&m);
+        schedule_free(s);
+        plan_free(pl);
+        transformer_free(t);
+        cluster_free(c);
+    }
+    cr_assert(fig[1] > fig[0] * 1.001, "one lane %.9g, 8 lanes %.9g", fig[1], fig[0]);
 }
 
 /* The plan file carries "cp" (and its profile context_parallel); it reads back equal. */
