@@ -147,8 +147,7 @@ typedef struct ring {        /* a replicated stage's ring all-reduce (engine_rin
     int cls;                 /* its class: the least stage whose ring it reaches through
                                 shared hops' links, ports and workers (rings of other
                                 classes never touch what its shared hops hold) */
-    int rep;                 /* 1: no worker sends two of its shared hops: its steps may
-                                repeat (engine_ring.c) */
+    int multi;               /* 1: some worker sends two or more of its shared hops */
 } ring;
 
 typedef struct ringhop {     /* one hop of a ring */
@@ -156,6 +155,8 @@ typedef struct ringhop {     /* one hop of a ring */
     int priv;                /* 1: nothing else uses its link, nor its ports beyond their
                                 lanes, and its worker sends only hops like it, all in
                                 this ring */
+    int multi;               /* shared, and its worker sends another shared hop of the
+                                ring */
     int link;                /* -1 until the ring's first step */
     int width;               /* lanes of each port it holds (sim_net_ring_widths) */
     double occ;              /* link time per step */

@@ -54,8 +54,9 @@
  * before any event that is not independent (the engine's loop), at the end of each
  * bucket, and after the run. A bucket's shared hops then cost O(r) hop starts, not
  * O(r^2). Steps repeat without a timeline and with the dashboard's (skip_ring_hops: it
- * records nothing per step), not with the full one, nor when a worker sends two of the
- * ring's hops (its link time would add in another order).
+ * records nothing per step), not with the full one. A worker that sends several of the
+ * ring's shared hops (a context-parallel ring's) has their repeated link time added step
+ * after step in ring order, as the per-hop ring adds it.
  *
  * A ring whose hops are all private posts nothing but its own next event (a step's start,
  * then its end), and nothing else reads its state but through the deferred additions. When
@@ -285,10 +286,10 @@ static int mark_private(eng *E, pairs *P, int *wring)
     }
     /* classes: rings joined by a shared hop's link, port or worker (union-find on
      * stages; pc[] reused: each port's first ring, or -1) */
-    int *up = malloc(((size_t)E->ns + (size_t)P->n + 2 * (size_t)E->nw + 1) * sizeof *up);
+    int *up = malloc(((size_t)E->ns + (size_t)P->n + 3 * (size_t)E->nw + 1) * sizeof *up);
     if (!up)
         goto out;
-    int *pown = up + E->ns, *wown = pown + P->n, *wlast = wown + E->nw;
+    int *pown = up + E->ns, *wown = pown + P->n, *wlast = wown + E->nw, *whop = wlast + E->nw;
     for (int s = 0; s < E->ns; s++)
         up[s] = s;
     for (int i = 0; i < P->n; i++)
@@ -299,12 +300,18 @@ static int mark_private(eng *E, pairs *P, int *wring)
         pc[i] = -1;
     for (int s = 0; s < E->ns; s++) {
         ring *R = &E->rg[s];
-        R->rep = 1;
+        R->multi = 0;
         for (int q = 0; q < R->nshared; q++) {
-            const ringhop *h = &E->hop[E->shop[R->soff + q]];
+            int hj = E->shop[R->soff + q];
+            ringhop *h = &E->hop[hj];
             int pi = ht_find(&P->h, (uint64_t)(uint32_t)h->da, (uint64_t)(uint32_t)h->db);
-            if (wlast[h->w] == s)  /* two hops of one worker: their link time interleaves */
-                R->rep = 0;
+            h->multi = 0;
+            if (wlast[h->w] == s) {  /* two hops of one worker: their link time interleaves */
+                h->multi = E->hop[whop[h->w]].multi = 1;
+                R->multi = 1;
+            } else {
+                whop[h->w] = hj;
+            }
             wlast[h->w] = s;
             ring_join(up, &wown[h->w], s);
             ring_join(up, &pown[pi], s);
@@ -666,11 +673,19 @@ void eng_ring_unbatch(eng *E, int gi)
         if (window)
             l->st.bytes_window = eng_add_repeated(l->st.bytes_window, R->bytes, k);
         double *c = &E->comm_it[(size_t)h->w * E->niter + g->iter];
-        *c = eng_add_repeated(*c, h->occ, k);
+        if (!h->multi)
+            *c = eng_add_repeated(*c, h->occ, k);
         l->vend = g->vt + h->occ;
         l->vseq = g->vbase + (uint32_t)(hj - R->off);
         note_end(E, g->iter, l->vend);
     }
+    /* a worker's several hops: step after step, in ring order, as the per-hop ring adds */
+    for (long long i = 0; R->multi && i < k; i++)
+        for (int q = 0; q < R->nshared; q++) {
+            const ringhop *h = &E->hop[E->shop[R->soff + q]];
+            if (h->multi)
+                E->comm_it[(size_t)h->w * E->niter + g->iter] += h->occ;
+        }
 }
 
 int eng_ring_independent(const eng *E, int gi)
@@ -724,7 +739,7 @@ int eng_ring_step(eng *E, int gi, double t)
     int all = E->m->record && !E->m->skip_ring_hops, n = all ? R->n : R->nshared;
     /* repeatable (ring_repeat): no timeline, shared hops, every one virtual, none of
      * whose workers defers private link time */
-    int again = !all && R->nshared > 0 && R->rep;
+    int again = !all && R->nshared > 0;
     R->vmaxocc = 0;
     for (int k = 0; k < n; k++) {  /* with a timeline every hop, in ring order */
         int hj = all ? R->off + k : E->shop[R->soff + k];

@@ -2,9 +2,11 @@
  * rank's share of the compute (half of cp 1's FLOPs at cp 2, its activations those of s / cp
  * tokens), the K/V ring's bytes and buffers by hand, Megatron-Core's device order (tp
  * fastest, then cp, then dp; plan_cp_device its one owner) and the data-parallel group over
- * dp x cp ranks, the ring's time in the simulator's cost, the engine's gradient ring of dp
- * 1 over the cp ranks (its transfers, and their contention with the pipeline's sends), the
- * plan file's "cp" round trip, and each bad input's one line. */
+ * dp x cp ranks, the ring's time in the simulator's cost, the engine's gradient ring over
+ * every cp rank, of one replica or several (its transfers, the hops inside a replica's, and
+ * their contention with the pipeline's sends; grouped as hop by hop), the plan file's "cp"
+ * round trip, the one rule of where cp applies (llm_cp_check), and each bad input's one
+ * line. */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdio.h>
@@ -360,13 +362,13 @@ Test(cp, reduce_dp1_runs_the_ring)
     plan_free(pl);
 }
 
-/* n servers of one A100 each over 25 Gb/s Ethernet, each server's egress egress_gbit Gb/s
- * (25: one lane, as one link; 200: 8 lanes). */
-static cluster *eth_servers(int n, int egress_gbit)
+/* n servers of per A100s each (2400 Gb/s among them) over 25 Gb/s Ethernet, each server's
+ * egress egress_gbit Gb/s (25: one lane, as one link; 200: 8 lanes). */
+static cluster *eth_servers(int per, int n, int egress_gbit)
 {
     char text[1024];
     snprintf(text, sizeof text, "{\"format\": \"plumb-cluster/1\", \"name\": \"x\", "
-             "\"levels\": [{\"name\": \"local\", \"count\": 1, "
+             "\"levels\": [{\"name\": \"local\", \"count\": %d, "
              "\"bandwidth_gbit_per_s\": 2400, \"latency_us\": 3}, {\"name\": \"eth\", "
              "\"count\": %d, \"bandwidth_gbit_per_s\": 25, \"latency_us\": 5, "
              "\"egress_gbit_per_s\": %d}], \"device_types\": [{\"name\": "
@@ -375,7 +377,7 @@ static cluster *eth_servers(int n, int egress_gbit)
              "\"memory_gbyte_per_s\": 2039, \"efficiency\": {\"gemm\": 0.77, "
              "\"attention\": 0.5, \"memory\": 0.6, \"kernel_overhead_us\": 5}}], "
              "\"device_type\": \"A100\"}",
-             n, egress_gbit);
+             per, n, egress_gbit);
     cJSON *j = cJSON_Parse(text);
     cr_assert_not_null(j);
     plumb_err err = {{0}};
@@ -396,7 +398,7 @@ Test(cp, reduce_dp1_contends_with_sends)
 {
     double fig[2], priced[2];
     for (int lanes = 0; lanes < 2; lanes++) {
-        cluster *c = eth_servers(4, lanes ? 25 : 200);
+        cluster *c = eth_servers(1, 4, lanes ? 25 : 200);
         transformer *t = small_model();
         layout3d_options o = opts(1, 2, 2, 1);
         plumb_err err = {{0}};
@@ -434,6 +436,24 @@ static int ring_links(const sim_result *r, const int *src, const int *dst, int n
     return found;
 }
 
+/* Two runs of one model, grouped and hop by hop (ring_per_hop), alike bit for bit: the
+ * iteration, every worker's compute and link time, every link's statistics. */
+static void same_runs(const sim_result *a, const sim_result *b)
+{
+    cr_assert_eq(a->iteration_s, b->iteration_s, "grouped %.17g, hop by hop %.17g",
+                 a->iteration_s, b->iteration_s);
+    cr_assert_eq(a->nworkers, b->nworkers);
+    for (int w = 0; w < a->nworkers; w++) {
+        cr_assert_eq(a->comm_window[w], b->comm_window[w], "worker %d: %.17g, %.17g", w,
+                     a->comm_window[w], b->comm_window[w]);
+        cr_assert_eq(a->busy_window[w], b->busy_window[w], "worker %d", w);
+    }
+    cr_assert_eq(a->nlinks, b->nlinks);
+    for (int i = 0; i < a->nlinks; i++)
+        cr_assert(!memcmp(&a->links[i], &b->links[i], sizeof a->links[i]), "link %d -> %d",
+                  a->links[i].src, a->links[i].dst);
+}
+
 /* dp 2, cp 2 (tp 2): the engine's ring runs over the 4 members 0 -> 2 -> 4 -> 6 -> 0
  * (replica 0's context ranks 0 and 2, replica 1's 4 and 6), every hop a transfer, the hops
  * inside a replica (0 -> 2, 4 -> 6) as those between replicas: per bucket 2 (4 - 1) steps
@@ -452,23 +472,89 @@ Test(cp, reduce_dp2_four_members)
     cr_assert_not_null(s, "%s", err.msg);
     sim_model m;
     cr_assert_eq(sim_cost_build(&m, pl, s, &net, -1, 1, &err), 0, "%s", err.msg);
-    double g = m.grad_bytes[0], kb = ceil(g / SIM_BUCKET_BYTES), fig[2];
+    double g = m.grad_bytes[0], kb = ceil(g / SIM_BUCKET_BYTES);
     const int src[4] = {0, 2, 4, 6}, dst[4] = {2, 4, 6, 0}, from0[1] = {0}, to4[1] = {4};
+    sim_result r[2];
     for (int per_hop = 0; per_hop < 2; per_hop++) {
         m.ring_per_hop = per_hop;
-        sim_result r;
-        cr_assert_eq(sim_engine_run(&m, &r, &err), 0, "%s", err.msg);
-        int found = ring_links(&r, src, dst, 4, (long long)(iters * kb * 6), iters * g * 6 / 4,
-                               g);
+        cr_assert_eq(sim_engine_run(&m, &r[per_hop], &err), 0, "%s", err.msg);
+        int found = ring_links(&r[per_hop], src, dst, 4, (long long)(iters * kb * 6),
+                               iters * g * 6 / 4, g);
         cr_assert_eq(found, 4, "links 0 -> 2 -> 4 -> 6 -> 0 (got %d)", found);
-        cr_assert_eq(ring_links(&r, from0, to4, 1, 0, 0, g), 0, "a link 0 -> 4");
-        fig[per_hop] = r.iteration_s;
-        sim_result_free(&r);
+        cr_assert_eq(ring_links(&r[per_hop], from0, to4, 1, 0, 0, g), 0, "a link 0 -> 4");
     }
-    cr_assert_eq(fig[0], fig[1], "grouped %.17g, hop by hop %.17g", fig[0], fig[1]);
+    same_runs(&r[0], &r[1]);
+    sim_result_free(&r[0]);
+    sim_result_free(&r[1]);
     sim_model_release(&m);
     schedule_free(s);
     plan_free(pl);
+}
+
+/* The dp x cp ring grouped is the ring hop by hop, bit for bit, where a worker sends hops
+ * of unequal link time (its replica's NVLink hops, then one to the next replica's
+ * server): tp 2 x cp 4 x dp 2 on two and four 8-A100 servers, pp 1 and 2 (every hop
+ * private: each step one event, no hop a transfer), and tp 1 x cp 2 x pp 2 x dp 2 on
+ * servers of two A100s with one Ethernet lane out (each worker's two hops shared, the
+ * Ethernet one with the pipeline's sends; steps repeat, their link time added step after
+ * step in ring order). */
+Test(cp, ring_grouped_as_hop_by_hop)
+{
+    for (int pp = 1; pp <= 2; pp++) {
+        layout3d_options o = opts(2, 4, pp, 2);
+        o.gpus = 16 * pp;
+        plumb_err err = {{0}};
+        plan *pl = build(&o, &err);
+        cr_assert_not_null(pl, "%s", err.msg);
+        cr_assert_eq(pl->stages[0].devices[1], 8);
+        sim_net net;
+        sim_net_from_cluster(&net, pl->clus, NULL);
+        schedule *s = schedule_from_plan(pl, 4, &err);
+        cr_assert_not_null(s, "%s", err.msg);
+        sim_model m;
+        cr_assert_eq(sim_cost_build(&m, pl, s, &net, -1, 1, &err), 0, "%s", err.msg);
+        sim_result r[2];
+        for (int per_hop = 0; per_hop < 2; per_hop++) {
+            m.ring_per_hop = per_hop;
+            cr_assert_eq(sim_engine_run(&m, &r[per_hop], &err), 0, "%s", err.msg);
+        }
+        same_runs(&r[0], &r[1]);
+        cr_assert_eq(r[0].ring_hops_virtual, 0, "pp %d: every hop private", pp);
+        cr_assert_lt(r[0].events, r[1].events);
+        sim_result_free(&r[0]);
+        sim_result_free(&r[1]);
+        sim_model_release(&m);
+        schedule_free(s);
+        plan_free(pl);
+    }
+    /* two A100s per server, one Ethernet lane out of each: tp 1 x cp 2 x pp 2 x dp 2 */
+    cluster *c = eth_servers(2, 4, 25);
+    transformer *t = small_model();
+    layout3d_options o = opts(1, 2, 2, 2);
+    o.global_batch = 32;
+    plumb_err err = {{0}};
+    plan *pl = layout3d_build(t, c, "x.json", &o, &err);
+    cr_assert_not_null(pl, "%s", err.msg);
+    sim_net net;
+    sim_net_from_cluster(&net, pl->clus, NULL);
+    schedule *s = schedule_from_plan(pl, 6, &err);
+    cr_assert_not_null(s, "%s", err.msg);
+    sim_model m;
+    cr_assert_eq(sim_cost_build(&m, pl, s, &net, -1, 1, &err), 0, "%s", err.msg);
+    sim_result r[2];
+    for (int per_hop = 0; per_hop < 2; per_hop++) {
+        m.ring_per_hop = per_hop;
+        cr_assert_eq(sim_engine_run(&m, &r[per_hop], &err), 0, "%s", err.msg);
+    }
+    same_runs(&r[0], &r[1]);
+    cr_assert_gt(r[0].ring_steps_repeated, 0);
+    sim_result_free(&r[0]);
+    sim_result_free(&r[1]);
+    sim_model_release(&m);
+    schedule_free(s);
+    plan_free(pl);
+    transformer_free(t);
+    cluster_free(c);
 }
 
 /* dp 2, cp 2, pp 2 on one-A100 servers (25 Gb/s Ethernet, egress one lane or 8): stage 0's
@@ -483,7 +569,7 @@ Test(cp, reduce_dp2_in_replica_hop_contends_with_sends)
     double fig[2];
     const int src[4] = {0, 1, 2, 3}, dst[4] = {1, 2, 3, 0};
     for (int lanes = 0; lanes < 2; lanes++) {
-        cluster *c = eth_servers(8, lanes ? 25 : 200);
+        cluster *c = eth_servers(1, 8, lanes ? 25 : 200);
         transformer *t = small_model();
         layout3d_options o = opts(1, 2, 2, 2);
         plumb_err err = {{0}};
@@ -499,19 +585,19 @@ Test(cp, reduce_dp2_in_replica_hop_contends_with_sends)
         cr_assert_not_null(s, "%s", err.msg);
         sim_model m;
         cr_assert_eq(sim_cost_build(&m, pl, s, &net, -1, 1, &err), 0, "%s", err.msg);
-        double g = m.grad_bytes[0], kb = ceil(g / SIM_BUCKET_BYTES), per[2];
+        double g = m.grad_bytes[0], kb = ceil(g / SIM_BUCKET_BYTES);
+        sim_result r[2];
         for (int per_hop = 0; per_hop < 2; per_hop++) {
             m.ring_per_hop = per_hop;
-            sim_result r;
-            cr_assert_eq(sim_engine_run(&m, &r, &err), 0, "%s", err.msg);
-            int found = ring_links(&r, src, dst, 4, (long long)(iters * kb * 6),
+            cr_assert_eq(sim_engine_run(&m, &r[per_hop], &err), 0, "%s", err.msg);
+            int found = ring_links(&r[per_hop], src, dst, 4, (long long)(iters * kb * 6),
                                    iters * g * 6 / 4, g);
             cr_assert_eq(found, 4, "links 0 -> 1 -> 2 -> 3 -> 0 (got %d)", found);
-            per[per_hop] = r.iteration_s;
-            sim_result_free(&r);
         }
-        cr_assert_eq(per[0], per[1], "grouped %.17g, hop by hop %.17g", per[0], per[1]);
-        fig[lanes] = per[0];
+        same_runs(&r[0], &r[1]);
+        fig[lanes] = r[0].iteration_s;
+        sim_result_free(&r[0]);
+        sim_result_free(&r[1]);
         sim_model_release(&m);
         schedule_free(s);
         plan_free(pl);
