@@ -335,8 +335,10 @@ static int check_options(const transformer *t, const llm_options *o, long long s
     if (o->microbatch < 1)
         return err_set(err, NULL, "--microbatch-size", "expected an integer >= 1 (got %d)",
                        o->microbatch);
-    switch (llm_cp_check(o->cp, o->attention, seq)) {
-    case LLM_CP_OK: break;
+    switch (llm_cp_check(o->cp, o->attention, seq, o->tp, 0)) {
+    case LLM_CP_OK:
+    case LLM_CP_SPANS_SERVERS: /* not asked of a layout given by hand */
+        break;
     case LLM_CP_BAD_COUNT:
         return err_set(err, NULL, "--cp", "expected an integer >= 1 (got %d)", o->cp);
     case LLM_CP_NEEDS_FLASH:
@@ -350,12 +352,14 @@ static int check_options(const transformer *t, const llm_options *o, long long s
     return llm_seq_check(t, seq, err);
 }
 
-llm_cp_rule llm_cp_check(int cp, llm_attention att, long long seq)
+llm_cp_rule llm_cp_check(int cp, llm_attention att, long long seq, int tp, int per_server)
 {
     if (cp < 1) return LLM_CP_BAD_COUNT;
     if (cp == 1) return LLM_CP_OK;
     if (att != LLM_ATTN_FLASH) return LLM_CP_NEEDS_FLASH;
     if (seq > 0 && seq % (2LL * cp)) return LLM_CP_SPLITS_SEQ;
+    if (per_server > 0 && (tp < 1 || per_server % ((long long)tp * cp)))
+        return LLM_CP_SPANS_SERVERS;
     return LLM_CP_OK;
 }
 

@@ -66,15 +66,20 @@ void llm_options_init(llm_options *o);
 /* What context parallelism at cp ranks asks of a run (Transformer Engine's ring): the one
  * rule llm_profile_build, the 3D search and the dashboard's cp keys apply. */
 typedef enum llm_cp_rule {
-    LLM_CP_OK,         /* cp 1, or cp > 1 with both of the below */
+    LLM_CP_OK,         /* cp 1, or cp > 1 with all of the below */
     LLM_CP_BAD_COUNT,  /* cp < 1 */
     LLM_CP_NEEDS_FLASH, /* cp > 1 runs TE's fused attention */
     LLM_CP_SPLITS_SEQ, /* 2 cp must divide the sequence (the load-balanced causal split) */
+    LLM_CP_SPANS_SERVERS, /* tp x cp must divide a server's devices (the search's and the
+                             dashboard's layouts: each replica's tp x cp ranks on one
+                             server) */
 } llm_cp_rule;
 
 /* The rule cp ranks break with attention att on sequences of seq tokens (seq <= 0: not
- * checked), or LLM_CP_OK. Pure. */
-llm_cp_rule llm_cp_check(int cp, llm_attention att, long long seq);
+ * checked) at tp tensor ranks on servers of per_server devices (per_server <= 0: not
+ * checked; a layout given by hand, layout3d and llm_profile_build, may put its context
+ * ranks on several servers), the first broken in the enum's order, or LLM_CP_OK. Pure. */
+llm_cp_rule llm_cp_check(int cp, llm_attention att, long long seq, int tp, int per_server);
 
 /* Builds the profile of model t under o on the device type of the cluster c (whose file is
  * cluster_file, for messages). Times are ms per microbatch on one rank, multiplied by the

@@ -273,15 +273,14 @@ static int tp_ok(const transformer *t, int tp, int per_server)
 }
 
 /* 1 when the search tries cp context-parallel ranks at tp: the cp o fixes (> 0), else 1,
- * or 2, 4, 8 where the attention is flash, 2 cp divides the sequence (seq tokens) and
- * tp x cp divides a server of per_server devices (what layout3d and llm_profile_build
- * ask of a searched cp). */
+ * or 2, 4, 8 that llm_cp_check allows: the attention flash, 2 cp dividing the sequence
+ * (seq tokens) and tp x cp a server of per_server devices. */
 static int cp_ok(const search3d_options *o, int tp, int cp, long long seq, int per_server)
 {
     if (o->cp > 0) return cp == o->cp;
     if (cp == 1) return 1;
-    return (cp == 2 || cp == 4 || cp == 8) && llm_cp_check(cp, o->attention, seq) == LLM_CP_OK &&
-           per_server % (tp * cp) == 0;
+    return (cp == 2 || cp == 4 || cp == 8) &&
+           llm_cp_check(cp, o->attention, seq, tp, per_server) == LLM_CP_OK;
 }
 
 /* Enumerates and estimates every layout of the free dimensions. 0, or -1 with err. */

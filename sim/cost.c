@@ -371,9 +371,9 @@ void sim_cost_stage_state(sim_model *m, const plan *pl, const sim_net *net, int 
     if (m->gather_bytes)
         m->gather_bytes[st] = pl->overlap_param_gather && pl->zero && ps->replicas > 1 &&
                               tr && !tr->async ? ag : 0;
-    /* with cp > 1 the engine runs the dp x cp ring's steps over the replicas' devices, or
-     * with one replica over its context ranks' (sim_model.ring_members, ring_devices;
-     * docs/sim.md, "Context parallelism") */
+    /* with cp > 1 the engine runs the dp x cp ring over its members' devices, every hop a
+     * transfer, one replica's as several (sim_model.ring_members, ring_devices; docs/sim.md,
+     * "Context parallelism") */
     if (m->ring_members) m->ring_members[st] = cp > 1 ? group : 0;
     if (m->ring_devices && st < m->ring_nstages) { /* sim_cost_build reports a failed malloc */
         free(m->ring_devices[st]);
@@ -475,8 +475,8 @@ static void price_stage(sim_model *m, const plan *pl, const schedule *s, const s
     sim_stage_layers L;
     sim_memory_layers(p, cross, ps->first_layer, ps->last_layer,
                       full ? pl->checkpoint_layers : 0, &L);
-    /* its state and gradient reduction; with cp > 1 the engine runs the dp x cp ring, one
-     * replica's too (over its context ranks, sim_model.ring_devices) */
+    /* its state and gradient reduction; with cp > 1 the engine runs the dp x cp ring over
+     * its members' devices (sim_model.ring_devices), one replica's too */
     m->fp8_param_bytes[st] = pl->fp8_param_gather && pl->precision == DEV_FP8 ? L.fp8_copies : 0;
     sim_cost_stage_state(m, pl, net, st, L.params);
     sim_mem_setting ms = {scale, pl->recompute, pl->checkpoint_layers, splits,

@@ -27,8 +27,8 @@ int sim_cost_build(sim_model *m, const plan *pl, const schedule *s, const sim_ne
  * parameter bytes times sim_memory_state's figures for pl's precision, ZeRO stage and the stage's replicas) and its ring all-reduce time
  * (allreduce_s, over the stage's replica devices; with cp > 1 over every context-parallel
  * rank of them, sim_cost_dp_group, and ZeRO sharding over those replicas x cp ranks,
- * ring_members[st] (when m has it) replicas x cp so that the engine's ring runs that ring's
- * steps; 0 without cp). With FP8 primary weights (m's fp8_param_bytes, pl's
+ * ring_members[st] (when m has it) replicas x cp and ring_devices[st] their devices, so
+ * that the engine runs that ring, every hop a transfer; 0 and NULL without cp). With FP8 primary weights (m's fp8_param_bytes, pl's
  * fp8_param_gather) the ZeRO-1 all-gather half moves fp8_param_bytes[st] / 2 fewer bytes
  * (gather_bytes; grad_bytes, the mean of the two halves, 1 / 4 of them fewer).
  * sim_cost_build prices every stage with it; the layout search (planner/search3d_est.c) prices one pipeline of a replicated plan

@@ -85,14 +85,13 @@ typedef struct sim_model {
     int *ring_members;        /* [nstages] members of the stage's data-parallel ring: 0 = its
                                  replicas (NULL in hand-built models: all 0); more with
                                  context parallelism (replicas x cp, sim_cost_dp_group): the
-                                 engine's ring over the replicas' devices then runs the
-                                 N-member ring's 2 (N - 1) steps of bytes / N per hop, the
-                                 cp ranks' hops inside a replica not link transfers of their
-                                 own, its hops' widths those of the N-member ring,
-                                 sim_net_ring_widths; with one replica the ring runs over
-                                 its members' devices, ring_devices, every hop a transfer
-                                 and the stage's STEPs after an ALLREDUCE the engine adds;
-                                 docs/sim.md, "Context parallelism") */
+                                 engine's ring then runs over those members' devices,
+                                 ring_devices, 2 (N - 1) steps of bytes / N per hop, every
+                                 hop (between a replica's own context ranks as between
+                                 replicas) a link transfer at its sim_net_ring_widths width,
+                                 sent by its member's replica's worker (eng_ring_cp); with
+                                 one replica the engine adds the ALLREDUCE before the
+                                 stage's STEPs; docs/sim.md, "Context parallelism") */
     int **ring_devices;       /* [ring_nstages] with ring_members: the ring's members' devices
                                  in ring order (sim_cost_dp_group: replica j's context rank k
                                  at j cp + k, plan_cp_device), owned (sim_model_release frees

@@ -513,10 +513,19 @@ int eng_recv(eng *E, int w, int c, double t)
 
 /* --- all-reduce ---------------------------------------------------------------------------- */
 
+int eng_ring_cp(const sim_model *m, const schedule *sc, int s)
+{
+    int r = sc->replicas[s];
+    if (r < 1 || !m->ring_members || !m->ring_devices || s >= m->ring_nstages ||
+        !m->ring_devices[s])
+        return 0;
+    int n = m->ring_members[s];
+    return n > r && n % r == 0 ? n / r : 0;
+}
+
 int eng_ring_solo(const sim_model *m, const schedule *sc, int s)
 {
-    return sc->replicas[s] == 1 && m->ring_members && m->ring_devices && s < m->ring_nstages &&
-           m->ring_members[s] > 1 && m->ring_devices[s];
+    return sc->replicas[s] == 1 && eng_ring_cp(m, sc, s) > 0;
 }
 
 int eng_ring_moves(const eng *E, int s)
@@ -527,17 +536,18 @@ int eng_ring_moves(const eng *E, int s)
 
 int eng_ring_nhops(const eng *E, int s)
 {
-    return eng_ring_solo(E->m, E->s, s) ? E->m->ring_members[s] : E->s->replicas[s];
+    return eng_ring_cp(E->m, E->s, s) ? E->m->ring_members[s] : E->s->replicas[s];
 }
 
 void eng_ring_hop(const eng *E, int s, int j, int *w, int *da, int *db)
 {
     const schedule *sc = E->s;
     const int *sw = &sc->stage_workers[sc->stage_first[s]];
-    if (eng_ring_solo(E->m, sc, s)) {
+    int cp = eng_ring_cp(E->m, sc, s);
+    if (cp) { /* the members' ring: member j is replica j / cp's context rank j % cp */
         const int *d = E->m->ring_devices[s];
         int n = E->m->ring_members[s];
-        *w = sw[0];
+        *w = sw[j / cp];
         *da = d[j];
         *db = d[(j + 1) % n];
         return;
@@ -850,7 +860,7 @@ int eng_hop_start(eng *E, int gi, int li, int src_w, double bytes, int width, do
 
 /* Starts the current step of the group's current bucket at t: a transfer of 1 / r of the
  * bucket on every hop of the ring (eng_ring_hop: the stage's replicas in placement order,
- * or a solo ring's members), each queued
+ * or with context parallelism every context rank of them, r = replicas x cp), each queued
  * on its link and egress ports like a point-to-point transfer. A bucket takes 2 (r - 1)
  * such steps (reduce-scatter, then all-gather), one after another. Unless the model asks
  * for per-hop rings, the step runs grouped (engine_ring.c): its private hops and the

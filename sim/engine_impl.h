@@ -117,9 +117,13 @@ typedef struct wstate {      /* per worker */
                                 indices, in posting order): post[p0 .. npost) */
     int p0, npost, cappost;
     int ring_g;              /* the group whose grouped ring steps have not yet added
-                                their hop's link time to comm_it, or -1 */
+                                their hops' link time to comm_it, or -1 */
     long long ring_base;     /* that group's steps already added */
-    double ring_occ;         /* its hop's link time per step */
+    double ring_occ;         /* its first hop's link time per step */
+    int ring_n;              /* its hops in that ring (a context-parallel ring's worker
+                                sends one per context rank of its replica) */
+    int ring_mixed;          /* 1: their link times differ (each step adds them one by
+                                one, in ring order) */
     /* p2p_sync (engine_sync.c): its sends not yet on their way (held for the receiver's
      * post, or queued behind a busy link or port), the latest arrival of those on their
      * way, and 1 while its next computation waits for them */
@@ -143,14 +147,16 @@ typedef struct ring {        /* a replicated stage's ring all-reduce (engine_rin
     int cls;                 /* its class: the least stage whose ring it reaches through
                                 shared hops' links, ports and workers (rings of other
                                 classes never touch what its shared hops hold) */
-    int rep;                 /* 1: no worker sends two of its shared hops: its steps may
-                                repeat (engine_ring.c) */
+    int multi;               /* 1: some worker sends two or more of its shared hops */
 } ring;
 
 typedef struct ringhop {     /* one hop of a ring */
     int w, da, db;           /* sending worker, its device, the next replica's device */
     int priv;                /* 1: nothing else uses its link, nor its ports beyond their
-                                lanes, and its worker sends in no other ring */
+                                lanes, and its worker sends only hops like it, all in
+                                this ring */
+    int multi;               /* shared, and its worker sends another shared hop of the
+                                ring */
     int link;                /* -1 until the ring's first step */
     int width;               /* lanes of each port it holds (sim_net_ring_widths) */
     double occ;              /* link time per step */
@@ -325,16 +331,20 @@ int eng_path_ports(const sim_net *n, int a, int L, int *lv, uint64_t *grp);
 /* 1 when stage s's all-reduce moves data (replicas, or one replica's ring of context ranks
  * (eng_ring_solo), gradient bytes and ring time). */
 int eng_ring_moves(const eng *E, int s);
-/* 1 when stage s of schedule sc has one replica whose data-parallel ring in model m has
- * more members (sim_model.ring_members: its context ranks, ring_devices): the ring then
- * runs over those members' devices, every hop sent by the replica's one worker. */
+/* The context ranks per replica of stage s's data-parallel ring when in model m that ring
+ * has more members than schedule sc has replicas (sim_model.ring_members, replicas x cp,
+ * with their devices ring_devices): cp, the ring then running over every member's device,
+ * each hop sent by its member's replica's worker; 0 when the ring is the replicas'. */
+int eng_ring_cp(const sim_model *m, const schedule *sc, int s);
+/* 1 when stage s of schedule sc has one replica whose ring runs over its context ranks
+ * (eng_ring_cp): the IR has no ALLREDUCE for it (eng_solo_order adds one). */
 int eng_ring_solo(const sim_model *m, const schedule *sc, int s);
-/* Hops of stage s's ring: its replicas, or a solo ring's members (eng_ring_solo). */
+/* Hops of stage s's ring: its replicas, or its members (eng_ring_cp). */
 int eng_ring_nhops(const eng *E, int s);
 /* Hop j (< eng_ring_nhops) of stage s's ring: its sending worker *w and the devices it
  * leaves (*da) and reaches (*db): replica j's to replica j + 1's (its workers' devices),
- * or in a solo ring member j's device to member j + 1's (ring_devices), all sent by the
- * one worker. */
+ * or in a members' ring member j's device to member j + 1's (ring_devices), sent by the
+ * worker of member j's replica (j / cp). */
 void eng_ring_hop(const eng *E, int s, int j, int *w, int *da, int *db);
 
 /* Queues transfer xi at the tail of link li at t and starts it when the link is free

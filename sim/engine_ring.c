@@ -1,8 +1,11 @@
 /* engine_ring.c: the grouped ring all-reduce. The engine runs a replicated stage's ring
  * all-reduce as 2 (r - 1) steps per gradient bucket, each a transfer on every one of the r
- * hops (engine_comm.c), so r^2 transfers per bucket. A hop is private when no
+ * hops (engine_comm.c: the replicas', or with context parallelism every context rank of
+ * them, eng_ring_cp), so r^2 transfers per bucket. A hop is private when no
  * point-to-point transfer and no other hop uses its link, each egress port it leaves
- * through has no more users (links) than lanes, and its worker sends in no other ring:
+ * through has no more users (links) than lanes, and its worker sends no hop that is not
+ * (a context-parallel ring's worker sends one per context rank of its replica), all in
+ * this ring:
  * it then always starts with its step and never waits nor delays anything else, and
  * nothing but its step's end sees it. A step's private hops run as one event, the
  * slowest one's end, and only its shared hops as transfers, so a bucket of a ring that
@@ -16,7 +19,8 @@
  *   step ends when that event and every shared hop have ended, as before;
  * - what the private hops add to their link's statistics and to their worker's link time
  *   (comm_it) is deferred and added later as the same sequence of additions
- *   (eng_add_repeated): a worker's before any other addition to its link time
+ *   (eng_add_repeated; a worker's several hops of unequal link time one by one, in ring
+ *   order, step after step): a worker's before any other addition to its link time
  *   (eng_ring_flush, called by every transfer start), the rest when the all-reduce ends
  *   (eng_ring_finish); nothing reads them meanwhile and only this hop adds to its link;
  * - with a timeline, every hop is still recorded on its link track, in the same order,
@@ -50,8 +54,9 @@
  * before any event that is not independent (the engine's loop), at the end of each
  * bucket, and after the run. A bucket's shared hops then cost O(r) hop starts, not
  * O(r^2). Steps repeat without a timeline and with the dashboard's (skip_ring_hops: it
- * records nothing per step), not with the full one, nor when a worker sends two of the
- * ring's hops (its link time would add in another order).
+ * records nothing per step), not with the full one. A worker that sends several of the
+ * ring's shared hops (a context-parallel ring's) has their repeated link time added step
+ * after step in ring order, as the per-hop ring adds it.
  *
  * A ring whose hops are all private posts nothing but its own next event (a step's start,
  * then its end), and nothing else reads its state but through the deferred additions. When
@@ -234,7 +239,7 @@ static void ring_join(int *up, int *own, int s)
 
 /* Marks the private hops among those in E->hop, lists each ring's shared hops, and puts
  * rings whose shared hops share a link, a port or a worker in one class. */
-static int mark_private(eng *E, pairs *P, const int *wring)
+static int mark_private(eng *E, pairs *P, int *wring)
 {
     const sim_net *net = &E->m->net;
     size_t cap = (size_t)P->n * CLUSTER_MAX_LEVELS + 1;
@@ -248,17 +253,30 @@ static int mark_private(eng *E, pairs *P, const int *wring)
     for (size_t i = 0; i < ph.cap; i++)  /* each port's lanes, from its level */
         if (ph.s[i].v >= 0)
             lanes[ph.s[i].v] = sim_net_lanes(net, (int)ph.s[i].a);
+    /* each hop on its own (link, ports), then its worker's: wring[w] becomes -1 where the
+     * worker sends a hop that is not, or hops of two rings, else its ring's stage */
+    for (int w = 0; w < E->nw; w++)
+        wring[w] = -2;
+    for (int s = 0; s < E->ns; s++) {
+        ring *R = &E->rg[s];
+        for (int j = 0; j < R->n; j++) {
+            ringhop *h = &E->hop[R->off + j];
+            int pi = ht_find(&P->h, (uint64_t)(uint32_t)h->da, (uint64_t)(uint32_t)h->db);
+            h->priv = P->ring[pi] == 1 && !P->p2p[pi];
+            for (int k = 0; k < np[pi] && h->priv; k++) {
+                int port = pp[(size_t)pi * CLUSTER_MAX_LEVELS + k];
+                h->priv = pc[port] <= lanes[port];
+            }
+            wring[h->w] = !h->priv || (wring[h->w] != -2 && wring[h->w] != s) ? -1
+                                                                                : s;
+        }
+    }
     for (int s = 0; s < E->ns; s++) {
         ring *R = &E->rg[s];
         R->soff = nshop;
         for (int j = 0; j < R->n; j++) {
             ringhop *h = &E->hop[R->off + j];
-            int pi = ht_find(&P->h, (uint64_t)(uint32_t)h->da, (uint64_t)(uint32_t)h->db);
-            h->priv = P->ring[pi] == 1 && !P->p2p[pi] && wring[h->w] == 1;
-            for (int k = 0; k < np[pi] && h->priv; k++) {
-                int port = pp[(size_t)pi * CLUSTER_MAX_LEVELS + k];
-                h->priv = pc[port] <= lanes[port];
-            }
+            h->priv = wring[h->w] == s;
             if (h->priv)
                 R->priv = 1;
             else
@@ -268,10 +286,10 @@ static int mark_private(eng *E, pairs *P, const int *wring)
     }
     /* classes: rings joined by a shared hop's link, port or worker (union-find on
      * stages; pc[] reused: each port's first ring, or -1) */
-    int *up = malloc(((size_t)E->ns + (size_t)P->n + 2 * (size_t)E->nw + 1) * sizeof *up);
+    int *up = malloc(((size_t)E->ns + (size_t)P->n + 3 * (size_t)E->nw + 1) * sizeof *up);
     if (!up)
         goto out;
-    int *pown = up + E->ns, *wown = pown + P->n, *wlast = wown + E->nw;
+    int *pown = up + E->ns, *wown = pown + P->n, *wlast = wown + E->nw, *whop = wlast + E->nw;
     for (int s = 0; s < E->ns; s++)
         up[s] = s;
     for (int i = 0; i < P->n; i++)
@@ -282,12 +300,18 @@ static int mark_private(eng *E, pairs *P, const int *wring)
         pc[i] = -1;
     for (int s = 0; s < E->ns; s++) {
         ring *R = &E->rg[s];
-        R->rep = 1;
+        R->multi = 0;
         for (int q = 0; q < R->nshared; q++) {
-            const ringhop *h = &E->hop[E->shop[R->soff + q]];
+            int hj = E->shop[R->soff + q];
+            ringhop *h = &E->hop[hj];
             int pi = ht_find(&P->h, (uint64_t)(uint32_t)h->da, (uint64_t)(uint32_t)h->db);
-            if (wlast[h->w] == s)  /* two hops of one worker: their link time interleaves */
-                R->rep = 0;
+            h->multi = 0;
+            if (wlast[h->w] == s) {  /* two hops of one worker: their link time interleaves */
+                h->multi = E->hop[whop[h->w]].multi = 1;
+                R->multi = 1;
+            } else {
+                whop[h->w] = hj;
+            }
             wlast[h->w] = s;
             ring_join(up, &wown[h->w], s);
             ring_join(up, &pown[pi], s);
@@ -308,8 +332,9 @@ out:
     return rc;
 }
 
-/* E->ringw: each ring hop's width, its ring's sim_net_ring_widths (1 for a stage whose
- * all-reduce moves nothing). 0 or -1 (memory). */
+/* E->ringw: each ring hop's width, its ring's sim_net_ring_widths over its devices (the
+ * replicas' workers', or a members' ring's, eng_ring_cp); 1 for a stage whose all-reduce
+ * moves nothing. 0 or -1 (memory). */
 static int ring_widths(eng *E)
 {
     const schedule *sc = E->s;
@@ -325,49 +350,27 @@ static int ring_widths(eng *E)
             rmax = nh;
     }
     E->ringoff[E->ns] = tot;
-    const int *rm = E->m->ring_members;
-    int *const *rd = E->m->ring_devices;
-    int nmax = rmax;
-    for (int s = 0; s < E->ns; s++)
-        if (rm && rm[s] > nmax) nmax = rm[s];
-    int *devs = malloc((size_t)nmax * sizeof *devs);
-    int *fw = malloc((size_t)nmax * sizeof *fw);
+    int *devs = malloc((size_t)rmax * sizeof *devs);
     E->ringw = malloc(((size_t)tot + 1) * sizeof *E->ringw);
-    if (!devs || !fw || !E->ringw) {
+    if (!devs || !E->ringw) {
         free(devs);
-        free(fw);
         return eng_oom(E);
     }
     int rc = 0;
     for (int s = 0; s < E->ns && !rc; s++) {
-        int r = sc->replicas[s], *w = E->ringw + E->ringoff[s];
-        if (eng_ring_solo(E->m, sc, s)) { /* one replica: its members' own ring */
-            int n = rm[s];
-            for (int j = 0; j < n; j++) w[j] = 1;
-            if (eng_ring_moves(E, s))
-                rc = sim_net_ring_widths(&E->m->net, rd[s], n, w);
+        int n = eng_ring_nhops(E, s), *w = E->ringw + E->ringoff[s];
+        for (int j = 0; j < n; j++) w[j] = 1;
+        if (!eng_ring_moves(E, s))
+            continue;
+        if (eng_ring_cp(E->m, sc, s)) { /* every context rank of the replicas */
+            rc = sim_net_ring_widths(&E->m->net, E->m->ring_devices[s], n, w);
             continue;
         }
-        /* with context parallelism (ring_members = r cp) the widths are the dp x cp ring's
-         * (its members' devices ring_devices, replica j's ranks at j cp + k), its hop to
-         * replica j + 1 the full ring's hop from its last rank */
-        int cp = rm && rm[s] > r && r > 0 && rm[s] % r == 0 && rd && s < E->m->ring_nstages &&
-                 rd[s] ? rm[s] / r : 1;
-        for (int j = 0; j < r; j++) {
-            int d = E->m->worker_device[sc->stage_workers[sc->stage_first[s] + j]];
-            for (int k = 0; k < cp; k++) devs[j * cp + k] = cp > 1 ? rd[s][j * cp + k] : d;
-            w[j] = 1;
-        }
-        if (!eng_ring_moves(E, s)) continue;
-        if (cp == 1) {
-            rc = sim_net_ring_widths(&E->m->net, devs, r, w);
-            continue;
-        }
-        rc = sim_net_ring_widths(&E->m->net, devs, r * cp, fw);
-        for (int j = 0; j < r && !rc; j++) w[j] = fw[j * cp + cp - 1];
+        for (int j = 0; j < n; j++)
+            devs[j] = E->m->worker_device[sc->stage_workers[sc->stage_first[s] + j]];
+        rc = sim_net_ring_widths(&E->m->net, devs, n, w);
     }
     free(devs);
-    free(fw);
     return rc ? eng_oom(E) : 0;
 }
 
@@ -383,7 +386,7 @@ int eng_ring_analyse(eng *E)
     if (nhop == 0 || E->m->ring_per_hop)
         return 0;
     pairs P = {0};
-    int *wring = calloc((size_t)E->nw, sizeof *wring);
+    int *wring = malloc(((size_t)E->nw + 1) * sizeof *wring);
     E->rg = calloc((size_t)E->ns, sizeof *E->rg);
     E->vbs = malloc((size_t)E->ns * sizeof *E->vbs);
     E->hop = malloc((size_t)nhop * sizeof *E->hop);
@@ -411,7 +414,6 @@ int eng_ring_analyse(eng *E)
             P.ring[pi]++;
             if (wd > P.wid[pi])
                 P.wid[pi] = wd;
-            wring[hw]++;
             E->hop[nhop++] = (ringhop){.w = hw, .da = da, .db = db, .link = -1,
                                        .width = wd};
         }
@@ -671,11 +673,19 @@ void eng_ring_unbatch(eng *E, int gi)
         if (window)
             l->st.bytes_window = eng_add_repeated(l->st.bytes_window, R->bytes, k);
         double *c = &E->comm_it[(size_t)h->w * E->niter + g->iter];
-        *c = eng_add_repeated(*c, h->occ, k);
+        if (!h->multi)
+            *c = eng_add_repeated(*c, h->occ, k);
         l->vend = g->vt + h->occ;
         l->vseq = g->vbase + (uint32_t)(hj - R->off);
         note_end(E, g->iter, l->vend);
     }
+    /* a worker's several hops: step after step, in ring order, as the per-hop ring adds */
+    for (long long i = 0; R->multi && i < k; i++)
+        for (int q = 0; q < R->nshared; q++) {
+            const ringhop *h = &E->hop[E->shop[R->soff + q]];
+            if (h->multi)
+                E->comm_it[(size_t)h->w * E->niter + g->iter] += h->occ;
+        }
 }
 
 int eng_ring_independent(const eng *E, int gi)
@@ -707,9 +717,16 @@ int eng_ring_step(eng *E, int gi, double t)
             if (!h->priv)
                 continue;
             wstate *ws = &E->ws[h->w];
+            if (ws->ring_g == gi) {  /* another hop of the worker's */
+                ws->ring_n++;
+                ws->ring_mixed |= h->occ != ws->ring_occ;
+                continue;
+            }
             ws->ring_g = gi;
             ws->ring_base = 0;
             ws->ring_occ = h->occ;
+            ws->ring_n = 1;
+            ws->ring_mixed = 0;
         }
     g->gsteps++;
     E->r->ring_steps_grouped++;
@@ -722,7 +739,7 @@ int eng_ring_step(eng *E, int gi, double t)
     int all = E->m->record && !E->m->skip_ring_hops, n = all ? R->n : R->nshared;
     /* repeatable (ring_repeat): no timeline, shared hops, every one virtual, none of
      * whose workers defers private link time */
-    int again = !all && R->nshared > 0 && R->rep;
+    int again = !all && R->nshared > 0;
     R->vmaxocc = 0;
     for (int k = 0; k < n; k++) {  /* with a timeline every hop, in ring order */
         int hj = all ? R->off + k : E->shop[R->soff + k];
@@ -829,7 +846,18 @@ void eng_ring_flush(eng *E, int w)
     wstate *ws = &E->ws[w];
     const group *g = &E->gr[ws->ring_g];
     double *c = &E->comm_it[(size_t)w * E->niter + g->iter];
-    *c = eng_add_repeated(*c, ws->ring_occ, g->gsteps - ws->ring_base);
+    long long k = g->gsteps - ws->ring_base;
+    if (!ws->ring_mixed) {  /* one hop, or hops of one link time: the same addition */
+        *c = eng_add_repeated(*c, ws->ring_occ, k * ws->ring_n);
+    } else {  /* step after step, its hops in ring order, as the per-hop ring adds them */
+        const ring *R = &E->rg[g->stage];
+        for (; k > 0; k--)
+            for (int j = 0; j < R->n; j++) {
+                const ringhop *h = &E->hop[R->off + j];
+                if (h->priv && h->w == w)
+                    *c += h->occ;
+            }
+    }
     ws->ring_base = g->gsteps;
 }
 
@@ -842,8 +870,10 @@ void eng_ring_finish(eng *E, int gi)
         const ringhop *h = &E->hop[R->off + j];
         if (!h->priv)
             continue;
-        eng_ring_flush(E, h->w);
-        E->ws[h->w].ring_g = -1;
+        if (E->ws[h->w].ring_g == gi) {  /* the worker's first hop: all of its time */
+            eng_ring_flush(E, h->w);
+            E->ws[h->w].ring_g = -1;
+        }
         sim_link_stat *st = &E->lk[h->link].st;
         st->bytes = eng_add_repeated(st->bytes, R->bytes, g->gsteps);
         st->busy_s = eng_add_repeated(st->busy_s, h->occ, g->gsteps);

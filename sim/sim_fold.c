@@ -88,7 +88,7 @@ int sim_fold_check(const plan *pl, const schedule *s, const sim_options *opt, in
         return fold_why(why, n, "a straggler slows one replica");
     int r = pl->stages[0].replicas, S = pl->nstages;
     if (r < 2) return fold_why(why, n, "one replica: nothing to fold");
-    if (pl->cp > 1) /* its ring's hops take the dp x cp ring's widths (sim_model.ring_members) */
+    if (pl->cp > 1) /* its ring runs over the dp x cp members (sim_model.ring_members) */
         return fold_why(why, n, "context parallelism: the ring runs over the replicas' every "
                         "context rank");
     if (s->nstages != S) return fold_why(why, n, "the IR is not the plan's");

@@ -2,9 +2,11 @@
  * rank's share of the compute (half of cp 1's FLOPs at cp 2, its activations those of s / cp
  * tokens), the K/V ring's bytes and buffers by hand, Megatron-Core's device order (tp
  * fastest, then cp, then dp; plan_cp_device its one owner) and the data-parallel group over
- * dp x cp ranks, the ring's time in the simulator's cost, the engine's gradient ring of dp
- * 1 over the cp ranks (its transfers, and their contention with the pipeline's sends), the
- * plan file's "cp" round trip, and each bad input's one line. */
+ * dp x cp ranks, the ring's time in the simulator's cost, the engine's gradient ring over
+ * every cp rank, of one replica or several (its transfers, the hops inside a replica's, and
+ * their contention with the pipeline's sends; grouped as hop by hop), the plan file's "cp"
+ * round trip, the one rule of where cp applies (llm_cp_check), and each bad input's one
+ * line. */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdio.h>
@@ -360,6 +362,31 @@ Test(cp, reduce_dp1_runs_the_ring)
     plan_free(pl);
 }
 
+/* n servers of per A100s each (2400 Gb/s among them) over 25 Gb/s Ethernet, each server's
+ * egress egress_gbit Gb/s (25: one lane, as one link; 200: 8 lanes). */
+static cluster *eth_servers(int per, int n, int egress_gbit)
+{
+    char text[1024];
+    snprintf(text, sizeof text, "{\"format\": \"plumb-cluster/1\", \"name\": \"x\", "
+             "\"levels\": [{\"name\": \"local\", \"count\": %d, "
+             "\"bandwidth_gbit_per_s\": 2400, \"latency_us\": 3}, {\"name\": \"eth\", "
+             "\"count\": %d, \"bandwidth_gbit_per_s\": 25, \"latency_us\": 5, "
+             "\"egress_gbit_per_s\": %d}], \"device_types\": [{\"name\": "
+             "\"A100\", \"memory_gib\": 79, \"speed\": 1, \"peak_tflops\": 19.5, "
+             "\"peak_tflops_by_precision\": {\"bf16\": 312}, "
+             "\"memory_gbyte_per_s\": 2039, \"efficiency\": {\"gemm\": 0.77, "
+             "\"attention\": 0.5, \"memory\": 0.6, \"kernel_overhead_us\": 5}}], "
+             "\"device_type\": \"A100\"}",
+             per, n, egress_gbit);
+    cJSON *j = cJSON_Parse(text);
+    cr_assert_not_null(j);
+    plumb_err err = {{0}};
+    cluster *c = cluster_from_json(j, "x.json", &err);
+    cJSON_Delete(j);
+    cr_assert_not_null(c, "%s", err.msg);
+    return c;
+}
+
 /* One A100 per server over 25 Gb/s Ethernet whose egress is one link's (one lane) or 8
  * times it: dp 1, cp 2, pp 2 puts stage 0's context ranks on servers 0 and 1 and stage 1's
  * on 2 and 3, so the cp ring's hop 0 -> 1 leaves server 0's port with the pipeline's
@@ -371,26 +398,10 @@ Test(cp, reduce_dp1_contends_with_sends)
 {
     double fig[2], priced[2];
     for (int lanes = 0; lanes < 2; lanes++) {
-        char text[1024];
-        snprintf(text, sizeof text, "{\"format\": \"plumb-cluster/1\", \"name\": \"x\", "
-                 "\"levels\": [{\"name\": \"local\", \"count\": 1, "
-                 "\"bandwidth_gbit_per_s\": 2400, \"latency_us\": 3}, {\"name\": \"eth\", "
-                 "\"count\": 4, \"bandwidth_gbit_per_s\": 25, \"latency_us\": 5, "
-                 "\"egress_gbit_per_s\": %d}], \"device_types\": [{\"name\": "
-                 "\"A100\", \"memory_gib\": 79, \"speed\": 1, \"peak_tflops\": 19.5, "
-                 "\"peak_tflops_by_precision\": {\"bf16\": 312}, "
-                 "\"memory_gbyte_per_s\": 2039, \"efficiency\": {\"gemm\": 0.77, "
-                 "\"attention\": 0.5, \"memory\": 0.6, \"kernel_overhead_us\": 5}}], "
-                 "\"device_type\": \"A100\"}",
-                 lanes ? 25 : 200);
-        cJSON *j = cJSON_Parse(text);
-        cr_assert_not_null(j);
-        plumb_err err = {{0}};
-        cluster *c = cluster_from_json(j, "x.json", &err);
-        cJSON_Delete(j);
-        cr_assert_not_null(c, "%s", err.msg);
+        cluster *c = eth_servers(1, 4, lanes ? 25 : 200);
         transformer *t = small_model();
         layout3d_options o = opts(1, 2, 2, 1);
+        plumb_err err = {{0}};
         plan *pl = layout3d_build(t, c, "x.json", &o, &err);
         cr_assert_not_null(pl, "%s", err.msg);
         cr_assert_eq(plan_cp_device(pl, 0, 0, 1), 1);
@@ -406,9 +417,47 @@ Test(cp, reduce_dp1_contends_with_sends)
     cr_assert(fig[1] > priced[1] * 1.001, "one lane: %.9g against %.9g", fig[1], priced[1]);
 }
 
-/* dp 2, cp 2 (tp 2): the engine's ring runs the 4 members' 2 (4 - 1) steps per bucket, each
- * a transfer on the replicas' hop 0 -> 4 (one per hop with ring_per_hop), and moves 2 x 3/4
- * of the gradients over it per iteration. */
+/* The links of r whose bytes run src -> dst: each must have moved `transfers` transfers
+ * of `bytes` in all (within 1e-6 of g); returns how many such links r has. */
+static int ring_links(const sim_result *r, const int *src, const int *dst, int n,
+                      long long transfers, double bytes, double g)
+{
+    int found = 0;
+    for (int i = 0; i < r->nlinks; i++) {
+        const sim_link_stat *l = &r->links[i];
+        for (int k = 0; k < n; k++) {
+            if (l->src != src[k] || l->dst != dst[k]) continue;
+            found++;
+            cr_assert_eq(l->transfers, transfers, "%d -> %d: %lld", l->src, l->dst,
+                         l->transfers);
+            cr_assert_float_eq(l->bytes, bytes, 1e-6 * g, "%d -> %d", l->src, l->dst);
+        }
+    }
+    return found;
+}
+
+/* Two runs of one model, grouped and hop by hop (ring_per_hop), alike bit for bit: the
+ * iteration, every worker's compute and link time, every link's statistics. */
+static void same_runs(const sim_result *a, const sim_result *b)
+{
+    cr_assert_eq(a->iteration_s, b->iteration_s, "grouped %.17g, hop by hop %.17g",
+                 a->iteration_s, b->iteration_s);
+    cr_assert_eq(a->nworkers, b->nworkers);
+    for (int w = 0; w < a->nworkers; w++) {
+        cr_assert_eq(a->comm_window[w], b->comm_window[w], "worker %d: %.17g, %.17g", w,
+                     a->comm_window[w], b->comm_window[w]);
+        cr_assert_eq(a->busy_window[w], b->busy_window[w], "worker %d", w);
+    }
+    cr_assert_eq(a->nlinks, b->nlinks);
+    for (int i = 0; i < a->nlinks; i++)
+        cr_assert(!memcmp(&a->links[i], &b->links[i], sizeof a->links[i]), "link %d -> %d",
+                  a->links[i].src, a->links[i].dst);
+}
+
+/* dp 2, cp 2 (tp 2): the engine's ring runs over the 4 members 0 -> 2 -> 4 -> 6 -> 0
+ * (replica 0's context ranks 0 and 2, replica 1's 4 and 6), every hop a transfer, the hops
+ * inside a replica (0 -> 2, 4 -> 6) as those between replicas: per bucket 2 (4 - 1) steps
+ * of a quarter of it on each, hop by hop or grouped alike; nothing runs 0 -> 4. */
 Test(cp, reduce_dp2_four_members)
 {
     layout3d_options o = opts(2, 2, 1, 2);
@@ -423,23 +472,139 @@ Test(cp, reduce_dp2_four_members)
     cr_assert_not_null(s, "%s", err.msg);
     sim_model m;
     cr_assert_eq(sim_cost_build(&m, pl, s, &net, -1, 1, &err), 0, "%s", err.msg);
-    m.ring_per_hop = 1;
     double g = m.grad_bytes[0], kb = ceil(g / SIM_BUCKET_BYTES);
-    sim_result r;
-    cr_assert_eq(sim_engine_run(&m, &r, &err), 0, "%s", err.msg);
-    int found = 0;
-    for (int i = 0; i < r.nlinks; i++) {
-        const sim_link_stat *l = &r.links[i];
-        if (l->src != 0 || l->dst != 4) continue;
-        found = 1;
-        cr_assert_eq(l->transfers, (long long)(iters * kb * 2 * 3), "%lld", l->transfers);
-        cr_assert_float_eq(l->bytes, iters * g * 2 * 3 / 4, 1e-6 * g);
+    const int src[4] = {0, 2, 4, 6}, dst[4] = {2, 4, 6, 0}, from0[1] = {0}, to4[1] = {4};
+    sim_result r[2];
+    for (int per_hop = 0; per_hop < 2; per_hop++) {
+        m.ring_per_hop = per_hop;
+        cr_assert_eq(sim_engine_run(&m, &r[per_hop], &err), 0, "%s", err.msg);
+        int found = ring_links(&r[per_hop], src, dst, 4, (long long)(iters * kb * 6),
+                               iters * g * 6 / 4, g);
+        cr_assert_eq(found, 4, "links 0 -> 2 -> 4 -> 6 -> 0 (got %d)", found);
+        cr_assert_eq(ring_links(&r[per_hop], from0, to4, 1, 0, 0, g), 0, "a link 0 -> 4");
     }
-    cr_assert(found, "no link 0 -> 4");
-    sim_result_free(&r);
+    same_runs(&r[0], &r[1]);
+    sim_result_free(&r[0]);
+    sim_result_free(&r[1]);
     sim_model_release(&m);
     schedule_free(s);
     plan_free(pl);
+}
+
+/* The dp x cp ring grouped is the ring hop by hop, bit for bit, where a worker sends hops
+ * of unequal link time (its replica's NVLink hops, then one to the next replica's
+ * server): tp 2 x cp 4 x dp 2 on two and four 8-A100 servers, pp 1 and 2 (every hop
+ * private: each step one event, no hop a transfer), and tp 1 x cp 2 x pp 2 x dp 2 on
+ * servers of two A100s with one Ethernet lane out (each worker's two hops shared, the
+ * Ethernet one with the pipeline's sends; steps repeat, their link time added step after
+ * step in ring order). */
+Test(cp, ring_grouped_as_hop_by_hop)
+{
+    for (int pp = 1; pp <= 2; pp++) {
+        layout3d_options o = opts(2, 4, pp, 2);
+        o.gpus = 16 * pp;
+        plumb_err err = {{0}};
+        plan *pl = build(&o, &err);
+        cr_assert_not_null(pl, "%s", err.msg);
+        cr_assert_eq(pl->stages[0].devices[1], 8);
+        sim_net net;
+        sim_net_from_cluster(&net, pl->clus, NULL);
+        schedule *s = schedule_from_plan(pl, 4, &err);
+        cr_assert_not_null(s, "%s", err.msg);
+        sim_model m;
+        cr_assert_eq(sim_cost_build(&m, pl, s, &net, -1, 1, &err), 0, "%s", err.msg);
+        sim_result r[2];
+        for (int per_hop = 0; per_hop < 2; per_hop++) {
+            m.ring_per_hop = per_hop;
+            cr_assert_eq(sim_engine_run(&m, &r[per_hop], &err), 0, "%s", err.msg);
+        }
+        same_runs(&r[0], &r[1]);
+        cr_assert_eq(r[0].ring_hops_virtual, 0, "pp %d: every hop private", pp);
+        cr_assert_lt(r[0].events, r[1].events);
+        sim_result_free(&r[0]);
+        sim_result_free(&r[1]);
+        sim_model_release(&m);
+        schedule_free(s);
+        plan_free(pl);
+    }
+    /* two A100s per server, one Ethernet lane out of each: tp 1 x cp 2 x pp 2 x dp 2 */
+    cluster *c = eth_servers(2, 4, 25);
+    transformer *t = small_model();
+    layout3d_options o = opts(1, 2, 2, 2);
+    o.global_batch = 32;
+    plumb_err err = {{0}};
+    plan *pl = layout3d_build(t, c, "x.json", &o, &err);
+    cr_assert_not_null(pl, "%s", err.msg);
+    sim_net net;
+    sim_net_from_cluster(&net, pl->clus, NULL);
+    schedule *s = schedule_from_plan(pl, 6, &err);
+    cr_assert_not_null(s, "%s", err.msg);
+    sim_model m;
+    cr_assert_eq(sim_cost_build(&m, pl, s, &net, -1, 1, &err), 0, "%s", err.msg);
+    sim_result r[2];
+    for (int per_hop = 0; per_hop < 2; per_hop++) {
+        m.ring_per_hop = per_hop;
+        cr_assert_eq(sim_engine_run(&m, &r[per_hop], &err), 0, "%s", err.msg);
+    }
+    same_runs(&r[0], &r[1]);
+    cr_assert_gt(r[0].ring_steps_repeated, 0);
+    sim_result_free(&r[0]);
+    sim_result_free(&r[1]);
+    sim_model_release(&m);
+    schedule_free(s);
+    plan_free(pl);
+    transformer_free(t);
+    cluster_free(c);
+}
+
+/* dp 2, cp 2, pp 2 on one-A100 servers (25 Gb/s Ethernet, egress one lane or 8): stage 0's
+ * replicas hold context ranks 0, 1 and 2, 3, stage 1's 4, 5 and 6, 7. The ring's hop
+ * inside replica 0, 0 -> 1, is a transfer of a quarter bucket per step (2 (4 - 1) per
+ * bucket) and leaves server 0 through the port of the pipeline's sends 0 -> 4, as 2 -> 3
+ * does with 2 -> 6; the hops between replicas (1 -> 2, 3 -> 0) leave servers that send
+ * nothing else. With 8 lanes nothing waits; with one lane those in-replica hops queue with
+ * the sends on their ports: slower, grouped and hop by hop alike. */
+Test(cp, reduce_dp2_in_replica_hop_contends_with_sends)
+{
+    double fig[2];
+    const int src[4] = {0, 1, 2, 3}, dst[4] = {1, 2, 3, 0};
+    for (int lanes = 0; lanes < 2; lanes++) {
+        cluster *c = eth_servers(1, 8, lanes ? 25 : 200);
+        transformer *t = small_model();
+        layout3d_options o = opts(1, 2, 2, 2);
+        plumb_err err = {{0}};
+        plan *pl = layout3d_build(t, c, "x.json", &o, &err);
+        cr_assert_not_null(pl, "%s", err.msg);
+        cr_assert_eq(plan_cp_device(pl, 0, 0, 1), 1);
+        cr_assert_eq(plan_cp_device(pl, 0, 1, 0), 2);
+        cr_assert_eq(pl->stages[1].devices[0], 4);
+        sim_net net;
+        sim_net_from_cluster(&net, pl->clus, NULL);
+        int iters = 4;
+        schedule *s = schedule_from_plan(pl, iters, &err);
+        cr_assert_not_null(s, "%s", err.msg);
+        sim_model m;
+        cr_assert_eq(sim_cost_build(&m, pl, s, &net, -1, 1, &err), 0, "%s", err.msg);
+        double g = m.grad_bytes[0], kb = ceil(g / SIM_BUCKET_BYTES);
+        sim_result r[2];
+        for (int per_hop = 0; per_hop < 2; per_hop++) {
+            m.ring_per_hop = per_hop;
+            cr_assert_eq(sim_engine_run(&m, &r[per_hop], &err), 0, "%s", err.msg);
+            int found = ring_links(&r[per_hop], src, dst, 4, (long long)(iters * kb * 6),
+                                   iters * g * 6 / 4, g);
+            cr_assert_eq(found, 4, "links 0 -> 1 -> 2 -> 3 -> 0 (got %d)", found);
+        }
+        same_runs(&r[0], &r[1]);
+        fig[lanes] = r[0].iteration_s;
+        sim_result_free(&r[0]);
+        sim_result_free(&r[1]);
+        sim_model_release(&m);
+        schedule_free(s);
+        plan_free(pl);
+        transformer_free(t);
+        cluster_free(c);
+    }
+    cr_assert(fig[1] > fig[0] * 1.001, "one lane %.9g, 8 lanes %.9g", fig[1], fig[0]);
 }
 
 /* The plan file carries "cp" (and its profile context_parallel); it reads back equal. */
@@ -506,15 +671,18 @@ Test(cp, bad_input)
 
 /* The one rule of what cp asks (llm_cp_check), which the profile's errors, the search's
  * candidates and the dashboard's cp keys all read: flash attention, 2 cp dividing the
- * sequence; cp 1 always, cp 0 never; an unknown sequence (0) not checked. */
+ * sequence, tp x cp dividing a server; cp 1 always, cp 0 never; an unknown sequence (0) or
+ * server (0) not checked. */
 Test(cp, rule_is_flash_and_the_balanced_split)
 {
-    cr_assert_eq(llm_cp_check(1, LLM_ATTN_STANDARD, 2049), LLM_CP_OK);
-    cr_assert_eq(llm_cp_check(0, LLM_ATTN_FLASH, 2048), LLM_CP_BAD_COUNT);
-    cr_assert_eq(llm_cp_check(2, LLM_ATTN_STANDARD, 2048), LLM_CP_NEEDS_FLASH);
-    cr_assert_eq(llm_cp_check(4, LLM_ATTN_FLASH, 2052), LLM_CP_SPLITS_SEQ); /* 8 does not divide */
-    cr_assert_eq(llm_cp_check(2, LLM_ATTN_FLASH, 2052), LLM_CP_OK);         /* 4 does */
-    cr_assert_eq(llm_cp_check(8, LLM_ATTN_FLASH, 0), LLM_CP_OK);
+    cr_assert_eq(llm_cp_check(1, LLM_ATTN_STANDARD, 2049, 3, 8), LLM_CP_OK);
+    cr_assert_eq(llm_cp_check(0, LLM_ATTN_FLASH, 2048, 1, 8), LLM_CP_BAD_COUNT);
+    cr_assert_eq(llm_cp_check(2, LLM_ATTN_STANDARD, 2048, 1, 8), LLM_CP_NEEDS_FLASH);
+    /* 8 does not divide 2052, 4 does */
+    cr_assert_eq(llm_cp_check(4, LLM_ATTN_FLASH, 2052, 1, 8), LLM_CP_SPLITS_SEQ);
+    cr_assert_eq(llm_cp_check(2, LLM_ATTN_FLASH, 2052, 1, 8), LLM_CP_OK);
+    cr_assert_eq(llm_cp_check(8, LLM_ATTN_FLASH, 0, 1, 8), LLM_CP_OK);
+    cr_assert_eq(llm_cp_check(8, LLM_ATTN_FLASH, 0, 1, 0), LLM_CP_OK);
     /* the profile refuses what the rule refuses, naming --cp */
     transformer *t = llmfix_model("examples/llm/gpt2.json");
     cluster *c = llmfix_cluster("profiles/clusters/dgx-a100-80g.json");
@@ -529,4 +697,26 @@ Test(cp, rule_is_flash_and_the_balanced_split)
     cr_assert(strstr(e.msg, "--cp"), "%s", e.msg);
     transformer_free(t);
     cluster_free(c);
+}
+
+/* tp x cp must divide a server's devices where a server is given: tp 2 x cp 4 on 8, not tp
+ * 4 x cp 4 (16) nor tp 2 x cp 3 (6); the sequence's rule first; a layout given by hand (no
+ * server, as llm_profile_build asks) may span servers, and the profile builds it. */
+Test(cp, rule_tp_cp_within_a_server)
+{
+    cr_assert_eq(llm_cp_check(4, LLM_ATTN_FLASH, 8192, 2, 8), LLM_CP_OK);
+    cr_assert_eq(llm_cp_check(4, LLM_ATTN_FLASH, 8192, 4, 8), LLM_CP_SPANS_SERVERS);
+    cr_assert_eq(llm_cp_check(3, LLM_ATTN_FLASH, 8190, 2, 8), LLM_CP_SPANS_SERVERS);
+    cr_assert_eq(llm_cp_check(3, LLM_ATTN_FLASH, 8192, 2, 8), LLM_CP_SPLITS_SEQ);
+    cr_assert_eq(llm_cp_check(2, LLM_ATTN_STANDARD, 8192, 8, 8), LLM_CP_NEEDS_FLASH);
+    cr_assert_eq(llm_cp_check(2, LLM_ATTN_FLASH, 8192, 8, 1), LLM_CP_SPANS_SERVERS);
+    cr_assert_eq(llm_cp_check(2, LLM_ATTN_FLASH, 8192, 8, 0), LLM_CP_OK);
+    cr_assert_eq(llm_cp_check(1, LLM_ATTN_FLASH, 8192, 8, 4), LLM_CP_OK); /* tp's own rule */
+    plumb_err err = {{0}};
+    layout3d_options o = opts(2, 8, 1, 1); /* 16 ranks over two 8-GPU servers */
+    o.gpus = 16;
+    plan *pl = build(&o, &err);
+    cr_assert_not_null(pl, "%s", err.msg);
+    cr_assert_eq(plan_cp_device(pl, 0, 0, 4), 8);
+    plan_free(pl);
 }

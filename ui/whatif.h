@@ -217,9 +217,10 @@ int ui_whatif3d_key(ui_state *st, int key);
 
 /* 1 when cp context-parallel ranks apply to what-if w on st (cp 1 always does): the
  * attention is flash, 2 cp divides the sequence (st->lopt.seq; 0: not known, not checked)
- * and tp x cp divides a server, as plumb plan --model's search asks of the cp it tries
- * (planner/search3d.c: cp_ok; any cp >= 1 here, not only 2, 4, 8). Else 0 with why (n >
- * 0: always terminated) naming the first rule it breaks. */
+ * and tp x cp divides a server (st->per_server): llm_cp_check, which plumb plan --model's
+ * search reads for the cp it tries too (planner/search3d.c: cp_ok; any cp >= 1 here, not
+ * only 2, 4, 8). Else 0 with why (n > 0: always terminated) naming the first rule it
+ * breaks. */
 int ui_cp_applies(const ui_state *st, const ui_whatif *w, int cp, char *why, size_t n);
 
 /* The GPU count one step up (dir > 0) or down from n: the next valid count above or below

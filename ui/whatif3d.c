@@ -116,7 +116,8 @@ int ui_cp_applies(const ui_state *st, const ui_whatif *w, int cp, char *why, siz
 {
     long long seq = st->lopt.seq;
     if (n) why[0] = 0;
-    llm_cp_rule rule = llm_cp_check(cp, (llm_attention)w->attention, seq);
+    llm_cp_rule rule =
+        llm_cp_check(cp, (llm_attention)w->attention, seq, w->tp, st->per_server);
     if (cp == 1) return 1;
     if (rule == LLM_CP_BAD_COUNT) {
         if (n) snprintf(why, n, "cp %d: expected 1 or more context-parallel ranks", cp);
@@ -126,7 +127,7 @@ int ui_cp_applies(const ui_state *st, const ui_whatif *w, int cp, char *why, siz
     } else if (rule == LLM_CP_SPLITS_SEQ) {
         if (n) snprintf(why, n, "cp %d needs 2 x cp = %lld to divide the sequence of %lld "
                         "tokens", cp, 2LL * cp, seq);
-    } else if (st->per_server % ((long long)w->tp * cp)) {
+    } else if (rule == LLM_CP_SPANS_SERVERS) {
         if (n) snprintf(why, n, "cp %d needs tp x cp = %d x %d to divide a server's %d "
                         "devices", cp, w->tp, cp, st->per_server);
     } else {
