@@ -144,6 +144,8 @@ plan *plan_new(const profile *prof, const cluster *clus, int nstages)
     pl->tp = prof->tp > 0 ? prof->tp : 1;
     pl->cp = prof->cp > 0 ? prof->cp : 1;
     pl->sequence_parallel = prof->sequence_parallel;
+    if (prof->precision >= 0) pl->precision = (dev_precision)prof->precision;
+    pl->cross_entropy = prof->cross_entropy;
     return pl;
 }
 
@@ -617,6 +619,17 @@ int plan_validate(const plan *pl, const char *file, plumb_err *err)
     if ((int)pl->precision < 0 || pl->precision >= DEV_NPREC)
         return err_set(err, file, "precision", "expected fp32, tf32, bf16, fp16 or fp8 (got %d)",
                        (int)pl->precision);
+    /* a profile that says how it was made (an analytic one, planner/llm_profile.c) made
+     * its times and bytes at the plan's precision and priced the plan's loss: every plan
+     * plumb makes of it takes both (plan_new; with fp8 the profile says fp8 too) */
+    if (pl->prof->precision >= 0 && (int)pl->precision != pl->prof->precision)
+        return err_set(err, file, "precision", "expected %s, the precision the profile was "
+                       "made at (got %s)", dev_precision_name(pl->prof->precision),
+                       dev_precision_name(pl->precision));
+    if (pl->prof->cross_entropy > 0 && pl->cross_entropy != pl->prof->cross_entropy)
+        return err_set(err, file, "cross_entropy", "expected %s, the loss the profile prices "
+                       "(got %s)", plan_cross_entropy_name(pl->prof->cross_entropy),
+                       plan_cross_entropy_name(pl->cross_entropy));
     if (check_dtype(pl, file, err, "grad_reduce", pl->grad_reduce) ||
         check_dtype(pl, file, err, "optimizer_state", pl->optimizer_state))
         return -1;
@@ -875,12 +888,13 @@ static int load_tp_overlap(const jctx *jc, const cJSON *root, plan *pl)
                    json_describe(v, got, sizeof got));
 }
 
-/* "cross_entropy": "unfused" (the default), "te" or "native" (planner/llm_profile.c). */
+/* "cross_entropy": "unfused", "te" or "native" (planner/llm_profile.c); absent, the
+ * profile's (unfused when it says none). */
 static int load_cross_entropy(const jctx *jc, const cJSON *root, plan *pl)
 {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, "cross_entropy");
     char got[96];
-    pl->cross_entropy = 0;
+    pl->cross_entropy = pl->prof->cross_entropy;
     if (!v) return 0;
     if (cJSON_IsString(v) && plan_cross_entropy_parse(v->valuestring) >= 0) {
         pl->cross_entropy = plan_cross_entropy_parse(v->valuestring);
@@ -965,7 +979,7 @@ plan *plan_from_json(const cJSON *root, const char *file, plumb_err *err)
     if (load_dtype(&jc, root, "grad_reduce", &pl->grad_reduce) ||
         load_dtype(&jc, root, "optimizer_state", &pl->optimizer_state))
         goto fail;
-    s = "fp32";
+    s = pl->prof->precision >= 0 ? dev_precision_name(pl->prof->precision) : "fp32";
     if (json_get_str(&jc, root, "", "precision", 0, &s)) goto fail;
     if (dev_precision_parse(s) < 0) {
         const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, "precision");

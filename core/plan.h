@@ -280,7 +280,8 @@ int plan_equal(const plan *a, const plan *b);
 void plan_free(plan *pl);
 
 /* Allocates an empty plan over copies of prof and clus with n stages (devices arrays NULL,
- * predicted figures -1, schedule 1f1b-flush, 1 microbatch of the profile's minibatch).
+ * predicted figures -1, schedule 1f1b-flush, 1 microbatch of the profile's minibatch; the
+ * profile's tp, cp, sequence parallelism, loss and precision where it says one, else fp32).
  * Returns NULL when out of memory. */
 plan *plan_new(const profile *prof, const cluster *clus, int nstages);
 

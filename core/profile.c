@@ -11,7 +11,9 @@
 #include <string.h>
 
 #include "bounds.h"
+#include "device.h"
 #include "json.h"
+#include "plan.h"
 
 /* The file fields of profile.step_ns_per_byte, in optimizer_kind order. */
 static const char *const STEP_KEYS[3] = {"sgd_step_ns_per_byte", "momentum_step_ns_per_byte",
@@ -28,6 +30,7 @@ profile *profile_alloc(int n, int m)
     p->nedges = m;
     p->tp = 1;
     p->cp = 1;
+    p->precision = -1;
     p->layers = calloc(n ? (size_t)n : 1, sizeof *p->layers);
     p->edges = calloc(m ? (size_t)m : 1, sizeof *p->edges);
     if (!p->layers || !p->edges) {
@@ -88,6 +91,8 @@ profile *profile_clone(const profile *p)
     q->cp = p->cp;
     q->sequence_parallel = p->sequence_parallel;
     q->tokens_per_sample = p->tokens_per_sample;
+    q->precision = p->precision;
+    q->cross_entropy = p->cross_entropy;
     for (int i = 0; i < p->nlayers; i++) {
         profile_layer *d = &q->layers[i];
         *d = p->layers[i];
@@ -127,7 +132,8 @@ int profile_equal(const profile *a, const profile *b)
         a->input_bytes != b->input_bytes || a->input_gather_ms != b->input_gather_ms ||
         memcmp(a->step_ns_per_byte, b->step_ns_per_byte, sizeof a->step_ns_per_byte) ||
         a->tp != b->tp || a->cp != b->cp || a->sequence_parallel != b->sequence_parallel ||
-        a->tokens_per_sample != b->tokens_per_sample || a->nlayers != b->nlayers ||
+        a->tokens_per_sample != b->tokens_per_sample || a->precision != b->precision ||
+        a->cross_entropy != b->cross_entropy || a->nlayers != b->nlayers ||
         a->nedges != b->nedges)
         return 0;
     for (int i = 0; i < a->nlayers; i++) {
@@ -482,6 +488,12 @@ int profile_validate(const profile *p, const char *file, plumb_err *err)
     if (p->tokens_per_sample < 0 || p->tokens_per_sample > BOUND_TOKENS_MAX)
         return err_set(err, file, "tokens_per_sample", "expected an integer from 0 to %lld "
                        "(got %lld)", (long long)BOUND_TOKENS_MAX, p->tokens_per_sample);
+    if (p->precision < -1 || p->precision >= DEV_NPREC)
+        return err_set(err, file, "precision", "expected fp32, tf32, bf16, fp16 or fp8 (got %d)",
+                       p->precision);
+    if (plan_cross_entropy_parse(plan_cross_entropy_name(p->cross_entropy)) != p->cross_entropy)
+        return err_set(err, file, "cross_entropy", "expected unfused, te or native (got %d)",
+                       p->cross_entropy);
     if (p->nlayers <= 0 || !p->layers)
         return err_set(err, file, "layers", "expected at least one layer (got %d)", p->nlayers);
     if (p->nedges < 0 || (p->nedges > 0 && !p->edges))
@@ -589,8 +601,8 @@ static const char *const ROOT_KEYS[] = {"format", "name", "device", "source", "m
                                         "sgd_step_ns_per_byte", "momentum_step_ns_per_byte",
                                         "adam_step_ns_per_byte", "tensor_parallel",
                                         "context_parallel",
-                                        "sequence_parallel", "tokens_per_sample", "layers",
-                                        "edges", NULL};
+                                        "sequence_parallel", "tokens_per_sample",
+                                        "precision", "cross_entropy", "layers", "edges", NULL};
 static const char *const LAYER_KEYS[] = {"name", "kind", "desc", "forward_ms", "backward_ms",
                                          "backward_input_ms", "backward_weight_ms",
                                          "activation_bytes", "parameter_bytes", "flops",
@@ -691,6 +703,23 @@ static int edge_from_json(const jctx *c, const cJSON *item, int e, profile *p)
     return 0;
 }
 
+/* Reads the optional word `key` of root into *out as parse reads it (-1: not one of
+ * `expect`); *out is left as it is when the key is absent. */
+static int word_from_json(const jctx *c, const cJSON *root, const char *key,
+                          int (*parse)(const char *), const char *expect, int *out)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, key);
+    if (!v) return 0;
+    int k = cJSON_IsString(v) ? parse(v->valuestring) : -1;
+    if (k >= 0) {
+        *out = k;
+        return 0;
+    }
+    char got[96];
+    return err_set(c->err, c->file, key, "expected %s (got %s)", expect,
+                   json_describe(v, got, sizeof got));
+}
+
 profile *profile_from_json(const cJSON *root, const char *file, plumb_err *err)
 {
     jctx c = {file, err};
@@ -699,7 +728,7 @@ profile *profile_from_json(const cJSON *root, const char *file, plumb_err *err)
     if (json_check_keys(&c, root, "", ROOT_KEYS)) return NULL;
     const char *name, *device, *source = "";
     long long mb, tp = 1, cpn = 1, tokens = 0;
-    int sp = 0;
+    int sp = 0, prec = -1, ce = 0;
     double inb = 0, gather = 0, step[3] = {0, 0, 0};
     const cJSON *layers, *edges;
     int nl, ne;
@@ -716,6 +745,10 @@ profile *profile_from_json(const cJSON *root, const char *file, plumb_err *err)
         json_get_int(&c, root, "", "context_parallel", 0, 1, BOUND_TP_MAX, &cpn) ||
         json_get_bool(&c, root, "", "sequence_parallel", 0, &sp) ||
         json_get_int(&c, root, "", "tokens_per_sample", 0, 0, BOUND_TOKENS_MAX, &tokens) ||
+        word_from_json(&c, root, "precision", dev_precision_parse,
+                       "one of fp32, tf32, bf16, fp16, fp8", &prec) ||
+        word_from_json(&c, root, "cross_entropy", plan_cross_entropy_parse,
+                       "unfused, te or native", &ce) ||
         json_get_arr(&c, root, "", "layers", 1, &layers, &nl) ||
         json_get_arr(&c, root, "", "edges", 0, &edges, &ne))
         return NULL;
@@ -732,6 +765,8 @@ profile *profile_from_json(const cJSON *root, const char *file, plumb_err *err)
     p->cp = (int)cpn;
     p->sequence_parallel = sp;
     p->tokens_per_sample = tokens;
+    p->precision = prec;
+    p->cross_entropy = ce;
     if (dup_into(&c, &p->name, name) || dup_into(&c, &p->device, device) ||
         dup_into(&c, &p->source, source))
         goto fail;
@@ -780,7 +815,12 @@ cJSON *profile_to_json(const profile *p)
         (p->cp > 1 && !json_add_num(root, "context_parallel", p->cp)) ||
         (p->sequence_parallel && !cJSON_AddBoolToObject(root, "sequence_parallel", 1)) ||
         (p->tokens_per_sample > 0 &&
-         !json_add_num(root, "tokens_per_sample", (double)p->tokens_per_sample)))
+         !json_add_num(root, "tokens_per_sample", (double)p->tokens_per_sample)) ||
+        (p->precision >= 0 && !cJSON_AddStringToObject(root, "precision",
+                                                       dev_precision_name(p->precision))) ||
+        (p->cross_entropy > 0 &&
+         !cJSON_AddStringToObject(root, "cross_entropy",
+                                  plan_cross_entropy_name(p->cross_entropy))))
         goto fail;
     cJSON *layers = cJSON_AddArrayToObject(root, "layers");
     if (!layers) goto fail;

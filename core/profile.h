@@ -88,6 +88,15 @@ typedef struct profile {
                               the sequence too, so activation_bytes is one rank's share */
     long long tokens_per_sample; /* tokens in one sample (a sequence), 0 when the model
                                     is not a token model or the profile does not say */
+    int precision;     /* the dev_precision (core/cluster.h) the times and bytes were made
+                          at (file key "precision": "fp32", "tf32", "bf16", "fp16" or "fp8"),
+                          which a plan of the profile takes (plan_new; plan_validate refuses
+                          another); -1 when the profile does not say: measured and
+                          PipeDream profiles. Analytic profiles (planner/llm_profile) say */
+    int cross_entropy; /* the LM head's loss the times price (file key "cross_entropy": "te"
+                          or "native", written only when not "unfused"; core/plan.h's
+                          values), which a plan of the profile records (plan_new): 0 when
+                          unfused or not said */
     int nlayers;
     profile_layer *layers; /* in a topological order of the graph */
     int nedges;
@@ -97,8 +106,8 @@ typedef struct profile {
                             * none. Informational only; the planner makes its own stages. */
 } profile;
 
-/* Allocates a profile with n layers and m edges, everything zero except tp (1) and the
- * optional numbers (backward_input_ms, backward_weight_ms, flops, selective_recompute_ms,
+/* Allocates a profile with n layers and m edges, everything zero except tp and cp (1),
+ * precision (-1: not said) and the optional numbers (backward_input_ms, backward_weight_ms, flops, selective_recompute_ms,
  * selective_saved_bytes, tied_layer), which are -1 (absent); strings
  * are NULL for the caller to fill with malloc'd text (profile_free frees them).
  * NULL when out of memory or n < 0 or m < 0. */

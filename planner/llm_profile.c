@@ -416,6 +416,8 @@ profile *llm_profile_build(const transformer *t, const cluster *c, const char *c
     pr->cp = (int)cp;
     pr->sequence_parallel = o->sequence_parallel ? 1 : 0;
     pr->tokens_per_sample = seq;
+    pr->precision = o->precision; /* what its plans take (plan_new) */
+    pr->cross_entropy = o->cross_entropy;
     pr->input_bytes = M * 8; /* token ids as 64-bit integers */
     if (!(pr->name = strdup(t->name)) || !(pr->device = strdup(dev->name)) ||
         !(pr->source = strdup(src)))

@@ -91,7 +91,9 @@ llm_cp_rule llm_cp_check(int cp, llm_attention att, long long seq, int tp, int p
  * selective recomputation (the attention core's forward time, and the bytes kept without
  * the core's tensors; 0 and all of them with fused attention, which keeps no s x s
  * tensor). The head's scratch (workspace_bytes) is one logits tensor in the precision; with
- * tied embeddings its vocabulary matrix is tied to layer 0's (profile_layer.tied_*). Returns a new profile (profile_free), or NULL with err set to one
+ * tied embeddings its vocabulary matrix is tied to layer 0's (profile_layer.tied_*). The
+ * profile records o's precision and loss (profile.precision, .cross_entropy), which its
+ * plans take. Returns a new profile (profile_free), or NULL with err set to one
  * line: a tp that does not divide the heads, key and value heads or MLP width ("--tp"),
  * sequence parallelism at tp 1 ("--sequence-parallel"), a sequence longer than learned
  * positions allow ("--seq-len"), a cluster with several device types ("servers") or without

@@ -62,6 +62,7 @@ static void dp_layer(const nm_model *m, const nm_setting *s, nm_dp *d, int mode,
      * at ZeRO 0 they do not depend on the replicas (sim_memory_state); at ZeRO 1 (s->zero)
      * only the optimizer state does, set per count below */
     const sim_mem_setting ms1 = nm_mem_setting(m, s, 1);
+    const int nccl = ms1.nccl;
     sim_stage_mem bt[NM_MAX_BLOCKS + 1];
     /* the training state per parameter byte on each replica count (ZeRO 0: the same for
      * every count, but taken as sim_memory_state gives it; ZeRO 1: the optimizer's 1/n) */
@@ -106,11 +107,11 @@ static void dp_layer(const nm_model *m, const nm_setting *s, nm_dp *d, int mode,
                  * and the input gradient, the kept outputs without recompute; the inner
                  * gradient buffers; the staging */
                 const double pcoef = cn.ver + sm.gradients + sm.optimizer +
-                                     (n > 1 && !s->zero ? sm.gradients : 0);
-                /* ZeRO 1 (nm_mem_setting): no receive buffer, no staging, the slot's
+                                     (n > 1 && !nccl ? sm.gradients : 0);
+                /* ZeRO 1 or 16-bit (nm_nccl): no receive buffer, no staging, the slot's
                  * gradients and outputs not per slot: the data alone */
                 const double fixed =
-                    s->zero ? cn.slots * (b ? in : m->p->input_bytes * bscale)
+                    nccl ? cn.slots * (b ? in : m->p->input_bytes * bscale)
                             : cn.slots * ((b ? in : m->p->input_bytes * bscale) + in) +
                                   cn.staged * in;
                 double sc = kscale / R->speed;
@@ -134,7 +135,7 @@ static void dp_layer(const nm_model *m, const nm_setting *s, nm_dp *d, int mode,
                     double lp = m->cP[j] - m->cP[b] - m->tied_total;
                     double lower = (lp > 0 ? lp : 0) * pcoef + fixed +
                                    (m->cG[j] - m->cG[b] +
-                                    (rc || s->zero ? 0 : cn.slots * (m->cS[j] - m->cS[b]))) *
+                                    (rc || nccl ? 0 : cn.slots * (m->cS[j] - m->cS[b]))) *
                                        bscale;
                     if (lower > R->cap) break; /* memory grows with j */
                     const double P = bt[j].params;
@@ -183,9 +184,9 @@ static void dp_layer(const nm_model *m, const nm_setting *s, nm_dp *d, int mode,
                         tj.step_copy = tj.params * sm.stepcopy;
                     }
                     sim_memory_add(&acc, &tj, cn.ver, cn.slots,
-                                   s->zero ? 0 : sim_allreduce_scratch_max(bt[j].gradients, n), 0);
+                                   nccl ? 0 : sim_allreduce_scratch_max(bt[j].gradients, n), 0);
                     sim_memory mm;
-                    sim_memory_close(&acc, s->zero ? 0 : cn.staged * in, R->cap, &mm);
+                    sim_memory_close(&acc, nccl ? 0 : cn.staged * in, R->cap, &mm);
                     if (!mm.fits) continue;
                     if (mode == 0) {
                         best = bests[0] = v0;

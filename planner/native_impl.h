@@ -471,6 +471,15 @@ int nm_staged_grads(sched_kind kind, int k, int km);
  * receives: 1 when it receives from a stage before it (native_stage.c). */
 int nm_held_slots(sched_kind kind, int k, int km, int receives);
 
+/* The precision of the plans nm_plan makes of m's profile (plan_new): the profile's where
+ * it says one (an analytic profile), else fp32. Pure. */
+dev_precision nm_precision(const nm_model *m);
+
+/* 1 when the simulator gives the plans of s Megatron-LM-style buffers (sim_cost_plan_is_3d:
+ * ZeRO 1, or bf16, fp16 or fp8 precision): no all-reduce receive scratch, no staging, a
+ * slot's gradients once per stage. Pure. */
+int nm_nccl(const nm_model *m, const nm_setting *s);
+
 /* How the plan nm_plan makes runs a stage of n replicas under s, for the memory model. */
 sim_mem_setting nm_mem_setting(const nm_model *m, const nm_setting *s, int n);
 

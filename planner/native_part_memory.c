@@ -250,8 +250,9 @@ void nm_chunked_memory(const nm_model *m, const nm_setting *s, const nm_part *pt
     const double bscale = (double)s->mbsize / m->p->minibatch;
     sim_memory_acc acc[NM_MAX_UNITS];
     double big[NM_MAX_UNITS * NM_MAX_UNITS] = {0}; /* [p x p] largest gradient per pair */
-    /* zero 1: the runtime's own activations, walked over the schedule (held_walk) */
-    const schedule *sc = s->zero && e && e->sc && e->sc->nstages == pt->nst &&
+    /* zero 1 or 16-bit (nm_nccl): the runtime's own activations, walked over the schedule
+     * (held_walk) */
+    const schedule *sc = nm_nccl(m, s) && e && e->sc && e->sc->nstages == pt->nst &&
                                  e->sc->nworkers == p && pt->nst <= NM_MAX_STAGES
                              ? e->sc
                              : NULL;
@@ -285,7 +286,7 @@ void nm_chunked_memory(const nm_model *m, const nm_setting *s, const nm_part *pt
     for (int w = 0; w < p; w++) {
         if (sc) acc[w].mem.activations = held_walk(sc, wk[w], stash, recv, tr);
         double staging = 0;
-        for (int to = 0; e && !s->zero && to < p; to++) /* zero: nm_mem_setting */
+        for (int to = 0; e && !nm_nccl(m, s) && to < p; to++) /* nccl: nm_mem_setting */
             staging += e->bound[w * p + to] * big[w * p + to];
         sim_memory_close(&acc[w], staging, m->rg[pt->st[w].u * (m->U + 1) + 1].cap, &out[w]);
     }
@@ -335,7 +336,7 @@ static int counts_need_ir(const nm_model *m, const nm_setting *s, const nm_part 
 static void stage_memory_ir(const nm_model *m, const nm_setting *s, const nm_stage *st,
                             const nm_sched_memo *e, int i, int q0, double cap, sim_memory *out)
 {
-    const int n = st->r * m->g;
+    const int n = st->r * m->g, nccl = nm_nccl(m, s);
     sim_stage_mem t;
     nm_block_mem(m, s, st->b0, st->b1, n, &t);
     const double in = st->b0 > 0 ? m->cut[st->b0] * ((double)s->mbsize / m->p->minibatch) : 0;
@@ -345,8 +346,8 @@ static void stage_memory_ir(const nm_model *m, const nm_setting *s, const nm_sta
         sim_memory mm;
         memset(&a, 0, sizeof a);
         sim_memory_add(&a, &t, e->ver[i], c[0],
-                       s->zero ? 0 : sim_allreduce_scratch(t.gradients, n, j), 0);
-        sim_memory_close(&a, s->zero ? 0 : c[1] * in, cap, &mm); /* zero: nm_mem_setting */
+                       nccl ? 0 : sim_allreduce_scratch(t.gradients, n, j), 0);
+        sim_memory_close(&a, nccl ? 0 : c[1] * in, cap, &mm); /* nccl: nm_mem_setting */
         if (j == 0 || mm.total > out->total) *out = mm;
     }
 }

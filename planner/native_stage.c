@@ -52,20 +52,31 @@ static double range_allreduce_s(const nm_range *R, int n, double P)
     return n > 1 && P > 0 ? R->ar_a * P + R->ar_b : 0;
 }
 
+dev_precision nm_precision(const nm_model *m)
+{
+    return m->p->precision >= 0 ? (dev_precision)m->p->precision : DEV_FP32;
+}
+
+int nm_nccl(const nm_model *m, const nm_setting *s)
+{
+    dev_precision p = nm_precision(m);
+    return s->zero || p == DEV_BF16 || p == DEV_FP16 || p == DEV_FP8;
+}
+
 /* How the plan nm_plan makes runs a stage of n replicas under s, for the memory model:
- * the plan's precision (fp32) and ZeRO stage (s->zero), no checkpoints; the schedule's split
- * backward (the simulator looks for I actions in the generated lists: the kinds with
- * split_backward have them); at ZeRO 1 the Megatron-LM-style buffers the simulator gives
- * such a plan (sim_cost_plan_is_3d: nccl; no all-reduce scratch nor staging either, which
- * the callers leave out where s->zero). */
+ * the plan's precision (nm_precision: the profile's, else fp32) and ZeRO stage (s->zero),
+ * no checkpoints; the schedule's split backward (the simulator looks for I actions in the
+ * generated lists: the kinds with split_backward have them); with ZeRO 1 or a 16-bit or
+ * fp8 precision the Megatron-LM-style buffers the simulator gives such a plan (nm_nccl; no
+ * all-reduce scratch nor staging either, which the callers leave out there). */
 sim_mem_setting nm_mem_setting(const nm_model *m, const nm_setting *s, int n)
 {
     sim_mem_setting ms = {(double)s->mbsize / m->p->minibatch,
                           s->recompute ? RECOMPUTE_FULL : RECOMPUTE_NONE,
                           0,
                           sched_traits_of(s->kind)->split_backward,
-                          s->zero,
-                          DEV_FP32,
+                          nm_nccl(m, s),
+                          nm_precision(m),
                           s->zero,
                           n,
                           s->opt,
@@ -126,9 +137,9 @@ void nm_stage_memory(const nm_model *m, const nm_setting *s, int b0, int b1, int
     sim_memory_acc a;
     memset(&a, 0, sizeof a);
     sim_memory_add(&a, &t, cn->ver, cn->slots,
-                   s->zero ? 0 : sim_allreduce_scratch_max(t.gradients, n), 0);
+                   nm_nccl(m, s) ? 0 : sim_allreduce_scratch_max(t.gradients, n), 0);
     double in = b0 > 0 ? m->cut[b0] * ((double)s->mbsize / m->p->minibatch) : 0;
-    sim_memory_close(&a, s->zero ? 0 : cn->staged * in, cap, out);
+    sim_memory_close(&a, nm_nccl(m, s) ? 0 : cn->staged * in, cap, out);
 }
 
 void nm_stage_compute(const nm_model *m, const nm_setting *s, int b0, int b1, int u, int r,
@@ -227,7 +238,8 @@ double nm_stage_step_s(const nm_model *m, const nm_setting *s, const nm_stage *s
 {
     const double P = m->lay[st->b0 * (m->nb + 1) + st->b1].params;
     sim_state_mul sm;
-    sim_memory_state_of(DEV_FP32, DEV_FP32, DEV_FP32, s->zero, st->r * m->g, s->opt, &sm);
+    sim_memory_state_of(nm_precision(m), DEV_FP32, DEV_FP32, s->zero, st->r * m->g, s->opt,
+                        &sm);
     const device_type *t = cluster_device_type(m->c, m->order[st->u * m->g]);
     double Bps = sim_cost_step_Bps(m->p, s->opt, t);
     return Bps > 0 ? P * sm.step / Bps : 0;

@@ -72,7 +72,8 @@ struct cJSON *sweep3d_to_json(const sweep3d_result *r);
 
 /* SVG of days to train against cost, one point per count that fits (labelled with its
  * GPUs), the Pareto front joined and filled, the deadline as a dashed line, the runtime
- * of every layout at the foot where it is not the default. NULL when out
+ * and the loss (--cross-entropy te or native) of every layout at the foot where they are
+ * not the defaults. NULL when out
  * of memory or without a token budget (nothing to plot). Caller frees. */
 char *sweep3d_svg(const sweep3d_result *r, size_t *len);
 

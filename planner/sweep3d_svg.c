@@ -1,12 +1,14 @@
 /* sweep3d_svg.c: the picture of a transformer's sweep (planner/sweep3d.h): days to train the
  * token budget (log scale, across) against its cost (up), one point per GPU count that fits,
  * labelled with its GPUs; the Pareto front (no other count both sooner and cheaper) filled
- * and joined, the others hollow; the deadline as a dashed line. */
+ * and joined, the others hollow; the deadline as a dashed line; the runtime and the loss of
+ * every layout where they are not the defaults. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 
 #include "core/svg.h"
+#include "planner/llm_profile.h"
 #include "planner/sweep3d.h"
 
 #define W 760.0
@@ -113,11 +115,20 @@ char *sweep3d_svg(const sweep3d_result *r, size_t *len)
     sbuf_printf(&b, "<text x=\"%.0f\" y=\"40\" text-anchor=\"middle\" fill=\"#555\">a point: the "
                 "best layout on that many GPUs; filled: the Pareto front (none both sooner "
                 "and cheaper); cost axis not from 0</text>\n", W / 2);
+    /* the settings of every layout, as the table's lines name them: the runtime, and the
+     * loss where it is fused (plain text: no character of either needs escaping) */
     char rt[160];
     search3d_runtime_text(&r->opts, rt, sizeof rt);
-    if (rt[0]) /* plain text: no character of it needs escaping */
+    int ce = r->opts.cross_entropy != LLM_CE_UNFUSED;
+    if (rt[0] || ce) {
         sbuf_printf(&b, "<text class=\"runtime\" x=\"8\" y=\"%.0f\" font-size=\"11\" "
-                    "fill=\"#555\">runtime of every layout: %s</text>\n", H - 6, rt);
+                    "fill=\"#555\">", H - 6);
+        if (rt[0]) sbuf_printf(&b, "runtime of every layout: %s", rt);
+        if (ce)
+            sbuf_printf(&b, "%sloss of every layout: cross-entropy %s", rt[0] ? "; " : "",
+                        llm_cross_entropy_name((llm_cross_entropy)r->opts.cross_entropy));
+        sbuf_printf(&b, "</text>\n");
+    }
     draw_axes(&b, &a, r);
     if (r->deadline_days > 0) {
         double x = px(&a, r->deadline_days);

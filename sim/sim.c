@@ -342,8 +342,9 @@ static int fill_layout(sim_report *rep, const plan *pl, const sim_model *m)
     }
     free(used);
     /* a rate over the peak at the plan's precision says the profile's times were made at
-     * another one (an fp8 or bf16 profile under a plan that says fp32, which a planner
-     * gives every plan it makes from a profile): no MFU rather than one over 100 % */
+     * another one (an fp8 or bf16 profile that does not say its precision, whose plans say
+     * fp32; plan_new gives the plans of one that says it its precision): no MFU rather
+     * than one over 100 % */
     if (peak > 0 && model / rep->iteration_s <= peak) rep->mfu = model / rep->iteration_s / peak;
     return 0;
 }

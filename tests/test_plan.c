@@ -1390,3 +1390,59 @@ Test(plan, bad_model_one_line_each)
               err.msg, "%s", err.msg);
     cJSON_Delete(j);
 }
+
+/* A plan of a profile that says its precision and loss (an analytic one) takes both
+ * (plan_new), writes and reads them back, and takes them where its file leaves them out;
+ * a file whose "precision" or "cross_entropy" contradicts the embedded profile's is refused,
+ * one line naming the file and the field. A profile without them (measured, PipeDream's)
+ * leaves the plan's own: fp32, unfused. */
+Test(plan_bad, precision_and_loss_against_the_profiles)
+{
+    profile *p = small_profile(6);
+    cluster *c = small_cluster();
+    plan *pl = plan_new(p, c, 1);
+    cr_assert_not_null(pl);
+    cr_expect_eq(pl->precision, DEV_FP32, "no precision said: fp32");
+    cr_expect_eq(pl->cross_entropy, 0);
+    plan_free(pl);
+    p->precision = DEV_BF16;
+    p->cross_entropy = 2; /* native */
+    pl = plan_new(p, c, 1);
+    cr_assert_not_null(pl);
+    cr_expect_eq(pl->precision, DEV_BF16);
+    cr_expect_eq(pl->cross_entropy, 2);
+    int devs[] = {0};
+    cr_assert_eq(plan_set_stage(pl, 0, 0, 5, 1, devs), 0);
+    plumb_err err;
+    cr_assert_eq(plan_validate(pl, "p", &err), 0, "%s", err.msg);
+    round_trip(pl);
+    cJSON *j = plan_to_json(pl);
+    cr_assert_not_null(j);
+    /* left out: the profile's */
+    cJSON_DeleteItemFromObject(j, "precision");
+    cJSON_DeleteItemFromObject(j, "cross_entropy");
+    plan *q = plan_from_json(j, "p.json", &err);
+    cr_assert_not_null(q, "%s", err.msg);
+    cr_expect(plan_equal(pl, q));
+    plan_free(q);
+    cJSON_AddStringToObject(j, "precision", "fp32");
+    err_clear(&err);
+    cr_expect_null(plan_from_json(j, "p.json", &err));
+    cr_expect_str_eq(err.msg, "p.json: precision: expected bf16, the precision the profile "
+                     "was made at (got fp32)");
+    cJSON_ReplaceItemInObject(j, "precision", cJSON_CreateString("bf16"));
+    cJSON_AddStringToObject(j, "cross_entropy", "unfused");
+    err_clear(&err);
+    cr_expect_null(plan_from_json(j, "p.json", &err));
+    cr_expect_str_eq(err.msg, "p.json: cross_entropy: expected native, the loss the profile "
+                     "prices (got unfused)");
+    cJSON_Delete(j);
+    /* in memory too */
+    pl->precision = DEV_FP8;
+    cr_expect_eq(plan_validate(pl, "m", &err), -1);
+    cr_expect_str_eq(err.msg, "m: precision: expected bf16, the precision the profile was "
+                     "made at (got fp8)");
+    plan_free(pl);
+    profile_free(p);
+    cluster_free(c);
+}

@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/cluster.h"
 #include "core/json.h"
 #include "core/profile.h"
 
@@ -599,4 +600,77 @@ Test(profile, transformer_shape_is_embedding_blocks_head)
         profile_free(p);
     }
     cr_expect_eq(profile_is_transformer(NULL), 0);
+}
+
+/* The precision and the loss an analytic profile was made with ("precision",
+ * "cross_entropy"): read, kept by clone and equal, written back only where the profile
+ * says them, so that a profile without them (measured, PipeDream's) writes as before. */
+Test(profile, precision_and_loss_round_trip)
+{
+    plumb_err err;
+    profile *p = parse(GOOD, &err);
+    cr_assert_not_null(p, "%s", err.msg);
+    cr_expect_eq(p->precision, -1, "absent: not said");
+    cr_expect_eq(p->cross_entropy, 0, "absent: not said (unfused)");
+    cJSON *j = profile_to_json(p);
+    cr_assert_not_null(j);
+    cr_expect_null(cJSON_GetObjectItem(j, "precision"), "absent stays absent");
+    cr_expect_null(cJSON_GetObjectItem(j, "cross_entropy"), "absent stays absent");
+    cJSON_Delete(j);
+    const char *at = strstr(GOOD, "\"minibatch\"");
+    char text[4096];
+    snprintf(text, sizeof text, "%.*s\"precision\": \"fp8\", \"cross_entropy\": \"te\", %s",
+             (int)(at - GOOD), GOOD, at);
+    profile *q = parse(text, &err);
+    cr_assert_not_null(q, "%s", err.msg);
+    cr_expect_eq(q->precision, DEV_FP8);
+    cr_expect_eq(q->cross_entropy, 1);
+    cr_expect_not(profile_equal(p, q), "the precision and loss are compared");
+    j = profile_to_json(q);
+    cr_assert_not_null(j);
+    cr_expect_str_eq(cJSON_GetStringValue(cJSON_GetObjectItem(j, "precision")), "fp8");
+    cr_expect_str_eq(cJSON_GetStringValue(cJSON_GetObjectItem(j, "cross_entropy")), "te");
+    profile *r = profile_from_json(j, "mem", &err);
+    cJSON_Delete(j);
+    cr_assert_not_null(r, "%s", err.msg);
+    cr_expect(profile_equal(q, r));
+    profile *c = profile_clone(q);
+    cr_assert_not_null(c);
+    cr_expect(profile_equal(q, c));
+    c->precision = DEV_BF16;
+    cr_expect_not(profile_equal(q, c));
+    c->precision = DEV_FP8;
+    c->cross_entropy = 2;
+    cr_expect_not(profile_equal(q, c));
+    /* "unfused" read is the default, not written back */
+    r->cross_entropy = 0;
+    j = profile_to_json(r);
+    cr_expect_null(cJSON_GetObjectItem(j, "cross_entropy"));
+    cr_expect_str_eq(cJSON_GetStringValue(cJSON_GetObjectItem(j, "precision")), "fp8");
+    cJSON_Delete(j);
+    profile_free(p);
+    profile_free(q);
+    profile_free(r);
+    profile_free(c);
+}
+
+Test(profile_bad, precision_and_loss)
+{
+    expect_bad("\"minibatch\"", "\"precision\": \"fp4\", \"minibatch\"",
+               "t.json: precision: expected one of fp32, tf32, bf16, fp16, fp8 (got \"fp4\")");
+    expect_bad("\"minibatch\"", "\"precision\": 16, \"minibatch\"",
+               "t.json: precision: expected one of fp32, tf32, bf16, fp16, fp8 (got 16)");
+    expect_bad("\"minibatch\"", "\"cross_entropy\": \"fused\", \"minibatch\"",
+               "t.json: cross_entropy: expected unfused, te or native (got \"fused\")");
+    plumb_err err;
+    profile *p = parse(GOOD, &err);
+    cr_assert_not_null(p, "%s", err.msg);
+    p->precision = DEV_NPREC;
+    cr_expect_eq(profile_validate(p, "m", &err), -1);
+    cr_expect_str_eq(err.msg, "m: precision: expected fp32, tf32, bf16, fp16 or fp8 (got 5)");
+    p->precision = -1;
+    p->cross_entropy = 3;
+    cr_expect_eq(profile_validate(p, "m", &err), -1);
+    cr_expect_str_eq(err.msg, "m: cross_entropy: expected unfused, te or native (got 3)");
+    profile_free(p);
 }

@@ -19,6 +19,7 @@
 #include "core/schedule_traits.h"
 #include "core/transformer.h"
 #include "llmfix.h"
+#include "planner/llm_profile.h"
 #include "planner/search3d.h"
 #include "planner/sweep3d.h"
 #include "sim/sim.h"
@@ -714,4 +715,47 @@ Test(sweep3d, bad_runtime_combinations)
     }
     cluster_free(c);
     transformer_free(t);
+}
+
+/* The plot names the loss of every layout where it is fused (--cross-entropy te or native),
+ * in the table's words, at the foot beside the runtime, and nothing at the default: a
+ * sweep of two counts written by hand (the writer reads only the points and the options). */
+Test(sweep3d, plot_names_the_loss)
+{
+    sweep3d_point pts[2];
+    memset(pts, 0, sizeof pts);
+    for (int i = 0; i < 2; i++) {
+        pts[i].gpus = 8 << i;
+        pts[i].ok = 1;
+        pts[i].days = 20.0 / (1 << i);
+        pts[i].cost = 1000.0 + 50 * i;
+        pts[i].pareto = 1;
+    }
+    sweep3d_result r;
+    memset(&r, 0, sizeof r);
+    r.n = 2;
+    r.pts = pts;
+    r.tokens = 1e11;
+    r.deadline_gpus = -1;
+    snprintf(r.model, sizeof r.model, "llama3-8b");
+    snprintf(r.cluster, sizeof r.cluster, "dgx-h100");
+    search3d_options_init(&r.opts);
+    static const struct { int ce, sync; const char *want; } set[] = {
+        {LLM_CE_UNFUSED, 0, NULL},
+        {LLM_CE_UNFUSED, 1, "runtime of every layout: p2p sync</text>"},
+        {LLM_CE_TE, 0, ">loss of every layout: cross-entropy te</text>"},
+        {LLM_CE_NATIVE, 1, ">runtime of every layout: p2p sync; loss of every layout: "
+         "cross-entropy native</text>"},
+    };
+    for (size_t i = 0; i < sizeof set / sizeof set[0]; i++) {
+        r.opts.cross_entropy = set[i].ce;
+        r.opts.p2p_sync = set[i].sync;
+        char *svg = sweep3d_svg(&r, &(size_t){0});
+        cr_assert_not_null(svg);
+        if (set[i].want) cr_expect(strstr(svg, set[i].want), "setting %zu:\n%s", i, svg);
+        else cr_expect_null(strstr(svg, "class=\"runtime\""), "setting %zu:\n%s", i, svg);
+        cr_expect_eq(count_of(svg, "cross-entropy"), set[i].ce != LLM_CE_UNFUSED,
+                     "setting %zu", i);
+        free(svg);
+    }
 }

@@ -18,7 +18,9 @@
 
 #include "cli/cli.h"
 #include "core/json.h"
+#include "core/transformer.h"
 #include "planner/llm_profile.h"
+#include "planner/native.h"
 #include "tests/tmpdir.h"
 #include "ui/app.h"
 #include "ui/draw.h"
@@ -453,6 +455,74 @@ Test(ui_snapshot, header_shows_the_plan_runtime)
     cr_assert(!strstr(s, "p2p"), "%s", s);
     free(s);
     ui_app_free(&a);
+}
+
+/* An analytic profile made with a fused loss (`plumb profile --model --cross-entropy te`;
+ * here GPT-2 on 8 H100s at bf16) and its plan from the native planner (`plumb plan -p`):
+ * the 2D view of the plan file, and of the profile itself (re-planned by the native
+ * planner), names the loss in the runtime row as the 3D row names it ("cross-entropy-te",
+ * or "ce-te" where that does not fit), and the plans shown are the profile's precision
+ * (bf16), not fp32. Before, the 2D view had no runtime row for them. */
+Test(ui_snapshot, plan_of_an_analytic_profile_names_its_loss)
+{
+    plumb_err e = {{0}};
+    cluster *all = cluster_load("profiles/clusters/dgx-h100.json", &e);
+    cr_assert_not_null(all, "%s", e.msg);
+    cluster *c = cluster_take_gpus(all, 8, "dgx-h100.json", &e);
+    cr_assert_not_null(c, "%s", e.msg);
+    transformer *t = transformer_load("examples/llm/gpt2.json", &e);
+    cr_assert_not_null(t, "%s", e.msg);
+    const char *words[][2] = {{"te", "cross-entropy-te"}, {"native", "cross-entropy-native"}};
+    for (int k = 0; k < 2; k++) {
+        llm_options lo;
+        llm_options_init(&lo);
+        lo.seq = 512;
+        lo.cross_entropy = k ? LLM_CE_NATIVE : LLM_CE_TE;
+        profile *p = llm_profile_build(t, c, "dgx-h100.json", &lo, &e);
+        cr_assert_not_null(p, "%s", e.msg);
+        char pp[512], cp[512], lp[512];
+        snprintf(pp, sizeof pp, "%s/%s.json", tmpdir, words[k][0]);
+        snprintf(cp, sizeof cp, "%s/h100x8.json", tmpdir);
+        snprintf(lp, sizeof lp, "%s/%s-plan.json", tmpdir, words[k][0]);
+        cr_assert_eq(profile_save(p, pp, &e), 0, "%s", e.msg);
+        cr_assert_eq(cluster_save(c, cp, &e), 0, "%s", e.msg);
+        native_options no;
+        native_options_init(&no);
+        plan *pl = planner_native(p, c, &no, NULL, &e);
+        cr_assert_not_null(pl, "%s", e.msg);
+        cr_expect_eq(pl->precision, DEV_BF16);
+        cr_expect_eq(pl->cross_entropy, lo.cross_entropy);
+        cr_assert_eq(plan_save(pl, lp, &e), 0, "%s", e.msg);
+        plan_free(pl);
+        profile_free(p);
+        for (int from = 0; from < 2; from++) { /* the plan file, the profile */
+            ui_app a;
+            cr_assert_eq(from ? ui_app_open(&a, pp, cp, NULL, tmpdir, UI_PLANNER_NATIVE)
+                              : ui_app_open(&a, NULL, NULL, lp, tmpdir, UI_PLANNER_NATIVE), 0);
+            cr_assert(a.loaded, "%s", a.load_err);
+            cr_assert(a.cur.pl, "%s", a.cur.err);
+            cr_expect_eq(a.cur.pl->precision, DEV_BF16, "%s", from ? "profile" : "plan file");
+            char brief[16];
+            snprintf(brief, sizeof brief, "ce-%s", words[k][0]);
+            char *s = snap(&a, 80, 24, NULL);
+            const char *row = line_with(s, "p2p overlap");
+            const char *w = row ? strstr(row, words[k][1]) : NULL; /* where it fits */
+            if (!w && row) w = strstr(row, brief);
+            cr_expect(w && w < strchr(row, '\n'), "%s, %s: no %s in the runtime row:\n%s",
+                      words[k][0], from ? "profile" : "plan file", brief, s);
+            free(s);
+            s = snap(&a, 160, 40, NULL);
+            row = line_with(s, "runtime  p2p overlap");
+            cr_expect(row && strstr(row, words[k][1]) && strstr(row, words[k][1]) <
+                      strchr(row, '\n'), "%s, %s: no %s in the runtime row:\n%s",
+                      words[k][0], from ? "profile" : "plan file", words[k][1], s);
+            free(s);
+            ui_app_free(&a);
+        }
+    }
+    transformer_free(t);
+    cluster_free(c);
+    cluster_free(all);
 }
 
 Test(ui_snapshot, straggler_and_memory_limit_match_plumb_sim_options)

@@ -338,6 +338,17 @@ static void runtime_word(pen *p, const char *word, const char *brief, int taken)
     if (!pen_word(p, word, style)) pen_word(p, brief, style);
 }
 
+/* The word of a fused loss (cross_entropy te or native: "cross-entropy-te", short "ce-te"),
+ * as the 3D and 2D runtime rows name it; nothing for the unfused default. */
+static void loss_word(pen *p, int cross_entropy)
+{
+    if (!cross_entropy) return;
+    char v[40], s[24];
+    snprintf(v, sizeof v, "cross-entropy-%s", plan_cross_entropy_name(cross_entropy));
+    snprintf(s, sizeof s, "ce-%s", plan_cross_entropy_name(cross_entropy));
+    runtime_word(p, v, s, 1);
+}
+
 /* A transformer's runtime row: the settings of `plumb plan --model` that every layout the
  * keys reach runs with (the runtime keys change tp-overlap, overlap-param-gather, p2p,
  * grad-sync and attention; the live plan's where it has them): the option names from
@@ -400,30 +411,27 @@ static void draw_runtime(ui_app *a, int x, int y, int w, ui_fb *fb)
     if (lo->account_embedding) runtime_word(&p, "embedding-in-split", "emb-split", 1);
     if (lo->account_loss) runtime_word(&p, "loss-in-split", "loss-split", 1);
     if (lo->pipeline_layout) runtime_word(&p, "pipeline-layout", "pp-layout", 1);
-    if (lo->cross_entropy) { /* --cross-entropy te or native: every layout's loss */
-        char v[40], s[24];
-        snprintf(v, sizeof v, "cross-entropy-%s", plan_cross_entropy_name(lo->cross_entropy));
-        snprintf(s, sizeof s, "ce-%s", plan_cross_entropy_name(lo->cross_entropy));
-        runtime_word(&p, v, s, 1);
-    }
+    loss_word(&p, lo->cross_entropy); /* --cross-entropy te or native: every layout's loss */
 }
 
 /* 1 when the 2D view's header has a runtime row: a plan file whose "p2p", "grad_sync",
  * "overlap_param_gather", "zero" or "fp8_param_gather" is not the default (every what-if keeps them;
- * ui_base_whatif), or whose plan on screen has context parallelism (cp > 1). */
+ * ui_base_whatif), or whose plan on screen has context parallelism (cp > 1) or a fused loss
+ * (cross_entropy te or native: its profile's, which every plan of it records). */
 static int runtime2d_row(const ui_state *st, const plan *pl)
 {
     return st && !st->layout3d &&
            (st->cur.p2p_sync || st->cur.grad_sync_end || st->cur.opg || st->cur.zero ||
-            st->cur.fp8pg || (pl && pl->cp > 1));
+            st->cur.fp8pg || (pl && (pl->cp > 1 || pl->cross_entropy)));
 }
 
 /* The 2D view's runtime row (runtime2d_row): the plan file's settings that ride every plan
  * shown, labelled as the 3D row labels them (the option names from UI_WIDE_W columns,
  * short below, so that the row fits 80): p2p, grad-sync, the all-gather apart ("n/a
  * (zero 0)" where the plan on screen has no ZeRO-1: the all-gather is ZeRO-1's; re-plans
- * keep the file's zero, ui_replan, so only a plan without it shows this), zero, and the
- * word fp8-param-gather when the file has it. */
+ * keep the file's zero, ui_replan, so only a plan without it shows this), zero, the word
+ * fp8-param-gather when the file has it, and the fused loss's word as the 3D row names it
+ * (loss_word) when the plan shown has one. */
 static void draw_runtime2d(ui_app *a, int x, int y, int w, ui_fb *fb)
 {
     const ui_whatif *wi = &a->st->cur;
@@ -447,6 +455,7 @@ static void draw_runtime2d(ui_app *a, int x, int y, int w, ui_fb *fb)
     }
     if (wi->fp8pg) /* the file's FP8 primary weights: dim where the plan shown has none */
         runtime_word(&p, "fp8-param-gather", "fp8pg", !pl || pl->fp8_param_gather);
+    if (pl) loss_word(&p, pl->cross_entropy);
 }
 
 /* What the header adds after an asynchronous schedule's name (no flush: updates use

@@ -343,6 +343,27 @@ expect_bad_silent plan-pipeline-layout-schedule '^plumb: plan: --pipeline-layout
 expect_bad ui-pipeline-layout-empty '^plumb: ui: --pipeline-layout: expected every virtual stage' \
     "$P" ui --model examples/llm/llama3-70b.json -c profiles/clusters/dgx-h100.json --tp 4 \
     --pp 8 --dp 2 --global-batch 256 --snapshot 80x24 --pipeline-layout 'Et*4|(t*2|)*33,t*3|(t*2|)*2,t*3||L'
+# an analytic profile says its precision and loss; a bad word there is the loader's line,
+# and a plan file whose "precision" or "cross_entropy" contradicts its embedded profile's
+# (the profile's times were made at bf16 with TE's loss) is refused by every command
+ok llm-profile "$P" profile --model examples/llm/gpt2.json -c profiles/clusters/dgx-h100.json \
+    --seq-len 512 --cross-entropy te -o "$d/llm.json"
+sed 's/^\t"precision":\t"bf16"/\t"precision":\t"fp4"/' "$d/llm.json" > "$d/llm-fp4.json"
+expect_bad plan-profile-precision-word 'llm-fp4.json: precision: expected one of fp32, tf32, bf16, fp16, fp8 .got "fp4".$' \
+    "$P" plan -p "$d/llm-fp4.json" -c profiles/clusters/dgx-h100.json --gpus 8
+ok llm-plan "$P" plan -p "$d/llm.json" -c profiles/clusters/dgx-h100.json --gpus 8 \
+    -o "$d/llm-plan.json"
+sed 's/^\t"precision":\t"bf16"/\t"precision":\t"fp32"/' "$d/llm-plan.json" > "$d/llm-fp32.json"
+sed 's/^\t"cross_entropy":\t"te"/\t"cross_entropy":\t"unfused"/' "$d/llm-plan.json" > "$d/llm-ce.json"
+for c in sim info "ui --snapshot 80x24"; do
+    # shellcheck disable=SC2086
+    expect_bad "$c plan-precision-not-the-profiles" 'llm-fp32.json: precision: expected bf16, the precision the profile was made at .got fp32.$' \
+        "$P" $c "$d/llm-fp32.json"
+    # shellcheck disable=SC2086
+    expect_bad "$c plan-loss-not-the-profiles" 'llm-ce.json: cross_entropy: expected te, the loss the profile prices .got unfused.$' \
+        "$P" $c "$d/llm-ce.json"
+done
+rm -f "$d/llm.json" "$d/llm-fp4.json" "$d/llm-plan.json" "$d/llm-fp32.json" "$d/llm-ce.json"
 
 [ "$(sum)" = "$before" ] || { echo "FAIL: an input file changed"; fail=1; }
 left=$(find "$d" -mindepth 1 ! -name prof.json ! -name cluster.json ! -name model.json \
