@@ -1,0 +1,112 @@
+/* search3d_est_dp.c: what the 3D search's estimate adds after the pipeline (planner/
+ * search3d_impl.h): each rank's data-parallel all-reduce left exposed after its stages'
+ * last backwards (the simulator's bucketed ring, the parameter all-gather apart under the
+ * next first forward) and the optimizer steps, less the slack the rank has before the next
+ * iteration reaches it. */
+#include "planner/search3d_impl.h"
+
+#include <math.h>
+#include <stdlib.h>
+
+/* Buckets of G gradient bytes in the simulator's ring (SIM_BUCKET_BYTES each, 1 to 4096). */
+static int buckets(double G)
+{
+    double kb = ceil(G / SIM_BUCKET_BYTES);
+    return kb < 1 ? 1 : kb > 4096 ? 4096 : (int)kb;
+}
+
+
+/* The exposed part of the all-reduces of pipeline rank r after its stages' last
+ * backwards. The lowering puts each stage's ALLREDUCE right after that stage's last
+ * backward (B, or W where split: st[k]), and the simulator holds the rank there until the
+ * ring ends, so each stage (chunk) of the rank leaves its own tail, one after another: its
+ * K buckets ready evenly through that backward of du seconds (bucket k at (k + 1) du / K;
+ * du = 0 under grad_sync end, where the rings run one after another after the last one),
+ * each taking a = per_byte x G / K + fixed on the stage's ring, leave max(a, K a - du (K -
+ * 1) / K) after it. With one stage per rank that is the stage's own ring. Where the
+ * parameter all-gather runs apart (mo->gather_bytes, overlap_param_gather), the ring
+ * during the backward is the reduce-scatter alone (r - 1 of the 2 (r - 1) steps, of 2
+ * grad_bytes - gather_bytes), and the all-gather of the first stage's parameters follows
+ * the step in the same K buckets, under the next iteration's first forward of f seconds
+ * on the rank: that forward reaches bucket k at k f / K of its run, so it waits max_k ((k
+ * + 1) b - k f / K) for buckets of b seconds (docs/sim.md, "The parameter all-gather
+ * apart"), which is added. */
+double est_exposed_allreduce(const sim_model *mo, const sim_net *net, const plan *pl,
+                              const sched_traits *tr, int r, int p, const est_stage *st,
+                              int split)
+{
+    double per_byte, fixed, ex = 0;
+    int first = -1;
+    for (int k = 0; k < pl->nstages && first < 0; k++)
+        if (sched_kind_rank(tr->kind, k, p) == r && mo->grad_bytes[k] > 0) first = k;
+    if (first < 0) return 0;
+    const plan_stage *ps = &pl->stages[first];
+    if (ps->replicas * plan_cp(pl) <= 1) return 0; /* one replica's cp ranks ring too */
+    /* the ring of the stage's data-parallel group: with cp > 1 every context rank of its
+     * replicas (sim_cost_dp_group), as the simulator's ring runs it */
+    int n = ps->replicas * plan_cp(pl), small[64];
+    int *devs = n <= 64 ? small : malloc((size_t)n * sizeof *devs);
+    if (!devs) return 0;
+    n = sim_cost_dp_group(pl, first, devs);
+    int bad = sim_net_ring(net, devs, n, &per_byte, &fixed);
+    if (devs != small) free(devs);
+    if (bad) return 0;
+    double *gather = mo->gather_bytes;
+    if (gather && gather[first] > 0) per_byte /= 2, fixed /= 2; /* each half: r - 1 steps */
+    for (int k = first; k < pl->nstages; k++) {
+        if (sched_kind_rank(tr->kind, k, p) != r || !(mo->grad_bytes[k] > 0)) continue;
+        double G = gather && gather[k] > 0 ? 2 * mo->grad_bytes[k] - gather[k]
+                                            : mo->grad_bytes[k];
+        int K = buckets(mo->grad_bytes[k]);
+        /* grad_sync end: every bucket ready at once, after the rank's last backward */
+        double a = per_byte * G / K + fixed,
+               du = pl->grad_sync_end ? 0 : split ? st[k].W : st[k].B;
+        double tail = K * a - du * (K - 1) / K;
+        ex += tail > a ? tail : a;
+    }
+    if (gather && gather[first] > 0) {
+        int K1 = buckets(mo->grad_bytes[first]);
+        double f = st[first].F, b = per_byte * gather[first] / K1 + fixed;
+        double last = K1 * b - (K1 - 1) * f / K1;
+        ex += last > b ? last : b;
+    }
+    return ex;
+}
+
+
+/* The time after the pipeline that the all-reduces and steps add: per rank, its first
+ * stage's exposed all-reduce and its stages' steps, less the slack before the next
+ * iteration's first forward reaches it (the forwards and backwards of the ranks before
+ * it). */
+double est_tail(const est_stage *st, const double *expo, int S, int p,
+                const sched_traits *tr, double *dp_s, double *step_s)
+{
+    double worst = 0, slack = 0;
+    *dp_s = *step_s = 0;
+    for (int r = 0; r < p; r++) {
+        double step = 0, ex = 0, fb = 0;
+        int first = -1;
+        for (int k = 0; k < S; k++)
+            if (sched_kind_rank(tr->kind, k, p) == r) {
+                step += st[k].step;
+                if (first < 0) first = k;
+            }
+        if (first >= 0) {
+            ex = expo[first];
+            fb = st[first].F + st[first].B + 2 * st[first].send;
+        }
+        double t = ex + step - slack;
+        if (t > worst) {
+            worst = t;
+            *dp_s = ex;
+            *step_s = step;
+            if (ex + step > 0) { /* share the slack between them */
+                double f = t / (ex + step);
+                *dp_s = ex * f;
+                *step_s = step * f;
+            }
+        }
+        slack += fb;
+    }
+    return worst;
+}
