@@ -29,10 +29,12 @@
  * I); the scatter-gather sends' all-gathers after the receives by sim_cost_build and
  * sim_cost_stage_recv_gather (counted with tp_s); overlap_param_gather as the reduce-scatter under the backward and the all-gather the
  * next first forward waits for (est_exposed_allreduce); p2p_sync as each step's slowest rank
- * with its blocking sends, for zb-h1 with the next rank's deferred W and the slowest two
- * cuts both ways in each step (est_pipeline), for interleaved by a replay of the order
- * under the simulator's synchronous rules (est_sync_replay: batches, rendezvous, gate) less
- * the same replay without them (docs/llm.md, "Searching layouts").
+ * with its blocking sends (est_pipeline), for interleaved and zb-h1 by a replay of the
+ * order under the simulator's synchronous rules (est_sync_replay: batches, rendezvous,
+ * gate) less the same replay without them, plus the two replays' steady rates apart times
+ * the microbatches the pricing schedule cut (docs/llm.md, "Searching layouts"); zb-h1's
+ * closed form (the next rank's deferred W and the slowest two cuts both ways in each step,
+ * est_pipeline) stays where the replay fails.
  *
  * This file is the driver (the stages priced, the parts put together, the memory); the
  * parts live in search3d_est_pipe.c (closed forms, the overlapped replay),
@@ -122,7 +124,7 @@ static void est_figures(const plan *pl, const schedule *s, sim_model *mo, const 
             rep[2] = est_replay(s, st, 1, iters, done, t, pos, &s1);
             if (iters == 2) rep[1] -= b1, rep[2] -= s1;
             rep[3] = rep[5] = -1;
-            if (pl->p2p_sync && !split) {
+            if (pl->p2p_sync && (!split || tr->chunks_max == 1)) { /* not the V kinds */
                 rep[3] = est_sync_replay(s, st, net, p, v, 1, &rep[4]);
                 rep[5] = est_sync_replay(s, st, net, p, v, 0, &rep[6]);
             }
@@ -134,8 +136,10 @@ static void est_figures(const plan *pl, const schedule *s, sim_model *mo, const 
             int M = s->microbatches;
             out->bubble_s = fmax(bare - M * Rmax, 0);
             out->p2p_s += sent - bare - fill_p2p;
-            /* interleaved under p2p sync: the synchronous replay's makespan, and its steady
-             * rate for the microbatches the pricing schedule cut */
+            /* interleaved and zb-h1 under p2p sync: the synchronous replay's makespan, and
+             * its steady rate for the microbatches the pricing schedule cut (zb-h1's closed
+             * form charged each of the m microbatches a steady step's wait, the warm-up's
+             * and cool-down's too: +3 to +4 % of the time sync adds) */
             if (synced > 0 && plain > 0 && (M == m || (rep[4] > 0 && rep[6] > 0)))
                 out->p2p_s = sent - bare + fmax(synced - plain + (m - M) * (rep[4] - rep[6]), 0);
         }

@@ -47,8 +47,9 @@ void est_pipeline(const est_stage *st, int S, int p, int m, int split, int sync,
      * its deferred W, so rank k's send waits for it (the lock: each step is at least
      * max_k F_k + I_k + W_k + W_k+1), and rank k + 1 exchanges with both neighbours in
      * turn, each send waiting for its receiver: a step also holds the two cuts around the
-     * slowest rank both ways, 2 (s_k + s_k+1) (measured against the simulator's steps,
-     * docs/llm.md, "Searching layouts") */
+     * slowest rank both ways, 2 (s_k + s_k+1) (the steady step is the simulator's; the
+     * synchronous replay, est_sync_replay, replaces the m steps where it runs, since the
+     * warm-up and cool-down wait less: docs/llm.md, "Searching layouts") */
     if (split && tr->chunks_max == 1 && S > 1) {
         double lock = 0, cuts = 0;
         for (int k = 0; k + 1 < S; k++) {

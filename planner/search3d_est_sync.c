@@ -27,7 +27,7 @@ static int sync_consumer(const est_sync *x, int c)
 {
     const action *b = x->ca[c];
     int bf = b->kind == ACT_F, k1 = bf ? b->stage + 1 : b->stage - 1;
-    if ((!bf && b->kind != ACT_B) || k1 < 0 || k1 >= x->S) return -1;
+    if ((!bf && b->kind != ACT_B && b->kind != ACT_I) || k1 < 0 || k1 >= x->S) return -1;
     int rc = x->at[2 * (k1 * x->M + b->microbatch) + !bf];
     return rc >= 0 && x->who[rc] != x->who[c] ? rc : -1;
 }
@@ -79,10 +79,12 @@ static double sync_arrival(const est_sync *x, int c, int rc)
     return t + x->st[k].send;
 }
 
-/* An interleaved pipeline under p2p sync, replayed as the simulator runs it
- * (sim/engine_sync.c): each worker's forwards and backwards in its order, its exchanges
- * in batches at its batch points (after every F and B but between the F and the B of a
- * steady pair, when the rank has pairs: sched_interleaved_warmup of M V short of M V); a
+/* An interleaved or zb-h1 pipeline under p2p sync, replayed as the simulator runs it
+ * (sim/engine_sync.c): each worker's forwards and backwards (F, B; F, I, W where split) in
+ * its order, its exchanges in batches at its batch points (after every computation but
+ * between the F and the B of an interleaved steady pair, when the rank has pairs:
+ * sched_interleaved_warmup of M V short of M V; zb-h1's receive of a forward's input thus
+ * waits for the W before that F); a
  * stage's output leaves in the first batch after the computation that made it, its
  * receiver posts the receive in the last batch before the computation that takes it, and
  * the transfer starts when both have reached those batches (the rendezvous) and arrives
@@ -92,10 +94,11 @@ static double sync_arrival(const est_sync *x, int c, int rc)
  * batch leave at once, or one after the other when they share an egress port of one lane
  * (sync_arrival; the other workers' sends through a server's port are not counted). sync 0:
  * the same replay without the rendezvous and the gate, each transfer leaving when its data
- * is made. Returns the makespan of the forwards and backwards (-1 when the lists stall or
- * hold I or W, or on no memory); *slope: the time
- * per microbatch of the steady pairs of the rank with the most of them (its pairs' span
- * over their count, times the chunks per rank), 0 when it has fewer than two. */
+ * is made. Returns the makespan of the computations (-1 when the lists stall, or on no
+ * memory); *slope: the time per microbatch of the steady pairs of the rank with the most
+ * of them (its pairs' span over their count, times the chunks per rank), 0 when it has
+ * fewer than two; where split, of the slowest rank's W from its (p + 1)-th to its
+ * (M - p)-th, 0 when M < 2 p + 2. */
 double est_sync_replay(const schedule *s, const est_stage *st, const sim_net *net,
                        int p, int v, int sync, double *slope)
 {
@@ -115,23 +118,25 @@ double est_sync_replay(const schedule *s, const est_stage *st, const sim_net *ne
     if (!ca)
         goto cleanup;
     for (int i = 0; i < n; i++) at[i] = -1;
-    int nc = 0;
+    int nc = 0, split = 0;
     for (int w = 0; w < W; w++) {
         off[w] = nc;
         int st0 = -1;
         for (int i = 0; i < s->len[w]; i++) {
             const action *a = &s->acts[w][i];
-            if (a->kind == ACT_I || a->kind == ACT_W) goto stall;
             if (act_is_comm(a->kind)) continue;
             if (a->stage < 0 || a->stage >= S || nc >= n) goto stall;
-            if (a->kind == ACT_F || a->kind == ACT_B) {
+            if (act_is_compute(a->kind)) {
                 if (a->microbatch < 0 || a->microbatch >= M) goto stall;
                 if (st0 < 0 && a->kind == ACT_F) st0 = a->stage;
-                at[2 * (a->stage * M + a->microbatch) + (a->kind == ACT_B)] = nc;
+                split |= a->kind == ACT_W;
+                if (a->kind != ACT_W) /* the backward's slot: B, or I where split */
+                    at[2 * (a->stage * M + a->microbatch) + (a->kind != ACT_F)] = nc;
             }
             who[nc] = w, ca[nc++] = a;
         }
-        pair[w] = st0 >= 0 && sched_interleaved_warmup(p, v, M, st0 % p) < M * v;
+        /* a split kind (zb-h1) has no pairs: a batch after each F, I and W */
+        pair[w] = !split && st0 >= 0 && sched_interleaved_warmup(p, v, M, st0 % p) < M * v;
     }
     off[W] = nc;
     for (int w = 0; w < W; w++) { /* gap g of w (before its computation g) a batch point */
@@ -140,7 +145,7 @@ double est_sync_replay(const schedule *s, const est_stage *st, const sim_net *ne
             int bp = g == 0 || g == c1 - c0;
             if (!bp) {
                 int pk = ca[c0 + g - 1]->kind, nk = ca[c0 + g]->kind;
-                bp = pk != ACT_F && pk != ACT_B ? nk == ACT_F /* after a step or all-reduce */
+                bp = !act_is_compute(pk) ? nk == ACT_F /* after a step or all-reduce */
                                                 : !pair[w] || pk != ACT_F || nk != ACT_B;
             }
             if (bp) {
@@ -166,10 +171,12 @@ double est_sync_replay(const schedule *s, const est_stage *st, const sim_net *ne
                 int j = pos[w], c = c0 + j;
                 const action *a = ca[c];
                 int k = a->stage, mb = a->microbatch, fwd = a->kind == ACT_F;
-                int fb = fwd || a->kind == ACT_B;
+                int fb = fwd || a->kind == ACT_B || a->kind == ACT_I;
                 double ready = j > 0 ? end[c - 1] : 0, arr;
-                if (fb && !fwd) { /* its own forward */
-                    double d = end[at[2 * (k * M + mb)]];
+                if ((fb && !fwd) || a->kind == ACT_W) { /* its own forward (W: its own I) */
+                    int oc = at[2 * (k * M + mb) + (a->kind == ACT_W)];
+                    if (oc < 0) goto stall;
+                    double d = end[oc];
                     if (d < 0) break;
                     if (d > ready) ready = d;
                 }
@@ -200,8 +207,9 @@ double est_sync_replay(const schedule *s, const est_stage *st, const sim_net *ne
                 }
                 if (blocked) break;
                 end[c] = ready + (fwd ? st[k].F : a->kind == ACT_B ? st[k].B
+                                  : a->kind == ACT_I ? st[k].I : a->kind == ACT_W ? st[k].W
                                   : a->kind == ACT_STEP ? st[k].step : 0);
-                if (fb && end[c] > mk) mk = end[c];
+                if (act_is_compute(a->kind) && end[c] > mk) mk = end[c];
             }
         }
         if (!moved) goto stall;
@@ -223,6 +231,20 @@ double est_sync_replay(const schedule *s, const est_stage *st, const sim_net *ne
                 t1 = end[c];
             }
         *slope = v * (t1 - t0) / (bestn - 1);
+    }
+    /* zb-h1 (one stage a rank, W apart): the steady rate of each rank's W, leaving out its
+     * first and last p (the warmup and the cooldown), the slowest rank's */
+    for (int w = 0; split && w < W; w++) {
+        int nw = 0, lo = p, hi = M - p - 1;
+        double t0 = -1, t1 = -1;
+        for (int c = off[w]; c < off[w + 1]; c++)
+            if (ca[c]->kind == ACT_W) {
+                if (nw == lo) t0 = end[c];
+                if (nw == hi) t1 = end[c];
+                nw++;
+            }
+        if (hi > lo && t0 >= 0 && t1 >= 0 && (t1 - t0) / (hi - lo) > *slope)
+            *slope = (t1 - t0) / (hi - lo);
     }
     goto done;
 stall:

@@ -47,10 +47,10 @@ double est_replay(const schedule *s, const est_stage *st, int sends, int iters,
 void est_pipeline(const est_stage *st, int S, int p, int m, int split, int sync,
                   const sched_traits *tr, search3d_est *out, double *fill_p2p);
 
-/* search3d_est_sync.c: the makespan of an interleaved pipeline's forwards and backwards
+/* search3d_est_sync.c: the makespan of an interleaved or zb-h1 pipeline's computations
  * under the simulator's synchronous rules (sync 1) or without them (sync 0); -1 when the
- * lists stall or hold I or W, or on no memory (it frees what it allocates). *slope: the
- * steady pairs' time per microbatch, 0 when too few. */
+ * lists stall, or on no memory (it frees what it allocates). *slope: the steady state's
+ * time per microbatch (interleaved: its steady pairs'; zb-h1: its W's), 0 when too few. */
 double est_sync_replay(const schedule *s, const est_stage *st, const sim_net *net, int p,
                        int v, int sync, double *slope);
 
