@@ -21,9 +21,10 @@
 #define SEARCH3D_SIMULATE 5 /* estimates simulated in full by default */
 #define SEARCH3D_FREE (-1)   /* a dimension the search chooses */
 #define SEARCH3D_SYNC_FACTOR 2 /* x SEARCH3D_SIMULATE under p2p sync: a margin for the
-                                  rendezvous, which the estimate prices by kind (the blocking
-                                  sends; zb-h1's wait for the next rank's W): within 1 % of
-                                  the simulator on the layouts measured (docs/llm.md) */
+                                  rendezvous, which the estimate prices by kind (1f1b-flush's
+                                  blocking sends; interleaved's and zb-h1's orders replayed
+                                  under the synchronous rules): within 1 % of the simulator
+                                  on the layouts measured (docs/llm.md) */
 
 typedef struct search3d_options {
     int gpus;              /* devices, whole servers from the cluster's first; 0: all */
