@@ -54,6 +54,8 @@ static const char *const usage =
     "                         (tp > 1)\n"
     "  --overlap-param-gather the parameter all-gather under the next forward (zero 1)\n"
     "  --fp8-param-gather     FP8 primary weights (precision fp8, zero 1; a transformer)\n"
+    "  --no-overlap-param-gather, --no-fp8-param-gather  each off, on a plan that has it\n"
+    "                         (--zero 0 on such a plan is refused until it is added)\n"
     "  --grad-reduce fp32|bf16  the gradients' element (bf16: precision bf16 or fp8)\n"
     "  --optimizer-state fp32|bf16  the optimizer state's element (likewise)\n"
     "  --json                 print the report as JSON (plumb-sim-report/1) instead\n"
@@ -78,7 +80,7 @@ static const char *const usage =
 
 enum { O_SCHED = 1000, O_MB, O_IT, O_STRAG, O_BW, O_MEM, O_JSON, O_TRACE, O_SVG, O_GANTT,
        O_WIDTH, O_HOPS, O_TLIMIT, O_P2P, O_GSYNC, O_SPLIT, O_RC, O_ZERO, O_TPO, O_OPG,
-       O_GRED, O_OSTATE };
+       O_GRED, O_OSTATE, O_NO_OPG, O_NO_FP8PG };
 
 /* Splits "A=B" into a (copied to buf) and b. Returns 0 or -1. */
 static int split_eq(const char *s, char *buf, size_t n, const char **b)
@@ -162,6 +164,8 @@ static int parse_args(int argc, char **argv, sim_args *a)
         {"tp-overlap", required_argument, 0, O_TPO},
         {"overlap-param-gather", no_argument, 0, O_OPG},
         CLI_FP8PG_LONGOPT,
+        {"no-overlap-param-gather", no_argument, 0, O_NO_OPG},
+        {"no-fp8-param-gather", no_argument, 0, O_NO_FP8PG},
         {"grad-reduce", required_argument, 0, O_GRED},
         {"optimizer-state", required_argument, 0, O_OSTATE},
         {"json", no_argument, 0, O_JSON},
@@ -237,8 +241,19 @@ static int parse_args(int argc, char **argv, sim_args *a)
             if (cli_tp_overlap("sim", optarg, &a->o.tp_overlap))
                 return 2;
             break;
-        case O_OPG: a->o.overlap_param_gather = 1; break;
-        case CLI_O_FP8PG: a->o.fp8_param_gather = 1; break;
+        case O_OPG:
+        case O_NO_OPG:
+        case CLI_O_FP8PG:
+        case O_NO_FP8PG: { /* on or off: one of the pair */
+            int opg = c == O_OPG || c == O_NO_OPG, on = c == O_OPG || c == CLI_O_FP8PG;
+            int *f = opg ? &a->o.overlap_param_gather : &a->o.fp8_param_gather;
+            const char *name = opg ? "overlap-param-gather" : "fp8-param-gather";
+            if (*f >= 0 && *f != on)
+                return cli_fail("sim", "--%s%s: expected one of --%s and --no-%s (got both)",
+                                on ? "" : "no-", name, name, name);
+            *f = on;
+            break;
+        }
         case O_GRED:
         case O_OSTATE: {
             dev_precision e;
@@ -311,6 +326,20 @@ static int runtime_data_ok(const char *path, const plan *pl, const sim_options *
     return 0;
 }
 
+/* For a rule line (msg) naming --overlap-param-gather or --fp8-param-gather where the
+ * user did not type it (the plan's setting, not a what-if): what to add to run without it,
+ * e.g. --zero 0 on a plan with overlap_param_gather. "" otherwise. */
+static const char *plan_setting_hint(const plan *pl, const sim_options *w, const char *msg)
+{
+    if (w->overlap_param_gather < 0 && pl->overlap_param_gather &&
+        !strncmp(msg, "--overlap-param-gather:", 23))
+        return " (the plan's overlap_param_gather: add --no-overlap-param-gather)";
+    if (w->fp8_param_gather < 0 && pl->fp8_param_gather &&
+        !strncmp(msg, "--fp8-param-gather:", 19))
+        return " (the plan's fp8_param_gather: add --no-fp8-param-gather)";
+    return "";
+}
+
 /* The plan's runtime under the what-ifs (its schedule, p2p, grad_sync and runtime settings
  * replaced where asked: search3d_options_from_plan) checked as plumb plan --model checks
  * its options (search3d_runtime_check: end with an asynchronous schedule or with
@@ -329,7 +358,7 @@ static int runtime_ok(const char *path, const plan *pl, const sim_options *w)
     plumb_err err;
     err_clear(&err);
     if (search3d_runtime_check(&so, &err))
-        return cli_fail("sim", "%s", err.msg);
+        return cli_fail("sim", "%s%s", err.msg, plan_setting_hint(pl, w, err.msg));
     /* the stages' replica counts: the plan's rule (plan_sync_replicas_check) */
     sched_kind kind = w->schedule >= 0 ? (sched_kind)w->schedule : pl->schedule;
     int sync = w->p2p_sync >= 0 ? w->p2p_sync : pl->p2p_sync;

@@ -69,7 +69,8 @@ static void usage(FILE *out)
             "  -o, --out DIR         where s (save plan) and e (export) write (default .)\n"
             "      --planner NAME    who re-plans after a what-if: native (plumb's own,\n"
             "                        default), pipedream (PipeDream's partitioner) or even\n"
-            "                        (equal compute per stage)\n"
+            "                        (equal compute per stage); not with --model nor a\n"
+            "                        plan file that names its model\n"
             "      --snapshot WxH    print the frame after --keys as plain text and exit\n"
             "                        (W >= 1, H >= 1; the full layout needs 80x24)\n"
             "      --keys KEYS       keys to press first: characters, and <up> <down> <left>\n"
@@ -299,6 +300,14 @@ int cmd_ui(int argc, char **argv)
         free(a);
         free(keys);
         return cli_fail("ui", "out of memory");
+    }
+    if (planner_given && a->loaded && a->base.model) { /* as --model refuses it */
+        ui_app_free(a);
+        free(a);
+        free(keys);
+        return cli_fail("ui", "--planner: expected no planner with %s, a plan file that names "
+                        "its model (its layouts are laid out as plumb plan --model lays them "
+                        "out)", planf);
     }
     int rc = 0;
     if (snap && !a->loaded) /* a batch run: the file's one line, not a frame saying it */

@@ -575,7 +575,10 @@ cluster *cluster_take_gpus(const cluster *c, int gpus, const char *file, plumb_e
                        "group (got %d)", inner, c->levels[j - 1].name, gpus), NULL;
     cluster *d = cluster_clone(c);
     if (!d) return err_set(err, file, NULL, "out of memory"), NULL;
-    int keep = j == 0 ? 1 : (gpus == inner ? j : j + 1);
+    /* one server keeps the level above it, counting that one server: grown again
+     * (planner_cluster_resize), the cut adds servers over that level's links */
+    int keep = j == 0 ? (d->nlevels > 1 ? 2 : 1) : (gpus == inner ? j : j + 1);
+    if (j == 0 && keep == 2) d->levels[1].count = 1;
     if (j > 0 && keep == j + 1) d->levels[j].count = (int)(gpus / inner);
     for (int L = keep; L < d->nlevels; L++) {
         free(d->levels[L].name);

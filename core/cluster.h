@@ -103,7 +103,9 @@ int cluster_equal(const cluster *a, const cluster *b);
 void cluster_free(cluster *c);
 
 /* A copy of c cut to its first `gpus` devices, whole servers only: the innermost levels keep
- * their counts and the outer levels shrink (levels left with one group are dropped). Returns
+ * their counts and the outer levels shrink (levels left with one group are dropped, but for
+ * the level above the server in a cut of one server: it stays, counting that one server, so
+ * that a cluster grown from the cut adds servers over that level's links). Returns
  * a new cluster (cluster_free), or NULL with err set (path "--gpus") when gpus is not a
  * multiple of the devices per server, exceeds c's devices, or cannot be laid out as whole
  * groups of the levels (e.g. 3 racks' worth of servers where racks are the unit). */

@@ -529,9 +529,11 @@ Test(llm, take_gpus_whole_servers)
     cr_assert_eq(d->levels[1].count, 8);
     cr_assert_eq(d->levels[1].egress_Bps, c->levels[1].egress_Bps);
     cluster_free(d);
-    d = cluster_take_gpus(c, 8, A100, &err);
+    d = cluster_take_gpus(c, 8, A100, &err); /* one server keeps its InfiniBand, 1 server */
     cr_assert_not_null(d, "%s", err.msg);
-    cr_assert_eq(d->nlevels, 1);
+    cr_assert_eq(d->nlevels, 2);
+    cr_assert_eq(d->levels[1].count, 1);
+    cr_assert_eq(d->levels[1].bandwidth_Bps, c->levels[1].bandwidth_Bps);
     cr_assert_eq(d->ndevices, 8);
     cluster_free(d);
     cr_assert_null(cluster_take_gpus(c, 12, A100, &err));

@@ -192,6 +192,37 @@ Test(sim_whatif, fp8_param_gather)
     same_as_planned(&with, &base, &w, "fp8-param-gather");
 }
 
+/* plumb sim --no-overlap-param-gather and --no-fp8-param-gather (0, not the plan's): a plan
+ * with the setting run without it is plan --model's plan without it, alone and with
+ * --zero 0 (which the rules take only then: cmd_sim's line says to add them). */
+Test(sim_whatif, overlap_param_gather_off)
+{
+    layout without = llama_base(8, 1, 2), with;
+    without.zero = 1;
+    with = without;
+    with.opg = 1;
+    sim_options w;
+    sim_options_init(&w);
+    w.overlap_param_gather = 0;
+    same_as_planned(&without, &with, &w, "no-overlap-param-gather");
+    without.zero = w.zero = 0;
+    same_as_planned(&without, &with, &w, "zero 0 with no-overlap-param-gather");
+}
+
+Test(sim_whatif, fp8_param_gather_off)
+{
+    layout without = llama_base(2, 2, 2), with;
+    without.precision = DEV_FP8, without.zero = 1;
+    with = without;
+    with.fp8pg = 1;
+    sim_options w;
+    sim_options_init(&w);
+    w.fp8_param_gather = 0;
+    same_as_planned(&without, &with, &w, "no-fp8-param-gather");
+    without.zero = w.zero = 0;
+    same_as_planned(&without, &with, &w, "zero 0 with no-fp8-param-gather");
+}
+
 Test(sim_whatif, grad_reduce_and_optimizer_state)
 {
     layout base = gpt2_base(), with = base;

@@ -991,3 +991,65 @@ Test(ui_eval, plan_file_with_model_keeps_balance_and_cp)
     transformer_free(t);
     cr_expect_eq(rm_tree(dir), 0);
 }
+
+/* A plan file of one server (plan --model -o, gpt2 tp 2 x pp 2 x dp 2 on 8 A100s) keeps the
+ * level above its server (the cut counts one server there): dp doubled grows it by a second
+ * server over InfiniBand, at the iteration of ui --model's (plan --model's) tp 2 x pp 2 x
+ * dp 4 on the cluster file, within 1e-6 (0.02405 s on a server of 16 A100s before). A file
+ * written without that level (as before) still opens and re-plans. */
+Test(ui_eval, one_server_plan_file_grows_over_the_next_level)
+{
+    layout3d_options o;
+    layout3d_options_init(&o);
+    o.tp = 2, o.pp = 2, o.dp = 2, o.gpus = 8, o.global_batch = 16, o.microbatch_size = 1;
+    plumb_err e;
+    err_clear(&e);
+    transformer *t = transformer_load("examples/llm/gpt2.json", &e);
+    cluster *c = t ? cluster_load("profiles/clusters/dgx-a100-80g.json", &e) : NULL;
+    cr_assert_not_null(c, "%s", e.msg);
+    plan *pl = layout3d_build(t, c, "dgx-a100-80g.json", &o, &e);
+    cr_assert_not_null(pl, "%s", e.msg);
+    cr_expect(pl->clus->nlevels == 2 && pl->clus->levels[1].count == 1,
+              "the cut: %d levels", pl->clus->nlevels);
+    char *dir = make_tmpdir_named("uieval"), path[512];
+    snprintf(path, sizeof path, "%s/one.json", dir);
+    cr_assert_eq(plan_save(pl, path, &e), 0, "%s", e.msg);
+    layout3d_options p = o;
+    p.dp = 4, p.gpus = 16;
+    plan *want = layout3d_build(t, c, "dgx-a100-80g.json", &p, &e);
+    cr_assert_not_null(want, "%s", e.msg);
+    sim_options so;
+    sim_options_init(&so);
+    sim_report *rep = sim_run(want, &so, &e);
+    cr_assert_not_null(rep, "%s", e.msg);
+    for (int old = 0; old < 2; old++) {
+        if (old) { /* the file as written before: the server's level alone */
+            free(pl->clus->levels[1].name);
+            pl->clus->levels[1].name = NULL;
+            pl->clus->nlevels = 1;
+            cr_assert_eq(plan_save(pl, path, &e), 0, "%s", e.msg);
+        }
+        ui_base b;
+        cr_assert_eq(ui_base_load(&b, NULL, NULL, path, &e), 0, "%s", e.msg);
+        cr_assert_not_null(b.model);
+        ui_whatif w;
+        ui_base_whatif(&b, &w);
+        w.dp = 4, w.ngpus = 16;
+        ui_result r = { 0 };
+        cr_assert_eq(ui_evaluate(&b, &w, &r), 0, "%s", r.err);
+        if (!old)
+            cr_expect(fabs(r.rep->iteration_s / rep->iteration_s - 1) < 1e-6,
+                      "the dashboard %.9g s, ui --model on the cluster file %.9g s",
+                      r.rep->iteration_s, rep->iteration_s);
+        else
+            cr_expect_eq(r.pl->clus->nlevels, 1, "the old file grows its server");
+        ui_result_free(&r);
+        ui_base_free(&b);
+    }
+    sim_report_free(rep);
+    plan_free(want);
+    plan_free(pl);
+    cluster_free(c);
+    transformer_free(t);
+    cr_expect_eq(rm_tree(dir), 0);
+}

@@ -365,6 +365,42 @@ for c in sim info "ui --snapshot 80x24"; do
 done
 rm -f "$d/llm.json" "$d/llm-fp4.json" "$d/llm-plan.json" "$d/llm-fp32.json" "$d/llm-ce.json"
 
+# plumb ui PLAN.json of a file that names its model re-plans it as ui --model: --planner is
+# refused as with --model (before, it was silently ignored)
+"$P" plan "${GPT2[@]}" --tp 2 --pp 2 --dp 2 -o "$d/gm.json" >/dev/null 2>&1
+expect_bad ui-planner-with-model-file '^plumb: ui: --planner: expected no planner with .*gm.json, a plan file that names its model (its layouts are laid out as plumb plan --model lays them out)$' \
+    "$P" ui "$d/gm.json" --planner even --snapshot 80x24
+# plumb sim --zero 0 of a plan with overlap_param_gather or fp8_param_gather: the rule's
+# line names the plan's setting and what to add; with it added, plan --model's iteration
+# without the setting; --X and --no-X together are refused
+"$P" plan "${GPT2[@]}" --tp 2 --pp 2 --dp 2 --zero 1 --overlap-param-gather \
+    -o "$d/gz.json" >/dev/null 2>&1
+F8P=(--model examples/llm/nemo/llama2-7b.json -c profiles/clusters/dgx-h100.json --global-batch 16
+     --seq-len 1024 --precision fp8 --tp 2 --pp 2 --dp 2)
+"$P" plan "${F8P[@]}" --zero 1 --fp8-param-gather -o "$d/g8.json" >/dev/null 2>&1
+expect_bad sim-zero0-of-opg-plan-names-the-fix '^plumb: sim: --overlap-param-gather: belongs to --zero 1 (the distributed optimizer.s parameter all-gather) (the plan.s overlap_param_gather: add --no-overlap-param-gather)$' \
+    "$P" sim "$d/gz.json" --zero 0
+expect_bad sim-zero0-of-fp8pg-plan-names-the-fix '^plumb: sim: --fp8-param-gather: expected --zero 1 (Megatron-Core.s FP8 primary weights need the distributed optimizer) (got --zero 0) (the plan.s fp8_param_gather: add --no-fp8-param-gather)$' \
+    "$P" sim "$d/g8.json" --zero 0
+expect_bad sim-opg-and-no-opg '^plumb: sim: --no-overlap-param-gather: expected one of --overlap-param-gather and --no-overlap-param-gather (got both)$' \
+    "$P" sim "$d/gz.json" --overlap-param-gather --no-overlap-param-gather
+expect_bad sim-no-fp8pg-and-fp8pg '^plumb: sim: --fp8-param-gather: expected one of --fp8-param-gather and --no-fp8-param-gather (got both)$' \
+    "$P" sim "$d/g8.json" --no-fp8-param-gather --fp8-param-gather
+iter() { python3 -c 'import json, sys; print(json.load(sys.stdin)["iteration_s"])'; }
+for c in "gz.json|--zero 0 --no-overlap-param-gather|${GPT2[*]} --tp 2 --pp 2 --dp 2 --zero 0" \
+    "gz.json|--no-overlap-param-gather|${GPT2[*]} --tp 2 --pp 2 --dp 2 --zero 1" \
+    "g8.json|--zero 0 --no-fp8-param-gather|${F8P[*]} --zero 0" \
+    "g8.json|--no-fp8-param-gather|${F8P[*]} --zero 1"; do
+    f=${c%%|*} rest=${c#*|}
+    # shellcheck disable=SC2086
+    got=$("$P" sim "$d/$f" ${rest%%|*} --json 2>&1 | iter 2>&1)
+    # shellcheck disable=SC2086
+    want=$("$P" plan ${rest#*|} --json 2>&1 | iter 2>&1)
+    [ -n "$want" ] && [ "$got" = "$want" ] ||
+        { echo "FAIL sim $f ${rest%%|*}: $got s, plan --model ${rest#*|}: $want s"; fail=1; }
+done
+rm -f "$d/gm.json" "$d/gz.json" "$d/g8.json"
+
 [ "$(sum)" = "$before" ] || { echo "FAIL: an input file changed"; fail=1; }
 left=$(find "$d" -mindepth 1 ! -name prof.json ! -name cluster.json ! -name model.json \
        ! -name out ! -name err ! -name ro ! -name graph.txt)

@@ -456,5 +456,19 @@ for k in '' W n; do
           diff "$d/file.frame" "$d/model.frame" | head -6; fail=1; }
 done
 
+# a plan file of one server (tp 2 x pp 2 x dp 2 on 8 A100s) keeps the level above the
+# server: w (dp 4, 16 GPUs) adds a server over InfiniBand, ui --model's frame on the cluster
+# file (before, the file's server grew to 16 GPUs of NVLink: 24.05 ms against 24.11 ms)
+# shellcheck disable=SC2086
+"$P" plan "${M[@]}" $L -o "$d/one.json" >/dev/null
+for k in '' w; do
+    "$P" ui "$d/one.json" --snapshot 200x30 --keys "$k" --mono 2>&1 | sed 1d >"$d/file.frame"
+    # shellcheck disable=SC2086
+    "$P" ui "${M[@]}" $L --snapshot 200x30 --keys "$k" --mono 2>&1 | sed 1d >"$d/model.frame"
+    cmp -s "$d/file.frame" "$d/model.frame" ||
+        { echo "FAIL ui PLAN.json of one server, keys '$k': not ui --model's frame"
+          diff "$d/file.frame" "$d/model.frame" | head -6; fail=1; }
+done
+
 [ $fail = 0 ] && echo "ui3d: ok"
 exit $fail
