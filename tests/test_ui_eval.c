@@ -491,6 +491,23 @@ Test(ui_eval, runtime_options_are_the_fixed_layout)
     ui_base_free(&b);
 }
 
+/* Expects the dashboard's result r to simulate at plan --model's iteration time: want (the
+ * layout3d_build plan of the same layout) simulated in full, within 1e-6; layout is the
+ * case's index for the message (-1: none). */
+static void expect_iteration_of(const ui_result *r, const plan *want, int layout)
+{
+    plumb_err e;
+    err_clear(&e);
+    sim_options so;
+    sim_options_init(&so);
+    sim_report *rep = sim_run(want, &so, &e);
+    cr_assert_not_null(rep, "%s", e.msg);
+    cr_expect(fabs(r->rep->iteration_s / rep->iteration_s - 1) < 1e-6,
+              "layout %d: the dashboard %.9g s, plan --model %.9g s", layout,
+              r->rep->iteration_s, rep->iteration_s);
+    sim_report_free(rep);
+}
+
 /* Context parallelism (plumb ui --model --cp): the opened layout's cp is the what-if's, and
  * every what-if lays out with its own cp, as `plumb plan --model --cp` lays it out (the
  * same plan, simulated to the same iteration time); cp 1 is the layout without it. */
@@ -528,15 +545,8 @@ Test(ui_eval, context_parallel_layouts_carry_their_cp)
         p.tp = L[i].tp, p.cp = L[i].cp, p.dp = L[i].dp;
         plan *pl = layout3d_build(b.model, b.clus, "dgx-a100-80g.json", &p, &e);
         cr_assert_not_null(pl, "%s", e.msg);
-        sim_options so;
-        sim_options_init(&so);
-        sim_report *rep = sim_run(pl, &so, &e);
-        cr_assert_not_null(rep, "%s", e.msg);
-        cr_expect(fabs(r.rep->iteration_s / rep->iteration_s - 1) < 1e-6,
-                  "layout %d: the dashboard %.9g s, plan --model %.9g s", i, r.rep->iteration_s,
-                  rep->iteration_s);
+        expect_iteration_of(&r, pl, i);
         iter[i] = r.rep->iteration_s;
-        sim_report_free(rep);
         plan_free(pl);
         ui_result_free(&r);
     }
@@ -721,14 +731,7 @@ Test(ui_eval, plan_file_keeps_cross_entropy_te)
     o.global_batch = 32;
     plan *want = layout3d_build(t, c, "dgx-h100.json", &o, &e);
     cr_assert_not_null(want, "%s", e.msg);
-    sim_options so;
-    sim_options_init(&so);
-    sim_report *rep = sim_run(want, &so, &e);
-    cr_assert_not_null(rep, "%s", e.msg);
-    cr_expect(fabs(r.rep->iteration_s / rep->iteration_s - 1) < 1e-6,
-              "the dashboard %.9g s, plan --model %.9g s", r.rep->iteration_s,
-              rep->iteration_s);
-    sim_report_free(rep);
+    expect_iteration_of(&r, want, -1);
     plan_free(want);
     ui_result_free(&r);
     ui_base_free(&b);
@@ -776,14 +779,7 @@ Test(ui_eval, plan_file_keeps_fp8_param_gather_and_its_split)
     plan *want = layout3d_build(t, c, "dgx-h100.json", &o, &e);
     cr_assert_not_null(want, "%s", e.msg);
     want->fp8_param_gather = 1;
-    sim_options so;
-    sim_options_init(&so);
-    sim_report *rep = sim_run(want, &so, &e);
-    cr_assert_not_null(rep, "%s", e.msg);
-    cr_expect(fabs(r.rep->iteration_s / rep->iteration_s - 1) < 1e-6,
-              "the dashboard %.9g s, plan --model %.9g s", r.rep->iteration_s,
-              rep->iteration_s);
-    sim_report_free(rep);
+    expect_iteration_of(&r, want, -1);
     plan_free(want);
     ui_result_free(&r);
     ui_base_free(&b);
@@ -899,12 +895,7 @@ Test(ui_eval, plan_file_with_model_replans_as_ui_model)
         plan *want = layout3d_build(t, c, "dgx-h100.json", &p, &e);
         cr_assert_not_null(want, "%s", e.msg);
         want->fp8_param_gather = 1;
-        sim_report *rep = sim_run(want, &so, &e);
-        cr_assert_not_null(rep, "%s", e.msg);
-        cr_expect(fabs(r.rep->iteration_s / rep->iteration_s - 1) < 1e-6,
-                  "layout %d: the dashboard %.9g s, plan --model %.9g s", i,
-                  r.rep->iteration_s, rep->iteration_s);
-        sim_report_free(rep);
+        expect_iteration_of(&r, want, i);
         plan_free(want);
         ui_result_free(&r);
     }
@@ -954,14 +945,7 @@ Test(ui_eval, plan_file_with_model_keeps_balance_and_cp)
     cr_expect(b.model && w.cp == 2 && w.attention == LLM_ATTN_FLASH, "cp %d", w.cp);
     ui_result r = { 0 };
     cr_assert_eq(ui_evaluate(&b, &w, &r), 0, "%s", r.err);
-    sim_options so;
-    sim_options_init(&so);
-    sim_report *rep = sim_run(pl, &so, &e);
-    cr_assert_not_null(rep, "%s", e.msg);
-    cr_expect(fabs(r.rep->iteration_s / rep->iteration_s - 1) < 1e-6,
-              "the dashboard %.9g s, plan --model %.9g s", r.rep->iteration_s,
-              rep->iteration_s);
-    sim_report_free(rep);
+    expect_iteration_of(&r, pl, -1);
     ui_result_free(&r);
     ui_base_free(&b);
     plan_free(pl);
