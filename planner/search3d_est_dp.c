@@ -22,8 +22,9 @@ static int buckets(double G)
  * ring ends, so each stage (chunk) of the rank leaves its own tail, one after another: its
  * K buckets ready evenly through that backward of du seconds (bucket k at (k + 1) du / K;
  * du = 0 under grad_sync end, where the rings run one after another after the last one),
- * each taking a = per_byte x G / K + fixed on the stage's ring, leave max(a, K a - du (K -
- * 1) / K) after it. With one stage per rank that is the stage's own ring. Where the
+ * each taking a = (per_byte x G + fixed) / K on the stage's ring (its 2 (r - 1) latencies
+ * are paid once per all-reduce, a K-th per bucket, as the simulator's hop_done charges
+ * them), leave max(a, K a - du (K - 1) / K) after it. With one stage per rank that is the stage's own ring. Where the
  * parameter all-gather runs apart (mo->gather_bytes, overlap_param_gather), the ring
  * during the backward is the reduce-scatter alone (r - 1 of the 2 (r - 1) steps, of 2
  * grad_bytes - gather_bytes), and the all-gather of the first stage's parameters follows
@@ -59,14 +60,14 @@ double est_exposed_allreduce(const sim_model *mo, const sim_net *net, const plan
                                             : mo->grad_bytes[k];
         int K = buckets(mo->grad_bytes[k]);
         /* grad_sync end: every bucket ready at once, after the rank's last backward */
-        double a = per_byte * G / K + fixed,
+        double a = (per_byte * G + fixed) / K,
                du = pl->grad_sync_end ? 0 : split ? st[k].W : st[k].B;
         double tail = K * a - du * (K - 1) / K;
         ex += tail > a ? tail : a;
     }
     if (gather && gather[first] > 0) {
         int K1 = buckets(mo->grad_bytes[first]);
-        double f = st[first].F, b = per_byte * gather[first] / K1 + fixed;
+        double f = st[first].F, b = (per_byte * gather[first] + fixed) / K1;
         double last = K1 * b - (K1 - 1) * f / K1;
         ex += last > b ? last : b;
     }
