@@ -74,13 +74,15 @@ static double sent(int v, int s, int S, int n, const rr_x *X, double t, const do
  * of a group until every replica of the stage has reached it and ar[s] more (the
  * simulator's ALLREDUCE releases its members when the last has joined and the ring is
  * done), and every stage then takes its optimizer step, step[s] seconds (NULL: none);
- * iend[iters] (iters <= RR_ITERS) each iteration's end (its computations' and its groups'
+ * iend[iters] (iters <= RR_MAX_ITERS) each iteration's end (its computations' and its groups'
  * releases). The flushing kinds pass none (NULL). */
 #define RR_ITERS 5
+#define RR_MAX_ITERS 64 /* and more, up to this many, where a lane has few microbatches */
+#define RR_STEADY_MB 64 /* the lane microbatches that many iterations reach */
 typedef struct rr_groups {
     int grp, iters;
     const double *step;
-    double iend[RR_ITERS];
+    double iend[RR_MAX_ITERS];
 } rr_groups;
 
 /* The makespan of n microbatches of one lane (q[s] replicas per stage), each stage ending
@@ -336,11 +338,21 @@ double nm_rr_time_links(sched_kind kind, int S, const int *reps, const double *f
             goto done;
         }
     }
-    rr_groups gs = {.grp = tr->step_each_round ? 0 : n, .iters = RR_ITERS,
+    /* a lane of few microbatches (n 1: a replica's one microbatch an iteration) needs
+     * more iterations than RR_ITERS to pass its fill: at least RR_STEADY_MB lane
+     * microbatches, up to RR_MAX_ITERS iterations */
+    int iters = RR_ITERS;
+    while (iters < RR_MAX_ITERS && (long long)iters * n < RR_STEADY_MB) iters++;
+    rr_groups gs = {.grp = tr->step_each_round ? 0 : n, .iters = iters,
                     .step = lk ? lk->step : NULL};
-    t = rr_lane(S, q, f, b, &X, ar, NULL, RR_ITERS * n, 0, sync, &gs, NULL);
+    t = rr_lane(S, q, f, b, &X, ar, NULL, iters * n, 0, sync, &gs, NULL);
     if (t >= 0) {
-        t = (gs.iend[3] - gs.iend[1]) / 2;
+        /* the window: from the end of iteration lo (half way) to that of the last but one
+         * (RR_ITERS: the 2nd's to the 4th's), an even count of iterations (a steady state
+         * may alternate between two rounds) */
+        int hi = iters - 2, lo = iters / 2 - 1;
+        if ((hi - lo) % 2) lo--;
+        t = (gs.iend[hi] - gs.iend[lo]) / (hi - lo);
         if (plain) *plain = t;
     }
 done:

@@ -564,3 +564,45 @@ Test(native_est_runtime, async_leads_of_other_counts, .timeout = 120)
     cluster_free(c);
     profile_free(p);
 }
+
+/* A stage's ring behind its own sends at a full port (native_rr.c, rr_full): vgg16 cut
+ * as the planner cuts it on dgx-a100-80g under pipedream (layers 0-3, 4-10, 11-17,
+ * 18-40), 16 replicas a stage on the first 64 devices (two servers each), 16
+ * microbatches of 128 samples. Each stage-1 replica sends its gradient back to stage 0
+ * over InfiniBand (66 ms) when its backward ends; the 8 replicas of a server fill its
+ * port's 8 lanes, so the ring's hop out of the server waits for them and stage 1's
+ * all-reduce ends 66 ms after its last backward, not 0.1 ms (plumb sim --trace). The
+ * lane replay had no ports on these files (a lane a device): the estimate is within 5 %
+ * of the simulator's iteration (measured: ...; without: ...). */
+Test(native_est_runtime, ring_waits_for_its_stage_sends_at_a_full_port, .timeout = 120)
+{
+    plumb_err e;
+    cluster *c = cluster_load_cut(CLUSTER_DIR "/dgx-a100-80g.json", 64, 8, &e);
+    cr_assert_not_null(c, "%s", e.msg);
+    profile *p = shipped_profile("vgg16");
+    nm_model m;
+    cr_assert_eq(nm_model_build(&m, p, c, c->ndevices, NULL, 0, &e), 0, "%s", e.msg);
+    const int layer[5] = {0, 4, 11, 18, p->nlayers}, r = 16 / m.g;
+    int cut[5];
+    for (int k = 0; k < 5; k++) { /* the block that starts at each cut's layer */
+        cut[k] = -1;
+        for (int b = 0; b <= m.nb; b++)
+            if (m.bfirst[b] == layer[k]) cut[k] = b;
+        cr_assert_geq(cut[k], 0, "no block starts at layer %d", layer[k]);
+    }
+    nm_part pt;
+    memset(&pt, 0, sizeof pt);
+    pt.nst = pt.ranks = 4;
+    for (int s = 0; s < 4; s++) pt.st[s] = (nm_stage){cut[s], cut[s + 1], s * r, r};
+    nm_setting s = {.kind = SCHED_PIPEDREAM, .M = 16, .mbsize = 128, .recompute = 0,
+                    .chunks = 1, .opt = OPT_MOMENTUM};
+    nm_price(&m, &s, &pt);
+    double sim = simulate_part(&m, &s, &pt), err = pt.iter_s / sim - 1;
+    cr_log_info("vgg16 16-16-16-16 on dgx-a100-80g: estimate %.6f s, simulated %.6f s, "
+                "%+.1f %%\n", pt.iter_s, sim, 100 * err);
+    cr_expect(fabs(err) < 0.05, "estimate %.6f s, simulated %.6f s: %+.1f %%", pt.iter_s,
+              sim, 100 * err);
+    nm_model_free(&m);
+    profile_free(p);
+    cluster_free(c);
+}
