@@ -194,7 +194,9 @@ int nm_rr_applies(sched_kind kind, int S);
  * asynchronous kinds their steady iteration, from 5 iterations of one continuous order,
  * each replicated stage's replicas held after their last backward of an iteration (2bw)
  * or of a round (pipedream) until all have reached it and ar[s] more (the simulator's
- * all-reduce inside the loop), (end of the 4th - end of the 2nd) / 2 (late0 not read;
+ * all-reduce inside the loop), (end of the 4th - end of the 2nd) / 2 (at least 64 lane
+ * microbatches: more iterations, up to 64, where a lane has few, the window from half way
+ * to the last but one; late0 not read;
  * *plain the same; nm_rr_time_links adds each stage's optimizer step there). *plain
  * (NULL: not asked), flushing kinds: the same without the all-reduces (the last
  * backward's end). No contention, no optimizer step here. -1 when out of memory, or for arguments out of range (S < 1, M < 1, a count <
@@ -232,7 +234,9 @@ typedef struct nm_rr_links {
  * time, not the stage's one x[s] (x then not read). Of the d identical lanes the one
  * whose transfers take longest in all is replayed. The asynchronous kinds also take
  * lk->step[s] seconds of optimizer step after each hold (every stage, replicated or not:
- * 2bw's once an iteration, pipedream's every round). Same returns. */
+ * 2bw's once an iteration, pipedream's every round), and a replicated stage's ring waits
+ * for its replica's sends through a server's port that the stage's sends fill (as many
+ * senders there as lanes). Same returns. */
 double nm_rr_time_links(sched_kind kind, int S, const int *reps, const double *f,
                         const double *b, const double *x, const double *ar,
                         const double *late0, int M, int sync, const nm_rr_links *lk,

@@ -26,7 +26,12 @@
  * With d the greatest common divisor of the replica counts and the microbatch count, the
  * microbatches g = a d + e of lane e run on replica d (a % q) + e of a stage of q d
  * replicas: d independent, identical pipelines of q replicas and M / d microbatches. The
- * replay runs one of them (gnmt on 4096 devices: 32 replicas, 112 microbatches).
+ * replay runs one of them (gnmt on 4096 devices: 32 replicas, 112 microbatches). The
+ * asynchronous kinds replay at least 5 iterations and 64 lane microbatches (a lane of
+ * one microbatch an iteration needs them to pass its fill), and a replicated stage's ring
+ * waits for the sends its replicas made through a server's port that they fill (rr_full;
+ * the ports' own replay, native_rrport.c, where a port has fewer lanes than its server
+ * devices).
  *
  * Under blocking transfers (p2p sync, nm_rr_time_p2p) the same sweep also keeps when each
  * receive is posted (the end of the receiver's computation before the one that takes it,
@@ -74,13 +79,19 @@ static double sent(int v, int s, int S, int n, const rr_x *X, double t, const do
  * of a group until every replica of the stage has reached it and ar[s] more (the
  * simulator's ALLREDUCE releases its members when the last has joined and the ring is
  * done), and every stage then takes its optimizer step, step[s] seconds (NULL: none);
- * iend[iters] (iters <= RR_ITERS) each iteration's end (its computations' and its groups'
+ * iend[iters] (iters <= RR_MAX_ITERS) each iteration's end (its computations' and its groups'
  * releases). The flushing kinds pass none (NULL). */
 #define RR_ITERS 5
+#define RR_MAX_ITERS 64 /* and more, up to this many, where a lane has few microbatches */
+#define RR_STEADY_MB 64 /* the lane microbatches that many iterations reach */
 typedef struct rr_groups {
     int grp, iters;
     const double *step;
-    double iend[RR_ITERS];
+    double iend[RR_MAX_ITERS];
+    /* full[s] bit 0: stage s's forward sends (to s + 1), bit 1: its backward ones (to
+     * s - 1) take every lane of a server's port that its ring leaves through (rr_full):
+     * its ring starts when they are through */
+    unsigned char full[NM_MAX_STAGES];
 } rr_groups;
 
 /* The makespan of n microbatches of one lane (q[s] replicas per stage), each stage ending
@@ -114,11 +125,13 @@ static double rr_lane(int S, const int *q, const double *f, const double *b, con
     /* sync: when each forward's (pf) and backward's (pb) receive is posted; else unused */
     double *pf = sync ? malloc((size_t)S * n * sizeof *pf) : NULL;
     double *pb = sync ? malloc((size_t)S * n * sizeof *pb) : NULL;
+    /* gs: when each replica's last send through a full port (gs->full) is through */
+    double *sendt = gs ? calloc((size_t)nw, sizeof *sendt) : NULL;
     double span = -1;
     if (plain) *plain = 0;
     if (!fd || !bd || !freet || !acts || !len || !pos || !wst || !at) goto done;
     if (sync && (!pf || !pb)) goto done;
-    if (gs && (!gcnt || !gmax)) goto done;
+    if (gs && (!gcnt || !gmax || !sendt)) goto done;
     for (size_t i = 0; i < (size_t)S * n; i++) fd[i] = bd[i] = -1;
     for (size_t i = 0; sync && i < (size_t)S * n; i++) pf[i] = pb[i] = -1;
     int w = nw;
@@ -184,9 +197,15 @@ static double rr_lane(int S, const int *q, const double *f, const double *b, con
                     int it = a / (n / gs->iters), G = gs->grp > 0 ? gs->grp : q[s];
                     if (it < gs->iters && t > gs->iend[it]) gs->iend[it] = t;
                     double st = gs->step ? gs->step[s] : 0;
+                    /* a send through a port its stage's sends fill: the ring waits for it */
+                    if (v > 0 && (gs->full[s] & 1) && t + rr_xof(x, s, a) > sendt[w])
+                        sendt[w] = t + rr_xof(x, s, a);
+                    if (v < 0 && (gs->full[s] & 2) && t + rr_xof(x, s - 1, a) > sendt[w])
+                        sendt[w] = t + rr_xof(x, s - 1, a);
                     if (v < 0 && ar && ar[s] > 0 && a % G >= G - q[s]) {
                         size_t gi = (size_t)s * ngrp + a / G;
                         if (t > gmax[gi]) gmax[gi] = t;
+                        if (sendt[w] > gmax[gi]) gmax[gi] = sendt[w]; /* its ring waits */
                         if (++gcnt[gi] == q[s] && it < gs->iters &&
                             gmax[gi] + ar[s] + st > gs->iend[it])
                             gs->iend[it] = gmax[gi] + ar[s] + st; /* the release counts in it */
@@ -221,7 +240,7 @@ static double rr_lane(int S, const int *q, const double *f, const double *b, con
     }
 done:
     free(fd), free(bd), free(freet), free(acts), free(len), free(pos), free(wst), free(at);
-    free(pf), free(pb), free(gcnt), free(gmax);
+    free(pf), free(pb), free(gcnt), free(gmax), free(sendt);
     return span;
 }
 
@@ -265,6 +284,43 @@ static double lane_links(const nm_rr_links *lk, int S, const int *reps, int d, i
             sum += v;
         }
     return sum;
+}
+
+/* Whether stage s's sends fill a server's egress port that its ring leaves through
+ * (lk's devices; S stages of reps[s] replicas): for the hops of its ring (replica order)
+ * that leave a server (level 1 or above), how many of the stage's replicas in the
+ * sender's server send their microbatches out of it (replica j to replica j % reps[s +-
+ * 1], the partner of its microbatches where the counts are equal); as many as the port's
+ * level-1 lanes, and the simulator's engine finds the hop no lane until those sends are
+ * through (the d lanes run in step, so the lane replayed stands for them all). Bit 0:
+ * the forward sends, bit 1: the backward ones; 0 for a stage of one replica or a net of
+ * one level. */
+static int rr_full(const nm_rr_links *lk, int S, const int *reps, int s)
+{
+    const sim_net *net = lk->net;
+    const int r = reps[s];
+    if (!net || net->nlevels < 2 || r < 2) return 0;
+    const long long gsz = net->gsize[0];
+    const int lanes = sim_net_lanes(net, 1);
+    int full = 0;
+    long long last = -1; /* the server of the last hop counted */
+    for (int j = 0; j < r && full != 3; j++) {
+        const int a = lk->devs[s][j], b = lk->devs[s][(j + 1) % r];
+        double rate, lat;
+        if (a / gsz == last || sim_net_path(net, a, b, &rate, &lat) < 1) continue;
+        last = a / gsz;
+        for (int dir = 0; dir < 2; dir++) {
+            const int to = dir ? s - 1 : s + 1;
+            if (to < 0 || to >= S || !(lk->bytes[dir ? s - 1 : s] > 0)) continue;
+            int k = 0;
+            for (int i = 0; i < r && k < lanes; i++) {
+                const int da = lk->devs[s][i], db = lk->devs[to][i % reps[to]];
+                if (da / gsz == a / gsz && sim_net_path(net, da, db, &rate, &lat) >= 1) k++;
+            }
+            if (k >= lanes) full |= 1 << dir;
+        }
+    }
+    return full;
 }
 
 double nm_rr_time_links(sched_kind kind, int S, const int *reps, const double *f,
@@ -336,11 +392,22 @@ double nm_rr_time_links(sched_kind kind, int S, const int *reps, const double *f
             goto done;
         }
     }
-    rr_groups gs = {.grp = tr->step_each_round ? 0 : n, .iters = RR_ITERS,
+    /* a lane of few microbatches (n 1: a replica's one microbatch an iteration) needs
+     * more iterations than RR_ITERS to pass its fill: at least RR_STEADY_MB lane
+     * microbatches, up to RR_MAX_ITERS iterations */
+    int iters = RR_ITERS;
+    while (iters < RR_MAX_ITERS && (long long)iters * n < RR_STEADY_MB) iters++;
+    rr_groups gs = {.grp = tr->step_each_round ? 0 : n, .iters = iters,
                     .step = lk ? lk->step : NULL};
-    t = rr_lane(S, q, f, b, &X, ar, NULL, RR_ITERS * n, 0, sync, &gs, NULL);
+    for (int s = 0; lk && s < S; s++) gs.full[s] = (unsigned char)rr_full(lk, S, reps, s);
+    t = rr_lane(S, q, f, b, &X, ar, NULL, iters * n, 0, sync, &gs, NULL);
     if (t >= 0) {
-        t = (gs.iend[3] - gs.iend[1]) / 2;
+        /* the window: from the end of iteration lo (half way) to that of the last but one
+         * (RR_ITERS: the 2nd's to the 4th's), an even count of iterations (a steady state
+         * may alternate between two rounds) */
+        int hi = iters - 2, lo = iters / 2 - 1;
+        if ((hi - lo) % 2) lo--;
+        t = (gs.iend[hi] - gs.iend[lo]) / (hi - lo);
         if (plain) *plain = t;
     }
 done:
