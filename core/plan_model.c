@@ -94,19 +94,23 @@ fail:
     return NULL;
 }
 
-/* The transformer blocks pl's stages give pipeline rank `rank` (its stages' layers, less
- * the embedding, layer 0, and the head, the last layer). */
+/* The blocks of pl's stage k (its layers less the embedding, layer 0, and the head). */
+static int stage_blocks(const plan *pl, int k)
+{
+    const plan_stage *st = &pl->stages[k];
+    int head = pl->prof->nlayers - 1;
+    int a = st->first_layer < 1 ? 1 : st->first_layer;
+    int b = st->last_layer >= head ? head - 1 : st->last_layer;
+    return b >= a ? b - a + 1 : 0;
+}
+
+/* The transformer blocks pl's stages give pipeline rank `rank` (the sum of its stages'
+ * stage_blocks). */
 static int rank_blocks(const plan *pl, int rank)
 {
-    int v = pl->chunks > 1 ? pl->chunks : 1, pp = pl->nstages / v, head = pl->prof->nlayers - 1;
-    int n = 0;
-    for (int k = 0; k < pl->nstages; k++) {
-        if (sched_kind_rank(pl->schedule, k, pp) != rank) continue;
-        const plan_stage *st = &pl->stages[k];
-        int a = st->first_layer < 1 ? 1 : st->first_layer;
-        int b = st->last_layer >= head ? head - 1 : st->last_layer;
-        if (b >= a) n += b - a + 1;
-    }
+    int v = pl->chunks > 1 ? pl->chunks : 1, pp = pl->nstages / v, n = 0;
+    for (int k = 0; k < pl->nstages; k++)
+        if (sched_kind_rank(pl->schedule, k, pp) == rank) n += stage_blocks(pl, k);
     return n;
 }
 
@@ -141,16 +145,6 @@ static transformer *load_transformer(const jctx *jc, const cJSON *v)
         err_set(jc->err, jc->file, NULL, "model.transformer%s%s", is_path ? "." : ": ", m);
     }
     return tf;
-}
-
-/* The blocks of pl's stage k (its layers less the embedding, layer 0, and the head). */
-static int stage_blocks(const plan *pl, int k)
-{
-    const plan_stage *st = &pl->stages[k];
-    int head = pl->prof->nlayers - 1;
-    int a = st->first_layer < 1 ? 1 : st->first_layer;
-    int b = st->last_layer >= head ? head - 1 : st->last_layer;
-    return b >= a ? b - a + 1 : 0;
 }
 
 /* m's pipeline_model_parallel_layout at v (absent: none), checked against pl: alone (no
