@@ -3,6 +3,7 @@
  * the pipeline and what plumb's stages can hold. */
 #include "core/pplayout.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -231,4 +232,22 @@ int pplayout_split(const char *s, int blocks, int pp, int v, int *n, plumb_err *
     for (int k = 0; !rc && k < l->nstages; k++) n[k] = l->stages[k].blocks;
     pplayout_free(l);
     return rc;
+}
+
+int pplayout_split_word(const pplayout_split_opts *o, int i, int brief, char *buf, size_t n)
+{
+    for (int k = 0; k < 4; k++) {
+        int set = k == 0 ? o->first_blocks > 0 : k == 1 ? o->last_blocks > 0
+                : k == 2 ? o->account_embedding : o->account_loss;
+        if (!set || i-- > 0)
+            continue;
+        if (k < 2)
+            snprintf(buf, n, brief ? "%s-%d" : "pp-%s-layers-%d", k ? "last" : "first",
+                     k ? o->last_blocks : o->first_blocks);
+        else
+            snprintf(buf, n, "%s", k == 2 ? (brief ? "emb-split" : "embedding-in-split")
+                                          : (brief ? "loss-split" : "loss-in-split"));
+        return 1;
+    }
+    return 0;
 }

@@ -10,6 +10,8 @@
 #ifndef PLUMB_PPLAYOUT_H
 #define PLUMB_PPLAYOUT_H
 
+#include <stddef.h>
+
 #include "core/err.h"
 
 /* The longest layout once unrolled, in characters ('|' included): repeats past it are
@@ -59,5 +61,21 @@ int pplayout_stage_count(const char *s, plumb_err *err);
 /* Parses s, checks it (pplayout_check with blocks, pp, v) and writes the blocks of each of
  * its pp x v virtual stages into n[0 .. pp v - 1]. 0, or -1 with err set to one line. */
 int pplayout_split(const char *s, int blocks, int pp, int v, int *n, plumb_err *err);
+
+/* Megatron-Core's four other uneven-split options, as a plan's model, a layout's options
+ * and a simulation report each hold them (0: not given). */
+typedef struct pplayout_split_opts {
+    int first_blocks;      /* --decoder-first-pipeline-num-layers */
+    int last_blocks;       /* --decoder-last-pipeline-num-layers */
+    int account_embedding; /* --account-for-embedding-in-pipeline-split */
+    int account_loss;      /* --account-for-loss-in-pipeline-split */
+} pplayout_split_opts;
+
+/* The i-th word (from 0) naming the options of o that are set, in this order:
+ * "pp-first-layers-N", "pp-last-layers-N", "embedding-in-split", "loss-in-split" (brief:
+ * "first-N", "last-N", "emb-split", "loss-split"), the one list that plumb sim's layout line
+ * and the dashboard's runtime row both print. Writes it (the brief form when brief is 1)
+ * into buf of n bytes, truncated to fit, and returns 1; returns 0 past the last word. */
+int pplayout_split_word(const pplayout_split_opts *o, int i, int brief, char *buf, size_t n);
 
 #endif

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "core/device.h"
+#include "core/pplayout.h"
 #include "core/units.h"
 #include "sim/memory.h" /* sim_memory_step_total */
 #include "sim/sim.h"
@@ -134,16 +135,14 @@ static void print_layout(const sim_report *r, FILE *out)
     const char *noun = r->device_noun ? r->device_noun : "GPU";
     char cps[32] = ""; /* only when set: reports without it read as before */
     if (r->cp > 1) snprintf(cps, sizeof cps, " x cp %d", r->cp);
-    char split[96] = ""; /* the plan's uneven split, in the dashboard's words (ui/draw.c) */
-    size_t k = 0;
-    if (r->first_blocks)
-        k += (size_t)snprintf(split, sizeof split, ", pp-first-layers-%d", r->first_blocks);
-    if (r->last_blocks && k < sizeof split)
-        k += (size_t)snprintf(split + k, sizeof split - k, ", pp-last-layers-%d", r->last_blocks);
-    if (r->account_embedding && k < sizeof split)
-        k += (size_t)snprintf(split + k, sizeof split - k, ", embedding-in-split");
-    if (r->account_loss && k < sizeof split)
-        snprintf(split + k, sizeof split - k, ", loss-in-split");
+    char split[96] = ""; /* the plan's uneven split, as the dashboard's words */
+    pplayout_split_opts so = {r->first_blocks, r->last_blocks, r->account_embedding,
+                              r->account_loss};
+    char w[40];
+    for (int i = 0; pplayout_split_word(&so, i, 0, w, sizeof w); i++) {
+        size_t k = strlen(split);
+        snprintf(split + k, sizeof split - k, ", %s", w);
+    }
     fprintf(out, "layout          tp %d%s x pp %d x dp %d = %d %ss%s, global batch %d, %s%s%s%s%s%s%s%s%s%s%s%s%s\n",
             r->tp, cps, r->pp, r->dp, r->gpus, noun, r->interleave > 1 ? " (interleaved)" : "",
             r->global_batch, dev_precision_name(r->precision),

@@ -302,3 +302,32 @@ Test(pplayout, build_refusals_one_line_each)
     expect_bad(L70, &o, "--interleave: expected the layout's 40 virtual stages / --pp 8 = 5 "
                "(got 4)");
 }
+
+/* The split's words, which plumb sim's layout line and the dashboard's runtime row both
+ * print: only the options set, in Megatron-Core's order, full and brief; truncated to the
+ * buffer; none for the even split. */
+Test(pplayout, split_words_in_order)
+{
+    char w[40];
+    pplayout_split_opts none = {0, 0, 0, 0};
+    cr_expect_eq(pplayout_split_word(&none, 0, 0, w, sizeof w), 0);
+    pplayout_split_opts all = {12, 9, 1, 1};
+    const char *full[] = {"pp-first-layers-12", "pp-last-layers-9", "embedding-in-split",
+                          "loss-in-split"};
+    const char *brief[] = {"first-12", "last-9", "emb-split", "loss-split"};
+    for (int i = 0; i < 4; i++) {
+        cr_assert_eq(pplayout_split_word(&all, i, 0, w, sizeof w), 1);
+        cr_expect_str_eq(w, full[i]);
+        cr_assert_eq(pplayout_split_word(&all, i, 1, w, sizeof w), 1);
+        cr_expect_str_eq(w, brief[i]);
+    }
+    cr_expect_eq(pplayout_split_word(&all, 4, 0, w, sizeof w), 0);
+    pplayout_split_opts some = {0, 3, 0, 1}; /* the words of what is set, nothing between */
+    cr_assert_eq(pplayout_split_word(&some, 0, 0, w, sizeof w), 1);
+    cr_expect_str_eq(w, "pp-last-layers-3");
+    cr_assert_eq(pplayout_split_word(&some, 1, 1, w, sizeof w), 1);
+    cr_expect_str_eq(w, "loss-split");
+    cr_expect_eq(pplayout_split_word(&some, 2, 0, w, sizeof w), 0);
+    cr_assert_eq(pplayout_split_word(&all, 0, 0, w, 8), 1);
+    cr_expect_str_eq(w, "pp-firs");
+}

@@ -9,6 +9,7 @@
 
 #include "ui/app.h"
 #include "core/device.h"
+#include "core/pplayout.h"
 #include "core/schedule_traits.h"
 
 static const char *const HELP[] = {
@@ -397,19 +398,13 @@ static void draw_runtime(ui_app *a, int x, int y, int w, ui_fb *fb)
     if (wi->fp8pg)
         runtime_word(&p, "fp8-param-gather", "fp8pg", !pl || pl->fp8_param_gather);
     const layout3d_options *lo = &a->base.lopt;
+    pplayout_split_opts so = {lo->first_blocks, lo->last_blocks, lo->account_embedding,
+                              lo->account_loss};
     char s[32];
-    if (lo->first_blocks > 0) {
-        snprintf(v, sizeof v, "pp-first-layers-%d", lo->first_blocks);
-        snprintf(s, sizeof s, "first-%d", lo->first_blocks);
+    for (int i = 0; pplayout_split_word(&so, i, 0, v, sizeof v); i++) {
+        pplayout_split_word(&so, i, 1, s, sizeof s);
         runtime_word(&p, v, s, 1);
     }
-    if (lo->last_blocks > 0) {
-        snprintf(v, sizeof v, "pp-last-layers-%d", lo->last_blocks);
-        snprintf(s, sizeof s, "last-%d", lo->last_blocks);
-        runtime_word(&p, v, s, 1);
-    }
-    if (lo->account_embedding) runtime_word(&p, "embedding-in-split", "emb-split", 1);
-    if (lo->account_loss) runtime_word(&p, "loss-in-split", "loss-split", 1);
     if (lo->pipeline_layout) runtime_word(&p, "pipeline-layout", "pp-layout", 1);
     loss_word(&p, lo->cross_entropy); /* --cross-entropy te or native: every layout's loss */
 }
