@@ -19,6 +19,7 @@
 #include "planner/llm_profile.h"
 #include "planner/native.h"
 #include "planner/policy.h"
+#include "tests/planfix.h"
 #include "tests/tmpdir.h"
 
 #define PROFILE "profiles/pipedream/vgg16.json"
@@ -697,6 +698,20 @@ Test(ui_eval, cross_entropy_te_rides_every_layout)
     ui_base_free(&b);
 }
 
+/* pl saved as `name` in a new temporary folder (*dir, which the test removes with rm_tree;
+ * path receives the file's path) and loaded into b as the dashboard opens a plan file (the
+ * caller frees b with ui_base_free); fails the test when either is refused. */
+static void open_saved_plan(const plan *pl, const char *name, char **dir, char path[512],
+                            ui_base *b)
+{
+    plumb_err e;
+    err_clear(&e);
+    *dir = make_tmpdir_named("uieval");
+    snprintf(path, 512, "%s/%s", *dir, name);
+    cr_assert_eq(plan_save(pl, path, &e), 0, "%s", e.msg);
+    cr_assert_eq(ui_base_load(b, NULL, NULL, path, &e), 0, "%s", e.msg);
+}
+
 /* A plan file written by plan --model --cross-entropy te without its model, opened in the
  * dashboard (2D view): a microbatch change (the file's stages kept) keeps its
  * cross_entropy, at plan --model --cross-entropy te's iteration for the doubled global
@@ -707,21 +722,13 @@ Test(ui_eval, plan_file_keeps_cross_entropy_te)
     layout3d_options_init(&o);
     o.tp = 2, o.pp = 2, o.dp = 2, o.gpus = 8, o.global_batch = 16, o.microbatch_size = 1;
     o.seq = 1024, o.cross_entropy = LLM_CE_TE;
-    plumb_err e;
-    err_clear(&e);
-    transformer *t = transformer_load("examples/llm/nemo/llama2-7b.json", &e);
-    cluster *c = t ? cluster_load("profiles/clusters/dgx-h100.json", &e) : NULL;
-    cr_assert_not_null(c, "%s", e.msg);
-    plan *pl = layout3d_build(t, c, "dgx-h100.json", &o, &e);
-    cr_assert_not_null(pl, "%s", e.msg);
+    plan *pl = plan3d("examples/llm/nemo/llama2-7b.json", "profiles/clusters/dgx-h100.json", &o);
     cr_assert_eq(pl->cross_entropy, 1);
     plan_model_free(pl->model); /* a file that does not name its model (2D view) */
     pl->model = NULL;
-    char *dir = make_tmpdir_named("uieval"), path[512];
-    snprintf(path, sizeof path, "%s/te.json", dir);
-    cr_assert_eq(plan_save(pl, path, &e), 0, "%s", e.msg);
+    char *dir, path[512];
     ui_base b;
-    cr_assert_eq(ui_base_load(&b, NULL, NULL, path, &e), 0, "%s", e.msg);
+    open_saved_plan(pl, "te.json", &dir, path, &b);
     ui_whatif w;
     ui_base_whatif(&b, &w);
     w.microbatches *= 2;
@@ -729,15 +736,12 @@ Test(ui_eval, plan_file_keeps_cross_entropy_te)
     cr_assert_eq(ui_evaluate(&b, &w, &r), 0, "%s", r.err);
     cr_expect_eq(r.pl->cross_entropy, 1, "the re-plan dropped cross_entropy te");
     o.global_batch = 32;
-    plan *want = layout3d_build(t, c, "dgx-h100.json", &o, &e);
-    cr_assert_not_null(want, "%s", e.msg);
+    plan *want = plan3d("examples/llm/nemo/llama2-7b.json", "profiles/clusters/dgx-h100.json", &o);
     expect_iteration_of(&r, want, -1);
     plan_free(want);
     ui_result_free(&r);
     ui_base_free(&b);
     plan_free(pl);
-    cluster_free(c);
-    transformer_free(t);
     cr_expect_eq(rm_tree(dir), 0);
 }
 
@@ -751,21 +755,13 @@ Test(ui_eval, plan_file_keeps_fp8_param_gather_and_its_split)
     layout3d_options_init(&o);
     o.tp = 2, o.pp = 2, o.dp = 2, o.gpus = 8, o.global_batch = 16, o.microbatch_size = 1;
     o.precision = DEV_FP8, o.zero = 1, o.seq = 1024, o.first_blocks = 12;
-    plumb_err e;
-    err_clear(&e);
-    transformer *t = transformer_load("examples/llm/nemo/llama2-7b.json", &e);
-    cluster *c = t ? cluster_load("profiles/clusters/dgx-h100.json", &e) : NULL;
-    cr_assert_not_null(c, "%s", e.msg);
-    plan *pl = layout3d_build(t, c, "dgx-h100.json", &o, &e);
-    cr_assert_not_null(pl, "%s", e.msg);
+    plan *pl = plan3d("examples/llm/nemo/llama2-7b.json", "profiles/clusters/dgx-h100.json", &o);
     pl->fp8_param_gather = 1;
     plan_model_free(pl->model); /* a file that does not name its model (2D view) */
     pl->model = NULL;
-    char *dir = make_tmpdir_named("uieval"), path[512];
-    snprintf(path, sizeof path, "%s/fp8.json", dir);
-    cr_assert_eq(plan_save(pl, path, &e), 0, "%s", e.msg);
+    char *dir, path[512];
     ui_base b;
-    cr_assert_eq(ui_base_load(&b, NULL, NULL, path, &e), 0, "%s", e.msg);
+    open_saved_plan(pl, "fp8.json", &dir, path, &b);
     ui_whatif w;
     ui_base_whatif(&b, &w);
     cr_assert_eq(w.fp8pg, 1);
@@ -776,16 +772,13 @@ Test(ui_eval, plan_file_keeps_fp8_param_gather_and_its_split)
     cr_expect(r.pl->stages[0].last_layer == 12, "stage 0 ends at layer %d, not 12",
               r.pl->stages[0].last_layer);
     o.global_batch = 32;
-    plan *want = layout3d_build(t, c, "dgx-h100.json", &o, &e);
-    cr_assert_not_null(want, "%s", e.msg);
+    plan *want = plan3d("examples/llm/nemo/llama2-7b.json", "profiles/clusters/dgx-h100.json", &o);
     want->fp8_param_gather = 1;
     expect_iteration_of(&r, want, -1);
     plan_free(want);
     ui_result_free(&r);
     ui_base_free(&b);
     plan_free(pl);
-    cluster_free(c);
-    transformer_free(t);
     cr_expect_eq(rm_tree(dir), 0);
 }
 
@@ -802,18 +795,12 @@ Test(ui_eval, transformer_plan_file_replans_only_as_a_layout)
     o.precision = DEV_FP8, o.seq = 1024;
     plumb_err e;
     err_clear(&e);
-    transformer *t = transformer_load("examples/llm/nemo/llama2-7b.json", &e);
-    cluster *c = t ? cluster_load("profiles/clusters/dgx-h100.json", &e) : NULL;
-    cr_assert_not_null(c, "%s", e.msg);
-    plan *pl = layout3d_build(t, c, "dgx-h100.json", &o, &e);
-    cr_assert_not_null(pl, "%s", e.msg);
+    plan *pl = plan3d("examples/llm/nemo/llama2-7b.json", "profiles/clusters/dgx-h100.json", &o);
     plan_model_free(pl->model); /* a file that does not name its model */
     pl->model = NULL;
-    char *dir = make_tmpdir_named("uieval"), path[512];
-    snprintf(path, sizeof path, "%s/fp8.json", dir);
-    cr_assert_eq(plan_save(pl, path, &e), 0, "%s", e.msg);
+    char *dir, path[512];
     ui_base b;
-    cr_assert_eq(ui_base_load(&b, NULL, NULL, path, &e), 0, "%s", e.msg);
+    open_saved_plan(pl, "fp8.json", &dir, path, &b);
     cr_expect_eq(ui_base_layout_file(&b), 1);
     ui_whatif w;
     ui_base_whatif(&b, &w);
@@ -839,8 +826,6 @@ Test(ui_eval, transformer_plan_file_replans_only_as_a_layout)
     cr_expect_eq(ui_base_layout_file(&b), 0);
     ui_base_free(&b);
     plan_free(pl);
-    cluster_free(c);
-    transformer_free(t);
     cr_expect_eq(rm_tree(dir), 0);
 }
 
@@ -858,17 +843,11 @@ Test(ui_eval, plan_file_with_model_replans_as_ui_model)
     o.precision = DEV_FP8, o.zero = 1, o.seq = 1024, o.first_blocks = 12;
     plumb_err e;
     err_clear(&e);
-    transformer *t = transformer_load("examples/llm/nemo/llama2-7b.json", &e);
-    cluster *c = t ? cluster_load("profiles/clusters/dgx-h100.json", &e) : NULL;
-    cr_assert_not_null(c, "%s", e.msg);
-    plan *pl = layout3d_build(t, c, "dgx-h100.json", &o, &e);
-    cr_assert_not_null(pl, "%s", e.msg);
+    plan *pl = plan3d("examples/llm/nemo/llama2-7b.json", "profiles/clusters/dgx-h100.json", &o);
     pl->fp8_param_gather = 1;
-    char *dir = make_tmpdir_named("uieval"), path[512];
-    snprintf(path, sizeof path, "%s/model.json", dir);
-    cr_assert_eq(plan_save(pl, path, &e), 0, "%s", e.msg);
+    char *dir, path[512];
     ui_base b;
-    cr_assert_eq(ui_base_load(&b, NULL, NULL, path, &e), 0, "%s", e.msg);
+    open_saved_plan(pl, "model.json", &dir, path, &b);
     cr_assert_not_null(b.model, "the file's model was not taken");
     cr_expect_null(b.loaded);
     cr_expect_eq(ui_base_layout_file(&b), 0);
@@ -892,8 +871,8 @@ Test(ui_eval, plan_file_with_model_replans_as_ui_model)
                   r.pl->stages[0].last_layer);
         layout3d_options p = o;
         p.dp = L[i].dp, p.microbatch_size = L[i].mbs, p.gpus = w.ngpus;
-        plan *want = layout3d_build(t, c, "dgx-h100.json", &p, &e);
-        cr_assert_not_null(want, "%s", e.msg);
+        plan *want = plan3d("examples/llm/nemo/llama2-7b.json",
+                            "profiles/clusters/dgx-h100.json", &p);
         want->fp8_param_gather = 1;
         expect_iteration_of(&r, want, i);
         plan_free(want);
@@ -913,8 +892,6 @@ Test(ui_eval, plan_file_with_model_replans_as_ui_model)
     ui_result_free(&r);
     ui_base_free(&b);
     plan_free(pl);
-    cluster_free(c);
-    transformer_free(t);
     cr_expect_eq(rm_tree(dir), 0);
 }
 
@@ -930,16 +907,10 @@ Test(ui_eval, plan_file_with_model_keeps_balance_and_cp)
     o.microbatch_size = 1, o.attention = LLM_ATTN_FLASH;
     plumb_err e;
     err_clear(&e);
-    transformer *t = transformer_load("examples/llm/gpt2.json", &e);
-    cluster *c = t ? cluster_load("profiles/clusters/dgx-a100-80g.json", &e) : NULL;
-    cr_assert_not_null(c, "%s", e.msg);
-    plan *pl = layout3d_build(t, c, "dgx-a100-80g.json", &o, &e);
-    cr_assert_not_null(pl, "%s", e.msg);
-    char *dir = make_tmpdir_named("uieval"), path[512];
-    snprintf(path, sizeof path, "%s/cp.json", dir);
-    cr_assert_eq(plan_save(pl, path, &e), 0, "%s", e.msg);
+    plan *pl = plan3d("examples/llm/gpt2.json", "profiles/clusters/dgx-a100-80g.json", &o);
+    char *dir, path[512];
     ui_base b;
-    cr_assert_eq(ui_base_load(&b, NULL, NULL, path, &e), 0, "%s", e.msg);
+    open_saved_plan(pl, "cp.json", &dir, path, &b);
     ui_whatif w;
     ui_base_whatif(&b, &w);
     cr_expect(b.model && w.cp == 2 && w.attention == LLM_ATTN_FLASH, "cp %d", w.cp);
@@ -953,8 +924,7 @@ Test(ui_eval, plan_file_with_model_keeps_balance_and_cp)
     layout3d_options_init(&o);
     o.tp = 1, o.pp = 4, o.dp = 2, o.gpus = 8, o.global_batch = 16, o.microbatch_size = 1;
     o.balance = 1;
-    pl = layout3d_build(t, c, "dgx-a100-80g.json", &o, &e);
-    cr_assert_not_null(pl, "%s", e.msg);
+    pl = plan3d("examples/llm/gpt2.json", "profiles/clusters/dgx-a100-80g.json", &o);
     cr_expect_eq(pl->model->balance, 1);
     cr_assert_eq(plan_save(pl, path, &e), 0, "%s", e.msg);
     cr_assert_eq(ui_base_load(&b, NULL, NULL, path, &e), 0, "%s", e.msg);
@@ -971,8 +941,6 @@ Test(ui_eval, plan_file_with_model_keeps_balance_and_cp)
              "the file's 0-5", path);
     cr_expect(strstr(e.msg, want) == e.msg, "%s", e.msg);
     plan_free(pl);
-    cluster_free(c);
-    transformer_free(t);
     cr_expect_eq(rm_tree(dir), 0);
 }
 
@@ -988,11 +956,7 @@ Test(ui_eval, one_server_plan_file_grows_over_the_next_level)
     o.tp = 2, o.pp = 2, o.dp = 2, o.gpus = 8, o.global_batch = 16, o.microbatch_size = 1;
     plumb_err e;
     err_clear(&e);
-    transformer *t = transformer_load("examples/llm/gpt2.json", &e);
-    cluster *c = t ? cluster_load("profiles/clusters/dgx-a100-80g.json", &e) : NULL;
-    cr_assert_not_null(c, "%s", e.msg);
-    plan *pl = layout3d_build(t, c, "dgx-a100-80g.json", &o, &e);
-    cr_assert_not_null(pl, "%s", e.msg);
+    plan *pl = plan3d("examples/llm/gpt2.json", "profiles/clusters/dgx-a100-80g.json", &o);
     cr_expect(pl->clus->nlevels == 2 && pl->clus->levels[1].count == 1,
               "the cut: %d levels", pl->clus->nlevels);
     char *dir = make_tmpdir_named("uieval"), path[512];
@@ -1000,8 +964,7 @@ Test(ui_eval, one_server_plan_file_grows_over_the_next_level)
     cr_assert_eq(plan_save(pl, path, &e), 0, "%s", e.msg);
     layout3d_options p = o;
     p.dp = 4, p.gpus = 16;
-    plan *want = layout3d_build(t, c, "dgx-a100-80g.json", &p, &e);
-    cr_assert_not_null(want, "%s", e.msg);
+    plan *want = plan3d("examples/llm/gpt2.json", "profiles/clusters/dgx-a100-80g.json", &p);
     sim_options so;
     sim_options_init(&so);
     sim_report *rep = sim_run(want, &so, &e);
@@ -1033,7 +996,5 @@ Test(ui_eval, one_server_plan_file_grows_over_the_next_level)
     sim_report_free(rep);
     plan_free(want);
     plan_free(pl);
-    cluster_free(c);
-    transformer_free(t);
     cr_expect_eq(rm_tree(dir), 0);
 }
