@@ -3,9 +3,9 @@
  * iteration time, bubble, bytes per link), optionally as JSON, a Chrome trace, an SVG
  * timeline or a text Gantt; with what-ifs (schedule, microbatches, straggler, bandwidth,
  * memory limit, point-to-point and gradient-reduction runtime, the pipeline sends' split,
- * and a transformer plan's runtime settings: recompute and its checkpoints, ZeRO, tp overlap, the parameter
- * all-gather apart, FP8 primary weights, the gradients' and optimizer state's element)
- * it also runs the plan as written and shows what changed. */
+ * and a transformer plan's runtime settings: recompute and its checkpoints, ZeRO, tp
+ * overlap, the parameter all-gather apart, FP8 primary weights, the gradients' and
+ * optimizer state's element) it also runs the plan as written and shows what changed. */
 #include <cjson/cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -33,9 +33,9 @@ void sim_options_init(sim_options *o)
 
 int sim_options_has_runtime(const sim_options *o)
 {
-    return o->recompute >= 0 || o->checkpoint_layers >= 0 || o->zero >= 0 || o->tp_overlap >= 0 ||
-           o->overlap_param_gather >= 0 || o->fp8_param_gather >= 0 || o->grad_reduce >= 0 ||
-           o->optimizer_state >= 0;
+    return o->recompute >= 0 || o->checkpoint_layers >= 0 || o->zero >= 0 ||
+           o->tp_overlap >= 0 || o->overlap_param_gather >= 0 || o->fp8_param_gather >= 0 ||
+           o->grad_reduce >= 0 || o->optimizer_state >= 0;
 }
 
 int sim_options_has_whatif(const sim_options *o)
