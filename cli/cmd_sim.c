@@ -3,9 +3,9 @@
  * iteration time, bubble, bytes per link), optionally as JSON, a Chrome trace, an SVG
  * timeline or a text Gantt; with what-ifs (schedule, microbatches, straggler, bandwidth,
  * memory limit, point-to-point and gradient-reduction runtime, the pipeline sends' split,
- * and a transformer plan's runtime settings: recompute, ZeRO, tp overlap, the parameter
- * all-gather apart, FP8 primary weights, the gradients' and optimizer state's element)
- * it also runs the plan as written and shows what changed. */
+ * and a transformer plan's runtime settings: recompute and its checkpoints, ZeRO, tp
+ * overlap, the parameter all-gather apart, FP8 primary weights, the gradients' and
+ * optimizer state's element) it also runs the plan as written and shows what changed. */
 #include <cjson/cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -49,6 +49,9 @@ static const char *const usage =
     "  --recompute none|selective|full  (full from another kind: every block's input\n"
     "                         kept, as plan --model's default --checkpoint-layers 1;\n"
     "                         selective needs the profile's selective figures)\n"
+    "  --checkpoint-layers K  full recomputation keeps every K-th block's input (0: the\n"
+    "                         stage's input alone) instead of the plan's or --recompute\n"
+    "                         full's; at most the blocks of a virtual stage\n"
     "  --zero 0|1             1: the optimizer state sharded over a stage's replicas\n"
     "  --tp-overlap none|backward|full  tensor-parallel collectives against the GEMMs\n"
     "                         (tp > 1)\n"
@@ -80,7 +83,7 @@ static const char *const usage =
 
 enum { O_SCHED = 1000, O_MB, O_IT, O_STRAG, O_BW, O_MEM, O_JSON, O_TRACE, O_SVG, O_GANTT,
        O_WIDTH, O_HOPS, O_TLIMIT, O_P2P, O_GSYNC, O_SPLIT, O_RC, O_ZERO, O_TPO, O_OPG,
-       O_GRED, O_OSTATE, O_NO_OPG, O_NO_FP8PG };
+       O_GRED, O_OSTATE, O_NO_OPG, O_NO_FP8PG, O_CKPT };
 
 /* Splits "A=B" into a (copied to buf) and b. Returns 0 or -1. */
 static int split_eq(const char *s, char *buf, size_t n, const char **b)
@@ -160,6 +163,7 @@ static int parse_args(int argc, char **argv, sim_args *a)
         {"grad-sync", required_argument, 0, O_GSYNC},
         {"p2p-split", required_argument, 0, O_SPLIT},
         {"recompute", required_argument, 0, O_RC},
+        {"checkpoint-layers", required_argument, 0, O_CKPT},
         {"zero", required_argument, 0, O_ZERO},
         {"tp-overlap", required_argument, 0, O_TPO},
         {"overlap-param-gather", no_argument, 0, O_OPG},
@@ -231,6 +235,11 @@ static int parse_args(int argc, char **argv, sim_args *a)
         /* the runtime settings: plan --model's parsers, so the same lines */
         case O_RC:
             if (cli_recompute("sim", optarg, &a->o.recompute))
+                return 2;
+            break;
+        case O_CKPT: /* plan --model's range; the stages' bound once the plan is read */
+            if (cli_int("sim", "--checkpoint-layers", optarg, 0, 1 << 20,
+                        &a->o.checkpoint_layers))
                 return 2;
             break;
         case O_ZERO:
@@ -345,9 +354,10 @@ static const char *plan_setting_hint(const plan *pl, const sim_options *w, const
  * its options (search3d_runtime_check: end with an asynchronous schedule or with
  * overlap_param_gather, sync with zb-v or dualpipev, overlap_param_gather without zero 1,
  * fp8_param_gather without precision fp8 and zero 1, bf16 states without precision bf16
- * or fp8, tp_overlap at tp 1), sync with an asynchronous schedule on the stages' replica
- * counts by the plan's rule (plan_sync_replicas_check), then what the profile must hold
- * (runtime_data_ok). 0, or 2 after one line on stderr. */
+ * or fp8, tp_overlap at tp 1), the checkpoint interval the view keeps against its
+ * recompute and the stages' blocks (plan_checkpoint_check), sync with an asynchronous
+ * schedule on the stages' replica counts by the plan's rule (plan_sync_replicas_check),
+ * then what the profile must hold (runtime_data_ok). 0, or 2 after one line on stderr. */
 static int runtime_ok(const char *path, const plan *pl, const sim_options *w)
 {
     if (w->schedule < 0 && w->p2p_sync < 0 && w->grad_sync_end < 0 &&
@@ -359,6 +369,13 @@ static int runtime_ok(const char *path, const plan *pl, const sim_options *w)
     err_clear(&err);
     if (search3d_runtime_check(&so, &err))
         return cli_fail("sim", "%s%s", err.msg, plan_setting_hint(pl, w, err.msg));
+    /* the checkpoints the view keeps against the blocks of the plan's stages, as plan
+     * --model checks --checkpoint-layers against its layout's */
+    plan view;
+    sim_options_view(pl, w, &view);
+    if (plan_checkpoint_check(view.recompute, view.checkpoint_layers, plan_blocks_most(pl),
+                              NULL, &err))
+        return cli_fail("sim", "%s", err.msg);
     /* the stages' replica counts: the plan's rule (plan_sync_replicas_check) */
     sched_kind kind = w->schedule >= 0 ? (sched_kind)w->schedule : pl->schedule;
     int sync = w->p2p_sync >= 0 ? w->p2p_sync : pl->p2p_sync;

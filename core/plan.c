@@ -546,6 +546,22 @@ int plan_runtime_check(const sched_traits *tr, int zero, int opg, int p2p_sync,
                    tr ? tr->name : "");
 }
 
+int plan_checkpoint_check(int recompute, int k, int most, const char *file, plumb_err *err)
+{
+    if (k > 0 && recompute != RECOMPUTE_FULL) {
+        if (!file)
+            return err_set(err, NULL, "--checkpoint-layers", "belongs to --recompute full");
+        return err_set(err, file, "checkpoint_layers", "expected 0 with recompute %s (the "
+                       "interval of full recomputation's checkpoints) (got %d)",
+                       recompute >= 0 && recompute < RECOMPUTE_NKINDS
+                       ? recompute_kind_name((recompute_kind)recompute) : "not full", k);
+    }
+    if (most >= 0 && k > most)
+        return err_set(err, file, file ? "checkpoint_layers" : "--checkpoint-layers",
+                       "expected at most the %d blocks of a virtual stage (got %d)", most, k);
+    return 0;
+}
+
 int plan_validate(const plan *pl, const char *file, plumb_err *err)
 {
     plumb_err in;
@@ -586,9 +602,9 @@ int plan_validate(const plan *pl, const char *file, plumb_err *err)
     if (pl->recompute < 0 || pl->recompute >= RECOMPUTE_NKINDS)
         return err_set(err, file, "recompute", "expected none, full or selective (got %d)",
                        pl->recompute);
-    if (pl->checkpoint_layers < 0 || pl->checkpoint_layers > pl->prof->nlayers)
-        return err_set(err, file, "checkpoint_layers", "expected an integer from 0 to %d "
-                       "(got %d)", pl->prof->nlayers, pl->checkpoint_layers);
+    if (pl->checkpoint_layers < 0)
+        return err_set(err, file, "checkpoint_layers", "expected an integer >= 0 (got %d)",
+                       pl->checkpoint_layers);
     if (pl->tp != pl->prof->tp)
         return err_set(err, file, "tp", "expected %d, the profile's tensor_parallel (its "
                        "figures are one rank's share of tp ranks) (got %d)", pl->prof->tp,
@@ -652,6 +668,9 @@ int plan_validate(const plan *pl, const char *file, plumb_err *err)
     int rc = check_stages(pl, file, err, uses, uses + nd);
     free(uses);
     if (rc) return rc;
+    if (plan_checkpoint_check(pl->recompute, pl->checkpoint_layers, plan_blocks_most(pl), file,
+                              err))
+        return -1;
     if (pl->p2p_sync && plan_sync_replicas_check(pl, pl->schedule, file, "p2p", err))
         return -1;
     if (check_pred(err, file, "predicted.iteration_s", pl->pred_iteration_s, "seconds") ||
@@ -954,7 +973,8 @@ plan *plan_from_json(const cJSON *root, const char *file, plumb_err *err)
     pl->microbatches = (int)x;
     if (load_recompute(&jc, root, pl)) goto fail;
     x = 0;
-    if (json_get_int(&jc, root, "", "checkpoint_layers", 0, 0, pl->prof->nlayers, &x)) goto fail;
+    /* its bound, the blocks of a stage, once the stages are read: plan_validate */
+    if (json_get_int(&jc, root, "", "checkpoint_layers", 0, 0, INT_MAX, &x)) goto fail;
     pl->checkpoint_layers = (int)x;
     x = pl->prof->tp;
     if (json_get_int(&jc, root, "", "tp", 0, 1, BOUND_TP_MAX, &x)) goto fail;

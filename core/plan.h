@@ -126,7 +126,9 @@ typedef struct plan {
     int checkpoint_layers;       /* full recompute keeps the input of every
                                     checkpoint_layers layers of a stage (Megatron-LM's
                                     uniform method; 1: each layer's input); 0: only the
-                                    stage's input (the whole stage's forward runs again) */
+                                    stage's input (the whole stage's forward runs again).
+                                    0 unless recompute is full; at most the blocks of the
+                                    largest stage (plan_checkpoint_check) */
     int tp;                      /* tensor-parallel ranks per stage replica, >= 1; equals
                                     the profile's tp (its figures are one rank's share) */
     int sequence_parallel;       /* 1: sequence parallelism (equals the profile's) */
@@ -222,7 +224,8 @@ typedef struct plan {
  * the plan file's folder. Returns a new plan (free with plan_free) or NULL with err set.
  * Rejects, besides malformed values: stages that do not cover the layers in order exactly
  * once, devices out of the cluster's range or used by two stages (unless chunks > 1, where
- * each device holds `chunks` stages), replica counts that do not match the device lists. */
+ * each device holds `chunks` stages), replica counts that do not match the device lists,
+ * checkpoint_layers with a recompute not full or over the blocks of every stage. */
 plan *plan_load(const char *path, plumb_err *err);
 /* The path of `ref` (a plan's profile_ref or cluster_ref) as plan_load opened it: relative
  * to the folder of the plan file `file`, unchanged when absolute. Returns a new string the
@@ -262,6 +265,22 @@ int plan_validate(const plan *pl, const char *file, plumb_err *err);
 struct sched_traits;
 int plan_runtime_check(const struct sched_traits *tr, int zero, int opg, int p2p_sync,
                        int grad_sync_end, const char *file, plumb_err *err);
+
+/* The most blocks a stage of pl holds: on a transformer's plan (profile_is_transformer) its
+ * TransformerBlocks (the stage's layers less the embedding and the head), on another its
+ * layers; 0 without stages. The bound of checkpoint_layers a plan gives
+ * plan_checkpoint_check. pl's stages must be in its profile's layers. */
+int plan_blocks_most(const plan *pl);
+
+/* Full recomputation's checkpoint interval k (checkpoint_layers, --checkpoint-layers;
+ * Megatron-LM's --recompute-num-layers with the uniform method) against the recompute kind
+ * and the most blocks a virtual stage holds: k > 0 only with recompute full (recompute: a
+ * recompute_kind, any other value one not full), k at most `most` (most < 0: not known
+ * yet, not checked). k < 0 (not given) passes. The one owner of these rules and their
+ * lines, for plan files (plan_validate; file non-NULL: the field checkpoint_layers) and
+ * the options (file NULL: --checkpoint-layers of plan --model's search3d_runtime_check and
+ * layout3d_resolve, and plumb sim's what-if). 0, or -1 with err. */
+int plan_checkpoint_check(int recompute, int k, int most, const char *file, plumb_err *err);
 
 /* Whether pl's stages run schedule `kind` under blocking point-to-point transfers (p2p
  * sync) without deadlock. An asynchronous kind (pipedream, 2bw) deadlocks when some stage s

@@ -104,6 +104,17 @@ static int stage_blocks(const plan *pl, int k)
     return b >= a ? b - a + 1 : 0;
 }
 
+int plan_blocks_most(const plan *pl)
+{
+    int tf = profile_is_transformer(pl->prof), most = 0;
+    for (int k = 0; k < pl->nstages; k++) {
+        const plan_stage *st = &pl->stages[k];
+        int n = tf ? stage_blocks(pl, k) : st->last_layer - st->first_layer + 1;
+        if (n > most) most = n;
+    }
+    return most;
+}
+
 /* The transformer blocks pl's stages give pipeline rank `rank` (the sum of its stages'
  * stage_blocks). */
 static int rank_blocks(const plan *pl, int rank)

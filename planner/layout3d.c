@@ -300,9 +300,7 @@ int layout3d_resolve(const transformer *t, const cluster *c, const char *cluster
     if (o->recompute < 0 || o->recompute >= RECOMPUTE_NKINDS)
         return err_set(err, NULL, "--recompute", "expected none, selective or full (got %d)",
                        o->recompute);
-    if (o->checkpoint_layers > most)
-        return err_set(err, NULL, "--checkpoint-layers", "expected at most the %d blocks of a "
-                       "virtual stage (got %d)", most, o->checkpoint_layers);
+    if (plan_checkpoint_check(o->recompute, o->checkpoint_layers, most, NULL, err)) return -1;
     if (o->zero < 0 || o->zero > 1)
         return err_set(err, NULL, "--zero", "expected 0 or 1 (got %d)", o->zero);
     return 0;

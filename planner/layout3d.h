@@ -79,8 +79,9 @@ typedef struct layout3d_dims {
  * messages) without building anything: the missing dimension, the schedule and its chunks,
  * the microbatches. 0, or -1 with err set to one line naming the option ("--tp", "--pp",
  * "--dp", "--gpus", "--interleave", "--global-batch", "--schedule", ...), with what
- * layout3d_split refuses, and an uneven split with --balance or with a schedule that does
- * not place virtual stage k on rank k % pp. */
+ * layout3d_split refuses, an uneven split with --balance or with a schedule that does
+ * not place virtual stage k on rank k % pp, and --checkpoint-layers over the blocks of
+ * every virtual stage or without --recompute full (plan_checkpoint_check's lines). */
 int layout3d_resolve(const transformer *t, const cluster *c, const char *cluster_file,
                      const layout3d_options *o, layout3d_dims *dims, plumb_err *err);
 

@@ -493,8 +493,7 @@ static int simulate(search3d_result *r, cand_list *L, const transformer *t, cons
 
 int search3d_runtime_check(const search3d_options *o, plumb_err *err)
 {
-    if (o->checkpoint_layers > 0 && o->recompute != RECOMPUTE_FULL)
-        return err_set(err, NULL, "--checkpoint-layers", "belongs to --recompute full");
+    if (plan_checkpoint_check(o->recompute, o->checkpoint_layers, -1, NULL, err)) return -1;
     const sched_traits *tr = o->schedule >= 0 ? sched_traits_of((sched_kind)o->schedule) : NULL;
     if (plan_runtime_check(tr, o->zero == SEARCH3D_FREE ? -1 : o->zero, o->overlap_param_gather,
                            o->p2p_sync, o->grad_sync_end, NULL, err))

@@ -55,6 +55,8 @@ static cJSON *whatif_json(const sim_options *o, const char *const *names, int nn
     /* the runtime settings: the plan file's fields, with recompute's three words */
     if (o->recompute >= 0)
         cJSON_AddStringToObject(j, "recompute", recompute_kind_name((recompute_kind)o->recompute));
+    if (o->checkpoint_layers >= 0)
+        add_int(j, "checkpoint_layers", o->checkpoint_layers);
     if (o->zero >= 0)
         add_int(j, "zero", o->zero);
     if (o->tp_overlap >= 0)

@@ -26,16 +26,16 @@ void sim_options_init(sim_options *o)
     o->p2p_sync = -1;
     o->grad_sync_end = -1;
     o->p2p_whole = -1;
-    o->recompute = o->zero = o->tp_overlap = -1;
+    o->recompute = o->checkpoint_layers = o->zero = o->tp_overlap = -1;
     o->overlap_param_gather = o->fp8_param_gather = -1;
     o->grad_reduce = o->optimizer_state = -1;
 }
 
 int sim_options_has_runtime(const sim_options *o)
 {
-    return o->recompute >= 0 || o->zero >= 0 || o->tp_overlap >= 0 ||
-           o->overlap_param_gather >= 0 || o->fp8_param_gather >= 0 || o->grad_reduce >= 0 ||
-           o->optimizer_state >= 0;
+    return o->recompute >= 0 || o->checkpoint_layers >= 0 || o->zero >= 0 ||
+           o->tp_overlap >= 0 || o->overlap_param_gather >= 0 || o->fp8_param_gather >= 0 ||
+           o->grad_reduce >= 0 || o->optimizer_state >= 0;
 }
 
 int sim_options_has_whatif(const sim_options *o)
@@ -95,6 +95,9 @@ static int check_options(const plan *pl, const sim_options *o, plumb_err *err)
         if (rt[i].v < -1 || rt[i].v > rt[i].hi)
             return err_set(err, NULL, rt[i].name, "expected -1 (the plan's) or 0 to %d (got %d)",
                            rt[i].hi, rt[i].v);
+    if (o->checkpoint_layers < -1 || o->checkpoint_layers > pl->prof->nlayers)
+        return err_set(err, NULL, "checkpoint_layers", "expected -1 (the plan's) or 0 to %d "
+                       "(got %d)", pl->prof->nlayers, o->checkpoint_layers);
     if (!(o->grad_reduce == -1 || o->grad_reduce == DEV_FP32 || o->grad_reduce == DEV_BF16) ||
         !(o->optimizer_state == -1 || o->optimizer_state == DEV_FP32 ||
           o->optimizer_state == DEV_BF16))
@@ -478,6 +481,8 @@ void sim_options_view(const plan *pl, const sim_options *opt, plan *view)
         view->checkpoint_layers = opt->recompute == RECOMPUTE_FULL &&
                                   profile_is_transformer(pl->prof) ? 1 : 0;
     }
+    if (opt->checkpoint_layers >= 0)
+        view->checkpoint_layers = opt->checkpoint_layers;
     if (opt->zero >= 0)
         view->zero = opt->zero;
     if (opt->tp_overlap >= 0)

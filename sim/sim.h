@@ -56,6 +56,11 @@ typedef struct sim_options {
                                  plan (checkpoint_layers 1, plan --model's default), the
                                  stage's input on another (0); a full plan keeps its own.
                                  None and selective: checkpoint_layers 0 */
+    int checkpoint_layers;    /* full recomputation's checkpoint interval instead of the
+                                 plan's (or the one --recompute gives): every K-th block's
+                                 input kept, 0 the stage's input alone; -1 = the plan's.
+                                 Callers check it against the recompute and the stages'
+                                 blocks (plan_checkpoint_check, as plan --model) */
     int zero;                 /* ZeRO stage, 0 or 1 */
     int tp_overlap;           /* plan_tp_overlap */
     int overlap_param_gather; /* 0 or 1 */
@@ -89,13 +94,15 @@ void sim_malloc_for_one_run(void);
  * p2p, grad_sync, p2p_split, and the runtime settings recompute .. optimizer_state). */
 int sim_options_has_whatif(const sim_options *o);
 
-/* 1 when o replaces one of a transformer plan's runtime settings (recompute, zero,
- * tp_overlap, overlap_param_gather, fp8_param_gather, grad_reduce, optimizer_state). */
+/* 1 when o replaces one of a transformer plan's runtime settings (recompute,
+ * checkpoint_layers, zero, tp_overlap, overlap_param_gather, fp8_param_gather, grad_reduce,
+ * optimizer_state). */
 int sim_options_has_runtime(const sim_options *o);
 
 /* *view = *pl (shallow: stages, profile and cluster stay pl's) with the plan fields that o's
  * what-ifs replace put in: schedule, microbatches, p2p, grad_sync, p2p_split and the
- * runtime settings (recompute with its checkpoints: sim_options.recompute). The plan
+ * runtime settings (recompute with its checkpoints: sim_options.recompute, then
+ * checkpoint_layers where given, so that it applies to the recompute asked for). The plan
  * sim_run simulates; search3d_options_from_plan reads the what-ifs' runtime from it.
  * Checks nothing (sim_run checks o's ranges). */
 void sim_options_view(const plan *pl, const sim_options *o, plan *view);

@@ -747,8 +747,7 @@ static plan *tp_plan(void)
     cr_assert_eq(plan_set_stage(pl, 0, 0, 1, 2, d0), 0);
     cr_assert_eq(plan_set_stage(pl, 1, 2, 3, 1, d1), 0);
     cr_assert_eq(plan_set_stage(pl, 2, 4, 5, 1, d2), 0);
-    pl->recompute = RECOMPUTE_SELECTIVE;
-    pl->checkpoint_layers = 1;
+    pl->recompute = RECOMPUTE_SELECTIVE; /* checkpoint_layers 0: full's alone */
     pl->zero = 1;
     pl->precision = DEV_BF16;
     return pl;
@@ -768,6 +767,12 @@ Test(plan3d, round_trip_and_devices)
     plan *q = plan_clone(pl);
     q->zero = 0;
     cr_assert_not(plan_equal(pl, q));
+    plan_free(q);
+    /* full recomputation with its checkpoints: written, read back equal */
+    q = plan_clone(pl);
+    q->recompute = RECOMPUTE_FULL, q->checkpoint_layers = 2;
+    cr_assert_not(plan_equal(pl, q));
+    round_trip(q);
     plan_free(q);
     /* a plan file with recompute "full" reads as the boolean's full */
     cJSON *j = plan_to_json(pl);
@@ -799,7 +804,8 @@ static void b_groups_overlap(plan *pl) { pl->stages[0].devices[1] = 1; }
 static void b_tp_not_profile(plan *pl) { pl->tp = 4; }
 static void b_sp_not_profile(plan *pl) { pl->sequence_parallel = 0; }
 static void b_zero(plan *pl) { pl->zero = 3; }
-static void b_checkpoint(plan *pl) { pl->checkpoint_layers = 99; }
+static void b_checkpoint(plan *pl) { pl->recompute = RECOMPUTE_FULL, pl->checkpoint_layers = 3; }
+static void b_checkpoint_selective(plan *pl) { pl->checkpoint_layers = 1; }
 static void b_grad_fp32(plan *pl) { pl->precision = DEV_FP32, pl->grad_reduce = DEV_BF16; }
 static void b_state_fp16(plan *pl) { pl->precision = DEV_FP16, pl->optimizer_state = DEV_BF16; }
 static void b_grad_tf32(plan *pl) { pl->grad_reduce = DEV_TF32; }
@@ -811,7 +817,10 @@ Test(plan3d, bad_groups_and_fields)
     expect_bad3d(b_tp_not_profile, "tp", "profile's tensor_parallel");
     expect_bad3d(b_sp_not_profile, "sequence_parallel", "as the profile");
     expect_bad3d(b_zero, "zero", "0 or 1");
-    expect_bad3d(b_checkpoint, "checkpoint_layers", "from 0 to 6");
+    expect_bad3d(b_checkpoint, "checkpoint_layers", "expected at most the 2 blocks of a "
+                 "virtual stage (got 3)");
+    expect_bad3d(b_checkpoint_selective, "checkpoint_layers", "expected 0 with recompute "
+                 "selective");
     expect_bad3d(b_grad_fp32, "grad_reduce", "unless precision is bf16 or fp8 (got bf16 "
                  "with "
                  "precision fp32)");
@@ -1388,6 +1397,49 @@ Test(plan, bad_model_one_line_each)
     cr_expect_null(plan_from_json(j, "p.json", &err));
     cr_expect(strstr(err.msg, "p.json: model: expected a plan of a transformer's layout") ==
               err.msg, "%s", err.msg);
+    cJSON_Delete(j);
+}
+
+/* checkpoint_layers of a transformer's plan file (rank 0 holding 12 blocks, rank 1 20):
+ * up to the blocks of its largest stage with recompute full, as plan --model's
+ * --checkpoint-layers (plan_checkpoint_check); more, or any with another recompute, is
+ * refused as one line naming the file and the field. */
+static void mm_ckpt(cJSON *r, int k, const char *rc)
+{
+    set(r, "checkpoint_layers", cJSON_CreateNumber(k));
+    set(r, "recompute", cJSON_CreateString(rc));
+}
+static void mm_ckpt_over(cJSON *m, cJSON *r) { (void)m, mm_ckpt(r, 21, "full"); }
+static void mm_ckpt_huge(cJSON *m, cJSON *r) { (void)m, mm_ckpt(r, 1000, "full"); }
+static void mm_ckpt_none(cJSON *m, cJSON *r) { (void)m, mm_ckpt(r, 1, "none"); }
+static void mm_ckpt_selective(cJSON *m, cJSON *r) { (void)m, mm_ckpt(r, 20, "selective"); }
+
+Test(plan_bad, checkpoint_layers_against_the_stages_and_recompute)
+{
+    expect_bad_model(mm_ckpt_over, "checkpoint_layers",
+                     "expected at most the 20 blocks of a virtual stage (got 21)");
+    expect_bad_model(mm_ckpt_huge, "checkpoint_layers",
+                     "expected at most the 20 blocks of a virtual stage (got 1000)");
+    expect_bad_model(mm_ckpt_none, "checkpoint_layers",
+                     "expected 0 with recompute none (the interval of full recomputation's "
+                     "checkpoints) (got 1)");
+    expect_bad_model(mm_ckpt_selective, "checkpoint_layers", "with recompute selective");
+    /* the largest stage's 20 and 0 (the stage's input alone) are taken */
+    layout3d_options o;
+    layout3d_options_init(&o);
+    o.seq = 1024, o.first_blocks = 12;
+    plan *pl = layout_plan(LLAMA, &o);
+    cJSON *j = plan_to_json(pl);
+    plan_free(pl);
+    plumb_err err;
+    for (int k = 0; k <= 20; k += 20) {
+        mm_ckpt(j, k, "full");
+        err_clear(&err);
+        plan *b = plan_from_json(j, "p.json", &err);
+        cr_expect_not_null(b, "checkpoint_layers %d: %s", k, err.msg);
+        if (b) cr_expect_eq(b->checkpoint_layers, k);
+        plan_free(b);
+    }
     cJSON_Delete(j);
 }
 

@@ -421,8 +421,9 @@ Test(search3d, options_from_plan)
     cr_assert(o.p2p_sync == 0 && o.grad_sync_end == 0 && o.schedule == SCHED_INTERLEAVED &&
               o.global_batch == 16);
 
-    /* a checkpoint interval is full recompute's own: a file's under another kind is not
-     * refused (its loader takes it; the simulator reads it only under full) */
+    /* a checkpoint interval is full recompute's own: one under another kind is not read
+     * here (a plan file's loader refuses it, plumb sim's --checkpoint-layers check too:
+     * plan_checkpoint_check; the simulator reads it only under full) */
     pl->recompute = RECOMPUTE_SELECTIVE;
     search3d_options_from_plan(pl, NULL, &o);
     cr_assert_eq(o.recompute, RECOMPUTE_SELECTIVE);

@@ -1,6 +1,6 @@
 /* test_sim_whatif.c: `plumb sim`'s what-ifs of a transformer plan's runtime settings
- * (sim_options recompute, zero, tp_overlap, overlap_param_gather, fp8_param_gather,
- * grad_reduce, optimizer_state): each, put into sim_run's view of a plan laid out without
+ * (sim_options recompute, checkpoint_layers, zero, tp_overlap, overlap_param_gather,
+ * fp8_param_gather, grad_reduce, optimizer_state): each, put into sim_run's view of a plan laid out without
  * it, gives what `plumb plan --model` with the option gives on the same layout (the layout
  * built with the setting and simulated as plan --model simulates it: sim_run_folded), to
  * 1e-9 relative in the iteration and every device's peak memory; and on each layout the
@@ -38,6 +38,7 @@ typedef struct layout {
     int recompute, zero;
     dev_precision grad_reduce, optimizer_state;
     int tp_overlap, opg, fp8pg;
+    int ckpt_set, ckpt;         /* --checkpoint-layers K given: ckpt; else plan --model's */
 } layout;
 
 /* gpt2 at tp 2 x pp 2 x dp 2 on A100s, global batch 16, bf16, every setting its default. */
@@ -68,6 +69,7 @@ static plan *build(const layout *l)
     o.global_batch = l->gb, o.microbatch_size = 1, o.seq = l->seq;
     o.precision = l->precision, o.recompute = l->recompute, o.zero = l->zero;
     o.grad_reduce = l->grad_reduce, o.optimizer_state = l->optimizer_state;
+    if (l->ckpt_set) o.checkpoint_layers = l->ckpt;
     plumb_err err = {{0}};
     plan *pl = layout3d_build(t, c, l->cluster, &o, &err);
     cr_assert_not_null(pl, "%s", err.msg);
@@ -144,6 +146,37 @@ Test(sim_whatif, recompute_full_selective_none)
     base.recompute = RECOMPUTE_FULL; /* and back: the full plan run without recomputation */
     with.recompute = w.recompute = RECOMPUTE_NONE;
     same_as_planned(&with, &base, &w, "recompute none of a full plan");
+}
+
+/* --checkpoint-layers K: a full plan (plan --model's 1) run with K is plan --model
+ * --recompute full --checkpoint-layers K (gpt2's 6 blocks a stage: 2 keeps 3 inputs, 0 the
+ * stage's alone, 6 one group of all); with --recompute full on a plan without recomputation
+ * K applies to the full it asks for; and a plan with K run with another K. The forward runs
+ * again whole whatever K, so the peak is what moves (the check's second half). */
+Test(sim_whatif, checkpoint_layers)
+{
+    layout base = gpt2_base(), with;
+    base.recompute = RECOMPUTE_FULL;
+    sim_options w;
+    sim_options_init(&w);
+    int ks[] = {2, 0, 6};
+    for (int i = 0; i < 3; i++) {
+        char what[64];
+        snprintf(what, sizeof what, "checkpoint-layers %d of a full plan", ks[i]);
+        with = base;
+        with.ckpt_set = 1, with.ckpt = w.checkpoint_layers = ks[i];
+        same_as_planned(&with, &base, &w, what);
+    }
+    layout none = gpt2_base();
+    with = base;
+    with.ckpt_set = 1, with.ckpt = w.checkpoint_layers = 3;
+    w.recompute = RECOMPUTE_FULL;
+    same_as_planned(&with, &none, &w, "recompute full with checkpoint-layers 3");
+    layout two = base;
+    two.ckpt_set = 1, two.ckpt = 2;
+    sim_options_init(&w);
+    w.checkpoint_layers = 1; /* the default, given: a plan with 2 run with 1 */
+    same_as_planned(&base, &two, &w, "checkpoint-layers 1 of a plan with 2");
 }
 
 Test(sim_whatif, zero)
@@ -286,6 +319,59 @@ Test(sim_whatif, runtime_check_reads_the_whatifs)
     plan_free(pl);
 }
 
+/* plumb sim's --checkpoint-layers check (cmd_sim.c runtime_ok): the view's interval
+ * against its recompute and the plan's stages, plan --model's owner and lines
+ * (plan_checkpoint_check): over the 6 blocks of gpt2's stages, or under a recompute not
+ * full (the plan's none, or selective asked for), refused; full's own taken. */
+Test(sim_whatif, checkpoint_layers_checked_as_plan_model)
+{
+    layout l = gpt2_base();
+    plan *none = build(&l);
+    l.recompute = RECOMPUTE_FULL;
+    plan *full = build(&l);
+    cr_assert_eq(plan_blocks_most(full), 6);
+    struct { plan *pl; int rc, k; const char *want; } c[] = {
+        {full, -1, 7, "--checkpoint-layers: expected at most the 6 blocks of a virtual stage "
+                      "(got 7)"},
+        {none, RECOMPUTE_FULL, 7, "--checkpoint-layers: expected at most the 6 blocks"},
+        {none, -1, 2, "--checkpoint-layers: belongs to --recompute full"},
+        {full, RECOMPUTE_SELECTIVE, 1, "--checkpoint-layers: belongs to --recompute full"},
+        {full, -1, 6, NULL}, {full, -1, 0, NULL}, {none, RECOMPUTE_FULL, 6, NULL},
+        {full, RECOMPUTE_NONE, -1, NULL}, /* none's own 0 */
+    };
+    for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
+        sim_options w;
+        sim_options_init(&w);
+        w.recompute = c[i].rc, w.checkpoint_layers = c[i].k;
+        plan view;
+        sim_options_view(c[i].pl, &w, &view);
+        if (c[i].k >= 0) cr_expect_eq(view.checkpoint_layers, c[i].k, "case %zu", i);
+        plumb_err err;
+        err_clear(&err);
+        int rc = plan_checkpoint_check(view.recompute, view.checkpoint_layers,
+                                       plan_blocks_most(c[i].pl), NULL, &err);
+        if (c[i].want)
+            cr_expect(rc && strstr(err.msg, c[i].want) == err.msg, "case %zu: %s", i, err.msg);
+        else
+            cr_expect_eq(rc, 0, "case %zu: %s", i, err.msg);
+    }
+    /* the engine's range: -1 (the plan's) or 0 .. the profile's layers */
+    sim_options w;
+    sim_options_init(&w);
+    cr_expect_not(sim_options_has_runtime(&w));
+    w.checkpoint_layers = 2;
+    cr_expect(sim_options_has_runtime(&w) && sim_options_has_whatif(&w));
+    w.checkpoint_layers = -2;
+    plumb_err err;
+    err_clear(&err);
+    sim_report *r = sim_run(full, &w, &err);
+    cr_expect_null(r);
+    sim_report_free(r);
+    cr_expect(strstr(err.msg, "checkpoint_layers"), "%s", err.msg);
+    plan_free(none);
+    plan_free(full);
+}
+
 /* The engine takes each setting's range only; a bad value is an error naming the field. */
 Test(sim_whatif, out_of_range)
 {
@@ -323,7 +409,8 @@ Test(sim_whatif, reports_name_them)
     sim_options w;
     sim_options_init(&w);
     w.p2p_whole = 1;
-    w.recompute = RECOMPUTE_FULL, w.zero = 1, w.tp_overlap = TP_OVERLAP_FULL;
+    w.recompute = RECOMPUTE_FULL, w.checkpoint_layers = 2, w.zero = 1;
+    w.tp_overlap = TP_OVERLAP_FULL;
     w.overlap_param_gather = 1, w.grad_reduce = DEV_BF16, w.optimizer_state = DEV_BF16;
     sim_report *r = run(pl, &w, 0);
     char *text = NULL;
@@ -332,15 +419,16 @@ Test(sim_whatif, reports_name_them)
     cr_assert_not_null(m);
     sim_print_report(r, NULL, m);
     fclose(m);
-    const char *want = "what-ifs        p2p-split whole; recompute full; zero 1; tp-overlap "
-                       "full; overlap-param-gather; grad-reduce bf16; optimizer-state bf16 "
-                       "(instead of the plan as written)\n";
+    const char *want = "what-ifs        p2p-split whole; recompute full; checkpoint-layers 2; "
+                       "zero 1; tp-overlap full; overlap-param-gather; grad-reduce bf16; "
+                       "optimizer-state bf16 (instead of the plan as written)\n";
     cr_expect(strstr(text, want), "%s", text);
     free(text);
     cJSON *j = sim_report_to_json(r, NULL, "p.json");
     cr_assert_not_null(j);
     char *js = cJSON_PrintUnformatted(cJSON_GetObjectItemCaseSensitive(j, "whatif"));
-    cr_expect_str_eq(js, "{\"p2p_split\":\"whole\",\"recompute\":\"full\",\"zero\":1,"
+    cr_expect_str_eq(js, "{\"p2p_split\":\"whole\",\"recompute\":\"full\","
+                         "\"checkpoint_layers\":2,\"zero\":1,"
                          "\"tp_overlap\":\"full\",\"overlap_param_gather\":true,"
                          "\"grad_reduce\":\"bf16\",\"optimizer_state\":\"bf16\"}");
     free(js);

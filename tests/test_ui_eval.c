@@ -244,6 +244,40 @@ Test(ui_eval, loaded_plan_is_replanned_when_the_cluster_changes)
     ui_base_free(&b);
 }
 
+/* A plan file with full recomputation's checkpoints (checkpoint_layers 2) shown with
+ * another recompute (`r`): the interval is full's own, so the plan shown has none (a plan
+ * holding one under recompute none is refused: plan_checkpoint_check), and back at full the
+ * file's 2 again. */
+Test(ui_eval, loaded_checkpoints_go_with_full_recompute)
+{
+    plumb_err e;
+    err_clear(&e);
+    plan *pl = plan_load(PLAN_1F1B, &e);
+    cr_assert_not_null(pl, "%s", e.msg);
+    pl->recompute = RECOMPUTE_FULL, pl->checkpoint_layers = 2;
+    char path[96];
+    snprintf(path, sizeof path, "/tmp/plumb-test-ui-ckpt-%d.json", (int)getpid());
+    cr_assert_eq(plan_save(pl, path, &e), 0, "%s", e.msg);
+    plan_free(pl);
+    ui_base b;
+    cr_assert_eq(ui_base_load(&b, NULL, NULL, path, &e), 0, "%s", e.msg);
+    unlink(path);
+    ui_whatif w;
+    ui_base_whatif(&b, &w);
+    ui_result r;
+    memset(&r, 0, sizeof r);
+    int kinds[] = {RECOMPUTE_NONE, RECOMPUTE_FULL}, want[] = {0, 2};
+    for (int i = 0; i < 2; i++) {
+        w.recompute = kinds[i];
+        cr_assert_eq(ui_evaluate(&b, &w, &r), 0, "recompute %d: %s", kinds[i], r.err);
+        cr_assert_str_eq(r.origin, "plan file");
+        cr_expect_eq(r.pl->recompute, kinds[i]);
+        cr_expect_eq(r.pl->checkpoint_layers, want[i], "recompute %d", kinds[i]);
+    }
+    ui_result_free(&r);
+    ui_base_free(&b);
+}
+
 /* The stages of a and b (layers, replicas, devices) are the same. */
 static int same_stages(const plan *a, const plan *b)
 {

@@ -579,6 +579,7 @@ plan *ui_replan(const ui_base *b, const cluster *clus, const ui_whatif *w, const
     if (w->microbatches > 0 || strcmp(*origin, "native planner")) /* else: its choice */
         pl->microbatches = planner_microbatches(pl, (sched_kind)w->schedule, w->microbatches);
     if (w->recompute != UI_RECOMPUTE_AUTO) pl->recompute = w->recompute;
+    if (pl->recompute != RECOMPUTE_FULL) pl->checkpoint_layers = 0; /* full's own */
     /* the plan file's ZeRO stage and runtime ride every plan (the native planner's already
      * planned under them); the all-gather apart where the schedule shown takes it */
     pl->p2p_sync = w->p2p_sync;

@@ -401,6 +401,39 @@ for c in "gz.json|--zero 0 --no-overlap-param-gather|${GPT2[*]} --tp 2 --pp 2 --
 done
 rm -f "$d/gm.json" "$d/gz.json" "$d/g8.json"
 
+# plumb sim --checkpoint-layers K: plan --model's bound (the blocks of a virtual stage: gpt2's
+# 12 over pp 2 gives 6) and rule (full recomputation's own), with its lines; a plan file whose
+# checkpoint_layers breaks either is refused when read, one line naming the file and field
+"$P" plan "${GPT2[@]}" --tp 2 --pp 2 --dp 2 --recompute full -o "$d/gc.json" >/dev/null 2>&1
+"$P" plan "${GPT2[@]}" --tp 2 --pp 2 --dp 2 -o "$d/gn.json" >/dev/null 2>&1
+expect_bad sim-checkpoint-over-the-stage '^plumb: sim: --checkpoint-layers: expected at most the 6 blocks of a virtual stage (got 7)$' \
+    "$P" sim "$d/gc.json" --checkpoint-layers 7
+expect_bad plan-checkpoint-over-the-stage '^plumb: plan: --checkpoint-layers: expected at most the 6 blocks of a virtual stage (got 7)$' \
+    "$P" plan "${GPT2[@]}" --tp 2 --pp 2 --dp 2 --recompute full --checkpoint-layers 7
+expect_bad sim-checkpoint-without-full '^plumb: sim: --checkpoint-layers: belongs to --recompute full$' \
+    "$P" sim "$d/gn.json" --checkpoint-layers 2
+expect_bad sim-checkpoint-with-selective '^plumb: sim: --checkpoint-layers: belongs to --recompute full$' \
+    "$P" sim "$d/gc.json" --recompute selective --checkpoint-layers 2
+expect_bad sim-checkpoint-over-after-recompute-full '^plumb: sim: --checkpoint-layers: expected at most the 6 blocks of a virtual stage (got 9)$' \
+    "$P" sim "$d/gn.json" --recompute full --checkpoint-layers 9
+expect_bad sim-checkpoint-negative '^plumb: sim: --checkpoint-layers: ' \
+    "$P" sim "$d/gc.json" --checkpoint-layers -1
+ckfile() { # SRC DST K RECOMPUTE: SRC with checkpoint_layers K and recompute RECOMPUTE
+    python3 -c 'import json, sys; p = json.load(open(sys.argv[1]))
+p["checkpoint_layers"] = int(sys.argv[3]); p["recompute"] = sys.argv[4]
+json.dump(p, open(sys.argv[2], "w"))' "$@"
+}
+ckfile "$d/gc.json" "$d/gk.json" 7 full
+expect_bad plan-file-checkpoint-over-the-stage '^plumb: .*gk.json: checkpoint_layers: expected at most the 6 blocks of a virtual stage (got 7)$' \
+    "$P" sim "$d/gk.json"
+ckfile "$d/gc.json" "$d/gk.json" 2 none
+expect_bad plan-file-checkpoint-without-full '^plumb: .*gk.json: checkpoint_layers: expected 0 with recompute none (the interval of full recomputation.s checkpoints) (got 2)$' \
+    "$P" sim "$d/gk.json"
+ckfile "$d/gc.json" "$d/gk.json" 500 full
+expect_bad plan-file-checkpoint-far-over '^plumb: .*gk.json: checkpoint_layers: expected at most the 6 blocks of a virtual stage (got 500)$' \
+    "$P" sim "$d/gk.json"
+rm -f "$d/gc.json" "$d/gn.json" "$d/gk.json"
+
 [ "$(sum)" = "$before" ] || { echo "FAIL: an input file changed"; fail=1; }
 left=$(find "$d" -mindepth 1 ! -name prof.json ! -name cluster.json ! -name model.json \
        ! -name out ! -name err ! -name ro ! -name graph.txt)

@@ -372,11 +372,12 @@ else
     fail "plan --model --fp8-param-gather: $(cat "$tmp/err")"
 fi
 
-# the runtime settings' what-ifs (--recompute, --zero, --tp-overlap, --overlap-param-gather,
-# --fp8-param-gather, --grad-reduce, --optimizer-state): plumb sim B.json --X v gives the
-# report of plan --model --X v on the same layout (every figure to 1e-9 relative, the
-# what-ifs and changes apart), on a layout where the setting moves the iteration or the
-# memory; the what-ifs line and the JSON name them as the plan's options and fields
+# the runtime settings' what-ifs (--recompute, --checkpoint-layers, --zero, --tp-overlap,
+# --overlap-param-gather, --fp8-param-gather, --grad-reduce, --optimizer-state): plumb sim
+# B.json --X v gives the report of plan --model --X v on the same layout (every figure to
+# 1e-9 relative, the what-ifs and changes apart), on a layout where the setting moves the
+# iteration or the memory; the what-ifs line and the JSON name them as the plan's options
+# and fields
 same_report() { # A.json B.json: 0 when the reports agree but for whatif, changes and plan
     python3 - "$1" "$2" <<'EOF2'
 import json, sys
@@ -403,6 +404,7 @@ L7=(--model examples/llm/nemo/llama2-7b.json -c profiles/clusters/dgx-h100.json
 for c in "L2||--recompute full|\"recompute\": \"full\"" \
          "L2||--recompute selective|\"recompute\": \"selective\"" \
          "L2|--recompute full|--recompute none|\"recompute\": \"none\"" \
+         "L2|--recompute full|--checkpoint-layers 2|\"checkpoint_layers\": 2" \
          "L2||--zero 1|\"zero\": 1" \
          "L2|--zero 1|--zero 0|\"zero\": 0" \
          "L2||--tp-overlap backward|\"tp_overlap\": \"backward\"" \
