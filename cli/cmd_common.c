@@ -232,12 +232,12 @@ int cli_split_opt(const char *cmd, int c, const char *arg, layout3d_options *o, 
     case CLI_O_FP8PG: *fp8pg = 1; return 0;
     case CLI_O_FIRST:
         return cli_int(cmd, "--decoder-first-pipeline-num-layers", arg, 1, 1 << 20,
-                       &o->first_blocks) ? 2 : 0;
+                       &o->split.first_blocks) ? 2 : 0;
     case CLI_O_LAST:
         return cli_int(cmd, "--decoder-last-pipeline-num-layers", arg, 1, 1 << 20,
-                       &o->last_blocks) ? 2 : 0;
-    case CLI_O_ACC_EMB: o->account_embedding = 1; return 0;
-    case CLI_O_ACC_LOSS: o->account_loss = 1; return 0;
+                       &o->split.last_blocks) ? 2 : 0;
+    case CLI_O_ACC_EMB: o->split.account_embedding = 1; return 0;
+    case CLI_O_ACC_LOSS: o->split.account_loss = 1; return 0;
     case CLI_O_LAYOUT: {
         plumb_err err = {{0}};
         pplayout *l = pplayout_parse(arg, &err); /* the syntax now, the model's rules later */

@@ -10,6 +10,7 @@
 
 #include "cluster.h"
 #include "err.h"
+#include "pplayout.h"
 #include "profile.h"
 #include "transformer.h"
 
@@ -84,10 +85,8 @@ typedef struct plan_model {
     int attention;               /* llm_attention: 0 standard, 1 flash (the file's
                                     "attention") */
     int balance;                 /* 1: balanced after building (--balance) */
-    int first_blocks;            /* --decoder-first-pipeline-num-layers (0: not given) */
-    int last_blocks;             /* --decoder-last-pipeline-num-layers (0: not given) */
-    int account_embedding;       /* --account-for-embedding-in-pipeline-split */
-    int account_loss;            /* --account-for-loss-in-pipeline-split */
+    pplayout_split_opts split;   /* Megatron-Core's four other uneven-split options (0: not
+                                    given) */
     char *pipeline_layout;       /* owned, or NULL: --pipeline-layout, Megatron-Core's
                                     layout string (core/pplayout.h) */
 } plan_model;

@@ -54,9 +54,7 @@ int plan_model_equal(const plan_model *a, const plan_model *b)
     if (a == b) return 1;
     if (!a || !b) return 0;
     return transformer_equal(a->tf, b->tf) && a->attention == b->attention &&
-           a->balance == b->balance && a->first_blocks == b->first_blocks &&
-           a->last_blocks == b->last_blocks && a->account_embedding == b->account_embedding &&
-           a->account_loss == b->account_loss &&
+           a->balance == b->balance && pplayout_split_equal(&a->split, &b->split) &&
            !a->pipeline_layout == !b->pipeline_layout &&
            (!a->pipeline_layout || !strcmp(a->pipeline_layout, b->pipeline_layout));
 }
@@ -81,10 +79,10 @@ cJSON *plan_model_to_json(const plan_model *m)
     if (!json_add_num(o, "seq_len", (double)m->tf->seq) ||
         !cJSON_AddStringToObject(o, "attention", m->attention ? "flash" : "standard") ||
         (m->balance && !cJSON_AddBoolToObject(o, "balance", 1)) ||
-        (m->first_blocks > 0 && !json_add_num(o, K_FIRST, m->first_blocks)) ||
-        (m->last_blocks > 0 && !json_add_num(o, K_LAST, m->last_blocks)) ||
-        (m->account_embedding && !cJSON_AddBoolToObject(o, K_EMB, 1)) ||
-        (m->account_loss && !cJSON_AddBoolToObject(o, K_LOSS, 1)) ||
+        (m->split.first_blocks > 0 && !json_add_num(o, K_FIRST, m->split.first_blocks)) ||
+        (m->split.last_blocks > 0 && !json_add_num(o, K_LAST, m->split.last_blocks)) ||
+        (m->split.account_embedding && !cJSON_AddBoolToObject(o, K_EMB, 1)) ||
+        (m->split.account_loss && !cJSON_AddBoolToObject(o, K_LOSS, 1)) ||
         (m->pipeline_layout && !cJSON_AddStringToObject(o, K_LAYOUT, m->pipeline_layout)))
         goto fail;
     return o;
@@ -217,32 +215,32 @@ static int load_options(const jctx *jc, const cJSON *v, const plan *pl, plan_mod
         return err_set(jc->err, jc->file, "model.attention", "expected flash with cp %d "
                        "(context parallelism runs the fused attention)", plan_cp(pl));
     if (json_get_bool(jc, v, "model", "balance", 0, &m->balance) ||
-        json_get_bool(jc, v, "model", K_EMB, 0, &m->account_embedding) ||
-        json_get_bool(jc, v, "model", K_LOSS, 0, &m->account_loss))
+        json_get_bool(jc, v, "model", K_EMB, 0, &m->split.account_embedding) ||
+        json_get_bool(jc, v, "model", K_LOSS, 0, &m->split.account_loss))
         return -1;
     x = 0;
     if (json_get_int(jc, v, "model", K_FIRST, 0, 1, tf->layers, &x)) return -1;
-    m->first_blocks = (int)x;
+    m->split.first_blocks = (int)x;
     x = 0;
     if (json_get_int(jc, v, "model", K_LAST, 0, 1, tf->layers, &x)) return -1;
-    m->last_blocks = (int)x;
-    int counts = m->first_blocks || m->last_blocks, acc = m->account_embedding || m->account_loss;
-    const char *kf = m->first_blocks ? "model." K_FIRST : "model." K_LAST;
+    m->split.last_blocks = (int)x;
+    int counts = m->split.first_blocks || m->split.last_blocks, acc = m->split.account_embedding || m->split.account_loss;
+    const char *kf = m->split.first_blocks ? "model." K_FIRST : "model." K_LAST;
     if (counts && acc)
         return err_set(jc->err, jc->file, kf, "expected no count with %s (Megatron-Core takes "
-                       "one kind of uneven split)", m->account_embedding ? K_EMB : K_LOSS);
+                       "one kind of uneven split)", m->split.account_embedding ? K_EMB : K_LOSS);
     if (m->balance && (counts || acc))
         return err_set(jc->err, jc->file, "model.balance", "expected false with an uneven "
                        "split (the stages are Megatron-Core's, not balanced)");
     int v_ = pl->chunks > 1 ? pl->chunks : 1, pp = pl->nstages / v_;
     if (load_layout(jc, v, pl, m, counts || acc)) return -1;
-    if (m->first_blocks && rank_blocks(pl, 0) != m->first_blocks)
+    if (m->split.first_blocks && rank_blocks(pl, 0) != m->split.first_blocks)
         return err_set(jc->err, jc->file, "model." K_FIRST, "expected the %d blocks the stages "
-                       "give pipeline rank 0 (got %d)", rank_blocks(pl, 0), m->first_blocks);
-    if (m->last_blocks && rank_blocks(pl, pp - 1) != m->last_blocks)
+                       "give pipeline rank 0 (got %d)", rank_blocks(pl, 0), m->split.first_blocks);
+    if (m->split.last_blocks && rank_blocks(pl, pp - 1) != m->split.last_blocks)
         return err_set(jc->err, jc->file, "model." K_LAST, "expected the %d blocks the stages "
                        "give pipeline rank %d (got %d)", rank_blocks(pl, pp - 1), pp - 1,
-                       m->last_blocks);
+                       m->split.last_blocks);
     return 0;
 }
 

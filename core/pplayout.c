@@ -251,3 +251,9 @@ int pplayout_split_word(const pplayout_split_opts *o, int i, int brief, char *bu
     }
     return 0;
 }
+
+int pplayout_split_equal(const pplayout_split_opts *a, const pplayout_split_opts *b)
+{
+    return a->first_blocks == b->first_blocks && a->last_blocks == b->last_blocks &&
+           a->account_embedding == b->account_embedding && a->account_loss == b->account_loss;
+}

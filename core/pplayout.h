@@ -71,6 +71,9 @@ typedef struct pplayout_split_opts {
     int account_loss;      /* --account-for-loss-in-pipeline-split */
 } pplayout_split_opts;
 
+/* 1 when a and b set the same options to the same values, else 0. */
+int pplayout_split_equal(const pplayout_split_opts *a, const pplayout_split_opts *b);
+
 /* The i-th word (from 0) naming the options of o that are set, in this order:
  * "pp-first-layers-N", "pp-last-layers-N", "embedding-in-split", "loss-in-split" (brief:
  * "first-N", "last-N", "emb-split", "loss-split"), the one list that plumb sim's layout line

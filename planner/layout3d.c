@@ -39,9 +39,9 @@ int layout3d_uneven(const layout3d_options *o)
 
 const char *layout3d_split_option(const layout3d_options *o)
 {
-    return o->pipeline_layout ? OPT_LAYOUT : o->first_blocks > 0 ? OPT_FIRST
-           : o->last_blocks > 0 ? OPT_LAST : o->account_embedding ? OPT_EMB
-           : o->account_loss ? OPT_LOSS : NULL;
+    return o->pipeline_layout ? OPT_LAYOUT : o->split.first_blocks > 0 ? OPT_FIRST
+           : o->split.last_blocks > 0 ? OPT_LAST : o->split.account_embedding ? OPT_EMB
+           : o->split.account_loss ? OPT_LOSS : NULL;
 }
 
 /* --pipeline-layout with one of the other four split options: Megatron-Core's
@@ -76,12 +76,12 @@ static int check_end_count(const char *name, int f, int blocks, int v, plumb_err
 static int split_first_last(const layout3d_options *o, int blocks, int pp, int v, int *n,
                             plumb_err *err)
 {
-    int F = o->first_blocks, L = o->last_blocks;
+    int F = o->split.first_blocks, L = o->split.last_blocks;
     const char *name = L > 0 ? OPT_LAST : OPT_FIRST;
-    if (o->account_embedding || o->account_loss)
+    if (o->split.account_embedding || o->split.account_loss)
         return err_set(err, NULL, F > 0 ? OPT_FIRST : OPT_LAST, "expected no %s with it "
                        "(Megatron-Core refuses the two kinds of uneven split together)",
-                       o->account_embedding ? OPT_EMB : OPT_LOSS);
+                       o->split.account_embedding ? OPT_EMB : OPT_LOSS);
     if (pp < 2)
         return err_set(err, NULL, F > 0 ? OPT_FIRST : OPT_LAST, "expected --pp 2 or more "
                        "(got %d)", pp);
@@ -119,10 +119,10 @@ int layout3d_split(const layout3d_options *o, int blocks, int pp, int v, int *n,
 {
     if (layout_conflict(o, err)) return -1;
     if (o->pipeline_layout) return pplayout_split(o->pipeline_layout, blocks, pp, v, n, err);
-    if (o->first_blocks > 0 || o->last_blocks > 0)
+    if (o->split.first_blocks > 0 || o->split.last_blocks > 0)
         return split_first_last(o, blocks, pp, v, n, err);
     long long vs = (long long)pp * v;
-    int e = o->account_embedding ? 1 : 0, l = o->account_loss ? 1 : 0, total = blocks + e + l;
+    int e = o->split.account_embedding ? 1 : 0, l = o->split.account_loss ? 1 : 0, total = blocks + e + l;
     if (!e && !l && blocks % vs)
         return err_set(err, NULL, v > 1 ? "--interleave" : "--pp", "expected --pp x "
                        "--interleave to divide the %d layers (got %d x %d = %lld)", blocks,
@@ -380,10 +380,9 @@ plan *layout3d_build(const transformer *t, const cluster *c, const char *cluster
     pl->model->tf->seq = prof->tokens_per_sample;
     pl->model->attention = lo.attention == LLM_ATTN_FLASH;
     pl->model->balance = o->balance ? 1 : 0;
-    pl->model->first_blocks = o->first_blocks;
-    pl->model->last_blocks = o->last_blocks;
-    pl->model->account_embedding = o->account_embedding ? 1 : 0;
-    pl->model->account_loss = o->account_loss ? 1 : 0;
+    pl->model->split = o->split;
+    pl->model->split.account_embedding = o->split.account_embedding ? 1 : 0;
+    pl->model->split.account_loss = o->split.account_loss ? 1 : 0;
     if (o->pipeline_layout && !(pl->model->pipeline_layout = strdup(o->pipeline_layout))) {
         err_set(err, NULL, NULL, "out of memory");
         goto fail;
@@ -432,10 +431,7 @@ int layout3d_options_from_plan(const plan *pl, layout3d_options *o)
     o->seq = m->tf->seq;
     o->attention = m->attention ? LLM_ATTN_FLASH : LLM_ATTN_STANDARD;
     o->balance = m->balance;
-    o->first_blocks = m->first_blocks;
-    o->last_blocks = m->last_blocks;
-    o->account_embedding = m->account_embedding;
-    o->account_loss = m->account_loss;
+    o->split = m->split;
     o->pipeline_layout = m->pipeline_layout; /* borrowed from pl */
     return 0;
 }

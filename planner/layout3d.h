@@ -48,14 +48,11 @@ typedef struct layout3d_options {
     dev_precision grad_reduce;     /* the plan's grad_reduce: DEV_FP32 (default) or
                                       DEV_BF16 (with precision bf16) */
     dev_precision optimizer_state; /* the plan's optimizer_state, likewise */
-    /* Megatron-Core's uneven pipeline splits (layout3d_split); all 0: the even split */
-    int first_blocks;      /* --decoder-first-pipeline-num-layers: pipeline rank 0 holds
-                              this many blocks, over its v virtual stages; 0: not given */
-    int last_blocks;       /* --decoder-last-pipeline-num-layers: rank pp - 1 likewise */
-    int account_embedding; /* 1: --account-for-embedding-in-pipeline-split (the embedding
-                              counts as a block in the split) */
-    int account_loss;      /* 1: --account-for-loss-in-pipeline-split (the head and loss
-                              count as a block) */
+    pplayout_split_opts split; /* Megatron-Core's uneven pipeline splits (layout3d_split):
+                              first_blocks F, pipeline rank 0 holds F blocks over its v
+                              virtual stages; last_blocks, rank pp - 1 likewise;
+                              account_embedding / account_loss 1: the embedding / the head
+                              and loss count as a block in the split; all 0: the even split */
     const char *pipeline_layout; /* --pipeline-layout: Megatron-Core's layout string
                               (core/pplayout.h; borrowed, the caller keeps it alive), which
                               fixes the blocks of every virtual stage and the stages per rank;

@@ -174,13 +174,13 @@ static void layout_json(cJSON *o, const sim_report *r)
         cJSON_AddBoolToObject(o, "fp8_param_gather", 1);
     if (r->cross_entropy) /* only when fused: default reports read as before */
         cJSON_AddStringToObject(o, "cross_entropy", plan_cross_entropy_name(r->cross_entropy));
-    if (r->first_blocks) /* the uneven split, only when set: Megatron-Core's option names */
-        add_int(o, "decoder_first_pipeline_num_layers", r->first_blocks);
-    if (r->last_blocks)
-        add_int(o, "decoder_last_pipeline_num_layers", r->last_blocks);
-    if (r->account_embedding)
+    if (r->split.first_blocks) /* the uneven split, only when set: Megatron-Core's option names */
+        add_int(o, "decoder_first_pipeline_num_layers", r->split.first_blocks);
+    if (r->split.last_blocks)
+        add_int(o, "decoder_last_pipeline_num_layers", r->split.last_blocks);
+    if (r->split.account_embedding)
         cJSON_AddBoolToObject(o, "account_for_embedding_in_pipeline_split", 1);
-    if (r->account_loss)
+    if (r->split.account_loss)
         cJSON_AddBoolToObject(o, "account_for_loss_in_pipeline_split", 1);
     if (r->pipeline_layout)
         cJSON_AddStringToObject(o, "pipeline_model_parallel_layout", r->pipeline_layout);

@@ -301,10 +301,7 @@ static int fill_layout(sim_report *rep, const plan *pl, const sim_model *m)
     rep->fp8_param_gather = pl->fp8_param_gather;
     rep->cross_entropy = pl->cross_entropy;
     if (pl->model) { /* the uneven split the plan file records */
-        rep->first_blocks = pl->model->first_blocks;
-        rep->last_blocks = pl->model->last_blocks;
-        rep->account_embedding = pl->model->account_embedding;
-        rep->account_loss = pl->model->account_loss;
+        rep->split = pl->model->split;
         if (pl->model->pipeline_layout &&
             !(rep->pipeline_layout = strdup(pl->model->pipeline_layout)))
             return -1;

@@ -238,10 +238,7 @@ typedef struct sim_report {
     int p2p_whole;            /* the plan's p2p_split: 1 for "whole" */
     int fp8_param_gather;     /* the plan's fp8_param_gather (FP8 primary weights) */
     int cross_entropy;        /* the plan's cross_entropy: 1 "te", 2 "native" (fused) */
-    int first_blocks, last_blocks; /* the plan's model's uneven split (Megatron-Core's
-                                 --decoder-first/last-pipeline-num-layers; 0: not given) */
-    int account_embedding, account_loss; /* its --account-for-embedding/loss-in-pipeline-
-                                 split (1: given) */
+    pplayout_split_opts split; /* the plan's model's uneven split (all 0: not given) */
     char *pipeline_layout;    /* owned, or NULL: its --pipeline-layout string */
     int gpus;                 /* every member of every group (plan_gpus) */
     const char *device_noun;  /* what the cluster's devices are called in text

@@ -140,10 +140,8 @@ static void print_layout(const sim_report *r, FILE *out)
     char cps[32] = ""; /* only when set: reports without it read as before */
     if (r->cp > 1) snprintf(cps, sizeof cps, " x cp %d", r->cp);
     char split[96] = ""; /* the plan's uneven split, as the dashboard's words */
-    pplayout_split_opts so = {r->first_blocks, r->last_blocks, r->account_embedding,
-                              r->account_loss};
     char w[40];
-    for (int i = 0; pplayout_split_word(&so, i, 0, w, sizeof w); i++) {
+    for (int i = 0; pplayout_split_word(&r->split, i, 0, w, sizeof w); i++) {
         size_t k = strlen(split);
         snprintf(split + k, sizeof split - k, ", %s", w);
     }

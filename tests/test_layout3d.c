@@ -362,7 +362,7 @@ Test(layout3d, uneven_405b_accounts_embedding_and_loss)
 {
     layout3d_options o = opts(64, 8, 8, 1, 16, 1);
     o.interleave = 8;
-    o.account_embedding = o.account_loss = 1;
+    o.split.account_embedding = o.split.account_loss = 1;
     plan *pl = build_ok("examples/llm/nemo/llama31-405b.json", &o);
     expect_megatron_split(pl, 126, 8, 8, 0, 0, 1, 1);
     cr_assert_eq(pl->stages[0].last_layer, 1);     /* embed, block0 */
@@ -371,7 +371,7 @@ Test(layout3d, uneven_405b_accounts_embedding_and_loss)
     cr_assert_eq(pl->schedule, SCHED_INTERLEAVED);
     plan_free(pl);
     /* without the accountings 126 blocks do not split over 64 virtual stages */
-    o.account_embedding = o.account_loss = 0;
+    o.split.account_embedding = o.split.account_loss = 0;
     transformer *t = model("examples/llm/nemo/llama31-405b.json");
     cluster *c = a100();
     plumb_err err = {{0}};
@@ -389,7 +389,7 @@ Test(layout3d, uneven_one_accounting_empty_end_stage)
     for (int which = 0; which < 2; which++) {
         layout3d_options o = opts(24, 8, 3, 1, 33, 1);
         o.interleave = 11;
-        o.account_embedding = which == 0, o.account_loss = which == 1;
+        o.split.account_embedding = which == 0, o.split.account_loss = which == 1;
         plan *pl = build_ok("examples/llm/llama3-8b.json", &o);
         expect_megatron_split(pl, 32, 3, 11, 0, 0, which == 0, which == 1);
         if (which == 0) cr_assert_eq(pl->stages[0].last_layer, 0);   /* the embedding alone */
@@ -413,7 +413,7 @@ Test(layout3d, uneven_first_last_pipeline_num_layers)
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         layout3d_options o = opts(8 * cases[i].pp, 8, cases[i].pp, 1, 8 * cases[i].pp, 1);
         o.interleave = cases[i].v;
-        o.first_blocks = cases[i].F, o.last_blocks = cases[i].L;
+        o.split.first_blocks = cases[i].F, o.split.last_blocks = cases[i].L;
         plan *pl = build_ok(GPT3, &o);
         expect_megatron_split(pl, 96, cases[i].pp, cases[i].v, cases[i].F, cases[i].L, 0, 0);
         plan_free(pl);
@@ -424,60 +424,60 @@ Test(layout3d, uneven_bad_inputs_one_line_each)
 {
     transformer *g3 = model(GPT3), *l405 = model("examples/llm/nemo/llama31-405b.json");
     layout3d_options o = opts(64, 8, 8, 1, 64, 1);
-    o.first_blocks = 6;
-    o.account_loss = 1;
+    o.split.first_blocks = 6;
+    o.split.account_loss = 1;
     expect_bad(g3, &o, "--decoder-first-pipeline-num-layers: expected no "
                "--account-for-loss-in-pipeline-split with it");
     o = opts(64, 8, 8, 1, 64, 1);
-    o.interleave = 4, o.last_blocks = 6;
+    o.interleave = 4, o.split.last_blocks = 6;
     expect_bad(g3, &o, "--decoder-last-pipeline-num-layers: expected a multiple of "
                "--interleave 4");
     o = opts(64, 8, 8, 1, 64, 1);
-    o.first_blocks = 97;
+    o.split.first_blocks = 97;
     expect_bad(g3, &o, "--decoder-first-pipeline-num-layers: expected 1 to the 96 blocks "
                "(got 97)");
-    o.first_blocks = 50, o.last_blocks = 50;
+    o.split.first_blocks = 50, o.split.last_blocks = 50;
     expect_bad(g3, &o, "--decoder-last-pipeline-num-layers: expected "
                "--decoder-first-pipeline-num-layers 50 and --decoder-last-pipeline-num-layers "
                "50 to sum to at most the 96 blocks (got 100)");
-    o.first_blocks = 5, o.last_blocks = 5;
+    o.split.first_blocks = 5, o.split.last_blocks = 5;
     expect_bad(g3, &o, "--decoder-last-pipeline-num-layers: expected the 86 blocks left to "
                "divide over the 6 other pipeline ranks");
     o = opts(32, 8, 4, 1, 32, 1);
-    o.first_blocks = 39, o.interleave = 3; /* (96 - 39) / 3 = 19 a middle rank */
+    o.split.first_blocks = 39, o.interleave = 3; /* (96 - 39) / 3 = 19 a middle rank */
     expect_bad(g3, &o, "--interleave: expected to divide the 19 blocks of each middle "
                "pipeline rank (got 3)");
     o = opts(16, 8, 2, 1, 16, 1);
-    o.first_blocks = 40, o.last_blocks = 40;
+    o.split.first_blocks = 40, o.split.last_blocks = 40;
     expect_bad(g3, &o, "--decoder-last-pipeline-num-layers: expected the first and last ranks "
                "to hold all 96 blocks at --pp 2 (got 40 + 40)");
-    o.last_blocks = 56, o.interleave = 4;
+    o.split.last_blocks = 56, o.interleave = 4;
     expect_bad(g3, &o, "--interleave: expected 1 when the first and last ranks hold every "
                "block, with no middle rank (got 4)");
     o = opts(32, 8, 4, 1, 32, 1);
-    o.last_blocks = 96;
+    o.split.last_blocks = 96;
     expect_bad(g3, &o, "--decoder-last-pipeline-num-layers: expected blocks left for the 3 "
                "middle pipeline ranks (got none of the 96)");
     o = opts(8, 8, 1, 1, 8, 1);
-    o.first_blocks = 96;
+    o.split.first_blocks = 96;
     expect_bad(g3, &o, "--decoder-first-pipeline-num-layers: expected --pp 2 or more (got 1)");
     o = opts(64, 8, 8, 1, 64, 1);
-    o.interleave = 8, o.account_embedding = 1;
+    o.interleave = 8, o.split.account_embedding = 1;
     expect_bad(l405, &o, "--account-for-embedding-in-pipeline-split: expected --pp x "
                "--interleave to divide the 126 blocks + the embedding = 127 (got 8 x 8 = 64)");
-    o.account_embedding = 0, o.account_loss = 1, o.interleave = 3;
+    o.split.account_embedding = 0, o.split.account_loss = 1, o.interleave = 3;
     expect_bad(l405, &o, "--account-for-loss-in-pipeline-split: expected --pp x --interleave "
                "to divide the 126 blocks + the loss = 127 (got 8 x 3 = 24)");
     o = opts(64, 8, 8, 1, 64, 1);
-    o.first_blocks = 12, o.balance = 1;
+    o.split.first_blocks = 12, o.balance = 1;
     expect_bad(g3, &o, "--balance: expected the even split, which balancing starts from (got "
                "--decoder-first-pipeline-num-layers)");
     o = opts(32, 8, 4, 1, 16, 1);
-    o.schedule = SCHED_ZB_V, o.account_embedding = o.account_loss = 1;
+    o.schedule = SCHED_ZB_V, o.split.account_embedding = o.split.account_loss = 1;
     expect_bad(l405, &o, "--account-for-embedding-in-pipeline-split: expected a schedule that "
                "places virtual stage k on pipeline rank k % pp");
     o = opts(64, 8, 8, 1, 64, 1);
-    o.first_blocks = 12, o.recompute = RECOMPUTE_FULL, o.checkpoint_layers = 13;
+    o.split.first_blocks = 12, o.recompute = RECOMPUTE_FULL, o.checkpoint_layers = 13;
     expect_bad(g3, &o, "--checkpoint-layers: expected at most the 12 blocks of a virtual stage");
     transformer_free(l405);
     transformer_free(g3);

@@ -1120,10 +1120,10 @@ Test(plan, model_round_trips_byte_identical)
 {
     layout3d_options o;
     layout3d_options_init(&o);
-    o.precision = DEV_FP8, o.zero = 1, o.seq = 1024, o.first_blocks = 12;
+    o.precision = DEV_FP8, o.zero = 1, o.seq = 1024, o.split.first_blocks = 12;
     plan *pl = layout_plan(LLAMA, &o);
     cr_assert_not_null(pl->model);
-    cr_expect_eq(pl->model->first_blocks, 12);
+    cr_expect_eq(pl->model->split.first_blocks, 12);
     cr_expect_eq(pl->model->tf->seq, 1024);
     char *tmp = make_tmpdir(), a[512], b[512];
     snprintf(a, sizeof a, "%s/a.json", tmp);
@@ -1142,7 +1142,7 @@ Test(plan, model_round_trips_byte_identical)
     cr_expect(strstr(ta, "\"decoder_first_pipeline_num_layers\":\t12"), "%s", ta);
     plan *k = plan_clone(back);
     cr_expect(plan_equal(k, pl) && k->model != back->model);
-    back->model->first_blocks = 0;
+    back->model->split.first_blocks = 0;
     cr_expect(!plan_equal(pl, back), "plan_equal compares the model");
     free(ta);
     free(tb);
@@ -1273,7 +1273,7 @@ static void expect_bad_model(model_mutator m, const char *path, const char *word
 {
     layout3d_options o;
     layout3d_options_init(&o);
-    o.seq = 1024, o.first_blocks = 12;
+    o.seq = 1024, o.split.first_blocks = 12;
     plan *pl = layout_plan(LLAMA, &o);
     cJSON *j = plan_to_json(pl);
     plan_free(pl);
@@ -1427,7 +1427,7 @@ Test(plan_bad, checkpoint_layers_against_the_stages_and_recompute)
     /* the largest stage's 20 and 0 (the stage's input alone) are taken */
     layout3d_options o;
     layout3d_options_init(&o);
-    o.seq = 1024, o.first_blocks = 12;
+    o.seq = 1024, o.split.first_blocks = 12;
     plan *pl = layout_plan(LLAMA, &o);
     cJSON *j = plan_to_json(pl);
     plan_free(pl);

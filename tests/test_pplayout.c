@@ -208,7 +208,7 @@ Test(pplayout, equals_405b_accounting_split)
     plumb_err err = {{0}};
     layout3d_options a = opts(64, 8, 8, 1, 16);
     a.interleave = 8;
-    a.account_embedding = a.account_loss = 1;
+    a.split.account_embedding = a.split.account_loss = 1;
     layout3d_options b = opts(64, 8, 8, 1, 16);
     b.pipeline_layout = "Et|(tt|)*62,tL"; /* no --interleave: 64 stages / pp 8 */
     plan *pa = build(L405, A100, &a, &err);
@@ -279,13 +279,13 @@ Test(pplayout, build_refusals_one_line_each)
 {
     layout3d_options o = opts(64, 4, 8, 2, 256);
     o.pipeline_layout = L70_LAYOUT;
-    o.account_loss = 1;
+    o.split.account_loss = 1;
     expect_bad(L70, &o, "--pipeline-layout: expected no --account-for-loss-in-pipeline-split "
                "with it");
-    o.account_loss = 0, o.first_blocks = 10;
+    o.split.account_loss = 0, o.split.first_blocks = 10;
     expect_bad(L70, &o, "--pipeline-layout: expected no --decoder-first-pipeline-num-layers "
                "with it");
-    o.first_blocks = 0, o.balance = 1;
+    o.split.first_blocks = 0, o.balance = 1;
     expect_bad(L70, &o, "--balance: expected the even split, which balancing starts from "
                "(got --pipeline-layout)");
     o.balance = 0, o.schedule = SCHED_ZB_V, o.interleave = 0;

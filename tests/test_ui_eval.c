@@ -620,7 +620,7 @@ Test(ui_eval, uneven_split_rides_every_layout)
     layout3d_options o;
     layout3d_options_init(&o);
     o.tp = 2, o.pp = 2, o.dp = 2, o.gpus = 8, o.global_batch = 16, o.microbatch_size = 1;
-    o.first_blocks = 4;
+    o.split.first_blocks = 4;
     ui_base b;
     plumb_err e;
     err_clear(&e);
@@ -643,7 +643,7 @@ Test(ui_eval, uneven_split_rides_every_layout)
         cr_expect(fabs(r.rep->iteration_s / want - 1) < 1e-6,
                   "layout %d: the dashboard %.9g s, plan --model %.9g s", i,
                   r.rep->iteration_s, want);
-        p.first_blocks = 0;
+        p.split.first_blocks = 0;
         cr_expect(fabs(r.rep->iteration_s / plan_model_run(&b, &p, 0, NULL) - 1) > 1e-3,
                   "layout %d: the even split prices alike: the check cannot fail", i);
         ui_result_free(&r);
@@ -788,7 +788,7 @@ Test(ui_eval, plan_file_keeps_fp8_param_gather_and_its_split)
     layout3d_options o;
     layout3d_options_init(&o);
     o.tp = 2, o.pp = 2, o.dp = 2, o.gpus = 8, o.global_batch = 16, o.microbatch_size = 1;
-    o.precision = DEV_FP8, o.zero = 1, o.seq = 1024, o.first_blocks = 12;
+    o.precision = DEV_FP8, o.zero = 1, o.seq = 1024, o.split.first_blocks = 12;
     plan *pl = plan3d("examples/llm/nemo/llama2-7b.json", "profiles/clusters/dgx-h100.json", &o);
     pl->fp8_param_gather = 1;
     plan_model_free(pl->model); /* a file that does not name its model (2D view) */
@@ -874,7 +874,7 @@ Test(ui_eval, plan_file_with_model_replans_as_ui_model)
     layout3d_options o;
     layout3d_options_init(&o);
     o.tp = 2, o.pp = 2, o.dp = 4, o.gpus = 16, o.global_batch = 16, o.microbatch_size = 1;
-    o.precision = DEV_FP8, o.zero = 1, o.seq = 1024, o.first_blocks = 12;
+    o.precision = DEV_FP8, o.zero = 1, o.seq = 1024, o.split.first_blocks = 12;
     plumb_err e;
     err_clear(&e);
     plan *pl = plan3d("examples/llm/nemo/llama2-7b.json", "profiles/clusters/dgx-h100.json", &o);
@@ -885,7 +885,7 @@ Test(ui_eval, plan_file_with_model_replans_as_ui_model)
     cr_assert_not_null(b.model, "the file's model was not taken");
     cr_expect_null(b.loaded);
     cr_expect_eq(ui_base_layout_file(&b), 0);
-    cr_expect_eq(b.lopt.first_blocks, 12);
+    cr_expect_eq(b.lopt.split.first_blocks, 12);
     ui_whatif w;
     ui_base_whatif(&b, &w);
     cr_expect(w.fp8pg == 1 && w.tp == 2 && w.pp == 2 && w.dp == 4 && w.zero == 1 &&

@@ -1501,7 +1501,7 @@ Test(ui_snapshot, layout3d_uneven_split_and_fp8_param_gather_ride_the_keys)
 {
     ui_app a;
     layout3d_options o = layout_of(2, 2, 2, 16);
-    o.first_blocks = 4;
+    o.split.first_blocks = 4;
     open_gpt2(&a, o);
     char *s = snap(&a, 160, 40, NULL);
     cr_assert(strstr(s, "balance off  pp-first-layers-4"), "%s", s);
@@ -1621,7 +1621,7 @@ Test(ui_snapshot, plan_file_with_model_shows_ui_model_frames)
     layout3d_options o;
     layout3d_options_init(&o);
     o.tp = 2, o.pp = 2, o.dp = 4, o.gpus = 16, o.global_batch = 16, o.microbatch_size = 1;
-    o.precision = DEV_FP8, o.zero = 1, o.seq = 1024, o.first_blocks = 12;
+    o.precision = DEV_FP8, o.zero = 1, o.seq = 1024, o.split.first_blocks = 12;
     ui_runtime rt = { 0, 0, 1 };
     plumb_err e;
     err_clear(&e);
@@ -1651,7 +1651,7 @@ Test(ui_snapshot, plan_file_with_model_shows_ui_model_frames)
     char *x = snap(&a, 200, 30, "s");
     free(x);
     cr_assert_not_null(a.cur.pl->model);
-    cr_expect_eq(a.cur.pl->model->first_blocks, 12);
+    cr_expect_eq(a.cur.pl->model->split.first_blocks, 12);
     ui_app_free(&a);
     ui_app_free(&m);
     plan_free(pl);

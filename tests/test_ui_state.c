@@ -703,7 +703,7 @@ Test(ui_state, layout3d_uneven_split_keys_take_what_megatron_takes)
     layout3d_options o;
     layout3d_options_init(&o);
     o.global_batch = 1536;
-    o.account_embedding = o.account_loss = 1;
+    o.split.account_embedding = o.split.account_loss = 1;
     ui_state_set_layout3d(st, 126, 1536, &o);
     cr_assert(ui_layout3d_ok(st, &st->cur), "tp 8 x pp 8: 128 / 8 virtual stages");
     char why[256];
@@ -711,7 +711,7 @@ Test(ui_state, layout3d_uneven_split_keys_take_what_megatron_takes)
     cr_assert(ui_state_key(st, 'd') & UI_DO_EVAL);
     cr_assert(st->cur.pp == 16 && st->cur.dp == 8, "pp %d dp %d", st->cur.pp, st->cur.dp);
     layout3d_options lo = ui_whatif_layout3d(&st->lopt, &st->cur);
-    cr_assert(lo.account_embedding && lo.account_loss && lo.pp == 16, "the split dropped");
+    cr_assert(lo.split.account_embedding && lo.split.account_loss && lo.pp == 16, "the split dropped");
     /* i: interleave 2 (128 / 32), then 3 skipped (128 / 48), 4 (128 / 64) */
     ui_state_key(st, 'i');
     cr_assert_eq(st->cur.interleave, 2);
@@ -734,7 +734,7 @@ Test(ui_state, layout3d_uneven_split_keys_take_what_megatron_takes)
     st = fresh3d();
     layout3d_options_init(&o);
     o.global_batch = 1536;
-    o.first_blocks = o.last_blocks = 6;
+    o.split.first_blocks = o.split.last_blocks = 6;
     ui_state_set_layout3d(st, 96, 1536, &o);
     cr_assert(ui_layout3d_ok(st, &st->cur));
     ui_state_key(st, 'D');
@@ -745,7 +745,7 @@ Test(ui_state, layout3d_uneven_split_keys_take_what_megatron_takes)
               "%s", st->note);
     cr_assert_eq(st->undo_n, 1);
     /* the even split would take pp 2 here */
-    st->lopt.first_blocks = st->lopt.last_blocks = 0;
+    st->lopt.split.first_blocks = st->lopt.split.last_blocks = 0;
     cr_assert(ui_state_key(st, 'D') & UI_DO_EVAL);
     cr_assert_eq(st->cur.pp, 2);
 }

@@ -398,11 +398,9 @@ static void draw_runtime(ui_app *a, int x, int y, int w, ui_fb *fb)
     if (wi->fp8pg)
         runtime_word(&p, "fp8-param-gather", "fp8pg", !pl || pl->fp8_param_gather);
     const layout3d_options *lo = &a->base.lopt;
-    pplayout_split_opts so = {lo->first_blocks, lo->last_blocks, lo->account_embedding,
-                              lo->account_loss};
     char s[32];
-    for (int i = 0; pplayout_split_word(&so, i, 0, v, sizeof v); i++) {
-        pplayout_split_word(&so, i, 1, s, sizeof s);
+    for (int i = 0; pplayout_split_word(&lo->split, i, 0, v, sizeof v); i++) {
+        pplayout_split_word(&lo->split, i, 1, s, sizeof s);
         runtime_word(&p, v, s, 1);
     }
     if (lo->pipeline_layout) runtime_word(&p, "pipeline-layout", "pp-layout", 1);
