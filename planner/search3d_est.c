@@ -78,6 +78,55 @@ static double send_s(const sim_model *mo, const sim_net *net, const plan *pl, in
 }
 
 
+/* The time stage k's last backward of the iteration (B, I or W: the one the simulator
+ * buckets its all-reduce with) takes, in its worker's order in s; 0 when it has none. */
+static double last_backward_s(const schedule *s, const est_stage *st, int k)
+{
+    int w = s->stage_workers[s->stage_first[k]], kind = -1;
+    for (int i = 0; i < s->len[w]; i++) {
+        const action *a = &s->acts[w][i];
+        if (a->stage == k && (a->kind == ACT_B || a->kind == ACT_I || a->kind == ACT_W))
+            kind = a->kind;
+    }
+    return kind == ACT_B ? st[k].B : kind == ACT_I ? st[k].I : kind == ACT_W ? st[k].W : 0;
+}
+
+/* The V kinds' all-reduces and steps after the pipeline, in their places in the order:
+ * each stage's exposed all-reduce after its own last backward (a whole B where the order
+ * fuses it: dualpipev's last ones, not W) and its step at its STEP, and where the
+ * parameter all-gather runs apart, the rank's gathers after its last step, its first
+ * stage's then its second's (docs/sim.md), each stage's next first forward waiting for
+ * its own; replayed over two iterations with the sends (est_replay), less the same replay
+ * without them (sent). A rank's second chunk ends its backwards while the V drains
+ * through the ranks after it, so its all-reduce and step mostly run in that wait (est_tail
+ * added both chunks' tails per rank). Returns the time added, *dp_s and *step_s its shares
+ * (by the stages' all-reduces against their steps); -1 when the replay fails. ar: scratch
+ * of 2 x the stages; done and pos: the replay's. */
+static double v_tail(const plan *pl, const schedule *s, const sim_model *mo,
+                     const sim_net *net, const est_stage *st, double *ar, double *done,
+                     int *pos, double sent, double *dp_s, double *step_s)
+{
+    int S = pl->nstages, p = S / 2;
+    double ex = 0, steps = 0, first, whole;
+    for (int k = 0; k < S; k++) {
+        ar[k] = est_stage_allreduce(mo, net, pl, k, last_backward_s(s, st, k), -1, &whole);
+        ex += ar[k], steps += st[k].step;
+    }
+    for (int r = 0; r < p; r++) { /* rank r's gathers: stage r's, then stage 2 p - 1 - r's */
+        ar[S + r] = est_stage_allreduce(mo, net, pl, r, 0, st[r].F, &whole);
+        int k1 = S - 1 - r;
+        ar[S + k1] = whole + est_stage_allreduce(mo, net, pl, k1, 0, st[k1].F, &whole);
+        ex += ar[S + r];
+    }
+    double *t = done + 4 * (size_t)S * s->microbatches;
+    double two = est_replay(s, st, ar, 1, 2, done, t, pos, &first);
+    if (two < 0 || two - first < sent) return -1;
+    double add = two - first - sent;
+    *dp_s = ex + steps > 0 ? add * ex / (ex + steps) : 0;
+    *step_s = add - *dp_s;
+    return add;
+}
+
 /* The figures of pl (its zero stage as given) from the one-pipeline model mo of schedule
  * s on net: the stage state set for pl's replicas, the closed form (or the replay) and the
  * memory. st and expo: scratch of the plan's stages; done and pos: the replay's; rep: the
@@ -119,9 +168,9 @@ static void est_figures(const plan *pl, const schedule *s, sim_model *mo, const 
          * next forward waits for it, so one iteration is that */
         if (!rep[0]) { /* the stages' times do not change with the ZeRO stage */
             int iters = split ? 2 : 1;
-            double *t = done + 4 * (size_t)S * s->microbatches, b1, s1;
-            rep[1] = est_replay(s, st, 0, iters, done, t, pos, &b1);
-            rep[2] = est_replay(s, st, 1, iters, done, t, pos, &s1);
+            double *t = done + 4 * (size_t)S * s->microbatches, b1, s1; /* t: 2 x workers */
+            rep[1] = est_replay(s, st, NULL, 0, iters, done, t, pos, &b1);
+            rep[2] = est_replay(s, st, NULL, 1, iters, done, t, pos, &s1);
             if (iters == 2) rep[1] -= b1, rep[2] -= s1;
             rep[3] = rep[5] = -1;
             if (pl->p2p_sync && (!split || tr->chunks_max == 1)) { /* not the V kinds */
@@ -144,12 +193,17 @@ static void est_figures(const plan *pl, const schedule *s, sim_model *mo, const 
                 out->p2p_s = sent - bare + fmax(synced - plain + (m - M) * (rep[4] - rep[6]), 0);
         }
     }
-    for (int k = 0; k < S; k++) { /* per rank, at its first stage */
-        int r = sched_kind_rank(tr->kind, k, p), first = 0;
-        while (sched_kind_rank(tr->kind, first, p) != r) first++;
-        expo[k] = first == k ? est_exposed_allreduce(mo, net, pl, tr, r, p, st, split) : 0;
+    double tail = -1;
+    if (tr->place == SCHED_PLACE_V && rep[2] > 0) /* the tails in the replay (v_tail) */
+        tail = v_tail(pl, s, mo, net, st, expo, done, pos, rep[2], &out->dp_s, &out->step_s);
+    if (tail < 0) {
+        for (int k = 0; k < S; k++) { /* per rank, at its first stage */
+            int r = sched_kind_rank(tr->kind, k, p), first = 0;
+            while (sched_kind_rank(tr->kind, first, p) != r) first++;
+            expo[k] = first == k ? est_exposed_allreduce(mo, net, pl, tr, r, p, st, split) : 0;
+        }
+        tail = est_tail(st, expo, S, p, tr, &out->dp_s, &out->step_s);
     }
-    double tail = est_tail(st, expo, S, p, tr, &out->dp_s, &out->step_s);
     out->iteration_s = out->compute_s + out->tp_s + out->bubble_s + out->p2p_s + tail;
     /* memory: each rank's first group, as the simulator's report */
     out->fits = 1;
@@ -187,7 +241,7 @@ int search3d_estimate_zeros(const plan *pl, int nz, const int *zeros, search3d_e
     view.microbatches = est_microbatches(tr, m, p);
     sim_model mo = {0};
     est_stage *st = calloc((size_t)S, sizeof *st);
-    double *expo = calloc((size_t)S, sizeof *expo);
+    double *expo = calloc(2 * (size_t)S, sizeof *expo); /* v_tail's 2 S */
     plan_stage *one = calloc((size_t)S, sizeof *one);
     double *done = NULL;
     int *pos = NULL;
@@ -206,8 +260,8 @@ int search3d_estimate_zeros(const plan *pl, int nz, const int *zeros, search3d_e
     }
     view.stages = one;
     if (!(s = schedule_from_plan(&view, 1, err))) goto done;
-    done = malloc((4 * (size_t)S * s->microbatches + s->nworkers) * sizeof *done); /* 2
-                                                                     iterations' replay */
+    done = malloc((4 * (size_t)S * s->microbatches + 2 * (size_t)s->nworkers) *
+                  sizeof *done); /* 2 iterations' replay */
     pos = malloc((size_t)s->nworkers * sizeof *pos);
     if (!done || !pos) {
         err_set(err, NULL, NULL, "out of memory");
