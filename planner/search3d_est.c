@@ -100,7 +100,9 @@ static double last_backward_s(const schedule *s, const est_stage *st, int k)
  * without them (sent). A rank's second chunk ends its backwards while the V drains
  * through the ranks after it, so its all-reduce and step mostly run in that wait (est_tail
  * added both chunks' tails per rank). Returns the time added, *dp_s and *step_s its shares
- * (by the stages' all-reduces against their steps); -1 when the replay fails. ar: scratch
+ * (by the stages' all-reduces against their steps); -1 when the replay fails. Under
+ * grad_sync end the rank's rings and steps are all held at its last STEP, as the
+ * simulator's pre-pass moves them. ar: scratch
  * of 2 x the stages; done and pos: the replay's. */
 static double v_tail(const plan *pl, const schedule *s, const sim_model *mo,
                      const sim_net *net, const est_stage *st, double *ar, double *done,
@@ -111,6 +113,19 @@ static double v_tail(const plan *pl, const schedule *s, const sim_model *mo,
     for (int k = 0; k < S; k++) {
         ar[k] = est_stage_allreduce(mo, net, pl, k, last_backward_s(s, st, k), -1, &whole);
         ex += ar[k], steps += st[k].step;
+        ar[k] += st[k].step;
+    }
+    /* grad_sync end: the simulator moves a worker's all-reduces and steps after its last
+     * backward, so the rank's are all held at its last STEP */
+    for (int w = 0; pl->grad_sync_end && w < s->nworkers; w++) {
+        int last = -1;
+        for (int i = 0; i < s->len[w]; i++)
+            if (s->acts[w][i].kind == ACT_STEP && s->acts[w][i].stage >= 0 &&
+                s->acts[w][i].stage < S) {
+                int k = s->acts[w][i].stage;
+                if (last >= 0) ar[k] += ar[last], ar[last] = 0;
+                last = k;
+            }
     }
     for (int r = 0; r < p; r++) { /* rank r's gathers: stage r's, then stage 2 p - 1 - r's */
         ar[S + r] = est_stage_allreduce(mo, net, pl, r, 0, st[r].F, &whole);

@@ -88,8 +88,8 @@ void est_pipeline(const est_stage *st, int S, int p, int m, int split, int sync,
  * previous stage's forward of its microbatch and an I or B for the next stage's, each plus
  * that stage's send when the two stages sit on different workers (sends: 0 or 1); W after
  * its I. With tail, each STEP of stage k too, in its place in the list (after the stage's
- * last backward, where the simulator's ALLREDUCE holds the worker), for tail[k] +
- * st[k].step, and a later iteration's first forward of stage k no earlier than tail[S +
+ * last backward, where the simulator's ALLREDUCE holds the worker), for tail[k], and a
+ * later iteration's first forward of stage k no earlier than tail[S +
  * k] after the worker's last STEP before it. done: scratch of 2 x stages x microbatches x
  * iters, t: of 2 x the workers.
  * Returns the makespan, or -1 when the lists stall (a malformed schedule); *first: when
@@ -113,7 +113,7 @@ double est_replay(const schedule *s, const est_stage *st, const double *tail, in
                 const action *a = &s->acts[w][pos[w] - it * s->len[w]];
                 int k = a->stage, mb = a->microbatch;
                 if (tail && a->kind == ACT_STEP && k >= 0 && k < S) {
-                    t[w] += tail[k] + st[k].step; /* after its all-reduce, in list order */
+                    t[w] += tail[k]; /* its all-reduce and step, in list order */
                     stepped[w] = t[w];
                     if (t[w] > end) end = t[w];
                     if (!it && t[w] > *first) *first = t[w];

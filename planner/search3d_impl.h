@@ -47,7 +47,7 @@ double est_tail(const est_stage *st, const double *expo, int S, int p,
 /* search3d_est_pipe.c: the overlapped replay of schedule s's order at the priced times,
  * iters times over; the makespan, or -1 when the lists stall. tail: NULL (the steps and
  * all-reduces cost nothing), or of 2 S: tail[k] the time stage k's STEP holds its worker
- * besides st[k].step (its exposed all-reduce), tail[S + k] how long after its worker's
+ * (its exposed all-reduce and its step), tail[S + k] how long after its worker's
  * last STEP the stage's first forward of the next iteration may start (its parameter
  * all-gather); then the steps count. Scratch: done (2 S M iters), t (2 x workers), pos
  * (workers); *first: when the first iteration ends. */
