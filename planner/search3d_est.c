@@ -143,13 +143,14 @@ static double v_tail(const plan *pl, const schedule *s, const sim_model *mo,
 }
 
 /* The figures of pl (its zero stage as given) from the one-pipeline model mo of schedule
- * s on net: the stage state set for pl's replicas, the closed form (or the replay) and the
- * memory. st and expo: scratch of the plan's stages; done and pos: the replay's; rep: the
- * replay's makespans without and with sends once rep[0] is set (this sets it), kept for
- * the next ZeRO stage of the same model. */
-static void est_figures(const plan *pl, const schedule *s, sim_model *mo, const sim_net *net,
-                        int m, est_stage *st, double *expo, double *done, int *pos,
-                        double *rep, search3d_est *out)
+ * s on net: the stage state set for pl's replicas, the closed form (or the replay of rs:
+ * s, or for the V kinds every microbatch's order) and the memory. st and expo: scratch of
+ * the plan's stages; done and pos: the replay's; rep: the replay's makespans without and
+ * with sends once rep[0] is set (this sets it), kept for the next ZeRO stage of the same
+ * model. */
+static void est_figures(const plan *pl, const schedule *s, const schedule *rs, sim_model *mo,
+                        const sim_net *net, int m, est_stage *st, double *expo, double *done,
+                        int *pos, double *rep, search3d_est *out)
 {
     const sched_traits *tr = sched_traits_of(pl->schedule);
     int S = pl->nstages, v = pl->chunks > 1 ? pl->chunks : 1, p = S / v;
@@ -183,9 +184,9 @@ static void est_figures(const plan *pl, const schedule *s, sim_model *mo, const 
          * next forward waits for it, so one iteration is that */
         if (!rep[0]) { /* the stages' times do not change with the ZeRO stage */
             int iters = split ? 2 : 1;
-            double *t = done + 4 * (size_t)S * s->microbatches, b1, s1; /* t: 2 x workers */
-            rep[1] = est_replay(s, st, NULL, 0, iters, done, t, pos, &b1);
-            rep[2] = est_replay(s, st, NULL, 1, iters, done, t, pos, &s1);
+            double *t = done + 4 * (size_t)S * rs->microbatches, b1, s1; /* t: 2 x workers */
+            rep[1] = est_replay(rs, st, NULL, 0, iters, done, t, pos, &b1);
+            rep[2] = est_replay(rs, st, NULL, 1, iters, done, t, pos, &s1);
             if (iters == 2) rep[1] -= b1, rep[2] -= s1;
             rep[3] = rep[5] = -1;
             if (pl->p2p_sync && (!split || tr->chunks_max == 1)) { /* not the V kinds */
@@ -197,7 +198,7 @@ static void est_figures(const plan *pl, const schedule *s, sim_model *mo, const 
         double bare = rep[1], sent = rep[2], synced = rep[3], plain = rep[5];
         if (bare > 0 && sent >= bare) {
             double Rmax = (out->compute_s + out->tp_s) / m;
-            int M = s->microbatches;
+            int M = rs->microbatches;
             out->bubble_s = fmax(bare - M * Rmax, 0);
             out->p2p_s += sent - bare - fill_p2p;
             /* interleaved and zb-h1 under p2p sync: the synchronous replay's makespan, and
@@ -210,7 +211,7 @@ static void est_figures(const plan *pl, const schedule *s, sim_model *mo, const 
     }
     double tail = -1;
     if (tr->place == SCHED_PLACE_V && rep[2] > 0) /* the tails in the replay (v_tail) */
-        tail = v_tail(pl, s, mo, net, st, expo, done, pos, rep[2], &out->dp_s, &out->step_s);
+        tail = v_tail(pl, rs, mo, net, st, expo, done, pos, rep[2], &out->dp_s, &out->step_s);
     if (tail < 0) {
         for (int k = 0; k < S; k++) { /* per rank, at its first stage */
             int r = sched_kind_rank(tr->kind, k, p), first = 0;
@@ -260,7 +261,7 @@ int search3d_estimate_zeros(const plan *pl, int nz, const int *zeros, search3d_e
     plan_stage *one = calloc((size_t)S, sizeof *one);
     double *done = NULL;
     int *pos = NULL;
-    schedule *s = NULL;
+    schedule *s = NULL, *full = NULL;
     int rc = -1, built = -1; /* sim_cost_plan_is_3d of the model built */
     double rep[7] = {0}; /* the replays of the model built: done, bare, with sends; under p2p
                            sync the synchronous replay, its steady rate, the same replay
@@ -275,9 +276,18 @@ int search3d_estimate_zeros(const plan *pl, int nz, const int *zeros, search3d_e
     }
     view.stages = one;
     if (!(s = schedule_from_plan(&view, 1, err))) goto done;
-    done = malloc((4 * (size_t)S * s->microbatches + 2 * (size_t)s->nworkers) *
+    /* the V kinds replay every microbatch: their pipelines settle into the steady state
+     * over several p of them (GPT-3 at pp 4: 9 p), so the fill and drain of a cut order
+     * is up to +0.7 % too long; their order costs S m to build and replay */
+    if (tr->place == SCHED_PLACE_V && view.microbatches < m) {
+        plan all = view;
+        all.microbatches = m;
+        if (!(full = schedule_from_plan(&all, 1, err))) goto done;
+    }
+    const schedule *rs = full ? full : s;
+    done = malloc((4 * (size_t)S * rs->microbatches + 2 * (size_t)rs->nworkers) *
                   sizeof *done); /* 2 iterations' replay */
-    pos = malloc((size_t)s->nworkers * sizeof *pos);
+    pos = malloc((size_t)rs->nworkers * sizeof *pos);
     if (!done || !pos) {
         err_set(err, NULL, NULL, "out of memory");
         goto done;
@@ -295,12 +305,13 @@ int search3d_estimate_zeros(const plan *pl, int nz, const int *zeros, search3d_e
             built = sim_cost_plan_is_3d(&zp);
             rep[0] = 0; /* priced again: replay again */
         }
-        est_figures(&zp, s, &mo, &net, m, st, expo, done, pos, rep, &out[i]);
+        est_figures(&zp, s, rs, &mo, &net, m, st, expo, done, pos, rep, &out[i]);
     }
     rc = 0;
 done:
     sim_model_release(&mo);
     schedule_free(s);
+    schedule_free(full);
     free(st);
     free(expo);
     free(one);

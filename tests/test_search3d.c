@@ -189,7 +189,9 @@ Test(search3d, wide_rings_pay_latency_once)
  * (m 4 to 2 p, where the fill and drain weigh most) and many, 4 and 8 ranks, tensor,
  * sequence and data parallelism: each within V_TOL of the simulator (ZB-H1's bubble was
  * 2 to 14 % off on these). */
-#define V_TOL 0.01 /* 0.02 before the replay covered two iterations (worst +1.65 %) */
+#define V_TOL 0.001 /* 0.02 before the replay covered two iterations (worst +1.65 %), 0.01
+                       before it covered every microbatch (dualpipev at m = 8 p: +0.8 %,
+                       the fill and drain of the order cut to 4 p) */
 Test(search3d, v_kinds_bubble_against_the_simulator)
 {
     static const est_case cases[] = {
