@@ -61,6 +61,18 @@ static int est_microbatches(const sched_traits *tr, int m, int p)
     return m <= cap ? m : m - p * ((m - cap) / p);
 }
 
+/* Microbatches per replica the V kinds' replay keeps: m cut as est_microbatches, by whole
+ * rounds of p while at least 12 p + 2 stay. Their pipelines settle into the steady state
+ * over several p microbatches where the stages are uneven (GPT-3 175B, the embedding and
+ * the head on rank 0: 9 p at pp 4, 5 p at pp 8), so the fill and drain of the order cut to
+ * 3 p + 2 was up to +0.75 % too long; at 12 p + 2 none of a grid at m = 8 p and 16 p is
+ * (at 9 p + 2 dualpipev +0.08 %). */
+static int est_v_microbatches(int m, int p)
+{
+    int cap = 12 * p + 2;
+    return m <= cap ? m : m - p * ((m - cap) / p);
+}
+
 
 /* Seconds of one send of stage st's output to stage st + 1 (their first replicas); *lvl:
  * the level its path crosses (-1 when none), *hold: its bytes over the path's rate. */
@@ -144,7 +156,7 @@ static double v_tail(const plan *pl, const schedule *s, const sim_model *mo,
 
 /* The figures of pl (its zero stage as given) from the one-pipeline model mo of schedule
  * s on net: the stage state set for pl's replicas, the closed form (or the replay of rs:
- * s, or for the V kinds every microbatch's order) and the memory. st and expo: scratch of
+ * s, or for the V kinds an order of more microbatches) and the memory. st and expo: scratch of
  * the plan's stages; done and pos: the replay's; rep: the replay's makespans without and
  * with sends once rep[0] is set (this sets it), kept for the next ZeRO stage of the same
  * model. */
@@ -276,13 +288,11 @@ int search3d_estimate_zeros(const plan *pl, int nz, const int *zeros, search3d_e
     }
     view.stages = one;
     if (!(s = schedule_from_plan(&view, 1, err))) goto done;
-    /* the V kinds replay every microbatch: their pipelines settle into the steady state
-     * over several p of them (GPT-3 at pp 4: 9 p), so the fill and drain of a cut order
-     * is up to +0.7 % too long; their order costs S m to build and replay */
-    if (tr->place == SCHED_PLACE_V && view.microbatches < m) {
-        plan all = view;
-        all.microbatches = m;
-        if (!(full = schedule_from_plan(&all, 1, err))) goto done;
+    /* the V kinds replay an order of more microbatches (est_v_microbatches) */
+    if (tr->place == SCHED_PLACE_V && view.microbatches < est_v_microbatches(m, p)) {
+        plan more = view;
+        more.microbatches = est_v_microbatches(m, p);
+        if (!(full = schedule_from_plan(&more, 1, err))) goto done;
     }
     const schedule *rs = full ? full : s;
     done = malloc((4 * (size_t)S * rs->microbatches + 2 * (size_t)rs->nworkers) *
