@@ -10,7 +10,8 @@
  *     the pricing schedule's own order, replayed (est_replay): its makespan less its
  *     microbatches x max_r R_r; for the kinds with W apart over two iterations, the
  *     second's end less the first's (one iteration of the steady state, where the next
- *     iteration's forwards start under the last W, as in the simulator). Closed forms on
+ *     iteration's forwards start under the last W, as in the simulator; the V kinds on
+ *     an order of up to 12 p + 2 microbatches, est_v_microbatches). Closed forms on
  *     equal stages, kept where the replay fails: interleaved (p - 1) max_s c_s, zb-h1
  *     (p - 1) max_s max(I_s, F_s + I_s - W_s)
  *
@@ -22,7 +23,10 @@
  * backward; each stage of a rank its own ring after its own last backward, the lowering's
  * ALLREDUCE holding the rank until it ends, so a rank's chunks' tails add up) less the
  * slack the rank has before the next iteration reaches it, and the optimizer step
- * (memory-bound, as the simulator prices it).
+ * (memory-bound, as the simulator prices it). The V kinds (zb-v, dualpipev) have their
+ * all-reduces, steps and parameter all-gathers replayed in their places in the order
+ * instead (v_tail): a rank's second chunk ends its backwards while the V drains, so its
+ * tail mostly hides there.
  *
  * The plan's runtime is priced as the simulator prices it: tp_overlap by sim_cost_build
  * and sim_cost_stage_tp3 themselves (the exposed part of each layer's collectives in F, B,
