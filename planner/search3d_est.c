@@ -94,6 +94,16 @@ static double send_s(const sim_model *mo, const sim_net *net, const plan *pl, in
 }
 
 
+/* 1 when more of schedule s's backwards are whole (B) than split (I). */
+static int whole_backwards(const schedule *s)
+{
+    long nb = 0, ni = 0;
+    for (int w = 0; w < s->nworkers; w++)
+        for (int i = 0; i < s->len[w]; i++)
+            nb += s->acts[w][i].kind == ACT_B, ni += s->acts[w][i].kind == ACT_I;
+    return nb > ni;
+}
+
 /* The time stage k's last backward of the iteration (B, I or W: the one the simulator
  * buckets its all-reduce with) takes, in its worker's order in s; 0 when it has none. */
 static double last_backward_s(const schedule *s, const est_stage *st, int k)
@@ -171,6 +181,10 @@ static void est_figures(const plan *pl, const schedule *s, const schedule *rs, s
     const sched_traits *tr = sched_traits_of(pl->schedule);
     int S = pl->nstages, v = pl->chunks > 1 ? pl->chunks : 1, p = S / v;
     int split = tr->split_backward;
+    /* a V order whose steady state runs the backward whole (dualpipev: most of its
+     * backwards are B) is priced per microbatch at F + B, not F + I + W (under tp_overlap
+     * backward B hides its collectives under its own weight GEMM, I does not) */
+    int steady = split && tr->place == SCHED_PLACE_V && whole_backwards(rs) ? 0 : split;
     memset(out, 0, sizeof *out);
     for (int k = 0; k < S; k++) sim_cost_stage_state(mo, pl, net, k, mo->param_bytes[k]);
     for (int k = 0; k < S; k++) {
@@ -179,7 +193,7 @@ static void est_figures(const plan *pl, const schedule *s, const schedule *rs, s
         const double *a = &mo->act_s[(size_t)k * SIM_NC];
         sim_tp_times tpt; /* what of them blocks under the plan's tp_overlap */
         sim_cost_stage_tp3(pl, net, k, &tpt);
-        double tpf = tpt.f, tpb = split ? tpt.i : tpt.b, gf, gb;
+        double tpf = tpt.f, tpb = steady ? tpt.i : tpt.b, gf, gb;
         /* the scatter-gather's all-gathers after the receives, inside act_s already */
         sim_cost_stage_recv_gather(mo, pl, net, k, &gf, &gb);
         int lvl;
@@ -192,7 +206,7 @@ static void est_figures(const plan *pl, const schedule *s, const schedule *rs, s
         st[k].step = mo->worker_mem_Bps[w0] > 0 ? mo->step_bytes[k] / mo->worker_mem_Bps[w0] : 0;
     }
     double fill_p2p;
-    est_pipeline(st, S, p, m, split, pl->p2p_sync, tr, out, &fill_p2p);
+    est_pipeline(st, S, p, m, steady, pl->p2p_sync, tr, out, &fill_p2p);
     if (tr->chunks_max > 1 || split) { /* the fill and drain of the order, replayed */
         /* the split kinds over two iterations: the second's makespan less the first's is
          * one iteration of the steady state, where the next forwards start under the

@@ -380,7 +380,11 @@ Test(search3d_runtime, grad_sync_end_against_the_simulator, .init = setup, .fini
  * all-gather apart +18.8 % (each rank's two tails added, the last backward taken as W);
  * the fourth case's second gather left out gives -2.7 %. Under grad_sync end the rank's
  * rings and steps all wait for its last backward (the simulator moves them there): each
- * STEP left in its place in the order gives -0.2, -1.3 and -0.8 % on the last three. A
+ * STEP left in its place in the order gives -0.2, -1.3 and -0.8 % on the next three. The
+ * last two run many microbatches (past the replay's 12 p + 2) under tp_overlap backward,
+ * where dualpipev's steady whole B hides its collectives and I + W do not: each microbatch
+ * past the replay priced at F + I + W gave +2.4 and +2.8 % (+3.1 and +3.3 % before any
+ * of it). A
  * grid of such layouts (zb-v and dualpipev, GPT-3 175B, Llama 3 8B and 70B, 64 and 128
  * H100s, tp 1 to 8, pp 2 to 16, m = p and 4 p, docs/llm.md "Searching layouts") is within
  * 0.25 % under each setting. */
@@ -396,6 +400,8 @@ Test(search3d_runtime, v_kinds_runtime_against_the_simulator, .init = setup, .fi
         {{64, 2, 2, 2, F, 0, KD}, 32, TP_OVERLAP_NONE, 0, 1},
         {{64, 8, 4, 2, S, 0, KD}, 32, TP_OVERLAP_NONE, 0, 1},
         {{64, 2, 4, 2, S, 0, KV}, 128, TP_OVERLAP_NONE, 0, 1},
+        {{64, 8, 4, 2, S, 0, KD}, 128, TP_OVERLAP_BACKWARD, 0, 0}, /* m = 16 p */
+        {{64, 8, 2, 2, S, 0, KD}, 256, TP_OVERLAP_BACKWARD, 0, 0}, /* m = 32 p */
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         search3d_options rt;
