@@ -125,11 +125,10 @@ static double last_backward_s(const schedule *s, const est_stage *st, int k)
  * its own; replayed over two iterations with the sends (est_replay), less the same replay
  * without them (sent). A rank's second chunk ends its backwards while the V drains
  * through the ranks after it, so its all-reduce and step mostly run in that wait (est_tail
- * added both chunks' tails per rank). Returns the time added, *dp_s and *step_s its shares
- * (by the stages' all-reduces against their steps); -1 when the replay fails. Under
- * grad_sync end the rank's rings and steps are all held at its last STEP, as the
- * simulator's pre-pass moves them. ar: scratch
- * of 2 x the stages; done and pos: the replay's. */
+ * added both chunks' tails per rank). Under grad_sync end the rank's rings and steps are
+ * all held at its last STEP, as the simulator's pre-pass moves them. Returns the time
+ * added, *dp_s and *step_s its shares (by the stages' all-reduces against their steps); -1
+ * when the replay fails. ar: scratch of 2 x the stages; done and pos: the replay's. */
 static double v_tail(const plan *pl, const schedule *s, const sim_model *mo,
                      const sim_net *net, const est_stage *st, double *ar, double *done,
                      int *pos, double sent, double *dp_s, double *step_s)
@@ -170,10 +169,10 @@ static double v_tail(const plan *pl, const schedule *s, const sim_model *mo,
 
 /* The figures of pl (its zero stage as given) from the one-pipeline model mo of schedule
  * s on net: the stage state set for pl's replicas, the closed form (or the replay of rs:
- * s, or for the V kinds an order of more microbatches) and the memory. st and expo: scratch of
- * the plan's stages; done and pos: the replay's; rep: the replay's makespans without and
- * with sends once rep[0] is set (this sets it), kept for the next ZeRO stage of the same
- * model. */
+ * s, or for the V kinds an order of more microbatches) and the memory. st and expo:
+ * scratch of the plan's stages (expo of 2 x them); done and pos: the replay's; rep: the
+ * replay's makespans without and with sends once rep[0] is set (this sets it), kept for
+ * the next ZeRO stage of the same model. */
 static void est_figures(const plan *pl, const schedule *s, const schedule *rs, sim_model *mo,
                         const sim_net *net, int m, est_stage *st, double *expo, double *done,
                         int *pos, double *rep, search3d_est *out)

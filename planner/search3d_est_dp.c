@@ -2,7 +2,8 @@
  * search3d_impl.h): each rank's data-parallel all-reduce left exposed after its stages'
  * last backwards (the simulator's bucketed ring, the parameter all-gather apart under the
  * next first forward) and the optimizer steps, less the slack the rank has before the next
- * iteration reaches it. */
+ * iteration reaches it; and each stage's own ring and gather, which the V kinds' replay
+ * places in the order (est_stage_allreduce). */
 #include "planner/search3d_impl.h"
 
 #include <math.h>

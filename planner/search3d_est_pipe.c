@@ -89,12 +89,11 @@ void est_pipeline(const est_stage *st, int S, int p, int m, int split, int sync,
  * that stage's send when the two stages sit on different workers (sends: 0 or 1); W after
  * its I. With tail, each STEP of stage k too, in its place in the list (after the stage's
  * last backward, where the simulator's ALLREDUCE holds the worker), for tail[k], and a
- * later iteration's first forward of stage k no earlier than tail[S +
- * k] after the worker's last STEP before it. done: scratch of 2 x stages x microbatches x
- * iters, t: of 2 x the workers.
- * Returns the makespan, or -1 when the lists stall (a malformed schedule); *first: when
- * the first iteration's actions end (a later iteration's come after them in every list and
- * need none of them: the makespan of that iteration alone). */
+ * later iteration's first forward of stage k no earlier than tail[S + k] after the
+ * worker's last STEP before it. done: scratch of 2 x stages x microbatches x iters, t: of
+ * 2 x the workers. Returns the makespan, or -1 when the lists stall (a malformed
+ * schedule); *first: when the first iteration's actions end (a later iteration's come
+ * after them in every list and need none of them: the makespan of that iteration alone). */
 double est_replay(const schedule *s, const est_stage *st, const double *tail, int sends,
                   int iters, double *done, double *t, int *pos, double *first)
 {
@@ -132,8 +131,9 @@ double est_replay(const schedule *s, const est_stage *st, const double *tail, in
                         int ow = s->stage_workers[s->stage_first[k - 1]];
                         ready = d + (sends && ow != w ? st[k - 1].send : 0);
                     }
-                    if (tail && it > 0 && a->microbatch == 0 && stepped[w] + tail[S + k] > ready)
-                        ready = stepped[w] + tail[S + k]; /* its parameters gathered */
+                    double g = tail && it > 0 && a->microbatch == 0 ? stepped[w] + tail[S + k]
+                                                                     : 0;
+                    if (g > ready) ready = g; /* its parameters gathered */
                     cost = st[k].F;
                 } else if (a->kind == ACT_W) {
                     if ((ready = bdone[(size_t)k * n + mb]) < 0) break;
