@@ -10,7 +10,8 @@
  *     the pricing schedule's own order, replayed (est_replay): its makespan less its
  *     microbatches x max_r R_r; for the kinds with W apart over two iterations, the
  *     second's end less the first's (one iteration of the steady state, where the next
- *     iteration's forwards start under the last W, as in the simulator). Closed forms on
+ *     iteration's forwards start under the last W, as in the simulator; the V kinds on
+ *     an order of up to 12 p + 2 microbatches, est_v_microbatches). Closed forms on
  *     equal stages, kept where the replay fails: interleaved (p - 1) max_s c_s, zb-h1
  *     (p - 1) max_s max(I_s, F_s + I_s - W_s)
  *
@@ -22,7 +23,10 @@
  * backward; each stage of a rank its own ring after its own last backward, the lowering's
  * ALLREDUCE holding the rank until it ends, so a rank's chunks' tails add up) less the
  * slack the rank has before the next iteration reaches it, and the optimizer step
- * (memory-bound, as the simulator prices it).
+ * (memory-bound, as the simulator prices it). The V kinds (zb-v, dualpipev) have their
+ * all-reduces, steps and parameter all-gathers replayed in their places in the order
+ * instead (v_tail): a rank's second chunk ends its backwards while the V drains, so its
+ * tail mostly hides there.
  *
  * The plan's runtime is priced as the simulator prices it: tp_overlap by sim_cost_build
  * and sim_cost_stage_tp3 themselves (the exposed part of each layer's collectives in F, B,
@@ -61,6 +65,18 @@ static int est_microbatches(const sched_traits *tr, int m, int p)
     return m <= cap ? m : m - p * ((m - cap) / p);
 }
 
+/* Microbatches per replica the V kinds' replay keeps: m cut as est_microbatches, by whole
+ * rounds of p while at least 12 p + 2 stay. Their pipelines settle into the steady state
+ * over several p microbatches where the stages are uneven (GPT-3 175B, the embedding and
+ * the head on rank 0: 9 p at pp 4, 5 p at pp 8), so the fill and drain of the order cut to
+ * 3 p + 2 was up to +0.75 % too long; at 12 p + 2 none of a grid at m = 8 p and 16 p is
+ * (at 9 p + 2 dualpipev +0.08 %). */
+static int est_v_microbatches(int m, int p)
+{
+    int cap = 12 * p + 2;
+    return m <= cap ? m : m - p * ((m - cap) / p);
+}
+
 
 /* Seconds of one send of stage st's output to stage st + 1 (their first replicas); *lvl:
  * the level its path crosses (-1 when none), *hold: its bytes over the path's rate. */
@@ -78,18 +94,96 @@ static double send_s(const sim_model *mo, const sim_net *net, const plan *pl, in
 }
 
 
+/* 1 when more of schedule s's backwards are whole (B) than split (I). */
+static int whole_backwards(const schedule *s)
+{
+    long nb = 0, ni = 0;
+    for (int w = 0; w < s->nworkers; w++)
+        for (int i = 0; i < s->len[w]; i++)
+            nb += s->acts[w][i].kind == ACT_B, ni += s->acts[w][i].kind == ACT_I;
+    return nb > ni;
+}
+
+/* The time stage k's last backward of the iteration (B, I or W: the one the simulator
+ * buckets its all-reduce with) takes, in its worker's order in s; 0 when it has none. */
+static double last_backward_s(const schedule *s, const est_stage *st, int k)
+{
+    int w = s->stage_workers[s->stage_first[k]], kind = -1;
+    for (int i = 0; i < s->len[w]; i++) {
+        const action *a = &s->acts[w][i];
+        if (a->stage == k && (a->kind == ACT_B || a->kind == ACT_I || a->kind == ACT_W))
+            kind = a->kind;
+    }
+    return kind == ACT_B ? st[k].B : kind == ACT_I ? st[k].I : kind == ACT_W ? st[k].W : 0;
+}
+
+/* The V kinds' all-reduces and steps after the pipeline, in their places in the order:
+ * each stage's exposed all-reduce after its own last backward (a whole B where the order
+ * fuses it: dualpipev's last ones, not W) and its step at its STEP, and where the
+ * parameter all-gather runs apart, the rank's gathers after its last step, its first
+ * stage's then its second's (docs/sim.md), each stage's next first forward waiting for
+ * its own; replayed over two iterations with the sends (est_replay), less the same replay
+ * without them (sent). A rank's second chunk ends its backwards while the V drains
+ * through the ranks after it, so its all-reduce and step mostly run in that wait (est_tail
+ * added both chunks' tails per rank). Under grad_sync end the rank's rings and steps are
+ * all held at its last STEP, as the simulator's pre-pass moves them. Returns the time
+ * added, *dp_s and *step_s its shares (by the stages' all-reduces against their steps); -1
+ * when the replay fails. ar: scratch of 2 x the stages; done and pos: the replay's. */
+static double v_tail(const plan *pl, const schedule *s, const sim_model *mo,
+                     const sim_net *net, const est_stage *st, double *ar, double *done,
+                     int *pos, double sent, double *dp_s, double *step_s)
+{
+    int S = pl->nstages, p = S / 2;
+    double ex = 0, steps = 0, first, whole;
+    for (int k = 0; k < S; k++) {
+        ar[k] = est_stage_allreduce(mo, net, pl, k, last_backward_s(s, st, k), -1, &whole);
+        ex += ar[k], steps += st[k].step;
+        ar[k] += st[k].step;
+    }
+    /* grad_sync end: the simulator moves a worker's all-reduces and steps after its last
+     * backward, so the rank's are all held at its last STEP */
+    for (int w = 0; pl->grad_sync_end && w < s->nworkers; w++) {
+        int last = -1;
+        for (int i = 0; i < s->len[w]; i++)
+            if (s->acts[w][i].kind == ACT_STEP && s->acts[w][i].stage >= 0 &&
+                s->acts[w][i].stage < S) {
+                int k = s->acts[w][i].stage;
+                if (last >= 0) ar[k] += ar[last], ar[last] = 0;
+                last = k;
+            }
+    }
+    for (int r = 0; r < p; r++) { /* rank r's gathers: stage r's, then stage 2 p - 1 - r's */
+        ar[S + r] = est_stage_allreduce(mo, net, pl, r, 0, st[r].F, &whole);
+        int k1 = S - 1 - r;
+        ar[S + k1] = whole + est_stage_allreduce(mo, net, pl, k1, 0, st[k1].F, &whole);
+        ex += ar[S + r];
+    }
+    double *t = done + 4 * (size_t)S * s->microbatches;
+    double two = est_replay(s, st, ar, 1, 2, done, t, pos, &first);
+    if (two < 0 || two - first < sent) return -1;
+    double add = two - first - sent;
+    *dp_s = ex + steps > 0 ? add * ex / (ex + steps) : 0;
+    *step_s = add - *dp_s;
+    return add;
+}
+
 /* The figures of pl (its zero stage as given) from the one-pipeline model mo of schedule
- * s on net: the stage state set for pl's replicas, the closed form (or the replay) and the
- * memory. st and expo: scratch of the plan's stages; done and pos: the replay's; rep: the
+ * s on net: the stage state set for pl's replicas, the closed form (or the replay of rs:
+ * s, or for the V kinds an order of more microbatches) and the memory. st and expo:
+ * scratch of the plan's stages (expo of 2 x them); done and pos: the replay's; rep: the
  * replay's makespans without and with sends once rep[0] is set (this sets it), kept for
  * the next ZeRO stage of the same model. */
-static void est_figures(const plan *pl, const schedule *s, sim_model *mo, const sim_net *net,
-                        int m, est_stage *st, double *expo, double *done, int *pos,
-                        double *rep, search3d_est *out)
+static void est_figures(const plan *pl, const schedule *s, const schedule *rs, sim_model *mo,
+                        const sim_net *net, int m, est_stage *st, double *expo, double *done,
+                        int *pos, double *rep, search3d_est *out)
 {
     const sched_traits *tr = sched_traits_of(pl->schedule);
     int S = pl->nstages, v = pl->chunks > 1 ? pl->chunks : 1, p = S / v;
     int split = tr->split_backward;
+    /* a V order whose steady state runs the backward whole (dualpipev: most of its
+     * backwards are B) is priced per microbatch at F + B, not F + I + W (under tp_overlap
+     * backward B hides its collectives under its own weight GEMM, I does not) */
+    int steady = split && tr->place == SCHED_PLACE_V && whole_backwards(rs) ? 0 : split;
     memset(out, 0, sizeof *out);
     for (int k = 0; k < S; k++) sim_cost_stage_state(mo, pl, net, k, mo->param_bytes[k]);
     for (int k = 0; k < S; k++) {
@@ -98,7 +192,7 @@ static void est_figures(const plan *pl, const schedule *s, sim_model *mo, const 
         const double *a = &mo->act_s[(size_t)k * SIM_NC];
         sim_tp_times tpt; /* what of them blocks under the plan's tp_overlap */
         sim_cost_stage_tp3(pl, net, k, &tpt);
-        double tpf = tpt.f, tpb = split ? tpt.i : tpt.b, gf, gb;
+        double tpf = tpt.f, tpb = steady ? tpt.i : tpt.b, gf, gb;
         /* the scatter-gather's all-gathers after the receives, inside act_s already */
         sim_cost_stage_recv_gather(mo, pl, net, k, &gf, &gb);
         int lvl;
@@ -111,7 +205,7 @@ static void est_figures(const plan *pl, const schedule *s, sim_model *mo, const 
         st[k].step = mo->worker_mem_Bps[w0] > 0 ? mo->step_bytes[k] / mo->worker_mem_Bps[w0] : 0;
     }
     double fill_p2p;
-    est_pipeline(st, S, p, m, split, pl->p2p_sync, tr, out, &fill_p2p);
+    est_pipeline(st, S, p, m, steady, pl->p2p_sync, tr, out, &fill_p2p);
     if (tr->chunks_max > 1 || split) { /* the fill and drain of the order, replayed */
         /* the split kinds over two iterations: the second's makespan less the first's is
          * one iteration of the steady state, where the next forwards start under the
@@ -119,9 +213,9 @@ static void est_figures(const plan *pl, const schedule *s, sim_model *mo, const 
          * next forward waits for it, so one iteration is that */
         if (!rep[0]) { /* the stages' times do not change with the ZeRO stage */
             int iters = split ? 2 : 1;
-            double *t = done + 4 * (size_t)S * s->microbatches, b1, s1;
-            rep[1] = est_replay(s, st, 0, iters, done, t, pos, &b1);
-            rep[2] = est_replay(s, st, 1, iters, done, t, pos, &s1);
+            double *t = done + 4 * (size_t)S * rs->microbatches, b1, s1; /* t: 2 x workers */
+            rep[1] = est_replay(rs, st, NULL, 0, iters, done, t, pos, &b1);
+            rep[2] = est_replay(rs, st, NULL, 1, iters, done, t, pos, &s1);
             if (iters == 2) rep[1] -= b1, rep[2] -= s1;
             rep[3] = rep[5] = -1;
             if (pl->p2p_sync && (!split || tr->chunks_max == 1)) { /* not the V kinds */
@@ -133,7 +227,7 @@ static void est_figures(const plan *pl, const schedule *s, sim_model *mo, const 
         double bare = rep[1], sent = rep[2], synced = rep[3], plain = rep[5];
         if (bare > 0 && sent >= bare) {
             double Rmax = (out->compute_s + out->tp_s) / m;
-            int M = s->microbatches;
+            int M = rs->microbatches;
             out->bubble_s = fmax(bare - M * Rmax, 0);
             out->p2p_s += sent - bare - fill_p2p;
             /* interleaved and zb-h1 under p2p sync: the synchronous replay's makespan, and
@@ -144,12 +238,17 @@ static void est_figures(const plan *pl, const schedule *s, sim_model *mo, const 
                 out->p2p_s = sent - bare + fmax(synced - plain + (m - M) * (rep[4] - rep[6]), 0);
         }
     }
-    for (int k = 0; k < S; k++) { /* per rank, at its first stage */
-        int r = sched_kind_rank(tr->kind, k, p), first = 0;
-        while (sched_kind_rank(tr->kind, first, p) != r) first++;
-        expo[k] = first == k ? est_exposed_allreduce(mo, net, pl, tr, r, p, st, split) : 0;
+    double tail = -1;
+    if (tr->place == SCHED_PLACE_V && rep[2] > 0) /* the tails in the replay (v_tail) */
+        tail = v_tail(pl, rs, mo, net, st, expo, done, pos, rep[2], &out->dp_s, &out->step_s);
+    if (tail < 0) {
+        for (int k = 0; k < S; k++) { /* per rank, at its first stage */
+            int r = sched_kind_rank(tr->kind, k, p), first = 0;
+            while (sched_kind_rank(tr->kind, first, p) != r) first++;
+            expo[k] = first == k ? est_exposed_allreduce(mo, net, pl, tr, r, p, st, split) : 0;
+        }
+        tail = est_tail(st, expo, S, p, tr, &out->dp_s, &out->step_s);
     }
-    double tail = est_tail(st, expo, S, p, tr, &out->dp_s, &out->step_s);
     out->iteration_s = out->compute_s + out->tp_s + out->bubble_s + out->p2p_s + tail;
     /* memory: each rank's first group, as the simulator's report */
     out->fits = 1;
@@ -187,11 +286,11 @@ int search3d_estimate_zeros(const plan *pl, int nz, const int *zeros, search3d_e
     view.microbatches = est_microbatches(tr, m, p);
     sim_model mo = {0};
     est_stage *st = calloc((size_t)S, sizeof *st);
-    double *expo = calloc((size_t)S, sizeof *expo);
+    double *expo = calloc(2 * (size_t)S, sizeof *expo); /* v_tail's 2 S */
     plan_stage *one = calloc((size_t)S, sizeof *one);
     double *done = NULL;
     int *pos = NULL;
-    schedule *s = NULL;
+    schedule *s = NULL, *full = NULL;
     int rc = -1, built = -1; /* sim_cost_plan_is_3d of the model built */
     double rep[7] = {0}; /* the replays of the model built: done, bare, with sends; under p2p
                            sync the synchronous replay, its steady rate, the same replay
@@ -206,9 +305,16 @@ int search3d_estimate_zeros(const plan *pl, int nz, const int *zeros, search3d_e
     }
     view.stages = one;
     if (!(s = schedule_from_plan(&view, 1, err))) goto done;
-    done = malloc((4 * (size_t)S * s->microbatches + s->nworkers) * sizeof *done); /* 2
-                                                                     iterations' replay */
-    pos = malloc((size_t)s->nworkers * sizeof *pos);
+    /* the V kinds replay an order of more microbatches (est_v_microbatches) */
+    if (tr->place == SCHED_PLACE_V && view.microbatches < est_v_microbatches(m, p)) {
+        plan more = view;
+        more.microbatches = est_v_microbatches(m, p);
+        if (!(full = schedule_from_plan(&more, 1, err))) goto done;
+    }
+    const schedule *rs = full ? full : s;
+    done = malloc((4 * (size_t)S * rs->microbatches + 2 * (size_t)rs->nworkers) *
+                  sizeof *done); /* 2 iterations' replay */
+    pos = malloc((size_t)rs->nworkers * sizeof *pos);
     if (!done || !pos) {
         err_set(err, NULL, NULL, "out of memory");
         goto done;
@@ -226,12 +332,13 @@ int search3d_estimate_zeros(const plan *pl, int nz, const int *zeros, search3d_e
             built = sim_cost_plan_is_3d(&zp);
             rep[0] = 0; /* priced again: replay again */
         }
-        est_figures(&zp, s, &mo, &net, m, st, expo, done, pos, rep, &out[i]);
+        est_figures(&zp, s, rs, &mo, &net, m, st, expo, done, pos, rep, &out[i]);
     }
     rc = 0;
 done:
     sim_model_release(&mo);
     schedule_free(s);
+    schedule_free(full);
     free(st);
     free(expo);
     free(one);

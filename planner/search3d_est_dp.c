@@ -2,7 +2,8 @@
  * search3d_impl.h): each rank's data-parallel all-reduce left exposed after its stages'
  * last backwards (the simulator's bucketed ring, the parameter all-gather apart under the
  * next first forward) and the optimizer steps, less the slack the rank has before the next
- * iteration reaches it. */
+ * iteration reaches it; and each stage's own ring and gather, which the V kinds' replay
+ * places in the order (est_stage_allreduce). */
 #include "planner/search3d_impl.h"
 
 #include <math.h>
@@ -15,6 +16,47 @@ static int buckets(double G)
     return kb < 1 ? 1 : kb > 4096 ? 4096 : (int)kb;
 }
 
+
+/* The ring of stage k's data-parallel group (with cp > 1 every context rank of its
+ * replicas: sim_cost_dp_group, as the simulator's ring runs it): *per_byte and *fixed as
+ * sim_net_ring's. 0, or -1 when there is no ring (one member) or it cannot be priced. */
+static int stage_ring(const sim_net *net, const plan *pl, int k, double *per_byte,
+                      double *fixed)
+{
+    const plan_stage *ps = &pl->stages[k];
+    if (ps->replicas * plan_cp(pl) <= 1) return -1; /* one replica's cp ranks ring too */
+    int n = ps->replicas * plan_cp(pl), small[64];
+    int *devs = n <= 64 ? small : malloc((size_t)n * sizeof *devs);
+    if (!devs) return -1;
+    n = sim_cost_dp_group(pl, k, devs);
+    int bad = sim_net_ring(net, devs, n, per_byte, fixed);
+    if (devs != small) free(devs);
+    return bad ? -1 : 0;
+}
+
+/* Stage k's ring left after its last backward of du seconds (its K buckets ready evenly
+ * through it), on a ring of per_byte and fixed (halved already where the gather runs
+ * apart): max(a, K a - du (K - 1) / K) for buckets of a seconds. */
+static double stage_tail(const sim_model *mo, double per_byte, double fixed, int k, double du)
+{
+    double *gather = mo->gather_bytes;
+    double G = gather && gather[k] > 0 ? 2 * mo->grad_bytes[k] - gather[k] : mo->grad_bytes[k];
+    int K = buckets(mo->grad_bytes[k]);
+    double a = (per_byte * G + fixed) / K, tail = K * a - du * (K - 1) / K;
+    return tail > a ? tail : a;
+}
+
+/* The wait of stage k's next first forward (f seconds) for its parameter all-gather in
+ * the same K buckets, max_k ((k + 1) b - k f / K) for buckets of b seconds; 0 where the
+ * gather does not run apart. */
+static double stage_gather(const sim_model *mo, double per_byte, double fixed, int k, double f)
+{
+    double *gather = mo->gather_bytes;
+    if (!gather || !(gather[k] > 0)) return 0;
+    int K1 = buckets(mo->grad_bytes[k]);
+    double b = (per_byte * gather[k] + fixed) / K1, last = K1 * b - (K1 - 1) * f / K1;
+    return last > b ? last : b;
+}
 
 /* The exposed part of the all-reduces of pipeline rank r after its stages' last
  * backwards. The lowering puts each stage's ALLREDUCE right after that stage's last
@@ -40,38 +82,30 @@ double est_exposed_allreduce(const sim_model *mo, const sim_net *net, const plan
     int first = -1;
     for (int k = 0; k < pl->nstages && first < 0; k++)
         if (sched_kind_rank(tr->kind, k, p) == r && mo->grad_bytes[k] > 0) first = k;
-    if (first < 0) return 0;
-    const plan_stage *ps = &pl->stages[first];
-    if (ps->replicas * plan_cp(pl) <= 1) return 0; /* one replica's cp ranks ring too */
-    /* the ring of the stage's data-parallel group: with cp > 1 every context rank of its
-     * replicas (sim_cost_dp_group), as the simulator's ring runs it */
-    int n = ps->replicas * plan_cp(pl), small[64];
-    int *devs = n <= 64 ? small : malloc((size_t)n * sizeof *devs);
-    if (!devs) return 0;
-    n = sim_cost_dp_group(pl, first, devs);
-    int bad = sim_net_ring(net, devs, n, &per_byte, &fixed);
-    if (devs != small) free(devs);
-    if (bad) return 0;
+    if (first < 0 || stage_ring(net, pl, first, &per_byte, &fixed)) return 0;
     double *gather = mo->gather_bytes;
     if (gather && gather[first] > 0) per_byte /= 2, fixed /= 2; /* each half: r - 1 steps */
     for (int k = first; k < pl->nstages; k++) {
         if (sched_kind_rank(tr->kind, k, p) != r || !(mo->grad_bytes[k] > 0)) continue;
-        double G = gather && gather[k] > 0 ? 2 * mo->grad_bytes[k] - gather[k]
-                                            : mo->grad_bytes[k];
-        int K = buckets(mo->grad_bytes[k]);
         /* grad_sync end: every bucket ready at once, after the rank's last backward */
-        double a = (per_byte * G + fixed) / K,
-               du = pl->grad_sync_end ? 0 : split ? st[k].W : st[k].B;
-        double tail = K * a - du * (K - 1) / K;
-        ex += tail > a ? tail : a;
+        ex += stage_tail(mo, per_byte, fixed, k,
+                         pl->grad_sync_end ? 0 : split ? st[k].W : st[k].B);
     }
-    if (gather && gather[first] > 0) {
-        int K1 = buckets(mo->grad_bytes[first]);
-        double f = st[first].F, b = (per_byte * gather[first] + fixed) / K1;
-        double last = K1 * b - (K1 - 1) * f / K1;
-        ex += last > b ? last : b;
-    }
-    return ex;
+    return ex + stage_gather(mo, per_byte, fixed, first, st[first].F);
+}
+
+double est_stage_allreduce(const sim_model *mo, const sim_net *net, const plan *pl, int k,
+                           double du, double f, double *whole)
+{
+    double per_byte, fixed, *gather = mo->gather_bytes;
+    *whole = 0;
+    if (!(mo->grad_bytes[k] > 0) || stage_ring(net, pl, k, &per_byte, &fixed)) return 0;
+    if (!(gather && gather[k] > 0))
+        return f >= 0 ? 0 : stage_tail(mo, per_byte, fixed, k, pl->grad_sync_end ? 0 : du);
+    per_byte /= 2, fixed /= 2; /* each half: r - 1 steps */
+    if (f < 0) return stage_tail(mo, per_byte, fixed, k, pl->grad_sync_end ? 0 : du);
+    *whole = per_byte * gather[k] + fixed;
+    return stage_gather(mo, per_byte, fixed, k, f);
 }
 
 

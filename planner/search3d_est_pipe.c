@@ -87,18 +87,23 @@ void est_pipeline(const est_stage *st, int S, int p, int m, int split, int sync,
  * microbatch + j x microbatches, at the priced times of st, a forward waiting for the
  * previous stage's forward of its microbatch and an I or B for the next stage's, each plus
  * that stage's send when the two stages sit on different workers (sends: 0 or 1); W after
- * its I. done: scratch of 2 x stages x microbatches x iters, t: of the workers. Returns the
- * makespan, or -1 when the lists stall (a malformed schedule); *first: when the first
- * iteration's actions end (a later iteration's come after them in every list and need
- * none of them: the makespan of that iteration alone). */
-double est_replay(const schedule *s, const est_stage *st, int sends, int iters,
-                  double *done, double *t, int *pos, double *first)
+ * its I. With tail, each STEP of stage k too, in its place in the list (after the stage's
+ * last backward, where the simulator's ALLREDUCE holds the worker), for tail[k], and a
+ * later iteration's first forward of stage k no earlier than tail[S + k] after the
+ * worker's last STEP before it. done: scratch of 2 x stages x microbatches x iters, t: of
+ * 2 x the workers. Returns the makespan, or -1 when the lists stall (a malformed
+ * schedule); *first: when the first iteration's actions end (a later iteration's come
+ * after them in every list and need none of them: the makespan of that iteration alone). */
+double est_replay(const schedule *s, const est_stage *st, const double *tail, int sends,
+                  int iters, double *done, double *t, int *pos, double *first)
 {
     int S = s->nstages, M = s->microbatches, n = M * iters, left = 0;
     double *fdone = done, *bdone = done + (size_t)S * n, end = 0;
     *first = 0;
     for (size_t i = 0; i < 2 * (size_t)S * n; i++) done[i] = -1;
-    for (int w = 0; w < s->nworkers; w++) t[w] = 0, pos[w] = 0, left += iters * s->len[w];
+    double *stepped = t + s->nworkers; /* each worker's last STEP's end */
+    for (int w = 0; w < s->nworkers; w++)
+        t[w] = stepped[w] = 0, pos[w] = 0, left += iters * s->len[w];
     while (left > 0) {
         int moved = 0;
         for (int w = 0; w < s->nworkers; w++)
@@ -106,6 +111,13 @@ double est_replay(const schedule *s, const est_stage *st, int sends, int iters,
                 int it = pos[w] / s->len[w];
                 const action *a = &s->acts[w][pos[w] - it * s->len[w]];
                 int k = a->stage, mb = a->microbatch;
+                if (tail && a->kind == ACT_STEP && k >= 0 && k < S) {
+                    t[w] += tail[k]; /* its all-reduce and step, in list order */
+                    stepped[w] = t[w];
+                    if (t[w] > end) end = t[w];
+                    if (!it && t[w] > *first) *first = t[w];
+                    continue;
+                }
                 if (a->kind != ACT_F && a->kind != ACT_B && a->kind != ACT_I &&
                     a->kind != ACT_W)
                     continue;
@@ -119,6 +131,9 @@ double est_replay(const schedule *s, const est_stage *st, int sends, int iters,
                         int ow = s->stage_workers[s->stage_first[k - 1]];
                         ready = d + (sends && ow != w ? st[k - 1].send : 0);
                     }
+                    double g = tail && it > 0 && a->microbatch == 0 ? stepped[w] + tail[S + k]
+                                                                     : 0;
+                    if (g > ready) ready = g; /* its parameters gathered */
                     cost = st[k].F;
                 } else if (a->kind == ACT_W) {
                     if ((ready = bdone[(size_t)k * n + mb]) < 0) break;

@@ -29,6 +29,15 @@ double est_exposed_allreduce(const sim_model *mo, const sim_net *net, const plan
                              const sched_traits *tr, int r, int p, const est_stage *st,
                              int split);
 
+/* search3d_est_dp.c: stage k's own data-parallel ring, seconds, 0 where nothing is
+ * reduced or the ring cannot be priced. f < 0: the part of its all-reduce left exposed
+ * after its last backward of du seconds (0 under grad_sync end; the reduce-scatter alone
+ * where the parameter all-gather runs apart). f >= 0: where the all-gather runs apart, the
+ * wait of the stage's next first forward (f seconds) from the gather's start, *whole the
+ * gather's whole time (0 where it does not run apart). Allocates nothing it keeps. */
+double est_stage_allreduce(const sim_model *mo, const sim_net *net, const plan *pl, int k,
+                           double du, double f, double *whole);
+
 /* search3d_est_dp.c: the time the all-reduces and steps add after the pipeline (the worst
  * rank's, less its slack), seconds; *dp_s and *step_s its two parts. expo: per stage, its
  * rank's exposed all-reduce at the rank's first stage (0 elsewhere). */
@@ -36,10 +45,14 @@ double est_tail(const est_stage *st, const double *expo, int S, int p,
                 const sched_traits *tr, double *dp_s, double *step_s);
 
 /* search3d_est_pipe.c: the overlapped replay of schedule s's order at the priced times,
- * iters times over; the makespan, or -1 when the lists stall. Scratch: done (2 S M iters),
- * t (workers), pos (workers); *first: when the first iteration ends. */
-double est_replay(const schedule *s, const est_stage *st, int sends, int iters,
-                  double *done, double *t, int *pos, double *first);
+ * iters times over; the makespan, or -1 when the lists stall. tail: NULL (the steps and
+ * all-reduces cost nothing), or of 2 S: tail[k] the time stage k's STEP holds its worker
+ * (its exposed all-reduce and its step), tail[S + k] how long after its worker's
+ * last STEP the stage's first forward of the next iteration may start (its parameter
+ * all-gather); then the steps count. Scratch: done (2 S M iters), t (2 x workers), pos
+ * (workers); *first: when the first iteration ends. */
+double est_replay(const schedule *s, const est_stage *st, const double *tail, int sends,
+                  int iters, double *done, double *t, int *pos, double *first);
 
 /* search3d_est_pipe.c: the closed-form parts of out (compute_s, tp_s, bubble_s, p2p_s)
  * from the priced stages; *fill_p2p: the part of p2p_s that is the fill and drain's
