@@ -258,6 +258,31 @@ done:
     return late;
 }
 
+/* The seconds a replicated stage's ring of T seconds (its whole all-reduce of P parameter
+ * bytes alone, sim_net_ring's line) adds after the backward of b seconds it overlaps, as
+ * docs/sim.md, "All-reduce", describes the engine's ring: K = ceil(P / NM_BUCKET_BYTES)
+ * buckets become ready evenly through that backward and are reduced one after another, T / K
+ * each, so the ring ends max(b / K + T, b + T / K) after the backward starts. 0 when T is. */
+static double ring_exposed(double T, double P, double b)
+{
+    if (!(T > 0)) return 0;
+    const double K = P > NM_BUCKET_BYTES ? ceil(P / NM_BUCKET_BYTES) : 1;
+    const double end = b / K + T > b + T / K ? b / K + T : b + T / K;
+    return end - b;
+}
+
+/* The steady iteration of the asynchronous kinds on one stage of n replicas (data
+ * parallelism: no transfer, nothing to wait on but the ring): each replica runs M / n
+ * microbatches of f + b seconds an iteration; pipedream holds every replica after each of
+ * them (a round) for the ring's exposed part (ring_exposed of T seconds over P bytes) and
+ * takes the optimizer step (step seconds), 2bw only after the last of the iteration. */
+static double single_async_s(int step_each_round, int n, int M, double f, double b, double T,
+                             double P, double step)
+{
+    const double rounds = (double)M / n, e = n > 1 ? ring_exposed(T, P, b) : 0;
+    return step_each_round ? rounds * (f + b + e + step) : rounds * (f + b) + e + step;
+}
+
 /* nm_price, with the schedule's counts where the closed form's may differ (exact 1), or
  * the closed form's only (0). */
 double nm_chunk_transfer(const nm_model *m, const nm_setting *s, const nm_part *pt, int i,
@@ -413,6 +438,21 @@ static void price(const nm_model *m, const nm_setting *s, nm_part *pt, int exact
             }
         }
         ports_free(&P);
+        /* the asynchronous kinds on one stage: no replay (nm_rr_applies), the ring and
+         * the step in closed form (their single stages were 6-7 % optimistic: the
+         * buckets' overlap with the backward and the step missed) */
+        const sched_traits *ta = sched_traits_of(s->kind);
+        if (s->M > 0 && pt->nst == 1 && ta->async && !ta->split_backward) {
+            const nm_stage *st = &pt->st[0];
+            nm_terms tm;
+            nm_stage_terms(m, s, st, &tm);
+            pt->M = s->M;
+            pt->iter_s = single_async_s(ta->step_each_round, reps[0], s->M, f[0], b[0],
+                                        tm.allreduce_s,
+                                        m->lay[st->b0 * (m->nb + 1) + st->b1].params,
+                                        nm_stage_step_s(m, s, st));
+            goto done;
+        }
     }
     /* the fill and drain: none without a flush, less where split backwards fill it */
     const sched_traits *tr = sched_traits_of(s->kind);
