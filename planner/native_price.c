@@ -5,7 +5,8 @@
  * port and each stage's all-reduce after its own last backward, bounded by the links and
  * ports; chunked kinds per device. The setting's runtime (p2p sync, grad_sync end) is
  * priced in the stages' terms (native_stage.c), the replay (native_rr.c) and the chunked
- * ranks' periods (section 8, "Under the runtime"). */
+ * ranks' periods (section 8, "Under the runtime"); the asynchronous kinds' rings as the
+ * simulator's buckets expose them, and their single stages in closed form. */
 #include "planner/native_impl.h"
 
 #include <math.h>
@@ -274,12 +275,12 @@ static double ring_exposed(double T, double P, double b)
 /* The steady iteration of the asynchronous kinds on one stage of n replicas (data
  * parallelism: no transfer, nothing to wait on but the ring): each replica runs M / n
  * microbatches of f + b seconds an iteration; pipedream holds every replica after each of
- * them (a round) for the ring's exposed part (ring_exposed of T seconds over P bytes) and
- * takes the optimizer step (step seconds), 2bw only after the last of the iteration. */
-static double single_async_s(int step_each_round, int n, int M, double f, double b, double T,
-                             double P, double step)
+ * them (a round) for e seconds of its ring (ring_exposed) and takes the optimizer step
+ * (step seconds), 2bw only after the last of the iteration. */
+static double single_async_s(int step_each_round, int n, int M, double f, double b, double e,
+                             double step)
 {
-    const double rounds = (double)M / n, e = n > 1 ? ring_exposed(T, P, b) : 0;
+    const double rounds = (double)M / n;
     return step_each_round ? rounds * (f + b + e + step) : rounds * (f + b) + e + step;
 }
 
@@ -389,6 +390,16 @@ static void price(const nm_model *m, const nm_setting *s, nm_part *pt, int exact
             b[i] = o.b;
             x[i] = (o.lat - o.c) / 2;
             arx[i] = o.arx;
+            /* the asynchronous kinds hold a replicated stage at its ring after its last
+             * backward of a round (2bw: of the iteration): what the ring adds there is
+             * the buckets' (ring_exposed; the closed form's max(ring - backward, last
+             * bucket) starts the ring with the backward, its first bucket a K-th in) */
+            if (sched_traits_of(s->kind)->async && reps[i] > 1) {
+                nm_terms tm;
+                nm_stage_terms(m, s, st, &tm);
+                arx[i] = ring_exposed(tm.allreduce_s,
+                                      m->lay[st->b0 * (m->nb + 1) + st->b1].params, b[i]);
+            }
         }
         ports P;
         ports_load(m, s, pt, &P);
@@ -438,19 +449,15 @@ static void price(const nm_model *m, const nm_setting *s, nm_part *pt, int exact
             }
         }
         ports_free(&P);
-        /* the asynchronous kinds on one stage: no replay (nm_rr_applies), the ring and
-         * the step in closed form (their single stages were 6-7 % optimistic: the
-         * buckets' overlap with the backward and the step missed) */
+        /* the asynchronous kinds on one stage: no replay (nm_rr_applies), the rounds,
+         * the ring's buckets and the step in closed form (docs/planner-native.md,
+         * section 8, "One stage under the asynchronous kinds") */
         const sched_traits *ta = sched_traits_of(s->kind);
         if (s->M > 0 && pt->nst == 1 && ta->async && !ta->split_backward) {
-            const nm_stage *st = &pt->st[0];
-            nm_terms tm;
-            nm_stage_terms(m, s, st, &tm);
             pt->M = s->M;
             pt->iter_s = single_async_s(ta->step_each_round, reps[0], s->M, f[0], b[0],
-                                        tm.allreduce_s,
-                                        m->lay[st->b0 * (m->nb + 1) + st->b1].params,
-                                        nm_stage_step_s(m, s, st));
+                                        reps[0] > 1 ? arx[0] : 0,
+                                        nm_stage_step_s(m, s, &pt->st[0]));
             goto done;
         }
     }
