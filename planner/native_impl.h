@@ -141,8 +141,9 @@ void nm_stage_terms(const nm_model *m, const nm_setting *s, const nm_stage *st, 
 
 /* The seconds of stage st's optimizer step under s, as the simulator's engine takes it
  * (step_bytes / the device's step bandwidth: the parameters times sim_memory_state_of's
- * step bytes, over sim_cost_step_Bps of the stage's first device); 0 when the device
- * gives no bandwidth. */
+ * step bytes, over sim_cost_step_Bps), on the stage's slowest device for it (the largest
+ * of its replicas' steps: a stage across device types); 0 when no device gives a
+ * bandwidth. */
 double nm_stage_step_s(const nm_model *m, const nm_setting *s, const nm_stage *st);
 
 /* The memory of each device of part under s as the exact estimate (nm_price_exact)

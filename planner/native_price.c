@@ -5,7 +5,8 @@
  * port and each stage's all-reduce after its own last backward, bounded by the links and
  * ports; chunked kinds per device. The setting's runtime (p2p sync, grad_sync end) is
  * priced in the stages' terms (native_stage.c), the replay (native_rr.c) and the chunked
- * ranks' periods (section 8, "Under the runtime"). */
+ * ranks' periods (section 8, "Under the runtime"); the asynchronous kinds' rings as the
+ * simulator's buckets expose them, and their single stages in closed form. */
 #include "planner/native_impl.h"
 
 #include <math.h>
@@ -258,6 +259,31 @@ done:
     return late;
 }
 
+/* The seconds a replicated stage's ring of T seconds (its whole all-reduce of P parameter
+ * bytes alone, sim_net_ring's line) adds after the backward of b seconds it overlaps, as
+ * docs/sim.md, "All-reduce", describes the engine's ring: K = ceil(P / NM_BUCKET_BYTES)
+ * buckets become ready evenly through that backward and are reduced one after another, T / K
+ * each, so the ring ends max(b / K + T, b + T / K) after the backward starts. 0 when T is. */
+static double ring_exposed(double T, double P, double b)
+{
+    if (!(T > 0)) return 0;
+    const double K = P > NM_BUCKET_BYTES ? ceil(P / NM_BUCKET_BYTES) : 1;
+    const double end = b / K + T > b + T / K ? b / K + T : b + T / K;
+    return end - b;
+}
+
+/* The steady iteration of the asynchronous kinds on one stage of n replicas (data
+ * parallelism: no transfer, nothing to wait on but the ring): each replica runs M / n
+ * microbatches of f + b seconds an iteration; pipedream holds every replica after each of
+ * them (a round) for e seconds of its ring (ring_exposed) and takes the optimizer step
+ * (step seconds), 2bw only after the last of the iteration. */
+static double single_async_s(int step_each_round, int n, int M, double f, double b, double e,
+                             double step)
+{
+    const double rounds = (double)M / n;
+    return step_each_round ? rounds * (f + b + e + step) : rounds * (f + b) + e + step;
+}
+
 /* nm_price, with the schedule's counts where the closed form's may differ (exact 1), or
  * the closed form's only (0). */
 double nm_chunk_transfer(const nm_model *m, const nm_setting *s, const nm_part *pt, int i,
@@ -364,6 +390,16 @@ static void price(const nm_model *m, const nm_setting *s, nm_part *pt, int exact
             b[i] = o.b;
             x[i] = (o.lat - o.c) / 2;
             arx[i] = o.arx;
+            /* the asynchronous kinds hold a replicated stage at its ring after its last
+             * backward of a round (2bw: of the iteration): what the ring adds there is
+             * the buckets' (ring_exposed; the closed form's max(ring - backward, last
+             * bucket) starts the ring with the backward, its first bucket a K-th in) */
+            if (sched_traits_of(s->kind)->async && reps[i] > 1) {
+                nm_terms tm;
+                nm_stage_terms(m, s, st, &tm);
+                arx[i] = ring_exposed(tm.allreduce_s,
+                                      m->lay[st->b0 * (m->nb + 1) + st->b1].params, b[i]);
+            }
         }
         ports P;
         ports_load(m, s, pt, &P);
@@ -413,6 +449,17 @@ static void price(const nm_model *m, const nm_setting *s, nm_part *pt, int exact
             }
         }
         ports_free(&P);
+        /* the asynchronous kinds on one stage: no replay (nm_rr_applies), the rounds,
+         * the ring's buckets and the step in closed form (docs/planner-native.md,
+         * section 8, "One stage under the asynchronous kinds") */
+        const sched_traits *ta = sched_traits_of(s->kind);
+        if (s->M > 0 && pt->nst == 1 && ta->async && !ta->split_backward) {
+            pt->M = s->M;
+            pt->iter_s = single_async_s(ta->step_each_round, reps[0], s->M, f[0], b[0],
+                                        reps[0] > 1 ? arx[0] : 0,
+                                        nm_stage_step_s(m, s, &pt->st[0]));
+            goto done;
+        }
     }
     /* the fill and drain: none without a flush, less where split backwards fill it */
     const sched_traits *tr = sched_traits_of(s->kind);

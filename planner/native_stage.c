@@ -240,7 +240,13 @@ double nm_stage_step_s(const nm_model *m, const nm_setting *s, const nm_stage *s
     sim_state_mul sm;
     sim_memory_state_of(nm_precision(m), DEV_FP32, DEV_FP32, s->zero, st->r * m->g, s->opt,
                         &sm);
-    const device_type *t = cluster_device_type(m->c, m->order[st->u * m->g]);
-    double Bps = sim_cost_step_Bps(m->p, s->opt, t);
-    return Bps > 0 ? P * sm.step / Bps : 0;
+    /* every replica steps on its own device: the slowest decides (a stage across device
+     * types: each replica's next forward waits for its own step) */
+    double worst = 0;
+    for (int d = 0; d < st->r * m->g; d++) {
+        const device_type *t = cluster_device_type(m->c, m->order[st->u * m->g + d]);
+        double Bps = sim_cost_step_Bps(m->p, s->opt, t);
+        if (Bps > 0 && P * sm.step / Bps > worst) worst = P * sm.step / Bps;
+    }
+    return worst;
 }
