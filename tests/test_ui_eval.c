@@ -543,6 +543,17 @@ static void expect_iteration_of(const ui_result *r, const plan *want, int layout
     sim_report_free(rep);
 }
 
+/* plumb ui --model examples/llm/gpt2.json on dgx-a100-80g.json with layout o: the base in
+ * b (the caller frees it with ui_base_free); fails the test when it is refused. */
+static void open_gpt2(ui_base *b, const layout3d_options *o)
+{
+    plumb_err e;
+    err_clear(&e);
+    cr_assert_eq(ui_base_load_model(b, "examples/llm/gpt2.json",
+                                    "profiles/clusters/dgx-a100-80g.json", o, NULL, &e), 0,
+                 "%s", e.msg);
+}
+
 /* Context parallelism (plumb ui --model --cp): the opened layout's cp is the what-if's, and
  * every what-if lays out with its own cp, as `plumb plan --model --cp` lays it out (the
  * same plan, simulated to the same iteration time); cp 1 is the layout without it. */
@@ -555,9 +566,7 @@ Test(ui_eval, context_parallel_layouts_carry_their_cp)
     ui_base b;
     plumb_err e;
     err_clear(&e);
-    cr_assert_eq(ui_base_load_model(&b, "examples/llm/gpt2.json",
-                                    "profiles/clusters/dgx-a100-80g.json", &o, NULL, &e), 0,
-                 "%s", e.msg);
+    open_gpt2(&b, &o);
     ui_whatif w;
     ui_base_whatif(&b, &w);
     cr_assert(w.cp == 2 && w.ngpus == 16 && w.dp == 2, "cp %d gpus %d dp %d", w.cp, w.ngpus,
@@ -624,9 +633,7 @@ Test(ui_eval, uneven_split_rides_every_layout)
     ui_base b;
     plumb_err e;
     err_clear(&e);
-    cr_assert_eq(ui_base_load_model(&b, "examples/llm/gpt2.json",
-                                    "profiles/clusters/dgx-a100-80g.json", &o, NULL, &e), 0,
-                 "%s", e.msg);
+    open_gpt2(&b, &o);
     ui_whatif w;
     ui_base_whatif(&b, &w);
     static const struct { int tp, dp, mbs; } L[] = { { 2, 2, 1 }, { 2, 4, 1 }, { 1, 4, 2 } };
@@ -1031,4 +1038,49 @@ Test(ui_eval, one_server_plan_file_grows_over_the_next_level)
     plan_free(want);
     plan_free(pl);
     cr_expect_eq(rm_tree(dir), 0);
+}
+
+/* The R key's interval (ui_whatif.ckpt) lays out as plan --model --checkpoint-layers K:
+ * GPT-2 tp 2 x pp 2 x dp 2 with full recomputation opened with --checkpoint-layers 2, and
+ * what-ifs at K 0, 3 and 6: the plan's checkpoint_layers is K, its iteration and largest
+ * peak equal plan --model's within 1e-9, and the peaks differ from K 1's (the check can
+ * fail). Switched to selective, the plan holds no interval. */
+Test(ui_eval, checkpoint_interval_lays_out_as_plan_model)
+{
+    layout3d_options o;
+    layout3d_options_init(&o);
+    o.tp = 2, o.pp = 2, o.dp = 2, o.gpus = 8, o.global_batch = 16, o.microbatch_size = 1;
+    o.recompute = RECOMPUTE_FULL, o.checkpoint_layers = 2;
+    ui_base b;
+    plumb_err e;
+    err_clear(&e);
+    open_gpt2(&b, &o);
+    ui_whatif w;
+    ui_base_whatif(&b, &w);
+    cr_assert_eq(w.ckpt, 2, "the opened interval");
+    layout3d_options p = o;
+    p.checkpoint_layers = 1;
+    double one_peak;
+    plan_model_run(&b, &p, 0, &one_peak);
+    static const int K[] = { 0, 3, 6 };
+    for (int i = 0; i < 3; i++) {
+        w.ckpt = K[i];
+        ui_result r = { 0 };
+        cr_assert_eq(ui_evaluate(&b, &w, &r), 0, "%s", r.err);
+        cr_expect_eq(r.pl->checkpoint_layers, K[i]);
+        p.checkpoint_layers = K[i];
+        double peak, it = plan_model_run(&b, &p, 0, &peak);
+        cr_expect(fabs(r.rep->iteration_s / it - 1) < 1e-9, "K %d: %.9g against %.9g s", K[i],
+                  r.rep->iteration_s, it);
+        cr_expect(fabs(r.rep->peak_memory_bytes / peak - 1) < 1e-9, "K %d: peak %.9g "
+                  "against %.9g", K[i], r.rep->peak_memory_bytes, peak);
+        cr_expect(fabs(peak / one_peak - 1) > 1e-3, "K %d prices as K 1", K[i]);
+        ui_result_free(&r);
+    }
+    w.recompute = RECOMPUTE_SELECTIVE;
+    ui_result r = { 0 };
+    cr_assert_eq(ui_evaluate(&b, &w, &r), 0, "%s", r.err);
+    cr_expect_eq(r.pl->checkpoint_layers, 0);
+    ui_result_free(&r);
+    ui_base_free(&b);
 }

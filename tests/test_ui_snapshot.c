@@ -1492,6 +1492,22 @@ Test(ui_snapshot, layout3d_random_keys_keep_the_screen_and_the_settings_in_step)
     }
 }
 
+/* The plan frame s saved (its status line names the file): plumb sim prices it as the frame
+ * shows (assert_same_figures); the plan as loaded, which the caller frees. */
+static plan *saved_plan_as_shown(const char *s)
+{
+    figs f = read_figs(s);
+    const char *path = saved_plan_path(s);
+    cJSON *rep = sim_json(path, NULL, NULL);
+    assert_same_figures(&f, rep);
+    cJSON_Delete(rep);
+    plumb_err e;
+    err_clear(&e);
+    plan *pl = plan_load(path, &e);
+    cr_assert_not_null(pl, "%s", e.msg);
+    return pl;
+}
+
 /* Megatron-Core's uneven split and FP8 primary weights (plumb ui --model
  * --decoder-first-pipeline-num-layers 4; --fp8-param-gather) ride the keys: the runtime
  * row names each (one word), w lays out again with it, s saves a plan that plumb sim
@@ -1511,15 +1527,7 @@ Test(ui_snapshot, layout3d_uneven_split_and_fp8_param_gather_ride_the_keys)
     free(s);
     s = snap(&a, 130, 40, "ws");
     cr_assert(strstr(s, "GPUs 16 = tp 2 x pp 2 x dp 4"), "%s", s);
-    figs f = read_figs(s);
-    const char *path = saved_plan_path(s);
-    cJSON *rep = sim_json(path, NULL, NULL);
-    assert_same_figures(&f, rep);
-    cJSON_Delete(rep);
-    plumb_err e;
-    err_clear(&e);
-    plan *pl = plan_load(path, &e);
-    cr_assert_not_null(pl, "%s", e.msg);
+    plan *pl = saved_plan_as_shown(s);
     cr_assert(pl->nstages == 2 && pl->stages[0].last_layer == 4, "stage 0 ends at %d",
               pl->stages[0].last_layer);
     plan_free(pl);
@@ -1529,14 +1537,15 @@ Test(ui_snapshot, layout3d_uneven_split_and_fp8_param_gather_ride_the_keys)
     o = layout_of(2, 2, 2, 16);
     o.precision = DEV_FP8, o.zero = 1, o.seq = 1024;
     ui_runtime rt = { 0, 0, 1 };
+    plumb_err e;
+    err_clear(&e);
     cr_assert_eq(ui_app_open_model(&a, "examples/llm/nemo/llama2-7b.json",
                                    "profiles/clusters/dgx-h100.json", &o, &rt, tmpdir, &e), 0,
                  "%s", e.msg);
     s = snap(&a, 200, 40, "ws");
     cr_assert(strstr(s, "fp8-param-gather"), "%s", s);
-    f = read_figs(s);
-    path = saved_plan_path(s);
-    rep = sim_json(path, NULL, NULL);
+    figs f = read_figs(s);
+    cJSON *rep = sim_json(saved_plan_path(s), NULL, NULL);
     assert_same_figures(&f, rep);
     cr_assert(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(rep, "fp8_param_gather")),
               "the saved plan has no fp8_param_gather");
@@ -1657,4 +1666,28 @@ Test(ui_snapshot, plan_file_with_model_shows_ui_model_frames)
     plan_free(pl);
     cluster_free(c);
     transformer_free(t);
+}
+
+/* R under full recomputation: the what-if row names the interval (recomp full/2), s saves a
+ * plan whose checkpoint_layers is 2 and that plumb sim prices as the frame shows; under
+ * none the key is refused with its line and the frame keeps the plan. */
+Test(ui_snapshot, checkpoint_interval_key)
+{
+    ui_app a;
+    layout3d_options o = layout_of(2, 2, 2, 16);
+    o.recompute = RECOMPUTE_FULL;
+    open_gpt2(&a, o);
+    char *s = snap(&a, 160, 40, NULL);
+    cr_assert(strstr(s, "recomp full ") && !strstr(s, "full/"), "%s", s);
+    free(s);
+    s = snap(&a, 160, 40, "Rs");
+    cr_assert(strstr(s, "recomp full/2"), "%s", s);
+    plan *pl = saved_plan_as_shown(s);
+    cr_expect_eq(pl->checkpoint_layers, 2);
+    plan_free(pl);
+    free(s);
+    s = snap(&a, 160, 40, "rR");
+    cr_assert(strstr(s, "--checkpoint-layers: the interval of full recomputation's"), "%s", s);
+    free(s);
+    ui_app_free(&a);
 }

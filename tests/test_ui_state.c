@@ -241,6 +241,7 @@ static ui_state *fresh3d(void)
     w.interleave = 1;
     w.schedule = SCHED_1F1B_FLUSH;
     w.recompute = RECOMPUTE_FULL;
+    w.ckpt = 1; /* as ui_base_whatif opens a layout without --checkpoint-layers */
     w.straggler = -1;
     w.straggler_factor = 2;
     ui_state_init(&st, &w, 2, 8, 80 * GIB);
@@ -527,7 +528,10 @@ Test(ui_state, layout3d_check_takes_the_opened_options)
     cr_assert_eq(ui_layout3d_check(st, &w, 0, why, sizeof why), 0, "%s", why);
     cr_assert_eq(why[0], 0);
     cr_assert_eq(ui_whatif_layout3d(&o, &w).checkpoint_layers, -1);
-    cr_assert_eq(ui_whatif_layout3d(&o, &st->cur).checkpoint_layers, 2);
+    cr_assert_eq(ui_whatif_layout3d(&o, &st->cur).checkpoint_layers, 1); /* the what-if's */
+    w = st->cur;
+    w.ckpt = 2;
+    cr_assert_eq(ui_whatif_layout3d(&o, &w).checkpoint_layers, 2);
     o.optimizer_state = DEV_BF16;
     ui_state_set_layout3d(st, 96, 1536, &o);
     cr_assert_eq(ui_layout3d_check(st, &st->cur, 0, why, sizeof why), -1);
@@ -815,4 +819,44 @@ Test(ui_state, layout3d_fp8_param_gather_refuses_zero_0)
     st->cur.fp8pg = 0; /* without them zero 0 is plan's to take */
     cr_assert(ui_state_key(st, 'o') & UI_DO_EVAL);
     cr_assert_eq(st->cur.zero, 0);
+}
+
+/* R steps full recomputation's checkpoint interval: 1 to the 12 blocks of a stage (96
+ * layers over pp 8), then 0 (the stage's input alone), then 1 again; each step a what-if
+ * (evaluated, undone by u). Under another recompute kind it is refused with a line naming
+ * --checkpoint-layers and nothing changes; pp 16 (6 blocks a stage) bounds it at 6. */
+Test(ui_state, checkpoint_key_steps_the_interval_of_full_recompute)
+{
+    ui_state *st = fresh3d();
+    cr_assert_eq(st->cur.ckpt, 1);
+    cr_assert(ui_state_key(st, 'R') & UI_DO_EVAL);
+    cr_assert_eq(st->cur.ckpt, 2);
+    for (int k = 3; k <= 12; k++) {
+        ui_state_key(st, 'R');
+        cr_assert_eq(st->cur.ckpt, k);
+    }
+    ui_state_key(st, 'R');
+    cr_assert_eq(st->cur.ckpt, 0, "past the stage's 12 blocks: %d", st->cur.ckpt);
+    ui_state_key(st, 'R');
+    cr_assert_eq(st->cur.ckpt, 1);
+    cr_assert(ui_state_key(st, 'u') & UI_DO_EVAL);
+    cr_assert_eq(st->cur.ckpt, 0);
+    ui_state_key(st, 'u');
+    cr_assert_eq(st->cur.ckpt, 12);
+    ui_state_key(st, 'd'); /* pp 16: 6 blocks a stage */
+    cr_assert_eq(st->cur.pp, 16);
+    st->cur.ckpt = 5;
+    ui_state_key(st, 'R');
+    cr_assert_eq(st->cur.ckpt, 6);
+    ui_state_key(st, 'R');
+    cr_assert_eq(st->cur.ckpt, 0);
+    ui_state_key(st, 'r'); /* full -> none */
+    cr_assert_eq(st->cur.recompute, RECOMPUTE_NONE);
+    ui_whatif before = st->cur;
+    int undo = st->undo_n;
+    cr_assert_eq(ui_state_key(st, 'R'), UI_DO_REDRAW);
+    cr_assert(strstr(st->note, "--checkpoint-layers: the interval of full recomputation's "
+                     "checkpoints (r to full first; recompute is none)"), "%s", st->note);
+    cr_assert(ui_whatif_equal(&st->cur, &before));
+    cr_assert_eq(st->undo_n, undo);
 }

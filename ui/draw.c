@@ -53,6 +53,7 @@ static const char *const HELP3D[] = {
     "  n  N        microbatch size up / down (m M: microbatches up / down)",
     "  i  I        virtual stages per pipeline rank up / down (interleaved)",
     "  r  a  o     recompute none/selective/full; sequence parallel; ZeRO-1",
+    "  R           full recompute's checkpoint interval up (to 0 past the stage)",
     "  c  C        next / previous schedule (interleave follows its chunks)",
     "  k K  j      tp overlap none/backward/full; param all-gather under fwd",
     "  y  E  f     p2p overlap/sync; grad-sync overlap/end; std/flash attn",
@@ -264,7 +265,11 @@ static void draw_layout3d(pen *p, const ui_whatif *wi, const char *devs)
     pen_field(p, "mbs", v, UI_ST_VALUE);
     snprintf(v, sizeof v, "%d", wi->interleave);
     pen_field(p, "v", v, UI_ST_VALUE);
-    pen_field(p, "recomp", recompute_kind_name((recompute_kind)wi->recompute), UI_ST_VALUE);
+    if (wi->recompute == RECOMPUTE_FULL && wi->ckpt != 1) /* the interval when not 1 */
+        snprintf(v, sizeof v, "full/%d", wi->ckpt);
+    else
+        snprintf(v, sizeof v, "%s", recompute_kind_name((recompute_kind)wi->recompute));
+    pen_field(p, "recomp", v, UI_ST_VALUE);
     pen_field(p, "sp", wi->seqpar ? "on" : "off", UI_ST_VALUE);
     snprintf(v, sizeof v, "%d", wi->zero);
     pen_field(p, "zero", v, UI_ST_VALUE);

@@ -313,6 +313,7 @@ void ui_base_whatif(const ui_base *b, ui_whatif *w)
         w->cp = d->cp;
         w->mbs = b->lopt.microbatch_size;
         w->interleave = d->interleave;
+        w->ckpt = b->lopt.checkpoint_layers >= 0 ? b->lopt.checkpoint_layers : 1;
         w->seqpar = b->lopt.sequence_parallel;
         w->zero = b->lopt.zero;
         w->tp_overlap = b->rt.tp_overlap;

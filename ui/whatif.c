@@ -35,7 +35,8 @@ int ui_whatif_equal(const ui_whatif *a, const ui_whatif *b)
         return 0;
     if (a->straggler >= 0 && a->straggler_factor != b->straggler_factor) return 0;
     if (a->tp != b->tp || a->pp != b->pp || a->dp != b->dp || a->cp != b->cp ||
-        a->mbs != b->mbs || a->interleave != b->interleave || a->seqpar != b->seqpar ||
+        a->mbs != b->mbs || a->interleave != b->interleave || a->ckpt != b->ckpt ||
+        a->seqpar != b->seqpar ||
         a->zero != b->zero || a->tp_overlap != b->tp_overlap || a->opg != b->opg ||
         a->p2p_sync != b->p2p_sync || a->grad_sync_end != b->grad_sync_end ||
         a->attention != b->attention || a->fp8pg != b->fp8pg)

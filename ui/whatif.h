@@ -50,6 +50,10 @@ typedef struct ui_whatif {
                                         --cp) */
     int mbs;                         /* sequences per microbatch */
     int interleave;                  /* virtual stages per pipeline rank */
+    int ckpt;                        /* full recomputation's checkpoint interval
+                                        (--checkpoint-layers: every ckpt-th block's input
+                                        kept; 0: the stage's input alone), >= 0; used only
+                                        with recompute full */
     int seqpar;                      /* 1: sequence parallelism */
     int zero;                        /* 0, or 1: the optimizer state sharded over replicas */
     /* its runtime (`plumb plan --model`'s --tp-overlap, --overlap-param-gather, --p2p,

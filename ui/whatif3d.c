@@ -83,7 +83,7 @@ layout3d_options ui_whatif_layout3d(const layout3d_options *base, const ui_whati
     o.interleave = w->interleave;
     o.schedule = w->schedule;
     o.recompute = w->recompute;
-    if (w->recompute != RECOMPUTE_FULL) o.checkpoint_layers = -1; /* full's own option */
+    o.checkpoint_layers = w->recompute == RECOMPUTE_FULL ? w->ckpt : -1; /* full's own */
     o.sequence_parallel = w->seqpar;
     o.zero = w->zero;
     o.p2p_sync = w->p2p_sync;
@@ -234,6 +234,35 @@ static void step(ui_state *st, int field, int dir)
              field == F_DP ? "whole servers" : "kept", st->global_batch);
 }
 
+/* The R key: full recomputation's checkpoint interval one up, from the most blocks a
+ * virtual stage of the layout holds (the bound plan --model checks) back to 0 (the stage's
+ * input alone); with another recompute kind it says that the interval is full's. */
+static void next_checkpoint(ui_state *st)
+{
+    ui_whatif *w = &st->cur;
+    if (w->recompute != RECOMPUTE_FULL) {
+        snprintf(st->note, sizeof st->note, "--checkpoint-layers: the interval of full "
+                 "recomputation's checkpoints (r to full first; recompute is %s)",
+                 recompute_kind_name((recompute_kind)w->recompute));
+        return;
+    }
+    long long vs = (long long)w->pp * w->interleave;
+    int *n = vs >= 1 && vs <= st->layers + 2 ? malloc((size_t)vs * sizeof *n) : NULL;
+    layout3d_options o = ui_whatif_layout3d(&st->lopt, w);
+    plumb_err e;
+    err_clear(&e);
+    int most = -1;
+    if (n && !layout3d_split(&o, st->layers, w->pp, w->interleave, n, &e))
+        for (long long k = 0; k < vs; k++) most = n[k] > most ? n[k] : most;
+    free(n);
+    if (most < 1) {
+        snprintf(st->note, sizeof st->note, "--checkpoint-layers: %.200s",
+                 e.msg[0] ? e.msg : "the layout's stages do not split");
+        return;
+    }
+    w->ckpt = w->ckpt >= most ? 0 : w->ckpt + 1;
+}
+
 /* The next schedule (dir) whose chunks the layout can take and that the runtime check
  * accepts (ui_layout3d_check: not zb-v or dualpipev under p2p sync): the interleave follows
  * the kind (one chunk, or the kind's default when the current one is outside its range). */
@@ -282,6 +311,7 @@ int ui_whatif3d_key(ui_state *st, int key)
                        : w->recompute == RECOMPUTE_SELECTIVE ? RECOMPUTE_FULL
                                                               : RECOMPUTE_NONE;
         break;
+    case 'R': next_checkpoint(st); break;
     case 'a': w->seqpar = !w->seqpar; break;
     case 'o': w->zero = !w->zero; break;
     case 'k': /* none -> backward -> full -> none; K the other way */
