@@ -26,15 +26,27 @@
 #define RP_ITERS 5      /* iterations replayed, as native_rr.c's RR_ITERS */
 #define RP_PORTS (2 * NM_RR_PORTS_MAX_DEVICES * CLUSTER_MAX_LEVELS)
 
+#define RP_LOG 32 /* transfers a port of one lane remembers (rp_ring looks back) */
+
+/* A transfer through a port of one lane: when it was made (queued), when it starts, its
+ * seconds, its number. */
+typedef struct rp_tx {
+    double made, start, d;
+    long long id;
+} rp_tx;
+
 /* An egress port: its level, the sender's group there (the device at level 0), when each
  * of its lanes is free, and rgi the group whose all-reduce's ring last held it (a port of
- * one lane; < 0: none yet), running until that group's release. */
+ * one lane; < 0: none yet), running until that group's release; a port of one lane also
+ * keeps its last RP_LOG transfers in start order (log[ntx % RP_LOG] the next). */
 typedef struct rp_port {
     int level;
     long long group;
     int lanes;
     double *free; /* [lanes] */
     long long rgi;
+    rp_tx log[RP_LOG];
+    long long ntx;
 } rp_port;
 
 /* A directed pair of workers' path, found on its first transfer (np < 0: not yet). */
@@ -54,6 +66,7 @@ typedef struct rp_state {
     const int *first;  /* [S + 1] each stage's first worker */
     rp_port port[RP_PORTS];
     int nport;
+    long long ntx; /* transfers sent (their numbers) */
 } rp_state;
 
 /* The port of level l of group g (created on first use), or NULL (out of memory or room). */
@@ -106,9 +119,11 @@ static double rp_hold(rp_state *z, rp_pair *pr, double d, double t)
         if (*lane[i] > start) start = *lane[i];
     }
     long long pushed = -1;
+    const long long id = z->ntx++;
     for (int i = 0; i < pr->np; i++) {
         rp_port *p = &z->port[pr->port[i]];
         *lane[i] = start + d;
+        if (p->lanes == 1) p->log[p->ntx++ % RP_LOG] = (rp_tx){t, start, d, id};
         if (p->rgi >= 0 && p->rgi != pushed && start < z->grel[p->rgi]) {
             z->grel[p->rgi] += d; /* released later: its replicas' next ends again */
             pushed = p->rgi;
@@ -132,18 +147,24 @@ static double rp_send(rp_state *z, int a, int b, double bytes, double t)
 }
 
 /* The release of group gi of a stage of r replicas (workers w0..w0 + r - 1, ring in
- * replica order) whose all-reduce has ar seconds left once all joined at t (the rest ran
- * under the backwards, bucket by bucket): its steps run on every hop at once, so it
- * starts when each egress port its hops leave through has sent what is in it, and ends ar
- * later; a port of one lane is the ring's until then (the sends that come meanwhile pass
- * between its steps and push it later: rp_hold), a port of more lanes gives each hop one.
- * z->grel[gi] is set to that end (t + ar when no hop waits). Returns 0, or -1 out of
+ * replica order) once all joined at t (the end of the last one's backward), its ring of T
+ * seconds alone, its first bucket ready lead seconds before t, ar seconds exposed after t
+ * (docs/planner-native.md, section 8, "One stage under the asynchronous kinds"): its steps
+ * run on every hop at once. A port of one lane its hops leave through is the ring's from
+ * the first bucket, t - lead (once what started there before is sent), for all of T, and
+ * every transfer through it since (its log; counted once over the ring's ports) pushes the
+ * ring later by its time, as do those that come while it runs (rp_hold; p->rgi); a port of
+ * more lanes gives each hop one from when one is free at t, for ar. The ring ends at the
+ * later of the two, t + ar when no hop waits; z->grel[gi] is set to that end. T <= 0 (not
+ * known): every port from when it is free at t, ar seconds. Returns 0, or -1 out of
  * memory. */
-static int rp_ring(rp_state *z, long long gi, int w0, int r, double ar, double t)
+static int rp_ring(rp_state *z, long long gi, int w0, int r, double ar, double t, double T,
+                   double lead)
 {
+    const double t0 = T > 0 ? t - lead : t;
     double start = t;
     rp_pair *hop[NM_RR_PORTS_MAX_DEVICES];
-    int nh = 0;
+    int nh = 0, used[RP_PORTS], nu = 0;
     for (int j = 0; r > 1 && ar > 0 && j < r; j++) {
         const int a = w0 + j, b = w0 + (j + 1) % r;
         if (z->dev[a] == z->dev[b]) continue;
@@ -152,11 +173,31 @@ static int rp_ring(rp_state *z, long long gi, int w0, int r, double ar, double t
         hop[nh++] = pr;
         for (int i = 0; i < pr->np; i++) {
             const rp_port *p = &z->port[pr->port[i]];
+            if (T > 0 && p->lanes == 1) {
+                int seen = 0;
+                for (int u = 0; u < nu && !seen; u++) seen = used[u] == pr->port[i];
+                if (!seen) used[nu++] = pr->port[i];
+                continue;
+            }
             double fr = p->free[0];
             for (int q = 1; q < p->lanes; q++)
                 if (p->free[q] < fr) fr = p->free[q];
             if (fr > start) start = fr;
         }
+    }
+    /* each port of one lane from the first bucket, FIFO as the engine's: what was made
+     * before it goes first, what was made since goes between the ring's steps and adds
+     * its time; the ring ends when its slowest port is through */
+    double end = start + ar;
+    for (int u = 0; u < nu; u++) {
+        const rp_port *p = &z->port[used[u]];
+        double s1 = t0, push = 0;
+        for (long long k = p->ntx > RP_LOG ? p->ntx - RP_LOG : 0; k < p->ntx; k++) {
+            const rp_tx *e = &p->log[k % RP_LOG];
+            if (e->made >= t0) push += e->d;
+            else if (e->start + e->d > s1) s1 = e->start + e->d;
+        }
+        if (s1 + T + push > end) end = s1 + T + push;
     }
     for (int h = 0; h < nh; h++)
         for (int i = 0; i < hop[h]->np; i++) {
@@ -168,9 +209,9 @@ static int rp_ring(rp_state *z, long long gi, int w0, int r, double ar, double t
             double *fr = &p->free[0];
             for (int q = 1; q < p->lanes; q++)
                 if (p->free[q] < *fr) fr = &p->free[q];
-            *fr = start + ar;
+            *fr = end;
         }
-    z->grel[gi] = start + ar;
+    z->grel[gi] = end;
     return 0;
 }
 
@@ -210,7 +251,9 @@ static int rp_join(rp_run *R, int s, long long gi, double t)
 {
     if (t > R->gmax[gi]) R->gmax[gi] = t;
     if (++R->gcnt[gi] < R->reps[s]) return 0;
-    if (rp_ring(&R->z, gi, R->first[s], R->reps[s], R->ar[s], R->gmax[gi])) return -1;
+    if (rp_ring(&R->z, gi, R->first[s], R->reps[s], R->ar[s], R->gmax[gi], R->z.lk->ring[s],
+                R->z.lk->lead[s]))
+        return -1;
     for (int q = R->first[s]; q < R->first[s + 1]; q++) R->cand[q] = NAN; /* released */
     return 0;
 }
