@@ -434,13 +434,13 @@ static void price(const nm_model *m, const nm_setting *s, nm_part *pt, int exact
                                   : 0;
                 lk.step[i] = nm_stage_step_s(m, s, &pt->st[i]);
                 if (tr->async && reps[i] > 1) {
-                    /* the port replay holds the ports for the whole ring, from its first
+                    /* the port replay runs the whole ring through the ports, bucket by
                      * bucket (native_rrport.c) */
                     nm_terms tm;
                     nm_stage_terms(m, s, &pt->st[i], &tm);
                     lk.ring[i] = tm.allreduce_s;
-                    lk.lead[i] = b[i] - b[i] / ring_buckets(
-                                             m->lay[pt->st[i].b0 * (m->nb + 1) + pt->st[i].b1].params);
+                    lk.buckets[i] = ring_buckets(
+                        m->lay[pt->st[i].b0 * (m->nb + 1) + pt->st[i].b1].params);
                 }
             }
             double plain, t = nm_rr_time_links(s->kind, pt->nst, reps, f, b, x, arx, late,

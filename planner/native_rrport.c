@@ -146,29 +146,57 @@ static double rp_send(rp_state *z, int a, int b, double bytes, double t)
     return rp_hold(z, pr, bytes / pr->rate, t) + pr->lat;
 }
 
-/* The release of group gi of a stage of r replicas (workers w0..w0 + r - 1, ring in
- * replica order) once all joined at t (the end of the last one's backward), its ring of T
- * seconds alone, its first bucket ready lead seconds before t, ar seconds exposed after t
- * (docs/planner-native.md, section 8, "One stage under the asynchronous kinds"): its steps
- * run on every hop at once. A port of one lane its hops leave through is the ring's from
- * the first bucket, t - lead (once what started there before is sent), for all of T, and
- * every transfer through it since (its log; counted once over the ring's ports) pushes the
- * ring later by its time, as do those that come while it runs (rp_hold; p->rgi); a port of
- * more lanes gives each hop one from when one is free at t, for ar. The ring ends at the
- * later of the two, t + ar when no hop waits; z->grel[gi] is set to that end. T <= 0 (not
- * known): every port from when it is free at t, ar seconds. Returns 0, or -1 out of
- * memory. */
-static int rp_ring(rp_state *z, long long gi, int w0, int r, double ar, double t, double T,
-                   double lead)
+/* When the ring's K buckets (each T / K seconds of port time, bucket k ready at r0 + k
+ * gap) are through port p of one lane, FIFO as the engine's queue is, from p's log: a
+ * transfer made before a bucket starts goes first (the bucket starts once the port is
+ * free of them), one made while a bucket runs goes between its steps and makes it that
+ * much longer. */
+static double port_ring_end(const rp_port *p, double r0, double gap, double K, double T)
 {
-    const double t0 = T > 0 ? t - lead : t;
+    long long k0 = p->ntx > RP_LOG ? p->ntx - RP_LOG : 0, k = k0;
+    double pf = r0; /* the port free of what was made before the first bucket */
+    for (; k < p->ntx && p->log[k % RP_LOG].made < r0; k++)
+        if (p->log[k % RP_LOG].start + p->log[k % RP_LOG].d > pf)
+            pf = p->log[k % RP_LOG].start + p->log[k % RP_LOG].d;
+    double end = r0;
+    for (int q = 0; q < (int)K; q++) {
+        double bs = r0 + q * gap;
+        if (end > bs) bs = end;
+        if (pf > bs) bs = pf;
+        for (; k < p->ntx && p->log[k % RP_LOG].made < bs; k++) { /* ahead of the bucket */
+            const rp_tx *e = &p->log[k % RP_LOG];
+            pf = (pf > e->made ? pf : e->made) + e->d;
+            if (pf > bs) bs = pf;
+        }
+        end = bs + T / K;
+        for (; k < p->ntx && p->log[k % RP_LOG].made < end; k++) /* between its steps */
+            end += p->log[k % RP_LOG].d;
+        pf = end;
+    }
+    return end;
+}
+
+/* The release of group gi of a stage of r replicas (workers w0..w0 + r - 1, ring in
+ * replica order) once all joined at t (the end of the last one's backward of b seconds),
+ * its ring of T seconds alone in K buckets, ar seconds exposed after t (docs/planner-native.md,
+ * section 8, "One stage under the asynchronous kinds"): its steps run on every hop at
+ * once. Bucket k of K is ready at t - b + (k + 1) b / K; a port of one lane its hops leave
+ * through takes each bucket as port_ring_end has it, from the first, with the transfers
+ * logged there, and the sends that come later while it runs push it later (rp_hold;
+ * p->rgi); a port of more lanes gives each hop one from when one is free at t, for ar.
+ * The ring ends when its slowest port is through, t + ar when no hop waits; z->grel[gi]
+ * is set to that end. T <= 0 (not known): every port from when it is free at t, ar
+ * seconds. Returns 0, or -1 out of memory. */
+static int rp_ring(rp_state *z, long long gi, int w0, int r, double ar, double t, double T,
+                   double K, double b)
+{
     double start = t;
     rp_pair *hop[NM_RR_PORTS_MAX_DEVICES];
     int nh = 0, used[RP_PORTS], nu = 0;
     for (int j = 0; r > 1 && ar > 0 && j < r; j++) {
-        const int a = w0 + j, b = w0 + (j + 1) % r;
-        if (z->dev[a] == z->dev[b]) continue;
-        rp_pair *pr = rp_path(z, a, b);
+        const int a = w0 + j, c = w0 + (j + 1) % r;
+        if (z->dev[a] == z->dev[c]) continue;
+        rp_pair *pr = rp_path(z, a, c);
         if (!pr) return -1;
         hop[nh++] = pr;
         for (int i = 0; i < pr->np; i++) {
@@ -185,19 +213,11 @@ static int rp_ring(rp_state *z, long long gi, int w0, int r, double ar, double t
             if (fr > start) start = fr;
         }
     }
-    /* each port of one lane from the first bucket, FIFO as the engine's: what was made
-     * before it goes first, what was made since goes between the ring's steps and adds
-     * its time; the ring ends when its slowest port is through */
     double end = start + ar;
+    if (K < 1) K = 1;
     for (int u = 0; u < nu; u++) {
-        const rp_port *p = &z->port[used[u]];
-        double s1 = t0, push = 0;
-        for (long long k = p->ntx > RP_LOG ? p->ntx - RP_LOG : 0; k < p->ntx; k++) {
-            const rp_tx *e = &p->log[k % RP_LOG];
-            if (e->made >= t0) push += e->d;
-            else if (e->start + e->d > s1) s1 = e->start + e->d;
-        }
-        if (s1 + T + push > end) end = s1 + T + push;
+        const double e = port_ring_end(&z->port[used[u]], t - b + b / K, b / K, K, T);
+        if (e > end) end = e;
     }
     for (int h = 0; h < nh; h++)
         for (int i = 0; i < hop[h]->np; i++) {
@@ -252,7 +272,7 @@ static int rp_join(rp_run *R, int s, long long gi, double t)
     if (t > R->gmax[gi]) R->gmax[gi] = t;
     if (++R->gcnt[gi] < R->reps[s]) return 0;
     if (rp_ring(&R->z, gi, R->first[s], R->reps[s], R->ar[s], R->gmax[gi], R->z.lk->ring[s],
-                R->z.lk->lead[s]))
+                R->z.lk->buckets[s], R->fb[1][s]))
         return -1;
     for (int q = R->first[s]; q < R->first[s + 1]; q++) R->cand[q] = NAN; /* released */
     return 0;
