@@ -10,9 +10,10 @@
  * (eng_path_ports: the device's own inside a server, else its group's at each level
  * crossed), bytes / rate + the path's latency. The holds at each group's all-reduce and
  * the optimizer steps are native_rr.c's (rr_groups), over the same 5 iterations and the
- * same steady window, but a ring whose hops leave through ports waits for what they are
- * sending, and the sends that pass through them while it runs push it later (rp_ring,
- * rp_hold). Under blocking transfers (sync) a send leaves once its receiver has posted
+ * same steady window, but a ring whose hops leave through ports runs its buckets there
+ * in turn with what they are sending: what was made before a bucket goes first, what
+ * comes while it runs passes between its steps and pushes it later (rp_ring,
+ * port_ring_end, rp_hold). Under blocking transfers (sync) a send leaves once its receiver has posted
  * the receive (at the end of the computation before the one that takes it) and its
  * sender's next computation waits for it, as native_rr.c's nm_rr_time_p2p has it. No
  * events. */
@@ -29,16 +30,15 @@
 #define RP_LOG 32 /* transfers a port of one lane remembers (rp_ring looks back) */
 
 /* A transfer through a port of one lane: when it was made (queued), when it starts, its
- * seconds, its number. */
+ * seconds. */
 typedef struct rp_tx {
     double made, start, d;
-    long long id;
 } rp_tx;
 
 /* An egress port: its level, the sender's group there (the device at level 0), when each
  * of its lanes is free, and rgi the group whose all-reduce's ring last held it (a port of
  * one lane; < 0: none yet), running until that group's release; a port of one lane also
- * keeps its last RP_LOG transfers in start order (log[ntx % RP_LOG] the next). */
+ * keeps its last RP_LOG transfers in the order made (log[ntx % RP_LOG] the next). */
 typedef struct rp_port {
     int level;
     long long group;
@@ -66,7 +66,6 @@ typedef struct rp_state {
     const int *first;  /* [S + 1] each stage's first worker */
     rp_port port[RP_PORTS];
     int nport;
-    long long ntx; /* transfers sent (their numbers) */
 } rp_state;
 
 /* The port of level l of group g (created on first use), or NULL (out of memory or room). */
@@ -119,11 +118,10 @@ static double rp_hold(rp_state *z, rp_pair *pr, double d, double t)
         if (*lane[i] > start) start = *lane[i];
     }
     long long pushed = -1;
-    const long long id = z->ntx++;
     for (int i = 0; i < pr->np; i++) {
         rp_port *p = &z->port[pr->port[i]];
         *lane[i] = start + d;
-        if (p->lanes == 1) p->log[p->ntx++ % RP_LOG] = (rp_tx){t, start, d, id};
+        if (p->lanes == 1) p->log[p->ntx++ % RP_LOG] = (rp_tx){t, start, d};
         if (p->rgi >= 0 && p->rgi != pushed && start < z->grel[p->rgi]) {
             z->grel[p->rgi] += d; /* released later: its replicas' next ends again */
             pushed = p->rgi;
@@ -153,7 +151,7 @@ static double rp_send(rp_state *z, int a, int b, double bytes, double t)
  * much longer. */
 static double port_ring_end(const rp_port *p, double r0, double gap, double K, double T)
 {
-    long long k0 = p->ntx > RP_LOG ? p->ntx - RP_LOG : 0, k = k0;
+    long long k = p->ntx > RP_LOG ? p->ntx - RP_LOG : 0;
     double pf = r0; /* the port free of what was made before the first bucket */
     for (; k < p->ntx && p->log[k % RP_LOG].made < r0; k++)
         if (p->log[k % RP_LOG].start + p->log[k % RP_LOG].d > pf)
