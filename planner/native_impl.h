@@ -221,12 +221,17 @@ double nm_rr_time_p2p(sched_kind kind, int S, const int *reps, const double *f,
  * devs[s][j] (reps[s] of them, the plan's order), bytes[s] what stage s sends stage s + 1
  * a microbatch (and gets back), net the paths (sim_net_path, as the simulator takes a
  * transfer: bytes / rate + latency); step[s] the stage's optimizer step in seconds
- * (nm_stage_step_s). */
+ * (nm_stage_step_s); ring[s] a replicated stage's whole ring alone in seconds and
+ * buckets[s] its K buckets (ceil(P / NM_BUCKET_BYTES)), for nm_rr_ports_time's hold of
+ * the servers' ports (ring[s] 0: not known, the exposed ar[s] from the backward's end
+ * instead). */
 typedef struct nm_rr_links {
     const sim_net *net;
     const int *devs[NM_MAX_STAGES];
     double bytes[NM_MAX_STAGES];
     double step[NM_MAX_STAGES];
+    double ring[NM_MAX_STAGES];
+    double buckets[NM_MAX_STAGES];
 } nm_rr_links;
 
 /* nm_rr_time_p2p with each microbatch's transfer over the path between the two replicas
@@ -259,8 +264,11 @@ int nm_rr_ports_apply(const nm_rr_links *lk, int S, const int *reps);
  * stage replayed at once (no lanes), in time order, each transfer sent as the simulator's
  * engine sends it: FIFO on its directed link and on a lane of each egress port of its
  * path (lk's devices and bytes), bytes / rate + latency; a replicated stage's ring holds
- * the ports its hops leave through from when they are free, ar[s] seconds, and each send
- * through one of them meanwhile adds its time to the ring (planner/native_rrport.c).
+ * each port of one lane its hops leave through bucket by bucket (lk->buckets[s] of them,
+ * ready evenly through the last backward, lk->ring[s] seconds in all), FIFO with the sends
+ * there: a send made before a bucket starts goes first, one made while it runs adds its
+ * time to it; a port of more lanes from when one is free at the backward's end, ar[s]
+ * seconds (lk->ring[s] 0: every port so; planner/native_rrport.c).
  * M microbatches an iteration, a multiple of every reps[s]. Returns seconds, or -1 out of
  * memory or for arguments out of range (more than NM_RR_PORTS_MAX_DEVICES devices, M not
  * a multiple of a count). */

@@ -259,6 +259,12 @@ done:
     return late;
 }
 
+/* K: the buckets of a ring over P parameter bytes, ceil(P / NM_BUCKET_BYTES), at least 1. */
+static double ring_buckets(double P)
+{
+    return P > NM_BUCKET_BYTES ? ceil(P / NM_BUCKET_BYTES) : 1;
+}
+
 /* The seconds a replicated stage's ring of T seconds (its whole all-reduce of P parameter
  * bytes alone, sim_net_ring's line) adds after the backward of b seconds it overlaps, as
  * docs/sim.md, "All-reduce", describes the engine's ring: K = ceil(P / NM_BUCKET_BYTES)
@@ -267,7 +273,7 @@ done:
 static double ring_exposed(double T, double P, double b)
 {
     if (!(T > 0)) return 0;
-    const double K = P > NM_BUCKET_BYTES ? ceil(P / NM_BUCKET_BYTES) : 1;
+    const double K = ring_buckets(P);
     const double end = b / K + T > b + T / K ? b / K + T : b + T / K;
     return end - b;
 }
@@ -427,6 +433,15 @@ static void price(const nm_model *m, const nm_setting *s, nm_part *pt, int exact
                                   ? m->cut[pt->st[i].b1] * ((double)s->mbsize / m->p->minibatch)
                                   : 0;
                 lk.step[i] = nm_stage_step_s(m, s, &pt->st[i]);
+                if (tr->async && reps[i] > 1) {
+                    /* the port replay runs the whole ring through the ports, bucket by
+                     * bucket (native_rrport.c) */
+                    nm_terms tm;
+                    nm_stage_terms(m, s, &pt->st[i], &tm);
+                    lk.ring[i] = tm.allreduce_s;
+                    lk.buckets[i] = ring_buckets(
+                        m->lay[pt->st[i].b0 * (m->nb + 1) + pt->st[i].b1].params);
+                }
             }
             double plain, t = nm_rr_time_links(s->kind, pt->nst, reps, f, b, x, arx, late,
                                                s->M, s->p2p_sync, tr->async ? &lk : NULL,

@@ -10,9 +10,10 @@
  * (eng_path_ports: the device's own inside a server, else its group's at each level
  * crossed), bytes / rate + the path's latency. The holds at each group's all-reduce and
  * the optimizer steps are native_rr.c's (rr_groups), over the same 5 iterations and the
- * same steady window, but a ring whose hops leave through ports waits for what they are
- * sending, and the sends that pass through them while it runs push it later (rp_ring,
- * rp_hold). Under blocking transfers (sync) a send leaves once its receiver has posted
+ * same steady window, but a ring whose hops leave through ports runs its buckets there
+ * in turn with what they are sending: what was made before a bucket goes first, what
+ * comes while it runs passes between its steps and pushes it later (rp_ring,
+ * port_ring_end, rp_hold). Under blocking transfers (sync) a send leaves once its receiver has posted
  * the receive (at the end of the computation before the one that takes it) and its
  * sender's next computation waits for it, as native_rr.c's nm_rr_time_p2p has it. No
  * events. */
@@ -26,15 +27,26 @@
 #define RP_ITERS 5      /* iterations replayed, as native_rr.c's RR_ITERS */
 #define RP_PORTS (2 * NM_RR_PORTS_MAX_DEVICES * CLUSTER_MAX_LEVELS)
 
+#define RP_LOG 32 /* transfers a port of one lane remembers (rp_ring looks back) */
+
+/* A transfer through a port of one lane: when it was made (queued), when it starts, its
+ * seconds. */
+typedef struct rp_tx {
+    double made, start, d;
+} rp_tx;
+
 /* An egress port: its level, the sender's group there (the device at level 0), when each
  * of its lanes is free, and rgi the group whose all-reduce's ring last held it (a port of
- * one lane; < 0: none yet), running until that group's release. */
+ * one lane; < 0: none yet), running until that group's release; a port of one lane also
+ * keeps its last RP_LOG transfers in the order made (log[ntx % RP_LOG] the next). */
 typedef struct rp_port {
     int level;
     long long group;
     int lanes;
     double *free; /* [lanes] */
     long long rgi;
+    rp_tx log[RP_LOG];
+    long long ntx;
 } rp_port;
 
 /* A directed pair of workers' path, found on its first transfer (np < 0: not yet). */
@@ -109,6 +121,7 @@ static double rp_hold(rp_state *z, rp_pair *pr, double d, double t)
     for (int i = 0; i < pr->np; i++) {
         rp_port *p = &z->port[pr->port[i]];
         *lane[i] = start + d;
+        if (p->lanes == 1) p->log[p->ntx++ % RP_LOG] = (rp_tx){t, start, d};
         if (p->rgi >= 0 && p->rgi != pushed && start < z->grel[p->rgi]) {
             z->grel[p->rgi] += d; /* released later: its replicas' next ends again */
             pushed = p->rgi;
@@ -131,32 +144,78 @@ static double rp_send(rp_state *z, int a, int b, double bytes, double t)
     return rp_hold(z, pr, bytes / pr->rate, t) + pr->lat;
 }
 
+/* When the ring's K buckets (each T / K seconds of port time, bucket k ready at r0 + k
+ * gap) are through port p of one lane, FIFO as the engine's queue is, from p's log: a
+ * transfer made before a bucket starts goes first (the bucket starts once the port is
+ * free of them), one made while a bucket runs goes between its steps and makes it that
+ * much longer. */
+static double port_ring_end(const rp_port *p, double r0, double gap, double K, double T)
+{
+    long long k = p->ntx > RP_LOG ? p->ntx - RP_LOG : 0;
+    double pf = r0; /* the port free of what was made before the first bucket */
+    for (; k < p->ntx && p->log[k % RP_LOG].made < r0; k++)
+        if (p->log[k % RP_LOG].start + p->log[k % RP_LOG].d > pf)
+            pf = p->log[k % RP_LOG].start + p->log[k % RP_LOG].d;
+    double end = r0;
+    for (int q = 0; q < (int)K; q++) {
+        double bs = r0 + q * gap;
+        if (end > bs) bs = end;
+        if (pf > bs) bs = pf;
+        for (; k < p->ntx && p->log[k % RP_LOG].made < bs; k++) { /* ahead of the bucket */
+            const rp_tx *e = &p->log[k % RP_LOG];
+            pf = (pf > e->made ? pf : e->made) + e->d;
+            if (pf > bs) bs = pf;
+        }
+        end = bs + T / K;
+        for (; k < p->ntx && p->log[k % RP_LOG].made < end; k++) /* between its steps */
+            end += p->log[k % RP_LOG].d;
+        pf = end;
+    }
+    return end;
+}
+
 /* The release of group gi of a stage of r replicas (workers w0..w0 + r - 1, ring in
- * replica order) whose all-reduce has ar seconds left once all joined at t (the rest ran
- * under the backwards, bucket by bucket): its steps run on every hop at once, so it
- * starts when each egress port its hops leave through has sent what is in it, and ends ar
- * later; a port of one lane is the ring's until then (the sends that come meanwhile pass
- * between its steps and push it later: rp_hold), a port of more lanes gives each hop one.
- * z->grel[gi] is set to that end (t + ar when no hop waits). Returns 0, or -1 out of
- * memory. */
-static int rp_ring(rp_state *z, long long gi, int w0, int r, double ar, double t)
+ * replica order) once all joined at t (the end of the last one's backward of b seconds),
+ * its ring of T seconds alone in K buckets, ar seconds exposed after t (docs/planner-native.md,
+ * section 8, "One stage under the asynchronous kinds"): its steps run on every hop at
+ * once. Bucket k of K is ready at t - b + (k + 1) b / K; a port of one lane its hops leave
+ * through takes each bucket as port_ring_end has it, from the first, with the transfers
+ * logged there, and the sends that come later while it runs push it later (rp_hold;
+ * p->rgi); a port of more lanes gives each hop one from when one is free at t, for ar.
+ * The ring ends when its slowest port is through, t + ar when no hop waits; z->grel[gi]
+ * is set to that end. T <= 0 (not known): every port from when it is free at t, ar
+ * seconds. Returns 0, or -1 out of memory. */
+static int rp_ring(rp_state *z, long long gi, int w0, int r, double ar, double t, double T,
+                   double K, double b)
 {
     double start = t;
     rp_pair *hop[NM_RR_PORTS_MAX_DEVICES];
-    int nh = 0;
+    int nh = 0, used[RP_PORTS], nu = 0;
     for (int j = 0; r > 1 && ar > 0 && j < r; j++) {
-        const int a = w0 + j, b = w0 + (j + 1) % r;
-        if (z->dev[a] == z->dev[b]) continue;
-        rp_pair *pr = rp_path(z, a, b);
+        const int a = w0 + j, c = w0 + (j + 1) % r;
+        if (z->dev[a] == z->dev[c]) continue;
+        rp_pair *pr = rp_path(z, a, c);
         if (!pr) return -1;
         hop[nh++] = pr;
         for (int i = 0; i < pr->np; i++) {
             const rp_port *p = &z->port[pr->port[i]];
+            if (T > 0 && p->lanes == 1) {
+                int seen = 0;
+                for (int u = 0; u < nu && !seen; u++) seen = used[u] == pr->port[i];
+                if (!seen) used[nu++] = pr->port[i];
+                continue;
+            }
             double fr = p->free[0];
             for (int q = 1; q < p->lanes; q++)
                 if (p->free[q] < fr) fr = p->free[q];
             if (fr > start) start = fr;
         }
+    }
+    double end = start + ar;
+    if (K < 1) K = 1;
+    for (int u = 0; u < nu; u++) {
+        const double e = port_ring_end(&z->port[used[u]], t - b + b / K, b / K, K, T);
+        if (e > end) end = e;
     }
     for (int h = 0; h < nh; h++)
         for (int i = 0; i < hop[h]->np; i++) {
@@ -168,9 +227,9 @@ static int rp_ring(rp_state *z, long long gi, int w0, int r, double ar, double t
             double *fr = &p->free[0];
             for (int q = 1; q < p->lanes; q++)
                 if (p->free[q] < *fr) fr = &p->free[q];
-            *fr = start + ar;
+            *fr = end;
         }
-    z->grel[gi] = start + ar;
+    z->grel[gi] = end;
     return 0;
 }
 
@@ -210,7 +269,9 @@ static int rp_join(rp_run *R, int s, long long gi, double t)
 {
     if (t > R->gmax[gi]) R->gmax[gi] = t;
     if (++R->gcnt[gi] < R->reps[s]) return 0;
-    if (rp_ring(&R->z, gi, R->first[s], R->reps[s], R->ar[s], R->gmax[gi])) return -1;
+    if (rp_ring(&R->z, gi, R->first[s], R->reps[s], R->ar[s], R->gmax[gi], R->z.lk->ring[s],
+                R->z.lk->buckets[s], R->fb[1][s]))
+        return -1;
     for (int q = R->first[s]; q < R->first[s + 1]; q++) R->cand[q] = NAN; /* released */
     return 0;
 }
