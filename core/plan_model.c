@@ -224,11 +224,13 @@ static int load_options(const jctx *jc, const cJSON *v, const plan *pl, plan_mod
     x = 0;
     if (json_get_int(jc, v, "model", K_LAST, 0, 1, tf->layers, &x)) return -1;
     m->split.last_blocks = (int)x;
-    int counts = m->split.first_blocks || m->split.last_blocks, acc = m->split.account_embedding || m->split.account_loss;
+    int counts = m->split.first_blocks || m->split.last_blocks;
+    int acc = m->split.account_embedding || m->split.account_loss;
     const char *kf = m->split.first_blocks ? "model." K_FIRST : "model." K_LAST;
     if (counts && acc)
         return err_set(jc->err, jc->file, kf, "expected no count with %s (Megatron-Core takes "
-                       "one kind of uneven split)", m->split.account_embedding ? K_EMB : K_LOSS);
+                       "one kind of uneven split)",
+                       m->split.account_embedding ? K_EMB : K_LOSS);
     if (m->balance && (counts || acc))
         return err_set(jc->err, jc->file, "model.balance", "expected false with an uneven "
                        "split (the stages are Megatron-Core's, not balanced)");
@@ -236,7 +238,8 @@ static int load_options(const jctx *jc, const cJSON *v, const plan *pl, plan_mod
     if (load_layout(jc, v, pl, m, counts || acc)) return -1;
     if (m->split.first_blocks && rank_blocks(pl, 0) != m->split.first_blocks)
         return err_set(jc->err, jc->file, "model." K_FIRST, "expected the %d blocks the stages "
-                       "give pipeline rank 0 (got %d)", rank_blocks(pl, 0), m->split.first_blocks);
+                       "give pipeline rank 0 (got %d)", rank_blocks(pl, 0),
+                       m->split.first_blocks);
     if (m->split.last_blocks && rank_blocks(pl, pp - 1) != m->split.last_blocks)
         return err_set(jc->err, jc->file, "model." K_LAST, "expected the %d blocks the stages "
                        "give pipeline rank %d (got %d)", rank_blocks(pl, pp - 1), pp - 1,

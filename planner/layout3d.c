@@ -122,7 +122,8 @@ int layout3d_split(const layout3d_options *o, int blocks, int pp, int v, int *n,
     if (o->split.first_blocks > 0 || o->split.last_blocks > 0)
         return split_first_last(o, blocks, pp, v, n, err);
     long long vs = (long long)pp * v;
-    int e = o->split.account_embedding ? 1 : 0, l = o->split.account_loss ? 1 : 0, total = blocks + e + l;
+    int e = o->split.account_embedding ? 1 : 0, l = o->split.account_loss ? 1 : 0;
+    int total = blocks + e + l;
     if (!e && !l && blocks % vs)
         return err_set(err, NULL, v > 1 ? "--interleave" : "--pp", "expected --pp x "
                        "--interleave to divide the %d layers (got %d x %d = %lld)", blocks,
@@ -143,6 +144,21 @@ int layout3d_split(const layout3d_options *o, int blocks, int pp, int v, int *n,
 /* layout3d_split of d's pipeline into a new array (the caller frees it), after the checks
  * an uneven split needs of o besides: no --balance, a schedule placing virtual stage k on
  * rank k % pp. NULL with err set (out of memory: message "out of memory"). */
+int layout3d_split_most(const layout3d_options *o, int blocks, int pp, int v, plumb_err *err)
+{
+    long long vs = (long long)pp * v;
+    if (vs < 1 || vs > (long long)blocks + 2)
+        return err_set(err, NULL, v > 1 ? "--interleave" : "--pp", "expected pp x interleave "
+                       "from 1 to the %d blocks + the embedding + the loss (got %d x %d)",
+                       blocks, pp, v);
+    int *n = malloc((size_t)vs * sizeof *n), most = 0;
+    if (!n) return err_set(err, NULL, NULL, "out of memory");
+    if (layout3d_split(o, blocks, pp, v, n, err)) most = -1;
+    for (long long k = 0; most >= 0 && k < vs; k++) most = n[k] > most ? n[k] : most;
+    free(n);
+    return most;
+}
+
 static int *split_of(const transformer *t, const layout3d_options *o, const layout3d_dims *d,
                      plumb_err *err)
 {

@@ -111,6 +111,12 @@ const char *layout3d_split_option(const layout3d_options *o);
 int layout3d_split(const layout3d_options *o, int blocks, int pp, int v, int *n,
                    plumb_err *err);
 
+/* The most blocks a virtual stage of layout3d_split's split holds (>= 0; the bound of
+ * --checkpoint-layers), or -1 with err set: layout3d_split's lines, pp x v out of 1 to
+ * blocks + 2, out of memory. */
+int layout3d_split_most(const layout3d_options *o, int blocks, int pp, int v,
+                        plumb_err *err);
+
 /* The first device of the tensor-parallel group of replica r of pipeline rank p
  * (Megatron-LM's order: tp fastest, then dp, then pp): (p dp + r) tp. With context
  * parallelism pass tp x cp as tp: the replica's tp x cp devices from there, tp fastest

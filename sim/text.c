@@ -42,8 +42,8 @@ static char *fmt_value(double v, const char *unit, char *buf, size_t n)
 }
 
 /* The runtime settings' what-ifs of o (recompute .. optimizer_state) as plan --model's
- * options name them ("recompute full; checkpoint-layers 2; zero 1; tp-overlap full; overlap-param-gather;
- * grad-reduce bf16"), the first after sep. */
+ * options name them ("recompute full; checkpoint-layers 2; zero 1; tp-overlap full;
+ * overlap-param-gather; grad-reduce bf16"), the first after sep. */
 static void print_runtime_whatifs(const sim_options *o, const char *sep, FILE *out)
 {
     if (o->recompute >= 0) {

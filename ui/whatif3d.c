@@ -246,18 +246,13 @@ static void next_checkpoint(ui_state *st)
                  recompute_kind_name((recompute_kind)w->recompute));
         return;
     }
-    long long vs = (long long)w->pp * w->interleave;
-    int *n = vs >= 1 && vs <= st->layers + 2 ? malloc((size_t)vs * sizeof *n) : NULL;
     layout3d_options o = ui_whatif_layout3d(&st->lopt, w);
     plumb_err e;
     err_clear(&e);
-    int most = -1;
-    if (n && !layout3d_split(&o, st->layers, w->pp, w->interleave, n, &e))
-        for (long long k = 0; k < vs; k++) most = n[k] > most ? n[k] : most;
-    free(n);
+    int most = layout3d_split_most(&o, st->layers, w->pp, w->interleave, &e);
     if (most < 1) {
         snprintf(st->note, sizeof st->note, "--checkpoint-layers: %.200s",
-                 e.msg[0] ? e.msg : "the layout's stages do not split");
+                 most < 0 ? e.msg : "the layout's stages do not split");
         return;
     }
     w->ckpt = w->ckpt >= most ? 0 : w->ckpt + 1;
