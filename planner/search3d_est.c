@@ -53,6 +53,12 @@
 #include "core/schedule_impl.h"
 #include "sim/memory.h"
 
+/* m cut by whole rounds of p while at least cap stay (m itself when m <= cap). */
+static int cut_rounds(int m, int p, int cap)
+{
+    return m <= cap ? m : m - p * ((m - cap) / p);
+}
+
 /* Microbatches per replica the pricing schedule keeps: m cut by whole rounds of p while at
  * least p + 2 (1F1B: a stage holds at most p - s at once) or 3 p + 2 (the chunked and
  * zero-bubble kinds: their warm-up is below 3 p) stay, and m's remainder modulo p stays, so
@@ -61,8 +67,7 @@
 static int est_microbatches(const sched_traits *tr, int m, int p)
 {
     if (tr->hold == SCHED_HOLD_ALL) return m;
-    int cap = (tr->hold == SCHED_HOLD_1F1B ? p : 3 * p) + 2;
-    return m <= cap ? m : m - p * ((m - cap) / p);
+    return cut_rounds(m, p, (tr->hold == SCHED_HOLD_1F1B ? p : 3 * p) + 2);
 }
 
 /* Microbatches per replica the V kinds' replay keeps: m cut as est_microbatches, by whole
@@ -71,11 +76,7 @@ static int est_microbatches(const sched_traits *tr, int m, int p)
  * the head on rank 0: 9 p at pp 4, 5 p at pp 8), so the fill and drain of the order cut to
  * 3 p + 2 was up to +0.75 % too long; at 12 p + 2 none of a grid at m = 8 p and 16 p is
  * (at 9 p + 2 dualpipev +0.08 %). */
-static int est_v_microbatches(int m, int p)
-{
-    int cap = 12 * p + 2;
-    return m <= cap ? m : m - p * ((m - cap) / p);
-}
+static int est_v_microbatches(int m, int p) { return cut_rounds(m, p, 12 * p + 2); }
 
 
 /* Seconds of one send of stage st's output to stage st + 1 (their first replicas); *lvl:
