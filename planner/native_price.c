@@ -265,15 +265,15 @@ static double ring_buckets(double P)
     return P > NM_BUCKET_BYTES ? ceil(P / NM_BUCKET_BYTES) : 1;
 }
 
-/* The seconds a replicated stage's ring of T seconds (its whole all-reduce of P parameter
- * bytes alone, sim_net_ring's line) adds after the backward of b seconds it overlaps, as
- * docs/sim.md, "All-reduce", describes the engine's ring: K = ceil(P / NM_BUCKET_BYTES)
- * buckets become ready evenly through that backward and are reduced one after another, T / K
- * each, so the ring ends max(b / K + T, b + T / K) after the backward starts. 0 when T is. */
-static double ring_exposed(double T, double P, double b)
+/* The seconds a replicated stage's ring of T seconds (its whole all-reduce alone,
+ * sim_net_ring's line) in K buckets (ring_buckets of its parameter bytes) adds after the
+ * backward of b seconds it overlaps, as docs/sim.md, "All-reduce", describes the engine's
+ * ring: the buckets become ready evenly through that backward and are reduced one after
+ * another, T / K each, so the ring ends max(b / K + T, b + T / K) after the backward
+ * starts. 0 when T is. */
+static double ring_exposed(double T, double K, double b)
 {
     if (!(T > 0)) return 0;
-    const double K = ring_buckets(P);
     const double end = b / K + T > b + T / K ? b / K + T : b + T / K;
     return end - b;
 }
@@ -369,6 +369,9 @@ static void price(const nm_model *m, const nm_setting *s, nm_part *pt, int exact
         int W = 0, kzb = nm_pipeline_kzb(m, pt), reps[NM_MAX_STAGES];
         double f[NM_MAX_STAGES], b[NM_MAX_STAGES], x[NM_MAX_STAGES], arx[NM_MAX_STAGES];
         double comm = 0;
+        /* the asynchronous kinds' replicated stages: each ring alone and its buckets (0:
+         * not priced so), read by the exposed ring below and the port replay's hold */
+        double ring[NM_MAX_STAGES] = {0}, kb[NM_MAX_STAGES] = {0};
         sim_memory mem[NM_MAX_STAGES];
         nm_pipeline_memory(m, s, pt, exact, mem);
         for (int i = 0; i < pt->nst; i++) W += pt->st[i].r * m->g;
@@ -403,8 +406,9 @@ static void price(const nm_model *m, const nm_setting *s, nm_part *pt, int exact
             if (sched_traits_of(s->kind)->async && reps[i] > 1) {
                 nm_terms tm;
                 nm_stage_terms(m, s, st, &tm);
-                arx[i] = ring_exposed(tm.allreduce_s,
-                                      m->lay[st->b0 * (m->nb + 1) + st->b1].params, b[i]);
+                ring[i] = tm.allreduce_s;
+                kb[i] = ring_buckets(m->lay[st->b0 * (m->nb + 1) + st->b1].params);
+                arx[i] = ring_exposed(ring[i], kb[i], b[i]);
             }
         }
         ports P;
@@ -433,15 +437,10 @@ static void price(const nm_model *m, const nm_setting *s, nm_part *pt, int exact
                                   ? m->cut[pt->st[i].b1] * ((double)s->mbsize / m->p->minibatch)
                                   : 0;
                 lk.step[i] = nm_stage_step_s(m, s, &pt->st[i]);
-                if (tr->async && reps[i] > 1) {
-                    /* the port replay runs the whole ring through the ports, bucket by
-                     * bucket (native_rrport.c) */
-                    nm_terms tm;
-                    nm_stage_terms(m, s, &pt->st[i], &tm);
-                    lk.ring[i] = tm.allreduce_s;
-                    lk.buckets[i] = ring_buckets(
-                        m->lay[pt->st[i].b0 * (m->nb + 1) + pt->st[i].b1].params);
-                }
+                /* the port replay runs the whole ring through the ports, bucket by bucket
+                 * (native_rrport.c) */
+                lk.ring[i] = ring[i];
+                lk.buckets[i] = kb[i];
             }
             double plain, t = nm_rr_time_links(s->kind, pt->nst, reps, f, b, x, arx, late,
                                                s->M, s->p2p_sync, tr->async ? &lk : NULL,
