@@ -13,10 +13,10 @@
  * same steady window, but a ring whose hops leave through ports runs its buckets there
  * in turn with what they are sending: what was made before a bucket goes first, what
  * comes while it runs passes between its steps and pushes it later (rp_ring,
- * port_ring_end, rp_hold). Under blocking transfers (sync) a send leaves once its receiver has posted
- * the receive (at the end of the computation before the one that takes it) and its
- * sender's next computation waits for it, as native_rr.c's nm_rr_time_p2p has it. No
- * events. */
+ * port_ring_end, rp_hold). Under blocking transfers (sync) a send leaves once its
+ * receiver has posted the receive (at the end of the computation before the one that
+ * takes it) and its sender's next computation waits for it, as native_rr.c's
+ * nm_rr_time_p2p has it. No events. */
 #include "planner/native_impl.h"
 
 #include <math.h>

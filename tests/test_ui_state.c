@@ -715,7 +715,8 @@ Test(ui_state, layout3d_uneven_split_keys_take_what_megatron_takes)
     cr_assert(ui_state_key(st, 'd') & UI_DO_EVAL);
     cr_assert(st->cur.pp == 16 && st->cur.dp == 8, "pp %d dp %d", st->cur.pp, st->cur.dp);
     layout3d_options lo = ui_whatif_layout3d(&st->lopt, &st->cur);
-    cr_assert(lo.split.account_embedding && lo.split.account_loss && lo.pp == 16, "the split dropped");
+    cr_assert(lo.split.account_embedding && lo.split.account_loss && lo.pp == 16,
+              "the split dropped");
     /* i: interleave 2 (128 / 32), then 3 skipped (128 / 48), 4 (128 / 64) */
     ui_state_key(st, 'i');
     cr_assert_eq(st->cur.interleave, 2);
