@@ -3,8 +3,9 @@
  * fp8_param_gather, grad_reduce, optimizer_state): each, put into sim_run's view of a plan
  * laid out without it, gives what `plumb plan --model` with the option gives on the same
  * layout (the layout built with the setting and simulated as plan --model simulates it:
- * sim_run_folded), to 1e-9 relative in the iteration and every device's peak memory; and on each layout the
- * setting changes the iteration or the memory (so each check fails without the override).
+ * sim_run_folded), to 1e-9 relative in the iteration and every device's peak memory; and
+ * on each layout the setting changes the iteration or the memory (so each check fails
+ * without the override).
  * Then the checks plumb sim makes with plan --model's rules (search3d_options_from_plan
  * reads the what-ifs), the engine's range checks, and the names the reports give them. */
 #include <criterion/criterion.h>
