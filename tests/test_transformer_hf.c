@@ -14,6 +14,7 @@
 #include "core/json.h"
 #include "core/profile.h"
 #include "core/transformer.h"
+#include "exec/train_plan.h"
 #include "planner/layout3d.h"
 #include "planner/llm_profile.h"
 
@@ -326,5 +327,53 @@ Test(headdim, qwen3_32b_layout_prices_wide_attention)
     cr_assert_eq(pl->prof->tokens_per_sample, 40960);
     plan_free(pl);
     cluster_free(c);
+    transformer_free(t);
+}
+
+/* The executor's attention splits its width into the heads and has no per-head norms: a plan
+ * laid out from gpt-mini's description with its own head width or qk_norm is refused by name
+ * (exec/train_plan.c's check), not run as another model. */
+static void exec_check(const transformer *t, const char *text)
+{
+    plumb_err e = {{0}};
+    model *m = model_load("examples/models/gpt-mini.json", &e);
+    cr_assert_not_null(m, "%s", e.msg);
+    cluster *c = cluster_load("examples/clusters/cpu-1x8.json", &e);
+    cr_assert_not_null(c, "%s", e.msg);
+    layout3d_options o;
+    layout3d_options_init(&o);
+    o.tp = 2, o.pp = 2, o.dp = 2;
+    o.global_batch = 8;
+    o.microbatch_size = 2;
+    o.precision = DEV_FP32;
+    plan *pl = layout3d_build(t, c, "examples/clusters/cpu-1x8.json", &o, &e);
+    cr_assert_not_null(pl, "%s", e.msg);
+    int rc = train_plan_check(m, "gpt-mini.json", pl, "plan.json", &e);
+    if (!text) cr_assert_eq(rc, 0, "%s", e.msg);
+    else {
+        cr_assert_eq(rc, -1, "accepted: %s", text);
+        cr_assert(strstr(e.msg, text), "%s (want %s)", e.msg, text);
+        cr_assert_null(strchr(e.msg, '\n'), "one line: %s", e.msg);
+    }
+    plan_free(pl);
+    cluster_free(c);
+    model_free(m);
+}
+
+Test(headdim, executor_refuses_own_head_width)
+{
+    transformer *t = load_ok("examples/llm/gpt-mini.json");
+    long long d = t->hidden / t->heads;
+    exec_check(t, NULL);
+    t->head_dim = d; /* said, but the same width: runs */
+    exec_check(t, NULL);
+    char want[160];
+    snprintf(want, sizeof want, "plan.json: model.transformer.head_dim: expected hidden_size "
+             "/ num_attention_heads = %lld", d);
+    t->head_dim = 2 * d;
+    exec_check(t, want);
+    t->head_dim = 0;
+    t->qk_norm = 1;
+    exec_check(t, "plan.json: model.transformer.qk_norm: expected false");
     transformer_free(t);
 }
