@@ -1,5 +1,5 @@
 /* transformer.c: reading transformer descriptions (Hugging Face config.json files of the
- * gpt2, gpt_neox, llama, mistral and qwen2 families, and plumb-transformer/1), their
+ * gpt2, gpt_neox, llama, mistral, qwen2 and qwen3 families, and plumb-transformer/1), their
  * parameter counts and their matrix-multiply FLOPs. Every missing, unknown or bad key gets
  * one error line naming the file and the key. */
 #include "transformer.h"
@@ -16,7 +16,7 @@
 static const struct { const char *key; long long max; } LIMITS[] = {
     {"n_embd", 1000000},        {"hidden_size", 1000000},     {"n_layer", BOUND_BLOCKS_MAX},
     {"num_hidden_layers", BOUND_BLOCKS_MAX}, {"n_inner", 10000000},
-    {"intermediate_size", 10000000},
+    {"intermediate_size", 10000000}, {"head_dim", 1000000},
 };
 #define TF_MAX_DIM 100000000LL /* heads, vocabulary, positions */
 
@@ -113,7 +113,7 @@ static int get_choice(const jctx *jc, const cJSON *root, const char *key,
 
 /* ---- the families ---------------------------------------------------------------------- */
 
-typedef enum fam { F_GPT2, F_NEOX, F_LLAMA, F_MISTRAL, F_QWEN2, F_PLUMB } fam;
+typedef enum fam { F_GPT2, F_NEOX, F_LLAMA, F_MISTRAL, F_QWEN2, F_QWEN3, F_PLUMB } fam;
 
 static const struct {
     const char *model_type, *architecture;
@@ -124,6 +124,7 @@ static const struct {
     {"llama", "LlamaForCausalLM", F_LLAMA},
     {"mistral", "MistralForCausalLM", F_MISTRAL},
     {"qwen2", "Qwen2ForCausalLM", F_QWEN2},
+    {"qwen3", "Qwen3ForCausalLM", F_QWEN3},
 };
 #define NFAMILIES ((int)(sizeof FAMILIES / sizeof FAMILIES[0]))
 
@@ -141,7 +142,7 @@ static int hf_family(const jctx *jc, const cJSON *root, fam *out)
         if (!cJSON_IsString(a0))
             return err_set(jc->err, jc->file, "model_type",
                            "missing; expected a model type (gpt2, gpt_neox, llama, mistral, "
-                           "qwen2) or an architectures list");
+                           "qwen2, qwen3) or an architectures list");
         s = a0->valuestring;
     }
     for (int i = 0; i < NFAMILIES; i++)
@@ -151,9 +152,9 @@ static int hf_family(const jctx *jc, const cJSON *root, fam *out)
         }
     return err_set(jc->err, jc->file, key,
                    "unknown architecture; expected %s (got \"%.60s\")",
-                   mt ? "gpt2, gpt_neox, llama, mistral or qwen2"
+                   mt ? "gpt2, gpt_neox, llama, mistral, qwen2 or qwen3"
                       : "GPT2LMHeadModel, GPTNeoXForCausalLM, LlamaForCausalLM, "
-                        "MistralForCausalLM or Qwen2ForCausalLM",
+                        "MistralForCausalLM, Qwen2ForCausalLM or Qwen3ForCausalLM",
                    s);
 }
 
@@ -179,7 +180,10 @@ static int load_gpt2(const jctx *jc, const cJSON *root, transformer *t)
            get_dropout(jc, root, "resid_pdrop", &t->dropout);
 }
 
-/* gpt_neox, llama, mistral, qwen2: the common keys. */
+/* gpt_neox, llama, mistral, qwen2, qwen3: the common keys. All but gpt_neox take head_dim (the
+ * head width; absent or null: hidden_size / num_attention_heads, as transformers' attention
+ * modules read it). qwen3 is llama's block with attention_bias on the Q, K, V and output
+ * projections (no MLP bias) and the per-head query and key RMSNorms (q_norm, k_norm). */
 static int load_hf(const jctx *jc, const cJSON *root, fam f, transformer *t)
 {
     if (get_dim(jc, root, "hidden_size", 1, &t->hidden) ||
@@ -206,15 +210,17 @@ static int load_hf(const jctx *jc, const cJSON *root, fam f, transformer *t)
     t->activation = TF_SILU;
     t->norm = TF_RMSNORM;
     t->qkv_bias = f == F_QWEN2;
+    t->qk_norm = f == F_QWEN3;
     if (get_dim(jc, root, "num_key_value_heads", 0, &t->kv_heads) ||
+        get_dim(jc, root, "head_dim", 0, &t->head_dim) ||
         get_act(jc, root, "hidden_act", &t->activation) ||
         get_flag(jc, root, "tie_word_embeddings", &t->tied_embeddings) ||
         get_dropout(jc, root, "attention_dropout", &t->dropout))
         return -1;
-    if (f == F_LLAMA) {
+    if (f == F_LLAMA || f == F_QWEN3) {
         int ab = 0;
         if (get_flag(jc, root, "attention_bias", &ab) ||
-            get_flag(jc, root, "mlp_bias", &t->mlp_bias))
+            (f == F_LLAMA && get_flag(jc, root, "mlp_bias", &t->mlp_bias)))
             return -1;
         t->qkv_bias = t->out_bias = ab;
     }
@@ -223,9 +229,9 @@ static int load_hf(const jctx *jc, const cJSON *root, fam f, transformer *t)
 
 static const char *const PLUMB_KEYS[] = {
     "format", "name", "description", "hidden_size", "num_hidden_layers", "num_attention_heads",
-    "num_key_value_heads", "intermediate_size", "max_position_embeddings", "vocab_size", "mlp",
-    "norm", "position_embedding", "bias", "qkv_bias", "out_bias", "mlp_bias",
-    "tie_word_embeddings", "dropout", NULL};
+    "num_key_value_heads", "head_dim", "intermediate_size", "max_position_embeddings",
+    "vocab_size", "mlp", "norm", "position_embedding", "bias", "qkv_bias", "out_bias",
+    "mlp_bias", "qk_norm", "tie_word_embeddings", "dropout", NULL};
 
 /* plumb-transformer/1's "mlp" words: the activation of each and whether it is gated (the
  * plain silu and the gated relu say what a Hugging Face config with those activations
@@ -262,14 +268,22 @@ static int load_plumb(const jctx *jc, const cJSON *root, transformer *t)
     t->qkv_bias = t->out_bias = t->mlp_bias = bias; /* each projection's own key over it */
     return get_flag(jc, root, "qkv_bias", &t->qkv_bias) ||
            get_flag(jc, root, "out_bias", &t->out_bias) ||
-           get_flag(jc, root, "mlp_bias", &t->mlp_bias);
+           get_flag(jc, root, "mlp_bias", &t->mlp_bias) ||
+           get_flag(jc, root, "qk_norm", &t->qk_norm);
 }
 
-/* Shape rules every family shares. */
+/* Shape rules every family shares. A head_dim given frees the width from dividing into the
+ * heads; the attention it makes (heads x head_dim) stays within 8 x hidden, which bounds the
+ * parameter count as the other sizes' limits do. */
 static int check_shapes(const jctx *jc, const transformer *t, const char *heads_key,
                         const char *hidden_key)
 {
-    if (t->hidden % t->heads)
+    if (t->head_dim && t->heads * t->head_dim > 8 * t->hidden)
+        return err_set(jc->err, jc->file, "head_dim",
+                       "expected at most 8 x %s / %s = %lld, the attention heads x head_dim "
+                       "within 8 x %s (got %lld)", hidden_key, heads_key,
+                       8 * t->hidden / t->heads, hidden_key, t->head_dim);
+    if (!t->head_dim && t->hidden % t->heads)
         return err_set(jc->err, jc->file, heads_key,
                        "expected a divisor of %s = %lld (got %lld)", hidden_key, t->hidden,
                        t->heads);
@@ -346,12 +360,20 @@ transformer *transformer_load(const char *path, plumb_err *err)
 
 /* ---- sizes ------------------------------------------------------------------------------ */
 
-long long transformer_head_dim(const transformer *t) { return t->hidden / t->heads; }
+long long transformer_head_dim(const transformer *t)
+{
+    return t->head_dim ? t->head_dim : t->hidden / t->heads;
+}
 
-/* Output width of the fused Q, K, V projection: h + 2 kv_heads d. */
+long long transformer_attn_width(const transformer *t)
+{
+    return t->heads * transformer_head_dim(t);
+}
+
+/* Output width of the fused Q, K, V projection: (heads + 2 kv_heads) d. */
 static long long qkv_width(const transformer *t)
 {
-    return t->hidden + 2 * t->kv_heads * transformer_head_dim(t);
+    return (t->heads + 2 * t->kv_heads) * transformer_head_dim(t);
 }
 
 static long long norm_params(const transformer *t)
@@ -361,8 +383,9 @@ static long long norm_params(const transformer *t)
 
 long long transformer_block_params(const transformer *t)
 {
-    long long h = t->hidden, f = t->ffn, q = qkv_width(t);
-    long long attn = h * q + (t->qkv_bias ? q : 0) + h * h + (t->out_bias ? h : 0);
+    long long h = t->hidden, f = t->ffn, q = qkv_width(t), aw = transformer_attn_width(t);
+    long long attn = h * q + (t->qkv_bias ? q : 0) + aw * h + (t->out_bias ? h : 0) +
+                     (t->qk_norm ? 2 * transformer_head_dim(t) : 0); /* q_norm, k_norm */
     long long mlp = t->gated_mlp ? 3 * h * f + (t->mlp_bias ? 2 * f + h : 0)
                                  : 2 * h * f + (t->mlp_bias ? f + h : 0);
     return attn + mlp + 2 * norm_params(t);
@@ -379,10 +402,11 @@ long long transformer_param_count(const transformer *t)
 double transformer_forward_flops(const transformer *t)
 {
     double h = (double)t->hidden, s = (double)t->seq, f = (double)t->ffn;
+    double aw = (double)transformer_attn_width(t); /* heads x d: h unless head_dim says */
     double block = 2 * s * h * (double)qkv_width(t) /* Q, K, V */
-                   + 2 * s * s * h                  /* scores Q K^T, all heads */
-                   + 2 * s * s * h                  /* probabilities times V */
-                   + 2 * s * h * h                  /* output projection */
+                   + 2 * s * s * aw                 /* scores Q K^T, all heads */
+                   + 2 * s * s * aw                 /* probabilities times V */
+                   + 2 * s * aw * h                 /* output projection */
                    + (t->gated_mlp ? 6 : 4) * s * h * f;
     return (double)t->layers * block + 2 * s * h * (double)t->vocab;
 }
@@ -414,13 +438,14 @@ int transformer_equal(const transformer *a, const transformer *b)
     if (a == b) return 1;
     if (!a || !b) return 0;
     return str_eq(a->name, b->name) && a->hidden == b->hidden && a->layers == b->layers &&
-           a->heads == b->heads && a->kv_heads == b->kv_heads && a->ffn == b->ffn &&
+           a->heads == b->heads && a->kv_heads == b->kv_heads &&
+           transformer_head_dim(a) == transformer_head_dim(b) && a->ffn == b->ffn &&
            a->vocab == b->vocab && a->max_positions == b->max_positions && a->seq == b->seq &&
            a->gated_mlp == b->gated_mlp && a->activation == b->activation &&
            a->norm == b->norm && a->learned_positions == b->learned_positions &&
            a->qkv_bias == b->qkv_bias && a->out_bias == b->out_bias &&
            a->mlp_bias == b->mlp_bias && a->tied_embeddings == b->tied_embeddings &&
-           a->dropout == b->dropout;
+           a->dropout == b->dropout && (a->qk_norm != 0) == (b->qk_norm != 0);
 }
 
 cJSON *transformer_to_json(const transformer *t)
@@ -430,6 +455,10 @@ cJSON *transformer_to_json(const transformer *t)
     for (int i = 0; i < NMLP; i++)
         if (MLP_ACT[i] == t->activation && MLP_GATED[i] == (t->gated_mlp != 0)) mlp = i;
     int bias = t->qkv_bias && t->out_bias && t->mlp_bias;
+    /* head_dim and qk_norm only where they say something, so that the description of
+     * every model without them reads as before */
+    long long d = transformer_head_dim(t);
+    int own_d = t->hidden % t->heads || d != t->hidden / t->heads;
     cJSON *o = cJSON_CreateObject();
     if (!o || mlp < 0) goto fail;
     if (!cJSON_AddStringToObject(o, "format", TRANSFORMER_FORMAT) ||
@@ -438,6 +467,7 @@ cJSON *transformer_to_json(const transformer *t)
         !json_add_num(o, "num_hidden_layers", (double)t->layers) ||
         !json_add_num(o, "num_attention_heads", (double)t->heads) ||
         !json_add_num(o, "num_key_value_heads", (double)t->kv_heads) ||
+        (own_d && !json_add_num(o, "head_dim", (double)d)) ||
         !json_add_num(o, "intermediate_size", (double)t->ffn) ||
         !json_add_num(o, "max_position_embeddings", (double)t->max_positions) ||
         !json_add_num(o, "vocab_size", (double)t->vocab) ||
@@ -449,6 +479,7 @@ cJSON *transformer_to_json(const transformer *t)
         ((t->qkv_bias != 0) != bias && !cJSON_AddBoolToObject(o, "qkv_bias", t->qkv_bias)) ||
         ((t->out_bias != 0) != bias && !cJSON_AddBoolToObject(o, "out_bias", t->out_bias)) ||
         ((t->mlp_bias != 0) != bias && !cJSON_AddBoolToObject(o, "mlp_bias", t->mlp_bias)) ||
+        (t->qk_norm && !cJSON_AddBoolToObject(o, "qk_norm", 1)) ||
         !cJSON_AddBoolToObject(o, "tie_word_embeddings", t->tied_embeddings) ||
         !cJSON_AddBoolToObject(o, "dropout", t->dropout))
         goto fail;

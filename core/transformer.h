@@ -1,7 +1,9 @@
 /* transformer.h: a decoder-only transformer as plumb models its cost: width, depth, heads
- * (grouped-query attention through kv_heads), MLP width and kind (plain or gated), vocabulary,
- * sequence length, norms, positions, biases, dropout and embedding tying. Read from a Hugging
- * Face config.json (gpt2, gpt_neox, llama, mistral, qwen2) or from plumb's own description
+ * (grouped-query attention through kv_heads; the head width hidden / heads unless the file
+ * gives head_dim), MLP width and kind (plain or gated), vocabulary, sequence length, norms
+ * (and Qwen3's per-head query/key norms), positions, biases, dropout and embedding tying. Read
+ * from a Hugging Face config.json (gpt2, gpt_neox, llama, mistral, qwen2, qwen3) or from
+ * plumb's own description
  * (plumb-transformer/1, the same keys under a format tag; docs/llm.md). */
 #ifndef PLUMB_TRANSFORMER_H
 #define PLUMB_TRANSFORMER_H
@@ -15,11 +17,16 @@ typedef enum tf_act { TF_GELU = 0, TF_RELU, TF_SILU } tf_act;
 
 typedef struct transformer {
     char *name;              /* e.g. "llama3-8b"; owned */
-    char *family;            /* "gpt2", "gpt_neox", "llama", "mistral", "qwen2" or "plumb" */
+    char *family;            /* "gpt2", "gpt_neox", "llama", "mistral", "qwen2", "qwen3" or
+                                "plumb" */
     long long hidden;        /* h: model width */
     long long layers;        /* l: transformer blocks */
-    long long heads;         /* a: attention (query) heads; hidden % heads == 0 */
+    long long heads;         /* a: attention (query) heads; hidden % heads == 0 unless
+                                head_dim is set */
     long long kv_heads;      /* key/value heads (== heads without grouped-query attention) */
+    long long head_dim;      /* d: width of one head; 0: hidden / heads. The attention is
+                                heads x d wide (Q and the output projection's input), which
+                                need not be hidden (Mistral-Nemo, Qwen3) */
     long long ffn;           /* MLP inner width (per gate for gated MLPs) */
     long long vocab;         /* V */
     long long max_positions; /* the longest sequence the model takes */
@@ -33,6 +40,8 @@ typedef struct transformer {
     int mlp_bias;            /* 1: the MLP projections have biases */
     int tied_embeddings;     /* 1: the LM head reuses the token embedding */
     int dropout;             /* 1: dropout after attention probabilities and each block half */
+    int qk_norm;             /* 1: an RMSNorm of head_dim weights over each query head and one
+                                over each key head, before the rotary embedding (Qwen3) */
 } transformer;
 
 /* Reads a model file: a Hugging Face config.json (told apart by its "model_type", else its
@@ -52,8 +61,9 @@ void transformer_free(transformer *t);
 /* A deep copy of t (NULL when t is NULL or out of memory; free with transformer_free). */
 transformer *transformer_clone(const transformer *t);
 
-/* 1 when a and b describe the same model as plumb costs it: name, every size, the
- * sequence length, the MLP, norm, positions, biases, tying and dropout (not the family
+/* 1 when a and b describe the same model as plumb costs it: name, every size (the head
+ * width as transformer_head_dim gives it), the sequence length, the MLP, norms (qk_norm
+ * too), positions, biases, tying and dropout (not the family
  * the file came from: a Hugging Face config and its plumb-transformer/1 equivalent are
  * equal). */
 int transformer_equal(const transformer *a, const transformer *b);
@@ -64,11 +74,14 @@ int transformer_equal(const transformer *a, const transformer *b);
  * caller frees with cJSON_Delete; NULL when out of memory. */
 struct cJSON *transformer_to_json(const transformer *t);
 
-/* Head width hidden / heads. */
+/* Head width: head_dim when set, else hidden / heads. */
 long long transformer_head_dim(const transformer *t);
 
 /* Parameters of the whole model (tied embeddings counted once). */
 long long transformer_param_count(const transformer *t);
+/* Width of the attention: heads x the head width (the query projection's output and the output
+ * projection's input; hidden unless head_dim says otherwise). */
+long long transformer_attn_width(const transformer *t);
 /* Parameters of one transformer block. */
 long long transformer_block_params(const transformer *t);
 

@@ -64,11 +64,23 @@ static long long rank_params(const model *m, int i, int tp)
     return n;
 }
 
-/* train_plan_check for a plan made from a transformer description (profile_is_transformer). */
+/* train_plan_check for a plan made from a transformer description (profile_is_transformer).
+ * The executor's attention layer splits the model width into its heads and has no per-head
+ * norms: a plan laid out from a transformer with its own head width (head_dim) or qk_norm
+ * describes a model it cannot run, refused by name before the layer sizes would say it. */
 static int check_llm(const model *m, const char *model_path, const plan *pl,
                      const char *plan_path, plumb_err *err)
 {
     const profile *p = pl->prof;
+    const transformer *tf = pl->model ? pl->model->tf : NULL;
+    if (tf && (tf->hidden % tf->heads || transformer_head_dim(tf) != tf->hidden / tf->heads))
+        return err_set(err, plan_path, "model.transformer.head_dim", "expected hidden_size / "
+                       "num_attention_heads = %lld: %s's attention splits the width into its "
+                       "heads (got %lld)", tf->hidden / tf->heads, model_path,
+                       transformer_head_dim(tf));
+    if (tf && tf->qk_norm)
+        return err_set(err, plan_path, "model.transformer.qk_norm", "expected false: %s's "
+                       "attention has no per-head query and key norms (got true)", model_path);
     int n = p->nlayers, *lo = malloc((size_t)n * sizeof *lo), *hi = malloc((size_t)n * sizeof *hi);
     int rc = -1;
     if (!lo || !hi) { err_set(err, NULL, NULL, "out of memory"); goto done; }

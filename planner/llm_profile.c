@@ -175,6 +175,11 @@ static void block_cost(const shape *c, cost *k)
         bytes += 2 * M * (c->at + c->kvt) * c->d * e;
         kernels++;
     }
+    if (t->qk_norm) { /* qk_norm: RMSNorm of each query and key head, one kernel each: reads
+                         and writes the queries and keys (the weights, d each, are noise) */
+        bytes += 2 * M * (c->at + c->kvt) * c->d * e;
+        kernels += 2;
+    }
     add_stream(c, k, bytes, kernels);
     if (c->flash) /* D = rowsum(dO o O): O and dO read, one fp32 per row written */
         k->bwd_in_s += device_stream_s(c->dev, 2 * M * c->at * c->d * e + 4 * M * c->at, 1);
@@ -246,6 +251,10 @@ static double block_saved(const shape *c)
      * left operand) and the product (W2's input): 4 f-wide tensors */
     double mlp = ((t->gated_mlp ? 3 : 1) * e + x) * M * c->ft;
     if (t->dropout) repl += 2 * M * c->h;                    /* the two residual masks */
+    /* qk_norm: the query and key norms keep their inputs (the projection's Q and K before the
+     * norm; the rotary embedding after it, linear, keeps nothing) and one fp32 reciprocal
+     * RMS per head and token (Transformer Engine's rmsnorm saves input and rsigma) */
+    if (t->qk_norm) attn += M * (c->at + c->kvt) * (d * e + 4);
     return repl / c->sp + attn + mlp;
 }
 
@@ -263,6 +272,7 @@ static double block_params(const shape *c)
     double h = c->h, q = (c->at + 2 * c->kvt) * c->d, ft = c->ft;
     double norm = t->norm == TF_LAYERNORM ? 2 * h : h;
     double p = h * q + (t->qkv_bias ? q : 0) + c->at * c->d * h + (t->out_bias ? h : 0);
+    if (t->qk_norm) p += 2 * c->d; /* q_norm and k_norm, d weights each, on every rank */
     p += t->gated_mlp ? 3 * h * ft + (t->mlp_bias ? 2 * ft + h : 0)
                       : 2 * h * ft + (t->mlp_bias ? ft + h : 0);
     return p + 2 * norm;

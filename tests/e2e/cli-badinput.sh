@@ -434,6 +434,23 @@ expect_bad plan-file-checkpoint-far-over '^plumb: .*gk.json: checkpoint_layers: 
     "$P" sim "$d/gk.json"
 rm -f "$d/gc.json" "$d/gn.json" "$d/gk.json"
 
+# head_dim (the attention's head width): 0, negative, fractional or wider than 8 x hidden
+# over the heads, one line naming the file and the key; null reads as absent
+hdfile() { # DST VALUE: Mistral-Nemo's config with head_dim VALUE (JSON text)
+    python3 -c 'import json, sys; c = json.load(open("examples/llm/mistral-nemo-12b.json"))
+c["head_dim"] = json.loads(sys.argv[2]); json.dump(c, open(sys.argv[1], "w"))' "$@"
+}
+for v in 0 -128 127.5 1281; do
+    hdfile "$d/hd.json" "$v"
+    expect_bad "model-head-dim-$v" "^plumb: .*hd.json: head_dim: expected" \
+        "$P" profile --model "$d/hd.json" -c "$d/cluster.json" --seq-len 64
+done
+hdfile "$d/hd.json" null
+"$P" profile --model "$d/hd.json" -c profiles/clusters/dgx-h100.json --seq-len 64 \
+    >"$d/out" 2>&1 && grep -q "hd (12772070400 parameters)" "$d/out" ||
+    { echo "FAIL: model-head-dim-null: $(head -c 300 "$d/out")"; fail=1; }
+rm -f "$d/hd.json"
+
 [ "$(sum)" = "$before" ] || { echo "FAIL: an input file changed"; fail=1; }
 left=$(find "$d" -mindepth 1 ! -name prof.json ! -name cluster.json ! -name model.json \
        ! -name out ! -name err ! -name ro ! -name graph.txt)
