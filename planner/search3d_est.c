@@ -134,7 +134,8 @@ static double v_tail(const plan *pl, const schedule *s, const sim_model *mo,
                      const sim_net *net, const est_stage *st, double *ar, double *done,
                      int *pos, double sent, double *dp_s, double *step_s)
 {
-    int S = pl->nstages, p = S / 2;
+    int S = pl->nstages, v = pl->chunks > 1 ? pl->chunks : 1, p = S / v;
+    sched_kind kind = pl->schedule;
     double ex = 0, steps = 0, first, whole;
     for (int k = 0; k < S; k++) {
         ar[k] = est_stage_allreduce(mo, net, pl, k, last_backward_s(s, st, k), -1, &whole);
@@ -153,11 +154,14 @@ static double v_tail(const plan *pl, const schedule *s, const sim_model *mo,
                 last = k;
             }
     }
-    for (int r = 0; r < p; r++) { /* rank r's gathers: stage r's, then stage 2 p - 1 - r's */
-        ar[S + r] = est_stage_allreduce(mo, net, pl, r, 0, st[r].F, &whole);
-        int k1 = S - 1 - r;
-        ar[S + k1] = whole + est_stage_allreduce(mo, net, pl, k1, 0, st[k1].F, &whole);
-        ex += ar[S + r];
+    for (int r = 0; r < p; r++) { /* rank r's gathers, its stages in order (V: r, 2 p - 1 - r) */
+        double before = 0; /* the whole gathers of the rank's stages before k */
+        for (int k = r, first = 1; k < S; k++) {
+            if (sched_kind_rank(kind, k, p) != r) continue;
+            ar[S + k] = before + est_stage_allreduce(mo, net, pl, k, 0, st[k].F, &whole);
+            if (first) ex += ar[S + k], first = 0;
+            before += whole;
+        }
     }
     double *t = done + 4 * (size_t)S * s->microbatches;
     double two = est_replay(s, st, ar, 1, 2, done, t, pos, &first);
@@ -218,12 +222,19 @@ static void est_figures(const plan *pl, const schedule *s, const schedule *rs, s
             rep[1] = est_replay(rs, st, NULL, 0, iters, done, t, pos, &b1);
             rep[2] = est_replay(rs, st, NULL, 1, iters, done, t, pos, &s1);
             if (iters == 2) rep[1] -= b1, rep[2] -= s1;
-            rep[3] = rep[5] = -1;
-            if (pl->p2p_sync && (!split || tr->chunks_max == 1)) { /* not the V kinds */
-                rep[3] = est_sync_replay(s, st, net, p, v, 1, &rep[4]);
-                rep[5] = est_sync_replay(s, st, net, p, v, 0, &rep[6]);
-            }
             rep[0] = 1;
+        }
+        rep[3] = rep[5] = -1;
+        if (pl->p2p_sync && (!split || tr->chunks_max == 1)) { /* not the V kinds */
+            /* each stage's ALLREDUCE holds its worker for its exposed ring, which the
+             * rendezvous of its neighbours wait for (it changes with the ZeRO stage) */
+            for (int k = 0; k < S; k++) {
+                double whole;
+                expo[k] = est_stage_allreduce(mo, net, pl, k, last_backward_s(s, st, k), -1,
+                                              &whole);
+            }
+            rep[3] = est_sync_replay(s, st, expo, net, p, v, 1, &rep[4]);
+            rep[5] = est_sync_replay(s, st, expo, net, p, v, 0, &rep[6]);
         }
         double bare = rep[1], sent = rep[2], synced = rep[3], plain = rep[5];
         if (bare > 0 && sent >= bare) {
@@ -240,7 +251,7 @@ static void est_figures(const plan *pl, const schedule *s, const schedule *rs, s
         }
     }
     double tail = -1;
-    if (tr->place == SCHED_PLACE_V && rep[2] > 0) /* the tails in the replay (v_tail) */
+    if ((tr->place == SCHED_PLACE_V || (tr->chunks_max > 1 && !split)) && rep[2] > 0)
         tail = v_tail(pl, rs, mo, net, st, expo, done, pos, rep[2], &out->dp_s, &out->step_s);
     if (tail < 0) {
         for (int k = 0; k < S; k++) { /* per rank, at its first stage */
