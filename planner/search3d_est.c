@@ -23,10 +23,11 @@
  * backward; each stage of a rank its own ring after its own last backward, the lowering's
  * ALLREDUCE holding the rank until it ends, so a rank's chunks' tails add up) less the
  * slack the rank has before the next iteration reaches it, and the optimizer step
- * (memory-bound, as the simulator prices it). The V kinds (zb-v, dualpipev) have their
- * all-reduces, steps and parameter all-gathers replayed in their places in the order
- * instead (v_tail): a rank's second chunk ends its backwards while the V drains, so its
- * tail mostly hides there.
+ * (memory-bound, as the simulator prices it). The chunked kinds (interleaved, zb-v,
+ * dualpipev) have their all-reduces, steps and parameter all-gathers replayed in their
+ * places in the order instead (chunk_tail): a rank's chunks other than its last end their
+ * backwards between the rank's later backwards, so their tails partly hide in the drain's
+ * waits or hold the backwards the next rank waits for.
  *
  * The plan's runtime is priced as the simulator prices it: tp_overlap by sim_cost_build
  * and sim_cost_stage_tp3 themselves (the exposed part of each layer's collectives in F, B,
@@ -35,7 +36,8 @@
  * next first forward waits for (est_exposed_allreduce); p2p_sync as each step's slowest rank
  * with its blocking sends (est_pipeline), for interleaved and zb-h1 by a replay of the
  * order under the simulator's synchronous rules (est_sync_replay: batches, rendezvous,
- * gate) less the same replay without them, plus the two replays' steady rates apart times
+ * gate; each STEP after its stage's exposed ring, which the neighbours' rendezvous wait
+ * for) less the same replay without them, plus the two replays' steady rates apart times
  * the microbatches the pricing schedule cut (docs/llm.md, "Searching layouts"); zb-h1's
  * closed form (the next rank's deferred W and the slowest two cuts both ways in each step,
  * est_pipeline) stays where the replay fails.
@@ -118,19 +120,23 @@ static double last_backward_s(const schedule *s, const est_stage *st, int k)
     return kind == ACT_B ? st[k].B : kind == ACT_I ? st[k].I : kind == ACT_W ? st[k].W : 0;
 }
 
-/* The V kinds' all-reduces and steps after the pipeline, in their places in the order:
- * each stage's exposed all-reduce after its own last backward (a whole B where the order
- * fuses it: dualpipev's last ones, not W) and its step at its STEP, and where the
- * parameter all-gather runs apart, the rank's gathers after its last step, its first
- * stage's then its second's (docs/sim.md), each stage's next first forward waiting for
- * its own; replayed over two iterations with the sends (est_replay), less the same replay
- * without them (sent). A rank's second chunk ends its backwards while the V drains
- * through the ranks after it, so its all-reduce and step mostly run in that wait (est_tail
- * added both chunks' tails per rank). Under grad_sync end the rank's rings and steps are
+/* The chunked kinds' (interleaved, zb-v, dualpipev) all-reduces and steps after the
+ * pipeline, in their places in the order: each stage's exposed all-reduce after its own
+ * last backward (a whole B where the order fuses it: dualpipev's last ones, not W) and its
+ * step at its STEP, and where the parameter all-gather runs apart, the rank's gathers
+ * after its last step, its stages' one after another in stage order (docs/sim.md), each
+ * stage's next first forward waiting for its own; replayed over two iterations with the
+ * sends (est_replay), less one iteration's replay with them (sent: the V kinds' steady
+ * one, interleaved's makespan). A V rank's second chunk ends its backwards while the V
+ * drains through the ranks after it, so its all-reduce and step mostly run in that wait
+ * (est_tail added both chunks' tails per rank); an interleaved rank's chunks but its last
+ * end theirs between its later chunks' backwards, where they partly hide in the drain's
+ * waits (GPT-3 tp 8 x pp 8 V 12 on 64 H100s, the summed steps +1.2 %) or hold the
+ * backwards the next rank waits for. Under grad_sync end the rank's rings and steps are
  * all held at its last STEP, as the simulator's pre-pass moves them. Returns the time
  * added, *dp_s and *step_s its shares (by the stages' all-reduces against their steps); -1
  * when the replay fails. ar: scratch of 2 x the stages; done and pos: the replay's. */
-static double v_tail(const plan *pl, const schedule *s, const sim_model *mo,
+static double chunk_tail(const plan *pl, const schedule *s, const sim_model *mo,
                      const sim_net *net, const est_stage *st, double *ar, double *done,
                      int *pos, double sent, double *dp_s, double *step_s)
 {
@@ -227,7 +233,8 @@ static void est_figures(const plan *pl, const schedule *s, const schedule *rs, s
         rep[3] = rep[5] = -1;
         if (pl->p2p_sync && (!split || tr->chunks_max == 1)) { /* not the V kinds */
             /* each stage's ALLREDUCE holds its worker for its exposed ring, which the
-             * rendezvous of its neighbours wait for (it changes with the ZeRO stage) */
+             * rendezvous of its neighbours wait for (replayed for each ZeRO stage, whose
+             * ring differs; without it GPT-3 tp 8 x pp 8 x dp 2 V 3 on 128 H100s -8.4 %) */
             for (int k = 0; k < S; k++) {
                 double whole;
                 expo[k] = est_stage_allreduce(mo, net, pl, k, last_backward_s(s, st, k), -1,
@@ -250,9 +257,9 @@ static void est_figures(const plan *pl, const schedule *s, const schedule *rs, s
                 out->p2p_s = sent - bare + fmax(synced - plain + (m - M) * (rep[4] - rep[6]), 0);
         }
     }
-    double tail = -1;
+    double tail = -1; /* the chunked kinds' tails in the replay (chunk_tail) */
     if ((tr->place == SCHED_PLACE_V || (tr->chunks_max > 1 && !split)) && rep[2] > 0)
-        tail = v_tail(pl, rs, mo, net, st, expo, done, pos, rep[2], &out->dp_s, &out->step_s);
+        tail = chunk_tail(pl, rs, mo, net, st, expo, done, pos, rep[2], &out->dp_s, &out->step_s);
     if (tail < 0) {
         for (int k = 0; k < S; k++) { /* per rank, at its first stage */
             int r = sched_kind_rank(tr->kind, k, p), first = 0;
@@ -298,7 +305,7 @@ int search3d_estimate_zeros(const plan *pl, int nz, const int *zeros, search3d_e
     view.microbatches = est_microbatches(tr, m, p);
     sim_model mo = {0};
     est_stage *st = calloc((size_t)S, sizeof *st);
-    double *expo = calloc(2 * (size_t)S, sizeof *expo); /* v_tail's 2 S */
+    double *expo = calloc(2 * (size_t)S, sizeof *expo); /* chunk_tail's 2 S */
     plan_stage *one = calloc((size_t)S, sizeof *one);
     double *done = NULL;
     int *pos = NULL;
