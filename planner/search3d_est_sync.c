@@ -61,8 +61,9 @@ static int sync_share(const est_sync *x, int a, int b)
 }
 
 /* When c's output arrives at rc: its start, or, when the other send of its batch shares a
- * one-lane port with it and started first (the earlier in the list on a tie), once that
- * one has left the port; plus its send. -1 when not yet known. */
+ * one-lane port with it or goes to the same worker (pp 2: the one link between the two
+ * devices) and started first (the earlier in the list on a tie), once that one has left
+ * the port; plus its send. -1 when not yet known. */
 static double sync_arrival(const est_sync *x, int c, int rc)
 {
     double t = sync_start(x, c, rc);
@@ -71,7 +72,8 @@ static double sync_arrival(const est_sync *x, int c, int rc)
     for (int q = c - 1; q <= c + 1; q += 2)
         for (int i = q; i >= x->off[w] && i < x->off[w + 1] && x->nbp[i] == g; i += q - c) {
             int ri = sync_consumer(x, i), ki = sync_cut(x, i);
-            if (ri < 0 || !sync_share(x, k, ki)) continue;
+            /* one link between the two devices: both to one receiver (pp 2) */
+            if (ri < 0 || (!sync_share(x, k, ki) && x->who[ri] != x->who[rc])) continue;
             double ti = sync_start(x, i, ri);
             if (ti < 0) return -1;
             if (ti < t || (ti == t && i < c)) t = fmax(t, ti + x->st[ki].hold);
