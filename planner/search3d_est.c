@@ -107,17 +107,60 @@ static int whole_backwards(const schedule *s)
     return nb > ni;
 }
 
-/* The time stage k's last backward of the iteration (B, I or W: the one the simulator
- * buckets its all-reduce with) takes, in its worker's order in s; 0 when it has none. */
-static double last_backward_s(const schedule *s, const est_stage *st, int k)
+/* Into du[k], the time each stage k's last backward of the iteration (B, I or W: the one
+ * the simulator buckets its all-reduce with) takes, in its worker's order in s; 0 when it
+ * has none. Each list read from its end until each of its stages has its last. */
+static void last_backwards(const schedule *s, const est_stage *st, double *du)
 {
-    int w = s->stage_workers[s->stage_first[k]], kind = -1;
-    for (int i = 0; i < s->len[w]; i++) {
-        const action *a = &s->acts[w][i];
-        if (a->stage == k && (a->kind == ACT_B || a->kind == ACT_I || a->kind == ACT_W))
-            kind = a->kind;
+    int S = s->nstages;
+    for (int k = 0; k < S; k++) du[k] = -1;
+    for (int w = 0; w < s->nworkers; w++) {
+        int left = 0; /* the worker's stages without their last backward yet */
+        for (int k = 0; k < S; k++) left += s->stage_workers[s->stage_first[k]] == w;
+        for (int i = s->len[w] - 1; i >= 0 && left > 0; i--) {
+            const action *a = &s->acts[w][i];
+            int k = a->stage;
+            if (k < 0 || k >= S || du[k] >= 0) continue;
+            if (a->kind == ACT_B || a->kind == ACT_I || a->kind == ACT_W)
+                du[k] = a->kind == ACT_B ? st[k].B : a->kind == ACT_I ? st[k].I : st[k].W,
+                left--;
+        }
     }
-    return kind == ACT_B ? st[k].B : kind == ACT_I ? st[k].I : kind == ACT_W ? st[k].W : 0;
+    for (int k = 0; k < S; k++)
+        if (du[k] < 0) du[k] = 0;
+}
+
+/* One iteration's length in the steady state of an order whose first iteration was just
+ * replayed with its tails (est_replay, iters 1: done and t as it left them): the second
+ * iteration is the first shifted by d, the time the worker of stage 0 starts it again
+ * (after its last STEP, and its gather), when each worker's first computation and each
+ * stage's first forward find nothing later than their first-iteration start plus d (their
+ * list's end, their gathers): every action then waits for the same things d later.
+ * Returns d, or -1 when that does not hold (replay two iterations then). */
+static double shifted_period(const schedule *s, const est_stage *st, const double *tail,
+                             const double *done, const double *t)
+{
+    int S = s->nstages, M = s->microbatches;
+    const double *stepped = t + s->nworkers;
+    int w0 = s->stage_workers[s->stage_first[0]];
+    double f0 = done[0] - st[0].F; /* F(0, 0): the first iteration starts there */
+    double d = fmax(t[w0], stepped[w0] + tail[S]) - f0;
+    for (int w = 0; w < s->nworkers; w++)
+        for (int i = 0; i < s->len[w]; i++) {
+            const action *a = &s->acts[w][i];
+            if (a->kind != ACT_F) {
+                if (a->kind == ACT_B || a->kind == ACT_I || a->kind == ACT_W) return -1;
+                continue;
+            }
+            if (t[w] > done[(size_t)a->stage * M + a->microbatch] - st[a->stage].F + d + 1e-12)
+                return -1; /* the worker's own list ends later */
+            break;
+        }
+    for (int k = 0; k < S; k++) { /* each stage's first forward, gated by its gather */
+        int w = s->stage_workers[s->stage_first[k]];
+        if (stepped[w] + tail[S + k] > done[(size_t)k * M] - st[k].F + d + 1e-12) return -1;
+    }
+    return d;
 }
 
 /* The chunked kinds' (interleaved, zb-v, dualpipev) all-reduces and steps after the
@@ -143,8 +186,9 @@ static double chunk_tail(const plan *pl, const schedule *s, const sim_model *mo,
     int S = pl->nstages, v = pl->chunks > 1 ? pl->chunks : 1, p = S / v;
     sched_kind kind = pl->schedule;
     double ex = 0, steps = 0, first, whole;
+    last_backwards(s, st, ar);
     for (int k = 0; k < S; k++) {
-        ar[k] = est_stage_allreduce(mo, net, pl, k, last_backward_s(s, st, k), -1, &whole);
+        ar[k] = est_stage_allreduce(mo, net, pl, k, ar[k], -1, &whole);
         ex += ar[k], steps += st[k].step;
         ar[k] += st[k].step;
     }
@@ -169,8 +213,13 @@ static double chunk_tail(const plan *pl, const schedule *s, const sim_model *mo,
             before += whole;
         }
     }
-    double *t = done + 4 * (size_t)S * s->microbatches;
-    double two = est_replay(s, st, ar, 1, 2, done, t, pos, &first);
+    double *t = done + 4 * (size_t)S * s->microbatches, two = -1;
+    /* interleaved (flushes on its first rank): its first iteration alone and the shift of
+     * the second where that is exact (shifted_period), half the replay */
+    if (sched_traits_of(kind)->place != SCHED_PLACE_V &&
+        est_replay(s, st, ar, 1, 1, done, t, pos, &first) >= 0)
+        two = shifted_period(s, st, ar, done, t), first = 0;
+    if (two < 0) two = est_replay(s, st, ar, 1, 2, done, t, pos, &first);
     if (two < 0 || two - first < sent) return -1;
     double add = two - first - sent;
     *dp_s = ex + steps > 0 ? add * ex / (ex + steps) : 0;
@@ -235,10 +284,10 @@ static void est_figures(const plan *pl, const schedule *s, const schedule *rs, s
             /* each stage's ALLREDUCE holds its worker for its exposed ring, which the
              * rendezvous of its neighbours wait for (replayed for each ZeRO stage, whose
              * ring differs; without it GPT-3 tp 8 x pp 8 x dp 2 V 3 on 128 H100s -8.4 %) */
+            last_backwards(s, st, expo);
             for (int k = 0; k < S; k++) {
                 double whole;
-                expo[k] = est_stage_allreduce(mo, net, pl, k, last_backward_s(s, st, k), -1,
-                                              &whole);
+                expo[k] = est_stage_allreduce(mo, net, pl, k, expo[k], -1, &whole);
             }
             rep[3] = est_sync_replay(s, st, expo, net, p, v, 1, &rep[4]);
             rep[5] = est_sync_replay(s, st, expo, net, p, v, 0, &rep[6]);
