@@ -180,8 +180,8 @@ static double shifted_period(const schedule *s, const est_stage *st, const doubl
  * added, *dp_s and *step_s its shares (by the stages' all-reduces against their steps); -1
  * when the replay fails. ar: scratch of 2 x the stages; done and pos: the replay's. */
 static double chunk_tail(const plan *pl, const schedule *s, const sim_model *mo,
-                     const sim_net *net, const est_stage *st, double *ar, double *done,
-                     int *pos, double sent, double *dp_s, double *step_s)
+                         const sim_net *net, const est_stage *st, double *ar, double *done,
+                         int *pos, double sent, double *dp_s, double *step_s)
 {
     int S = pl->nstages, v = pl->chunks > 1 ? pl->chunks : 1, p = S / v;
     sched_kind kind = pl->schedule;
@@ -204,12 +204,12 @@ static double chunk_tail(const plan *pl, const schedule *s, const sim_model *mo,
                 last = k;
             }
     }
-    for (int r = 0; r < p; r++) { /* rank r's gathers, its stages in order (V: r, 2 p - 1 - r) */
+    for (int r = 0; r < p; r++) { /* rank r's gathers, its stages in order (V: r, 2p-1-r) */
         double before = 0; /* the whole gathers of the rank's stages before k */
-        for (int k = r, first = 1; k < S; k++) {
+        for (int k = r, lead = 1; k < S; k++) {
             if (sched_kind_rank(kind, k, p) != r) continue;
             ar[S + k] = before + est_stage_allreduce(mo, net, pl, k, 0, st[k].F, &whole);
-            if (first) ex += ar[S + k], first = 0;
+            if (lead) ex += ar[S + k], lead = 0;
             before += whole;
         }
     }
@@ -308,7 +308,8 @@ static void est_figures(const plan *pl, const schedule *s, const schedule *rs, s
     }
     double tail = -1; /* the chunked kinds' tails in the replay (chunk_tail) */
     if ((tr->place == SCHED_PLACE_V || (tr->chunks_max > 1 && !split)) && rep[2] > 0)
-        tail = chunk_tail(pl, rs, mo, net, st, expo, done, pos, rep[2], &out->dp_s, &out->step_s);
+        tail = chunk_tail(pl, rs, mo, net, st, expo, done, pos, rep[2], &out->dp_s,
+                          &out->step_s);
     if (tail < 0) {
         for (int k = 0; k < S; k++) { /* per rank, at its first stage */
             int r = sched_kind_rank(tr->kind, k, p), first = 0;
