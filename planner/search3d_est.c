@@ -23,10 +23,11 @@
  * backward; each stage of a rank its own ring after its own last backward, the lowering's
  * ALLREDUCE holding the rank until it ends, so a rank's chunks' tails add up) less the
  * slack the rank has before the next iteration reaches it, and the optimizer step
- * (memory-bound, as the simulator prices it). The V kinds (zb-v, dualpipev) have their
- * all-reduces, steps and parameter all-gathers replayed in their places in the order
- * instead (v_tail): a rank's second chunk ends its backwards while the V drains, so its
- * tail mostly hides there.
+ * (memory-bound, as the simulator prices it). The chunked kinds (interleaved, zb-v,
+ * dualpipev) have their all-reduces, steps and parameter all-gathers replayed in their
+ * places in the order instead (chunk_tail): a rank's chunks other than its last end their
+ * backwards between the rank's later backwards, so their tails partly hide in the drain's
+ * waits or hold the backwards the next rank waits for.
  *
  * The plan's runtime is priced as the simulator prices it: tp_overlap by sim_cost_build
  * and sim_cost_stage_tp3 themselves (the exposed part of each layer's collectives in F, B,
@@ -35,7 +36,8 @@
  * next first forward waits for (est_exposed_allreduce); p2p_sync as each step's slowest rank
  * with its blocking sends (est_pipeline), for interleaved and zb-h1 by a replay of the
  * order under the simulator's synchronous rules (est_sync_replay: batches, rendezvous,
- * gate) less the same replay without them, plus the two replays' steady rates apart times
+ * gate; each STEP after its stage's exposed ring, which the neighbours' rendezvous wait
+ * for) less the same replay without them, plus the two replays' steady rates apart times
  * the microbatches the pricing schedule cut (docs/llm.md, "Searching layouts"); zb-h1's
  * closed form (the next rank's deferred W and the slowest two cuts both ways in each step,
  * est_pipeline) stays where the replay fails.
@@ -105,39 +107,88 @@ static int whole_backwards(const schedule *s)
     return nb > ni;
 }
 
-/* The time stage k's last backward of the iteration (B, I or W: the one the simulator
- * buckets its all-reduce with) takes, in its worker's order in s; 0 when it has none. */
-static double last_backward_s(const schedule *s, const est_stage *st, int k)
+/* Into du[k], the time each stage k's last backward of the iteration (B, I or W: the one
+ * the simulator buckets its all-reduce with) takes, in its worker's order in s; 0 when it
+ * has none. Each list read from its end until each of its stages has its last. */
+static void last_backwards(const schedule *s, const est_stage *st, double *du)
 {
-    int w = s->stage_workers[s->stage_first[k]], kind = -1;
-    for (int i = 0; i < s->len[w]; i++) {
-        const action *a = &s->acts[w][i];
-        if (a->stage == k && (a->kind == ACT_B || a->kind == ACT_I || a->kind == ACT_W))
-            kind = a->kind;
+    int S = s->nstages;
+    for (int k = 0; k < S; k++) du[k] = -1;
+    for (int w = 0; w < s->nworkers; w++) {
+        int left = 0; /* the worker's stages without their last backward yet */
+        for (int k = 0; k < S; k++) left += s->stage_workers[s->stage_first[k]] == w;
+        for (int i = s->len[w] - 1; i >= 0 && left > 0; i--) {
+            const action *a = &s->acts[w][i];
+            int k = a->stage;
+            if (k < 0 || k >= S || du[k] >= 0) continue;
+            if (a->kind == ACT_B || a->kind == ACT_I || a->kind == ACT_W)
+                du[k] = a->kind == ACT_B ? st[k].B : a->kind == ACT_I ? st[k].I : st[k].W,
+                left--;
+        }
     }
-    return kind == ACT_B ? st[k].B : kind == ACT_I ? st[k].I : kind == ACT_W ? st[k].W : 0;
+    for (int k = 0; k < S; k++)
+        if (du[k] < 0) du[k] = 0;
 }
 
-/* The V kinds' all-reduces and steps after the pipeline, in their places in the order:
- * each stage's exposed all-reduce after its own last backward (a whole B where the order
- * fuses it: dualpipev's last ones, not W) and its step at its STEP, and where the
- * parameter all-gather runs apart, the rank's gathers after its last step, its first
- * stage's then its second's (docs/sim.md), each stage's next first forward waiting for
- * its own; replayed over two iterations with the sends (est_replay), less the same replay
- * without them (sent). A rank's second chunk ends its backwards while the V drains
- * through the ranks after it, so its all-reduce and step mostly run in that wait (est_tail
- * added both chunks' tails per rank). Under grad_sync end the rank's rings and steps are
+/* One iteration's length in the steady state of an order whose first iteration was just
+ * replayed with its tails (est_replay, iters 1: done and t as it left them): the second
+ * iteration is the first shifted by d, the time the worker of stage 0 starts it again
+ * (after its last STEP, and its gather), when each worker's first computation and each
+ * stage's first forward find nothing later than their first-iteration start plus d (their
+ * list's end, their gathers): every action then waits for the same things d later.
+ * Returns d, or -1 when that does not hold (replay two iterations then). */
+static double shifted_period(const schedule *s, const est_stage *st, const double *tail,
+                             const double *done, const double *t)
+{
+    int S = s->nstages, M = s->microbatches;
+    const double *stepped = t + s->nworkers;
+    int w0 = s->stage_workers[s->stage_first[0]];
+    double f0 = done[0] - st[0].F; /* F(0, 0): the first iteration starts there */
+    double d = fmax(t[w0], stepped[w0] + tail[S]) - f0;
+    for (int w = 0; w < s->nworkers; w++)
+        for (int i = 0; i < s->len[w]; i++) {
+            const action *a = &s->acts[w][i];
+            if (a->kind != ACT_F) {
+                if (a->kind == ACT_B || a->kind == ACT_I || a->kind == ACT_W) return -1;
+                continue;
+            }
+            if (t[w] > done[(size_t)a->stage * M + a->microbatch] - st[a->stage].F + d + 1e-12)
+                return -1; /* the worker's own list ends later */
+            break;
+        }
+    for (int k = 0; k < S; k++) { /* each stage's first forward, gated by its gather */
+        int w = s->stage_workers[s->stage_first[k]];
+        if (stepped[w] + tail[S + k] > done[(size_t)k * M] - st[k].F + d + 1e-12) return -1;
+    }
+    return d;
+}
+
+/* The chunked kinds' (interleaved, zb-v, dualpipev) all-reduces and steps after the
+ * pipeline, in their places in the order: each stage's exposed all-reduce after its own
+ * last backward (a whole B where the order fuses it: dualpipev's last ones, not W) and its
+ * step at its STEP, and where the parameter all-gather runs apart, the rank's gathers
+ * after its last step, its stages' one after another in stage order (docs/sim.md), each
+ * stage's next first forward waiting for its own; replayed over two iterations with the
+ * sends (est_replay), less one iteration's replay with them (sent: the V kinds' steady
+ * one, interleaved's makespan). A V rank's second chunk ends its backwards while the V
+ * drains through the ranks after it, so its all-reduce and step mostly run in that wait
+ * (est_tail added both chunks' tails per rank); an interleaved rank's chunks but its last
+ * end theirs between its later chunks' backwards, where they partly hide in the drain's
+ * waits (GPT-3 tp 8 x pp 8 V 12 on 64 H100s, the summed steps +1.2 %) or hold the
+ * backwards the next rank waits for. Under grad_sync end the rank's rings and steps are
  * all held at its last STEP, as the simulator's pre-pass moves them. Returns the time
  * added, *dp_s and *step_s its shares (by the stages' all-reduces against their steps); -1
  * when the replay fails. ar: scratch of 2 x the stages; done and pos: the replay's. */
-static double v_tail(const plan *pl, const schedule *s, const sim_model *mo,
-                     const sim_net *net, const est_stage *st, double *ar, double *done,
-                     int *pos, double sent, double *dp_s, double *step_s)
+static double chunk_tail(const plan *pl, const schedule *s, const sim_model *mo,
+                         const sim_net *net, const est_stage *st, double *ar, double *done,
+                         int *pos, double sent, double *dp_s, double *step_s)
 {
-    int S = pl->nstages, p = S / 2;
+    int S = pl->nstages, v = pl->chunks > 1 ? pl->chunks : 1, p = S / v;
+    sched_kind kind = pl->schedule;
     double ex = 0, steps = 0, first, whole;
+    last_backwards(s, st, ar);
     for (int k = 0; k < S; k++) {
-        ar[k] = est_stage_allreduce(mo, net, pl, k, last_backward_s(s, st, k), -1, &whole);
+        ar[k] = est_stage_allreduce(mo, net, pl, k, ar[k], -1, &whole);
         ex += ar[k], steps += st[k].step;
         ar[k] += st[k].step;
     }
@@ -153,14 +204,22 @@ static double v_tail(const plan *pl, const schedule *s, const sim_model *mo,
                 last = k;
             }
     }
-    for (int r = 0; r < p; r++) { /* rank r's gathers: stage r's, then stage 2 p - 1 - r's */
-        ar[S + r] = est_stage_allreduce(mo, net, pl, r, 0, st[r].F, &whole);
-        int k1 = S - 1 - r;
-        ar[S + k1] = whole + est_stage_allreduce(mo, net, pl, k1, 0, st[k1].F, &whole);
-        ex += ar[S + r];
+    for (int r = 0; r < p; r++) { /* rank r's gathers, its stages in order (V: r, 2p-1-r) */
+        double before = 0; /* the whole gathers of the rank's stages before k */
+        for (int k = r, lead = 1; k < S; k++) {
+            if (sched_kind_rank(kind, k, p) != r) continue;
+            ar[S + k] = before + est_stage_allreduce(mo, net, pl, k, 0, st[k].F, &whole);
+            if (lead) ex += ar[S + k], lead = 0;
+            before += whole;
+        }
     }
-    double *t = done + 4 * (size_t)S * s->microbatches;
-    double two = est_replay(s, st, ar, 1, 2, done, t, pos, &first);
+    double *t = done + 4 * (size_t)S * s->microbatches, two = -1;
+    /* interleaved (flushes on its first rank): its first iteration alone and the shift of
+     * the second where that is exact (shifted_period), half the replay */
+    if (sched_traits_of(kind)->place != SCHED_PLACE_V &&
+        est_replay(s, st, ar, 1, 1, done, t, pos, &first) >= 0)
+        two = shifted_period(s, st, ar, done, t), first = 0;
+    if (two < 0) two = est_replay(s, st, ar, 1, 2, done, t, pos, &first);
     if (two < 0 || two - first < sent) return -1;
     double add = two - first - sent;
     *dp_s = ex + steps > 0 ? add * ex / (ex + steps) : 0;
@@ -218,12 +277,20 @@ static void est_figures(const plan *pl, const schedule *s, const schedule *rs, s
             rep[1] = est_replay(rs, st, NULL, 0, iters, done, t, pos, &b1);
             rep[2] = est_replay(rs, st, NULL, 1, iters, done, t, pos, &s1);
             if (iters == 2) rep[1] -= b1, rep[2] -= s1;
-            rep[3] = rep[5] = -1;
-            if (pl->p2p_sync && (!split || tr->chunks_max == 1)) { /* not the V kinds */
-                rep[3] = est_sync_replay(s, st, net, p, v, 1, &rep[4]);
-                rep[5] = est_sync_replay(s, st, net, p, v, 0, &rep[6]);
-            }
             rep[0] = 1;
+        }
+        rep[3] = rep[5] = -1;
+        if (pl->p2p_sync && (!split || tr->chunks_max == 1)) { /* not the V kinds */
+            /* each stage's ALLREDUCE holds its worker for its exposed ring, which the
+             * rendezvous of its neighbours wait for (replayed for each ZeRO stage, whose
+             * ring differs; without it GPT-3 tp 8 x pp 8 x dp 2 V 3 on 128 H100s -8.4 %) */
+            last_backwards(s, st, expo);
+            for (int k = 0; k < S; k++) {
+                double whole;
+                expo[k] = est_stage_allreduce(mo, net, pl, k, expo[k], -1, &whole);
+            }
+            rep[3] = est_sync_replay(s, st, expo, net, p, v, 1, &rep[4]);
+            rep[5] = est_sync_replay(s, st, expo, net, p, v, 0, &rep[6]);
         }
         double bare = rep[1], sent = rep[2], synced = rep[3], plain = rep[5];
         if (bare > 0 && sent >= bare) {
@@ -239,9 +306,10 @@ static void est_figures(const plan *pl, const schedule *s, const schedule *rs, s
                 out->p2p_s = sent - bare + fmax(synced - plain + (m - M) * (rep[4] - rep[6]), 0);
         }
     }
-    double tail = -1;
-    if (tr->place == SCHED_PLACE_V && rep[2] > 0) /* the tails in the replay (v_tail) */
-        tail = v_tail(pl, rs, mo, net, st, expo, done, pos, rep[2], &out->dp_s, &out->step_s);
+    double tail = -1; /* the chunked kinds' tails in the replay (chunk_tail) */
+    if ((tr->place == SCHED_PLACE_V || (tr->chunks_max > 1 && !split)) && rep[2] > 0)
+        tail = chunk_tail(pl, rs, mo, net, st, expo, done, pos, rep[2], &out->dp_s,
+                          &out->step_s);
     if (tail < 0) {
         for (int k = 0; k < S; k++) { /* per rank, at its first stage */
             int r = sched_kind_rank(tr->kind, k, p), first = 0;
@@ -287,7 +355,7 @@ int search3d_estimate_zeros(const plan *pl, int nz, const int *zeros, search3d_e
     view.microbatches = est_microbatches(tr, m, p);
     sim_model mo = {0};
     est_stage *st = calloc((size_t)S, sizeof *st);
-    double *expo = calloc(2 * (size_t)S, sizeof *expo); /* v_tail's 2 S */
+    double *expo = calloc(2 * (size_t)S, sizeof *expo); /* chunk_tail's 2 S */
     plan_stage *one = calloc((size_t)S, sizeof *one);
     double *done = NULL;
     int *pos = NULL;

@@ -107,9 +107,10 @@ double est_replay(const schedule *s, const est_stage *st, const double *tail, in
     while (left > 0) {
         int moved = 0;
         for (int w = 0; w < s->nworkers; w++)
-            for (; pos[w] < iters * s->len[w]; pos[w]++, left--, moved++) {
-                int it = pos[w] / s->len[w];
-                const action *a = &s->acts[w][pos[w] - it * s->len[w]];
+            for (int len = s->len[w]; pos[w] < iters * len; pos[w]++, left--, moved++) {
+                int i = pos[w], it = 0;
+                while (i >= len) i -= len, it++; /* iters is 1 or 2: no division */
+                const action *a = &s->acts[w][i];
                 int k = a->stage, mb = a->microbatch;
                 if (tail && a->kind == ACT_STEP && k >= 0 && k < S) {
                     t[w] += tail[k]; /* its all-reduce and step, in list order */

@@ -61,8 +61,9 @@ static int sync_share(const est_sync *x, int a, int b)
 }
 
 /* When c's output arrives at rc: its start, or, when the other send of its batch shares a
- * one-lane port with it and started first (the earlier in the list on a tie), once that
- * one has left the port; plus its send. -1 when not yet known. */
+ * one-lane port with it or goes to the same worker (pp 2: the one link between the two
+ * devices) and started first (the earlier in the list on a tie), once that one has left
+ * the port; plus its send. -1 when not yet known. */
 static double sync_arrival(const est_sync *x, int c, int rc)
 {
     double t = sync_start(x, c, rc);
@@ -71,7 +72,8 @@ static double sync_arrival(const est_sync *x, int c, int rc)
     for (int q = c - 1; q <= c + 1; q += 2)
         for (int i = q; i >= x->off[w] && i < x->off[w + 1] && x->nbp[i] == g; i += q - c) {
             int ri = sync_consumer(x, i), ki = sync_cut(x, i);
-            if (ri < 0 || !sync_share(x, k, ki)) continue;
+            /* one link between the two devices: both to one receiver (pp 2) */
+            if (ri < 0 || (!sync_share(x, k, ki) && x->who[ri] != x->who[rc])) continue;
             double ti = sync_start(x, i, ri);
             if (ti < 0) return -1;
             if (ti < t || (ti == t && i < c)) t = fmax(t, ti + x->st[ki].hold);
@@ -90,7 +92,10 @@ static double sync_arrival(const est_sync *x, int c, int rc)
  * the transfer starts when both have reached those batches (the rendezvous) and arrives
  * one send later (latency and bytes over the path's rate); the consumer waits for it, and
  * so does the sender's next computation (the sync gate). A step in the list costs the
- * stage's step (st[k].step) and is gated, an all-reduce costs nothing. The two sends of a
+ * stage's step (st[k].step) and is gated, after ar[k] (the part of stage k's ring left
+ * after its last backward: the ALLREDUCE before the STEP, which holds the worker, not
+ * gated; the pricing schedule of one replica has none in its lists; nothing where ar is
+ * NULL). The two sends of a
  * batch leave at once, or one after the other when they share an egress port of one lane
  * (sync_arrival; the other workers' sends through a server's port are not counted). sync 0:
  * the same replay without the rendezvous and the gate, each transfer leaving when its data
@@ -99,8 +104,8 @@ static double sync_arrival(const est_sync *x, int c, int rc)
  * of them (its pairs' span over their count, times the chunks per rank), 0 when it has
  * fewer than two; where split, of the slowest rank's W from its (p + 1)-th to its
  * (M - p)-th, 0 when M < 2 p + 2. */
-double est_sync_replay(const schedule *s, const est_stage *st, const sim_net *net,
-                       int p, int v, int sync, double *slope)
+double est_sync_replay(const schedule *s, const est_stage *st, const double *ar,
+                       const sim_net *net, int p, int v, int sync, double *slope)
 {
     int S = s->nstages, M = s->microbatches, W = s->nworkers, n = 2 * S * M;
     for (int w = 0; w < W; w++)
@@ -173,6 +178,7 @@ double est_sync_replay(const schedule *s, const est_stage *st, const sim_net *ne
                 int k = a->stage, mb = a->microbatch, fwd = a->kind == ACT_F;
                 int fb = fwd || a->kind == ACT_B || a->kind == ACT_I;
                 double ready = j > 0 ? end[c - 1] : 0, arr;
+                if (a->kind == ACT_STEP && ar) ready += ar[k]; /* its ALLREDUCE, ungated */
                 if ((fb && !fwd) || a->kind == ACT_W) { /* its own forward (W: its own I) */
                     int oc = at[2 * (k * M + mb) + (a->kind == ACT_W)];
                     if (oc < 0) goto stall;

@@ -61,10 +61,11 @@ void est_pipeline(const est_stage *st, int S, int p, int m, int split, int sync,
                   const sched_traits *tr, search3d_est *out, double *fill_p2p);
 
 /* search3d_est_sync.c: the makespan of an interleaved or zb-h1 pipeline's computations
- * under the simulator's synchronous rules (sync 1) or without them (sync 0); -1 when the
+ * under the simulator's synchronous rules (sync 1) or without them (sync 0), each stage's
+ * ALLREDUCE holding its worker ar[k] (NULL: none); -1 when the
  * lists stall, or on no memory (it frees what it allocates). *slope: the steady state's
  * time per microbatch (interleaved: its steady pairs'; zb-h1: its W's), 0 when too few. */
-double est_sync_replay(const schedule *s, const est_stage *st, const sim_net *net, int p,
-                       int v, int sync, double *slope);
+double est_sync_replay(const schedule *s, const est_stage *st, const double *ar,
+                       const sim_net *net, int p, int v, int sync, double *slope);
 
 #endif

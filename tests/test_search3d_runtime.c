@@ -421,6 +421,70 @@ Test(search3d_runtime, v_kinds_runtime_against_the_simulator, .init = setup, .fi
     }
 }
 
+/* Interleaved (GPT-3 175B on 128 H100s) under the all-gather apart and p2p sync, where the
+ * chunks' all-reduces and steps sit between a rank's backwards: with the gathers apart
+ * (zero 1, dp 8) the rank's chunks' gathers run one after another after its last step,
+ * each chunk's next first forward waiting for its own, and under p2p sync (dp 2) each
+ * STEP waits for its ALLREDUCE's exposed ring while the neighbours' rendezvous wait for it.
+ * Before the estimate replayed them in their places (the interleaved tails summed after
+ * the pipeline, the synchronous replay without the rings): -7.24, -6.92, -8.36 and -6.73 %
+ * (the worst of the grid in docs/llm.md, "Searching layouts"). */
+#define INTERLEAVED_RUNTIME_TOL 0.001
+Test(search3d_runtime, interleaved_tails_runtime_against_the_simulator, .init = setup,
+     .fini = teardown)
+{
+    static const struct { lay l; int gb, opg, sync; } cases[] = {
+        {{128, 8, 2, 12, F, 1, KI}, 16, 1, 0}, /* m = p */
+        {{128, 8, 2, 8, F, 1, KI}, 16, 1, 0},
+        {{128, 8, 8, 3, S, 0, KI}, 16, 0, 1},
+        {{128, 8, 8, 12, S, 0, KI}, 16, 0, 1},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        search3d_options rt;
+        search3d_options_init(&rt);
+        rt.overlap_param_gather = cases[i].opg;
+        rt.p2p_sync = cases[i].sync;
+        search3d_est e;
+        double est, sim;
+        const lay *l = &cases[i].l;
+        run_one(t, c, l, cases[i].gb, &rt, &est, &sim, &e);
+        double rel = est / sim - 1;
+        cr_expect(fabs(rel) <= INTERLEAVED_RUNTIME_TOL, "case %zu (tp %d pp %d V %d, gather "
+                  "apart %d, p2p sync %d): estimate %.4f s (dp %.4f s), simulated %.4f s "
+                  "(%+.2f %%)", i, l->tp, l->pp, l->v, cases[i].opg, cases[i].sync, est,
+                  e.dp_s, sim, 100 * rel);
+    }
+}
+
+/* Interleaved on two pipeline ranks under p2p sync: each steady batch's two sends (the F's
+ * output forward, the B's gradient back) go to the one other rank, over the one link
+ * between the two devices, which carries them one after the other whatever lanes the
+ * ports have. Before the synchronous replay sent them at once: Llama 3 8B tp 2 x pp 2 V 8
+ * on 64 H100s -0.84 %, Llama 3 70B tp 8 x pp 2 V 10 on 128 -0.23 % (8 microbatches per
+ * replica; the worst of the grid's pp 2 layouts, docs/llm.md "Searching layouts"). */
+Test(search3d_runtime, p2p_sync_interleaved_two_ranks, .init = setup, .fini = teardown)
+{
+    static const struct { const char *model; lay l; int gb; } cases[] = {
+        {"examples/llm/llama3-8b.json", {64, 2, 2, 8, S, 0, KI}, 128},
+        {"examples/llm/llama3-70b.json", {128, 8, 2, 10, F, 0, KI}, 64},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        transformer *m = llmfix_model(cases[i].model);
+        search3d_options rt;
+        search3d_options_init(&rt);
+        rt.p2p_sync = 1;
+        search3d_est e;
+        double est, sim;
+        const lay *l = &cases[i].l;
+        run_one(m, c, l, cases[i].gb, &rt, &est, &sim, &e);
+        double rel = est / sim - 1;
+        cr_expect(fabs(rel) <= INTERLEAVED_RUNTIME_TOL, "case %zu (%s tp %d pp %d V %d): "
+                  "estimate %.4f s, simulated %.4f s (%+.2f %%)", i, cases[i].model, l->tp,
+                  l->pp, l->v, est, sim, 100 * rel);
+        transformer_free(m);
+    }
+}
+
 /* The search under Megatron-Core's H100 runtime: every ranked candidate simulated with the
  * runtime (its figures are those of its plan built and simulated here with it), the best
  * plan and its written file carry the fields, the all-gather apart on zero 1 only. */
