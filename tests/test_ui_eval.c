@@ -297,6 +297,33 @@ static int same_stages(const plan *a, const plan *b)
     return 1;
 }
 
+/* Opens in b, as the dashboard opens a plan file, PROFILE's four-stage 1F1B plan on
+ * CLUSTER (stages of layers 0-3, 4-10, 11-17 on devices 0, 1, 2) with `fields` (its
+ * microbatches, recompute, optimizer and runtime: JSON members, each followed by ", ") and
+ * `last`, its last stage's (layers 18-40) replicas and devices, written to a temporary file
+ * named for tag and removed; fails the test when it is refused. */
+static void open_vgg_plan(ui_base *b, const char *tag, const char *fields, const char *last)
+{
+    char path[128], cwd[256];
+    cr_assert_not_null(getcwd(cwd, sizeof cwd));
+    snprintf(path, sizeof path, "/tmp/plumb-test-ui-%s-%d.json", tag, (int)getpid());
+    FILE *f = fopen(path, "w");
+    cr_assert_not_null(f);
+    fprintf(f, "{\"format\": \"plumb-plan/1\", \"profile\": \"%s/" PROFILE "\", "
+               "\"cluster\": \"%s/" CLUSTER "\", \"schedule\": \"1f1b-flush\", "
+               "%s\"stages\": ["
+               "{\"first_layer\": 0, \"last_layer\": 3, \"replicas\": 1, \"devices\": [0]}, "
+               "{\"first_layer\": 4, \"last_layer\": 10, \"replicas\": 1, \"devices\": [1]}, "
+               "{\"first_layer\": 11, \"last_layer\": 17, \"replicas\": 1, \"devices\": [2]}, "
+               "{\"first_layer\": 18, \"last_layer\": 40, %s}]}\n",
+            cwd, cwd, fields, last);
+    fclose(f);
+    plumb_err e;
+    err_clear(&e);
+    cr_assert_eq(ui_base_load(b, NULL, NULL, path, &e), 0, "%s: %s", tag, e.msg);
+    unlink(path);
+}
+
 /* A plan file's runtime ("p2p": "sync") is the native planner's when the dashboard
  * re-plans: on PLAN_1F1B with p2p sync on 8 GPUs (`- -`) it shows the plan `plumb plan -p
  * vgg16 -c cluster-a-4x4 --gpus 8 --schedule 1f1b-flush --microbatches 8
@@ -304,26 +331,12 @@ static int same_stages(const plan *a, const plan *b)
  * samples/s), not the one ranked under overlap (2 stages, 569.7 samples/s under sync). */
 Test(ui_eval, replanning_ranks_under_the_plan_files_runtime)
 {
-    char path[128], cwd[256];
-    cr_assert_not_null(getcwd(cwd, sizeof cwd));
-    snprintf(path, sizeof path, "/tmp/plumb-test-ui-p2p-%d.json", (int)getpid());
-    FILE *f = fopen(path, "w");
-    cr_assert_not_null(f);
-    fprintf(f, "{\"format\": \"plumb-plan/1\", \"profile\": \"%s/" PROFILE "\", "
-               "\"cluster\": \"%s/" CLUSTER "\", \"schedule\": \"1f1b-flush\", "
-               "\"microbatch_size\": 32, \"microbatches\": 8, \"recompute\": false, "
-               "\"optimizer\": \"momentum\", \"p2p\": \"sync\", \"stages\": ["
-               "{\"first_layer\": 0, \"last_layer\": 3, \"replicas\": 1, \"devices\": [0]}, "
-               "{\"first_layer\": 4, \"last_layer\": 10, \"replicas\": 1, \"devices\": [1]}, "
-               "{\"first_layer\": 11, \"last_layer\": 17, \"replicas\": 1, \"devices\": [2]}, "
-               "{\"first_layer\": 18, \"last_layer\": 40, \"replicas\": 1, \"devices\": [3]}]}\n",
-            cwd, cwd);
-    fclose(f);
     ui_base b;
+    open_vgg_plan(&b, "p2p", "\"microbatch_size\": 32, \"microbatches\": 8, \"recompute\": false, "
+                  "\"optimizer\": \"momentum\", \"p2p\": \"sync\", ",
+                  "\"replicas\": 1, \"devices\": [3]");
     plumb_err e;
     err_clear(&e);
-    cr_assert_eq(ui_base_load(&b, NULL, NULL, path, &e), 0, "%s", e.msg);
-    unlink(path);
     ui_whatif w;
     ui_base_whatif(&b, &w);
     cr_assert_eq(w.p2p_sync, 1);
@@ -374,27 +387,12 @@ Test(ui_eval, replanning_ranks_under_the_plan_files_runtime)
  * and the even split is shown. */
 Test(ui_eval, replanning_keeps_the_plan_files_zero)
 {
-    char path[128], cwd[256];
-    cr_assert_not_null(getcwd(cwd, sizeof cwd));
-    snprintf(path, sizeof path, "/tmp/plumb-test-ui-zero-%d.json", (int)getpid());
-    FILE *f = fopen(path, "w");
-    cr_assert_not_null(f);
-    fprintf(f, "{\"format\": \"plumb-plan/1\", \"profile\": \"%s/" PROFILE "\", "
-               "\"cluster\": \"%s/" CLUSTER "\", \"schedule\": \"1f1b-flush\", "
-               "\"microbatch_size\": 8, \"microbatches\": 64, \"recompute\": true, "
-               "\"optimizer\": \"momentum\", \"zero\": 1, \"stages\": ["
-               "{\"first_layer\": 0, \"last_layer\": 3, \"replicas\": 1, \"devices\": [0]}, "
-               "{\"first_layer\": 4, \"last_layer\": 10, \"replicas\": 1, \"devices\": [1]}, "
-               "{\"first_layer\": 11, \"last_layer\": 17, \"replicas\": 1, \"devices\": [2]}, "
-               "{\"first_layer\": 18, \"last_layer\": 40, \"replicas\": 2, "
-               "\"devices\": [3, 4]}]}\n",
-            cwd, cwd);
-    fclose(f);
     ui_base b;
+    open_vgg_plan(&b, "zero", "\"microbatch_size\": 8, \"microbatches\": 64, \"recompute\": true, "
+                  "\"optimizer\": \"momentum\", \"zero\": 1, ",
+                  "\"replicas\": 2, \"devices\": [3, 4]");
     plumb_err e;
     err_clear(&e);
-    cr_assert_eq(ui_base_load(&b, NULL, NULL, path, &e), 0, "%s", e.msg);
-    unlink(path);
     ui_whatif w;
     ui_base_whatif(&b, &w);
     cr_assert_eq(w.zero, 1);
