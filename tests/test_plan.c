@@ -785,6 +785,45 @@ Test(plan3d, round_trip_and_devices)
     plan_free(pl);
 }
 
+/* pl's file does not hold key (its default is not written). */
+static void expect_unwritten(const plan *pl, const char *key)
+{
+    cJSON *j = plan_to_json(pl);
+    cr_assert_null(cJSON_GetObjectItem(j, key), "%s is written", key);
+    cJSON_Delete(j);
+}
+
+/* q, pl with one field changed (label names it), validates, is unequal to pl and reads
+ * back equal from its file (round_trip). */
+static void expect_changed_round_trip(const plan *pl, const plan *q, const char *label)
+{
+    plumb_err err;
+    cr_assert_eq(plan_validate(q, "p", &err), 0, "%s: %s", label, err.msg);
+    cr_assert_not(plan_equal(pl, q), "%s", label);
+    round_trip(q);
+}
+
+/* The plan read from j as the file "p.json"; fails the test, naming label, when it is
+ * refused. The caller frees it with plan_free. */
+static plan *read_json(const cJSON *j, const char *label)
+{
+    plumb_err err;
+    plan *b = plan_from_json(j, "p.json", &err);
+    cr_assert_not_null(b, "%s: %s", label, err.msg);
+    return b;
+}
+
+/* j, read as the file "p.json", is refused with a message holding want; in one line when
+ * one_line. */
+static void expect_json_refused(const cJSON *j, const char *want, int one_line)
+{
+    plumb_err err;
+    err_clear(&err);
+    cr_assert_null(plan_from_json(j, "p.json", &err), "accepted, wanted %s", want);
+    cr_assert(strstr(err.msg, want), "%s", err.msg);
+    if (one_line) cr_assert_null(strchr(err.msg, '\n'), "%s", err.msg);
+}
+
 static void expect_bad3d(void (*m)(plan *), const char *path, const char *word)
 {
     plan *pl = tp_plan();
@@ -833,32 +872,26 @@ Test(plan3d, bad_groups_and_fields)
 Test(plan3d, state_elements_round_trip)
 {
     plan *pl = tp_plan();
-    plumb_err err;
-    cJSON *j = plan_to_json(pl);
-    cr_assert_null(cJSON_GetObjectItem(j, "grad_reduce"));
-    cr_assert_null(cJSON_GetObjectItem(j, "optimizer_state"));
-    cJSON_Delete(j);
+    expect_unwritten(pl, "grad_reduce");
+    expect_unwritten(pl, "optimizer_state");
+    static const char *const label[] = {"grad_reduce", "optimizer_state", "both"};
     for (int k = 0; k < 3; k++) {
         plan *q = plan_clone(pl);
         q->grad_reduce = k != 1 ? DEV_BF16 : DEV_FP32;
         q->optimizer_state = k != 0 ? DEV_BF16 : DEV_FP32;
-        cr_assert_eq(plan_validate(q, "p", &err), 0, "%s", err.msg);
-        cr_assert_not(plan_equal(pl, q), "case %d", k);
-        round_trip(q);
-        j = plan_to_json(q);
+        expect_changed_round_trip(pl, q, label[k]);
+        cJSON *j = plan_to_json(q);
         const cJSON *g = cJSON_GetObjectItem(j, "grad_reduce");
         cr_assert_eq(g != NULL, k != 1);
         if (g) cr_assert_str_eq(g->valuestring, "bf16");
-        plan *b = plan_from_json(j, "p.json", &err);
-        cr_assert_not_null(b, "%s", err.msg);
+        plan *b = read_json(j, label[k]);
         cr_assert_eq(b->grad_reduce, q->grad_reduce);
         cr_assert_eq(b->optimizer_state, q->optimizer_state);
         plan_free(b);
         cJSON_DeleteItemFromObject(j, "optimizer_state");
         cJSON_AddStringToObject(j, "optimizer_state", "fp8");
-        cr_assert_null(plan_from_json(j, "p.json", &err));
-        cr_assert(strstr(err.msg, "p.json: optimizer_state: expected fp32 or bf16 (got \"fp8\")"),
-                  "%s", err.msg);
+        expect_json_refused(j, "p.json: optimizer_state: expected fp32 or bf16 (got \"fp8\")",
+                            0);
         cJSON_Delete(j);
         plan_free(q);
     }
@@ -872,13 +905,11 @@ Test(plan3d, state_elements_round_trip)
 Test(plan3d, p2p_split_round_trip)
 {
     plan *pl = tp_plan();
-    plumb_err err;
     cr_assert_eq(pl->p2p_whole, 0);
+    expect_unwritten(pl, "p2p_split");
     cJSON *j = plan_to_json(pl);
-    cr_assert_null(cJSON_GetObjectItem(j, "p2p_split"));
     cJSON_AddStringToObject(j, "p2p_split", "scatter-gather");
-    plan *b = plan_from_json(j, "p.json", &err);
-    cr_assert_not_null(b, "%s", err.msg);
+    plan *b = read_json(j, "scatter-gather");
     cr_assert_eq(b->p2p_whole, 0);
     cr_assert(plan_equal(pl, b));
     plan_free(b);
@@ -887,31 +918,23 @@ Test(plan3d, p2p_split_round_trip)
         plan *q = plan_clone(pl);
         q->prof->sequence_parallel = q->sequence_parallel = sp;
         q->p2p_whole = 1;
-        cr_assert_eq(plan_validate(q, "p", &err), 0, "%s", err.msg);
-        cr_assert_not(plan_equal(pl, q));
-        round_trip(q);
+        expect_changed_round_trip(pl, q, sp ? "whole, sequence parallel" : "whole");
         j = plan_to_json(q);
         const cJSON *v = cJSON_GetObjectItem(j, "p2p_split");
         cr_assert(cJSON_IsString(v) && !strcmp(v->valuestring, "whole"));
-        b = plan_from_json(j, "p.json", &err);
-        cr_assert_not_null(b, "%s", err.msg);
+        b = read_json(j, "whole");
         cr_assert_eq(b->p2p_whole, 1);
         plan_free(b);
         static const char *const bad[] = {"split", "Whole", ""};
         for (int i = 0; i < 3; i++) {
             cJSON_DeleteItemFromObject(j, "p2p_split");
             cJSON_AddStringToObject(j, "p2p_split", bad[i]);
-            err_clear(&err);
-            cr_assert_null(plan_from_json(j, "p.json", &err));
-            cr_assert(strstr(err.msg, "p.json: p2p_split: expected scatter-gather or whole (got"),
-                      "%s", err.msg);
-            cr_assert_null(strchr(err.msg, '\n'));
+            expect_json_refused(j, "p.json: p2p_split: expected scatter-gather or whole (got", 1);
         }
         cJSON_DeleteItemFromObject(j, "p2p_split");
         cJSON_AddBoolToObject(j, "p2p_split", 1);
-        cr_assert_null(plan_from_json(j, "p.json", &err));
-        cr_assert(strstr(err.msg, "p.json: p2p_split: expected scatter-gather or whole (got true)"),
-                  "%s", err.msg);
+        expect_json_refused(j, "p.json: p2p_split: expected scatter-gather or whole (got true)",
+                            0);
         cJSON_Delete(j);
         plan_free(q);
     }
@@ -924,43 +947,28 @@ Test(plan3d, p2p_split_round_trip)
 Test(plan3d, fp8_param_gather_round_trip)
 {
     plan *pl = tp_plan();
-    plumb_err err;
     cr_assert_eq(pl->fp8_param_gather, 0);
-    cJSON *j = plan_to_json(pl);
-    cr_assert_null(cJSON_GetObjectItem(j, "fp8_param_gather"));
-    cJSON_Delete(j);
+    expect_unwritten(pl, "fp8_param_gather");
     plan *q = plan_clone(pl);
     q->precision = DEV_FP8;
     q->fp8_param_gather = 1;
-    cr_assert_eq(plan_validate(q, "p", &err), 0, "%s", err.msg);
-    cr_assert_not(plan_equal(pl, q));
-    round_trip(q);
-    j = plan_to_json(q);
+    expect_changed_round_trip(pl, q, "fp8_param_gather");
+    cJSON *j = plan_to_json(q);
     cr_assert(cJSON_IsTrue(cJSON_GetObjectItem(j, "fp8_param_gather")));
-    plan *b = plan_from_json(j, "p.json", &err);
-    cr_assert_not_null(b, "%s", err.msg);
+    plan *b = read_json(j, "fp8_param_gather");
     cr_assert_eq(b->fp8_param_gather, 1);
     cr_assert(plan_equal(q, b));
     plan_free(b);
     /* the file's bad values: a string, precision bf16, zero 0 */
     cJSON_ReplaceItemInObject(j, "fp8_param_gather", cJSON_CreateString("yes"));
-    err_clear(&err);
-    cr_assert_null(plan_from_json(j, "p.json", &err));
-    cr_assert(strstr(err.msg, "p.json: fp8_param_gather: "), "%s", err.msg);
+    expect_json_refused(j, "p.json: fp8_param_gather: ", 0);
     cJSON_ReplaceItemInObject(j, "fp8_param_gather", cJSON_CreateBool(1));
     cJSON_ReplaceItemInObject(j, "precision", cJSON_CreateString("bf16"));
-    err_clear(&err);
-    cr_assert_null(plan_from_json(j, "p.json", &err));
-    cr_assert(strstr(err.msg, "p.json: fp8_param_gather: expected false unless precision is "
-                     "fp8 (FP8 primary weights) (got true with precision bf16)"), "%s", err.msg);
-    cr_assert_null(strchr(err.msg, '\n'));
+    expect_json_refused(j, "p.json: fp8_param_gather: expected false unless precision is "
+                        "fp8 (FP8 primary weights) (got true with precision bf16)", 1);
     cJSON_ReplaceItemInObject(j, "precision", cJSON_CreateString("fp8"));
     cJSON_DeleteItemFromObject(j, "zero");
-    err_clear(&err);
-    cr_assert_null(plan_from_json(j, "p.json", &err));
-    cr_assert(strstr(err.msg, "p.json: fp8_param_gather: expected false unless zero is 1 "),
-              "%s", err.msg);
-    cr_assert_null(strchr(err.msg, '\n'));
+    expect_json_refused(j, "p.json: fp8_param_gather: expected false unless zero is 1 ", 1);
     cJSON_Delete(j);
     plan_free(q);
     plan_free(pl);
@@ -975,58 +983,40 @@ Test(plan3d, cross_entropy_round_trip)
     plan *pl = tp_plan();
     plumb_err err;
     cr_assert_eq(pl->cross_entropy, 0);
-    cJSON *j = plan_to_json(pl);
-    cr_assert_null(cJSON_GetObjectItem(j, "cross_entropy"));
-    cJSON_Delete(j);
+    expect_unwritten(pl, "cross_entropy");
     plan *q = plan_clone(pl);
     q->cross_entropy = 1;
-    cr_assert_eq(plan_validate(q, "p", &err), 0, "%s", err.msg);
-    cr_assert_not(plan_equal(pl, q));
-    round_trip(q);
-    j = plan_to_json(q);
+    expect_changed_round_trip(pl, q, "te");
+    cJSON *j = plan_to_json(q);
     const cJSON *v = cJSON_GetObjectItem(j, "cross_entropy");
     cr_assert(cJSON_IsString(v) && !strcmp(v->valuestring, "te"));
-    plan *b = plan_from_json(j, "p.json", &err);
-    cr_assert_not_null(b, "%s", err.msg);
+    plan *b = read_json(j, "te");
     cr_assert_eq(b->cross_entropy, 1);
     cr_assert(plan_equal(q, b));
     plan_free(b);
     plan *n = plan_clone(pl); /* Megatron-Core's fused loss: its own word, unequal to te */
     n->cross_entropy = 2;
-    cr_assert_eq(plan_validate(n, "p", &err), 0, "%s", err.msg);
-    cr_assert_not(plan_equal(q, n));
-    round_trip(n);
+    expect_changed_round_trip(q, n, "native");
     cJSON *jn = plan_to_json(n);
     v = cJSON_GetObjectItem(jn, "cross_entropy");
     cr_assert(cJSON_IsString(v) && !strcmp(v->valuestring, "native"));
-    b = plan_from_json(jn, "p.json", &err);
-    cr_assert_not_null(b, "%s", err.msg);
+    b = read_json(jn, "native");
     cr_assert_eq(b->cross_entropy, 2);
     plan_free(b);
     cJSON_Delete(jn);
     plan_free(n);
     cJSON_ReplaceItemInObject(j, "cross_entropy", cJSON_CreateString("unfused"));
-    b = plan_from_json(j, "p.json", &err);
-    cr_assert_not_null(b, "%s", err.msg);
+    b = read_json(j, "unfused");
     cr_assert_eq(b->cross_entropy, 0);
     cr_assert(plan_equal(pl, b));
     plan_free(b);
     static const char *const bad[] = {"fused", "TE", ""};
     for (int i = 0; i < 3; i++) {
         cJSON_ReplaceItemInObject(j, "cross_entropy", cJSON_CreateString(bad[i]));
-        err_clear(&err);
-        cr_assert_null(plan_from_json(j, "p.json", &err));
-        cr_assert(strstr(err.msg, "p.json: cross_entropy: expected unfused, te or native (got"),
-                  "%s",
-                  err.msg);
-        cr_assert_null(strchr(err.msg, '\n'));
+        expect_json_refused(j, "p.json: cross_entropy: expected unfused, te or native (got", 1);
     }
     cJSON_ReplaceItemInObject(j, "cross_entropy", cJSON_CreateBool(1));
-    err_clear(&err);
-    cr_assert_null(plan_from_json(j, "p.json", &err));
-    cr_assert(strstr(err.msg, "p.json: cross_entropy: expected unfused, te or native (got true)"),
-              "%s",
-              err.msg);
+    expect_json_refused(j, "p.json: cross_entropy: expected unfused, te or native (got true)", 0);
     q->cross_entropy = 3;
     err_clear(&err);
     cr_assert_neq(plan_validate(q, "p", &err), 0);
