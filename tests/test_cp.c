@@ -182,9 +182,7 @@ Test(cp, memory_terms)
 Test(cp, order_and_dp_group)
 {
     layout3d_options o = opts(2, 2, 1, 2);
-    plumb_err err = {{0}};
-    plan *pl = build(&o, &err);
-    cr_assert_not_null(pl, "%s", err.msg);
+    plan *pl = build_ok(&o, NULL, "tp 2 cp 2 pp 1 dp 2");
     cr_assert_eq(pl->cp, 2);
     cr_assert_eq(pl->stages[0].replicas, 2);
     cr_assert_eq(pl->stages[0].devices[0], 0);
@@ -221,9 +219,7 @@ Test(cp, order_and_dp_group)
 Test(cp, degree_accessors)
 {
     layout3d_options o = opts(2, 4, 1, 1);
-    plumb_err err = {{0}};
-    plan *pl = build(&o, &err);
-    cr_assert_not_null(pl, "%s", err.msg);
+    plan *pl = build_ok(&o, NULL, "tp 2 cp 4 pp 1 dp 1");
     cr_assert_eq(plan_tp(pl), 2);
     cr_assert_eq(plan_cp(pl), 4);
     cr_assert_eq(plan_group_width(pl), 8);
@@ -283,8 +279,7 @@ Test(cp, ring_cost)
 {
     layout3d_options o = opts(1, 2, 1, 4);
     plumb_err err = {{0}};
-    plan *pl = build(&o, &err);
-    cr_assert_not_null(pl, "%s", err.msg);
+    plan *pl = build_ok(&o, NULL, "tp 1 cp 2 pp 1 dp 4");
     sim_net net;
     sim_net_from_cluster(&net, pl->clus, NULL);
     sim_tp_times t;
@@ -611,8 +606,7 @@ Test(cp, plan_round_trip)
 {
     layout3d_options o = opts(2, 2, 2, 1);
     plumb_err err = {{0}};
-    plan *pl = build(&o, &err);
-    cr_assert_not_null(pl, "%s", err.msg);
+    plan *pl = build_ok(&o, NULL, "tp 2 cp 2 pp 2 dp 1");
     cJSON *j = plan_to_json(pl);
     cr_assert_not_null(j);
     const cJSON *cpj = cJSON_GetObjectItemCaseSensitive(j, "cp");
