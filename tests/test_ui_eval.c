@@ -109,6 +109,16 @@ static ui_whatif whatif(int ngpus)
     return w;
 }
 
+/* The dashboard's result of what-if w on b; fails the test with the case's index layout
+ * (-1: none) and the refusal's line when it has none. The caller frees it with
+ * ui_result_free. */
+static ui_result evaluate(const ui_base *b, const ui_whatif *w, int layout)
+{
+    ui_result r = { 0 };
+    cr_assert_eq(ui_evaluate(b, w, &r), 0, "layout %d: %s", layout, r.err);
+    return r;
+}
+
 Test(ui_eval, cluster_whatifs_follow_the_hierarchy)
 {
     cluster *base = load_clus(CLUSTER); /* 4 per server x 4 servers */
@@ -341,15 +351,12 @@ Test(ui_eval, replanning_ranks_under_the_plan_files_runtime)
     ui_base_whatif(&b, &w);
     cr_assert_eq(w.p2p_sync, 1);
     w.ngpus = 8;
-    ui_result r;
-    memset(&r, 0, sizeof r);
-    cr_assert_eq(ui_evaluate(&b, &w, &r), 0, "%s", r.err);
+    ui_result r = evaluate(&b, &w, -1);
     cr_assert_str_eq(r.origin, "native planner", "%s", r.note);
     cr_assert(r.pl->p2p_sync);
 
     /* plumb plan -p's options for the same what-if, under either runtime */
-    cluster *c = cluster_load(CLUSTER, &e);
-    cr_assert_not_null(c, "%s", e.msg);
+    cluster *c = load_clus(CLUSTER);
     cluster *c8 = cluster_take_gpus(c, 8, CLUSTER, &e);
     cr_assert_not_null(c8, "%s", e.msg);
     native_options o;
@@ -397,15 +404,12 @@ Test(ui_eval, replanning_keeps_the_plan_files_zero)
     ui_base_whatif(&b, &w);
     cr_assert_eq(w.zero, 1);
     w.mem_limit_bytes = 1073741824.0;
-    ui_result r;
-    memset(&r, 0, sizeof r);
-    cr_assert_eq(ui_evaluate(&b, &w, &r), 0, "%s", r.err);
+    ui_result r = evaluate(&b, &w, -1);
     cr_assert_str_eq(r.origin, "native planner", "%s", r.note);
     cr_assert_eq(r.pl->zero, 1);
     cr_expect(r.rep->fits, "peak %.0f bytes", r.rep->peak_memory_bytes);
 
-    cluster *c = cluster_load(CLUSTER, &e);
-    cr_assert_not_null(c, "%s", e.msg);
+    cluster *c = load_clus(CLUSTER);
     native_options o;
     native_options_init(&o);
     o.memory_limit_bytes = 1073741824.0;
@@ -537,16 +541,6 @@ static layout3d_options layout(int tp, int pp, int dp, int gpus)
     o.tp = tp, o.pp = pp, o.dp = dp, o.gpus = gpus, o.global_batch = 16;
     o.microbatch_size = 1;
     return o;
-}
-
-/* The dashboard's result of what-if w on b; fails the test with the case's index layout
- * (-1: none) and the refusal's line when it has none. The caller frees it with
- * ui_result_free. */
-static ui_result evaluate(const ui_base *b, const ui_whatif *w, int layout)
-{
-    ui_result r = { 0 };
-    cr_assert_eq(ui_evaluate(b, w, &r), 0, "layout %d: %s", layout, r.err);
-    return r;
 }
 
 /* Expects the dashboard's iteration got (s) to be plan --model's want within 1e-6; layout
