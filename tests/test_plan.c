@@ -1103,6 +1103,46 @@ static char *file_text(const char *path)
     return s;
 }
 
+/* A plan with its model saved to a.json in a new temporary folder, read back and saved
+ * again to b.json. */
+typedef struct saved_twice {
+    char *tmp;      /* the folder: rm_tree */
+    plan *back;     /* the plan read back */
+    char *ta, *tb;  /* the two files' texts */
+} saved_twice;
+
+/* pl saved twice (saved_twice): read back with a model equal to pl's, and the second file
+ * the first byte for byte; fails the test, naming label, when a step is refused. The
+ * caller frees it with saved_twice_free. */
+static saved_twice save_twice(const plan *pl, const char *label)
+{
+    saved_twice s;
+    s.tmp = make_tmpdir();
+    char a[512], b[512];
+    snprintf(a, sizeof a, "%s/a.json", s.tmp);
+    snprintf(b, sizeof b, "%s/b.json", s.tmp);
+    plumb_err e;
+    err_clear(&e);
+    cr_assert_eq(plan_save(pl, a, &e), 0, "%s: %s", label, e.msg);
+    s.back = plan_load(a, &e);
+    cr_assert_not_null(s.back, "%s: %s", label, e.msg);
+    cr_assert_not_null(s.back->model, "%s: the model was not read back", label);
+    cr_expect(plan_model_equal(pl->model, s.back->model), "%s", label);
+    cr_assert_eq(plan_save(s.back, b, &e), 0, "%s: %s", label, e.msg);
+    s.ta = file_text(a);
+    s.tb = file_text(b);
+    cr_expect_str_eq(s.ta, s.tb, "%s: written again, the file differs", label);
+    return s;
+}
+
+static void saved_twice_free(saved_twice *s)
+{
+    free(s->ta);
+    free(s->tb);
+    plan_free(s->back);
+    rm_tree(s->tmp);
+}
+
 /* A plan of llama2-7b with fp8 and an uneven split (--decoder-first-pipeline-num-layers 12)
  * embeds its model; written, read and written again it is the same file byte for byte, the
  * same plan (plan_equal) and the same model, and a clone keeps it. */
@@ -1115,31 +1155,17 @@ Test(plan, model_round_trips_byte_identical)
     cr_assert_not_null(pl->model);
     cr_expect_eq(pl->model->split.first_blocks, 12);
     cr_expect_eq(pl->model->tf->seq, 1024);
-    char *tmp = make_tmpdir(), a[512], b[512];
-    snprintf(a, sizeof a, "%s/a.json", tmp);
-    snprintf(b, sizeof b, "%s/b.json", tmp);
-    plumb_err e;
-    err_clear(&e);
-    cr_assert_eq(plan_save(pl, a, &e), 0, "%s", e.msg);
-    plan *back = plan_load(a, &e);
-    cr_assert_not_null(back, "%s", e.msg);
-    cr_assert_not_null(back->model, "the model was not read back");
-    cr_expect(plan_model_equal(pl->model, back->model));
+    saved_twice s = save_twice(pl, "split");
+    plan *back = s.back;
     cr_expect(plan_equal(pl, back));
-    cr_assert_eq(plan_save(back, b, &e), 0, "%s", e.msg);
-    char *ta = file_text(a), *tb = file_text(b);
-    cr_expect_str_eq(ta, tb, "written again, the file differs");
-    cr_expect(strstr(ta, "\"decoder_first_pipeline_num_layers\":\t12"), "%s", ta);
+    cr_expect(strstr(s.ta, "\"decoder_first_pipeline_num_layers\":\t12"), "%s", s.ta);
     plan *k = plan_clone(back);
     cr_expect(plan_equal(k, pl) && k->model != back->model);
     back->model->split.first_blocks = 0;
     cr_expect(!plan_equal(pl, back), "plan_equal compares the model");
-    free(ta);
-    free(tb);
     plan_free(k);
-    plan_free(back);
+    saved_twice_free(&s);
     plan_free(pl);
-    rm_tree(tmp);
 }
 
 /* A layout of Megatron-Core's layout string (--pipeline-layout) records the string in its
@@ -1154,20 +1180,10 @@ Test(plan, model_pipeline_layout_round_trips)
     cr_assert_not_null(pl->model);
     cr_assert_str_eq(pl->model->pipeline_layout, "Et*12|t*20L");
     cr_expect_eq(pl->stages[0].last_layer, 12, "the first stage holds the embedding + 12");
-    char *tmp = make_tmpdir(), a[512], b[512];
-    snprintf(a, sizeof a, "%s/a.json", tmp);
-    snprintf(b, sizeof b, "%s/b.json", tmp);
-    plumb_err e;
-    err_clear(&e);
-    cr_assert_eq(plan_save(pl, a, &e), 0, "%s", e.msg);
-    plan *back = plan_load(a, &e);
-    cr_assert_not_null(back, "%s", e.msg);
-    cr_assert_not_null(back->model);
-    cr_expect(plan_model_equal(pl->model, back->model));
-    cr_assert_eq(plan_save(back, b, &e), 0, "%s", e.msg);
-    char *ta = file_text(a), *tb = file_text(b);
-    cr_expect_str_eq(ta, tb, "written again, the file differs");
-    cr_expect(strstr(ta, "\"pipeline_model_parallel_layout\":\t\"Et*12|t*20L\""), "%s", ta);
+    saved_twice s = save_twice(pl, "pipeline layout");
+    plan *back = s.back;
+    cr_expect(strstr(s.ta, "\"pipeline_model_parallel_layout\":\t\"Et*12|t*20L\""), "%s",
+              s.ta);
     plan *k = plan_clone(back);
     cr_expect(plan_equal(k, back) && k->model->pipeline_layout != back->model->pipeline_layout);
     free(back->model->pipeline_layout);
@@ -1176,12 +1192,9 @@ Test(plan, model_pipeline_layout_round_trips)
     layout3d_options r;
     cr_assert_eq(layout3d_options_from_plan(k, &r), 0);
     cr_expect_str_eq(r.pipeline_layout, "Et*12|t*20L");
-    free(ta);
-    free(tb);
     plan_free(k);
-    plan_free(back);
+    saved_twice_free(&s);
     plan_free(pl);
-    rm_tree(tmp);
 }
 
 /* Every family's config.json is written as its plumb-transformer/1 equivalent, --seq-len
@@ -1259,7 +1272,9 @@ Test(plan, profile_plans_write_no_model)
 /* The model plan to mutate: tp 2 x pp 2 x dp 2 of llama2-7b, rank 0 holding 12 blocks. */
 typedef void (*model_mutator)(cJSON *model, cJSON *root);
 
-static void expect_bad_model(model_mutator m, const char *path, const char *word)
+/* The file (JSON) of llama2-7b's plan at seq 1024 with 12 blocks on the first rank
+ * (layout_plan), which names its model. The caller frees it with cJSON_Delete. */
+static cJSON *split_plan_json(void)
 {
     layout3d_options o;
     layout3d_options_init(&o);
@@ -1267,6 +1282,12 @@ static void expect_bad_model(model_mutator m, const char *path, const char *word
     plan *pl = layout_plan(LLAMA, &o);
     cJSON *j = plan_to_json(pl);
     plan_free(pl);
+    return j;
+}
+
+static void expect_bad_model(model_mutator m, const char *path, const char *word)
+{
+    cJSON *j = split_plan_json();
     m(cJSON_GetObjectItem(j, "model"), j);
     plumb_err err;
     err_clear(&err);
@@ -1415,12 +1436,7 @@ Test(plan_bad, checkpoint_layers_against_the_stages_and_recompute)
                      "checkpoints) (got 1)");
     expect_bad_model(mm_ckpt_selective, "checkpoint_layers", "with recompute selective");
     /* the largest stage's 20 and 0 (the stage's input alone) are taken */
-    layout3d_options o;
-    layout3d_options_init(&o);
-    o.seq = 1024, o.split.first_blocks = 12;
-    plan *pl = layout_plan(LLAMA, &o);
-    cJSON *j = plan_to_json(pl);
-    plan_free(pl);
+    cJSON *j = split_plan_json();
     plumb_err err;
     for (int k = 0; k <= 20; k += 20) {
         mm_ckpt(j, k, "full");
