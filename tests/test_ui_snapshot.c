@@ -1560,6 +1560,23 @@ Test(ui_snapshot, layout3d_uneven_split_and_fp8_param_gather_ride_the_keys)
     ui_app_free(&a);
 }
 
+/* layout3d_build of llama2-7b on dgx-h100 with layout o (the plan names its cluster
+ * "dgx-h100.json"); fails the test when a file or the layout is refused. The caller frees
+ * it with plan_free. */
+static plan *llama_plan(const layout3d_options *o)
+{
+    plumb_err e;
+    err_clear(&e);
+    transformer *t = transformer_load("examples/llm/nemo/llama2-7b.json", &e);
+    cluster *c = t ? cluster_load("profiles/clusters/dgx-h100.json", &e) : NULL;
+    cr_assert_not_null(c, "%s", e.msg);
+    plan *pl = layout3d_build(t, c, "dgx-h100.json", o, &e);
+    cr_assert_not_null(pl, "%s", e.msg);
+    cluster_free(c);
+    transformer_free(t);
+    return pl;
+}
+
 /* A plan file of a transformer's fp8 layout (tp 1) that does not name its model: - (fewer GPUs, which the native planner
  * would re-plan without its precision and runtime, at an MFU of 847.7 % against the fp32
  * peak) is refused like a refused layout: the frame keeps the file's plan, its figures and
@@ -1572,11 +1589,7 @@ Test(ui_snapshot, layout_plan_file_refuses_a_replan_and_keeps_fp8)
     o.precision = DEV_FP8, o.seq = 1024;
     plumb_err e;
     err_clear(&e);
-    transformer *t = transformer_load("examples/llm/nemo/llama2-7b.json", &e);
-    cluster *c = t ? cluster_load("profiles/clusters/dgx-h100.json", &e) : NULL;
-    cr_assert_not_null(c, "%s", e.msg);
-    plan *pl = layout3d_build(t, c, "dgx-h100.json", &o, &e);
-    cr_assert_not_null(pl, "%s", e.msg);
+    plan *pl = llama_plan(&o);
     plan_model_free(pl->model); /* a file that does not name its model */
     pl->model = NULL;
     char path[600];
@@ -1610,8 +1623,6 @@ Test(ui_snapshot, layout_plan_file_refuses_a_replan_and_keeps_fp8)
     free(s);
     ui_app_free(&a);
     plan_free(pl);
-    cluster_free(c);
-    transformer_free(t);
 }
 
 /* The frame without its first line (the title, which names the files and the time the
@@ -1636,11 +1647,7 @@ Test(ui_snapshot, plan_file_with_model_shows_ui_model_frames)
     ui_runtime rt = { 0, 0, 1 };
     plumb_err e;
     err_clear(&e);
-    transformer *t = transformer_load("examples/llm/nemo/llama2-7b.json", &e);
-    cluster *c = t ? cluster_load("profiles/clusters/dgx-h100.json", &e) : NULL;
-    cr_assert_not_null(c, "%s", e.msg);
-    plan *pl = layout3d_build(t, c, "dgx-h100.json", &o, &e);
-    cr_assert_not_null(pl, "%s", e.msg);
+    plan *pl = llama_plan(&o);
     pl->fp8_param_gather = 1;
     char path[600];
     snprintf(path, sizeof path, "%s/model.json", tmpdir);
@@ -1666,8 +1673,6 @@ Test(ui_snapshot, plan_file_with_model_shows_ui_model_frames)
     ui_app_free(&a);
     ui_app_free(&m);
     plan_free(pl);
-    cluster_free(c);
-    transformer_free(t);
 }
 
 /* R under full recomputation: the what-if row names the interval (recomp full/2), s saves a
