@@ -74,6 +74,38 @@ static void near(double got, double want, const char *what)
               got, want);
 }
 
+/* t's side of a comparison (compare_side_from_timeline, skipping skip iterations) from
+ * the file src of kind what; fails the test, naming src, when it is refused. The caller
+ * frees s with compare_side_free. */
+static void side_of(const timeline *t, int skip, const char *src, const char *what,
+                    compare_side *s)
+{
+    plumb_err err = {{0}};
+    cr_assert_eq(compare_side_from_timeline(t, skip, src, what, s, &err), 0, "%s: %s", src,
+                 err.msg);
+}
+
+/* The comparison of predicted side p with measured side m into r; fails the test, naming
+ * label, when it is refused. The caller frees r with compare_result_free. */
+static void compare_ok(const compare_side *p, const compare_side *m, compare_result *r,
+                       const char *label)
+{
+    plumb_err err = {{0}};
+    cr_assert_eq(compare_sides(p, m, r, &err), 0, "%s: %s", label, err.msg);
+}
+
+/* Frees a comparison: its result r, its sides a and b and their timelines ta and tb (NULL:
+ * none, as when both sides are of ta). */
+static void free_comparison(compare_result *r, compare_side *a, compare_side *b, timeline *ta,
+                            timeline *tb)
+{
+    compare_result_free(r);
+    compare_side_free(a);
+    compare_side_free(b);
+    timeline_free(ta);
+    timeline_free(tb);
+}
+
 Test(compare, error_convention)
 {
     near(compare_error(1.0, 1.25), -0.2, "faster prediction");
@@ -88,21 +120,18 @@ Test(compare, aligns_stages_and_kinds)
     double pf[] = {1.0, 2.0}, pb[] = {2.0, 4.0}, mf[] = {1.25, 2.0}, mb[] = {2.5, 3.2};
     timeline *pt = pipe2("sim", 3, pf, pb, 20, 1);
     timeline *mt = pipe2("exec", 5, mf, mb, 25, 2); /* a slow first iteration */
-    plumb_err err = {{0}};
     compare_side p, m;
-    cr_assert_eq(compare_side_from_timeline(pt, 1, "pred.json", "sim trace", &p, &err), 0,
-                 "%s", err.msg);
+    side_of(pt, 1, "pred.json", "sim trace", &p);
     /* skip 2: the slow iteration 0 also moves the end of iteration 0, where the
      * steady-state period would otherwise start */
-    cr_assert_eq(compare_side_from_timeline(mt, 2, "meas.json", "exec trace", &m, &err), 0,
-                 "%s", err.msg);
+    side_of(mt, 2, "meas.json", "exec trace", &m);
     cr_assert_eq(p.nstages, 2);
     cr_assert_eq(p.iterations, 3);
     cr_assert_eq(p.used, 2);
     cr_assert_eq(m.iterations, 5);
     cr_assert_eq(m.used, 3);
     compare_result r;
-    cr_assert_eq(compare_sides(&p, &m, &r, &err), 0, "%s", err.msg);
+    compare_ok(&p, &m, &r, "pred.json against meas.json");
     /* per (stage, kind): the skipped warm-up iteration does not count */
     const compare_row *f0 = find_row(&r, 0, TL_F), *b1 = find_row(&r, 1, TL_B);
     cr_assert_not_null(f0);
@@ -138,25 +167,20 @@ Test(compare, aligns_stages_and_kinds)
     near(r.iteration.error, -0.2, "iteration error");
     /* mean |error| of F/B: s0 F -0.2, s0 B -0.2, s1 F 0, s1 B +0.25 */
     near(r.mean_abs_error, (0.2 + 0.2 + 0 + 0.25) / 4, "mean |error|");
-    compare_result_free(&r);
-    compare_side_free(&p);
-    compare_side_free(&m);
-    timeline_free(pt);
-    timeline_free(mt);
+    free_comparison(&r, &p, &m, pt, mt);
 }
 
 Test(compare, skip_zero_counts_the_warm_up_and_skip_is_clamped)
 {
     double f[] = {1.0, 1.0}, b[] = {1.0, 1.0};
     timeline *t = pipe2("exec", 2, f, b, 10, 3);
-    plumb_err err = {{0}};
     compare_side s;
-    cr_assert_eq(compare_side_from_timeline(t, 0, "t", "exec trace", &s, &err), 0);
+    side_of(t, 0, "t", "exec trace", &s);
     cr_assert_eq(s.used, 2);
     near(s.cells[0 * TL_NKINDS + TL_F].total_s, (3.0 + 1.0) * MS, "F s0 total");
     near(s.cells[0 * TL_NKINDS + TL_F].median_s, 2.0 * MS, "F s0 median of 3 and 1");
     compare_side_free(&s);
-    cr_assert_eq(compare_side_from_timeline(t, 99, "t", "exec trace", &s, &err), 0);
+    side_of(t, 99, "t", "exec trace", &s);
     cr_assert_eq(s.used, 1); /* at least the last iteration is kept */
     near(s.cells[0 * TL_NKINDS + TL_F].total_s, 1.0 * MS, "F s0 last only");
     compare_side_free(&s);
@@ -170,9 +194,8 @@ Test(compare, medians_resist_a_long_tail)
     double durs[] = {1, 2, 30, 2, 1.5}; /* one preempted action */
     for (int i = 0; i < 5; i++) add(t, d, TL_F, 0, i, 1, 100.0 * i, durs[i]);
     add(t, d, TL_F, 0, 9, 0, 0, 500); /* iteration 0, skipped */
-    plumb_err err = {{0}};
     compare_side s;
-    cr_assert_eq(compare_side_from_timeline(t, 1, "t", "exec trace", &s, &err), 0);
+    side_of(t, 1, "t", "exec trace", &s);
     near(s.cells[TL_F].total_s / s.cells[TL_F].n, 36.5 / 5 * MS, "mean");
     near(s.cells[TL_F].median_s, 2 * MS, "median");
     near(s.kinds[TL_F].median_s, 2 * MS, "kind median");
@@ -194,9 +217,8 @@ Test(compare, busy_time_is_per_replica)
         add(t, c0, TL_ALLREDUCE, 0, -1, it, 10.0 * it + 4, 2);
         add(t, c1, TL_ALLREDUCE, 0, -1, it, 10.0 * it + 4, 2);
     }
-    plumb_err err = {{0}};
     compare_side s;
-    cr_assert_eq(compare_side_from_timeline(t, 1, "t", "exec trace", &s, &err), 0);
+    side_of(t, 1, "t", "exec trace", &s);
     near(s.busy_s[0], 2 * MS, "(1 + 3) ms over 2 replicas");
     cr_assert_eq(s.cells[TL_ALLREDUCE].n, 4);
     near(s.iteration_s, 10 * MS, "iteration");
@@ -276,8 +298,8 @@ Test(compare, different_plans_are_refused)
     plumb_err err = {{0}};
     compare_side a, c;
     compare_result r;
-    cr_assert_eq(compare_side_from_timeline(t2, 1, "p.json", "sim trace", &a, &err), 0);
-    cr_assert_eq(compare_side_from_timeline(t1, 1, "m.json", "exec trace", &c, &err), 0);
+    side_of(t2, 1, "p.json", "sim trace", &a);
+    side_of(t1, 1, "m.json", "exec trace", &c);
     cr_assert_eq(c.used, 1);
     cr_assert_eq(compare_sides(&a, &c, &r, &err), -1);
     cr_assert(strstr(err.msg, "m.json: stages: expected the 2 stages"), "%s", err.msg);
@@ -328,7 +350,7 @@ Test(compare, files_round_trip_and_json_output)
     cr_assert_str_eq(p.what, "sim trace");
     cr_assert_str_eq(m.what, "exec trace");
     compare_result r;
-    cr_assert_eq(compare_sides(&p, &m, &r, &err), 0);
+    compare_ok(&p, &m, &r, "the files");
     const compare_row *f0 = find_row(&r, 0, TL_F);
     near(f0->error, -0.2, "F s0 error through the files");
     cJSON *j = compare_to_json(&r);
@@ -462,12 +484,11 @@ Test(compare, long_labels_widen_the_label_column)
             int c = timeline_track(mt, TL_TRACK_COLLECTIVE, 0, -1, NULL);
             for (int i = 0; i < 3; i++) add(mt, c, TL_TP_REDUCE_SCATTER, 0, i, i, i * 20, 0.2);
         }
-        plumb_err err = {{0}};
         compare_side p, m;
         compare_result r;
-        cr_assert_eq(compare_side_from_timeline(pt, 0, "p.json", "sim trace", &p, &err), 0);
-        cr_assert_eq(compare_side_from_timeline(mt, 0, "m.json", "exec trace", &m, &err), 0);
-        cr_assert_eq(compare_sides(&p, &m, &r, &err), 0, "%s", err.msg);
+        side_of(pt, 0, "p.json", "sim trace", &p);
+        side_of(mt, 0, "m.json", "exec trace", &m);
+        compare_ok(&p, &m, &r, tp ? "tp collectives" : "no tp");
         char *text = NULL;
         size_t size = 0;
         FILE *out = open_memstream(&text, &size);
@@ -491,11 +512,7 @@ Test(compare, long_labels_widen_the_label_column)
             cr_expect_not_null(strstr(text, "\nstage kind        predicted      measured"), "%s",
                                text);
         free(text);
-        compare_result_free(&r);
-        compare_side_free(&p);
-        compare_side_free(&m);
-        timeline_free(pt);
-        timeline_free(mt);
+        free_comparison(&r, &p, &m, pt, mt);
     }
 }
 
@@ -535,10 +552,9 @@ Test(compare, peak_memory_by_stage_set)
     m->tracks[m0].peak_bytes = 400;
     m->tracks[m2].peak_bytes = 800;
     m->tracks[m3].peak_bytes = 50;
-    plumb_err err = {{0}};
     compare_side ps, ms;
-    cr_assert_eq(compare_side_from_timeline(p, 0, "p", "sim trace", &ps, &err), 0, "%s", err.msg);
-    cr_assert_eq(compare_side_from_timeline(m, 0, "m", "exec trace", &ms, &err), 0, "%s", err.msg);
+    side_of(p, 0, "p", "sim trace", &ps);
+    side_of(m, 0, "m", "exec trace", &ms);
     cr_assert_eq(ps.nmem, 2);
     cr_assert_str_eq(ps.mem[0].stages, "0");
     cr_assert_eq(ps.mem[0].ndevices, 2);
@@ -546,7 +562,7 @@ Test(compare, peak_memory_by_stage_set)
     cr_assert_str_eq(ps.mem[1].stages, "1,2");
     cr_assert_eq(ms.nmem, 3, "worker 1 (no peak) is left out");
     compare_result r;
-    cr_assert_eq(compare_sides(&ps, &ms, &r, &err), 0, "%s", err.msg);
+    compare_ok(&ps, &ms, &r, "peaks by stage set");
     cr_assert_eq(r.nmem, 3);
     cr_assert_str_eq(r.mem[0].stages, "0");
     near(r.mem[0].error, (300.0 - 400) / 400, "stage 0");
@@ -564,11 +580,7 @@ Test(compare, peak_memory_by_stage_set)
     near(cJSON_GetObjectItem(m1j, "measured_bytes")->valuedouble, 800, "json measured_bytes");
     cr_assert(cJSON_IsNull(cJSON_GetObjectItem(cJSON_GetArrayItem(mem, 2), "predicted_bytes")));
     cJSON_Delete(j);
-    compare_result_free(&r);
-    compare_side_free(&ps);
-    compare_side_free(&ms);
-    timeline_free(p);
-    timeline_free(m);
+    free_comparison(&r, &ps, &ms, p, m);
 }
 
 /* Without peaks (an older trace) there are no memory rows and the JSON array is empty. */
@@ -576,22 +588,18 @@ Test(compare, no_memory_figures_no_rows)
 {
     double f[] = {1, 2}, b[] = {2, 4};
     timeline *t = pipe2("sim", 2, f, b, 20, 1);
-    plumb_err err = {{0}};
     compare_side a, c;
-    cr_assert_eq(compare_side_from_timeline(t, 0, "t", "sim trace", &a, &err), 0);
-    cr_assert_eq(compare_side_from_timeline(t, 0, "t", "sim trace", &c, &err), 0);
+    side_of(t, 0, "t", "sim trace", &a);
+    side_of(t, 0, "t", "sim trace", &c);
     cr_assert_eq(a.nmem, 0);
     compare_result r;
-    cr_assert_eq(compare_sides(&a, &c, &r, &err), 0);
+    compare_ok(&a, &c, &r, "no peaks");
     cr_assert_eq(r.nmem, 0);
     cJSON *j = compare_to_json(&r);
     cr_assert_eq(cJSON_GetArraySize(cJSON_GetObjectItem(j, "memory")), 0);
     cr_assert(cJSON_IsNull(cJSON_GetObjectItem(j, "memory_mean_abs_error")));
     cJSON_Delete(j);
-    compare_result_free(&r);
-    compare_side_free(&a);
-    compare_side_free(&c);
-    timeline_free(t);
+    free_comparison(&r, &a, &c, t, NULL);
 }
 
 /* A report's devices give its memory figures; a malformed entry names its path. */
@@ -665,14 +673,14 @@ Test(compare, different_models_and_layer_ranges_are_refused)
     /* the same model and plan: compared */
     compare_side_free(&q);
     named_side("sim", "fmnist-mlp", 1, 6, 2, &q);
-    cr_assert_eq(compare_sides(&q, &m, &r, &err), 0, "%s", err.msg);
+    compare_ok(&q, &m, &r, "the same model and plan");
     compare_result_free(&r);
     /* a trace that names nothing (an older file) is not refused for it */
     double f[] = {1, 2}, b[] = {2, 4};
     timeline *tl = pipe2("exec", 3, f, b, 20, 1);
-    cr_assert_eq(compare_side_from_timeline(tl, 1, "old.json", "exec trace", &u, &err), 0);
+    side_of(tl, 1, "old.json", "exec trace", &u);
     cr_assert_null(u.model);
-    cr_assert_eq(compare_sides(&p, &u, &r, &err), 0, "%s", err.msg);
+    compare_ok(&p, &u, &r, "a trace naming nothing");
     compare_result_free(&r);
     timeline_free(tl);
     compare_side_free(&u);

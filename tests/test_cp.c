@@ -65,6 +65,51 @@ static plan *build(const layout3d_options *o, plumb_err *err)
     return pl;
 }
 
+/* The small model's layout o on cluster c (NULL: dgx-a100-80g); fails the test, naming
+ * label, when it is refused. The caller frees it with plan_free. */
+static plan *build_ok(const layout3d_options *o, const cluster *c, const char *label)
+{
+    plumb_err err = {{0}};
+    plan *pl;
+    if (c) {
+        transformer *t = small_model();
+        pl = layout3d_build(t, c, "x.json", o, &err);
+        transformer_free(t);
+    } else {
+        pl = build(o, &err);
+    }
+    cr_assert_not_null(pl, "%s: %s", label, err.msg);
+    return pl;
+}
+
+/* The engine's model m of pl over iters iterations on its cluster's network (copied into
+ * *net when not NULL); returns the schedule. The caller frees it with schedule_free and m
+ * with sim_model_release. Fails the test, naming label, when either is refused. */
+static schedule *model_of(const plan *pl, int iters, sim_model *m, sim_net *net,
+                          const char *label)
+{
+    plumb_err err = {{0}};
+    sim_net own;
+    if (!net) net = &own;
+    sim_net_from_cluster(net, pl->clus, NULL);
+    schedule *s = schedule_from_plan(pl, iters, &err);
+    cr_assert_not_null(s, "%s: %s", label, err.msg);
+    cr_assert_eq(sim_cost_build(m, pl, s, net, -1, 1, &err), 0, "%s: %s", label, err.msg);
+    return s;
+}
+
+/* m run by the engine grouped (into r[0]) and hop by hop (ring_per_hop, r[1]); fails the
+ * test, naming label, when a run is refused. The caller frees both with sim_result_free. */
+static void run_grouped_and_per_hop(sim_model *m, sim_result r[2], const char *label)
+{
+    plumb_err err = {{0}};
+    for (int per_hop = 0; per_hop < 2; per_hop++) {
+        m->ring_per_hop = per_hop;
+        cr_assert_eq(sim_engine_run(m, &r[per_hop], &err), 0, "%s, %s: %s", label,
+                     per_hop ? "hop by hop" : "grouped", err.msg);
+    }
+}
+
 /* Each context-parallel rank computes s / cp tokens of every GEMM and 1 / cp of the causal
  * attention: every layer's FLOPs at cp 2 are half of cp 1's (the attention's 4 s^2 d per
  * head becomes 4 (s / 2) s d on the rank), and the head's are its GEMM's alone. */
@@ -137,9 +182,7 @@ Test(cp, memory_terms)
 Test(cp, order_and_dp_group)
 {
     layout3d_options o = opts(2, 2, 1, 2);
-    plumb_err err = {{0}};
-    plan *pl = build(&o, &err);
-    cr_assert_not_null(pl, "%s", err.msg);
+    plan *pl = build_ok(&o, NULL, "tp 2 cp 2 pp 1 dp 2");
     cr_assert_eq(pl->cp, 2);
     cr_assert_eq(pl->stages[0].replicas, 2);
     cr_assert_eq(pl->stages[0].devices[0], 0);
@@ -176,9 +219,7 @@ Test(cp, order_and_dp_group)
 Test(cp, degree_accessors)
 {
     layout3d_options o = opts(2, 4, 1, 1);
-    plumb_err err = {{0}};
-    plan *pl = build(&o, &err);
-    cr_assert_not_null(pl, "%s", err.msg);
+    plan *pl = build_ok(&o, NULL, "tp 2 cp 4 pp 1 dp 1");
     cr_assert_eq(plan_tp(pl), 2);
     cr_assert_eq(plan_cp(pl), 4);
     cr_assert_eq(plan_group_width(pl), 8);
@@ -219,12 +260,8 @@ Test(cp, rank_devices_one_owner)
     cr_assert_eq(sim_cost_dp_group(pl, 1, devs), 4);
     int want[4] = {8, 10, 12, 14};
     for (int i = 0; i < 4; i++) cr_assert_eq(devs[i], want[i], "member %d", i);
-    schedule *s = schedule_from_plan(pl, 2, &err);
-    cr_assert_not_null(s, "%s", err.msg);
-    sim_net net;
-    sim_net_from_cluster(&net, pl->clus, NULL);
     sim_model m;
-    cr_assert_eq(sim_cost_build(&m, pl, s, &net, -1, 1, &err), 0, "%s", err.msg);
+    schedule *s = model_of(pl, 2, &m, NULL, "tp 2 cp 2 pp 2 dp 2");
     cr_assert_eq(m.ring_members[1], 4);
     cr_assert_not_null(m.ring_devices[1]);
     for (int i = 0; i < 4; i++) cr_assert_eq(m.ring_devices[1][i], want[i], "member %d", i);
@@ -242,8 +279,7 @@ Test(cp, ring_cost)
 {
     layout3d_options o = opts(1, 2, 1, 4);
     plumb_err err = {{0}};
-    plan *pl = build(&o, &err);
-    cr_assert_not_null(pl, "%s", err.msg);
+    plan *pl = build_ok(&o, NULL, "tp 1 cp 2 pp 1 dp 4");
     sim_net net;
     sim_net_from_cluster(&net, pl->clus, NULL);
     sim_tp_times t;
@@ -317,16 +353,12 @@ Test(cp, reduce_dp1_runs_the_ring)
 {
     layout3d_options o = opts(2, 4, 1, 1);
     plumb_err err = {{0}};
-    plan *pl = build(&o, &err);
-    cr_assert_not_null(pl, "%s", err.msg);
+    plan *pl = build_ok(&o, NULL, "tp 2 cp 4");
     cr_assert_eq(pl->stages[0].replicas, 1);
     sim_net net;
-    sim_net_from_cluster(&net, pl->clus, NULL);
     int iters = 3;
-    schedule *s = schedule_from_plan(pl, iters, &err);
-    cr_assert_not_null(s, "%s", err.msg);
     sim_model m;
-    cr_assert_eq(sim_cost_build(&m, pl, s, &net, -1, 1, &err), 0, "%s", err.msg);
+    schedule *s = model_of(pl, iters, &m, &net, "tp 2 cp 4");
     double rate, lat;
     cr_assert(sim_net_path(&net, 0, 2, &rate, &lat) >= 0);
     double g = m.grad_bytes[0], kb = ceil(g / SIM_BUCKET_BYTES), fig[2];
@@ -399,16 +431,12 @@ Test(cp, reduce_dp1_contends_with_sends)
     double fig[2], priced[2];
     for (int lanes = 0; lanes < 2; lanes++) {
         cluster *c = eth_servers(1, 4, lanes ? 25 : 200);
-        transformer *t = small_model();
         layout3d_options o = opts(1, 2, 2, 1);
-        plumb_err err = {{0}};
-        plan *pl = layout3d_build(t, c, "x.json", &o, &err);
-        cr_assert_not_null(pl, "%s", err.msg);
+        plan *pl = build_ok(&o, c, lanes ? "one lane" : "8 lanes");
         cr_assert_eq(plan_cp_device(pl, 0, 0, 1), 1);
         cr_assert_eq(pl->stages[1].devices[0], 2);
         fig[lanes] = run_both(pl, 4, &priced[lanes]);
         plan_free(pl);
-        transformer_free(t);
         cluster_free(c);
     }
     cr_assert(fabs(fig[0] / priced[0] - 1) <= 1e-3, "8 lanes: %.9g against %.9g", fig[0],
@@ -461,23 +489,16 @@ static void same_runs(const sim_result *a, const sim_result *b)
 Test(cp, reduce_dp2_four_members)
 {
     layout3d_options o = opts(2, 2, 1, 2);
-    plumb_err err = {{0}};
-    plan *pl = build(&o, &err);
-    cr_assert_not_null(pl, "%s", err.msg);
+    plan *pl = build_ok(&o, NULL, "tp 2 cp 2 dp 2");
     cr_assert_eq(pl->stages[0].devices[1], 4);
-    sim_net net;
-    sim_net_from_cluster(&net, pl->clus, NULL);
     int iters = 3;
-    schedule *s = schedule_from_plan(pl, iters, &err);
-    cr_assert_not_null(s, "%s", err.msg);
     sim_model m;
-    cr_assert_eq(sim_cost_build(&m, pl, s, &net, -1, 1, &err), 0, "%s", err.msg);
+    schedule *s = model_of(pl, iters, &m, NULL, "tp 2 cp 2 dp 2");
     double g = m.grad_bytes[0], kb = ceil(g / SIM_BUCKET_BYTES);
     const int src[4] = {0, 2, 4, 6}, dst[4] = {2, 4, 6, 0}, from0[1] = {0}, to4[1] = {4};
     sim_result r[2];
+    run_grouped_and_per_hop(&m, r, "tp 2 cp 2 dp 2");
     for (int per_hop = 0; per_hop < 2; per_hop++) {
-        m.ring_per_hop = per_hop;
-        cr_assert_eq(sim_engine_run(&m, &r[per_hop], &err), 0, "%s", err.msg);
         int found = ring_links(&r[per_hop], src, dst, 4, (long long)(iters * kb * 6),
                                iters * g * 6 / 4, g);
         cr_assert_eq(found, 4, "links 0 -> 2 -> 4 -> 6 -> 0 (got %d)", found);
@@ -503,21 +524,13 @@ Test(cp, ring_grouped_as_hop_by_hop)
     for (int pp = 1; pp <= 2; pp++) {
         layout3d_options o = opts(2, 4, pp, 2);
         o.gpus = 16 * pp;
-        plumb_err err = {{0}};
-        plan *pl = build(&o, &err);
-        cr_assert_not_null(pl, "%s", err.msg);
+        const char *label = pp == 1 ? "pp 1" : "pp 2";
+        plan *pl = build_ok(&o, NULL, label);
         cr_assert_eq(pl->stages[0].devices[1], 8);
-        sim_net net;
-        sim_net_from_cluster(&net, pl->clus, NULL);
-        schedule *s = schedule_from_plan(pl, 4, &err);
-        cr_assert_not_null(s, "%s", err.msg);
         sim_model m;
-        cr_assert_eq(sim_cost_build(&m, pl, s, &net, -1, 1, &err), 0, "%s", err.msg);
+        schedule *s = model_of(pl, 4, &m, NULL, label);
         sim_result r[2];
-        for (int per_hop = 0; per_hop < 2; per_hop++) {
-            m.ring_per_hop = per_hop;
-            cr_assert_eq(sim_engine_run(&m, &r[per_hop], &err), 0, "%s", err.msg);
-        }
+        run_grouped_and_per_hop(&m, r, label);
         same_runs(&r[0], &r[1]);
         cr_assert_eq(r[0].ring_hops_virtual, 0, "pp %d: every hop private", pp);
         cr_assert_lt(r[0].events, r[1].events);
@@ -529,23 +542,13 @@ Test(cp, ring_grouped_as_hop_by_hop)
     }
     /* two A100s per server, one Ethernet lane out of each: tp 1 x cp 2 x pp 2 x dp 2 */
     cluster *c = eth_servers(2, 4, 25);
-    transformer *t = small_model();
     layout3d_options o = opts(1, 2, 2, 2);
     o.global_batch = 32;
-    plumb_err err = {{0}};
-    plan *pl = layout3d_build(t, c, "x.json", &o, &err);
-    cr_assert_not_null(pl, "%s", err.msg);
-    sim_net net;
-    sim_net_from_cluster(&net, pl->clus, NULL);
-    schedule *s = schedule_from_plan(pl, 6, &err);
-    cr_assert_not_null(s, "%s", err.msg);
+    plan *pl = build_ok(&o, c, "Ethernet");
     sim_model m;
-    cr_assert_eq(sim_cost_build(&m, pl, s, &net, -1, 1, &err), 0, "%s", err.msg);
+    schedule *s = model_of(pl, 6, &m, NULL, "Ethernet");
     sim_result r[2];
-    for (int per_hop = 0; per_hop < 2; per_hop++) {
-        m.ring_per_hop = per_hop;
-        cr_assert_eq(sim_engine_run(&m, &r[per_hop], &err), 0, "%s", err.msg);
-    }
+    run_grouped_and_per_hop(&m, r, "Ethernet");
     same_runs(&r[0], &r[1]);
     cr_assert_gt(r[0].ring_steps_repeated, 0);
     sim_result_free(&r[0]);
@@ -553,7 +556,6 @@ Test(cp, ring_grouped_as_hop_by_hop)
     sim_model_release(&m);
     schedule_free(s);
     plan_free(pl);
-    transformer_free(t);
     cluster_free(c);
 }
 
@@ -570,26 +572,19 @@ Test(cp, reduce_dp2_in_replica_hop_contends_with_sends)
     const int src[4] = {0, 1, 2, 3}, dst[4] = {1, 2, 3, 0};
     for (int lanes = 0; lanes < 2; lanes++) {
         cluster *c = eth_servers(1, 8, lanes ? 25 : 200);
-        transformer *t = small_model();
         layout3d_options o = opts(1, 2, 2, 2);
-        plumb_err err = {{0}};
-        plan *pl = layout3d_build(t, c, "x.json", &o, &err);
-        cr_assert_not_null(pl, "%s", err.msg);
+        const char *label = lanes ? "one lane" : "8 lanes";
+        plan *pl = build_ok(&o, c, label);
         cr_assert_eq(plan_cp_device(pl, 0, 0, 1), 1);
         cr_assert_eq(plan_cp_device(pl, 0, 1, 0), 2);
         cr_assert_eq(pl->stages[1].devices[0], 4);
-        sim_net net;
-        sim_net_from_cluster(&net, pl->clus, NULL);
         int iters = 4;
-        schedule *s = schedule_from_plan(pl, iters, &err);
-        cr_assert_not_null(s, "%s", err.msg);
         sim_model m;
-        cr_assert_eq(sim_cost_build(&m, pl, s, &net, -1, 1, &err), 0, "%s", err.msg);
+        schedule *s = model_of(pl, iters, &m, NULL, label);
         double g = m.grad_bytes[0], kb = ceil(g / SIM_BUCKET_BYTES);
         sim_result r[2];
+        run_grouped_and_per_hop(&m, r, label);
         for (int per_hop = 0; per_hop < 2; per_hop++) {
-            m.ring_per_hop = per_hop;
-            cr_assert_eq(sim_engine_run(&m, &r[per_hop], &err), 0, "%s", err.msg);
             int found = ring_links(&r[per_hop], src, dst, 4, (long long)(iters * kb * 6),
                                    iters * g * 6 / 4, g);
             cr_assert_eq(found, 4, "links 0 -> 1 -> 2 -> 3 -> 0 (got %d)", found);
@@ -601,7 +596,6 @@ Test(cp, reduce_dp2_in_replica_hop_contends_with_sends)
         sim_model_release(&m);
         schedule_free(s);
         plan_free(pl);
-        transformer_free(t);
         cluster_free(c);
     }
     cr_assert(fig[1] > fig[0] * 1.001, "one lane %.9g, 8 lanes %.9g", fig[1], fig[0]);
@@ -612,8 +606,7 @@ Test(cp, plan_round_trip)
 {
     layout3d_options o = opts(2, 2, 2, 1);
     plumb_err err = {{0}};
-    plan *pl = build(&o, &err);
-    cr_assert_not_null(pl, "%s", err.msg);
+    plan *pl = build_ok(&o, NULL, "tp 2 cp 2 pp 2 dp 1");
     cJSON *j = plan_to_json(pl);
     cr_assert_not_null(j);
     const cJSON *cpj = cJSON_GetObjectItemCaseSensitive(j, "cp");
@@ -673,16 +666,36 @@ Test(cp, bad_input)
  * candidates and the dashboard's cp keys all read: flash attention, 2 cp dividing the
  * sequence, tp x cp dividing a server; cp 1 always, cp 0 never; an unknown sequence (0) or
  * server (0) not checked. */
+/* One case of llm_cp_check: its arguments and the answer wanted. */
+typedef struct cp_rule_case {
+    int cp, attention;
+    long long seq;
+    int tp, per_server, want;
+} cp_rule_case;
+
+/* Expects llm_cp_check's answer to each of the n cases, naming the case's index. */
+static void expect_cp_rules(const cp_rule_case *k, int n)
+{
+    for (int i = 0; i < n; i++)
+        cr_assert_eq(llm_cp_check(k[i].cp, k[i].attention, k[i].seq, k[i].tp,
+                                  k[i].per_server), k[i].want,
+                     "case %d: cp %d seq %lld tp %d per server %d", i, k[i].cp, k[i].seq,
+                     k[i].tp, k[i].per_server);
+}
+
 Test(cp, rule_is_flash_and_the_balanced_split)
 {
-    cr_assert_eq(llm_cp_check(1, LLM_ATTN_STANDARD, 2049, 3, 8), LLM_CP_OK);
-    cr_assert_eq(llm_cp_check(0, LLM_ATTN_FLASH, 2048, 1, 8), LLM_CP_BAD_COUNT);
-    cr_assert_eq(llm_cp_check(2, LLM_ATTN_STANDARD, 2048, 1, 8), LLM_CP_NEEDS_FLASH);
-    /* 8 does not divide 2052, 4 does */
-    cr_assert_eq(llm_cp_check(4, LLM_ATTN_FLASH, 2052, 1, 8), LLM_CP_SPLITS_SEQ);
-    cr_assert_eq(llm_cp_check(2, LLM_ATTN_FLASH, 2052, 1, 8), LLM_CP_OK);
-    cr_assert_eq(llm_cp_check(8, LLM_ATTN_FLASH, 0, 1, 8), LLM_CP_OK);
-    cr_assert_eq(llm_cp_check(8, LLM_ATTN_FLASH, 0, 1, 0), LLM_CP_OK);
+    static const cp_rule_case k[] = {
+        {1, LLM_ATTN_STANDARD, 2049, 3, 8, LLM_CP_OK},
+        {0, LLM_ATTN_FLASH, 2048, 1, 8, LLM_CP_BAD_COUNT},
+        {2, LLM_ATTN_STANDARD, 2048, 1, 8, LLM_CP_NEEDS_FLASH},
+        /* 8 does not divide 2052, 4 does */
+        {4, LLM_ATTN_FLASH, 2052, 1, 8, LLM_CP_SPLITS_SEQ},
+        {2, LLM_ATTN_FLASH, 2052, 1, 8, LLM_CP_OK},
+        {8, LLM_ATTN_FLASH, 0, 1, 8, LLM_CP_OK},
+        {8, LLM_ATTN_FLASH, 0, 1, 0, LLM_CP_OK},
+    };
+    expect_cp_rules(k, 7);
     /* the profile refuses what the rule refuses, naming --cp */
     transformer *t = llmfix_model("examples/llm/gpt2.json");
     cluster *c = llmfix_cluster("profiles/clusters/dgx-a100-80g.json");
@@ -704,19 +717,20 @@ Test(cp, rule_is_flash_and_the_balanced_split)
  * server, as llm_profile_build asks) may span servers, and the profile builds it. */
 Test(cp, rule_tp_cp_within_a_server)
 {
-    cr_assert_eq(llm_cp_check(4, LLM_ATTN_FLASH, 8192, 2, 8), LLM_CP_OK);
-    cr_assert_eq(llm_cp_check(4, LLM_ATTN_FLASH, 8192, 4, 8), LLM_CP_SPANS_SERVERS);
-    cr_assert_eq(llm_cp_check(3, LLM_ATTN_FLASH, 8190, 2, 8), LLM_CP_SPANS_SERVERS);
-    cr_assert_eq(llm_cp_check(3, LLM_ATTN_FLASH, 8192, 2, 8), LLM_CP_SPLITS_SEQ);
-    cr_assert_eq(llm_cp_check(2, LLM_ATTN_STANDARD, 8192, 8, 8), LLM_CP_NEEDS_FLASH);
-    cr_assert_eq(llm_cp_check(2, LLM_ATTN_FLASH, 8192, 8, 1), LLM_CP_SPANS_SERVERS);
-    cr_assert_eq(llm_cp_check(2, LLM_ATTN_FLASH, 8192, 8, 0), LLM_CP_OK);
-    cr_assert_eq(llm_cp_check(1, LLM_ATTN_FLASH, 8192, 8, 4), LLM_CP_OK); /* tp's own rule */
-    plumb_err err = {{0}};
+    static const cp_rule_case k[] = {
+        {4, LLM_ATTN_FLASH, 8192, 2, 8, LLM_CP_OK},
+        {4, LLM_ATTN_FLASH, 8192, 4, 8, LLM_CP_SPANS_SERVERS},
+        {3, LLM_ATTN_FLASH, 8190, 2, 8, LLM_CP_SPANS_SERVERS},
+        {3, LLM_ATTN_FLASH, 8192, 2, 8, LLM_CP_SPLITS_SEQ},
+        {2, LLM_ATTN_STANDARD, 8192, 8, 8, LLM_CP_NEEDS_FLASH},
+        {2, LLM_ATTN_FLASH, 8192, 8, 1, LLM_CP_SPANS_SERVERS},
+        {2, LLM_ATTN_FLASH, 8192, 8, 0, LLM_CP_OK},
+        {1, LLM_ATTN_FLASH, 8192, 8, 4, LLM_CP_OK}, /* tp's own rule */
+    };
+    expect_cp_rules(k, 8);
     layout3d_options o = opts(2, 8, 1, 1); /* 16 ranks over two 8-GPU servers */
     o.gpus = 16;
-    plan *pl = build(&o, &err);
-    cr_assert_not_null(pl, "%s", err.msg);
+    plan *pl = build_ok(&o, NULL, "tp 2 cp 8");
     cr_assert_eq(plan_cp_device(pl, 0, 0, 4), 8);
     plan_free(pl);
 }

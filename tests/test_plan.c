@@ -785,6 +785,45 @@ Test(plan3d, round_trip_and_devices)
     plan_free(pl);
 }
 
+/* pl's file does not hold key (its default is not written). */
+static void expect_unwritten(const plan *pl, const char *key)
+{
+    cJSON *j = plan_to_json(pl);
+    cr_assert_null(cJSON_GetObjectItem(j, key), "%s is written", key);
+    cJSON_Delete(j);
+}
+
+/* q, pl with one field changed (label names it), validates, is unequal to pl and reads
+ * back equal from its file (round_trip). */
+static void expect_changed_round_trip(const plan *pl, const plan *q, const char *label)
+{
+    plumb_err err;
+    cr_assert_eq(plan_validate(q, "p", &err), 0, "%s: %s", label, err.msg);
+    cr_assert_not(plan_equal(pl, q), "%s", label);
+    round_trip(q);
+}
+
+/* The plan read from j as the file "p.json"; fails the test, naming label, when it is
+ * refused. The caller frees it with plan_free. */
+static plan *read_json(const cJSON *j, const char *label)
+{
+    plumb_err err;
+    plan *b = plan_from_json(j, "p.json", &err);
+    cr_assert_not_null(b, "%s: %s", label, err.msg);
+    return b;
+}
+
+/* j, read as the file "p.json", is refused with a message holding want; in one line when
+ * one_line. */
+static void expect_json_refused(const cJSON *j, const char *want, int one_line)
+{
+    plumb_err err;
+    err_clear(&err);
+    cr_assert_null(plan_from_json(j, "p.json", &err), "accepted, wanted %s", want);
+    cr_assert(strstr(err.msg, want), "%s", err.msg);
+    if (one_line) cr_assert_null(strchr(err.msg, '\n'), "%s", err.msg);
+}
+
 static void expect_bad3d(void (*m)(plan *), const char *path, const char *word)
 {
     plan *pl = tp_plan();
@@ -833,32 +872,26 @@ Test(plan3d, bad_groups_and_fields)
 Test(plan3d, state_elements_round_trip)
 {
     plan *pl = tp_plan();
-    plumb_err err;
-    cJSON *j = plan_to_json(pl);
-    cr_assert_null(cJSON_GetObjectItem(j, "grad_reduce"));
-    cr_assert_null(cJSON_GetObjectItem(j, "optimizer_state"));
-    cJSON_Delete(j);
+    expect_unwritten(pl, "grad_reduce");
+    expect_unwritten(pl, "optimizer_state");
+    static const char *const label[] = {"grad_reduce", "optimizer_state", "both"};
     for (int k = 0; k < 3; k++) {
         plan *q = plan_clone(pl);
         q->grad_reduce = k != 1 ? DEV_BF16 : DEV_FP32;
         q->optimizer_state = k != 0 ? DEV_BF16 : DEV_FP32;
-        cr_assert_eq(plan_validate(q, "p", &err), 0, "%s", err.msg);
-        cr_assert_not(plan_equal(pl, q), "case %d", k);
-        round_trip(q);
-        j = plan_to_json(q);
+        expect_changed_round_trip(pl, q, label[k]);
+        cJSON *j = plan_to_json(q);
         const cJSON *g = cJSON_GetObjectItem(j, "grad_reduce");
         cr_assert_eq(g != NULL, k != 1);
         if (g) cr_assert_str_eq(g->valuestring, "bf16");
-        plan *b = plan_from_json(j, "p.json", &err);
-        cr_assert_not_null(b, "%s", err.msg);
+        plan *b = read_json(j, label[k]);
         cr_assert_eq(b->grad_reduce, q->grad_reduce);
         cr_assert_eq(b->optimizer_state, q->optimizer_state);
         plan_free(b);
         cJSON_DeleteItemFromObject(j, "optimizer_state");
         cJSON_AddStringToObject(j, "optimizer_state", "fp8");
-        cr_assert_null(plan_from_json(j, "p.json", &err));
-        cr_assert(strstr(err.msg, "p.json: optimizer_state: expected fp32 or bf16 (got \"fp8\")"),
-                  "%s", err.msg);
+        expect_json_refused(j, "p.json: optimizer_state: expected fp32 or bf16 (got \"fp8\")",
+                            0);
         cJSON_Delete(j);
         plan_free(q);
     }
@@ -872,13 +905,11 @@ Test(plan3d, state_elements_round_trip)
 Test(plan3d, p2p_split_round_trip)
 {
     plan *pl = tp_plan();
-    plumb_err err;
     cr_assert_eq(pl->p2p_whole, 0);
+    expect_unwritten(pl, "p2p_split");
     cJSON *j = plan_to_json(pl);
-    cr_assert_null(cJSON_GetObjectItem(j, "p2p_split"));
     cJSON_AddStringToObject(j, "p2p_split", "scatter-gather");
-    plan *b = plan_from_json(j, "p.json", &err);
-    cr_assert_not_null(b, "%s", err.msg);
+    plan *b = read_json(j, "scatter-gather");
     cr_assert_eq(b->p2p_whole, 0);
     cr_assert(plan_equal(pl, b));
     plan_free(b);
@@ -887,31 +918,23 @@ Test(plan3d, p2p_split_round_trip)
         plan *q = plan_clone(pl);
         q->prof->sequence_parallel = q->sequence_parallel = sp;
         q->p2p_whole = 1;
-        cr_assert_eq(plan_validate(q, "p", &err), 0, "%s", err.msg);
-        cr_assert_not(plan_equal(pl, q));
-        round_trip(q);
+        expect_changed_round_trip(pl, q, sp ? "whole, sequence parallel" : "whole");
         j = plan_to_json(q);
         const cJSON *v = cJSON_GetObjectItem(j, "p2p_split");
         cr_assert(cJSON_IsString(v) && !strcmp(v->valuestring, "whole"));
-        b = plan_from_json(j, "p.json", &err);
-        cr_assert_not_null(b, "%s", err.msg);
+        b = read_json(j, "whole");
         cr_assert_eq(b->p2p_whole, 1);
         plan_free(b);
         static const char *const bad[] = {"split", "Whole", ""};
         for (int i = 0; i < 3; i++) {
             cJSON_DeleteItemFromObject(j, "p2p_split");
             cJSON_AddStringToObject(j, "p2p_split", bad[i]);
-            err_clear(&err);
-            cr_assert_null(plan_from_json(j, "p.json", &err));
-            cr_assert(strstr(err.msg, "p.json: p2p_split: expected scatter-gather or whole (got"),
-                      "%s", err.msg);
-            cr_assert_null(strchr(err.msg, '\n'));
+            expect_json_refused(j, "p.json: p2p_split: expected scatter-gather or whole (got", 1);
         }
         cJSON_DeleteItemFromObject(j, "p2p_split");
         cJSON_AddBoolToObject(j, "p2p_split", 1);
-        cr_assert_null(plan_from_json(j, "p.json", &err));
-        cr_assert(strstr(err.msg, "p.json: p2p_split: expected scatter-gather or whole (got true)"),
-                  "%s", err.msg);
+        expect_json_refused(j, "p.json: p2p_split: expected scatter-gather or whole (got true)",
+                            0);
         cJSON_Delete(j);
         plan_free(q);
     }
@@ -924,43 +947,28 @@ Test(plan3d, p2p_split_round_trip)
 Test(plan3d, fp8_param_gather_round_trip)
 {
     plan *pl = tp_plan();
-    plumb_err err;
     cr_assert_eq(pl->fp8_param_gather, 0);
-    cJSON *j = plan_to_json(pl);
-    cr_assert_null(cJSON_GetObjectItem(j, "fp8_param_gather"));
-    cJSON_Delete(j);
+    expect_unwritten(pl, "fp8_param_gather");
     plan *q = plan_clone(pl);
     q->precision = DEV_FP8;
     q->fp8_param_gather = 1;
-    cr_assert_eq(plan_validate(q, "p", &err), 0, "%s", err.msg);
-    cr_assert_not(plan_equal(pl, q));
-    round_trip(q);
-    j = plan_to_json(q);
+    expect_changed_round_trip(pl, q, "fp8_param_gather");
+    cJSON *j = plan_to_json(q);
     cr_assert(cJSON_IsTrue(cJSON_GetObjectItem(j, "fp8_param_gather")));
-    plan *b = plan_from_json(j, "p.json", &err);
-    cr_assert_not_null(b, "%s", err.msg);
+    plan *b = read_json(j, "fp8_param_gather");
     cr_assert_eq(b->fp8_param_gather, 1);
     cr_assert(plan_equal(q, b));
     plan_free(b);
     /* the file's bad values: a string, precision bf16, zero 0 */
     cJSON_ReplaceItemInObject(j, "fp8_param_gather", cJSON_CreateString("yes"));
-    err_clear(&err);
-    cr_assert_null(plan_from_json(j, "p.json", &err));
-    cr_assert(strstr(err.msg, "p.json: fp8_param_gather: "), "%s", err.msg);
+    expect_json_refused(j, "p.json: fp8_param_gather: ", 0);
     cJSON_ReplaceItemInObject(j, "fp8_param_gather", cJSON_CreateBool(1));
     cJSON_ReplaceItemInObject(j, "precision", cJSON_CreateString("bf16"));
-    err_clear(&err);
-    cr_assert_null(plan_from_json(j, "p.json", &err));
-    cr_assert(strstr(err.msg, "p.json: fp8_param_gather: expected false unless precision is "
-                     "fp8 (FP8 primary weights) (got true with precision bf16)"), "%s", err.msg);
-    cr_assert_null(strchr(err.msg, '\n'));
+    expect_json_refused(j, "p.json: fp8_param_gather: expected false unless precision is "
+                        "fp8 (FP8 primary weights) (got true with precision bf16)", 1);
     cJSON_ReplaceItemInObject(j, "precision", cJSON_CreateString("fp8"));
     cJSON_DeleteItemFromObject(j, "zero");
-    err_clear(&err);
-    cr_assert_null(plan_from_json(j, "p.json", &err));
-    cr_assert(strstr(err.msg, "p.json: fp8_param_gather: expected false unless zero is 1 "),
-              "%s", err.msg);
-    cr_assert_null(strchr(err.msg, '\n'));
+    expect_json_refused(j, "p.json: fp8_param_gather: expected false unless zero is 1 ", 1);
     cJSON_Delete(j);
     plan_free(q);
     plan_free(pl);
@@ -975,58 +983,40 @@ Test(plan3d, cross_entropy_round_trip)
     plan *pl = tp_plan();
     plumb_err err;
     cr_assert_eq(pl->cross_entropy, 0);
-    cJSON *j = plan_to_json(pl);
-    cr_assert_null(cJSON_GetObjectItem(j, "cross_entropy"));
-    cJSON_Delete(j);
+    expect_unwritten(pl, "cross_entropy");
     plan *q = plan_clone(pl);
     q->cross_entropy = 1;
-    cr_assert_eq(plan_validate(q, "p", &err), 0, "%s", err.msg);
-    cr_assert_not(plan_equal(pl, q));
-    round_trip(q);
-    j = plan_to_json(q);
+    expect_changed_round_trip(pl, q, "te");
+    cJSON *j = plan_to_json(q);
     const cJSON *v = cJSON_GetObjectItem(j, "cross_entropy");
     cr_assert(cJSON_IsString(v) && !strcmp(v->valuestring, "te"));
-    plan *b = plan_from_json(j, "p.json", &err);
-    cr_assert_not_null(b, "%s", err.msg);
+    plan *b = read_json(j, "te");
     cr_assert_eq(b->cross_entropy, 1);
     cr_assert(plan_equal(q, b));
     plan_free(b);
     plan *n = plan_clone(pl); /* Megatron-Core's fused loss: its own word, unequal to te */
     n->cross_entropy = 2;
-    cr_assert_eq(plan_validate(n, "p", &err), 0, "%s", err.msg);
-    cr_assert_not(plan_equal(q, n));
-    round_trip(n);
+    expect_changed_round_trip(q, n, "native");
     cJSON *jn = plan_to_json(n);
     v = cJSON_GetObjectItem(jn, "cross_entropy");
     cr_assert(cJSON_IsString(v) && !strcmp(v->valuestring, "native"));
-    b = plan_from_json(jn, "p.json", &err);
-    cr_assert_not_null(b, "%s", err.msg);
+    b = read_json(jn, "native");
     cr_assert_eq(b->cross_entropy, 2);
     plan_free(b);
     cJSON_Delete(jn);
     plan_free(n);
     cJSON_ReplaceItemInObject(j, "cross_entropy", cJSON_CreateString("unfused"));
-    b = plan_from_json(j, "p.json", &err);
-    cr_assert_not_null(b, "%s", err.msg);
+    b = read_json(j, "unfused");
     cr_assert_eq(b->cross_entropy, 0);
     cr_assert(plan_equal(pl, b));
     plan_free(b);
     static const char *const bad[] = {"fused", "TE", ""};
     for (int i = 0; i < 3; i++) {
         cJSON_ReplaceItemInObject(j, "cross_entropy", cJSON_CreateString(bad[i]));
-        err_clear(&err);
-        cr_assert_null(plan_from_json(j, "p.json", &err));
-        cr_assert(strstr(err.msg, "p.json: cross_entropy: expected unfused, te or native (got"),
-                  "%s",
-                  err.msg);
-        cr_assert_null(strchr(err.msg, '\n'));
+        expect_json_refused(j, "p.json: cross_entropy: expected unfused, te or native (got", 1);
     }
     cJSON_ReplaceItemInObject(j, "cross_entropy", cJSON_CreateBool(1));
-    err_clear(&err);
-    cr_assert_null(plan_from_json(j, "p.json", &err));
-    cr_assert(strstr(err.msg, "p.json: cross_entropy: expected unfused, te or native (got true)"),
-              "%s",
-              err.msg);
+    expect_json_refused(j, "p.json: cross_entropy: expected unfused, te or native (got true)", 0);
     q->cross_entropy = 3;
     err_clear(&err);
     cr_assert_neq(plan_validate(q, "p", &err), 0);
@@ -1113,6 +1103,46 @@ static char *file_text(const char *path)
     return s;
 }
 
+/* A plan with its model saved to a.json in a new temporary folder, read back and saved
+ * again to b.json. */
+typedef struct saved_twice {
+    char *tmp;      /* the folder: rm_tree */
+    plan *back;     /* the plan read back */
+    char *ta, *tb;  /* the two files' texts */
+} saved_twice;
+
+/* pl saved twice (saved_twice): read back with a model equal to pl's, and the second file
+ * the first byte for byte; fails the test, naming label, when a step is refused. The
+ * caller frees it with saved_twice_free. */
+static saved_twice save_twice(const plan *pl, const char *label)
+{
+    saved_twice s;
+    s.tmp = make_tmpdir();
+    char a[512], b[512];
+    snprintf(a, sizeof a, "%s/a.json", s.tmp);
+    snprintf(b, sizeof b, "%s/b.json", s.tmp);
+    plumb_err e;
+    err_clear(&e);
+    cr_assert_eq(plan_save(pl, a, &e), 0, "%s: %s", label, e.msg);
+    s.back = plan_load(a, &e);
+    cr_assert_not_null(s.back, "%s: %s", label, e.msg);
+    cr_assert_not_null(s.back->model, "%s: the model was not read back", label);
+    cr_expect(plan_model_equal(pl->model, s.back->model), "%s", label);
+    cr_assert_eq(plan_save(s.back, b, &e), 0, "%s: %s", label, e.msg);
+    s.ta = file_text(a);
+    s.tb = file_text(b);
+    cr_expect_str_eq(s.ta, s.tb, "%s: written again, the file differs", label);
+    return s;
+}
+
+static void saved_twice_free(saved_twice *s)
+{
+    free(s->ta);
+    free(s->tb);
+    plan_free(s->back);
+    rm_tree(s->tmp);
+}
+
 /* A plan of llama2-7b with fp8 and an uneven split (--decoder-first-pipeline-num-layers 12)
  * embeds its model; written, read and written again it is the same file byte for byte, the
  * same plan (plan_equal) and the same model, and a clone keeps it. */
@@ -1125,31 +1155,17 @@ Test(plan, model_round_trips_byte_identical)
     cr_assert_not_null(pl->model);
     cr_expect_eq(pl->model->split.first_blocks, 12);
     cr_expect_eq(pl->model->tf->seq, 1024);
-    char *tmp = make_tmpdir(), a[512], b[512];
-    snprintf(a, sizeof a, "%s/a.json", tmp);
-    snprintf(b, sizeof b, "%s/b.json", tmp);
-    plumb_err e;
-    err_clear(&e);
-    cr_assert_eq(plan_save(pl, a, &e), 0, "%s", e.msg);
-    plan *back = plan_load(a, &e);
-    cr_assert_not_null(back, "%s", e.msg);
-    cr_assert_not_null(back->model, "the model was not read back");
-    cr_expect(plan_model_equal(pl->model, back->model));
+    saved_twice s = save_twice(pl, "split");
+    plan *back = s.back;
     cr_expect(plan_equal(pl, back));
-    cr_assert_eq(plan_save(back, b, &e), 0, "%s", e.msg);
-    char *ta = file_text(a), *tb = file_text(b);
-    cr_expect_str_eq(ta, tb, "written again, the file differs");
-    cr_expect(strstr(ta, "\"decoder_first_pipeline_num_layers\":\t12"), "%s", ta);
+    cr_expect(strstr(s.ta, "\"decoder_first_pipeline_num_layers\":\t12"), "%s", s.ta);
     plan *k = plan_clone(back);
     cr_expect(plan_equal(k, pl) && k->model != back->model);
     back->model->split.first_blocks = 0;
     cr_expect(!plan_equal(pl, back), "plan_equal compares the model");
-    free(ta);
-    free(tb);
     plan_free(k);
-    plan_free(back);
+    saved_twice_free(&s);
     plan_free(pl);
-    rm_tree(tmp);
 }
 
 /* A layout of Megatron-Core's layout string (--pipeline-layout) records the string in its
@@ -1164,20 +1180,10 @@ Test(plan, model_pipeline_layout_round_trips)
     cr_assert_not_null(pl->model);
     cr_assert_str_eq(pl->model->pipeline_layout, "Et*12|t*20L");
     cr_expect_eq(pl->stages[0].last_layer, 12, "the first stage holds the embedding + 12");
-    char *tmp = make_tmpdir(), a[512], b[512];
-    snprintf(a, sizeof a, "%s/a.json", tmp);
-    snprintf(b, sizeof b, "%s/b.json", tmp);
-    plumb_err e;
-    err_clear(&e);
-    cr_assert_eq(plan_save(pl, a, &e), 0, "%s", e.msg);
-    plan *back = plan_load(a, &e);
-    cr_assert_not_null(back, "%s", e.msg);
-    cr_assert_not_null(back->model);
-    cr_expect(plan_model_equal(pl->model, back->model));
-    cr_assert_eq(plan_save(back, b, &e), 0, "%s", e.msg);
-    char *ta = file_text(a), *tb = file_text(b);
-    cr_expect_str_eq(ta, tb, "written again, the file differs");
-    cr_expect(strstr(ta, "\"pipeline_model_parallel_layout\":\t\"Et*12|t*20L\""), "%s", ta);
+    saved_twice s = save_twice(pl, "pipeline layout");
+    plan *back = s.back;
+    cr_expect(strstr(s.ta, "\"pipeline_model_parallel_layout\":\t\"Et*12|t*20L\""), "%s",
+              s.ta);
     plan *k = plan_clone(back);
     cr_expect(plan_equal(k, back) && k->model->pipeline_layout != back->model->pipeline_layout);
     free(back->model->pipeline_layout);
@@ -1186,12 +1192,9 @@ Test(plan, model_pipeline_layout_round_trips)
     layout3d_options r;
     cr_assert_eq(layout3d_options_from_plan(k, &r), 0);
     cr_expect_str_eq(r.pipeline_layout, "Et*12|t*20L");
-    free(ta);
-    free(tb);
     plan_free(k);
-    plan_free(back);
+    saved_twice_free(&s);
     plan_free(pl);
-    rm_tree(tmp);
 }
 
 /* Every family's config.json is written as its plumb-transformer/1 equivalent, --seq-len
@@ -1269,7 +1272,9 @@ Test(plan, profile_plans_write_no_model)
 /* The model plan to mutate: tp 2 x pp 2 x dp 2 of llama2-7b, rank 0 holding 12 blocks. */
 typedef void (*model_mutator)(cJSON *model, cJSON *root);
 
-static void expect_bad_model(model_mutator m, const char *path, const char *word)
+/* The file (JSON) of llama2-7b's plan at seq 1024 with 12 blocks on the first rank
+ * (layout_plan), which names its model. The caller frees it with cJSON_Delete. */
+static cJSON *split_plan_json(void)
 {
     layout3d_options o;
     layout3d_options_init(&o);
@@ -1277,6 +1282,12 @@ static void expect_bad_model(model_mutator m, const char *path, const char *word
     plan *pl = layout_plan(LLAMA, &o);
     cJSON *j = plan_to_json(pl);
     plan_free(pl);
+    return j;
+}
+
+static void expect_bad_model(model_mutator m, const char *path, const char *word)
+{
+    cJSON *j = split_plan_json();
     m(cJSON_GetObjectItem(j, "model"), j);
     plumb_err err;
     err_clear(&err);
@@ -1425,12 +1436,7 @@ Test(plan_bad, checkpoint_layers_against_the_stages_and_recompute)
                      "checkpoints) (got 1)");
     expect_bad_model(mm_ckpt_selective, "checkpoint_layers", "with recompute selective");
     /* the largest stage's 20 and 0 (the stage's input alone) are taken */
-    layout3d_options o;
-    layout3d_options_init(&o);
-    o.seq = 1024, o.split.first_blocks = 12;
-    plan *pl = layout_plan(LLAMA, &o);
-    cJSON *j = plan_to_json(pl);
-    plan_free(pl);
+    cJSON *j = split_plan_json();
     plumb_err err;
     for (int k = 0; k <= 20; k += 20) {
         mm_ckpt(j, k, "full");

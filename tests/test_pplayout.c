@@ -98,6 +98,21 @@ static void expect_refused(const char *s, int blocks, int pp, int v, const char 
     cr_assert_null(strchr(err.msg, '\n'));
 }
 
+/* A layout refused: the layout, the model's blocks, pp and v it is checked against, and
+ * what its line holds. */
+typedef struct refusal {
+    const char *s;
+    int blocks, pp, v;
+    const char *want;
+} refusal;
+
+/* expect_refused of each of the n cases (each message names its layout). */
+static void expect_refusals(const refusal *k, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        expect_refused(k[i].s, k[i].blocks, k[i].pp, k[i].v, k[i].want);
+}
+
 /* Megatron-Core's checks (arguments.py: stages a multiple of pp; TransformerConfig: the
  * virtual pipeline size given must equal the detected; validate_layer_layout: the first
  * layer E, the last L, each once, the decoder count equal to num_layers) and the two plumb
@@ -112,61 +127,67 @@ Test(pplayout, checks_megatron_rules)
     cr_assert_eq(pplayout_check(l, 80, 4, 10, &err), 0, "%s", err.msg); /* 40 = 4 x 10 */
     cr_assert_eq(pplayout_check(l, 80, 40, 1, &err), 0, "%s", err.msg);
     pplayout_free(l);
-    expect_refused(L70_LAYOUT, 80, 3, 0, "--pipeline-layout: expected a number of virtual "
-                   "stages ('|'-separated) that is a multiple of --pp 3 (got 40)");
-    expect_refused(L70_LAYOUT, 80, 8, 4, "--interleave: expected the layout's 40 virtual "
-                   "stages / --pp 8 = 5 (got 4)");
-    expect_refused(L70_LAYOUT, 96, 8, 0, "--pipeline-layout: expected as many t as the "
-                   "model's 96 layers (got 80)");
-    expect_refused("tE|tL", 2, 2, 0, "--pipeline-layout: expected the embedding E as the "
-                   "first layer (got a block t)");
-    expect_refused("|EtL", 1, 2, 0, "--pipeline-layout: expected every virtual stage to hold "
-                   "E, L or a block t: plumb's stages each hold at least one layer (got "
-                   "virtual stage 0 (rank 0, chunk 0) empty)");
-    expect_refused("Et|Lt", 2, 2, 0, "--pipeline-layout: expected the loss L as the last "
-                   "layer (got a block t)");
-    expect_refused("EtE|tL", 2, 2, 0, "--pipeline-layout: expected E exactly once (got 2)");
-    expect_refused("EtL|tL", 2, 2, 0, "--pipeline-layout: expected L exactly once (got 2)");
-    expect_refused("Et|tm|L|t", 2, 2, 0, "--pipeline-layout: expected the loss L as the last "
-                   "layer");
-    expect_refused("Et|t|m|L", 2, 2, 0, "--pipeline-layout: expected no MTP layer m: plumb "
-                   "models no multi-token prediction (got 1)");
-    expect_refused("Et||tL", 2, 3, 0, "(got virtual stage 1 (rank 1, chunk 0) empty)");
-    expect_refused("Et|tL|", 2, 3, 0, "--pipeline-layout: expected every virtual stage");
-    expect_refused("", 2, 1, 0, "--pipeline-layout: expected the embedding E as the first "
-                   "layer (got no layer)");
+    static const refusal K[] = {
+        {L70_LAYOUT, 80, 3, 0, "--pipeline-layout: expected a number of virtual "
+             "stages ('|'-separated) that is a multiple of --pp 3 (got 40)"},
+        {L70_LAYOUT, 80, 8, 4, "--interleave: expected the layout's 40 virtual "
+             "stages / --pp 8 = 5 (got 4)"},
+        {L70_LAYOUT, 96, 8, 0, "--pipeline-layout: expected as many t as the "
+             "model's 96 layers (got 80)"},
+        {"tE|tL", 2, 2, 0, "--pipeline-layout: expected the embedding E as the "
+             "first layer (got a block t)"},
+        {"|EtL", 1, 2, 0, "--pipeline-layout: expected every virtual stage to hold "
+             "E, L or a block t: plumb's stages each hold at least one layer (got "
+             "virtual stage 0 (rank 0, chunk 0) empty)"},
+        {"Et|Lt", 2, 2, 0, "--pipeline-layout: expected the loss L as the last "
+             "layer (got a block t)"},
+        {"EtE|tL", 2, 2, 0, "--pipeline-layout: expected E exactly once (got 2)"},
+        {"EtL|tL", 2, 2, 0, "--pipeline-layout: expected L exactly once (got 2)"},
+        {"Et|tm|L|t", 2, 2, 0, "--pipeline-layout: expected the loss L as the last "
+             "layer"},
+        {"Et|t|m|L", 2, 2, 0, "--pipeline-layout: expected no MTP layer m: plumb "
+             "models no multi-token prediction (got 1)"},
+        {"Et||tL", 2, 3, 0, "(got virtual stage 1 (rank 1, chunk 0) empty)"},
+        {"Et|tL|", 2, 3, 0, "--pipeline-layout: expected every virtual stage"},
+        {"", 2, 1, 0, "--pipeline-layout: expected the embedding E as the first "
+             "layer (got no layer)"},
+    };
+    expect_refusals(K, sizeof K / sizeof K[0]);
 }
 
 /* The syntax: one line each, nothing expanded past the bound (these return at once). */
 Test(pplayout, bad_syntax_one_line_each)
 {
-    expect_refused("Et|x|tL", 2, 1, 0, "--pipeline-layout: expected E, t, L, m, '|', ',' or "
-                   "a repeat x*n or (...)*n (got 'x' at character 4)");
-    expect_refused("Et|T|tL", 2, 1, 0, "(got 'T' at character 4)");
-    expect_refused("Et |tL", 2, 1, 0, "(got byte 0x20 at character 3)");
-    expect_refused("E(tt|*2,L", 2, 1, 0, "--pipeline-layout: expected ')' to close the '(' at "
-                   "character 2 (unbalanced parentheses)");
-    expect_refused("Ett)*2|L", 2, 1, 0, "--pipeline-layout: expected '(' before the ')' at "
-                   "character 4 (unbalanced parentheses)");
-    expect_refused("E((t|)*2)*2L", 2, 1, 0, "--pipeline-layout: expected no '(' inside the "
-                   "group opened before character 3");
-    expect_refused("E(,)*2tL", 1, 1, 0, "--pipeline-layout: expected layers inside the group "
-                   "at character 2 (got an empty group)");
-    expect_refused("E(tt|)L", 2, 1, 0, "--pipeline-layout: expected a repeat count \"*n\" "
-                   "after the group at character 2");
-    expect_refused("Et*|tL", 2, 1, 0, "--pipeline-layout: expected a repeat count (digits) "
-                   "after the '*' at character 3");
-    expect_refused("E*2tL", 1, 1, 0, "--pipeline-layout: expected E exactly once (got 2)");
-    expect_refused("Et*2*3L", 6, 1, 0, "--pipeline-layout: expected one repeat count, not a "
-                   "second '*' at character 5");
-    expect_refused("*2EtL", 1, 1, 0, "--pipeline-layout: expected a character or a (...) "
-                   "group before the '*' at character 1 (a bad repeat count)");
-    expect_refused("Et*99999999999999999999999999|L", 1, 1, 0, "--pipeline-layout: expected "
-                   "at most 1048576 layers and separators once the repeats are unrolled");
-    expect_refused("E(t|)*1048576L", 1, 1, 0, "expected at most 1048576 layers");
-    /* a bound reached by repeats that each pass it alone: 2^10 x 2^10 + more */
-    expect_refused("E(t*1024|)*1024,(t*1024|)*2L", 1, 1, 0, "expected at most 1048576 "
-                   "layers");
+    static const refusal K[] = {
+        {"Et|x|tL", 2, 1, 0, "--pipeline-layout: expected E, t, L, m, '|', ',' or "
+             "a repeat x*n or (...)*n (got 'x' at character 4)"},
+        {"Et|T|tL", 2, 1, 0, "(got 'T' at character 4)"},
+        {"Et |tL", 2, 1, 0, "(got byte 0x20 at character 3)"},
+        {"E(tt|*2,L", 2, 1, 0, "--pipeline-layout: expected ')' to close the '(' at "
+             "character 2 (unbalanced parentheses)"},
+        {"Ett)*2|L", 2, 1, 0, "--pipeline-layout: expected '(' before the ')' at "
+             "character 4 (unbalanced parentheses)"},
+        {"E((t|)*2)*2L", 2, 1, 0, "--pipeline-layout: expected no '(' inside the "
+             "group opened before character 3"},
+        {"E(,)*2tL", 1, 1, 0, "--pipeline-layout: expected layers inside the group "
+             "at character 2 (got an empty group)"},
+        {"E(tt|)L", 2, 1, 0, "--pipeline-layout: expected a repeat count \"*n\" "
+             "after the group at character 2"},
+        {"Et*|tL", 2, 1, 0, "--pipeline-layout: expected a repeat count (digits) "
+             "after the '*' at character 3"},
+        {"E*2tL", 1, 1, 0, "--pipeline-layout: expected E exactly once (got 2)"},
+        {"Et*2*3L", 6, 1, 0, "--pipeline-layout: expected one repeat count, not a "
+             "second '*' at character 5"},
+        {"*2EtL", 1, 1, 0, "--pipeline-layout: expected a character or a (...) "
+             "group before the '*' at character 1 (a bad repeat count)"},
+        {"Et*99999999999999999999999999|L", 1, 1, 0, "--pipeline-layout: expected "
+             "at most 1048576 layers and separators once the repeats are unrolled"},
+        {"E(t|)*1048576L", 1, 1, 0, "expected at most 1048576 layers"},
+        /* a bound reached by repeats that each pass it alone: 2^10 x 2^10 + more */
+        {"E(t*1024|)*1024,(t*1024|)*2L", 1, 1, 0, "expected at most 1048576 "
+             "layers"},
+    };
+    expect_refusals(K, sizeof K / sizeof K[0]);
 }
 
 static layout3d_options opts(int gpus, int tp, int pp, int dp, int gb)

@@ -28,6 +28,17 @@ static schedule *try_gen(sched_kind k, int ranks, int chunks, int m, int iters, 
     return schedule_generate(&sp, e);
 }
 
+/* Kind k's schedule on p ranks (its own chunks a rank) of m microbatches and iters
+ * iterations, its stages replicated {2, 1, 3, 1} when replicated and the kind is not
+ * chunked; NULL for a shape the kind does not take. */
+static schedule *gen_shape(int k, int p, int m, int iters, int replicated)
+{
+    static const int reps[4] = {2, 1, 3, 1};
+    plumb_err e = {{0}};
+    return try_gen(k, p, sched_kind_chunks((sched_kind)k), m, iters,
+                   replicated && !sched_kind_chunked((sched_kind)k) ? reps : NULL, &e);
+}
+
 Test(schedule_grid, every_generator_validates)
 {
     /* replica patterns over up to 8 stages; -1 = unreplicated */
@@ -849,15 +860,11 @@ Test(schedule_bound, gpipe_and_1f1b_in_closed_form)
 /* No timing of the schedule exceeds the bound, over every generator and replicas. */
 Test(schedule_bound, no_replay_exceeds_it)
 {
-    static const int reps[4] = {2, 1, 3, 1};
     for (int k = 0; k < SCHED_NKINDS; k++)
         for (int p = 2; p <= 4; p++)
             for (int m = 1; m <= 9; m += 4)
                 for (int r = 0; r < 2; r++) {
-                    const int chunked = sched_kind_chunked((sched_kind)k);
-                    plumb_err e = {{0}};
-                    schedule *s = try_gen(k, p, sched_kind_chunks((sched_kind)k), m, 2,
-                                          r && !chunked ? reps : NULL, &e);
+                    schedule *s = gen_shape(k, p, m, 2, r);
                     if (!s) continue; /* a shape this kind does not take */
                     const int W = s->nworkers;
                     int *b = send_bound(s, SENDS_FB), *peak = malloc((size_t)W * W * sizeof *peak);
@@ -1040,16 +1047,12 @@ static int *bound_by_ancestors(const schedule *s, unsigned sends)
  * generator, with and without replicas, over iterations, each kind of message counted. */
 Test(schedule_bound, equals_the_definition)
 {
-    static const int reps[4] = {2, 1, 3, 1};
     long long pairs = 0;
     for (int k = 0; k < SCHED_NKINDS; k++)
         for (int p = 2; p <= 3; p++)
             for (int m = 1; m <= 7; m += 3)
                 for (int r = 0; r < 2; r++) {
-                    const int chunked = sched_kind_chunked((sched_kind)k);
-                    plumb_err e = {{0}};
-                    schedule *s = try_gen(k, p, sched_kind_chunks((sched_kind)k), m * (r ? 6 : 1),
-                                          2, r && !chunked ? reps : NULL, &e);
+                    schedule *s = gen_shape(k, p, m * (r ? 6 : 1), 2, r);
                     if (!s) continue;
                     const int W = s->nworkers;
                     for (unsigned sends = 1; sends <= 3; sends++) {
@@ -1434,14 +1437,10 @@ Test(schedule_slots, renumbered_microbatches_same_slots)
  * stages, several iterations. */
 Test(schedule_inflight, counts_by_definition)
 {
-    static const int reps[4] = {2, 1, 3, 1};
     for (int k = 0; k < SCHED_NKINDS; k++)
         for (int p = 2; p <= 4; p++)
             for (int r = 0; r < 2; r++) {
-                const int chunked = sched_kind_chunked((sched_kind)k);
-                plumb_err e = {{0}};
-                schedule *s = try_gen(k, p, sched_kind_chunks((sched_kind)k), 12, 3,
-                                      r && !chunked ? reps : NULL, &e);
+                schedule *s = gen_shape(k, p, 12, 3, r);
                 if (!s) continue;
                 const int S = s->nstages, T = s->microbatches * s->iterations;
                 int *act = calloc((size_t)S, sizeof *act), *ver = calloc((size_t)S, sizeof *ver);

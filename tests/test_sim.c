@@ -23,6 +23,19 @@ static void free_comm(sim_synth *s)
     s->parameter_bytes = 0;
 }
 
+/* sim_synth's defaults without communication (free_comm) under schedule kind on nstages
+ * stages of m microbatches. */
+static sim_synth quiet_synth(sched_kind kind, int nstages, int m)
+{
+    sim_synth s;
+    sim_synth_init(&s);
+    free_comm(&s);
+    s.schedule = kind;
+    s.nstages = nstages;
+    s.microbatches = m;
+    return s;
+}
+
 /* |a - b| within a relative tolerance (absolute when b is about 0). */
 static int near(double a, double b, double tol)
 {
@@ -59,11 +72,7 @@ Test(sim, gpipe_bubble)
  * activations at stage 0 are p (GPipe: m). */
 Test(sim, one_f_one_b_bubble_and_inflight)
 {
-    sim_synth s;
-    sim_synth_init(&s);
-    free_comm(&s);
-    s.nstages = 4;
-    s.microbatches = 12;
+    sim_synth s = quiet_synth(SCHED_1F1B_FLUSH, 4, 12);
     plan *pl = synth_plan(&s);
     sim_report *r = synth_run(pl, NULL);
     cr_expect(NEAR(r->bubble_fraction, 3.0 / 15, 1e-9), "bubble %g", r->bubble_fraction);
@@ -111,11 +120,7 @@ Test(sim, interleaved_bubble)
  * against 1F1B's (p - 1)(F + B) = 3 (p - 1) F: about a third. */
 Test(sim, zb_h1_third_of_1f1b)
 {
-    sim_synth s;
-    sim_synth_init(&s);
-    free_comm(&s);
-    s.nstages = 4;
-    s.microbatches = 8;
+    sim_synth s = quiet_synth(SCHED_1F1B_FLUSH, 4, 8);
     s.forward_ms = 1;
     s.backward_ms = 2;
     s.input_ms = s.weight_ms = 1;
@@ -140,12 +145,7 @@ Test(sim, zb_h1_third_of_1f1b)
  * time. Stage s (of p) keeps p - s weight versions; 2BW at most 2. */
 Test(sim, pipedream_steady_state_and_versions)
 {
-    sim_synth s;
-    sim_synth_init(&s);
-    free_comm(&s);
-    s.schedule = SCHED_PIPEDREAM;
-    s.nstages = 4;
-    s.microbatches = 16;
+    sim_synth s = quiet_synth(SCHED_PIPEDREAM, 4, 16);
     s.parameter_bytes = 1e6;
     plan *pl = synth_plan(&s);
     /* make stage 2 the slowest: F = 2 ms, B = 4 ms, max stage time 6 ms */
@@ -277,12 +277,7 @@ Test(sim, allreduce_overlaps_backward)
  * state the iteration becomes m x k x (F + B) when that stage becomes the slowest. */
 Test(sim, straggler_whatif)
 {
-    sim_synth s;
-    sim_synth_init(&s);
-    free_comm(&s);
-    s.schedule = SCHED_PIPEDREAM;
-    s.nstages = 4;
-    s.microbatches = 8;
+    sim_synth s = quiet_synth(SCHED_PIPEDREAM, 4, 8);
     plan *pl = synth_plan(&s);
     sim_options o;
     sim_options_init(&o);

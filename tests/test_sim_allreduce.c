@@ -387,6 +387,17 @@ Test(sim_allreduce, shared_port_sweep)
                 virt, split, rep);
 }
 
+/* both_ways of s over 3 iterations (what names it), whose grouped run repeats a step,
+ * with and without the dashboard's timeline, and has a virtual hop. */
+static void expect_repeated_steps(const sim_synth *s, const char *what)
+{
+    both_ways(s, 3, what, NULL, NULL);
+    cr_expect(last_repeated > 0, "%s: no step repeated", what);
+    cr_expect(last_repeated_dash > 0, "%s: no step repeated with the dashboard's "
+              "timeline", what);
+    cr_expect(last_virtual > 0, "%s: no virtual hop", what);
+}
+
 /* Two stages of 24 replicas on servers of 8: each ring's hop out of a server shares the
  * server's egress port with the activations and gradients, so it is shared; once the
  * pipeline has drained, the two rings' steps start every shared hop virtual, step after
@@ -404,11 +415,7 @@ Test(sim_allreduce, repeated_steps_like_per_hop)
             s.input_ms = s.weight_ms = 1.25;
         char what[64];
         snprintf(what, sizeof what, "repeated steps, %s", sched_kind_name(kinds[i]));
-        both_ways(&s, 3, what, NULL, NULL);
-        cr_expect(last_repeated > 0, "%s: no step repeated", what);
-        cr_expect(last_repeated_dash > 0, "%s: no step repeated with the dashboard's "
-                  "timeline", what);
-        cr_expect(last_virtual > 0, "%s: no virtual hop", what);
+        expect_repeated_steps(&s, what);
     }
 }
 
@@ -429,11 +436,7 @@ Test(sim_allreduce, interleaved_rings_repeat)
         s.latency_us[0] = lat ? 2 : 0;
         char what[64];
         snprintf(what, sizeof what, "interleaved rings, latency %d", lat);
-        both_ways(&s, 3, what, NULL, NULL);
-        cr_expect(last_repeated > 0, "%s: no step repeated", what);
-        cr_expect(last_repeated_dash > 0, "%s: no step repeated with the dashboard's "
-                  "timeline", what);
-        cr_expect(last_virtual > 0, "%s: no virtual hop", what);
+        expect_repeated_steps(&s, what);
     }
 }
 

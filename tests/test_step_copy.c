@@ -56,6 +56,28 @@ static plan *mini_plan(dev_precision prec, dev_precision grad, int rc)
     return pl;
 }
 
+/* sim_run's report of pl under the default options; fails the test, naming label, when it
+ * refuses. The caller frees it with sim_report_free. */
+static sim_report *run_ok(const plan *pl, const char *label)
+{
+    plumb_err err = {{0}};
+    sim_report *r = sim_run(pl, NULL, &err);
+    cr_assert_not_null(r, "%s: %s", label, err.msg);
+    return r;
+}
+
+/* r's text report (sim_print_report); the caller frees it. */
+static char *report_text(const sim_report *r)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    cr_assert_not_null(f);
+    sim_print_report(r, NULL, f);
+    fclose(f);
+    return buf;
+}
+
 static int close_to(double a, double b) { return fabs(a - b) <= 1e-9 * fabs(b) + 1e-6; }
 
 /* The run's moment of m: every part but the step's copy. */
@@ -103,9 +125,7 @@ Test(step_copy, activations_peak_excludes_the_copy, .init = setup, .fini = teard
     for (int k = 0; k < 2; k++) {
         /* fp16 keeps fp16 gradients under the default grad_reduce */
         plan *pl = mini_plan(ps[k], k ? DEV_FP32 : DEV_BF16, RECOMPUTE_NONE);
-        plumb_err err = {{0}};
-        sim_report *r = sim_run(pl, NULL, &err);
-        cr_assert_not_null(r, "%s", err.msg);
+        sim_report *r = run_ok(pl, dev_precision_name(ps[k]));
         const sim_memory *m = &r->devices[0].mem;
         check_state(r, 0, 2);
         cr_expect(m->step_transient > 0 && m->step_transient < m->activations,
@@ -125,9 +145,7 @@ Test(step_copy, activations_peak_excludes_the_copy, .init = setup, .fini = teard
 Test(step_copy, step_moment_is_the_peak, .init = setup, .fini = teardown)
 {
     plan *pl = mini_plan(DEV_BF16, DEV_BF16, RECOMPUTE_FULL);
-    plumb_err err = {{0}};
-    sim_report *r = sim_run(pl, NULL, &err);
-    cr_assert_not_null(r, "%s", err.msg);
+    sim_report *r = run_ok(pl, "bf16 gradients, full recompute");
     for (int i = 0; i < r->ndevices; i++) {
         const sim_memory *m = &r->devices[i].mem;
         check_state(r, i, 2);
@@ -146,21 +164,14 @@ Test(step_copy, step_moment_is_the_peak, .init = setup, .fini = teardown)
 Test(step_copy, fp32_gradients_make_no_copy, .init = setup, .fini = teardown)
 {
     plan *pl = mini_plan(DEV_BF16, DEV_FP32, RECOMPUTE_FULL);
-    plumb_err err = {{0}};
-    sim_report *r = sim_run(pl, NULL, &err);
-    cr_assert_not_null(r, "%s", err.msg);
+    sim_report *r = run_ok(pl, "fp32 gradients");
     for (int i = 0; i < r->ndevices; i++) {
         const sim_memory *m = &r->devices[i].mem;
         cr_expect_eq(m->step_transient, 0);
         cr_expect_eq(sim_memory_step_total(m), 0);
         cr_expect_eq(m->total, run_moment(m));
     }
-    char *buf = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&buf, &len);
-    cr_assert_not_null(f);
-    sim_print_report(r, NULL, f);
-    fclose(f);
+    char *buf = report_text(r);
     cr_expect_null(strstr(buf, "at the step"), "%s", buf);
     free(buf);
     sim_report_free(r);
@@ -171,15 +182,8 @@ Test(step_copy, fp32_gradients_make_no_copy, .init = setup, .fini = teardown)
 Test(step_copy, text_report_names_the_step, .init = setup, .fini = teardown)
 {
     plan *pl = mini_plan(DEV_BF16, DEV_BF16, RECOMPUTE_FULL);
-    plumb_err err = {{0}};
-    sim_report *r = sim_run(pl, NULL, &err);
-    cr_assert_not_null(r, "%s", err.msg);
-    char *buf = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&buf, &len);
-    cr_assert_not_null(f);
-    sim_print_report(r, NULL, f);
-    fclose(f);
+    sim_report *r = run_ok(pl, "bf16 gradients");
+    char *buf = report_text(r);
     cr_expect_not_null(strstr(buf, "fp32 gradient copy"), "%s", buf);
     free(buf);
     sim_report_free(r);

@@ -25,6 +25,10 @@
 #define PROFILE "profiles/pipedream/vgg16.json"
 #define CLUSTER "profiles/clusters/cluster-a-4x4.json"
 #define HETERO "profiles/clusters/hetero-2xh200-2xv100.json"
+#define GPT2 "examples/llm/gpt2.json"
+#define DGX_A100 "profiles/clusters/dgx-a100-80g.json"
+#define LLAMA "examples/llm/nemo/llama2-7b.json"
+#define DGX_H100 "profiles/clusters/dgx-h100.json"
 
 static profile *load_prof(void)
 {
@@ -103,6 +107,16 @@ static ui_whatif whatif(int ngpus)
     w.straggler = -1;
     w.straggler_factor = 2;
     return w;
+}
+
+/* The dashboard's result of what-if w on b; fails the test with the case's index layout
+ * (-1: none) and the refusal's line when it has none. The caller frees it with
+ * ui_result_free. */
+static ui_result evaluate(const ui_base *b, const ui_whatif *w, int layout)
+{
+    ui_result r = { 0 };
+    cr_assert_eq(ui_evaluate(b, w, &r), 0, "layout %d: %s", layout, r.err);
+    return r;
 }
 
 Test(ui_eval, cluster_whatifs_follow_the_hierarchy)
@@ -293,6 +307,33 @@ static int same_stages(const plan *a, const plan *b)
     return 1;
 }
 
+/* Opens in b, as the dashboard opens a plan file, PROFILE's four-stage 1F1B plan on
+ * CLUSTER (stages of layers 0-3, 4-10, 11-17 on devices 0, 1, 2) with `fields` (its
+ * microbatches, recompute, optimizer and runtime: JSON members, each followed by ", ") and
+ * `last`, its last stage's (layers 18-40) replicas and devices, written to a temporary file
+ * named for tag and removed; fails the test when it is refused. */
+static void open_vgg_plan(ui_base *b, const char *tag, const char *fields, const char *last)
+{
+    char path[128], cwd[256];
+    cr_assert_not_null(getcwd(cwd, sizeof cwd));
+    snprintf(path, sizeof path, "/tmp/plumb-test-ui-%s-%d.json", tag, (int)getpid());
+    FILE *f = fopen(path, "w");
+    cr_assert_not_null(f);
+    fprintf(f, "{\"format\": \"plumb-plan/1\", \"profile\": \"%s/" PROFILE "\", "
+               "\"cluster\": \"%s/" CLUSTER "\", \"schedule\": \"1f1b-flush\", "
+               "%s\"stages\": ["
+               "{\"first_layer\": 0, \"last_layer\": 3, \"replicas\": 1, \"devices\": [0]}, "
+               "{\"first_layer\": 4, \"last_layer\": 10, \"replicas\": 1, \"devices\": [1]}, "
+               "{\"first_layer\": 11, \"last_layer\": 17, \"replicas\": 1, \"devices\": [2]}, "
+               "{\"first_layer\": 18, \"last_layer\": 40, %s}]}\n",
+            cwd, cwd, fields, last);
+    fclose(f);
+    plumb_err e;
+    err_clear(&e);
+    cr_assert_eq(ui_base_load(b, NULL, NULL, path, &e), 0, "%s: %s", tag, e.msg);
+    unlink(path);
+}
+
 /* A plan file's runtime ("p2p": "sync") is the native planner's when the dashboard
  * re-plans: on PLAN_1F1B with p2p sync on 8 GPUs (`- -`) it shows the plan `plumb plan -p
  * vgg16 -c cluster-a-4x4 --gpus 8 --schedule 1f1b-flush --microbatches 8
@@ -300,39 +341,22 @@ static int same_stages(const plan *a, const plan *b)
  * samples/s), not the one ranked under overlap (2 stages, 569.7 samples/s under sync). */
 Test(ui_eval, replanning_ranks_under_the_plan_files_runtime)
 {
-    char path[128], cwd[256];
-    cr_assert_not_null(getcwd(cwd, sizeof cwd));
-    snprintf(path, sizeof path, "/tmp/plumb-test-ui-p2p-%d.json", (int)getpid());
-    FILE *f = fopen(path, "w");
-    cr_assert_not_null(f);
-    fprintf(f, "{\"format\": \"plumb-plan/1\", \"profile\": \"%s/" PROFILE "\", "
-               "\"cluster\": \"%s/" CLUSTER "\", \"schedule\": \"1f1b-flush\", "
-               "\"microbatch_size\": 32, \"microbatches\": 8, \"recompute\": false, "
-               "\"optimizer\": \"momentum\", \"p2p\": \"sync\", \"stages\": ["
-               "{\"first_layer\": 0, \"last_layer\": 3, \"replicas\": 1, \"devices\": [0]}, "
-               "{\"first_layer\": 4, \"last_layer\": 10, \"replicas\": 1, \"devices\": [1]}, "
-               "{\"first_layer\": 11, \"last_layer\": 17, \"replicas\": 1, \"devices\": [2]}, "
-               "{\"first_layer\": 18, \"last_layer\": 40, \"replicas\": 1, \"devices\": [3]}]}\n",
-            cwd, cwd);
-    fclose(f);
     ui_base b;
+    open_vgg_plan(&b, "p2p", "\"microbatch_size\": 32, \"microbatches\": 8, \"recompute\": false, "
+                  "\"optimizer\": \"momentum\", \"p2p\": \"sync\", ",
+                  "\"replicas\": 1, \"devices\": [3]");
     plumb_err e;
     err_clear(&e);
-    cr_assert_eq(ui_base_load(&b, NULL, NULL, path, &e), 0, "%s", e.msg);
-    unlink(path);
     ui_whatif w;
     ui_base_whatif(&b, &w);
     cr_assert_eq(w.p2p_sync, 1);
     w.ngpus = 8;
-    ui_result r;
-    memset(&r, 0, sizeof r);
-    cr_assert_eq(ui_evaluate(&b, &w, &r), 0, "%s", r.err);
+    ui_result r = evaluate(&b, &w, -1);
     cr_assert_str_eq(r.origin, "native planner", "%s", r.note);
     cr_assert(r.pl->p2p_sync);
 
     /* plumb plan -p's options for the same what-if, under either runtime */
-    cluster *c = cluster_load(CLUSTER, &e);
-    cr_assert_not_null(c, "%s", e.msg);
+    cluster *c = load_clus(CLUSTER);
     cluster *c8 = cluster_take_gpus(c, 8, CLUSTER, &e);
     cr_assert_not_null(c8, "%s", e.msg);
     native_options o;
@@ -370,40 +394,22 @@ Test(ui_eval, replanning_ranks_under_the_plan_files_runtime)
  * and the even split is shown. */
 Test(ui_eval, replanning_keeps_the_plan_files_zero)
 {
-    char path[128], cwd[256];
-    cr_assert_not_null(getcwd(cwd, sizeof cwd));
-    snprintf(path, sizeof path, "/tmp/plumb-test-ui-zero-%d.json", (int)getpid());
-    FILE *f = fopen(path, "w");
-    cr_assert_not_null(f);
-    fprintf(f, "{\"format\": \"plumb-plan/1\", \"profile\": \"%s/" PROFILE "\", "
-               "\"cluster\": \"%s/" CLUSTER "\", \"schedule\": \"1f1b-flush\", "
-               "\"microbatch_size\": 8, \"microbatches\": 64, \"recompute\": true, "
-               "\"optimizer\": \"momentum\", \"zero\": 1, \"stages\": ["
-               "{\"first_layer\": 0, \"last_layer\": 3, \"replicas\": 1, \"devices\": [0]}, "
-               "{\"first_layer\": 4, \"last_layer\": 10, \"replicas\": 1, \"devices\": [1]}, "
-               "{\"first_layer\": 11, \"last_layer\": 17, \"replicas\": 1, \"devices\": [2]}, "
-               "{\"first_layer\": 18, \"last_layer\": 40, \"replicas\": 2, "
-               "\"devices\": [3, 4]}]}\n",
-            cwd, cwd);
-    fclose(f);
     ui_base b;
+    open_vgg_plan(&b, "zero", "\"microbatch_size\": 8, \"microbatches\": 64, \"recompute\": true, "
+                  "\"optimizer\": \"momentum\", \"zero\": 1, ",
+                  "\"replicas\": 2, \"devices\": [3, 4]");
     plumb_err e;
     err_clear(&e);
-    cr_assert_eq(ui_base_load(&b, NULL, NULL, path, &e), 0, "%s", e.msg);
-    unlink(path);
     ui_whatif w;
     ui_base_whatif(&b, &w);
     cr_assert_eq(w.zero, 1);
     w.mem_limit_bytes = 1073741824.0;
-    ui_result r;
-    memset(&r, 0, sizeof r);
-    cr_assert_eq(ui_evaluate(&b, &w, &r), 0, "%s", r.err);
+    ui_result r = evaluate(&b, &w, -1);
     cr_assert_str_eq(r.origin, "native planner", "%s", r.note);
     cr_assert_eq(r.pl->zero, 1);
     cr_expect(r.rep->fits, "peak %.0f bytes", r.rep->peak_memory_bytes);
 
-    cluster *c = cluster_load(CLUSTER, &e);
-    cr_assert_not_null(c, "%s", e.msg);
+    cluster *c = load_clus(CLUSTER);
     native_options o;
     native_options_init(&o);
     o.memory_limit_bytes = 1073741824.0;
@@ -526,6 +532,25 @@ Test(ui_eval, runtime_options_are_the_fixed_layout)
     ui_base_free(&b);
 }
 
+/* layout3d's defaults at tp x pp x dp on gpus GPUs, a global batch of 16 and microbatches
+ * of 1: the layout the transformer cases below start from. */
+static layout3d_options layout(int tp, int pp, int dp, int gpus)
+{
+    layout3d_options o;
+    layout3d_options_init(&o);
+    o.tp = tp, o.pp = pp, o.dp = dp, o.gpus = gpus, o.global_batch = 16;
+    o.microbatch_size = 1;
+    return o;
+}
+
+/* Expects the dashboard's iteration got (s) to be plan --model's want within 1e-6; layout
+ * is the case's index for the message (-1: none). */
+static void expect_iteration_near(double got, double want, int layout)
+{
+    cr_expect(fabs(got / want - 1) < 1e-6, "layout %d: the dashboard %.9g s, plan --model "
+              "%.9g s", layout, got, want);
+}
+
 /* Expects the dashboard's result r to simulate at plan --model's iteration time: want (the
  * layout3d_build plan of the same layout) simulated in full, within 1e-6; layout is the
  * case's index for the message (-1: none). */
@@ -537,9 +562,7 @@ static void expect_iteration_of(const ui_result *r, const plan *want, int layout
     sim_options_init(&so);
     sim_report *rep = sim_run(want, &so, &e);
     cr_assert_not_null(rep, "%s", e.msg);
-    cr_expect(fabs(r->rep->iteration_s / rep->iteration_s - 1) < 1e-6,
-              "layout %d: the dashboard %.9g s, plan --model %.9g s", layout,
-              r->rep->iteration_s, rep->iteration_s);
+    expect_iteration_near(r->rep->iteration_s, rep->iteration_s, layout);
     sim_report_free(rep);
 }
 
@@ -549,9 +572,27 @@ static void open_gpt2(ui_base *b, const layout3d_options *o)
 {
     plumb_err e;
     err_clear(&e);
-    cr_assert_eq(ui_base_load_model(b, "examples/llm/gpt2.json",
-                                    "profiles/clusters/dgx-a100-80g.json", o, NULL, &e), 0,
-                 "%s", e.msg);
+    cr_assert_eq(ui_base_load_model(b, GPT2, DGX_A100, o, NULL, &e), 0, "%s", e.msg);
+}
+
+/* plumb ui --model llama2-7b.json on dgx-h100.json with layout o and runtime rt: the base
+ * in b (the caller frees it with ui_base_free); fails the test when it is refused. */
+static void open_llama(ui_base *b, const layout3d_options *o, const ui_runtime *rt)
+{
+    plumb_err e;
+    err_clear(&e);
+    cr_assert_eq(ui_base_load_model(b, LLAMA, DGX_H100, o, rt, &e), 0, "%s", e.msg);
+}
+
+/* Sets what-if w and a copy of o (returned) to tp x dp over o's pp, on tp * pp * dp GPUs:
+ * the same layout for the dashboard and for plan --model. */
+static layout3d_options both_at(const layout3d_options *o, ui_whatif *w, int tp, int dp)
+{
+    layout3d_options p = *o;
+    w->tp = p.tp = tp;
+    w->dp = p.dp = dp;
+    w->ngpus = p.gpus = tp * o->pp * dp;
+    return p;
 }
 
 /* Context parallelism (plumb ui --model --cp): the opened layout's cp is the what-if's, and
@@ -559,10 +600,8 @@ static void open_gpt2(ui_base *b, const layout3d_options *o)
  * same plan, simulated to the same iteration time); cp 1 is the layout without it. */
 Test(ui_eval, context_parallel_layouts_carry_their_cp)
 {
-    layout3d_options o;
-    layout3d_options_init(&o);
-    o.tp = 2, o.pp = 2, o.dp = 2, o.cp = 2, o.gpus = 16, o.global_batch = 16;
-    o.microbatch_size = 1, o.attention = LLM_ATTN_FLASH;
+    layout3d_options o = layout(2, 2, 2, 16);
+    o.cp = 2, o.attention = LLM_ATTN_FLASH;
     ui_base b;
     plumb_err e;
     err_clear(&e);
@@ -579,8 +618,7 @@ Test(ui_eval, context_parallel_layouts_carry_their_cp)
     double iter[4];
     for (int i = 0; i < 4; i++) {
         w.tp = L[i].tp, w.cp = L[i].cp, w.dp = L[i].dp;
-        ui_result r = { 0 };
-        cr_assert_eq(ui_evaluate(&b, &w, &r), 0, "%s", r.err);
+        ui_result r = evaluate(&b, &w, i);
         cr_expect_eq(r.pl->cp > 1 ? r.pl->cp : 1, L[i].cp, "layout %d: plan cp %d", i, r.pl->cp);
         cr_expect_eq(r.pl->tp, L[i].tp);
         cr_expect_eq(r.rep->gpus, 16, "layout %d: %d GPUs", i, r.rep->gpus);
@@ -626,30 +664,21 @@ static double plan_model_run(const ui_base *b, const layout3d_options *o, int fp
  * the even split prices otherwise. */
 Test(ui_eval, uneven_split_rides_every_layout)
 {
-    layout3d_options o;
-    layout3d_options_init(&o);
-    o.tp = 2, o.pp = 2, o.dp = 2, o.gpus = 8, o.global_batch = 16, o.microbatch_size = 1;
+    layout3d_options o = layout(2, 2, 2, 8);
     o.split.first_blocks = 4;
     ui_base b;
-    plumb_err e;
-    err_clear(&e);
     open_gpt2(&b, &o);
     ui_whatif w;
     ui_base_whatif(&b, &w);
     static const struct { int tp, dp, mbs; } L[] = { { 2, 2, 1 }, { 2, 4, 1 }, { 1, 4, 2 } };
     for (int i = 0; i < 3; i++) {
-        w.tp = L[i].tp, w.dp = L[i].dp, w.mbs = L[i].mbs, w.ngpus = L[i].tp * 2 * L[i].dp;
-        ui_result r = { 0 };
-        cr_assert_eq(ui_evaluate(&b, &w, &r), 0, "%s", r.err);
+        layout3d_options p = both_at(&o, &w, L[i].tp, L[i].dp);
+        w.mbs = p.microbatch_size = L[i].mbs;
+        ui_result r = evaluate(&b, &w, i);
         cr_expect(r.pl->nstages == 2 && r.pl->stages[0].last_layer == 4 &&
                   r.pl->stages[1].first_layer == 5, "layout %d: stage 0 ends at layer %d", i,
                   r.pl->stages[0].last_layer);
-        layout3d_options p = o;
-        p.tp = L[i].tp, p.dp = L[i].dp, p.microbatch_size = L[i].mbs, p.gpus = w.ngpus;
-        double want = plan_model_run(&b, &p, 0, NULL);
-        cr_expect(fabs(r.rep->iteration_s / want - 1) < 1e-6,
-                  "layout %d: the dashboard %.9g s, plan --model %.9g s", i,
-                  r.rep->iteration_s, want);
+        expect_iteration_near(r.rep->iteration_s, plan_model_run(&b, &p, 0, NULL), i);
         p.split.first_blocks = 0;
         cr_expect(fabs(r.rep->iteration_s / plan_model_run(&b, &p, 0, NULL) - 1) > 1e-3,
                   "layout %d: the even split prices alike: the check cannot fail", i);
@@ -663,32 +692,21 @@ Test(ui_eval, uneven_split_rides_every_layout)
  * lower than without them. */
 Test(ui_eval, fp8_param_gather_rides_every_layout)
 {
-    layout3d_options o;
-    layout3d_options_init(&o);
-    o.tp = 2, o.pp = 2, o.dp = 2, o.gpus = 8, o.global_batch = 16, o.microbatch_size = 1;
+    layout3d_options o = layout(2, 2, 2, 8);
     o.precision = DEV_FP8, o.zero = 1, o.seq = 1024;
     ui_runtime rt = { 0, 0, 1 };
     ui_base b;
-    plumb_err e;
-    err_clear(&e);
-    cr_assert_eq(ui_base_load_model(&b, "examples/llm/nemo/llama2-7b.json",
-                                    "profiles/clusters/dgx-h100.json", &o, &rt, &e), 0,
-                 "%s", e.msg);
+    open_llama(&b, &o, &rt);
     ui_whatif w;
     ui_base_whatif(&b, &w);
     cr_assert_eq(w.fp8pg, 1);
     static const struct { int tp, dp; } L[] = { { 2, 2 }, { 2, 4 }, { 1, 4 } };
     for (int i = 0; i < 3; i++) {
-        w.tp = L[i].tp, w.dp = L[i].dp, w.ngpus = L[i].tp * 2 * L[i].dp;
-        ui_result r = { 0 };
-        cr_assert_eq(ui_evaluate(&b, &w, &r), 0, "%s", r.err);
+        layout3d_options p = both_at(&o, &w, L[i].tp, L[i].dp);
+        ui_result r = evaluate(&b, &w, i);
         cr_expect(r.pl->fp8_param_gather, "layout %d dropped fp8_param_gather", i);
-        layout3d_options p = o;
-        p.tp = L[i].tp, p.dp = L[i].dp, p.gpus = w.ngpus;
         double peak, want = plan_model_run(&b, &p, 1, &peak);
-        cr_expect(fabs(r.rep->iteration_s / want - 1) < 1e-6,
-                  "layout %d: the dashboard %.9g s, plan --model %.9g s", i,
-                  r.rep->iteration_s, want);
+        expect_iteration_near(r.rep->iteration_s, want, i);
         cr_expect(fabs(r.rep->peak_memory_bytes / peak - 1) < 1e-9, "layout %d: peak %.0f, "
                   "plan --model %.0f", i, r.rep->peak_memory_bytes, peak);
         double without;
@@ -705,31 +723,20 @@ Test(ui_eval, fp8_param_gather_rides_every_layout)
  * it and sim_run (plan --model --cross-entropy te), which the unfused loss's differs from. */
 Test(ui_eval, cross_entropy_te_rides_every_layout)
 {
-    layout3d_options o;
-    layout3d_options_init(&o);
-    o.tp = 2, o.pp = 2, o.dp = 2, o.gpus = 8, o.global_batch = 16, o.microbatch_size = 1;
+    layout3d_options o = layout(2, 2, 2, 8);
     o.seq = 1024, o.cross_entropy = LLM_CE_TE;
     ui_runtime rt = { 0, 0, 0 };
     ui_base b;
-    plumb_err e;
-    err_clear(&e);
-    cr_assert_eq(ui_base_load_model(&b, "examples/llm/nemo/llama2-7b.json",
-                                    "profiles/clusters/dgx-h100.json", &o, &rt, &e), 0,
-                 "%s", e.msg);
+    open_llama(&b, &o, &rt);
     ui_whatif w;
     ui_base_whatif(&b, &w);
     static const struct { int tp, dp; } L[] = { { 2, 2 }, { 2, 4 }, { 1, 4 } };
     for (int i = 0; i < 3; i++) {
-        w.tp = L[i].tp, w.dp = L[i].dp, w.ngpus = L[i].tp * 2 * L[i].dp;
-        ui_result r = { 0 };
-        cr_assert_eq(ui_evaluate(&b, &w, &r), 0, "%s", r.err);
+        layout3d_options p = both_at(&o, &w, L[i].tp, L[i].dp);
+        ui_result r = evaluate(&b, &w, i);
         cr_expect_eq(r.pl->cross_entropy, 1, "layout %d dropped cross_entropy te", i);
-        layout3d_options p = o;
-        p.tp = L[i].tp, p.dp = L[i].dp, p.gpus = w.ngpus;
         double want = plan_model_run(&b, &p, 0, NULL);
-        cr_expect(fabs(r.rep->iteration_s / want - 1) < 1e-6,
-                  "layout %d: the dashboard %.9g s, plan --model %.9g s", i,
-                  r.rep->iteration_s, want);
+        expect_iteration_near(r.rep->iteration_s, want, i);
         p.cross_entropy = LLM_CE_UNFUSED;
         double unfused = plan_model_run(&b, &p, 0, NULL);
         cr_expect(unfused > want * 1.001, "layout %d: %.9g s unfused, %.9g s with te: the "
@@ -753,37 +760,57 @@ static void open_saved_plan(const plan *pl, const char *name, char **dir, char p
     cr_assert_eq(ui_base_load(b, NULL, NULL, path, &e), 0, "%s", e.msg);
 }
 
+/* pl without its model (a file that does not name it: the 2D view), saved and opened as
+ * open_saved_plan saves and opens it. */
+static void open_without_model(plan *pl, const char *name, char **dir, char path[512],
+                               ui_base *b)
+{
+    plan_model_free(pl->model);
+    pl->model = NULL;
+    open_saved_plan(pl, name, dir, path, b);
+}
+
+/* Expects r, the dashboard's re-plan of a llama2-7b plan file at twice its microbatches, at
+ * the iteration of plan --model's layout o on dgx-h100 with the global batch doubled and
+ * FP8 primary weights if fp8pg. */
+static void expect_doubled_batch(const ui_result *r, layout3d_options o, int fp8pg)
+{
+    o.global_batch *= 2;
+    plan *want = plan3d(LLAMA, DGX_H100, &o);
+    if (fp8pg) want->fp8_param_gather = 1;
+    expect_iteration_of(r, want, -1);
+    plan_free(want);
+}
+
+/* Frees b and pl and expects the temporary folder dir removed. */
+static void close_saved_plan(ui_base *b, plan *pl, char *dir)
+{
+    ui_base_free(b);
+    plan_free(pl);
+    cr_expect_eq(rm_tree(dir), 0);
+}
+
 /* A plan file written by plan --model --cross-entropy te without its model, opened in the
  * dashboard (2D view): a microbatch change (the file's stages kept) keeps its
  * cross_entropy, at plan --model --cross-entropy te's iteration for the doubled global
  * batch. */
 Test(ui_eval, plan_file_keeps_cross_entropy_te)
 {
-    layout3d_options o;
-    layout3d_options_init(&o);
-    o.tp = 2, o.pp = 2, o.dp = 2, o.gpus = 8, o.global_batch = 16, o.microbatch_size = 1;
+    layout3d_options o = layout(2, 2, 2, 8);
     o.seq = 1024, o.cross_entropy = LLM_CE_TE;
-    plan *pl = plan3d("examples/llm/nemo/llama2-7b.json", "profiles/clusters/dgx-h100.json", &o);
+    plan *pl = plan3d(LLAMA, DGX_H100, &o);
     cr_assert_eq(pl->cross_entropy, 1);
-    plan_model_free(pl->model); /* a file that does not name its model (2D view) */
-    pl->model = NULL;
     char *dir, path[512];
     ui_base b;
-    open_saved_plan(pl, "te.json", &dir, path, &b);
+    open_without_model(pl, "te.json", &dir, path, &b);
     ui_whatif w;
     ui_base_whatif(&b, &w);
     w.microbatches *= 2;
-    ui_result r = { 0 };
-    cr_assert_eq(ui_evaluate(&b, &w, &r), 0, "%s", r.err);
+    ui_result r = evaluate(&b, &w, -1);
     cr_expect_eq(r.pl->cross_entropy, 1, "the re-plan dropped cross_entropy te");
-    o.global_batch = 32;
-    plan *want = plan3d("examples/llm/nemo/llama2-7b.json", "profiles/clusters/dgx-h100.json", &o);
-    expect_iteration_of(&r, want, -1);
-    plan_free(want);
+    expect_doubled_batch(&r, o, 0); /* a global batch of 32 */
     ui_result_free(&r);
-    ui_base_free(&b);
-    plan_free(pl);
-    cr_expect_eq(rm_tree(dir), 0);
+    close_saved_plan(&b, pl, dir);
 }
 
 /* A plan file written by plan --model --fp8-param-gather with an uneven split, without its
@@ -792,35 +819,24 @@ Test(ui_eval, plan_file_keeps_cross_entropy_te)
  * iteration for the doubled global batch. */
 Test(ui_eval, plan_file_keeps_fp8_param_gather_and_its_split)
 {
-    layout3d_options o;
-    layout3d_options_init(&o);
-    o.tp = 2, o.pp = 2, o.dp = 2, o.gpus = 8, o.global_batch = 16, o.microbatch_size = 1;
+    layout3d_options o = layout(2, 2, 2, 8);
     o.precision = DEV_FP8, o.zero = 1, o.seq = 1024, o.split.first_blocks = 12;
-    plan *pl = plan3d("examples/llm/nemo/llama2-7b.json", "profiles/clusters/dgx-h100.json", &o);
+    plan *pl = plan3d(LLAMA, DGX_H100, &o);
     pl->fp8_param_gather = 1;
-    plan_model_free(pl->model); /* a file that does not name its model (2D view) */
-    pl->model = NULL;
     char *dir, path[512];
     ui_base b;
-    open_saved_plan(pl, "fp8.json", &dir, path, &b);
+    open_without_model(pl, "fp8.json", &dir, path, &b);
     ui_whatif w;
     ui_base_whatif(&b, &w);
     cr_assert_eq(w.fp8pg, 1);
     w.microbatches *= 2;
-    ui_result r = { 0 };
-    cr_assert_eq(ui_evaluate(&b, &w, &r), 0, "%s", r.err);
+    ui_result r = evaluate(&b, &w, -1);
     cr_expect(r.pl->fp8_param_gather, "the re-plan dropped fp8_param_gather");
     cr_expect(r.pl->stages[0].last_layer == 12, "stage 0 ends at layer %d, not 12",
               r.pl->stages[0].last_layer);
-    o.global_batch = 32;
-    plan *want = plan3d("examples/llm/nemo/llama2-7b.json", "profiles/clusters/dgx-h100.json", &o);
-    want->fp8_param_gather = 1;
-    expect_iteration_of(&r, want, -1);
-    plan_free(want);
+    expect_doubled_batch(&r, o, 1); /* a global batch of 32 */
     ui_result_free(&r);
-    ui_base_free(&b);
-    plan_free(pl);
-    cr_expect_eq(rm_tree(dir), 0);
+    close_saved_plan(&b, pl, dir);
 }
 
 /* A plan file of a transformer's layout (plumb plan --model -o, tp 1, fp8) that does not
@@ -830,18 +846,14 @@ Test(ui_eval, plan_file_keeps_fp8_param_gather_and_its_split)
  * plan file of a profile (vgg16) is not a layout's. */
 Test(ui_eval, transformer_plan_file_replans_only_as_a_layout)
 {
-    layout3d_options o;
-    layout3d_options_init(&o);
-    o.tp = 1, o.pp = 2, o.dp = 4, o.gpus = 8, o.global_batch = 16, o.microbatch_size = 1;
+    layout3d_options o = layout(1, 2, 4, 8);
     o.precision = DEV_FP8, o.seq = 1024;
     plumb_err e;
     err_clear(&e);
-    plan *pl = plan3d("examples/llm/nemo/llama2-7b.json", "profiles/clusters/dgx-h100.json", &o);
-    plan_model_free(pl->model); /* a file that does not name its model */
-    pl->model = NULL;
+    plan *pl = plan3d(LLAMA, DGX_H100, &o);
     char *dir, path[512];
     ui_base b;
-    open_saved_plan(pl, "fp8.json", &dir, path, &b);
+    open_without_model(pl, "fp8.json", &dir, path, &b);
     cr_expect_eq(ui_base_layout_file(&b), 1);
     ui_whatif w;
     ui_base_whatif(&b, &w);
@@ -865,9 +877,7 @@ Test(ui_eval, transformer_plan_file_replans_only_as_a_layout)
     cr_assert_eq(ui_base_load(&b, NULL, NULL, "examples/plans/vgg16-hybrid-pipedream.json", &e),
                  0, "%s", e.msg);
     cr_expect_eq(ui_base_layout_file(&b), 0);
-    ui_base_free(&b);
-    plan_free(pl);
-    cr_expect_eq(rm_tree(dir), 0);
+    close_saved_plan(&b, pl, dir);
 }
 
 /* A plan file of plan --model with fp8, FP8 primary weights and an uneven split (rank 0
@@ -878,13 +888,11 @@ Test(ui_eval, transformer_plan_file_replans_only_as_a_layout)
  * that does not name it) the dp key has no plan. */
 Test(ui_eval, plan_file_with_model_replans_as_ui_model)
 {
-    layout3d_options o;
-    layout3d_options_init(&o);
-    o.tp = 2, o.pp = 2, o.dp = 4, o.gpus = 16, o.global_batch = 16, o.microbatch_size = 1;
+    layout3d_options o = layout(2, 2, 4, 16);
     o.precision = DEV_FP8, o.zero = 1, o.seq = 1024, o.split.first_blocks = 12;
     plumb_err e;
     err_clear(&e);
-    plan *pl = plan3d("examples/llm/nemo/llama2-7b.json", "profiles/clusters/dgx-h100.json", &o);
+    plan *pl = plan3d(LLAMA, DGX_H100, &o);
     pl->fp8_param_gather = 1;
     char *dir, path[512];
     ui_base b;
@@ -904,16 +912,14 @@ Test(ui_eval, plan_file_with_model_replans_as_ui_model)
     static const struct { int dp, mbs; } L[] = { { 4, 1 }, { 2, 1 }, { 4, 2 } };
     for (int i = 0; i < 3; i++) {
         w.dp = L[i].dp, w.mbs = L[i].mbs, w.ngpus = 2 * 2 * L[i].dp;
-        ui_result r = { 0 };
-        cr_assert_eq(ui_evaluate(&b, &w, &r), 0, "layout %d: %s", i, r.err);
+        ui_result r = evaluate(&b, &w, i);
         cr_expect_str_eq(r.origin, "3D layout");
         cr_expect(r.pl->fp8_param_gather && r.pl->precision == DEV_FP8, "layout %d", i);
         cr_expect(r.pl->stages[0].last_layer == 12, "layout %d: stage 0 ends at layer %d", i,
                   r.pl->stages[0].last_layer);
         layout3d_options p = o;
         p.dp = L[i].dp, p.microbatch_size = L[i].mbs, p.gpus = w.ngpus;
-        plan *want = plan3d("examples/llm/nemo/llama2-7b.json",
-                            "profiles/clusters/dgx-h100.json", &p);
+        plan *want = plan3d(LLAMA, DGX_H100, &p);
         want->fp8_param_gather = 1;
         expect_iteration_of(&r, want, i);
         plan_free(want);
@@ -931,9 +937,7 @@ Test(ui_eval, plan_file_with_model_replans_as_ui_model)
     cr_expect_eq(ui_evaluate(&b, &w, &r), -1);
     cr_expect(strstr(r.err, "is re-planned only by plumb plan --model"), "%s", r.err);
     ui_result_free(&r);
-    ui_base_free(&b);
-    plan_free(pl);
-    cr_expect_eq(rm_tree(dir), 0);
+    close_saved_plan(&b, pl, dir);
 }
 
 /* A balanced layout's file (plan --model --balance) and a cp one (--cp 2, flash) open with
@@ -942,30 +946,26 @@ Test(ui_eval, plan_file_with_model_replans_as_ui_model)
  * stages is refused with one line naming the file and "model". */
 Test(ui_eval, plan_file_with_model_keeps_balance_and_cp)
 {
-    layout3d_options o;
-    layout3d_options_init(&o);
-    o.tp = 2, o.pp = 2, o.dp = 2, o.cp = 2, o.gpus = 16, o.global_batch = 16;
-    o.microbatch_size = 1, o.attention = LLM_ATTN_FLASH;
+    layout3d_options o = layout(2, 2, 2, 16);
+    o.cp = 2, o.attention = LLM_ATTN_FLASH;
     plumb_err e;
     err_clear(&e);
-    plan *pl = plan3d("examples/llm/gpt2.json", "profiles/clusters/dgx-a100-80g.json", &o);
+    plan *pl = plan3d(GPT2, DGX_A100, &o);
     char *dir, path[512];
     ui_base b;
     open_saved_plan(pl, "cp.json", &dir, path, &b);
     ui_whatif w;
     ui_base_whatif(&b, &w);
     cr_expect(b.model && w.cp == 2 && w.attention == LLM_ATTN_FLASH, "cp %d", w.cp);
-    ui_result r = { 0 };
-    cr_assert_eq(ui_evaluate(&b, &w, &r), 0, "%s", r.err);
+    ui_result r = evaluate(&b, &w, -1);
     expect_iteration_of(&r, pl, -1);
     ui_result_free(&r);
     ui_base_free(&b);
     plan_free(pl);
     /* balanced (gpt2's 12 blocks over pp 4) */
-    layout3d_options_init(&o);
-    o.tp = 1, o.pp = 4, o.dp = 2, o.gpus = 8, o.global_batch = 16, o.microbatch_size = 1;
+    o = layout(1, 4, 2, 8);
     o.balance = 1;
-    pl = plan3d("examples/llm/gpt2.json", "profiles/clusters/dgx-a100-80g.json", &o);
+    pl = plan3d(GPT2, DGX_A100, &o);
     cr_expect_eq(pl->model->balance, 1);
     cr_assert_eq(plan_save(pl, path, &e), 0, "%s", e.msg);
     cr_assert_eq(ui_base_load(&b, NULL, NULL, path, &e), 0, "%s", e.msg);
@@ -992,12 +992,10 @@ Test(ui_eval, plan_file_with_model_keeps_balance_and_cp)
  * written without that level (as before) still opens and re-plans. */
 Test(ui_eval, one_server_plan_file_grows_over_the_next_level)
 {
-    layout3d_options o;
-    layout3d_options_init(&o);
-    o.tp = 2, o.pp = 2, o.dp = 2, o.gpus = 8, o.global_batch = 16, o.microbatch_size = 1;
+    layout3d_options o = layout(2, 2, 2, 8);
     plumb_err e;
     err_clear(&e);
-    plan *pl = plan3d("examples/llm/gpt2.json", "profiles/clusters/dgx-a100-80g.json", &o);
+    plan *pl = plan3d(GPT2, DGX_A100, &o);
     cr_expect(pl->clus->nlevels == 2 && pl->clus->levels[1].count == 1,
               "the cut: %d levels", pl->clus->nlevels);
     char *dir = make_tmpdir_named("uieval"), path[512];
@@ -1005,7 +1003,7 @@ Test(ui_eval, one_server_plan_file_grows_over_the_next_level)
     cr_assert_eq(plan_save(pl, path, &e), 0, "%s", e.msg);
     layout3d_options p = o;
     p.dp = 4, p.gpus = 16;
-    plan *want = plan3d("examples/llm/gpt2.json", "profiles/clusters/dgx-a100-80g.json", &p);
+    plan *want = plan3d(GPT2, DGX_A100, &p);
     sim_options so;
     sim_options_init(&so);
     sim_report *rep = sim_run(want, &so, &e);
@@ -1023,8 +1021,7 @@ Test(ui_eval, one_server_plan_file_grows_over_the_next_level)
         ui_whatif w;
         ui_base_whatif(&b, &w);
         w.dp = 4, w.ngpus = 16;
-        ui_result r = { 0 };
-        cr_assert_eq(ui_evaluate(&b, &w, &r), 0, "%s", r.err);
+        ui_result r = evaluate(&b, &w, old);
         if (!old)
             cr_expect(fabs(r.rep->iteration_s / rep->iteration_s - 1) < 1e-6,
                       "the dashboard %.9g s, ui --model on the cluster file %.9g s",
@@ -1047,13 +1044,9 @@ Test(ui_eval, one_server_plan_file_grows_over_the_next_level)
  * fail). Switched to selective, the plan holds no interval. */
 Test(ui_eval, checkpoint_interval_lays_out_as_plan_model)
 {
-    layout3d_options o;
-    layout3d_options_init(&o);
-    o.tp = 2, o.pp = 2, o.dp = 2, o.gpus = 8, o.global_batch = 16, o.microbatch_size = 1;
+    layout3d_options o = layout(2, 2, 2, 8);
     o.recompute = RECOMPUTE_FULL, o.checkpoint_layers = 2;
     ui_base b;
-    plumb_err e;
-    err_clear(&e);
     open_gpt2(&b, &o);
     ui_whatif w;
     ui_base_whatif(&b, &w);
@@ -1065,8 +1058,7 @@ Test(ui_eval, checkpoint_interval_lays_out_as_plan_model)
     static const int K[] = { 0, 3, 6 };
     for (int i = 0; i < 3; i++) {
         w.ckpt = K[i];
-        ui_result r = { 0 };
-        cr_assert_eq(ui_evaluate(&b, &w, &r), 0, "%s", r.err);
+        ui_result r = evaluate(&b, &w, i);
         cr_expect_eq(r.pl->checkpoint_layers, K[i]);
         p.checkpoint_layers = K[i];
         double peak, it = plan_model_run(&b, &p, 0, &peak);
@@ -1078,8 +1070,7 @@ Test(ui_eval, checkpoint_interval_lays_out_as_plan_model)
         ui_result_free(&r);
     }
     w.recompute = RECOMPUTE_SELECTIVE;
-    ui_result r = { 0 };
-    cr_assert_eq(ui_evaluate(&b, &w, &r), 0, "%s", r.err);
+    ui_result r = evaluate(&b, &w, -1);
     cr_expect_eq(r.pl->checkpoint_layers, 0);
     ui_result_free(&r);
     ui_base_free(&b);

@@ -131,17 +131,21 @@ static double jnum(const cJSON *o, const char *k)
     return v->valuedouble;
 }
 
-/* The frame's figures equal the report's to the precision the frame prints. */
-static void assert_same_figures(const figs *f, const cJSON *rep)
+/* The frame's figures equal the report's to the precision the frame prints; label names
+ * the frame in a failure's message. */
+static void assert_same_figures(const figs *f, const cJSON *rep, const char *label)
 {
     double sps = jnum(rep, "samples_per_s"), it = jnum(rep, "iteration_s");
     double bub = jnum(rep, "bubble_fraction"), peak = jnum(rep, "peak_memory_bytes");
-    cr_assert(fabs(f->sps - sps) <= (sps >= 1000 ? 0.5 : 0.05) + 1e-9, "samples/s %g vs %g",
-              f->sps, sps);
-    cr_assert(fabs(f->iter_s - it) <= 0.0006 * it, "iteration %g vs %g s", f->iter_s, it);
-    cr_assert(fabs(f->bubble - bub) <= 0.0005 + 1e-12, "bubble %g vs %g", f->bubble, bub);
+    cr_assert(fabs(f->sps - sps) <= (sps >= 1000 ? 0.5 : 0.05) + 1e-9, "%s: samples/s %g vs %g",
+              label, f->sps, sps);
+    cr_assert(fabs(f->iter_s - it) <= 0.0006 * it, "%s: iteration %g vs %g s", label, f->iter_s,
+              it);
+    cr_assert(fabs(f->bubble - bub) <= 0.0005 + 1e-12, "%s: bubble %g vs %g", label, f->bubble,
+              bub);
     double gib = peak / (1024.0 * 1024.0 * 1024.0);
-    cr_assert(fabs(f->mem_gib - gib) <= 0.005 + 1e-12, "memory %g vs %g GiB", f->mem_gib, gib);
+    cr_assert(fabs(f->mem_gib - gib) <= 0.005 + 1e-12, "%s: memory %g vs %g GiB", label,
+              f->mem_gib, gib);
 }
 
 static char *saved_plan_path(const char *frame)
@@ -151,6 +155,26 @@ static char *saved_plan_path(const char *frame)
     static char path[512];
     sscanf(m + 6, "%511s", path);
     return path;
+}
+
+/* plumb sim's report of the plan the frame saved (its status line names the file), run
+ * with a1 and a2 (NULL: none), whose figures the frame shows (assert_same_figures, label
+ * naming the frame); the frame's figures into *f when f is not NULL. The caller frees the
+ * report with cJSON_Delete. */
+static cJSON *frame_sim(const char *frame, const char *a1, const char *a2, const char *label,
+                        figs *f)
+{
+    figs own = read_figs(frame);
+    cJSON *rep = sim_json(saved_plan_path(frame), a1, a2);
+    assert_same_figures(&own, rep, label);
+    if (f) *f = own;
+    return rep;
+}
+
+/* The figures the frame shows are plumb sim's of the plan it saved (frame_sim). */
+static void expect_frame_is_sim(const char *frame, const char *label)
+{
+    cJSON_Delete(frame_sim(frame, NULL, NULL, label, NULL));
 }
 
 Test(ui_snapshot, default_frame_80x24_shows_every_panel)
@@ -243,9 +267,7 @@ Test(ui_snapshot, figures_equal_plumb_sim_json_for_the_saved_plan)
     char *s = snap(&a, 120, 40, "Cmbrrs");
     cr_assert(strstr(s, "1f1b-flush  mb 30x32"), "%s", s);
     cr_assert(strstr(s, "[2:ethernet 20 Gb/s x2]"), "%s", s);
-    figs f = read_figs(s);
-    cJSON *rep = sim_json(saved_plan_path(s), NULL, NULL);
-    assert_same_figures(&f, rep);
+    cJSON *rep = frame_sim(s, NULL, NULL, "Cmbrrs", NULL);
     cr_assert_str_eq(cJSON_GetObjectItem(rep, "schedule")->valuestring, "1f1b-flush");
     cJSON_Delete(rep);
     free(s);
@@ -336,10 +358,7 @@ Test(ui_snapshot, plan_runtime_rides_the_schedule_keys)
     plan *pl = plan_load(saved_plan_path(s), &(plumb_err){ 0 });
     cr_assert(pl && pl->grad_sync_end && pl->schedule == SCHED_INTERLEAVED);
     plan_free(pl);
-    figs f = read_figs(s);
-    cJSON *rep = sim_json(saved_plan_path(s), NULL, NULL);
-    assert_same_figures(&f, rep);
-    cJSON_Delete(rep);
+    expect_frame_is_sim(s, "interleaved, gsync end");
     free(s);
     s = snap(&a, 120, 30, "uC"); /* back, then C: gpipe, not 2bw */
     cr_assert_eq(a.st->cur.schedule, SCHED_GPIPE, "%s", s);
@@ -362,10 +381,7 @@ Test(ui_snapshot, plan_runtime_rides_the_schedule_keys)
             pl = plan_load(saved_plan_path(s), &(plumb_err){ 0 });
             cr_assert(pl && pl->p2p_sync && pl->schedule == SCHED_INTERLEAVED);
             plan_free(pl);
-            f = read_figs(s);
-            rep = sim_json(saved_plan_path(s), NULL, NULL);
-            assert_same_figures(&f, rep);
-            cJSON_Delete(rep);
+            expect_frame_is_sim(s, "interleaved, p2p sync");
         }
         free(s);
     }
@@ -533,11 +549,9 @@ Test(ui_snapshot, straggler_and_memory_limit_match_plumb_sim_options)
     cr_assert(strstr(s, "straggler d3 x3"), "%s", s);
     cr_assert(strstr(s, "mem limit 12 GiB"), "%s", s);
     cr_assert(strstr(s, ">d3!"), "the selected straggler is marked:\n%s", s);
-    figs f = read_figs(s);
+    figs f;
+    cJSON_Delete(frame_sim(s, "--straggler=3=3", "--memory-limit=12", "tTx", &f));
     cr_assert_eq(f.cap_gib, 12.0);
-    cJSON *rep = sim_json(saved_plan_path(s), "--straggler=3=3", "--memory-limit=12");
-    assert_same_figures(&f, rep);
-    cJSON_Delete(rep);
     free(s);
     ui_app_free(&a);
 }
@@ -550,10 +564,7 @@ Test(ui_snapshot, replanning_on_gpu_changes_matches_plumb_sim)
     char *s = snap(&a, 100, 30, "-s");
     cr_assert(strstr(s, "GPUs 12"), "%s", s);
     cr_assert(strstr(s, "(native planner)"), "%s", s);
-    figs f = read_figs(s);
-    cJSON *rep = sim_json(saved_plan_path(s), NULL, NULL);
-    assert_same_figures(&f, rep);
-    cJSON_Delete(rep);
+    expect_frame_is_sim(s, "GPUs 12");
     free(s);
     s = snap(&a, 100, 30, "CC"); /* dualpipev, the last kind: a V placement, even split */
     cr_assert(strstr(s, "dualpipev"), "%s", s);
@@ -566,10 +577,7 @@ Test(ui_snapshot, replanning_on_gpu_changes_matches_plumb_sim)
     s = snap(&a, 100, 30, "CCs"); /* interleaved: the native planner's virtual stages */
     cr_assert(strstr(s, "interleaved"), "%s", s);
     cr_assert(strstr(s, "(native planner)") || strstr(s, "(even split: no plan"), "%s", s);
-    figs f2 = read_figs(s);
-    rep = sim_json(saved_plan_path(s), NULL, NULL);
-    assert_same_figures(&f2, rep);
-    cJSON_Delete(rep);
+    expect_frame_is_sim(s, "interleaved");
     free(s);
     ui_app_free(&a);
 }
@@ -586,10 +594,8 @@ Test(ui_snapshot, fresh_session_lets_the_planner_choose_recompute)
     char *s = snap(&a, 120, 40, "s");
     cr_assert(strstr(s, "recompute auto (on)") || strstr(s, "recompute auto (off)"), "%s", s);
     cr_assert(strstr(s, "vs DP "), "%s", s);
-    figs aut = read_figs(s);
-    cJSON *rep = sim_json(saved_plan_path(s), NULL, NULL);
-    assert_same_figures(&aut, rep);
-    cJSON_Delete(rep);
+    figs aut;
+    cJSON_Delete(frame_sim(s, NULL, NULL, "recompute auto", &aut));
     free(s);
     s = snap(&a, 120, 40, "r"); /* auto -> on */
     cr_assert(strstr(s, "recompute on"), "%s", s);
@@ -1004,9 +1010,7 @@ Test(ui_snapshot, layout3d_context_parallelism_rides_the_keys_and_is_saved)
     for (size_t i = 0; i < sizeof K / sizeof K[0]; i++) {
         s = snap(&a, 130, 40, K[i].keys);
         cr_assert(strstr(s, K[i].row), "after %s:\n%s", K[i].keys, s);
-        figs f = read_figs(s);
-        cJSON *rep = sim_json(saved_plan_path(s), NULL, NULL);
-        assert_same_figures(&f, rep);
+        cJSON *rep = frame_sim(s, NULL, NULL, K[i].keys, NULL);
         const cJSON *cp = cJSON_GetObjectItemCaseSensitive(rep, "cp");
         cr_assert_eq(cp ? (int)cp->valuedouble : 1, K[i].cp, "after %s", K[i].keys);
         cr_assert_eq(jnum(rep, "dp"), K[i].dp);
@@ -1024,9 +1028,9 @@ Test(ui_snapshot, layout3d_context_parallelism_rides_the_keys_and_is_saved)
 /* The frame's figures and layout equal plumb sim --json of the plan it saves. */
 static void assert_saved_layout(const char *frame, int tp, int pp, int dp, int sp, int zero)
 {
-    figs f = read_figs(frame);
-    cJSON *rep = sim_json(saved_plan_path(frame), NULL, NULL);
-    assert_same_figures(&f, rep);
+    char label[64];
+    snprintf(label, sizeof label, "tp %d pp %d dp %d", tp, pp, dp);
+    cJSON *rep = frame_sim(frame, NULL, NULL, label, NULL);
     cr_assert(jnum(rep, "tp") == tp && jnum(rep, "pp") == pp && jnum(rep, "dp") == dp,
               "report: tp %g pp %g dp %g", jnum(rep, "tp"), jnum(rep, "pp"), jnum(rep, "dp"));
     cr_assert(jnum(rep, "gpus") == tp * pp * dp);
@@ -1499,7 +1503,7 @@ static plan *saved_plan_as_shown(const char *s)
     figs f = read_figs(s);
     const char *path = saved_plan_path(s);
     cJSON *rep = sim_json(path, NULL, NULL);
-    assert_same_figures(&f, rep);
+    assert_same_figures(&f, rep, "the saved plan");
     cJSON_Delete(rep);
     plumb_err e;
     err_clear(&e);
@@ -1544,9 +1548,7 @@ Test(ui_snapshot, layout3d_uneven_split_and_fp8_param_gather_ride_the_keys)
                  "%s", e.msg);
     s = snap(&a, 200, 40, "ws");
     cr_assert(strstr(s, "fp8-param-gather"), "%s", s);
-    figs f = read_figs(s);
-    cJSON *rep = sim_json(saved_plan_path(s), NULL, NULL);
-    assert_same_figures(&f, rep);
+    cJSON *rep = frame_sim(s, NULL, NULL, "ws", NULL);
     cr_assert(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(rep, "fp8_param_gather")),
               "the saved plan has no fp8_param_gather");
     cJSON_Delete(rep);
@@ -1556,6 +1558,23 @@ Test(ui_snapshot, layout3d_uneven_split_and_fp8_param_gather_ride_the_keys)
     cr_assert(a.st->cur.zero == 1 && a.cur.pl->fp8_param_gather);
     free(s);
     ui_app_free(&a);
+}
+
+/* layout3d_build of llama2-7b on dgx-h100 with layout o (the plan names its cluster
+ * "dgx-h100.json"); fails the test when a file or the layout is refused. The caller frees
+ * it with plan_free. */
+static plan *llama_plan(const layout3d_options *o)
+{
+    plumb_err e;
+    err_clear(&e);
+    transformer *t = transformer_load("examples/llm/nemo/llama2-7b.json", &e);
+    cluster *c = t ? cluster_load("profiles/clusters/dgx-h100.json", &e) : NULL;
+    cr_assert_not_null(c, "%s", e.msg);
+    plan *pl = layout3d_build(t, c, "dgx-h100.json", o, &e);
+    cr_assert_not_null(pl, "%s", e.msg);
+    cluster_free(c);
+    transformer_free(t);
+    return pl;
 }
 
 /* A plan file of a transformer's fp8 layout (tp 1) that does not name its model: - (fewer GPUs, which the native planner
@@ -1570,11 +1589,7 @@ Test(ui_snapshot, layout_plan_file_refuses_a_replan_and_keeps_fp8)
     o.precision = DEV_FP8, o.seq = 1024;
     plumb_err e;
     err_clear(&e);
-    transformer *t = transformer_load("examples/llm/nemo/llama2-7b.json", &e);
-    cluster *c = t ? cluster_load("profiles/clusters/dgx-h100.json", &e) : NULL;
-    cr_assert_not_null(c, "%s", e.msg);
-    plan *pl = layout3d_build(t, c, "dgx-h100.json", &o, &e);
-    cr_assert_not_null(pl, "%s", e.msg);
+    plan *pl = llama_plan(&o);
     plan_model_free(pl->model); /* a file that does not name its model */
     pl->model = NULL;
     char path[600];
@@ -1608,8 +1623,6 @@ Test(ui_snapshot, layout_plan_file_refuses_a_replan_and_keeps_fp8)
     free(s);
     ui_app_free(&a);
     plan_free(pl);
-    cluster_free(c);
-    transformer_free(t);
 }
 
 /* The frame without its first line (the title, which names the files and the time the
@@ -1634,11 +1647,7 @@ Test(ui_snapshot, plan_file_with_model_shows_ui_model_frames)
     ui_runtime rt = { 0, 0, 1 };
     plumb_err e;
     err_clear(&e);
-    transformer *t = transformer_load("examples/llm/nemo/llama2-7b.json", &e);
-    cluster *c = t ? cluster_load("profiles/clusters/dgx-h100.json", &e) : NULL;
-    cr_assert_not_null(c, "%s", e.msg);
-    plan *pl = layout3d_build(t, c, "dgx-h100.json", &o, &e);
-    cr_assert_not_null(pl, "%s", e.msg);
+    plan *pl = llama_plan(&o);
     pl->fp8_param_gather = 1;
     char path[600];
     snprintf(path, sizeof path, "%s/model.json", tmpdir);
@@ -1664,8 +1673,6 @@ Test(ui_snapshot, plan_file_with_model_shows_ui_model_frames)
     ui_app_free(&a);
     ui_app_free(&m);
     plan_free(pl);
-    cluster_free(c);
-    transformer_free(t);
 }
 
 /* R under full recomputation: the what-if row names the interval (recomp full/2), s saves a
