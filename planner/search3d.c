@@ -18,6 +18,7 @@
 #include "core/schedule_traits.h"
 #include "core/units.h"
 #include "planner/llm_profile.h"
+#include "planner/search3d_impl.h"
 
 void search3d_options_init(search3d_options *o)
 {
@@ -200,9 +201,10 @@ static int record(cand_list *L, const search3d_cand *c)
     return list_push(L, c) ? -1 : 1;
 }
 
-/* Estimates plan pl at recomputation rc and the ZeRO stages want[0..nw) into est. */
+/* Estimates plan pl at recomputation rc and the ZeRO stages want[0..nw) into est, sharing
+ * ec with the layout's other estimates. */
 static int estimate_at(plan *pl, const search3d_options *o, int rc, int nw, const int *want,
-                       search3d_est *est, plumb_err *err)
+                       search3d_est *est, est_cache *ec, plumb_err *err)
 {
     search3d_apply_runtime(pl, o);
     /* at every ZeRO stage estimated: sim_cost_stage_state gathers apart at zero 1 only */
@@ -210,7 +212,7 @@ static int estimate_at(plan *pl, const search3d_options *o, int rc, int nw, cons
     pl->recompute = rc;
     pl->checkpoint_layers = rc != RECOMPUTE_FULL ? 0
                             : o->checkpoint_layers >= 0 ? o->checkpoint_layers : 1;
-    return search3d_estimate_zeros(pl, nw, want, est, err);
+    return search3d_estimate_cached(pl, nw, want, est, ec, err);
 }
 
 /* Estimates the built plan pl of layout l at each recomputation and ZeRO stage o allows.
@@ -218,8 +220,9 @@ static int estimate_at(plan *pl, const search3d_options *o, int rc, int nw, cons
  * least). Then less recomputation first: recomputing only adds compute (sim/cost.c), so
  * once a ZeRO stage fits, more recomputation at that stage is not tried. Sets *any_fit when
  * one fits. 0, or -1 with err. */
-static int try_plan(cand_list *L, const search3d_options *o, plan *pl, layout3d_options l,
-                    const layout3d_dims *d, int *any_fit, plumb_err *err)
+static int try_plan_shared(cand_list *L, const search3d_options *o, plan *pl,
+                           layout3d_options l, const layout3d_dims *d, int *any_fit,
+                           est_cache *ec, plumb_err *err)
 {
     static const int order[] = {RECOMPUTE_NONE, RECOMPUTE_SELECTIVE, RECOMPUTE_FULL};
     int zeros[2], nz = 0, done[2] = {0, 0}, full_fits = 0;
@@ -228,7 +231,7 @@ static int try_plan(cand_list *L, const search3d_options *o, plan *pl, layout3d_
         if (o->zero != SEARCH3D_FREE ? z == o->zero : !z || d->dp * d->cp > 1)
             zeros[nz++] = z; /* ZeRO-1 shards over dp x cp */
     if (o->recompute == SEARCH3D_FREE) {
-        if (estimate_at(pl, o, RECOMPUTE_FULL, nz, zeros, full, err)) return -1;
+        if (estimate_at(pl, o, RECOMPUTE_FULL, nz, zeros, full, ec, err)) return -1;
         for (int i = 0; i < nz; i++) full_fits |= full[i].fits;
         if (!full_fits) {
             for (int i = 0; i < nz; i++) {
@@ -249,7 +252,7 @@ static int try_plan(cand_list *L, const search3d_options *o, plan *pl, layout3d_
         search3d_est est[2];
         if (o->recompute == SEARCH3D_FREE && rc == RECOMPUTE_FULL) {
             for (int i = 0; i < nw; i++) est[i] = full[idx[i]];
-        } else if (estimate_at(pl, o, rc, nw, want, est, err)) {
+        } else if (estimate_at(pl, o, rc, nw, want, est, ec, err)) {
             return -1;
         }
         for (int i = 0; i < nw; i++) {
@@ -262,6 +265,16 @@ static int try_plan(cand_list *L, const search3d_options *o, plan *pl, layout3d_
         }
     }
     return 0;
+}
+
+/* try_plan_shared, the layout's estimates sharing its schedules and rings (est_cache). */
+static int try_plan(cand_list *L, const search3d_options *o, plan *pl, layout3d_options l,
+                    const layout3d_dims *d, int *any_fit, plumb_err *err)
+{
+    est_cache ec = {0};
+    int rc = try_plan_shared(L, o, pl, l, d, any_fit, &ec, err);
+    est_cache_free(&ec);
+    return rc;
 }
 
 /* 1 when tp ranks divide a server of per_server devices and the model's heads, key/value

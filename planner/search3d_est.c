@@ -45,7 +45,9 @@
  * This file is the driver (the stages priced, the parts put together, the memory); the
  * parts live in search3d_est_pipe.c (closed forms, the overlapped replay),
  * search3d_est_sync.c (the synchronous replay) and search3d_est_dp.c (the all-reduce and
- * the step after the pipeline), behind planner/search3d_impl.h. */
+ * the step after the pipeline), behind planner/search3d_impl.h. The estimates of one
+ * layout share its pricing schedules (while the stage costs that place their transfers
+ * are the same), the order they replay and its stages' rings (est_cache). */
 #include "planner/search3d_impl.h"
 
 #include <math.h>
@@ -178,17 +180,19 @@ static double shifted_period(const schedule *s, const est_stage *st, const doubl
  * backwards the next rank waits for. Under grad_sync end the rank's rings and steps are
  * all held at its last STEP, as the simulator's pre-pass moves them. Returns the time
  * added, *dp_s and *step_s its shares (by the stages' all-reduces against their steps); -1
- * when the replay fails. ar: scratch of 2 x the stages; done and pos: the replay's. */
-static double chunk_tail(const plan *pl, const schedule *s, const sim_model *mo,
-                         const sim_net *net, const est_stage *st, double *ar, double *done,
-                         int *pos, double sent, double *dp_s, double *step_s)
+ * when the replay fails. ar: scratch of 2 x the stages; done and pos: the replay's; o: s's
+ * order as est_replay reads it; rg: pl's rings (est_rings_init). */
+static double chunk_tail(const plan *pl, const schedule *s, const est_order *o,
+                         const sim_model *mo, const sim_net *net, est_rings *rg,
+                         const est_stage *st, double *ar, double *done, int *pos, double sent,
+                         double *dp_s, double *step_s)
 {
     int S = pl->nstages, v = pl->chunks > 1 ? pl->chunks : 1, p = S / v;
     sched_kind kind = pl->schedule;
     double ex = 0, steps = 0, first, whole;
     last_backwards(s, st, ar);
     for (int k = 0; k < S; k++) {
-        ar[k] = est_stage_allreduce(mo, net, pl, k, ar[k], -1, &whole);
+        ar[k] = est_stage_allreduce(mo, net, rg, pl, k, ar[k], -1, &whole);
         ex += ar[k], steps += st[k].step;
         ar[k] += st[k].step;
     }
@@ -208,7 +212,7 @@ static double chunk_tail(const plan *pl, const schedule *s, const sim_model *mo,
         double before = 0; /* the whole gathers of the rank's stages before k */
         for (int k = r, lead = 1; k < S; k++) {
             if (sched_kind_rank(kind, k, p) != r) continue;
-            ar[S + k] = before + est_stage_allreduce(mo, net, pl, k, 0, st[k].F, &whole);
+            ar[S + k] = before + est_stage_allreduce(mo, net, rg, pl, k, 0, st[k].F, &whole);
             if (lead) ex += ar[S + k], lead = 0;
             before += whole;
         }
@@ -217,9 +221,9 @@ static double chunk_tail(const plan *pl, const schedule *s, const sim_model *mo,
     /* interleaved (flushes on its first rank): its first iteration alone and the shift of
      * the second where that is exact (shifted_period), half the replay */
     if (sched_traits_of(kind)->place != SCHED_PLACE_V &&
-        est_replay(s, st, ar, 1, 1, done, t, pos, &first) >= 0)
+        est_replay(s, o, st, ar, 1, 1, done, t, pos, &first) >= 0)
         two = shifted_period(s, st, ar, done, t), first = 0;
-    if (two < 0) two = est_replay(s, st, ar, 1, 2, done, t, pos, &first);
+    if (two < 0) two = est_replay(s, o, st, ar, 1, 2, done, t, pos, &first);
     if (two < 0 || two - first < sent) return -1;
     double add = two - first - sent;
     *dp_s = ex + steps > 0 ? add * ex / (ex + steps) : 0;
@@ -232,10 +236,12 @@ static double chunk_tail(const plan *pl, const schedule *s, const sim_model *mo,
  * s, or for the V kinds an order of more microbatches) and the memory. st and expo:
  * scratch of the plan's stages (expo of 2 x them); done and pos: the replay's; rep: the
  * replay's makespans without and with sends once rep[0] is set (this sets it), kept for
- * the next ZeRO stage of the same model. */
-static void est_figures(const plan *pl, const schedule *s, const schedule *rs, sim_model *mo,
-                        const sim_net *net, int m, est_stage *st, double *expo, double *done,
-                        int *pos, double *rep, search3d_est *out)
+ * the next ZeRO stage of the same model; o: rs's order as est_replay reads it; rg: pl's
+ * rings (est_rings_init). */
+static void est_figures(const plan *pl, const schedule *s, const schedule *rs,
+                        const est_order *o, sim_model *mo, const sim_net *net, est_rings *rg,
+                        int m, est_stage *st, double *expo, double *done, int *pos,
+                        double *rep, search3d_est *out)
 {
     const sched_traits *tr = sched_traits_of(pl->schedule);
     int S = pl->nstages, v = pl->chunks > 1 ? pl->chunks : 1, p = S / v;
@@ -274,8 +280,8 @@ static void est_figures(const plan *pl, const schedule *s, const schedule *rs, s
         if (!rep[0]) { /* the stages' times do not change with the ZeRO stage */
             int iters = split ? 2 : 1;
             double *t = done + 4 * (size_t)S * rs->microbatches, b1, s1; /* t: 2 x workers */
-            rep[1] = est_replay(rs, st, NULL, 0, iters, done, t, pos, &b1);
-            rep[2] = est_replay(rs, st, NULL, 1, iters, done, t, pos, &s1);
+            rep[1] = est_replay(rs, o, st, NULL, 0, iters, done, t, pos, &b1);
+            rep[2] = est_replay(rs, o, st, NULL, 1, iters, done, t, pos, &s1);
             if (iters == 2) rep[1] -= b1, rep[2] -= s1;
             rep[0] = 1;
         }
@@ -287,7 +293,7 @@ static void est_figures(const plan *pl, const schedule *s, const schedule *rs, s
             last_backwards(s, st, expo);
             for (int k = 0; k < S; k++) {
                 double whole;
-                expo[k] = est_stage_allreduce(mo, net, pl, k, expo[k], -1, &whole);
+                expo[k] = est_stage_allreduce(mo, net, rg, pl, k, expo[k], -1, &whole);
             }
             rep[3] = est_sync_replay(s, st, expo, net, p, v, 1, &rep[4]);
             rep[5] = est_sync_replay(s, st, expo, net, p, v, 0, &rep[6]);
@@ -308,13 +314,14 @@ static void est_figures(const plan *pl, const schedule *s, const schedule *rs, s
     }
     double tail = -1; /* the chunked kinds' tails in the replay (chunk_tail) */
     if ((tr->place == SCHED_PLACE_V || (tr->chunks_max > 1 && !split)) && rep[2] > 0)
-        tail = chunk_tail(pl, rs, mo, net, st, expo, done, pos, rep[2], &out->dp_s,
+        tail = chunk_tail(pl, rs, o, mo, net, rg, st, expo, done, pos, rep[2], &out->dp_s,
                           &out->step_s);
     if (tail < 0) {
         for (int k = 0; k < S; k++) { /* per rank, at its first stage */
             int r = sched_kind_rank(tr->kind, k, p), first = 0;
             while (sched_kind_rank(tr->kind, first, p) != r) first++;
-            expo[k] = first == k ? est_exposed_allreduce(mo, net, pl, tr, r, p, st, split) : 0;
+            expo[k] = first == k ? est_exposed_allreduce(mo, net, rg, pl, tr, r, p, st, split)
+                                 : 0;
         }
         tail = est_tail(st, expo, S, p, tr, &out->dp_s, &out->step_s);
     }
@@ -340,14 +347,74 @@ static void est_figures(const plan *pl, const schedule *s, const schedule *rs, s
     }
 }
 
-int search3d_estimate_zeros(const plan *pl, int nz, const int *zeros, search3d_est *out,
-                            plumb_err *err)
+/* Frees what x holds and zeroes it. */
+static void est_scheds_free(est_scheds *x)
+{
+    schedule_free(x->s);
+    schedule_free(x->full);
+    est_order_free(&x->ord);
+    free(x->cost);
+    *x = (est_scheds){0};
+}
+
+void est_cache_free(est_cache *c)
+{
+    est_scheds_free(&c->sc[0]);
+    est_scheds_free(&c->sc[1]);
+    est_rings_free(&c->rg);
+    *c = (est_cache){0};
+}
+
+/* The pricing schedule of view (a plan of one replica per stage) and for the V kinds the
+ * order of more microbatches (full: NULL where the pricing one has as many), from c where
+ * one of its slots was placed with view's stage costs (the same layout: they place the
+ * transfers, schedule_from_plan), else built into the slot set the longer ago. NULL on
+ * failure, with err. */
+static const est_scheds *est_schedules(const plan *view, int more, est_cache *c,
+                                       plumb_err *err)
+{
+    int S = view->nstages, n = 3 * S;
+    double *cost = malloc((size_t)n * sizeof *cost);
+    if (!cost) return err_set(err, NULL, NULL, "out of memory"), NULL;
+    int costed = !schedule_plan_costs(view, cost);
+    for (int i = 0; i < 2; i++) {
+        const est_scheds *x = &c->sc[(c->last + 2 - i) % 2];
+        if (x->s && x->costed == costed &&
+            (!costed || !memcmp(x->cost, cost, (size_t)n * sizeof *cost))) {
+            free(cost);
+            return x;
+        }
+    }
+    c->last = !c->last;
+    est_scheds *x = &c->sc[c->last];
+    est_scheds_free(x);
+    x->cost = cost, x->costed = costed;
+    if (!(x->s = schedule_from_plan(view, 1, err))) return NULL;
+    if (more > view->microbatches) {
+        plan longer = *view;
+        longer.microbatches = more;
+        if (!(x->full = schedule_from_plan(&longer, 1, err))) {
+            est_scheds_free(x);
+            return NULL;
+        }
+    }
+    if (est_order_of(x->full ? x->full : x->s, &x->ord)) {
+        est_scheds_free(x);
+        return err_set(err, NULL, NULL, "out of memory"), NULL;
+    }
+    return x;
+}
+
+int search3d_estimate_cached(const plan *pl, int nz, const int *zeros, search3d_est *out,
+                             est_cache *c, plumb_err *err)
 {
     const sched_traits *tr = sched_traits_of(pl->schedule);
     int S = pl->nstages, v = pl->chunks > 1 ? pl->chunks : 1, p = S / v;
     int dp = pl->stages[0].replicas, m = pl->microbatches / (dp > 0 ? dp : 1);
     if (!tr || p < 1 || m < 1)
         return err_set(err, NULL, NULL, "the plan's schedule, stages or microbatches");
+    est_cache own = {0};
+    if (!c) c = &own;
     /* one pipeline: every replica runs the same order (docs/llm.md, "3D layouts"), so its
      * first replicas' schedule prices the stages and holds what each device holds; the
      * state and the all-reduce are then set for the replicas */
@@ -359,7 +426,6 @@ int search3d_estimate_zeros(const plan *pl, int nz, const int *zeros, search3d_e
     plan_stage *one = calloc((size_t)S, sizeof *one);
     double *done = NULL;
     int *pos = NULL;
-    schedule *s = NULL, *full = NULL;
     int rc = -1, built = -1; /* sim_cost_plan_is_3d of the model built */
     double rep[7] = {0}; /* the replays of the model built: done, bare, with sends; under p2p
                            sync the synchronous replay, its steady rate, the same replay
@@ -373,18 +439,16 @@ int search3d_estimate_zeros(const plan *pl, int nz, const int *zeros, search3d_e
         one[k].replicas = 1;
     }
     view.stages = one;
-    if (!(s = schedule_from_plan(&view, 1, err))) goto done;
     /* the V kinds replay an order of more microbatches (est_v_microbatches) */
-    if (tr->place == SCHED_PLACE_V && view.microbatches < est_v_microbatches(m, p)) {
-        plan more = view;
-        more.microbatches = est_v_microbatches(m, p);
-        if (!(full = schedule_from_plan(&more, 1, err))) goto done;
-    }
-    const schedule *rs = full ? full : s;
+    int more = tr->place == SCHED_PLACE_V ? est_v_microbatches(m, p) : 0;
+    const est_scheds *x = est_schedules(&view, more, c, err);
+    if (!x) goto done;
+    const schedule *s = x->s, *rs = x->full ? x->full : s;
     done = malloc((4 * (size_t)S * rs->microbatches + 2 * (size_t)rs->nworkers) *
                   sizeof *done); /* 2 iterations' replay */
     pos = malloc((size_t)rs->nworkers * sizeof *pos);
-    if (!done || !pos) {
+    /* the stages' rings: neither the ZeRO stage nor the recomputation changes them */
+    if (!done || !pos || (!c->rg.per_byte && est_rings_init(&c->rg, pl, p))) {
         err_set(err, NULL, NULL, "out of memory");
         goto done;
     }
@@ -401,19 +465,25 @@ int search3d_estimate_zeros(const plan *pl, int nz, const int *zeros, search3d_e
             built = sim_cost_plan_is_3d(&zp);
             rep[0] = 0; /* priced again: replay again */
         }
-        est_figures(&zp, s, rs, &mo, &net, m, st, expo, done, pos, rep, &out[i]);
+        est_figures(&zp, s, rs, &x->ord, &mo, &net, &c->rg, m, st, expo, done, pos, rep,
+                    &out[i]);
     }
     rc = 0;
 done:
     sim_model_release(&mo);
-    schedule_free(s);
-    schedule_free(full);
+    est_cache_free(&own);
     free(st);
     free(expo);
     free(one);
     free(done);
     free(pos);
     return rc;
+}
+
+int search3d_estimate_zeros(const plan *pl, int nz, const int *zeros, search3d_est *out,
+                            plumb_err *err)
+{
+    return search3d_estimate_cached(pl, nz, zeros, out, NULL, err);
 }
 
 int search3d_estimate(const plan *pl, search3d_est *out, plumb_err *err)

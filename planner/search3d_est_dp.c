@@ -3,11 +3,13 @@
  * last backwards (the simulator's bucketed ring, the parameter all-gather apart under the
  * next first forward) and the optimizer steps, less the slack the rank has before the next
  * iteration reaches it; and each stage's own ring and gather, which the V kinds' replay
- * places in the order (est_stage_allreduce). */
+ * places in the order (est_stage_allreduce); the stages' rings, each priced once per layout
+ * and shared by a rank's stages of one group (est_rings). */
 #include "planner/search3d_impl.h"
 
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 /* Buckets of G gradient bytes in the simulator's ring (SIM_BUCKET_BYTES each, 1 to 4096). */
 static int buckets(double G)
@@ -17,21 +19,71 @@ static int buckets(double G)
 }
 
 
+int est_rings_init(est_rings *rg, const plan *pl, int p)
+{
+    int S = pl->nstages, nmax = 1;
+    for (int k = 0; k < S; k++) {
+        int n = pl->stages[k].replicas * plan_cp(pl);
+        if (n > nmax) nmax = n;
+    }
+    *rg = (est_rings){.S = S, .p = p, .nmax = nmax};
+    rg->per_byte = malloc(2 * (size_t)S * sizeof *rg->per_byte);
+    rg->state = calloc((size_t)S, sizeof *rg->state);
+    rg->rank_stage = malloc(((size_t)2 * p + (size_t)(p + 1) * nmax) * sizeof *rg->rank_stage);
+    if (!rg->per_byte || !rg->state || !rg->rank_stage) {
+        est_rings_free(rg);
+        return -1;
+    }
+    rg->fixed = rg->per_byte + S;
+    rg->rank_n = rg->rank_stage + p;
+    rg->rank_devs = rg->rank_n + p;
+    rg->devs = rg->rank_devs + (size_t)p * nmax;
+    for (int r = 0; r < p; r++) rg->rank_stage[r] = -1;
+    return 0;
+}
+
+void est_rings_free(est_rings *rg)
+{
+    free(rg->per_byte);
+    free(rg->state);
+    free(rg->rank_stage);
+    *rg = (est_rings){0};
+}
+
 /* The ring of stage k's data-parallel group (with cp > 1 every context rank of its
  * replicas: sim_cost_dp_group, as the simulator's ring runs it): *per_byte and *fixed as
- * sim_net_ring's. 0, or -1 when there is no ring (one member) or it cannot be priced. */
-static int stage_ring(const sim_net *net, const plan *pl, int k, double *per_byte,
-                      double *fixed)
+ * sim_net_ring's, priced once per stage in rg, and taken from the rank's first priced
+ * stage where the group is the same devices in the same order. 0, or -1 when there is no
+ * ring (one member) or it cannot be priced. */
+static int stage_ring(const sim_net *net, est_rings *rg, const plan *pl, int k,
+                      double *per_byte, double *fixed)
 {
-    const plan_stage *ps = &pl->stages[k];
-    if (ps->replicas * plan_cp(pl) <= 1) return -1; /* one replica's cp ranks ring too */
-    int n = ps->replicas * plan_cp(pl), small[64];
-    int *devs = n <= 64 ? small : malloc((size_t)n * sizeof *devs);
-    if (!devs) return -1;
-    n = sim_cost_dp_group(pl, k, devs);
-    int bad = sim_net_ring(net, devs, n, per_byte, fixed);
-    if (devs != small) free(devs);
-    return bad ? -1 : 0;
+    if (!rg->state[k]) {
+        const plan_stage *ps = &pl->stages[k];
+        int n = ps->replicas * plan_cp(pl), r = sched_kind_rank(pl->schedule, k, rg->p);
+        rg->state[k] = -1;
+        if (n > 1) { /* one replica's cp ranks ring too */
+            n = sim_cost_dp_group(pl, k, rg->devs);
+            int j = r >= 0 && r < rg->p ? rg->rank_stage[r] : -2;
+            const int *same = j >= 0 ? rg->rank_devs + (size_t)r * rg->nmax : NULL;
+            if (same && rg->rank_n[r] == n &&
+                !memcmp(same, rg->devs, (size_t)n * sizeof *rg->devs)) {
+                rg->state[k] = rg->state[j];
+                rg->per_byte[k] = rg->per_byte[j], rg->fixed[k] = rg->fixed[j];
+            } else {
+                rg->state[k] = sim_net_ring(net, rg->devs, n, &rg->per_byte[k], &rg->fixed[k])
+                                   ? -1 : 1;
+                if (j == -1) {
+                    rg->rank_stage[r] = k, rg->rank_n[r] = n;
+                    memcpy(rg->rank_devs + (size_t)r * rg->nmax, rg->devs,
+                           (size_t)n * sizeof *rg->devs);
+                }
+            }
+        }
+    }
+    *per_byte = rg->state[k] > 0 ? rg->per_byte[k] : 0;
+    *fixed = rg->state[k] > 0 ? rg->fixed[k] : 0;
+    return rg->state[k] > 0 ? 0 : -1;
 }
 
 /* Stage k's ring left after its last backward of du seconds (its K buckets ready evenly
@@ -74,15 +126,15 @@ static double stage_gather(const sim_model *mo, double per_byte, double fixed, i
  * on the rank: that forward reaches bucket k at k f / K of its run, so it waits max_k ((k
  * + 1) b - k f / K) for buckets of b seconds (docs/sim.md, "The parameter all-gather
  * apart"), which is added. */
-double est_exposed_allreduce(const sim_model *mo, const sim_net *net, const plan *pl,
-                              const sched_traits *tr, int r, int p, const est_stage *st,
-                              int split)
+double est_exposed_allreduce(const sim_model *mo, const sim_net *net, est_rings *rg,
+                             const plan *pl, const sched_traits *tr, int r, int p,
+                             const est_stage *st, int split)
 {
     double per_byte, fixed, ex = 0;
     int first = -1;
     for (int k = 0; k < pl->nstages && first < 0; k++)
         if (sched_kind_rank(tr->kind, k, p) == r && mo->grad_bytes[k] > 0) first = k;
-    if (first < 0 || stage_ring(net, pl, first, &per_byte, &fixed)) return 0;
+    if (first < 0 || stage_ring(net, rg, pl, first, &per_byte, &fixed)) return 0;
     double *gather = mo->gather_bytes;
     if (gather && gather[first] > 0) per_byte /= 2, fixed /= 2; /* each half: r - 1 steps */
     for (int k = first; k < pl->nstages; k++) {
@@ -94,12 +146,12 @@ double est_exposed_allreduce(const sim_model *mo, const sim_net *net, const plan
     return ex + stage_gather(mo, per_byte, fixed, first, st[first].F);
 }
 
-double est_stage_allreduce(const sim_model *mo, const sim_net *net, const plan *pl, int k,
-                           double du, double f, double *whole)
+double est_stage_allreduce(const sim_model *mo, const sim_net *net, est_rings *rg,
+                           const plan *pl, int k, double du, double f, double *whole)
 {
     double per_byte, fixed, *gather = mo->gather_bytes;
     *whole = 0;
-    if (!(mo->grad_bytes[k] > 0) || stage_ring(net, pl, k, &per_byte, &fixed)) return 0;
+    if (!(mo->grad_bytes[k] > 0) || stage_ring(net, rg, pl, k, &per_byte, &fixed)) return 0;
     if (!(gather && gather[k] > 0))
         return f >= 0 ? 0 : stage_tail(mo, per_byte, fixed, k, pl->grad_sync_end ? 0 : du);
     per_byte /= 2, fixed /= 2; /* each half: r - 1 steps */

@@ -5,6 +5,7 @@
 #include "planner/search3d_impl.h"
 
 #include <math.h>
+#include <stdlib.h>
 
 #include "core/schedule_impl.h"
 
@@ -82,6 +83,50 @@ void est_pipeline(const est_stage *st, int S, int p, int m, int split, int sync,
 }
 
 
+int est_order_of(const schedule *s, est_order *o)
+{
+    int S = s->nstages, M = s->microbatches, W = s->nworkers, n = 0;
+    for (int w = 0; w < W; w++) n += s->len[w];
+    *o = (est_order){0};
+    o->off = malloc(((size_t)W + 1) * sizeof *o->off);
+    o->op = malloc(((size_t)n + 1) * sizeof *o->op);
+    if (!o->off || !o->op) {
+        est_order_free(o);
+        return -1;
+    }
+    n = 0;
+    for (int w = 0; w < W; w++) {
+        o->off[w] = n;
+        for (int i = 0; i < s->len[w]; i++) {
+            const action *a = &s->acts[w][i];
+            int k = a->stage, mb = a->microbatch, kind = a->kind, cross = 0;
+            if (kind == ACT_STEP) {
+                if (k < 0 || k >= S) continue;
+            } else if (kind == ACT_F || kind == ACT_B || kind == ACT_I || kind == ACT_W) {
+                if (mb < 0 || mb >= M || k < 0 || k >= S) {
+                    o->bad = 1;
+                    continue;
+                }
+                int from = kind == ACT_F ? k - 1 : kind == ACT_W ? -1 : k + 1;
+                cross = from >= 0 && from < S && s->stage_workers[s->stage_first[from]] != w;
+            } else {
+                continue;
+            }
+            o->op[n++] = (est_op){.k = k, .mb = mb, .kind = (unsigned char)kind,
+                                  .cross = (unsigned char)cross};
+        }
+    }
+    o->off[W] = n;
+    return 0;
+}
+
+void est_order_free(est_order *o)
+{
+    free(o->off);
+    free(o->op);
+    *o = (est_order){0};
+}
+
 /* The pipeline of schedule s (one iteration) replayed `iters` times over (1 or 2): the
  * compute actions of s (one replica per stage) in each worker's order, iteration j's with
  * microbatch + j x microbatches, at the priced times of st, a forward waiting for the
@@ -94,46 +139,44 @@ void est_pipeline(const est_stage *st, int S, int p, int m, int split, int sync,
  * 2 x the workers. Returns the makespan, or -1 when the lists stall (a malformed
  * schedule); *first: when the first iteration's actions end (a later iteration's come
  * after them in every list and need none of them: the makespan of that iteration alone). */
-double est_replay(const schedule *s, const est_stage *st, const double *tail, int sends,
-                  int iters, double *done, double *t, int *pos, double *first)
+double est_replay(const schedule *s, const est_order *o, const est_stage *st,
+                  const double *tail, int sends, int iters, double *done, double *t, int *pos,
+                  double *first)
 {
     int S = s->nstages, M = s->microbatches, n = M * iters, left = 0;
     double *fdone = done, *bdone = done + (size_t)S * n, end = 0;
     *first = 0;
+    if (o->bad) return -1; /* the original lists stall or fail there */
     for (size_t i = 0; i < 2 * (size_t)S * n; i++) done[i] = -1;
     double *stepped = t + s->nworkers; /* each worker's last STEP's end */
     for (int w = 0; w < s->nworkers; w++)
-        t[w] = stepped[w] = 0, pos[w] = 0, left += iters * s->len[w];
+        t[w] = stepped[w] = 0, pos[w] = 0, left += iters * (o->off[w + 1] - o->off[w]);
     while (left > 0) {
         int moved = 0;
-        for (int w = 0; w < s->nworkers; w++)
-            for (int len = s->len[w]; pos[w] < iters * len; pos[w]++, left--, moved++) {
+        for (int w = 0; w < s->nworkers; w++) {
+            const est_op *ops = o->op + o->off[w];
+            for (int len = o->off[w + 1] - o->off[w]; pos[w] < iters * len;
+                 pos[w]++, left--, moved++) {
                 int i = pos[w], it = 0;
                 while (i >= len) i -= len, it++; /* iters is 1 or 2: no division */
-                const action *a = &s->acts[w][i];
-                int k = a->stage, mb = a->microbatch;
-                if (tail && a->kind == ACT_STEP && k >= 0 && k < S) {
+                const est_op *a = &ops[i];
+                int k = a->k, mb = a->mb + it * M;
+                if (a->kind == ACT_STEP) {
+                    if (!tail) continue;
                     t[w] += tail[k]; /* its all-reduce and step, in list order */
                     stepped[w] = t[w];
                     if (t[w] > end) end = t[w];
                     if (!it && t[w] > *first) *first = t[w];
                     continue;
                 }
-                if (a->kind != ACT_F && a->kind != ACT_B && a->kind != ACT_I &&
-                    a->kind != ACT_W)
-                    continue;
-                if (mb < 0 || mb >= M || k < 0 || k >= S) return -1;
-                mb += it * M;
                 double ready = 0, cost;
                 if (a->kind == ACT_F) {
                     if (k > 0) {
                         double d = fdone[(size_t)(k - 1) * n + mb];
                         if (d < 0) break;
-                        int ow = s->stage_workers[s->stage_first[k - 1]];
-                        ready = d + (sends && ow != w ? st[k - 1].send : 0);
+                        ready = d + (sends && a->cross ? st[k - 1].send : 0);
                     }
-                    double g = tail && it > 0 && a->microbatch == 0 ? stepped[w] + tail[S + k]
-                                                                     : 0;
+                    double g = tail && it > 0 && a->mb == 0 ? stepped[w] + tail[S + k] : 0;
                     if (g > ready) ready = g; /* its parameters gathered */
                     cost = st[k].F;
                 } else if (a->kind == ACT_W) {
@@ -144,8 +187,7 @@ double est_replay(const schedule *s, const est_stage *st, const double *tail, in
                     if (k + 1 < S) {
                         double d = bdone[(size_t)(k + 1) * n + mb];
                         if (d < 0) break;
-                        int ow = s->stage_workers[s->stage_first[k + 1]];
-                        d += sends && ow != w ? st[k].send : 0;
+                        d += sends && a->cross ? st[k].send : 0;
                         if (d > ready) ready = d;
                     }
                     cost = a->kind == ACT_I ? st[k].I : st[k].B;
@@ -156,6 +198,7 @@ double est_replay(const schedule *s, const est_stage *st, const double *tail, in
                 if (t[w] > end) end = t[w];
                 if (!it && t[w] > *first) *first = t[w];
             }
+        }
         if (!moved) return -1;
     }
     return end;
