@@ -2,38 +2,28 @@
  * scored: plain data parallelism (one stage on every device) and any given plan (a
  * straight pipeline, PipeDream's partition) simulated under the same settings the planner
  * uses (schedule, microbatch size, default microbatch count, recomputation when allowed,
- * memory limit, iterations), and that scoring itself (nm_sim_score). Tests and
+ * memory limit, iterations), and that scoring itself (nm_sim_score, `plumb sim`'s run of
+ * the plan unless the iterations are fixed). Tests and
  * bench/native.sh compare the planner with these. */
 #include "planner/native_impl.h"
 
 #include <stdlib.h>
 
 #include "core/schedule.h"
-#include "sim/engine.h" /* sim_steady_window */
 #include "sim/sim.h"
 
 sim_report *nm_sim_score(const plan *pl, const native_options *o, plumb_err *err)
 {
-    /* the first steady window: 3 iterations for the flushing schedules (their iterations
-     * repeat), what the window needs for pipedream and 2bw (the fill and drain left out);
-     * o->sim_iterations when given */
-    int iters = o->sim_iterations > 0 ? o->sim_iterations : 3;
-    schedule *sc = schedule_from_plan(pl, iters, err);
-    if (!sc) return NULL;
-    int k0, k1, need = sim_steady_window(sc, &k0, &k1);
-    /* a longer IR may need a longer window again (a worker of pipedream's with one
-     * microbatch an iteration holds more of them once the pipeline is deeper than 3
-     * iterations): rebuilt until the window fits, as sim_run raises its own */
-    while (o->sim_iterations <= 0 && need > iters && iters < NM_SCORE_MAX_ITERATIONS) {
-        iters = need < NM_SCORE_MAX_ITERATIONS ? need : NM_SCORE_MAX_ITERATIONS;
-        schedule_free(sc);
-        sc = schedule_from_plan(pl, iters, err);
-        if (!sc) return NULL;
-        need = sim_steady_window(sc, &k0, &k1);
-    }
     sim_options so;
     sim_options_init(&so);
     so.memory_limit_bytes = o->memory_limit_bytes;
+    /* the default: the run `plumb sim` of the written plan makes (sim_run grows the IR to
+     * the steady window and doubles it until the window's gaps settle), so the figures
+     * the planner ranks by and reports are that command's */
+    if (o->sim_iterations <= 0) return sim_run(pl, &so, err);
+    /* o->sim_iterations given: that many, replayed once as built */
+    schedule *sc = schedule_from_plan(pl, o->sim_iterations, err);
+    if (!sc) return NULL;
     so.sched = sc;
     sim_report *r = sim_run(pl, &so, err);
     schedule_free(sc);

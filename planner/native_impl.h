@@ -438,13 +438,11 @@ void nm_rank_results(native_result *res);
 void nm_reasons(native_result *res);
 
 /* How the planner simulates a candidate plan pl (its schedule, microbatches and
- * recomputation as set in pl): one steady window, without sim_run's settling rounds (which
- * double the run up to 64 iterations and cost 10-40 ms on 32 devices): an IR of 3
- * iterations for the flushing schedules, of what the steady window needs (at most
- * NM_SCORE_MAX_ITERATIONS) for pipedream and 2bw, o->sim_iterations when > 0; o's memory
- * limit. Where the run settles at once (most plans) the figures are `plumb sim`'s exactly.
- * Returns the report (caller frees) or NULL with err. */
-#define NM_SCORE_MAX_ITERATIONS 32
+ * recomputation as set in pl): sim_run with the default options and o's memory limit, as
+ * `plumb sim` of the written plan runs it (the IR grown to the steady window, then doubled
+ * up to 64 iterations until the window settles), so the figures it ranks by and reports are
+ * that command's; with o->sim_iterations > 0 an IR of that many iterations, replayed once
+ * (no settling). Returns the report (caller frees) or NULL with err. */
 struct sim_report;
 struct sim_report *nm_sim_score(const plan *pl, const native_options *o, plumb_err *err);
 
