@@ -572,40 +572,36 @@ static int simulate(const nm_models *ms, nm_cand *c, const native_options *o, pl
     return 0;
 }
 
-#define NM_SETTLE_NEAR 0.9 /* settled: the simulated plans that fit within 10 % of the best */
-
-/* The simulated candidates of cs->v[0..keep) (plans[i] their plans) that fit, within
- * NM_SETTLE_NEAR of the best that fits, whose window is not `plumb sim`'s figure yet
- * (sim_exact 0: pipedream's and 2bw's that had not settled), simulated again as `plumb
- * sim` runs their plans (nm_sim_settled), until the best and every one near it are
- * settled: the plan ranked first, its figures and those near it are that command's (the
- * window was off by up to 5 %: docs/planner-native.md, "The plan's figures are `plumb
- * sim`'s"). A run refused leaves the candidate as it was. */
+/* The simulated candidates of cs->v[0..keep) (plans[i] their plans) settled lazily: while
+ * the one that fits with the highest throughput has a window that is not `plumb sim`'s
+ * figure (sim_exact 0: pipedream's and 2bw's that had not settled), it is simulated again as
+ * `plumb sim` runs its plan (nm_sim_settled) and takes that figure. On return the plan ranked
+ * first is settled and at least as fast as every other candidate's figure, so its figures are
+ * that command's (the window was off by up to 5 %: docs/planner-native.md, "The plan's
+ * figures are `plumb sim`'s"); the others keep their window unless they led once. A settled
+ * run costs what `plumb sim` does (seconds on thousands of devices), hence one at a time. A
+ * run refused leaves the candidate as it was. */
 static void settle_leaders(nm_cands *cs, int keep, const native_options *o, plan **plans,
                            native_result *res)
 {
-    for (int again = 1; again;) {
-        again = 0;
-        double best = 0;
+    for (;;) {
+        int lead = -1;
         for (int i = 0; i < keep; i++) {
             const nm_cand *c = &cs->v[i];
-            if (c->simulated && c->sim_fits && c->sim_thr > best) best = c->sim_thr;
+            if (c->simulated && c->sim_fits && plans[i] &&
+                (lead < 0 || c->sim_thr > cs->v[lead].sim_thr))
+                lead = i;
         }
-        for (int i = 0; i < keep; i++) {
-            nm_cand *c = &cs->v[i];
-            if (!c->simulated || c->sim_exact || !plans[i] || !c->sim_fits ||
-                !(c->sim_thr >= NM_SETTLE_NEAR * best))
-                continue;
-            plumb_err e;
-            err_clear(&e);
-            sim_report *r = nm_sim_settled(plans[i], o, &e);
-            res->nsimulated++;
-            c->sim_exact = 1;
-            if (!r) continue;
-            take_report(c, plans[i], r, 1, o, 0);
-            sim_report_free(r);
-            again = 1;
-        }
+        if (lead < 0 || cs->v[lead].sim_exact) return;
+        nm_cand *c = &cs->v[lead];
+        plumb_err e;
+        err_clear(&e);
+        sim_report *r = nm_sim_settled(plans[lead], o, &e);
+        res->nsimulated++;
+        c->sim_exact = 1;
+        if (!r) continue;
+        take_report(c, plans[lead], r, 1, o, 0);
+        sim_report_free(r);
     }
 }
 
