@@ -438,6 +438,7 @@ static int copy_twin(const nm_models *ms, nm_cands *cs, int n, nm_cand *c)
         c->sim_bubble = d->sim_bubble;
         c->sim_peak = c->pt.peak_mem;
         c->sim_fits = c->pt.fits;
+        c->sim_exact = d->sim_exact;
         return 1;
     }
     return 0;
@@ -506,8 +507,8 @@ static double sim_actions(const nm_models *ms, const nm_cand *c, const native_op
     return acts * iters;
 }
 
-/* Sets c's sim_* figures and pl's predictions from f. */
-static void take_figures(nm_cand *c, plan *pl, const nm_sim_fig *f)
+/* Sets c's sim_* figures and pl's predictions from f (exact: `plumb sim`'s figures). */
+static void take_figures(nm_cand *c, plan *pl, const nm_sim_fig *f, int exact)
 {
     c->simulated = 1;
     c->sim_thr = f->thr;
@@ -515,6 +516,7 @@ static void take_figures(nm_cand *c, plan *pl, const nm_sim_fig *f)
     c->sim_bubble = f->bubble;
     c->sim_peak = f->peak;
     c->sim_fits = f->fits;
+    c->sim_exact = exact;
     pl->pred_iteration_s = f->iter;
     pl->pred_samples_per_s = f->thr;
     free(pl->pred_peak_memory_bytes);
@@ -525,25 +527,11 @@ static void take_figures(nm_cand *c, plan *pl, const nm_sim_fig *f)
                 pl->pred_peak_memory_bytes[f->dev[i]] = f->dev_mem[i];
 }
 
-/* Simulates c (or takes o->sim_memo's figures for its plan); fills its sim_* figures. 0,
- * or -1 when the simulator refused the plan. */
-static int simulate(const nm_models *ms, nm_cand *c, const native_options *o, plan **out,
-                    plumb_err *err)
+/* Sets c's sim_* figures and pl's predictions from r (exact: nm_sim_exact's word on it,
+ * or 1 for a settled run); keeps them in o->sim_memo when memo. */
+static void take_report(nm_cand *c, plan *pl, const sim_report *r, int exact,
+                        const native_options *o, int memo)
 {
-    plan *pl = nm_plan(&ms->m[c->mod], &c->s, &c->pt, err);
-    if (!pl) return -1;
-    native_runtime_apply(pl, o); /* scored as it will run; the memo's key reads it */
-    const nm_sim_fig *kept = o->sim_memo ? nm_sim_memo_get(o->sim_memo, pl, o) : NULL;
-    if (kept) {
-        take_figures(c, pl, kept);
-        *out = pl;
-        return 0;
-    }
-    sim_report *r = nm_sim_score(pl, o, err);
-    if (!r) {
-        plan_free(pl);
-        return -1;
-    }
     int *dev = malloc(((size_t)r->ndevices + 1) * sizeof *dev);
     double *mem = malloc(((size_t)r->ndevices + 1) * sizeof *mem);
     nm_sim_fig f = {r->samples_per_s, r->iteration_s, r->bubble_fraction, r->peak_memory_bytes,
@@ -552,13 +540,69 @@ static int simulate(const nm_models *ms, nm_cand *c, const native_options *o, pl
         dev[i] = r->devices[i].device;
         mem[i] = r->devices[i].mem.total;
     }
-    take_figures(c, pl, &f);
-    if (o->sim_memo && dev && mem) nm_sim_memo_put(o->sim_memo, &f);
+    take_figures(c, pl, &f, exact);
+    if (memo && o->sim_memo && dev && mem) nm_sim_memo_put(o->sim_memo, &f);
     free(dev);
     free(mem);
+}
+
+/* Simulates c's steady window (or takes o->sim_memo's figures for its plan, not known to
+ * be settled: settle_leaders runs it again if it leads); fills its sim_* figures. 0, or -1
+ * when the simulator refused the plan. */
+static int simulate(const nm_models *ms, nm_cand *c, const native_options *o, plan **out,
+                    plumb_err *err)
+{
+    plan *pl = nm_plan(&ms->m[c->mod], &c->s, &c->pt, err);
+    if (!pl) return -1;
+    native_runtime_apply(pl, o); /* scored as it will run; the memo's key reads it */
+    const nm_sim_fig *kept = o->sim_memo ? nm_sim_memo_get(o->sim_memo, pl, o) : NULL;
+    if (kept) {
+        take_figures(c, pl, kept, 0);
+        *out = pl;
+        return 0;
+    }
+    sim_report *r = nm_sim_score(pl, o, err);
+    if (!r) {
+        plan_free(pl);
+        return -1;
+    }
+    take_report(c, pl, r, nm_sim_exact(r, o), o, 1);
     sim_report_free(r);
     *out = pl;
     return 0;
+}
+
+/* The simulated candidates of cs->v[0..keep) (plans[i] their plans) settled lazily: while
+ * the one that fits with the highest throughput has a window that is not `plumb sim`'s
+ * figure (sim_exact 0: pipedream's and 2bw's that had not settled), it is simulated again as
+ * `plumb sim` runs its plan (nm_sim_settled) and takes that figure. On return the plan ranked
+ * first is settled and at least as fast as every other candidate's figure, so its figures are
+ * that command's (the window was off by up to 5 %: docs/planner-native.md, "The plan's
+ * figures are `plumb sim`'s"); the others keep their window unless they led once. A settled
+ * run costs what `plumb sim` does (seconds on thousands of devices), hence one at a time. A
+ * run refused leaves the candidate as it was. */
+static void settle_leaders(nm_cands *cs, int keep, const native_options *o, plan **plans,
+                           native_result *res)
+{
+    for (;;) {
+        int lead = -1;
+        for (int i = 0; i < keep; i++) {
+            const nm_cand *c = &cs->v[i];
+            if (c->simulated && c->sim_fits && plans[i] &&
+                (lead < 0 || c->sim_thr > cs->v[lead].sim_thr))
+                lead = i;
+        }
+        if (lead < 0 || cs->v[lead].sim_exact) return;
+        nm_cand *c = &cs->v[lead];
+        plumb_err e;
+        err_clear(&e);
+        sim_report *r = nm_sim_settled(plans[lead], o, &e);
+        res->nsimulated++;
+        c->sim_exact = 1;
+        if (!r) continue;
+        take_report(c, plans[lead], r, 1, o, 0);
+        sim_report_free(r);
+    }
 }
 
 #define NM_MAX_RESULT 16
@@ -654,6 +698,7 @@ static void score_cand(const nm_models *ms, nm_cands *cs, int keep, nm_cand *c,
         c->sim_iter = cs->pre.sim_iter;
         c->sim_bubble = cs->pre.sim_bubble;
         c->sim_peak = cs->pre.sim_peak;
+        c->sim_exact = cs->pre.sim_exact;
         *slot = cs->pre_plan;
         cs->pre_plan = NULL;
         if (c->sim_fits && c->sim_thr > *best) *best = c->sim_thr;
@@ -798,6 +843,7 @@ int nm_finish(const nm_models *ms, nm_cands *cs, const native_options *o, int ns
                 simulated++;
             }
     }
+    settle_leaders(cs, keep, o, plans, res);
     /* the memory of the kept candidates the simulator did not score (or refused) with
      * their plans' own counts (the program's closed form differs for replicated stages
      * and zb-h1): the figure reported for them and their fit. best_only: once a simulated

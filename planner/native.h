@@ -50,7 +50,8 @@ typedef struct native_options {
                                    one schedule, 8 for auto); -1 = none (estimates only) */
     int sim_iterations;         /* iterations per scoring simulation; 0 = the first steady
                                    window (3 for the flushing schedules, what the window
-                                   needs for pipedream and 2bw, at most 32) */
+                                   needs for pipedream and 2bw, at most 32), the leaders
+                                   then settled as `plumb sim` runs them */
     int no_suggest;             /* 1: when nothing fits, do not search what would fit */
     struct nm_sim_memo *sim_memo; /* plumb sweep: simulations kept across the counts and
                                    reused for the same plan on the same devices (see

@@ -2,8 +2,9 @@
  * scored: plain data parallelism (one stage on every device) and any given plan (a
  * straight pipeline, PipeDream's partition) simulated under the same settings the planner
  * uses (schedule, microbatch size, default microbatch count, recomputation when allowed,
- * memory limit, iterations), and that scoring itself (nm_sim_score). Tests and
- * bench/native.sh compare the planner with these. */
+ * memory limit, iterations), and that scoring itself (nm_sim_score, the cheap window;
+ * nm_sim_settled, `plumb sim`'s run). Tests and bench/native.sh compare the planner with
+ * these. */
 #include "planner/native_impl.h"
 
 #include <stdlib.h>
@@ -38,6 +39,20 @@ sim_report *nm_sim_score(const plan *pl, const native_options *o, plumb_err *err
     sim_report *r = sim_run(pl, &so, err);
     schedule_free(sc);
     return r;
+}
+
+sim_report *nm_sim_settled(const plan *pl, const native_options *o, plumb_err *err)
+{
+    if (o->sim_iterations > 0) return nm_sim_score(pl, o, err); /* the IR fixed */
+    sim_options so;
+    sim_options_init(&so);
+    so.memory_limit_bytes = o->memory_limit_bytes;
+    return sim_run(pl, &so, err);
+}
+
+int nm_sim_exact(const sim_report *r, const native_options *o)
+{
+    return o->sim_iterations > 0 || (r->steady && r->settled);
 }
 
 plan *native_dp_plan(const profile *p, const cluster *c, int ndev, plumb_err *err)
@@ -81,7 +96,7 @@ double native_sim_as(const plan *pl, const native_options *o, int *recompute, in
         native_runtime_apply(q, o);
         if (!sched_kind_chunked(k)) q->chunks = 1;
         plumb_err e;
-        sim_report *r = nm_sim_score(q, o, &e);
+        sim_report *r = nm_sim_settled(q, o, &e);
         plan_free(q);
         if (!r) continue;
         /* the fitting run wins over one that does not; then the faster */

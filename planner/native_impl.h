@@ -335,6 +335,7 @@ typedef struct nm_cand {
     int must;         /* a baseline (data parallelism, straight pipeline): always simulated */
     int copied;       /* its sim_* timing copied from a single-stage twin of the same timing
                          (1f1b-flush and gpipe; pipedream and 2bw); memory is the model's */
+    int sim_exact;    /* its sim_* figures are `plumb sim`'s (nm_sim_exact, or settled) */
 } nm_cand;
 
 typedef struct nm_cands {
@@ -437,16 +438,27 @@ void nm_rank_results(native_result *res);
 /* Writes each ranked candidate's reason (auto.c). */
 void nm_reasons(native_result *res);
 
-/* How the planner simulates a candidate plan pl (its schedule, microbatches and
+/* How the planner scores a candidate plan pl (its schedule, microbatches and
  * recomputation as set in pl): one steady window, without sim_run's settling rounds (which
- * double the run up to 64 iterations and cost 10-40 ms on 32 devices): an IR of 3
- * iterations for the flushing schedules, of what the steady window needs (at most
+ * double the run up to 64 iterations: 4.8 s for vgg16's 2bw plan on dgx-a100-80g): an IR
+ * of 3 iterations for the flushing schedules, of what the steady window needs (at most
  * NM_SCORE_MAX_ITERATIONS) for pipedream and 2bw, o->sim_iterations when > 0; o's memory
- * limit. Where the run settles at once (most plans) the figures are `plumb sim`'s exactly.
- * Returns the report (caller frees) or NULL with err. */
+ * limit. Where nm_sim_exact says so the figures are `plumb sim`'s of pl; else nm_finish
+ * settles the leaders (nm_sim_settled). Returns the report (caller frees) or NULL with
+ * err. */
 #define NM_SCORE_MAX_ITERATIONS 32
 struct sim_report;
 struct sim_report *nm_sim_score(const plan *pl, const native_options *o, plumb_err *err);
+
+/* pl simulated as `plumb sim` of its plan file runs it: sim_run with the default options
+ * and o's memory limit (the IR grown to the steady window, then doubled up to 64
+ * iterations until the window settles); nm_sim_score's fixed IR when o->sim_iterations
+ * > 0. Returns the report (caller frees) or NULL with err. */
+struct sim_report *nm_sim_settled(const plan *pl, const native_options *o, plumb_err *err);
+
+/* 1 when r (nm_sim_score's) is `plumb sim`'s figure already: its window steady and
+ * settled (sim_run would stop there), or the iterations fixed by o. */
+int nm_sim_exact(const struct sim_report *r, const native_options *o);
 
 /* Milliseconds on a monotonic clock. */
 double nm_now_ms(void);
