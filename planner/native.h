@@ -46,8 +46,9 @@ typedef struct native_options {
     double memory_limit_bytes;  /* > 0: each device's capacity is min(its memory, this) */
     optimizer_kind optimizer;   /* its state counts in memory; default OPT_MOMENTUM */
     int max_devices;            /* > 0: plan on devices 0..max_devices-1 only; 0 = all */
-    int sim_top;                /* candidates scored by the simulator; 0 = default (3 for
-                                   one schedule, 8 for auto); -1 = none (estimates only) */
+    int sim_top;                /* candidates scored by the simulator; 0 = default (4 for
+                                   one schedule, 2 for a chunked one, 6 for auto); -1 =
+                                   none (estimates only) */
     int sim_iterations;         /* iterations per scoring simulation; 0 = the first steady
                                    window (3 for the flushing schedules, what the window
                                    needs for pipedream and 2bw, at most 32), the leaders
