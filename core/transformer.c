@@ -365,6 +365,11 @@ long long transformer_head_dim(const transformer *t)
     return t->head_dim ? t->head_dim : t->hidden / t->heads;
 }
 
+int transformer_own_head_dim(const transformer *t)
+{
+    return t->hidden % t->heads != 0 || transformer_head_dim(t) != t->hidden / t->heads;
+}
+
 long long transformer_attn_width(const transformer *t)
 {
     return t->heads * transformer_head_dim(t);
@@ -457,8 +462,7 @@ cJSON *transformer_to_json(const transformer *t)
     int bias = t->qkv_bias && t->out_bias && t->mlp_bias;
     /* head_dim and qk_norm only where they say something, so that the description of
      * every model without them reads as before */
-    long long d = transformer_head_dim(t);
-    int own_d = t->hidden % t->heads || d != t->hidden / t->heads;
+    int own_d = transformer_own_head_dim(t);
     cJSON *o = cJSON_CreateObject();
     if (!o || mlp < 0) goto fail;
     if (!cJSON_AddStringToObject(o, "format", TRANSFORMER_FORMAT) ||
@@ -467,7 +471,7 @@ cJSON *transformer_to_json(const transformer *t)
         !json_add_num(o, "num_hidden_layers", (double)t->layers) ||
         !json_add_num(o, "num_attention_heads", (double)t->heads) ||
         !json_add_num(o, "num_key_value_heads", (double)t->kv_heads) ||
-        (own_d && !json_add_num(o, "head_dim", (double)d)) ||
+        (own_d && !json_add_num(o, "head_dim", (double)transformer_head_dim(t))) ||
         !json_add_num(o, "intermediate_size", (double)t->ffn) ||
         !json_add_num(o, "max_position_embeddings", (double)t->max_positions) ||
         !json_add_num(o, "vocab_size", (double)t->vocab) ||

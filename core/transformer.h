@@ -77,6 +77,10 @@ struct cJSON *transformer_to_json(const transformer *t);
 /* Head width: head_dim when set, else hidden / heads. */
 long long transformer_head_dim(const transformer *t);
 
+/* 1 when t's heads are not hidden / heads wide (a head_dim that says otherwise, as in
+ * Mistral-Nemo and Qwen3-32B), else 0. */
+int transformer_own_head_dim(const transformer *t);
+
 /* Parameters of the whole model (tied embeddings counted once). */
 long long transformer_param_count(const transformer *t);
 /* Width of the attention: heads x the head width (the query projection's output and the output

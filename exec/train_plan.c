@@ -73,7 +73,7 @@ static int check_llm(const model *m, const char *model_path, const plan *pl,
 {
     const profile *p = pl->prof;
     const transformer *tf = pl->model ? pl->model->tf : NULL;
-    if (tf && (tf->hidden % tf->heads || transformer_head_dim(tf) != tf->hidden / tf->heads))
+    if (tf && transformer_own_head_dim(tf))
         return err_set(err, plan_path, "model.transformer.head_dim", "expected hidden_size / "
                        "num_attention_heads = %lld: %s's attention splits the width into its "
                        "heads (got %lld)", tf->hidden / tf->heads, model_path,
