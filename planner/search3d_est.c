@@ -109,11 +109,14 @@ static int whole_backwards(const schedule *s)
     return nb > ni;
 }
 
-/* Into du[k], the time each stage k's last backward of the iteration (B, I or W: the one
- * the simulator buckets its all-reduce with) takes, in its worker's order in s; 0 when it
- * has none. Each list read from its end until each of its stages has its last. */
-static void last_backwards(const schedule *s, const est_stage *st, double *du)
+/* Into ar[k], the part of each stage k's data-parallel ring left exposed after its last
+ * backward of the iteration (B, I or W: the one the simulator buckets its all-reduce with,
+ * in its worker's order in s; est_stage_allreduce), 0 where it has none. Each list read
+ * from its end until each of its stages has its last. rg: pl's rings (est_rings_init). */
+static void exposed_rings(const plan *pl, const schedule *s, const sim_model *mo,
+                          const sim_net *net, est_rings *rg, const est_stage *st, double *ar)
 {
+    double *du = ar; /* first the last backwards' times, then the rings after them */
     int S = s->nstages;
     for (int k = 0; k < S; k++) du[k] = -1;
     for (int w = 0; w < s->nworkers; w++) {
@@ -128,8 +131,10 @@ static void last_backwards(const schedule *s, const est_stage *st, double *du)
                 left--;
         }
     }
-    for (int k = 0; k < S; k++)
-        if (du[k] < 0) du[k] = 0;
+    for (int k = 0; k < S; k++) {
+        double whole;
+        ar[k] = est_stage_allreduce(mo, net, rg, pl, k, du[k] < 0 ? 0 : du[k], -1, &whole);
+    }
 }
 
 /* One iteration's length in the steady state of an order whose first iteration was just
@@ -190,9 +195,8 @@ static double chunk_tail(const plan *pl, const schedule *s, const est_order *o,
     int S = pl->nstages, v = pl->chunks > 1 ? pl->chunks : 1, p = S / v;
     sched_kind kind = pl->schedule;
     double ex = 0, steps = 0, first, whole;
-    last_backwards(s, st, ar);
+    exposed_rings(pl, s, mo, net, rg, st, ar);
     for (int k = 0; k < S; k++) {
-        ar[k] = est_stage_allreduce(mo, net, rg, pl, k, ar[k], -1, &whole);
         ex += ar[k], steps += st[k].step;
         ar[k] += st[k].step;
     }
@@ -290,11 +294,7 @@ static void est_figures(const plan *pl, const schedule *s, const schedule *rs,
             /* each stage's ALLREDUCE holds its worker for its exposed ring, which the
              * rendezvous of its neighbours wait for (replayed for each ZeRO stage, whose
              * ring differs; without it GPT-3 tp 8 x pp 8 x dp 2 V 3 on 128 H100s -8.4 %) */
-            last_backwards(s, st, expo);
-            for (int k = 0; k < S; k++) {
-                double whole;
-                expo[k] = est_stage_allreduce(mo, net, rg, pl, k, expo[k], -1, &whole);
-            }
+            exposed_rings(pl, s, mo, net, rg, st, expo);
             rep[3] = est_sync_replay(s, st, expo, net, p, v, 1, &rep[4]);
             rep[5] = est_sync_replay(s, st, expo, net, p, v, 0, &rep[6]);
         }

@@ -94,11 +94,11 @@ double est_exposed_allreduce(const sim_model *mo, const sim_net *net, est_rings 
                              const plan *pl, const sched_traits *tr, int r, int p,
                              const est_stage *st, int split);
 
-/* search3d_est_dp.c: stage k's own data-parallel ring, seconds, 0 where nothing is
- * reduced or the ring cannot be priced (rg: est_rings_init's, of pl). f < 0: the part of its all-reduce left exposed
- * after its last backward of du seconds (0 under grad_sync end; the reduce-scatter alone
- * where the parameter all-gather runs apart). f >= 0: where the all-gather runs apart, the
- * wait of the stage's next first forward (f seconds) from the gather's start, *whole the
+/* search3d_est_dp.c: stage k's own data-parallel ring, seconds, 0 where nothing is reduced or
+ * the ring cannot be priced (rg: est_rings_init's, of pl). f < 0: the part of its all-reduce
+ * left exposed after its last backward of du seconds (0 under grad_sync end; the reduce-scatter
+ * alone where the parameter all-gather runs apart). f >= 0: where the all-gather runs apart,
+ * the wait of the stage's next first forward (f seconds) from the gather's start, *whole the
  * gather's whole time (0 where it does not run apart). Allocates nothing it keeps. */
 double est_stage_allreduce(const sim_model *mo, const sim_net *net, est_rings *rg,
                            const plan *pl, int k, double du, double f, double *whole);
@@ -116,13 +116,13 @@ int est_order_of(const schedule *s, est_order *o);
 /* search3d_est_pipe.c: frees what est_order_of allocated (o may be zeroed). */
 void est_order_free(est_order *o);
 
-/* search3d_est_pipe.c: the overlapped replay of schedule s's order (o: est_order_of's of
- * s) at the priced times, iters times over; the makespan, or -1 when the lists stall. tail: NULL (the steps and
- * all-reduces cost nothing), or of 2 S: tail[k] the time stage k's STEP holds its worker
- * (its exposed all-reduce and its step), tail[S + k] how long after its worker's
- * last STEP the stage's first forward of the next iteration may start (its parameter
- * all-gather); then the steps count. Scratch: done (2 S M iters), t (2 x workers), pos
- * (workers); *first: when the first iteration ends. */
+/* search3d_est_pipe.c: the overlapped replay of schedule s's order (o: est_order_of's of s) at
+ * the priced times, iters times over; the makespan, or -1 when the lists stall. tail: NULL (the
+ * steps and all-reduces cost nothing), or of 2 S: tail[k] the time stage k's STEP holds its
+ * worker (its exposed all-reduce and its step), tail[S + k] how long after its worker's last
+ * STEP the stage's first forward of the next iteration may start (its parameter all-gather);
+ * then the steps count. Scratch: done (2 S M iters), t (2 x workers), pos (workers); *first:
+ * when the first iteration ends. */
 double est_replay(const schedule *s, const est_order *o, const est_stage *st,
                   const double *tail, int sends, int iters, double *done, double *t, int *pos,
                   double *first);
