@@ -126,7 +126,9 @@ Test(native_report, p2p_sync_figures_are_plumb_sims)
 
 /* --schedule auto prints its ranking: every simulated candidate's timing is sim_run's of
  * its plan for prof on cluster file cname (a single stage whose twin's timing was copied
- * keeps the model's memory: a peak that differs is logged, not checked). */
+ * keeps the model's memory: a peak that differs is logged, not checked). That holds for
+ * these three, whose candidates' windows settled or who led once; a candidate whose window
+ * had not settled and that never led keeps its window's figure (settle_leaders). */
 static void check_auto(const char *prof, const char *cname)
 {
     plumb_err e;
