@@ -3,8 +3,8 @@
  * use_sliding_window, on the layers from max_window_layers), bad values refused in one line,
  * plumb-transformer/1 round trips it, the band's pairs and the model's FLOPs against counts
  * made here, fused attention priced on the band at 32k and unchanged at s <= w, standard
- * attention's time and memory unchanged, context parallelism and the executor refusing a
- * window shorter than the sequence. */
+ * attention's time and memory unchanged, context parallelism (profile, 3D search) and the
+ * executor refusing a window shorter than the sequence. */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdio.h>
@@ -19,6 +19,7 @@
 #include "exec/train_plan.h"
 #include "planner/layout3d.h"
 #include "planner/llm_profile.h"
+#include "planner/search3d.h"
 
 #define H100 "profiles/clusters/dgx-h100.json"
 #define MISTRAL "examples/llm/mistral-7b.json"
@@ -310,6 +311,38 @@ Test(window, context_parallelism_refused)
     cr_assert_not_null(p, "%s", err.msg);
     profile_free(p);
     cluster_free(c);
+    transformer_free(t);
+}
+
+/* The 3D search tries cp > 1 only for a model whose window is not shorter than the
+ * sequence, and refuses a pinned cp with the profile's line. */
+Test(window, search_leaves_cp_out)
+{
+    plumb_err err = {{0}};
+    transformer *t = transformer_load(MISTRAL, &err);
+    cr_assert_not_null(t, "%s", err.msg);
+    transformer *full = transformer_clone(t);
+    full->window = 0;
+    cluster *c = cluster_load(H100, &err);
+    cr_assert_not_null(c, "%s", err.msg);
+    search3d_options o;
+    search3d_options_init(&o);
+    o.gpus = 8, o.global_batch = 8, o.attention = LLM_ATTN_FLASH;
+    search3d_result *rw = search3d_run(t, c, H100, &o, &err);
+    cr_assert_not_null(rw, "%s", err.msg);
+    search3d_result *rf = search3d_run(full, c, H100, &o, &err);
+    cr_assert_not_null(rf, "%s", err.msg);
+    cr_assert_gt(rw->nranked, 0);
+    for (int k = 0; k < rw->nranked; k++) cr_assert_eq(rw->ranked[k].d.cp, 1);
+    cr_assert_lt(rw->enumerated, rf->enumerated); /* the window-free model searches cp too */
+    search3d_free(rw);
+    search3d_free(rf);
+    o.cp = 2;
+    cr_assert_null(search3d_run(t, c, H100, &o, &err));
+    cr_assert(strstr(err.msg, "--cp: expected 1 with mistral-7b's sliding window"), "%s",
+              err.msg);
+    cluster_free(c);
+    transformer_free(full);
     transformer_free(t);
 }
 
