@@ -1,6 +1,6 @@
 /* transformer.c: reading transformer descriptions (Hugging Face config.json files of the
  * gpt2, gpt_neox, llama, mistral, qwen2 and qwen3 families, and plumb-transformer/1), their
- * parameter counts and their matrix-multiply FLOPs. Every missing, unknown or bad key gets
+ * parameter counts, sliding windows and matrix-multiply FLOPs. Every missing, unknown or bad key gets
  * one error line naming the file and the key. */
 #include "transformer.h"
 
@@ -180,6 +180,37 @@ static int load_gpt2(const jctx *jc, const cJSON *root, transformer *t)
            get_dropout(jc, root, "resid_pdrop", &t->dropout);
 }
 
+/* The sliding window of a mistral, qwen2 or qwen3 config into t->window (0: none).
+ * mistral: sliding_window (null or absent: none). qwen2, qwen3: transformers' rule
+ * (configuration_qwen2.py / configuration_qwen3.py): sliding_window counts only with
+ * use_sliding_window true (default false), and then only on the layers at index >=
+ * max_window_layers (default 28); plumb's blocks are alike, so a window on some layers but
+ * not all is refused. sliding_window, when given, is checked whatever use_sliding_window
+ * says. */
+static int get_window(const jctx *jc, const cJSON *root, fam f, transformer *t)
+{
+    long long w = 0, first = 28;
+    int use = f == F_MISTRAL;
+    if (get_dim(jc, root, "sliding_window", 0, &w)) return -1;
+    if (f != F_MISTRAL) {
+        const cJSON *m = cJSON_GetObjectItemCaseSensitive(root, "max_window_layers");
+        if (get_flag(jc, root, "use_sliding_window", &use) ||
+            (m && !cJSON_IsNull(m) &&
+             json_get_int(jc, root, "", "max_window_layers", 0, 0, TF_MAX_DIM, &first)))
+            return -1;
+        if (use && w && first > 0 && first < t->layers)
+            return err_set(jc->err, jc->file, "use_sliding_window",
+                           "true with sliding_window %lld on layers %lld to %lld only "
+                           "(max_window_layers %lld of %lld): plumb prices every block alike; "
+                           "expected false, or max_window_layers 0 (a window on every layer) or "
+                           ">= num_hidden_layers (none)", w, first, t->layers - 1, first,
+                           t->layers);
+        if (first >= t->layers) use = 0;
+    }
+    t->window = use ? w : 0;
+    return 0;
+}
+
 /* gpt_neox, llama, mistral, qwen2, qwen3: the common keys. All but gpt_neox take head_dim (the
  * head width; absent or null: hidden_size / num_attention_heads, as transformers' attention
  * modules read it). qwen3 is llama's block with attention_bias on the Q, K, V and output
@@ -217,6 +248,8 @@ static int load_hf(const jctx *jc, const cJSON *root, fam f, transformer *t)
         get_flag(jc, root, "tie_word_embeddings", &t->tied_embeddings) ||
         get_dropout(jc, root, "attention_dropout", &t->dropout))
         return -1;
+    if ((f == F_MISTRAL || f == F_QWEN2 || f == F_QWEN3) && get_window(jc, root, f, t))
+        return -1;
     if (f == F_LLAMA || f == F_QWEN3) {
         int ab = 0;
         if (get_flag(jc, root, "attention_bias", &ab) ||
@@ -231,7 +264,7 @@ static const char *const PLUMB_KEYS[] = {
     "format", "name", "description", "hidden_size", "num_hidden_layers", "num_attention_heads",
     "num_key_value_heads", "head_dim", "intermediate_size", "max_position_embeddings",
     "vocab_size", "mlp", "norm", "position_embedding", "bias", "qkv_bias", "out_bias",
-    "mlp_bias", "qk_norm", "tie_word_embeddings", "dropout", NULL};
+    "mlp_bias", "qk_norm", "sliding_window", "tie_word_embeddings", "dropout", NULL};
 
 /* plumb-transformer/1's "mlp" words: the activation of each and whether it is gated (the
  * plain silu and the gated relu say what a Hugging Face config with those activations
@@ -269,7 +302,8 @@ static int load_plumb(const jctx *jc, const cJSON *root, transformer *t)
     return get_flag(jc, root, "qkv_bias", &t->qkv_bias) ||
            get_flag(jc, root, "out_bias", &t->out_bias) ||
            get_flag(jc, root, "mlp_bias", &t->mlp_bias) ||
-           get_flag(jc, root, "qk_norm", &t->qk_norm);
+           get_flag(jc, root, "qk_norm", &t->qk_norm) ||
+           get_dim(jc, root, "sliding_window", 0, &t->window);
 }
 
 /* Shape rules every family shares. A head_dim given frees the width from dividing into the
@@ -404,13 +438,33 @@ long long transformer_param_count(const transformer *t)
            (t->tied_embeddings ? 0 : emb);
 }
 
+int transformer_window_applies(const transformer *t, long long seq)
+{
+    return t->window > 0 && t->window < seq;
+}
+
+double transformer_band_pairs(long long seq, long long w)
+{
+    if (seq < 1) return 0;
+    double s = (double)seq;
+    if (w <= 0 || w >= seq) return s * (s + 1) / 2;
+    double wd = (double)w; /* queries 0 .. w - 1 see i + 1 keys, the other s - w see w */
+    return wd * (wd + 1) / 2 + (s - wd) * wd;
+}
+
+long long transformer_counted_keys(const transformer *t, long long seq)
+{
+    return transformer_window_applies(t, seq) ? t->window : seq;
+}
+
 double transformer_forward_flops(const transformer *t)
 {
     double h = (double)t->hidden, s = (double)t->seq, f = (double)t->ffn;
     double aw = (double)transformer_attn_width(t); /* heads x d: h unless head_dim says */
+    double kv = (double)transformer_counted_keys(t, t->seq); /* keys counted per query */
     double block = 2 * s * h * (double)qkv_width(t) /* Q, K, V */
-                   + 2 * s * s * aw                 /* scores Q K^T, all heads */
-                   + 2 * s * s * aw                 /* probabilities times V */
+                   + 2 * s * kv * aw                /* scores Q K^T, all heads */
+                   + 2 * s * kv * aw                /* probabilities times V */
                    + 2 * s * aw * h                 /* output projection */
                    + (t->gated_mlp ? 6 : 4) * s * h * f;
     return (double)t->layers * block + 2 * s * h * (double)t->vocab;
@@ -450,7 +504,8 @@ int transformer_equal(const transformer *a, const transformer *b)
            a->norm == b->norm && a->learned_positions == b->learned_positions &&
            a->qkv_bias == b->qkv_bias && a->out_bias == b->out_bias &&
            a->mlp_bias == b->mlp_bias && a->tied_embeddings == b->tied_embeddings &&
-           a->dropout == b->dropout && (a->qk_norm != 0) == (b->qk_norm != 0);
+           a->dropout == b->dropout && (a->qk_norm != 0) == (b->qk_norm != 0) &&
+           a->window == b->window;
 }
 
 cJSON *transformer_to_json(const transformer *t)
@@ -460,8 +515,8 @@ cJSON *transformer_to_json(const transformer *t)
     for (int i = 0; i < NMLP; i++)
         if (MLP_ACT[i] == t->activation && MLP_GATED[i] == (t->gated_mlp != 0)) mlp = i;
     int bias = t->qkv_bias && t->out_bias && t->mlp_bias;
-    /* head_dim and qk_norm only where they say something, so that the description of
-     * every model without them reads as before */
+    /* head_dim, qk_norm and sliding_window only where they say something, so that the
+     * description of every model without them reads as before */
     int own_d = transformer_own_head_dim(t);
     cJSON *o = cJSON_CreateObject();
     if (!o || mlp < 0) goto fail;
@@ -484,6 +539,7 @@ cJSON *transformer_to_json(const transformer *t)
         ((t->out_bias != 0) != bias && !cJSON_AddBoolToObject(o, "out_bias", t->out_bias)) ||
         ((t->mlp_bias != 0) != bias && !cJSON_AddBoolToObject(o, "mlp_bias", t->mlp_bias)) ||
         (t->qk_norm && !cJSON_AddBoolToObject(o, "qk_norm", 1)) ||
+        (t->window && !json_add_num(o, "sliding_window", (double)t->window)) ||
         !cJSON_AddBoolToObject(o, "tie_word_embeddings", t->tied_embeddings) ||
         !cJSON_AddBoolToObject(o, "dropout", t->dropout))
         goto fail;

@@ -4,7 +4,8 @@
  * (and Qwen3's per-head query/key norms), positions, biases, dropout and embedding tying. Read
  * from a Hugging Face config.json (gpt2, gpt_neox, llama, mistral, qwen2, qwen3) or from
  * plumb's own description
- * (plumb-transformer/1, the same keys under a format tag; docs/llm.md). */
+ * (plumb-transformer/1, the same keys under a format tag; docs/llm.md), and sliding-window
+ * attention (Mistral's sliding_window) when every block has it. */
 #ifndef PLUMB_TRANSFORMER_H
 #define PLUMB_TRANSFORMER_H
 
@@ -42,6 +43,10 @@ typedef struct transformer {
     int dropout;             /* 1: dropout after attention probabilities and each block half */
     int qk_norm;             /* 1: an RMSNorm of head_dim weights over each query head and one
                                 over each key head, before the rotary embedding (Qwen3) */
+    long long window;        /* sliding-window attention on every block: query i attends the
+                                keys max(0, i - window + 1) .. i, window keys with itself
+                                (transformers' sliding_window_overlay); 0: none (Mistral's
+                                sliding_window, Qwen2's and Qwen3's with use_sliding_window) */
 } transformer;
 
 /* Reads a model file: a Hugging Face config.json (told apart by its "model_type", else its
@@ -62,8 +67,8 @@ void transformer_free(transformer *t);
 transformer *transformer_clone(const transformer *t);
 
 /* 1 when a and b describe the same model as plumb costs it: name, every size (the head
- * width as transformer_head_dim gives it), the sequence length, the MLP, norms (qk_norm
- * too), positions, biases, tying and dropout (not the family
+ * width as transformer_head_dim gives it), the sequence length, the attention window, the
+ * MLP, norms (qk_norm too), positions, biases, tying and dropout (not the family
  * the file came from: a Hugging Face config and its plumb-transformer/1 equivalent are
  * equal). */
 int transformer_equal(const transformer *a, const transformer *b);
@@ -89,8 +94,23 @@ long long transformer_attn_width(const transformer *t);
 /* Parameters of one transformer block. */
 long long transformer_block_params(const transformer *t);
 
+/* 1 when t's sliding window changes attention over seq tokens (a window shorter than the
+ * sequence), else 0. */
+int transformer_window_applies(const transformer *t, long long seq);
+
+/* Query-key pairs a causal attention over seq tokens computes with a window of w keys
+ * (w <= 0: no window): the sum over queries i = 0 .. seq - 1 of min(i + 1, w), seq (seq + 1)
+ * / 2 without a window or with w >= seq. 0 when seq < 1. */
+double transformer_band_pairs(long long seq, long long w);
+
+/* Keys each query is counted over in the model's FLOPs at seq tokens: seq (Megatron-LM's
+ * count, the causal mask ignored), or the window when it is shorter (each query over its
+ * whole window, the mask inside it ignored the same way; docs/llm.md). */
+long long transformer_counted_keys(const transformer *t, long long seq);
+
 /* Matrix-multiply FLOPs of one forward pass per sequence (2 per multiply-add): every block's
- * projections, attention scores and attention over values, and the LM head. */
+ * projections, attention scores and attention over values (each query over
+ * transformer_counted_keys keys), and the LM head. */
 double transformer_forward_flops(const transformer *t);
 
 #endif

@@ -66,8 +66,9 @@ static long long rank_params(const model *m, int i, int tp)
 
 /* train_plan_check for a plan made from a transformer description (profile_is_transformer).
  * The executor's attention layer splits the model width into its heads and has no per-head
- * norms: a plan laid out from a transformer with its own head width (head_dim) or qk_norm
- * describes a model it cannot run, refused by name before the layer sizes would say it. */
+ * norms or sliding window: a plan laid out from a transformer with its own head width
+ * (head_dim), qk_norm or a window shorter than its sequence describes a model it cannot
+ * run, refused by name before the layer sizes would say it. */
 static int check_llm(const model *m, const char *model_path, const plan *pl,
                      const char *plan_path, plumb_err *err)
 {
@@ -81,6 +82,10 @@ static int check_llm(const model *m, const char *model_path, const plan *pl,
     if (tf && tf->qk_norm)
         return err_set(err, plan_path, "model.transformer.qk_norm", "expected false: %s's "
                        "attention has no per-head query and key norms (got true)", model_path);
+    if (tf && transformer_window_applies(tf, tf->seq))
+        return err_set(err, plan_path, "model.transformer.sliding_window", "expected none or "
+                       "at least the sequence's %lld tokens: %s's attention is full causal "
+                       "(got %lld)", tf->seq, model_path, tf->window);
     int n = p->nlayers, *lo = malloc((size_t)n * sizeof *lo), *hi = malloc((size_t)n * sizeof *hi);
     int rc = -1;
     if (!lo || !hi) { err_set(err, NULL, NULL, "out of memory"); goto done; }

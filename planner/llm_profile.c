@@ -71,6 +71,11 @@ typedef struct shape {
     double sp;           /* what the tensors outside the tensor-parallel regions are divided
                             by: tp with sequence parallelism, else 1 */
     int flash;           /* 1: the attention core is one fused kernel (LLM_ATTN_FLASH) */
+    double band;         /* the share of the s x skv scores a causal fused kernel computes:
+                            1/2, or with a sliding window shorter than the sequence 1/2 x the
+                            band's pairs over the causal triangle's (add_attention) */
+    double keys;         /* keys each query is counted over in the model's FLOPs: skv, or
+                            the window when shorter (transformer_counted_keys) */
 } shape;
 
 /* One layer's figures per microbatch on one rank: FLOPs (forward multiplies) and seconds. */
@@ -116,21 +121,27 @@ static void add_fp8_casts(const shape *c, cost *k)
  * writing dQ, dK, dV (8 s d) and reading the statistics and D = rowsum(dO o O) (two fp32 per
  * row). A causal kernel skips the tiles above the diagonal, half the scores (FlashAttention-2
  * counts 4 s^2 d / 2 per head forward for causal), so its time is priced on half the FLOPs;
- * every plumb transformer is a causal decoder. The model's FLOPs stay the forward's full
- * 4 s^2 d per head (Megatron-LM's MFU count: no mask, no recomputation). */
+ * every plumb transformer is a causal decoder. With a sliding window of w < s keys (query i
+ * attends keys i - w + 1 .. i) the kernel skips the tiles outside the band too
+ * (FlashAttention's window_size): its time is priced on the band's share of the causal
+ * pairs, sum min(i + 1, w) over s (s + 1) / 2 (c->band). Standard attention multiplies the
+ * whole s x s scores and masks them (Megatron-LM's and transformers' unfused paths): its
+ * time stays the full one. The model's FLOPs stay the forward's full 4 s^2 d per head
+ * (Megatron-LM's MFU count: no mask, no recomputation), with a window 4 s w d: each query
+ * over its whole window, the mask inside it ignored alike (c->keys). */
 static void add_attention(const shape *c, cost *k)
 {
     /* with context parallelism (skv = cp s) the rank's s queries meet all skv keys over
      * the ring's cp steps, and its balanced causal split (2 cp chunks, rank r holding r and
      * 2 cp - 1 - r) skips half of them too: 1 / cp of the sequence's causal work; Q and O
-     * are the rank's s rows, K and V the ring's skv */
+     * are the rank's s rows, K and V the ring's skv (no window with cp > 1: check_options) */
     double batch = c->b * c->at, s = c->s, kv = c->skv, d = c->d, e = c->e;
     double mult = 2 * batch * s * kv * d; /* one s x skv x d multiply */
-    k->flops += 2 * mult;
+    k->flops += c->keys < kv ? 4 * batch * s * c->keys * d : 2 * mult;
     if (c->flash) {
-        k->fwd_s += device_fused_s(c->dev, c->p, 0.5 * 2 * mult,
+        k->fwd_s += device_fused_s(c->dev, c->p, c->band * 2 * mult,
                                    batch * (2 * (s + kv) * d * e + 4 * s), 1);
-        k->bwd_in_s += device_fused_s(c->dev, c->p, 0.5 * 5 * mult,
+        k->bwd_in_s += device_fused_s(c->dev, c->p, c->band * 5 * mult,
                                       batch * (4 * (s + kv) * d * e + 2 * 4 * s), 1);
         return;
     }
@@ -359,7 +370,17 @@ static int check_options(const transformer *t, const llm_options *o, long long s
                        "%lld tokens (Transformer Engine's load-balanced causal split) (got "
                        "--cp %d)", 2LL * o->cp, seq, o->cp);
     }
-    return llm_seq_check(t, seq, err);
+    return llm_window_cp_check(t, o->cp, seq, err) || llm_seq_check(t, seq, err);
+}
+
+int llm_window_cp_check(const transformer *t, int cp, long long seq, plumb_err *err)
+{
+    if (cp > 1 && transformer_window_applies(t, seq))
+        return err_set(err, NULL, "--cp", "expected 1 with %s's sliding window of %lld keys "
+                       "over %lld tokens (Transformer Engine's ring context parallelism takes "
+                       "no window; plumb prices none) (got --cp %d)", t->name, t->window, seq,
+                       cp);
+    return 0;
 }
 
 llm_cp_rule llm_cp_check(int cp, llm_attention att, long long seq, int tp, int per_server)
@@ -408,7 +429,11 @@ profile *llm_profile_build(const transformer *t, const cluster *c, const char *c
                 dev_precision_bytes(o->precision), (double)seq, (double)t->hidden,
                 (double)transformer_head_dim(t), t->heads / tp, t->kv_heads / tp, t->ffn / tp,
                 ceil((double)t->vocab / tp), o->sequence_parallel ? tp : 1,
-                o->attention == LLM_ATTN_FLASH};
+                o->attention == LLM_ATTN_FLASH, 0.5, (double)seq};
+    if (transformer_window_applies(t, seq)) { /* cp 1 here */
+        sh.band = 0.5 * transformer_band_pairs(seq, t->window) / transformer_band_pairs(seq, 0);
+        sh.keys = (double)transformer_counted_keys(t, seq);
+    }
     double M = sh.M, h = sh.h, e = sh.e, speed = dev->speed, sp = sh.sp;
     double norm = t->norm == TF_LAYERNORM ? 2 * h : h;
     profile *pr = profile_alloc((int)t->layers + 2, 0);

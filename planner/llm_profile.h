@@ -81,6 +81,11 @@ typedef enum llm_cp_rule {
  * ranks on several servers), the first broken in the enum's order, or LLM_CP_OK. Pure. */
 llm_cp_rule llm_cp_check(int cp, llm_attention att, long long seq, int tp, int per_server);
 
+/* 0 when cp context-parallel ranks suit t at seq tokens; -1 with err naming "--cp" when
+ * cp > 1 and t's sliding window is shorter than seq (Transformer Engine's ring attention
+ * (p2p) takes no window, and plumb's ring pricing assumes the whole causal triangle). */
+int llm_window_cp_check(const transformer *t, int cp, long long seq, plumb_err *err);
+
 /* Builds the profile of model t under o on the device type of the cluster c (whose file is
  * cluster_file, for messages). Times are ms per microbatch on one rank, multiplied by the
  * device type's speed so that planning on c divides them back to the device's own time; the
@@ -95,9 +100,10 @@ llm_cp_rule llm_cp_check(int cp, llm_attention att, long long seq, int tp, int p
  * profile records o's precision and loss (profile.precision, .cross_entropy), which its
  * plans take. Returns a new profile (profile_free), or NULL with err set to one
  * line: a tp that does not divide the heads, key and value heads or MLP width ("--tp"),
- * sequence parallelism at tp 1 ("--sequence-parallel"), a sequence longer than learned
- * positions allow ("--seq-len"), a cluster with several device types ("servers") or without
- * the device figures the roofline needs (the missing field). */
+ * sequence parallelism at tp 1 ("--sequence-parallel"), cp > 1 with a sliding window
+ * shorter than the sequence ("--cp"), a sequence longer than learned positions allow
+ * ("--seq-len"), a cluster with several device types ("servers") or without the device
+ * figures the roofline needs (the missing field). */
 /* 0 when seq tokens per sequence suit t (>= 1, and no more than its learned positions when
  * it has them); -1 with err naming "--seq-len" otherwise. */
 int llm_seq_check(const transformer *t, long long seq, plumb_err *err);

@@ -287,12 +287,14 @@ static int tp_ok(const transformer *t, int tp, int per_server)
 
 /* 1 when the search tries cp context-parallel ranks at tp: the cp o fixes (> 0), else 1,
  * or 2, 4, 8 that llm_cp_check allows: the attention flash, 2 cp dividing the sequence
- * (seq tokens) and tp x cp a server of per_server devices. */
-static int cp_ok(const search3d_options *o, int tp, int cp, long long seq, int per_server)
+ * (seq tokens) and tp x cp a server of per_server devices, and t has no sliding window
+ * shorter than the sequence (llm_profile_build refuses cp > 1 with one). */
+static int cp_ok(const transformer *t, const search3d_options *o, int tp, int cp,
+                 long long seq, int per_server)
 {
     if (o->cp > 0) return cp == o->cp;
     if (cp == 1) return 1;
-    return (cp == 2 || cp == 4 || cp == 8) &&
+    return (cp == 2 || cp == 4 || cp == 8) && !transformer_window_applies(t, seq) &&
            llm_cp_check(cp, o->attention, seq, tp, per_server) == LLM_CP_OK;
 }
 
@@ -307,7 +309,7 @@ static int enumerate(cand_list *L, const transformer *t, const cluster *cut,
     for (int tcp = 0; tcp < per_server * 8; tcp++) {
         int tp = 1 + tcp % per_server, cp = 1 + tcp / per_server;
         if (o->tp > 0 ? tp != o->tp : !tp_ok(t, tp, per_server)) continue;
-        if (!cp_ok(o, tp, cp, seq, per_server)) continue;
+        if (!cp_ok(t, o, tp, cp, seq, per_server)) continue;
         for (int pp = 1; pp <= t->layers && pp <= gpus / (tp * cp); pp++) {
             if ((o->pp > 0 && pp != o->pp) || t->layers % pp || gpus % (tp * cp * pp)) continue;
             int dp = gpus / (tp * cp * pp);
@@ -595,8 +597,9 @@ void search3d_runtime_text(const search3d_options *o, char *buf, size_t n)
 search3d_result *search3d_run(const transformer *t, const cluster *c, const char *cluster_file,
                               const search3d_options *o, plumb_err *err)
 {
-    if (search3d_options_check(o, err) ||
-        llm_seq_check(t, o->seq > 0 ? o->seq : t->max_positions, err))
+    long long seq = o->seq > 0 ? o->seq : t->max_positions;
+    if (search3d_options_check(o, err) || llm_seq_check(t, seq, err) ||
+        llm_window_cp_check(t, o->cp, seq, err))
         return NULL;
     search3d_result *r = calloc(1, sizeof *r);
     cand_list L = {0};

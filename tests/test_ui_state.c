@@ -672,6 +672,19 @@ Test(ui_state, layout3d_cp_keys_take_only_the_values_that_apply)
     cr_assert(strstr(why, "2 x cp = 8 to divide the sequence of 2052 tokens"), "%s", why);
     cr_assert(ui_cp_applies(st, &st->cur, 1, why, sizeof why) && !why[0]);
 
+    /* a sliding window shorter than the sequence takes no context parallelism (as plan
+     * --model --cp refuses it); one as long as the sequence does */
+    st = fresh3d_cp(2048);
+    st->window = 1024;
+    cr_assert_eq(ui_state_key(st, 'v'), UI_DO_REDRAW);
+    cr_assert_eq(st->cur.cp, 1);
+    cr_assert(strstr(st->note, "no larger cp 1: cp 2: the sliding window of 1024 keys is "
+                     "shorter than the sequence of 2048 tokens"), "%s", st->note);
+    cr_assert_eq(ui_cp_applies(st, &st->cur, 2, why, sizeof why), 0);
+    st->window = 2048;
+    cr_assert(ui_state_key(st, 'v') & UI_DO_EVAL);
+    cr_assert_eq(st->cur.cp, 2);
+
     /* standard attention has no context parallelism: the note says to switch (f) */
     st = fresh3d_cp(2048);
     st->cur.attention = LLM_ATTN_STANDARD;

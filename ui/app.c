@@ -69,6 +69,7 @@ static void start(ui_app *a, double t0)
         layout3d_options lo = a->base.lopt;
         if (lo.seq <= 0) lo.seq = a->base.model->max_positions; /* llm_profile_build's */
         ui_state_set_layout3d(a->st, (int)a->base.model->layers, lo.global_batch, &lo);
+        a->st->window = a->base.model->window;
     }
     ui_evaluate(&a->base, &a->st->cur, &a->cur);
     a->cur_w = a->st->cur;

@@ -106,6 +106,8 @@ typedef struct ui_state {
     int layers;                      /* its blocks: pp x interleave must divide them
                                         (an uneven split: ui_split_ok) */
     int global_batch;                /* its sequences per iteration: dp x mbs divides it */
+    long long window;                /* its sliding window (0: none): cp stays 1 where it is
+                                        shorter than lopt.seq (llm_window_cp_check) */
     layout3d_options lopt;           /* the layout opened (ui_base.lopt, its seq the
                                         tokens laid out): each 3D what-if lays out as it
                                         with its own settings put in (ui_whatif_layout3d)
@@ -223,7 +225,8 @@ int ui_whatif3d_key(ui_state *st, int key);
  * attention is flash, 2 cp divides the sequence (st->lopt.seq; 0: not known, not checked)
  * and tp x cp divides a server (st->per_server): llm_cp_check, which plumb plan --model's
  * search reads for the cp it tries too (planner/search3d.c: cp_ok; any cp >= 1 here, not
- * only 2, 4, 8). Else 0 with why (n > 0: always terminated) naming the first rule it
+ * only 2, 4, 8), and the model's sliding window (st->window) is not shorter than the
+ * sequence (llm_window_cp_check). Else 0 with why (n > 0: always terminated) naming the first rule it
  * breaks. */
 int ui_cp_applies(const ui_state *st, const ui_whatif *w, int cp, char *why, size_t n);
 

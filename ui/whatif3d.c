@@ -130,6 +130,10 @@ int ui_cp_applies(const ui_state *st, const ui_whatif *w, int cp, char *why, siz
     } else if (rule == LLM_CP_SPANS_SERVERS) {
         if (n) snprintf(why, n, "cp %d needs tp x cp = %d x %d to divide a server's %d "
                         "devices", cp, w->tp, cp, st->per_server);
+    } else if (st->window > 0 && st->window < seq) {
+        if (n) snprintf(why, n, "cp %d: the sliding window of %lld keys is shorter than the "
+                        "sequence of %lld tokens (Transformer Engine's ring takes no window)",
+                        cp, st->window, seq);
     } else {
         return 1;
     }
@@ -200,11 +204,12 @@ static void step(ui_state *st, int field, int dir)
     char what[48];
     snprintf(what, sizeof what, "no %s %s %d", dir > 0 ? "larger" : "smaller", name[field],
              get_field(w, field));
-    if (field == F_CP && dir > 0 && w->attention != LLM_ATTN_FLASH) {
+    if (field == F_CP && dir > 0 &&
+        (w->attention != LLM_ATTN_FLASH || (st->window > 0 && st->window < st->lopt.seq))) {
         ui_whatif two = *w;
         two.cp = 2;
         char why[sizeof st->note - sizeof what - 2];
-        ui_cp_applies(st, &two, 2, why, sizeof why); /* its flash attention line */
+        ui_cp_applies(st, &two, 2, why, sizeof why); /* its flash attention or window line */
         snprintf(st->note, sizeof st->note, "%s: %s", what, why);
         return;
     }

@@ -451,6 +451,37 @@ hdfile "$d/hd.json" null
     { echo "FAIL: model-head-dim-null: $(head -c 300 "$d/out")"; fail=1; }
 rm -f "$d/hd.json"
 
+# sliding_window (the attention window): 0, negative, fractional or absurd, one line naming
+# the file and the key; a Qwen2/Qwen3 window on some layers only is refused, naming
+# use_sliding_window; --cp with a window shorter than the sequence and a plan whose window
+# the executor cannot run are refused by name
+swfile() { # DST KEY VALUE [KEY VALUE]: a config with KEY set to VALUE (JSON text), from
+           # Mistral-7B's (mistral) or from it as a qwen2 (model_type qwen2 when DST has qwen)
+    python3 -c 'import json, sys; c = json.load(open("examples/llm/mistral-7b.json"))
+if "qwen" in sys.argv[1]: c["model_type"] = "qwen2"
+for k, v in zip(sys.argv[2::2], sys.argv[3::2]): c[k] = json.loads(v)
+json.dump(c, open(sys.argv[1], "w"))' "$@"
+}
+for v in 0 -4096 4096.5 1e12; do
+    swfile "$d/sw.json" sliding_window "$v"
+    expect_bad "model-sliding-window-$v" "^plumb: .*sw.json: sliding_window: expected" \
+        "$P" profile --model "$d/sw.json" -c "$d/cluster.json" --seq-len 64
+done
+swfile "$d/swqwen.json" use_sliding_window true max_window_layers 28
+expect_bad model-sliding-window-some-layers "^plumb: .*swqwen.json: use_sliding_window: true with sliding_window 4096 on layers 28 to 31 only" \
+    "$P" profile --model "$d/swqwen.json" -c profiles/clusters/dgx-h100.json
+expect_bad plan-cp-with-window "^plumb: plan: --cp: expected 1 with mistral-7b's sliding window of 4096 keys over 32768 tokens" \
+    "$P" plan --model examples/llm/mistral-7b.json -c profiles/clusters/dgx-h100.json --gpus 8 \
+    --tp 4 --cp 2 --global-batch 8 --attention flash
+python3 -c 'import json, sys; c = json.load(open("examples/llm/gpt-mini.json"))
+c["sliding_window"] = 16; json.dump(c, open(sys.argv[1], "w"))' "$d/swmini.json"
+"$P" plan --model "$d/swmini.json" -c examples/clusters/cpu-1x8.json --gpus 8 --tp 2 --pp 2 \
+    --dp 2 --global-batch 8 --microbatch-size 2 --precision fp32 -o "$d/swplan.json" \
+    >"$d/out" 2>&1 || { echo "FAIL: plan of a windowed gpt-mini: $(head -c 300 "$d/out")"; fail=1; }
+expect_bad train-plan-with-window "^plumb: .*swplan.json: model.transformer.sliding_window: expected none or at least the sequence's 64 tokens" \
+    "$P" train examples/models/gpt-mini.json "$d/swplan.json" --steps 1
+rm -f "$d/sw.json" "$d/swqwen.json" "$d/swmini.json" "$d/swplan.json"
+
 [ "$(sum)" = "$before" ] || { echo "FAIL: an input file changed"; fail=1; }
 left=$(find "$d" -mindepth 1 ! -name prof.json ! -name cluster.json ! -name model.json \
        ! -name out ! -name err ! -name ro ! -name graph.txt)
