@@ -133,6 +133,12 @@ int cli_attention(const char *cmd, const char *s, int *out);
  * one line naming the option and returns -1. */
 int cli_cross_entropy(const char *cmd, const char *s, int *out);
 
+/* Parses `--grad-accum fused|unfused` (planner/llm_profile.h's llm_grad_accum: the weight
+ * gradients accumulated by their GEMM, or added into the main gradients by a kernel per
+ * tensor on every backward) into *out, as plumb profile --model, plan --model, sweep --model
+ * and ui --model take it. On failure prints one line naming the option and returns -1. */
+int cli_grad_accum(const char *cmd, const char *s, int *out);
+
 /* The compute backend of `--backend NAME` and `--precision P` (fp32, tf32 or bf16; NULL:
  * the name's own): cuda with bf16 is "cuda-bf16", cpu with bf16 "cpu-bf16". NULL after
  * printing one line when the name is unknown or not built, the precision is unknown, the

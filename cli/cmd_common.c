@@ -279,6 +279,17 @@ int cli_attention(const char *cmd, const char *s, int *out)
     return 0;
 }
 
+int cli_grad_accum(const char *cmd, const char *s, int *out)
+{
+    llm_grad_accum ga;
+    if (llm_grad_accum_parse(s, &ga)) {
+        cli_fail(cmd, "--grad-accum: expected fused or unfused (got \"%s\")", s);
+        return -1;
+    }
+    *out = (int)ga;
+    return 0;
+}
+
 int cli_cross_entropy(const char *cmd, const char *s, int *out)
 {
     llm_cross_entropy ce;

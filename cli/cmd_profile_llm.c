@@ -36,20 +36,24 @@ static const char *const usage_text =
     "  --cross-entropy KIND    unfused (default: Megatron-Core's vocab-parallel loss in fp32)\n"
     "                          te (Transformer Engine's fused loss) or native\n"
     "                          (Megatron-Core's fused loss): the head's times\n"
+    "  --grad-accum KIND       fused (default: the weight-gradient GEMM accumulates into the\n"
+    "                          main gradients) or unfused (a kernel per parameter tensor\n"
+    "                          adds each backward's weight gradients): the W times\n"
     "  --quiet                 no table (needs -o)\n"
     "  -h, --help              this text\n"
     "Exit status: 0 ok, 2 bad input (one line naming the file and key; nothing written).\n";
 
-enum { O_MODEL = 1100, O_TP, O_SEQ, O_MBS, O_PREC, O_QUIET, O_SP, O_ATTN, O_CE };
+enum { O_MODEL = 1100, O_TP, O_SEQ, O_MBS, O_PREC, O_QUIET, O_SP, O_ATTN, O_CE, O_GA };
 
 static void print_table(const transformer *t, const profile *p, const llm_options *o)
 {
     printf("plumb profile: %s (%lld parameters) on %s, tp %d%s, microbatch %d x %lld tokens, "
-           "%s%s%s, analytic\n", t->name, transformer_param_count(t), p->device, o->tp,
+           "%s%s%s%s, analytic\n", t->name, transformer_param_count(t), p->device, o->tp,
            o->sequence_parallel ? " (sequence parallel)" : "", o->microbatch,
            o->seq > 0 ? o->seq : t->max_positions, dev_precision_name(o->precision),
            o->cross_entropy != LLM_CE_UNFUSED ? ", cross-entropy " : "", /* only when fused */
-           o->cross_entropy != LLM_CE_UNFUSED ? llm_cross_entropy_name(o->cross_entropy) : "");
+           o->cross_entropy != LLM_CE_UNFUSED ? llm_cross_entropy_name(o->cross_entropy) : "",
+           o->grad_accum == LLM_GA_UNFUSED ? ", grad-accum unfused" : ""); /* likewise */
     printf("%-4s %-12s %-17s %11s %11s %11s %11s %13s %13s %13s %11s\n", "#", "layer", "kind",
            "fwd (ms)", "bwd (ms)", "I (ms)", "W (ms)", "output (B)", "params (B)",
            "saved (B)", "TFLOP");
@@ -99,6 +103,7 @@ int cmd_profile_llm(int argc, char **argv)
         {"sequence-parallel", no_argument, 0, O_SP},
         {"attention", required_argument, 0, O_ATTN},
         {"cross-entropy", required_argument, 0, O_CE},
+        {"grad-accum", required_argument, 0, O_GA},
         {"help", no_argument, 0, 'h'},            {0, 0, 0, 0}};
     llm_options o;
     llm_options_init(&o);
@@ -139,6 +144,9 @@ int cmd_profile_llm(int argc, char **argv)
         }
         case O_CE:
             if (cli_cross_entropy("profile", optarg, &o.cross_entropy)) return 2;
+            break;
+        case O_GA:
+            if (cli_grad_accum("profile", optarg, &o.grad_accum)) return 2;
             break;
         case 'h': fputs(usage_text, stdout); return 0;
         default: return 2;

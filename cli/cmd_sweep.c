@@ -104,7 +104,7 @@ static const char *const usage_model =
     "                          in 1, 2, 4, 8 with --attention flash where 2 cp divides\n"
     "                          the sequence, as plan --model's search)\n"
     "  --precision P, --seq-len S, --attention standard|flash,\n"
-    "  --cross-entropy unfused|te|native\n"
+    "  --cross-entropy unfused|te|native, --grad-accum fused|unfused\n"
     "                          how every layout computes (as plumb plan --model)\n"
     "  --p2p overlap|sync, --grad-sync overlap|end, --tp-overlap none|backward|full,\n"
     "  --overlap-param-gather, --p2p-split scatter-gather|whole,\n"
@@ -123,7 +123,7 @@ static const char *const usage_model =
 
 enum { M_MODEL = 1100, M_GPUS, M_GB, M_TOKENS, M_PRICE, M_DEADLINE, M_TP, M_PP, M_MBS, M_V,
        M_RC, M_SP, M_ZERO, M_TOP, M_JSON, M_SVG, M_CKPT, M_SCHED, M_PREC, M_SEQ, M_ATTN, M_P2P,
-       M_TPO, M_OPG, M_GRED, M_OSTATE, M_BALANCE, M_GSYNC, M_SPLIT, M_CP, M_CE };
+       M_TPO, M_OPG, M_GRED, M_OSTATE, M_BALANCE, M_GSYNC, M_SPLIT, M_CP, M_CE, M_GA };
 
 /* The options of `plan --model` that set how a layout computes and runs (its schedule,
  * precision, sequence, attention, checkpointing, runtime) into o, with plan's messages.
@@ -158,6 +158,7 @@ static int parse_model_runtime(int ch, search3d_options *o)
         o->attention = v;
         return 0;
     case M_CE: return cli_cross_entropy(cmd, optarg, &o->cross_entropy) ? 2 : 0;
+    case M_GA: return cli_grad_accum(cmd, optarg, &o->grad_accum) ? 2 : 0;
     case M_P2P: return cli_p2p(cmd, optarg, &o->p2p_sync);
     case M_GSYNC: return cli_grad_sync(cmd, optarg, &o->grad_sync_end);
     case M_SPLIT: return cli_p2p_split(cmd, optarg, &o->p2p_whole);
@@ -188,6 +189,7 @@ static int parse_model(int argc, char **argv, search3d_options *o, const char **
         {"schedule", required_argument, 0, M_SCHED}, {"precision", required_argument, 0, M_PREC},
         {"seq-len", required_argument, 0, M_SEQ}, {"attention", required_argument, 0, M_ATTN},
         {"cross-entropy", required_argument, 0, M_CE},
+        {"grad-accum", required_argument, 0, M_GA},
         {"p2p", required_argument, 0, M_P2P}, {"tp-overlap", required_argument, 0, M_TPO},
         {"grad-sync", required_argument, 0, M_GSYNC},
         {"p2p-split", required_argument, 0, M_SPLIT},

@@ -38,7 +38,8 @@ static void usage(FILE *out)
             "                [--account-for-embedding-in-pipeline-split]\n"
             "                [--account-for-loss-in-pipeline-split]\n"
             "                [--pipeline-layout STRING]\n"
-            "                [--cross-entropy unfused|te|native] [options]\n\n"
+            "                [--cross-entropy unfused|te|native]\n"
+            "                [--grad-accum fused|unfused] [options]\n\n"
             "Terminal dashboard for what-if planning: the plan's stages, the pipeline\n"
             "timeline and the figures; keys change the device count, bandwidths, schedule,\n"
             "microbatches, memory limit, straggler and recomputation, and re-plan and\n"
@@ -53,7 +54,7 @@ static void usage(FILE *out)
             "interleave, recompute, sequence parallelism and ZeRO (docs/ui.md); the runtime\n"
             "options (--tp-overlap, --overlap-param-gather, --p2p, --grad-sync, --p2p-split,\n"
             "--grad-reduce, --optimizer-state, --attention, --balance, --fp8-param-gather,\n"
-            "--cross-entropy)\n"
+            "--cross-entropy, --grad-accum)\n"
             "and Megatron-Core's uneven split (--decoder-first/last-pipeline-num-layers,\n"
             "--account-for-embedding/loss-in-pipeline-split, --pipeline-layout) hold for\n"
             "every layout the keys reach, and the frame shows them; keys change five of\n"
@@ -124,7 +125,7 @@ static int parse_size(const char *s, int *w, int *h)
  * of o it sets with its range (ptr NULL: parsed by name below, with plan's parsers). */
 enum { L_MODEL = 1300, L_GPUS, L_TP, L_PP, L_DP, L_GB, L_MBS, L_V, L_CKPT, L_ZERO, L_SEQ,
        L_SP, L_RC, L_PREC, L_SCHED, L_ATTN, L_BAL, L_P2P, L_GSYNC, L_TPO, L_OPG, L_GRED,
-       L_OSTATE, L_SPLIT, L_CP, L_CE };
+       L_OSTATE, L_SPLIT, L_CP, L_CE, L_GA };
 
 /* One layout or runtime option c with value arg into o and rt. 0, 2 after one line, or
  * -1 for an option that is neither. */
@@ -152,6 +153,7 @@ static int layout_opt(int c, const char *arg, layout3d_options *o, ui_runtime *r
     switch (c) {
     case L_CP: return cli_cp("ui", arg, &o->cp) ? 2 : 0; /* plan --model's parser */
     case L_CE: return cli_cross_entropy("ui", arg, &o->cross_entropy) ? 2 : 0; /* likewise */
+    case L_GA: return cli_grad_accum("ui", arg, &o->grad_accum) ? 2 : 0; /* likewise */
     case L_SEQ: return cli_int("ui", "--seq-len", arg, 1, 100000000, seq) ? 2 : 0;
     case L_SP: o->sequence_parallel = 1; return 0;
     case L_BAL: o->balance = 1; return 0;
@@ -201,6 +203,7 @@ int cmd_ui(int argc, char **argv)
         { "schedule", required_argument, NULL, L_SCHED },
         { "attention", required_argument, NULL, L_ATTN },
         { "cross-entropy", required_argument, NULL, L_CE },
+        { "grad-accum", required_argument, NULL, L_GA },
         { "balance", no_argument, NULL, L_BAL },     { "p2p", required_argument, NULL, L_P2P },
         { "grad-sync", required_argument, NULL, L_GSYNC },
         { "p2p-split", required_argument, NULL, L_SPLIT },

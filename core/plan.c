@@ -82,6 +82,19 @@ int plan_cross_entropy_parse(const char *name)
     return enum_parse(cross_entropy_names, CROSS_ENTROPY_NKINDS, name);
 }
 
+static const char *const grad_accum_names[] = { "fused", "unfused" };
+#define GRAD_ACCUM_NKINDS 2
+
+const char *plan_grad_accum_name(int k)
+{
+    return enum_name(grad_accum_names, GRAD_ACCUM_NKINDS, k);
+}
+
+int plan_grad_accum_parse(const char *name)
+{
+    return enum_parse(grad_accum_names, GRAD_ACCUM_NKINDS, name);
+}
+
 const char *plan_tp_overlap_name(plan_tp_overlap k)
 {
     return enum_name(tp_overlap_names, TP_OVERLAP_NKINDS, (int)k);
@@ -146,6 +159,7 @@ plan *plan_new(const profile *prof, const cluster *clus, int nstages)
     pl->sequence_parallel = prof->sequence_parallel;
     if (prof->precision >= 0) pl->precision = (dev_precision)prof->precision;
     pl->cross_entropy = prof->cross_entropy;
+    pl->grad_accum = prof->grad_accum;
     return pl;
 }
 
@@ -307,7 +321,7 @@ int plan_equal(const plan *a, const plan *b)
         a->grad_sync_end != b->grad_sync_end || a->p2p_whole != b->p2p_whole ||
         a->overlap_param_gather != b->overlap_param_gather ||
         a->fp8_param_gather != b->fp8_param_gather || a->tp_overlap != b->tp_overlap ||
-        a->cross_entropy != b->cross_entropy ||
+        a->cross_entropy != b->cross_entropy || a->grad_accum != b->grad_accum ||
         a->grad_reduce != b->grad_reduce ||
         a->optimizer_state != b->optimizer_state || a->nstages != b->nstages)
         return 0;
@@ -646,6 +660,10 @@ int plan_validate(const plan *pl, const char *file, plumb_err *err)
         return err_set(err, file, "cross_entropy", "expected %s, the loss the profile prices "
                        "(got %s)", plan_cross_entropy_name(pl->prof->cross_entropy),
                        plan_cross_entropy_name(pl->cross_entropy));
+    if (pl->prof->grad_accum > 0 && pl->grad_accum != pl->prof->grad_accum)
+        return err_set(err, file, "grad_accum", "expected %s, the accumulation the profile "
+                       "prices (got %s)", plan_grad_accum_name(pl->prof->grad_accum),
+                       plan_grad_accum_name(pl->grad_accum));
     if (check_dtype(pl, file, err, "grad_reduce", pl->grad_reduce) ||
         check_dtype(pl, file, err, "optimizer_state", pl->optimizer_state))
         return -1;
@@ -662,6 +680,9 @@ int plan_validate(const plan *pl, const char *file, plumb_err *err)
     if (pl->cross_entropy < 0 || pl->cross_entropy >= CROSS_ENTROPY_NKINDS)
         return err_set(err, file, "cross_entropy", "expected unfused, te or native (got %d)",
                        pl->cross_entropy);
+    if (pl->grad_accum < 0 || pl->grad_accum >= GRAD_ACCUM_NKINDS)
+        return err_set(err, file, "grad_accum", "expected fused or unfused (got %d)",
+                       pl->grad_accum);
     int nd = pl->clus->ndevices;
     int *uses = malloc((size_t)(nd > 0 ? nd : 1) * 2 * sizeof *uses);
     if (!uses) return err_set(err, file, NULL, "out of memory");
@@ -700,7 +721,7 @@ static const char *const ROOT_KEYS[] = { "format", "profile", "cluster", "schedu
                                          "zero", "overlap_param_gather", "precision", "p2p",
                                          "tp_overlap", "grad_reduce", "optimizer_state",
                                          "grad_sync", "p2p_split", "fp8_param_gather",
-                                         "cross_entropy", "model",
+                                         "cross_entropy", "grad_accum", "model",
                                          NULL };
 static const char *const STAGE_KEYS[] = { "first_layer", "last_layer", "replicas", "devices",
                                           "compute_s", "comm_s", NULL };
@@ -996,6 +1017,11 @@ plan *plan_from_json(const cJSON *root, const char *file, plumb_err *err)
         goto fail;
     if (json_get_bool(&jc, root, "", "fp8_param_gather", 0, &pl->fp8_param_gather)) goto fail;
     if (load_cross_entropy(&jc, root, pl)) goto fail;
+    /* absent: the profile's (fused when it says none) */
+    if (cJSON_GetObjectItemCaseSensitive(root, "grad_accum")) {
+        if (load_switch(&jc, root, "grad_accum", "fused", "unfused", &pl->grad_accum)) goto fail;
+    } else
+        pl->grad_accum = pl->prof->grad_accum;
     if (load_dtype(&jc, root, "grad_reduce", &pl->grad_reduce) ||
         load_dtype(&jc, root, "optimizer_state", &pl->optimizer_state))
         goto fail;
@@ -1082,6 +1108,8 @@ cJSON *plan_to_json(const plan *pl)
         (pl->fp8_param_gather && !cJSON_AddBoolToObject(root, "fp8_param_gather", 1)) ||
         (pl->cross_entropy && !cJSON_AddStringToObject(root, "cross_entropy",
                                                         plan_cross_entropy_name(pl->cross_entropy))) ||
+        (pl->grad_accum && !cJSON_AddStringToObject(root, "grad_accum",
+                                                     plan_grad_accum_name(pl->grad_accum))) ||
         (pl->grad_reduce != DEV_FP32 &&
          !cJSON_AddStringToObject(root, "grad_reduce", dev_precision_name(pl->grad_reduce))) ||
         (pl->optimizer_state != DEV_FP32 &&

@@ -72,6 +72,9 @@ int plan_tp_overlap_parse(const char *name);         /* -1 when unknown */
 /* plan.cross_entropy's words: "unfused" (0), "te" (1), "native" (2); "unknown" out of range. */
 const char *plan_cross_entropy_name(int k);
 int plan_cross_entropy_parse(const char *name);     /* -1 when unknown */
+/* plan.grad_accum's words: "fused" (0), "unfused" (1); "unknown" out of range. */
+const char *plan_grad_accum_name(int k);
+int plan_grad_accum_parse(const char *name);        /* -1 when unknown */
 
 /* The model a transformer's layout was laid out from (the plan file's "model";
  * planner/layout3d.c sets it on every plan it builds): the transformer and the layout
@@ -162,6 +165,14 @@ typedef struct plan {
                                     values of planner/llm_profile.h's llm_cross_entropy. A
                                     record of how the profile was built: the simulator reads
                                     the profile's figures, not this */
+    int grad_accum;              /* how the profile prices the weight gradients' accumulation
+                                    into the main gradients (the file's "grad_accum", written
+                                    only when "unfused"): 0 "fused" (default: the weight-
+                                    gradient GEMM accumulates into them), 1 "unfused" (a
+                                    separate add per parameter tensor per backward); the
+                                    values of planner/llm_profile.h's llm_grad_accum. A record,
+                                    like cross_entropy: the simulator reads the profile's
+                                    figures */
     plan_tp_overlap tp_overlap;  /* the tensor-parallel collectives against the GEMMs
                                     (the file's "tp_overlap"; sim/cost.c): NONE (default,
                                     every collective blocks), BACKWARD (the input-gradient

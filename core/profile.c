@@ -93,6 +93,7 @@ profile *profile_clone(const profile *p)
     q->tokens_per_sample = p->tokens_per_sample;
     q->precision = p->precision;
     q->cross_entropy = p->cross_entropy;
+    q->grad_accum = p->grad_accum;
     for (int i = 0; i < p->nlayers; i++) {
         profile_layer *d = &q->layers[i];
         *d = p->layers[i];
@@ -133,7 +134,8 @@ int profile_equal(const profile *a, const profile *b)
         memcmp(a->step_ns_per_byte, b->step_ns_per_byte, sizeof a->step_ns_per_byte) ||
         a->tp != b->tp || a->cp != b->cp || a->sequence_parallel != b->sequence_parallel ||
         a->tokens_per_sample != b->tokens_per_sample || a->precision != b->precision ||
-        a->cross_entropy != b->cross_entropy || a->nlayers != b->nlayers ||
+        a->cross_entropy != b->cross_entropy || a->grad_accum != b->grad_accum ||
+        a->nlayers != b->nlayers ||
         a->nedges != b->nedges)
         return 0;
     for (int i = 0; i < a->nlayers; i++) {
@@ -494,6 +496,9 @@ int profile_validate(const profile *p, const char *file, plumb_err *err)
     if (plan_cross_entropy_parse(plan_cross_entropy_name(p->cross_entropy)) != p->cross_entropy)
         return err_set(err, file, "cross_entropy", "expected unfused, te or native (got %d)",
                        p->cross_entropy);
+    if (plan_grad_accum_parse(plan_grad_accum_name(p->grad_accum)) != p->grad_accum)
+        return err_set(err, file, "grad_accum", "expected fused or unfused (got %d)",
+                       p->grad_accum);
     if (p->nlayers <= 0 || !p->layers)
         return err_set(err, file, "layers", "expected at least one layer (got %d)", p->nlayers);
     if (p->nedges < 0 || (p->nedges > 0 && !p->edges))
@@ -602,7 +607,8 @@ static const char *const ROOT_KEYS[] = {"format", "name", "device", "source", "m
                                         "adam_step_ns_per_byte", "tensor_parallel",
                                         "context_parallel",
                                         "sequence_parallel", "tokens_per_sample",
-                                        "precision", "cross_entropy", "layers", "edges", NULL};
+                                        "precision", "cross_entropy", "grad_accum", "layers",
+                                        "edges", NULL};
 static const char *const LAYER_KEYS[] = {"name", "kind", "desc", "forward_ms", "backward_ms",
                                          "backward_input_ms", "backward_weight_ms",
                                          "activation_bytes", "parameter_bytes", "flops",
@@ -728,7 +734,7 @@ profile *profile_from_json(const cJSON *root, const char *file, plumb_err *err)
     if (json_check_keys(&c, root, "", ROOT_KEYS)) return NULL;
     const char *name, *device, *source = "";
     long long mb, tp = 1, cpn = 1, tokens = 0;
-    int sp = 0, prec = -1, ce = 0;
+    int sp = 0, prec = -1, ce = 0, ga = 0;
     double inb = 0, gather = 0, step[3] = {0, 0, 0};
     const cJSON *layers, *edges;
     int nl, ne;
@@ -749,6 +755,7 @@ profile *profile_from_json(const cJSON *root, const char *file, plumb_err *err)
                        "one of fp32, tf32, bf16, fp16, fp8", &prec) ||
         word_from_json(&c, root, "cross_entropy", plan_cross_entropy_parse,
                        "unfused, te or native", &ce) ||
+        word_from_json(&c, root, "grad_accum", plan_grad_accum_parse, "fused or unfused", &ga) ||
         json_get_arr(&c, root, "", "layers", 1, &layers, &nl) ||
         json_get_arr(&c, root, "", "edges", 0, &edges, &ne))
         return NULL;
@@ -767,6 +774,7 @@ profile *profile_from_json(const cJSON *root, const char *file, plumb_err *err)
     p->tokens_per_sample = tokens;
     p->precision = prec;
     p->cross_entropy = ce;
+    p->grad_accum = ga;
     if (dup_into(&c, &p->name, name) || dup_into(&c, &p->device, device) ||
         dup_into(&c, &p->source, source))
         goto fail;
@@ -820,7 +828,9 @@ cJSON *profile_to_json(const profile *p)
                                                        dev_precision_name(p->precision))) ||
         (p->cross_entropy > 0 &&
          !cJSON_AddStringToObject(root, "cross_entropy",
-                                  plan_cross_entropy_name(p->cross_entropy))))
+                                  plan_cross_entropy_name(p->cross_entropy))) ||
+        (p->grad_accum > 0 &&
+         !cJSON_AddStringToObject(root, "grad_accum", plan_grad_accum_name(p->grad_accum))))
         goto fail;
     cJSON *layers = cJSON_AddArrayToObject(root, "layers");
     if (!layers) goto fail;

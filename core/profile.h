@@ -97,6 +97,10 @@ typedef struct profile {
                           or "native", written only when not "unfused"; core/plan.h's
                           values), which a plan of the profile records (plan_new): 0 when
                           unfused or not said */
+    int grad_accum;    /* how the backward times price the weight gradients' accumulation
+                          (file key "grad_accum": "unfused", written only then; core/plan.h's
+                          values), which a plan of the profile records (plan_new): 0 when
+                          fused or not said */
     int nlayers;
     profile_layer *layers; /* in a topological order of the graph */
     int nedges;

@@ -364,6 +364,7 @@ plan *layout3d_build(const transformer *t, const cluster *c, const char *cluster
     lo.attention = o->attention == LLM_ATTN_FLASH ? LLM_ATTN_FLASH : LLM_ATTN_STANDARD;
     lo.cp = d.cp;
     lo.cross_entropy = o->cross_entropy;
+    lo.grad_accum = o->grad_accum;
     profile *prof = llm_profile_build(t, cut, cluster_file, &lo, err);
     plan *pl = prof ? plan_new(prof, cut, d.pp * d.interleave) : NULL;
     int *n = NULL;
@@ -388,6 +389,7 @@ plan *layout3d_build(const transformer *t, const cluster *c, const char *cluster
     pl->grad_reduce = o->grad_reduce;
     pl->optimizer_state = o->optimizer_state;
     pl->cross_entropy = o->cross_entropy; /* recorded: the profile prices it */
+    pl->grad_accum = o->grad_accum;       /* likewise */
     pl->optimizer = OPT_ADAM;
     if (!(pl->model = plan_model_new(t))) { /* the model it was laid out from, so that its */
         err_set(err, NULL, NULL, "out of memory"); /* file can be laid out again */
@@ -439,6 +441,7 @@ int layout3d_options_from_plan(const plan *pl, layout3d_options *o)
     o->zero = pl->zero;
     o->precision = pl->precision;
     o->cross_entropy = pl->cross_entropy;
+    o->grad_accum = pl->grad_accum;
     o->p2p_sync = pl->p2p_sync;
     o->p2p_whole = pl->p2p_whole;
     o->grad_sync_end = pl->grad_sync_end;

@@ -38,6 +38,8 @@ typedef struct layout3d_options {
     int attention;         /* llm_attention of the blocks (planner/llm_profile.h): standard
                               (0, the default) or flash */
     int cross_entropy;     /* llm_cross_entropy of the loss: unfused (0, the default), te or native */
+    int grad_accum;        /* llm_grad_accum of the weight gradients: fused (0, the default)
+                              or unfused */
     int p2p_sync;          /* 1: the plan's "p2p": "sync" (synchronous point-to-point
                               transfers, sim/engine_sync.c); 0: overlapped (the default) */
     int p2p_whole;         /* 1: the plan's "p2p_split": "whole" (with tp > 1 and no

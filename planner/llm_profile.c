@@ -24,6 +24,27 @@ void llm_options_init(llm_options *o)
     o->attention = LLM_ATTN_STANDARD;
     o->cp = 1;
     o->cross_entropy = LLM_CE_UNFUSED;
+    o->grad_accum = LLM_GA_FUSED;
+}
+
+/* The words are the plan field's (core/plan.c), as the loss's are. */
+const char *llm_grad_accum_name(llm_grad_accum g)
+{
+    return plan_grad_accum_name((int)g);
+}
+
+int llm_grad_accum_parse(const char *s, llm_grad_accum *out)
+{
+    int k = plan_grad_accum_parse(s);
+    if (k < 0) return -1;
+    *out = (llm_grad_accum)k;
+    return 0;
+}
+
+int llm_grad_accum_bytes(dev_precision p)
+{
+    int grad = dev_precision_bytes(p), main_grad = p == DEV_FP16 ? 2 : 4;
+    return grad + 2 * main_grad;
 }
 
 /* The words are the plan field's (core/plan.c owns the table; a plan's cross_entropy holds
@@ -289,6 +310,27 @@ static double block_params(const shape *c)
     return p + 2 * norm;
 }
 
+/* Parameter tensors of one block (the unfused accumulation's kernels, one each): the two
+ * norms' weights (and biases with LayerNorm), the query/key/value and output projections and
+ * the MLP's two (Megatron-Core fuses a gated MLP's gate and up projections into one), their
+ * biases where the model has them, and qk_norm's two weights. */
+static int block_tensors(const transformer *t)
+{
+    int n = 2 * (t->norm == TF_LAYERNORM ? 2 : 1) + 4;
+    n += (t->qkv_bias ? 1 : 0) + (t->out_bias ? 1 : 0) + (t->mlp_bias ? 2 : 0);
+    return n + (t->qk_norm ? 2 : 0);
+}
+
+/* The unfused accumulation of `params` parameters in `tensors` tensors at o's precision
+ * (llm_grad_accum): one streaming kernel per tensor on each backward, priced with the
+ * weight gradient. 0 when fused. */
+static double grad_accum_s(const device_type *dev, const llm_options *o, double params,
+                           int tensors)
+{
+    if (o->grad_accum != LLM_GA_UNFUSED) return 0;
+    return device_stream_s(dev, params * llm_grad_accum_bytes(o->precision), tensors);
+}
+
 static int set_layer(profile *pr, int i, const char *name, const char *kind, const cost *k,
                      double speed, double out, double params, double saved, double split)
 {
@@ -453,6 +495,7 @@ profile *llm_profile_build(const transformer *t, const cluster *c, const char *c
     pr->tokens_per_sample = seq;
     pr->precision = o->precision; /* what its plans take (plan_new) */
     pr->cross_entropy = o->cross_entropy;
+    pr->grad_accum = o->grad_accum;
     pr->input_bytes = M * 8; /* token ids as 64-bit integers */
     if (!(pr->name = strdup(t->name)) || !(pr->device = strdup(dev->name)) ||
         !(pr->source = strdup(src)))
@@ -460,13 +503,15 @@ profile *llm_profile_build(const transformer *t, const cluster *c, const char *c
     /* embedding: a gather of token (and position) rows; its gradient a scatter-add */
     double pos = t->learned_positions ? 1 : 0;
     cost emb = {0, device_stream_s(dev, (2 + 2 * pos) * M * h * e, 1 + (int)pos), 0,
-                device_stream_s(dev, (2 + 2 * pos) * M * h * e, 1 + (int)pos)};
+                device_stream_s(dev, (2 + 2 * pos) * M * h * e, 1 + (int)pos) +
+                    grad_accum_s(dev, o, (sh.vt + pos * t->max_positions) * h, 1 + (int)pos)};
     if (set_layer(pr, 0, "embed", "Embedding", &emb, speed, M * h * e / sp,
                   (sh.vt + pos * t->max_positions) * h * e, t->dropout ? M * h / sp : 0, 0))
         goto oom;
     set_collectives(pr, 0, M * h * e, 1, 0);
     cost blk = {0};
     block_cost(&sh, &blk);
+    blk.bwd_w_s += grad_accum_s(dev, o, block_params(&sh), block_tensors(t));
     /* the ring's chunk: this rank's keys and values, key/value heads / tp, in the
      * attention's precision (bf16 with fp8: Megatron-Core's FP8 recipes keep the
      * attention in bf16) */
@@ -514,6 +559,11 @@ profile *llm_profile_build(const transformer *t, const cluster *c, const char *c
     /* Megatron-Core's output layer is its own ColumnParallelLinear, not a Transformer Engine
      * module: bf16 with fp8 too (megatron/core/models/gpt/gpt_model.py) */
     add_linear(&sh, &head, sh.p, h, sh.vt);
+    /* the output matrix (with tied embeddings a copy of layer 0's, accumulated apart from
+     * it on another stage; on the same stage Megatron-LM accumulates the one tensor once,
+     * which this prices twice: docs/llm.md) and the final norm */
+    head.bwd_w_s +=
+        grad_accum_s(dev, o, sh.vt * h + norm, 1 + (t->norm == TF_LAYERNORM ? 2 : 1));
     double logits = M * sh.vt;
     int te_ce = o->cross_entropy == LLM_CE_TE, native_ce = o->cross_entropy == LLM_CE_NATIVE;
     head.fwd_s += device_stream_s(dev, 2 * M * h * e, 1) +

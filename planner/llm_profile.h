@@ -42,6 +42,27 @@ const char *llm_cross_entropy_name(llm_cross_entropy c);
 /* Parses "unfused", "te" or "native" into *out; 0, or -1 for anything else. */
 int llm_cross_entropy_parse(const char *s, llm_cross_entropy *out);
 
+/* How each backward's weight gradients reach the iteration's main gradients. LLM_GA_FUSED:
+ * the weight-gradient GEMM accumulates straight into them (Megatron-LM's
+ * gradient_accumulation_fusion), nothing more to price. LLM_GA_UNFUSED: the GEMM writes a
+ * fresh gradient in the parameters' precision and a hook adds it into the main gradient
+ * (Megatron-LM's DDP hook `main_grad.add_(grad)`, or PyTorch's own accumulation), one
+ * streaming kernel per parameter tensor on every backward: read the gradient, read and
+ * write the main gradient, which is fp32 except with fp16 (Megatron-LM keeps it fp16 unless
+ * --accumulate-allreduce-grads-in-fp32; docs/llm.md, "Gradient accumulation"). */
+typedef enum llm_grad_accum { LLM_GA_FUSED = 0, LLM_GA_UNFUSED } llm_grad_accum;
+
+/* "fused" or "unfused". */
+const char *llm_grad_accum_name(llm_grad_accum g);
+
+/* Parses "fused" or "unfused" into *out; 0, or -1 for anything else. */
+int llm_grad_accum_parse(const char *s, llm_grad_accum *out);
+
+/* Bytes the unfused accumulation streams per parameter at precision p: the new gradient
+ * (2 bytes with the 16-bit formats and fp8, whose weights are bf16; 4 with fp32 and tf32)
+ * read, and the main gradient (2 bytes with fp16, else 4) read and written. Pure. */
+int llm_grad_accum_bytes(dev_precision p);
+
 typedef struct llm_options {
     int tp;                  /* tensor-parallel ranks the heads, MLP and vocabulary split over */
     int microbatch;          /* sequences per profiled minibatch (the microbatch size), > 0 */
@@ -57,10 +78,14 @@ typedef struct llm_options {
                                 the causal attention, and each block carries its K/V ring
                                 (profile_layer.cp_ring_bytes) */
     int cross_entropy;       /* llm_cross_entropy of the loss (default LLM_CE_UNFUSED) */
+    int grad_accum;          /* llm_grad_accum of the weight gradients (default LLM_GA_FUSED):
+                                unfused adds to every backward of a layer with weights
+                                llm_grad_accum_bytes x its parameters on the rank, streamed,
+                                and a kernel per parameter tensor */
 } llm_options;
 
 /* tp 1, microbatch 1, the model's sequence length, bf16, no sequence parallelism, standard
- * attention, cp 1, the unfused cross-entropy. */
+ * attention, cp 1, the unfused cross-entropy, the fused gradient accumulation. */
 void llm_options_init(llm_options *o);
 
 /* What context parallelism at cp ranks asks of a run (Transformer Engine's ring): the one
@@ -86,6 +111,10 @@ llm_cp_rule llm_cp_check(int cp, llm_attention att, long long seq, int tp, int p
  * (p2p) takes no window, and plumb's ring pricing assumes the whole causal triangle). */
 int llm_window_cp_check(const transformer *t, int cp, long long seq, plumb_err *err);
 
+/* 0 when seq tokens per sequence suit t (>= 1, and no more than its learned positions when
+ * it has them); -1 with err naming "--seq-len" otherwise. */
+int llm_seq_check(const transformer *t, long long seq, plumb_err *err);
+
 /* Builds the profile of model t under o on the device type of the cluster c (whose file is
  * cluster_file, for messages). Times are ms per microbatch on one rank, multiplied by the
  * device type's speed so that planning on c divides them back to the device's own time; the
@@ -97,17 +126,13 @@ int llm_window_cp_check(const transformer *t, int cp, long long seq, plumb_err *
  * the core's tensors; 0 and all of them with fused attention, which keeps no s x s
  * tensor). The head's scratch (workspace_bytes) is one logits tensor in the precision; with
  * tied embeddings its vocabulary matrix is tied to layer 0's (profile_layer.tied_*). The
- * profile records o's precision and loss (profile.precision, .cross_entropy), which its
- * plans take. Returns a new profile (profile_free), or NULL with err set to one
- * line: a tp that does not divide the heads, key and value heads or MLP width ("--tp"),
- * sequence parallelism at tp 1 ("--sequence-parallel"), cp > 1 with a sliding window
- * shorter than the sequence ("--cp"), a sequence longer than learned positions allow
- * ("--seq-len"), a cluster with several device types ("servers") or without the device
- * figures the roofline needs (the missing field). */
-/* 0 when seq tokens per sequence suit t (>= 1, and no more than its learned positions when
- * it has them); -1 with err naming "--seq-len" otherwise. */
-int llm_seq_check(const transformer *t, long long seq, plumb_err *err);
-
+ * profile records o's precision, loss and accumulation (profile.precision, .cross_entropy,
+ * .grad_accum), which its plans take. Returns a new profile (profile_free), or NULL with
+ * err set to one line: a tp that does not divide the heads, key and value heads or MLP
+ * width ("--tp"), sequence parallelism at tp 1 ("--sequence-parallel"), cp > 1 with a
+ * sliding window shorter than the sequence ("--cp"), a sequence longer than learned
+ * positions allow ("--seq-len"), a cluster with several device types ("servers") or
+ * without the device figures the roofline needs (the missing field). */
 profile *llm_profile_build(const transformer *t, const cluster *c, const char *cluster_file,
                            const llm_options *o, plumb_err *err);
 

@@ -48,6 +48,7 @@ void search3d_options_from_layout(const layout3d_options *o, search3d_options *s
     so->seq = o->seq;
     so->attention = o->attention;
     so->cross_entropy = o->cross_entropy;
+    so->grad_accum = o->grad_accum;
     so->p2p_sync = o->p2p_sync;
     so->p2p_whole = o->p2p_whole;
     so->grad_sync_end = o->grad_sync_end;
@@ -84,6 +85,7 @@ void search3d_options_from_plan(const plan *in, const sim_options *w, search3d_o
     so->overlap_param_gather = pl->overlap_param_gather;
     so->fp8_param_gather = pl->fp8_param_gather;
     so->cross_entropy = pl->cross_entropy;
+    so->grad_accum = pl->grad_accum;
     so->p2p_sync = pl->p2p_sync;
     so->p2p_whole = pl->p2p_whole;
     so->grad_sync_end = pl->grad_sync_end;
@@ -150,6 +152,7 @@ static layout3d_options layout_of(const search3d_options *o, int gpus, int tp, i
     l.seq = o->seq;
     l.attention = o->attention;
     l.cross_entropy = o->cross_entropy;
+    l.grad_accum = o->grad_accum;
     l.p2p_sync = o->p2p_sync;
     l.p2p_whole = o->p2p_whole;
     l.grad_sync_end = o->grad_sync_end;
@@ -591,7 +594,9 @@ void search3d_runtime_text(const search3d_options *o, char *buf, size_t n)
         h += (size_t)snprintf(buf + h, n - h, "%soptimizer state %s", h ? ", " : "",
                               dev_precision_name(o->optimizer_state));
     if (o->fp8_param_gather && h < n)
-        snprintf(buf + h, n - h, "%sfp8 param gather", h ? ", " : "");
+        h += (size_t)snprintf(buf + h, n - h, "%sfp8 param gather", h ? ", " : "");
+    if (o->grad_accum == LLM_GA_UNFUSED && h < n)
+        snprintf(buf + h, n - h, "%sgrad accumulation unfused", h ? ", " : "");
 }
 
 search3d_result *search3d_run(const transformer *t, const cluster *c, const char *cluster_file,

@@ -48,6 +48,7 @@ typedef struct search3d_options {
     long long seq;         /* tokens per sequence; 0: the model's */
     int attention;         /* llm_attention of every layout (standard or flash) */
     int cross_entropy;     /* llm_cross_entropy of every layout (unfused, te or native) */
+    int grad_accum;        /* llm_grad_accum of every layout (fused or unfused) */
     int simulate;          /* best estimates simulated in full; 0: SEARCH3D_SIMULATE (x
                               SEARCH3D_SYNC_FACTOR with p2p_sync) */
     /* the runtime, fixed for every candidate (not searched; docs/llm.md, "Searching
@@ -196,7 +197,7 @@ int search3d_runtime_check(const search3d_options *o, plumb_err *err);
  * p2p_whole, grad_sync_end, grad_reduce, optimizer_state) as "tp overlap full (tp > 1),
  * parameter all-gather under the forward (zero 1), p2p sync, p2p whole tensor (tp > 1
  * without sequence parallelism), gradients reduced at the end, gradients
- * bf16, optimizer state bf16, fp8 param gather" into buf (always
+ * bf16, optimizer state bf16, fp8 param gather, grad accumulation unfused" into buf (always
  * terminated); "" at the default runtime. */
 void search3d_runtime_text(const search3d_options *o, char *buf, size_t n);
 

@@ -209,6 +209,8 @@ cJSON *sweep3d_to_json(const sweep3d_result *r)
         cJSON_AddBoolToObject(j, "fp8_param_gather", 1);
     if (r->opts.cross_entropy != LLM_CE_UNFUSED) /* likewise */
         cJSON_AddStringToObject(j, "cross_entropy", llm_cross_entropy_name(r->opts.cross_entropy));
+    if (r->opts.grad_accum != LLM_GA_FUSED) /* likewise */
+        cJSON_AddStringToObject(j, "grad_accum", llm_grad_accum_name(r->opts.grad_accum));
     if (r->opts.balance) cJSON_AddBoolToObject(j, "balance", 1);
     if (!(a = cJSON_AddArrayToObject(j, "points"))) {
         cJSON_Delete(j);

@@ -64,7 +64,7 @@ void sweep3d_print(const sweep3d_result *r, FILE *out);
 
 /* {"format": "plumb-sweep3d/1", ..., "tp_overlap", "overlap_param_gather", "p2p",
  * ["grad_reduce", "optimizer_state" when bf16, "fp8_param_gather", "cross_entropy" when "te" or "native",
- * "balance" when set],
+ * "grad_accum" when "unfused", "balance" when set],
  * "points"}
  * (docs/llm.md, "Sweeping GPU counts"); caller frees. */
 struct cJSON;

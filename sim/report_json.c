@@ -174,6 +174,8 @@ static void layout_json(cJSON *o, const sim_report *r)
         cJSON_AddBoolToObject(o, "fp8_param_gather", 1);
     if (r->cross_entropy) /* only when fused: default reports read as before */
         cJSON_AddStringToObject(o, "cross_entropy", plan_cross_entropy_name(r->cross_entropy));
+    if (r->grad_accum) /* only when unfused: likewise */
+        cJSON_AddStringToObject(o, "grad_accum", plan_grad_accum_name(r->grad_accum));
     /* the uneven split, only when set: Megatron-Core's option names */
     if (r->split.first_blocks)
         add_int(o, "decoder_first_pipeline_num_layers", r->split.first_blocks);

@@ -300,6 +300,7 @@ static int fill_layout(sim_report *rep, const plan *pl, const sim_model *m)
     rep->p2p_whole = pl->p2p_whole;
     rep->fp8_param_gather = pl->fp8_param_gather;
     rep->cross_entropy = pl->cross_entropy;
+    rep->grad_accum = pl->grad_accum;
     if (pl->model) { /* the uneven split the plan file records */
         rep->split = pl->model->split;
         if (pl->model->pipeline_layout &&

@@ -238,6 +238,7 @@ typedef struct sim_report {
     int p2p_whole;            /* the plan's p2p_split: 1 for "whole" */
     int fp8_param_gather;     /* the plan's fp8_param_gather (FP8 primary weights) */
     int cross_entropy;        /* the plan's cross_entropy: 1 "te", 2 "native" (fused) */
+    int grad_accum;           /* the plan's grad_accum: 1 "unfused" */
     pplayout_split_opts split; /* the plan's model's uneven split (all 0: not given) */
     char *pipeline_layout;    /* owned, or NULL: its --pipeline-layout string */
     int gpus;                 /* every member of every group (plan_gpus) */

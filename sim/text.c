@@ -145,12 +145,13 @@ static void print_layout(const sim_report *r, FILE *out)
         size_t k = strlen(split);
         snprintf(split + k, sizeof split - k, ", %s", w);
     }
-    fprintf(out, "layout          tp %d%s x pp %d x dp %d = %d %ss%s, global batch %d, %s%s%s%s%s%s%s%s%s%s%s%s%s\n",
+    fprintf(out, "layout          tp %d%s x pp %d x dp %d = %d %ss%s, global batch %d, %s%s%s%s%s%s%s%s%s%s%s%s%s%s\n",
             r->tp, cps, r->pp, r->dp, r->gpus, noun, r->interleave > 1 ? " (interleaved)" : "",
             r->global_batch, dev_precision_name(r->precision),
             r->fp8_param_gather ? ", fp8-param-gather" : "", /* as plan --model's text */
             r->cross_entropy ? ", cross-entropy " : "", /* likewise */
             r->cross_entropy ? plan_cross_entropy_name(r->cross_entropy) : "",
+            r->grad_accum ? ", grad-accum unfused" : "", /* likewise */
             r->sequence_parallel ? ", sequence parallel" : "",
             r->zero ? ", ZeRO-1 optimizer" : "",
             r->grad_reduce == DEV_BF16 ? ", bf16 gradients" : "",

@@ -347,6 +347,84 @@ Test(llm, te_cross_entropy_streams_fewer_bytes)
     transformer_free(t);
 }
 
+/* The unfused gradient accumulation (--grad-accum unfused) adds to each layer's weight-
+ * gradient time one streaming pass over its parameters on the rank, at A100's 2039 GB/s
+ * x memory efficiency 0.6 (dgx-a100-80g.json), plus 5 us a parameter tensor, and nothing
+ * else. Counted here from the model's shape, not the planner's: GPT 530B (h 20480, 105
+ * layers, LayerNorm, biases everywhere, vocabulary 51200, 2048 learned positions, tied) at
+ * TP 8 in fp16, 2 + 2 + 2 bytes a parameter (Megatron-LM keeps fp16 main gradients without
+ * --accumulate-allreduce-grads-in-fp32): a block 12 h^2 / 8 + 7 h / 8 split + 6 h whole in
+ * 12 tensors, the embedding (51200 / 8 + 2048) h in 2, the head 51200 / 8 h + 2 h in 3;
+ * Llama 3 70B (h 8192, 64 heads of 128, 8 key/value heads, gated MLP of 28672, RMSNorm, no
+ * biases) at TP 8 in bf16, 2 + 4 + 4 bytes: a block (8192 (64 + 16) 128 + 64 128 8192 +
+ * 3 8192 28672) / 8 + 2 8192 in 6 tensors. Fused (the default) is the profile as before. */
+Test(llm, unfused_grad_accum_adds_one_pass_per_backward)
+{
+    struct {
+        const char *model;
+        dev_precision prec;
+        double block, emb, head, bytes; /* parameters a rank; bytes a parameter */
+        int tensors[3];                 /* of a block, the embedding, the head */
+    } set[] = {
+        {"examples/llm/megatron/gpt-530b.json", DEV_FP16,
+         12.0 * 20480 * 20480 / 8 + 7.0 * 20480 / 8 + 6.0 * 20480, (51200.0 / 8 + 2048) * 20480,
+         51200.0 / 8 * 20480 + 2.0 * 20480, 6, {12, 2, 3}},
+        {"examples/llm/llama3-70b.json", DEV_BF16,
+         (8192.0 * 80 * 128 + 64.0 * 128 * 8192 + 3.0 * 8192 * 28672) / 8 + 2.0 * 8192,
+         128256.0 / 8 * 8192, 128256.0 / 8 * 8192 + 8192, 10, {6, 1, 2}},
+    };
+    cluster *c = cluster_ok(A100);
+    for (int k = 0; k < 2; k++) {
+        transformer *t = load_ok(set[k].model);
+        llm_options o;
+        llm_options_init(&o);
+        o.tp = 8;
+        o.seq = 2048;
+        o.precision = set[k].prec;
+        plumb_err err = {{0}};
+        profile *f = llm_profile_build(t, c, A100, &o, &err);
+        cr_assert_not_null(f, "%s", err.msg);
+        o.grad_accum = LLM_GA_FUSED; /* said: the same profile */
+        profile *f2 = llm_profile_build(t, c, A100, &o, &err);
+        cr_assert(profile_equal(f, f2), "%s: fused said differs from the default", set[k].model);
+        o.grad_accum = LLM_GA_UNFUSED;
+        profile *u = llm_profile_build(t, c, A100, &o, &err);
+        cr_assert_not_null(u, "%s", err.msg);
+        cr_assert_eq(f->grad_accum, 0);
+        cr_assert_eq(u->grad_accum, 1);
+        int head = f->nlayers - 1;
+        for (int i = 0; i < f->nlayers; i++) {
+            int which = i == 0 ? 1 : i == head ? 2 : 0;
+            double params = which == 1 ? set[k].emb : which == 2 ? set[k].head : set[k].block;
+            double want = params * set[k].bytes / (2039e9 * 0.6) + set[k].tensors[which] * 5e-6;
+            const profile_layer *a = &f->layers[i], *b = &u->layers[i];
+            expect_within(b->backward_weight_ms - a->backward_weight_ms, want * 1e3, 1e-9,
+                          "added W (ms)");
+            expect_within(b->backward_ms - a->backward_ms, want * 1e3, 1e-9, "added backward");
+            cr_assert_eq(a->forward_ms, b->forward_ms);
+            cr_assert_eq(a->backward_input_ms, b->backward_input_ms);
+            cr_assert_eq(a->parameter_bytes, b->parameter_bytes);
+            cr_assert_eq(a->saved_bytes, b->saved_bytes);
+        }
+        profile_free(f);
+        profile_free(f2);
+        profile_free(u);
+        transformer_free(t);
+    }
+    cr_assert_eq(llm_grad_accum_bytes(DEV_FP16), 6);
+    cr_assert_eq(llm_grad_accum_bytes(DEV_BF16), 10);
+    cr_assert_eq(llm_grad_accum_bytes(DEV_FP8), 10);
+    cr_assert_eq(llm_grad_accum_bytes(DEV_FP32), 12);
+    llm_grad_accum g;
+    cr_assert_eq(llm_grad_accum_parse("unfused", &g), 0);
+    cr_assert_eq(g, LLM_GA_UNFUSED);
+    cr_assert_eq(llm_grad_accum_parse("fused", &g), 0);
+    cr_assert_eq(g, LLM_GA_FUSED);
+    cr_assert_eq(llm_grad_accum_parse("foo", &g), -1);
+    cr_assert_str_eq(llm_grad_accum_name(LLM_GA_UNFUSED), "unfused");
+    cluster_free(c);
+}
+
 /* Megatron-Core's fused loss (cross_entropy_fusion_impl "native"), NeMo 25.02's GPT-3 175B
  * (TP 4, microbatch 2, sequence 2048): by hand, forward the fp32 copy with the row maximum
  * (e + 4 bytes a logit), subtraction, exp and sum into the copy (8) and the division (8) in

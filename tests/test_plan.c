@@ -1027,6 +1027,73 @@ Test(plan3d, cross_entropy_round_trip)
     plan_free(pl);
 }
 
+/* grad_accum (how the profile prices the weight gradients' accumulation): not written when
+ * fused (a plan's file reads as before), "unfused" written, read back equal and changing
+ * equality; an explicit "fused" reads as the default; anything else refused in one line
+ * naming the field; a plan of a profile that prices it unfused takes it (plan_new) and a
+ * file that says "fused" against that profile is refused. */
+Test(plan3d, grad_accum_round_trip)
+{
+    plan *pl = tp_plan();
+    plumb_err err;
+    cr_assert_eq(pl->grad_accum, 0);
+    expect_unwritten(pl, "grad_accum");
+    plan *q = plan_clone(pl);
+    q->grad_accum = 1;
+    expect_changed_round_trip(pl, q, "unfused");
+    cJSON *j = plan_to_json(q);
+    const cJSON *v = cJSON_GetObjectItem(j, "grad_accum");
+    cr_assert(cJSON_IsString(v) && !strcmp(v->valuestring, "unfused"));
+    plan *b = read_json(j, "unfused");
+    cr_assert_eq(b->grad_accum, 1);
+    cr_assert(plan_equal(q, b));
+    plan_free(b);
+    cJSON_ReplaceItemInObject(j, "grad_accum", cJSON_CreateString("fused"));
+    b = read_json(j, "fused");
+    cr_assert_eq(b->grad_accum, 0);
+    cr_assert(plan_equal(pl, b));
+    plan_free(b);
+    static const char *const bad[] = {"foo", "Unfused", ""};
+    for (int i = 0; i < 3; i++) {
+        cJSON_ReplaceItemInObject(j, "grad_accum", cJSON_CreateString(bad[i]));
+        expect_json_refused(j, "p.json: grad_accum: expected fused or unfused (got", 1);
+    }
+    cJSON_ReplaceItemInObject(j, "grad_accum", cJSON_CreateBool(1));
+    expect_json_refused(j, "p.json: grad_accum: expected fused or unfused (got true)", 0);
+    q->grad_accum = 2;
+    err_clear(&err);
+    cr_assert_neq(plan_validate(q, "p", &err), 0);
+    cr_assert(strstr(err.msg, "p: grad_accum: expected fused or unfused (got 2)"), "%s",
+              err.msg);
+    cJSON_Delete(j);
+    plan_free(q);
+    /* the profile's: taken by plan_new and by a file without the key, a contradiction refused */
+    profile *p = small_profile(6);
+    cluster *c = small_cluster();
+    p->grad_accum = 1;
+    plan *u = plan_new(p, c, 1);
+    cr_assert_not_null(u);
+    cr_expect_eq(u->grad_accum, 1);
+    int devs[] = {0};
+    cr_assert_eq(plan_set_stage(u, 0, 0, 5, 1, devs), 0);
+    cr_assert_eq(plan_validate(u, "p", &err), 0, "%s", err.msg);
+    cJSON *ju = plan_to_json(u);
+    cJSON_DeleteItemFromObject(ju, "grad_accum");
+    b = read_json(ju, "left out");
+    cr_expect_eq(b->grad_accum, 1, "a file without the key takes the profile's");
+    plan_free(b);
+    cJSON_AddStringToObject(ju, "grad_accum", "fused");
+    err_clear(&err);
+    cr_expect_null(plan_from_json(ju, "p.json", &err));
+    cr_expect_str_eq(err.msg, "p.json: grad_accum: expected unfused, the accumulation the "
+                     "profile prices (got fused)");
+    cJSON_Delete(ju);
+    plan_free(u);
+    cluster_free(c);
+    profile_free(p);
+    plan_free(pl);
+}
+
 /* The runtime rules have one owner, plan_runtime_check: over every schedule kind and every
  * combination of zero, overlap_param_gather, p2p and grad_sync, it refuses exactly what the
  * rules written out here refuse, naming the plan file's field with a file and the option

@@ -654,6 +654,51 @@ Test(profile, precision_and_loss_round_trip)
     profile_free(c);
 }
 
+/* "grad_accum" (how the backward times price the weight gradients' accumulation): absent
+ * reads as fused and stays absent; "unfused" read, compared, cloned and written back;
+ * "fused" read is the default, not written; anything else refused in one line. */
+Test(profile, grad_accum_round_trip)
+{
+    plumb_err err;
+    profile *p = parse(GOOD, &err);
+    cr_assert_not_null(p, "%s", err.msg);
+    cr_expect_eq(p->grad_accum, 0, "absent: fused");
+    const char *at = strstr(GOOD, "\"minibatch\"");
+    char text[4096];
+    snprintf(text, sizeof text, "%.*s\"grad_accum\": \"unfused\", %s", (int)(at - GOOD), GOOD, at);
+    profile *q = parse(text, &err);
+    cr_assert_not_null(q, "%s", err.msg);
+    cr_expect_eq(q->grad_accum, 1);
+    cr_expect_not(profile_equal(p, q), "the accumulation is compared");
+    profile *c = profile_clone(q);
+    cr_assert_not_null(c);
+    cr_expect(profile_equal(q, c));
+    cJSON *j = profile_to_json(q);
+    cr_assert_not_null(j);
+    cr_expect_str_eq(cJSON_GetStringValue(cJSON_GetObjectItem(j, "grad_accum")), "unfused");
+    profile *r = profile_from_json(j, "mem", &err);
+    cJSON_Delete(j);
+    cr_assert_not_null(r, "%s", err.msg);
+    cr_expect(profile_equal(q, r));
+    snprintf(text, sizeof text, "%.*s\"grad_accum\": \"fused\", %s", (int)(at - GOOD), GOOD, at);
+    profile *f = parse(text, &err);
+    cr_assert_not_null(f, "%s", err.msg);
+    cr_expect(profile_equal(p, f));
+    j = profile_to_json(f);
+    cr_expect_null(cJSON_GetObjectItem(j, "grad_accum"), "fused is not written");
+    cJSON_Delete(j);
+    expect_bad("\"minibatch\"", "\"grad_accum\": \"foo\", \"minibatch\"",
+               "t.json: grad_accum: expected fused or unfused (got \"foo\")");
+    c->grad_accum = 2;
+    cr_expect_eq(profile_validate(c, "m", &err), -1);
+    cr_expect_str_eq(err.msg, "m: grad_accum: expected fused or unfused (got 2)");
+    profile_free(p);
+    profile_free(q);
+    profile_free(r);
+    profile_free(f);
+    profile_free(c);
+}
+
 Test(profile_bad, precision_and_loss)
 {
     expect_bad("\"minibatch\"", "\"precision\": \"fp4\", \"minibatch\"",

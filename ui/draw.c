@@ -355,6 +355,13 @@ static void loss_word(pen *p, int cross_entropy)
     runtime_word(p, v, s, 1);
 }
 
+/* The word of the unfused gradient accumulation (grad_accum unfused: "grad-accum-unfused",
+ * short "ga-unfused"), as both runtime rows name it; nothing for the fused default. */
+static void grad_accum_word(pen *p, int grad_accum)
+{
+    if (grad_accum) runtime_word(p, "grad-accum-unfused", "ga-unfused", 1);
+}
+
 /* A transformer's runtime row: the settings of `plumb plan --model` that every layout the
  * keys reach runs with (the runtime keys change tp-overlap, overlap-param-gather, p2p,
  * grad-sync and attention; the live plan's where it has them): the option names from
@@ -410,17 +417,19 @@ static void draw_runtime(ui_app *a, int x, int y, int w, ui_fb *fb)
     }
     if (lo->pipeline_layout) runtime_word(&p, "pipeline-layout", "pp-layout", 1);
     loss_word(&p, lo->cross_entropy); /* --cross-entropy te or native: every layout's loss */
+    grad_accum_word(&p, lo->grad_accum); /* --grad-accum unfused: likewise */
 }
 
 /* 1 when the 2D view's header has a runtime row: a plan file whose "p2p", "grad_sync",
  * "overlap_param_gather", "zero" or "fp8_param_gather" is not the default (every what-if keeps them;
- * ui_base_whatif), or whose plan on screen has context parallelism (cp > 1) or a fused loss
- * (cross_entropy te or native: its profile's, which every plan of it records). */
+ * ui_base_whatif), or whose plan on screen has context parallelism (cp > 1), a fused loss
+ * (cross_entropy te or native: its profile's, which every plan of it records) or the
+ * unfused gradient accumulation (grad_accum unfused, likewise). */
 static int runtime2d_row(const ui_state *st, const plan *pl)
 {
     return st && !st->layout3d &&
            (st->cur.p2p_sync || st->cur.grad_sync_end || st->cur.opg || st->cur.zero ||
-            st->cur.fp8pg || (pl && (pl->cp > 1 || pl->cross_entropy)));
+            st->cur.fp8pg || (pl && (pl->cp > 1 || pl->cross_entropy || pl->grad_accum)));
 }
 
 /* The 2D view's runtime row (runtime2d_row): the plan file's settings that ride every plan
@@ -454,6 +463,7 @@ static void draw_runtime2d(ui_app *a, int x, int y, int w, ui_fb *fb)
     if (wi->fp8pg) /* the file's FP8 primary weights: dim where the plan shown has none */
         runtime_word(&p, "fp8-param-gather", "fp8pg", !pl || pl->fp8_param_gather);
     if (pl) loss_word(&p, pl->cross_entropy);
+    if (pl) grad_accum_word(&p, pl->grad_accum);
 }
 
 /* What the header adds after an asynchronous schedule's name (no flush: updates use

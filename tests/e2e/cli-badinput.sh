@@ -47,6 +47,19 @@ expect_bad plan-search-seq-len "plan: --seq-len: expected 1 to the model's 1024 
 expect_bad sweep-model-seq-len "sweep: --seq-len: expected 1 to the model's 1024 learned positions" \
     "$P" sweep --model examples/llm/gpt2.json -c profiles/clusters/dgx-a100-80g.json --gpus 8..16 \
     --global-batch 16 --seq-len 2048
+# --grad-accum takes fused or unfused: one line naming the option, exit 2, from every command
+# that lays a transformer out or profiles it
+GA_M=(--model examples/llm/gpt2.json -c profiles/clusters/dgx-a100-80g.json)
+expect_bad plan-grad-accum 'plan: --grad-accum: expected fused or unfused .got "foo".$' \
+    "$P" plan "${GA_M[@]}" --tp 1 --pp 2 --dp 4 --global-batch 16 --grad-accum foo
+expect_bad plan-search-grad-accum 'plan: --grad-accum: expected fused or unfused .got "foo".$' \
+    "$P" plan "${GA_M[@]}" --gpus 8 --global-batch 16 --grad-accum foo
+expect_bad profile-grad-accum 'profile: --grad-accum: expected fused or unfused .got "foo".$' \
+    "$P" profile "${GA_M[@]}" --grad-accum foo
+expect_bad sweep-grad-accum 'sweep: --grad-accum: expected fused or unfused .got "foo".$' \
+    "$P" sweep "${GA_M[@]}" --gpus 8..16 --global-batch 16 --grad-accum foo
+expect_bad ui-grad-accum 'ui: --grad-accum: expected fused or unfused .got "foo".$' \
+    "$P" ui "${GA_M[@]}" --tp 1 --pp 2 --dp 4 --global-batch 16 --grad-accum foo --snapshot 80x24
 expect_bad plan-out-fifo '-o .*ofifo: is a FIFO; expected a file name' \
     "$P" plan -p "$d/prof.json" -c "$d/cluster.json" -o "$d/ofifo"
 expect_bad sim-trace-fifo '--trace .*ofifo: is a FIFO' \

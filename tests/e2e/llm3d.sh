@@ -257,6 +257,32 @@ grep -q cross_entropy "$d/out" "$d/ce0.json" &&
     { echo "FAIL ce-unfused: cross_entropy written for the default"; fail=1; }
 python3 -c "import sys; sys.exit(0 if float('$ce0_it') > float('$ce_it') else 1)" ||
     { echo "FAIL ce-unfused: unfused $ce0_it s is not longer than te's $ce_it s"; fail=1; }
+# The unfused gradient accumulation (--grad-accum unfused, docs/llm.md): the settings line,
+# the plan file ("grad_accum": "unfused"), sim's report (JSON and text) and the search's
+# runtime line say it; plumb sim of the written plan gives plan's iteration, longer than the
+# fused default's; fused writes nothing
+ok ga-unfused "$P" plan "${CE[@]}" --grad-accum unfused --json -o "$d/ga.json"
+has ga-unfused '^	"grad_accum":	"unfused",$'
+ga_it=$(sed -n 's/^	"iteration_s":	\([0-9.e+-]*\),$/\1/p' "$d/out" | head -1)
+grep -q '"grad_accum":	"unfused"' "$d/ga.json" ||
+    { echo "FAIL ga-unfused: the plan file has no grad_accum"; fail=1; }
+ok ga-text "$P" plan "${CE[@]}" --grad-accum unfused
+has ga-text '^recompute none, sequence parallel off, zero 0, bf16, grad-accum unfused$'
+ok ga-sim "$P" sim "$d/ga.json" --json
+has ga-sim '^	"grad_accum":	"unfused",$'
+ga_sim=$(sed -n 's/^	"iteration_s":	\([0-9.e+-]*\),$/\1/p' "$d/out" | head -1)
+[ -n "$ga_it" ] && [ "$ga_sim" = "$ga_it" ] ||
+    { echo "FAIL ga-sim: plumb sim of the unfused plan ($ga_sim) is not plan's ($ga_it)"; fail=1; }
+ok ga-sim-text "$P" sim "$d/ga.json"
+has ga-sim-text '^layout .*, bf16, grad-accum unfused'
+python3 -c "import sys; sys.exit(0 if float('$ga_it') > float('$ce0_it') else 1)" ||
+    { echo "FAIL ga-unfused: unfused $ga_it s is not longer than fused's $ce0_it s"; fail=1; }
+ok ga-fused "$P" plan "${CE[@]}" --grad-accum fused --json -o "$d/ga0.json"
+grep -q grad_accum "$d/out" "$d/ga0.json" &&
+    { echo "FAIL ga-fused: grad_accum written for the default"; fail=1; }
+ok ga-search "$P" plan --model examples/llm/nemo/llama2-7b.json -c "$H100" --global-batch 16 \
+    --seq-len 1024 --gpus 8 --grad-accum unfused
+has ga-search '^runtime of every layout: grad accumulation unfused$'
 # Megatron-Core's own fused loss (--cross-entropy native): its word on the settings line, in
 # the plan file and sim's report; plumb sim of that plan gives plan's iteration, between
 # te's and the unfused loss's

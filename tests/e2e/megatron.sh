@@ -3,10 +3,12 @@
 # tests/data/megatron/sc21-table1.tsv (Narayanan et al. 2021, Table 1: achieved TFLOP/s per
 # GPU) and korthikanti2022.tsv (Korthikanti et al. 2022: seconds per iteration), runs
 # `plumb plan --model ... --tp --pp --dp --global-batch --microbatch-size [--interleave]
-# --recompute [--sequence-parallel] --zero --precision --p2p --grad-sync --json` on the DGX
-# A100 cluster file (--p2p from the table's p2p column: sync, Megatron-LM's blocking
-# point-to-point calls; --grad-sync from its grad_sync column: end where Megatron's own DDP
-# reduces the gradients after the pipeline, overlap where PyTorch DDP overlaps them),
+# --recompute [--sequence-parallel] --zero --precision --p2p --grad-sync --grad-accum --json`
+# on the DGX A100 cluster file (--p2p from the table's p2p column: sync, Megatron-LM's
+# blocking point-to-point calls; --grad-sync from its grad_sync column: end where Megatron's
+# own DDP reduces the gradients after the pipeline, overlap where PyTorch DDP overlaps them;
+# --grad-accum from its grad_accum column: unfused where each backward's weight gradients
+# are added into the main gradients by a kernel of their own),
 # reads `iteration_s` (and, for the record, `tflops_per_gpu` and `mfu`) from the report,
 # prints published against predicted, and fails when a row is off by more than 5 % or a
 # table's mean absolute error exceeds 3 %. First it checks the model files' parameter counts
@@ -27,6 +29,10 @@ A100=${A100:-profiles/clusters/dgx-a100-80g.json}
 # tp > 1 so; the default, none, prices every collective blocking, the convention the A100
 # file is fitted with (docs/llm.md, "Overlapped backward collectives on the 2022 A100 runs").
 TPO_K22=${MEGATRON_TPO_K22:-none}
+# Whether Korthikanti et al.'s runs accumulated the weight gradients in their GEMM is not
+# published (SOURCES.md, "grad_accum"): MEGATRON_GA_K22=fused or unfused prices every k22
+# row so instead of the table's column (docs/llm.md, "Gradient accumulation").
+GA_K22=${MEGATRON_GA_K22:-}
 DATA=tests/data/megatron
 MODELS=examples/llm/megatron
 TABLES=${MEGATRON_TABLES:-"$DATA/sc21-table1.tsv $DATA/korthikanti2022.tsv"}
@@ -78,12 +84,13 @@ for tsv in $TABLES; do
     n=0
     # columns: run model gpus tp pp dp global_batch microbatch_size interleave recompute
     #          sequence_parallel zero precision published_tflops_per_gpu published_iteration_s
-    #          p2p grad_sync
-    while IFS=$'\t' read -r run model gpus tp pp dp gb mbs il rc sp zero prec _ _ p2p gsync; do
+    #          p2p grad_sync grad_accum
+    while IFS=$'\t' read -r run model gpus tp pp dp gb mbs il rc sp zero prec _ _ p2p gsync ga; do
         [ "$run" = run ] && continue
         plan_args "$MODELS/$model.json" "$A100" "$gpus" "$tp" "$pp" "$dp" "$gb" "$mbs" "$rc"
         args+=(--zero "$zero" --precision "$prec" --p2p "${p2p:-overlap}")
-        args+=(--grad-sync "${gsync:-overlap}" --json)
+        case $run in k22-*) ga=${GA_K22:-$ga} ;; esac
+        args+=(--grad-sync "${gsync:-overlap}" --grad-accum "${ga:-fused}" --json)
         layout_extras "$il" "$sp"
         case $run in k22-*) tpo=$TPO_K22 ;; *) tpo=none ;; esac
         [ "$tp" -gt 1 ] && [ "$tpo" != none ] && args+=(--tp-overlap "$tpo")

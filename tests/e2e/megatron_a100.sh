@@ -4,7 +4,8 @@
 # 5B and 175B on 1 to 128 DGX A100 nodes, July and September 2022; Megatron-LM's CI: a 7B
 # GQA model on one DGX A100, 2025) runs `plumb plan --model ... -c dgx-a100-80g.json --gpus
 # --tp --pp --dp --global-batch --microbatch-size [--interleave] --recompute
-# [--sequence-parallel] --zero --precision --attention --p2p --grad-sync [--tp-overlap]
+# [--sequence-parallel] --zero --precision --attention --p2p --grad-sync --grad-accum
+# [--tp-overlap]
 # [--overlap-param-gather] --json` with the row's settings, turns the published tokens per
 # second into an iteration time (global batch x sequence / tokens per second) or takes the
 # published iteration time, and prints published against predicted. It first checks each
@@ -39,12 +40,13 @@ needs megatron_a100.sh --tp-overlap --tp-overlap
 profile_models name "$A100" "$MODELS" $(cut -f3 "$TSV" | tail -n +2 | sort -u)
 # columns: run source model gpus tp pp dp global_batch microbatch_size interleave recompute
 #          sequence_parallel zero precision attention p2p tp_overlap overlap_param_gather
-#          grad_sync published_tokens_per_s published_iteration_s
-while IFS=$'\t' read -r run _ model gpus tp pp dp gb mbs il rc sp zero prec attn p2p tpo opg gs _; do
+#          grad_sync published_tokens_per_s published_iteration_s grad_accum
+while IFS=$'\t' read -r run _ model gpus tp pp dp gb mbs il rc sp zero prec attn p2p tpo opg gs _ _ ga
+do
     [ "$run" = run ] && continue
     plan_args "$MODELS/$model.json" "$A100" "$gpus" "$tp" "$pp" "$dp" "$gb" "$mbs" "$rc"
     args+=(--zero "$zero" --precision "$prec" --attention "$attn" --p2p "$p2p")
-    args+=(--grad-sync "$gs" --json)
+    args+=(--grad-sync "$gs" --grad-accum "${ga:-fused}" --json)
     layout_extras "$il" "$sp"
     [ "$tp" -gt 1 ] && [ "$tpo" != none ] && args+=(--tp-overlap "$tpo")
     [ "$opg" = 1 ] && args+=(--overlap-param-gather)

@@ -89,10 +89,12 @@ done
 profile_models path "$H100" "$MODELS" $(model_names "$MODELS")
 # columns: run model gpus tp pp dp global_batch microbatch_size interleave recompute
 #          sequence_parallel zero precision attention published_tflops_per_gpu published_mfu
-while IFS=$'\t' read -r run model gpus tp pp dp gb mbs il rc sp zero prec attn _ _; do
+#          grad_accum
+while IFS=$'\t' read -r run model gpus tp pp dp gb mbs il rc sp zero prec attn _ _ ga; do
     [ "$run" = run ] && continue
     plan_args "$MODELS/$model.json" "$d/cluster.json" "$gpus" "$tp" "$pp" "$dp" "$gb" "$mbs" "$rc"
-    args+=(--zero "$zero" --precision "$prec" --attention "$attn" --json)
+    args+=(--zero "$zero" --precision "$prec" --attention "$attn" --grad-accum "${ga:-fused}")
+    args+=(--json)
     layout_extras "$il" "$sp"
     [ "$zero" = 1 ] && [ "$OPG" = 1 ] && args+=(--overlap-param-gather)
     [ "$tp" -gt 1 ] && args+=(--tp-overlap "$TPO")

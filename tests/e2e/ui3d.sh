@@ -404,6 +404,13 @@ saved "w s $TE" "$L $TE" 'ws' "--tp 2 --pp 2 --dp 4 $TE" 'cross_entropy=te'
 want=$(sed 's/^plumb: plan: /plumb: ui: /' "$d/perr")
 [ $rc = 2 ] && [ "$(wc -l <"$d/uerr")" = 1 ] && [ "$(cat "$d/uerr")" = "$want" ] ||
     { echo "FAIL ui --cross-entropy fused: exit $rc, '$(cat "$d/uerr")', plan says '$want'"; fail=1; }
+# The unfused gradient accumulation (--grad-accum unfused) likewise: the first frame and w
+# at plan's figures under it, the runtime row names it, s saves a plan that carries it
+GA="--grad-accum unfused"
+check "$GA" 'grad-accum-unfused' "$L $GA" "$L $GA" ''
+differs "$GA" "$L $GA" "$L"
+check "w with $GA" 'grad-accum-unfused' "--tp 2 --pp 2 --dp 4 $GA" "$L $GA" 'w'
+saved "w s $GA" "$L $GA" 'ws' "--tp 2 --pp 2 --dp 4 $GA" 'grad_accum=unfused'
 
 # a plan file of a transformer's fp8 layout (tp 1) that does not name its model (its
 # "model" taken out, as files were written before) re-plans only as a layout: - (which the
