@@ -99,6 +99,25 @@ static double send_s(const sim_model *mo, const sim_net *net, const plan *pl, in
 }
 
 
+/* Into peers[l], per level l of net, how many of plan stage st's replicas send from the
+ * level-(l - 1) group of its first replica's device (the group whose level-l egress port
+ * the simulator queues their sends at, eng_path_ports; a replica sends from its
+ * tensor-parallel group's first device, plan_stage.devices[j], 1 / tp of the cut where
+ * scatter-gather splits it); peers[0] = 1 (the device's own port). */
+static void stage_peers(const plan *pl, const sim_net *net, int st, int *peers)
+{
+    const plan_stage *ps = &pl->stages[st];
+    for (int l = 0; l < CLUSTER_MAX_LEVELS; l++) {
+        peers[l] = 1;
+        if (l == 0 || l >= net->nlevels || !ps->devices || ps->replicas < 2 ||
+            net->gsize[l - 1] < 1)
+            continue;
+        long long g = ps->devices[0] / net->gsize[l - 1];
+        for (int j = 1; j < ps->replicas; j++)
+            peers[l] += ps->devices[j] / net->gsize[l - 1] == g;
+    }
+}
+
 /* 1 when more of schedule s's backwards are whole (B) than split (I). */
 static int whole_backwards(const schedule *s)
 {
@@ -273,6 +292,7 @@ static void est_figures(const plan *pl, const schedule *s, const schedule *rs,
                                   (pl->recompute == RECOMPUTE_FULL ? tpf : 0),
                             .send = send, .hold = hold, .lvl = lvl};
         st[k].step = mo->worker_mem_Bps[w0] > 0 ? mo->step_bytes[k] / mo->worker_mem_Bps[w0] : 0;
+        stage_peers(pl, net, k, st[k].peers);
     }
     double fill_p2p;
     est_pipeline(st, S, p, m, steady, pl->p2p_sync, tr, out, &fill_p2p);

@@ -1,7 +1,7 @@
 /* search3d_est_sync.c: the 3D search's estimate of an interleaved pipeline under p2p
  * sync (planner/search3d_impl.h): its order replayed under the simulator's synchronous
- * rules (sim/engine_sync.c: batches, rendezvous, the gate, one-lane egress ports), and the
- * same replay without them, whose difference is the time sync adds. */
+ * rules (sim/engine_sync.c: batches, rendezvous, the gate, egress ports short of lanes),
+ * and the same replay without them, whose difference is the time sync adds. */
 #include "planner/search3d_impl.h"
 
 #include <math.h>
@@ -47,23 +47,28 @@ static double sync_start(const est_sync *x, int c, int rc)
     return ps < 0 || pr < 0 ? -1 : fmax(ps, pr);
 }
 
-/* 1 when the sends over cuts a and b, from one device, share an egress port of one lane
+/* 1 when the sends over cuts a and b, from a device of stage k, queue at an egress port
  * (eng_path_ports: level 0's is the device's, alone inside a server; levels 1..L the
- * sender's group's). */
-static int sync_share(const est_sync *x, int a, int b)
+ * sender's group's): the port has fewer lanes than the two sends of every replica of the
+ * stage that sends through it (st[k].peers; they run one order in step, so their batches
+ * send at once). The simulator sends a replica's cut as one transfer from its worker, on
+ * its tensor-parallel group's first device, so on a DGX H100 server at tp 1 eight replicas
+ * put 16 sends on the 8 lanes of its level-1 port (half of them wait a hold), at tp 2 four
+ * put 8 and at tp 4 two put 4 (none waits). */
+static int sync_share(const est_sync *x, int a, int b, int k)
 {
     int L1 = x->st[a].lvl, L2 = x->st[b].lvl;
     if (L1 < 0 || L2 < 0) return 0;
     if (L1 == 0 || L2 == 0) return L1 == L2 && x->lanes[0] < 2;
     for (int l = 1; l <= (L1 < L2 ? L1 : L2); l++)
-        if (x->lanes[l] < 2) return 1;
+        if (x->lanes[l] < 2 * x->st[k].peers[l]) return 1;
     return 0;
 }
 
-/* When c's output arrives at rc: its start, or, when the other send of its batch shares a
- * one-lane port with it or goes to the same worker (pp 2: the one link between the two
- * devices) and started first (the earlier in the list on a tie), once that one has left
- * the port; plus its send. -1 when not yet known. */
+/* When c's output arrives at rc: its start, or, when the other send of its batch queues
+ * at a port with it (sync_share) or goes to the same worker (pp 2: the one link between
+ * the two devices) and started first (the earlier in the list on a tie), once that one
+ * has left the port; plus its send. -1 when not yet known. */
 static double sync_arrival(const est_sync *x, int c, int rc)
 {
     double t = sync_start(x, c, rc);
@@ -73,7 +78,8 @@ static double sync_arrival(const est_sync *x, int c, int rc)
         for (int i = q; i >= x->off[w] && i < x->off[w + 1] && x->nbp[i] == g; i += q - c) {
             int ri = sync_consumer(x, i), ki = sync_cut(x, i);
             /* one link between the two devices: both to one receiver (pp 2) */
-            if (ri < 0 || (!sync_share(x, k, ki) && x->who[ri] != x->who[rc])) continue;
+            if (ri < 0 || (!sync_share(x, k, ki, x->ca[c]->stage) && x->who[ri] != x->who[rc]))
+                continue;
             double ti = sync_start(x, i, ri);
             if (ti < 0) return -1;
             if (ti < t || (ti == t && i < c)) t = fmax(t, ti + x->st[ki].hold);
@@ -96,8 +102,8 @@ static double sync_arrival(const est_sync *x, int c, int rc)
  * after its last backward: the ALLREDUCE before the STEP, which holds the worker, not
  * gated; the pricing schedule of one replica has none in its lists; nothing where ar is
  * NULL). The two sends of a
- * batch leave at once, or one after the other when they share an egress port of one lane
- * (sync_arrival; the other workers' sends through a server's port are not counted). sync 0:
+ * batch leave at once, or one after the other when the port they leave by has fewer lanes
+ * than the sends of the stage's replicas on the server (sync_share, sync_arrival). sync 0:
  * the same replay without the rendezvous and the gate, each transfer leaving when its data
  * is made. Returns the makespan of the computations (-1 when the lists stall, or on no
  * memory); *slope: the time per microbatch of the steady pairs of the rank with the most

@@ -20,6 +20,10 @@ typedef struct est_stage {
     double F, B, I, W, tp, step, send;
     double hold; /* of send: the time it holds its link and ports (bytes over rate) */
     int lvl;     /* the level its path crosses (sim_net_path), -1 when nothing moves */
+    /* per level l >= 1: the stage's replicas (one sending worker each, on its tensor-parallel
+     * group's first device) in its first replica's level-(l - 1) group, which share that
+     * group's level-l egress port with it; 1 at level 0 (the device's own port) */
+    int peers[CLUSTER_MAX_LEVELS];
 } est_stage;
 
 /* One action of a schedule's order that the overlapped replay (est_replay) times: a
