@@ -29,6 +29,11 @@ if compgen -G "$d/out.json*" >/dev/null; then echo "FAIL import left a partial f
 sed '0,/forward_compute_time=4.000/s//forward_compute_time=1e300/' tests/data/pipedream_tiny_graph.txt > "$d/g.txt"
 expect_bad import-bound 'g.txt:2: forward_compute_time: expected a number from 0 to 1e+09 (got 1e+300)' \
     "$P" import pipedream "$d/g.txt" -b 4 -o "$d/out.json"
+# a plan whose profile path is not there: the line names the plan, its field and the path as
+# written and as read (relative to the plan's folder); it named only the resolved path
+sed 's#"profile": "[^"]*"#"profile": "nope/vgg16.json"#' examples/plans/vgg16-4stage-1f1b.json > "$d/noprof.json"
+expect_bad plan-profile-missing "noprof.json: profile: expected the path of a profile file, relative to the plan's folder, or the embedded profile object (got \"nope/vgg16.json\": $d/nope/vgg16.json: No such file or directory)" \
+    "$P" sim "$d/noprof.json" --json
 # values outside the physical bounds (docs/formats.md): refused at load, never simulated
 # (1e-308 Gbit/s once crashed plumb ui --snapshot and made plumb sim --svg run forever)
 sed 's/"bandwidth_gbit_per_s": *[0-9.]*/"bandwidth_gbit_per_s": 1e-308/' \
