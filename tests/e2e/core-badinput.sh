@@ -73,6 +73,11 @@ done
 sed 's/"kernel_overhead_us": *[0-9.]*/"kernel_overhead_us": 2147483648/' $DGX > "$d/kov.json"
 expect_bad device-kernel-overhead 'kov.json: device_types\[0\].efficiency.kernel_overhead_us: expected a time from 0 to 1e+07 us' \
     "$P" info "$d/kov.json"
+# an efficiency fraction below 0.1 % of the peak is refused at load naming the field (1e-308
+# made every block's time 3e305 ms, refused as "(analytic profile): layers[0].forward_ms")
+sed 's/"memory": 0.6/"memory": 1e-308/' $DGX > "$d/eff.json"
+expect_bad device-efficiency-tiny 'eff.json: device_types\[0\].efficiency.memory: expected a fraction of the peak from 0.001 to 1 (got 1e-308)' \
+    "$P" plan --model examples/llm/gpt-mini.json -c "$d/eff.json" --gpus 8 --global-batch 16
 [ -e "$d/p.json" ] && { echo "FAIL device-peak-tiny-profile wrote a profile"; fail=1; }
 sed '0,/"parameter_bytes":[[:space:]]*[0-9.e+-]*/s//"parameter_bytes": 1e308/' \
     profiles/pipedream/alexnet.json > "$d/huge.json"
