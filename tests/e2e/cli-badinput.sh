@@ -47,6 +47,11 @@ expect_bad plan-search-seq-len "plan: --seq-len: expected 1 to the model's 1024 
 expect_bad sweep-model-seq-len "sweep: --seq-len: expected 1 to the model's 1024 learned positions" \
     "$P" sweep --model examples/llm/gpt2.json -c profiles/clusters/dgx-a100-80g.json --gpus 8..16 \
     --global-batch 16 --seq-len 2048
+# a sequence whose blocks' figures pass the profile's bounds at no layout: the search gives
+# the fixed layout's line (it blamed "--microbatch-size ... (got 0)")
+expect_bad plan-search-seq-len-huge '^plumb: (analytic profile): layers\[1\]\.backward_ms: expected a number from 0 to 1e+09' \
+    "$P" plan --model examples/llm/llama3-8b.json -c profiles/clusters/dgx-h100.json --gpus 64 \
+    --global-batch 8 --seq-len 100000000
 expect_bad plan-out-fifo '-o .*ofifo: is a FIFO; expected a file name' \
     "$P" plan -p "$d/prof.json" -c "$d/cluster.json" -o "$d/ofifo"
 expect_bad sim-trace-fifo '--trace .*ofifo: is a FIFO' \
