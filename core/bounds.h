@@ -23,6 +23,10 @@
 #define BOUND_MEMORY_BPS_MIN 1e3      /* a device's memory bandwidth, bytes/s: 1 kB/s ... */
 #define BOUND_MEMORY_BPS_MAX 1e15     /* ... 1 PB/s (kernel overheads: 0 to the latency's
                                          BOUND_LATENCY_S_MAX) */
+#define BOUND_EFFICIENCY_MIN 1e-3     /* a device's efficiency fractions (gemm, attention,
+                                         memory, gemm_fp8): 0.1 % of the peak ... 1 (1e-308
+                                         made a block's time 3e305 ms, refused as the
+                                         analytic profile's, far from the cluster file) */
 #define BOUND_LAYER_MS_MAX 1e9        /* a layer's forward/backward time: 1e6 s (11.6 days) */
 #define BOUND_BYTES_MAX 1e15          /* 1 PB: a layer's activations, parameters, saved
                                          tensors, buffers; a profile's input bytes */

@@ -99,10 +99,11 @@ int device_figures_validate(const device_type *t, const char *file, const char *
     const struct { double v; const char *key; } fr[] = {
         {t->eff.gemm, "efficiency.gemm"}, {t->eff.attention, "efficiency.attention"},
         {t->eff.memory, "efficiency.memory"}, {t->eff.gemm_fp8, "efficiency.gemm_fp8"}};
-    for (int i = 0; i < 4; i++)
-        if (!isfinite(fr[i].v) || fr[i].v > 1)
+    for (int i = 0; i < 4; i++) /* absent: <= 0 (gemm_fp8 alone may be) */
+        if (!isfinite(fr[i].v) || fr[i].v > 1 || (fr[i].v > 0 && fr[i].v < BOUND_EFFICIENCY_MIN))
             return err_set(err, file, json_path(fp, sizeof fp, path, fr[i].key),
-                           "expected a fraction of the peak in (0, 1] (got %g)", fr[i].v);
+                           "expected a fraction of the peak from %g to 1 (got %g)",
+                           BOUND_EFFICIENCY_MIN, fr[i].v);
     /* core/bounds.h's ranges (absent: <= 0, or < 0 for the overhead): a peak of 1e-308
      * TFLOP/s or a memory of 1e-299 bytes/s made every block's time infinite, refused far
      * from the file ("plan: --microbatch-size: ... (got 0)", "(analytic profile):

@@ -5,11 +5,13 @@
  * comparison, and the small builders the planner uses. */
 #include "plan.h"
 
+#include <errno.h>
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "bounds.h"
 #include "device.h"
@@ -766,6 +768,17 @@ static int load_noun(const jctx *jc, const cJSON *root, const char *key, int is_
     if (!(*ref = strdup(v->valuestring))) return err_set(jc->err, jc->file, key, "out of memory");
     char *path = plan_ref_path(jc->file, v->valuestring);
     if (!path) return err_set(jc->err, jc->file, key, "out of memory");
+    struct stat st; /* a path that is not there: the line names the plan and its field (it
+                     * named only the resolved path: "plumb: ../x.json: cannot open: ...") */
+    if (stat(path, &st) != 0) {
+        int e = errno;
+        err_set(jc->err, jc->file, key,
+                "expected the path of a %s file, relative to the plan's folder, or the "
+                "embedded %s object (got %s: %s: %s)", key, key,
+                json_describe(v, got, sizeof got), path, strerror(e));
+        free(path);
+        return -1;
+    }
     *out = is_profile ? (void *)profile_load(path, jc->err) : (void *)cluster_load(path, jc->err);
     free(path);
     return *out ? 0 : -1;

@@ -2,6 +2,7 @@
  * executed by the pipeline runtime, with the same sample order, then the final weights
  * evaluated on the test set by a sequential trainer. */
 #include <ctype.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -83,6 +84,19 @@ static void on_loss(void *user, int it, double loss, double correct, double rows
         }
     }
     pthread_mutex_unlock(&p->mu);
+}
+
+/* 0 when every loss sum of iterations [from, to) is finite, else -1 with the sequential
+ * trainer's line naming the first step whose loss was not (the pipelined run trained on to
+ * a NaN loss, exit 0, and saved its NaN weights with --save). A process that holds no loss
+ * worker has zero sums here until the run's sums are gathered. */
+static int check_diverged(const progress *p, long from, long to, plumb_err *err)
+{
+    for (long i = from; i < to; i++)
+        if (!isfinite(p->l[i]))
+            return err_set(err, NULL, NULL, "the loss diverged (not finite) at step %ld; lower "
+                           "--lr", i + 1);
+    return 0;
 }
 
 /* Sums a process's share of weights, optimizer state and losses over all processes of a
@@ -342,6 +356,7 @@ int train_run_pipeline(const train_run_cfg *rc, const schedule *s, const int *fi
         take(&cur_w, &rr.params);
         take(&cur_m, &rr.opt_m);
         take(&cur_v, &rr.opt_v);
+        if (check_diverged(&pg, it0, it1, err)) goto done;
         if (every_ck > 0 && rc->checkpoint_dir && rc->rank == 0) {
             ckpt c = {(int)rc->cfg.opt.kind, it1, cur_w, cur_m, cur_v};
             if (ckpt_save_dir(rc->checkpoint_dir, m, &c, 2, err)) goto done;
@@ -354,7 +369,7 @@ int train_run_pipeline(const train_run_cfg *rc, const schedule *s, const int *fi
                   rc->tr->allsum_double(rc->tr, pg.c, (size_t)total, err) ||
                   rc->tr->allsum_double(rc->tr, pg.r, (size_t)total, err);
         pthread_mutex_unlock(&pg.mu);
-        if (bad) goto done;
+        if (bad || check_diverged(&pg, start, total, err)) goto done;
     }
     if (trace && rc->tr && rc->tr->allsum_double &&
         (train_trace_gather(rc->tr, rc->rank, s->nworkers * tpn, &rr.trace, err) ||

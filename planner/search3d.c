@@ -114,6 +114,11 @@ typedef struct cand_list {
                                do not fit (for the message when none fits) */
     double smallest_ratio;
     int min_dp;             /* the fewest replicas of any layout (for the batch's message) */
+    long long built;        /* layouts whose plan was built (their profile made) */
+    plumb_err build_err;    /* the first layout's build error, for the line when none was
+                               built: a device whose figures give a block a time past the
+                               profile's bounds failed every layout alike, and the search
+                               blamed "--microbatch-size ... (got 0)" */
 } cand_list;
 
 static int list_push(cand_list *L, const search3d_cand *c)
@@ -340,7 +345,11 @@ static int enumerate(cand_list *L, const transformer *t, const cluster *cut,
                         plumb_err e2 = {{0}};
                         if (layout3d_resolve(t, cut, cluster_file, &l, &d, &e2)) continue;
                         plan *pl = layout3d_build(t, cut, cluster_file, &l, &e2);
-                        if (!pl) continue; /* e.g. a tp the model does not divide */
+                        if (!pl) { /* e.g. a tp the model does not divide */
+                            if (!L->build_err.msg[0]) L->build_err = e2;
+                            continue;
+                        }
+                        L->built++;
                         int rc = try_plan(L, o, pl, l, &d, &fit_b, err);
                         plan_free(pl);
                         if (rc) return -1;
@@ -442,6 +451,10 @@ static void explain(const cand_list *L, const transformer *t, const cluster *cut
     }
     if (L->smallest_ratio > 0) {
         no_fit(L, o, gpus, err);
+        return;
+    }
+    if (!L->built && L->build_err.msg[0]) { /* every layout failed to build: say why */
+        *err = L->build_err;
         return;
     }
     err_set(err, NULL, "--microbatch-size", "expected a microbatch size that divides the "

@@ -230,13 +230,18 @@ Test(plan, profile_and_cluster_by_relative_path)
     cr_assert(cJSON_IsObject(cJSON_GetObjectItem(j2, "profile")));
     cr_assert(cJSON_IsObject(cJSON_GetObjectItem(j2, "cluster")));
     cJSON_Delete(j2);
-    /* a missing referenced file is named in the message */
+    /* a missing referenced file: the line names the plan, its field, the path as written
+     * and as resolved against the plan's folder */
     unlink(path);
     snprintf(path, sizeof path, "%s/clus.json", tmp);
     unlink(path);
     snprintf(path, sizeof path, "%s/plan.json", tmp);
     cr_assert_null(plan_load(path, &err));
-    cr_assert(strstr(err.msg, "clus.json: cannot open") != NULL, "%s", err.msg);
+    char want[1024];
+    snprintf(want, sizeof want, "%s/plan.json: cluster: expected the path of a cluster file, "
+             "relative to the plan's folder, or the embedded cluster object (got \"clus.json\": "
+             "%s/clus.json: No such file or directory)", tmp, tmp);
+    cr_assert_str_eq(err.msg, want);
     plan_free(b);
     plan_free(pl);
     rm_tree(tmp);

@@ -60,6 +60,11 @@ expect_bad sweep-grad-accum 'sweep: --grad-accum: expected fused or unfused .got
     "$P" sweep "${GA_M[@]}" --gpus 8..16 --global-batch 16 --grad-accum foo
 expect_bad ui-grad-accum 'ui: --grad-accum: expected fused or unfused .got "foo".$' \
     "$P" ui "${GA_M[@]}" --tp 1 --pp 2 --dp 4 --global-batch 16 --grad-accum foo --snapshot 80x24
+# a sequence whose blocks' figures pass the profile's bounds at no layout: the search gives
+# the fixed layout's line (it blamed "--microbatch-size ... (got 0)")
+expect_bad plan-search-seq-len-huge '^plumb: (analytic profile): layers\[1\]\.backward_ms: expected a number from 0 to 1e+09' \
+    "$P" plan --model examples/llm/llama3-8b.json -c profiles/clusters/dgx-h100.json --gpus 64 \
+    --global-batch 8 --seq-len 100000000
 expect_bad plan-out-fifo '-o .*ofifo: is a FIFO; expected a file name' \
     "$P" plan -p "$d/prof.json" -c "$d/cluster.json" -o "$d/ofifo"
 expect_bad sim-trace-fifo '--trace .*ofifo: is a FIFO' \
@@ -110,6 +115,19 @@ expect_bad sim-iterations-garbage '--iterations: expected an integer from 1 to' 
 expect_bad train-lr-nan '--lr: expected a number > 0' "$P" train "$d/model.json" --lr nan
 expect_bad train-lr-huge '--lr: expected a number > 0 and at most 1000' \
     "$P" train "$d/model.json" --lr 1e300
+# a pipelined run whose loss diverges stops with the sequential run's line, exit 1, and
+# leaves the --save file as it was (it trained on to a NaN loss, exit 0, and saved NaN weights)
+echo keep >"$d/keep.ckpt"
+for sch in "" "--schedule gpipe --stages 2" "--schedule pipedream --stages 2"; do
+    # shellcheck disable=SC2086
+    "$P" train "$d/model.json" --steps 30 --lr 1000 --data synthetic --quiet $sch \
+        --save "$d/keep.ckpt" >"$d/out" 2>"$d/err"
+    rc=$?
+    [ $rc = 1 ] && grep -q '^plumb: the loss diverged (not finite) at step [0-9]*; lower --lr$' "$d/err" &&
+        [ "$(cat "$d/keep.ckpt")" = keep ] ||
+        { echo "FAIL train-diverged '$sch': exit $rc: $(head -c 200 "$d/err")"; fail=1; }
+done
+rm -f "$d/keep.ckpt"
 expect_bad train-momentum-over-1 '--momentum: expected a number >= 0 and at most 1' \
     "$P" train "$d/model.json" --momentum 1.5
 expect_bad train-checkpoint-missing-parent 'train: --checkpoint .*: folder .*/nope does not exist' \

@@ -29,6 +29,11 @@ if compgen -G "$d/out.json*" >/dev/null; then echo "FAIL import left a partial f
 sed '0,/forward_compute_time=4.000/s//forward_compute_time=1e300/' tests/data/pipedream_tiny_graph.txt > "$d/g.txt"
 expect_bad import-bound 'g.txt:2: forward_compute_time: expected a number from 0 to 1e+09 (got 1e+300)' \
     "$P" import pipedream "$d/g.txt" -b 4 -o "$d/out.json"
+# a plan whose profile path is not there: the line names the plan, its field and the path as
+# written and as read (relative to the plan's folder); it named only the resolved path
+sed 's#"profile": "[^"]*"#"profile": "nope/vgg16.json"#' examples/plans/vgg16-4stage-1f1b.json > "$d/noprof.json"
+expect_bad plan-profile-missing "noprof.json: profile: expected the path of a profile file, relative to the plan's folder, or the embedded profile object (got \"nope/vgg16.json\": $d/nope/vgg16.json: No such file or directory)" \
+    "$P" sim "$d/noprof.json" --json
 # values outside the physical bounds (docs/formats.md): refused at load, never simulated
 # (1e-308 Gbit/s once crashed plumb ui --snapshot and made plumb sim --svg run forever)
 sed 's/"bandwidth_gbit_per_s": *[0-9.]*/"bandwidth_gbit_per_s": 1e-308/' \
@@ -56,9 +61,23 @@ expect_bad device-peak-huge 'peak_tflops_by_precision.fp16: expected a peak from
 sed 's/"memory_gbyte_per_s": *[0-9.]*/"memory_gbyte_per_s": 1e-308/' $DGX > "$d/mbw.json"
 expect_bad device-memory-bw-tiny 'mbw.json: device_types\[0\].memory_gbyte_per_s: expected a bandwidth from 1e-06 to 1e+06 GB/s' \
     "$P" plan --model examples/llm/gpt-mini.json -c "$d/mbw.json" --gpus 8 --global-batch 16
+# a device in bounds whose figures give a block a time past the profile's (1e-6 GB/s of
+# memory bandwidth on GPT-3 175B): the search and sweep --model give the fixed layout's
+# line (every layout's profile failed alike, and they blamed "--microbatch-size ... (got 0)")
+sed 's/"memory_gbyte_per_s": *[0-9.]*/"memory_gbyte_per_s": 1e-6/' $DGX > "$d/mbw6.json"
+for c in "plan --gpus 64" "sweep --gpus 64..128"; do
+    # shellcheck disable=SC2086
+    expect_bad "device-slow-search-${c%% *}" 'layers\[1\].forward_ms: expected a number from 0 to 1e+09' \
+        "$P" $c --model examples/llm/gpt3-175b.json -c "$d/mbw6.json" --global-batch 16
+done
 sed 's/"kernel_overhead_us": *[0-9.]*/"kernel_overhead_us": 2147483648/' $DGX > "$d/kov.json"
 expect_bad device-kernel-overhead 'kov.json: device_types\[0\].efficiency.kernel_overhead_us: expected a time from 0 to 1e+07 us' \
     "$P" info "$d/kov.json"
+# an efficiency fraction below 0.1 % of the peak is refused at load naming the field (1e-308
+# made every block's time 3e305 ms, refused as "(analytic profile): layers[0].forward_ms")
+sed 's/"memory": 0.6/"memory": 1e-308/' $DGX > "$d/eff.json"
+expect_bad device-efficiency-tiny 'eff.json: device_types\[0\].efficiency.memory: expected a fraction of the peak from 0.001 to 1 (got 1e-308)' \
+    "$P" plan --model examples/llm/gpt-mini.json -c "$d/eff.json" --gpus 8 --global-batch 16
 [ -e "$d/p.json" ] && { echo "FAIL device-peak-tiny-profile wrote a profile"; fail=1; }
 sed '0,/"parameter_bytes":[[:space:]]*[0-9.e+-]*/s//"parameter_bytes": 1e308/' \
     profiles/pipedream/alexnet.json > "$d/huge.json"
