@@ -1,7 +1,8 @@
 /* transformer.c: reading transformer descriptions (Hugging Face config.json files of the
- * gpt2, gpt_neox, llama, mistral, qwen2 and qwen3 families, and plumb-transformer/1), their
- * parameter counts, sliding windows and matrix-multiply FLOPs. Every missing, unknown or bad key gets
- * one error line naming the file and the key. */
+ * gpt2, gpt_neox, llama, mistral, qwen2, qwen3, gemma, gemma2 and gemma3_text families, and
+ * plumb-transformer/1), copying, comparing and writing them (sizes and FLOPs:
+ * transformer_size.c). Every missing, unknown or bad key gets one error line naming the file
+ * and the key. */
 #include "transformer.h"
 
 #include <stdio.h>
@@ -32,6 +33,7 @@ void transformer_free(transformer *t)
     if (!t) return;
     free(t->name);
     free(t->family);
+    free(t->full_layers);
     free(t);
 }
 
@@ -113,7 +115,9 @@ static int get_choice(const jctx *jc, const cJSON *root, const char *key,
 
 /* ---- the families ---------------------------------------------------------------------- */
 
-typedef enum fam { F_GPT2, F_NEOX, F_LLAMA, F_MISTRAL, F_QWEN2, F_QWEN3, F_PLUMB } fam;
+typedef enum fam {
+    F_GPT2, F_NEOX, F_LLAMA, F_MISTRAL, F_QWEN2, F_QWEN3, F_GEMMA, F_GEMMA2, F_GEMMA3, F_PLUMB
+} fam;
 
 static const struct {
     const char *model_type, *architecture;
@@ -125,6 +129,9 @@ static const struct {
     {"mistral", "MistralForCausalLM", F_MISTRAL},
     {"qwen2", "Qwen2ForCausalLM", F_QWEN2},
     {"qwen3", "Qwen3ForCausalLM", F_QWEN3},
+    {"gemma", "GemmaForCausalLM", F_GEMMA},
+    {"gemma2", "Gemma2ForCausalLM", F_GEMMA2},
+    {"gemma3_text", "Gemma3ForCausalLM", F_GEMMA3},
 };
 #define NFAMILIES ((int)(sizeof FAMILIES / sizeof FAMILIES[0]))
 
@@ -142,7 +149,7 @@ static int hf_family(const jctx *jc, const cJSON *root, fam *out)
         if (!cJSON_IsString(a0))
             return err_set(jc->err, jc->file, "model_type",
                            "missing; expected a model type (gpt2, gpt_neox, llama, mistral, "
-                           "qwen2, qwen3) or an architectures list");
+                           "qwen2, qwen3, gemma, gemma2, gemma3_text) or an architectures list");
         s = a0->valuestring;
     }
     for (int i = 0; i < NFAMILIES; i++)
@@ -150,11 +157,18 @@ static int hf_family(const jctx *jc, const cJSON *root, fam *out)
             *out = FAMILIES[i].f;
             return 0;
         }
+    if (strcmp(s, mt ? "gemma3" : "Gemma3ForConditionalGeneration") == 0)
+        return err_set(jc->err, jc->file, key,
+                       "\"%s\" is Gemma 3's image-and-text model, whose vision tower plumb does "
+                       "not price; expected its language model alone: give its text_config as "
+                       "a file of its own with \"model_type\": \"gemma3_text\"", s);
     return err_set(jc->err, jc->file, key,
                    "unknown architecture; expected %s (got \"%.60s\")",
-                   mt ? "gpt2, gpt_neox, llama, mistral, qwen2 or qwen3"
+                   mt ? "gpt2, gpt_neox, llama, mistral, qwen2, qwen3, gemma, gemma2 or "
+                        "gemma3_text"
                       : "GPT2LMHeadModel, GPTNeoXForCausalLM, LlamaForCausalLM, "
-                        "MistralForCausalLM, Qwen2ForCausalLM or Qwen3ForCausalLM",
+                        "MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, "
+                        "GemmaForCausalLM, Gemma2ForCausalLM or Gemma3ForCausalLM",
                    s);
 }
 
@@ -180,38 +194,149 @@ static int load_gpt2(const jctx *jc, const cJSON *root, transformer *t)
            get_dropout(jc, root, "resid_pdrop", &t->dropout);
 }
 
-/* The sliding window of a mistral, qwen2 or qwen3 config into t->window (0: none).
- * mistral: sliding_window (null or absent: none). qwen2, qwen3: transformers' rule
- * (configuration_qwen2.py / configuration_qwen3.py): sliding_window counts only with
- * use_sliding_window true (default false), and then only on the layers at index >=
- * max_window_layers (default 28); plumb's blocks are alike, so a window on some layers but
- * not all is refused. sliding_window, when given, is checked whatever use_sliding_window
- * says. */
+/* The per-layer attention kinds at root.layer_types (transformers' list: one string a
+ * layer, "sliding_attention" or "full_attention") into full[] (1: full), *given set to 1;
+ * absent or null: *given 0 and full[] unchanged. */
+static int get_layer_types(const jctx *jc, const cJSON *root, long long layers,
+                           unsigned char *full, int *given)
+{
+    const cJSON *a = cJSON_GetObjectItemCaseSensitive(root, "layer_types");
+    *given = 0;
+    if (!a || cJSON_IsNull(a)) return 0;
+    if (!cJSON_IsArray(a) || cJSON_GetArraySize(a) != layers)
+        return err_set(jc->err, jc->file, "layer_types",
+                       "expected an array of %lld strings, one a layer, \"sliding_attention\" "
+                       "or \"full_attention\" (got %s of %d)", layers,
+                       cJSON_IsArray(a) ? "an array" : "no array",
+                       cJSON_IsArray(a) ? cJSON_GetArraySize(a) : 0);
+    long long l = 0;
+    for (const cJSON *v = a->child; v; v = v->next, l++) {
+        int sliding = cJSON_IsString(v) && strcmp(v->valuestring, "sliding_attention") == 0;
+        if (!sliding && !(cJSON_IsString(v) && strcmp(v->valuestring, "full_attention") == 0)) {
+            char key[48];
+            snprintf(key, sizeof key, "layer_types[%lld]", l);
+            return err_set(jc->err, jc->file, key, "expected \"sliding_attention\" or "
+                           "\"full_attention\" (got %s%.40s%s)", cJSON_IsString(v) ? "\"" : "",
+                           cJSON_IsString(v) ? v->valuestring : "no string",
+                           cJSON_IsString(v) ? "\"" : "");
+        }
+        full[l] = (unsigned char)!sliding;
+    }
+    *given = 1;
+    return 0;
+}
+
+/* t->window = w on the layers full[] leaves (layers entries, 1: full attention), kept in
+ * t->full_layers (a copy) unless every layer has the window; no window when w is 0 or no
+ * layer has it. */
+static int set_windows(const jctx *jc, transformer *t, long long w, const unsigned char *full)
+{
+    long long nfull = 0;
+    for (long long l = 0; l < t->layers; l++) nfull += full[l] != 0;
+    free(t->full_layers);
+    t->full_layers = NULL;
+    t->window = nfull < t->layers ? w : 0;
+    if (!t->window || !nfull) return 0;
+    if (!(t->full_layers = malloc((size_t)t->layers)))
+        return err_set(jc->err, jc->file, NULL, "out of memory");
+    memcpy(t->full_layers, full, (size_t)t->layers);
+    return 0;
+}
+
+/* The sliding window of a mistral, qwen2, qwen3, gemma2 or gemma3_text config into t->window
+ * and t->full_layers, by transformers' rules. mistral: sliding_window (null or absent: none)
+ * on every layer. qwen2, qwen3 (configuration_qwen2.py / configuration_qwen3.py):
+ * sliding_window counts only with use_sliding_window true (default false), and then on the
+ * layers layer_types marks "sliding_attention", or without it the layers at index >=
+ * max_window_layers (default 28). gemma2, gemma3_text: sliding_window (default 4096; null:
+ * none) on the layers layer_types marks, or without it gemma2's even layers (index % 2 == 0)
+ * and gemma3_text's all but every sliding_window_pattern-th (default 6: index + 1 a
+ * multiple of it is full). sliding_window, when given, is checked whatever else says. */
 static int get_window(const jctx *jc, const cJSON *root, fam f, transformer *t)
 {
-    long long w = 0, first = 28;
-    int use = f == F_MISTRAL;
+    long long w = 0, first = 28, pattern = 6;
+    int use = f != F_QWEN2 && f != F_QWEN3, given = 0, gemma = f == F_GEMMA2 || f == F_GEMMA3;
+    const cJSON *sw = cJSON_GetObjectItemCaseSensitive(root, "sliding_window");
+    if (gemma && !sw) w = 4096;
     if (get_dim(jc, root, "sliding_window", 0, &w)) return -1;
-    if (f != F_MISTRAL) {
+    unsigned char *full = calloc((size_t)t->layers, 1);
+    if (!full) return err_set(jc->err, jc->file, NULL, "out of memory");
+    int rc = -1;
+    if (f == F_QWEN2 || f == F_QWEN3) {
         const cJSON *m = cJSON_GetObjectItemCaseSensitive(root, "max_window_layers");
         if (get_flag(jc, root, "use_sliding_window", &use) ||
             (m && !cJSON_IsNull(m) &&
              json_get_int(jc, root, "", "max_window_layers", 0, 0, TF_MAX_DIM, &first)))
-            return -1;
-        if (use && w && first > 0 && first < t->layers)
-            return err_set(jc->err, jc->file, "use_sliding_window",
-                           "true with sliding_window %lld on layers %lld to %lld only "
-                           "(max_window_layers %lld of %lld): plumb prices every block alike; "
-                           "expected false, or max_window_layers 0 (a window on every layer) or "
-                           ">= num_hidden_layers (none)", w, first, t->layers - 1, first,
-                           t->layers);
-        if (first >= t->layers) use = 0;
+            goto done;
+        for (long long l = 0; l < t->layers; l++) full[l] = l < first;
+    } else if (f == F_GEMMA2) {
+        for (long long l = 0; l < t->layers; l++) full[l] = (l + 1) % 2 == 0;
+    } else if (f == F_GEMMA3) {
+        if (get_dim(jc, root, "sliding_window_pattern", 0, &pattern)) goto done;
+        for (long long l = 0; l < t->layers; l++) full[l] = (l + 1) % pattern == 0;
     }
-    t->window = use ? w : 0;
-    return 0;
+    if (f != F_MISTRAL && get_layer_types(jc, root, t->layers, full, &given)) goto done;
+    rc = set_windows(jc, t, use ? w : 0, full);
+done:
+    free(full);
+    return rc;
 }
 
-/* gpt_neox, llama, mistral, qwen2, qwen3: the common keys. All but gpt_neox take head_dim (the
+/* A soft-capping constant at root.key into *out: a positive number, or null (none: 0);
+ * absent: *out keeps its default. */
+static int get_softcap(const jctx *jc, const cJSON *root, const char *key, double *out)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, key);
+    if (!v) return 0;
+    if (cJSON_IsNull(v)) {
+        *out = 0;
+        return 0;
+    }
+    return json_get_num(jc, root, "", key, 1, J_POS, out);
+}
+
+/* gemma, gemma2, gemma3_text (transformers' modeling_gemma*.py): llama's block with head_dim
+ * and num_key_value_heads given, a gated GELU MLP (hidden_activation, else hidden_act),
+ * RMSNorm (its weight applied as 1 + w: the same cost), embeddings tied unless
+ * tie_word_embeddings says otherwise, attention_bias on the Q, K, V and output projections,
+ * the embedding scaled by sqrt(hidden_size). gemma2 and gemma3_text add a norm after the
+ * attention and one after the MLP, the attention scores' and the logits' soft-capping
+ * (attn_logit_softcapping, final_logit_softcapping: gemma2's default 50 and 30,
+ * gemma3_text's none) and the sliding window on some layers (get_window); gemma3_text adds
+ * q_norm and k_norm. query_pre_attn_scalar and the rope bases cost nothing. */
+static int load_gemma(const jctx *jc, const cJSON *root, fam f, transformer *t)
+{
+    int ab = 0;
+    t->gated_mlp = 1;
+    t->activation = TF_GELU;
+    t->norm = TF_RMSNORM;
+    t->tied_embeddings = 1;
+    t->embed_scale = 1;
+    t->post_norms = f != F_GEMMA;
+    t->qk_norm = f == F_GEMMA3;
+    if (f == F_GEMMA2) {
+        t->attn_softcap = 50;
+        t->final_softcap = 30;
+    }
+    static const char *const acts[] = {"hidden_act", "hidden_activation"};
+    for (int i = 0; i < 2; i++) {
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, acts[i]);
+        if (v && !cJSON_IsNull(v) && get_act(jc, root, acts[i], &t->activation)) return -1;
+    }
+    if (get_dim(jc, root, "num_key_value_heads", 1, &t->kv_heads) ||
+        get_dim(jc, root, "head_dim", 1, &t->head_dim) ||
+        get_flag(jc, root, "tie_word_embeddings", &t->tied_embeddings) ||
+        get_flag(jc, root, "attention_bias", &ab) ||
+        get_dropout(jc, root, "attention_dropout", &t->dropout))
+        return -1;
+    t->qkv_bias = t->out_bias = ab;
+    if (f == F_GEMMA) return 0;
+    return get_softcap(jc, root, "attn_logit_softcapping", &t->attn_softcap) ||
+           get_softcap(jc, root, "final_logit_softcapping", &t->final_softcap) ||
+           get_window(jc, root, f, t);
+}
+
+/* gpt_neox, llama, mistral, qwen2, qwen3 (and the gemma families: load_gemma): the common keys. All but gpt_neox take head_dim (the
  * head width; absent or null: hidden_size / num_attention_heads, as transformers' attention
  * modules read it). qwen3 is llama's block with attention_bias on the Q, K, V and output
  * projections (no MLP bias) and the per-head query and key RMSNorms (q_norm, k_norm). */
@@ -228,6 +353,7 @@ static int load_hf(const jctx *jc, const cJSON *root, fam f, transformer *t)
     t->learned_positions = 0;
     t->tied_embeddings = 0;
     t->dropout = 0;
+    if (f == F_GEMMA || f == F_GEMMA2 || f == F_GEMMA3) return load_gemma(jc, root, f, t);
     if (f == F_NEOX) {
         t->activation = TF_GELU;
         t->norm = TF_LAYERNORM;
@@ -264,7 +390,8 @@ static const char *const PLUMB_KEYS[] = {
     "format", "name", "description", "hidden_size", "num_hidden_layers", "num_attention_heads",
     "num_key_value_heads", "head_dim", "intermediate_size", "max_position_embeddings",
     "vocab_size", "mlp", "norm", "position_embedding", "bias", "qkv_bias", "out_bias",
-    "mlp_bias", "qk_norm", "sliding_window", "tie_word_embeddings", "dropout", NULL};
+    "mlp_bias", "qk_norm", "sliding_window", "layer_types", "post_norms", "embedding_scale",
+    "attn_logit_softcapping", "final_logit_softcapping", "tie_word_embeddings", "dropout", NULL};
 
 /* plumb-transformer/1's "mlp" words: the activation of each and whether it is gated (the
  * plain silu and the gated relu say what a Hugging Face config with those activations
@@ -299,11 +426,30 @@ static int load_plumb(const jctx *jc, const cJSON *root, transformer *t)
     t->norm = norm ? TF_RMSNORM : TF_LAYERNORM;
     t->learned_positions = p == 0;
     t->qkv_bias = t->out_bias = t->mlp_bias = bias; /* each projection's own key over it */
-    return get_flag(jc, root, "qkv_bias", &t->qkv_bias) ||
-           get_flag(jc, root, "out_bias", &t->out_bias) ||
-           get_flag(jc, root, "mlp_bias", &t->mlp_bias) ||
-           get_flag(jc, root, "qk_norm", &t->qk_norm) ||
-           get_dim(jc, root, "sliding_window", 0, &t->window);
+    long long w = 0;
+    if (get_flag(jc, root, "qkv_bias", &t->qkv_bias) ||
+        get_flag(jc, root, "out_bias", &t->out_bias) ||
+        get_flag(jc, root, "mlp_bias", &t->mlp_bias) ||
+        get_flag(jc, root, "qk_norm", &t->qk_norm) ||
+        get_flag(jc, root, "post_norms", &t->post_norms) ||
+        get_flag(jc, root, "embedding_scale", &t->embed_scale) ||
+        get_softcap(jc, root, "attn_logit_softcapping", &t->attn_softcap) ||
+        get_softcap(jc, root, "final_logit_softcapping", &t->final_softcap) ||
+        get_dim(jc, root, "sliding_window", 0, &w))
+        return -1;
+    /* layer_types: the blocks the window leaves (written only where some do) */
+    unsigned char *full = calloc((size_t)t->layers, 1);
+    int given = 0, rc = -1;
+    if (!full) return err_set(jc->err, jc->file, NULL, "out of memory");
+    if (!get_layer_types(jc, root, t->layers, full, &given)) {
+        if (given && !w)
+            err_set(jc->err, jc->file, "layer_types", "expected only with a sliding_window (the "
+                    "layers that have it)");
+        else
+            rc = set_windows(jc, t, w, full);
+    }
+    free(full);
+    return rc;
 }
 
 /* Shape rules every family shares. A head_dim given frees the width from dividing into the
@@ -392,84 +538,6 @@ transformer *transformer_load(const char *path, plumb_err *err)
     return t;
 }
 
-/* ---- sizes ------------------------------------------------------------------------------ */
-
-long long transformer_head_dim(const transformer *t)
-{
-    return t->head_dim ? t->head_dim : t->hidden / t->heads;
-}
-
-int transformer_own_head_dim(const transformer *t)
-{
-    return t->hidden % t->heads != 0 || transformer_head_dim(t) != t->hidden / t->heads;
-}
-
-long long transformer_attn_width(const transformer *t)
-{
-    return t->heads * transformer_head_dim(t);
-}
-
-/* Output width of the fused Q, K, V projection: (heads + 2 kv_heads) d. */
-static long long qkv_width(const transformer *t)
-{
-    return (t->heads + 2 * t->kv_heads) * transformer_head_dim(t);
-}
-
-static long long norm_params(const transformer *t)
-{
-    return t->norm == TF_LAYERNORM ? 2 * t->hidden : t->hidden;
-}
-
-long long transformer_block_params(const transformer *t)
-{
-    long long h = t->hidden, f = t->ffn, q = qkv_width(t), aw = transformer_attn_width(t);
-    long long attn = h * q + (t->qkv_bias ? q : 0) + aw * h + (t->out_bias ? h : 0) +
-                     (t->qk_norm ? 2 * transformer_head_dim(t) : 0); /* q_norm, k_norm */
-    long long mlp = t->gated_mlp ? 3 * h * f + (t->mlp_bias ? 2 * f + h : 0)
-                                 : 2 * h * f + (t->mlp_bias ? f + h : 0);
-    return attn + mlp + 2 * norm_params(t);
-}
-
-long long transformer_param_count(const transformer *t)
-{
-    long long h = t->hidden, emb = t->vocab * h;
-    long long pos = t->learned_positions ? t->max_positions * h : 0;
-    return emb + pos + t->layers * transformer_block_params(t) + norm_params(t) +
-           (t->tied_embeddings ? 0 : emb);
-}
-
-int transformer_window_applies(const transformer *t, long long seq)
-{
-    return t->window > 0 && t->window < seq;
-}
-
-double transformer_band_pairs(long long seq, long long w)
-{
-    if (seq < 1) return 0;
-    double s = (double)seq;
-    if (w <= 0 || w >= seq) return s * (s + 1) / 2;
-    double wd = (double)w; /* queries 0 .. w - 1 see i + 1 keys, the other s - w see w */
-    return wd * (wd + 1) / 2 + (s - wd) * wd;
-}
-
-long long transformer_counted_keys(const transformer *t, long long seq)
-{
-    return transformer_window_applies(t, seq) ? t->window : seq;
-}
-
-double transformer_forward_flops(const transformer *t)
-{
-    double h = (double)t->hidden, s = (double)t->seq, f = (double)t->ffn;
-    double aw = (double)transformer_attn_width(t); /* heads x d: h unless head_dim says */
-    double kv = (double)transformer_counted_keys(t, t->seq); /* keys counted per query */
-    double block = 2 * s * h * (double)qkv_width(t) /* Q, K, V */
-                   + 2 * s * kv * aw                /* scores Q K^T, all heads */
-                   + 2 * s * kv * aw                /* probabilities times V */
-                   + 2 * s * aw * h                 /* output projection */
-                   + (t->gated_mlp ? 6 : 4) * s * h * f;
-    return (double)t->layers * block + 2 * s * h * (double)t->vocab;
-}
-
 /* ---- copies and writing ------------------------------------------------------------------ */
 
 transformer *transformer_clone(const transformer *t)
@@ -480,7 +548,10 @@ transformer *transformer_clone(const transformer *t)
     *d = *t;
     d->name = t->name ? strdup(t->name) : NULL;
     d->family = t->family ? strdup(t->family) : NULL;
-    if ((t->name && !d->name) || (t->family && !d->family)) {
+    d->full_layers = t->full_layers ? malloc((size_t)t->layers) : NULL;
+    if (d->full_layers) memcpy(d->full_layers, t->full_layers, (size_t)t->layers);
+    if ((t->name && !d->name) || (t->family && !d->family) ||
+        (t->full_layers && !d->full_layers)) {
         transformer_free(d);
         return NULL;
     }
@@ -490,6 +561,14 @@ transformer *transformer_clone(const transformer *t)
 static int str_eq(const char *a, const char *b)
 {
     return (!a && !b) || (a && b && strcmp(a, b) == 0);
+}
+
+/* 1 when a and b (of as many layers) put the window on the same blocks. */
+static int same_windows(const transformer *a, const transformer *b)
+{
+    for (long long l = 0; l < a->layers; l++)
+        if (transformer_layer_window(a, l) != transformer_layer_window(b, l)) return 0;
+    return 1;
 }
 
 int transformer_equal(const transformer *a, const transformer *b)
@@ -505,7 +584,23 @@ int transformer_equal(const transformer *a, const transformer *b)
            a->qkv_bias == b->qkv_bias && a->out_bias == b->out_bias &&
            a->mlp_bias == b->mlp_bias && a->tied_embeddings == b->tied_embeddings &&
            a->dropout == b->dropout && (a->qk_norm != 0) == (b->qk_norm != 0) &&
-           a->window == b->window;
+           a->window == b->window && same_windows(a, b) &&
+           (a->post_norms != 0) == (b->post_norms != 0) &&
+           (a->embed_scale != 0) == (b->embed_scale != 0) &&
+           a->attn_softcap == b->attn_softcap && a->final_softcap == b->final_softcap;
+}
+
+/* o.layer_types: t's blocks as transformers names them; the array, or NULL when out of
+ * memory. */
+static cJSON *add_layer_types(cJSON *o, const transformer *t)
+{
+    cJSON *a = cJSON_AddArrayToObject(o, "layer_types");
+    for (long long l = 0; a && l < t->layers; l++) {
+        cJSON *v = cJSON_CreateString(transformer_layer_window(t, l) ? "sliding_attention"
+                                                                     : "full_attention");
+        if (!v || !cJSON_AddItemToArray(a, v)) return cJSON_Delete(v), NULL;
+    }
+    return a;
 }
 
 cJSON *transformer_to_json(const transformer *t)
@@ -515,8 +610,8 @@ cJSON *transformer_to_json(const transformer *t)
     for (int i = 0; i < NMLP; i++)
         if (MLP_ACT[i] == t->activation && MLP_GATED[i] == (t->gated_mlp != 0)) mlp = i;
     int bias = t->qkv_bias && t->out_bias && t->mlp_bias;
-    /* head_dim, qk_norm and sliding_window only where they say something, so that the
-     * description of every model without them reads as before */
+    /* head_dim, qk_norm, sliding_window, layer_types and Gemma's keys only where they say
+     * something, so that the description of every model without them reads as before */
     int own_d = transformer_own_head_dim(t);
     cJSON *o = cJSON_CreateObject();
     if (!o || mlp < 0) goto fail;
@@ -540,6 +635,11 @@ cJSON *transformer_to_json(const transformer *t)
         ((t->mlp_bias != 0) != bias && !cJSON_AddBoolToObject(o, "mlp_bias", t->mlp_bias)) ||
         (t->qk_norm && !cJSON_AddBoolToObject(o, "qk_norm", 1)) ||
         (t->window && !json_add_num(o, "sliding_window", (double)t->window)) ||
+        (t->window && t->full_layers && !add_layer_types(o, t)) ||
+        (t->post_norms && !cJSON_AddBoolToObject(o, "post_norms", 1)) ||
+        (t->embed_scale && !cJSON_AddBoolToObject(o, "embedding_scale", 1)) ||
+        (t->attn_softcap > 0 && !json_add_num(o, "attn_logit_softcapping", t->attn_softcap)) ||
+        (t->final_softcap > 0 && !json_add_num(o, "final_logit_softcapping", t->final_softcap)) ||
         !cJSON_AddBoolToObject(o, "tie_word_embeddings", t->tied_embeddings) ||
         !cJSON_AddBoolToObject(o, "dropout", t->dropout))
         goto fail;
