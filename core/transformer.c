@@ -11,6 +11,7 @@
 
 #include "bounds.h"
 #include "json.h"
+#include "transformer_read.h"
 
 /* The largest sizes taken: with these the parameter count stays below 2^63; the layers
  * are core/bounds.h's (a search's time grows with them). */
@@ -19,7 +20,6 @@ static const struct { const char *key; long long max; } LIMITS[] = {
     {"num_hidden_layers", BOUND_BLOCKS_MAX}, {"n_inner", 10000000},
     {"intermediate_size", 10000000}, {"head_dim", 1000000},
 };
-#define TF_MAX_DIM 100000000LL /* heads, vocabulary, positions */
 
 static long long dim_max(const char *key)
 {
@@ -41,8 +41,8 @@ void transformer_free(transformer *t)
 
 /* A positive integer at root.key into *out; an absent or null key is an error when
  * required, else *out keeps its default. */
-static int get_dim(const jctx *jc, const cJSON *root, const char *key, int required,
-                   long long *out)
+int tf_get_dim(const jctx *jc, const cJSON *root, const char *key, int required,
+               long long *out)
 {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, key);
     if (cJSON_IsNull(v) && !required) return 0;
@@ -54,7 +54,7 @@ static int get_dim(const jctx *jc, const cJSON *root, const char *key, int requi
 }
 
 /* A boolean at root.key into *out (absent or null: *out keeps its default). */
-static int get_flag(const jctx *jc, const cJSON *root, const char *key, int *out)
+int tf_get_flag(const jctx *jc, const cJSON *root, const char *key, int *out)
 {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, key);
     if (!v || cJSON_IsNull(v)) return 0;
@@ -62,7 +62,7 @@ static int get_flag(const jctx *jc, const cJSON *root, const char *key, int *out
 }
 
 /* A dropout probability at root.key: sets *out to 1 when it is > 0 (absent: unchanged). */
-static int get_dropout(const jctx *jc, const cJSON *root, const char *key, int *out)
+int tf_get_dropout(const jctx *jc, const cJSON *root, const char *key, int *out)
 {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, key);
     double p = 0;
@@ -75,7 +75,7 @@ static int get_dropout(const jctx *jc, const cJSON *root, const char *key, int *
 }
 
 /* The activation named at root.key (absent: *out keeps its default). */
-static int get_act(const jctx *jc, const cJSON *root, const char *key, tf_act *out)
+int tf_get_act(const jctx *jc, const cJSON *root, const char *key, tf_act *out)
 {
     static const struct { const char *name; tf_act act; } acts[] = {
         {"gelu", TF_GELU}, {"gelu_new", TF_GELU}, {"gelu_fast", TF_GELU},
@@ -115,13 +115,10 @@ static int get_choice(const jctx *jc, const cJSON *root, const char *key,
 
 /* ---- the families ---------------------------------------------------------------------- */
 
-typedef enum fam {
-    F_GPT2, F_NEOX, F_LLAMA, F_MISTRAL, F_QWEN2, F_QWEN3, F_GEMMA, F_GEMMA2, F_GEMMA3, F_PLUMB
-} fam;
 
 static const struct {
     const char *model_type, *architecture;
-    fam f;
+    tf_fam f;
 } FAMILIES[] = {
     {"gpt2", "GPT2LMHeadModel", F_GPT2},
     {"gpt_neox", "GPTNeoXForCausalLM", F_NEOX},
@@ -136,7 +133,7 @@ static const struct {
 #define NFAMILIES ((int)(sizeof FAMILIES / sizeof FAMILIES[0]))
 
 /* The family of a Hugging Face config: its model_type, else its architectures[0]. */
-static int hf_family(const jctx *jc, const cJSON *root, fam *out)
+static int hf_family(const jctx *jc, const cJSON *root, tf_fam *out)
 {
     const cJSON *mt = cJSON_GetObjectItemCaseSensitive(root, "model_type");
     const char *s = NULL, *key = "model_type";
@@ -175,10 +172,12 @@ static int hf_family(const jctx *jc, const cJSON *root, fam *out)
 static int load_gpt2(const jctx *jc, const cJSON *root, transformer *t)
 {
     t->ffn = 0;
-    if (get_dim(jc, root, "n_embd", 1, &t->hidden) || get_dim(jc, root, "n_layer", 1, &t->layers) ||
-        get_dim(jc, root, "n_head", 1, &t->heads) ||
-        get_dim(jc, root, "n_positions", 1, &t->max_positions) ||
-        get_dim(jc, root, "vocab_size", 1, &t->vocab) || get_dim(jc, root, "n_inner", 0, &t->ffn))
+    if (tf_get_dim(jc, root, "n_embd", 1, &t->hidden) ||
+        tf_get_dim(jc, root, "n_layer", 1, &t->layers) ||
+        tf_get_dim(jc, root, "n_head", 1, &t->heads) ||
+        tf_get_dim(jc, root, "n_positions", 1, &t->max_positions) ||
+        tf_get_dim(jc, root, "vocab_size", 1, &t->vocab) ||
+        tf_get_dim(jc, root, "n_inner", 0, &t->ffn))
         return -1;
     if (!t->ffn) t->ffn = 4 * t->hidden; /* n_inner null or absent: 4 h */
     t->kv_heads = t->heads;
@@ -188,198 +187,56 @@ static int load_gpt2(const jctx *jc, const cJSON *root, transformer *t)
     t->qkv_bias = t->out_bias = t->mlp_bias = 1;
     t->tied_embeddings = 1;
     t->dropout = 0;
-    return get_act(jc, root, "activation_function", &t->activation) ||
-           get_flag(jc, root, "tie_word_embeddings", &t->tied_embeddings) ||
-           get_dropout(jc, root, "attn_pdrop", &t->dropout) ||
-           get_dropout(jc, root, "resid_pdrop", &t->dropout);
+    return tf_get_act(jc, root, "activation_function", &t->activation) ||
+           tf_get_flag(jc, root, "tie_word_embeddings", &t->tied_embeddings) ||
+           tf_get_dropout(jc, root, "attn_pdrop", &t->dropout) ||
+           tf_get_dropout(jc, root, "resid_pdrop", &t->dropout);
 }
 
-/* The per-layer attention kinds at root.layer_types (transformers' list: one string a
- * layer, "sliding_attention" or "full_attention") into full[] (1: full), *given set to 1;
- * absent or null: *given 0 and full[] unchanged. */
-static int get_layer_types(const jctx *jc, const cJSON *root, long long layers,
-                           unsigned char *full, int *given)
-{
-    const cJSON *a = cJSON_GetObjectItemCaseSensitive(root, "layer_types");
-    *given = 0;
-    if (!a || cJSON_IsNull(a)) return 0;
-    if (!cJSON_IsArray(a) || cJSON_GetArraySize(a) != layers)
-        return err_set(jc->err, jc->file, "layer_types",
-                       "expected an array of %lld strings, one a layer, \"sliding_attention\" "
-                       "or \"full_attention\" (got %s of %d)", layers,
-                       cJSON_IsArray(a) ? "an array" : "no array",
-                       cJSON_IsArray(a) ? cJSON_GetArraySize(a) : 0);
-    long long l = 0;
-    for (const cJSON *v = a->child; v; v = v->next, l++) {
-        int sliding = cJSON_IsString(v) && strcmp(v->valuestring, "sliding_attention") == 0;
-        if (!sliding && !(cJSON_IsString(v) && strcmp(v->valuestring, "full_attention") == 0)) {
-            char key[48];
-            snprintf(key, sizeof key, "layer_types[%lld]", l);
-            return err_set(jc->err, jc->file, key, "expected \"sliding_attention\" or "
-                           "\"full_attention\" (got %s%.40s%s)", cJSON_IsString(v) ? "\"" : "",
-                           cJSON_IsString(v) ? v->valuestring : "no string",
-                           cJSON_IsString(v) ? "\"" : "");
-        }
-        full[l] = (unsigned char)!sliding;
-    }
-    *given = 1;
-    return 0;
-}
-
-/* t->window = w on the layers full[] leaves (layers entries, 1: full attention), kept in
- * t->full_layers (a copy) unless every layer has the window; no window when w is 0 or no
- * layer has it. */
-static int set_windows(const jctx *jc, transformer *t, long long w, const unsigned char *full)
-{
-    long long nfull = 0;
-    for (long long l = 0; l < t->layers; l++) nfull += full[l] != 0;
-    free(t->full_layers);
-    t->full_layers = NULL;
-    t->window = nfull < t->layers ? w : 0;
-    if (!t->window || !nfull) return 0;
-    if (!(t->full_layers = malloc((size_t)t->layers)))
-        return err_set(jc->err, jc->file, NULL, "out of memory");
-    memcpy(t->full_layers, full, (size_t)t->layers);
-    return 0;
-}
-
-/* The sliding window of a mistral, qwen2, qwen3, gemma2 or gemma3_text config into t->window
- * and t->full_layers, by transformers' rules. mistral: sliding_window (null or absent: none)
- * on every layer. qwen2, qwen3 (configuration_qwen2.py / configuration_qwen3.py):
- * sliding_window counts only with use_sliding_window true (default false), and then on the
- * layers layer_types marks "sliding_attention", or without it the layers at index >=
- * max_window_layers (default 28). gemma2, gemma3_text: sliding_window (default 4096; null:
- * none) on the layers layer_types marks, or without it gemma2's even layers (index % 2 == 0)
- * and gemma3_text's all but every sliding_window_pattern-th (default 6: index + 1 a
- * multiple of it is full). sliding_window, when given, is checked whatever else says. */
-static int get_window(const jctx *jc, const cJSON *root, fam f, transformer *t)
-{
-    long long w = 0, first = 28, pattern = 6;
-    int use = f != F_QWEN2 && f != F_QWEN3, given = 0, gemma = f == F_GEMMA2 || f == F_GEMMA3;
-    const cJSON *sw = cJSON_GetObjectItemCaseSensitive(root, "sliding_window");
-    if (gemma && !sw) w = 4096;
-    if (get_dim(jc, root, "sliding_window", 0, &w)) return -1;
-    unsigned char *full = calloc((size_t)t->layers, 1);
-    if (!full) return err_set(jc->err, jc->file, NULL, "out of memory");
-    int rc = -1;
-    if (f == F_QWEN2 || f == F_QWEN3) {
-        const cJSON *m = cJSON_GetObjectItemCaseSensitive(root, "max_window_layers");
-        if (get_flag(jc, root, "use_sliding_window", &use) ||
-            (m && !cJSON_IsNull(m) &&
-             json_get_int(jc, root, "", "max_window_layers", 0, 0, TF_MAX_DIM, &first)))
-            goto done;
-        for (long long l = 0; l < t->layers; l++) full[l] = l < first;
-    } else if (f == F_GEMMA2) {
-        for (long long l = 0; l < t->layers; l++) full[l] = (l + 1) % 2 == 0;
-    } else if (f == F_GEMMA3) {
-        if (get_dim(jc, root, "sliding_window_pattern", 0, &pattern)) goto done;
-        for (long long l = 0; l < t->layers; l++) full[l] = (l + 1) % pattern == 0;
-    }
-    if (f != F_MISTRAL && get_layer_types(jc, root, t->layers, full, &given)) goto done;
-    rc = set_windows(jc, t, use ? w : 0, full);
-done:
-    free(full);
-    return rc;
-}
-
-/* A soft-capping constant at root.key into *out: a positive number, or null (none: 0);
- * absent: *out keeps its default. */
-static int get_softcap(const jctx *jc, const cJSON *root, const char *key, double *out)
-{
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, key);
-    if (!v) return 0;
-    if (cJSON_IsNull(v)) {
-        *out = 0;
-        return 0;
-    }
-    return json_get_num(jc, root, "", key, 1, J_POS, out);
-}
-
-/* gemma, gemma2, gemma3_text (transformers' modeling_gemma*.py): llama's block with head_dim
- * and num_key_value_heads given, a gated GELU MLP (hidden_activation, else hidden_act),
- * RMSNorm (its weight applied as 1 + w: the same cost), embeddings tied unless
- * tie_word_embeddings says otherwise, attention_bias on the Q, K, V and output projections,
- * the embedding scaled by sqrt(hidden_size). gemma2 and gemma3_text add a norm after the
- * attention and one after the MLP, the attention scores' and the logits' soft-capping
- * (attn_logit_softcapping, final_logit_softcapping: gemma2's default 50 and 30,
- * gemma3_text's none) and the sliding window on some layers (get_window); gemma3_text adds
- * q_norm and k_norm. query_pre_attn_scalar and the rope bases cost nothing. */
-static int load_gemma(const jctx *jc, const cJSON *root, fam f, transformer *t)
-{
-    int ab = 0;
-    t->gated_mlp = 1;
-    t->activation = TF_GELU;
-    t->norm = TF_RMSNORM;
-    t->tied_embeddings = 1;
-    t->embed_scale = 1;
-    t->post_norms = f != F_GEMMA;
-    t->qk_norm = f == F_GEMMA3;
-    if (f == F_GEMMA2) {
-        t->attn_softcap = 50;
-        t->final_softcap = 30;
-    }
-    static const char *const acts[] = {"hidden_act", "hidden_activation"};
-    for (int i = 0; i < 2; i++) {
-        const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, acts[i]);
-        if (v && !cJSON_IsNull(v) && get_act(jc, root, acts[i], &t->activation)) return -1;
-    }
-    if (get_dim(jc, root, "num_key_value_heads", 1, &t->kv_heads) ||
-        get_dim(jc, root, "head_dim", 1, &t->head_dim) ||
-        get_flag(jc, root, "tie_word_embeddings", &t->tied_embeddings) ||
-        get_flag(jc, root, "attention_bias", &ab) ||
-        get_dropout(jc, root, "attention_dropout", &t->dropout))
-        return -1;
-    t->qkv_bias = t->out_bias = ab;
-    if (f == F_GEMMA) return 0;
-    return get_softcap(jc, root, "attn_logit_softcapping", &t->attn_softcap) ||
-           get_softcap(jc, root, "final_logit_softcapping", &t->final_softcap) ||
-           get_window(jc, root, f, t);
-}
-
-/* gpt_neox, llama, mistral, qwen2, qwen3 (and the gemma families: load_gemma): the common keys. All but gpt_neox take head_dim (the
- * head width; absent or null: hidden_size / num_attention_heads, as transformers' attention
- * modules read it). qwen3 is llama's block with attention_bias on the Q, K, V and output
+/* gpt_neox, llama, mistral, qwen2, qwen3 (and the gemma families: tf_load_gemma): the
+ * common keys. All but gpt_neox take head_dim (the head width; absent or null: hidden_size /
+ * num_attention_heads, as transformers' attention modules read it). qwen3 is llama's block with attention_bias on the Q, K, V and output
  * projections (no MLP bias) and the per-head query and key RMSNorms (q_norm, k_norm). */
-static int load_hf(const jctx *jc, const cJSON *root, fam f, transformer *t)
+static int load_hf(const jctx *jc, const cJSON *root, tf_fam f, transformer *t)
 {
-    if (get_dim(jc, root, "hidden_size", 1, &t->hidden) ||
-        get_dim(jc, root, "num_hidden_layers", 1, &t->layers) ||
-        get_dim(jc, root, "num_attention_heads", 1, &t->heads) ||
-        get_dim(jc, root, "intermediate_size", 1, &t->ffn) ||
-        get_dim(jc, root, "max_position_embeddings", 1, &t->max_positions) ||
-        get_dim(jc, root, "vocab_size", 1, &t->vocab))
+    if (tf_get_dim(jc, root, "hidden_size", 1, &t->hidden) ||
+        tf_get_dim(jc, root, "num_hidden_layers", 1, &t->layers) ||
+        tf_get_dim(jc, root, "num_attention_heads", 1, &t->heads) ||
+        tf_get_dim(jc, root, "intermediate_size", 1, &t->ffn) ||
+        tf_get_dim(jc, root, "max_position_embeddings", 1, &t->max_positions) ||
+        tf_get_dim(jc, root, "vocab_size", 1, &t->vocab))
         return -1;
     t->kv_heads = t->heads;
     t->learned_positions = 0;
     t->tied_embeddings = 0;
     t->dropout = 0;
-    if (f == F_GEMMA || f == F_GEMMA2 || f == F_GEMMA3) return load_gemma(jc, root, f, t);
+    if (f == F_GEMMA || f == F_GEMMA2 || f == F_GEMMA3) return tf_load_gemma(jc, root, f, t);
     if (f == F_NEOX) {
         t->activation = TF_GELU;
         t->norm = TF_LAYERNORM;
         t->qkv_bias = t->out_bias = t->mlp_bias = 1;
-        return get_act(jc, root, "hidden_act", &t->activation) ||
-               get_flag(jc, root, "tie_word_embeddings", &t->tied_embeddings) ||
-               get_dropout(jc, root, "attention_dropout", &t->dropout) ||
-               get_dropout(jc, root, "hidden_dropout", &t->dropout);
+        return tf_get_act(jc, root, "hidden_act", &t->activation) ||
+               tf_get_flag(jc, root, "tie_word_embeddings", &t->tied_embeddings) ||
+               tf_get_dropout(jc, root, "attention_dropout", &t->dropout) ||
+               tf_get_dropout(jc, root, "hidden_dropout", &t->dropout);
     }
     t->gated_mlp = 1;
     t->activation = TF_SILU;
     t->norm = TF_RMSNORM;
     t->qkv_bias = f == F_QWEN2;
     t->qk_norm = f == F_QWEN3;
-    if (get_dim(jc, root, "num_key_value_heads", 0, &t->kv_heads) ||
-        get_dim(jc, root, "head_dim", 0, &t->head_dim) ||
-        get_act(jc, root, "hidden_act", &t->activation) ||
-        get_flag(jc, root, "tie_word_embeddings", &t->tied_embeddings) ||
-        get_dropout(jc, root, "attention_dropout", &t->dropout))
+    if (tf_get_dim(jc, root, "num_key_value_heads", 0, &t->kv_heads) ||
+        tf_get_dim(jc, root, "head_dim", 0, &t->head_dim) ||
+        tf_get_act(jc, root, "hidden_act", &t->activation) ||
+        tf_get_flag(jc, root, "tie_word_embeddings", &t->tied_embeddings) ||
+        tf_get_dropout(jc, root, "attention_dropout", &t->dropout))
         return -1;
-    if ((f == F_MISTRAL || f == F_QWEN2 || f == F_QWEN3) && get_window(jc, root, f, t))
+    if ((f == F_MISTRAL || f == F_QWEN2 || f == F_QWEN3) && tf_get_window(jc, root, f, t))
         return -1;
     if (f == F_LLAMA || f == F_QWEN3) {
         int ab = 0;
-        if (get_flag(jc, root, "attention_bias", &ab) ||
-            (f == F_LLAMA && get_flag(jc, root, "mlp_bias", &t->mlp_bias)))
+        if (tf_get_flag(jc, root, "attention_bias", &ab) ||
+            (f == F_LLAMA && tf_get_flag(jc, root, "mlp_bias", &t->mlp_bias)))
             return -1;
         t->qkv_bias = t->out_bias = ab;
     }
@@ -427,26 +284,26 @@ static int load_plumb(const jctx *jc, const cJSON *root, transformer *t)
     t->learned_positions = p == 0;
     t->qkv_bias = t->out_bias = t->mlp_bias = bias; /* each projection's own key over it */
     long long w = 0;
-    if (get_flag(jc, root, "qkv_bias", &t->qkv_bias) ||
-        get_flag(jc, root, "out_bias", &t->out_bias) ||
-        get_flag(jc, root, "mlp_bias", &t->mlp_bias) ||
-        get_flag(jc, root, "qk_norm", &t->qk_norm) ||
-        get_flag(jc, root, "post_norms", &t->post_norms) ||
-        get_flag(jc, root, "embedding_scale", &t->embed_scale) ||
-        get_softcap(jc, root, "attn_logit_softcapping", &t->attn_softcap) ||
-        get_softcap(jc, root, "final_logit_softcapping", &t->final_softcap) ||
-        get_dim(jc, root, "sliding_window", 0, &w))
+    if (tf_get_flag(jc, root, "qkv_bias", &t->qkv_bias) ||
+        tf_get_flag(jc, root, "out_bias", &t->out_bias) ||
+        tf_get_flag(jc, root, "mlp_bias", &t->mlp_bias) ||
+        tf_get_flag(jc, root, "qk_norm", &t->qk_norm) ||
+        tf_get_flag(jc, root, "post_norms", &t->post_norms) ||
+        tf_get_flag(jc, root, "embedding_scale", &t->embed_scale) ||
+        tf_get_softcap(jc, root, "attn_logit_softcapping", &t->attn_softcap) ||
+        tf_get_softcap(jc, root, "final_logit_softcapping", &t->final_softcap) ||
+        tf_get_dim(jc, root, "sliding_window", 0, &w))
         return -1;
     /* layer_types: the blocks the window leaves (written only where some do) */
     unsigned char *full = calloc((size_t)t->layers, 1);
     int given = 0, rc = -1;
     if (!full) return err_set(jc->err, jc->file, NULL, "out of memory");
-    if (!get_layer_types(jc, root, t->layers, full, &given)) {
+    if (!tf_get_layer_types(jc, root, t->layers, full, &given)) {
         if (given && !w)
             err_set(jc->err, jc->file, "layer_types", "expected only with a sliding_window (the "
                     "layers that have it)");
         else
-            rc = set_windows(jc, t, w, full);
+            rc = tf_set_windows(jc, t, w, full);
     }
     free(full);
     return rc;
@@ -512,7 +369,7 @@ transformer *transformer_from_json(const cJSON *root, const char *file, plumb_er
         return NULL;
     }
     const cJSON *format = cJSON_GetObjectItemCaseSensitive(root, "format");
-    fam f = F_PLUMB;
+    tf_fam f = F_PLUMB;
     int rc;
     if (format) rc = json_check_format(&jc, root, TRANSFORMER_FORMAT) || load_plumb(&jc, root, t);
     else if ((rc = json_check_unique(&jc, root, "") || hf_family(&jc, root, &f)) == 0)
