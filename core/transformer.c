@@ -195,8 +195,9 @@ static int load_gpt2(const jctx *jc, const cJSON *root, transformer *t)
 
 /* gpt_neox, llama, mistral, qwen2, qwen3 (and the gemma families: tf_load_gemma): the
  * common keys. All but gpt_neox take head_dim (the head width; absent or null: hidden_size /
- * num_attention_heads, as transformers' attention modules read it). qwen3 is llama's block with attention_bias on the Q, K, V and output
- * projections (no MLP bias) and the per-head query and key RMSNorms (q_norm, k_norm). */
+ * num_attention_heads, as transformers' attention modules read it). qwen3 is llama's block
+ * with attention_bias on the Q, K, V and output projections (no MLP bias) and the per-head
+ * query and key RMSNorms (q_norm, k_norm). */
 static int load_hf(const jctx *jc, const cJSON *root, tf_fam f, transformer *t)
 {
     if (tf_get_dim(jc, root, "hidden_size", 1, &t->hidden) ||
