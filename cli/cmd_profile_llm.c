@@ -58,12 +58,24 @@ static void print_table(const transformer *t, const profile *p, const llm_option
            "fwd (ms)", "bwd (ms)", "I (ms)", "W (ms)", "output (B)", "params (B)",
            "saved (B)", "TFLOP");
     double tf = 0, tb = 0, fl = 0;
+    /* with the window on some blocks only (Gemma 2), the first block of each kind too */
+    long long loc = -1, full = -1;
+    for (long long l = 0; t->full_layers && l < t->layers; l++) {
+        if (transformer_layer_window(t, l) && loc < 0) loc = l;
+        if (!transformer_layer_window(t, l) && full < 0) full = l;
+    }
+    int dots = 0; /* the blocks not shown, once between shown rows */
     for (int i = 0; i < p->nlayers; i++) {
         const profile_layer *L = &p->layers[i];
         /* the blocks are alike: show the first and the last */
-        if (i > 1 && i < p->nlayers - 2) {
-            if (i == 2) printf("%-4s ... %d more blocks like block0\n", "", p->nlayers - 4);
+        if (i > 1 && i < p->nlayers - 2 && i != loc + 1 && i != full + 1) {
+            if (i == 2 && full < 0)
+                printf("%-4s ... %d more blocks like block0\n", "", p->nlayers - 4);
+            else if (full >= 0 && !dots++)
+                printf("%-4s ... more blocks, each like block%lld (a window of %lld keys) or "
+                       "block%lld (full attention)\n", "", loc, t->window, full);
         } else {
+            dots = 0;
             printf("%-4d %-12.12s %-17.17s %11.4f %11.4f %11.4f %11.4f %13.0f %13.0f %13.0f "
                    "%11.4f\n", i, L->name, L->kind, L->forward_ms, L->backward_ms,
                    L->backward_input_ms, L->backward_weight_ms, L->activation_bytes,

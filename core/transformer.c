@@ -1,7 +1,8 @@
 /* transformer.c: reading transformer descriptions (Hugging Face config.json files of the
- * gpt2, gpt_neox, llama, mistral, qwen2 and qwen3 families, and plumb-transformer/1), their
- * parameter counts, sliding windows and matrix-multiply FLOPs. Every missing, unknown or bad key gets
- * one error line naming the file and the key. */
+ * gpt2, gpt_neox, llama, mistral, qwen2, qwen3, gemma, gemma2 and gemma3_text families, and
+ * plumb-transformer/1), copying, comparing and writing them (sizes and FLOPs:
+ * transformer_size.c). Every missing, unknown or bad key gets one error line naming the file
+ * and the key. */
 #include "transformer.h"
 
 #include <stdio.h>
@@ -10,6 +11,7 @@
 
 #include "bounds.h"
 #include "json.h"
+#include "transformer_read.h"
 
 /* The largest sizes taken: with these the parameter count stays below 2^63; the layers
  * are core/bounds.h's (a search's time grows with them). */
@@ -18,7 +20,6 @@ static const struct { const char *key; long long max; } LIMITS[] = {
     {"num_hidden_layers", BOUND_BLOCKS_MAX}, {"n_inner", 10000000},
     {"intermediate_size", 10000000}, {"head_dim", 1000000},
 };
-#define TF_MAX_DIM 100000000LL /* heads, vocabulary, positions */
 
 static long long dim_max(const char *key)
 {
@@ -32,6 +33,7 @@ void transformer_free(transformer *t)
     if (!t) return;
     free(t->name);
     free(t->family);
+    free(t->full_layers);
     free(t);
 }
 
@@ -39,8 +41,8 @@ void transformer_free(transformer *t)
 
 /* A positive integer at root.key into *out; an absent or null key is an error when
  * required, else *out keeps its default. */
-static int get_dim(const jctx *jc, const cJSON *root, const char *key, int required,
-                   long long *out)
+int tf_get_dim(const jctx *jc, const cJSON *root, const char *key, int required,
+               long long *out)
 {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, key);
     if (cJSON_IsNull(v) && !required) return 0;
@@ -52,7 +54,7 @@ static int get_dim(const jctx *jc, const cJSON *root, const char *key, int requi
 }
 
 /* A boolean at root.key into *out (absent or null: *out keeps its default). */
-static int get_flag(const jctx *jc, const cJSON *root, const char *key, int *out)
+int tf_get_flag(const jctx *jc, const cJSON *root, const char *key, int *out)
 {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, key);
     if (!v || cJSON_IsNull(v)) return 0;
@@ -60,7 +62,7 @@ static int get_flag(const jctx *jc, const cJSON *root, const char *key, int *out
 }
 
 /* A dropout probability at root.key: sets *out to 1 when it is > 0 (absent: unchanged). */
-static int get_dropout(const jctx *jc, const cJSON *root, const char *key, int *out)
+int tf_get_dropout(const jctx *jc, const cJSON *root, const char *key, int *out)
 {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, key);
     double p = 0;
@@ -73,7 +75,7 @@ static int get_dropout(const jctx *jc, const cJSON *root, const char *key, int *
 }
 
 /* The activation named at root.key (absent: *out keeps its default). */
-static int get_act(const jctx *jc, const cJSON *root, const char *key, tf_act *out)
+int tf_get_act(const jctx *jc, const cJSON *root, const char *key, tf_act *out)
 {
     static const struct { const char *name; tf_act act; } acts[] = {
         {"gelu", TF_GELU}, {"gelu_new", TF_GELU}, {"gelu_fast", TF_GELU},
@@ -113,11 +115,10 @@ static int get_choice(const jctx *jc, const cJSON *root, const char *key,
 
 /* ---- the families ---------------------------------------------------------------------- */
 
-typedef enum fam { F_GPT2, F_NEOX, F_LLAMA, F_MISTRAL, F_QWEN2, F_QWEN3, F_PLUMB } fam;
 
 static const struct {
     const char *model_type, *architecture;
-    fam f;
+    tf_fam f;
 } FAMILIES[] = {
     {"gpt2", "GPT2LMHeadModel", F_GPT2},
     {"gpt_neox", "GPTNeoXForCausalLM", F_NEOX},
@@ -125,11 +126,14 @@ static const struct {
     {"mistral", "MistralForCausalLM", F_MISTRAL},
     {"qwen2", "Qwen2ForCausalLM", F_QWEN2},
     {"qwen3", "Qwen3ForCausalLM", F_QWEN3},
+    {"gemma", "GemmaForCausalLM", F_GEMMA},
+    {"gemma2", "Gemma2ForCausalLM", F_GEMMA2},
+    {"gemma3_text", "Gemma3ForCausalLM", F_GEMMA3},
 };
 #define NFAMILIES ((int)(sizeof FAMILIES / sizeof FAMILIES[0]))
 
 /* The family of a Hugging Face config: its model_type, else its architectures[0]. */
-static int hf_family(const jctx *jc, const cJSON *root, fam *out)
+static int hf_family(const jctx *jc, const cJSON *root, tf_fam *out)
 {
     const cJSON *mt = cJSON_GetObjectItemCaseSensitive(root, "model_type");
     const char *s = NULL, *key = "model_type";
@@ -142,7 +146,7 @@ static int hf_family(const jctx *jc, const cJSON *root, fam *out)
         if (!cJSON_IsString(a0))
             return err_set(jc->err, jc->file, "model_type",
                            "missing; expected a model type (gpt2, gpt_neox, llama, mistral, "
-                           "qwen2, qwen3) or an architectures list");
+                           "qwen2, qwen3, gemma, gemma2, gemma3_text) or an architectures list");
         s = a0->valuestring;
     }
     for (int i = 0; i < NFAMILIES; i++)
@@ -150,21 +154,30 @@ static int hf_family(const jctx *jc, const cJSON *root, fam *out)
             *out = FAMILIES[i].f;
             return 0;
         }
+    if (strcmp(s, mt ? "gemma3" : "Gemma3ForConditionalGeneration") == 0)
+        return err_set(jc->err, jc->file, key,
+                       "\"%s\" is Gemma 3's image-and-text model, whose vision tower plumb does "
+                       "not price; expected its language model alone: give its text_config as "
+                       "a file of its own with \"model_type\": \"gemma3_text\"", s);
     return err_set(jc->err, jc->file, key,
                    "unknown architecture; expected %s (got \"%.60s\")",
-                   mt ? "gpt2, gpt_neox, llama, mistral, qwen2 or qwen3"
+                   mt ? "gpt2, gpt_neox, llama, mistral, qwen2, qwen3, gemma, gemma2 or "
+                        "gemma3_text"
                       : "GPT2LMHeadModel, GPTNeoXForCausalLM, LlamaForCausalLM, "
-                        "MistralForCausalLM, Qwen2ForCausalLM or Qwen3ForCausalLM",
+                        "MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, "
+                        "GemmaForCausalLM, Gemma2ForCausalLM or Gemma3ForCausalLM",
                    s);
 }
 
 static int load_gpt2(const jctx *jc, const cJSON *root, transformer *t)
 {
     t->ffn = 0;
-    if (get_dim(jc, root, "n_embd", 1, &t->hidden) || get_dim(jc, root, "n_layer", 1, &t->layers) ||
-        get_dim(jc, root, "n_head", 1, &t->heads) ||
-        get_dim(jc, root, "n_positions", 1, &t->max_positions) ||
-        get_dim(jc, root, "vocab_size", 1, &t->vocab) || get_dim(jc, root, "n_inner", 0, &t->ffn))
+    if (tf_get_dim(jc, root, "n_embd", 1, &t->hidden) ||
+        tf_get_dim(jc, root, "n_layer", 1, &t->layers) ||
+        tf_get_dim(jc, root, "n_head", 1, &t->heads) ||
+        tf_get_dim(jc, root, "n_positions", 1, &t->max_positions) ||
+        tf_get_dim(jc, root, "vocab_size", 1, &t->vocab) ||
+        tf_get_dim(jc, root, "n_inner", 0, &t->ffn))
         return -1;
     if (!t->ffn) t->ffn = 4 * t->hidden; /* n_inner null or absent: 4 h */
     t->kv_heads = t->heads;
@@ -174,86 +187,57 @@ static int load_gpt2(const jctx *jc, const cJSON *root, transformer *t)
     t->qkv_bias = t->out_bias = t->mlp_bias = 1;
     t->tied_embeddings = 1;
     t->dropout = 0;
-    return get_act(jc, root, "activation_function", &t->activation) ||
-           get_flag(jc, root, "tie_word_embeddings", &t->tied_embeddings) ||
-           get_dropout(jc, root, "attn_pdrop", &t->dropout) ||
-           get_dropout(jc, root, "resid_pdrop", &t->dropout);
+    return tf_get_act(jc, root, "activation_function", &t->activation) ||
+           tf_get_flag(jc, root, "tie_word_embeddings", &t->tied_embeddings) ||
+           tf_get_dropout(jc, root, "attn_pdrop", &t->dropout) ||
+           tf_get_dropout(jc, root, "resid_pdrop", &t->dropout);
 }
 
-/* The sliding window of a mistral, qwen2 or qwen3 config into t->window (0: none).
- * mistral: sliding_window (null or absent: none). qwen2, qwen3: transformers' rule
- * (configuration_qwen2.py / configuration_qwen3.py): sliding_window counts only with
- * use_sliding_window true (default false), and then only on the layers at index >=
- * max_window_layers (default 28); plumb's blocks are alike, so a window on some layers but
- * not all is refused. sliding_window, when given, is checked whatever use_sliding_window
- * says. */
-static int get_window(const jctx *jc, const cJSON *root, fam f, transformer *t)
+/* gpt_neox, llama, mistral, qwen2, qwen3 (and the gemma families: tf_load_gemma): the
+ * common keys. All but gpt_neox take head_dim (the head width; absent or null: hidden_size /
+ * num_attention_heads, as transformers' attention modules read it). qwen3 is llama's block
+ * with attention_bias on the Q, K, V and output projections (no MLP bias) and the per-head
+ * query and key RMSNorms (q_norm, k_norm). */
+static int load_hf(const jctx *jc, const cJSON *root, tf_fam f, transformer *t)
 {
-    long long w = 0, first = 28;
-    int use = f == F_MISTRAL;
-    if (get_dim(jc, root, "sliding_window", 0, &w)) return -1;
-    if (f != F_MISTRAL) {
-        const cJSON *m = cJSON_GetObjectItemCaseSensitive(root, "max_window_layers");
-        if (get_flag(jc, root, "use_sliding_window", &use) ||
-            (m && !cJSON_IsNull(m) &&
-             json_get_int(jc, root, "", "max_window_layers", 0, 0, TF_MAX_DIM, &first)))
-            return -1;
-        if (use && w && first > 0 && first < t->layers)
-            return err_set(jc->err, jc->file, "use_sliding_window",
-                           "true with sliding_window %lld on layers %lld to %lld only "
-                           "(max_window_layers %lld of %lld): plumb prices every block alike; "
-                           "expected false, or max_window_layers 0 (a window on every layer) or "
-                           ">= num_hidden_layers (none)", w, first, t->layers - 1, first,
-                           t->layers);
-        if (first >= t->layers) use = 0;
-    }
-    t->window = use ? w : 0;
-    return 0;
-}
-
-/* gpt_neox, llama, mistral, qwen2, qwen3: the common keys. All but gpt_neox take head_dim (the
- * head width; absent or null: hidden_size / num_attention_heads, as transformers' attention
- * modules read it). qwen3 is llama's block with attention_bias on the Q, K, V and output
- * projections (no MLP bias) and the per-head query and key RMSNorms (q_norm, k_norm). */
-static int load_hf(const jctx *jc, const cJSON *root, fam f, transformer *t)
-{
-    if (get_dim(jc, root, "hidden_size", 1, &t->hidden) ||
-        get_dim(jc, root, "num_hidden_layers", 1, &t->layers) ||
-        get_dim(jc, root, "num_attention_heads", 1, &t->heads) ||
-        get_dim(jc, root, "intermediate_size", 1, &t->ffn) ||
-        get_dim(jc, root, "max_position_embeddings", 1, &t->max_positions) ||
-        get_dim(jc, root, "vocab_size", 1, &t->vocab))
+    if (tf_get_dim(jc, root, "hidden_size", 1, &t->hidden) ||
+        tf_get_dim(jc, root, "num_hidden_layers", 1, &t->layers) ||
+        tf_get_dim(jc, root, "num_attention_heads", 1, &t->heads) ||
+        tf_get_dim(jc, root, "intermediate_size", 1, &t->ffn) ||
+        tf_get_dim(jc, root, "max_position_embeddings", 1, &t->max_positions) ||
+        tf_get_dim(jc, root, "vocab_size", 1, &t->vocab))
         return -1;
     t->kv_heads = t->heads;
     t->learned_positions = 0;
     t->tied_embeddings = 0;
     t->dropout = 0;
+    if (f == F_GEMMA || f == F_GEMMA2 || f == F_GEMMA3) return tf_load_gemma(jc, root, f, t);
     if (f == F_NEOX) {
         t->activation = TF_GELU;
         t->norm = TF_LAYERNORM;
         t->qkv_bias = t->out_bias = t->mlp_bias = 1;
-        return get_act(jc, root, "hidden_act", &t->activation) ||
-               get_flag(jc, root, "tie_word_embeddings", &t->tied_embeddings) ||
-               get_dropout(jc, root, "attention_dropout", &t->dropout) ||
-               get_dropout(jc, root, "hidden_dropout", &t->dropout);
+        return tf_get_act(jc, root, "hidden_act", &t->activation) ||
+               tf_get_flag(jc, root, "tie_word_embeddings", &t->tied_embeddings) ||
+               tf_get_dropout(jc, root, "attention_dropout", &t->dropout) ||
+               tf_get_dropout(jc, root, "hidden_dropout", &t->dropout);
     }
     t->gated_mlp = 1;
     t->activation = TF_SILU;
     t->norm = TF_RMSNORM;
     t->qkv_bias = f == F_QWEN2;
     t->qk_norm = f == F_QWEN3;
-    if (get_dim(jc, root, "num_key_value_heads", 0, &t->kv_heads) ||
-        get_dim(jc, root, "head_dim", 0, &t->head_dim) ||
-        get_act(jc, root, "hidden_act", &t->activation) ||
-        get_flag(jc, root, "tie_word_embeddings", &t->tied_embeddings) ||
-        get_dropout(jc, root, "attention_dropout", &t->dropout))
+    if (tf_get_dim(jc, root, "num_key_value_heads", 0, &t->kv_heads) ||
+        tf_get_dim(jc, root, "head_dim", 0, &t->head_dim) ||
+        tf_get_act(jc, root, "hidden_act", &t->activation) ||
+        tf_get_flag(jc, root, "tie_word_embeddings", &t->tied_embeddings) ||
+        tf_get_dropout(jc, root, "attention_dropout", &t->dropout))
         return -1;
-    if ((f == F_MISTRAL || f == F_QWEN2 || f == F_QWEN3) && get_window(jc, root, f, t))
+    if ((f == F_MISTRAL || f == F_QWEN2 || f == F_QWEN3) && tf_get_window(jc, root, f, t))
         return -1;
     if (f == F_LLAMA || f == F_QWEN3) {
         int ab = 0;
-        if (get_flag(jc, root, "attention_bias", &ab) ||
-            (f == F_LLAMA && get_flag(jc, root, "mlp_bias", &t->mlp_bias)))
+        if (tf_get_flag(jc, root, "attention_bias", &ab) ||
+            (f == F_LLAMA && tf_get_flag(jc, root, "mlp_bias", &t->mlp_bias)))
             return -1;
         t->qkv_bias = t->out_bias = ab;
     }
@@ -264,7 +248,8 @@ static const char *const PLUMB_KEYS[] = {
     "format", "name", "description", "hidden_size", "num_hidden_layers", "num_attention_heads",
     "num_key_value_heads", "head_dim", "intermediate_size", "max_position_embeddings",
     "vocab_size", "mlp", "norm", "position_embedding", "bias", "qkv_bias", "out_bias",
-    "mlp_bias", "qk_norm", "sliding_window", "tie_word_embeddings", "dropout", NULL};
+    "mlp_bias", "qk_norm", "sliding_window", "layer_types", "post_norms", "embedding_scale",
+    "attn_logit_softcapping", "final_logit_softcapping", "tie_word_embeddings", "dropout", NULL};
 
 /* plumb-transformer/1's "mlp" words: the activation of each and whether it is gated (the
  * plain silu and the gated relu say what a Hugging Face config with those activations
@@ -299,11 +284,30 @@ static int load_plumb(const jctx *jc, const cJSON *root, transformer *t)
     t->norm = norm ? TF_RMSNORM : TF_LAYERNORM;
     t->learned_positions = p == 0;
     t->qkv_bias = t->out_bias = t->mlp_bias = bias; /* each projection's own key over it */
-    return get_flag(jc, root, "qkv_bias", &t->qkv_bias) ||
-           get_flag(jc, root, "out_bias", &t->out_bias) ||
-           get_flag(jc, root, "mlp_bias", &t->mlp_bias) ||
-           get_flag(jc, root, "qk_norm", &t->qk_norm) ||
-           get_dim(jc, root, "sliding_window", 0, &t->window);
+    long long w = 0;
+    if (tf_get_flag(jc, root, "qkv_bias", &t->qkv_bias) ||
+        tf_get_flag(jc, root, "out_bias", &t->out_bias) ||
+        tf_get_flag(jc, root, "mlp_bias", &t->mlp_bias) ||
+        tf_get_flag(jc, root, "qk_norm", &t->qk_norm) ||
+        tf_get_flag(jc, root, "post_norms", &t->post_norms) ||
+        tf_get_flag(jc, root, "embedding_scale", &t->embed_scale) ||
+        tf_get_softcap(jc, root, "attn_logit_softcapping", &t->attn_softcap) ||
+        tf_get_softcap(jc, root, "final_logit_softcapping", &t->final_softcap) ||
+        tf_get_dim(jc, root, "sliding_window", 0, &w))
+        return -1;
+    /* layer_types: the blocks the window leaves (written only where some do) */
+    unsigned char *full = calloc((size_t)t->layers, 1);
+    int given = 0, rc = -1;
+    if (!full) return err_set(jc->err, jc->file, NULL, "out of memory");
+    if (!tf_get_layer_types(jc, root, t->layers, full, &given)) {
+        if (given && !w)
+            err_set(jc->err, jc->file, "layer_types", "expected only with a sliding_window (the "
+                    "layers that have it)");
+        else
+            rc = tf_set_windows(jc, t, w, full);
+    }
+    free(full);
+    return rc;
 }
 
 /* Shape rules every family shares. A head_dim given frees the width from dividing into the
@@ -366,7 +370,7 @@ transformer *transformer_from_json(const cJSON *root, const char *file, plumb_er
         return NULL;
     }
     const cJSON *format = cJSON_GetObjectItemCaseSensitive(root, "format");
-    fam f = F_PLUMB;
+    tf_fam f = F_PLUMB;
     int rc;
     if (format) rc = json_check_format(&jc, root, TRANSFORMER_FORMAT) || load_plumb(&jc, root, t);
     else if ((rc = json_check_unique(&jc, root, "") || hf_family(&jc, root, &f)) == 0)
@@ -392,84 +396,6 @@ transformer *transformer_load(const char *path, plumb_err *err)
     return t;
 }
 
-/* ---- sizes ------------------------------------------------------------------------------ */
-
-long long transformer_head_dim(const transformer *t)
-{
-    return t->head_dim ? t->head_dim : t->hidden / t->heads;
-}
-
-int transformer_own_head_dim(const transformer *t)
-{
-    return t->hidden % t->heads != 0 || transformer_head_dim(t) != t->hidden / t->heads;
-}
-
-long long transformer_attn_width(const transformer *t)
-{
-    return t->heads * transformer_head_dim(t);
-}
-
-/* Output width of the fused Q, K, V projection: (heads + 2 kv_heads) d. */
-static long long qkv_width(const transformer *t)
-{
-    return (t->heads + 2 * t->kv_heads) * transformer_head_dim(t);
-}
-
-static long long norm_params(const transformer *t)
-{
-    return t->norm == TF_LAYERNORM ? 2 * t->hidden : t->hidden;
-}
-
-long long transformer_block_params(const transformer *t)
-{
-    long long h = t->hidden, f = t->ffn, q = qkv_width(t), aw = transformer_attn_width(t);
-    long long attn = h * q + (t->qkv_bias ? q : 0) + aw * h + (t->out_bias ? h : 0) +
-                     (t->qk_norm ? 2 * transformer_head_dim(t) : 0); /* q_norm, k_norm */
-    long long mlp = t->gated_mlp ? 3 * h * f + (t->mlp_bias ? 2 * f + h : 0)
-                                 : 2 * h * f + (t->mlp_bias ? f + h : 0);
-    return attn + mlp + 2 * norm_params(t);
-}
-
-long long transformer_param_count(const transformer *t)
-{
-    long long h = t->hidden, emb = t->vocab * h;
-    long long pos = t->learned_positions ? t->max_positions * h : 0;
-    return emb + pos + t->layers * transformer_block_params(t) + norm_params(t) +
-           (t->tied_embeddings ? 0 : emb);
-}
-
-int transformer_window_applies(const transformer *t, long long seq)
-{
-    return t->window > 0 && t->window < seq;
-}
-
-double transformer_band_pairs(long long seq, long long w)
-{
-    if (seq < 1) return 0;
-    double s = (double)seq;
-    if (w <= 0 || w >= seq) return s * (s + 1) / 2;
-    double wd = (double)w; /* queries 0 .. w - 1 see i + 1 keys, the other s - w see w */
-    return wd * (wd + 1) / 2 + (s - wd) * wd;
-}
-
-long long transformer_counted_keys(const transformer *t, long long seq)
-{
-    return transformer_window_applies(t, seq) ? t->window : seq;
-}
-
-double transformer_forward_flops(const transformer *t)
-{
-    double h = (double)t->hidden, s = (double)t->seq, f = (double)t->ffn;
-    double aw = (double)transformer_attn_width(t); /* heads x d: h unless head_dim says */
-    double kv = (double)transformer_counted_keys(t, t->seq); /* keys counted per query */
-    double block = 2 * s * h * (double)qkv_width(t) /* Q, K, V */
-                   + 2 * s * kv * aw                /* scores Q K^T, all heads */
-                   + 2 * s * kv * aw                /* probabilities times V */
-                   + 2 * s * aw * h                 /* output projection */
-                   + (t->gated_mlp ? 6 : 4) * s * h * f;
-    return (double)t->layers * block + 2 * s * h * (double)t->vocab;
-}
-
 /* ---- copies and writing ------------------------------------------------------------------ */
 
 transformer *transformer_clone(const transformer *t)
@@ -480,7 +406,10 @@ transformer *transformer_clone(const transformer *t)
     *d = *t;
     d->name = t->name ? strdup(t->name) : NULL;
     d->family = t->family ? strdup(t->family) : NULL;
-    if ((t->name && !d->name) || (t->family && !d->family)) {
+    d->full_layers = t->full_layers ? malloc((size_t)t->layers) : NULL;
+    if (d->full_layers) memcpy(d->full_layers, t->full_layers, (size_t)t->layers);
+    if ((t->name && !d->name) || (t->family && !d->family) ||
+        (t->full_layers && !d->full_layers)) {
         transformer_free(d);
         return NULL;
     }
@@ -490,6 +419,14 @@ transformer *transformer_clone(const transformer *t)
 static int str_eq(const char *a, const char *b)
 {
     return (!a && !b) || (a && b && strcmp(a, b) == 0);
+}
+
+/* 1 when a and b (of as many layers) put the window on the same blocks. */
+static int same_windows(const transformer *a, const transformer *b)
+{
+    for (long long l = 0; l < a->layers; l++)
+        if (transformer_layer_window(a, l) != transformer_layer_window(b, l)) return 0;
+    return 1;
 }
 
 int transformer_equal(const transformer *a, const transformer *b)
@@ -505,7 +442,23 @@ int transformer_equal(const transformer *a, const transformer *b)
            a->qkv_bias == b->qkv_bias && a->out_bias == b->out_bias &&
            a->mlp_bias == b->mlp_bias && a->tied_embeddings == b->tied_embeddings &&
            a->dropout == b->dropout && (a->qk_norm != 0) == (b->qk_norm != 0) &&
-           a->window == b->window;
+           a->window == b->window && same_windows(a, b) &&
+           (a->post_norms != 0) == (b->post_norms != 0) &&
+           (a->embed_scale != 0) == (b->embed_scale != 0) &&
+           a->attn_softcap == b->attn_softcap && a->final_softcap == b->final_softcap;
+}
+
+/* o.layer_types: t's blocks as transformers names them; the array, or NULL when out of
+ * memory. */
+static cJSON *add_layer_types(cJSON *o, const transformer *t)
+{
+    cJSON *a = cJSON_AddArrayToObject(o, "layer_types");
+    for (long long l = 0; a && l < t->layers; l++) {
+        cJSON *v = cJSON_CreateString(transformer_layer_window(t, l) ? "sliding_attention"
+                                                                     : "full_attention");
+        if (!v || !cJSON_AddItemToArray(a, v)) return cJSON_Delete(v), NULL;
+    }
+    return a;
 }
 
 cJSON *transformer_to_json(const transformer *t)
@@ -515,8 +468,8 @@ cJSON *transformer_to_json(const transformer *t)
     for (int i = 0; i < NMLP; i++)
         if (MLP_ACT[i] == t->activation && MLP_GATED[i] == (t->gated_mlp != 0)) mlp = i;
     int bias = t->qkv_bias && t->out_bias && t->mlp_bias;
-    /* head_dim, qk_norm and sliding_window only where they say something, so that the
-     * description of every model without them reads as before */
+    /* head_dim, qk_norm, sliding_window, layer_types and Gemma's keys only where they say
+     * something, so that the description of every model without them reads as before */
     int own_d = transformer_own_head_dim(t);
     cJSON *o = cJSON_CreateObject();
     if (!o || mlp < 0) goto fail;
@@ -540,6 +493,11 @@ cJSON *transformer_to_json(const transformer *t)
         ((t->mlp_bias != 0) != bias && !cJSON_AddBoolToObject(o, "mlp_bias", t->mlp_bias)) ||
         (t->qk_norm && !cJSON_AddBoolToObject(o, "qk_norm", 1)) ||
         (t->window && !json_add_num(o, "sliding_window", (double)t->window)) ||
+        (t->window && t->full_layers && !add_layer_types(o, t)) ||
+        (t->post_norms && !cJSON_AddBoolToObject(o, "post_norms", 1)) ||
+        (t->embed_scale && !cJSON_AddBoolToObject(o, "embedding_scale", 1)) ||
+        (t->attn_softcap > 0 && !json_add_num(o, "attn_logit_softcapping", t->attn_softcap)) ||
+        (t->final_softcap > 0 && !json_add_num(o, "final_logit_softcapping", t->final_softcap)) ||
         !cJSON_AddBoolToObject(o, "tie_word_embeddings", t->tied_embeddings) ||
         !cJSON_AddBoolToObject(o, "dropout", t->dropout))
         goto fail;

@@ -2,10 +2,11 @@
  * (grouped-query attention through kv_heads; the head width hidden / heads unless the file
  * gives head_dim), MLP width and kind (plain or gated), vocabulary, sequence length, norms
  * (and Qwen3's per-head query/key norms), positions, biases, dropout and embedding tying. Read
- * from a Hugging Face config.json (gpt2, gpt_neox, llama, mistral, qwen2, qwen3) or from
- * plumb's own description
- * (plumb-transformer/1, the same keys under a format tag; docs/llm.md), and sliding-window
- * attention (Mistral's sliding_window) when every block has it. */
+ * from a Hugging Face config.json (gpt2, gpt_neox, llama, mistral, qwen2, qwen3, gemma,
+ * gemma2, gemma3_text) or from plumb's own description (plumb-transformer/1, the same keys
+ * under a format tag; docs/llm.md), with sliding-window attention on every block or on some
+ * (Gemma 2's and Gemma 3's local layers, layer_types), and Gemma's norms after attention and
+ * MLP, soft-capped scores and logits and scaled embedding. */
 #ifndef PLUMB_TRANSFORMER_H
 #define PLUMB_TRANSFORMER_H
 
@@ -18,8 +19,8 @@ typedef enum tf_act { TF_GELU = 0, TF_RELU, TF_SILU } tf_act;
 
 typedef struct transformer {
     char *name;              /* e.g. "llama3-8b"; owned */
-    char *family;            /* "gpt2", "gpt_neox", "llama", "mistral", "qwen2", "qwen3" or
-                                "plumb" */
+    char *family;            /* "gpt2", "gpt_neox", "llama", "mistral", "qwen2", "qwen3",
+                                "gemma", "gemma2", "gemma3_text" or "plumb" */
     long long hidden;        /* h: model width */
     long long layers;        /* l: transformer blocks */
     long long heads;         /* a: attention (query) heads; hidden % heads == 0 unless
@@ -43,10 +44,23 @@ typedef struct transformer {
     int dropout;             /* 1: dropout after attention probabilities and each block half */
     int qk_norm;             /* 1: an RMSNorm of head_dim weights over each query head and one
                                 over each key head, before the rotary embedding (Qwen3) */
-    long long window;        /* sliding-window attention on every block: query i attends the
-                                keys max(0, i - window + 1) .. i, window keys with itself
-                                (transformers' sliding_window_overlay); 0: none (Mistral's
-                                sliding_window, Qwen2's and Qwen3's with use_sliding_window) */
+    long long window;        /* sliding-window attention: query i attends the keys
+                                max(0, i - window + 1) .. i, window keys with itself
+                                (transformers' sliding_window_overlay), on every block but
+                                those full_layers names; 0: none (Mistral's sliding_window,
+                                Qwen2's and Qwen3's with use_sliding_window, Gemma 2's and
+                                Gemma 3's) */
+    unsigned char *full_layers; /* with a window: layers entries, 1 for a block whose attention
+                                   is the full causal one (transformers' layer_types
+                                   "full_attention": Gemma 2's odd blocks, Gemma 3's every
+                                   sixth); NULL: the window on every block. Owned; never all
+                                   ones (no window then) nor set without a window */
+    int post_norms;          /* 1: a norm after the attention and one after the MLP too, each
+                                before its residual add: four a block (Gemma 2, Gemma 3) */
+    int embed_scale;         /* 1: the token embedding times sqrt(hidden) (Gemma) */
+    double attn_softcap;     /* > 0: attention scores soft-capped, c tanh(x / c) (Gemma 2's
+                                attn_logit_softcapping); 0: none */
+    double final_softcap;    /* > 0: the logits soft-capped alike (final_logit_softcapping) */
 } transformer;
 
 /* Reads a model file: a Hugging Face config.json (told apart by its "model_type", else its
@@ -95,21 +109,29 @@ long long transformer_attn_width(const transformer *t);
 long long transformer_block_params(const transformer *t);
 
 /* 1 when t's sliding window changes attention over seq tokens (a window shorter than the
- * sequence), else 0. */
+ * sequence, on any block), else 0. */
 int transformer_window_applies(const transformer *t, long long seq);
+
+/* The window of block l (0 <= l < t->layers): t->window, or 0 where the block's attention is
+ * full (no window, or full_layers says so). */
+long long transformer_layer_window(const transformer *t, long long l);
+
+/* Blocks with the window (every block when full_layers is NULL; 0 without a window). */
+long long transformer_window_layers(const transformer *t);
 
 /* Query-key pairs a causal attention over seq tokens computes with a window of w keys
  * (w <= 0: no window): the sum over queries i = 0 .. seq - 1 of min(i + 1, w), seq (seq + 1)
  * / 2 without a window or with w >= seq. 0 when seq < 1. */
 double transformer_band_pairs(long long seq, long long w);
 
-/* Keys each query is counted over in the model's FLOPs at seq tokens: seq (Megatron-LM's
- * count, the causal mask ignored), or the window when it is shorter (each query over its
- * whole window, the mask inside it ignored the same way; docs/llm.md). */
-long long transformer_counted_keys(const transformer *t, long long seq);
+/* Keys each query of block l is counted over in the model's FLOPs at seq tokens: seq
+ * (Megatron-LM's count, the causal mask ignored), or the block's window when it is shorter
+ * (each query over its whole window, the mask inside it ignored the same way;
+ * docs/llm.md). */
+long long transformer_counted_keys(const transformer *t, long long l, long long seq);
 
 /* Matrix-multiply FLOPs of one forward pass per sequence (2 per multiply-add): every block's
- * projections, attention scores and attention over values (each query over
+ * projections, attention scores and attention over values (each query over the block's
  * transformer_counted_keys keys), and the LM head. */
 double transformer_forward_flops(const transformer *t);
 

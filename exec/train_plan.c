@@ -66,7 +66,8 @@ static long long rank_params(const model *m, int i, int tp)
 
 /* train_plan_check for a plan made from a transformer description (profile_is_transformer).
  * The executor's attention layer splits the model width into its heads and has no per-head
- * norms or sliding window: a plan laid out from a transformer with its own head width
+ * norms or sliding window, and its blocks have no Gemma parts: a plan laid out from a
+ * transformer with Gemma's post norms, soft-capping or scaled embedding, its own head width
  * (head_dim), qk_norm or a window shorter than its sequence describes a model it cannot
  * run, refused by name before the layer sizes would say it. */
 static int check_llm(const model *m, const char *model_path, const plan *pl,
@@ -74,6 +75,15 @@ static int check_llm(const model *m, const char *model_path, const plan *pl,
 {
     const profile *p = pl->prof;
     const transformer *tf = pl->model ? pl->model->tf : NULL;
+    if (tf && (tf->post_norms || tf->attn_softcap > 0 || tf->final_softcap > 0 ||
+               tf->embed_scale))
+        return err_set(err, plan_path, tf->post_norms ? "model.transformer.post_norms"
+                       : tf->attn_softcap > 0 ? "model.transformer.attn_logit_softcapping"
+                       : tf->final_softcap > 0 ? "model.transformer.final_logit_softcapping"
+                                               : "model.transformer.embedding_scale",
+                       "expected none: %s's transformer has no Gemma block (norms after "
+                       "attention and MLP, soft-capped scores or logits, a scaled embedding)",
+                       model_path);
     if (tf && transformer_own_head_dim(tf))
         return err_set(err, plan_path, "model.transformer.head_dim", "expected hidden_size / "
                        "num_attention_heads = %lld: %s's attention splits the width into its "

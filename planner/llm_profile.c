@@ -96,7 +96,7 @@ typedef struct shape {
                             1/2, or with a sliding window shorter than the sequence 1/2 x the
                             band's pairs over the causal triangle's (add_attention) */
     double keys;         /* keys each query is counted over in the model's FLOPs: skv, or
-                            the window when shorter (transformer_counted_keys) */
+                            the block's window when shorter (transformer_counted_keys) */
 } shape;
 
 /* One layer's figures per microbatch on one rank: FLOPs (forward multiplies) and seconds. */
@@ -212,6 +212,16 @@ static void block_cost(const shape *c, cost *k)
         bytes += 2 * M * (c->at + c->kvt) * c->d * e;
         kernels += 2;
     }
+    if (t->post_norms) { /* Gemma 2's norms of the attention's and the MLP's outputs */
+        bytes += 2 * 2 * M * h * e;
+        kernels += 2;
+    }
+    if (t->attn_softcap > 0 && !c->flash) { /* c tanh(S / c) over the s x s scores, one
+                                               kernel (read, write); fused attention does
+                                               it on chip (FlashAttention's softcap) */
+        bytes += 2 * probs * e;
+        kernels++;
+    }
     add_stream(c, k, bytes, kernels);
     if (c->flash) /* D = rowsum(dO o O): O and dO read, one fp32 per row written */
         k->bwd_in_s += device_stream_s(c->dev, 2 * M * c->at * c->d * e + 4 * M * c->at, 1);
@@ -225,19 +235,22 @@ static double core_forward_s(const shape *c)
     if (c->flash) return 0;
     double batch = c->b * c->at, s = c->s, d = c->d, probs = batch * s * s;
     double bytes = 2 * probs * c->e + (c->t->dropout ? probs * (1 + c->e) : 0);
+    if (c->t->attn_softcap > 0) bytes += 2 * probs * c->e; /* the scores' soft-capping */
     return device_gemm_s(c->dev, c->p, batch, s, s, d, 1) +
            device_gemm_s(c->dev, c->p, batch, s, d, s, 1) + device_stream_s(c->dev, bytes, 1);
 }
 
 /* Bytes the attention core keeps for its backward beyond its inputs (the queries, keys and
  * values) that selective recomputation drops: the softmax output and, with dropout, its mask
- * and output (the 5 a s / (h t) term of s b h for GPT). 0 with fused attention, which keeps
- * none of them (flash_saved). */
+ * and output (the 5 a s / (h t) term of s b h for GPT), and with soft-capped scores the
+ * capping's s x s tensor (tanh's, which its backward reads). 0 with fused attention, which
+ * keeps none of them (flash_saved). */
 static double core_saved(const shape *c)
 {
     if (c->flash) return 0;
     double probs = c->b * c->at * c->s * c->s;
-    return probs * c->e + (c->t->dropout ? probs * (1 + c->e) : 0);
+    return probs * c->e + (c->t->dropout ? probs * (1 + c->e) : 0) +
+           (c->t->attn_softcap > 0 ? probs * c->e : 0);
 }
 
 /* Bytes fused attention keeps for its backward beyond its inputs and its output: the
@@ -287,6 +300,10 @@ static double block_saved(const shape *c)
      * norm; the rotary embedding after it, linear, keeps nothing) and one fp32 reciprocal
      * RMS per head and token (Transformer Engine's rmsnorm saves input and rsigma) */
     if (t->qk_norm) attn += M * (c->at + c->kvt) * (d * e + 4);
+    /* post norms (Gemma 2): each keeps its input, the output projection's and the MLP's
+     * second projection's outputs, whole width (after the all-reduce; split over the
+     * sequence with sequence parallelism), no statistics counted as for the other two */
+    if (t->post_norms) repl += 2 * M * c->h * e;
     return repl / c->sp + attn + mlp;
 }
 
@@ -307,16 +324,17 @@ static double block_params(const shape *c)
     if (t->qk_norm) p += 2 * c->d; /* q_norm and k_norm, d weights each, on every rank */
     p += t->gated_mlp ? 3 * h * ft + (t->mlp_bias ? 2 * ft + h : 0)
                       : 2 * h * ft + (t->mlp_bias ? ft + h : 0);
-    return p + 2 * norm;
+    return p + (t->post_norms ? 4 : 2) * norm;
 }
 
 /* Parameter tensors of one block (the unfused accumulation's kernels, one each): the two
- * norms' weights (and biases with LayerNorm), the query/key/value and output projections and
- * the MLP's two (Megatron-Core fuses a gated MLP's gate and up projections into one), their
- * biases where the model has them, and qk_norm's two weights. */
+ * norms' weights (and biases with LayerNorm; four norms with post_norms), the
+ * query/key/value and output projections and the MLP's two (Megatron-Core fuses a gated
+ * MLP's gate and up projections into one), their biases where the model has them, and
+ * qk_norm's two weights. */
 static int block_tensors(const transformer *t)
 {
-    int n = 2 * (t->norm == TF_LAYERNORM ? 2 : 1) + 4;
+    int n = (t->post_norms ? 4 : 2) * (t->norm == TF_LAYERNORM ? 2 : 1) + 4;
     n += (t->qkv_bias ? 1 : 0) + (t->out_bias ? 1 : 0) + (t->mlp_bias ? 2 : 0);
     return n + (t->qk_norm ? 2 : 0);
 }
@@ -472,9 +490,13 @@ profile *llm_profile_build(const transformer *t, const cluster *c, const char *c
                 (double)transformer_head_dim(t), t->heads / tp, t->kv_heads / tp, t->ffn / tp,
                 ceil((double)t->vocab / tp), o->sequence_parallel ? tp : 1,
                 o->attention == LLM_ATTN_FLASH, 0.5, (double)seq};
-    if (transformer_window_applies(t, seq)) { /* cp 1 here */
-        sh.band = 0.5 * transformer_band_pairs(seq, t->window) / transformer_band_pairs(seq, 0);
-        sh.keys = (double)transformer_counted_keys(t, seq);
+    /* the window's blocks (cp 1 here) priced on its band, the others on the causal half
+     * (Gemma 2's global blocks: transformer_layer_window 0) */
+    shape local = sh;
+    if (transformer_window_applies(t, seq)) {
+        local.band = 0.5 * transformer_band_pairs(seq, t->window) / transformer_band_pairs(seq, 0);
+        local.keys = (double)t->window;
+        if (!t->full_layers) sh = local;
     }
     double M = sh.M, h = sh.h, e = sh.e, speed = dev->speed, sp = sh.sp;
     double norm = t->norm == TF_LAYERNORM ? 2 * h : h;
@@ -505,13 +527,20 @@ profile *llm_profile_build(const transformer *t, const cluster *c, const char *c
     cost emb = {0, device_stream_s(dev, (2 + 2 * pos) * M * h * e, 1 + (int)pos), 0,
                 device_stream_s(dev, (2 + 2 * pos) * M * h * e, 1 + (int)pos) +
                     grad_accum_s(dev, o, (sh.vt + pos * t->max_positions) * h, 1 + (int)pos)};
+    if (t->embed_scale) { /* Gemma's x sqrt(h): one elementwise kernel each way (read, write);
+                             scaling by a constant keeps nothing */
+        emb.fwd_s += device_stream_s(dev, 2 * M * h * e, 1);
+        emb.bwd_w_s += device_stream_s(dev, 2 * M * h * e, 1);
+    }
     if (set_layer(pr, 0, "embed", "Embedding", &emb, speed, M * h * e / sp,
                   (sh.vt + pos * t->max_positions) * h * e, t->dropout ? M * h / sp : 0, 0))
         goto oom;
     set_collectives(pr, 0, M * h * e, 1, 0);
-    cost blk = {0};
+    cost blk = {0}, blk_local = {0};
     block_cost(&sh, &blk);
+    block_cost(&local, &blk_local);
     blk.bwd_w_s += grad_accum_s(dev, o, block_params(&sh), block_tensors(t));
+    blk_local.bwd_w_s += grad_accum_s(dev, o, block_params(&sh), block_tensors(t));
     /* the ring's chunk: this rank's keys and values, key/value heads / tp, in the
      * attention's precision (bf16 with fp8: Megatron-Core's FP8 recipes keep the
      * attention in bf16) */
@@ -519,7 +548,8 @@ profile *llm_profile_build(const transformer *t, const cluster *c, const char *c
     double core_ms = core_forward_s(&sh) * 1e3 * speed, saved = block_saved(&sh);
     for (long long l = 0; l < t->layers; l++) {
         snprintf(name, sizeof name, "block%lld", l);
-        if (set_layer(pr, (int)l + 1, name, "TransformerBlock", &blk, speed, M * h * e / sp,
+        const cost *bk = transformer_layer_window(t, l) ? &blk_local : &blk;
+        if (set_layer(pr, (int)l + 1, name, "TransformerBlock", bk, speed, M * h * e / sp,
                       block_params(&sh) * e, saved, block_split_saved(&sh)))
             goto oom;
         set_collectives(pr, (int)l + 1, M * h * e, 2, 2);
@@ -574,8 +604,16 @@ profile *llm_profile_build(const transformer *t, const cluster *c, const char *c
                      (te_ce ? device_stream_s(dev, logits * 2 * e, 1)
                       : native_ce ? device_stream_s(dev, logits * (8 + e), 1)
                                   : device_stream_s(dev, logits * (12 + e), 2));
+    double capped = 0; /* the logits' soft-capping (Gemma 2): c tanh(z / c), one kernel forward
+                          (read, write) and one backward (reads the gradient and tanh's
+                          output, writes the gradient); keeps tanh's output */
+    if (t->final_softcap > 0) {
+        head.fwd_s += device_stream_s(dev, logits * 2 * e, 1);
+        head.bwd_in_s += device_stream_s(dev, logits * 3 * e, 1);
+        capped = logits * e;
+    }
     if (set_layer(pr, (int)t->layers + 1, "head", "LMHead", &head, speed, M * 4,
-                  (sh.vt * h + norm) * e, M * h * e / sp + logits * (te_ce ? e : 4),
+                  (sh.vt * h + norm) * e, M * h * e / sp + logits * (te_ce ? e : 4) + capped,
                   M * sh.vt * e))
         goto oom;
     pr->layers[t->layers + 1].workspace_bytes = te_ce ? 0 : M * sh.vt * e;

@@ -97,12 +97,21 @@ Test(window, config_read)
                                "true")), 0);
     cr_assert_eq(window_of(cfg("qwen3", ", \"sliding_window\": null, \"use_sliding_window\": "
                                "true, \"max_window_layers\": 0")), 0);
-    /* some layers only: plumb's blocks are alike */
-    expect_bad(cfg("qwen2", ", \"sliding_window\": 16, \"use_sliding_window\": true, "
-                   "\"max_window_layers\": 1"),
-               "t.json: use_sliding_window: true with sliding_window 16 on layers 1 to 3 only");
-    expect_bad(cfg("qwen3", ", \"sliding_window\": 16, \"use_sliding_window\": true, "
-                   "\"max_window_layers\": 3"), "t.json: use_sliding_window: true");
+    /* some layers only: the window on the layers from max_window_layers, the others full
+     * (transformers' layer_types rule for Qwen2 and Qwen3) */
+    long long from[] = {1, 3};
+    for (int k = 0; k < 2; k++) {
+        char more[128];
+        snprintf(more, sizeof more, ", \"sliding_window\": 16, \"use_sliding_window\": true, "
+                 "\"max_window_layers\": %lld", from[k]);
+        plumb_err err = {{0}};
+        transformer *t = parse(cfg(k ? "qwen3" : "qwen2", more), &err);
+        cr_assert_not_null(t, "%s", err.msg);
+        cr_assert_eq(t->window, 16);
+        for (long long l = 0; l < 4; l++)
+            cr_assert_eq(transformer_layer_window(t, l), l < from[k] ? 0 : 16, "layer %lld", l);
+        transformer_free(t);
+    }
 }
 
 Test(window, bad_values_refused)
