@@ -80,6 +80,11 @@ int eng_link_of(eng *E, int a_dev, int b_dev)
         int own;
         double share;
         int w = sim_net_p2p_lanes(n, a_dev, E->m->p2p_lanes, &own, &share);
+        if (own > 65535) { /* port.qw's range */
+            share *= w > 65535 ? w / 65535.0 : 1;
+            own = 65535;
+            w = w < own ? w : own;
+        }
         uint64_t key = (uint64_t)CLUSTER_MAX_LEVELS;
         int pi = ht_find(&E->ph, key, (uint64_t)(uint32_t)a_dev);
         if (pi < 0) {
@@ -190,7 +195,7 @@ static void quiet_hold(eng *E, int li, int xi, double end)
     l->vseq = E->h.seq++;
     for (int i = 0; i < l->np2p; i++) {
         port *p = &E->pt[l->ports[i]];
-        p->qw[p->nq] = (unsigned char)p2p_lanes(l, i);
+        p->qw[p->nq] = (unsigned short)p2p_lanes(l, i);
         p->qlink[p->nq] = li;
         p->qend[p->nq] = end;
         p->qseq[p->nq++] = l->vseq;

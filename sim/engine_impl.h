@@ -74,7 +74,7 @@ typedef struct port {         /* one cache line (the array is aligned, eng_grow_
      * the lanes each holds (1, or link.pw on a group's own) and their ends' keys, kept
      * here so that a port's check reads no link */
     unsigned char nq;
-    unsigned char qw[PORT_QUIET];
+    unsigned short qw[PORT_QUIET];
     int qlink[PORT_QUIET];
     uint32_t qseq[PORT_QUIET];
     double qend[PORT_QUIET];
