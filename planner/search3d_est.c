@@ -84,7 +84,10 @@ static int est_v_microbatches(int m, int p) { return cut_rounds(m, p, 12 * p + 2
 
 
 /* Seconds of one send of stage st's output to stage st + 1 (their first replicas); *lvl:
- * the level its path crosses (-1 when none), *hold: its bytes over the path's rate. */
+ * the level its path crosses (-1 when none), *hold: its bytes over the path's rate, times
+ * the ranks of the sending tensor-parallel group that share one of its own lanes where it
+ * leaves the server (sim_net_p2p_lanes' share: where its ranks outnumber them), as the
+ * simulator's link.prate. */
 static double send_s(const sim_model *mo, const sim_net *net, const plan *pl, int st,
                      int *lvl, double *hold)
 {
@@ -94,7 +97,10 @@ static double send_s(const sim_model *mo, const sim_net *net, const plan *pl, in
     int L = sim_net_path(net, pl->stages[st].devices[0], pl->stages[st + 1].devices[0], &rate,
                          &lat);
     if (L < 0) return 0;
-    *lvl = L, *hold = mo->cut_bytes[st] / rate;
+    int own;
+    double share = 1;
+    if (L >= 1) sim_net_p2p_lanes(net, pl->stages[st].devices[0], plan_tp(pl), &own, &share);
+    *lvl = L, *hold = mo->cut_bytes[st] / (share > 1 ? rate / share : rate);
     return lat + *hold;
 }
 
@@ -103,10 +109,16 @@ static double send_s(const sim_model *mo, const sim_net *net, const plan *pl, in
  * level-(l - 1) group of its first replica's device (the group whose level-l egress port
  * the simulator queues their sends at, eng_path_ports; a replica sends from its
  * tensor-parallel group's first device, plan_stage.devices[j], 1 / tp of the cut where
- * scatter-gather splits it); peers[0] = 1 (the device's own port). */
-static void stage_peers(const plan *pl, const sim_net *net, int st, int *peers)
+ * scatter-gather splits it); peers[0] = 1 (the device's own port). *own_queue: 1 when a
+ * send of its tensor-parallel group leaving the server takes more than half the group's
+ * own lanes (sim_net_p2p_lanes), so that the group's two sends of a batch queue there. */
+static void stage_peers(const plan *pl, const sim_net *net, int st, int *peers, int *own_queue)
 {
     const plan_stage *ps = &pl->stages[st];
+    int own = 1, w = ps->devices ? sim_net_p2p_lanes(net, ps->devices[0], plan_tp(pl), &own,
+                                                     NULL)
+                                 : 1;
+    *own_queue = plan_tp(pl) > 1 && own < 2 * w;
     for (int l = 0; l < CLUSTER_MAX_LEVELS; l++) {
         peers[l] = 1;
         if (l == 0 || l >= net->nlevels || !ps->devices || ps->replicas < 2 ||
@@ -292,7 +304,7 @@ static void est_figures(const plan *pl, const schedule *s, const schedule *rs,
                                   (pl->recompute == RECOMPUTE_FULL ? tpf : 0),
                             .send = send, .hold = hold, .lvl = lvl};
         st[k].step = mo->worker_mem_Bps[w0] > 0 ? mo->step_bytes[k] / mo->worker_mem_Bps[w0] : 0;
-        stage_peers(pl, net, k, st[k].peers);
+        stage_peers(pl, net, k, st[k].peers, &st[k].own_queue);
     }
     double fill_p2p;
     est_pipeline(st, S, p, m, steady, pl->p2p_sync, tr, out, &fill_p2p);

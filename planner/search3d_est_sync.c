@@ -52,14 +52,17 @@ static double sync_start(const est_sync *x, int c, int rc)
  * sender's group's): the port has fewer lanes than the two sends of every replica of the
  * stage that sends through it (st[k].peers; they run one order in step, so their batches
  * send at once). The simulator sends a replica's cut as one transfer from its worker, on
- * its tensor-parallel group's first device, so on a DGX H100 server at tp 1 eight replicas
- * put 16 sends on the 8 lanes of its level-1 port (half of them wait a hold), at tp 2 four
- * put 8 and at tp 4 two put 4 (none waits). */
+ * its tensor-parallel group's first device, holding one lane of such a port, so on a DGX
+ * H100 server at tp 1 eight replicas put 16 sends on the 8 lanes of its level-1 port (half
+ * of them wait a hold), at tp 2 four put 8 and at tp 4 two put 4 (none waits). With tp > 1
+ * both leaving the server, a send also holds a lane per rank of its group's own lanes
+ * (their NICs, st[k].own_queue: one each on a DGX server, so the two always queue there). */
 static int sync_share(const est_sync *x, int a, int b, int k)
 {
     int L1 = x->st[a].lvl, L2 = x->st[b].lvl;
     if (L1 < 0 || L2 < 0) return 0;
     if (L1 == 0 || L2 == 0) return L1 == L2 && x->lanes[0] < 2;
+    if (x->st[k].own_queue) return 1;
     for (int l = 1; l <= (L1 < L2 ? L1 : L2); l++)
         if (x->lanes[l] < 2 * x->st[k].peers[l]) return 1;
     return 0;

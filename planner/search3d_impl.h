@@ -24,6 +24,10 @@ typedef struct est_stage {
      * group's first device) in its first replica's level-(l - 1) group, which share that
      * group's level-l egress port with it; 1 at level 0 (the device's own port) */
     int peers[CLUSTER_MAX_LEVELS];
+    /* 1: a send leaving the server holds a lane per tensor-parallel rank of the group's own
+     * (tp > 1, sim_net_p2p_lanes), fewer than two sends take, so the two of a batch leave
+     * one after the other */
+    int own_queue;
 } est_stage;
 
 /* One action of a schedule's order that the overlapped replay (est_replay) times: a

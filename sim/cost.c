@@ -568,6 +568,7 @@ int sim_cost_build(sim_model *m, const plan *pl, const schedule *s, const sim_ne
     }
     m->nccl_buffers = sim_cost_plan_is_3d(pl);
     m->p2p_sync = pl->p2p_sync;
+    m->p2p_lanes = plan_tp(pl);
     m->grad_sync_end = pl->grad_sync_end;
     for (int st = 0; st < s->nstages; st++)
         price_stage(m, pl, s, net, cross, st, splits, straggler_device, straggler_factor);

@@ -15,8 +15,10 @@
  * its directed link for bytes / rate and a lane of every egress port it leaves through
  * (level 0: the device's own port; level l >= 1: the port of the sender's level-(l-1)
  * group; a port has floor(egress / bandwidth) lanes, at least 1; a ring hop of width w,
- * sim_net_ring_widths, holds w lanes of each and moves at w x rate); it arrives latency
- * later. The hops of a ring step whose links and ports nothing else contends for run as
+ * sim_net_ring_widths, holds w lanes of each and moves at w x rate; a pipeline send of a
+ * tensor-parallel group leaving its server also holds a lane per rank of the group's own,
+ * sim_net_p2p_lanes, and moves share times longer where its ranks outnumber them); it
+ * arrives latency later. The hops of a ring step whose links and ports nothing else contends for run as
  * one event instead of a transfer each, with the same results (sim/engine_ring.c). */
 #ifndef PLUMB_SIM_ENGINE_H
 #define PLUMB_SIM_ENGINE_H
@@ -50,6 +52,17 @@ int sim_net_path(const sim_net *n, int a, int b, double *rate, double *latency);
 /* Lanes of a level-l egress port: floor(egress / rate), at least 1 (rate the slower of
  * the level's bandwidth and egress): that many transfers leave through it at full speed. */
 int sim_net_lanes(const sim_net *n, int l);
+
+/* A pipeline send of the tensor-parallel group of tp devices from device a (its first;
+ * the group is a .. a + tp - 1) leaving a's server (level >= 1): each of the group's ranks
+ * inside the server sends its share at once over its own NIC, so the send holds a lane per
+ * rank of the group's own lanes of the server's level-1 port (its ranks' part of the
+ * port's, sim_net_lanes x ranks / devices per server, at least 1; *own gets them) and
+ * returns how many: min(ranks, *own). *share (may be NULL) gets ranks / that: how many
+ * ranks' shares each lane carries one after another (1 when the lanes suffice; a port of
+ * fewer lanes than devices, one NIC for the server: tp). tp <= 1, or a one-level net:
+ * 1, *own 1, *share 1. */
+int sim_net_p2p_lanes(const sim_net *n, int a, int tp, int *own, double *share);
 
 /* The width of each hop of the ring devs[0..r-1] (hop i: devs[i] -> devs[(i+1) % r]): how
  * many lanes of each egress port it leaves through it moves over at once, as a collective
@@ -125,6 +138,14 @@ typedef struct sim_model {
                                  steps' reference, for tests); 0 (default): such hops run
                                  as one grouped event per step (same results) */
     const char **device_names; /* [nworkers] track names, or NULL for defaults */
+    int p2p_lanes;            /* the tensor-parallel ranks a point-to-point transfer stands
+                                 for (a plan's tp): each sends its share over its own NIC
+                                 at once, so a transfer leaving the server holds
+                                 sim_net_p2p_lanes lanes of its group's own (the group's
+                                 sends to either neighbour share them) and, where its ranks
+                                 outnumber them, moves share times longer (docs/sim.md,
+                                 "Pipeline sends with tp > 1"); 0 or 1 (hand-built models,
+                                 tp 1): none of that */
     int p2p_sync;             /* 1: synchronous point-to-point transfers (a plan's
                                  "p2p": "sync", engine_sync.c): a send moves only once its
                                  receiver has posted the matching RECV, and a worker's next

@@ -69,6 +69,43 @@ int eng_link_of(eng *E, int a_dev, int b_dev)
         }
         E->lk[li].ports[E->lk[li].nports++] = pi;
     }
+    /* a point-to-point transfer leaving the server with tp > 1: its ranks' own lanes
+     * (sim_model.p2p_lanes, sim_net_p2p_lanes), a port keyed by the sending device past
+     * the levels' keys (the group's sends to either neighbour share it, other groups'
+     * never), and its rate where its ranks outnumber them */
+    E->lk[li].np2p = np;
+    E->lk[li].pw = 1;
+    E->lk[li].prate = E->lk[li].rate;
+    if (E->m->p2p_lanes > 1 && L >= 1) {
+        int own;
+        double share;
+        int w = sim_net_p2p_lanes(n, a_dev, E->m->p2p_lanes, &own, &share);
+        if (own > 65535) { /* port.qw's range */
+            share *= w > 65535 ? w / 65535.0 : 1;
+            own = 65535;
+            w = w < own ? w : own;
+        }
+        uint64_t key = (uint64_t)CLUSTER_MAX_LEVELS;
+        int pi = ht_find(&E->ph, key, (uint64_t)(uint32_t)a_dev);
+        if (pi < 0) {
+            if (eng_grow_lines((void **)&E->pt, E->npt, &E->cappt, sizeof *E->pt))
+                return -1;
+            pi = E->npt++;
+            port *p = &E->pt[pi];
+            p->lanes = own;
+            p->busy = 0;
+            p->whead = p->wtail = p->vhead = -1;
+            p->nvirt = p->nq = 0;
+            if (ht_put(&E->ph, key, (uint64_t)(uint32_t)a_dev, pi))
+                return -1;
+        }
+        link *lp = &E->lk[li];
+        lp->ports[np] = pi;
+        lp->np2p = np + 1;
+        lp->pw = w;
+        if (share > 1)
+            lp->prate = lp->rate / share;
+    }
     return li;
 }
 
@@ -114,6 +151,13 @@ static void xfer_release(eng *E, int xi)
     E->xfree = xi;
 }
 
+/* Lanes of port i of link l (ports[i]) a point-to-point transfer holds: one of a shared
+ * port, pw of its group's own (i == nports). */
+static inline int p2p_lanes(const link *l, int i)
+{
+    return i < l->nports ? 1 : l->pw;
+}
+
 /* --- quiet transfers ----------------------------------------------------------------------
  *
  * About half the events of a chunked schedule (interleaved, zb-v, dualpipev) are transfers'
@@ -149,8 +193,9 @@ static void quiet_hold(eng *E, int li, int xi, double end)
     l->vh = -1;
     l->vend = end;
     l->vseq = E->h.seq++;
-    for (int i = 0; i < l->nports; i++) {
+    for (int i = 0; i < l->np2p; i++) {
         port *p = &E->pt[l->ports[i]];
+        p->qw[p->nq] = (unsigned short)p2p_lanes(l, i);
         p->qlink[p->nq] = li;
         p->qend[p->nq] = end;
         p->qseq[p->nq++] = l->vseq;
@@ -164,6 +209,7 @@ static void quiet_drop(port *p, int k)
 {
     int n = --p->nq;
     p->qlink[k] = p->qlink[n];
+    p->qw[k] = p->qw[n];
     p->qend[k] = p->qend[n];
     p->qseq[k] = p->qseq[n];
 }
@@ -174,7 +220,7 @@ static void quiet_expire(eng *E, int pi)
     port *p = &E->pt[pi];
     for (int k = 0; k < p->nq;)
         if (quiet_past(E, p->qend[k], p->qseq[k])) {
-            p->busy--;
+            p->busy -= p->qw[k];
             quiet_drop(p, k);
         } else {
             k++;
@@ -192,7 +238,7 @@ static int quiet_post(eng *E, int li)
     link *l = &E->lk[li];
     E->x[yi] = (xfer){.arrival = l->vend, .group = -1, .link = li, .waiter = -1, .lnext = -1,
                       .pnext = -1, .cnext = -1, .received = 1};
-    for (int i = 0; i < l->nports; i++) {
+    for (int i = 0; i < l->np2p; i++) {
         port *p = &E->pt[l->ports[i]];
         for (int k = 0; k < p->nq; k++)
             if (p->qlink[k] == li) {
@@ -284,16 +330,19 @@ static int hop_piece(eng *E, int xi, int k, int pi, int front)
 static int xfer_try_start(eng *E, int xi, double t, int from)
 {
     link *l = &E->lk[E->x[xi].link];
-    int k = E->x[xi].wide + 1, full = -1;  /* k: the lanes it can take now */
-    for (int i = 0; i < l->nports; i++) {
+    /* k: the lanes it can take now; a point-to-point transfer takes its ranks' lanes
+     * (one of each shared port, link.pw of its group's own) on every port or waits */
+    int p2p = E->x[xi].group < 0, k = E->x[xi].wide + 1, full = -1;
+    int nports = p2p ? l->np2p : l->nports;
+    for (int i = 0; i < nports; i++) {
         port *p = &E->pt[l->ports[i]];
         if (p->nvirt)
             eng_vport_expire(E, l->ports[i]);
         if (p->nq)
             quiet_expire(E, l->ports[i]);
         int freel = p->lanes - p->busy;
-        if (freel < k)
-            k = freel > 0 ? freel : 0, full = i;
+        if (p2p ? freel < p2p_lanes(l, i) : freel < k)
+            k = p2p || freel <= 0 ? 0 : freel, full = i;
         if (k == 0)
             break;
     }
@@ -322,12 +371,13 @@ static int xfer_try_start(eng *E, int xi, double t, int from)
     /* its lanes taken; it may move quietly (a point-to-point transfer, nothing queued
      * behind it on l, at each of its ports no waiter and room for its key) */
     int quiet = E->quiet && x->a && l->head < 0;
-    for (int i = 0; i < l->nports; i++) {
+    for (int i = 0; i < nports; i++) {
         port *p = &E->pt[l->ports[i]];
-        p->busy += 1 + x->wide;
+        p->busy += p2p ? p2p_lanes(l, i) : 1 + x->wide;
         quiet &= p->whead < 0 && p->nq != PORT_QUIET;
     }
-    double occ = x->bytes / (x->wide ? l->rate * (x->wide + 1) : l->rate), end = t + occ;
+    double occ = x->bytes / (p2p ? l->prate : x->wide ? l->rate * (x->wide + 1) : l->rate),
+           end = t + occ;
     /* a piece's link time is its share of the hop's (its lanes' part); the hop's last
      * piece, the transfer record that holds the link, counts the transfer */
     double lt = x->piece ? occ * (x->bytes / E->gr[x->group].hop_bytes) : occ;
@@ -386,8 +436,9 @@ int eng_xfer_done(eng *E, int xi, double t)
 {
     link *l = &E->lk[E->x[xi].link];
     int gi = E->x[xi].group, piece = E->x[xi].piece == 1;
-    for (int i = 0; i < l->nports; i++)
-        E->pt[l->ports[i]].busy -= 1 + E->x[xi].wide;
+    int nports = gi < 0 ? l->np2p : l->nports;
+    for (int i = 0; i < nports; i++)  /* a point-to-point transfer's: its ranks' lanes */
+        E->pt[l->ports[i]].busy -= gi < 0 ? p2p_lanes(l, i) : 1 + E->x[xi].wide;
     if (!piece)  /* a piece never held the link: its hop's rest is still the link's head */
         l->busy = 0;
     E->x[xi].done = 1;
@@ -395,7 +446,7 @@ int eng_xfer_done(eng *E, int xi, double t)
         xfer_release(E, xi);
     /* waiters of the freed ports first (FIFO; a wide hop takes what lanes are free and
      * stays first with the rest), then the next transfer on this link */
-    for (int i = 0; i < l->nports; i++) {
+    for (int i = 0; i < nports; i++) {
         port *p = &E->pt[l->ports[i]];
         while (p->whead >= 0 && p->busy < p->lanes) {
             int y = p->whead;
@@ -404,6 +455,8 @@ int eng_xfer_done(eng *E, int xi, double t)
                 p->wtail = -1;
             if (xfer_try_start(E, y, t, l->ports[i]))
                 return -1;
+            if (p->whead == y)  /* back first: too few lanes free for it */
+                break;
         }
     }
     if (!piece && !l->busy && l->head >= 0 && xfer_try_start(E, l->head, t, -1))

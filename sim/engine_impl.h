@@ -49,7 +49,19 @@ typedef struct link {
     double vend;
     double rate, lat;
     sim_link_stat st;
-    int ports[CLUSTER_MAX_LEVELS];   /* egress ports it leaves through */
+    int ports[CLUSTER_MAX_LEVELS];   /* egress ports it leaves through; after them, at
+                                        ports[nports] when np2p > nports, its sender's
+                                        tensor-parallel group's own lanes (below) */
+    int np2p;                        /* ports a point-to-point transfer holds: nports, or
+                                        nports + 1 with the group's own: with tp > 1 a send
+                                        leaving the server holds, besides one lane of each
+                                        shared port as before, pw lanes of its group's own
+                                        (its ranks' NICs, sim_net_p2p_lanes), which its
+                                        sends to either neighbour share and no other
+                                        group's transfer takes */
+    int pw;                          /* lanes of the group's own a transfer holds */
+    double prate;                    /* a point-to-point transfer's rate: rate, or rate /
+                                        share where its ranks outnumber their own lanes */
     int vnext[CLUSTER_MAX_LEVELS];   /* next link with a virtual hop on ports[k] (a quiet
                                         transfer is on no list: port.qlink) */
 } link;
@@ -58,9 +70,11 @@ typedef struct port {         /* one cache line (the array is aligned, eng_grow_
     _Alignas(64) int lanes;
     int busy, whead, wtail;
     int vhead, nvirt;                /* links with a virtual hop holding a lane here */
-    /* the quiet transfers holding a lane here (engine_comm.c), ended or not: their links
-     * and their ends' keys, kept here so that a port's check reads no link */
-    int nq;
+    /* the quiet transfers holding lanes here (engine_comm.c), ended or not: their links,
+     * the lanes each holds (1, or link.pw on a group's own) and their ends' keys, kept
+     * here so that a port's check reads no link */
+    unsigned char nq;
+    unsigned short qw[PORT_QUIET];
     int qlink[PORT_QUIET];
     uint32_t qseq[PORT_QUIET];
     double qend[PORT_QUIET];

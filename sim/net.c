@@ -77,6 +77,22 @@ int sim_net_lanes(const sim_net *n, int l)
     return lanes < 1 ? 1 : lanes > 1e6 ? 1000000 : (int)lanes;
 }
 
+int sim_net_p2p_lanes(const sim_net *n, int a, int tp, int *own, double *share)
+{
+    int ranks = 1, w = 1;
+    *own = 1;
+    if (tp > 1 && n->nlevels > 1 && n->gsize[0] >= 1) {
+        long long g = n->gsize[0], room = g - a % g; /* the group's ranks in a's server */
+        ranks = room < tp ? (int)room : tp;
+        double o = floor(sim_net_lanes(n, 1) * (double)ranks / (double)g + 1e-9);
+        *own = o < 1 ? 1 : o > 1e6 ? 1000000 : (int)o;
+        w = ranks < *own ? ranks : *own;
+    }
+    if (share)
+        *share = (double)ranks / w;
+    return w;
+}
+
 /* 1 when a port of some level above 0 has more than one lane (only then can a ring hop be
  * wider than 1). */
 static int net_multilane(const sim_net *n)

