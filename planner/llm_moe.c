@@ -19,7 +19,9 @@ void llm_moe_cost(const llm_moe *c, double *flops, double *fwd_s, double *bwd_in
 {
     double M = c->M, h = c->h, E = c->E, k = c->k, e = c->e, rows = M * k / E;
     /* the router: M tokens x h to E scores, replicated on every tensor-parallel rank */
-    add_gemms(c, 1, M, h, E, flops, fwd_s, bwd_in_s, bwd_w_s);
+    double router = 0;
+    add_gemms(c, 1, M, h, E, &router, fwd_s, bwd_in_s, bwd_w_s);
+    *flops += router / c->tp; /* the model's FLOPs count it once over the ranks */
     /* the experts: E GEMMs of M k / E rows each (balanced routing), h to the gate and up
      * projections' 2 ft, then ft to h */
     add_gemms(c, E, rows, h, 2 * c->ft, flops, fwd_s, bwd_in_s, bwd_w_s);

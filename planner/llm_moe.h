@@ -20,10 +20,12 @@ typedef struct llm_moe {
     double e;        /* bytes per element */
     double E, k;     /* experts, and experts each token runs */
     double ft;       /* one expert's inner width on this rank (moe_intermediate_size / tp) */
+    double tp;       /* tensor-parallel ranks: the router's GEMM, run whole on each, counts
+                        1 / tp of its FLOPs on each in the model's FLOPs */
 } llm_moe;
 
-/* Adds the block's experts' FLOPs (model FLOPs: the router's and the k experts' each token
- * runs) and seconds (forward, input gradient, weight gradient) to *flops, *fwd_s, *bwd_in_s
+/* Adds the block's experts' FLOPs (model FLOPs: the router's, once over the tensor-parallel
+ * ranks, and the k experts' each token runs) and seconds (forward, input gradient, weight gradient) to *flops, *fwd_s, *bwd_in_s
  * and *bwd_w_s: the router's GEMM (M x h x E, whole on every rank), its softmax and top-k,
  * the tokens' permutation to their experts and back, E GEMMs of M k / E rows for each of the
  * experts' two projections (h to 2 ft, ft to h) and the weighted combine. The gated

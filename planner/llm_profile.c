@@ -107,7 +107,7 @@ typedef struct shape {
 static llm_moe moe_of(const shape *c)
 {
     llm_moe m = {c->dev, c->pj, c->M, c->h, c->e, (double)c->t->experts,
-                 (double)c->t->experts_per_tok, c->mft};
+                 (double)c->t->experts_per_tok, c->mft, (double)c->t->moe_ffn / c->mft};
     return m;
 }
 
