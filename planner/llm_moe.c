@@ -3,15 +3,18 @@
  * combine, their memory and parameters. */
 #include "planner/llm_moe.h"
 
-/* A multiply of `groups` GEMMs of m rows from kin to nout features each: forward, input
- * gradient and weight gradient, each priced at its own shape (device_gemm_s) times groups. */
+/* `groups` GEMMs of m rows from kin to nout features each, run as one grouped kernel
+ * (Megatron-Core's --moe-grouped-gemm, Transformer Engine's GroupedLinear): forward, input
+ * gradient and weight gradient, each priced as a batch of `groups` multiplies of its shape
+ * (device_gemm_s: each group's efficiency at m rows, the tiles of all groups filling the
+ * device's SMs together, one launch). */
 static void add_gemms(const llm_moe *c, double groups, double m, double kin, double nout,
                       double *flops, double *fwd, double *bin, double *bw)
 {
     *flops += groups * 2 * m * kin * nout;
-    *fwd += groups * device_gemm_s(c->dev, c->p, 1, m, nout, kin, 0);
-    *bin += groups * device_gemm_s(c->dev, c->p, 1, m, kin, nout, 0);
-    *bw += groups * device_gemm_s(c->dev, c->p, 1, kin, nout, m, 0);
+    *fwd += device_gemm_s(c->dev, c->p, groups, m, nout, kin, 0);
+    *bin += device_gemm_s(c->dev, c->p, groups, m, kin, nout, 0);
+    *bw += device_gemm_s(c->dev, c->p, groups, kin, nout, m, 0);
 }
 
 void llm_moe_cost(const llm_moe *c, double *flops, double *fwd_s, double *bwd_in_s,
@@ -22,8 +25,8 @@ void llm_moe_cost(const llm_moe *c, double *flops, double *fwd_s, double *bwd_in
     double router = 0;
     add_gemms(c, 1, M, h, E, &router, fwd_s, bwd_in_s, bwd_w_s);
     *flops += router / c->tp; /* the model's FLOPs count it once over the ranks */
-    /* the experts: E GEMMs of M k / E rows each (balanced routing), h to the gate and up
-     * projections' 2 ft, then ft to h */
+    /* the experts: E GEMMs of M k / E rows each (balanced routing) in one grouped kernel, h
+     * to the gate and up projections' 2 ft, then ft to h */
     add_gemms(c, E, rows, h, 2 * c->ft, flops, fwd_s, bwd_in_s, bwd_w_s);
     add_gemms(c, E, rows, c->ft, h, flops, fwd_s, bwd_in_s, bwd_w_s);
     /* streaming kernels, forward (the backward twice the bytes in twice the kernels, as

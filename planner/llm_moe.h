@@ -27,8 +27,9 @@ typedef struct llm_moe {
 /* Adds the block's experts' FLOPs (model FLOPs: the router's, once over the tensor-parallel
  * ranks, and the k experts' each token runs) and seconds (forward, input gradient, weight gradient) to *flops, *fwd_s, *bwd_in_s
  * and *bwd_w_s: the router's GEMM (M x h x E, whole on every rank), its softmax and top-k,
- * the tokens' permutation to their experts and back, E GEMMs of M k / E rows for each of the
- * experts' two projections (h to 2 ft, ft to h) and the weighted combine. The gated
+ * the tokens' permutation to their experts and back, a grouped GEMM of E groups of M k / E
+ * rows for each of the experts' two projections (h to 2 ft, ft to h) and the weighted
+ * combine. The gated
  * activation between the projections is the block's own streaming kernel (llm_profile.c,
  * over M k rows of ft). */
 void llm_moe_cost(const llm_moe *m, double *flops, double *fwd_s, double *bwd_in_s,

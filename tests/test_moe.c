@@ -198,8 +198,9 @@ static void near(double got, double want, const char *what)
 
 /* Mixtral's block at tp 2, 4096 tokens, against the same block with one dense SwiGLU MLP of
  * an expert's width: the difference is what the mixture adds, computed here from the device's
- * GEMM and streaming prices: the router's GEMM (4096 x 4096 x 8, whole on each rank), E = 8
- * GEMMs of M k / E = 1024 rows for each expert projection in place of one of 4096, the
+ * GEMM and streaming prices: the router's GEMM (4096 x 4096 x 8, whole on each rank), a
+ * grouped GEMM of E = 8 groups of M k / E = 1024 rows (a batch of 8 for the device) for each
+ * expert projection in place of one of 4096 rows, the
  * routing's bytes (softmax and top-k over the scores, the permutation and its inverse of
  * M k rows, the combine) in 5 kernels, the activation over M k rows; FLOPs, parameters and
  * kept bytes alike. */
@@ -215,8 +216,8 @@ Test(moe, block_priced_as_computed_here)
     double M = 4096, h = 4096, E = 8, k = 2, f = 14336 / 2.0, e = 2, rows = M * k / E;
     dev_precision P = DEV_BF16;
     double router_f = device_gemm_s(dev, P, 1, M, E, h, 0);
-    double experts_f = E * (device_gemm_s(dev, P, 1, rows, 2 * f, h, 0) +
-                            device_gemm_s(dev, P, 1, rows, h, f, 0));
+    double experts_f = device_gemm_s(dev, P, E, rows, 2 * f, h, 0) +
+                       device_gemm_s(dev, P, E, rows, h, f, 0);
     double dense_f = device_gemm_s(dev, P, 1, M, 2 * f, h, 0) + device_gemm_s(dev, P, 1, M, h, f, 0);
     double route_bytes = M * E * (e + 4) + M * E * 4 + 12 * M * k /* softmax, top-k */
                          + 2 * 2 * M * k * h * e                  /* permute, un-permute */
@@ -227,8 +228,8 @@ Test(moe, block_priced_as_computed_here)
     const profile_layer *m = &p->layers[1], *d = &q->layers[1];
     near((m->forward_ms - d->forward_ms) / 1e3 / speed, want, "forward");
     double router_w = device_gemm_s(dev, P, 1, h, E, M, 0);
-    double experts_w = E * (device_gemm_s(dev, P, 1, h, 2 * f, rows, 0) +
-                            device_gemm_s(dev, P, 1, f, h, rows, 0));
+    double experts_w = device_gemm_s(dev, P, E, h, 2 * f, rows, 0) +
+                       device_gemm_s(dev, P, E, f, h, rows, 0);
     double dense_w = device_gemm_s(dev, P, 1, h, 2 * f, M, 0) + device_gemm_s(dev, P, 1, f, h, M, 0);
     near((m->backward_weight_ms - d->backward_weight_ms) / 1e3 / speed,
          router_w + experts_w - dense_w, "weight gradient");

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # moe.sh: the mixtures of experts end to end on the real binary: Mixtral-8x7B's config laid out
 # on 16 H100s at tp 4 x pp 4 with fused attention and sequence parallelism (expert
-# parallelism 1: every rank holds all eight experts; at tp 2 x pp 2 the weights and optimizer
-# state need 87 GiB a device with --zero 1 and are refused), written with -o and simulated
+# parallelism 1: every rank holds all eight experts; at tp 2 x pp 2 a device needs 119 GiB
+# with --zero 1 and the layout is refused), written with -o and simulated
 # again by plumb sim to the same iteration; its plan holds the experts' keys; plumb profile
 # counts Mixtral-8x7B's and Qwen3-30B-A3B's published parameters, total and active; the 3D
 # search lays Qwen3-30B-A3B out on 16 H100s.
