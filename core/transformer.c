@@ -1,6 +1,6 @@
 /* transformer.c: reading transformer descriptions (Hugging Face config.json files of the
- * gpt2, gpt_neox, llama, mistral, qwen2, qwen3, gemma, gemma2, gemma3_text, mixtral and
- * qwen3_moe families, and plumb-transformer/1), copying, comparing and writing them (sizes and FLOPs:
+ * gpt2, gpt_neox, llama, mistral, qwen2, qwen3, gemma, gemma2, gemma3_text, mixtral,
+ * qwen3_moe and qwen2_moe families, and plumb-transformer/1), copying, comparing and writing them (sizes and FLOPs:
  * transformer_size.c). Every missing, unknown or bad key gets one error line naming the file
  * and the key. */
 #include "transformer.h"
@@ -19,7 +19,7 @@ static const struct { const char *key; long long max; } LIMITS[] = {
     {"n_embd", 1000000},        {"hidden_size", 1000000},     {"n_layer", BOUND_BLOCKS_MAX},
     {"num_hidden_layers", BOUND_BLOCKS_MAX}, {"n_inner", 10000000},
     {"intermediate_size", 10000000}, {"head_dim", 1000000},
-    {"moe_intermediate_size", 10000000},
+    {"moe_intermediate_size", 10000000}, {"shared_expert_intermediate_size", 10000000},
 };
 
 static long long dim_max(const char *key)
@@ -132,6 +132,7 @@ static const struct {
     {"gemma3_text", "Gemma3ForCausalLM", F_GEMMA3},
     {"mixtral", "MixtralForCausalLM", F_MIXTRAL},
     {"qwen3_moe", "Qwen3MoeForCausalLM", F_QWEN3_MOE},
+    {"qwen2_moe", "Qwen2MoeForCausalLM", F_QWEN2_MOE},
 };
 #define NFAMILIES ((int)(sizeof FAMILIES / sizeof FAMILIES[0]))
 
@@ -149,8 +150,8 @@ static int hf_family(const jctx *jc, const cJSON *root, tf_fam *out)
         if (!cJSON_IsString(a0))
             return err_set(jc->err, jc->file, "model_type",
                            "missing; expected a model type (gpt2, gpt_neox, llama, mistral, "
-                           "qwen2, qwen3, gemma, gemma2, gemma3_text, mixtral, qwen3_moe) or an "
-                           "architectures list");
+                           "qwen2, qwen3, gemma, gemma2, gemma3_text, mixtral, qwen3_moe, "
+                           "qwen2_moe) or an architectures list");
         s = a0->valuestring;
     }
     for (int i = 0; i < NFAMILIES; i++)
@@ -166,11 +167,11 @@ static int hf_family(const jctx *jc, const cJSON *root, tf_fam *out)
     return err_set(jc->err, jc->file, key,
                    "unknown architecture; expected %s (got \"%.60s\")",
                    mt ? "gpt2, gpt_neox, llama, mistral, qwen2, qwen3, gemma, gemma2, "
-                        "gemma3_text, mixtral or qwen3_moe"
+                        "gemma3_text, mixtral, qwen3_moe or qwen2_moe"
                       : "GPT2LMHeadModel, GPTNeoXForCausalLM, LlamaForCausalLM, "
                         "MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, "
                         "GemmaForCausalLM, Gemma2ForCausalLM, Gemma3ForCausalLM, "
-                        "MixtralForCausalLM or Qwen3MoeForCausalLM",
+                        "MixtralForCausalLM, Qwen3MoeForCausalLM or Qwen2MoeForCausalLM",
                    s);
 }
 
@@ -199,8 +200,8 @@ static int load_gpt2(const jctx *jc, const cJSON *root, transformer *t)
 }
 
 /* gpt_neox, llama, mistral, qwen2, qwen3 (and the gemma families: tf_load_gemma; mixtral,
- * mistral's attention, and qwen3_moe, qwen3's, with their experts: tf_load_moe): the
- * common keys. All but gpt_neox take head_dim (the head width; absent or null: hidden_size /
+ * mistral's attention, qwen3_moe, qwen3's, and qwen2_moe, qwen2's with qkv_bias, with their
+ * experts: tf_load_moe): the common keys. All but gpt_neox take head_dim (the head width; absent or null: hidden_size /
  * num_attention_heads, as transformers' attention modules read it). qwen3 is llama's block
  * with attention_bias on the Q, K, V and output projections (no MLP bias) and the per-head
  * query and key RMSNorms (q_norm, k_norm). */
@@ -230,7 +231,7 @@ static int load_hf(const jctx *jc, const cJSON *root, tf_fam f, transformer *t)
     t->gated_mlp = 1;
     t->activation = TF_SILU;
     t->norm = TF_RMSNORM;
-    t->qkv_bias = f == F_QWEN2;
+    t->qkv_bias = f == F_QWEN2 || f == F_QWEN2_MOE;
     t->qk_norm = f == F_QWEN3 || f == F_QWEN3_MOE;
     if (tf_get_dim(jc, root, "num_key_value_heads", 0, &t->kv_heads) ||
         tf_get_dim(jc, root, "head_dim", 0, &t->head_dim) ||
@@ -241,7 +242,9 @@ static int load_hf(const jctx *jc, const cJSON *root, tf_fam f, transformer *t)
     if ((f == F_MISTRAL || f == F_QWEN2 || f == F_QWEN3) && tf_get_window(jc, root, f, t))
         return -1;
     if (f == F_MIXTRAL && tf_get_window(jc, root, F_MISTRAL, t)) return -1;
-    if (f == F_QWEN3_MOE) { /* its config keeps sliding_window only with use_sliding_window */
+    if (f == F_QWEN2_MOE && tf_get_flag(jc, root, "qkv_bias", &t->qkv_bias)) return -1;
+    if (f == F_QWEN3_MOE || f == F_QWEN2_MOE) { /* their configs keep sliding_window only
+                                                   with use_sliding_window */
         long long w = 0;
         int use = 0;
         if (tf_get_dim(jc, root, "sliding_window", 0, &w) ||
@@ -249,9 +252,11 @@ static int load_hf(const jctx *jc, const cJSON *root, tf_fam f, transformer *t)
             return -1;
         if (use)
             return err_set(jc->err, jc->file, "use_sliding_window", "expected false: plumb "
-                           "does not price qwen3_moe's sliding window (got true)");
+                           "does not price %s's sliding window (got true)",
+                           f == F_QWEN3_MOE ? "qwen3_moe" : "qwen2_moe");
     }
-    if ((f == F_MIXTRAL || f == F_QWEN3_MOE) && tf_load_moe(jc, root, f, t)) return -1;
+    if ((f == F_MIXTRAL || f == F_QWEN3_MOE || f == F_QWEN2_MOE) && tf_load_moe(jc, root, f, t))
+        return -1;
     if (f == F_LLAMA || f == F_QWEN3 || f == F_QWEN3_MOE) {
         int ab = 0;
         if (tf_get_flag(jc, root, "attention_bias", &ab) ||
@@ -268,7 +273,8 @@ static const char *const PLUMB_KEYS[] = {
     "vocab_size", "mlp", "norm", "position_embedding", "bias", "qkv_bias", "out_bias",
     "mlp_bias", "qk_norm", "sliding_window", "layer_types", "post_norms", "embedding_scale",
     "attn_logit_softcapping", "final_logit_softcapping", "tie_word_embeddings", "dropout",
-    "num_experts", "num_experts_per_tok", "moe_intermediate_size", NULL};
+    "num_experts", "num_experts_per_tok", "moe_intermediate_size",
+    "shared_expert_intermediate_size", NULL};
 
 /* plumb-transformer/1's "mlp" words: the activation of each and whether it is gated (the
  * plain silu and the gated relu say what a Hugging Face config with those activations
@@ -469,7 +475,7 @@ int transformer_equal(const transformer *a, const transformer *b)
            (a->embed_scale != 0) == (b->embed_scale != 0) &&
            a->attn_softcap == b->attn_softcap && a->final_softcap == b->final_softcap &&
            a->experts == b->experts && a->experts_per_tok == b->experts_per_tok &&
-           a->moe_ffn == b->moe_ffn;
+           a->moe_ffn == b->moe_ffn && a->shared_ffn == b->shared_ffn;
 }
 
 /* o.layer_types: t's blocks as transformers names them; the array, or NULL when out of
@@ -526,6 +532,8 @@ cJSON *transformer_to_json(const transformer *t)
         (t->experts && (!json_add_num(o, "num_experts", (double)t->experts) ||
                         !json_add_num(o, "num_experts_per_tok", (double)t->experts_per_tok) ||
                         !json_add_num(o, "moe_intermediate_size", (double)t->moe_ffn))) ||
+        (t->shared_ffn &&
+         !json_add_num(o, "shared_expert_intermediate_size", (double)t->shared_ffn)) ||
         !cJSON_AddBoolToObject(o, "tie_word_embeddings", t->tied_embeddings) ||
         !cJSON_AddBoolToObject(o, "dropout", t->dropout))
         goto fail;

@@ -3,8 +3,8 @@
  * gives head_dim), MLP width and kind (plain or gated, or a mixture of experts), vocabulary,
  * sequence length, norms (and Qwen3's per-head query/key norms), positions, biases, dropout
  * and embedding tying. Read from a Hugging Face config.json (gpt2, gpt_neox, llama, mistral,
- * qwen2, qwen3, gemma, gemma2, gemma3_text, and the mixtures of experts mixtral and
- * qwen3_moe) or from plumb's own description (plumb-transformer/1, the same keys under a
+ * qwen2, qwen3, gemma, gemma2, gemma3_text, and the mixtures of experts mixtral, qwen2_moe
+ * and qwen3_moe) or from plumb's own description (plumb-transformer/1, the same keys under a
  * format tag; docs/llm.md), with sliding-window attention on every block or on some
  * (Gemma 2's and Gemma 3's local layers, layer_types), and Gemma's norms after attention and
  * MLP, soft-capped scores and logits and scaled embedding. */
@@ -22,7 +22,7 @@ typedef struct transformer {
     char *name;              /* e.g. "llama3-8b"; owned */
     char *family;            /* "gpt2", "gpt_neox", "llama", "mistral", "qwen2", "qwen3",
                                 "gemma", "gemma2", "gemma3_text", "mixtral",
-                                "qwen3_moe" or "plumb" */
+                                "qwen2_moe", "qwen3_moe" or "plumb" */
     long long hidden;        /* h: model width */
     long long layers;        /* l: transformer blocks */
     long long heads;         /* a: attention (query) heads; hidden % heads == 0 unless
@@ -69,7 +69,11 @@ typedef struct transformer {
                                 dense MLP of ffn */
     long long experts_per_tok; /* k: the experts each token runs (1 <= k <= experts) */
     long long moe_ffn;       /* one expert's inner width (Mixtral: intermediate_size;
-                                Qwen3-MoE: moe_intermediate_size); 0 without experts */
+                                Qwen3-MoE, Qwen2-MoE: moe_intermediate_size); 0 without
+                                experts */
+    long long shared_ffn;    /* with experts: a shared expert every token runs, a gated MLP of
+                                this width scaled by sigmoid(x w) of a hidden x 1 gate
+                                (Qwen2-MoE's shared_expert_intermediate_size); 0: none */
 } transformer;
 
 /* Reads a model file: a Hugging Face config.json (told apart by its "model_type", else its
@@ -118,8 +122,8 @@ long long transformer_attn_width(const transformer *t);
 long long transformer_block_params(const transformer *t);
 
 /* Parameters one token runs through: transformer_param_count with each block's experts
- * counted experts_per_tok times instead of experts times (the router whole); the whole count
- * for a model without experts. */
+ * counted experts_per_tok times instead of experts times (the router and the shared expert
+ * whole); the whole count for a model without experts. */
 long long transformer_active_param_count(const transformer *t);
 
 /* 1 when t's sliding window changes attention over seq tokens (a window shorter than the
@@ -146,8 +150,9 @@ long long transformer_counted_keys(const transformer *t, long long l, long long 
 
 /* Matrix-multiply FLOPs of one forward pass per sequence (2 per multiply-add): every block's
  * projections, attention scores and attention over values (each query over the block's
- * transformer_counted_keys keys), and the LM head. With experts the MLP's are the router's
- * and the experts_per_tok experts' each token runs (the active parameters'). */
+ * transformer_counted_keys keys), and the LM head. With experts the MLP's are the router's,
+ * the experts_per_tok experts' each token runs and the shared expert's with its gate (the
+ * active parameters'). */
 double transformer_forward_flops(const transformer *t);
 
 #endif

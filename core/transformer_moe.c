@@ -1,6 +1,6 @@
-/* transformer_moe.c: the mixture-of-experts keys of the mixtral and qwen3_moe Hugging Face
- * configs and of plumb-transformer/1, read by transformers' rules into a transformer's
- * experts, experts_per_tok and moe_ffn (core/transformer_read.h). */
+/* transformer_moe.c: the mixture-of-experts keys of the mixtral, qwen3_moe and qwen2_moe
+ * Hugging Face configs and of plumb-transformer/1, read by transformers' rules into a
+ * transformer's experts, experts_per_tok, moe_ffn and shared_ffn (core/transformer_read.h). */
 #include <stdio.h>
 #include <string.h>
 
@@ -48,7 +48,12 @@ static int get_experts(const jctx *jc, const cJSON *root, const char *ekey, tran
  * is a mixture when its index is not in mlp_only_layers and (index + 1) % decoder_sparse_step
  * == 0, else a dense MLP of intermediate_size: plumb prices one kind of block, so a config
  * with dense blocks (mlp_only_layers not empty, decoder_sparse_step above 1) is refused
- * naming the key, as is num_experts 0 (no experts: the dense qwen3). */
+ * naming the key, as is num_experts 0 (no experts: the dense qwen3).
+ * qwen2_moe (modeling_qwen2_moe.py, configuration_qwen2_moe.py): qwen2's attention (Q, K, V
+ * biases as qkv_bias says, default true), qwen3_moe's experts, router and rules for dense
+ * blocks, and a shared expert every token runs: a SwiGLU MLP of
+ * shared_expert_intermediate_size whose output is scaled by sigmoid(x w) of a hidden x 1
+ * shared_expert_gate (no biases) and added to the experts' sum. */
 int tf_load_moe(const jctx *jc, const cJSON *root, tf_fam f, transformer *t)
 {
     if (f == F_MIXTRAL) {
@@ -58,7 +63,10 @@ int tf_load_moe(const jctx *jc, const cJSON *root, tf_fam f, transformer *t)
     long long step = 1;
     int norm_topk = 0;
     const cJSON *only = cJSON_GetObjectItemCaseSensitive(root, "mlp_only_layers");
-    if (tf_get_dim(jc, root, "moe_intermediate_size", 1, &t->moe_ffn)) return -1;
+    if (tf_get_dim(jc, root, "moe_intermediate_size", 1, &t->moe_ffn) ||
+        (f == F_QWEN2_MOE &&
+         tf_get_dim(jc, root, "shared_expert_intermediate_size", 1, &t->shared_ffn)))
+        return -1;
     if (get_experts(jc, root, "num_experts", t) ||
         tf_get_dim(jc, root, "decoder_sparse_step", 0, &step) ||
         tf_get_flag(jc, root, "norm_topk_prob", &norm_topk))
@@ -82,8 +90,15 @@ int tf_load_moe_plumb(const jctx *jc, const cJSON *root, transformer *t)
                                        "moe_intermediate_size"};
     int n = 0;
     for (int i = 0; i < 3; i++) n += cJSON_GetObjectItemCaseSensitive(root, keys[i]) != NULL;
-    if (n == 0) return 0;
-    if (tf_get_dim(jc, root, "moe_intermediate_size", 1, &t->moe_ffn)) return -1;
+    if (n == 0) {
+        if (cJSON_GetObjectItemCaseSensitive(root, "shared_expert_intermediate_size"))
+            return err_set(jc->err, jc->file, "shared_expert_intermediate_size", "expected "
+                           "only with num_experts (a shared expert beside the routed ones)");
+        return 0;
+    }
+    if (tf_get_dim(jc, root, "moe_intermediate_size", 1, &t->moe_ffn) ||
+        tf_get_dim(jc, root, "shared_expert_intermediate_size", 0, &t->shared_ffn))
+        return -1;
     if (!t->gated_mlp)
         return err_set(jc->err, jc->file, "mlp", "expected a gated MLP (swiglu, geglu, reglu) "
                        "with experts: plumb's experts are gated");

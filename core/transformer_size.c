@@ -30,7 +30,8 @@ static long long norm_params(const transformer *t)
 }
 
 /* One block's parameters with n of its experts (all of them for the count, k for the
- * active); the router (hidden x experts, no bias) whole either way. */
+ * active); the router (hidden x experts, no bias) and the shared expert with its hidden x 1
+ * gate whole either way. */
 static long long block_params_n(const transformer *t, long long n)
 {
     long long h = t->hidden, f = t->ffn, q = qkv_width(t), aw = transformer_attn_width(t);
@@ -38,7 +39,9 @@ static long long block_params_n(const transformer *t, long long n)
                      (t->qk_norm ? 2 * transformer_head_dim(t) : 0); /* q_norm, k_norm */
     long long mlp = t->gated_mlp ? 3 * h * f + (t->mlp_bias ? 2 * f + h : 0)
                                  : 2 * h * f + (t->mlp_bias ? f + h : 0);
-    if (t->experts) mlp = n * 3 * h * t->moe_ffn + h * t->experts; /* gated, no biases */
+    if (t->experts) /* gated, no biases */
+        mlp = n * 3 * h * t->moe_ffn + h * t->experts +
+              (t->shared_ffn ? 3 * h * t->shared_ffn + h : 0);
     return attn + mlp + (t->post_norms ? 4 : 2) * norm_params(t); /* Gemma 2's post norms */
 }
 
@@ -111,6 +114,8 @@ static double block_flops(const transformer *t, double kv)
            + 2 * s * aw * h                 /* output projection */
            + (t->experts ? 2 * s * h * (double)t->experts /* the router */
                                + 6 * s * h * (double)t->moe_ffn * (double)t->experts_per_tok
+                               + (t->shared_ffn ? 6 * s * h * (double)t->shared_ffn + 2 * s * h
+                                                : 0)
                          : (t->gated_mlp ? 6 : 4) * s * h * f);
 }
 

@@ -1,6 +1,6 @@
 /* llm_moe.c: one block's mixture of experts priced on one tensor-parallel rank
- * (planner/llm_moe.h): the router, top-k, permutation, the experts' grouped GEMMs and the
- * combine, their memory and parameters. */
+ * (planner/llm_moe.h): the router, top-k, permutation, the experts' grouped GEMMs, the
+ * combine and the shared expert, their memory and parameters. */
 #include "planner/llm_moe.h"
 
 /* `groups` GEMMs of m rows from kin to nout features each, run as one grouped kernel
@@ -38,8 +38,22 @@ void llm_moe_cost(const llm_moe *c, double *flops, double *fwd_s, double *bwd_in
                    + 2 * M * k * h * e                      /* permutation */
                    + 2 * M * k * h * e                      /* un-permutation */
                    + M * k * (h * e + 4) + M * h * e;       /* combine */
-    *fwd_s += device_stream_s(c->dev, bytes, 5);
-    *bwd_in_s += device_stream_s(c->dev, 2 * bytes, 10);
+    int kernels = 5;
+    if (c->fs > 0) { /* the shared expert: a dense gated MLP over the M rows, split over the
+                        ranks as one; its gate's h x 1 GEMM whole on each rank */
+        double fs = c->fs, gate = 0;
+        add_gemms(c, 1, M, h, 2 * fs, flops, fwd_s, bwd_in_s, bwd_w_s);
+        add_gemms(c, 1, M, fs, h, flops, fwd_s, bwd_in_s, bwd_w_s);
+        add_gemms(c, 1, M, h, 1, &gate, fwd_s, bwd_in_s, bwd_w_s);
+        *flops += gate / c->tp;
+        /* its activation (two reads, one write of M fs), the sigmoid scaling of its output
+         * (reads M h and the M gate values, writes M h) and the add to the experts' sum
+         * (two reads, one write of M h) */
+        bytes += 3 * M * fs * e + (2 * M * h * e + M * e) + 3 * M * h * e;
+        kernels += 3;
+    }
+    *fwd_s += device_stream_s(c->dev, bytes, kernels);
+    *bwd_in_s += device_stream_s(c->dev, 2 * bytes, 2 * kernels);
 }
 
 double llm_moe_saved(const llm_moe *c)
@@ -48,20 +62,24 @@ double llm_moe_saved(const llm_moe *c)
     return M * c->E * 4 + M * k * 12 /* the router's probabilities, the k weights, indices */
            + rows * h * e            /* the permuted tokens: the experts' first input */
            + 4 * e * rows * c->ft    /* fc1's 2 ft output, the SiLU's and the product */
-           + rows * h * e;           /* the experts' outputs, which the combine weighs */
+           + rows * h * e            /* the experts' outputs, which the combine weighs */
+           + (c->fs > 0 ? 4 * e * M * c->fs /* the shared expert's inner tensors */
+                              + M * h * e + M * e /* its output and its gate's sigmoid */
+                        : 0);
 }
 
 double llm_moe_split_saved(const llm_moe *c)
 {
-    return c->e * (c->M * c->E + c->M * c->k * (2 * c->ft + c->h));
+    return c->e * (c->M * c->E + c->M * c->k * (2 * c->ft + c->h) +
+                   (c->fs > 0 ? c->M * (2 * c->fs + c->h) + c->M : 0));
 }
 
 double llm_moe_params(const llm_moe *c)
 {
-    return c->h * c->E + c->E * 3 * c->h * c->ft;
+    return c->h * c->E + c->E * 3 * c->h * c->ft + (c->fs > 0 ? 3 * c->h * c->fs + c->h : 0);
 }
 
 int llm_moe_tensors(const llm_moe *c)
 {
-    return 1 + 2 * (int)c->E;
+    return 1 + 2 * (int)c->E + (c->fs > 0 ? 3 : 0);
 }

@@ -106,8 +106,9 @@ typedef struct shape {
  * dense one), in the projections' precision. */
 static llm_moe moe_of(const shape *c)
 {
+    double tp = (double)c->t->heads / c->at; /* the heads per rank are heads / tp */
     llm_moe m = {c->dev, c->pj, c->M, c->h, c->e, (double)c->t->experts,
-                 (double)c->t->experts_per_tok, c->mft, (double)c->t->moe_ffn / c->mft};
+                 (double)c->t->experts_per_tok, c->mft, tp, (double)c->t->shared_ffn / tp};
     return m;
 }
 
@@ -364,7 +365,8 @@ static double block_params(const shape *c)
 static int block_tensors(const transformer *t)
 {
     int n = (t->post_norms ? 4 : 2) * (t->norm == TF_LAYERNORM ? 2 : 1) + 4;
-    if (t->experts) n += 2 * (int)t->experts - 1; /* the router and two tensors an expert */
+    if (t->experts) /* the router, two tensors an expert, the shared expert's two and gate */
+        n += 2 * (int)t->experts - 1 + (t->shared_ffn ? 3 : 0);
     n += (t->qkv_bias ? 1 : 0) + (t->out_bias ? 1 : 0) + (t->mlp_bias ? 2 : 0);
     return n + (t->qk_norm ? 2 : 0);
 }
@@ -442,6 +444,9 @@ static int check_options(const transformer *t, const llm_options *o, long long s
     if (t->experts && t->moe_ffn % o->tp)
         return err_set(err, NULL, "--tp", "expected a divisor of the experts' width %lld (got "
                        "%d)", t->moe_ffn, o->tp);
+    if (t->experts && t->shared_ffn % o->tp)
+        return err_set(err, NULL, "--tp", "expected a divisor of the shared expert's width "
+                       "%lld (got %d)", t->shared_ffn, o->tp);
     if (t->experts && o->precision == DEV_FP8)
         return err_set(err, NULL, "--precision", "expected bf16, fp16, tf32 or fp32 with %s's "
                        "experts: plumb does not price FP8 grouped GEMMs (got fp8)", t->name);

@@ -1,9 +1,10 @@
-/* test_moe.c: the mixtures of experts (docs/llm.md, "Mixtures of experts"): mixtral and
- * qwen3_moe read from their Hugging Face configs by transformers' rules, Mixtral-8x7B,
- * Qwen3-30B-A3B and Qwen3-235B-A22B counted, total and active, against sums of their
- * checkpoints' tensor shapes made here and the model cards' figures, a block's experts priced
- * as computed here (the router's GEMM, E grouped GEMMs of M k / E rows, the routing's
- * streaming bytes), plumb-transformer/1 round trips, bad keys refused in one line, and the
+/* test_moe.c: the mixtures of experts (docs/llm.md, "Mixtures of experts"): mixtral,
+ * qwen3_moe and qwen2_moe read from their Hugging Face configs by transformers' rules,
+ * Mixtral-8x7B, Qwen3-30B-A3B, Qwen3-235B-A22B, Qwen1.5-MoE-A2.7B and Qwen2-57B-A14B counted,
+ * total and active, against sums of their checkpoints' tensor shapes made here and the model
+ * cards' figures, a block's experts priced as computed here (the router's GEMM, E grouped
+ * GEMMs of M k / E rows, the routing's streaming bytes; Qwen2-MoE's shared expert and its
+ * gate), plumb-transformer/1 round trips, bad keys refused in one line, and the
  * executor refusing a plan with experts. */
 #include <criterion/criterion.h>
 #include <math.h>
@@ -85,7 +86,7 @@ Test(moe, families_read)
     transformer_free(t);
     /* DeepSeek's MLA and shared experts stay unknown */
     expect_bad("{\"model_type\": \"deepseek_v3\"}", "model_type: unknown architecture");
-    expect_bad("{\"model_type\": \"qwen2_moe\"}", "model_type: unknown architecture");
+    expect_bad("{\"model_type\": \"olmoe\"}", "model_type: unknown architecture");
 }
 
 /* A published shape and the sums of its checkpoint's tensors, counted here from the
@@ -98,17 +99,24 @@ static const struct moe_shape {
     const char *name, *fam;
     long long h, layers, heads, kv, d, f, E, k, vocab;
     double card, card_active, rounding, rounding_active;
+    long long fs; /* qwen2_moe: the shared expert's width */
 } SHAPES[] = {
     /* mistralai/Mixtral-8x7B-v0.1: 46.7 B total, 12.9 B active (the model card) */
     {"Mixtral-8x7B", "mixtral", 4096, 32, 32, 8, 128, 14336, 8, 2, 32000, 46.7e9, 12.9e9,
-     0.05e9, 0.05e9},
+     0.05e9, 0.05e9, 0},
     /* Qwen/Qwen3-30B-A3B: 30.5 B, 3.3 B activated (the card's figure is 3.35 B cut to one
      * decimal) */
     {"Qwen3-30B-A3B", "qwen3_moe", 2048, 48, 32, 4, 128, 768, 128, 8, 151936, 30.5e9, 3.3e9,
-     0.05e9, 0.06e9},
+     0.05e9, 0.06e9, 0},
     /* Qwen/Qwen3-235B-A22B: 235 B, 22 B activated */
     {"Qwen3-235B-A22B", "qwen3_moe", 4096, 94, 64, 4, 128, 1536, 128, 8, 151936, 235e9, 22e9,
-     0.5e9, 0.5e9},
+     0.5e9, 0.5e9, 0},
+    /* Qwen/Qwen1.5-MoE-A2.7B: 14.3 B, 2.7 B activated; a shared expert of 5632 */
+    {"Qwen1.5-MoE-A2.7B", "qwen2_moe", 2048, 24, 16, 16, 128, 1408, 60, 4, 151936, 14.3e9,
+     2.7e9, 0.05e9, 0.05e9, 5632},
+    /* Qwen/Qwen2-57B-A14B: 57 B, 14 B activated; a shared expert of 20480 */
+    {"Qwen2-57B-A14B", "qwen2_moe", 3584, 28, 28, 4, 128, 2560, 64, 8, 151936, 57e9, 14e9,
+     0.5e9, 0.5e9, 20480},
 };
 
 static long long tensor_sum(const struct moe_shape *s, long long experts)
@@ -120,9 +128,12 @@ static long long tensor_sum(const struct moe_shape *s, long long experts)
         sum += s->heads * d * h + 2 * (s->kv * d * h);     /* q_proj, k_proj, v_proj */
         sum += h * s->heads * d;                           /* o_proj */
         if (!strcmp(s->fam, "qwen3_moe")) sum += d + d;    /* q_norm, k_norm */
+        if (!strcmp(s->fam, "qwen2_moe"))                  /* q, k, v biases */
+            sum += s->heads * d + 2 * s->kv * d;
         sum += h;                                          /* post_attention_layernorm */
         sum += s->E * h;                                   /* the router */
         for (long long x = 0; x < experts; x++) sum += f * h + f * h + h * f; /* w1, w3, w2 */
+        if (s->fs) sum += 3 * s->fs * h + h; /* shared_expert's three, shared_expert_gate */
     }
     return sum + h + s->vocab * h; /* model.norm, lm_head */
 }
@@ -131,15 +142,41 @@ static char *cfg(const struct moe_shape *s)
 {
     static char buf[1024];
     int mx = !strcmp(s->fam, "mixtral");
-    snprintf(buf, sizeof buf,
+    int n = snprintf(buf, sizeof buf,
              "{\"model_type\": \"%s\", \"hidden_size\": %lld, \"num_hidden_layers\": %lld, "
              "\"num_attention_heads\": %lld, \"num_key_value_heads\": %lld, \"head_dim\": %lld, "
              "\"intermediate_size\": %lld, \"max_position_embeddings\": 32768, "
-             "\"vocab_size\": %lld, \"%s\": %lld, \"num_experts_per_tok\": %lld%s%lld}",
+             "\"vocab_size\": %lld, \"%s\": %lld, \"num_experts_per_tok\": %lld%s%lld",
              s->fam, s->h, s->layers, s->heads, s->kv, s->d, mx ? s->f : 12288, s->vocab,
              mx ? "num_local_experts" : "num_experts", s->E, s->k,
              mx ? ", \"rope_theta\": " : ", \"moe_intermediate_size\": ", mx ? 1000000 : s->f);
+    if (s->fs) n += snprintf(buf + n, sizeof buf - (size_t)n,
+                             ", \"shared_expert_intermediate_size\": %lld", s->fs);
+    snprintf(buf + n, sizeof buf - (size_t)n, "}");
     return buf;
+}
+
+/* qwen2_moe: qwen2's attention (Q, K, V biases unless qkv_bias says false, no output bias),
+ * the experts and the shared expert. */
+Test(moe, qwen2_moe_read)
+{
+    plumb_err err = {{0}};
+    transformer *t = parse(cfg(&SHAPES[3]), &err);
+    cr_assert_not_null(t, "%s", err.msg);
+    cr_assert_str_eq(t->family, "qwen2_moe");
+    cr_assert(t->qkv_bias && !t->out_bias && !t->mlp_bias && !t->qk_norm && t->gated_mlp);
+    cr_assert_eq(t->experts, 60);
+    cr_assert_eq(t->experts_per_tok, 4);
+    cr_assert_eq(t->moe_ffn, 1408);
+    cr_assert_eq(t->shared_ffn, 5632);
+    transformer_free(t);
+    char text[1100];
+    snprintf(text, sizeof text, "%.*s, \"qkv_bias\": false}", (int)strlen(cfg(&SHAPES[3])) - 1,
+             cfg(&SHAPES[3]));
+    t = parse(text, &err);
+    cr_assert_not_null(t, "%s", err.msg);
+    cr_assert_not(t->qkv_bias);
+    transformer_free(t);
 }
 
 Test(moe, parameter_counts)
@@ -254,14 +291,50 @@ Test(moe, block_priced_as_computed_here)
     transformer_free(t);
 }
 
+/* Qwen1.5-MoE-A2.7B's block at tp 2, 4096 tokens, against the same block without its shared
+ * expert: the difference is the shared expert as a dense SwiGLU of 5632 / 2 over the 4096
+ * rows, its gate's 4096 x 2048 x 1 GEMM (whole on each rank), and three streaming kernels
+ * (the activation, the sigmoid scaling, the add), computed here; FLOPs, parameters and kept
+ * bytes alike. */
+Test(moe, shared_expert_priced_as_computed_here)
+{
+    const struct moe_shape *q = &SHAPES[3];
+    plumb_err err = {{0}};
+    transformer *t = parse(cfg(q), &err);
+    cr_assert_not_null(t, "%s", err.msg);
+    transformer *bare = transformer_clone(t);
+    bare->shared_ffn = 0;
+    double speed = 1;
+    profile *p = build(t, 2, 4096, &speed), *b = build(bare, 2, 4096, NULL);
+    cluster *c = cluster_load(H100, &err);
+    const device_type *dev = &c->types[0];
+    double M = 4096, h = 2048, fs = 5632 / 2.0, e = 2;
+    dev_precision P = DEV_BF16;
+    double fwd = device_gemm_s(dev, P, 1, M, 2 * fs, h, 0) + device_gemm_s(dev, P, 1, M, h, fs, 0) +
+                 device_gemm_s(dev, P, 1, M, 1, h, 0);
+    /* the block's routed kernels are 5; 8 with the shared expert's three */
+    double bytes = 3 * M * fs * e + 2 * M * h * e + M * e + 3 * M * h * e;
+    fwd += device_stream_s(dev, bytes, 3);
+    const profile_layer *m = &p->layers[1], *d = &b->layers[1];
+    near((m->forward_ms - d->forward_ms) / 1e3 / speed, fwd, "forward");
+    near(m->flops - d->flops, 6 * M * h * fs + 2 * M * h / 2, "flops");
+    near(m->parameter_bytes - d->parameter_bytes, (3 * h * fs + h) * e, "params");
+    near(m->saved_bytes - d->saved_bytes, 4 * e * M * fs + M * h * e + M * e, "saved");
+    profile_free(p);
+    profile_free(b);
+    cluster_free(c);
+    transformer_free(bare);
+    transformer_free(t);
+}
+
 /* plumb-transformer/1 holds the experts: the description reads back equal, with the same
  * counts; a dense model writes none of the keys. */
 Test(moe, description_round_trips)
 {
-    const char *files[] = {MIXTRAL, QWEN3M};
-    for (int i = 0; i < 2; i++) {
+    for (int i = 0; i < 3; i++) {
         plumb_err err = {{0}};
-        transformer *t = load_ok(files[i]);
+        transformer *t = i < 2 ? load_ok(i ? QWEN3M : MIXTRAL) : parse(cfg(&SHAPES[4]), &err);
+        cr_assert_not_null(t, "%s", err.msg);
         cJSON *o = transformer_to_json(t);
         cr_assert_not_null(o);
         cr_assert_eq(cJSON_GetObjectItemCaseSensitive(o, "num_experts")->valuedouble,
@@ -271,7 +344,11 @@ Test(moe, description_round_trips)
         cr_assert(transformer_equal(t, r));
         cr_assert_eq(transformer_param_count(r), transformer_param_count(t));
         cr_assert_eq(transformer_active_param_count(r), transformer_active_param_count(t));
+        cr_assert_eq(r->shared_ffn, i == 2 ? 20480 : 0);
         r->experts_per_tok = 1;
+        cr_assert_not(transformer_equal(t, r));
+        r->experts_per_tok = t->experts_per_tok;
+        r->shared_ffn += 1;
         cr_assert_not(transformer_equal(t, r));
         transformer *c = transformer_clone(t);
         cr_assert(transformer_equal(t, c));
@@ -326,6 +403,11 @@ Test(moe, bad_keys_refused)
                "t.json: use_sliding_window: expected false");
     expect_bad(Q3_BASE ", \"moe_intermediate_size\": 32, \"norm_topk_prob\": 3}",
                "t.json: norm_topk_prob:");
+    expect_bad("{\"model_type\": \"qwen2_moe\", \"hidden_size\": 64, \"num_hidden_layers\": 2, "
+               "\"num_attention_heads\": 4, \"intermediate_size\": 96, "
+               "\"max_position_embeddings\": 512, \"vocab_size\": 100, \"num_experts\": 4, "
+               "\"num_experts_per_tok\": 2, \"moe_intermediate_size\": 32}",
+               "t.json: shared_expert_intermediate_size: missing");
     /* plumb-transformer/1: gated experts without biases, the three keys together */
     expect_bad(PL_BASE "\"mlp\": \"gelu\", \"bias\": false, \"num_experts\": 4, "
                "\"num_experts_per_tok\": 2, \"moe_intermediate_size\": 32}",
@@ -338,6 +420,9 @@ Test(moe, bad_keys_refused)
     expect_bad(PL_BASE "\"mlp\": \"swiglu\", \"bias\": false, \"num_experts\": 4, "
                "\"moe_intermediate_size\": 32}",
                "t.json: num_experts_per_tok: missing");
+    expect_bad(PL_BASE "\"mlp\": \"swiglu\", \"bias\": false, "
+               "\"shared_expert_intermediate_size\": 32}",
+               "t.json: shared_expert_intermediate_size: expected only with num_experts");
 }
 
 /* The options a mixture cannot take: a tp that does not divide the experts' width, FP8. */

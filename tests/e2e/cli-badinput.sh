@@ -548,7 +548,7 @@ expect_bad train-plan-with-gemma-parts "^plumb: .*gmplan.json: model.transformer
 rm -f "$d/gm.json" "$d/gmmini.json" "$d/gmplan.json"
 
 # the mixtures of experts: k above the experts, no experts, a missing experts key, dense
-# blocks between the mixtures and FP8 get one line naming the file and key; a plan with
+# blocks between the mixtures, Qwen2-MoE without its shared expert's width and FP8 get one line naming the file and key; a plan with
 # experts is refused by the executor by name
 moefile() { # SRC DST KEY VALUE [KEY VALUE]: SRC's config with KEY set to VALUE (JSON text;
             # null removes the key)
@@ -575,6 +575,9 @@ expect_bad model-moe-dense-layers "^plumb: .*moe.json: mlp_only_layers: expected
     "$P" profile --model "$d/moe.json" -c profiles/clusters/dgx-h100.json
 moefile $Q3M "$d/moe.json" decoder_sparse_step 2
 expect_bad model-moe-sparse-step "^plumb: .*moe.json: decoder_sparse_step: expected 1" \
+    "$P" profile --model "$d/moe.json" -c profiles/clusters/dgx-h100.json
+moefile $Q3M "$d/moe.json" model_type '"qwen2_moe"'
+expect_bad model-moe-qwen2-shared "^plumb: .*moe.json: shared_expert_intermediate_size: missing; expected a positive integer" \
     "$P" profile --model "$d/moe.json" -c profiles/clusters/dgx-h100.json
 expect_bad model-moe-fp8 "^plumb: profile: --precision: expected bf16, fp16, tf32 or fp32 with mixtral-8x7b's experts" \
     "$P" profile --model $MX -c profiles/clusters/dgx-h100.json --precision fp8
